@@ -1,0 +1,1 @@
+//! ofi-conformance (skeleton).

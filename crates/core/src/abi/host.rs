@@ -1,0 +1,542 @@
+//! The host table (what the core offers every provider) and [`Host`], a provider's view
+//! of it.
+//!
+//! The host table carries the log sink, parameter declaration and lookup, getinfo over
+//! the host's providers (for layering: core providers only) and fabric open through
+//! the host's registry. A plugin links its own copy of `ofi-core`, but must not keep a
+//! registry, parameter store or logger of its own: when a plugin's init runs with a
+//! host table that is not its copy's own, the table is installed as the copy's
+//! [`Host::current`] and a log forwarder to the host's sink is installed. In the host
+//! process the table is simply the core's own; linked-in providers use it through the
+//! same [`Host`] calls (one path).
+//!
+//! Every slot of the host table catches panics (a panic becomes `FI_EOTHER`). Nothing
+//! here panics.
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
+
+use crate::abi::object::{ctl, Closer, Node, ERR_CAP};
+use crate::abi::raw::{info_from_raw, ErrBuf, RawInfo, RawInfoBox, RawStr};
+use crate::abi::tables::{call_slot, HostTable};
+use crate::abi::wire::{
+    fill_result, free_result, outcome_from_raw, request_from_raw, RawGetinfoRequest,
+    RawGetinfoResult, RawHostFabric, RequestBox,
+};
+use crate::attr::Info;
+use crate::error::{Errno, Error, Result};
+use crate::fabric::Fabric;
+use crate::getinfo::{GetinfoOutcome, GetinfoRequest};
+use crate::param::ParamType;
+use crate::provider::{param_type_from_raw, param_type_to_raw};
+
+/// This copy of the core's own host table.
+static OWN: HostTable = HostTable {
+    size: std::mem::size_of::<HostTable>(),
+    log: crate::log::host_log_sink,
+    log_level: h_log_level,
+    param_declare: h_param_declare,
+    param_get_str: h_param_get_str,
+    param_get_int: h_param_get_int,
+    param_get_size: h_param_get_size,
+    param_get_bool: h_param_get_bool,
+    getinfo: h_getinfo,
+    free_getinfo: h_free_getinfo,
+    open_fabric: h_open_fabric,
+    fabric_close: h_fabric_close,
+    fabric_release: h_fabric_release,
+};
+
+/// The host table installed in this copy (null: our own).
+static INSTALLED: AtomicPtr<HostTable> = AtomicPtr::new(std::ptr::null_mut());
+
+/// This copy's own host table (what a host hands to the providers it initialises).
+pub fn own_table() -> &'static HostTable {
+    &OWN
+}
+
+/// Install a foreign host table (inside a plugin). Returns true if it is foreign and
+/// was installed now; false if it is our own or one was installed already.
+///
+/// # Safety
+/// `table` must point to a host table that stays valid for the life of the process.
+pub(crate) unsafe fn install(table: *const HostTable) -> bool {
+    if std::ptr::eq(table, &OWN) {
+        return false;
+    }
+    INSTALLED
+        .compare_exchange(
+            std::ptr::null_mut(),
+            table as *mut HostTable,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
+}
+
+/// The host table this copy talks to: the installed one inside a plugin, else our own.
+pub fn current_table() -> &'static HostTable {
+    let p = INSTALLED.load(Ordering::Acquire);
+    if p.is_null() {
+        &OWN
+    } else {
+        // SAFETY: only `install` stores here, with a table valid for the process's life.
+        unsafe { &*p }
+    }
+}
+
+/// A provider's view of the host: parameters, layering getinfo and fabric open.
+/// Linked-in and plugin providers use it the same way. Cheap to copy.
+#[derive(Clone, Copy)]
+pub struct Host {
+    table: &'static HostTable,
+    prov: &'static str,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("prov", &self.prov)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// The host of this copy of the core, acting for provider `prov` (whose parameters
+    /// [`Host::declare_param`] and the `param_*` readers address).
+    pub fn for_provider(prov: &'static str) -> Host {
+        Host {
+            table: current_table(),
+            prov,
+        }
+    }
+
+    /// The host as the core itself sees it (parameters of the core, prefix `FI_`).
+    pub fn current() -> Host {
+        Host {
+            table: current_table(),
+            prov: "",
+        }
+    }
+
+    pub(crate) fn with_table(table: &'static HostTable, prov: &'static str) -> Host {
+        Host { table, prov }
+    }
+
+    fn prov_raw(&self) -> RawStr {
+        if self.prov.is_empty() {
+            RawStr::NONE
+        } else {
+            RawStr::from_text(self.prov)
+        }
+    }
+
+    /// Declare one of the provider's parameters: environment variable
+    /// `FI_<PROV>_<NAME>`, then `plugins.toml`, then `default`.
+    pub fn declare_param(
+        &self,
+        name: &str,
+        ty: ParamType,
+        help: &str,
+        default: Option<&str>,
+    ) -> Result<()> {
+        let t = self.table;
+        let (p, n, h, d) = (
+            self.prov_raw(),
+            RawStr::from_text(name),
+            RawStr::from_text(help),
+            RawStr::from_opt(default),
+        );
+        // SAFETY: the host table is valid for the process; the strings live across the call.
+        ctl(|eb| unsafe {
+            call_slot!(
+                t,
+                HostTable.param_declare(p, n, param_type_to_raw(ty), h, d, eb)
+            )
+        })
+    }
+
+    /// A parameter's text (`None` if unset).
+    pub fn param_str(&self, name: &str) -> Result<Option<String>> {
+        let t = self.table;
+        let (p, n) = (self.prov_raw(), RawStr::from_text(name));
+        let mut cap = 256;
+        loop {
+            let mut buf = vec![0u8; cap];
+            let mut len = 0usize;
+            let mut msg = [0u8; ERR_CAP];
+            let mut eb = ErrBuf::new(&mut msg);
+            // SAFETY: buffers live across the call and their sizes are passed.
+            let rc = unsafe {
+                call_slot!(
+                    t,
+                    HostTable.param_get_str(p, n, buf.as_mut_ptr(), cap, &mut len, &mut eb)
+                )
+            };
+            match rc {
+                0 => return Ok(None),
+                1 if len > cap => cap = len,
+                1 => {
+                    buf.truncate(len);
+                    return String::from_utf8(buf).map(Some).map_err(|_| {
+                        Error::new(Errno::EINVAL, format!("parameter {name}: not UTF-8"))
+                    });
+                }
+                rc => return Err(crate::abi::object::status_error(rc as isize, &eb)),
+            }
+        }
+    }
+
+    fn param_typed<T: Default>(
+        &self,
+        name: &str,
+        call: impl FnOnce(RawStr, RawStr, *mut T, *mut ErrBuf) -> i32,
+    ) -> Result<Option<T>> {
+        let mut out = T::default();
+        let mut msg = [0u8; ERR_CAP];
+        let mut eb = ErrBuf::new(&mut msg);
+        match call(self.prov_raw(), RawStr::from_text(name), &mut out, &mut eb) {
+            0 => Ok(None),
+            1 => Ok(Some(out)),
+            rc => Err(crate::abi::object::status_error(rc as isize, &eb)),
+        }
+    }
+
+    /// An Int parameter.
+    pub fn param_int(&self, name: &str) -> Result<Option<i64>> {
+        let t = self.table;
+        // SAFETY: pointers live across the call.
+        self.param_typed(name, |p, n, o, e| unsafe {
+            call_slot!(t, HostTable.param_get_int(p, n, o, e))
+        })
+    }
+
+    /// A Size parameter.
+    pub fn param_size(&self, name: &str) -> Result<Option<usize>> {
+        let t = self.table;
+        // SAFETY: pointers live across the call.
+        self.param_typed(name, |p, n, o, e| unsafe {
+            call_slot!(t, HostTable.param_get_size(p, n, o, e))
+        })
+    }
+
+    /// A Bool parameter.
+    pub fn param_bool(&self, name: &str) -> Result<Option<bool>> {
+        let t = self.table;
+        // SAFETY: pointers live across the call.
+        let v: Option<u8> = self.param_typed(name, |p, n, o, e| unsafe {
+            call_slot!(t, HostTable.param_get_bool(p, n, o, e))
+        })?;
+        Ok(v.map(|b| b != 0))
+    }
+
+    fn getinfo_raw(&self, req: &GetinfoRequest, core_only: bool) -> GetinfoOutcome {
+        let t = self.table;
+        let rb = RequestBox::new(req);
+        let mut out = RawGetinfoResult::empty();
+        // SAFETY: the request and result live across the call.
+        let rc = unsafe {
+            call_slot!(
+                t,
+                HostTable.getinfo(rb.as_ptr(), core_only as u32, &mut out)
+            )
+        };
+        let outcome = if rc != 0 {
+            GetinfoOutcome {
+                error: Some(Error::from_status(rc as isize)),
+                ..GetinfoOutcome::default()
+            }
+        } else {
+            // SAFETY: the host filled `out` and keeps it until free_getinfo.
+            unsafe { outcome_from_raw(&out, "host") }
+        };
+        // SAFETY: return the result to the host, which allocated it.
+        unsafe { call_slot!(t, HostTable.free_getinfo(&mut out)) };
+        outcome
+    }
+
+    /// getinfo over the host's core providers only: what a utility provider layers on.
+    pub fn getinfo_core(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        self.getinfo_raw(req, true)
+    }
+
+    /// getinfo over every provider of the host (as an application would call it).
+    pub fn getinfo_all(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        self.getinfo_raw(req, false)
+    }
+
+    /// Open a fabric through the host's registry (for layering): `info` is a result of
+    /// [`Host::getinfo_core`].
+    pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
+        let t = self.table;
+        let ib = RawInfoBox::new(info);
+        let mut out = RawHostFabric::empty();
+        // SAFETY: `ib` and `out` live across the call.
+        ctl(|eb| unsafe { call_slot!(t, HostTable.open_fabric(ib.as_ptr(), 0, &mut out, eb)) })?;
+        if out.obj.is_null() || out.ops.is_null() || out.keep.is_null() {
+            return Err(Error::new(
+                Errno::EOTHER,
+                "host open_fabric returned no fabric",
+            ));
+        }
+        let prov: Arc<str> = info.prov_name().into();
+        let node = Node::root(
+            out.family,
+            prov,
+            Closer::HostFabric {
+                host: t,
+                keep: out.keep,
+            },
+            None,
+        );
+        // SAFETY: the host returned a fabric object and its table, valid while `keep`
+        // is held (by `node`).
+        Ok(unsafe { Fabric::from_raw(out.obj, out.ops, node) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The host side of the table.
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
+/// Run a host slot: panics become `-FI_EOTHER` with a message.
+fn host_slot(err: *mut ErrBuf, what: &str, f: impl FnOnce() -> Result<i32>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            // SAFETY: `err` is null or the caller's buffer (host table contract).
+            unsafe { ErrBuf::write(err, &e.to_string()) };
+            e.code().to_status()
+        }
+        Err(p) => {
+            let msg = format!("panic in host {what}: {}", panic_text(&*p));
+            tracing::error!(target: "ofi", prov = "core", subsys = "core", "{msg}");
+            // SAFETY: as above.
+            unsafe { ErrBuf::write(err, &msg) };
+            Errno::EOTHER.to_status()
+        }
+    }
+}
+
+/// # Safety
+/// Strings valid for the call.
+unsafe fn prov_name<'a>(p: RawStr) -> Result<Option<&'a str>> {
+    // SAFETY: forwarded.
+    unsafe { p.str("parameter provider") }
+}
+
+/// # Safety
+/// Strings valid for the call.
+unsafe fn req_str<'a>(s: RawStr, what: &str) -> Result<&'a str> {
+    // SAFETY: forwarded.
+    unsafe { s.str(what) }?.ok_or_else(|| Error::new(Errno::EINVAL, format!("{what}: missing")))
+}
+
+unsafe extern "C" fn h_log_level() -> i32 {
+    catch_unwind(crate::log::host_max_level).map_or(2, i32::from)
+}
+
+unsafe extern "C" fn h_param_declare(
+    prov: RawStr,
+    name: RawStr,
+    ty: u32,
+    help: RawStr,
+    default: RawStr,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "param_declare", || {
+        let ty = param_type_from_raw(ty)
+            .ok_or_else(|| Error::new(Errno::EINVAL, format!("parameter type {ty} unknown")))?;
+        // SAFETY: the caller passes strings valid for the call (host table contract).
+        let (p, n, h, d) = unsafe {
+            (
+                prov_name(prov)?,
+                req_str(name, "name")?,
+                req_str(help, "help")?,
+                default.str("default")?,
+            )
+        };
+        crate::param::declare(p, n, ty, h, d)?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn h_param_get_str(
+    prov: RawStr,
+    name: RawStr,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "param_get_str", || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match crate::param::get_str(p, n)? {
+            None => Ok(0),
+            Some(v) => {
+                if len.is_null() {
+                    return Err(Error::new(Errno::EINVAL, "len: null"));
+                }
+                // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
+                unsafe {
+                    *len = v.len();
+                    if v.len() <= cap && !buf.is_null() {
+                        std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
+                    }
+                }
+                Ok(1)
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `out` valid for a write.
+unsafe fn put<T>(out: *mut T, v: T) -> Result<i32> {
+    if out.is_null() {
+        return Err(Error::new(Errno::EINVAL, "out: null"));
+    }
+    // SAFETY: non-null and valid by the caller's contract.
+    unsafe { out.write(v) };
+    Ok(1)
+}
+
+unsafe extern "C" fn h_param_get_int(
+    prov: RawStr,
+    name: RawStr,
+    out: *mut i64,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "param_get_int", || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match crate::param::get_int(p, n)? {
+            None => Ok(0),
+            // SAFETY: `out` valid (contract).
+            Some(v) => unsafe { put(out, v) },
+        }
+    })
+}
+
+unsafe extern "C" fn h_param_get_size(
+    prov: RawStr,
+    name: RawStr,
+    out: *mut usize,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "param_get_size", || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match crate::param::get_size(p, n)? {
+            None => Ok(0),
+            // SAFETY: `out` valid (contract).
+            Some(v) => unsafe { put(out, v) },
+        }
+    })
+}
+
+unsafe extern "C" fn h_param_get_bool(
+    prov: RawStr,
+    name: RawStr,
+    out: *mut u8,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "param_get_bool", || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match crate::param::get_bool(p, n)? {
+            None => Ok(0),
+            // SAFETY: `out` valid (contract).
+            Some(v) => unsafe { put(out, v as u8) },
+        }
+    })
+}
+
+unsafe extern "C" fn h_getinfo(
+    req: *const RawGetinfoRequest,
+    core_only: u32,
+    out: *mut RawGetinfoResult,
+) -> i32 {
+    host_slot(std::ptr::null_mut(), "getinfo", || {
+        if out.is_null() {
+            return Err(Error::new(Errno::EINVAL, "getinfo: null result"));
+        }
+        // SAFETY: the request is valid for the call (contract).
+        let outcome = match unsafe { request_from_raw(req) } {
+            Ok(req) => crate::registry::host_getinfo(&req, core_only != 0),
+            Err(e) => GetinfoOutcome {
+                error: Some(e),
+                ..GetinfoOutcome::default()
+            },
+        };
+        // SAFETY: `out` valid for writes (contract); freed by h_free_getinfo.
+        unsafe { fill_result(&outcome, out) };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn h_free_getinfo(out: *mut RawGetinfoResult) -> i32 {
+    host_slot(std::ptr::null_mut(), "free_getinfo", || {
+        // SAFETY: `out` was filled by h_getinfo of this copy (contract).
+        unsafe { free_result(out) };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn h_open_fabric(
+    info: *const RawInfo,
+    _context: usize,
+    out: *mut RawHostFabric,
+    err: *mut ErrBuf,
+) -> i32 {
+    host_slot(err, "open_fabric", || {
+        if out.is_null() {
+            return Err(Error::new(Errno::EINVAL, "open_fabric: null out"));
+        }
+        // SAFETY: `info` valid for the call (contract).
+        let info = unsafe { info_from_raw(info) }?;
+        let fabric = crate::registry::open_fabric(&info)?;
+        let (obj, ops, node) = fabric.into_raw_parts();
+        let family = node.family();
+        let keep = Box::into_raw(Box::new(node)) as *mut c_void;
+        // SAFETY: `out` valid for writes (contract).
+        unsafe {
+            (*out).obj = obj;
+            (*out).ops = ops;
+            (*out).family = family;
+            (*out).keep = keep;
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn h_fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32 {
+    host_slot(err, "fabric_close", || {
+        if keep.is_null() {
+            return Err(Error::new(Errno::EINVAL, "fabric_close: null"));
+        }
+        // SAFETY: `keep` came from h_open_fabric and is not released yet (contract).
+        let node = unsafe { &*(keep as *const Arc<Node>) };
+        node.close()?;
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn h_fabric_release(keep: *mut c_void) -> i32 {
+    host_slot(std::ptr::null_mut(), "fabric_release", || {
+        if !keep.is_null() {
+            // SAFETY: `keep` came from Box::into_raw in h_open_fabric; released once.
+            drop(unsafe { Box::from_raw(keep as *mut Arc<Node>) });
+        }
+        Ok(0)
+    })
+}

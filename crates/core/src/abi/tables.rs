@@ -1,0 +1,725 @@
+//! The ops tables: one `#[repr(C)]` table of `unsafe extern "C"` function pointers per
+//! object class, each beginning with its own `size`.
+//!
+//! # Rules (part of the interface)
+//!
+//! - Every slot takes the provider's opaque object pointer ([`Obj`]) first. Buffers are
+//!   pointer + length, contexts `usize`, fabric addresses `u64`, enumerations their C
+//!   `u32` value, flags their C bits.
+//! - Results: `i32` status (0 or `-FI_x`) or `isize` (a non-negative count, or `-FI_x`).
+//!   Control slots (open, close, bind, enable, connect, …) take a last `err: *mut ErrBuf`
+//!   where the callee may leave a one-line message; data-path slots do not.
+//! - `size` is the size of the table the producer was built with. **Tables only grow at
+//!   the end**: a new slot is appended (declared `fn @N name(...)` with N the interface
+//!   minor that added it), never inserted, removed, renamed or retyped. A caller checks
+//!   `size` before using a slot ([`call_slot!`](crate::abi::tables::call_slot)); a slot
+//!   beyond the producer's table is `-FI_ENOSYS`, the rule the C library applies to its
+//!   own ops tables. Changing anything but appending changes the layout fingerprint, and
+//!   plugins built before the change are refused at load.
+//! - Slots are never null. A provider that lacks an operation fills the slot with one
+//!   that returns `-FI_ENOSYS` (the adapters do this; [`MsgTable::ENOSYS`] etc. are
+//!   ready-made all-`ENOSYS` tables). A group table of an endpoint may be null in
+//!   [`RawEp`]: the host then uses the all-`ENOSYS` table.
+//! - No slot may unwind: the adapters catch panics and return `-FI_EOTHER`.
+//!
+//! Every table (and every raw structure, see [`crate::abi::raw`]) is declared through one
+//! macro that also emits its layout descriptor (`LAYOUT`); [`FINGERPRINT`]
+//! (crate::abi::FINGERPRINT) is the hash of all of them.
+
+use std::ffi::c_void;
+
+use crate::abi::layout::StructDesc;
+use crate::abi::raw::{
+    AtomicAttr, CqErrEntry, EqErrEntry, ErrBuf, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj,
+    RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawMr,
+    RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
+};
+use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
+
+/// The result types a slot may have; lets generated stubs return `-code`.
+pub trait SlotRet: Copy {
+    /// The value that reports error `code` (positive `FI_*` value).
+    fn from_errno(code: i32) -> Self;
+}
+
+impl SlotRet for i32 {
+    #[inline(always)]
+    fn from_errno(code: i32) -> i32 {
+        -code
+    }
+}
+
+impl SlotRet for isize {
+    #[inline(always)]
+    fn from_errno(code: i32) -> isize {
+        -(code as isize)
+    }
+}
+
+impl SlotRet for () {
+    #[inline(always)]
+    fn from_errno(_code: i32) {}
+}
+
+/// `FI_ENOSYS`.
+pub const ENOSYS: i32 = 38;
+/// `FI_EBADF`: what every slot of a closed handle's table returns.
+pub const EBADF: i32 = 9;
+
+/// Declares ops tables: `#[repr(C)]`, `size` first, one `unsafe extern "C" fn` field per
+/// slot, plus `LAYOUT` (descriptor), `filled::<CODE>()` (every slot returns `-CODE`),
+/// `ENOSYS` and `CLOSED` (all `-FI_ENOSYS` / all `-FI_EBADF`).
+///
+/// Slot syntax: `fn name(arg: Type, ...) -> Ret;`, or `fn @N name(...)` for a slot
+/// appended by interface minor N.
+macro_rules! abi_table {
+    ($(
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                fn $(@ $since:literal)? $slot:ident ( $($arg:ident : $argty:ty),* $(,)? ) -> $ret:ty;
+            )*
+        }
+    )*) => {$(
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        pub struct $name {
+            /// Size of this table as its producer built it: slots that end beyond it are
+            /// absent (`-FI_ENOSYS`).
+            pub size: usize,
+            $(
+                $(#[$fmeta])*
+                pub $slot: unsafe extern "C" fn($($argty),*) -> $ret,
+            )*
+        }
+
+        impl $name {
+            /// The layout descriptor of this table (see [`crate::abi::layout`]).
+            pub const LAYOUT: $crate::abi::layout::StructDesc = $crate::abi::layout::StructDesc {
+                name: stringify!($name),
+                size: ::core::mem::size_of::<$name>(),
+                align: ::core::mem::align_of::<$name>(),
+                fields: &[
+                    $crate::abi::layout::FieldDesc {
+                        name: "size",
+                        ty: "usize",
+                        offset: 0,
+                        size: ::core::mem::size_of::<usize>(),
+                        since: 0,
+                    },
+                    $(
+                        $crate::abi::layout::FieldDesc {
+                            name: stringify!($slot),
+                            ty: stringify!(fn($($argty),*) -> $ret),
+                            offset: ::core::mem::offset_of!($name, $slot),
+                            size: ::core::mem::size_of::<usize>(),
+                            since: $crate::abi::layout::since!($($since)?),
+                        },
+                    )*
+                ],
+            };
+
+            /// A full-size table whose every slot returns `-CODE` (or nothing).
+            pub const fn filled<const CODE: i32>() -> $name {
+                $name {
+                    size: ::core::mem::size_of::<$name>(),
+                    $(
+                        $slot: {
+                            #[allow(unused_variables)]
+                            unsafe extern "C" fn stub<const C: i32>($($arg: $argty),*) -> $ret {
+                                <$ret as $crate::abi::tables::SlotRet>::from_errno(C)
+                            }
+                            stub::<CODE>
+                        },
+                    )*
+                }
+            }
+
+            /// A table whose every slot is `-FI_ENOSYS`: stands in for a group the
+            /// provider does not have.
+            pub const ENOSYS: &'static $name = &$name::filled::<{ $crate::abi::tables::ENOSYS }>();
+
+            /// A table whose every slot is `-FI_EBADF`: what a handle uses once closed.
+            pub const CLOSED: &'static $name = &$name::filled::<{ $crate::abi::tables::EBADF }>();
+        }
+
+        impl ::core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(stringify!($name)).field("size", &self.size).finish_non_exhaustive()
+            }
+        }
+    )*};
+}
+
+/// Call slot `$slot` of table `$tbl` (a `&Table`) if the producer's table has it, else
+/// evaluate to `-FI_ENOSYS`. Must be used inside an `unsafe` block: it calls a foreign
+/// function pointer.
+///
+/// `call_slot!(table_ref, TableType.slot(args...))`
+macro_rules! call_slot {
+    ($tbl:expr, $T:ident . $slot:ident ( $($arg:expr),* $(,)? )) => {{
+        let t: &$T = $tbl;
+        if t.size >= ::core::mem::offset_of!($T, $slot) + ::core::mem::size_of::<usize>() {
+            (t.$slot)($($arg),*)
+        } else {
+            $crate::abi::tables::SlotRet::from_errno($crate::abi::tables::ENOSYS)
+        }
+    }};
+}
+
+#[allow(unused_imports)]
+pub(crate) use abi_table;
+pub(crate) use call_slot;
+
+abi_table! {
+    /// The provider's root table (what `PluginEntry::init` hands back).
+    pub struct ProviderTable {
+        /// Answer a getinfo request; the result is owned by the provider until
+        /// `free_getinfo`. Returns 0 (the outcome, including errors, is in `out`).
+        fn getinfo(prov: Obj, req: *const RawGetinfoRequest, out: *mut RawGetinfoResult) -> i32;
+        /// Free a result `getinfo` produced.
+        fn free_getinfo(prov: Obj, out: *mut RawGetinfoResult) -> i32;
+        /// Open a fabric for `info`.
+        fn fabric(prov: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Release the provider (after every object it created is closed).
+        fn cleanup(prov: Obj) -> i32;
+    }
+
+    /// Fabric operations (`fi_ops_fabric` plus close).
+    pub struct FabricTable {
+        /// Close the fabric.
+        fn close(fab: Obj, err: *mut ErrBuf) -> i32;
+        /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
+        fn domain(fab: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
+        fn passive_ep(fab: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
+        fn eq_open(fab: Obj, attr: *const RawEqAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
+        fn wait_open(fab: Obj, attr: *const RawWaitAttr, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
+        fn trywait(fab: Obj, objs: *const RawFidRef, count: usize) -> i32;
+    }
+
+    /// Domain operations (`fi_ops_domain` and `fi_ops_mr` plus close and bind).
+    pub struct DomainTable {
+        /// Close the domain.
+        fn close(dom: Obj, err: *mut ErrBuf) -> i32;
+        /// Bind an event queue (`fi_domain_bind`).
+        fn bind(dom: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
+        /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
+        fn endpoint(dom: Obj, info: *const RawInfo, context: usize, flags: u64, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// Open a scalable endpoint (`fi_scalable_ep`).
+        fn scalable_ep(dom: Obj, info: *const RawInfo, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// Open a completion queue; `out.ops` is a `CqTable`.
+        fn cq_open(dom: Obj, attr: *const RawCqAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Open a counter; `out.ops` is a `CntrTable`.
+        fn cntr_open(dom: Obj, attr: *const RawCntrAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Open an address vector; `out.ops` is an `AvTable`.
+        fn av_open(dom: Obj, attr: *const RawAvAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
+        /// Register one buffer (`fi_mr_reg`).
+        fn mr_reg(dom: Obj, buf: *const c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut RawMr, err: *mut ErrBuf) -> i32;
+        /// Register buffers (`fi_mr_regv`).
+        fn mr_regv(dom: Obj, iov: *const Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut RawMr, err: *mut ErrBuf) -> i32;
+        /// Register with attributes (`fi_mr_regattr`).
+        fn mr_regattr(dom: Obj, attr: *const RawMrAttr, flags: u64, out: *mut RawMr, err: *mut ErrBuf) -> i32;
+        /// `fi_query_atomic`.
+        fn query_atomic(dom: Obj, datatype: u32, op: u32, attr: *mut AtomicAttr, flags: u64) -> i32;
+        /// Open a shared transmit context (`fi_stx_context`).
+        fn stx_ctx(dom: Obj, attr: *const RawTxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// Open a shared receive context (`fi_srx_context`).
+        fn srx_ctx(dom: Obj, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+    }
+
+    /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
+    pub struct EpTable {
+        /// Close the endpoint.
+        fn close(ep: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
+        fn bind(ep: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
+        /// `fi_enable`.
+        fn enable(ep: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_control` with a provider-defined command.
+        fn control(ep: Obj, command: i32, arg: *mut c_void, err: *mut ErrBuf) -> i32;
+        /// `fi_ep_alias`.
+        fn alias(ep: Obj, flags: u64, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// `fi_cancel`.
+        fn cancel(ep: Obj, context: usize) -> isize;
+        /// `fi_getopt`; `optlen` is in/out.
+        fn getopt(ep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
+        /// `fi_setopt`.
+        fn setopt(ep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
+        /// `fi_tx_context` of a scalable endpoint.
+        fn tx_ctx(sep: Obj, index: i32, attr: *const RawTxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// `fi_rx_context` of a scalable endpoint.
+        fn rx_ctx(sep: Obj, index: i32, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
+        /// `fi_rx_size_left`.
+        fn rx_size_left(ep: Obj) -> isize;
+        /// `fi_tx_size_left`.
+        fn tx_size_left(ep: Obj) -> isize;
+    }
+
+    /// Connection management of active endpoints (`fi_ops_cm`).
+    pub struct CmTable {
+        /// `fi_setname`.
+        fn setname(ep: Obj, addr: *const u8, addrlen: usize) -> i32;
+        /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
+        fn getname(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
+        /// `fi_getpeer`; as `getname`.
+        fn getpeer(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
+        /// `fi_connect`.
+        fn connect(ep: Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
+        /// `fi_accept`.
+        fn accept(ep: Obj, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
+        /// `fi_shutdown`.
+        fn shutdown(ep: Obj, flags: u64) -> i32;
+    }
+
+    /// Messages (`fi_ops_msg`).
+    pub struct MsgTable {
+        /// `fi_send`.
+        fn send(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, context: usize) -> isize;
+        /// `fi_sendv`.
+        fn sendv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, context: usize) -> isize;
+        /// `fi_sendmsg`.
+        fn sendmsg(ep: Obj, msg: *const Msg, flags: u64) -> isize;
+        /// `fi_inject`.
+        fn inject(ep: Obj, buf: *const u8, len: usize, dest: u64) -> isize;
+        /// `fi_senddata`.
+        fn senddata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, context: usize) -> isize;
+        /// `fi_injectdata`.
+        fn injectdata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64) -> isize;
+        /// `fi_recv`.
+        fn recv(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, context: usize) -> isize;
+        /// `fi_recvv`.
+        fn recvv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, context: usize) -> isize;
+        /// `fi_recvmsg`.
+        fn recvmsg(ep: Obj, msg: *const Msg, flags: u64) -> isize;
+    }
+
+    /// Tagged messages (`fi_ops_tagged`).
+    pub struct TaggedTable {
+        /// `fi_tsend`.
+        fn tsend(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, tag: u64, context: usize) -> isize;
+        /// `fi_tsendv`.
+        fn tsendv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, tag: u64, context: usize) -> isize;
+        /// `fi_tsendmsg`.
+        fn tsendmsg(ep: Obj, msg: *const MsgTagged, flags: u64) -> isize;
+        /// `fi_tinject`.
+        fn tinject(ep: Obj, buf: *const u8, len: usize, dest: u64, tag: u64) -> isize;
+        /// `fi_tsenddata`.
+        fn tsenddata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, tag: u64, context: usize) -> isize;
+        /// `fi_tinjectdata`.
+        fn tinjectdata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64, tag: u64) -> isize;
+        /// `fi_trecv`.
+        fn trecv(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, tag: u64, ignore: u64, context: usize) -> isize;
+        /// `fi_trecvv`.
+        fn trecvv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, tag: u64, ignore: u64, context: usize) -> isize;
+        /// `fi_trecvmsg`.
+        fn trecvmsg(ep: Obj, msg: *const MsgTagged, flags: u64) -> isize;
+    }
+
+    /// RMA (`fi_ops_rma`).
+    pub struct RmaTable {
+        /// `fi_read`.
+        fn read(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, addr: u64, key: u64, context: usize) -> isize;
+        /// `fi_readv`.
+        fn readv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, addr: u64, key: u64, context: usize) -> isize;
+        /// `fi_readmsg`.
+        fn readmsg(ep: Obj, msg: *const MsgRma, flags: u64) -> isize;
+        /// `fi_write`.
+        fn write(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, addr: u64, key: u64, context: usize) -> isize;
+        /// `fi_writev`.
+        fn writev(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, context: usize) -> isize;
+        /// `fi_writemsg`.
+        fn writemsg(ep: Obj, msg: *const MsgRma, flags: u64) -> isize;
+        /// `fi_inject_write`.
+        fn inject_write(ep: Obj, buf: *const u8, len: usize, dest: u64, addr: u64, key: u64) -> isize;
+        /// `fi_writedata`.
+        fn writedata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, addr: u64, key: u64, context: usize) -> isize;
+        /// `fi_inject_writedata`.
+        fn inject_writedata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64, addr: u64, key: u64) -> isize;
+    }
+
+    /// Atomics (`fi_ops_atomic`). `datatype` and `op` are the C values of `Datatype`
+    /// and `AtomicOp`; counts are elements.
+    pub struct AtomicTable {
+        /// `fi_atomic`.
+        fn atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_atomicv`.
+        fn atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_atomicmsg`.
+        fn atomicmsg(ep: Obj, msg: *const MsgAtomic, flags: u64) -> isize;
+        /// `fi_inject_atomic`.
+        fn inject_atomic(ep: Obj, buf: *const c_void, count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32) -> isize;
+        /// `fi_fetch_atomic`.
+        fn fetch_atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, result: *mut c_void, result_desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_fetch_atomicv`.
+        fn fetch_atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_fetch_atomicmsg`.
+        fn fetch_atomicmsg(ep: Obj, msg: *const MsgAtomic, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64) -> isize;
+        /// `fi_compare_atomic`.
+        fn compare_atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, compare: *const c_void, compare_desc: *mut c_void, result: *mut c_void, result_desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_compare_atomicv`.
+        fn compare_atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
+        /// `fi_compare_atomicmsg`.
+        fn compare_atomicmsg(ep: Obj, msg: *const MsgAtomic, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64) -> isize;
+        /// `fi_atomicvalid`: element count limit in `count`.
+        fn writevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
+        /// `fi_fetch_atomicvalid`.
+        fn readwritevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
+        /// `fi_compare_atomicvalid`.
+        fn compwritevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
+    }
+
+    /// Passive endpoint operations.
+    pub struct PepTable {
+        /// Close the passive endpoint.
+        fn close(pep: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_pep_bind` (an event queue).
+        fn bind(pep: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
+        /// `fi_listen`.
+        fn listen(pep: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_reject` of a connection request (`handle` from its info).
+        fn reject(pep: Obj, handle: usize, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
+        /// `fi_getname`.
+        fn getname(pep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
+        /// `fi_setname`.
+        fn setname(pep: Obj, addr: *const u8, addrlen: usize) -> i32;
+        /// `fi_getopt`.
+        fn getopt(pep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
+        /// `fi_setopt`.
+        fn setopt(pep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
+    }
+
+    /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
+    pub struct CqTable {
+        /// Close the CQ.
+        fn close(cq: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
+        fn read(cq: Obj, buf: *mut c_void, count: usize) -> isize;
+        /// `fi_cq_readfrom`: also the source address of each entry.
+        fn readfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64) -> isize;
+        /// `fi_cq_readerr`.
+        fn readerr(cq: Obj, buf: *mut CqErrEntry, flags: u64) -> isize;
+        /// `fi_cq_sread`; timeout in ms, -1 = forever.
+        fn sread(cq: Obj, buf: *mut c_void, count: usize, cond: *const c_void, timeout: i32) -> isize;
+        /// `fi_cq_sreadfrom`.
+        fn sreadfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64, cond: *const c_void, timeout: i32) -> isize;
+        /// `fi_cq_signal`: wake a blocked `sread`.
+        fn signal(cq: Obj) -> i32;
+        /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
+        fn strerror(cq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
+        /// The CQ's wait file descriptor (`FI_GETWAIT`).
+        fn wait_fd(cq: Obj, fd: *mut i32) -> i32;
+    }
+
+    /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
+    pub struct EqTable {
+        /// Close the EQ.
+        fn close(eq: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
+        /// connection data); returns the bytes written.
+        fn read(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize;
+        /// `fi_eq_readerr`.
+        fn readerr(eq: Obj, buf: *mut EqErrEntry, flags: u64) -> isize;
+        /// `fi_eq_write`.
+        fn write(eq: Obj, event: u32, buf: *const c_void, len: usize, flags: u64) -> isize;
+        /// `fi_eq_sread`.
+        fn sread(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, timeout: i32, flags: u64) -> isize;
+        /// `fi_eq_strerror`.
+        fn strerror(eq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
+        /// The EQ's wait file descriptor.
+        fn wait_fd(eq: Obj, fd: *mut i32) -> i32;
+        /// Release the info of a connection event read from this EQ.
+        fn free_info(eq: Obj, info: *mut RawInfo) -> i32;
+    }
+
+    /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
+    pub struct CntrTable {
+        /// Close the counter.
+        fn close(cntr: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_cntr_read`.
+        fn read(cntr: Obj, value: *mut u64) -> i32;
+        /// `fi_cntr_readerr`.
+        fn readerr(cntr: Obj, value: *mut u64) -> i32;
+        /// `fi_cntr_add`.
+        fn add(cntr: Obj, value: u64) -> i32;
+        /// `fi_cntr_set`.
+        fn set(cntr: Obj, value: u64) -> i32;
+        /// `fi_cntr_adderr`.
+        fn adderr(cntr: Obj, value: u64) -> i32;
+        /// `fi_cntr_seterr`.
+        fn seterr(cntr: Obj, value: u64) -> i32;
+        /// `fi_cntr_wait`; timeout in ms, -1 = forever.
+        fn wait(cntr: Obj, threshold: u64, timeout: i32) -> i32;
+        /// The counter's wait file descriptor.
+        fn wait_fd(cntr: Obj, fd: *mut i32) -> i32;
+    }
+
+    /// Address vector operations (`fi_ops_av` plus close and bind).
+    pub struct AvTable {
+        /// Close the AV.
+        fn close(av: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_av_bind` (an event queue).
+        fn bind(av: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
+        /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
+        fn insert(av: Obj, addrs: *const RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
+        /// `fi_av_insertsvc`.
+        fn insertsvc(av: Obj, node: RawStr, service: RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
+        /// `fi_av_insertsym`.
+        fn insertsym(av: Obj, node: RawStr, nodecnt: usize, service: RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
+        /// `fi_av_remove`.
+        fn remove(av: Obj, fi_addr: *const u64, count: usize, flags: u64) -> i32;
+        /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
+        /// needed size) and its format.
+        fn lookup(av: Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32;
+        /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
+        fn straddr(av: Obj, addr: RawAddr, buf: *mut u8, len: *mut usize) -> i32;
+    }
+
+    /// Memory region operations.
+    pub struct MrTable {
+        /// Close (deregister) the region.
+        fn close(mr: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_mr_key`.
+        fn key(mr: Obj, key: *mut u64) -> i32;
+        /// `fi_mr_desc`.
+        fn desc(mr: Obj, desc: *mut *mut c_void) -> i32;
+        /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
+        fn bind(mr: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
+        /// `fi_mr_refresh`.
+        fn refresh(mr: Obj, iov: *const Iov, count: usize, flags: u64) -> i32;
+        /// `fi_mr_enable`.
+        fn enable(mr: Obj, err: *mut ErrBuf) -> i32;
+    }
+
+    /// Wait set operations (`fi_ops_wait` plus close and the fd).
+    pub struct WaitTable {
+        /// Close the wait set.
+        fn close(wait: Obj, err: *mut ErrBuf) -> i32;
+        /// `fi_wait`; timeout in ms, -1 = forever.
+        fn wait(wait: Obj, timeout: i32) -> i32;
+        /// The wait set's file descriptor.
+        fn fd(wait: Obj, fd: *mut i32) -> i32;
+    }
+
+    /// What the host offers every provider (see [`crate::abi::host`]).
+    pub struct HostTable {
+        /// The log sink (`crate::log::LogSinkFn`).
+        fn log(level: u8, prov: *const u8, prov_len: usize, subsys: *const u8, subsys_len: usize, msg: *const u8, msg_len: usize) -> ();
+        /// The most detailed log level the host wants (0 = none … 5 = trace).
+        fn log_level() -> i32;
+        /// Declare a parameter (`ty`: 0 string, 1 int, 2 size, 3 bool).
+        fn param_declare(prov: RawStr, name: RawStr, ty: u32, help: RawStr, default: RawStr, err: *mut ErrBuf) -> i32;
+        /// Read a parameter as text: 1 set (text in `buf`, length in `len`; if `len`
+        /// exceeds `cap` nothing was copied, ask again), 0 unset, `-FI_x` error.
+        fn param_get_str(prov: RawStr, name: RawStr, buf: *mut u8, cap: usize, len: *mut usize, err: *mut ErrBuf) -> i32;
+        /// Read an Int parameter: 1 set, 0 unset, `-FI_x` error.
+        fn param_get_int(prov: RawStr, name: RawStr, out: *mut i64, err: *mut ErrBuf) -> i32;
+        /// Read a Size parameter.
+        fn param_get_size(prov: RawStr, name: RawStr, out: *mut usize, err: *mut ErrBuf) -> i32;
+        /// Read a Bool parameter (`out` 0 or 1).
+        fn param_get_bool(prov: RawStr, name: RawStr, out: *mut u8, err: *mut ErrBuf) -> i32;
+        /// getinfo across the host's providers (`core_only` != 0: core providers only,
+        /// for layering). The result is owned by the host until `free_getinfo`.
+        fn getinfo(req: *const RawGetinfoRequest, core_only: u32, out: *mut RawGetinfoResult) -> i32;
+        /// Free a result of `getinfo`.
+        fn free_getinfo(out: *mut RawGetinfoResult) -> i32;
+        /// Open a fabric through the host's registry.
+        fn open_fabric(info: *const RawInfo, context: usize, out: *mut RawHostFabric, err: *mut ErrBuf) -> i32;
+        /// Close a fabric `open_fabric` returned (`-FI_EBUSY` while it has children).
+        fn fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32;
+        /// Drop the host's hold on a fabric `open_fabric` returned (closing it if it is
+        /// still open).
+        fn fabric_release(keep: *mut c_void) -> i32;
+    }
+}
+
+/// Every table's layout, for the fingerprint.
+pub const LAYOUTS: &[&StructDesc] = &[
+    &ProviderTable::LAYOUT,
+    &FabricTable::LAYOUT,
+    &DomainTable::LAYOUT,
+    &EpTable::LAYOUT,
+    &CmTable::LAYOUT,
+    &MsgTable::LAYOUT,
+    &TaggedTable::LAYOUT,
+    &RmaTable::LAYOUT,
+    &AtomicTable::LAYOUT,
+    &PepTable::LAYOUT,
+    &CqTable::LAYOUT,
+    &EqTable::LAYOUT,
+    &CntrTable::LAYOUT,
+    &AvTable::LAYOUT,
+    &MrTable::LAYOUT,
+    &WaitTable::LAYOUT,
+    &HostTable::LAYOUT,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::layout::fingerprint_of;
+
+    #[allow(dead_code)]
+    mod order_a {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant A.
+            pub struct T {
+                /// first
+                fn first(o: Obj, len: usize) -> isize;
+                /// second
+                fn second(o: Obj) -> i32;
+            }
+        }
+    }
+    #[allow(dead_code)]
+    mod order_b {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant B: slots swapped.
+            pub struct T {
+                /// second
+                fn second(o: Obj) -> i32;
+                /// first
+                fn first(o: Obj, len: usize) -> isize;
+            }
+        }
+    }
+    #[allow(dead_code)]
+    mod renamed {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant: `second` renamed.
+            pub struct T {
+                /// first
+                fn first(o: Obj, len: usize) -> isize;
+                /// renamed
+                fn other(o: Obj) -> i32;
+            }
+        }
+    }
+    #[allow(dead_code)]
+    mod retyped {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant: `first` takes a u32.
+            pub struct T {
+                /// first
+                fn first(o: Obj, len: u32) -> isize;
+                /// second
+                fn second(o: Obj) -> i32;
+            }
+        }
+    }
+    #[allow(dead_code)]
+    mod args_renamed {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant: argument names differ only.
+            pub struct T {
+                /// first
+                fn first(object: Obj, length: usize) -> isize;
+                /// second
+                fn second(object: Obj) -> i32;
+            }
+        }
+    }
+    #[allow(dead_code)]
+    mod grown {
+        use crate::abi::raw::Obj;
+        crate::abi::tables::abi_table! {
+            /// Variant: a slot appended by minor 1.
+            pub struct T {
+                /// first
+                fn first(o: Obj, len: usize) -> isize;
+                /// second
+                fn second(o: Obj) -> i32;
+                /// third
+                fn @1 third(o: Obj) -> i32;
+            }
+        }
+    }
+
+    #[test]
+    fn fingerprint_tracks_order_names_and_signatures() {
+        let a = fingerprint_of(&order_a::T::LAYOUT, 0);
+        assert_ne!(a, fingerprint_of(&order_b::T::LAYOUT, 0), "order");
+        assert_ne!(a, fingerprint_of(&renamed::T::LAYOUT, 0), "name");
+        assert_ne!(a, fingerprint_of(&retyped::T::LAYOUT, 0), "signature");
+        assert_eq!(
+            a,
+            fingerprint_of(&args_renamed::T::LAYOUT, 0),
+            "argument names"
+        );
+        // An appended slot leaves the old minor's fingerprint alone.
+        assert_eq!(a, fingerprint_of(&grown::T::LAYOUT, 0));
+        assert_ne!(a, fingerprint_of(&grown::T::LAYOUT, 1));
+    }
+
+    #[test]
+    fn descriptor_lists_every_slot_with_offsets() {
+        let l = &MsgTable::LAYOUT;
+        assert_eq!(l.fields.len(), 10);
+        assert_eq!(l.fields[0].name, "size");
+        assert_eq!(l.fields[1].name, "send");
+        assert_eq!(l.fields[1].offset, 8);
+        assert!(l.fields[1].ty.contains("isize"));
+        assert_eq!(l.size, 8 * 10);
+    }
+
+    #[test]
+    fn a_short_table_yields_enosys() {
+        let mut t = *MsgTable::ENOSYS;
+        unsafe extern "C" fn ok_inject(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
+            0
+        }
+        t.inject = ok_inject;
+        // SAFETY: the slots called are our own functions; no pointer is dereferenced.
+        let full = unsafe {
+            call_slot!(
+                &t,
+                MsgTable.inject(std::ptr::null_mut(), std::ptr::null(), 0, 0)
+            )
+        };
+        assert_eq!(full, 0);
+        // A producer built before `inject` existed: its size ends before the slot.
+        t.size = std::mem::offset_of!(MsgTable, inject);
+        // SAFETY: as above; the slot is not even called.
+        let short = unsafe {
+            call_slot!(
+                &t,
+                MsgTable.inject(std::ptr::null_mut(), std::ptr::null(), 0, 0)
+            )
+        };
+        assert_eq!(short, -38);
+        // Slots before the end still work.
+        // SAFETY: the ENOSYS stub ignores its arguments.
+        let send = unsafe {
+            call_slot!(
+                &t,
+                MsgTable.send(
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    0,
+                    std::ptr::null_mut(),
+                    0,
+                    0
+                )
+            )
+        };
+        assert_eq!(send, -38);
+        // SAFETY: the CLOSED stub ignores its arguments.
+        let closed = unsafe {
+            call_slot!(
+                MsgTable::CLOSED,
+                MsgTable.inject(std::ptr::null_mut(), std::ptr::null(), 0, 0)
+            )
+        };
+        assert_eq!(closed, -9);
+    }
+}

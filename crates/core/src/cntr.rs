@@ -1,0 +1,170 @@
+//! Counters (`fi_cntr`): attributes and the public [`Counter`].
+//!
+//! A counter counts completed operations (and, separately, failed ones) of the
+//! endpoints it is bound to. Every read drives the provider's progress. Reads and
+//! updates are one indirect call into the provider: no allocation, no lock. Nothing
+//! here panics.
+
+use std::sync::Arc;
+
+use crate::abi::object::{ok_or_code, AsFid, FidRef, Node};
+use crate::abi::raw::{Obj, RawCntrAttr};
+use crate::abi::tables::{call_slot, CntrTable};
+use crate::enums::WaitObj;
+use crate::error::{Errno, Error, Result};
+
+/// Counter attributes (`struct fi_cntr_attr`, without the wait set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CntrAttr {
+    /// Counted events: only `FI_CNTR_EVENTS_COMP` (0) exists.
+    pub events: u32,
+    /// Wait object.
+    pub wait_obj: WaitObj,
+    /// Flags.
+    pub flags: u64,
+}
+
+impl CntrAttr {
+    /// The raw form.
+    pub fn to_raw(&self) -> RawCntrAttr {
+        RawCntrAttr {
+            events: self.events,
+            wait_obj: self.wait_obj.to_raw(),
+            wait_set: std::ptr::null_mut(),
+            flags: self.flags,
+        }
+    }
+
+    /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
+    pub fn from_raw(r: &RawCntrAttr) -> Result<CntrAttr> {
+        if !r.wait_set.is_null() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "counter attribute wait_set is not supported",
+            ));
+        }
+        if r.events != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("counter events {} unknown", r.events),
+            ));
+        }
+        Ok(CntrAttr {
+            events: r.events,
+            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            flags: r.flags,
+        })
+    }
+}
+
+/// An open counter.
+pub struct Counter {
+    obj: Obj,
+    ops: *const CntrTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and table are required by the interface to be usable from any
+// thread; the node is thread-safe.
+unsafe impl Send for Counter {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Counter {}
+
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counter")
+            .field("provider", &self.node.prov())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for Counter {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+impl Counter {
+    /// Wrap a provider's counter.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be a counter and its table from the provider of `node`'s
+    /// family, owned from now on by `node`.
+    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const CntrTable, node: Arc<Node>) -> Counter {
+        Counter { obj, ops, node }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &CntrTable {
+        // SAFETY: the provider's table (valid while the node holds the provider) or the
+        // static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    /// `fi_cntr_read`: the number of completed operations.
+    #[inline]
+    pub fn read(&self) -> Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: `v` valid for a write.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.read(self.obj, &mut v)) } as isize)?;
+        Ok(v)
+    }
+
+    /// `fi_cntr_readerr`: the number of failed operations.
+    pub fn readerr(&self) -> Result<u64> {
+        let mut v = 0u64;
+        // SAFETY: `v` valid for a write.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.readerr(self.obj, &mut v)) } as isize)?;
+        Ok(v)
+    }
+
+    /// `fi_cntr_add`.
+    pub fn add(&self, value: u64) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.add(self.obj, value)) } as isize)
+    }
+
+    /// `fi_cntr_set`.
+    pub fn set(&self, value: u64) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.set(self.obj, value)) } as isize)
+    }
+
+    /// `fi_cntr_adderr`.
+    pub fn adderr(&self, value: u64) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.adderr(self.obj, value)) } as isize)
+    }
+
+    /// `fi_cntr_seterr`.
+    pub fn seterr(&self, value: u64) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.seterr(self.obj, value)) } as isize)
+    }
+
+    /// `fi_cntr_wait`: until the count reaches `threshold`, or `timeout` ms pass
+    /// (`FI_ETIMEDOUT`; -1 = forever).
+    pub fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(
+            unsafe { call_slot!(self.t(), CntrTable.wait(self.obj, threshold, timeout)) } as isize,
+        )
+    }
+
+    /// The counter's wait file descriptor.
+    pub fn wait_fd(&self) -> Result<i32> {
+        let mut fd = -1;
+        // SAFETY: `fd` valid for a write.
+        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.wait_fd(self.obj, &mut fd)) } as isize)?;
+        Ok(fd)
+    }
+
+    /// `fi_close`: `FI_EBUSY` while endpoints or MRs are bound to it.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = CntrTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}

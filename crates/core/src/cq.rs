@@ -1,0 +1,451 @@
+//! Completion queues (`fi_cq`): attributes, the typed view of a read buffer that
+//! providers fill ([`CqBuf`]), and the public [`CompletionQueue`].
+//!
+//! A CQ is opened with a format (`FI_CQ_FORMAT_CONTEXT`, `_MSG`, `_DATA`, `_TAGGED`;
+//! `Unspec` becomes `Context`) and every read must use the matching entry type
+//! ([`CqEntry`], [`CqMsgEntry`], [`CqDataEntry`], [`CqTaggedEntry`]): a mismatch is
+//! `FI_EINVAL`. Reads return the number of entries, `FI_EAGAIN` when there are none and
+//! `FI_EAVAIL` when an error entry is next (read it with [`CompletionQueue::readerr`]).
+//! Every read, including a read of zero entries, drives the provider's progress.
+//!
+//! Data-path calls (reads) make one indirect call into the provider: no allocation, no
+//! lock, and errors carry only their code. Nothing here panics.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::abi::object::{count_or_code, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::raw::{
+    CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, Obj, RawCqAttr,
+};
+use crate::abi::tables::{call_slot, CqTable};
+use crate::enums::{CqFormat, CqWaitCond, WaitObj};
+use crate::error::{Errno, Error, Result};
+
+/// Completion queue attributes (`struct fi_cq_attr`, without the wait set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqAttr {
+    /// Number of entries (0: the provider's default).
+    pub size: usize,
+    /// Flags (`FI_AFFINITY`, …).
+    pub flags: u64,
+    /// Entry format; `Unspec` means `Context`.
+    pub format: CqFormat,
+    /// Wait object (`None`: polling only).
+    pub wait_obj: WaitObj,
+    /// Signaling vector (with `FI_AFFINITY`).
+    pub signaling_vector: i32,
+    /// Wait condition of blocking reads.
+    pub wait_cond: CqWaitCond,
+}
+
+impl CqAttr {
+    /// Attributes with this format and defaults elsewhere.
+    pub fn with_format(format: CqFormat) -> CqAttr {
+        CqAttr {
+            format,
+            ..CqAttr::default()
+        }
+    }
+
+    /// The raw form.
+    pub fn to_raw(&self) -> RawCqAttr {
+        RawCqAttr {
+            size: self.size,
+            flags: self.flags,
+            format: self.format.to_raw(),
+            wait_obj: self.wait_obj.to_raw(),
+            signaling_vector: self.signaling_vector,
+            wait_cond: self.wait_cond.to_raw(),
+            wait_set: std::ptr::null_mut(),
+        }
+    }
+
+    /// From the raw form; unknown enumeration values are `FI_EINVAL`, a wait set is
+    /// `FI_ENOSYS` (not supported through this interface yet).
+    pub fn from_raw(r: &RawCqAttr) -> Result<CqAttr> {
+        if !r.wait_set.is_null() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "CQ attribute wait_set is not supported",
+            ));
+        }
+        Ok(CqAttr {
+            size: r.size,
+            flags: r.flags,
+            format: CqFormat::try_from(r.format)?,
+            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            signaling_vector: r.signaling_vector,
+            wait_cond: CqWaitCond::try_from(r.wait_cond)?,
+        })
+    }
+}
+
+/// The caller's read buffer as a provider sees it: a slice of the CQ's entry type.
+#[derive(Debug)]
+pub enum CqBuf<'a> {
+    /// `FI_CQ_FORMAT_CONTEXT`.
+    Context(&'a mut [CqEntry]),
+    /// `FI_CQ_FORMAT_MSG`.
+    Msg(&'a mut [CqMsgEntry]),
+    /// `FI_CQ_FORMAT_DATA`.
+    Data(&'a mut [CqDataEntry]),
+    /// `FI_CQ_FORMAT_TAGGED`.
+    Tagged(&'a mut [CqTaggedEntry]),
+}
+
+/// A slice from a raw buffer (count 0 → empty; null or misaligned → `FI_EINVAL`).
+///
+/// # Safety
+/// A non-null `p` must be valid for `n` writes of `T` for `'a`.
+unsafe fn entries<'a, T>(p: *mut c_void, n: usize) -> Result<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "CQ read buffer is null or misaligned",
+        ));
+    }
+    // SAFETY: non-null, aligned, valid for `n` by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) })
+}
+
+impl<'a> CqBuf<'a> {
+    /// A view of `count` entries of `format` at `buf`.
+    ///
+    /// # Safety
+    /// A non-null `buf` must be valid for writes of `count` entries of `format` for `'a`.
+    pub unsafe fn from_raw(format: CqFormat, buf: *mut c_void, count: usize) -> Result<CqBuf<'a>> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            Ok(match format {
+                CqFormat::Unspec | CqFormat::Context => CqBuf::Context(entries(buf, count)?),
+                CqFormat::Msg => CqBuf::Msg(entries(buf, count)?),
+                CqFormat::Data => CqBuf::Data(entries(buf, count)?),
+                CqFormat::Tagged => CqBuf::Tagged(entries(buf, count)?),
+            })
+        }
+    }
+
+    /// The format of the entries.
+    pub fn format(&self) -> CqFormat {
+        match self {
+            CqBuf::Context(_) => CqFormat::Context,
+            CqBuf::Msg(_) => CqFormat::Msg,
+            CqBuf::Data(_) => CqFormat::Data,
+            CqBuf::Tagged(_) => CqFormat::Tagged,
+        }
+    }
+
+    /// Number of entries the caller has room for.
+    pub fn len(&self) -> usize {
+        match self {
+            CqBuf::Context(b) => b.len(),
+            CqBuf::Msg(b) => b.len(),
+            CqBuf::Data(b) => b.len(),
+            CqBuf::Tagged(b) => b.len(),
+        }
+    }
+
+    /// True if the caller asked for zero entries (a progress-only read).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Store completion `e` at index `i`, keeping the fields the format has. Returns
+    /// false (and stores nothing) if `i` is out of range.
+    pub fn set(&mut self, i: usize, e: &CqTaggedEntry) -> bool {
+        match self {
+            CqBuf::Context(b) => b.get_mut(i).map(|s| {
+                *s = CqEntry {
+                    op_context: e.op_context,
+                }
+            }),
+            CqBuf::Msg(b) => b.get_mut(i).map(|s| {
+                *s = CqMsgEntry {
+                    op_context: e.op_context,
+                    flags: e.flags,
+                    len: e.len,
+                }
+            }),
+            CqBuf::Data(b) => b.get_mut(i).map(|s| {
+                *s = CqDataEntry {
+                    op_context: e.op_context,
+                    flags: e.flags,
+                    len: e.len,
+                    buf: e.buf,
+                    data: e.data,
+                }
+            }),
+            CqBuf::Tagged(b) => b.get_mut(i).map(|s| *s = *e),
+        }
+        .is_some()
+    }
+}
+
+/// An open completion queue.
+pub struct CompletionQueue {
+    obj: Obj,
+    ops: *const CqTable,
+    format: CqFormat,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and table are required by the interface to be usable from any
+// thread (providers' types are `Send + Sync`); the node is thread-safe.
+unsafe impl Send for CompletionQueue {}
+// SAFETY: see `Send`.
+unsafe impl Sync for CompletionQueue {}
+
+impl std::fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("provider", &self.node.prov())
+            .field("format", &self.format)
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for CompletionQueue {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+impl CompletionQueue {
+    /// Wrap a provider's CQ.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be a CQ and its table from the provider of `node`'s family,
+    /// opened with `format`, owned from now on by `node`.
+    pub(crate) unsafe fn from_raw(
+        obj: Obj,
+        ops: *const CqTable,
+        format: CqFormat,
+        node: Arc<Node>,
+    ) -> Self {
+        CompletionQueue {
+            obj,
+            ops,
+            format,
+            node,
+        }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &CqTable {
+        // SAFETY: `ops` is the provider's table (valid while `node` holds the provider)
+        // or the static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    /// The entry format reads must use.
+    pub fn format(&self) -> CqFormat {
+        self.format
+    }
+
+    #[inline(always)]
+    fn check<E: CqEntryFormat>(&self) -> Result<()> {
+        if E::FORMAT == self.format {
+            Ok(())
+        } else {
+            Err(Error::new(
+                Errno::EINVAL,
+                "CQ read with an entry type that is not the CQ's format",
+            ))
+        }
+    }
+
+    /// `fi_cq_read`: fill `buf` with completions; the number read, `FI_EAGAIN` if none,
+    /// `FI_EAVAIL` if an error entry is next. An empty `buf` only drives progress.
+    #[inline]
+    pub fn read<E: CqEntryFormat>(&self, buf: &mut [E]) -> Result<usize> {
+        self.check::<E>()?;
+        // SAFETY: `buf` is valid for `len` entries of the CQ's format (checked above).
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.read(self.obj, buf.as_mut_ptr() as *mut c_void, buf.len())
+            )
+        })
+    }
+
+    /// `fi_cq_readfrom`: as [`read`](Self::read), with each entry's source address in
+    /// `src` (which must be at least as long as `buf`).
+    pub fn readfrom<E: CqEntryFormat>(&self, buf: &mut [E], src: &mut [u64]) -> Result<usize> {
+        self.check::<E>()?;
+        if src.len() < buf.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "readfrom: fewer address slots than entries",
+            ));
+        }
+        // SAFETY: `buf` valid for its length; `src` for at least as many.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.readfrom(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    src.as_mut_ptr()
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_readerr`: the next error entry into `entry` (`FI_EAGAIN` if none). Set
+    /// `entry.err_data`/`err_data_size` to a buffer of yours to receive provider data;
+    /// otherwise `err_data` points into the provider until the next read.
+    pub fn readerr(&self, entry: &mut CqErrEntry, flags: u64) -> Result<()> {
+        // SAFETY: `entry` is a valid, exclusive CqErrEntry.
+        count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, entry, flags)) })
+            .map(|_| ())
+    }
+
+    /// `fi_cq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
+    /// forever); `FI_EAGAIN` on time-out.
+    pub fn sread<E: CqEntryFormat>(&self, buf: &mut [E], timeout: i32) -> Result<usize> {
+        self.check::<E>()?;
+        // SAFETY: `buf` valid for its length; no condition.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.sread(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    std::ptr::null(),
+                    timeout
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_sread` with a threshold (CQ opened with `CqWaitCond::Threshold`).
+    pub fn sread_threshold<E: CqEntryFormat>(
+        &self,
+        buf: &mut [E],
+        threshold: usize,
+        timeout: i32,
+    ) -> Result<usize> {
+        self.check::<E>()?;
+        let cond = &threshold as *const usize as *const c_void;
+        // SAFETY: `buf` valid; `cond` points to a usize that lives across the call.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.sread(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    cond,
+                    timeout
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_sreadfrom`.
+    pub fn sreadfrom<E: CqEntryFormat>(
+        &self,
+        buf: &mut [E],
+        src: &mut [u64],
+        timeout: i32,
+    ) -> Result<usize> {
+        self.check::<E>()?;
+        if src.len() < buf.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "sreadfrom: fewer address slots than entries",
+            ));
+        }
+        // SAFETY: `buf` valid; `src` at least as long.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.sreadfrom(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    src.as_mut_ptr(),
+                    std::ptr::null(),
+                    timeout
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_signal`: wake a thread blocked in `sread`.
+    pub fn signal(&self) -> Result<()> {
+        // SAFETY: plain call on our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), CqTable.signal(self.obj)) } as isize)
+    }
+
+    /// `fi_cq_strerror`: text for a provider-specific error code of an error entry.
+    pub fn strerror(&self, prov_errno: i32) -> String {
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` valid for its length.
+        let n = unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.strerror(
+                    self.obj,
+                    prov_errno,
+                    std::ptr::null(),
+                    buf.as_mut_ptr(),
+                    buf.len()
+                )
+            )
+        };
+        if n < 0 {
+            return crate::error::strerror(prov_errno).into_owned();
+        }
+        let n = (n as usize).min(buf.len() - 1);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// The CQ's wait file descriptor, for use with poll/epoll (`FI_GETWAIT`).
+    pub fn wait_fd(&self) -> Result<i32> {
+        let mut fd = -1;
+        // SAFETY: `fd` valid for a write.
+        ok_or_code(unsafe { call_slot!(self.t(), CqTable.wait_fd(self.obj, &mut fd)) } as isize)?;
+        Ok(fd)
+    }
+
+    /// `fi_close`: `FI_EBUSY` while endpoints or counters are bound to it. After a
+    /// successful close every call returns `FI_EBADF`.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = CqTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}
+
+/// Open a CQ through a domain's table (shared by [`crate::domain::Domain::cq_open`]).
+pub(crate) fn open(
+    parent: &Arc<Node>,
+    attr: &CqAttr,
+    call: impl FnOnce(
+        *const RawCqAttr,
+        *mut crate::abi::raw::RawObj,
+        *mut crate::abi::raw::ErrBuf,
+    ) -> i32,
+) -> Result<CompletionQueue> {
+    let mut attr = *attr;
+    if attr.format == CqFormat::Unspec {
+        attr.format = CqFormat::Context;
+    }
+    let raw = attr.to_raw();
+    let mut out = crate::abi::raw::RawObj::empty();
+    ctl(|eb| call(&raw, &mut out, eb))?;
+    let ops = out.ops as *const CqTable;
+    let close = crate::abi::object::close_of(out.obj, ops, "completion queue")?;
+    let node = Node::child(parent, crate::abi::raw::FidClass::Cq, close);
+    // SAFETY: the provider returned a CQ and its table for this open.
+    Ok(unsafe { CompletionQueue::from_raw(out.obj, ops, attr.format, node) })
+}

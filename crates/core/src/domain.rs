@@ -1,0 +1,342 @@
+//! Domains (`fi_domain`): the public [`Domain`], which opens endpoints, completion
+//! queues, counters, address vectors and memory registrations.
+//!
+//! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
+//! opened is still open. Nothing here panics.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::raw::RawInfoBox;
+use crate::abi::raw::{
+    rx_to_raw, tx_to_raw, AtomicAttr, ErrBuf, FidClass, Iov, Obj, RawEp, RawMr, RawObj,
+};
+use crate::abi::tables::{call_slot, AvTable, CntrTable, DomainTable, MrTable};
+use crate::attr::{Info, RxAttr, TxAttr};
+use crate::av::{AddressVector, AvAttr};
+use crate::cntr::{CntrAttr, Counter};
+use crate::cq::{CompletionQueue, CqAttr};
+use crate::enums::{AtomicOp, Datatype};
+use crate::ep::Endpoint;
+use crate::eq::EventQueue;
+use crate::error::Result;
+use crate::flags::OpFlags;
+use crate::mr::{MemoryRegion, MrAttr};
+
+/// An open domain.
+pub struct Domain {
+    obj: Obj,
+    ops: *const DomainTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and table are required by the interface to be usable from any
+// thread; the node is thread-safe.
+unsafe impl Send for Domain {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Domain {}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain")
+            .field("provider", &self.node.prov())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for Domain {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+impl Domain {
+    /// Wrap a provider's domain.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be a domain and its table from the provider of `node`'s family,
+    /// owned from now on by `node`.
+    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const DomainTable, node: Arc<Node>) -> Domain {
+        Domain { obj, ops, node }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &DomainTable {
+        // SAFETY: the provider's table (valid while the node holds the provider) or the
+        // static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    /// The provider's name.
+    pub fn provider(&self) -> &str {
+        self.node.prov()
+    }
+
+    /// `fi_endpoint`: an active endpoint for `info`.
+    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
+        self.endpoint_with(info, 0, 0)
+    }
+
+    /// `fi_endpoint2` with a context (reported in its events) and flags.
+    pub fn endpoint_with(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.endpoint(self.obj, ib.as_ptr(), context, flags, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+    }
+
+    /// `fi_scalable_ep`.
+    pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
+    }
+
+    /// `fi_stx_context`: a shared transmit context.
+    pub fn stx_context(&self, attr: &TxAttr) -> Result<Endpoint> {
+        let raw = tx_to_raw(attr);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.stx_ctx(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::StxCtx)
+    }
+
+    /// `fi_srx_context`: a shared receive context.
+    pub fn srx_context(&self, attr: &RxAttr) -> Result<Endpoint> {
+        let raw = rx_to_raw(attr);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.srx_ctx(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::SrxCtx)
+    }
+
+    /// `fi_cq_open`.
+    pub fn cq_open(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        self.cq_open_with(attr, 0)
+    }
+
+    /// `fi_cq_open` with a context.
+    pub fn cq_open_with(&self, attr: &CqAttr, context: usize) -> Result<CompletionQueue> {
+        // SAFETY: our own object; the pointers `open` passes live across the call.
+        crate::cq::open(
+            &self.node,
+            attr,
+            |a, o: *mut RawObj, e: *mut ErrBuf| unsafe {
+                call_slot!(self.t(), DomainTable.cq_open(self.obj, a, context, o, e))
+            },
+        )
+    }
+
+    /// `fi_cntr_open`.
+    pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.cntr_open(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        let ops = out.ops as *const CntrTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Cntr,
+            close_of(out.obj, ops, "counter")?,
+        );
+        // SAFETY: the provider returned a counter and its table.
+        Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_av_open`.
+    pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        let ops = out.ops as *const AvTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Av,
+            close_of(out.obj, ops, "address vector")?,
+        );
+        // SAFETY: the provider returned an AV and its table.
+        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
+    }
+
+    fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
+        let ops = out.ops;
+        let node = Node::child(
+            &self.node,
+            FidClass::Mr,
+            close_of::<MrTable>(out.obj, ops, "memory region")?,
+        );
+        // SAFETY: the provider returned an MR and its table.
+        Ok(unsafe { MemoryRegion::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_mr_reg`: register `len` bytes at `buf`.
+    ///
+    /// # Safety
+    /// The memory must stay valid until the region is closed (and dropped).
+    pub unsafe fn mr_reg(
+        &self,
+        buf: *const u8,
+        len: usize,
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: our own object; `out` lives across the call; the memory per the
+        // caller's contract.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_reg(
+                    self.obj,
+                    buf as *const c_void,
+                    len,
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_mr_regv`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`], for every buffer of `iov`.
+    pub unsafe fn mr_regv(
+        &self,
+        iov: &[Iov],
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regv(
+                    self.obj,
+                    iov.as_ptr(),
+                    iov.len(),
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_mr_regattr`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`], for every buffer of `attr.iov`.
+    pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
+        let raw = attr.to_raw();
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg; `raw` points into `attr`, alive across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regattr(self.obj, &raw, flags, &mut out, e)
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// Register a buffer the region takes ownership of (safe: the buffer lives until
+    /// the registration is gone). Read it back with [`MemoryRegion::buf`].
+    pub fn mr_reg_owned(
+        &self,
+        buf: Vec<u8>,
+        access: OpFlags,
+        requested_key: u64,
+    ) -> Result<MemoryRegion> {
+        let buf = buf.into_boxed_slice();
+        // SAFETY: the box's heap memory does not move and is kept by the region (and,
+        // after the region handle is dropped, by its node) until deregistration.
+        let mut mr = unsafe { self.mr_reg(buf.as_ptr(), buf.len(), access, 0, requested_key, 0) }?;
+        mr.set_owned(buf);
+        Ok(mr)
+    }
+
+    /// `fi_query_atomic`: whether and how far an atomic combination is supported.
+    pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        let mut a = AtomicAttr::default();
+        // SAFETY: `a` valid for a write.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.query_atomic(self.obj, datatype.to_raw(), op.to_raw(), &mut a, flags)
+            )
+        } as isize)?;
+        Ok(a)
+    }
+
+    /// `fi_domain_bind` an event queue.
+    pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
+        let target = eq.as_fid();
+        self.node.check_peer(target.node(), "domain bind")?;
+        let raw = target.raw();
+        // SAFETY: our own object; `raw` names an open EQ of our family.
+        ctl(|e| unsafe { call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e)) })?;
+        self.node.add_binding(target.node());
+        Ok(())
+    }
+
+    /// `fi_close`: `FI_EBUSY` while endpoints, CQs, counters, AVs or MRs of it are open.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = DomainTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}

@@ -1,0 +1,1131 @@
+//! Endpoints (`fi_endpoint`): active endpoints (also scalable endpoints, transmit and
+//! receive contexts, shared contexts and aliases) and passive endpoints.
+//!
+//! # Data operations
+//!
+//! The raw calls mirror the C API one to one (`send`, `sendv`, `sendmsg`, `inject`,
+//! `senddata`, `injectdata`, `recv*`, the `t*` tagged family, RMA `read*`/`write*`,
+//! `inject_write*`, `atomic*`, `fetch_atomic*`, `compare_atomic*`). They are `unsafe`:
+//! the caller keeps every buffer valid, and does not touch it, until the operation's
+//! completion is read, exactly as in C. Each is one indirect call into the provider: no
+//! allocation, no lock, no conversion; an error carries only its code (`FI_EAGAIN`
+//! means "drive progress — read a CQ — and try again").
+//!
+//! Safe conveniences exist where ownership is trivial: the `inject*` calls take a slice
+//! (the provider copies it before returning).
+//!
+//! # Lifetimes
+//!
+//! An endpoint keeps its domain alive, and the objects bound to it (CQs, counters, AV,
+//! EQ, shared contexts) alive and open until it closes; [`Endpoint::close`] of an
+//! endpoint with open aliases or contexts is `FI_EBUSY`. After a successful close every
+//! call returns `FI_EBADF`. Nothing here panics.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::abi::object::{
+    close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, FidRef, Node,
+};
+use crate::abi::raw::{
+    rx_to_raw, tx_to_raw, FidClass, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj, RawEp,
+};
+use crate::abi::tables::{
+    call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
+};
+use crate::attr::{RxAttr, TxAttr};
+use crate::enums::{AtomicOp, Datatype};
+use crate::eq::EventQueue;
+use crate::error::Result;
+use crate::flags::OpFlags;
+use crate::provider::Desc;
+
+/// An open active endpoint.
+pub struct Endpoint {
+    obj: Obj,
+    ep: *const EpTable,
+    cm: *const CmTable,
+    msg: *const MsgTable,
+    tagged: *const TaggedTable,
+    rma: *const RmaTable,
+    atomic: *const AtomicTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and tables are required by the interface to be usable from any
+// thread (providers' types are `Send + Sync`); the node is thread-safe.
+unsafe impl Send for Endpoint {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Endpoint {}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("provider", &self.node.prov())
+            .field("class", &self.node.class())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for Endpoint {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+fn or_enosys<T>(p: *const T, fallback: &'static T) -> *const T {
+    if p.is_null() {
+        fallback
+    } else {
+        p
+    }
+}
+
+/// Defines raw data-path methods: `unsafe fn name(&self, args) -> Result<()>` calling
+/// slot `name` of the given group table.
+macro_rules! data_ops {
+    ($($(#[$m:meta])* fn $name:ident = $tbl:ident . $T:ident ( $($a:ident : $t:ty),* $(,)? );)*) => {$(
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// The C API's contract: every buffer and array is valid (for the lengths and
+        /// counts given) and left alone until the operation completes; `desc` values
+        /// come from this provider's memory regions or are null.
+        #[inline]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $name(&self, $($a: $t),*) -> Result<()> {
+            // SAFETY: the table and object are this endpoint's own; the caller upholds
+            // the operation's contract (see above).
+            ok_or_code(unsafe { call_slot!(&*self.$tbl, $T.$name(self.obj, $($a),*)) })
+        }
+    )*};
+}
+
+impl Endpoint {
+    /// Wrap a provider's endpoint.
+    pub(crate) fn from_raw_ep(
+        out: &RawEp,
+        parent: &Arc<Node>,
+        class: FidClass,
+    ) -> Result<Endpoint> {
+        let close = close_of(out.obj, out.ep, class.label())?;
+        let node = Node::child(parent, class, close);
+        Ok(Endpoint {
+            obj: out.obj,
+            ep: out.ep,
+            cm: or_enosys(out.cm, CmTable::ENOSYS),
+            msg: or_enosys(out.msg, MsgTable::ENOSYS),
+            tagged: or_enosys(out.tagged, TaggedTable::ENOSYS),
+            rma: or_enosys(out.rma, RmaTable::ENOSYS),
+            atomic: or_enosys(out.atomic, AtomicTable::ENOSYS),
+            node,
+        })
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &EpTable {
+        // SAFETY: the provider's table (valid while the node holds the provider) or the
+        // static CLOSED table.
+        unsafe { &*self.ep }
+    }
+
+    #[inline(always)]
+    fn c(&self) -> &CmTable {
+        // SAFETY: as `t`.
+        unsafe { &*self.cm }
+    }
+
+    /// The provider's name.
+    pub fn provider(&self) -> &str {
+        self.node.prov()
+    }
+
+    // ---- control ----
+
+    /// `fi_ep_bind`: bind a completion queue, counter, address vector, event queue or
+    /// shared context of the same provider. Objects of another provider are refused
+    /// with `FI_EINVAL`. The bound object stays open until this endpoint closes.
+    pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: OpFlags) -> Result<()> {
+        let target = obj.as_fid();
+        self.node.check_peer(target.node(), "endpoint bind")?;
+        let raw = target.raw();
+        // SAFETY: our own object and table; `raw` names an open object of our family.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb)) })?;
+        self.node.add_binding(target.node());
+        Ok(())
+    }
+
+    /// Bind an address vector (`fi_ep_bind(ep, &av->fid, 0)`).
+    pub fn bind_av(&self, av: &crate::av::AddressVector) -> Result<()> {
+        self.bind(av, OpFlags::empty())
+    }
+
+    /// Bind a counter with `FI_SEND`, `FI_RECV`, `FI_READ`, `FI_WRITE`, … flags.
+    pub fn bind_cntr(&self, cntr: &crate::cntr::Counter, flags: OpFlags) -> Result<()> {
+        self.bind(cntr, flags)
+    }
+
+    /// Bind an event queue.
+    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
+        self.bind(eq, OpFlags::empty())
+    }
+
+    /// `fi_enable`.
+    pub fn enable(&self) -> Result<()> {
+        // SAFETY: our own object and table.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
+    }
+
+    /// `fi_control` with a provider-specific command.
+    ///
+    /// # Safety
+    /// `arg` must be what the provider documents for `command`.
+    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: our own object; `arg` per the caller's contract.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
+    }
+
+    /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
+    pub fn alias(&self, flags: u64) -> Result<Endpoint> {
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `out` lives across the call.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+    }
+
+    /// `fi_tx_context` of a scalable endpoint.
+    pub fn tx_context(&self, index: i32, attr: &TxAttr) -> Result<Endpoint> {
+        let raw = tx_to_raw(attr);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|eb| unsafe {
+            call_slot!(
+                self.t(),
+                EpTable.tx_ctx(self.obj, index, &raw, 0, &mut out, eb)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::TxCtx)
+    }
+
+    /// `fi_rx_context` of a scalable endpoint.
+    pub fn rx_context(&self, index: i32, attr: &RxAttr) -> Result<Endpoint> {
+        let raw = rx_to_raw(attr);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|eb| unsafe {
+            call_slot!(
+                self.t(),
+                EpTable.rx_ctx(self.obj, index, &raw, 0, &mut out, eb)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::RxCtx)
+    }
+
+    /// `fi_cancel` the operation posted with `context`.
+    pub fn cancel(&self, context: usize) -> Result<()> {
+        // SAFETY: our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
+    }
+
+    /// `fi_getopt`: the option's bytes into `optval`; returns their length.
+    pub fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        let mut len = optval.len();
+        // SAFETY: `optval` valid for `len` bytes; `len` valid.
+        let rc = unsafe {
+            call_slot!(
+                self.t(),
+                EpTable.getopt(
+                    self.obj,
+                    level,
+                    optname,
+                    optval.as_mut_ptr() as *mut c_void,
+                    &mut len
+                )
+            )
+        };
+        ok_or_code(rc as isize).map(|_| len)
+    }
+
+    /// `fi_setopt`.
+    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        // SAFETY: `optval` valid for its length.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                EpTable.setopt(
+                    self.obj,
+                    level,
+                    optname,
+                    optval.as_ptr() as *const c_void,
+                    optval.len()
+                )
+            )
+        } as isize)
+    }
+
+    /// `fi_rx_size_left`.
+    pub fn rx_size_left(&self) -> Result<usize> {
+        // SAFETY: our own object.
+        count_or_code(unsafe { call_slot!(self.t(), EpTable.rx_size_left(self.obj)) })
+    }
+
+    /// `fi_tx_size_left`.
+    pub fn tx_size_left(&self) -> Result<usize> {
+        // SAFETY: our own object.
+        count_or_code(unsafe { call_slot!(self.t(), EpTable.tx_size_left(self.obj)) })
+    }
+
+    // ---- connection management ----
+
+    /// `fi_getname`: this endpoint's address, in its address format.
+    pub fn getname(&self) -> Result<Vec<u8>> {
+        // SAFETY: `read_sized` passes a buffer and its length.
+        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getname(self.obj, b, l)) })
+    }
+
+    /// `fi_getpeer`: the connected peer's address.
+    pub fn getpeer(&self) -> Result<Vec<u8>> {
+        // SAFETY: `read_sized` passes a buffer and its length.
+        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getpeer(self.obj, b, l)) })
+    }
+
+    /// `fi_setname`.
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        // SAFETY: `addr` valid for its length.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.c(),
+                CmTable.setname(self.obj, addr.as_ptr(), addr.len())
+            )
+        } as isize)
+    }
+
+    /// `fi_connect` to `addr`, with connection data `param`.
+    pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        // SAFETY: slices valid for their lengths.
+        ctl(|eb| unsafe {
+            call_slot!(
+                self.c(),
+                CmTable.connect(
+                    self.obj,
+                    addr.as_ptr(),
+                    addr.len(),
+                    param.as_ptr(),
+                    param.len(),
+                    eb
+                )
+            )
+        })
+    }
+
+    /// `fi_accept`, with connection data `param`.
+    pub fn accept(&self, param: &[u8]) -> Result<()> {
+        // SAFETY: `param` valid for its length.
+        ctl(|eb| unsafe {
+            call_slot!(
+                self.c(),
+                CmTable.accept(self.obj, param.as_ptr(), param.len(), eb)
+            )
+        })
+    }
+
+    /// `fi_shutdown`.
+    pub fn shutdown(&self, flags: u64) -> Result<()> {
+        // SAFETY: our own object.
+        ok_or_code(unsafe { call_slot!(self.c(), CmTable.shutdown(self.obj, flags)) } as isize)
+    }
+
+    // ---- safe conveniences ----
+
+    /// `fi_inject`: send `data` to `dest`; `data` may be reused at once. Needs the
+    /// provider's `inject_size` to cover it.
+    #[inline]
+    pub fn inject(&self, data: &[u8], dest: u64) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.inject_raw(data.as_ptr(), data.len(), dest) }
+    }
+
+    /// `fi_injectdata`.
+    pub fn injectdata(&self, data: &[u8], cq_data: u64, dest: u64) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.injectdata_raw(data.as_ptr(), data.len(), cq_data, dest) }
+    }
+
+    /// `fi_tinject`.
+    pub fn tinject(&self, data: &[u8], dest: u64, tag: u64) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.tinject_raw(data.as_ptr(), data.len(), dest, tag) }
+    }
+
+    /// `fi_tinjectdata`.
+    pub fn tinjectdata(&self, data: &[u8], cq_data: u64, dest: u64, tag: u64) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.tinjectdata_raw(data.as_ptr(), data.len(), cq_data, dest, tag) }
+    }
+
+    /// `fi_inject_write`.
+    pub fn inject_write(&self, data: &[u8], dest: u64, addr: u64, key: u64) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.inject_write_raw(data.as_ptr(), data.len(), dest, addr, key) }
+    }
+
+    /// `fi_inject_writedata`.
+    pub fn inject_writedata(
+        &self,
+        data: &[u8],
+        cq_data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        // SAFETY: inject copies the buffer before returning.
+        unsafe { self.inject_writedata_raw(data.as_ptr(), data.len(), cq_data, dest, addr, key) }
+    }
+
+    /// Raw `fi_inject` (see [`Endpoint::inject`]).
+    ///
+    /// # Safety
+    /// `buf` valid for `len` bytes during the call.
+    #[inline]
+    pub unsafe fn inject_raw(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
+        // SAFETY: our own object and table; `buf` per the caller's contract.
+        ok_or_code(unsafe { call_slot!(&*self.msg, MsgTable.inject(self.obj, buf, len, dest)) })
+    }
+
+    /// Raw `fi_injectdata`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::inject_raw`].
+    pub unsafe fn injectdata_raw(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+    ) -> Result<()> {
+        // SAFETY: as inject_raw.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.msg,
+                MsgTable.injectdata(self.obj, buf, len, data, dest)
+            )
+        })
+    }
+
+    /// Raw `fi_tinject`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::inject_raw`].
+    pub unsafe fn tinject_raw(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        tag: u64,
+    ) -> Result<()> {
+        // SAFETY: as inject_raw.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.tagged,
+                TaggedTable.tinject(self.obj, buf, len, dest, tag)
+            )
+        })
+    }
+
+    /// Raw `fi_tinjectdata`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::inject_raw`].
+    pub unsafe fn tinjectdata_raw(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        tag: u64,
+    ) -> Result<()> {
+        // SAFETY: as inject_raw.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.tagged,
+                TaggedTable.tinjectdata(self.obj, buf, len, data, dest, tag)
+            )
+        })
+    }
+
+    /// Raw `fi_inject_write`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::inject_raw`].
+    pub unsafe fn inject_write_raw(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        // SAFETY: as inject_raw.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.rma,
+                RmaTable.inject_write(self.obj, buf, len, dest, addr, key)
+            )
+        })
+    }
+
+    /// Raw `fi_inject_writedata`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::inject_raw`].
+    pub unsafe fn inject_writedata_raw(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        // SAFETY: as inject_raw.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.rma,
+                RmaTable.inject_writedata(self.obj, buf, len, data, dest, addr, key)
+            )
+        })
+    }
+
+    /// `fi_inject_atomic`.
+    ///
+    /// # Safety
+    /// `buf` holds `count` elements of `datatype` during the call.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn inject_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+    ) -> Result<()> {
+        // SAFETY: our own object and table; `buf` per the caller's contract.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.inject_atomic(
+                    self.obj,
+                    buf,
+                    count,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw()
+                )
+            )
+        })
+    }
+
+    // ---- raw data path ----
+
+    data_ops! {
+        /// `fi_send`.
+        fn send = msg.MsgTable(buf: *const u8, len: usize, desc: Desc, dest: u64, context: usize);
+        /// `fi_sendv` (`desc` null or one per iov).
+        fn sendv = msg.MsgTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, context: usize);
+        /// `fi_sendmsg`.
+        fn sendmsg = msg.MsgTable(msg: *const Msg, flags: u64);
+        /// `fi_senddata`.
+        fn senddata = msg.MsgTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, context: usize);
+        /// `fi_recv`.
+        fn recv = msg.MsgTable(buf: *mut u8, len: usize, desc: Desc, src: u64, context: usize);
+        /// `fi_recvv`.
+        fn recvv = msg.MsgTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, context: usize);
+        /// `fi_recvmsg`.
+        fn recvmsg = msg.MsgTable(msg: *const Msg, flags: u64);
+        /// `fi_tsend`.
+        fn tsend = tagged.TaggedTable(buf: *const u8, len: usize, desc: Desc, dest: u64, tag: u64, context: usize);
+        /// `fi_tsendv`.
+        fn tsendv = tagged.TaggedTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, tag: u64, context: usize);
+        /// `fi_tsendmsg`.
+        fn tsendmsg = tagged.TaggedTable(msg: *const MsgTagged, flags: u64);
+        /// `fi_tsenddata`.
+        fn tsenddata = tagged.TaggedTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, tag: u64, context: usize);
+        /// `fi_trecv`.
+        fn trecv = tagged.TaggedTable(buf: *mut u8, len: usize, desc: Desc, src: u64, tag: u64, ignore: u64, context: usize);
+        /// `fi_trecvv`.
+        fn trecvv = tagged.TaggedTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, tag: u64, ignore: u64, context: usize);
+        /// `fi_trecvmsg`.
+        fn trecvmsg = tagged.TaggedTable(msg: *const MsgTagged, flags: u64);
+        /// `fi_read`.
+        fn read = rma.RmaTable(buf: *mut u8, len: usize, desc: Desc, src: u64, addr: u64, key: u64, context: usize);
+        /// `fi_readv`.
+        fn readv = rma.RmaTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, addr: u64, key: u64, context: usize);
+        /// `fi_readmsg`.
+        fn readmsg = rma.RmaTable(msg: *const MsgRma, flags: u64);
+        /// `fi_write`.
+        fn write = rma.RmaTable(buf: *const u8, len: usize, desc: Desc, dest: u64, addr: u64, key: u64, context: usize);
+        /// `fi_writev`.
+        fn writev = rma.RmaTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, context: usize);
+        /// `fi_writemsg`.
+        fn writemsg = rma.RmaTable(msg: *const MsgRma, flags: u64);
+        /// `fi_writedata`.
+        fn writedata = rma.RmaTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, addr: u64, key: u64, context: usize);
+        /// `fi_atomicmsg`.
+        fn atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, flags: u64);
+        /// `fi_fetch_atomicmsg`.
+        fn fetch_atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64);
+        /// `fi_compare_atomicmsg`.
+        fn compare_atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64);
+    }
+
+    /// `fi_atomic`.
+    ///
+    /// # Safety
+    /// As the other raw data calls; `buf` holds `count` elements of `datatype`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: our own object and table; buffers per the caller's contract.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.atomic(
+                    self.obj,
+                    buf,
+                    count,
+                    desc,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    /// `fi_atomicv`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::atomic`]; `iov` (and `desc`, if not null) hold `count` entries.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn atomicv(
+        &self,
+        iov: *const Ioc,
+        desc: *const *mut c_void,
+        count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: as `atomic`.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.atomicv(
+                    self.obj,
+                    iov,
+                    desc,
+                    count,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    /// `fi_fetch_atomic`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::atomic`]; `result` receives `count` elements.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fetch_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        desc: Desc,
+        result: *mut c_void,
+        result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: as `atomic`.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.fetch_atomic(
+                    self.obj,
+                    buf,
+                    count,
+                    desc,
+                    result,
+                    result_desc,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    /// `fi_fetch_atomicv`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::fetch_atomic`] for each iov.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fetch_atomicv(
+        &self,
+        iov: *const Ioc,
+        desc: *const *mut c_void,
+        count: usize,
+        resultv: *const Ioc,
+        result_desc: *const *mut c_void,
+        result_count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: as `atomic`.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.fetch_atomicv(
+                    self.obj,
+                    iov,
+                    desc,
+                    count,
+                    resultv,
+                    result_desc,
+                    result_count,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    /// `fi_compare_atomic`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::fetch_atomic`]; `compare` holds `count` elements.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn compare_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        desc: Desc,
+        compare: *const c_void,
+        compare_desc: Desc,
+        result: *mut c_void,
+        result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: as `atomic`.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.compare_atomic(
+                    self.obj,
+                    buf,
+                    count,
+                    desc,
+                    compare,
+                    compare_desc,
+                    result,
+                    result_desc,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    /// `fi_compare_atomicv`.
+    ///
+    /// # Safety
+    /// As [`Endpoint::compare_atomic`] for each iov.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn compare_atomicv(
+        &self,
+        iov: *const Ioc,
+        desc: *const *mut c_void,
+        count: usize,
+        comparev: *const Ioc,
+        compare_desc: *const *mut c_void,
+        compare_count: usize,
+        resultv: *const Ioc,
+        result_desc: *const *mut c_void,
+        result_count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: as `atomic`.
+        ok_or_code(unsafe {
+            call_slot!(
+                &*self.atomic,
+                AtomicTable.compare_atomicv(
+                    self.obj,
+                    iov,
+                    desc,
+                    count,
+                    comparev,
+                    compare_desc,
+                    compare_count,
+                    resultv,
+                    result_desc,
+                    result_count,
+                    dest,
+                    addr,
+                    key,
+                    datatype.to_raw(),
+                    op.to_raw(),
+                    context
+                )
+            )
+        })
+    }
+
+    fn valid(&self, which: u8, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        let mut n = 0usize;
+        let (d, o) = (datatype.to_raw(), op.to_raw());
+        let t: &AtomicTable = {
+            // SAFETY: the provider's table or a static one.
+            unsafe { &*self.atomic }
+        };
+        // SAFETY: our own object; `n` valid for a write.
+        let rc = unsafe {
+            match which {
+                0 => call_slot!(t, AtomicTable.writevalid(self.obj, d, o, &mut n)),
+                1 => call_slot!(t, AtomicTable.readwritevalid(self.obj, d, o, &mut n)),
+                _ => call_slot!(t, AtomicTable.compwritevalid(self.obj, d, o, &mut n)),
+            }
+        };
+        ok_or_code(rc as isize).map(|_| n)
+    }
+
+    /// `fi_atomicvalid`: the largest element count of one base atomic, or an error if
+    /// the combination is not supported.
+    pub fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.valid(0, datatype, op)
+    }
+
+    /// `fi_fetch_atomicvalid`.
+    pub fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.valid(1, datatype, op)
+    }
+
+    /// `fi_compare_atomicvalid`.
+    pub fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.valid(2, datatype, op)
+    }
+
+    /// `fi_close`: `FI_EBUSY` while aliases or contexts of it are open. Releases the
+    /// bound objects. After a successful close every call returns `FI_EBADF`.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.obj = std::ptr::null_mut();
+        self.ep = EpTable::CLOSED;
+        self.cm = CmTable::CLOSED;
+        self.msg = MsgTable::CLOSED;
+        self.tagged = TaggedTable::CLOSED;
+        self.rma = RmaTable::CLOSED;
+        self.atomic = AtomicTable::CLOSED;
+        Ok(())
+    }
+}
+
+/// An open passive endpoint (listens for connection requests).
+pub struct PassiveEndpoint {
+    obj: Obj,
+    ops: *const PepTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: as for `Endpoint`.
+unsafe impl Send for PassiveEndpoint {}
+// SAFETY: as for `Endpoint`.
+unsafe impl Sync for PassiveEndpoint {}
+
+impl std::fmt::Debug for PassiveEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassiveEndpoint")
+            .field("provider", &self.node.prov())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl PassiveEndpoint {
+    /// Wrap a provider's passive endpoint.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be a passive endpoint and its table from the provider of
+    /// `node`'s family, owned from now on by `node`.
+    pub(crate) unsafe fn from_raw(
+        obj: Obj,
+        ops: *const PepTable,
+        node: Arc<Node>,
+    ) -> PassiveEndpoint {
+        PassiveEndpoint { obj, ops, node }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &PepTable {
+        // SAFETY: the provider's table or the static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    /// Bind the event queue connection requests are reported to.
+    pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
+        let target = eq.as_fid();
+        self.node
+            .check_peer(target.node(), "passive endpoint bind")?;
+        let raw = target.raw();
+        // SAFETY: our own object; `raw` names an open EQ of our family.
+        ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
+        self.node.add_binding(target.node());
+        Ok(())
+    }
+
+    /// `fi_listen`.
+    pub fn listen(&self) -> Result<()> {
+        // SAFETY: our own object.
+        ctl(|e| unsafe { call_slot!(self.t(), PepTable.listen(self.obj, e)) })
+    }
+
+    /// `fi_reject` the connection request `handle` (from its info), with data `param`.
+    pub fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
+        // SAFETY: `param` valid for its length.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                PepTable.reject(self.obj, handle, param.as_ptr(), param.len(), e)
+            )
+        })
+    }
+
+    /// `fi_getname`.
+    pub fn getname(&self) -> Result<Vec<u8>> {
+        // SAFETY: `read_sized` passes a buffer and its length.
+        read_sized(|b, l| unsafe { call_slot!(self.t(), PepTable.getname(self.obj, b, l)) })
+    }
+
+    /// `fi_setname`.
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        // SAFETY: `addr` valid for its length.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                PepTable.setname(self.obj, addr.as_ptr(), addr.len())
+            )
+        } as isize)
+    }
+
+    /// `fi_getopt`.
+    pub fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        let mut len = optval.len();
+        // SAFETY: `optval` valid for `len` bytes.
+        let rc = unsafe {
+            call_slot!(
+                self.t(),
+                PepTable.getopt(
+                    self.obj,
+                    level,
+                    optname,
+                    optval.as_mut_ptr() as *mut c_void,
+                    &mut len
+                )
+            )
+        };
+        ok_or_code(rc as isize).map(|_| len)
+    }
+
+    /// `fi_setopt`.
+    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        // SAFETY: `optval` valid for its length.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                PepTable.setopt(
+                    self.obj,
+                    level,
+                    optname,
+                    optval.as_ptr() as *const c_void,
+                    optval.len()
+                )
+            )
+        } as isize)
+    }
+
+    /// `fi_close`.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = PepTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}
+
+/// Open a passive endpoint node (shared by `Fabric::passive_ep`).
+pub(crate) fn pep_from(
+    out: &crate::abi::raw::RawObj,
+    parent: &Arc<Node>,
+) -> Result<PassiveEndpoint> {
+    let ops = out.ops as *const PepTable;
+    let close = close_of(out.obj, ops, "passive endpoint")?;
+    let node = Node::child(parent, FidClass::Pep, close);
+    // SAFETY: the provider returned a passive endpoint and its table.
+    Ok(unsafe { PassiveEndpoint::from_raw(out.obj, ops, node) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::object::Closer;
+    use crate::abi::raw::ErrBuf;
+    use crate::error::Errno;
+
+    unsafe extern "C" fn close_ok(_: Obj, _: *mut ErrBuf) -> i32 {
+        0
+    }
+    unsafe extern "C" fn send_ok(
+        _: Obj,
+        _: *const u8,
+        _: usize,
+        _: Desc,
+        _: u64,
+        _: usize,
+    ) -> isize {
+        0
+    }
+    unsafe extern "C" fn inject_ok(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
+        0
+    }
+
+    static EP: EpTable = {
+        let mut t = EpTable::filled::<{ Errno::ENOSYS.0 }>();
+        t.close = close_ok;
+        t
+    };
+
+    /// A message table from a producer built before `inject` existed.
+    static SHORT_MSG: MsgTable = {
+        let mut t = MsgTable::filled::<{ Errno::ENOSYS.0 }>();
+        t.send = send_ok;
+        t.inject = inject_ok;
+        t.size = std::mem::offset_of!(MsgTable, inject);
+        t
+    };
+
+    #[test]
+    fn slots_beyond_a_short_table_and_missing_groups_are_enosys() {
+        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
+        let root = Node::root(
+            1,
+            "short".into(),
+            Closer::Slot {
+                close: close_ok,
+                obj,
+            },
+            None,
+        );
+        let mut raw = RawEp::empty();
+        raw.obj = obj;
+        raw.ep = &EP;
+        raw.msg = &SHORT_MSG;
+        let mut ep = Endpoint::from_raw_ep(&raw, &root, FidClass::Ep).unwrap();
+        // `send` lies inside the producer's table and is called.
+        // SAFETY: the stub ignores its arguments.
+        unsafe { ep.send(std::ptr::null(), 0, std::ptr::null_mut(), 0, 0) }.unwrap();
+        // `inject` lies beyond it: FI_ENOSYS without calling the stub that is there.
+        assert_eq!(ep.inject(b"", 0).unwrap_err().code(), Errno::ENOSYS);
+        // A group the provider did not hand out at all.
+        assert_eq!(ep.tinject(b"", 0, 1).unwrap_err().code(), Errno::ENOSYS);
+        assert_eq!(ep.getname().unwrap_err().code(), Errno::ENOSYS);
+        ep.close().unwrap();
+        // SAFETY: the CLOSED table ignores its arguments.
+        let e = unsafe { ep.send(std::ptr::null(), 0, std::ptr::null_mut(), 0, 0) }.unwrap_err();
+        assert_eq!(e.code(), Errno::EBADF);
+    }
+
+    #[test]
+    fn a_table_without_close_is_refused() {
+        static TINY: EpTable = {
+            let mut t = EpTable::filled::<{ Errno::ENOSYS.0 }>();
+            t.size = 8;
+            t
+        };
+        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
+        let root = Node::root(
+            1,
+            "tiny".into(),
+            Closer::Slot {
+                close: close_ok,
+                obj,
+            },
+            None,
+        );
+        let mut raw = RawEp::empty();
+        raw.obj = obj;
+        raw.ep = &TINY;
+        let e = Endpoint::from_raw_ep(&raw, &root, FidClass::Ep).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        raw.obj = std::ptr::null_mut();
+        assert_eq!(
+            Endpoint::from_raw_ep(&raw, &root, FidClass::Ep)
+                .unwrap_err()
+                .code(),
+            Errno::EOTHER
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! Event queues (`fi_eq`): attributes, events, and the public [`EventQueue`].
+//!
+//! An EQ reports control events: connection requests, connections established and
+//! shut down (with the connection's info and data), asynchronous MR and AV
+//! completions, and application events written with [`EventQueue::write`]. Reads
+//! return `FI_EAGAIN` when empty and `FI_EAVAIL` when an error is next
+//! ([`EventQueue::readerr`]).
+//!
+//! Across the boundary an event travels in the C layout (`fi_eq_entry` or
+//! `fi_eq_cm_entry` plus connection data); a connection request's info is copied into
+//! the returned [`Event`] and the provider's copy released at once. Nothing here panics.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::abi::object::{ok_or_code, AsFid, FidRef, Node};
+use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, EqErrEntry, Obj, RawEqAttr};
+use crate::abi::tables::{call_slot, EqTable};
+use crate::attr::Info;
+use crate::enums::{EqEvent, WaitObj};
+use crate::error::{Errno, Error, Result};
+
+/// Event queue attributes (`struct fi_eq_attr`, without the wait set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EqAttr {
+    /// Number of events (0: the provider's default).
+    pub size: usize,
+    /// Flags (`FI_WRITE` to allow [`EventQueue::write`], …).
+    pub flags: u64,
+    /// Wait object.
+    pub wait_obj: WaitObj,
+    /// Signaling vector.
+    pub signaling_vector: i32,
+}
+
+impl EqAttr {
+    /// The raw form.
+    pub fn to_raw(&self) -> RawEqAttr {
+        RawEqAttr {
+            size: self.size,
+            flags: self.flags,
+            wait_obj: self.wait_obj.to_raw(),
+            signaling_vector: self.signaling_vector,
+            wait_set: std::ptr::null_mut(),
+        }
+    }
+
+    /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
+    pub fn from_raw(r: &RawEqAttr) -> Result<EqAttr> {
+        if !r.wait_set.is_null() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "EQ attribute wait_set is not supported",
+            ));
+        }
+        Ok(EqAttr {
+            size: r.size,
+            flags: r.flags,
+            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            signaling_vector: r.signaling_vector,
+        })
+    }
+}
+
+/// One event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// Which event.
+    pub event: EqEvent,
+    /// The context of the object the event is about (the endpoint or passive
+    /// endpoint's open context).
+    pub fid: usize,
+    /// The event's context (not carried by connection events).
+    pub context: usize,
+    /// Event data (not carried by connection events).
+    pub data: u64,
+    /// A connection request's info (open the accepting endpoint with it).
+    pub info: Option<Box<Info>>,
+    /// Connection data (connection events only).
+    pub cm_data: Vec<u8>,
+}
+
+/// An error event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EqErrorEntry {
+    /// The context of the object the error is about.
+    pub fid: usize,
+    /// The operation's context.
+    pub context: usize,
+    /// Event data.
+    pub data: u64,
+    /// The error.
+    pub err: Errno,
+    /// Provider-specific error code.
+    pub prov_errno: i32,
+    /// Provider-specific error data.
+    pub err_data: Vec<u8>,
+}
+
+/// An open event queue.
+pub struct EventQueue {
+    obj: Obj,
+    ops: *const EqTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and table are required by the interface to be usable from any
+// thread; the node is thread-safe.
+unsafe impl Send for EventQueue {}
+// SAFETY: see `Send`.
+unsafe impl Sync for EventQueue {}
+
+impl std::fmt::Debug for EventQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventQueue")
+            .field("provider", &self.node.prov())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for EventQueue {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+/// Read buffer for one event: 8-byte aligned.
+const READ_WORDS: usize = 64;
+
+impl EventQueue {
+    /// Wrap a provider's EQ.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be an EQ and its table from the provider of `node`'s family,
+    /// owned from now on by `node`.
+    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const EqTable, node: Arc<Node>) -> EventQueue {
+        EventQueue { obj, ops, node }
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &EqTable {
+        // SAFETY: the provider's table (valid while the node holds the provider) or the
+        // static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    fn read_with(
+        &self,
+        mut call: impl FnMut(*mut u32, *mut c_void, usize) -> isize,
+    ) -> Result<Event> {
+        let mut words = READ_WORDS;
+        loop {
+            let mut buf = vec![0u64; words];
+            let len = words * 8;
+            let mut event = 0u32;
+            let rc = call(&mut event, buf.as_mut_ptr() as *mut c_void, len);
+            if rc == Errno::ETOOSMALL.to_status() as isize && words < (1 << 16) {
+                words *= 4;
+                continue;
+            }
+            if rc < 0 {
+                return Err(Error::from_status(rc));
+            }
+            // SAFETY: the provider wrote `rc` bytes of an event of kind `event` into
+            // `buf`, which is aligned for the entry types.
+            return unsafe { self.parse(event, buf.as_ptr() as *const u8, rc as usize) };
+        }
+    }
+
+    /// # Safety
+    /// `buf` holds `n` bytes written by the provider for `event`.
+    unsafe fn parse(&self, event: u32, buf: *const u8, n: usize) -> Result<Event> {
+        let ev = EqEvent::from_raw(event).ok_or_else(|| {
+            Error::new(Errno::EOTHER, format!("EQ returned unknown event {event}"))
+        })?;
+        match ev {
+            EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown => {
+                if n < std::mem::size_of::<EqCmEntry>() {
+                    return Err(Error::new(
+                        Errno::EOTHER,
+                        "EQ returned a short connection entry",
+                    ));
+                }
+                // SAFETY: at least an EqCmEntry was written, aligned.
+                let cm = unsafe { &*(buf as *const EqCmEntry) };
+                let info = if cm.info.is_null() {
+                    None
+                } else {
+                    // SAFETY: the provider's info, valid until free_info below.
+                    let r = unsafe { info_from_raw(cm.info) };
+                    // SAFETY: hand the info back to the EQ that allocated it.
+                    unsafe { call_slot!(self.t(), EqTable.free_info(self.obj, cm.info)) };
+                    Some(Box::new(r?))
+                };
+                let hdr = std::mem::size_of::<EqCmEntry>();
+                // SAFETY: the data follows the entry within the `n` bytes written.
+                let data = unsafe { std::slice::from_raw_parts(buf.add(hdr), n - hdr) }.to_vec();
+                Ok(Event {
+                    event: ev,
+                    fid: cm.fid,
+                    context: 0,
+                    data: 0,
+                    info,
+                    cm_data: data,
+                })
+            }
+            _ => {
+                if n < std::mem::size_of::<EqEntry>() {
+                    return Err(Error::new(Errno::EOTHER, "EQ returned a short entry"));
+                }
+                // SAFETY: at least an EqEntry was written, aligned.
+                let e = unsafe { &*(buf as *const EqEntry) };
+                Ok(Event {
+                    event: ev,
+                    fid: e.fid,
+                    context: e.context,
+                    data: e.data,
+                    info: None,
+                    cm_data: Vec::new(),
+                })
+            }
+        }
+    }
+
+    /// `fi_eq_read`: the next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is
+    /// next).
+    pub fn read(&self) -> Result<Event> {
+        // SAFETY: the buffer and `event` are valid for the given length.
+        self.read_with(|e, b, l| unsafe {
+            call_slot!(self.t(), EqTable.read(self.obj, e, b, l, 0))
+        })
+    }
+
+    /// `fi_eq_read` with `FI_PEEK`: the next event, left queued.
+    pub fn peek(&self) -> Result<Event> {
+        let peek = crate::flags::OpFlags::PEEK.bits();
+        // SAFETY: as `read`.
+        self.read_with(|e, b, l| unsafe {
+            call_slot!(self.t(), EqTable.read(self.obj, e, b, l, peek))
+        })
+    }
+
+    /// `fi_eq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
+    /// forever); `FI_EAGAIN` on time-out.
+    pub fn sread(&self, timeout: i32) -> Result<Event> {
+        // SAFETY: as `read`.
+        self.read_with(|e, b, l| unsafe {
+            call_slot!(self.t(), EqTable.sread(self.obj, e, b, l, timeout, 0))
+        })
+    }
+
+    /// `fi_eq_readerr`: the next error event.
+    pub fn readerr(&self) -> Result<EqErrorEntry> {
+        let mut data = vec![0u8; 256];
+        let mut e = EqErrEntry {
+            err_data: data.as_mut_ptr() as *mut c_void,
+            err_data_size: data.len(),
+            ..Default::default()
+        };
+        // SAFETY: `e` valid, its err_data buffer valid for err_data_size bytes.
+        let rc = unsafe { call_slot!(self.t(), EqTable.readerr(self.obj, &mut e, 0)) };
+        if rc < 0 {
+            return Err(Error::from_status(rc));
+        }
+        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
+            data.truncate(e.err_data_size.min(data.len()));
+            data
+        } else if e.err_data.is_null() || e.err_data_size == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the provider's buffer, valid until the next read of this EQ.
+            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
+        };
+        Ok(EqErrorEntry {
+            fid: e.fid,
+            context: e.context,
+            data: e.data,
+            err: Errno(e.err),
+            prov_errno: e.prov_errno,
+            err_data,
+        })
+    }
+
+    /// `fi_eq_write`: queue an application event (`info` is not carried).
+    pub fn write(&self, event: &Event) -> Result<()> {
+        let mut buf = [0u64; READ_WORDS];
+        let p = buf.as_mut_ptr() as *mut u8;
+        let len = match event.event {
+            EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown => {
+                let hdr = std::mem::size_of::<EqCmEntry>();
+                if hdr + event.cm_data.len() > READ_WORDS * 8 {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "eq write: connection data too long",
+                    ));
+                }
+                // SAFETY: `buf` is aligned and large enough (checked).
+                unsafe {
+                    (p as *mut EqCmEntry).write(EqCmEntry {
+                        fid: event.fid,
+                        info: std::ptr::null_mut(),
+                    });
+                    std::ptr::copy_nonoverlapping(
+                        event.cm_data.as_ptr(),
+                        p.add(hdr),
+                        event.cm_data.len(),
+                    );
+                }
+                hdr + event.cm_data.len()
+            }
+            _ => {
+                // SAFETY: `buf` is aligned and large enough.
+                unsafe {
+                    (p as *mut EqEntry).write(EqEntry {
+                        fid: event.fid,
+                        context: event.context,
+                        data: event.data,
+                    })
+                };
+                std::mem::size_of::<EqEntry>()
+            }
+        };
+        let ev = event.event.to_raw();
+        // SAFETY: `buf` valid for `len` bytes.
+        let rc = unsafe {
+            call_slot!(
+                self.t(),
+                EqTable.write(self.obj, ev, p as *const c_void, len, 0)
+            )
+        };
+        if rc < 0 {
+            Err(Error::from_status(rc))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `fi_eq_strerror`.
+    pub fn strerror(&self, prov_errno: i32) -> String {
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` valid for its length.
+        let n = unsafe {
+            call_slot!(
+                self.t(),
+                EqTable.strerror(
+                    self.obj,
+                    prov_errno,
+                    std::ptr::null(),
+                    buf.as_mut_ptr(),
+                    buf.len()
+                )
+            )
+        };
+        if n < 0 {
+            return crate::error::strerror(prov_errno).into_owned();
+        }
+        let n = (n as usize).min(buf.len() - 1);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    /// The EQ's wait file descriptor.
+    pub fn wait_fd(&self) -> Result<i32> {
+        let mut fd = -1;
+        // SAFETY: `fd` valid for a write.
+        ok_or_code(unsafe { call_slot!(self.t(), EqTable.wait_fd(self.obj, &mut fd)) } as isize)?;
+        Ok(fd)
+    }
+
+    /// `fi_close`: `FI_EBUSY` while objects are bound to it.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = EqTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! Fabrics (`fi_fabric`): the public [`Fabric`], root of every other object.
+//!
+//! A fabric is opened from a getinfo result: by the registry
+//! (`crate::registry::open_fabric`), by a provider handle
+//! ([`crate::provider::ProviderHandle::open_fabric`]) or, inside a provider that layers
+//! on others, through [`crate::provider::Host::open_fabric`]. It keeps its provider (and
+//! a plugin's library) loaded while it or anything opened from it lives.
+//! [`Fabric::close`] is `FI_EBUSY` while domains, event queues, passive endpoints or
+//! wait sets of it are open. Nothing here panics.
+
+use std::sync::Arc;
+
+use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::raw::{FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
+use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable, WaitTable};
+use crate::attr::Info;
+use crate::domain::Domain;
+use crate::ep::PassiveEndpoint;
+use crate::eq::{EqAttr, EventQueue};
+use crate::error::Result;
+use crate::wait::{WaitAttr, WaitSet};
+
+/// An open fabric.
+pub struct Fabric {
+    obj: Obj,
+    ops: *const FabricTable,
+    node: Arc<Node>,
+}
+
+// SAFETY: the object and table are required by the interface to be usable from any
+// thread; the node is thread-safe.
+unsafe impl Send for Fabric {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Fabric {}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("provider", &self.node.prov())
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl AsFid for Fabric {
+    fn as_fid(&self) -> FidRef<'_> {
+        FidRef::new(&self.node, self.obj)
+    }
+}
+
+impl Fabric {
+    /// Wrap a provider's fabric.
+    ///
+    /// # Safety
+    /// `obj`/`ops` must be a fabric and its table, owned from now on by the root node
+    /// `node`.
+    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const FabricTable, node: Arc<Node>) -> Fabric {
+        Fabric { obj, ops, node }
+    }
+
+    /// Give up the handle without closing: the object, its table and the node that
+    /// will close it (used to hand a fabric to a plugin through the host table).
+    pub(crate) fn into_raw_parts(self) -> (Obj, *const FabricTable, Arc<Node>) {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so the Arc is moved out exactly once.
+        let node = unsafe { std::ptr::read(&me.node) };
+        (me.obj, me.ops, node)
+    }
+
+    #[inline(always)]
+    fn t(&self) -> &FabricTable {
+        // SAFETY: the provider's table (valid while the node holds the provider) or the
+        // static CLOSED table.
+        unsafe { &*self.ops }
+    }
+
+    /// The provider's name.
+    pub fn provider(&self) -> &str {
+        self.node.prov()
+    }
+
+    /// `fi_domain`.
+    pub fn domain(&self, info: &Info) -> Result<Domain> {
+        self.domain_with(info, 0)
+    }
+
+    /// `fi_domain` with a context.
+    pub fn domain_with(&self, info: &Info, context: usize) -> Result<Domain> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                FabricTable.domain(self.obj, ib.as_ptr(), context, &mut out, e)
+            )
+        })?;
+        let ops = out.ops as *const DomainTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Domain,
+            close_of(out.obj, ops, "domain")?,
+        );
+        // SAFETY: the provider returned a domain and its table.
+        Ok(unsafe { Domain::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_passive_ep`.
+    pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint> {
+        self.passive_ep_with(info, 0)
+    }
+
+    /// `fi_passive_ep` with a context (reported as the `fid` of its events).
+    pub fn passive_ep_with(&self, info: &Info, context: usize) -> Result<PassiveEndpoint> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                FabricTable.passive_ep(self.obj, ib.as_ptr(), context, &mut out, e)
+            )
+        })?;
+        crate::ep::pep_from(&out, &self.node)
+    }
+
+    /// `fi_eq_open`.
+    pub fn eq_open(&self, attr: &EqAttr) -> Result<EventQueue> {
+        self.eq_open_with(attr, 0)
+    }
+
+    /// `fi_eq_open` with a context.
+    pub fn eq_open_with(&self, attr: &EqAttr, context: usize) -> Result<EventQueue> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                FabricTable.eq_open(self.obj, &raw, context, &mut out, e)
+            )
+        })?;
+        let ops = out.ops as *const EqTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Eq,
+            close_of(out.obj, ops, "event queue")?,
+        );
+        // SAFETY: the provider returned an EQ and its table.
+        Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_wait_open`.
+    pub fn wait_open(&self, attr: &WaitAttr) -> Result<WaitSet> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
+        })?;
+        let ops = out.ops as *const WaitTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Wait,
+            close_of(out.obj, ops, "wait set")?,
+        );
+        // SAFETY: the provider returned a wait set and its table.
+        Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, `FI_EAGAIN`
+    /// if progress is needed first. Objects of another provider are `FI_EINVAL`.
+    pub fn trywait(&self, objs: &[&dyn AsFid]) -> Result<()> {
+        let mut raw: Vec<RawFidRef> = Vec::with_capacity(objs.len());
+        for o in objs {
+            let f = o.as_fid();
+            self.node.check_peer(f.node(), "trywait")?;
+            raw.push(f.raw());
+        }
+        // SAFETY: `raw` lives across the call and names open objects of our family.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                FabricTable.trywait(self.obj, raw.as_ptr(), raw.len())
+            )
+        } as isize)
+    }
+
+    /// `fi_close`: `FI_EBUSY` while objects opened from it are open.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()?;
+        self.ops = FabricTable::CLOSED;
+        self.obj = std::ptr::null_mut();
+        Ok(())
+    }
+}

@@ -1,0 +1,47 @@
+//! ofi-core: the thin core of ofi-rs, the OpenFabrics Interfaces in Rust.
+//!
+//! What lives here (DESIGN §1–§5, §9):
+//! - the vocabulary: [`error`], [`version`], [`flags`], [`enums`], [`addr`], [`attr`];
+//! - getinfo matching, written once for every provider: [`getinfo`];
+//! - the C-ABI plugin boundary: [`abi`] (entry struct, ops tables, host table, adapters)
+//!   and the safe provider traits in [`provider`];
+//! - the public object types (reverse wrappers over the tables): [`fabric`], [`domain`],
+//!   [`ep`], [`cq`], [`eq`], [`cntr`], [`av`], [`mr`];
+//! - discovery and selection: [`registry`], [`loader`], [`select`];
+//! - parameters, plugin configuration and logging: [`param`], [`config`], [`log`];
+//! - printing attributes the way the C library's `fi_tostr` does: [`tostr`].
+//!
+//! `core` depends on no provider and no other workspace crate (DESIGN §2).
+
+pub mod abi;
+pub mod addr;
+pub mod attr;
+pub mod av;
+pub mod cntr;
+pub mod config;
+pub mod cq;
+pub mod domain;
+pub mod enums;
+pub mod ep;
+pub mod eq;
+pub mod error;
+pub mod fabric;
+pub mod flags;
+pub mod getinfo;
+pub mod loader;
+pub mod log;
+pub mod mr;
+pub mod param;
+pub mod provider;
+pub mod registry;
+pub mod select;
+pub mod tostr;
+pub mod version;
+pub mod wait;
+
+pub use addr::Address;
+pub use attr::{DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
+pub use enums::*;
+pub use error::{Errno, Error, Result};
+pub use flags::*;
+pub use version::Version;

@@ -1,0 +1,1225 @@
+//! Writing a provider: the safe traits a provider implements, the host's services as a
+//! provider sees them ([`Host`]), and the host-side handle to an initialised provider
+//! ([`ProviderHandle`]).
+//!
+//! # For provider authors
+//!
+//! Implement [`Provider`] (the root: name, version, templates, fabric open), then one
+//! type per object class: [`FabricOps`], [`DomainOps`], [`EndpointOps`],
+//! [`PassiveEndpointOps`], [`CqOps`], [`EqOps`], [`CntrOps`], [`AvOps`], [`MrOps`],
+//! [`WaitOps`]. The child types are associated types, so everything is monomorphised:
+//! a data call from the application reaches your method through one indirect call and
+//! no `dyn`. A class you do not have is [`Unsupported`]. Every operation except the
+//! essential ones has a default returning `FI_ENOSYS`, so you implement only what your
+//! `Info` templates claim.
+//!
+//! Then either register the provider in-process with
+//! `ProviderHandle::init(abi::entry_for::<P>(), None)` (what the `ofi` crate and tests
+//! do) or export it from a cdylib with [`export_provider!`](crate::export_provider).
+//! Both take the same path through the C-ABI tables; you never write `extern "C"`.
+//!
+//! The traits are generic over `F`, your [`FabricOps`] type: it names the family of
+//! types that work together (`BindTarget<'_, F>::Cq` is your CQ type). The host
+//! guarantees that an object handed to your `bind` was created by your provider and is
+//! still open.
+//!
+//! # Invariants the host guarantees
+//!
+//! - A parent outlives its children: your fabric object is dropped only after every
+//!   domain, EQ, passive endpoint and wait set it opened; a domain after its endpoints,
+//!   CQs, counters, AVs and MRs. An object bound to another (a CQ bound to an endpoint)
+//!   is dropped only after the endpoint.
+//! - `close` is called at most once, then the object is dropped; after a successful
+//!   `close` nothing else is called on it.
+//! - The data-path methods are `unsafe`: their contract is the C API's (buffers valid
+//!   until the operation completes, descriptors from this provider's MRs).
+//!
+//! # What may panic
+//!
+//! Your code may panic; the adapters catch every panic at the boundary, log it
+//! (`tracing::error!`) and return `FI_EOTHER`. Nothing in this module panics.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use crate::abi::raw::{AtomicAttr, CqErrEntry, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use crate::abi::{self, PluginEntry, ProviderKind};
+use crate::addr::Address;
+use crate::attr::{Info, RxAttr, TxAttr};
+use crate::av::AvAttr;
+use crate::cntr::CntrAttr;
+use crate::cq::{CqAttr, CqBuf};
+use crate::enums::{AtomicOp, Datatype};
+use crate::eq::{EqAttr, EqErrorEntry, Event};
+use crate::error::{Errno, Error, Result};
+use crate::flags::OpFlags;
+use crate::getinfo::{self, GetinfoOutcome, GetinfoRequest};
+use crate::mr::MrAttr;
+use crate::param::ParamType;
+use crate::version::Version;
+use crate::wait::WaitAttr;
+
+pub use crate::abi::host::Host;
+pub use crate::abi::object::ProviderHandle;
+
+/// A memory descriptor as the data calls take it (`void *desc`): from
+/// [`crate::mr::MemoryRegion::desc`], or null.
+pub type Desc = *mut c_void;
+
+/// `Err(FI_ENOSYS)` naming the operation: what every default method returns.
+pub fn enosys<T>(what: &'static str) -> Result<T> {
+    Err(Error::new(Errno::ENOSYS, what))
+}
+
+/// The data-path form of "not implemented": no allocation.
+#[inline]
+pub fn enosys_fast<T>() -> Result<T> {
+    Err(Error::code_only(Errno::ENOSYS))
+}
+
+/// A provider: the root of a family of object types.
+pub trait Provider: Sized + Send + Sync + 'static {
+    /// The provider's name as the C library spells it (`"tcp"`, `"ofi_rxm"`).
+    const NAME: &'static str;
+    /// The provider's version (`prov_version`); see [`crate::version::prov_version_from_crate`].
+    const VERSION: Version;
+    /// Core, utility or hook.
+    const KIND: ProviderKind = ProviderKind::Core;
+    /// Higher comes earlier in getinfo results.
+    const PRIORITY: i32 = 0;
+    /// The fabric type; it names the whole family of object types.
+    type Fabric: FabricOps;
+
+    /// Initialise: declare parameters, probe hardware. An error keeps the provider out
+    /// of the registry (reported as "init failed" with this error).
+    fn init(host: &Host) -> Result<Self>;
+
+    /// The templates [`Provider::getinfo`] matches requests against.
+    fn info_templates(&self) -> Vec<Info>;
+
+    /// Answer a getinfo request. The default matches [`Provider::info_templates`] with
+    /// the framework's rules and the default IP resolver.
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        getinfo::match_templates(
+            Self::NAME,
+            Self::VERSION,
+            &self.info_templates(),
+            req,
+            &getinfo::IpResolver,
+        )
+    }
+
+    /// Open a fabric for `info` (one of this provider's results).
+    fn fabric(&self, info: &Info) -> Result<Self::Fabric>;
+}
+
+/// The [`CqOps`] type of family `F`.
+pub type CqOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Cq;
+/// The [`CntrOps`] type of family `F`.
+pub type CntrOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Cntr;
+/// The [`AvOps`] type of family `F`.
+pub type AvOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Av;
+/// The [`MrOps`] type of family `F`.
+pub type MrOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Mr;
+/// The [`EndpointOps`] type of family `F`.
+pub type EpOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Endpoint;
+/// The [`EqOps`] type of family `F`.
+pub type EqOf<F> = <F as FabricOps>::Eq;
+/// The [`WaitOps`] type of family `F`.
+pub type WaitOf<F> = <F as FabricOps>::Wait;
+
+/// An object of the same family handed to [`EndpointOps::bind`].
+pub enum BindTarget<'a, F: FabricOps> {
+    /// A completion queue.
+    Cq(&'a CqOf<F>),
+    /// A counter.
+    Cntr(&'a CntrOf<F>),
+    /// An address vector.
+    Av(&'a AvOf<F>),
+    /// An event queue.
+    Eq(&'a EqOf<F>),
+    /// A shared transmit context.
+    Stx(&'a EpOf<F>),
+    /// A shared receive context.
+    Srx(&'a EpOf<F>),
+}
+
+/// An object of the same family handed to [`MrOps::bind`].
+pub enum MrBindTarget<'a, F: FabricOps> {
+    /// An endpoint.
+    Ep(&'a EpOf<F>),
+    /// A counter.
+    Cntr(&'a CntrOf<F>),
+}
+
+/// An object of the same family handed to [`FabricOps::trywait`].
+pub enum TryWaitRef<'a, F: FabricOps> {
+    /// A completion queue.
+    Cq(&'a CqOf<F>),
+    /// A counter.
+    Cntr(&'a CntrOf<F>),
+    /// An event queue.
+    Eq(&'a EqOf<F>),
+    /// A wait set.
+    Wait(&'a WaitOf<F>),
+}
+
+/// A fabric (`fid_fabric`).
+pub trait FabricOps: Sized + Send + Sync + 'static {
+    /// The domain type.
+    type Domain: DomainOps<Self>;
+    /// The passive endpoint type ([`Unsupported`] without `FI_EP_MSG`).
+    type PassiveEp: PassiveEndpointOps<Self>;
+    /// The event queue type.
+    type Eq: EqOps;
+    /// The wait set type.
+    type Wait: WaitOps;
+
+    /// Open a domain (`fi_domain`).
+    fn domain(&self, info: &Info, context: usize) -> Result<Self::Domain>;
+    /// Open a passive endpoint (`fi_passive_ep`).
+    fn passive_ep(&self, _info: &Info, _context: usize) -> Result<Self::PassiveEp> {
+        enosys("passive endpoints are not supported")
+    }
+    /// Open an event queue (`fi_eq_open`).
+    fn eq_open(&self, _attr: &EqAttr, _context: usize) -> Result<Self::Eq> {
+        enosys("event queues are not supported")
+    }
+    /// Open a wait set (`fi_wait_open`).
+    fn wait_open(&self, _attr: &WaitAttr) -> Result<Self::Wait> {
+        enosys("wait sets are not supported")
+    }
+    /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, else
+    /// `FI_EAGAIN` (progress first).
+    fn trywait(&self, _objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        enosys("trywait is not supported")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A domain (`fid_domain`).
+pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    /// Endpoints (active, scalable, contexts, aliases).
+    type Endpoint: EndpointOps<F>;
+    /// Completion queues.
+    type Cq: CqOps;
+    /// Counters.
+    type Cntr: CntrOps;
+    /// Address vectors.
+    type Av: AvOps<F>;
+    /// Memory regions.
+    type Mr: MrOps<F>;
+
+    /// Open an active endpoint (`fi_endpoint`; `flags` of `fi_endpoint2`).
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Self::Endpoint>;
+    /// Open a scalable endpoint.
+    fn scalable_ep(&self, _info: &Info, _context: usize) -> Result<Self::Endpoint> {
+        enosys("scalable endpoints are not supported")
+    }
+    /// Open a completion queue. `attr.format` is never `Unspec` here (the host
+    /// resolves it to `Context`).
+    fn cq_open(&self, attr: &CqAttr, context: usize) -> Result<Self::Cq>;
+    /// Open a counter.
+    fn cntr_open(&self, _attr: &CntrAttr, _context: usize) -> Result<Self::Cntr> {
+        enosys("counters are not supported")
+    }
+    /// Open an address vector.
+    fn av_open(&self, _attr: &AvAttr, _context: usize) -> Result<Self::Av> {
+        enosys("address vectors are not supported")
+    }
+    /// Register memory (`fi_mr_reg`, `fi_mr_regv`, `fi_mr_regattr` all arrive here).
+    fn mr_reg(&self, _attr: &MrAttr<'_>, _flags: u64) -> Result<Self::Mr> {
+        enosys("memory registration is not supported")
+    }
+    /// `fi_query_atomic`.
+    fn query_atomic(&self, _datatype: Datatype, _op: AtomicOp, _flags: u64) -> Result<AtomicAttr> {
+        enosys("atomics are not supported")
+    }
+    /// Open a shared transmit context.
+    fn stx_ctx(&self, _attr: &TxAttr, _context: usize) -> Result<Self::Endpoint> {
+        enosys("shared transmit contexts are not supported")
+    }
+    /// Open a shared receive context.
+    fn srx_ctx(&self, _attr: &RxAttr, _context: usize) -> Result<Self::Endpoint> {
+        enosys("shared receive contexts are not supported")
+    }
+    /// Bind an event queue (`fi_domain_bind`).
+    fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
+        enosys("domain bind is not supported")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// An active endpoint: control, connection management, messages, tagged messages, RMA
+/// and atomics. Every data and CM method defaults to `FI_ENOSYS`.
+///
+/// The data methods are `unsafe fn`s: the caller promises what the C API requires
+/// (every buffer valid, and not touched by the application, until the operation's
+/// completion; `desc` values from this provider's memory regions or null).
+#[allow(clippy::too_many_arguments)]
+pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    // ---- control ----
+    /// `fi_ep_bind`.
+    fn bind(&self, target: BindTarget<'_, F>, flags: OpFlags) -> Result<()>;
+    /// `fi_enable`.
+    fn enable(&self) -> Result<()> {
+        Ok(())
+    }
+    /// `fi_control` with a provider-specific command.
+    fn control(&self, _command: i32, _arg: *mut c_void) -> Result<()> {
+        enosys("control command not supported")
+    }
+    /// `fi_ep_alias`.
+    fn alias(&self, _flags: u64) -> Result<Self> {
+        enosys("endpoint aliases are not supported")
+    }
+    /// `fi_cancel`.
+    fn cancel(&self, _context: usize) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_getopt`: write the option into `optval` and return its length.
+    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
+        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+    }
+    /// `fi_setopt`.
+    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
+        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+    }
+    /// `fi_tx_context` of a scalable endpoint.
+    fn tx_ctx(&self, _index: i32, _attr: &TxAttr, _context: usize) -> Result<Self> {
+        enosys("transmit contexts are not supported")
+    }
+    /// `fi_rx_context` of a scalable endpoint.
+    fn rx_ctx(&self, _index: i32, _attr: &RxAttr, _context: usize) -> Result<Self> {
+        enosys("receive contexts are not supported")
+    }
+    /// `fi_rx_size_left`.
+    fn rx_size_left(&self) -> Result<usize> {
+        enosys_fast()
+    }
+    /// `fi_tx_size_left`.
+    fn tx_size_left(&self) -> Result<usize> {
+        enosys_fast()
+    }
+
+    // ---- connection management ----
+    /// `fi_setname`.
+    fn setname(&self, _addr: &[u8]) -> Result<()> {
+        enosys("setname is not supported")
+    }
+    /// `fi_getname`: the endpoint's address bytes.
+    fn getname(&self) -> Result<Vec<u8>> {
+        enosys("getname is not supported")
+    }
+    /// `fi_getpeer`.
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        enosys("getpeer is not supported")
+    }
+    /// `fi_connect`.
+    fn connect(&self, _addr: &[u8], _param: &[u8]) -> Result<()> {
+        enosys("connect is not supported")
+    }
+    /// `fi_accept`.
+    fn accept(&self, _param: &[u8]) -> Result<()> {
+        enosys("accept is not supported")
+    }
+    /// `fi_shutdown`.
+    fn shutdown(&self, _flags: u64) -> Result<()> {
+        enosys("shutdown is not supported")
+    }
+
+    // ---- messages ----
+    /// `fi_send`.
+    ///
+    /// # Safety
+    /// The C API's contract (see the trait docs).
+    unsafe fn send(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _dest: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_sendv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`]; `iov`/`desc` hold the same number of entries.
+    unsafe fn sendv(
+        &self,
+        _iov: &[Iov],
+        _desc: &[Desc],
+        _dest: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_sendmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`]; every pointer in `msg` is valid.
+    unsafe fn sendmsg(&self, _msg: &Msg, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_inject`: the buffer may be reused as soon as this returns.
+    ///
+    /// # Safety
+    /// `buf` is valid for `len` bytes during the call.
+    unsafe fn inject(&self, _buf: *const u8, _len: usize, _dest: u64) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_senddata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn senddata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _data: u64,
+        _dest: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_injectdata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn injectdata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _data: u64,
+        _dest: u64,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_recv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`] (the buffer is written).
+    unsafe fn recv(
+        &self,
+        _buf: *mut u8,
+        _len: usize,
+        _desc: Desc,
+        _src: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_recvv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn recvv(&self, _iov: &[Iov], _desc: &[Desc], _src: u64, _context: usize) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_recvmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn recvmsg(&self, _msg: &Msg, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+
+    // ---- tagged ----
+    /// `fi_tsend`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn tsend(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _dest: u64,
+        _tag: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_tsendv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::sendv`].
+    unsafe fn tsendv(
+        &self,
+        _iov: &[Iov],
+        _desc: &[Desc],
+        _dest: u64,
+        _tag: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_tsendmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::sendmsg`].
+    unsafe fn tsendmsg(&self, _msg: &MsgTagged, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_tinject`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn tinject(&self, _buf: *const u8, _len: usize, _dest: u64, _tag: u64) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_tsenddata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn tsenddata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _data: u64,
+        _dest: u64,
+        _tag: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_tinjectdata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn tinjectdata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _data: u64,
+        _dest: u64,
+        _tag: u64,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_trecv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn trecv(
+        &self,
+        _buf: *mut u8,
+        _len: usize,
+        _desc: Desc,
+        _src: u64,
+        _tag: u64,
+        _ignore: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_trecvv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn trecvv(
+        &self,
+        _iov: &[Iov],
+        _desc: &[Desc],
+        _src: u64,
+        _tag: u64,
+        _ignore: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_trecvmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn trecvmsg(&self, _msg: &MsgTagged, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+
+    // ---- RMA ----
+    /// `fi_read`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn read(
+        &self,
+        _buf: *mut u8,
+        _len: usize,
+        _desc: Desc,
+        _src: u64,
+        _addr: u64,
+        _key: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_readv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn readv(
+        &self,
+        _iov: &[Iov],
+        _desc: &[Desc],
+        _src: u64,
+        _addr: u64,
+        _key: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_readmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::recv`].
+    unsafe fn readmsg(&self, _msg: &MsgRma, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_write`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn write(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_writev`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn writev(
+        &self,
+        _iov: &[Iov],
+        _desc: &[Desc],
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_writemsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn writemsg(&self, _msg: &MsgRma, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_inject_write`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn inject_write(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_writedata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`].
+    unsafe fn writedata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _desc: Desc,
+        _data: u64,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_inject_writedata`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn inject_writedata(
+        &self,
+        _buf: *const u8,
+        _len: usize,
+        _data: u64,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+
+    // ---- atomics ----
+    /// `fi_atomic`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::send`]; `buf` holds `count` elements of `datatype`.
+    unsafe fn atomic(
+        &self,
+        _buf: *const c_void,
+        _count: usize,
+        _desc: Desc,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_atomicv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::atomic`].
+    unsafe fn atomicv(
+        &self,
+        _iov: &[Ioc],
+        _desc: &[Desc],
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_atomicmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::atomic`].
+    unsafe fn atomicmsg(&self, _msg: &MsgAtomic, _flags: OpFlags) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_inject_atomic`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::inject`].
+    unsafe fn inject_atomic(
+        &self,
+        _buf: *const c_void,
+        _count: usize,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_fetch_atomic`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::atomic`]; `result` is written.
+    unsafe fn fetch_atomic(
+        &self,
+        _buf: *const c_void,
+        _count: usize,
+        _desc: Desc,
+        _result: *mut c_void,
+        _result_desc: Desc,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_fetch_atomicv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::fetch_atomic`].
+    unsafe fn fetch_atomicv(
+        &self,
+        _iov: &[Ioc],
+        _desc: &[Desc],
+        _resultv: &[Ioc],
+        _result_desc: &[Desc],
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_fetch_atomicmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::fetch_atomic`].
+    unsafe fn fetch_atomicmsg(
+        &self,
+        _msg: &MsgAtomic,
+        _resultv: &[Ioc],
+        _result_desc: &[Desc],
+        _flags: OpFlags,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_compare_atomic`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::fetch_atomic`]; `compare` holds `count` elements.
+    unsafe fn compare_atomic(
+        &self,
+        _buf: *const c_void,
+        _count: usize,
+        _desc: Desc,
+        _compare: *const c_void,
+        _compare_desc: Desc,
+        _result: *mut c_void,
+        _result_desc: Desc,
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_compare_atomicv`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::compare_atomic`].
+    unsafe fn compare_atomicv(
+        &self,
+        _iov: &[Ioc],
+        _desc: &[Desc],
+        _comparev: &[Ioc],
+        _compare_desc: &[Desc],
+        _resultv: &[Ioc],
+        _result_desc: &[Desc],
+        _dest: u64,
+        _addr: u64,
+        _key: u64,
+        _datatype: Datatype,
+        _op: AtomicOp,
+        _context: usize,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_compare_atomicmsg`.
+    ///
+    /// # Safety
+    /// As [`EndpointOps::compare_atomic`].
+    unsafe fn compare_atomicmsg(
+        &self,
+        _msg: &MsgAtomic,
+        _comparev: &[Ioc],
+        _compare_desc: &[Desc],
+        _resultv: &[Ioc],
+        _result_desc: &[Desc],
+        _flags: OpFlags,
+    ) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_atomicvalid`: the largest element count of one base atomic.
+    fn atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
+        enosys_fast()
+    }
+    /// `fi_fetch_atomicvalid`.
+    fn fetch_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
+        enosys_fast()
+    }
+    /// `fi_compare_atomicvalid`.
+    fn compare_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
+        enosys_fast()
+    }
+
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A passive endpoint (`fid_pep`).
+pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    /// Bind the event queue connection requests go to.
+    fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
+    /// `fi_listen`.
+    fn listen(&self) -> Result<()>;
+    /// `fi_reject` a connection request (`handle` from its info).
+    fn reject(&self, _handle: usize, _param: &[u8]) -> Result<()> {
+        enosys("reject is not supported")
+    }
+    /// `fi_getname`.
+    fn getname(&self) -> Result<Vec<u8>> {
+        enosys("getname is not supported")
+    }
+    /// `fi_setname`.
+    fn setname(&self, _addr: &[u8]) -> Result<()> {
+        enosys("setname is not supported")
+    }
+    /// `fi_getopt`.
+    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
+        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+    }
+    /// `fi_setopt`.
+    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
+        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A completion queue (`fid_cq`).
+pub trait CqOps: Sized + Send + Sync + 'static {
+    /// `fi_cq_read` / `fi_cq_readfrom`: fill `buf` (the CQ's format) and, when given,
+    /// `src` with the source address of each entry. Returns the number of entries;
+    /// `FI_EAGAIN` when empty, `FI_EAVAIL` when an error entry is next. Drives progress.
+    fn read(&self, buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize>;
+    /// `fi_cq_readerr`: one error entry (`FI_EAGAIN` if none). The caller's
+    /// `err_data`/`err_data_size` say where provider data may go.
+    fn readerr(&self, entry: &mut CqErrEntry, flags: u64) -> Result<()>;
+    /// `fi_cq_sread`: as read, blocking up to `timeout` ms (-1 = forever) until
+    /// `threshold` entries (or one) are there; `FI_EAGAIN` on time-out.
+    fn sread(
+        &self,
+        _buf: CqBuf<'_>,
+        _src: Option<&mut [u64]>,
+        _threshold: Option<usize>,
+        _timeout: i32,
+    ) -> Result<usize> {
+        enosys_fast()
+    }
+    /// `fi_cq_signal`: wake a blocked `sread`.
+    fn signal(&self) -> Result<()> {
+        enosys("signal is not supported")
+    }
+    /// `fi_cq_strerror`: text for a provider-specific error.
+    fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
+        crate::error::strerror(prov_errno).into_owned()
+    }
+    /// The wait fd (`FI_GETWAIT`).
+    fn wait_fd(&self) -> Result<i32> {
+        enosys("this CQ has no wait fd")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// An event queue (`fid_eq`).
+pub trait EqOps: Sized + Send + Sync + 'static {
+    /// `fi_eq_read`: the next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is
+    /// next); with `peek` the event stays queued.
+    fn read(&self, peek: bool) -> Result<Event>;
+    /// `fi_eq_readerr`.
+    fn readerr(&self) -> Result<EqErrorEntry>;
+    /// `fi_eq_write`: queue an application event.
+    fn write(&self, _event: Event) -> Result<()> {
+        enosys("write is not supported")
+    }
+    /// `fi_eq_sread`: as read, blocking up to `timeout` ms.
+    fn sread(&self, _timeout: i32, _peek: bool) -> Result<Event> {
+        enosys("sread is not supported")
+    }
+    /// `fi_eq_strerror`.
+    fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
+        crate::error::strerror(prov_errno).into_owned()
+    }
+    /// The wait fd.
+    fn wait_fd(&self) -> Result<i32> {
+        enosys("this EQ has no wait fd")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A counter (`fid_cntr`).
+pub trait CntrOps: Sized + Send + Sync + 'static {
+    /// `fi_cntr_read` (drives progress).
+    fn read(&self) -> u64;
+    /// `fi_cntr_readerr`.
+    fn readerr(&self) -> u64;
+    /// `fi_cntr_add`.
+    fn add(&self, value: u64) -> Result<()>;
+    /// `fi_cntr_set`.
+    fn set(&self, value: u64) -> Result<()>;
+    /// `fi_cntr_adderr`.
+    fn adderr(&self, _value: u64) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_cntr_seterr`.
+    fn seterr(&self, _value: u64) -> Result<()> {
+        enosys_fast()
+    }
+    /// `fi_cntr_wait`: until the count reaches `threshold` (`FI_ETIMEDOUT` after
+    /// `timeout` ms, -1 = forever).
+    fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
+        enosys_fast()
+    }
+    /// The wait fd.
+    fn wait_fd(&self) -> Result<i32> {
+        enosys("this counter has no wait fd")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// An address vector (`fid_av`).
+pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    /// `fi_av_insert`: one fabric address per address into `fi_addr` (same length;
+    /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize>;
+    /// `fi_av_insertsvc`.
+    fn insertsvc(
+        &self,
+        _node: &str,
+        _service: &str,
+        _fi_addr: &mut u64,
+        _flags: u64,
+        _context: usize,
+    ) -> Result<usize> {
+        enosys("insertsvc is not supported")
+    }
+    /// `fi_av_insertsym`: `fi_addr` has `nodecnt * svccnt` entries.
+    #[allow(clippy::too_many_arguments)]
+    fn insertsym(
+        &self,
+        _node: &str,
+        _nodecnt: usize,
+        _service: &str,
+        _svccnt: usize,
+        _fi_addr: &mut [u64],
+        _flags: u64,
+        _context: usize,
+    ) -> Result<usize> {
+        enosys("insertsym is not supported")
+    }
+    /// `fi_av_remove`.
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()>;
+    /// `fi_av_lookup`.
+    fn lookup(&self, fi_addr: u64) -> Result<Address>;
+    /// `fi_av_straddr`.
+    fn straddr(&self, addr: &Address) -> String {
+        addr.to_addr_str()
+    }
+    /// `fi_av_bind` (an event queue, for asynchronous inserts).
+    fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
+        enosys("AV bind is not supported")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A memory region (`fid_mr`).
+pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    /// `fi_mr_key`.
+    fn key(&self) -> u64;
+    /// `fi_mr_desc`: what data calls take as `desc`.
+    fn desc(&self) -> Desc {
+        std::ptr::null_mut()
+    }
+    /// `fi_mr_bind` (`FI_MR_ENDPOINT`).
+    fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
+        enosys("MR bind is not supported")
+    }
+    /// `fi_mr_refresh`.
+    fn refresh(&self, _iov: &[Iov], _flags: u64) -> Result<()> {
+        enosys("MR refresh is not supported")
+    }
+    /// `fi_mr_enable`.
+    fn enable(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A wait set (`fid_wait`).
+pub trait WaitOps: Sized + Send + Sync + 'static {
+    /// `fi_wait`: block until an object of the set has something, or `timeout` ms.
+    fn wait(&self, timeout: i32) -> Result<()>;
+    /// The set's fd.
+    fn fd(&self) -> Result<i32> {
+        enosys("this wait set has no fd")
+    }
+    /// Called once before the object is dropped; an error keeps it open.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The type of a class a provider does not have. It has no values, so none of its
+/// methods can ever be called.
+#[derive(Debug)]
+pub enum Unsupported {}
+
+/// A provider without objects (for example one that only answers getinfo, as in tests)
+/// may name `Unsupported` as its fabric: then every class is `Unsupported`, and its
+/// `Provider::fabric` can only fail.
+impl FabricOps for Unsupported {
+    type Domain = Unsupported;
+    type PassiveEp = Unsupported;
+    type Eq = Unsupported;
+    type Wait = Unsupported;
+
+    fn domain(&self, _info: &Info, _context: usize) -> Result<Unsupported> {
+        match *self {}
+    }
+}
+
+impl<F: FabricOps> DomainOps<F> for Unsupported {
+    type Endpoint = Unsupported;
+    type Cq = Unsupported;
+    type Cntr = Unsupported;
+    type Av = Unsupported;
+    type Mr = Unsupported;
+
+    fn endpoint(&self, _info: &Info, _context: usize, _flags: u64) -> Result<Unsupported> {
+        match *self {}
+    }
+
+    fn cq_open(&self, _attr: &CqAttr, _context: usize) -> Result<Unsupported> {
+        match *self {}
+    }
+}
+
+impl<F: FabricOps> EndpointOps<F> for Unsupported {
+    fn bind(&self, _target: BindTarget<'_, F>, _flags: OpFlags) -> Result<()> {
+        match *self {}
+    }
+}
+
+impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
+    fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
+        match *self {}
+    }
+    fn listen(&self) -> Result<()> {
+        match *self {}
+    }
+}
+
+impl CqOps for Unsupported {
+    fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
+        match *self {}
+    }
+    fn readerr(&self, _entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+        match *self {}
+    }
+}
+
+impl EqOps for Unsupported {
+    fn read(&self, _peek: bool) -> Result<Event> {
+        match *self {}
+    }
+    fn readerr(&self) -> Result<EqErrorEntry> {
+        match *self {}
+    }
+}
+
+impl CntrOps for Unsupported {
+    fn read(&self) -> u64 {
+        match *self {}
+    }
+    fn readerr(&self) -> u64 {
+        match *self {}
+    }
+    fn add(&self, _value: u64) -> Result<()> {
+        match *self {}
+    }
+    fn set(&self, _value: u64) -> Result<()> {
+        match *self {}
+    }
+}
+
+impl<F: FabricOps> AvOps<F> for Unsupported {
+    fn insert(&self, _a: &[Address], _f: &mut [u64], _flags: u64, _c: usize) -> Result<usize> {
+        match *self {}
+    }
+    fn remove(&self, _fi_addr: &[u64], _flags: u64) -> Result<()> {
+        match *self {}
+    }
+    fn lookup(&self, _fi_addr: u64) -> Result<Address> {
+        match *self {}
+    }
+}
+
+impl<F: FabricOps> MrOps<F> for Unsupported {
+    fn key(&self) -> u64 {
+        match *self {}
+    }
+}
+
+impl WaitOps for Unsupported {
+    fn wait(&self, _timeout: i32) -> Result<()> {
+        match *self {}
+    }
+}
+
+/// The parameter types as the host table carries them.
+pub(crate) fn param_type_to_raw(t: ParamType) -> u32 {
+    match t {
+        ParamType::String => 0,
+        ParamType::Int => 1,
+        ParamType::Size => 2,
+        ParamType::Bool => 3,
+    }
+}
+
+/// Inverse of [`param_type_to_raw`].
+pub(crate) fn param_type_from_raw(t: u32) -> Option<ParamType> {
+    Some(match t {
+        0 => ParamType::String,
+        1 => ParamType::Int,
+        2 => ParamType::Size,
+        3 => ParamType::Bool,
+        _ => return None,
+    })
+}
+
+/// Keep-alive type of a provider handle (e.g. the `libloading::Library`).
+pub type KeepAlive = Arc<dyn Any + Send + Sync>;
+
+/// Register `P` in-process: the same table path a plugin takes.
+pub fn init_builtin<P: Provider>() -> Result<ProviderHandle> {
+    let entry: &'static PluginEntry = abi::entry_for::<P>();
+    // SAFETY: the entry was built by this copy of ofi-core for `P`, so its layout and
+    // init function are ours.
+    unsafe { ProviderHandle::init(entry, None) }
+}

@@ -1,0 +1,89 @@
+//! ofi: the OpenFabrics Interfaces in Rust — the crate applications depend on.
+//!
+//! An application asks [`getinfo`] which fabric services can reach a peer, opens
+//! fabric → domain → endpoint from the chosen [`Info`], and moves data; completions
+//! arrive on completion queues and counters, connection events on event queues. The
+//! object and operation names follow the C API one to one (see `ofi_core`'s modules).
+//!
+//! This crate re-exports `ofi-core` and registers the in-tree providers that were
+//! compiled in (one cargo feature each) before the registry is first used. Providers
+//! shipped as plugins are found through `FI_PROVIDER_PATH` and `plugins.toml`.
+//!
+//! ```no_run
+//! use ofi::{getinfo, GetinfoFlags, Info, EpType, API_VERSION};
+//! let hints = Info::hints().with_ep_type(EpType::Rdm);
+//! match getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&hints)) {
+//!     Ok(infos) => for i in &infos { println!("{} {}", i.prov_name(), i.ep_type()) },
+//!     Err(e) => eprintln!("getinfo: {e}"),
+//! }
+//! ```
+#![forbid(unsafe_code)]
+
+pub use ofi_core::*;
+
+pub use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, Verdict, VerdictKind};
+pub use ofi_core::registry::Registry;
+pub use ofi_core::version::API_VERSION;
+
+use std::sync::Once;
+
+/// Register the providers compiled into this build (idempotent).
+fn register_builtins() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // In-tree providers register here, one cargo feature each, as they land.
+    });
+}
+
+/// The process-wide provider registry (built-ins plus plugins), built on first use.
+pub fn registry() -> &'static Registry {
+    register_builtins();
+    ofi_core::registry::global()
+}
+
+fn request(
+    version: Version,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: GetinfoFlags,
+    hints: Option<&Info>,
+) -> GetinfoRequest {
+    GetinfoRequest {
+        version,
+        node: node.map(str::to_string),
+        service: service.map(str::to_string),
+        flags,
+        hints: hints.cloned(),
+    }
+}
+
+/// `fi_getinfo`: the fabric services that match `hints` and can reach `node` /
+/// `service`, best first. Errors: `FI_ENODATA` when nothing matches (the message says
+/// why), `FI_ENOSYS` for a version newer than [`API_VERSION`], `FI_EBADFLAGS` for
+/// unknown flags, `FI_EINVAL` for inconsistent arguments.
+pub fn getinfo(
+    version: Version,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: GetinfoFlags,
+    hints: Option<&Info>,
+) -> Result<Vec<Info>> {
+    registry().getinfo(&request(version, node, service, flags, hints))
+}
+
+/// [`getinfo`] plus the explain report: for every provider, kept, filtered (which
+/// rule) or rejected (which hint field, what was asked, what it offers).
+pub fn getinfo_explain(
+    version: Version,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: GetinfoFlags,
+    hints: Option<&Info>,
+) -> (Result<Vec<Info>>, Vec<Verdict>) {
+    registry().getinfo_explain(&request(version, node, service, flags, hints))
+}
+
+/// `fi_fabric`: open the fabric of an [`Info`] returned by [`getinfo`].
+pub fn fabric(info: &Info) -> Result<fabric::Fabric> {
+    registry().open_fabric(info)
+}
