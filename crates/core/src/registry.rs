@@ -334,7 +334,11 @@ impl Registry {
                 ProviderKind::Utility if core_only => continue,
                 _ => {}
             }
-            if let Some((_, rule)) = filters.iter().find(|(f, _)| f.excludes_entirely(&name)) {
+            let ruled_out = |f: &ProviderFilter| match prov.kind() {
+                ProviderKind::Utility => f.excludes_utility_entirely(&name),
+                _ => f.excludes_entirely(&name),
+            };
+            if let Some((_, rule)) = filters.iter().find(|(f, _)| ruled_out(f)) {
                 verdicts.push(filtered(&name, rule.clone()));
                 continue;
             }

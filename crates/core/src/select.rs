@@ -72,10 +72,10 @@ impl ProviderFilter {
         hit != self.negate
     }
 
-    /// Whether a provider called `name` could contribute any kept result, either alone
-    /// or as one layer of a stack. Used to skip asking (or loading) providers that the
-    /// filter rules out whatever they return: only a negated one-name entry can do that
-    /// for a provider that may be layered, and a positive list for a stand-alone result.
+    /// Whether the core provider `name` can contribute no kept result of its own. Used to
+    /// skip asking (or loading) providers the filter rules out whatever they return.
+    /// A core not named by a positive list is excluded from results (it stays available
+    /// to utilities layering on it, which ask for cores directly).
     pub fn excludes_entirely(&self, name: &str) -> bool {
         let name = name.to_ascii_lowercase();
         if self.negate {
@@ -83,6 +83,18 @@ impl ProviderFilter {
         } else {
             !self.entries.iter().flatten().any(|c| *c == name)
         }
+    }
+
+    /// Whether the utility provider `name` can contribute no kept result. A utility
+    /// answers with stacks over cores it picks itself, so a positive list rules it out
+    /// only when every entry is a full stack without it (`FI_PROVIDER=tcp` still asks
+    /// rxm, which may stack on tcp; `FI_PROVIDER=shm;ofi_x` does not).
+    pub fn excludes_utility_entirely(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        if self.negate {
+            return self.excludes_entirely(&name);
+        }
+        self.entries.iter().all(|e| e.len() > 1 && !e.contains(&name))
     }
 }
 
@@ -163,6 +175,12 @@ mod tests {
         let f = ProviderFilter::parse("tcp;ofi_rxm").unwrap();
         assert!(!f.excludes_entirely("ofi_rxm"));
         assert!(f.excludes_entirely("udp"));
+        assert!(f.excludes_utility_entirely("ofi_rxd"));
+        assert!(!f.excludes_utility_entirely("ofi_rxm"));
+        let f = ProviderFilter::parse("tcp").unwrap();
+        assert!(!f.excludes_utility_entirely("ofi_rxm"), "rxm may stack on tcp");
+        let f = ProviderFilter::parse("^ofi_rxm").unwrap();
+        assert!(f.excludes_utility_entirely("ofi_rxm"));
     }
 
     #[test]

@@ -74,13 +74,17 @@ fn parse_args() -> Result<Opts, String> {
         match a.as_str() {
             "--plugin-dir" => o.plugin_dir = Some(PathBuf::from(value("--plugin-dir")?)),
             "-n" | "--count" => {
-                o.count = value("-n")?.parse().map_err(|_| "-n: not a number".to_string())?;
+                o.count = value("-n")?
+                    .parse()
+                    .map_err(|_| "-n: not a number".to_string())?;
                 if o.count == 0 {
                     return Err("-n must be at least 1".into());
                 }
             }
             "--max-size" => {
-                let v: usize = value("--max-size")?.parse().map_err(|_| "--max-size: not a number".to_string())?;
+                let v: usize = value("--max-size")?
+                    .parse()
+                    .map_err(|_| "--max-size: not a number".to_string())?;
                 if v == 0 {
                     return Err("--max-size must be at least 1".into());
                 }
@@ -88,7 +92,9 @@ fn parse_args() -> Result<Opts, String> {
             }
             "--provider" => o.provider = value("--provider")?,
             "--timeout" => {
-                let s: u64 = value("--timeout")?.parse().map_err(|_| "--timeout: not a number".to_string())?;
+                let s: u64 = value("--timeout")?
+                    .parse()
+                    .map_err(|_| "--timeout: not a number".to_string())?;
                 o.timeout = Duration::from_secs(s.max(1));
             }
             "--child" => o.child = true,
@@ -141,7 +147,9 @@ fn fill(buf: &mut [u8], seq: usize) {
 
 /// FNV-1a over `bytes`.
 fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// One side's objects. Fields drop in order: endpoint first, fabric last.
@@ -166,7 +174,10 @@ fn open(o: &Opts) -> Result<Side, String> {
         .with_provider(&o.provider)
         .with_ep_type(EpType::Dgram)
         .with_caps(Caps::MSG | Caps::SEND | Caps::RECV);
-    let req = GetinfoRequest { hints: Some(hints), ..GetinfoRequest::new(API_VERSION) };
+    let req = GetinfoRequest {
+        hints: Some(hints),
+        ..GetinfoRequest::new(API_VERSION)
+    };
     let info = match reg.getinfo(&req) {
         Ok(infos) => infos.into_iter().next().ok_or("getinfo returned nothing")?,
         Err(e) => {
@@ -188,11 +199,20 @@ fn open(o: &Opts) -> Result<Side, String> {
         .and_then(|p| p.path);
     let fabric = reg.open_fabric(&info).map_err(|e| format!("fabric: {e}"))?;
     let domain = fabric.domain(&info).map_err(|e| format!("domain: {e}"))?;
-    let attr = CqAttr { size: 64, wait_obj: WaitObj::Unspec, ..CqAttr::with_format(CqFormat::Msg) };
+    let attr = CqAttr {
+        size: 64,
+        wait_obj: WaitObj::Unspec,
+        ..CqAttr::with_format(CqFormat::Msg)
+    };
     let cq = domain.cq_open(&attr).map_err(|e| format!("cq: {e}"))?;
-    let av = domain.av_open(&AvAttr::default()).map_err(|e| format!("av: {e}"))?;
-    let ep = domain.endpoint(&info).map_err(|e| format!("endpoint: {e}"))?;
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).map_err(|e| format!("bind cq: {e}"))?;
+    let av = domain
+        .av_open(&AvAttr::default())
+        .map_err(|e| format!("av: {e}"))?;
+    let ep = domain
+        .endpoint(&info)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .map_err(|e| format!("bind cq: {e}"))?;
     ep.bind_av(&av).map_err(|e| format!("bind av: {e}"))?;
     ep.enable().map_err(|e| format!("enable: {e}"))?;
     let name = ep.getname().map_err(|e| format!("getname: {e}"))?;
@@ -216,7 +236,10 @@ impl Side {
     /// Insert the peer's address; returns its fabric address.
     fn add_peer(&self, text: &str) -> Result<u64, String> {
         let a = Address::parse_addr_str(text).map_err(|e| format!("peer address {text:?}: {e}"))?;
-        let fi = self.av.insert(&[a]).map_err(|e| format!("av insert: {e}"))?;
+        let fi = self
+            .av
+            .insert(&[a])
+            .map_err(|e| format!("av insert: {e}"))?;
         match fi.first() {
             Some(&f) if f != ADDR_NOTAVAIL => Ok(f),
             _ => Err(format!("peer address {text:?} was not accepted by the AV")),
@@ -236,7 +259,9 @@ impl Side {
                 Err(err) if err.code() == Errno::EAGAIN => {}
                 Err(err) if err.code() == Errno::EAVAIL => {
                     let mut ee = CqErrEntry::default();
-                    self.cq.readerr(&mut ee, 0).map_err(|e| format!("readerr: {e}"))?;
+                    self.cq
+                        .readerr(&mut ee, 0)
+                        .map_err(|e| format!("readerr: {e}"))?;
                     return Err(format!(
                         "operation {} failed: {} (olen {})",
                         ee.op_context,
@@ -254,9 +279,19 @@ impl Side {
         loop {
             // SAFETY: `buf` stays alive and untouched until this receive's completion is
             // read (the callers wait for it before using or dropping the buffer).
-            match unsafe { self.ep.recv(buf.as_mut_ptr(), buf.len(), std::ptr::null_mut(), ADDR_NOTAVAIL, RECV_CTX) } {
+            match unsafe {
+                self.ep.recv(
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    std::ptr::null_mut(),
+                    ADDR_NOTAVAIL,
+                    RECV_CTX,
+                )
+            } {
                 Ok(()) => return Ok(()),
-                Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => std::thread::yield_now(),
+                Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => {
+                    std::thread::yield_now()
+                }
                 Err(e) => return Err(format!("recv: {e}")),
             }
         }
@@ -266,7 +301,15 @@ impl Side {
     fn send(&self, buf: &[u8], dest: u64, deadline: Instant) -> Result<(), String> {
         loop {
             // SAFETY: `buf` stays alive until the send's completion is read (callers wait).
-            match unsafe { self.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, SEND_CTX) } {
+            match unsafe {
+                self.ep.send(
+                    buf.as_ptr(),
+                    buf.len(),
+                    std::ptr::null_mut(),
+                    dest,
+                    SEND_CTX,
+                )
+            } {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => {
                     // Drive progress, then retry.
@@ -320,7 +363,10 @@ fn next_line(rx: &Receiver<String>, deadline: Instant) -> Result<String, String>
 fn parent(o: &Opts) -> Result<(), String> {
     let deadline = Instant::now() + o.timeout;
     let side = open(o)?;
-    let max = o.max_size.unwrap_or(side.max_msg_size).min(side.max_msg_size);
+    let max = o
+        .max_size
+        .unwrap_or(side.max_msg_size)
+        .min(side.max_msg_size);
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut child = Command::new(exe)
         .args(child_args(o, max))
@@ -337,18 +383,29 @@ fn parent(o: &Opts) -> Result<(), String> {
     result
 }
 
-fn run_parent(o: &Opts, side: &Side, max: usize, child: &mut Child, deadline: Instant) -> Result<(), String> {
+fn run_parent(
+    o: &Opts,
+    side: &Side,
+    max: usize,
+    child: &mut Child,
+    deadline: Instant,
+) -> Result<(), String> {
     let lines = line_reader(child)?;
     let mut stdin: ChildStdin = child.stdin.take().ok_or("child has no stdin")?;
     let first = next_line(&lines, deadline)?;
-    let peer_text = first.strip_prefix("ADDR ").ok_or_else(|| format!("child said {first:?}"))?;
+    let peer_text = first
+        .strip_prefix("ADDR ")
+        .ok_or_else(|| format!("child said {first:?}"))?;
     let peer = side.add_peer(peer_text)?;
     writeln!(stdin, "ADDR {}", side.addr).map_err(|e| format!("write to the child: {e}"))?;
-    stdin.flush().map_err(|e| format!("write to the child: {e}"))?;
+    stdin
+        .flush()
+        .map_err(|e| format!("write to the child: {e}"))?;
 
     let mut ping = vec![0u8; max];
     let mut pong = vec![0u8; max];
-    let (mut bytes, mut total, mut min, mut worst) = (0usize, Duration::ZERO, Duration::MAX, Duration::ZERO);
+    let (mut bytes, mut total, mut min, mut worst) =
+        (0usize, Duration::ZERO, Duration::MAX, Duration::ZERO);
     for i in 0..o.count {
         let size = size_of(i, o.count, max);
         fill(&mut ping[..size], i);
@@ -358,7 +415,9 @@ fn run_parent(o: &Opts, side: &Side, max: usize, child: &mut Child, deadline: In
         let got = side.complete_round(deadline)?;
         let rtt = t0.elapsed();
         if got != size || checksum(&pong[..got]) != checksum(&ping[..size]) {
-            return Err(format!("message {i}: echo of {got} bytes does not match the {size} sent"));
+            return Err(format!(
+                "message {i}: echo of {got} bytes does not match the {size} sent"
+            ));
         }
         bytes += size;
         total += rtt;
@@ -373,13 +432,29 @@ fn run_parent(o: &Opts, side: &Side, max: usize, child: &mut Child, deadline: In
     drop(stdin);
 
     let mean = total / o.count as u32;
-    println!("dgram_pingpong: provider {} ({})", o.provider, match &side.plugin {
-        Some(p) => format!("plugin {}", p.display()),
-        None => "built in".to_string(),
-    });
-    println!("  endpoints: {} (parent) <-> {} (child pid {})", side.addr, peer_text, child.id());
-    println!("  messages:  {} round trips, sizes 1..={} bytes, every checksum verified", o.count, max);
-    println!("  bytes:     {} each way ({:.1} MiB)", bytes, bytes as f64 / (1024.0 * 1024.0));
+    println!(
+        "dgram_pingpong: provider {} ({})",
+        o.provider,
+        match &side.plugin {
+            Some(p) => format!("plugin {}", p.display()),
+            None => "built in".to_string(),
+        }
+    );
+    println!(
+        "  endpoints: {} (parent) <-> {} (child pid {})",
+        side.addr,
+        peer_text,
+        child.id()
+    );
+    println!(
+        "  messages:  {} round trips, sizes 1..={} bytes, every checksum verified",
+        o.count, max
+    );
+    println!(
+        "  bytes:     {} each way ({:.1} MiB)",
+        bytes,
+        bytes as f64 / (1024.0 * 1024.0)
+    );
     println!(
         "  round trip: mean {:.1} us (min {:.1} us, max {:.1} us)",
         mean.as_secs_f64() * 1e6,
@@ -392,14 +467,24 @@ fn run_parent(o: &Opts, side: &Side, max: usize, child: &mut Child, deadline: In
 fn child(o: &Opts) -> Result<(), String> {
     let deadline = Instant::now() + o.timeout;
     let side = open(o)?;
-    let max = o.max_size.unwrap_or(side.max_msg_size).min(side.max_msg_size);
+    let max = o
+        .max_size
+        .unwrap_or(side.max_msg_size)
+        .min(side.max_msg_size);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "ADDR {}", side.addr).and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))?;
+    writeln!(out, "ADDR {}", side.addr)
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
 
     let mut stdin = BufReader::new(std::io::stdin());
     let mut line = String::new();
-    stdin.read_line(&mut line).map_err(|e| format!("stdin: {e}"))?;
-    let peer_text = line.trim().strip_prefix("ADDR ").ok_or_else(|| format!("parent said {line:?}"))?;
+    stdin
+        .read_line(&mut line)
+        .map_err(|e| format!("stdin: {e}"))?;
+    let peer_text = line
+        .trim()
+        .strip_prefix("ADDR ")
+        .ok_or_else(|| format!("parent said {line:?}"))?;
     let peer = side.add_peer(peer_text)?;
     // When the parent goes away, its end of our stdin closes: give up at once (unless
     // we are done, when the parent closes it on purpose).
@@ -429,7 +514,9 @@ fn child(o: &Opts) -> Result<(), String> {
         let size = size_of(i, o.count, max);
         fill(&mut expected[..size], i);
         if got != size || checksum(&buf[..got]) != checksum(&expected[..size]) {
-            return Err(format!("message {i}: got {got} bytes, expected {size} with the sequence's pattern"));
+            return Err(format!(
+                "message {i}: got {got} bytes, expected {size} with the sequence's pattern"
+            ));
         }
         side.send(&buf[..got], peer, deadline)?;
         loop {
@@ -440,7 +527,9 @@ fn child(o: &Opts) -> Result<(), String> {
         bytes += got;
     }
     FINISHED.store(true, Ordering::Release);
-    writeln!(out, "DONE {} {}", o.count, bytes).and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))?;
+    writeln!(out, "DONE {} {}", o.count, bytes)
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
     Ok(())
 }
 
@@ -456,7 +545,11 @@ fn main() -> ExitCode {
         }
     };
     ofi::log::init();
-    let (who, r) = if o.child { ("child", child(&o)) } else { ("parent", parent(&o)) };
+    let (who, r) = if o.child {
+        ("child", child(&o))
+    } else {
+        ("parent", parent(&o))
+    };
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -27,6 +27,9 @@ pub use ofi_core::version::API_VERSION;
 
 use std::sync::Once;
 
+/// The version of this crate (the ofi-rs library version `fi_info --version` prints).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Register the providers compiled into this build (idempotent).
 fn register_builtins() {
     static ONCE: Once = Once::new();

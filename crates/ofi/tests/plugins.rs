@@ -37,7 +37,7 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::loader::{LoadOutcome, LoadRecord};
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{
-    AddrFormat, Address, CqFormat, EpType, Errno, GetinfoFlags, Info, Version, VerdictKind,
+    AddrFormat, Address, CqFormat, EpType, Errno, GetinfoFlags, Info, VerdictKind, Version,
     ADDR_NOTAVAIL, API_VERSION,
 };
 use ofi_prov_unixdgram::UnixDgram;
@@ -45,7 +45,10 @@ use vendor::{plugin_dir, with_bytes, Variant};
 
 /// A registry of the plugins in `dir` only (no built-ins, no environment).
 fn registry_of(dir: &Path) -> Registry {
-    Registry::build(RegistryConfig { plugin_dirs: vec![dir.to_path_buf()], ..RegistryConfig::default() })
+    Registry::build(RegistryConfig {
+        plugin_dirs: vec![dir.to_path_buf()],
+        ..RegistryConfig::default()
+    })
 }
 
 /// A registry with the provider linked in (the rlib of the same crate).
@@ -65,7 +68,10 @@ fn record<'a>(report: &'a [LoadRecord], name: &str) -> &'a LoadRecord {
 }
 
 fn request(hints: Option<Info>) -> GetinfoRequest {
-    GetinfoRequest { hints, ..GetinfoRequest::new(API_VERSION) }
+    GetinfoRequest {
+        hints,
+        ..GetinfoRequest::new(API_VERSION)
+    }
 }
 
 fn unixdgram_hints() -> Info {
@@ -80,16 +86,22 @@ struct Pair {
 }
 
 fn pair(reg: &Registry) -> Pair {
-    let info = reg.getinfo(&request(Some(unixdgram_hints()))).expect("getinfo")[0].clone();
+    let info = reg
+        .getinfo(&request(Some(unixdgram_hints())))
+        .expect("getinfo")[0]
+        .clone();
     let fabric = reg.open_fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
     let mut eps = Vec::new();
     let mut addrs = Vec::new();
     for _ in 0..2 {
-        let cq = domain.cq_open(&CqAttr::with_format(CqFormat::Msg)).expect("cq");
+        let cq = domain
+            .cq_open(&CqAttr::with_format(CqFormat::Msg))
+            .expect("cq");
         let av = domain.av_open(&AvAttr::default()).expect("av");
         let ep = domain.endpoint(&info).expect("endpoint");
-        ep.bind(&cq, ofi::OpFlags::TRANSMIT | ofi::OpFlags::RECV).expect("bind cq");
+        ep.bind(&cq, ofi::OpFlags::TRANSMIT | ofi::OpFlags::RECV)
+            .expect("bind cq");
         ep.bind_av(&av).expect("bind av");
         ep.enable().expect("enable");
         addrs.push(Address::from_bytes(AddrFormat::STR, &ep.getname().unwrap()).unwrap());
@@ -98,7 +110,11 @@ fn pair(reg: &Registry) -> Pair {
     for (_, _, av) in &eps {
         assert_eq!(av.insert(&addrs).unwrap(), vec![0, 1]);
     }
-    Pair { eps, _domain: domain, _fabric: fabric }
+    Pair {
+        eps,
+        _domain: domain,
+        _fabric: fabric,
+    }
 }
 
 /// The next successful completion of `cq` (panics on an error entry or after 5 s).
@@ -126,8 +142,16 @@ fn inject_across(p: &Pair, payload: &[u8]) -> Vec<u8> {
     let (a, b) = (&p.eps[0], &p.eps[1]);
     let mut buf = vec![0u8; 256];
     // SAFETY: `buf` outlives the receive, whose completion is read below.
-    unsafe { b.0.recv(buf.as_mut_ptr(), buf.len(), std::ptr::null_mut(), ADDR_NOTAVAIL, 1) }
-        .expect("recv");
+    unsafe {
+        b.0.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            1,
+        )
+    }
+    .expect("recv");
     a.0.inject(payload, 1).expect("inject");
     let c = next(&b.1);
     buf.truncate(c.len);
@@ -142,24 +166,41 @@ fn the_vendor_plugin_builds_out_of_tree_and_loads_from_a_plugin_directory() {
     assert_eq!(report.len(), 1, "{report:#?}");
     assert_eq!(
         record(&report, vendor::LIB_NAME).outcome,
-        LoadOutcome::Loaded { name: "unixdgram".into(), version: Version::new(1, 0) }
+        LoadOutcome::Loaded {
+            name: "unixdgram".into(),
+            version: Version::new(1, 0)
+        }
     );
     let provs = reg.providers();
     assert_eq!(provs.len(), 1);
     assert_eq!(provs[0].name, "unixdgram");
-    assert_eq!(provs[0].path.as_deref(), Some(dir.path().join(vendor::LIB_NAME).as_path()));
+    assert_eq!(
+        provs[0].path.as_deref(),
+        Some(dir.path().join(vendor::LIB_NAME).as_path())
+    );
 
     // It is a working provider: a message goes from one endpoint to the other, and a
     // regular send completes on the sender's CQ.
     let p = pair(&reg);
-    assert_eq!(inject_across(&p, b"through the plugin"), b"through the plugin");
+    assert_eq!(
+        inject_across(&p, b"through the plugin"),
+        b"through the plugin"
+    );
     let (a, b) = (&p.eps[0], &p.eps[1]);
     let mut buf = [0u8; 16];
     let msg = *b"sent";
     // SAFETY: the buffers outlive the operations, completed below.
     unsafe {
-        b.0.recv(buf.as_mut_ptr(), buf.len(), std::ptr::null_mut(), ADDR_NOTAVAIL, 2).unwrap();
-        a.0.send(msg.as_ptr(), msg.len(), std::ptr::null_mut(), 1, 3).unwrap();
+        b.0.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            2,
+        )
+        .unwrap();
+        a.0.send(msg.as_ptr(), msg.len(), std::ptr::null_mut(), 1, 3)
+            .unwrap();
     }
     assert_eq!(next(&a.1).op_context, 3);
     assert_eq!(next(&b.1).len, 4);
@@ -171,7 +212,11 @@ fn the_vendor_plugin_builds_out_of_tree_and_loads_from_a_plugin_directory() {
 const CHILD_ENV: &str = "OFI_PLUGIN_TEST_CHILD";
 
 /// Run test `name` of this binary in a child process with `envs` (and child mode on).
-fn run_child(name: &str, job: &str, envs: &[(&str, &std::ffi::OsStr)]) -> (std::process::ExitStatus, String, String) {
+fn run_child(
+    name: &str,
+    job: &str,
+    envs: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::ExitStatus, String, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, job)
@@ -183,7 +228,11 @@ fn run_child(name: &str, job: &str, envs: &[(&str, &std::ffi::OsStr)]) -> (std::
         cmd.env(k, v);
     }
     let out = cmd.output().expect("run the test binary as a child");
-    (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The first line the child printed with `CHILD ` (from there on: the test harness
@@ -205,7 +254,12 @@ fn child() {
             let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&hints))
                 .expect("getinfo through FI_PROVIDER_PATH");
             let report = ofi::registry().load_report();
-            println!("CHILD infos={} prov={} report={}", infos.len(), infos[0].prov_name(), report[0]);
+            println!(
+                "CHILD infos={} prov={} report={}",
+                infos.len(),
+                infos[0].prov_name(),
+                report[0]
+            );
         }
         // Load one directory and print every record.
         Ok("load_dir") => {
@@ -221,12 +275,24 @@ fn child() {
 #[test]
 fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
-    let (status, stdout, stderr) =
-        run_child("child", "fi_provider_path", &[("FI_PROVIDER_PATH", dir.path().as_os_str())]);
-    assert!(status.success(), "child failed ({status}):\n{stdout}\n{stderr}");
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "fi_provider_path",
+        &[("FI_PROVIDER_PATH", dir.path().as_os_str())],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
     let line = child_line(&stdout);
-    assert!(line.starts_with("CHILD infos=2 prov=unixdgram report="), "{line}");
-    assert!(line.ends_with(&format!("{}: loaded unixdgram 1.0", vendor::LIB_NAME)), "{line}");
+    assert!(
+        line.starts_with("CHILD infos=2 prov=unixdgram report="),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!("{}: loaded unixdgram 1.0", vendor::LIB_NAME)),
+        "{line}"
+    );
 }
 
 /// In a child process: if loading crashes the process, only the child dies and the
@@ -237,14 +303,21 @@ fn a_truncated_library_is_reported_as_not_a_plugin() {
     let real = std::fs::read(vendor::built(Variant::Good)).unwrap();
     assert!(real.len() > 4096);
     with_bytes(&dir, "libofi_prov_truncated.so", &real[..4096]);
-    let (status, stdout, stderr) = run_child("child", "load_dir", &[("OFI_PLUGIN_TEST_DIR", dir.path().as_os_str())]);
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "load_dir",
+        &[("OFI_PLUGIN_TEST_DIR", dir.path().as_os_str())],
+    );
     assert!(
         status.success(),
         "loading a truncated library killed the process ({status}); the loader must check \
          the ELF program headers against the file size before dlopen:\n{stdout}\n{stderr}"
     );
     let line = child_line(&stdout);
-    assert!(line.contains("libofi_prov_truncated.so: not a plugin: "), "{line}");
+    assert!(
+        line.contains("libofi_prov_truncated.so: not a plugin: "),
+        "{line}"
+    );
 }
 
 #[test]
@@ -263,21 +336,43 @@ fn another_major_and_a_changed_layout_are_refused_with_one_line_each() {
         panic!("next major: {major}");
     };
     let wanted = ofi::abi::ABI_MAJOR;
-    assert_eq!(detail, &format!("ABI {}.{} found, {wanted}.x wanted", wanted + 1, ofi::abi::ABI_MINOR));
+    assert_eq!(
+        detail,
+        &format!(
+            "ABI {}.{} found, {wanted}.x wanted",
+            wanted + 1,
+            ofi::abi::ABI_MINOR
+        )
+    );
     let line = major.to_string();
-    assert!(!line.contains('\n') && line.contains("libofi_prov_nextmajor.so"), "{line}");
+    assert!(
+        !line.contains('\n') && line.contains("libofi_prov_nextmajor.so"),
+        "{line}"
+    );
 
     let drift = record(&report, "libofi_prov_drift.so");
     let LoadOutcome::AbiMismatch { detail } = &drift.outcome else {
         panic!("layout drift: {drift}");
     };
     let fp = ofi::abi::FINGERPRINT;
-    assert_eq!(detail, &format!("table layout fingerprint {:#018x} found, {fp:#018x} wanted", !fp));
+    assert_eq!(
+        detail,
+        &format!(
+            "table layout fingerprint {:#018x} found, {fp:#018x} wanted",
+            !fp
+        )
+    );
     let line = drift.to_string();
-    assert!(!line.contains('\n') && line.contains("libofi_prov_drift.so"), "{line}");
+    assert!(
+        !line.contains('\n') && line.contains("libofi_prov_drift.so"),
+        "{line}"
+    );
 
     // The good copy in the same directory still loads and is the only provider.
-    assert!(matches!(record(&report, vendor::LIB_NAME).outcome, LoadOutcome::Loaded { .. }));
+    assert!(matches!(
+        record(&report, vendor::LIB_NAME).outcome,
+        LoadOutcome::Loaded { .. }
+    ));
     let provs = reg.providers();
     assert_eq!(provs.len(), 1);
     assert!(reg.getinfo(&request(Some(unixdgram_hints()))).is_ok());
@@ -289,7 +384,11 @@ fn junk_and_a_failing_init_are_reported_and_skipped() {
         (Variant::InitFails, "libofi_prov_initfails.so"),
         (Variant::Good, vendor::LIB_NAME),
     ]);
-    with_bytes(&dir, "libjunk-fi.so", b"this is a text file, not a shared object\n");
+    with_bytes(
+        &dir,
+        "libjunk-fi.so",
+        b"this is a text file, not a shared object\n",
+    );
     // Not a candidate at all: only `.so` files are.
     with_bytes(&dir, "README.txt", b"not a candidate");
 
@@ -297,21 +396,35 @@ fn junk_and_a_failing_init_are_reported_and_skipped() {
     let report = reg.load_report();
     assert_eq!(report.len(), 3, "{report:#?}");
     let r = record(&report, "libjunk-fi.so");
-    let LoadOutcome::NotAPlugin { reason } = &r.outcome else { panic!("{r}") };
+    let LoadOutcome::NotAPlugin { reason } = &r.outcome else {
+        panic!("{r}")
+    };
     assert!(!reason.is_empty() && !r.to_string().contains('\n'), "{r}");
     let r = record(&report, "libofi_prov_initfails.so");
-    let LoadOutcome::InitFailed { error } = &r.outcome else { panic!("{r}") };
+    let LoadOutcome::InitFailed { error } = &r.outcome else {
+        panic!("{r}")
+    };
     assert!(error.contains("init-fails"), "{error}");
-    assert!(matches!(record(&report, vendor::LIB_NAME).outcome, LoadOutcome::Loaded { .. }));
+    assert!(matches!(
+        record(&report, vendor::LIB_NAME).outcome,
+        LoadOutcome::Loaded { .. }
+    ));
     let provs = reg.providers();
     assert_eq!(provs.len(), 1, "{provs:#?}");
-    assert_eq!(provs[0].path.as_deref(), Some(dir.path().join(vendor::LIB_NAME).as_path()));
+    assert_eq!(
+        provs[0].path.as_deref(),
+        Some(dir.path().join(vendor::LIB_NAME).as_path())
+    );
 }
 
 #[test]
 fn a_negated_fi_provider_skips_the_file_without_opening_it() {
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
-    with_bytes(&dir, "libunixdgram-fi.so", b"never opened, so never found to be junk");
+    with_bytes(
+        &dir,
+        "libunixdgram-fi.so",
+        b"never opened, so never found to be junk",
+    );
     let reg = Registry::build(RegistryConfig {
         plugin_dirs: vec![dir.path().to_path_buf()],
         filter: Some("^unixdgram".into()),
@@ -320,7 +433,10 @@ fn a_negated_fi_provider_skips_the_file_without_opening_it() {
     let report = reg.load_report();
     assert_eq!(report.len(), 2);
     for r in &report {
-        assert!(matches!(&r.outcome, LoadOutcome::Filtered { rule } if rule == "FI_PROVIDER=^unixdgram"), "{r}");
+        assert!(
+            matches!(&r.outcome, LoadOutcome::Filtered { rule } if rule == "FI_PROVIDER=^unixdgram"),
+            "{r}"
+        );
     }
     assert!(reg.providers().is_empty());
 }
@@ -334,7 +450,10 @@ fn a_panic_in_send_is_fi_eother_and_the_provider_keeps_working() {
     let msg = *b"boom";
     for _ in 0..2 {
         // SAFETY: the call panics before touching the buffer.
-        let e = unsafe { a.0.send(msg.as_ptr(), msg.len(), std::ptr::null_mut(), 1, 9) }.unwrap_err();
+        let e = unsafe {
+            a.0.send(msg.as_ptr(), msg.len(), std::ptr::null_mut(), 1, 9)
+        }
+        .unwrap_err();
         assert_eq!(e.code(), Errno::EOTHER);
     }
     // No completion was generated by the failed sends, and everything else still works.
@@ -363,10 +482,23 @@ fn linked_in_and_plugin_answer_getinfo_identically() {
         flags: GetinfoFlags::SOURCE,
         ..request(None)
     };
-    let attr_only = GetinfoRequest { flags: GetinfoFlags::PROV_ATTR_ONLY, ..request(None) };
-    for req in [request(None), request(Some(dgram)), with_node, with_source, attr_only] {
-        let a = linked.getinfo(&req).unwrap_or_else(|e| panic!("linked in: {e} for {req:?}"));
-        let b = plugin.getinfo(&req).unwrap_or_else(|e| panic!("plugin: {e} for {req:?}"));
+    let attr_only = GetinfoRequest {
+        flags: GetinfoFlags::PROV_ATTR_ONLY,
+        ..request(None)
+    };
+    for req in [
+        request(None),
+        request(Some(dgram)),
+        with_node,
+        with_source,
+        attr_only,
+    ] {
+        let a = linked
+            .getinfo(&req)
+            .unwrap_or_else(|e| panic!("linked in: {e} for {req:?}"));
+        let b = plugin
+            .getinfo(&req)
+            .unwrap_or_else(|e| panic!("plugin: {e} for {req:?}"));
         assert!(!a.is_empty());
         assert_eq!(a, b, "request {req:?}");
     }
@@ -389,7 +521,10 @@ fn linked_in_and_plugin_explain_a_rejection_identically() {
     assert_eq!(va.len(), 2, "one verdict per template: {va:#?}");
     for v in &va {
         assert_eq!(v.kind, VerdictKind::Rejected);
-        assert_eq!((v.field.as_str(), v.asked.as_str(), v.offered.as_str()), ("ep_attr.type", "FI_EP_MSG", "FI_EP_DGRAM"));
+        assert_eq!(
+            (v.field.as_str(), v.asked.as_str(), v.offered.as_str()),
+            ("ep_attr.type", "FI_EP_MSG", "FI_EP_DGRAM")
+        );
     }
 }
 
@@ -404,16 +539,35 @@ fn same_name_and_version_the_plugin_wins_and_the_builtin_is_superseded() {
     let provs = reg.providers();
     assert_eq!(provs.len(), 2, "{provs:#?}");
     let winner = &provs[0];
-    assert_eq!((winner.name.as_str(), winner.superseded_by.as_deref()), ("unixdgram", None));
-    assert_eq!(winner.path.as_deref(), Some(dir.path().join(vendor::LIB_NAME).as_path()));
+    assert_eq!(
+        (winner.name.as_str(), winner.superseded_by.as_deref()),
+        ("unixdgram", None)
+    );
+    assert_eq!(
+        winner.path.as_deref(),
+        Some(dir.path().join(vendor::LIB_NAME).as_path())
+    );
     let loser = &provs[1];
     assert!(loser.path.is_none(), "the built-in is the loser");
-    let by = loser.superseded_by.as_deref().expect("listed as superseded");
-    assert!(by.starts_with("unixdgram 1.0 (") && by.contains(vendor::LIB_NAME), "{by}");
+    let by = loser
+        .superseded_by
+        .as_deref()
+        .expect("listed as superseded");
+    assert!(
+        by.starts_with("unixdgram 1.0 (") && by.contains(vendor::LIB_NAME),
+        "{by}"
+    );
     // The plugin's load record says it loaded (it won), and getinfo answers once.
     let report = reg.load_report();
-    assert!(matches!(record(&report, vendor::LIB_NAME).outcome, LoadOutcome::Loaded { .. }));
-    assert_eq!(reg.getinfo(&request(None)).unwrap().len(), 2, "one provider, two templates");
+    assert!(matches!(
+        record(&report, vendor::LIB_NAME).outcome,
+        LoadOutcome::Loaded { .. }
+    ));
+    assert_eq!(
+        reg.getinfo(&request(None)).unwrap().len(),
+        2,
+        "one provider, two templates"
+    );
     // Data moves through the winner.
     let p = pair(&reg);
     assert_eq!(inject_across(&p, b"winner"), b"winner");

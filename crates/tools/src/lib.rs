@@ -17,5 +17,5 @@ pub mod json;
 pub mod strerror;
 
 /// The version of the `ofi` crate these tools are built against (read from its
-/// `Cargo.toml` by the build script).
-pub const OFI_VERSION: &str = env!("OFI_CRATE_VERSION");
+/// `ofi::VERSION`).
+pub const OFI_VERSION: &str = ofi::VERSION;

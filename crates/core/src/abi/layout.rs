@@ -2,12 +2,12 @@
 //!
 //! Every `#[repr(C)]` structure that crosses the boundary (ops tables, raw forms,
 //! completion entries, the entry and host tables) is declared through
-//! [`abi_table!`](crate::abi::tables) or [`abi_struct!`], which emit, next to the
+//! `abi_table!` (in [`crate::abi::tables`]) or `abi_struct!`, which emit, next to the
 //! structure, a [`StructDesc`]: its name, size, alignment and, per field, the name, the
 //! spelled type (for a slot: the argument and result types), offset and size, and the
 //! interface minor version that introduced it.
 //!
-//! [`fingerprint_for_minor`] hashes (FNV-1a, at compile time) the descriptors of every
+//! [`fingerprint_for_minor`](crate::abi::fingerprint_for_minor) hashes (FNV-1a, at compile time) the descriptors of every
 //! structure as of a given minor: fields introduced later are left out, and the size
 //! hashed is the size of the prefix made of the fields that remain. So a plugin built
 //! for interface 1.0 carries the fingerprint the 1.1 host computes for minor 0, and loads;

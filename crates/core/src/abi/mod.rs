@@ -11,7 +11,7 @@
 //!   results, attributes, completion and event entries.
 //! - [`host`]: the host table (logging, parameters, getinfo and fabric open for
 //!   layering) and [`Host`](crate::provider::Host), a provider's view of it.
-//! - [`adapt`]: turns a safe [`Provider`](crate::provider::Provider) implementation
+//! - [`adapt`]: turns a safe [`Provider`] implementation
 //!   into the tables (provider authors never write `extern "C"`).
 //! - [`object`]: the host side: provider handles and the bookkeeping the public
 //!   objects (`Fabric`, `Domain`, …: the reverse wrappers) share.

@@ -1,10 +1,10 @@
 //! The host side of the boundary: the handle to an initialised provider
-//! ([`ProviderHandle`]) and the bookkeeping every public object shares ([`Node`]).
+//! ([`ProviderHandle`]) and the bookkeeping every public object shares (`Node`).
 //!
 //! # Ownership and lifetimes
 //!
 //! Every public object (`Fabric`, `Domain`, `Endpoint`, …) holds its provider object
-//! pointer, its ops table pointer(s) and an `Arc<Node>`. A [`Node`]:
+//! pointer, its ops table pointer(s) and an `Arc<Node>`. A `Node`:
 //! - keeps its parent's node alive (`parent`), so a child keeps its parent alive and
 //!   handles may be dropped in any order;
 //! - counts its open children and the objects bound to it (`refs`); `close` refuses
@@ -13,7 +13,7 @@
 //!   counters and EQ) and releases them when it closes, so a bound object outlives
 //!   the binding;
 //! - calls the provider's close slot exactly once: on an explicit successful
-//!   [`Node::close`], or when the last `Arc` goes away (children and bindings first).
+//!   `Node::close`, or when the last `Arc` goes away (children and bindings first).
 //!
 //! The root node of a fabric holds the provider's keep-alive (the [`ProviderHandle`]'s
 //! inner state, which holds the plugin library), so a plugin's code stays mapped while

@@ -12,7 +12,7 @@
 //!   receiving side validates enumerations (an unknown value is `FI_EINVAL`, never
 //!   undefined behaviour) and keeps unknown bits.
 //! - Structures that may grow ([`RawInfo`] and its attribute structures, the getinfo
-//!   request and result, [`RawVerdict`], [`RawEp`], [`RawMr`]) start with
+//!   request and result, [`RawVerdict`](crate::abi::wire::RawVerdict), [`RawEp`], [`RawMr`]) start with
 //!   `struct_size`, the size the producer was built with; fields are only appended, and
 //!   a reader ignores fields beyond `struct_size` (and fields it does not know).
 //! - Whoever allocates a value frees it. A getinfo result produced by a plugin stays

@@ -12,7 +12,7 @@
 //! - `size` is the size of the table the producer was built with. **Tables only grow at
 //!   the end**: a new slot is appended (declared `fn @N name(...)` with N the interface
 //!   minor that added it), never inserted, removed, renamed or retyped. A caller checks
-//!   `size` before using a slot ([`call_slot!`](crate::abi::tables::call_slot)); a slot
+//!   `size` before using a slot (`call_slot!`); a slot
 //!   beyond the producer's table is `-FI_ENOSYS`, the rule the C library applies to its
 //!   own ops tables. Changing anything but appending changes the layout fingerprint, and
 //!   plugins built before the change are refused at load.
@@ -23,8 +23,8 @@
 //! - No slot may unwind: the adapters catch panics and return `-FI_EOTHER`.
 //!
 //! Every table (and every raw structure, see [`crate::abi::raw`]) is declared through one
-//! macro that also emits its layout descriptor (`LAYOUT`); [`FINGERPRINT`]
-//! (crate::abi::FINGERPRINT) is the hash of all of them.
+//! macro that also emits its layout descriptor (`LAYOUT`);
+//! [`FINGERPRINT`](crate::abi::FINGERPRINT) is the hash of all of them.
 
 use std::ffi::c_void;
 

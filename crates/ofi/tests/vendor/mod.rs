@@ -69,8 +69,13 @@ pub const LIB_NAME: &str = "libofi_prov_unixdgram.so";
 
 /// The built plugin file of `variant` (built on first use).
 pub fn built(variant: Variant) -> &'static Path {
-    static BUILDS: [OnceLock<PathBuf>; VARIANTS] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static BUILDS: [OnceLock<PathBuf>; VARIANTS] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
     static CARGO_LOCK: Mutex<()> = Mutex::new(());
     BUILDS[variant.index()].get_or_init(|| {
         let _one_at_a_time = CARGO_LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -83,13 +88,18 @@ fn build(variant: Variant) -> PathBuf {
     let manifest = root.join("examples/vendor-provider/Cargo.toml");
     let target = target_dir();
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.arg("build").arg("--manifest-path").arg(&manifest).arg("--quiet");
+    cmd.arg("build")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--quiet");
     if let Some(f) = variant.feature() {
         cmd.arg("--features").arg(f);
     }
     cmd.env("CARGO_TARGET_DIR", &target);
     let started = Instant::now();
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {}: {e}", env!("CARGO")));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", env!("CARGO")));
     assert!(
         out.status.success(),
         "building the vendor plugin ({}) failed:\n{}",
@@ -117,7 +127,10 @@ fn build(variant: Variant) -> PathBuf {
 /// A fresh plugin directory holding `files`: (variant, file name) pairs; a file name
 /// may also be given raw bytes with [`with_bytes`].
 pub fn plugin_dir(files: &[(Variant, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("ofi-plugins-").tempdir().expect("temporary directory");
+    let dir = tempfile::Builder::new()
+        .prefix("ofi-plugins-")
+        .tempdir()
+        .expect("temporary directory");
     for (variant, name) in files {
         let src = built(*variant);
         std::fs::copy(src, dir.path().join(name)).expect("copy the plugin");
