@@ -16,9 +16,7 @@
 //! Nothing here panics.
 
 use crate::addr::Address;
-use crate::enums::{
-    AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading,
-};
+use crate::enums::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
 use crate::flags::{Caps, CompOrder, Mode, MrMode, MsgOrder, OpFlags};
 use crate::version::Version;
 

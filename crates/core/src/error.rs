@@ -235,12 +235,18 @@ pub struct Error {
 impl Error {
     /// An error with `code` and a message.
     pub fn new(code: Errno, msg: impl Into<Cow<'static, str>>) -> Self {
-        Error { code, msg: msg.into() }
+        Error {
+            code,
+            msg: msg.into(),
+        }
     }
 
     /// An error carrying only a code; its message is the C library's text.
     pub const fn code_only(code: Errno) -> Self {
-        Error { code, msg: Cow::Borrowed("") }
+        Error {
+            code,
+            msg: Cow::Borrowed(""),
+        }
     }
 
     /// Build from a C-ABI status (`-FI_xxx`); a non-negative status maps to `FI_EOTHER`.
@@ -332,7 +338,10 @@ mod tests {
     fn fabric_strings_match_the_c_library() {
         assert_eq!(strerror(256), "Unspecified error");
         assert_eq!(strerror(-265), "Truncation error");
-        assert_eq!(strerror(269), "Receiver not ready, no receive buffers available");
+        assert_eq!(
+            strerror(269),
+            "Receiver not ready, no receive buffers available"
+        );
         // 1.17 ends at FI_ENORX: 270 and beyond are unspecified.
         assert_eq!(strerror(270), "Unspecified error");
         assert_eq!(strerror(61), "No data available");
@@ -354,8 +363,14 @@ mod tests {
     #[test]
     fn display_includes_message_and_code_text() {
         let e = Error::new(Errno::ENODATA, "no provider offers FI_EP_MSG");
-        assert_eq!(e.to_string(), "no provider offers FI_EP_MSG (No data available)");
-        assert_eq!(Error::code_only(Errno::EINVAL).to_string(), "Invalid argument");
+        assert_eq!(
+            e.to_string(),
+            "no provider offers FI_EP_MSG (No data available)"
+        );
+        assert_eq!(
+            Error::code_only(Errno::EINVAL).to_string(),
+            "Invalid argument"
+        );
         let e = Error::code_only(Errno::EINVAL).context("hints");
         assert_eq!(e.message(), "hints");
     }

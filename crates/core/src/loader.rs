@@ -10,12 +10,16 @@
 //! 1. a negated `FI_PROVIDER` entry that names the file's provider (known from the
 //!    file name conventions in [`crate::select::name_from_plugin_file`]) skips the
 //!    file unopened → `Filtered`;
-//! 2. `dlopen` with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail here, not later)
-//!    → `NotAPlugin` with the loader's message (a truncated or foreign file);
-//! 3. the exported [`crate::abi::ENTRY_SYMBOL`] static must exist → `NotAPlugin`;
-//! 4. its ABI major/minor and layout fingerprint are compared with ours by reading the
+//! 2. the ELF headers are read and checked: a 64-bit shared object of this byte order
+//!    whose loadable segments all lie inside the file → otherwise `NotAPlugin`. This
+//!    matters: the system loader maps segments past the end of a truncated file and
+//!    then touches them, which kills the process with SIGBUS instead of failing;
+//! 3. `dlopen` with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail here, not later)
+//!    → `NotAPlugin` with the loader's message (a foreign or broken file);
+//! 4. the exported [`crate::abi::ENTRY_SYMBOL`] static must exist → `NotAPlugin`;
+//! 5. its ABI major/minor and layout fingerprint are compared with ours by reading the
 //!    static, before any of the plugin's functions runs → `AbiMismatch`;
-//! 5. the plugin's init runs with our host table → `InitFailed` with its error.
+//! 6. the plugin's init runs with our host table → `InitFailed` with its error.
 //!
 //! The library stays loaded for as long as its provider handle lives (the registry
 //! keeps them for the life of the process): Rust plugins are never unloaded.
@@ -124,7 +128,11 @@ pub fn scan_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
         .filter_map(|ent| ent.ok())
         .map(|ent| ent.path())
         .filter(|p| p.is_file())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".so")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".so"))
+        })
         .collect();
     files.sort();
     Ok(files)
@@ -141,11 +149,24 @@ pub fn load_file(
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let Some(name) = select::name_from_plugin_file(file_name) {
         if let Some(f) = filter.filter(|f| f.is_negated() && f.excludes_entirely(&name)) {
-            return (LoadOutcome::Filtered { rule: format!("FI_PROVIDER={f}") }, None);
+            return (
+                LoadOutcome::Filtered {
+                    rule: format!("FI_PROVIDER={f}"),
+                },
+                None,
+            );
         }
         if disabled.iter().any(|d| d.eq_ignore_ascii_case(&name)) {
-            return (LoadOutcome::Filtered { rule: "disabled in plugins.toml".into() }, None);
+            return (
+                LoadOutcome::Filtered {
+                    rule: "disabled in plugins.toml".into(),
+                },
+                None,
+            );
         }
+    }
+    if let Err(reason) = check_elf(path) {
+        return (LoadOutcome::NotAPlugin { reason }, None);
     }
     let lib = match open_library(path) {
         Ok(lib) => lib,
@@ -156,7 +177,12 @@ pub fn load_file(
         Err(reason) => return (LoadOutcome::NotAPlugin { reason }, None),
     };
     if let Err(mismatch) = abi::check_entry(entry) {
-        return (LoadOutcome::AbiMismatch { detail: mismatch.to_string() }, None);
+        return (
+            LoadOutcome::AbiMismatch {
+                detail: mismatch.to_string(),
+            },
+            None,
+        );
     }
     let keepalive: Arc<dyn std::any::Any + Send + Sync> = Arc::new(lib);
     // SAFETY: `entry` points into `lib`, which `keepalive` keeps loaded for as long as
@@ -165,13 +191,90 @@ pub fn load_file(
         Ok(handle) => {
             let name = handle.name().to_string();
             if disabled.iter().any(|d| d.eq_ignore_ascii_case(&name)) {
-                return (LoadOutcome::Filtered { rule: "disabled in plugins.toml".into() }, None);
+                return (
+                    LoadOutcome::Filtered {
+                        rule: "disabled in plugins.toml".into(),
+                    },
+                    None,
+                );
             }
-            let outcome = LoadOutcome::Loaded { name, version: handle.version() };
+            let outcome = LoadOutcome::Loaded {
+                name,
+                version: handle.version(),
+            };
             (outcome, Some(handle))
         }
-        Err(e) => (LoadOutcome::InitFailed { error: e.to_string() }, None),
+        Err(e) => (
+            LoadOutcome::InitFailed {
+                error: e.to_string(),
+            },
+            None,
+        ),
     }
+}
+
+/// Check that `path` is a complete 64-bit ELF shared object of this machine's byte
+/// order: the header, the program header table and every `PT_LOAD` / `PT_DYNAMIC`
+/// segment must lie inside the file. Reads headers only.
+fn check_elf(path: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const PT_LOAD: u32 = 1;
+    const PT_DYNAMIC: u32 = 2;
+    const ET_DYN: u64 = 3;
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut header = [0u8; 64];
+    file.read_exact(&mut header)
+        .map_err(|_| format!("file too short for an ELF header ({len} bytes)"))?;
+    if header[..4] != *b"\x7fELF" {
+        return Err("not an ELF file".into());
+    }
+    let native_order = if cfg!(target_endian = "little") { 1 } else { 2 };
+    if header[4] != 2 || header[5] != native_order {
+        return Err("not a 64-bit ELF file of this machine's byte order".into());
+    }
+    let field = |bytes: &[u8], at: usize, width: usize| -> u64 {
+        let mut raw = [0u8; 8];
+        raw[..width].copy_from_slice(&bytes[at..at + width]);
+        if cfg!(target_endian = "little") {
+            u64::from_le_bytes(raw)
+        } else {
+            u64::from_be_bytes(raw) >> (8 * (8 - width))
+        }
+    };
+    if field(&header, 16, 2) != ET_DYN {
+        return Err("not a shared object".into());
+    }
+    let (ph_offset, ph_size, ph_count) = (
+        field(&header, 32, 8),
+        field(&header, 54, 2),
+        field(&header, 56, 2),
+    );
+    if ph_size < 56 || ph_count == 0 {
+        return Err("malformed ELF program header table".into());
+    }
+    let table_len = ph_size * ph_count;
+    if ph_offset.checked_add(table_len).is_none_or(|end| end > len) {
+        return Err(format!(
+            "truncated: program headers end past the file's {len} bytes"
+        ));
+    }
+    let mut table = vec![0u8; table_len as usize];
+    file.seek(SeekFrom::Start(ph_offset))
+        .and_then(|_| file.read_exact(&mut table))
+        .map_err(|e| e.to_string())?;
+    for entry in table.chunks_exact(ph_size as usize) {
+        let kind = field(entry, 0, 4) as u32;
+        let (offset, file_size) = (field(entry, 8, 8), field(entry, 32, 8));
+        if (kind == PT_LOAD || kind == PT_DYNAMIC)
+            && offset.checked_add(file_size).is_none_or(|end| end > len)
+        {
+            return Err(format!(
+                "truncated: a segment ends past the file's {len} bytes"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn open_library(path: &Path) -> Result<libloading::Library, String> {
@@ -202,4 +305,74 @@ fn find_entry(lib: &libloading::Library) -> Result<&'static PluginEntry, String>
     // lives as long as the library; the caller keeps the library loaded while the
     // reference is used (it is moved into the provider handle's keep-alive).
     Ok(unsafe { &*ptr })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real shared object present on every glibc system.
+    fn libc_path() -> PathBuf {
+        let candidates = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+            "/lib/aarch64-linux-gnu/libc.so.6",
+        ];
+        candidates
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .expect("libc.so.6")
+    }
+
+    #[test]
+    fn elf_check_accepts_a_real_library_and_refuses_truncations() {
+        let bytes = std::fs::read(libc_path()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let whole = dir.path().join("whole.so");
+        std::fs::write(&whole, &bytes).unwrap();
+        assert_eq!(check_elf(&whole), Ok(()));
+        // Cuts inside the headers or the loadable segments. (A cut that only drops the
+        // trailing section headers leaves every mapped byte present and loads safely.)
+        for cut in [0usize, 10, 63, 64, 700, 4096, bytes.len() / 2] {
+            let p = dir.path().join(format!("cut{cut}.so"));
+            std::fs::write(&p, &bytes[..cut]).unwrap();
+            let err = check_elf(&p).expect_err("a truncated library must be refused");
+            assert!(
+                err.contains("too short") || err.contains("truncated"),
+                "{cut}: {err}"
+            );
+        }
+        let text = dir.path().join("text.so");
+        std::fs::write(&text, vec![b'x'; 200]).unwrap();
+        assert_eq!(check_elf(&text), Err("not an ELF file".to_string()));
+    }
+
+    #[test]
+    fn truncated_library_is_not_a_plugin_and_the_process_lives() {
+        let bytes = std::fs::read(libc_path()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("libtrunc-fi.so");
+        std::fs::write(&p, &bytes[..4096]).unwrap();
+        let (outcome, handle) = load_file(&p, None, &[]);
+        assert!(handle.is_none());
+        assert!(
+            matches!(outcome, LoadOutcome::NotAPlugin { ref reason } if reason.contains("truncated")),
+            "{outcome}"
+        );
+    }
+
+    #[test]
+    fn plugin_dirs_dedupe_and_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let dirs = plugin_dirs(
+            Some(&format!("{d}: {d}/ ::/nonexistent")),
+            &[dir.path().to_path_buf()],
+        );
+        assert_eq!(dirs, vec![PathBuf::from(d), PathBuf::from("/nonexistent")]);
+        assert!(plugin_dirs(None, &[]).is_empty());
+        assert!(plugin_dirs(Some(""), &[]).is_empty());
+    }
 }

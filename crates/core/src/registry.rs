@@ -90,8 +90,17 @@ struct Slot {
 impl Slot {
     fn origin(&self) -> String {
         match &self.path {
-            Some(p) => format!("{} {} ({})", self.handle.name(), self.handle.version(), p.display()),
-            None => format!("{} {} (built-in)", self.handle.name(), self.handle.version()),
+            Some(p) => format!(
+                "{} {} ({})",
+                self.handle.name(),
+                self.handle.version(),
+                p.display()
+            ),
+            None => format!(
+                "{} {} (built-in)",
+                self.handle.name(),
+                self.handle.version()
+            ),
         }
     }
 }
@@ -118,7 +127,11 @@ impl Registry {
         let reg = Registry {
             inner: RwLock::new(Inner::default()),
             filter,
-            disabled: config.disabled.iter().map(|d| d.trim().to_ascii_lowercase()).collect(),
+            disabled: config
+                .disabled
+                .iter()
+                .map(|d| d.trim().to_ascii_lowercase())
+                .collect(),
             warned_unknown: OnceLock::new(),
         };
         for entry in config.builtins {
@@ -161,7 +174,10 @@ impl Registry {
             }
             let index = {
                 let mut inner = self.write();
-                inner.report.push(LoadRecord { path: path.clone(), outcome });
+                inner.report.push(LoadRecord {
+                    path: path.clone(),
+                    outcome,
+                });
                 inner.report.len() - 1
             };
             if let Some(handle) = handle {
@@ -178,12 +194,19 @@ impl Registry {
         let mut inner = self.write();
         let seq = inner.next_seq;
         inner.next_seq += 1;
-        let mut slot = Slot { handle: Arc::new(handle), path, superseded_by: None, seq };
+        let mut slot = Slot {
+            handle: Arc::new(handle),
+            path,
+            superseded_by: None,
+            seq,
+        };
         let name = slot.handle.name().to_ascii_lowercase();
         let mut lost_to = None;
-        if let Some(old) = inner.slots.iter_mut().find(|s| {
-            s.superseded_by.is_none() && s.handle.name().eq_ignore_ascii_case(&name)
-        }) {
+        if let Some(old) = inner
+            .slots
+            .iter_mut()
+            .find(|s| s.superseded_by.is_none() && s.handle.name().eq_ignore_ascii_case(&name))
+        {
             let (ov, nv) = (old.handle.version(), slot.handle.version());
             let newcomer_wins = nv > ov || (nv == ov && slot.path.is_some() && old.path.is_none());
             if newcomer_wins {
@@ -209,7 +232,11 @@ impl Registry {
     /// Active providers in getinfo order.
     fn active(&self) -> Vec<Arc<ProviderHandle>> {
         let inner = self.read();
-        let mut slots: Vec<&Slot> = inner.slots.iter().filter(|s| s.superseded_by.is_none()).collect();
+        let mut slots: Vec<&Slot> = inner
+            .slots
+            .iter()
+            .filter(|s| s.superseded_by.is_none())
+            .collect();
         slots.sort_by_key(|s| (std::cmp::Reverse(s.handle.priority()), s.seq));
         slots.into_iter().map(|s| s.handle.clone()).collect()
     }
@@ -219,7 +246,11 @@ impl Registry {
         let inner = self.read();
         let mut slots: Vec<&Slot> = inner.slots.iter().collect();
         slots.sort_by_key(|s| {
-            (s.superseded_by.is_some(), std::cmp::Reverse(s.handle.priority()), s.seq)
+            (
+                s.superseded_by.is_some(),
+                std::cmp::Reverse(s.handle.priority()),
+                s.seq,
+            )
         });
         slots
             .into_iter()
@@ -241,7 +272,9 @@ impl Registry {
 
     /// The active provider called `name` (case-insensitive).
     pub fn find(&self, name: &str) -> Option<Arc<ProviderHandle>> {
-        self.active().into_iter().find(|h| h.name().eq_ignore_ascii_case(name))
+        self.active()
+            .into_iter()
+            .find(|h| h.name().eq_ignore_ascii_case(name))
     }
 
     /// The `FI_PROVIDER` filter in force, if any.
@@ -251,8 +284,11 @@ impl Registry {
 
     fn warn_unknown_names(&self, filter: &ProviderFilter) {
         self.warned_unknown.get_or_init(|| {
-            let known: Vec<String> =
-                self.providers().iter().map(|p| p.name.to_ascii_lowercase()).collect();
+            let known: Vec<String> = self
+                .providers()
+                .iter()
+                .map(|p| p.name.to_ascii_lowercase())
+                .collect();
             for name in filter.names() {
                 if !known.iter().any(|k| k == name) {
                     tracing::warn!(target: "ofi", prov = "core", subsys = "core",
@@ -284,7 +320,11 @@ impl Registry {
             .filter
             .iter()
             .map(|f| (f, format!("FI_PROVIDER={f}")))
-            .chain(hint_filter.iter().map(|f| (f, format!("hints.fabric_attr.prov_name={f}"))))
+            .chain(
+                hint_filter
+                    .iter()
+                    .map(|f| (f, format!("hints.fabric_attr.prov_name={f}"))),
+            )
             .collect();
         self.collect(req, false, &filters)
     }
@@ -299,7 +339,11 @@ impl Registry {
     /// results); the hints' prov_name still is.
     pub fn getinfo_core(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         if let Err(e) = getinfo::validate_request(req) {
-            return GetinfoOutcome { infos: Vec::new(), verdicts: Vec::new(), error: Some(e) };
+            return GetinfoOutcome {
+                infos: Vec::new(),
+                verdicts: Vec::new(),
+                error: Some(e),
+            };
         }
         let hint_filter = req
             .hints
@@ -312,8 +356,16 @@ impl Registry {
             .collect();
         let (res, verdicts) = self.collect(req, true, &filters);
         match res {
-            Ok(infos) => GetinfoOutcome { infos, verdicts, error: None },
-            Err(e) => GetinfoOutcome { infos: Vec::new(), verdicts, error: Some(e) },
+            Ok(infos) => GetinfoOutcome {
+                infos,
+                verdicts,
+                error: None,
+            },
+            Err(e) => GetinfoOutcome {
+                infos: Vec::new(),
+                verdicts,
+                error: Some(e),
+            },
         }
     }
 
@@ -369,7 +421,10 @@ impl Registry {
                 return (Err(errors.swap_remove(0)), verdicts);
             }
         }
-        (Err(Error::new(Errno::ENODATA, explain_nodata(&verdicts))), verdicts)
+        (
+            Err(Error::new(Errno::ENODATA, explain_nodata(&verdicts))),
+            verdicts,
+        )
     }
 
     /// `FI_PROV_ATTR_ONLY`: one info per registered provider (utilities, hooks and
@@ -391,7 +446,10 @@ impl Registry {
     pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
         let stack = info.prov_name();
         if stack.is_empty() {
-            return Err(Error::new(Errno::EINVAL, "fabric_attr.prov_name is not set"));
+            return Err(Error::new(
+                Errno::EINVAL,
+                "fabric_attr.prov_name is not set",
+            ));
         }
         let top = select::top_of_stack(stack);
         let prov = self
@@ -447,7 +505,10 @@ pub fn explain_nodata(verdicts: &[Verdict]) -> String {
             _ if v.asked.is_empty() && v.offered.is_empty() => {
                 format!("{} rejected {}", v.provider, v.field)
             }
-            _ => format!("{} rejected {} (asked {}, offers {})", v.provider, v.field, v.asked, v.offered),
+            _ => format!(
+                "{} rejected {} (asked {}, offers {})",
+                v.provider, v.field, v.asked, v.offered
+            ),
         });
     }
     if reasons.is_empty() {
@@ -468,7 +529,8 @@ pub fn add_builtin(entry: &'static PluginEntry) {
         let known = reg.providers().iter().any(|p| {
             // SAFETY: a linked-in entry's name is a NUL-terminated 'static string.
             let n = unsafe { std::ffi::CStr::from_ptr(entry.name) };
-            n.to_str().is_ok_and(|n| n.eq_ignore_ascii_case(&p.name) && p.path.is_none())
+            n.to_str()
+                .is_ok_and(|n| n.eq_ignore_ascii_case(&p.name) && p.path.is_none())
         });
         if !known {
             if let Err(e) = reg.register_entry(entry) {
@@ -501,8 +563,16 @@ pub fn host_getinfo(req: &GetinfoRequest, core_only: bool) -> GetinfoOutcome {
     }
     let (res, verdicts) = global().getinfo_explain(req);
     match res {
-        Ok(infos) => GetinfoOutcome { infos, verdicts, error: None },
-        Err(e) => GetinfoOutcome { infos: Vec::new(), verdicts, error: Some(e) },
+        Ok(infos) => GetinfoOutcome {
+            infos,
+            verdicts,
+            error: None,
+        },
+        Err(e) => GetinfoOutcome {
+            infos: Vec::new(),
+            verdicts,
+            error: Some(e),
+        },
     }
 }
 

@@ -41,7 +41,11 @@ impl ProviderFilter {
         if entries.is_empty() {
             return None;
         }
-        Some(ProviderFilter { negate, entries, text: trimmed.to_string() })
+        Some(ProviderFilter {
+            negate,
+            entries,
+            text: trimmed.to_string(),
+        })
     }
 
     /// Whether the list is negated (`^…`).
@@ -68,7 +72,10 @@ impl ProviderFilter {
     /// Whether a result from the provider stack `prov_name` (e.g. `tcp;ofi_rxm`) is kept.
     pub fn keeps(&self, prov_name: &str) -> bool {
         let stack = split_stack(prov_name);
-        let hit = self.entries.iter().any(|entry| entry_matches(entry, &stack));
+        let hit = self
+            .entries
+            .iter()
+            .any(|entry| entry_matches(entry, &stack));
         hit != self.negate
     }
 
@@ -94,7 +101,9 @@ impl ProviderFilter {
         if self.negate {
             return self.excludes_entirely(&name);
         }
-        self.entries.iter().all(|e| e.len() > 1 && !e.contains(&name))
+        self.entries
+            .iter()
+            .all(|e| e.len() > 1 && !e.contains(&name))
     }
 }
 
@@ -142,16 +151,30 @@ mod tests {
     fn kept(filter: &str, names: &[&str]) -> Vec<String> {
         match ProviderFilter::parse(filter) {
             None => names.iter().map(|s| s.to_string()).collect(),
-            Some(f) => names.iter().filter(|n| f.keeps(n)).map(|s| s.to_string()).collect(),
+            Some(f) => names
+                .iter()
+                .filter(|n| f.keeps(n))
+                .map(|s| s.to_string())
+                .collect(),
         }
     }
 
-    const ALL: &[&str] = &["shm", "tcp", "tcp;ofi_rxm", "udp", "udp;ofi_rxd", "verbs;ofi_rxm"];
+    const ALL: &[&str] = &[
+        "shm",
+        "tcp",
+        "tcp;ofi_rxm",
+        "udp",
+        "udp;ofi_rxd",
+        "verbs;ofi_rxm",
+    ];
 
     #[test]
     fn fi_provider_cases() {
         assert_eq!(kept("tcp", ALL), ["tcp", "tcp;ofi_rxm"]);
-        assert_eq!(kept("^tcp", ALL), ["shm", "udp", "udp;ofi_rxd", "verbs;ofi_rxm"]);
+        assert_eq!(
+            kept("^tcp", ALL),
+            ["shm", "udp", "udp;ofi_rxd", "verbs;ofi_rxm"]
+        );
         assert_eq!(kept("tcp;ofi_rxm", ALL), ["tcp;ofi_rxm"]);
         assert_eq!(kept("ofi_rxm", ALL), ["tcp;ofi_rxm", "verbs;ofi_rxm"]);
         assert_eq!(kept("TCP", ALL), ["tcp", "tcp;ofi_rxm"]);
@@ -160,7 +183,10 @@ mod tests {
         assert_eq!(kept("", ALL), ALL);
         assert_eq!(kept("   ", ALL), ALL);
         assert_eq!(kept(" tcp , shm ", ALL), ["shm", "tcp", "tcp;ofi_rxm"]);
-        assert_eq!(kept("^tcp;ofi_rxm", ALL), ["shm", "tcp", "udp", "udp;ofi_rxd", "verbs;ofi_rxm"]);
+        assert_eq!(
+            kept("^tcp;ofi_rxm", ALL),
+            ["shm", "tcp", "udp", "udp;ofi_rxd", "verbs;ofi_rxm"]
+        );
         assert_eq!(kept("^", ALL), ALL);
         assert_eq!(kept(",,", ALL), ALL);
     }
@@ -178,7 +204,10 @@ mod tests {
         assert!(f.excludes_utility_entirely("ofi_rxd"));
         assert!(!f.excludes_utility_entirely("ofi_rxm"));
         let f = ProviderFilter::parse("tcp").unwrap();
-        assert!(!f.excludes_utility_entirely("ofi_rxm"), "rxm may stack on tcp");
+        assert!(
+            !f.excludes_utility_entirely("ofi_rxm"),
+            "rxm may stack on tcp"
+        );
         let f = ProviderFilter::parse("^ofi_rxm").unwrap();
         assert!(f.excludes_utility_entirely("ofi_rxm"));
     }
@@ -189,8 +218,14 @@ mod tests {
         assert_eq!(f.names(), ["tcp", "ofi_rxm", "shm"]);
         assert_eq!(top_of_stack("tcp;ofi_rxm"), "ofi_rxm");
         assert_eq!(top_of_stack("tcp"), "tcp");
-        assert_eq!(name_from_plugin_file("libverbs-fi.so").as_deref(), Some("verbs"));
-        assert_eq!(name_from_plugin_file("libofi_prov_udp.so").as_deref(), Some("udp"));
+        assert_eq!(
+            name_from_plugin_file("libverbs-fi.so").as_deref(),
+            Some("verbs")
+        );
+        assert_eq!(
+            name_from_plugin_file("libofi_prov_udp.so").as_deref(),
+            Some("udp")
+        );
         assert_eq!(name_from_plugin_file("libfoo.so"), None);
         assert_eq!(name_from_plugin_file("lib-fi.so"), None);
     }

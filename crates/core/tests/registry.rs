@@ -63,20 +63,69 @@ macro_rules! mock {
 const MSG: Caps = Caps::MSG.union(Caps::SEND).union(Caps::RECV);
 const V1: Version = Version::new(1, 0);
 
-mock!(Tcp, "tcp", ProviderKind::Core, 0, V1, vec![template(
-    EpType::Msg, MSG.union(Caps::RMA), Protocol::SOCK_TCP, AddrFormat::SOCKADDR_IN)]);
-mock!(Udp, "udp", ProviderKind::Core, 0, V1, vec![template(
-    EpType::Dgram, MSG, Protocol::UDP, AddrFormat::SOCKADDR_IN)]);
-mock!(Shm, "shm", ProviderKind::Core, 10, V1, vec![template(
-    EpType::Rdm, MSG.union(Caps::TAGGED), Protocol::SHM, AddrFormat::STR)]);
+mock!(
+    Tcp,
+    "tcp",
+    ProviderKind::Core,
+    0,
+    V1,
+    vec![template(
+        EpType::Msg,
+        MSG.union(Caps::RMA),
+        Protocol::SOCK_TCP,
+        AddrFormat::SOCKADDR_IN
+    )]
+);
+mock!(
+    Udp,
+    "udp",
+    ProviderKind::Core,
+    0,
+    V1,
+    vec![template(
+        EpType::Dgram,
+        MSG,
+        Protocol::UDP,
+        AddrFormat::SOCKADDR_IN
+    )]
+);
+mock!(
+    Shm,
+    "shm",
+    ProviderKind::Core,
+    10,
+    V1,
+    vec![template(
+        EpType::Rdm,
+        MSG.union(Caps::TAGGED),
+        Protocol::SHM,
+        AddrFormat::STR
+    )]
+);
 // A utility: answers as if layered over tcp (its infos name the core beneath it).
 mock!(Rxm, "ofi_rxm", ProviderKind::Utility, 5, V1, {
-    let mut t = template(EpType::Rdm, MSG.union(Caps::TAGGED), Protocol::RXM, AddrFormat::SOCKADDR_IN);
+    let mut t = template(
+        EpType::Rdm,
+        MSG.union(Caps::TAGGED),
+        Protocol::RXM,
+        AddrFormat::SOCKADDR_IN,
+    );
     t.fabric_attr.prov_name = Some("tcp".into());
     vec![t]
 });
-mock!(TcpV2, "tcp", ProviderKind::Core, 0, Version::new(2, 0), vec![template(
-    EpType::Msg, MSG, Protocol::SOCK_TCP, AddrFormat::SOCKADDR_IN)]);
+mock!(
+    TcpV2,
+    "tcp",
+    ProviderKind::Core,
+    0,
+    Version::new(2, 0),
+    vec![template(
+        EpType::Msg,
+        MSG,
+        Protocol::SOCK_TCP,
+        AddrFormat::SOCKADDR_IN
+    )]
+);
 mock!(Hook, "ofi_hook_noop", ProviderKind::Hook, 0, V1, vec![]);
 
 fn registry(filter: Option<&str>) -> Registry {
@@ -116,7 +165,10 @@ fn names(reg: &Registry, hints: Option<Info>) -> Vec<String> {
 
 #[test]
 fn order_is_priority_then_registration() {
-    assert_eq!(names(&registry(None), None), ["shm", "tcp;ofi_rxm", "tcp", "udp"]);
+    assert_eq!(
+        names(&registry(None), None),
+        ["shm", "tcp;ofi_rxm", "tcp", "udp"]
+    );
 }
 
 #[test]
@@ -134,7 +186,11 @@ fn fi_provider_selection() {
         (" udp , shm ", &["shm", "udp"]),
     ];
     for (filter, want) in cases {
-        assert_eq!(names(&registry(Some(filter)), None), *want, "FI_PROVIDER={filter:?}");
+        assert_eq!(
+            names(&registry(Some(filter)), None),
+            *want,
+            "FI_PROVIDER={filter:?}"
+        );
     }
 }
 
@@ -184,7 +240,8 @@ fn unknown_name_warns_and_others_still_work() {
     assert_eq!(got, ["udp"]);
     let logs = capture.0.lock().unwrap();
     assert!(
-        logs.iter().any(|m| m.contains("'nosuch'") && m.contains("not a known provider")),
+        logs.iter()
+            .any(|m| m.contains("'nosuch'") && m.contains("not a known provider")),
         "{logs:?}"
     );
 }
@@ -196,16 +253,30 @@ fn filtered_and_rejected_verdicts_explain_nodata() {
     let (res, verdicts) = reg.getinfo_explain(&req(Some(hints)));
     let err = res.unwrap_err();
     assert_eq!(err.code(), Errno::ENODATA);
-    let udp = verdicts.iter().find(|v| v.provider == "udp").expect("udp verdict");
+    let udp = verdicts
+        .iter()
+        .find(|v| v.provider == "udp")
+        .expect("udp verdict");
     assert_eq!(udp.kind, VerdictKind::Filtered);
     assert!(udp.field.contains("FI_PROVIDER=^udp"), "{udp}");
-    let tcp = verdicts.iter().find(|v| v.provider == "tcp").expect("tcp verdict");
+    let tcp = verdicts
+        .iter()
+        .find(|v| v.provider == "tcp")
+        .expect("tcp verdict");
     assert_eq!(tcp.kind, VerdictKind::Rejected);
     assert_eq!(tcp.field, "ep_attr.type");
     assert_eq!(tcp.asked, "FI_EP_DGRAM");
     assert_eq!(tcp.offered, "FI_EP_MSG");
-    assert!(err.message().contains("tcp rejected ep_attr.type"), "{}", err.message());
-    assert!(err.message().contains("udp filtered by FI_PROVIDER=^udp"), "{}", err.message());
+    assert!(
+        err.message().contains("tcp rejected ep_attr.type"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message().contains("udp filtered by FI_PROVIDER=^udp"),
+        "{}",
+        err.message()
+    );
 }
 
 #[test]
@@ -244,7 +315,14 @@ fn same_name_twice_higher_version_wins() {
     assert_eq!(provs.len(), 2);
     assert_eq!(provs[0].version, Version::new(2, 0));
     assert_eq!(provs[0].superseded_by, None);
-    assert!(provs[1].superseded_by.as_deref().unwrap().starts_with("tcp 2.0"), "{provs:?}");
+    assert!(
+        provs[1]
+            .superseded_by
+            .as_deref()
+            .unwrap()
+            .starts_with("tcp 2.0"),
+        "{provs:?}"
+    );
     let infos = reg.getinfo(&req(None)).unwrap();
     assert_eq!(infos.len(), 1);
     assert_eq!(infos[0].fabric_attr.prov_version, Version::new(2, 0));
@@ -286,7 +364,10 @@ fn loader_reports_missing_and_bogus_plugin_dirs() {
     assert_eq!(report.len(), 1, "{report:?}");
     assert!(report[0].path.ends_with("libjunk-fi.so"));
     assert!(
-        matches!(&report[0].outcome, ofi_core::loader::LoadOutcome::NotAPlugin { .. }),
+        matches!(
+            &report[0].outcome,
+            ofi_core::loader::LoadOutcome::NotAPlugin { .. }
+        ),
         "{report:?}"
     );
 }
@@ -303,6 +384,8 @@ fn negated_filter_skips_a_named_file_unopened() {
     let report = reg.load_report();
     assert_eq!(
         report[0].outcome,
-        ofi_core::loader::LoadOutcome::Filtered { rule: "FI_PROVIDER=^verbs".into() }
+        ofi_core::loader::LoadOutcome::Filtered {
+            rule: "FI_PROVIDER=^verbs".into()
+        }
     );
 }

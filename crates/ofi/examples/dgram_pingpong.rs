@@ -167,6 +167,10 @@ struct Side {
 fn open(o: &Opts) -> Result<Side, String> {
     let mut config = RegistryConfig::from_environment(Vec::new());
     if let Some(d) = &o.plugin_dir {
+        // First, and once (it may also be in FI_PROVIDER_PATH).
+        let canon = d.canonicalize().ok();
+        let same = |p: &PathBuf| p == d || (canon.is_some() && p.canonicalize().ok() == canon);
+        config.plugin_dirs.retain(|p| !same(p));
         config.plugin_dirs.insert(0, d.clone());
     }
     let reg = Registry::build(config);

@@ -572,3 +572,63 @@ fn same_name_and_version_the_plugin_wins_and_the_builtin_is_superseded() {
     let p = pair(&reg);
     assert_eq!(inject_across(&p, b"winner"), b"winner");
 }
+
+/// The example's own tests (`cargo test --manifest-path examples/vendor-provider/…`)
+/// are not part of the workspace; run them here so the template cannot rot.
+#[test]
+fn the_vendor_crates_own_tests_pass() {
+    let (ok, output) = vendor::run_own_tests();
+    assert!(
+        ok,
+        "cargo test --manifest-path examples/vendor-provider/Cargo.toml failed:\n{output}"
+    );
+    assert!(output.contains("test result: ok"), "{output}");
+}
+
+/// A plugin never installs a logger of its own: its events go through the host table's
+/// log sink into the host's subscriber, with the host's format and the host's
+/// `FI_LOG_*` filters. The child runs with FI_LOG_LEVEL=debug; the plugin's init logs
+/// "initialised" at debug level under its own provider name.
+#[test]
+fn plugin_log_events_reach_the_host_subscriber() {
+    let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
+    let debug = std::ffi::OsStr::new("debug");
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "fi_provider_path",
+        &[
+            ("FI_PROVIDER_PATH", dir.path().as_os_str()),
+            ("FI_LOG_LEVEL", debug),
+        ],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("initialised"))
+        .unwrap_or_else(|| panic!("the plugin's init message is missing:\n{stderr}"));
+    assert!(line.contains("DEBUG"), "{line}");
+    assert!(line.contains("prov=unixdgram"), "{line}");
+    assert!(line.contains("subsys=core"), "{line}");
+
+    // The host's FI_LOG_PROV filter applies to the plugin's events too.
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "fi_provider_path",
+        &[
+            ("FI_PROVIDER_PATH", dir.path().as_os_str()),
+            ("FI_LOG_LEVEL", debug),
+            ("FI_LOG_PROV", std::ffi::OsStr::new("^unixdgram")),
+        ],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("prov=unixdgram"),
+        "filtered out, yet:\n{stderr}"
+    );
+}

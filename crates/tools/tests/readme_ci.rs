@@ -11,12 +11,22 @@ fn repo() -> PathBuf {
 /// starts with `Main job` / `Tests`.
 fn readme_command(label: &str) -> String {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
-    let start = readme.find(label).unwrap_or_else(|| panic!("README has no '{label}' paragraph"));
+    let start = readme
+        .find(label)
+        .unwrap_or_else(|| panic!("README has no '{label}' paragraph"));
     let rest = &readme[start..];
     let fence = rest.find("```sh\n").expect("a ```sh block after the label") + 6;
     let end = rest[fence..].find("```").expect("closing fence") + fence;
-    let lines: Vec<&str> = rest[fence..end].lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one command expected under '{label}': {lines:?}");
+    let lines: Vec<&str> = rest[fence..end]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one command expected under '{label}': {lines:?}"
+    );
     lines[0].to_string()
 }
 
@@ -30,9 +40,19 @@ fn ci_runs_exactly_the_readme_test_command() {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    assert_eq!(commands.last().copied(), Some(test_cmd.as_str()), ".ci/run must end with the README test command");
-    assert_eq!(commands.iter().filter(|l| l.contains("cargo test") || l.contains("cargo nextest")).count(), 1,
-        ".ci/run runs one test command");
+    assert_eq!(
+        commands.last().copied(),
+        Some(test_cmd.as_str()),
+        ".ci/run must end with the README test command"
+    );
+    assert_eq!(
+        commands
+            .iter()
+            .filter(|l| l.contains("cargo test") || l.contains("cargo nextest"))
+            .count(),
+        1,
+        ".ci/run runs one test command"
+    );
 }
 
 #[test]
@@ -42,7 +62,14 @@ fn main_job_command_exists_and_is_executable() {
     let script = main_cmd.split_whitespace().next().unwrap();
     let path = repo().join(script.trim_start_matches("./"));
     let meta = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(meta.permissions().mode() & 0o111 != 0, "{} is not executable", path.display());
+    assert!(
+        meta.permissions().mode() & 0o111 != 0,
+        "{} is not executable",
+        path.display()
+    );
     let ci = std::fs::metadata(repo().join(".ci/run")).unwrap();
-    assert!(ci.permissions().mode() & 0o111 != 0, ".ci/run is not executable");
+    assert!(
+        ci.permissions().mode() & 0o111 != 0,
+        ".ci/run is not executable"
+    );
 }

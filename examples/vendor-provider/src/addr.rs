@@ -1,7 +1,7 @@
 //! Endpoint addresses of this provider: `FI_ADDR_STR` strings of the form
 //! `fi_unixdgram://NAME`, where NAME is the endpoint socket's abstract name.
 //!
-//! NAME is 1 to [`MAX_NAME`](crate::sock::MAX_NAME) bytes of `A-Z a-z 0-9 . _ -`: the
+//! NAME is 1 to [`MAX_NAME`] bytes of `A-Z a-z 0-9 . _ -`: the
 //! names the kernel picks (five hex digits) and any name an application chooses for
 //! its source address. The scheme is matched case-insensitively; the name is not.
 //!

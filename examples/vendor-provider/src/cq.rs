@@ -20,10 +20,11 @@
 //! # Progress
 //!
 //! Endpoints whose receive side reports to this CQ register with it at `fi_enable`
-//! ([`CqShared::attach`]). `read`, `readfrom` and `sread` first let each of them take
+//! (`CqShared::attach`). `read`, `readfrom` and `sread` first let each of them take
 //! the datagrams that are waiting for its posted receives.
 //!
-//! Lock order: an endpoint's receive queue, then a CQ's state; never the reverse.
+//! Lock order: a CQ's endpoint list, then an endpoint's receive queue, then a CQ's
+//! state; never the reverse.
 //! Nothing here panics (poisoned locks are recovered: the state they protect is updated
 //! in single steps).
 
@@ -135,23 +136,18 @@ impl CqShared {
         eps.push(Arc::downgrade(ep));
     }
 
-    /// The endpoints to progress (live ones only).
-    fn endpoints(&self) -> Vec<Arc<EpShared>> {
-        let eps = self.eps.lock().unwrap_or_else(PoisonError::into_inner);
-        eps.iter().filter_map(Weak::upgrade).collect()
-    }
-
     /// Manual progress: every attached endpoint takes what has arrived for its posted
-    /// receives. Returns the endpoints that still wait for data (their sockets are what
-    /// a blocking read polls).
-    fn progress(&self) -> Vec<Arc<EpShared>> {
-        let mut waiting = Vec::new();
-        for ep in self.endpoints() {
+    /// receives. With `waiting`, collects the sockets of the endpoints that still wait
+    /// for data (what a blocking read polls). Allocates nothing without `waiting`.
+    fn progress(&self, mut waiting: Option<&mut Vec<i32>>) {
+        let eps = self.eps.lock().unwrap_or_else(PoisonError::into_inner);
+        for ep in eps.iter().filter_map(Weak::upgrade) {
             if ep.progress_rx() {
-                waiting.push(ep);
+                if let Some(w) = waiting.as_deref_mut() {
+                    w.push(ep.raw_fd());
+                }
             }
         }
-        waiting
     }
 
     /// Copy the successful completions at the front into `buf` (and `src`).
@@ -278,7 +274,7 @@ impl Cq {
 impl CqOps for Cq {
     fn read(&self, mut buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
         let cq = &self.shared;
-        cq.progress();
+        cq.progress(None);
         cq.drain(&mut buf, src)
     }
 
@@ -323,9 +319,11 @@ impl CqOps for Cq {
         let deadline =
             (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let wanted = cq.wanted(buf.len(), threshold);
+        let mut fds = Vec::new();
         cq.sleepers.fetch_add(1, Ordering::AcqRel);
         let result = loop {
-            let waiting = cq.progress();
+            fds.clear();
+            cq.progress(Some(&mut fds));
             if cq.ready(wanted) {
                 break cq.drain(&mut buf, src.as_deref_mut());
             }
@@ -344,7 +342,6 @@ impl CqOps for Cq {
                     (d - now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
                 }
             };
-            let mut fds: Vec<i32> = waiting.iter().map(|ep| ep.raw_fd()).collect();
             fds.push(cq.wake.raw_fd());
             if let Err(e) = poll_readable(&fds, left) {
                 break Err(Error::new(Errno::EIO, format!("unixdgram: poll: {e}")));

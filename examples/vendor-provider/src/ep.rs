@@ -12,7 +12,9 @@
 //!
 //! - A send is one `sendmsg(2)`: the datagram is in the peer's socket queue when the call
 //!   returns, so its completion is queued at once (if one is wanted). A full peer
-//!   queue is `FI_EAGAIN`; a peer whose socket is gone is `FI_ECONNREFUSED`.
+//!   queue is `FI_EAGAIN` (the kernel queues `net.unix.max_dgram_qlen` datagrams per
+//!   socket, 10 by default, and bounds their bytes by the sender's buffer); a peer
+//!   whose socket is gone is `FI_ECONNREFUSED`.
 //! - A receive is queued; the CQ's progress fills queued receives in order from the
 //!   socket. A datagram longer than the buffer fills it and completes with error
 //!   `FI_ETRUNC`, `olen` = the bytes that did not fit.

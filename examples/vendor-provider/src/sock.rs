@@ -266,9 +266,8 @@ impl EventFd {
         // SAFETY: plain system call, no pointers.
         let raw = check(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
         // SAFETY: `raw` is a descriptor we just opened and own from here on.
-        Ok(EventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(raw) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(EventFd { fd })
     }
 
     /// The descriptor, for `poll`.

@@ -308,9 +308,10 @@ pub const fn entry_for<P: Provider>() -> &'static PluginEntry {
 }
 
 /// Export provider `$ty` from a cdylib: defines the `#[no_mangle]` static
-/// `OFI_RS_PLUGIN_ENTRY` the loader looks for. Use once per plugin crate:
+/// `OFI_RS_PLUGIN_ENTRY` the loader looks for. Use once per plugin crate (a complete
+/// example is `examples/vendor-provider`):
 ///
-/// ```ignore
+/// ```text
 /// ofi_core::export_provider!(my_crate::MyProvider);
 /// ```
 #[macro_export]

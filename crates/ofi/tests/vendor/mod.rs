@@ -67,6 +67,9 @@ pub fn target_dir() -> PathBuf {
 /// The file name cargo gives the example's cdylib.
 pub const LIB_NAME: &str = "libofi_prov_unixdgram.so";
 
+/// One cargo command at a time in the shared target directory.
+static CARGO_LOCK: Mutex<()> = Mutex::new(());
+
 /// The built plugin file of `variant` (built on first use).
 pub fn built(variant: Variant) -> &'static Path {
     static BUILDS: [OnceLock<PathBuf>; VARIANTS] = [
@@ -76,11 +79,30 @@ pub fn built(variant: Variant) -> &'static Path {
         OnceLock::new(),
         OnceLock::new(),
     ];
-    static CARGO_LOCK: Mutex<()> = Mutex::new(());
     BUILDS[variant.index()].get_or_init(|| {
         let _one_at_a_time = CARGO_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         build(variant)
     })
+}
+
+/// Run the example crate's own tests (`cargo test --manifest-path …`) in the same
+/// target directory; returns whether they passed and cargo's output.
+pub fn run_own_tests() -> (bool, String) {
+    let _one_at_a_time = CARGO_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let manifest = repo_root().join("examples/vendor-provider/Cargo.toml");
+    let out = Command::new(env!("CARGO"))
+        .arg("test")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", env!("CARGO")));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
 
 fn build(variant: Variant) -> PathBuf {
