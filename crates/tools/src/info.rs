@@ -371,14 +371,18 @@ pub fn quote_value(v: &str) -> String {
     s
 }
 
-/// The `-e` text of one parameter (ends with the blank line). The `ENV=value` line
-/// and a `# source:` line follow the help only when the value was set (in the
-/// environment or a configuration file), not for a default.
+/// The `-e` text of one parameter (ends with the blank line). A `# default:` line
+/// follows the help when the parameter has a default; the `ENV=value` line and a
+/// `# source:` line follow only when the value was set (in the environment or a
+/// configuration file).
 pub fn param_text(p: &ofi::param::ParamEntry) -> String {
     let mut s = format!("# {}: {}\n", p.env_name, p.def.ty.label());
     match &p.def.prov {
         Some(prov) => s.push_str(&format!("# {prov}: {}\n", p.def.help)),
         None => s.push_str(&format!("# {}\n", p.def.help)),
+    }
+    if let Some(default) = &p.def.default {
+        s.push_str(&format!("# default: {default}\n"));
     }
     let set = matches!(p.source, ParamSource::Env | ParamSource::Config(_));
     if let (true, Some(v)) = (set, &p.value) {
@@ -802,12 +806,14 @@ mod tests {
         p.value = Some("eth0 x".into());
         assert!(param_text(&p).contains("FI_TCP_IFACE=\"eth0 x\"\n"));
         assert!(!param_text(&p).contains('\0'));
-        // A default is not "set": no value line.
+        // A default is not "set": no value line, but the default is shown.
         p.source = ParamSource::Default;
+        p.def.default = Some("lo".into());
         assert_eq!(
             param_text(&p),
-            "# FI_TCP_IFACE: String\n# tcp: Specify interface name\n\n"
+            "# FI_TCP_IFACE: String\n# tcp: Specify interface name\n# default: lo\n\n"
         );
+        p.def.default = None;
         p.source = ParamSource::Config("/etc/ofi/plugins.toml".into());
         assert!(param_text(&p).ends_with("\n# source: /etc/ofi/plugins.toml\n\n"));
         assert_eq!(quote_value("a\"b $c"), "\"a\\\"b \\$c\"");

@@ -562,12 +562,18 @@ fn env_lists_parameters() {
     let r = run_cmd(c);
     assert_eq!(r.status, 0, "{}", r.err);
     assert!(!r.out.contains('\0'));
-    // Blocks: "# ENV: type", "# help", optional "ENV=value" + "# source: ...", blank.
+    // Blocks: "# ENV: type", "# help", optional "# default: ...", optional
+    // "ENV=value" + "# source: ...", blank.
     let blocks: Vec<&str> = r.out.split("\n\n").filter(|b| !b.is_empty()).collect();
     assert!(!blocks.is_empty());
     let mut saw_path = false;
+    let mut saw_default = false;
     for b in &blocks {
-        let ls: Vec<&str> = b.lines().collect();
+        let mut ls: Vec<&str> = b.lines().collect();
+        if ls.get(2).is_some_and(|l| l.starts_with("# default: ")) {
+            saw_default = true;
+            ls.remove(2);
+        }
         assert!(ls.len() == 2 || ls.len() == 4, "{b}");
         let (env, ty) = ls[0].strip_prefix("# ").unwrap().split_once(": ").unwrap();
         assert!(
@@ -594,6 +600,10 @@ fn env_lists_parameters() {
         }
     }
     assert!(saw_path, "{}", r.out);
+    // FI_UNIVERSE_SIZE has a default (1024) and shows it.
+    assert!(saw_default, "{}", r.out);
+    assert!(r.out.contains("# FI_UNIVERSE_SIZE: size_t\n"), "{}", r.out);
+    assert!(r.out.contains("# default: 1024\n"), "{}", r.out);
     assert!(r.out.ends_with("\n\n"));
 
     let j = {

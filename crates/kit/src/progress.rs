@@ -1,0 +1,646 @@
+//! The per-domain progress engine (DESIGN §6).
+//!
+//! A provider's transport code implements [`Progress`]: one call polls the transport
+//! (sockets, rings, hardware queues), moves protocol state machines on, writes the
+//! completions that became ready into the kit's CQs, counters and EQs, and returns how
+//! much it did. Each domain owns one [`ProgressEngine`]; endpoints (and anything else
+//! that needs driving) [`register`](ProgressEngine::register) with it, and the kit's
+//! CQs, counters and EQs are [bound](crate::cq::KitCq::bind_progress) to it.
+//!
+//! # The contract
+//!
+//! - Every read or wait on a kit CQ, counter or EQ calls [`ProgressEngine::drive`]
+//!   first, which calls every registered source once — a read of zero entries too.
+//! - Blocking waits (`sread`, `fi_cntr_wait`, `fi_wait`) alternate driving progress with
+//!   sleeping on the object; they never sleep after a round that did work, and with a
+//!   manual engine that has sources they sleep at most [`MAX_IDLE_SLEEP`] at a time, so
+//!   a transport that needs polling is polled at least every millisecond.
+//! - [`ProgressMode::Auto`] adds one thread per engine that calls `drive` in a loop
+//!   with a bounded idle back-off ([`Backoff`]: a short spin, then parking for at most
+//!   [`MAX_IDLE_SLEEP`]); [`ProgressEngine::kick`] wakes it at once (call it when an
+//!   operation is posted). Dropping the engine stops and joins the thread; if the
+//!   thread does not stop within [`STOP_TIMEOUT`] (a source blocked forever) it is
+//!   detached instead, so dropping never hangs.
+//!
+//! # Invariants
+//!
+//! - The engine holds its sources weakly: dropping an endpoint unregisters it (the dead
+//!   reference is pruned at the next `drive`); [`ProgressEngine::unregister`] does it
+//!   at once.
+//! - `drive` takes no lock while calling sources and allocates nothing (the source list
+//!   is an immutable shared slice replaced on registration), so a source may register
+//!   or unregister sources, or read a CQ, from inside its `progress`.
+//! - Sources may be called concurrently from several threads (the application's reads
+//!   and the auto thread): they must be thread safe, as [`Progress`]'s bounds say.
+//!
+//! # What may panic
+//!
+//! Nothing here panics by itself. A panic in a source propagates out of `drive` to the
+//! caller (the boundary adapters turn it into `FI_EOTHER`); in the auto thread it is
+//! caught, and the thread goes on.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use ofi_core::error::{Errno, Error, Result};
+
+use crate::wait::{lock, Deadline};
+
+/// A provider's progress function: poll the transport, write completions, and return
+/// how much was done (0 when idle). Implemented for closures `Fn() -> usize`.
+pub trait Progress: Send + Sync {
+    /// Make one round of progress; the amount of work done (0: nothing to do).
+    fn progress(&self) -> usize;
+}
+
+impl<F: Fn() -> usize + Send + Sync> Progress for F {
+    fn progress(&self) -> usize {
+        self()
+    }
+}
+
+/// How an engine is driven.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Only by the application's calls (reads and waits): `FI_PROGRESS_MANUAL`.
+    #[default]
+    Manual,
+    /// Also by a thread of the engine's own: `FI_PROGRESS_AUTO`.
+    Auto,
+}
+
+impl From<ofi_core::enums::Progress> for ProgressMode {
+    /// `FI_PROGRESS_AUTO` is [`ProgressMode::Auto`]; manual and unspecified are manual.
+    fn from(p: ofi_core::enums::Progress) -> ProgressMode {
+        match p {
+            ofi_core::enums::Progress::Auto => ProgressMode::Auto,
+            _ => ProgressMode::Manual,
+        }
+    }
+}
+
+/// Idle rounds spent spinning (yielding) before an idle loop starts to sleep.
+pub const IDLE_SPINS: u32 = 64;
+/// The longest an idle loop sleeps before driving progress again.
+pub const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
+/// How long dropping an engine waits for its auto thread to stop before detaching it.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a blocking wait sleeps in one go when no polling is needed (progress
+/// comes from another thread, which wakes the waiter); it then re-checks.
+pub const LONG_SLICE: Duration = Duration::from_millis(50);
+
+/// The idle back-off of the auto thread and of blocking waits: after a round that did
+/// work, go again at once; after an idle round, spin for [`IDLE_SPINS`] rounds, then
+/// sleep 16 µs, doubling up to [`MAX_IDLE_SLEEP`].
+#[derive(Clone, Debug, Default)]
+pub struct Backoff {
+    idle: u32,
+}
+
+impl Backoff {
+    /// A back-off that has seen no idle round.
+    pub fn new() -> Backoff {
+        Backoff { idle: 0 }
+    }
+
+    /// Forget the idle rounds seen so far.
+    pub fn reset(&mut self) {
+        self.idle = 0;
+    }
+
+    /// After a round that did `work` units: `None` means go again at once (yield the
+    /// CPU if `work` was 0), `Some(d)` means sleep at most `d` (≤ [`MAX_IDLE_SLEEP`]).
+    pub fn next(&mut self, work: usize) -> Option<Duration> {
+        if work > 0 {
+            self.idle = 0;
+            return None;
+        }
+        self.idle = self.idle.saturating_add(1);
+        if self.idle <= IDLE_SPINS {
+            return None;
+        }
+        let step = (self.idle - IDLE_SPINS).min(7);
+        Some(Duration::from_micros(16u64 << step).min(MAX_IDLE_SLEEP))
+    }
+}
+
+type SourceList = Arc<[Weak<dyn Progress>]>;
+
+/// What the engine shares with its auto thread.
+struct Shared {
+    sources: Mutex<SourceList>,
+    live: AtomicUsize,
+    drives: AtomicU64,
+    stop: AtomicBool,
+    exited: Mutex<bool>,
+    exited_cv: Condvar,
+    panics: AtomicU64,
+}
+
+impl Shared {
+    fn drive(&self) -> usize {
+        self.drives.fetch_add(1, Ordering::Relaxed);
+        let list: SourceList = lock(&self.sources).clone();
+        let mut work = 0usize;
+        let mut dead = false;
+        for w in list.iter() {
+            match w.upgrade() {
+                Some(s) => work = work.saturating_add(s.progress()),
+                None => dead = true,
+            }
+        }
+        if dead {
+            self.prune();
+        }
+        work
+    }
+
+    /// Replace the list by its live members (plus `add`, minus `remove`).
+    fn rebuild(&self, add: Option<Weak<dyn Progress>>, remove: Option<&Weak<dyn Progress>>) {
+        let mut g = lock(&self.sources);
+        let mut v: Vec<Weak<dyn Progress>> = g
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .filter(|w| remove.map_or(true, |r| !Weak::ptr_eq(w, r)))
+            .cloned()
+            .collect();
+        if let Some(a) = add {
+            if !v.iter().any(|w| Weak::ptr_eq(w, &a)) {
+                v.push(a);
+            }
+        }
+        self.live.store(v.len(), Ordering::Release);
+        *g = v.into();
+    }
+
+    fn prune(&self) {
+        self.rebuild(None, None);
+    }
+}
+
+/// One domain's progress engine: its registered sources and, in
+/// [`ProgressMode::Auto`], its progress thread.
+pub struct ProgressEngine {
+    shared: Arc<Shared>,
+    mode: ProgressMode,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ProgressEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressEngine")
+            .field("mode", &self.mode)
+            .field("sources", &self.sources())
+            .field("drives", &self.drives())
+            .field("running", &self.is_running())
+            .finish()
+    }
+}
+
+impl ProgressEngine {
+    /// An engine in `mode`; `Auto` starts the progress thread (`FI_ENOMEM` if the
+    /// system refuses a thread).
+    pub fn new(mode: ProgressMode) -> Result<ProgressEngine> {
+        let shared = Arc::new(Shared {
+            sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
+            live: AtomicUsize::new(0),
+            drives: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            exited: Mutex::new(false),
+            exited_cv: Condvar::new(),
+            panics: AtomicU64::new(0),
+        });
+        let worker = match mode {
+            ProgressMode::Manual => None,
+            ProgressMode::Auto => {
+                let s = shared.clone();
+                let h = thread::Builder::new()
+                    .name("ofi-progress".into())
+                    .spawn(move || run(s))
+                    .map_err(|e| {
+                        Error::new(
+                            Errno::ENOMEM,
+                            format!("cannot start the progress thread: {e}"),
+                        )
+                    })?;
+                Some(h)
+            }
+        };
+        Ok(ProgressEngine {
+            shared,
+            mode,
+            worker: Mutex::new(worker),
+        })
+    }
+
+    /// A manual engine (cannot fail).
+    pub fn manual() -> ProgressEngine {
+        ProgressEngine {
+            shared: Arc::new(Shared {
+                sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
+                live: AtomicUsize::new(0),
+                drives: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                exited: Mutex::new(false),
+                exited_cv: Condvar::new(),
+                panics: AtomicU64::new(0),
+            }),
+            mode: ProgressMode::Manual,
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// The engine's mode.
+    pub fn mode(&self) -> ProgressMode {
+        self.mode
+    }
+
+    /// Register `src` (held weakly: dropping it unregisters it). Registering the same
+    /// source twice keeps one entry.
+    pub fn register<T: Progress + 'static>(&self, src: &Arc<T>) {
+        let w: Weak<dyn Progress> = Arc::downgrade(src) as Weak<dyn Progress>;
+        self.register_weak(w);
+    }
+
+    /// Register a source given as a weak reference.
+    pub fn register_weak(&self, src: Weak<dyn Progress>) {
+        self.shared.rebuild(Some(src), None);
+        self.kick();
+    }
+
+    /// Unregister `src`; false if it was not registered.
+    pub fn unregister<T: Progress + 'static>(&self, src: &Arc<T>) -> bool {
+        let w: Weak<dyn Progress> = Arc::downgrade(src) as Weak<dyn Progress>;
+        let before = {
+            let g = lock(&self.shared.sources);
+            g.iter().any(|x| Weak::ptr_eq(x, &w))
+        };
+        self.shared.rebuild(None, Some(&w));
+        before
+    }
+
+    /// The number of registered sources still alive (as of the last change or drive).
+    pub fn sources(&self) -> usize {
+        self.shared.live.load(Ordering::Acquire)
+    }
+
+    /// Call every registered source once; the total work they reported.
+    #[inline]
+    pub fn drive(&self) -> usize {
+        self.shared.drive()
+    }
+
+    /// How many times `drive` has run (from any thread, the auto thread included).
+    pub fn drives(&self) -> u64 {
+        self.shared.drives.load(Ordering::Relaxed)
+    }
+
+    /// How many panics of sources the auto thread caught.
+    pub fn caught_panics(&self) -> u64 {
+        self.shared.panics.load(Ordering::Relaxed)
+    }
+
+    /// True if blocking waits must poll: a manual engine with sources (nobody else
+    /// drives them, so a waiter wakes at least every [`MAX_IDLE_SLEEP`]).
+    pub fn needs_polling(&self) -> bool {
+        self.mode == ProgressMode::Manual && self.sources() > 0
+    }
+
+    /// Wake the auto thread now (after posting an operation). No effect in manual mode.
+    pub fn kick(&self) {
+        if let Some(h) = lock(&self.worker).as_ref() {
+            h.thread().unpark();
+        }
+    }
+
+    /// True while the auto thread runs.
+    pub fn is_running(&self) -> bool {
+        lock(&self.worker).is_some() && !*lock(&self.shared.exited)
+    }
+
+    /// Stop the auto thread and join it, waiting at most [`STOP_TIMEOUT`] (then the
+    /// thread is detached). Idempotent; called by `Drop`. Returns true if the thread
+    /// (if any) has stopped.
+    pub fn stop(&self) -> bool {
+        let Some(handle) = lock(&self.worker).take() else {
+            return true;
+        };
+        self.shared.stop.store(true, Ordering::Release);
+        handle.thread().unpark();
+        if handle.thread().id() == thread::current().id() {
+            // Dropped from inside a source called by the thread itself: it stops at its
+            // next check; joining here would wait for ourselves.
+            return false;
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut exited = lock(&self.shared.exited);
+        while !*exited {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            exited = self
+                .shared
+                .exited_cv
+                .wait_timeout(exited, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        let done = *exited;
+        drop(exited);
+        if done {
+            // The thread has left its loop: the join returns at once.
+            let _ = handle.join();
+        }
+        done
+    }
+
+    /// How long a blocking wait may sleep after a round that did `work`, given its
+    /// back-off and deadline: `None` means go again at once (yield first if `work`
+    /// is 0). Polls (at most [`MAX_IDLE_SLEEP`] asleep) only if `engine` needs it.
+    pub fn wait_slice(
+        engine: Option<&ProgressEngine>,
+        backoff: &mut Backoff,
+        work: usize,
+        deadline: &Deadline,
+    ) -> Option<Duration> {
+        idle_slice(
+            engine.is_some_and(ProgressEngine::needs_polling),
+            backoff,
+            work,
+            deadline,
+        )
+    }
+}
+
+/// The sleep of one round of a blocking wait. With `polling` (someone must drive
+/// progress and only the waiter will): the back-off, at most [`MAX_IDLE_SLEEP`].
+/// Without: at once after work, else [`LONG_SLICE`] (pushes wake the waiter earlier).
+/// Always capped by the deadline; `None` means go again at once.
+pub fn idle_slice(
+    polling: bool,
+    backoff: &mut Backoff,
+    work: usize,
+    deadline: &Deadline,
+) -> Option<Duration> {
+    let d = if polling {
+        backoff.next(work)?
+    } else if work > 0 {
+        return None;
+    } else {
+        LONG_SLICE
+    };
+    Some(match deadline.remaining() {
+        Some(r) => d.min(r),
+        None => d,
+    })
+}
+
+impl Drop for ProgressEngine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The auto thread's loop.
+fn run(shared: Arc<Shared>) {
+    let mut backoff = Backoff::new();
+    while !shared.stop.load(Ordering::Acquire) {
+        let work = match catch_unwind(AssertUnwindSafe(|| shared.drive())) {
+            Ok(w) => w,
+            Err(_) => {
+                shared.panics.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+        };
+        match backoff.next(work) {
+            None if work == 0 => thread::yield_now(),
+            None => {}
+            Some(d) => thread::park_timeout(d),
+        }
+    }
+    *lock(&shared.exited) = true;
+    shared.exited_cv.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that counts its calls and reports `work` each time.
+    struct Counting {
+        calls: AtomicU64,
+        work: AtomicUsize,
+    }
+
+    impl Counting {
+        fn new(work: usize) -> Arc<Counting> {
+            Arc::new(Counting {
+                calls: AtomicU64::new(0),
+                work: AtomicUsize::new(work),
+            })
+        }
+        fn calls(&self) -> u64 {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Progress for Counting {
+        fn progress(&self) -> usize {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.work.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Poll `cond` until true or `limit` passes.
+    fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if cond() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        cond()
+    }
+
+    #[test]
+    fn drive_calls_each_source_once_and_sums_work() {
+        let e = ProgressEngine::manual();
+        let a = Counting::new(2);
+        let b = Counting::new(3);
+        e.register(&a);
+        e.register(&b);
+        e.register(&a); // twice: still one entry
+        assert_eq!(e.sources(), 2);
+        assert_eq!(e.drive(), 5);
+        assert_eq!((a.calls(), b.calls()), (1, 1));
+        assert_eq!(e.drives(), 1);
+        assert!(e.needs_polling());
+    }
+
+    #[test]
+    fn dropping_a_source_unregisters_it() {
+        let e = ProgressEngine::manual();
+        let a = Counting::new(1);
+        let b = Counting::new(1);
+        e.register(&a);
+        e.register(&b);
+        drop(b);
+        assert_eq!(e.drive(), 1);
+        assert_eq!(e.sources(), 1, "the dead source was pruned");
+        assert!(e.unregister(&a));
+        assert!(!e.unregister(&a));
+        assert_eq!(e.sources(), 0);
+        assert_eq!(e.drive(), 0);
+        assert_eq!(a.calls(), 1);
+        assert!(!e.needs_polling());
+    }
+
+    #[test]
+    fn closures_are_sources_and_may_register_from_inside() {
+        let e = Arc::new(ProgressEngine::manual());
+        let inner = Counting::new(0);
+        let (e2, inner2) = (Arc::downgrade(&e), inner.clone());
+        let src = Arc::new(move || {
+            if let Some(e) = e2.upgrade() {
+                e.register(&inner2); // no deadlock: drive holds no lock while calling
+            }
+            1usize
+        });
+        e.register(&src);
+        assert_eq!(e.drive(), 1);
+        assert_eq!(e.sources(), 2);
+        e.drive();
+        assert_eq!(inner.calls(), 1);
+    }
+
+    #[test]
+    fn mode_from_core_progress() {
+        use ofi_core::enums::Progress as P;
+        assert_eq!(ProgressMode::from(P::Auto), ProgressMode::Auto);
+        assert_eq!(ProgressMode::from(P::Manual), ProgressMode::Manual);
+        assert_eq!(ProgressMode::from(P::Unspec), ProgressMode::Manual);
+    }
+
+    #[test]
+    fn backoff_spins_then_sleeps_at_most_a_millisecond() {
+        let mut b = Backoff::new();
+        assert_eq!(b.next(5), None);
+        for _ in 0..IDLE_SPINS {
+            assert_eq!(b.next(0), None);
+        }
+        let first = b.next(0).expect("sleeps after the spin");
+        assert_eq!(first, Duration::from_micros(32));
+        let mut last = first;
+        for _ in 0..100 {
+            let d = b.next(0).unwrap();
+            assert!(d >= last && d <= MAX_IDLE_SLEEP);
+            last = d;
+        }
+        assert_eq!(last, MAX_IDLE_SLEEP);
+        assert_eq!(b.next(1), None, "work resets the back-off");
+        assert_eq!(b.next(0), None);
+        b.reset();
+        assert_eq!(b.next(0), None);
+    }
+
+    #[test]
+    fn wait_slice_polls_only_for_manual_engines_with_sources() {
+        let d = Deadline::after_ms(-1);
+        let mut b = Backoff::new();
+        // No engine: sleep long (woken by pushes), but not after work.
+        assert_eq!(
+            ProgressEngine::wait_slice(None, &mut b, 0, &d),
+            Some(LONG_SLICE)
+        );
+        assert_eq!(ProgressEngine::wait_slice(None, &mut b, 1, &d), None);
+        // Manual engine with a source: the back-off.
+        let e = ProgressEngine::manual();
+        let s = Counting::new(0);
+        e.register(&s);
+        for _ in 0..IDLE_SPINS {
+            assert_eq!(ProgressEngine::wait_slice(Some(&e), &mut b, 0, &d), None);
+        }
+        let s1 = ProgressEngine::wait_slice(Some(&e), &mut b, 0, &d).unwrap();
+        assert!(s1 <= MAX_IDLE_SLEEP);
+        // A deadline caps the slice.
+        let short = Deadline::after_ms(0);
+        assert_eq!(
+            ProgressEngine::wait_slice(None, &mut b, 0, &short),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn auto_thread_drives_and_stops() {
+        let e = ProgressEngine::new(ProgressMode::Auto).unwrap();
+        assert!(e.is_running());
+        let s = Counting::new(0);
+        e.register(&s);
+        assert!(
+            eventually(Duration::from_secs(5), || s.calls() >= 3),
+            "the auto thread drives the source"
+        );
+        let t = Instant::now();
+        assert!(e.stop());
+        assert!(t.elapsed() < STOP_TIMEOUT, "the stop is prompt");
+        assert!(!e.is_running());
+        let after = s.calls();
+        thread::sleep(Duration::from_millis(20));
+        assert_eq!(s.calls(), after, "no progress after stop");
+        assert!(e.stop(), "stop is idempotent");
+    }
+
+    #[test]
+    fn auto_thread_stops_on_drop_and_survives_a_panicking_source() {
+        let e = ProgressEngine::new(ProgressMode::Auto).unwrap();
+        let boom = Arc::new(|| -> usize { panic!("source exploded") });
+        e.register(&boom);
+        assert!(eventually(Duration::from_secs(5), || e.caught_panics() >= 1));
+        assert!(e.is_running(), "the thread goes on after a panic");
+        let t = Instant::now();
+        drop(e);
+        assert!(t.elapsed() < STOP_TIMEOUT);
+    }
+
+    #[test]
+    fn auto_engine_dropped_from_its_own_thread_does_not_hang() {
+        // The source holds the last reference to the engine and drops it from inside
+        // progress, on the auto thread.
+        struct Holder {
+            engine: Mutex<Option<Arc<ProgressEngine>>>,
+            done: AtomicBool,
+        }
+        impl Progress for Holder {
+            fn progress(&self) -> usize {
+                drop(lock(&self.engine).take());
+                self.done.store(true, Ordering::SeqCst);
+                0
+            }
+        }
+        let e = Arc::new(ProgressEngine::new(ProgressMode::Auto).unwrap());
+        let h = Arc::new(Holder {
+            engine: Mutex::new(Some(e.clone())),
+            done: AtomicBool::new(false),
+        });
+        e.register(&h);
+        drop(e);
+        assert!(eventually(Duration::from_secs(5), || h
+            .done
+            .load(Ordering::SeqCst)));
+    }
+
+    #[test]
+    fn kick_and_manual_stop_are_harmless() {
+        let e = ProgressEngine::manual();
+        e.kick();
+        assert!(e.stop());
+        assert!(!e.is_running());
+        assert_eq!(e.mode(), ProgressMode::Manual);
+        assert!(format!("{e:?}").contains("Manual"));
+    }
+}
