@@ -1173,7 +1173,7 @@ where
         flags: u64,
         context: usize,
     ) -> Result<usize> {
-        let total = nodecnt.checked_mul(svccnt).unwrap_or(usize::MAX);
+        let total = nodecnt.saturating_mul(svccnt);
         if fi_addr.len() < total {
             return einval("av insertsym: fewer fabric address slots than nodecnt × svccnt");
         }

@@ -417,8 +417,8 @@ impl MrTable {
                 format!("mr_reg: remote range {remote_base:#x} + {total} overflows"),
             );
         }
-        let enabled = !self.mode.contains(MrMode::ENDPOINT)
-            && !(self.mode.contains(MrMode::RMA_EVENT) && flags & REG_RMA_EVENT != 0);
+        let needs_events = self.mode.contains(MrMode::RMA_EVENT) && flags & REG_RMA_EVENT != 0;
+        let enabled = !(self.mode.contains(MrMode::ENDPOINT) || needs_events);
 
         let mut inner = self.write();
         let key = if self.mode.contains(MrMode::PROV_KEY) {

@@ -1,10 +1,10 @@
 //! Runs the built `fi_info` binary, one test (or more) per option.
 //!
-//! The set of providers present at test time is not fixed, so these tests make their
-//! own conditions (a plugin directory in a temporary directory, hints that cannot
-//! match) and otherwise check shapes generically: every listing block has its six
-//! lines, every `type:` line matches a `-t` filter, and so on. Where getinfo finds
-//! nothing at all, the failure form (`fi_getinfo: -61 ...`, status 61) is checked.
+//! Every run sees the example vendor provider (`unixdgram`, `FI_EP_DGRAM`), built out of
+//! tree and loaded through `FI_PROVIDER_PATH`, plus whatever providers this build links
+//! in; `plugins.toml` is switched off. So listings are never empty, filters are checked
+//! against real results, and a filter that excludes everything must fail with the
+//! C tool's `fi_getinfo: -61 ...` form and status 61.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,11 +15,24 @@ struct Run {
     err: String,
 }
 
+#[allow(dead_code)]
+#[path = "../../ofi/tests/vendor/mod.rs"]
+mod vendor;
+
+/// A plugin directory holding the example provider, made once per test process.
+fn plugins() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| vendor::plugin_dir(&[(vendor::Variant::Good, vendor::LIB_NAME)]))
+        .path()
+}
+
 fn command() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_fi_info"));
-    for var in ["FI_PROVIDER", "FI_PROVIDER_PATH", "FI_LOG_LEVEL", "FI_HOOK"] {
+    for var in ["FI_PROVIDER", "FI_LOG_LEVEL", "FI_HOOK"] {
         c.env_remove(var);
     }
+    c.env("FI_PROVIDER_PATH", plugins());
+    c.env("OFI_PLUGINS_CONFIG", "/dev/null");
     c
 }
 
@@ -90,6 +103,14 @@ fn blocks(out: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A successful, non-empty listing (its blocks).
+fn listing(r: &Run) -> Vec<Vec<String>> {
+    assert_eq!(r.status, 0, "stdout: {}\nstderr: {}", r.out, r.err);
+    let bs = blocks(&r.out);
+    assert!(!bs.is_empty(), "{}", r.out);
+    bs
+}
+
 /// A successful listing (its blocks) or the ENODATA failure (no blocks).
 fn listing_or_nodata(r: &Run) -> Vec<Vec<String>> {
     if r.status == 0 {
@@ -137,11 +158,30 @@ fn field<'a>(block: &'a str, prefix: &str) -> Vec<&'a str> {
 #[test]
 fn default_listing_has_six_line_blocks() {
     let r = fi_info(&[]);
-    listing_or_nodata(&r);
+    let bs = listing(&r);
+    let ours: Vec<_> = bs
+        .iter()
+        .filter(|b| b[0] == "provider: unixdgram")
+        .collect();
+    assert_eq!(
+        ours.len(),
+        2,
+        "one entry per template (FI_AV_MAP, FI_AV_TABLE): {}",
+        r.out
+    );
+    assert_eq!(ours[0][3], "    version: 1.0");
+    assert_eq!(ours[0][4], "    type: FI_EP_DGRAM");
 }
 
 #[test]
 fn ep_type_filter_really_filters() {
+    // The example provider is DGRAM only: the DGRAM listing holds it, MSG and RDM don't.
+    let dgram = listing(&fi_info(&["-t", "FI_EP_DGRAM"]));
+    assert!(dgram.iter().any(|b| b[0] == "provider: unixdgram"));
+    for t in ["FI_EP_MSG", "FI_EP_RDM"] {
+        let r = fi_info(&["-t", t]);
+        assert!(!r.out.contains("provider: unixdgram"), "{}", r.out);
+    }
     for t in ["FI_EP_DGRAM", "FI_EP_MSG", "FI_EP_RDM"] {
         let r = fi_info(&["-t", t]);
         for b in listing_or_nodata(&r) {
@@ -196,6 +236,13 @@ fn domain_and_fabric_filters() {
 
 #[test]
 fn caps_filter() {
+    // The example provider offers FI_MSG, not FI_RMA.
+    assert!(listing(&fi_info(&["-c", "FI_MSG|FI_SEND"]))
+        .iter()
+        .any(|b| b[0] == "provider: unixdgram"));
+    assert!(!fi_info(&["-c", "FI_RMA"])
+        .out
+        .contains("provider: unixdgram"));
     let r = fi_info(&["-v", "-c", "FI_MSG"]);
     if r.status == 0 {
         for b in verbose_blocks(&r.out) {
@@ -210,6 +257,20 @@ fn caps_filter() {
 
 #[test]
 fn addr_format_filter() {
+    // The example provider's addresses are FI_ADDR_STR.
+    let r = fi_info(&["-v", "-a", "FI_ADDR_STR"]);
+    let bs = verbose_blocks(&r.out);
+    assert!(
+        bs.iter().any(|b| b.contains("prov_name: unixdgram")),
+        "{}",
+        r.out
+    );
+    for b in bs {
+        assert_eq!(field(&b, "    addr_format: "), ["FI_ADDR_STR"], "{b}");
+    }
+    assert!(!fi_info(&["-a", "fi_sockaddr_in6"])
+        .out
+        .contains("provider: unixdgram"));
     let r = fi_info(&["-v", "-a", "fi_sockaddr_in6"]);
     if r.status == 0 {
         for b in verbose_blocks(&r.out) {
@@ -608,7 +669,7 @@ fn env_lists_parameters() {
 
     let j = {
         let mut c = command();
-        c.args(["-e", "--json"]);
+        c.args(["-e", "--json"]).env("FI_PROVIDER_PATH", &spaced);
         run_cmd(c)
     };
     let v: serde_json::Value = serde_json::from_str(&j.out).expect("valid JSON");
@@ -639,4 +700,32 @@ fn getenv_filters_by_name() {
     }
     let r = fi_info(&["--getenv", "no_such_param_xyz"]);
     assert_eq!((r.status, r.out.as_str()), (0, ""));
+}
+
+#[test]
+fn plugin_parameters_are_listed_with_default_value_and_source() {
+    let r = fi_info(&["-g", "UNIXDGRAM"]);
+    assert_eq!(r.status, 0, "{}", r.err);
+    assert!(
+        r.out
+            .starts_with("# FI_UNIXDGRAM_MAX_MSG_SIZE: size_t\n# unixdgram: Largest message"),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("# default: 65536\n"), "{}", r.out);
+    let mut c = command();
+    c.args(["-g", "UNIXDGRAM_RX"])
+        .env("FI_UNIXDGRAM_RX_SIZE", "64");
+    let r = run_cmd(c);
+    assert!(
+        r.out
+            .contains("FI_UNIXDGRAM_RX_SIZE=64\n# source: environment\n"),
+        "{}",
+        r.out
+    );
+    assert!(
+        !r.out.contains("MAX_MSG_SIZE"),
+        "-g filters by name: {}",
+        r.out
+    );
 }

@@ -1,0 +1,1383 @@
+//! A completion queue ready to use: [`KitCq`] implements core's `CqOps` for all four
+//! entry formats, with error entries, source addresses, blocking reads, `fi_cq_signal`,
+//! a wait fd, overrun handling and the progress link.
+//!
+//! # For the provider
+//!
+//! Open one in `DomainOps::cq_open` with [`KitCq::new`] (or
+//! [`KitCq::with_progress`] to bind the domain's [`ProgressEngine`] at once) and name it
+//! as the domain's `Cq` type. The endpoint keeps a clone (clones share the queue) from
+//! its `bind` and reports completions with [`KitCq::push`] (a [`CqTaggedEntry`]; the
+//! fields the CQ's format lacks are dropped at read time) and failures with
+//! [`KitCq::push_err`] ([`CqError`], which owns its `err_data`).
+//!
+//! # Resource management and overrun
+//!
+//! The queue holds at most `size` entries (successes, errors and reservations
+//! together). With `FI_RM_ENABLED` the provider must not start an operation whose
+//! completion would not fit: check [`KitCq::has_room`], or better take a
+//! [`KitCq::reserve`] slot when the operation starts (`FI_EAGAIN` when full, which the
+//! application clears by reading) and complete through the [`CqReservation`]. With
+//! resource management disabled a push that does not fit is dropped and the CQ is
+//! *overrun*, as fi_cq(3) describes: reads still return the completions queued before,
+//! then report one error entry with `FI_EOVERRUN` (read → `FI_EAVAIL`, readerr → the
+//! entry); after that every read returns `FI_EOVERRUN` (the CQ is unusable; never
+//! `FI_EAGAIN`, which would promise that progress can clear it). Pushes after an overrun
+//! are dropped and return `FI_EOVERRUN`.
+//!
+//! # Reads
+//!
+//! - `read`/`readfrom` drive progress first (a read of zero entries too), then return
+//!   the successful completions queued before the first error entry: `FI_EAVAIL` if an
+//!   error entry is next, `FI_EAGAIN` if nothing is queued, and `Ok(0)` for a read of
+//!   zero entries when completions are waiting (as the C utility CQ does). `readfrom`
+//!   fills the source address of each entry (`FI_ADDR_NOTAVAIL` when the provider had
+//!   none).
+//! - `readerr` returns the oldest error entry (or the overrun entry); `FI_EAGAIN` if
+//!   there is none. Its `err_data` is kept by the CQ and handed out as a pointer valid
+//!   until the next `readerr` — the "provider buffer" convention of fi_cq(3). The kit
+//!   forbids `unsafe`, so it cannot copy into a buffer the caller passed in
+//!   `err_data`/`err_data_size`: it always points `err_data` at its own copy and sets
+//!   `err_data_size` to its length (a caller reading through the returned pointer, as
+//!   core's `CompletionQueue::readerr` does, sees the data either way).
+//! - `sread` (`FI_WAIT_NONE`: `FI_ENOSYS`; zero entries: `FI_EINVAL`) blocks until the
+//!   threshold (or one entry) is queued, an error entry is next, `fi_cq_signal` is
+//!   called, or the timeout passes (`FI_EAGAIN`; with fewer than the threshold queued it
+//!   returns those). A signal with nothing queued returns `FI_EAGAIN` — also to the next
+//!   `sread` if nobody was waiting.
+//! - A buffer whose format is not the CQ's is `FI_EINVAL`; `readfrom` with fewer address
+//!   slots than entries is `FI_EINVAL`.
+//!
+//! # Invariants and costs
+//!
+//! The ring is allocated at open (`size` slots) and never grows; reads, pushes of
+//! successes and reservations allocate nothing (`push_err` stores the error the caller
+//! built). One mutex guards the queue; progress is always driven without holding it,
+//! so a progress source may push into the CQ it is driven from. The wait fd (modes
+//! `FI_WAIT_FD`/`FI_WAIT_UNSPEC`) is readable exactly while a read would not return
+//! `FI_EAGAIN` (or a signal is pending).
+//!
+//! # What may panic
+//!
+//! Nothing: bad input is an `Error`, poisoned locks are recovered.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+
+use ofi_core::abi::raw::{CqErrEntry, CqTaggedEntry};
+use ofi_core::cq::{CqAttr, CqBuf};
+use ofi_core::enums::{CqFormat, ADDR_NOTAVAIL};
+use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
+use ofi_core::provider::CqOps;
+
+use crate::progress::{Backoff, ProgressEngine};
+use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+
+/// The size of a CQ opened with size 0.
+pub const DEFAULT_CQ_SIZE: usize = 1024;
+/// The largest CQ size accepted.
+pub const MAX_CQ_SIZE: usize = 1 << 20;
+
+/// A provider's text for its own error codes (`fi_cq_strerror`, `fi_eq_strerror`).
+pub type StrerrorFn = fn(prov_errno: i32, err_data: &[u8]) -> String;
+
+/// An error completion as the provider reports it: the fields of `fi_cq_err_entry`,
+/// with the error data owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CqError {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Length of data received.
+    pub len: usize,
+    /// Where data was placed (an address, as an integer).
+    pub buf: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Length of data that did not fit (truncation).
+    pub olen: usize,
+    /// The error.
+    pub err: Errno,
+    /// Provider-specific error code.
+    pub prov_errno: i32,
+    /// Provider-specific error data.
+    pub err_data: Vec<u8>,
+}
+
+impl CqError {
+    /// An error entry for the operation `op_context` failing with `err`; other fields
+    /// zero.
+    pub fn new(op_context: usize, err: Errno) -> CqError {
+        CqError {
+            op_context,
+            flags: 0,
+            len: 0,
+            buf: 0,
+            data: 0,
+            tag: 0,
+            olen: 0,
+            err,
+            prov_errno: 0,
+            err_data: Vec::new(),
+        }
+    }
+}
+
+/// A queued success (the tagged entry, its buffer address as an integer so the queue is
+/// `Send`, and the source address).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    op_context: usize,
+    flags: u64,
+    len: usize,
+    buf: usize,
+    data: u64,
+    tag: u64,
+    src: u64,
+}
+
+impl Slot {
+    fn new(e: &CqTaggedEntry, src: u64) -> Slot {
+        Slot {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf as usize,
+            data: e.data,
+            tag: e.tag,
+            src,
+        }
+    }
+
+    fn entry(&self) -> CqTaggedEntry {
+        CqTaggedEntry {
+            op_context: self.op_context,
+            flags: self.flags,
+            len: self.len,
+            buf: self.buf as *mut c_void,
+            data: self.data,
+            tag: self.tag,
+        }
+    }
+}
+
+/// Overrun state of a CQ or EQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overrun {
+    /// Never overrun.
+    No,
+    /// Overrun; the `FI_EOVERRUN` error entry has not been read yet.
+    Pending,
+    /// Overrun and reported: every read fails with `FI_EOVERRUN`.
+    Reported,
+}
+
+struct CqState {
+    /// Successful completions, oldest first.
+    ring: VecDeque<Slot>,
+    /// Error entries, each with the number of successes pushed before it (its place in
+    /// the stream).
+    errs: VecDeque<(u64, CqError)>,
+    /// Successes ever removed from `ring` (the sequence number of its front).
+    head: u64,
+    /// Slots promised to reservations.
+    reserved: usize,
+    overrun: Overrun,
+    /// Completions dropped by overrun.
+    dropped: u64,
+    /// `fi_cq_signal` pending.
+    wake: bool,
+    /// Threads blocked in `sread`.
+    sleepers: usize,
+    /// The error data handed out by the last `readerr`.
+    err_data: Vec<u8>,
+}
+
+impl CqState {
+    /// Successes readable before the next error entry.
+    fn avail(&self) -> usize {
+        match self.errs.front() {
+            Some((seq, _)) => (seq.saturating_sub(self.head) as usize).min(self.ring.len()),
+            None => self.ring.len(),
+        }
+    }
+
+    /// Entries counted against the size.
+    fn used(&self) -> usize {
+        self.ring.len() + self.errs.len() + self.reserved
+    }
+
+    /// True if nothing more can be read past what is queued (an error or overrun is
+    /// next).
+    fn blocked(&self) -> bool {
+        !self.errs.is_empty() || self.overrun != Overrun::No
+    }
+
+    /// The error of a read that finds no success to return.
+    fn empty_error(&self) -> Error {
+        if !self.errs.is_empty() || self.overrun == Overrun::Pending {
+            Error::code_only(Errno::EAVAIL)
+        } else if self.overrun == Overrun::Reported {
+            Error::new(Errno::EOVERRUN, "the CQ was overrun")
+        } else {
+            Error::code_only(Errno::EAGAIN)
+        }
+    }
+
+    /// True if a read would not return `FI_EAGAIN`, or a signal is pending.
+    fn ready(&self) -> bool {
+        !self.ring.is_empty() || self.blocked() || self.wake
+    }
+}
+
+struct CqShared {
+    format: CqFormat,
+    size: usize,
+    mode: WaitMode,
+    threshold_cond: bool,
+    state: Mutex<CqState>,
+    cv: Condvar,
+    fd: Option<WaitFd>,
+    progress: OnceLock<Arc<ProgressEngine>>,
+    sets: Mutex<Vec<KitWait>>,
+    has_sets: AtomicBool,
+    strerror: OnceLock<StrerrorFn>,
+}
+
+impl CqShared {
+    #[inline]
+    fn drive(&self) -> usize {
+        match self.progress.get() {
+            Some(e) => e.drive(),
+            None => 0,
+        }
+    }
+
+    /// Keep the fd in step with the state (called with the lock held).
+    #[inline]
+    fn refresh_fd(&self, st: &CqState) {
+        if let Some(fd) = &self.fd {
+            fd.update(st.ready());
+        }
+    }
+
+    /// After a change that may make the CQ ready: fd, sleepers (lock held).
+    fn notify_locked(&self, st: &CqState) {
+        self.refresh_fd(st);
+        if st.sleepers > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Signal the attached wait sets (lock not held).
+    fn notify_sets(&self) {
+        if self.has_sets.load(Ordering::Acquire) {
+            for s in lock(&self.sets).iter() {
+                s.signal();
+            }
+        }
+    }
+
+    fn overflow(&self, st: &mut CqState) -> Error {
+        st.dropped += 1;
+        if st.overrun == Overrun::No {
+            st.overrun = Overrun::Pending;
+            self.notify_locked(st);
+        }
+        Error::new(
+            Errno::EOVERRUN,
+            "CQ overrun: completion dropped (the queue is full)",
+        )
+    }
+
+    /// Queue a success; `reserved` if it uses a reservation.
+    fn push(&self, e: &CqTaggedEntry, src: u64, reserved: bool) -> Result<()> {
+        {
+            let mut st = lock(&self.state);
+            if reserved {
+                st.reserved = st.reserved.saturating_sub(1);
+            }
+            if st.overrun != Overrun::No {
+                st.dropped += 1;
+                return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
+            }
+            if st.used() >= self.size {
+                return Err(self.overflow(&mut st));
+            }
+            st.ring.push_back(Slot::new(e, src));
+            self.notify_locked(&st);
+        }
+        self.notify_sets();
+        Ok(())
+    }
+
+    /// Queue an error entry; `reserved` if it uses a reservation.
+    fn push_err(&self, e: CqError, reserved: bool) -> Result<()> {
+        {
+            let mut st = lock(&self.state);
+            if reserved {
+                st.reserved = st.reserved.saturating_sub(1);
+            }
+            if st.overrun != Overrun::No {
+                st.dropped += 1;
+                return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
+            }
+            if st.used() >= self.size {
+                return Err(self.overflow(&mut st));
+            }
+            let seq = st.head + st.ring.len() as u64;
+            st.errs.push_back((seq, e));
+            self.notify_locked(&st);
+        }
+        self.notify_sets();
+        Ok(())
+    }
+
+    /// Move up to `buf.len()` readable successes into `buf` (and `src`).
+    fn take(
+        &self,
+        st: &mut CqState,
+        buf: &mut CqBuf<'_>,
+        mut src: Option<&mut [u64]>,
+    ) -> Result<usize> {
+        let avail = st.avail();
+        if avail == 0 {
+            return Err(st.empty_error());
+        }
+        let n = avail.min(buf.len());
+        for i in 0..n {
+            let Some(s) = st.ring.pop_front() else { break };
+            buf.set(i, &s.entry());
+            if let Some(src) = src.as_deref_mut() {
+                if let Some(slot) = src.get_mut(i) {
+                    *slot = s.src;
+                }
+            }
+        }
+        st.head += n as u64;
+        self.refresh_fd(st);
+        Ok(n)
+    }
+
+    fn check(&self, buf: &CqBuf<'_>, src: &Option<&mut [u64]>) -> Result<()> {
+        if buf.format() != self.format {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "CQ read buffer is not of the CQ's format",
+            ));
+        }
+        if src.as_ref().is_some_and(|s| s.len() < buf.len()) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "readfrom: fewer address slots than entries",
+            ));
+        }
+        Ok(())
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.progress
+            .get()
+            .is_some_and(|e| ProgressEngine::needs_polling(e))
+    }
+}
+
+impl Waitable for CqShared {
+    fn drive_progress(&self) -> usize {
+        self.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        lock(&self.state).ready()
+    }
+
+    fn needs_polling(&self) -> bool {
+        CqShared::needs_polling(self)
+    }
+}
+
+/// A completion queue (see the module docs). Clones share the queue: the domain hands
+/// one to the host and endpoints keep others to push completions.
+#[derive(Clone)]
+pub struct KitCq {
+    inner: Arc<CqShared>,
+}
+
+impl std::fmt::Debug for KitCq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = lock(&self.inner.state);
+        f.debug_struct("KitCq")
+            .field("format", &self.inner.format)
+            .field("size", &self.inner.size)
+            .field("queued", &st.ring.len())
+            .field("errors", &st.errs.len())
+            .field("overrun", &st.overrun)
+            .finish()
+    }
+}
+
+impl KitCq {
+    /// Open a CQ: format `Unspec` means `Context`, size 0 means [`DEFAULT_CQ_SIZE`].
+    /// `FI_EINVAL` for a size over [`MAX_CQ_SIZE`] or flags other than `FI_AFFINITY`;
+    /// `FI_ENOSYS` for `FI_WAIT_SET`/`FI_WAIT_POLLFD`.
+    pub fn new(attr: &CqAttr) -> Result<KitCq> {
+        let format = match attr.format {
+            CqFormat::Unspec => CqFormat::Context,
+            f => f,
+        };
+        let size = match attr.size {
+            0 => DEFAULT_CQ_SIZE,
+            s if s > MAX_CQ_SIZE => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("CQ size {s} is over the limit of {MAX_CQ_SIZE}"),
+                ))
+            }
+            s => s,
+        };
+        let unknown = attr.flags & !OpFlags::AFFINITY.bits();
+        if unknown != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("CQ flags {unknown:#x} are not supported"),
+            ));
+        }
+        let mode = WaitMode::resolve(attr.wait_obj)?;
+        Ok(KitCq {
+            inner: Arc::new(CqShared {
+                format,
+                size,
+                mode,
+                threshold_cond: attr.wait_cond == ofi_core::enums::CqWaitCond::Threshold,
+                state: Mutex::new(CqState {
+                    ring: VecDeque::with_capacity(size),
+                    errs: VecDeque::new(),
+                    head: 0,
+                    reserved: 0,
+                    overrun: Overrun::No,
+                    dropped: 0,
+                    wake: false,
+                    sleepers: 0,
+                    err_data: Vec::new(),
+                }),
+                cv: Condvar::new(),
+                fd: mode.make_fd()?,
+                progress: OnceLock::new(),
+                sets: Mutex::new(Vec::new()),
+                has_sets: AtomicBool::new(false),
+                strerror: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// [`KitCq::new`], bound to `engine`.
+    pub fn with_progress(attr: &CqAttr, engine: Arc<ProgressEngine>) -> Result<KitCq> {
+        let cq = KitCq::new(attr)?;
+        cq.bind_progress(engine)?;
+        Ok(cq)
+    }
+
+    /// Link the domain's progress engine: every read and wait drives it. Binding the
+    /// same engine again is a no-op; another engine is `FI_EINVAL`.
+    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
+        bind_once(&self.inner.progress, engine, "CQ")
+    }
+
+    /// The bound progress engine.
+    pub fn progress_engine(&self) -> Option<&Arc<ProgressEngine>> {
+        self.inner.progress.get()
+    }
+
+    /// Attach to a wait set: each push signals it, and its `wait` watches this CQ.
+    pub fn attach_wait(&self, set: &KitWait) {
+        set.add(self.waitable());
+        let mut g = lock(&self.inner.sets);
+        if !g.iter().any(|s| s.same(set)) {
+            g.push(set.clone());
+        }
+        self.inner.has_sets.store(true, Ordering::Release);
+    }
+
+    /// This CQ as a wait-set or poll-set member.
+    pub fn waitable(&self) -> Weak<dyn Waitable> {
+        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
+    }
+
+    /// Set the text `strerror` gives for provider error codes (once).
+    pub fn set_strerror(&self, f: StrerrorFn) {
+        let _ = self.inner.strerror.set(f);
+    }
+
+    /// The entry format.
+    pub fn format(&self) -> CqFormat {
+        self.inner.format
+    }
+
+    /// The capacity.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// The wait mode.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.mode
+    }
+
+    /// True if the CQ was opened with `FI_CQ_COND_THRESHOLD`.
+    pub fn has_threshold_cond(&self) -> bool {
+        self.inner.threshold_cond
+    }
+
+    /// Entries queued (successes and errors).
+    pub fn len(&self) -> usize {
+        let st = lock(&self.inner.state);
+        st.ring.len() + st.errs.len()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True if one more completion fits (entries + reservations < size) and the CQ is
+    /// not overrun. With `FI_RM_ENABLED`, check before starting an operation and return
+    /// `FI_EAGAIN` to the application if false.
+    pub fn has_room(&self) -> bool {
+        let st = lock(&self.inner.state);
+        st.overrun == Overrun::No && st.used() < self.inner.size
+    }
+
+    /// How many more completions fit.
+    pub fn room(&self) -> usize {
+        let st = lock(&self.inner.state);
+        if st.overrun != Overrun::No {
+            return 0;
+        }
+        self.inner.size.saturating_sub(st.used())
+    }
+
+    /// True once the CQ has been overrun.
+    pub fn is_overrun(&self) -> bool {
+        lock(&self.inner.state).overrun != Overrun::No
+    }
+
+    /// Completions dropped because the CQ was full or overrun.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.inner.state).dropped
+    }
+
+    /// Reserve room for one completion (resource management): `FI_EAGAIN` if full,
+    /// `FI_EOVERRUN` if overrun. Dropping the reservation unused gives the room back.
+    pub fn reserve(&self) -> Result<CqReservation> {
+        let mut st = lock(&self.inner.state);
+        if st.overrun != Overrun::No {
+            return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
+        }
+        if st.used() >= self.inner.size {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        st.reserved += 1;
+        Ok(CqReservation {
+            cq: Some(self.inner.clone()),
+        })
+    }
+
+    /// Report a successful completion with its source address (`ADDR_NOTAVAIL` if
+    /// none). Fields the CQ's format lacks are ignored. `FI_EOVERRUN` if it did not fit
+    /// (the completion is dropped and the CQ is overrun) or the CQ was overrun before.
+    pub fn push(&self, entry: &CqTaggedEntry, src: u64) -> Result<()> {
+        self.inner.push(entry, src, false)
+    }
+
+    /// [`push`](Self::push) without a source address.
+    pub fn push_entry(&self, entry: &CqTaggedEntry) -> Result<()> {
+        self.inner.push(entry, ADDR_NOTAVAIL, false)
+    }
+
+    /// Report a failed operation; reads return `FI_EAVAIL` when it is next.
+    /// `FI_EOVERRUN` as for [`push`](Self::push).
+    pub fn push_err(&self, err: CqError) -> Result<()> {
+        self.inner.push_err(err, false)
+    }
+}
+
+/// Bind `engine` into `slot` once (shared by CQ, counter and EQ).
+pub(crate) fn bind_once(
+    slot: &OnceLock<Arc<ProgressEngine>>,
+    engine: Arc<ProgressEngine>,
+    what: &str,
+) -> Result<()> {
+    let e = engine.clone();
+    let cur = slot.get_or_init(|| e);
+    if Arc::ptr_eq(cur, &engine) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Errno::EINVAL,
+            format!("{what} is already bound to another progress engine"),
+        ))
+    }
+}
+
+/// Room for one completion, held from the start of an operation to its completion.
+/// Complete with [`push`](Self::push) or [`push_err`](Self::push_err); dropping it
+/// unused releases the room.
+#[must_use = "dropping a reservation releases it"]
+pub struct CqReservation {
+    cq: Option<Arc<CqShared>>,
+}
+
+impl std::fmt::Debug for CqReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CqReservation").finish_non_exhaustive()
+    }
+}
+
+impl CqReservation {
+    /// Report the operation's success into the reserved room.
+    pub fn push(mut self, entry: &CqTaggedEntry, src: u64) -> Result<()> {
+        match self.cq.take() {
+            Some(cq) => cq.push(entry, src, true),
+            None => Ok(()),
+        }
+    }
+
+    /// Report the operation's failure into the reserved room.
+    pub fn push_err(mut self, err: CqError) -> Result<()> {
+        match self.cq.take() {
+            Some(cq) => cq.push_err(err, true),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CqReservation {
+    fn drop(&mut self) {
+        if let Some(cq) = self.cq.take() {
+            let mut st = lock(&cq.state);
+            st.reserved = st.reserved.saturating_sub(1);
+        }
+    }
+}
+
+impl Waitable for KitCq {
+    fn drive_progress(&self) -> usize {
+        self.inner.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        lock(&self.inner.state).ready()
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.inner.needs_polling()
+    }
+}
+
+impl CqOps for KitCq {
+    fn read(&self, mut buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
+        let inner = &*self.inner;
+        inner.check(&buf, &src)?;
+        inner.drive();
+        let mut st = lock(&inner.state);
+        inner.take(&mut st, &mut buf, src)
+    }
+
+    fn readerr(&self, entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+        let inner = &*self.inner;
+        let mut st = lock(&inner.state);
+        let st = &mut *st;
+        if let Some((_, e)) = st.errs.pop_front() {
+            st.err_data = e.err_data;
+            *entry = CqErrEntry {
+                op_context: e.op_context,
+                flags: e.flags,
+                len: e.len,
+                buf: e.buf as *mut c_void,
+                data: e.data,
+                tag: e.tag,
+                olen: e.olen,
+                err: e.err.0,
+                prov_errno: e.prov_errno,
+                err_data: if st.err_data.is_empty() {
+                    std::ptr::null_mut()
+                } else {
+                    st.err_data.as_mut_ptr() as *mut c_void
+                },
+                err_data_size: st.err_data.len(),
+            };
+        } else if st.overrun == Overrun::Pending {
+            st.overrun = Overrun::Reported;
+            st.err_data.clear();
+            *entry = CqErrEntry {
+                err: Errno::EOVERRUN.0,
+                ..CqErrEntry::default()
+            };
+        } else {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        inner.refresh_fd(st);
+        Ok(())
+    }
+
+    fn sread(
+        &self,
+        mut buf: CqBuf<'_>,
+        src: Option<&mut [u64]>,
+        threshold: Option<usize>,
+        timeout: i32,
+    ) -> Result<usize> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "sread on a CQ opened with FI_WAIT_NONE",
+            ));
+        }
+        inner.check(&buf, &src)?;
+        if buf.is_empty() {
+            return Err(Error::new(Errno::EINVAL, "sread of zero entries"));
+        }
+        let want = threshold.unwrap_or(1).clamp(1, buf.len());
+        let deadline = Deadline::after_ms(timeout);
+        let mut backoff = Backoff::new();
+        loop {
+            let work = inner.drive();
+            let mut st = lock(&inner.state);
+            let avail = st.avail();
+            let expired = deadline.expired();
+            if avail > 0 && (avail >= want || st.blocked() || st.wake || expired) {
+                st.wake = false;
+                return inner.take(&mut st, &mut buf, src);
+            }
+            if avail == 0 && st.blocked() {
+                return Err(st.empty_error());
+            }
+            if st.wake {
+                st.wake = false;
+                inner.refresh_fd(&st);
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+            if expired {
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+            let engine = inner.progress.get().map(|e| &**e);
+            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+                None => {
+                    drop(st);
+                    std::thread::yield_now();
+                }
+                Some(d) => {
+                    st.sleepers += 1;
+                    let mut st = wait_for(&inner.cv, st, d);
+                    st.sleepers -= 1;
+                }
+            }
+        }
+    }
+
+    fn signal(&self) -> Result<()> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "signal on a CQ opened with FI_WAIT_NONE",
+            ));
+        }
+        {
+            let mut st = lock(&inner.state);
+            st.wake = true;
+            inner.refresh_fd(&st);
+            inner.cv.notify_all();
+        }
+        inner.notify_sets();
+        Ok(())
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        match self.inner.strerror.get() {
+            Some(f) => f(prov_errno, err_data),
+            None => ofi_core::error::strerror(prov_errno).into_owned(),
+        }
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        match &self.inner.fd {
+            Some(fd) => Ok(fd.fd()),
+            None => Err(Error::new(
+                Errno::ENOSYS,
+                "this CQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofi_core::abi::raw::{CqDataEntry, CqEntry, CqMsgEntry};
+    use ofi_core::enums::{CqWaitCond, WaitObj};
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    fn attr(format: CqFormat, size: usize, wait_obj: WaitObj) -> CqAttr {
+        CqAttr {
+            size,
+            format,
+            wait_obj,
+            ..CqAttr::default()
+        }
+    }
+
+    fn cq(format: CqFormat, size: usize) -> KitCq {
+        KitCq::new(&attr(format, size, WaitObj::Unspec)).unwrap()
+    }
+
+    fn tagged(ctx: usize) -> CqTaggedEntry {
+        CqTaggedEntry {
+            op_context: ctx,
+            flags: (OpFlags::RECV | OpFlags::TAGGED).bits(),
+            len: ctx * 10,
+            buf: (0x1000 + ctx) as *mut c_void,
+            data: ctx as u64 + 100,
+            tag: ctx as u64 + 200,
+        }
+    }
+
+    fn code<T: std::fmt::Debug>(r: Result<T>) -> Errno {
+        r.unwrap_err().code()
+    }
+
+    fn read_ctx(q: &KitCq, n: usize) -> Result<Vec<usize>> {
+        let mut b = vec![CqEntry::default(); n];
+        let k = q.read(CqBuf::Context(&mut b), None)?;
+        Ok(b[..k].iter().map(|e| e.op_context).collect())
+    }
+
+    /// A progress source counting its calls; on each call pushes the entries of
+    /// `pending` into `cq`.
+    struct Src {
+        calls: AtomicUsize,
+        cq: Mutex<Option<KitCq>>,
+        pending: Mutex<Vec<usize>>,
+    }
+
+    impl Src {
+        fn new() -> Arc<Src> {
+            Arc::new(Src {
+                calls: AtomicUsize::new(0),
+                cq: Mutex::new(None),
+                pending: Mutex::new(Vec::new()),
+            })
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl crate::progress::Progress for Src {
+        fn progress(&self) -> usize {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let cq = lock(&self.cq).clone();
+            let work: Vec<usize> = lock(&self.pending).drain(..).collect();
+            if let Some(cq) = cq {
+                for c in &work {
+                    cq.push_entry(&tagged(*c)).unwrap();
+                }
+            }
+            work.len()
+        }
+    }
+
+    fn engine_with(src: &Arc<Src>) -> Arc<ProgressEngine> {
+        let e = Arc::new(ProgressEngine::manual());
+        e.register(src);
+        e
+    }
+
+    #[test]
+    fn open_attributes() {
+        let q = KitCq::new(&CqAttr::default()).unwrap();
+        assert_eq!(q.format(), CqFormat::Context);
+        assert_eq!(q.size(), DEFAULT_CQ_SIZE);
+        assert_eq!(q.wait_mode(), WaitMode::None);
+        assert!(!q.has_threshold_cond());
+        let e = KitCq::new(&attr(CqFormat::Msg, MAX_CQ_SIZE + 1, WaitObj::None)).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert!(e.message().contains("size"));
+        let mut a = attr(CqFormat::Msg, 8, WaitObj::None);
+        a.flags = OpFlags::AFFINITY.bits();
+        KitCq::new(&a).unwrap();
+        a.flags = 1 << 3;
+        assert_eq!(code(KitCq::new(&a)), Errno::EINVAL);
+        assert_eq!(
+            code(KitCq::new(&attr(CqFormat::Msg, 8, WaitObj::Set))),
+            Errno::ENOSYS
+        );
+        let mut a = attr(CqFormat::Tagged, 8, WaitObj::Fd);
+        a.wait_cond = CqWaitCond::Threshold;
+        let q = KitCq::new(&a).unwrap();
+        assert!(q.has_threshold_cond());
+        assert!(format!("{q:?}").contains("Tagged"));
+    }
+
+    #[test]
+    fn all_four_formats_keep_their_fields() {
+        let q = cq(CqFormat::Context, 8);
+        q.push_entry(&tagged(1)).unwrap();
+        let mut b = [CqEntry::default(); 2];
+        assert_eq!(q.read(CqBuf::Context(&mut b), None).unwrap(), 1);
+        assert_eq!(b[0].op_context, 1);
+
+        let q = cq(CqFormat::Msg, 8);
+        q.push_entry(&tagged(2)).unwrap();
+        let mut b = [CqMsgEntry::default(); 2];
+        assert_eq!(q.read(CqBuf::Msg(&mut b), None).unwrap(), 1);
+        assert_eq!((b[0].op_context, b[0].len), (2, 20));
+        assert_eq!(b[0].flags, tagged(2).flags);
+
+        let q = cq(CqFormat::Data, 8);
+        q.push_entry(&tagged(3)).unwrap();
+        let mut b = [CqDataEntry::default(); 2];
+        assert_eq!(q.read(CqBuf::Data(&mut b), None).unwrap(), 1);
+        assert_eq!((b[0].data, b[0].buf as usize), (103, 0x1003));
+
+        let q = cq(CqFormat::Tagged, 8);
+        q.push_entry(&tagged(4)).unwrap();
+        let mut b = [CqTaggedEntry::default(); 2];
+        assert_eq!(q.read(CqBuf::Tagged(&mut b), None).unwrap(), 1);
+        assert_eq!(b[0], tagged(4));
+    }
+
+    #[test]
+    fn read_errors() {
+        let q = cq(CqFormat::Msg, 8);
+        // Wrong format.
+        let mut b = [CqEntry::default(); 1];
+        assert_eq!(code(q.read(CqBuf::Context(&mut b), None)), Errno::EINVAL);
+        // Empty: EAGAIN, also for zero entries.
+        let mut m = [CqMsgEntry::default(); 2];
+        assert_eq!(code(q.read(CqBuf::Msg(&mut m), None)), Errno::EAGAIN);
+        assert_eq!(code(q.read(CqBuf::Msg(&mut []), None)), Errno::EAGAIN);
+        // readfrom with too few address slots.
+        let mut src = [0u64; 1];
+        assert_eq!(
+            code(q.read(CqBuf::Msg(&mut m), Some(&mut src))),
+            Errno::EINVAL
+        );
+        // Zero entries with completions waiting: Ok(0), nothing consumed.
+        q.push_entry(&tagged(1)).unwrap();
+        assert_eq!(q.read(CqBuf::Msg(&mut []), None).unwrap(), 0);
+        assert_eq!(q.len(), 1);
+        let mut e = CqErrEntry::default();
+        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+    }
+
+    #[test]
+    fn reads_are_fifo_and_bounded_by_the_buffer() {
+        let q = cq(CqFormat::Context, 16);
+        for c in 1..=5 {
+            q.push_entry(&tagged(c)).unwrap();
+        }
+        assert_eq!(read_ctx(&q, 2).unwrap(), vec![1, 2]);
+        assert_eq!(read_ctx(&q, 10).unwrap(), vec![3, 4, 5]);
+        assert_eq!(code(read_ctx(&q, 1)), Errno::EAGAIN);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn readfrom_returns_source_addresses() {
+        let q = cq(CqFormat::Msg, 8);
+        q.push(&tagged(1), 42).unwrap();
+        q.push_entry(&tagged(2)).unwrap();
+        let mut m = [CqMsgEntry::default(); 2];
+        let mut src = [0u64; 2];
+        assert_eq!(q.read(CqBuf::Msg(&mut m), Some(&mut src)).unwrap(), 2);
+        assert_eq!(src, [42, ADDR_NOTAVAIL]);
+    }
+
+    #[test]
+    fn error_entries_come_in_order_with_eavail() {
+        let q = cq(CqFormat::Context, 8);
+        q.push_entry(&tagged(1)).unwrap();
+        let mut err = CqError::new(2, Errno::ETRUNC);
+        err.olen = 7;
+        err.prov_errno = -5;
+        err.tag = 9;
+        err.err_data = vec![1, 2, 3];
+        q.push_err(err).unwrap();
+        q.push_entry(&tagged(3)).unwrap();
+        assert_eq!(q.len(), 3);
+        // The success before the error is returned, then EAVAIL.
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1]);
+        assert_eq!(code(read_ctx(&q, 8)), Errno::EAVAIL);
+        assert_eq!(code(read_ctx(&q, 0)), Errno::EAVAIL);
+        let mut e = CqErrEntry {
+            err_data_size: 0,
+            ..CqErrEntry::default()
+        };
+        q.readerr(&mut e, 0).unwrap();
+        assert_eq!(e.op_context, 2);
+        assert_eq!(e.err, Errno::ETRUNC.0);
+        assert_eq!((e.olen, e.prov_errno, e.tag), (7, -5, 9));
+        assert_eq!(e.err_data_size, 3);
+        assert!(!e.err_data.is_null());
+        // The data is the CQ's own copy, kept until the next readerr.
+        assert_eq!(lock(&q.inner.state).err_data, vec![1, 2, 3]);
+        assert_eq!(
+            lock(&q.inner.state).err_data.as_ptr() as *mut c_void,
+            e.err_data
+        );
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![3]);
+        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+    }
+
+    #[test]
+    fn readerr_takes_an_error_queued_behind_successes() {
+        let q = cq(CqFormat::Context, 8);
+        q.push_entry(&tagged(1)).unwrap();
+        q.push_err(CqError::new(2, Errno::ECANCELED)).unwrap();
+        let mut e = CqErrEntry::default();
+        q.readerr(&mut e, 0).unwrap();
+        assert_eq!((e.op_context, e.err), (2, Errno::ECANCELED.0));
+        assert!(e.err_data.is_null());
+        assert_eq!(e.err_data_size, 0);
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn overrun_without_resource_management() {
+        let q = cq(CqFormat::Context, 2);
+        q.push_entry(&tagged(1)).unwrap();
+        q.push_entry(&tagged(2)).unwrap();
+        assert!(!q.has_room());
+        let e = q.push_entry(&tagged(3)).unwrap_err();
+        assert_eq!(e.code(), Errno::EOVERRUN);
+        assert!(q.is_overrun());
+        assert_eq!(code(q.push_entry(&tagged(4))), Errno::EOVERRUN);
+        assert_eq!(code(q.push_err(CqError::new(5, Errno::EIO))), Errno::EOVERRUN);
+        assert_eq!(q.dropped(), 3);
+        // The valid completions first, then the overrun error entry.
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2]);
+        assert_eq!(code(read_ctx(&q, 8)), Errno::EAVAIL);
+        let mut e = CqErrEntry::default();
+        q.readerr(&mut e, 0).unwrap();
+        assert_eq!(e.err, Errno::EOVERRUN.0);
+        // Fatal from then on: reads fail with EOVERRUN, never EAGAIN.
+        assert_eq!(code(read_ctx(&q, 8)), Errno::EOVERRUN);
+        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+        assert_eq!(code(q.reserve()), Errno::EOVERRUN);
+        assert_eq!(q.room(), 0);
+    }
+
+    #[test]
+    fn reservations_for_resource_management() {
+        let q = cq(CqFormat::Context, 2);
+        assert_eq!(q.room(), 2);
+        let r1 = q.reserve().unwrap();
+        let r2 = q.reserve().unwrap();
+        assert!(!q.has_room());
+        assert_eq!(code(q.reserve()), Errno::EAGAIN);
+        // An unreserved push would overrun; don't. Release one by dropping it.
+        drop(r2);
+        assert!(q.has_room());
+        r1.push(&tagged(1), 7).unwrap();
+        let r3 = q.reserve().unwrap();
+        r3.push_err(CqError::new(2, Errno::EIO)).unwrap();
+        assert_eq!(q.room(), 0);
+        assert!(!q.is_overrun());
+        assert_eq!(read_ctx(&q, 4).unwrap(), vec![1]);
+        let mut e = CqErrEntry::default();
+        q.readerr(&mut e, 0).unwrap();
+        assert_eq!(q.room(), 2);
+        assert!(format!("{:?}", q.reserve().unwrap()).contains("CqReservation"));
+    }
+
+    #[test]
+    fn every_read_drives_progress_even_of_zero_entries() {
+        let src = Src::new();
+        let q = KitCq::with_progress(&attr(CqFormat::Context, 8, WaitObj::None), engine_with(&src))
+            .unwrap();
+        *lock(&src.cq) = Some(q.clone());
+        assert_eq!(code(q.read(CqBuf::Context(&mut []), None)), Errno::EAGAIN);
+        assert_eq!(src.calls(), 1, "a zero-entry read drives progress");
+        let mut b = [CqEntry::default(); 1];
+        assert_eq!(code(q.read(CqBuf::Context(&mut b), None)), Errno::EAGAIN);
+        assert_eq!(src.calls(), 2);
+        // Work found by progress is returned by the same read.
+        lock(&src.pending).push(9);
+        assert_eq!(q.read(CqBuf::Context(&mut b), None).unwrap(), 1);
+        assert_eq!(b[0].op_context, 9);
+        assert_eq!(src.calls(), 3);
+        // A bad format does not drive (rejected first).
+        let mut m = [CqMsgEntry::default(); 1];
+        assert_eq!(code(q.read(CqBuf::Msg(&mut m), None)), Errno::EINVAL);
+        assert_eq!(src.calls(), 3);
+        // Binding: same engine again is fine, another is EINVAL.
+        let same = q.progress_engine().unwrap().clone();
+        q.bind_progress(same).unwrap();
+        assert_eq!(
+            code(q.bind_progress(Arc::new(ProgressEngine::manual()))),
+            Errno::EINVAL
+        );
+        // trywait drives too.
+        crate::wait::trywait(&[&q]).unwrap();
+        assert_eq!(src.calls(), 4);
+        assert!(q.needs_polling());
+    }
+
+    #[test]
+    fn sread_errors() {
+        let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::None)).unwrap();
+        let mut b = [CqEntry::default(); 1];
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
+            Errno::ENOSYS
+        );
+        assert_eq!(code(q.signal()), Errno::ENOSYS);
+        assert_eq!(code(q.wait_fd()), Errno::ENOSYS);
+        let q = cq(CqFormat::Context, 8);
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut []), None, None, 0)),
+            Errno::EINVAL
+        );
+        let mut m = [CqMsgEntry::default(); 1];
+        assert_eq!(
+            code(q.sread(CqBuf::Msg(&mut m), None, None, 0)),
+            Errno::EINVAL
+        );
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
+            Errno::EAGAIN
+        );
+    }
+
+    #[test]
+    fn sread_times_out_with_eagain() {
+        let q = cq(CqFormat::Context, 8);
+        let mut b = [CqEntry::default(); 1];
+        let t = Instant::now();
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 50)),
+            Errno::EAGAIN
+        );
+        let el = t.elapsed();
+        assert!(el >= Duration::from_millis(50), "{el:?}");
+        assert!(el < Duration::from_secs(5), "{el:?}");
+    }
+
+    #[test]
+    fn sread_is_woken_by_a_push_from_another_thread() {
+        let q = cq(CqFormat::Context, 8);
+        let q2 = q.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            q2.push_entry(&tagged(5)).unwrap();
+        });
+        let mut b = [CqEntry::default(); 4];
+        let t = Instant::now();
+        let n = q.sread(CqBuf::Context(&mut b), None, None, 5_000).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(4), "woken, not timed out");
+        assert_eq!((n, b[0].op_context), (1, 5));
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn sread_with_infinite_timeout_is_woken_by_signal() {
+        let q = cq(CqFormat::Context, 8);
+        let q2 = q.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            q2.signal().unwrap();
+        });
+        let mut b = [CqEntry::default(); 1];
+        let t = Instant::now();
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, -1)),
+            Errno::EAGAIN
+        );
+        assert!(t.elapsed() < Duration::from_secs(4));
+        h.join().unwrap();
+        // A signal with nobody waiting makes the next sread return at once.
+        q.signal().unwrap();
+        let t = Instant::now();
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 5_000)),
+            Errno::EAGAIN
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // ... once.
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 10)),
+            Errno::EAGAIN
+        );
+    }
+
+    #[test]
+    fn sread_threshold_waits_for_enough_or_returns_what_is_there() {
+        let q = cq(CqFormat::Context, 8);
+        let mut b = [CqEntry::default(); 4];
+        q.push_entry(&tagged(1)).unwrap();
+        // Threshold 2, one queued: on time-out the one is returned.
+        let n = q.sread(CqBuf::Context(&mut b), None, Some(2), 20).unwrap();
+        assert_eq!(n, 1);
+        q.push_entry(&tagged(2)).unwrap();
+        let q2 = q.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            q2.push_entry(&tagged(3)).unwrap();
+        });
+        let n = q.sread(CqBuf::Context(&mut b), None, Some(2), 5_000).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!((b[0].op_context, b[1].op_context), (2, 3));
+        h.join().unwrap();
+        // An error next: the successes before it come back at once, then EAVAIL.
+        q.push_entry(&tagged(4)).unwrap();
+        q.push_err(CqError::new(5, Errno::EIO)).unwrap();
+        let mut src = [0u64; 4];
+        let n = q
+            .sread(CqBuf::Context(&mut b), Some(&mut src), Some(3), 5_000)
+            .unwrap();
+        assert_eq!((n, src[0]), (1, ADDR_NOTAVAIL));
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 5_000)),
+            Errno::EAVAIL
+        );
+    }
+
+    #[test]
+    fn sread_drives_a_manual_engine_while_waiting() {
+        let src = Src::new();
+        let q = KitCq::with_progress(&attr(CqFormat::Context, 8, WaitObj::Fd), engine_with(&src))
+            .unwrap();
+        *lock(&src.cq) = Some(q.clone());
+        let src2 = src.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            // Work appears in the transport; only progress moves it to the CQ.
+            lock(&src2.pending).push(8);
+        });
+        let mut b = [CqEntry::default(); 1];
+        let n = q.sread(CqBuf::Context(&mut b), None, None, 5_000).unwrap();
+        assert_eq!((n, b[0].op_context), (1, 8));
+        assert!(src.calls() > 2, "progress driven while waiting");
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn wait_fd_follows_the_state() {
+        let q = cq(CqFormat::Context, 8);
+        let fd = q.inner.fd.as_ref().unwrap();
+        assert_eq!(q.wait_fd().unwrap(), fd.fd());
+        assert!(!fd.readable());
+        q.push_entry(&tagged(1)).unwrap();
+        assert!(fd.readable());
+        assert_eq!(code(crate::wait::trywait(&[&q])), Errno::EAGAIN);
+        read_ctx(&q, 4).unwrap();
+        assert!(!fd.readable());
+        crate::wait::trywait(&[&q]).unwrap();
+        q.push_err(CqError::new(1, Errno::EIO)).unwrap();
+        assert!(fd.readable(), "an error entry is something to read");
+        let mut e = CqErrEntry::default();
+        q.readerr(&mut e, 0).unwrap();
+        assert!(!fd.readable());
+        q.signal().unwrap();
+        assert!(fd.readable(), "a signal makes the fd readable");
+        let mut b = [CqEntry::default(); 1];
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
+            Errno::EAGAIN
+        );
+        assert!(!fd.readable());
+        // MUTEX_COND: blocking allowed, no fd.
+        let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::MutexCond)).unwrap();
+        assert_eq!(code(q.wait_fd()), Errno::ENOSYS);
+        assert_eq!(
+            code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
+            Errno::EAGAIN
+        );
+    }
+
+    #[test]
+    fn wait_set_is_signalled_by_pushes() {
+        use ofi_core::provider::WaitOps;
+        let set = KitWait::new(&ofi_core::wait::WaitAttr {
+            wait_obj: WaitObj::Fd,
+            flags: 0,
+        })
+        .unwrap();
+        let q = cq(CqFormat::Context, 8);
+        q.attach_wait(&set);
+        q.attach_wait(&set);
+        assert_eq!(set.len(), 1);
+        assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
+        let q2 = q.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            q2.push_entry(&tagged(1)).unwrap();
+        });
+        let t = Instant::now();
+        set.wait(5_000).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(4));
+        h.join().unwrap();
+        assert_eq!(read_ctx(&q, 1).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn strerror_default_and_custom() {
+        let q = cq(CqFormat::Context, 8);
+        assert_eq!(
+            q.strerror(Errno::EAGAIN.0, &[]),
+            ofi_core::error::strerror(Errno::EAGAIN.0)
+        );
+        fn mine(code: i32, _d: &[u8]) -> String {
+            format!("kit error {code}")
+        }
+        q.set_strerror(mine);
+        assert_eq!(q.strerror(7, &[]), "kit error 7");
+        q.close().unwrap();
+    }
+
+    #[test]
+    fn concurrent_pushers_and_a_reader_lose_nothing() {
+        let q = cq(CqFormat::Context, 4096);
+        let mut hs = Vec::new();
+        for t in 0..2usize {
+            let q = q.clone();
+            hs.push(thread::spawn(move || {
+                for i in 0..500usize {
+                    q.push_entry(&tagged(t * 1000 + i + 1)).unwrap();
+                }
+            }));
+        }
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while got.len() < 1000 && Instant::now() < end {
+            let mut b = [CqEntry::default(); 64];
+            match q.sread(CqBuf::Context(&mut b), None, None, 100) {
+                Ok(n) => got.extend(b[..n].iter().map(|e| e.op_context)),
+                Err(e) => assert_eq!(e.code(), Errno::EAGAIN),
+            }
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(got.len(), 1000);
+        // Per producer, FIFO.
+        for t in 0..2usize {
+            let mine: Vec<usize> = got
+                .iter()
+                .copied()
+                .filter(|c| (c - 1) / 1000 == t)
+                .collect();
+            assert!(mine.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+}
