@@ -102,7 +102,7 @@ unsafe fn entries<'a, T>(p: *mut c_void, n: usize) -> Result<&'a mut [T]> {
     if n == 0 {
         return Ok(&mut []);
     }
-    if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
+    if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::new(
             Errno::EINVAL,
             "CQ read buffer is null or misaligned",

@@ -298,7 +298,7 @@ fn find_entry(lib: &libloading::Library) -> Result<&'static PluginEntry, String>
     let sym = unsafe { lib.get::<*const PluginEntry>(&symbol) }
         .map_err(|_| format!("no {} symbol", abi::ENTRY_SYMBOL))?;
     let ptr: *const PluginEntry = *sym;
-    if ptr.is_null() || (ptr as usize) % std::mem::align_of::<PluginEntry>() != 0 {
+    if ptr.is_null() || !(ptr as usize).is_multiple_of(std::mem::align_of::<PluginEntry>()) {
         return Err(format!("{} symbol is not a valid entry", abi::ENTRY_SYMBOL));
     }
     // SAFETY: the symbol is the address of the plugin's exported entry static, which

@@ -449,7 +449,7 @@ fn do_env(a: &InfoArgs, filter: Option<&str>, out: &mut dyn Write) -> io::Result
         .filter(|p| {
             needle
                 .as_deref()
-                .map_or(true, |n| p.env_name.to_ascii_lowercase().contains(n))
+                .is_none_or(|n| p.env_name.to_ascii_lowercase().contains(n))
         })
         .collect();
     if a.json {

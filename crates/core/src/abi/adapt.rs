@@ -1811,7 +1811,7 @@ unsafe fn write_event<T>(
     buf: *mut c_void,
 ) -> Result<usize> {
     let need = eq_entry_size(&ev);
-    if (buf as usize) % std::mem::align_of::<EqCmEntry>() != 0 {
+    if !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
         return einval("eq read: misaligned buffer");
     }
     // SAFETY: `buf` valid and aligned for `need` bytes (checked/contract); `event` valid.
@@ -1967,7 +1967,7 @@ unsafe extern "C" fn eq_write<F: FabricOps>(
         cnt(run(|| {
             let ev = EqEvent::from_raw(event)
                 .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
-            if buf.is_null() || (buf as usize) % std::mem::align_of::<EqCmEntry>() != 0 {
+            if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
                 return einval("eq write: null or misaligned buffer");
             }
             // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).

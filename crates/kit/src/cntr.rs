@@ -1,0 +1,548 @@
+//! A counter ready to use: [`KitCntr`] implements core's `CntrOps` with two atomics
+//! (successes and errors), `fi_cntr_wait` driving progress, and a wait fd.
+//!
+//! # For the provider
+//!
+//! Open one in `DomainOps::cntr_open` with [`KitCntr::new`] (or
+//! [`KitCntr::with_progress`]); endpoints keep a clone from `bind` and count completed
+//! operations with [`KitCntr::inc`] and failed ones with [`KitCntr::inc_err`].
+//!
+//! # Semantics (fi_cntr(3))
+//!
+//! - `read`/`readerr` drive progress, then load the value. `add`/`set`/`adderr`/
+//!   `seterr` update it (additions wrap at 2⁶⁴, like the C library's atomics) and wake
+//!   waiters.
+//! - `wait(threshold, timeout)`: `Ok` once the value is ≥ `threshold`; `FI_EAVAIL` as
+//!   soon as the error value changes during the wait; `FI_ETIMEDOUT` after `timeout`
+//!   ms (negative: never). It alternates progress with sleeping ([progress
+//!   contract](crate::progress)). `FI_ENOSYS` for a counter opened with `FI_WAIT_NONE`.
+//! - The wait fd (`FI_WAIT_FD`, `FI_WAIT_UNSPEC`) becomes readable when either value
+//!   changes and stops being readable at the next `read`/`readerr`.
+//! - Open: non-zero `flags` or `events` are `FI_EINVAL`; `FI_WAIT_SET`/`FI_WAIT_POLLFD`
+//!   are `FI_ENOSYS` (see [`crate::wait`]).
+//!
+//! # Costs
+//!
+//! An update is one atomic operation, plus — only when somebody waits or a wait fd or
+//! wait set is attached — a wake-up. Nothing allocates after open.
+//!
+//! # What may panic
+//!
+//! Nothing: bad input is an `Error`, poisoned locks are recovered.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+
+use ofi_core::cntr::CntrAttr;
+use ofi_core::error::{Errno, Error, Result};
+use ofi_core::provider::CntrOps;
+
+use crate::cq::bind_once;
+use crate::progress::{Backoff, ProgressEngine};
+use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+
+struct CntrShared {
+    value: AtomicU64,
+    err: AtomicU64,
+    mode: WaitMode,
+    fd: Option<WaitFd>,
+    /// Changed since the last read (what the wait fd and trywait report).
+    changed: AtomicBool,
+    /// Threads blocked in `wait`.
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    cv: Condvar,
+    progress: OnceLock<Arc<ProgressEngine>>,
+    sets: Mutex<Vec<KitWait>>,
+    has_sets: AtomicBool,
+}
+
+impl CntrShared {
+    #[inline]
+    fn drive(&self) -> usize {
+        match self.progress.get() {
+            Some(e) => e.drive(),
+            None => 0,
+        }
+    }
+
+    /// After an update: fd, waiters, wait sets.
+    #[inline]
+    fn notify(&self) {
+        if !self.changed.swap(true, Ordering::SeqCst) {
+            if let Some(fd) = &self.fd {
+                fd.set();
+            }
+        }
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.lock);
+            self.cv.notify_all();
+        }
+        if self.has_sets.load(Ordering::Acquire) {
+            for s in lock(&self.sets).iter() {
+                s.signal();
+            }
+        }
+    }
+
+    /// A read: the change has been seen.
+    #[inline]
+    fn seen(&self) {
+        self.changed.store(false, Ordering::SeqCst);
+        if let Some(fd) = &self.fd {
+            fd.clear();
+        }
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.progress
+            .get()
+            .is_some_and(|e| ProgressEngine::needs_polling(e))
+    }
+}
+
+impl Waitable for CntrShared {
+    fn drive_progress(&self) -> usize {
+        self.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.changed.load(Ordering::SeqCst)
+    }
+
+    fn needs_polling(&self) -> bool {
+        CntrShared::needs_polling(self)
+    }
+}
+
+/// A counter (see the module docs). Clones share the values.
+#[derive(Clone)]
+pub struct KitCntr {
+    inner: Arc<CntrShared>,
+}
+
+impl std::fmt::Debug for KitCntr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KitCntr")
+            .field("value", &self.value())
+            .field("err", &self.err_value())
+            .field("mode", &self.inner.mode)
+            .finish()
+    }
+}
+
+impl KitCntr {
+    /// Open a counter (see the module docs for the errors).
+    pub fn new(attr: &CntrAttr) -> Result<KitCntr> {
+        if attr.flags != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("counter flags {:#x}: must be 0", attr.flags),
+            ));
+        }
+        if attr.events != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "counter events {}: only FI_CNTR_EVENTS_COMP is supported",
+                    attr.events
+                ),
+            ));
+        }
+        let mode = WaitMode::resolve(attr.wait_obj)?;
+        Ok(KitCntr {
+            inner: Arc::new(CntrShared {
+                value: AtomicU64::new(0),
+                err: AtomicU64::new(0),
+                mode,
+                fd: mode.make_fd()?,
+                changed: AtomicBool::new(false),
+                waiters: AtomicUsize::new(0),
+                lock: Mutex::new(()),
+                cv: Condvar::new(),
+                progress: OnceLock::new(),
+                sets: Mutex::new(Vec::new()),
+                has_sets: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// [`KitCntr::new`], bound to `engine`.
+    pub fn with_progress(attr: &CntrAttr, engine: Arc<ProgressEngine>) -> Result<KitCntr> {
+        let c = KitCntr::new(attr)?;
+        c.bind_progress(engine)?;
+        Ok(c)
+    }
+
+    /// Link the domain's progress engine (same engine again: no-op; another:
+    /// `FI_EINVAL`).
+    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
+        bind_once(&self.inner.progress, engine, "counter")
+    }
+
+    /// Attach to a wait set: each update signals it.
+    pub fn attach_wait(&self, set: &KitWait) {
+        set.add(self.waitable());
+        let mut g = lock(&self.inner.sets);
+        if !g.iter().any(|s| s.same(set)) {
+            g.push(set.clone());
+        }
+        self.inner.has_sets.store(true, Ordering::Release);
+    }
+
+    /// This counter as a wait-set or poll-set member.
+    pub fn waitable(&self) -> Weak<dyn Waitable> {
+        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
+    }
+
+    /// The wait mode.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.mode
+    }
+
+    /// Count one completed operation.
+    #[inline]
+    pub fn inc(&self) {
+        self.inner.value.fetch_add(1, Ordering::SeqCst);
+        self.inner.notify();
+    }
+
+    /// Count one failed operation.
+    #[inline]
+    pub fn inc_err(&self) {
+        self.inner.err.fetch_add(1, Ordering::SeqCst);
+        self.inner.notify();
+    }
+
+    /// The value, without driving progress.
+    pub fn value(&self) -> u64 {
+        self.inner.value.load(Ordering::SeqCst)
+    }
+
+    /// The error value, without driving progress.
+    pub fn err_value(&self) -> u64 {
+        self.inner.err.load(Ordering::SeqCst)
+    }
+}
+
+impl Waitable for KitCntr {
+    fn drive_progress(&self) -> usize {
+        self.inner.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        self.inner.is_ready()
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.inner.needs_polling()
+    }
+}
+
+impl CntrOps for KitCntr {
+    fn read(&self) -> u64 {
+        self.inner.drive();
+        self.inner.seen();
+        self.value()
+    }
+
+    fn readerr(&self) -> u64 {
+        self.inner.drive();
+        self.inner.seen();
+        self.err_value()
+    }
+
+    fn add(&self, value: u64) -> Result<()> {
+        self.inner.value.fetch_add(value, Ordering::SeqCst);
+        self.inner.notify();
+        Ok(())
+    }
+
+    fn set(&self, value: u64) -> Result<()> {
+        self.inner.value.store(value, Ordering::SeqCst);
+        self.inner.notify();
+        Ok(())
+    }
+
+    fn adderr(&self, value: u64) -> Result<()> {
+        self.inner.err.fetch_add(value, Ordering::SeqCst);
+        self.inner.notify();
+        Ok(())
+    }
+
+    fn seterr(&self, value: u64) -> Result<()> {
+        self.inner.err.store(value, Ordering::SeqCst);
+        self.inner.notify();
+        Ok(())
+    }
+
+    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "wait on a counter opened with FI_WAIT_NONE",
+            ));
+        }
+        let err0 = inner.err.load(Ordering::SeqCst);
+        let deadline = Deadline::after_ms(timeout);
+        let mut backoff = Backoff::new();
+        let done = |inner: &CntrShared| -> Option<Result<()>> {
+            if inner.value.load(Ordering::SeqCst) >= threshold {
+                Some(Ok(()))
+            } else if inner.err.load(Ordering::SeqCst) != err0 {
+                Some(Err(Error::new(
+                    Errno::EAVAIL,
+                    "an operation counted by this counter failed",
+                )))
+            } else {
+                None
+            }
+        };
+        loop {
+            let work = inner.drive();
+            if let Some(r) = done(inner) {
+                return r;
+            }
+            if deadline.expired() {
+                return Err(Error::code_only(Errno::ETIMEDOUT));
+            }
+            let engine = inner.progress.get().map(|e| &**e);
+            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+                None => std::thread::yield_now(),
+                Some(d) => {
+                    inner.waiters.fetch_add(1, Ordering::SeqCst);
+                    let g = lock(&inner.lock);
+                    if done(inner).is_none() {
+                        drop(wait_for(&inner.cv, g, d));
+                    } else {
+                        drop(g);
+                    }
+                    inner.waiters.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        match &self.inner.fd {
+            Some(fd) => Ok(fd.fd()),
+            None => Err(Error::new(
+                Errno::ENOSYS,
+                "this counter has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::Progress;
+    use ofi_core::enums::WaitObj;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    fn cntr(wait_obj: WaitObj) -> KitCntr {
+        KitCntr::new(&CntrAttr {
+            wait_obj,
+            ..CntrAttr::default()
+        })
+        .unwrap()
+    }
+
+    fn code<T: std::fmt::Debug>(r: Result<T>) -> Errno {
+        r.unwrap_err().code()
+    }
+
+    #[test]
+    fn open_errors() {
+        let e = KitCntr::new(&CntrAttr {
+            flags: 1,
+            ..CntrAttr::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        let e = KitCntr::new(&CntrAttr {
+            events: 1,
+            ..CntrAttr::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert_eq!(
+            code(KitCntr::new(&CntrAttr {
+                wait_obj: WaitObj::Set,
+                ..CntrAttr::default()
+            })),
+            Errno::ENOSYS
+        );
+        let c = cntr(WaitObj::None);
+        assert_eq!(c.wait_mode(), WaitMode::None);
+        assert!(format!("{c:?}").contains("KitCntr"));
+    }
+
+    #[test]
+    fn read_add_set_and_errors() {
+        let c = cntr(WaitObj::None);
+        assert_eq!(c.read(), 0);
+        c.add(5).unwrap();
+        c.inc();
+        assert_eq!(c.read(), 6);
+        c.set(2).unwrap();
+        assert_eq!(c.read(), 2);
+        c.adderr(3).unwrap();
+        c.inc_err();
+        assert_eq!(c.readerr(), 4);
+        c.seterr(1).unwrap();
+        assert_eq!((c.readerr(), c.err_value(), c.value()), (1, 1, 2));
+        // Additions wrap like the C library's atomics.
+        c.set(u64::MAX).unwrap();
+        c.add(2).unwrap();
+        assert_eq!(c.read(), 1);
+        c.close().unwrap();
+    }
+
+    #[test]
+    fn wait_errors_and_immediate_success() {
+        let c = cntr(WaitObj::None);
+        assert_eq!(code(c.wait(0, 0)), Errno::ENOSYS);
+        assert_eq!(code(c.wait_fd()), Errno::ENOSYS);
+        let c = cntr(WaitObj::MutexCond);
+        assert_eq!(code(c.wait_fd()), Errno::ENOSYS);
+        c.wait(0, 0).unwrap();
+        assert_eq!(code(c.wait(1, 0)), Errno::ETIMEDOUT);
+        c.add(3).unwrap();
+        c.wait(3, 0).unwrap();
+    }
+
+    #[test]
+    fn wait_times_out_bounded() {
+        let c = cntr(WaitObj::Unspec);
+        let t = Instant::now();
+        assert_eq!(code(c.wait(1, 50)), Errno::ETIMEDOUT);
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn wait_is_woken_by_adds_from_another_thread() {
+        let c = cntr(WaitObj::Fd);
+        let c2 = c.clone();
+        let h = thread::spawn(move || {
+            for _ in 0..3 {
+                thread::sleep(Duration::from_millis(5));
+                c2.inc();
+            }
+        });
+        let t = Instant::now();
+        c.wait(3, 5_000).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(4));
+        assert!(c.value() >= 3);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn an_error_ends_the_wait_with_eavail() {
+        let c = cntr(WaitObj::Fd);
+        c.adderr(1).unwrap(); // before the wait: not counted
+        let c2 = c.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            c2.inc_err();
+        });
+        assert_eq!(code(c.wait(10, 5_000)), Errno::EAVAIL);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn reads_and_waits_drive_progress() {
+        struct Src {
+            calls: AtomicUsize,
+            cntr: Mutex<Option<KitCntr>>,
+        }
+        impl Progress for Src {
+            fn progress(&self) -> usize {
+                let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+                // Every fifth round completes an operation.
+                if n % 5 == 0 {
+                    if let Some(c) = lock(&self.cntr).as_ref() {
+                        c.inc();
+                    }
+                    return 1;
+                }
+                0
+            }
+        }
+        let src = Arc::new(Src {
+            calls: AtomicUsize::new(0),
+            cntr: Mutex::new(None),
+        });
+        let e = Arc::new(ProgressEngine::manual());
+        e.register(&src);
+        let c = KitCntr::with_progress(
+            &CntrAttr {
+                wait_obj: WaitObj::Unspec,
+                ..CntrAttr::default()
+            },
+            e.clone(),
+        )
+        .unwrap();
+        *lock(&src.cntr) = Some(c.clone());
+        assert_eq!(c.read(), 0);
+        assert_eq!(c.readerr(), 0);
+        assert_eq!(src.calls.load(Ordering::SeqCst), 2);
+        // Only progress completes operations: the wait must drive it.
+        c.wait(3, 5_000).unwrap();
+        assert!(src.calls.load(Ordering::SeqCst) >= 15);
+        c.bind_progress(e).unwrap();
+        assert_eq!(
+            code(c.bind_progress(Arc::new(ProgressEngine::manual()))),
+            Errno::EINVAL
+        );
+        assert!(c.needs_polling());
+        crate::wait::trywait(&[&c]).unwrap_err();
+    }
+
+    #[test]
+    fn wait_fd_is_readable_after_a_change_until_read() {
+        let c = cntr(WaitObj::Fd);
+        let fd = c.inner.fd.as_ref().unwrap();
+        assert_eq!(c.wait_fd().unwrap(), fd.fd());
+        assert!(!fd.readable());
+        crate::wait::trywait(&[&c]).unwrap();
+        c.inc();
+        assert!(fd.readable());
+        assert_eq!(code(crate::wait::trywait(&[&c])), Errno::EAGAIN);
+        c.read();
+        assert!(!fd.readable());
+        crate::wait::trywait(&[&c]).unwrap();
+        c.adderr(1).unwrap();
+        assert!(fd.readable());
+        c.readerr();
+        assert!(!fd.readable());
+    }
+
+    #[test]
+    fn wait_set_is_signalled_by_updates() {
+        use ofi_core::provider::WaitOps;
+        let set = KitWait::new(&ofi_core::wait::WaitAttr {
+            wait_obj: WaitObj::Fd,
+            flags: 0,
+        })
+        .unwrap();
+        let c = cntr(WaitObj::None);
+        c.attach_wait(&set);
+        c.attach_wait(&set);
+        assert_eq!(set.len(), 1);
+        assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
+        let c2 = c.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            c2.inc();
+        });
+        set.wait(5_000).unwrap();
+        h.join().unwrap();
+        assert_eq!(c.read(), 1);
+        assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
+    }
+}
