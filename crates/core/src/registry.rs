@@ -311,11 +311,7 @@ impl Registry {
         if let Some(f) = &self.filter {
             self.warn_unknown_names(f);
         }
-        let hint_filter = req
-            .hints
-            .as_ref()
-            .and_then(|h| h.fabric_attr.prov_name.as_deref())
-            .and_then(ProviderFilter::parse);
+        let hint_filter = hints_filter(req);
         let filters: Vec<(&ProviderFilter, String)> = self
             .filter
             .iter()
@@ -345,28 +341,13 @@ impl Registry {
                 error: Some(e),
             };
         }
-        let hint_filter = req
-            .hints
-            .as_ref()
-            .and_then(|h| h.fabric_attr.prov_name.as_deref())
-            .and_then(ProviderFilter::parse);
+        let hint_filter = hints_filter(req);
         let filters: Vec<(&ProviderFilter, String)> = hint_filter
             .iter()
             .map(|f| (f, format!("hints.fabric_attr.prov_name={f}")))
             .collect();
         let (res, verdicts) = self.collect(req, true, &filters);
-        match res {
-            Ok(infos) => GetinfoOutcome {
-                infos,
-                verdicts,
-                error: None,
-            },
-            Err(e) => GetinfoOutcome {
-                infos: Vec::new(),
-                verdicts,
-                error: Some(e),
-            },
-        }
+        into_outcome(res, verdicts)
     }
 
     fn collect(
@@ -456,6 +437,30 @@ impl Registry {
             .find(top)
             .ok_or_else(|| Error::new(Errno::ENODEV, format!("no provider named '{top}'")))?;
         prov.open_fabric(info)
+    }
+}
+
+/// The provider filter a request's `hints.fabric_attr.prov_name` asks for, if any.
+fn hints_filter(req: &GetinfoRequest) -> Option<ProviderFilter> {
+    req.hints
+        .as_ref()
+        .and_then(|h| h.fabric_attr.prov_name.as_deref())
+        .and_then(ProviderFilter::parse)
+}
+
+/// A registry answer as the outcome form the host table passes to providers.
+fn into_outcome(res: Result<Vec<Info>>, verdicts: Vec<Verdict>) -> GetinfoOutcome {
+    match res {
+        Ok(infos) => GetinfoOutcome {
+            infos,
+            verdicts,
+            error: None,
+        },
+        Err(e) => GetinfoOutcome {
+            infos: Vec::new(),
+            verdicts,
+            error: Some(e),
+        },
     }
 }
 
@@ -562,18 +567,7 @@ pub fn host_getinfo(req: &GetinfoRequest, core_only: bool) -> GetinfoOutcome {
         return global().getinfo_core(req);
     }
     let (res, verdicts) = global().getinfo_explain(req);
-    match res {
-        Ok(infos) => GetinfoOutcome {
-            infos,
-            verdicts,
-            error: None,
-        },
-        Err(e) => GetinfoOutcome {
-            infos: Vec::new(),
-            verdicts,
-            error: Some(e),
-        },
-    }
+    into_outcome(res, verdicts)
 }
 
 /// Open a fabric through the global registry.
