@@ -76,9 +76,10 @@
 //! All state sits behind one `RwLock`: lookups take it shared, inserts and removals
 //! exclusively. [`KitAv::index`], [`KitAv::with_entry`], [`KitAv::peer`] (for
 //! `P: Clone`, e.g. an `Arc`) and [`KitAv::contains`] never allocate; their error is
-//! a bare `FI_EINVAL`. The per-peer constructor and the resolver run under the write
-//! lock (they must not call back into the same AV); a panic in them leaves the AV
-//! consistent (they run before anything is changed), and a poisoned lock is recovered.
+//! a bare `FI_EINVAL`. The per-peer constructor runs under the write lock (it must not
+//! call back into the same AV); the resolver runs before the lock is taken. A panic in
+//! either leaves the AV consistent (they run before anything is changed), and a
+//! poisoned lock is recovered.
 //!
 //! Nothing here panics.
 
@@ -195,6 +196,20 @@ pub trait AvEventTarget {
 impl AvEventTarget for Unsupported {
     fn av_event_sink(&self) -> Result<AvEventSink> {
         match *self {}
+    }
+}
+
+/// The kit's EQ queues AV events as they come (an error entry per failed address,
+/// then `FI_AV_COMPLETE`); an overrun EQ records the loss itself.
+impl AvEventTarget for crate::eq::KitEq {
+    fn av_event_sink(&self) -> Result<AvEventSink> {
+        let eq = self.clone();
+        Ok(Arc::new(move |ev: AvEvent| {
+            let _ = match ev.into_eq() {
+                Ok(event) => eq.push(event),
+                Err(entry) => eq.push_err(entry),
+            };
+        }))
     }
 }
 
@@ -1801,6 +1816,32 @@ pub(crate) mod tests {
         t.bind_sink(s, 0).unwrap();
         t.insert(&addrs(1), 0, 0).unwrap();
         assert!(got.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn kit_eq_takes_av_events() {
+        use ofi_core::eq::EqAttr;
+        use ofi_core::provider::EqOps;
+        let eq = crate::eq::KitEq::new(&EqAttr::default()).unwrap();
+        let a = AvAttr {
+            flags: AvFlags::from_bits_retain(AV_EVENT),
+            ..AvAttr::default()
+        };
+        let m = KitAv::<()>::open(&a, 0x31, AvConfig::new(AddrFormat::SOCKADDR_IN)).unwrap();
+        m.bind_sink(eq.av_event_sink().unwrap(), 0).unwrap();
+        m.insert(&[v4("1.1.1.1:1"), Address::Str("fi_x://".into())], 0, 4)
+            .unwrap();
+        assert_eq!(code(EqOps::read(&eq, false)), Errno::EAVAIL);
+        let e = EqOps::readerr(&eq).unwrap();
+        assert_eq!(
+            (e.fid, e.context, e.data, e.err),
+            (0x31, 4, 1, Errno::EINVAL)
+        );
+        let c = EqOps::read(&eq, false).unwrap();
+        assert_eq!(
+            (c.event, c.fid, c.context, c.data),
+            (EqEvent::AvComplete, 0x31, 4, 1)
+        );
     }
 
     #[test]

@@ -464,7 +464,7 @@ mod tests {
             fn progress(&self) -> usize {
                 let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
                 // Every fifth round completes an operation.
-                if n % 5 == 0 {
+                if n.checked_rem(5) == Some(0) {
                     if let Some(c) = lock(&self.cntr).as_ref() {
                         c.inc();
                     }

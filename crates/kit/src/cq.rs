@@ -1062,7 +1062,10 @@ mod tests {
         assert_eq!(e.code(), Errno::EOVERRUN);
         assert!(q.is_overrun());
         assert_eq!(code(q.push_entry(&tagged(4))), Errno::EOVERRUN);
-        assert_eq!(code(q.push_err(CqError::new(5, Errno::EIO))), Errno::EOVERRUN);
+        assert_eq!(
+            code(q.push_err(CqError::new(5, Errno::EIO))),
+            Errno::EOVERRUN
+        );
         assert_eq!(q.dropped(), 3);
         // The valid completions first, then the overrun error entry.
         assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2]);
@@ -1103,8 +1106,11 @@ mod tests {
     #[test]
     fn every_read_drives_progress_even_of_zero_entries() {
         let src = Src::new();
-        let q = KitCq::with_progress(&attr(CqFormat::Context, 8, WaitObj::None), engine_with(&src))
-            .unwrap();
+        let q = KitCq::with_progress(
+            &attr(CqFormat::Context, 8, WaitObj::None),
+            engine_with(&src),
+        )
+        .unwrap();
         *lock(&src.cq) = Some(q.clone());
         assert_eq!(code(q.read(CqBuf::Context(&mut []), None)), Errno::EAGAIN);
         assert_eq!(src.calls(), 1, "a zero-entry read drives progress");
@@ -1234,7 +1240,9 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
             q2.push_entry(&tagged(3)).unwrap();
         });
-        let n = q.sread(CqBuf::Context(&mut b), None, Some(2), 5_000).unwrap();
+        let n = q
+            .sread(CqBuf::Context(&mut b), None, Some(2), 5_000)
+            .unwrap();
         assert_eq!(n, 2);
         assert_eq!((b[0].op_context, b[1].op_context), (2, 3));
         h.join().unwrap();

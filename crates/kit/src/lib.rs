@@ -10,17 +10,28 @@
 //! - [`av`]: the address vector — map/table fabric addresses, per-peer state, reverse
 //!   lookup, insertsvc/insertsym, asynchronous inserts;
 //! - [`mr`]: the MR table — provider/user keys, mode state machines, checked remote
-//!   and local lookups, RMA event counters.
+//!   and local lookups, RMA event counters;
+//! - [`cq`]: the completion queue — all four formats, error entries, source
+//!   addresses, blocking reads, signal, overrun and reservations, wait fd;
+//! - [`cntr`]: counters — values and errors, `fi_cntr_wait`, wait fd;
+//! - [`eq`]: the event queue — CM, AV and MR events, application writes, errors,
+//!   `FI_PEEK`, blocking reads, wait fd;
+//! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
+//! - [`progress`]: the per-domain progress engine, manual or with its own thread.
 //!
-//! The completion queue, counters, event queue, progress engine and wait
-//! objects follow. Depends on `ofi-core` only (DESIGN §2).
+//! Depends on `ofi-core` only (DESIGN §2).
 
 #![forbid(unsafe_code)]
 
 pub mod atomic;
 pub mod av;
 pub mod bufpool;
+pub mod cntr;
+pub mod cq;
+pub mod eq;
 pub mod mr;
+pub mod progress;
 pub mod tagmatch;
+pub mod wait;
 
 pub use ofi_core as core;

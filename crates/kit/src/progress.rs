@@ -164,7 +164,7 @@ impl Shared {
         let mut v: Vec<Weak<dyn Progress>> = g
             .iter()
             .filter(|w| w.strong_count() > 0)
-            .filter(|w| remove.map_or(true, |r| !Weak::ptr_eq(w, r)))
+            .filter(|w| !matches!(remove, Some(r) if Weak::ptr_eq(w, r)))
             .cloned()
             .collect();
         if let Some(a) = add {

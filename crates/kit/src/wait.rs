@@ -695,7 +695,10 @@ mod tests {
         w.wait(5_000).unwrap();
         assert!(t.elapsed() < Duration::from_secs(4), "woken, not timed out");
         h.join().unwrap();
-        assert!(w.inner.fd.as_ref().unwrap().readable(), "signal sets the fd");
+        assert!(
+            w.inner.fd.as_ref().unwrap().readable(),
+            "signal sets the fd"
+        );
         assert!(!w.is_empty());
     }
 

@@ -55,6 +55,14 @@ A sign is accepted and ignored: the message of the absolute value is shown.
 /// [`CodeError::Unparsable`] for anything that is not such a number (including an empty
 /// string, trailing characters, `0x` without digits and `8`/`9` in an octal number);
 /// [`CodeError::OutOfRange`] for a number outside `i32`.
+///
+/// ```
+/// use ofi_tools::strerror::{parse_code, CodeError};
+/// assert_eq!(parse_code("61"), Ok(61));
+/// assert_eq!(parse_code("0x100"), Ok(256));
+/// assert_eq!(parse_code("-011"), Ok(-9));
+/// assert!(matches!(parse_code("12abc"), Err(CodeError::Unparsable(_))));
+/// ```
 pub fn parse_code(s: &str) -> Result<i32, CodeError> {
     let unparsable = || CodeError::Unparsable(s.to_string());
     // C isspace: space, \t, \n, \v, \f, \r.

@@ -267,6 +267,20 @@ pub fn check(
 /// Errors (nothing is modified): `FI_EOPNOTSUPP` when `op` is not valid for `dt` in
 /// family `kind` (see [`valid`]); `FI_EMSGSIZE` when `count` exceeds [`max_count`];
 /// `FI_EINVAL` when a buffer the operation uses is shorter than `count × size`.
+///
+/// A fetching add on two `u32` elements, as a target executing `fi_fetch_atomic` would:
+///
+/// ```
+/// use ofi_kit::atomic::apply;
+/// use ofi_kit::core::enums::{AtomicKind, AtomicOp, Datatype};
+/// let mut target: Vec<u8> = [10u32, 20].iter().flat_map(|v| v.to_ne_bytes()).collect();
+/// let operand: Vec<u8> = [1u32, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+/// let mut result = vec![0u8; 8];
+/// apply(AtomicOp::Sum, Datatype::Uint32, AtomicKind::Fetch, &mut target, &operand, &[],
+///       &mut result, 2).unwrap();
+/// assert_eq!(target[..4], 11u32.to_ne_bytes());
+/// assert_eq!(result[4..], 20u32.to_ne_bytes()); // the value before the add
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn apply(
     op: AtomicOp,

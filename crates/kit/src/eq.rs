@@ -1,0 +1,797 @@
+//! An event queue ready to use: [`KitEq`] implements core's `EqOps` — connection
+//! events (with their info and connection data), asynchronous MR/AV completions,
+//! application events (`fi_eq_write`), error events, `FI_PEEK`, blocking reads and a
+//! wait fd.
+//!
+//! # For the provider
+//!
+//! Open one in `FabricOps::eq_open` with [`KitEq::new`]; passive endpoints, endpoints,
+//! AVs and domains keep a clone from their `bind_eq` and report with [`KitEq::push`]
+//! (or the helpers [`KitEq::connreq`], [`KitEq::connected`], [`KitEq::shutdown`],
+//! [`KitEq::av_complete`], [`KitEq::mr_complete`]) and failures with
+//! [`KitEq::push_err`]. Bind the fabric's (or a domain's) progress engine with
+//! [`KitEq::bind_progress`] if connection management is driven by progress.
+//!
+//! # Semantics (fi_eq(3))
+//!
+//! - `read` drives progress, then returns the next event; `FI_EAGAIN` if none,
+//!   `FI_EAVAIL` if an error event is next. With `peek` the event stays queued.
+//! - `readerr` returns the oldest error event (or the overrun event); `FI_EAGAIN` if
+//!   there is none.
+//! - `write` queues an application event; it needs `FI_WRITE` in the open flags
+//!   (`FI_EINVAL` without), and is `FI_EAGAIN` when the queue is full (reading clears
+//!   it).
+//! - `sread` blocks up to `timeout` ms (negative: forever) for an event, alternating
+//!   with progress; `FI_EAGAIN` on time-out; `FI_ENOSYS` with `FI_WAIT_NONE`.
+//! - The queue holds `size` events (0: [`DEFAULT_EQ_SIZE`]). A provider push that does
+//!   not fit is dropped and the EQ is overrun: the events queued before are still read,
+//!   then an `FI_EOVERRUN` error event is reported, then every read fails with
+//!   `FI_EOVERRUN` (see [`crate::cq`] for the reasoning).
+//! - The wait fd (`FI_WAIT_FD`, `FI_WAIT_UNSPEC`) is readable exactly while a read
+//!   would not return `FI_EAGAIN`.
+//! - Open: flags other than `FI_WRITE`/`FI_AFFINITY`, or a size over
+//!   [`MAX_EQ_SIZE`], are `FI_EINVAL`; `FI_WAIT_SET`/`FI_WAIT_POLLFD` are `FI_ENOSYS`.
+//!
+//! Events carry owned data (infos, connection data), so pushes allocate; reads move
+//! or (with `peek`) clone them. EQs are the control path.
+//!
+//! # What may panic
+//!
+//! Nothing: bad input is an `Error`, poisoned locks are recovered.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+
+use ofi_core::attr::Info;
+use ofi_core::enums::EqEvent;
+use ofi_core::eq::{EqAttr, EqErrorEntry, Event};
+use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
+use ofi_core::provider::EqOps;
+
+use crate::cq::{bind_once, Overrun, StrerrorFn};
+use crate::progress::{Backoff, ProgressEngine};
+use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+
+/// The size of an EQ opened with size 0.
+pub const DEFAULT_EQ_SIZE: usize = 1024;
+/// The largest EQ size accepted.
+pub const MAX_EQ_SIZE: usize = 1 << 20;
+
+struct EqState {
+    events: VecDeque<Event>,
+    /// Error events with the number of events pushed before them.
+    errs: VecDeque<(u64, EqErrorEntry)>,
+    /// Events ever removed from `events`.
+    head: u64,
+    overrun: Overrun,
+    dropped: u64,
+    sleepers: usize,
+}
+
+impl EqState {
+    fn avail(&self) -> usize {
+        match self.errs.front() {
+            Some((seq, _)) => (seq.saturating_sub(self.head) as usize).min(self.events.len()),
+            None => self.events.len(),
+        }
+    }
+
+    fn used(&self) -> usize {
+        self.events.len() + self.errs.len()
+    }
+
+    fn blocked(&self) -> bool {
+        !self.errs.is_empty() || self.overrun != Overrun::No
+    }
+
+    fn empty_error(&self) -> Error {
+        if !self.errs.is_empty() || self.overrun == Overrun::Pending {
+            Error::code_only(Errno::EAVAIL)
+        } else if self.overrun == Overrun::Reported {
+            Error::new(Errno::EOVERRUN, "the EQ was overrun")
+        } else {
+            Error::code_only(Errno::EAGAIN)
+        }
+    }
+
+    fn ready(&self) -> bool {
+        !self.events.is_empty() || self.blocked()
+    }
+
+    /// The next event (removed unless `peek`), or the error of an empty read.
+    fn next(&mut self, peek: bool) -> Result<Event> {
+        if self.avail() == 0 {
+            return Err(self.empty_error());
+        }
+        if peek {
+            return self
+                .events
+                .front()
+                .cloned()
+                .ok_or_else(|| Error::code_only(Errno::EAGAIN));
+        }
+        let ev = self
+            .events
+            .pop_front()
+            .ok_or_else(|| Error::code_only(Errno::EAGAIN))?;
+        self.head += 1;
+        Ok(ev)
+    }
+}
+
+struct EqShared {
+    size: usize,
+    mode: WaitMode,
+    writable: bool,
+    state: Mutex<EqState>,
+    cv: Condvar,
+    fd: Option<WaitFd>,
+    progress: OnceLock<Arc<ProgressEngine>>,
+    sets: Mutex<Vec<KitWait>>,
+    has_sets: AtomicBool,
+    strerror: OnceLock<StrerrorFn>,
+}
+
+impl EqShared {
+    fn drive(&self) -> usize {
+        match self.progress.get() {
+            Some(e) => e.drive(),
+            None => 0,
+        }
+    }
+
+    fn refresh_fd(&self, st: &EqState) {
+        if let Some(fd) = &self.fd {
+            fd.update(st.ready());
+        }
+    }
+
+    fn notify_locked(&self, st: &EqState) {
+        self.refresh_fd(st);
+        if st.sleepers > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    fn notify_sets(&self) {
+        if self.has_sets.load(Ordering::Acquire) {
+            for s in lock(&self.sets).iter() {
+                s.signal();
+            }
+        }
+    }
+
+    /// Queue an event or an error event. `app`: an application write (full is
+    /// `FI_EAGAIN`, not an overrun).
+    fn enqueue(&self, item: std::result::Result<Event, EqErrorEntry>, app: bool) -> Result<()> {
+        {
+            let mut st = lock(&self.state);
+            if st.overrun != Overrun::No {
+                st.dropped += 1;
+                return Err(Error::new(Errno::EOVERRUN, "the EQ was overrun"));
+            }
+            if st.used() >= self.size {
+                if app {
+                    return Err(Error::new(Errno::EAGAIN, "the EQ is full"));
+                }
+                st.dropped += 1;
+                st.overrun = Overrun::Pending;
+                self.notify_locked(&st);
+                return Err(Error::new(
+                    Errno::EOVERRUN,
+                    "EQ overrun: event dropped (the queue is full)",
+                ));
+            }
+            match item {
+                Ok(ev) => st.events.push_back(ev),
+                Err(e) => {
+                    let seq = st.head + st.events.len() as u64;
+                    st.errs.push_back((seq, e));
+                }
+            }
+            self.notify_locked(&st);
+        }
+        self.notify_sets();
+        Ok(())
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.progress
+            .get()
+            .is_some_and(|e| ProgressEngine::needs_polling(e))
+    }
+}
+
+impl Waitable for EqShared {
+    fn drive_progress(&self) -> usize {
+        self.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        lock(&self.state).ready()
+    }
+
+    fn needs_polling(&self) -> bool {
+        EqShared::needs_polling(self)
+    }
+}
+
+/// An event queue (see the module docs). Clones share the queue.
+#[derive(Clone)]
+pub struct KitEq {
+    inner: Arc<EqShared>,
+}
+
+impl std::fmt::Debug for KitEq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = lock(&self.inner.state);
+        f.debug_struct("KitEq")
+            .field("size", &self.inner.size)
+            .field("queued", &st.events.len())
+            .field("errors", &st.errs.len())
+            .field("overrun", &st.overrun)
+            .finish()
+    }
+}
+
+impl KitEq {
+    /// Open an EQ (see the module docs for the errors).
+    pub fn new(attr: &EqAttr) -> Result<KitEq> {
+        let size = match attr.size {
+            0 => DEFAULT_EQ_SIZE,
+            s if s > MAX_EQ_SIZE => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("EQ size {s} is over the limit of {MAX_EQ_SIZE}"),
+                ))
+            }
+            s => s,
+        };
+        let unknown = attr.flags & !(OpFlags::WRITE | OpFlags::AFFINITY).bits();
+        if unknown != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("EQ flags {unknown:#x} are not supported"),
+            ));
+        }
+        let mode = WaitMode::resolve(attr.wait_obj)?;
+        Ok(KitEq {
+            inner: Arc::new(EqShared {
+                size,
+                mode,
+                writable: attr.flags & OpFlags::WRITE.bits() != 0,
+                state: Mutex::new(EqState {
+                    events: VecDeque::new(),
+                    errs: VecDeque::new(),
+                    head: 0,
+                    overrun: Overrun::No,
+                    dropped: 0,
+                    sleepers: 0,
+                }),
+                cv: Condvar::new(),
+                fd: mode.make_fd()?,
+                progress: OnceLock::new(),
+                sets: Mutex::new(Vec::new()),
+                has_sets: AtomicBool::new(false),
+                strerror: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Link a progress engine: every read and wait drives it (same engine again:
+    /// no-op; another: `FI_EINVAL`).
+    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
+        bind_once(&self.inner.progress, engine, "EQ")
+    }
+
+    /// Attach to a wait set: each push signals it.
+    pub fn attach_wait(&self, set: &KitWait) {
+        set.add(self.waitable());
+        let mut g = lock(&self.inner.sets);
+        if !g.iter().any(|s| s.same(set)) {
+            g.push(set.clone());
+        }
+        self.inner.has_sets.store(true, Ordering::Release);
+    }
+
+    /// This EQ as a wait-set or poll-set member.
+    pub fn waitable(&self) -> Weak<dyn Waitable> {
+        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
+    }
+
+    /// Set the text `strerror` gives for provider error codes (once).
+    pub fn set_strerror(&self, f: StrerrorFn) {
+        let _ = self.inner.strerror.set(f);
+    }
+
+    /// The capacity.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// The wait mode.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.mode
+    }
+
+    /// True if opened with `FI_WRITE`.
+    pub fn is_writable(&self) -> bool {
+        self.inner.writable
+    }
+
+    /// Events queued (errors included).
+    pub fn len(&self) -> usize {
+        lock(&self.inner.state).used()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True once the EQ has been overrun.
+    pub fn is_overrun(&self) -> bool {
+        lock(&self.inner.state).overrun != Overrun::No
+    }
+
+    /// Events dropped because the EQ was full or overrun.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.inner.state).dropped
+    }
+
+    /// Report an event. `FI_EOVERRUN` if it did not fit (it is dropped and the EQ is
+    /// overrun) or the EQ was overrun before.
+    pub fn push(&self, event: Event) -> Result<()> {
+        self.inner.enqueue(Ok(event), false)
+    }
+
+    /// Report an error event; reads return `FI_EAVAIL` when it is next.
+    pub fn push_err(&self, err: EqErrorEntry) -> Result<()> {
+        self.inner.enqueue(Err(err), false)
+    }
+
+    /// `FI_CONNREQ` on the passive endpoint opened with context `fid`, with the info
+    /// to accept it with and the peer's connection data.
+    pub fn connreq(&self, fid: usize, info: Info, cm_data: Vec<u8>) -> Result<()> {
+        self.push(Event {
+            event: EqEvent::ConnReq,
+            fid,
+            info: Some(Box::new(info)),
+            cm_data,
+            ..Event::default()
+        })
+    }
+
+    /// `FI_CONNECTED` on the endpoint opened with context `fid`.
+    pub fn connected(&self, fid: usize, cm_data: Vec<u8>) -> Result<()> {
+        self.push(Event {
+            event: EqEvent::Connected,
+            fid,
+            cm_data,
+            ..Event::default()
+        })
+    }
+
+    /// `FI_SHUTDOWN` on the endpoint opened with context `fid`.
+    pub fn shutdown(&self, fid: usize) -> Result<()> {
+        self.push(Event {
+            event: EqEvent::Shutdown,
+            fid,
+            ..Event::default()
+        })
+    }
+
+    /// `FI_AV_COMPLETE` for the AV opened with context `fid`: the insert with
+    /// `context` finished, `count` addresses inserted.
+    pub fn av_complete(&self, fid: usize, context: usize, count: u64) -> Result<()> {
+        self.push(Event {
+            event: EqEvent::AvComplete,
+            fid,
+            context,
+            data: count,
+            ..Event::default()
+        })
+    }
+
+    /// `FI_MR_COMPLETE` for the MR opened with context `fid`.
+    pub fn mr_complete(&self, fid: usize, context: usize) -> Result<()> {
+        self.push(Event {
+            event: EqEvent::MrComplete,
+            fid,
+            context,
+            ..Event::default()
+        })
+    }
+}
+
+impl Waitable for KitEq {
+    fn drive_progress(&self) -> usize {
+        self.inner.drive()
+    }
+
+    fn is_ready(&self) -> bool {
+        lock(&self.inner.state).ready()
+    }
+
+    fn needs_polling(&self) -> bool {
+        self.inner.needs_polling()
+    }
+}
+
+impl EqOps for KitEq {
+    fn read(&self, peek: bool) -> Result<Event> {
+        let inner = &*self.inner;
+        inner.drive();
+        let mut st = lock(&inner.state);
+        let r = st.next(peek);
+        if r.is_ok() && !peek {
+            inner.refresh_fd(&st);
+        }
+        r
+    }
+
+    fn readerr(&self) -> Result<EqErrorEntry> {
+        let inner = &*self.inner;
+        let mut st = lock(&inner.state);
+        let e = if let Some((_, e)) = st.errs.pop_front() {
+            e
+        } else if st.overrun == Overrun::Pending {
+            st.overrun = Overrun::Reported;
+            EqErrorEntry {
+                fid: 0,
+                context: 0,
+                data: 0,
+                err: Errno::EOVERRUN,
+                prov_errno: 0,
+                err_data: Vec::new(),
+            }
+        } else {
+            return Err(Error::code_only(Errno::EAGAIN));
+        };
+        inner.refresh_fd(&st);
+        Ok(e)
+    }
+
+    fn write(&self, event: Event) -> Result<()> {
+        if !self.inner.writable {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "eq write: the EQ was opened without FI_WRITE",
+            ));
+        }
+        self.inner.enqueue(Ok(event), true)
+    }
+
+    fn sread(&self, timeout: i32, peek: bool) -> Result<Event> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "sread on an EQ opened with FI_WAIT_NONE",
+            ));
+        }
+        let deadline = Deadline::after_ms(timeout);
+        let mut backoff = Backoff::new();
+        loop {
+            let work = inner.drive();
+            let mut st = lock(&inner.state);
+            if st.ready() {
+                let r = st.next(peek);
+                if r.is_ok() && !peek {
+                    inner.refresh_fd(&st);
+                }
+                return r;
+            }
+            if deadline.expired() {
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+            let engine = inner.progress.get().map(|e| &**e);
+            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+                None => {
+                    drop(st);
+                    std::thread::yield_now();
+                }
+                Some(d) => {
+                    st.sleepers += 1;
+                    let mut st = wait_for(&inner.cv, st, d);
+                    st.sleepers -= 1;
+                }
+            }
+        }
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        match self.inner.strerror.get() {
+            Some(f) => f(prov_errno, err_data),
+            None => ofi_core::error::strerror(prov_errno).into_owned(),
+        }
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        match &self.inner.fd {
+            Some(fd) => Ok(fd.fd()),
+            None => Err(Error::new(
+                Errno::ENOSYS,
+                "this EQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofi_core::enums::WaitObj;
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    fn eq(size: usize, wait_obj: WaitObj) -> KitEq {
+        KitEq::new(&EqAttr {
+            size,
+            flags: OpFlags::WRITE.bits(),
+            wait_obj,
+            ..EqAttr::default()
+        })
+        .unwrap()
+    }
+
+    fn code<T: std::fmt::Debug>(r: Result<T>) -> Errno {
+        r.unwrap_err().code()
+    }
+
+    fn notify(ctx: usize) -> Event {
+        Event {
+            event: EqEvent::Notify,
+            fid: 1,
+            context: ctx,
+            data: ctx as u64 * 2,
+            ..Event::default()
+        }
+    }
+
+    fn err(ctx: usize, code: Errno) -> EqErrorEntry {
+        EqErrorEntry {
+            fid: 3,
+            context: ctx,
+            data: 0,
+            err: code,
+            prov_errno: -1,
+            err_data: vec![9, 8],
+        }
+    }
+
+    #[test]
+    fn open_attributes_and_errors() {
+        let q = KitEq::new(&EqAttr::default()).unwrap();
+        assert_eq!(q.size(), DEFAULT_EQ_SIZE);
+        assert_eq!(q.wait_mode(), WaitMode::None);
+        assert!(!q.is_writable());
+        let e = KitEq::new(&EqAttr {
+            size: MAX_EQ_SIZE + 1,
+            ..EqAttr::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        let e = KitEq::new(&EqAttr {
+            flags: OpFlags::READ.bits(),
+            ..EqAttr::default()
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert_eq!(
+            code(KitEq::new(&EqAttr {
+                wait_obj: WaitObj::PollFd,
+                ..EqAttr::default()
+            })),
+            Errno::ENOSYS
+        );
+        assert!(format!("{:?}", eq(4, WaitObj::Fd)).contains("KitEq"));
+    }
+
+    #[test]
+    fn write_read_peek() {
+        let q = eq(8, WaitObj::None);
+        assert_eq!(code(q.read(false)), Errno::EAGAIN);
+        assert_eq!(code(q.read(true)), Errno::EAGAIN);
+        q.write(notify(1)).unwrap();
+        q.write(notify(2)).unwrap();
+        assert_eq!(q.read(true).unwrap(), notify(1));
+        assert_eq!(q.read(true).unwrap(), notify(1), "peek leaves it queued");
+        assert_eq!(q.read(false).unwrap(), notify(1));
+        assert_eq!(q.read(false).unwrap(), notify(2));
+        assert_eq!(code(q.read(false)), Errno::EAGAIN);
+        assert!(q.is_empty());
+        // Without FI_WRITE.
+        let ro = KitEq::new(&EqAttr::default()).unwrap();
+        assert_eq!(code(ro.write(notify(1))), Errno::EINVAL);
+        ro.push(notify(1)).unwrap(); // the provider may always push
+        assert_eq!(ro.len(), 1);
+    }
+
+    #[test]
+    fn cm_and_av_events() {
+        let q = eq(8, WaitObj::None);
+        let info = Info::new();
+        q.connreq(5, info.clone(), b"hello".to_vec()).unwrap();
+        q.connected(6, b"ok".to_vec()).unwrap();
+        q.shutdown(6).unwrap();
+        q.av_complete(7, 70, 3).unwrap();
+        q.mr_complete(8, 80).unwrap();
+        let e = q.read(false).unwrap();
+        assert_eq!(e.event, EqEvent::ConnReq);
+        assert_eq!((e.fid, e.cm_data.as_slice()), (5, &b"hello"[..]));
+        assert_eq!(e.info.as_deref(), Some(&info));
+        let e = q.read(false).unwrap();
+        assert_eq!(
+            (e.event, e.fid, e.cm_data),
+            (EqEvent::Connected, 6, b"ok".to_vec())
+        );
+        assert_eq!(q.read(false).unwrap().event, EqEvent::Shutdown);
+        let e = q.read(false).unwrap();
+        assert_eq!(
+            (e.event, e.fid, e.context, e.data),
+            (EqEvent::AvComplete, 7, 70, 3)
+        );
+        let e = q.read(false).unwrap();
+        assert_eq!((e.event, e.fid, e.context), (EqEvent::MrComplete, 8, 80));
+    }
+
+    #[test]
+    fn error_events_come_in_order_with_eavail() {
+        let q = eq(8, WaitObj::None);
+        q.push(notify(1)).unwrap();
+        q.push_err(err(2, Errno::ECONNREFUSED)).unwrap();
+        q.push(notify(3)).unwrap();
+        assert_eq!(q.read(false).unwrap(), notify(1));
+        assert_eq!(code(q.read(true)), Errno::EAVAIL);
+        assert_eq!(code(q.read(false)), Errno::EAVAIL);
+        let e = q.readerr().unwrap();
+        assert_eq!(
+            (e.context, e.err, e.prov_errno),
+            (2, Errno::ECONNREFUSED, -1)
+        );
+        assert_eq!(e.err_data, vec![9, 8]);
+        assert_eq!(code(q.readerr()), Errno::EAGAIN);
+        assert_eq!(q.read(false).unwrap(), notify(3));
+        // readerr also takes an error queued behind events.
+        q.push(notify(4)).unwrap();
+        q.push_err(err(5, Errno::EIO)).unwrap();
+        assert_eq!(q.readerr().unwrap().context, 5);
+        assert_eq!(q.read(false).unwrap(), notify(4));
+    }
+
+    #[test]
+    fn bounded_size_full_and_overrun() {
+        let q = eq(2, WaitObj::None);
+        q.write(notify(1)).unwrap();
+        q.write(notify(2)).unwrap();
+        // The application's write: EAGAIN (reading clears it), not an overrun.
+        assert_eq!(code(q.write(notify(3))), Errno::EAGAIN);
+        assert!(!q.is_overrun());
+        // A provider push that does not fit: overrun.
+        assert_eq!(code(q.push(notify(4))), Errno::EOVERRUN);
+        assert!(q.is_overrun());
+        assert_eq!(code(q.push_err(err(5, Errno::EIO))), Errno::EOVERRUN);
+        assert_eq!(code(q.write(notify(6))), Errno::EOVERRUN);
+        assert_eq!(q.dropped(), 3);
+        assert_eq!(q.read(false).unwrap(), notify(1));
+        assert_eq!(q.read(false).unwrap(), notify(2));
+        assert_eq!(code(q.read(false)), Errno::EAVAIL);
+        assert_eq!(q.readerr().unwrap().err, Errno::EOVERRUN);
+        assert_eq!(code(q.read(false)), Errno::EOVERRUN);
+        assert_eq!(code(q.readerr()), Errno::EAGAIN);
+    }
+
+    #[test]
+    fn sread_errors_timeout_and_wakeup() {
+        let none = eq(4, WaitObj::None);
+        assert_eq!(code(none.sread(0, false)), Errno::ENOSYS);
+        assert_eq!(code(none.wait_fd()), Errno::ENOSYS);
+        let q = eq(4, WaitObj::Unspec);
+        let t = Instant::now();
+        assert_eq!(code(q.sread(50, false)), Errno::EAGAIN);
+        assert!(t.elapsed() >= Duration::from_millis(50));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        let q2 = q.clone();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            q2.push(notify(7)).unwrap();
+        });
+        let t = Instant::now();
+        assert_eq!(q.sread(5_000, true).unwrap(), notify(7));
+        assert!(t.elapsed() < Duration::from_secs(4));
+        assert_eq!(
+            q.sread(-1, false).unwrap(),
+            notify(7),
+            "peeked, still there"
+        );
+        h.join().unwrap();
+        q.push_err(err(1, Errno::EIO)).unwrap();
+        assert_eq!(code(q.sread(5_000, false)), Errno::EAVAIL);
+    }
+
+    #[test]
+    fn reads_drive_progress() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let q = eq(4, WaitObj::Fd);
+        let (c2, q2) = (calls.clone(), q.clone());
+        let src = Arc::new(move || {
+            // The third round delivers a connection event.
+            if c2.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
+                q2.connected(9, Vec::new()).unwrap();
+                return 1;
+            }
+            0usize
+        });
+        let e = Arc::new(ProgressEngine::manual());
+        e.register(&src);
+        q.bind_progress(e.clone()).unwrap();
+        q.bind_progress(e).unwrap();
+        assert_eq!(
+            code(q.bind_progress(Arc::new(ProgressEngine::manual()))),
+            Errno::EINVAL
+        );
+        assert_eq!(code(q.read(false)), Errno::EAGAIN);
+        assert_eq!(code(q.read(true)), Errno::EAGAIN);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(q.sread(5_000, false).unwrap().event, EqEvent::Connected);
+        assert!(q.needs_polling());
+        crate::wait::trywait(&[&q]).unwrap();
+        drop(src);
+        assert_eq!(
+            q.drive_progress(),
+            0,
+            "a dropped source is no longer called"
+        );
+    }
+
+    #[test]
+    fn wait_fd_and_wait_sets() {
+        use ofi_core::provider::WaitOps;
+        let q = eq(4, WaitObj::Fd);
+        let fd = q.inner.fd.as_ref().unwrap();
+        assert_eq!(q.wait_fd().unwrap(), fd.fd());
+        assert!(!fd.readable());
+        q.push(notify(1)).unwrap();
+        assert!(fd.readable());
+        q.read(true).unwrap();
+        assert!(fd.readable(), "peek leaves it readable");
+        assert_eq!(code(crate::wait::trywait(&[&q])), Errno::EAGAIN);
+        q.read(false).unwrap();
+        assert!(!fd.readable());
+        q.push_err(err(1, Errno::EIO)).unwrap();
+        assert!(fd.readable());
+        q.readerr().unwrap();
+        assert!(!fd.readable());
+
+        let set = KitWait::new(&ofi_core::wait::WaitAttr {
+            wait_obj: WaitObj::Fd,
+            flags: 0,
+        })
+        .unwrap();
+        q.attach_wait(&set);
+        q.attach_wait(&set);
+        assert_eq!(set.len(), 1);
+        assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
+        q.push(notify(2)).unwrap();
+        set.wait(0).unwrap();
+    }
+
+    #[test]
+    fn strerror_default_and_custom() {
+        let q = eq(4, WaitObj::None);
+        assert_eq!(
+            q.strerror(Errno::EIO.0, &[]),
+            ofi_core::error::strerror(Errno::EIO.0)
+        );
+        fn mine(code: i32, d: &[u8]) -> String {
+            format!("eq {code} {}", d.len())
+        }
+        q.set_strerror(mine);
+        assert_eq!(q.strerror(4, &[1]), "eq 4 1");
+        q.close().unwrap();
+    }
+}
