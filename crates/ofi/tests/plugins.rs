@@ -268,6 +268,15 @@ fn child() {
                 println!("CHILD {r}");
             }
         }
+        // The process-wide registry as configured by the environment and plugins.toml.
+        Ok("global_report") => {
+            let reg = ofi::registry();
+            let names: Vec<String> = reg.providers().into_iter().map(|p| p.name).collect();
+            println!("CHILD providers=[{}]", names.join(","));
+            for r in reg.load_report() {
+                println!("CHILD {r}");
+            }
+        }
         _ => {}
     }
 }
@@ -631,4 +640,77 @@ fn plugin_log_events_reach_the_host_subscriber() {
         !stderr.contains("prov=unixdgram"),
         "filtered out, yet:\n{stderr}"
     );
+}
+
+/// plugins.toml (named by OFI_PLUGINS_CONFIG) adds plugin directories after
+/// FI_PROVIDER_PATH, relative to the file, and can switch a provider off by name.
+#[test]
+fn plugins_toml_search_paths_and_disable() {
+    let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = conf_dir.path().join("plugins.toml");
+    let rel = pathdiff(dir.path(), conf_dir.path());
+    std::fs::write(&conf, format!("search_paths = [{rel:?}]\n")).unwrap();
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "global_report",
+        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("CHILD providers=[unixdgram]"), "{stdout}");
+    assert!(stdout.contains(": loaded unixdgram 1.0"), "{stdout}");
+
+    std::fs::write(
+        &conf,
+        format!("search_paths = [{rel:?}]\ndisable = [\"UnixDgram\"]\n"),
+    )
+    .unwrap();
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "global_report",
+        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("CHILD providers=[]"), "{stdout}");
+    assert!(
+        stdout.contains(": filtered: disabled in plugins.toml"),
+        "{stdout}"
+    );
+
+    // A malformed file is reported with its line, and the process still works.
+    std::fs::write(&conf, "search_paths = 3\n").unwrap();
+    let (status, stdout, stderr) = run_child(
+        "child",
+        "global_report",
+        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
+    );
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("CHILD providers=[]"), "{stdout}");
+    assert!(
+        stderr.contains("plugins.toml"),
+        "the warning names the file: {stderr}"
+    );
+}
+
+/// `to` relative to `from` (both absolute): "../x/y" style, for a relative search path.
+fn pathdiff(to: &Path, from: &Path) -> String {
+    let to: Vec<_> = to.components().collect();
+    let from: Vec<_> = from.components().collect();
+    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".into(); from.len() - common];
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
 }
