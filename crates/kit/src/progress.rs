@@ -42,7 +42,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::thread::{self, JoinHandle};
+use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use ofi_core::error::{Errno, Error, Result};
@@ -122,7 +122,7 @@ impl Backoff {
         if self.idle <= IDLE_SPINS {
             return None;
         }
-        let step = (self.idle - IDLE_SPINS).min(7);
+        let step = (self.idle - IDLE_SPINS - 1).min(6);
         Some(Duration::from_micros(16u64 << step).min(MAX_IDLE_SLEEP))
     }
 }
@@ -187,6 +187,8 @@ pub struct ProgressEngine {
     shared: Arc<Shared>,
     mode: ProgressMode,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// The auto thread, to unpark it without taking `worker`'s lock.
+    thread: Option<Thread>,
 }
 
 impl std::fmt::Debug for ProgressEngine {
@@ -232,6 +234,7 @@ impl ProgressEngine {
         Ok(ProgressEngine {
             shared,
             mode,
+            thread: worker.as_ref().map(|h| h.thread().clone()),
             worker: Mutex::new(worker),
         })
     }
@@ -250,6 +253,7 @@ impl ProgressEngine {
             }),
             mode: ProgressMode::Manual,
             worker: Mutex::new(None),
+            thread: None,
         }
     }
 
@@ -310,9 +314,10 @@ impl ProgressEngine {
     }
 
     /// Wake the auto thread now (after posting an operation). No effect in manual mode.
+    #[inline]
     pub fn kick(&self) {
-        if let Some(h) = lock(&self.worker).as_ref() {
-            h.thread().unpark();
+        if let Some(t) = &self.thread {
+            t.unpark();
         }
     }
 
@@ -534,7 +539,7 @@ mod tests {
             assert_eq!(b.next(0), None);
         }
         let first = b.next(0).expect("sleeps after the spin");
-        assert_eq!(first, Duration::from_micros(32));
+        assert_eq!(first, Duration::from_micros(16));
         let mut last = first;
         for _ in 0..100 {
             let d = b.next(0).unwrap();

@@ -406,6 +406,9 @@ impl KitWait {
     }
 }
 
+/// A wait set as a `trywait` object: its progress is its members' progress, and it is
+/// ready if a member is. Checking readiness resets the set's fd first (as `fi_trywait`
+/// does in the C library), so the fd reports only signals that come after the check.
 impl Waitable for KitWait {
     fn drive_progress(&self) -> usize {
         self.inner.progress(&self.inner.snapshot()).0

@@ -319,6 +319,19 @@ pub unsafe extern "C" fn plugin_init<P: Provider>(
             // SAFETY: a slot of the host's valid table.
             let level = unsafe { crate::abi::tables::call_slot!(table, HostTable.log_level()) };
             crate::log::install_plugin_forwarder_at(table.log, level.clamp(0, 5) as u8);
+            // Our copy of std has a panic hook of its own, which would print to stderr
+            // (with a backtrace under RUST_BACKTRACE) before the boundary catches the
+            // panic. Send the report through the host's log instead: the boundary then
+            // logs the failed call and returns FI_EOTHER. Only this plugin's panics
+            // are affected; the host's hook is untouched.
+            std::panic::set_hook(Box::new(|info| {
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                tracing::debug!(target: "ofi", prov = P::NAME, subsys = "core",
+                    "panic{at}: {}", panic_text(info.payload()));
+            }));
         }
         let h = Host::with_table(table, P::NAME);
         let prov = P::init(&h)?;
