@@ -14,9 +14,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ofi_core::abi::raw::CqErrEntry;
 use ofi_core::cntr::CntrAttr;
-use ofi_core::cq::{CqAttr, CqBuf};
+use ofi_core::cq::{CqAttr, CqBuf, CqError};
 use ofi_core::provider::{
     init_builtin, BindTarget, CntrOps, CqOps, Desc, DomainOps, EndpointOps, FabricOps, Host,
     Provider, Unsupported,
@@ -119,7 +118,7 @@ impl CqOps for BCq {
         Err(Error::code_only(Errno::EAGAIN))
     }
 
-    fn readerr(&self, _entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
         Err(Error::code_only(Errno::EAGAIN))
     }
 }

@@ -81,6 +81,89 @@ impl CqAttr {
     }
 }
 
+/// An error completion with its error data owned: the fields of `fi_cq_err_entry` as a
+/// provider reports them (`CqOps::readerr`) and as
+/// [`CompletionQueue::readerr_owned`] returns them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CqError {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Length of data received.
+    pub len: usize,
+    /// Where data was placed (an address, as an integer).
+    pub buf: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Length of data that did not fit (truncation).
+    pub olen: usize,
+    /// The error.
+    pub err: Errno,
+    /// Provider-specific error code.
+    pub prov_errno: i32,
+    /// Provider-specific error data (empty: none).
+    pub err_data: Vec<u8>,
+}
+
+impl CqError {
+    /// An error entry for the operation `op_context` failing with `err`; other fields
+    /// zero, no error data.
+    pub fn new(op_context: usize, err: Errno) -> CqError {
+        CqError {
+            op_context,
+            flags: 0,
+            len: 0,
+            buf: 0,
+            data: 0,
+            tag: 0,
+            olen: 0,
+            err,
+            prov_errno: 0,
+            err_data: Vec::new(),
+        }
+    }
+
+    /// The raw entry without its error data (`err_data` null, `err_data_size` 0).
+    pub fn to_raw(&self) -> CqErrEntry {
+        CqErrEntry {
+            op_context: self.op_context,
+            flags: self.flags,
+            len: self.len,
+            buf: self.buf as *mut c_void,
+            data: self.data,
+            tag: self.tag,
+            olen: self.olen,
+            err: self.err.0,
+            prov_errno: self.prov_errno,
+            err_data: std::ptr::null_mut(),
+            err_data_size: 0,
+        }
+    }
+
+    /// From a raw entry, with `err_data` as its error data.
+    pub fn from_raw(e: &CqErrEntry, err_data: Vec<u8>) -> CqError {
+        CqError {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf as usize,
+            data: e.data,
+            tag: e.tag,
+            olen: e.olen,
+            err: Errno(e.err),
+            prov_errno: e.prov_errno,
+            err_data,
+        }
+    }
+}
+
+/// Size of the buffer [`CompletionQueue::readerr_owned`] offers the provider for error
+/// data: longer data is truncated to this (fi_cq(3) copy rule).
+pub const READERR_DATA_MAX: usize = 256;
+
 /// The caller's read buffer as a provider sees it: a slice of the CQ's entry type.
 #[derive(Debug)]
 pub enum CqBuf<'a> {
@@ -297,13 +380,43 @@ impl CompletionQueue {
         })
     }
 
-    /// `fi_cq_readerr`: the next error entry into `entry` (`FI_EAGAIN` if none). Set
-    /// `entry.err_data`/`err_data_size` to a buffer of yours to receive provider data;
-    /// otherwise `err_data` points into the provider until the next read.
+    /// `fi_cq_readerr`, C-shaped: the next error entry into `entry` (`FI_EAGAIN` if
+    /// none). With `entry.err_data` pointing to a buffer of yours and `err_data_size` > 0
+    /// the provider copies up to that many bytes of its error data there and sets
+    /// `err_data_size` to the number copied; with `err_data_size` 0, `err_data` is set
+    /// to the provider's own buffer, valid until the next read of this CQ. Prefer
+    /// [`readerr_owned`](Self::readerr_owned), which needs no raw pointers.
     pub fn readerr(&self, entry: &mut CqErrEntry, flags: u64) -> Result<()> {
-        // SAFETY: `entry` is a valid, exclusive CqErrEntry.
+        // SAFETY: `entry` is a valid, exclusive CqErrEntry; a non-null `err_data` with a
+        // non-zero size is the caller's buffer, which fi_cq(3) lets the provider fill.
         count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, entry, flags)) })
             .map(|_| ())
+    }
+
+    /// `fi_cq_readerr` with the error data copied out: the next error entry
+    /// (`FI_EAGAIN` if none). At most [`READERR_DATA_MAX`] bytes of error data are
+    /// returned.
+    pub fn readerr_owned(&self, flags: u64) -> Result<CqError> {
+        let mut data = vec![0u8; READERR_DATA_MAX];
+        let mut e = CqErrEntry {
+            err_data: data.as_mut_ptr() as *mut c_void,
+            err_data_size: data.len(),
+            ..CqErrEntry::default()
+        };
+        // SAFETY: `e` valid; its err_data buffer valid for err_data_size bytes.
+        count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, &mut e, flags)) })?;
+        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
+            data.truncate(e.err_data_size.min(READERR_DATA_MAX));
+            data
+        } else if e.err_data.is_null() || e.err_data_size == 0 {
+            Vec::new()
+        } else {
+            // A provider that ignored our buffer and returned its own.
+            // SAFETY: the provider's buffer, valid for err_data_size bytes until the next
+            // read of this CQ (fi_cq(3)).
+            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
+        };
+        Ok(CqError::from_raw(&e, err_data))
     }
 
     /// `fi_cq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
@@ -387,18 +500,25 @@ impl CompletionQueue {
 
     /// `fi_cq_strerror`: text for a provider-specific error code of an error entry.
     pub fn strerror(&self, prov_errno: i32) -> String {
+        self.strerror_with_data(prov_errno, &[])
+    }
+
+    /// `fi_cq_strerror` with the entry's error data: pass the `err_data` of the
+    /// [`CqError`] the last [`readerr_owned`](Self::readerr_owned) returned (the buffer
+    /// itself, not a copy: the provider recognises the data it handed out by its
+    /// address, as the C call passes no length). Empty: no data.
+    pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        let data = if err_data.is_empty() {
+            std::ptr::null()
+        } else {
+            err_data.as_ptr() as *const c_void
+        };
         let mut buf = [0u8; 256];
-        // SAFETY: `buf` valid for its length.
+        // SAFETY: `buf` valid for its length; `data` null or valid for reads.
         let n = unsafe {
             call_slot!(
                 self.t(),
-                CqTable.strerror(
-                    self.obj,
-                    prov_errno,
-                    std::ptr::null(),
-                    buf.as_mut_ptr(),
-                    buf.len()
-                )
+                CqTable.strerror(self.obj, prov_errno, data, buf.as_mut_ptr(), buf.len())
             )
         };
         if n < 0 {

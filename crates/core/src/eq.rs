@@ -338,18 +338,25 @@ impl EventQueue {
 
     /// `fi_eq_strerror`.
     pub fn strerror(&self, prov_errno: i32) -> String {
+        self.strerror_with_data(prov_errno, &[])
+    }
+
+    /// `fi_eq_strerror` with the event's error data: pass the `err_data` of the
+    /// [`EqErrorEntry`] the last [`readerr`](Self::readerr) returned (the buffer itself,
+    /// not a copy: the provider recognises the data it handed out by its address, as the
+    /// C call passes no length). Empty: no data.
+    pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        let data = if err_data.is_empty() {
+            std::ptr::null()
+        } else {
+            err_data.as_ptr() as *const c_void
+        };
         let mut buf = [0u8; 256];
-        // SAFETY: `buf` valid for its length.
+        // SAFETY: `buf` valid for its length; `data` null or valid for reads.
         let n = unsafe {
             call_slot!(
                 self.t(),
-                EqTable.strerror(
-                    self.obj,
-                    prov_errno,
-                    std::ptr::null(),
-                    buf.as_mut_ptr(),
-                    buf.len()
-                )
+                EqTable.strerror(self.obj, prov_errno, data, buf.as_mut_ptr(), buf.len())
             )
         };
         if n < 0 {

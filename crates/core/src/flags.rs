@@ -811,6 +811,12 @@ impl MrMode {
 c_flags! {
     /// Address-vector flags (`fi_av_attr.flags`, `fi_av_insert` flags).
     pub struct AvFlags: u64, prefix "FI_" {
+        /// Open flag: the AV is read-only, opened on a shared AV by name (`FI_READ`,
+        /// bit 8).
+        const READ = 1 << 8;
+        /// Open flag: inserts complete asynchronously and report on the bound EQ
+        /// (`FI_EVENT`, bit 24).
+        const EVENT = 1 << 24;
         /// Addresses are inserted in the same order on every peer (`FI_UNIVERSE`, bit 57).
         const UNIVERSE = 1 << 57;
         /// Report per-address insertion errors synchronously (bit 58).
@@ -818,7 +824,7 @@ c_flags! {
         /// Every process inserts the same addresses in the same order (bit 59).
         const SYMMETRIC = 1 << 59;
     }
-    order [UNIVERSE, SYNC_ERR, SYMMETRIC]
+    order [READ, EVENT, UNIVERSE, SYNC_ERR, SYMMETRIC]
     aliases []
 }
 
@@ -873,6 +879,15 @@ mod tests {
         assert_eq!(CompOrder::DATA.bits(), 0x10000);
         assert_eq!(MrMode::COLLECTIVE.bits(), 1 << 11);
         assert_eq!(AvFlags::SYNC_ERR.bits(), 1 << 58);
+        assert_eq!(AvFlags::READ.bits(), OpFlags::READ.bits());
+        assert_eq!(AvFlags::EVENT.bits(), OpFlags::EVENT.bits());
+        assert_eq!(AvFlags::EVENT.bits(), 1 << 24);
+        assert_eq!(AvFlags::from_name("FI_EVENT"), Some(AvFlags::EVENT));
+        assert_eq!(AvFlags::from_name("FI_READ"), Some(AvFlags::READ));
+        assert_eq!(
+            (AvFlags::EVENT | AvFlags::SYMMETRIC).to_string(),
+            "FI_EVENT|FI_SYMMETRIC"
+        );
         // Shared bit space: same names, same bits.
         for (n, c) in Caps::NAMED {
             if let Some(o) = OpFlags::from_name(n) {

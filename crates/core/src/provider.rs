@@ -43,13 +43,13 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::raw::{AtomicAttr, CqErrEntry, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use crate::abi::raw::{AtomicAttr, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
 use crate::abi::{self, PluginEntry, ProviderKind};
 use crate::addr::Address;
 use crate::attr::{Info, RxAttr, TxAttr};
 use crate::av::AvAttr;
 use crate::cntr::CntrAttr;
-use crate::cq::{CqAttr, CqBuf};
+use crate::cq::{CqAttr, CqBuf, CqError};
 use crate::enums::{AtomicOp, Datatype};
 use crate::eq::{EqAttr, EqErrorEntry, Event};
 use crate::error::{Errno, Error, Result};
@@ -897,9 +897,11 @@ pub trait CqOps: Sized + Send + Sync + 'static {
     /// `src` with the source address of each entry. Returns the number of entries;
     /// `FI_EAGAIN` when empty, `FI_EAVAIL` when an error entry is next. Drives progress.
     fn read(&self, buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize>;
-    /// `fi_cq_readerr`: one error entry (`FI_EAGAIN` if none). The caller's
-    /// `err_data`/`err_data_size` say where provider data may go.
-    fn readerr(&self, entry: &mut CqErrEntry, flags: u64) -> Result<()>;
+    /// `fi_cq_readerr`: take the next error entry (`FI_EAGAIN` if none), its error data
+    /// owned. The adapter delivers the data by the C rules: copied into the caller's
+    /// buffer (up to its size) when one is given, else through a buffer the adapter
+    /// keeps until the next `readerr`.
+    fn readerr(&self, flags: u64) -> Result<CqError>;
     /// `fi_cq_sread`: as read, blocking up to `timeout` ms (-1 = forever) until
     /// `threshold` entries (or one) are there; `FI_EAGAIN` on time-out.
     fn sread(
@@ -915,7 +917,9 @@ pub trait CqOps: Sized + Send + Sync + 'static {
     fn signal(&self) -> Result<()> {
         enosys("signal is not supported")
     }
-    /// `fi_cq_strerror`: text for a provider-specific error.
+    /// `fi_cq_strerror`: text for a provider-specific error. `err_data` is the error
+    /// data of the last `readerr` when the caller passed it back, else empty (the C
+    /// call carries no length, so other data cannot be passed on safely).
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
     }
@@ -944,7 +948,8 @@ pub trait EqOps: Sized + Send + Sync + 'static {
     fn sread(&self, _timeout: i32, _peek: bool) -> Result<Event> {
         enosys("sread is not supported")
     }
-    /// `fi_eq_strerror`.
+    /// `fi_eq_strerror`. `err_data` is the error data of the last `readerr` when the
+    /// caller passed it back, else empty.
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
     }
@@ -1139,7 +1144,7 @@ impl CqOps for Unsupported {
     fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
         match *self {}
     }
-    fn readerr(&self, _entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
         match *self {}
     }
 }

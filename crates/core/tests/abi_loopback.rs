@@ -12,7 +12,7 @@ use ofi_core::abi::raw::{CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry};
 use ofi_core::abi::{self, ProviderKind};
 use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
-use ofi_core::cq::{CqAttr, CqBuf};
+use ofi_core::cq::{CqAttr, CqBuf, CqError};
 use ofi_core::eq::{EqAttr, EqErrorEntry, Event};
 use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, VerdictKind};
 use ofi_core::mr::MrAttr;
@@ -216,6 +216,7 @@ impl DomainOps<LoopFabric> for LoopDomain {
         assert_ne!(attr.format, CqFormat::Unspec, "the host resolves Unspec");
         Ok(LoopCq {
             q: Arc::new(Mutex::new(VecDeque::new())),
+            errs: AtomicU64::new(0),
         })
     }
 
@@ -487,8 +488,17 @@ impl EndpointOps<LoopFabric> for LoopEp {
     }
 }
 
+/// The loopback CQ. Its `readerr` makes up error entries (there are no real failures
+/// here): the n-th (from 1) has context n, `FI_EIO`, provider errno 100 + n and error
+/// data `b"loop-error-data-"` followed by n as a digit; `strerror` shows the data it got.
 struct LoopCq {
     q: Arc<Mutex<VecDeque<Comp>>>,
+    errs: AtomicU64,
+}
+
+/// The made-up error data of the `n`-th error.
+fn loop_err_data(n: u64) -> Vec<u8> {
+    format!("loop-error-data-{n}").into_bytes()
 }
 
 impl Drop for LoopCq {
@@ -519,8 +529,17 @@ impl CqOps for LoopCq {
         Ok(n)
     }
 
-    fn readerr(&self, _entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
-        Err(Error::code_only(Errno::EAGAIN))
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
+        let n = self.errs.fetch_add(1, Ordering::Relaxed) + 1;
+        Ok(CqError {
+            prov_errno: 100 + n as i32,
+            err_data: loop_err_data(n),
+            ..CqError::new(n as usize, Errno::EIO)
+        })
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        format!("loop {prov_errno} [{}]", String::from_utf8_lossy(err_data))
     }
 }
 
@@ -579,8 +598,24 @@ impl EqOps for LoopEq {
         ev.ok_or_else(|| Error::code_only(Errno::EAGAIN))
     }
 
+    /// Made up, as the CQ's: context 7, `FI_EIO`, provider errno 107, error data
+    /// `b"eq-error-data"`.
     fn readerr(&self) -> Result<EqErrorEntry> {
-        Err(Error::code_only(Errno::EAGAIN))
+        Ok(EqErrorEntry {
+            fid: 0,
+            context: 7,
+            data: 0,
+            err: Errno::EIO,
+            prov_errno: 107,
+            err_data: b"eq-error-data".to_vec(),
+        })
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        format!(
+            "loop eq {prov_errno} [{}]",
+            String::from_utf8_lossy(err_data)
+        )
     }
 
     fn write(&self, event: Event) -> Result<()> {
@@ -988,6 +1023,117 @@ fn binding_an_object_of_another_provider_is_einval() {
     let oeq = ofab.eq_open(&EqAttr::default()).unwrap();
     assert_eq!(r.ep.bind_eq(&oeq).unwrap_err().code(), Errno::EINVAL);
     assert_eq!(r.fabric.trywait(&[&ocq]).unwrap_err().code(), Errno::EINVAL);
+}
+
+#[test]
+fn cq_readerr_copies_error_data_into_the_callers_buffer() {
+    let h = handle();
+    let r = rig(&h);
+    let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
+    // Room for all of it: copied, size set to the copied length.
+    let mut buf = [0xAAu8; 64];
+    let mut e = CqErrEntry {
+        err_data: buf.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: buf.len(),
+        ..CqErrEntry::default()
+    };
+    cq.readerr(&mut e, 0).unwrap();
+    let want = loop_err_data(1);
+    assert_eq!((e.op_context, e.err, e.prov_errno), (1, Errno::EIO.0, 101));
+    assert_eq!(e.err_data, buf.as_mut_ptr() as *mut std::ffi::c_void);
+    assert_eq!(e.err_data_size, want.len());
+    assert_eq!(&buf[..want.len()], &want[..]);
+    assert_eq!(buf[want.len()], 0xAA, "nothing written past the data");
+    // The caller's buffer passed back to strerror carries the data.
+    let text = cq.strerror_with_data(101, &buf[..want.len()]);
+    assert_eq!(text, "loop 101 [loop-error-data-1]");
+
+    // A smaller buffer: truncated to its size.
+    let mut small = [0u8; 4];
+    let mut e = CqErrEntry {
+        err_data: small.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: small.len(),
+        ..CqErrEntry::default()
+    };
+    cq.readerr(&mut e, 0).unwrap();
+    assert_eq!(e.err_data_size, 4);
+    assert_eq!(&small, b"loop");
+    assert_eq!(cq.strerror_with_data(102, &small), "loop 102 [loop]");
+}
+
+#[test]
+fn cq_readerr_without_a_buffer_points_into_the_provider() {
+    let h = handle();
+    let r = rig(&h);
+    let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
+    let mut e = CqErrEntry::default();
+    cq.readerr(&mut e, 0).unwrap();
+    let want = loop_err_data(1);
+    assert!(!e.err_data.is_null());
+    assert_eq!(e.err_data_size, want.len());
+    // SAFETY: the provider's buffer, valid until the next read of this CQ.
+    let got = unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) };
+    assert_eq!(got, &want[..]);
+    // Passed back to strerror, the provider's own buffer is recognised.
+    assert_eq!(
+        cq.strerror_with_data(101, got),
+        "loop 101 [loop-error-data-1]"
+    );
+    // A non-null buffer with size 0 is also "no buffer".
+    let mut unused = [0u8; 8];
+    let mut e = CqErrEntry {
+        err_data: unused.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: 0,
+        ..CqErrEntry::default()
+    };
+    cq.readerr(&mut e, 0).unwrap();
+    assert_ne!(e.err_data, unused.as_mut_ptr() as *mut std::ffi::c_void);
+    assert_eq!(e.err_data_size, loop_err_data(2).len());
+    assert_eq!(unused, [0u8; 8]);
+}
+
+#[test]
+fn cq_readerr_owned_and_strerror_get_the_bytes() {
+    let h = handle();
+    let r = rig(&h);
+    let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
+    let e = cq.readerr_owned(0).unwrap();
+    assert_eq!(
+        e,
+        CqError {
+            prov_errno: 101,
+            err_data: loop_err_data(1),
+            ..CqError::new(1, Errno::EIO)
+        }
+    );
+    assert_eq!(
+        cq.strerror_with_data(e.prov_errno, &e.err_data),
+        "loop 101 [loop-error-data-1]"
+    );
+    // No data, or data the provider did not hand out (a copy: no length is known for
+    // it), reaches the provider as empty.
+    assert_eq!(cq.strerror(101), "loop 101 []");
+    let copy = e.err_data.clone();
+    assert_eq!(cq.strerror_with_data(101, &copy), "loop 101 []");
+    // After the next readerr the old data is no longer known.
+    let e2 = cq.readerr_owned(0).unwrap();
+    assert_eq!(e2.err_data, loop_err_data(2));
+    assert_eq!(cq.strerror_with_data(101, &e.err_data), "loop 101 []");
+}
+
+#[test]
+fn eq_strerror_gets_the_error_data() {
+    let h = handle();
+    let r = rig(&h);
+    let eq = r.fabric.eq_open(&EqAttr::default()).unwrap();
+    let e = eq.readerr().unwrap();
+    assert_eq!((e.context, e.err, e.prov_errno), (7, Errno::EIO, 107));
+    assert_eq!(e.err_data, b"eq-error-data");
+    assert_eq!(
+        eq.strerror_with_data(e.prov_errno, &e.err_data),
+        "loop eq 107 [eq-error-data]"
+    );
+    assert_eq!(eq.strerror(107), "loop eq 107 []");
 }
 
 #[test]

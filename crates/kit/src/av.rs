@@ -97,7 +97,7 @@ use ofi_core::flags::{AvFlags, Caps, OpFlags};
 use ofi_core::provider::{AvOps, EqOf, FabricOps, Unsupported};
 
 /// `FI_EVENT` as an AV open flag (`attr.flags`): inserts report on the bound EQ.
-pub const AV_EVENT: u64 = OpFlags::EVENT.bits();
+pub const AV_EVENT: u64 = AvFlags::EVENT.bits();
 /// `FI_MORE` as an insert flag: more inserts follow (a hint; ignored).
 pub const INSERT_MORE: u64 = OpFlags::MORE.bits();
 /// `FI_SYNC_ERR` as an insert flag: per-address statuses are wanted.
@@ -359,7 +359,7 @@ impl<P: Send + Sync + 'static> KitAv<P> {
                 "av_open: named (shared) address vectors are not supported",
             ));
         }
-        if flags & OpFlags::READ.bits() != 0 {
+        if flags & AvFlags::READ.bits() != 0 {
             return einval("av_open: FI_READ (read-only) needs a named AV");
         }
         if flags & !OPEN_FLAGS != 0 {
@@ -1233,9 +1233,8 @@ pub(crate) mod tests {
         use crate::mr::{
             CounterHook, KitMr, MrConfig, MrEndpointTarget, MrTable, RmaCounterTarget,
         };
-        use ofi_core::abi::raw::CqErrEntry;
         use ofi_core::cntr::CntrAttr;
-        use ofi_core::cq::{CqAttr, CqBuf};
+        use ofi_core::cq::{CqAttr, CqBuf, CqError};
         use ofi_core::eq::EqAttr;
         use ofi_core::mr::MrAttr;
         use ofi_core::provider::{
@@ -1351,7 +1350,7 @@ pub(crate) mod tests {
             fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
                 Err(Error::code_only(Errno::EAGAIN))
             }
-            fn readerr(&self, _entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+            fn readerr(&self, _flags: u64) -> Result<CqError> {
                 Err(Error::code_only(Errno::EAGAIN))
             }
         }
@@ -1472,7 +1471,7 @@ pub(crate) mod tests {
         };
         assert_eq!(code(open(named)), Errno::ENOSYS);
         let ro = AvAttr {
-            flags: AvFlags::from_bits_retain(OpFlags::READ.bits()),
+            flags: AvFlags::READ,
             ..AvAttr::default()
         };
         assert_eq!(code(open(ro)), Errno::EINVAL);
@@ -1751,7 +1750,7 @@ pub(crate) mod tests {
     #[test]
     fn asynchronous_inserts_report_events() {
         let a = AvAttr {
-            flags: AvFlags::from_bits_retain(AV_EVENT),
+            flags: AvFlags::EVENT,
             ..AvAttr::default()
         };
         let m = KitAv::<()>::open(&a, 0x77, AvConfig::new(AddrFormat::SOCKADDR_IN)).unwrap();
@@ -1824,7 +1823,7 @@ pub(crate) mod tests {
         use ofi_core::provider::EqOps;
         let eq = crate::eq::KitEq::new(&EqAttr::default()).unwrap();
         let a = AvAttr {
-            flags: AvFlags::from_bits_retain(AV_EVENT),
+            flags: AvFlags::EVENT,
             ..AvAttr::default()
         };
         let m = KitAv::<()>::open(&a, 0x31, AvConfig::new(AddrFormat::SOCKADDR_IN)).unwrap();
@@ -2068,7 +2067,7 @@ pub(crate) mod tests {
         );
         // Asynchronous: the count is 0, fi_addr is still filled.
         let a = AvAttr {
-            flags: AvFlags::from_bits_retain(AV_EVENT),
+            flags: AvFlags::EVENT,
             ..AvAttr::default()
         };
         let m = KitAv::<()>::open(&a, 0, AvConfig::new(AddrFormat::SOCKADDR_IN)).unwrap();
@@ -2115,7 +2114,7 @@ pub(crate) mod tests {
         // An asynchronous AV reporting on the EQ.
         let a = AvAttr {
             av_type: AvType::Map,
-            flags: AvFlags::from_bits_retain(AV_EVENT),
+            flags: AvFlags::EVENT,
             ..AvAttr::default()
         };
         let m = domain.av_open(&a).unwrap();

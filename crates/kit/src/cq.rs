@@ -33,13 +33,10 @@
 //!   zero entries when completions are waiting (as the C utility CQ does). `readfrom`
 //!   fills the source address of each entry (`FI_ADDR_NOTAVAIL` when the provider had
 //!   none).
-//! - `readerr` returns the oldest error entry (or the overrun entry); `FI_EAGAIN` if
-//!   there is none. Its `err_data` is kept by the CQ and handed out as a pointer valid
-//!   until the next `readerr` — the "provider buffer" convention of fi_cq(3). The kit
-//!   forbids `unsafe`, so it cannot copy into a buffer the caller passed in
-//!   `err_data`/`err_data_size`: it always points `err_data` at its own copy and sets
-//!   `err_data_size` to its length (a caller reading through the returned pointer, as
-//!   core's `CompletionQueue::readerr` does, sees the data either way).
+//! - `readerr` returns the oldest error entry (or the overrun entry, with no error
+//!   data); `FI_EAGAIN` if there is none. It hands the entry's `err_data` over owned;
+//!   core's adapter delivers it by the fi_cq(3) rules (copied into the caller's buffer
+//!   when one is given, else kept and pointed to until the next `readerr`).
 //! - `sread` (`FI_WAIT_NONE`: `FI_ENOSYS`; zero entries: `FI_EINVAL`) blocks until the
 //!   threshold (or one entry) is queued, an error entry is next, `fi_cq_signal` is
 //!   called, or the timeout passes (`FI_EAGAIN`; with fewer than the threshold queued it
@@ -66,7 +63,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
-use ofi_core::abi::raw::{CqErrEntry, CqTaggedEntry};
+use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::cq::{CqAttr, CqBuf};
 use ofi_core::enums::{CqFormat, ADDR_NOTAVAIL};
 use ofi_core::error::{Errno, Error, Result};
@@ -84,50 +81,9 @@ pub const MAX_CQ_SIZE: usize = 1 << 20;
 /// A provider's text for its own error codes (`fi_cq_strerror`, `fi_eq_strerror`).
 pub type StrerrorFn = fn(prov_errno: i32, err_data: &[u8]) -> String;
 
-/// An error completion as the provider reports it: the fields of `fi_cq_err_entry`,
-/// with the error data owned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CqError {
-    /// The operation's context.
-    pub op_context: usize,
-    /// Completion flags.
-    pub flags: u64,
-    /// Length of data received.
-    pub len: usize,
-    /// Where data was placed (an address, as an integer).
-    pub buf: usize,
-    /// Remote CQ data.
-    pub data: u64,
-    /// Tag.
-    pub tag: u64,
-    /// Length of data that did not fit (truncation).
-    pub olen: usize,
-    /// The error.
-    pub err: Errno,
-    /// Provider-specific error code.
-    pub prov_errno: i32,
-    /// Provider-specific error data.
-    pub err_data: Vec<u8>,
-}
-
-impl CqError {
-    /// An error entry for the operation `op_context` failing with `err`; other fields
-    /// zero.
-    pub fn new(op_context: usize, err: Errno) -> CqError {
-        CqError {
-            op_context,
-            flags: 0,
-            len: 0,
-            buf: 0,
-            data: 0,
-            tag: 0,
-            olen: 0,
-            err,
-            prov_errno: 0,
-            err_data: Vec::new(),
-        }
-    }
-}
+/// An error completion as the provider reports it (core's type, re-exported): the
+/// fields of `fi_cq_err_entry`, with the error data owned.
+pub use ofi_core::cq::CqError;
 
 /// A queued success (the tagged entry, its buffer address as an integer so the queue is
 /// `Send`, and the source address).
@@ -195,8 +151,6 @@ struct CqState {
     wake: bool,
     /// Threads blocked in `sread`.
     sleepers: usize,
-    /// The error data handed out by the last `readerr`.
-    err_data: Vec<u8>,
 }
 
 impl CqState {
@@ -464,7 +418,6 @@ impl KitCq {
                     dropped: 0,
                     wake: false,
                     sleepers: 0,
-                    err_data: Vec::new(),
                 }),
                 cv: Condvar::new(),
                 fd: mode.make_fd()?,
@@ -689,41 +642,20 @@ impl CqOps for KitCq {
         inner.take(&mut st, &mut buf, src)
     }
 
-    fn readerr(&self, entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
         let st = &mut *st;
-        if let Some((_, e)) = st.errs.pop_front() {
-            st.err_data = e.err_data;
-            *entry = CqErrEntry {
-                op_context: e.op_context,
-                flags: e.flags,
-                len: e.len,
-                buf: e.buf as *mut c_void,
-                data: e.data,
-                tag: e.tag,
-                olen: e.olen,
-                err: e.err.0,
-                prov_errno: e.prov_errno,
-                err_data: if st.err_data.is_empty() {
-                    std::ptr::null_mut()
-                } else {
-                    st.err_data.as_mut_ptr() as *mut c_void
-                },
-                err_data_size: st.err_data.len(),
-            };
+        let e = if let Some((_, e)) = st.errs.pop_front() {
+            e
         } else if st.overrun == Overrun::Pending {
             st.overrun = Overrun::Reported;
-            st.err_data.clear();
-            *entry = CqErrEntry {
-                err: Errno::EOVERRUN.0,
-                ..CqErrEntry::default()
-            };
+            CqError::new(0, Errno::EOVERRUN)
         } else {
             return Err(Error::code_only(Errno::EAGAIN));
-        }
+        };
         inner.refresh_fd(st);
-        Ok(())
+        Ok(e)
     }
 
     fn sread(
@@ -976,8 +908,7 @@ mod tests {
         q.push_entry(&tagged(1)).unwrap();
         assert_eq!(q.read(CqBuf::Msg(&mut []), None).unwrap(), 0);
         assert_eq!(q.len(), 1);
-        let mut e = CqErrEntry::default();
-        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+        assert_eq!(code(q.readerr(0)), Errno::EAGAIN);
     }
 
     #[test]
@@ -1019,24 +950,14 @@ mod tests {
         assert_eq!(read_ctx(&q, 8).unwrap(), vec![1]);
         assert_eq!(code(read_ctx(&q, 8)), Errno::EAVAIL);
         assert_eq!(code(read_ctx(&q, 0)), Errno::EAVAIL);
-        let mut e = CqErrEntry {
-            err_data_size: 0,
-            ..CqErrEntry::default()
-        };
-        q.readerr(&mut e, 0).unwrap();
+        let e = q.readerr(0).unwrap();
         assert_eq!(e.op_context, 2);
-        assert_eq!(e.err, Errno::ETRUNC.0);
+        assert_eq!(e.err, Errno::ETRUNC);
         assert_eq!((e.olen, e.prov_errno, e.tag), (7, -5, 9));
-        assert_eq!(e.err_data_size, 3);
-        assert!(!e.err_data.is_null());
-        // The data is the CQ's own copy, kept until the next readerr.
-        assert_eq!(lock(&q.inner.state).err_data, vec![1, 2, 3]);
-        assert_eq!(
-            lock(&q.inner.state).err_data.as_ptr() as *mut c_void,
-            e.err_data
-        );
+        // The error data is handed over whole, owned.
+        assert_eq!(e.err_data, vec![1, 2, 3]);
         assert_eq!(read_ctx(&q, 8).unwrap(), vec![3]);
-        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+        assert_eq!(code(q.readerr(0)), Errno::EAGAIN);
     }
 
     #[test]
@@ -1044,11 +965,9 @@ mod tests {
         let q = cq(CqFormat::Context, 8);
         q.push_entry(&tagged(1)).unwrap();
         q.push_err(CqError::new(2, Errno::ECANCELED)).unwrap();
-        let mut e = CqErrEntry::default();
-        q.readerr(&mut e, 0).unwrap();
-        assert_eq!((e.op_context, e.err), (2, Errno::ECANCELED.0));
-        assert!(e.err_data.is_null());
-        assert_eq!(e.err_data_size, 0);
+        let e = q.readerr(0).unwrap();
+        assert_eq!((e.op_context, e.err), (2, Errno::ECANCELED));
+        assert!(e.err_data.is_empty());
         assert_eq!(read_ctx(&q, 8).unwrap(), vec![1]);
     }
 
@@ -1070,12 +989,10 @@ mod tests {
         // The valid completions first, then the overrun error entry.
         assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2]);
         assert_eq!(code(read_ctx(&q, 8)), Errno::EAVAIL);
-        let mut e = CqErrEntry::default();
-        q.readerr(&mut e, 0).unwrap();
-        assert_eq!(e.err, Errno::EOVERRUN.0);
+        assert_eq!(q.readerr(0).unwrap(), CqError::new(0, Errno::EOVERRUN));
         // Fatal from then on: reads fail with EOVERRUN, never EAGAIN.
         assert_eq!(code(read_ctx(&q, 8)), Errno::EOVERRUN);
-        assert_eq!(code(q.readerr(&mut e, 0)), Errno::EAGAIN);
+        assert_eq!(code(q.readerr(0)), Errno::EAGAIN);
         assert_eq!(code(q.reserve()), Errno::EOVERRUN);
         assert_eq!(q.room(), 0);
     }
@@ -1097,8 +1014,7 @@ mod tests {
         assert_eq!(q.room(), 0);
         assert!(!q.is_overrun());
         assert_eq!(read_ctx(&q, 4).unwrap(), vec![1]);
-        let mut e = CqErrEntry::default();
-        q.readerr(&mut e, 0).unwrap();
+        q.readerr(0).unwrap();
         assert_eq!(q.room(), 2);
         assert!(format!("{:?}", q.reserve().unwrap()).contains("CqReservation"));
     }
@@ -1293,8 +1209,7 @@ mod tests {
         crate::wait::trywait(&[&q]).unwrap();
         q.push_err(CqError::new(1, Errno::EIO)).unwrap();
         assert!(fd.readable(), "an error entry is something to read");
-        let mut e = CqErrEntry::default();
-        q.readerr(&mut e, 0).unwrap();
+        q.readerr(0).unwrap();
         assert!(!fd.readable());
         q.signal().unwrap();
         assert!(fd.readable(), "a signal makes the fd readable");

@@ -446,6 +446,47 @@ fn error_completions_cross_with_eavail_and_err_data() {
 }
 
 #[test]
+fn kit_cq_error_data_reaches_the_callers_buffer() {
+    let h = handle();
+    let r = rig(&h);
+    send(&r, BAD_DEST, 31).unwrap();
+    send(&r, BAD_DEST, 32).unwrap();
+    send(&r, BAD_DEST, 33).unwrap();
+    let mut buf = [CqMsgEntry::default(); 4];
+    assert_eq!(r.cq.read(&mut buf).unwrap_err().code(), Errno::EAVAIL);
+
+    // A buffer with room: the data is copied into it, the size is the copied length.
+    let mut mine = [0u8; 64];
+    let mut e = CqErrEntry {
+        err_data: mine.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: mine.len(),
+        ..CqErrEntry::default()
+    };
+    r.cq.readerr(&mut e, 0).unwrap();
+    assert_eq!(e.op_context, 31);
+    assert_eq!(e.err_data, mine.as_mut_ptr() as *mut std::ffi::c_void);
+    assert_eq!(e.err_data_size, ERR_DATA.len());
+    assert_eq!(&mine[..ERR_DATA.len()], ERR_DATA);
+
+    // A short buffer: truncated to its size.
+    let mut short = [0u8; 4];
+    let mut e = CqErrEntry {
+        err_data: short.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: short.len(),
+        ..CqErrEntry::default()
+    };
+    r.cq.readerr(&mut e, 0).unwrap();
+    assert_eq!((e.op_context, e.err_data_size), (32, 4));
+    assert_eq!(&short, &ERR_DATA[..4]);
+
+    // The safe wrapper returns the bytes.
+    let e = r.cq.readerr_owned(0).unwrap();
+    assert_eq!((e.op_context, e.err), (33, Errno::EHOSTUNREACH));
+    assert_eq!(e.err_data, ERR_DATA);
+    assert_eq!(r.cq.readerr_owned(0).unwrap_err().code(), Errno::EAGAIN);
+}
+
+#[test]
 fn resource_management_gives_eagain_when_the_cq_is_full() {
     let h = handle();
     let r = rig_with(&h, 2, ofi_core::Progress::Manual);

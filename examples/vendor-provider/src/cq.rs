@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{CqErrEntry, CqTaggedEntry};
-use ofi_core::cq::{CqAttr, CqBuf};
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::cq::{CqAttr, CqBuf, CqError};
 use ofi_core::provider::CqOps;
 use ofi_core::{CqWaitCond, Errno, Error, Result, WaitObj, ADDR_NOTAVAIL};
 
@@ -278,7 +278,7 @@ impl CqOps for Cq {
         cq.drain(&mut buf, src)
     }
 
-    fn readerr(&self, entry: &mut CqErrEntry, _flags: u64) -> Result<()> {
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
         let mut s = self.shared.state();
         let Some((code, olen)) = s.queue.front().and_then(|c| c.err) else {
             return Err(Error::code_only(Errno::EAGAIN));
@@ -286,18 +286,14 @@ impl CqOps for Cq {
         let Some(c) = s.queue.pop_front() else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
-        entry.op_context = c.context;
-        entry.flags = c.flags;
-        entry.len = c.len;
-        entry.buf = c.buf;
-        entry.data = 0;
-        entry.tag = 0;
-        entry.olen = olen;
-        entry.err = code.0;
-        entry.prov_errno = 0;
-        // No provider-specific error data: leave the caller's buffer alone.
-        entry.err_data_size = 0;
-        Ok(())
+        // No provider-specific error code or data (`max_err_data` is 0).
+        Ok(CqError {
+            flags: c.flags,
+            len: c.len,
+            buf: c.buf as usize,
+            olen,
+            ..CqError::new(c.context, code)
+        })
     }
 
     /// Blocks in `poll(2)` on the sockets of the endpoints that have receives posted
@@ -433,10 +429,11 @@ mod tests {
             cq.read(CqBuf::Msg(&mut e), None).unwrap_err().code(),
             Errno::EAVAIL
         );
-        let mut err = CqErrEntry::default();
-        cq.readerr(&mut err, 0).unwrap();
-        assert_eq!((err.op_context, err.err, err.olen), (2, Errno::ETRUNC.0, 5));
-        assert_eq!(cq.readerr(&mut err, 0).unwrap_err().code(), Errno::EAGAIN);
+        let err = cq.readerr(0).unwrap();
+        assert_eq!((err.op_context, err.err, err.olen), (2, Errno::ETRUNC, 5));
+        assert_eq!((err.flags, err.len, err.prov_errno), (4, 0, 0));
+        assert!(err.err_data.is_empty());
+        assert_eq!(cq.readerr(0).unwrap_err().code(), Errno::EAGAIN);
         let mut d = [CqDataEntry::default(); 1];
         assert_eq!(cq.read(CqBuf::Data(&mut d), None).unwrap(), 1);
         assert_eq!((d[0].op_context, d[0].len), (3, 9));

@@ -101,8 +101,17 @@ fn next(cq: &CompletionQueue) -> Result<(CqMsgEntry, u64), CqErrEntry> {
         match cq.readfrom(&mut e, &mut src) {
             Ok(1) => return Ok((e[0], src[0])),
             Err(err) if err.code() == Errno::EAVAIL => {
-                let mut ee = CqErrEntry::default();
+                let mut mine = [0x5Au8; 16];
+                let mut ee = CqErrEntry {
+                    err_data: mine.as_mut_ptr() as *mut std::ffi::c_void,
+                    err_data_size: mine.len(),
+                    ..CqErrEntry::default()
+                };
                 cq.readerr(&mut ee, 0).unwrap();
+                // This provider has no error data: nothing is copied into the buffer.
+                assert_eq!(ee.err_data_size, 0);
+                assert_eq!(mine, [0x5A; 16]);
+                ee.err_data = std::ptr::null_mut();
                 return Err(ee);
             }
             Err(err) if err.code() == Errno::EAGAIN => {}

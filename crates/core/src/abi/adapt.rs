@@ -250,12 +250,77 @@ unsafe fn copy_out(v: &[u8], buf: *mut u8, len: *mut usize) -> Result<()> {
     Ok(())
 }
 
+/// The error data of the last `readerr` of a CQ or EQ, kept by the adapter: handed out
+/// as a pointer when the caller gave no buffer (valid until the next `readerr`), and
+/// recognised by address when the caller passes it back to `strerror` (the C call
+/// carries no length, so only data this adapter handed out can be passed on).
+#[derive(Default)]
+struct ErrData {
+    /// The data, whole.
+    data: Vec<u8>,
+    /// The caller's buffer it was last copied into (address) and how many bytes.
+    copied_to: usize,
+    copied: usize,
+}
+
+impl ErrData {
+    /// Deliver `data` by the fi_cq(3)/fi_eq(3) rules: into the caller's buffer (up to
+    /// `user_len` bytes) when `user_buf` is non-null and `user_len` > 0, else as a
+    /// pointer to the kept copy (null when empty). Returns the `err_data` and
+    /// `err_data_size` to report.
+    ///
+    /// # Safety
+    /// A non-null `user_buf` with `user_len` > 0 must be valid for `user_len` bytes of
+    /// writes.
+    unsafe fn hand_out(
+        &mut self,
+        data: Vec<u8>,
+        user_buf: *mut c_void,
+        user_len: usize,
+    ) -> (*mut c_void, usize) {
+        self.data = data;
+        if !user_buf.is_null() && user_len > 0 {
+            let n = self.data.len().min(user_len);
+            // SAFETY: `user_buf` valid for `user_len` >= n bytes (contract); our Vec
+            // does not overlap the caller's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr(), user_buf as *mut u8, n) };
+            self.copied_to = user_buf as usize;
+            self.copied = n;
+            (user_buf, n)
+        } else {
+            self.copied_to = 0;
+            self.copied = 0;
+            if self.data.is_empty() {
+                (std::ptr::null_mut(), 0)
+            } else {
+                (self.data.as_mut_ptr() as *mut c_void, self.data.len())
+            }
+        }
+    }
+
+    /// The bytes `p` stands for: the kept data when `p` is its address, what was copied
+    /// when `p` is the caller's buffer it was copied into, else nothing (null or a
+    /// pointer of unknown length, which is never read).
+    fn lookup(&self, p: *const c_void) -> Vec<u8> {
+        if p.is_null() || self.data.is_empty() {
+            Vec::new()
+        } else if std::ptr::eq(p as *const u8, self.data.as_ptr()) && self.copied_to == 0 {
+            self.data.clone()
+        } else if p as usize == self.copied_to {
+            self.data[..self.copied].to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// A completion queue as this adapter boxes it: the provider's object plus the format
-/// and wait condition it was opened with.
+/// and wait condition it was opened with, and the error data it handed out.
 pub struct CqBox<T> {
     inner: T,
     format: CqFormat,
     wait_cond: CqWaitCond,
+    err_data: Mutex<ErrData>,
 }
 
 /// An event queue as this adapter boxes it: the provider's object plus what it handed
@@ -263,7 +328,7 @@ pub struct CqBox<T> {
 pub struct EqBox<T> {
     inner: T,
     infos: Mutex<Vec<RawInfoBox>>,
-    err_data: Mutex<Vec<u8>>,
+    err_data: Mutex<ErrData>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -724,7 +789,7 @@ unsafe extern "C" fn fab_eq_open<F: FabricOps>(
         let b = EqBox {
             inner: eq,
             infos: Mutex::new(Vec::new()),
-            err_data: Mutex::new(Vec::new()),
+            err_data: Mutex::new(ErrData::default()),
         };
         // SAFETY: `out` checked.
         unsafe { put_obj(out, b, Adapt::<F>::EQ as *const _ as *const c_void) };
@@ -879,6 +944,7 @@ unsafe extern "C" fn dom_cq_open<F: FabricOps>(
             inner: cq,
             format: attr.format,
             wait_cond: attr.wait_cond,
+            err_data: Mutex::new(ErrData::default()),
         };
         // SAFETY: `out` checked.
         unsafe { put_obj(out, b, Adapt::<F>::CQ as *const _ as *const c_void) };
@@ -1675,8 +1741,18 @@ unsafe extern "C" fn cq_readerr<F: FabricOps>(
     guard("cq.readerr", || {
         cnt(run(|| {
             need_out(entry)?;
-            // SAFETY: our boxed CQ; `entry` valid for read/write (contract).
-            unsafe { ob::<CqBox<CqOf<F>>>(cq).inner.readerr(&mut *entry, flags)? };
+            // SAFETY: our boxed CQ; `entry` valid for read/write, and a non-null
+            // `err_data` with a non-zero size valid for that many bytes (contract).
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                let user_buf = (*entry).err_data;
+                let user_len = (*entry).err_data_size;
+                let e = b.inner.readerr(flags)?;
+                let mut keep = b.err_data.lock().unwrap_or_else(|p| p.into_inner());
+                let mut raw = e.to_raw();
+                (raw.err_data, raw.err_data_size) = keep.hand_out(e.err_data, user_buf, user_len);
+                entry.write(raw);
+            }
             Ok(1)
         }))
     })
@@ -1769,13 +1845,15 @@ unsafe extern "C" fn cq_strerror<F: FabricOps>(
     len: usize,
 ) -> isize {
     guard("cq.strerror", || {
-        // `err_data` is provider data of unknown size: providers that need it keep their
-        // own copy, so it is not passed on.
-        let _ = err_data;
         // SAFETY: our boxed CQ (host contract).
-        let text = unsafe { ob::<CqBox<CqOf<F>>>(cq) }
-            .inner
-            .strerror(prov_errno, &[]);
+        let b = unsafe { ob::<CqBox<CqOf<F>>>(cq) };
+        // `err_data` has no length in the C call: only data this CQ handed out is known.
+        let data = b
+            .err_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        let text = b.inner.strerror(prov_errno, &data);
         // SAFETY: `buf` valid for `len` (contract).
         unsafe { put_text(&text, buf, len) }
     })
@@ -1940,20 +2018,11 @@ unsafe extern "C" fn eq_readerr<F: FabricOps>(
                 let e = b.inner.readerr()?;
                 let user_buf = (*entry).err_data;
                 let user_len = (*entry).err_data_size;
-                let (ptr, size) = if !user_buf.is_null() && user_len > 0 {
-                    let n = e.err_data.len().min(user_len);
-                    std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user_buf as *mut u8, n);
-                    (user_buf, n)
-                } else {
-                    let mut keep = b.err_data.lock().unwrap_or_else(|p| p.into_inner());
-                    *keep = e.err_data;
-                    let p = if keep.is_empty() {
-                        std::ptr::null_mut()
-                    } else {
-                        keep.as_mut_ptr() as *mut c_void
-                    };
-                    (p, keep.len())
-                };
+                let (ptr, size) = b
+                    .err_data
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .hand_out(e.err_data, user_buf, user_len);
                 entry.write(EqErrEntry {
                     fid: e.fid,
                     context: e.context,
@@ -2032,15 +2101,20 @@ unsafe extern "C" fn eq_write<F: FabricOps>(
 unsafe extern "C" fn eq_strerror<F: FabricOps>(
     eq: Obj,
     prov_errno: i32,
-    _err_data: *const c_void,
+    err_data: *const c_void,
     buf: *mut u8,
     len: usize,
 ) -> isize {
     guard("eq.strerror", || {
         // SAFETY: our boxed EQ.
-        let text = unsafe { ob::<EqBox<EqOf<F>>>(eq) }
-            .inner
-            .strerror(prov_errno, &[]);
+        let b = unsafe { ob::<EqBox<EqOf<F>>>(eq) };
+        // As cq_strerror: only data this EQ handed out is known.
+        let data = b
+            .err_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        let text = b.inner.strerror(prov_errno, &data);
         // SAFETY: `buf` valid for `len` (contract).
         unsafe { put_text(&text, buf, len) }
     })
