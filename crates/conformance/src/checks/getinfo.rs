@@ -1,0 +1,134 @@
+//! getinfo: results name the provider and stay within its claims; hints it cannot
+//! meet are `FI_ENODATA`; `FI_PROV_ATTR_ONLY`; the endpoint-type filter.
+
+use ofi::{Caps, EpType, Errno, GetinfoFlags, Version, API_VERSION};
+
+use crate::Subject;
+
+/// Every result names the provider (`fabric_attr.prov_name`), with its version.
+pub fn getinfo_results_name_the_provider(s: &Subject) {
+    let c = s.claimed();
+    assert!(!c.infos.is_empty());
+    for i in &c.infos {
+        assert_eq!(i.prov_name(), s.provider, "result {i:?}");
+        assert_ne!(
+            i.fabric_attr.prov_version,
+            Version::new(0, 0),
+            "prov_version unset"
+        );
+    }
+}
+
+/// Every result's caps are within the claimed caps, tx/rx caps within the result's,
+/// and asking for exactly a result's caps still finds it.
+pub fn getinfo_result_caps_are_claimed(s: &Subject) {
+    let c = s.claimed();
+    for i in &c.infos {
+        assert!(c.caps.contains(i.caps));
+        assert!(
+            i.caps.contains(i.tx_attr.caps),
+            "tx_attr.caps {} exceed the result's caps {}",
+            i.tx_attr.caps,
+            i.caps
+        );
+        assert!(
+            i.caps.contains(i.rx_attr.caps),
+            "rx_attr.caps {} exceed the result's caps {}",
+            i.rx_attr.caps,
+            i.caps
+        );
+        let again = s
+            .getinfo_with(
+                Some(s.base_hints().with_caps(i.caps).with_ep_type(i.ep_type())),
+                GetinfoFlags::empty(),
+            )
+            .unwrap_or_else(|e| panic!("asking for a result's own caps {}: {e}", i.caps));
+        for j in &again {
+            assert!(
+                j.caps.contains(i.caps),
+                "asked for {}, got a result with {}",
+                i.caps,
+                j.caps
+            );
+        }
+    }
+}
+
+/// Hints asking for a capability the provider claims nowhere: `FI_ENODATA`.
+pub fn getinfo_unclaimed_cap_is_enodata(s: &Subject) {
+    let c = s.claimed();
+    let candidates = [
+        Caps::TAGGED,
+        Caps::RMA,
+        Caps::ATOMIC,
+        Caps::MSG,
+        Caps::MULTICAST,
+        Caps::NAMED_RX_CTX,
+        Caps::DIRECTED_RECV,
+        Caps::REMOTE_COMM,
+    ];
+    let mut tried = 0;
+    for cap in candidates {
+        if c.caps.contains(cap) {
+            continue;
+        }
+        tried += 1;
+        let e = s
+            .getinfo_with(Some(s.base_hints().with_caps(cap)), GetinfoFlags::empty())
+            .expect_err("a capability the provider lacks must not be offered");
+        assert_eq!(e.code(), Errno::ENODATA, "asking for {cap}: {e}");
+    }
+    assert!(tried > 0, "the provider claims every candidate capability");
+}
+
+/// `FI_PROV_ATTR_ONLY`: exactly one result for the provider, with its name and version
+/// and default values elsewhere.
+pub fn getinfo_prov_attr_only(s: &Subject) {
+    let all = s
+        .getinfo_with(None, GetinfoFlags::PROV_ATTR_ONLY)
+        .unwrap_or_else(|e| panic!("FI_PROV_ATTR_ONLY: {e}"));
+    let mine: Vec<_> = all.iter().filter(|i| i.prov_name() == s.provider).collect();
+    assert_eq!(mine.len(), 1, "one result per provider: {all:#?}");
+    let i = mine[0];
+    assert_eq!(
+        i.fabric_attr.prov_version,
+        s.claimed().infos[0].fabric_attr.prov_version
+    );
+    assert_eq!(i.caps, Caps::empty());
+    assert_eq!(i.ep_type(), EpType::Unspec);
+}
+
+/// An endpoint-type hint keeps only results of that type; a type the provider does not
+/// offer is `FI_ENODATA`.
+pub fn getinfo_ep_type_filter(s: &Subject) {
+    let c = s.claimed();
+    for &t in &c.ep_types {
+        let r = s
+            .getinfo_with(Some(s.base_hints().with_ep_type(t)), GetinfoFlags::empty())
+            .unwrap_or_else(|e| panic!("ep type {t}: {e}"));
+        assert!(!r.is_empty());
+        assert!(r.iter().all(|i| i.ep_type() == t), "asked for {t}: {r:#?}");
+    }
+    for t in [EpType::Msg, EpType::Dgram, EpType::Rdm] {
+        if c.ep_types.contains(&t) {
+            continue;
+        }
+        let e = s
+            .getinfo_with(Some(s.base_hints().with_ep_type(t)), GetinfoFlags::empty())
+            .expect_err("an endpoint type the provider lacks must not be offered");
+        assert_eq!(e.code(), Errno::ENODATA, "asking for {t}: {e}");
+    }
+}
+
+/// A version newer than the library's is `FI_ENOSYS` (fi_getinfo(3), newer page).
+pub fn getinfo_newer_api_version_is_enosys(s: &Subject) {
+    let newer = Version::new(API_VERSION.major, API_VERSION.minor + 1);
+    let e = s
+        .registry
+        .getinfo(&ofi::getinfo::GetinfoRequest {
+            hints: Some(s.base_hints()),
+            ..ofi::getinfo::GetinfoRequest::new(newer)
+        })
+        .expect_err("a newer API version must be refused");
+    assert_eq!(e.code(), Errno::ENOSYS, "{e}");
+}

@@ -1,0 +1,123 @@
+//! Teardown in any order: a child keeps its parent alive, so dropping endpoints, CQs
+//! and domains in any order is safe; closing a CQ bound to an open endpoint is
+//! `FI_EBUSY`.
+
+use ofi::Errno;
+
+use crate::fixture::{self, wait_ok, Fixture};
+use crate::Subject;
+
+/// Move one message between the endpoints of `f` (a sign of life).
+fn alive(f: &Fixture) {
+    let (a, b) = (&f.peers[0], &f.peers[1]);
+    let mut buf = [0u8; 8];
+    fixture::post_recv(&b.ep, &mut buf, 1).unwrap();
+    fixture::send(&a.ep, b"ping", f.fi_addrs[1], 2).unwrap();
+    wait_ok(&a.cq, "send completion");
+    assert_eq!(wait_ok(&b.cq, "receive completion").len, 4);
+    assert_eq!(&buf[..4], b"ping");
+}
+
+/// Drop the endpoints, then the CQs, AVs, domain and fabric.
+pub fn teardown_drop_ep_before_cq(s: &Subject) {
+    let f = Fixture::new(s, 2);
+    alive(&f);
+    let Fixture {
+        peers,
+        domain,
+        fabric,
+        ..
+    } = f;
+    for p in peers {
+        let fixture::Peer { ep, cq, av, .. } = p;
+        drop(ep);
+        drop(cq);
+        drop(av);
+    }
+    drop(domain);
+    drop(fabric);
+}
+
+/// Drop the CQs and AVs while their endpoints are open, then the endpoints.
+pub fn teardown_drop_cq_before_ep(s: &Subject) {
+    let f = Fixture::new(s, 2);
+    alive(&f);
+    let Fixture {
+        peers,
+        domain,
+        fabric,
+        ..
+    } = f;
+    let mut eps = Vec::new();
+    for p in peers {
+        let fixture::Peer { ep, cq, av, .. } = p;
+        drop(cq);
+        drop(av);
+        eps.push(ep);
+    }
+    drop(fabric);
+    drop(domain);
+    drop(eps);
+}
+
+/// Drop the fabric and domain handles first: the endpoints keep working.
+pub fn teardown_drop_domain_first(s: &Subject) {
+    let f = Fixture::new(s, 2);
+    let Fixture {
+        peers,
+        fi_addrs,
+        domain,
+        fabric,
+        info,
+    } = f;
+    drop(domain);
+    drop(fabric);
+    let (a, b) = (&peers[0], &peers[1]);
+    let mut buf = [0u8; 8];
+    fixture::post_recv(&b.ep, &mut buf, 1).unwrap();
+    fixture::send(&a.ep, b"orphan", fi_addrs[1], 2).unwrap();
+    wait_ok(&a.cq, "send completion");
+    assert_eq!(wait_ok(&b.cq, "receive completion").len, 6);
+    assert_eq!(&buf[..6], b"orphan");
+    drop(info);
+    drop(peers);
+}
+
+/// Closing a CQ or AV bound to an open endpoint is `FI_EBUSY`; after the endpoint is
+/// closed they close.
+pub fn teardown_close_bound_cq_is_ebusy(s: &Subject) {
+    let f = Fixture::new(s, 1);
+    let Fixture {
+        peers,
+        domain,
+        fabric,
+        ..
+    } = f;
+    let mut domain = domain;
+    let mut fabric = fabric;
+    for p in peers {
+        let fixture::Peer {
+            mut ep,
+            mut cq,
+            mut av,
+            ..
+        } = p;
+        let e = cq
+            .close()
+            .expect_err("close of a CQ bound to an open endpoint");
+        assert_eq!(e.code(), Errno::EBUSY, "{e}");
+        let e = av
+            .close()
+            .expect_err("close of an AV bound to an open endpoint");
+        assert_eq!(e.code(), Errno::EBUSY, "{e}");
+        ep.close().unwrap_or_else(|e| panic!("fi_close(ep): {e}"));
+        cq.close().unwrap_or_else(|e| panic!("fi_close(cq): {e}"));
+        av.close().unwrap_or_else(|e| panic!("fi_close(av): {e}"));
+    }
+    domain
+        .close()
+        .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
+    fabric
+        .close()
+        .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+}

@@ -1,0 +1,237 @@
+//! Objects the checks share: an opened fabric and domain, enabled endpoints (each with
+//! its own CQ and an AV holding every endpoint's address), and bounded completion
+//! waits.
+//!
+//! Helpers here panic with a message naming the step that failed: they are used from
+//! checks (test code). Field order is drop order: endpoints, then CQs and AVs, then
+//! the domain, then the fabric.
+
+use std::time::Instant;
+
+use ofi::abi::raw::{CqErrEntry, CqMsgEntry};
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::fabric::Fabric;
+use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL};
+
+use crate::{Subject, WAIT};
+
+/// One enabled endpoint with its CQ (bound for transmit and receive) and AV.
+#[derive(Debug)]
+pub struct Peer {
+    /// The endpoint.
+    pub ep: Endpoint,
+    /// Its CQ (`FI_CQ_FORMAT_MSG`).
+    pub cq: CompletionQueue,
+    /// Its AV.
+    pub av: AddressVector,
+    /// Its own address (`fi_getname`).
+    pub addr: Address,
+}
+
+/// A fabric, a domain, and `n` enabled endpoints that can all reach each other: in
+/// every AV, endpoint `i` has fabric address `fi_addrs[i]`.
+#[derive(Debug)]
+pub struct Fixture {
+    /// The endpoints.
+    pub peers: Vec<Peer>,
+    /// The fabric address of endpoint `i` (the same in every AV).
+    pub fi_addrs: Vec<u64>,
+    /// The domain.
+    pub domain: Domain,
+    /// The fabric.
+    pub fabric: Fabric,
+    /// The info everything was opened with.
+    pub info: Info,
+}
+
+/// The first result of getinfo for a connectionless endpoint with `FI_MSG`.
+pub fn msg_info(s: &Subject) -> Info {
+    msg_info_with(s, ofi::Caps::MSG)
+}
+
+/// The first result of getinfo for a connectionless endpoint with `caps`.
+pub fn msg_info_with(s: &Subject, caps: ofi::Caps) -> Info {
+    let claims = s.claimed();
+    let ep_type = claims
+        .connectionless_type()
+        .expect("a connectionless endpoint type");
+    let hints = s.base_hints().with_ep_type(ep_type).with_caps(caps);
+    let infos = s
+        .getinfo_with(Some(hints), ofi::GetinfoFlags::empty())
+        .unwrap_or_else(|e| panic!("getinfo for {ep_type} with {caps}: {e}"));
+    infos[0].clone()
+}
+
+/// Open fabric and domain for `info`.
+pub fn open_domain(s: &Subject, info: &Info) -> (Fabric, Domain) {
+    let fabric = s
+        .registry
+        .open_fabric(info)
+        .unwrap_or_else(|e| panic!("fi_fabric: {e}"));
+    let domain = fabric
+        .domain(info)
+        .unwrap_or_else(|e| panic!("fi_domain: {e}"));
+    (fabric, domain)
+}
+
+/// An endpoint of `domain` with a fresh CQ and AV bound, not yet enabled.
+pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Msg))
+        .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_MSG): {e}"));
+    let av = domain
+        .av_open(&AvAttr::default())
+        .unwrap_or_else(|e| panic!("fi_av_open: {e}"));
+    let ep = domain
+        .endpoint(info)
+        .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .unwrap_or_else(|e| panic!("fi_ep_bind CQ: {e}"));
+    ep.bind_av(&av)
+        .unwrap_or_else(|e| panic!("fi_ep_bind AV: {e}"));
+    (ep, cq, av)
+}
+
+/// The address of `ep` (`fi_getname`), in `info`'s format.
+pub fn name_of(ep: &Endpoint, info: &Info) -> Address {
+    let bytes = ep.getname().unwrap_or_else(|e| panic!("fi_getname: {e}"));
+    Address::from_bytes(info.addr_format, &bytes)
+        .unwrap_or_else(|e| panic!("fi_getname returned an address that does not decode: {e}"))
+}
+
+impl Fixture {
+    /// `n` enabled endpoints of one domain for [`msg_info`].
+    pub fn new(s: &Subject, n: usize) -> Fixture {
+        Fixture::with_info(s, msg_info(s), n)
+    }
+
+    /// `n` enabled endpoints of one domain for `info`.
+    pub fn with_info(s: &Subject, info: Info, n: usize) -> Fixture {
+        let (fabric, domain) = open_domain(s, &info);
+        let mut peers = Vec::new();
+        for _ in 0..n {
+            let (ep, cq, av) = unenabled_peer(&domain, &info);
+            ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
+            let addr = name_of(&ep, &info);
+            peers.push(Peer { ep, cq, av, addr });
+        }
+        let addrs: Vec<Address> = peers.iter().map(|p| p.addr.clone()).collect();
+        let mut fi_addrs = Vec::new();
+        for (i, p) in peers.iter().enumerate() {
+            let got =
+                p.av.insert(&addrs)
+                    .unwrap_or_else(|e| panic!("fi_av_insert of the endpoints' addresses: {e}"));
+            assert!(
+                got.iter().all(|&a| a != ADDR_NOTAVAIL),
+                "fi_av_insert failed for some own address: {got:?}"
+            );
+            if i == 0 {
+                fi_addrs = got;
+            } else {
+                assert_eq!(
+                    got, fi_addrs,
+                    "the AVs give the same addresses different numbers; the suite needs them equal"
+                );
+            }
+        }
+        Fixture {
+            peers,
+            fi_addrs,
+            domain,
+            fabric,
+            info,
+        }
+    }
+}
+
+/// A completion: successful, or an error entry.
+pub type Completion = std::result::Result<CqMsgEntry, CqErrEntry>;
+
+/// The next completion of `cq` within [`WAIT`]; `None` if there was none.
+pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut e = [CqMsgEntry::default()];
+        match cq.read(&mut e) {
+            Ok(1) => return Some(Ok(e[0])),
+            Ok(n) => panic!("fi_cq_read of one entry returned {n}"),
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            Err(err) if err.code() == Errno::EAVAIL => {
+                let mut ee = CqErrEntry::default();
+                cq.readerr(&mut ee, 0)
+                    .unwrap_or_else(|e| panic!("fi_cq_read said FI_EAVAIL, fi_cq_readerr: {e}"));
+                return Some(Err(ee));
+            }
+            Err(err) => panic!("fi_cq_read: {err} ({})", err.code()),
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The next successful completion of `cq` (panics on an error entry or after [`WAIT`]).
+pub fn wait_ok(cq: &CompletionQueue, what: &str) -> CqMsgEntry {
+    match wait(cq) {
+        Some(Ok(e)) => e,
+        Some(Err(ee)) => panic!(
+            "{what}: error completion {} ({}), context {:#x}, olen {}",
+            Errno(ee.err),
+            ofi::error::strerror(ee.err),
+            ee.op_context,
+            ee.olen
+        ),
+        None => panic!("{what}: no completion within {WAIT:?}"),
+    }
+}
+
+/// The next completion of `cq`, which must be an error entry.
+pub fn wait_err(cq: &CompletionQueue, what: &str) -> CqErrEntry {
+    match wait(cq) {
+        Some(Err(ee)) => ee,
+        Some(Ok(e)) => panic!("{what}: expected an error completion, got {e:?}"),
+        None => panic!("{what}: no completion within {WAIT:?}"),
+    }
+}
+
+/// Assert that `cq` has nothing to read now (`FI_EAGAIN`).
+pub fn assert_empty(cq: &CompletionQueue, what: &str) {
+    let mut e = [CqMsgEntry::default()];
+    match cq.read(&mut e) {
+        Err(err) => assert_eq!(err.code(), Errno::EAGAIN, "{what}: {err}"),
+        Ok(n) => panic!("{what}: expected no completion, read {n}: {:?}", e[0]),
+    }
+}
+
+/// Post a receive of `buf` on `ep` with `context`.
+pub fn post_recv(ep: &Endpoint, buf: &mut [u8], context: usize) -> ofi::Result<()> {
+    // SAFETY: every caller keeps `buf` alive and untouched until the receive's
+    // completion has been read, or the endpoint is gone (see the checks).
+    unsafe {
+        ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            context,
+        )
+    }
+}
+
+/// Send `buf` from `ep` to `dest` with `context`.
+pub fn send(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) -> ofi::Result<()> {
+    // SAFETY: `buf` lives across the call; callers keep it until the send completes
+    // (a send completion is read before the buffer is dropped or reused).
+    unsafe { ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, context) }
+}
+
+/// A recognisable payload of `len` bytes (varies with `seed`).
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
