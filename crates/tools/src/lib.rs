@@ -10,6 +10,7 @@
 //!
 //! The tools follow the output shapes and exit statuses of the C tools of libfabric 1.17;
 //! each module says where and why it differs. Nothing here panics on bad input.
+#![forbid(unsafe_code)]
 
 pub mod getopt;
 pub mod info;

@@ -1,5 +1,6 @@
 //! `fi_strerror CODE`: print the text of a fabric error code.
 //! See [`ofi_tools::strerror`].
+#![forbid(unsafe_code)]
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
