@@ -1,6 +1,7 @@
 //! The conformance suite for the example vendor provider `unixdgram`, built out of
 //! tree (`examples/vendor-provider`, as a vendor would) and loaded as a plugin from a
-//! temporary plugin directory.
+//! plugin directory under `target/` (the subject lives in a static, so a temporary
+//! directory would never be removed).
 
 #[allow(dead_code)]
 #[path = "../../ofi/tests/vendor/mod.rs"]
@@ -9,14 +10,14 @@ mod vendor;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi_conformance::{conformance_suite, Subject};
 
-/// The plugin in a fresh plugin directory, kept alive by the subject.
+/// The plugin, loaded from its plugin directory.
 fn unixdgram_plugin() -> Subject {
-    let dir = vendor::plugin_dir(&[(vendor::Variant::Good, vendor::LIB_NAME)]);
+    let dir = vendor::shared_plugin_dir("conformance");
     let reg = Registry::build(RegistryConfig {
-        plugin_dirs: vec![dir.path().to_path_buf()],
+        plugin_dirs: vec![dir],
         ..RegistryConfig::default()
     });
-    Subject::new(reg, "unixdgram").keep_alive(dir)
+    Subject::new(reg, "unixdgram")
 }
 
 conformance_suite!(unixdgram_plugin_suite, unixdgram_plugin());

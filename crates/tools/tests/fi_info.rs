@@ -19,11 +19,11 @@ struct Run {
 #[path = "../../ofi/tests/vendor/mod.rs"]
 mod vendor;
 
-/// A plugin directory holding the example provider, made once per test process.
+/// A plugin directory holding the example provider (under `target/`, see
+/// `vendor::shared_plugin_dir`).
 fn plugins() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| vendor::plugin_dir(&[(vendor::Variant::Good, vendor::LIB_NAME)]))
-        .path()
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| vendor::shared_plugin_dir("fi_info-tests"))
 }
 
 fn command() -> Command {

@@ -160,6 +160,29 @@ pub fn plugin_dir(files: &[(Variant, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// A plugin directory that lives as long as the test process and beyond: for subjects
+/// held in statics, which are never dropped (a `TempDir` there would be left in /tmp).
+/// It is `target/vendor-plugin/dirs/<name>/` holding the real plugin, so it is build
+/// output, cleaned with the rest of `target/`. The copy is made under another name and
+/// renamed into place, so a process that has the previous copy loaded (a parent whose
+/// child re-executes the test binary) keeps its own mapping intact.
+pub fn shared_plugin_dir(name: &str) -> PathBuf {
+    let dir = target_dir().join("dirs").join(name);
+    std::fs::create_dir_all(&dir).expect("create the shared plugin directory");
+    let src = built(Variant::Good);
+    let dest = dir.join(LIB_NAME);
+    let same = |a: &Path, b: &Path| match (std::fs::read(a), std::fs::read(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    };
+    if !same(src, &dest) {
+        let tmp = dir.join(format!(".{LIB_NAME}.{}", std::process::id()));
+        std::fs::copy(src, &tmp).expect("copy the plugin");
+        std::fs::rename(&tmp, &dest).expect("move the plugin into place");
+    }
+    dir
+}
+
 /// Write `bytes` as file `name` of `dir`.
 pub fn with_bytes(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.path().join(name);
