@@ -166,6 +166,7 @@ pub fn plugin_dir(files: &[(Variant, &str)]) -> tempfile::TempDir {
 /// output, cleaned with the rest of `target/`. The copy is made under another name and
 /// renamed into place, so a process that has the previous copy loaded (a parent whose
 /// child re-executes the test binary) keeps its own mapping intact.
+#[allow(dead_code)] // used by the fi_info and conformance tests, which share this module
 pub fn shared_plugin_dir(name: &str) -> PathBuf {
     let dir = target_dir().join("dirs").join(name);
     std::fs::create_dir_all(&dir).expect("create the shared plugin directory");
