@@ -31,15 +31,14 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::CntrOps;
 
-use crate::cq::bind_once;
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -52,18 +51,13 @@ struct CntrShared {
     waiters: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
-    progress: OnceLock<Arc<ProgressEngine>>,
-    sets: Mutex<Vec<KitWait>>,
-    has_sets: AtomicBool,
+    links: Links,
 }
 
 impl CntrShared {
     #[inline]
     fn drive(&self) -> usize {
-        match self.progress.get() {
-            Some(e) => e.drive(),
-            None => 0,
-        }
+        self.links.drive()
     }
 
     /// After an update: fd, waiters, wait sets.
@@ -78,11 +72,7 @@ impl CntrShared {
             let _g = lock(&self.lock);
             self.cv.notify_all();
         }
-        if self.has_sets.load(Ordering::Acquire) {
-            for s in lock(&self.sets).iter() {
-                s.signal();
-            }
-        }
+        self.links.signal_sets();
     }
 
     /// A read: the change has been seen.
@@ -95,9 +85,7 @@ impl CntrShared {
     }
 
     fn needs_polling(&self) -> bool {
-        self.progress
-            .get()
-            .is_some_and(|e| ProgressEngine::needs_polling(e))
+        self.links.needs_polling()
     }
 }
 
@@ -160,9 +148,7 @@ impl KitCntr {
                 waiters: AtomicUsize::new(0),
                 lock: Mutex::new(()),
                 cv: Condvar::new(),
-                progress: OnceLock::new(),
-                sets: Mutex::new(Vec::new()),
-                has_sets: AtomicBool::new(false),
+                links: Links::default(),
             }),
         })
     }
@@ -177,17 +163,12 @@ impl KitCntr {
     /// Link the domain's progress engine (same engine again: no-op; another:
     /// `FI_EINVAL`).
     pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        bind_once(&self.inner.progress, engine, "counter")
+        self.inner.links.bind_progress(engine, "counter")
     }
 
     /// Attach to a wait set: each update signals it.
     pub fn attach_wait(&self, set: &KitWait) {
-        set.add(self.waitable());
-        let mut g = lock(&self.inner.sets);
-        if !g.iter().any(|s| s.same(set)) {
-            g.push(set.clone());
-        }
-        self.inner.has_sets.store(true, Ordering::Release);
+        self.inner.links.attach_wait(set, self.waitable());
     }
 
     /// This counter as a wait-set or poll-set member.
@@ -307,7 +288,7 @@ impl CntrOps for KitCntr {
             if deadline.expired() {
                 return Err(Error::code_only(Errno::ETIMEDOUT));
             }
-            let engine = inner.progress.get().map(|e| &**e);
+            let engine = inner.links.engine().map(|e| &**e);
             match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
                 None => std::thread::yield_now(),
                 Some(d) => {

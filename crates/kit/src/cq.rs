@@ -60,7 +60,6 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use ofi_core::abi::raw::CqTaggedEntry;
@@ -71,7 +70,7 @@ use ofi_core::flags::OpFlags;
 use ofi_core::provider::CqOps;
 
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -198,19 +197,14 @@ struct CqShared {
     state: Mutex<CqState>,
     cv: Condvar,
     fd: Option<WaitFd>,
-    progress: OnceLock<Arc<ProgressEngine>>,
-    sets: Mutex<Vec<KitWait>>,
-    has_sets: AtomicBool,
+    links: Links,
     strerror: OnceLock<StrerrorFn>,
 }
 
 impl CqShared {
     #[inline]
     fn drive(&self) -> usize {
-        match self.progress.get() {
-            Some(e) => e.drive(),
-            None => 0,
-        }
+        self.links.drive()
     }
 
     /// Keep the fd in step with the state (called with the lock held).
@@ -231,11 +225,7 @@ impl CqShared {
 
     /// Signal the attached wait sets (lock not held).
     fn notify_sets(&self) {
-        if self.has_sets.load(Ordering::Acquire) {
-            for s in lock(&self.sets).iter() {
-                s.signal();
-            }
-        }
+        self.links.signal_sets()
     }
 
     fn overflow(&self, st: &mut CqState) -> Error {
@@ -336,9 +326,7 @@ impl CqShared {
     }
 
     fn needs_polling(&self) -> bool {
-        self.progress
-            .get()
-            .is_some_and(|e| ProgressEngine::needs_polling(e))
+        self.links.needs_polling()
     }
 }
 
@@ -421,9 +409,7 @@ impl KitCq {
                 }),
                 cv: Condvar::new(),
                 fd: mode.make_fd()?,
-                progress: OnceLock::new(),
-                sets: Mutex::new(Vec::new()),
-                has_sets: AtomicBool::new(false),
+                links: Links::default(),
                 strerror: OnceLock::new(),
             }),
         })
@@ -439,22 +425,17 @@ impl KitCq {
     /// Link the domain's progress engine: every read and wait drives it. Binding the
     /// same engine again is a no-op; another engine is `FI_EINVAL`.
     pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        bind_once(&self.inner.progress, engine, "CQ")
+        self.inner.links.bind_progress(engine, "CQ")
     }
 
     /// The bound progress engine.
     pub fn progress_engine(&self) -> Option<&Arc<ProgressEngine>> {
-        self.inner.progress.get()
+        self.inner.links.engine()
     }
 
     /// Attach to a wait set: each push signals it, and its `wait` watches this CQ.
     pub fn attach_wait(&self, set: &KitWait) {
-        set.add(self.waitable());
-        let mut g = lock(&self.inner.sets);
-        if !g.iter().any(|s| s.same(set)) {
-            g.push(set.clone());
-        }
-        self.inner.has_sets.store(true, Ordering::Release);
+        self.inner.links.attach_wait(set, self.waitable());
     }
 
     /// This CQ as a wait-set or poll-set member.
@@ -557,24 +538,6 @@ impl KitCq {
     /// `FI_EOVERRUN` as for [`push`](Self::push).
     pub fn push_err(&self, err: CqError) -> Result<()> {
         self.inner.push_err(err, false)
-    }
-}
-
-/// Bind `engine` into `slot` once (shared by CQ, counter and EQ).
-pub(crate) fn bind_once(
-    slot: &OnceLock<Arc<ProgressEngine>>,
-    engine: Arc<ProgressEngine>,
-    what: &str,
-) -> Result<()> {
-    let e = engine.clone();
-    let cur = slot.get_or_init(|| e);
-    if Arc::ptr_eq(cur, &engine) {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Errno::EINVAL,
-            format!("{what} is already bound to another progress engine"),
-        ))
     }
 }
 
@@ -699,7 +662,7 @@ impl CqOps for KitCq {
             if expired {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.progress.get().map(|e| &**e);
+            let engine = inner.links.engine().map(|e| &**e);
             match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
                 None => {
                     drop(st);
@@ -756,6 +719,7 @@ mod tests {
     use ofi_core::abi::raw::{CqDataEntry, CqEntry, CqMsgEntry};
     use ofi_core::enums::{CqWaitCond, WaitObj};
     use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering;
     use std::thread;
     use std::time::{Duration, Instant};
 

@@ -40,7 +40,6 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use ofi_core::attr::Info;
@@ -50,9 +49,9 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::OpFlags;
 use ofi_core::provider::EqOps;
 
-use crate::cq::{bind_once, Overrun, StrerrorFn};
+use crate::cq::{Overrun, StrerrorFn};
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -128,18 +127,13 @@ struct EqShared {
     state: Mutex<EqState>,
     cv: Condvar,
     fd: Option<WaitFd>,
-    progress: OnceLock<Arc<ProgressEngine>>,
-    sets: Mutex<Vec<KitWait>>,
-    has_sets: AtomicBool,
+    links: Links,
     strerror: OnceLock<StrerrorFn>,
 }
 
 impl EqShared {
     fn drive(&self) -> usize {
-        match self.progress.get() {
-            Some(e) => e.drive(),
-            None => 0,
-        }
+        self.links.drive()
     }
 
     fn refresh_fd(&self, st: &EqState) {
@@ -156,11 +150,7 @@ impl EqShared {
     }
 
     fn notify_sets(&self) {
-        if self.has_sets.load(Ordering::Acquire) {
-            for s in lock(&self.sets).iter() {
-                s.signal();
-            }
-        }
+        self.links.signal_sets()
     }
 
     /// Queue an event or an error event. `app`: an application write (full is
@@ -198,9 +188,7 @@ impl EqShared {
     }
 
     fn needs_polling(&self) -> bool {
-        self.progress
-            .get()
-            .is_some_and(|e| ProgressEngine::needs_polling(e))
+        self.links.needs_polling()
     }
 }
 
@@ -272,9 +260,7 @@ impl KitEq {
                 }),
                 cv: Condvar::new(),
                 fd: mode.make_fd()?,
-                progress: OnceLock::new(),
-                sets: Mutex::new(Vec::new()),
-                has_sets: AtomicBool::new(false),
+                links: Links::default(),
                 strerror: OnceLock::new(),
             }),
         })
@@ -283,17 +269,12 @@ impl KitEq {
     /// Link a progress engine: every read and wait drives it (same engine again:
     /// no-op; another: `FI_EINVAL`).
     pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        bind_once(&self.inner.progress, engine, "EQ")
+        self.inner.links.bind_progress(engine, "EQ")
     }
 
     /// Attach to a wait set: each push signals it.
     pub fn attach_wait(&self, set: &KitWait) {
-        set.add(self.waitable());
-        let mut g = lock(&self.inner.sets);
-        if !g.iter().any(|s| s.same(set)) {
-            g.push(set.clone());
-        }
-        self.inner.has_sets.store(true, Ordering::Release);
+        self.inner.links.attach_wait(set, self.waitable());
     }
 
     /// This EQ as a wait-set or poll-set member.
@@ -487,7 +468,7 @@ impl EqOps for KitEq {
             if deadline.expired() {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.progress.get().map(|e| &**e);
+            let engine = inner.links.engine().map(|e| &**e);
             match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
                 None => {
                     drop(st);
@@ -524,7 +505,7 @@ impl EqOps for KitEq {
 mod tests {
     use super::*;
     use ofi_core::enums::WaitObj;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;
     use std::time::{Duration, Instant};
 

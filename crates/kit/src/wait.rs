@@ -40,7 +40,8 @@
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use ofi_core::enums::WaitObj;
@@ -48,12 +49,73 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::WaitOps;
 use ofi_core::wait::WaitAttr;
 
-use crate::progress::{idle_slice, Backoff};
+use crate::progress::{idle_slice, Backoff, ProgressEngine};
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
 /// consistent across panics: every critical section leaves it valid).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What every kit queue (CQ, EQ, counter) is linked to: the progress engine its reads
+/// and waits drive, and the wait sets its updates signal. One copy of that plumbing,
+/// held by each queue.
+#[derive(Default)]
+pub(crate) struct Links {
+    progress: OnceLock<Arc<ProgressEngine>>,
+    sets: Mutex<Vec<KitWait>>,
+    has_sets: AtomicBool,
+}
+
+impl Links {
+    /// Drive the linked engine once (0 when none is linked).
+    #[inline]
+    pub(crate) fn drive(&self) -> usize {
+        self.progress.get().map_or(0, |e| e.drive())
+    }
+
+    /// The linked engine, if any.
+    pub(crate) fn engine(&self) -> Option<&Arc<ProgressEngine>> {
+        self.progress.get()
+    }
+
+    /// Whether a waiter must poll (the engine needs driving) rather than sleep.
+    pub(crate) fn needs_polling(&self) -> bool {
+        self.progress.get().is_some_and(|e| e.needs_polling())
+    }
+
+    /// Link `engine` (the same engine again: no-op; another: `FI_EINVAL` naming `what`).
+    pub(crate) fn bind_progress(&self, engine: Arc<ProgressEngine>, what: &str) -> Result<()> {
+        let cur = self.progress.get_or_init(|| engine.clone());
+        if Arc::ptr_eq(cur, &engine) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                Errno::EINVAL,
+                format!("{what} is already bound to another progress engine"),
+            ))
+        }
+    }
+
+    /// Attach `member` (the queue itself) to wait set `set`, once.
+    pub(crate) fn attach_wait(&self, set: &KitWait, member: Weak<dyn Waitable>) {
+        set.add(member);
+        let mut g = lock(&self.sets);
+        if !g.iter().any(|s| s.same(set)) {
+            g.push(set.clone());
+        }
+        self.has_sets.store(true, Ordering::Release);
+    }
+
+    /// Signal the attached wait sets (no lock of the queue held).
+    #[inline]
+    pub(crate) fn signal_sets(&self) {
+        if self.has_sets.load(Ordering::Acquire) {
+            for s in lock(&self.sets).iter() {
+                s.signal();
+            }
+        }
+    }
 }
 
 /// Wait on `cv` for at most `d`, recovering a poisoned lock.
