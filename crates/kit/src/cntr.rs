@@ -83,10 +83,6 @@ impl CntrShared {
             fd.clear();
         }
     }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
 }
 
 impl Waitable for CntrShared {
@@ -99,7 +95,7 @@ impl Waitable for CntrShared {
     }
 
     fn needs_polling(&self) -> bool {
-        CntrShared::needs_polling(self)
+        self.links.needs_polling()
     }
 }
 
@@ -216,7 +212,7 @@ impl Waitable for KitCntr {
     }
 
     fn needs_polling(&self) -> bool {
-        self.inner.needs_polling()
+        self.inner.links.needs_polling()
     }
 }
 

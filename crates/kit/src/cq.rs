@@ -324,10 +324,6 @@ impl CqShared {
         }
         Ok(())
     }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
 }
 
 impl Waitable for CqShared {
@@ -340,7 +336,7 @@ impl Waitable for CqShared {
     }
 
     fn needs_polling(&self) -> bool {
-        CqShared::needs_polling(self)
+        self.links.needs_polling()
     }
 }
 
@@ -592,7 +588,7 @@ impl Waitable for KitCq {
     }
 
     fn needs_polling(&self) -> bool {
-        self.inner.needs_polling()
+        self.inner.links.needs_polling()
     }
 }
 

@@ -186,10 +186,6 @@ impl EqShared {
         self.notify_sets();
         Ok(())
     }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
 }
 
 impl Waitable for EqShared {
@@ -202,7 +198,7 @@ impl Waitable for EqShared {
     }
 
     fn needs_polling(&self) -> bool {
-        EqShared::needs_polling(self)
+        self.links.needs_polling()
     }
 }
 
@@ -397,7 +393,7 @@ impl Waitable for KitEq {
     }
 
     fn needs_polling(&self) -> bool {
-        self.inner.needs_polling()
+        self.inner.links.needs_polling()
     }
 }
 
