@@ -46,6 +46,7 @@
 
 pub mod checks;
 pub mod fixture;
+pub mod plugin;
 pub mod twoproc;
 
 use std::fmt;

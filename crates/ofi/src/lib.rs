@@ -34,7 +34,13 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 fn register_builtins() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // In-tree providers register here, one cargo feature each, as they land.
+        // In-tree providers, one cargo feature each.
+        #[cfg(feature = "udp")]
+        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_udp::UdpProvider>());
+        #[cfg(feature = "tcp")]
+        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
+        #[cfg(feature = "shm")]
+        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
     });
 }
 

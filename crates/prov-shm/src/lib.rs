@@ -1,0 +1,1 @@
+//! ofi-prov-shm: FI_EP_RDM between processes of one host (shared memory + CMA).

@@ -1,0 +1,1 @@
+//! ofi-prov-tcp: FI_EP_MSG (connection-oriented) over TCP.
