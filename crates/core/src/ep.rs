@@ -25,18 +25,20 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{
-    close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, FidRef, Node,
+    close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node,
 };
 use crate::abi::raw::{
-    rx_to_raw, tx_to_raw, FidClass, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj, RawEp,
+    rx_to_raw, tx_to_raw, FidClass, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj, RawAddr,
+    RawEp,
 };
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
 };
+use crate::addr::Address;
 use crate::attr::{RxAttr, TxAttr};
 use crate::enums::{AtomicOp, Datatype};
 use crate::eq::EventQueue;
-use crate::error::Result;
+use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
 use crate::provider::Desc;
 
@@ -175,6 +177,47 @@ impl Endpoint {
     pub fn enable(&self) -> Result<()> {
         // SAFETY: our own object and table.
         ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
+    }
+
+    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
+    /// endpoint's format). The returned [`Multicast`] holds the fabric address sends to
+    /// the group use; dropping or closing it leaves the group. While it is open the
+    /// endpoint cannot be closed (`FI_EBUSY`). `FI_ENOSYS` from a provider (or a
+    /// plugin built before interface minor 1) without multicast.
+    pub fn join(&self, addr: &Address, flags: u64) -> Result<Multicast> {
+        self.join_with(addr, flags, 0)
+    }
+
+    /// [`Endpoint::join`] with the context a `FI_JOIN_COMPLETE` event on the endpoint's
+    /// event queue carries.
+    pub fn join_with(&self, addr: &Address, flags: u64, context: usize) -> Result<Multicast> {
+        let bytes = addr.to_bytes();
+        let raw = RawAddr::new(addr.format(), &bytes);
+        let mut mc: Obj = std::ptr::null_mut();
+        let mut fi_addr = 0u64;
+        // SAFETY: our own object and table; `raw`, its bytes and the out-parameters
+        // live across the call.
+        ctl(|eb| unsafe {
+            call_slot!(
+                self.t(),
+                EpTable.join(self.obj, &raw, flags, context, &mut mc, &mut fi_addr, eb)
+            )
+        })?;
+        if mc.is_null() {
+            return Err(Error::new(
+                Errno::EOTHER,
+                "fi_join: the provider returned no membership",
+            ));
+        }
+        // The join succeeded, so the provider's table has the `mc_close` slot.
+        let closer = Closer::Slot {
+            close: self.t().mc_close,
+            obj: mc,
+        };
+        Ok(Multicast {
+            fi_addr,
+            node: Node::child(&self.node, FidClass::Mc, closer),
+        })
     }
 
     /// `fi_control` with a provider-specific command.
@@ -881,6 +924,35 @@ impl Endpoint {
         self.rma = RmaTable::CLOSED;
         self.atomic = AtomicTable::CLOSED;
         Ok(())
+    }
+}
+
+/// A multicast group membership (`fid_mc`, from [`Endpoint::join`]): the fabric address
+/// to send to the group. Dropping it (or [`Multicast::close`]) leaves the group; it
+/// keeps its endpoint open until then.
+pub struct Multicast {
+    fi_addr: u64,
+    node: Arc<Node>,
+}
+
+impl std::fmt::Debug for Multicast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Multicast")
+            .field("fi_addr", &self.fi_addr)
+            .field("closed", &self.node.is_closed())
+            .finish()
+    }
+}
+
+impl Multicast {
+    /// The fabric address that sends to the group use (`fi_mc_addr`).
+    pub fn fi_addr(&self) -> u64 {
+        self.fi_addr
+    }
+
+    /// Leave the group (`fi_close`). A second close is a no-op.
+    pub fn close(&mut self) -> Result<()> {
+        self.node.close()
     }
 }
 

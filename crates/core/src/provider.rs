@@ -334,6 +334,19 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn shutdown(&self, _flags: u64) -> Result<()> {
         enosys("shutdown is not supported")
     }
+    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
+    /// endpoint's format) and return the fabric address sends to the group use. A
+    /// provider reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
+    /// `context`) when one is bound. The host pairs each successful join with exactly
+    /// one [`EndpointOps::leave`] of the returned address, before the endpoint closes.
+    fn join(&self, _addr: &Address, _flags: u64, _context: usize) -> Result<u64> {
+        enosys("multicast is not supported")
+    }
+    /// Leave a group joined with [`EndpointOps::join`] (`fi_close` of the membership);
+    /// `fi_addr` is what `join` returned. An error keeps the membership open.
+    fn leave(&self, _fi_addr: u64) -> Result<()> {
+        enosys("multicast is not supported")
+    }
 
     // ---- messages ----
     /// `fi_send`.

@@ -528,6 +528,8 @@ impl<F: FabricOps> Adapt<F> {
         rx_ctx: ep_rx_ctx::<F>,
         rx_size_left: ep_rx_size_left::<F>,
         tx_size_left: ep_tx_size_left::<F>,
+        join: ep_join::<F>,
+        mc_close: ep_mc_close::<F>,
     };
 
     /// Connection management table.
@@ -1321,6 +1323,62 @@ unsafe extern "C" fn ep_tx_size_left<F: FabricOps>(ep: Obj) -> isize {
     guard("ep.tx_size_left", || {
         // SAFETY: our boxed endpoint (host contract).
         cnt(unsafe { ob::<EpOf<F>>(ep) }.tx_size_left())
+    })
+}
+
+/// A multicast membership as the adapters hand it out (`out_mc` of `join`): the
+/// endpoint it belongs to and the group's fabric address.
+struct McObj {
+    ep: Obj,
+    fi_addr: u64,
+}
+
+unsafe extern "C" fn ep_join<F: FabricOps>(
+    ep: Obj,
+    addr: *const RawAddr,
+    flags: u64,
+    context: usize,
+    out_mc: *mut Obj,
+    out_fi_addr: *mut u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.join", || {
+        need_out(out_mc)?;
+        need_out(out_fi_addr)?;
+        // SAFETY: `addr` null or valid (contract).
+        let a = match unsafe { addr.as_ref() } {
+            // SAFETY: its bytes are valid for `len` (contract).
+            Some(r) => unsafe { r.to_address("join address") }?,
+            None => None,
+        };
+        let Some(a) = a else {
+            return einval("join: null address");
+        };
+        // SAFETY: our boxed endpoint.
+        let fi_addr = unsafe { ob::<EpOf<F>>(ep) }.join(&a, flags, context)?;
+        let mc = Box::into_raw(Box::new(McObj { ep, fi_addr }));
+        // SAFETY: both out-parameters checked non-null, valid by contract.
+        unsafe {
+            *out_mc = mc as Obj;
+            *out_fi_addr = fi_addr;
+        }
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut ErrBuf) -> i32 {
+    guard_ctl(err, "mc.close", || {
+        if mc.is_null() {
+            return einval("mc close: null membership");
+        }
+        // SAFETY: a membership `ep_join` boxed; the host closes it once, before its
+        // endpoint (the membership holds the endpoint open).
+        let m = unsafe { &*(mc as *const McObj) };
+        // SAFETY: the endpoint is still open (see above).
+        unsafe { ob::<EpOf<F>>(m.ep) }.leave(m.fi_addr)?;
+        // SAFETY: as above; not used again.
+        drop(unsafe { Box::from_raw(mc as *mut McObj) });
+        Ok(())
     })
 }
 
@@ -2258,14 +2316,22 @@ unsafe extern "C" fn av_insert<F: FabricOps>(
             let mut list = Vec::with_capacity(raw.len());
             for (i, r) in raw.iter().enumerate() {
                 // SAFETY: each address's bytes valid (contract).
-                match unsafe { r.to_address("address") }? {
-                    Some(a) => list.push(a),
-                    None => {
+                match unsafe { r.to_address("address") } {
+                    Ok(Some(a)) => list.push(a),
+                    Ok(None) => {
                         return Err(Error::new(
                             Errno::EINVAL,
                             format!("insert: address #{i} is null"),
                         ))
                     }
+                    // Bytes that do not decode fail only their own entry (fi_av(3)):
+                    // they go on as opaque bytes, which the provider refuses.
+                    Err(_) => list.push(crate::addr::Address::Raw {
+                        format: crate::enums::AddrFormat::from_raw(r.format),
+                        // SAFETY: non-null (checked by `to_address`) and valid for
+                        // `len` bytes (contract).
+                        bytes: unsafe { std::slice::from_raw_parts(r.ptr, r.len) }.to_vec(),
+                    }),
                 }
             }
             let mut scratch;

@@ -62,7 +62,7 @@ use crate::provider::Provider;
 /// Interface major version: a plugin of another major is refused.
 pub const ABI_MAJOR: u32 = 1;
 /// Interface minor version: a plugin of this minor or an older one loads.
-pub const ABI_MINOR: u32 = 0;
+pub const ABI_MINOR: u32 = 1;
 /// The name of the static a plugin exports.
 pub const ENTRY_SYMBOL: &str = "OFI_RS_PLUGIN_ENTRY";
 
@@ -350,6 +350,17 @@ mod tests {
             check_entry(&entry_with(ABI_MAJOR, ABI_MINOR, FINGERPRINT)),
             Ok(())
         );
+    }
+
+    #[test]
+    fn accepts_every_older_minor() {
+        // Minor 1 appended the multicast slots (`join`, `mc_close`) to the endpoint
+        // table: plugins built for minor 0 still load, with their own fingerprint.
+        for minor in 0..ABI_MINOR {
+            let fp = fingerprint_for_minor(minor);
+            assert_ne!(fp, FINGERPRINT, "minor {minor} fingerprint");
+            assert_eq!(check_entry(&entry_with(ABI_MAJOR, minor, fp)), Ok(()));
+        }
     }
 
     #[test]

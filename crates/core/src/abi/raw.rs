@@ -80,6 +80,8 @@ pub enum FidClass {
     Cntr = 15,
     /// A wait set.
     Wait = 16,
+    /// A multicast group membership (`fid_mc`, `fi_join`).
+    Mc = 19,
 }
 
 impl FidClass {
@@ -101,6 +103,7 @@ impl FidClass {
             14 => FidClass::Cq,
             15 => FidClass::Cntr,
             16 => FidClass::Wait,
+            19 => FidClass::Mc,
             _ => return None,
         })
     }
@@ -123,6 +126,7 @@ impl FidClass {
             FidClass::Cq => "completion queue",
             FidClass::Cntr => "counter",
             FidClass::Wait => "wait set",
+            FidClass::Mc => "multicast group",
         }
     }
 }

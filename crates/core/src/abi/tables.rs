@@ -259,6 +259,13 @@ abi_table! {
         fn rx_size_left(ep: Obj) -> isize;
         /// `fi_tx_size_left`.
         fn tx_size_left(ep: Obj) -> isize;
+        /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
+        /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
+        /// that sends to the group use.
+        fn @1 join(ep: Obj, addr: *const RawAddr, flags: u64, context: usize, out_mc: *mut Obj, out_fi_addr: *mut u64, err: *mut ErrBuf) -> i32;
+        /// `fi_close` of a membership from `join` (minor 1): leave the group and free
+        /// the object.
+        fn @1 mc_close(mc: Obj, err: *mut ErrBuf) -> i32;
     }
 
     /// Connection management of active endpoints (`fi_ops_cm`).
