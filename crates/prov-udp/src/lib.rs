@@ -1,1 +1,475 @@
-//! ofi-prov-udp: FI_EP_DGRAM over UDP (the datagram base for rxd).
+//! ofi-prov-udp: the `udp` provider — `FI_EP_DGRAM` endpoints over UDP sockets, the
+//! datagram base `ofi_rxd` layers reliability on.
+//!
+//! # What it offers
+//!
+//! - endpoint type `FI_EP_DGRAM`; capabilities `FI_MSG | FI_SEND | FI_RECV |
+//!   FI_MULTI_RECV | FI_SOURCE | FI_SOURCE_ERR | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM |
+//!   FI_REMOTE_COMM | FI_MULTICAST`;
+//! - addresses `FI_SOCKADDR_IN` (IPv4), `FI_SOCKADDR_IN6` (IPv6) and `FI_ADDR_STR`
+//!   (`fi_sockaddr_in://a.b.c.d:port`, `fi_sockaddr_in6://[::1]:port`); getinfo
+//!   resolves `node`/`service` with the core's `IpResolver` (`FI_SOURCE` picks the
+//!   local address and port). With neither node nor service the result's `src_addr` is
+//!   the loopback address (port 0), as the C library's first (loopback) interface
+//!   result; `fi_setname` before `fi_enable` rebinds an endpoint;
+//! - messages: `fi_send`/`sendv`/`sendmsg`/`inject`/`senddata`/`injectdata`,
+//!   `fi_recv`/`recvv`/`recvmsg`, up to `max_msg_size` = 65495 bytes (the largest
+//!   IPv4 UDP payload minus this provider's 12-byte header; larger → `FI_EMSGSIZE`),
+//!   `inject_size` = `max_msg_size`, `iov_limit` 4; a receive buffer too small →
+//!   error completion `FI_ETRUNC` with `olen`; `fi_cancel` of a receive →
+//!   `FI_ECANCELED`; `FI_MULTI_RECV` with `FI_OPT_MIN_MULTI_RECV` (default 64 bytes);
+//!   remote CQ data (`cq_data_size` 8);
+//! - completion queues of every format (the kit's `KitCq`), counters (`KitCntr`, bound
+//!   with `FI_SEND`/`FI_RECV`), `FI_SELECTIVE_COMPLETION`, address vectors `FI_AV_MAP`
+//!   and `FI_AV_TABLE` (`KitAv`), event queues (`KitEq`), wait sets (`KitWait`);
+//! - `FI_THREAD_SAFE`; data progress `FI_PROGRESS_MANUAL` by default (reading a CQ or
+//!   counter polls the sockets of the endpoints of the domain, nonblocking, a bounded
+//!   batch each) or `FI_PROGRESS_AUTO` on request (the kit's progress thread);
+//!   `FI_RM_ENABLED` (a send whose completion would not fit its CQ is `FI_EAGAIN`; a
+//!   datagram is not taken off the socket while its CQ is full).
+//!
+//! - multicast (`FI_MULTICAST`): `Endpoint::join` of the core (interface minor 1) joins an
+//!   IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) group on the endpoint's socket and inserts
+//!   the group's address into the endpoint's AV: the returned fabric address sends to
+//!   the group. To receive, bind the endpoint (`src_addr`) to the wildcard address and
+//!   the group's port. `FI_SEND` alone joins send-only (no membership). With an EQ
+//!   bound, `FI_JOIN_COMPLETE` is queued at once. Dropping the membership leaves.
+//!
+//! UDP is unreliable: a datagram may be lost (for example when the receiver's socket
+//! buffer is full) and nothing reports it. A send completes when the kernel has taken
+//! the datagram.
+//!
+//! # Parameters
+//!
+//! Environment `FI_UDP_<NAME>` (or `plugins.toml`); `fi_info -e` lists them:
+//! - `rx_size` (default 1024): receives an endpoint may have posted;
+//! - `tx_size` (default 1024): reported `tx_attr.size`;
+//! - `sndbuf`, `rcvbuf` (default 0 = the kernel's): socket buffer sizes in bytes;
+//! - `batch` (default 16): datagrams one progress round takes from one socket;
+//! - `mcast_if` (default empty): IPv4 address of the interface multicast groups are
+//!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice.
+//!
+//! # Wire format
+//!
+//! Every datagram is a 12-byte header followed by the payload; see [`proto`]
+//! (magic `0xd6`, version 1, flags, remote CQ data). A datagram with a malformed
+//! header is dropped and counted ([`ep::Endpoint::malformed`]), never delivered.
+//!
+//! # Module map
+//!
+//! - [`proto`]: the header (checked parse); [`sock`]: the only code calling the OS;
+//! - [`fabric`]: fabric, domain and the AV wrapper; [`ep`]: the endpoint and its data
+//!   path; `watch`: the wait-fd watcher of manual-progress domains.
+//!
+//! # Invariants and panics
+//!
+//! Nothing panics on application, peer or network input: bad arguments are errors with
+//! the C library's codes; a malformed datagram is dropped. The data path allocates
+//! nothing (errors on it carry only their code; an `FI_SOURCE_ERR` error entry carries
+//! the sender's address; with `FI_SOURCE` on an `FI_ADDR_STR` endpoint the sender's
+//! address is formatted as text for the AV lookup) and takes the receive-queue lock (on receive), the AV's read
+//! lock and the CQ's lock.
+//!
+//! # Waiting
+//!
+//! Blocking reads (`fi_cq_sread`, `fi_cntr_wait`) are the kit's: with manual progress
+//! they alternate polling the sockets with sleeps of at most 1 ms; with auto progress
+//! the progress thread polls and wakes them. Wait fds (`FI_WAIT_FD`/`FI_WAIT_UNSPEC`,
+//! for epoll): with manual progress the first CQ or counter with a wait fd starts a
+//! per-domain watcher thread that sleeps in `poll(2)` on the sockets of the endpoints
+//! with receives posted and drives progress when one becomes readable, so the wait fd
+//! becomes readable when a datagram has arrived (`watch` module).
+
+pub mod ep;
+pub mod fabric;
+pub mod proto;
+pub mod sock;
+mod watch;
+
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, IpResolver};
+use ofi_core::param::ParamType;
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{
+    AddrFormat, Address, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder,
+    OpFlags, Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+};
+
+pub use ep::Endpoint;
+pub use fabric::{Av, Domain, Fabric};
+
+/// The provider's name.
+pub const NAME: &str = "udp";
+
+/// Largest I/O vector of one send or receive.
+pub const IOV_LIMIT: usize = 4;
+
+/// Largest UDP payload over IPv4 (65535 − 20 − 8).
+pub const UDP_MAX_PAYLOAD: usize = 65507;
+
+/// Largest message: the UDP payload minus the header.
+pub const MAX_MSG_SIZE: usize = UDP_MAX_PAYLOAD - proto::HDR_LEN;
+
+/// Default `FI_OPT_MIN_MULTI_RECV`.
+pub const DEFAULT_MIN_MULTI_RECV: usize = 64;
+
+/// Every capability an endpoint of this provider can have.
+pub const CAPS: Caps = Caps::MSG
+    .union(Caps::SEND)
+    .union(Caps::RECV)
+    .union(Caps::MULTI_RECV)
+    .union(Caps::SOURCE)
+    .union(Caps::SOURCE_ERR)
+    .union(Caps::REMOTE_CQ_DATA)
+    .union(Caps::LOCAL_COMM)
+    .union(Caps::REMOTE_COMM)
+    .union(Caps::MULTICAST);
+
+/// What the parameters resolved to at init; every object copies what it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Receives an endpoint may have posted.
+    pub rx_size: usize,
+    /// Reported transmit queue size.
+    pub tx_size: usize,
+    /// `SO_SNDBUF` (0: the kernel's default).
+    pub sndbuf: usize,
+    /// `SO_RCVBUF` (0: the kernel's default).
+    pub rcvbuf: usize,
+    /// Datagrams one progress round takes from one socket.
+    pub batch: usize,
+    /// The IPv4 interface (its address) multicast groups are joined on and sent from;
+    /// `None`: the kernel's choice.
+    pub mcast_if: Option<std::net::Ipv4Addr>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            rx_size: 1024,
+            tx_size: 1024,
+            sndbuf: 0,
+            rcvbuf: 0,
+            batch: 16,
+            mcast_if: None,
+        }
+    }
+}
+
+/// The `udp` provider.
+#[derive(Debug)]
+pub struct UdpProvider {
+    settings: Settings,
+}
+
+fn nonzero(name: &str, v: usize) -> Result<usize> {
+    if v == 0 {
+        Err(Error::new(
+            Errno::EINVAL,
+            format!("FI_UDP_{}=0: must be at least 1", name.to_uppercase()),
+        ))
+    } else {
+        Ok(v)
+    }
+}
+
+impl UdpProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    fn settings_from(host: &Host) -> Result<Settings> {
+        let mut s = Settings::default();
+        host.declare_param(
+            "rx_size",
+            ParamType::Size,
+            "Receives an endpoint may have posted at once",
+            Some("1024"),
+        )?;
+        host.declare_param(
+            "tx_size",
+            ParamType::Size,
+            "Transmit queue size reported in tx_attr.size",
+            Some("1024"),
+        )?;
+        host.declare_param(
+            "sndbuf",
+            ParamType::Size,
+            "Socket send buffer size in bytes (0: the kernel's default)",
+            Some("0"),
+        )?;
+        host.declare_param(
+            "rcvbuf",
+            ParamType::Size,
+            "Socket receive buffer size in bytes (0: the kernel's default)",
+            Some("0"),
+        )?;
+        host.declare_param(
+            "batch",
+            ParamType::Size,
+            "Datagrams one progress round takes from one endpoint's socket",
+            Some("16"),
+        )?;
+        host.declare_param(
+            "mcast_if",
+            ParamType::String,
+            "IPv4 address of the interface multicast groups are joined on and sent from \
+             (empty: the kernel's choice)",
+            Some(""),
+        )?;
+        if let Some(v) = host.param_str("mcast_if")? {
+            let v = v.trim();
+            if !v.is_empty() {
+                s.mcast_if = Some(v.parse().map_err(|_| {
+                    Error::new(
+                        Errno::EINVAL,
+                        format!("FI_UDP_MCAST_IF={v:?}: not an IPv4 address"),
+                    )
+                })?);
+            }
+        }
+        if let Some(v) = host.param_size("rx_size")? {
+            s.rx_size = nonzero("rx_size", v)?;
+        }
+        if let Some(v) = host.param_size("tx_size")? {
+            s.tx_size = nonzero("tx_size", v)?;
+        }
+        if let Some(v) = host.param_size("sndbuf")? {
+            s.sndbuf = v;
+        }
+        if let Some(v) = host.param_size("rcvbuf")? {
+            s.rcvbuf = v;
+        }
+        if let Some(v) = host.param_size("batch")? {
+            s.batch = nonzero("batch", v)?;
+        }
+        Ok(s)
+    }
+
+    /// The template for one address format.
+    fn template(&self, addr_format: AddrFormat) -> Info {
+        let s = &self.settings;
+        Info {
+            caps: CAPS,
+            mode: Mode::empty(),
+            addr_format,
+            tx_attr: TxAttr {
+                caps: Caps::MSG | Caps::SEND | Caps::MULTICAST,
+                mode: Mode::empty(),
+                op_flags: OpFlags::empty(),
+                msg_order: MsgOrder::SAS,
+                comp_order: CompOrder::NONE,
+                inject_size: MAX_MSG_SIZE,
+                size: s.tx_size,
+                iov_limit: IOV_LIMIT,
+                rma_iov_limit: 0,
+                tclass: 0,
+            },
+            rx_attr: RxAttr {
+                caps: Caps::MSG
+                    | Caps::RECV
+                    | Caps::MULTICAST
+                    | Caps::MULTI_RECV
+                    | Caps::SOURCE
+                    | Caps::SOURCE_ERR
+                    | Caps::REMOTE_CQ_DATA,
+                mode: Mode::empty(),
+                op_flags: OpFlags::empty(),
+                msg_order: MsgOrder::SAS,
+                comp_order: CompOrder::NONE,
+                total_buffered_recv: 0,
+                size: s.rx_size,
+                iov_limit: IOV_LIMIT,
+            },
+            ep_attr: EpAttr {
+                ep_type: EpType::Dgram,
+                protocol: Protocol::UDP,
+                protocol_version: u32::from(proto::VERSION),
+                max_msg_size: MAX_MSG_SIZE,
+                msg_prefix_size: 0,
+                max_order_raw_size: 0,
+                max_order_war_size: 0,
+                max_order_waw_size: 0,
+                mem_tag_format: 0,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                auth_key: None,
+            },
+            domain_attr: DomainAttr {
+                domain: 0,
+                name: Some(NAME.to_string()),
+                threading: Threading::Safe,
+                control_progress: Progress::Auto,
+                // The most capable level, so hints asking either pass; getinfo reports
+                // manual unless auto was asked for.
+                data_progress: Progress::Auto,
+                resource_mgmt: ResourceMgmt::Enabled,
+                av_type: AvType::Unspec,
+                mr_mode: MrMode::empty(),
+                mr_key_size: 0,
+                cq_data_size: 8,
+                cq_cnt: 256,
+                ep_cnt: 256,
+                tx_ctx_cnt: 256,
+                rx_ctx_cnt: 256,
+                max_ep_tx_ctx: 1,
+                max_ep_rx_ctx: 1,
+                max_ep_stx_ctx: 0,
+                max_ep_srx_ctx: 0,
+                cntr_cnt: 256,
+                mr_iov_limit: 0,
+                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
+                mode: Mode::empty(),
+                auth_key: None,
+                max_err_data: 64,
+                mr_cnt: 0,
+                tclass: 0,
+            },
+            fabric_attr: FabricAttr {
+                name: Some(NAME.to_string()),
+                ..FabricAttr::default()
+            },
+            ..Info::default()
+        }
+    }
+}
+
+/// The loopback source address of `format` (port 0), for results without addresses.
+fn loopback(format: AddrFormat) -> Option<Address> {
+    let v4 = Address::Inet(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::LOCALHOST,
+        0,
+    ));
+    match format {
+        AddrFormat::SOCKADDR_IN => Some(v4),
+        AddrFormat::SOCKADDR_IN6 => Some(Address::Inet6(std::net::SocketAddrV6::new(
+            std::net::Ipv6Addr::LOCALHOST,
+            0,
+            0,
+            0,
+        ))),
+        AddrFormat::STR => Some(Address::Str(v4.to_addr_str())),
+        _ => None,
+    }
+}
+
+impl Provider for UdpProvider {
+    const NAME: &'static str = NAME;
+    /// Crate 0.1.0 by `ofi_core::version::prov_version_from_crate` (a test checks).
+    const VERSION: Version = Version::new(1, 0);
+    type Fabric = Fabric;
+
+    fn init(host: &Host) -> Result<Self> {
+        let settings = UdpProvider::settings_from(host)?;
+        ofi_core::ofi_debug!(NAME, "core", "initialised: {settings:?}");
+        Ok(UdpProvider { settings })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        vec![
+            self.template(AddrFormat::SOCKADDR_IN),
+            self.template(AddrFormat::SOCKADDR_IN6),
+            self.template(AddrFormat::STR),
+        ]
+    }
+
+    /// The framework's matcher with the IP resolver; then data progress becomes manual
+    /// unless the hints asked for auto, and a result with neither source nor
+    /// destination address gets the loopback address as its source.
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let mut out = getinfo::match_templates(
+            NAME,
+            Self::VERSION,
+            &self.info_templates(),
+            req,
+            &IpResolver,
+        );
+        let asked_auto = req
+            .hints
+            .as_ref()
+            .is_some_and(|h| h.domain_attr.data_progress == Progress::Auto);
+        for i in &mut out.infos {
+            if !asked_auto {
+                i.domain_attr.data_progress = Progress::Manual;
+            }
+            if i.src_addr.is_none() && i.dest_addr.is_none() {
+                i.src_addr = loopback(i.addr_format);
+            }
+        }
+        out
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Fabric> {
+        Fabric::open(self.settings, info)
+    }
+}
+
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(UdpProvider);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prov() -> UdpProvider {
+        UdpProvider {
+            settings: Settings::default(),
+        }
+    }
+
+    #[test]
+    fn version_follows_the_crate_version() {
+        assert_eq!(
+            UdpProvider::VERSION,
+            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn getinfo_without_hints_is_manual_with_loopback_sources() {
+        let out = prov().getinfo(&GetinfoRequest::new(ofi_core::version::API_VERSION));
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert_eq!(out.infos.len(), 3);
+        for i in &out.infos {
+            assert_eq!(i.domain_attr.data_progress, Progress::Manual);
+            assert_eq!(i.ep_attr.ep_type, EpType::Dgram);
+            assert!(i.src_addr.is_some());
+        }
+        assert_eq!(
+            out.infos[2].src_addr,
+            Some(Address::Str("fi_sockaddr_in://127.0.0.1:0".into()))
+        );
+    }
+
+    #[test]
+    fn getinfo_node_service_fills_dest() {
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.node = Some("127.0.0.1".into());
+        req.service = Some("7471".into());
+        let out = prov().getinfo(&req);
+        let v4 = out
+            .infos
+            .iter()
+            .find(|i| i.addr_format == AddrFormat::SOCKADDR_IN)
+            .expect("an IPv4 result");
+        assert_eq!(
+            v4.dest_addr,
+            Some(Address::Inet("127.0.0.1:7471".parse().unwrap()))
+        );
+    }
+
+    #[test]
+    fn getinfo_auto_progress_when_asked() {
+        let mut h = Info::hints();
+        h.domain_attr.data_progress = Progress::Auto;
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.hints = Some(h);
+        let out = prov().getinfo(&req);
+        assert!(!out.infos.is_empty());
+        assert!(out
+            .infos
+            .iter()
+            .all(|i| i.domain_attr.data_progress == Progress::Auto));
+    }
+}

@@ -1,0 +1,283 @@
+//! The fabric, the domain and the address vector: small objects that open everything
+//! else, built from the kit.
+//!
+//! - [`Fabric`] is the family type (`Provider::Fabric`): event queues are the kit's
+//!   `KitEq`, wait sets `KitWait`; passive endpoints are `Unsupported` (`FI_ENOSYS`).
+//! - [`Domain`] owns the domain's [`ProgressEngine`] (manual, or auto with its own
+//!   thread, from `domain_attr.data_progress`); its CQs (`KitCq`) and counters
+//!   (`KitCntr`) are bound to it, and every endpoint registers with it. With manual
+//!   progress, the first CQ or counter with a wait fd starts the domain's watcher
+//!   thread (`watch`), which drives progress when a socket becomes readable.
+//! - [`Av`] is the kit's `KitAv` behind an `Arc` (so endpoints can keep it), with a
+//!   [`Peer`] per entry: the peer's socket address in the C layout, ready for
+//!   `sendmsg` without allocation.
+//!
+//! Nothing here panics.
+
+use std::sync::Arc;
+
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::av::AvAttr;
+use ofi_core::cntr::CntrAttr;
+use ofi_core::cq::CqAttr;
+use ofi_core::eq::EqAttr;
+use ofi_core::provider::{AvOps, DomainOps, FabricOps, TryWaitRef, Unsupported};
+use ofi_core::wait::WaitAttr;
+use ofi_core::{AddrFormat, EpType, Errno, Error, Result};
+use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::wait::{self, KitWait, WaitMode, Waitable};
+
+use crate::ep::Endpoint;
+use crate::sock::SockAddr;
+use crate::watch::Hub;
+use crate::Settings;
+
+/// A fabric (`fid_fabric`).
+#[derive(Debug)]
+pub struct Fabric {
+    settings: Settings,
+}
+
+impl Fabric {
+    /// Open the fabric for `info`.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` when `info` names an endpoint type other than `FI_EP_DGRAM`.
+    pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
+        check_ep_type(info)?;
+        Ok(Fabric { settings })
+    }
+}
+
+fn check_ep_type(info: &Info) -> Result<()> {
+    if !matches!(info.ep_attr.ep_type, EpType::Dgram | EpType::Unspec) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "udp: {} endpoints are not supported (only FI_EP_DGRAM)",
+                info.ep_attr.ep_type
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl FabricOps for Fabric {
+    type Domain = Domain;
+    type PassiveEp = Unsupported;
+    type Eq = KitEq;
+    type Wait = KitWait;
+
+    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
+        check_ep_type(info)?;
+        let engine = ProgressEngine::new(ProgressMode::from(info.domain_attr.data_progress))?;
+        let addr_format = match info.addr_format {
+            AddrFormat::UNSPEC => AddrFormat::SOCKADDR_IN,
+            f => f,
+        };
+        Ok(Domain {
+            settings: self.settings,
+            engine: Arc::new(engine),
+            addr_format,
+            hub: Arc::new(Hub::new()),
+        })
+    }
+
+    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
+        KitEq::new(attr)
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
+        KitWait::new(attr)
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        let list: Vec<&dyn Waitable> = objs
+            .iter()
+            .map(|o| match o {
+                TryWaitRef::Cq(c) => *c as &dyn Waitable,
+                TryWaitRef::Cntr(c) => *c as &dyn Waitable,
+                TryWaitRef::Eq(e) => *e as &dyn Waitable,
+                TryWaitRef::Wait(w) => *w as &dyn Waitable,
+            })
+            .collect();
+        wait::trywait(&list)
+    }
+}
+
+/// A domain (`fid_domain`): its progress engine, and what its objects are opened with.
+#[derive(Debug)]
+pub struct Domain {
+    settings: Settings,
+    engine: Arc<ProgressEngine>,
+    addr_format: AddrFormat,
+    /// Endpoints and the wait-fd watcher (see [`crate::watch`]).
+    hub: Arc<Hub>,
+}
+
+impl Domain {
+    /// The domain's progress engine.
+    pub fn engine(&self) -> &Arc<ProgressEngine> {
+        &self.engine
+    }
+
+    /// A CQ or counter with a wait fd on a manual-progress domain: start the watcher,
+    /// so the fd becomes readable when a datagram arrives (see [`crate::watch`]).
+    fn watch_if(&self, mode: WaitMode) {
+        if mode.has_fd() && self.engine.mode() == ProgressMode::Manual {
+            self.hub.start(&self.engine);
+        }
+    }
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    type Cq = KitCq;
+    type Cntr = KitCntr;
+    type Av = Av;
+    type Mr = Unsupported;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        if flags != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "udp: fi_endpoint2 flags are not supported",
+            ));
+        }
+        Endpoint::open(
+            self.settings,
+            info,
+            context,
+            self.engine.clone(),
+            self.hub.clone(),
+        )
+    }
+
+    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
+        let cq = KitCq::with_progress(attr, self.engine.clone())?;
+        self.watch_if(cq.wait_mode());
+        Ok(cq)
+    }
+
+    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
+        let c = KitCntr::with_progress(attr, self.engine.clone())?;
+        self.watch_if(c.wait_mode());
+        Ok(c)
+    }
+
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+        let kit = KitAv::open_with(attr, context, AvConfig::new(self.addr_format), Peer::new)?;
+        Ok(Av {
+            inner: Arc::new(kit),
+        })
+    }
+}
+
+/// What the AV keeps per peer: its socket address, ready for `sendmsg`.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    /// The peer's address in the C layout.
+    pub addr: SockAddr,
+}
+
+impl Peer {
+    /// The peer behind an inserted address: IPv4, IPv6, or an `FI_ADDR_STR` string of
+    /// either (`fi_sockaddr_in://…`, `fi_sockaddr_in6://…`).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for any other address.
+    pub fn new(addr: &Address) -> Result<Peer> {
+        let sa = match addr {
+            Address::Str(s) => Address::parse_addr_str(s)?.socket_addr(),
+            a => a.socket_addr(),
+        };
+        match sa {
+            Some(sa) => Ok(Peer {
+                addr: SockAddr::from_std(&sa),
+            }),
+            None => Err(Error::new(
+                Errno::EINVAL,
+                format!("udp: {addr} is not an IP socket address"),
+            )),
+        }
+    }
+}
+
+/// An address vector: the kit's, shared with the endpoints bound to it.
+#[derive(Debug)]
+pub struct Av {
+    inner: Arc<KitAv<Peer>>,
+}
+
+impl Av {
+    /// The shared AV (what endpoints keep).
+    pub fn shared(&self) -> &Arc<KitAv<Peer>> {
+        &self.inner
+    }
+}
+
+impl AvOps<Fabric> for Av {
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
+    }
+
+    fn insertsvc(
+        &self,
+        node: &str,
+        service: &str,
+        fi_addr: &mut u64,
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
+    }
+
+    fn insertsym(
+        &self,
+        node: &str,
+        nodecnt: usize,
+        service: &str,
+        svccnt: usize,
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insertsym(
+            &*self.inner,
+            node,
+            nodecnt,
+            service,
+            svccnt,
+            fi_addr,
+            flags,
+            context,
+        )
+    }
+
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
+        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
+    }
+
+    fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
+    }
+
+    fn straddr(&self, addr: &Address) -> String {
+        AvOps::<Fabric>::straddr(&*self.inner, addr)
+    }
+
+    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
+        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
+    }
+}

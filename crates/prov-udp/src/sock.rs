@@ -1,0 +1,429 @@
+//! The only code that calls the OS: a nonblocking UDP socket (`socket`, `bind`,
+//! `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast membership) and
+//! socket addresses in the C layout.
+//!
+//! # Invariants
+//!
+//! - A [`UdpSock`] owns its descriptor (closed on drop); it is `O_NONBLOCK` and
+//!   `O_CLOEXEC`, so no call here blocks.
+//! - A [`SockAddr`] always holds a valid `sockaddr_in` or `sockaddr_in6` with the
+//!   matching length; it is plain data (`Copy`), so the data path copies it out of the
+//!   address vector without allocating.
+//!
+//! Errors are `std::io::Error`s from the OS; callers map them to fabric errors.
+//! Nothing here panics.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// A socket address in the C layout (IPv4 or IPv6), `Copy` and allocation-free.
+#[derive(Clone, Copy)]
+pub struct SockAddr {
+    storage: libc::sockaddr_in6,
+    len: libc::socklen_t,
+}
+
+impl std::fmt::Debug for SockAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_std() {
+            Some(a) => write!(f, "SockAddr({a})"),
+            None => f.write_str("SockAddr(?)"),
+        }
+    }
+}
+
+impl SockAddr {
+    /// An empty address (family 0), to be filled by `recvmsg`.
+    pub fn empty() -> SockAddr {
+        SockAddr {
+            // SAFETY: all-zero bytes are a valid `sockaddr_in6` (plain integers).
+            storage: unsafe { zeroed() },
+            len: size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        }
+    }
+
+    /// The C form of `a`.
+    pub fn from_std(a: &SocketAddr) -> SockAddr {
+        let mut s = SockAddr::empty();
+        match a {
+            SocketAddr::V4(v4) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: v4.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from(*v4.ip()).to_be(),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: `sockaddr_in` (16 bytes) fits in the `sockaddr_in6` storage
+                // (28 bytes); both are plain data, the write is unaligned-safe.
+                unsafe {
+                    std::ptr::write_unaligned(
+                        (&mut s.storage as *mut libc::sockaddr_in6).cast::<libc::sockaddr_in>(),
+                        sin,
+                    )
+                };
+                s.len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            }
+            SocketAddr::V6(v6) => {
+                s.storage = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v6.port().to_be(),
+                    sin6_flowinfo: v6.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v6.ip().octets(),
+                    },
+                    sin6_scope_id: v6.scope_id(),
+                };
+                s.len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            }
+        }
+        s
+    }
+
+    /// The address family (`AF_INET`, `AF_INET6`, or 0 when empty).
+    pub fn family(&self) -> i32 {
+        i32::from(self.storage.sin6_family)
+    }
+
+    /// The standard form, if the address is IPv4 or IPv6.
+    pub fn to_std(&self) -> Option<SocketAddr> {
+        match self.family() {
+            libc::AF_INET if self.len as usize >= size_of::<libc::sockaddr_in>() => {
+                // SAFETY: the storage holds a `sockaddr_in` (family AF_INET, length
+                // checked); unaligned read of plain data.
+                let sin: libc::sockaddr_in = unsafe {
+                    std::ptr::read_unaligned(
+                        (&self.storage as *const libc::sockaddr_in6).cast::<libc::sockaddr_in>(),
+                    )
+                };
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                    u16::from_be(sin.sin_port),
+                )))
+            }
+            libc::AF_INET6 if self.len as usize >= size_of::<libc::sockaddr_in6>() => {
+                let s = &self.storage;
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    Ipv6Addr::from(s.sin6_addr.s6_addr),
+                    u16::from_be(s.sin6_port),
+                    s.sin6_flowinfo,
+                    s.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+
+    fn as_ptr(&self) -> *const libc::sockaddr {
+        (&self.storage as *const libc::sockaddr_in6).cast()
+    }
+}
+
+/// A nonblocking UDP socket.
+#[derive(Debug)]
+pub struct UdpSock {
+    fd: OwnedFd,
+    v6: bool,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the call.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+impl UdpSock {
+    /// A socket of `addr`'s family bound to `addr` (port 0: the kernel picks one).
+    /// IPv6 sockets are `IPV6_V6ONLY`. `sndbuf`/`rcvbuf` > 0 set the socket buffers.
+    pub fn bind(addr: &SocketAddr, sndbuf: usize, rcvbuf: usize) -> io::Result<UdpSock> {
+        let v6 = addr.is_ipv6();
+        let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+        // SAFETY: plain syscall; the result is checked.
+        let fd = cvt(unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        })?;
+        // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        if v6 {
+            setsockopt(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, &1i32)?;
+        }
+        if sndbuf > 0 {
+            let v = i32::try_from(sndbuf).unwrap_or(i32::MAX);
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &v)?;
+        }
+        if rcvbuf > 0 {
+            let v = i32::try_from(rcvbuf).unwrap_or(i32::MAX);
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &v)?;
+        }
+        let sa = SockAddr::from_std(addr);
+        // SAFETY: `sa` is a valid socket address of `sa.len` bytes.
+        cvt(unsafe { libc::bind(raw, sa.as_ptr(), sa.len) })?;
+        Ok(UdpSock { fd, v6 })
+    }
+
+    /// Whether this is an IPv6 socket.
+    pub fn is_v6(&self) -> bool {
+        self.v6
+    }
+
+    /// The descriptor (for waits).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The bound address (`getsockname`).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        let mut sa = SockAddr::empty();
+        // SAFETY: `sa.storage` has room for `sa.len` bytes; the kernel writes at most
+        // that and updates the length.
+        cvt(unsafe {
+            libc::getsockname(
+                self.raw_fd(),
+                (&mut sa.storage as *mut libc::sockaddr_in6).cast(),
+                &mut sa.len,
+            )
+        })?;
+        sa.to_std()
+            .ok_or_else(|| io::Error::other("getsockname: not an IP address"))
+    }
+
+    /// Send one datagram gathered from `iov` to `dst`; the bytes sent.
+    ///
+    /// # Safety
+    /// Every iovec in `iov` points to memory valid for reading its length.
+    #[inline]
+    pub unsafe fn send_to(&self, dst: &SockAddr, iov: &[libc::iovec]) -> io::Result<usize> {
+        // SAFETY: zeroed `msghdr` is valid; the fields set below point to live data.
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = dst.as_ptr() as *mut libc::c_void;
+        m.msg_namelen = dst.len;
+        m.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        m.msg_iovlen = iov.len() as _;
+        // SAFETY: `m` describes valid memory (caller's contract for the iovecs).
+        let n = unsafe { libc::sendmsg(self.raw_fd(), &m, libc::MSG_DONTWAIT) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Send one datagram from one contiguous buffer to `dst` (`sendto`, which the
+    /// kernel handles faster than `sendmsg` with an I/O vector); the bytes sent.
+    #[inline]
+    pub fn send_buf(&self, dst: &SockAddr, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` and `dst` are valid for the call.
+        let n = unsafe {
+            libc::sendto(
+                self.raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+                dst.as_ptr(),
+                dst.len,
+            )
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Receive one datagram, scattered into `iov`; returns its full length (which may
+    /// exceed what fit: `MSG_TRUNC`) and the sender. With `peek` the datagram stays
+    /// queued. `WouldBlock` when nothing is queued.
+    ///
+    /// # Safety
+    /// Every iovec in `iov` points to memory valid for writing its length.
+    #[inline]
+    pub unsafe fn recv_from(
+        &self,
+        iov: &mut [libc::iovec],
+        peek: bool,
+    ) -> io::Result<(usize, SockAddr)> {
+        let mut src = SockAddr::empty();
+        // SAFETY: zeroed `msghdr` is valid; the fields set below point to live data.
+        let mut m: libc::msghdr = unsafe { zeroed() };
+        m.msg_name = (&mut src.storage as *mut libc::sockaddr_in6).cast();
+        m.msg_namelen = src.len;
+        m.msg_iov = iov.as_mut_ptr();
+        m.msg_iovlen = iov.len() as _;
+        let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC | if peek { libc::MSG_PEEK } else { 0 };
+        // SAFETY: `m` describes valid memory (caller's contract for the iovecs, `src`
+        // lives across the call).
+        let n = unsafe { libc::recvmsg(self.raw_fd(), &mut m, flags) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        src.len = m.msg_namelen;
+        Ok((n as usize, src))
+    }
+
+    /// Join (`join = true`) or leave the multicast group `group`: IPv4 on the interface
+    /// with address `v4_if` (`0.0.0.0`: the kernel's choice), IPv6 on the interface
+    /// with index `v6_ifindex` (0: the kernel's choice).
+    pub fn membership(
+        &self,
+        group: &IpAddr,
+        v4_if: Ipv4Addr,
+        v6_ifindex: u32,
+        join: bool,
+    ) -> io::Result<()> {
+        match group {
+            IpAddr::V4(g) => {
+                let mreq = libc::ip_mreq {
+                    imr_multiaddr: libc::in_addr {
+                        s_addr: u32::from(*g).to_be(),
+                    },
+                    imr_interface: libc::in_addr {
+                        s_addr: u32::from(v4_if).to_be(),
+                    },
+                };
+                let opt = if join {
+                    libc::IP_ADD_MEMBERSHIP
+                } else {
+                    libc::IP_DROP_MEMBERSHIP
+                };
+                setsockopt(self.raw_fd(), libc::IPPROTO_IP, opt, &mreq)
+            }
+            IpAddr::V6(g) => {
+                let mreq = libc::ipv6_mreq {
+                    ipv6mr_multiaddr: libc::in6_addr {
+                        s6_addr: g.octets(),
+                    },
+                    ipv6mr_interface: v6_ifindex,
+                };
+                let opt = if join {
+                    libc::IPV6_ADD_MEMBERSHIP
+                } else {
+                    libc::IPV6_DROP_MEMBERSHIP
+                };
+                setsockopt(self.raw_fd(), libc::IPPROTO_IPV6, opt, &mreq)
+            }
+        }
+    }
+
+    /// Set the outgoing interface of IPv4 multicast to the address `ifaddr` and turn
+    /// multicast loopback on (so a group member on this host receives its own sends).
+    pub fn multicast_v4_setup(&self, ifaddr: Ipv4Addr) -> io::Result<()> {
+        let a = libc::in_addr {
+            s_addr: u32::from(ifaddr).to_be(),
+        };
+        setsockopt(self.raw_fd(), libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &a)?;
+        setsockopt(
+            self.raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_LOOP,
+            &1i32,
+        )
+    }
+
+    /// Set the outgoing interface of IPv6 multicast (index, 0 = default) and turn
+    /// multicast loopback on.
+    pub fn multicast_v6_setup(&self, ifindex: u32) -> io::Result<()> {
+        setsockopt(
+            self.raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MULTICAST_IF,
+            &ifindex,
+        )?;
+        setsockopt(
+            self.raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MULTICAST_LOOP,
+            &1i32,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockaddr_round_trips() {
+        for a in [
+            "127.0.0.1:7471".parse::<SocketAddr>().unwrap(),
+            "[::1]:9".parse().unwrap(),
+            "[fe80::1%2]:65535".parse().unwrap(),
+        ] {
+            assert_eq!(SockAddr::from_std(&a).to_std(), Some(a));
+        }
+        assert_eq!(SockAddr::empty().to_std(), None);
+    }
+
+    #[test]
+    fn loopback_datagram_with_scatter() {
+        let a = UdpSock::bind(&"127.0.0.1:0".parse().unwrap(), 0, 0).unwrap();
+        let b = UdpSock::bind(&"127.0.0.1:0".parse().unwrap(), 0, 0).unwrap();
+        let dst = SockAddr::from_std(&b.local_addr().unwrap());
+        let (p1, p2) = (*b"head", *b"payload!");
+        let iov = [
+            libc::iovec {
+                iov_base: p1.as_ptr() as *mut _,
+                iov_len: 4,
+            },
+            libc::iovec {
+                iov_base: p2.as_ptr() as *mut _,
+                iov_len: 8,
+            },
+        ];
+        // SAFETY: the iovecs point at live arrays.
+        assert_eq!(unsafe { a.send_to(&dst, &iov) }.unwrap(), 12);
+        let (mut h, mut small) = ([0u8; 4], [0u8; 3]);
+        let mut riov = [
+            libc::iovec {
+                iov_base: h.as_mut_ptr().cast(),
+                iov_len: 4,
+            },
+            libc::iovec {
+                iov_base: small.as_mut_ptr().cast(),
+                iov_len: 3,
+            },
+        ];
+        let mut got = None;
+        for _ in 0..1000 {
+            // SAFETY: the iovecs point at live arrays.
+            match unsafe { b.recv_from(&mut riov, false) } {
+                Ok(r) => {
+                    got = Some(r);
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let (n, src) = got.expect("datagram within a second");
+        assert_eq!(n, 12, "full length despite truncation");
+        assert_eq!(src.to_std(), Some(a.local_addr().unwrap()));
+        assert_eq!(&h, b"head");
+        assert_eq!(&small, b"pay");
+    }
+}
