@@ -1,1 +1,369 @@
-//! ofi-prov-tcp: FI_EP_MSG (connection-oriented) over TCP.
+//! ofi-prov-tcp: the `tcp` provider — `FI_EP_MSG` (connection-oriented) endpoints over
+//! TCP, built on `ofi-kit`.
+//!
+//! # What it offers
+//!
+//! - endpoint type `FI_EP_MSG`, address formats `FI_SOCKADDR_IN` and `FI_SOCKADDR_IN6`
+//!   (one getinfo result each, IPv4 first);
+//! - capabilities `FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV |
+//!   FI_REMOTE_CQ_DATA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+//!   FI_REMOTE_WRITE`;
+//! - connection management: passive endpoints (`fi_passive_ep`, `fi_pep_bind` an EQ,
+//!   `fi_listen` with the `FI_BACKLOG` backlog), `fi_connect` with up to
+//!   [`proto::CM_DATA_SIZE`] bytes of CM data (`FI_OPT_CM_DATA_SIZE`), `FI_CONNREQ`
+//!   events carrying the info (its `handle` names the request) and the data,
+//!   `fi_accept` / `fi_reject` (with data), `FI_CONNECTED`, `FI_SHUTDOWN`, and an
+//!   `FI_ECONNREFUSED` error event (carrying the reject data) on a rejected connect;
+//!   `fi_getname` / `fi_getpeer`; nonblocking connect; `fi_shutdown`;
+//! - messages: `send`/`sendv`/`sendmsg`/`inject`/`senddata`/`injectdata` and
+//!   `recv`/`recvv`/`recvmsg`, and the tagged family through kit's tag matcher
+//!   (`FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`, ignore masks). A message that meets a posted
+//!   receive is read straight from the socket into the receive's buffers (header first,
+//!   then one `readv` into the posted iov); others are buffered as unexpected messages,
+//!   bounded by the matcher's limits (when full the connection stops being read until
+//!   receives are posted). `FI_ETRUNC` for a message longer than the receive;
+//!   `fi_cancel` of posted receives; multi-receive buffers (`FI_MULTI_RECV`,
+//!   `FI_OPT_MIN_MULTI_RECV`);
+//! - RMA `read`/`write`/`writedata`/`inject_write`(+data), checked at the target
+//!   against kit's `MrTable`: an unknown key (or access not granted) completes at the
+//!   initiator with `FI_EACCES`, a range outside the region with `FI_EINVAL`. Writes
+//!   complete when the target acknowledges them;
+//! - atomics: every operation × datatype kit's atomic engine supports, executed at the
+//!   target under the same MR checks (`atomicvalid` / `fetch_atomicvalid` /
+//!   `compare_atomicvalid`, `fi_query_atomic`); they complete when the target answers
+//!   (fetch and compare with the original values);
+//! - completion semantics: sends complete when the whole message has been handed to
+//!   the kernel (`FI_INJECT_COMPLETE`/`FI_TRANSMIT_COMPLETE`); with
+//!   `FI_DELIVERY_COMPLETE` when the target acknowledges placement. Ordering: TCP is one
+//!   byte stream and the target handles operations in arrival order, so
+//!   `FI_ORDER_SAS` and the RMA orderings (RAR, RAW, WAR, WAW, SAR, SAW, RAS, WAS) hold;
+//! - progress: `FI_PROGRESS_MANUAL` (reading a CQ, counter or EQ polls the nonblocking
+//!   sockets, a bounded amount of work per call) and `FI_PROGRESS_AUTO` (kit's progress
+//!   thread); `FI_THREAD_SAFE`.
+//!
+//! Not yet: `FI_RMA_EVENT`, shared contexts, scalable endpoints.
+//!
+//! # Parameters (`FI_TCP_<NAME>`)
+//!
+//! - `iface`: the network interface (e.g. `eth0`) whose address passive endpoints and
+//!   outgoing connections use as their source. Unset: the route to the peer decides.
+//! - `max_msg_size` (default 1 GiB), `inject_size` (default 128), `rx_size` / `tx_size`
+//!   (default 256), `max_unexpected_bytes` (default 16 MiB).
+//!
+//! # Wire format
+//!
+//! See [`proto`]: an 8-byte CM header (magic `oftc`, version, kind, data length) plus
+//! data opens each connection; then each operation is a 40-byte little-endian header
+//! (version, op, flags, rma iov count, atomic op/datatype, status, size, cq data, tag,
+//! id), up to 4 remote iovs of 24 bytes, and the payload. It does not interoperate with
+//! the C provider.
+//!
+//! # Module map
+//!
+//! [`proto`] wire format; [`sock`] the OS calls; [`fabric`] fabric, domain and passive
+//! endpoint; [`ep`] the active endpoint and its progress.
+//!
+//! # Panics
+//!
+//! Nothing panics on application, peer or network input: bad arguments are errors with
+//! the C library's codes; malformed bytes from a peer close that connection and raise an
+//! `FI_EPROTO` error event on its EQ.
+
+pub mod ep;
+pub mod fabric;
+pub mod proto;
+pub mod sock;
+
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::param::ParamType;
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{
+    AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
+    Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+};
+
+pub use ep::Endpoint;
+pub use fabric::{Domain, Fabric, PassiveEp};
+
+/// The provider's name.
+pub const NAME: &str = "tcp";
+
+/// Largest I/O vector of one operation.
+pub const IOV_LIMIT: usize = 4;
+
+/// What the parameters resolved to; every object copies what it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Largest message.
+    pub max_msg_size: usize,
+    /// Largest inject.
+    pub inject_size: usize,
+    /// Receives an endpoint may have posted.
+    pub rx_size: usize,
+    /// Transmit queue depth.
+    pub tx_size: usize,
+    /// Bytes of unexpected messages an endpoint buffers.
+    pub max_unexpected_bytes: usize,
+    /// `FI_TCP_IFACE`: the interface whose address is the source.
+    pub iface: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            max_msg_size: 1 << 30,
+            inject_size: ep::INLINE_MAX,
+            rx_size: 256,
+            tx_size: 256,
+            max_unexpected_bytes: 16 << 20,
+            iface: None,
+        }
+    }
+}
+
+/// The `tcp` provider.
+#[derive(Debug)]
+pub struct TcpProvider {
+    settings: Settings,
+}
+
+impl TcpProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn settings_from(host: &Host) -> Result<Settings> {
+        let mut s = Settings::default();
+        host.declare_param(
+            "iface",
+            ParamType::String,
+            "Network interface whose address is used as the source address",
+            None,
+        )?;
+        host.declare_param(
+            "max_msg_size",
+            ParamType::Size,
+            "Largest message, in bytes",
+            Some("1073741824"),
+        )?;
+        host.declare_param(
+            "inject_size",
+            ParamType::Size,
+            "Largest inject, in bytes (at most 128)",
+            Some("128"),
+        )?;
+        host.declare_param(
+            "rx_size",
+            ParamType::Size,
+            "Receives an endpoint may have posted",
+            Some("256"),
+        )?;
+        host.declare_param(
+            "tx_size",
+            ParamType::Size,
+            "Transmit operations an endpoint may have queued",
+            Some("256"),
+        )?;
+        host.declare_param(
+            "max_unexpected_bytes",
+            ParamType::Size,
+            "Bytes of unexpected messages an endpoint buffers before it stops reading",
+            Some("16777216"),
+        )?;
+        if let Some(v) = host.param_str("iface")? {
+            if !v.is_empty() {
+                s.iface = Some(v);
+            }
+        }
+        if let Some(v) = host.param_size("max_msg_size")? {
+            if v == 0 {
+                return Err(Error::new(Errno::EINVAL, "FI_TCP_MAX_MSG_SIZE must be > 0"));
+            }
+            s.max_msg_size = v;
+        }
+        if let Some(v) = host.param_size("inject_size")? {
+            if v > ep::INLINE_MAX {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("FI_TCP_INJECT_SIZE={v}: at most {}", ep::INLINE_MAX),
+                ));
+            }
+            s.inject_size = v;
+        }
+        for (name, slot) in [("rx_size", &mut s.rx_size), ("tx_size", &mut s.tx_size)] {
+            if let Some(v) = host.param_size(name)? {
+                if v == 0 {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!("FI_TCP_{}=0: must be at least 1", name.to_uppercase()),
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        if let Some(v) = host.param_size("max_unexpected_bytes")? {
+            s.max_unexpected_bytes = v;
+        }
+        s.inject_size = s.inject_size.min(s.max_msg_size);
+        Ok(s)
+    }
+
+    fn template(&self, fmt: AddrFormat) -> Info {
+        let s = &self.settings;
+        let caps = Caps::MSG
+            | Caps::TAGGED
+            | Caps::RMA
+            | Caps::ATOMIC
+            | Caps::MULTI_RECV
+            | Caps::REMOTE_CQ_DATA
+            | Caps::SEND
+            | Caps::RECV
+            | Caps::READ
+            | Caps::WRITE
+            | Caps::REMOTE_READ
+            | Caps::REMOTE_WRITE;
+        let order = MsgOrder::SAS
+            | MsgOrder::RAR
+            | MsgOrder::RAW
+            | MsgOrder::WAR
+            | MsgOrder::WAW
+            | MsgOrder::SAR
+            | MsgOrder::SAW
+            | MsgOrder::RAS
+            | MsgOrder::WAS;
+        Info {
+            caps,
+            mode: Mode::empty(),
+            addr_format: fmt,
+            tx_attr: TxAttr {
+                caps: caps
+                    - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::MULTI_RECV),
+                mode: Mode::empty(),
+                op_flags: OpFlags::COMPLETION,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                inject_size: s.inject_size,
+                size: s.tx_size,
+                iov_limit: IOV_LIMIT,
+                rma_iov_limit: proto::RMA_IOV_LIMIT,
+                tclass: 0,
+            },
+            rx_attr: RxAttr {
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                mode: Mode::empty(),
+                op_flags: OpFlags::COMPLETION,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                total_buffered_recv: 0,
+                size: s.rx_size,
+                iov_limit: IOV_LIMIT,
+            },
+            ep_attr: EpAttr {
+                ep_type: EpType::Msg,
+                protocol: Protocol::SOCK_TCP,
+                protocol_version: u32::from(proto::PROTO_VERSION),
+                max_msg_size: s.max_msg_size,
+                msg_prefix_size: 0,
+                max_order_raw_size: s.max_msg_size,
+                max_order_war_size: s.max_msg_size,
+                max_order_waw_size: s.max_msg_size,
+                mem_tag_format: u64::MAX,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                auth_key: None,
+            },
+            domain_attr: DomainAttr {
+                domain: 0,
+                name: Some(NAME.to_string()),
+                threading: Threading::Safe,
+                control_progress: Progress::Auto,
+                data_progress: Progress::Auto,
+                resource_mgmt: ResourceMgmt::Enabled,
+                av_type: AvType::Unspec,
+                mr_mode: MrMode::empty(),
+                mr_key_size: 8,
+                cq_data_size: 8,
+                cq_cnt: 256,
+                ep_cnt: 8192,
+                tx_ctx_cnt: 8192,
+                rx_ctx_cnt: 8192,
+                max_ep_tx_ctx: 1,
+                max_ep_rx_ctx: 1,
+                max_ep_stx_ctx: 0,
+                max_ep_srx_ctx: 0,
+                cntr_cnt: 256,
+                mr_iov_limit: 1,
+                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
+                mode: Mode::empty(),
+                auth_key: None,
+                max_err_data: proto::CM_DATA_SIZE,
+                mr_cnt: 1 << 16,
+                tclass: 0,
+            },
+            fabric_attr: FabricAttr {
+                name: Some(NAME.to_string()),
+                ..FabricAttr::default()
+            },
+            ..Info::default()
+        }
+    }
+}
+
+impl Provider for TcpProvider {
+    const NAME: &'static str = NAME;
+    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
+    const VERSION: Version = Version::new(1, 0);
+    type Fabric = Fabric;
+
+    fn init(host: &Host) -> Result<Self> {
+        let settings = TcpProvider::settings_from(host)?;
+        Ok(TcpProvider { settings })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        vec![
+            self.template(AddrFormat::SOCKADDR_IN),
+            self.template(AddrFormat::SOCKADDR_IN6),
+        ]
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Fabric> {
+        Fabric::open(self.settings.clone(), info)
+    }
+}
+
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(TcpProvider);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofi_core::getinfo::check_info;
+
+    fn prov() -> TcpProvider {
+        TcpProvider {
+            settings: Settings::default(),
+        }
+    }
+
+    #[test]
+    fn version_follows_the_crate_version() {
+        assert_eq!(
+            TcpProvider::VERSION,
+            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn templates_pass_msg_hints_and_refuse_dgram() {
+        let t = prov().info_templates();
+        let mut hints = Info::hints()
+            .with_ep_type(EpType::Msg)
+            .with_caps(Caps::MSG | Caps::TAGGED | Caps::RMA);
+        hints.domain_attr.data_progress = Progress::Manual;
+        assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_ok());
+        let hints = Info::hints().with_ep_type(EpType::Dgram);
+        assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_err());
+    }
+}

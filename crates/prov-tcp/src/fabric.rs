@@ -1,0 +1,509 @@
+//! The fabric, the domain and the passive endpoint.
+//!
+//! - [`Fabric`] owns the connection-management progress engine (every EQ read or wait
+//!   drives it; with `FI_PROGRESS_AUTO` control progress — the default — its own thread
+//!   does too). It drives passive endpoints and connection setup only, never the data
+//!   path of connected endpoints. It also owns the table
+//!   of connection requests that have arrived but were not yet accepted or rejected
+//!   (the `handle` of an `FI_CONNREQ` info is a key of that table).
+//! - [`Domain`] owns the data progress engine (manual, or with kit's thread for
+//!   `FI_PROGRESS_AUTO`) and the MR table; it opens endpoints, CQs, counters and MRs.
+//! - [`PassiveEp`] listens; its progress accepts sockets, reads each connection
+//!   request (bounded, nonblocking) and reports it on the EQ. A peer that sends
+//!   anything but a well-formed request is dropped (logged), never a panic.
+//!
+//! Nothing here panics.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::AtomicAttr;
+use ofi_core::attr::Info;
+use ofi_core::cntr::CntrAttr;
+use ofi_core::cq::CqAttr;
+use ofi_core::eq::EqAttr;
+use ofi_core::mr::MrAttr;
+use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, Unsupported};
+use ofi_core::{AddrFormat, Address, AtomicOp, Datatype, EpType, Errno, Error, Result};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::mr::{KitMr, MrConfig, MrTable};
+use ofi_kit::progress::{Progress, ProgressEngine, ProgressMode};
+
+use crate::ep::Endpoint;
+use crate::proto::{CmHdr, CmKind, CM_DATA_SIZE, CM_HDR_LEN};
+use crate::sock::Sock;
+use crate::{Settings, NAME};
+
+/// `FI_BACKLOG` (`rdma/fi_endpoint.h`): the listen backlog passive endpoints use.
+pub const BACKLOG: i32 = 128;
+/// A connection request that has not arrived whole within this time is dropped.
+pub const CONNREQ_TIMEOUT: Duration = Duration::from_secs(5);
+/// `FI_OPT_ENDPOINT` (level).
+pub const OPT_ENDPOINT: i32 = 0;
+/// `FI_OPT_CM_DATA_SIZE` (option name).
+pub const OPT_CM_DATA_SIZE: i32 = 1;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An accepted socket whose connection request was read and reported, waiting for
+/// `fi_accept` (through an endpoint opened with its info) or `fi_reject`.
+#[derive(Debug)]
+pub(crate) struct PendingConn {
+    pub(crate) sock: Sock,
+    pub(crate) peer: SocketAddr,
+}
+
+/// What the fabric's objects share.
+#[derive(Debug)]
+pub(crate) struct FabricShared {
+    pub(crate) settings: Settings,
+    pub(crate) cm_engine: Arc<ProgressEngine>,
+    pending: Mutex<HashMap<usize, PendingConn>>,
+    next_handle: AtomicUsize,
+}
+
+impl FabricShared {
+    fn add_pending(&self, c: PendingConn) -> usize {
+        let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&self.pending).insert(h, c);
+        h
+    }
+
+    pub(crate) fn take_pending(&self, handle: usize) -> Option<PendingConn> {
+        lock(&self.pending).remove(&handle)
+    }
+
+    /// The source address for a socket of `family` (v6 or not): the `FI_TCP_IFACE`
+    /// interface's address if set and found.
+    pub(crate) fn iface_addr(&self, v6: bool) -> Option<IpAddr> {
+        let name = self.settings.iface.as_deref()?;
+        crate::sock::iface_addr(name, v6)
+    }
+}
+
+/// A fabric.
+#[derive(Debug)]
+pub struct Fabric {
+    shared: Arc<FabricShared>,
+}
+
+impl Fabric {
+    /// Open the fabric.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` when `info` names another fabric.
+    pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
+        if let Some(name) = info.fabric_attr.name.as_deref() {
+            if !name.eq_ignore_ascii_case(NAME) {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("tcp: no fabric named {name:?}"),
+                ));
+            }
+        }
+        Ok(Fabric {
+            shared: Arc::new(FabricShared {
+                settings,
+                cm_engine: Arc::new(ProgressEngine::new(ProgressMode::from(
+                    info.domain_attr.control_progress,
+                ))?),
+                pending: Mutex::new(HashMap::new()),
+                next_handle: AtomicUsize::new(1),
+            }),
+        })
+    }
+}
+
+impl FabricOps for Fabric {
+    type Domain = Domain;
+    type PassiveEp = PassiveEp;
+    type Eq = KitEq;
+    type Wait = Unsupported;
+
+    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
+        if let Some(name) = info.domain_attr.name.as_deref() {
+            if !name.eq_ignore_ascii_case(NAME) {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("tcp: no domain named {name:?}"),
+                ));
+            }
+        }
+        if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("tcp: no {} endpoints", info.ep_attr.ep_type),
+            ));
+        }
+        let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
+            info.domain_attr.data_progress,
+        ))?);
+        let mr = MrTable::new(MrConfig {
+            mode: info.domain_attr.mr_mode
+                & (ofi_core::MrMode::PROV_KEY
+                    | ofi_core::MrMode::VIRT_ADDR
+                    | ofi_core::MrMode::ALLOCATED),
+            key_size: 8,
+            iov_limit: 1,
+        })?;
+        Ok(Domain {
+            shared: Arc::new(DomainShared {
+                fabric: self.shared.clone(),
+                engine,
+                mr,
+                next_ep: AtomicU64::new(1),
+                atomic_locks: ofi_kit::atomic::AtomicLocks::new(),
+            }),
+        })
+    }
+
+    fn passive_ep(&self, info: &Info, context: usize) -> Result<PassiveEp> {
+        PassiveEp::open(self.shared.clone(), info, context)
+    }
+
+    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
+        let eq = KitEq::new(attr)?;
+        eq.bind_progress(self.shared.cm_engine.clone())?;
+        Ok(eq)
+    }
+}
+
+/// What a domain's objects share.
+#[derive(Debug)]
+pub(crate) struct DomainShared {
+    pub(crate) fabric: Arc<FabricShared>,
+    pub(crate) engine: Arc<ProgressEngine>,
+    pub(crate) mr: Arc<MrTable>,
+    pub(crate) next_ep: AtomicU64,
+    /// Serialises atomics on overlapping target bytes.
+    pub(crate) atomic_locks: ofi_kit::atomic::AtomicLocks,
+}
+
+/// A domain.
+#[derive(Debug)]
+pub struct Domain {
+    shared: Arc<DomainShared>,
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    type Cq = KitCq;
+    type Cntr = KitCntr;
+    type Av = Unsupported;
+    type Mr = KitMr;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        if flags != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "tcp: fi_endpoint2 flags are not supported",
+            ));
+        }
+        Endpoint::open(self.shared.clone(), info, context)
+    }
+
+    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress(attr, self.shared.engine.clone())
+    }
+
+    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress(attr, self.shared.engine.clone())
+    }
+
+    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
+        let unknown = attr.access - ofi_kit::mr::MR_ACCESS;
+        if !unknown.is_empty() {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!("tcp: unknown MR access bits {:#x}", unknown.bits()),
+            ));
+        }
+        self.shared.mr.register(attr, flags)
+    }
+
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        let a = ofi_kit::atomic::query(op, datatype, flags)?;
+        let max = self.shared.fabric.settings.max_msg_size / a.size.max(1);
+        Ok(AtomicAttr {
+            count: a.count.min(max),
+            size: a.size,
+        })
+    }
+}
+
+/// A connection being read by a passive endpoint.
+#[derive(Debug)]
+struct Incoming {
+    sock: Sock,
+    peer: SocketAddr,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+#[derive(Debug)]
+struct PepState {
+    sock: Sock,
+    listening: bool,
+    eq: Option<KitEq>,
+    incoming: Vec<Incoming>,
+}
+
+/// The shared part of a passive endpoint (registered with the fabric's CM engine).
+#[derive(Debug)]
+pub(crate) struct PepInner {
+    fabric: Arc<FabricShared>,
+    info: Info,
+    fid: usize,
+    st: Mutex<PepState>,
+}
+
+/// A passive endpoint.
+#[derive(Debug)]
+pub struct PassiveEp {
+    inner: Arc<PepInner>,
+}
+
+/// The address to bind for `info`: its `src_addr` if it is an IP address, else the
+/// wildcard of its format's family (with `FI_TCP_IFACE`, that interface's address).
+pub(crate) fn bind_addr(fabric: &FabricShared, info: &Info) -> Result<SocketAddr> {
+    let src = info.src_addr.as_ref().and_then(Address::socket_addr);
+    let v6 = match (&src, info.addr_format) {
+        (Some(a), _) => a.is_ipv6(),
+        (None, f) => f == AddrFormat::SOCKADDR_IN6,
+    };
+    let mut a = src.unwrap_or(if v6 {
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
+    } else {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+    });
+    if a.ip().is_unspecified() {
+        if let Some(ip) = fabric.iface_addr(v6) {
+            a.set_ip(ip);
+        }
+    }
+    Ok(a)
+}
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::new(Errno(crate::sock::os_code(&e)), format!("tcp: {what}: {e}"))
+}
+
+impl PassiveEp {
+    fn open(fabric: Arc<FabricShared>, info: &Info, context: usize) -> Result<PassiveEp> {
+        if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "tcp: passive endpoints are FI_EP_MSG only",
+            ));
+        }
+        let addr = bind_addr(&fabric, info)?;
+        let sock = Sock::stream(&addr).map_err(|e| io_err("socket", e))?;
+        sock.set_reuseaddr()
+            .map_err(|e| io_err("SO_REUSEADDR", e))?;
+        sock.bind(&addr)
+            .map_err(|e| io_err(&format!("bind {addr}"), e))?;
+        let inner = Arc::new(PepInner {
+            fabric: fabric.clone(),
+            info: info.clone(),
+            fid: context,
+            st: Mutex::new(PepState {
+                sock,
+                listening: false,
+                eq: None,
+                incoming: Vec::new(),
+            }),
+        });
+        fabric.cm_engine.register(&inner);
+        Ok(PassiveEp { inner })
+    }
+}
+
+impl PepInner {
+    /// Read what one incoming connection has sent; `Some(true)` when its request is
+    /// complete, `Some(false)` to keep waiting, `None` to drop it.
+    fn read_req(c: &mut Incoming) -> Option<bool> {
+        let mut tmp = [0u8; CM_HDR_LEN + CM_DATA_SIZE];
+        loop {
+            let need = if c.buf.len() < CM_HDR_LEN {
+                CM_HDR_LEN
+            } else {
+                match CmHdr::parse(&c.buf) {
+                    Ok(h) if h.kind == CmKind::ConnReq => CM_HDR_LEN + usize::from(h.data_len),
+                    Ok(h) => {
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_ctrl",
+                            "{}: unexpected CM message {:?}",
+                            c.peer,
+                            h.kind
+                        );
+                        return None;
+                    }
+                    Err(e) => {
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_ctrl",
+                            "{}: bad connection request: {e}",
+                            c.peer
+                        );
+                        return None;
+                    }
+                }
+            };
+            if c.buf.len() >= need {
+                return Some(true);
+            }
+            let want = need - c.buf.len();
+            match c.sock.recv(&mut tmp[..want]) {
+                Ok(0) => return None,
+                Ok(n) => c.buf.extend_from_slice(&tmp[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Progress for PepInner {
+    fn progress(&self) -> usize {
+        let Ok(mut st) = self.st.try_lock() else {
+            return 0;
+        };
+        if !st.listening {
+            return 0;
+        }
+        let mut work = 0;
+        for _ in 0..16 {
+            match st.sock.accept() {
+                Ok(Some((sock, peer))) => {
+                    let _ = sock.set_nodelay();
+                    st.incoming.push(Incoming {
+                        sock,
+                        peer,
+                        buf: Vec::new(),
+                        since: Instant::now(),
+                    });
+                    work += 1;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    ofi_core::ofi_warn!(NAME, "ep_ctrl", "accept: {e}");
+                    break;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < st.incoming.len() {
+            let done = PepInner::read_req(&mut st.incoming[i]);
+            match done {
+                Some(false) if st.incoming[i].since.elapsed() < CONNREQ_TIMEOUT => i += 1,
+                Some(true) => {
+                    let c = st.incoming.swap_remove(i);
+                    work += 1;
+                    let data = c.buf[CM_HDR_LEN..].to_vec();
+                    let local = c.sock.local_addr().ok();
+                    let peer = c.peer;
+                    let handle = self.fabric.add_pending(PendingConn { sock: c.sock, peer });
+                    let mut info = self.info.clone();
+                    info.handle = handle;
+                    info.dest_addr = Some(Address::from(peer));
+                    if let Some(l) = local {
+                        info.src_addr = Some(Address::from(l));
+                    }
+                    info.addr_format = if peer.is_ipv6() {
+                        AddrFormat::SOCKADDR_IN6
+                    } else {
+                        AddrFormat::SOCKADDR_IN
+                    };
+                    info.ep_attr.ep_type = EpType::Msg;
+                    match &st.eq {
+                        Some(eq) => {
+                            if eq.connreq(self.fid, info, data).is_err() {
+                                drop(self.fabric.take_pending(handle));
+                            }
+                        }
+                        None => drop(self.fabric.take_pending(handle)),
+                    }
+                }
+                _ => {
+                    // Dropped: malformed, closed, or too slow.
+                    st.incoming.swap_remove(i);
+                    work += 1;
+                }
+            }
+        }
+        work
+    }
+}
+
+impl PassiveEndpointOps<Fabric> for PassiveEp {
+    fn bind_eq(&self, eq: &KitEq, _flags: u64) -> Result<()> {
+        lock(&self.inner.st).eq = Some(eq.clone());
+        Ok(())
+    }
+
+    fn listen(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.eq.is_none() {
+            return Err(Error::new(
+                Errno::ENOEQ,
+                "tcp: bind an event queue before fi_listen",
+            ));
+        }
+        if st.listening {
+            return Ok(());
+        }
+        st.sock.listen(BACKLOG).map_err(|e| io_err("listen", e))?;
+        st.listening = true;
+        Ok(())
+    }
+
+    fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
+        if param.len() > CM_DATA_SIZE {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "tcp: reject data of {} bytes (at most {CM_DATA_SIZE})",
+                    param.len()
+                ),
+            ));
+        }
+        let Some(c) = self.inner.fabric.take_pending(handle) else {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "tcp: reject: no pending connection request with this handle",
+            ));
+        };
+        let msg = crate::proto::cm_message(CmKind::Reject, param);
+        let r = c.sock.write_all_timeout(&msg, 1000);
+        c.sock.shutdown();
+        r.map_err(|e| io_err("reject", e))
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        let st = lock(&self.inner.st);
+        let a = st.sock.local_addr().map_err(|e| io_err("getsockname", e))?;
+        Ok(Address::from(a).to_bytes())
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        crate::ep::cm_getopt(level, optname, optval)
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        crate::ep::cm_setopt(level, optname, optval)
+    }
+
+    fn close(&self) -> Result<()> {
+        self.inner.fabric.cm_engine.unregister(&self.inner);
+        Ok(())
+    }
+}

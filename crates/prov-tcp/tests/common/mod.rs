@@ -1,0 +1,186 @@
+//! Helpers shared by the tcp provider's integration tests: a registry with the provider
+//! linked in, getinfo for FI_EP_MSG, and bounded waits on EQs and CQs.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::{Endpoint, PassiveEndpoint};
+use ofi::eq::{EqAttr, EqErrorEntry, Event, EventQueue};
+use ofi::fabric::Fabric;
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{
+    AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, Progress,
+    API_VERSION,
+};
+
+/// Every wait is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(3);
+
+/// A registry holding the provider, linked in.
+pub fn registry() -> Registry {
+    Registry::build(RegistryConfig {
+        builtins: vec![ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>()],
+        ..RegistryConfig::default()
+    })
+}
+
+/// getinfo for FI_EP_MSG with `caps` on loopback (IPv6 with `v6`), manual data
+/// progress.
+pub fn info(reg: &Registry, v6: bool, caps: Caps) -> Info {
+    info_progress(reg, v6, caps, Progress::Manual)
+}
+
+/// As [`info`] with data progress `progress`.
+pub fn info_progress(reg: &Registry, v6: bool, caps: Caps, progress: Progress) -> Info {
+    let mut hints = Info::hints()
+        .with_ep_type(EpType::Msg)
+        .with_caps(caps)
+        .with_provider("tcp")
+        .with_addr_format(if v6 {
+            AddrFormat::SOCKADDR_IN6
+        } else {
+            AddrFormat::SOCKADDR_IN
+        });
+    hints.domain_attr.data_progress = progress;
+    let infos = reg
+        .getinfo(&GetinfoRequest {
+            hints: Some(hints),
+            node: Some(if v6 { "::1" } else { "127.0.0.1" }.into()),
+            flags: GetinfoFlags::empty(),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+        .expect("getinfo");
+    infos[0].clone()
+}
+
+/// The next EQ event within [`WAIT`]: `Ok(event)` or `Err(error entry)`.
+pub fn eq_wait(eq: &EventQueue) -> Result<Event, EqErrorEntry> {
+    let end = Instant::now() + WAIT;
+    loop {
+        match eq.read() {
+            Ok(ev) => return Ok(ev),
+            Err(e) if e.code() == Errno::EAVAIL => return Err(eq.readerr().expect("readerr")),
+            Err(e) if e.code() == Errno::EAGAIN => {}
+            Err(e) => panic!("fi_eq_read: {e}"),
+        }
+        assert!(Instant::now() < end, "no EQ event within {WAIT:?}");
+        std::thread::yield_now();
+    }
+}
+
+/// The next EQ event, which must be `what`.
+pub fn eq_expect(eq: &EventQueue, what: EqEvent) -> Event {
+    match eq_wait(eq) {
+        Ok(ev) => {
+            assert_eq!(ev.event, what, "event {ev:?}");
+            ev
+        }
+        Err(e) => panic!("expected {what:?}, got error event {e:?}"),
+    }
+}
+
+/// A completion: success or error entry.
+pub type Comp = Result<CqTaggedEntry, CqErrEntry>;
+
+/// The next completion of `cq` within [`WAIT`], driving `others` too.
+pub fn cq_wait(cq: &CompletionQueue, others: &[&CompletionQueue]) -> Comp {
+    let end = Instant::now() + WAIT;
+    loop {
+        let mut e = [CqTaggedEntry::default()];
+        match cq.read(&mut e) {
+            Ok(1) => return Ok(e[0]),
+            Ok(n) => panic!("read {n}"),
+            Err(err) if err.code() == Errno::EAVAIL => {
+                let mut ee = CqErrEntry::default();
+                cq.readerr(&mut ee, 0).expect("readerr");
+                return Err(ee);
+            }
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            Err(err) => panic!("fi_cq_read: {err}"),
+        }
+        for o in others {
+            let _ = o.read(&mut Vec::<CqTaggedEntry>::new());
+        }
+        assert!(Instant::now() < end, "no completion within {WAIT:?}");
+        std::thread::yield_now();
+    }
+}
+
+/// One side of a connection.
+pub struct Side {
+    pub ep: Endpoint,
+    pub cq: CompletionQueue,
+    pub eq: EventQueue,
+}
+
+/// A connected pair in one fabric and domain, and the passive endpoint.
+pub struct Pair {
+    pub client: Side,
+    pub server: Side,
+    pub pep: PassiveEndpoint,
+    pub domain: Domain,
+    pub fabric: Fabric,
+    pub info: Info,
+}
+
+/// A CQ (tagged format) and EQ bound to a new endpoint for `info`.
+pub fn side(fabric: &Fabric, domain: &Domain, info: &Info) -> Side {
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("cq_open");
+    let eq = fabric.eq_open(&EqAttr::default()).expect("eq_open");
+    let ep = domain.endpoint(info).expect("endpoint");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .expect("bind cq");
+    ep.bind_eq(&eq).expect("bind eq");
+    Side { ep, cq, eq }
+}
+
+/// A listening passive endpoint and its EQ.
+pub fn listener(fabric: &Fabric, info: &Info) -> (PassiveEndpoint, EventQueue) {
+    let eq = fabric.eq_open(&EqAttr::default()).expect("eq_open");
+    let pep = fabric.passive_ep(info).expect("passive_ep");
+    pep.bind_eq(&eq, 0).expect("pep bind");
+    pep.listen().expect("listen");
+    (pep, eq)
+}
+
+/// Connect a pair with `cm_data` on both sides; returns the pair and the data each side
+/// saw (server: with the request; client: with FI_CONNECTED).
+pub fn connect_pair(v6: bool, caps: Caps) -> Pair {
+    connect_pair_progress(v6, caps, Progress::Manual)
+}
+
+/// As [`connect_pair`] with data progress `progress`.
+pub fn connect_pair_progress(v6: bool, caps: Caps, progress: Progress) -> Pair {
+    let reg = registry();
+    let info = info_progress(&reg, v6, caps, progress);
+    let fabric = reg.open_fabric(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let (pep, peq) = listener(&fabric, &info);
+    let addr = pep.getname().expect("pep getname");
+    let client = side(&fabric, &domain, &info);
+    client.ep.enable().expect("enable");
+    client.ep.connect(&addr, b"hello").expect("connect");
+    let req = eq_expect(&peq, EqEvent::ConnReq);
+    assert_eq!(req.cm_data, b"hello");
+    let rinfo = req.info.expect("connreq info");
+    let server = side(&fabric, &domain, &rinfo);
+    server.ep.accept(b"welcome").expect("accept");
+    let ev = eq_expect(&client.eq, EqEvent::Connected);
+    assert_eq!(ev.cm_data, b"welcome");
+    eq_expect(&server.eq, EqEvent::Connected);
+    drop(peq);
+    Pair {
+        client,
+        server,
+        pep,
+        domain,
+        fabric,
+        info,
+    }
+}

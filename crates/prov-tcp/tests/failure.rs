@@ -1,0 +1,193 @@
+//! Failure handling: malformed bytes from a peer (on a passive endpoint and on a
+//! connected endpoint) and a peer killed with SIGKILL in the middle of a transfer.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use ofi::abi::raw::CqTaggedEntry;
+use ofi::{Address, Caps, EqEvent, Errno};
+use ofi_prov_tcp::proto::{self, CmKind};
+
+const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
+
+fn sockaddr(bytes: &[u8]) -> std::net::SocketAddr {
+    Address::from_bytes(ofi::AddrFormat::SOCKADDR_IN, bytes)
+        .unwrap()
+        .socket_addr()
+        .unwrap()
+}
+
+#[test]
+fn junk_to_a_listener_is_dropped_and_it_keeps_listening() {
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let fabric = reg.open_fabric(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let (pep, peq) = listener(&fabric, &info);
+    let addr = sockaddr(&pep.getname().unwrap());
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    // The listener closes it without an event.
+    raw.set_read_timeout(Some(WAIT)).unwrap();
+    let end = Instant::now() + WAIT;
+    let mut closed = false;
+    while Instant::now() < end {
+        assert_eq!(peq.read().unwrap_err().code(), Errno::EAGAIN);
+        let mut b = [0u8; 1];
+        raw.set_nonblocking(true).unwrap();
+        match raw.read(&mut b) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                closed = true;
+                break;
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(closed, "the listener kept a connection that sent junk");
+    // A proper client still gets through.
+    let c = side(&fabric, &domain, &info);
+    c.ep.connect(&pep.getname().unwrap(), b"ok").unwrap();
+    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    assert_eq!(ev.cm_data, b"ok");
+}
+
+#[test]
+fn junk_on_a_connection_closes_it_with_eproto() {
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let fabric = reg.open_fabric(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let (pep, peq) = listener(&fabric, &info);
+    let addr = sockaddr(&pep.getname().unwrap());
+    let mut raw = TcpStream::connect(addr).unwrap();
+    raw.write_all(&proto::cm_message(CmKind::ConnReq, b"raw"))
+        .unwrap();
+    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    s.ep.accept(b"").unwrap();
+    eq_expect(&s.eq, EqEvent::Connected);
+    let mut resp = [0u8; proto::CM_HDR_LEN];
+    raw.read_exact(&mut resp).unwrap();
+    assert_eq!(proto::CmHdr::parse(&resp).unwrap().kind, CmKind::ConnResp);
+    let mut rb = [0u8; 8];
+    // SAFETY: the buffers outlive the operation (its completion is awaited).
+    unsafe { s.ep.recv(rb.as_mut_ptr(), 8, NULL, 0, 5).unwrap() };
+    // A header with an unknown op.
+    let mut junk = [0u8; proto::HDR_LEN];
+    junk[0] = proto::PROTO_VERSION;
+    junk[1] = 200;
+    raw.write_all(&junk).unwrap();
+    // Manual data progress: reading the CQ processes the bytes; the posted receive is
+    // flushed and the EQ has the error event.
+    let e = cq_wait(&s.cq, &[]).expect_err("flushed receive");
+    assert_eq!((e.err, e.op_context), (Errno::ECANCELED.0, 5));
+    let err = eq_wait(&s.eq).expect_err("an error event");
+    assert_eq!(err.err, Errno::EPROTO);
+    // The connection is closed.
+    raw.set_read_timeout(Some(WAIT)).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(raw.read(&mut b), Ok(0) | Err(_)));
+}
+
+const CHILD_ENV: &str = "OFI_TCP_TEST_KILL_CHILD_ADDR";
+
+/// The child half of `sigkill_peer_mid_transfer`: connects to the address in the
+/// environment and keeps progressing (reading but never posting receives) until
+/// killed. Does nothing in a normal test run.
+#[test]
+fn sigkill_child_role() {
+    let Ok(addr) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let sa: std::net::SocketAddr = addr.parse().unwrap();
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let fabric = reg.open_fabric(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let c = side(&fabric, &domain, &info);
+    c.ep.connect(&Address::from(sa).to_bytes(), b"child")
+        .unwrap();
+    eq_expect(&c.eq, EqEvent::Connected);
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        let _ = c.cq.read(&mut Vec::<CqTaggedEntry>::new());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn sigkill_peer_mid_transfer() {
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let fabric = reg.open_fabric(&info).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let (pep, peq) = listener(&fabric, &info);
+    let addr = sockaddr(&pep.getname().unwrap());
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "sigkill_child_role",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, addr.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    assert_eq!(ev.cm_data, b"child");
+    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    s.ep.accept(b"").unwrap();
+    eq_expect(&s.eq, EqEvent::Connected);
+    // 64 MiB: more than the child buffers (16 MiB unexpected) plus the socket
+    // buffers, so the send stays pending.
+    let big = vec![0x5au8; 64 << 20];
+    // SAFETY: the buffers outlive the operation (its completion is awaited).
+    unsafe { s.ep.send(big.as_ptr(), big.len(), NULL, 0, 0x51).unwrap() };
+    let mut rb = [0u8; 8];
+    // SAFETY: the buffers outlive the operation (its completion is awaited).
+    unsafe { s.ep.recv(rb.as_mut_ptr(), 8, NULL, 0, 0x52).unwrap() };
+    // Let some of it flow.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(300) {
+        let mut e = [CqTaggedEntry::default()];
+        if let Ok(1) = s.cq.read(&mut e) {
+            panic!("the 64 MiB send completed before the kill: {e:?}");
+        }
+    }
+    child.kill().unwrap();
+    let killed_at = Instant::now();
+    child.wait().unwrap();
+    let mut ctxs = Vec::new();
+    for _ in 0..2 {
+        let e = cq_wait(&s.cq, &[]).expect_err("error completion");
+        ctxs.push((e.op_context, e.err));
+    }
+    ctxs.sort();
+    assert_eq!(
+        ctxs,
+        vec![(0x51, Errno::ECONNRESET.0), (0x52, Errno::ECANCELED.0)]
+    );
+    eq_expect(&s.eq, EqEvent::Shutdown);
+    assert!(killed_at.elapsed() < Duration::from_secs(2));
+    // The survivor accepts a new connection on the same listener.
+    let c2 = side(&fabric, &domain, &info);
+    c2.ep.connect(&pep.getname().unwrap(), b"again").unwrap();
+    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    assert_eq!(ev.cm_data, b"again");
+    let s2 = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    s2.ep.accept(b"").unwrap();
+    eq_expect(&c2.eq, EqEvent::Connected);
+}
