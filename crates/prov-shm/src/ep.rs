@@ -1,0 +1,3619 @@
+//! The endpoint: messages, tagged messages, RMA and atomics over the rings of
+//! [`crate::region`].
+//!
+//! # Structure
+//!
+//! An endpoint owns its region (created at open, unlinked at close). Its send side
+//! (`Tx`, one mutex) holds a connection per AV index it has sent to: the peer's mapped
+//! region, the ring it claimed there, the ring's producer state and the return ring's
+//! consumer state, and a FIFO of sends that could not be posted at once (large
+//! messages waiting for the CMA probe, for ring slots or for bounce chunks, and
+//! whatever was sent after them, so the order is kept). Its receive side (`Rx`, one
+//! mutex) holds the kit's tag matcher and a consumer per active ring of its own region.
+//!
+//! # Paths
+//!
+//! - A send of at most `INLINE_CAP` bytes with an empty FIFO writes one slot and
+//!   completes (no syscall, no allocation; the locks taken are uncontended unless the
+//!   application shares the endpoint between threads).
+//! - Larger sends become tracked operations (a slab entry, no allocation once warm):
+//!   up to one bounce chunk eagerly through a chunk, completed at once; beyond, with
+//!   CMA an RTS slot completed by the receiver's ack, otherwise bounce fragments
+//!   completed when the last one is posted (with `FI_DELIVERY_COMPLETE`: on the ack).
+//! - RMA and atomics post one slot (`rma`, `atomic`) and complete on the target's ack;
+//!   the target checks them in the kit's MR table (`rma_target`, `atomic_target`).
+//! - Progress (`Progress::progress`, from CQ reads or the auto thread) first asks,
+//!   without a lock, whether a ring's next slot is published or other work is pending
+//!   (`rx_may_have_work`, fed by `publish_peek`); then it polls at most [`POLL_BUDGET`]
+//!   slots per ring, attaches new senders, flushes acks, moves queued sends on, and
+//!   checks peers' liveness at most every [`LIVENESS_EVERY`].
+//!
+//! # Invariants
+//!
+//! - Lock order: `tx` or `rx` (never both), then the AV's lock, then a CQ's or
+//!   counter's lock.
+//! - Every value read from shared memory is checked before use (`proto::parse`, ack
+//!   ids against the operation table, names and pids in `read_identity`, RMA and atomic
+//!   ranges against the MR table); a bad slot is logged, counted
+//!   ([`Endpoint::corrupt_slots`]) and skipped.
+//! - A ring's messages are consumed in order; a bounce message's fragments are
+//!   contiguous in its ring (the sender streams one operation at a time).
+//!
+//! Nothing here panics on application or peer input.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::Ioc;
+use ofi_core::abi::raw::{CqTaggedEntry, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::cq::CqError;
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_kit::atomic::AtomicLocks;
+use ofi_kit::av::KitAv;
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::mr::{MrEndpointTarget, MrTable};
+use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::tagmatch::{
+    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
+    ANY_SRC,
+};
+
+use crate::fabric::{region_name, Fabric};
+use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
+use crate::region::{self, cma_state, state, Region, NAME_PREFIX};
+use crate::ring::{Consumer, Producer, RingWords};
+use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
+
+/// Slots read from one ring per progress call.
+pub const POLL_BUDGET: usize = 32;
+/// `FI_OPT_ENDPOINT`.
+const OPT_ENDPOINT: i32 = 0;
+/// `FI_OPT_MIN_MULTI_RECV`.
+const OPT_MIN_MULTI_RECV: i32 = 0;
+/// How often, at most, peers' liveness is checked.
+pub const LIVENESS_EVERY: Duration = Duration::from_millis(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A buffer list as `(address, length)` pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoList {
+    iov: [(usize, usize); IOV_LIMIT],
+    n: usize,
+}
+
+impl IoList {
+    fn one(p: usize, len: usize) -> IoList {
+        let mut iov = [(0, 0); IOV_LIMIT];
+        iov[0] = (p, len);
+        IoList { iov, n: 1 }
+    }
+
+    fn from_iov(v: &[Iov]) -> Result<IoList> {
+        if v.len() > IOV_LIMIT {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("shm: {} iov entries, the limit is {IOV_LIMIT}", v.len()),
+            ));
+        }
+        let mut iov = [(0, 0); IOV_LIMIT];
+        for (d, s) in iov.iter_mut().zip(v) {
+            *d = (s.base as usize, s.len);
+        }
+        Ok(IoList { iov, n: v.len() })
+    }
+
+    fn from_pairs(v: &[(usize, usize)]) -> IoList {
+        let mut iov = [(0, 0); IOV_LIMIT];
+        let n = v.len().min(IOV_LIMIT);
+        iov[..n].copy_from_slice(&v[..n]);
+        IoList { iov, n }
+    }
+
+    fn slice(&self) -> &[(usize, usize)] {
+        &self.iov[..self.n]
+    }
+
+    /// Total bytes (saturating: an absurd application iov then fails the size check).
+    fn total(&self) -> usize {
+        self.slice()
+            .iter()
+            .fold(0usize, |a, e| a.saturating_add(e.1))
+    }
+
+    /// The address at byte `offset` (or null when empty).
+    fn addr_at(&self, mut offset: usize) -> usize {
+        for &(a, l) in self.slice() {
+            if offset < l || l == 0 && offset == 0 {
+                return a.wrapping_add(offset);
+            }
+            offset -= l;
+        }
+        self.slice().first().map(|e| e.0).unwrap_or(0)
+    }
+
+    /// Sub-list of `len` bytes from `offset`.
+    fn sub(&self, mut offset: usize, mut len: usize) -> IoList {
+        let mut out = [(0, 0); IOV_LIMIT];
+        let mut n = 0;
+        for &(a, l) in self.slice() {
+            if len == 0 {
+                break;
+            }
+            if offset >= l {
+                offset -= l;
+                continue;
+            }
+            let take = (l - offset).min(len);
+            out[n] = (a.wrapping_add(offset), take);
+            n += 1;
+            len -= take;
+            offset = 0;
+        }
+        IoList { iov: out, n }
+    }
+
+    /// Copy `len` bytes from raw `src` into this list at `offset`.
+    ///
+    /// # Safety
+    /// `src` is readable for `len` bytes; the list's buffers are writable.
+    unsafe fn scatter(&self, offset: usize, src: *const u8, len: usize) {
+        let mut done = 0;
+        for &(a, l) in self.sub(offset, len).slice() {
+            // SAFETY: caller's contract; `sub` stays within the list.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(done), a as *mut u8, l) };
+            done += l;
+        }
+    }
+
+    /// Copy `len` bytes from this list at `offset` to raw `dst`.
+    ///
+    /// # Safety
+    /// `dst` is writable for `len` bytes; the list's buffers are readable.
+    unsafe fn gather(&self, offset: usize, dst: *mut u8, len: usize) {
+        let mut done = 0;
+        for &(a, l) in self.sub(offset, len).slice() {
+            // SAFETY: caller's contract.
+            unsafe { std::ptr::copy_nonoverlapping(a as *const u8, dst.add(done), l) };
+            done += l;
+        }
+    }
+}
+
+#[derive(Clone)]
+struct CqB {
+    cq: KitCq,
+    selective: bool,
+}
+
+#[derive(Default)]
+struct Setup {
+    av: Option<Arc<KitAv<()>>>,
+    txcq: Option<CqB>,
+    rxcq: Option<CqB>,
+    txcntr: Option<KitCntr>,
+    rxcntr: Option<KitCntr>,
+    wcntr: Option<KitCntr>,
+    rcntr: Option<KitCntr>,
+}
+
+struct Active {
+    av: Arc<KitAv<()>>,
+    txcq: Option<CqB>,
+    rxcq: Option<CqB>,
+    txcntr: Option<KitCntr>,
+    rxcntr: Option<KitCntr>,
+    wcntr: Option<KitCntr>,
+    rcntr: Option<KitCntr>,
+}
+
+/// An atomic request as the target sees it.
+struct AtomicReq {
+    count: usize,
+    key: u64,
+    raddr: u64,
+    op: AtomicOp,
+    dt: Datatype,
+    kind: AtomicKind,
+    bufs: [u64; 3],
+    inline: Option<*const u8>,
+}
+
+/// Bits of a ring's tail kept in a [`PeekSet`] word (the ring index takes the rest).
+const PEEK_TAIL_MASK: u64 = (1 << 48) - 1;
+
+/// The slot index of position `pos` in a ring of `region`.
+#[inline]
+fn ring_index(region: &Region, pos: u64) -> usize {
+    (pos & (region.geometry().slots as u64 - 1)) as usize
+}
+
+/// What the receive side publishes so that an idle poll needs no lock: per active
+/// ring its index and next position, the claims generation seen, and whether other
+/// work is pending.
+struct PeekSet {
+    n: AtomicUsize,
+    words: Box<[AtomicU64]>,
+    gen: AtomicU64,
+    more: AtomicBool,
+    calls: AtomicU64,
+}
+
+/// Serialises atomics applied by this process (across its endpoints and threads).
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
+
+/// A connection to a peer's region.
+struct Conn {
+    /// The full address (`fi_shm://name`), compared with the AV entry on each send.
+    addr: String,
+    region: Arc<Region>,
+    ring: usize,
+    claim: u64,
+    prod: Producer,
+    acks: Consumer,
+    fifo: VecDeque<u32>,
+    waiting: usize,
+    chunk: usize,
+    dead: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Queued,
+    AwaitAck,
+}
+
+struct Op {
+    conn: usize,
+    ctx: usize,
+    cq_flags: u64,
+    want_cq: bool,
+    iov: IoList,
+    len: usize,
+    tag: u64,
+    data: u64,
+    hflags: u8,
+    sent: usize,
+    stage: Stage,
+    /// An RMA write streamed through bounce chunks: its key and remote address.
+    rma: Option<(u64, u64)>,
+}
+
+struct Tx {
+    conns: Vec<Option<Conn>>,
+    ops: Vec<Option<Op>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    live: usize,
+    polls: u64,
+    last_check: Instant,
+}
+
+enum Unexp {
+    Data {
+        data: Vec<u8>,
+        ack: Option<(usize, u64, u64)>,
+    },
+    Rts {
+        ring: usize,
+        claim: u64,
+        pid: i32,
+        iov: [(u64, u64); proto::RTS_IOVS],
+        niov: usize,
+        id: u64,
+    },
+}
+
+enum AsmTarget {
+    Recv {
+        recv: PostedRecv<IoList>,
+        place: Placement,
+        released: bool,
+    },
+    Unexp(Vec<u8>),
+}
+
+struct Asm {
+    id: u64,
+    got: usize,
+    inc: Incoming,
+    ack: bool,
+    target: AsmTarget,
+}
+
+struct RxRing {
+    on: bool,
+    claim: u64,
+    cons: Consumer,
+    ackp: Producer,
+    pid: i32,
+    start: u64,
+    addr: Address,
+    src: u64,
+    asm: Option<Asm>,
+    /// The RMA write being streamed in: its id and status so far.
+    wr: Option<(u64, i32)>,
+    backlog: VecDeque<(u64, i32)>,
+}
+
+struct Rx {
+    m: TagMatcher<IoList, Unexp>,
+    rings: Vec<RxRing>,
+    active: Vec<usize>,
+    gen: u64,
+    polls: u64,
+    last_check: Instant,
+}
+
+struct Shared {
+    settings: Settings,
+    mr: Arc<MrTable>,
+    name: String,
+    region: Arc<Region>,
+    engine: Arc<ProgressEngine>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+    need_src: bool,
+    directed: bool,
+    setup: Mutex<Setup>,
+    active: OnceLock<Active>,
+    tx: Mutex<Tx>,
+    rx: Mutex<Rx>,
+    tx_work: AtomicUsize,
+    corrupt: AtomicU64,
+    peek: PeekSet,
+}
+
+/// An `FI_EP_RDM` endpoint (see the module docs).
+pub struct Endpoint {
+    sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("name", &self.sh.name)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
+
+impl Endpoint {
+    /// Open an endpoint for `info`: create its region (reclaiming stale regions of dead
+    /// processes first) and register with the domain's progress engine.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad `src_addr`; `FI_EADDRINUSE` when a live process owns the
+    /// name; OS failures creating the region.
+    pub fn open(
+        settings: Settings,
+        info: &Info,
+        _context: usize,
+        engine: Arc<ProgressEngine>,
+        mr: Arc<MrTable>,
+    ) -> Result<Endpoint> {
+        let removed = region::reclaim_stale();
+        if !removed.is_empty() {
+            ofi_core::ofi_info!(
+                crate::NAME,
+                "ep_ctrl",
+                "reclaimed stale regions {removed:?}"
+            );
+        }
+        let name = match &info.src_addr {
+            Some(a) => region_name(a)?.to_string(),
+            None => format!(
+                "{NAME_PREFIX}{}-{}",
+                std::process::id(),
+                NEXT_NAME.fetch_add(1, Ordering::Relaxed)
+            ),
+        };
+        let region = Arc::new(Region::create(&name, settings.geometry)?);
+        let caps = if info.caps.is_empty() {
+            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
+        } else {
+            info.caps
+        };
+        let geo = settings.geometry;
+        let rings = (0..geo.rings)
+            .map(|_| RxRing {
+                on: false,
+                claim: 0,
+                cons: Consumer::new(geo.slots, 0),
+                ackp: Producer::new(geo.slots, 0),
+                pid: 0,
+                start: 0,
+                addr: Address::Str(String::new()),
+                src: ADDR_NOTAVAIL,
+                asm: None,
+                wr: None,
+                backlog: VecDeque::new(),
+            })
+            .collect();
+        let directed = caps.contains(Caps::DIRECTED_RECV);
+        let rx_size = if info.rx_attr.size == 0 {
+            settings.rx_size
+        } else {
+            info.rx_attr.size
+        };
+        let m = TagMatcher::new(MatcherConfig {
+            directed_recv: directed,
+            max_posted: rx_size,
+            ..MatcherConfig::default()
+        });
+        let sh = Arc::new(Shared {
+            settings,
+            mr,
+            name,
+            region,
+            engine: engine.clone(),
+            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
+            rx_op_flags: info.rx_attr.op_flags,
+            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
+            directed,
+            setup: Mutex::new(Setup::default()),
+            active: OnceLock::new(),
+            tx: Mutex::new(Tx {
+                conns: Vec::new(),
+                ops: Vec::new(),
+                gens: Vec::new(),
+                free: Vec::new(),
+                live: 0,
+                polls: 0,
+                last_check: Instant::now(),
+            }),
+            rx: Mutex::new(Rx {
+                m,
+                rings,
+                active: Vec::new(),
+                gen: u64::MAX,
+                polls: 0,
+                last_check: Instant::now(),
+            }),
+            tx_work: AtomicUsize::new(0),
+            corrupt: AtomicU64::new(0),
+            peek: PeekSet {
+                n: AtomicUsize::new(0),
+                words: (0..geo.rings).map(|_| AtomicU64::new(0)).collect(),
+                gen: AtomicU64::new(u64::MAX),
+                more: AtomicBool::new(true),
+                calls: AtomicU64::new(1),
+            },
+        });
+        engine.register(&sh);
+        Ok(Endpoint { sh })
+    }
+
+    /// The endpoint's region name.
+    pub fn name(&self) -> &str {
+        &self.sh.name
+    }
+
+    /// The endpoint's address.
+    pub fn address(&self) -> Address {
+        Address::Str(format!("{ADDR_PREFIX}{}", self.sh.name))
+    }
+
+    /// Slots received that failed validation and were skipped.
+    pub fn corrupt_slots(&self) -> u64 {
+        self.sh.corrupt.load(Ordering::Relaxed)
+    }
+
+    fn active(&self) -> Result<&Active> {
+        self.sh
+            .active
+            .get()
+            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, "shm: endpoint not enabled"))
+    }
+}
+
+impl Shared {
+    fn complete_tx(&self, act: &Active, ctx: usize, flags: u64, want: bool, err: Option<Errno>) {
+        let f = OpFlags::from_bits_truncate(flags);
+        let cntr = if f.contains(OpFlags::WRITE) {
+            &act.wcntr
+        } else if f.contains(OpFlags::READ) {
+            &act.rcntr
+        } else {
+            &act.txcntr
+        };
+        if let Some(e) = err {
+            if let Some(b) = &act.txcq {
+                let mut ce = CqError::new(ctx, e);
+                ce.flags = flags;
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = cntr {
+                c.inc_err();
+            }
+            return;
+        }
+        if want {
+            if let Some(b) = &act.txcq {
+                let e = CqTaggedEntry {
+                    op_context: ctx,
+                    flags,
+                    len: 0,
+                    buf: std::ptr::null_mut(),
+                    data: 0,
+                    tag: 0,
+                };
+                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+            }
+        }
+        if let Some(c) = cntr {
+            c.inc();
+        }
+    }
+
+    fn connect(&self, tx: &mut Tx, idx: usize, name: &str) -> Result<()> {
+        let region = Arc::new(Region::open_peer(name)?);
+        let geo = region.geometry();
+        let me = std::process::id() as u64;
+        let token = (me << 32) | (Arc::as_ptr(&self.region) as u64 & 0xffff_fff0) | 1;
+        for r in 0..geo.rings {
+            let ring = region.ring(r);
+            if ring
+                .claim()
+                .compare_exchange(0, token, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            ring.state().store(state::ATTACHING, Ordering::Relaxed);
+            let tail = ring.tail_word().load(Ordering::Acquire);
+            let ack_tail = ring.ack_tail_word().load(Ordering::Acquire);
+            let (pa, pv) = crate::cma::probe_word();
+            ring.write_identity(me as i32, &self.name, pa, pv);
+            ring.state().store(state::READY, Ordering::Release);
+            region.claims_gen().fetch_add(1, Ordering::AcqRel);
+            if tx.conns.len() <= idx {
+                tx.conns.resize_with(idx + 1, || None);
+            }
+            tx.conns[idx] = Some(Conn {
+                addr: format!("{ADDR_PREFIX}{name}"),
+                region: region.clone(),
+                ring: r,
+                claim: token,
+                prod: Producer::new(geo.slots, tail),
+                acks: Consumer::new(geo.slots, ack_tail),
+                fifo: VecDeque::new(),
+                waiting: 0,
+                chunk: 0,
+                dead: false,
+            });
+            return Ok(());
+        }
+        Err(Error::new(
+            Errno::ENOSPC,
+            format!(
+                "shm: every ring of peer {name:?} is taken ({} senders)",
+                geo.rings
+            ),
+        ))
+    }
+
+    /// The connection index for `dest`, connecting on first use (or when the AV entry
+    /// now names another peer, or the old connection's peer died).
+    fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
+        // The connection for this AV entry, if it is still for the same peer (no
+        // allocation on this path: the address is compared in place).
+        let (idx, fresh) = act.av.with_entry(dest, |e| {
+            let ok = matches!(
+                (tx.conns.get(e.index as usize), e.addr),
+                (Some(Some(c)), Address::Str(a))
+                    if !c.dead && c.addr == *a && c.region.closed().load(Ordering::Relaxed) == 0
+            );
+            let fresh = if ok {
+                None
+            } else {
+                region_name(e.addr).ok().map(str::to_string)
+            };
+            (e.index as usize, fresh)
+        })?;
+        if let Some(name) = fresh {
+            if matches!(tx.conns.get(idx), Some(Some(_))) {
+                // Operations still waiting on the old connection can never complete.
+                self.fail_conn(act, tx, idx, Errno::ECONNRESET);
+            }
+            if let Some(slot) = tx.conns.get_mut(idx) {
+                if let Some(old) = slot.take() {
+                    self.drop_conn(old);
+                }
+            }
+            self.connect(tx, idx, &name)?;
+        }
+        Ok(idx)
+    }
+
+    /// Reserve a slot on connection `idx` (`FI_EAGAIN` when full, an error when the
+    /// peer is gone or its ring is corrupt).
+    fn reserve_slot(conn: &mut Conn) -> Result<usize> {
+        let ring = conn.region.ring(conn.ring);
+        match conn.prod.reserve(&ring) {
+            Ok(Some(i)) => Ok(i),
+            Ok(None) => {
+                if !conn.region.owner_alive() {
+                    conn.dead = true;
+                    return Err(Error::new(
+                        Errno::ECONNREFUSED,
+                        "shm: the peer closed or died",
+                    ));
+                }
+                Err(Error::code_only(Errno::EAGAIN))
+            }
+            Err(c) => {
+                conn.dead = true;
+                Err(Error::new(
+                    Errno::EPROTO,
+                    format!("shm: peer ring corrupt (head {}, tail {})", c.head, c.tail),
+                ))
+            }
+        }
+    }
+
+    /// Start an RMA write or read of `local` at (`raddr`, `key`) of `dest`.
+    #[allow(clippy::too_many_arguments)]
+    fn rma(
+        &self,
+        act: &Active,
+        local: IoList,
+        dest: u64,
+        raddr: u64,
+        key: u64,
+        ctx: usize,
+        data: Option<u64>,
+        read: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let len = local.total();
+        if len > self.settings.max_msg_size {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: RMA of {len} bytes exceeds max_msg_size {}",
+                    self.settings.max_msg_size
+                ),
+            ));
+        }
+        if inject && len > proto::RMA_INLINE_CAP {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: inject write of {len} bytes exceeds inject_size {}",
+                    proto::RMA_INLINE_CAP
+                ),
+            ));
+        }
+        let want_cq = !inject
+            && match &act.txcq {
+                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
+                None => false,
+            };
+        if want_cq {
+            if let Some(b) = &act.txcq {
+                if !b.cq.has_room() {
+                    return Err(Error::code_only(Errno::EAGAIN));
+                }
+            }
+        }
+        let cq_flags = (OpFlags::RMA | if read { OpFlags::READ } else { OpFlags::WRITE }).bits();
+        let mut g = lock(&self.tx);
+        let tx = &mut *g;
+        let idx = self.conn_for(act, tx, dest)?;
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
+        // Writes too large for a slot stream through the bounce chunks below the CMA
+        // threshold, or always when CMA is disabled or refused.
+        let refused =
+            conn.region.ring(conn.ring).cma().load(Ordering::Acquire) == cma_state::REFUSED;
+        if !read
+            && len > proto::RMA_INLINE_CAP
+            && (self.settings.disable_cma || refused || len <= self.settings.cma_threshold)
+        {
+            let op = Op {
+                conn: idx,
+                ctx,
+                cq_flags,
+                want_cq,
+                iov: local,
+                len,
+                tag: 0,
+                data: data.unwrap_or(0),
+                hflags: F_ACK | if data.is_some() { F_DATA } else { 0 },
+                sent: 0,
+                stage: Stage::Queued,
+                rma: Some((key, raddr)),
+            };
+            let id = self.alloc_op(tx, op)?;
+            if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                c.fifo.push_back(id as u32);
+            }
+            self.stream(act, tx, idx);
+            self.engine.kick();
+            return Ok(());
+        }
+        if !conn.fifo.is_empty() {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let slot = Self::reserve_slot(conn)?;
+        let id = if inject {
+            0
+        } else {
+            let op = Op {
+                conn: idx,
+                ctx,
+                cq_flags,
+                want_cq,
+                iov: local,
+                len,
+                tag: 0,
+                data: data.unwrap_or(0),
+                hflags: 0,
+                sent: len,
+                stage: Stage::AwaitAck,
+                rma: None,
+            };
+            let id = self.alloc_op(tx, op)?;
+            if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                c.waiting += 1;
+            }
+            id
+        };
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
+        let mut hflags = if data.is_some() { F_DATA } else { 0 };
+        if !inject {
+            hflags |= F_ACK;
+        }
+        let inline = !read && len <= proto::RMA_INLINE_CAP;
+        let body = if inline {
+            Body::WriteInline {
+                len,
+                id,
+                key,
+                raddr,
+            }
+        } else {
+            let mut iov = [(0u64, 0u64); proto::RTS_IOVS];
+            for (d, s) in iov.iter_mut().zip(local.slice()) {
+                *d = (s.0 as u64, s.1 as u64);
+            }
+            Body::Rma {
+                read,
+                total: len,
+                id,
+                key,
+                raddr,
+                iov,
+                niov: local.n.max(1),
+            }
+        };
+        let s = Slot {
+            flags: hflags,
+            tag: 0,
+            data: data.unwrap_or(0),
+            body,
+        };
+        let ring = conn.region.ring(conn.ring);
+        let off = ring.slot_off(slot);
+        let mut hdr = [0u8; proto::PARSE_LEN];
+        proto::encode(&s, &mut hdr);
+        let map = conn.region.map();
+        if inline {
+            map.write_bytes(off + 8, &hdr[8..proto::RMA_INLINE_OFF]);
+            // SAFETY: the slot has RMA_INLINE_CAP ≥ len bytes after RMA_INLINE_OFF,
+            // inside the mapping; the application's buffers are readable (C contract).
+            unsafe { local.gather(0, map.base().add(off + proto::RMA_INLINE_OFF), len) };
+        } else {
+            map.write_bytes(off + 8, &hdr[8..]);
+        }
+        conn.prod.publish(&ring);
+        Ok(())
+    }
+
+    fn alloc_op(&self, tx: &mut Tx, op: Op) -> Result<u64> {
+        if tx.live >= self.settings.tx_size {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let idx = match tx.free.pop() {
+            Some(i) => i as usize,
+            None => {
+                tx.ops.push(None);
+                tx.gens.push(1);
+                tx.ops.len() - 1
+            }
+        };
+        tx.ops[idx] = Some(op);
+        tx.live += 1;
+        self.tx_work.fetch_add(1, Ordering::Relaxed);
+        Ok(((tx.gens[idx] as u64) << 32) | idx as u64)
+    }
+
+    fn free_op(&self, tx: &mut Tx, idx: usize) -> Option<Op> {
+        let op = tx.ops.get_mut(idx)?.take()?;
+        tx.gens[idx] = tx.gens[idx].wrapping_add(1).max(1);
+        tx.free.push(idx as u32);
+        tx.live -= 1;
+        self.tx_work.fetch_sub(1, Ordering::Relaxed);
+        Some(op)
+    }
+
+    /// Send `iov` to `dest`.
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        act: &Active,
+        iov: IoList,
+        dest: u64,
+        ctx: usize,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let len = iov.total();
+        if len > self.settings.max_msg_size {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: message of {len} bytes exceeds max_msg_size {}",
+                    self.settings.max_msg_size
+                ),
+            ));
+        }
+        if inject && len > proto::INJECT_SIZE {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: inject of {len} bytes exceeds inject_size {}",
+                    proto::INJECT_SIZE
+                ),
+            ));
+        }
+        let want_cq = !inject
+            && match &act.txcq {
+                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
+                None => false,
+            };
+        if want_cq {
+            if let Some(b) = &act.txcq {
+                if !b.cq.has_room() {
+                    return Err(Error::code_only(Errno::EAGAIN));
+                }
+            }
+        }
+        let mut hflags = 0u8;
+        if tagged {
+            hflags |= F_TAGGED;
+        }
+        if data.is_some() {
+            hflags |= F_DATA;
+        }
+        let delivery = flags.contains(OpFlags::DELIVERY_COMPLETE) && !inject;
+        if delivery {
+            hflags |= F_ACK;
+        }
+        let cq_flags = (OpFlags::SEND
+            | if tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            })
+        .bits();
+        let mut tx = lock(&self.tx);
+        let idx = self.conn_for(act, &mut tx, dest)?;
+        let tx = &mut *tx;
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
+        if len <= INLINE_CAP && conn.fifo.is_empty() {
+            let slot = Self::reserve_slot(conn)?;
+            let id = if delivery {
+                let op = Op {
+                    conn: idx,
+                    ctx,
+                    cq_flags,
+                    want_cq,
+                    iov,
+                    len,
+                    tag,
+                    data: data.unwrap_or(0),
+                    hflags,
+                    sent: len,
+                    stage: Stage::AwaitAck,
+                    rma: None,
+                };
+                let id = self.alloc_op(tx, op)?;
+                if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                    c.waiting += 1;
+                }
+                id
+            } else {
+                0
+            };
+            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+                return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            };
+            let ring = conn.region.ring(conn.ring);
+            let off = ring.slot_off(slot);
+            let s = Slot {
+                flags: hflags,
+                tag,
+                data: data.unwrap_or(0),
+                body: Body::Inline { len, id },
+            };
+            let mut hdr = [0u8; proto::PARSE_LEN];
+            proto::encode(&s, &mut hdr);
+            let map = conn.region.map();
+            map.write_bytes(off + 8, &hdr[8..INLINE_OFF]);
+            // SAFETY: the slot lies inside the mapping (validated geometry) and has
+            // INLINE_CAP ≥ len bytes after INLINE_OFF; the application's buffers are
+            // readable for `len` bytes (the C API's contract).
+            unsafe { iov.gather(0, map.base().add(off + INLINE_OFF), len) };
+            conn.prod.publish(&ring);
+            if !delivery {
+                self.complete_tx(act, ctx, cq_flags, want_cq, None);
+            }
+            return Ok(());
+        }
+        if inject {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let op = Op {
+            conn: idx,
+            ctx,
+            cq_flags,
+            want_cq,
+            iov,
+            len,
+            tag,
+            data: data.unwrap_or(0),
+            hflags,
+            sent: 0,
+            stage: Stage::Queued,
+            rma: None,
+        };
+        let id = self.alloc_op(tx, op)?;
+        if let Some(Some(c)) = tx.conns.get_mut(idx) {
+            c.fifo.push_back(id as u32);
+        }
+        self.stream(act, tx, idx);
+        self.engine.kick();
+        Ok(())
+    }
+
+    fn drop_conn(&self, c: Conn) {
+        let ring = c.region.ring(c.ring);
+        if ring.claim().load(Ordering::Acquire) == c.claim {
+            ring.state().store(state::CLOSED, Ordering::Release);
+        }
+    }
+
+    /// Move the queued sends of connection `idx` on as far as resources allow.
+    fn stream(&self, act: &Active, tx: &mut Tx, idx: usize) {
+        loop {
+            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+                return;
+            };
+            let Some(&front) = conn.fifo.front() else {
+                return;
+            };
+            let oi = front as usize;
+            let Some(Some(op)) = tx.ops.get_mut(oi) else {
+                conn.fifo.pop_front();
+                continue;
+            };
+            let ring = conn.region.ring(conn.ring);
+            let id = ((tx.gens[oi] as u64) << 32) | oi as u64;
+            // A small message queued behind others goes inline when its turn comes.
+            if op.rma.is_none() && op.len <= INLINE_CAP {
+                let slot = match conn.prod.reserve(&ring) {
+                    Ok(Some(i)) => i,
+                    _ => return,
+                };
+                let s = Slot {
+                    flags: op.hflags,
+                    tag: op.tag,
+                    data: op.data,
+                    body: Body::Inline { len: op.len, id },
+                };
+                let off = ring.slot_off(slot);
+                let mut hdr = [0u8; proto::PARSE_LEN];
+                proto::encode(&s, &mut hdr);
+                let map = conn.region.map();
+                map.write_bytes(off + 8, &hdr[8..INLINE_OFF]);
+                // SAFETY: the slot holds INLINE_CAP ≥ len bytes after INLINE_OFF inside
+                // the mapping; the application's buffers are readable (C contract).
+                unsafe { op.iov.gather(0, map.base().add(off + INLINE_OFF), op.len) };
+                conn.prod.publish(&ring);
+                conn.fifo.pop_front();
+                if op.hflags & F_ACK != 0 {
+                    op.stage = Stage::AwaitAck;
+                    conn.waiting += 1;
+                } else if let Some(op) = self.free_op(tx, oi) {
+                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, None);
+                }
+                continue;
+            }
+            // Messages that fit one bounce chunk go eagerly through it (the send
+            // completes without the receiver); those up to `cma_threshold` stream
+            // through the chunks; longer ones use CMA once the receiver has probed it
+            // successfully.
+            let eager = op.len <= conn.region.geometry().chunk_size;
+            let use_cma = !self.settings.disable_cma
+                && !eager
+                && op.rma.is_none()
+                && op.len > self.settings.cma_threshold;
+            let cma = ring.cma().load(Ordering::Acquire);
+            if use_cma && cma == cma_state::UNKNOWN {
+                return;
+            }
+            if use_cma && cma == cma_state::OK {
+                let slot = match conn.prod.reserve(&ring) {
+                    Ok(Some(i)) => i,
+                    _ => return,
+                };
+                let mut riov = [(0u64, 0u64); proto::RTS_IOVS];
+                for (d, s) in riov.iter_mut().zip(op.iov.slice()) {
+                    *d = (s.0 as u64, s.1 as u64);
+                }
+                let s = Slot {
+                    flags: op.hflags,
+                    tag: op.tag,
+                    data: op.data,
+                    body: Body::Rts {
+                        total: op.len,
+                        id,
+                        iov: riov,
+                        niov: op.iov.n.max(1),
+                    },
+                };
+                let mut hdr = [0u8; proto::PARSE_LEN];
+                proto::encode(&s, &mut hdr);
+                conn.region
+                    .map()
+                    .write_bytes(ring.slot_off(slot) + 8, &hdr[8..]);
+                conn.prod.publish(&ring);
+                op.stage = Stage::AwaitAck;
+                conn.waiting += 1;
+                conn.fifo.pop_front();
+                continue;
+            }
+            // Bounce.
+            let geo = conn.region.geometry();
+            while op.sent < op.len {
+                let c = conn.chunk;
+                if ring.chunk_state(c).load(Ordering::Acquire) != 0 {
+                    return;
+                }
+                let slot = match conn.prod.reserve(&ring) {
+                    Ok(Some(i)) => i,
+                    _ => return,
+                };
+                let n = (op.len - op.sent).min(geo.chunk_size);
+                let map = conn.region.map();
+                // SAFETY: the chunk lies inside the mapping (validated geometry) and
+                // holds chunk_size ≥ n bytes; the source buffers are the application's.
+                unsafe { op.iov.gather(op.sent, map.base().add(ring.chunk_off(c)), n) };
+                ring.chunk_state(c).store(1, Ordering::Relaxed);
+                let body = match op.rma {
+                    Some((key, raddr)) => Body::WriteFrag {
+                        total: op.len,
+                        id,
+                        key,
+                        raddr,
+                        offset: op.sent,
+                        chunk: c,
+                        clen: n,
+                    },
+                    None => Body::Bounce {
+                        total: op.len,
+                        id,
+                        offset: op.sent,
+                        chunk: c,
+                        clen: n,
+                    },
+                };
+                let s = Slot {
+                    flags: op.hflags,
+                    tag: op.tag,
+                    data: op.data,
+                    body,
+                };
+                let mut hdr = [0u8; proto::PARSE_LEN];
+                proto::encode(&s, &mut hdr);
+                map.write_bytes(ring.slot_off(slot) + 8, &hdr[8..]);
+                conn.prod.publish(&ring);
+                conn.chunk = (c + 1) % geo.chunks;
+                op.sent += n;
+            }
+            conn.fifo.pop_front();
+            if op.hflags & F_ACK != 0 {
+                op.stage = Stage::AwaitAck;
+                conn.waiting += 1;
+            } else if let Some(op) = self.free_op(tx, oi) {
+                self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, None);
+            }
+        }
+    }
+
+    fn progress_tx(&self, act: &Active) -> usize {
+        if self.tx_work.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let Ok(mut g) = self.tx.try_lock() else {
+            return 0;
+        };
+        let tx = &mut *g;
+        tx.polls = tx.polls.wrapping_add(1);
+        let check = tx.polls.is_multiple_of(256) && tx.last_check.elapsed() >= LIVENESS_EVERY;
+        if check {
+            tx.last_check = Instant::now();
+        }
+        let mut work = 0;
+        for idx in 0..tx.conns.len() {
+            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+                continue;
+            };
+            if conn.waiting == 0 && conn.fifo.is_empty() {
+                continue;
+            }
+            // Acks.
+            let mut acks: [(u64, i32); 16] = [(0, 0); 16];
+            let mut na = 0;
+            {
+                let ring = conn.region.ring(conn.ring);
+                let ar = ring.acks();
+                while na < acks.len() {
+                    let Some(i) = conn.acks.peek(&ar) else {
+                        break;
+                    };
+                    let off = ring.ack_off(i);
+                    let id = conn.region.map().u64_at(off + 8).load(Ordering::Relaxed);
+                    let st = conn.region.map().u32_at(off + 16).load(Ordering::Relaxed) as i32;
+                    conn.acks.release(&ar);
+                    acks[na] = (id, st);
+                    na += 1;
+                }
+            }
+            for &(id, st) in &acks[..na] {
+                let oi = (id & 0xffff_ffff) as usize;
+                let ok = matches!(tx.ops.get(oi), Some(Some(op))
+                    if op.conn == idx && op.stage == Stage::AwaitAck
+                        && tx.gens.get(oi).copied() == Some((id >> 32) as u32));
+                if !ok {
+                    self.corrupt.fetch_add(1, Ordering::Relaxed);
+                    ofi_core::ofi_warn!(
+                        crate::NAME,
+                        "ep_data",
+                        "ack for unknown operation {id:#x} ignored"
+                    );
+                    continue;
+                }
+                if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                    c.waiting = c.waiting.saturating_sub(1);
+                }
+                if let Some(op) = self.free_op(tx, oi) {
+                    let err = if st == 0 { None } else { Some(Errno(st.abs())) };
+                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, err);
+                }
+                work += 1;
+            }
+            self.stream(act, tx, idx);
+            if check {
+                let dead = match tx.conns.get(idx) {
+                    Some(Some(c)) => !c.region.owner_alive(),
+                    _ => false,
+                };
+                if dead {
+                    work += self.fail_conn(act, tx, idx, Errno::ECONNRESET);
+                }
+            }
+        }
+        work
+    }
+
+    /// Fail every operation of connection `idx` (its peer is gone).
+    fn fail_conn(&self, act: &Active, tx: &mut Tx, idx: usize, err: Errno) -> usize {
+        if let Some(Some(c)) = tx.conns.get_mut(idx) {
+            c.dead = true;
+            c.fifo.clear();
+            c.waiting = 0;
+        }
+        let mut n = 0;
+        for oi in 0..tx.ops.len() {
+            if matches!(&tx.ops[oi], Some(op) if op.conn == idx) {
+                if let Some(op) = self.free_op(tx, oi) {
+                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, Some(err));
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    // ---------------------------------------------------------------- receive side
+
+    fn src_of(&self, act: &Active, rr: &mut RxRing) -> u64 {
+        if !self.need_src {
+            return ADDR_NOTAVAIL;
+        }
+        if rr.src != ADDR_NOTAVAIL
+            && act
+                .av
+                .with_entry(rr.src, |e| e.addr == &rr.addr)
+                .unwrap_or(false)
+        {
+            return rr.src;
+        }
+        rr.src = act.av.reverse_lookup(&rr.addr).unwrap_or(ADDR_NOTAVAIL);
+        rr.src
+    }
+
+    fn recv_flags(inc: &Incoming, released: bool) -> u64 {
+        let mut f = OpFlags::RECV
+            | if inc.tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            };
+        if inc.data.is_some() {
+            f |= OpFlags::REMOTE_CQ_DATA;
+        }
+        if released {
+            f |= OpFlags::MULTI_RECV;
+        }
+        f.bits()
+    }
+
+    fn complete_rx(
+        &self,
+        act: &Active,
+        recv: &PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        released: bool,
+        err: Option<Errno>,
+    ) {
+        let flags = Self::recv_flags(inc, released);
+        let buf = recv.buf.addr_at(place.offset);
+        let err = err.or(if place.truncated {
+            Some(Errno::ETRUNC)
+        } else {
+            None
+        });
+        if let Some(e) = err {
+            if let Some(b) = &act.rxcq {
+                let mut ce = CqError::new(recv.ctx, e);
+                ce.flags = flags;
+                ce.len = place.len;
+                ce.buf = buf;
+                ce.data = inc.data.unwrap_or(0);
+                ce.tag = inc.tag;
+                ce.olen = if e == Errno::ETRUNC {
+                    inc.len - place.len
+                } else {
+                    0
+                };
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = &act.rxcntr {
+                c.inc_err();
+            }
+            return;
+        }
+        if let Some(b) = &act.rxcq {
+            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
+                let e = CqTaggedEntry {
+                    op_context: recv.ctx,
+                    flags,
+                    len: place.len,
+                    buf: buf as *mut c_void,
+                    data: inc.data.unwrap_or(0),
+                    tag: inc.tag,
+                };
+                let _ = b.cq.push(&e, inc.src);
+            }
+        }
+        if let Some(c) = &act.rxcntr {
+            c.inc();
+        }
+    }
+
+    fn push_ack(&self, rx: &mut Rx, ring: usize, claim: u64, id: u64, status: i32) {
+        let Some(rr) = rx.rings.get_mut(ring) else {
+            return;
+        };
+        if !rr.on || rr.claim != claim {
+            return;
+        }
+        rr.backlog.push_back((id, status));
+        Self::flush_acks(&self.region, ring, rr);
+        if !rr.backlog.is_empty() {
+            self.peek.more.store(true, Ordering::Release);
+        }
+    }
+
+    fn flush_acks(region: &Region, r: usize, rr: &mut RxRing) {
+        let ring = region.ring(r);
+        let ar = ring.acks();
+        while let Some(&(id, st)) = rr.backlog.front() {
+            match rr.ackp.reserve(&ar) {
+                Ok(Some(i)) => {
+                    let off = ring.ack_off(i);
+                    region.map().u64_at(off + 8).store(id, Ordering::Relaxed);
+                    region
+                        .map()
+                        .u32_at(off + 16)
+                        .store(st as u32, Ordering::Relaxed);
+                    rr.ackp.publish(&ar);
+                    rr.backlog.pop_front();
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// CMA-read an RTS into `dst` (the placement's part of the receive buffer).
+    fn cma_read(pid: i32, dst: IoList, iov: &[(u64, u64)]) -> i32 {
+        match crate::cma::readv(pid, dst.slice(), iov) {
+            Ok(n) if n == dst.total() => 0,
+            Ok(_) => Errno::EIO.0,
+            Err(e) if e == libc::ESRCH => Errno::ECONNRESET.0,
+            Err(_) => Errno::EIO.0,
+        }
+    }
+
+    /// Deliver an unexpected message to a receive that matched it.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_unexp(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        recv: &PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        payload: Unexp,
+        released: bool,
+    ) {
+        match payload {
+            Unexp::Data { data, ack } => {
+                let n = place.len.min(data.len());
+                // SAFETY: `data` holds n bytes; the receive buffer is the
+                // application's, writable for its length (placement within it).
+                unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
+                self.complete_rx(act, recv, place, inc, released, None);
+                if let Some((ring, claim, id)) = ack {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+            }
+            Unexp::Rts {
+                ring,
+                claim,
+                pid,
+                iov,
+                niov,
+                id,
+            } => {
+                let st = Self::cma_read(pid, recv.buf.sub(place.offset, place.len), &iov[..niov]);
+                let err = if st == 0 { None } else { Some(Errno(st)) };
+                self.complete_rx(act, recv, place, inc, released, err);
+                self.push_ack(rx, ring, claim, id, st);
+            }
+        }
+    }
+
+    /// Carry out an RMA access at this (target) endpoint: check it against the MR
+    /// table, copy with CMA (`cma`: the initiator's pid and buffers) or from inline
+    /// data (`inline`), count it and report remote CQ data. Returns the ack status.
+    #[allow(clippy::too_many_arguments)]
+    fn rma_target(
+        &self,
+        act: &Active,
+        cma: Option<(i32, &[(u64, u64)])>,
+        inline: Option<*const u8>,
+        read: bool,
+        total: usize,
+        key: u64,
+        raddr: u64,
+        s: Slot,
+    ) -> i32 {
+        let access = if read {
+            OpFlags::REMOTE_READ
+        } else {
+            OpFlags::REMOTE_WRITE
+        };
+        let region = match self.mr.lookup_remote(key, raddr, total, access) {
+            Ok(r) => r,
+            Err(e) => return e.code().0,
+        };
+        let mut segs = [(0usize, 0usize); IOV_LIMIT];
+        let mut n = 0;
+        for seg in region.segments() {
+            if n == segs.len() {
+                return Errno::EINVAL.0;
+            }
+            segs[n] = seg;
+            n += 1;
+        }
+        let segs = IoList::from_pairs(&segs[..n]);
+        let st = match (cma, inline) {
+            (Some(_), _) if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
+            (Some((pid, iov)), _) => {
+                let r = if read {
+                    crate::cma::writev(pid, segs.slice(), iov)
+                } else {
+                    crate::cma::readv(pid, segs.slice(), iov)
+                };
+                match r {
+                    Ok(k) if k == total => 0,
+                    Ok(_) => Errno::EIO.0,
+                    Err(e) if e == libc::ESRCH => Errno::ECONNRESET.0,
+                    Err(e) if e == libc::EPERM || e == libc::ENOSYS => Errno::EOPNOTSUPP.0,
+                    Err(_) => Errno::EIO.0,
+                }
+            }
+            (None, Some(src)) => {
+                // SAFETY: `src` holds `total` bytes inside the slot; the segments are
+                // the registered region's memory, checked by the MR table for `total`.
+                unsafe { segs.scatter(0, src, total) };
+                0
+            }
+            (None, None) => Errno::EINVAL.0,
+        };
+        if st == 0 {
+            region.count_access();
+            if s.flags & F_DATA != 0 {
+                if let Some(b) = &act.rxcq {
+                    let e = CqTaggedEntry {
+                        op_context: 0,
+                        flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
+                            .bits(),
+                        len: total,
+                        buf: std::ptr::null_mut(),
+                        data: s.data,
+                        tag: 0,
+                    };
+                    let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+                }
+            }
+        }
+        st
+    }
+
+    /// Apply an atomic at this (target) endpoint with the kit's engine: check it
+    /// against the MR table, fetch operand and compare (inline or with CMA), apply under
+    /// the process's atomic locks, and write fetched values back with CMA. Returns the
+    /// ack status.
+    fn atomic_target(&self, pid: i32, a: &AtomicReq) -> i32 {
+        let Some(bytes) = a.count.checked_mul(a.dt.size()) else {
+            return Errno::EMSGSIZE.0;
+        };
+        let fetch = a.kind != AtomicKind::Base;
+        let access = if a.op == AtomicOp::AtomicRead {
+            OpFlags::REMOTE_READ
+        } else if fetch {
+            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
+        } else {
+            OpFlags::REMOTE_WRITE
+        };
+        let region = match self.mr.lookup_remote(a.key, a.raddr, bytes, access) {
+            Ok(r) => r,
+            Err(e) => return e.code().0,
+        };
+        let mut segs = region.segments();
+        let seg = match (segs.next(), segs.next()) {
+            (Some(s), None) => s,
+            (None, _) if bytes == 0 => (0, 0),
+            _ => return Errno::EINVAL.0,
+        };
+        let operand_len = if a.op == AtomicOp::AtomicRead {
+            0
+        } else {
+            bytes
+        };
+        let compare_len = if a.kind == AtomicKind::Compare {
+            bytes
+        } else {
+            0
+        };
+        if self.settings.disable_cma && (a.inline.is_none() || (fetch && bytes > 0)) {
+            return Errno::EOPNOTSUPP.0;
+        }
+        let mut data = vec![0u8; operand_len + compare_len];
+        match a.inline {
+            Some(src) => {
+                // SAFETY: `src` holds operand + compare bytes inside the slot (checked
+                // by parse); `data` holds as many.
+                unsafe { std::ptr::copy_nonoverlapping(src, data.as_mut_ptr(), data.len()) };
+            }
+            None => {
+                let remote = [
+                    (a.bufs[0], operand_len as u64),
+                    (a.bufs[1], compare_len as u64),
+                ];
+                let (o, c) = data.split_at_mut(operand_len);
+                let local = [
+                    (o.as_mut_ptr() as usize, o.len()),
+                    (c.as_mut_ptr() as usize, c.len()),
+                ];
+                for (l, r) in local.iter().zip(remote.iter()) {
+                    if l.1 == 0 {
+                        continue;
+                    }
+                    match crate::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r)) {
+                        Ok(n) if n == l.1 => {}
+                        Err(e) if e == libc::EPERM || e == libc::ENOSYS => {
+                            return Errno::EOPNOTSUPP.0
+                        }
+                        _ => return Errno::EIO.0,
+                    }
+                }
+            }
+        }
+        let (operand, compare) = data.split_at(operand_len);
+        let mut result = vec![0u8; if fetch { bytes } else { 0 }];
+        let target: &mut [u8] = if bytes == 0 {
+            &mut []
+        } else {
+            // SAFETY: the MR table checked that [seg.0, seg.0 + bytes) lies inside a
+            // live registration granting this access; concurrent atomics through this
+            // process are serialised by ATOMIC_LOCKS.
+            unsafe { std::slice::from_raw_parts_mut(seg.0 as *mut u8, bytes) }
+        };
+        let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
+        if let Err(e) = locks.apply(
+            seg.0 as u64,
+            a.op,
+            a.dt,
+            a.kind,
+            target,
+            operand,
+            compare,
+            &mut result,
+            a.count,
+        ) {
+            return e.code().0;
+        }
+        region.count_access();
+        if fetch && bytes > 0 {
+            let local = [(result.as_ptr() as usize, bytes)];
+            let remote = [(a.bufs[2], bytes as u64)];
+            match crate::cma::writev(pid, &local, &remote) {
+                Ok(n) if n == bytes => {}
+                Err(e) if e == libc::EPERM || e == libc::ENOSYS => return Errno::EOPNOTSUPP.0,
+                _ => return Errno::EIO.0,
+            }
+        }
+        0
+    }
+
+    /// Start an atomic of `count` elements at (`raddr`, `key`) of `dest`.
+    #[allow(clippy::too_many_arguments)]
+    fn atomic(
+        &self,
+        act: &Active,
+        bufs: [u64; 3],
+        count: usize,
+        dest: u64,
+        raddr: u64,
+        key: u64,
+        dt: Datatype,
+        op: AtomicOp,
+        kind: AtomicKind,
+        ctx: usize,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let max = self.atomic_max(dt, op, kind)?;
+        if count > max {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("shm: {count} atomic elements exceed the limit of {max}"),
+            ));
+        }
+        let data_len = proto::atomic_data_len(op, dt, kind, count)
+            .ok_or_else(|| Error::new(Errno::EMSGSIZE, "shm: atomic too large"))?;
+        let inline = data_len <= proto::ATOMIC_INLINE_CAP;
+        if inject && !inline {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                "shm: inject atomic larger than inject_size",
+            ));
+        }
+        let want_cq = !inject
+            && match &act.txcq {
+                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
+                None => false,
+            };
+        if want_cq {
+            if let Some(b) = &act.txcq {
+                if !b.cq.has_room() {
+                    return Err(Error::code_only(Errno::EAGAIN));
+                }
+            }
+        }
+        let cq_flags = (OpFlags::ATOMIC
+            | if kind == AtomicKind::Base {
+                OpFlags::WRITE
+            } else {
+                OpFlags::READ
+            })
+        .bits();
+        let mut g = lock(&self.tx);
+        let tx = &mut *g;
+        let idx = self.conn_for(act, tx, dest)?;
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
+        if !conn.fifo.is_empty() {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let slot = Self::reserve_slot(conn)?;
+        let id = if inject {
+            0
+        } else {
+            let op = Op {
+                conn: idx,
+                ctx,
+                cq_flags,
+                want_cq,
+                iov: IoList::one(0, 0),
+                len: 0,
+                tag: 0,
+                data: 0,
+                hflags: 0,
+                sent: 0,
+                stage: Stage::AwaitAck,
+                rma: None,
+            };
+            let id = self.alloc_op(tx, op)?;
+            if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                c.waiting += 1;
+            }
+            id
+        };
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
+        let s = Slot {
+            flags: if inject { 0 } else { F_ACK },
+            tag: 0,
+            data: 0,
+            body: Body::Atomic {
+                count,
+                id,
+                key,
+                raddr,
+                op,
+                dt,
+                kind,
+                inline,
+                bufs,
+            },
+        };
+        let ring = conn.region.ring(conn.ring);
+        let off = ring.slot_off(slot);
+        let mut hdr = [0u8; proto::PARSE_LEN];
+        proto::encode(&s, &mut hdr);
+        let map = conn.region.map();
+        map.write_bytes(off + 8, &hdr[8..proto::ATOMIC_INLINE_OFF]);
+        if inline {
+            let bytes = count * dt.size();
+            let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+            let compare_len = if kind == AtomicKind::Compare {
+                bytes
+            } else {
+                0
+            };
+            // SAFETY: operand + compare ≤ ATOMIC_INLINE_CAP bytes fit the slot after
+            // ATOMIC_INLINE_OFF; the application's buffers hold `bytes` each (C contract).
+            unsafe {
+                let dst = map.base().add(off + proto::ATOMIC_INLINE_OFF);
+                if operand_len > 0 {
+                    std::ptr::copy_nonoverlapping(bufs[0] as *const u8, dst, operand_len);
+                }
+                if compare_len > 0 {
+                    std::ptr::copy_nonoverlapping(
+                        bufs[1] as *const u8,
+                        dst.add(operand_len),
+                        compare_len,
+                    );
+                }
+            }
+        }
+        conn.prod.publish(&ring);
+        Ok(())
+    }
+
+    /// The most elements of one atomic (the engine's answer, clamped to max_msg_size).
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        let n = ofi_kit::atomic::valid(op, dt, kind)?;
+        Ok(n.min(self.settings.max_msg_size / dt.size().max(1)))
+    }
+
+    /// Copy one RMA write fragment (`clen` bytes at `src`, in the ring's chunk) to
+    /// `raddr + offset` of region `key`, after checking it in the MR table. Returns the
+    /// status (0 or an `FI_*` code).
+    fn write_fragment(
+        &self,
+        key: u64,
+        raddr: u64,
+        offset: usize,
+        src: *const u8,
+        clen: usize,
+    ) -> i32 {
+        let Some(a) = raddr.checked_add(offset as u64) else {
+            return Errno::EFAULT.0;
+        };
+        let region = match self.mr.lookup_remote(key, a, clen, OpFlags::REMOTE_WRITE) {
+            Ok(r) => r,
+            Err(e) => return e.code().0,
+        };
+        let mut segs = [(0usize, 0usize); IOV_LIMIT];
+        let mut n = 0;
+        for seg in region.segments() {
+            if n == segs.len() {
+                return Errno::EINVAL.0;
+            }
+            segs[n] = seg;
+            n += 1;
+        }
+        // SAFETY: the MR table checked [a, a + clen) inside a live registration granting
+        // remote writes; `src` holds `clen` bytes (the caller's chunk).
+        unsafe { IoList::from_pairs(&segs[..n]).scatter(0, src, clen) };
+        0
+    }
+
+    fn attach_rings(&self, rx: &mut Rx) {
+        let geo = self.region.geometry();
+        for r in 0..geo.rings {
+            if rx.rings[r].on {
+                continue;
+            }
+            let ring = self.region.ring(r);
+            // A sender may have sent and closed (or died) before we first looked: its
+            // messages are still to be drained.
+            let st = ring.state().load(Ordering::Acquire);
+            if st != state::READY && st != state::CLOSED {
+                continue;
+            }
+            let Some((pid, name, pa, pv)) = ring.read_identity() else {
+                self.corrupt.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let cma = if self.settings.disable_cma || !crate::cma::probe(pid, pa, pv) {
+                cma_state::REFUSED
+            } else {
+                cma_state::OK
+            };
+            ring.cma().store(cma, Ordering::Release);
+            let rr = &mut rx.rings[r];
+            rr.on = true;
+            rr.claim = ring.claim().load(Ordering::Acquire);
+            rr.cons = Consumer::new(geo.slots, ring.tail_word().load(Ordering::Relaxed));
+            rr.ackp = Producer::new(geo.slots, ring.ack_tail_word().load(Ordering::Acquire));
+            rr.pid = pid;
+            rr.start = region::process_start(pid).unwrap_or(0);
+            rr.addr = Address::Str(format!("{ADDR_PREFIX}{name}"));
+            rr.src = ADDR_NOTAVAIL;
+            rr.asm = None;
+            rr.wr = None;
+            rr.backlog.clear();
+            rx.active.push(r);
+        }
+    }
+
+    fn release_ring(&self, act: &Active, rx: &mut Rx, r: usize) {
+        let ring = self.region.ring(r);
+        let Some(rr) = rx.rings.get_mut(r) else {
+            return;
+        };
+        if let Some(a) = rr.asm.take() {
+            if let AsmTarget::Recv {
+                recv,
+                place,
+                released,
+            } = a.target
+            {
+                self.complete_rx(act, &recv, place, &a.inc, released, Some(Errno::ECONNRESET));
+            }
+        }
+        let rr = &mut rx.rings[r];
+        rr.on = false;
+        rr.backlog.clear();
+        for c in 0..self.region.geometry().chunks {
+            ring.chunk_state(c).store(0, Ordering::Relaxed);
+        }
+        ring.cma().store(cma_state::UNKNOWN, Ordering::Relaxed);
+        ring.ack_tail_word()
+            .store(rr.ackp.head(), Ordering::Relaxed);
+        ring.state().store(state::FREE, Ordering::Release);
+        ring.claim().store(0, Ordering::Release);
+        rx.active.retain(|&x| x != r);
+    }
+
+    /// Handle one slot; `false`: stall the ring (leave the slot for later).
+    fn handle_slot(&self, act: &Active, rx: &mut Rx, r: usize, slot_off: usize, s: Slot) -> bool {
+        let map = self.region.map();
+        let claim = rx.rings[r].claim;
+        let src = self.src_of(act, &mut rx.rings[r]);
+        let mk = |len: usize| Incoming {
+            src,
+            tag: s.tag,
+            len,
+            data: if s.flags & F_DATA != 0 {
+                Some(s.data)
+            } else {
+                None
+            },
+            tagged: s.flags & F_TAGGED != 0,
+        };
+        let corrupt = |why: &str| {
+            self.corrupt.fetch_add(1, Ordering::Relaxed);
+            ofi_core::ofi_warn!(crate::NAME, "ep_data", "ring {r}: {why}; slot skipped");
+            true
+        };
+        match s.body {
+            Body::Inline { len, id } => {
+                if rx.rings[r].asm.is_some() {
+                    return corrupt("inline slot in the middle of a bounce message");
+                }
+                let inc = mk(len);
+                let ack = if s.flags & F_ACK != 0 {
+                    Some((r, claim, id))
+                } else {
+                    None
+                };
+                // SAFETY: the payload lies inside the slot (len ≤ INLINE_CAP checked
+                // by parse), inside the mapping.
+                let payload = unsafe { map.base().add(slot_off + INLINE_OFF) };
+                let (recv, place, released) = match rx.m.match_incoming(&inc) {
+                    Match::Recv { recv, place } => (recv, place, false),
+                    Match::Multi { buf, place } => {
+                        let rel = buf.is_released();
+                        (buf.recv().clone(), place, rel)
+                    }
+                    Match::Unexpected => {
+                        if !rx.m.has_room_for_unexpected(len) {
+                            return false;
+                        }
+                        let mut data = vec![0u8; len];
+                        // SAFETY: see above; `data` holds len bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
+                        return rx.m.push_unexpected(inc, Unexp::Data { data, ack }).is_ok();
+                    }
+                };
+                // SAFETY: see above; the receive buffer is the application's.
+                unsafe { recv.buf.scatter(place.offset, payload, place.len) };
+                self.complete_rx(act, &recv, place, &inc, released, None);
+                if let Some((ring, claim, id)) = ack {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+                true
+            }
+            Body::Rts {
+                total,
+                id,
+                iov,
+                niov,
+            } => {
+                if rx.rings[r].asm.is_some() {
+                    return corrupt("RTS slot in the middle of a bounce message");
+                }
+                let inc = mk(total);
+                let pid = rx.rings[r].pid;
+                let payload = Unexp::Rts {
+                    ring: r,
+                    claim,
+                    pid,
+                    iov,
+                    niov,
+                    id,
+                };
+                let (recv, place, released) = match rx.m.match_incoming(&inc) {
+                    Match::Recv { recv, place } => (recv, place, false),
+                    Match::Multi { buf, place } => {
+                        let rel = buf.is_released();
+                        (buf.recv().clone(), place, rel)
+                    }
+                    Match::Unexpected => {
+                        return rx.m.push_unexpected_sized(inc, payload, 64).is_ok();
+                    }
+                };
+                self.deliver_unexp(act, rx, &recv, place, &inc, payload, released);
+                true
+            }
+            Body::Rma {
+                read,
+                total,
+                id,
+                key,
+                raddr,
+                iov,
+                niov,
+            } => {
+                if rx.rings[r].asm.is_some() {
+                    return corrupt("RMA slot in the middle of a bounce message");
+                }
+                let pid = rx.rings[r].pid;
+                let st = self.rma_target(
+                    act,
+                    Some((pid, &iov[..niov])),
+                    None,
+                    read,
+                    total,
+                    key,
+                    raddr,
+                    s,
+                );
+                self.push_ack(rx, r, claim, id, st);
+                true
+            }
+            Body::Atomic {
+                count,
+                id,
+                key,
+                raddr,
+                op,
+                dt,
+                kind,
+                inline,
+                bufs,
+            } => {
+                if rx.rings[r].asm.is_some() {
+                    return corrupt("atomic slot in the middle of a bounce message");
+                }
+                let pid = rx.rings[r].pid;
+                // SAFETY: inline data lies inside the slot (length checked by parse
+                // against ATOMIC_INLINE_CAP), inside the mapping.
+                let src = unsafe { map.base().add(slot_off + proto::ATOMIC_INLINE_OFF) };
+                let req = AtomicReq {
+                    count,
+                    key,
+                    raddr,
+                    op,
+                    dt,
+                    kind,
+                    bufs,
+                    inline: if inline { Some(src) } else { None },
+                };
+                let st = self.atomic_target(pid, &req);
+                if s.flags & F_ACK != 0 {
+                    self.push_ack(rx, r, claim, id, st);
+                }
+                true
+            }
+            Body::WriteFrag {
+                total,
+                id,
+                key,
+                raddr,
+                offset,
+                chunk,
+                clen,
+            } => {
+                let ring = self.region.ring(r);
+                if rx.rings[r].asm.is_some() {
+                    ring.chunk_state(chunk).store(0, Ordering::Release);
+                    return corrupt("RMA fragment in the middle of a bounce message");
+                }
+                if offset == 0 {
+                    // Check the whole range first, so a write that would fail part way
+                    // leaves the target untouched.
+                    let st = match self
+                        .mr
+                        .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
+                    {
+                        Ok(_) => 0,
+                        Err(e) => e.code().0,
+                    };
+                    rx.rings[r].wr = Some((id, st));
+                }
+                let Some((wid, mut st)) = rx.rings[r].wr else {
+                    ring.chunk_state(chunk).store(0, Ordering::Release);
+                    return corrupt("RMA fragment without a write");
+                };
+                if wid != id {
+                    ring.chunk_state(chunk).store(0, Ordering::Release);
+                    return corrupt("RMA fragment of another write");
+                }
+                if st == 0 {
+                    // SAFETY: chunk < chunks and clen <= chunk_size were checked by parse,
+                    // so the chunk lies inside the mapping.
+                    let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
+                    st = self.write_fragment(key, raddr, offset, src, clen);
+                }
+                ring.chunk_state(chunk).store(0, Ordering::Release);
+                rx.rings[r].wr = Some((id, st));
+                if offset + clen < total {
+                    return true;
+                }
+                rx.rings[r].wr = None;
+                if st == 0 {
+                    if let Ok(region) =
+                        self.mr
+                            .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
+                    {
+                        region.count_access();
+                    }
+                    if s.flags & F_DATA != 0 {
+                        if let Some(b) = &act.rxcq {
+                            let e = CqTaggedEntry {
+                                op_context: 0,
+                                flags: (OpFlags::RMA
+                                    | OpFlags::REMOTE_WRITE
+                                    | OpFlags::REMOTE_CQ_DATA)
+                                    .bits(),
+                                len: total,
+                                buf: std::ptr::null_mut(),
+                                data: s.data,
+                                tag: 0,
+                            };
+                            let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+                        }
+                    }
+                }
+                if s.flags & F_ACK != 0 {
+                    self.push_ack(rx, r, claim, id, st);
+                }
+                true
+            }
+            Body::WriteInline {
+                len,
+                id,
+                key,
+                raddr,
+            } => {
+                if rx.rings[r].asm.is_some() {
+                    return corrupt("RMA slot in the middle of a bounce message");
+                }
+                // SAFETY: the data lies inside the slot (len ≤ RMA_INLINE_CAP checked by
+                // parse), inside the mapping.
+                let src = unsafe { map.base().add(slot_off + proto::RMA_INLINE_OFF) };
+                let st = self.rma_target(act, None, Some(src), false, len, key, raddr, s);
+                if s.flags & F_ACK != 0 {
+                    self.push_ack(rx, r, claim, id, st);
+                }
+                true
+            }
+            Body::Bounce {
+                total,
+                id,
+                offset,
+                chunk,
+                clen,
+            } => {
+                let ring = self.region.ring(r);
+                if offset == 0 {
+                    if rx.rings[r].asm.is_some() {
+                        ring.chunk_state(chunk).store(0, Ordering::Release);
+                        return corrupt("a new bounce message before the last one ended");
+                    }
+                    let inc = mk(total);
+                    let target = match rx.m.match_incoming(&inc) {
+                        Match::Recv { recv, place } => AsmTarget::Recv {
+                            recv,
+                            place,
+                            released: false,
+                        },
+                        Match::Multi { buf, place } => {
+                            let released = buf.is_released();
+                            AsmTarget::Recv {
+                                recv: buf.recv().clone(),
+                                place,
+                                released,
+                            }
+                        }
+                        Match::Unexpected => {
+                            if !rx.m.has_room_for_unexpected(total) {
+                                return false;
+                            }
+                            AsmTarget::Unexp(vec![0u8; total])
+                        }
+                    };
+                    rx.rings[r].asm = Some(Asm {
+                        id,
+                        got: 0,
+                        inc,
+                        ack: s.flags & F_ACK != 0,
+                        target,
+                    });
+                }
+                let Some(a) = rx.rings[r].asm.as_mut() else {
+                    ring.chunk_state(chunk).store(0, Ordering::Release);
+                    return corrupt("bounce fragment without a message");
+                };
+                if a.id != id || a.got != offset || a.inc.len != total {
+                    ring.chunk_state(chunk).store(0, Ordering::Release);
+                    return corrupt("bounce fragment out of sequence");
+                }
+                // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by parse,
+                // so the chunk lies inside the mapping.
+                let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
+                let n = if total == 0 { 0 } else { clen };
+                match &mut a.target {
+                    AsmTarget::Recv { recv, place, .. } => {
+                        let room = place.len.saturating_sub(offset).min(n);
+                        // SAFETY: the receive buffer is the application's; `room`
+                        // stays inside the placement.
+                        unsafe { recv.buf.scatter(place.offset + offset, src, room) };
+                    }
+                    AsmTarget::Unexp(v) => {
+                        if let Some(d) = v.get_mut(offset..offset + n) {
+                            // SAFETY: `d` holds n bytes; the chunk holds ≥ n.
+                            unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), n) };
+                        }
+                    }
+                }
+                ring.chunk_state(chunk).store(0, Ordering::Release);
+                a.got += n;
+                if a.got < total {
+                    return true;
+                }
+                let Some(a) = rx.rings[r].asm.take() else {
+                    return true;
+                };
+                let ack = if a.ack { Some((r, claim, a.id)) } else { None };
+                match a.target {
+                    AsmTarget::Recv {
+                        recv,
+                        place,
+                        released,
+                    } => {
+                        self.complete_rx(act, &recv, place, &a.inc, released, None);
+                        if let Some((ring, claim, id)) = ack {
+                            self.push_ack(rx, ring, claim, id, 0);
+                        }
+                    }
+                    AsmTarget::Unexp(data) => {
+                        // A receive may have been posted while the message streamed in.
+                        let inc = a.inc;
+                        let payload = Unexp::Data { data, ack };
+                        let m = match rx.m.match_incoming(&inc) {
+                            Match::Recv { recv, place } => Some((recv, place, false)),
+                            Match::Multi { buf, place } => {
+                                let rel = buf.is_released();
+                                Some((buf.recv().clone(), place, rel))
+                            }
+                            Match::Unexpected => None,
+                        };
+                        match m {
+                            Some((recv, place, rel)) => {
+                                self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel)
+                            }
+                            None => {
+                                if rx.m.push_unexpected(inc, payload).is_err() {
+                                    ofi_core::ofi_warn!(
+                                        crate::NAME,
+                                        "ep_data",
+                                        "unexpected queue full: a {total}-byte message was dropped"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// Whether the receive side may have work, checked without its lock: a sender
+    /// attached, a ring's next slot is published, acks or a stall are pending, or a
+    /// liveness check is due (every 256th call).
+    #[inline]
+    fn rx_may_have_work(&self) -> bool {
+        let p = &self.peek;
+        let calls = p.calls.load(Ordering::Relaxed);
+        p.calls.store(calls.wrapping_add(1), Ordering::Relaxed);
+        if calls.is_multiple_of(256)
+            || p.more.load(Ordering::Acquire)
+            || self.region.claims_gen().load(Ordering::Acquire) != p.gen.load(Ordering::Relaxed)
+        {
+            return true;
+        }
+        let n = p.n.load(Ordering::Acquire).min(p.words.len());
+        p.words[..n].iter().any(|w| {
+            let w = w.load(Ordering::Relaxed);
+            let ring = self.region.ring((w >> 48) as usize);
+            let tail = w & PEEK_TAIL_MASK;
+            ring.seq(ring_index(&self.region, tail))
+                .load(Ordering::Acquire)
+                == tail + 1
+        })
+    }
+
+    /// Publish what [`Shared::rx_may_have_work`] reads (under the rx lock).
+    fn publish_peek(&self, rx: &Rx, more: bool) {
+        let p = &self.peek;
+        let n = rx.active.len().min(p.words.len());
+        for (k, &r) in rx.active.iter().take(n).enumerate() {
+            let tail = rx.rings[r].cons.tail() & PEEK_TAIL_MASK;
+            p.words[k].store(((r as u64) << 48) | tail, Ordering::Relaxed);
+        }
+        p.n.store(n, Ordering::Release);
+        p.gen.store(rx.gen, Ordering::Relaxed);
+        p.more.store(more, Ordering::Release);
+    }
+
+    fn progress_rx(&self, act: &Active) -> usize {
+        if !self.rx_may_have_work() {
+            return 0;
+        }
+        let Ok(mut g) = self.rx.try_lock() else {
+            return 0;
+        };
+        let rx = &mut *g;
+        let gen = self.region.claims_gen().load(Ordering::Acquire);
+        if gen != rx.gen {
+            rx.gen = gen;
+            self.attach_rings(rx);
+        }
+        let geo = self.region.geometry();
+        let max_msg = self.settings.max_msg_size;
+        let mut work = 0;
+        let mut more = false;
+        let mut k = 0;
+        while k < rx.active.len() {
+            let r = rx.active[k];
+            k += 1;
+            let ring = self.region.ring(r);
+            for n in 0..=POLL_BUDGET {
+                let Some(i) = rx.rings[r].cons.peek(&ring) else {
+                    break;
+                };
+                if n == POLL_BUDGET {
+                    more = true;
+                    break;
+                }
+                let off = ring.slot_off(i);
+                let mut hdr = [0u8; proto::PARSE_LEN];
+                self.region.map().read_bytes(off, &mut hdr);
+                let consumed = match proto::parse(&hdr, &geo, max_msg) {
+                    Ok(s) => self.handle_slot(act, rx, r, off, s),
+                    Err(why) => {
+                        self.corrupt.fetch_add(1, Ordering::Relaxed);
+                        ofi_core::ofi_warn!(
+                            crate::NAME,
+                            "ep_data",
+                            "ring {r}: bad slot ({why}); skipped"
+                        );
+                        true
+                    }
+                };
+                if !consumed {
+                    more = true;
+                    break;
+                }
+                rx.rings[r].cons.release(&ring);
+                work += 1;
+            }
+            if !rx.rings[r].backlog.is_empty() {
+                Self::flush_acks(&self.region, r, &mut rx.rings[r]);
+                more |= !rx.rings[r].backlog.is_empty();
+            }
+        }
+        rx.polls = rx.polls.wrapping_add(1);
+        if rx.polls.is_multiple_of(256) && rx.last_check.elapsed() >= LIVENESS_EVERY {
+            rx.last_check = Instant::now();
+            let list = rx.active.clone();
+            for r in list {
+                let ring = self.region.ring(r);
+                let closed = ring.state().load(Ordering::Acquire) == state::CLOSED;
+                let rr = &rx.rings[r];
+                let empty = rr.cons.peek(&ring).is_none();
+                if empty && (closed || !region::pid_alive(rr.pid, rr.start)) {
+                    self.release_ring(act, rx, r);
+                    work += 1;
+                }
+            }
+        }
+        // Acks queued by receives posted since (post_recv) also need a flush.
+        more |= rx.active.iter().any(|&r| !rx.rings[r].backlog.is_empty());
+        self.publish_peek(rx, more);
+        work
+    }
+
+    // ---------------------------------------------------------------- posting receives
+
+    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        let mut g = lock(&self.rx);
+        let rx = &mut *g;
+        let outcome = rx.m.post_recv(recv).map_err(|r| r.error)?;
+        // Take what the outcome borrows out before using `rx` again.
+        enum Then {
+            None,
+            One(PostedRecv<IoList>, Placement, Incoming, Unexp),
+            Multi(PostedRecv<IoList>, bool, Vec<(Placement, Incoming, Unexp)>),
+            Peeked(PostedRecv<IoList>, Incoming),
+            NoMsg(PostedRecv<IoList>),
+            Discarded(PostedRecv<IoList>, Incoming, Unexp),
+        }
+        let then = match outcome {
+            PostOutcome::Queued => Then::None,
+            PostOutcome::Matched { recv, place, msg } => {
+                Then::One(recv, place, msg.msg, msg.payload)
+            }
+            PostOutcome::MultiMatched { buf, msgs } => {
+                let rel = buf.is_released();
+                let r = match buf {
+                    MultiBuf::Posted(p) => p.clone(),
+                    MultiBuf::Released(p) => p,
+                };
+                Then::Multi(
+                    r,
+                    rel,
+                    msgs.into_iter()
+                        .map(|(p, m)| (p, m.msg, m.payload))
+                        .collect(),
+                )
+            }
+            PostOutcome::Peeked { recv, msg } => Then::Peeked(recv, msg),
+            PostOutcome::NoMessage { recv } => Then::NoMsg(recv),
+            PostOutcome::Discarded { recv, msg } => Then::Discarded(recv, msg.msg, msg.payload),
+        };
+        match then {
+            Then::None => {}
+            Then::One(recv, place, inc, payload) => {
+                self.deliver_unexp(act, rx, &recv, place, &inc, payload, false)
+            }
+            Then::Multi(recv, rel, msgs) => {
+                let n = msgs.len();
+                for (i, (place, inc, payload)) in msgs.into_iter().enumerate() {
+                    self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel && i + 1 == n);
+                }
+            }
+            Then::Peeked(recv, inc) => {
+                let place = Placement {
+                    offset: 0,
+                    len: inc.len,
+                    truncated: false,
+                };
+                let mut r2 = recv;
+                r2.buf = IoList::one(0, 0);
+                self.complete_rx(act, &r2, place, &inc, false, None);
+            }
+            Then::NoMsg(recv) => {
+                if let Some(b) = &act.rxcq {
+                    let mut ce = CqError::new(recv.ctx, Errno::ENOMSG);
+                    ce.flags = (OpFlags::RECV
+                        | if recv.tagged {
+                            OpFlags::TAGGED
+                        } else {
+                            OpFlags::MSG
+                        })
+                    .bits();
+                    ce.tag = recv.tag;
+                    let _ = b.cq.push_err(ce);
+                }
+            }
+            Then::Discarded(recv, inc, payload) => {
+                if let Unexp::Rts {
+                    ring, claim, id, ..
+                } = payload
+                {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+                if let Unexp::Data {
+                    ack: Some((ring, claim, id)),
+                    ..
+                } = payload
+                {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+                let place = Placement {
+                    offset: 0,
+                    len: 0,
+                    truncated: false,
+                };
+                let mut r2 = recv;
+                r2.buf = IoList::one(0, 0);
+                self.complete_rx(act, &r2, place, &inc, false, None);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        self.progress_rx(act) + self.progress_tx(act)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let tx = self.tx.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for c in tx.conns.drain(..).flatten() {
+            let ring = c.region.ring(c.ring);
+            if ring.claim().load(Ordering::Acquire) == c.claim {
+                ring.state().store(state::CLOSED, Ordering::Release);
+            }
+        }
+        self.region.closed().store(1, Ordering::Release);
+        region::unlink(&self.name);
+    }
+}
+
+fn recv_src(sh: &Shared, src: u64) -> u64 {
+    if sh.directed {
+        src
+    } else {
+        ANY_SRC
+    }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(Errno::EOPBADSTATE, "shm: bind after fi_enable"));
+        }
+        let mut setup = lock(&self.sh.setup);
+        match target {
+            BindTarget::Cq(cq) => {
+                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
+                if !(dirs | OpFlags::SELECTIVE_COMPLETION).contains(flags)
+                    || !flags.intersects(dirs)
+                {
+                    return Err(Error::new(
+                        Errno::EBADFLAGS,
+                        "shm: a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION)",
+                    ));
+                }
+                let b = CqB {
+                    cq: cq.clone(),
+                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                };
+                if flags.contains(OpFlags::TRANSMIT) {
+                    setup.txcq = Some(b.clone());
+                }
+                if flags.contains(OpFlags::RECV) {
+                    setup.rxcq = Some(b);
+                }
+                Ok(())
+            }
+            BindTarget::Cntr(c) => {
+                let ok = OpFlags::SEND | OpFlags::RECV | OpFlags::WRITE | OpFlags::READ;
+                if flags.is_empty() || !ok.contains(flags) {
+                    return Err(Error::new(
+                        Errno::EBADFLAGS,
+                        "shm: a counter binds with FI_SEND, FI_RECV, FI_WRITE and/or FI_READ",
+                    ));
+                }
+                if flags.contains(OpFlags::WRITE) {
+                    setup.wcntr = Some(c.clone());
+                }
+                if flags.contains(OpFlags::READ) {
+                    setup.rcntr = Some(c.clone());
+                }
+                if flags.contains(OpFlags::SEND) {
+                    setup.txcntr = Some(c.clone());
+                }
+                if flags.contains(OpFlags::RECV) {
+                    setup.rxcntr = Some(c.clone());
+                }
+                Ok(())
+            }
+            BindTarget::Av(av) => {
+                if setup.av.is_some() {
+                    return Err(Error::new(Errno::EINVAL, "shm: an AV is already bound"));
+                }
+                setup.av = Some(av.kit().clone());
+                Ok(())
+            }
+            _ => Err(Error::new(
+                Errno::ENOSYS,
+                "shm: only CQs, counters and AVs bind to an endpoint",
+            )),
+        }
+    }
+
+    fn enable(&self) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Ok(());
+        }
+        let setup = lock(&self.sh.setup);
+        let av = setup
+            .av
+            .clone()
+            .ok_or_else(|| Error::new(Errno::ENOAV, "shm: bind an AV before fi_enable"))?;
+        if setup.txcq.is_none() && setup.rxcq.is_none() {
+            return Err(Error::new(Errno::ENOCQ, "shm: bind a CQ before fi_enable"));
+        }
+        let _ = self.sh.active.set(Active {
+            av,
+            txcq: setup.txcq.clone(),
+            rxcq: setup.rxcq.clone(),
+            txcntr: setup.txcntr.clone(),
+            rxcntr: setup.rxcntr.clone(),
+            wcntr: setup.wcntr.clone(),
+            rcntr: setup.rcntr.clone(),
+        });
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let act = self.active()?;
+        let recv = lock(&self.sh.rx).m.cancel(context);
+        match recv {
+            Some(r) => {
+                if let Some(b) = &act.rxcq {
+                    let mut ce = CqError::new(r.ctx, Errno::ECANCELED);
+                    ce.flags = (OpFlags::RECV
+                        | if r.tagged {
+                            OpFlags::TAGGED
+                        } else {
+                            OpFlags::MSG
+                        })
+                    .bits();
+                    ce.tag = r.tag;
+                    let _ = b.cq.push_err(ce);
+                }
+                Ok(())
+            }
+            None => Err(Error::new(
+                Errno::ENOENT,
+                "shm: no such operation to cancel",
+            )),
+        }
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+            return Err(Error::new(Errno::ENOPROTOOPT, "shm: option not supported"));
+        }
+        let v = lock(&self.sh.rx).m.config().min_multi_recv;
+        let b = v.to_ne_bytes();
+        let Some(dst) = optval.get_mut(..b.len()) else {
+            return Err(Error::new(
+                Errno::ETOOSMALL,
+                "shm: FI_OPT_MIN_MULTI_RECV needs a size_t",
+            ));
+        };
+        dst.copy_from_slice(&b);
+        Ok(b.len())
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+            return Err(Error::new(Errno::ENOPROTOOPT, "shm: option not supported"));
+        }
+        let b: [u8; std::mem::size_of::<usize>()] = optval
+            .try_into()
+            .map_err(|_| Error::new(Errno::EINVAL, "shm: FI_OPT_MIN_MULTI_RECV takes a size_t"))?;
+        lock(&self.sh.rx)
+            .m
+            .set_min_multi_recv(usize::from_ne_bytes(b));
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.address().to_bytes())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let rx = lock(&self.sh.rx);
+        Ok(rx.m.config().max_posted.saturating_sub(rx.m.posted_len()))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let tx = lock(&self.sh.tx);
+        Ok(self.sh.settings.tx_size.saturating_sub(tx.live))
+    }
+
+    unsafe fn send(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        dest: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            0,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn sendv(&self, iov: &[Iov], _d: &[Desc], dest: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::from_iov(iov)?,
+            dest,
+            ctx,
+            0,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract: `msg_iov` holds `iov_count` entries.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        let l = IoList::from_iov(iov)?;
+        if flags.contains(OpFlags::INJECT) && l.total() > INLINE_CAP {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: FI_INJECT of {} bytes exceeds inject_size {INLINE_CAP}",
+                    l.total()
+                ),
+            ));
+        }
+        self.sh
+            .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
+    }
+
+    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
+        let act = self.active()?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            0,
+            None,
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn senddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        data: u64,
+        dest: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            0,
+            Some(data),
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
+        let act = self.active()?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            0,
+            Some(data),
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn recv(&self, buf: *mut u8, len: usize, _d: Desc, src: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let r = PostedRecv::msg(ctx, IoList::one(buf as usize, len), len)
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let l = IoList::from_iov(iov)?;
+        let r = PostedRecv::msg(ctx, l, l.total())
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let l = IoList::from_iov(iov)?;
+        if flags.contains(OpFlags::MULTI_RECV) && l.n != 1 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "shm: FI_MULTI_RECV needs exactly one buffer",
+            ));
+        }
+        let r = PostedRecv::msg(msg.context, l, l.total())
+            .from_src(recv_src(&self.sh, msg.addr))
+            .with_flags(flags & (OpFlags::MULTI_RECV | OpFlags::COMPLETION));
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn read(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        _d: Desc,
+        src: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.rma(
+            act,
+            IoList::one(buf as usize, len),
+            src,
+            addr,
+            key,
+            ctx,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn readv(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        src: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.rma(
+            act,
+            IoList::from_iov(iov)?,
+            src,
+            addr,
+            key,
+            ctx,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
+        let (addr, key) = unsafe { one_rma_iov(msg, IoList::from_iov(iov)?.total())? };
+        self.sh.rma(
+            act,
+            IoList::from_iov(iov)?,
+            msg.addr,
+            addr,
+            key,
+            msg.context,
+            None,
+            true,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn write(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.rma(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            addr,
+            key,
+            ctx,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn writev(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.rma(
+            act,
+            IoList::from_iov(iov)?,
+            dest,
+            addr,
+            key,
+            ctx,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let l = IoList::from_iov(iov)?;
+        // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
+        let (addr, key) = unsafe { one_rma_iov(msg, l.total())? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        let inject = flags.contains(OpFlags::INJECT);
+        if inject && l.total() > proto::RMA_INLINE_CAP {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "shm: FI_INJECT write of {} bytes exceeds inject_size",
+                    l.total()
+                ),
+            ));
+        }
+        self.sh.rma(
+            act,
+            l,
+            msg.addr,
+            addr,
+            key,
+            msg.context,
+            data,
+            false,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn inject_write(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        let act = self.active()?;
+        self.sh.rma(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            addr,
+            key,
+            0,
+            None,
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn writedata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.rma(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            addr,
+            key,
+            ctx,
+            Some(data),
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn inject_writedata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        let act = self.active()?;
+        self.sh.rma(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            addr,
+            key,
+            0,
+            Some(data),
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        _desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [buf as u64, 0, 0],
+            count,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Base,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn atomicv(
+        &self,
+        iov: &[Ioc],
+        _desc: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let (b, n) = one_ioc(iov)?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [b, 0, 0],
+            n,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Base,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn inject_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+    ) -> Result<()> {
+        let act = self.active()?;
+        self.sh.atomic(
+            act,
+            [buf as u64, 0, 0],
+            count,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Base,
+            0,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn fetch_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        _desc: Desc,
+        result: *mut c_void,
+        _result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [buf as u64, 0, result as u64],
+            count,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Fetch,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn fetch_atomicv(
+        &self,
+        iov: &[Ioc],
+        _desc: &[Desc],
+        resultv: &[Ioc],
+        _result_desc: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let (b, n) = one_ioc(iov)?;
+        let (r, _) = one_ioc(resultv)?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [b, 0, r],
+            n,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Fetch,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        _desc: Desc,
+        compare: *const c_void,
+        _compare_desc: Desc,
+        result: *mut c_void,
+        _result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [buf as u64, compare as u64, result as u64],
+            count,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Compare,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomicv(
+        &self,
+        iov: &[Ioc],
+        _desc: &[Desc],
+        comparev: &[Ioc],
+        _compare_desc: &[Desc],
+        resultv: &[Ioc],
+        _result_desc: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        context: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let (b, n) = one_ioc(iov)?;
+        let (c, _) = one_ioc(comparev)?;
+        let (r, _) = one_ioc(resultv)?;
+        let f = self.sh.tx_op_flags;
+        self.sh.atomic(
+            act,
+            [b, c, r],
+            n,
+            dest,
+            addr,
+            key,
+            datatype,
+            op,
+            AtomicKind::Compare,
+            context,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract: the message's arrays hold their counts.
+        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
+        let inject = flags.contains(OpFlags::INJECT);
+        self.sh.atomic(
+            act,
+            [buf, 0, 0],
+            count,
+            msg.addr,
+            addr,
+            key,
+            dt,
+            op,
+            AtomicKind::Base,
+            msg.context,
+            flags,
+            inject,
+        )
+    }
+
+    unsafe fn fetch_atomicmsg(
+        &self,
+        msg: &MsgAtomic,
+        resultv: &[Ioc],
+        _result_desc: &[Desc],
+        flags: OpFlags,
+    ) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
+        let (r, _) = one_ioc(resultv)?;
+        self.sh.atomic(
+            act,
+            [buf, 0, r],
+            count,
+            msg.addr,
+            addr,
+            key,
+            dt,
+            op,
+            AtomicKind::Fetch,
+            msg.context,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomicmsg(
+        &self,
+        msg: &MsgAtomic,
+        comparev: &[Ioc],
+        _compare_desc: &[Desc],
+        resultv: &[Ioc],
+        _result_desc: &[Desc],
+        flags: OpFlags,
+    ) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
+        let (c, _) = one_ioc(comparev)?;
+        let (r, _) = one_ioc(resultv)?;
+        self.sh.atomic(
+            act,
+            [buf, c, r],
+            count,
+            msg.addr,
+            addr,
+            key,
+            dt,
+            op,
+            AtomicKind::Compare,
+            msg.context,
+            flags,
+            false,
+        )
+    }
+
+    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.sh.atomic_max(datatype, op, AtomicKind::Base)
+    }
+
+    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.sh.atomic_max(datatype, op, AtomicKind::Fetch)
+    }
+
+    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.sh.atomic_max(datatype, op, AtomicKind::Compare)
+    }
+
+    unsafe fn tsend(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            tag,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tsendv(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::from_iov(iov)?,
+            dest,
+            ctx,
+            tag,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        self.sh.send(
+            act,
+            IoList::from_iov(iov)?,
+            msg.addr,
+            msg.context,
+            msg.tag,
+            data,
+            true,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn tinject(&self, buf: *const u8, len: usize, dest: u64, tag: u64) -> Result<()> {
+        let act = self.active()?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            tag,
+            None,
+            true,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn tsenddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        data: u64,
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            tag,
+            Some(data),
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tinjectdata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        tag: u64,
+    ) -> Result<()> {
+        let act = self.active()?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            tag,
+            Some(data),
+            true,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn trecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        _d: Desc,
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let r = PostedRecv::tagged(ctx, tag, ignore, IoList::one(buf as usize, len), len)
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn trecvv(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let l = IoList::from_iov(iov)?;
+        let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let l = IoList::from_iov(iov)?;
+        let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
+        let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
+            .from_src(recv_src(&self.sh, msg.addr))
+            .with_flags(flags & keep);
+        self.sh.post_recv(act, r)
+    }
+}
+
+/// The iov array of a message.
+///
+/// # Safety
+/// `p` points to `n` entries (or `n` is 0).
+unsafe fn iov_slice<'a>(p: *const Iov, n: usize) -> Result<&'a [Iov]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::new(Errno::EINVAL, "shm: null msg_iov"));
+    }
+    if n > IOV_LIMIT {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("shm: {n} iov entries, the limit is {IOV_LIMIT}"),
+        ));
+    }
+    // SAFETY: caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// The single remote buffer of an RMA message (`rma_iov_limit` is 1); its length must
+/// equal the local total.
+///
+/// # Safety
+/// `msg.rma_iov` points to `msg.rma_iov_count` entries.
+unsafe fn one_rma_iov(msg: &MsgRma, total: usize) -> Result<(u64, u64)> {
+    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("shm: {} remote buffers (the limit is 1)", msg.rma_iov_count),
+        ));
+    }
+    // SAFETY: caller's contract; count is 1.
+    let r = unsafe { *msg.rma_iov };
+    if r.len != total {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "shm: remote buffer of {} bytes for {total} local bytes",
+                r.len
+            ),
+        ));
+    }
+    Ok((r.addr, r.key))
+}
+
+impl MrEndpointTarget for Endpoint {
+    fn mr_endpoint_id(&self) -> u64 {
+        Arc::as_ptr(&self.sh) as u64
+    }
+}
+
+/// The single buffer of an atomic I/O vector (`iov_limit` for atomics is 1).
+fn one_ioc(v: &[Ioc]) -> Result<(u64, usize)> {
+    match v {
+        [one] => Ok((one.addr as u64, one.count)),
+        _ => Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "shm: atomic vectors of {} buffers (the limit is 1)",
+                v.len()
+            ),
+        )),
+    }
+}
+
+/// The default flags of send, RMA and atomic calls without flags, from
+/// `tx_attr.op_flags`. A result of getinfo without hints carries every completion
+/// level the provider supports; the weakest named one is the default then, so
+/// `FI_DELIVERY_COMPLETE` applies only when it is the only level asked for.
+fn default_tx_flags(f: OpFlags) -> OpFlags {
+    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
+        f - OpFlags::DELIVERY_COMPLETE
+    } else {
+        f
+    }
+}
+
+/// The parts of an atomic message: local buffer and count, datatype, operation, and
+/// the single remote buffer's address and key.
+///
+/// # Safety
+/// `msg.msg_iov` and `msg.rma_iov` point to their counts of entries.
+unsafe fn atomic_msg_parts(msg: &MsgAtomic) -> Result<(u64, usize, Datatype, AtomicOp, u64, u64)> {
+    if msg.iov_count != 1
+        || msg.msg_iov.is_null()
+        || msg.rma_iov_count != 1
+        || msg.rma_iov.is_null()
+    {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "shm: atomic messages take one local and one remote buffer",
+        ));
+    }
+    // SAFETY: caller's contract; both counts are 1.
+    let (l, r) = unsafe { (*msg.msg_iov, *msg.rma_iov) };
+    let dt = Datatype::from_raw(msg.datatype)
+        .ok_or_else(|| Error::new(Errno::EINVAL, "shm: unknown atomic datatype"))?;
+    let op = AtomicOp::from_raw(msg.op)
+        .ok_or_else(|| Error::new(Errno::EINVAL, "shm: unknown atomic operation"))?;
+    if r.count != l.count {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "shm: remote and local atomic element counts differ",
+        ));
+    }
+    Ok((l.addr as u64, l.count, dt, op, r.addr, r.key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_complete_is_a_default_only_when_alone() {
+        let all = OpFlags::COMPLETION
+            | OpFlags::INJECT_COMPLETE
+            | OpFlags::TRANSMIT_COMPLETE
+            | OpFlags::DELIVERY_COMPLETE;
+        assert!(!default_tx_flags(all).contains(OpFlags::DELIVERY_COMPLETE));
+        let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+        assert_eq!(default_tx_flags(dc), dc);
+    }
+
+    #[test]
+    fn io_lists_split_and_total() {
+        let l = IoList::from_pairs(&[(100, 10), (200, 5), (300, 0), (400, 7)]);
+        assert_eq!(l.total(), 22);
+        assert_eq!(l.sub(8, 5).slice(), &[(108, 2), (200, 3)]);
+        assert_eq!(l.sub(15, 7).slice(), &[(400, 7)]);
+        assert_eq!(l.addr_at(12), 202);
+        let huge = IoList::from_pairs(&[(0, usize::MAX), (0, 5)]);
+        assert_eq!(huge.total(), usize::MAX);
+    }
+}

@@ -1,0 +1,275 @@
+//! The fabric, the domain and the address vector, built from the kit.
+//!
+//! - [`Fabric`] is the family type: event queues are the kit's `KitEq`, wait sets
+//!   `KitWait`; passive endpoints are `Unsupported` (`FI_ENOSYS`).
+//! - [`Domain`] owns the domain's `ProgressEngine` (manual, or auto with its own thread,
+//!   from `domain_attr.data_progress`); its CQs (`KitCq`) and counters (`KitCntr`) are
+//!   bound to it, and every endpoint registers with it.
+//! - [`Av`] is the kit's `KitAv` behind an `Arc` (endpoints keep it). Inserted
+//!   addresses must be `fi_shm://NAME` with a valid region name (else `FI_EINVAL` for
+//!   that address).
+//!
+//! Nothing here panics.
+
+use std::sync::Arc;
+
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::av::AvAttr;
+use ofi_core::cntr::CntrAttr;
+use ofi_core::cq::CqAttr;
+use ofi_core::eq::EqAttr;
+use ofi_core::mr::MrAttr;
+use ofi_core::provider::{AvOps, DomainOps, FabricOps, TryWaitRef, Unsupported};
+use ofi_core::wait::WaitAttr;
+use ofi_core::MrMode;
+use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
+use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::mr::{KitMr, MrConfig, MrTable};
+use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::wait::{self, KitWait, Waitable};
+
+use crate::ep::Endpoint;
+use crate::{Settings, ADDR_PREFIX};
+
+/// A fabric: every process of this host that uses this provider.
+#[derive(Debug)]
+pub struct Fabric {
+    settings: Settings,
+}
+
+fn check_ep_type(info: &Info) -> Result<()> {
+    if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "shm: {} endpoints are not supported (only FI_EP_RDM)",
+                info.ep_attr.ep_type
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Fabric {
+    /// Open the fabric for `info`.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for an endpoint type other than `FI_EP_RDM`.
+    pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
+        check_ep_type(info)?;
+        Ok(Fabric { settings })
+    }
+}
+
+impl FabricOps for Fabric {
+    type Domain = Domain;
+    type PassiveEp = Unsupported;
+    type Eq = KitEq;
+    type Wait = KitWait;
+
+    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
+        check_ep_type(info)?;
+        let engine = ProgressEngine::new(ProgressMode::from(info.domain_attr.data_progress))?;
+        let mode = info.domain_attr.mr_mode
+            & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL);
+        let mut cfg = MrConfig::new(mode);
+        cfg.iov_limit = crate::IOV_LIMIT;
+        Ok(Domain {
+            settings: self.settings,
+            engine: Arc::new(engine),
+            av_type: info.domain_attr.av_type,
+            mr: MrTable::new(cfg)?,
+        })
+    }
+
+    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
+        KitEq::new(attr)
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
+        KitWait::new(attr)
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        let list: Vec<&dyn Waitable> = objs
+            .iter()
+            .map(|o| match o {
+                TryWaitRef::Cq(c) => *c as &dyn Waitable,
+                TryWaitRef::Cntr(c) => *c as &dyn Waitable,
+                TryWaitRef::Eq(e) => *e as &dyn Waitable,
+                TryWaitRef::Wait(w) => *w as &dyn Waitable,
+            })
+            .collect();
+        wait::trywait(&list)
+    }
+}
+
+/// A domain: opens endpoints, CQs, counters and AVs; owns the progress engine.
+#[derive(Debug)]
+pub struct Domain {
+    settings: Settings,
+    engine: Arc<ProgressEngine>,
+    av_type: AvType,
+    mr: Arc<MrTable>,
+}
+
+impl Domain {
+    /// The domain's progress engine.
+    pub fn engine(&self) -> &Arc<ProgressEngine> {
+        &self.engine
+    }
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    type Cq = KitCq;
+    type Cntr = KitCntr;
+    type Av = Av;
+    type Mr = KitMr;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        if flags != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "shm: fi_endpoint2 flags are not supported",
+            ));
+        }
+        check_ep_type(info)?;
+        Endpoint::open(
+            self.settings,
+            info,
+            context,
+            self.engine.clone(),
+            self.mr.clone(),
+        )
+    }
+
+    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress(attr, self.engine.clone())
+    }
+
+    /// Registration by the kit's MR table; access bits it does not know are
+    /// `FI_EBADFLAGS` (flags of an unsupported kind, as for every other flag argument).
+    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
+        let extra = attr.access - ofi_kit::mr::MR_ACCESS;
+        if !extra.is_empty() {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!("shm: mr_reg: unknown access bits {:#x}", extra.bits()),
+            ));
+        }
+        self.mr.register(attr, flags)
+    }
+
+    fn query_atomic(
+        &self,
+        datatype: ofi_core::enums::Datatype,
+        op: ofi_core::enums::AtomicOp,
+        flags: u64,
+    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+        let a = ofi_kit::atomic::query(op, datatype, flags)?;
+        let size = a.size.max(1);
+        Ok(ofi_core::abi::raw::AtomicAttr {
+            count: a.count.min(self.settings.max_msg_size / size),
+            size: a.size,
+        })
+    }
+
+    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress(attr, self.engine.clone())
+    }
+
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+        let mut cfg = AvConfig::new(AddrFormat::STR);
+        cfg.default_type = match self.av_type {
+            AvType::Map => AvType::Map,
+            _ => AvType::Table,
+        };
+        let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
+        Ok(Av {
+            inner: Arc::new(kit),
+        })
+    }
+}
+
+/// The region name of an `fi_shm://NAME` address.
+///
+/// # Errors
+/// `FI_EINVAL` for another format or a bad name.
+pub fn region_name(a: &Address) -> Result<&str> {
+    match a {
+        Address::Str(s) => {
+            let name = s.strip_prefix(ADDR_PREFIX).ok_or_else(|| {
+                Error::new(
+                    Errno::EINVAL,
+                    format!("shm: address {s:?} does not start with {ADDR_PREFIX}"),
+                )
+            })?;
+            crate::region::check_name(name)?;
+            Ok(name)
+        }
+        other => Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "shm: address of format {} (expected FI_ADDR_STR)",
+                other.format()
+            ),
+        )),
+    }
+}
+
+/// The address vector: the kit's, shared with the endpoints bound to it.
+#[derive(Debug)]
+pub struct Av {
+    inner: Arc<KitAv<()>>,
+}
+
+impl Av {
+    /// The kit AV (endpoints keep a clone).
+    pub fn kit(&self) -> &Arc<KitAv<()>> {
+        &self.inner
+    }
+}
+
+impl AvOps<Fabric> for Av {
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
+    }
+
+    fn insertsvc(
+        &self,
+        node: &str,
+        service: &str,
+        fi_addr: &mut u64,
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
+    }
+
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
+        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
+    }
+
+    fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
+    }
+
+    fn straddr(&self, addr: &Address) -> String {
+        AvOps::<Fabric>::straddr(&*self.inner, addr)
+    }
+
+    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
+        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
+    }
+}

@@ -1,0 +1,1001 @@
+//! The shared region of one endpoint: creation (`shm_open` + `ftruncate` + `mmap`),
+//! mapping a peer's region with validation, stale-region reclamation, and typed access
+//! to the header, the ring control blocks, the slots, the acknowledgement entries and
+//! the bounce chunks.
+//!
+//! # Layout (all offsets from the start of the mapping; `#[repr(C)]`-style, little
+//! endian, offsets never pointers)
+//!
+//! ```text
+//! 0      header (HEADER_SIZE = 256)
+//!        +0 magic u64  +8 version u32  +12 header size u32  +16 owner pid u32
+//!        +20 rings u32 +24 owner start time u64  +32 total size u64
+//!        +40 slots/ring u32  +44 chunks/ring u32  +48 chunk size u32
+//!        +52 ready u32 (atomic; 1 once the header is complete)  +56 closed u32 (atomic)
+//!        +64 claims generation u64 (atomic, own cache line)
+//! 256    ring 0, ring 1, … each `ring_stride` bytes:
+//!        +0   control line: claim u64 (atomic: 0 free, else pid<<32|token),
+//!             state u32 (atomic: 0 free, 1 attaching, 2 ready, 3 closed by sender),
+//!             cma u32 (atomic: 0 unknown, 1 usable, 2 refused), sender pid u32,
+//!             name length u32, probe address u64, probe value u64
+//!        +64  sender's name (up to NAME_MAX bytes)
+//!        +128 head u64 (sender, informational)          — own cache line
+//!        +192 tail u64 (receiver: released positions)   — own cache line
+//!        +256 ack tail u64 (sender: acks consumed)      — own cache line
+//!        +320 chunk states, one u32 per chunk (atomic: 0 free, 1 full)
+//!        +384 slots: `slots` × SLOT_SIZE (sequence word first, see [`crate::ring`])
+//!        then acks: `slots` × ACK_SIZE (sequence word, message id, status)
+//!        then bounce chunks: `chunks` × chunk size
+//! ```
+//!
+//! # Invariants
+//!
+//! - The owner writes the header once, before setting `ready`; afterwards only the
+//!   atomic words change. A peer copies the geometry out of the header once, checks it
+//!   ([`Geometry::validate`]) against the size of the file it mapped, and from then on
+//!   computes every offset from its own copy — so every offset it uses lies inside its
+//!   mapping, whatever the owner writes later.
+//! - Every length or index read from a slot, an ack or a name is checked by the caller
+//!   against the geometry before it is used (see `ep.rs`); the accessors here take
+//!   indices that were computed locally and check them in debug builds only.
+//! - A region's name is unlinked when its owner closes it; a region whose owner is
+//!   dead is unlinked by the next process that opens a region ([`reclaim_stale`]); a
+//!   region whose owner is alive is never touched.
+//!
+//! # What may panic
+//!
+//! Nothing: every OS failure is an `Error`.
+
+use std::ffi::CString;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use ofi_core::{Errno, Error, Result};
+
+use crate::ring::RingWords;
+
+/// `"OFIRSHM1"` as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"OFIRSHM1");
+/// Layout version.
+pub const VERSION: u32 = 1;
+/// Bytes of the header.
+pub const HEADER_SIZE: usize = 256;
+/// Bytes of a slot.
+pub const SLOT_SIZE: usize = 256;
+/// Bytes of a slot's header (sequence word, kind, flags, length, tag, data).
+pub const SLOT_HDR: usize = 32;
+/// Largest message carried inline in one slot.
+pub const INLINE_MAX: usize = SLOT_SIZE - SLOT_HDR;
+/// Bytes of an acknowledgement entry.
+pub const ACK_SIZE: usize = 32;
+/// Longest region name, in bytes.
+pub const NAME_MAX: usize = 63;
+/// Bytes of a ring's control block (before the slots).
+pub const RING_CTL: usize = 384;
+/// Most chunks per ring.
+pub const MAX_CHUNKS: usize = 16;
+/// Prefix of the names this provider generates (the stale-region scan looks only at
+/// these).
+pub const NAME_PREFIX: &str = "ofi-shm-";
+
+const LINE: usize = 64;
+
+/// The geometry of a region: how many rings, slots and chunks of what size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Rings (peers that can send to the owner at once).
+    pub rings: usize,
+    /// Slots per ring (a power of two).
+    pub slots: usize,
+    /// Bounce chunks per ring.
+    pub chunks: usize,
+    /// Bytes per bounce chunk (a multiple of 64).
+    pub chunk_size: usize,
+}
+
+impl Geometry {
+    /// Bytes of one ring.
+    pub fn ring_stride(&self) -> usize {
+        RING_CTL + self.slots * (SLOT_SIZE + ACK_SIZE) + self.chunks * self.chunk_size
+    }
+
+    /// Bytes of the whole region.
+    pub fn total(&self) -> usize {
+        HEADER_SIZE + self.rings * self.ring_stride()
+    }
+
+    /// Check the geometry's own limits and that the region fits in `len` bytes.
+    ///
+    /// # Errors
+    /// `FI_EPROTO` naming the bad field.
+    pub fn validate(&self, len: usize) -> Result<()> {
+        let bad = |what: String| Err(Error::new(Errno::EPROTO, format!("shm region: {what}")));
+        if self.rings == 0 || self.rings > 4096 {
+            return bad(format!("ring count {} outside 1..=4096", self.rings));
+        }
+        if !self.slots.is_power_of_two() || self.slots < 2 || self.slots > 4096 {
+            return bad(format!(
+                "slot count {} is not a power of two in 2..=4096",
+                self.slots
+            ));
+        }
+        if self.chunks == 0 || self.chunks > MAX_CHUNKS {
+            return bad(format!(
+                "chunk count {} outside 1..={MAX_CHUNKS}",
+                self.chunks
+            ));
+        }
+        if self.chunk_size == 0
+            || !self.chunk_size.is_multiple_of(LINE)
+            || self.chunk_size > 4 << 20
+        {
+            return bad(format!(
+                "chunk size {} is not a multiple of 64 up to 4 MiB",
+                self.chunk_size
+            ));
+        }
+        // The limits above keep this far from overflowing usize.
+        if self.total() > len {
+            return bad(format!(
+                "geometry needs {} bytes, the mapping has {len}",
+                self.total()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A shared mapping (unmapped on drop).
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all access to it goes through atomics or
+// raw copies whose synchronisation the ring protocol provides.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned; nothing borrows the
+        // mapping once its owner is dropped.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+fn os_err(what: &str) -> Error {
+    let e = std::io::Error::last_os_error();
+    let code = match e.raw_os_error() {
+        Some(libc::ENOENT) => Errno::ENOENT,
+        Some(libc::EEXIST) => Errno::EADDRINUSE,
+        Some(libc::EACCES) | Some(libc::EPERM) => Errno::EACCES,
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) => Errno::ENOMEM,
+        Some(libc::EMFILE) | Some(libc::ENFILE) => Errno::EMFILE,
+        _ => Errno::EIO,
+    };
+    Error::new(code, format!("shm: {what}: {e}"))
+}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` shared, read-write.
+    fn map(fd: libc::c_int, len: usize) -> Result<Mapping> {
+        // SAFETY: a fresh shared mapping of an open fd; the kernel checks the arguments.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap"));
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).ok_or_else(|| Error::new(Errno::EIO, "mmap gave null"))?,
+            len,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never, for a mapped region).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The base address.
+    pub fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The atomic u64 at `off` (8-aligned, inside the mapping: callers compute `off`
+    /// from a validated geometry).
+    #[inline]
+    pub fn u64_at(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: `off` is aligned and in bounds (invariant of every caller); the
+        // mapping outlives the reference; AtomicU64 has the layout of u64.
+        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    /// The atomic u32 at `off` (4-aligned, inside the mapping).
+    #[inline]
+    pub fn u32_at(&self, off: usize) -> &AtomicU32 {
+        debug_assert!(off.is_multiple_of(4) && off + 4 <= self.len);
+        // SAFETY: as for `u64_at`.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    /// Copy `dst.len()` bytes from offset `off`, if they lie inside the mapping.
+    pub fn read_bytes(&self, off: usize, dst: &mut [u8]) -> bool {
+        match off.checked_add(dst.len()) {
+            Some(end) if end <= self.len => {
+                // SAFETY: the range is inside the mapping; a concurrent write by a peer
+                // can only change the bytes copied, which the caller validates.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.ptr.as_ptr().add(off),
+                        dst.as_mut_ptr(),
+                        dst.len(),
+                    )
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Copy `src` to offset `off`, if it fits inside the mapping.
+    pub fn write_bytes(&self, off: usize, src: &[u8]) -> bool {
+        match off.checked_add(src.len()) {
+            Some(end) if end <= self.len => {
+                // SAFETY: the range is inside the mapping.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        src.as_ptr(),
+                        self.ptr.as_ptr().add(off),
+                        src.len(),
+                    )
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+// Header field offsets.
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = 8;
+const H_HDRSIZE: usize = 12;
+const H_PID: usize = 16;
+const H_RINGS: usize = 20;
+const H_START: usize = 24;
+const H_TOTAL: usize = 32;
+const H_SLOTS: usize = 40;
+const H_CHUNKS: usize = 44;
+const H_CHUNK_SIZE: usize = 48;
+const H_READY: usize = 52;
+const H_CLOSED: usize = 56;
+const H_CLAIMS_GEN: usize = 64;
+
+// Ring control offsets.
+const R_CLAIM: usize = 0;
+const R_STATE: usize = 8;
+const R_CMA: usize = 12;
+const R_PID: usize = 16;
+const R_NAME_LEN: usize = 20;
+const R_PROBE_ADDR: usize = 24;
+const R_PROBE_VAL: usize = 32;
+const R_NAME: usize = 64;
+const R_HEAD: usize = 128;
+const R_TAIL: usize = 192;
+const R_ACK_TAIL: usize = 256;
+const R_CHUNK_STATE: usize = 320;
+
+/// Ring states (`state` word).
+pub mod state {
+    /// Nobody sends on the ring.
+    pub const FREE: u32 = 0;
+    /// A sender claimed it and is filling in its identity.
+    pub const ATTACHING: u32 = 1;
+    /// The sender's identity is complete; messages may follow.
+    pub const READY: u32 = 2;
+    /// The sender closed; the receiver releases the ring once it is drained.
+    pub const CLOSED: u32 = 3;
+}
+
+/// CMA states (`cma` word).
+pub mod cma_state {
+    /// The receiver has not probed yet.
+    pub const UNKNOWN: u32 = 0;
+    /// The receiver read the sender's memory.
+    pub const OK: u32 = 1;
+    /// The receiver could not (or was told not to).
+    pub const REFUSED: u32 = 2;
+}
+
+/// A mapped region, the owner's or a peer's, with its validated geometry.
+#[derive(Debug)]
+pub struct Region {
+    map: Mapping,
+    geo: Geometry,
+    name: String,
+    owner_pid: i32,
+    owner_start: u64,
+}
+
+/// One ring of a region: a view that computes offsets from the region's geometry.
+#[derive(Clone, Copy)]
+pub struct Ring<'a> {
+    region: &'a Region,
+    base: usize,
+}
+
+impl RingWords for Ring<'_> {
+    #[inline]
+    fn seq(&self, i: usize) -> &AtomicU64 {
+        self.region.map.u64_at(self.slot_off(i))
+    }
+    #[inline]
+    fn tail(&self) -> &AtomicU64 {
+        self.region.map.u64_at(self.base + R_TAIL)
+    }
+}
+
+/// The acknowledgement ring of a ring (the receiver produces, the sender consumes).
+#[derive(Clone, Copy)]
+pub struct AckRing<'a>(pub Ring<'a>);
+
+impl RingWords for AckRing<'_> {
+    #[inline]
+    fn seq(&self, i: usize) -> &AtomicU64 {
+        self.0.region.map.u64_at(self.0.ack_off(i))
+    }
+    #[inline]
+    fn tail(&self) -> &AtomicU64 {
+        self.0.region.map.u64_at(self.0.base + R_ACK_TAIL)
+    }
+}
+
+impl<'a> Ring<'a> {
+    /// Offset of slot `i`.
+    #[inline]
+    pub fn slot_off(&self, i: usize) -> usize {
+        self.base + RING_CTL + (i & (self.region.geo.slots - 1)) * SLOT_SIZE
+    }
+    /// Offset of ack entry `i`.
+    #[inline]
+    pub fn ack_off(&self, i: usize) -> usize {
+        let g = &self.region.geo;
+        self.base + RING_CTL + g.slots * SLOT_SIZE + (i & (g.slots - 1)) * ACK_SIZE
+    }
+    /// Offset of chunk `c` (`c < chunks`, checked by the caller).
+    #[inline]
+    pub fn chunk_off(&self, c: usize) -> usize {
+        let g = &self.region.geo;
+        self.base + RING_CTL + g.slots * (SLOT_SIZE + ACK_SIZE) + (c % g.chunks) * g.chunk_size
+    }
+    /// The region.
+    pub fn region(&self) -> &'a Region {
+        self.region
+    }
+    /// The mapping.
+    pub fn map(&self) -> &'a Mapping {
+        &self.region.map
+    }
+    /// The claim word.
+    pub fn claim(&self) -> &'a AtomicU64 {
+        self.region.map.u64_at(self.base + R_CLAIM)
+    }
+    /// The state word.
+    pub fn state(&self) -> &'a AtomicU32 {
+        self.region.map.u32_at(self.base + R_STATE)
+    }
+    /// The CMA word.
+    pub fn cma(&self) -> &'a AtomicU32 {
+        self.region.map.u32_at(self.base + R_CMA)
+    }
+    /// The sender's informational head.
+    pub fn head_word(&self) -> &'a AtomicU64 {
+        self.region.map.u64_at(self.base + R_HEAD)
+    }
+    /// The receiver's tail.
+    pub fn tail_word(&self) -> &'a AtomicU64 {
+        self.region.map.u64_at(self.base + R_TAIL)
+    }
+    /// The sender's ack tail.
+    pub fn ack_tail_word(&self) -> &'a AtomicU64 {
+        self.region.map.u64_at(self.base + R_ACK_TAIL)
+    }
+    /// The state of chunk `c` (`c < chunks`).
+    pub fn chunk_state(&self, c: usize) -> &'a AtomicU32 {
+        self.region
+            .map
+            .u32_at(self.base + R_CHUNK_STATE + 4 * (c % MAX_CHUNKS))
+    }
+    /// The acknowledgement ring.
+    pub fn acks(&self) -> AckRing<'a> {
+        AckRing(*self)
+    }
+
+    /// Write the sender's identity (after a successful claim).
+    pub fn write_identity(&self, pid: i32, name: &str, probe_addr: u64, probe_val: u64) {
+        let m = &self.region.map;
+        m.u32_at(self.base + R_PID)
+            .store(pid as u32, Ordering::Relaxed);
+        let n = name.len().min(NAME_MAX);
+        m.write_bytes(self.base + R_NAME, &name.as_bytes()[..n]);
+        m.u32_at(self.base + R_NAME_LEN)
+            .store(n as u32, Ordering::Relaxed);
+        m.u64_at(self.base + R_PROBE_ADDR)
+            .store(probe_addr, Ordering::Relaxed);
+        m.u64_at(self.base + R_PROBE_VAL)
+            .store(probe_val, Ordering::Relaxed);
+    }
+
+    /// Read the sender's identity: pid, name, probe address and value. `None` if the
+    /// name length is out of range or the name is not UTF-8 (a corrupt ring).
+    pub fn read_identity(&self) -> Option<(i32, String, u64, u64)> {
+        let m = &self.region.map;
+        let pid = m.u32_at(self.base + R_PID).load(Ordering::Relaxed) as i32;
+        let n = m.u32_at(self.base + R_NAME_LEN).load(Ordering::Relaxed) as usize;
+        if n == 0 || n > NAME_MAX || pid <= 0 {
+            return None;
+        }
+        let mut buf = vec![0u8; n];
+        if !m.read_bytes(self.base + R_NAME, &mut buf) {
+            return None;
+        }
+        let name = String::from_utf8(buf).ok()?;
+        let pa = m.u64_at(self.base + R_PROBE_ADDR).load(Ordering::Relaxed);
+        let pv = m.u64_at(self.base + R_PROBE_VAL).load(Ordering::Relaxed);
+        Some((pid, name, pa, pv))
+    }
+}
+
+impl Region {
+    /// The geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+    /// The region's name (without the leading `/`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The owner's pid.
+    pub fn owner_pid(&self) -> i32 {
+        self.owner_pid
+    }
+    /// The owner's process start time (0 if unknown).
+    pub fn owner_start(&self) -> u64 {
+        self.owner_start
+    }
+    /// The mapping.
+    pub fn map(&self) -> &Mapping {
+        &self.map
+    }
+    /// Ring `r` (`r < rings`).
+    #[inline]
+    pub fn ring(&self, r: usize) -> Ring<'_> {
+        Ring {
+            region: self,
+            base: HEADER_SIZE + (r % self.geo.rings) * self.geo.ring_stride(),
+        }
+    }
+    /// The claims generation (bumped by each sender that attaches).
+    pub fn claims_gen(&self) -> &AtomicU64 {
+        self.map.u64_at(H_CLAIMS_GEN)
+    }
+    /// The owner's closed flag.
+    pub fn closed(&self) -> &AtomicU32 {
+        self.map.u32_at(H_CLOSED)
+    }
+
+    /// Create the region `name` (owned by this process), reclaiming a stale file of
+    /// the same name left by a dead process. A live owner's region is never touched.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad name; `FI_EADDRINUSE` when a live process owns the name
+    /// (or the file is not a region of this provider); OS failures.
+    pub fn create(name: &str, geo: Geometry) -> Result<Region> {
+        check_name(name)?;
+        geo.validate(usize::MAX)?;
+        let path = shm_path(name)?;
+        let fd = loop {
+            // SAFETY: `path` is a NUL-terminated string.
+            let fd = unsafe {
+                libc::shm_open(
+                    path.as_ptr(),
+                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd >= 0 {
+                break fd;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                return Err(os_err("shm_open (create)"));
+            }
+            match probe_owner(name) {
+                Owner::Dead => {
+                    unlink(name);
+                }
+                Owner::Alive(pid) => {
+                    return Err(Error::new(
+                        Errno::EADDRINUSE,
+                        format!("shm: region {name:?} is in use by live process {pid}"),
+                    ))
+                }
+                Owner::Foreign => {
+                    return Err(Error::new(
+                        Errno::EADDRINUSE,
+                        format!("shm: /dev/shm/{name} exists and is not an ofi-rs shm region"),
+                    ))
+                }
+            }
+        };
+        let total = geo.total();
+        let res = (|| {
+            // SAFETY: `fd` is an open shm fd.
+            if unsafe { libc::ftruncate(fd, total as libc::off_t) } != 0 {
+                return Err(os_err("ftruncate"));
+            }
+            Mapping::map(fd, total)
+        })();
+        // SAFETY: `fd` is ours; the mapping (if any) keeps the memory.
+        unsafe { libc::close(fd) };
+        let map = match res {
+            Ok(m) => m,
+            Err(e) => {
+                unlink(name);
+                return Err(e);
+            }
+        };
+        let pid = std::process::id() as i32;
+        let start = process_start(pid).unwrap_or(0);
+        // Pid first, so a creator that dies before `ready` is recognised as dead.
+        map.u32_at(H_PID).store(pid as u32, Ordering::Relaxed);
+        map.u64_at(H_MAGIC).store(MAGIC, Ordering::Relaxed);
+        map.u32_at(H_VERSION).store(VERSION, Ordering::Relaxed);
+        map.u32_at(H_HDRSIZE)
+            .store(HEADER_SIZE as u32, Ordering::Relaxed);
+        map.u32_at(H_RINGS)
+            .store(geo.rings as u32, Ordering::Relaxed);
+        map.u64_at(H_START).store(start, Ordering::Relaxed);
+        map.u64_at(H_TOTAL).store(total as u64, Ordering::Relaxed);
+        map.u32_at(H_SLOTS)
+            .store(geo.slots as u32, Ordering::Relaxed);
+        map.u32_at(H_CHUNKS)
+            .store(geo.chunks as u32, Ordering::Relaxed);
+        map.u32_at(H_CHUNK_SIZE)
+            .store(geo.chunk_size as u32, Ordering::Relaxed);
+        map.u32_at(H_READY).store(1, Ordering::Release);
+        Ok(Region {
+            map,
+            geo,
+            name: name.to_string(),
+            owner_pid: pid,
+            owner_start: start,
+        })
+    }
+
+    /// Map the region `name` of a peer, validating its header against the file size.
+    ///
+    /// # Errors
+    /// `FI_ECONNREFUSED` when there is no such region, it is not ready, its owner
+    /// closed it or is dead; `FI_EPROTO` for a corrupt header; OS failures.
+    pub fn open_peer(name: &str) -> Result<Region> {
+        check_name(name)?;
+        let path = shm_path(name)?;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe { libc::shm_open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            let e = os_err("shm_open");
+            return Err(if e.code() == Errno::ENOENT {
+                Error::new(
+                    Errno::ECONNREFUSED,
+                    format!("shm: no region {name:?} (peer closed or never existed)"),
+                )
+            } else {
+                e
+            });
+        }
+        let res = (|| {
+            let len = fd_size(fd)?;
+            if len < HEADER_SIZE {
+                return Err(Error::new(
+                    Errno::EPROTO,
+                    format!("shm: region {name:?} is {len} bytes, smaller than a header"),
+                ));
+            }
+            Mapping::map(fd, len)
+        })();
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        let map = res?;
+        Region::from_peer_mapping(name, map)
+    }
+
+    /// Validate a peer's mapping (see [`Region::open_peer`]).
+    fn from_peer_mapping(name: &str, map: Mapping) -> Result<Region> {
+        let proto =
+            |what: String| Error::new(Errno::EPROTO, format!("shm: region {name:?}: {what}"));
+        if map.u64_at(H_MAGIC).load(Ordering::Relaxed) != MAGIC {
+            return Err(proto("bad magic".into()));
+        }
+        if map.u32_at(H_READY).load(Ordering::Acquire) != 1 {
+            return Err(Error::new(
+                Errno::ECONNREFUSED,
+                format!("shm: region {name:?} is not ready"),
+            ));
+        }
+        let v = map.u32_at(H_VERSION).load(Ordering::Relaxed);
+        if v != VERSION {
+            return Err(proto(format!(
+                "layout version {v}, this provider speaks {VERSION}"
+            )));
+        }
+        let hs = map.u32_at(H_HDRSIZE).load(Ordering::Relaxed) as usize;
+        if hs != HEADER_SIZE {
+            return Err(proto(format!("header size {hs}, expected {HEADER_SIZE}")));
+        }
+        let geo = Geometry {
+            rings: map.u32_at(H_RINGS).load(Ordering::Relaxed) as usize,
+            slots: map.u32_at(H_SLOTS).load(Ordering::Relaxed) as usize,
+            chunks: map.u32_at(H_CHUNKS).load(Ordering::Relaxed) as usize,
+            chunk_size: map.u32_at(H_CHUNK_SIZE).load(Ordering::Relaxed) as usize,
+        };
+        geo.validate(map.len())?;
+        let total = map.u64_at(H_TOTAL).load(Ordering::Relaxed);
+        if total != geo.total() as u64 {
+            return Err(proto(format!(
+                "total size {total} does not match its geometry ({})",
+                geo.total()
+            )));
+        }
+        let pid = map.u32_at(H_PID).load(Ordering::Relaxed) as i32;
+        let start = map.u64_at(H_START).load(Ordering::Relaxed);
+        if pid <= 0 {
+            return Err(proto(format!("owner pid {pid}")));
+        }
+        if map.u32_at(H_CLOSED).load(Ordering::Acquire) != 0 || !pid_alive(pid, start) {
+            return Err(Error::new(
+                Errno::ECONNREFUSED,
+                format!("shm: region {name:?}: its owner (pid {pid}) closed it or is gone"),
+            ));
+        }
+        Ok(Region {
+            map,
+            geo,
+            name: name.to_string(),
+            owner_pid: pid,
+            owner_start: start,
+        })
+    }
+
+    /// Whether the owner is alive and has not closed the region.
+    pub fn owner_alive(&self) -> bool {
+        self.closed().load(Ordering::Acquire) == 0 && pid_alive(self.owner_pid, self.owner_start)
+    }
+}
+
+/// Whether `name` is a valid region name (1..=NAME_MAX of `[A-Za-z0-9._-]`, not `.`/`..`).
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Errno::EINVAL,
+            format!("shm: bad region name {name:?} (1 to {NAME_MAX} of A-Z a-z 0-9 . _ -)"),
+        ))
+    }
+}
+
+fn shm_path(name: &str) -> Result<CString> {
+    CString::new(format!("/{name}"))
+        .map_err(|_| Error::new(Errno::EINVAL, "shm: region name contains NUL"))
+}
+
+fn fd_size(fd: libc::c_int) -> Result<usize> {
+    // SAFETY: zeroed stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is writable.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(os_err("fstat"));
+    }
+    Ok(st.st_size.max(0) as usize)
+}
+
+/// How old a region file whose owner is unknown must be before it counts as stale.
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn fd_age(fd: libc::c_int) -> std::time::Duration {
+    // SAFETY: zeroed stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is writable.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    std::time::Duration::from_secs(now.saturating_sub(st.st_mtime).max(0) as u64)
+}
+
+/// Unlink the region name `name` (errors ignored: it may be gone already).
+pub fn unlink(name: &str) {
+    if let Ok(path) = shm_path(name) {
+        // SAFETY: `path` is NUL-terminated.
+        unsafe { libc::shm_unlink(path.as_ptr()) };
+    }
+}
+
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`), if readable.
+pub fn process_start(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields follow the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid` lives (and, if `start` is not 0, is the same process: a
+/// reused pid has another start time).
+pub fn pid_alive(pid: i32, start: u64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return false;
+    }
+    if start != 0 {
+        if let Some(s) = process_start(pid) {
+            return s == start;
+        }
+    }
+    true
+}
+
+/// What a region file's header says about its owner.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Not a region of this provider (or unreadable): never touched.
+    Foreign,
+    /// Its owner lives.
+    Alive(i32),
+    /// Its owner is gone: the file may be unlinked.
+    Dead,
+}
+
+/// Look at the header of region file `name` to see whether its owner lives.
+pub fn probe_owner(name: &str) -> Owner {
+    let Ok(path) = shm_path(name) else {
+        return Owner::Foreign;
+    };
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { libc::shm_open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        return Owner::Foreign;
+    }
+    let len = fd_size(fd).unwrap_or(0);
+    // A creator that died before writing its pid leaves a file whose owner is unknown:
+    // it counts as dead only with our prefix and once it is old enough that no live
+    // creator can still be initialising it.
+    let orphan = name.starts_with(NAME_PREFIX) && fd_age(fd) > ORPHAN_AGE;
+    let out = if len < HEADER_SIZE {
+        if len == 0 && orphan {
+            Owner::Dead
+        } else {
+            Owner::Foreign
+        }
+    } else {
+        // SAFETY: read-only shared mapping of the header.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HEADER_SIZE,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            Owner::Foreign
+        } else {
+            let m = Mapping {
+                // SAFETY: mmap succeeded, so `p` is not null.
+                ptr: unsafe { NonNull::new_unchecked(p.cast()) },
+                len: HEADER_SIZE,
+            };
+            let magic = m.u64_at(H_MAGIC).load(Ordering::Relaxed);
+            let pid = m.u32_at(H_PID).load(Ordering::Relaxed) as i32;
+            let start = m.u64_at(H_START).load(Ordering::Relaxed);
+            if pid > 0 && pid_alive(pid, start) {
+                Owner::Alive(pid)
+            } else if (magic == MAGIC && pid > 0) || (pid <= 0 && orphan) {
+                Owner::Dead
+            } else {
+                Owner::Foreign
+            }
+        }
+    };
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    out
+}
+
+/// Unlink every region with this provider's generated prefix whose owner is dead.
+/// Returns the names removed.
+pub fn reclaim_stale() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return removed;
+    };
+    for e in dir.flatten() {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !name.starts_with(NAME_PREFIX) || check_name(&name).is_err() {
+            continue;
+        }
+        if probe_owner(&name) == Owner::Dead {
+            unlink(&name);
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn small() -> Geometry {
+        Geometry {
+            rings: 2,
+            slots: 4,
+            chunks: 2,
+            chunk_size: 4096,
+        }
+    }
+
+    fn uniq(tag: &str) -> String {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        format!(
+            "{NAME_PREFIX}t{}-{tag}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    fn exists(name: &str) -> bool {
+        std::path::Path::new("/dev/shm").join(name).exists()
+    }
+
+    #[test]
+    fn create_then_peer_maps_with_same_geometry() {
+        let name = uniq("a");
+        let r = Region::create(&name, small()).unwrap();
+        let p = Region::open_peer(&name).unwrap();
+        assert_eq!(p.geometry(), small());
+        assert_eq!(p.owner_pid(), std::process::id() as i32);
+        // A word written through one mapping is seen through the other.
+        r.ring(1).tail_word().store(77, Ordering::Release);
+        assert_eq!(p.ring(1).tail_word().load(Ordering::Acquire), 77);
+        unlink(&name);
+        assert!(!exists(&name));
+    }
+
+    #[test]
+    fn a_live_region_is_never_overwritten() {
+        let name = uniq("b");
+        let _r = Region::create(&name, small()).unwrap();
+        let e = Region::create(&name, small()).unwrap_err();
+        assert_eq!(e.code(), Errno::EADDRINUSE);
+        unlink(&name);
+    }
+
+    #[test]
+    fn bad_names_are_einval() {
+        for n in ["", ".", "..", "a/b", "a b", &"x".repeat(NAME_MAX + 1)] {
+            assert_eq!(check_name(n).unwrap_err().code(), Errno::EINVAL, "{n:?}");
+        }
+        assert!(check_name("ok-name_1.2").is_ok());
+    }
+
+    #[test]
+    fn missing_region_is_econnrefused() {
+        let e = Region::open_peer(&uniq("missing")).unwrap_err();
+        assert_eq!(e.code(), Errno::ECONNREFUSED);
+    }
+
+    #[test]
+    fn corrupt_headers_are_eproto() {
+        type Poke = fn(&Mapping);
+        let cases: [(&str, Poke); 6] = [
+            ("magic", |m| m.u64_at(H_MAGIC).store(1, Ordering::Relaxed)),
+            ("rings", |m| {
+                m.u32_at(H_RINGS).store(1 << 20, Ordering::Relaxed)
+            }),
+            ("slots", |m| m.u32_at(H_SLOTS).store(3, Ordering::Relaxed)),
+            ("chunk size", |m| {
+                m.u32_at(H_CHUNK_SIZE).store(100, Ordering::Relaxed)
+            }),
+            // More rings than the file holds.
+            ("too big", |m| m.u32_at(H_RINGS).store(3, Ordering::Relaxed)),
+            ("total", |m| m.u64_at(H_TOTAL).store(12, Ordering::Relaxed)),
+        ];
+        for (what, poke) in cases {
+            let name = uniq("c");
+            let r = Region::create(&name, small()).unwrap();
+            poke(r.map());
+            let e = Region::open_peer(&name).unwrap_err();
+            assert_eq!(e.code(), Errno::EPROTO, "{what}: {e}");
+            unlink(&name);
+        }
+    }
+
+    #[test]
+    fn stale_region_of_a_dead_process_is_reclaimed() {
+        let name = uniq("stale");
+        let r = Region::create(&name, small()).unwrap();
+        // Pretend the owner is a process that has exited: a child we reaped.
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i32;
+        let mut child = child;
+        child.wait().unwrap();
+        r.map().u32_at(H_PID).store(dead as u32, Ordering::Relaxed);
+        r.map().u64_at(H_START).store(0, Ordering::Relaxed);
+        drop(r);
+        assert_eq!(probe_owner(&name), Owner::Dead);
+        assert!(reclaim_stale().contains(&name));
+        assert!(!exists(&name));
+        // And creating over a stale file works too.
+        let r = Region::create(&name, small()).unwrap();
+        r.map().u32_at(H_PID).store(dead as u32, Ordering::Relaxed);
+        r.map().u64_at(H_START).store(0, Ordering::Relaxed);
+        drop(r);
+        let r2 = Region::create(&name, small()).unwrap();
+        assert_eq!(r2.owner_pid(), std::process::id() as i32);
+        unlink(&name);
+        assert!(!exists(&name));
+    }
+
+    #[test]
+    fn foreign_files_are_left_alone() {
+        let name = uniq("foreign");
+        std::fs::write(Path::new("/dev/shm").join(&name), vec![7u8; 512]).unwrap();
+        assert_eq!(probe_owner(&name), Owner::Foreign);
+        assert!(!reclaim_stale().contains(&name));
+        assert_eq!(
+            Region::create(&name, small()).unwrap_err().code(),
+            Errno::EADDRINUSE
+        );
+        std::fs::remove_file(Path::new("/dev/shm").join(&name)).unwrap();
+    }
+
+    use std::path::Path;
+}

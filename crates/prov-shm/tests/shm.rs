@@ -1,0 +1,859 @@
+//! The provider's own tests through the public API: two processes (the test binary
+//! re-executes itself in child mode), large messages by CMA and by bounce buffers with
+//! integrity checks, a peer killed with SIGKILL, stale-region reclamation, and a
+//! corrupted region. Every wait is bounded; every test checks that it leaves no
+//! region of its own in /dev/shm.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::fabric::Fabric;
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
+
+const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
+const BOUND: Duration = Duration::from_secs(20);
+
+/// One endpoint with its objects (field order = drop order).
+struct Node {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    av: AddressVector,
+    _domain: Domain,
+    _fabric: Fabric,
+}
+
+fn registry() -> Registry {
+    Registry::build(RegistryConfig {
+        builtins: vec![ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()],
+        ..RegistryConfig::default()
+    })
+}
+
+fn info(reg: &Registry) -> Info {
+    let mut hints = Info::hints()
+        .with_ep_type(EpType::Rdm)
+        .with_caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE);
+    hints.fabric_attr.prov_name = Some("shm".into());
+    let infos = reg
+        .getinfo(&GetinfoRequest {
+            hints: Some(hints),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+        .expect("getinfo shm");
+    infos[0].clone()
+}
+
+fn node(reg: &Registry) -> Node {
+    let info = info(reg);
+    let fabric = reg.open_fabric(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("cq");
+    let av = domain.av_open(&AvAttr::default()).expect("av");
+    let ep = domain.endpoint(&info).expect("endpoint");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .expect("bind cq");
+    ep.bind_av(&av).expect("bind av");
+    ep.enable().expect("enable");
+    Node {
+        ep,
+        cq,
+        av,
+        _domain: domain,
+        _fabric: fabric,
+    }
+}
+
+fn name_of(n: &Node) -> String {
+    match Address::from_bytes(AddrFormat::STR, &n.ep.getname().unwrap()).unwrap() {
+        Address::Str(s) => s,
+        other => panic!("not a string address: {other:?}"),
+    }
+}
+
+fn insert(n: &Node, addr: &str) -> u64 {
+    n.av.insert(&[Address::Str(addr.to_string())])
+        .expect("av insert")[0]
+}
+
+fn poll(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, CqErrEntry>> {
+    let mut e = [CqTaggedEntry {
+        op_context: 0,
+        flags: 0,
+        len: 0,
+        buf: std::ptr::null_mut(),
+        data: 0,
+        tag: 0,
+    }];
+    match cq.read(&mut e) {
+        Ok(_) => Some(Ok(e[0])),
+        Err(err) if err.code() == Errno::EAGAIN => None,
+        Err(err) if err.code() == Errno::EAVAIL => {
+            let mut ee = CqErrEntry::default();
+            cq.readerr(&mut ee, 0).expect("readerr");
+            Some(Err(ee))
+        }
+        Err(err) => panic!("cq read: {err}"),
+    }
+}
+
+fn wait(cq: &CompletionQueue, what: &str) -> Result<CqTaggedEntry, CqErrEntry> {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        if let Some(c) = poll(cq) {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: nothing within {BOUND:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn wait_ok(cq: &CompletionQueue, what: &str) -> CqTaggedEntry {
+    match wait(cq, what) {
+        Ok(e) => e,
+        Err(ee) => panic!("{what}: error completion {}", Errno(ee.err)),
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i * 7 + i / 251) as u8).wrapping_add(seed))
+        .collect()
+}
+
+fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
+    // SAFETY: callers keep `buf` until the send's completion.
+    unsafe {
+        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
+    }
+}
+
+fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
+    // SAFETY: callers keep `buf` until the receive's completion.
+    unsafe {
+        n.ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            ctx,
+        )
+    }
+    .expect("recv")
+}
+
+fn our_files(pid: u32) -> Vec<String> {
+    let prefix = format!("ofi-shm-{pid}-");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ------------------------------------------------------------------ child process
+
+/// The child: open a node, print its address, read the parent's, then act by mode.
+fn child_main(mode: &str) {
+    let reg = registry();
+    let n = node(&reg);
+    println!("CHILD ADDR {}", name_of(&n));
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let peer = line
+        .trim()
+        .strip_prefix("PEER ")
+        .expect("PEER line")
+        .to_string();
+    let dest = insert(&n, &peer);
+    match mode {
+        // Receive one message of any size up to 8 MiB and send it back.
+        "echo" => {
+            let mut buf = vec![0u8; 8 << 20];
+            recv(&n, &mut buf, 1);
+            let r = wait_ok(&n.cq, "child receive");
+            assert_eq!(r.op_context, 1);
+            buf.truncate(r.len);
+            send(&n, &buf, dest, 2).expect("child send");
+            let c = wait_ok(&n.cq, "child send");
+            assert_eq!(c.op_context, 2);
+            println!("CHILD DONE {}", r.len);
+        }
+        // Start a 1 MiB send (through bounce chunks when CMA is disabled), then stop
+        // progressing until killed.
+        "send-then-sleep" => {
+            let big = pattern(1 << 20, 7);
+            send(&n, &big, dest, 3).expect("child send");
+            println!("CHILD DONE 0");
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+            drop(big);
+        }
+        // Do nothing (never progress) until killed.
+        "sleep" => {
+            println!("CHILD DONE 0");
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+    std::io::stdout().flush().unwrap();
+}
+
+#[test]
+fn child_entry() {
+    if let Ok(mode) = std::env::var(CHILD_ENV) {
+        child_main(&mode);
+    }
+}
+
+struct ChildProc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stdin: std::process::ChildStdin,
+}
+
+impl ChildProc {
+    fn spawn(mode: &str, env: &[(&str, &str)]) -> ChildProc {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn child");
+        let out = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some(i) = l.find("CHILD ") {
+                    if tx.send(l[i..].to_string()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        ChildProc {
+            child,
+            lines: rx,
+            stdin,
+        }
+    }
+
+    fn line(&mut self, what: &str) -> String {
+        match self.lines.recv_timeout(BOUND) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("child: no {what} line ({e})");
+            }
+        }
+    }
+
+    fn addr(&mut self) -> String {
+        self.line("ADDR")
+            .strip_prefix("CHILD ADDR ")
+            .expect("ADDR line")
+            .trim()
+            .to_string()
+    }
+
+    fn peer(&mut self, me: &str) {
+        writeln!(self.stdin, "PEER {me}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn finish(mut self) {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "child exited with {st}");
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("child did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Send `len` bytes to an echoing child and check what comes back.
+fn echo_through_child(len: usize, env: &[(&str, &str)]) {
+    let reg = registry();
+    let n = node(&reg);
+    let mut c = ChildProc::spawn("echo", env);
+    let caddr = c.addr();
+    let dest = insert(&n, &caddr);
+    let mut back = vec![0u8; len];
+    recv(&n, &mut back, 10);
+    c.peer(&name_of(&n));
+    let payload = pattern(len, len as u8);
+    send(&n, &payload, dest, 11).expect("send");
+    let (mut sent, mut got) = (false, None);
+    while !(sent && got.is_some()) {
+        let e = wait_ok(&n.cq, "parent");
+        match e.op_context {
+            11 => sent = true,
+            10 => got = Some(e.len),
+            o => panic!("unexpected context {o}"),
+        }
+    }
+    assert_eq!(got, Some(len));
+    assert!(back == payload, "the echo of {len} bytes differs");
+    assert_eq!(c.line("DONE"), format!("CHILD DONE {len}"));
+    c.finish();
+}
+
+#[test]
+fn two_process_small_message() {
+    echo_through_child(64, &[]);
+}
+
+#[test]
+fn two_process_1mib_by_cma() {
+    // The child sends its echo by CMA (its threshold is lowered; the parent's 1 MiB
+    // goes through the bounce pipeline, the default below 4 MiB).
+    echo_through_child(1 << 20, &[("FI_SHM_CMA_THRESHOLD", "65536")]);
+}
+
+#[test]
+fn two_process_6mib_by_cma_both_ways() {
+    // Above the default threshold: CMA in both directions.
+    echo_through_child((6 << 20) + 5, &[]);
+}
+
+#[test]
+fn two_process_1mib_by_bounce_buffers() {
+    // The child refuses CMA for its receives, so the parent's send to it goes through
+    // the bounce chunks; the child itself sends back through bounce (its param).
+    echo_through_child((1 << 20) + 13, &[("FI_SHM_DISABLE_CMA", "1")]);
+}
+
+#[test]
+fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
+    let reg = registry();
+    let n = node(&reg);
+    let mut c = ChildProc::spawn("sleep", &[]);
+    let caddr = c.addr();
+    c.peer(&name_of(&n));
+    assert_eq!(c.line("DONE"), "CHILD DONE 0");
+    let dest = insert(&n, &caddr);
+    // 1 MiB needs the receiver (CMA rendezvous), which never progresses: pending.
+    let big = pattern(1 << 20, 1);
+    send(&n, &big, dest, 77).expect("send");
+    assert!(
+        poll(&n.cq).is_none(),
+        "nothing completes while the peer sleeps"
+    );
+    let pid = c.child.id();
+    c.child.kill().expect("SIGKILL the child");
+    c.child.wait().expect("reap the child");
+    match wait(&n.cq, "after the kill") {
+        Err(ee) => {
+            assert_eq!(Errno(ee.err), Errno::ECONNRESET);
+            assert_eq!(ee.op_context, 77);
+        }
+        Ok(e) => panic!("expected an error completion, got context {}", e.op_context),
+    }
+    // A send to the dead peer now fails at once.
+    let e = send(&n, b"x", dest, 78).expect_err("send to a dead peer");
+    assert_eq!(e.code(), Errno::ECONNREFUSED, "{e}");
+    // The child's region is stale (SIGKILL left it); the next endpoint opened on the
+    // host reclaims it. (Another test of this binary opening an endpoint meanwhile
+    // may already have done so, hence at most one.)
+    assert!(our_files(pid).len() <= 1, "the killed child had one region");
+    let n2 = node(&reg);
+    assert!(
+        our_files(pid).is_empty(),
+        "stale region reclaimed at the next open"
+    );
+    drop(n2);
+    drop(n);
+    assert!(our_files(pid).is_empty());
+}
+
+#[test]
+fn corrupted_slots_are_skipped_and_good_ones_delivered() {
+    use ofi_prov_shm::proto::{self, Body, Slot};
+    use ofi_prov_shm::region::{state, Region};
+    use ofi_prov_shm::ring::{Producer, RingWords};
+    use std::sync::atomic::Ordering;
+
+    let reg = registry();
+    let b = node(&reg);
+    let bname = name_of(&b);
+    let region = Region::open_peer(bname.strip_prefix("fi_shm://").unwrap()).expect("map b");
+    // Act as a hostile sender on ring 0.
+    let ring = region.ring(0);
+    ring.claim()
+        .compare_exchange(0, 0x1234_0001, Ordering::AcqRel, Ordering::Relaxed)
+        .expect("claim");
+    ring.write_identity(std::process::id() as i32, "ofi-shm-fake", 0, 0);
+    ring.state().store(state::READY, Ordering::Release);
+    region.claims_gen().fetch_add(1, Ordering::AcqRel);
+    let geo = region.geometry();
+    let mut p = Producer::new(geo.slots, 0);
+    let mut put = |raw: &[u8]| {
+        let i = p.reserve(&ring).unwrap().unwrap();
+        region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
+        p.publish(&ring);
+    };
+    let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+    // 1: inline length beyond the slot.
+    raw[8] = proto::KIND_INLINE;
+    raw[12..16].copy_from_slice(&100_000u32.to_le_bytes());
+    put(&raw);
+    // 2: bounce chunk index out of range.
+    let bad = Slot {
+        flags: 0,
+        tag: 0,
+        data: 0,
+        body: Body::Bounce {
+            total: 10,
+            id: 1,
+            offset: 0,
+            chunk: 0,
+            clen: 10,
+        },
+    };
+    let mut r2 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+    proto::encode(&bad, &mut r2);
+    // The chunk index sits at body offset 24.
+    r2[56..60].copy_from_slice(&999u32.to_le_bytes());
+    put(&r2);
+    // 3: unknown kind.
+    let mut r3 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+    r3[8] = 77;
+    put(&r3);
+    // 4: a good inline message.
+    let good = Slot {
+        flags: 0,
+        tag: 0,
+        data: 0,
+        body: Body::Inline { len: 2, id: 0 },
+    };
+    let mut r4 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+    proto::encode(&good, &mut r4);
+    r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
+    put(&r4);
+    let mut buf = [0u8; 64];
+    recv(&b, &mut buf, 5);
+    let e = wait_ok(&b.cq, "the good message");
+    assert_eq!((e.op_context, e.len), (5, 2));
+    assert_eq!(&buf[..2], b"ok");
+    assert!(poll(&b.cq).is_none(), "the corrupt slots delivered nothing");
+    let _ = ring.tail().load(Ordering::Acquire);
+}
+
+#[test]
+fn no_region_files_remain_after_close() {
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let mut buf = [0u8; 8];
+    recv(&b, &mut buf, 1);
+    send(&a, b"hi", dest, 2).unwrap();
+    wait_ok(&a.cq, "send");
+    wait_ok(&b.cq, "recv");
+    let (na, nb) = (name_of(&a), name_of(&b));
+    drop(a);
+    drop(b);
+    for n in [na, nb] {
+        let f = n.strip_prefix("fi_shm://").unwrap().to_string();
+        assert!(
+            !std::path::Path::new("/dev/shm").join(&f).exists(),
+            "{f} left in /dev/shm"
+        );
+    }
+}
+
+/// `FI_PROGRESS_AUTO`: the domain's progress thread moves data without the
+/// application reading a CQ.
+#[test]
+fn auto_progress_delivers_without_cq_reads() {
+    let reg = registry();
+    let mut inf = info(&reg);
+    inf.domain_attr.data_progress = ofi::Progress::Auto;
+    let fabric = reg.open_fabric(&inf).expect("fabric");
+    let domain = fabric.domain(&inf).expect("domain");
+    let mk = || {
+        let cq = domain
+            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+            .unwrap();
+        let av = domain.av_open(&AvAttr::default()).unwrap();
+        let ep = domain.endpoint(&inf).unwrap();
+        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        (ep, cq, av)
+    };
+    let (ea, ca, aa) = mk();
+    let (eb, cb, _ab) = mk();
+    let bname = match Address::from_bytes(AddrFormat::STR, &eb.getname().unwrap()).unwrap() {
+        Address::Str(s) => s,
+        _ => unreachable!(),
+    };
+    let dest = aa.insert(&[Address::Str(bname)]).unwrap()[0];
+    for len in [40usize, 5000, 300_000] {
+        let mut buf = vec![0u8; len];
+        // SAFETY: `buf` outlives the receive (its completion is read below).
+        unsafe {
+            eb.recv(
+                buf.as_mut_ptr(),
+                len,
+                std::ptr::null_mut(),
+                ofi::ADDR_UNSPEC,
+                1,
+            )
+        }
+        .unwrap();
+        let payload = pattern(len, 9);
+        // SAFETY: `payload` outlives the send (its completion is read below).
+        unsafe { ea.send(payload.as_ptr(), len, std::ptr::null_mut(), dest, 2) }.unwrap();
+        let deadline = Instant::now() + BOUND;
+        let p = buf.as_ptr();
+        // The progress thread writes the buffer behind our back: read it volatile.
+        let arrived = || {
+            (0..len).all(|i| {
+                // SAFETY: `p` points to `len` live bytes of `buf`.
+                unsafe { std::ptr::read_volatile(p.add(i)) == payload[i] }
+            })
+        };
+        while !arrived() {
+            assert!(
+                Instant::now() < deadline,
+                "auto progress did not deliver {len} bytes"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(wait_ok(&cb, "recv").len, len);
+        assert_eq!(wait_ok(&ca, "send").op_context, 2);
+    }
+    drop((ea, eb));
+}
+
+/// `FI_DELIVERY_COMPLETE`: the send completes only once the receiver has placed the
+/// data (each node has its own domain, so reading the sender's CQ does not progress
+/// the receiver).
+#[test]
+fn delivery_complete_waits_for_the_receiver() {
+    use ofi::abi::raw::{Iov, Msg};
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    for len in [64usize, 100_000] {
+        let mut buf = vec![0u8; len];
+        recv(&b, &mut buf, 1);
+        let payload = pattern(len, 3);
+        let iov = [Iov {
+            base: payload.as_ptr() as *mut _,
+            len,
+        }];
+        let msg = Msg {
+            msg_iov: iov.as_ptr(),
+            desc: std::ptr::null(),
+            iov_count: 1,
+            addr: dest,
+            context: 9,
+            data: 0,
+        };
+        // SAFETY: `payload` and `iov` live until the send's completion is read.
+        unsafe {
+            a.ep.sendmsg(
+                &msg,
+                (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
+            )
+        }
+        .expect("sendmsg");
+        for _ in 0..100 {
+            assert!(poll(&a.cq).is_none(), "{len}: completed before delivery");
+        }
+        let r = wait_ok(&b.cq, "receive");
+        assert_eq!(r.len, len);
+        assert!(buf == payload);
+        assert_eq!(wait_ok(&a.cq, "delivery").op_context, 9);
+    }
+}
+
+/// Sends queued behind a large one (waiting for the CMA probe) keep their order, a
+/// zero-length message included.
+#[test]
+fn queued_sends_keep_their_order() {
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let big = pattern(1 << 20, 5);
+    let small = pattern(10, 6);
+    let mut r1 = vec![0u8; 1 << 20];
+    let mut r2 = vec![0u8; 16];
+    let mut r3 = vec![0u8; 16];
+    recv(&b, &mut r1, 1);
+    recv(&b, &mut r2, 2);
+    recv(&b, &mut r3, 3);
+    send(&a, &big, dest, 11).unwrap();
+    send(&a, &[], dest, 12).unwrap();
+    send(&a, &small, dest, 13).unwrap();
+    let mut got = Vec::new();
+    let mut sent = 0;
+    let deadline = Instant::now() + BOUND;
+    while got.len() < 3 || sent < 3 {
+        assert!(Instant::now() < deadline, "got {got:?}, {sent} sends");
+        if let Some(c) = poll(&b.cq) {
+            let e = c.unwrap_or_else(|ee| panic!("recv error {}", Errno(ee.err)));
+            got.push((e.op_context, e.len));
+        }
+        if let Some(c) = poll(&a.cq) {
+            c.unwrap_or_else(|ee| panic!("send error {}", Errno(ee.err)));
+            sent += 1;
+        }
+    }
+    assert_eq!(got, vec![(1, 1 << 20), (2, 0), (3, 10)]);
+    assert!(r1 == big);
+    assert_eq!(&r3[..10], &small[..]);
+}
+
+/// A sender killed in the middle of a bounce-buffer transfer: the receive it was
+/// filling completes with `FI_ECONNRESET` once the fragments that arrived are drained.
+#[test]
+fn sender_killed_mid_transfer_fails_the_receive() {
+    let reg = registry();
+    let n = node(&reg);
+    let mut buf = vec![0u8; 1 << 20];
+    recv(&n, &mut buf, 21);
+    let mut c = ChildProc::spawn("send-then-sleep", &[("FI_SHM_DISABLE_CMA", "1")]);
+    let _caddr = c.addr();
+    c.peer(&name_of(&n));
+    assert_eq!(c.line("DONE"), "CHILD DONE 0");
+    c.child.kill().expect("SIGKILL the child");
+    c.child.wait().expect("reap the child");
+    match wait(&n.cq, "the interrupted receive") {
+        Err(ee) => {
+            assert_eq!(Errno(ee.err), Errno::ECONNRESET);
+            assert_eq!(ee.op_context, 21);
+        }
+        Ok(e) => panic!("expected an error completion, got {} bytes", e.len),
+    }
+    // The first fragments did arrive before the sender died.
+    assert_eq!(&buf[..4096], &pattern(1 << 20, 7)[..4096]);
+}
+
+/// A peer that closes and comes back under the same name (`src_addr`) is reached
+/// again: the old mapping is noticed closed and the name is mapped anew.
+#[test]
+fn a_peer_restarted_under_the_same_name_is_reached() {
+    let reg = registry();
+    let a = node(&reg);
+    let name = format!("ofi-shm-test-restart-{}", std::process::id());
+    let named = |reg: &Registry| {
+        let mut inf = info(reg);
+        inf.src_addr = Some(Address::Str(format!("fi_shm://{name}")));
+        let fabric = reg.open_fabric(&inf).expect("fabric");
+        let domain = fabric.domain(&inf).expect("domain");
+        let cq = domain
+            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+            .unwrap();
+        let av = domain.av_open(&AvAttr::default()).unwrap();
+        let ep = domain.endpoint(&inf).expect("endpoint with a given name");
+        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        ep.bind_av(&av).unwrap();
+        ep.enable().unwrap();
+        Node {
+            ep,
+            cq,
+            av,
+            _domain: domain,
+            _fabric: fabric,
+        }
+    };
+    let dest = insert(&a, &format!("fi_shm://{name}"));
+    for round in 0..2u8 {
+        let b = named(&reg);
+        assert_eq!(name_of(&b), format!("fi_shm://{name}"));
+        let mut buf = [0u8; 8];
+        recv(&b, &mut buf, 1);
+        send(&a, &[round; 8], dest, 2).expect("send");
+        wait_ok(&a.cq, "send");
+        assert_eq!(wait_ok(&b.cq, "recv").len, 8);
+        assert_eq!(buf, [round; 8]);
+        drop(b);
+    }
+    // Nobody under that name now: refused at once.
+    let e = send(&a, b"x", dest, 3).expect_err("send to a closed peer");
+    assert_eq!(e.code(), Errno::ECONNREFUSED, "{e}");
+    assert!(!std::path::Path::new("/dev/shm").join(&name).exists());
+}
+
+/// RMA writes larger than a slot stream through the bounce chunks (below the CMA
+/// threshold): the data lands, remote CQ data arrives, and a bad key or a range past
+/// the region fails at the initiator with the MR table's code, target untouched.
+#[test]
+fn rma_writes_through_bounce_chunks() {
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let size = 300_000usize;
+    let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
+    let mut target = b
+        ._domain
+        .mr_reg_owned(vec![0u8; size], access, 0x4242)
+        .expect("mr_reg");
+    let src = pattern(size, 4);
+    let write = |len: usize, addr: u64, key: u64, data: Option<u64>, ctx: usize| {
+        // SAFETY: `src` outlives the write (its completion is read below).
+        unsafe {
+            match data {
+                Some(d) => a.ep.writedata(
+                    src.as_ptr(),
+                    len,
+                    std::ptr::null_mut(),
+                    d,
+                    dest,
+                    addr,
+                    key,
+                    ctx,
+                ),
+                None => a.ep.write(
+                    src.as_ptr(),
+                    len,
+                    std::ptr::null_mut(),
+                    dest,
+                    addr,
+                    key,
+                    ctx,
+                ),
+            }
+        }
+        .expect("fi_write")
+    };
+    // A good write of the whole region, with remote CQ data. The target has to
+    // progress (read its CQ) for the fragments to flow.
+    write(size, 0, 0x4242, Some(0xabcd), 1);
+    let t = wait_ok(&b.cq, "the target's remote CQ data");
+    assert_eq!(t.data, 0xabcd);
+    assert_ne!(t.flags & OpFlags::REMOTE_CQ_DATA.bits(), 0);
+    assert_eq!(wait_ok(&a.cq, "write").op_context, 1);
+    assert!(
+        target.buf_mut().unwrap()[..] == src[..],
+        "the written bytes"
+    );
+    // A bad key and a range past the end: error completions, nothing written.
+    target.buf_mut().unwrap().fill(0);
+    write(10_000, 0, 0x9999, None, 2);
+    write(10_000, (size - 100) as u64, 0x4242, None, 3);
+    let mut errs = Vec::new();
+    let deadline = Instant::now() + BOUND;
+    while errs.len() < 2 {
+        assert!(Instant::now() < deadline, "errors: {errs:?}");
+        let _ = poll(&b.cq);
+        if let Some(c) = poll(&a.cq) {
+            match c {
+                Err(ee) => errs.push((ee.op_context, Errno(ee.err))),
+                Ok(e) => panic!("context {} succeeded", e.op_context),
+            }
+        }
+    }
+    assert_eq!(errs, vec![(2, Errno::ENOKEY), (3, Errno::EFAULT)]);
+    assert!(target.buf_mut().unwrap().iter().all(|&x| x == 0));
+}
+
+/// `fi_atomicmsg` and `fi_fetch_atomicmsg` (one local and one remote buffer).
+#[test]
+fn atomic_msg_calls() {
+    use ofi::abi::raw::{Ioc, MsgAtomic, RmaIoc};
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
+    let init: Vec<u8> = [10u64, 20].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let mut target = b._domain.mr_reg_owned(init, access, 0x77).expect("mr_reg");
+    let operand: Vec<u8> = [1u64, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let ioc = [Ioc {
+        addr: operand.as_ptr() as *mut _,
+        count: 2,
+    }];
+    let rioc = [RmaIoc {
+        addr: 0,
+        count: 2,
+        key: 0x77,
+    }];
+    let msg = MsgAtomic {
+        msg_iov: ioc.as_ptr(),
+        desc: std::ptr::null(),
+        iov_count: 1,
+        addr: dest,
+        rma_iov: rioc.as_ptr(),
+        rma_iov_count: 1,
+        datatype: ofi::Datatype::Uint64.to_raw(),
+        op: ofi::AtomicOp::Sum.to_raw(),
+        context: 31,
+        data: 0,
+    };
+    // SAFETY: every buffer outlives the operation (its completion is read below).
+    unsafe { a.ep.atomicmsg(&msg, OpFlags::COMPLETION.bits()) }.expect("fi_atomicmsg");
+    let deadline = Instant::now() + BOUND;
+    let done = loop {
+        assert!(Instant::now() < deadline, "no atomic completion");
+        let _ = poll(&b.cq);
+        if let Some(c) = poll(&a.cq) {
+            break c.unwrap_or_else(|ee| panic!("atomic error {}", Errno(ee.err)));
+        }
+    };
+    assert_eq!(done.op_context, 31);
+    let t = target.buf_mut().unwrap();
+    assert_eq!(t[..8], 11u64.to_ne_bytes());
+    assert_eq!(t[8..], 22u64.to_ne_bytes());
+    // Fetch: the old values come back.
+    let mut result = vec![0u8; 16];
+    let res = [Ioc {
+        addr: result.as_mut_ptr() as *mut _,
+        count: 2,
+    }];
+    let msg = MsgAtomic { context: 32, ..msg };
+    // SAFETY: as above.
+    unsafe {
+        a.ep.fetch_atomicmsg(&msg, res.as_ptr(), std::ptr::null(), 1, 0)
+    }
+    .expect("fi_fetch_atomicmsg");
+    let deadline = Instant::now() + BOUND;
+    loop {
+        assert!(Instant::now() < deadline, "no fetch completion");
+        let _ = poll(&b.cq);
+        if let Some(c) = poll(&a.cq) {
+            assert_eq!(c.expect("fetch ok").op_context, 32);
+            break;
+        }
+    }
+    assert_eq!(result[..8], 11u64.to_ne_bytes());
+    assert_eq!(result[8..], 22u64.to_ne_bytes());
+    assert_eq!(target.buf_mut().unwrap()[..8], 12u64.to_ne_bytes());
+}
