@@ -235,3 +235,14 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
+
+/// One successful completion of `cq` if there is one now (panics on an error entry).
+pub fn poll_one(cq: &CompletionQueue) -> Option<CqMsgEntry> {
+    let mut e = [CqMsgEntry::default()];
+    match cq.read(&mut e) {
+        Ok(1) => Some(e[0]),
+        Ok(n) => panic!("fi_cq_read of one entry returned {n}"),
+        Err(err) if err.code() == Errno::EAGAIN => None,
+        Err(err) => panic!("fi_cq_read: {err} ({})", err.code()),
+    }
+}

@@ -12,6 +12,25 @@
 //! prints why it skipped (and passes). A provider must not claim what it lacks: a
 //! claimed capability whose check fails fails the test.
 //!
+//! Most capabilities come from getinfo fields (caps, endpoint types, `inject_size`,
+//! `cq_data_size`, context counts). What no field announces — EQs, counters, memory
+//! registration, `FI_SELECTIVE_COMPLETION` — is probed once ([`Probes`]): it counts as
+//! claimed unless opening it answers `FI_ENOSYS` / `FI_EOPNOTSUPP` (`FI_EBADFLAGS` for
+//! the bind flag). [`summary`] (and the test `capabilities_checked`) lists the areas
+//! checked and the ones skipped with the reason.
+//!
+//! Checks on data transfer run on a [`pair`] of endpoints of every endpoint type the
+//! provider offers with the capability: connectionless types (`FI_EP_DGRAM`,
+//! `FI_EP_RDM`) insert each other's names in their AVs; `FI_EP_MSG` connects through a
+//! passive endpoint and EQs, with connection data. The areas: getinfo, domain, CQ, AV,
+//! EQ, counters, MR, messages (sizes, iov, unexpected, flood, truncation, cancel, inject
+//! and `FI_INJECT_COMPLETE`, transmit / delivery complete, remote CQ data, selective
+//! completion, multi-receive, `fi_cq_sread`, bad input), several endpoints and domains,
+//! endpoint errors, connection management, tagged messages (matching, peek /
+//! claim / discard, directed receive), RMA, atomics (against a reference), scalable
+//! endpoints and shared contexts (where offered), teardown in any order, and two
+//! processes (connectionless messages, a connection, tagged messages, RMA).
+//!
 //! # Running the suite for your provider (also out of tree)
 //!
 //! In your provider crate's `tests/conformance.rs`, with `ofi` and `ofi-conformance`
@@ -35,17 +54,18 @@
 //! ```
 //!
 //! The subject expression is evaluated once per test process (the macro keeps it in a
-//! `OnceLock`) and once more in the child process of the two-process test, which
+//! `OnceLock`) and once more in the child process of each two-process test, which
 //! re-executes the test binary (see [`twoproc`]).
 //!
 //! # Bounds and panics
 //!
-//! Every wait is bounded ([`WAIT`], 2 s): a provider that never completes fails a check,
-//! it never hangs the suite. Checks report failures by panicking (they are test code);
+//! Every wait is bounded ([`WAIT`], 2 s; [`twoproc::STEP`] per step across processes):
+//! a provider that never completes fails a check, it never hangs the suite. Checks report failures by panicking (they are test code);
 //! library helpers outside the checks return `Result`.
 
 pub mod checks;
 pub mod fixture;
+pub mod pair;
 pub mod plugin;
 pub mod twoproc;
 
@@ -66,12 +86,19 @@ pub struct Expectations {
     /// The error of a data transfer call on an endpoint that is not enabled
     /// (the C API leaves it to the provider; `FI_EOPBADSTATE` by default).
     pub data_before_enable: Errno,
+    /// The error code of an RMA access with a key no region has (reported in the
+    /// initiator's error completion). `None`: any error code passes (it is printed).
+    pub rma_bad_key: Option<Errno>,
+    /// The error code of an RMA access past the end of a region. `None`: any.
+    pub rma_out_of_range: Option<Errno>,
 }
 
 impl Default for Expectations {
     fn default() -> Expectations {
         Expectations {
             data_before_enable: Errno::EOPBADSTATE,
+            rma_bad_key: None,
+            rma_out_of_range: None,
         }
     }
 }
@@ -159,7 +186,12 @@ impl Subject {
     pub fn claims(&self) -> std::result::Result<&Claims, String> {
         self.claims
             .get_or_init(|| match self.getinfo() {
-                Ok(infos) if !infos.is_empty() => Ok(Claims::from_infos(infos)),
+                Ok(infos) if !infos.is_empty() => {
+                    let probes = Probes::run(&self.registry, &infos[0]);
+                    let mut c = Claims::from_infos(infos);
+                    c.probes = probes;
+                    Ok(c)
+                }
                 Ok(_) => Err("getinfo returned no results".into()),
                 Err(e) => Err(format!("getinfo failed: {e} ({})", e.code())),
             })
@@ -191,10 +223,97 @@ pub struct Claims {
     pub max_msg_size: usize,
     /// The largest `tx_attr.inject_size` of such a result.
     pub inject_size: usize,
+    /// What opening objects showed (see [`Probes`]).
+    pub probes: Probes,
+}
+
+/// Objects that no getinfo field announces: the suite opens each once and counts it
+/// supported unless the provider answers `FI_ENOSYS` / `FI_EOPNOTSUPP` (or, for a bind
+/// flag, `FI_EBADFLAGS`). Any other failure counts as supported, so the check runs and
+/// reports it. `Err` holds the reason it is not supported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probes {
+    /// `fi_eq_open`.
+    pub eq: std::result::Result<(), String>,
+    /// `fi_cntr_open`.
+    pub cntr: std::result::Result<(), String>,
+    /// `fi_mr_reg`.
+    pub mr: std::result::Result<(), String>,
+    /// Binding a CQ with `FI_SELECTIVE_COMPLETION`.
+    pub selective: std::result::Result<(), String>,
+}
+
+fn unsupported(e: &ofi::Error) -> bool {
+    matches!(e.code(), Errno::ENOSYS | Errno::EOPNOTSUPP)
+}
+
+impl Probes {
+    /// Open each probed object once with `info`'s fabric and domain.
+    pub fn run(registry: &Registry, info: &Info) -> Probes {
+        let no = |what: &str| {
+            Err(format!(
+                "could not open a fabric and domain to probe {what}"
+            ))
+        };
+        let fabric = match registry.open_fabric(info) {
+            Ok(f) => f,
+            Err(_) => {
+                return Probes {
+                    eq: no("EQs"),
+                    cntr: no("counters"),
+                    mr: no("MRs"),
+                    selective: no("selective completion"),
+                }
+            }
+        };
+        let eq = match fabric.eq_open(&ofi::eq::EqAttr::default()) {
+            Err(e) if unsupported(&e) => Err(format!("fi_eq_open: {e}")),
+            _ => Ok(()),
+        };
+        let Ok(domain) = fabric.domain(info) else {
+            return Probes {
+                eq,
+                cntr: no("counters"),
+                mr: no("MRs"),
+                selective: no("selective completion"),
+            };
+        };
+        let cntr = match domain.cntr_open(&ofi::cntr::CntrAttr::default()) {
+            Err(e) if unsupported(&e) => Err(format!("fi_cntr_open: {e}")),
+            _ => Ok(()),
+        };
+        let access = ofi::OpFlags::SEND | ofi::OpFlags::RECV;
+        let mr = match domain.mr_reg_owned(vec![0u8; 64], access, 0x5eed) {
+            Err(e) if unsupported(&e) => Err(format!("fi_mr_reg: {e}")),
+            _ => Ok(()),
+        };
+        let selective = (|| {
+            let cq = domain
+                .cq_open(&ofi::cq::CqAttr::with_format(ofi::CqFormat::Tagged))
+                .ok()?;
+            let ep = domain.endpoint(info).ok()?;
+            let flags =
+                ofi::OpFlags::TRANSMIT | ofi::OpFlags::RECV | ofi::OpFlags::SELECTIVE_COMPLETION;
+            match ep.bind(&cq, flags) {
+                Err(e) if unsupported(&e) || e.code() == Errno::EBADFLAGS => Some(format!(
+                    "fi_ep_bind(CQ, FI_SELECTIVE_COMPLETION): {e} ({})",
+                    e.code()
+                )),
+                _ => None,
+            }
+        })()
+        .map_or(Ok(()), Err);
+        Probes {
+            eq,
+            cntr,
+            mr,
+            selective,
+        }
+    }
 }
 
 impl Claims {
-    /// Derive the claims from getinfo results.
+    /// Derive the claims from getinfo results (no probes: every probe "not run").
     pub fn from_infos(infos: Vec<Info>) -> Claims {
         let mut caps = Caps::empty();
         let mut ep_types = Vec::new();
@@ -214,6 +333,7 @@ impl Claims {
                 inject_size = inject_size.max(i.tx_attr.inject_size);
             }
         }
+        let not_run = || Err("not probed".to_string());
         Claims {
             infos,
             caps,
@@ -221,6 +341,12 @@ impl Claims {
             addr_formats,
             max_msg_size,
             inject_size,
+            probes: Probes {
+                eq: not_run(),
+                cntr: not_run(),
+                mr: not_run(),
+                selective: not_run(),
+            },
         }
     }
 
@@ -229,10 +355,38 @@ impl Claims {
         self.ep_types.iter().copied().find(|t| connectionless(*t))
     }
 
+    /// The endpoint types (among `FI_EP_MSG`, `FI_EP_DGRAM`, `FI_EP_RDM`) with a result
+    /// that has every capability of `caps` and satisfies `extra`.
+    pub fn types_where(&self, caps: Caps, extra: impl Fn(&Info) -> bool) -> Vec<EpType> {
+        let mut out = Vec::new();
+        for i in &self.infos {
+            let t = i.ep_type();
+            if matches!(t, EpType::Msg | EpType::Dgram | EpType::Rdm)
+                && i.caps.contains(caps)
+                && extra(i)
+                && !out.contains(&t)
+            {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// The endpoint types with a result that has every capability of `caps`.
+    pub fn types_with(&self, caps: Caps) -> Vec<EpType> {
+        self.types_where(caps, |_| true)
+    }
+
     /// Whether the provider claims `cap` (the reason if not).
     pub fn check(&self, cap: Capability) -> std::result::Result<(), String> {
         let need = |ok: bool, why: &str| if ok { Ok(()) } else { Err(why.to_string()) };
         let msg = self.caps.contains(Caps::MSG) && self.connectionless_type().is_some();
+        let any = |caps: Caps, why: &str| need(!self.types_with(caps).is_empty(), why);
+        let reliable = |caps: Caps| {
+            self.types_with(caps)
+                .into_iter()
+                .any(|t| t != EpType::Dgram)
+        };
         match cap {
             Capability::Getinfo | Capability::Domain | Capability::Cq => Ok(()),
             Capability::Av => need(
@@ -253,6 +407,98 @@ impl Claims {
                 "no FI_SOURCE with FI_MSG",
             ),
             Capability::TwoProcess => need(msg, "no FI_MSG on a connectionless endpoint type"),
+            Capability::Pairs => any(Caps::MSG, "no endpoint type with FI_MSG"),
+            Capability::PairInject => need(
+                !self
+                    .types_where(Caps::MSG, |i| i.tx_attr.inject_size > 0)
+                    .is_empty(),
+                "no endpoint type with FI_MSG and inject_size > 0",
+            ),
+            Capability::Reliable => need(
+                reliable(Caps::MSG),
+                "no reliable endpoint type (FI_EP_MSG / FI_EP_RDM) with FI_MSG",
+            ),
+            Capability::Rdm => need(
+                self.types_with(Caps::MSG).contains(&EpType::Rdm),
+                "no FI_EP_RDM with FI_MSG",
+            ),
+            Capability::Cm => need(
+                self.types_with(Caps::MSG).contains(&EpType::Msg),
+                "no FI_EP_MSG with FI_MSG (no connection management)",
+            ),
+            Capability::Eq => match (&self.probes.eq, self.ep_types.contains(&EpType::Msg)) {
+                (_, true) | (Ok(()), _) => Ok(()),
+                (Err(why), false) => Err(why.clone()),
+            },
+            Capability::Counters => self.probes.cntr.clone(),
+            Capability::Mr => {
+                if self.caps.intersects(Caps::RMA | Caps::ATOMIC) {
+                    Ok(())
+                } else {
+                    self.probes.mr.clone()
+                }
+            }
+            Capability::SelectiveCompletion => {
+                any(Caps::MSG, "no endpoint type with FI_MSG")?;
+                self.probes.selective.clone()
+            }
+            Capability::CqData => need(
+                !self
+                    .types_where(Caps::MSG | Caps::REMOTE_CQ_DATA, |i| {
+                        i.domain_attr.cq_data_size > 0
+                    })
+                    .is_empty(),
+                "no FI_REMOTE_CQ_DATA with FI_MSG and cq_data_size > 0",
+            ),
+            Capability::Tagged => any(Caps::TAGGED, "no FI_TAGGED"),
+            Capability::Peek => need(
+                reliable(Caps::TAGGED),
+                "no FI_TAGGED on a reliable endpoint type (FI_PEEK needs unexpected messages)",
+            ),
+            Capability::DirectedRecv => need(
+                self.types_with(Caps::TAGGED | Caps::DIRECTED_RECV)
+                    .into_iter()
+                    .any(connectionless),
+                "no FI_DIRECTED_RECV with FI_TAGGED on a connectionless endpoint type",
+            ),
+            Capability::MultiRecv => any(Caps::MSG | Caps::MULTI_RECV, "no FI_MULTI_RECV with FI_MSG"),
+            Capability::Rma => any(Caps::RMA, "no FI_RMA"),
+            Capability::RmaCqData => need(
+                !self
+                    .types_where(Caps::RMA | Caps::REMOTE_CQ_DATA, |i| {
+                        i.domain_attr.cq_data_size > 0
+                    })
+                    .is_empty(),
+                "no FI_RMA with FI_REMOTE_CQ_DATA",
+            ),
+            Capability::Atomic => any(Caps::ATOMIC, "no FI_ATOMIC"),
+            Capability::Scalable => need(
+                self.infos.iter().any(|i| {
+                    connectionless(i.ep_type())
+                        && i.caps.contains(Caps::MSG)
+                        && i.domain_attr.max_ep_tx_ctx > 1
+                        && i.domain_attr.max_ep_rx_ctx > 1
+                }),
+                "no scalable endpoints (max_ep_tx_ctx / max_ep_rx_ctx <= 1)",
+            ),
+            Capability::SharedCtx => need(
+                self.infos.iter().any(|i| {
+                    connectionless(i.ep_type())
+                        && i.caps.contains(Caps::MSG)
+                        && i.domain_attr.max_ep_stx_ctx > 0
+                        && i.domain_attr.max_ep_srx_ctx > 0
+                }),
+                "no shared contexts (max_ep_stx_ctx / max_ep_srx_ctx 0)",
+            ),
+            Capability::TwoProcessCm => need(
+                self.types_with(Caps::MSG).contains(&EpType::Msg),
+                "no FI_EP_MSG with FI_MSG",
+            ),
+            Capability::TwoProcessTagged => need(
+                reliable(Caps::TAGGED),
+                "no FI_TAGGED on a reliable endpoint type",
+            ),
+            Capability::TwoProcessRma => need(reliable(Caps::RMA), "no FI_RMA"),
         }
     }
 }
@@ -277,12 +523,56 @@ pub enum Capability {
     Msg,
     /// `FI_EP_DGRAM` with `FI_MSG`.
     Dgram,
-    /// `fi_inject` (`inject_size > 0`).
+    /// `fi_inject` (`inject_size > 0`) on a connectionless endpoint.
     Inject,
     /// `FI_SOURCE`: receives report the sender's fabric address.
     Source,
-    /// Messages between two processes.
+    /// Messages between two processes (connectionless).
     TwoProcess,
+    /// `FI_MSG` between a pair of endpoints, on every endpoint type offered.
+    Pairs,
+    /// `fi_inject`, `FI_INJECT` and `FI_INJECT_COMPLETE` on pairs.
+    PairInject,
+    /// Reliable messages (`FI_EP_MSG` / `FI_EP_RDM`): unexpected messages.
+    Reliable,
+    /// `FI_EP_RDM` with `FI_MSG`.
+    Rdm,
+    /// `FI_EP_MSG`: connection management (passive endpoint, EQ, connect / accept).
+    Cm,
+    /// Event queues (`fi_eq_open` works, or `FI_EP_MSG` is offered).
+    Eq,
+    /// Counters (`fi_cntr_open` works).
+    Counters,
+    /// Memory registration (`fi_mr_reg` works, or `FI_RMA` / `FI_ATOMIC` claimed).
+    Mr,
+    /// `FI_SELECTIVE_COMPLETION` (the CQ bind accepts it).
+    SelectiveCompletion,
+    /// `FI_REMOTE_CQ_DATA` with messages (`cq_data_size > 0`).
+    CqData,
+    /// `FI_TAGGED`.
+    Tagged,
+    /// `FI_PEEK` / `FI_CLAIM` / `FI_DISCARD` (tagged, reliable endpoint type).
+    Peek,
+    /// `FI_DIRECTED_RECV` (tagged, connectionless).
+    DirectedRecv,
+    /// `FI_MULTI_RECV`.
+    MultiRecv,
+    /// `FI_RMA`.
+    Rma,
+    /// `fi_writedata` (`FI_RMA` with `FI_REMOTE_CQ_DATA`).
+    RmaCqData,
+    /// `FI_ATOMIC`.
+    Atomic,
+    /// Scalable endpoints (only where the domain offers several contexts).
+    Scalable,
+    /// Shared transmit / receive contexts (only where offered).
+    SharedCtx,
+    /// A connection between two processes (`FI_EP_MSG`).
+    TwoProcessCm,
+    /// Tagged messages between two processes.
+    TwoProcessTagged,
+    /// RMA between two processes.
+    TwoProcessRma,
 }
 
 impl fmt::Display for Capability {
@@ -297,6 +587,28 @@ impl fmt::Display for Capability {
             Capability::Inject => "inject",
             Capability::Source => "source",
             Capability::TwoProcess => "two-process",
+            Capability::Pairs => "pairs",
+            Capability::PairInject => "pair-inject",
+            Capability::Reliable => "reliable",
+            Capability::Rdm => "rdm",
+            Capability::Cm => "cm",
+            Capability::Eq => "eq",
+            Capability::Counters => "counters",
+            Capability::Mr => "mr",
+            Capability::SelectiveCompletion => "selective-completion",
+            Capability::CqData => "cq-data",
+            Capability::Tagged => "tagged",
+            Capability::Peek => "peek",
+            Capability::DirectedRecv => "directed-recv",
+            Capability::MultiRecv => "multi-recv",
+            Capability::Rma => "rma",
+            Capability::RmaCqData => "rma-cq-data",
+            Capability::Atomic => "atomic",
+            Capability::Scalable => "scalable",
+            Capability::SharedCtx => "shared-ctx",
+            Capability::TwoProcessCm => "two-process-cm",
+            Capability::TwoProcessTagged => "two-process-tagged",
+            Capability::TwoProcessRma => "two-process-rma",
         };
         f.write_str(s)
     }
@@ -326,16 +638,22 @@ pub fn run(subject: &Subject, name: &str, cap: Capability, check: impl FnOnce(&S
     true
 }
 
-/// The capability areas checked for `subject` (those it claims, among the checks'),
-/// and the ones skipped with the reason.
+/// The capability areas checked for `subject` (those it claims, among the checks' and
+/// the two-process tests'), and the ones skipped with the reason.
 pub fn summary(subject: &Subject) -> (Vec<Capability>, Vec<(Capability, String)>) {
     let claims = subject.claimed();
     let mut checked = Vec::new();
     let mut skipped = Vec::new();
-    for c in checks::ALL {
-        match claims.check(c.cap) {
-            Ok(()) if !checked.contains(&c.cap) => checked.push(c.cap),
-            Err(why) if !skipped.iter().any(|(s, _)| *s == c.cap) => skipped.push((c.cap, why)),
+    let caps = checks::ALL.iter().map(|c| c.cap).chain([
+        Capability::TwoProcess,
+        Capability::TwoProcessCm,
+        Capability::TwoProcessTagged,
+        Capability::TwoProcessRma,
+    ]);
+    for cap in caps {
+        match claims.check(cap) {
+            Ok(()) if !checked.contains(&cap) => checked.push(cap),
+            Err(why) if !skipped.iter().any(|(s, _)| *s == cap) => skipped.push((cap, why)),
             _ => {}
         }
     }
@@ -389,6 +707,53 @@ macro_rules! conformance_suite {
                 teardown_drop_cq_before_ep,
                 teardown_drop_domain_first,
                 teardown_close_bound_cq_is_ebusy,
+                eq_write_read_peek,
+                eq_empty_is_eagain_and_sread_times_out,
+                eq_sread_returns_event,
+                cntr_read_add_set,
+                cntr_wait_threshold_and_timeout,
+                cntr_counts_sends_and_receives,
+                mr_reg_access_and_keys,
+                mr_regv_regattr_and_bad_args,
+                pair_msg_sizes_both_ways,
+                pair_msg_iov_and_msg_calls,
+                pair_cancel_recv,
+                pair_bad_input,
+                pair_unexpected_messages,
+                pair_cq_data,
+                pair_inject_and_inject_complete,
+                pair_selective_completion,
+                teardown_pairs_any_order,
+                cm_connect_accept_data,
+                cm_reject_with_data,
+                cm_shutdown_event,
+                tagged_match_tag_and_ignore,
+                tagged_peek_claim_discard,
+                tagged_unexpected,
+                tagged_directed_recv,
+                multi_recv_packs_and_releases,
+                rma_write_read_sizes,
+                rma_iov_and_msg,
+                rma_inject_write,
+                rma_writedata_remote_cq_data,
+                rma_bad_key_and_out_of_range,
+                atomic_valid_matches_query,
+                atomic_ops_match_reference,
+                ep_enable_without_cq_or_av,
+                ep_bind_after_enable_is_eopbadstate,
+                ep_bind_selective_alone_is_ebadflags,
+                pair_recv_too_small_is_etrunc,
+                pair_close_bound_is_ebusy,
+                scalable_ep_contexts,
+                shared_contexts,
+                rdm_send_to_self,
+                cq_sread_times_out_and_wakes,
+                many_endpoints_ring,
+                endpoints_in_two_domains,
+                av_changes_between_transfers,
+                msg_listener_serves_several_connections,
+                pair_transmit_and_delivery_complete,
+                pair_flood_unexpected,
             );
 
             #[test]
@@ -413,7 +778,34 @@ macro_rules! conformance_suite {
                 });
             }
 
-            /// Child half of `two_process_exchange` (does nothing unless started by it).
+            #[test]
+            fn two_process_cm() {
+                let s = subject();
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
+                $crate::run(s, "two_process_cm", $crate::Capability::TwoProcessCm, |s| {
+                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Cm)
+                });
+            }
+
+            #[test]
+            fn two_process_tagged() {
+                let s = subject();
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
+                $crate::run(s, "two_process_tagged", $crate::Capability::TwoProcessTagged, |s| {
+                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Tagged)
+                });
+            }
+
+            #[test]
+            fn two_process_rma() {
+                let s = subject();
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
+                $crate::run(s, "two_process_rma", $crate::Capability::TwoProcessRma, |s| {
+                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Rma)
+                });
+            }
+
+            /// Child half of the two-process tests (does nothing unless started by one).
             #[test]
             fn two_process_child() {
                 if $crate::twoproc::is_child() {
@@ -423,6 +815,16 @@ macro_rules! conformance_suite {
         }
     };
     (@tests $($name:ident),* $(,)?) => {
+        /// Every check of `checks::ALL` has a test here (none is silently left out).
+        #[test]
+        fn suite_lists_every_check() {
+            let listed: &[&str] = &[$(stringify!($name)),*];
+            for c in $crate::checks::ALL {
+                assert!(listed.contains(&c.name), "check {} has no test", c.name);
+            }
+            assert_eq!(listed.len(), $crate::checks::ALL.len());
+        }
+
         $(
             #[test]
             fn $name() {
@@ -432,4 +834,63 @@ macro_rules! conformance_suite {
             }
         )*
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(t: EpType, caps: Caps) -> Info {
+        let mut i = Info::new().with_ep_type(t).with_caps(caps);
+        i.tx_attr.inject_size = 64;
+        i.domain_attr.cq_data_size = 8;
+        i
+    }
+
+    #[test]
+    fn capabilities_follow_the_claims() {
+        let mut c = Claims::from_infos(vec![
+            info(EpType::Rdm, Caps::MSG | Caps::TAGGED | Caps::REMOTE_CQ_DATA),
+            info(EpType::Msg, Caps::MSG | Caps::RMA),
+        ]);
+        for cap in [
+            Capability::Pairs,
+            Capability::Reliable,
+            Capability::Rdm,
+            Capability::Cm,
+            Capability::Tagged,
+            Capability::Peek,
+            Capability::CqData,
+            Capability::Rma,
+            Capability::Mr,
+            Capability::Eq,
+            Capability::PairInject,
+            Capability::TwoProcessCm,
+            Capability::TwoProcessTagged,
+            Capability::TwoProcessRma,
+        ] {
+            assert_eq!(c.check(cap), Ok(()), "{cap}");
+        }
+        for cap in [
+            Capability::Dgram,
+            Capability::Atomic,
+            Capability::MultiRecv,
+            Capability::DirectedRecv,
+            Capability::RmaCqData,
+            Capability::Counters,
+            Capability::SelectiveCompletion,
+            Capability::Scalable,
+            Capability::SharedCtx,
+        ] {
+            assert!(c.check(cap).is_err(), "{cap} is not claimed");
+        }
+        c.probes.cntr = Ok(());
+        assert_eq!(c.check(Capability::Counters), Ok(()));
+        // A datagram-only provider: no reliable types, so no peek or unexpected messages.
+        let d = Claims::from_infos(vec![info(EpType::Dgram, Caps::MSG | Caps::TAGGED)]);
+        assert!(d.check(Capability::Reliable).is_err());
+        assert!(d.check(Capability::Peek).is_err());
+        assert_eq!(d.check(Capability::Tagged), Ok(()));
+        assert!(d.check(Capability::Eq).is_err(), "not probed, no FI_EP_MSG");
+    }
 }

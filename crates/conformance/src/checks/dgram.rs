@@ -25,7 +25,7 @@ fn check_send_completion(e: &CqMsgEntry, context: usize) {
 }
 
 /// Send `payload` from peer `from` to peer `to` of `f` and check what arrives.
-fn exchange(f: &Fixture, from: usize, to: usize, payload: &[u8], ctx: usize) {
+pub(crate) fn exchange(f: &Fixture, from: usize, to: usize, payload: &[u8], ctx: usize) {
     let (a, b) = (&f.peers[from], &f.peers[to]);
     let mut buf = vec![0u8; payload.len() + 8];
     post_recv(&b.ep, &mut buf, ctx + 1).unwrap_or_else(|e| panic!("fi_recv: {e}"));
@@ -233,4 +233,17 @@ pub fn inject_up_to_inject_size(s: &Subject) {
     assert_eq!(e.code(), Errno::EMSGSIZE, "{e}");
     assert_empty(&a.cq, "after the refused inject");
     assert_empty(&b.cq, "after the refused inject");
+}
+
+/// `FI_EP_RDM` loopback (fabtests `loopback`): one endpoint sends messages of several
+/// sizes to its own address and receives them intact.
+pub fn rdm_send_to_self(s: &Subject) {
+    let info = crate::pair::info_for(s, EpType::Rdm, ofi::Caps::MSG)
+        .expect("an FI_EP_RDM result with FI_MSG");
+    let max = info.ep_attr.max_msg_size.min(1 << 16);
+    let f = Fixture::with_info(s, info, 1);
+    for (i, len) in [0usize, 1, 100, max].into_iter().enumerate() {
+        exchange(&f, 0, 0, &pattern(len, 7 + i as u8), 0x700 + 4 * i);
+    }
+    assert_empty(&f.peers[0].cq, "after the loopback exchanges");
 }

@@ -2,11 +2,23 @@
 //! They panic (with the exact error code expected and found) when the provider does
 //! not conform. [`ALL`] lists them; [`crate::conformance_suite!`] makes one test each.
 
+pub mod atomic;
 pub mod av;
+pub mod cm;
+pub mod cntr;
+pub mod contexts;
 pub mod cq;
 pub mod dgram;
 pub mod domain;
+pub mod ep;
+pub mod eq;
 pub mod getinfo;
+pub mod mr;
+pub mod multi;
+pub mod multirecv;
+pub mod pairs;
+pub mod rma;
+pub mod tagged;
 pub mod teardown;
 
 use crate::{Capability, Subject};
@@ -61,6 +73,53 @@ table! {
     Msg: teardown::teardown_drop_cq_before_ep,
     Msg: teardown::teardown_drop_domain_first,
     Msg: teardown::teardown_close_bound_cq_is_ebusy,
+    Eq: eq::eq_write_read_peek,
+    Eq: eq::eq_empty_is_eagain_and_sread_times_out,
+    Eq: eq::eq_sread_returns_event,
+    Counters: cntr::cntr_read_add_set,
+    Counters: cntr::cntr_wait_threshold_and_timeout,
+    Counters: cntr::cntr_counts_sends_and_receives,
+    Mr: mr::mr_reg_access_and_keys,
+    Mr: mr::mr_regv_regattr_and_bad_args,
+    Pairs: pairs::pair_msg_sizes_both_ways,
+    Pairs: pairs::pair_msg_iov_and_msg_calls,
+    Pairs: pairs::pair_cancel_recv,
+    Pairs: pairs::pair_bad_input,
+    Reliable: pairs::pair_unexpected_messages,
+    CqData: pairs::pair_cq_data,
+    PairInject: pairs::pair_inject_and_inject_complete,
+    SelectiveCompletion: pairs::pair_selective_completion,
+    Pairs: teardown::teardown_pairs_any_order,
+    Cm: cm::cm_connect_accept_data,
+    Cm: cm::cm_reject_with_data,
+    Cm: cm::cm_shutdown_event,
+    Tagged: tagged::tagged_match_tag_and_ignore,
+    Peek: tagged::tagged_peek_claim_discard,
+    Peek: tagged::tagged_unexpected,
+    DirectedRecv: tagged::tagged_directed_recv,
+    MultiRecv: multirecv::multi_recv_packs_and_releases,
+    Rma: rma::rma_write_read_sizes,
+    Rma: rma::rma_iov_and_msg,
+    Rma: rma::rma_inject_write,
+    RmaCqData: rma::rma_writedata_remote_cq_data,
+    Rma: rma::rma_bad_key_and_out_of_range,
+    Atomic: atomic::atomic_valid_matches_query,
+    Atomic: atomic::atomic_ops_match_reference,
+    Pairs: ep::ep_enable_without_cq_or_av,
+    Pairs: ep::ep_bind_after_enable_is_eopbadstate,
+    SelectiveCompletion: ep::ep_bind_selective_alone_is_ebadflags,
+    Pairs: ep::pair_recv_too_small_is_etrunc,
+    Pairs: ep::pair_close_bound_is_ebusy,
+    Scalable: contexts::scalable_ep_contexts,
+    SharedCtx: contexts::shared_contexts,
+    Rdm: dgram::rdm_send_to_self,
+    Pairs: multi::cq_sread_times_out_and_wakes,
+    Msg: multi::many_endpoints_ring,
+    Msg: multi::endpoints_in_two_domains,
+    Msg: multi::av_changes_between_transfers,
+    Cm: multi::msg_listener_serves_several_connections,
+    Reliable: pairs::pair_transmit_and_delivery_complete,
+    Reliable: pairs::pair_flood_unexpected,
 }
 
 /// The check called `name`.

@@ -121,3 +121,77 @@ pub fn teardown_close_bound_cq_is_ebusy(s: &Subject) {
         .close()
         .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
 }
+
+/// Pairs of every endpoint type torn down in every order: endpoints first, the
+/// domain and fabric first, the CQs and EQs first, the server side first.
+pub fn teardown_pairs_any_order(s: &Subject) {
+    use crate::pair::{each_type, Pair, PairSpec};
+    each_type(
+        s,
+        ofi::Caps::MSG,
+        |_| true,
+        |t, info| {
+            for order in 0..4 {
+                let p = Pair::with_info(s, &PairSpec::new(t, ofi::Caps::MSG), info.clone());
+                crate::checks::pairs::exchange(&p, 0, b"alive", 0x10);
+                let Pair {
+                    a,
+                    b,
+                    pep,
+                    cm,
+                    info: _,
+                    domain,
+                    fabric,
+                } = p;
+                drop(cm);
+                match order {
+                    0 => {
+                        drop(a);
+                        drop(b);
+                        drop(pep);
+                        drop(domain);
+                        drop(fabric);
+                    }
+                    1 => {
+                        drop(fabric);
+                        drop(domain);
+                        drop(pep);
+                        drop(b);
+                        drop(a);
+                    }
+                    2 => {
+                        let crate::pair::Side {
+                            ep: ea,
+                            cq: qa,
+                            cntr: ca,
+                            av: va,
+                            eq: xa,
+                            ..
+                        } = a;
+                        let crate::pair::Side {
+                            ep: eb,
+                            cq: qb,
+                            cntr: cb,
+                            av: vb,
+                            eq: xb,
+                            ..
+                        } = b;
+                        drop((qa, qb, ca, cb, va, vb, xa, xb));
+                        drop(domain);
+                        drop(eb);
+                        drop(ea);
+                        drop(pep);
+                        drop(fabric);
+                    }
+                    _ => {
+                        drop(pep);
+                        drop(b);
+                        drop(domain);
+                        drop(fabric);
+                        drop(a);
+                    }
+                }
+            }
+        },
+    );
+}

@@ -1,0 +1,189 @@
+//! Endpoint life cycle and its errors (fi_endpoint(3) ERRORS), on every endpoint type
+//! with `FI_MSG`: `fi_enable` without a CQ is `FI_ENOCQ`, a connectionless endpoint
+//! without an AV `FI_ENOAV`, an `FI_EP_MSG` endpoint without an EQ `FI_ENOEQ`; binding after `fi_enable` is `FI_EOPBADSTATE`; a CQ bound
+//! with `FI_SELECTIVE_COMPLETION` but neither `FI_TRANSMIT` nor `FI_RECV` is
+//! `FI_EBADFLAGS`; a receive too small is `FI_ETRUNC` with `olen`; closing a CQ,
+//! counter, AV or EQ still bound to an open endpoint is `FI_EBUSY`.
+
+use ofi::av::AvAttr;
+use ofi::cq::CqAttr;
+use ofi::{Caps, CqFormat, Errno, OpFlags};
+
+use crate::fixture::{pattern, post_recv, send};
+use crate::pair::{each_pair, each_type, Pair, PairSpec};
+use crate::{fixture, Subject};
+
+/// `fi_enable` without a CQ: `FI_ENOCQ`; connectionless without an AV: `FI_ENOAV`;
+/// `FI_EP_MSG` without an EQ: `FI_ENOEQ`.
+pub fn ep_enable_without_cq_or_av(s: &Subject) {
+    each_type(
+        s,
+        Caps::MSG,
+        |_| true,
+        |t, info| {
+            let (f, d) = fixture::open_domain(s, &info);
+            let mut ep = d.endpoint(&info).unwrap();
+            if crate::connectionless(t) {
+                let av = d.av_open(&AvAttr::default()).unwrap();
+                ep.bind_av(&av).unwrap();
+                let e = ep.enable().expect_err("fi_enable without a CQ");
+                assert_eq!(e.code(), Errno::ENOCQ, "fi_enable without a CQ: {e}");
+                ep.close().unwrap();
+                let ep = d.endpoint(&info).unwrap();
+                let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+                let e = ep.enable().expect_err("fi_enable without an AV");
+                assert_eq!(e.code(), Errno::ENOAV, "fi_enable without an AV: {e}");
+            } else {
+                // FI_EP_MSG: with an EQ but no CQ, FI_ENOCQ; with a CQ but no EQ, FI_ENOEQ.
+                let eq = f.eq_open(&ofi::eq::EqAttr::default()).unwrap();
+                ep.bind_eq(&eq).unwrap();
+                let e = ep.enable().expect_err("fi_enable without a CQ");
+                assert_eq!(
+                    e.code(),
+                    Errno::ENOCQ,
+                    "fi_enable with an EQ but no CQ: {e}"
+                );
+                ep.close().unwrap();
+                let ep = d.endpoint(&info).unwrap();
+                let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+                let e = ep.enable().expect_err("fi_enable without an EQ");
+                assert_eq!(e.code(), Errno::ENOEQ, "fi_enable with a CQ but no EQ: {e}");
+            }
+        },
+    );
+}
+
+/// Binding a CQ to an enabled endpoint is `FI_EOPBADSTATE` (objects "must be bound
+/// to endpoints before they are enabled"; the ERRORS section's code for a state that
+/// does not permit the operation).
+pub fn ep_bind_after_enable_is_eopbadstate(s: &Subject) {
+    each_pair(s, Caps::MSG, |p| {
+        let cq = p
+            .domain
+            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+            .unwrap();
+        let e =
+            p.a.ep
+                .bind(&cq, OpFlags::TRANSMIT)
+                .expect_err("a bind after fi_enable");
+        assert_eq!(
+            e.code(),
+            Errno::EOPBADSTATE,
+            "fi_ep_bind after fi_enable: {e}"
+        );
+    });
+}
+
+/// A CQ bound with `FI_SELECTIVE_COMPLETION` but neither `FI_TRANSMIT` nor `FI_RECV`
+/// ("must be OR'ed with FI_TRANSMIT and/or FI_RECV") is `FI_EBADFLAGS`.
+pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {
+    each_type(
+        s,
+        Caps::MSG,
+        |_| true,
+        |_t, info| {
+            let (_f, d) = fixture::open_domain(s, &info);
+            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+            let ep = d.endpoint(&info).unwrap();
+            let e = ep
+                .bind(&cq, OpFlags::SELECTIVE_COMPLETION)
+                .expect_err("FI_SELECTIVE_COMPLETION alone");
+            assert_eq!(
+                e.code(),
+                Errno::EBADFLAGS,
+                "FI_SELECTIVE_COMPLETION without FI_TRANSMIT / FI_RECV: {e}"
+            );
+        },
+    );
+}
+
+/// A receive buffer smaller than the message: an error completion `FI_ETRUNC` with
+/// its context and `olen` = the bytes that did not fit; the part that fit is there;
+/// the pair keeps working.
+pub fn pair_recv_too_small_is_etrunc(s: &Subject) {
+    each_pair(s, Caps::MSG, |p| {
+        let mut small = [0u8; 16];
+        post_recv(&p.b.ep, &mut small, 0x51).unwrap();
+        let payload = pattern(64, 9);
+        send(&p.a.ep, &payload, p.a.peer, 0x50).unwrap();
+        assert_eq!(p.wait_ok(0, "send completion").op_context, 0x50);
+        let ee = p.wait_err(1, "truncated receive");
+        assert_eq!(Errno(ee.err), Errno::ETRUNC, "error code");
+        assert_eq!(ee.op_context, 0x51, "error completion context");
+        assert_eq!(ee.olen, 64 - 16, "olen");
+        assert!(small[..] == payload[..16], "the part that fit");
+        crate::checks::pairs::exchange(p, 0, b"still fine", 0x60);
+    });
+}
+
+/// Closing a CQ, counter, AV or EQ bound to an open endpoint is `FI_EBUSY`; once the
+/// endpoints are closed they close.
+pub fn pair_close_bound_is_ebusy(s: &Subject) {
+    each_type(
+        s,
+        Caps::MSG,
+        |_| true,
+        |t, info| {
+            let mut spec = PairSpec::new(t, Caps::MSG);
+            if s.claimed().probes.cntr.is_ok() {
+                spec.cntr_flags = OpFlags::SEND | OpFlags::RECV;
+            }
+            let p = Pair::with_info(s, &spec, info);
+            let Pair {
+                a,
+                b,
+                pep,
+                mut domain,
+                mut fabric,
+                ..
+            } = p;
+            for (i, mut side) in [a, b].into_iter().enumerate() {
+                let e = side.cq.close().expect_err("a bound CQ");
+                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound CQ: {e}");
+                if let Some(c) = side.cntr.as_mut() {
+                    let e = c.close().expect_err("a bound counter");
+                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound counter: {e}");
+                }
+                if let Some(av) = side.av.as_mut() {
+                    let e = av.close().expect_err("a bound AV");
+                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound AV: {e}");
+                }
+                if let Some(eq) = side.eq.as_mut() {
+                    let e = eq.close().expect_err("a bound EQ");
+                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound EQ: {e}");
+                }
+                let e = domain.close().expect_err("a domain with open endpoints");
+                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a busy domain: {e}");
+                side.ep
+                    .close()
+                    .unwrap_or_else(|e| panic!("fi_close(ep): {e}"));
+                side.cq
+                    .close()
+                    .unwrap_or_else(|e| panic!("fi_close(cq) after the ep: {e}"));
+                if let Some(c) = side.cntr.as_mut() {
+                    c.close()
+                        .unwrap_or_else(|e| panic!("fi_close(cntr) after the ep: {e}"));
+                }
+                if let Some(av) = side.av.as_mut() {
+                    av.close()
+                        .unwrap_or_else(|e| panic!("fi_close(av) after the ep: {e}"));
+                }
+                // The server's EQ (side b) is also the listener's: it stays bound to it.
+                if let (0, Some(eq)) = (i, side.eq.as_mut()) {
+                    eq.close()
+                        .unwrap_or_else(|e| panic!("fi_close(eq) after the ep: {e}"));
+                }
+                drop(side);
+            }
+            drop(pep);
+            domain
+                .close()
+                .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
+            fabric
+                .close()
+                .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+        },
+    );
+}

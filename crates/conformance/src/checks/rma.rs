@@ -1,0 +1,523 @@
+//! RMA (fi_rma(3)) on every endpoint type with `FI_RMA`: `fi_write` / `fi_read` of
+//! several sizes with integrity, `fi_writev` / `fi_readv`, `fi_writemsg`,
+//! `fi_inject_write` (no completion), `fi_writedata` (remote CQ data at the target),
+//! counters bound with `FI_WRITE` / `FI_READ`, and bad keys / out-of-range accesses
+//! (an error completion at the initiator, target memory untouched; the codes are the
+//! provider's [`crate::Expectations`]).
+//!
+//! The target is a region of side `b` registered with `FI_REMOTE_READ |
+//! FI_REMOTE_WRITE`; remote addresses are virtual addresses under `FI_MR_VIRT_ADDR`,
+//! offsets otherwise. Local buffers are registered too (needed under `FI_MR_LOCAL`,
+//! harmless otherwise). Every wait is bounded by [`crate::WAIT`].
+
+use std::time::Instant;
+
+use ofi::abi::raw::{Iov, MsgRma, RmaIov};
+use ofi::mr::MemoryRegion;
+use ofi::{Caps, Errno, MrMode, OpFlags};
+
+use crate::fixture::pattern;
+use crate::pair::{assert_flags, each_type, show, Pair, PairSpec};
+use crate::{Subject, WAIT};
+
+/// Size of the target region.
+pub const REGION: usize = 1 << 20;
+
+/// A registered region with its remote address base.
+#[derive(Debug)]
+pub struct Region {
+    /// The registration (owns the memory).
+    pub mr: MemoryRegion,
+    /// The address a peer uses for its first byte.
+    pub addr: u64,
+    /// Its start in this process.
+    pub ptr: *mut u8,
+}
+
+impl Region {
+    /// Register `len` bytes filled with `fill` on `p`'s side `side` with `access`.
+    pub fn new(p: &Pair, side: usize, len: usize, fill: u8, access: OpFlags, key: u64) -> Region {
+        let mut mr = p
+            .domain
+            .mr_reg_owned(vec![fill; len], access, key)
+            .unwrap_or_else(|e| {
+                panic!("fi_mr_reg of {len} bytes with {access}: {e} ({})", e.code())
+            });
+        let mode = p.info.domain_attr.mr_mode;
+        if mode.contains(MrMode::ENDPOINT) {
+            mr.bind_ep(&p.side(side).ep, 0)
+                .unwrap_or_else(|e| panic!("fi_mr_bind(ep): {e}"));
+            mr.enable().unwrap_or_else(|e| panic!("fi_mr_enable: {e}"));
+        }
+        let ptr = mr
+            .buf_mut()
+            .expect("an owned region has its buffer")
+            .as_mut_ptr();
+        let addr = if mode.contains(MrMode::VIRT_ADDR) {
+            ptr as u64
+        } else {
+            0
+        };
+        Region { mr, addr, ptr }
+    }
+
+    /// The bytes (read between operations, never while the provider writes them:
+    /// progress is manual or the operation's completion has been read).
+    pub fn bytes(&self) -> &[u8] {
+        self.mr.buf().expect("owned")
+    }
+
+    /// Overwrite the bytes at `off`.
+    pub fn set(&mut self, off: usize, data: &[u8]) {
+        self.mr.buf_mut().expect("owned")[off..off + data.len()].copy_from_slice(data);
+    }
+}
+
+/// Drive `p` until `region[off..]` equals `want` (a remote write has landed), within
+/// [`WAIT`].
+pub fn await_bytes(p: &Pair, region: &Region, off: usize, want: &[u8], what: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if region.bytes()[off..off + want.len()] == *want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: target memory never matched ({} bytes at offset {off})",
+            want.len()
+        );
+        p.drive();
+        std::thread::yield_now();
+    }
+}
+
+fn rma_pair(s: &Subject, t: ofi::EpType, info: ofi::Info, caps: Caps) -> Pair {
+    let mut spec = PairSpec::new(t, caps);
+    if s.claimed().probes.cntr.is_ok() {
+        spec.cntr_flags = OpFlags::READ | OpFlags::WRITE;
+    }
+    Pair::with_info(s, &spec, info)
+}
+
+const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
+const LOCAL: OpFlags = OpFlags::READ
+    .union(OpFlags::WRITE)
+    .union(OpFlags::SEND)
+    .union(OpFlags::RECV);
+
+/// `fi_write` then `fi_read` of sizes 1 … 1 MiB (and `max_msg_size`): the bytes land
+/// at the target and come back; completions carry `FI_RMA | FI_WRITE` / `FI_RMA |
+/// FI_READ`; counters bound with `FI_WRITE | FI_READ` count them.
+pub fn rma_write_read_sizes(s: &Subject) {
+    each_type(
+        s,
+        Caps::RMA,
+        |_| true,
+        |t, info| {
+            let p = rma_pair(s, t, info, Caps::RMA);
+            let mut target = Region::new(&p, 1, REGION, 0, REMOTE, 0x71);
+            let local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
+            let max = p.info.ep_attr.max_msg_size.min(REGION);
+            let mut ops = 0u64;
+            for (i, len) in [1usize, 64, 4096, 65536, max].into_iter().enumerate() {
+                if len > max {
+                    continue;
+                }
+                let data = pattern(len, 10 + i as u8);
+                // SAFETY: `local` is registered and alive; nothing else touches it now.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, len) };
+                // SAFETY: `local` lives until the completion is read.
+                unsafe {
+                    p.a.ep.write(
+                        local.ptr,
+                        len,
+                        local.mr.desc(),
+                        p.a.peer,
+                        target.addr,
+                        target.mr.key(),
+                        0x100 + i,
+                    )
+                }
+                .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
+                let c = p.wait_ok(0, &format!("fi_write of {len} bytes"));
+                assert_eq!(c.op_context, 0x100 + i);
+                assert_flags(&c, OpFlags::RMA | OpFlags::WRITE, "fi_write completion");
+                await_bytes(&p, &target, 0, &data, &format!("fi_write of {len} bytes"));
+                let back = pattern(len, 200 - i as u8);
+                target.set(0, &back);
+                // SAFETY: as above.
+                unsafe {
+                    p.a.ep.read(
+                        local.ptr,
+                        len,
+                        local.mr.desc(),
+                        p.a.peer,
+                        target.addr,
+                        target.mr.key(),
+                        0x200 + i,
+                    )
+                }
+                .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
+                let c = p.wait_ok(0, &format!("fi_read of {len} bytes"));
+                assert_eq!(c.op_context, 0x200 + i);
+                assert_flags(&c, OpFlags::RMA | OpFlags::READ, "fi_read completion");
+                assert!(
+                    local.bytes()[..len] == back[..],
+                    "fi_read of {len} bytes: wrong data"
+                );
+                ops += 1;
+            }
+            p.assert_quiet(
+                1,
+                10,
+                "RMA without remote CQ data completes nothing at the target",
+            );
+            if let Some(c) = &p.a.cntr {
+                c.wait(2 * ops, WAIT.as_millis() as i32)
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "FI_READ|FI_WRITE counter to {}: {e}; reads {:?}",
+                            2 * ops,
+                            c.read()
+                        )
+                    });
+                assert_eq!(
+                    c.read().unwrap(),
+                    2 * ops,
+                    "the counter bound with FI_READ | FI_WRITE"
+                );
+                assert_eq!(c.readerr().unwrap(), 0);
+            }
+        },
+    );
+}
+
+/// `fi_writev` / `fi_readv` with two local buffers (where `iov_limit` ≥ 2) and
+/// `fi_writemsg` with two remote ranges (where `rma_iov_limit` ≥ 2).
+pub fn rma_iov_and_msg(s: &Subject) {
+    each_type(
+        s,
+        Caps::RMA,
+        |_| true,
+        |t, info| {
+            let p = rma_pair(s, t, info, Caps::RMA);
+            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x73);
+            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
+            let data = pattern(300, 5);
+            // SAFETY: `local` is registered and alive.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, 300) };
+            let desc = [local.mr.desc(), local.mr.desc()];
+            if p.info.tx_attr.iov_limit >= 2 {
+                let iov = [
+                    Iov {
+                        base: local.ptr.cast(),
+                        len: 100,
+                    },
+                    Iov {
+                        base: local.ptr.wrapping_add(100).cast(),
+                        len: 200,
+                    },
+                ];
+                // SAFETY: buffers alive until the completion.
+                unsafe {
+                    p.a.ep.writev(
+                        iov.as_ptr(),
+                        desc.as_ptr(),
+                        2,
+                        p.a.peer,
+                        target.addr,
+                        target.mr.key(),
+                        0x300,
+                    )
+                }
+                .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
+                assert_eq!(p.wait_ok(0, "fi_writev").op_context, 0x300);
+                await_bytes(&p, &target, 0, &data, "fi_writev");
+                let iov = [
+                    Iov {
+                        base: local.ptr.wrapping_add(1000).cast(),
+                        len: 150,
+                    },
+                    Iov {
+                        base: local.ptr.wrapping_add(2000).cast(),
+                        len: 150,
+                    },
+                ];
+                // SAFETY: as above.
+                unsafe {
+                    p.a.ep.readv(
+                        iov.as_ptr(),
+                        desc.as_ptr(),
+                        2,
+                        p.a.peer,
+                        target.addr,
+                        target.mr.key(),
+                        0x301,
+                    )
+                }
+                .unwrap_or_else(|e| panic!("fi_readv: {e} ({})", e.code()));
+                assert_eq!(p.wait_ok(0, "fi_readv").op_context, 0x301);
+                let l = local.bytes();
+                assert!(
+                    l[1000..1150] == data[..150] && l[2000..2150] == data[150..300],
+                    "fi_readv scattered wrongly"
+                );
+            }
+            if p.info.tx_attr.rma_iov_limit >= 2 {
+                let iov = [Iov {
+                    base: local.ptr.cast(),
+                    len: 300,
+                }];
+                let rma = [
+                    RmaIov {
+                        addr: target.addr + 3000,
+                        len: 100,
+                        key: target.mr.key(),
+                    },
+                    RmaIov {
+                        addr: target.addr + 3500,
+                        len: 200,
+                        key: target.mr.key(),
+                    },
+                ];
+                let msg = MsgRma {
+                    msg_iov: iov.as_ptr(),
+                    desc: desc.as_ptr(),
+                    iov_count: 1,
+                    addr: p.a.peer,
+                    rma_iov: rma.as_ptr(),
+                    rma_iov_count: 2,
+                    context: 0x302,
+                    data: 0,
+                };
+                // SAFETY: as above.
+                unsafe { p.a.ep.writemsg(&msg, 0) }
+                    .unwrap_or_else(|e| panic!("fi_writemsg: {e} ({})", e.code()));
+                assert_eq!(p.wait_ok(0, "fi_writemsg").op_context, 0x302);
+                await_bytes(&p, &target, 3000, &data[..100], "fi_writemsg first range");
+                await_bytes(
+                    &p,
+                    &target,
+                    3500,
+                    &data[100..300],
+                    "fi_writemsg second range",
+                );
+            }
+        },
+    );
+}
+
+/// `fi_inject_write` up to `inject_size`: the bytes land, no completion at either side.
+pub fn rma_inject_write(s: &Subject) {
+    each_type(
+        s,
+        Caps::RMA,
+        |i| i.tx_attr.inject_size > 0,
+        |t, info| {
+            let p = rma_pair(s, t, info, Caps::RMA);
+            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x75);
+            let n = p.info.tx_attr.inject_size.min(4096);
+            let data = pattern(n, 66);
+            p.a.ep
+                .inject_write(&data, p.a.peer, target.addr, target.mr.key())
+                .unwrap_or_else(|e| panic!("fi_inject_write of {n} bytes: {e} ({})", e.code()));
+            await_bytes(&p, &target, 0, &data, "fi_inject_write");
+            p.assert_quiet(0, 20, "fi_inject_write generates no completion");
+            p.assert_quiet(
+                1,
+                0,
+                "fi_inject_write generates no completion at the target",
+            );
+        },
+    );
+}
+
+/// `fi_writedata`: the target's CQ reports `FI_REMOTE_CQ_DATA` with the data (a
+/// receive is posted first where the mode is `FI_RX_CQ_DATA`).
+pub fn rma_writedata_remote_cq_data(s: &Subject) {
+    each_type(
+        s,
+        Caps::RMA | Caps::REMOTE_CQ_DATA,
+        |i| i.domain_attr.cq_data_size > 0,
+        |t, info| {
+            let p = rma_pair(s, t, info, Caps::RMA | Caps::REMOTE_CQ_DATA);
+            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x76);
+            let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
+            let size = p.info.domain_attr.cq_data_size.min(8);
+            let mask = if size >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * size)) - 1
+            };
+            let data = 0x5a5a_1234_abcd_0042 & mask;
+            let mut rbuf = [0u8; 8];
+            if p.info.mode.contains(ofi::Mode::RX_CQ_DATA) {
+                crate::fixture::post_recv(&p.b.ep, &mut rbuf, 0x401).unwrap();
+            }
+            let bytes = pattern(64, 8);
+            // SAFETY: registered and alive.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), local.ptr, 64) };
+            // SAFETY: `local` lives until the completion.
+            unsafe {
+                p.a.ep.writedata(
+                    local.ptr,
+                    64,
+                    local.mr.desc(),
+                    data,
+                    p.a.peer,
+                    target.addr,
+                    target.mr.key(),
+                    0x400,
+                )
+            }
+            .unwrap_or_else(|e| panic!("fi_writedata: {e} ({})", e.code()));
+            assert_eq!(p.wait_ok(0, "fi_writedata").op_context, 0x400);
+            let r = p.wait_ok(1, "the target's fi_writedata completion");
+            assert_flags(
+                &r,
+                OpFlags::REMOTE_CQ_DATA,
+                "target completion of fi_writedata",
+            );
+            assert_eq!(r.data & mask, data, "remote CQ data ({})", show(&r));
+            await_bytes(&p, &target, 0, &bytes, "fi_writedata");
+            if p.info.tx_attr.inject_size >= 8 {
+                if p.info.mode.contains(ofi::Mode::RX_CQ_DATA) {
+                    crate::fixture::post_recv(&p.b.ep, &mut rbuf, 0x402).unwrap();
+                }
+                p.a.ep
+                    .inject_writedata(
+                        b"injected",
+                        !data & mask,
+                        p.a.peer,
+                        target.addr + 100,
+                        target.mr.key(),
+                    )
+                    .unwrap_or_else(|e| panic!("fi_inject_writedata: {e} ({})", e.code()));
+                let r = p.wait_ok(1, "the target's fi_inject_writedata completion");
+                assert_flags(
+                    &r,
+                    OpFlags::REMOTE_CQ_DATA,
+                    "target completion of fi_inject_writedata",
+                );
+                assert_eq!(r.data & mask, !data & mask);
+                await_bytes(&p, &target, 100, b"injected", "fi_inject_writedata");
+            }
+        },
+    );
+}
+
+/// A write or read with a key no region has, or beyond the region's end: an error
+/// completion at the initiator (its context, the provider's documented code), and the
+/// target memory is untouched.
+pub fn rma_bad_key_and_out_of_range(s: &Subject) {
+    each_type(
+        s,
+        Caps::RMA,
+        |_| true,
+        |t, info| {
+            let p = rma_pair(s, t, info, Caps::RMA);
+            let target = Region::new(&p, 1, 4096, 0x11, REMOTE, 0x78);
+            let local = Region::new(&p, 0, 4096, 0x22, LOCAL, 0x79);
+            let bad_key = target.mr.key() ^ 0x5a5a_0000;
+            let cases: [(&str, u64, u64, usize, Option<Errno>); 3] = [
+                (
+                    "fi_write with a bad key",
+                    target.addr,
+                    bad_key,
+                    0,
+                    s.expect.rma_bad_key,
+                ),
+                (
+                    "fi_write past the region's end",
+                    target.addr + 4096 - 8,
+                    target.mr.key(),
+                    0,
+                    s.expect.rma_out_of_range,
+                ),
+                (
+                    "fi_read with a bad key",
+                    target.addr,
+                    bad_key,
+                    1,
+                    s.expect.rma_bad_key,
+                ),
+            ];
+            for (i, (what, addr, key, read, want)) in cases.into_iter().enumerate() {
+                let ctx = 0x500 + i;
+                // SAFETY: `local` lives until the completion.
+                let r = unsafe {
+                    if read == 1 {
+                        p.a.ep
+                            .read(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
+                    } else {
+                        p.a.ep
+                            .write(local.ptr, 64, local.mr.desc(), p.a.peer, addr, key, ctx)
+                    }
+                };
+                match r {
+                    Err(e) => panic!(
+                        "{what}: the call failed at once ({e}); the error belongs in a completion"
+                    ),
+                    Ok(()) => {
+                        let ee = p.wait_err(0, what);
+                        assert_eq!(ee.op_context, ctx, "{what}: error completion context");
+                        let got = Errno(ee.err);
+                        assert_ne!(
+                            got,
+                            Errno(0),
+                            "{what}: error completion without an error code"
+                        );
+                        if let Some(w) = want {
+                            assert_eq!(got, w, "{what}: error code");
+                        } else {
+                            println!(
+                                "  {what}: error completion {got} ({})",
+                                ofi::error::strerror(ee.err)
+                            );
+                        }
+                    }
+                }
+            }
+            p.assert_quiet(1, 20, "failed RMA completes nothing at the target");
+            if let Some(c) = &p.a.cntr {
+                // Operations that complete in error count as errors (fi_endpoint(3) NOTES).
+                assert_eq!(
+                    c.readerr().unwrap(),
+                    3,
+                    "the FI_READ | FI_WRITE counter's errors"
+                );
+                assert_eq!(c.read().unwrap(), 0, "failed operations are not successes");
+            }
+            assert!(
+                target.bytes().iter().all(|&b| b == 0x11),
+                "a failed write changed the target"
+            );
+            assert!(
+                local.bytes().iter().all(|&b| b == 0x22),
+                "a failed read changed the local buffer"
+            );
+            // The pair still works.
+            // SAFETY: as above.
+            unsafe {
+                p.a.ep.write(
+                    local.ptr,
+                    8,
+                    local.mr.desc(),
+                    p.a.peer,
+                    target.addr,
+                    target.mr.key(),
+                    0x5ff,
+                )
+            }
+            .unwrap();
+            p.wait_ok(0, "a good write after the failures");
+            await_bytes(
+                &p,
+                &target,
+                0,
+                &[0x22; 8],
+                "a good write after the failures",
+            );
+        },
+    );
+}
