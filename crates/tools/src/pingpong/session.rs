@@ -1,0 +1,714 @@
+//! The fabric side of a benchmark: the objects one side opens, its buffers, and the
+//! ping-pong and windowed-throughput loops.
+//!
+//! # Buffers and invariants
+//!
+//! One heap region, never reallocated while the endpoint lives, holds a transmit slot and
+//! the receive slots, each `slot` bytes (the largest message size of the run); it is
+//! registered once when the provider asks for `FI_MR_LOCAL`. Receives are kept posted:
+//! `nrx` of them, each repost happening right after its completion is read. Operation
+//! contexts point into a separate array of 64-byte cells (enough for `FI_CONTEXT2`), one
+//! per receive and one per possibly outstanding send, so providers that use the
+//! application's context memory get memory of their own for each operation.
+//!
+//! Field order is drop order: the endpoint (and with it every posted operation) goes
+//! before the memory region, which goes before the buffer.
+//!
+//! Every wait has a deadline. With datagrams a missing message is counted as lost; with
+//! reliable endpoints it is an `FI_ETIMEDOUT` error. Nothing here panics on provider or
+//! peer behaviour.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::{CqErrEntry, CqMsgEntry};
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::{Endpoint, PassiveEndpoint};
+use ofi::eq::{EqAttr, EventQueue};
+use ofi::fabric::Fabric;
+use ofi::mr::MemoryRegion;
+use ofi::{AddrFormat, Address, CqFormat, EpType, EqEvent, Errno, Error, Info, MrMode, OpFlags};
+
+use super::ctrl::Ctrl;
+
+/// The tag of every tagged message.
+const TAG: u64 = 0xC0DE;
+/// The requested MR key (the C tool's).
+const MR_KEY: u64 = 0xC0DE;
+/// Length of a throughput acknowledgement.
+pub const ACK_LEN: usize = 4;
+/// Empty CQ polls between two `sched_yield`s.
+const YIELD_EVERY: u32 = 256;
+/// Largest receive region (receive slots beyond it share buffers).
+const RX_BUDGET: usize = 64 << 20;
+
+/// What a run needs to know to open and drive its objects.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Use tagged messages.
+    pub tagged: bool,
+    /// Check every payload.
+    pub integrity: bool,
+    /// Wait for a message on a reliable endpoint before giving up.
+    pub timeout: Duration,
+    /// Wait for a datagram before counting it lost.
+    pub dgram_timeout: Duration,
+    /// Print debug lines to stderr.
+    pub verbose: bool,
+}
+
+/// An operation context cell (`struct fi_context2` is 8 pointers).
+type CtxCell = [usize; 8];
+
+/// One side's open objects and buffers.
+pub struct Session {
+    ep: Endpoint,
+    _pep: Option<PassiveEndpoint>,
+    _eq: Option<EventQueue>,
+    cq: CompletionQueue,
+    _av: Option<AddressVector>,
+    mr: Option<MemoryRegion>,
+    _domain: Domain,
+    _fabric: Fabric,
+    buf: Box<[u8]>,
+    ctx: Box<[CtxCell]>,
+    /// The info the endpoint was opened with.
+    pub info: Info,
+    peer: u64,
+    cfg: Config,
+    slot: usize,
+    rx_slots: usize,
+    nrx: usize,
+    ntx: usize,
+    /// Context cells (indices from `nrx`) of no outstanding send.
+    tx_free: Vec<usize>,
+    tx_outstanding: usize,
+    done_rx: VecDeque<(usize, usize)>,
+    idle_polls: u32,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("provider", &self.info.prov_name())
+            .field("ep_type", &self.info.ep_type())
+            .field("slot", &self.slot)
+            .field("nrx", &self.nrx)
+            .field("ntx", &self.ntx)
+            .finish()
+    }
+}
+
+fn ctx_err(what: &str, e: Error) -> Error {
+    Error::new(e.code(), format!("{what}: {e}"))
+}
+
+/// Encode an address frame: `u32 BE addr_format` + raw name.
+fn name_frame(format: AddrFormat, name: &[u8]) -> Vec<u8> {
+    let mut v = format.to_raw().to_be_bytes().to_vec();
+    v.extend_from_slice(name);
+    v
+}
+
+/// Decode an address frame; an unspecified IP is replaced by `peer_ip` (the control
+/// connection's peer), so a name bound to the wildcard address stays reachable.
+fn parse_name_frame(f: &[u8], peer_ip: Option<std::net::IpAddr>) -> ofi::Result<Address> {
+    if f.len() < 4 {
+        return Err(Error::new(
+            Errno::EPROTO,
+            "control socket: address frame shorter than its format field",
+        ));
+    }
+    let format = AddrFormat::from_raw(u32::from_be_bytes([f[0], f[1], f[2], f[3]]));
+    let addr = Address::from_bytes(format, &f[4..])
+        .map_err(|e| ctx_err("the peer's endpoint name does not decode", e))?;
+    Ok(match (addr, peer_ip) {
+        (Address::Inet(a), Some(std::net::IpAddr::V4(ip))) if a.ip().is_unspecified() => {
+            Address::Inet(std::net::SocketAddrV4::new(ip, a.port()))
+        }
+        (Address::Inet6(a), Some(std::net::IpAddr::V6(ip))) if a.ip().is_unspecified() => {
+            Address::Inet6(std::net::SocketAddrV6::new(
+                ip,
+                a.port(),
+                a.flowinfo(),
+                a.scope_id(),
+            ))
+        }
+        (a, _) => a,
+    })
+}
+
+/// Wait (bounded) for an EQ event; an error event becomes an error naming `what`.
+fn eq_wait(
+    eq: &EventQueue,
+    want: EqEvent,
+    limit: Duration,
+    what: &str,
+) -> ofi::Result<ofi::eq::Event> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match eq.read() {
+            Ok(ev) if ev.event == want => return Ok(ev),
+            Ok(ev) => {
+                return Err(Error::new(
+                    Errno::EOTHER,
+                    format!("{what}: unexpected event {:?} (wanted {want:?})", ev.event),
+                ))
+            }
+            Err(e) if e.code() == Errno::EAVAIL => {
+                let ee = eq.readerr()?;
+                return Err(Error::new(
+                    ee.err,
+                    format!(
+                        "{what}: {} ({})",
+                        ofi::error::strerror(ee.err.0),
+                        eq.strerror_with_data(ee.prov_errno, &ee.err_data)
+                    ),
+                ));
+            }
+            Err(e) if e.code() == Errno::EAGAIN => {}
+            Err(e) => return Err(ctx_err(&format!("{what}: fi_eq_read"), e)),
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                Errno::ETIMEDOUT,
+                format!("{what}: no event within {limit:?}"),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Sizes of one side's queues.
+#[derive(Clone, Copy, Debug)]
+pub struct Depth {
+    /// Largest message of the run.
+    pub max_size: usize,
+    /// Receives to keep posted.
+    pub nrx: usize,
+    /// Sends that may be outstanding.
+    pub ntx: usize,
+}
+
+impl Session {
+    /// Open fabric, domain, CQ (and AV or EQ) for `info`, then exchange names with the peer
+    /// over `ctrl` and set up the connection (`msg`) or AV entry (connectionless).
+    pub fn open(
+        info: &Info,
+        server: bool,
+        ctrl: &mut Ctrl,
+        depth: Depth,
+        cfg: Config,
+    ) -> ofi::Result<Session> {
+        let fabric = ofi::fabric(info).map_err(|e| ctx_err("fi_fabric", e))?;
+        let ntx = depth.ntx.clamp(1, info.tx_attr.size.max(1));
+        let nrx = depth.nrx.clamp(1, info.rx_attr.size.max(1));
+        let cq_attr = CqAttr {
+            size: (nrx + ntx + 16).max(64),
+            ..CqAttr::with_format(CqFormat::Msg)
+        };
+        let mut pep = None;
+        let mut eq = None;
+        let mut av = None;
+        let mut peer = ofi::ADDR_UNSPEC;
+        let (domain, ep, cq, info) = if info.ep_type() == EpType::Msg {
+            let e = fabric
+                .eq_open(&EqAttr::default())
+                .map_err(|e| ctx_err("fi_eq_open", e))?;
+            let (domain, ep, cq, info) = if server {
+                let p = fabric
+                    .passive_ep(info)
+                    .map_err(|e| ctx_err("fi_passive_ep", e))?;
+                p.bind_eq(&e, 0).map_err(|e| ctx_err("fi_pep_bind", e))?;
+                p.listen().map_err(|e| ctx_err("fi_listen", e))?;
+                let name = p.getname().map_err(|e| ctx_err("fi_getname (pep)", e))?;
+                ctrl.send(&name_frame(info.addr_format, &name))?;
+                let ev = eq_wait(&e, EqEvent::ConnReq, cfg.timeout, "waiting for FI_CONNREQ")?;
+                let Some(req) = ev.info else {
+                    return Err(Error::new(
+                        Errno::EOTHER,
+                        "FI_CONNREQ without the connection's info",
+                    ));
+                };
+                let req = *req;
+                let domain = fabric.domain(&req).map_err(|e| ctx_err("fi_domain", e))?;
+                let cq = domain
+                    .cq_open(&cq_attr)
+                    .map_err(|e| ctx_err("fi_cq_open", e))?;
+                let ep = domain
+                    .endpoint(&req)
+                    .map_err(|e| ctx_err("fi_endpoint", e))?;
+                ep.bind_eq(&e).map_err(|e| ctx_err("fi_ep_bind (EQ)", e))?;
+                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+                    .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
+                ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+                ep.accept(&[]).map_err(|e| ctx_err("fi_accept", e))?;
+                eq_wait(
+                    &e,
+                    EqEvent::Connected,
+                    cfg.timeout,
+                    "waiting for FI_CONNECTED",
+                )?;
+                pep = Some(p);
+                (domain, ep, cq, req)
+            } else {
+                let f = ctrl.recv()?;
+                let dest = parse_name_frame(&f, ctrl.peer_ip())?;
+                let domain = fabric.domain(info).map_err(|e| ctx_err("fi_domain", e))?;
+                let cq = domain
+                    .cq_open(&cq_attr)
+                    .map_err(|e| ctx_err("fi_cq_open", e))?;
+                let ep = domain
+                    .endpoint(info)
+                    .map_err(|e| ctx_err("fi_endpoint", e))?;
+                ep.bind_eq(&e).map_err(|e| ctx_err("fi_ep_bind (EQ)", e))?;
+                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+                    .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
+                ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+                ep.connect(&dest.to_bytes(), &[])
+                    .map_err(|e| ctx_err("fi_connect", e))?;
+                eq_wait(
+                    &e,
+                    EqEvent::Connected,
+                    cfg.timeout,
+                    "waiting for FI_CONNECTED",
+                )?;
+                (domain, ep, cq, info.clone())
+            };
+            eq = Some(e);
+            (domain, ep, cq, info)
+        } else {
+            let domain = fabric.domain(info).map_err(|e| ctx_err("fi_domain", e))?;
+            let cq = domain
+                .cq_open(&cq_attr)
+                .map_err(|e| ctx_err("fi_cq_open", e))?;
+            let a = domain
+                .av_open(&AvAttr {
+                    av_type: info.domain_attr.av_type,
+                    count: 4,
+                    ..AvAttr::default()
+                })
+                .map_err(|e| ctx_err("fi_av_open", e))?;
+            let ep = domain
+                .endpoint(info)
+                .map_err(|e| ctx_err("fi_endpoint", e))?;
+            ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+                .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
+            ep.bind_av(&a).map_err(|e| ctx_err("fi_ep_bind (AV)", e))?;
+            ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+            let own = name_frame(
+                info.addr_format,
+                &ep.getname().map_err(|e| ctx_err("fi_getname", e))?,
+            );
+            let theirs = if server {
+                ctrl.send(&own)?;
+                ctrl.recv()?
+            } else {
+                let t = ctrl.recv()?;
+                ctrl.send(&own)?;
+                t
+            };
+            let addr = parse_name_frame(&theirs, ctrl.peer_ip())?;
+            let got = a
+                .insert(std::slice::from_ref(&addr))
+                .map_err(|e| ctx_err("fi_av_insert", e))?;
+            peer = match got.first() {
+                Some(&p) if p != ofi::ADDR_NOTAVAIL => p,
+                _ => {
+                    return Err(Error::new(
+                        Errno::EADDRNOTAVAIL,
+                        format!("fi_av_insert of the peer's address {addr:?} failed"),
+                    ))
+                }
+            };
+            av = Some(a);
+            (domain, ep, cq, info.clone())
+        };
+
+        let slot = depth.max_size.max(ACK_LEN).max(8);
+        let rx_slots = nrx.min((RX_BUDGET / slot).max(1));
+        let buf = vec![0u8; slot * (1 + rx_slots)].into_boxed_slice();
+        let mr = if info.domain_attr.mr_mode.contains(MrMode::LOCAL) {
+            // SAFETY: `buf` is a heap region owned by the session that is never
+            // reallocated and is dropped after the region (field order).
+            let m = unsafe {
+                domain.mr_reg(
+                    buf.as_ptr(),
+                    buf.len(),
+                    OpFlags::SEND | OpFlags::RECV,
+                    0,
+                    MR_KEY,
+                    0,
+                )
+            }
+            .map_err(|e| ctx_err("fi_mr_reg", e))?;
+            Some(m)
+        } else {
+            None
+        };
+        let ctx = vec![[0usize; 8]; nrx + ntx].into_boxed_slice();
+        let mut s = Session {
+            ep,
+            _pep: pep,
+            _eq: eq,
+            cq,
+            _av: av,
+            mr,
+            _domain: domain,
+            _fabric: fabric,
+            buf,
+            ctx,
+            info,
+            peer,
+            cfg,
+            slot,
+            rx_slots,
+            nrx,
+            ntx,
+            tx_free: (nrx..nrx + ntx).rev().collect(),
+            tx_outstanding: 0,
+            done_rx: VecDeque::new(),
+            idle_polls: 0,
+        };
+        for i in 0..nrx {
+            s.post_recv(i)?;
+        }
+        Ok(s)
+    }
+
+    /// The largest message the endpoint takes.
+    pub fn max_msg_size(&self) -> usize {
+        self.info.ep_attr.max_msg_size
+    }
+
+    fn desc(&self) -> ofi::provider::Desc {
+        self.mr
+            .as_ref()
+            .map_or(std::ptr::null_mut(), MemoryRegion::desc)
+    }
+
+    fn ctx_of(&self, i: usize) -> usize {
+        self.ctx[i].as_ptr() as usize
+    }
+
+    fn index_of(&self, ctx: usize) -> Option<usize> {
+        let base = self.ctx.as_ptr() as usize;
+        let cell = std::mem::size_of::<CtxCell>();
+        let off = ctx.checked_sub(base)?;
+        (off % cell == 0 && off / cell < self.ctx.len()).then_some(off / cell)
+    }
+
+    fn rx_offset(&self, i: usize) -> usize {
+        self.slot * (1 + i % self.rx_slots)
+    }
+
+    /// Retry `op` while it is `FI_EAGAIN`, driving progress in between.
+    fn retry(
+        &mut self,
+        what: &str,
+        mut op: impl FnMut(&Self) -> ofi::Result<()>,
+    ) -> ofi::Result<()> {
+        let deadline = Instant::now() + self.cfg.timeout;
+        loop {
+            match op(self) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.code() == Errno::EAGAIN => {
+                    self.progress()?;
+                    if Instant::now() >= deadline {
+                        return Err(Error::new(
+                            Errno::ETIMEDOUT,
+                            format!("{what}: still FI_EAGAIN after {:?}", self.cfg.timeout),
+                        ));
+                    }
+                }
+                Err(e) => return Err(ctx_err(what, e)),
+            }
+        }
+    }
+
+    fn post_recv(&mut self, i: usize) -> ofi::Result<()> {
+        let off = self.rx_offset(i);
+        let ctx = self.ctx_of(i);
+        let len = self.slot;
+        let tagged = self.cfg.tagged;
+        self.retry(if tagged { "fi_trecv" } else { "fi_recv" }, |s| {
+            let p = s.buf[off..].as_ptr() as *mut u8;
+            // SAFETY: the slot lies inside `buf`, which outlives the endpoint (field
+            // order) and is only read after this receive's completion.
+            unsafe {
+                if tagged {
+                    s.ep.trecv(p, len, s.desc(), ofi::ADDR_UNSPEC, TAG, 0, ctx)
+                } else {
+                    s.ep.recv(p, len, s.desc(), ofi::ADDR_UNSPEC, ctx)
+                }
+            }
+        })
+    }
+
+    /// One empty poll: every [`YIELD_EVERY`] of them in a row, yield the CPU.
+    fn idle(&mut self) {
+        self.idle_polls = self.idle_polls.wrapping_add(1);
+        if self.idle_polls.is_multiple_of(YIELD_EVERY) {
+            // Let a peer that shares this CPU run (both sides busy-poll).
+            std::thread::yield_now();
+        }
+    }
+
+    /// Read what the CQ has; receive completions are queued, send completions counted.
+    fn progress(&mut self) -> ofi::Result<()> {
+        let mut e = [CqMsgEntry::default(); 16];
+        match self.cq.read(&mut e) {
+            Ok(0) => {
+                self.idle();
+                Ok(())
+            }
+            Ok(n) => {
+                for x in &e[..n] {
+                    match self.index_of(x.op_context) {
+                        Some(i) if i < self.nrx => self.done_rx.push_back((i, x.len)),
+                        Some(i) => {
+                            self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
+                            self.tx_free.push(i);
+                        }
+                        None => {
+                            return Err(Error::new(
+                                Errno::EOTHER,
+                                format!(
+                                    "completion with a context we never used: {:#x}",
+                                    x.op_context
+                                ),
+                            ))
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Err(err) if err.code() == Errno::EAGAIN => {
+                self.idle();
+                Ok(())
+            }
+            Err(err) if err.code() == Errno::EAVAIL => {
+                let mut ee = CqErrEntry::default();
+                self.cq
+                    .readerr(&mut ee, 0)
+                    .map_err(|e| ctx_err("fi_cq_readerr", e))?;
+                let what = match self.index_of(ee.op_context) {
+                    Some(i) if i < self.nrx => "receive",
+                    Some(_) => "send",
+                    None => "operation",
+                };
+                Err(Error::new(
+                    Errno(ee.err),
+                    format!(
+                        "{what} completed with error {} ({}), provider: {}",
+                        ee.err,
+                        ofi::error::strerror(ee.err),
+                        self.cq.strerror(ee.prov_errno)
+                    ),
+                ))
+            }
+            Err(err) => Err(ctx_err("fi_cq_read", err)),
+        }
+    }
+
+    /// Fill the transmit slot with the payload of `len` bytes.
+    pub fn fill(&mut self, len: usize) {
+        for (i, b) in self.buf[..len].iter_mut().enumerate() {
+            *b = pattern_byte(i);
+        }
+    }
+
+    /// Send `len` bytes of the transmit slot to the peer (inject when small enough).
+    pub fn send(&mut self, len: usize) -> ofi::Result<()> {
+        let tagged = self.cfg.tagged;
+        if len < self.info.tx_attr.inject_size {
+            let peer = self.peer;
+            return self.retry(if tagged { "fi_tinject" } else { "fi_inject" }, |s| {
+                if tagged {
+                    s.ep.tinject(&s.buf[..len], peer, TAG)
+                } else {
+                    s.ep.inject(&s.buf[..len], peer)
+                }
+            });
+        }
+        let deadline = Instant::now() + self.cfg.timeout;
+        while self.tx_free.is_empty() {
+            self.progress()?;
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    Errno::ETIMEDOUT,
+                    format!("no send completion within {:?}", self.cfg.timeout),
+                ));
+            }
+        }
+        let Some(cell) = self.tx_free.pop() else {
+            return Err(Error::new(Errno::EOTHER, "no free send context"));
+        };
+        let ctx = self.ctx_of(cell);
+        let peer = self.peer;
+        self.retry(if tagged { "fi_tsend" } else { "fi_send" }, |s| {
+            // SAFETY: the transmit slot lies in `buf`, which outlives the endpoint and is
+            // not written while sends are outstanding (`fill` runs between sizes, after
+            // `flush`).
+            unsafe {
+                if tagged {
+                    s.ep.tsend(s.buf.as_ptr(), len, s.desc(), peer, TAG, ctx)
+                } else {
+                    s.ep.send(s.buf.as_ptr(), len, s.desc(), peer, ctx)
+                }
+            }
+        })
+        .inspect_err(|_| self.tx_free.push(cell))?;
+        self.tx_outstanding += 1;
+        Ok(())
+    }
+
+    /// Wait until every send has completed.
+    pub fn flush(&mut self) -> ofi::Result<()> {
+        let deadline = Instant::now() + self.cfg.timeout;
+        while self.tx_outstanding > 0 {
+            self.progress()?;
+            if Instant::now() >= deadline {
+                return Err(Error::new(
+                    Errno::ETIMEDOUT,
+                    format!(
+                        "{} send(s) not completed within {:?}",
+                        self.tx_outstanding, self.cfg.timeout
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_dgram(&self) -> bool {
+        self.info.ep_type() == EpType::Dgram
+    }
+
+    /// Wait for a receive of `want` bytes until `limit` has passed; its buffer is checked
+    /// (with integrity checks on) and the receive reposted. `Ok(false)` when nothing came
+    /// (datagrams) — a reliable endpoint returns `FI_ETIMEDOUT` instead. Datagrams of
+    /// another length (stale ones from an earlier size) are dropped.
+    pub fn recv(&mut self, want: usize, limit: Duration) -> ofi::Result<bool> {
+        let deadline = Instant::now() + limit;
+        loop {
+            while let Some((i, len)) = self.done_rx.pop_front() {
+                let ok_len = len == want;
+                if ok_len && self.cfg.integrity {
+                    let off = self.rx_offset(i);
+                    if let Some(bad) = (0..want).find(|&k| self.buf[off + k] != pattern_byte(k)) {
+                        return Err(Error::new(
+                            Errno::EIO,
+                            format!(
+                                "data check error: byte {bad} of a {want}-byte message differs"
+                            ),
+                        ));
+                    }
+                    // Clear it, so a later short write cannot pass on stale bytes (not
+                    // when receives share slots: another may be landing in it).
+                    if self.rx_slots == self.nrx {
+                        self.buf[off..off + want].fill(0);
+                    }
+                }
+                self.post_recv(i)?;
+                if ok_len {
+                    return Ok(true);
+                }
+                if !self.is_dgram() {
+                    return Err(Error::new(
+                        Errno::EIO,
+                        format!("received {len} bytes, expected {want}"),
+                    ));
+                }
+            }
+            self.progress()?;
+            if self.done_rx.is_empty() && Instant::now() >= deadline {
+                if self.is_dgram() {
+                    return Ok(false);
+                }
+                return Err(Error::new(
+                    Errno::ETIMEDOUT,
+                    format!("no message of {want} bytes within {limit:?}"),
+                ));
+            }
+        }
+    }
+
+    /// The wait for one message: the datagram loss timeout or the reliable time-out.
+    pub fn msg_timeout(&self) -> Duration {
+        if self.is_dgram() {
+            self.cfg.dgram_timeout
+        } else {
+            self.cfg.timeout
+        }
+    }
+
+    /// The largest message a receive slot holds.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Receives kept posted.
+    pub fn nrx(&self) -> usize {
+        self.nrx
+    }
+
+    /// Sends that may be outstanding.
+    pub fn ntx(&self) -> usize {
+        self.ntx
+    }
+
+    /// Orderly end: shut a connection down (errors ignored: the peer may be gone).
+    pub fn shutdown(&mut self) {
+        let _ = self.flush();
+        if self.info.ep_type() == EpType::Msg {
+            let _ = self.ep.shutdown(0);
+        }
+        if self.cfg.verbose {
+            eprintln!("[debug] endpoint closed");
+        }
+    }
+}
+
+/// The payload byte at offset `i` (the pattern of the integrity check, seed 7).
+pub fn pattern_byte(i: usize) -> u8 {
+    (i as u8).wrapping_mul(31).wrapping_add(7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn name_frames_round_trip_and_wildcards_take_the_peer_ip() {
+        let a = Address::Inet(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 4000));
+        let f = name_frame(a.format(), &a.to_bytes());
+        let peer = Some(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)));
+        assert_eq!(
+            parse_name_frame(&f, peer).unwrap(),
+            Address::Inet(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 4000))
+        );
+        assert_eq!(parse_name_frame(&f, None).unwrap(), a);
+        let s = Address::Str("fi_unixdgram://x".into());
+        let f = name_frame(s.format(), &s.to_bytes());
+        assert_eq!(parse_name_frame(&f, peer).unwrap(), s);
+    }
+
+    #[test]
+    fn malformed_name_frames_are_errors() {
+        assert_eq!(
+            parse_name_frame(&[0, 0], None).unwrap_err().code(),
+            Errno::EPROTO
+        );
+        // A sockaddr_in frame with 3 bytes of address.
+        let mut f = AddrFormat::SOCKADDR_IN.to_raw().to_be_bytes().to_vec();
+        f.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(
+            parse_name_frame(&f, None).unwrap_err().code(),
+            Errno::EINVAL
+        );
+    }
+}

@@ -1,0 +1,396 @@
+//! Runs the built `fi_pingpong` and `fi_bw` binaries: the command line (bad options,
+//! exit statuses, messages), the result table's shape, `--json`, a client without a
+//! server, and `--self -c` (both sides on this host, integrity checks on) for every
+//! provider getinfo offers for each endpoint type: the example `unixdgram` plugin (built
+//! out of tree, loaded through `FI_PROVIDER_PATH`) and whatever providers this build
+//! links in. Providers are enumerated through `fi_info`, so new ones are picked up
+//! without edits here.
+//!
+//! Every child runs under a watchdog (killed by its PID and reaped when over time), and
+//! after the `--self` runs no process carrying the run's marker is left.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)]
+#[path = "../../ofi/tests/vendor/mod.rs"]
+mod vendor;
+
+struct Run {
+    status: i32,
+    out: String,
+    err: String,
+    took: Duration,
+}
+
+fn plugins() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| vendor::shared_plugin_dir("fi_pingpong-tests"))
+}
+
+fn command(exe: &str) -> Command {
+    let mut c = Command::new(exe);
+    for var in ["FI_PROVIDER", "FI_LOG_LEVEL", "FI_HOOK"] {
+        c.env_remove(var);
+    }
+    c.env("FI_PROVIDER_PATH", plugins());
+    c.env("OFI_PLUGINS_CONFIG", "/dev/null");
+    c
+}
+
+/// Run `c` to its end, or kill it (by PID) and reap it after `limit`.
+fn run_bounded(mut c: Command, limit: Duration) -> Run {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (o, e) = (dir.path().join("out"), dir.path().join("err"));
+    c.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).expect("out file"))
+        .stderr(std::fs::File::create(&e).expect("err file"));
+    let mut child = c.spawn().expect("spawn");
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st.code().unwrap_or(-1);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
+                std::fs::read_to_string(&o).unwrap_or_default(),
+                std::fs::read_to_string(&e).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status,
+        out: std::fs::read_to_string(&o).unwrap_or_default(),
+        err: std::fs::read_to_string(&e).unwrap_or_default(),
+        took: started.elapsed(),
+    }
+}
+
+fn pingpong(args: &[&str]) -> Run {
+    let mut c = command(env!("CARGO_BIN_EXE_fi_pingpong"));
+    c.args(args);
+    run_bounded(c, Duration::from_secs(120))
+}
+
+fn bw(args: &[&str]) -> Run {
+    let mut c = command(env!("CARGO_BIN_EXE_fi_bw"));
+    c.args(args);
+    run_bounded(c, Duration::from_secs(120))
+}
+
+/// A usage error: status 1, `fi_pingpong: <message>` then the usage on stderr.
+fn assert_usage_error(r: &Run, message: &str) {
+    assert_eq!(r.status, 1, "stdout: {}\nstderr: {}", r.out, r.err);
+    assert!(r.out.is_empty(), "stdout: {}", r.out);
+    let first = r.err.lines().next().unwrap_or("");
+    assert!(
+        first.ends_with(&format!("fi_pingpong: {message}")),
+        "first line {first:?}, wanted ...fi_pingpong: {message}"
+    );
+    assert!(r.err.contains("\nUsage:\n"), "{}", r.err);
+}
+
+#[test]
+fn bad_options_exit_1_with_the_message_and_usage() {
+    assert_usage_error(&pingpong(&["-x"]), "invalid option -- 'x'");
+    assert_usage_error(&pingpong(&["-I"]), "option requires an argument -- 'I'");
+    assert_usage_error(&pingpong(&["-e", "foo"]), "Unknown endpoint : foo");
+    assert_usage_error(
+        &pingpong(&["-I", "0"]),
+        "invalid number of iterations for -I: '0' (at least 1)",
+    );
+    assert_usage_error(
+        &pingpong(&["-S", "12q"]),
+        "invalid size for -S: '12q' (a size, a comma-separated list of sizes, or 'all')",
+    );
+    assert_usage_error(&pingpong(&["-P", "70000"]), "invalid port for -P: '70000'");
+    assert_usage_error(
+        &pingpong(&["--pin", "a"]),
+        "invalid CPU list for --pin: 'a' (CPU_A,CPU_B)",
+    );
+    assert_usage_error(
+        &pingpong(&["--self", "127.0.0.1"]),
+        "--self runs both sides on this host: give no server address",
+    );
+    assert_usage_error(
+        &pingpong(&["a", "b"]),
+        "one server address expected, got 2: a b",
+    );
+    assert_usage_error(&pingpong(&["--bogus"]), "unrecognized option '--bogus'");
+    // -W belongs to fi_bw only.
+    assert_usage_error(&pingpong(&["-W", "8"]), "invalid option -- 'W'");
+    let r = bw(&["-W", "0"]);
+    assert_eq!(r.status, 1, "{}", r.err);
+    assert!(
+        r.err
+            .contains("fi_bw: invalid window for -W: '0' (1 to 4096)"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn help_prints_usage_on_stderr_with_status_1_like_c() {
+    let r = pingpong(&["-h"]);
+    assert_eq!(r.status, 1);
+    assert!(r.out.is_empty());
+    assert!(r.err.starts_with("Usage:\n"), "{}", r.err);
+    for opt in [
+        "-B", "-P", "-d", "-f", "-s", "-p", "-e", "-I", "-S", "-c", "-m", "-v", "-6",
+    ] {
+        assert!(
+            r.err.contains(&format!("\n {opt} ")),
+            "{opt} missing:\n{}",
+            r.err
+        );
+    }
+    for opt in ["--self", "--json", "--pin", "--timeout"] {
+        assert!(r.err.contains(opt), "{opt} missing:\n{}", r.err);
+    }
+    let r = bw(&["--help"]);
+    assert_eq!(r.status, 1);
+    assert!(r.err.contains(" -W <number>"), "{}", r.err);
+}
+
+#[test]
+fn client_without_server_fails_fast_with_connection_refused() {
+    // A port nobody listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    for r in [
+        pingpong(&["-P", &port, "127.0.0.1"]),
+        bw(&["-P", &port, "127.0.0.1"]),
+    ] {
+        assert_eq!(r.status, 111, "stdout: {}\nstderr: {}", r.out, r.err);
+        assert!(
+            r.err.contains(&format!(
+                "control socket: connect to 127.0.0.1:{port}: Connection refused"
+            )),
+            "{}",
+            r.err
+        );
+        assert!(r.out.is_empty(), "{}", r.out);
+        assert!(r.took < Duration::from_secs(10), "took {:?}", r.took);
+    }
+}
+
+#[test]
+fn unknown_provider_is_enodata_with_the_reason() {
+    let r = pingpong(&["--self", "-p", "no_such_provider"]);
+    assert_eq!(r.status, 61, "{}", r.err);
+    assert!(
+        r.err
+            .contains("fi_getinfo (FI_EP_DGRAM endpoint, provider no_such_provider)"),
+        "{}",
+        r.err
+    );
+}
+
+/// The providers `fi_info` lists for `ep_type` with `caps` and the modes fi_pingpong supports.
+fn providers(ep_type: &str, caps: &str) -> Vec<String> {
+    let mut c = command(env!("CARGO_BIN_EXE_fi_info"));
+    c.args(["-t", ep_type, "-c", caps, "-m", "FI_CONTEXT|FI_CONTEXT2"]);
+    let r = run_bounded(c, Duration::from_secs(60));
+    let mut v: Vec<String> = r
+        .out
+        .lines()
+        .filter_map(|l| l.strip_prefix("provider: "))
+        .map(str::to_string)
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Splits a table, checking the header and each row's shape; returns the rows' fields.
+fn table(out: &str, sizes: &[&str], lossy: bool) -> Vec<Vec<String>> {
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"),
+        "{out}"
+    );
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    assert_eq!(rows.len(), sizes.len(), "{out}");
+    for (row, size) in rows.iter().zip(sizes) {
+        assert_eq!(row.len(), 8, "{out}");
+        assert_eq!(row[0], *size, "{out}");
+        let sent = &row[1];
+        if lossy {
+            assert!(row[2].starts_with('=') || row[2].starts_with('-'), "{out}");
+        } else {
+            assert_eq!(row[2], format!("={sent}"), "{out}");
+        }
+        assert!(row[4].ends_with('s'), "{out}");
+        for f in &row[5..] {
+            f.parse::<f64>().unwrap_or_else(|_| panic!("{f} in {out}"));
+        }
+    }
+    rows
+}
+
+/// A marker in the command line, to find leftovers in /proc.
+fn leftovers(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let me = std::process::id().to_string();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+                continue;
+            }
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(marker) && (cmd.contains("fi_pingpong") || cmd.contains("fi_bw")) {
+                    found.push(format!("{name}: {cmd}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn self_runs_with_integrity_checks_for_every_provider() {
+    let marker = "7.31"; // an unusual --timeout, to recognise our processes
+    let mut ran = Vec::new();
+    for (ep, ep_type) in [
+        ("dgram", "FI_EP_DGRAM"),
+        ("rdm", "FI_EP_RDM"),
+        ("msg", "FI_EP_MSG"),
+    ] {
+        for (mode, caps) in [("msg", "FI_MSG"), ("tagged", "FI_TAGGED")] {
+            for prov in providers(ep_type, caps) {
+                let lossy = ep == "dgram";
+                let args = [
+                    "--self",
+                    "-c",
+                    "-e",
+                    ep,
+                    "-p",
+                    &prov,
+                    "-m",
+                    mode,
+                    "-I",
+                    "50",
+                    "-S",
+                    "0,64,1k,4k",
+                    "--timeout",
+                    marker,
+                ];
+                let r = pingpong(&args);
+                assert_eq!(
+                    r.status, 0,
+                    "fi_pingpong {args:?}\nstdout: {}\nstderr: {}",
+                    r.out, r.err
+                );
+                let rows = table(&r.out, &["0", "64", "1k", "4k"], lossy);
+                assert!(rows.iter().all(|row| row[1] == "50"), "{}", r.out);
+                let r = bw(&args);
+                assert_eq!(
+                    r.status, 0,
+                    "fi_bw {args:?}\nstdout: {}\nstderr: {}",
+                    r.out, r.err
+                );
+                table(&r.out, &["0", "64", "1k", "4k"], lossy);
+                ran.push(format!("{prov}/{ep}/{mode}"));
+            }
+        }
+    }
+    eprintln!("ran --self -c for: {ran:?}");
+    assert!(
+        ran.iter().any(|r| r.starts_with("unixdgram/dgram/msg")),
+        "the example provider must be among them: {ran:?}"
+    );
+    assert_eq!(
+        leftovers(&format!("--timeout {marker}")),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn json_gives_one_object_per_size() {
+    let r = pingpong(&[
+        "--self",
+        "--json",
+        "-p",
+        "unixdgram",
+        "-I",
+        "20",
+        "-S",
+        "64,256,1k",
+    ]);
+    assert_eq!(r.status, 0, "{}", r.err);
+    let rows: Vec<serde_json::Value> = r
+        .out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", r.out);
+    for (v, size) in rows.iter().zip([64u64, 256, 1024]) {
+        assert_eq!(v["bytes"], size);
+        assert_eq!(v["sent"], 20);
+        assert_eq!(v["provider"], "unixdgram");
+        assert_eq!(v["ep_type"], "FI_EP_DGRAM");
+        assert_eq!(v["role"], "client");
+        assert_eq!(v["total"], size * (20 + v["ack"].as_u64().unwrap()));
+        assert!(v["time_s"].as_f64().is_some_and(|t| t >= 0.0));
+        assert!(v["usec_per_xfer"].as_f64().is_some_and(|t| t > 0.0));
+    }
+}
+
+#[test]
+fn separate_server_and_client_processes() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let mut s = command(env!("CARGO_BIN_EXE_fi_pingpong"));
+    s.args(["-p", "unixdgram", "-B", &port]);
+    let server = std::thread::spawn(move || run_bounded(s, Duration::from_secs(60)));
+    // Retry the client while the server comes up (each attempt is refused at once).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let client = loop {
+        let r = pingpong(&[
+            "-p",
+            "unixdgram",
+            "-P",
+            &port,
+            "-I",
+            "30",
+            "-S",
+            "all",
+            "127.0.0.1",
+        ]);
+        if r.status != 111 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let server = server.join().expect("server thread");
+    assert_eq!(client.status, 0, "{}", client.err);
+    assert_eq!(server.status, 0, "{}", server.err);
+    // -S all, up to the example's max_msg_size (64k): 0 1 2 3 4 6 8 ... 48k 64k.
+    let sizes: Vec<String> = client
+        .out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(sizes.first().map(String::as_str), Some("0"));
+    assert_eq!(sizes.last().map(String::as_str), Some("64k"));
+    assert_eq!(sizes.len(), 33, "{}", client.out);
+    let refs: Vec<&str> = sizes.iter().map(String::as_str).collect();
+    table(&client.out, &refs, true);
+    table(&server.out, &refs, true);
+}
