@@ -41,6 +41,16 @@ fn register_builtins() {
         ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
         #[cfg(feature = "shm")]
         ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
+        // Utility providers: they layer over the core providers above (and plugins).
+        #[cfg(feature = "rxm")]
+        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxm::RxmProvider>());
+        #[cfg(feature = "rxd")]
+        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxd::RxdProvider>());
+        // Hooks (perf, trace, debug, noop, fault), applied when FI_HOOK names them.
+        #[cfg(feature = "hook")]
+        for entry in ofi_hook::builtin_entries() {
+            ofi_core::registry::add_builtin(entry);
+        }
     });
 }
 

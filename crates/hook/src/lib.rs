@@ -1,0 +1,1 @@
+//! ofi-hook: hooks perf, trace, debug, noop and fault, over any provider.
