@@ -349,10 +349,11 @@ impl MrTable {
     ///
     /// # Errors
     /// - `FI_EBADFLAGS`: flags other than `FI_RMA_EVENT`, `FI_RMA_PMEM`,
-    ///   `FI_HMEM_HOST_ALLOC`, `FI_HMEM_DEVICE_ONLY`.
+    ///   `FI_HMEM_HOST_ALLOC`, `FI_HMEM_DEVICE_ONLY`; access bits outside [`MR_ACCESS`]
+    ///   (flags of a kind the table does not know, as for every other flag argument).
     /// - `FI_EINVAL`: no buffers, more than the iov limit, a zero length, a buffer that
     ///   wraps the address space, a null buffer under `FI_MR_ALLOCATED`, a total length
-    ///   or remote range that overflows 64 bits, access bits outside [`MR_ACCESS`].
+    ///   or remote range that overflows 64 bits.
     /// - `FI_ENOKEY`: `requested_key` already in use (user keys).
     /// - `FI_EKEYREJECTED`: `requested_key` too large for the key size, or
     ///   `FI_KEY_NOTAVAIL` (user keys).
@@ -380,7 +381,7 @@ impl MrTable {
         let extra = attr.access - MR_ACCESS;
         if !extra.is_empty() {
             return err(
-                Errno::EINVAL,
+                Errno::EBADFLAGS,
                 format!("mr_reg: unknown access bits {:#x}", extra.bits()),
             );
         }
@@ -1110,12 +1111,14 @@ mod tests {
             (vec![iov(0x1000, 0)], RW, "length 0"),
             (vec![iov(usize::MAX - 3, 8)], RW, "wraps"),
             (vec![iov(0, 8)], RW, "null"),
-            (vec![iov(0x1000, 8)], OpFlags::MULTI_RECV, "access"),
         ] {
             let e = reg(&t, &iovs, access, 1).unwrap_err();
             assert_eq!(e.code(), Errno::EINVAL, "{what}");
             assert!(e.message().contains(what), "{what}: {e}");
         }
+        let e = reg(&t, &[iov(0x1000, 8)], OpFlags::MULTI_RECV, 1).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS, "{e}");
+        assert!(e.message().contains("access"), "{e}");
         // Without FI_MR_ALLOCATED any range may be registered, even at 0.
         let s = table(MrMode::empty());
         reg(&s, &[iov(0, 8)], RW, 1).unwrap();

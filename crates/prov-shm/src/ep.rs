@@ -69,6 +69,9 @@ use ofi_kit::tagmatch::{
 use crate::fabric::{region_name, Fabric};
 use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
 use crate::region::{self, cma_state, state, Region, NAME_PREFIX};
+
+/// How many generated region names an endpoint tries before giving up.
+const AUTO_NAME_TRIES: usize = 64;
 use crate::ring::{Consumer, Producer, RingWords};
 use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
 
@@ -389,6 +392,26 @@ impl std::fmt::Debug for Endpoint {
 
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 
+/// A region under a generated name `ofi-shm-<pid>-<n>`. Another copy of this
+/// provider in the same process (linked in and loaded as a plugin) counts from the
+/// same start, so a name already taken by a live owner moves on to the next number
+/// (at most [`AUTO_NAME_TRIES`] times).
+fn create_auto_named(geometry: region::Geometry) -> Result<Region> {
+    let mut last = None;
+    for _ in 0..AUTO_NAME_TRIES {
+        let name = format!(
+            "{NAME_PREFIX}{}-{}",
+            std::process::id(),
+            NEXT_NAME.fetch_add(1, Ordering::Relaxed)
+        );
+        match Region::create(&name, geometry) {
+            Err(e) if e.code() == Errno::EADDRINUSE => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::new(Errno::EADDRINUSE, "shm: no free region name")))
+}
+
 impl Endpoint {
     /// Open an endpoint for `info`: create its region (reclaiming stale regions of dead
     /// processes first) and register with the domain's progress engine.
@@ -411,15 +434,11 @@ impl Endpoint {
                 "reclaimed stale regions {removed:?}"
             );
         }
-        let name = match &info.src_addr {
-            Some(a) => region_name(a)?.to_string(),
-            None => format!(
-                "{NAME_PREFIX}{}-{}",
-                std::process::id(),
-                NEXT_NAME.fetch_add(1, Ordering::Relaxed)
-            ),
+        let region = match &info.src_addr {
+            Some(a) => Region::create(region_name(a)?, settings.geometry)?,
+            None => create_auto_named(settings.geometry)?,
         };
-        let region = Arc::new(Region::create(&name, settings.geometry)?);
+        let region = Arc::new(region);
         let caps = if info.caps.is_empty() {
             Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
         } else {
@@ -455,7 +474,7 @@ impl Endpoint {
         let sh = Arc::new(Shared {
             settings,
             mr,
-            name,
+            name: region.name().to_string(),
             region,
             engine: engine.clone(),
             tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
@@ -3594,6 +3613,26 @@ unsafe fn atomic_msg_parts(msg: &MsgAtomic) -> Result<(u64, usize, Datatype, Ato
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A generated name that another copy of the provider in this process already
+    /// holds is skipped, not reported as `FI_EADDRINUSE`.
+    #[test]
+    fn generated_names_skip_a_name_in_use() {
+        let geo = crate::region::tests::small();
+        let next = NEXT_NAME.load(Ordering::Relaxed);
+        let taken: Vec<Region> = (next..next + 3)
+            .map(|n| {
+                let name = format!("{NAME_PREFIX}{}-{n}", std::process::id());
+                Region::create(&name, geo).unwrap()
+            })
+            .collect();
+        let got = create_auto_named(geo).unwrap();
+        let reused = taken.iter().any(|t| t.name() == got.name());
+        for r in taken.iter().chain([&got]) {
+            region::unlink(r.name());
+        }
+        assert!(!reused, "{} reused", got.name());
+    }
 
     #[test]
     fn delivery_complete_is_a_default_only_when_alone() {

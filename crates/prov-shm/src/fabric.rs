@@ -152,16 +152,9 @@ impl DomainOps<Fabric> for Domain {
         KitCq::with_progress(attr, self.engine.clone())
     }
 
-    /// Registration by the kit's MR table; access bits it does not know are
-    /// `FI_EBADFLAGS` (flags of an unsupported kind, as for every other flag argument).
+    /// Registration by the kit's MR table (which answers unknown access bits with
+    /// `FI_EBADFLAGS`).
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
-        let extra = attr.access - ofi_kit::mr::MR_ACCESS;
-        if !extra.is_empty() {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("shm: mr_reg: unknown access bits {:#x}", extra.bits()),
-            ));
-        }
         self.mr.register(attr, flags)
     }
 

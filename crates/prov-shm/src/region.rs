@@ -869,7 +869,7 @@ pub fn reclaim_stale() -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn small() -> Geometry {

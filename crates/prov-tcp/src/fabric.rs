@@ -218,13 +218,6 @@ impl DomainOps<Fabric> for Domain {
     }
 
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
-        let unknown = attr.access - ofi_kit::mr::MR_ACCESS;
-        if !unknown.is_empty() {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("tcp: unknown MR access bits {:#x}", unknown.bits()),
-            ));
-        }
         self.shared.mr.register(attr, flags)
     }
 
