@@ -38,7 +38,7 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::CntrOps;
 
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -71,6 +71,7 @@ impl CntrShared {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _g = lock(&self.lock);
             self.cv.notify_all();
+            self.links.kick();
         }
         self.links.signal_sets();
     }
@@ -276,8 +277,10 @@ impl CntrOps for KitCntr {
                 None
             }
         };
+        let mut fd_sleep = FdSleep::new();
         loop {
             let work = inner.drive();
+            fd_sleep.after_round(work);
             if let Some(r) = done(inner) {
                 return r;
             }
@@ -287,6 +290,23 @@ impl CntrOps for KitCntr {
             let engine = inner.links.engine().map(|e| &**e);
             match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
                 None => std::thread::yield_now(),
+                Some(_)
+                    if fd_sleep.sleep(
+                        &inner.links,
+                        &deadline,
+                        || {
+                            inner.waiters.fetch_add(1, Ordering::SeqCst);
+                            if done(inner).is_some() {
+                                inner.waiters.fetch_sub(1, Ordering::SeqCst);
+                                false
+                            } else {
+                                true
+                            }
+                        },
+                        || {
+                            inner.waiters.fetch_sub(1, Ordering::SeqCst);
+                        },
+                    ) => {}
                 Some(d) => {
                     inner.waiters.fetch_add(1, Ordering::SeqCst);
                     let g = lock(&inner.lock);

@@ -70,7 +70,7 @@ use ofi_core::flags::OpFlags;
 use ofi_core::provider::CqOps;
 
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -220,6 +220,7 @@ impl CqShared {
         self.refresh_fd(st);
         if st.sleepers > 0 {
             self.cv.notify_all();
+            self.links.kick();
         }
     }
 
@@ -638,8 +639,10 @@ impl CqOps for KitCq {
         let want = threshold.unwrap_or(1).clamp(1, buf.len());
         let deadline = Deadline::after_ms(timeout);
         let mut backoff = Backoff::new();
+        let mut fd_sleep = FdSleep::new();
         loop {
             let work = inner.drive();
+            fd_sleep.after_round(work);
             let mut st = lock(&inner.state);
             let avail = st.avail();
             let expired = deadline.expired();
@@ -665,9 +668,28 @@ impl CqOps for KitCq {
                     std::thread::yield_now();
                 }
                 Some(d) => {
-                    st.sleepers += 1;
-                    let mut st = wait_for(&inner.cv, st, d);
-                    st.sleepers -= 1;
+                    drop(st);
+                    // Sleep only if nothing changed since the checks above.
+                    let idle = |st: &CqState| !st.wake && !st.blocked() && st.avail() < want;
+                    let enter = || {
+                        let mut st = lock(&inner.state);
+                        st.sleepers += 1;
+                        if idle(&st) {
+                            true
+                        } else {
+                            st.sleepers -= 1;
+                            false
+                        }
+                    };
+                    let leave = || lock(&inner.state).sleepers -= 1;
+                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
+                        let mut st = lock(&inner.state);
+                        if idle(&st) {
+                            st.sleepers += 1;
+                            let mut st = wait_for(&inner.cv, st, d);
+                            st.sleepers -= 1;
+                        }
+                    }
                 }
             }
         }
@@ -686,6 +708,7 @@ impl CqOps for KitCq {
             st.wake = true;
             inner.refresh_fd(&st);
             inner.cv.notify_all();
+            inner.links.kick();
         }
         inner.notify_sets();
         Ok(())

@@ -51,7 +51,7 @@ use ofi_core::provider::EqOps;
 
 use crate::cq::{Overrun, StrerrorFn};
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -146,6 +146,7 @@ impl EqShared {
         self.refresh_fd(st);
         if st.sleepers > 0 {
             self.cv.notify_all();
+            self.links.kick();
         }
     }
 
@@ -451,8 +452,10 @@ impl EqOps for KitEq {
         }
         let deadline = Deadline::after_ms(timeout);
         let mut backoff = Backoff::new();
+        let mut fd_sleep = FdSleep::new();
         loop {
             let work = inner.drive();
+            fd_sleep.after_round(work);
             let mut st = lock(&inner.state);
             if st.ready() {
                 let r = st.next(peek);
@@ -471,9 +474,26 @@ impl EqOps for KitEq {
                     std::thread::yield_now();
                 }
                 Some(d) => {
-                    st.sleepers += 1;
-                    let mut st = wait_for(&inner.cv, st, d);
-                    st.sleepers -= 1;
+                    drop(st);
+                    let enter = || {
+                        let mut st = lock(&inner.state);
+                        st.sleepers += 1;
+                        if st.ready() {
+                            st.sleepers -= 1;
+                            false
+                        } else {
+                            true
+                        }
+                    };
+                    let leave = || lock(&inner.state).sleepers -= 1;
+                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
+                        let mut st = lock(&inner.state);
+                        if !st.ready() {
+                            st.sleepers += 1;
+                            let mut st = wait_for(&inner.cv, st, d);
+                            st.sleepers -= 1;
+                        }
+                    }
                 }
             }
         }

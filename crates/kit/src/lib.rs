@@ -19,9 +19,12 @@
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread.
 //!
-//! Depends on `ofi-core` only (DESIGN §2).
+//! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
+//!
+//! The one `unsafe` block is the `poll(2)` call of
+//! [`progress::ProgressEngine::sleep_on_fds`]; everything else is safe code.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod atomic;
 pub mod av;

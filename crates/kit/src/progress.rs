@@ -15,6 +15,12 @@
 //!   sleeping on the object; they never sleep after a round that did work, and with a
 //!   manual engine that has sources they sleep at most [`MAX_IDLE_SLEEP`] at a time, so
 //!   a transport that needs polling is polled at least every millisecond.
+//! - A source that can say which file descriptors bring it work implements
+//!   [`Progress::wait_fds`]. When every source of a manual engine does, blocking waits
+//!   sleep in `poll(2)` on those descriptors and the engine's kick fd (which pushes to
+//!   a queue with sleepers, and posted operations, make readable) instead of waking
+//!   every millisecond: a datagram or a byte on a stream wakes the waiter at once, and
+//!   an idle wait costs no CPU ([`ProgressEngine::sleep_on_fds`]).
 //! - [`ProgressMode::Auto`] adds one thread per engine that calls `drive` in a loop
 //!   with a bounded idle back-off ([`Backoff`]: a short spin, then parking for at most
 //!   [`MAX_IDLE_SLEEP`]); [`ProgressEngine::kick`] wakes it at once (call it when an
@@ -39,6 +45,7 @@
 //! caller (the boundary adapters turn it into `FI_EOTHER`); in the auto thread it is
 //! caught, and the thread goes on.
 
+use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -47,13 +54,98 @@ use std::time::{Duration, Instant};
 
 use ofi_core::error::{Errno, Error, Result};
 
-use crate::wait::{lock, Deadline};
+use crate::wait::{lock, Deadline, WaitFd};
 
 /// A provider's progress function: poll the transport, write completions, and return
 /// how much was done (0 when idle). Implemented for closures `Fn() -> usize`.
 pub trait Progress: Send + Sync {
     /// Make one round of progress; the amount of work done (0: nothing to do).
     fn progress(&self) -> usize;
+
+    /// The descriptors whose readiness brings this source work (a socket to read, a
+    /// socket with queued output to write), appended to `out`; `true` if that is all a
+    /// waiter needs to watch. The default, `false`, means the source must be polled
+    /// (shared-memory rings, a layer over another provider), and waiters then wake
+    /// every [`MAX_IDLE_SLEEP`].
+    ///
+    /// List only descriptors this source drains when it runs: one that stays ready
+    /// without giving work (data with no receive posted) turns the fd sleep off for
+    /// the rest of that wait, so it cannot spin, but it costs that waiter the benefit.
+    fn wait_fds(&self, _out: &mut Vec<FdInterest>) -> bool {
+        false
+    }
+}
+
+/// A descriptor a progress source waits on ([`Progress::wait_fds`]). A hang-up or an
+/// error on it always wakes the waiter (`POLLRDHUP`, `POLLHUP`, `POLLERR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdInterest {
+    /// The descriptor.
+    pub fd: RawFd,
+    /// Wake when it becomes readable.
+    pub read: bool,
+    /// Wake when it becomes writable (queued output, a connect in progress).
+    pub write: bool,
+}
+
+impl FdInterest {
+    /// Readable (or hung up).
+    pub fn read(fd: RawFd) -> FdInterest {
+        FdInterest {
+            fd,
+            read: true,
+            write: false,
+        }
+    }
+
+    /// Readable or writable (or hung up).
+    pub fn read_write(fd: RawFd) -> FdInterest {
+        FdInterest {
+            fd,
+            read: true,
+            write: true,
+        }
+    }
+
+    /// Writable (or hung up).
+    pub fn write(fd: RawFd) -> FdInterest {
+        FdInterest {
+            fd,
+            read: false,
+            write: true,
+        }
+    }
+
+    /// Only a hang-up or an error.
+    pub fn hangup(fd: RawFd) -> FdInterest {
+        FdInterest {
+            fd,
+            read: false,
+            write: false,
+        }
+    }
+
+    fn events(self) -> libc::c_short {
+        let mut e = libc::POLLRDHUP;
+        if self.read {
+            e |= libc::POLLIN;
+        }
+        if self.write {
+            e |= libc::POLLOUT;
+        }
+        e
+    }
+}
+
+/// Why [`ProgressEngine::sleep_on_fds`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdWake {
+    /// A source's descriptor became ready.
+    Transport,
+    /// The caller's own descriptor, or a [`ProgressEngine::kick`].
+    Other,
+    /// The time ran out (or `poll` failed, which the caller treats the same way).
+    Timeout,
 }
 
 impl<F: Fn() -> usize + Send + Sync> Progress for F {
@@ -138,9 +230,27 @@ struct Shared {
     exited: Mutex<bool>,
     exited_cv: Condvar,
     panics: AtomicU64,
+    /// Waiters asleep in [`ProgressEngine::sleep_on_fds`].
+    fd_sleepers: AtomicUsize,
+    /// Made readable by `kick` while someone sleeps on fds (created on first use).
+    kick_fd: std::sync::OnceLock<Option<WaitFd>>,
 }
 
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
+            live: AtomicUsize::new(0),
+            drives: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            exited: Mutex::new(false),
+            exited_cv: Condvar::new(),
+            panics: AtomicU64::new(0),
+            fd_sleepers: AtomicUsize::new(0),
+            kick_fd: std::sync::OnceLock::new(),
+        }
+    }
+
     fn drive(&self) -> usize {
         self.drives.fetch_add(1, Ordering::Relaxed);
         let list: SourceList = lock(&self.sources).clone();
@@ -206,15 +316,7 @@ impl ProgressEngine {
     /// An engine in `mode`; `Auto` starts the progress thread (`FI_ENOMEM` if the
     /// system refuses a thread).
     pub fn new(mode: ProgressMode) -> Result<ProgressEngine> {
-        let shared = Arc::new(Shared {
-            sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
-            live: AtomicUsize::new(0),
-            drives: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            exited: Mutex::new(false),
-            exited_cv: Condvar::new(),
-            panics: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new());
         let worker = match mode {
             ProgressMode::Manual => None,
             ProgressMode::Auto => {
@@ -242,15 +344,7 @@ impl ProgressEngine {
     /// A manual engine (cannot fail).
     pub fn manual() -> ProgressEngine {
         ProgressEngine {
-            shared: Arc::new(Shared {
-                sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
-                live: AtomicUsize::new(0),
-                drives: AtomicU64::new(0),
-                stop: AtomicBool::new(false),
-                exited: Mutex::new(false),
-                exited_cv: Condvar::new(),
-                panics: AtomicU64::new(0),
-            }),
+            shared: Arc::new(Shared::new()),
             mode: ProgressMode::Manual,
             worker: Mutex::new(None),
             thread: None,
@@ -313,12 +407,95 @@ impl ProgressEngine {
         self.mode == ProgressMode::Manual && self.sources() > 0
     }
 
-    /// Wake the auto thread now (after posting an operation). No effect in manual mode.
+    /// Wake the auto thread now (after posting an operation); in manual mode, wake the
+    /// waiters asleep in [`sleep_on_fds`](Self::sleep_on_fds) (one atomic load when
+    /// there are none).
     #[inline]
     pub fn kick(&self) {
         if let Some(t) = &self.thread {
             t.unpark();
+        } else if self.shared.fd_sleepers.load(Ordering::SeqCst) > 0 {
+            if let Some(Some(fd)) = self.shared.kick_fd.get() {
+                fd.set();
+            }
         }
+    }
+
+    /// Sleep at most `d` in `poll(2)` on every source's [`Progress::wait_fds`] and the
+    /// engine's kick fd. `None` when the engine cannot be waited on that way — auto mode
+    /// (its thread drives), a source that must be polled, or no sources — and the
+    /// caller sleeps its own way instead.
+    ///
+    /// `enter` runs once this call counts as a sleeper, so a [`kick`](Self::kick) from
+    /// then on wakes it: the caller checks its queue there (under its lock) and
+    /// registers itself so that pushes kick the engine; `false` means "ready after
+    /// all, don't sleep" (answered as [`FdWake::Other`]). `leave` runs after the sleep
+    /// when `enter` returned true. Thus a push between the caller's last check and the
+    /// sleep is never lost. Two waiters asleep on one engine share the kick fd: the
+    /// first to wake clears it, so the second may sleep out its slice — one reason
+    /// callers pass short slices.
+    #[allow(unsafe_code)]
+    pub fn sleep_on_fds(
+        &self,
+        d: Duration,
+        enter: impl FnOnce() -> bool,
+        leave: impl FnOnce(),
+    ) -> Option<FdWake> {
+        if self.mode != ProgressMode::Manual {
+            return None;
+        }
+        let kick = self
+            .shared
+            .kick_fd
+            .get_or_init(|| WaitFd::new().ok())
+            .as_ref()?;
+        let list: SourceList = lock(&self.shared.sources).clone();
+        let mut wanted = Vec::new();
+        let mut any = false;
+        for s in list.iter().filter_map(Weak::upgrade) {
+            any = true;
+            if !s.wait_fds(&mut wanted) {
+                return None;
+            }
+        }
+        if !any {
+            return None;
+        }
+        let mut fds: Vec<libc::pollfd> = wanted
+            .iter()
+            .map(|w| libc::pollfd {
+                fd: w.fd,
+                events: w.events(),
+                revents: 0,
+            })
+            .collect();
+        let transport = fds.len();
+        fds.push(libc::pollfd {
+            fd: kick.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        self.shared.fd_sleepers.fetch_add(1, Ordering::SeqCst);
+        if !enter() {
+            self.shared.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+            return Some(FdWake::Other);
+        }
+        let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
+        // structs for the duration of the call; poll only writes their `revents`. A
+        // descriptor closed meanwhile by its source is reported as POLLNVAL, never a
+        // memory access.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        leave();
+        self.shared.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+        kick.clear();
+        Some(if n <= 0 {
+            FdWake::Timeout
+        } else if fds[..transport].iter().any(|p| p.revents != 0) {
+            FdWake::Transport
+        } else {
+            FdWake::Other
+        })
     }
 
     /// True while the auto thread runs.
@@ -647,5 +824,131 @@ mod tests {
         assert!(!e.is_running());
         assert_eq!(e.mode(), ProgressMode::Manual);
         assert!(format!("{e:?}").contains("Manual"));
+    }
+}
+
+/// Blocking waits over sources that can be waited on by descriptor.
+#[cfg(test)]
+mod fd_wait_tests {
+    use super::*;
+    use crate::cntr::KitCntr;
+    use ofi_core::cntr::CntrAttr;
+    use ofi_core::enums::WaitObj;
+    use ofi_core::provider::CntrOps;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixDatagram;
+
+    /// A transport of one socket: each datagram read is one counted completion.
+    struct SockSource {
+        rx: UnixDatagram,
+        cntr: KitCntr,
+        by_fd: bool,
+    }
+
+    impl Progress for SockSource {
+        fn progress(&self) -> usize {
+            let mut b = [0u8; 8];
+            let mut n = 0;
+            while self.rx.recv(&mut b).is_ok() {
+                self.cntr.inc();
+                n += 1;
+            }
+            n
+        }
+        fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+            out.push(FdInterest::read(self.rx.as_raw_fd()));
+            self.by_fd
+        }
+    }
+
+    fn setup(by_fd: bool) -> (Arc<ProgressEngine>, Arc<SockSource>, UnixDatagram) {
+        let (rx, tx) = UnixDatagram::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let engine = Arc::new(ProgressEngine::manual());
+        let attr = CntrAttr {
+            wait_obj: WaitObj::Unspec,
+            ..CntrAttr::default()
+        };
+        let cntr = KitCntr::with_progress(&attr, engine.clone()).unwrap();
+        let src = Arc::new(SockSource { rx, cntr, by_fd });
+        engine.register(&src);
+        (engine, src, tx)
+    }
+
+    /// An idle wait on an fd-capable transport sleeps in poll(2): it drives progress a
+    /// few dozen times in 300 ms (the initial spin, then one round per slice), where
+    /// the polling fallback wakes every millisecond.
+    #[test]
+    fn idle_wait_sleeps_on_the_descriptors() {
+        let rounds = |by_fd: bool| {
+            let (engine, src, _tx) = setup(by_fd);
+            let before = engine.drives();
+            let e = src.cntr.wait(1, 300).unwrap_err();
+            assert_eq!(e.code(), Errno::ETIMEDOUT);
+            engine.drives() - before
+        };
+        let by_fd = rounds(true);
+        let polled = rounds(false);
+        assert!(by_fd < 120, "fd sleep drove {by_fd} times");
+        assert!(
+            polled > by_fd + 100,
+            "polling drove {polled}, fd sleep {by_fd}"
+        );
+    }
+
+    /// A datagram arriving while the waiter sleeps on the descriptors wakes it.
+    #[test]
+    fn transport_readiness_wakes_the_waiter() {
+        let (engine, src, tx) = setup(true);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            tx.send(b"x").unwrap();
+            tx
+        });
+        src.cntr.wait(1, 10_000).unwrap();
+        assert_eq!(src.cntr.read(), 1);
+        drop(writer.join().unwrap());
+        assert!(engine.drives() < 200, "{} drives", engine.drives());
+    }
+
+    /// A kick (an operation posted by another thread) wakes a waiter asleep on fds.
+    #[test]
+    fn kick_wakes_an_fd_sleeper() {
+        let (engine, _src, _tx) = setup(true);
+        let e2 = engine.clone();
+        let t =
+            std::thread::spawn(move || e2.sleep_on_fds(Duration::from_secs(10), || true, || {}));
+        // Bounded: the sleeper registers within a few ms; kick until it has woken.
+        let mut woke = None;
+        for _ in 0..2000 {
+            engine.kick();
+            if t.is_finished() {
+                woke = Some(t.join().unwrap());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(woke, Some(Some(FdWake::Other)));
+    }
+
+    /// Auto engines and sources that must be polled are not waited on by descriptor.
+    #[test]
+    fn fd_sleep_needs_a_manual_engine_of_fd_sources() {
+        let (engine, _src, _tx) = setup(false);
+        let ms = Duration::from_millis(1);
+        assert_eq!(engine.sleep_on_fds(ms, || true, || {}), None);
+        let auto = ProgressEngine::new(ProgressMode::Auto).unwrap();
+        assert_eq!(auto.sleep_on_fds(ms, || true, || {}), None);
+        assert_eq!(
+            ProgressEngine::manual().sleep_on_fds(ms, || true, || {}),
+            None,
+            "no sources"
+        );
+        // Ready after all: no sleep.
+        let (engine, _src, _tx) = setup(true);
+        let t0 = std::time::Instant::now();
+        let r = engine.sleep_on_fds(Duration::from_secs(5), || false, || panic!("left"));
+        assert_eq!(r, Some(FdWake::Other));
+        assert!(t0.elapsed() < Duration::from_secs(4));
     }
 }

@@ -49,7 +49,7 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::WaitOps;
 use ofi_core::wait::WaitAttr;
 
-use crate::progress::{idle_slice, Backoff, ProgressEngine};
+use crate::progress::{idle_slice, Backoff, FdWake, ProgressEngine, LONG_SLICE};
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
 /// consistent across panics: every critical section leaves it valid).
@@ -77,6 +77,15 @@ impl Links {
     /// The linked engine, if any.
     pub(crate) fn engine(&self) -> Option<&Arc<ProgressEngine>> {
         self.progress.get()
+    }
+
+    /// Wake whoever sleeps on the linked engine's descriptors (after a push that a
+    /// sleeper of this queue may be waiting for).
+    #[inline]
+    pub(crate) fn kick(&self) {
+        if let Some(e) = self.progress.get() {
+            e.kick();
+        }
     }
 
     /// Whether a waiter must poll (the engine needs driving) rather than sleep.
@@ -113,6 +122,69 @@ impl Links {
         if self.has_sets.load(Ordering::Acquire) {
             for s in lock(&self.sets).iter() {
                 s.signal();
+            }
+        }
+    }
+}
+
+/// The fd sleep of one blocking call (CQ `sread`, counter `wait`, EQ `sread`): when
+/// the linked manual engine's sources can all be waited on by descriptor, the caller
+/// sleeps in `poll(2)` on them (up to [`LONG_SLICE`]) instead of waking every
+/// [`MAX_IDLE_SLEEP`] on its condition variable, so transport activity wakes it at
+/// once and an idle wait costs no CPU. Pushes to the queue kick the engine while the
+/// queue has sleepers ([`Links::kick`]), which wakes the caller too.
+///
+/// A wake by a transport descriptor that then gives no work (a socket with data but no
+/// receive posted stays readable) turns the fd sleep off for the rest of the call, so a
+/// waiter can never spin on it; it then polls as before.
+pub(crate) struct FdSleep {
+    enabled: bool,
+    woke_by_transport: bool,
+}
+
+impl FdSleep {
+    pub(crate) fn new() -> FdSleep {
+        FdSleep {
+            enabled: true,
+            woke_by_transport: false,
+        }
+    }
+
+    /// After a progress round that did `work`.
+    pub(crate) fn after_round(&mut self, work: usize) {
+        if self.woke_by_transport && work == 0 {
+            self.enabled = false;
+        }
+        self.woke_by_transport = false;
+    }
+
+    /// Sleep on descriptors if this call may; false if the caller must sleep its own
+    /// way. `enter` / `leave`: see [`ProgressEngine::sleep_on_fds`] (check the queue
+    /// and count the caller as a sleeper; undo that).
+    pub(crate) fn sleep(
+        &mut self,
+        links: &Links,
+        deadline: &Deadline,
+        enter: impl FnOnce() -> bool,
+        leave: impl FnOnce(),
+    ) -> bool {
+        if !self.enabled || !links.needs_polling() {
+            return false;
+        }
+        let Some(engine) = links.engine() else {
+            return false;
+        };
+        let d = deadline
+            .remaining()
+            .map_or(LONG_SLICE, |r| r.min(LONG_SLICE));
+        match engine.sleep_on_fds(d, enter, leave) {
+            None => {
+                self.enabled = false;
+                false
+            }
+            Some(wake) => {
+                self.woke_by_transport = wake == FdWake::Transport;
+                true
             }
         }
     }

@@ -55,7 +55,7 @@ use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::MrEndpointTarget;
-use ofi_kit::progress::Progress;
+use ofi_kit::progress::{FdInterest, Progress};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, PostOutcome, PostedRecv, TagMatcher, UnexpectedMsg,
 };
@@ -436,6 +436,30 @@ impl Progress for CmSource {
             _ => 0,
         }
     }
+
+    /// Connecting: writable (the connect completes); awaiting the response: readable;
+    /// connected: only a hang-up (the data path reads the socket).
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        let Some(ep) = self.0.upgrade() else {
+            return true;
+        };
+        if !ep.active.load(Ordering::Acquire) {
+            return true;
+        }
+        let Ok(st) = ep.st.try_lock() else {
+            return false;
+        };
+        let Some(fd) = st.sock.as_ref().map(Sock::fd) else {
+            return true;
+        };
+        match st.conn {
+            Conn::Connecting { .. } => out.push(FdInterest::write(fd)),
+            Conn::AwaitResp { .. } => out.push(FdInterest::read(fd)),
+            Conn::Connected => out.push(FdInterest::hangup(fd)),
+            _ => {}
+        }
+        true
+    }
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -554,6 +578,26 @@ impl Progress for EpInner {
             return 0;
         };
         self.progress_locked(&mut st)
+    }
+
+    /// Connected: the socket, readable, and writable while output is queued. Connection
+    /// setup belongs to the CM source; other states have nothing to wait for. A state
+    /// another thread holds cannot be read: then the waiter polls.
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        if !self.active.load(Ordering::Acquire) {
+            return true;
+        }
+        let Ok(st) = self.st.try_lock() else {
+            return false;
+        };
+        if let (Conn::Connected, Some(sock)) = (&st.conn, st.sock.as_ref()) {
+            out.push(if st.tx.is_empty() {
+                FdInterest::read(sock.fd())
+            } else {
+                FdInterest::read_write(sock.fd())
+            });
+        }
+        true
     }
 }
 

@@ -32,7 +32,7 @@ use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
-use ofi_kit::progress::{Progress, ProgressEngine, ProgressMode};
+use ofi_kit::progress::{FdInterest, Progress, ProgressEngine, ProgressMode};
 
 use crate::ep::Endpoint;
 use crate::proto::{CmHdr, CmKind, CM_DATA_SIZE, CM_HDR_LEN};
@@ -434,6 +434,19 @@ impl Progress for PepInner {
             }
         }
         work
+    }
+
+    /// Listening: the listening socket and every accepted socket whose request has not
+    /// all arrived.
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        let Ok(st) = self.st.try_lock() else {
+            return false;
+        };
+        if st.listening {
+            out.push(FdInterest::read(st.sock.fd()));
+            out.extend(st.incoming.iter().map(|i| FdInterest::read(i.sock.fd())));
+        }
+        true
     }
 }
 

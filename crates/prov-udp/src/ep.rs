@@ -64,7 +64,7 @@ use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
-use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::progress::{FdInterest, Progress, ProgressEngine};
 
 use crate::fabric::{Fabric, Peer};
 use crate::proto::{Header, HDR_LEN};
@@ -781,6 +781,17 @@ impl EpInner {
 impl Progress for EpInner {
     fn progress(&self) -> usize {
         self.poll_rx()
+    }
+
+    /// The socket while a receive is posted (sends complete when posted; datagrams
+    /// without a receive stay in the socket and must not wake a waiter).
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        if let Some(act) = self.active.get() {
+            if !lock(&self.rx).is_empty() {
+                out.push(FdInterest::read(act.sock.raw_fd()));
+            }
+        }
+        true
     }
 }
 
