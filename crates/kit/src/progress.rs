@@ -154,6 +154,26 @@ impl<F: Fn() -> usize + Send + Sync> Progress for F {
     }
 }
 
+/// For a provider that offers both progress modes (its template says
+/// `FI_PROGRESS_AUTO`, so hints asking for either match): make each getinfo result's
+/// data progress manual unless the hints asked for auto. Busy-polling applications
+/// then get no progress thread competing with them for the CPU and the endpoint's
+/// lock — the C providers answer manual too.
+pub fn prefer_manual_data_progress(
+    req: &ofi_core::getinfo::GetinfoRequest,
+    infos: &mut [ofi_core::attr::Info],
+) {
+    let asked_auto = req
+        .hints
+        .as_ref()
+        .is_some_and(|h| h.domain_attr.data_progress == ofi_core::enums::Progress::Auto);
+    if !asked_auto {
+        for i in infos {
+            i.domain_attr.data_progress = ofi_core::enums::Progress::Manual;
+        }
+    }
+}
+
 /// How an engine is driven.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ProgressMode {

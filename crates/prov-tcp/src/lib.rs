@@ -75,6 +75,7 @@ pub mod proto;
 pub mod sock;
 
 use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
@@ -328,6 +329,21 @@ impl Provider for TcpProvider {
         ]
     }
 
+    /// The framework's matcher; then data progress becomes manual unless the hints
+    /// asked for auto (as the C provider answers): a busy-polling application gets no
+    /// progress thread competing with it.
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let mut out = getinfo::match_templates(
+            NAME,
+            Self::VERSION,
+            &self.info_templates(),
+            req,
+            &getinfo::IpResolver,
+        );
+        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
+        out
+    }
+
     fn fabric(&self, info: &Info) -> Result<Fabric> {
         Fabric::open(self.settings.clone(), info)
     }
@@ -365,5 +381,31 @@ mod tests {
         assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_ok());
         let hints = Info::hints().with_ep_type(EpType::Dgram);
         assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_err());
+    }
+
+    /// Data progress is manual unless the hints ask for auto.
+    #[test]
+    fn data_progress_is_manual_unless_asked() {
+        let p = prov();
+        let ask = |progress: Progress| {
+            let mut hints = Info::hints().with_ep_type(EpType::Msg);
+            hints.domain_attr.data_progress = progress;
+            let req = GetinfoRequest {
+                version: ofi_core::version::API_VERSION,
+                node: None,
+                service: None,
+                flags: ofi_core::GetinfoFlags::empty(),
+                hints: Some(hints),
+            };
+            let out = p.getinfo(&req);
+            assert!(!out.infos.is_empty(), "{:?}", out.error);
+            out.infos
+                .iter()
+                .map(|i| i.domain_attr.data_progress)
+                .collect::<Vec<_>>()
+        };
+        assert!(ask(Progress::Unspec).iter().all(|&p| p == Progress::Manual));
+        assert!(ask(Progress::Manual).iter().all(|&p| p == Progress::Manual));
+        assert!(ask(Progress::Auto).iter().all(|&p| p == Progress::Auto));
     }
 }

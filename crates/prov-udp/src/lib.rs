@@ -385,14 +385,8 @@ impl Provider for UdpProvider {
             req,
             &IpResolver,
         );
-        let asked_auto = req
-            .hints
-            .as_ref()
-            .is_some_and(|h| h.domain_attr.data_progress == Progress::Auto);
+        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
         for i in &mut out.infos {
-            if !asked_auto {
-                i.domain_attr.data_progress = Progress::Manual;
-            }
             if i.src_addr.is_none() && i.dest_addr.is_none() {
                 i.src_addr = loopback(i.addr_format);
             }
