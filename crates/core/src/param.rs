@@ -579,8 +579,8 @@ pub fn core_params(store: &mut ParamStore) -> Result<()> {
         (
             "hook",
             String,
-            "Hooks to wrap around every object of a fabric, comma-separated and applied in \
-             order (perf, trace, debug, noop, fault)",
+            "Hooks to wrap around every object of a fabric, separated by ',' or ';' and \
+             applied in order (perf, trace, debug, noop, fault)",
             None,
         ),
         (

@@ -16,10 +16,19 @@
 //! - Every provider gets a [`Verdict`] per template (kept / rejected / filtered), the
 //!   explain report of `fi_info --explain`.
 //!
+//! - Hooks (DESIGN §8): [`Registry::open_fabric`] opens the real fabric, then hands it
+//!   to each hook of the registry's hook list in order ([`Registry::set_hooks`]; the
+//!   global registry takes `FI_HOOK`), each wrapping the previous: the host keeps the
+//!   fabric beneath in a per-thread slot while it opens the hook's fabric, and the hook
+//!   takes it through the host table (`hook_inner`). With no hooks nothing is wrapped
+//!   and the data path is untouched. Every fabric open goes this way, including the
+//!   ones utility providers make for the cores beneath them.
+//!
 //! The global registry is built lazily and thread-safely on first use. Provider calls
 //! are made without holding the registry's lock, so a utility provider may call back
 //! into the registry from its getinfo. Nothing here panics on provider output.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -118,6 +127,54 @@ pub struct Registry {
     filter: Option<ProviderFilter>,
     disabled: Vec<String>,
     warned_unknown: OnceLock<()>,
+    hooks: RwLock<Vec<String>>,
+}
+
+/// Parse a hook list (`FI_HOOK`): names separated by `,` (ofi-rs) or `;` (the C
+/// library), blanks ignored; a short name (`perf`) means the provider `ofi_hook_perf`,
+/// a full provider name is taken as it is. Lower-cased, in order.
+pub fn parse_hook_list(spec: &str) -> Vec<String> {
+    spec.split([',', ';'])
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            if n.starts_with("ofi_hook_") {
+                n
+            } else {
+                format!("ofi_hook_{n}")
+            }
+        })
+        .collect()
+}
+
+thread_local! {
+    /// The fabric beneath the hook whose fabric is being opened on this thread.
+    static HOOK_INNER: RefCell<Option<Fabric>> = const { RefCell::new(None) };
+}
+
+/// Take the fabric a hook being opened on this thread wraps (host table `hook_inner`).
+pub(crate) fn take_hook_inner() -> Option<Fabric> {
+    HOOK_INNER.with(|c| c.borrow_mut().take())
+}
+
+/// Open `hook`'s fabric over `inner`: park `inner` where the hook's `hook_inner` call
+/// finds it, and take it back if the hook did not (then it is closed by the drop).
+/// The slot is saved and restored around the call, so hooked opens nested in the
+/// hook's open (before it took its fabric) leave its fabric parked.
+fn open_hook(hook: &ProviderHandle, info: &Info, inner: Fabric) -> Result<Fabric> {
+    let saved = HOOK_INNER.with(|c| c.borrow_mut().replace(inner));
+    let res = hook.open_fabric(info);
+    let left = HOOK_INNER.with(|c| std::mem::replace(&mut *c.borrow_mut(), saved));
+    match (res, left) {
+        (Ok(_), Some(_)) => Err(Error::new(
+            Errno::EOTHER,
+            format!(
+                "hook {} opened a fabric without the one beneath it",
+                hook.name()
+            ),
+        )),
+        (res, _) => res,
+    }
 }
 
 impl Registry {
@@ -133,6 +190,7 @@ impl Registry {
                 .map(|d| d.trim().to_ascii_lowercase())
                 .collect(),
             warned_unknown: OnceLock::new(),
+            hooks: RwLock::new(Vec::new()),
         };
         for entry in config.builtins {
             if let Err(e) = reg.register_entry(entry) {
@@ -423,8 +481,68 @@ impl Registry {
             .collect()
     }
 
-    /// Open a fabric with the provider at the top of `info`'s provider stack.
+    /// Set the hooks every fabric this registry opens is wrapped in, in order (see
+    /// [`parse_hook_list`] for the grammar; empty: none). `FI_ENOENT` (and nothing
+    /// changes) if a name is not a registered hook provider.
+    pub fn set_hooks(&self, spec: &str) -> Result<()> {
+        let names = parse_hook_list(spec);
+        for n in &names {
+            if !self.find(n).is_some_and(|h| h.kind() == ProviderKind::Hook) {
+                return Err(Error::new(
+                    Errno::ENOENT,
+                    format!("hook '{n}' is not a registered hook provider"),
+                ));
+            }
+        }
+        *self.hooks.write().unwrap_or_else(|p| p.into_inner()) = names;
+        Ok(())
+    }
+
+    /// Builder-style [`Registry::set_hooks`].
+    pub fn with_hooks(self, spec: &str) -> Result<Registry> {
+        self.set_hooks(spec)?;
+        Ok(self)
+    }
+
+    /// The hook providers fabrics are wrapped in, in order.
+    pub fn hooks(&self) -> Vec<String> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Take `FI_HOOK` (global registry): unknown names are skipped with a warning.
+    fn hooks_from_environment(&self) {
+        let Some(spec) = crate::param::get_str(None, "hook").ok().flatten() else {
+            return;
+        };
+        let mut names = parse_hook_list(&spec);
+        names.retain(|n| {
+            let ok = self.find(n).is_some_and(|h| h.kind() == ProviderKind::Hook);
+            if !ok {
+                tracing::warn!(target: "ofi", prov = "core", subsys = "core",
+                    "FI_HOOK names '{n}', which is not a registered hook provider: skipped");
+            }
+            ok
+        });
+        *self.hooks.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
+
+    /// Open a fabric with the provider at the top of `info`'s provider stack, wrapped
+    /// in the registry's hooks (none by default; `FI_HOOK` for the global registry).
     pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
+        let mut fabric = self.open_fabric_unhooked(info)?;
+        let hooks = self.hooks();
+        for name in &hooks {
+            let hook = self
+                .find(name)
+                .ok_or_else(|| Error::new(Errno::ENODEV, format!("no hook named '{name}'")))?;
+            fabric = open_hook(&hook, info, fabric)?;
+        }
+        Ok(fabric)
+    }
+
+    /// Open a fabric with the provider at the top of `info`'s provider stack, without
+    /// hooks.
+    pub fn open_fabric_unhooked(&self, info: &Info) -> Result<Fabric> {
         let stack = info.prov_name();
         if stack.is_empty() {
             return Err(Error::new(
@@ -556,7 +674,9 @@ pub fn global() -> &'static Registry {
     GLOBAL.get_or_init(|| {
         crate::log::init();
         let builtins = BUILTINS.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Registry::build(RegistryConfig::from_environment(builtins))
+        let reg = Registry::build(RegistryConfig::from_environment(builtins));
+        reg.hooks_from_environment();
+        reg
     })
 }
 
@@ -573,4 +693,32 @@ pub fn host_getinfo(req: &GetinfoRequest, core_only: bool) -> GetinfoOutcome {
 /// Open a fabric through the global registry.
 pub fn open_fabric(info: &Info) -> Result<Fabric> {
     global().open_fabric(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_list_accepts_both_separators_and_short_names() {
+        assert_eq!(
+            parse_hook_list(" perf ;TRACE,,ofi_hook_noop"),
+            vec!["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_noop"]
+        );
+        assert!(parse_hook_list("").is_empty());
+    }
+
+    #[test]
+    fn no_inner_fabric_outside_a_hook_open() {
+        assert!(take_hook_inner().is_none());
+    }
+
+    #[test]
+    fn unknown_hooks_are_enoent() {
+        let reg = Registry::build(RegistryConfig::default());
+        assert_eq!(reg.set_hooks("perf").unwrap_err().code(), Errno::ENOENT);
+        assert!(reg.hooks().is_empty());
+        reg.set_hooks(" ; ")
+            .expect("an empty list needs no provider");
+    }
 }

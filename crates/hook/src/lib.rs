@@ -1,1 +1,527 @@
-//! ofi-hook: hooks perf, trace, debug, noop and fault, over any provider.
+//! ofi-hook: hooks perf, trace, debug, noop and fault, over any provider (DESIGN §8).
+//!
+//! # How a hook works
+//!
+//! A hook is a provider of kind [`ProviderKind::Hook`] (`ofi_hook_perf`, …). When
+//! `FI_HOOK` (or [`Registry::set_hooks`](ofi_core::registry::Registry::set_hooks))
+//! names hooks, the core's `open_fabric` opens the real fabric and then opens each
+//! hook's fabric in order; a hook's [`Provider::fabric`] takes the fabric beneath it
+//! with [`Host::hook_inner_fabric`] and wraps it. Every object the application opens
+//! from the hooked fabric is a wrapper ([`fabric`], [`domain`], [`ep`], [`cq`],
+//! [`objects`]) that holds the inner object as the core's public type
+//! (`ofi_core::Endpoint`, …) and forwards each call to it, so hooks work over
+//! built-ins, plugins and utility providers alike, and a hook can itself be a plugin.
+//!
+//! What a hook does is a [`Hook`] implementation: one value per hooked fabric, called
+//! around every data operation ([`Hook::op`]), every control call ([`Hook::ctl`]),
+//! CQ reads, binds and closes. The defaults forward and inline to nothing, so
+//! [`noop::Noop`] is the bare cost of the wrapper. With no hook configured nothing is
+//! wrapped at all.
+//!
+//! # Invariants
+//!
+//! - The wrappers keep the host's guarantees for the inner objects: a wrapper is
+//!   dropped only after its children (the host's bookkeeping of the outer objects
+//!   ensures it), and dropping a wrapper drops (and so closes) its inner object.
+//!   `close` of a wrapper runs the hook's close callback and succeeds; the inner
+//!   object is closed by the drop that follows at once (an inner close error is
+//!   logged by the core then).
+//! - Memory descriptors, keys, contexts and fabric addresses pass through unchanged:
+//!   a hooked MR's `desc` is the inner MR's.
+//!
+//! # What may panic
+//!
+//! Nothing here panics on provider or peer input; the adapters catch panics at the
+//! boundary regardless.
+
+#![allow(clippy::too_many_arguments)]
+
+pub mod cq;
+pub mod debug;
+pub mod domain;
+pub mod ep;
+pub mod fabric;
+pub mod fault;
+pub mod noop;
+pub mod objects;
+pub mod perf;
+pub mod trace;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ofi_core::abi::{self, PluginEntry, ProviderKind};
+use ofi_core::cq::{CqBuf, CqError};
+use ofi_core::fabric::Fabric;
+use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{Info, OpFlags, Result, Version};
+
+pub use cq::CqCore;
+pub use ep::EpCore;
+pub use fabric::HookFabric;
+
+/// The hooks' provider version (`prov_version`).
+pub const VERSION: Version = Version::new(1, 0);
+
+/// A data operation, as hooks see it (one per data call of the C API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum Op {
+    Send,
+    Sendv,
+    Sendmsg,
+    Inject,
+    Senddata,
+    Injectdata,
+    Recv,
+    Recvv,
+    Recvmsg,
+    Tsend,
+    Tsendv,
+    Tsendmsg,
+    Tinject,
+    Tsenddata,
+    Tinjectdata,
+    Trecv,
+    Trecvv,
+    Trecvmsg,
+    Read,
+    Readv,
+    Readmsg,
+    Write,
+    Writev,
+    Writemsg,
+    InjectWrite,
+    Writedata,
+    InjectWritedata,
+    Atomic,
+    Atomicv,
+    Atomicmsg,
+    InjectAtomic,
+    FetchAtomic,
+    FetchAtomicv,
+    FetchAtomicmsg,
+    CompareAtomic,
+    CompareAtomicv,
+    CompareAtomicmsg,
+    CqRead,
+    CqReaderr,
+    CqSread,
+    CntrRead,
+}
+
+impl Op {
+    /// Every operation, in declaration order (`ALL[op as usize] == op`).
+    pub const ALL: [Op; 41] = [
+        Op::Send,
+        Op::Sendv,
+        Op::Sendmsg,
+        Op::Inject,
+        Op::Senddata,
+        Op::Injectdata,
+        Op::Recv,
+        Op::Recvv,
+        Op::Recvmsg,
+        Op::Tsend,
+        Op::Tsendv,
+        Op::Tsendmsg,
+        Op::Tinject,
+        Op::Tsenddata,
+        Op::Tinjectdata,
+        Op::Trecv,
+        Op::Trecvv,
+        Op::Trecvmsg,
+        Op::Read,
+        Op::Readv,
+        Op::Readmsg,
+        Op::Write,
+        Op::Writev,
+        Op::Writemsg,
+        Op::InjectWrite,
+        Op::Writedata,
+        Op::InjectWritedata,
+        Op::Atomic,
+        Op::Atomicv,
+        Op::Atomicmsg,
+        Op::InjectAtomic,
+        Op::FetchAtomic,
+        Op::FetchAtomicv,
+        Op::FetchAtomicmsg,
+        Op::CompareAtomic,
+        Op::CompareAtomicv,
+        Op::CompareAtomicmsg,
+        Op::CqRead,
+        Op::CqReaderr,
+        Op::CqSread,
+        Op::CntrRead,
+    ];
+
+    /// The C API's name (`fi_send` → `"send"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::Sendv => "sendv",
+            Op::Sendmsg => "sendmsg",
+            Op::Inject => "inject",
+            Op::Senddata => "senddata",
+            Op::Injectdata => "injectdata",
+            Op::Recv => "recv",
+            Op::Recvv => "recvv",
+            Op::Recvmsg => "recvmsg",
+            Op::Tsend => "tsend",
+            Op::Tsendv => "tsendv",
+            Op::Tsendmsg => "tsendmsg",
+            Op::Tinject => "tinject",
+            Op::Tsenddata => "tsenddata",
+            Op::Tinjectdata => "tinjectdata",
+            Op::Trecv => "trecv",
+            Op::Trecvv => "trecvv",
+            Op::Trecvmsg => "trecvmsg",
+            Op::Read => "read",
+            Op::Readv => "readv",
+            Op::Readmsg => "readmsg",
+            Op::Write => "write",
+            Op::Writev => "writev",
+            Op::Writemsg => "writemsg",
+            Op::InjectWrite => "inject_write",
+            Op::Writedata => "writedata",
+            Op::InjectWritedata => "inject_writedata",
+            Op::Atomic => "atomic",
+            Op::Atomicv => "atomicv",
+            Op::Atomicmsg => "atomicmsg",
+            Op::InjectAtomic => "inject_atomic",
+            Op::FetchAtomic => "fetch_atomic",
+            Op::FetchAtomicv => "fetch_atomicv",
+            Op::FetchAtomicmsg => "fetch_atomicmsg",
+            Op::CompareAtomic => "compare_atomic",
+            Op::CompareAtomicv => "compare_atomicv",
+            Op::CompareAtomicmsg => "compare_atomicmsg",
+            Op::CqRead => "cq_read",
+            Op::CqReaderr => "cq_readerr",
+            Op::CqSread => "cq_sread",
+            Op::CntrRead => "cntr_read",
+        }
+    }
+
+    /// The operation called `name` (as [`Op::name`], case-insensitive, `fi_` prefix
+    /// allowed).
+    pub fn from_name(name: &str) -> Option<Op> {
+        let n = name.trim().to_ascii_lowercase();
+        let n = n.strip_prefix("fi_").unwrap_or(&n);
+        Op::ALL.iter().copied().find(|o| o.name() == n)
+    }
+
+    /// A transmit operation (its completion goes to the transmit CQ).
+    pub const fn is_tx(self) -> bool {
+        !self.is_rx() && !self.is_cq()
+    }
+
+    /// A receive operation (`recv*`, `trecv*`).
+    pub const fn is_rx(self) -> bool {
+        matches!(
+            self,
+            Op::Recv | Op::Recvv | Op::Recvmsg | Op::Trecv | Op::Trecvv | Op::Trecvmsg
+        )
+    }
+
+    /// A read of a CQ or counter (not an endpoint operation).
+    pub const fn is_cq(self) -> bool {
+        matches!(
+            self,
+            Op::CqRead | Op::CqReaderr | Op::CqSread | Op::CntrRead
+        )
+    }
+
+    /// An inject (never completes to a CQ).
+    pub const fn is_inject(self) -> bool {
+        matches!(
+            self,
+            Op::Inject
+                | Op::Injectdata
+                | Op::Tinject
+                | Op::Tinjectdata
+                | Op::InjectWrite
+                | Op::InjectWritedata
+                | Op::InjectAtomic
+        )
+    }
+
+    /// A `*msg` variant (carries its own operation flags).
+    pub const fn is_msg(self) -> bool {
+        matches!(
+            self,
+            Op::Sendmsg
+                | Op::Recvmsg
+                | Op::Tsendmsg
+                | Op::Trecvmsg
+                | Op::Readmsg
+                | Op::Writemsg
+                | Op::Atomicmsg
+                | Op::FetchAtomicmsg
+                | Op::CompareAtomicmsg
+        )
+    }
+
+    /// A message send (`send*`, `inject*`, and their tagged forms): what the fault hook
+    /// acts on over `FI_EP_DGRAM`.
+    pub const fn is_msg_send(self) -> bool {
+        matches!(
+            self,
+            Op::Send
+                | Op::Sendv
+                | Op::Sendmsg
+                | Op::Inject
+                | Op::Senddata
+                | Op::Injectdata
+                | Op::Tsend
+                | Op::Tsendv
+                | Op::Tsendmsg
+                | Op::Tinject
+                | Op::Tsenddata
+                | Op::Tinjectdata
+        )
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One data call as hooks see it: which operation, its payload size, its context and
+/// (for `*msg` calls) its flags. Cheap to build; nothing is computed unless a hook
+/// looks.
+#[derive(Clone, Copy, Debug)]
+pub struct OpCall {
+    /// The operation.
+    pub op: Op,
+    /// Payload bytes (sum of the iov lengths; elements × size for atomics: 0).
+    pub bytes: usize,
+    /// The operation context (0 for injects).
+    pub context: usize,
+    /// The `*msg` call's flags (`None` for the other calls).
+    pub flags: Option<OpFlags>,
+}
+
+/// The name of a hooked object in hook messages: its class and a number unique in the
+/// process (`endpoint #7`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ObjName {
+    /// The class (`fabric`, `domain`, `endpoint`, `cq`, …).
+    pub class: &'static str,
+    /// A number unique in the process.
+    pub id: u64,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl ObjName {
+    /// A new name of class `class`.
+    pub fn new(class: &'static str) -> ObjName {
+        ObjName {
+            class,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl fmt::Display for ObjName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} #{}", self.class, self.id)
+    }
+}
+
+/// What a hook does: one value per hooked fabric, called around the calls made on its
+/// objects. Every method has a forwarding default, so a hook implements only what it
+/// needs; the defaults inline away (the cost of [`noop::Noop`] is the wrapper's own).
+pub trait Hook: Sized + Send + Sync + 'static {
+    /// The provider name (`ofi_hook_<short>`; `FI_HOOK` uses the short name).
+    const NAME: &'static str;
+    /// True if the hook intercepts message sends on `FI_EP_DGRAM` endpoints
+    /// ([`Hook::dgram_send`]) and may queue completions of its own; otherwise that
+    /// path is compiled out.
+    const SENDS: bool = false;
+    /// True if the hook wants [`Hook::cq_read`] / [`Hook::cq_readerr`] callbacks.
+    const CQ_EVENTS: bool = false;
+    /// Per-endpoint data of the hook.
+    type EpData: Default + Send + Sync + 'static;
+    /// Per-CQ data of the hook.
+    type CqData: Default + Send + Sync + 'static;
+
+    /// Declare the hook's parameters (at provider init).
+    fn declare(_host: &Host) -> Result<()> {
+        Ok(())
+    }
+
+    /// The hook for one fabric: `inner` is the fabric beneath (its provider name is
+    /// `info.fabric_attr.prov_name`). Read parameters here.
+    fn open(host: &Host, info: &Info, inner: &Fabric) -> Result<Self>;
+
+    /// Around a data call on an endpoint: call `f` (the forwarded call) and return its
+    /// result, or return without calling it. `args` formats the arguments (for tracing).
+    #[inline(always)]
+    fn op<R: fmt::Debug>(
+        &self,
+        _ep: &EpCore<Self>,
+        _call: OpCall,
+        _args: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        f()
+    }
+
+    /// Around a control call on any object (open, bind, enable, close, AV and MR
+    /// calls, …).
+    #[inline(always)]
+    fn ctl<R: fmt::Debug>(
+        &self,
+        _obj: &ObjName,
+        _what: &'static str,
+        _args: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        f()
+    }
+
+    /// Around a read of a CQ or counter (`op` is one of [`Op::is_cq`]).
+    #[inline(always)]
+    fn read<R: fmt::Debug>(
+        &self,
+        _obj: &ObjName,
+        _op: Op,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        f()
+    }
+
+    /// A message send on an `FI_EP_DGRAM` endpoint (only with [`Hook::SENDS`]):
+    /// `Some(result)` if the hook handled it (dropped, queued, duplicated…), `None` to
+    /// forward it normally. `held` captures the call so it can be issued later.
+    fn dgram_send(
+        &self,
+        _ep: &EpCore<Self>,
+        _call: OpCall,
+        _held: impl FnOnce() -> fault::Held,
+    ) -> Option<Result<()>> {
+        None
+    }
+
+    /// After a CQ read that returned entries in `buf` (only with [`Hook::CQ_EVENTS`]).
+    fn cq_read(&self, _cq: &CqCore<Self>, _buf: &CqBuf<'_>, _n: usize) {}
+
+    /// After a CQ error entry was read (only with [`Hook::CQ_EVENTS`]).
+    fn cq_readerr(&self, _cq: &CqCore<Self>, _err: &CqError) {}
+
+    /// Progress hook: called on every CQ read before the inner read (only with
+    /// [`Hook::SENDS`]).
+    fn progress(&self, _cq: &CqCore<Self>) {}
+
+    /// True if the hook holds work for `cq` that only a read of it releases (held
+    /// sends, its own completions): `fi_trywait` must then say `FI_EAGAIN` (only with
+    /// [`Hook::SENDS`]).
+    fn busy(&self, _cq: &CqCore<Self>) -> bool {
+        false
+    }
+
+    /// An endpoint is closing.
+    fn ep_close(&self, _ep: &EpCore<Self>) {}
+
+    /// The fabric is closing (after all its objects): summaries go here.
+    fn fabric_close(&self, _fabric: &ObjName) {}
+}
+
+/// The provider of hook `H`: registers as `H::NAME`, answers no getinfo (hooks are
+/// not selected, they are applied), and wraps the fabric beneath when opened.
+pub struct HookProvider<H: Hook> {
+    host: Host,
+    _h: PhantomData<fn() -> H>,
+}
+
+impl<H: Hook> Provider for HookProvider<H> {
+    const NAME: &'static str = H::NAME;
+    const VERSION: Version = VERSION;
+    const KIND: ProviderKind = ProviderKind::Hook;
+    type Fabric = HookFabric<H>;
+
+    fn init(host: &Host) -> Result<Self> {
+        H::declare(host)?;
+        Ok(HookProvider {
+            host: *host,
+            _h: PhantomData,
+        })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        Vec::new()
+    }
+
+    fn getinfo(&self, _req: &GetinfoRequest) -> GetinfoOutcome {
+        GetinfoOutcome::default()
+    }
+
+    fn fabric(&self, info: &Info) -> Result<HookFabric<H>> {
+        let inner = self.host.hook_inner_fabric(info.prov_name())?;
+        HookFabric::open(&self.host, info, inner)
+    }
+}
+
+/// The provider of the perf hook.
+pub type PerfProvider = HookProvider<perf::Perf>;
+/// The provider of the trace hook.
+pub type TraceProvider = HookProvider<trace::Trace>;
+/// The provider of the debug hook.
+pub type DebugProvider = HookProvider<debug::Debug>;
+/// The provider of the noop hook.
+pub type NoopProvider = HookProvider<noop::Noop>;
+/// The provider of the fault hook.
+pub type FaultProvider = HookProvider<fault::Fault>;
+
+/// The entries of the five hooks, to register as built-ins (the `ofi` crate does with
+/// its `hook` feature; tests pass them in `RegistryConfig::builtins`).
+pub fn builtin_entries() -> Vec<&'static PluginEntry> {
+    vec![
+        abi::entry_for::<PerfProvider>(),
+        abi::entry_for::<TraceProvider>(),
+        abi::entry_for::<DebugProvider>(),
+        abi::entry_for::<NoopProvider>(),
+        abi::entry_for::<FaultProvider>(),
+    ]
+}
+
+/// For tests and tools in other crates: register the five hooks with the process-wide
+/// registry (if they are not already) and wrap every fabric it opens from now on in
+/// `spec` (the `FI_HOOK` grammar; `""` for none). This includes the fabrics utility
+/// providers open beneath themselves (rxd's udp fabric), which always go through the
+/// process-wide registry. `FI_ENOENT` if a name is not a registered hook.
+pub fn apply_globally(spec: &str) -> Result<()> {
+    for e in builtin_entries() {
+        ofi_core::registry::add_builtin(e);
+    }
+    ofi_core::registry::global().set_hooks(spec)
+}
+
+// A plugin build of this crate is the noop hook (one provider per library); a vendor
+// hook is its own cdylib crate exporting `HookProvider<TheirHook>`.
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(crate::NoopProvider);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_table_is_in_order_and_names_round_trip() {
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+            assert_eq!(Op::from_name(op.name()), Some(*op));
+        }
+        assert_eq!(Op::from_name("FI_SEND"), Some(Op::Send));
+        assert_eq!(Op::from_name("nope"), None);
+        assert!(Op::Send.is_tx() && Op::Recv.is_rx() && !Op::Recv.is_tx());
+        assert!(Op::Inject.is_msg_send() && !Op::Write.is_msg_send());
+    }
+}

@@ -2,13 +2,14 @@
 //! of it.
 //!
 //! The host table carries the log sink, parameter declaration and lookup, getinfo over
-//! the host's providers (for layering: core providers only) and fabric open through
-//! the host's registry. A plugin links its own copy of `ofi-core`, but must not keep a
-//! registry, parameter store or logger of its own: when a plugin's init runs with a
-//! host table that is not its copy's own, the table is installed as the copy's
-//! [`Host::current`] and a log forwarder to the host's sink is installed. In the host
-//! process the table is simply the core's own; linked-in providers use it through the
-//! same [`Host`] calls (one path).
+//! the host's providers (for layering: core providers only), fabric open through
+//! the host's registry, and (minor 2) `hook_inner`: the fabric a hook provider being
+//! opened wraps ([`Host::hook_inner_fabric`], see [`crate::registry`]). A plugin links
+//! its own copy of `ofi-core`, but must not keep a registry, parameter store or logger
+//! of its own: when a plugin's init runs with a host table that is not its copy's own,
+//! the table is installed as the copy's [`Host::current`] and a log forwarder to the
+//! host's sink is installed. In the host process the table is simply the core's own;
+//! linked-in providers use it through the same [`Host`] calls (one path).
 //!
 //! Every slot of the host table catches panics (a panic becomes `FI_EOTHER`). Nothing
 //! here panics.
@@ -47,6 +48,7 @@ static OWN: HostTable = HostTable {
     open_fabric: h_open_fabric,
     fabric_close: h_fabric_close,
     fabric_release: h_fabric_release,
+    hook_inner: h_hook_inner,
 };
 
 /// The host table installed in this copy (null: our own).
@@ -275,18 +277,41 @@ impl Host {
         let mut out = RawHostFabric::empty();
         // SAFETY: `ib` and `out` live across the call.
         ctl(|eb| unsafe { call_slot!(t, HostTable.open_fabric(ib.as_ptr(), 0, &mut out, eb)) })?;
+        // SAFETY: `out` was filled by the host's open_fabric.
+        unsafe { self.host_fabric(out, info.prov_name(), "open_fabric") }
+    }
+
+    /// For a hook provider, inside its [`Provider::fabric`](crate::provider::Provider::fabric):
+    /// the fabric it wraps (the real provider's, or the previous hook's when several
+    /// are stacked), handed over once per hook fabric open. `FI_ENOENT` when the host
+    /// is not opening a hook's fabric on this thread (or it was taken already);
+    /// `FI_ENOSYS` from a host older than interface minor 2.
+    pub fn hook_inner_fabric(&self, prov: &str) -> Result<Fabric> {
+        let t = self.table;
+        let mut out = RawHostFabric::empty();
+        // SAFETY: `out` lives across the call.
+        ctl(|eb| unsafe { call_slot!(t, HostTable.hook_inner(&mut out, eb)) })?;
+        // SAFETY: `out` was filled by the host's hook_inner.
+        unsafe { self.host_fabric(out, prov, "hook_inner") }
+    }
+
+    /// Wrap a fabric the host handed over.
+    ///
+    /// # Safety
+    /// `out` was filled by a successful `open_fabric` / `hook_inner` of `self.table`.
+    unsafe fn host_fabric(&self, out: RawHostFabric, prov: &str, what: &str) -> Result<Fabric> {
         if out.obj.is_null() || out.ops.is_null() || out.keep.is_null() {
             return Err(Error::new(
                 Errno::EOTHER,
-                "host open_fabric returned no fabric",
+                format!("host {what} returned no fabric"),
             ));
         }
-        let prov: Arc<str> = info.prov_name().into();
+        let prov: Arc<str> = prov.into();
         let node = Node::root(
             out.family,
             prov,
             Closer::HostFabric {
-                host: t,
+                host: self.table,
                 keep: out.keep,
             },
             None,
@@ -505,17 +530,45 @@ unsafe extern "C" fn h_open_fabric(
         // SAFETY: `info` valid for the call (contract).
         let info = unsafe { info_from_raw(info) }?;
         let fabric = crate::registry::open_fabric(&info)?;
-        let (obj, ops, node) = fabric.into_raw_parts();
-        let family = node.family();
-        let keep = Box::into_raw(Box::new(node)) as *mut c_void;
         // SAFETY: `out` valid for writes (contract).
-        unsafe {
-            (*out).obj = obj;
-            (*out).ops = ops;
-            (*out).family = family;
-            (*out).keep = keep;
+        unsafe { give_fabric(fabric, out) }
+    })
+}
+
+/// Hand a fabric to the other side: its object, table, family and our hold.
+///
+/// # Safety
+/// `out` valid for writes.
+unsafe fn give_fabric(fabric: Fabric, out: *mut RawHostFabric) -> Result<i32> {
+    if out.is_null() {
+        return Err(Error::new(Errno::EINVAL, "fabric out-parameter: null"));
+    }
+    let (obj, ops, node) = fabric.into_raw_parts();
+    let family = node.family();
+    let keep = Box::into_raw(Box::new(node)) as *mut c_void;
+    // SAFETY: `out` non-null and valid for writes (contract).
+    unsafe {
+        (*out).obj = obj;
+        (*out).ops = ops;
+        (*out).family = family;
+        (*out).keep = keep;
+    }
+    Ok(0)
+}
+
+unsafe extern "C" fn h_hook_inner(out: *mut RawHostFabric, err: *mut ErrBuf) -> i32 {
+    host_slot(err, "hook_inner", || {
+        if out.is_null() {
+            return Err(Error::new(Errno::EINVAL, "hook_inner: null out"));
         }
-        Ok(0)
+        let fabric = crate::registry::take_hook_inner().ok_or_else(|| {
+            Error::new(
+                Errno::ENOENT,
+                "hook_inner: no hook fabric is being opened on this thread",
+            )
+        })?;
+        // SAFETY: `out` valid for writes (contract).
+        unsafe { give_fabric(fabric, out) }
     })
 }
 

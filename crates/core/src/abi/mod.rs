@@ -62,7 +62,10 @@ use crate::provider::Provider;
 /// Interface major version: a plugin of another major is refused.
 pub const ABI_MAJOR: u32 = 1;
 /// Interface minor version: a plugin of this minor or an older one loads.
-pub const ABI_MINOR: u32 = 1;
+///
+/// History: 1 added multicast (`join`, `mc_close`); 2 added the host's `hook_inner`
+/// (hook providers, `FI_HOOK`).
+pub const ABI_MINOR: u32 = 2;
 /// The name of the static a plugin exports.
 pub const ENTRY_SYMBOL: &str = "OFI_RS_PLUGIN_ENTRY";
 

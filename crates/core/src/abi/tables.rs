@@ -542,6 +542,12 @@ abi_table! {
         /// Drop the host's hold on a fabric `open_fabric` returned (closing it if it is
         /// still open).
         fn fabric_release(keep: *mut c_void) -> i32;
+        /// Hand a hook provider the fabric it wraps (minor 2): while the host opens a
+        /// hook's fabric (`FI_HOOK`), this returns the fabric beneath it — the real
+        /// provider's, or the previous hook's — exactly once, in the form of
+        /// `open_fabric` (released through `fabric_close` / `fabric_release`).
+        /// `-FI_ENOENT` outside a hook's fabric open or when already taken.
+        fn @2 hook_inner(out: *mut RawHostFabric, err: *mut ErrBuf) -> i32;
     }
 }
 

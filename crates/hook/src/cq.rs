@@ -1,0 +1,287 @@
+//! Hooked completion queues.
+//!
+//! A hooked CQ reads from the CQ beneath. For hooks that intercept datagram sends
+//! ([`Hook::SENDS`]) it also holds completions the hook made itself (a dropped
+//! datagram still completes to its sender, as the wire would) and returns those
+//! first; each read first lets the hook make progress ([`Hook::progress`]: release
+//! delayed sends). For other hooks that path is compiled out.
+//!
+//! Invariants: the endpoints list holds `Weak` references only (no cycle with
+//! [`EpCore`], which holds this core). Nothing here panics.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::cq::{CompletionQueue, CqBuf, CqError};
+use ofi_core::provider::CqOps;
+use ofi_core::{Errno, Result, ADDR_NOTAVAIL};
+
+use crate::ep::EpCore;
+use crate::{Hook, ObjName, Op};
+
+/// A completion the hook made: a [`CqTaggedEntry`] without a buffer pointer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Synth {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Length.
+    pub len: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+}
+
+/// The state of a hooked CQ that hooks see.
+pub struct CqCore<H: Hook> {
+    /// The CQ beneath.
+    pub inner: CompletionQueue,
+    /// Its name in hook messages.
+    pub name: ObjName,
+    /// The size it was opened with (0: the provider's default).
+    pub size: usize,
+    pending: Mutex<VecDeque<Synth>>,
+    has_pending: AtomicBool,
+    eps: Mutex<Vec<Weak<EpCore<H>>>>,
+    /// The hook's own data.
+    pub data: H::CqData,
+}
+
+impl<H: Hook> CqCore<H> {
+    /// Record that `ep` is bound to this CQ (hooks with [`Hook::SENDS`]).
+    pub(crate) fn attach(&self, ep: &Arc<EpCore<H>>) {
+        let mut eps = self.eps.lock().unwrap_or_else(|p| p.into_inner());
+        eps.retain(|w| w.strong_count() > 0);
+        eps.push(Arc::downgrade(ep));
+    }
+
+    /// The endpoints bound to this CQ that are still open.
+    pub fn endpoints(&self) -> Vec<Arc<EpCore<H>>> {
+        self.eps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Queue a completion made by the hook; it is returned before the inner CQ's.
+    pub fn push_completion(&self, e: Synth) {
+        let mut q = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(e);
+        self.has_pending.store(true, Ordering::Release);
+    }
+
+    /// True if completions made by the hook are queued.
+    pub fn has_pending(&self) -> bool {
+        self.has_pending.load(Ordering::Acquire)
+    }
+
+    /// Move queued hook completions into `buf` (and `src`): `None` if there were none.
+    fn take_pending(&self, buf: &mut CqBuf<'_>, src: Option<&mut [u64]>) -> Option<usize> {
+        if !self.has_pending.load(Ordering::Acquire) || buf.is_empty() {
+            return None;
+        }
+        let mut q = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let n = q.len().min(buf.len());
+        for i in 0..n {
+            if let Some(e) = q.pop_front() {
+                buf.set(
+                    i,
+                    &CqTaggedEntry {
+                        op_context: e.op_context,
+                        flags: e.flags,
+                        len: e.len,
+                        buf: std::ptr::null_mut(),
+                        data: e.data,
+                        tag: e.tag,
+                    },
+                );
+            }
+        }
+        if let Some(s) = src {
+            for slot in s.iter_mut().take(n) {
+                *slot = ADDR_NOTAVAIL;
+            }
+        }
+        if q.is_empty() {
+            self.has_pending.store(false, Ordering::Release);
+        }
+        (n > 0).then_some(n)
+    }
+}
+
+/// A CQ wrapped by hook `H`.
+pub struct HookCq<H: Hook> {
+    core: Arc<CqCore<H>>,
+    h: Arc<H>,
+}
+
+impl<H: Hook> HookCq<H> {
+    pub(crate) fn new(inner: CompletionQueue, size: usize, h: Arc<H>) -> HookCq<H> {
+        HookCq {
+            core: Arc::new(CqCore {
+                inner,
+                name: ObjName::new("cq"),
+                size,
+                pending: Mutex::new(VecDeque::new()),
+                has_pending: AtomicBool::new(false),
+                eps: Mutex::new(Vec::new()),
+                data: H::CqData::default(),
+            }),
+            h,
+        }
+    }
+
+    /// The CQ's core (for hooks and tests).
+    pub fn core(&self) -> &Arc<CqCore<H>> {
+        &self.core
+    }
+}
+
+/// Read from the CQ beneath into the caller's buffer.
+fn read_inner(cq: &CompletionQueue, buf: &mut CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
+    match (buf, src) {
+        (CqBuf::Context(b), None) => cq.read(b),
+        (CqBuf::Context(b), Some(s)) => cq.readfrom(b, s),
+        (CqBuf::Msg(b), None) => cq.read(b),
+        (CqBuf::Msg(b), Some(s)) => cq.readfrom(b, s),
+        (CqBuf::Data(b), None) => cq.read(b),
+        (CqBuf::Data(b), Some(s)) => cq.readfrom(b, s),
+        (CqBuf::Tagged(b), None) => cq.read(b),
+        (CqBuf::Tagged(b), Some(s)) => cq.readfrom(b, s),
+    }
+}
+
+/// Blocking read from the CQ beneath.
+fn sread_inner(
+    cq: &CompletionQueue,
+    buf: &mut CqBuf<'_>,
+    src: Option<&mut [u64]>,
+    threshold: Option<usize>,
+    timeout: i32,
+) -> Result<usize> {
+    macro_rules! one {
+        ($b:expr) => {
+            match (src, threshold) {
+                (Some(s), _) => cq.sreadfrom($b, s, timeout),
+                (None, Some(t)) => cq.sread_threshold($b, t, timeout),
+                (None, None) => cq.sread($b, timeout),
+            }
+        };
+    }
+    match buf {
+        CqBuf::Context(b) => one!(b),
+        CqBuf::Msg(b) => one!(b),
+        CqBuf::Data(b) => one!(b),
+        CqBuf::Tagged(b) => one!(b),
+    }
+}
+
+impl<H: Hook> CqOps for HookCq<H> {
+    fn read(&self, mut buf: CqBuf<'_>, mut src: Option<&mut [u64]>) -> Result<usize> {
+        self.h.read(&self.core.name, Op::CqRead, || {
+            if H::SENDS {
+                self.h.progress(&self.core);
+                if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
+                    return Ok(n);
+                }
+            }
+            let r = read_inner(&self.core.inner, &mut buf, src);
+            if H::CQ_EVENTS {
+                if let Ok(n) = r {
+                    self.h.cq_read(&self.core, &buf, n);
+                }
+            }
+            r
+        })
+    }
+
+    fn readerr(&self, flags: u64) -> Result<CqError> {
+        self.h.read(&self.core.name, Op::CqReaderr, || {
+            let r = self.core.inner.readerr_owned(flags);
+            if H::CQ_EVENTS {
+                if let Ok(e) = &r {
+                    self.h.cq_readerr(&self.core, e);
+                }
+            }
+            r
+        })
+    }
+
+    fn sread(
+        &self,
+        mut buf: CqBuf<'_>,
+        mut src: Option<&mut [u64]>,
+        threshold: Option<usize>,
+        timeout: i32,
+    ) -> Result<usize> {
+        self.h.read(&self.core.name, Op::CqSread, || {
+            if !H::SENDS {
+                let r = sread_inner(&self.core.inner, &mut buf, src, threshold, timeout);
+                if H::CQ_EVENTS {
+                    if let Ok(n) = r {
+                        self.h.cq_read(&self.core, &buf, n);
+                    }
+                }
+                return r;
+            }
+            // The hook may hold sends and completions of its own: wait in short steps,
+            // making progress between them.
+            let deadline =
+                (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+            loop {
+                self.h.progress(&self.core);
+                if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
+                    return Ok(n);
+                }
+                let step = match deadline {
+                    Some(d) => {
+                        let left = d.saturating_duration_since(Instant::now()).as_millis();
+                        left.min(1) as i32
+                    }
+                    None => 1,
+                };
+                match sread_inner(
+                    &self.core.inner,
+                    &mut buf,
+                    src.as_deref_mut(),
+                    threshold,
+                    step,
+                ) {
+                    Err(e) if e.code() == Errno::EAGAIN => {
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            return Err(e);
+                        }
+                    }
+                    other => return other,
+                }
+            }
+        })
+    }
+
+    fn signal(&self) -> Result<()> {
+        self.h.ctl(&self.core.name, "signal", String::new, || {
+            self.core.inner.signal()
+        })
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        self.core.inner.strerror_with_data(prov_errno, err_data)
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        self.h.ctl(&self.core.name, "wait_fd", String::new, || {
+            self.core.inner.wait_fd()
+        })
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
+    }
+}

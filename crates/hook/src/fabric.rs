@@ -1,0 +1,123 @@
+//! The hooked fabric: wraps the fabric beneath and opens hooked domains, passive
+//! endpoints, EQs and wait sets from it.
+//!
+//! Invariant: the inner fabric outlives every wrapper opened from it (each wrapper
+//! holds the inner child, which keeps its parent alive). Nothing here panics.
+
+use std::sync::Arc;
+
+use ofi_core::abi::object::AsFid;
+use ofi_core::eq::EqAttr;
+use ofi_core::fabric::Fabric;
+use ofi_core::provider::{FabricOps, Host, TryWaitRef};
+use ofi_core::wait::WaitAttr;
+use ofi_core::{Errno, Error, Info, Result};
+
+use crate::domain::HookDomain;
+use crate::ep::HookPep;
+use crate::objects::{HookEq, HookWait};
+use crate::{Hook, ObjName};
+
+/// A fabric wrapped by hook `H`.
+pub struct HookFabric<H: Hook> {
+    inner: Fabric,
+    h: Arc<H>,
+    name: ObjName,
+}
+
+impl<H: Hook> HookFabric<H> {
+    /// Wrap `inner` (the fabric beneath) for `info`.
+    pub(crate) fn open(host: &Host, info: &Info, inner: Fabric) -> Result<HookFabric<H>> {
+        let h = H::open(host, info, &inner)?;
+        Ok(HookFabric {
+            inner,
+            h: Arc::new(h),
+            name: ObjName::new("fabric"),
+        })
+    }
+
+    /// The hook's state of this fabric.
+    pub fn hook(&self) -> &Arc<H> {
+        &self.h
+    }
+}
+
+impl<H: Hook> FabricOps for HookFabric<H> {
+    type Domain = HookDomain<H>;
+    type PassiveEp = HookPep<H>;
+    type Eq = HookEq<H>;
+    type Wait = HookWait<H>;
+
+    fn domain(&self, info: &Info, context: usize) -> Result<HookDomain<H>> {
+        let d = self.h.ctl(
+            &self.name,
+            "domain",
+            || format!("domain={:?} context={context:#x}", info.domain_attr.name),
+            || self.inner.domain_with(info, context),
+        )?;
+        Ok(HookDomain::new(d, self.h.clone()))
+    }
+
+    fn passive_ep(&self, info: &Info, context: usize) -> Result<HookPep<H>> {
+        let p = self.h.ctl(
+            &self.name,
+            "passive_ep",
+            || format!("context={context:#x}"),
+            || self.inner.passive_ep_with(info, context),
+        )?;
+        Ok(HookPep::new(p, self.h.clone()))
+    }
+
+    fn eq_open(&self, attr: &EqAttr, context: usize) -> Result<HookEq<H>> {
+        let q = self.h.ctl(
+            &self.name,
+            "eq_open",
+            || format!("attr={attr:?} context={context:#x}"),
+            || self.inner.eq_open_with(attr, context),
+        )?;
+        Ok(HookEq::new(q, self.h.clone()))
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<HookWait<H>> {
+        let w = self.h.ctl(
+            &self.name,
+            "wait_open",
+            || format!("attr={attr:?}"),
+            || self.inner.wait_open(attr),
+        )?;
+        Ok(HookWait::new(w, self.h.clone()))
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        if H::SENDS {
+            let busy = objs.iter().any(|o| match o {
+                TryWaitRef::Cq(c) => c.core().has_pending() || self.h.busy(c.core()),
+                _ => false,
+            });
+            if busy {
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+        }
+        let refs: Vec<&dyn AsFid> = objs
+            .iter()
+            .map(|o| match o {
+                TryWaitRef::Cq(c) => &c.core().inner as &dyn AsFid,
+                TryWaitRef::Cntr(c) => &c.core().inner as &dyn AsFid,
+                TryWaitRef::Eq(e) => e.inner() as &dyn AsFid,
+                TryWaitRef::Wait(w) => w.inner() as &dyn AsFid,
+            })
+            .collect();
+        self.h.ctl(
+            &self.name,
+            "trywait",
+            || format!("count={}", refs.len()),
+            || self.inner.trywait(&refs),
+        )
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.name, "close", String::new, || Ok(()))?;
+        self.h.fabric_close(&self.name);
+        Ok(())
+    }
+}

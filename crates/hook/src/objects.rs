@@ -1,0 +1,446 @@
+//! The other hooked classes: event queues, counters, address vectors, memory regions
+//! and wait sets. Each forwards every call to the object beneath through
+//! [`Hook::ctl`] (counter reads through [`Hook::read`]).
+//!
+//! Limits: a counter read or wait error is reported as the C API allows for a `u64`
+//! read (0). Nothing here panics.
+
+use std::sync::{Arc, Mutex};
+
+use ofi_core::abi::raw::Iov;
+use ofi_core::av::AddressVector;
+use ofi_core::cntr::Counter;
+use ofi_core::eq::{EqErrorEntry, Event, EventQueue};
+use ofi_core::mr::MemoryRegion;
+use ofi_core::provider::{AvOps, CntrOps, Desc, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
+use ofi_core::wait::WaitSet;
+use ofi_core::{Address, Result, ADDR_NOTAVAIL};
+
+use crate::fabric::HookFabric;
+use crate::{Hook, ObjName, Op};
+
+/// An EQ wrapped by hook `H`.
+///
+/// A blocking peek (`fi_eq_sread` with `FI_PEEK`, which the core's adapter uses for
+/// every `sread`) reads the event from the EQ beneath and keeps it here until a read
+/// without peek takes it: the public API has no blocking peek.
+pub struct HookEq<H: Hook> {
+    inner: EventQueue,
+    h: Arc<H>,
+    name: ObjName,
+    kept: Mutex<Option<Event>>,
+}
+
+impl<H: Hook> HookEq<H> {
+    pub(crate) fn new(inner: EventQueue, h: Arc<H>) -> HookEq<H> {
+        HookEq {
+            inner,
+            h,
+            name: ObjName::new("eq"),
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// The EQ beneath.
+    pub fn inner(&self) -> &EventQueue {
+        &self.inner
+    }
+
+    /// The kept event, if any (taken unless `peek`).
+    fn kept(&self, peek: bool) -> Option<Event> {
+        let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if peek {
+            k.clone()
+        } else {
+            k.take()
+        }
+    }
+}
+
+impl<H: Hook> EqOps for HookEq<H> {
+    fn read(&self, peek: bool) -> Result<Event> {
+        self.h.ctl(
+            &self.name,
+            "eq_read",
+            || format!("peek={peek}"),
+            || {
+                if let Some(ev) = self.kept(peek) {
+                    return Ok(ev);
+                }
+                if peek {
+                    self.inner.peek()
+                } else {
+                    self.inner.read()
+                }
+            },
+        )
+    }
+
+    fn readerr(&self) -> Result<EqErrorEntry> {
+        self.h.ctl(&self.name, "eq_readerr", String::new, || {
+            self.inner.readerr()
+        })
+    }
+
+    fn write(&self, event: Event) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "eq_write",
+            || format!("event={:?}", event.event),
+            || self.inner.write(&event),
+        )
+    }
+
+    fn sread(&self, timeout: i32, peek: bool) -> Result<Event> {
+        self.h.ctl(
+            &self.name,
+            "eq_sread",
+            || format!("timeout={timeout} peek={peek}"),
+            || {
+                if let Some(ev) = self.kept(peek) {
+                    return Ok(ev);
+                }
+                let ev = self.inner.sread(timeout)?;
+                if peek {
+                    *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev.clone());
+                }
+                Ok(ev)
+            },
+        )
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        self.inner.strerror_with_data(prov_errno, err_data)
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        self.h
+            .ctl(&self.name, "wait_fd", String::new, || self.inner.wait_fd())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.name, "close", String::new, || Ok(()))
+    }
+}
+
+/// The state of a hooked counter that hooks see.
+pub struct CntrCore {
+    /// The counter beneath.
+    pub inner: Counter,
+    /// Its name in hook messages.
+    pub name: ObjName,
+}
+
+/// A counter wrapped by hook `H`.
+pub struct HookCntr<H: Hook> {
+    core: Arc<CntrCore>,
+    h: Arc<H>,
+}
+
+impl<H: Hook> HookCntr<H> {
+    pub(crate) fn new(inner: Counter, h: Arc<H>) -> HookCntr<H> {
+        HookCntr {
+            core: Arc::new(CntrCore {
+                inner,
+                name: ObjName::new("counter"),
+            }),
+            h,
+        }
+    }
+
+    /// The counter's core.
+    pub fn core(&self) -> &Arc<CntrCore> {
+        &self.core
+    }
+}
+
+impl<H: Hook> CntrOps for HookCntr<H> {
+    fn read(&self) -> u64 {
+        self.h
+            .read(&self.core.name, Op::CntrRead, || self.core.inner.read())
+            .unwrap_or(0)
+    }
+
+    fn readerr(&self) -> u64 {
+        self.h
+            .ctl(&self.core.name, "cntr_readerr", String::new, || {
+                self.core.inner.readerr()
+            })
+            .unwrap_or(0)
+    }
+
+    fn add(&self, value: u64) -> Result<()> {
+        self.h.ctl(
+            &self.core.name,
+            "cntr_add",
+            || format!("value={value}"),
+            || self.core.inner.add(value),
+        )
+    }
+
+    fn set(&self, value: u64) -> Result<()> {
+        self.h.ctl(
+            &self.core.name,
+            "cntr_set",
+            || format!("value={value}"),
+            || self.core.inner.set(value),
+        )
+    }
+
+    fn adderr(&self, value: u64) -> Result<()> {
+        self.h.ctl(
+            &self.core.name,
+            "cntr_adderr",
+            || format!("value={value}"),
+            || self.core.inner.adderr(value),
+        )
+    }
+
+    fn seterr(&self, value: u64) -> Result<()> {
+        self.h.ctl(
+            &self.core.name,
+            "cntr_seterr",
+            || format!("value={value}"),
+            || self.core.inner.seterr(value),
+        )
+    }
+
+    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
+        self.h.ctl(
+            &self.core.name,
+            "cntr_wait",
+            || format!("threshold={threshold} timeout={timeout}"),
+            || self.core.inner.wait(threshold, timeout),
+        )
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        self.h.ctl(&self.core.name, "wait_fd", String::new, || {
+            self.core.inner.wait_fd()
+        })
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
+    }
+}
+
+/// An AV wrapped by hook `H`.
+pub struct HookAv<H: Hook> {
+    inner: AddressVector,
+    h: Arc<H>,
+    name: ObjName,
+}
+
+impl<H: Hook> HookAv<H> {
+    pub(crate) fn new(inner: AddressVector, h: Arc<H>) -> HookAv<H> {
+        HookAv {
+            inner,
+            h,
+            name: ObjName::new("av"),
+        }
+    }
+
+    /// The AV beneath.
+    pub fn inner(&self) -> &AddressVector {
+        &self.inner
+    }
+}
+
+impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        self.h.ctl(
+            &self.name,
+            "av_insert",
+            || {
+                format!(
+                    "count={} flags={flags:#x} context={context:#x}",
+                    addrs.len()
+                )
+            },
+            || self.inner.insert_into(addrs, fi_addr, flags, context),
+        )
+    }
+
+    fn insertsvc(
+        &self,
+        node: &str,
+        service: &str,
+        fi_addr: &mut u64,
+        flags: u64,
+        _context: usize,
+    ) -> Result<usize> {
+        let a = self.h.ctl(
+            &self.name,
+            "av_insertsvc",
+            || format!("node={node} service={service} flags={flags:#x}"),
+            || self.inner.insertsvc(node, service, flags),
+        )?;
+        *fi_addr = a;
+        Ok(1)
+    }
+
+    fn insertsym(
+        &self,
+        node: &str,
+        nodecnt: usize,
+        service: &str,
+        svccnt: usize,
+        fi_addr: &mut [u64],
+        flags: u64,
+        _context: usize,
+    ) -> Result<usize> {
+        let v = self.h.ctl(
+            &self.name,
+            "av_insertsym",
+            || format!("node={node} nodecnt={nodecnt} service={service} svccnt={svccnt}"),
+            || self.inner.insertsym(node, nodecnt, service, svccnt, flags),
+        )?;
+        for (slot, a) in fi_addr.iter_mut().zip(&v) {
+            *slot = *a;
+        }
+        Ok(v.iter().filter(|a| **a != ADDR_NOTAVAIL).count())
+    }
+
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "av_remove",
+            || format!("count={} flags={flags:#x}", fi_addr.len()),
+            || self.inner.remove(fi_addr, flags),
+        )
+    }
+
+    fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        self.h.ctl(
+            &self.name,
+            "av_lookup",
+            || format!("fi_addr={fi_addr:#x}"),
+            || self.inner.lookup(fi_addr),
+        )
+    }
+
+    fn straddr(&self, addr: &Address) -> String {
+        self.inner
+            .straddr(addr)
+            .unwrap_or_else(|_| addr.to_addr_str())
+    }
+
+    fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "av_bind",
+            || format!("flags={flags:#x}"),
+            || self.inner.bind_eq(eq.inner(), flags),
+        )
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.name, "close", String::new, || Ok(()))
+    }
+}
+
+/// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
+pub struct HookMr<H: Hook> {
+    inner: MemoryRegion,
+    h: Arc<H>,
+    name: ObjName,
+}
+
+impl<H: Hook> HookMr<H> {
+    pub(crate) fn new(inner: MemoryRegion, h: Arc<H>) -> HookMr<H> {
+        HookMr {
+            inner,
+            h,
+            name: ObjName::new("mr"),
+        }
+    }
+}
+
+impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
+    fn key(&self) -> u64 {
+        self.inner.key()
+    }
+
+    fn desc(&self) -> Desc {
+        self.inner.desc()
+    }
+
+    fn bind(&self, target: MrBindTarget<'_, HookFabric<H>>, flags: u64) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "mr_bind",
+            || format!("flags={flags:#x}"),
+            || match target {
+                MrBindTarget::Ep(ep) => self.inner.bind_ep(&ep.core().inner, flags),
+                MrBindTarget::Cntr(c) => self.inner.bind_cntr(&c.core().inner, flags),
+            },
+        )
+    }
+
+    fn refresh(&self, iov: &[Iov], flags: u64) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "mr_refresh",
+            || format!("iov_count={} flags={flags:#x}", iov.len()),
+            || self.inner.refresh(iov, flags),
+        )
+    }
+
+    fn enable(&self) -> Result<()> {
+        self.h
+            .ctl(&self.name, "mr_enable", String::new, || self.inner.enable())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.name, "close", String::new, || Ok(()))
+    }
+}
+
+/// A wait set wrapped by hook `H`.
+pub struct HookWait<H: Hook> {
+    inner: WaitSet,
+    h: Arc<H>,
+    name: ObjName,
+}
+
+impl<H: Hook> HookWait<H> {
+    pub(crate) fn new(inner: WaitSet, h: Arc<H>) -> HookWait<H> {
+        HookWait {
+            inner,
+            h,
+            name: ObjName::new("wait set"),
+        }
+    }
+
+    /// The wait set beneath.
+    pub fn inner(&self) -> &WaitSet {
+        &self.inner
+    }
+}
+
+impl<H: Hook> WaitOps for HookWait<H> {
+    fn wait(&self, timeout: i32) -> Result<()> {
+        self.h.ctl(
+            &self.name,
+            "wait",
+            || format!("timeout={timeout}"),
+            || self.inner.wait(timeout),
+        )
+    }
+
+    fn fd(&self) -> Result<i32> {
+        self.h
+            .ctl(&self.name, "fd", String::new, || self.inner.fd())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.h.ctl(&self.name, "close", String::new, || Ok(()))
+    }
+}

@@ -1,0 +1,156 @@
+//! The trace hook (`ofi_hook_trace`): every call on a hooked object, with its arguments
+//! and result, at trace level (`FI_LOG_LEVEL=trace`), rate-limited.
+//!
+//! # Parameters
+//!
+//! | variable | default | meaning |
+//! | --- | --- | --- |
+//! | `FI_OFI_HOOK_TRACE_RATE` | 1000 | most lines per second (0: no limit); the next line after a suppressed stretch says how many were left out |
+//!
+//! Subsystems: `ep_data` for data calls, `cq` for CQ / counter reads, `ep_ctrl` for
+//! the other calls. When trace level is off for the hook, a call costs one level check.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ofi_core::fabric::Fabric;
+use ofi_core::provider::Host;
+use ofi_core::{Info, Result};
+use tracing::Level;
+
+use crate::ep::EpCore;
+use crate::{Hook, ObjName, Op, OpCall};
+
+/// The trace hook of one fabric.
+pub struct Trace {
+    limit: u64,
+    window: Mutex<(Instant, u64)>,
+    suppressed: AtomicU64,
+    lines: AtomicU64,
+}
+
+fn result<R: fmt::Debug>(r: &Result<R>) -> String {
+    match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("{:?}", e.code()),
+    }
+}
+
+impl Trace {
+    fn on() -> bool {
+        tracing::enabled!(target: "ofi", Level::TRACE)
+    }
+
+    /// May a line go out now? `Some(n)`: yes, `n` lines were suppressed before it.
+    fn allow(&self) -> Option<u64> {
+        if self.limit > 0 {
+            let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            if now.duration_since(w.0) >= Duration::from_secs(1) {
+                *w = (now, 0);
+            }
+            if w.1 >= self.limit {
+                self.suppressed.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            w.1 += 1;
+        }
+        self.lines.fetch_add(1, Ordering::Relaxed);
+        Some(self.suppressed.swap(0, Ordering::Relaxed))
+    }
+
+    fn line(&self, subsys: &str, text: impl FnOnce() -> String) {
+        if let Some(sup) = self.allow() {
+            let t = text();
+            if sup > 0 {
+                ofi_core::ofi_trace!(
+                    Self::NAME,
+                    subsys,
+                    "{t} ({sup} line(s) suppressed before this)"
+                );
+            } else {
+                ofi_core::ofi_trace!(Self::NAME, subsys, "{t}");
+            }
+        }
+    }
+
+    /// Lines written so far (for tests and diagnostics).
+    pub fn lines(&self) -> u64 {
+        self.lines.load(Ordering::Relaxed)
+    }
+}
+
+impl Hook for Trace {
+    const NAME: &'static str = "ofi_hook_trace";
+    type EpData = ();
+    type CqData = ();
+
+    fn declare(host: &Host) -> Result<()> {
+        host.declare_param(
+            "rate",
+            ofi_core::param::ParamType::Int,
+            "Most trace lines per second (0: no limit)",
+            Some("1000"),
+        )
+    }
+
+    fn open(host: &Host, _info: &Info, _inner: &Fabric) -> Result<Trace> {
+        let limit = host.param_int("rate")?.unwrap_or(1000).max(0) as u64;
+        Ok(Trace {
+            limit,
+            window: Mutex::new((Instant::now(), 0)),
+            suppressed: AtomicU64::new(0),
+            lines: AtomicU64::new(0),
+        })
+    }
+
+    #[inline]
+    fn op<R: fmt::Debug>(
+        &self,
+        ep: &EpCore<Self>,
+        call: OpCall,
+        args: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let r = f();
+        if Self::on() {
+            self.line("ep_data", || {
+                format!("{} {}({}) = {}", ep.name, call.op, args(), result(&r))
+            });
+        }
+        r
+    }
+
+    #[inline]
+    fn ctl<R: fmt::Debug>(
+        &self,
+        obj: &ObjName,
+        what: &'static str,
+        args: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let r = f();
+        if Self::on() {
+            self.line("ep_ctrl", || {
+                format!("{obj} {what}({}) = {}", args(), result(&r))
+            });
+        }
+        r
+    }
+
+    #[inline]
+    fn read<R: fmt::Debug>(
+        &self,
+        obj: &ObjName,
+        op: Op,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let r = f();
+        if Self::on() {
+            self.line("cq", || format!("{obj} {op}() = {}", result(&r)));
+        }
+        r
+    }
+}

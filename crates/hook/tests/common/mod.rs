@@ -1,0 +1,141 @@
+//! Shared test helpers: registries with the hooks, and a connectionless endpoint pair.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::CqDataEntry;
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::fabric::Fabric;
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, OpFlags, WaitObj, API_VERSION};
+
+/// Every wait is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// A registry with the in-tree core providers and the five hooks, wrapping fabrics in
+/// `hooks`.
+pub fn registry(hooks: &str) -> Registry {
+    let mut builtins = vec![
+        ofi::abi::entry_for::<ofi_prov_udp::UdpProvider>(),
+        ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>(),
+        ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>(),
+    ];
+    builtins.extend(ofi_hook::builtin_entries());
+    Registry::build(RegistryConfig {
+        builtins,
+        ..RegistryConfig::default()
+    })
+    .with_hooks(hooks)
+    .expect("hooks registered")
+}
+
+/// The first info of `prov` with endpoint type `ep_type`.
+pub fn info(reg: &Registry, prov: &str, ep_type: EpType) -> Info {
+    let mut h = Info::hints().with_ep_type(ep_type);
+    h.fabric_attr.prov_name = Some(prov.into());
+    if prov == "udp" {
+        h.addr_format = AddrFormat::SOCKADDR_IN;
+    }
+    reg.getinfo(&GetinfoRequest {
+        hints: Some(h),
+        ..GetinfoRequest::new(API_VERSION)
+    })
+    .expect("getinfo")
+    .remove(0)
+}
+
+/// One endpoint with its CQ (data format) and AV.
+pub struct Peer {
+    pub ep: Endpoint,
+    pub cq: CompletionQueue,
+    pub av: AddressVector,
+}
+
+/// Two endpoints of one domain that know each other.
+pub struct Pair {
+    pub a: Peer,
+    pub b: Peer,
+    /// b's address in a's AV.
+    pub to_b: u64,
+    /// a's address in b's AV.
+    pub to_a: u64,
+    pub domain: Domain,
+    pub fabric: Fabric,
+    pub info: Info,
+}
+
+fn peer(domain: &Domain, info: &Info) -> Peer {
+    let cq = domain
+        .cq_open(&CqAttr {
+            wait_obj: WaitObj::None,
+            ..CqAttr::with_format(CqFormat::Data)
+        })
+        .expect("cq");
+    let av = domain.av_open(&AvAttr::default()).expect("av");
+    let ep = domain.endpoint(info).expect("endpoint");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .expect("bind cq");
+    ep.bind_av(&av).expect("bind av");
+    ep.enable().expect("enable");
+    Peer { ep, cq, av }
+}
+
+/// A connectionless pair over `prov` from `reg`.
+pub fn pair(reg: &Registry, prov: &str, ep_type: EpType) -> Pair {
+    let info = info(reg, prov, ep_type);
+    let fabric = reg.open_fabric(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let a = peer(&domain, &info);
+    let b = peer(&domain, &info);
+    let fmt = info.addr_format;
+    let name_a = ofi::Address::from_bytes(fmt, &a.ep.getname().unwrap()).unwrap();
+    let name_b = ofi::Address::from_bytes(fmt, &b.ep.getname().unwrap()).unwrap();
+    let to_b = a.av.insert(&[name_b]).unwrap()[0];
+    let to_a = b.av.insert(&[name_a]).unwrap()[0];
+    Pair {
+        a,
+        b,
+        to_b,
+        to_a,
+        domain,
+        fabric,
+        info,
+    }
+}
+
+/// Read one completion from `cq` within `wait` (`None`: none came).
+pub fn next(cq: &CompletionQueue, wait: Duration) -> Option<CqDataEntry> {
+    let end = Instant::now() + wait;
+    let mut e = [CqDataEntry::default()];
+    loop {
+        match cq.read(&mut e) {
+            Ok(1) => return Some(e[0]),
+            Ok(_) => {}
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            Err(err) => panic!("cq read: {err}"),
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Drive both CQs for `wait`, collecting every completion.
+pub fn drain(p: &Pair, wait: Duration) -> (Vec<CqDataEntry>, Vec<CqDataEntry>) {
+    let (mut ca, mut cb) = (Vec::new(), Vec::new());
+    let end = Instant::now() + wait;
+    while Instant::now() < end {
+        if let Some(e) = next(&p.a.cq, Duration::ZERO) {
+            ca.push(e);
+        }
+        if let Some(e) = next(&p.b.cq, Duration::ZERO) {
+            cb.push(e);
+        }
+    }
+    (ca, cb)
+}

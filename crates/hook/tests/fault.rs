@@ -1,0 +1,470 @@
+//! The fault hook over udp: drop, duplicate, delay, reorder and fail, from a seed; its
+//! parameters through the environment (in a child process) and `set_config`.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{drain, next, pair, registry, Pair, WAIT};
+use ofi::{EpType, Errno, OpFlags};
+use ofi_hook::fault::{self, FaultConfig};
+
+/// `set_config` is process-wide: tests that set it run one at a time.
+static CONFIG: Mutex<()> = Mutex::new(());
+
+fn with_config<T>(cfg: FaultConfig, f: impl FnOnce() -> T) -> T {
+    let _g = CONFIG.lock().unwrap_or_else(|p| p.into_inner());
+    fault::set_config(Some(cfg));
+    let r = f();
+    fault::set_config(None);
+    r
+}
+
+/// Post `n` 64-byte receives on b (contexts 1000 + i).
+fn post_recvs(p: &Pair, bufs: &mut [[u8; 64]]) {
+    for (i, b) in bufs.iter_mut().enumerate() {
+        // SAFETY: the buffers outlive the pair's use of them (drained before drop).
+        unsafe {
+            p.b.ep
+                .recv(
+                    b.as_mut_ptr(),
+                    b.len(),
+                    std::ptr::null_mut(),
+                    p.to_a,
+                    1000 + i,
+                )
+                .expect("recv")
+        };
+    }
+}
+
+/// Send `n` datagrams a → b, each carrying its index; contexts 1 + i.
+fn send_all(p: &Pair, msgs: &[[u8; 8]]) {
+    for (i, m) in msgs.iter().enumerate() {
+        let end = Instant::now() + WAIT;
+        loop {
+            // SAFETY: `msgs` outlives the sends' completions (drained by the caller).
+            match unsafe {
+                p.a.ep
+                    .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1 + i)
+            } {
+                Ok(()) => break,
+                Err(e) if e.code() == Errno::EAGAIN && Instant::now() < end => {
+                    let _ = next(&p.a.cq, Duration::ZERO);
+                }
+                Err(e) => panic!("send {i}: {e}"),
+            }
+        }
+    }
+}
+
+fn msgs(n: usize) -> Vec<[u8; 8]> {
+    (0..n as u64).map(u64::to_le_bytes).collect()
+}
+
+fn seqs(bufs: &[[u8; 64]], done: &[ofi::abi::raw::CqDataEntry]) -> Vec<u64> {
+    done.iter()
+        .map(|e| {
+            let i = e.op_context - 1000;
+            u64::from_le_bytes(bufs[i][..8].try_into().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn drop_completes_to_the_sender_and_loses_the_datagram() {
+    const N: usize = 100;
+    let (tx, rx, dropped) = with_config(
+        FaultConfig {
+            seed: 7,
+            drop: 0.3,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let mut bufs = vec![[0u8; 64]; N];
+            post_recvs(&p, &mut bufs);
+            let before = fault::totals().dropped;
+            let m = msgs(N);
+            send_all(&p, &m);
+            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            let got = seqs(&bufs, &cb);
+            (ca, got, fault::totals().dropped - before)
+        },
+    );
+    // Every send completes to the sender, dropped or not, exactly once.
+    let mut ctxs: Vec<usize> = tx.iter().map(|e| e.op_context).collect();
+    ctxs.sort_unstable();
+    assert_eq!(ctxs, (1..=N).collect::<Vec<_>>());
+    assert!(tx.iter().all(|e| e.flags & OpFlags::SEND.bits() != 0));
+    // What did not arrive was dropped by the hook (loopback loses nothing else).
+    assert!(
+        dropped > 10 && dropped < 50,
+        "dropped {dropped} of {N} at 0.3"
+    );
+    assert_eq!(rx.len() as u64 + dropped, N as u64, "received {}", rx.len());
+}
+
+#[test]
+fn dropped_sends_follow_selective_completion_and_counters() {
+    with_config(
+        FaultConfig {
+            drop: 1.0,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let info = common::info(&reg, "udp", EpType::Dgram);
+            let fabric = reg.open_fabric(&info).unwrap();
+            let domain = fabric.domain(&info).unwrap();
+            let cq = domain
+                .cq_open(&ofi::cq::CqAttr {
+                    wait_obj: ofi::WaitObj::None,
+                    ..ofi::cq::CqAttr::with_format(ofi::CqFormat::Data)
+                })
+                .unwrap();
+            let cntr = domain.cntr_open(&ofi::cntr::CntrAttr::default()).unwrap();
+            let av = domain.av_open(&ofi::av::AvAttr::default()).unwrap();
+            let ep = domain.endpoint(&info).unwrap();
+            ep.bind(
+                &cq,
+                OpFlags::TRANSMIT | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION,
+            )
+            .unwrap();
+            ep.bind_cntr(&cntr, OpFlags::SEND).unwrap();
+            ep.bind_av(&av).unwrap();
+            ep.enable().unwrap();
+            let me = ofi::Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
+            let to = av.insert(&[me]).unwrap()[0];
+            let m = [5u8; 8];
+            // SAFETY: `m` outlives the calls (the sends are dropped by the hook).
+            unsafe {
+                // No FI_COMPLETION: no completion, as udp itself would do.
+                ep.send(m.as_ptr(), 8, std::ptr::null_mut(), to, 1).unwrap();
+                let iov = [ofi::abi::raw::Iov {
+                    base: m.as_ptr() as *mut std::ffi::c_void,
+                    len: 8,
+                }];
+                let msg = ofi::abi::raw::Msg {
+                    msg_iov: iov.as_ptr(),
+                    desc: std::ptr::null(),
+                    iov_count: 1,
+                    addr: to,
+                    context: 2,
+                    data: 0,
+                };
+                // With FI_COMPLETION: one completion, context 2.
+                ep.sendmsg(&msg, OpFlags::COMPLETION.bits()).unwrap();
+            }
+            ep.inject(&m, to).unwrap();
+            let e = next(&cq, Duration::from_millis(100)).expect("the FI_COMPLETION send");
+            assert_eq!(e.op_context, 2);
+            assert_eq!(e.flags, (OpFlags::SEND | OpFlags::MSG).bits());
+            assert!(
+                next(&cq, Duration::from_millis(100)).is_none(),
+                "nothing else"
+            );
+            assert_eq!(cntr.read().unwrap(), 3, "every dropped send counts");
+        },
+    );
+}
+
+#[test]
+fn same_seed_same_faults() {
+    let run = || {
+        with_config(
+            FaultConfig {
+                seed: 42,
+                drop: 0.5,
+                ..FaultConfig::default()
+            },
+            || {
+                let reg = registry("fault");
+                let p = pair(&reg, "udp", EpType::Dgram);
+                let mut bufs = vec![[0u8; 64]; 64];
+                post_recvs(&p, &mut bufs);
+                send_all(&p, &msgs(64));
+                let (_, cb) = drain(&p, Duration::from_millis(300));
+                let mut s = seqs(&bufs, &cb);
+                s.sort_unstable();
+                s
+            },
+        )
+    };
+    let first = run();
+    assert!(!first.is_empty() && first.len() < 64);
+    assert_eq!(first, run(), "the seed fixes which datagrams are lost");
+}
+
+#[test]
+fn dup_delivers_twice_and_completes_once() {
+    const N: usize = 20;
+    let (tx, rx) = with_config(
+        FaultConfig {
+            dup: 1.0,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let mut bufs = vec![[0u8; 64]; 2 * N + 5];
+            post_recvs(&p, &mut bufs);
+            send_all(&p, &msgs(N));
+            let (ca, cb) = drain(&p, Duration::from_millis(300));
+            (ca, seqs(&bufs, &cb))
+        },
+    );
+    assert_eq!(tx.len(), N, "one completion per send");
+    assert_eq!(rx.len(), 2 * N, "every datagram twice");
+    for i in 0..N as u64 {
+        assert_eq!(rx.iter().filter(|s| **s == i).count(), 2, "seq {i}");
+    }
+}
+
+#[test]
+fn reorder_changes_the_order_and_loses_nothing() {
+    const N: usize = 60;
+    let rx = with_config(
+        FaultConfig {
+            seed: 3,
+            reorder: 0.3,
+            delay_for: Duration::from_millis(50),
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let mut bufs = vec![[0u8; 64]; N];
+            post_recvs(&p, &mut bufs);
+            send_all(&p, &msgs(N));
+            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            assert_eq!(ca.len(), N, "every send completes");
+            seqs(&bufs, &cb)
+        },
+    );
+    assert_eq!(rx.len(), N);
+    let mut sorted = rx.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..N as u64).collect::<Vec<_>>());
+    assert_ne!(rx, sorted, "some datagrams overtook others");
+}
+
+#[test]
+fn delay_holds_a_send_until_progress_after_the_delay() {
+    let (early, late) = with_config(
+        FaultConfig {
+            delay: 1.0,
+            delay_for: Duration::from_millis(100),
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let mut bufs = vec![[0u8; 64]; 1];
+            post_recvs(&p, &mut bufs);
+            send_all(&p, &msgs(1));
+            // The held send is work a read must release: no blocking now.
+            let e = p.fabric.trywait(&[&p.a.cq]).unwrap_err();
+            assert_eq!(e.code(), Errno::EAGAIN);
+            // Only the sender's CQ reads (or sends) release a held send, and only once
+            // due: however much the receiver polls meanwhile, nothing arrives.
+            let early = next(&p.b.cq, Duration::from_millis(40));
+            // The sender's CQ reads release it once due.
+            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            assert_eq!(ca.len(), 1);
+            (early, cb.len())
+        },
+    );
+    assert!(early.is_none(), "delivered before the delay");
+    assert_eq!(late, 1);
+}
+
+#[test]
+fn fail_ops_return_the_chosen_code() {
+    with_config(
+        FaultConfig {
+            fail_ops: vec![ofi_hook::Op::Send],
+            fail_code: Errno::EIO,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let m = [1u8; 8];
+            // SAFETY: `m` outlives the call (the call fails before reaching udp).
+            let e = unsafe {
+                p.a.ep
+                    .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1)
+            }
+            .unwrap_err();
+            assert_eq!(e.code(), Errno::EIO);
+            // Other operations are untouched.
+            p.a.ep.inject(&m, p.to_b).expect("inject is not listed");
+        },
+    );
+    // A code of its own per operation.
+    with_config(
+        FaultConfig {
+            fail_ops: vec![ofi_hook::Op::Send, ofi_hook::Op::CqRead],
+            fail_codes: vec![(ofi_hook::Op::CqRead, Errno::EAGAIN)],
+            fail_code: Errno::ECANCELED,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let p = pair(&reg, "udp", EpType::Dgram);
+            let m = [1u8; 8];
+            // SAFETY: `m` outlives the call (the call fails before reaching udp).
+            let e = unsafe {
+                p.a.ep
+                    .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1)
+            }
+            .unwrap_err();
+            assert_eq!(e.code(), Errno::ECANCELED);
+            let mut e = [ofi::abi::raw::CqDataEntry::default()];
+            assert_eq!(p.a.cq.read(&mut e).unwrap_err().code(), Errno::EAGAIN);
+            let before = fault::totals().failed;
+            let _ = p.b.cq.read(&mut e);
+            assert_eq!(
+                fault::totals().failed,
+                before + 1,
+                "the read failed on purpose"
+            );
+        },
+    );
+}
+
+#[test]
+fn bad_config_fails_the_fabric_open() {
+    with_config(
+        FaultConfig {
+            drop: 0.7,
+            dup: 0.7,
+            ..FaultConfig::default()
+        },
+        || {
+            let reg = registry("fault");
+            let info = common::info(&reg, "udp", EpType::Dgram);
+            let e = reg.open_fabric(&info).unwrap_err();
+            assert_eq!(e.code(), Errno::EINVAL, "{e}");
+        },
+    );
+}
+
+/// Run in a child process (see `parameters_from_the_environment`): the parameters come
+/// from `FI_OFI_HOOK_FAULT_*`.
+#[test]
+fn child_env_drop_all() {
+    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
+        return;
+    }
+    let reg = registry("fault");
+    let p = pair(&reg, "udp", EpType::Dgram);
+    let mut bufs = vec![[0u8; 64]; 10];
+    post_recvs(&p, &mut bufs);
+    send_all(&p, &msgs(10));
+    let (ca, cb) = drain(&p, Duration::from_millis(200));
+    assert_eq!((ca.len(), cb.len()), (10, 0), "all dropped, all completed");
+}
+
+/// Run in a child process: a bad parameter in the environment fails the fabric open
+/// with `FI_EINVAL` naming the variable (`OFI_HOOK_TEST_EXPECT`).
+#[test]
+fn child_env_bad_config() {
+    let Some(var) = std::env::var_os("OFI_HOOK_TEST_EXPECT") else {
+        return;
+    };
+    let var = var.to_string_lossy().into_owned();
+    let reg = registry("fault");
+    let info = common::info(&reg, "udp", EpType::Dgram);
+    let e = reg.open_fabric(&info).unwrap_err();
+    assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    assert!(e.to_string().contains(&var), "{e}");
+}
+
+/// Run in a child process: `apply_globally` hooks the process-wide registry (what the
+/// `ofi` crate's getinfo / fabric open use).
+#[test]
+fn child_apply_globally() {
+    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
+        return;
+    }
+    fault::set_config(Some(FaultConfig {
+        drop: 1.0,
+        ..FaultConfig::default()
+    }));
+    assert_eq!(
+        ofi_hook::apply_globally("nope").unwrap_err().code(),
+        Errno::ENOENT
+    );
+    ofi_hook::apply_globally("fault").unwrap();
+    let p = pair(ofi::registry(), "udp", EpType::Dgram);
+    assert_eq!(p.fabric.provider(), "ofi_hook_fault");
+    let mut bufs = vec![[0u8; 64]; 4];
+    post_recvs(&p, &mut bufs);
+    send_all(&p, &msgs(4));
+    let (ca, cb) = drain(&p, Duration::from_millis(200));
+    assert_eq!((ca.len(), cb.len()), (4, 0), "all dropped, all completed");
+    assert_eq!(fault::totals().dropped, 4);
+    println!("CHILD OK");
+}
+
+#[test]
+fn apply_globally_hooks_the_process_registry() {
+    let out = run_child("child_apply_globally", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("OFI_HOOK_TEST_CHILD", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("spawn child")
+}
+
+#[test]
+fn parameters_from_the_environment() {
+    let out = run_child(
+        "child_env_drop_all",
+        &[
+            ("FI_OFI_HOOK_FAULT_DROP", "1"),
+            ("FI_OFI_HOOK_FAULT_SEED", "9"),
+        ],
+    );
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (var, value) in [
+        ("FI_OFI_HOOK_FAULT_DROP", "1.5"),
+        ("FI_OFI_HOOK_FAULT_DUP", "often"),
+        ("FI_OFI_HOOK_FAULT_DELAY_US", "-1"),
+        ("FI_OFI_HOOK_FAULT_DELAY_US", "9223372036854775807"),
+        ("FI_OFI_HOOK_FAULT_FAIL_OPS", "send,sned"),
+        ("FI_OFI_HOOK_FAULT_FAIL_CODE", "EWHATEVER"),
+    ] {
+        let out = run_child(
+            "child_env_bad_config",
+            &[(var, value), ("OFI_HOOK_TEST_EXPECT", var)],
+        );
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{var}={value}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

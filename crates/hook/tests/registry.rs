@@ -1,0 +1,171 @@
+//! Applying hooks: `Registry::set_hooks` / `with_hooks`, the `FI_HOOK` grammar, the
+//! global registry's `FI_HOOK` (in a child process), fabrics opened for layering
+//! (through the host table) hooked too, and the errors.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{info, registry};
+use ofi::abi::ProviderKind;
+use ofi::getinfo::GetinfoRequest;
+use ofi::provider::{Host, Provider, Unsupported};
+use ofi::registry::parse_hook_list;
+use ofi::{EpType, Errno, Error, Info, Result, Version, API_VERSION};
+
+#[test]
+fn hook_list_grammar() {
+    assert_eq!(
+        parse_hook_list("perf;Trace, ,ofi_hook_debug,"),
+        vec!["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_debug"]
+    );
+    assert!(parse_hook_list(" ; , ").is_empty());
+}
+
+#[test]
+fn hooks_wrap_in_order_and_only_when_asked() {
+    let reg = registry("");
+    assert!(reg.hooks().is_empty());
+    let i = info(&reg, "udp", EpType::Dgram);
+    assert_eq!(
+        reg.open_fabric(&i).unwrap().provider(),
+        "udp",
+        "no hook: no wrapper"
+    );
+
+    reg.set_hooks("noop;perf").unwrap();
+    assert_eq!(reg.hooks(), vec!["ofi_hook_noop", "ofi_hook_perf"]);
+    let f = reg.open_fabric(&i).unwrap();
+    assert_eq!(f.provider(), "ofi_hook_perf", "the last hook is outermost");
+    let d = f.domain(&i).unwrap();
+    assert_eq!(d.provider(), "ofi_hook_perf");
+    assert_eq!(reg.open_fabric_unhooked(&i).unwrap().provider(), "udp");
+}
+
+#[test]
+fn hooks_are_listed_but_never_selected() {
+    let reg = registry("");
+    let provs = reg.providers();
+    for name in ["perf", "trace", "debug", "noop", "fault"] {
+        let p = provs
+            .iter()
+            .find(|p| p.name == format!("ofi_hook_{name}"))
+            .unwrap_or_else(|| panic!("{name} not registered"));
+        assert_eq!(p.kind, ProviderKind::Hook);
+    }
+    let infos = reg.getinfo(&GetinfoRequest::new(API_VERSION)).unwrap();
+    assert!(infos.iter().all(|i| !i.prov_name().contains("hook")));
+}
+
+#[test]
+fn unknown_hook_is_enoent_and_changes_nothing() {
+    let reg = registry("noop");
+    let e = reg.set_hooks("noop,bogus").unwrap_err();
+    assert_eq!(e.code(), Errno::ENOENT);
+    assert!(e.to_string().contains("ofi_hook_bogus"), "{e}");
+    assert_eq!(reg.hooks(), vec!["ofi_hook_noop"]);
+    // A core provider is not a hook.
+    assert_eq!(
+        reg.set_hooks("ofi_hook_udp").unwrap_err().code(),
+        Errno::ENOENT
+    );
+}
+
+#[test]
+fn a_hook_opened_directly_has_nothing_to_wrap() {
+    let reg = registry("");
+    let i = info(&reg, "udp", EpType::Dgram);
+    let hook = reg.find("ofi_hook_noop").unwrap();
+    let e = hook.open_fabric(&i).unwrap_err();
+    assert_eq!(e.code(), Errno::ENOENT, "{e}");
+}
+
+/// A utility-like provider that opens the fabric beneath it through the host table and
+/// records that fabric's provider name (as rxd does with udp).
+struct Layer {
+    host: Host,
+}
+
+static SEEN: OnceLock<String> = OnceLock::new();
+
+impl Provider for Layer {
+    const NAME: &'static str = "layer_probe";
+    const VERSION: Version = Version::new(1, 0);
+    const KIND: ProviderKind = ProviderKind::Utility;
+    type Fabric = Unsupported;
+
+    fn init(host: &Host) -> Result<Layer> {
+        Ok(Layer { host: *host })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        Vec::new()
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Unsupported> {
+        let f = self.host.open_fabric(info)?;
+        let _ = SEEN.set(f.provider().to_string());
+        Err(Error::new(Errno::ENOSYS, "probe only"))
+    }
+}
+
+#[test]
+fn child_global_fi_hook() {
+    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
+        return;
+    }
+    for e in ofi_hook::builtin_entries() {
+        ofi::registry::add_builtin(e);
+    }
+    ofi::registry::add_builtin(ofi::abi::entry_for::<Layer>());
+    let reg = ofi::registry();
+    assert_eq!(
+        reg.hooks(),
+        vec!["ofi_hook_noop", "ofi_hook_perf"],
+        "bogus skipped"
+    );
+    let i = info(reg, "udp", EpType::Dgram);
+    // One perf summary (a JSON line at close) for the fabric opened here …
+    let f = reg.open_fabric(&i).unwrap();
+    assert_eq!(f.provider(), "ofi_hook_perf");
+    drop(f);
+    // … and one for the fabric a layering provider opens beneath itself.
+    let layer = reg.find("layer_probe").unwrap();
+    assert_eq!(layer.open_fabric(&i).unwrap_err().code(), Errno::ENOSYS);
+    assert_eq!(SEEN.get().map(String::as_str), Some("udp"));
+    println!("CHILD OK");
+}
+
+#[test]
+fn global_registry_takes_fi_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("perf.json");
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_global_fi_hook",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OFI_HOOK_TEST_CHILD", "1")
+        .env("FI_HOOK", "noop;bogus,perf")
+        .env("FI_OFI_HOOK_PERF_FILE", &file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("FI_HOOK names 'ofi_hook_bogus', which is not a registered hook provider"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 2, "two hooked fabrics: {text}");
+    assert!(
+        text.lines().all(|l| l.contains("\"provider\":\"udp\"")),
+        "{text}"
+    );
+}
