@@ -1,0 +1,23 @@
+//! Fuzz rxm's parsers: arbitrary bytes (as a hostile peer could send in CM data or a
+//! packet) must never panic, and whatever parses must respect the format's limits and
+//! round-trip.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use ofi_util_rxm::proto::{Hdr, Hello, Rts, HDR_LEN, MAX_ADDR, RTS_IOVS};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(h) = Hello::parse(data) {
+        assert!(h.addr.len() <= MAX_ADDR);
+        assert_eq!(Hello::parse(&h.encode()).ok(), Some(h));
+    }
+    if let Ok(h) = Hdr::parse(data) {
+        assert_eq!(Hdr::parse(&h.bytes()).ok(), Some(h));
+        let body = &data[HDR_LEN..];
+        if let Ok(r) = Rts::parse(body, h.size) {
+            assert!((1..=RTS_IOVS).contains(&r.n));
+            let sum: u64 = r.iov[..r.n].iter().map(|e| e.1).sum();
+            assert_eq!(sum, h.size);
+        }
+    }
+});

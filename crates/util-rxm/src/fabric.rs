@@ -1,0 +1,354 @@
+//! The fabric, the domain, the address vector and memory regions.
+//!
+//! - [`Fabric`] opens the MSG core's fabric through the host (it finds the core's info
+//!   again from the RDM info's provider stack, fabric name and address format); its EQs
+//!   and wait sets are the kit's.
+//! - [`Domain`] opens the core's domain (manual progress: rxm drives it) and owns the
+//!   kit progress engine its CQs, counters and endpoints use (manual or auto, from the
+//!   RDM info).
+//! - [`Av`] is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for tcp):
+//!   an rxm address is the core passive endpoint's name.
+//! - [`Mr`] is a registration with the core's domain: its key and descriptor are the
+//!   core's, so RMA and atomics forwarded to a connection use them unchanged.
+//!
+//! Nothing here panics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::av::AvAttr;
+use ofi_core::cntr::CntrAttr;
+use ofi_core::cq::CqAttr;
+use ofi_core::domain::Domain as CoreDomain;
+use ofi_core::eq::EqAttr;
+use ofi_core::fabric::Fabric as CoreFabric;
+use ofi_core::getinfo::GetinfoRequest;
+use ofi_core::mr::{MemoryRegion, MrAttr};
+use ofi_core::provider::{AvOps, Desc, DomainOps, FabricOps, Host, MrOps, TryWaitRef, Unsupported};
+use ofi_core::version::API_VERSION;
+use ofi_core::wait::WaitAttr;
+use ofi_core::{AvType, EpType, Errno, Error, Progress, Result};
+use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::wait::{self, KitWait, Waitable};
+
+use crate::ep::Endpoint;
+use crate::Settings;
+
+fn check_ep_type(info: &Info) -> Result<()> {
+    if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "ofi_rxm: {} endpoints are not supported (only FI_EP_RDM)",
+                info.ep_attr.ep_type
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Find the MSG core info an rxm info was made from.
+///
+/// # Errors
+/// `FI_ENODATA` when no core matches any more.
+pub fn core_info_for(host: &Host, info: &Info) -> Result<Info> {
+    let mut h = crate::core_hints(Some(info));
+    h.src_addr = None;
+    h.dest_addr = None;
+    h.domain_attr.data_progress = Progress::Unspec;
+    let req = GetinfoRequest {
+        hints: Some(h),
+        ..GetinfoRequest::new(API_VERSION)
+    };
+    let out = host.getinfo_core(&req);
+    out.infos
+        .into_iter()
+        .find(|i| i.ep_type() == EpType::Msg && i.addr_format == info.addr_format)
+        .ok_or_else(|| {
+            Error::new(
+                Errno::ENODATA,
+                format!(
+                    "ofi_rxm: no FI_EP_MSG core provider for '{}'{}",
+                    info.prov_name(),
+                    out.error.map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            )
+        })
+}
+
+/// A fabric: the MSG core's fabric, opened through the host.
+#[derive(Debug)]
+pub struct Fabric {
+    settings: Settings,
+    core_info: Info,
+    core: Arc<CoreFabric>,
+}
+
+impl Fabric {
+    /// Open the fabric for `info` (an rxm getinfo result).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
+    /// fabric-open errors.
+    pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
+        check_ep_type(info)?;
+        let core_info = core_info_for(&host, info)?;
+        let core = Arc::new(host.open_fabric(&core_info)?);
+        Ok(Fabric {
+            settings,
+            core_info,
+            core,
+        })
+    }
+
+    /// The core's fabric.
+    pub fn core(&self) -> &CoreFabric {
+        &self.core
+    }
+}
+
+impl FabricOps for Fabric {
+    type Domain = Domain;
+    type PassiveEp = Unsupported;
+    type Eq = KitEq;
+    type Wait = KitWait;
+
+    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
+        check_ep_type(info)?;
+        // One engine drives data and connections: auto if either is asked to be.
+        let d = &info.domain_attr;
+        let p = if d.data_progress == Progress::Auto || d.control_progress == Progress::Auto {
+            Progress::Auto
+        } else {
+            d.data_progress
+        };
+        let engine = ProgressEngine::new(ProgressMode::from(p))?;
+        let mut ci = self.core_info.clone();
+        ci.domain_attr.data_progress = Progress::Manual;
+        let core = self.core.domain(&ci)?;
+        Ok(Domain {
+            inner: Arc::new(DomainShared {
+                settings: self.settings,
+                core_info: ci,
+                core,
+                fabric: self.core.clone(),
+                next_key: AtomicU64::new(1 << 60),
+            }),
+            engine: Arc::new(engine),
+            av_type: info.domain_attr.av_type,
+        })
+    }
+
+    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
+        KitEq::new(attr)
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
+        KitWait::new(attr)
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        let list: Vec<&dyn Waitable> = objs
+            .iter()
+            .map(|o| match o {
+                TryWaitRef::Cq(c) => *c as &dyn Waitable,
+                TryWaitRef::Cntr(c) => *c as &dyn Waitable,
+                TryWaitRef::Eq(e) => *e as &dyn Waitable,
+                TryWaitRef::Wait(w) => *w as &dyn Waitable,
+            })
+            .collect();
+        wait::trywait(&list)
+    }
+}
+
+/// What a domain's endpoints share: the core domain and fabric, and the key counter of
+/// internal registrations.
+#[derive(Debug)]
+pub struct DomainShared {
+    /// Parameters.
+    pub settings: Settings,
+    /// The core's info (manual progress).
+    pub core_info: Info,
+    /// The core's domain.
+    pub core: CoreDomain,
+    /// The core's fabric (for passive endpoints and EQs).
+    pub fabric: Arc<CoreFabric>,
+    next_key: AtomicU64,
+}
+
+impl DomainShared {
+    /// A key for an internal registration, distinct from application keys (which are
+    /// below 2^60 in practice).
+    pub fn internal_key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// A domain.
+#[derive(Debug)]
+pub struct Domain {
+    inner: Arc<DomainShared>,
+    engine: Arc<ProgressEngine>,
+    av_type: AvType,
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    type Cq = KitCq;
+    type Cntr = KitCntr;
+    type Av = Av;
+    type Mr = Mr;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        if flags != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "ofi_rxm: fi_endpoint2 flags are not supported",
+            ));
+        }
+        check_ep_type(info)?;
+        Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
+    }
+
+    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress(attr, self.engine.clone())
+    }
+
+    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress(attr, self.engine.clone())
+    }
+
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+        let fmt = self.inner.core_info.addr_format;
+        let mut cfg = AvConfig::new(fmt);
+        cfg.default_type = match self.av_type {
+            AvType::Table => AvType::Table,
+            _ => AvType::Map,
+        };
+        let kit = KitAv::open(attr, context, cfg)?;
+        Ok(Av {
+            inner: Arc::new(kit),
+        })
+    }
+
+    /// Registration with the core's domain (its key and descriptor are rxm's).
+    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<Mr> {
+        // SAFETY: the application's contract for fi_mr_reg* (memory valid until the
+        // region is closed) carries over: the core region lives exactly as long as ours.
+        let core = unsafe { self.inner.core.mr_regattr(attr, flags)? };
+        Ok(Mr { core })
+    }
+
+    fn query_atomic(
+        &self,
+        datatype: ofi_core::enums::Datatype,
+        op: ofi_core::enums::AtomicOp,
+        flags: u64,
+    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+        self.inner.core.query_atomic(datatype, op, flags)
+    }
+}
+
+/// The address vector: the kit's, shared with the endpoints bound to it.
+#[derive(Debug)]
+pub struct Av {
+    inner: Arc<KitAv<()>>,
+}
+
+impl Av {
+    /// The kit AV (endpoints keep a clone).
+    pub fn kit(&self) -> &Arc<KitAv<()>> {
+        &self.inner
+    }
+}
+
+impl AvOps<Fabric> for Av {
+    fn insert(
+        &self,
+        addrs: &[Address],
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
+    }
+
+    fn insertsvc(
+        &self,
+        node: &str,
+        service: &str,
+        fi_addr: &mut u64,
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
+    }
+
+    fn insertsym(
+        &self,
+        node: &str,
+        nodecnt: usize,
+        service: &str,
+        svccnt: usize,
+        fi_addr: &mut [u64],
+        flags: u64,
+        context: usize,
+    ) -> Result<usize> {
+        AvOps::<Fabric>::insertsym(
+            &*self.inner,
+            node,
+            nodecnt,
+            service,
+            svccnt,
+            fi_addr,
+            flags,
+            context,
+        )
+    }
+
+    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
+        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
+    }
+
+    fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
+    }
+
+    fn straddr(&self, addr: &Address) -> String {
+        AvOps::<Fabric>::straddr(&*self.inner, addr)
+    }
+
+    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
+        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
+    }
+}
+
+/// A memory region: a registration with the core's domain.
+#[derive(Debug)]
+pub struct Mr {
+    core: MemoryRegion,
+}
+
+impl MrOps<Fabric> for Mr {
+    fn key(&self) -> u64 {
+        self.core.key()
+    }
+
+    fn desc(&self) -> Desc {
+        self.core.desc()
+    }
+
+    fn enable(&self) -> Result<()> {
+        self.core.enable()
+    }
+
+    fn refresh(&self, iov: &[ofi_core::abi::raw::Iov], flags: u64) -> Result<()> {
+        self.core.refresh(iov, flags)
+    }
+}

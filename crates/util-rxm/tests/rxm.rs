@@ -1,0 +1,985 @@
+//! rxm-specific tests over tcp (through the process-wide registry, as an application):
+//! protocol sizes (eager, segmented, rendezvous; expected and unexpected), credit flow
+//! control, simultaneous connects, a malformed or wrong-version handshake refused,
+//! selection by name, a killed peer, and an all-to-all among processes (a connect storm).
+//!
+//! Multi-process tests re-execute this test binary with `RXM_CHILD` set (see `child`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::CqTaggedEntry;
+use ofi::addr::Address;
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::eq::EqAttr;
+use ofi::fabric::Fabric;
+use ofi::{
+    AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
+};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn rxm_info() -> Info {
+    let mut h = Info::hints()
+        .with_addr_format(AddrFormat::SOCKADDR_IN)
+        .with_caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::SOURCE | Caps::DIRECTED_RECV);
+    h.ep_attr.ep_type = EpType::Rdm;
+    h.fabric_attr.prov_name = Some("tcp;ofi_rxm".into());
+    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+        .unwrap_or_else(|e| panic!("getinfo tcp;ofi_rxm: {e}"));
+    assert_eq!(infos[0].prov_name(), "tcp;ofi_rxm");
+    infos[0].clone()
+}
+
+struct Node {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    av: AddressVector,
+    addr: Address,
+    _domain: Domain,
+    _fabric: Fabric,
+}
+
+fn node(info: &Info) -> Node {
+    let fabric = ofi::fabric(info).expect("fi_fabric");
+    let domain = fabric.domain(info).expect("fi_domain");
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("fi_cq_open");
+    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
+    let ep = domain.endpoint(info).expect("fi_endpoint");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .expect("bind cq");
+    ep.bind_av(&av).expect("bind av");
+    ep.enable().expect("fi_enable");
+    let addr =
+        Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
+    Node {
+        ep,
+        cq,
+        av,
+        addr,
+        _domain: domain,
+        _fabric: fabric,
+    }
+}
+
+type Done = Result<CqTaggedEntry, (usize, Errno)>;
+
+fn poll(cq: &CompletionQueue) -> Option<Done> {
+    let mut e = [CqTaggedEntry::default()];
+    match cq.read(&mut e) {
+        Ok(1) => Some(Ok(e[0])),
+        Ok(_) => None,
+        Err(err) if err.code() == Errno::EAGAIN => None,
+        Err(err) if err.code() == Errno::EAVAIL => {
+            let ee = cq.readerr_owned(0).expect("readerr");
+            Some(Err((ee.op_context, ee.err)))
+        }
+        Err(err) => panic!("cq read: {err}"),
+    }
+}
+
+/// Wait for one completion on `cq`, driving the `others` too.
+fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> Done {
+    let end = Instant::now() + WAIT;
+    loop {
+        if let Some(d) = poll(cq) {
+            return d;
+        }
+        for o in others {
+            let _ = o.read::<CqTaggedEntry>(&mut []);
+        }
+        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
+        std::thread::yield_now();
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
+    // SAFETY: callers keep `buf` until the send completes.
+    unsafe {
+        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
+    }
+}
+
+fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
+    // SAFETY: callers keep `buf` until the receive completes.
+    unsafe {
+        n.ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            ctx,
+        )
+    }
+    .expect("fi_recv");
+}
+
+fn pair() -> (Node, Node, u64, u64) {
+    let info = rxm_info();
+    let a = node(&info);
+    let b = node(&info);
+    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let ba = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+    (a, b, ab, ba)
+}
+
+/// Eager, segmented and rendezvous messages, with the receive posted before and after
+/// the send, arrive intact; the receiver's completion names the sender (FI_SOURCE).
+#[test]
+fn every_protocol_size_expected_and_unexpected() {
+    let (a, b, ab, ba) = pair();
+    let sizes = [
+        0usize,
+        1,
+        64,
+        16352,
+        16353,
+        50_000,
+        131_072,
+        131_073,
+        1 << 20,
+        (4 << 20) + 3,
+    ];
+    for (k, &len) in sizes.iter().enumerate() {
+        for unexpected in [false, true] {
+            let payload = pattern(len, k as u8 + u8::from(unexpected));
+            let mut buf = vec![0u8; len + 16];
+            if !unexpected {
+                recv(&b, &mut buf, 0x1000 + k);
+            }
+            send(&a, &payload, ab, 0x2000 + k).unwrap();
+            if unexpected {
+                // Let the message (or its RTS) arrive before the receive is posted.
+                let end = Instant::now() + Duration::from_millis(20);
+                while Instant::now() < end {
+                    let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+                    let _ = a.cq.read::<CqTaggedEntry>(&mut []);
+                }
+                recv(&b, &mut buf, 0x1000 + k);
+            }
+            let r = wait(&b.cq, &[&a.cq], "receive").expect("receive ok");
+            assert_eq!(r.op_context, 0x1000 + k);
+            assert_eq!(r.len, len, "length of {len}");
+            assert!(
+                buf[..len] == payload[..],
+                "payload of {len} bytes (unexpected {unexpected})"
+            );
+            assert!(buf[len..].iter().all(|&x| x == 0), "bytes past the message");
+            let s = wait(&a.cq, &[&b.cq], "send").expect("send ok");
+            assert_eq!(s.op_context, 0x2000 + k);
+            assert!(OpFlags::from_bits_retain(s.flags).contains(OpFlags::SEND | OpFlags::MSG));
+        }
+    }
+    // And back, with the source reported.
+    let mut buf = vec![0u8; 8];
+    let mut e = [CqTaggedEntry::default()];
+    let mut src = [0u64];
+    recv(&a, &mut buf, 7);
+    send(&b, b"back", ba, 8).unwrap();
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+        match a.cq.readfrom(&mut e, &mut src) {
+            Ok(1) if e[0].op_context == 7 => break,
+            _ => assert!(Instant::now() < end, "reply"),
+        }
+    }
+    assert_eq!(src[0], ab, "FI_SOURCE names the sender's fabric address");
+}
+
+/// With `FI_PROGRESS_AUTO` the domain's progress thread moves data: the receiver sees
+/// a message (eager, and rendezvous, which needs the sender's side to serve the read)
+/// while only the receiver's CQ is read; the sender is never polled until its turn.
+#[test]
+fn auto_progress_moves_data_without_polling() {
+    let mut info = rxm_info();
+    info.domain_attr.data_progress = ofi::Progress::Auto;
+    let a = node(&info);
+    let b = node(&info);
+    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    for len in [10usize, 300_000] {
+        let payload = pattern(len, 5);
+        let mut buf = vec![0u8; len];
+        recv(&b, &mut buf, 1);
+        send(&a, &payload, ab, 2).unwrap();
+        let r = wait(&b.cq, &[], "receive with auto progress").expect("ok");
+        assert_eq!((r.op_context, r.len), (1, len));
+        assert!(buf == payload);
+        let s = wait(&a.cq, &[], "send with auto progress").expect("ok");
+        assert_eq!(s.op_context, 2);
+    }
+}
+
+/// Names of endpoints listening on every interface (`0.0.0.0:port`) inserted with a
+/// concrete IP instead (as tools do for remote peers): one connection serves both
+/// directions and the receiver still names the sender (`FI_SOURCE`).
+#[test]
+fn concrete_ip_aliases_of_wildcard_names() {
+    let info = rxm_info();
+    let a = node(&info);
+    let b = node(&info);
+    let concrete = |x: &Address| {
+        let mut sa = x.socket_addr().unwrap();
+        if sa.ip().is_unspecified() {
+            sa.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        Address::from(sa)
+    };
+    let ab = a.av.insert(&[concrete(&b.addr)]).unwrap()[0];
+    let ba = b.av.insert(&[concrete(&a.addr)]).unwrap()[0];
+    for round in 0..3 {
+        let (mut rb, mut ra) = (vec![0u8; 8], vec![0u8; 8]);
+        recv(&b, &mut rb, 1);
+        send(&a, b"ping", ab, 2).unwrap();
+        let mut e = [CqTaggedEntry::default()];
+        let mut src = [0u64];
+        let end = Instant::now() + WAIT;
+        loop {
+            let _ = a.cq.read::<CqTaggedEntry>(&mut []);
+            match b.cq.readfrom(&mut e, &mut src) {
+                Ok(1) if e[0].op_context == 1 => break,
+                _ => assert!(Instant::now() < end, "round {round}: ping"),
+            }
+        }
+        assert_eq!(
+            src[0], ba,
+            "round {round}: FI_SOURCE of a wildcard-named sender"
+        );
+        recv(&a, &mut ra, 3);
+        send(&b, b"pong", ba, 4).unwrap();
+        let mut seen = 0;
+        while seen < 3 {
+            for cq in [&a.cq, &b.cq] {
+                if let Some(d) = poll(cq) {
+                    d.expect("ok");
+                    seen += 1;
+                }
+            }
+            assert!(Instant::now() < end, "round {round}: pong");
+        }
+        assert_eq!(&ra[..4], b"pong");
+    }
+}
+
+/// An endpoint sends to itself with every protocol (its connection to itself uses
+/// two MSG endpoints).
+#[test]
+fn send_to_self_every_protocol() {
+    let info = rxm_info();
+    let a = node(&info);
+    let me = a.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+    for (k, len) in [10usize, 40_000, 2 << 20].into_iter().enumerate() {
+        let payload = pattern(len, 11);
+        let mut buf = vec![0u8; len];
+        recv(&a, &mut buf, 0x10 + k);
+        send(&a, &payload, me, 0x20 + k).unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            seen.push(wait(&a.cq, &[], "self").expect("ok").op_context);
+        }
+        seen.sort();
+        assert_eq!(seen, vec![0x10 + k, 0x20 + k]);
+        assert!(buf == payload, "{len} bytes to myself");
+    }
+}
+
+/// Tagged messages with remote CQ data, every protocol: tag, data and flags arrive in
+/// the receive completion; tags select the right receive (posted in reverse order).
+#[test]
+fn tagged_with_data_every_protocol() {
+    let (a, b, ab, _) = pair();
+    let sizes = [100usize, 70_000, 1 << 20];
+    let payloads: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &l)| pattern(l, 20 + k as u8))
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
+    for (k, b_) in bufs.iter_mut().enumerate().rev() {
+        // SAFETY: the buffers outlive the receives.
+        unsafe {
+            b.ep.trecv(
+                b_.as_mut_ptr(),
+                b_.len(),
+                std::ptr::null_mut(),
+                ofi::ADDR_UNSPEC,
+                0x500 + k as u64,
+                0,
+                0x50 + k,
+            )
+        }
+        .unwrap();
+    }
+    for (k, p) in payloads.iter().enumerate() {
+        // SAFETY: the payloads outlive the sends.
+        unsafe {
+            a.ep.tsenddata(
+                p.as_ptr(),
+                p.len(),
+                std::ptr::null_mut(),
+                0xd00 + k as u64,
+                ab,
+                0x500 + k as u64,
+                0x60 + k,
+            )
+        }
+        .unwrap();
+    }
+    let mut got = 0;
+    let mut sent = 0;
+    let end = Instant::now() + WAIT;
+    while got < sizes.len() || sent < sizes.len() {
+        assert!(Instant::now() < end, "{got} received, {sent} sent");
+        if let Some(d) = poll(&b.cq) {
+            let e = d.expect("receive ok");
+            let k = e.op_context - 0x50;
+            let f = OpFlags::from_bits_retain(e.flags);
+            assert!(
+                f.contains(OpFlags::RECV | OpFlags::TAGGED | OpFlags::REMOTE_CQ_DATA),
+                "{f}"
+            );
+            assert_eq!(
+                (e.tag, e.data, e.len),
+                (0x500 + k as u64, 0xd00 + k as u64, sizes[k])
+            );
+            got += 1;
+        }
+        if let Some(d) = poll(&a.cq) {
+            let e = d.expect("send ok");
+            assert!(OpFlags::from_bits_retain(e.flags).contains(OpFlags::SEND | OpFlags::TAGGED));
+            sent += 1;
+        }
+    }
+    for (k, b_) in bufs.iter().enumerate() {
+        assert!(b_ == &payloads[k], "payload {k}");
+    }
+}
+
+/// Segmented and rendezvous messages into a smaller receive are truncated
+/// (`FI_ETRUNC`) without writing past the buffer.
+#[test]
+fn large_messages_truncate() {
+    let (a, b, ab, _) = pair();
+    for (k, len) in [60_000usize, 1 << 20].into_iter().enumerate() {
+        let payload = pattern(len, 3);
+        let mut buf = vec![0u8; 1000 + 8];
+        // SAFETY: `buf` outlives the receive.
+        unsafe {
+            b.ep.recv(
+                buf.as_mut_ptr(),
+                1000,
+                std::ptr::null_mut(),
+                ofi::ADDR_UNSPEC,
+                0x10 + k,
+            )
+        }
+        .unwrap();
+        send(&a, &payload, ab, 0x20 + k).unwrap();
+        let r = wait(&b.cq, &[&a.cq], "truncated receive");
+        assert_eq!(r.unwrap_err(), (0x10 + k, Errno::ETRUNC));
+        assert_eq!(buf[..1000], payload[..1000]);
+        assert!(buf[1000..].iter().all(|&x| x == 0));
+        wait(&a.cq, &[&b.cq], "send").expect("send completes");
+    }
+}
+
+/// Credit-based flow control: with no receive posted, a sender gets exactly `credits`
+/// (64) messages through to the peer; the rest wait at the sender and go once receives
+/// are posted, in order.
+#[test]
+fn unexpected_flood_is_bounded_by_credits() {
+    let (a, b, ab, _) = pair();
+    const N: usize = 200;
+    let bufs: Vec<Vec<u8>> = (0..N).map(|i| pattern(1000, i as u8)).collect();
+    for (i, p) in bufs.iter().enumerate() {
+        send(&a, p, ab, i + 1).unwrap();
+    }
+    let mut done = 0;
+    let end = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < end {
+        let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+        while let Some(d) = poll(&a.cq) {
+            d.expect("send ok");
+            done += 1;
+        }
+    }
+    assert_eq!(done, 64, "only the credited messages left the sender");
+    let mut rbufs: Vec<Vec<u8>> = (0..N).map(|_| vec![0u8; 1000]).collect();
+    for (i, r) in rbufs.iter_mut().enumerate() {
+        recv(&b, r, 10_000 + i);
+    }
+    let mut got = 0;
+    let end = Instant::now() + WAIT;
+    while got < N || done < N {
+        assert!(Instant::now() < end, "flood: {got} received, {done} sent");
+        if let Some(d) = poll(&b.cq) {
+            let e = d.expect("recv ok");
+            assert_eq!(e.op_context, 10_000 + got, "in order");
+            got += 1;
+        }
+        while let Some(d) = poll(&a.cq) {
+            d.expect("send ok");
+            done += 1;
+        }
+    }
+    for (i, r) in rbufs.iter().enumerate() {
+        assert!(r == &bufs[i], "message {i}");
+    }
+}
+
+/// Two endpoints send to each other before either has progressed: the simultaneous
+/// connects resolve into one connection; everything arrives, repeatedly.
+#[test]
+fn simultaneous_connect() {
+    let info = rxm_info();
+    for round in 0..10 {
+        let a = node(&info);
+        let b = node(&info);
+        let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+        let ba = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+        let (mut ra, mut rb) = (vec![0u8; 64], vec![0u8; 64]);
+        recv(&a, &mut ra, 1);
+        recv(&b, &mut rb, 2);
+        let (pa, pb) = (pattern(40, round), pattern(50, round + 1));
+        send(&a, &pa, ab, 3).unwrap();
+        send(&b, &pb, ba, 4).unwrap();
+        let mut seen = Vec::new();
+        let end = Instant::now() + WAIT;
+        while seen.len() < 4 {
+            assert!(Instant::now() < end, "round {round}: only {seen:?}");
+            for cq in [&a.cq, &b.cq] {
+                if let Some(d) = poll(cq) {
+                    seen.push(d.expect("completion ok").op_context);
+                }
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, vec![1, 2, 3, 4]);
+        assert_eq!(&ra[..50], &pb[..]);
+        assert_eq!(&rb[..40], &pa[..]);
+    }
+}
+
+/// A MSG-level client (plain tcp) connecting to an rxm endpoint with a malformed or
+/// wrong-version handshake is rejected, and the reject data says why; one that
+/// handshakes correctly and then sends a malformed packet is disconnected; the rxm
+/// endpoint keeps serving others.
+#[test]
+fn malformed_handshake_is_refused() {
+    let rinfo = rxm_info();
+    let target = node(&rinfo);
+    let mut h = Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN);
+    h.ep_attr.ep_type = EpType::Msg;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let minfo =
+        ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h)).unwrap()[0].clone();
+    let fabric = ofi::fabric(&minfo).unwrap();
+    let domain = fabric.domain(&minfo).unwrap();
+    let good = ofi_util_rxm::proto::Hello {
+        kind: ofi_util_rxm::proto::Kind::Connect,
+        version: ofi_util_rxm::proto::VERSION,
+        reason: ofi_util_rxm::proto::Reason::None,
+        buffer_size: 16384,
+        credits: 8,
+        sar_limit: 131072,
+        instance: 99,
+        addr: vec![2, 0, 0, 1, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+    let mut wrong_version = good.clone();
+    wrong_version.version = 9;
+    let mut wrong_size = good.clone();
+    wrong_size.buffer_size = 4096;
+    let cases: Vec<(Vec<u8>, ofi_util_rxm::proto::Reason)> = vec![
+        (b"garbage".to_vec(), ofi_util_rxm::proto::Reason::Malformed),
+        (wrong_version.encode(), ofi_util_rxm::proto::Reason::Version),
+        (wrong_size.encode(), ofi_util_rxm::proto::Reason::Params),
+    ];
+    for (data, reason) in cases {
+        let eq = fabric.eq_open(&EqAttr::default()).unwrap();
+        let cq = domain
+            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+            .unwrap();
+        let ep = domain.endpoint(&minfo).unwrap();
+        ep.bind_eq(&eq).unwrap();
+        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        ep.enable().unwrap();
+        ep.connect(&target.addr.to_bytes(), &data).unwrap();
+        let end = Instant::now() + WAIT;
+        let err = loop {
+            let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+            match eq.read() {
+                Ok(ev) => assert_ne!(ev.event, EqEvent::Connected, "a bad handshake was accepted"),
+                Err(e) if e.code() == Errno::EAVAIL => break eq.readerr().unwrap(),
+                Err(_) => {}
+            }
+            assert!(Instant::now() < end, "no answer to a bad handshake");
+        };
+        assert_eq!(err.err, Errno::ECONNREFUSED);
+        let h = ofi_util_rxm::proto::Hello::parse(&err.err_data).expect("reject data is a hello");
+        assert_eq!(h.kind, ofi_util_rxm::proto::Kind::Reject);
+        assert_eq!(h.reason, reason);
+    }
+    // A good handshake is accepted; a malformed packet after it closes the connection.
+    let eq = fabric.eq_open(&EqAttr::default()).unwrap();
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .unwrap();
+    let ep = domain.endpoint(&minfo).unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.enable().unwrap();
+    ep.connect(&target.addr.to_bytes(), &good.encode()).unwrap();
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        match eq.read() {
+            Ok(ev) if ev.event == EqEvent::Connected => {
+                let h = ofi_util_rxm::proto::Hello::parse(&ev.cm_data).expect("accept hello");
+                assert_eq!(h.kind, ofi_util_rxm::proto::Kind::Accept);
+                break;
+            }
+            Err(e) if e.code() == Errno::EAVAIL => {
+                panic!("good handshake refused: {:?}", eq.readerr())
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < end, "no answer to a good handshake");
+    }
+    let garbage = [0xffu8; 40];
+    // SAFETY: `garbage` lives until the send completes (waited for below).
+    unsafe {
+        ep.send(
+            garbage.as_ptr(),
+            garbage.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            5,
+        )
+    }
+    .unwrap();
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        let _ = cq.read::<CqTaggedEntry>(&mut []);
+        match eq.read() {
+            Ok(ev) if ev.event == EqEvent::Shutdown => break,
+            Err(e) if e.code() == Errno::EAVAIL => break,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < end,
+            "the connection survived a malformed packet"
+        );
+    }
+    // The rxm endpoint still works for others.
+    let other = node(&rinfo);
+    let t = other.av.insert(std::slice::from_ref(&target.addr)).unwrap()[0];
+    let mut buf = vec![0u8; 4];
+    recv(&target, &mut buf, 1);
+    send(&other, b"fine", t, 2).unwrap();
+    assert_eq!(
+        wait(&target.cq, &[&other.cq], "after the bad peer")
+            .expect("ok")
+            .op_context,
+        1
+    );
+}
+
+/// Nobody listens at the peer's address: the send fails with `FI_ECONNREFUSED` after
+/// the connection retries, within a bounded time; the endpoint keeps working.
+#[test]
+fn unreachable_peer_fails_bounded() {
+    let (a, b, ab, _) = pair();
+    // A port nobody listens on: bind a socket, note its port, close it.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dead: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let d = a.av.insert(&[Address::from(dead)]).unwrap()[0];
+    let t0 = Instant::now();
+    send(&a, b"anyone?", d, 0x77).unwrap();
+    let r = wait(&a.cq, &[], "refused send");
+    assert_eq!(r.unwrap_err(), (0x77, Errno::ECONNREFUSED));
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "bounded: {:?}",
+        t0.elapsed()
+    );
+    let mut buf = vec![0u8; 8];
+    recv(&b, &mut buf, 1);
+    send(&a, b"still ok", ab, 2).unwrap();
+    assert_eq!(
+        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
+        1
+    );
+}
+
+/// `FI_PROVIDER`-style names: hints `tcp;ofi_rxm` and `ofi_rxm` find rxm over tcp;
+/// `tcp` alone also lists it; an RDM request for `verbs;ofi_rxm` finds nothing.
+#[test]
+fn selection_by_name() {
+    let ask = |name: &str| {
+        let mut h = Info::hints();
+        h.ep_attr.ep_type = EpType::Rdm;
+        h.fabric_attr.prov_name = Some(name.into());
+        ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+    };
+    for name in ["tcp;ofi_rxm", "ofi_rxm", "tcp"] {
+        let infos = ask(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            infos.iter().any(|i| i.prov_name() == "tcp;ofi_rxm"),
+            "{name}"
+        );
+    }
+    assert_eq!(ask("verbs;ofi_rxm").unwrap_err().code(), Errno::ENODATA);
+    let mut h = Info::hints();
+    h.ep_attr.ep_type = EpType::Msg;
+    h.fabric_attr.prov_name = Some("tcp;ofi_rxm".into());
+    let r = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h));
+    assert!(
+        r.map(|v| v.iter().all(|i| i.prov_name() != "tcp;ofi_rxm"))
+            .unwrap_or(true),
+        "rxm offers no FI_EP_MSG"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Multi-process tests.
+
+/// A temporary directory, removed when dropped (also when a test panics).
+struct TmpDir(PathBuf);
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(tag: &str) -> TmpDir {
+    let d = std::env::temp_dir().join(format!("ofi-rxm-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    TmpDir(d)
+}
+
+/// Children still running when a test ends (or panics) are killed.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            if let Ok(None) = k.try_wait() {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+        }
+    }
+}
+
+fn spawn_child(role: &str, dir: &Path, rank: usize, n: usize) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("RXM_CHILD", role)
+        .env("RXM_DIR", dir)
+        .env("RXM_RANK", rank.to_string())
+        .env("RXM_N", n.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child")
+}
+
+fn publish(dir: &Path, name: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn await_file(dir: &Path, name: &str, end: Instant) -> Vec<u8> {
+    loop {
+        if let Ok(b) = std::fs::read(dir.join(name)) {
+            return b;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {name}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// One rank of the all-to-all: publish the address, send one tagged message to every
+/// other rank, receive one from each, check them, then wait for everyone.
+fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
+    let end = Instant::now() + Duration::from_secs(60);
+    let info = rxm_info();
+    let me = node(&info);
+    publish(dir, &format!("addr{rank}"), &me.addr.to_bytes());
+    let addrs: Vec<Address> = (0..n)
+        .map(|r| {
+            Address::from_bytes(info.addr_format, &await_file(dir, &format!("addr{r}"), end))
+                .unwrap()
+        })
+        .collect();
+    let fi = me.av.insert(&addrs).unwrap();
+    let mut rbufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; 256]).collect();
+    for (r, b) in rbufs.iter_mut().enumerate() {
+        if r != rank {
+            // SAFETY: `b` lives until the receive completes (below).
+            unsafe {
+                me.ep.trecv(
+                    b.as_mut_ptr(),
+                    b.len(),
+                    std::ptr::null_mut(),
+                    ofi::ADDR_UNSPEC,
+                    r as u64,
+                    0,
+                    0x1000 + r,
+                )
+            }
+            .unwrap();
+        }
+    }
+    let msgs: Vec<Vec<u8>> = (0..n)
+        .map(|r| format!("from {rank} to {r}").into_bytes())
+        .collect();
+    for r in 0..n {
+        if r != rank {
+            // SAFETY: `msgs` lives until the sends complete.
+            unsafe {
+                me.ep.tsend(
+                    msgs[r].as_ptr(),
+                    msgs[r].len(),
+                    std::ptr::null_mut(),
+                    fi[r],
+                    rank as u64,
+                    0x2000 + r,
+                )
+            }
+            .unwrap();
+        }
+    }
+    let (mut sent, mut got) = (0, 0);
+    while sent + got < 2 * (n - 1) {
+        assert!(
+            Instant::now() < end,
+            "rank {rank}: {sent} sent, {got} received"
+        );
+        if let Some(d) = poll(&me.cq) {
+            let e = d.unwrap_or_else(|(c, e)| panic!("rank {rank}: error {e} on {c:#x}"));
+            if e.op_context >= 0x2000 {
+                sent += 1;
+            } else {
+                let r = e.op_context - 0x1000;
+                let want = format!("from {r} to {rank}");
+                assert_eq!(&rbufs[r][..e.len], want.as_bytes());
+                got += 1;
+            }
+        }
+    }
+    publish(dir, &format!("done{rank}"), b"ok");
+    for r in 0..n {
+        while std::fs::read(dir.join(format!("done{r}"))).is_err() {
+            let _ = me.cq.read::<CqTaggedEntry>(&mut []);
+            assert!(Instant::now() < end, "rank {rank}: waiting for done{r}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The child side of the multi-process tests (run only when `RXM_CHILD` is set).
+#[test]
+fn child() {
+    let Ok(role) = std::env::var("RXM_CHILD") else {
+        return;
+    };
+    let dir = PathBuf::from(std::env::var("RXM_DIR").unwrap());
+    let rank: usize = std::env::var("RXM_RANK").unwrap().parse().unwrap();
+    let n: usize = std::env::var("RXM_N").unwrap().parse().unwrap();
+    match role.as_str() {
+        "a2a" => all_to_all_rank(&dir, rank, n),
+        "victim" => {
+            let info = rxm_info();
+            let me = node(&info);
+            let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 64]).collect();
+            for (i, b) in bufs.iter_mut().enumerate() {
+                recv(&me, b, i);
+            }
+            publish(&dir, "victim", &me.addr.to_bytes());
+            // Serve until killed (bounded).
+            let end = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < end {
+                let _ = poll(&me.cq);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        "plugin-core" => {
+            // tcp was loaded from FI_PROVIDER_PATH and supersedes the built-in copy.
+            let recs = ofi::registry().providers();
+            let tcp = recs
+                .iter()
+                .find(|p| p.name == "tcp" && p.superseded_by.is_none())
+                .expect("tcp registered");
+            assert!(
+                tcp.path.is_some(),
+                "tcp should come from the plugin: {recs:?}"
+            );
+            let (a, b, ab, _) = pair();
+            for len in [100usize, 200_000] {
+                let payload = pattern(len, 9);
+                let mut buf = vec![0u8; len];
+                recv(&b, &mut buf, 1);
+                send(&a, &payload, ab, 2).unwrap();
+                wait(&b.cq, &[&a.cq], "receive over the plugin core").expect("ok");
+                wait(&a.cq, &[&b.cq], "send over the plugin core").expect("ok");
+                assert!(buf == payload);
+            }
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// All-to-all among `RXM_A2A_N` processes (default 64), all connecting at once (a
+/// connect storm): every message arrives, no process stalls.
+#[test]
+fn all_to_all_processes() {
+    if std::env::var("RXM_CHILD").is_ok() {
+        return;
+    }
+    let n: usize = std::env::var("RXM_A2A_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let tmp = tmpdir("a2a");
+    let dir = tmp.0.clone();
+    let start = Instant::now();
+    let mut kids = Kids((1..n).map(|r| spawn_child("a2a", &dir, r, n)).collect());
+    all_to_all_rank(&dir, 0, n);
+    for (i, k) in kids.0.iter_mut().enumerate() {
+        let end = Instant::now() + Duration::from_secs(30);
+        let st = loop {
+            if let Some(s) = k.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > end {
+                let _ = k.kill();
+                panic!("rank {} did not finish", i + 1);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(st.success(), "rank {} failed: {st}", i + 1);
+    }
+    println!("all-to-all among {n} processes: {:?}", start.elapsed());
+}
+
+/// rxm layers over a MSG core loaded as a plugin (tcp built as a cdylib and found
+/// through `FI_PROVIDER_PATH`, in a child process so the process-wide registry sees it).
+#[test]
+fn over_a_plugin_core() {
+    if std::env::var("RXM_CHILD").is_ok() {
+        return;
+    }
+    let dir = ofi_conformance::plugin::build_intree("prov-tcp", "ofi_prov_tcp");
+    let tmp = tmpdir("plugin");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("RXM_CHILD", "plugin-core")
+        .env("RXM_DIR", &tmp.0)
+        .env("RXM_RANK", "0")
+        .env("RXM_N", "1")
+        .env("FI_PROVIDER_PATH", &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn child");
+    let end = Instant::now() + Duration::from_secs(60);
+    let st = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child over the plugin core did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(st.success(), "child over the plugin core failed: {st}");
+}
+
+/// A peer process is killed: operations to it complete in error within a bounded
+/// time; a connection to another peer keeps working.
+#[test]
+fn killed_peer_fails_its_operations_only() {
+    if std::env::var("RXM_CHILD").is_ok() {
+        return;
+    }
+    let tmp = tmpdir("kill");
+    let dir = tmp.0.clone();
+    let mut kids = Kids(vec![spawn_child("victim", &dir, 0, 1)]);
+    let victim = &mut kids.0[0];
+    let end = Instant::now() + Duration::from_secs(30);
+    let vaddr = await_file(&dir, "victim", end);
+    let info = rxm_info();
+    let (a, b, ab, _) = pair();
+    let v =
+        a.av.insert(&[Address::from_bytes(info.addr_format, &vaddr).unwrap()])
+            .unwrap()[0];
+    // A first message connects.
+    let hello = pattern(32, 1);
+    send(&a, &hello, v, 1).unwrap();
+    wait(&a.cq, &[], "send to the victim").expect("first send ok");
+    victim.kill().unwrap();
+    let _ = victim.wait();
+    // A rendezvous and small messages to the dead peer fail; bounded.
+    let big = pattern(1 << 20, 2);
+    let small = pattern(16, 3);
+    let t0 = Instant::now();
+    let _ = send(&a, &big, v, 2);
+    let _ = send(&a, &small, v, 3);
+    let mut errs = Vec::new();
+    while errs.len() < 2 {
+        match wait(&a.cq, &[], "error completions for the dead peer") {
+            Err((ctx, e)) => {
+                assert!(
+                    matches!(
+                        e,
+                        Errno::ECONNRESET | Errno::ECONNREFUSED | Errno::ETIMEDOUT
+                    ),
+                    "context {ctx:#x}: {e}"
+                );
+                errs.push(ctx);
+            }
+            Ok(e) => {
+                // A send handed to the kernel before the reset was noticed may succeed.
+                assert!(e.op_context == 3, "unexpected success {:#x}", e.op_context);
+                errs.push(e.op_context);
+            }
+        }
+    }
+    assert!(errs.contains(&2), "the rendezvous send failed: {errs:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "bounded: {:?}",
+        t0.elapsed()
+    );
+    // The other peer is unaffected.
+    let mut buf = vec![0u8; 16];
+    recv(&b, &mut buf, 9);
+    send(&a, &small, ab, 10).unwrap();
+    assert_eq!(
+        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
+        9
+    );
+    assert_eq!(buf, small);
+}
