@@ -241,6 +241,10 @@ pub struct Probes {
     pub mr: std::result::Result<(), String>,
     /// Binding a CQ with `FI_SELECTIVE_COMPLETION`.
     pub selective: std::result::Result<(), String>,
+    /// `fi_wait_open` (`FI_WAIT_FD`).
+    pub wait: std::result::Result<(), String>,
+    /// `fi_poll` over a CQ (the host's poll set asks the provider's `fi_trywait`).
+    pub poll: std::result::Result<(), String>,
 }
 
 fn unsupported(e: &ofi::Error) -> bool {
@@ -263,11 +267,20 @@ impl Probes {
                     cntr: no("counters"),
                     mr: no("MRs"),
                     selective: no("selective completion"),
+                    wait: no("wait sets"),
+                    poll: no("poll sets"),
                 }
             }
         };
         let eq = match fabric.eq_open(&ofi::eq::EqAttr::default()) {
             Err(e) if unsupported(&e) => Err(format!("fi_eq_open: {e}")),
+            _ => Ok(()),
+        };
+        let wait = match fabric.wait_open(&ofi::wait::WaitAttr {
+            wait_obj: ofi::WaitObj::Fd,
+            flags: 0,
+        }) {
+            Err(e) if unsupported(&e) => Err(format!("fi_wait_open: {e}")),
             _ => Ok(()),
         };
         let Ok(domain) = fabric.domain(info) else {
@@ -276,8 +289,22 @@ impl Probes {
                 cntr: no("counters"),
                 mr: no("MRs"),
                 selective: no("selective completion"),
+                wait,
+                poll: no("poll sets"),
             };
         };
+        let poll = (|| {
+            let cq = domain.cq_open(&ofi::cq::CqAttr::default()).ok()?;
+            let ps = fabric.poll_open().ok()?;
+            ps.add_cq(&cq, 1).ok()?;
+            let r = match ps.poll(&mut [0usize; 1]) {
+                Err(e) if unsupported(&e) => Some(format!("fi_poll (fi_trywait on a CQ): {e}")),
+                _ => None,
+            };
+            let _ = ps.del(&cq);
+            r
+        })()
+        .map_or(Ok(()), Err);
         let cntr = match domain.cntr_open(&ofi::cntr::CntrAttr::default()) {
             Err(e) if unsupported(&e) => Err(format!("fi_cntr_open: {e}")),
             _ => Ok(()),
@@ -308,6 +335,8 @@ impl Probes {
             cntr,
             mr,
             selective,
+            wait,
+            poll,
         }
     }
 }
@@ -346,6 +375,8 @@ impl Claims {
                 cntr: not_run(),
                 mr: not_run(),
                 selective: not_run(),
+                wait: not_run(),
+                poll: not_run(),
             },
         }
     }
@@ -431,6 +462,14 @@ impl Claims {
                 (Err(why), false) => Err(why.clone()),
             },
             Capability::Counters => self.probes.cntr.clone(),
+            Capability::WaitSet => {
+                self.probes.wait.clone()?;
+                self.probes.cntr.clone()
+            }
+            Capability::PollSet => {
+                self.probes.poll.clone()?;
+                self.probes.cntr.clone()
+            }
             Capability::Mr => {
                 if self.caps.intersects(Caps::RMA | Caps::ATOMIC) {
                     Ok(())
@@ -543,6 +582,11 @@ pub enum Capability {
     Eq,
     /// Counters (`fi_cntr_open` works).
     Counters,
+    /// Wait sets with CQs, counters and EQs in them (`fi_wait_open` works, and
+    /// counters).
+    WaitSet,
+    /// Poll sets over CQs and counters (`fi_poll` on a CQ works, and counters).
+    PollSet,
     /// Memory registration (`fi_mr_reg` works, or `FI_RMA` / `FI_ATOMIC` claimed).
     Mr,
     /// `FI_SELECTIVE_COMPLETION` (the CQ bind accepts it).
@@ -594,6 +638,8 @@ impl fmt::Display for Capability {
             Capability::Cm => "cm",
             Capability::Eq => "eq",
             Capability::Counters => "counters",
+            Capability::WaitSet => "wait-set",
+            Capability::PollSet => "poll-set",
             Capability::Mr => "mr",
             Capability::SelectiveCompletion => "selective-completion",
             Capability::CqData => "cq-data",
@@ -754,6 +800,10 @@ macro_rules! conformance_suite {
                 msg_listener_serves_several_connections,
                 pair_transmit_and_delivery_complete,
                 pair_flood_unexpected,
+                wait_set_counter_and_eq,
+                wait_set_wakes_on_completion,
+                poll_set_reports_members,
+                poll_set_reports_completions,
             );
 
             #[test]

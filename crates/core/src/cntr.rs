@@ -111,6 +111,11 @@ impl Counter {
         Ok(v)
     }
 
+    /// The provider object and table (for the host's poll sets).
+    pub(crate) fn raw_parts(&self) -> (Obj, *const CntrTable) {
+        (self.obj, self.ops)
+    }
+
     /// `fi_cntr_readerr`: the number of failed operations.
     pub fn readerr(&self) -> Result<u64> {
         let mut v = 0u64;

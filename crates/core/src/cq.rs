@@ -550,6 +550,7 @@ impl CompletionQueue {
 pub(crate) fn open(
     parent: &Arc<Node>,
     attr: &CqAttr,
+    set: Option<&crate::wait::WaitSet>,
     call: impl FnOnce(
         *const RawCqAttr,
         *mut crate::abi::raw::RawObj,
@@ -560,12 +561,25 @@ pub(crate) fn open(
     if attr.format == CqFormat::Unspec {
         attr.format = CqFormat::Context;
     }
-    let raw = attr.to_raw();
+    let mut raw = attr.to_raw();
+    let set = match set {
+        Some(set) => {
+            let f = set.as_fid();
+            parent.check_peer(f.node(), "cq_open in a wait set")?;
+            raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
+            raw.wait_set = f.raw().obj;
+            Some(f.node())
+        }
+        None => None,
+    };
     let mut out = crate::abi::raw::RawObj::empty();
     ctl(|eb| call(&raw, &mut out, eb))?;
     let ops = out.ops as *const CqTable;
     let close = crate::abi::object::close_of(out.obj, ops, "completion queue")?;
     let node = Node::child(parent, crate::abi::raw::FidClass::Cq, close);
+    if let Some(set) = set {
+        node.add_binding(set);
+    }
     // SAFETY: the provider returned a CQ and its table for this open.
     Ok(unsafe { CompletionQueue::from_raw(out.obj, ops, attr.format, node) })
 }

@@ -23,6 +23,7 @@ use crate::eq::EventQueue;
 use crate::error::Result;
 use crate::flags::OpFlags;
 use crate::mr::{MemoryRegion, MrAttr};
+use crate::wait::WaitSet;
 
 /// An open domain.
 pub struct Domain {
@@ -142,10 +143,35 @@ impl Domain {
 
     /// `fi_cq_open` with a context.
     pub fn cq_open_with(&self, attr: &CqAttr, context: usize) -> Result<CompletionQueue> {
+        self.cq_open_common(attr, None, context)
+    }
+
+    /// `fi_cq_open` with `wait_obj` `FI_WAIT_SET`: the CQ signals `set` (opened with
+    /// [`Fabric::wait_open`](crate::fabric::Fabric::wait_open) on this domain's fabric),
+    /// so [`WaitSet::wait`] returns when it has completions. `attr.wait_obj` is
+    /// ignored (the CQ's is `FI_WAIT_SET`). The set cannot be closed before the CQ
+    /// (`FI_EBUSY`). `FI_EINVAL` for a set of another provider; `FI_ENOSYS` from a
+    /// provider (or a plugin built before this call existed) without wait sets.
+    pub fn cq_open_in(
+        &self,
+        attr: &CqAttr,
+        set: &WaitSet,
+        context: usize,
+    ) -> Result<CompletionQueue> {
+        self.cq_open_common(attr, Some(set), context)
+    }
+
+    fn cq_open_common(
+        &self,
+        attr: &CqAttr,
+        set: Option<&WaitSet>,
+        context: usize,
+    ) -> Result<CompletionQueue> {
         // SAFETY: our own object; the pointers `open` passes live across the call.
         crate::cq::open(
             &self.node,
             attr,
+            set,
             |a, o: *mut RawObj, e: *mut ErrBuf| unsafe {
                 call_slot!(self.t(), DomainTable.cq_open(self.obj, a, context, o, e))
             },
@@ -154,13 +180,43 @@ impl Domain {
 
     /// `fi_cntr_open`.
     pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
-        let raw = attr.to_raw();
+        self.cntr_open_common(attr, None, 0)
+    }
+
+    /// `fi_cntr_open` with a context.
+    pub fn cntr_open_with(&self, attr: &CntrAttr, context: usize) -> Result<Counter> {
+        self.cntr_open_common(attr, None, context)
+    }
+
+    /// `fi_cntr_open` with `wait_obj` `FI_WAIT_SET`: the counter signals `set` (as
+    /// [`Domain::cq_open_in`]).
+    pub fn cntr_open_in(&self, attr: &CntrAttr, set: &WaitSet, context: usize) -> Result<Counter> {
+        self.cntr_open_common(attr, Some(set), context)
+    }
+
+    fn cntr_open_common(
+        &self,
+        attr: &CntrAttr,
+        set: Option<&WaitSet>,
+        context: usize,
+    ) -> Result<Counter> {
+        let mut raw = attr.to_raw();
+        let set = match set {
+            Some(set) => {
+                let f = set.as_fid();
+                self.node.check_peer(f.node(), "cntr_open in a wait set")?;
+                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
+                raw.wait_set = f.raw().obj;
+                Some(f.node())
+            }
+            None => None,
+        };
         let mut out = RawObj::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
         ctl(|e| unsafe {
             call_slot!(
                 self.t(),
-                DomainTable.cntr_open(self.obj, &raw, 0, &mut out, e)
+                DomainTable.cntr_open(self.obj, &raw, context, &mut out, e)
             )
         })?;
         let ops = out.ops as *const CntrTable;
@@ -169,6 +225,9 @@ impl Domain {
             FidClass::Cntr,
             close_of(out.obj, ops, "counter")?,
         );
+        if let Some(set) = set {
+            node.add_binding(set);
+        }
         // SAFETY: the provider returned a counter and its table.
         Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
     }

@@ -17,7 +17,7 @@ use crate::attr::Info;
 use crate::domain::Domain;
 use crate::ep::PassiveEndpoint;
 use crate::eq::{EqAttr, EventQueue};
-use crate::error::Result;
+use crate::error::{Errno, Error, Result};
 use crate::wait::{WaitAttr, WaitSet};
 
 /// An open fabric.
@@ -131,7 +131,34 @@ impl Fabric {
 
     /// `fi_eq_open` with a context.
     pub fn eq_open_with(&self, attr: &EqAttr, context: usize) -> Result<EventQueue> {
-        let raw = attr.to_raw();
+        self.eq_open_common(attr, None, context)
+    }
+
+    /// `fi_eq_open` with `wait_obj` `FI_WAIT_SET`: the EQ signals `set` (opened with
+    /// [`Fabric::wait_open`]), so [`WaitSet::wait`] returns when it has events.
+    /// `attr.wait_obj` is ignored. The set cannot be closed before the EQ
+    /// (`FI_EBUSY`). `FI_ENOSYS` from a provider without wait sets.
+    pub fn eq_open_in(&self, attr: &EqAttr, set: &WaitSet, context: usize) -> Result<EventQueue> {
+        self.eq_open_common(attr, Some(set), context)
+    }
+
+    fn eq_open_common(
+        &self,
+        attr: &EqAttr,
+        set: Option<&WaitSet>,
+        context: usize,
+    ) -> Result<EventQueue> {
+        let mut raw = attr.to_raw();
+        let set = match set {
+            Some(set) => {
+                let f = set.as_fid();
+                self.node.check_peer(f.node(), "eq_open in a wait set")?;
+                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
+                raw.wait_set = f.raw().obj;
+                Some(f.node())
+            }
+            None => None,
+        };
         let mut out = RawObj::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
         ctl(|e| unsafe {
@@ -146,6 +173,9 @@ impl Fabric {
             FidClass::Eq,
             close_of(out.obj, ops, "event queue")?,
         );
+        if let Some(set) = set {
+            node.add_binding(set);
+        }
         // SAFETY: the provider returned an EQ and its table.
         Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
     }
@@ -166,6 +196,19 @@ impl Fabric {
         );
         // SAFETY: the provider returned a wait set and its table.
         Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_poll_open`: a poll set for the CQs and counters of this fabric's domains
+    /// (see [`crate::poll`]; the C call takes a domain, here any domain of the fabric
+    /// may contribute members). The fabric cannot be closed while the set is open.
+    pub fn poll_open(&self) -> Result<crate::poll::PollSet> {
+        if self.node.is_closed() {
+            return Err(Error::new(
+                Errno::EBADF,
+                "fi_poll_open: the fabric is closed",
+            ));
+        }
+        Ok(crate::poll::PollSet::new(self.obj, self.ops, &self.node))
     }
 
     /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, `FI_EAGAIN`

@@ -32,6 +32,7 @@ pub mod loader;
 pub mod log;
 pub mod mr;
 pub mod param;
+pub mod poll;
 pub mod provider;
 pub mod registry;
 pub mod select;

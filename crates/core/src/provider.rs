@@ -186,6 +186,19 @@ pub trait FabricOps: Sized + Send + Sync + 'static {
     fn eq_open(&self, _attr: &EqAttr, _context: usize) -> Result<Self::Eq> {
         enosys("event queues are not supported")
     }
+    /// Open an event queue that signals the wait set `set` (`wait_obj` `FI_WAIT_SET`
+    /// with `wait_set` in the C attributes; `attr.wait_obj` is [`WaitObj::Set`]). The
+    /// host keeps `set` open until the EQ closes.
+    ///
+    /// [`WaitObj::Set`]: crate::enums::WaitObj::Set
+    fn eq_open_in_set(
+        &self,
+        _attr: &EqAttr,
+        _set: &Self::Wait,
+        _context: usize,
+    ) -> Result<Self::Eq> {
+        enosys("event queues in wait sets are not supported")
+    }
     /// Open a wait set (`fi_wait_open`).
     fn wait_open(&self, _attr: &WaitAttr) -> Result<Self::Wait> {
         enosys("wait sets are not supported")
@@ -223,9 +236,32 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Open a completion queue. `attr.format` is never `Unspec` here (the host
     /// resolves it to `Context`).
     fn cq_open(&self, attr: &CqAttr, context: usize) -> Result<Self::Cq>;
+    /// Open a completion queue that signals the wait set `set` (`FI_WAIT_SET`;
+    /// `attr.wait_obj` is [`WaitObj::Set`], `attr.format` never `Unspec`). The host
+    /// keeps `set` open until the CQ closes.
+    ///
+    /// [`WaitObj::Set`]: crate::enums::WaitObj::Set
+    fn cq_open_in_set(
+        &self,
+        _attr: &CqAttr,
+        _set: &WaitOf<F>,
+        _context: usize,
+    ) -> Result<Self::Cq> {
+        enosys("completion queues in wait sets are not supported")
+    }
     /// Open a counter.
     fn cntr_open(&self, _attr: &CntrAttr, _context: usize) -> Result<Self::Cntr> {
         enosys("counters are not supported")
+    }
+    /// Open a counter that signals the wait set `set` (as
+    /// [`DomainOps::cq_open_in_set`]).
+    fn cntr_open_in_set(
+        &self,
+        _attr: &CntrAttr,
+        _set: &WaitOf<F>,
+        _context: usize,
+    ) -> Result<Self::Cntr> {
+        enosys("counters in wait sets are not supported")
     }
     /// Open an address vector.
     fn av_open(&self, _attr: &AvAttr, _context: usize) -> Result<Self::Av> {

@@ -18,7 +18,7 @@ use ofi_core::{AtomicOp, Datatype, Info, Result, RxAttr, TxAttr};
 use crate::cq::HookCq;
 use crate::ep::HookEp;
 use crate::fabric::HookFabric;
-use crate::objects::{HookAv, HookCntr, HookMr};
+use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
 use crate::{Hook, ObjName};
 
 /// A domain wrapped by hook `H`.
@@ -85,12 +85,42 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
         Ok(HookCq::new(cq, attr.size, self.h.clone()))
     }
 
+    fn cq_open_in_set(
+        &self,
+        attr: &CqAttr,
+        set: &HookWait<H>,
+        context: usize,
+    ) -> Result<HookCq<H>> {
+        let cq = self.h.ctl(
+            &self.name,
+            "cq_open",
+            || format!("attr={attr:?} wait_set context={context:#x}"),
+            || self.inner.cq_open_in(attr, set.inner(), context),
+        )?;
+        Ok(HookCq::new(cq, attr.size, self.h.clone()))
+    }
+
+    fn cntr_open_in_set(
+        &self,
+        attr: &CntrAttr,
+        set: &HookWait<H>,
+        context: usize,
+    ) -> Result<HookCntr<H>> {
+        let c = self.h.ctl(
+            &self.name,
+            "cntr_open",
+            || format!("attr={attr:?} wait_set context={context:#x}"),
+            || self.inner.cntr_open_in(attr, set.inner(), context),
+        )?;
+        Ok(HookCntr::new(c, self.h.clone()))
+    }
+
     fn cntr_open(&self, attr: &CntrAttr, context: usize) -> Result<HookCntr<H>> {
         let c = self.h.ctl(
             &self.name,
             "cntr_open",
             || format!("attr={attr:?} context={context:#x}"),
-            || self.inner.cntr_open(attr),
+            || self.inner.cntr_open_with(attr, context),
         )?;
         Ok(HookCntr::new(c, self.h.clone()))
     }

@@ -78,6 +78,21 @@ impl<H: Hook> FabricOps for HookFabric<H> {
         Ok(HookEq::new(q, self.h.clone()))
     }
 
+    fn eq_open_in_set(
+        &self,
+        attr: &EqAttr,
+        set: &HookWait<H>,
+        context: usize,
+    ) -> Result<HookEq<H>> {
+        let q = self.h.ctl(
+            &self.name,
+            "eq_open",
+            || format!("attr={attr:?} wait_set context={context:#x}"),
+            || self.inner.eq_open_in(attr, set.inner(), context),
+        )?;
+        Ok(HookEq::new(q, self.h.clone()))
+    }
+
     fn wait_open(&self, attr: &WaitAttr) -> Result<HookWait<H>> {
         let w = self.h.ctl(
             &self.name,

@@ -18,8 +18,9 @@
 //!   contract](crate::progress)). `FI_ENOSYS` for a counter opened with `FI_WAIT_NONE`.
 //! - The wait fd (`FI_WAIT_FD`, `FI_WAIT_UNSPEC`) becomes readable when either value
 //!   changes and stops being readable at the next `read`/`readerr`.
-//! - Open: non-zero `flags` or `events` are `FI_EINVAL`; `FI_WAIT_SET`/`FI_WAIT_POLLFD`
-//!   are `FI_ENOSYS` (see [`crate::wait`]).
+//! - Open: non-zero `flags` or `events` are `FI_EINVAL`; `FI_WAIT_POLLFD` is
+//!   `FI_ENOSYS`; `FI_WAIT_SET` blocks internally and is attached to its set by
+//!   [`KitCntr::with_progress_in`] (see [`crate::wait`]).
 //!
 //! # Costs
 //!
@@ -154,6 +155,18 @@ impl KitCntr {
     pub fn with_progress(attr: &CntrAttr, engine: Arc<ProgressEngine>) -> Result<KitCntr> {
         let c = KitCntr::new(attr)?;
         c.bind_progress(engine)?;
+        Ok(c)
+    }
+
+    /// [`KitCntr::with_progress`], attached to wait set `set`: what a provider's
+    /// `DomainOps::cntr_open_in_set` returns.
+    pub fn with_progress_in(
+        attr: &CntrAttr,
+        engine: Arc<ProgressEngine>,
+        set: &KitWait,
+    ) -> Result<KitCntr> {
+        let c = KitCntr::with_progress(attr, engine)?;
+        c.attach_wait(set);
         Ok(c)
     }
 
@@ -368,11 +381,17 @@ mod tests {
         assert_eq!(e.code(), Errno::EINVAL);
         assert_eq!(
             code(KitCntr::new(&CntrAttr {
-                wait_obj: WaitObj::Set,
+                wait_obj: WaitObj::PollFd,
                 ..CntrAttr::default()
             })),
             Errno::ENOSYS
         );
+        let in_set = KitCntr::new(&CntrAttr {
+            wait_obj: WaitObj::Set,
+            ..CntrAttr::default()
+        })
+        .unwrap();
+        assert_eq!(in_set.wait_mode(), WaitMode::Internal);
         let c = cntr(WaitObj::None);
         assert_eq!(c.wait_mode(), WaitMode::None);
         assert!(format!("{c:?}").contains("KitCntr"));

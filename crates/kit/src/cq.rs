@@ -364,7 +364,8 @@ impl std::fmt::Debug for KitCq {
 impl KitCq {
     /// Open a CQ: format `Unspec` means `Context`, size 0 means [`DEFAULT_CQ_SIZE`].
     /// `FI_EINVAL` for a size over [`MAX_CQ_SIZE`] or flags other than `FI_AFFINITY`;
-    /// `FI_ENOSYS` for `FI_WAIT_SET`/`FI_WAIT_POLLFD`.
+    /// `FI_ENOSYS` for `FI_WAIT_POLLFD`; `FI_WAIT_SET` blocks internally (attach the
+    /// set: [`KitCq::with_progress_in`]).
     pub fn new(attr: &CqAttr) -> Result<KitCq> {
         let format = match attr.format {
             CqFormat::Unspec => CqFormat::Context,
@@ -416,6 +417,18 @@ impl KitCq {
     pub fn with_progress(attr: &CqAttr, engine: Arc<ProgressEngine>) -> Result<KitCq> {
         let cq = KitCq::new(attr)?;
         cq.bind_progress(engine)?;
+        Ok(cq)
+    }
+
+    /// [`KitCq::with_progress`], attached to wait set `set`: what a provider's
+    /// `DomainOps::cq_open_in_set` returns.
+    pub fn with_progress_in(
+        attr: &CqAttr,
+        engine: Arc<ProgressEngine>,
+        set: &KitWait,
+    ) -> Result<KitCq> {
+        let cq = KitCq::with_progress(attr, engine)?;
+        cq.attach_wait(set);
         Ok(cq)
     }
 
@@ -833,9 +846,11 @@ mod tests {
         a.flags = 1 << 3;
         assert_eq!(code(KitCq::new(&a)), Errno::EINVAL);
         assert_eq!(
-            code(KitCq::new(&attr(CqFormat::Msg, 8, WaitObj::Set))),
+            code(KitCq::new(&attr(CqFormat::Msg, 8, WaitObj::PollFd))),
             Errno::ENOSYS
         );
+        let in_set = KitCq::new(&attr(CqFormat::Msg, 8, WaitObj::Set)).unwrap();
+        assert_eq!(in_set.wait_mode(), WaitMode::Internal);
         let mut a = attr(CqFormat::Tagged, 8, WaitObj::Fd);
         a.wait_cond = CqWaitCond::Threshold;
         let q = KitCq::new(&a).unwrap();

@@ -30,7 +30,8 @@
 //! - The wait fd (`FI_WAIT_FD`, `FI_WAIT_UNSPEC`) is readable exactly while a read
 //!   would not return `FI_EAGAIN`.
 //! - Open: flags other than `FI_WRITE`/`FI_AFFINITY`, or a size over
-//!   [`MAX_EQ_SIZE`], are `FI_EINVAL`; `FI_WAIT_SET`/`FI_WAIT_POLLFD` are `FI_ENOSYS`.
+//!   [`MAX_EQ_SIZE`], are `FI_EINVAL`; `FI_WAIT_POLLFD` is `FI_ENOSYS`; `FI_WAIT_SET`
+//!   blocks internally and is attached to its set by [`KitEq::new_in`].
 //!
 //! Events carry owned data (infos, connection data), so pushes allocate; reads move
 //! or (with `peek`) clone them. EQs are the control path.
@@ -261,6 +262,14 @@ impl KitEq {
                 strerror: OnceLock::new(),
             }),
         })
+    }
+
+    /// [`KitEq::new`], attached to wait set `set`: what a provider's
+    /// `FabricOps::eq_open_in_set` returns.
+    pub fn new_in(attr: &EqAttr, set: &KitWait) -> Result<KitEq> {
+        let eq = KitEq::new(attr)?;
+        eq.attach_wait(set);
+        Ok(eq)
     }
 
     /// Link a progress engine: every read and wait drives it (same engine again:

@@ -11,8 +11,14 @@
 //! | `FI_WAIT_NONE` | [`WaitMode::None`] | `FI_ENOSYS` | `FI_ENOSYS` |
 //! | `FI_WAIT_FD`, `FI_WAIT_UNSPEC` | [`WaitMode::Fd`] | yes | yes |
 //! | `FI_WAIT_MUTEX_COND`, `FI_WAIT_YIELD` | [`WaitMode::Internal`] | yes | `FI_ENOSYS` |
-//! | `FI_WAIT_SET` | — | `FI_ENOSYS` at open: the interface does not pass wait sets yet; open with another object and [attach](crate::cq::KitCq::attach_wait) | |
+//! | `FI_WAIT_SET` | [`WaitMode::Internal`] | yes | `FI_ENOSYS` (the set has the fd) |
 //! | `FI_WAIT_POLLFD` | — | `FI_ENOSYS` at open | |
+//!
+//! An object opened in a wait set (core's `cq_open_in_set`, `cntr_open_in_set`,
+//! `eq_open_in_set`; the kit's [`KitCq::with_progress_in`](crate::cq::KitCq::with_progress_in),
+//! [`KitCntr::with_progress_in`](crate::cntr::KitCntr::with_progress_in),
+//! [`KitEq::new_in`](crate::eq::KitEq::new_in)) is attached to the set: every push
+//! signals it, and the set's `wait` watches the object.
 //!
 //! Blocking calls sleep on a condition variable of the object (woken by the push that
 //! makes them ready), alternating with progress as the [progress
@@ -244,17 +250,13 @@ pub enum WaitMode {
 }
 
 impl WaitMode {
-    /// The mode for `obj`; `FI_WAIT_SET` and `FI_WAIT_POLLFD` are `FI_ENOSYS`.
+    /// The mode for `obj`; `FI_WAIT_POLLFD` is `FI_ENOSYS`. `FI_WAIT_SET` blocks
+    /// internally: the object's owner attaches it to its set (see the module docs).
     pub fn resolve(obj: WaitObj) -> Result<WaitMode> {
         match obj {
             WaitObj::None => Ok(WaitMode::None),
             WaitObj::Fd | WaitObj::Unspec => Ok(WaitMode::Fd),
-            WaitObj::MutexCond | WaitObj::Yield => Ok(WaitMode::Internal),
-            WaitObj::Set => Err(Error::new(
-                Errno::ENOSYS,
-                "FI_WAIT_SET: wait sets are not passed to providers; open with another \
-                 wait object and attach the object to the set",
-            )),
+            WaitObj::MutexCond | WaitObj::Yield | WaitObj::Set => Ok(WaitMode::Internal),
             WaitObj::PollFd => Err(Error::new(
                 Errno::ENOSYS,
                 "FI_WAIT_POLLFD is not supported; use FI_WAIT_FD",
@@ -397,6 +399,27 @@ pub fn trywait(objs: &[&dyn Waitable]) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// `FabricOps::trywait` for a provider whose CQs, counters, EQs and wait sets are the
+/// kit's ([`KitCq`](crate::cq::KitCq), [`KitCntr`](crate::cntr::KitCntr),
+/// [`KitEq`](crate::eq::KitEq), [`KitWait`]): [`trywait`] over them.
+pub fn trywait_kit<F>(objs: &[ofi_core::provider::TryWaitRef<'_, F>]) -> Result<()>
+where
+    F: ofi_core::provider::FabricOps<Eq = crate::eq::KitEq, Wait = KitWait>,
+    F::Domain: ofi_core::provider::DomainOps<F, Cq = crate::cq::KitCq, Cntr = crate::cntr::KitCntr>,
+{
+    use ofi_core::provider::TryWaitRef;
+    let list: Vec<&dyn Waitable> = objs
+        .iter()
+        .map(|o| match o {
+            TryWaitRef::Cq(c) => *c as &dyn Waitable,
+            TryWaitRef::Cntr(c) => *c as &dyn Waitable,
+            TryWaitRef::Eq(e) => *e as &dyn Waitable,
+            TryWaitRef::Wait(w) => *w as &dyn Waitable,
+        })
+        .collect();
+    trywait(&list)
 }
 
 type Members = Arc<[Weak<dyn Waitable>]>;
@@ -740,10 +763,7 @@ mod tests {
             WaitMode::resolve(WaitObj::Yield).unwrap(),
             WaitMode::Internal
         );
-        assert_eq!(
-            WaitMode::resolve(WaitObj::Set).unwrap_err().code(),
-            Errno::ENOSYS
-        );
+        assert_eq!(WaitMode::resolve(WaitObj::Set).unwrap(), WaitMode::Internal);
         assert_eq!(
             WaitMode::resolve(WaitObj::PollFd).unwrap_err().code(),
             Errno::ENOSYS

@@ -30,7 +30,7 @@ use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
-use ofi_kit::wait::{self, KitWait, Waitable};
+use ofi_kit::wait::{self, KitWait};
 
 use crate::ep::Endpoint;
 use crate::{Settings, ADDR_PREFIX};
@@ -90,21 +90,16 @@ impl FabricOps for Fabric {
         KitEq::new(attr)
     }
 
+    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
+        KitEq::new_in(attr, set)
+    }
+
     fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
         KitWait::new(attr)
     }
 
     fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        let list: Vec<&dyn Waitable> = objs
-            .iter()
-            .map(|o| match o {
-                TryWaitRef::Cq(c) => *c as &dyn Waitable,
-                TryWaitRef::Cntr(c) => *c as &dyn Waitable,
-                TryWaitRef::Eq(e) => *e as &dyn Waitable,
-                TryWaitRef::Wait(w) => *w as &dyn Waitable,
-            })
-            .collect();
-        wait::trywait(&list)
+        wait::trywait_kit(objs)
     }
 }
 
@@ -174,6 +169,14 @@ impl DomainOps<Fabric> for Domain {
 
     fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
         KitCntr::with_progress(attr, self.engine.clone())
+    }
+
+    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress_in(attr, self.engine.clone(), set)
+    }
+
+    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress_in(attr, self.engine.clone(), set)
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {

@@ -26,13 +26,15 @@ use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::eq::EqAttr;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, Unsupported};
+use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, TryWaitRef, Unsupported};
+use ofi_core::wait::WaitAttr;
 use ofi_core::{AddrFormat, Address, AtomicOp, Datatype, EpType, Errno, Error, Result};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine, ProgressMode};
+use ofi_kit::wait::KitWait;
 
 use crate::ep::Endpoint;
 use crate::proto::{CmHdr, CmKind, CM_DATA_SIZE, CM_HDR_LEN};
@@ -125,7 +127,7 @@ impl FabricOps for Fabric {
     type Domain = Domain;
     type PassiveEp = PassiveEp;
     type Eq = KitEq;
-    type Wait = Unsupported;
+    type Wait = KitWait;
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         if let Some(name) = info.domain_attr.name.as_deref() {
@@ -173,6 +175,20 @@ impl FabricOps for Fabric {
         eq.bind_progress(self.shared.cm_engine.clone())?;
         Ok(eq)
     }
+
+    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
+        let eq = KitEq::new_in(attr, set)?;
+        eq.bind_progress(self.shared.cm_engine.clone())?;
+        Ok(eq)
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
+        KitWait::new(attr)
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        ofi_kit::wait::trywait_kit(objs)
+    }
 }
 
 /// What a domain's objects share.
@@ -215,6 +231,14 @@ impl DomainOps<Fabric> for Domain {
 
     fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
         KitCntr::with_progress(attr, self.shared.engine.clone())
+    }
+
+    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress_in(attr, self.shared.engine.clone(), set)
+    }
+
+    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress_in(attr, self.shared.engine.clone(), set)
     }
 
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {

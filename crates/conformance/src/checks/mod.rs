@@ -20,6 +20,7 @@ pub mod pairs;
 pub mod rma;
 pub mod tagged;
 pub mod teardown;
+pub mod waitset;
 
 use crate::{Capability, Subject};
 
@@ -120,6 +121,10 @@ table! {
     Cm: multi::msg_listener_serves_several_connections,
     Reliable: pairs::pair_transmit_and_delivery_complete,
     Reliable: pairs::pair_flood_unexpected,
+    WaitSet: waitset::wait_set_counter_and_eq,
+    WaitSet: waitset::wait_set_wakes_on_completion,
+    PollSet: waitset::poll_set_reports_members,
+    PollSet: waitset::poll_set_reports_completions,
 }
 
 /// The check called `name`.

@@ -46,7 +46,7 @@ use crate::abi::ProviderInstance;
 use crate::av::AvAttr;
 use crate::cntr::CntrAttr;
 use crate::cq::{CqAttr, CqBuf};
-use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, HmemIface};
+use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, HmemIface, WaitObj};
 use crate::eq::{EqAttr, Event};
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
@@ -786,8 +786,16 @@ unsafe extern "C" fn fab_eq_open<F: FabricOps>(
             return einval("eq_open: null attributes");
         }
         // SAFETY: our boxed fabric; `attr` non-null and valid (contract).
-        let (f, attr) = unsafe { (ob::<F>(fab), EqAttr::from_raw(&*attr)?) };
-        let eq = f.eq_open(&attr, context)?;
+        let (f, raw) = unsafe { (ob::<F>(fab), *attr) };
+        let attr = EqAttr::from_raw(&RawEqAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
+        let eq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => f.eq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => f.eq_open(&attr, context)?,
+        };
         let b = EqBox {
             inner: eq,
             infos: Mutex::new(Vec::new()),
@@ -797,6 +805,17 @@ unsafe extern "C" fn fab_eq_open<F: FabricOps>(
         unsafe { put_obj(out, b, Adapt::<F>::EQ as *const _ as *const c_void) };
         Ok(())
     })
+}
+
+/// The wait set named by an attribute's `wait_set`, checked against its `wait_obj`:
+/// `FI_WAIT_SET` needs a set, and a set needs `FI_WAIT_SET`.
+fn wait_set_of(set: Obj, wait_obj: WaitObj) -> Result<Option<Obj>> {
+    match (set.is_null(), wait_obj == WaitObj::Set) {
+        (true, false) => Ok(None),
+        (false, true) => Ok(Some(set)),
+        (true, true) => einval("wait object FI_WAIT_SET without a wait set"),
+        (false, false) => einval("a wait set is given but the wait object is not FI_WAIT_SET"),
+    }
 }
 
 unsafe extern "C" fn fab_wait_open<F: FabricOps>(
@@ -937,11 +956,19 @@ unsafe extern "C" fn dom_cq_open<F: FabricOps>(
             return einval("cq_open: null attributes");
         }
         // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, mut attr) = unsafe { (ob::<F::Domain>(dom), CqAttr::from_raw(&*attr)?) };
+        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
+        let mut attr = CqAttr::from_raw(&RawCqAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
         if attr.format == CqFormat::Unspec {
             attr.format = CqFormat::Context;
         }
-        let cq = d.cq_open(&attr, context)?;
+        let cq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => d.cq_open(&attr, context)?,
+        };
         let b = CqBox {
             inner: cq,
             format: attr.format,
@@ -967,8 +994,16 @@ unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
             return einval("cntr_open: null attributes");
         }
         // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), CntrAttr::from_raw(&*attr)?) };
-        let c = d.cntr_open(&attr, context)?;
+        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
+        let attr = CntrAttr::from_raw(&RawCntrAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
+        let c = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => d.cntr_open(&attr, context)?,
+        };
         // SAFETY: `out` checked.
         unsafe { put_obj(out, c, Adapt::<F>::CNTR as *const _ as *const c_void) };
         Ok(())

@@ -111,6 +111,8 @@ pub(crate) enum Closer {
         host: *const HostTable,
         keep: *mut c_void,
     },
+    /// An object the host keeps itself (a poll set): nothing to call.
+    Host,
 }
 
 /// Shared bookkeeping of one open object (see the module docs).
@@ -241,6 +243,19 @@ impl Node {
             .push(target.clone());
     }
 
+    /// Undo one [`Node::add_binding`] to `target`; false if there was none.
+    pub(crate) fn remove_binding(&self, target: &Arc<Node>) -> bool {
+        let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+        match bound.iter().position(|b| Arc::ptr_eq(b, target)) {
+            Some(i) => {
+                bound.swap_remove(i);
+                target.refs.fetch_sub(1, Ordering::AcqRel);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Keep `v` (e.g. a registered buffer) alive until the object is closed.
     pub(crate) fn keep_until_drop(&self, v: Box<dyn Any + Send>) {
         if self.is_closed() {
@@ -282,6 +297,7 @@ impl Node {
                 // SAFETY: `host` is the 'static host table that produced `keep`.
                 unsafe { call_slot!(&*host, HostTable.fabric_close(keep, eb)) }
             }),
+            Closer::Host => Ok(()),
         }
     }
 

@@ -80,6 +80,8 @@ pub enum FidClass {
     Cntr = 15,
     /// A wait set.
     Wait = 16,
+    /// A poll set (`fi_poll_open`); kept by the host, never handed to a provider.
+    Poll = 17,
     /// A multicast group membership (`fid_mc`, `fi_join`).
     Mc = 19,
 }
@@ -103,6 +105,7 @@ impl FidClass {
             14 => FidClass::Cq,
             15 => FidClass::Cntr,
             16 => FidClass::Wait,
+            17 => FidClass::Poll,
             19 => FidClass::Mc,
             _ => return None,
         })
@@ -126,6 +129,7 @@ impl FidClass {
             FidClass::Cq => "completion queue",
             FidClass::Cntr => "counter",
             FidClass::Wait => "wait set",
+            FidClass::Poll => "poll set",
             FidClass::Mc => "multicast group",
         }
     }
