@@ -41,6 +41,45 @@ const MR_KEY: u64 = 0xC0DE;
 pub const ACK_LEN: usize = 4;
 /// Empty CQ polls between two `sched_yield`s.
 const YIELD_EVERY: u32 = 256;
+
+/// A time limit for spin loops that reads the clock only every [`SpinLimit::EVERY`]
+/// calls: reading it on every empty poll took a third of the polling loop's time
+/// (`clock_gettime` in a VM), which delays noticing a message. The limit starts at the
+/// first reading, so it may end up to `EVERY` polls late — microseconds.
+struct SpinLimit {
+    limit: Duration,
+    start: Option<Instant>,
+    calls: u32,
+}
+
+impl SpinLimit {
+    const EVERY: u32 = 64;
+
+    fn new(limit: Duration) -> SpinLimit {
+        SpinLimit {
+            limit,
+            start: None,
+            calls: 0,
+        }
+    }
+
+    /// Called once per spin: true once the limit has passed.
+    #[inline]
+    fn expired(&mut self) -> bool {
+        self.calls = self.calls.wrapping_add(1);
+        if !self.calls.is_multiple_of(Self::EVERY) {
+            return false;
+        }
+        let now = Instant::now();
+        match self.start {
+            None => {
+                self.start = Some(now);
+                false
+            }
+            Some(t) => now.duration_since(t) >= self.limit,
+        }
+    }
+}
 /// Largest receive region (receive slots beyond it share buffers).
 const RX_BUDGET: usize = 64 << 20;
 
@@ -87,6 +126,8 @@ pub struct Session {
     tx_outstanding: usize,
     done_rx: VecDeque<(usize, usize)>,
     idle_polls: u32,
+    /// Where `progress` reads completions (kept, not zeroed on every poll).
+    cq_entries: [CqMsgEntry; 16],
 }
 
 impl std::fmt::Debug for Session {
@@ -371,6 +412,7 @@ impl Session {
             tx_outstanding: 0,
             done_rx: VecDeque::new(),
             idle_polls: 0,
+            cq_entries: [CqMsgEntry::default(); 16],
         };
         for i in 0..nrx {
             s.post_recv(i)?;
@@ -410,13 +452,13 @@ impl Session {
         what: &str,
         mut op: impl FnMut(&Self) -> ofi::Result<()>,
     ) -> ofi::Result<()> {
-        let deadline = Instant::now() + self.cfg.timeout;
+        let mut limit = SpinLimit::new(self.cfg.timeout);
         loop {
             match op(self) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Errno::EAGAIN => {
                     self.progress()?;
-                    if Instant::now() >= deadline {
+                    if limit.expired() {
                         return Err(Error::new(
                             Errno::ETIMEDOUT,
                             format!("{what}: still FI_EAGAIN after {:?}", self.cfg.timeout),
@@ -458,14 +500,14 @@ impl Session {
 
     /// Read what the CQ has; receive completions are queued, send completions counted.
     fn progress(&mut self) -> ofi::Result<()> {
-        let mut e = [CqMsgEntry::default(); 16];
-        match self.cq.read(&mut e) {
+        match self.cq.read(&mut self.cq_entries) {
             Ok(0) => {
                 self.idle();
                 Ok(())
             }
             Ok(n) => {
-                for x in &e[..n] {
+                for k in 0..n {
+                    let x = self.cq_entries[k];
                     match self.index_of(x.op_context) {
                         Some(i) if i < self.nrx => self.done_rx.push_back((i, x.len)),
                         Some(i) => {
@@ -533,10 +575,10 @@ impl Session {
                 }
             });
         }
-        let deadline = Instant::now() + self.cfg.timeout;
+        let mut limit = SpinLimit::new(self.cfg.timeout);
         while self.tx_free.is_empty() {
             self.progress()?;
-            if Instant::now() >= deadline {
+            if limit.expired() {
                 return Err(Error::new(
                     Errno::ETIMEDOUT,
                     format!("no send completion within {:?}", self.cfg.timeout),
@@ -567,10 +609,10 @@ impl Session {
 
     /// Wait until every send has completed.
     pub fn flush(&mut self) -> ofi::Result<()> {
-        let deadline = Instant::now() + self.cfg.timeout;
+        let mut limit = SpinLimit::new(self.cfg.timeout);
         while self.tx_outstanding > 0 {
             self.progress()?;
-            if Instant::now() >= deadline {
+            if limit.expired() {
                 return Err(Error::new(
                     Errno::ETIMEDOUT,
                     format!(
@@ -592,7 +634,7 @@ impl Session {
     /// (datagrams) — a reliable endpoint returns `FI_ETIMEDOUT` instead. Datagrams of
     /// another length (stale ones from an earlier size) are dropped.
     pub fn recv(&mut self, want: usize, limit: Duration) -> ofi::Result<bool> {
-        let deadline = Instant::now() + limit;
+        let mut spin = SpinLimit::new(limit);
         loop {
             while let Some((i, len)) = self.done_rx.pop_front() {
                 let ok_len = len == want;
@@ -624,7 +666,7 @@ impl Session {
                 }
             }
             self.progress()?;
-            if self.done_rx.is_empty() && Instant::now() >= deadline {
+            if self.done_rx.is_empty() && spin.expired() {
                 if self.is_dgram() {
                     return Ok(false);
                 }
@@ -681,6 +723,18 @@ pub fn pattern_byte(i: usize) -> u8 {
 mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn spin_limit_reads_the_clock_rarely_and_expires() {
+        let mut l = SpinLimit::new(Duration::from_millis(20));
+        for _ in 0..10 * SpinLimit::EVERY {
+            assert!(!l.expired(), "expired before its limit");
+        }
+        assert!(l.start.is_some(), "the clock was read");
+        std::thread::sleep(Duration::from_millis(25));
+        let fired = (0..SpinLimit::EVERY).any(|_| l.expired());
+        assert!(fired, "not expired within EVERY calls after the limit");
+    }
 
     #[test]
     fn name_frames_round_trip_and_wildcards_take_the_peer_ip() {
