@@ -17,12 +17,15 @@
 //! - [`eq`]: the event queue — CM, AV and MR events, application writes, errors,
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
-//! - [`progress`]: the per-domain progress engine, manual or with its own thread.
+//! - [`progress`]: the per-domain progress engine, manual or with its own thread;
+//! - [`iov`]: scatter / gather lists of application buffers and their copies.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! The one `unsafe` block is the `poll(2)` call of
-//! [`progress::ProgressEngine::sleep_on_fds`]; everything else is safe code.
+//! `unsafe` is allowed in two places only: the `poll(2)` call of
+//! [`progress::ProgressEngine::sleep_on_fds`], and [`iov`]'s copies into and out of
+//! application buffers (raw addresses by the C API's contract); everything else is
+//! safe code.
 
 #![deny(unsafe_code)]
 
@@ -32,6 +35,8 @@ pub mod bufpool;
 pub mod cntr;
 pub mod cq;
 pub mod eq;
+#[allow(unsafe_code)]
+pub mod iov;
 pub mod mr;
 pub mod progress;
 pub mod tagmatch;

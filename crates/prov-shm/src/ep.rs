@@ -88,110 +88,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A buffer list as `(address, length)` pairs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IoList {
-    iov: [(usize, usize); IOV_LIMIT],
-    n: usize,
-}
-
-impl IoList {
-    fn one(p: usize, len: usize) -> IoList {
-        let mut iov = [(0, 0); IOV_LIMIT];
-        iov[0] = (p, len);
-        IoList { iov, n: 1 }
-    }
-
-    fn from_iov(v: &[Iov]) -> Result<IoList> {
-        if v.len() > IOV_LIMIT {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("shm: {} iov entries, the limit is {IOV_LIMIT}", v.len()),
-            ));
-        }
-        let mut iov = [(0, 0); IOV_LIMIT];
-        for (d, s) in iov.iter_mut().zip(v) {
-            *d = (s.base as usize, s.len);
-        }
-        Ok(IoList { iov, n: v.len() })
-    }
-
-    fn from_pairs(v: &[(usize, usize)]) -> IoList {
-        let mut iov = [(0, 0); IOV_LIMIT];
-        let n = v.len().min(IOV_LIMIT);
-        iov[..n].copy_from_slice(&v[..n]);
-        IoList { iov, n }
-    }
-
-    fn slice(&self) -> &[(usize, usize)] {
-        &self.iov[..self.n]
-    }
-
-    /// Total bytes (saturating: an absurd application iov then fails the size check).
-    fn total(&self) -> usize {
-        self.slice()
-            .iter()
-            .fold(0usize, |a, e| a.saturating_add(e.1))
-    }
-
-    /// The address at byte `offset` (or null when empty).
-    fn addr_at(&self, mut offset: usize) -> usize {
-        for &(a, l) in self.slice() {
-            if offset < l || l == 0 && offset == 0 {
-                return a.wrapping_add(offset);
-            }
-            offset -= l;
-        }
-        self.slice().first().map(|e| e.0).unwrap_or(0)
-    }
-
-    /// Sub-list of `len` bytes from `offset`.
-    fn sub(&self, mut offset: usize, mut len: usize) -> IoList {
-        let mut out = [(0, 0); IOV_LIMIT];
-        let mut n = 0;
-        for &(a, l) in self.slice() {
-            if len == 0 {
-                break;
-            }
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let take = (l - offset).min(len);
-            out[n] = (a.wrapping_add(offset), take);
-            n += 1;
-            len -= take;
-            offset = 0;
-        }
-        IoList { iov: out, n }
-    }
-
-    /// Copy `len` bytes from raw `src` into this list at `offset`.
-    ///
-    /// # Safety
-    /// `src` is readable for `len` bytes; the list's buffers are writable.
-    unsafe fn scatter(&self, offset: usize, src: *const u8, len: usize) {
-        let mut done = 0;
-        for &(a, l) in self.sub(offset, len).slice() {
-            // SAFETY: caller's contract; `sub` stays within the list.
-            unsafe { std::ptr::copy_nonoverlapping(src.add(done), a as *mut u8, l) };
-            done += l;
-        }
-    }
-
-    /// Copy `len` bytes from this list at `offset` to raw `dst`.
-    ///
-    /// # Safety
-    /// `dst` is writable for `len` bytes; the list's buffers are readable.
-    unsafe fn gather(&self, offset: usize, dst: *mut u8, len: usize) {
-        let mut done = 0;
-        for &(a, l) in self.sub(offset, len).slice() {
-            // SAFETY: caller's contract.
-            unsafe { std::ptr::copy_nonoverlapping(a as *const u8, dst.add(done), l) };
-            done += l;
-        }
-    }
-}
+pub use ofi_kit::iov::IoList;
 
 #[derive(Clone)]
 struct CqB {
@@ -819,7 +716,7 @@ impl Shared {
                 key,
                 raddr,
                 iov,
-                niov: local.n.max(1),
+                niov: local.len().max(1),
             }
         };
         let s = Slot {
@@ -1100,7 +997,7 @@ impl Shared {
                         total: op.len,
                         id,
                         iov: riov,
-                        niov: op.iov.n.max(1),
+                        niov: op.iov.len().max(1),
                     },
                 };
                 let mut hdr = [0u8; proto::PARSE_LEN];
@@ -2668,7 +2565,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             dest,
             ctx,
             0,
@@ -2684,7 +2581,7 @@ impl EndpointOps<Fabric> for Endpoint {
         // SAFETY: the C API's contract: `msg_iov` holds `iov_count` entries.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "shm")?;
         if flags.contains(OpFlags::INJECT) && l.total() > INLINE_CAP {
             return Err(Error::new(
                 Errno::EMSGSIZE,
@@ -2762,7 +2659,7 @@ impl EndpointOps<Fabric> for Endpoint {
 
     unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
         let act = self.active()?;
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "shm")?;
         let r = PostedRecv::msg(ctx, l, l.total())
             .from_src(recv_src(&self.sh, src))
             .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
@@ -2773,8 +2670,8 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov)?;
-        if flags.contains(OpFlags::MULTI_RECV) && l.n != 1 {
+        let l = IoList::from_iov(iov, "shm")?;
+        if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
             return Err(Error::new(
                 Errno::EINVAL,
                 "shm: FI_MULTI_RECV needs exactly one buffer",
@@ -2825,7 +2722,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.rma(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             src,
             addr,
             key,
@@ -2842,10 +2739,10 @@ impl EndpointOps<Fabric> for Endpoint {
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
-        let (addr, key) = unsafe { one_rma_iov(msg, IoList::from_iov(iov)?.total())? };
+        let (addr, key) = unsafe { one_rma_iov(msg, IoList::from_iov(iov, "shm")?.total())? };
         self.sh.rma(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             msg.addr,
             addr,
             key,
@@ -2896,7 +2793,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.rma(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             dest,
             addr,
             key,
@@ -2912,7 +2809,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "shm")?;
         // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
         let (addr, key) = unsafe { one_rma_iov(msg, l.total())? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
@@ -3362,7 +3259,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             dest,
             ctx,
             tag,
@@ -3380,7 +3277,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         self.sh.send(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "shm")?,
             msg.addr,
             msg.context,
             msg.tag,
@@ -3480,7 +3377,7 @@ impl EndpointOps<Fabric> for Endpoint {
         ctx: usize,
     ) -> Result<()> {
         let act = self.active()?;
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "shm")?;
         let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
             .from_src(recv_src(&self.sh, src))
             .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
@@ -3491,7 +3388,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "shm")?;
         let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
         let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
             .from_src(recv_src(&self.sh, msg.addr))

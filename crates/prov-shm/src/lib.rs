@@ -123,8 +123,8 @@ mod provider {
     pub const NAME: &str = "shm";
     /// Address prefix of `FI_ADDR_STR` addresses.
     pub const ADDR_PREFIX: &str = "fi_shm://";
-    /// Largest I/O vector of one operation.
-    pub const IOV_LIMIT: usize = 4;
+    /// Largest I/O vector of one operation (what the kit's `IoList` holds).
+    pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
     /// Largest message.
     pub const MAX_MSG_SIZE: usize = 64 << 20;
 

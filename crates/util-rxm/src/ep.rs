@@ -131,100 +131,7 @@ fn split_ep_ctx(c: usize) -> Option<(usize, u32)> {
 // ---------------------------------------------------------------------------------------
 // Buffer lists.
 
-/// A buffer list as `(address, length)` pairs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IoList {
-    iov: [(usize, usize); IOV_LIMIT],
-    n: usize,
-}
-
-impl IoList {
-    fn one(p: usize, len: usize) -> IoList {
-        let mut iov = [(0, 0); IOV_LIMIT];
-        iov[0] = (p, len);
-        IoList { iov, n: 1 }
-    }
-
-    fn from_iov(v: &[Iov]) -> Result<IoList> {
-        if v.len() > IOV_LIMIT {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("ofi_rxm: {} iov entries, the limit is {IOV_LIMIT}", v.len()),
-            ));
-        }
-        let mut iov = [(0, 0); IOV_LIMIT];
-        for (d, s) in iov.iter_mut().zip(v) {
-            *d = (s.base as usize, s.len);
-        }
-        Ok(IoList { iov, n: v.len() })
-    }
-
-    fn slice(&self) -> &[(usize, usize)] {
-        &self.iov[..self.n]
-    }
-
-    fn total(&self) -> usize {
-        self.slice()
-            .iter()
-            .fold(0usize, |a, e| a.saturating_add(e.1))
-    }
-
-    fn addr_at(&self, mut offset: usize) -> usize {
-        for &(a, l) in self.slice() {
-            if offset < l || l == 0 && offset == 0 {
-                return a.wrapping_add(offset);
-            }
-            offset -= l;
-        }
-        self.slice().first().map(|e| e.0).unwrap_or(0)
-    }
-
-    fn sub(&self, mut offset: usize, mut len: usize) -> IoList {
-        let mut out = [(0, 0); IOV_LIMIT];
-        let mut n = 0;
-        for &(a, l) in self.slice() {
-            if len == 0 {
-                break;
-            }
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let take = (l - offset).min(len);
-            out[n] = (a.wrapping_add(offset), take);
-            n += 1;
-            len -= take;
-            offset = 0;
-        }
-        IoList { iov: out, n }
-    }
-
-    /// Copy `len` bytes from `src` into this list at `offset`.
-    ///
-    /// # Safety
-    /// `src` is readable for `len` bytes; the list's buffers are writable.
-    unsafe fn scatter(&self, offset: usize, src: *const u8, len: usize) {
-        let mut done = 0;
-        for &(a, l) in self.sub(offset, len).slice() {
-            // SAFETY: caller's contract; `sub` stays within the list.
-            unsafe { std::ptr::copy_nonoverlapping(src.add(done), a as *mut u8, l) };
-            done += l;
-        }
-    }
-
-    /// Copy `len` bytes of this list from `offset` to `dst`.
-    ///
-    /// # Safety
-    /// `dst` is writable for `len` bytes; the list's buffers are readable.
-    unsafe fn gather(&self, offset: usize, dst: *mut u8, len: usize) {
-        let mut done = 0;
-        for &(a, l) in self.sub(offset, len).slice() {
-            // SAFETY: caller's contract.
-            unsafe { std::ptr::copy_nonoverlapping(a as *const u8, dst.add(done), l) };
-            done += l;
-        }
-    }
-}
+pub use ofi_kit::iov::IoList;
 
 // ---------------------------------------------------------------------------------------
 // State.
@@ -1658,7 +1565,7 @@ impl Shared {
             len: HDR_LEN,
         });
         let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
-        if src.n < core_iov {
+        if src.len() < core_iov {
             for &(a, l) in src.slice() {
                 v.push(Iov {
                     base: a as *mut c_void,
@@ -1760,9 +1667,9 @@ impl Shared {
                 base: hb.as_ptr() as *mut c_void,
                 len: HDR_LEN,
             }];
-            if part.n == 1 {
+            if part.len() == 1 {
                 v.push(Iov {
-                    base: part.iov[0].0 as *mut c_void,
+                    base: part.slice()[0].0 as *mut c_void,
                     len: n,
                 });
             } else {
@@ -1873,7 +1780,7 @@ impl Shared {
         let mut rts = Rts {
             id: (u64::from(op.gen) << 32) | u64::from(i),
             iov: [(0, 0, 0); proto::RTS_IOVS],
-            n: src.n,
+            n: src.len(),
         };
         for (k, (&(a, l), m)) in src.slice().iter().zip(&op.mrs).enumerate() {
             let addr = if self.core_virt { a as u64 } else { 0 };
@@ -2559,8 +2466,8 @@ impl Shared {
         let mut left = place.len;
         for &(ra, rl, key) in &rts.iov[..rts.n] {
             let mut roff = 0u64;
-            while roff < rl && left > 0 && li < local.n {
-                let (la, ll) = local.iov[li];
+            while roff < rl && left > 0 && li < local.len() {
+                let (la, ll) = local.slice()[li];
                 let n = ((ll - loff) as u64).min(rl - roff) as usize;
                 let n = n.min(left);
                 pieces.push((la + loff, n, ra + roff, key));
@@ -3186,7 +3093,7 @@ impl Endpoint {
                 ));
             }
             let mut v = vec![0u8; total];
-            let l = IoList::from_iov(&iov)?;
+            let l = IoList::from_iov(&iov, "ofi_rxm")?;
             // SAFETY: the application's buffers, readable during the call.
             unsafe { l.gather(0, v.as_mut_ptr(), total) };
             let iov = vec![Iov {
@@ -3510,7 +3417,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "ofi_rxm")?,
             dest,
             ctx,
             0,
@@ -3526,7 +3433,7 @@ impl EndpointOps<Fabric> for Endpoint {
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
         self.check_inject(flags, l.total())?;
         self.sh
             .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
@@ -3598,7 +3505,7 @@ impl EndpointOps<Fabric> for Endpoint {
 
     unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
         let act = self.active()?;
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
         let r = PostedRecv::msg(ctx, l, l.total())
             .from_src(recv_src(&self.sh, src))
             .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
@@ -3609,8 +3516,8 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov)?;
-        if flags.contains(OpFlags::MULTI_RECV) && l.n != 1 {
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
+        if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
             return Err(Error::new(
                 Errno::EINVAL,
                 "ofi_rxm: FI_MULTI_RECV needs exactly one buffer",
@@ -3658,7 +3565,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::from_iov(iov)?,
+            IoList::from_iov(iov, "ofi_rxm")?,
             dest,
             ctx,
             tag,
@@ -3674,7 +3581,7 @@ impl EndpointOps<Fabric> for Endpoint {
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
         self.check_inject(flags, l.total())?;
         self.sh.send(
             act,
@@ -3780,7 +3687,7 @@ impl EndpointOps<Fabric> for Endpoint {
         ctx: usize,
     ) -> Result<()> {
         let act = self.active()?;
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
         let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
             .from_src(recv_src(&self.sh, src))
             .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
@@ -3791,7 +3698,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         // SAFETY: the C API's contract.
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov)?;
+        let l = IoList::from_iov(iov, "ofi_rxm")?;
         let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
         let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
             .from_src(recv_src(&self.sh, msg.addr))
@@ -4425,42 +4332,5 @@ mod tests {
             Some((77, 0x3fff_ffff))
         );
         assert_eq!(split_ep_ctx(0), None);
-    }
-
-    #[test]
-    fn io_lists_split_and_total() {
-        let mut a = [0u8; 8];
-        let mut b = [0u8; 8];
-        let l = IoList::from_iov(&[
-            Iov {
-                base: a.as_mut_ptr() as *mut c_void,
-                len: 8,
-            },
-            Iov {
-                base: b.as_mut_ptr() as *mut c_void,
-                len: 8,
-            },
-        ])
-        .unwrap();
-        assert_eq!(l.total(), 16);
-        let s = l.sub(6, 4);
-        assert_eq!(s.n, 2);
-        assert_eq!(s.total(), 4);
-        let src = [1u8, 2, 3, 4];
-        // SAFETY: local buffers.
-        unsafe { l.scatter(6, src.as_ptr(), 4) };
-        assert_eq!(&a[6..], &[1, 2]);
-        assert_eq!(&b[..2], &[3, 4]);
-        let too_many = vec![
-            Iov {
-                base: std::ptr::null_mut(),
-                len: 0
-            };
-            IOV_LIMIT + 1
-        ];
-        assert_eq!(
-            IoList::from_iov(&too_many).unwrap_err().code(),
-            Errno::EINVAL
-        );
     }
 }

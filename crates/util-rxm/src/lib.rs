@@ -50,8 +50,8 @@ use ofi_core::{
 
 /// The provider's name.
 pub const NAME: &str = "ofi_rxm";
-/// Largest I/O vector of one operation.
-pub const IOV_LIMIT: usize = 4;
+/// Largest I/O vector of one operation (what the kit's `IoList` holds).
+pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
 /// Largest message rxm offers (capped below the core's: one rendezvous transfer of this
 /// size takes well under a second over tcp here).
 pub const MAX_MSG_SIZE: usize = 256 << 20;
