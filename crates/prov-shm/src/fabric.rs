@@ -20,11 +20,11 @@ use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::eq::EqAttr;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{AvOps, DomainOps, FabricOps, TryWaitRef, Unsupported};
+use ofi_core::provider::{DomainOps, FabricOps, TryWaitRef, Unsupported};
 use ofi_core::wait::WaitAttr;
 use ofi_core::MrMode;
 use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
-use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
@@ -123,7 +123,7 @@ impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     type Cq = KitCq;
     type Cntr = KitCntr;
-    type Av = Av;
+    type Av = SharedAv;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
@@ -179,16 +179,14 @@ impl DomainOps<Fabric> for Domain {
         KitCntr::with_progress_in(attr, self.engine.clone(), set)
     }
 
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
         let mut cfg = AvConfig::new(AddrFormat::STR);
         cfg.default_type = match self.av_type {
             AvType::Map => AvType::Map,
             _ => AvType::Table,
         };
         let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
-        Ok(Av {
-            inner: Arc::new(kit),
-        })
+        Ok(SharedAv::new(kit))
     }
 }
 
@@ -215,57 +213,5 @@ pub fn region_name(a: &Address) -> Result<&str> {
                 other.format()
             ),
         )),
-    }
-}
-
-/// The address vector: the kit's, shared with the endpoints bound to it.
-#[derive(Debug)]
-pub struct Av {
-    inner: Arc<KitAv<()>>,
-}
-
-impl Av {
-    /// The kit AV (endpoints keep a clone).
-    pub fn kit(&self) -> &Arc<KitAv<()>> {
-        &self.inner
-    }
-}
-
-impl AvOps<Fabric> for Av {
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
-    }
-
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        AvOps::<Fabric>::straddr(&*self.inner, addr)
-    }
-
-    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
-        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
     }
 }

@@ -873,7 +873,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 if s.av.is_some() {
                     return Err(already("an address vector"));
                 }
-                s.av = Some(av.shared().clone());
+                s.av = Some(av.kit().clone());
             }
             BindTarget::Eq(eq) => {
                 if s.eq.is_some() {

@@ -22,10 +22,10 @@ use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::eq::EqAttr;
-use ofi_core::provider::{AvOps, DomainOps, FabricOps, TryWaitRef, Unsupported};
+use ofi_core::provider::{DomainOps, FabricOps, TryWaitRef, Unsupported};
 use ofi_core::wait::WaitAttr;
 use ofi_core::{AddrFormat, EpType, Errno, Error, Result};
-use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
@@ -134,7 +134,7 @@ impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     type Cq = KitCq;
     type Cntr = KitCntr;
-    type Av = Av;
+    type Av = SharedAv<Peer>;
     type Mr = Unsupported;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
@@ -173,11 +173,9 @@ impl DomainOps<Fabric> for Domain {
         KitCntr::with_progress_in(attr, self.engine.clone(), set)
     }
 
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
         let kit = KitAv::open_with(attr, context, AvConfig::new(self.addr_format), Peer::new)?;
-        Ok(Av {
-            inner: Arc::new(kit),
-        })
+        Ok(SharedAv::new(kit))
     }
 }
 
@@ -208,79 +206,5 @@ impl Peer {
                 format!("udp: {addr} is not an IP socket address"),
             )),
         }
-    }
-}
-
-/// An address vector: the kit's, shared with the endpoints bound to it.
-#[derive(Debug)]
-pub struct Av {
-    inner: Arc<KitAv<Peer>>,
-}
-
-impl Av {
-    /// The shared AV (what endpoints keep).
-    pub fn shared(&self) -> &Arc<KitAv<Peer>> {
-        &self.inner
-    }
-}
-
-impl AvOps<Fabric> for Av {
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insertsym(
-            &*self.inner,
-            node,
-            nodecnt,
-            service,
-            svccnt,
-            fi_addr,
-            flags,
-            context,
-        )
-    }
-
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        AvOps::<Fabric>::straddr(&*self.inner, addr)
-    }
-
-    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
-        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
     }
 }

@@ -96,7 +96,7 @@ use ofi_core::{
 };
 
 pub use ep::Endpoint;
-pub use fabric::{Av, Domain, Fabric};
+pub use fabric::{Domain, Fabric};
 
 /// The provider's name.
 pub const NAME: &str = "udp";

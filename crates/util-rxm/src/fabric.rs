@@ -16,7 +16,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
@@ -26,11 +25,11 @@ use ofi_core::eq::EqAttr;
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::getinfo::GetinfoRequest;
 use ofi_core::mr::{MemoryRegion, MrAttr};
-use ofi_core::provider::{AvOps, Desc, DomainOps, FabricOps, Host, MrOps, TryWaitRef, Unsupported};
+use ofi_core::provider::{Desc, DomainOps, FabricOps, Host, MrOps, TryWaitRef, Unsupported};
 use ofi_core::version::API_VERSION;
 use ofi_core::wait::WaitAttr;
 use ofi_core::{AvType, EpType, Errno, Error, Progress, Result};
-use ofi_kit::av::{AvConfig, KitAv};
+use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
@@ -197,7 +196,7 @@ impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     type Cq = KitCq;
     type Cntr = KitCntr;
-    type Av = Av;
+    type Av = SharedAv;
     type Mr = Mr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
@@ -227,7 +226,7 @@ impl DomainOps<Fabric> for Domain {
         KitCntr::with_progress_in(attr, self.engine.clone(), set)
     }
 
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Av> {
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
         let fmt = self.inner.core_info.addr_format;
         let mut cfg = AvConfig::new(fmt);
         cfg.default_type = match self.av_type {
@@ -235,9 +234,7 @@ impl DomainOps<Fabric> for Domain {
             _ => AvType::Map,
         };
         let kit = KitAv::open(attr, context, cfg)?;
-        Ok(Av {
-            inner: Arc::new(kit),
-        })
+        Ok(SharedAv::new(kit))
     }
 
     /// Registration with the core's domain (its key and descriptor are rxm's).
@@ -255,80 +252,6 @@ impl DomainOps<Fabric> for Domain {
         flags: u64,
     ) -> Result<ofi_core::abi::raw::AtomicAttr> {
         self.inner.core.query_atomic(datatype, op, flags)
-    }
-}
-
-/// The address vector: the kit's, shared with the endpoints bound to it.
-#[derive(Debug)]
-pub struct Av {
-    inner: Arc<KitAv<()>>,
-}
-
-impl Av {
-    /// The kit AV (endpoints keep a clone).
-    pub fn kit(&self) -> &Arc<KitAv<()>> {
-        &self.inner
-    }
-}
-
-impl AvOps<Fabric> for Av {
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insert(&*self.inner, addrs, fi_addr, flags, context)
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insertsvc(&*self.inner, node, service, fi_addr, flags, context)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<Fabric>::insertsym(
-            &*self.inner,
-            node,
-            nodecnt,
-            service,
-            svccnt,
-            fi_addr,
-            flags,
-            context,
-        )
-    }
-
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        AvOps::<Fabric>::remove(&*self.inner, fi_addr, flags)
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        AvOps::<Fabric>::lookup(&*self.inner, fi_addr)
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        AvOps::<Fabric>::straddr(&*self.inner, addr)
-    }
-
-    fn bind_eq(&self, eq: &KitEq, flags: u64) -> Result<()> {
-        AvOps::<Fabric>::bind_eq(&*self.inner, eq, flags)
     }
 }
 
