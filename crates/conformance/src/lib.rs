@@ -800,6 +800,7 @@ macro_rules! conformance_suite {
                 msg_listener_serves_several_connections,
                 pair_transmit_and_delivery_complete,
                 pair_flood_unexpected,
+                ep_bind_cq_twice_is_einval,
                 wait_set_counter_and_eq,
                 wait_set_wakes_on_completion,
                 poll_set_reports_members,

@@ -18,6 +18,7 @@
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
+//! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
@@ -34,6 +35,7 @@ pub mod av;
 pub mod bufpool;
 pub mod cntr;
 pub mod cq;
+pub mod ep;
 pub mod eq;
 #[allow(unsafe_code)]
 pub mod iov;

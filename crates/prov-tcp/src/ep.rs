@@ -2111,6 +2111,14 @@ impl EndpointOps<Fabric> for Endpoint {
                     return Err(Error::new(Errno::EBADFLAGS, "tcp: CQ bind flags"));
                 }
                 let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
+                if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
+                    || (flags.contains(OpFlags::RECV) && b.rx_cq.is_some())
+                {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: a CQ for this direction is already bound",
+                    ));
+                }
                 if flags.contains(OpFlags::SEND) {
                     b.tx_cq = Some(cq.clone());
                     b.tx_sel = sel;
@@ -2136,6 +2144,18 @@ impl EndpointOps<Fabric> for Endpoint {
                         "tcp: remote-access counters (FI_RMA_EVENT) are not supported",
                     ));
                 }
+                let taken = [
+                    (OpFlags::SEND, b.c_send.is_some()),
+                    (OpFlags::RECV, b.c_recv.is_some()),
+                    (OpFlags::READ, b.c_read.is_some()),
+                    (OpFlags::WRITE, b.c_write.is_some()),
+                ];
+                if taken.iter().any(|(f, t)| *t && flags.contains(*f)) {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: a counter for this event is already bound",
+                    ));
+                }
                 if flags.contains(OpFlags::SEND) {
                     b.c_send = Some(c.clone());
                 }
@@ -2149,7 +2169,15 @@ impl EndpointOps<Fabric> for Endpoint {
                     b.c_write = Some(c.clone());
                 }
             }
-            BindTarget::Eq(eq) => b.eq = Some(eq.clone()),
+            BindTarget::Eq(eq) => {
+                if b.eq.is_some() {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: an event queue is already bound",
+                    ));
+                }
+                b.eq = Some(eq.clone())
+            }
             BindTarget::Av(_) => {
                 return Err(Error::new(
                     Errno::EINVAL,

@@ -62,7 +62,7 @@ use ofi_core::provider::{BindTarget, Desc, EndpointOps};
 use ofi_core::{AddrFormat, Address, Caps, EpType, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
+use ofi_kit::ep::{BindRules, Bindings, CqBinding};
 use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine};
 
@@ -203,30 +203,12 @@ struct Posted {
     min_multi: usize,
 }
 
-/// A CQ bound to one direction.
-#[derive(Clone, Debug)]
-struct CqBind {
-    cq: KitCq,
-    selective: bool,
-}
-
-impl CqBind {
-    #[inline]
-    fn wants(&self, flags: OpFlags) -> bool {
-        !self.selective || flags.contains(OpFlags::COMPLETION)
-    }
-}
-
 /// Bindings made before `fi_enable`.
 #[derive(Default)]
 struct Setup {
     sock: Option<UdpSock>,
-    av: Option<Arc<KitAv<Peer>>>,
-    tx_cq: Option<CqBind>,
-    rx_cq: Option<CqBind>,
-    tx_cntr: Option<KitCntr>,
-    rx_cntr: Option<KitCntr>,
-    eq: Option<KitEq>,
+    /// CQs, counters, AV and EQ (the kit's rules).
+    b: Bindings<Peer>,
 }
 
 /// What `fi_enable` froze: read by the data path without a lock.
@@ -234,8 +216,8 @@ struct Active {
     sock: UdpSock,
     local: SocketAddr,
     av: Arc<KitAv<Peer>>,
-    tx_cq: Option<CqBind>,
-    rx_cq: Option<CqBind>,
+    tx_cq: Option<CqBinding>,
+    rx_cq: Option<CqBinding>,
     tx_cntr: Option<KitCntr>,
     rx_cntr: Option<KitCntr>,
     eq: Option<KitEq>,
@@ -795,26 +777,10 @@ impl Progress for EpInner {
     }
 }
 
-const CQ_BIND_FLAGS: OpFlags = OpFlags::TRANSMIT
-    .union(OpFlags::RECV)
-    .union(OpFlags::SELECTIVE_COMPLETION);
-const CNTR_BIND_FLAGS: OpFlags = OpFlags::SEND
-    .union(OpFlags::RECV)
-    .union(OpFlags::READ)
-    .union(OpFlags::WRITE)
-    .union(OpFlags::REMOTE_READ)
-    .union(OpFlags::REMOTE_WRITE);
-
-fn ebadflags(what: &str, flags: OpFlags) -> Error {
-    Error::new(
-        Errno::EBADFLAGS,
-        format!("udp: {what}: unsupported bind flags {:#x}", flags.bits()),
-    )
-}
-
-fn already(what: &str) -> Error {
-    Error::new(Errno::EINVAL, format!("udp: {what} is already bound"))
-}
+const BIND_RULES: BindRules = BindRules {
+    prov: "udp",
+    eq: true,
+};
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
@@ -826,69 +792,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 "udp: fi_ep_bind after fi_enable",
             ));
         }
-        match target {
-            BindTarget::Cq(cq) => {
-                if !CQ_BIND_FLAGS.contains(flags)
-                    || !flags.intersects(OpFlags::TRANSMIT | OpFlags::RECV)
-                {
-                    return Err(ebadflags("CQ bind", flags));
-                }
-                let selective = flags.contains(OpFlags::SELECTIVE_COMPLETION);
-                let tx = flags.contains(OpFlags::TRANSMIT);
-                let rx = flags.contains(OpFlags::RECV);
-                if (tx && s.tx_cq.is_some()) || (rx && s.rx_cq.is_some()) {
-                    return Err(already("a CQ for this direction"));
-                }
-                let b = CqBind {
-                    cq: cq.clone(),
-                    selective,
-                };
-                if tx {
-                    s.tx_cq = Some(b.clone());
-                }
-                if rx {
-                    s.rx_cq = Some(b);
-                }
-            }
-            BindTarget::Cntr(c) => {
-                if flags.is_empty() || !CNTR_BIND_FLAGS.contains(flags) {
-                    return Err(ebadflags("counter bind", flags));
-                }
-                let tx = flags.contains(OpFlags::SEND);
-                let rx = flags.contains(OpFlags::RECV);
-                if (tx && s.tx_cntr.is_some()) || (rx && s.rx_cntr.is_some()) {
-                    return Err(already("a counter for this direction"));
-                }
-                if tx {
-                    s.tx_cntr = Some(c.clone());
-                }
-                if rx {
-                    s.rx_cntr = Some(c.clone());
-                }
-            }
-            BindTarget::Av(av) => {
-                if !flags.is_empty() {
-                    return Err(ebadflags("AV bind", flags));
-                }
-                if s.av.is_some() {
-                    return Err(already("an address vector"));
-                }
-                s.av = Some(av.kit().clone());
-            }
-            BindTarget::Eq(eq) => {
-                if s.eq.is_some() {
-                    return Err(already("an event queue"));
-                }
-                s.eq = Some(eq.clone());
-            }
-            BindTarget::Stx(_) | BindTarget::Srx(_) => {
-                return Err(Error::new(
-                    Errno::ENOSYS,
-                    "udp: shared contexts are not supported",
-                ))
-            }
-        }
-        Ok(())
+        s.b.bind(target, flags, &BIND_RULES)
     }
 
     fn enable(&self) -> Result<()> {
@@ -897,18 +801,7 @@ impl EndpointOps<Fabric> for Endpoint {
         if me.active.get().is_some() {
             return Ok(());
         }
-        let Some(av) = s.av.clone() else {
-            return Err(Error::new(
-                Errno::ENOAV,
-                "udp: fi_enable: no address vector bound",
-            ));
-        };
-        if s.tx_cq.is_none() && s.rx_cq.is_none() && s.tx_cntr.is_none() && s.rx_cntr.is_none() {
-            return Err(Error::new(
-                Errno::ENOCQ,
-                "udp: fi_enable: no completion queue or counter bound",
-            ));
-        }
+        let av = s.b.require_for_enable("udp")?;
         let Some(sock) = s.sock.take() else {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
@@ -927,11 +820,11 @@ impl EndpointOps<Fabric> for Endpoint {
             sock,
             local,
             av,
-            tx_cq: s.tx_cq.clone(),
-            rx_cq: s.rx_cq.clone(),
-            tx_cntr: s.tx_cntr.clone(),
-            rx_cntr: s.rx_cntr.clone(),
-            eq: s.eq.clone(),
+            tx_cq: s.b.txcq.clone(),
+            rx_cq: s.b.rxcq.clone(),
+            tx_cntr: s.b.txcntr.clone(),
+            rx_cntr: s.b.rxcntr.clone(),
+            eq: s.b.eq.clone(),
         };
         if me.active.set(act).is_err() {
             return Err(Error::new(Errno::EOPBADSTATE, "udp: enabled twice"));

@@ -68,7 +68,7 @@ use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
+use ofi_kit::ep::{BindRules, Bindings, CqBinding};
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
@@ -136,27 +136,18 @@ pub use ofi_kit::iov::IoList;
 // ---------------------------------------------------------------------------------------
 // State.
 
-#[derive(Clone)]
-struct CqB {
-    cq: KitCq,
-    selective: bool,
-}
+/// Bindings made before `fi_enable` (the kit's rules).
+type Setup = Bindings;
 
-#[derive(Default)]
-struct Setup {
-    av: Option<Arc<KitAv<()>>>,
-    txcq: Option<CqB>,
-    rxcq: Option<CqB>,
-    txcntr: Option<KitCntr>,
-    rxcntr: Option<KitCntr>,
-    wcntr: Option<KitCntr>,
-    rcntr: Option<KitCntr>,
-}
+const BIND_RULES: BindRules = BindRules {
+    prov: "ofi_rxm",
+    eq: false,
+};
 
 struct Active {
     av: Arc<KitAv<()>>,
-    txcq: Option<CqB>,
-    rxcq: Option<CqB>,
+    txcq: Option<CqBinding>,
+    rxcq: Option<CqBinding>,
     txcntr: Option<KitCntr>,
     rxcntr: Option<KitCntr>,
     wcntr: Option<KitCntr>,
@@ -3223,64 +3214,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 "ofi_rxm: bind after fi_enable",
             ));
         }
-        let mut setup = lock(&self.sh.setup);
-        match target {
-            BindTarget::Cq(cq) => {
-                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
-                if !(dirs | OpFlags::SELECTIVE_COMPLETION).contains(flags)
-                    || !flags.intersects(dirs)
-                {
-                    return Err(Error::new(
-                        Errno::EBADFLAGS,
-                        "ofi_rxm: a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION)",
-                    ));
-                }
-                let b = CqB {
-                    cq: cq.clone(),
-                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
-                };
-                if flags.contains(OpFlags::TRANSMIT) {
-                    setup.txcq = Some(b.clone());
-                }
-                if flags.contains(OpFlags::RECV) {
-                    setup.rxcq = Some(b);
-                }
-                Ok(())
-            }
-            BindTarget::Cntr(c) => {
-                let ok = OpFlags::SEND | OpFlags::RECV | OpFlags::WRITE | OpFlags::READ;
-                if flags.is_empty() || !ok.contains(flags) {
-                    return Err(Error::new(
-                        Errno::EBADFLAGS,
-                        "ofi_rxm: a counter binds with FI_SEND, FI_RECV, FI_WRITE and/or FI_READ",
-                    ));
-                }
-                if flags.contains(OpFlags::WRITE) {
-                    setup.wcntr = Some(c.clone());
-                }
-                if flags.contains(OpFlags::READ) {
-                    setup.rcntr = Some(c.clone());
-                }
-                if flags.contains(OpFlags::SEND) {
-                    setup.txcntr = Some(c.clone());
-                }
-                if flags.contains(OpFlags::RECV) {
-                    setup.rxcntr = Some(c.clone());
-                }
-                Ok(())
-            }
-            BindTarget::Av(av) => {
-                if setup.av.is_some() {
-                    return Err(Error::new(Errno::EINVAL, "ofi_rxm: an AV is already bound"));
-                }
-                setup.av = Some(av.kit().clone());
-                Ok(())
-            }
-            _ => Err(Error::new(
-                Errno::ENOSYS,
-                "ofi_rxm: only CQs, counters and AVs bind to an endpoint",
-            )),
-        }
+        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
     }
 
     fn enable(&self) -> Result<()> {
@@ -3288,16 +3222,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let setup = lock(&self.sh.setup);
-        let av = setup
-            .av
-            .clone()
-            .ok_or_else(|| Error::new(Errno::ENOAV, "ofi_rxm: bind an AV before fi_enable"))?;
-        if setup.txcq.is_none() && setup.rxcq.is_none() {
-            return Err(Error::new(
-                Errno::ENOCQ,
-                "ofi_rxm: bind a CQ before fi_enable",
-            ));
-        }
+        let av = setup.require_for_enable("ofi_rxm")?;
         let _ = self.sh.active.set(Active {
             av,
             txcq: setup.txcq.clone(),

@@ -76,6 +76,34 @@ pub fn ep_bind_after_enable_is_eopbadstate(s: &Subject) {
     });
 }
 
+/// A second CQ for a direction that has one is `FI_EINVAL` (a CQ for the other
+/// direction still binds); a CQ bound with an unknown flag is `FI_EBADFLAGS`.
+pub fn ep_bind_cq_twice_is_einval(s: &Subject) {
+    each_type(
+        s,
+        Caps::MSG,
+        |_| true,
+        |_t, info| {
+            let (_f, d) = fixture::open_domain(s, &info);
+            let cq1 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+            let cq2 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+            let ep = d.endpoint(&info).unwrap();
+            let e = ep
+                .bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ)
+                .expect_err("a CQ bound with FI_READ");
+            assert_eq!(e.code(), Errno::EBADFLAGS, "CQ bind with FI_READ: {e}");
+            ep.bind(&cq1, OpFlags::TRANSMIT)
+                .unwrap_or_else(|e| panic!("first CQ for FI_TRANSMIT: {e}"));
+            let e = ep
+                .bind(&cq2, OpFlags::TRANSMIT)
+                .expect_err("a second CQ for FI_TRANSMIT");
+            assert_eq!(e.code(), Errno::EINVAL, "second CQ for FI_TRANSMIT: {e}");
+            ep.bind(&cq2, OpFlags::RECV)
+                .unwrap_or_else(|e| panic!("a CQ for FI_RECV after the refusal: {e}"));
+        },
+    );
+}
+
 /// A CQ bound with `FI_SELECTIVE_COMPLETION` but neither `FI_TRANSMIT` nor `FI_RECV`
 /// ("must be OR'ed with FI_TRANSMIT and/or FI_RECV") is `FI_EBADFLAGS`.
 pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {

@@ -109,6 +109,7 @@ table! {
     Pairs: ep::ep_enable_without_cq_or_av,
     Pairs: ep::ep_bind_after_enable_is_eopbadstate,
     SelectiveCompletion: ep::ep_bind_selective_alone_is_ebadflags,
+    Pairs: ep::ep_bind_cq_twice_is_einval,
     Pairs: ep::pair_recv_too_small_is_etrunc,
     Pairs: ep::pair_close_bound_is_ebusy,
     Scalable: contexts::scalable_ep_contexts,

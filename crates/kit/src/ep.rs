@@ -1,0 +1,227 @@
+//! Endpoint bindings (`fi_ep_bind` before `fi_enable`): which CQs, counters, AV and EQ
+//! an endpoint reports to, with the flag rules of fi_endpoint(3) checked once for every
+//! provider built on the kit's objects.
+//!
+//! Rules [`Bindings::bind`] enforces:
+//! - a CQ binds with `FI_TRANSMIT` and/or `FI_RECV`, optionally
+//!   `FI_SELECTIVE_COMPLETION`; anything else is `FI_EBADFLAGS`;
+//! - a counter binds with a non-empty subset of `FI_SEND`, `FI_RECV`, `FI_READ`,
+//!   `FI_WRITE` (`FI_REMOTE_READ` / `FI_REMOTE_WRITE` are `FI_ENOSYS`: the kit's
+//!   providers have no `FI_RMA_EVENT`); anything else is `FI_EBADFLAGS`;
+//! - an AV binds with flags 0 (else `FI_EBADFLAGS`), once;
+//! - an EQ binds only where [`BindRules::eq`] allows it (else `FI_ENOSYS`), once;
+//! - a second CQ or counter for a direction already bound, a second AV or EQ, is
+//!   `FI_EINVAL` (nothing changes);
+//! - shared contexts are `FI_ENOSYS`.
+//!
+//! Whether binding is still allowed (`FI_EOPBADSTATE` after `fi_enable`) is the
+//! endpoint's to check; [`Bindings::require_for_enable`] gives `fi_enable`'s checks.
+//! Nothing here panics.
+
+use std::sync::Arc;
+
+use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
+use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
+
+use crate::av::{KitAv, SharedAv};
+use crate::cntr::KitCntr;
+use crate::cq::KitCq;
+use crate::eq::KitEq;
+
+/// A CQ bound for one direction.
+#[derive(Clone, Debug)]
+pub struct CqBinding {
+    /// The queue.
+    pub cq: KitCq,
+    /// Bound with `FI_SELECTIVE_COMPLETION`.
+    pub selective: bool,
+}
+
+impl CqBinding {
+    /// Whether an operation posted with `flags` writes a completion here.
+    #[inline]
+    pub fn wants(&self, flags: OpFlags) -> bool {
+        !self.selective || flags.contains(OpFlags::COMPLETION)
+    }
+}
+
+/// What an endpoint accepts beyond CQs, counters and an AV.
+#[derive(Clone, Copy, Debug)]
+pub struct BindRules {
+    /// The provider's name, for messages.
+    pub prov: &'static str,
+    /// Whether an EQ may be bound (e.g. for `FI_JOIN_COMPLETE` events).
+    pub eq: bool,
+}
+
+/// The objects an endpoint was bound to (see the module docs).
+#[derive(Debug)]
+pub struct Bindings<P = ()> {
+    /// Completion queue for transmit operations.
+    pub txcq: Option<CqBinding>,
+    /// Completion queue for receive operations.
+    pub rxcq: Option<CqBinding>,
+    /// Counter of completed sends (`FI_SEND`).
+    pub txcntr: Option<KitCntr>,
+    /// Counter of completed receives (`FI_RECV`).
+    pub rxcntr: Option<KitCntr>,
+    /// Counter of completed RMA writes and atomics (`FI_WRITE`).
+    pub wcntr: Option<KitCntr>,
+    /// Counter of completed RMA reads and fetching atomics (`FI_READ`).
+    pub rcntr: Option<KitCntr>,
+    /// The address vector.
+    pub av: Option<Arc<KitAv<P>>>,
+    /// The event queue.
+    pub eq: Option<KitEq>,
+}
+
+impl<P> Default for Bindings<P> {
+    fn default() -> Self {
+        Bindings {
+            txcq: None,
+            rxcq: None,
+            txcntr: None,
+            rxcntr: None,
+            wcntr: None,
+            rcntr: None,
+            av: None,
+            eq: None,
+        }
+    }
+}
+
+fn already(rules: &BindRules, what: &str) -> Error {
+    Error::new(
+        Errno::EINVAL,
+        format!("{}: {what} is already bound", rules.prov),
+    )
+}
+
+impl<P> Bindings<P> {
+    /// `fi_ep_bind` of `target` with `flags` (see the module docs for the rules).
+    pub fn bind<F>(
+        &mut self,
+        target: BindTarget<'_, F>,
+        flags: OpFlags,
+        rules: &BindRules,
+    ) -> Result<()>
+    where
+        F: FabricOps<Eq = KitEq>,
+        F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr, Av = SharedAv<P>>,
+    {
+        let prov = rules.prov;
+        let bad = |what: &str| {
+            Error::new(
+                Errno::EBADFLAGS,
+                format!("{prov}: {what} (flags {:#x})", flags.bits()),
+            )
+        };
+        match target {
+            BindTarget::Cq(cq) => {
+                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
+                if !(dirs | OpFlags::SELECTIVE_COMPLETION).contains(flags)
+                    || !flags.intersects(dirs)
+                {
+                    return Err(bad(
+                        "a CQ binds with FI_TRANSMIT and/or FI_RECV (and FI_SELECTIVE_COMPLETION)",
+                    ));
+                }
+                let tx = flags.contains(OpFlags::TRANSMIT);
+                let rx = flags.contains(OpFlags::RECV);
+                if (tx && self.txcq.is_some()) || (rx && self.rxcq.is_some()) {
+                    return Err(already(rules, "a CQ for this direction"));
+                }
+                let b = CqBinding {
+                    cq: cq.clone(),
+                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                };
+                if tx {
+                    self.txcq = Some(b.clone());
+                }
+                if rx {
+                    self.rxcq = Some(b);
+                }
+                Ok(())
+            }
+            BindTarget::Cntr(c) => {
+                if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
+                    return Err(Error::new(
+                        Errno::ENOSYS,
+                        format!("{prov}: remote-access counters (FI_RMA_EVENT) are not supported"),
+                    ));
+                }
+                let ok = OpFlags::SEND | OpFlags::RECV | OpFlags::WRITE | OpFlags::READ;
+                if flags.is_empty() || !ok.contains(flags) {
+                    return Err(bad(
+                        "a counter binds with FI_SEND, FI_RECV, FI_WRITE and/or FI_READ",
+                    ));
+                }
+                let slots = [
+                    (OpFlags::SEND, &self.txcntr),
+                    (OpFlags::RECV, &self.rxcntr),
+                    (OpFlags::WRITE, &self.wcntr),
+                    (OpFlags::READ, &self.rcntr),
+                ];
+                if slots
+                    .iter()
+                    .any(|(f, slot)| flags.contains(*f) && slot.is_some())
+                {
+                    return Err(already(rules, "a counter for this event"));
+                }
+                for (f, slot) in [
+                    (OpFlags::SEND, &mut self.txcntr),
+                    (OpFlags::RECV, &mut self.rxcntr),
+                    (OpFlags::WRITE, &mut self.wcntr),
+                    (OpFlags::READ, &mut self.rcntr),
+                ] {
+                    if flags.contains(f) {
+                        *slot = Some(c.clone());
+                    }
+                }
+                Ok(())
+            }
+            BindTarget::Av(av) => {
+                if !flags.is_empty() {
+                    return Err(bad("an AV binds with flags 0"));
+                }
+                if self.av.is_some() {
+                    return Err(already(rules, "an address vector"));
+                }
+                self.av = Some(av.kit().clone());
+                Ok(())
+            }
+            BindTarget::Eq(eq) if rules.eq => {
+                if self.eq.is_some() {
+                    return Err(already(rules, "an event queue"));
+                }
+                self.eq = Some(eq.clone());
+                Ok(())
+            }
+            BindTarget::Eq(_) => Err(Error::new(
+                Errno::ENOSYS,
+                format!("{prov}: an event queue does not bind to this endpoint"),
+            )),
+            BindTarget::Stx(_) | BindTarget::Srx(_) => Err(Error::new(
+                Errno::ENOSYS,
+                format!("{prov}: shared contexts are not supported"),
+            )),
+        }
+    }
+
+    /// `fi_enable`'s checks for a connectionless endpoint: an AV (`FI_ENOAV`) and at
+    /// least one CQ or counter to report to (`FI_ENOCQ`) are bound. Returns the AV.
+    pub fn require_for_enable(&self, prov: &str) -> Result<Arc<KitAv<P>>> {
+        let av = self.av.clone().ok_or_else(|| {
+            Error::new(Errno::ENOAV, format!("{prov}: bind an AV before fi_enable"))
+        })?;
+        let counters = [&self.txcntr, &self.rxcntr, &self.wcntr, &self.rcntr];
+        if self.txcq.is_none() && self.rxcq.is_none() && counters.iter().all(|c| c.is_none()) {
+            return Err(Error::new(
+                Errno::ENOCQ,
+                format!("{prov}: bind a CQ or counter before fi_enable"),
+            ));
+        }
+        Ok(av)
+    }
+}
