@@ -20,7 +20,8 @@
 //!
 //! Progress reads the 40-byte header, then the remote iovs, then places the payload:
 //! a message that matches a posted receive is read with `readv` straight into the
-//! receive's buffers; an unexpected one into an owned buffer the matcher holds (its
+//! receive's buffers (what arrived in the same read-ahead as the header, at most
+//! `FI_TCP_READ_AHEAD` bytes, is copied from there: see [`RxStage`]); an unexpected one into an owned buffer the matcher holds (its
 //! limits bound the memory: when full, the endpoint stops reading the socket until
 //! receives are posted); RMA writes go to the registered region after `MrTable`
 //! checks; read responses into the initiator's buffers. Every round does a bounded
@@ -376,6 +377,82 @@ struct St {
     matcher: TagMatcher<RBuf, Vec<u8>>,
     next_id: u64,
     scratch: Vec<u8>,
+    /// Bytes read ahead of the parser (see [`RxStage`]).
+    stage: RxStage,
+}
+
+/// Bytes read from the socket ahead of the parser (`FI_TCP_READ_AHEAD` of them), so
+/// that a small message — header and payload — costs one `recv` instead of two. Reads
+/// for at least that many bytes go straight to their destination (all of them when the
+/// read-ahead is 0). Invariant: `start <= end <= buf.len()`;
+/// staged bytes are consumed before the socket is read again, so the byte order of
+/// the stream is kept. While bytes are staged the socket may not be readable although
+/// work is pending, so the endpoint then asks waiters to poll (`wait_fds`).
+struct RxStage {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl RxStage {
+    fn new(len: usize) -> RxStage {
+        RxStage {
+            buf: vec![0u8; len].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Staged bytes not yet consumed.
+    fn pending(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Move up to `n` staged bytes into `dst` (one copy); how many.
+    fn take(&mut self, dst: *mut u8, n: usize) -> usize {
+        let k = n.min(self.pending());
+        // SAFETY: `start..start + k` lies in `buf`; the caller gives `dst` writable for
+        // `n >= k` bytes, and it is not inside `buf` (our own allocation).
+        unsafe { std::ptr::copy_nonoverlapping(self.buf.as_ptr().add(self.start), dst, k) };
+        self.start += k;
+        k
+    }
+
+    /// Read into `dst` (non-empty): staged bytes first; else, for a `dst` shorter than
+    /// the read-ahead, one read-ahead; else the socket directly. `Ok(0)` is the end of
+    /// the stream.
+    fn recv(&mut self, sock: &Sock, dst: &mut [u8]) -> io::Result<usize> {
+        if self.pending() > 0 {
+            return Ok(self.take(dst.as_mut_ptr(), dst.len()));
+        }
+        if dst.len() >= self.buf.len() {
+            return sock.recv(dst);
+        }
+        let n = sock.recv(&mut self.buf)?;
+        self.start = 0;
+        self.end = n;
+        Ok(self.take(dst.as_mut_ptr(), dst.len()))
+    }
+
+    /// Read into the buffers `iov` describes: staged bytes first (scattered in order),
+    /// else `readv` on the socket.
+    ///
+    /// # Safety
+    /// Every entry of `iov` is writable for its length.
+    unsafe fn readv(&mut self, sock: &Sock, iov: &[libc::iovec]) -> io::Result<usize> {
+        if self.pending() == 0 {
+            // SAFETY: caller's contract.
+            return unsafe { sock.readv(iov) };
+        }
+        let mut done = 0;
+        for v in iov {
+            if self.pending() == 0 {
+                break;
+            }
+            done += self.take(v.iov_base.cast(), v.iov_len);
+        }
+        Ok(done)
+    }
 }
 
 /// The shared part of an endpoint (registered with both progress engines).
@@ -554,6 +631,7 @@ impl Endpoint {
                 matcher,
                 next_id: 1,
                 scratch: Vec::new(),
+                stage: RxStage::new(settings.read_ahead),
             }),
         });
         dom.engine.register(&inner);
@@ -590,6 +668,10 @@ impl Progress for EpInner {
         let Ok(st) = self.st.try_lock() else {
             return false;
         };
+        if st.stage.pending() > 0 {
+            // Work is waiting in user space: the socket may never become readable.
+            return false;
+        }
         if let (Conn::Connected, Some(sock)) = (&st.conn, st.sock.as_ref()) {
             out.push(if st.tx.is_empty() {
                 FdInterest::read(sock.fd())
@@ -1374,7 +1456,7 @@ impl EpInner {
                 self.start_body(st, hdr)
             }
             Rx::Hdr { got } => {
-                let n = match sock.recv(&mut st.hbuf[*got..HDR_LEN]) {
+                let n = match st.stage.recv(sock, &mut st.hbuf[*got..HDR_LEN]) {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
                     Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -1394,7 +1476,10 @@ impl EpInner {
             }
             Rx::Rma { hdr, got } => {
                 let need = usize::from(hdr.rma_cnt) * RMA_IOV_LEN;
-                let n = match sock.recv(&mut st.hbuf[HDR_LEN + *got..HDR_LEN + need]) {
+                let n = match st
+                    .stage
+                    .recv(sock, &mut st.hbuf[HDR_LEN + *got..HDR_LEN + need])
+                {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
                     Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -1428,7 +1513,7 @@ impl EpInner {
                         // SAFETY: the segments are a posted receive's buffers, a read's
                         // local buffers, a checked registered region, or our own
                         // buffer: all writable for their lengths.
-                        match unsafe { sock.readv(&iov[..cnt]) } {
+                        match unsafe { st.stage.readv(sock, &iov[..cnt]) } {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
                             Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -1439,7 +1524,7 @@ impl EpInner {
                         if st.scratch.len() < want {
                             st.scratch.resize(want, 0);
                         }
-                        match sock.recv(&mut st.scratch[..want]) {
+                        match st.stage.recv(sock, &mut st.scratch[..want]) {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
                             Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -3260,6 +3345,87 @@ impl EndpointOps<Fabric> for Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connected pair of sockets on loopback.
+    fn pair() -> (Sock, Sock) {
+        let l_addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let l = Sock::stream(&l_addr).unwrap();
+        l.bind(&l_addr).unwrap();
+        l.listen(4).unwrap();
+        let bound = l.local_addr().unwrap();
+        let c = Sock::stream(&bound).unwrap();
+        let _ = c.connect(&bound).unwrap();
+        for _ in 0..400 {
+            if let Some((s, _)) = l.accept().unwrap() {
+                c.poll(libc::POLLOUT, 2000).unwrap();
+                return (c, s);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("no connection accepted");
+    }
+
+    const STAGE_LEN: usize = 16 * 1024;
+
+    #[test]
+    fn staged_reads_keep_the_stream_in_order() {
+        stream_in_order(STAGE_LEN);
+    }
+
+    #[test]
+    fn reads_without_read_ahead_keep_the_stream_in_order() {
+        stream_in_order(0);
+    }
+
+    fn stream_in_order(read_ahead: usize) {
+        let (tx, rx) = pair();
+        let total = 3 * STAGE_LEN + 123;
+        let data: Vec<u8> = (0..total).map(|i| (i * 7 % 251) as u8).collect();
+        let writer = std::thread::spawn(move || {
+            tx.write_all_timeout(&data, 5000).unwrap();
+            tx
+        });
+        let mut stage = RxStage::new(read_ahead);
+        let mut got = Vec::with_capacity(total);
+        // Small reads (headers), a scatter read, and a read of at least STAGE_LEN.
+        let pattern = [HDR_LEN, 24, 3, 5000, 1, STAGE_LEN + 10, 7];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut k = 0;
+        while got.len() < total {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stalled at {}",
+                got.len()
+            );
+            let want = pattern[k % pattern.len()].min(total - got.len());
+            k += 1;
+            let mut buf = vec![0u8; want];
+            let n = if k % 3 == 0 {
+                let (a, b) = buf.split_at_mut(want / 2);
+                let iov = [
+                    iovec(a.as_mut_ptr() as usize, a.len()),
+                    iovec(b.as_mut_ptr() as usize, b.len()),
+                ];
+                // SAFETY: both halves of `buf` are writable for their lengths.
+                unsafe { stage.readv(&rx, &iov) }
+            } else {
+                stage.recv(&rx, &mut buf)
+            };
+            match n {
+                Ok(0) => panic!("end of stream after {} bytes", got.len()),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if would_block(&e) => {
+                    k -= 1;
+                    let _ = rx.poll(libc::POLLIN, 100);
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+        let _tx = writer.join().unwrap();
+        let want: Vec<u8> = (0..total).map(|i| (i * 7 % 251) as u8).collect();
+        assert!(got == want, "the bytes came out of order or changed");
+        assert_eq!(stage.pending(), 0);
+    }
 
     #[test]
     fn segs_window_and_iovecs() {

@@ -48,7 +48,11 @@
 //! - `iface`: the network interface (e.g. `eth0`) whose address passive endpoints and
 //!   outgoing connections use as their source. Unset: the route to the peer decides.
 //! - `max_msg_size` (default 1 GiB), `inject_size` (default 128), `rx_size` / `tx_size`
-//!   (default 256), `max_unexpected_bytes` (default 16 MiB).
+//!   (default 256), `max_unexpected_bytes` (default 16 MiB), `read_ahead` (default
+//!   16 KiB: one `recv` takes a small message's header and payload together, and the
+//!   payload bytes that came with the header are copied once into the matched buffer;
+//!   0: every payload goes straight from the socket into its buffer, one more
+//!   `recv` per message).
 //!
 //! # Wire format
 //!
@@ -105,6 +109,8 @@ pub struct Settings {
     pub tx_size: usize,
     /// Bytes of unexpected messages an endpoint buffers.
     pub max_unexpected_bytes: usize,
+    /// Bytes one read-ahead takes (0: none).
+    pub read_ahead: usize,
     /// `FI_TCP_IFACE`: the interface whose address is the source.
     pub iface: Option<String>,
 }
@@ -117,6 +123,7 @@ impl Default for Settings {
             rx_size: 256,
             tx_size: 256,
             max_unexpected_bytes: 16 << 20,
+            read_ahead: 16 << 10,
             iface: None,
         }
     }
@@ -172,6 +179,13 @@ impl TcpProvider {
             "Bytes of unexpected messages an endpoint buffers before it stops reading",
             Some("16777216"),
         )?;
+        host.declare_param(
+            "read_ahead",
+            ParamType::Size,
+            "Bytes read ahead of the parser, so a small message costs one recv (0: none; \
+             payload then always goes straight into the receive buffer)",
+            Some("16384"),
+        )?;
         if let Some(v) = host.param_str("iface")? {
             if !v.is_empty() {
                 s.iface = Some(v);
@@ -205,6 +219,15 @@ impl TcpProvider {
         }
         if let Some(v) = host.param_size("max_unexpected_bytes")? {
             s.max_unexpected_bytes = v;
+        }
+        if let Some(v) = host.param_size("read_ahead")? {
+            if v > 16 << 20 {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("FI_TCP_READ_AHEAD={v}: at most 16 MiB"),
+                ));
+            }
+            s.read_ahead = v;
         }
         s.inject_size = s.inject_size.min(s.max_msg_size);
         Ok(s)
