@@ -21,7 +21,7 @@
 //! Progress reads the 40-byte header, then the remote iovs, then places the payload:
 //! a message that matches a posted receive is read with `readv` straight into the
 //! receive's buffers (what arrived in the same read-ahead as the header, at most
-//! `FI_TCP_READ_AHEAD` bytes, is copied from there: see [`RxStage`]); an unexpected one into an owned buffer the matcher holds (its
+//! `FI_TCP_READ_AHEAD` bytes, is copied from there); an unexpected one into an owned buffer the matcher holds (its
 //! limits bound the memory: when full, the endpoint stops reading the socket until
 //! receives are posted); RMA writes go to the registered region after `MrTable`
 //! checks; read responses into the initiator's buffers. Every round does a bounded
