@@ -45,7 +45,9 @@
 //! - `rx_size` (default 1024): receives an endpoint may have posted;
 //! - `tx_size` (default 1024): reported `tx_attr.size`;
 //! - `sndbuf`, `rcvbuf` (default 0 = the kernel's): socket buffer sizes in bytes;
-//! - `batch` (default 16): datagrams one progress round takes from one socket;
+//! - `batch` (default 1): datagrams one progress round takes from one socket (1: a
+//!   datagram is handed to the CQ at once, not after another `recvmsg` that usually
+//!   finds nothing; bursts are read one datagram per `fi_cq_read` either way);
 //! - `mcast_if` (default empty): IPv4 address of the interface multicast groups are
 //!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice.
 //!
@@ -150,7 +152,7 @@ impl Default for Settings {
             tx_size: 1024,
             sndbuf: 0,
             rcvbuf: 0,
-            batch: 16,
+            batch: 1,
             mcast_if: None,
         }
     }
@@ -208,8 +210,9 @@ impl UdpProvider {
         host.declare_param(
             "batch",
             ParamType::Size,
-            "Datagrams one progress round takes from one endpoint's socket",
-            Some("16"),
+            "Datagrams one progress round takes from one endpoint's socket (1: hand each \
+             datagram over at once)",
+            Some("1"),
         )?;
         host.declare_param(
             "mcast_if",
