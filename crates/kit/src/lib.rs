@@ -19,14 +19,16 @@
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
-//! - [`iov`]: scatter / gather lists of application buffers and their copies.
+//! - [`iov`]: scatter / gather lists of application buffers and their copies;
+//! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
+//!   interface addresses) for the socket-based providers.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in two places only: the `poll(2)` call of
-//! [`progress::ProgressEngine::sleep_on_fds`], and [`iov`]'s copies into and out of
-//! application buffers (raw addresses by the C API's contract); everything else is
-//! safe code.
+//! `unsafe` is allowed in three places only: the `poll(2)` call of
+//! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
+//! application buffers (raw addresses by the C API's contract), and [`sock`]'s socket
+//! addresses and system calls; everything else is safe code.
 
 #![deny(unsafe_code)]
 
@@ -41,6 +43,8 @@ pub mod eq;
 pub mod iov;
 pub mod mr;
 pub mod progress;
+#[allow(unsafe_code)]
+pub mod sock;
 pub mod tagmatch;
 pub mod wait;
 

@@ -3,104 +3,20 @@
 //! getsockname/getpeername, setsockopt).
 //!
 //! Every socket is created `SOCK_NONBLOCK | SOCK_CLOEXEC`; sends use `MSG_NOSIGNAL` so
-//! a dead peer is an `EPIPE` error, never a signal. Nothing here panics.
+//! a dead peer is an `EPIPE` error, never a signal. Socket addresses, errno conversion
+//! and interface lookup are the kit's (`ofi_kit::sock`). Nothing here panics.
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use ofi_kit::sock::{cvt, cvt_size, SockAddr};
+pub use ofi_kit::sock::{iface_addr, iovec, os_code};
 
 /// A nonblocking TCP socket (closed on drop).
 #[derive(Debug)]
 pub struct Sock(OwnedFd);
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
-}
-
-/// `addr` as a `sockaddr_storage` and its length.
-fn to_raw(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and suitably aligned for
-            // sockaddr_in.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-            (ss, size_of::<libc::sockaddr_in>() as libc::socklen_t)
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-            (ss, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
-        }
-    }
-}
-
-fn from_raw(ss: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
-    match i32::from(ss.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in.
-            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-            Ok(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says the storage holds a sockaddr_in6.
-            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-            Ok(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        f => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("address family {f}"),
-        )),
-    }
-}
-
-/// An iovec for `len` bytes at `base`.
-#[inline]
-pub fn iovec(base: usize, len: usize) -> libc::iovec {
-    libc::iovec {
-        iov_base: base as *mut libc::c_void,
-        iov_len: len,
-    }
-}
 
 impl Sock {
     /// A new nonblocking stream socket of `addr`'s family.
@@ -123,17 +39,7 @@ impl Sock {
     }
 
     fn setopt(&self, level: i32, name: i32, val: i32) -> io::Result<()> {
-        // SAFETY: the option value is a live i32 of the size given.
-        cvt(unsafe {
-            libc::setsockopt(
-                self.fd(),
-                level,
-                name,
-                &val as *const i32 as *const libc::c_void,
-                size_of::<i32>() as libc::socklen_t,
-            )
-        })
-        .map(drop)
+        ofi_kit::sock::setsockopt_int(self.fd(), level, name, val)
     }
 
     /// `TCP_NODELAY` on.
@@ -163,10 +69,9 @@ impl Sock {
 
     /// Bind to `addr`.
     pub fn bind(&self, addr: &SocketAddr) -> io::Result<()> {
-        let (ss, len) = to_raw(addr);
-        // SAFETY: ss is a valid sockaddr of `len` bytes.
-        cvt(unsafe { libc::bind(self.fd(), &ss as *const _ as *const libc::sockaddr, len) })
-            .map(drop)
+        let sa = SockAddr::from_std(addr);
+        // SAFETY: `sa` is a valid sockaddr of `sa.len()` bytes.
+        cvt(unsafe { libc::bind(self.fd(), sa.as_ptr(), sa.len()) }).map(drop)
     }
 
     /// Listen with `backlog`.
@@ -177,9 +82,9 @@ impl Sock {
 
     /// Start connecting: `Ok(true)` connected, `Ok(false)` in progress.
     pub fn connect(&self, addr: &SocketAddr) -> io::Result<bool> {
-        let (ss, len) = to_raw(addr);
-        // SAFETY: ss is a valid sockaddr of `len` bytes.
-        let r = unsafe { libc::connect(self.fd(), &ss as *const _ as *const libc::sockaddr, len) };
+        let sa = SockAddr::from_std(addr);
+        // SAFETY: `sa` is a valid sockaddr of `sa.len()` bytes.
+        let r = unsafe { libc::connect(self.fd(), sa.as_ptr(), sa.len()) };
         if r == 0 {
             return Ok(true);
         }
@@ -193,15 +98,14 @@ impl Sock {
 
     /// Accept one connection, nonblocking: `Ok(None)` when none is waiting.
     pub fn accept(&self) -> io::Result<Option<(Sock, SocketAddr)>> {
-        // SAFETY: zeroed storage is valid.
-        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: ss/len describe a writable buffer.
+        let mut sa = SockAddr::empty();
+        let p = sa.as_mut_ptr();
+        // SAFETY: `sa` has room for `len` bytes; the kernel writes at most that.
         let r = unsafe {
             libc::accept4(
                 self.fd(),
-                &mut ss as *mut _ as *mut libc::sockaddr,
-                &mut len,
+                p,
+                sa.len_mut(),
                 libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             )
         };
@@ -214,23 +118,21 @@ impl Sock {
         }
         // SAFETY: r is a fresh descriptor we own.
         let s = Sock(unsafe { OwnedFd::from_raw_fd(r) });
-        Ok(Some((s, from_raw(&ss)?)))
+        Ok(Some((s, sa.to_std_or_err()?)))
     }
 
     fn name(&self, peer: bool) -> io::Result<SocketAddr> {
-        // SAFETY: zeroed storage is valid.
-        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-        let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let p = &mut ss as *mut _ as *mut libc::sockaddr;
-        // SAFETY: ss/len describe a writable buffer.
+        let mut sa = SockAddr::empty();
+        let p = sa.as_mut_ptr();
+        // SAFETY: `sa` has room for `len` bytes; the kernel writes at most that.
         cvt(unsafe {
             if peer {
-                libc::getpeername(self.fd(), p, &mut len)
+                libc::getpeername(self.fd(), p, sa.len_mut())
             } else {
-                libc::getsockname(self.fd(), p, &mut len)
+                libc::getsockname(self.fd(), p, sa.len_mut())
             }
         })?;
-        from_raw(&ss)
+        sa.to_std_or_err()
     }
 
     /// The local address.
@@ -349,85 +251,9 @@ impl Sock {
     }
 }
 
-/// The first address of family v4/v6 (`v6`) of the interface `name`, from
-/// `getifaddrs`; `None` if there is none.
-pub fn iface_addr(name: &str, v6: bool) -> Option<std::net::IpAddr> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` on success; freed below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return None;
-    }
-    let mut found = None;
-    let mut cur = list;
-    while !cur.is_null() {
-        // SAFETY: cur is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let n = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        if n.to_bytes() != name.as_bytes() {
-            continue;
-        }
-        // SAFETY: ifa_addr is non-null and starts with a sa_family_t.
-        let fam = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        let want = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-        if fam != want {
-            continue;
-        }
-        // SAFETY: zeroed storage is valid; we copy the family's struct size only.
-        let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
-        let len = if v6 {
-            size_of::<libc::sockaddr_in6>()
-        } else {
-            size_of::<libc::sockaddr_in>()
-        };
-        // SAFETY: ifa_addr points at a sockaddr of the family's size; ss is larger.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                ifa.ifa_addr as *const u8,
-                &mut ss as *mut _ as *mut u8,
-                len,
-            )
-        };
-        if let Ok(a) = from_raw(&ss) {
-            found = Some(a.ip());
-            break;
-        }
-    }
-    // SAFETY: list came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found
-}
-
-/// The errno of an I/O error, if it has one.
-pub fn os_code(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loopback_interface_has_an_address() {
-        assert_eq!(
-            iface_addr("lo", false),
-            Some(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST))
-        );
-        assert_eq!(iface_addr("no-such-if0", false), None);
-    }
-
-    #[test]
-    fn roundtrip_addresses() {
-        for a in ["127.0.0.1:5", "[::1]:7", "[fe80::1%3]:9"] {
-            let sa: SocketAddr = a.parse().unwrap();
-            let (ss, _) = to_raw(&sa);
-            assert_eq!(from_raw(&ss).unwrap(), sa);
-        }
-    }
 
     #[test]
     fn listen_connect_accept_on_loopback() {

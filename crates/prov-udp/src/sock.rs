@@ -1,13 +1,12 @@
 //! The only code that calls the OS: a nonblocking UDP socket (`socket`, `bind`,
-//! `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast membership) and
-//! socket addresses in the C layout.
+//! `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast membership). Socket
+//! addresses in the C layout are the kit's [`SockAddr`].
 //!
 //! # Invariants
 //!
 //! - A [`UdpSock`] owns its descriptor (closed on drop); it is `O_NONBLOCK` and
 //!   `O_CLOEXEC`, so no call here blocks.
-//! - A [`SockAddr`] always holds a valid `sockaddr_in` or `sockaddr_in6` with the
-//!   matching length; it is plain data (`Copy`), so the data path copies it out of the
+//! - A [`SockAddr`] is plain data (`Copy`), so the data path copies it out of the
 //!   address vector without allocating.
 //!
 //! Errors are `std::io::Error`s from the OS; callers map them to fabric errors.
@@ -15,126 +14,17 @@
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// A socket address in the C layout (IPv4 or IPv6), `Copy` and allocation-free.
-#[derive(Clone, Copy)]
-pub struct SockAddr {
-    storage: libc::sockaddr_in6,
-    len: libc::socklen_t,
-}
-
-impl std::fmt::Debug for SockAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.to_std() {
-            Some(a) => write!(f, "SockAddr({a})"),
-            None => f.write_str("SockAddr(?)"),
-        }
-    }
-}
-
-impl SockAddr {
-    /// An empty address (family 0), to be filled by `recvmsg`.
-    pub fn empty() -> SockAddr {
-        SockAddr {
-            // SAFETY: all-zero bytes are a valid `sockaddr_in6` (plain integers).
-            storage: unsafe { zeroed() },
-            len: size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-        }
-    }
-
-    /// The C form of `a`.
-    pub fn from_std(a: &SocketAddr) -> SockAddr {
-        let mut s = SockAddr::empty();
-        match a {
-            SocketAddr::V4(v4) => {
-                let sin = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: v4.port().to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from(*v4.ip()).to_be(),
-                    },
-                    sin_zero: [0; 8],
-                };
-                // SAFETY: `sockaddr_in` (16 bytes) fits in the `sockaddr_in6` storage
-                // (28 bytes); both are plain data, the write is unaligned-safe.
-                unsafe {
-                    std::ptr::write_unaligned(
-                        (&mut s.storage as *mut libc::sockaddr_in6).cast::<libc::sockaddr_in>(),
-                        sin,
-                    )
-                };
-                s.len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            }
-            SocketAddr::V6(v6) => {
-                s.storage = libc::sockaddr_in6 {
-                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                    sin6_port: v6.port().to_be(),
-                    sin6_flowinfo: v6.flowinfo(),
-                    sin6_addr: libc::in6_addr {
-                        s6_addr: v6.ip().octets(),
-                    },
-                    sin6_scope_id: v6.scope_id(),
-                };
-                s.len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            }
-        }
-        s
-    }
-
-    /// The address family (`AF_INET`, `AF_INET6`, or 0 when empty).
-    pub fn family(&self) -> i32 {
-        i32::from(self.storage.sin6_family)
-    }
-
-    /// The standard form, if the address is IPv4 or IPv6.
-    pub fn to_std(&self) -> Option<SocketAddr> {
-        match self.family() {
-            libc::AF_INET if self.len as usize >= size_of::<libc::sockaddr_in>() => {
-                // SAFETY: the storage holds a `sockaddr_in` (family AF_INET, length
-                // checked); unaligned read of plain data.
-                let sin: libc::sockaddr_in = unsafe {
-                    std::ptr::read_unaligned(
-                        (&self.storage as *const libc::sockaddr_in6).cast::<libc::sockaddr_in>(),
-                    )
-                };
-                Some(SocketAddr::V4(SocketAddrV4::new(
-                    Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
-                    u16::from_be(sin.sin_port),
-                )))
-            }
-            libc::AF_INET6 if self.len as usize >= size_of::<libc::sockaddr_in6>() => {
-                let s = &self.storage;
-                Some(SocketAddr::V6(SocketAddrV6::new(
-                    Ipv6Addr::from(s.sin6_addr.s6_addr),
-                    u16::from_be(s.sin6_port),
-                    s.sin6_flowinfo,
-                    s.sin6_scope_id,
-                )))
-            }
-            _ => None,
-        }
-    }
-
-    fn as_ptr(&self) -> *const libc::sockaddr {
-        (&self.storage as *const libc::sockaddr_in6).cast()
-    }
-}
+use ofi_kit::sock::cvt;
+pub use ofi_kit::sock::SockAddr;
 
 /// A nonblocking UDP socket.
 #[derive(Debug)]
 pub struct UdpSock {
     fd: OwnedFd,
     v6: bool,
-}
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
 }
 
 fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T) -> io::Result<()> {
@@ -180,8 +70,8 @@ impl UdpSock {
             setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &v)?;
         }
         let sa = SockAddr::from_std(addr);
-        // SAFETY: `sa` is a valid socket address of `sa.len` bytes.
-        cvt(unsafe { libc::bind(raw, sa.as_ptr(), sa.len) })?;
+        // SAFETY: `sa` is a valid socket address of `sa.len()` bytes.
+        cvt(unsafe { libc::bind(raw, sa.as_ptr(), sa.len()) })?;
         Ok(UdpSock { fd, v6 })
     }
 
@@ -198,15 +88,10 @@ impl UdpSock {
     /// The bound address (`getsockname`).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         let mut sa = SockAddr::empty();
-        // SAFETY: `sa.storage` has room for `sa.len` bytes; the kernel writes at most
-        // that and updates the length.
-        cvt(unsafe {
-            libc::getsockname(
-                self.raw_fd(),
-                (&mut sa.storage as *mut libc::sockaddr_in6).cast(),
-                &mut sa.len,
-            )
-        })?;
+        let p = sa.as_mut_ptr();
+        // SAFETY: `sa` has room for `len` bytes; the kernel writes at most that and
+        // updates the length.
+        cvt(unsafe { libc::getsockname(self.raw_fd(), p, sa.len_mut()) })?;
         sa.to_std()
             .ok_or_else(|| io::Error::other("getsockname: not an IP address"))
     }
@@ -220,7 +105,7 @@ impl UdpSock {
         // SAFETY: zeroed `msghdr` is valid; the fields set below point to live data.
         let mut m: libc::msghdr = unsafe { zeroed() };
         m.msg_name = dst.as_ptr() as *mut libc::c_void;
-        m.msg_namelen = dst.len;
+        m.msg_namelen = dst.len();
         m.msg_iov = iov.as_ptr() as *mut libc::iovec;
         m.msg_iovlen = iov.len() as _;
         // SAFETY: `m` describes valid memory (caller's contract for the iovecs).
@@ -244,7 +129,7 @@ impl UdpSock {
                 buf.len(),
                 libc::MSG_DONTWAIT,
                 dst.as_ptr(),
-                dst.len,
+                dst.len(),
             )
         };
         if n < 0 {
@@ -269,8 +154,8 @@ impl UdpSock {
         let mut src = SockAddr::empty();
         // SAFETY: zeroed `msghdr` is valid; the fields set below point to live data.
         let mut m: libc::msghdr = unsafe { zeroed() };
-        m.msg_name = (&mut src.storage as *mut libc::sockaddr_in6).cast();
-        m.msg_namelen = src.len;
+        m.msg_name = src.as_mut_ptr().cast();
+        m.msg_namelen = src.len();
         m.msg_iov = iov.as_mut_ptr();
         m.msg_iovlen = iov.len() as _;
         let flags = libc::MSG_DONTWAIT | libc::MSG_TRUNC | if peek { libc::MSG_PEEK } else { 0 };
@@ -280,7 +165,7 @@ impl UdpSock {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        src.len = m.msg_namelen;
+        *src.len_mut() = m.msg_namelen;
         Ok((n as usize, src))
     }
 
