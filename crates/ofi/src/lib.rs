@@ -1,6 +1,6 @@
 //! ofi: the OpenFabrics Interfaces in Rust — the crate applications depend on.
 //!
-//! An application asks [`getinfo`] which fabric services can reach a peer, opens
+//! An application asks [`getinfo()`] which fabric services can reach a peer, opens
 //! fabric → domain → endpoint from the chosen [`Info`], and moves data; completions
 //! arrive on completion queues and counters, connection events on event queues. The
 //! object and operation names follow the C API one to one (see `ofi_core`'s modules).
@@ -17,9 +17,53 @@
 //!     Err(e) => eprintln!("getinfo: {e}"),
 //! }
 //! ```
-#![forbid(unsafe_code)]
+//!
+//! # Two layers
+//!
+//! - The **raw layer** (`ofi::fabric`, `ofi::domain`, `ofi::ep`, `ofi::cq`, …, re-exported
+//!   from `ofi-core`): the C API one to one. Data calls take raw pointers and are
+//!   `unsafe`: you keep each buffer alive and untouched until its completion is read.
+//! - The **safe layer**, [`safe`]: builders ([`safe::Hints`], [`safe::EpBuilder`]),
+//!   endpoints typed by kind ([`safe::Ep`]`<Msg | Rdm | Dgram>`), buffers that move into
+//!   an operation and come back with its [`safe::Completion`], remote-writable memory
+//!   as its own type ([`safe::SharedRegion`]`<RemoteWrite>`), addresses and region
+//!   descriptors that `serde` can send to peers, and (feature `tokio`) async
+//!   completions. docs/API.md is the guide, with runnable examples.
+//!
+//! # The object model
+//!
+//! fabric (a provider's network) → domain (a NIC's resources: registrations, queues)
+//! → endpoints (send and receive), with completion queues (one entry per finished
+//! operation), counters (a count of them), event queues (connection events) and
+//! address vectors (peer address → compact `fi_addr_t`). Every child keeps its parents
+//! open; closing a parent with open children is `FI_EBUSY` in the raw layer, and the
+//! safe layer simply keeps parents alive until the last child is dropped.
+//!
+//! # Progress
+//!
+//! The in-tree providers use manual data progress: data moves when the application
+//! calls into the provider — reading a CQ (even with no room for entries), posting, or
+//! `fi_trywait`. A program that waits must keep reading its CQ; the safe layer's
+//! [`safe::Ep::wait`] and the async layer do.
+//!
+//! # Memory registration
+//!
+//! A provider that sets `FI_MR_LOCAL` needs local buffers registered: allocate them
+//! with [`safe::Domain::alloc`]. Memory peers access (RMA, atomics) is registered with
+//! [`safe::Domain::register_remote_readable`] / `register_remote_writable`; the
+//! registration owns the memory, so it cannot be freed while peers may write to it.
+//!
+//! # Errors
+//!
+//! Every call returns [`Result`]: an [`Error`] with an `FI_*` code ([`Errno`]) and a
+//! message. `FI_EAGAIN` from a post means "read your CQ, then post again"; a CQ read
+//! returning `FI_EAVAIL` means an error completion is next (the safe layer turns it
+//! into a [`safe::OpError`] carrying the operation's buffer).
+#![deny(unsafe_code)]
 
 pub use ofi_core::*;
+
+pub mod safe;
 
 pub use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, Verdict, VerdictKind};
 pub use ofi_core::registry::Registry;
@@ -90,7 +134,7 @@ pub fn getinfo(
     registry().getinfo(&request(version, node, service, flags, hints))
 }
 
-/// [`getinfo`] plus the explain report: for every provider, kept, filtered (which
+/// [`getinfo()`] plus the explain report: for every provider, kept, filtered (which
 /// rule) or rejected (which hint field, what was asked, what it offers).
 pub fn getinfo_explain(
     version: Version,
@@ -102,7 +146,7 @@ pub fn getinfo_explain(
     registry().getinfo_explain(&request(version, node, service, flags, hints))
 }
 
-/// `fi_fabric`: open the fabric of an [`Info`] returned by [`getinfo`].
+/// `fi_fabric`: open the fabric of an [`Info`] returned by [`getinfo()`].
 pub fn fabric(info: &Info) -> Result<fabric::Fabric> {
     registry().open_fabric(info)
 }

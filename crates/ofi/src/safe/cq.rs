@@ -1,0 +1,396 @@
+//! Typed completions ([`Completion`], [`OpError`]), posting errors ([`PostError`]) and
+//! the in-flight table that owns the buffers of posted operations.
+//!
+//! # Invariants
+//!
+//! - An operation's context is `slot index + 1`; 0 means "no operation of ours" (a
+//!   remote write's CQ data, for instance).
+//! - A slot holds the operation's buffers from the post until its completion (or error
+//!   completion) is read; only then is the slot freed and the buffers handed back.
+//! - Slots are recycled; a context read from the CQ that names an empty slot is
+//!   reported as an operation without buffer, never a panic.
+
+use crate::cq::CqError;
+use crate::{Errno, Error, OpFlags};
+
+use super::buf::Buf;
+
+/// Identifies a posted operation until its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpId(pub(crate) usize);
+
+impl OpId {
+    /// The context value the provider reports (0: none).
+    #[inline]
+    pub fn context(&self) -> usize {
+        self.0
+    }
+}
+
+/// What an operation was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// `fi_send` / `fi_senddata`.
+    Send,
+    /// `fi_recv`.
+    Recv,
+    /// `fi_tsend`.
+    TaggedSend,
+    /// `fi_trecv`.
+    TaggedRecv,
+    /// `fi_write` / `fi_writedata`.
+    Write,
+    /// `fi_read`.
+    Read,
+    /// `fi_fetch_atomic`.
+    FetchAtomic,
+    /// A completion for no operation of this endpoint: remote CQ data of a peer's RMA
+    /// write, for instance (see [`Completion::data`]).
+    Remote,
+}
+
+/// A successful completion, with the operation's buffer given back.
+///
+/// Kept small (it is moved on every completion): the optional values are read through
+/// [`data`](Self::data), [`tag`](Self::tag) and [`fetched`](Self::fetched).
+#[derive(Debug)]
+pub struct Completion {
+    /// The operation (context 0 for [`OpKind::Remote`]).
+    pub id: OpId,
+    /// What the operation was.
+    pub kind: OpKind,
+    /// The completion flags (`FI_SEND`, `FI_RECV`, `FI_RMA`, `FI_REMOTE_CQ_DATA`, …).
+    pub flags: OpFlags,
+    /// Bytes received (receives) or transferred.
+    pub len: usize,
+    /// The operation's buffer; for a receive its length is the received length.
+    pub buf: Option<Buf>,
+    data: u64,
+    /// The tag (tagged receives) or the fetched value (fetching atomics).
+    aux: u64,
+}
+
+impl Completion {
+    /// Remote CQ data, when the flags carry `FI_REMOTE_CQ_DATA`.
+    #[inline]
+    pub fn data(&self) -> Option<u64> {
+        self.flags
+            .contains(OpFlags::REMOTE_CQ_DATA)
+            .then_some(self.data)
+    }
+
+    /// The message's tag (tagged receives).
+    #[inline]
+    pub fn tag(&self) -> Option<u64> {
+        (self.kind == OpKind::TaggedRecv).then_some(self.aux)
+    }
+
+    /// The value a fetching atomic read from the target (before its update).
+    #[inline]
+    pub fn fetched(&self) -> Option<u64> {
+        (self.kind == OpKind::FetchAtomic).then_some(self.aux)
+    }
+}
+
+/// An operation that failed (an error completion), with its buffer given back, or an
+/// error of the completion queue itself.
+#[derive(Debug)]
+pub struct OpError {
+    /// The error (`FI_ECANCELED`, `FI_ETRUNC`, …).
+    pub error: Error,
+    /// The failed operation, if the error is about one.
+    pub id: Option<OpId>,
+    /// What the failed operation was.
+    pub kind: Option<OpKind>,
+    /// Its buffer.
+    pub buf: Option<Buf>,
+}
+
+impl From<Error> for OpError {
+    fn from(error: Error) -> OpError {
+        OpError {
+            error,
+            id: None,
+            kind: None,
+            buf: None,
+        }
+    }
+}
+
+impl std::fmt::Display for OpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            Some(k) => write!(f, "{k:?} failed: {}", self.error),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpError {}
+
+/// A post that the provider refused, with the buffer given back (retry on
+/// `FI_EAGAIN` after [`Ep::poll`](super::Ep::poll)).
+#[derive(Debug)]
+pub struct PostError {
+    /// The error.
+    pub error: Error,
+    /// The buffer of the refused operation.
+    pub buf: Option<Buf>,
+}
+
+impl PostError {
+    /// True for `FI_EAGAIN`: drive progress and post again.
+    #[inline]
+    pub fn is_again(&self) -> bool {
+        self.error.code() == Errno::EAGAIN
+    }
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for PostError {}
+
+impl From<PostError> for Error {
+    fn from(e: PostError) -> Error {
+        e.error
+    }
+}
+
+impl From<OpError> for Error {
+    fn from(e: OpError) -> Error {
+        e.error
+    }
+}
+
+/// What an in-flight slot owns.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) kind: OpKind,
+    pub(crate) buf: Option<Buf>,
+    /// Operand and result words of an atomic (heap, so their addresses are stable).
+    pub(crate) words: Option<Box<[u64; 2]>>,
+}
+
+/// The in-flight table: slot `i` is context `i + 1`.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+}
+
+impl InFlight {
+    /// Reserve a slot for `slot`; returns its context (never 0) and the slot in place
+    /// (to take the pointers the post needs from memory that no longer moves).
+    #[inline(always)]
+    pub(crate) fn insert(&mut self, slot: Slot) -> (usize, &mut Slot) {
+        let i = match self.free.pop() {
+            Some(i) if i < self.slots.len() => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            _ => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        };
+        // The slot was just filled; `get_or_insert_with` never runs its closure here.
+        let s = self.slots[i].get_or_insert_with(|| Slot {
+            kind: OpKind::Remote,
+            buf: None,
+            words: None,
+        });
+        (i + 1, s)
+    }
+
+    /// Free the slot of `context`, returning what it held.
+    #[inline(always)]
+    pub(crate) fn remove(&mut self, context: usize) -> Option<Slot> {
+        let i = context.checked_sub(1)?;
+        let s = self.slots.get_mut(i)?.take()?;
+        self.free.push(i);
+        Some(s)
+    }
+
+    /// Number of operations in flight.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Give up every slot without freeing the buffers (teardown after a failed close).
+    #[inline]
+    pub(crate) fn leak(&mut self) {
+        for s in self.slots.drain(..).flatten() {
+            std::mem::forget(s);
+        }
+        self.free.clear();
+    }
+}
+
+/// Turn a raw completion into a typed one, freeing its slot.
+#[inline(always)]
+pub(crate) fn complete(
+    table: &mut InFlight,
+    context: usize,
+    flags: u64,
+    len: usize,
+    data: u64,
+    tag: u64,
+) -> Completion {
+    let flags = OpFlags::from_bits_retain(flags);
+    let slot = table.remove(context);
+    let (kind, mut buf, words) = match slot {
+        Some(s) => (s.kind, s.buf, s.words),
+        None => (OpKind::Remote, None, None),
+    };
+    let received = matches!(kind, OpKind::Recv | OpKind::TaggedRecv);
+    if let Some(b) = buf.as_mut() {
+        if received {
+            b.set_len(len);
+        }
+    }
+    Completion {
+        id: OpId(if kind == OpKind::Remote { 0 } else { context }),
+        kind,
+        flags,
+        len,
+        buf,
+        data,
+        aux: match words {
+            Some(w) => w[1],
+            None => tag,
+        },
+    }
+}
+
+/// Turn an error entry into an [`OpError`], freeing its slot.
+#[inline]
+pub(crate) fn fail(table: &mut InFlight, e: CqError) -> OpError {
+    let slot = table.remove(e.op_context);
+    let msg = format!(
+        "{} (olen {}, provider errno {})",
+        crate::error::strerror(e.err.0),
+        e.olen,
+        e.prov_errno
+    );
+    OpError {
+        error: Error::new(e.err, msg),
+        id: slot.as_ref().map(|_| OpId(e.op_context)),
+        kind: slot.as_ref().map(|s| s.kind),
+        buf: slot.and_then(|s| s.buf),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_recycled_and_contexts_are_never_zero() {
+        let mut t = InFlight::default();
+        let a = t
+            .insert(Slot {
+                kind: OpKind::Send,
+                buf: Some(Buf::new(4)),
+                words: None,
+            })
+            .0;
+        let b = t
+            .insert(Slot {
+                kind: OpKind::Recv,
+                buf: Some(Buf::new(8)),
+                words: None,
+            })
+            .0;
+        assert!(a != 0 && b != 0 && a != b);
+        assert_eq!(t.len(), 2);
+        let c = complete(&mut t, b, OpFlags::RECV.bits(), 3, 0, 0);
+        assert_eq!(c.kind, OpKind::Recv);
+        assert_eq!(c.buf.as_ref().map(|b| b.len()), Some(3));
+        assert_eq!(c.data(), None);
+        assert_eq!(t.len(), 1);
+        // The freed slot is reused.
+        let d = t
+            .insert(Slot {
+                kind: OpKind::Write,
+                buf: None,
+                words: None,
+            })
+            .0;
+        assert_eq!(d, b);
+        // A context of nobody's is a remote completion, not a panic.
+        let r = complete(
+            &mut t,
+            999,
+            (OpFlags::REMOTE_CQ_DATA | OpFlags::RMA).bits(),
+            0,
+            7,
+            0,
+        );
+        assert_eq!(
+            (r.kind, r.data(), r.id.context()),
+            (OpKind::Remote, Some(7), 0)
+        );
+        let z = complete(&mut t, 0, 0, 0, 0, 0);
+        assert_eq!(z.kind, OpKind::Remote);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn completions_stay_small_to_move() {
+        // Every completion is moved out of the endpoint: keep it (and a buffer) small.
+        assert!(std::mem::size_of::<Completion>() <= 80);
+        assert!(std::mem::size_of::<Buf>() <= 32);
+    }
+
+    #[test]
+    fn tag_data_and_fetched_follow_the_kind_and_flags() {
+        let mut t = InFlight::default();
+        let r = t
+            .insert(Slot {
+                kind: OpKind::TaggedRecv,
+                buf: Some(Buf::new(4)),
+                words: None,
+            })
+            .0;
+        let c = complete(
+            &mut t,
+            r,
+            (OpFlags::RECV | OpFlags::REMOTE_CQ_DATA).bits(),
+            2,
+            5,
+            9,
+        );
+        assert_eq!((c.tag(), c.data(), c.fetched()), (Some(9), Some(5), None));
+        let a = t
+            .insert(Slot {
+                kind: OpKind::FetchAtomic,
+                buf: None,
+                words: Some(Box::new([1, 41])),
+            })
+            .0;
+        let c = complete(&mut t, a, OpFlags::ATOMIC.bits(), 0, 5, 9);
+        assert_eq!((c.tag(), c.data(), c.fetched()), (None, None, Some(41)));
+    }
+
+    #[test]
+    fn an_error_entry_returns_the_buffer() {
+        let mut t = InFlight::default();
+        let a = t
+            .insert(Slot {
+                kind: OpKind::Recv,
+                buf: Some(Buf::from(vec![1, 2, 3])),
+                words: None,
+            })
+            .0;
+        let e = fail(&mut t, CqError::new(a, Errno::ECANCELED));
+        assert_eq!(e.error.code(), Errno::ECANCELED);
+        assert_eq!(e.kind, Some(OpKind::Recv));
+        assert_eq!(e.buf.map(|b| b.into_vec()), Some(vec![1, 2, 3]));
+        assert_eq!(t.len(), 0);
+    }
+}

@@ -1,0 +1,131 @@
+//! Runs the safe-layer examples (built by `cargo test` into target/<profile>/examples/)
+//! against the in-tree providers: shm and `tcp;ofi_rxm` for the RDM examples, tcp for
+//! the MSG one. Each run is bounded (`--timeout`, small counts) and must exit 0 and
+//! print its summary line. An example binary that is missing (a build that skipped
+//! examples) fails the test rather than passing silently.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// target/<profile>/examples, from this test's own path (…/deps/examples-HASH).
+fn examples_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    deps.parent().expect("profile dir").join("examples")
+}
+
+/// Run example `name` with FI_PROVIDER=`prov` and `args`; its stdout on success.
+fn run(name: &str, prov: &str, args: &[&str]) -> String {
+    let path = examples_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the examples first (`cargo test -p ofi` builds them; `--test examples` alone does not)",
+        path.display()
+    );
+    let t0 = Instant::now();
+    let out = Command::new(&path)
+        .args(args)
+        .args(["--timeout", "60"])
+        .env("FI_PROVIDER", prov)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", path.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} with FI_PROVIDER={prov} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(t0.elapsed() < Duration::from_secs(90));
+    stdout
+}
+
+const RDM: &[&str] = &["shm", "tcp;ofi_rxm"];
+
+/// The provider name the example reports (`ofi_rxm` for the `tcp;ofi_rxm` stack).
+fn reported(prov: &str) -> &str {
+    prov.rsplit(';').next().unwrap_or(prov)
+}
+
+#[test]
+fn rdm_tagged_ping_runs_on_shm_and_rxm() {
+    for prov in RDM {
+        let out = run("rdm_tagged_ping", prov, &["-n", "50"]);
+        assert!(
+            out.contains(&format!(
+                "provider {}: 50 round trips, tags and bytes verified (child matched 50)",
+                reported(prov)
+            )),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn msg_client_server_runs_on_tcp() {
+    let out = run("msg_client_server", "tcp", &["-n", "20"]);
+    assert!(
+        out.contains("provider tcp: client said \"hello from "),
+        "{out}"
+    );
+    assert!(
+        out.contains("20 requests answered, 20 answers verified by the client"),
+        "{out}"
+    );
+}
+
+#[test]
+fn rma_write_runs_on_shm_and_rxm() {
+    for prov in RDM {
+        let out = run("rma_write", prov, &["-n", "40"]);
+        assert!(
+            out.contains(&format!("provider {}: 40 writes of 64 bytes with remote CQ data 0..40 (initiator saw 40 write completions); every block verified in place", reported(prov))),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn atomic_counter_runs_on_shm_and_rxm() {
+    for prov in RDM {
+        let out = run("atomic_counter", prov, &["--procs", "3", "-n", "50"]);
+        assert!(
+            out.contains(&format!("provider {}: 3 processes x 50 fetch-adds: counter = 150; every prior value 0..150 fetched exactly once", reported(prov))),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn async_echo_runs_on_shm_and_rxm() {
+    for prov in RDM {
+        let out = run("async_echo", prov, &["-n", "60"]);
+        assert!(
+            out.contains(&format!("provider {}: served 60 echoes", reported(prov))),
+            "{out}"
+        );
+        assert!(out.contains("client verified 60"), "{out}");
+    }
+}
+
+/// The overhead benchmark still runs (tiny counts; its numbers mean nothing in a debug
+/// build and are not checked).
+#[test]
+fn safe_overhead_benchmark_runs() {
+    let out = run("safe_overhead", "shm", &["-n", "200", "--rounds", "2"]);
+    assert!(
+        out.contains("safe_overhead: provider shm, 64 B, 2 rounds x 200 round trips per mode"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  raw : median ") && out.contains("  safe: median "),
+        "{out}"
+    );
+    let out = run(
+        "safe_overhead",
+        "shm",
+        &["--self-loop", "-n", "200", "--rounds", "2"],
+    );
+    assert!(out.contains("safe - raw: "), "{out}");
+}
