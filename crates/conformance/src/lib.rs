@@ -431,7 +431,7 @@ impl Claims {
             ),
             Capability::Inject => need(
                 msg && self.inject_size > 0,
-                "no FI_MSG with inject_size > 0",
+                "no connectionless endpoint type with FI_MSG and inject_size > 0 (pair-inject covers the others)",
             ),
             Capability::Source => need(
                 msg && self.caps.contains(Caps::SOURCE),
