@@ -369,7 +369,9 @@ impl Rts {
         for (i, e) in iov.iter_mut().enumerate().take(n) {
             let o = 16 + 24 * i;
             *e = (u64at(o), u64at(o + 8), u64at(o + 16));
-            sum = sum.saturating_add(e.1);
+            sum = sum
+                .checked_add(e.1)
+                .ok_or_else(|| eproto("ofi_rxm RTS iov lengths overflow"))?;
         }
         if sum != total {
             return Err(eproto(format!(
@@ -463,6 +465,16 @@ mod tests {
         let mut m = b.clone();
         m[8] = 5;
         assert_eq!(Rts::parse(&m, 128).unwrap_err().code(), Errno::EPROTO);
+        // Lengths that only add up by overflowing (found by the fuzzer).
+        let wrap = Rts {
+            id: 6,
+            iov: [(0, u64::MAX, 1), (0, 5, 2), (0, 0, 0), (0, 0, 0)],
+            n: 2,
+        };
+        let mut w = Vec::new();
+        wrap.encode(&mut w);
+        assert_eq!(Rts::parse(&w, u64::MAX).unwrap_err().code(), Errno::EPROTO);
+        assert_eq!(Rts::parse(&w, 4).unwrap_err().code(), Errno::EPROTO);
     }
 
     #[test]
