@@ -1,1 +1,595 @@
-//! ofi-util-rxd: utility provider ofi_rxd: FI_EP_RDM over any FI_EP_DGRAM provider, reliable under loss.
+//! ofi-util-rxd: the utility provider `ofi_rxd` — `FI_EP_RDM` (reliable, connectionless
+//! messages, tagged messages, RMA and atomics, in order) over any core provider with
+//! `FI_EP_DGRAM` (`udp;ofi_rxd`).
+//!
+//! # Layering (DESIGN §2, §7)
+//!
+//! rxd never names the provider beneath it. At getinfo it asks the host for core
+//! providers with `FI_EP_DGRAM` ([`Host::getinfo_core`]) and answers one RDM info per
+//! DGRAM info (the registry names it `core;ofi_rxd`, e.g. `udp;ofi_rxd`). At fabric open
+//! it finds that DGRAM info again and opens it through the host ([`Host::open_fabric`]);
+//! from there it uses the ordinary public objects (fabric, domain, endpoint, AV, CQ)
+//! exactly as an application would, so any DGRAM core works, linked in or a plugin.
+//!
+//! # Module map
+//!
+//! - [`proto`]: the wire format (packet header, checked parser that never panics).
+//! - [`peer`]: the sans-IO reliability engine (connections, sequence numbers, sliding
+//!   windows, acknowledgements, retransmission with back-off, segmentation and
+//!   reassembly, lost peers), driven with the time as an argument and tested on a
+//!   virtual clock over a simulated lossy network (`tests/sim.rs`).
+//! - [`fabric`]: fabric, domain, AV and MR objects (kit AV over the core's address
+//!   format).
+//! - [`ep`]: the RDM endpoint: the core DGRAM endpoint with its bounce buffers, the
+//!   engine, tag matching (kit), completions and progress.
+//!
+//! # Parameters (environment `FI_OFI_RXD_<NAME>`, or `plugins.toml`)
+//!
+//! See [`Settings`] and `docs/providers/rxd.md`.
+//!
+//! # What may panic
+//!
+//! Nothing on application, peer or network input: bad arguments are errors with the C
+//! library's codes; malformed packets are dropped and counted.
+
+pub mod ep;
+pub mod fabric;
+pub mod peer;
+pub mod proto;
+
+use ofi_core::abi::ProviderKind;
+use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
+use ofi_core::param::ParamType;
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{
+    AvType, Caps, CompOrder, EpType, Errno, Error, GetinfoFlags, MsgOrder, OpFlags, Progress,
+    Protocol, ResourceMgmt, Result, Threading, Version,
+};
+
+/// The provider's name.
+pub const NAME: &str = "ofi_rxd";
+/// Largest I/O vector of one operation.
+pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
+/// Largest message rxd offers.
+pub const MAX_MSG_SIZE: usize = 64 << 20;
+/// Largest atomic operand rxd carries in one request (bytes).
+pub const MAX_ATOMIC_BYTES: usize = 1 << 20;
+/// Bytes of rxd's message header inside a reliable message (operation, flags, tag,
+/// remote CQ data).
+pub const MSG_HDR: usize = 18;
+
+/// What the parameters resolved to at init.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `FI_OFI_RXD_WINDOW` (default 256): packets one connection may have
+    /// unacknowledged.
+    pub window: u32,
+    /// `FI_OFI_RXD_MAX_INFLIGHT` (default 196608): bytes one connection may have
+    /// unacknowledged (at least one packet goes). Keep it within the receiver's socket
+    /// buffer (`FI_UDP_RCVBUF`; the kernel's default is 212992 bytes here).
+    pub max_inflight: usize,
+    /// `FI_OFI_RXD_SEG_SIZE` (default 0 = the core's largest datagram): bytes of one
+    /// packet (header included); capped by the core's `max_msg_size`.
+    pub seg_size: usize,
+    /// `FI_OFI_RXD_RTO` (µs, default 2000): first retransmission timeout.
+    pub rto_us: u64,
+    /// `FI_OFI_RXD_RTO_MAX` (µs, default 500000): largest retransmission timeout.
+    pub rto_max_us: u64,
+    /// `FI_OFI_RXD_RETRY_LIMIT` (default 12): transmissions of one packet without
+    /// answer before the peer is declared lost and its operations fail (`FI_EIO`).
+    pub retry_limit: u32,
+    /// `FI_OFI_RXD_ACK_EVERY` (default 16): in-order packets before an acknowledgement
+    /// goes without waiting for reverse traffic.
+    pub ack_every: u32,
+    /// `FI_OFI_RXD_ACK_DELAY` (µs, default 100): longest delay of an acknowledgement.
+    pub ack_delay_us: u64,
+    /// `FI_OFI_RXD_RX_BUFS` (default 64): datagram buffers posted on the core endpoint.
+    pub rx_bufs: usize,
+    /// `FI_OFI_RXD_TX_SIZE` (default 1024): operations outstanding per endpoint.
+    pub tx_size: usize,
+    /// `FI_OFI_RXD_RX_SIZE` (default 1024): receives posted per endpoint.
+    pub rx_size: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            window: 256,
+            max_inflight: 192 << 10,
+            seg_size: 0,
+            rto_us: 2000,
+            rto_max_us: 500_000,
+            retry_limit: 12,
+            ack_every: 16,
+            ack_delay_us: 100,
+            rx_bufs: 64,
+            tx_size: 1024,
+            rx_size: 1024,
+        }
+    }
+}
+
+impl Settings {
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| {
+            Err(Error::new(
+                Errno::EINVAL,
+                format!("ofi_rxd parameters: {m}"),
+            ))
+        };
+        if self.window == 0 || self.window > 1 << 16 {
+            return bad(format!("window {} (1 to 65536)", self.window));
+        }
+        if self.seg_size != 0 && self.seg_size < proto::HDR_LEN + 64 {
+            return bad(format!(
+                "seg_size {} (0, or at least {})",
+                self.seg_size,
+                proto::HDR_LEN + 64
+            ));
+        }
+        if self.rto_us == 0 || self.rto_max_us < self.rto_us {
+            return bad(format!(
+                "rto {} / rto_max {} (rto > 0, rto_max >= rto)",
+                self.rto_us, self.rto_max_us
+            ));
+        }
+        if self.retry_limit == 0 || self.retry_limit > 1000 {
+            return bad(format!("retry_limit {} (1 to 1000)", self.retry_limit));
+        }
+        if self.ack_every == 0 {
+            return bad("ack_every 0".into());
+        }
+        if self.rx_bufs == 0 || self.rx_bufs > 4096 {
+            return bad(format!("rx_bufs {} (1 to 4096)", self.rx_bufs));
+        }
+        Ok(())
+    }
+
+    /// The engine configuration for a core whose largest datagram is `core_max`.
+    pub fn engine_config(&self, core_max: usize) -> peer::Config {
+        let pkt = if self.seg_size == 0 {
+            core_max
+        } else {
+            self.seg_size.min(core_max)
+        };
+        peer::Config {
+            seg_size: pkt.saturating_sub(proto::HDR_LEN).max(64),
+            window: self.window,
+            max_inflight: self.max_inflight,
+            rto: self.rto_us.saturating_mul(1000),
+            rto_max: self.rto_max_us.saturating_mul(1000),
+            retry_limit: self.retry_limit,
+            ack_every: self.ack_every,
+            ack_delay: self.ack_delay_us.saturating_mul(1000),
+            // Room for the message and RMA headers of a largest transfer.
+            max_msg: MAX_MSG_SIZE + 256,
+            initial_seq: 0,
+        }
+    }
+
+    fn from_host(host: &Host) -> Result<Settings> {
+        let mut s = Settings::default();
+        let decl =
+            |n: &str, t: ParamType, h: &str, d: String| host.declare_param(n, t, h, Some(&d));
+        decl(
+            "window",
+            ParamType::Size,
+            "Packets a connection may have unacknowledged",
+            s.window.to_string(),
+        )?;
+        decl(
+            "max_inflight",
+            ParamType::Size,
+            "Bytes a connection may have unacknowledged (within the receiver's socket buffer)",
+            s.max_inflight.to_string(),
+        )?;
+        decl(
+            "seg_size",
+            ParamType::Size,
+            "Bytes of one packet, header included (0: the core's largest datagram)",
+            s.seg_size.to_string(),
+        )?;
+        decl(
+            "rto",
+            ParamType::Size,
+            "First retransmission timeout in microseconds",
+            s.rto_us.to_string(),
+        )?;
+        decl(
+            "rto_max",
+            ParamType::Size,
+            "Largest retransmission timeout in microseconds",
+            s.rto_max_us.to_string(),
+        )?;
+        decl(
+            "retry_limit",
+            ParamType::Size,
+            "Transmissions of a packet without answer before the peer is declared lost",
+            s.retry_limit.to_string(),
+        )?;
+        decl(
+            "ack_every",
+            ParamType::Size,
+            "In-order packets received before an acknowledgement is sent",
+            s.ack_every.to_string(),
+        )?;
+        decl(
+            "ack_delay",
+            ParamType::Size,
+            "Longest delay of an acknowledgement in microseconds",
+            s.ack_delay_us.to_string(),
+        )?;
+        decl(
+            "rx_bufs",
+            ParamType::Size,
+            "Datagram buffers posted on the core endpoint",
+            s.rx_bufs.to_string(),
+        )?;
+        decl(
+            "tx_size",
+            ParamType::Size,
+            "Transmit operations outstanding per endpoint",
+            s.tx_size.to_string(),
+        )?;
+        decl(
+            "rx_size",
+            ParamType::Size,
+            "Receives posted per endpoint",
+            s.rx_size.to_string(),
+        )?;
+        let u32v = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        if let Some(v) = host.param_size("window")? {
+            s.window = u32v(v);
+        }
+        if let Some(v) = host.param_size("max_inflight")? {
+            s.max_inflight = v;
+        }
+        if let Some(v) = host.param_size("seg_size")? {
+            s.seg_size = v;
+        }
+        if let Some(v) = host.param_size("rto")? {
+            s.rto_us = v as u64;
+        }
+        if let Some(v) = host.param_size("rto_max")? {
+            s.rto_max_us = v as u64;
+        }
+        if let Some(v) = host.param_size("retry_limit")? {
+            s.retry_limit = u32v(v);
+        }
+        if let Some(v) = host.param_size("ack_every")? {
+            s.ack_every = u32v(v);
+        }
+        if let Some(v) = host.param_size("ack_delay")? {
+            s.ack_delay_us = v as u64;
+        }
+        if let Some(v) = host.param_size("rx_bufs")? {
+            s.rx_bufs = v;
+        }
+        if let Some(v) = host.param_size("tx_size")? {
+            s.tx_size = v.max(1);
+        }
+        if let Some(v) = host.param_size("rx_size")? {
+            s.rx_size = v.max(1);
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// The provider (`NAME` `"ofi_rxd"`, a utility provider).
+#[derive(Debug)]
+pub struct RxdProvider {
+    settings: Settings,
+    host: Host,
+}
+
+/// The capabilities rxd offers.
+pub const CAPS: Caps = Caps::MSG
+    .union(Caps::TAGGED)
+    .union(Caps::SEND)
+    .union(Caps::RECV)
+    .union(Caps::SOURCE)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::MULTI_RECV)
+    .union(Caps::REMOTE_CQ_DATA)
+    .union(Caps::RMA)
+    .union(Caps::ATOMIC)
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE)
+    .union(Caps::LOCAL_COMM)
+    .union(Caps::REMOTE_COMM);
+
+/// The hint `prov_name` without rxd's own component (`udp;ofi_rxd` → `udp`,
+/// `ofi_rxd` → none).
+pub fn core_prov_name(hint: Option<&str>) -> Option<String> {
+    let h = hint?;
+    let rest: Vec<&str> = h
+        .split(';')
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(NAME))
+        .collect();
+    if rest.is_empty() {
+        None
+    } else {
+        Some(rest.join(";"))
+    }
+}
+
+/// The DGRAM hints rxd asks the cores with, for RDM hints `h`.
+pub fn core_hints(h: Option<&Info>) -> Info {
+    let mut m = Info::hints();
+    m.ep_attr.ep_type = EpType::Dgram;
+    m.caps = Caps::MSG | Caps::SEND | Caps::RECV;
+    if let Some(h) = h {
+        m.addr_format = h.addr_format;
+        m.fabric_attr.name.clone_from(&h.fabric_attr.name);
+        m.domain_attr.name.clone_from(&h.domain_attr.name);
+        m.fabric_attr.prov_name = core_prov_name(h.fabric_attr.prov_name.as_deref());
+        m.src_addr.clone_from(&h.src_addr);
+        m.dest_addr.clone_from(&h.dest_addr);
+    }
+    m
+}
+
+impl RxdProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// The RDM template rxd offers over the DGRAM info `core`.
+    pub fn template_over(&self, core: &Info, progress: Progress) -> Info {
+        let s = &self.settings;
+        let caps = CAPS;
+        let mut d = core.domain_attr.clone();
+        d.threading = Threading::Safe;
+        d.control_progress = progress;
+        d.data_progress = progress;
+        d.resource_mgmt = ResourceMgmt::Enabled;
+        d.av_type = AvType::Unspec;
+        d.mr_mode = ofi_core::MrMode::empty();
+        d.mr_iov_limit = IOV_LIMIT;
+        d.mr_key_size = 8;
+        d.cq_data_size = 8;
+        d.max_ep_tx_ctx = 1;
+        d.max_ep_rx_ctx = 1;
+        d.max_ep_stx_ctx = 0;
+        d.max_ep_srx_ctx = 0;
+        d.domain = 0;
+        let order = MsgOrder::SAS;
+        // One packet's payload (an inject goes in one packet).
+        let pkt = s
+            .engine_config(core.ep_attr.max_msg_size)
+            .seg_size
+            .saturating_sub(proto::FIRST_LEN + MSG_HDR);
+        Info {
+            caps,
+            mode: ofi_core::Mode::empty(),
+            addr_format: core.addr_format,
+            src_addr: None,
+            dest_addr: None,
+            handle: 0,
+            tx_attr: TxAttr {
+                caps: caps
+                    - (Caps::RECV
+                        | Caps::REMOTE_READ
+                        | Caps::REMOTE_WRITE
+                        | Caps::SOURCE
+                        | Caps::DIRECTED_RECV
+                        | Caps::MULTI_RECV),
+                mode: ofi_core::Mode::empty(),
+                op_flags: OpFlags::COMPLETION
+                    | OpFlags::INJECT
+                    | OpFlags::INJECT_COMPLETE
+                    | OpFlags::TRANSMIT_COMPLETE,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                inject_size: pkt.min(4096),
+                size: s.tx_size,
+                iov_limit: IOV_LIMIT,
+                rma_iov_limit: 1,
+                tclass: 0,
+            },
+            rx_attr: RxAttr {
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                mode: ofi_core::Mode::empty(),
+                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                total_buffered_recv: 0,
+                size: s.rx_size,
+                iov_limit: IOV_LIMIT,
+            },
+            ep_attr: ofi_core::attr::EpAttr {
+                ep_type: EpType::Rdm,
+                protocol: Protocol::RXD,
+                protocol_version: u32::from(proto::VERSION),
+                max_msg_size: MAX_MSG_SIZE,
+                msg_prefix_size: 0,
+                max_order_raw_size: 0,
+                max_order_war_size: 0,
+                max_order_waw_size: 0,
+                mem_tag_format: u64::MAX,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                auth_key: None,
+            },
+            domain_attr: d,
+            fabric_attr: core.fabric_attr.clone(),
+            nic: core.nic.clone(),
+        }
+    }
+}
+
+impl Provider for RxdProvider {
+    const NAME: &'static str = NAME;
+    /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
+    const VERSION: Version = Version::new(1, 0);
+    const KIND: ProviderKind = ProviderKind::Utility;
+    type Fabric = fabric::Fabric;
+
+    fn init(host: &Host) -> Result<Self> {
+        let settings = Settings::from_host(host)?;
+        Ok(RxdProvider {
+            settings,
+            host: *host,
+        })
+    }
+
+    /// rxd has no fixed templates: it derives them from the DGRAM cores at each getinfo.
+    fn info_templates(&self) -> Vec<Info> {
+        Vec::new()
+    }
+
+    /// Ask the cores for `FI_EP_DGRAM` (with the request's node, service and flags),
+    /// then match one RDM template per DGRAM info against the application's hints;
+    /// addresses resolved by the core are kept.
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let hints = req.hints.as_ref();
+        if let Some(h) = hints {
+            if !matches!(h.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
+                return GetinfoOutcome {
+                    infos: Vec::new(),
+                    verdicts: vec![getinfo::Verdict::rejected(
+                        NAME,
+                        0,
+                        getinfo::Mismatch::new(
+                            "ep_attr.type",
+                            h.ep_attr.ep_type.to_string(),
+                            "FI_EP_RDM",
+                        ),
+                    )],
+                    error: None,
+                };
+            }
+        }
+        if req.flags == GetinfoFlags::PROV_ATTR_ONLY {
+            return getinfo::match_templates(NAME, Self::VERSION, &[], req, &NoResolver);
+        }
+        let core_req = GetinfoRequest {
+            version: req.version,
+            node: req.node.clone(),
+            service: req.service.clone(),
+            flags: req.flags,
+            hints: Some(core_hints(hints)),
+        };
+        let core = self.host.getinfo_core(&core_req);
+        let mut out = GetinfoOutcome::default();
+        if core.infos.is_empty() {
+            out.verdicts.push(getinfo::Verdict::rejected(
+                NAME,
+                0,
+                getinfo::Mismatch::new(
+                    "core provider",
+                    "FI_EP_DGRAM",
+                    core.error
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|| "no DGRAM core matched".into()),
+                ),
+            ));
+            return out;
+        }
+        let progress =
+            match hints.map(|h| (h.domain_attr.data_progress, h.domain_attr.control_progress)) {
+                Some((Progress::Auto, _) | (_, Progress::Auto)) => Progress::Auto,
+                _ => Progress::Manual,
+            };
+        let mut local = req.clone();
+        local.node = None;
+        local.service = None;
+        local.flags -= GetinfoFlags::SOURCE;
+        if let Some(h) = local.hints.as_mut() {
+            h.src_addr = None;
+            h.dest_addr = None;
+        }
+        for (i, c) in core.infos.iter().enumerate() {
+            if c.ep_attr.ep_type != EpType::Dgram
+                || !c.caps.contains(Caps::MSG | Caps::SEND | Caps::RECV)
+            {
+                continue;
+            }
+            let t = self.template_over(c, progress);
+            let o = getinfo::match_templates(NAME, Self::VERSION, &[t], &local, &NoResolver);
+            for mut info in o.infos {
+                info.src_addr.clone_from(&c.src_addr);
+                info.dest_addr.clone_from(&c.dest_addr);
+                out.infos.push(info);
+            }
+            for mut v in o.verdicts {
+                v.template = i;
+                out.verdicts.push(v);
+            }
+            if out.error.is_none() {
+                out.error = o.error;
+            }
+        }
+        if !out.infos.is_empty() {
+            out.error = None;
+        }
+        out
+    }
+
+    fn fabric(&self, info: &Info) -> Result<fabric::Fabric> {
+        fabric::Fabric::open(self.settings, self.host, info)
+    }
+}
+
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(RxdProvider);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_follows_the_crate_version() {
+        assert_eq!(
+            RxdProvider::VERSION,
+            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn core_names_drop_rxd() {
+        assert_eq!(core_prov_name(Some("udp;ofi_rxd")).as_deref(), Some("udp"));
+        assert_eq!(core_prov_name(Some("OFI_RXD")), None);
+        assert_eq!(core_prov_name(Some("udp")).as_deref(), Some("udp"));
+        assert_eq!(core_prov_name(None), None);
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        for s in [
+            Settings {
+                window: 0,
+                ..Settings::default()
+            },
+            Settings {
+                seg_size: 10,
+                ..Settings::default()
+            },
+            Settings {
+                rto_us: 10,
+                rto_max_us: 5,
+                ..Settings::default()
+            },
+            Settings {
+                retry_limit: 0,
+                ..Settings::default()
+            },
+            Settings {
+                rx_bufs: 0,
+                ..Settings::default()
+            },
+        ] {
+            assert_eq!(s.validate().unwrap_err().code(), Errno::EINVAL);
+        }
+        assert!(Settings::default().validate().is_ok());
+        let c = Settings::default().engine_config(65495);
+        assert_eq!(c.seg_size, 65495 - proto::HDR_LEN);
+        assert_eq!(c.rto, 2_000_000);
+    }
+}

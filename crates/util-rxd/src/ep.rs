@@ -1,0 +1,2851 @@
+//! The RDM endpoint over one DGRAM endpoint of the core.
+//!
+//! # Structure
+//!
+//! An endpoint owns, in the core provider: one DGRAM endpoint (its name is the RDM
+//! endpoint's name), an AV holding the peers it talks to, and a CQ. `rx_bufs` datagram
+//! buffers of the core's largest datagram size stay posted on it. Everything else is
+//! one mutex-protected state (`St`): the sans-IO [`Engine`] (connections, windows,
+//! retransmission, reassembly), the transmit operations by token, and the kit tag
+//! matcher.
+//!
+//! # Paths
+//!
+//! - Send: the message (rxd's [`MSG_HDR`]-byte header, then the application's data) is
+//!   copied into the engine's packets at the call — so the application's buffer is free
+//!   at once, and `fi_inject` is the same path without a completion — and the packets go
+//!   to the core right away within the window. The operation completes when the peer
+//!   acknowledged every packet (transmit complete), or fails with `FI_EIO` when the peer
+//!   is lost.
+//! - Receive: each datagram completion feeds the engine, which hands out message
+//!   pieces in order ([`Engine::handle_packet_streaming`]). A message's first piece is
+//!   matched with the kit matcher: the pieces of a matched message go straight into the
+//!   application's buffer (no reassembly copy); an unexpected message is gathered whole
+//!   and matched again when complete (then kept until a receive is posted); requests
+//!   and responses are gathered whole and carried out when complete.
+//! - RMA and atomics: a request message (write data, or what to read, or the atomic's
+//!   operands) carried like any message; the target checks it against the domain's kit
+//!   MR table, carries it out (atomics with the kit's engine under process-wide address
+//!   locks) and answers with a response (status, and the data read or fetched) that
+//!   completes the initiator's operation. `fi_writedata` raises a remote CQ entry.
+//! - Progress ([`Progress::progress`]): the core CQ (bounded batches), the engine's
+//!   timers (retransmission, delayed acknowledgements, lost peers), its events, and its
+//!   packets to send. A watchdog thread per endpoint runs a round when the application
+//!   has not for a millisecond and a timer is due (an application may stop calling in
+//!   once it has its completions, while its peer waits for an acknowledgement).
+//!
+//! # Failure
+//!
+//! A lost peer (retry limit reached) fails its operations with `FI_EIO`; a peer that
+//! reconnects with a new session fails the old connection's with `FI_ECONNRESET`.
+//! Requests that fail at the target (bad key, out of range, no access) complete with
+//! the target's error code. Malformed messages are dropped and logged.
+//!
+//! # Invariants
+//!
+//! - Lock order: `St`, then a kit CQ's / counter's / AV's / MR table's own lock or the
+//!   atomic address stripes, then the core's.
+//! - A token names (index, generation) of a transmit operation; each is reported by the
+//!   engine exactly once.
+//! - The core endpoint is declared first in `Shared` so it is closed before the buffers
+//!   it may still write are freed.
+//!
+//! Nothing here panics on application or peer input.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::{
+    CqTaggedEntry, Ioc, Iov, Msg as RawMsg, MsgAtomic, MsgRma, MsgTagged, RmaIoc, RmaIov,
+};
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::av::{AddressVector, AvAttr};
+use ofi_core::cq::{CompletionQueue, CqAttr, CqError};
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
+use ofi_core::ep::Endpoint as CoreEp;
+use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::{AddrFormat, AvType, Caps, CqFormat, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_kit::atomic::AtomicLocks;
+use ofi_kit::av::KitAv;
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::ep::{BindRules, Bindings, CqBinding};
+use ofi_kit::iov::IoList;
+use ofi_kit::mr::MrEndpointTarget;
+use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::tagmatch::{
+    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
+    ANY_SRC,
+};
+
+use crate::fabric::{DomainShared, Fabric};
+use crate::peer::{Engine, Event, Failure, PeerId, Seg};
+use crate::proto::{
+    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, RmaReq, OP_ATOMIC, OP_READ, OP_RESP,
+    OP_TAGGED, OP_WRITE, RMA_HDR,
+};
+use crate::{Settings, IOV_LIMIT, MAX_MSG_SIZE, MSG_HDR, NAME};
+
+const OPT_ENDPOINT: i32 = 0;
+const OPT_MIN_MULTI_RECV: i32 = 0;
+/// Core completions read per batch.
+const CQ_BATCH: usize = 16;
+/// Core CQ batches per progress call at most.
+const CQ_ROUNDS: usize = 8;
+/// Packets handed to the core per flush at most.
+const TX_BUDGET: usize = 256;
+
+/// Token of packets that complete no operation (responses).
+const NO_TOKEN: u64 = u64::MAX;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn token(idx: u32, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | u64::from(idx)
+}
+
+fn split_token(t: u64) -> (u32, u32) {
+    (t as u32, (t >> 32) as u32)
+}
+
+// ---------------------------------------------------------------------------------------
+// State.
+
+/// Bindings made before `fi_enable` (the kit's rules).
+type Setup = Bindings;
+
+const BIND_RULES: BindRules = BindRules {
+    prov: "ofi_rxd",
+    eq: false,
+};
+
+struct Active {
+    av: Arc<KitAv<()>>,
+    txcq: Option<CqBinding>,
+    rxcq: Option<CqBinding>,
+    txcntr: Option<KitCntr>,
+    rxcntr: Option<KitCntr>,
+    wcntr: Option<KitCntr>,
+    rcntr: Option<KitCntr>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CntrKind {
+    Send,
+    Write,
+    Read,
+}
+
+/// An RMA or atomic operation waiting for its response.
+struct Remote {
+    peer: PeerId,
+    /// Where the response's data goes (read, fetched values), and how long it must be.
+    result: Option<IoList>,
+    expect: usize,
+}
+
+struct TxOp {
+    gen: u32,
+    ctx: usize,
+    flags: u64,
+    want: bool,
+    cntr: CntrKind,
+    remote: Option<Remote>,
+}
+
+/// An unexpected message: the whole message, rxd header included.
+type Unexp = Vec<u8>;
+
+/// Where the pieces of a message being received go.
+enum RxTarget {
+    /// A posted receive matched at the first piece: the data goes straight into it.
+    Recv {
+        recv: PostedRecv<IoList>,
+        place: Placement,
+        released: bool,
+        inc: Incoming,
+    },
+    /// Gathered whole: an unexpected message (matched again when complete), a request
+    /// or a response (carried out when complete), or something malformed.
+    Buffer(Vec<u8>),
+}
+
+struct St {
+    eng: Engine,
+    /// Datagram buffers posted on the core endpoint (context = index).
+    bufs: Vec<Box<[u8]>>,
+    /// Core AV address of each engine peer.
+    core_addr: Vec<Option<u64>>,
+    /// Each engine peer's address (for `FI_SOURCE`).
+    peer_addr: Vec<Option<Address>>,
+    /// Engine peer of each normalised RDM address.
+    by_key: HashMap<Vec<u8>, PeerId>,
+    /// The message being received from each engine peer.
+    rx: Vec<Option<RxTarget>>,
+    /// Requests and responses complete in this round, carried out after it.
+    deferred: Vec<(PeerId, Vec<u8>)>,
+    ops: Vec<Option<TxOp>>,
+    op_free: Vec<u32>,
+    op_gen: u32,
+    live: usize,
+    m: TagMatcher<IoList, Unexp>,
+}
+
+/// Everything of an endpoint; the progress engine holds it weakly.
+struct Shared {
+    /// Declared first: closed before the buffers in `st` are freed.
+    core_ep: CoreEp,
+    core_cq: CompletionQueue,
+    core_av: AddressVector,
+    st: Mutex<St>,
+    settings: Settings,
+    fmt: AddrFormat,
+    me: Address,
+    me_bytes: Vec<u8>,
+    buf_size: usize,
+    inject_max: usize,
+    base: Instant,
+    engine: Arc<ProgressEngine>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+    need_src: bool,
+    directed: bool,
+    setup: Mutex<Setup>,
+    active: OnceLock<Active>,
+    /// When progress last ran (ns since `base`), for the watchdog.
+    last_progress: AtomicU64,
+    _dom: Arc<DomainShared>,
+}
+
+/// An `FI_EP_RDM` endpoint of `ofi_rxd` (see the module docs).
+pub struct Endpoint {
+    sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.sh.me)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `a` with an unspecified IP replaced by the loopback address of its family: a name
+/// of an endpoint bound to every interface, made concrete.
+fn norm_addr(a: &Address) -> Address {
+    match a.socket_addr() {
+        Some(mut sa) if sa.ip().is_unspecified() => {
+            let ip = if sa.is_ipv4() {
+                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+            } else {
+                std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+            };
+            sa.set_ip(ip);
+            Address::from(sa)
+        }
+        _ => a.clone(),
+    }
+}
+
+static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+impl Endpoint {
+    /// Open an endpoint: the core DGRAM endpoint (at `info.src_addr` if given) with its
+    /// AV and CQ, enabled, with the datagram buffers posted.
+    ///
+    /// # Errors
+    /// The core's errors opening those objects.
+    pub fn open(
+        dom: Arc<DomainShared>,
+        info: &Info,
+        _context: usize,
+        engine: Arc<ProgressEngine>,
+    ) -> Result<Endpoint> {
+        let settings = dom.settings;
+        let mut ci = dom.core_info.clone();
+        ci.src_addr.clone_from(&info.src_addr);
+        ci.dest_addr = None;
+        ci.caps = Caps::MSG | Caps::SEND | Caps::RECV;
+        ci.rx_attr.size = ci.rx_attr.size.max(settings.rx_bufs);
+        let core_cq = dom.core.cq_open(&CqAttr {
+            size: settings.rx_bufs * 2 + 64,
+            ..CqAttr::with_format(CqFormat::Tagged)
+        })?;
+        let core_av = dom.core.av_open(&AvAttr {
+            av_type: AvType::Map,
+            ..AvAttr::default()
+        })?;
+        let core_ep = dom.core.endpoint(&ci)?;
+        core_ep.bind(&core_cq, OpFlags::TRANSMIT | OpFlags::RECV)?;
+        core_ep.bind_av(&core_av)?;
+        core_ep.enable()?;
+        let fmt = dom.core_info.addr_format;
+        let raw = core_ep.getname()?;
+        let me = norm_addr(&Address::from_bytes(fmt, &raw)?);
+        let me_bytes = me.to_bytes();
+        let caps = if info.caps.is_empty() {
+            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
+        } else {
+            info.caps
+        };
+        let directed = caps.contains(Caps::DIRECTED_RECV);
+        let rx_size = if info.rx_attr.size == 0 {
+            settings.rx_size
+        } else {
+            info.rx_attr.size
+        };
+        let m = TagMatcher::new(MatcherConfig {
+            directed_recv: directed,
+            max_posted: rx_size,
+            max_unexpected: usize::MAX / 2,
+            max_unexpected_bytes: usize::MAX / 2,
+            ..MatcherConfig::default()
+        });
+        let core_max = dom.core_info.ep_attr.max_msg_size.max(proto::HDR_LEN + 64);
+        let cfg = settings.engine_config(core_max);
+        // Full-size buffers whatever our own segment size: a peer may use a larger one.
+        let buf_size = core_max;
+        // Session numbers differ between processes, endpoints and runs (a restarted
+        // peer at the same address must not look like the old one).
+        let seed = std::process::id()
+            .wrapping_mul(0x9e37_79b9)
+            .wrapping_add(NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            ^ seed_time();
+        let eng = Engine::new(cfg, me_bytes.clone(), seed);
+        let inject_max = cfg
+            .seg_size
+            .saturating_sub(proto::FIRST_LEN + MSG_HDR)
+            .min(4096);
+        let sh = Arc::new(Shared {
+            core_ep,
+            core_cq,
+            core_av,
+            st: Mutex::new(St {
+                eng,
+                bufs: Vec::new(),
+                core_addr: Vec::new(),
+                peer_addr: Vec::new(),
+                by_key: HashMap::new(),
+                rx: Vec::new(),
+                deferred: Vec::new(),
+                ops: Vec::new(),
+                op_free: Vec::new(),
+                op_gen: 1,
+                live: 0,
+                m,
+            }),
+            settings,
+            fmt,
+            me,
+            me_bytes,
+            buf_size,
+            inject_max,
+            base: Instant::now(),
+            engine: engine.clone(),
+            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
+            rx_op_flags: info.rx_attr.op_flags,
+            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
+            directed,
+            setup: Mutex::new(Setup::default()),
+            active: OnceLock::new(),
+            last_progress: AtomicU64::new(0),
+            _dom: dom,
+        });
+        {
+            let mut g = lock(&sh.st);
+            let st = &mut *g;
+            for i in 0..settings.rx_bufs {
+                st.bufs.push(vec![0u8; buf_size].into_boxed_slice());
+                sh.repost(st, i);
+            }
+        }
+        engine.register(&sh);
+        spawn_watchdog(Arc::downgrade(&sh));
+        Ok(Endpoint { sh })
+    }
+
+    /// The endpoint's address (the core endpoint's name).
+    pub fn address(&self) -> &Address {
+        &self.sh.me
+    }
+
+    /// The engine's counters (packets sent, retransmitted, received, dropped).
+    pub fn stats(&self) -> crate::peer::Stats {
+        lock(&self.sh.st).eng.stats()
+    }
+
+    fn active(&self) -> Result<&Active> {
+        self.sh
+            .active
+            .get()
+            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, "ofi_rxd: endpoint not enabled"))
+    }
+}
+
+/// Append `n` bytes of `iov` from `offset` to `dst` (without zero-filling first).
+fn append_from(dst: &mut Vec<u8>, iov: &IoList, offset: usize, n: usize) {
+    if n == 0 || offset.saturating_add(n) > iov.total() {
+        return;
+    }
+    dst.reserve(n);
+    let at = dst.len();
+    // SAFETY: `reserve` made room for `n` more bytes after `at`; the application's
+    // buffers are readable for their lengths (C contract) and `offset + n` lies within
+    // them (checked above); every one of the `n` bytes is written before `set_len`.
+    unsafe {
+        iov.gather(offset, dst.as_mut_ptr().add(at), n);
+        dst.set_len(at + n);
+    }
+}
+
+/// The parts of `St` streaming delivery needs while the engine is borrowed.
+struct RxParts<'a> {
+    m: &'a mut TagMatcher<IoList, Unexp>,
+    rx: &'a mut Vec<Option<RxTarget>>,
+    peer_addr: &'a mut Vec<Option<Address>>,
+    deferred: &'a mut Vec<(PeerId, Vec<u8>)>,
+}
+
+/// The posted receive an incoming message goes to, with its placement and whether a
+/// multi-receive buffer was released by it.
+fn match_recv(
+    m: &mut TagMatcher<IoList, Unexp>,
+    inc: &Incoming,
+) -> Option<(PostedRecv<IoList>, Placement, bool)> {
+    match m.match_incoming(inc) {
+        Match::Unexpected => None,
+        Match::Recv { recv, place } => Some((recv, place, false)),
+        Match::Multi { buf, place } => {
+            let rel = buf.is_released();
+            let r = match buf {
+                MultiBuf::Posted(p) => p.clone(),
+                MultiBuf::Released(p) => p,
+            };
+            Some((r, place, rel))
+        }
+    }
+}
+
+/// How often the watchdog looks at an endpoint with timers pending.
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(1);
+/// How often it looks at an endpoint with nothing pending.
+const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
+
+/// The watchdog: with manual progress an application may stop calling into the provider
+/// as soon as it has its completions, while its peer still waits for an acknowledgement
+/// (or a retransmission is due). When progress has not run for a watchdog period and a
+/// timer of the engine is due, the watchdog runs one round. It sleeps otherwise, and
+/// ends when the endpoint is closed.
+fn spawn_watchdog(w: Weak<Shared>) {
+    let r = std::thread::Builder::new()
+        .name("ofi_rxd-watchdog".into())
+        .spawn(move || {
+            let mut nap = WATCHDOG_PERIOD;
+            loop {
+                std::thread::sleep(nap);
+                let Some(sh) = w.upgrade() else {
+                    return;
+                };
+                let Some(act) = sh.active.get() else {
+                    continue;
+                };
+                let now = sh.now();
+                let last = sh.last_progress.load(AtomicOrdering::Relaxed);
+                if now.saturating_sub(last) < WATCHDOG_PERIOD.as_nanos() as u64 {
+                    continue;
+                }
+                // Busy (someone is progressing): look again soon.
+                let deadline = match sh.st.try_lock() {
+                    Ok(g) => g.eng.poll_timeout(),
+                    Err(_) => Some(u64::MAX),
+                };
+                nap = if deadline.is_none() {
+                    WATCHDOG_IDLE
+                } else {
+                    WATCHDOG_PERIOD
+                };
+                if deadline.is_some_and(|d| d <= now) {
+                    sh.progress_all(act);
+                }
+            }
+        });
+    if let Err(e) = r {
+        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
+    }
+}
+
+fn seed_time() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+        .unwrap_or(0)
+}
+
+fn default_tx_flags(f: OpFlags) -> OpFlags {
+    f - OpFlags::DELIVERY_COMPLETE
+}
+
+fn recv_flags(inc: &Incoming, released: bool) -> u64 {
+    let mut f = OpFlags::RECV
+        | if inc.tagged {
+            OpFlags::TAGGED
+        } else {
+            OpFlags::MSG
+        };
+    if inc.data.is_some() {
+        f |= OpFlags::REMOTE_CQ_DATA;
+    }
+    if released {
+        f |= OpFlags::MULTI_RECV;
+    }
+    f.bits()
+}
+
+// ---------------------------------------------------------------------------------------
+// Completions.
+
+impl Shared {
+    fn complete_tx(
+        &self,
+        act: &Active,
+        ctx: usize,
+        flags: u64,
+        want: bool,
+        cntr: CntrKind,
+        err: Option<Errno>,
+    ) {
+        let c = match cntr {
+            CntrKind::Send => &act.txcntr,
+            CntrKind::Write => &act.wcntr,
+            CntrKind::Read => &act.rcntr,
+        };
+        if let Some(e) = err {
+            if let Some(b) = &act.txcq {
+                let mut ce = CqError::new(ctx, e);
+                ce.flags = flags;
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = c {
+                c.inc_err();
+            }
+            return;
+        }
+        if want {
+            if let Some(b) = &act.txcq {
+                let e = CqTaggedEntry {
+                    op_context: ctx,
+                    flags,
+                    len: 0,
+                    buf: std::ptr::null_mut(),
+                    data: 0,
+                    tag: 0,
+                };
+                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+            }
+        }
+        if let Some(c) = c {
+            c.inc();
+        }
+    }
+
+    fn complete_rx(
+        &self,
+        act: &Active,
+        recv: &PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        released: bool,
+        err: Option<Errno>,
+    ) {
+        let flags = recv_flags(inc, released);
+        let buf = recv.buf.addr_at(place.offset);
+        let err = err.or(if place.truncated {
+            Some(Errno::ETRUNC)
+        } else {
+            None
+        });
+        if let Some(e) = err {
+            if let Some(b) = &act.rxcq {
+                let mut ce = CqError::new(recv.ctx, e);
+                ce.flags = flags;
+                ce.len = place.len;
+                ce.buf = buf;
+                ce.data = inc.data.unwrap_or(0);
+                ce.tag = inc.tag;
+                ce.olen = if e == Errno::ETRUNC {
+                    inc.len.saturating_sub(place.len)
+                } else {
+                    0
+                };
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = &act.rxcntr {
+                c.inc_err();
+            }
+            return;
+        }
+        if let Some(b) = &act.rxcq {
+            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
+                let e = CqTaggedEntry {
+                    op_context: recv.ctx,
+                    flags,
+                    len: place.len,
+                    buf: buf as *mut c_void,
+                    data: inc.data.unwrap_or(0),
+                    tag: inc.tag,
+                };
+                let _ = b.cq.push(&e, inc.src);
+            }
+        }
+        if let Some(c) = &act.rxcntr {
+            c.inc();
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Post datagram buffer `i` on the core endpoint again.
+    fn repost(&self, st: &mut St, i: usize) {
+        let Some(b) = st.bufs.get_mut(i) else {
+            return;
+        };
+        let p = b.as_mut_ptr();
+        let size = self.buf_size;
+        // SAFETY: the buffer is owned by `St` and outlives the core endpoint (declared
+        // first in `Shared`, so closed first); it is not touched while posted.
+        let r = unsafe {
+            self.core_ep
+                .recv(p, size, std::ptr::null_mut(), ADDR_UNSPEC, i)
+        };
+        if let Err(e) = r {
+            ofi_core::ofi_warn!(NAME, "ep_data", "posting a datagram buffer: {e}");
+        }
+    }
+
+    /// Hand the engine's packets to the core.
+    fn flush(&self, st: &mut St, now: u64) -> usize {
+        let St { eng, core_addr, .. } = st;
+        let fmt = self.fmt;
+        let av = &self.core_av;
+        let ep = &self.core_ep;
+        eng.poll_transmit(now, TX_BUDGET, |peer, addr, pkt| {
+            let i = peer as usize;
+            if core_addr.len() <= i {
+                core_addr.resize(i + 1, None);
+            }
+            let fi = match core_addr[i] {
+                Some(f) => f,
+                None => {
+                    let r = Address::from_bytes(fmt, addr).and_then(|a| av.insert(&[a]));
+                    match r.ok().and_then(|v| v.first().copied()) {
+                        Some(f) => {
+                            core_addr[i] = Some(f);
+                            f
+                        }
+                        None => {
+                            // Not an address of the core: the packet is lost (the engine
+                            // will give up on the peer).
+                            ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: bad address");
+                            return true;
+                        }
+                    }
+                }
+            };
+            // SAFETY: `pkt` is valid for the call; inject copies it.
+            match unsafe { ep.inject_raw(pkt.as_ptr(), pkt.len(), fi) } {
+                Ok(()) => true,
+                Err(e) if e.code() == Errno::EAGAIN => false,
+                Err(e) => {
+                    ofi_core::ofi_debug!(NAME, "ep_data", "sending a packet: {e}");
+                    true
+                }
+            }
+        })
+    }
+
+    /// The engine peer for RDM address `dest`.
+    fn peer_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<PeerId> {
+        let a = act.av.lookup(dest).map_err(|_| {
+            Error::new(
+                Errno::EINVAL,
+                format!("ofi_rxd: destination {dest:#x} is not in the AV"),
+            )
+        })?;
+        let key = norm_addr(&a).to_bytes();
+        if let Some(&p) = st.by_key.get(&key) {
+            return Ok(p);
+        }
+        let p = st.eng.peer_for_addr(&key);
+        st.by_key.insert(key, p);
+        Ok(p)
+    }
+
+    fn src_of(&self, act: &Active, st: &mut St, peer: PeerId) -> u64 {
+        let St { eng, peer_addr, .. } = st;
+        self.src_for(act, peer_addr, peer, eng.peer_addr(peer))
+    }
+
+    /// The fabric address (in the bound AV) of engine peer `peer` at `addr`, for
+    /// `FI_SOURCE`; `cache` keeps the parsed addresses.
+    fn src_for(
+        &self,
+        act: &Active,
+        cache: &mut Vec<Option<Address>>,
+        peer: PeerId,
+        addr: &[u8],
+    ) -> u64 {
+        if !self.need_src {
+            return ADDR_NOTAVAIL;
+        }
+        let i = peer as usize;
+        if cache.len() <= i {
+            cache.resize(i + 1, None);
+        }
+        if cache[i].is_none() {
+            cache[i] = Address::from_bytes(self.fmt, addr).ok();
+        }
+        match &cache[i] {
+            Some(a) => act.av.source_addr(a),
+            None => ADDR_NOTAVAIL,
+        }
+    }
+
+    fn alloc_op(st: &mut St, mut op: TxOp) -> u64 {
+        st.op_gen = st.op_gen.wrapping_add(1).max(1);
+        op.gen = st.op_gen;
+        st.live += 1;
+        let gen = op.gen;
+        let i = match st.op_free.pop() {
+            Some(i) => {
+                st.ops[i as usize] = Some(op);
+                i
+            }
+            None => {
+                st.ops.push(Some(op));
+                (st.ops.len() - 1) as u32
+            }
+        };
+        token(i, gen)
+    }
+
+    fn take_op(st: &mut St, t: u64) -> Option<TxOp> {
+        let (i, gen) = split_token(t);
+        let slot = st.ops.get_mut(i as usize)?;
+        if slot.as_ref().map(|o| o.gen) != Some(gen) {
+            return None;
+        }
+        let op = slot.take()?;
+        st.op_free.push(i);
+        st.live = st.live.saturating_sub(1);
+        Some(op)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        act: &Active,
+        iov: IoList,
+        dest: u64,
+        ctx: usize,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let len = iov.total();
+        if len > MAX_MSG_SIZE {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("ofi_rxd: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+            ));
+        }
+        let cq_flags = (OpFlags::SEND
+            | if tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            })
+        .bits();
+        let want = !inject
+            && act
+                .txcq
+                .as_ref()
+                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        if st.live >= self.settings.tx_size {
+            drop(g);
+            self.engine.kick();
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let peer = self.peer_of(act, st, dest)?;
+        let t = Self::alloc_op(
+            st,
+            TxOp {
+                gen: 0,
+                ctx,
+                flags: cq_flags,
+                want,
+                cntr: CntrKind::Send,
+                remote: None,
+            },
+        );
+        let h = msg_hdr(tagged, tag, data);
+        let now = self.now();
+        let r = st
+            .eng
+            .send_with(peer, t, MSG_HDR + len, now, |off, n, dst| {
+                let mut o = off;
+                let mut left = n;
+                if o < MSG_HDR {
+                    let k = (MSG_HDR - o).min(left);
+                    dst.extend_from_slice(&h[o..o + k]);
+                    left -= k;
+                    o += k;
+                }
+                append_from(dst, &iov, o - MSG_HDR, left);
+            });
+        if r.is_err() {
+            let _ = Self::take_op(st, t);
+            return Err(Error::new(Errno::EMSGSIZE, "ofi_rxd: message too long"));
+        }
+        self.flush(st, now);
+        Ok(())
+    }
+
+    /// Handle what the engine reported.
+    fn handle_events(&self, act: &Active, st: &mut St) -> usize {
+        let mut n = 0;
+        while let Some(ev) = st.eng.poll_event() {
+            n += 1;
+            match ev {
+                Event::Message { peer, data } => self.on_message(act, st, peer, data),
+                Event::Sent { token } => {
+                    // RMA and atomics complete with their response instead.
+                    let (i, gen) = split_token(token);
+                    let remote = st
+                        .ops
+                        .get(i as usize)
+                        .and_then(Option::as_ref)
+                        .is_some_and(|o| o.gen == gen && o.remote.is_some());
+                    if !remote {
+                        if let Some(op) = Self::take_op(st, token) {
+                            self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, None);
+                        }
+                    }
+                }
+                Event::Failed { token, why } => {
+                    if let Some(op) = Self::take_op(st, token) {
+                        let e = match why {
+                            Failure::Lost | Failure::Protocol => Errno::EIO,
+                            Failure::Reset => Errno::ECONNRESET,
+                        };
+                        self.complete_tx(act, op.ctx, op.flags, true, op.cntr, Some(e));
+                    }
+                }
+                Event::PeerLost { peer, why } => {
+                    // Its operations failed (Failed events before this one); a message
+                    // being received from it is abandoned; the core address stays for
+                    // a later connection.
+                    if let Some(t) = st.rx.get_mut(peer as usize).and_then(Option::take) {
+                        self.abort_rx(act, t, Errno::EIO);
+                    }
+                    ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {peer}: connection ended ({why:?})");
+                }
+            }
+        }
+        n
+    }
+
+    fn on_message(&self, act: &Active, st: &mut St, peer: PeerId, data: Vec<u8>) {
+        let Some((op, tag, cqdata)) = parse_msg_hdr(&data) else {
+            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: malformed message dropped");
+            return;
+        };
+        if op > OP_TAGGED {
+            self.on_remote(act, st, peer, op, tag, cqdata, &data);
+            return;
+        }
+        let src = self.src_of(act, st, peer);
+        self.match_whole(act, &mut st.m, src, data);
+    }
+
+    /// Match a whole (message or tagged) message `data` from `src`: copy it into a
+    /// posted receive, or keep it as unexpected.
+    fn match_whole(
+        &self,
+        act: &Active,
+        m: &mut TagMatcher<IoList, Unexp>,
+        src: u64,
+        data: Vec<u8>,
+    ) {
+        let Some((op, tag, cqdata)) = parse_msg_hdr(&data) else {
+            return;
+        };
+        let tagged = op == OP_TAGGED;
+        let inc = Incoming {
+            src,
+            tag,
+            len: data.len() - MSG_HDR,
+            data: cqdata,
+            tagged,
+        };
+        match match_recv(m, &inc) {
+            Some((recv, place, rel)) => {
+                let payload = &data[MSG_HDR..];
+                let n = place.len.min(payload.len());
+                // SAFETY: the receive buffer is the application's, writable for its
+                // length (the placement lies within it); `payload` has n bytes.
+                unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
+                self.complete_rx(act, &recv, place, &inc, rel, None);
+            }
+            None => {
+                if m.push_unexpected(inc, data).is_err() {
+                    ofi_core::ofi_warn!(NAME, "ep_data", "unexpected message dropped (limit)");
+                }
+            }
+        }
+    }
+
+    /// A piece of a message from the engine (streaming delivery): place it.
+    fn on_seg(&self, act: &Active, parts: RxParts<'_>, seg: Seg<'_>) {
+        let RxParts {
+            m,
+            rx,
+            peer_addr,
+            deferred,
+        } = parts;
+        let i = seg.peer as usize;
+        if rx.len() <= i {
+            rx.resize_with(i + 1, || None);
+        }
+        if seg.first {
+            // A message left open belongs to a connection that ended.
+            if let Some(old) = rx[i].take() {
+                self.abort_rx(act, old, Errno::EIO);
+            }
+            let hdr = if seg.total >= MSG_HDR {
+                parse_msg_hdr(seg.data)
+            } else {
+                None
+            };
+            let target = match hdr {
+                Some((op, tag, cqdata)) if op <= OP_TAGGED => {
+                    let inc = Incoming {
+                        src: self.src_for(act, peer_addr, seg.peer, seg.addr),
+                        tag,
+                        len: seg.total - MSG_HDR,
+                        data: cqdata,
+                        tagged: op == OP_TAGGED,
+                    };
+                    match match_recv(m, &inc) {
+                        Some((recv, place, released)) => RxTarget::Recv {
+                            recv,
+                            place,
+                            released,
+                            inc,
+                        },
+                        None => RxTarget::Buffer(Vec::with_capacity(seg.total)),
+                    }
+                }
+                _ => RxTarget::Buffer(Vec::with_capacity(seg.total)),
+            };
+            rx[i] = Some(target);
+        }
+        let Some(target) = rx[i].as_mut() else {
+            return;
+        };
+        match target {
+            RxTarget::Recv { recv, place, .. } => {
+                // Message offset → receive offset (the header is not delivered).
+                let (skip, at) = if seg.offset < MSG_HDR {
+                    (MSG_HDR - seg.offset, 0)
+                } else {
+                    (0, seg.offset - MSG_HDR)
+                };
+                let data = seg.data.get(skip..).unwrap_or(&[]);
+                if at < place.len {
+                    let n = (place.len - at).min(data.len());
+                    // SAFETY: the receive buffer is the application's, writable for its
+                    // length; [place.offset + at, + n) lies within the placement.
+                    unsafe { recv.buf.scatter(place.offset + at, data.as_ptr(), n) };
+                }
+            }
+            RxTarget::Buffer(v) => v.extend_from_slice(seg.data),
+        }
+        if !seg.last {
+            return;
+        }
+        match rx[i].take() {
+            Some(RxTarget::Recv {
+                recv,
+                place,
+                released,
+                inc,
+            }) => self.complete_rx(act, &recv, place, &inc, released, None),
+            Some(RxTarget::Buffer(v)) => match parse_msg_hdr(&v) {
+                Some((op, ..)) if op <= OP_TAGGED => {
+                    let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
+                    self.match_whole(act, m, src, v);
+                }
+                Some(_) => deferred.push((seg.peer, v)),
+                None => {
+                    ofi_core::ofi_debug!(
+                        NAME,
+                        "ep_data",
+                        "peer {}: malformed message dropped",
+                        seg.peer
+                    );
+                }
+            },
+            None => {}
+        }
+    }
+
+    /// A message being received will not complete: its receive (if one matched) fails.
+    fn abort_rx(&self, act: &Active, t: RxTarget, e: Errno) {
+        if let RxTarget::Recv {
+            recv,
+            place,
+            released,
+            inc,
+        } = t
+        {
+            self.complete_rx(act, &recv, place, &inc, released, Some(e));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_unexp(
+        &self,
+        act: &Active,
+        _st: &mut St,
+        recv: PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        payload: Unexp,
+        released: bool,
+    ) {
+        let data = payload.get(MSG_HDR..).unwrap_or(&[]);
+        let n = place.len.min(data.len());
+        // SAFETY: as in on_message.
+        unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
+        self.complete_rx(act, &recv, place, inc, released, None);
+    }
+
+    fn discard_unexp(&self, _st: &mut St, _payload: Unexp) {}
+
+    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        let outcome = st.m.post_recv(recv).map_err(|r| r.error)?;
+        enum Then {
+            None,
+            One(PostedRecv<IoList>, Placement, Incoming, Unexp),
+            Multi(PostedRecv<IoList>, bool, Vec<(Placement, Incoming, Unexp)>),
+            Peeked(PostedRecv<IoList>, Incoming),
+            NoMsg(PostedRecv<IoList>),
+            Discarded(PostedRecv<IoList>, Incoming, Unexp),
+        }
+        let then = match outcome {
+            PostOutcome::Queued => Then::None,
+            PostOutcome::Matched { recv, place, msg } => {
+                Then::One(recv, place, msg.msg, msg.payload)
+            }
+            PostOutcome::MultiMatched { buf, msgs } => {
+                let rel = buf.is_released();
+                let r = match buf {
+                    MultiBuf::Posted(p) => p.clone(),
+                    MultiBuf::Released(p) => p,
+                };
+                Then::Multi(
+                    r,
+                    rel,
+                    msgs.into_iter()
+                        .map(|(p, m)| (p, m.msg, m.payload))
+                        .collect(),
+                )
+            }
+            PostOutcome::Peeked { recv, msg } => Then::Peeked(recv, msg),
+            PostOutcome::NoMessage { recv } => Then::NoMsg(recv),
+            PostOutcome::Discarded { recv, msg } => Then::Discarded(recv, msg.msg, msg.payload),
+        };
+        match then {
+            Then::None => {}
+            Then::One(recv, place, inc, payload) => {
+                self.deliver_unexp(act, st, recv, place, &inc, payload, false)
+            }
+            Then::Multi(recv, rel, msgs) => {
+                let n = msgs.len();
+                for (i, (place, inc, payload)) in msgs.into_iter().enumerate() {
+                    self.deliver_unexp(
+                        act,
+                        st,
+                        recv.clone(),
+                        place,
+                        &inc,
+                        payload,
+                        rel && i + 1 == n,
+                    );
+                }
+            }
+            Then::Peeked(recv, inc) => {
+                let place = Placement {
+                    offset: 0,
+                    len: inc.len,
+                    truncated: false,
+                };
+                let mut r2 = recv;
+                r2.buf = IoList::one(0, 0);
+                self.complete_rx(act, &r2, place, &inc, false, None);
+            }
+            Then::NoMsg(recv) => {
+                if let Some(b) = &act.rxcq {
+                    let mut ce = CqError::new(recv.ctx, Errno::ENOMSG);
+                    ce.flags = (OpFlags::RECV
+                        | if recv.tagged {
+                            OpFlags::TAGGED
+                        } else {
+                            OpFlags::MSG
+                        })
+                    .bits();
+                    ce.tag = recv.tag;
+                    let _ = b.cq.push_err(ce);
+                }
+            }
+            Then::Discarded(recv, inc, payload) => {
+                self.discard_unexp(st, payload);
+                let place = Placement {
+                    offset: 0,
+                    len: 0,
+                    truncated: false,
+                };
+                let mut r2 = recv;
+                r2.buf = IoList::one(0, 0);
+                self.complete_rx(act, &r2, place, &inc, false, None);
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Progress.
+
+impl Shared {
+    fn progress_cq(&self, act: &Active, st: &mut St, now: u64) -> usize {
+        let mut buf = [CqTaggedEntry::default(); CQ_BATCH];
+        let mut n = 0;
+        for _ in 0..CQ_ROUNDS {
+            match self.core_cq.read(&mut buf) {
+                Ok(k) => {
+                    for e in &buf[..k] {
+                        let i = e.op_context;
+                        if e.flags & OpFlags::RECV.bits() == 0 {
+                            continue;
+                        }
+                        if i < st.bufs.len() {
+                            self.take_packet(act, st, i, e.len, now);
+                            self.repost(st, i);
+                        }
+                    }
+                    n += k;
+                    if k < CQ_BATCH {
+                        break;
+                    }
+                }
+                Err(e) if e.code() == Errno::EAVAIL => {
+                    if let Ok(ce) = self.core_cq.readerr_owned(0) {
+                        if ce.flags & OpFlags::RECV.bits() != 0 && ce.op_context < st.bufs.len() {
+                            // A truncated or failed datagram: not one of ours.
+                            self.repost(st, ce.op_context);
+                        }
+                    }
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        n
+    }
+
+    /// Feed datagram buffer `i` (`len` bytes) to the engine, placing message pieces as
+    /// they come; then handle its events (a lost peer's open message is abandoned before
+    /// the next packet) and the requests it completed.
+    fn take_packet(&self, act: &Active, st: &mut St, i: usize, len: usize, now: u64) {
+        {
+            let St {
+                eng,
+                bufs,
+                m,
+                rx,
+                peer_addr,
+                deferred,
+                ..
+            } = st;
+            let b = &bufs[i];
+            let pkt = &b[..len.min(b.len())];
+            eng.handle_packet_streaming(pkt, now, &mut |seg: Seg<'_>| {
+                let parts = RxParts {
+                    m: &mut *m,
+                    rx: &mut *rx,
+                    peer_addr: &mut *peer_addr,
+                    deferred: &mut *deferred,
+                };
+                self.on_seg(act, parts, seg);
+            });
+        }
+        self.handle_events(act, st);
+        if !st.deferred.is_empty() {
+            for (peer, v) in std::mem::take(&mut st.deferred) {
+                self.on_message(act, st, peer, v);
+            }
+        }
+    }
+
+    fn progress_all(&self, act: &Active) -> usize {
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        let now = self.now();
+        self.last_progress.store(now, AtomicOrdering::Relaxed);
+        let mut n = self.progress_cq(act, st, now);
+        st.eng.handle_timeout(now);
+        n += self.handle_events(act, st);
+        n += self.flush(st, now);
+        n
+    }
+}
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        self.progress_all(act)
+    }
+}
+
+fn recv_src(sh: &Shared, src: u64) -> u64 {
+    if sh.directed {
+        src
+    } else {
+        ANY_SRC
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// RMA and atomics: requests carried as messages, carried out at the target against the
+// domain's MR table, answered with a response that completes the initiator's operation.
+
+impl Shared {
+    /// Start a remote operation: a request message of `op` with `req`, whose payload is
+    /// `payload` (gathered from the application's buffers at the call).
+    #[allow(clippy::too_many_arguments)]
+    fn remote(
+        &self,
+        act: &Active,
+        dest: u64,
+        ctx: usize,
+        op: u8,
+        req: RmaReq,
+        data: Option<u64>,
+        payload: &[IoList],
+        result: Option<IoList>,
+        expect: usize,
+        cq_flags: u64,
+        cntr: CntrKind,
+        want: bool,
+    ) -> Result<()> {
+        let plen: usize = payload.iter().map(IoList::total).sum();
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        if st.live >= self.settings.tx_size {
+            drop(g);
+            self.engine.kick();
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let peer = self.peer_of(act, st, dest)?;
+        let t = Self::alloc_op(
+            st,
+            TxOp {
+                gen: 0,
+                ctx,
+                flags: cq_flags,
+                want,
+                cntr,
+                remote: Some(Remote {
+                    peer,
+                    result,
+                    expect,
+                }),
+            },
+        );
+        let mut head = Vec::with_capacity(MSG_HDR + RMA_HDR);
+        head.extend_from_slice(&op_hdr(op, t, data));
+        head.extend_from_slice(&req.bytes());
+        let mut body = vec![0u8; plen];
+        let mut at = 0;
+        for l in payload {
+            let n = l.total();
+            // SAFETY: the application's buffers are readable for their lengths during
+            // the call (C contract); `body[at..]` has `n` bytes.
+            unsafe { l.gather(0, body[at..].as_mut_ptr(), n) };
+            at += n;
+        }
+        let now = self.now();
+        let hl = head.len();
+        let r = st.eng.send_with(peer, t, hl + plen, now, |off, n, dst| {
+            let mut o = off;
+            let mut left = n;
+            if o < hl {
+                let k = (hl - o).min(left);
+                dst.extend_from_slice(&head[o..o + k]);
+                left -= k;
+                o += k;
+            }
+            dst.extend_from_slice(&body[o - hl..o - hl + left]);
+        });
+        if r.is_err() {
+            let _ = Self::take_op(st, t);
+            return Err(Error::new(Errno::EMSGSIZE, "ofi_rxd: request too long"));
+        }
+        self.flush(st, now);
+        Ok(())
+    }
+
+    /// A request or response arrived from `peer`.
+    #[allow(clippy::too_many_arguments)]
+    fn on_remote(
+        &self,
+        act: &Active,
+        st: &mut St,
+        peer: PeerId,
+        op: u8,
+        rid: u64,
+        cqdata: Option<u64>,
+        msg: &[u8],
+    ) {
+        if op == OP_RESP {
+            self.on_response(act, st, peer, rid, cqdata.unwrap_or(0), &msg[MSG_HDR..]);
+            return;
+        }
+        let Some(req) = RmaReq::parse(&msg[MSG_HDR..]) else {
+            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: short RMA request");
+            return;
+        };
+        let payload = &msg[MSG_HDR + RMA_HDR..];
+        let (status, out) = match op {
+            OP_WRITE => (self.target_write(act, &req, payload, cqdata), Vec::new()),
+            OP_READ => match self.target_read(&req) {
+                Ok(v) => (0, v),
+                Err(e) => (e.0, Vec::new()),
+            },
+            _ => match self.target_atomic(&req, payload) {
+                Ok(v) => (0, v),
+                Err(e) => (e.0, Vec::new()),
+            },
+        };
+        let mut m = Vec::with_capacity(MSG_HDR + out.len());
+        m.extend_from_slice(&op_hdr(OP_RESP, rid, Some(u64::from(status as u32))));
+        m.extend_from_slice(&out);
+        let now = self.now();
+        if st.eng.send(peer, NO_TOKEN, &m, now).is_err() {
+            ofi_core::ofi_warn!(NAME, "ep_data", "peer {peer}: response not sent");
+        }
+    }
+
+    fn on_response(
+        &self,
+        act: &Active,
+        st: &mut St,
+        peer: PeerId,
+        rid: u64,
+        status: u64,
+        data: &[u8],
+    ) {
+        let (i, gen) = split_token(rid);
+        let ok = st
+            .ops
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|o| o.gen == gen && o.remote.as_ref().is_some_and(|r| r.peer == peer));
+        if !ok {
+            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: stray response");
+            return;
+        }
+        let Some(op) = Self::take_op(st, rid) else {
+            return;
+        };
+        let code = status as u32 as i32;
+        let mut err = (code != 0).then(|| Errno(code.abs()));
+        if let Some(r) = &op.remote {
+            if err.is_none() {
+                if data.len() != r.expect {
+                    err = Some(Errno::EIO);
+                } else if let Some(res) = &r.result {
+                    let n = data.len().min(res.total());
+                    // SAFETY: the result buffers are the application's, writable for
+                    // their lengths until this completion (C contract).
+                    unsafe { res.scatter(0, data.as_ptr(), n) };
+                }
+            }
+        }
+        let want = op.want || err.is_some();
+        self.complete_tx(act, op.ctx, op.flags, want, op.cntr, err);
+    }
+
+    /// The target region of a request, as one list of local buffers.
+    fn region(
+        &self,
+        key: u64,
+        addr: u64,
+        len: usize,
+        access: OpFlags,
+    ) -> std::result::Result<(ofi_kit::mr::RemoteRegion, IoList), Errno> {
+        let region = self
+            ._dom
+            .mr
+            .lookup_remote(key, addr, len, access)
+            .map_err(|e| e.code())?;
+        let mut segs = [(0usize, 0usize); IOV_LIMIT];
+        let mut n = 0;
+        for seg in region.segments() {
+            if n == segs.len() {
+                return Err(Errno::EINVAL);
+            }
+            segs[n] = seg;
+            n += 1;
+        }
+        Ok((region, IoList::from_pairs(&segs[..n])))
+    }
+
+    fn target_write(&self, act: &Active, req: &RmaReq, payload: &[u8], cqdata: Option<u64>) -> i32 {
+        if req.len != payload.len() as u64 {
+            return Errno::EINVAL.0;
+        }
+        let (region, segs) =
+            match self.region(req.key, req.addr, payload.len(), OpFlags::REMOTE_WRITE) {
+                Ok(r) => r,
+                Err(e) => return e.0,
+            };
+        // SAFETY: the segments are the registered region's memory, checked by the MR
+        // table for `payload.len()` bytes of remote write access.
+        unsafe { segs.scatter(0, payload.as_ptr(), payload.len()) };
+        region.count_access();
+        if let (Some(d), Some(b)) = (cqdata, &act.rxcq) {
+            let e = CqTaggedEntry {
+                op_context: 0,
+                flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits(),
+                len: payload.len(),
+                buf: std::ptr::null_mut(),
+                data: d,
+                tag: 0,
+            };
+            let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+        }
+        0
+    }
+
+    fn target_read(&self, req: &RmaReq) -> std::result::Result<Vec<u8>, Errno> {
+        let len = usize::try_from(req.len).map_err(|_| Errno::EINVAL)?;
+        if len > MAX_MSG_SIZE {
+            return Err(Errno::EMSGSIZE);
+        }
+        let (region, segs) = self.region(req.key, req.addr, len, OpFlags::REMOTE_READ)?;
+        let mut v = vec![0u8; len];
+        // SAFETY: the segments are the registered region's memory, checked for `len`
+        // bytes of remote read access; `v` has `len` bytes.
+        unsafe { segs.gather(0, v.as_mut_ptr(), len) };
+        region.count_access();
+        Ok(v)
+    }
+
+    fn target_atomic(&self, req: &RmaReq, payload: &[u8]) -> std::result::Result<Vec<u8>, Errno> {
+        let dt = Datatype::from_raw(u32::from(req.dt)).ok_or(Errno::EINVAL)?;
+        let op = AtomicOp::from_raw(u32::from(req.op)).ok_or(Errno::EINVAL)?;
+        let kind = kind_of(req.kind).ok_or(Errno::EINVAL)?;
+        let count = usize::try_from(req.len).map_err(|_| Errno::EINVAL)?;
+        ofi_kit::atomic::valid(op, dt, kind).map_err(|e| e.code())?;
+        let bytes = count.checked_mul(dt.size()).ok_or(Errno::EMSGSIZE)?;
+        if bytes > crate::MAX_ATOMIC_BYTES {
+            return Err(Errno::EMSGSIZE);
+        }
+        let fetch = kind != AtomicKind::Base;
+        let access = if op == AtomicOp::AtomicRead {
+            OpFlags::REMOTE_READ
+        } else if fetch {
+            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
+        } else {
+            OpFlags::REMOTE_WRITE
+        };
+        let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+        let compare_len = if kind == AtomicKind::Compare {
+            bytes
+        } else {
+            0
+        };
+        if payload.len() != operand_len + compare_len {
+            return Err(Errno::EINVAL);
+        }
+        let (region, segs) = self.region(req.key, req.addr, bytes, access)?;
+        let seg = match segs.slice() {
+            [one] => *one,
+            [] if bytes == 0 => (0, 0),
+            _ => return Err(Errno::EINVAL),
+        };
+        let (operand, compare) = payload.split_at(operand_len);
+        let mut result = vec![0u8; if fetch { bytes } else { 0 }];
+        let target: &mut [u8] = if bytes == 0 {
+            &mut []
+        } else {
+            // SAFETY: the MR table checked that [seg.0, seg.0 + bytes) lies inside a live
+            // registration granting this access; atomics through this process are
+            // serialised by ATOMIC_LOCKS.
+            unsafe { std::slice::from_raw_parts_mut(seg.0 as *mut u8, bytes) }
+        };
+        let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
+        locks
+            .apply(
+                seg.0 as u64,
+                op,
+                dt,
+                kind,
+                target,
+                operand,
+                compare,
+                &mut result,
+                count,
+            )
+            .map_err(|e| e.code())?;
+        region.count_access();
+        Ok(result)
+    }
+}
+
+/// Atomics applied by this process (every rxd endpoint) are serialised per address
+/// stripe.
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
+
+fn ioc_list(v: &[Ioc], size: usize) -> Result<IoList> {
+    if v.len() > IOV_LIMIT {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("ofi_rxd: {} ioc entries, the limit is {IOV_LIMIT}", v.len()),
+        ));
+    }
+    let mut pairs = [(0usize, 0usize); IOV_LIMIT];
+    for (d, e) in pairs.iter_mut().zip(v) {
+        let n = e
+            .count
+            .checked_mul(size)
+            .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: atomic element count overflows"))?;
+        *d = (e.addr as usize, n);
+    }
+    Ok(IoList::from_pairs(&pairs[..v.len()]))
+}
+
+impl Endpoint {
+    #[allow(clippy::too_many_arguments)]
+    fn rma(
+        &self,
+        iov: Vec<Iov>,
+        _desc: Vec<usize>,
+        peer: u64,
+        rma: RmaIov,
+        ctx: usize,
+        data: Option<u64>,
+        read: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let l = IoList::from_iov(&iov, NAME)?;
+        let total = l.total();
+        if total != rma.len {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "ofi_rxd: {total} local bytes for a remote buffer of {}",
+                    rma.len
+                ),
+            ));
+        }
+        if total > MAX_MSG_SIZE {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("ofi_rxd: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+            ));
+        }
+        if inject || flags.contains(OpFlags::INJECT) {
+            self.check_inject(OpFlags::INJECT, total)?;
+        }
+        let want = !inject
+            && act
+                .txcq
+                .as_ref()
+                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let req = RmaReq {
+            key: rma.key,
+            addr: rma.addr,
+            len: total as u64,
+            dt: 0,
+            op: 0,
+            kind: 0,
+        };
+        if read {
+            self.sh.remote(
+                act,
+                peer,
+                ctx,
+                OP_READ,
+                req,
+                None,
+                &[],
+                Some(l),
+                total,
+                (OpFlags::RMA | OpFlags::READ).bits(),
+                CntrKind::Read,
+                want,
+            )
+        } else {
+            self.sh.remote(
+                act,
+                peer,
+                ctx,
+                OP_WRITE,
+                req,
+                data,
+                &[l],
+                None,
+                0,
+                (OpFlags::RMA | OpFlags::WRITE).bits(),
+                CntrKind::Write,
+                want,
+            )
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn atomic_any(
+        &self,
+        kind: AtomicKind,
+        iov: &[Ioc],
+        _desc: Vec<usize>,
+        cmp: &[Ioc],
+        _cdesc: Vec<usize>,
+        res: &[Ioc],
+        _rdesc: Vec<usize>,
+        peer: u64,
+        rma: RmaIoc,
+        dt: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        let act = self.active()?;
+        ofi_kit::atomic::valid(op, dt, kind)?;
+        let size = dt.size();
+        let count: usize = iov.iter().map(|v| v.count).sum();
+        let count = if op == AtomicOp::AtomicRead && count == 0 {
+            res.iter().map(|v| v.count).sum()
+        } else {
+            count
+        };
+        if count != rma.count {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "ofi_rxd: local and remote atomic element counts differ",
+            ));
+        }
+        let bytes = count.saturating_mul(size);
+        if bytes > crate::MAX_ATOMIC_BYTES {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("ofi_rxd: atomic of {bytes} bytes is too large"),
+            ));
+        }
+        let operand = if op == AtomicOp::AtomicRead {
+            IoList::one(0, 0)
+        } else {
+            ioc_list(iov, size)?
+        };
+        let compare = ioc_list(cmp, size)?;
+        if kind == AtomicKind::Compare && compare.total() != bytes {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "ofi_rxd: compare buffer and operand element counts differ",
+            ));
+        }
+        let result = if kind == AtomicKind::Base {
+            None
+        } else {
+            let r = ioc_list(res, size)?;
+            if r.total() != bytes {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "ofi_rxd: result buffer and operand element counts differ",
+                ));
+            }
+            Some(r)
+        };
+        let want = !inject
+            && act
+                .txcq
+                .as_ref()
+                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let (cq_flags, cntr) = match kind {
+            AtomicKind::Base => ((OpFlags::ATOMIC | OpFlags::WRITE).bits(), CntrKind::Write),
+            _ => ((OpFlags::ATOMIC | OpFlags::READ).bits(), CntrKind::Read),
+        };
+        let req = RmaReq {
+            key: rma.key,
+            addr: rma.addr,
+            len: count as u64,
+            dt: dt.to_raw() as u8,
+            op: op.to_raw() as u8,
+            kind: kind_code(kind),
+        };
+        let payload: Vec<IoList> = if kind == AtomicKind::Compare {
+            vec![operand, compare]
+        } else {
+            vec![operand]
+        };
+        let expect = if result.is_some() { bytes } else { 0 };
+        self.sh.remote(
+            act, peer, ctx, OP_ATOMIC, req, None, &payload, result, expect, cq_flags, cntr, want,
+        )
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        let n = ofi_kit::atomic::valid(op, dt, kind)?;
+        Ok(n.min(crate::MAX_ATOMIC_BYTES / dt.size().max(1)))
+    }
+}
+
+impl MrEndpointTarget for Endpoint {
+    fn mr_endpoint_id(&self) -> u64 {
+        Arc::as_ptr(&self.sh) as usize as u64
+    }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                "ofi_rxd: bind after fi_enable",
+            ));
+        }
+        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
+    }
+
+    fn enable(&self) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Ok(());
+        }
+        let setup = lock(&self.sh.setup);
+        let av = setup.require_for_enable("ofi_rxd")?;
+        let _ = self.sh.active.set(Active {
+            av,
+            txcq: setup.txcq.clone(),
+            rxcq: setup.rxcq.clone(),
+            txcntr: setup.txcntr.clone(),
+            rxcntr: setup.rxcntr.clone(),
+            wcntr: setup.wcntr.clone(),
+            rcntr: setup.rcntr.clone(),
+        });
+        self.sh.engine.kick();
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let act = self.active()?;
+        let recv = lock(&self.sh.st).m.cancel(context);
+        match recv {
+            Some(r) => {
+                if let Some(b) = &act.rxcq {
+                    let mut ce = CqError::new(r.ctx, Errno::ECANCELED);
+                    ce.flags = (OpFlags::RECV
+                        | if r.tagged {
+                            OpFlags::TAGGED
+                        } else {
+                            OpFlags::MSG
+                        })
+                    .bits();
+                    ce.tag = r.tag;
+                    let _ = b.cq.push_err(ce);
+                }
+                Ok(())
+            }
+            None => Err(Error::new(
+                Errno::ENOENT,
+                "ofi_rxd: no such operation to cancel",
+            )),
+        }
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+            return Err(Error::new(
+                Errno::ENOPROTOOPT,
+                "ofi_rxd: option not supported",
+            ));
+        }
+        let v = lock(&self.sh.st).m.config().min_multi_recv;
+        let b = v.to_ne_bytes();
+        let Some(dst) = optval.get_mut(..b.len()) else {
+            return Err(Error::new(
+                Errno::ETOOSMALL,
+                "ofi_rxd: FI_OPT_MIN_MULTI_RECV needs a size_t",
+            ));
+        };
+        dst.copy_from_slice(&b);
+        Ok(b.len())
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+            return Err(Error::new(
+                Errno::ENOPROTOOPT,
+                "ofi_rxd: option not supported",
+            ));
+        }
+        let b: [u8; std::mem::size_of::<usize>()] = optval.try_into().map_err(|_| {
+            Error::new(
+                Errno::EINVAL,
+                "ofi_rxd: FI_OPT_MIN_MULTI_RECV takes a size_t",
+            )
+        })?;
+        lock(&self.sh.st)
+            .m
+            .set_min_multi_recv(usize::from_ne_bytes(b));
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.sh.me_bytes.clone())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.sh.st);
+        Ok(st.m.config().max_posted.saturating_sub(st.m.posted_len()))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.sh.st);
+        Ok(self.sh.settings.tx_size.saturating_sub(st.live))
+    }
+
+    unsafe fn send(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        dest: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            0,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn sendv(&self, iov: &[Iov], _d: &[Desc], dest: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::from_iov(iov, NAME)?,
+            dest,
+            ctx,
+            0,
+            None,
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn sendmsg(&self, msg: &RawMsg, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        let l = IoList::from_iov(iov, NAME)?;
+        self.check_inject(flags, l.total())?;
+        self.sh
+            .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
+    }
+
+    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
+        let act = self.active()?;
+        self.check_inject(OpFlags::INJECT, len)?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            0,
+            None,
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn senddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        data: u64,
+        dest: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            0,
+            Some(data),
+            false,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
+        let act = self.active()?;
+        self.check_inject(OpFlags::INJECT, len)?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            0,
+            Some(data),
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn recv(&self, buf: *mut u8, len: usize, _d: Desc, src: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let r = PostedRecv::msg(ctx, IoList::one(buf as usize, len), len)
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
+        let act = self.active()?;
+        let l = IoList::from_iov(iov, NAME)?;
+        let r = PostedRecv::msg(ctx, l, l.total())
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn recvmsg(&self, msg: &RawMsg, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let l = IoList::from_iov(iov, NAME)?;
+        if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "ofi_rxd: FI_MULTI_RECV needs exactly one buffer",
+            ));
+        }
+        let r = PostedRecv::msg(msg.context, l, l.total())
+            .from_src(recv_src(&self.sh, msg.addr))
+            .with_flags(flags & (OpFlags::MULTI_RECV | OpFlags::COMPLETION));
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn tsend(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            tag,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tsendv(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::from_iov(iov, NAME)?,
+            dest,
+            ctx,
+            tag,
+            None,
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        let l = IoList::from_iov(iov, NAME)?;
+        self.check_inject(flags, l.total())?;
+        self.sh.send(
+            act,
+            l,
+            msg.addr,
+            msg.context,
+            msg.tag,
+            data,
+            true,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn tinject(&self, buf: *const u8, len: usize, dest: u64, tag: u64) -> Result<()> {
+        let act = self.active()?;
+        self.check_inject(OpFlags::INJECT, len)?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            tag,
+            None,
+            true,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn tsenddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _d: Desc,
+        data: u64,
+        dest: u64,
+        tag: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let f = self.sh.tx_op_flags;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            ctx,
+            tag,
+            Some(data),
+            true,
+            f,
+            false,
+        )
+    }
+
+    unsafe fn tinjectdata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        tag: u64,
+    ) -> Result<()> {
+        let act = self.active()?;
+        self.check_inject(OpFlags::INJECT, len)?;
+        self.sh.send(
+            act,
+            IoList::one(buf as usize, len),
+            dest,
+            0,
+            tag,
+            Some(data),
+            true,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn trecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        _d: Desc,
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let r = PostedRecv::tagged(ctx, tag, ignore, IoList::one(buf as usize, len), len)
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn trecvv(
+        &self,
+        iov: &[Iov],
+        _d: &[Desc],
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let act = self.active()?;
+        let l = IoList::from_iov(iov, NAME)?;
+        let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
+            .from_src(recv_src(&self.sh, src))
+            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
+        self.sh.post_recv(act, r)
+    }
+
+    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
+        let act = self.active()?;
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        let l = IoList::from_iov(iov, NAME)?;
+        let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
+        let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
+            .from_src(recv_src(&self.sh, msg.addr))
+            .with_flags(flags & keep);
+        self.sh.post_recv(act, r)
+    }
+
+    // ---- RMA ----
+
+    // ---- RMA ----
+
+    unsafe fn read(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        d: Desc,
+        src: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = vec![Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov,
+            descs(&[d]),
+            src,
+            rma,
+            ctx,
+            None,
+            true,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn readv(
+        &self,
+        iov: &[Iov],
+        d: &[Desc],
+        src: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let len = iov.iter().map(|v| v.len).sum();
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov.to_vec(),
+            descs(d),
+            src,
+            rma,
+            ctx,
+            None,
+            true,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        // SAFETY: as above.
+        let rma = unsafe { one_rma_iov(msg)? };
+        let d = desc_vec(msg.desc, msg.iov_count);
+        self.rma(
+            iov.to_vec(),
+            d,
+            msg.addr,
+            rma,
+            msg.context,
+            None,
+            true,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn write(
+        &self,
+        buf: *const u8,
+        len: usize,
+        d: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = vec![Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov,
+            descs(&[d]),
+            dest,
+            rma,
+            ctx,
+            None,
+            false,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn writev(
+        &self,
+        iov: &[Iov],
+        d: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let len = iov.iter().map(|v| v.len).sum();
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov.to_vec(),
+            descs(d),
+            dest,
+            rma,
+            ctx,
+            None,
+            false,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        // SAFETY: as above.
+        let rma = unsafe { one_rma_iov(msg)? };
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        let d = desc_vec(msg.desc, msg.iov_count);
+        self.rma(
+            iov.to_vec(),
+            d,
+            msg.addr,
+            rma,
+            msg.context,
+            data,
+            false,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn inject_write(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        let iov = vec![Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov,
+            Vec::new(),
+            dest,
+            rma,
+            0,
+            None,
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn writedata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        d: Desc,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = vec![Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov,
+            descs(&[d]),
+            dest,
+            rma,
+            ctx,
+            Some(data),
+            false,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn inject_writedata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        let iov = vec![Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let rma = RmaIov { addr, len, key };
+        self.rma(
+            iov,
+            Vec::new(),
+            dest,
+            rma,
+            0,
+            Some(data),
+            false,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    // ---- atomics ----
+
+    unsafe fn atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        d: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = [Ioc {
+            addr: buf as *mut c_void,
+            count,
+        }];
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Base,
+            &iov,
+            descs(&[d]),
+            &[],
+            Vec::new(),
+            &[],
+            Vec::new(),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn atomicv(
+        &self,
+        iov: &[Ioc],
+        d: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let count = iov.iter().map(|v| v.count).sum();
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Base,
+            iov,
+            descs(d),
+            &[],
+            Vec::new(),
+            &[],
+            Vec::new(),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
+        let (iov, rma, dt, op) = atomic_parts(msg)?;
+        let d = desc_vec(msg.desc, msg.iov_count);
+        self.atomic_any(
+            AtomicKind::Base,
+            iov,
+            d,
+            &[],
+            Vec::new(),
+            &[],
+            Vec::new(),
+            msg.addr,
+            rma,
+            dt,
+            op,
+            msg.context,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn inject_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+    ) -> Result<()> {
+        let iov = [Ioc {
+            addr: buf as *mut c_void,
+            count,
+        }];
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Base,
+            &iov,
+            Vec::new(),
+            &[],
+            Vec::new(),
+            &[],
+            Vec::new(),
+            dest,
+            rma,
+            datatype,
+            op,
+            0,
+            OpFlags::empty(),
+            true,
+        )
+    }
+
+    unsafe fn fetch_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        d: Desc,
+        result: *mut c_void,
+        result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = [Ioc {
+            addr: buf as *mut c_void,
+            count,
+        }];
+        let res = [Ioc {
+            addr: result,
+            count,
+        }];
+        let rma = RmaIoc { addr, count, key };
+        let iovs: &[Ioc] = if buf.is_null() { &[] } else { &iov };
+        self.atomic_any(
+            AtomicKind::Fetch,
+            iovs,
+            descs(&[d]),
+            &[],
+            Vec::new(),
+            &res,
+            descs(&[result_desc]),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn fetch_atomicv(
+        &self,
+        iov: &[Ioc],
+        d: &[Desc],
+        resultv: &[Ioc],
+        result_desc: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let count = resultv.iter().map(|v| v.count).sum();
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Fetch,
+            iov,
+            descs(d),
+            &[],
+            Vec::new(),
+            resultv,
+            descs(result_desc),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn fetch_atomicmsg(
+        &self,
+        msg: &MsgAtomic,
+        resultv: &[Ioc],
+        result_desc: &[Desc],
+        flags: OpFlags,
+    ) -> Result<()> {
+        let (iov, rma, dt, op) = atomic_parts(msg)?;
+        let d = desc_vec(msg.desc, msg.iov_count);
+        self.atomic_any(
+            AtomicKind::Fetch,
+            iov,
+            d,
+            &[],
+            Vec::new(),
+            resultv,
+            descs(result_desc),
+            msg.addr,
+            rma,
+            dt,
+            op,
+            msg.context,
+            flags,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomic(
+        &self,
+        buf: *const c_void,
+        count: usize,
+        d: Desc,
+        compare: *const c_void,
+        compare_desc: Desc,
+        result: *mut c_void,
+        result_desc: Desc,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let iov = [Ioc {
+            addr: buf as *mut c_void,
+            count,
+        }];
+        let cmp = [Ioc {
+            addr: compare as *mut c_void,
+            count,
+        }];
+        let res = [Ioc {
+            addr: result,
+            count,
+        }];
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Compare,
+            &iov,
+            descs(&[d]),
+            &cmp,
+            descs(&[compare_desc]),
+            &res,
+            descs(&[result_desc]),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomicv(
+        &self,
+        iov: &[Ioc],
+        d: &[Desc],
+        comparev: &[Ioc],
+        compare_desc: &[Desc],
+        resultv: &[Ioc],
+        result_desc: &[Desc],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+    ) -> Result<()> {
+        let count = iov.iter().map(|v| v.count).sum();
+        let rma = RmaIoc { addr, count, key };
+        self.atomic_any(
+            AtomicKind::Compare,
+            iov,
+            descs(d),
+            comparev,
+            descs(compare_desc),
+            resultv,
+            descs(result_desc),
+            dest,
+            rma,
+            datatype,
+            op,
+            ctx,
+            self.sh.tx_op_flags,
+            false,
+        )
+    }
+
+    unsafe fn compare_atomicmsg(
+        &self,
+        msg: &MsgAtomic,
+        comparev: &[Ioc],
+        compare_desc: &[Desc],
+        resultv: &[Ioc],
+        result_desc: &[Desc],
+        flags: OpFlags,
+    ) -> Result<()> {
+        let (iov, rma, dt, op) = atomic_parts(msg)?;
+        let d = desc_vec(msg.desc, msg.iov_count);
+        self.atomic_any(
+            AtomicKind::Compare,
+            iov,
+            d,
+            comparev,
+            descs(compare_desc),
+            resultv,
+            descs(result_desc),
+            msg.addr,
+            rma,
+            dt,
+            op,
+            msg.context,
+            flags,
+            false,
+        )
+    }
+
+    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.atomic_max(datatype, op, AtomicKind::Base)
+    }
+
+    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.atomic_max(datatype, op, AtomicKind::Fetch)
+    }
+
+    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+        self.atomic_max(datatype, op, AtomicKind::Compare)
+    }
+}
+
+/// The iov array of a message.
+///
+/// # Safety
+/// `p` points to `n` entries (or `n` is 0).
+unsafe fn iov_slice<'a>(p: *const Iov, n: usize) -> Result<&'a [Iov]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Error::new(Errno::EINVAL, "ofi_rxd: null msg_iov"));
+    }
+    if n > IOV_LIMIT {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("ofi_rxd: {n} iov entries, the limit is {IOV_LIMIT}"),
+        ));
+    }
+    // SAFETY: caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// The single remote buffer of an RMA message.
+///
+/// # Safety
+/// `msg.rma_iov` points to `msg.rma_iov_count` entries.
+unsafe fn one_rma_iov(msg: &MsgRma) -> Result<RmaIov> {
+    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "ofi_rxd: {} remote buffers (the limit is 1)",
+                msg.rma_iov_count
+            ),
+        ));
+    }
+    // SAFETY: caller's contract; count is 1.
+    Ok(unsafe { *msg.rma_iov })
+}
+
+fn descs(d: &[Desc]) -> Vec<usize> {
+    d.iter().map(|p| *p as usize).collect()
+}
+
+fn ioc_slice<'a>(p: *const Ioc, n: usize) -> Result<&'a [Ioc]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() || n > IOV_LIMIT {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("ofi_rxd: bad atomic iov ({n} entries)"),
+        ));
+    }
+    // SAFETY: the C contract of the atomic message calls: `p` holds `n` entries.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+fn desc_vec(p: *const *mut c_void, n: usize) -> Vec<usize> {
+    if p.is_null() || n == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the C contract: a non-null desc array has one entry per iov.
+    unsafe { std::slice::from_raw_parts(p, n) }
+        .iter()
+        .map(|d| *d as usize)
+        .collect()
+}
+
+/// The parts of an atomic message: local iocs, the single remote buffer, datatype and
+/// operation.
+fn atomic_parts(msg: &MsgAtomic) -> Result<(&[Ioc], RmaIoc, Datatype, AtomicOp)> {
+    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "ofi_rxd: atomic messages take one remote buffer",
+        ));
+    }
+    let iov = ioc_slice(msg.msg_iov, msg.iov_count)?;
+    // SAFETY: the C contract; count is 1.
+    let r = unsafe { *msg.rma_iov };
+    let dt = Datatype::from_raw(msg.datatype)
+        .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: unknown atomic datatype"))?;
+    let op = AtomicOp::from_raw(msg.op)
+        .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: unknown atomic operation"))?;
+    Ok((iov, r, dt, op))
+}
+
+impl Endpoint {
+    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
+        let max = self.sh.inject_max;
+        if flags.contains(OpFlags::INJECT) && len > max {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("ofi_rxd: FI_INJECT of {len} bytes exceeds inject_size {max}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        assert_eq!(split_token(token(5, 77)), (5, 77));
+        assert_eq!(split_token(token(u32::MAX, 1)), (u32::MAX, 1));
+    }
+}

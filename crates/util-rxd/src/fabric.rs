@@ -1,0 +1,258 @@
+//! The fabric, the domain, the address vector and memory regions.
+//!
+//! - [`Fabric`] opens the DGRAM core's fabric through the host (it finds the core's info
+//!   again from the RDM info's provider stack, fabric name and address format); its EQs
+//!   and wait sets are the kit's.
+//! - [`Domain`] opens the core's domain (manual progress: rxd drives it) and owns the
+//!   kit progress engine its CQs, counters and endpoints use (manual or auto, from the
+//!   RDM info).
+//! - [`Av`] is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for udp):
+//!   an rxd address is the core DGRAM endpoint's name.
+//! - Memory regions are the kit's ([`KitMr`] in a per-domain [`MrTable`]): rxd carries
+//!   out RMA and atomics at the target itself, checking each access against the table.
+//!
+//! Nothing here panics.
+
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use ofi_core::attr::Info;
+use ofi_core::av::AvAttr;
+use ofi_core::cntr::CntrAttr;
+use ofi_core::cq::CqAttr;
+use ofi_core::domain::Domain as CoreDomain;
+use ofi_core::eq::EqAttr;
+use ofi_core::fabric::Fabric as CoreFabric;
+use ofi_core::getinfo::GetinfoRequest;
+use ofi_core::mr::MrAttr;
+use ofi_core::provider::{DomainOps, FabricOps, Host, TryWaitRef, Unsupported};
+use ofi_core::version::API_VERSION;
+use ofi_core::wait::WaitAttr;
+use ofi_core::{AvType, EpType, Errno, Error, MrMode, Progress, Result};
+use ofi_kit::av::{AvConfig, KitAv, SharedAv};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::mr::{KitMr, MrConfig, MrTable};
+use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::wait::{self, KitWait};
+
+use crate::ep::Endpoint;
+use crate::Settings;
+
+fn check_ep_type(info: &Info) -> Result<()> {
+    if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "ofi_rxd: {} endpoints are not supported (only FI_EP_RDM)",
+                info.ep_attr.ep_type
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Find the DGRAM core info an rxd info was made from.
+///
+/// # Errors
+/// `FI_ENODATA` when no core matches any more.
+pub fn core_info_for(host: &Host, info: &Info) -> Result<Info> {
+    let mut h = crate::core_hints(Some(info));
+    h.src_addr = None;
+    h.dest_addr = None;
+    h.domain_attr.data_progress = Progress::Unspec;
+    let req = GetinfoRequest {
+        hints: Some(h),
+        ..GetinfoRequest::new(API_VERSION)
+    };
+    let out = host.getinfo_core(&req);
+    out.infos
+        .into_iter()
+        .find(|i| i.ep_type() == EpType::Dgram && i.addr_format == info.addr_format)
+        .ok_or_else(|| {
+            Error::new(
+                Errno::ENODATA,
+                format!(
+                    "ofi_rxd: no FI_EP_DGRAM core provider for '{}'{}",
+                    info.prov_name(),
+                    out.error.map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            )
+        })
+}
+
+/// A fabric: the DGRAM core's fabric, opened through the host.
+#[derive(Debug)]
+pub struct Fabric {
+    settings: Settings,
+    core_info: Info,
+    core: Arc<CoreFabric>,
+}
+
+impl Fabric {
+    /// Open the fabric for `info` (an rxd getinfo result).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
+    /// fabric-open errors.
+    pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
+        check_ep_type(info)?;
+        let core_info = core_info_for(&host, info)?;
+        let core = Arc::new(host.open_fabric(&core_info)?);
+        Ok(Fabric {
+            settings,
+            core_info,
+            core,
+        })
+    }
+
+    /// The core's fabric.
+    pub fn core(&self) -> &CoreFabric {
+        &self.core
+    }
+}
+
+impl FabricOps for Fabric {
+    type Domain = Domain;
+    type PassiveEp = Unsupported;
+    type Eq = KitEq;
+    type Wait = KitWait;
+
+    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
+        check_ep_type(info)?;
+        // One engine drives data and connections: auto if either is asked to be.
+        let d = &info.domain_attr;
+        let p = if d.data_progress == Progress::Auto || d.control_progress == Progress::Auto {
+            Progress::Auto
+        } else {
+            d.data_progress
+        };
+        let engine = ProgressEngine::new(ProgressMode::from(p))?;
+        let mut ci = self.core_info.clone();
+        ci.domain_attr.data_progress = Progress::Manual;
+        let core = self.core.domain(&ci)?;
+        let mode = info.domain_attr.mr_mode
+            & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL);
+        let mut cfg = MrConfig::new(mode);
+        cfg.iov_limit = crate::IOV_LIMIT;
+        Ok(Domain {
+            inner: Arc::new(DomainShared {
+                settings: self.settings,
+                core_info: ci,
+                core,
+                fabric: self.core.clone(),
+                mr: MrTable::new(cfg)?,
+            }),
+            engine: Arc::new(engine),
+            av_type: info.domain_attr.av_type,
+        })
+    }
+
+    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
+        KitEq::new(attr)
+    }
+
+    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
+        KitEq::new_in(attr, set)
+    }
+
+    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
+        KitWait::new(attr)
+    }
+
+    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
+        wait::trywait_kit(objs)
+    }
+}
+
+/// What a domain's endpoints share: the core domain and fabric, and the key counter of
+/// internal registrations.
+#[derive(Debug)]
+pub struct DomainShared {
+    /// Parameters.
+    pub settings: Settings,
+    /// The core's info (manual progress).
+    pub core_info: Info,
+    /// The core's domain.
+    pub core: CoreDomain,
+    /// The core's fabric.
+    pub fabric: Arc<CoreFabric>,
+    /// Memory registrations (targets of RMA and atomics).
+    pub mr: Arc<MrTable>,
+}
+
+/// A domain.
+#[derive(Debug)]
+pub struct Domain {
+    inner: Arc<DomainShared>,
+    engine: Arc<ProgressEngine>,
+    av_type: AvType,
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    type Cq = KitCq;
+    type Cntr = KitCntr;
+    type Av = SharedAv;
+    type Mr = KitMr;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        if flags != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "ofi_rxd: fi_endpoint2 flags are not supported",
+            ));
+        }
+        check_ep_type(info)?;
+        Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
+    }
+
+    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress(attr, self.engine.clone())
+    }
+
+    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress(attr, self.engine.clone())
+    }
+
+    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
+        KitCq::with_progress_in(attr, self.engine.clone(), set)
+    }
+
+    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
+        KitCntr::with_progress_in(attr, self.engine.clone(), set)
+    }
+
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
+        let fmt = self.inner.core_info.addr_format;
+        let mut cfg = AvConfig::new(fmt);
+        cfg.default_type = match self.av_type {
+            AvType::Table => AvType::Table,
+            _ => AvType::Map,
+        };
+        let kit = KitAv::open(attr, context, cfg)?;
+        Ok(SharedAv::new(kit))
+    }
+
+    /// Registration in the domain's kit MR table: rxd carries out RMA and atomics
+    /// itself at the target, checked against it.
+    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
+        self.inner.mr.register(attr, flags)
+    }
+
+    fn query_atomic(
+        &self,
+        datatype: ofi_core::enums::Datatype,
+        op: ofi_core::enums::AtomicOp,
+        flags: u64,
+    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+        let a = ofi_kit::atomic::query(op, datatype, flags)?;
+        let size = a.size.max(1);
+        Ok(ofi_core::abi::raw::AtomicAttr {
+            count: a.count.min(crate::MAX_ATOMIC_BYTES / size),
+            size: a.size,
+        })
+    }
+}

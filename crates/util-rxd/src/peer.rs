@@ -1,0 +1,1117 @@
+//! The sans-IO reliable-datagram engine: connections to peers, sequence numbers, sliding
+//! windows, acknowledgements, retransmission with exponential back-off, segmentation and
+//! reassembly, and loss of unresponsive peers.
+//!
+//! [`Engine`] does no I/O and reads no clock. Its inputs are packet bytes
+//! ([`Engine::handle_packet`]), the current time in nanoseconds of any monotonic clock
+//! ([`Engine::handle_timeout`]) and messages to send ([`Engine::send_with`]); its outputs are
+//! packets to put on the wire ([`Engine::poll_transmit`]), events ([`Engine::poll_event`]:
+//! messages received, sends acknowledged or failed, peers lost) and its next deadline
+//! ([`Engine::poll_timeout`]). Received messages come out whole
+//! ([`Event::Message`]), or piece by piece in order to a sink
+//! ([`Engine::handle_packet_streaming`]) so the caller can place them without a reassembly
+//! copy. Tests drive it on a virtual clock over a simulated lossy
+//! network; the endpoint drives it with `Instant` and the core provider.
+//!
+//! # Protocol
+//!
+//! - **Connection**: the first message to a peer sends `CONNECT` (our id, a fresh session
+//!   number and our address), repeated with back-off until `ACCEPT` arrives or the retry
+//!   limit is reached. A `CONNECT` from a peer creates or refreshes its connection and is
+//!   answered with `ACCEPT` (again for duplicates). Simultaneous connects converge: each
+//!   side adopts the other's session. A `CONNECT` with a new session from a connected
+//!   peer means the peer restarted or gave up on us: the old connection's operations fail
+//!   and the new one starts from scratch.
+//! - **Data**: a message is cut into segments of at most `seg_size` bytes, one packet
+//!   each, numbered by a per-connection 32-bit sequence number (wrap-safe). At most
+//!   `window` packets and `max_inflight` bytes are unacknowledged. The receiver delivers
+//!   segments in sequence order only (so messages to one peer arrive in the order sent:
+//!   `FI_ORDER_SAS`), keeps out-of-order packets within twice the window, and drops
+//!   duplicates; a message's length must add up exactly, or the peer is reset.
+//! - **Acknowledgement**: cumulative (next sequence expected) plus a 64-bit selective
+//!   bitmap, piggybacked on every packet to the peer; a standalone `ACK` goes after
+//!   `ack_every` packets, after `ack_delay`, and at once for out-of-order or duplicate
+//!   packets and for packets flagged [`F_REQ`] (the sender's bytes in flight passed half
+//!   the limit, or its window is full).
+//! - **Retransmission**: a packet not acknowledged within `rto × 2^(tries-1)` (capped at
+//!   `rto_max`) is sent again; holes below a selectively acknowledged packet are resent
+//!   after two such acknowledgements (at most once per quarter `rto`). A packet (or `CONNECT`) sent `retry_limit`
+//!   times without answer declares the peer lost: every operation queued or in flight to
+//!   it fails ([`Event::Failed`]), partial receives are dropped, and packets of that
+//!   connection are ignored from then on. A later send opens a new connection.
+//!
+//! # Invariants
+//!
+//! - `inflight` of a connection holds exactly the packets with sequence numbers in
+//!   `[snd_una, snd_nxt)`, in order; those below `sent_upto` were transmitted.
+//! - A message's token is reported exactly once: [`Event::Sent`] or [`Event::Failed`].
+//!
+//! Nothing here panics on any input: malformed packets are counted and dropped.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::proto::{
+    self, first_len, seq_lt, Hdr, PktType, FIRST_LEN, F_ACK, F_FIRST, F_LAST, F_REQ, HDR_LEN,
+    MAX_ADDR,
+};
+
+/// A peer's index in the engine.
+pub type PeerId = u32;
+
+/// Engine parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Largest payload of one packet (the core's datagram size less [`HDR_LEN`]).
+    pub seg_size: usize,
+    /// Most unacknowledged packets per connection.
+    pub window: u32,
+    /// Most unacknowledged bytes per connection (at least one packet goes): keeps a
+    /// burst within what the receiver's socket buffer holds.
+    pub max_inflight: usize,
+    /// First retransmission timeout, in nanoseconds.
+    pub rto: u64,
+    /// Largest retransmission timeout, in nanoseconds.
+    pub rto_max: u64,
+    /// Transmissions of one packet without answer before the peer is lost.
+    pub retry_limit: u32,
+    /// In-order packets received before a standalone acknowledgement goes.
+    pub ack_every: u32,
+    /// Longest delay of an acknowledgement, in nanoseconds.
+    pub ack_delay: u64,
+    /// Largest message accepted from a peer.
+    pub max_msg: usize,
+    /// First sequence number of each connection (tests start near the wrap).
+    pub initial_seq: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            seg_size: 8192,
+            window: 256,
+            max_inflight: 192 << 10,
+            rto: 2_000_000,
+            rto_max: 500_000_000,
+            retry_limit: 12,
+            ack_every: 16,
+            ack_delay: 200_000,
+            max_msg: 1 << 30,
+            initial_seq: 0,
+        }
+    }
+}
+
+/// Why operations to a peer failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The peer stopped answering (retry limit reached).
+    Lost,
+    /// The peer opened a new connection (it restarted or gave up on us).
+    Reset,
+    /// The peer broke the protocol.
+    Protocol,
+}
+
+/// What the engine reports.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A whole message from `peer`, in order.
+    Message {
+        /// Sender.
+        peer: PeerId,
+        /// The message.
+        data: Vec<u8>,
+    },
+    /// Every packet of the message `token` was acknowledged.
+    Sent {
+        /// The token given to [`Engine::send_with`].
+        token: u64,
+    },
+    /// The message `token` will not be delivered (or may not have been).
+    Failed {
+        /// The token.
+        token: u64,
+        /// Why.
+        why: Failure,
+    },
+    /// The connection to `peer` ended (after its operations' `Failed` events).
+    PeerLost {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        why: Failure,
+    },
+}
+
+/// One in-order piece of a message, handed to the sink of
+/// [`Engine::handle_packet_streaming`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Seg<'a> {
+    /// The sender.
+    pub peer: PeerId,
+    /// The sender's address (as in [`Engine::peer_addr`]).
+    pub addr: &'a [u8],
+    /// Whether this starts a message.
+    pub first: bool,
+    /// The message's total length.
+    pub total: usize,
+    /// Offset of `data` in the message.
+    pub offset: usize,
+    /// The bytes.
+    pub data: &'a [u8],
+    /// Whether this ends the message.
+    pub last: bool,
+}
+
+/// Where [`Engine::handle_packet_streaming`] hands message pieces.
+pub type SegSink<'s> = dyn FnMut(Seg<'_>) + 's;
+
+/// Engine counters (for tests, logs and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets handed to [`Engine::poll_transmit`]'s sink.
+    pub sent: u64,
+    /// Of which retransmissions (data and `CONNECT`).
+    pub retransmits: u64,
+    /// Packets accepted by [`Engine::handle_packet`].
+    pub received: u64,
+    /// Duplicate data packets dropped.
+    pub duplicates: u64,
+    /// Malformed, stale or unexpected packets dropped.
+    pub dropped: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Connecting { tries: u32, deadline: u64 },
+    Connected,
+}
+
+struct TxPkt {
+    buf: Vec<u8>,
+    sent_at: u64,
+    deadline: u64,
+    tries: u32,
+    sacked: bool,
+    /// Counted in the peer's `inflight_bytes`.
+    counted: bool,
+}
+
+struct Peer {
+    addr: Vec<u8>,
+    state: State,
+    local_sess: u32,
+    remote_id: u32,
+    remote_sess: u32,
+    // Transmit side.
+    snd_una: u32,
+    snd_nxt: u32,
+    sent_upto: u32,
+    inflight_bytes: usize,
+    inflight: VecDeque<TxPkt>,
+    /// (token, sequence number of the message's last packet).
+    msgs: VecDeque<(u64, u32)>,
+    resend: VecDeque<u32>,
+    dup_sacks: u32,
+    send_accept: bool,
+    send_connect: bool,
+    // Receive side.
+    rcv_nxt: u32,
+    ooo: BTreeMap<u32, Vec<u8>>,
+    /// Reassembly buffer (reassembling delivery only).
+    reasm: Option<Vec<u8>>,
+    /// A message is open: its total length and the bytes delivered so far.
+    rx_open: Option<(usize, usize)>,
+    ack_count: u32,
+    ack_due: Option<u64>,
+    ack_now: bool,
+    queued: bool,
+}
+
+impl Peer {
+    fn new(addr: Vec<u8>, seq: u32) -> Peer {
+        Peer {
+            addr,
+            state: State::Idle,
+            local_sess: 0,
+            remote_id: 0,
+            remote_sess: 0,
+            snd_una: seq,
+            snd_nxt: seq,
+            sent_upto: seq,
+            inflight_bytes: 0,
+            inflight: VecDeque::new(),
+            msgs: VecDeque::new(),
+            resend: VecDeque::new(),
+            dup_sacks: 0,
+            send_accept: false,
+            send_connect: false,
+            rcv_nxt: seq,
+            ooo: BTreeMap::new(),
+            reasm: None,
+            rx_open: None,
+            ack_count: 0,
+            ack_due: None,
+            ack_now: false,
+            queued: false,
+        }
+    }
+
+    fn sack_bits(&self) -> u64 {
+        let mut s = 0u64;
+        for &q in self.ooo.keys() {
+            let d = q.wrapping_sub(self.rcv_nxt);
+            if (1..=64).contains(&d) {
+                s |= 1 << (d - 1);
+            }
+        }
+        s
+    }
+}
+
+/// The engine of one endpoint (see the module docs).
+pub struct Engine {
+    cfg: Config,
+    me: Vec<u8>,
+    peers: Vec<Peer>,
+    by_addr: HashMap<Vec<u8>, PeerId>,
+    events: VecDeque<Event>,
+    ready: VecDeque<PeerId>,
+    next_sess: u32,
+    deadline: u64,
+    stats: Stats,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("peers", &self.peers.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn rto_for(cfg: &Config, tries: u32) -> u64 {
+    let t = cfg
+        .rto
+        .saturating_mul(1u64 << tries.saturating_sub(1).min(30));
+    t.min(cfg.rto_max).max(1)
+}
+
+impl Engine {
+    /// An engine for the endpoint whose address is `me` (sent in `CONNECT`);
+    /// `sess_seed` makes its session numbers differ from a previous incarnation's.
+    pub fn new(cfg: Config, me: Vec<u8>, sess_seed: u32) -> Engine {
+        let cfg = Config {
+            seg_size: cfg.seg_size.max(64),
+            window: cfg.window.clamp(1, 1 << 20),
+            retry_limit: cfg.retry_limit.max(1),
+            ack_every: cfg.ack_every.max(1),
+            ..cfg
+        };
+        Engine {
+            cfg,
+            me,
+            peers: Vec::new(),
+            by_addr: HashMap::new(),
+            events: VecDeque::new(),
+            ready: VecDeque::new(),
+            next_sess: sess_seed | 1,
+            deadline: u64::MAX,
+            stats: Stats::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The peer with address `addr` (created, not connected, if new).
+    pub fn peer_for_addr(&mut self, addr: &[u8]) -> PeerId {
+        if let Some(&p) = self.by_addr.get(addr) {
+            return p;
+        }
+        let id = self.peers.len() as PeerId;
+        self.peers
+            .push(Peer::new(addr.to_vec(), self.cfg.initial_seq));
+        self.by_addr.insert(addr.to_vec(), id);
+        id
+    }
+
+    /// The address of `peer` (empty for an unknown id).
+    pub fn peer_addr(&self, peer: PeerId) -> &[u8] {
+        self.peers
+            .get(peer as usize)
+            .map(|p| p.addr.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Whether `peer` has a connection up.
+    pub fn is_connected(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(peer as usize)
+            .is_some_and(|p| p.state == State::Connected)
+    }
+
+    /// Messages of `peer` not yet acknowledged (queued or in flight).
+    pub fn pending(&self, peer: PeerId) -> usize {
+        self.peers.get(peer as usize).map_or(0, |p| p.msgs.len())
+    }
+
+    /// Whether anything remains to be sent, acknowledged or timed.
+    pub fn is_idle(&self) -> bool {
+        self.ready.is_empty()
+            && self.peers.iter().all(|p| {
+                p.msgs.is_empty() && p.inflight.is_empty() && !p.ack_now && p.ack_due.is_none()
+            })
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest time [`Engine::handle_timeout`] has work (`None`: no timer). It may
+    /// be early (a timer already cancelled), never late.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        (self.deadline != u64::MAX).then_some(self.deadline)
+    }
+
+    fn arm(&mut self, t: u64) {
+        self.deadline = self.deadline.min(t);
+    }
+
+    fn mark(&mut self, p: PeerId) {
+        if let Some(x) = self.peers.get_mut(p as usize) {
+            if !x.queued {
+                x.queued = true;
+                self.ready.push_back(p);
+            }
+        }
+    }
+
+    fn new_sess(&mut self) -> u32 {
+        self.next_sess = self
+            .next_sess
+            .wrapping_mul(0x9e37_79b9)
+            .wrapping_add(0x7f4a_7c15);
+        if self.next_sess == 0 {
+            self.next_sess = 1;
+        }
+        self.next_sess
+    }
+
+    /// Queue a message of `len` bytes to `peer`; `fill(offset, n, packet)` appends the
+    /// `n` message bytes at `offset` to `packet` (called once per segment, in order; a
+    /// packet left of another length is cut or zero-padded to it). `token` is reported
+    /// in [`Event::Sent`] or [`Event::Failed`]. Starts a connection when needed.
+    ///
+    /// # Errors
+    /// `Err(())` for an unknown peer or a message over `max_msg` (or 4 GiB).
+    #[allow(clippy::result_unit_err)]
+    pub fn send_with(
+        &mut self,
+        peer: PeerId,
+        token: u64,
+        len: usize,
+        now: u64,
+        mut fill: impl FnMut(usize, usize, &mut Vec<u8>),
+    ) -> Result<(), ()> {
+        if len > self.cfg.max_msg || len > u32::MAX as usize {
+            return Err(());
+        }
+        let seg = self.cfg.seg_size;
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return Err(());
+        };
+        let mut off = 0usize;
+        let mut first = true;
+        loop {
+            let hdr_extra = if first { FIRST_LEN } else { 0 };
+            let n = (len - off).min(seg - hdr_extra);
+            let last = off + n == len;
+            let mut buf = Vec::with_capacity(HDR_LEN + hdr_extra + n);
+            let mut h = Hdr::new(PktType::Data);
+            h.seq = p.snd_nxt;
+            h.flags = if first { F_FIRST } else { 0 } | if last { F_LAST } else { 0 };
+            buf.resize(HDR_LEN + hdr_extra, 0);
+            h.write(&mut buf);
+            if first {
+                buf[HDR_LEN..HDR_LEN + FIRST_LEN].copy_from_slice(&(len as u32).to_le_bytes());
+            }
+            let at = buf.len();
+            fill(off, n, &mut buf);
+            buf.resize(at + n, 0);
+            p.inflight.push_back(TxPkt {
+                buf,
+                sent_at: 0,
+                deadline: 0,
+                tries: 0,
+                sacked: false,
+                counted: false,
+            });
+            p.snd_nxt = p.snd_nxt.wrapping_add(1);
+            off += n;
+            first = false;
+            if last {
+                break;
+            }
+        }
+        p.msgs.push_back((token, p.snd_nxt.wrapping_sub(1)));
+        if p.state == State::Idle {
+            self.start_connect(peer, now);
+        }
+        self.mark(peer);
+        Ok(())
+    }
+
+    /// Queue a message held in `data` (see [`Engine::send_with`]).
+    ///
+    /// # Errors
+    /// As [`Engine::send_with`].
+    #[allow(clippy::result_unit_err)]
+    pub fn send(&mut self, peer: PeerId, token: u64, data: &[u8], now: u64) -> Result<(), ()> {
+        self.send_with(peer, token, data.len(), now, |off, n, dst| {
+            dst.extend_from_slice(&data[off..off + n])
+        })
+    }
+
+    fn start_connect(&mut self, peer: PeerId, now: u64) {
+        let sess = self.new_sess();
+        let deadline = now.saturating_add(rto_for(&self.cfg, 1));
+        if let Some(p) = self.peers.get_mut(peer as usize) {
+            p.local_sess = sess;
+            p.remote_sess = 0;
+            p.remote_id = 0;
+            p.state = State::Connecting { tries: 1, deadline };
+            p.send_connect = true;
+        }
+        self.arm(deadline);
+        self.mark(peer);
+    }
+
+    /// Reset `peer`'s connection state; its messages fail with `why`.
+    fn fail_peer(&mut self, peer: PeerId, why: Failure) {
+        let seq = self.cfg.initial_seq;
+        let Some(p) = self.peers.get_mut(peer as usize) else {
+            return;
+        };
+        for (token, _) in p.msgs.drain(..) {
+            self.events.push_back(Event::Failed { token, why });
+        }
+        p.inflight.clear();
+        p.inflight_bytes = 0;
+        p.resend.clear();
+        p.ooo.clear();
+        p.reasm = None;
+        p.rx_open = None;
+        p.state = State::Idle;
+        p.local_sess = 0;
+        p.remote_sess = 0;
+        p.remote_id = 0;
+        p.snd_una = seq;
+        p.snd_nxt = seq;
+        p.sent_upto = seq;
+        p.rcv_nxt = seq;
+        p.ack_count = 0;
+        p.ack_due = None;
+        p.ack_now = false;
+        p.send_accept = false;
+        p.send_connect = false;
+        p.dup_sacks = 0;
+        self.events.push_back(Event::PeerLost { peer, why });
+    }
+
+    /// Handle one received packet at time `now`.
+    pub fn handle_packet(&mut self, pkt: &[u8], now: u64) {
+        self.handle_packet_inner(pkt, now, None);
+    }
+
+    /// Handle one received packet at time `now`, handing message data to `sink` piece
+    /// by piece, in order, as it becomes deliverable, instead of reassembling it into an
+    /// [`Event::Message`]: the caller places it (no reassembly copy). A peer's open
+    /// message ends with a piece with `last`, or is abandoned when an
+    /// [`Event::PeerLost`] for the peer comes (or a new `first` piece from it: a new
+    /// connection).
+    pub fn handle_packet_streaming(&mut self, pkt: &[u8], now: u64, sink: &mut SegSink<'_>) {
+        self.handle_packet_inner(pkt, now, Some(sink));
+    }
+
+    fn handle_packet_inner(&mut self, pkt: &[u8], now: u64, mut sink: Option<&mut SegSink<'_>>) {
+        let Some(h) = Hdr::parse(pkt) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let body = &pkt[HDR_LEN..];
+        match h.ty {
+            PktType::Connect => self.on_connect(&h, body),
+            PktType::Accept => self.on_accept(&h),
+            PktType::Data | PktType::Ack => {
+                let Some(pid) = self.check_conn(&h) else {
+                    self.stats.dropped += 1;
+                    return;
+                };
+                self.stats.received += 1;
+                if h.flags & F_ACK != 0 {
+                    self.on_ack(pid, h.ack, h.sack, now);
+                }
+                if h.ty == PktType::Data {
+                    self.on_data(pid, &h, pkt, now, &mut sink);
+                }
+            }
+        }
+    }
+
+    /// The connected peer a data or ack packet belongs to.
+    fn check_conn(&self, h: &Hdr) -> Option<PeerId> {
+        let p = self.peers.get(h.dst_id as usize)?;
+        (p.state == State::Connected
+            && p.local_sess == h.dst_sess
+            && p.remote_sess == h.src_sess
+            && p.remote_id == h.src_id)
+            .then_some(h.dst_id)
+    }
+
+    fn on_connect(&mut self, h: &Hdr, body: &[u8]) {
+        if body.is_empty() || body.len() > MAX_ADDR || h.src_sess == 0 {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.stats.received += 1;
+        let pid = self.peer_for_addr(body);
+        let st = self.peers[pid as usize].state;
+        let (rs, ri) = {
+            let p = &self.peers[pid as usize];
+            (p.remote_sess, p.remote_id)
+        };
+        if rs == h.src_sess && ri == h.src_id && st == State::Connected {
+            // A duplicate (or our ACCEPT was lost): answer again.
+            self.peers[pid as usize].send_accept = true;
+            self.mark(pid);
+            return;
+        }
+        match st {
+            State::Connecting { .. } if rs == 0 => {}
+            State::Idle => {
+                let s = self.new_sess();
+                self.peers[pid as usize].local_sess = s;
+            }
+            _ => {
+                // A new connection from a peer we had one with: the old one is over.
+                self.fail_peer(pid, Failure::Reset);
+                let s = self.new_sess();
+                self.peers[pid as usize].local_sess = s;
+            }
+        }
+        let p = &mut self.peers[pid as usize];
+        p.remote_sess = h.src_sess;
+        p.remote_id = h.src_id;
+        p.state = State::Connected;
+        p.send_accept = true;
+        p.send_connect = false;
+        self.mark(pid);
+    }
+
+    fn on_accept(&mut self, h: &Hdr) {
+        let ok = self.peers.get(h.dst_id as usize).is_some_and(|p| {
+            p.local_sess == h.dst_sess
+                && h.src_sess != 0
+                && matches!(p.state, State::Connecting { .. })
+        });
+        if !ok {
+            // Duplicates of an ACCEPT already taken are harmless.
+            self.stats.dropped += 1;
+            return;
+        }
+        self.stats.received += 1;
+        let pid = h.dst_id;
+        let p = &mut self.peers[pid as usize];
+        p.remote_sess = h.src_sess;
+        p.remote_id = h.src_id;
+        p.state = State::Connected;
+        p.send_connect = false;
+        self.mark(pid);
+    }
+
+    fn on_ack(&mut self, pid: PeerId, ack: u32, sack: u64, now: u64) {
+        let p = &mut self.peers[pid as usize];
+        // Ignore acknowledgements of packets never sent.
+        if seq_lt(p.sent_upto, ack) || seq_lt(ack, p.snd_una) {
+            return;
+        }
+        let mut progressed = false;
+        while seq_lt(p.snd_una, ack) {
+            if let Some(t) = p.inflight.pop_front() {
+                if t.counted {
+                    p.inflight_bytes = p.inflight_bytes.saturating_sub(t.buf.len());
+                }
+            }
+            p.snd_una = p.snd_una.wrapping_add(1);
+            progressed = true;
+        }
+        while let Some(&(token, last)) = p.msgs.front() {
+            if seq_lt(last, ack) {
+                p.msgs.pop_front();
+                self.events.push_back(Event::Sent { token });
+            } else {
+                break;
+            }
+        }
+        if progressed {
+            p.dup_sacks = 0;
+        }
+        if sack != 0 {
+            let mut top = 0u32;
+            for i in 0..64u32 {
+                if sack & (1 << i) != 0 {
+                    let idx = (i + 1) as usize;
+                    if let Some(t) = p.inflight.get_mut(idx) {
+                        t.sacked = true;
+                    }
+                    top = i + 1;
+                }
+            }
+            if !progressed {
+                p.dup_sacks += 1;
+            }
+            if p.dup_sacks >= 2 || progressed {
+                // Resend holes below the highest packet the peer has, once per RTO.
+                let rto = self.cfg.rto;
+                let mut any = false;
+                for idx in 0..top as usize {
+                    if let Some(t) = p.inflight.get_mut(idx) {
+                        if !t.sacked && t.tries > 0 && now.saturating_sub(t.sent_at) >= rto / 4 {
+                            let s = p.snd_una.wrapping_add(idx as u32);
+                            if !p.resend.contains(&s) {
+                                p.resend.push_back(s);
+                                any = true;
+                            }
+                        }
+                    }
+                }
+                if any {
+                    p.dup_sacks = 0;
+                    self.mark(pid);
+                }
+            }
+        }
+        if progressed
+            && seq_lt(
+                self.peers[pid as usize].sent_upto,
+                self.peers[pid as usize].snd_nxt,
+            )
+        {
+            self.mark(pid);
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        pid: PeerId,
+        h: &Hdr,
+        pkt: &[u8],
+        now: u64,
+        sink: &mut Option<&mut SegSink<'_>>,
+    ) {
+        let window = self.cfg.window;
+        let p = &mut self.peers[pid as usize];
+        let s = h.seq;
+        if seq_lt(s, p.rcv_nxt) {
+            self.stats.duplicates += 1;
+            p.ack_now = true;
+            self.mark(pid);
+            return;
+        }
+        if s != p.rcv_nxt {
+            if s.wrapping_sub(p.rcv_nxt) > window.saturating_mul(2) {
+                self.stats.dropped += 1;
+                return;
+            }
+            match p.ooo.entry(s) {
+                std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicates += 1,
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(pkt.to_vec());
+                }
+            }
+            p.ack_now = true;
+            self.mark(pid);
+            return;
+        }
+        // A window-full sender: acknowledge at the end of this round.
+        if h.flags & F_REQ != 0 {
+            p.ack_now = true;
+        }
+        if !self.deliver(pid, h.flags, &pkt[HDR_LEN..], sink) {
+            return;
+        }
+        loop {
+            let p = &mut self.peers[pid as usize];
+            p.rcv_nxt = p.rcv_nxt.wrapping_add(1);
+            p.ack_count += 1;
+            let nxt = p.rcv_nxt;
+            let Some(b) = p.ooo.remove(&nxt) else {
+                break;
+            };
+            let flags = b[3];
+            if flags & F_REQ != 0 {
+                p.ack_now = true;
+            }
+            if !self.deliver(pid, flags, &b[HDR_LEN..], sink) {
+                return;
+            }
+        }
+        let every = self.cfg.ack_every;
+        let delay = self.cfg.ack_delay;
+        let p = &mut self.peers[pid as usize];
+        if p.ack_now || p.ack_count >= every || !p.ooo.is_empty() {
+            p.ack_now = true;
+            self.mark(pid);
+        } else if p.ack_due.is_none() {
+            let t = now.saturating_add(delay);
+            p.ack_due = Some(t);
+            self.arm(t);
+        }
+    }
+
+    /// Take one in-order segment; `false` if the peer broke the protocol (it is reset).
+    fn deliver(
+        &mut self,
+        pid: PeerId,
+        flags: u8,
+        body: &[u8],
+        sink: &mut Option<&mut SegSink<'_>>,
+    ) -> bool {
+        let max = self.cfg.max_msg;
+        let p = &mut self.peers[pid as usize];
+        let last = flags & F_LAST != 0;
+        // Check the segment against the open message (lengths must add up exactly).
+        let (first, total, offset, data) = if flags & F_FIRST != 0 {
+            match first_len(body) {
+                Some(t) if p.rx_open.is_none() && (t as usize) <= max => {
+                    let d = &body[FIRST_LEN..];
+                    (true, t as usize, 0, d)
+                }
+                _ => (false, 0, usize::MAX, body),
+            }
+        } else {
+            match p.rx_open {
+                Some((t, got)) => (false, t, got, body),
+                None => (false, 0, usize::MAX, body),
+            }
+        };
+        let ok = offset != usize::MAX
+            && offset + data.len() <= total
+            && last == (offset + data.len() == total);
+        if !ok {
+            self.stats.dropped += 1;
+            self.fail_peer(pid, Failure::Protocol);
+            return false;
+        }
+        p.rx_open = (!last).then_some((total, offset + data.len()));
+        match sink {
+            Some(f) => f(Seg {
+                peer: pid,
+                addr: &p.addr,
+                first,
+                total,
+                offset,
+                data,
+                last,
+            }),
+            None => {
+                if first && last {
+                    self.events.push_back(Event::Message {
+                        peer: pid,
+                        data: data.to_vec(),
+                    });
+                } else {
+                    let v = p.reasm.get_or_insert_with(|| Vec::with_capacity(total));
+                    v.extend_from_slice(data);
+                    if last {
+                        if let Some(v) = p.reasm.take() {
+                            self.events.push_back(Event::Message { peer: pid, data: v });
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Run the timers due at `now`: connection retries, retransmissions, delayed
+    /// acknowledgements, lost peers.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if now < self.deadline {
+            return;
+        }
+        let mut next = u64::MAX;
+        let limit = self.cfg.retry_limit;
+        for pid in 0..self.peers.len() as PeerId {
+            let mut lost = false;
+            let mut mark = false;
+            {
+                let cfg = self.cfg;
+                let p = &mut self.peers[pid as usize];
+                if let Some(t) = p.ack_due {
+                    if t <= now {
+                        p.ack_due = None;
+                        p.ack_now = true;
+                        mark = true;
+                    } else {
+                        next = next.min(t);
+                    }
+                }
+                match p.state {
+                    State::Connecting { tries, deadline } => {
+                        if deadline <= now {
+                            if tries >= limit {
+                                lost = true;
+                            } else {
+                                let d = now.saturating_add(rto_for(&cfg, tries + 1));
+                                p.state = State::Connecting {
+                                    tries: tries + 1,
+                                    deadline: d,
+                                };
+                                p.send_connect = true;
+                                self.stats.retransmits += 1;
+                                mark = true;
+                                next = next.min(d);
+                            }
+                        } else {
+                            next = next.min(deadline);
+                        }
+                    }
+                    State::Connected => {
+                        let sent = p.sent_upto.wrapping_sub(p.snd_una) as usize;
+                        for (idx, t) in p.inflight.iter_mut().take(sent).enumerate() {
+                            if t.sacked {
+                                continue;
+                            }
+                            if t.deadline <= now {
+                                if t.tries >= limit {
+                                    lost = true;
+                                    break;
+                                }
+                                let s = p.snd_una.wrapping_add(idx as u32);
+                                if !p.resend.contains(&s) {
+                                    p.resend.push_back(s);
+                                }
+                                // Back off now so the scan does not fire again before
+                                // the resend goes.
+                                t.deadline = now.saturating_add(rto_for(&cfg, t.tries + 1));
+                                mark = true;
+                            }
+                            next = next.min(t.deadline);
+                        }
+                    }
+                    State::Idle => {}
+                }
+            }
+            if lost {
+                self.fail_peer(pid, Failure::Lost);
+            } else if mark {
+                self.mark(pid);
+            }
+        }
+        self.deadline = next;
+    }
+
+    /// Hand packets to `sink(peer, address, bytes)` (to be sent as one datagram to the
+    /// peer's address) at time `now`, at most `budget` of them. `sink` returns `false` when the
+    /// network cannot take more now (the packet is kept and offered again later).
+    /// Returns the packets taken.
+    pub fn poll_transmit(
+        &mut self,
+        now: u64,
+        budget: usize,
+        mut sink: impl FnMut(PeerId, &[u8], &[u8]) -> bool,
+    ) -> usize {
+        let mut n = 0;
+        while n < budget {
+            let Some(&pid) = self.ready.front() else {
+                break;
+            };
+            let (done, sent, blocked) = self.pump_peer(pid, now, budget - n, &mut sink);
+            n += sent;
+            if blocked {
+                break;
+            }
+            if done {
+                self.ready.pop_front();
+                if let Some(p) = self.peers.get_mut(pid as usize) {
+                    p.queued = false;
+                }
+            }
+        }
+        n
+    }
+
+    /// Send what `pid` has; (nothing left, packets sent, sink refused).
+    fn pump_peer(
+        &mut self,
+        pid: PeerId,
+        now: u64,
+        budget: usize,
+        sink: &mut impl FnMut(PeerId, &[u8], &[u8]) -> bool,
+    ) -> (bool, usize, bool) {
+        let cfg = self.cfg;
+        let Some(p) = self.peers.get_mut(pid as usize) else {
+            return (true, 0, false);
+        };
+        let mut n = 0;
+        if p.send_connect {
+            if n >= budget {
+                return (false, n, false);
+            }
+            let mut h = Hdr::new(PktType::Connect);
+            h.src_id = pid;
+            h.src_sess = p.local_sess;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&h.bytes());
+            self.scratch.extend_from_slice(&self.me);
+            if !sink(pid, &p.addr, &self.scratch) {
+                return (false, n, true);
+            }
+            self.stats.sent += 1;
+            n += 1;
+            p.send_connect = false;
+        }
+        if p.state != State::Connected {
+            return (true, n, false);
+        }
+        let sack = p.sack_bits();
+        let ack = p.rcv_nxt;
+        if p.send_accept {
+            if n >= budget {
+                return (false, n, false);
+            }
+            let mut h = Hdr::new(PktType::Accept);
+            h.dst_id = p.remote_id;
+            h.src_id = pid;
+            h.src_sess = p.local_sess;
+            h.dst_sess = p.remote_sess;
+            if !sink(pid, &p.addr, &h.bytes()) {
+                return (false, n, true);
+            }
+            self.stats.sent += 1;
+            n += 1;
+            p.send_accept = false;
+        }
+        let mut acked = false;
+        // Retransmissions first.
+        while let Some(&s) = p.resend.front() {
+            if n >= budget {
+                return (false, n, false);
+            }
+            let idx = s.wrapping_sub(p.snd_una) as usize;
+            if seq_lt(s, p.snd_una) || !seq_lt(s, p.sent_upto) {
+                p.resend.pop_front();
+                continue;
+            }
+            let Some(t) = p.inflight.get_mut(idx) else {
+                p.resend.pop_front();
+                continue;
+            };
+            if t.sacked {
+                p.resend.pop_front();
+                continue;
+            }
+            proto::set_ack(&mut t.buf, true, ack, sack);
+            Hdr::patch_ids(&mut t.buf, p.remote_id, pid, p.local_sess, p.remote_sess);
+            if !sink(pid, &p.addr, &t.buf) {
+                return (false, n, true);
+            }
+            t.tries += 1;
+            t.sent_at = now;
+            t.deadline = now.saturating_add(rto_for(&cfg, t.tries));
+            self.deadline = self.deadline.min(t.deadline);
+            self.stats.sent += 1;
+            self.stats.retransmits += 1;
+            n += 1;
+            acked = true;
+            p.resend.pop_front();
+        }
+        // New packets within the window.
+        while seq_lt(p.sent_upto, p.snd_nxt) && p.sent_upto.wrapping_sub(p.snd_una) < cfg.window {
+            if n >= budget {
+                return (false, n, false);
+            }
+            let idx = p.sent_upto.wrapping_sub(p.snd_una) as usize;
+            let Some(len) = p.inflight.get(idx).map(|t| t.buf.len()) else {
+                break;
+            };
+            if p.inflight_bytes > 0 && p.inflight_bytes + len > cfg.max_inflight {
+                break;
+            }
+            // Ask for an acknowledgement at once when this packet takes the bytes in
+            // flight past half the limit (so the answer comes back while the rest of
+            // the window goes), or when the window is full after it.
+            let next_len = p.inflight.get(idx + 1).map(|t| t.buf.len());
+            let half = cfg.max_inflight / 2;
+            let crossing = p.inflight_bytes < half && p.inflight_bytes + len >= half;
+            let full = next_len.is_some_and(|nl| {
+                crossing
+                    || idx as u32 + 2 > cfg.window
+                    || p.inflight_bytes + len + nl > cfg.max_inflight
+            });
+            let Some(t) = p.inflight.get_mut(idx) else {
+                break;
+            };
+            if full {
+                t.buf[3] |= F_REQ;
+            }
+            t.counted = true;
+            p.inflight_bytes += len;
+            proto::set_ack(&mut t.buf, true, ack, sack);
+            Hdr::patch_ids(&mut t.buf, p.remote_id, pid, p.local_sess, p.remote_sess);
+            if !sink(pid, &p.addr, &t.buf) {
+                return (false, n, true);
+            }
+            t.tries = 1;
+            t.sent_at = now;
+            t.deadline = now.saturating_add(rto_for(&cfg, 1));
+            self.deadline = self.deadline.min(t.deadline);
+            self.stats.sent += 1;
+            n += 1;
+            acked = true;
+            p.sent_upto = p.sent_upto.wrapping_add(1);
+        }
+        if acked {
+            p.ack_now = false;
+            p.ack_due = None;
+            p.ack_count = 0;
+        } else if p.ack_now {
+            if n >= budget {
+                return (false, n, false);
+            }
+            let mut h = Hdr::new(PktType::Ack);
+            h.flags = F_ACK;
+            h.dst_id = p.remote_id;
+            h.src_id = pid;
+            h.src_sess = p.local_sess;
+            h.dst_sess = p.remote_sess;
+            h.ack = ack;
+            h.sack = sack;
+            if !sink(pid, &p.addr, &h.bytes()) {
+                return (false, n, true);
+            }
+            self.stats.sent += 1;
+            n += 1;
+            p.ack_now = false;
+            p.ack_due = None;
+            p.ack_count = 0;
+        }
+        (true, n, false)
+    }
+}

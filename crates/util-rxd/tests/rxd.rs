@@ -1,0 +1,531 @@
+//! rxd over udp through the process-wide registry, as an application: message sizes
+//! both ways (expected and unexpected), truncation, tagged messages, six endpoints all
+//! sending to all at once (simultaneous connects, per-peer order, `FI_SOURCE`), every
+//! address format of the core, a peer that goes away (its operations fail with
+//! `FI_EIO` in bounded time, set by the retry parameters in a child process), auto
+//! progress, getinfo, and bad arguments. The exchange under the fault hook is in
+//! `tests/e2e.rs`.
+
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::CqTaggedEntry;
+use ofi::addr::Address;
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::fabric::Fabric;
+use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn rxd_info_with(fmt: AddrFormat) -> Info {
+    let mut h = Info::hints()
+        .with_addr_format(fmt)
+        .with_caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE | Caps::DIRECTED_RECV);
+    h.ep_attr.ep_type = EpType::Rdm;
+    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+        .unwrap_or_else(|e| panic!("getinfo udp;ofi_rxd: {e}"));
+    assert_eq!(infos[0].prov_name(), "udp;ofi_rxd");
+    infos[0].clone()
+}
+
+struct Node {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    av: AddressVector,
+    addr: Address,
+    _domain: Domain,
+    _fabric: Fabric,
+}
+
+fn node(info: &Info) -> Node {
+    let fabric = ofi::fabric(info).expect("fi_fabric");
+    let domain = fabric.domain(info).expect("fi_domain");
+    let cq = domain
+        .cq_open(&CqAttr {
+            size: 4096,
+            ..CqAttr::with_format(CqFormat::Tagged)
+        })
+        .expect("fi_cq_open");
+    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
+    let ep = domain.endpoint(info).expect("fi_endpoint");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .expect("bind cq");
+    ep.bind_av(&av).expect("bind av");
+    ep.enable().expect("fi_enable");
+    let addr =
+        Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
+    Node {
+        ep,
+        cq,
+        av,
+        addr,
+        _domain: domain,
+        _fabric: fabric,
+    }
+}
+
+type Done = Result<(CqTaggedEntry, u64), (usize, Errno)>;
+
+fn poll(cq: &CompletionQueue) -> Option<Done> {
+    let mut e = [CqTaggedEntry::default()];
+    let mut src = [0u64];
+    match cq.readfrom(&mut e, &mut src) {
+        Ok(1) => Some(Ok((e[0], src[0]))),
+        Ok(_) => None,
+        Err(err) if err.code() == Errno::EAGAIN => None,
+        Err(err) if err.code() == Errno::EAVAIL => {
+            let ee = cq.readerr_owned(0).expect("readerr");
+            Some(Err((ee.op_context, ee.err)))
+        }
+        Err(err) => panic!("cq read: {err}"),
+    }
+}
+
+/// Wait for one completion on `cq`, driving the `others` too.
+fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> Done {
+    let end = Instant::now() + WAIT;
+    loop {
+        if let Some(d) = poll(cq) {
+            return d;
+        }
+        for o in others {
+            let _ = o.read::<CqTaggedEntry>(&mut []);
+        }
+        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
+        std::thread::yield_now();
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
+    // SAFETY: callers keep `buf` until the send completes.
+    unsafe {
+        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
+    }
+}
+
+fn tsend(n: &Node, buf: &[u8], dest: u64, tag: u64, ctx: usize) -> ofi::Result<()> {
+    // SAFETY: callers keep `buf` until the send completes.
+    unsafe {
+        n.ep.tsend(
+            buf.as_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            dest,
+            tag,
+            ctx,
+        )
+    }
+}
+
+fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
+    // SAFETY: callers keep `buf` until the receive completes.
+    unsafe {
+        n.ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            ctx,
+        )
+    }
+    .expect("fi_recv");
+}
+
+fn trecv(n: &Node, buf: &mut [u8], tag: u64, ctx: usize) {
+    // SAFETY: callers keep `buf` until the receive completes.
+    unsafe {
+        n.ep.trecv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            tag,
+            0,
+            ctx,
+        )
+    }
+    .expect("fi_trecv");
+}
+
+fn pair() -> (Node, Node, u64, u64) {
+    pair_with(AddrFormat::SOCKADDR_IN)
+}
+
+fn pair_with(fmt: AddrFormat) -> (Node, Node, u64, u64) {
+    let _ = ofi::registry();
+    let info = rxd_info_with(fmt);
+    let a = node(&info);
+    let b = node(&info);
+    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
+    let a_at_b = b.av.insert(std::slice::from_ref(&a.addr)).expect("insert")[0];
+    (a, b, b_at_a, a_at_b)
+}
+
+#[test]
+fn messages_of_every_size_both_ways_expected_and_unexpected() {
+    let (a, b, b_at_a, a_at_b) = pair();
+    let sizes = [
+        0usize,
+        1,
+        63,
+        64,
+        4000,
+        65000,
+        65536,
+        200_000,
+        1 << 20,
+        3 << 20,
+    ];
+    for (k, &len) in sizes.iter().enumerate() {
+        for (from, to, dest) in [(&a, &b, b_at_a), (&b, &a, a_at_b)] {
+            let data = pattern(len, k as u8);
+            let mut buf = vec![0u8; len + 16];
+            let early = k % 2 == 0;
+            if early {
+                recv(to, &mut buf, 100 + k);
+            }
+            send(from, &data, dest, 200 + k).expect("fi_send");
+            if !early {
+                // Let it arrive unexpected first.
+                let end = Instant::now() + Duration::from_millis(20);
+                while Instant::now() < end {
+                    let _ = from.cq.read::<CqTaggedEntry>(&mut []);
+                    let _ = to.cq.read::<CqTaggedEntry>(&mut []);
+                }
+                recv(to, &mut buf, 100 + k);
+            }
+            let (r, src) = wait(&to.cq, &[&from.cq], "receive").expect("receive ok");
+            assert_eq!(r.op_context, 100 + k);
+            assert_eq!(r.len, len, "length of message {k}");
+            assert!(buf[..len] == data[..], "payload of {len} bytes differs");
+            assert_eq!(src, if std::ptr::eq(to, &b) { a_at_b } else { b_at_a });
+            let (s, _) = wait(&from.cq, &[&to.cq], "send").expect("send ok");
+            assert_eq!(s.op_context, 200 + k);
+            assert_eq!(s.flags & OpFlags::SEND.bits(), OpFlags::SEND.bits());
+        }
+    }
+}
+
+#[test]
+fn tagged_messages_match_by_tag_in_order() {
+    let (a, b, b_at_a, _) = pair();
+    let msgs: Vec<Vec<u8>> = (0..6).map(|i| pattern(100 + i * 3000, i as u8)).collect();
+    for (i, m) in msgs.iter().enumerate() {
+        tsend(&a, m, b_at_a, 10 + (i as u64 % 2), i).expect("fi_tsend");
+    }
+    // Receive tag 11 first, then tag 10: each tag's messages keep their order.
+    let mut bufs: Vec<Vec<u8>> = (0..6).map(|_| vec![0u8; 20_000]).collect();
+    let order = [1usize, 3, 5, 0, 2, 4];
+    for &i in &order {
+        let tag = 10 + (i as u64 % 2);
+        trecv(&b, &mut bufs[i], tag, 100 + i);
+        let (r, _) = wait(&b.cq, &[&a.cq], "trecv").expect("trecv ok");
+        assert_eq!(r.op_context, 100 + i);
+        assert_eq!(r.tag, tag);
+        assert_eq!(r.len, msgs[i].len());
+        assert!(bufs[i][..r.len] == msgs[i][..]);
+    }
+    for _ in 0..6 {
+        wait(&a.cq, &[&b.cq], "tsend").expect("tsend ok");
+    }
+}
+
+#[test]
+fn echo_after_receive_like_two_processes() {
+    let (a, b, b_at_a, a_at_b) = pair();
+    let mut buf = vec![0u8; 4096];
+    recv(&b, &mut buf, 1);
+    let mut abuf = vec![0u8; 4096];
+    recv(&a, &mut abuf, 10);
+    let data = pattern(1000, 3);
+    send(&a, &data, b_at_a, 11).expect("send");
+    // The child is busy elsewhere for a while: the parent's connection request waits.
+    let end = Instant::now() + Duration::from_millis(50);
+    while Instant::now() < end {
+        let _ = a.cq.read::<CqTaggedEntry>(&mut []);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let (r, _) = wait(&b.cq, &[&a.cq], "child receive").expect("ok");
+    let mut back = buf[..r.len].to_vec();
+    back.reverse();
+    send(&b, &back, a_at_b, 2).expect("send back");
+    let (s, _) = wait(&b.cq, &[&a.cq], "child send").expect("child send ok");
+    assert_eq!(s.op_context, 2);
+}
+
+#[test]
+fn a_vanished_peer_fails_sends_with_eio_in_bounded_time() {
+    let (a, b, b_at_a, _) = pair();
+    drop(b);
+    let data = pattern(5000, 1);
+    let start = Instant::now();
+    send(&a, &data, b_at_a, 7).expect("send");
+    send(&a, &data[..10], b_at_a, 8).expect("send");
+    for ctx in [7, 8] {
+        match wait(&a.cq, &[], "failed send") {
+            Err((c, e)) => {
+                assert_eq!(c, ctx);
+                assert_eq!(e, Errno::EIO);
+            }
+            Ok((e, _)) => panic!("send {} completed without a peer", e.op_context),
+        }
+    }
+    // Defaults: 12 connection attempts backing off from 2 ms, capped at 500 ms: the
+    // peer is lost after about 2.5 s (the sum of the back-offs).
+    let el = start.elapsed();
+    assert!(
+        el >= Duration::from_millis(2000),
+        "gave up too early: {el:?}"
+    );
+    assert!(el <= Duration::from_secs(8), "gave up too late: {el:?}");
+}
+
+#[test]
+fn getinfo_offers_rdm_over_dgram_cores_only() {
+    let _ = ofi::registry();
+    let mut h = Info::hints().with_caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::ATOMIC);
+    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+        .expect("RMA and atomics are offered");
+    let info = &infos[0];
+    assert_eq!(info.prov_name(), "udp;ofi_rxd");
+    assert_eq!(info.ep_type(), EpType::Rdm);
+    assert_eq!(info.ep_attr.protocol, ofi::Protocol::RXD);
+    // FI_EP_MSG is not offered.
+    let mut h = Info::hints().with_ep_type(EpType::Msg);
+    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+    let r = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h));
+    assert_eq!(r.unwrap_err().code(), Errno::ENODATA);
+    // Over a core without FI_EP_DGRAM (tcp) there is nothing either.
+    let mut h = Info::hints().with_ep_type(EpType::Rdm);
+    h.fabric_attr.prov_name = Some("tcp;ofi_rxd".into());
+    let r = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h));
+    assert_eq!(r.unwrap_err().code(), Errno::ENODATA);
+}
+
+#[test]
+fn bad_arguments_get_clear_errors() {
+    let (a, _b, b_at_a, _) = pair();
+    let data = vec![0u8; 8192];
+    // An inject larger than inject_size.
+    let r = a.ep.inject(&data, b_at_a);
+    assert_eq!(r.unwrap_err().code(), Errno::EMSGSIZE);
+    // Over max_msg_size.
+    let max = ofi_util_rxd::MAX_MSG_SIZE;
+    let big = vec![0u8; max + 1];
+    assert_eq!(
+        send(&a, &big, b_at_a, 2).unwrap_err().code(),
+        Errno::EMSGSIZE
+    );
+    // A destination not in the AV.
+    assert_eq!(
+        send(&a, &data[..8], 0x1234_5678, 1).unwrap_err().code(),
+        Errno::EINVAL
+    );
+}
+
+#[test]
+fn every_address_format_of_the_core_works() {
+    for fmt in [AddrFormat::SOCKADDR_IN6, AddrFormat::STR] {
+        let (a, b, b_at_a, a_at_b) = pair_with(fmt);
+        for (from, to, dest) in [(&a, &b, b_at_a), (&b, &a, a_at_b)] {
+            let data = pattern(70_000, 9);
+            let mut buf = vec![0u8; 70_000];
+            recv(to, &mut buf, 1);
+            send(from, &data, dest, 2).expect("send");
+            let (r, _) = wait(&to.cq, &[&from.cq], "receive").expect("receive ok");
+            assert_eq!(r.len, data.len(), "{fmt:?}");
+            assert!(buf == data, "{fmt:?}: payload differs");
+            wait(&from.cq, &[&to.cq], "send").expect("send ok");
+        }
+    }
+}
+
+#[test]
+fn all_to_all_at_once_keeps_per_peer_order() {
+    const N: usize = 6;
+    const MSGS: usize = 20;
+    let _ = ofi::registry();
+    let info = rxd_info_with(AddrFormat::SOCKADDR_IN);
+    let nodes: Vec<Node> = (0..N).map(|_| node(&info)).collect();
+    // fi_addrs[i][j]: node j in node i's AV.
+    let fi_addrs: Vec<Vec<u64>> = nodes
+        .iter()
+        .map(|n| {
+            let all: Vec<Address> = nodes.iter().map(|m| m.addr.clone()).collect();
+            n.av.insert(&all).expect("insert")
+        })
+        .collect();
+    // Every node sends MSGS messages to every other one before anyone receives: all
+    // connections are opened at once, from both sides.
+    let msg = |from: usize, to: usize, k: usize| -> Vec<u8> {
+        let mut v = pattern(50 + (from * 7 + to * 13 + k * 101) % 3000, k as u8);
+        v[..4].copy_from_slice(&[from as u8, to as u8, k as u8, 0xee]);
+        v
+    };
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for k in 0..MSGS {
+        for (from, n) in nodes.iter().enumerate() {
+            for (to, &dest) in fi_addrs[from].iter().enumerate() {
+                if to != from {
+                    out.push(msg(from, to, k));
+                    let m = out.last().unwrap();
+                    send(n, m, dest, 0).expect("send");
+                }
+            }
+        }
+    }
+    let cqs: Vec<&CompletionQueue> = nodes.iter().map(|n| &n.cq).collect();
+    let mut sends = [0usize; N];
+    for (to, n) in nodes.iter().enumerate() {
+        let mut next = [0usize; N];
+        let mut buf = vec![0u8; 4096];
+        let mut got = 0;
+        while got < (N - 1) * MSGS {
+            recv(n, &mut buf, 1);
+            loop {
+                let (e, src) = wait(&n.cq, &cqs, "all-to-all").expect("completion ok");
+                if e.op_context == 0 {
+                    sends[to] += 1;
+                    continue;
+                }
+                let from = buf[0] as usize;
+                assert_eq!(buf[1] as usize, to);
+                assert_eq!(buf[2] as usize, next[from], "order from {from} at {to}");
+                assert_eq!(e.len, msg(from, to, next[from]).len());
+                assert!(buf[..e.len] == msg(from, to, next[from])[..]);
+                assert_eq!(src, fi_addrs[to][from], "FI_SOURCE of {from} at {to}");
+                next[from] += 1;
+                got += 1;
+                break;
+            }
+        }
+    }
+    // Every send completes.
+    for (i, n) in nodes.iter().enumerate() {
+        let end = Instant::now() + WAIT;
+        let mut done = sends[i];
+        while done < (N - 1) * MSGS {
+            assert!(Instant::now() < end, "sends did not complete");
+            for c in &cqs {
+                let _ = c.read::<CqTaggedEntry>(&mut []);
+            }
+            while let Some(d) = poll(&n.cq) {
+                let (e, _) = d.expect("send ok");
+                assert_eq!(e.op_context, 0);
+                done += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn long_messages_into_short_receives_are_truncated() {
+    let (a, b, b_at_a, _) = pair();
+    // Expected (placed piece by piece) and unexpected (gathered, then copied).
+    for early in [true, false] {
+        let data = pattern(300_000, 4);
+        let mut buf = vec![0u8; 100_000];
+        if early {
+            recv(&b, &mut buf, 5);
+        }
+        send(&a, &data, b_at_a, 6).expect("send");
+        if !early {
+            let end = Instant::now() + Duration::from_millis(50);
+            while Instant::now() < end {
+                let _ = a.cq.read::<CqTaggedEntry>(&mut []);
+                let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+            }
+            recv(&b, &mut buf, 5);
+        }
+        match wait(&b.cq, &[&a.cq], "truncated receive") {
+            Err((ctx, e)) => {
+                assert_eq!(ctx, 5);
+                assert_eq!(e, Errno::ETRUNC);
+            }
+            Ok(_) => panic!("a 300 kB message fit a 100 kB buffer"),
+        }
+        assert!(
+            buf[..] == data[..100_000],
+            "the part that fits is delivered"
+        );
+        wait(&a.cq, &[&b.cq], "send").expect("send ok");
+    }
+}
+
+/// Run in a child process with `FI_OFI_RXD_RETRY_LIMIT=3`, `FI_OFI_RXD_RTO=1000` and
+/// `FI_OFI_RXD_RTO_MAX=2000` (µs): the peer is lost after 1 + 2 + 2 ms of back-off.
+#[test]
+fn retry_parameters_bound_the_time_to_lose_a_peer() {
+    if std::env::var_os("RXD_PARAM_CHILD").is_some() {
+        let (a, b, b_at_a, _) = pair();
+        drop(b);
+        let start = Instant::now();
+        send(&a, b"hello", b_at_a, 3).expect("send");
+        match wait(&a.cq, &[], "failed send") {
+            Err((3, Errno::EIO)) => {}
+            other => panic!("expected FI_EIO for context 3, got {other:?}"),
+        }
+        let el = start.elapsed();
+        assert!(el >= Duration::from_millis(4), "lost too early: {el:?}");
+        assert!(el < Duration::from_millis(500), "lost too late: {el:?}");
+        println!("RXD_PARAM_CHILD_OK {el:?}");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "retry_parameters_bound_the_time_to_lose_a_peer",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RXD_PARAM_CHILD", "1")
+        .env("FI_OFI_RXD_RETRY_LIMIT", "3")
+        .env("FI_OFI_RXD_RTO", "1000")
+        .env("FI_OFI_RXD_RTO_MAX", "2000")
+        .output()
+        .expect("run the child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("RXD_PARAM_CHILD_OK"),
+        "child failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn auto_progress_needs_no_calls_from_the_sender() {
+    let _ = ofi::registry();
+    let mut h = Info::hints()
+        .with_addr_format(AddrFormat::SOCKADDR_IN)
+        .with_caps(Caps::MSG);
+    h.ep_attr.ep_type = EpType::Rdm;
+    h.domain_attr.data_progress = ofi::Progress::Auto;
+    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+    let info = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+        .expect("getinfo with auto progress")
+        .remove(0);
+    assert_eq!(info.domain_attr.data_progress, ofi::Progress::Auto);
+    let a = node(&info);
+    let b = node(&info);
+    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
+    let data = pattern(200_000, 8);
+    let mut buf = vec![0u8; 200_000];
+    recv(&b, &mut buf, 1);
+    send(&a, &data, b_at_a, 2).expect("send");
+    // Only b's CQ is read: a's connection, window and retransmissions run on their own.
+    let (r, _) = wait(&b.cq, &[], "receive").expect("receive ok");
+    assert_eq!(r.len, data.len());
+    assert!(buf == data);
+    let (s, _) = wait(&a.cq, &[], "send").expect("send ok");
+    assert_eq!(s.op_context, 2);
+}
