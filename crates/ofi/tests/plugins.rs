@@ -254,10 +254,16 @@ fn child() {
             let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&hints))
                 .expect("getinfo through FI_PROVIDER_PATH");
             let report = ofi::registry().load_report();
+            // The plugin's own results; utility providers built in (rxd) may add stacks
+            // over it (`unixdgram;ofi_rxd`), listed apart.
+            let (own, stacked): (Vec<&Info>, Vec<&Info>) =
+                infos.iter().partition(|i| i.prov_name() == "unixdgram");
+            let stacks: Vec<&str> = stacked.iter().map(|i| i.prov_name()).collect();
             println!(
-                "CHILD infos={} prov={} report={}",
-                infos.len(),
-                infos[0].prov_name(),
+                "CHILD infos={} prov={} stacked=[{}] report={}",
+                own.len(),
+                own.first().map_or("none", |i| i.prov_name()),
+                stacks.join(","),
                 report[0]
             );
         }
@@ -295,9 +301,12 @@ fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
     );
     let line = child_line(&stdout);
     assert!(
-        line.starts_with("CHILD infos=2 prov=unixdgram report="),
+        line.starts_with("CHILD infos=2 prov=unixdgram stacked=["),
         "{line}"
     );
+    // rxd (built in by default) layers over any DGRAM provider, plugins included.
+    #[cfg(feature = "rxd")]
+    assert!(line.contains("unixdgram;ofi_rxd"), "{line}");
     assert!(
         line.ends_with(&format!("{}: loaded unixdgram 1.0", vendor::LIB_NAME)),
         "{line}"

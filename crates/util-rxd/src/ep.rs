@@ -307,7 +307,11 @@ impl Endpoint {
             ..MatcherConfig::default()
         });
         let core_max = dom.core_info.ep_attr.max_msg_size.max(proto::HDR_LEN + 64);
-        let cfg = settings.engine_config(core_max);
+        // Packets go to the core with `fi_inject`: none may be longer than its
+        // inject_size (udp's equals its max_msg_size; the example unixdgram plugin's is
+        // 4096 of 65536, and longer packets were refused, then the peer lost).
+        let core_pkt = core_max.min(dom.core_info.tx_attr.inject_size.max(proto::HDR_LEN + 64));
+        let cfg = settings.engine_config(core_pkt);
         // Full-size buffers whatever our own segment size: a peer may use a larger one.
         let buf_size = core_max;
         // Session numbers differ between processes, endpoints and runs (a restarted
