@@ -20,6 +20,7 @@
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
+//! - [`layer`]: the getinfo of utility providers layered over core providers;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
 //!   interface addresses) for the socket-based providers.
 //!
@@ -41,6 +42,7 @@ pub mod ep;
 pub mod eq;
 #[allow(unsafe_code)]
 pub mod iov;
+pub mod layer;
 pub mod mr;
 pub mod progress;
 #[allow(unsafe_code)]

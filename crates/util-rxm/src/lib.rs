@@ -40,12 +40,12 @@ pub mod proto;
 
 use ofi_core::abi::ProviderKind;
 use ofi_core::attr::{Info, RxAttr, TxAttr};
-use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
+use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
 use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
-    AvType, Caps, CompOrder, EpType, Errno, Error, GetinfoFlags, MsgOrder, OpFlags, Progress,
-    Protocol, ResourceMgmt, Result, Threading, Version,
+    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
+    ResourceMgmt, Result, Threading, Version,
 };
 
 /// The provider's name.
@@ -397,6 +397,15 @@ impl RxmProvider {
     }
 }
 
+/// What this utility layers over (the getinfo it shares with the other utilities).
+const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
+    name: NAME,
+    version: <RxmProvider as Provider>::VERSION,
+    offers: EpType::Rdm,
+    core_type: EpType::Msg,
+    core_caps: Caps::empty(),
+};
+
 impl Provider for RxmProvider {
     const NAME: &'static str = NAME;
     /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
@@ -421,88 +430,12 @@ impl Provider for RxmProvider {
     /// match one RDM template per MSG info against the application's hints; addresses
     /// resolved by the core are kept.
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        let hints = req.hints.as_ref();
-        if let Some(h) = hints {
-            if !matches!(h.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
-                return GetinfoOutcome {
-                    infos: Vec::new(),
-                    verdicts: vec![getinfo::Verdict::rejected(
-                        NAME,
-                        0,
-                        getinfo::Mismatch::new(
-                            "ep_attr.type",
-                            h.ep_attr.ep_type.to_string(),
-                            "FI_EP_RDM",
-                        ),
-                    )],
-                    error: None,
-                };
-            }
-        }
-        if req.flags == GetinfoFlags::PROV_ATTR_ONLY {
-            return getinfo::match_templates(NAME, Self::VERSION, &[], req, &NoResolver);
-        }
-        let core_req = GetinfoRequest {
-            version: req.version,
-            node: req.node.clone(),
-            service: req.service.clone(),
-            flags: req.flags,
-            hints: Some(core_hints(hints)),
-        };
-        let core = self.host.getinfo_core(&core_req);
-        let mut out = GetinfoOutcome::default();
-        if core.infos.is_empty() {
-            out.verdicts.push(getinfo::Verdict::rejected(
-                NAME,
-                0,
-                getinfo::Mismatch::new(
-                    "core provider",
-                    "FI_EP_MSG",
-                    core.error
-                        .map(|e| e.to_string())
-                        .unwrap_or_else(|| "no MSG core matched".into()),
-                ),
-            ));
-            return out;
-        }
-        // Auto progress (a thread per domain) when the application asks for it, for data
-        // or for control; else manual.
-        let progress =
-            match hints.map(|h| (h.domain_attr.data_progress, h.domain_attr.control_progress)) {
-                Some((Progress::Auto, _) | (_, Progress::Auto)) => Progress::Auto,
-                _ => Progress::Manual,
-            };
-        let mut local = req.clone();
-        local.node = None;
-        local.service = None;
-        local.flags -= GetinfoFlags::SOURCE;
-        if let Some(h) = local.hints.as_mut() {
-            h.src_addr = None;
-            h.dest_addr = None;
-        }
-        for (i, c) in core.infos.iter().enumerate() {
-            if c.ep_attr.ep_type != EpType::Msg {
-                continue;
-            }
-            let t = self.template_over(c, progress);
-            let o = getinfo::match_templates(NAME, Self::VERSION, &[t], &local, &NoResolver);
-            for mut info in o.infos {
-                info.src_addr.clone_from(&c.src_addr);
-                info.dest_addr.clone_from(&c.dest_addr);
-                out.infos.push(info);
-            }
-            for mut v in o.verdicts {
-                v.template = i;
-                out.verdicts.push(v);
-            }
-            if out.error.is_none() {
-                out.error = o.error;
-            }
-        }
-        if !out.infos.is_empty() {
-            out.error = None;
-        }
-        out
+        LAYERING.getinfo(
+            &self.host,
+            req,
+            core_hints(req.hints.as_ref()),
+            |c, progress| self.template_over(c, progress),
+        )
     }
 
     fn fabric(&self, info: &Info) -> Result<fabric::Fabric> {

@@ -1,0 +1,150 @@
+//! The getinfo of a utility provider layered over core providers (rxm over MSG, rxd over
+//! DGRAM): ask the host's core providers with the request's node, service and flags,
+//! then match one template per usable core answer against the application's hints,
+//! keeping the addresses the core resolved. The utility supplies how its template
+//! looks over one core info; this module does the rest, the same way for every utility.
+//!
+//! Invariants: a hint for another endpoint type than the utility offers is rejected
+//! with a verdict naming `ep_attr.type`; `FI_PROV_ATTR_ONLY` answers without asking the
+//! cores; when no core answers, the verdict says what was asked for and why nothing
+//! came back. Nothing here panics.
+
+use ofi_core::attr::Info;
+use ofi_core::enums::{EpType, Progress};
+use ofi_core::flags::{Caps, GetinfoFlags};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
+use ofi_core::provider::Host;
+use ofi_core::version::Version;
+
+/// What a utility provider layers over.
+#[derive(Clone, Copy, Debug)]
+pub struct Layering {
+    /// The utility's name (`ofi_rxm`).
+    pub name: &'static str,
+    /// The utility's version.
+    pub version: Version,
+    /// The endpoint type it offers.
+    pub offers: EpType,
+    /// The core endpoint type it uses.
+    pub core_type: EpType,
+    /// Capabilities a core answer must have to be used.
+    pub core_caps: Caps,
+}
+
+/// Data progress for a utility's domain: auto (a thread) when the application asks for
+/// auto data or control progress, else manual.
+pub fn progress_for(hints: Option<&Info>) -> Progress {
+    match hints.map(|h| (h.domain_attr.data_progress, h.domain_attr.control_progress)) {
+        Some((Progress::Auto, _) | (_, Progress::Auto)) => Progress::Auto,
+        _ => Progress::Manual,
+    }
+}
+
+impl Layering {
+    /// The utility's getinfo: `core_hints` is what to ask the cores; `template` builds
+    /// the utility's info over one usable core answer, with the data progress of
+    /// [`progress_for`].
+    pub fn getinfo(
+        &self,
+        host: &Host,
+        req: &GetinfoRequest,
+        core_hints: Info,
+        template: impl Fn(&Info, Progress) -> Info,
+    ) -> GetinfoOutcome {
+        let name = self.name;
+        let hints = req.hints.as_ref();
+        if let Some(h) = hints {
+            if !matches!(h.ep_attr.ep_type, t if t == self.offers || t == EpType::Unspec) {
+                return GetinfoOutcome {
+                    infos: Vec::new(),
+                    verdicts: vec![getinfo::Verdict::rejected(
+                        name,
+                        0,
+                        getinfo::Mismatch::new(
+                            "ep_attr.type",
+                            h.ep_attr.ep_type.to_string(),
+                            self.offers.to_string(),
+                        ),
+                    )],
+                    error: None,
+                };
+            }
+        }
+        if req.flags == GetinfoFlags::PROV_ATTR_ONLY {
+            return getinfo::match_templates(name, self.version, &[], req, &NoResolver);
+        }
+        let core_req = GetinfoRequest {
+            version: req.version,
+            node: req.node.clone(),
+            service: req.service.clone(),
+            flags: req.flags,
+            hints: Some(core_hints),
+        };
+        let core = host.getinfo_core(&core_req);
+        let mut out = GetinfoOutcome::default();
+        if core.infos.is_empty() {
+            out.verdicts.push(getinfo::Verdict::rejected(
+                name,
+                0,
+                getinfo::Mismatch::new(
+                    "core provider",
+                    self.core_type.to_string(),
+                    core.error
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|| format!("no {} core matched", self.core_type)),
+                ),
+            ));
+            return out;
+        }
+        let progress = progress_for(hints);
+        // The utility's own matching: the core already resolved node and service.
+        let mut local = req.clone();
+        local.node = None;
+        local.service = None;
+        local.flags -= GetinfoFlags::SOURCE;
+        if let Some(h) = local.hints.as_mut() {
+            h.src_addr = None;
+            h.dest_addr = None;
+        }
+        for (i, c) in core.infos.iter().enumerate() {
+            if c.ep_attr.ep_type != self.core_type || !c.caps.contains(self.core_caps) {
+                continue;
+            }
+            let t = template(c, progress);
+            let o = getinfo::match_templates(name, self.version, &[t], &local, &NoResolver);
+            for mut info in o.infos {
+                info.src_addr.clone_from(&c.src_addr);
+                info.dest_addr.clone_from(&c.dest_addr);
+                out.infos.push(info);
+            }
+            for mut v in o.verdicts {
+                v.template = i;
+                out.verdicts.push(v);
+            }
+            if out.error.is_none() {
+                out.error = o.error;
+            }
+        }
+        if !out.infos.is_empty() {
+            out.error = None;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_progress_only_when_asked() {
+        assert_eq!(progress_for(None), Progress::Manual);
+        let mut h = Info::hints();
+        assert_eq!(progress_for(Some(&h)), Progress::Manual);
+        h.domain_attr.control_progress = Progress::Auto;
+        assert_eq!(progress_for(Some(&h)), Progress::Auto);
+        h.domain_attr.control_progress = Progress::Manual;
+        h.domain_attr.data_progress = Progress::Auto;
+        assert_eq!(progress_for(Some(&h)), Progress::Auto);
+    }
+}
