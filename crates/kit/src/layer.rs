@@ -11,10 +11,11 @@
 
 use ofi_core::attr::Info;
 use ofi_core::enums::{EpType, Progress};
+use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{Caps, GetinfoFlags};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
 use ofi_core::provider::Host;
-use ofi_core::version::Version;
+use ofi_core::version::{Version, API_VERSION};
 
 /// What a utility provider layers over.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +42,51 @@ pub fn progress_for(hints: Option<&Info>) -> Progress {
 }
 
 impl Layering {
+    /// `FI_EINVAL` unless `info` asks for the endpoint type the utility offers (or
+    /// leaves it open).
+    pub fn check_ep_type(&self, info: &Info) -> Result<()> {
+        let t = info.ep_attr.ep_type;
+        if t != self.offers && t != EpType::Unspec {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{}: {t} endpoints are not supported (only {})",
+                    self.name, self.offers
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The core info a utility `info` was made from, asked again with `core_hints`
+    /// (addresses and progress cleared): the first answer of the core endpoint type in
+    /// `info`'s address format. `FI_ENODATA` when no core matches any more.
+    pub fn core_info_for(&self, host: &Host, info: &Info, mut core_hints: Info) -> Result<Info> {
+        core_hints.src_addr = None;
+        core_hints.dest_addr = None;
+        core_hints.domain_attr.data_progress = Progress::Unspec;
+        let req = GetinfoRequest {
+            hints: Some(core_hints),
+            ..GetinfoRequest::new(API_VERSION)
+        };
+        let out = host.getinfo_core(&req);
+        out.infos
+            .into_iter()
+            .find(|i| i.ep_type() == self.core_type && i.addr_format == info.addr_format)
+            .ok_or_else(|| {
+                Error::new(
+                    Errno::ENODATA,
+                    format!(
+                        "{}: no {} core provider for '{}'{}",
+                        self.name,
+                        self.core_type,
+                        info.prov_name(),
+                        out.error.map(|e| format!(": {e}")).unwrap_or_default()
+                    ),
+                )
+            })
+    }
+
     /// The utility's getinfo: `core_hints` is what to ask the cores; `template` builds
     /// the utility's info over one usable core answer, with the data progress of
     /// [`progress_for`].

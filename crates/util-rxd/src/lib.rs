@@ -425,7 +425,7 @@ impl RxdProvider {
 }
 
 /// What this utility layers over (the getinfo it shares with the other utilities).
-const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
+pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     name: NAME,
     version: <RxdProvider as Provider>::VERSION,
     offers: EpType::Rdm,

@@ -23,12 +23,10 @@ use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain as CoreDomain;
 use ofi_core::eq::EqAttr;
 use ofi_core::fabric::Fabric as CoreFabric;
-use ofi_core::getinfo::GetinfoRequest;
 use ofi_core::mr::{MemoryRegion, MrAttr};
 use ofi_core::provider::{Desc, DomainOps, FabricOps, Host, MrOps, TryWaitRef, Unsupported};
-use ofi_core::version::API_VERSION;
 use ofi_core::wait::WaitAttr;
-use ofi_core::{AvType, EpType, Errno, Error, Progress, Result};
+use ofi_core::{AvType, Errno, Error, Progress, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
@@ -40,45 +38,13 @@ use crate::ep::Endpoint;
 use crate::Settings;
 
 fn check_ep_type(info: &Info) -> Result<()> {
-    if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "ofi_rxm: {} endpoints are not supported (only FI_EP_RDM)",
-                info.ep_attr.ep_type
-            ),
-        ));
-    }
-    Ok(())
+    crate::LAYERING.check_ep_type(info)
 }
 
-/// Find the MSG core info an rxm info was made from.
-///
-/// # Errors
-/// `FI_ENODATA` when no core matches any more.
+/// Find the core info an info of this utility was made from (`FI_ENODATA` when no core
+/// matches any more).
 pub fn core_info_for(host: &Host, info: &Info) -> Result<Info> {
-    let mut h = crate::core_hints(Some(info));
-    h.src_addr = None;
-    h.dest_addr = None;
-    h.domain_attr.data_progress = Progress::Unspec;
-    let req = GetinfoRequest {
-        hints: Some(h),
-        ..GetinfoRequest::new(API_VERSION)
-    };
-    let out = host.getinfo_core(&req);
-    out.infos
-        .into_iter()
-        .find(|i| i.ep_type() == EpType::Msg && i.addr_format == info.addr_format)
-        .ok_or_else(|| {
-            Error::new(
-                Errno::ENODATA,
-                format!(
-                    "ofi_rxm: no FI_EP_MSG core provider for '{}'{}",
-                    info.prov_name(),
-                    out.error.map(|e| format!(": {e}")).unwrap_or_default()
-                ),
-            )
-        })
+    crate::LAYERING.core_info_for(host, info, crate::core_hints(Some(info)))
 }
 
 /// A fabric: the MSG core's fabric, opened through the host.

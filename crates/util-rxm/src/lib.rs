@@ -398,7 +398,7 @@ impl RxmProvider {
 }
 
 /// What this utility layers over (the getinfo it shares with the other utilities).
-const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
+pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     name: NAME,
     version: <RxmProvider as Provider>::VERSION,
     offers: EpType::Rdm,
