@@ -557,6 +557,23 @@ fn child_mode(s: &Subject, mode: Mode) {
     };
     println!("CHILD DONE {n}");
     std::io::stdout().flush().expect("flush stdout");
+    // Stay, driving progress, until the parent closes our stdin (it has every
+    // completion it waits for): an RMA write can land here before its acknowledgement
+    // has left, and closing now would reset the connection under it. Bounded by STEP.
+    let gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = gone.clone();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        while std::io::stdin().read_line(&mut rest).is_ok_and(|n| n > 0) {
+            rest.clear();
+        }
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let deadline = Instant::now() + STEP;
+    while !gone.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < deadline {
+        crate::pair::drive(&end.cq);
+        std::thread::sleep(Duration::from_micros(200));
+    }
     drop(region);
     drop(end);
 }
@@ -745,6 +762,8 @@ pub fn parent_mode(s: &Subject, child_test: &str, mode: Mode) {
         }
         Mode::Msg => unreachable!("use parent()"),
     }
+    // Every completion is in: let the child go (it waits for its stdin to close).
+    drop(stdin);
     let status = child.wait().expect("wait for the child");
     assert!(status.success(), "child exited with {status}");
     drop(ep);
