@@ -76,6 +76,26 @@ pub struct Bindings<P = ()> {
     pub eq: Option<KitEq>,
 }
 
+/// What an enabled connectionless endpoint reports to: [`Bindings`] frozen by
+/// [`Bindings::freeze`] at `fi_enable`, read by the data path without a lock.
+#[derive(Debug)]
+pub struct Bound<P = ()> {
+    /// The address vector.
+    pub av: Arc<KitAv<P>>,
+    /// Completion queue for transmit operations.
+    pub txcq: Option<CqBinding>,
+    /// Completion queue for receive operations.
+    pub rxcq: Option<CqBinding>,
+    /// Counter of completed sends.
+    pub txcntr: Option<KitCntr>,
+    /// Counter of completed receives.
+    pub rxcntr: Option<KitCntr>,
+    /// Counter of completed RMA writes and atomics.
+    pub wcntr: Option<KitCntr>,
+    /// Counter of completed RMA reads and fetching atomics.
+    pub rcntr: Option<KitCntr>,
+}
+
 impl<P> Default for Bindings<P> {
     fn default() -> Self {
         Bindings {
@@ -207,6 +227,21 @@ impl<P> Bindings<P> {
                 format!("{prov}: shared contexts are not supported"),
             )),
         }
+    }
+
+    /// `fi_enable` of a connectionless endpoint: [`Bindings::require_for_enable`]'s
+    /// checks, then what was bound, frozen.
+    pub fn freeze(&self, prov: &str) -> Result<Bound<P>> {
+        let av = self.require_for_enable(prov)?;
+        Ok(Bound {
+            av,
+            txcq: self.txcq.clone(),
+            rxcq: self.rxcq.clone(),
+            txcntr: self.txcntr.clone(),
+            rxcntr: self.rxcntr.clone(),
+            wcntr: self.wcntr.clone(),
+            rcntr: self.rcntr.clone(),
+        })
     }
 
     /// `fi_enable`'s checks for a connectionless endpoint: an AV (`FI_ENOAV`) and at

@@ -56,9 +56,7 @@ use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::{BindTarget, Desc, EndpointOps};
 use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
-use ofi_kit::av::KitAv;
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::ep::{BindRules, Bindings, CqBinding};
+use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::tagmatch::{
@@ -98,15 +96,8 @@ const BIND_RULES: BindRules = BindRules {
     eq: false,
 };
 
-struct Active {
-    av: Arc<KitAv<()>>,
-    txcq: Option<CqBinding>,
-    rxcq: Option<CqBinding>,
-    txcntr: Option<KitCntr>,
-    rxcntr: Option<KitCntr>,
-    wcntr: Option<KitCntr>,
-    rcntr: Option<KitCntr>,
-}
+/// What `fi_enable` froze (the kit's [`Bound`]).
+type Active = Bound;
 
 /// An atomic request as the target sees it.
 struct AtomicReq {
@@ -2383,16 +2374,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let setup = lock(&self.sh.setup);
-        let av = setup.require_for_enable("shm")?;
-        let _ = self.sh.active.set(Active {
-            av,
-            txcq: setup.txcq.clone(),
-            rxcq: setup.rxcq.clone(),
-            txcntr: setup.txcntr.clone(),
-            rxcntr: setup.rxcntr.clone(),
-            wcntr: setup.wcntr.clone(),
-            rcntr: setup.rcntr.clone(),
-        });
+        let _ = self.sh.active.set(setup.freeze("shm")?);
         Ok(())
     }
 

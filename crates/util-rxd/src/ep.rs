@@ -70,9 +70,7 @@ use ofi_core::ep::Endpoint as CoreEp;
 use ofi_core::provider::{BindTarget, Desc, EndpointOps};
 use ofi_core::{AddrFormat, AvType, Caps, CqFormat, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
-use ofi_kit::av::KitAv;
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::ep::{BindRules, Bindings, CqBinding};
+use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::progress::{Progress, ProgressEngine};
@@ -124,15 +122,8 @@ const BIND_RULES: BindRules = BindRules {
     eq: false,
 };
 
-struct Active {
-    av: Arc<KitAv<()>>,
-    txcq: Option<CqBinding>,
-    rxcq: Option<CqBinding>,
-    txcntr: Option<KitCntr>,
-    rxcntr: Option<KitCntr>,
-    wcntr: Option<KitCntr>,
-    rcntr: Option<KitCntr>,
-}
+/// What `fi_enable` froze (the kit's [`Bound`]).
+type Active = Bound;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum CntrKind {
@@ -1757,16 +1748,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let setup = lock(&self.sh.setup);
-        let av = setup.require_for_enable("ofi_rxd")?;
-        let _ = self.sh.active.set(Active {
-            av,
-            txcq: setup.txcq.clone(),
-            rxcq: setup.rxcq.clone(),
-            txcntr: setup.txcntr.clone(),
-            rxcntr: setup.rxcntr.clone(),
-            wcntr: setup.wcntr.clone(),
-            rcntr: setup.rcntr.clone(),
-        });
+        let _ = self.sh.active.set(setup.freeze("ofi_rxd")?);
         self.sh.engine.kick();
         Ok(())
     }

@@ -66,9 +66,7 @@ use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{BindTarget, Desc, EndpointOps};
 use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
-use ofi_kit::av::KitAv;
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::ep::{BindRules, Bindings, CqBinding};
+use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
@@ -144,15 +142,8 @@ const BIND_RULES: BindRules = BindRules {
     eq: false,
 };
 
-struct Active {
-    av: Arc<KitAv<()>>,
-    txcq: Option<CqBinding>,
-    rxcq: Option<CqBinding>,
-    txcntr: Option<KitCntr>,
-    rxcntr: Option<KitCntr>,
-    wcntr: Option<KitCntr>,
-    rcntr: Option<KitCntr>,
-}
+/// What `fi_enable` froze (the kit's [`Bound`]).
+type Active = Bound;
 
 /// A MSG endpoint of the core, with its bounce buffers.
 struct MsgEp {
@@ -3222,16 +3213,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let setup = lock(&self.sh.setup);
-        let av = setup.require_for_enable("ofi_rxm")?;
-        let _ = self.sh.active.set(Active {
-            av,
-            txcq: setup.txcq.clone(),
-            rxcq: setup.rxcq.clone(),
-            txcntr: setup.txcntr.clone(),
-            rxcntr: setup.rxcntr.clone(),
-            wcntr: setup.wcntr.clone(),
-            rcntr: setup.rcntr.clone(),
-        });
+        let _ = self.sh.active.set(setup.freeze("ofi_rxm")?);
         self.sh.engine.kick();
         Ok(())
     }
