@@ -5,7 +5,7 @@
 //! - [`Domain`] owns the domain's `ProgressEngine` (manual, or auto with its own thread,
 //!   from `domain_attr.data_progress`); its CQs (`KitCq`) and counters (`KitCntr`) are
 //!   bound to it, and every endpoint registers with it.
-//! - [`Av`] is the kit's `KitAv` behind an `Arc` (endpoints keep it). Inserted
+//! - The AV is the kit's `SharedAv`, a `KitAv` endpoints share. Inserted
 //!   addresses must be `fi_shm://NAME` with a valid region name (else `FI_EINVAL` for
 //!   that address).
 //!

@@ -8,7 +8,7 @@
 //!   (`KitCntr`) are bound to it, and every endpoint registers with it. With manual
 //!   progress, the first CQ or counter with a wait fd starts the domain's watcher
 //!   thread (`watch`), which drives progress when a socket becomes readable.
-//! - [`Av`] is the kit's `KitAv` behind an `Arc` (so endpoints can keep it), with a
+//! - The AV is the kit's `SharedAv`, a `KitAv` endpoints share, with a
 //!   [`Peer`] per entry: the peer's socket address in the C layout, ready for
 //!   `sendmsg` without allocation.
 //!

@@ -6,7 +6,7 @@
 //! - [`Domain`] opens the core's domain (manual progress: rxd drives it) and owns the
 //!   kit progress engine its CQs, counters and endpoints use (manual or auto, from the
 //!   RDM info).
-//! - [`Av`] is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for udp):
+//! - The AV (`SharedAv`) is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for udp):
 //!   an rxd address is the core DGRAM endpoint's name.
 //! - Memory regions are the kit's ([`KitMr`] in a per-domain [`MrTable`]): rxd carries
 //!   out RMA and atomics at the target itself, checking each access against the table.

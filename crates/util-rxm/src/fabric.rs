@@ -6,7 +6,7 @@
 //! - [`Domain`] opens the core's domain (manual progress: rxm drives it) and owns the
 //!   kit progress engine its CQs, counters and endpoints use (manual or auto, from the
 //!   RDM info).
-//! - [`Av`] is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for tcp):
+//! - The AV (`SharedAv`) is the kit's AV over the core's address format (`FI_SOCKADDR_IN` for tcp):
 //!   an rxm address is the core passive endpoint's name.
 //! - [`Mr`] is a registration with the core's domain: its key and descriptor are the
 //!   core's, so RMA and atomics forwarded to a connection use them unchanged.
