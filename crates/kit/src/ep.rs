@@ -20,6 +20,9 @@
 
 use std::sync::Arc;
 
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::cq::CqError;
+use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::OpFlags;
 use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
@@ -28,6 +31,8 @@ use crate::av::{KitAv, SharedAv};
 use crate::cntr::KitCntr;
 use crate::cq::KitCq;
 use crate::eq::KitEq;
+use crate::iov::IoList;
+use crate::tagmatch::{Incoming, Placement, PostedRecv};
 
 /// A CQ bound for one direction.
 #[derive(Clone, Debug)]
@@ -94,6 +99,124 @@ pub struct Bound<P = ()> {
     pub wcntr: Option<KitCntr>,
     /// Counter of completed RMA reads and fetching atomics.
     pub rcntr: Option<KitCntr>,
+}
+
+/// The completion flags of a received message: `FI_RECV` with `FI_MSG` or `FI_TAGGED`,
+/// `FI_REMOTE_CQ_DATA` when it carried data, `FI_MULTI_RECV` when it `released` its
+/// multi-receive buffer.
+pub fn recv_flags(inc: &Incoming, released: bool) -> u64 {
+    let mut f = OpFlags::RECV
+        | if inc.tagged {
+            OpFlags::TAGGED
+        } else {
+            OpFlags::MSG
+        };
+    if inc.data.is_some() {
+        f |= OpFlags::REMOTE_CQ_DATA;
+    }
+    if released {
+        f |= OpFlags::MULTI_RECV;
+    }
+    f.bits()
+}
+
+impl<P> Bound<P> {
+    /// Report a finished transmit-side operation (send, RMA, atomic) of context `ctx`
+    /// with completion `flags`: an error entry and the counter's error count on `err`;
+    /// else an entry when `want` (not suppressed by selective completion) and the
+    /// counter. The counter follows the flags: `FI_WRITE` → write counter, `FI_READ` →
+    /// read counter, else the send counter.
+    pub fn complete_tx(&self, ctx: usize, flags: u64, want: bool, err: Option<Errno>) {
+        let f = OpFlags::from_bits_truncate(flags);
+        let cntr = if f.contains(OpFlags::WRITE) {
+            &self.wcntr
+        } else if f.contains(OpFlags::READ) {
+            &self.rcntr
+        } else {
+            &self.txcntr
+        };
+        if let Some(e) = err {
+            if let Some(b) = &self.txcq {
+                let mut ce = CqError::new(ctx, e);
+                ce.flags = flags;
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = cntr {
+                c.inc_err();
+            }
+            return;
+        }
+        if want {
+            if let Some(b) = &self.txcq {
+                let e = CqTaggedEntry {
+                    op_context: ctx,
+                    flags,
+                    len: 0,
+                    buf: std::ptr::null_mut(),
+                    data: 0,
+                    tag: 0,
+                };
+                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+            }
+        }
+        if let Some(c) = cntr {
+            c.inc();
+        }
+    }
+
+    /// Report message `inc` received into `recv` at `place`: an error entry (with
+    /// `olen` for `FI_ETRUNC`, which a truncated placement implies) and the receive
+    /// counter's error count on error; else an entry unless selective completion
+    /// suppresses it (a `released` multi-receive buffer is always reported), and the
+    /// receive counter.
+    pub fn complete_rx(
+        &self,
+        recv: &PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        released: bool,
+        err: Option<Errno>,
+    ) {
+        let flags = recv_flags(inc, released);
+        let buf = recv.buf.addr_at(place.offset);
+        let err = err.or(place.truncated.then_some(Errno::ETRUNC));
+        if let Some(e) = err {
+            if let Some(b) = &self.rxcq {
+                let mut ce = CqError::new(recv.ctx, e);
+                ce.flags = flags;
+                ce.len = place.len;
+                ce.buf = buf;
+                ce.data = inc.data.unwrap_or(0);
+                ce.tag = inc.tag;
+                ce.olen = if e == Errno::ETRUNC {
+                    inc.len.saturating_sub(place.len)
+                } else {
+                    0
+                };
+                let _ = b.cq.push_err(ce);
+            }
+            if let Some(c) = &self.rxcntr {
+                c.inc_err();
+            }
+            return;
+        }
+        if let Some(b) = &self.rxcq {
+            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
+                let e = CqTaggedEntry {
+                    op_context: recv.ctx,
+                    flags,
+                    len: place.len,
+                    buf: buf as *mut std::ffi::c_void,
+                    data: inc.data.unwrap_or(0),
+                    tag: inc.tag,
+                };
+                let _ = b.cq.push(&e, inc.src);
+            }
+        }
+        if let Some(c) = &self.rxcntr {
+            c.inc();
+        }
+    }
 }
 
 impl<P> Default for Bindings<P> {

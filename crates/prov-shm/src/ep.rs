@@ -417,44 +417,6 @@ impl Endpoint {
 }
 
 impl Shared {
-    fn complete_tx(&self, act: &Active, ctx: usize, flags: u64, want: bool, err: Option<Errno>) {
-        let f = OpFlags::from_bits_truncate(flags);
-        let cntr = if f.contains(OpFlags::WRITE) {
-            &act.wcntr
-        } else if f.contains(OpFlags::READ) {
-            &act.rcntr
-        } else {
-            &act.txcntr
-        };
-        if let Some(e) = err {
-            if let Some(b) = &act.txcq {
-                let mut ce = CqError::new(ctx, e);
-                ce.flags = flags;
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = cntr {
-                c.inc_err();
-            }
-            return;
-        }
-        if want {
-            if let Some(b) = &act.txcq {
-                let e = CqTaggedEntry {
-                    op_context: ctx,
-                    flags,
-                    len: 0,
-                    buf: std::ptr::null_mut(),
-                    data: 0,
-                    tag: 0,
-                };
-                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
-            }
-        }
-        if let Some(c) = cntr {
-            c.inc();
-        }
-    }
-
     fn connect(&self, tx: &mut Tx, idx: usize, name: &str) -> Result<()> {
         let region = Arc::new(Region::open_peer(name)?);
         let geo = region.geometry();
@@ -866,7 +828,7 @@ impl Shared {
             unsafe { iov.gather(0, map.base().add(off + INLINE_OFF), len) };
             conn.prod.publish(&ring);
             if !delivery {
-                self.complete_tx(act, ctx, cq_flags, want_cq, None);
+                act.complete_tx(ctx, cq_flags, want_cq, None);
             }
             return Ok(());
         }
@@ -945,7 +907,7 @@ impl Shared {
                     op.stage = Stage::AwaitAck;
                     conn.waiting += 1;
                 } else if let Some(op) = self.free_op(tx, oi) {
-                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, None);
+                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
                 }
                 continue;
             }
@@ -1046,7 +1008,7 @@ impl Shared {
                 op.stage = Stage::AwaitAck;
                 conn.waiting += 1;
             } else if let Some(op) = self.free_op(tx, oi) {
-                self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, None);
+                act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
             }
         }
     }
@@ -1109,7 +1071,7 @@ impl Shared {
                 }
                 if let Some(op) = self.free_op(tx, oi) {
                     let err = if st == 0 { None } else { Some(Errno(st.abs())) };
-                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, err);
+                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, err);
                 }
                 work += 1;
             }
@@ -1138,7 +1100,7 @@ impl Shared {
         for oi in 0..tx.ops.len() {
             if matches!(&tx.ops[oi], Some(op) if op.conn == idx) {
                 if let Some(op) = self.free_op(tx, oi) {
-                    self.complete_tx(act, op.ctx, op.cq_flags, op.want_cq, Some(err));
+                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, Some(err));
                     n += 1;
                 }
             }
@@ -1162,76 +1124,6 @@ impl Shared {
         }
         rr.src = act.av.reverse_lookup(&rr.addr).unwrap_or(ADDR_NOTAVAIL);
         rr.src
-    }
-
-    fn recv_flags(inc: &Incoming, released: bool) -> u64 {
-        let mut f = OpFlags::RECV
-            | if inc.tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            };
-        if inc.data.is_some() {
-            f |= OpFlags::REMOTE_CQ_DATA;
-        }
-        if released {
-            f |= OpFlags::MULTI_RECV;
-        }
-        f.bits()
-    }
-
-    fn complete_rx(
-        &self,
-        act: &Active,
-        recv: &PostedRecv<IoList>,
-        place: Placement,
-        inc: &Incoming,
-        released: bool,
-        err: Option<Errno>,
-    ) {
-        let flags = Self::recv_flags(inc, released);
-        let buf = recv.buf.addr_at(place.offset);
-        let err = err.or(if place.truncated {
-            Some(Errno::ETRUNC)
-        } else {
-            None
-        });
-        if let Some(e) = err {
-            if let Some(b) = &act.rxcq {
-                let mut ce = CqError::new(recv.ctx, e);
-                ce.flags = flags;
-                ce.len = place.len;
-                ce.buf = buf;
-                ce.data = inc.data.unwrap_or(0);
-                ce.tag = inc.tag;
-                ce.olen = if e == Errno::ETRUNC {
-                    inc.len - place.len
-                } else {
-                    0
-                };
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = &act.rxcntr {
-                c.inc_err();
-            }
-            return;
-        }
-        if let Some(b) = &act.rxcq {
-            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
-                let e = CqTaggedEntry {
-                    op_context: recv.ctx,
-                    flags,
-                    len: place.len,
-                    buf: buf as *mut c_void,
-                    data: inc.data.unwrap_or(0),
-                    tag: inc.tag,
-                };
-                let _ = b.cq.push(&e, inc.src);
-            }
-        }
-        if let Some(c) = &act.rxcntr {
-            c.inc();
-        }
     }
 
     fn push_ack(&self, rx: &mut Rx, ring: usize, claim: u64, id: u64, status: i32) {
@@ -1296,7 +1188,7 @@ impl Shared {
                 // SAFETY: `data` holds n bytes; the receive buffer is the
                 // application's, writable for its length (placement within it).
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-                self.complete_rx(act, recv, place, inc, released, None);
+                act.complete_rx(recv, place, inc, released, None);
                 if let Some((ring, claim, id)) = ack {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
@@ -1311,7 +1203,7 @@ impl Shared {
             } => {
                 let st = Self::cma_read(pid, recv.buf.sub(place.offset, place.len), &iov[..niov]);
                 let err = if st == 0 { None } else { Some(Errno(st)) };
-                self.complete_rx(act, recv, place, inc, released, err);
+                act.complete_rx(recv, place, inc, released, err);
                 self.push_ack(rx, ring, claim, id, st);
             }
         }
@@ -1730,7 +1622,7 @@ impl Shared {
                 released,
             } = a.target
             {
-                self.complete_rx(act, &recv, place, &a.inc, released, Some(Errno::ECONNRESET));
+                act.complete_rx(&recv, place, &a.inc, released, Some(Errno::ECONNRESET));
             }
         }
         let rr = &mut rx.rings[r];
@@ -1800,7 +1692,7 @@ impl Shared {
                 };
                 // SAFETY: see above; the receive buffer is the application's.
                 unsafe { recv.buf.scatter(place.offset, payload, place.len) };
-                self.complete_rx(act, &recv, place, &inc, released, None);
+                act.complete_rx(&recv, place, &inc, released, None);
                 if let Some((ring, claim, id)) = ack {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
@@ -2075,7 +1967,7 @@ impl Shared {
                         place,
                         released,
                     } => {
-                        self.complete_rx(act, &recv, place, &a.inc, released, None);
+                        act.complete_rx(&recv, place, &a.inc, released, None);
                         if let Some((ring, claim, id)) = ack {
                             self.push_ack(rx, ring, claim, id, 0);
                         }
@@ -2286,7 +2178,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
             Then::NoMsg(recv) => {
                 if let Some(b) = &act.rxcq {
@@ -2323,7 +2215,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
         }
         Ok(())

@@ -125,13 +125,6 @@ const BIND_RULES: BindRules = BindRules {
 /// What `fi_enable` froze (the kit's [`Bound`]).
 type Active = Bound;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CntrKind {
-    Send,
-    Write,
-    Read,
-}
-
 /// An RMA or atomic operation waiting for its response.
 struct Remote {
     peer: PeerId,
@@ -145,7 +138,6 @@ struct TxOp {
     ctx: usize,
     flags: u64,
     want: bool,
-    cntr: CntrKind,
     remote: Option<Remote>,
 }
 
@@ -485,123 +477,10 @@ fn default_tx_flags(f: OpFlags) -> OpFlags {
     f - OpFlags::DELIVERY_COMPLETE
 }
 
-fn recv_flags(inc: &Incoming, released: bool) -> u64 {
-    let mut f = OpFlags::RECV
-        | if inc.tagged {
-            OpFlags::TAGGED
-        } else {
-            OpFlags::MSG
-        };
-    if inc.data.is_some() {
-        f |= OpFlags::REMOTE_CQ_DATA;
-    }
-    if released {
-        f |= OpFlags::MULTI_RECV;
-    }
-    f.bits()
-}
-
 // ---------------------------------------------------------------------------------------
-// Completions.
+// Shared state: engine plumbing (completions are the kit's `Bound::complete_*`).
 
 impl Shared {
-    fn complete_tx(
-        &self,
-        act: &Active,
-        ctx: usize,
-        flags: u64,
-        want: bool,
-        cntr: CntrKind,
-        err: Option<Errno>,
-    ) {
-        let c = match cntr {
-            CntrKind::Send => &act.txcntr,
-            CntrKind::Write => &act.wcntr,
-            CntrKind::Read => &act.rcntr,
-        };
-        if let Some(e) = err {
-            if let Some(b) = &act.txcq {
-                let mut ce = CqError::new(ctx, e);
-                ce.flags = flags;
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = c {
-                c.inc_err();
-            }
-            return;
-        }
-        if want {
-            if let Some(b) = &act.txcq {
-                let e = CqTaggedEntry {
-                    op_context: ctx,
-                    flags,
-                    len: 0,
-                    buf: std::ptr::null_mut(),
-                    data: 0,
-                    tag: 0,
-                };
-                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
-            }
-        }
-        if let Some(c) = c {
-            c.inc();
-        }
-    }
-
-    fn complete_rx(
-        &self,
-        act: &Active,
-        recv: &PostedRecv<IoList>,
-        place: Placement,
-        inc: &Incoming,
-        released: bool,
-        err: Option<Errno>,
-    ) {
-        let flags = recv_flags(inc, released);
-        let buf = recv.buf.addr_at(place.offset);
-        let err = err.or(if place.truncated {
-            Some(Errno::ETRUNC)
-        } else {
-            None
-        });
-        if let Some(e) = err {
-            if let Some(b) = &act.rxcq {
-                let mut ce = CqError::new(recv.ctx, e);
-                ce.flags = flags;
-                ce.len = place.len;
-                ce.buf = buf;
-                ce.data = inc.data.unwrap_or(0);
-                ce.tag = inc.tag;
-                ce.olen = if e == Errno::ETRUNC {
-                    inc.len.saturating_sub(place.len)
-                } else {
-                    0
-                };
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = &act.rxcntr {
-                c.inc_err();
-            }
-            return;
-        }
-        if let Some(b) = &act.rxcq {
-            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
-                let e = CqTaggedEntry {
-                    op_context: recv.ctx,
-                    flags,
-                    len: place.len,
-                    buf: buf as *mut c_void,
-                    data: inc.data.unwrap_or(0),
-                    tag: inc.tag,
-                };
-                let _ = b.cq.push(&e, inc.src);
-            }
-        }
-        if let Some(c) = &act.rxcntr {
-            c.inc();
-        }
-    }
-
     fn now(&self) -> u64 {
         self.base.elapsed().as_nanos() as u64
     }
@@ -789,7 +668,6 @@ impl Shared {
                 ctx,
                 flags: cq_flags,
                 want,
-                cntr: CntrKind::Send,
                 remote: None,
             },
         );
@@ -833,7 +711,7 @@ impl Shared {
                         .is_some_and(|o| o.gen == gen && o.remote.is_some());
                     if !remote {
                         if let Some(op) = Self::take_op(st, token) {
-                            self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, None);
+                            act.complete_tx(op.ctx, op.flags, op.want, None);
                         }
                     }
                 }
@@ -843,7 +721,7 @@ impl Shared {
                             Failure::Lost | Failure::Protocol => Errno::EIO,
                             Failure::Reset => Errno::ECONNRESET,
                         };
-                        self.complete_tx(act, op.ctx, op.flags, true, op.cntr, Some(e));
+                        act.complete_tx(op.ctx, op.flags, true, Some(e));
                     }
                 }
                 Event::PeerLost { peer, why } => {
@@ -900,7 +778,7 @@ impl Shared {
                 // SAFETY: the receive buffer is the application's, writable for its
                 // length (the placement lies within it); `payload` has n bytes.
                 unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                self.complete_rx(act, &recv, place, &inc, rel, None);
+                act.complete_rx(&recv, place, &inc, rel, None);
             }
             None => {
                 if m.push_unexpected(inc, data).is_err() {
@@ -985,7 +863,7 @@ impl Shared {
                 place,
                 released,
                 inc,
-            }) => self.complete_rx(act, &recv, place, &inc, released, None),
+            }) => act.complete_rx(&recv, place, &inc, released, None),
             Some(RxTarget::Buffer(v)) => match parse_msg_hdr(&v) {
                 Some((op, ..)) if op <= OP_TAGGED => {
                     let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
@@ -1014,7 +892,7 @@ impl Shared {
             inc,
         } = t
         {
-            self.complete_rx(act, &recv, place, &inc, released, Some(e));
+            act.complete_rx(&recv, place, &inc, released, Some(e));
         }
     }
 
@@ -1033,7 +911,7 @@ impl Shared {
         let n = place.len.min(data.len());
         // SAFETY: as in on_message.
         unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-        self.complete_rx(act, &recv, place, inc, released, None);
+        act.complete_rx(&recv, place, inc, released, None);
     }
 
     fn discard_unexp(&self, _st: &mut St, _payload: Unexp) {}
@@ -1100,7 +978,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
             Then::NoMsg(recv) => {
                 if let Some(b) = &act.rxcq {
@@ -1125,7 +1003,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
         }
         Ok(())
@@ -1256,7 +1134,6 @@ impl Shared {
         result: Option<IoList>,
         expect: usize,
         cq_flags: u64,
-        cntr: CntrKind,
         want: bool,
     ) -> Result<()> {
         let plen: usize = payload.iter().map(IoList::total).sum();
@@ -1275,7 +1152,6 @@ impl Shared {
                 ctx,
                 flags: cq_flags,
                 want,
-                cntr,
                 remote: Some(Remote {
                     peer,
                     result,
@@ -1394,7 +1270,7 @@ impl Shared {
             }
         }
         let want = op.want || err.is_some();
-        self.complete_tx(act, op.ctx, op.flags, want, op.cntr, err);
+        act.complete_tx(op.ctx, op.flags, want, err);
     }
 
     /// The target region of a request, as one list of local buffers.
@@ -1607,7 +1483,6 @@ impl Endpoint {
                 Some(l),
                 total,
                 (OpFlags::RMA | OpFlags::READ).bits(),
-                CntrKind::Read,
                 want,
             )
         } else {
@@ -1622,7 +1497,6 @@ impl Endpoint {
                 None,
                 0,
                 (OpFlags::RMA | OpFlags::WRITE).bits(),
-                CntrKind::Write,
                 want,
             )
         }
@@ -1697,9 +1571,9 @@ impl Endpoint {
                 .txcq
                 .as_ref()
                 .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
-        let (cq_flags, cntr) = match kind {
-            AtomicKind::Base => ((OpFlags::ATOMIC | OpFlags::WRITE).bits(), CntrKind::Write),
-            _ => ((OpFlags::ATOMIC | OpFlags::READ).bits(), CntrKind::Read),
+        let cq_flags = match kind {
+            AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
+            _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
         };
         let req = RmaReq {
             key: rma.key,
@@ -1716,7 +1590,7 @@ impl Endpoint {
         };
         let expect = if result.is_some() { bytes } else { 0 };
         self.sh.remote(
-            act, peer, ctx, OP_ATOMIC, req, None, &payload, result, expect, cq_flags, cntr, want,
+            act, peer, ctx, OP_ATOMIC, req, None, &payload, result, expect, cq_flags, want,
         )
     }
 

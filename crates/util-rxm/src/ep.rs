@@ -223,13 +223,6 @@ struct Conn {
     loopback: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CntrKind {
-    Send,
-    Write,
-    Read,
-}
-
 enum Fwd {
     Read {
         iov: Vec<Iov>,
@@ -279,7 +272,6 @@ struct TxOp {
     ctx: usize,
     flags: u64,
     want: bool,
-    cntr: CntrKind,
     body: Body,
     /// Data copied at an inject call (the application's buffer may be reused).
     owned: Option<Vec<u8>>,
@@ -530,123 +522,10 @@ fn norm_addr(a: &Address, ip: Option<std::net::IpAddr>) -> Address {
     }
 }
 
-fn recv_flags(inc: &Incoming, released: bool) -> u64 {
-    let mut f = OpFlags::RECV
-        | if inc.tagged {
-            OpFlags::TAGGED
-        } else {
-            OpFlags::MSG
-        };
-    if inc.data.is_some() {
-        f |= OpFlags::REMOTE_CQ_DATA;
-    }
-    if released {
-        f |= OpFlags::MULTI_RECV;
-    }
-    f.bits()
-}
-
 // ---------------------------------------------------------------------------------------
-// Completions.
+// Shared state: engine plumbing (completions are the kit's `Bound::complete_*`).
 
 impl Shared {
-    fn complete_tx(
-        &self,
-        act: &Active,
-        ctx: usize,
-        flags: u64,
-        want: bool,
-        cntr: CntrKind,
-        err: Option<Errno>,
-    ) {
-        let c = match cntr {
-            CntrKind::Send => &act.txcntr,
-            CntrKind::Write => &act.wcntr,
-            CntrKind::Read => &act.rcntr,
-        };
-        if let Some(e) = err {
-            if let Some(b) = &act.txcq {
-                let mut ce = CqError::new(ctx, e);
-                ce.flags = flags;
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = c {
-                c.inc_err();
-            }
-            return;
-        }
-        if want {
-            if let Some(b) = &act.txcq {
-                let e = CqTaggedEntry {
-                    op_context: ctx,
-                    flags,
-                    len: 0,
-                    buf: std::ptr::null_mut(),
-                    data: 0,
-                    tag: 0,
-                };
-                let _ = b.cq.push(&e, ADDR_NOTAVAIL);
-            }
-        }
-        if let Some(c) = c {
-            c.inc();
-        }
-    }
-
-    fn complete_rx(
-        &self,
-        act: &Active,
-        recv: &PostedRecv<IoList>,
-        place: Placement,
-        inc: &Incoming,
-        released: bool,
-        err: Option<Errno>,
-    ) {
-        let flags = recv_flags(inc, released);
-        let buf = recv.buf.addr_at(place.offset);
-        let err = err.or(if place.truncated {
-            Some(Errno::ETRUNC)
-        } else {
-            None
-        });
-        if let Some(e) = err {
-            if let Some(b) = &act.rxcq {
-                let mut ce = CqError::new(recv.ctx, e);
-                ce.flags = flags;
-                ce.len = place.len;
-                ce.buf = buf;
-                ce.data = inc.data.unwrap_or(0);
-                ce.tag = inc.tag;
-                ce.olen = if e == Errno::ETRUNC {
-                    inc.len.saturating_sub(place.len)
-                } else {
-                    0
-                };
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = &act.rxcntr {
-                c.inc_err();
-            }
-            return;
-        }
-        if let Some(b) = &act.rxcq {
-            if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
-                let e = CqTaggedEntry {
-                    op_context: recv.ctx,
-                    flags,
-                    len: place.len,
-                    buf: buf as *mut c_void,
-                    data: inc.data.unwrap_or(0),
-                    tag: inc.tag,
-                };
-                let _ = b.cq.push(&e, inc.src);
-            }
-        }
-        if let Some(c) = &act.rxcntr {
-            c.inc();
-        }
-    }
-
     fn hello(&self, kind: Kind, reason: Reason) -> Vec<u8> {
         Hello {
             kind,
@@ -936,7 +815,7 @@ impl Shared {
             .unwrap_or_default();
         for i in q {
             if let Some(op) = st.free_op(i) {
-                self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, Some(e));
+                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
             }
         }
     }
@@ -979,7 +858,7 @@ impl Shared {
         }
         for i in ids {
             if let Some(op) = st.free_op(i) {
-                self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, Some(e));
+                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
             }
         }
         // Receives being filled from it.
@@ -990,7 +869,7 @@ impl Shared {
                 released,
             } = s.target
             {
-                self.complete_rx(act, &recv, place, &s.inc, released, Some(e));
+                act.complete_rx(&recv, place, &s.inc, released, Some(e));
             }
         }
         let rds: Vec<u32> = st
@@ -1002,7 +881,7 @@ impl Shared {
         for i in rds {
             if let Some(r) = st.rds.get_mut(i as usize).and_then(Option::take) {
                 st.rd_free.push(i);
-                self.complete_rx(act, &r.recv, r.place, &r.inc, r.released, Some(e));
+                act.complete_rx(&r.recv, r.place, &r.inc, r.released, Some(e));
             }
         }
         st.rd_waiting
@@ -1106,14 +985,7 @@ impl Shared {
                         .collect();
                     for i in ids {
                         if let Some(op) = st.free_op(i) {
-                            self.complete_tx(
-                                act,
-                                op.ctx,
-                                op.flags,
-                                op.want,
-                                op.cntr,
-                                Some(Errno::ECONNRESET),
-                            );
+                            act.complete_tx(op.ctx, op.flags, op.want, Some(Errno::ECONNRESET));
                         }
                     }
                 }
@@ -1499,7 +1371,7 @@ impl Shared {
             }
         }
         if let Some(op) = st.free_op(i) {
-            self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, Some(e));
+            act.complete_tx(op.ctx, op.flags, op.want, Some(e));
         }
         Posted::Done
     }
@@ -1939,7 +1811,7 @@ impl Shared {
             return;
         }
         if let Some(op) = st.free_op(i) {
-            self.complete_tx(act, op.ctx, op.flags, op.want, op.cntr, op.err);
+            act.complete_tx(op.ctx, op.flags, op.want, op.err);
         }
     }
 
@@ -2073,7 +1945,7 @@ impl Shared {
                 match r {
                     Ok(()) => {
                         drop(g);
-                        self.complete_tx(act, ctx, cq_flags, want, CntrKind::Send, None);
+                        act.complete_tx(ctx, cq_flags, want, None);
                         return Ok(());
                     }
                     Err(e) => {
@@ -2101,7 +1973,6 @@ impl Shared {
             ctx,
             flags: cq_flags,
             want,
-            cntr: CntrKind::Send,
             body: Body::Send {
                 iov,
                 len,
@@ -2133,12 +2004,12 @@ impl Shared {
         flags: OpFlags,
         suppress: bool,
     ) -> Result<()> {
-        let (cq_flags, cntr) = match &fwd {
-            Fwd::Read { .. } => ((OpFlags::RMA | OpFlags::READ).bits(), CntrKind::Read),
-            Fwd::Write { .. } => ((OpFlags::RMA | OpFlags::WRITE).bits(), CntrKind::Write),
+        let cq_flags = match &fwd {
+            Fwd::Read { .. } => (OpFlags::RMA | OpFlags::READ).bits(),
+            Fwd::Write { .. } => (OpFlags::RMA | OpFlags::WRITE).bits(),
             Fwd::Atomic { kind, .. } => match kind {
-                AtomicKind::Base => ((OpFlags::ATOMIC | OpFlags::WRITE).bits(), CntrKind::Write),
-                _ => ((OpFlags::ATOMIC | OpFlags::READ).bits(), CntrKind::Read),
+                AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
+                _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
             },
         };
         let want = !suppress
@@ -2155,7 +2026,6 @@ impl Shared {
             ctx,
             flags: cq_flags,
             want,
-            cntr,
             body: Body::Fwd(fwd),
             owned,
             outstanding: 0,
@@ -2280,7 +2150,7 @@ impl Shared {
                         // SAFETY: the receive buffer is the application's, writable for
                         // its length (the placement lies within it); `payload` has n bytes.
                         unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                        self.complete_rx(act, &recv, place, &inc, rel, None);
+                        act.complete_rx(&recv, place, &inc, rel, None);
                         Self::return_credit(st, c, epoch);
                     }
                     (Op::Eager, None) => {
@@ -2408,7 +2278,7 @@ impl Shared {
                 place,
                 released,
             } => {
-                self.complete_rx(act, &recv, place, &sar.inc, released, None);
+                act.complete_rx(&recv, place, &sar.inc, released, None);
                 Self::return_credit(st, c, epoch);
             }
             SarTarget::Buffer(b) => {
@@ -2419,7 +2289,7 @@ impl Shared {
                     // SAFETY: as above.
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
-                    self.complete_rx(act, &recv, place, &sar.inc, rel, None);
+                    act.complete_rx(&recv, place, &sar.inc, rel, None);
                     Self::return_credit(st, c, epoch);
                 } else if g.discarded {
                     drop(g);
@@ -2553,7 +2423,7 @@ impl Shared {
         };
         st.rd_free.push(i);
         st.rd_waiting.retain(|x| *x != i);
-        self.complete_rx(act, &r.recv, r.place, &r.inc, r.released, r.err);
+        act.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
         let status = r.err.map_or(0i64, |e| -i64::from(e.0));
         let epoch = Self::conn_epoch(st, r.conn);
         Self::return_credit(st, r.conn, epoch);
@@ -2595,7 +2465,7 @@ impl Shared {
                 let n = place.len.min(data.len());
                 // SAFETY: as in handle_packet.
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-                self.complete_rx(act, &recv, place, inc, released, None);
+                act.complete_rx(&recv, place, inc, released, None);
                 Self::return_credit(st, conn, epoch);
                 self.maybe_credit(st, conn);
             }
@@ -2606,21 +2476,21 @@ impl Shared {
                     // SAFETY: as above.
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
-                    self.complete_rx(act, &recv, place, inc, released, None);
+                    act.complete_rx(&recv, place, inc, released, None);
                     Self::return_credit(st, conn, epoch);
                     self.maybe_credit(st, conn);
                 } else if Self::conn_epoch(st, conn) == epoch {
                     g.matched = Some((recv, place, released));
                 } else {
                     drop(g);
-                    self.complete_rx(act, &recv, place, inc, released, Some(Errno::ECONNRESET));
+                    act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
             }
             Unexp::Rts { rts, conn, epoch } => {
                 if Self::conn_epoch(st, conn) == epoch {
                     self.start_read(act, st, conn, recv, place, *inc, released, rts);
                 } else {
-                    self.complete_rx(act, &recv, place, inc, released, Some(Errno::ECONNRESET));
+                    act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
             }
         }
@@ -2713,7 +2583,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
             Then::NoMsg(recv) => {
                 if let Some(b) = &act.rxcq {
@@ -2738,7 +2608,7 @@ impl Shared {
                 };
                 let mut r2 = recv;
                 r2.buf = IoList::one(0, 0);
-                self.complete_rx(act, &r2, place, &inc, false, None);
+                act.complete_rx(&r2, place, &inc, false, None);
             }
         }
         Ok(())
