@@ -120,7 +120,74 @@ pub fn recv_flags(inc: &Incoming, released: bool) -> u64 {
     f.bits()
 }
 
+/// `FI_OPT_ENDPOINT`, the option level of fi_getopt / fi_setopt.
+pub const OPT_ENDPOINT: i32 = 0;
+/// `FI_OPT_MIN_MULTI_RECV` (a `size_t`).
+pub const OPT_MIN_MULTI_RECV: i32 = 0;
+
+/// `fi_getopt` of `FI_OPT_MIN_MULTI_RECV` for a provider whose only endpoint option it
+/// is: `value` written into `optval` (`FI_ETOOSMALL` if it does not fit), its length
+/// returned; any other option is `FI_ENOPROTOOPT`.
+pub fn getopt_min_multi_recv(
+    prov: &str,
+    level: i32,
+    optname: i32,
+    optval: &mut [u8],
+    value: impl FnOnce() -> usize,
+) -> Result<usize> {
+    if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+        return Err(Error::new(
+            Errno::ENOPROTOOPT,
+            format!("{prov}: option {level}/{optname} is not supported"),
+        ));
+    }
+    let b = value().to_ne_bytes();
+    let Some(dst) = optval.get_mut(..b.len()) else {
+        return Err(Error::new(
+            Errno::ETOOSMALL,
+            format!("{prov}: FI_OPT_MIN_MULTI_RECV needs a size_t"),
+        ));
+    };
+    dst.copy_from_slice(&b);
+    Ok(b.len())
+}
+
+/// `fi_setopt` of `FI_OPT_MIN_MULTI_RECV`: the value in `optval` (`FI_EINVAL` unless it
+/// is exactly a `size_t`); any other option is `FI_ENOPROTOOPT`.
+pub fn setopt_min_multi_recv(prov: &str, level: i32, optname: i32, optval: &[u8]) -> Result<usize> {
+    if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
+        return Err(Error::new(
+            Errno::ENOPROTOOPT,
+            format!("{prov}: option {level}/{optname} is not supported"),
+        ));
+    }
+    let b: [u8; std::mem::size_of::<usize>()] = optval.try_into().map_err(|_| {
+        Error::new(
+            Errno::EINVAL,
+            format!("{prov}: FI_OPT_MIN_MULTI_RECV takes a size_t"),
+        )
+    })?;
+    Ok(usize::from_ne_bytes(b))
+}
+
 impl<P> Bound<P> {
+    /// Report a receive that `fi_cancel` took back: an `FI_ECANCELED` error entry with
+    /// the receive's flags and tag.
+    pub fn cancelled<B>(&self, recv: &PostedRecv<B>) {
+        if let Some(b) = &self.rxcq {
+            let mut ce = CqError::new(recv.ctx, Errno::ECANCELED);
+            ce.flags = (OpFlags::RECV
+                | if recv.tagged {
+                    OpFlags::TAGGED
+                } else {
+                    OpFlags::MSG
+                })
+            .bits();
+            ce.tag = recv.tag;
+            let _ = b.cq.push_err(ce);
+        }
+    }
+
     /// Report a finished transmit-side operation (send, RMA, atomic) of context `ctx`
     /// with completion `flags`: an error entry and the counter's error count on `err`;
     /// else an entry when `want` (not suppressed by selective completion) and the
@@ -381,5 +448,32 @@ impl<P> Bindings<P> {
             ));
         }
         Ok(av)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_multi_recv_option_round_trips_and_checks_sizes() {
+        let mut out = [0u8; 16];
+        let n = getopt_min_multi_recv("t", OPT_ENDPOINT, OPT_MIN_MULTI_RECV, &mut out, || 4096)
+            .unwrap();
+        assert_eq!(n, std::mem::size_of::<usize>());
+        assert_eq!(
+            setopt_min_multi_recv("t", OPT_ENDPOINT, OPT_MIN_MULTI_RECV, &out[..n]).unwrap(),
+            4096
+        );
+        let e = getopt_min_multi_recv("t", OPT_ENDPOINT, OPT_MIN_MULTI_RECV, &mut out[..2], || 1)
+            .unwrap_err();
+        assert_eq!(e.code(), Errno::ETOOSMALL);
+        let e =
+            setopt_min_multi_recv("t", OPT_ENDPOINT, OPT_MIN_MULTI_RECV, &out[..3]).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        let e = setopt_min_multi_recv("t", OPT_ENDPOINT, 7, &out[..n]).unwrap_err();
+        assert_eq!(e.code(), Errno::ENOPROTOOPT);
+        let e = getopt_min_multi_recv("t", 3, OPT_MIN_MULTI_RECV, &mut out, || 1).unwrap_err();
+        assert_eq!(e.code(), Errno::ENOPROTOOPT);
     }
 }

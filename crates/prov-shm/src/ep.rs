@@ -75,10 +75,6 @@ use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
 
 /// Slots read from one ring per progress call.
 pub const POLL_BUDGET: usize = 32;
-/// `FI_OPT_ENDPOINT`.
-const OPT_ENDPOINT: i32 = 0;
-/// `FI_OPT_MIN_MULTI_RECV`.
-const OPT_MIN_MULTI_RECV: i32 = 0;
 /// How often, at most, peers' liveness is checked.
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(5);
 
@@ -2275,18 +2271,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let recv = lock(&self.sh.rx).m.cancel(context);
         match recv {
             Some(r) => {
-                if let Some(b) = &act.rxcq {
-                    let mut ce = CqError::new(r.ctx, Errno::ECANCELED);
-                    ce.flags = (OpFlags::RECV
-                        | if r.tagged {
-                            OpFlags::TAGGED
-                        } else {
-                            OpFlags::MSG
-                        })
-                    .bits();
-                    ce.tag = r.tag;
-                    let _ = b.cq.push_err(ce);
-                }
+                act.cancelled(&r);
                 Ok(())
             }
             None => Err(Error::new(
@@ -2297,31 +2282,14 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
-            return Err(Error::new(Errno::ENOPROTOOPT, "shm: option not supported"));
-        }
-        let v = lock(&self.sh.rx).m.config().min_multi_recv;
-        let b = v.to_ne_bytes();
-        let Some(dst) = optval.get_mut(..b.len()) else {
-            return Err(Error::new(
-                Errno::ETOOSMALL,
-                "shm: FI_OPT_MIN_MULTI_RECV needs a size_t",
-            ));
-        };
-        dst.copy_from_slice(&b);
-        Ok(b.len())
+        ofi_kit::ep::getopt_min_multi_recv("shm", level, optname, optval, || {
+            lock(&self.sh.rx).m.config().min_multi_recv
+        })
     }
 
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
-            return Err(Error::new(Errno::ENOPROTOOPT, "shm: option not supported"));
-        }
-        let b: [u8; std::mem::size_of::<usize>()] = optval
-            .try_into()
-            .map_err(|_| Error::new(Errno::EINVAL, "shm: FI_OPT_MIN_MULTI_RECV takes a size_t"))?;
-        lock(&self.sh.rx)
-            .m
-            .set_min_multi_recv(usize::from_ne_bytes(b));
+        let v = ofi_kit::ep::setopt_min_multi_recv("shm", level, optname, optval)?;
+        lock(&self.sh.rx).m.set_min_multi_recv(v);
         Ok(())
     }
 

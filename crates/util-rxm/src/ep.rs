@@ -78,8 +78,6 @@ use crate::fabric::{DomainShared, Fabric};
 use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
 
-const OPT_ENDPOINT: i32 = 0;
-const OPT_MIN_MULTI_RECV: i32 = 0;
 /// Core completions read per progress call.
 const CQ_BATCH: usize = 8;
 /// Core CQ reads per progress call at most.
@@ -3093,18 +3091,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let recv = lock(&self.sh.st).m.cancel(context);
         match recv {
             Some(r) => {
-                if let Some(b) = &act.rxcq {
-                    let mut ce = CqError::new(r.ctx, Errno::ECANCELED);
-                    ce.flags = (OpFlags::RECV
-                        | if r.tagged {
-                            OpFlags::TAGGED
-                        } else {
-                            OpFlags::MSG
-                        })
-                    .bits();
-                    ce.tag = r.tag;
-                    let _ = b.cq.push_err(ce);
-                }
+                act.cancelled(&r);
                 Ok(())
             }
             None => Err(Error::new(
@@ -3115,40 +3102,14 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
-            return Err(Error::new(
-                Errno::ENOPROTOOPT,
-                "ofi_rxm: option not supported",
-            ));
-        }
-        let v = lock(&self.sh.st).m.config().min_multi_recv;
-        let b = v.to_ne_bytes();
-        let Some(dst) = optval.get_mut(..b.len()) else {
-            return Err(Error::new(
-                Errno::ETOOSMALL,
-                "ofi_rxm: FI_OPT_MIN_MULTI_RECV needs a size_t",
-            ));
-        };
-        dst.copy_from_slice(&b);
-        Ok(b.len())
+        ofi_kit::ep::getopt_min_multi_recv("ofi_rxm", level, optname, optval, || {
+            lock(&self.sh.st).m.config().min_multi_recv
+        })
     }
 
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
-            return Err(Error::new(
-                Errno::ENOPROTOOPT,
-                "ofi_rxm: option not supported",
-            ));
-        }
-        let b: [u8; std::mem::size_of::<usize>()] = optval.try_into().map_err(|_| {
-            Error::new(
-                Errno::EINVAL,
-                "ofi_rxm: FI_OPT_MIN_MULTI_RECV takes a size_t",
-            )
-        })?;
-        lock(&self.sh.st)
-            .m
-            .set_min_multi_recv(usize::from_ne_bytes(b));
+        let v = ofi_kit::ep::setopt_min_multi_recv("ofi_rxm", level, optname, optval)?;
+        lock(&self.sh.st).m.set_min_multi_recv(v);
         Ok(())
     }
 
