@@ -215,24 +215,22 @@ pub fn poll_set_reports_members(s: &Subject) {
     ps.close().expect("closing the empty poll set");
 }
 
-/// A poll set reports a CQ with completions (a message to the endpoint itself), and
-/// stops once they are read (connectionless types).
+/// A poll set reports a CQ with completions (a message from the other end of a pair,
+/// on every endpoint type the provider offers), and stops once they are read.
 pub fn poll_set_reports_completions(s: &Subject) {
-    if s.claimed().connectionless_type().is_none() {
-        println!("skipped: no connectionless endpoint type to send to itself");
-        return;
-    }
-    let f = crate::fixture::Fixture::new(s, 1);
-    let p = &f.peers[0];
-    let ps = f.fabric.poll_open().expect("fi_poll_open");
-    ps.add_cq(&p.cq, 0xd0).expect("fi_poll_add CQ");
-    poll_nothing(&ps, "before any operation");
-    let mut buf = [0u8; 32];
-    post_recv(&p.ep, &mut buf, 0x41).expect("fi_recv");
-    send(&p.ep, b"poll me", f.fi_addrs[0], 0x40).expect("fi_send");
-    poll_until(&ps, 0xd0, "completions in the CQ");
-    let _ = wait_ok(&p.cq, "first completion");
-    let _ = wait_ok(&p.cq, "second completion");
-    poll_nothing(&ps, "the CQ was emptied");
-    ps.del(&p.cq).expect("fi_poll_del");
+    crate::pair::each_pair(s, ofi::Caps::MSG, |p| {
+        let ps = p.fabric.poll_open().expect("fi_poll_open");
+        ps.add_cq(&p.a.cq, 0xd0).expect("fi_poll_add CQ");
+        poll_nothing(&ps, "before any operation");
+        let mut buf = [0u8; 32];
+        post_recv(&p.a.ep, &mut buf, 0x41).expect("fi_recv");
+        send(&p.b.ep, b"poll me", p.b.peer, 0x40).expect("fi_send");
+        poll_until(&ps, 0xd0, "a receive completion in the CQ");
+        let r = p.wait_ok(0, "the receive");
+        assert_eq!(r.op_context, 0x41);
+        assert_eq!(&buf[..7], b"poll me");
+        let _ = p.wait_ok(1, "the send");
+        poll_nothing(&ps, "the CQ was emptied");
+        ps.del(&p.a.cq).expect("fi_poll_del");
+    });
 }
