@@ -15,8 +15,13 @@
 //! - shared contexts are `FI_ENOSYS`.
 //!
 //! Whether binding is still allowed (`FI_EOPBADSTATE` after `fi_enable`) is the
-//! endpoint's to check; [`Bindings::require_for_enable`] gives `fi_enable`'s checks.
-//! Nothing here panics.
+//! endpoint's to check; [`Bindings::freeze`] gives `fi_enable`'s checks and the frozen
+//! [`Bound`], which then reports completions the way every kit provider does:
+//! [`Bound::complete_tx`] (the counter follows the completion flags: `FI_WRITE`,
+//! `FI_READ`, else send), [`Bound::complete_rx`] (truncation, selective completion,
+//! multi-receive release), [`Bound::cancelled`]. The endpoint option the kit's
+//! providers share, `FI_OPT_MIN_MULTI_RECV`, is [`getopt_min_multi_recv`] /
+//! [`setopt_min_multi_recv`]. Nothing here panics.
 
 use std::sync::Arc;
 
