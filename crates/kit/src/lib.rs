@@ -21,21 +21,25 @@
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers;
+//! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
+//!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
 //!   interface addresses) for the socket-based providers.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in three places only: the `poll(2)` call of
+//! `unsafe` is allowed in four places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
-//! application buffers (raw addresses by the C API's contract), and [`sock`]'s socket
-//! addresses and system calls; everything else is safe code.
+//! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
+//! addresses and system calls, and [`cma`]'s cross-memory system calls; everything else is safe code.
 
 #![deny(unsafe_code)]
 
 pub mod atomic;
 pub mod av;
 pub mod bufpool;
+#[allow(unsafe_code)]
+pub mod cma;
 pub mod cntr;
 pub mod cq;
 pub mod ep;

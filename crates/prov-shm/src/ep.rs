@@ -430,7 +430,7 @@ impl Shared {
             ring.state().store(state::ATTACHING, Ordering::Relaxed);
             let tail = ring.tail_word().load(Ordering::Acquire);
             let ack_tail = ring.ack_tail_word().load(Ordering::Acquire);
-            let (pa, pv) = crate::cma::probe_word();
+            let (pa, pv) = ofi_kit::cma::probe_word();
             ring.write_identity(me as i32, &self.name, pa, pv);
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
@@ -1158,7 +1158,7 @@ impl Shared {
 
     /// CMA-read an RTS into `dst` (the placement's part of the receive buffer).
     fn cma_read(pid: i32, dst: IoList, iov: &[(u64, u64)]) -> i32 {
-        match crate::cma::readv(pid, dst.slice(), iov) {
+        match ofi_kit::cma::readv(pid, dst.slice(), iov) {
             Ok(n) if n == dst.total() => 0,
             Ok(_) => Errno::EIO.0,
             Err(e) if e == libc::ESRCH => Errno::ECONNRESET.0,
@@ -1243,9 +1243,9 @@ impl Shared {
             (Some(_), _) if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
             (Some((pid, iov)), _) => {
                 let r = if read {
-                    crate::cma::writev(pid, segs.slice(), iov)
+                    ofi_kit::cma::writev(pid, segs.slice(), iov)
                 } else {
-                    crate::cma::readv(pid, segs.slice(), iov)
+                    ofi_kit::cma::readv(pid, segs.slice(), iov)
                 };
                 match r {
                     Ok(k) if k == total => 0,
@@ -1343,7 +1343,7 @@ impl Shared {
                     if l.1 == 0 {
                         continue;
                     }
-                    match crate::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r)) {
+                    match ofi_kit::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r)) {
                         Ok(n) if n == l.1 => {}
                         Err(e) if e == libc::EPERM || e == libc::ENOSYS => {
                             return Errno::EOPNOTSUPP.0
@@ -1381,7 +1381,7 @@ impl Shared {
         if fetch && bytes > 0 {
             let local = [(result.as_ptr() as usize, bytes)];
             let remote = [(a.bufs[2], bytes as u64)];
-            match crate::cma::writev(pid, &local, &remote) {
+            match ofi_kit::cma::writev(pid, &local, &remote) {
                 Ok(n) if n == bytes => {}
                 Err(e) if e == libc::EPERM || e == libc::ENOSYS => return Errno::EOPNOTSUPP.0,
                 _ => return Errno::EIO.0,
@@ -1584,7 +1584,7 @@ impl Shared {
                 self.corrupt.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let cma = if self.settings.disable_cma || !crate::cma::probe(pid, pa, pv) {
+            let cma = if self.settings.disable_cma || !ofi_kit::cma::probe(pid, pa, pv) {
                 cma_state::REFUSED
             } else {
                 cma_state::OK

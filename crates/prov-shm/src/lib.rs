@@ -91,8 +91,6 @@
 //! codes; bad shared memory is logged and skipped.
 
 #[cfg(not(all(loom, test)))]
-pub mod cma;
-#[cfg(not(all(loom, test)))]
 pub mod ep;
 #[cfg(not(all(loom, test)))]
 pub mod fabric;
