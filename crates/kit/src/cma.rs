@@ -16,6 +16,25 @@ pub fn probe_word() -> (u64, u64) {
     (PROBE.as_ptr() as u64, v)
 }
 
+/// A random 64-bit value from the kernel (`getrandom(2)`), for nonces. Where the call
+/// fails, a value mixed from the clock, the pid and a stack address (not secret; the
+/// callers' proofs then only resist guessing, not a local observer).
+pub fn random_u64() -> u64 {
+    let mut v = 0u64;
+    // SAFETY: the buffer is 8 writable bytes owned by this frame.
+    let n = unsafe { libc::getrandom((&mut v as *mut u64).cast(), 8, 0) };
+    if n == 8 {
+        return v;
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let here = &v as *const u64 as u64;
+    (t ^ here.rotate_left(29) ^ u64::from(std::process::id()) << 40)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 /// Probe CMA towards `pid`: read its probe word at `addr` with a real
 /// `process_vm_readv` and compare with `want`.
 pub fn probe(pid: i32, addr: u64, want: u64) -> bool {
@@ -130,6 +149,13 @@ mod tests {
                 assert!(!probe(std::process::id() as i32, addr, v));
             }
         }
+    }
+
+    #[test]
+    fn random_values_differ() {
+        let a = random_u64();
+        let b = random_u64();
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -27,6 +27,20 @@
 //! checks; read responses into the initiator's buffers. Every round does a bounded
 //! amount of work.
 //!
+//! # Same-host copies
+//!
+//! On a connection between two processes of this host (see the crate docs), each side
+//! offers a nonce once connected and verifies the peer's proof with a real
+//! `process_vm_readv` ([`Local`]); the nonce is never kept in plain form (masked with a
+//! per-process key) so no other process can find it in this one's memory. Once the
+//! peer has verified this side, sends and RMA reads of at least `cma_threshold` bytes
+//! go as descriptors: the send waits (as a pending operation) for the receiver's `Ack`,
+//! the receiver copies from the sender with `process_vm_readv` straight into the
+//! matched buffer (or into an unexpected-message buffer, under the same limits), and a
+//! read's target copies into the initiator with `process_vm_writev`. Descriptors are
+//! accepted only from a verified peer; the copies only touch the verified peer's memory
+//! (the kernel checks its addresses) and buffers this side owns or has checked.
+//!
 //! # Failure
 //!
 //! End of stream or a socket error: queued and pending operations complete with
@@ -39,7 +53,8 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
 use ofi_core::abi::raw::{
@@ -64,7 +79,7 @@ use ofi_kit::tagmatch::{
 use crate::fabric::{bind_addr, lock, DomainShared, Fabric, OPT_CM_DATA_SIZE, OPT_ENDPOINT};
 use crate::proto::{
     self, CmHdr, CmKind, Hdr, Op, RmaIov, CM_DATA_SIZE, CM_HDR_LEN, FLAG_ACK_REQ, FLAG_CQ_DATA,
-    HDR_LEN, HDR_MAX, RMA_IOV_LEN,
+    FLAG_LOCAL, HDR_LEN, HDR_MAX, RMA_IOV_LEN,
 };
 use crate::sock::{iovec, Sock};
 use crate::{IOV_LIMIT, NAME};
@@ -379,6 +394,36 @@ struct St {
     scratch: Vec<u8>,
     /// Bytes read ahead of the parser (see [`RxStage`]).
     stage: RxStage,
+    /// Same-host copies on this connection.
+    local: Local,
+}
+
+/// The same-host copy state of one connection (see the module docs).
+#[derive(Debug, Default)]
+struct Local {
+    /// Both ends are on this host and copies are not disabled.
+    eligible: bool,
+    /// The nonce offered to the peer, masked with [`process_key`]; cleared once the
+    /// peer's proof has been checked.
+    offered: Option<u64>,
+    /// The peer's pid, once its proof held: descriptors from it are accepted and this
+    /// side copies from / into its memory.
+    peer_pid: Option<i32>,
+    /// A proof was sent (a `LocalOk` may come).
+    proved: bool,
+    /// The peer verified this side: large sends and reads go as descriptors.
+    tx_ok: bool,
+}
+
+/// A random key of this process that masks offered nonces in memory.
+fn process_key() -> u64 {
+    static KEY: OnceLock<u64> = OnceLock::new();
+    *KEY.get_or_init(ofi_kit::cma::random_u64)
+}
+
+/// Whether a connection between `local` and `peer` stays on this host.
+fn same_host(local: &SocketAddr, peer: &SocketAddr) -> bool {
+    peer.ip().is_loopback() || peer.ip() == local.ip()
 }
 
 /// Bytes read from the socket ahead of the parser (`FI_TCP_READ_AHEAD` of them), so
@@ -466,6 +511,10 @@ pub(crate) struct EpInner {
     max_msg: usize,
     inject_size: usize,
     tx_size: usize,
+    /// Smallest payload sent as a same-host descriptor (`usize::MAX`: never).
+    cma_threshold: usize,
+    /// The word the peer reads to check this side's proof (holds its nonce).
+    proof: AtomicU64,
     /// Whether progress has anything to look at (connecting or connected).
     active: AtomicBool,
     st: Mutex<St>,
@@ -617,6 +666,12 @@ impl Endpoint {
             max_msg,
             inject_size: settings.inject_size,
             tx_size,
+            cma_threshold: if settings.disable_cma {
+                usize::MAX
+            } else {
+                settings.cma_threshold
+            },
+            proof: AtomicU64::new(0),
             active: AtomicBool::new(false),
             st: Mutex::new(St {
                 conn: st_conn,
@@ -632,6 +687,7 @@ impl Endpoint {
                 next_id: 1,
                 scratch: Vec::new(),
                 stage: RxStage::new(settings.read_ahead),
+                local: Local::default(),
             }),
         });
         dom.engine.register(&inner);
@@ -809,6 +865,7 @@ impl EpInner {
                 match kind {
                     CmKind::ConnResp => {
                         st.conn = Conn::Connected;
+                        self.on_connected(st);
                         if let Some(eq) = &st.b.eq {
                             let _ = eq.connected(self.fid, data);
                         }
@@ -819,6 +876,31 @@ impl EpInner {
                 1
             }
             _ => 0,
+        }
+    }
+
+    /// The connection is up: offer the peer a same-host proof when both ends are here.
+    fn on_connected(&self, st: &mut St) {
+        if self.cma_threshold == usize::MAX {
+            return;
+        }
+        let Some(sock) = st.sock.as_ref() else {
+            return;
+        };
+        let (Ok(local), Ok(peer)) = (sock.local_addr(), sock.peer_addr()) else {
+            return;
+        };
+        if !same_host(&local, &peer) {
+            return;
+        }
+        st.local.eligible = true;
+        let nonce = ofi_kit::cma::random_u64();
+        st.local.offered = Some(nonce ^ process_key());
+        let mut h = Hdr::new(Op::LocalOffer);
+        h.data = nonce;
+        EpInner::respond(st, h, Segs::default());
+        if self.dom.engine.mode() == ofi_kit::progress::ProgressMode::Auto {
+            self.dom.engine.kick();
         }
     }
 
@@ -1148,7 +1230,13 @@ impl EpInner {
             cntr: CntrKind::Send,
         };
         let mut tx_comp = Some(comp);
-        if flags.contains(OpFlags::DELIVERY_COMPLETE) && !silent {
+        // Same-host: a descriptor of the buffers instead of the payload.
+        let local = st.local.tx_ok && !inject && !silent && len >= self.cma_threshold;
+        if local {
+            h.flags |= FLAG_LOCAL;
+            h.rma_cnt = segs.n as u8;
+        }
+        if (flags.contains(OpFlags::DELIVERY_COMPLETE) && !silent) || local {
             h.flags |= FLAG_ACK_REQ;
             h.id = st.next_id;
             st.next_id += 1;
@@ -1169,7 +1257,17 @@ impl EpInner {
             comp: tx_comp,
         };
         encode_hdr(&h, &mut op.hdr);
-        self.post_tx(&mut st, op, inject)
+        if local {
+            op.hdr_len = encode_local_iovs(&mut op.hdr, 0, &segs);
+            op.total = op.hdr_len;
+            op.pl = Payload::Segs(Segs::default());
+        }
+        let id = h.id;
+        let r = self.post_tx(&mut st, op, inject);
+        if r.is_err() && h.flags & FLAG_ACK_REQ != 0 {
+            st.pending.retain(|p| p.id != id);
+        }
+        r
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1219,7 +1317,20 @@ impl EpInner {
         }
         let mut st = lock(&self.st);
         self.check_tx(&st)?;
-        let mut h = Hdr::new(if write { Op::Write } else { Op::ReadReq });
+        // Same-host: the target copies into our buffers (remote and local iovs share the
+        // header's four slots).
+        let local = !write
+            && st.local.tx_ok
+            && len >= self.cma_threshold
+            && segs.n > 0
+            && rma.len() + segs.n <= proto::RMA_IOV_LIMIT;
+        let mut h = Hdr::new(if local {
+            Op::LocalReadReq
+        } else if write {
+            Op::Write
+        } else {
+            Op::ReadReq
+        });
         h.rma_cnt = rma.len() as u8;
         h.size = if write { len as u64 } else { 0 };
         if let Some(d) = data {
@@ -1264,6 +1375,12 @@ impl EpInner {
                 key: r.key,
             }
             .encode(&mut op.hdr[at..at + RMA_IOV_LEN]);
+        }
+        if local {
+            h.tag = rma.len() as u64;
+            h.rma_cnt = (rma.len() + segs.n) as u8;
+            encode_hdr(&h, &mut op.hdr);
+            op.hdr_len = encode_local_iovs(&mut op.hdr, rma.len(), &segs);
         }
         op.total = op.hdr_len + if write { len } else { 0 };
         let id = h.id;
@@ -1555,6 +1672,21 @@ impl EpInner {
                 if size > self.max_msg {
                     return Err(perr("message larger than max_msg_size"));
                 }
+                if hdr.flags & FLAG_LOCAL != 0 {
+                    if st.local.peer_pid.is_none() {
+                        return Err(perr("same-host descriptor from an unverified peer"));
+                    }
+                    if hdr.flags & FLAG_ACK_REQ == 0 {
+                        return Err(perr("same-host descriptor without an ack request"));
+                    }
+                    let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                    let sum = rma[..usize::from(hdr.rma_cnt)]
+                        .iter()
+                        .fold(0u64, |a, r| a.saturating_add(r.len));
+                    if sum != hdr.size {
+                        return Err(perr("same-host descriptor lengths differ from the size"));
+                    }
+                }
                 let tagged = hdr.op == Op::Tagged;
                 let inc = Incoming {
                     src: ADDR_NOTAVAIL,
@@ -1639,6 +1771,19 @@ impl EpInner {
                 let Some(p) = st.pending.remove(i) else {
                     return Err(perr("read response for no pending read"));
                 };
+                if hdr.flags & FLAG_LOCAL != 0 {
+                    // The target copied into our buffers already.
+                    if hdr.size != 0 {
+                        return Err(perr("same-host read response with a payload"));
+                    }
+                    if hdr.status == 0 {
+                        self.comp_ok(&st.b, &p.comp);
+                    } else {
+                        self.comp_err(&st.b, &p.comp, Errno(i32::from(hdr.status)));
+                    }
+                    st.rx = Rx::Hdr { got: 0 };
+                    return Ok(Step::Finished);
+                }
                 if hdr.status != 0 {
                     if hdr.size != 0 {
                         return Err(perr("failed read response with a payload"));
@@ -1709,9 +1854,183 @@ impl EpInner {
                 }
                 Sink::ReadRsp(p)
             }
+            Op::LocalOffer | Op::LocalProof | Op::LocalOk | Op::LocalReadReq => {
+                if hdr.size != 0 {
+                    return Err(perr("same-host control message with a payload"));
+                }
+                self.local_control(st, &hdr)?;
+                st.rx = Rx::Hdr { got: 0 };
+                return Ok(Step::Finished);
+            }
         };
+        if hdr.flags & FLAG_LOCAL != 0 {
+            return self.local_pull(st, hdr, sink);
+        }
         st.rx = Rx::Body { hdr, sink, off: 0 };
         Ok(Step::Progressed)
+    }
+
+    /// The same-host handshake and read requests (see the module docs).
+    fn local_control(&self, st: &mut St, hdr: &Hdr) -> std::result::Result<(), Fail> {
+        let perr = |m: &str| Fail::Error(Errno::EPROTO, m.to_string());
+        match hdr.op {
+            Op::LocalOffer => {
+                if !st.local.eligible {
+                    // Copies are off on this side (or the peer is elsewhere): no proof,
+                    // the peer keeps to the socket.
+                    return Ok(());
+                }
+                self.proof.store(hdr.data, Ordering::Release);
+                let mut p = Hdr::new(Op::LocalProof);
+                p.data = u64::from(std::process::id());
+                p.tag = self.proof.as_ptr() as u64;
+                st.local.proved = true;
+                EpInner::respond(st, p, Segs::default());
+            }
+            Op::LocalProof => {
+                let Some(masked) = st.local.offered.take() else {
+                    return Err(perr("same-host proof that was not asked for"));
+                };
+                let pid = i32::try_from(hdr.data).map_err(|_| perr("same-host proof pid"))?;
+                let held = pid > 0 && ofi_kit::cma::probe(pid, hdr.tag, masked ^ process_key());
+                if held {
+                    st.local.peer_pid = Some(pid);
+                } else {
+                    ofi_core::ofi_info!(
+                        NAME,
+                        "ep_data",
+                        "same-host copies towards pid {pid} refused by the kernel or the proof; \
+                         using the socket"
+                    );
+                }
+                let mut ok = Hdr::new(Op::LocalOk);
+                ok.data = u64::from(held);
+                EpInner::respond(st, ok, Segs::default());
+            }
+            Op::LocalOk => {
+                if !std::mem::take(&mut st.local.proved) || hdr.data > 1 {
+                    return Err(perr("same-host verdict that was not asked for"));
+                }
+                st.local.tx_ok = hdr.data == 1;
+            }
+            Op::LocalReadReq => {
+                let Some(pid) = st.local.peer_pid else {
+                    return Err(perr("same-host read from an unverified peer"));
+                };
+                let cnt = usize::from(hdr.rma_cnt);
+                let nrem = usize::try_from(hdr.tag).unwrap_or(usize::MAX);
+                if nrem == 0 || nrem >= cnt {
+                    return Err(perr("same-host read with a bad remote iov count"));
+                }
+                let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                let mut rsp = Hdr::new(Op::ReadRsp);
+                rsp.id = hdr.id;
+                rsp.flags = FLAG_LOCAL;
+                match self.lookup(&rma, nrem as u8, OpFlags::REMOTE_READ) {
+                    Ok(src) => {
+                        let dst: Vec<(u64, u64)> =
+                            rma[nrem..cnt].iter().map(|r| (r.addr, r.len)).collect();
+                        let want = dst.iter().fold(0u64, |a, d| a.saturating_add(d.1));
+                        let have = src.total().unwrap_or(usize::MAX) as u64;
+                        if want != have {
+                            rsp.status = Errno::EINVAL.0 as u16;
+                        } else {
+                            match ofi_kit::cma::writev(pid, src.segs(), &dst) {
+                                Ok(n) if n as u64 == have => {}
+                                Ok(_) | Err(_) => rsp.status = Errno::EIO.0 as u16,
+                            }
+                        }
+                    }
+                    Err(status) => rsp.status = status,
+                }
+                EpInner::respond(st, rsp, Segs::default());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A same-host message descriptor met its sink: copy the data out of the sender,
+    /// then complete as if it had been read from the socket, or, when the copy fails,
+    /// complete the receive in error and tell the sender.
+    fn local_pull(&self, st: &mut St, hdr: Hdr, sink: Sink) -> std::result::Result<Step, Fail> {
+        let pid = st.local.peer_pid.unwrap_or(0);
+        let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+        let mut remote = [(0u64, 0u64); proto::RMA_IOV_LIMIT];
+        for (r, w) in rma.iter().zip(remote.iter_mut()) {
+            *w = (r.addr, r.len);
+        }
+        let remote = &remote[..usize::from(hdr.rma_cnt)];
+        st.rx = Rx::Hdr { got: 0 };
+        let size = hdr.size as usize;
+        let (sink, copied) = match sink {
+            Sink::Recv {
+                recv,
+                segs,
+                keep,
+                truncated,
+                multi_released,
+            } => {
+                let local = segs.window(0, keep);
+                let r = ofi_kit::cma::readv(pid, local.segs(), remote);
+                let ok = matches!(r, Ok(n) if n == keep);
+                let sink = Sink::Recv {
+                    recv,
+                    segs,
+                    keep,
+                    truncated,
+                    multi_released,
+                };
+                (sink, if ok { Ok(()) } else { Err(r.err()) })
+            }
+            Sink::Unexp(mut v) => {
+                v.resize(size, 0);
+                let r = ofi_kit::cma::readv(pid, &[(v.as_mut_ptr() as usize, size)], remote);
+                let ok = matches!(r, Ok(n) if n == size);
+                (Sink::Unexp(v), if ok { Ok(()) } else { Err(r.err()) })
+            }
+            _ => return Err(Fail::Error(Errno::EPROTO, "same-host descriptor".into())),
+        };
+        match copied {
+            Ok(()) => self.finish(st, hdr, sink)?,
+            Err(os) => {
+                let os = os.unwrap_or(libc::EFAULT);
+                ofi_core::ofi_warn!(
+                    NAME,
+                    "ep_data",
+                    "same-host copy of {size} bytes from pid {pid} failed: {}",
+                    io::Error::from_raw_os_error(os)
+                );
+                if let Sink::Recv { recv, .. } = &sink {
+                    self.rx_failed(&st.b, recv, &hdr, Errno::EIO, os);
+                }
+                let mut ack = Hdr::new(Op::Ack);
+                ack.id = hdr.id;
+                ack.status = Errno::EIO.0 as u16;
+                EpInner::respond(st, ack, Segs::default());
+            }
+        }
+        Ok(Step::Finished)
+    }
+
+    /// Complete a posted receive in error.
+    fn rx_failed(&self, b: &Binds, recv: &PostedRecv<RBuf>, hdr: &Hdr, code: Errno, os: i32) {
+        if let Some(cq) = &b.rx_cq {
+            let kind = if hdr.op == Op::Tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            };
+            let mut e = CqError::new(recv.ctx, code);
+            e.flags = (OpFlags::RECV | kind).bits();
+            e.buf = recv.buf.segs.base();
+            e.tag = if hdr.op == Op::Tagged { hdr.tag } else { 0 };
+            e.prov_errno = os;
+            let _ = cq.push_err(e);
+        }
+        if let Some(c) = &b.c_recv {
+            c.inc_err();
+        }
     }
 
     fn lookup(
@@ -2094,6 +2413,22 @@ fn parse_rma(hbuf: &[u8; HDR_MAX], cnt: u8) -> [RmaIov; 4] {
         *o = RmaIov::parse(&hbuf[at..]).unwrap_or_default();
     }
     out
+}
+
+/// Write `segs` as key-0 iovs into the header block after `skip` iovs; the block's
+/// length.
+fn encode_local_iovs(out: &mut [u8; HDR_MAX], skip: usize, segs: &Segs) -> usize {
+    let mut at = HDR_LEN + skip * RMA_IOV_LEN;
+    for &(addr, len) in segs.segs() {
+        RmaIov {
+            addr: addr as u64,
+            len: len as u64,
+            key: 0,
+        }
+        .encode(&mut out[at..at + RMA_IOV_LEN]);
+        at += RMA_IOV_LEN;
+    }
+    at
 }
 
 fn encode_hdr(h: &Hdr, out: &mut [u8; HDR_MAX]) {
@@ -2505,6 +2840,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Err(io_err("accept", e));
         }
         st.conn = Conn::Connected;
+        self.inner.on_connected(&mut st);
         self.inner.active.store(true, Ordering::Release);
         if let Some(eq) = &st.b.eq {
             let _ = eq.connected(self.inner.fid, Vec::new());

@@ -52,7 +52,25 @@
 //!   16 KiB: one `recv` takes a small message's header and payload together, and the
 //!   payload bytes that came with the header are copied once into the matched buffer;
 //!   0: every payload goes straight from the socket into its buffer, one more
-//!   `recv` per message).
+//!   `recv` per message);
+//! - `disable_cma` (default false) and `cma_threshold` (default 64 KiB): see
+//!   "Same-host copies" below.
+//!
+//! # Same-host copies
+//!
+//! When both ends of a connection are on this host (the peer's address is a loopback
+//! address or the connection's own local address), each side proves to the other with a
+//! real `process_vm_readv` of a fresh nonce that it is the process it claims to be
+//! ([`proto`] describes the exchange). Once proven, messages and RMA reads of at least
+//! `cma_threshold` bytes no longer travel through the socket: the sender passes a
+//! descriptor of its buffers and the receiver copies the data straight from the
+//! sender's memory into the matched receive buffer (one copy instead of the socket's
+//! two), then acknowledges; an RMA read's target copies into the initiator's buffer.
+//! A send so made completes when the receiver has copied it (delivery complete).
+//! Where the kernel refuses cross-memory access (ptrace restrictions, another user,
+//! another pid namespace) the proof fails and everything goes through the socket, as
+//! with `FI_TCP_DISABLE_CMA=1`. A copy that fails later (the peer died) completes that
+//! receive and the send in error with `FI_EIO`.
 //!
 //! # Wire format
 //!
@@ -113,6 +131,11 @@ pub struct Settings {
     pub read_ahead: usize,
     /// `FI_TCP_IFACE`: the interface whose address is the source.
     pub iface: Option<String>,
+    /// `FI_TCP_DISABLE_CMA`: never use same-host copies.
+    pub disable_cma: bool,
+    /// `FI_TCP_CMA_THRESHOLD`: messages and reads of at least this many bytes use a
+    /// same-host copy when the connection allows it.
+    pub cma_threshold: usize,
 }
 
 impl Default for Settings {
@@ -125,6 +148,8 @@ impl Default for Settings {
             max_unexpected_bytes: 16 << 20,
             read_ahead: 16 << 10,
             iface: None,
+            disable_cma: false,
+            cma_threshold: 64 << 10,
         }
     }
 }
@@ -186,6 +211,20 @@ impl TcpProvider {
              payload then always goes straight into the receive buffer)",
             Some("16384"),
         )?;
+        host.declare_param(
+            "disable_cma",
+            ParamType::Bool,
+            "Never copy large payloads between processes of one host with \
+             process_vm_readv/writev; send them through the socket",
+            Some("false"),
+        )?;
+        host.declare_param(
+            "cma_threshold",
+            ParamType::Size,
+            "Messages and RMA reads of at least this many bytes between processes of one \
+             host are copied with process_vm_readv/writev instead of streamed",
+            Some("65536"),
+        )?;
         if let Some(v) = host.param_str("iface")? {
             if !v.is_empty() {
                 s.iface = Some(v);
@@ -228,6 +267,18 @@ impl TcpProvider {
                 ));
             }
             s.read_ahead = v;
+        }
+        if let Some(v) = host.param_bool("disable_cma")? {
+            s.disable_cma = v;
+        }
+        if let Some(v) = host.param_size("cma_threshold")? {
+            if v == 0 {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "FI_TCP_CMA_THRESHOLD must be > 0 (FI_TCP_DISABLE_CMA=1 turns the copies off)",
+                ));
+            }
+            s.cma_threshold = v;
         }
         s.inject_size = s.inject_size.min(s.max_msg_size);
         Ok(s)

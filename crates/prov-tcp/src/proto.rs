@@ -32,6 +32,31 @@
 //! or a status and no payload), `Ack` (status; for writes and delivery-complete
 //! messages), `AtomicRsp` (payload = the original target values for fetch/compare).
 //!
+//! # Same-host copies (version 2)
+//!
+//! Two endpoints on one host may move large payloads with one cross-memory copy
+//! (`process_vm_readv` / `process_vm_writev`) instead of through the stream. Each side
+//! proves to the other that it is the process it claims to be:
+//!
+//! 1. `LocalOffer` (`data` = a fresh random nonce) — "prove you can be read";
+//! 2. `LocalProof` (`data` = the prover's pid, `tag` = the address of a word in its
+//!    memory that now holds the nonce) — the verifier reads that word from that pid;
+//! 3. `LocalOk` (`data` = 1 when the word held the nonce, 0 otherwise) — from then on
+//!    the prover may send large messages as descriptors.
+//!
+//! Only the process that received the nonce over this connection can show it, so a
+//! verified pid is the peer itself: the verifier only ever copies from or into the
+//! peer's own memory. Descriptors:
+//!
+//! - `Msg` / `Tagged` with [`FLAG_LOCAL`] (and [`FLAG_ACK_REQ`]): `size` is the message
+//!   length, the `rma_cnt` iovs (key 0) name the sender's buffers, no payload follows;
+//!   the receiver copies the data out of the sender and acknowledges (`Ack`, with a
+//!   status when the copy failed);
+//! - `LocalReadReq`: an RMA read whose `rma_cnt` iovs are first `tag` remote iovs (as
+//!   in `ReadReq`), then the initiator's destination buffers (key 0); the target checks
+//!   the remote ones, copies into the initiator and answers `ReadRsp` with
+//!   [`FLAG_LOCAL`], a status and no payload.
+//!
 //! # Invariants
 //!
 //! Parsing never panics and never trusts a length: every field is checked against the
@@ -42,7 +67,7 @@
 use std::fmt;
 
 /// Version of the operation header and the CM messages.
-pub const PROTO_VERSION: u8 = 1;
+pub const PROTO_VERSION: u8 = 2;
 /// Bytes of an operation header.
 pub const HDR_LEN: usize = 40;
 /// Bytes of one remote iov.
@@ -63,7 +88,10 @@ pub const FLAG_CQ_DATA: u8 = 1;
 /// Flag: the initiator wants an [`Op::Ack`] once the message is placed
 /// (`FI_DELIVERY_COMPLETE`).
 pub const FLAG_ACK_REQ: u8 = 2;
-const KNOWN_FLAGS: u8 = FLAG_CQ_DATA | FLAG_ACK_REQ;
+/// Flag: the payload stays in the initiator's memory, named by the rma iovs
+/// (same-host copies; `Msg`, `Tagged` and `ReadRsp` only).
+pub const FLAG_LOCAL: u8 = 4;
+const KNOWN_FLAGS: u8 = FLAG_CQ_DATA | FLAG_ACK_REQ | FLAG_LOCAL;
 
 /// Why bytes from a peer were refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +167,14 @@ pub enum Op {
     AtomicCompare = 9,
     /// The answer to an atomic.
     AtomicRsp = 10,
+    /// Same-host copies: a nonce the peer should prove it holds.
+    LocalOffer = 11,
+    /// Same-host copies: the prover's pid and the address holding the nonce.
+    LocalProof = 12,
+    /// Same-host copies: whether the proof held.
+    LocalOk = 13,
+    /// An RMA read the target answers by copying into the initiator's memory.
+    LocalReadReq = 14,
 }
 
 impl Op {
@@ -155,6 +191,10 @@ impl Op {
             8 => Op::AtomicFetch,
             9 => Op::AtomicCompare,
             10 => Op::AtomicRsp,
+            11 => Op::LocalOffer,
+            12 => Op::LocalProof,
+            13 => Op::LocalOk,
+            14 => Op::LocalReadReq,
             _ => return Err(ProtoError::Op(v)),
         })
     }
@@ -168,7 +208,12 @@ impl Op {
     pub fn uses_rma(self) -> bool {
         matches!(
             self,
-            Op::Write | Op::ReadReq | Op::Atomic | Op::AtomicFetch | Op::AtomicCompare
+            Op::Write
+                | Op::ReadReq
+                | Op::LocalReadReq
+                | Op::Atomic
+                | Op::AtomicFetch
+                | Op::AtomicCompare
         )
     }
 
@@ -257,9 +302,17 @@ impl Hdr {
             return Err(ProtoError::Flags(flags));
         }
         let rma_cnt = b[3];
+        let local = flags & FLAG_LOCAL != 0;
+        if local && !matches!(op, Op::Msg | Op::Tagged | Op::ReadRsp) {
+            return Err(ProtoError::Field("local flag"));
+        }
         let rma_ok = if op.is_atomic() {
             rma_cnt == 1
-        } else if op.uses_rma() {
+        } else if op == Op::LocalReadReq {
+            // At least one remote iov and one destination buffer.
+            (2..=RMA_IOV_LIMIT as u8).contains(&rma_cnt)
+        } else if (local && op != Op::ReadRsp) || op.uses_rma() {
+            // Message descriptors name the sender's buffers like remote iovs.
             (1..=RMA_IOV_LIMIT as u8).contains(&rma_cnt)
         } else {
             rma_cnt == 0
@@ -435,7 +488,12 @@ pub fn parse_stream(mut b: &[u8]) -> usize {
             }
             b = b.get(RMA_IOV_LEN..).unwrap_or_default();
         }
-        let skip = usize::try_from(h.size).unwrap_or(usize::MAX);
+        // A same-host descriptor carries no payload: the data stays with the sender.
+        let skip = if h.flags & FLAG_LOCAL != 0 {
+            0
+        } else {
+            usize::try_from(h.size).unwrap_or(usize::MAX)
+        };
         b = b.get(skip..).unwrap_or_default();
     }
     n
@@ -503,6 +561,46 @@ mod tests {
     }
 
     #[test]
+    fn local_descriptor_checks() {
+        let mut w = [0u8; HDR_LEN];
+        let mut m = Hdr::new(Op::Tagged);
+        m.flags = FLAG_LOCAL | FLAG_ACK_REQ;
+        m.rma_cnt = 2;
+        m.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Ok(m));
+        m.rma_cnt = 0;
+        m.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(0)));
+        let mut wr = Hdr::new(Op::Write);
+        wr.flags = FLAG_LOCAL;
+        wr.rma_cnt = 1;
+        wr.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Err(ProtoError::Field("local flag")));
+        let mut r = Hdr::new(Op::LocalReadReq);
+        r.rma_cnt = 1;
+        r.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(1)));
+        r.rma_cnt = 2;
+        r.tag = 1;
+        r.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Ok(r));
+        let mut rsp = Hdr::new(Op::ReadRsp);
+        rsp.flags = FLAG_LOCAL;
+        rsp.status = 14;
+        rsp.encode(&mut w);
+        assert_eq!(Hdr::parse(&w), Ok(rsp));
+        for op in [Op::LocalOffer, Op::LocalProof, Op::LocalOk] {
+            let mut h = Hdr::new(op);
+            h.data = 42;
+            h.encode(&mut w);
+            assert_eq!(Hdr::parse(&w), Ok(h));
+            h.rma_cnt = 1;
+            h.encode(&mut w);
+            assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(1)));
+        }
+    }
+
+    #[test]
     fn cm_roundtrip_and_checks() {
         let m = cm_message(CmKind::Reject, b"no thanks");
         let h = CmHdr::parse(&m).unwrap();
@@ -512,8 +610,8 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(CmHdr::parse(&bad), Err(ProtoError::BadMagic));
         let mut bad = m.clone();
-        bad[4] = 2;
-        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::Version(2)));
+        bad[4] = 1;
+        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::Version(1)));
         let mut bad = m.clone();
         bad[5] = 7;
         assert_eq!(CmHdr::parse(&bad), Err(ProtoError::CmKind(7)));

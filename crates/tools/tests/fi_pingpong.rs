@@ -394,3 +394,44 @@ fn separate_server_and_client_processes() {
     table(&client.out, &refs, true);
     table(&server.out, &refs, true);
 }
+
+/// Large messages between two processes over tcp (msg) and `tcp;ofi_rxm` (rdm), with
+/// integrity checks: on loopback these go as same-host copies (tcp's descriptors, and
+/// rxm's rendezvous reads that tcp's target copies), so this checks the cross-process
+/// copies byte for byte.
+#[test]
+fn large_messages_between_processes_over_tcp_with_checks() {
+    for (prov, ep) in [("tcp", "msg"), ("tcp;ofi_rxm", "rdm")] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+            .to_string();
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = ["-p", prov, "-e", ep, "-c", "-I", "20", "-S", "64k,1m,4m"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v
+        };
+        let mut s = command(env!("CARGO_BIN_EXE_fi_pingpong"));
+        s.args(args(&["-B", &port]));
+        let server = std::thread::spawn(move || run_bounded(s, Duration::from_secs(60)));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = loop {
+            let a = args(&["-P", &port, "127.0.0.1"]);
+            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+            let r = pingpong(&refs);
+            if r.status != 111 || Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let server = server.join().expect("server thread");
+        assert_eq!(client.status, 0, "{prov}: {}", client.err);
+        assert_eq!(server.status, 0, "{prov}: {}", server.err);
+        let rows = table(&client.out, &["64k", "1m", "4m"], false);
+        assert!(rows.iter().all(|row| row[1] == "20"), "{}", client.out);
+    }
+}
