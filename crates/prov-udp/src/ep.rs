@@ -24,8 +24,11 @@
 //! - A receive is queued (at most `rx_size`, else `FI_EAGAIN`). Progress (a CQ or counter
 //!   read, or the auto thread) takes datagrams off the socket only while a receive is
 //!   posted and its CQ has room, `recvmsg(2)` scattering the header into a stack slot
-//!   and the payload straight into the application's buffers. Longer than the buffer:
-//!   error completion `FI_ETRUNC`, `olen` = the bytes that did not fit.
+//!   and the payload straight into the application's buffers — or, for a receive of at
+//!   most [`SMALL_RECV`] bytes, one `recvfrom(2)` into a stack buffer and a copy (the
+//!   kernel imports no message header or vector: cheaper, and most polls find
+//!   nothing). Longer than the buffer: error completion `FI_ETRUNC`, `olen` = the bytes
+//!   that did not fit.
 //! - `FI_MULTI_RECV`: one buffer takes datagrams one after another (each completion
 //!   points into it); when less than the receive's `FI_OPT_MIN_MULTI_RECV` is left, or
 //!   the next datagram would not fit in what is left, the buffer is released and the
@@ -80,6 +83,9 @@ pub const FI_OPT_MIN_MULTI_RECV: i32 = 0;
 /// Sends of at most this many bytes are copied, with the header, into one stack
 /// buffer and sent with `sendto`; larger ones are gathered by `sendmsg` (no copy).
 pub const SMALL_SEND: usize = 256;
+/// Receives of at most this many bytes (one buffer, not multi-receive) take the
+/// datagram with one `recvfrom(2)` into a stack buffer and copy the payload out.
+pub const SMALL_RECV: usize = 256;
 
 const SEND_FLAGS: u64 = OpFlags::SEND.bits() | OpFlags::MSG.bits();
 const RECV_FLAGS: u64 = OpFlags::RECV.bits() | OpFlags::MSG.bits();
@@ -181,6 +187,23 @@ impl UserIov {
         };
         out[1..=self.n].copy_from_slice(&self.v[..self.n]);
         (out, self.n + 1)
+    }
+
+    /// Copy `data` into the buffers, in order (as much as they hold).
+    ///
+    /// # Safety
+    /// The iovecs are writable for their lengths.
+    unsafe fn scatter(&self, mut data: &[u8]) {
+        for v in &self.v[..self.n] {
+            let k = v.iov_len.min(data.len());
+            if k == 0 {
+                continue;
+            }
+            // SAFETY: caller's contract for the iovec; `data` has `k` bytes; the two
+            // do not overlap (`data` is the provider's own buffer).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), v.iov_base.cast(), k) };
+            data = &data[k..];
+        }
     }
 
     fn first_base(&self) -> *mut libc::c_void {
@@ -680,9 +703,28 @@ impl EpInner {
                 region_len = p.iov.total;
             }
             let used = if p.multi { 2 } else { n };
-            // SAFETY: the iovecs point at `hdr` and at the posted application buffers,
-            // which stay valid until this receive completes (caller's contract).
-            let (len, src) = match unsafe { act.sock.recv_from(&mut vecs[..used], false) } {
+            let r = if !p.multi && region_len <= SMALL_RECV {
+                // Small receive: one recvfrom into a stack buffer, then a copy of at most
+                // SMALL_RECV bytes (cheaper than recvmsg's header and vector imports).
+                let mut b = [0u8; HDR_LEN + SMALL_RECV];
+                act.sock
+                    .recv_into(&mut b[..HDR_LEN + region_len])
+                    .map(|(len, src)| {
+                        let got = len.min(HDR_LEN + region_len);
+                        let h = got.min(HDR_LEN);
+                        hdr[..h].copy_from_slice(&b[..h]);
+                        // SAFETY: the posted iovecs are the application's buffers, valid
+                        // for writing until this receive completes (caller's contract).
+                        unsafe { p.iov.scatter(&b[h..got]) };
+                        (len, src)
+                    })
+            } else {
+                // SAFETY: the iovecs point at `hdr` and at the posted application
+                // buffers, which stay valid until this receive completes (caller's
+                // contract).
+                unsafe { act.sock.recv_from(&mut vecs[..used], false) }
+            };
+            let (len, src) = match r {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {

@@ -169,6 +169,33 @@ impl UdpSock {
         Ok((n as usize, src))
     }
 
+    /// Receive one datagram into `buf` with `recvfrom(2)` (no message header or I/O
+    /// vector for the kernel to import: the cheaper call for small receives); returns
+    /// its full length (which may exceed `buf`: `MSG_TRUNC`) and the sender.
+    /// `WouldBlock` when nothing is queued.
+    #[inline]
+    pub fn recv_into(&self, buf: &mut [u8]) -> io::Result<(usize, SockAddr)> {
+        let mut src = SockAddr::empty();
+        let mut len = src.len();
+        // SAFETY: `buf` is writable for its length; `src` and `len` live across the call
+        // and `len` holds the address buffer's size.
+        let n = unsafe {
+            libc::recvfrom(
+                self.raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                src.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        *src.len_mut() = len;
+        Ok((n as usize, src))
+    }
+
     /// Join (`join = true`) or leave the multicast group `group`: IPv4 on the interface
     /// with address `v4_if` (`0.0.0.0`: the kernel's choice), IPv6 on the interface
     /// with index `v6_ifindex` (0: the kernel's choice).
