@@ -375,7 +375,7 @@ fn remote_region(
     bytes: Vec<u8>,
 ) -> (ofi::mr::MemoryRegion, u64) {
     use ofi::{MrMode, OpFlags};
-    let mut mr = domain
+    let mr = domain
         .mr_reg_owned(
             bytes,
             OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE | OpFlags::READ | OpFlags::WRITE,
@@ -390,7 +390,7 @@ fn remote_region(
         }
     }
     let addr = if info.domain_attr.mr_mode.contains(MrMode::VIRT_ADDR) {
-        mr.buf_mut().expect("owned").as_mut_ptr() as u64
+        mr.owned_ptr().expect("owned").0 as u64
     } else {
         0
     };
@@ -543,7 +543,7 @@ fn child_mode(s: &Subject, mode: Mode) {
             let mut want = pattern_bytes();
             want.reverse();
             let deadline = Instant::now() + STEP;
-            while mr.buf().expect("owned") != &want[..] {
+            while mr.owned_to_vec().expect("owned") != want {
                 crate::pair::drive(&end.cq);
                 assert!(
                     Instant::now() < deadline,
@@ -739,19 +739,18 @@ pub fn parent_mode(s: &Subject, child_test: &str, mode: Mode) {
                 .expect("MR address");
             let key: u64 = parts.next().and_then(|x| x.parse().ok()).expect("MR key");
             let (local, _) = remote_region(&domain, &info, Some(&ep), vec![0u8; 4096]);
-            let lp = local.buf().expect("owned").as_ptr() as *mut u8;
+            let lp = local.owned_ptr().expect("owned").0;
             // SAFETY: `local` is registered and alive until the completion is read.
             unsafe { ep.read(lp, 4096, local.desc(), peer, addr, key, 20) }
                 .unwrap_or_else(|e| panic!("fi_read from the child: {e}"));
             assert_eq!(wait_tagged(&cq, STEP, "parent fi_read").op_context, 20);
             assert!(
-                local.buf().expect("owned") == &pattern_bytes()[..],
+                local.owned_to_vec().expect("owned") == pattern_bytes(),
                 "fi_read across processes: wrong bytes"
             );
             let mut rev = pattern_bytes();
             rev.reverse();
-            // SAFETY: `local` is ours; no operation is using it now.
-            unsafe { std::ptr::copy_nonoverlapping(rev.as_ptr(), lp, rev.len()) };
+            local.write_owned(0, &rev).expect("inside the region");
             // SAFETY: as for the read.
             unsafe { ep.write(lp, 4096, local.desc(), peer, addr, key, 21) }
                 .unwrap_or_else(|e| panic!("fi_write to the child: {e}"));

@@ -359,11 +359,13 @@ impl Domain {
         access: OpFlags,
         requested_key: u64,
     ) -> Result<MemoryRegion> {
-        let buf = buf.into_boxed_slice();
-        // SAFETY: the box's heap memory does not move and is kept by the region (and,
-        // after the region handle is dropped, by its node) until deregistration.
-        let mut mr = unsafe { self.mr_reg(buf.as_ptr(), buf.len(), access, 0, requested_key, 0) }?;
-        mr.set_owned(buf);
+        let mem = crate::mr::OwnedMem::new(buf);
+        let (ptr, len) = mem.raw();
+        // SAFETY: the block does not move and is kept by the region (and, after the
+        // region handle is dropped, by its node) until deregistration; it is only ever
+        // accessed through raw pointers, so the provider's writes alias no reference.
+        let mut mr = unsafe { self.mr_reg(ptr, len, access, 0, requested_key, 0) }?;
+        mr.set_owned(mem);
         Ok(mr)
     }
 

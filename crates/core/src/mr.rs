@@ -6,6 +6,12 @@
 //! stay valid until the region is closed: the raw registrations
 //! ([`crate::domain::Domain::mr_reg`]) are `unsafe` for that reason;
 //! [`crate::domain::Domain::mr_reg_owned`] registers a buffer the region owns.
+//!
+//! Owned memory is never lent out as a Rust reference: while it is registered the
+//! provider — and, through it, peers (RMA, atomics, cross-memory copies) — may write it
+//! at any moment, which a `&[u8]` would promise cannot happen. It is read and written
+//! with volatile copies ([`MemoryRegion::read_owned`], [`MemoryRegion::owned_to_vec`],
+//! [`MemoryRegion::write_owned`]); [`MemoryRegion::owned_ptr`] gives its address.
 //! Nothing here panics.
 
 use std::ffi::c_void;
@@ -17,7 +23,7 @@ use crate::abi::tables::{call_slot, MrTable};
 use crate::cntr::Counter;
 use crate::enums::{HmemIface, KEY_NOTAVAIL};
 use crate::ep::Endpoint;
-use crate::error::Result;
+use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
 use crate::provider::Desc;
 
@@ -102,7 +108,45 @@ pub struct MemoryRegion {
     obj: Obj,
     ops: *const MrTable,
     node: Arc<Node>,
-    owned: Option<Box<[u8]>>,
+    owned: Option<OwnedMem>,
+}
+
+/// Memory a region owns: a heap block taken from a `Vec` and returned to the allocator
+/// on drop, accessed only through raw pointers (see the module docs).
+pub(crate) struct OwnedMem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a plain heap block; every access is a raw-pointer copy whose coordination is
+// the caller's (as for any registered memory).
+unsafe impl Send for OwnedMem {}
+// SAFETY: see `Send`.
+unsafe impl Sync for OwnedMem {}
+
+impl OwnedMem {
+    /// Take `v`'s memory.
+    pub(crate) fn new(v: Vec<u8>) -> OwnedMem {
+        let b = v.into_boxed_slice();
+        let len = b.len();
+        OwnedMem {
+            ptr: Box::into_raw(b).cast::<u8>(),
+            len,
+        }
+    }
+
+    /// Base address (writable: derived from the box itself) and length.
+    pub(crate) fn raw(&self) -> (*mut u8, usize) {
+        (self.ptr, self.len)
+    }
+}
+
+impl Drop for OwnedMem {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a boxed slice of `len` bytes
+        // and are released once, here.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
 }
 
 // SAFETY: the object and table are required by the interface to be usable from any
@@ -141,8 +185,8 @@ impl MemoryRegion {
         }
     }
 
-    pub(crate) fn set_owned(&mut self, buf: Box<[u8]>) {
-        self.owned = Some(buf);
+    pub(crate) fn set_owned(&mut self, mem: OwnedMem) {
+        self.owned = Some(mem);
     }
 
     #[inline(always)]
@@ -175,15 +219,64 @@ impl MemoryRegion {
         }
     }
 
-    /// The buffer a region registered with `mr_reg_owned` owns.
-    pub fn buf(&self) -> Option<&[u8]> {
-        self.owned.as_deref()
+    /// Base address and length of the memory a region registered with
+    /// [`mr_reg_owned`](crate::domain::Domain::mr_reg_owned) owns (`None` for other
+    /// regions). The memory stays valid while the region or a binding to it lives;
+    /// peers may write it whenever the registration allows.
+    pub fn owned_ptr(&self) -> Option<(*mut u8, usize)> {
+        self.owned.as_ref().map(OwnedMem::raw)
     }
 
-    /// The owned buffer, mutably (do not change it while operations on it are
-    /// outstanding).
-    pub fn buf_mut(&mut self) -> Option<&mut [u8]> {
-        self.owned.as_deref_mut()
+    /// Copy `out.len()` bytes of the owned memory from `offset` into `out` (volatile
+    /// reads: a peer may be writing meanwhile; what such a race yields is the
+    /// application's to coordinate, as in C). `FI_EINVAL` for a region without owned
+    /// memory or a range outside it.
+    pub fn read_owned(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let p = self.owned_range(offset, out.len())?;
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: `p + i` lies in the owned block (range checked), which lives as
+            // long as `self`; a volatile read creates no reference.
+            *o = unsafe { std::ptr::read_volatile(p.add(i)) };
+        }
+        Ok(())
+    }
+
+    /// A copy of the whole owned memory (`None` for a region without it); see
+    /// [`read_owned`](Self::read_owned).
+    pub fn owned_to_vec(&self) -> Option<Vec<u8>> {
+        let (_, len) = self.owned_ptr()?;
+        let mut v = vec![0u8; len];
+        self.read_owned(0, &mut v).ok()?;
+        Some(v)
+    }
+
+    /// Write `data` into the owned memory at `offset` (volatile writes). Change memory
+    /// an operation in flight reads or writes only if that race is what you want.
+    /// `FI_EINVAL` for a region without owned memory or a range outside it.
+    pub fn write_owned(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let p = self.owned_range(offset, data.len())?;
+        for (i, &d) in data.iter().enumerate() {
+            // SAFETY: as in `read_owned`; the block is writable (it came from a Box).
+            unsafe { std::ptr::write_volatile(p.add(i), d) };
+        }
+        Ok(())
+    }
+
+    /// The start of `offset..offset + len` inside the owned memory.
+    fn owned_range(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        let Some((base, size)) = self.owned_ptr() else {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "this region does not own its memory (mr_reg_owned)",
+            ));
+        };
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok(base.wrapping_add(offset)),
+            _ => Err(Error::new(
+                Errno::EINVAL,
+                format!("bytes {offset}..+{len} are outside the region's {size} bytes"),
+            )),
+        }
     }
 
     fn bind_fid(&self, target: FidRef<'_>, flags: u64) -> Result<()> {
@@ -235,8 +328,8 @@ impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // An owned buffer must outlive the registration, which lives as long as the
         // node (bindings may hold it): hand the buffer to the node.
-        if let Some(buf) = self.owned.take() {
-            self.node.keep_until_drop(Box::new(buf));
+        if let Some(mem) = self.owned.take() {
+            self.node.keep_until_drop(Box::new(mem));
         }
     }
 }

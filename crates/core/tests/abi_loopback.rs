@@ -1188,7 +1188,24 @@ fn counters_and_memory_regions() {
         .unwrap();
     assert_eq!(mr.key(), 0x1000 + 4 + 10);
     assert!(mr.desc().is_null());
-    assert_eq!(mr.buf(), Some(&[1u8, 2, 3, 4][..]));
+    assert_eq!(mr.owned_to_vec(), Some(vec![1u8, 2, 3, 4]));
+    // Owned memory is read and written by copies, inside its bounds only.
+    mr.write_owned(1, &[9, 8]).unwrap();
+    let mut two = [0u8; 2];
+    mr.read_owned(2, &mut two).unwrap();
+    assert_eq!(two, [8, 4]);
+    assert_eq!(
+        mr.write_owned(3, &[1, 1]).unwrap_err().code(),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        mr.read_owned(usize::MAX, &mut two).unwrap_err().code(),
+        Errno::EINVAL
+    );
+    assert_eq!(mr.owned_to_vec(), Some(vec![1u8, 9, 8, 4]));
+    let (p, len) = mr.owned_ptr().unwrap();
+    assert!(!p.is_null());
+    assert_eq!(len, 4);
 }
 
 #[test]

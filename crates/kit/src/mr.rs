@@ -1540,7 +1540,7 @@ mod tests {
         let r = table
             .lookup_remote(key, 8, 4, OpFlags::REMOTE_WRITE)
             .unwrap();
-        assert_eq!(r.addr(), mr.buf().unwrap().as_ptr() as usize + 8);
+        assert_eq!(r.addr(), mr.owned_ptr().unwrap().0 as usize + 8);
         r.count_access();
         assert_eq!(cntr.read().unwrap(), 1);
         mr.refresh(&[], 0).unwrap();

@@ -722,7 +722,7 @@ fn rma_writes_through_bounce_chunks() {
     let dest = insert(&a, &name_of(&b));
     let size = 300_000usize;
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
-    let mut target = b
+    let target = b
         ._domain
         .mr_reg_owned(vec![0u8; size], access, 0x4242)
         .expect("mr_reg");
@@ -761,12 +761,9 @@ fn rma_writes_through_bounce_chunks() {
     assert_eq!(t.data, 0xabcd);
     assert_ne!(t.flags & OpFlags::REMOTE_CQ_DATA.bits(), 0);
     assert_eq!(wait_ok(&a.cq, "write").op_context, 1);
-    assert!(
-        target.buf_mut().unwrap()[..] == src[..],
-        "the written bytes"
-    );
+    assert!(target.owned_to_vec().unwrap() == src, "the written bytes");
     // A bad key and a range past the end: error completions, nothing written.
-    target.buf_mut().unwrap().fill(0);
+    target.write_owned(0, &vec![0u8; size]).unwrap();
     write(10_000, 0, 0x9999, None, 2);
     write(10_000, (size - 100) as u64, 0x4242, None, 3);
     let mut errs = Vec::new();
@@ -782,7 +779,7 @@ fn rma_writes_through_bounce_chunks() {
         }
     }
     assert_eq!(errs, vec![(2, Errno::ENOKEY), (3, Errno::EFAULT)]);
-    assert!(target.buf_mut().unwrap().iter().all(|&x| x == 0));
+    assert!(target.owned_to_vec().unwrap().iter().all(|&x| x == 0));
 }
 
 /// `fi_atomicmsg` and `fi_fetch_atomicmsg` (one local and one remote buffer).
@@ -795,7 +792,7 @@ fn atomic_msg_calls() {
     let dest = insert(&a, &name_of(&b));
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     let init: Vec<u8> = [10u64, 20].iter().flat_map(|v| v.to_ne_bytes()).collect();
-    let mut target = b._domain.mr_reg_owned(init, access, 0x77).expect("mr_reg");
+    let target = b._domain.mr_reg_owned(init, access, 0x77).expect("mr_reg");
     let operand: Vec<u8> = [1u64, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
     let ioc = [Ioc {
         addr: operand.as_ptr() as *mut _,
@@ -829,7 +826,7 @@ fn atomic_msg_calls() {
         }
     };
     assert_eq!(done.op_context, 31);
-    let t = target.buf_mut().unwrap();
+    let t = target.owned_to_vec().unwrap();
     assert_eq!(t[..8], 11u64.to_ne_bytes());
     assert_eq!(t[8..], 22u64.to_ne_bytes());
     // Fetch: the old values come back.
@@ -855,5 +852,5 @@ fn atomic_msg_calls() {
     }
     assert_eq!(result[..8], 11u64.to_ne_bytes());
     assert_eq!(result[8..], 22u64.to_ne_bytes());
-    assert_eq!(target.buf_mut().unwrap()[..8], 12u64.to_ne_bytes());
+    assert_eq!(target.owned_to_vec().unwrap()[..8], 12u64.to_ne_bytes());
 }

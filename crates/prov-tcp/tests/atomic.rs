@@ -70,7 +70,7 @@ fn atomics_at_the_target() {
     let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
     assert_eq!(e.op_context, 1);
     assert_eq!(e.flags, (OpFlags::ATOMIC | OpFlags::WRITE).bits());
-    assert_eq!(u64s(mr.buf().unwrap()), [10, 25, 36, 40]);
+    assert_eq!(u64s(&mr.owned_to_vec().unwrap()), [10, 25, 36, 40]);
     // Fetch-add on element 0: the original value comes back.
     let one = [1u64];
     let mut old = [0u64];
@@ -94,7 +94,7 @@ fn atomics_at_the_target() {
     let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
     assert_eq!(e.flags, (OpFlags::ATOMIC | OpFlags::READ).bits());
     assert_eq!(old, [10]);
-    assert_eq!(u64s(mr.buf().unwrap())[0], 11);
+    assert_eq!(u64s(&mr.owned_to_vec().unwrap())[0], 11);
     // Compare-and-swap on element 3: matches 40 → 99; then 40 again does not match.
     for (expect_old, expect_new) in [(40u64, 99u64), (99, 99)] {
         let swap = [99u64];
@@ -121,7 +121,7 @@ fn atomics_at_the_target() {
         };
         cq_wait(&c.cq, &[&s.cq]).unwrap();
         assert_eq!(res, [expect_old]);
-        assert_eq!(u64s(mr.buf().unwrap())[3], expect_new);
+        assert_eq!(u64s(&mr.owned_to_vec().unwrap())[3], expect_new);
     }
     // Bad key: FI_EACCES; out of range: FI_EINVAL; the region is unchanged.
     for (addr, key, err) in [(0u64, 8u64, Errno::EACCES), (32, 7, Errno::EINVAL)] {
@@ -143,7 +143,7 @@ fn atomics_at_the_target() {
         let e = cq_wait(&c.cq, &[&s.cq]).expect_err("refused atomic");
         assert_eq!((e.err, e.op_context), (err.0, 4));
     }
-    assert_eq!(u64s(mr.buf().unwrap()), [11, 25, 36, 99]);
+    assert_eq!(u64s(&mr.owned_to_vec().unwrap()), [11, 25, 36, 99]);
     // An operation the engine does not do on a type: refused at the call.
     // SAFETY: as above.
     let r = unsafe {

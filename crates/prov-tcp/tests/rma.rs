@@ -29,7 +29,7 @@ fn write_read_and_bad_accesses() {
     let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
     assert_eq!(e.op_context, 1);
     assert_eq!(e.flags, (OpFlags::RMA | OpFlags::WRITE).bits());
-    assert_eq!(&mr.buf().unwrap()[10..15], b"abcde");
+    assert_eq!(&mr.owned_to_vec().unwrap()[10..15], b"abcde");
     // writedata: the target's CQ gets the data.
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe {
@@ -77,7 +77,7 @@ fn write_read_and_bad_accesses() {
     let e = cq_wait(&c.cq, &[&s.cq]).expect_err("out of range");
     assert_eq!((e.err, e.op_context), (Errno::EINVAL.0, 7));
     // The region is untouched by the refused write, and the connection still works.
-    assert_eq!(&mr.buf().unwrap()[60..64], &[0u8; 4]);
+    assert_eq!(&mr.owned_to_vec().unwrap()[60..64], &[0u8; 4]);
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { c.ep.read(rb.as_mut_ptr(), 5, NULL, 0, 10, key, 8).unwrap() };
     assert_eq!(cq_wait(&c.cq, &[&s.cq]).unwrap().op_context, 8);

@@ -37,7 +37,7 @@ pub struct Region {
 impl Region {
     /// Register `len` bytes filled with `fill` on `p`'s side `side` with `access`.
     pub fn new(p: &Pair, side: usize, len: usize, fill: u8, access: OpFlags, key: u64) -> Region {
-        let mut mr = p
+        let mr = p
             .domain
             .mr_reg_owned(vec![fill; len], access, key)
             .unwrap_or_else(|e| {
@@ -49,10 +49,7 @@ impl Region {
                 .unwrap_or_else(|e| panic!("fi_mr_bind(ep): {e}"));
             mr.enable().unwrap_or_else(|e| panic!("fi_mr_enable: {e}"));
         }
-        let ptr = mr
-            .buf_mut()
-            .expect("an owned region has its buffer")
-            .as_mut_ptr();
+        let ptr = mr.owned_ptr().expect("an owned region has its memory").0;
         let addr = if mode.contains(MrMode::VIRT_ADDR) {
             ptr as u64
         } else {
@@ -61,15 +58,15 @@ impl Region {
         Region { mr, addr, ptr }
     }
 
-    /// The bytes (read between operations, never while the provider writes them:
-    /// progress is manual or the operation's completion has been read).
-    pub fn bytes(&self) -> &[u8] {
-        self.mr.buf().expect("owned")
+    /// A copy of the bytes (read between operations: progress is manual or the
+    /// operation's completion has been read).
+    pub fn bytes(&self) -> Vec<u8> {
+        self.mr.owned_to_vec().expect("owned")
     }
 
     /// Overwrite the bytes at `off`.
     pub fn set(&mut self, off: usize, data: &[u8]) {
-        self.mr.buf_mut().expect("owned")[off..off + data.len()].copy_from_slice(data);
+        self.mr.write_owned(off, data).expect("inside the region");
     }
 }
 

@@ -125,7 +125,7 @@ impl Domain {
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
         let access = A::ACCESS | OpFlags::READ | OpFlags::WRITE | OpFlags::SEND | OpFlags::RECV;
         let mr = self.inner.mr_reg_owned(memory, access, key)?;
-        let start = mr.buf().map_or(0, |b| b.as_ptr() as u64);
+        let start = mr.owned_ptr().map_or(0, |(p, _)| p as u64);
         let base = if self.mr_mode.contains(MrMode::VIRT_ADDR) {
             start
         } else {
@@ -255,7 +255,7 @@ impl<A: Access> SharedRegion<A> {
     /// over a message): a copy taken while a peer's write is landing may mix old and
     /// new bytes.
     pub fn snapshot(&self) -> Vec<u8> {
-        self.mr.buf().map(<[u8]>::to_vec).unwrap_or_default()
+        self.mr.owned_to_vec().unwrap_or_default()
     }
 
     /// The raw memory region.
