@@ -1031,6 +1031,15 @@ impl EpInner {
         }
     }
 
+    /// Complete a transmit-side operation with the status its response carried.
+    fn comp_status(&self, b: &Binds, c: &Comp, status: u16) {
+        if status == 0 {
+            self.comp_ok(b, c);
+        } else {
+            self.comp_err(b, c, Errno(i32::from(status)));
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn rx_done(
         &self,
@@ -1776,11 +1785,7 @@ impl EpInner {
                     if hdr.size != 0 {
                         return Err(perr("same-host read response with a payload"));
                     }
-                    if hdr.status == 0 {
-                        self.comp_ok(&st.b, &p.comp);
-                    } else {
-                        self.comp_err(&st.b, &p.comp, Errno(i32::from(hdr.status)));
-                    }
+                    self.comp_status(&st.b, &p.comp, hdr.status);
                     st.rx = Rx::Hdr { got: 0 };
                     return Ok(Step::Finished);
                 }
@@ -1809,11 +1814,7 @@ impl EpInner {
                     return Err(perr("ack for no pending operation"));
                 };
                 if let Some(p) = st.pending.remove(i) {
-                    if hdr.status == 0 {
-                        self.comp_ok(&st.b, &p.comp);
-                    } else {
-                        self.comp_err(&st.b, &p.comp, Errno(i32::from(hdr.status)));
-                    }
+                    self.comp_status(&st.b, &p.comp, hdr.status);
                 }
                 st.rx = Rx::Hdr { got: 0 };
                 return Ok(Step::Finished);

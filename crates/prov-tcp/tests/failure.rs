@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::{Address, Caps, EqEvent, Errno};
-use ofi_prov_tcp::proto::{self, CmKind};
+use ofi_prov_tcp::proto;
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
 
@@ -63,22 +63,7 @@ fn junk_to_a_listener_is_dropped_and_it_keeps_listening() {
 
 #[test]
 fn junk_on_a_connection_closes_it_with_eproto() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
-    let mut raw = TcpStream::connect(addr).unwrap();
-    raw.write_all(&proto::cm_message(CmKind::ConnReq, b"raw"))
-        .unwrap();
-    let ev = eq_expect(&peq, EqEvent::ConnReq);
-    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
-    s.ep.accept(b"").unwrap();
-    eq_expect(&s.eq, EqEvent::Connected);
-    let mut resp = [0u8; proto::CM_HDR_LEN];
-    raw.read_exact(&mut resp).unwrap();
-    assert_eq!(proto::CmHdr::parse(&resp).unwrap().kind, CmKind::ConnResp);
+    let RawConn { mut raw, s, .. } = raw_connection(Caps::MSG);
     let mut rb = [0u8; 8];
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { s.ep.recv(rb.as_mut_ptr(), 8, NULL, 0, 5).unwrap() };

@@ -8,19 +8,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use common::*;
-use ofi::{Address, Caps, EqEvent, Errno, OpFlags};
-use ofi_prov_tcp::proto::{
-    self, CmKind, Hdr, Op, RmaIov, FLAG_ACK_REQ, FLAG_LOCAL, HDR_LEN, RMA_IOV_LEN,
-};
+use ofi::{Caps, Errno, OpFlags};
+use ofi_prov_tcp::proto::{Hdr, Op, RmaIov, FLAG_ACK_REQ, FLAG_LOCAL, HDR_LEN, RMA_IOV_LEN};
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
-
-fn sockaddr(bytes: &[u8]) -> std::net::SocketAddr {
-    Address::from_bytes(ofi::AddrFormat::SOCKADDR_IN, bytes)
-        .unwrap()
-        .socket_addr()
-        .unwrap()
-}
 
 fn send_hdr(raw: &mut TcpStream, h: &Hdr, iovs: &[RmaIov]) {
     let mut b = [0u8; HDR_LEN];
@@ -59,8 +50,7 @@ fn recv_hdr(raw: &mut TcpStream, side: &Side) -> Hdr {
     Hdr::parse(&b).unwrap()
 }
 
-/// A raw peer connected to a fresh endpoint with RMA; returns the stream, the endpoint's
-/// side, the domain (for MRs) and the nonce the endpoint offered.
+/// A raw peer connected to a fresh endpoint with RMA; the nonce the endpoint offered.
 struct Raw {
     raw: TcpStream,
     s: Side,
@@ -70,22 +60,12 @@ struct Raw {
 }
 
 fn raw_peer() -> Raw {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG | Caps::RMA);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
-    let mut raw = TcpStream::connect(addr).unwrap();
-    raw.write_all(&proto::cm_message(CmKind::ConnReq, b"raw"))
-        .unwrap();
-    let ev = eq_expect(&peq, EqEvent::ConnReq);
-    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
-    s.ep.accept(b"").unwrap();
-    eq_expect(&s.eq, EqEvent::Connected);
-    let mut resp = [0u8; proto::CM_HDR_LEN];
-    raw.read_exact(&mut resp).unwrap();
-    assert_eq!(proto::CmHdr::parse(&resp).unwrap().kind, CmKind::ConnResp);
+    let RawConn {
+        mut raw,
+        s,
+        domain,
+        fabric,
+    } = raw_connection(Caps::MSG | Caps::RMA);
     // Loopback: the endpoint offers a proof exchange at once.
     let offer = recv_hdr(&mut raw, &s);
     assert_eq!(offer.op, Op::LocalOffer);

@@ -184,3 +184,44 @@ pub fn connect_pair_progress(v6: bool, caps: Caps, progress: Progress) -> Pair {
         info,
     }
 }
+
+/// A raw TCP peer connected (CM exchange done by hand) to an endpoint of the provider,
+/// for tests that speak the wire format directly.
+pub struct RawConn {
+    pub raw: std::net::TcpStream,
+    pub s: Side,
+    pub domain: Domain,
+    pub fabric: Fabric,
+}
+
+/// Connect a raw stream to a fresh IPv4 endpoint with `caps`: the request goes out, the
+/// endpoint is accepted, and the response is read off the stream.
+pub fn raw_connection(caps: Caps) -> RawConn {
+    use ofi_prov_tcp::proto::{self, CmKind};
+    use std::io::{Read, Write};
+    let reg = registry();
+    let info = info(&reg, false, caps);
+    let fabric = reg.open_fabric(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let (pep, peq) = listener(&fabric, &info);
+    let addr = ofi::Address::from_bytes(AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
+        .unwrap()
+        .socket_addr()
+        .unwrap();
+    let mut raw = std::net::TcpStream::connect(addr).expect("connect");
+    raw.write_all(&proto::cm_message(CmKind::ConnReq, b"raw"))
+        .unwrap();
+    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    s.ep.accept(b"").unwrap();
+    eq_expect(&s.eq, EqEvent::Connected);
+    let mut resp = [0u8; proto::CM_HDR_LEN];
+    raw.read_exact(&mut resp).unwrap();
+    assert_eq!(proto::CmHdr::parse(&resp).unwrap().kind, CmKind::ConnResp);
+    RawConn {
+        raw,
+        s,
+        domain,
+        fabric,
+    }
+}
