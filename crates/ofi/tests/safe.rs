@@ -378,6 +378,27 @@ mod aio {
                     ],
                     "{prov}"
                 );
+                // The same through the Stream trait.
+                a.get_mut().recv(domain.alloc(32).unwrap()).unwrap();
+                a.get_mut().send(Buf::from(b"stream".to_vec()), me).unwrap();
+                let mut kinds = Vec::new();
+                for _ in 0..2 {
+                    let item = tokio::time::timeout(
+                        T,
+                        std::future::poll_fn(|cx| {
+                            futures_core::Stream::poll_next(std::pin::Pin::new(&mut a), cx)
+                        }),
+                    )
+                    .await
+                    .unwrap();
+                    let c = item.expect("the stream never ends").unwrap();
+                    assert_eq!(c.buf.map(|b| b.into_vec()), Some(b"stream".to_vec()));
+                    kinds.push(c.kind as u8);
+                }
+                kinds.sort();
+                let mut want = vec![OpKind::Send as u8, OpKind::Recv as u8];
+                want.sort();
+                assert_eq!(kinds, want, "{prov}");
                 let back = a.into_inner();
                 assert_eq!(back.in_flight(), 0);
             });
@@ -391,6 +412,8 @@ fn handles_are_send() {
     send::<Ep<Rdm>>();
     send::<Ep<ofi::safe::Msg>>();
     send::<ofi::safe::aio::AsyncEp<Rdm>>();
+    fn stream<T: futures_core::Stream + Unpin>() {}
+    stream::<ofi::safe::aio::AsyncEp<Rdm>>();
     send::<Buf>();
     send::<ofi::safe::Completion>();
     send::<ofi::safe::SharedRegion<RemoteWrite>>();

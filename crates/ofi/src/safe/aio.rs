@@ -1,6 +1,7 @@
 //! Async completions on tokio (feature `tokio`): [`AsyncEp`] turns an [`Ep`]'s
 //! completion queue into a stream of [`Completion`]s through `tokio::io::unix::AsyncFd`
-//! on the CQ's wait fd.
+//! on the CQ's wait fd — [`AsyncEp::next`] as a future, and `futures_core::Stream`
+//! for stream combinators.
 //!
 //! # Progress
 //!
@@ -185,5 +186,20 @@ impl<K: EpKind> AsyncEp<K> {
     /// The next completion.
     pub async fn next(&mut self) -> std::result::Result<Completion, OpError> {
         std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+}
+
+// Nothing in an `AsyncEp` relies on staying put (the timer is boxed and pinned on its
+// own), whatever the kind marker `K` is.
+impl<K: EpKind> Unpin for AsyncEp<K> {}
+
+/// The completions as a `Stream` (`futures_core::Stream`, so `StreamExt` combinators
+/// from `futures` or `tokio-stream` apply): an endless stream — each item a completion
+/// or the failed operation with its buffer; it yields `None` never.
+impl<K: EpKind> futures_core::Stream for AsyncEp<K> {
+    type Item = std::result::Result<Completion, OpError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        AsyncEp::poll_next(self.get_mut(), cx).map(Some)
     }
 }
