@@ -18,6 +18,8 @@
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
+//! - [`dataops`]: the forty data calls of an endpoint written from a few operations
+//!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers;
@@ -28,10 +30,11 @@
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in four places only: the `poll(2)` call of
+//! `unsafe` is allowed in five places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
-//! addresses and system calls, and [`cma`]'s cross-memory system calls; everything else is safe code.
+//! addresses and system calls, [`cma`]'s cross-memory system calls, and [`dataops`]'s
+//! reading of the C API's message arrays; everything else is safe code.
 
 #![deny(unsafe_code)]
 
@@ -42,6 +45,8 @@ pub mod bufpool;
 pub mod cma;
 pub mod cntr;
 pub mod cq;
+#[allow(unsafe_code)]
+pub mod dataops;
 pub mod ep;
 pub mod eq;
 #[allow(unsafe_code)]

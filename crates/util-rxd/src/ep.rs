@@ -53,21 +53,18 @@
 //! Nothing here panics on application or peer input.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{
-    CqTaggedEntry, Ioc, Iov, Msg as RawMsg, MsgAtomic, MsgRma, MsgTagged, RmaIoc, RmaIov,
-};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, RmaIoc, RmaIov};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::{AddressVector, AvAttr};
 use ofi_core::cq::{CompletionQueue, CqAttr, CqError};
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
 use ofi_core::ep::Endpoint as CoreEp;
-use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, AvType, Caps, CqFormat, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::ep::{BindRules, Bindings, Bound};
@@ -1666,985 +1663,7 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(self.sh.settings.tx_size.saturating_sub(st.live))
     }
 
-    unsafe fn send(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        dest: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            ctx,
-            0,
-            None,
-            false,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn sendv(&self, iov: &[Iov], _d: &[Desc], dest: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::from_iov(iov, NAME)?,
-            dest,
-            ctx,
-            0,
-            None,
-            false,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn sendmsg(&self, msg: &RawMsg, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov, NAME)?;
-        self.check_inject(flags, l.total())?;
-        self.sh
-            .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
-    }
-
-    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        let act = self.active()?;
-        self.check_inject(OpFlags::INJECT, len)?;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            0,
-            0,
-            None,
-            false,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn senddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        data: u64,
-        dest: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            ctx,
-            0,
-            Some(data),
-            false,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
-        let act = self.active()?;
-        self.check_inject(OpFlags::INJECT, len)?;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            0,
-            0,
-            Some(data),
-            false,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn recv(&self, buf: *mut u8, len: usize, _d: Desc, src: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let r = PostedRecv::msg(ctx, IoList::one(buf as usize, len), len)
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let l = IoList::from_iov(iov, NAME)?;
-        let r = PostedRecv::msg(ctx, l, l.total())
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn recvmsg(&self, msg: &RawMsg, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov, NAME)?;
-        if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "ofi_rxd: FI_MULTI_RECV needs exactly one buffer",
-            ));
-        }
-        let r = PostedRecv::msg(msg.context, l, l.total())
-            .from_src(recv_src(&self.sh, msg.addr))
-            .with_flags(flags & (OpFlags::MULTI_RECV | OpFlags::COMPLETION));
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn tsend(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            ctx,
-            tag,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tsendv(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::from_iov(iov, NAME)?,
-            dest,
-            ctx,
-            tag,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov, NAME)?;
-        self.check_inject(flags, l.total())?;
-        self.sh.send(
-            act,
-            l,
-            msg.addr,
-            msg.context,
-            msg.tag,
-            data,
-            true,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn tinject(&self, buf: *const u8, len: usize, dest: u64, tag: u64) -> Result<()> {
-        let act = self.active()?;
-        self.check_inject(OpFlags::INJECT, len)?;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            0,
-            tag,
-            None,
-            true,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn tsenddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        data: u64,
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            ctx,
-            tag,
-            Some(data),
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tinjectdata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        let act = self.active()?;
-        self.check_inject(OpFlags::INJECT, len)?;
-        self.sh.send(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            0,
-            tag,
-            Some(data),
-            true,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn trecv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _d: Desc,
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let r = PostedRecv::tagged(ctx, tag, ignore, IoList::one(buf as usize, len), len)
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn trecvv(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let l = IoList::from_iov(iov, NAME)?;
-        let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov, NAME)?;
-        let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
-        let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
-            .from_src(recv_src(&self.sh, msg.addr))
-            .with_flags(flags & keep);
-        self.sh.post_recv(act, r)
-    }
-
-    // ---- RMA ----
-
-    // ---- RMA ----
-
-    unsafe fn read(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        d: Desc,
-        src: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = vec![Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov,
-            descs(&[d]),
-            src,
-            rma,
-            ctx,
-            None,
-            true,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn readv(
-        &self,
-        iov: &[Iov],
-        d: &[Desc],
-        src: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let len = iov.iter().map(|v| v.len).sum();
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov.to_vec(),
-            descs(d),
-            src,
-            rma,
-            ctx,
-            None,
-            true,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        // SAFETY: as above.
-        let rma = unsafe { one_rma_iov(msg)? };
-        let d = desc_vec(msg.desc, msg.iov_count);
-        self.rma(
-            iov.to_vec(),
-            d,
-            msg.addr,
-            rma,
-            msg.context,
-            None,
-            true,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        d: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = vec![Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov,
-            descs(&[d]),
-            dest,
-            rma,
-            ctx,
-            None,
-            false,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn writev(
-        &self,
-        iov: &[Iov],
-        d: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let len = iov.iter().map(|v| v.len).sum();
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov.to_vec(),
-            descs(d),
-            dest,
-            rma,
-            ctx,
-            None,
-            false,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        // SAFETY: as above.
-        let rma = unsafe { one_rma_iov(msg)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let d = desc_vec(msg.desc, msg.iov_count);
-        self.rma(
-            iov.to_vec(),
-            d,
-            msg.addr,
-            rma,
-            msg.context,
-            data,
-            false,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn inject_write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let iov = vec![Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov,
-            Vec::new(),
-            dest,
-            rma,
-            0,
-            None,
-            false,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        d: Desc,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = vec![Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov,
-            descs(&[d]),
-            dest,
-            rma,
-            ctx,
-            Some(data),
-            false,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn inject_writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let iov = vec![Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let rma = RmaIov { addr, len, key };
-        self.rma(
-            iov,
-            Vec::new(),
-            dest,
-            rma,
-            0,
-            Some(data),
-            false,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    // ---- atomics ----
-
-    unsafe fn atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        d: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Base,
-            &iov,
-            descs(&[d]),
-            &[],
-            Vec::new(),
-            &[],
-            Vec::new(),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn atomicv(
-        &self,
-        iov: &[Ioc],
-        d: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let count = iov.iter().map(|v| v.count).sum();
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Base,
-            iov,
-            descs(d),
-            &[],
-            Vec::new(),
-            &[],
-            Vec::new(),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
-        let (iov, rma, dt, op) = atomic_parts(msg)?;
-        let d = desc_vec(msg.desc, msg.iov_count);
-        self.atomic_any(
-            AtomicKind::Base,
-            iov,
-            d,
-            &[],
-            Vec::new(),
-            &[],
-            Vec::new(),
-            msg.addr,
-            rma,
-            dt,
-            op,
-            msg.context,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn inject_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-    ) -> Result<()> {
-        let iov = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Base,
-            &iov,
-            Vec::new(),
-            &[],
-            Vec::new(),
-            &[],
-            Vec::new(),
-            dest,
-            rma,
-            datatype,
-            op,
-            0,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn fetch_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        d: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let res = [Ioc {
-            addr: result,
-            count,
-        }];
-        let rma = RmaIoc { addr, count, key };
-        let iovs: &[Ioc] = if buf.is_null() { &[] } else { &iov };
-        self.atomic_any(
-            AtomicKind::Fetch,
-            iovs,
-            descs(&[d]),
-            &[],
-            Vec::new(),
-            &res,
-            descs(&[result_desc]),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn fetch_atomicv(
-        &self,
-        iov: &[Ioc],
-        d: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let count = resultv.iter().map(|v| v.count).sum();
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Fetch,
-            iov,
-            descs(d),
-            &[],
-            Vec::new(),
-            resultv,
-            descs(result_desc),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn fetch_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        let (iov, rma, dt, op) = atomic_parts(msg)?;
-        let d = desc_vec(msg.desc, msg.iov_count);
-        self.atomic_any(
-            AtomicKind::Fetch,
-            iov,
-            d,
-            &[],
-            Vec::new(),
-            resultv,
-            descs(result_desc),
-            msg.addr,
-            rma,
-            dt,
-            op,
-            msg.context,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        d: Desc,
-        compare: *const c_void,
-        compare_desc: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let iov = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let cmp = [Ioc {
-            addr: compare as *mut c_void,
-            count,
-        }];
-        let res = [Ioc {
-            addr: result,
-            count,
-        }];
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Compare,
-            &iov,
-            descs(&[d]),
-            &cmp,
-            descs(&[compare_desc]),
-            &res,
-            descs(&[result_desc]),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomicv(
-        &self,
-        iov: &[Ioc],
-        d: &[Desc],
-        comparev: &[Ioc],
-        compare_desc: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-    ) -> Result<()> {
-        let count = iov.iter().map(|v| v.count).sum();
-        let rma = RmaIoc { addr, count, key };
-        self.atomic_any(
-            AtomicKind::Compare,
-            iov,
-            descs(d),
-            comparev,
-            descs(compare_desc),
-            resultv,
-            descs(result_desc),
-            dest,
-            rma,
-            datatype,
-            op,
-            ctx,
-            self.sh.tx_op_flags,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        comparev: &[Ioc],
-        compare_desc: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        let (iov, rma, dt, op) = atomic_parts(msg)?;
-        let d = desc_vec(msg.desc, msg.iov_count);
-        self.atomic_any(
-            AtomicKind::Compare,
-            iov,
-            d,
-            comparev,
-            descs(compare_desc),
-            resultv,
-            descs(result_desc),
-            msg.addr,
-            rma,
-            dt,
-            op,
-            msg.context,
-            flags,
-            false,
-        )
-    }
-
-    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.atomic_max(datatype, op, AtomicKind::Base)
-    }
-
-    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.atomic_max(datatype, op, AtomicKind::Fetch)
-    }
-
-    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.atomic_max(datatype, op, AtomicKind::Compare)
-    }
-}
-
-/// The iov array of a message.
-///
-/// # Safety
-/// `p` points to `n` entries (or `n` is 0).
-unsafe fn iov_slice<'a>(p: *const Iov, n: usize) -> Result<&'a [Iov]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(Error::new(Errno::EINVAL, "ofi_rxd: null msg_iov"));
-    }
-    if n > IOV_LIMIT {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!("ofi_rxd: {n} iov entries, the limit is {IOV_LIMIT}"),
-        ));
-    }
-    // SAFETY: caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-/// The single remote buffer of an RMA message.
-///
-/// # Safety
-/// `msg.rma_iov` points to `msg.rma_iov_count` entries.
-unsafe fn one_rma_iov(msg: &MsgRma) -> Result<RmaIov> {
-    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "ofi_rxd: {} remote buffers (the limit is 1)",
-                msg.rma_iov_count
-            ),
-        ));
-    }
-    // SAFETY: caller's contract; count is 1.
-    Ok(unsafe { *msg.rma_iov })
-}
-
-fn descs(d: &[Desc]) -> Vec<usize> {
-    d.iter().map(|p| *p as usize).collect()
-}
-
-fn ioc_slice<'a>(p: *const Ioc, n: usize) -> Result<&'a [Ioc]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() || n > IOV_LIMIT {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!("ofi_rxd: bad atomic iov ({n} entries)"),
-        ));
-    }
-    // SAFETY: the C contract of the atomic message calls: `p` holds `n` entries.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-fn desc_vec(p: *const *mut c_void, n: usize) -> Vec<usize> {
-    if p.is_null() || n == 0 {
-        return Vec::new();
-    }
-    // SAFETY: the C contract: a non-null desc array has one entry per iov.
-    unsafe { std::slice::from_raw_parts(p, n) }
-        .iter()
-        .map(|d| *d as usize)
-        .collect()
-}
-
-/// The parts of an atomic message: local iocs, the single remote buffer, datatype and
-/// operation.
-fn atomic_parts(msg: &MsgAtomic) -> Result<(&[Ioc], RmaIoc, Datatype, AtomicOp)> {
-    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
-        return Err(Error::new(
-            Errno::EINVAL,
-            "ofi_rxd: atomic messages take one remote buffer",
-        ));
-    }
-    let iov = ioc_slice(msg.msg_iov, msg.iov_count)?;
-    // SAFETY: the C contract; count is 1.
-    let r = unsafe { *msg.rma_iov };
-    let dt = Datatype::from_raw(msg.datatype)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: unknown atomic datatype"))?;
-    let op = AtomicOp::from_raw(msg.op)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: unknown atomic operation"))?;
-    Ok((iov, r, dt, op))
+    ofi_kit::endpoint_data_ops!();
 }
 
 impl Endpoint {
@@ -2657,6 +1676,92 @@ impl Endpoint {
             ));
         }
         Ok(())
+    }
+}
+
+impl ofi_kit::dataops::DataPath for Endpoint {
+    const NAME: &'static str = NAME;
+    type Active = Active;
+
+    fn active(&self) -> Result<&Active> {
+        Endpoint::active(self)
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.sh.tx_op_flags
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.sh.rx_op_flags
+    }
+
+    fn recv_src(&self, src: u64) -> u64 {
+        recv_src(&self.sh, src)
+    }
+
+    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
+        Endpoint::check_inject(self, flags, len)
+    }
+
+    fn send_list(
+        &self,
+        act: &Active,
+        iov: IoList,
+        dest: u64,
+        ctx: usize,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        self.sh
+            .send(act, iov, dest, ctx, tag, data, tagged, flags, inject)
+    }
+
+    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(act, recv)
+    }
+
+    fn rma(
+        &self,
+        iov: Vec<Iov>,
+        desc: Vec<usize>,
+        peer: u64,
+        rma: RmaIov,
+        ctx: usize,
+        data: Option<u64>,
+        read: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        Endpoint::rma(self, iov, desc, peer, rma, ctx, data, read, flags, inject)
+    }
+
+    fn atomic_any(
+        &self,
+        kind: AtomicKind,
+        iov: &[Ioc],
+        desc: Vec<usize>,
+        cmp: &[Ioc],
+        cdesc: Vec<usize>,
+        res: &[Ioc],
+        rdesc: Vec<usize>,
+        peer: u64,
+        rma: RmaIoc,
+        dt: Datatype,
+        op: AtomicOp,
+        ctx: usize,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        Endpoint::atomic_any(
+            self, kind, iov, desc, cmp, cdesc, res, rdesc, peer, rma, dt, op, ctx, flags, inject,
+        )
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        Endpoint::atomic_max(self, dt, op, kind)
     }
 }
 
