@@ -28,6 +28,7 @@ use ofi::domain::Domain;
 use ofi::ep::{Endpoint, PassiveEndpoint};
 use ofi::eq::{EqAttr, EqErrorEntry, Event, EventQueue};
 use ofi::fabric::Fabric;
+use ofi::wait::WaitSet;
 use ofi::{Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, ADDR_UNSPEC};
 
 use crate::{fixture, Subject, WAIT};
@@ -60,6 +61,8 @@ pub struct PairSpec {
     /// The CQs' wait object (`FI_WAIT_NONE`, polling only, by default; `fi_cq_sread`
     /// needs another).
     pub cq_wait_obj: ofi::WaitObj,
+    /// Open both CQs in one wait set (`FI_WAIT_SET`, [`Pair::wait_set`]) instead.
+    pub cq_in_wait_set: bool,
 }
 
 impl PairSpec {
@@ -74,6 +77,7 @@ impl PairSpec {
             accept_data: Vec::new(),
             min_multi_recv: None,
             cq_wait_obj: ofi::WaitObj::None,
+            cq_in_wait_set: false,
         }
     }
 }
@@ -113,6 +117,9 @@ pub struct Pair {
     pub a: Side,
     /// Side `b` (the accepting side for `FI_EP_MSG`).
     pub b: Side,
+    /// The wait set both CQs are in ([`PairSpec::cq_in_wait_set`]); declared after the
+    /// sides, so it closes after their CQs.
+    pub wait_set: Option<WaitSet>,
     /// The listener (`FI_EP_MSG`).
     pub pep: Option<PassiveEndpoint>,
     /// Connection events (`FI_EP_MSG`).
@@ -191,17 +198,39 @@ pub fn open_side(
     Option<Counter>,
     Option<AddressVector>,
 ) {
-    let cq = domain
-        .cq_open(&CqAttr {
-            wait_obj: spec.cq_wait_obj,
-            ..CqAttr::with_format(CqFormat::Tagged)
-        })
-        .unwrap_or_else(|e| {
+    open_side_in(domain, info, spec, context, eq, None)
+}
+
+/// As [`open_side`], the CQ opened in `set` when one is given.
+#[allow(clippy::type_complexity)]
+pub fn open_side_in(
+    domain: &Domain,
+    info: &Info,
+    spec: &PairSpec,
+    context: usize,
+    eq: Option<&EventQueue>,
+    set: Option<&WaitSet>,
+) -> (
+    Endpoint,
+    CompletionQueue,
+    Option<Counter>,
+    Option<AddressVector>,
+) {
+    let attr = CqAttr {
+        wait_obj: spec.cq_wait_obj,
+        ..CqAttr::with_format(CqFormat::Tagged)
+    };
+    let cq = match set {
+        Some(set) => domain
+            .cq_open_in(&CqAttr::with_format(CqFormat::Tagged), set, context)
+            .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_TAGGED, FI_WAIT_SET): {e}")),
+        None => domain.cq_open(&attr).unwrap_or_else(|e| {
             panic!(
                 "fi_cq_open (FI_CQ_FORMAT_TAGGED, {}): {e}",
                 spec.cq_wait_obj.name()
             )
-        });
+        }),
+    };
     let ep = domain
         .endpoint_with(info, context, 0)
         .unwrap_or_else(|e| panic!("fi_endpoint ({}): {e} ({})", info.ep_type(), e.code()));
@@ -341,6 +370,16 @@ pub fn listen(fabric: &Fabric, info: &Info) -> (PassiveEndpoint, EventQueue, Vec
     (pep, eq, name)
 }
 
+/// A wait set (`FI_WAIT_FD`) of `fabric`.
+pub fn open_wait_set(fabric: &Fabric) -> WaitSet {
+    fabric
+        .wait_open(&ofi::wait::WaitAttr {
+            wait_obj: ofi::WaitObj::Fd,
+            flags: 0,
+        })
+        .unwrap_or_else(|e| panic!("fi_wait_open(FI_WAIT_FD): {e}"))
+}
+
 impl Pair {
     /// A pair as `spec` says, from the first getinfo result for it.
     pub fn new(s: &Subject, spec: &PairSpec) -> Pair {
@@ -364,9 +403,11 @@ impl Pair {
 
     fn connectionless(s: &Subject, spec: &PairSpec, info: Info) -> Pair {
         let (fabric, domain) = fixture::open_domain(s, &info);
+        let wait_set = spec.cq_in_wait_set.then(|| open_wait_set(&fabric));
         let mut sides = Vec::new();
         for ctx in [CTX_A, CTX_B] {
-            let (ep, cq, cntr, av) = open_side(&domain, &info, spec, ctx, None);
+            let (ep, cq, cntr, av) =
+                open_side_in(&domain, &info, spec, ctx, None, wait_set.as_ref());
             ep.enable()
                 .unwrap_or_else(|e| panic!("fi_enable: {e} ({})", e.code()));
             sides.push((ep, cq, cntr, av));
@@ -402,6 +443,7 @@ impl Pair {
         Pair {
             a,
             b,
+            wait_set,
             pep: None,
             cm: None,
             info,
@@ -412,11 +454,13 @@ impl Pair {
 
     fn connected(s: &Subject, spec: &PairSpec, info: Info) -> Pair {
         let (fabric, domain) = fixture::open_domain(s, &info);
+        let wait_set = spec.cq_in_wait_set.then(|| open_wait_set(&fabric));
         let (pep, eq_s, name) = listen(&fabric, &info);
         let eq_c = fabric
             .eq_open(&EqAttr::default())
             .unwrap_or_else(|e| panic!("fi_eq_open: {e}"));
-        let (ep_a, cq_a, cntr_a, _) = open_side(&domain, &info, spec, CTX_A, Some(&eq_c));
+        let (ep_a, cq_a, cntr_a, _) =
+            open_side_in(&domain, &info, spec, CTX_A, Some(&eq_c), wait_set.as_ref());
         ep_a.enable()
             .unwrap_or_else(|e| panic!("fi_enable (client): {e} ({})", e.code()));
         ep_a.connect(&name, &spec.connect_data)
@@ -441,7 +485,14 @@ impl Pair {
             .unwrap_or_else(|| panic!("FI_CONNREQ without an info"));
         assert_ne!(req_info.handle, 0, "FI_CONNREQ info has no handle");
         assert_eq!(req_info.ep_type(), EpType::Msg, "FI_CONNREQ info ep_type");
-        let (ep_b, cq_b, cntr_b, _) = open_side(&domain, &req_info, spec, CTX_B, Some(&eq_s));
+        let (ep_b, cq_b, cntr_b, _) = open_side_in(
+            &domain,
+            &req_info,
+            spec,
+            CTX_B,
+            Some(&eq_s),
+            wait_set.as_ref(),
+        );
         ep_b.accept(&spec.accept_data)
             .unwrap_or_else(|e| panic!("fi_accept: {e} ({})", e.code()));
         let connected_b = poll.expect(&eqs, 1, &[&cq_a, &cq_b], EqEvent::Connected, "server");
@@ -471,6 +522,7 @@ impl Pair {
                 eq: Some(eq_s),
                 peer: ADDR_UNSPEC,
             },
+            wait_set,
             pep: Some(pep),
             cm: Some(CmRecord {
                 connreq,

@@ -137,6 +137,7 @@ pub fn teardown_pairs_any_order(s: &Subject) {
                 let Pair {
                     a,
                     b,
+                    wait_set: _,
                     pep,
                     cm,
                     info: _,
