@@ -13,6 +13,10 @@
 //!   [`crate::select`]. Providers a filter rules out entirely are not asked at all.
 //! - Utility providers answer with stacks (`tcp;ofi_rxm`); they reach the cores
 //!   beneath them through [`host_getinfo`] with `core_only`, like an application would.
+//!   The host answers from the registry whose call into the provider is running on
+//!   that thread (a per-thread stack the registry's getinfo and fabric opens push
+//!   onto), so a registry built by hand layers over its own providers; outside such a
+//!   call (a provider's own thread) the global registry answers.
 //! - Every provider gets a [`Verdict`] per template (kept / rejected / filtered), the
 //!   explain report of `fi_info --explain`.
 //!
@@ -145,6 +149,42 @@ pub fn parse_hook_list(spec: &str) -> Vec<String> {
             }
         })
         .collect()
+}
+
+thread_local! {
+    /// The registries whose calls into providers run on this thread, innermost last.
+    static CALLING: RefCell<Vec<*const Registry>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks a registry as calling into providers on this thread until dropped.
+struct Calling;
+
+impl Calling {
+    fn enter(r: &Registry) -> Calling {
+        CALLING.with(|c| c.borrow_mut().push(r as *const Registry));
+        Calling
+    }
+}
+
+impl Drop for Calling {
+    fn drop(&mut self) {
+        CALLING.with(|c| {
+            c.borrow_mut().pop();
+        });
+    }
+}
+
+/// Run `f` with the registry whose provider call is running on this thread, else the
+/// global one.
+fn with_calling<T>(f: impl FnOnce(&Registry) -> T) -> T {
+    let cur = CALLING.with(|c| c.borrow().last().copied());
+    match cur {
+        // SAFETY: the pointer was pushed by a `Registry` method still running on this
+        // thread (its `Calling` guard pops it before the method returns), so the
+        // registry is alive, and borrowed, for the whole of this call.
+        Some(p) => f(unsafe { &*p }),
+        None => f(global()),
+    }
 }
 
 thread_local! {
@@ -360,6 +400,7 @@ impl Registry {
     /// getinfo across every provider, with the explain report. On failure the verdicts
     /// say why each provider was filtered or rejected.
     pub fn getinfo_explain(&self, req: &GetinfoRequest) -> (Result<Vec<Info>>, Vec<Verdict>) {
+        let _calling = Calling::enter(self);
         if let Err(e) = getinfo::validate_request(req) {
             return (Err(e), Vec::new());
         }
@@ -392,6 +433,7 @@ impl Registry {
     /// `FI_PROVIDER` is not applied here (it is applied to the utility's stacked
     /// results); the hints' prov_name still is.
     pub fn getinfo_core(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let _calling = Calling::enter(self);
         if let Err(e) = getinfo::validate_request(req) {
             return GetinfoOutcome {
                 infos: Vec::new(),
@@ -529,6 +571,7 @@ impl Registry {
     /// Open a fabric with the provider at the top of `info`'s provider stack, wrapped
     /// in the registry's hooks (none by default; `FI_HOOK` for the global registry).
     pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
+        let _calling = Calling::enter(self);
         let mut fabric = self.open_fabric_unhooked(info)?;
         let hooks = self.hooks();
         for name in &hooks {
@@ -543,6 +586,7 @@ impl Registry {
     /// Open a fabric with the provider at the top of `info`'s provider stack, without
     /// hooks.
     pub fn open_fabric_unhooked(&self, info: &Info) -> Result<Fabric> {
+        let _calling = Calling::enter(self);
         let stack = info.prov_name();
         if stack.is_empty() {
             return Err(Error::new(
@@ -681,18 +725,22 @@ pub fn global() -> &'static Registry {
 }
 
 /// getinfo for the host table: what a utility provider (or any plugin) calls to reach
-/// the providers of this process.
+/// the providers of this process — those of the registry that called it (see the
+/// module docs).
 pub fn host_getinfo(req: &GetinfoRequest, core_only: bool) -> GetinfoOutcome {
-    if core_only {
-        return global().getinfo_core(req);
-    }
-    let (res, verdicts) = global().getinfo_explain(req);
-    into_outcome(res, verdicts)
+    with_calling(|r| {
+        if core_only {
+            return r.getinfo_core(req);
+        }
+        let (res, verdicts) = r.getinfo_explain(req);
+        into_outcome(res, verdicts)
+    })
 }
 
-/// Open a fabric through the global registry.
+/// Open a fabric for the host table: through the registry that called the provider
+/// asking (see the module docs), else the global registry.
 pub fn open_fabric(info: &Info) -> Result<Fabric> {
-    global().open_fabric(info)
+    with_calling(|r| r.open_fabric(info))
 }
 
 #[cfg(test)]
