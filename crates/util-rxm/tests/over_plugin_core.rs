@@ -32,7 +32,10 @@ fn over_plugin_tcp() -> Subject {
         .into_iter()
         .find(|r| r.name == "tcp")
         .expect("the tcp plugin in the registry");
-    assert!(tcp.path.is_some(), "tcp must come from the plugin file: {tcp:?}");
+    assert!(
+        tcp.path.is_some(),
+        "tcp must come from the plugin file: {tcp:?}"
+    );
     Subject::new(reg, "tcp;ofi_rxm")
         .with_hints(Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN))
 }
