@@ -52,7 +52,10 @@
 //! built). One mutex guards the queue; progress is always driven without holding it,
 //! so a progress source may push into the CQ it is driven from. The wait fd (modes
 //! `FI_WAIT_FD`/`FI_WAIT_UNSPEC`) is readable exactly while a read would not return
-//! `FI_EAGAIN` (or a signal is pending).
+//! `FI_EAGAIN` (or a signal is pending). A flag kept beside the mutex says the same
+//! (updated under the lock with every change of the queue), so a read that finds
+//! nothing returns `FI_EAGAIN` without taking the lock: it is ordered as if it had
+//! read just before a push that runs concurrently on another thread.
 //!
 //! # What may panic
 //!
@@ -60,6 +63,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use ofi_core::abi::raw::CqTaggedEntry;
@@ -195,6 +199,9 @@ struct CqShared {
     mode: WaitMode,
     threshold_cond: bool,
     state: Mutex<CqState>,
+    /// `!ring.is_empty() || blocked()` as of the last change of `state` (written under
+    /// its lock by `refresh_fd`): false means a read returns `FI_EAGAIN`.
+    readable: AtomicBool,
     cv: Condvar,
     fd: Option<WaitFd>,
     links: Links,
@@ -207,9 +214,12 @@ impl CqShared {
         self.links.drive()
     }
 
-    /// Keep the fd in step with the state (called with the lock held).
+    /// Keep the fd and the `readable` flag in step with the state (called with the
+    /// lock held, after every change of the queue).
     #[inline]
     fn refresh_fd(&self, st: &CqState) {
+        self.readable
+            .store(!st.ring.is_empty() || st.blocked(), Ordering::Release);
         if let Some(fd) = &self.fd {
             fd.update(st.ready());
         }
@@ -405,6 +415,7 @@ impl KitCq {
                     wake: false,
                     sleepers: 0,
                 }),
+                readable: AtomicBool::new(false),
                 cv: Condvar::new(),
                 fd: mode.make_fd()?,
                 links: Links::default(),
@@ -611,6 +622,10 @@ impl CqOps for KitCq {
         let inner = &*self.inner;
         inner.check(&buf, &src)?;
         inner.drive();
+        if !inner.readable.load(Ordering::Acquire) {
+            // Nothing queued, no error or overrun next (see the module docs).
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
         let mut st = lock(&inner.state);
         inner.take(&mut st, &mut buf, src)
     }

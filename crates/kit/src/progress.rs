@@ -36,6 +36,15 @@
 //! - `drive` takes no lock while calling sources and allocates nothing (the source list
 //!   is an immutable shared slice replaced on registration), so a source may register
 //!   or unregister sources, or read a CQ, from inside its `progress`.
+//! - Each change of the source list bumps the engine's generation (under its lock).
+//!   A thread keeps its last copy of the list of a few engines ([`CACHE_WAYS`]) with the
+//!   generation it was taken at, and `drive` reuses that copy while the generation is
+//!   unchanged: an idle drive then costs no lock and no reference count on the list,
+//!   only the upgrade of each source. The copy is taken out of the thread's cache while
+//!   the sources run (a nested `drive` of the same engine takes the lock instead), so no
+//!   borrow is held across a call. The cost: such a copy holds its sources weakly — a
+//!   dropped source's *allocation* (its value is dropped at once) can outlive it until
+//!   that thread drives the engine again, caches other engines, or exits.
 //! - Sources may be called concurrently from several threads (the application's reads
 //!   and the auto thread): they must be thread safe, as [`Progress`]'s bounds say.
 //!
@@ -45,6 +54,7 @@
 //! caller (the boundary adapters turn it into `FI_EOTHER`); in the auto thread it is
 //! caught, and the thread goes on.
 
+use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -241,9 +251,96 @@ impl Backoff {
 
 type SourceList = Arc<[Weak<dyn Progress>]>;
 
+/// How many engines' source lists a thread keeps (see the module docs): enough for a
+/// layered provider's engine and its core provider's, and a few domains polled in turn.
+pub const CACHE_WAYS: usize = 4;
+
+/// Engine ids start at 1 (0 marks a free cache entry).
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One entry of a thread's list cache (plain cells: the cache is only touched
+/// between calls of sources, never across one).
+struct Cached {
+    /// The engine's id (0: free).
+    engine: Cell<u64>,
+    /// The engine's generation when `list` was taken.
+    gen: Cell<u64>,
+    /// The list; `None` while a `drive` of this thread uses it.
+    list: Cell<Option<SourceList>>,
+}
+
+thread_local! {
+    /// A thread's copies of engines' source lists.
+    static LISTS: [Cached; CACHE_WAYS] = const {
+        [const {
+            Cached {
+                engine: Cell::new(0),
+                gen: Cell::new(0),
+                list: Cell::new(None),
+            }
+        }; CACHE_WAYS]
+    };
+    /// The next entry of `LISTS` to replace when every entry is taken.
+    static VICTIM: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A thread's list cache.
+struct ListCache;
+
+impl ListCache {
+    /// Take this thread's copy of `engine`'s list if it is of generation `gen`.
+    #[inline]
+    fn take(engine: u64, gen: u64) -> Option<SourceList> {
+        LISTS
+            .try_with(|ways| {
+                let e = ways.iter().find(|e| e.engine.get() == engine)?;
+                if e.gen.get() == gen {
+                    e.list.take()
+                } else {
+                    None
+                }
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Keep `list` (taken at generation `gen`) as this thread's copy of `engine`'s.
+    /// Whatever it replaces is dropped after the cache is left.
+    #[inline]
+    fn put(engine: u64, gen: u64, list: SourceList) {
+        let old = LISTS
+            .try_with(|ways| {
+                let e = match ways.iter().find(|e| e.engine.get() == engine) {
+                    Some(e) => e,
+                    None => match ways.iter().find(|e| e.engine.get() == 0) {
+                        Some(e) => e,
+                        None => {
+                            let v = VICTIM.try_with(|v| {
+                                let i = v.get();
+                                v.set(i.wrapping_add(1));
+                                i
+                            });
+                            &ways[v.unwrap_or(0) % CACHE_WAYS]
+                        }
+                    },
+                };
+                e.engine.set(engine);
+                e.gen.set(gen);
+                e.list.replace(Some(list))
+            })
+            .ok()
+            .flatten();
+        drop(old);
+    }
+}
+
 /// What the engine shares with its auto thread.
 struct Shared {
+    /// This engine's id in the threads' list caches.
+    id: u64,
     sources: Mutex<SourceList>,
+    /// Bumped (under `sources`' lock) each time the list is replaced.
+    gen: AtomicU64,
     live: AtomicUsize,
     drives: AtomicU64,
     stop: AtomicBool,
@@ -259,7 +356,9 @@ struct Shared {
 impl Shared {
     fn new() -> Shared {
         Shared {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
+            gen: AtomicU64::new(0),
             live: AtomicUsize::new(0),
             drives: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -272,8 +371,19 @@ impl Shared {
     }
 
     fn drive(&self) -> usize {
-        self.drives.fetch_add(1, Ordering::Relaxed);
-        let list: SourceList = lock(&self.sources).clone();
+        // A diagnostic count: a plain increment, so concurrent drives may lose one.
+        let n = self.drives.load(Ordering::Relaxed);
+        self.drives.store(n.wrapping_add(1), Ordering::Relaxed);
+        // The list of the current generation: this thread's copy if it has one (no
+        // lock, no reference count), else the shared one, taken with its generation.
+        let gen = self.gen.load(Ordering::Acquire);
+        let (list, gen) = match ListCache::take(self.id, gen) {
+            Some(l) => (l, gen),
+            None => {
+                let g = lock(&self.sources);
+                (g.clone(), self.gen.load(Ordering::Relaxed))
+            }
+        };
         let mut work = 0usize;
         let mut dead = false;
         for w in list.iter() {
@@ -282,6 +392,7 @@ impl Shared {
                 None => dead = true,
             }
         }
+        ListCache::put(self.id, gen, list);
         if dead {
             self.prune();
         }
@@ -304,6 +415,9 @@ impl Shared {
         }
         self.live.store(v.len(), Ordering::Release);
         *g = v.into();
+        // Published after the list (and under the lock): a drive that sees the new
+        // generation finds the new list.
+        self.gen.fetch_add(1, Ordering::Release);
     }
 
     fn prune(&self) {
@@ -411,7 +525,8 @@ impl ProgressEngine {
         self.shared.drive()
     }
 
-    /// How many times `drive` has run (from any thread, the auto thread included).
+    /// How many times `drive` has run (from any thread, the auto thread included; a
+    /// diagnostic count that two threads driving at the same instant may undercount).
     pub fn drives(&self) -> u64 {
         self.shared.drives.load(Ordering::Relaxed)
     }
@@ -718,6 +833,62 @@ mod tests {
         assert_eq!(e.sources(), 2);
         e.drive();
         assert_eq!(inner.calls(), 1);
+    }
+
+    /// The thread's cached copy of the list follows every change: registration,
+    /// unregistration, a drop, several engines in turn, and a nested drive.
+    #[test]
+    fn the_cached_source_list_follows_changes() {
+        let e1 = ProgressEngine::manual();
+        let e2 = ProgressEngine::manual();
+        let a = Counting::new(1);
+        let b = Counting::new(10);
+        e1.register(&a);
+        assert_eq!(e1.drive(), 1);
+        assert_eq!(e1.drive(), 1); // from the cache
+        e1.register(&b);
+        assert_eq!(e1.drive(), 11, "a registration is seen at once");
+        assert!(e1.unregister(&a));
+        assert_eq!(e1.drive(), 10, "an unregistration too");
+        // More engines than cache entries, driven in turn from one thread.
+        let many: Vec<(ProgressEngine, Arc<Counting>)> = (0..CACHE_WAYS + 2)
+            .map(|i| {
+                let e = ProgressEngine::manual();
+                let s = Counting::new(i + 1);
+                e.register(&s);
+                (e, s)
+            })
+            .collect();
+        for _ in 0..3 {
+            for (i, (e, _)) in many.iter().enumerate() {
+                assert_eq!(e.drive(), i + 1);
+            }
+            assert_eq!(e1.drive(), 10);
+            assert_eq!(e2.drive(), 0);
+        }
+        drop(b);
+        assert_eq!(e1.drive(), 0, "a dropped source is skipped");
+        assert_eq!(e1.sources(), 0);
+        // A source that drives its own engine (a nested drive) from inside progress.
+        let e3 = Arc::new(ProgressEngine::manual());
+        let inner = Counting::new(2);
+        e3.register(&inner);
+        let depth = Arc::new(AtomicUsize::new(0));
+        let (w, d) = (Arc::downgrade(&e3), depth.clone());
+        let nested = Arc::new(move || {
+            if d.fetch_add(1, Ordering::SeqCst) == 0 {
+                if let Some(e) = w.upgrade() {
+                    e.drive();
+                }
+            }
+            d.fetch_sub(1, Ordering::SeqCst);
+            0usize
+        });
+        e3.register(&nested);
+        assert_eq!(e3.drive(), 2);
+        assert_eq!(inner.calls(), 2, "called by the outer and the nested drive");
+        assert_eq!(e3.drive(), 2);
+        assert_eq!(inner.calls(), 4);
     }
 
     #[test]

@@ -24,9 +24,16 @@
 //!   the target checks them in the kit's MR table (`rma_target`, `atomic_target`).
 //! - Progress (`Progress::progress`, from CQ reads or the auto thread) first asks,
 //!   without a lock, whether a ring's next slot is published or other work is pending
-//!   (`rx_may_have_work`, fed by `publish_peek`); then it polls at most [`POLL_BUDGET`]
-//!   slots per ring, attaches new senders, flushes acks, moves queued sends on, and
-//!   checks peers' liveness at most every [`LIVENESS_EVERY`].
+//!   (`rx_may_have_work`, fed by `publish_peek`; a published slot's second cache line
+//!   is prefetched there, so its transfer from the sender overlaps the locking); then
+//!   it polls at most [`POLL_BUDGET`] slots per ring, attaches new senders, flushes
+//!   acks, moves queued sends on, and checks peers' liveness at most every
+//!   [`LIVENESS_EVERY`]. Inline slots are parsed from their first [`INLINE_OFF`]
+//!   bytes (`proto::parse_inline`, the same checks as `proto::parse`) and delivered
+//!   into the matched receive where it lies, without copying the receive or the slot.
+//! - Sends of one buffer (`fi_send`, `fi_inject` and their tagged and data forms)
+//!   carry it as an address and a length (`OneBuf`) until an operation must be
+//!   tracked; the inline path writes its header with `proto::encode_inline`.
 //!
 //! # Invariants
 //!
@@ -711,10 +718,10 @@ impl Shared {
 
     /// Send `iov` to `dest`.
     #[allow(clippy::too_many_arguments)]
-    fn send(
+    fn send<P: Payload>(
         &self,
         act: &Active,
-        iov: IoList,
+        iov: P,
         dest: u64,
         ctx: usize,
         tag: u64,
@@ -778,69 +785,106 @@ impl Shared {
         let Some(Some(conn)) = tx.conns.get_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
+        let hdr = proto::InlineHdr {
+            flags: hflags,
+            len,
+            tag,
+            data: data.unwrap_or(0),
+            id: 0,
+        };
+        if len <= INLINE_CAP && conn.fifo.is_empty() && !delivery {
+            // The common small send: one slot, complete at once.
+            let slot = Self::reserve_slot(conn)?;
+            Self::write_inline(conn, slot, &hdr, &iov);
+            act.complete_tx(ctx, cq_flags, want_cq, None);
+            return Ok(());
+        }
+        let t = Tracked {
+            idx,
+            ctx,
+            cq_flags,
+            want_cq,
+            delivery,
+            inject,
+        };
+        self.send_tracked(act, tx, t, hdr, iov.list())
+    }
+
+    /// Write an inline slot (header `hdr`, payload from `iov`) at `slot` of `conn`'s
+    /// ring and publish it.
+    #[inline]
+    fn write_inline<P: Payload>(conn: &mut Conn, slot: usize, hdr: &proto::InlineHdr, iov: &P) {
+        let ring = conn.region.ring(conn.ring);
+        let off = ring.slot_off(slot);
+        let map = conn.region.map();
+        map.write_bytes(off + 8, &proto::encode_inline(hdr));
+        // SAFETY: the slot lies inside the mapping (validated geometry) and has
+        // INLINE_CAP ≥ len bytes after INLINE_OFF (checked by the callers); the
+        // application's buffers are readable for `len` bytes (the C API's contract).
+        unsafe { iov.gather_all(map.base().add(off + INLINE_OFF), hdr.len) };
+        conn.prod.publish(&ring);
+    }
+
+    /// The rest of [`Shared::send`] (out of line): an inline send that waits for its
+    /// acknowledgement, or a send queued behind others or too large for a slot.
+    #[inline(never)]
+    fn send_tracked(
+        &self,
+        act: &Active,
+        tx: &mut Tx,
+        t: Tracked,
+        mut hdr: proto::InlineHdr,
+        iov: IoList,
+    ) -> Result<()> {
+        let idx = t.idx;
+        let len = hdr.len;
+        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+        };
         if len <= INLINE_CAP && conn.fifo.is_empty() {
             let slot = Self::reserve_slot(conn)?;
-            let id = if delivery {
+            if t.delivery {
                 let op = Op {
                     conn: idx,
-                    ctx,
-                    cq_flags,
-                    want_cq,
+                    ctx: t.ctx,
+                    cq_flags: t.cq_flags,
+                    want_cq: t.want_cq,
                     iov,
                     len,
-                    tag,
-                    data: data.unwrap_or(0),
-                    hflags,
+                    tag: hdr.tag,
+                    data: hdr.data,
+                    hflags: hdr.flags,
                     sent: len,
                     stage: Stage::AwaitAck,
                     rma: None,
                 };
-                let id = self.alloc_op(tx, op)?;
+                hdr.id = self.alloc_op(tx, op)?;
                 if let Some(Some(c)) = tx.conns.get_mut(idx) {
                     c.waiting += 1;
                 }
-                id
-            } else {
-                0
-            };
+            }
             let Some(Some(conn)) = tx.conns.get_mut(idx) else {
                 return Err(Error::new(Errno::EIO, "shm: connection vanished"));
             };
-            let ring = conn.region.ring(conn.ring);
-            let off = ring.slot_off(slot);
-            let s = Slot {
-                flags: hflags,
-                tag,
-                data: data.unwrap_or(0),
-                body: Body::Inline { len, id },
-            };
-            let mut hdr = [0u8; proto::PARSE_LEN];
-            proto::encode(&s, &mut hdr);
-            let map = conn.region.map();
-            map.write_bytes(off + 8, &hdr[8..INLINE_OFF]);
-            // SAFETY: the slot lies inside the mapping (validated geometry) and has
-            // INLINE_CAP ≥ len bytes after INLINE_OFF; the application's buffers are
-            // readable for `len` bytes (the C API's contract).
-            unsafe { iov.gather(0, map.base().add(off + INLINE_OFF), len) };
-            conn.prod.publish(&ring);
-            if !delivery {
-                act.complete_tx(ctx, cq_flags, want_cq, None);
+            Self::write_inline(conn, slot, &hdr, &iov);
+            if !t.delivery {
+                act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
             }
             return Ok(());
         }
-        if inject {
+        if t.inject {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         let op = Op {
             conn: idx,
-            ctx,
-            cq_flags,
-            want_cq,
+            ctx: t.ctx,
+            cq_flags: t.cq_flags,
+            want_cq: t.want_cq,
             iov,
             len,
-            tag,
-            data: data.unwrap_or(0),
-            hflags,
+            tag: hdr.tag,
+            data: hdr.data,
+            hflags: hdr.flags,
             sent: 0,
             stage: Stage::Queued,
             rma: None,
@@ -1009,10 +1053,10 @@ impl Shared {
         }
     }
 
+    /// The send side's progress, once `tx_work` says there is some (kept out of line:
+    /// an idle poll only runs the checks in `Progress::progress`).
+    #[inline(never)]
     fn progress_tx(&self, act: &Active) -> usize {
-        if self.tx_work.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
         let Ok(mut g) = self.tx.try_lock() else {
             return 0;
         };
@@ -1343,7 +1387,8 @@ impl Shared {
                     if l.1 == 0 {
                         continue;
                     }
-                    match ofi_kit::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r)) {
+                    match ofi_kit::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r))
+                    {
                         Ok(n) if n == l.1 => {}
                         Err(e) if e == libc::EPERM || e == libc::ENOSYS => {
                             return Errno::EOPNOTSUPP.0
@@ -1635,6 +1680,105 @@ impl Shared {
         rx.active.retain(|&x| x != r);
     }
 
+    /// Parse and handle slot `slot_off` of ring `r` when it is not a valid inline slot
+    /// (out of line: it keeps the large `Slot` off the small-message path); true when
+    /// the slot is consumed (a bad one is counted and skipped).
+    #[inline(never)]
+    fn handle_other(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        r: usize,
+        slot_off: usize,
+        geo: &region::Geometry,
+        max_msg: usize,
+    ) -> bool {
+        let mut hdr = [0u8; proto::PARSE_LEN];
+        self.region.map().read_bytes(slot_off, &mut hdr);
+        match proto::parse(&hdr, geo, max_msg) {
+            Ok(s) => self.handle_slot(act, rx, r, slot_off, s),
+            Err(why) => {
+                self.corrupt.fetch_add(1, Ordering::Relaxed);
+                ofi_core::ofi_warn!(
+                    crate::NAME,
+                    "ep_data",
+                    "ring {r}: bad slot ({why}); skipped"
+                );
+                true
+            }
+        }
+    }
+
+    /// Deliver the inline message of slot `slot_off` of ring `r` (its header checked by
+    /// `proto::parse_inline` or `proto::parse`); false if it must wait (no room for an
+    /// unexpected message).
+    fn handle_inline(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        r: usize,
+        slot_off: usize,
+        h: &proto::InlineHdr,
+    ) -> bool {
+        if rx.rings[r].asm.is_some() {
+            self.corrupt.fetch_add(1, Ordering::Relaxed);
+            ofi_core::ofi_warn!(
+                crate::NAME,
+                "ep_data",
+                "ring {r}: inline slot in the middle of a bounce message; slot skipped"
+            );
+            return true;
+        }
+        let claim = rx.rings[r].claim;
+        let inc = Incoming {
+            src: self.src_of(act, &mut rx.rings[r]),
+            tag: h.tag,
+            len: h.len,
+            data: if h.flags & F_DATA != 0 {
+                Some(h.data)
+            } else {
+                None
+            },
+            tagged: h.flags & F_TAGGED != 0,
+        };
+        let ack = if h.flags & F_ACK != 0 {
+            Some((r, claim, h.id))
+        } else {
+            None
+        };
+        // SAFETY: the payload lies inside the slot (len ≤ INLINE_CAP checked by the
+        // parser), inside the mapping.
+        let payload = unsafe { self.region.map().base().add(slot_off + INLINE_OFF) };
+        // The matched receive is used where it lies (it is large: no copies).
+        match rx.m.match_incoming(&inc) {
+            Match::Recv { ref recv, place } => {
+                // SAFETY: see above; the receive buffer is the application's.
+                unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
+                act.complete_rx(recv, place, &inc, false, None);
+            }
+            Match::Multi { ref buf, place } => {
+                let recv = buf.recv();
+                // SAFETY: as above.
+                unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
+                act.complete_rx(recv, place, &inc, buf.is_released(), None);
+            }
+            Match::Unexpected => {
+                let len = h.len;
+                if !rx.m.has_room_for_unexpected(len) {
+                    return false;
+                }
+                let mut data = vec![0u8; len];
+                // SAFETY: see above; `data` holds len bytes.
+                unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
+                return rx.m.push_unexpected(inc, Unexp::Data { data, ack }).is_ok();
+            }
+        }
+        if let Some((ring, claim, id)) = ack {
+            self.push_ack(rx, ring, claim, id, 0);
+        }
+        true
+    }
+
     /// Handle one slot; `false`: stall the ring (leave the slot for later).
     fn handle_slot(&self, act: &Active, rx: &mut Rx, r: usize, slot_off: usize, s: Slot) -> bool {
         let map = self.region.map();
@@ -1658,41 +1802,14 @@ impl Shared {
         };
         match s.body {
             Body::Inline { len, id } => {
-                if rx.rings[r].asm.is_some() {
-                    return corrupt("inline slot in the middle of a bounce message");
-                }
-                let inc = mk(len);
-                let ack = if s.flags & F_ACK != 0 {
-                    Some((r, claim, id))
-                } else {
-                    None
+                let h = proto::InlineHdr {
+                    flags: s.flags,
+                    len,
+                    tag: s.tag,
+                    data: s.data,
+                    id,
                 };
-                // SAFETY: the payload lies inside the slot (len ≤ INLINE_CAP checked
-                // by parse), inside the mapping.
-                let payload = unsafe { map.base().add(slot_off + INLINE_OFF) };
-                let (recv, place, released) = match rx.m.match_incoming(&inc) {
-                    Match::Recv { recv, place } => (recv, place, false),
-                    Match::Multi { buf, place } => {
-                        let rel = buf.is_released();
-                        (buf.recv().clone(), place, rel)
-                    }
-                    Match::Unexpected => {
-                        if !rx.m.has_room_for_unexpected(len) {
-                            return false;
-                        }
-                        let mut data = vec![0u8; len];
-                        // SAFETY: see above; `data` holds len bytes.
-                        unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                        return rx.m.push_unexpected(inc, Unexp::Data { data, ack }).is_ok();
-                    }
-                };
-                // SAFETY: see above; the receive buffer is the application's.
-                unsafe { recv.buf.scatter(place.offset, payload, place.len) };
-                act.complete_rx(&recv, place, &inc, released, None);
-                if let Some((ring, claim, id)) = ack {
-                    self.push_ack(rx, ring, claim, id, 0);
-                }
-                true
+                self.handle_inline(act, rx, r, slot_off, &h)
             }
             Body::Rts {
                 total,
@@ -2020,9 +2137,15 @@ impl Shared {
             let w = w.load(Ordering::Relaxed);
             let ring = self.region.ring((w >> 48) as usize);
             let tail = w & PEEK_TAIL_MASK;
-            ring.seq(ring_index(&self.region, tail))
-                .load(Ordering::Acquire)
-                == tail + 1
+            let i = ring_index(&self.region, tail);
+            let ready = ring.seq(i).load(Ordering::Acquire) == tail + 1;
+            if ready {
+                // The slot's second line (the rest of a small message's payload, or
+                // of a header's body) is still in the sender's cache: start fetching
+                // it now, while the lock is taken and the first line parsed.
+                self.region.map().prefetch(ring.slot_off(i) + 64);
+            }
+            ready
         })
     }
 
@@ -2039,10 +2162,10 @@ impl Shared {
         p.more.store(more, Ordering::Release);
     }
 
+    /// The receive side's progress, once `rx_may_have_work` said there may be some
+    /// (out of line, as `progress_tx`).
+    #[inline(never)]
     fn progress_rx(&self, act: &Active) -> usize {
-        if !self.rx_may_have_work() {
-            return 0;
-        }
         let Ok(mut g) = self.rx.try_lock() else {
             return 0;
         };
@@ -2070,19 +2193,13 @@ impl Shared {
                     break;
                 }
                 let off = ring.slot_off(i);
-                let mut hdr = [0u8; proto::PARSE_LEN];
-                self.region.map().read_bytes(off, &mut hdr);
-                let consumed = match proto::parse(&hdr, &geo, max_msg) {
-                    Ok(s) => self.handle_slot(act, rx, r, off, s),
-                    Err(why) => {
-                        self.corrupt.fetch_add(1, Ordering::Relaxed);
-                        ofi_core::ofi_warn!(
-                            crate::NAME,
-                            "ep_data",
-                            "ring {r}: bad slot ({why}); skipped"
-                        );
-                        true
-                    }
+                // Inline messages (the small-message path) are parsed from their first
+                // line without building a `Slot`; anything else takes the general way.
+                let mut first = [0u8; INLINE_OFF];
+                self.region.map().read_bytes(off, &mut first);
+                let consumed = match proto::parse_inline(&first) {
+                    Some(h) => self.handle_inline(act, rx, r, off, &h),
+                    None => self.handle_other(act, rx, r, off, &geo, max_msg),
                 };
                 if !consumed {
                     more = true;
@@ -2223,7 +2340,19 @@ impl Progress for Shared {
         let Some(act) = self.active.get() else {
             return 0;
         };
-        self.progress_rx(act) + self.progress_tx(act)
+        // The idle case — nothing published, nothing queued to send — costs a few
+        // loads and no lock.
+        let rx = if self.rx_may_have_work() {
+            self.progress_rx(act)
+        } else {
+            0
+        };
+        let tx = if self.tx_work.load(Ordering::Relaxed) != 0 {
+            self.progress_tx(act)
+        } else {
+            0
+        };
+        rx + tx
     }
 }
 
@@ -2239,6 +2368,92 @@ impl Drop for Shared {
         self.region.closed().store(1, Ordering::Release);
         region::unlink(&self.name);
     }
+}
+
+/// What a send carries: a list of buffers, or one buffer (most sends), kept as an
+/// address and a length until an operation must be tracked.
+trait Payload: Copy {
+    /// Total bytes.
+    fn total(&self) -> usize;
+    /// As a list.
+    fn list(&self) -> IoList;
+    /// Copy the first `len` (≤ `total`) bytes to `dst`.
+    ///
+    /// # Safety
+    /// As [`IoList::gather`]: `dst` is writable for `len` bytes, the buffers are
+    /// readable and do not overlap it.
+    unsafe fn gather_all(&self, dst: *mut u8, len: usize);
+}
+
+impl Payload for IoList {
+    #[inline]
+    fn total(&self) -> usize {
+        IoList::total(self)
+    }
+    #[inline]
+    fn list(&self) -> IoList {
+        *self
+    }
+    #[inline]
+    unsafe fn gather_all(&self, dst: *mut u8, len: usize) {
+        // SAFETY: forwarded.
+        unsafe { self.gather(0, dst, len) }
+    }
+}
+
+/// What [`Shared::send_tracked`] needs besides the header and the buffers.
+struct Tracked {
+    /// The connection.
+    idx: usize,
+    ctx: usize,
+    cq_flags: u64,
+    want_cq: bool,
+    /// `FI_DELIVERY_COMPLETE`: completed on the receiver's acknowledgement.
+    delivery: bool,
+    inject: bool,
+}
+
+/// One application buffer: address and length.
+#[derive(Clone, Copy)]
+struct OneBuf(usize, usize);
+
+impl Payload for OneBuf {
+    #[inline]
+    fn total(&self) -> usize {
+        self.1
+    }
+    #[inline]
+    fn list(&self) -> IoList {
+        IoList::one(self.0, self.1)
+    }
+    #[inline]
+    unsafe fn gather_all(&self, dst: *mut u8, len: usize) {
+        // SAFETY: the caller's contract; at most the buffer's length is read.
+        unsafe { std::ptr::copy_nonoverlapping(self.0 as *const u8, dst, len.min(self.1)) };
+    }
+}
+
+/// [`IoList::scatter`], with the one-buffer case (most receives) copied directly.
+///
+/// # Safety
+/// As [`IoList::scatter`].
+#[inline]
+unsafe fn scatter(buf: &IoList, offset: usize, src: *const u8, len: usize) {
+    if let [(a, l)] = *buf.slice() {
+        if offset < l {
+            // SAFETY: the caller's contract; the range lies inside the one buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src,
+                    a.wrapping_add(offset) as *mut u8,
+                    len.min(l - offset),
+                )
+            };
+        }
+        return;
+    }
+    // SAFETY: forwarded.
+    unsafe { buf.scatter(offset, src, len) }
 }
 
 fn recv_src(sh: &Shared, src: u64) -> u64 {
@@ -2319,7 +2534,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             ctx,
             0,
@@ -2369,7 +2584,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             0,
             0,
@@ -2393,7 +2608,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             ctx,
             0,
@@ -2408,7 +2623,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             0,
             0,
@@ -3006,7 +3221,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             ctx,
             tag,
@@ -3062,7 +3277,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             0,
             tag,
@@ -3087,7 +3302,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let f = self.sh.tx_op_flags;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             ctx,
             tag,
@@ -3109,7 +3324,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let act = self.active()?;
         self.sh.send(
             act,
-            IoList::one(buf as usize, len),
+            OneBuf(buf as usize, len),
             dest,
             0,
             tag,

@@ -437,6 +437,58 @@ pub fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, &'static 
     })
 }
 
+/// The header of an inline slot (the common case, parsed without building a [`Slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InlineHdr {
+    /// Flags (`F_*`).
+    pub flags: u8,
+    /// Payload length (≤ [`INLINE_CAP`]).
+    pub len: usize,
+    /// Tag.
+    pub tag: u64,
+    /// CQ data.
+    pub data: u64,
+    /// Message id (meaningful with `F_ACK`).
+    pub id: u64,
+}
+
+/// The first [`INLINE_OFF`] bytes of a slot as an inline header, checked as [`parse`]
+/// checks an inline slot; `None` when the slot is not a valid inline one (then
+/// [`parse`] says what it is, or what is wrong).
+#[inline]
+pub fn parse_inline(b: &[u8; INLINE_OFF]) -> Option<InlineHdr> {
+    let w = |off: usize| {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[off..off + 8]);
+        u64::from_le_bytes(x)
+    };
+    let h = w(8);
+    let (kind, flags, len) = (h as u8, (h >> 8) as u8, (h >> 32) as usize);
+    if kind != KIND_INLINE || flags & !(F_TAGGED | F_DATA | F_ACK) != 0 || len > INLINE_CAP {
+        return None;
+    }
+    Some(InlineHdr {
+        flags,
+        len,
+        tag: w(16),
+        data: w(24),
+        id: w(SLOT_HDR),
+    })
+}
+
+/// The header and body bytes (slot offsets 8 to [`INLINE_OFF`]) of an inline slot:
+/// what [`encode`] writes there for a [`Body::Inline`] slot.
+#[inline]
+pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - 8] {
+    let mut b = [0u8; INLINE_OFF - 8];
+    let w0 = u64::from(KIND_INLINE) | u64::from(h.flags) << 8 | (h.len as u32 as u64) << 32;
+    b[0..8].copy_from_slice(&w0.to_le_bytes());
+    b[8..16].copy_from_slice(&h.tag.to_le_bytes());
+    b[16..24].copy_from_slice(&h.data.to_le_bytes());
+    b[24..32].copy_from_slice(&h.id.to_le_bytes());
+    b
+}
+
 /// Encode the header (without the sequence word) and body of `s` into `b`
 /// (at least [`PARSE_LEN`] bytes; the inline payload is written separately).
 pub fn encode(s: &Slot, b: &mut [u8]) {
@@ -741,7 +793,60 @@ mod tests {
         assert_eq!(parse(&b[..10], &geo(), 1 << 20), Err("slot too short"));
     }
 
+    #[test]
+    fn inline_fast_path_matches_the_general_codec() {
+        let h = InlineHdr {
+            flags: F_TAGGED | F_DATA | F_ACK,
+            len: INLINE_CAP,
+            tag: 0x0102_0304_0506_0708,
+            data: u64::MAX,
+            id: 42,
+        };
+        let s = Slot {
+            flags: h.flags,
+            tag: h.tag,
+            data: h.data,
+            body: Body::Inline {
+                len: h.len,
+                id: h.id,
+            },
+        };
+        let mut b = [0u8; PARSE_LEN];
+        encode(&s, &mut b);
+        assert_eq!(encode_inline(&h)[..], b[8..INLINE_OFF]);
+        let first: [u8; INLINE_OFF] = b[..INLINE_OFF].try_into().unwrap();
+        assert_eq!(parse_inline(&first), Some(h));
+        // Not inline, or not valid: left to the general parser.
+        let mut x = first;
+        x[8] = KIND_RTS;
+        assert_eq!(parse_inline(&x), None);
+        let mut x = first;
+        x[9] = 0x80;
+        assert_eq!(parse_inline(&x), None);
+        let mut x = first;
+        x[12..16].copy_from_slice(&(INLINE_CAP as u32 + 1).to_le_bytes());
+        assert_eq!(parse_inline(&x), None);
+    }
+
     proptest! {
+        /// The inline fast path accepts exactly the inline slots the general parser
+        /// accepts, with the same fields.
+        #[test]
+        fn inline_fast_path_agrees_with_parse(b in proptest::collection::vec(any::<u8>(), PARSE_LEN)) {
+            let mut b = b;
+            if b[0] & 1 == 0 {
+                b[8] = KIND_INLINE; // make the interesting case common
+            }
+            let first: [u8; INLINE_OFF] = b[..INLINE_OFF].try_into().unwrap();
+            let fast = parse_inline(&first);
+            match parse(&b, &geo(), 1 << 20) {
+                Ok(Slot { flags, tag, data, body: Body::Inline { len, id } }) => {
+                    prop_assert_eq!(fast, Some(InlineHdr { flags, len, tag, data, id }));
+                }
+                _ => prop_assert_eq!(fast, None),
+            }
+        }
+
         /// Arbitrary bytes never panic, and whatever parses is within the limits.
         #[test]
         fn arbitrary_bytes_parse_within_limits(b in proptest::collection::vec(any::<u8>(), 0..200)) {
