@@ -177,19 +177,22 @@ pub enum CqBuf<'a> {
     Tagged(&'a mut [CqTaggedEntry]),
 }
 
+#[cold]
+fn bad_cq_buffer() -> Error {
+    Error::new(Errno::EINVAL, "CQ read buffer is null or misaligned")
+}
+
 /// A slice from a raw buffer (count 0 → empty; null or misaligned → `FI_EINVAL`).
 ///
 /// # Safety
 /// A non-null `p` must be valid for `n` writes of `T` for `'a`.
+#[inline]
 unsafe fn entries<'a, T>(p: *mut c_void, n: usize) -> Result<&'a mut [T]> {
     if n == 0 {
         return Ok(&mut []);
     }
     if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
-        return Err(Error::new(
-            Errno::EINVAL,
-            "CQ read buffer is null or misaligned",
-        ));
+        return Err(bad_cq_buffer());
     }
     // SAFETY: non-null, aligned, valid for `n` by the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) })
@@ -200,6 +203,7 @@ impl<'a> CqBuf<'a> {
     ///
     /// # Safety
     /// A non-null `buf` must be valid for writes of `count` entries of `format` for `'a`.
+    #[inline]
     pub unsafe fn from_raw(format: CqFormat, buf: *mut c_void, count: usize) -> Result<CqBuf<'a>> {
         // SAFETY: forwarded from this function's contract.
         unsafe {

@@ -86,6 +86,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::addr::Address;
@@ -308,6 +309,8 @@ pub struct KitAv<P = ()> {
     resolver: AvResolver,
     sink: Mutex<Option<AvEventSink>>,
     inner: RwLock<AvInner<P>>,
+    /// Bumped (under the write lock) by every insert and remove: see [`KitAv::changes`].
+    changes: AtomicU64,
 }
 
 impl<P> fmt::Debug for KitAv<P> {
@@ -404,6 +407,7 @@ impl<P: Send + Sync + 'static> KitAv<P> {
             make_peer: Box::new(make_peer),
             resolver,
             sink: Mutex::new(None),
+            changes: AtomicU64::new(0),
             inner: RwLock::new(AvInner {
                 slots: Vec::with_capacity(reserve.min(max_entries)),
                 free: BTreeSet::new(),
@@ -537,6 +541,14 @@ impl<P> KitAv<P> {
             })),
             None => Err(Error::code_only(Errno::EINVAL)),
         }
+    }
+
+    /// How many inserts and removes have changed the AV (a counter, bumped under the
+    /// write lock). A provider may cache what it derived from an entry together with
+    /// this count and trust the cache while the count is unchanged.
+    #[inline]
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     /// A clone of the per-peer value of `fi_addr` (for `P = Arc<_>` an atomic
@@ -753,6 +765,7 @@ impl<P> KitAv<P> {
         let use_ids = flags & INSERT_USER_ID != 0;
         let results: Vec<Result<u64>> = {
             let mut inner = self.write();
+            self.changes.fetch_add(1, Ordering::Release);
             addrs
                 .iter()
                 .enumerate()
@@ -864,6 +877,7 @@ impl<P> KitAv<P> {
             ));
         }
         let mut inner = self.write();
+        self.changes.fetch_add(1, Ordering::Release);
         let mut tally: HashMap<u32, u32> = HashMap::new();
         for (i, &fa) in fi_addrs.iter().enumerate() {
             let Some(index) = self.decode(&inner, fa) else {

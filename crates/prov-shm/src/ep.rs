@@ -175,6 +175,9 @@ struct Op {
 }
 
 struct Tx {
+    /// The last destination resolved by `conn_for`: (fi_addr, the AV's change count
+    /// then, connection index).
+    last_dest: Option<(u64, u64, usize)>,
     conns: Vec<Option<Conn>>,
     ops: Vec<Option<Op>>,
     gens: Vec<u32>,
@@ -366,6 +369,7 @@ impl Endpoint {
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             tx: Mutex::new(Tx {
+                last_dest: None,
                 conns: Vec::new(),
                 ops: Vec::new(),
                 gens: Vec::new(),
@@ -470,6 +474,25 @@ impl Shared {
     /// The connection index for `dest`, connecting on first use (or when the AV entry
     /// now names another peer, or the old connection's peer died).
     fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
+        // The same destination as last time and no AV change since: the same
+        // connection, if it is still up (no AV lock, no address compare).
+        let changes = act.av.changes();
+        if let Some((d, c, idx)) = tx.last_dest {
+            if d == dest && c == changes {
+                if let Some(Some(conn)) = tx.conns.get(idx) {
+                    if !conn.dead && conn.region.closed().load(Ordering::Relaxed) == 0 {
+                        return Ok(idx);
+                    }
+                }
+            }
+        }
+        let idx = self.conn_for_slow(act, tx, dest)?;
+        tx.last_dest = Some((dest, changes, idx));
+        Ok(idx)
+    }
+
+    /// [`Self::conn_for`] through the AV.
+    fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
         // The connection for this AV entry, if it is still for the same peer (no
         // allocation on this path: the address is compared in place).
         let (idx, fresh) = act.av.with_entry(dest, |e| {
