@@ -1,9 +1,11 @@
 //! Fuzz the slot parser: arbitrary bytes (as a hostile peer could leave in a slot)
-//! must never panic, and whatever parses must respect the geometry's limits.
+//! must never panic, and whatever parses must respect the geometry's limits. The
+//! inline fast path (`parse_inline`) must accept exactly the inline slots `parse`
+//! accepts, with the same fields.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ofi_prov_shm::proto::{parse, Body, INLINE_CAP, RMA_INLINE_CAP};
+use ofi_prov_shm::proto::{parse, parse_inline, Body, InlineHdr, INLINE_CAP, INLINE_OFF, PARSE_LEN, RMA_INLINE_CAP};
 use ofi_prov_shm::region::Geometry;
 
 fuzz_target!(|data: &[u8]| {
@@ -13,7 +15,31 @@ fuzz_target!(|data: &[u8]| {
         chunks: 4,
         chunk_size: 4096,
     };
-    if let Ok(s) = parse(data, &geo, 1 << 20) {
+    let parsed = parse(data, &geo, 1 << 20);
+    // Slots are always whole (PARSE_LEN bytes and more); shorter inputs only test
+    // that the general parser refuses them.
+    if let (Some(first), true) = (data.get(..INLINE_OFF), data.len() >= PARSE_LEN) {
+        let mut b = [0u8; INLINE_OFF];
+        b.copy_from_slice(first);
+        let fast = parse_inline(&b);
+        match &parsed {
+            Ok(s) => match s.body {
+                Body::Inline { len, id } => assert_eq!(
+                    fast,
+                    Some(InlineHdr {
+                        flags: s.flags,
+                        len,
+                        tag: s.tag,
+                        data: s.data,
+                        id
+                    })
+                ),
+                _ => assert_eq!(fast, None),
+            },
+            Err(_) => assert_eq!(fast, None),
+        }
+    }
+    if let Ok(s) = parsed {
         match s.body {
             Body::Inline { len, .. } => assert!(len <= INLINE_CAP),
             Body::Rts { total, niov, .. } => assert!((1..=4).contains(&niov) && total <= 1 << 20),
