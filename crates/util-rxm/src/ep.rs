@@ -2823,8 +2823,122 @@ fn recv_src(sh: &Shared, src: u64) -> u64 {
     }
 }
 
-impl Endpoint {
-    #[allow(clippy::too_many_arguments)]
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                "ofi_rxm: bind after fi_enable",
+            ));
+        }
+        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
+    }
+
+    fn enable(&self) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Ok(());
+        }
+        let setup = lock(&self.sh.setup);
+        let _ = self.sh.active.set(setup.freeze("ofi_rxm")?);
+        self.sh.engine.kick();
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let act = self.active()?;
+        let recv = lock(&self.sh.st).m.cancel(context);
+        match recv {
+            Some(r) => {
+                act.cancelled(&r);
+                Ok(())
+            }
+            None => Err(Error::new(
+                Errno::ENOENT,
+                "ofi_rxm: no such operation to cancel",
+            )),
+        }
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        ofi_kit::ep::getopt_min_multi_recv("ofi_rxm", level, optname, optval, || {
+            lock(&self.sh.st).m.config().min_multi_recv
+        })
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        let v = ofi_kit::ep::setopt_min_multi_recv("ofi_rxm", level, optname, optval)?;
+        lock(&self.sh.st).m.set_min_multi_recv(v);
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.sh.me_bytes.clone())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.sh.st);
+        Ok(st.m.config().max_posted.saturating_sub(st.m.posted_len()))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.sh.st);
+        Ok(self.sh.settings.tx_size.saturating_sub(st.live))
+    }
+
+    ofi_kit::endpoint_data_ops!();
+}
+
+impl ofi_kit::dataops::DataPath for Endpoint {
+    const NAME: &'static str = NAME;
+    type Active = Active;
+
+    fn active(&self) -> Result<&Active> {
+        Endpoint::active(self)
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.sh.tx_op_flags
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.sh.rx_op_flags
+    }
+
+    fn recv_src(&self, src: u64) -> u64 {
+        recv_src(&self.sh, src)
+    }
+
+    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
+        let max = self.sh.core_inject.saturating_sub(HDR_LEN);
+        if flags.contains(OpFlags::INJECT) && len > max {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("ofi_rxm: FI_INJECT of {len} bytes exceeds inject_size {max}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn send_list(
+        &self,
+        act: &Active,
+        iov: IoList,
+        dest: u64,
+        ctx: usize,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+        flags: OpFlags,
+        inject: bool,
+    ) -> Result<()> {
+        self.sh
+            .send(act, iov, dest, ctx, tag, data, tagged, flags, inject)
+    }
+
+    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(act, recv)
+    }
+
     fn rma(
         &self,
         iov: Vec<Iov>,
@@ -2911,7 +3025,6 @@ impl Endpoint {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn atomic_any(
         &self,
         kind: AtomicKind,
@@ -2992,170 +3105,6 @@ impl Endpoint {
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
         let n = ofi_kit::atomic::valid(op, dt, kind)?;
         Ok(n.min(self.sh.dom.core_info.ep_attr.max_msg_size / dt.size().max(1)))
-    }
-}
-
-impl EndpointOps<Fabric> for Endpoint {
-    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
-        if self.sh.active.get().is_some() {
-            return Err(Error::new(
-                Errno::EOPBADSTATE,
-                "ofi_rxm: bind after fi_enable",
-            ));
-        }
-        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
-    }
-
-    fn enable(&self) -> Result<()> {
-        if self.sh.active.get().is_some() {
-            return Ok(());
-        }
-        let setup = lock(&self.sh.setup);
-        let _ = self.sh.active.set(setup.freeze("ofi_rxm")?);
-        self.sh.engine.kick();
-        Ok(())
-    }
-
-    fn cancel(&self, context: usize) -> Result<()> {
-        let act = self.active()?;
-        let recv = lock(&self.sh.st).m.cancel(context);
-        match recv {
-            Some(r) => {
-                act.cancelled(&r);
-                Ok(())
-            }
-            None => Err(Error::new(
-                Errno::ENOENT,
-                "ofi_rxm: no such operation to cancel",
-            )),
-        }
-    }
-
-    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        ofi_kit::ep::getopt_min_multi_recv("ofi_rxm", level, optname, optval, || {
-            lock(&self.sh.st).m.config().min_multi_recv
-        })
-    }
-
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        let v = ofi_kit::ep::setopt_min_multi_recv("ofi_rxm", level, optname, optval)?;
-        lock(&self.sh.st).m.set_min_multi_recv(v);
-        Ok(())
-    }
-
-    fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.sh.me_bytes.clone())
-    }
-
-    fn rx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.sh.st);
-        Ok(st.m.config().max_posted.saturating_sub(st.m.posted_len()))
-    }
-
-    fn tx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.sh.st);
-        Ok(self.sh.settings.tx_size.saturating_sub(st.live))
-    }
-
-    ofi_kit::endpoint_data_ops!();
-}
-
-impl Endpoint {
-    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
-        let max = self.sh.core_inject.saturating_sub(HDR_LEN);
-        if flags.contains(OpFlags::INJECT) && len > max {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("ofi_rxm: FI_INJECT of {len} bytes exceeds inject_size {max}"),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl ofi_kit::dataops::DataPath for Endpoint {
-    const NAME: &'static str = NAME;
-    type Active = Active;
-
-    fn active(&self) -> Result<&Active> {
-        Endpoint::active(self)
-    }
-
-    fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
-    }
-
-    fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
-    }
-
-    fn recv_src(&self, src: u64) -> u64 {
-        recv_src(&self.sh, src)
-    }
-
-    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
-        Endpoint::check_inject(self, flags, len)
-    }
-
-    fn send_list(
-        &self,
-        act: &Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        self.sh
-            .send(act, iov, dest, ctx, tag, data, tagged, flags, inject)
-    }
-
-    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
-        self.sh.post_recv(act, recv)
-    }
-
-    fn rma(
-        &self,
-        iov: Vec<Iov>,
-        desc: Vec<usize>,
-        peer: u64,
-        rma: RmaIov,
-        ctx: usize,
-        data: Option<u64>,
-        read: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        Endpoint::rma(self, iov, desc, peer, rma, ctx, data, read, flags, inject)
-    }
-
-    fn atomic_any(
-        &self,
-        kind: AtomicKind,
-        iov: &[Ioc],
-        desc: Vec<usize>,
-        cmp: &[Ioc],
-        cdesc: Vec<usize>,
-        res: &[Ioc],
-        rdesc: Vec<usize>,
-        peer: u64,
-        rma: RmaIoc,
-        dt: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        Endpoint::atomic_any(
-            self, kind, iov, desc, cmp, cdesc, res, rdesc, peer, rma, dt, op, ctx, flags, inject,
-        )
-    }
-
-    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
-        Endpoint::atomic_max(self, dt, op, kind)
     }
 }
 
