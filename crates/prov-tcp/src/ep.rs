@@ -1180,7 +1180,10 @@ impl EpInner {
             }
             _ => return Err(Error::code_only(Errno::ENOTCONN)),
         }
-        if st.tx.len() >= self.tx_size {
+        // Outstanding transmits: queued bytes and operations waiting for their answer
+        // (reads, atomics, acknowledged writes, same-host and delivery-complete sends,
+        // whose bytes left long ago): `tx_size` bounds them all.
+        if st.tx.len() + st.pending.len() >= self.tx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         Ok(())
@@ -2703,7 +2706,10 @@ impl EndpointOps<Fabric> for Endpoint {
 
     fn tx_size_left(&self) -> Result<usize> {
         let st = lock(&self.inner.st);
-        Ok(self.inner.tx_size.saturating_sub(st.tx.len()))
+        Ok(self
+            .inner
+            .tx_size
+            .saturating_sub(st.tx.len() + st.pending.len()))
     }
 
     fn getname(&self) -> Result<Vec<u8>> {

@@ -195,7 +195,7 @@ impl TcpProvider {
         host.declare_param(
             "tx_size",
             ParamType::Size,
-            "Transmit operations an endpoint may have queued",
+            "Transmit operations an endpoint may have outstanding (queued or awaiting the peer's answer)",
             Some("256"),
         )?;
         host.declare_param(

@@ -335,3 +335,42 @@ fn large_messages_are_read_from_the_sender_s_memory_at_receive_time() {
         assert_eq!(cq_wait(&c.cq, &[&s.cq]).unwrap().op_context, 5);
     }
 }
+
+/// Same-host sends leave nothing queued once their descriptor is written, so the
+/// transmit bound counts the operations waiting for their answer: with `tx_size` 4,
+/// the fifth large send before the receiver acknowledges any is FI_EAGAIN, and once
+/// the receiver has copied them all, sends are taken again.
+#[test]
+fn waiting_same_host_sends_count_against_tx_size() {
+    let reg = registry();
+    let mut info = info(&reg, false, Caps::MSG);
+    info.tx_attr.size = 4;
+    let p = connect_pair_with(&reg, info);
+    warm_up(&p);
+    let (c, s) = (&p.client, &p.server);
+    let n = 1 << 17;
+    let src = vec![0x5au8; n];
+    for ctx in 1..=4 {
+        // SAFETY: the buffer outlives the operations (their completions are awaited).
+        unsafe { c.ep.send(src.as_ptr(), n, NULL, 0, ctx).unwrap() };
+    }
+    assert_eq!(c.ep.tx_size_left().unwrap(), 0);
+    // SAFETY: as above.
+    let e = unsafe { c.ep.send(src.as_ptr(), n, NULL, 0, 5) }.unwrap_err();
+    assert_eq!(e.code(), Errno::EAGAIN);
+    let mut dst = vec![vec![0u8; n]; 4];
+    for (i, d) in dst.iter_mut().enumerate() {
+        // SAFETY: the buffers outlive the operations (their completions are awaited).
+        unsafe { s.ep.recv(d.as_mut_ptr(), n, NULL, 0, 10 + i).unwrap() };
+    }
+    for _ in 0..4 {
+        cq_wait(&s.cq, &[&c.cq]).unwrap();
+    }
+    for _ in 0..4 {
+        cq_wait(&c.cq, &[&s.cq]).unwrap();
+    }
+    assert!(dst.iter().all(|d| d == &src));
+    assert_eq!(c.ep.tx_size_left().unwrap(), 4);
+    // SAFETY: as above.
+    unsafe { c.ep.send(src.as_ptr(), 8, NULL, 0, 6).unwrap() };
+}

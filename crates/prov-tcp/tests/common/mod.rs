@@ -159,6 +159,11 @@ pub fn connect_pair(v6: bool, caps: Caps) -> Pair {
 pub fn connect_pair_progress(v6: bool, caps: Caps, progress: Progress) -> Pair {
     let reg = registry();
     let info = info_progress(&reg, v6, caps, progress);
+    connect_pair_with(&reg, info)
+}
+
+/// A connected pair opened with `info` (from `reg`).
+pub fn connect_pair_with(reg: &Registry, info: Info) -> Pair {
     let fabric = reg.open_fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
     let (pep, peq) = listener(&fabric, &info);
