@@ -352,7 +352,8 @@ impl Domain {
     }
 
     /// Register a buffer the region takes ownership of (safe: the buffer lives until
-    /// the registration is gone). Read it back with [`MemoryRegion::buf`].
+    /// the registration is gone). Read it back with [`MemoryRegion::owned_to_vec`] or
+    /// [`MemoryRegion::read_owned`].
     pub fn mr_reg_owned(
         &self,
         buf: Vec<u8>,

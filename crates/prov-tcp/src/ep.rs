@@ -31,7 +31,7 @@
 //!
 //! On a connection between two processes of this host (see the crate docs), each side
 //! offers a nonce once connected and verifies the peer's proof with a real
-//! `process_vm_readv` ([`Local`]); the nonce is never kept in plain form (masked with a
+//! `process_vm_readv` (the `Local` state of each connection); the nonce is never kept in plain form (masked with a
 //! per-process key) so no other process can find it in this one's memory. Once the
 //! peer has verified this side, sends and RMA reads of at least `cma_threshold` bytes
 //! go as descriptors: the send waits (as a pending operation) for the receiver's `Ack`,
