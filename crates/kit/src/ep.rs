@@ -179,8 +179,30 @@ impl<P> Bound<P> {
     /// Report a receive that `fi_cancel` took back: an `FI_ECANCELED` error entry with
     /// the receive's flags and tag.
     pub fn cancelled<B>(&self, recv: &PostedRecv<B>) {
+        self.rx_error(recv, Errno::ECANCELED);
+    }
+
+    /// Report a peek that found nothing: an `FI_ENOMSG` error entry.
+    pub fn no_message<B>(&self, recv: &PostedRecv<B>) {
+        self.rx_error(recv, Errno::ENOMSG);
+    }
+
+    /// Report a peek that found `msg` (its length, tag and data; no buffer), or, with
+    /// `discarded`, a message `FI_DISCARD` removed (length 0).
+    pub fn peeked(&self, mut recv: PostedRecv<IoList>, msg: &Incoming, discarded: bool) {
+        let place = Placement {
+            offset: 0,
+            len: if discarded { 0 } else { msg.len },
+            truncated: false,
+        };
+        recv.buf = IoList::one(0, 0);
+        self.complete_rx(&recv, place, msg, false, None);
+    }
+
+    /// An error entry `code` for a receive, with its flags and tag.
+    fn rx_error<B>(&self, recv: &PostedRecv<B>, code: Errno) {
         if let Some(b) = &self.rxcq {
-            let mut ce = CqError::new(recv.ctx, Errno::ECANCELED);
+            let mut ce = CqError::new(recv.ctx, code);
             ce.flags = (OpFlags::RECV
                 | if recv.tagged {
                     OpFlags::TAGGED

@@ -229,6 +229,93 @@ impl<B> MultiBuf<'_, B> {
     }
 }
 
+/// A [`PostOutcome`] that no longer borrows the matcher (a still-posted multi-receive
+/// buffer is cloned), so the provider can deliver while it changes its own state.
+#[derive(Debug)]
+pub enum PostAction<B, U> {
+    /// Nothing matched; the receive is queued.
+    Queued,
+    /// Deliver one unexpected message into `recv` (not a multi-receive release).
+    One {
+        /// The receive.
+        recv: PostedRecv<B>,
+        /// Where the data goes.
+        place: Placement,
+        /// The message.
+        msg: Incoming,
+        /// Its payload.
+        payload: U,
+    },
+    /// Deliver these messages, in order, into the multi-receive buffer `recv`; with
+    /// `released` the last one's completion carries `FI_MULTI_RECV`.
+    Multi {
+        /// The buffer.
+        recv: PostedRecv<B>,
+        /// Whether the buffer was released.
+        released: bool,
+        /// The messages with their placements.
+        msgs: Vec<(Placement, Incoming, U)>,
+    },
+    /// `FI_PEEK` found `msg`.
+    Peeked {
+        /// The peek request.
+        recv: PostedRecv<B>,
+        /// The message found.
+        msg: Incoming,
+    },
+    /// `FI_PEEK` found nothing (`FI_ENOMSG`).
+    NoMessage {
+        /// The peek request.
+        recv: PostedRecv<B>,
+    },
+    /// `FI_DISCARD` removed `msg`; drop `payload`.
+    Discarded {
+        /// The request.
+        recv: PostedRecv<B>,
+        /// The discarded message.
+        msg: Incoming,
+        /// Its payload.
+        payload: U,
+    },
+}
+
+impl<B: Clone, U> PostOutcome<'_, B, U> {
+    /// The outcome as a [`PostAction`], releasing the matcher's borrow.
+    pub fn into_action(self) -> PostAction<B, U> {
+        match self {
+            PostOutcome::Queued => PostAction::Queued,
+            PostOutcome::Matched { recv, place, msg } => PostAction::One {
+                recv,
+                place,
+                msg: msg.msg,
+                payload: msg.payload,
+            },
+            PostOutcome::MultiMatched { buf, msgs } => {
+                let released = buf.is_released();
+                let recv = match buf {
+                    MultiBuf::Posted(p) => p.clone(),
+                    MultiBuf::Released(p) => p,
+                };
+                PostAction::Multi {
+                    recv,
+                    released,
+                    msgs: msgs
+                        .into_iter()
+                        .map(|(p, m)| (p, m.msg, m.payload))
+                        .collect(),
+                }
+            }
+            PostOutcome::Peeked { recv, msg } => PostAction::Peeked { recv, msg },
+            PostOutcome::NoMessage { recv } => PostAction::NoMessage { recv },
+            PostOutcome::Discarded { recv, msg } => PostAction::Discarded {
+                recv,
+                msg: msg.msg,
+                payload: msg.payload,
+            },
+        }
+    }
+}
+
 /// Where an arriving message goes ([`TagMatcher::match_incoming`]).
 ///
 /// [`MultiBuf::Posted`] borrows the matcher: copy out what the transfer needs (the

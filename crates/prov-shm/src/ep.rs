@@ -58,7 +58,6 @@ use ofi_core::abi::raw::Ioc;
 use ofi_core::abi::raw::{CqTaggedEntry, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
-use ofi_core::cq::CqError;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::{BindTarget, Desc, EndpointOps};
 use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
@@ -67,8 +66,7 @@ use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
-    ANY_SRC,
+    Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC,
 };
 
 use crate::fabric::{region_name, Fabric};
@@ -2262,75 +2260,29 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.rx);
         let rx = &mut *g;
-        let outcome = rx.m.post_recv(recv).map_err(|r| r.error)?;
-        // Take what the outcome borrows out before using `rx` again.
-        enum Then {
-            None,
-            One(PostedRecv<IoList>, Placement, Incoming, Unexp),
-            Multi(PostedRecv<IoList>, bool, Vec<(Placement, Incoming, Unexp)>),
-            Peeked(PostedRecv<IoList>, Incoming),
-            NoMsg(PostedRecv<IoList>),
-            Discarded(PostedRecv<IoList>, Incoming, Unexp),
-        }
-        let then = match outcome {
-            PostOutcome::Queued => Then::None,
-            PostOutcome::Matched { recv, place, msg } => {
-                Then::One(recv, place, msg.msg, msg.payload)
-            }
-            PostOutcome::MultiMatched { buf, msgs } => {
-                let rel = buf.is_released();
-                let r = match buf {
-                    MultiBuf::Posted(p) => p.clone(),
-                    MultiBuf::Released(p) => p,
-                };
-                Then::Multi(
-                    r,
-                    rel,
-                    msgs.into_iter()
-                        .map(|(p, m)| (p, m.msg, m.payload))
-                        .collect(),
-                )
-            }
-            PostOutcome::Peeked { recv, msg } => Then::Peeked(recv, msg),
-            PostOutcome::NoMessage { recv } => Then::NoMsg(recv),
-            PostOutcome::Discarded { recv, msg } => Then::Discarded(recv, msg.msg, msg.payload),
-        };
-        match then {
-            Then::None => {}
-            Then::One(recv, place, inc, payload) => {
-                self.deliver_unexp(act, rx, &recv, place, &inc, payload, false)
-            }
-            Then::Multi(recv, rel, msgs) => {
+        let action = rx.m.post_recv(recv).map_err(|r| r.error)?.into_action();
+        match action {
+            PostAction::Queued => {}
+            PostAction::One {
+                recv,
+                place,
+                msg,
+                payload,
+            } => self.deliver_unexp(act, rx, &recv, place, &msg, payload, false),
+            PostAction::Multi {
+                recv,
+                released,
+                msgs,
+            } => {
                 let n = msgs.len();
-                for (i, (place, inc, payload)) in msgs.into_iter().enumerate() {
-                    self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel && i + 1 == n);
+                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
+                    let last = released && i + 1 == n;
+                    self.deliver_unexp(act, rx, &recv, place, &msg, payload, last);
                 }
             }
-            Then::Peeked(recv, inc) => {
-                let place = Placement {
-                    offset: 0,
-                    len: inc.len,
-                    truncated: false,
-                };
-                let mut r2 = recv;
-                r2.buf = IoList::one(0, 0);
-                act.complete_rx(&r2, place, &inc, false, None);
-            }
-            Then::NoMsg(recv) => {
-                if let Some(b) = &act.rxcq {
-                    let mut ce = CqError::new(recv.ctx, Errno::ENOMSG);
-                    ce.flags = (OpFlags::RECV
-                        | if recv.tagged {
-                            OpFlags::TAGGED
-                        } else {
-                            OpFlags::MSG
-                        })
-                    .bits();
-                    ce.tag = recv.tag;
-                    let _ = b.cq.push_err(ce);
-                }
-            }
-            Then::Discarded(recv, inc, payload) => {
+            PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
+            PostAction::NoMessage { recv } => act.no_message(&recv),
+            PostAction::Discarded { recv, msg, payload } => {
                 if let Unexp::Rts {
                     ring, claim, id, ..
                 } = payload
@@ -2344,14 +2296,7 @@ impl Shared {
                 {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
-                let place = Placement {
-                    offset: 0,
-                    len: 0,
-                    truncated: false,
-                };
-                let mut r2 = recv;
-                r2.buf = IoList::one(0, 0);
-                act.complete_rx(&r2, place, &inc, false, None);
+                act.peeked(recv, &msg, true);
             }
         }
         Ok(())

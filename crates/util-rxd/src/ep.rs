@@ -61,7 +61,7 @@ use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, RmaIoc, RmaIov};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::{AddressVector, AvAttr};
-use ofi_core::cq::{CompletionQueue, CqAttr, CqError};
+use ofi_core::cq::{CompletionQueue, CqAttr};
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
 use ofi_core::ep::Endpoint as CoreEp;
 use ofi_core::provider::{BindTarget, EndpointOps};
@@ -72,7 +72,7 @@ use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostOutcome, PostedRecv, TagMatcher,
+    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
     ANY_SRC,
 };
 
@@ -914,91 +914,31 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
         let st = &mut *g;
-        let outcome = st.m.post_recv(recv).map_err(|r| r.error)?;
-        enum Then {
-            None,
-            One(PostedRecv<IoList>, Placement, Incoming, Unexp),
-            Multi(PostedRecv<IoList>, bool, Vec<(Placement, Incoming, Unexp)>),
-            Peeked(PostedRecv<IoList>, Incoming),
-            NoMsg(PostedRecv<IoList>),
-            Discarded(PostedRecv<IoList>, Incoming, Unexp),
-        }
-        let then = match outcome {
-            PostOutcome::Queued => Then::None,
-            PostOutcome::Matched { recv, place, msg } => {
-                Then::One(recv, place, msg.msg, msg.payload)
-            }
-            PostOutcome::MultiMatched { buf, msgs } => {
-                let rel = buf.is_released();
-                let r = match buf {
-                    MultiBuf::Posted(p) => p.clone(),
-                    MultiBuf::Released(p) => p,
-                };
-                Then::Multi(
-                    r,
-                    rel,
-                    msgs.into_iter()
-                        .map(|(p, m)| (p, m.msg, m.payload))
-                        .collect(),
-                )
-            }
-            PostOutcome::Peeked { recv, msg } => Then::Peeked(recv, msg),
-            PostOutcome::NoMessage { recv } => Then::NoMsg(recv),
-            PostOutcome::Discarded { recv, msg } => Then::Discarded(recv, msg.msg, msg.payload),
-        };
-        match then {
-            Then::None => {}
-            Then::One(recv, place, inc, payload) => {
-                self.deliver_unexp(act, st, recv, place, &inc, payload, false)
-            }
-            Then::Multi(recv, rel, msgs) => {
+        let action = st.m.post_recv(recv).map_err(|r| r.error)?.into_action();
+        match action {
+            PostAction::Queued => {}
+            PostAction::One {
+                recv,
+                place,
+                msg,
+                payload,
+            } => self.deliver_unexp(act, st, recv, place, &msg, payload, false),
+            PostAction::Multi {
+                recv,
+                released,
+                msgs,
+            } => {
                 let n = msgs.len();
-                for (i, (place, inc, payload)) in msgs.into_iter().enumerate() {
-                    self.deliver_unexp(
-                        act,
-                        st,
-                        recv.clone(),
-                        place,
-                        &inc,
-                        payload,
-                        rel && i + 1 == n,
-                    );
+                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
+                    let last = released && i + 1 == n;
+                    self.deliver_unexp(act, st, recv.clone(), place, &msg, payload, last);
                 }
             }
-            Then::Peeked(recv, inc) => {
-                let place = Placement {
-                    offset: 0,
-                    len: inc.len,
-                    truncated: false,
-                };
-                let mut r2 = recv;
-                r2.buf = IoList::one(0, 0);
-                act.complete_rx(&r2, place, &inc, false, None);
-            }
-            Then::NoMsg(recv) => {
-                if let Some(b) = &act.rxcq {
-                    let mut ce = CqError::new(recv.ctx, Errno::ENOMSG);
-                    ce.flags = (OpFlags::RECV
-                        | if recv.tagged {
-                            OpFlags::TAGGED
-                        } else {
-                            OpFlags::MSG
-                        })
-                    .bits();
-                    ce.tag = recv.tag;
-                    let _ = b.cq.push_err(ce);
-                }
-            }
-            Then::Discarded(recv, inc, payload) => {
+            PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
+            PostAction::NoMessage { recv } => act.no_message(&recv),
+            PostAction::Discarded { recv, msg, payload } => {
                 self.discard_unexp(st, payload);
-                let place = Placement {
-                    offset: 0,
-                    len: 0,
-                    truncated: false,
-                };
-                let mut r2 = recv;
-                r2.buf = IoList::one(0, 0);
-                act.complete_rx(&r2, place, &inc, false, None);
+                act.peeked(recv, &msg, true);
             }
         }
         Ok(())
