@@ -9,6 +9,8 @@
 //! cores; when no core answers, the verdict says what was asked for and why nothing
 //! came back. Nothing here panics.
 
+use std::sync::Arc;
+
 use ofi_core::attr::Info;
 use ofi_core::enums::{EpType, Progress};
 use ofi_core::error::{Errno, Error, Result};
@@ -16,6 +18,8 @@ use ofi_core::flags::{Caps, GetinfoFlags};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
 use ofi_core::provider::Host;
 use ofi_core::version::{Version, API_VERSION};
+
+use crate::progress::{ProgressEngine, ProgressMode};
 
 /// What a utility provider layers over.
 #[derive(Clone, Copy, Debug)]
@@ -41,7 +45,54 @@ pub fn progress_for(hints: Option<&Info>) -> Progress {
     }
 }
 
+/// The core side of a utility provider's fabric: the core info an info of the utility
+/// was made from, and the core's fabric, opened through the host.
+#[derive(Debug)]
+pub struct CoreFabric {
+    /// The core's info.
+    pub info: Info,
+    /// The core's fabric (shared with the domains, for their passive endpoints and EQs).
+    pub fabric: Arc<ofi_core::fabric::Fabric>,
+}
+
+impl CoreFabric {
+    /// What a utility domain for `info` runs on: its progress engine (one engine drives
+    /// data and connections, auto if either is asked to be) and the core's domain,
+    /// opened with manual data progress (the utility drives it) from the core info
+    /// returned alongside.
+    pub fn domain(&self, info: &Info) -> Result<(ProgressEngine, ofi_core::domain::Domain, Info)> {
+        let d = &info.domain_attr;
+        let p = if d.data_progress == Progress::Auto || d.control_progress == Progress::Auto {
+            Progress::Auto
+        } else {
+            d.data_progress
+        };
+        let engine = ProgressEngine::new(ProgressMode::from(p))?;
+        let mut ci = self.info.clone();
+        ci.domain_attr.data_progress = Progress::Manual;
+        let core = self.fabric.domain(&ci)?;
+        Ok((engine, core, ci))
+    }
+}
+
 impl Layering {
+    /// Open the core fabric beneath a utility `info`: check the endpoint type, find the
+    /// core info again ([`Layering::core_info_for`] with `core_hints`) and open its
+    /// fabric through the host.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for another endpoint type; `FI_ENODATA` when the core is gone; the
+    /// core's fabric-open errors.
+    pub fn open_core(&self, host: &Host, info: &Info, core_hints: Info) -> Result<CoreFabric> {
+        self.check_ep_type(info)?;
+        let core_info = self.core_info_for(host, info, core_hints)?;
+        let fabric = Arc::new(host.open_fabric(&core_info)?);
+        Ok(CoreFabric {
+            info: core_info,
+            fabric,
+        })
+    }
+
     /// `FI_EINVAL` unless `info` asks for the endpoint type the utility offers (or
     /// leaves it open).
     pub fn check_ep_type(&self, info: &Info) -> Result<()> {

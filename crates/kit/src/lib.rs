@@ -22,7 +22,8 @@
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
-//! - [`layer`]: the getinfo of utility providers layered over core providers;
+//! - [`layer`]: the getinfo of utility providers layered over core providers, and the
+//!   core fabric and domain beneath them;
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,

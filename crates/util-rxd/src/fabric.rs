@@ -27,13 +27,13 @@ use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Host, TryWaitRef, Unsupported};
 use ofi_core::wait::WaitAttr;
-use ofi_core::{AvType, Errno, Error, MrMode, Progress, Result};
+use ofi_core::{AvType, Errno, Error, MrMode, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
-use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::progress::ProgressEngine;
 use ofi_kit::wait::{self, KitWait};
 
 use crate::ep::Endpoint;
@@ -43,40 +43,27 @@ fn check_ep_type(info: &Info) -> Result<()> {
     crate::LAYERING.check_ep_type(info)
 }
 
-/// Find the core info an info of this utility was made from (`FI_ENODATA` when no core
-/// matches any more).
-pub fn core_info_for(host: &Host, info: &Info) -> Result<Info> {
-    crate::LAYERING.core_info_for(host, info, crate::core_hints(Some(info)))
-}
-
 /// A fabric: the DGRAM core's fabric, opened through the host.
 #[derive(Debug)]
 pub struct Fabric {
     settings: Settings,
-    core_info: Info,
-    core: Arc<CoreFabric>,
+    core: ofi_kit::layer::CoreFabric,
 }
 
 impl Fabric {
-    /// Open the fabric for `info` (an rxd getinfo result).
+    /// Open the fabric for `info` (a getinfo result of this utility).
     ///
     /// # Errors
     /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
     /// fabric-open errors.
     pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
-        check_ep_type(info)?;
-        let core_info = core_info_for(&host, info)?;
-        let core = Arc::new(host.open_fabric(&core_info)?);
-        Ok(Fabric {
-            settings,
-            core_info,
-            core,
-        })
+        let core = crate::LAYERING.open_core(&host, info, crate::core_hints(Some(info)))?;
+        Ok(Fabric { settings, core })
     }
 
     /// The core's fabric.
     pub fn core(&self) -> &CoreFabric {
-        &self.core
+        &self.core.fabric
     }
 }
 
@@ -88,17 +75,7 @@ impl FabricOps for Fabric {
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
-        // One engine drives data and connections: auto if either is asked to be.
-        let d = &info.domain_attr;
-        let p = if d.data_progress == Progress::Auto || d.control_progress == Progress::Auto {
-            Progress::Auto
-        } else {
-            d.data_progress
-        };
-        let engine = ProgressEngine::new(ProgressMode::from(p))?;
-        let mut ci = self.core_info.clone();
-        ci.domain_attr.data_progress = Progress::Manual;
-        let core = self.core.domain(&ci)?;
+        let (engine, core, ci) = self.core.domain(info)?;
         let mode = info.domain_attr.mr_mode
             & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL);
         let mut cfg = MrConfig::new(mode);
@@ -108,7 +85,7 @@ impl FabricOps for Fabric {
                 settings: self.settings,
                 core_info: ci,
                 core,
-                fabric: self.core.clone(),
+                fabric: self.core.fabric.clone(),
                 mr: MrTable::new(cfg)?,
             }),
             engine: Arc::new(engine),
