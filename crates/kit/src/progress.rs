@@ -22,9 +22,11 @@
 //!   every millisecond: a datagram or a byte on a stream wakes the waiter at once, and
 //!   an idle wait costs no CPU ([`ProgressEngine::sleep_on_fds`]).
 //! - [`ProgressMode::Auto`] adds one thread per engine that calls `drive` in a loop
-//!   with a bounded idle back-off ([`Backoff`]: a short spin, then parking for at most
-//!   [`MAX_IDLE_SLEEP`]); [`ProgressEngine::kick`] wakes it at once (call it when an
-//!   operation is posted). Dropping the engine stops and joins the thread; if the
+//!   with a bounded idle back-off ([`Backoff`]: a short spin, then sleeping). When every
+//!   source names its descriptors the thread sleeps in `poll(2)` on them and the kick
+//!   fd (at most [`LONG_SLICE`], for sources' timers), so an idle connected endpoint
+//!   costs no wake-ups; otherwise it parks for at most [`MAX_IDLE_SLEEP`].
+//!   [`ProgressEngine::kick`] wakes it at once (call it when an operation is posted). Dropping the engine stops and joins the thread; if the
 //!   thread does not stop within [`STOP_TIMEOUT`] (a source blocked forever) it is
 //!   detached instead, so dropping never hangs.
 //!
@@ -57,7 +59,7 @@
 use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -351,6 +353,9 @@ struct Shared {
     fd_sleepers: AtomicUsize,
     /// Made readable by `kick` while someone sleeps on fds (created on first use).
     kick_fd: std::sync::OnceLock<Option<WaitFd>>,
+    /// The auto thread's longest sleep on descriptors ([`LONG_SLICE`]; tests lengthen
+    /// it to tell a wake-up from a time-out).
+    auto_slice: Duration,
 }
 
 impl Shared {
@@ -367,6 +372,7 @@ impl Shared {
             panics: AtomicU64::new(0),
             fd_sleepers: AtomicUsize::new(0),
             kick_fd: std::sync::OnceLock::new(),
+            auto_slice: LONG_SLICE,
         }
     }
 
@@ -423,6 +429,86 @@ impl Shared {
     fn prune(&self) {
         self.rebuild(None, None);
     }
+
+    /// Make the kick fd readable if anyone sleeps on it.
+    #[inline]
+    fn wake_fd_sleepers(&self) {
+        if self.fd_sleepers.load(Ordering::SeqCst) > 0 {
+            if let Some(Some(fd)) = self.kick_fd.get() {
+                fd.set();
+            }
+        }
+    }
+
+    /// One drive of the auto thread: a panic of a source is counted, not propagated.
+    fn drive_caught(&self) -> usize {
+        match catch_unwind(AssertUnwindSafe(|| self.drive())) {
+            Ok(w) => w,
+            Err(_) => {
+                self.panics.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+        }
+    }
+
+    /// [`ProgressEngine::sleep_on_fds`] without the mode check (the auto thread sleeps
+    /// this way too).
+    #[allow(unsafe_code)]
+    fn sleep_on_fds(
+        &self,
+        d: Duration,
+        enter: impl FnOnce() -> bool,
+        leave: impl FnOnce(),
+    ) -> Option<FdWake> {
+        let kick = self.kick_fd.get_or_init(|| WaitFd::new().ok()).as_ref()?;
+        let list: SourceList = lock(&self.sources).clone();
+        let mut wanted = Vec::new();
+        let mut any = false;
+        for s in list.iter().filter_map(Weak::upgrade) {
+            any = true;
+            if !s.wait_fds(&mut wanted) {
+                return None;
+            }
+        }
+        if !any {
+            return None;
+        }
+        let mut fds: Vec<libc::pollfd> = wanted
+            .iter()
+            .map(|w| libc::pollfd {
+                fd: w.fd,
+                events: w.events(),
+                revents: 0,
+            })
+            .collect();
+        let transport = fds.len();
+        fds.push(libc::pollfd {
+            fd: kick.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        self.fd_sleepers.fetch_add(1, Ordering::SeqCst);
+        if !enter() {
+            self.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+            return Some(FdWake::Other);
+        }
+        let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
+        // structs for the duration of the call; poll only writes their `revents`. A
+        // descriptor closed meanwhile by its source is reported as POLLNVAL, never a
+        // memory access.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        leave();
+        self.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+        kick.clear();
+        Some(if n <= 0 {
+            FdWake::Timeout
+        } else if fds[..transport].iter().any(|p| p.revents != 0) {
+            FdWake::Transport
+        } else {
+            FdWake::Other
+        })
+    }
 }
 
 /// One domain's progress engine: its registered sources and, in
@@ -450,7 +536,19 @@ impl ProgressEngine {
     /// An engine in `mode`; `Auto` starts the progress thread (`FI_ENOMEM` if the
     /// system refuses a thread).
     pub fn new(mode: ProgressMode) -> Result<ProgressEngine> {
-        let shared = Arc::new(Shared::new());
+        Self::with_shared(mode, Shared::new())
+    }
+
+    /// An auto engine whose thread sleeps on descriptors for up to `slice` at a time.
+    #[cfg(test)]
+    fn auto_with_slice(slice: Duration) -> ProgressEngine {
+        let mut shared = Shared::new();
+        shared.auto_slice = slice;
+        Self::with_shared(ProgressMode::Auto, shared).unwrap()
+    }
+
+    fn with_shared(mode: ProgressMode, shared: Shared) -> Result<ProgressEngine> {
+        let shared = Arc::new(shared);
         let worker = match mode {
             ProgressMode::Manual => None,
             ProgressMode::Auto => {
@@ -542,18 +640,18 @@ impl ProgressEngine {
         self.mode == ProgressMode::Manual && self.sources() > 0
     }
 
-    /// Wake the auto thread now (after posting an operation); in manual mode, wake the
-    /// waiters asleep in [`sleep_on_fds`](Self::sleep_on_fds) (one atomic load when
-    /// there are none).
+    /// Wake the auto thread now (after posting an operation), parked or asleep on its
+    /// sources' descriptors; in manual mode, wake the waiters asleep in
+    /// [`sleep_on_fds`](Self::sleep_on_fds) (one atomic load when there are none).
     #[inline]
     pub fn kick(&self) {
         if let Some(t) = &self.thread {
             t.unpark();
-        } else if self.shared.fd_sleepers.load(Ordering::SeqCst) > 0 {
-            if let Some(Some(fd)) = self.shared.kick_fd.get() {
-                fd.set();
-            }
+            // Orders the caller's posted work before the sleeper count is read; the
+            // thread counts itself before its last look at the sources (`run`).
+            fence(Ordering::SeqCst);
         }
+        self.shared.wake_fd_sleepers();
     }
 
     /// Sleep at most `d` in `poll(2)` on every source's [`Progress::wait_fds`] and the
@@ -569,7 +667,6 @@ impl ProgressEngine {
     /// sleep is never lost. Two waiters asleep on one engine share the kick fd: the
     /// first to wake clears it, so the second may sleep out its slice — one reason
     /// callers pass short slices.
-    #[allow(unsafe_code)]
     pub fn sleep_on_fds(
         &self,
         d: Duration,
@@ -579,58 +676,7 @@ impl ProgressEngine {
         if self.mode != ProgressMode::Manual {
             return None;
         }
-        let kick = self
-            .shared
-            .kick_fd
-            .get_or_init(|| WaitFd::new().ok())
-            .as_ref()?;
-        let list: SourceList = lock(&self.shared.sources).clone();
-        let mut wanted = Vec::new();
-        let mut any = false;
-        for s in list.iter().filter_map(Weak::upgrade) {
-            any = true;
-            if !s.wait_fds(&mut wanted) {
-                return None;
-            }
-        }
-        if !any {
-            return None;
-        }
-        let mut fds: Vec<libc::pollfd> = wanted
-            .iter()
-            .map(|w| libc::pollfd {
-                fd: w.fd,
-                events: w.events(),
-                revents: 0,
-            })
-            .collect();
-        let transport = fds.len();
-        fds.push(libc::pollfd {
-            fd: kick.fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        self.shared.fd_sleepers.fetch_add(1, Ordering::SeqCst);
-        if !enter() {
-            self.shared.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
-            return Some(FdWake::Other);
-        }
-        let ms = d.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd
-        // structs for the duration of the call; poll only writes their `revents`. A
-        // descriptor closed meanwhile by its source is reported as POLLNVAL, never a
-        // memory access.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-        leave();
-        self.shared.fd_sleepers.fetch_sub(1, Ordering::SeqCst);
-        kick.clear();
-        Some(if n <= 0 {
-            FdWake::Timeout
-        } else if fds[..transport].iter().any(|p| p.revents != 0) {
-            FdWake::Transport
-        } else {
-            FdWake::Other
-        })
+        self.shared.sleep_on_fds(d, enter, leave)
     }
 
     /// True while the auto thread runs.
@@ -645,8 +691,9 @@ impl ProgressEngine {
         let Some(handle) = lock(&self.worker).take() else {
             return true;
         };
-        self.shared.stop.store(true, Ordering::Release);
+        self.shared.stop.store(true, Ordering::SeqCst);
         handle.thread().unpark();
+        self.shared.wake_fd_sleepers();
         if handle.thread().id() == thread::current().id() {
             // Dropped from inside a source called by the thread itself: it stops at its
             // next check; joining here would wait for ourselves.
@@ -722,21 +769,47 @@ impl Drop for ProgressEngine {
     }
 }
 
-/// The auto thread's loop.
+/// The auto thread's loop. Idle, it backs off ([`Backoff`]); once the back-off says
+/// sleep, it sleeps in `poll(2)` on its sources' descriptors and the kick fd for up to
+/// [`LONG_SLICE`] when every source can name its descriptors, else parks for the
+/// back-off's slice. Just before such a sleep it counts itself as a sleeper and drives
+/// once more, so work posted meanwhile either is seen by that drive or kicks the fd
+/// ([`ProgressEngine::kick`]). A descriptor that wakes it without giving work (data no
+/// receive takes yet) turns the fd sleep off until work is done again, so the thread
+/// never spins on it.
 fn run(shared: Arc<Shared>) {
     let mut backoff = Backoff::new();
+    let mut fd_sleep = true;
+    let mut woke_by_transport = false;
     while !shared.stop.load(Ordering::Acquire) {
-        let work = match catch_unwind(AssertUnwindSafe(|| shared.drive())) {
-            Ok(w) => w,
-            Err(_) => {
-                shared.panics.fetch_add(1, Ordering::Relaxed);
-                0
-            }
-        };
+        let work = shared.drive_caught();
+        if work > 0 {
+            fd_sleep = true;
+        } else if woke_by_transport {
+            fd_sleep = false;
+        }
+        woke_by_transport = false;
         match backoff.next(work) {
             None if work == 0 => thread::yield_now(),
             None => {}
-            Some(d) => thread::park_timeout(d),
+            Some(d) => {
+                let wake = if fd_sleep {
+                    shared.sleep_on_fds(
+                        shared.auto_slice,
+                        || !shared.stop.load(Ordering::SeqCst) && shared.drive_caught() == 0,
+                        || {},
+                    )
+                } else {
+                    None
+                };
+                match wake {
+                    Some(FdWake::Transport) => woke_by_transport = true,
+                    Some(FdWake::Other) => backoff.reset(),
+                    Some(FdWake::Timeout) => {}
+                    // A source that must be polled (or is busy and cannot say): park.
+                    None => thread::park_timeout(d),
+                }
+            }
         }
     }
     *lock(&shared.exited) = true;
@@ -1120,6 +1193,127 @@ mod fd_wait_tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(woke, Some(Some(FdWake::Other)));
+    }
+
+    /// A source for the auto thread's fd sleep: its socket's datagrams are its work
+    /// (drained when `drain`), plus one unit per `pending` flag set by a "poster".
+    struct AutoSource {
+        rx: UnixDatagram,
+        drain: bool,
+        calls: AtomicU64,
+        got: AtomicU64,
+        pending: AtomicBool,
+    }
+
+    impl Progress for AutoSource {
+        fn progress(&self) -> usize {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let mut n = usize::from(self.pending.swap(false, Ordering::SeqCst));
+            if self.drain {
+                let mut b = [0u8; 8];
+                while self.rx.recv(&mut b).is_ok() {
+                    self.got.fetch_add(1, Ordering::SeqCst);
+                    n += 1;
+                }
+            }
+            n
+        }
+        fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+            out.push(FdInterest::read(self.rx.as_raw_fd()));
+            true
+        }
+    }
+
+    /// An auto engine (descriptor sleeps of 30 s, so a wake-up is never a time-out)
+    /// with one [`AutoSource`], once its thread has gone idle.
+    fn auto_setup(drain: bool) -> (ProgressEngine, Arc<AutoSource>, UnixDatagram) {
+        let (rx, tx) = UnixDatagram::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let engine = ProgressEngine::auto_with_slice(Duration::from_secs(30));
+        let src = Arc::new(AutoSource {
+            rx,
+            drain,
+            calls: AtomicU64::new(0),
+            got: AtomicU64::new(0),
+            pending: AtomicBool::new(false),
+        });
+        engine.register(&src);
+        // Idle: the initial spin is over once the calls stop growing (bounded wait).
+        let mut last = u64::MAX;
+        for _ in 0..400 {
+            thread::sleep(Duration::from_millis(25));
+            let now = src.calls.load(Ordering::SeqCst);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        (engine, src, tx)
+    }
+
+    /// Wait (at most 10 s) for `cond`; how long it took.
+    fn time_until(mut cond: impl FnMut() -> bool) -> Duration {
+        let t0 = Instant::now();
+        while !cond() && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        t0.elapsed()
+    }
+
+    /// An idle auto thread whose sources name their descriptors sleeps on them: no
+    /// wake-ups in half a second (parking would have woken it every millisecond).
+    #[test]
+    fn idle_auto_thread_sleeps_on_the_descriptors() {
+        let (engine, src, _tx) = auto_setup(true);
+        let before = src.calls.load(Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(500));
+        let woke = src.calls.load(Ordering::SeqCst) - before;
+        assert!(
+            woke <= 2,
+            "the idle auto thread drove {woke} times in 500 ms"
+        );
+        drop(engine);
+    }
+
+    /// Posted work kicks the auto thread out of its descriptor sleep at once, a
+    /// datagram wakes it, and dropping the engine stops it without waiting the slice.
+    #[test]
+    fn kick_readiness_and_stop_wake_the_auto_thread() {
+        let (engine, src, tx) = auto_setup(true);
+        for _ in 0..5 {
+            src.pending.store(true, Ordering::SeqCst);
+            engine.kick();
+            let d = time_until(|| !src.pending.load(Ordering::SeqCst));
+            assert!(d < Duration::from_secs(5), "kicked work waited {d:?}");
+            // Let the thread go back to sleep.
+            thread::sleep(Duration::from_millis(50));
+        }
+        tx.send(b"x").unwrap();
+        let d = time_until(|| src.got.load(Ordering::SeqCst) == 1);
+        assert!(d < Duration::from_secs(5), "a datagram waited {d:?}");
+        let t0 = Instant::now();
+        assert!(engine.stop(), "the auto thread did not stop");
+        assert!(
+            t0.elapsed() < STOP_TIMEOUT,
+            "stopping took {:?}",
+            t0.elapsed()
+        );
+    }
+
+    /// A descriptor that stays ready without giving work (here: data the source does
+    /// not read) must not make the auto thread spin: it falls back to parking.
+    #[test]
+    fn a_ready_descriptor_without_work_does_not_spin_the_auto_thread() {
+        let (engine, src, tx) = auto_setup(false);
+        tx.send(b"x").unwrap();
+        thread::sleep(Duration::from_millis(50));
+        let before = src.calls.load(Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(300));
+        let calls = src.calls.load(Ordering::SeqCst) - before;
+        // Parking: at most one round per millisecond (plus spins after a reset).
+        assert!(calls < 3000, "{calls} rounds in 300 ms: the thread spins");
+        assert!(calls > 0, "the ready descriptor was never looked at");
+        drop(engine);
     }
 
     /// Auto engines and sources that must be polled are not waited on by descriptor.

@@ -53,7 +53,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
@@ -517,6 +517,11 @@ pub(crate) struct EpInner {
     proof: AtomicU64,
     /// Whether progress has anything to look at (connecting or connected).
     active: AtomicBool,
+    /// The connected socket's descriptor, for the CM source's hang-up watch without
+    /// taking `st` (which the data path holds most of the time); -1 when not
+    /// connected. Cleared before the socket is closed: a stale read at worst makes a
+    /// waiter poll a closed descriptor, which wakes it (POLLNVAL), nothing more.
+    cm_watch: AtomicI32,
     st: Mutex<St>,
 }
 
@@ -570,6 +575,11 @@ impl Progress for CmSource {
             return true;
         };
         if !ep.active.load(Ordering::Acquire) {
+            return true;
+        }
+        let watch = ep.cm_watch.load(Ordering::Acquire);
+        if watch >= 0 {
+            out.push(FdInterest::hangup(watch));
             return true;
         }
         let Ok(st) = ep.st.try_lock() else {
@@ -673,6 +683,7 @@ impl Endpoint {
             },
             proof: AtomicU64::new(0),
             active: AtomicBool::new(false),
+            cm_watch: AtomicI32::new(-1),
             st: Mutex::new(St {
                 conn: st_conn,
                 sock,
@@ -881,6 +892,9 @@ impl EpInner {
 
     /// The connection is up: offer the peer a same-host proof when both ends are here.
     fn on_connected(&self, st: &mut St) {
+        if let Some(sock) = st.sock.as_ref() {
+            self.cm_watch.store(sock.fd(), Ordering::Release);
+        }
         if self.cma_threshold == usize::MAX {
             return;
         }
@@ -905,6 +919,7 @@ impl EpInner {
     }
 
     fn connect_failed(&self, st: &mut St, code: Errno, data: Vec<u8>) {
+        self.cm_watch.store(-1, Ordering::Release);
         if let Some(s) = st.sock.take() {
             s.shutdown();
         }
@@ -925,6 +940,7 @@ impl EpInner {
 
     /// Tear the connection down and report.
     fn fail(&self, st: &mut St, f: Fail) {
+        self.cm_watch.store(-1, Ordering::Release);
         if let Some(s) = st.sock.take() {
             s.shutdown();
         }
@@ -3673,6 +3689,7 @@ impl EndpointOps<Fabric> for Endpoint {
 
     fn close(&self) -> Result<()> {
         let mut st = lock(&self.inner.st);
+        self.inner.cm_watch.store(-1, Ordering::Release);
         if let Some(s) = st.sock.take() {
             s.shutdown();
         }
