@@ -78,6 +78,23 @@ impl SockAddr {
         s
     }
 
+    /// Whether `self` and `other` name the same socket address: family, port and
+    /// address (for IPv6 also flow info and scope). Addresses made by
+    /// [`from_std`](Self::from_std) or filled by the kernel compare as expected.
+    pub fn same(&self, other: &SockAddr) -> bool {
+        let (a, b) = (&self.storage, &other.storage);
+        // For AF_INET the IPv4 address occupies the bytes of `sin6_flowinfo` (both
+        // layouts: family, port, then four bytes), so these three fields cover it.
+        if a.sin6_family != b.sin6_family
+            || a.sin6_port != b.sin6_port
+            || a.sin6_flowinfo != b.sin6_flowinfo
+        {
+            return false;
+        }
+        self.family() != libc::AF_INET6
+            || (a.sin6_addr.s6_addr == b.sin6_addr.s6_addr && a.sin6_scope_id == b.sin6_scope_id)
+    }
+
     /// The address family (`AF_INET`, `AF_INET6`, or 0 when empty).
     pub fn family(&self) -> i32 {
         i32::from(self.storage.sin6_family)
@@ -263,6 +280,41 @@ mod tests {
         let mut short = SockAddr::from_std(&"[::1]:9".parse().unwrap());
         *short.len_mut() = 8;
         assert_eq!(short.to_std(), None, "a truncated address is not read");
+    }
+
+    /// `same` agrees with comparing the standard forms, for every pair of a list that
+    /// differs in each field in turn.
+    #[test]
+    fn same_compares_family_port_and_address() {
+        let list: Vec<SocketAddr> = [
+            "127.0.0.1:80",
+            "127.0.0.1:81",
+            "127.0.0.2:80",
+            "0.0.0.0:80",
+            "[::1]:80",
+            "[::1]:81",
+            "[::2]:80",
+            "[fe80::1%2]:80",
+            "[fe80::1%3]:80",
+            "[::ffff:127.0.0.1]:80",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        for a in &list {
+            for b in &list {
+                let (x, y) = (SockAddr::from_std(a), SockAddr::from_std(b));
+                assert_eq!(x.same(&y), a == b, "{a} vs {b}");
+            }
+        }
+        // An address the kernel filled (a round trip through a real socket).
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut k = SockAddr::empty();
+        let p = k.as_mut_ptr();
+        // SAFETY: `k` has room for its length; the kernel writes at most that.
+        cvt(unsafe { libc::getsockname(std::os::fd::AsRawFd::as_raw_fd(&s), p, k.len_mut()) })
+            .unwrap();
+        assert!(k.same(&SockAddr::from_std(&s.local_addr().unwrap())));
     }
 
     #[test]

@@ -41,6 +41,28 @@
 //! - A datagram whose header does not parse ([`crate::proto`]) is dropped and counted
 //!   ([`Endpoint::malformed`]); the receive stays posted.
 //!
+//! # Peer sockets
+//!
+//! An unconnected socket makes the kernel look up a route for every datagram sent,
+//! and another for every datagram received; a connected one does it once. So the
+//! first `FI_UDP_PEER_SOCKETS` (default 1) unicast destinations an endpoint sends to
+//! each get a socket bound to the endpoint's own address and port (`SO_REUSEPORT`,
+//! set on the endpoint's socket only then, so an unrelated bind of the port still
+//! fails with `FI_EADDRINUSE`) and connected to the destination. Datagrams to that
+//! destination leave through it (same source address as before), and the kernel
+//! delivers that peer's datagrams to it rather than to the endpoint's socket, so
+//! progress reads it too: the socket that gave the last datagram every round, one of
+//! the others every [`OTHER_SOCKET_EVERY`] rounds (see [`EpInner::poll_rx`]).
+//! Nothing else changes: `FI_SOURCE` comes from `recvfrom` as before (a datagram that
+//! arrived on a peer socket before its `connect` still names its real sender);
+//! multicast and broadcast destinations take no slot; peer sockets join no group;
+//! an ICMP "port unreachable" a connected socket reports is dropped (datagrams to a
+//! closed port vanish, as through the endpoint's socket). A socket that cannot be
+//! made leaves its destination on the endpoint's socket. Waiters and the watcher
+//! poll every socket. Slots are kept until the endpoint closes.
+//!
+//! # Closing
+//!
 //! - `fi_close` unregisters the endpoint from progress and forgets its posted receives
 //!   (no completions; the buffers are the application's again).
 //! - Multicast (`fi_join`/leave): see [`Endpoint`]'s `join`; memberships are recorded so
@@ -86,6 +108,26 @@ pub const SMALL_SEND: usize = 256;
 /// Receives of at most this many bytes (one buffer, not multi-receive) take the
 /// datagram with one `recvfrom(2)` into a stack buffer and copy the payload out.
 pub const SMALL_RECV: usize = 256;
+
+/// With peer sockets, a progress round reads one socket besides the hot one every
+/// this many rounds (see [`EpInner::poll_rx`]).
+pub const OTHER_SOCKET_EVERY: usize = 4;
+
+/// Why reading one socket stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Nothing (more) queued on the socket.
+    Empty,
+    /// No receive posted, or its CQ full: no socket can be read.
+    NoReceive,
+    /// `batch` datagrams taken.
+    Budget,
+}
+
+/// `ECONNREFUSED`: a connected UDP socket's note that an earlier datagram was refused.
+fn is_refused(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ECONNREFUSED)
+}
 
 const SEND_FLAGS: u64 = OpFlags::SEND.bits() | OpFlags::MSG.bits();
 const RECV_FLAGS: u64 = OpFlags::RECV.bits() | OpFlags::MSG.bits();
@@ -234,9 +276,140 @@ struct Setup {
     b: Bindings<Peer>,
 }
 
+impl Active {
+    /// Call `f` with each socket's descriptor: the endpoint's, then its peer sockets'.
+    fn each_fd(&self, mut f: impl FnMut(i32)) {
+        f(self.sock.raw_fd());
+        for p in self.peers.live().iter().filter_map(OnceLock::get) {
+            if let Some(s) = &p.sock {
+                f(s.raw_fd());
+            }
+        }
+    }
+}
+
+/// A destination's connected socket (`sock` is `None` if it could not be made; the
+/// destination then goes through the endpoint's socket).
+struct PeerSock {
+    dst: SockAddr,
+    sock: Option<UdpSock>,
+}
+
+/// The peer sockets of an endpoint: the first `FI_UDP_PEER_SOCKETS` unicast
+/// destinations, each in a slot for the endpoint's lifetime (slots are filled in
+/// order and never emptied, so readers need no lock).
+struct PeerSocks {
+    slots: Box<[OnceLock<PeerSock>]>,
+    /// Slots filled (a prefix of `slots`).
+    made: AtomicUsize,
+    /// Serialises filling slots.
+    make: Mutex<()>,
+}
+
+impl PeerSocks {
+    fn new(n: usize) -> PeerSocks {
+        PeerSocks {
+            slots: (0..n).map(|_| OnceLock::new()).collect(),
+            made: AtomicUsize::new(0),
+            make: Mutex::new(()),
+        }
+    }
+
+    /// The filled slots (each `get` is `Some`: `made` is raised after the slot is set).
+    #[inline]
+    fn live(&self) -> &[OnceLock<PeerSock>] {
+        let n = self.made.load(Ordering::Acquire).min(self.slots.len());
+        &self.slots[..n]
+    }
+
+    /// The connected socket for `dst`, making one if a slot is free and `dst` may have
+    /// one; `None`: send through the endpoint's socket. `made_one` runs after a new
+    /// socket exists (waiters must learn of it).
+    #[inline]
+    fn for_dst(
+        &self,
+        main: &UdpSock,
+        local: &SocketAddr,
+        dst: &SockAddr,
+        settings: &Settings,
+        made_one: impl FnOnce(),
+    ) -> Option<&UdpSock> {
+        for p in self.live().iter().filter_map(OnceLock::get) {
+            if p.dst.same(dst) {
+                return p.sock.as_ref();
+            }
+        }
+        if self.made.load(Ordering::Relaxed) >= self.slots.len() {
+            return None;
+        }
+        // Multicast and broadcast destinations take no slot.
+        if !dst.to_std().is_some_and(|d| peer_socket_for(local, &d)) {
+            return None;
+        }
+        self.make_for(main, local, dst, settings, made_one)
+    }
+
+    #[cold]
+    fn make_for(
+        &self,
+        main: &UdpSock,
+        local: &SocketAddr,
+        dst: &SockAddr,
+        settings: &Settings,
+        made_one: impl FnOnce(),
+    ) -> Option<&UdpSock> {
+        let _g = lock(&self.make);
+        // Made by another thread meanwhile?
+        for p in self.live().iter().filter_map(OnceLock::get) {
+            if p.dst.same(dst) {
+                return p.sock.as_ref();
+            }
+        }
+        let i = self.made.load(Ordering::Acquire);
+        let slot = self.slots.get(i)?;
+        // A failure (say, the port cannot be shared) fills the slot without a socket:
+        // `dst` then goes through the endpoint's socket, and is not tried again.
+        let sock = match main
+            .share_port()
+            .and_then(|()| UdpSock::connected(local, dst, settings.sndbuf, settings.rcvbuf))
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                ofi_core::ofi_debug!(NAME, "ep_data", "no peer socket for {dst:?}: {e}");
+                None
+            }
+        };
+        let made = sock.is_some();
+        let _ = slot.set(PeerSock { dst: *dst, sock });
+        self.made.store(i + 1, Ordering::Release);
+        if made {
+            made_one();
+        }
+        slot.get().and_then(|p| p.sock.as_ref())
+    }
+}
+
+/// Whether a datagram from `local` to `dst` may go through a peer socket: a unicast
+/// destination of the same family (multicast and broadcast stay on the endpoint's
+/// socket, which holds the memberships).
+fn peer_socket_for(local: &SocketAddr, dst: &SocketAddr) -> bool {
+    match (local, dst) {
+        (SocketAddr::V4(_), SocketAddr::V4(d)) => {
+            let ip = d.ip();
+            !ip.is_multicast() && !ip.is_broadcast() && !ip.is_unspecified() && d.port() != 0
+        }
+        (SocketAddr::V6(_), SocketAddr::V6(d)) => {
+            !d.ip().is_multicast() && !d.ip().is_unspecified() && d.port() != 0
+        }
+        _ => false,
+    }
+}
+
 /// What `fi_enable` froze: read by the data path without a lock.
 struct Active {
     sock: UdpSock,
+    /// Connected sockets for the first unicast destinations.
+    peers: PeerSocks,
     local: SocketAddr,
     av: Arc<KitAv<Peer>>,
     tx_cq: Option<CqBinding>,
@@ -269,6 +442,11 @@ pub(crate) struct EpInner {
     /// The watcher left this endpoint's socket out (no receive posted): the next
     /// posted receive wakes it.
     unwatched: AtomicBool,
+    /// With peer sockets (touched only under the `rx` lock, so relaxed): the socket
+    /// read first, the rounds counted, the last "other" socket read.
+    rx_hot: AtomicUsize,
+    rx_tick: AtomicUsize,
+    rx_rr: AtomicUsize,
 }
 
 /// An active endpoint (`FI_EP_DGRAM`).
@@ -387,6 +565,9 @@ impl Endpoint {
             groups: Mutex::new(Vec::new()),
             hub,
             unwatched: AtomicBool::new(false),
+            rx_hot: AtomicUsize::new(0),
+            rx_tick: AtomicUsize::new(0),
+            rx_rr: AtomicUsize::new(0),
         });
         inner.engine.register(&inner);
         inner.hub.add(&inner);
@@ -470,30 +651,51 @@ impl EpInner {
             Some(c) if !inject && c.wants(flags) => Some(c.cq.reserve()?),
             _ => None,
         };
-        let mut hdr = Header::new(data).encode();
-        let sent = if iov.total <= SMALL_SEND {
-            // Small: header and payload copied into one stack buffer, sent with
-            // `sendto` (cheaper in the kernel than `sendmsg` with a vector).
-            let mut b = [0u8; HDR_LEN + SMALL_SEND];
-            b[..HDR_LEN].copy_from_slice(&hdr);
-            let mut at = HDR_LEN;
-            for v in &iov.v[..iov.n] {
-                if v.iov_len > 0 {
-                    // SAFETY: the application's buffer is valid for `iov_len` bytes
-                    // during the call (caller's contract); the total fits `b`.
-                    let src =
-                        unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
-                    b[at..at + v.iov_len].copy_from_slice(src);
-                    at += v.iov_len;
+        let hdr = Header::new(data).encode();
+        let (sock, to) =
+            match act
+                .peers
+                .for_dst(&act.sock, &act.local, &dst, &self.settings, || {
+                    // Waiters asleep on the endpoint's sockets must add the new one.
+                    self.engine.kick();
+                    self.hub.wake();
+                }) {
+                Some(peer) => (peer, None),
+                None => (&act.sock, Some(&dst)),
+            };
+        let send = || {
+            if iov.total <= SMALL_SEND {
+                // Small: header and payload copied into one stack buffer, sent with
+                // `sendto` (cheaper in the kernel than `sendmsg` with a vector).
+                let mut b = [0u8; HDR_LEN + SMALL_SEND];
+                b[..HDR_LEN].copy_from_slice(&hdr);
+                let mut at = HDR_LEN;
+                for v in &iov.v[..iov.n] {
+                    if v.iov_len > 0 {
+                        // SAFETY: the application's buffer is valid for `iov_len` bytes
+                        // during the call (caller's contract); the total fits `b`.
+                        let src = unsafe {
+                            std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len)
+                        };
+                        b[at..at + v.iov_len].copy_from_slice(src);
+                        at += v.iov_len;
+                    }
                 }
+                sock.send_buf(to, &b[..at])
+            } else {
+                let (vecs, n) = iov.with_header(hdr.as_ptr().cast_mut());
+                // SAFETY: the header lives on this frame; the application's buffers are
+                // valid for the call (caller's contract).
+                unsafe { sock.send_to(to, &vecs[..n]) }
             }
-            act.sock.send_buf(&dst, &b[..at])
-        } else {
-            let (vecs, n) = iov.with_header(hdr.as_mut_ptr());
-            // SAFETY: the header lives on this frame; the application's buffers are
-            // valid for the call (caller's contract).
-            unsafe { act.sock.send_to(&dst, &vecs[..n]) }
         };
+        let mut sent = send();
+        if matches!(&sent, Err(e) if is_refused(e)) && to.is_none() {
+            // A peer socket reported that an earlier datagram was refused (ICMP port
+            // unreachable) instead of sending this one; the report is consumed, and
+            // datagrams to a closed port are lost silently, as on the shared socket.
+            sent = send();
+        }
         if let Err(e) = sent {
             return Err(code(match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Errno::EAGAIN,
@@ -519,16 +721,26 @@ impl EpInner {
         Ok(())
     }
 
-    /// For the watcher: the socket to poll if this endpoint is enabled and has a
-    /// receive posted; otherwise `None`, and the next posted receive wakes the watcher.
-    pub(crate) fn watch_fd(&self) -> Option<i32> {
-        let act = self.active.get()?;
+    /// For the watcher: append the sockets to poll (the endpoint's and its peer
+    /// sockets) if this endpoint is enabled and has a receive posted, and say so;
+    /// otherwise `false`, and the next posted receive wakes the watcher.
+    pub(crate) fn watch_fds(&self, out: &mut Vec<libc::pollfd>) -> bool {
+        let Some(act) = self.active.get() else {
+            return false;
+        };
         self.unwatched.store(true, Ordering::SeqCst);
         if lock(&self.rx).is_empty() {
-            return None;
+            return false;
         }
         self.unwatched.store(false, Ordering::SeqCst);
-        Some(act.sock.raw_fd())
+        act.each_fd(|fd| {
+            out.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+        });
+        true
     }
 
     /// Queue a receive.
@@ -630,7 +842,12 @@ impl EpInner {
         }
     }
 
-    /// One progress round: fill posted receives from the socket (bounded batch).
+    /// One progress round: fill posted receives from the sockets (bounded batch).
+    ///
+    /// Without peer sockets, the endpoint's socket. With them, the socket that gave
+    /// the last datagram ("hot") every round, and one other (round robin) every
+    /// [`OTHER_SOCKET_EVERY`]th round: each further socket read is a system call that
+    /// usually finds nothing. A datagram on another socket makes it the hot one.
     fn poll_rx(&self) -> usize {
         let Some(act) = self.active.get() else {
             return 0;
@@ -640,14 +857,66 @@ impl EpInner {
             Err(TryLockError::WouldBlock) => return 0,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
         };
+        let peers = act.peers.live();
+        if peers.is_empty() {
+            return self.poll_sock(act, &mut q, &act.sock).0;
+        }
+        // Socket 0 is the endpoint's, 1.. the peer sockets (slots whose socket could
+        // not be made are skipped by `sock_at`).
+        let count = peers.len() + 1;
+        let sock_at = |i: usize| -> Option<&UdpSock> {
+            if i == 0 {
+                Some(&act.sock)
+            } else {
+                peers
+                    .get(i - 1)
+                    .and_then(OnceLock::get)
+                    .and_then(|p| p.sock.as_ref())
+            }
+        };
+        let hot = self.rx_hot.load(Ordering::Relaxed) % count;
+        let (mut work, stop) = match sock_at(hot) {
+            Some(sock) => self.poll_sock(act, &mut q, sock),
+            None => (0, Stop::Empty),
+        };
+        let tick = self.rx_tick.load(Ordering::Relaxed);
+        self.rx_tick.store(tick.wrapping_add(1), Ordering::Relaxed);
+        if stop == Stop::NoReceive || !tick.is_multiple_of(OTHER_SOCKET_EVERY) {
+            return work;
+        }
+        let mut other = self.rx_rr.load(Ordering::Relaxed);
+        for _ in 0..count {
+            other = (other + 1) % count;
+            if other == hot {
+                continue;
+            }
+            if let Some(sock) = sock_at(other) {
+                let (w, _) = self.poll_sock(act, &mut q, sock);
+                if w > 0 && work == 0 {
+                    self.rx_hot.store(other, Ordering::Relaxed);
+                }
+                work += w;
+                break;
+            }
+        }
+        self.rx_rr.store(other, Ordering::Relaxed);
+        work
+    }
+
+    /// Fill posted receives from `sock` (at most `batch` datagrams); the work done and
+    /// why it stopped.
+    fn poll_sock(&self, act: &Active, q: &mut VecDeque<Posted>, sock: &UdpSock) -> (usize, Stop) {
         let mut work = 0;
         let mut rounds = 0;
+        let mut refused = false;
         while rounds < self.settings.batch {
             rounds += 1;
-            let Some(p) = q.front_mut() else { break };
+            let Some(p) = q.front_mut() else {
+                return (work, Stop::NoReceive);
+            };
             if let Some(c) = &act.rx_cq {
                 if !c.cq.has_room() {
-                    break;
+                    return (work, Stop::NoReceive);
                 }
             }
             let mut hdr = [0u8; HDR_LEN];
@@ -668,7 +937,7 @@ impl EpInner {
                         iov_len: HDR_LEN,
                     }];
                     // SAFETY: the iovec points at `hdr` on this frame.
-                    match unsafe { act.sock.recv_from(&mut peek, true) } {
+                    match unsafe { sock.recv_from(&mut peek, true) } {
                         Ok((len, _)) if len >= HDR_LEN && len - HDR_LEN > room => {
                             // Does not fit: release this buffer; the datagram goes
                             // to the next receive.
@@ -692,10 +961,17 @@ impl EpInner {
                             continue;
                         }
                         Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            return (work, Stop::Empty)
+                        }
+                        Err(e) if is_refused(&e) && !refused => {
+                            refused = true;
+                            rounds -= 1;
+                            continue;
+                        }
                         Err(e) => {
                             ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg (peek): {e}");
-                            break;
+                            return (work, Stop::Empty);
                         }
                     }
                 }
@@ -707,8 +983,7 @@ impl EpInner {
                 // Small receive: one recvfrom into a stack buffer, then a copy of at most
                 // SMALL_RECV bytes (cheaper than recvmsg's header and vector imports).
                 let mut b = [0u8; HDR_LEN + SMALL_RECV];
-                act.sock
-                    .recv_into(&mut b[..HDR_LEN + region_len])
+                sock.recv_into(&mut b[..HDR_LEN + region_len])
                     .map(|(len, src)| {
                         let got = len.min(HDR_LEN + region_len);
                         let h = got.min(HDR_LEN);
@@ -722,14 +997,21 @@ impl EpInner {
                 // SAFETY: the iovecs point at `hdr` and at the posted application
                 // buffers, which stay valid until this receive completes (caller's
                 // contract).
-                unsafe { act.sock.recv_from(&mut vecs[..used], false) }
+                unsafe { sock.recv_from(&mut vecs[..used], false) }
             };
             let (len, src) = match r {
                 Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (work, Stop::Empty),
+                // A peer socket's report of an ICMP "port unreachable" for an earlier
+                // datagram (reading it clears it): look again, once.
+                Err(e) if is_refused(&e) && !refused => {
+                    refused = true;
+                    rounds -= 1;
+                    continue;
+                }
                 Err(e) => {
                     ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg: {e}");
-                    break;
+                    return (work, Stop::Empty);
                 }
             };
             work += 1;
@@ -771,7 +1053,7 @@ impl EpInner {
             }
             self.complete_recv(act, ctx, op_flags, cflags, buf, got, payload, data, &src);
         }
-        work
+        (work, Stop::Budget)
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
@@ -812,7 +1094,7 @@ impl Progress for EpInner {
     fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
         if let Some(act) = self.active.get() {
             if !lock(&self.rx).is_empty() {
-                out.push(FdInterest::read(act.sock.raw_fd()));
+                act.each_fd(|fd| out.push(FdInterest::read(fd)));
             }
         }
         true
@@ -860,6 +1142,7 @@ impl EndpointOps<Fabric> for Endpoint {
         };
         let act = Active {
             sock,
+            peers: PeerSocks::new(me.settings.peer_sockets),
             local,
             av,
             tx_cq: s.b.txcq.clone(),

@@ -49,7 +49,10 @@
 //!   datagram is handed to the CQ at once, not after another `recvmsg` that usually
 //!   finds nothing; bursts are read one datagram per `fi_cq_read` either way);
 //! - `mcast_if` (default empty): IPv4 address of the interface multicast groups are
-//!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice.
+//!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice;
+//! - `peer_sockets` (default 1, at most 64): connected sockets an endpoint makes for
+//!   its first unicast destinations (see [`ep`], "Peer sockets"); 0: every datagram
+//!   goes through the endpoint's one socket.
 //!
 //! # Wire format
 //!
@@ -127,6 +130,9 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::REMOTE_COMM)
     .union(Caps::MULTICAST);
 
+/// The largest `FI_UDP_PEER_SOCKETS`.
+pub const MAX_PEER_SOCKETS: usize = 64;
+
 /// What the parameters resolved to at init; every object copies what it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -143,6 +149,9 @@ pub struct Settings {
     /// The IPv4 interface (its address) multicast groups are joined on and sent from;
     /// `None`: the kernel's choice.
     pub mcast_if: Option<std::net::Ipv4Addr>,
+    /// Connected sockets an endpoint makes for its first unicast destinations
+    /// ([`ep`]'s "Peer sockets"; 0: none).
+    pub peer_sockets: usize,
 }
 
 impl Default for Settings {
@@ -154,6 +163,7 @@ impl Default for Settings {
             rcvbuf: 0,
             batch: 1,
             mcast_if: None,
+            peer_sockets: 1,
         }
     }
 }
@@ -215,6 +225,13 @@ impl UdpProvider {
             Some("1"),
         )?;
         host.declare_param(
+            "peer_sockets",
+            ParamType::Size,
+            "Connected sockets an endpoint makes for its first unicast destinations \
+             (routed once instead of per datagram; 0: none, at most 64)",
+            Some("1"),
+        )?;
+        host.declare_param(
             "mcast_if",
             ParamType::String,
             "IPv4 address of the interface multicast groups are joined on and sent from \
@@ -246,6 +263,15 @@ impl UdpProvider {
         }
         if let Some(v) = host.param_size("batch")? {
             s.batch = nonzero("batch", v)?;
+        }
+        if let Some(v) = host.param_size("peer_sockets")? {
+            if v > MAX_PEER_SOCKETS {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("FI_UDP_PEER_SOCKETS={v}: at most {MAX_PEER_SOCKETS}"),
+                ));
+            }
+            s.peer_sockets = v;
         }
         Ok(s)
     }

@@ -1,5 +1,6 @@
 //! The only code that calls the OS: a nonblocking UDP socket (`socket`, `bind`,
-//! `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast membership). Socket
+//! `connect`, `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast
+//! membership). Socket
 //! addresses in the C layout are the kit's [`SockAddr`].
 //!
 //! # Invariants
@@ -19,6 +20,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use ofi_kit::sock::cvt;
 pub use ofi_kit::sock::SockAddr;
+
+/// `IPV6_MULTICAST_ALL` (Linux 4.20; not in the libc crate for this target).
+const IPV6_MULTICAST_ALL: i32 = 29;
 
 /// A nonblocking UDP socket.
 #[derive(Debug)]
@@ -45,7 +49,45 @@ impl UdpSock {
     /// A socket of `addr`'s family bound to `addr` (port 0: the kernel picks one).
     /// IPv6 sockets are `IPV6_V6ONLY`. `sndbuf`/`rcvbuf` > 0 set the socket buffers.
     pub fn bind(addr: &SocketAddr, sndbuf: usize, rcvbuf: usize) -> io::Result<UdpSock> {
-        let v6 = addr.is_ipv6();
+        let sock = UdpSock::open(addr.is_ipv6(), sndbuf, rcvbuf)?;
+        sock.bind_to(addr)?;
+        Ok(sock)
+    }
+
+    /// A socket sharing the port of `local` (whose socket called
+    /// [`share_port`](Self::share_port)) and connected to `peer`: the kernel routes
+    /// its datagrams once, at `connect`, and delivers `peer`'s datagrams to `local`'s
+    /// port here (the more specific match) instead of to the shared socket. It joins
+    /// no multicast group and takes none of the groups the shared socket joined
+    /// (`IP_MULTICAST_ALL` / `IPV6_MULTICAST_ALL` off).
+    pub fn connected(
+        local: &SocketAddr,
+        peer: &SockAddr,
+        sndbuf: usize,
+        rcvbuf: usize,
+    ) -> io::Result<UdpSock> {
+        let sock = UdpSock::open(local.is_ipv6(), sndbuf, rcvbuf)?;
+        let raw = sock.raw_fd();
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, &1i32)?;
+        if sock.v6 {
+            setsockopt(raw, libc::IPPROTO_IPV6, IPV6_MULTICAST_ALL, &0i32)?;
+        } else {
+            setsockopt(raw, libc::IPPROTO_IP, libc::IP_MULTICAST_ALL, &0i32)?;
+        }
+        sock.bind_to(local)?;
+        // SAFETY: `peer` is a valid socket address of `peer.len()` bytes.
+        cvt(unsafe { libc::connect(raw, peer.as_ptr(), peer.len()) })?;
+        Ok(sock)
+    }
+
+    /// Let [`connected`](Self::connected) sockets of this user bind this socket's
+    /// port (`SO_REUSEPORT`, set after the bind: a socket that did not set it still
+    /// cannot bind the port).
+    pub fn share_port(&self) -> io::Result<()> {
+        setsockopt(self.raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, &1i32)
+    }
+
+    fn open(v6: bool, sndbuf: usize, rcvbuf: usize) -> io::Result<UdpSock> {
         let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
         // SAFETY: plain syscall; the result is checked.
         let fd = cvt(unsafe {
@@ -69,10 +111,13 @@ impl UdpSock {
             let v = i32::try_from(rcvbuf).unwrap_or(i32::MAX);
             setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &v)?;
         }
+        Ok(UdpSock { fd, v6 })
+    }
+
+    fn bind_to(&self, addr: &SocketAddr) -> io::Result<()> {
         let sa = SockAddr::from_std(addr);
         // SAFETY: `sa` is a valid socket address of `sa.len()` bytes.
-        cvt(unsafe { libc::bind(raw, sa.as_ptr(), sa.len()) })?;
-        Ok(UdpSock { fd, v6 })
+        cvt(unsafe { libc::bind(self.raw_fd(), sa.as_ptr(), sa.len()) }).map(|_| ())
     }
 
     /// Whether this is an IPv6 socket.
@@ -96,16 +141,19 @@ impl UdpSock {
             .ok_or_else(|| io::Error::other("getsockname: not an IP address"))
     }
 
-    /// Send one datagram gathered from `iov` to `dst`; the bytes sent.
+    /// Send one datagram gathered from `iov` to `dst` (`None`: the connected peer);
+    /// the bytes sent.
     ///
     /// # Safety
     /// Every iovec in `iov` points to memory valid for reading its length.
     #[inline]
-    pub unsafe fn send_to(&self, dst: &SockAddr, iov: &[libc::iovec]) -> io::Result<usize> {
+    pub unsafe fn send_to(&self, dst: Option<&SockAddr>, iov: &[libc::iovec]) -> io::Result<usize> {
         // SAFETY: zeroed `msghdr` is valid; the fields set below point to live data.
         let mut m: libc::msghdr = unsafe { zeroed() };
-        m.msg_name = dst.as_ptr() as *mut libc::c_void;
-        m.msg_namelen = dst.len();
+        if let Some(dst) = dst {
+            m.msg_name = dst.as_ptr() as *mut libc::c_void;
+            m.msg_namelen = dst.len();
+        }
         m.msg_iov = iov.as_ptr() as *mut libc::iovec;
         m.msg_iovlen = iov.len() as _;
         // SAFETY: `m` describes valid memory (caller's contract for the iovecs).
@@ -117,19 +165,24 @@ impl UdpSock {
         }
     }
 
-    /// Send one datagram from one contiguous buffer to `dst` (`sendto`, which the
-    /// kernel handles faster than `sendmsg` with an I/O vector); the bytes sent.
+    /// Send one datagram from one contiguous buffer to `dst` (`None`: the connected
+    /// peer) with `sendto`, which the kernel handles faster than `sendmsg` with an I/O
+    /// vector; the bytes sent.
     #[inline]
-    pub fn send_buf(&self, dst: &SockAddr, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` and `dst` are valid for the call.
+    pub fn send_buf(&self, dst: Option<&SockAddr>, buf: &[u8]) -> io::Result<usize> {
+        let (name, len) = match dst {
+            Some(d) => (d.as_ptr(), d.len()),
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: `buf` is valid for the call, and so is `dst` (or no address at all).
         let n = unsafe {
             libc::sendto(
                 self.raw_fd(),
                 buf.as_ptr().cast(),
                 buf.len(),
                 libc::MSG_DONTWAIT,
-                dst.as_ptr(),
-                dst.len(),
+                name,
+                len,
             )
         };
         if n < 0 {
@@ -306,7 +359,7 @@ mod tests {
             },
         ];
         // SAFETY: the iovecs point at live arrays.
-        assert_eq!(unsafe { a.send_to(&dst, &iov) }.unwrap(), 12);
+        assert_eq!(unsafe { a.send_to(Some(&dst), &iov) }.unwrap(), 12);
         let (mut h, mut small) = ([0u8; 4], [0u8; 3]);
         let mut riov = [
             libc::iovec {

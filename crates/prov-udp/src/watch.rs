@@ -163,12 +163,7 @@ fn run(hub: Weak<Hub>, engine: Weak<ProgressEngine>) {
             let list = h.eps.lock().unwrap_or_else(PoisonError::into_inner);
             for w in list.iter() {
                 let Some(ep) = w.upgrade() else { continue };
-                if let Some(fd) = ep.watch_fd() {
-                    fds.push(libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
+                if ep.watch_fds(&mut fds) {
                     eps.push(ep);
                 }
             }

@@ -815,3 +815,129 @@ fn wait_fds_become_readable_with_manual_progress() {
     let (e, _) = ok(&p.b.cq, "late");
     assert_eq!((e.op_context, e.len), (3, 4));
 }
+
+/// The kernel's UDP sockets of this host as (local, remote) pairs, from
+/// /proc/net/udp{,6} (an unconnected socket's remote is the unspecified address,
+/// port 0).
+fn kernel_udp_sockets() -> Vec<(SocketAddr, SocketAddr)> {
+    fn parse(field: &str) -> Option<SocketAddr> {
+        let (ip, port) = field.split_once(':')?;
+        let port = u16::from_str_radix(port, 16).ok()?;
+        let ip: std::net::IpAddr = match ip.len() {
+            // The address as the kernel's 32-bit words, each printed in host order.
+            8 => std::net::Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_le_bytes()).into(),
+            32 => {
+                let mut b = [0u8; 16];
+                for (i, w) in b.chunks_mut(4).enumerate() {
+                    let v = u32::from_str_radix(&ip[i * 8..i * 8 + 8], 16).ok()?;
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+                std::net::Ipv6Addr::from(b).into()
+            }
+            _ => return None,
+        };
+        Some(SocketAddr::new(ip, port))
+    }
+    let mut out = Vec::new();
+    for f in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let mut it = line.split_whitespace().skip(1);
+            if let (Some(l), Some(r)) = (it.next().and_then(parse), it.next().and_then(parse)) {
+                out.push((l, r));
+            }
+        }
+    }
+    out
+}
+
+/// How many sockets bound to `local`'s port are connected to `remote`.
+fn connected_sockets(local: &Address, remote: &Address) -> usize {
+    let (l, r) = (sock_addr(local), sock_addr(remote));
+    kernel_udp_sockets()
+        .iter()
+        .filter(|(kl, kr)| kl.port() == l.port() && kr == &r)
+        .count()
+}
+
+/// A send to a unicast peer makes one connected socket on the endpoint's port
+/// (FI_UDP_PEER_SOCKETS defaults to 1); the peer's replies arrive through it with
+/// their FI_SOURCE address; a third endpoint still reaches the endpoint's own socket,
+/// and nobody else can bind that port.
+#[test]
+fn peer_socket_carries_a_conversation_and_others_still_arrive() {
+    for format in [AddrFormat::SOCKADDR_IN, AddrFormat::SOCKADDR_IN6] {
+        let i = info_with(format, Caps::MSG | Caps::SOURCE, Progress::Unspec);
+        let p = pair_with(&i, OpFlags::TRANSMIT | OpFlags::RECV, true);
+        assert_eq!(
+            connected_sockets(&p.a.addr, &p.b.addr),
+            0,
+            "{format}: none yet"
+        );
+        let mut buf = [0u8; 16];
+        for round in 0..20u8 {
+            recv(&p.b.ep, &mut buf, 1).unwrap();
+            send(&p.a.ep, &[round; 3], p.to_b, 2).unwrap();
+            let (r, src) = ok(&p.b.cq, "b's receive");
+            assert_eq!((r.len, src, buf[0]), (3, p.to_a, round), "{format}");
+            ok(&p.a.cq, "a's send");
+            recv(&p.a.ep, &mut buf, 3).unwrap();
+            send(&p.b.ep, &[round; 5], p.to_a, 4).unwrap();
+            let (r, src) = ok(&p.a.cq, "a's receive");
+            assert_eq!((r.len, src, buf[0]), (5, p.to_b, round), "{format}");
+            ok(&p.b.cq, "b's send");
+        }
+        assert_eq!(connected_sockets(&p.a.addr, &p.b.addr), 1, "{format}: a's");
+        assert_eq!(connected_sockets(&p.b.addr, &p.a.addr), 1, "{format}: b's");
+        // A third endpoint, unknown to a's AV, reaches a's own socket.
+        let fabric = registry().open_fabric(&i).unwrap();
+        let domain = fabric.domain(&i).unwrap();
+        let c = peer(&domain, &i, OpFlags::TRANSMIT | OpFlags::RECV);
+        let to_a = c.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
+        recv(&p.a.ep, &mut buf, 5).unwrap();
+        send(&c.ep, b"third", to_a, 6).unwrap();
+        let (r, src) = ok(&p.a.cq, "from the third endpoint");
+        assert_eq!((r.len, src, &buf[..5]), (5, ADDR_NOTAVAIL, &b"third"[..]));
+        // The port stays a's: another endpoint cannot bind it.
+        let mut i2 = i.clone();
+        i2.src_addr = Some(p.a.addr.clone());
+        let e = domain.endpoint(&i2).unwrap_err();
+        assert_eq!(e.code(), Errno::EADDRINUSE, "{format}: {e}");
+        // b's replies keep arriving after c's datagram (through the peer socket).
+        for round in 0..5u8 {
+            recv(&p.a.ep, &mut buf, 7).unwrap();
+            send(&p.b.ep, &[round; 2], p.to_a, 8).unwrap();
+            let (r, src) = ok(&p.a.cq, "a's receive after c");
+            assert_eq!((r.len, src, buf[0]), (2, p.to_b, round));
+            ok(&p.b.cq, "b's send");
+        }
+    }
+}
+
+/// A peer that went away: its port answers with ICMP "port unreachable", which a
+/// connected socket reports on a later call. Sends to it still succeed (the datagrams
+/// are lost, as through an unconnected socket), and the endpoint keeps receiving.
+#[test]
+fn a_vanished_peer_costs_no_errors() {
+    let p = pair(Caps::MSG);
+    let gone = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let gone_addr = Address::Inet(match gone.local_addr().unwrap() {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+    });
+    drop(gone);
+    let to_gone = p.a.av.insert(std::slice::from_ref(&gone_addr)).unwrap()[0];
+    for i in 0..10 {
+        send(&p.a.ep, b"anyone?", to_gone, 100 + i).unwrap();
+        ok(&p.a.cq, "send to a closed port");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(connected_sockets(&p.a.addr, &gone_addr), 1);
+    let mut buf = [0u8; 8];
+    recv(&p.a.ep, &mut buf, 1).unwrap();
+    send(&p.b.ep, b"still", p.to_a, 2).unwrap();
+    let (r, _) = ok(&p.a.cq, "a still receives");
+    assert_eq!(&buf[..r.len], b"still");
+}
