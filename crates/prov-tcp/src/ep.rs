@@ -890,21 +890,25 @@ impl EpInner {
         }
     }
 
-    /// The connection is up: offer the peer a same-host proof when both ends are here.
+    /// The connection is up: when both ends are on this host, switch to the local
+    /// congestion control and offer the peer a same-host proof.
     fn on_connected(&self, st: &mut St) {
-        if let Some(sock) = st.sock.as_ref() {
-            self.cm_watch.store(sock.fd(), Ordering::Release);
-        }
-        if self.cma_threshold == usize::MAX {
-            return;
-        }
         let Some(sock) = st.sock.as_ref() else {
             return;
         };
+        self.cm_watch.store(sock.fd(), Ordering::Release);
         let (Ok(local), Ok(peer)) = (sock.local_addr(), sock.peer_addr()) else {
             return;
         };
         if !same_host(&local, &peer) {
+            return;
+        }
+        if let Some(cc) = &self.dom.fabric.settings.local_congestion {
+            if let Err(e) = sock.set_congestion(cc) {
+                ofi_core::ofi_debug!(NAME, "ep_ctrl", "congestion control {cc}: {e}");
+            }
+        }
+        if self.cma_threshold == usize::MAX {
             return;
         }
         st.local.eligible = true;

@@ -54,7 +54,12 @@
 //!   0: every payload goes straight from the socket into its buffer, one more
 //!   `recv` per message);
 //! - `disable_cma` (default false) and `cma_threshold` (default 64 KiB): see
-//!   "Same-host copies" below.
+//!   "Same-host copies" below;
+//! - `local_congestion` (default `reno`): the congestion control (`TCP_CONGESTION`) of
+//!   connections whose two ends are on this host, where there is no path to probe and
+//!   the algorithm is pure per-acknowledgement cost (the system default here is often
+//!   BBR, which also paces); `system`: leave the system's choice. A name the kernel
+//!   refuses (not loaded, or not allowed for this user) leaves the default, logged.
 //!
 //! # Same-host copies
 //!
@@ -136,6 +141,9 @@ pub struct Settings {
     /// `FI_TCP_CMA_THRESHOLD`: messages and reads of at least this many bytes use a
     /// same-host copy when the connection allows it.
     pub cma_threshold: usize,
+    /// `FI_TCP_LOCAL_CONGESTION`: the congestion control of connections whose two ends
+    /// are on this host (`None`: the system's default).
+    pub local_congestion: Option<String>,
 }
 
 impl Default for Settings {
@@ -150,6 +158,7 @@ impl Default for Settings {
             iface: None,
             disable_cma: false,
             cma_threshold: 64 << 10,
+            local_congestion: Some("reno".into()),
         }
     }
 }
@@ -225,6 +234,26 @@ impl TcpProvider {
              host are copied with process_vm_readv/writev instead of streamed",
             Some("65536"),
         )?;
+        host.declare_param(
+            "local_congestion",
+            ParamType::String,
+            "Congestion control of connections between processes of this host (no path to \
+             probe: the cheapest per acknowledgement; 'system': the system's default)",
+            Some("reno"),
+        )?;
+        if let Some(v) = host.param_str("local_congestion")? {
+            let v = v.trim();
+            s.local_congestion = if v == "system" {
+                None
+            } else if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                Some(v.to_string())
+            } else {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("FI_TCP_LOCAL_CONGESTION={v:?}: not a congestion control name"),
+                ));
+            };
+        }
         if let Some(v) = host.param_str("iface")? {
             if !v.is_empty() {
                 s.iface = Some(v);

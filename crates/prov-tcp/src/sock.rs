@@ -47,6 +47,43 @@ impl Sock {
         self.setopt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
     }
 
+    /// Switch the connection's congestion control to `name` (`TCP_CONGESTION`).
+    pub fn set_congestion(&self, name: &str) -> io::Result<()> {
+        // SAFETY: `name` is valid for `name.len()` bytes during the call; the kernel
+        // copies at most that (it needs no terminating NUL).
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                name.as_ptr().cast(),
+                name.len() as libc::socklen_t,
+            )
+        };
+        ofi_kit::sock::cvt(r).map(|_| ())
+    }
+
+    /// The connection's congestion control (`TCP_CONGESTION`).
+    pub fn congestion(&self) -> io::Result<String> {
+        let mut b = [0u8; 16];
+        let mut len = b.len() as libc::socklen_t;
+        // SAFETY: `b` has room for `len` bytes; the kernel writes at most that and
+        // updates `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                b.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        ofi_kit::sock::cvt(r)?;
+        let b = &b[..(len as usize).min(b.len())];
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        Ok(String::from_utf8_lossy(&b[..end]).into_owned())
+    }
+
     /// `SO_REUSEADDR` on.
     pub fn set_reuseaddr(&self) -> io::Result<()> {
         self.setopt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)

@@ -119,3 +119,32 @@ fn cm_data_size_option() {
         Errno::EINVAL
     );
 }
+
+/// Both ends of a same-host connection switch to the local congestion control
+/// (`FI_TCP_LOCAL_CONGESTION`, default reno), IPv4 and IPv6.
+#[test]
+fn same_host_connections_use_the_local_congestion_control() {
+    for v6 in [false, true] {
+        let p = connect_pair(v6, Caps::MSG);
+        let fmt = if v6 {
+            AddrFormat::SOCKADDR_IN6
+        } else {
+            AddrFormat::SOCKADDR_IN
+        };
+        let at = |b: Vec<u8>| Address::from_bytes(fmt, &b).unwrap().socket_addr().unwrap();
+        let (c, s) = (
+            at(p.client.ep.getname().unwrap()),
+            at(p.server.ep.getname().unwrap()),
+        );
+        assert_eq!(
+            congestion_of(c, s).as_deref(),
+            Some("reno"),
+            "client, v6 {v6}"
+        );
+        assert_eq!(
+            congestion_of(s, c).as_deref(),
+            Some("reno"),
+            "server, v6 {v6}"
+        );
+    }
+}

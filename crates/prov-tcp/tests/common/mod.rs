@@ -230,3 +230,80 @@ pub fn raw_connection(caps: Caps) -> RawConn {
         fabric,
     }
 }
+
+/// The congestion control of this process's TCP socket whose local and peer
+/// addresses are `local` and `peer` (found among /proc/self/fd), if there is one.
+#[allow(dead_code)]
+pub fn congestion_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Option<String> {
+    fn addr(fd: i32, peer: bool) -> Option<std::net::SocketAddr> {
+        // SAFETY: all-zero bytes are a valid sockaddr_storage.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let p = (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr>();
+        // SAFETY: `ss` has room for `len` bytes; the kernel writes at most that.
+        let r = unsafe {
+            if peer {
+                libc::getpeername(fd, p, &mut len)
+            } else {
+                libc::getsockname(fd, p, &mut len)
+            }
+        };
+        if r != 0 {
+            return None;
+        }
+        match i32::from(ss.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says the storage holds a sockaddr_in.
+                let a: libc::sockaddr_in =
+                    unsafe { std::ptr::read((&ss as *const libc::sockaddr_storage).cast()) };
+                Some(std::net::SocketAddr::from((
+                    u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                    u16::from_be(a.sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says the storage holds a sockaddr_in6.
+                let a: libc::sockaddr_in6 =
+                    unsafe { std::ptr::read((&ss as *const libc::sockaddr_storage).cast()) };
+                Some(std::net::SocketAddr::from((
+                    a.sin6_addr.s6_addr,
+                    u16::from_be(a.sin6_port),
+                )))
+            }
+            _ => None,
+        }
+    }
+    for entry in std::fs::read_dir("/proc/self/fd").ok()? {
+        let Ok(fd) = entry.ok()?.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if addr(fd, false) != Some(local) || addr(fd, true) != Some(peer) {
+            continue;
+        }
+        let mut b = [0u8; 16];
+        let mut len = b.len() as libc::socklen_t;
+        // SAFETY: `b` has room for `len` bytes; the kernel writes at most that.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                b.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+            return Some(String::from_utf8_lossy(&b[..end]).into_owned());
+        }
+    }
+    None
+}
+
+/// The system's default congestion control (what new sockets get).
+#[allow(dead_code)]
+pub fn system_congestion() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
