@@ -57,7 +57,9 @@
 //! arrived on a peer socket before its `connect` still names its real sender);
 //! multicast and broadcast destinations take no slot; peer sockets join no group;
 //! an ICMP "port unreachable" a connected socket reports is dropped (datagrams to a
-//! closed port vanish, as through the endpoint's socket). A socket that cannot be
+//! closed port vanish, as through the endpoint's socket). A broadcast datagram from a
+//! peer with a peer socket reaches both sockets (the kernel gives broadcasts to every
+//! matching socket): it may be delivered twice. A socket that cannot be
 //! made leaves its destination on the endpoint's socket. Waiters and the watcher
 //! poll every socket. Slots are kept until the endpoint closes.
 //!
