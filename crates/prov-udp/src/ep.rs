@@ -52,7 +52,7 @@
 //! destination leave through it (same source address as before), and the kernel
 //! delivers that peer's datagrams to it rather than to the endpoint's socket, so
 //! progress reads it too: the socket that gave the last datagram every round, one of
-//! the others every [`OTHER_SOCKET_EVERY`] rounds (see [`EpInner::poll_rx`]).
+//! the others every [`OTHER_SOCKET_EVERY`] rounds (see `EpInner::poll_rx`).
 //! Nothing else changes: `FI_SOURCE` comes from `recvfrom` as before (a datagram that
 //! arrived on a peer socket before its `connect` still names its real sender);
 //! multicast and broadcast destinations take no slot; peer sockets join no group;
@@ -112,7 +112,7 @@ pub const SMALL_SEND: usize = 256;
 pub const SMALL_RECV: usize = 256;
 
 /// With peer sockets, a progress round reads one socket besides the hot one every
-/// this many rounds (see [`EpInner::poll_rx`]).
+/// this many rounds (see `EpInner::poll_rx`).
 pub const OTHER_SOCKET_EVERY: usize = 4;
 
 /// Why reading one socket stopped.
