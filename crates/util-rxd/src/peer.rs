@@ -1071,13 +1071,17 @@ impl Engine {
             if full {
                 t.buf[3] |= F_REQ;
             }
-            t.counted = true;
-            p.inflight_bytes += len;
             proto::set_ack(&mut t.buf, true, ack, sack);
             Hdr::patch_ids(&mut t.buf, p.remote_id, pid, p.local_sess, p.remote_sess);
             if !sink(pid, &p.addr, &t.buf) {
+                // Not sent: offered again later, and counted in flight only then (a
+                // count taken here would be taken again at each refusal and released
+                // once at the acknowledgement: the bytes in flight would grow with
+                // nothing in flight until no packet may go and no timer is armed).
                 return (false, n, true);
             }
+            t.counted = true;
+            p.inflight_bytes += len;
             t.tries = 1;
             t.sent_at = now;
             t.deadline = now.saturating_add(rto_for(&cfg, 1));

@@ -103,7 +103,13 @@ struct Sim {
     tap: Option<Vec<(u8, Vec<u8>)>>,
     /// Deliver with `handle_packet_streaming` (and reassemble here) instead of `handle_packet`.
     streaming: bool,
+    /// Percent of packets the network refuses at `poll_transmit` (a full socket buffer:
+    /// the core's `EAGAIN`); the engines try again `REFUSE_RETRY` later.
+    refuse_pct: u64,
 }
+
+/// Virtual time after which an engine whose packet was refused tries again.
+const REFUSE_RETRY: u64 = 5_000;
 
 impl Sim {
     fn new(n: usize, seed: u64, net: Net, cfg: Config) -> Sim {
@@ -126,6 +132,7 @@ impl Sim {
             dead: Vec::new(),
             tap: None,
             streaming: false,
+            refuse_pct: 0,
         }
     }
 
@@ -142,11 +149,22 @@ impl Sim {
         loop {
             steps += 1;
             assert!(steps < 5_000_000, "simulation did not settle");
-            // Transmit everything the engines have.
+            // Transmit everything the engines have (or the network takes).
+            let mut refused = false;
             for i in 0..self.nodes.len() {
                 let mut out: Vec<(u8, Vec<u8>)> = Vec::new();
                 let now = self.now;
-                self.nodes[i].eng.poll_transmit(now, usize::MAX, |_, a, b| {
+                let Sim {
+                    nodes,
+                    rng,
+                    refuse_pct,
+                    ..
+                } = self;
+                nodes[i].eng.poll_transmit(now, usize::MAX, |_, a, b| {
+                    if *refuse_pct > 0 && rng.pct(*refuse_pct) {
+                        refused = true;
+                        return false;
+                    }
                     out.push((a[0], b.to_vec()));
                     true
                 });
@@ -177,7 +195,11 @@ impl Sim {
                 .filter_map(|n| n.eng.poll_timeout())
                 .min()
                 .unwrap_or(u64::MAX);
-            let next = wire_next.min(timer_next);
+            let mut next = wire_next.min(timer_next);
+            if refused {
+                // The socket buffer drains: try the refused packets again.
+                next = next.min(self.now + REFUSE_RETRY);
+            }
             if next == u64::MAX || next > until {
                 break;
             }
@@ -343,6 +365,55 @@ fn large_messages_are_segmented_and_reassembled() {
         sim.run(u64::MAX);
         assert_eq!(sim.nodes[1].got[0], msgs, "seed {seed}");
         assert_eq!(sim.nodes[0].sent, vec![0, 1, 2, 3, 4]);
+    }
+}
+
+/// A core that refuses packets now and then (a full socket buffer: `EAGAIN`): the
+/// refused packets go later and everything arrives. A refused new packet must not be
+/// counted in the bytes in flight (once per refusal, never released): the count would
+/// grow past `max_inflight` with nothing in flight, and the connection would stall for
+/// good with no timer armed (the `fi_bw -p "unixdgram;ofi_rxd"` stall at 4 KiB).
+#[test]
+fn refused_transmissions_go_later_without_stalling() {
+    let lossless = Net {
+        loss_pct: 0,
+        dup_pct: 0,
+        ..NET
+    };
+    for (seed, net) in (0..seeds() / 3).flat_map(|s| [(7000 + s, lossless), (8000 + s, NET)]) {
+        let mut sim = Sim::new(2, seed, net, cfg());
+        sim.refuse_pct = 30;
+        let msgs: Vec<Vec<u8>> = (0..60u32).map(|k| payload(seed, 0, k)).collect();
+        for (k, m) in msgs.iter().enumerate() {
+            sim.send(0, 1, k as u64, m);
+            sim.send(1, 0, 100 + k as u64, m);
+        }
+        sim.run(u64::MAX);
+        assert_eq!(
+            sim.nodes[1].got[0].len(),
+            msgs.len(),
+            "seed {seed}: 0->1 stalled"
+        );
+        assert_eq!(
+            sim.nodes[0].got[1].len(),
+            msgs.len(),
+            "seed {seed}: 1->0 stalled"
+        );
+        assert_eq!(sim.nodes[1].got[0], msgs, "seed {seed}");
+        assert_eq!(sim.nodes[0].got[1], msgs, "seed {seed}");
+        for (i, nd) in sim.nodes.iter().enumerate() {
+            assert!(
+                nd.failed.is_empty(),
+                "seed {seed}: failures {:?}",
+                nd.failed
+            );
+            assert_eq!(
+                nd.sent.len(),
+                msgs.len(),
+                "seed {seed}: node {i} sends reported"
+            );
+            assert!(nd.eng.is_idle(), "seed {seed}: node {i} not idle");
+        }
     }
 }
 
