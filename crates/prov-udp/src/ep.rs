@@ -52,7 +52,8 @@
 //! destination leave through it (same source address as before), and the kernel
 //! delivers that peer's datagrams to it rather than to the endpoint's socket, so
 //! progress reads it too: the socket that gave the last datagram every round, one of
-//! the others every [`OTHER_SOCKET_EVERY`] rounds (see `EpInner::poll_rx`).
+//! one of the others every round while they bring datagrams, backing off to every
+//! [`MAX_OTHER_GAP`]th round while they stay empty (see `EpInner::poll_rx`).
 //! Nothing else changes: `FI_SOURCE` comes from `recvfrom` as before (a datagram that
 //! arrived on a peer socket before its `connect` still names its real sender);
 //! multicast and broadcast destinations take no slot; peer sockets join no group;
@@ -111,9 +112,9 @@ pub const SMALL_SEND: usize = 256;
 /// datagram with one `recvfrom(2)` into a stack buffer and copy the payload out.
 pub const SMALL_RECV: usize = 256;
 
-/// With peer sockets, a progress round reads one socket besides the hot one every
-/// this many rounds (see `EpInner::poll_rx`).
-pub const OTHER_SOCKET_EVERY: usize = 4;
+/// With peer sockets, the longest gap, in progress rounds, between two reads of a
+/// socket besides the hot one (see `EpInner::poll_rx`).
+pub const MAX_OTHER_GAP: usize = 16;
 
 /// Why reading one socket stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -445,9 +446,11 @@ pub(crate) struct EpInner {
     /// posted receive wakes it.
     unwatched: AtomicBool,
     /// With peer sockets (touched only under the `rx` lock, so relaxed): the socket
-    /// read first, the rounds counted, the last "other" socket read.
+    /// read first, the rounds until another is read, the current gap between such
+    /// reads, the last "other" socket read.
     rx_hot: AtomicUsize,
-    rx_tick: AtomicUsize,
+    rx_wait: AtomicUsize,
+    rx_gap: AtomicUsize,
     rx_rr: AtomicUsize,
 }
 
@@ -568,7 +571,8 @@ impl Endpoint {
             hub,
             unwatched: AtomicBool::new(false),
             rx_hot: AtomicUsize::new(0),
-            rx_tick: AtomicUsize::new(0),
+            rx_wait: AtomicUsize::new(0),
+            rx_gap: AtomicUsize::new(1),
             rx_rr: AtomicUsize::new(0),
         });
         inner.engine.register(&inner);
@@ -847,9 +851,11 @@ impl EpInner {
     /// One progress round: fill posted receives from the sockets (bounded batch).
     ///
     /// Without peer sockets, the endpoint's socket. With them, the socket that gave
-    /// the last datagram ("hot") every round, and one other (round robin) every
-    /// [`OTHER_SOCKET_EVERY`]th round: each further socket read is a system call that
-    /// usually finds nothing. A datagram on another socket makes it the hot one.
+    /// the last datagram ("hot") every round, and one other (round robin) after a gap
+    /// that is one round while the others bring datagrams and doubles, up to
+    /// [`MAX_OTHER_GAP`], each time the one read was empty: a read of an idle socket is
+    /// a system call that finds nothing. A datagram on another socket while the hot one
+    /// had none makes it the hot one.
     fn poll_rx(&self) -> usize {
         let Some(act) = self.active.get() else {
             return 0;
@@ -877,32 +883,42 @@ impl EpInner {
             }
         };
         let hot = self.rx_hot.load(Ordering::Relaxed) % count;
-        let (mut work, stop) = match sock_at(hot) {
+        let (work, stop) = match sock_at(hot) {
             Some(sock) => self.poll_sock(act, &mut q, sock),
             None => (0, Stop::Empty),
         };
-        let tick = self.rx_tick.load(Ordering::Relaxed);
-        self.rx_tick.store(tick.wrapping_add(1), Ordering::Relaxed);
-        if stop == Stop::NoReceive || !tick.is_multiple_of(OTHER_SOCKET_EVERY) {
+        if stop == Stop::NoReceive {
+            return work;
+        }
+        let wait = self.rx_wait.load(Ordering::Relaxed);
+        if wait > 0 {
+            self.rx_wait.store(wait - 1, Ordering::Relaxed);
             return work;
         }
         let mut other = self.rx_rr.load(Ordering::Relaxed);
+        let mut found = 0;
         for _ in 0..count {
             other = (other + 1) % count;
             if other == hot {
                 continue;
             }
             if let Some(sock) = sock_at(other) {
-                let (w, _) = self.poll_sock(act, &mut q, sock);
-                if w > 0 && work == 0 {
+                found = self.poll_sock(act, &mut q, sock).0;
+                if found > 0 && work == 0 {
                     self.rx_hot.store(other, Ordering::Relaxed);
                 }
-                work += w;
                 break;
             }
         }
         self.rx_rr.store(other, Ordering::Relaxed);
-        work
+        let gap = if found > 0 {
+            1
+        } else {
+            (self.rx_gap.load(Ordering::Relaxed) * 2).clamp(1, MAX_OTHER_GAP)
+        };
+        self.rx_gap.store(gap, Ordering::Relaxed);
+        self.rx_wait.store(gap - 1, Ordering::Relaxed);
+        work + found
     }
 
     /// Fill posted receives from `sock` (at most `batch` datagrams); the work done and
