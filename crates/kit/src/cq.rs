@@ -202,6 +202,9 @@ struct CqShared {
     /// `!ring.is_empty() || blocked()` as of the last change of `state` (written under
     /// its lock by `refresh_fd`): false means a read returns `FI_EAGAIN`.
     readable: AtomicBool,
+    /// `overrun || used() >= size` as of the last change of `state` (written under its
+    /// lock): `has_room` without the lock, a snapshot exactly as fresh as a locked read.
+    full: AtomicBool,
     cv: Condvar,
     fd: Option<WaitFd>,
     links: Links,
@@ -220,9 +223,20 @@ impl CqShared {
     fn refresh_fd(&self, st: &CqState) {
         self.readable
             .store(!st.ring.is_empty() || st.blocked(), Ordering::Release);
+        self.refresh_room(st);
         if let Some(fd) = &self.fd {
             fd.update(st.ready());
         }
+    }
+
+    /// Keep the `full` flag in step with the state (lock held; after every change of
+    /// the queue, the reservations or the overrun state).
+    #[inline]
+    fn refresh_room(&self, st: &CqState) {
+        self.full.store(
+            st.overrun != Overrun::No || st.used() >= self.size,
+            Ordering::Release,
+        );
     }
 
     /// After a change that may make the CQ ready: fd, sleepers (lock held).
@@ -416,6 +430,7 @@ impl KitCq {
                     sleepers: 0,
                 }),
                 readable: AtomicBool::new(false),
+                full: AtomicBool::new(false),
                 cv: Condvar::new(),
                 fd: mode.make_fd()?,
                 links: Links::default(),
@@ -504,8 +519,7 @@ impl KitCq {
     /// not overrun. With `FI_RM_ENABLED`, check before starting an operation and return
     /// `FI_EAGAIN` to the application if false.
     pub fn has_room(&self) -> bool {
-        let st = lock(&self.inner.state);
-        st.overrun == Overrun::No && st.used() < self.inner.size
+        !self.inner.full.load(Ordering::Acquire)
     }
 
     /// How many more completions fit.
@@ -538,6 +552,7 @@ impl KitCq {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         st.reserved += 1;
+        self.inner.refresh_room(&st);
         Ok(CqReservation {
             cq: Some(self.inner.clone()),
         })
@@ -599,6 +614,7 @@ impl Drop for CqReservation {
         if let Some(cq) = self.cq.take() {
             let mut st = lock(&cq.state);
             st.reserved = st.reserved.saturating_sub(1);
+            cq.refresh_room(&st);
         }
     }
 }
@@ -1008,6 +1024,39 @@ mod tests {
         assert_eq!(code(q.readerr(0)), Errno::EAGAIN);
         assert_eq!(code(q.reserve()), Errno::EOVERRUN);
         assert_eq!(q.room(), 0);
+    }
+
+    /// `has_room` (read without the lock) follows every change: pushes, reads, error
+    /// entries, reservations taken and dropped, and an overrun (for good).
+    #[test]
+    fn has_room_follows_every_change() {
+        let q = cq(CqFormat::Context, 2);
+        assert!(q.has_room());
+        q.push_entry(&tagged(1)).unwrap();
+        assert!(q.has_room());
+        q.push_entry(&tagged(2)).unwrap();
+        assert!(!q.has_room(), "two of two");
+        assert_eq!(read_ctx(&q, 1).unwrap(), vec![1]);
+        assert!(q.has_room(), "a read made room");
+        q.push_err(CqError::new(3, Errno::EIO)).unwrap();
+        assert!(!q.has_room(), "an error entry takes room");
+        assert_eq!(read_ctx(&q, 4).unwrap(), vec![2]);
+        assert!(q.has_room(), "the error entry holds one of two");
+        q.push_entry(&tagged(7)).unwrap();
+        assert!(!q.has_room(), "an error entry and a success");
+        q.readerr(0).unwrap();
+        assert!(q.has_room());
+        assert_eq!(read_ctx(&q, 4).unwrap(), vec![7]);
+        let r = q.reserve().unwrap();
+        let r2 = q.reserve().unwrap();
+        assert!(!q.has_room(), "reserved");
+        drop(r2);
+        assert!(q.has_room(), "a dropped reservation gives its room back");
+        r.push(&tagged(4), 0).unwrap();
+        q.push_entry(&tagged(5)).unwrap();
+        assert_eq!(code(q.push_entry(&tagged(6))), Errno::EOVERRUN);
+        assert_eq!(read_ctx(&q, 4).unwrap(), vec![4, 5]);
+        assert!(!q.has_room(), "overrun is for good");
     }
 
     #[test]

@@ -1001,7 +1001,7 @@ impl EpInner {
                 // Small receive: one recvfrom into a stack buffer, then a copy of at most
                 // SMALL_RECV bytes (cheaper than recvmsg's header and vector imports).
                 let mut b = [0u8; HDR_LEN + SMALL_RECV];
-                sock.recv_into(&mut b[..HDR_LEN + region_len])
+                sock.recv_into(&mut b[..HDR_LEN + region_len], self.source)
                     .map(|(len, src)| {
                         let got = len.min(HDR_LEN + region_len);
                         let h = got.min(HDR_LEN);

@@ -224,28 +224,36 @@ impl UdpSock {
 
     /// Receive one datagram into `buf` with `recvfrom(2)` (no message header or I/O
     /// vector for the kernel to import: the cheaper call for small receives); returns
-    /// its full length (which may exceed `buf`: `MSG_TRUNC`) and the sender.
-    /// `WouldBlock` when nothing is queued.
+    /// its full length (which may exceed `buf`: `MSG_TRUNC`) and, with `want_src`, the
+    /// sender (else an empty address: the kernel copies none out). `WouldBlock` when
+    /// nothing is queued.
     #[inline]
-    pub fn recv_into(&self, buf: &mut [u8]) -> io::Result<(usize, SockAddr)> {
+    pub fn recv_into(&self, buf: &mut [u8], want_src: bool) -> io::Result<(usize, SockAddr)> {
         let mut src = SockAddr::empty();
         let mut len = src.len();
-        // SAFETY: `buf` is writable for its length; `src` and `len` live across the call
-        // and `len` holds the address buffer's size.
+        let (name, name_len) = if want_src {
+            (src.as_mut_ptr().cast(), &mut len as *mut libc::socklen_t)
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        // SAFETY: `buf` is writable for its length; `src` and `len` (when passed) live
+        // across the call and `len` holds the address buffer's size.
         let n = unsafe {
             libc::recvfrom(
                 self.raw_fd(),
                 buf.as_mut_ptr().cast(),
                 buf.len(),
                 libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                src.as_mut_ptr().cast(),
-                &mut len,
+                name,
+                name_len,
             )
         };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
-        *src.len_mut() = len;
+        if want_src {
+            *src.len_mut() = len;
+        }
         Ok((n as usize, src))
     }
 
