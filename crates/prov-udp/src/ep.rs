@@ -325,6 +325,15 @@ impl PeerSocks {
         &self.slots[..n]
     }
 
+    /// The filled slot of `dst`, if it has one.
+    #[inline]
+    fn slot_of(&self, dst: &SockAddr) -> Option<&PeerSock> {
+        self.live()
+            .iter()
+            .filter_map(OnceLock::get)
+            .find(|p| p.dst.same(dst))
+    }
+
     /// The connected socket for `dst`, making one if a slot is free and `dst` may have
     /// one; `None`: send through the endpoint's socket. `made_one` runs after a new
     /// socket exists (waiters must learn of it).
@@ -337,10 +346,8 @@ impl PeerSocks {
         settings: &Settings,
         made_one: impl FnOnce(),
     ) -> Option<&UdpSock> {
-        for p in self.live().iter().filter_map(OnceLock::get) {
-            if p.dst.same(dst) {
-                return p.sock.as_ref();
-            }
+        if let Some(slot) = self.slot_of(dst) {
+            return slot.sock.as_ref();
         }
         if self.made.load(Ordering::Relaxed) >= self.slots.len() {
             return None;
@@ -363,10 +370,8 @@ impl PeerSocks {
     ) -> Option<&UdpSock> {
         let _g = lock(&self.make);
         // Made by another thread meanwhile?
-        for p in self.live().iter().filter_map(OnceLock::get) {
-            if p.dst.same(dst) {
-                return p.sock.as_ref();
-            }
+        if let Some(slot) = self.slot_of(dst) {
+            return slot.sock.as_ref();
         }
         let i = self.made.load(Ordering::Acquire);
         let slot = self.slots.get(i)?;

@@ -2,23 +2,12 @@
 //! starts again with a good value. Its own binary: it changes the environment, which
 //! the provider reads when it starts.
 
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{Info, API_VERSION};
-use ofi_prov_udp::UdpProvider;
+mod common;
+
+use ofi::Caps;
 
 fn udp_starts() -> bool {
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    });
-    let mut h = Info::hints();
-    h.fabric_attr.prov_name = Some("udp".into());
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(h),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .is_ok_and(|v| !v.is_empty())
+    common::getinfo(&common::registry(), Caps::empty()).is_ok_and(|v| !v.is_empty())
 }
 
 #[test]

@@ -4,73 +4,20 @@
 //! Its own binary because the parameter is read from the environment when the provider
 //! starts.
 
-use std::time::{Duration, Instant};
+mod common;
 
-use ofi::abi::raw::CqDataEntry;
-use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::ep::Endpoint;
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{Address, Caps, CqFormat, Errno, Info, OpFlags, WaitObj, ADDR_NOTAVAIL, API_VERSION};
-use ofi_prov_udp::UdpProvider;
-
-struct Node {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: AddressVector,
-    addr: Address,
-}
-
-/// The next completion within 2 s: (length, source).
-fn next(cq: &CompletionQueue) -> (usize, u64) {
-    let end = Instant::now() + Duration::from_secs(2);
-    let mut e = [CqDataEntry::default()];
-    let mut src = [0u64];
-    loop {
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(_) => return (e[0].len, src[0]),
-            Err(x) if x.code() == Errno::EAGAIN && Instant::now() < end => {}
-            Err(x) if x.code() == Errno::EAVAIL => panic!("error: {:?}", cq.readerr_owned(0)),
-            Err(x) => panic!("{x}"),
-        }
-    }
-}
+use common::*;
+use ofi::{Caps, ADDR_NOTAVAIL};
 
 #[test]
 fn replies_from_several_peer_sockets_arrive_in_any_order() {
     // The only test of this binary: no other thread reads the environment.
     std::env::set_var("FI_UDP_PEER_SOCKETS", "3");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    });
-    let mut h = Info::hints().with_caps(Caps::MSG | Caps::SOURCE);
-    h.fabric_attr.prov_name = Some("udp".into());
-    let info = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .unwrap()
-        .remove(0);
+    let reg = registry();
+    let info = getinfo(&reg, Caps::MSG | Caps::SOURCE).unwrap().remove(0);
     let fabric = reg.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
-    let open = || {
-        let cq = domain
-            .cq_open(&CqAttr {
-                wait_obj: WaitObj::Unspec,
-                ..CqAttr::with_format(CqFormat::Data)
-            })
-            .unwrap();
-        let av = domain.av_open(&AvAttr::default()).unwrap();
-        let ep = domain.endpoint(&info).unwrap();
-        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        let addr = Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
-        Node { ep, cq, av, addr }
-    };
+    let open = || node(&domain, &info);
     let a = open();
     let peers: Vec<Node> = (0..4).map(|_| open()).collect();
     // a knows the four; each knows a.
@@ -83,18 +30,10 @@ fn replies_from_several_peer_sockets_arrive_in_any_order() {
         .map(|p| p.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0])
         .collect();
     let mut buf = [0u8; 16];
-    let post = |ep: &Endpoint, buf: &mut [u8]| {
-        // SAFETY: the buffer outlives the receive (its completion is read below).
-        unsafe { ep.recv(buf.as_mut_ptr(), buf.len(), std::ptr::null_mut(), 0, 1) }.unwrap()
-    };
-    let send = |ep: &Endpoint, data: &[u8], dest: u64| {
-        // SAFETY: the send completes (the kernel has the datagram) before the call returns.
-        unsafe { ep.send(data.as_ptr(), data.len(), std::ptr::null_mut(), dest, 2) }.unwrap()
-    };
     // a sends to peers 0..3 (three peer sockets) and to peer 3 (no slot left).
     for (i, p) in peers.iter().enumerate() {
         let mut pb = [0u8; 16];
-        post(&p.ep, &mut pb);
+        post_recv(&p.ep, &mut pb);
         send(&a.ep, &[i as u8; 4], to[i]);
         next(&a.cq);
         assert_eq!(next(&p.cq).0, 4);
@@ -102,7 +41,7 @@ fn replies_from_several_peer_sockets_arrive_in_any_order() {
     // Replies in a shuffled, repeating order: every one arrives, from the right peer.
     let order = [2usize, 0, 3, 1, 1, 2, 0, 0, 3, 2, 1, 3, 3, 0, 2, 1];
     for (k, &i) in order.iter().enumerate() {
-        post(&a.ep, &mut buf);
+        post_recv(&a.ep, &mut buf);
         send(&peers[i].ep, &[k as u8; 7], back[i]);
         next(&peers[i].cq);
         let (len, src) = next(&a.cq);

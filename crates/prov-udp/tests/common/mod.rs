@@ -1,0 +1,91 @@
+//! What the small single-purpose test binaries of the udp provider share: a registry
+//! with the provider linked in, a getinfo for it, an endpoint with its CQ and AV, and
+//! a bounded wait for a completion. (`tests/udp.rs` keeps its own, richer helpers.)
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use ofi::abi::raw::CqDataEntry;
+use ofi::av::{AddressVector, AvAttr};
+use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, API_VERSION};
+use ofi_prov_udp::UdpProvider;
+
+/// A fresh registry with only the udp provider (which reads its parameters now).
+pub fn registry() -> Registry {
+    Registry::build(RegistryConfig {
+        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
+        ..RegistryConfig::default()
+    })
+}
+
+/// getinfo for udp with `caps` (empty: the provider's default).
+pub fn getinfo(reg: &Registry, caps: Caps) -> Result<Vec<Info>> {
+    let mut h = Info::hints();
+    if !caps.is_empty() {
+        h = h.with_caps(caps);
+    }
+    h.fabric_attr.prov_name = Some("udp".into());
+    reg.getinfo(&GetinfoRequest {
+        hints: Some(h),
+        ..GetinfoRequest::new(API_VERSION)
+    })
+}
+
+/// An enabled endpoint with a data-format CQ and an AV.
+pub struct Node {
+    pub ep: Endpoint,
+    pub cq: CompletionQueue,
+    pub av: AddressVector,
+    pub addr: Address,
+}
+
+/// Open a [`Node`] for `info` on `domain`.
+pub fn node(domain: &Domain, info: &Info) -> Node {
+    let cq = domain
+        .cq_open(&CqAttr {
+            wait_obj: WaitObj::Unspec,
+            ..CqAttr::with_format(CqFormat::Data)
+        })
+        .unwrap();
+    let av = domain.av_open(&AvAttr::default()).unwrap();
+    let ep = domain.endpoint(info).unwrap();
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    let addr = Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
+    Node { ep, cq, av, addr }
+}
+
+/// The next completion of `cq` within 2 s: (length, source); panics on an error
+/// completion (with its entry) or a time-out.
+pub fn next(cq: &CompletionQueue) -> (usize, u64) {
+    let end = Instant::now() + Duration::from_secs(2);
+    let mut e = [CqDataEntry::default()];
+    let mut src = [0u64];
+    loop {
+        match cq.readfrom(&mut e, &mut src) {
+            Ok(_) => return (e[0].len, src[0]),
+            Err(x) if x.code() == Errno::EAGAIN && Instant::now() < end => {}
+            Err(x) if x.code() == Errno::EAVAIL => panic!("error: {:?}", cq.readerr_owned(0)),
+            Err(x) => panic!("{x}"),
+        }
+    }
+}
+
+/// Post a receive into `buf` (context 1).
+pub fn post_recv(ep: &Endpoint, buf: &mut [u8]) {
+    // SAFETY: each caller keeps `buf` alive until the receive's completion is read.
+    unsafe { ep.recv(buf.as_mut_ptr(), buf.len(), std::ptr::null_mut(), 0, 1) }.unwrap()
+}
+
+/// Send `data` to `dest` (context 2; the kernel has it when the call returns).
+pub fn send(ep: &Endpoint, data: &[u8], dest: u64) {
+    // SAFETY: `data` lives across the call, which completes the send.
+    unsafe { ep.send(data.as_ptr(), data.len(), std::ptr::null_mut(), dest, 2) }.unwrap()
+}
