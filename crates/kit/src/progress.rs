@@ -26,9 +26,10 @@
 //!   source names its descriptors the thread sleeps in `poll(2)` on them and the kick
 //!   fd (at most [`LONG_SLICE`], for sources' timers), so an idle connected endpoint
 //!   costs no wake-ups; otherwise it parks for at most [`MAX_IDLE_SLEEP`].
-//!   [`ProgressEngine::kick`] wakes it at once (call it when an operation is posted). Dropping the engine stops and joins the thread; if the
-//!   thread does not stop within [`STOP_TIMEOUT`] (a source blocked forever) it is
-//!   detached instead, so dropping never hangs.
+//!   [`ProgressEngine::kick`] wakes it at once (call it when an operation is posted).
+//!   Dropping the engine stops and joins the thread; if the thread does not stop
+//!   within [`STOP_TIMEOUT`] (a source blocked forever) it is detached instead, so
+//!   dropping never hangs.
 //!
 //! # Invariants
 //!
