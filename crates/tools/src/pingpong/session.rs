@@ -39,7 +39,11 @@ const TAG: u64 = 0xC0DE;
 const MR_KEY: u64 = 0xC0DE;
 /// Length of a throughput acknowledgement.
 pub const ACK_LEN: usize = 4;
-/// Empty CQ polls between two `sched_yield`s.
+/// Empty CQ polls in a row after which the tool yields the CPU (and again after as
+/// many more): long enough that a wait for a peer on another CPU practically never
+/// reaches it (a shm round trip is about 50 polls; at 128, 0.045 yields per round trip
+/// remained here, at 256 none), short enough that a peer sharing this CPU gets it
+/// within a few microseconds.
 const YIELD_EVERY: u32 = 256;
 
 /// A time limit for spin loops that reads the clock only every [`SpinLimit::EVERY`]
@@ -506,6 +510,9 @@ impl Session {
                 Ok(())
             }
             Ok(n) => {
+                // The idle streak is over: a yield comes only after YIELD_EVERY empty
+                // polls in a row (a peer sharing this CPU), never in a short wait.
+                self.idle_polls = 0;
                 for k in 0..n {
                     let x = self.cq_entries[k];
                     match self.index_of(x.op_context) {
