@@ -22,6 +22,9 @@ struct Pair {
     b: Ep<Rdm>,
     a_to_b: Peer,
     b_to_a: Peer,
+    /// Completions one endpoint gave while a test waited on the other, in order.
+    early_a: std::collections::VecDeque<ofi::safe::Completion>,
+    early_b: std::collections::VecDeque<ofi::safe::Completion>,
 }
 
 fn info(prov: &str, caps: Caps) -> Option<FabricInfo<Rdm>> {
@@ -49,24 +52,31 @@ fn pair(prov: &str, caps: Caps) -> Option<Pair> {
         b,
         a_to_b,
         b_to_a,
+        early_a: Default::default(),
+        early_b: Default::default(),
     })
 }
 
-/// Wait on two endpoints until `ep_which` yields a completion (driving both).
+/// The next completion of endpoint b (`on_b`) or a, driving both: the other
+/// endpoint's may come first (completions of two endpoints have no order between
+/// them), and are kept for a later call.
 fn wait_on(p: &mut Pair, on_b: bool) -> ofi::safe::Completion {
     let deadline = std::time::Instant::now() + T;
     loop {
-        let (me, other) = if on_b {
-            (&mut p.b, &mut p.a)
+        let (me, other, mine, others) = if on_b {
+            (&mut p.b, &mut p.a, &mut p.early_b, &mut p.early_a)
         } else {
-            (&mut p.a, &mut p.b)
+            (&mut p.a, &mut p.b, &mut p.early_a, &mut p.early_b)
         };
+        if let Some(c) = mine.pop_front() {
+            return c;
+        }
         if let Some(c) = me.poll().unwrap() {
             return c;
         }
         // The other side may need progress for the transfer to move (manual progress).
         if let Some(c) = other.poll().unwrap() {
-            panic!("unexpected completion on the other endpoint: {c:?}");
+            others.push_back(c);
         }
         assert!(std::time::Instant::now() < deadline, "timed out");
         std::thread::yield_now();
