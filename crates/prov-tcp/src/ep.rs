@@ -92,6 +92,8 @@ const OPT_MIN_MULTI_RECV: i32 = 0;
 const SEGS_MAX: usize = 4;
 /// Messages handled per progress round.
 const ROUND: usize = 16;
+/// Read rounds [`EpInner::fail_after_write`] spends delivering what a closed peer sent.
+const DRAIN_ROUNDS: usize = 4096;
 
 /// `getopt` for the CM options shared by endpoints and passive endpoints.
 pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
@@ -769,7 +771,7 @@ impl EpInner {
         match self.flush(st) {
             Ok(n) => work += n,
             Err(f) => {
-                self.fail(st, f);
+                self.fail_after_write(st, f);
                 return work + 1;
             }
         }
@@ -783,10 +785,25 @@ impl EpInner {
         if work > 0 {
             // Responses queued while reading.
             if let Err(f) = self.flush(st) {
-                self.fail(st, f);
+                self.fail_after_write(st, f);
             }
         }
         work
+    }
+
+    /// A write failed: the peer closed or reset the connection. What it sent before
+    /// is still in our socket (the kernel hands queued bytes out before the error), so
+    /// deliver it — a peer that sends and then exits must not lose its last message —
+    /// then tear the connection down with the write's failure. Bounded: at most
+    /// [`DRAIN_ROUNDS`] read rounds.
+    fn fail_after_write(&self, st: &mut St, f: Fail) {
+        for _ in 0..DRAIN_ROUNDS {
+            match self.read_some(st) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.fail(st, f);
     }
 
     // ---------------------------------------------------------------- CM
@@ -1156,7 +1173,7 @@ impl EpInner {
                 Ok(false) => {}
                 Err(e) => {
                     let f = sock_fail(e);
-                    self.fail(st, f);
+                    self.fail_after_write(st, f);
                     return Err(Error::new(Errno::ECONNRESET, "tcp: connection lost"));
                 }
             }

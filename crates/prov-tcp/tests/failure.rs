@@ -182,3 +182,55 @@ fn sigkill_peer_mid_transfer() {
     s2.ep.accept(b"").unwrap();
     eq_expect(&c2.eq, EqEvent::Connected);
 }
+
+/// A peer that sends a message and then resets the connection (it closes with our
+/// bytes unread, so its kernel answers with RST): our next send fails, but the message
+/// that arrived before the reset is still delivered to the posted receive, and only
+/// then is the connection torn down (the posted send fails, FI_SHUTDOWN or an error
+/// event follows).
+#[test]
+fn a_message_sent_before_a_reset_is_delivered_when_our_write_fails() {
+    use std::os::fd::AsRawFd;
+    let RawConn { mut raw, s, .. } = raw_connection(Caps::MSG);
+    let mut h = proto::Hdr::new(proto::Op::Msg);
+    h.size = 5;
+    let mut b = [0u8; proto::HDR_LEN];
+    h.encode(&mut b);
+    let mut v = b.to_vec();
+    v.extend_from_slice(b"hello");
+    raw.write_all(&v).unwrap();
+    // Close with a zero linger time: the kernel resets the connection.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `linger` is a live struct of the size given; the descriptor is `raw`'s.
+    let r = unsafe {
+        libc::setsockopt(
+            raw.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    drop(raw);
+    std::thread::sleep(Duration::from_millis(50));
+    // Nothing has read the socket yet (manual progress): the message waits there.
+    let mut rb = [0u8; 8];
+    // SAFETY: the buffers outlive the operations (their completions are awaited).
+    unsafe { s.ep.recv(rb.as_mut_ptr(), 8, NULL, 0, 5).unwrap() };
+    let sb = *b"ping";
+    // SAFETY: as above.
+    let sent = unsafe { s.ep.send(sb.as_ptr(), 4, NULL, 0, 6) };
+    // The write may fail at once (the reset is known) or be queued; either way the
+    // receive completes with the peer's message first.
+    let first = cq_wait(&s.cq, &[]).expect("the message sent before the reset");
+    assert_eq!((first.op_context, first.len), (5, 5));
+    assert_eq!(&rb[..5], b"hello");
+    if sent.is_ok() {
+        let e = cq_wait(&s.cq, &[]).expect_err("the send fails");
+        assert_eq!(e.op_context, 6);
+    }
+}
