@@ -1120,6 +1120,10 @@ impl Shared {
     }
 
     fn handle_shutdown(&self, act: &Active, st: &mut St, slot: usize) {
+        // The core reports the close after the completions of what arrived before it;
+        // take those first, or a peer's last message (sent just before it exited) would
+        // be dropped with the connection's slot.
+        self.progress_cq(act, st);
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };
