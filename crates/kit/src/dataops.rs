@@ -54,8 +54,23 @@ pub trait DataPath {
     fn rx_op_flags(&self) -> OpFlags;
     /// The source a receive posted for `src` matches (`FI_DIRECTED_RECV` or any).
     fn recv_src(&self, src: u64) -> u64;
-    /// `FI_EMSGSIZE` when `flags` has `FI_INJECT` and `len` is over the inject size.
-    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()>;
+    /// The most bytes one `FI_INJECT` operation may carry.
+    fn inject_size(&self) -> usize;
+    /// `FI_EMSGSIZE` when `flags` has `FI_INJECT` and `len` is over
+    /// [`inject_size`](Self::inject_size).
+    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
+        let max = self.inject_size();
+        if flags.contains(OpFlags::INJECT) && len > max {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!(
+                    "{}: FI_INJECT of {len} bytes exceeds inject_size {max}",
+                    Self::NAME
+                ),
+            ));
+        }
+        Ok(())
+    }
     /// Send `iov` to `dest` (`tag` with `tagged`; remote CQ `data`; `inject`: no
     /// completion, the buffer may be reused on return).
     #[allow(clippy::too_many_arguments)]

@@ -307,14 +307,24 @@ struct PeerSocks {
     made: AtomicUsize,
     /// Serialises filling slots.
     make: Mutex<()>,
+    /// The endpoint's bound address, which every peer socket shares.
+    local: SocketAddr,
+    /// Socket buffer sizes (`FI_UDP_SNDBUF` / `FI_UDP_RCVBUF`; 0: the kernel's).
+    sndbuf: usize,
+    rcvbuf: usize,
 }
 
 impl PeerSocks {
-    fn new(n: usize) -> PeerSocks {
+    fn new(settings: &Settings, local: SocketAddr) -> PeerSocks {
         PeerSocks {
-            slots: (0..n).map(|_| OnceLock::new()).collect(),
+            slots: (0..settings.peer_sockets)
+                .map(|_| OnceLock::new())
+                .collect(),
             made: AtomicUsize::new(0),
             make: Mutex::new(()),
+            local,
+            sndbuf: settings.sndbuf,
+            rcvbuf: settings.rcvbuf,
         }
     }
 
@@ -338,14 +348,7 @@ impl PeerSocks {
     /// one; `None`: send through the endpoint's socket. `made_one` runs after a new
     /// socket exists (waiters must learn of it).
     #[inline]
-    fn for_dst(
-        &self,
-        main: &UdpSock,
-        local: &SocketAddr,
-        dst: &SockAddr,
-        settings: &Settings,
-        made_one: impl FnOnce(),
-    ) -> Option<&UdpSock> {
+    fn for_dst(&self, main: &UdpSock, dst: &SockAddr, made_one: impl FnOnce()) -> Option<&UdpSock> {
         if let Some(slot) = self.slot_of(dst) {
             return slot.sock.as_ref();
         }
@@ -353,19 +356,20 @@ impl PeerSocks {
             return None;
         }
         // Multicast and broadcast destinations take no slot.
-        if !dst.to_std().is_some_and(|d| peer_socket_for(local, &d)) {
+        if !dst
+            .to_std()
+            .is_some_and(|d| peer_socket_for(&self.local, &d))
+        {
             return None;
         }
-        self.make_for(main, local, dst, settings, made_one)
+        self.make_for(main, dst, made_one)
     }
 
     #[cold]
     fn make_for(
         &self,
         main: &UdpSock,
-        local: &SocketAddr,
         dst: &SockAddr,
-        settings: &Settings,
         made_one: impl FnOnce(),
     ) -> Option<&UdpSock> {
         let _g = lock(&self.make);
@@ -379,7 +383,7 @@ impl PeerSocks {
         // `dst` then goes through the endpoint's socket, and is not tried again.
         let sock = match main
             .share_port()
-            .and_then(|()| UdpSock::connected(local, dst, settings.sndbuf, settings.rcvbuf))
+            .and_then(|()| UdpSock::connected(&self.local, dst, self.sndbuf, self.rcvbuf))
         {
             Ok(s) => Some(s),
             Err(e) => {
@@ -663,17 +667,14 @@ impl EpInner {
             _ => None,
         };
         let hdr = Header::new(data).encode();
-        let (sock, to) =
-            match act
-                .peers
-                .for_dst(&act.sock, &act.local, &dst, &self.settings, || {
-                    // Waiters asleep on the endpoint's sockets must add the new one.
-                    self.engine.kick();
-                    self.hub.wake();
-                }) {
-                Some(peer) => (peer, None),
-                None => (&act.sock, Some(&dst)),
-            };
+        let (sock, to) = match act.peers.for_dst(&act.sock, &dst, || {
+            // Waiters asleep on the endpoint's sockets must add the new one.
+            self.engine.kick();
+            self.hub.wake();
+        }) {
+            Some(peer) => (peer, None),
+            None => (&act.sock, Some(&dst)),
+        };
         let send = || {
             if iov.total <= SMALL_SEND {
                 // Small: header and payload copied into one stack buffer, sent with
@@ -1165,7 +1166,7 @@ impl EndpointOps<Fabric> for Endpoint {
         };
         let act = Active {
             sock,
-            peers: PeerSocks::new(me.settings.peer_sockets),
+            peers: PeerSocks::new(&me.settings, local),
             local,
             av,
             tx_cq: s.b.txcq.clone(),

@@ -1449,15 +1449,8 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         recv_src(&self.sh, src)
     }
 
-    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
-        let max = self.sh.inject_max;
-        if flags.contains(OpFlags::INJECT) && len > max {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("ofi_rxd: FI_INJECT of {len} bytes exceeds inject_size {max}"),
-            ));
-        }
-        Ok(())
+    fn inject_size(&self) -> usize {
+        self.sh.inject_max
     }
 
     fn send_list(

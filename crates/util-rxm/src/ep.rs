@@ -2852,15 +2852,8 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         recv_src(&self.sh, src)
     }
 
-    fn check_inject(&self, flags: OpFlags, len: usize) -> Result<()> {
-        let max = self.sh.core_inject.saturating_sub(HDR_LEN);
-        if flags.contains(OpFlags::INJECT) && len > max {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("ofi_rxm: FI_INJECT of {len} bytes exceeds inject_size {max}"),
-            ));
-        }
-        Ok(())
+    fn inject_size(&self) -> usize {
+        self.sh.core_inject.saturating_sub(HDR_LEN)
     }
 
     fn send_list(
