@@ -1089,6 +1089,8 @@ impl Shared {
     }
 
     fn handle_cm_error(&self, act: &Active, st: &mut St, slot: usize, err: Errno, data: &[u8]) {
+        // As for FI_SHUTDOWN: what arrived before the error is completed first.
+        self.progress_cq(act, st);
         let now = Instant::now();
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
@@ -1122,7 +1124,7 @@ impl Shared {
     fn handle_shutdown(&self, act: &Active, st: &mut St, slot: usize) {
         // The core reports the close after the completions of what arrived before it;
         // take those first, or a peer's last message (sent just before it exited) would
-        // be dropped with the connection's slot.
+        // be dropped with the connection's slot (the same for an error event).
         self.progress_cq(act, st);
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
