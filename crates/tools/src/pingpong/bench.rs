@@ -400,7 +400,12 @@ fn server_size(
     let mut wait = |s: &mut Session, want: usize, c: &Ctrl| -> ofi::Result<Option<()>> {
         loop {
             if s.recv(want, limit)? {
-                last = Instant::now();
+                // Only a datagram server needs the time of its last message (its idle
+                // limit); a reliable one would read the clock between each receive and
+                // its reply for nothing.
+                if dgram {
+                    last = Instant::now();
+                }
                 return Ok(Some(()));
             }
             if c.readable() {
@@ -424,6 +429,12 @@ fn server_size(
                 got += 1;
                 s.send(size)?;
                 sent += 1;
+                if dgram {
+                    // The loop may end on the client's word, long after this send.
+                    end = Instant::now();
+                }
+            }
+            if !dgram {
                 end = Instant::now();
             }
         }
