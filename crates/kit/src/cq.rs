@@ -45,6 +45,25 @@
 //! - A buffer whose format is not the CQ's is `FI_EINVAL`; `readfrom` with fewer address
 //!   slots than entries is `FI_EINVAL`.
 //!
+//! # Completions handed straight to the reader
+//!
+//! A `read` drives progress, and most completions it returns were made by that very
+//! drive. While a read drives, its thread's *sink* is open for that CQ: a success pushed
+//! from the same thread while nothing is queued (no success, error or overrun pending)
+//! is kept in a small per-thread array instead of the queue, and the read returns it
+//! after the drive — first, then whatever the queue holds. So the common completion
+//! costs neither lock nor queue slot, and the order seen by readers is the order of the
+//! pushes: an entry goes to the sink only when nothing is queued before it, and once
+//! something is queued every later push queues behind it. The sink holds at most the
+//! reader's buffer length (and [`SINK_SLOTS`] in all) and only entries without a
+//! [`CqReservation`] (those settle their reservation under the lock). A read inside a
+//! progress source (a utility provider reading its core's CQ) opens its own sink above
+//! the outer one and restores it after; pushes to the outer CQ meanwhile are queued (a
+//! read of the same CQ nested in its own drive first queues what the outer one holds). If
+//! a source panics during the drive, the entries already in the sink are queued as
+//! ordinary pushes before the panic goes on, so none is lost. Entries in a sink are
+//! never visible to other readers, wait objects or `sread`: they are already being read.
+//!
 //! # Invariants and costs
 //!
 //! The ring is allocated at open (`size` slots) and never grows; reads, pushes of
@@ -61,6 +80,7 @@
 //!
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,6 +122,16 @@ struct Slot {
 }
 
 impl Slot {
+    const EMPTY: Slot = Slot {
+        op_context: 0,
+        flags: 0,
+        len: 0,
+        buf: 0,
+        data: 0,
+        tag: 0,
+        src: 0,
+    };
+
     fn new(e: &CqTaggedEntry, src: u64) -> Slot {
         Slot {
             op_context: e.op_context,
@@ -135,6 +165,93 @@ pub(crate) enum Overrun {
     Pending,
     /// Overrun and reported: every read fails with `FI_EOVERRUN`.
     Reported,
+}
+
+/// Entries a thread's sinks hold at most (all nested reads together).
+pub const SINK_SLOTS: usize = 16;
+
+/// The sink open on this thread (see the module docs): the CQ it is for (its address;
+/// 0: none), where its entries start in [`SINK`], how many it holds and may hold.
+#[derive(Clone, Copy)]
+struct SinkTop {
+    cq: usize,
+    base: usize,
+    n: usize,
+    cap: usize,
+}
+
+impl SinkTop {
+    const NONE: SinkTop = SinkTop {
+        cq: 0,
+        base: 0,
+        n: 0,
+        cap: 0,
+    };
+}
+
+thread_local! {
+    static SINK_TOP: Cell<SinkTop> = const { Cell::new(SinkTop::NONE) };
+    static SINK: [Cell<Slot>; SINK_SLOTS] = const { [const { Cell::new(Slot::EMPTY) }; SINK_SLOTS] };
+}
+
+/// The sink of one read, open while it drives progress. Dropping it restores the sink
+/// that was open before; entries it still holds then (a source panicked during the
+/// drive) are queued as ordinary pushes.
+struct SinkFrame<'a> {
+    cq: &'a CqShared,
+    prev: SinkTop,
+}
+
+impl<'a> SinkFrame<'a> {
+    /// Open a sink for `cq` taking at most `want` entries.
+    #[inline]
+    fn open(cq: &'a CqShared, want: usize) -> SinkFrame<'a> {
+        let mut prev = SINK_TOP.get();
+        if prev.cq == cq.addr() && prev.n > 0 {
+            // A read of this CQ nested in its own drive: what the outer read holds is
+            // older than anything this one may find, so it is queued first.
+            for i in 0..prev.n {
+                let s = SINK.with(|k| k[prev.base + i].get());
+                let _ = cq.push_queued(&s.entry(), s.src, false);
+            }
+            prev.n = 0;
+        }
+        let base = if prev.cq != 0 { prev.base + prev.n } else { 0 };
+        SINK_TOP.set(SinkTop {
+            cq: cq.addr(),
+            base,
+            n: 0,
+            cap: want.min(SINK_SLOTS - base),
+        });
+        SinkFrame { cq, prev }
+    }
+
+    /// Close the sink: its entries (oldest first), copied into `buf` from index 0 (and
+    /// their sources into `src`); the count.
+    #[inline]
+    fn close(self, buf: &mut CqBuf<'_>, mut src: Option<&mut [u64]>) -> usize {
+        let top = SINK_TOP.get();
+        SINK_TOP.set(SinkTop { n: 0, ..top });
+        for i in 0..top.n {
+            let s = SINK.with(|k| k[top.base + i].get());
+            buf.set(i, &s.entry());
+            if let Some(slot) = src.as_deref_mut().and_then(|a| a.get_mut(i)) {
+                *slot = s.src;
+            }
+        }
+        top.n
+    }
+}
+
+impl Drop for SinkFrame<'_> {
+    fn drop(&mut self) {
+        let top = SINK_TOP.replace(self.prev);
+        // Only after a panic in a source: `close` emptied it otherwise.
+        for i in 0..top.n {
+            let s = SINK.with(|k| k[top.base + i].get());
+            let _ = self.cq.push_queued(&s.entry(), s.src, false);
+        }
+    }
 }
 
 struct CqState {
@@ -265,8 +382,39 @@ impl CqShared {
         )
     }
 
-    /// Queue a success; `reserved` if it uses a reservation.
+    /// This CQ's identity in a [`SinkTop`].
+    #[inline]
+    fn addr(&self) -> usize {
+        self as *const CqShared as usize
+    }
+
+    /// Hand a success to the read that drives progress on this thread, if one does for
+    /// this CQ, has room, and nothing is queued (see the module docs); false otherwise.
+    #[inline]
+    fn sink(&self, e: &CqTaggedEntry, src: u64) -> bool {
+        let top = SINK_TOP.get();
+        if top.cq != self.addr() || top.n >= top.cap || self.readable.load(Ordering::Acquire) {
+            return false;
+        }
+        SINK.with(|k| k[top.base + top.n].set(Slot::new(e, src)));
+        SINK_TOP.set(SinkTop {
+            n: top.n + 1,
+            ..top
+        });
+        true
+    }
+
+    /// Report a success; `reserved` if it uses a reservation.
+    #[inline]
     fn push(&self, e: &CqTaggedEntry, src: u64, reserved: bool) -> Result<()> {
+        if !reserved && self.sink(e, src) {
+            return Ok(());
+        }
+        self.push_queued(e, src, reserved)
+    }
+
+    /// Queue a success; `reserved` if it uses a reservation.
+    fn push_queued(&self, e: &CqTaggedEntry, src: u64, reserved: bool) -> Result<()> {
         {
             let mut st = lock(&self.state);
             if reserved {
@@ -313,25 +461,34 @@ impl CqShared {
         &self,
         st: &mut CqState,
         buf: &mut CqBuf<'_>,
-        mut src: Option<&mut [u64]>,
+        src: Option<&mut [u64]>,
     ) -> Result<usize> {
-        let avail = st.avail();
-        if avail == 0 {
+        if st.avail() == 0 {
             return Err(st.empty_error());
         }
-        let n = avail.min(buf.len());
-        for i in 0..n {
+        Ok(self.take_from(st, buf, src, 0))
+    }
+
+    /// Move up to `buf.len() - at` readable successes into `buf` from index `at` (and
+    /// `src`); how many.
+    fn take_from(
+        &self,
+        st: &mut CqState,
+        buf: &mut CqBuf<'_>,
+        mut src: Option<&mut [u64]>,
+        at: usize,
+    ) -> usize {
+        let n = st.avail().min(buf.len().saturating_sub(at));
+        for i in at..at + n {
             let Some(s) = st.ring.pop_front() else { break };
             buf.set(i, &s.entry());
-            if let Some(src) = src.as_deref_mut() {
-                if let Some(slot) = src.get_mut(i) {
-                    *slot = s.src;
-                }
+            if let Some(slot) = src.as_deref_mut().and_then(|a| a.get_mut(i)) {
+                *slot = s.src;
             }
         }
         st.head += n as u64;
         self.refresh_fd(st);
-        Ok(n)
+        n
     }
 
     fn check(&self, buf: &CqBuf<'_>, src: &Option<&mut [u64]>) -> Result<()> {
@@ -637,12 +794,23 @@ impl CqOps for KitCq {
     fn read(&self, mut buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
         let inner = &*self.inner;
         inner.check(&buf, &src)?;
+        // Completions this drive makes come back through the sink (module docs).
+        let sink = SinkFrame::open(inner, buf.len());
         inner.drive();
+        let mut src = src;
+        let got = sink.close(&mut buf, src.as_deref_mut());
         if !inner.readable.load(Ordering::Acquire) {
             // Nothing queued, no error or overrun next (see the module docs).
-            return Err(Error::code_only(Errno::EAGAIN));
+            return if got > 0 {
+                Ok(got)
+            } else {
+                Err(Error::code_only(Errno::EAGAIN))
+            };
         }
         let mut st = lock(&inner.state);
+        if got > 0 {
+            return Ok(got + inner.take_from(&mut st, &mut buf, src, got));
+        }
         inner.take(&mut st, &mut buf, src)
     }
 
@@ -1364,5 +1532,256 @@ mod tests {
                 .collect();
             assert!(mine.windows(2).all(|w| w[0] < w[1]));
         }
+    }
+
+    // ---- completions handed to the reader that drives (the sink) ----
+
+    /// A CQ of context entries driven by a manual engine with source `f`.
+    fn driven(size: usize, f: impl Fn(&KitCq) -> usize + Send + Sync + 'static) -> KitCq {
+        let q = cq(CqFormat::Context, size);
+        let e = Arc::new(ProgressEngine::manual());
+        let weak = Arc::downgrade(&q.inner);
+        let src = Arc::new(move || match weak.upgrade() {
+            Some(inner) => f(&KitCq { inner }),
+            None => 0,
+        });
+        e.register(&src);
+        q.bind_progress(e).unwrap();
+        // The engine holds the source weakly: keep it alive as long as the test runs.
+        std::mem::forget(src);
+        q
+    }
+
+    /// Pushes the contexts of `script` (0 stands for an error entry with context 9) on
+    /// the first drive only.
+    fn scripted(script: &'static [usize]) -> impl Fn(&KitCq) -> usize + Send + Sync {
+        let once = AtomicUsize::new(0);
+        move |q: &KitCq| {
+            if once.fetch_add(1, Ordering::SeqCst) > 0 {
+                return 0;
+            }
+            for &c in script {
+                if c == 0 {
+                    q.push_err(CqError::new(9, Errno::EIO)).unwrap();
+                } else {
+                    q.push_entry(&tagged(c)).unwrap();
+                }
+            }
+            script.len()
+        }
+    }
+
+    #[test]
+    fn completions_made_by_the_drive_come_back_in_push_order() {
+        let q = driven(8, scripted(&[1, 2, 3]));
+        // Two fit the reader's buffer (handed over); the third is queued behind them.
+        assert_eq!(read_ctx(&q, 2).unwrap(), vec![1, 2]);
+        assert!(q.is_ready());
+        assert_eq!(read_ctx(&q, 2).unwrap(), vec![3]);
+        assert_eq!(code(read_ctx(&q, 2)), Errno::EAGAIN);
+        assert!(!q.is_ready());
+    }
+
+    #[test]
+    fn queued_completions_come_before_those_of_the_drive() {
+        let q = driven(8, scripted(&[2, 3]));
+        q.push_entry(&tagged(1)).unwrap();
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2, 3]);
+        assert_eq!(code(read_ctx(&q, 8)), Errno::EAGAIN);
+    }
+
+    #[test]
+    fn an_error_made_by_the_drive_keeps_its_place() {
+        let q = driven(8, scripted(&[1, 0, 2]));
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1]);
+        assert_eq!(code(read_ctx(&q, 8)), Errno::EAVAIL);
+        assert_eq!(q.readerr(0).unwrap().op_context, 9);
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![2]);
+    }
+
+    #[test]
+    fn readfrom_gives_the_source_of_a_handed_completion() {
+        let q = driven(8, |q: &KitCq| {
+            q.push(&tagged(4), 77).unwrap();
+            1
+        });
+        let mut b = vec![CqEntry::default(); 4];
+        let mut srcs = vec![0u64; 4];
+        assert_eq!(q.read(CqBuf::Context(&mut b), Some(&mut srcs)).unwrap(), 1);
+        assert_eq!((b[0].op_context, srcs[0]), (4, 77));
+    }
+
+    #[test]
+    fn a_tagged_read_gets_every_field_of_a_handed_completion() {
+        let q = KitCq::new(&attr(CqFormat::Tagged, 8, WaitObj::None)).unwrap();
+        let e = Arc::new(ProgressEngine::manual());
+        let weak = Arc::downgrade(&q.inner);
+        let src = Arc::new(move || match weak.upgrade() {
+            Some(inner) => {
+                let q = KitCq { inner };
+                q.push_entry(&tagged(5)).unwrap();
+                q.push_entry(&tagged(6)).unwrap();
+                2
+            }
+            None => 0,
+        });
+        e.register(&src);
+        q.bind_progress(e).unwrap();
+        let mut b = vec![CqTaggedEntry::default(); 2];
+        assert_eq!(q.read(CqBuf::Tagged(&mut b), None).unwrap(), 2);
+        for (got, want) in b.iter().zip([tagged(5), tagged(6)]) {
+            assert_eq!(
+                (
+                    got.op_context,
+                    got.flags,
+                    got.len,
+                    got.buf,
+                    got.data,
+                    got.tag
+                ),
+                (
+                    want.op_context,
+                    want.flags,
+                    want.len,
+                    want.buf,
+                    want.data,
+                    want.tag
+                )
+            );
+        }
+        drop(src);
+    }
+
+    #[test]
+    fn a_read_of_zero_entries_leaves_the_drive_s_completions_queued() {
+        let q = driven(8, scripted(&[1]));
+        let mut none: [CqEntry; 0] = [];
+        assert_eq!(q.read(CqBuf::Context(&mut none), None).unwrap(), 0);
+        assert!(q.is_ready());
+        assert_eq!(read_ctx(&q, 4).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn a_reserved_completion_is_queued_in_its_place() {
+        let q = cq(CqFormat::Context, 8);
+        let r = Mutex::new(Some(q.reserve().unwrap()));
+        let e = Arc::new(ProgressEngine::manual());
+        let weak = Arc::downgrade(&q.inner);
+        let src = Arc::new(move || match (weak.upgrade(), lock(&r).take()) {
+            (Some(inner), Some(res)) => {
+                let q = KitCq { inner };
+                q.push_entry(&tagged(1)).unwrap();
+                res.push(&tagged(2), ADDR_NOTAVAIL).unwrap();
+                q.push_entry(&tagged(3)).unwrap();
+                3
+            }
+            _ => 0,
+        });
+        e.register(&src);
+        q.bind_progress(e).unwrap();
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2, 3]);
+        // The reservation was settled: the whole size is free again.
+        for c in 0..8 {
+            q.push_entry(&tagged(c + 10)).unwrap();
+        }
+        assert_eq!(code(q.push_entry(&tagged(99))), Errno::EOVERRUN);
+    }
+
+    #[test]
+    fn completions_pushed_by_another_thread_during_the_drive_are_queued() {
+        let q = driven(8, |q: &KitCq| {
+            if q.inner.readable.load(Ordering::SeqCst) {
+                return 0;
+            }
+            let other = q.clone();
+            thread::spawn(move || other.push_entry(&tagged(1)).unwrap())
+                .join()
+                .unwrap();
+            // Something is queued now: this one queues behind it.
+            q.push_entry(&tagged(2)).unwrap();
+            2
+        });
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_source_that_panics_mid_drive_loses_no_completion() {
+        let q = driven(8, |q: &KitCq| {
+            if q.inner.readable.load(Ordering::SeqCst) {
+                return 0;
+            }
+            q.push_entry(&tagged(1)).unwrap();
+            q.push_entry(&tagged(2)).unwrap();
+            panic!("source failed after two completions");
+        });
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_ctx(&q, 8)));
+        assert!(caught.is_err());
+        // Both were queued when the panic left the read, in order, and the thread's
+        // sink is closed: a read elsewhere works as before.
+        assert_eq!(SINK_TOP.get().cq, 0);
+        let mut b = vec![CqEntry::default(); 8];
+        let k = {
+            let mut st = lock(&q.inner.state);
+            q.inner
+                .take(&mut st, &mut CqBuf::Context(&mut b), None)
+                .unwrap()
+        };
+        assert_eq!(
+            b[..k].iter().map(|e| e.op_context).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+
+    #[test]
+    fn a_read_nested_in_a_drive_has_its_own_sink() {
+        let inner_q = driven(8, scripted(&[10, 11]));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let seen2 = seen.clone();
+        let nested = Arc::new(Mutex::new(Vec::new()));
+        let nested2 = nested.clone();
+        let calls = AtomicUsize::new(0);
+        let q = driven(8, move |q: &KitCq| {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 => {
+                    q.push_entry(&tagged(1)).unwrap();
+                    // A utility provider reading its core's CQ inside its progress.
+                    *lock(&seen2) = read_ctx(&inner_q, 8).unwrap();
+                    q.push_entry(&tagged(2)).unwrap();
+                    // The same CQ read from inside its own drive (whose nested drive
+                    // pushes 3): it must not overtake 1 and 2, which the outer read holds.
+                    *lock(&nested2) = read_ctx(q, 8).unwrap();
+                    q.push_entry(&tagged(4)).unwrap();
+                    3
+                }
+                1 => {
+                    q.push_entry(&tagged(3)).unwrap();
+                    1
+                }
+                _ => 0,
+            }
+        });
+        assert_eq!(read_ctx(&q, 8).unwrap(), vec![4]);
+        assert_eq!(*lock(&nested), vec![1, 2, 3]);
+        assert_eq!(*lock(&seen), vec![10, 11]);
+        assert_eq!(SINK_TOP.get().cq, 0);
+    }
+
+    #[test]
+    fn a_wait_fd_stays_quiet_for_handed_completions() {
+        let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::Fd)).unwrap();
+        let e = Arc::new(ProgressEngine::manual());
+        let weak = Arc::downgrade(&q.inner);
+        let src = Arc::new(move || match weak.upgrade() {
+            Some(inner) => {
+                KitCq { inner }.push_entry(&tagged(1)).unwrap();
+                1
+            }
+            None => 0,
+        });
+        e.register(&src);
+        q.bind_progress(e).unwrap();
+        assert_eq!(read_ctx(&q, 1).unwrap(), vec![1]);
+        assert!(!q.inner.fd.as_ref().unwrap().is_set());
+        drop(src);
     }
 }

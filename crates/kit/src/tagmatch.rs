@@ -597,7 +597,13 @@ impl<B, U> TagMatcher<B, U> {
             return Match::Unexpected;
         };
         if !entry.recv.flags.contains(OpFlags::MULTI_RECV) {
-            return match queue.remove(i) {
+            // The oldest receive matches most often: `pop_front` moves nothing else.
+            let taken = if i == 0 {
+                queue.pop_front()
+            } else {
+                queue.remove(i)
+            };
+            return match taken {
                 Some(p) => Match::Recv {
                     place: place_whole(p.recv.len, msg.len),
                     recv: p.recv,
@@ -621,6 +627,21 @@ impl<B, U> TagMatcher<B, U> {
                 place,
             },
             None => Match::Unexpected,
+        }
+    }
+
+    /// [`post_recv`](Self::post_recv) turned into what the provider does next
+    /// ([`PostOutcome::into_action`]), a refusal into its error. The common outcome —
+    /// the receive is queued — hands back nothing to move.
+    #[inline]
+    pub fn post(&mut self, recv: PostedRecv<B>) -> ofi_core::error::Result<PostAction<B, U>>
+    where
+        B: Clone,
+    {
+        match self.post_recv(recv) {
+            Ok(PostOutcome::Queued) => Ok(PostAction::Queued),
+            Ok(o) => Ok(o.into_action()),
+            Err(r) => Err(r.error),
         }
     }
 

@@ -2260,7 +2260,7 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.rx);
         let rx = &mut *g;
-        let action = rx.m.post_recv(recv).map_err(|r| r.error)?.into_action();
+        let action = rx.m.post(recv)?;
         match action {
             PostAction::Queued => {}
             PostAction::One {

@@ -257,6 +257,7 @@ impl Mapping {
     }
 
     /// Copy `dst.len()` bytes from offset `off`, if they lie inside the mapping.
+    #[inline]
     pub fn read_bytes(&self, off: usize, dst: &mut [u8]) -> bool {
         match off.checked_add(dst.len()) {
             Some(end) if end <= self.len => {
@@ -276,6 +277,7 @@ impl Mapping {
     }
 
     /// Copy `src` to offset `off`, if it fits inside the mapping.
+    #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) -> bool {
         match off.checked_add(src.len()) {
             Some(end) if end <= self.len => {

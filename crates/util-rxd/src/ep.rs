@@ -914,7 +914,7 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
         let st = &mut *g;
-        let action = st.m.post_recv(recv).map_err(|r| r.error)?.into_action();
+        let action = st.m.post(recv)?;
         match action {
             PostAction::Queued => {}
             PostAction::One {
