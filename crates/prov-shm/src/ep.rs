@@ -147,6 +147,11 @@ struct Conn {
     fifo: VecDeque<u32>,
     waiting: usize,
     chunk: usize,
+    /// Bounce chunks seen free (bit per chunk) and not used since: only the receiver
+    /// frees a chunk and only we fill one, so a chunk seen free stays free until we
+    /// fill it. The shared chunk-state line (which the receiver writes as it frees
+    /// chunks) is read only when the next chunk is not known free.
+    free_chunks: u32,
     dead: bool,
 }
 
@@ -170,6 +175,11 @@ struct Op {
     stage: Stage,
     /// An RMA write streamed through bounce chunks: its key and remote address.
     rma: Option<(u64, u64)>,
+    /// The data of an inject (or `FI_INJECT`) that could not be sent at once, copied:
+    /// `iov` points into it, so the application's buffer is free on return. Held, never
+    /// read: it lives exactly as long as the operation.
+    #[allow(dead_code)]
+    owned: Option<Box<[u8]>>,
 }
 
 struct Tx {
@@ -230,6 +240,11 @@ struct RxRing {
     /// The RMA write being streamed in: its id and status so far.
     wr: Option<(u64, i32)>,
     backlog: VecDeque<(u64, i32)>,
+    /// Chunks of whole messages already delivered, to be marked free at the next
+    /// poll (bit per chunk). The chunk-state line was last written by the sender, so
+    /// the store must fetch it; made at once it would hold up the next locked
+    /// instruction — the application's next post — on the critical path.
+    release_due: u32,
 }
 
 struct Rx {
@@ -341,6 +356,7 @@ impl Endpoint {
                 asm: None,
                 wr: None,
                 backlog: VecDeque::new(),
+                release_due: 0,
             })
             .collect();
         let directed = caps.contains(Caps::DIRECTED_RECV);
@@ -456,6 +472,7 @@ impl Shared {
                 fifo: VecDeque::new(),
                 waiting: 0,
                 chunk: 0,
+                free_chunks: 0,
                 dead: false,
             });
             return Ok(());
@@ -572,12 +589,14 @@ impl Shared {
                 ),
             ));
         }
-        if inject && len > proto::RMA_INLINE_CAP {
+        // fi_inject_write*, or FI_INJECT on writemsg: the buffer is free on return.
+        let copy = !read && (inject || flags.contains(OpFlags::INJECT));
+        if copy && len > proto::INJECT_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
                     "shm: inject write of {len} bytes exceeds inject_size {}",
-                    proto::RMA_INLINE_CAP
+                    proto::INJECT_SIZE
                 ),
             ));
         }
@@ -601,13 +620,20 @@ impl Shared {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         // Writes too large for a slot stream through the bounce chunks below the CMA
-        // threshold, or always when CMA is disabled or refused.
+        // threshold, or always when CMA is disabled or refused, or the write is an
+        // inject (streamed from a private copy).
         let refused =
             conn.region.ring(conn.ring).cma().load(Ordering::Acquire) == cma_state::REFUSED;
         if !read
             && len > proto::RMA_INLINE_CAP
-            && (self.settings.disable_cma || refused || len <= self.settings.cma_threshold)
+            && (copy || self.settings.disable_cma || refused || len <= self.settings.cma_threshold)
         {
+            let (local, owned) = if copy {
+                let (l, o) = private_copy(&local, len);
+                (l, Some(o))
+            } else {
+                (local, None)
+            };
             let op = Op {
                 conn: idx,
                 ctx,
@@ -621,6 +647,7 @@ impl Shared {
                 sent: 0,
                 stage: Stage::Queued,
                 rma: Some((key, raddr)),
+                owned,
             };
             let id = self.alloc_op(tx, op)?;
             if let Some(Some(c)) = tx.conns.get_mut(idx) {
@@ -650,6 +677,7 @@ impl Shared {
                 sent: len,
                 stage: Stage::AwaitAck,
                 rma: None,
+                owned: None,
             };
             let id = self.alloc_op(tx, op)?;
             if let Some(Some(c)) = tx.conns.get_mut(idx) {
@@ -761,7 +789,9 @@ impl Shared {
                 ),
             ));
         }
-        if inject && len > proto::INJECT_SIZE {
+        // fi_inject*, or FI_INJECT on sendmsg: the buffer is free again on return.
+        let copy = inject || flags.contains(OpFlags::INJECT);
+        if copy && len > proto::INJECT_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
@@ -826,7 +856,7 @@ impl Shared {
             cq_flags,
             want_cq,
             delivery,
-            inject,
+            copy,
         };
         self.send_tracked(act, tx, t, hdr, iov.list())
     }
@@ -878,6 +908,7 @@ impl Shared {
                     sent: len,
                     stage: Stage::AwaitAck,
                     rma: None,
+                    owned: None,
                 };
                 hdr.id = self.alloc_op(tx, op)?;
                 if let Some(Some(c)) = tx.conns.get_mut(idx) {
@@ -893,9 +924,32 @@ impl Shared {
             }
             return Ok(());
         }
-        if t.inject {
-            return Err(Error::code_only(Errno::EAGAIN));
+        // One bounce chunk, nothing queued before it, no acknowledgement wanted: copied
+        // now and complete at once, with no operation record (the eager common case;
+        // the receiver delivers it straight from the chunk).
+        if !t.delivery
+            && conn.fifo.is_empty()
+            && len <= conn.region.geometry().chunk_size
+            && Self::put_fragment(conn, &iov, 0, len, hdr.flags, hdr.tag, hdr.data, |c| {
+                Body::Bounce {
+                    total: len,
+                    id: 0,
+                    offset: 0,
+                    chunk: c,
+                    clen: len,
+                }
+            })
+        {
+            act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
+            return Ok(());
         }
+        // Otherwise an inject is sent from a private copy, queued like any send.
+        let (iov, owned) = if t.copy {
+            let (iov, owned) = private_copy(&iov, len);
+            (iov, Some(owned))
+        } else {
+            (iov, None)
+        };
         let op = Op {
             conn: idx,
             ctx: t.ctx,
@@ -909,6 +963,7 @@ impl Shared {
             sent: 0,
             stage: Stage::Queued,
             rma: None,
+            owned,
         };
         let id = self.alloc_op(tx, op)?;
         if let Some(Some(c)) = tx.conns.get_mut(idx) {
@@ -927,6 +982,58 @@ impl Shared {
     }
 
     /// Move the queued sends of connection `idx` on as far as resources allow.
+    /// Copy `n` bytes of `iov` from offset `from` into `conn`'s next bounce chunk and
+    /// publish a slot for them (header `flags`, `tag`, `data`; `body` given the chunk
+    /// index). False, with nothing written, while that chunk or the ring is not free.
+    #[allow(clippy::too_many_arguments)]
+    fn put_fragment(
+        conn: &mut Conn,
+        iov: &IoList,
+        from: usize,
+        n: usize,
+        flags: u8,
+        tag: u64,
+        data: u64,
+        body: impl FnOnce(usize) -> Body,
+    ) -> bool {
+        let ring = conn.region.ring(conn.ring);
+        let c = conn.chunk;
+        let bit = 1u32 << (c % region::MAX_CHUNKS);
+        if conn.free_chunks & bit == 0 {
+            for k in 0..conn.region.geometry().chunks.min(region::MAX_CHUNKS) {
+                if ring.chunk_state(k).load(Ordering::Acquire) == 0 {
+                    conn.free_chunks |= 1 << k;
+                }
+            }
+            if conn.free_chunks & bit == 0 {
+                return false;
+            }
+        }
+        let slot = match conn.prod.reserve(&ring) {
+            Ok(Some(i)) => i,
+            _ => return false,
+        };
+        conn.free_chunks &= !bit;
+        let map = conn.region.map();
+        // SAFETY: the chunk lies inside the mapping (validated geometry) and holds
+        // chunk_size ≥ n bytes (callers); the source buffers are the application's.
+        unsafe { iov.gather(from, map.base().add(ring.chunk_off(c)), n) };
+        ring.chunk_state(c).store(1, Ordering::Relaxed);
+        let s = Slot {
+            flags,
+            tag,
+            data,
+            body: body(c),
+        };
+        let mut hdr = [0u8; proto::PARSE_LEN];
+        proto::encode(&s, &mut hdr);
+        let used = proto::encoded_len(&s.body);
+        map.write_bytes(ring.slot_off(slot) + 8, &hdr[8..used]);
+        conn.prod.publish(&ring);
+        conn.chunk = (c + 1) % conn.region.geometry().chunks;
+        true
+    }
+
     fn stream(&self, act: &Active, tx: &mut Tx, idx: usize) {
         loop {
             let Some(Some(conn)) = tx.conns.get_mut(idx) else {
@@ -1017,51 +1124,34 @@ impl Shared {
                 continue;
             }
             // Bounce.
-            let geo = conn.region.geometry();
+            let chunk_size = conn.region.geometry().chunk_size;
             while op.sent < op.len {
-                let c = conn.chunk;
-                if ring.chunk_state(c).load(Ordering::Acquire) != 0 {
+                let n = (op.len - op.sent).min(chunk_size);
+                let (total, offset, rma) = (op.len, op.sent, op.rma);
+                let put =
+                    Self::put_fragment(conn, &op.iov, offset, n, op.hflags, op.tag, op.data, |c| {
+                        match rma {
+                            Some((key, raddr)) => Body::WriteFrag {
+                                total,
+                                id,
+                                key,
+                                raddr,
+                                offset,
+                                chunk: c,
+                                clen: n,
+                            },
+                            None => Body::Bounce {
+                                total,
+                                id,
+                                offset,
+                                chunk: c,
+                                clen: n,
+                            },
+                        }
+                    });
+                if !put {
                     return;
                 }
-                let slot = match conn.prod.reserve(&ring) {
-                    Ok(Some(i)) => i,
-                    _ => return,
-                };
-                let n = (op.len - op.sent).min(geo.chunk_size);
-                let map = conn.region.map();
-                // SAFETY: the chunk lies inside the mapping (validated geometry) and
-                // holds chunk_size ≥ n bytes; the source buffers are the application's.
-                unsafe { op.iov.gather(op.sent, map.base().add(ring.chunk_off(c)), n) };
-                ring.chunk_state(c).store(1, Ordering::Relaxed);
-                let body = match op.rma {
-                    Some((key, raddr)) => Body::WriteFrag {
-                        total: op.len,
-                        id,
-                        key,
-                        raddr,
-                        offset: op.sent,
-                        chunk: c,
-                        clen: n,
-                    },
-                    None => Body::Bounce {
-                        total: op.len,
-                        id,
-                        offset: op.sent,
-                        chunk: c,
-                        clen: n,
-                    },
-                };
-                let s = Slot {
-                    flags: op.hflags,
-                    tag: op.tag,
-                    data: op.data,
-                    body,
-                };
-                let mut hdr = [0u8; proto::PARSE_LEN];
-                proto::encode(&s, &mut hdr);
-                map.write_bytes(ring.slot_off(slot) + 8, &hdr[8..]);
-                conn.prod.publish(&ring);
-                conn.chunk = (c + 1) % geo.chunks;
                 op.sent += n;
             }
             conn.fifo.pop_front();
@@ -1486,7 +1576,10 @@ impl Shared {
         if inject && !inline {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                "shm: inject atomic larger than inject_size",
+                format!(
+                    "shm: an inject atomic carries at most {} bytes of operands (one slot)",
+                    proto::ATOMIC_INLINE_CAP
+                ),
             ));
         }
         let want_cq = !inject
@@ -1534,6 +1627,7 @@ impl Shared {
                 sent: 0,
                 stage: Stage::AwaitAck,
                 rma: None,
+                owned: None,
             };
             let id = self.alloc_op(tx, op)?;
             if let Some(Some(c)) = tx.conns.get_mut(idx) {
@@ -1690,6 +1784,7 @@ impl Shared {
         let rr = &mut rx.rings[r];
         rr.on = false;
         rr.backlog.clear();
+        rr.release_due = 0;
         for c in 0..self.region.geometry().chunks {
             ring.chunk_state(c).store(0, Ordering::Relaxed);
         }
@@ -1769,29 +1864,53 @@ impl Shared {
         };
         // SAFETY: the payload lies inside the slot (len ≤ INLINE_CAP checked by the
         // parser), inside the mapping.
-        let payload = unsafe { self.region.map().base().add(slot_off + INLINE_OFF) };
+        unsafe {
+            let payload = self.region.map().base().add(slot_off + INLINE_OFF);
+            self.deliver_whole(act, rx, &inc, ack, payload)
+        }
+    }
+
+    /// Deliver message `inc`, whose `inc.len` bytes lie at `payload`, at once: into
+    /// the matching receive, or copied into the unexpected queue (with `ack`, the
+    /// acknowledgement owed once it is received). False if it must wait (no room for
+    /// an unexpected message); otherwise the payload is no longer needed on return.
+    ///
+    /// # Safety
+    /// `payload` is valid for reads of `inc.len` bytes.
+    unsafe fn deliver_whole(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        inc: &Incoming,
+        ack: Option<(usize, u64, u64)>,
+        payload: *const u8,
+    ) -> bool {
         // The matched receive is used where it lies (it is large: no copies).
-        match rx.m.match_incoming(&inc) {
+        match rx.m.match_incoming(inc) {
             Match::Recv { ref recv, place } => {
-                // SAFETY: see above; the receive buffer is the application's.
+                // SAFETY: the payload per the contract (place.len ≤ inc.len); the
+                // receive buffer is the application's.
                 unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
-                act.complete_rx(recv, place, &inc, false, None);
+                act.complete_rx(recv, place, inc, false, None);
             }
             Match::Multi { ref buf, place } => {
                 let recv = buf.recv();
                 // SAFETY: as above.
                 unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
-                act.complete_rx(recv, place, &inc, buf.is_released(), None);
+                act.complete_rx(recv, place, inc, buf.is_released(), None);
             }
             Match::Unexpected => {
-                let len = h.len;
+                let len = inc.len;
                 if !rx.m.has_room_for_unexpected(len) {
                     return false;
                 }
                 let mut data = vec![0u8; len];
-                // SAFETY: see above; `data` holds len bytes.
+                // SAFETY: the payload per the contract; `data` holds len bytes.
                 unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                return rx.m.push_unexpected(inc, Unexp::Data { data, ack }).is_ok();
+                return rx
+                    .m
+                    .push_unexpected(*inc, Unexp::Data { data, ack })
+                    .is_ok();
             }
         }
         if let Some((ring, claim, id)) = ack {
@@ -2025,6 +2144,22 @@ impl Shared {
                 clen,
             } => {
                 let ring = self.region.ring(r);
+                if offset == 0 && clen == total && rx.rings[r].asm.is_none() {
+                    // The whole message in one chunk (every eager send): delivered
+                    // straight from the chunk, as an inline slot is.
+                    let inc = mk(total);
+                    let ack = (s.flags & F_ACK != 0).then_some((r, claim, id));
+                    // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by
+                    // parse, so the chunk's `total` bytes lie inside the mapping.
+                    let done = unsafe {
+                        let src = map.base().add(ring.chunk_off(chunk));
+                        self.deliver_whole(act, rx, &inc, ack, src)
+                    };
+                    if done {
+                        rx.rings[r].release_due |= 1 << (chunk % region::MAX_CHUNKS);
+                    }
+                    return done;
+                }
                 if offset == 0 {
                     if rx.rings[r].asm.is_some() {
                         ring.chunk_state(chunk).store(0, Ordering::Release);
@@ -2183,6 +2318,17 @@ impl Shared {
         p.more.store(more, Ordering::Release);
     }
 
+    /// Mark free the chunks whose release was put off (`RxRing::release_due`).
+    #[inline]
+    fn release_chunks(ring: &region::Ring<'_>, rr: &mut RxRing) {
+        let mut due = std::mem::take(&mut rr.release_due);
+        while due != 0 {
+            let c = due.trailing_zeros() as usize;
+            due &= due - 1;
+            ring.chunk_state(c).store(0, Ordering::Release);
+        }
+    }
+
     /// The receive side's progress, once `rx_may_have_work` said there may be some
     /// (out of line, as `progress_tx`).
     #[inline(never)]
@@ -2205,6 +2351,7 @@ impl Shared {
             let r = rx.active[k];
             k += 1;
             let ring = self.region.ring(r);
+            Self::release_chunks(&ring, &mut rx.rings[r]);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;
@@ -2249,8 +2396,12 @@ impl Shared {
                 }
             }
         }
-        // Acks queued by receives posted since (post_recv) also need a flush.
-        more |= rx.active.iter().any(|&r| !rx.rings[r].backlog.is_empty());
+        // Acks queued by receives posted since (post_recv) also need a flush, and
+        // chunks delivered in this call are freed in the next.
+        more |= rx
+            .active
+            .iter()
+            .any(|&r| !rx.rings[r].backlog.is_empty() || rx.rings[r].release_due != 0);
         self.publish_peek(rx, more);
         work
     }
@@ -2378,7 +2529,18 @@ struct Tracked {
     want_cq: bool,
     /// `FI_DELIVERY_COMPLETE`: completed on the receiver's acknowledgement.
     delivery: bool,
-    inject: bool,
+    /// The application may reuse the buffer on return (`fi_inject*`, `FI_INJECT`).
+    copy: bool,
+}
+
+/// A copy of the `len` bytes of `iov` the caller may reuse at once, and the list that
+/// points into it (the copy must outlive every use of the list: the operation owns it).
+fn private_copy(iov: &IoList, len: usize) -> (IoList, Box<[u8]>) {
+    let mut owned = vec![0u8; len].into_boxed_slice();
+    // SAFETY: `owned` holds `len` bytes; the application's buffers are readable for
+    // `len` bytes (the C API's contract for the call being served).
+    unsafe { iov.gather(0, owned.as_mut_ptr(), len) };
+    (IoList::one(owned.as_ptr() as usize, len), owned)
 }
 
 /// One application buffer: address and length.
@@ -2535,15 +2697,6 @@ impl EndpointOps<Fabric> for Endpoint {
         let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         let l = IoList::from_iov(iov, "shm")?;
-        if flags.contains(OpFlags::INJECT) && l.total() > INLINE_CAP {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "shm: FI_INJECT of {} bytes exceeds inject_size {INLINE_CAP}",
-                    l.total()
-                ),
-            ));
-        }
         self.sh
             .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
     }
@@ -2767,12 +2920,13 @@ impl EndpointOps<Fabric> for Endpoint {
         let (addr, key) = unsafe { one_rma_iov(msg, l.total())? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         let inject = flags.contains(OpFlags::INJECT);
-        if inject && l.total() > proto::RMA_INLINE_CAP {
+        if inject && l.total() > proto::INJECT_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: FI_INJECT write of {} bytes exceeds inject_size",
-                    l.total()
+                    "shm: FI_INJECT write of {} bytes exceeds inject_size {}",
+                    l.total(),
+                    proto::INJECT_SIZE
                 ),
             ));
         }

@@ -111,8 +111,12 @@ pub const ATOMIC_INLINE_OFF: usize = SLOT_HDR + 64;
 /// Most inline operand + compare bytes of an atomic.
 pub const ATOMIC_INLINE_CAP: usize = SLOT_SIZE - ATOMIC_INLINE_OFF;
 
-/// `inject_size`: what `fi_inject*` and `fi_inject_write*` accept (both fit a slot).
-pub const INJECT_SIZE: usize = RMA_INLINE_CAP;
+/// `inject_size`: what `fi_inject*`, `fi_inject_write*` and the `FI_INJECT` flag
+/// accept (the C provider's figure). Data that does not fit a slot goes into a bounce
+/// chunk at once, or, when none is free (or the write is an RMA one), into a private
+/// copy the operation owns until it is sent. Atomics inject only what fits a slot
+/// ([`ATOMIC_INLINE_CAP`] bytes of operands).
+pub const INJECT_SIZE: usize = 4096;
 
 /// Offset (from the slot) of an inline payload.
 pub const INLINE_OFF: usize = SLOT_HDR + 8;
@@ -489,6 +493,16 @@ pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - 8] {
     b
 }
 
+/// Bytes of a slot (from its start) that [`encode`] gives meaning to for `body`: a
+/// writer need not write past them, so a bounce slot touches only its first cache line
+/// (the parser reads nothing of a bounce body beyond it).
+pub fn encoded_len(body: &Body) -> usize {
+    match body {
+        Body::Bounce { .. } => SLOT_HDR + 32,
+        _ => PARSE_LEN,
+    }
+}
+
 /// Encode the header (without the sequence word) and body of `s` into `b`
 /// (at least [`PARSE_LEN`] bytes; the inline payload is written separately).
 pub fn encode(s: &Slot, b: &mut [u8]) {
@@ -845,6 +859,35 @@ mod tests {
                 }
                 _ => prop_assert_eq!(fast, None),
             }
+        }
+
+        /// What `encoded_len` leaves unwritten does not matter: a bounce slot (the
+        /// kind whose writer writes only its first line) parses the same whatever the
+        /// bytes past it hold — stale bytes of an earlier lap.
+        #[test]
+        fn bytes_past_encoded_len_are_ignored(
+            flags in 0u8..8,
+            tag in any::<u64>(),
+            data in any::<u64>(),
+            id in any::<u64>(),
+            chunk in 0usize..4,
+            clen in 1usize..=4096,
+            extra in 0usize..8192,
+            before in 0usize..8192,
+            junk in proptest::collection::vec(any::<u8>(), PARSE_LEN),
+        ) {
+            let s = Slot {
+                flags,
+                tag,
+                data,
+                body: Body::Bounce { total: before + clen + extra, id, offset: before, chunk, clen },
+            };
+            let mut b = [0u8; PARSE_LEN];
+            encode(&s, &mut b);
+            let used = encoded_len(&s.body);
+            prop_assert_eq!(used, 64);
+            b[used..].copy_from_slice(&junk[used..]);
+            prop_assert_eq!(parse(&b, &geo(), 1 << 20), Ok(s));
         }
 
         /// Arbitrary bytes never panic, and whatever parses is within the limits.
