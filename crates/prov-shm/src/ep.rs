@@ -240,11 +240,6 @@ struct RxRing {
     /// The RMA write being streamed in: its id and status so far.
     wr: Option<(u64, i32)>,
     backlog: VecDeque<(u64, i32)>,
-    /// Chunks of whole messages already delivered, to be marked free at the next
-    /// poll (bit per chunk). The chunk-state line was last written by the sender, so
-    /// the store must fetch it; made at once it would hold up the next locked
-    /// instruction — the application's next post — on the critical path.
-    release_due: u32,
 }
 
 struct Rx {
@@ -356,7 +351,6 @@ impl Endpoint {
                 asm: None,
                 wr: None,
                 backlog: VecDeque::new(),
-                release_due: 0,
             })
             .collect();
         let directed = caps.contains(Caps::DIRECTED_RECV);
@@ -1784,7 +1778,6 @@ impl Shared {
         let rr = &mut rx.rings[r];
         rr.on = false;
         rr.backlog.clear();
-        rr.release_due = 0;
         for c in 0..self.region.geometry().chunks {
             ring.chunk_state(c).store(0, Ordering::Relaxed);
         }
@@ -2156,7 +2149,7 @@ impl Shared {
                         self.deliver_whole(act, rx, &inc, ack, src)
                     };
                     if done {
-                        rx.rings[r].release_due |= 1 << (chunk % region::MAX_CHUNKS);
+                        ring.chunk_state(chunk).store(0, Ordering::Release);
                     }
                     return done;
                 }
@@ -2318,17 +2311,6 @@ impl Shared {
         p.more.store(more, Ordering::Release);
     }
 
-    /// Mark free the chunks whose release was put off (`RxRing::release_due`).
-    #[inline]
-    fn release_chunks(ring: &region::Ring<'_>, rr: &mut RxRing) {
-        let mut due = std::mem::take(&mut rr.release_due);
-        while due != 0 {
-            let c = due.trailing_zeros() as usize;
-            due &= due - 1;
-            ring.chunk_state(c).store(0, Ordering::Release);
-        }
-    }
-
     /// The receive side's progress, once `rx_may_have_work` said there may be some
     /// (out of line, as `progress_tx`).
     #[inline(never)]
@@ -2351,7 +2333,6 @@ impl Shared {
             let r = rx.active[k];
             k += 1;
             let ring = self.region.ring(r);
-            Self::release_chunks(&ring, &mut rx.rings[r]);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;
@@ -2396,12 +2377,8 @@ impl Shared {
                 }
             }
         }
-        // Acks queued by receives posted since (post_recv) also need a flush, and
-        // chunks delivered in this call are freed in the next.
-        more |= rx
-            .active
-            .iter()
-            .any(|&r| !rx.rings[r].backlog.is_empty() || rx.rings[r].release_due != 0);
+        // Acks queued by receives posted since (post_recv) also need a flush.
+        more |= rx.active.iter().any(|&r| !rx.rings[r].backlog.is_empty());
         self.publish_peek(rx, more);
         work
     }
