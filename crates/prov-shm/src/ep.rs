@@ -16,10 +16,17 @@
 //! - A send of at most `INLINE_CAP` bytes with an empty FIFO writes one slot and
 //!   completes (no syscall, no allocation; the locks taken are uncontended unless the
 //!   application shares the endpoint between threads).
-//! - Larger sends become tracked operations (a slab entry, no allocation once warm):
+//! - A send that fits one bounce chunk, with an empty FIFO, no acknowledgement wanted
+//!   and the next chunk free, is copied into the chunk, announced in one slot and
+//!   completed at once, with no operation record (`put_fragment`); the receiver
+//!   delivers such a whole-message chunk into the matched receive as it does an
+//!   inline slot (`deliver_whole`).
+//! - Other sends become tracked operations (a slab entry, no allocation once warm):
 //!   up to one bounce chunk eagerly through a chunk, completed at once; beyond, with
 //!   CMA an RTS slot completed by the receiver's ack, otherwise bounce fragments
 //!   completed when the last one is posted (with `FI_DELIVERY_COMPLETE`: on the ack).
+//!   An inject (or `FI_INJECT`) that cannot go at once is tracked from a private copy
+//!   of its data (`Op::owned`), so the caller's buffer is free on return.
 //! - RMA and atomics post one slot (`rma`, `atomic`) and complete on the target's ack;
 //!   the target checks them in the kit's MR table (`rma_target`, `atomic_target`).
 //! - Progress (`Progress::progress`, from CQ reads or the auto thread) first asks,

@@ -34,10 +34,12 @@
 //! # Protocols ([`proto`])
 //!
 //! - **inline**: messages up to [`proto::INLINE_CAP`] (216) bytes travel in the slot;
-//!   `fi_inject` takes up to [`proto::INJECT_SIZE`] (192) bytes; the send completes at
-//!   once (no syscall, no allocation, no contended lock);
+//!   the send completes at once (no syscall, no allocation, no contended lock);
 //! - **eager bounce**: messages up to one bounce chunk (64 KiB by default) are copied
-//!   into a chunk and complete at once;
+//!   into a chunk and complete at once; the receiver copies them straight into the
+//!   matched receive;
+//! - **inject**: `fi_inject*` and `FI_INJECT` take up to [`proto::INJECT_SIZE`] (4096)
+//!   bytes: inline or eager bounce, or from a private copy when no chunk is free;
 //! - **bounce pipeline**: messages up to `cma_threshold` (4 MiB by default) stream
 //!   through the ring's bounce chunks, fragment by fragment, sender and receiver
 //!   copying in parallel (measured here 2–3× faster than CMA, see `docs/providers/shm.md`);
