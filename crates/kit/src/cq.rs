@@ -1538,7 +1538,12 @@ mod tests {
 
     /// A CQ of context entries driven by a manual engine with source `f`.
     fn driven(size: usize, f: impl Fn(&KitCq) -> usize + Send + Sync + 'static) -> KitCq {
-        let q = cq(CqFormat::Context, size);
+        driven_with(&attr(CqFormat::Context, size, WaitObj::Unspec), f)
+    }
+
+    /// A CQ opened with `a`, driven by a manual engine with source `f`.
+    fn driven_with(a: &CqAttr, f: impl Fn(&KitCq) -> usize + Send + Sync + 'static) -> KitCq {
+        let q = KitCq::new(a).unwrap();
         let e = Arc::new(ProgressEngine::manual());
         let weak = Arc::downgrade(&q.inner);
         let src = Arc::new(move || match weak.upgrade() {
@@ -1613,20 +1618,11 @@ mod tests {
 
     #[test]
     fn a_tagged_read_gets_every_field_of_a_handed_completion() {
-        let q = KitCq::new(&attr(CqFormat::Tagged, 8, WaitObj::None)).unwrap();
-        let e = Arc::new(ProgressEngine::manual());
-        let weak = Arc::downgrade(&q.inner);
-        let src = Arc::new(move || match weak.upgrade() {
-            Some(inner) => {
-                let q = KitCq { inner };
-                q.push_entry(&tagged(5)).unwrap();
-                q.push_entry(&tagged(6)).unwrap();
-                2
-            }
-            None => 0,
+        let q = driven_with(&attr(CqFormat::Tagged, 8, WaitObj::None), |q: &KitCq| {
+            q.push_entry(&tagged(5)).unwrap();
+            q.push_entry(&tagged(6)).unwrap();
+            2
         });
-        e.register(&src);
-        q.bind_progress(e).unwrap();
         let mut b = vec![CqTaggedEntry::default(); 2];
         assert_eq!(q.read(CqBuf::Tagged(&mut b), None).unwrap(), 2);
         for (got, want) in b.iter().zip([tagged(5), tagged(6)]) {
@@ -1649,7 +1645,6 @@ mod tests {
                 )
             );
         }
-        drop(src);
     }
 
     #[test]
@@ -1768,21 +1763,12 @@ mod tests {
 
     #[test]
     fn a_wait_fd_stays_quiet_for_handed_completions() {
-        let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::Fd)).unwrap();
-        let e = Arc::new(ProgressEngine::manual());
-        let weak = Arc::downgrade(&q.inner);
-        let src = Arc::new(move || match weak.upgrade() {
-            Some(inner) => {
-                KitCq { inner }.push_entry(&tagged(1)).unwrap();
-                1
-            }
-            None => 0,
+        let q = driven_with(&attr(CqFormat::Context, 8, WaitObj::Fd), |q: &KitCq| {
+            q.push_entry(&tagged(1)).unwrap();
+            1
         });
-        e.register(&src);
-        q.bind_progress(e).unwrap();
         assert_eq!(read_ctx(&q, 1).unwrap(), vec![1]);
         assert!(!q.inner.fd.as_ref().unwrap().is_set());
-        drop(src);
     }
 
     #[test]
