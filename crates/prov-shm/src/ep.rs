@@ -982,7 +982,6 @@ impl Shared {
         }
     }
 
-    /// Move the queued sends of connection `idx` on as far as resources allow.
     /// Copy `n` bytes of `iov` from offset `from` into `conn`'s next bounce chunk and
     /// publish a slot for them (header `flags`, `tag`, `data`; `body` given the chunk
     /// index). False, with nothing written, while that chunk or the ring is not free.
@@ -1035,6 +1034,7 @@ impl Shared {
         true
     }
 
+    /// Move the queued sends of connection `idx` on as far as resources allow.
     fn stream(&self, act: &Active, tx: &mut Tx, idx: usize) {
         loop {
             let Some(Some(conn)) = tx.conns.get_mut(idx) else {
