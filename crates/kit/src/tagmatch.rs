@@ -630,9 +630,47 @@ impl<B, U> TagMatcher<B, U> {
         }
     }
 
+    /// [`match_incoming`](Self::match_incoming) with the common answer handled in place:
+    /// when an ordinary (not multi-receive) posted receive matches, `deliver` gets it
+    /// by reference while it is still queued, then it is removed and `Ok` carries what
+    /// `deliver` returned. The receive record (over a hundred bytes with an [`IoList`](
+    /// crate::iov::IoList)) is never copied. Any other answer — no match, or a
+    /// multi-receive buffer — is returned as `Err`, exactly as `match_incoming` gives it.
+    ///
+    /// If `deliver` panics, the receive stays posted.
+    #[inline]
+    pub fn match_incoming_with<R>(
+        &mut self,
+        msg: &Incoming,
+        deliver: impl FnOnce(&PostedRecv<B>, Placement) -> R,
+    ) -> Result<R, Match<'_, B>> {
+        let directed = self.cfg.directed_recv;
+        let queue = &mut self.posted[usize::from(msg.tagged)];
+        let found = queue
+            .iter()
+            .position(|p| recv_matches(directed, &p.recv, msg));
+        if let Some(i) = found {
+            if let Some(p) = queue.get(i) {
+                if !p.recv.flags.contains(OpFlags::MULTI_RECV) {
+                    let r = deliver(&p.recv, place_whole(p.recv.len, msg.len));
+                    // Dropped where it lies: nothing is moved out.
+                    if i == 0 {
+                        queue.pop_front();
+                    } else {
+                        queue.remove(i);
+                    }
+                    return Ok(r);
+                }
+            }
+        }
+        Err(self.match_incoming(msg))
+    }
+
     /// [`post_recv`](Self::post_recv) turned into what the provider does next
     /// ([`PostOutcome::into_action`]), a refusal into its error. The common outcome —
-    /// the receive is queued — hands back nothing to move.
+    /// the receive is queued — hands back nothing to move; test for it in place
+    /// (`matches!(r, Ok(PostAction::Queued))`) before taking the result apart, or the
+    /// whole result (a few hundred bytes) is copied on every post.
     #[inline]
     pub fn post(&mut self, recv: PostedRecv<B>) -> ofi_core::error::Result<PostAction<B, U>>
     where
@@ -1002,6 +1040,55 @@ mod tests {
         }
         assert_eq!(m.unexpected_len(), 0);
         assert_eq!(m.unexpected_bytes(), 0);
+    }
+
+    #[test]
+    fn in_place_match_removes_only_after_delivery() {
+        let mut m = M::new(cfg());
+        post(&mut m, PostedRecv::tagged(1, 5, 0, "a", 8));
+        post(&mut m, PostedRecv::tagged(2, 6, 0, "b", 8));
+        // A delivery that panics leaves its receive posted.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = m.match_incoming_with(&inc(6, 4), |_, _| panic!("delivery failed"));
+        }));
+        assert!(caught.is_err());
+        assert_eq!(m.posted_len(), 2);
+        // Not the oldest: the second receive is taken, the first keeps its place.
+        let got = m.match_incoming_with(&inc(6, 12), |r, place| (r.ctx, r.buf, place));
+        assert_eq!(
+            got.ok(),
+            Some((
+                2,
+                "b",
+                Placement {
+                    offset: 0,
+                    len: 8,
+                    truncated: true
+                }
+            ))
+        );
+        assert_eq!(m.posted_len(), 1);
+        assert_eq!(
+            m.match_incoming_with(&inc(7, 1), |r, _| r.ctx).err(),
+            Some(Match::Unexpected)
+        );
+        assert_eq!(
+            m.match_incoming_with(&inc(5, 1), |r, _| r.ctx).ok(),
+            Some(1)
+        );
+        assert_eq!(m.posted_len(), 0);
+        // A multi-receive buffer is answered as match_incoming answers it.
+        post(
+            &mut m,
+            PostedRecv::msg(3, "big", 20).with_flags(OpFlags::MULTI_RECV),
+        );
+        match m.match_incoming_with(&untagged(1, 4), |_, _| panic!("not ordinary")) {
+            Err(Match::Multi { buf, place }) => {
+                assert_eq!(buf.recv().ctx, 3);
+                assert_eq!(place.len, 4);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     impl Match<'_, &'static str> {
@@ -1788,8 +1875,19 @@ mod tests {
         }
     }
 
-    fn real_arrive(t: &mut TagMatcher<u32, u32>, m: Incoming, id: u32) -> Vec<Obs> {
-        let first = match t.match_incoming(&m) {
+    /// `in_place`: through [`TagMatcher::match_incoming_with`] (its `Ok` is the
+    /// ordinary receive's answer, seen by reference), else `match_incoming`.
+    fn real_arrive(t: &mut TagMatcher<u32, u32>, m: Incoming, id: u32, in_place: bool) -> Vec<Obs> {
+        let general = if in_place {
+            match t.match_incoming_with(&m, |recv, place| Obs::Recv(recv.buf, place)) {
+                Ok(obs) => return vec![obs],
+                Err(Match::Recv { .. }) => panic!("an ordinary receive came back as Err"),
+                Err(other) => other,
+            }
+        } else {
+            t.match_incoming(&m)
+        };
+        let first = match general {
             Match::Unexpected => Obs::Unexpected,
             Match::Recv { recv, place } => return vec![Obs::Recv(recv.buf, place)],
             Match::Multi { buf, place } => {
@@ -1887,6 +1985,7 @@ mod tests {
             max_unexpected in 0usize..6,
             max_unexpected_bytes in 0usize..40,
             min_multi_recv in 0usize..8,
+            in_place in any::<bool>(),
             ops in proptest::collection::vec(op(), 0..120),
         ) {
             let cfg = MatcherConfig { directed_recv: directed, max_posted, max_unexpected, max_unexpected_bytes, min_multi_recv };
@@ -1897,7 +1996,7 @@ mod tests {
                 let (got, want) = match op {
                     Op::Arrive { src, tag, len, tagged } => {
                         let m = Incoming { src, tag, len, data: Some(u64::from(id)), tagged };
-                        (real_arrive(&mut real, m, id), model.arrive(m, id))
+                        (real_arrive(&mut real, m, id, in_place), model.arrive(m, id))
                     }
                     Op::Post { ctx, src, tag, ignore, flags, tagged, len } => {
                         let r = PostedRecv { ctx, src, tag, ignore, flags, tagged, buf: id, len };

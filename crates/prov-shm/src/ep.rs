@@ -1885,21 +1885,22 @@ impl Shared {
         ack: Option<(usize, u64, u64)>,
         payload: *const u8,
     ) -> bool {
-        // The matched receive is used where it lies (it is large: no copies).
-        match rx.m.match_incoming(inc) {
-            Match::Recv { ref recv, place } => {
-                // SAFETY: the payload per the contract (place.len ≤ inc.len); the
-                // receive buffer is the application's.
-                unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
-                act.complete_rx(recv, place, inc, false, None);
-            }
-            Match::Multi { ref buf, place } => {
-                let recv = buf.recv();
-                // SAFETY: as above.
-                unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
-                act.complete_rx(recv, place, inc, buf.is_released(), None);
-            }
-            Match::Unexpected => {
+        let deliver = |recv: &PostedRecv<IoList>, place: Placement, released: bool| {
+            // SAFETY: the payload per the contract (place.len ≤ inc.len); the receive
+            // buffer is the application's.
+            unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
+            act.complete_rx(recv, place, inc, released, None);
+        };
+        // An ordinary receive is used where it lies in its queue (it is large: no
+        // copies); other answers come back from the matcher as they are.
+        match rx
+            .m
+            .match_incoming_with(inc, |recv, place| deliver(recv, place, false))
+        {
+            Ok(()) => {}
+            Err(Match::Recv { ref recv, place }) => deliver(recv, place, false),
+            Err(Match::Multi { ref buf, place }) => deliver(buf.recv(), place, buf.is_released()),
+            Err(Match::Unexpected) => {
                 let len = inc.len;
                 if !rx.m.has_room_for_unexpected(len) {
                     return false;
@@ -2395,8 +2396,13 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.rx);
         let rx = &mut *g;
-        let action = rx.m.post(recv)?;
-        match action {
+        // The common answer, Queued, is tested in place and returns before anything
+        // is moved out of the (large) result.
+        let posted = rx.m.post(recv);
+        if matches!(posted, Ok(PostAction::Queued)) {
+            return Ok(());
+        }
+        match posted? {
             PostAction::Queued => {}
             PostAction::One {
                 recv,

@@ -2526,8 +2526,13 @@ impl Shared {
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
         let st = &mut *g;
-        let action = st.m.post(recv)?;
-        match action {
+        // The common answer, Queued, is tested in place and returns before anything
+        // is moved out of the (large) result.
+        let posted = st.m.post(recv);
+        if matches!(posted, Ok(PostAction::Queued)) {
+            return Ok(());
+        }
+        match posted? {
             PostAction::Queued => {}
             PostAction::One {
                 recv,
