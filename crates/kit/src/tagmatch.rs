@@ -10,6 +10,9 @@
 //!   (and the [`Placement`] inside its buffer) or says [`Match::Unexpected`], in which
 //!   case the provider buffers what it has and calls [`TagMatcher::push_unexpected`]
 //!   (before any other call on the matcher, so arrival order is kept).
+//!   [`TagMatcher::match_incoming_with`] is the same decision for a hot path: an
+//!   ordinary receive is handed to a closure by reference where it lies in its queue,
+//!   then dropped there, so its record (over a hundred bytes) is not copied out.
 //! - The application posts a receive → [`TagMatcher::post_recv`]. It first searches the
 //!   unexpected messages; only if none matches is the receive queued.
 //! - `fi_cancel` → [`TagMatcher::cancel`]; closing the endpoint →
