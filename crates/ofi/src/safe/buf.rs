@@ -20,10 +20,16 @@ use crate::provider::Desc;
 /// assert_eq!(&b[..], b"pi");
 /// assert_eq!(b.capacity(), 4);
 /// ```
-pub struct Buf {
+pub struct Buf(Box<Inner>);
+
+/// What a [`Buf`] points to. `Buf` is one pointer so that moving it into an operation
+/// and back out of a completion is one 8-byte move (no wide copies of values just
+/// written, which the CPU cannot forward from its store buffer), and so that the
+/// addresses of the memory, which lives in its own allocation, do not depend on where
+/// the handle is moved.
+struct Inner {
     // Field order matters: the registration (if any) is dropped before the memory.
-    // Boxed: keeps `Buf` (and every completion carrying one) small to move.
-    mr: Option<Box<MemoryRegion>>,
+    mr: Option<MemoryRegion>,
     data: Box<[u8]>,
     len: usize,
 }
@@ -31,9 +37,9 @@ pub struct Buf {
 impl std::fmt::Debug for Buf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Buf")
-            .field("len", &self.len)
-            .field("capacity", &self.data.len())
-            .field("registered", &self.mr.is_some())
+            .field("len", &self.0.len)
+            .field("capacity", &self.0.data.len())
+            .field("registered", &self.0.mr.is_some())
             .finish()
     }
 }
@@ -49,51 +55,48 @@ impl Buf {
     #[inline]
     pub(crate) fn with_registration(data: Box<[u8]>, mr: Option<MemoryRegion>) -> Buf {
         let len = data.len();
-        Buf {
-            mr: mr.map(Box::new),
-            data,
-            len,
-        }
+        Buf(Box::new(Inner { mr, data, len }))
     }
 
     /// The allocation's size.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.data.len()
+        self.0.data.len()
     }
 
     /// The number of bytes that count.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len
     }
 
     /// True if the length is 0.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.len == 0
     }
 
     /// Set the length (clamped to the capacity).
     #[inline]
     pub fn set_len(&mut self, len: usize) {
-        self.len = len.min(self.data.len());
+        self.0.len = len.min(self.0.data.len());
     }
 
     /// The whole allocation, to fill before a send (then [`set_len`](Self::set_len)).
     #[inline]
     pub fn as_mut_capacity(&mut self) -> &mut [u8] {
-        &mut self.data
+        &mut self.0.data
     }
 
     /// Copy `bytes` in and set the length to theirs; `false` (nothing copied) if they
     /// do not fit.
     #[inline]
     pub fn fill_from(&mut self, bytes: &[u8]) -> bool {
-        match self.data.get_mut(..bytes.len()) {
+        let inner = &mut *self.0;
+        match inner.data.get_mut(..bytes.len()) {
             Some(dst) => {
                 dst.copy_from_slice(bytes);
-                self.len = bytes.len();
+                inner.len = bytes.len();
                 true
             }
             None => false,
@@ -103,29 +106,46 @@ impl Buf {
     /// True if the buffer carries a local registration.
     #[inline]
     pub fn is_registered(&self) -> bool {
-        self.mr.is_some()
+        self.0.mr.is_some()
     }
 
-    /// The descriptor to pass with the buffer (null when unregistered).
+    /// Where the memory is, for posting. The memory is an allocation of its own, which
+    /// moving the handle does not move or touch, so these stay valid after the handle
+    /// goes into the endpoint's in-flight table, for as long as it stays there.
     #[inline]
-    pub(crate) fn desc(&self) -> Desc {
-        self.mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc())
-    }
-
-    /// Start and capacity, for posting (the memory stays put while `self` lives).
-    #[inline]
-    pub(crate) fn raw_parts(&mut self) -> (*mut u8, usize) {
-        (self.data.as_mut_ptr(), self.data.len())
+    pub(crate) fn parts(&mut self) -> BufParts {
+        let inner = &mut *self.0;
+        let desc = inner.mr.as_ref().map_or(std::ptr::null_mut(), |m| m.desc());
+        BufParts {
+            ptr: inner.data.as_mut_ptr(),
+            cap: inner.data.len(),
+            len: inner.len,
+            desc,
+        }
     }
 
     /// The bytes, as a vector (drops the registration).
     #[inline]
     pub fn into_vec(self) -> Vec<u8> {
-        let len = self.len;
-        let mut v = self.data.into_vec();
+        let Inner { mr, data, len } = *self.0;
+        drop(mr);
+        let mut v = data.into_vec();
         v.truncate(len);
         v
     }
+}
+
+/// A posted buffer's memory ([`Buf::parts`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BufParts {
+    /// Start of the allocation.
+    pub ptr: *mut u8,
+    /// Its size (what a receive may fill).
+    pub cap: usize,
+    /// The bytes that count (what a send sends).
+    pub len: usize,
+    /// The registration's descriptor (null when unregistered).
+    pub desc: Desc,
 }
 
 impl From<Vec<u8>> for Buf {
@@ -137,12 +157,14 @@ impl From<Vec<u8>> for Buf {
 impl std::ops::Deref for Buf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.data[..self.len]
+        let inner = &*self.0;
+        &inner.data[..inner.len]
     }
 }
 
 impl std::ops::DerefMut for Buf {
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.data[..self.len]
+        let inner = &mut *self.0;
+        &mut inner.data[..inner.len]
     }
 }

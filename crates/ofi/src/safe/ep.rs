@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use super::addr::{EpAddr, Peer};
-use super::buf::Buf;
+use super::buf::{Buf, BufParts};
 use super::cq::{complete, fail, Completion, InFlight, OpError, OpId, OpKind, PostError, Slot};
 use super::domain::{Access, Domain, RemoteRegion, RemoteWrite};
 use super::info::FabricInfo;
@@ -486,6 +486,37 @@ impl<K: EpKind> Ep<K> {
         }
     }
 
+    /// [`post`](Self::post) for an operation on one [`Buf`]: where its memory is is read
+    /// before the handle moves into the in-flight table, so `post` gets it in registers
+    /// rather than reading back what the table was just given.
+    #[inline(always)]
+    fn post_buf(
+        &mut self,
+        kind: OpKind,
+        mut buf: Buf,
+        post: impl FnOnce(&crate::ep::Endpoint, BufParts, usize) -> Result<()>,
+    ) -> std::result::Result<OpId, PostError> {
+        if self.needs_local_mr && !buf.is_registered() {
+            return Err(PostError {
+                error: local_mr_needed(),
+                buf: Some(buf),
+            });
+        }
+        let parts = buf.parts();
+        let (ctx, _) = self.inflight.insert(Slot {
+            kind,
+            buf: Some(buf),
+            words: None,
+        });
+        match post(&self.ep, parts, ctx) {
+            Ok(()) => Ok(OpId(ctx)),
+            Err(error) => Err(PostError {
+                error,
+                buf: self.inflight.remove(ctx).and_then(|s| s.buf),
+            }),
+        }
+    }
+
     /// Reserve a slot, run `post` with the endpoint, the slot and its context; free
     /// the slot again (returning the buffer) if the post fails.
     #[inline(always)]
@@ -503,11 +534,7 @@ impl<K: EpKind> Ep<K> {
             };
             if unregistered {
                 return Err(PostError {
-                    error: Error::new(
-                        Errno::EINVAL,
-                        "this provider needs registered local buffers (FI_MR_LOCAL): allocate \
-                         them with Domain::alloc (atomics are not supported in this mode yet)",
-                    ),
+                    error: local_mr_needed(),
                     buf,
                 });
             }
@@ -526,24 +553,18 @@ impl<K: EpKind> Ep<K> {
     /// `fi_recv`: receive into `buf` (its whole capacity). The completion gives it
     /// back with its length set to the bytes received.
     pub fn recv(&mut self, buf: Buf) -> std::result::Result<OpId, PostError> {
-        self.post(OpKind::Recv, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let desc = b.desc();
-            let (p, cap) = b.raw_parts();
-            // SAFETY: `p..p+cap` is the boxed memory of a Buf owned by the in-flight
+        self.post_buf(OpKind::Recv, buf, |ep, b, ctx| {
+            // SAFETY: `b.ptr..b.ptr+b.cap` is the memory of a Buf owned by the in-flight
             // slot of `ctx` until this receive's completion is read (module docs).
-            unsafe { ep.recv(p, cap, desc, ADDR_UNSPEC, ctx) }
+            unsafe { ep.recv(b.ptr, b.cap, b.desc, ADDR_UNSPEC, ctx) }
         })
     }
 
     /// `fi_send`: send `buf` (its length) to `peer`.
     pub fn send(&mut self, buf: Buf, peer: Peer) -> std::result::Result<OpId, PostError> {
-        self.post(OpKind::Send, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let (desc, len) = (b.desc(), b.len());
-            let (p, _) = b.raw_parts();
+        self.post_buf(OpKind::Send, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the memory until the completion.
-            unsafe { ep.send(p, len, desc, peer.0, ctx) }
+            unsafe { ep.send(b.ptr, b.len, b.desc, peer.0, ctx) }
         })
     }
 
@@ -554,12 +575,9 @@ impl<K: EpKind> Ep<K> {
         peer: Peer,
         data: u64,
     ) -> std::result::Result<OpId, PostError> {
-        self.post(OpKind::Send, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let (desc, len) = (b.desc(), b.len());
-            let (p, _) = b.raw_parts();
+        self.post_buf(OpKind::Send, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
-            unsafe { ep.senddata(p, len, desc, data, peer.0, ctx) }
+            unsafe { ep.senddata(b.ptr, b.len, b.desc, data, peer.0, ctx) }
         })
     }
 
@@ -570,11 +588,14 @@ impl<K: EpKind> Ep<K> {
     }
 }
 
-#[inline]
-fn buf_of(slot: &mut Slot) -> Result<&mut Buf> {
-    slot.buf
-        .as_mut()
-        .ok_or_else(|| Error::new(Errno::EOTHER, "operation without buffer"))
+/// The refusal of an unregistered buffer when the provider needs `FI_MR_LOCAL`.
+#[cold]
+fn local_mr_needed() -> Error {
+    Error::new(
+        Errno::EINVAL,
+        "this provider needs registered local buffers (FI_MR_LOCAL): allocate them with \
+         Domain::alloc (atomics are not supported in this mode yet)",
+    )
 }
 
 impl<K: Connectionless> Ep<K> {
@@ -615,12 +636,9 @@ impl<K: Reliable> Ep<K> {
         peer: Peer,
         tag: u64,
     ) -> std::result::Result<OpId, PostError> {
-        self.post(OpKind::TaggedSend, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let (desc, len) = (b.desc(), b.len());
-            let (p, _) = b.raw_parts();
+        self.post_buf(OpKind::TaggedSend, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
-            unsafe { ep.tsend(p, len, desc, peer.0, tag, ctx) }
+            unsafe { ep.tsend(b.ptr, b.len, b.desc, peer.0, tag, ctx) }
         })
     }
 
@@ -631,12 +649,9 @@ impl<K: Reliable> Ep<K> {
         tag: u64,
         ignore: u64,
     ) -> std::result::Result<OpId, PostError> {
-        self.post(OpKind::TaggedRecv, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let desc = b.desc();
-            let (p, cap) = b.raw_parts();
+        self.post_buf(OpKind::TaggedRecv, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
-            unsafe { ep.trecv(p, cap, desc, ADDR_UNSPEC, tag, ignore, ctx) }
+            unsafe { ep.trecv(b.ptr, b.cap, b.desc, ADDR_UNSPEC, tag, ignore, ctx) }
         })
     }
 
@@ -682,15 +697,12 @@ impl<K: Reliable> Ep<K> {
             }
         };
         let key = region.key();
-        self.post(OpKind::Write, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let (desc, len) = (b.desc(), b.len());
-            let (p, _) = b.raw_parts();
+        self.post_buf(OpKind::Write, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the source memory until completion.
             unsafe {
                 match data {
-                    Some(d) => ep.writedata(p, len, desc, d, peer.0, addr, key, ctx),
-                    None => ep.write(p, len, desc, peer.0, addr, key, ctx),
+                    Some(d) => ep.writedata(b.ptr, b.len, b.desc, d, peer.0, addr, key, ctx),
+                    None => ep.write(b.ptr, b.len, b.desc, peer.0, addr, key, ctx),
                 }
             }
         })
@@ -714,12 +726,9 @@ impl<K: Reliable> Ep<K> {
             }
         };
         let key = region.key();
-        self.post(OpKind::Read, Some(buf), None, |ep, slot, ctx| {
-            let b = buf_of(slot)?;
-            let (desc, len) = (b.desc(), b.len());
-            let (p, _) = b.raw_parts();
+        self.post_buf(OpKind::Read, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the destination memory.
-            unsafe { ep.read(p, len, desc, peer.0, addr, key, ctx) }
+            unsafe { ep.read(b.ptr, b.len, b.desc, peer.0, addr, key, ctx) }
         })
     }
 
