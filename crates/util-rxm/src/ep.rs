@@ -273,6 +273,9 @@ struct TxOp {
     owned: Option<Vec<u8>>,
     outstanding: u32,
     await_done: bool,
+    /// `FI_DELIVERY_COMPLETE`: sent by rendezvous whatever its size, so that it
+    /// completes on the receiver's answer, after the data is in the matched buffer.
+    rndv: bool,
     posted: bool,
     sent: usize,
     err: Option<Errno>,
@@ -1349,7 +1352,9 @@ impl Shared {
             Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
             Body::Send { len, .. } => {
                 let len = *len;
-                if len <= self.settings.eager_limit() {
+                if op.rndv {
+                    self.post_rts(act, st, i, c, ctx)
+                } else if len <= self.settings.eager_limit() {
                     self.post_eager(act, st, i, c, ctx)
                 } else if len <= self.settings.sar_limit {
                     self.post_sar(act, st, i, c, ctx)
@@ -1596,7 +1601,9 @@ impl Shared {
                 _ => return Posted::Done,
             };
             let mut mrs = Vec::new();
-            for &(a, l) in src.slice() {
+            // Empty buffers (a zero-byte delivery-complete send) are not registered:
+            // nothing is read from them.
+            for &(a, l) in src.slice().iter().filter(|&&(_, l)| l > 0) {
                 // SAFETY: the buffer stays valid until the operation completes (C API
                 // contract), and the registration is closed at completion.
                 let r = unsafe {
@@ -1638,9 +1645,15 @@ impl Shared {
             iov: [(0, 0, 0); proto::RTS_IOVS],
             n: src.len(),
         };
-        for (k, (&(a, l), m)) in src.slice().iter().zip(&op.mrs).enumerate() {
+        let mut regs = op.mrs.iter();
+        for (k, &(a, l)) in src.slice().iter().enumerate() {
+            let key = if l == 0 {
+                0
+            } else {
+                regs.next().map_or(0, |m| m.key())
+            };
             let addr = if self.core_virt { a as u64 } else { 0 };
-            rts.iov[k] = (addr, l as u64, m.key());
+            rts.iov[k] = (addr, l as u64, key);
         }
         let mut b = h.bytes().to_vec();
         rts.encode(&mut b);
@@ -1897,6 +1910,18 @@ impl Shared {
         }
         let suppress = inject;
         let inject = inject || flags.contains(OpFlags::INJECT);
+        // An eager or segmented message completes when the core has sent it; a
+        // delivery-complete one must wait until the receiver has placed it, which is
+        // what the rendezvous protocol's answer says (the receiver reads the data into
+        // the matched buffer, then answers), so such a send takes it at any size.
+        let delivery = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        if delivery && !self.dom.core_info.caps.contains(Caps::RMA) {
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                "ofi_rxm: FI_DELIVERY_COMPLETE needs a core provider with FI_RMA \
+                 (rxm's rendezvous protocol)",
+            ));
+        }
         let cq_flags = (OpFlags::SEND
             | if tagged {
                 OpFlags::TAGGED
@@ -1913,7 +1938,7 @@ impl Shared {
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
         // Fast path: a packet that fits the core's inject size, connection idle.
-        if len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
+        if !delivery && len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
             let ready = st
                 .conns
                 .get(c)
@@ -1985,6 +2010,7 @@ impl Shared {
             owned,
             outstanding: 0,
             await_done: false,
+            rndv: delivery,
             posted: false,
             sent: 0,
             err: None,
@@ -2032,6 +2058,7 @@ impl Shared {
             owned,
             outstanding: 0,
             await_done: false,
+            rndv: false,
             posted: false,
             sent: 0,
             err: None,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::CqTaggedEntry;
+use ofi::abi::raw::{CqTaggedEntry, Iov, Msg};
 use ofi::addr::Address;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
@@ -133,6 +133,63 @@ fn pair() -> (Node, Node, u64, u64) {
     let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
     let ba = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
     (a, b, ab, ba)
+}
+
+/// `FI_DELIVERY_COMPLETE` at every protocol size: while the receiver has no receive
+/// posted, the send does not complete however long both sides are driven (the message
+/// has reached the receiver's endpoint but not a buffer); once a receive is posted,
+/// the send's completion comes, and by then the data is in that receive's buffer.
+/// (Eager and segmented sends completed when the core had sent them, before
+/// 2026-11-26: the conformance suite's check caught it only when timing allowed.)
+#[test]
+fn delivery_complete_waits_for_placement() {
+    let (a, b, ab, _ba) = pair();
+    let eager = rxm_settings_eager_size();
+    for (k, len) in [0usize, 100, eager + 1000, 300_000].into_iter().enumerate() {
+        let payload = pattern(len, 40 + k as u8);
+        let iov = [Iov {
+            base: payload.as_ptr() as *mut std::ffi::c_void,
+            len,
+        }];
+        let ctx = 0xdc00 + k;
+        let msg = Msg {
+            msg_iov: iov.as_ptr(),
+            desc: std::ptr::null(),
+            iov_count: 1,
+            addr: ab,
+            context: ctx,
+            data: 0,
+        };
+        // SAFETY: `payload` lives until the send's completion is read below.
+        unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }
+            .unwrap_or_else(|e| panic!("fi_sendmsg DC {len} B: {e}"));
+        let quiet_until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < quiet_until {
+            if let Some(d) = poll(&a.cq) {
+                panic!("{len} B: delivery-complete send completed with no receive posted: {d:?}");
+            }
+            assert!(
+                poll(&b.cq).is_none(),
+                "{len} B: receive side completed with nothing posted"
+            );
+            std::thread::yield_now();
+        }
+        let mut buf = vec![0u8; len.max(1)];
+        recv(&b, &mut buf, 0xdd00 + k);
+        let d = wait(&a.cq, &[&b.cq], "delivery-complete send").expect("send completion");
+        assert_eq!(d.op_context, ctx);
+        assert!(
+            buf[..len] == payload[..],
+            "{len} B: FI_DELIVERY_COMPLETE completed before the data was in place"
+        );
+        let r = wait(&b.cq, &[&a.cq], "receive").expect("receive completion");
+        assert_eq!((r.op_context, r.len), (0xdd00 + k, len));
+    }
+}
+
+/// rxm's eager limit with the default settings (`FI_OFI_RXM_BUFFER_SIZE` − header).
+fn rxm_settings_eager_size() -> usize {
+    16384 - 32
 }
 
 /// Eager, segmented and rendezvous messages, with the receive posted before and after
