@@ -79,8 +79,8 @@ use ofi_kit::tagmatch::{
 use crate::fabric::{DomainShared, Fabric};
 use crate::peer::{Engine, Event, Failure, PeerId, Seg};
 use crate::proto::{
-    self, kind_code, kind_of, msg_hdr, msg_hdr_ack, op_hdr, parse_msg_hdr, wants_ack, RmaReq,
-    ACK_TRAILER, OP_ATOMIC, OP_READ, OP_RESP, OP_TAGGED, OP_WRITE, RMA_HDR,
+    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, RmaReq, OP_ATOMIC, OP_READ, OP_RESP,
+    OP_TAGGED, OP_WRITE, RMA_HDR,
 };
 use crate::{Settings, IOV_LIMIT, MAX_MSG_SIZE, MSG_HDR, NAME};
 
@@ -136,33 +136,8 @@ struct TxOp {
     remote: Option<Remote>,
 }
 
-/// An unexpected message: the whole message, rxd header (and delivery trailer)
-/// included, and the peer it came from (a delivery-complete sender is answered when the
-/// message is taken).
-struct Unexp {
-    peer: PeerId,
-    data: Vec<u8>,
-}
-
-/// The body of the whole message `data` (after its header, before a delivery trailer)
-/// and, for a message whose sender waits for its delivery, the request id to answer;
-/// `None` when the trailer does not fit.
-fn msg_body(data: &[u8]) -> Option<(&[u8], Option<u64>)> {
-    let body = data.get(MSG_HDR..)?;
-    if !wants_ack(data) {
-        return Some((body, None));
-    }
-    let cut = body.len().checked_sub(ACK_TRAILER)?;
-    let (b, t) = body.split_at(cut);
-    Some((b, Some(u64::from_le_bytes(t.try_into().ok()?))))
-}
-
-/// The delivery trailer of a message being received piece by piece.
-struct Trailer {
-    /// Message offset of its first byte.
-    at: usize,
-    bytes: [u8; ACK_TRAILER],
-}
+/// An unexpected message: the whole message, rxd header included.
+type Unexp = Vec<u8>;
 
 /// Where the pieces of a message being received go.
 enum RxTarget {
@@ -172,9 +147,6 @@ enum RxTarget {
         place: Placement,
         released: bool,
         inc: Incoming,
-        /// The sender waits for the delivery (its request id comes last). Boxed: rare,
-        /// and it would make every message being received larger.
-        ack: Option<Box<Trailer>>,
     },
     /// Gathered whole: an unexpected message (matched again when complete), a request
     /// or a response (carried out when complete), or something malformed.
@@ -195,8 +167,6 @@ struct St {
     rx: Vec<Option<RxTarget>>,
     /// Requests and responses complete in this round, carried out after it.
     deferred: Vec<(PeerId, Vec<u8>)>,
-    /// Delivery responses owed to delivery-complete senders, sent after the round.
-    delivered: Vec<(PeerId, u64)>,
     ops: Vec<Option<TxOp>>,
     op_free: Vec<u32>,
     op_gen: u32,
@@ -345,7 +315,6 @@ impl Endpoint {
                 by_key: HashMap::new(),
                 rx: Vec::new(),
                 deferred: Vec::new(),
-                delivered: Vec::new(),
                 ops: Vec::new(),
                 op_free: Vec::new(),
                 op_gen: 1,
@@ -422,7 +391,6 @@ struct RxParts<'a> {
     rx: &'a mut Vec<Option<RxTarget>>,
     peer_addr: &'a mut Vec<Option<Address>>,
     deferred: &'a mut Vec<(PeerId, Vec<u8>)>,
-    delivered: &'a mut Vec<(PeerId, u64)>,
 }
 
 /// The posted receive an incoming message goes to, with its placement and whether a
@@ -500,14 +468,8 @@ fn seed_time() -> u32 {
         .unwrap_or(0)
 }
 
-/// The endpoint's default transmit flags: `FI_DELIVERY_COMPLETE` only when it is the
-/// only completion level asked for.
 fn default_tx_flags(f: OpFlags) -> OpFlags {
-    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
-        f - OpFlags::DELIVERY_COMPLETE
-    } else {
-        f
-    }
+    f - OpFlags::DELIVERY_COMPLETE
 }
 
 // ---------------------------------------------------------------------------------------
@@ -694,10 +656,6 @@ impl Shared {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         let peer = self.peer_of(act, st, dest)?;
-        // FI_DELIVERY_COMPLETE: acknowledged packets only say the peer's rxd has the
-        // message; such a send waits instead for the peer's answer that it is in a
-        // receive buffer (its request id travels after the data).
-        let delivery = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         let t = Self::alloc_op(
             st,
             TxOp {
@@ -705,24 +663,14 @@ impl Shared {
                 ctx,
                 flags: cq_flags,
                 want,
-                remote: delivery.then_some(Remote {
-                    peer,
-                    result: None,
-                    expect: 0,
-                }),
+                remote: None,
             },
         );
-        let (h, trailer) = if delivery {
-            (msg_hdr_ack(tagged, tag, data), ACK_TRAILER)
-        } else {
-            (msg_hdr(tagged, tag, data), 0)
-        };
-        let rid = t.to_le_bytes();
+        let h = msg_hdr(tagged, tag, data);
         let now = self.now();
-        let body_end = MSG_HDR + len;
         let r = st
             .eng
-            .send_with(peer, t, body_end + trailer, now, |off, n, dst| {
+            .send_with(peer, t, MSG_HDR + len, now, |off, n, dst| {
                 let mut o = off;
                 let mut left = n;
                 if o < MSG_HDR {
@@ -731,14 +679,7 @@ impl Shared {
                     left -= k;
                     o += k;
                 }
-                let k = body_end.saturating_sub(o).min(left);
-                append_from(dst, &iov, o - MSG_HDR, k);
-                left -= k;
-                o += k;
-                if left > 0 {
-                    let t0 = o - body_end;
-                    dst.extend_from_slice(&rid[t0..t0 + left]);
-                }
+                append_from(dst, &iov, o - MSG_HDR, left);
             });
         if r.is_err() {
             let _ = Self::take_op(st, t);
@@ -780,9 +721,9 @@ impl Shared {
                 }
                 Event::PeerLost { peer, why } => {
                     // Its operations failed (Failed events before this one); those whose
-                    // request it had acknowledged but not answered (RMA, atomics,
-                    // delivery-complete sends) fail now; a message being received from
-                    // it is abandoned; the core address stays for a later connection.
+                    // request it had acknowledged but not answered (RMA, atomics) fail
+                    // now; a message being received from it is abandoned; the core
+                    // address stays for a later connection.
                     let waiting: Vec<u64> = st
                         .ops
                         .iter()
@@ -793,8 +734,8 @@ impl Shared {
                             Some(token(i as u32, o.gen))
                         })
                         .collect();
-                    for token in waiting {
-                        if let Some(op) = Self::take_op(st, token) {
+                    for t in waiting {
+                        if let Some(op) = Self::take_op(st, t) {
                             act.complete_tx(op.ctx, op.flags, true, Some(Errno::EIO));
                         }
                     }
@@ -818,58 +759,42 @@ impl Shared {
             return;
         }
         let src = self.src_of(act, st, peer);
-        if let Some(rid) = self.match_whole(act, &mut st.m, src, peer, data) {
-            self.answer_delivery(st, peer, rid);
-        }
+        self.match_whole(act, &mut st.m, src, data);
     }
 
-    /// Tell a delivery-complete sender that its message `rid` is in a receive buffer
-    /// (or was consumed by a discard).
-    fn answer_delivery(&self, st: &mut St, peer: PeerId, rid: u64) {
-        let m = op_hdr(OP_RESP, rid, Some(0));
-        if st.eng.send(peer, NO_TOKEN, &m, self.now()).is_err() {
-            ofi_core::ofi_warn!(NAME, "ep_data", "peer {peer}: delivery response not sent");
-        }
-    }
-
-    /// Match a whole (message or tagged) message `data` from `src` (engine peer `peer`):
-    /// copy it into a posted receive, or keep it as unexpected. The request id to answer
-    /// when it was placed and its sender waits for that.
+    /// Match a whole (message or tagged) message `data` from `src`: copy it into a
+    /// posted receive, or keep it as unexpected.
     fn match_whole(
         &self,
         act: &Active,
         m: &mut TagMatcher<IoList, Unexp>,
         src: u64,
-        peer: PeerId,
         data: Vec<u8>,
-    ) -> Option<u64> {
-        let (op, tag, cqdata) = parse_msg_hdr(&data)?;
-        let Some((body, rid)) = msg_body(&data) else {
-            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: short delivery trailer");
-            return None;
+    ) {
+        let Some((op, tag, cqdata)) = parse_msg_hdr(&data) else {
+            return;
         };
         let tagged = op == OP_TAGGED;
         let inc = Incoming {
             src,
             tag,
-            len: body.len(),
+            len: data.len() - MSG_HDR,
             data: cqdata,
             tagged,
         };
         match match_recv(m, &inc) {
             Some((recv, place, rel)) => {
-                let n = place.len.min(body.len());
+                let payload = &data[MSG_HDR..];
+                let n = place.len.min(payload.len());
                 // SAFETY: the receive buffer is the application's, writable for its
-                // length (the placement lies within it); `body` has n bytes.
-                unsafe { recv.buf.scatter(place.offset, body.as_ptr(), n) };
+                // length (the placement lies within it); `payload` has n bytes.
+                unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
                 act.complete_rx(&recv, place, &inc, rel, None);
-                rid
             }
             None => {
-                if m.push_unexpected(inc, Unexp { peer, data }).is_err() {
+                if m.push_unexpected(inc, data).is_err() {
                     ofi_core::ofi_warn!(NAME, "ep_data", "unexpected message dropped (limit)");
                 }
-                None
             }
         }
     }
@@ -881,7 +806,6 @@ impl Shared {
             rx,
             peer_addr,
             deferred,
-            delivered,
         } = parts;
         let i = seg.peer as usize;
         if rx.len() <= i {
@@ -897,15 +821,12 @@ impl Shared {
             } else {
                 None
             };
-            // A delivery-complete message ends with its request id (not delivered).
-            let trailer = if wants_ack(seg.data) { ACK_TRAILER } else { 0 };
             let target = match hdr {
-                Some((op, tag, cqdata)) if op <= OP_TAGGED && seg.total >= MSG_HDR + trailer => {
-                    let len = seg.total - MSG_HDR - trailer;
+                Some((op, tag, cqdata)) if op <= OP_TAGGED => {
                     let inc = Incoming {
                         src: self.src_for(act, peer_addr, seg.peer, seg.addr),
                         tag,
-                        len,
+                        len: seg.total - MSG_HDR,
                         data: cqdata,
                         tagged: op == OP_TAGGED,
                     };
@@ -915,12 +836,6 @@ impl Shared {
                             place,
                             released,
                             inc,
-                            ack: (trailer > 0).then(|| {
-                                Box::new(Trailer {
-                                    at: MSG_HDR + len,
-                                    bytes: [0; ACK_TRAILER],
-                                })
-                            }),
                         },
                         None => RxTarget::Buffer(Vec::with_capacity(seg.total)),
                     }
@@ -933,18 +848,7 @@ impl Shared {
             return;
         };
         match target {
-            RxTarget::Recv {
-                recv, place, ack, ..
-            } => {
-                // The trailer's bytes in this piece (message offsets [at, at + 8)).
-                if let Some(t) = ack.as_mut() {
-                    let from = seg.offset.max(t.at);
-                    let to = (seg.offset + seg.data.len()).min(t.at + ACK_TRAILER);
-                    if from < to {
-                        t.bytes[from - t.at..to - t.at]
-                            .copy_from_slice(&seg.data[from - seg.offset..to - seg.offset]);
-                    }
-                }
+            RxTarget::Recv { recv, place, .. } => {
                 // Message offset → receive offset (the header is not delivered).
                 let (skip, at) = if seg.offset < MSG_HDR {
                     (MSG_HDR - seg.offset, 0)
@@ -970,19 +874,11 @@ impl Shared {
                 place,
                 released,
                 inc,
-                ack,
-            }) => {
-                act.complete_rx(&recv, place, &inc, released, None);
-                if let Some(t) = ack {
-                    delivered.push((seg.peer, u64::from_le_bytes(t.bytes)));
-                }
-            }
+            }) => act.complete_rx(&recv, place, &inc, released, None),
             Some(RxTarget::Buffer(v)) => match parse_msg_hdr(&v) {
                 Some((op, ..)) if op <= OP_TAGGED => {
                     let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
-                    if let Some(rid) = self.match_whole(act, m, src, seg.peer, v) {
-                        delivered.push((seg.peer, rid));
-                    }
+                    self.match_whole(act, m, src, v);
                 }
                 Some(_) => deferred.push((seg.peer, v)),
                 None => {
@@ -1005,7 +901,6 @@ impl Shared {
             place,
             released,
             inc,
-            ..
         } = t
         {
             act.complete_rx(&recv, place, &inc, released, Some(e));
@@ -1016,31 +911,21 @@ impl Shared {
     fn deliver_unexp(
         &self,
         act: &Active,
-        st: &mut St,
+        _st: &mut St,
         recv: PostedRecv<IoList>,
         place: Placement,
         inc: &Incoming,
         payload: Unexp,
         released: bool,
     ) {
-        let (data, rid) = msg_body(&payload.data).unwrap_or((&[], None));
+        let data = payload.get(MSG_HDR..).unwrap_or(&[]);
         let n = place.len.min(data.len());
         // SAFETY: as in on_message.
         unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
         act.complete_rx(&recv, place, inc, released, None);
-        if let Some(rid) = rid {
-            self.answer_delivery(st, payload.peer, rid);
-            self.flush(st, self.now());
-        }
     }
 
-    /// A discarded message was consumed too: its delivery-complete sender is answered.
-    fn discard_unexp(&self, st: &mut St, payload: Unexp) {
-        if let Some((_, Some(rid))) = msg_body(&payload.data) {
-            self.answer_delivery(st, payload.peer, rid);
-            self.flush(st, self.now());
-        }
-    }
+    fn discard_unexp(&self, _st: &mut St, _payload: Unexp) {}
 
     fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
@@ -1133,7 +1018,6 @@ impl Shared {
                 rx,
                 peer_addr,
                 deferred,
-                delivered,
                 ..
             } = st;
             let b = &bufs[i];
@@ -1144,7 +1028,6 @@ impl Shared {
                     rx: &mut *rx,
                     peer_addr: &mut *peer_addr,
                     deferred: &mut *deferred,
-                    delivered: &mut *delivered,
                 };
                 self.on_seg(act, parts, seg);
             });
@@ -1154,9 +1037,6 @@ impl Shared {
             for (peer, v) in std::mem::take(&mut st.deferred) {
                 self.on_message(act, st, peer, v);
             }
-        }
-        for (peer, rid) in std::mem::take(&mut st.delivered) {
-            self.answer_delivery(st, peer, rid);
         }
     }
 

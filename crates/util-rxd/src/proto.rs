@@ -23,11 +23,9 @@
 //! Sequence numbers are 32-bit and compared wrap-safe ([`seq_lt`]).
 //!
 //! Inside the reliable stream each message starts with an 18-byte header
-//! ([`crate::MSG_HDR`]: operation [`OP_MSG`] ... [`OP_RESP`], flags ([`H_DATA`],
-//! [`H_ACK`]), tag or request id, remote CQ data or response status: [`op_hdr`],
-//! [`parse_msg_hdr`]); RMA and atomic requests add a [`RMA_HDR`]-byte header
-//! ([`RmaReq`]); a message with [`H_ACK`] ends with its sender's request id
-//! ([`ACK_TRAILER`] bytes), answered with an [`OP_RESP`] once it is in a receive buffer.
+//! ([`crate::MSG_HDR`]: operation [`OP_MSG`] ... [`OP_RESP`], flags ([`H_DATA`]), tag or
+//! request id, remote CQ data or response status: [`op_hdr`], [`parse_msg_hdr`]); RMA
+//! and atomic requests add a [`RMA_HDR`]-byte header ([`RmaReq`]).
 //!
 //! Nothing here panics: parsers return `None` on anything malformed.
 
@@ -39,8 +37,8 @@ use crate::MSG_HDR;
 
 /// First byte of every packet.
 pub const MAGIC: u8 = 0xd7;
-/// Wire version (2: messages may ask for a delivery response, [`H_ACK`]).
-pub const VERSION: u8 = 2;
+/// Wire version.
+pub const VERSION: u8 = 1;
 /// Header length.
 pub const HDR_LEN: usize = 36;
 /// Length of the first segment's message-length prefix.
@@ -222,12 +220,6 @@ impl Hdr {
 
 /// Message header flag: remote CQ data present.
 pub const H_DATA: u8 = 1;
-/// Message header flag (messages only): the sender waits for an [`OP_RESP`] naming the
-/// request id carried in the message's last [`ACK_TRAILER`] bytes, sent once the
-/// message is in a receive buffer (`FI_DELIVERY_COMPLETE`).
-pub const H_ACK: u8 = 2;
-/// Bytes of the request id at the end of a message with [`H_ACK`].
-pub const ACK_TRAILER: usize = 8;
 /// Message operation: untagged.
 pub const OP_MSG: u8 = 0;
 /// Message operation: tagged.
@@ -249,18 +241,6 @@ pub fn msg_hdr(tagged: bool, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
     op_hdr(if tagged { OP_TAGGED } else { OP_MSG }, tag, data)
 }
 
-/// [`msg_hdr`] of a message whose sender waits for its delivery ([`H_ACK`]).
-pub fn msg_hdr_ack(tagged: bool, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
-    let mut h = msg_hdr(tagged, tag, data);
-    h[1] |= H_ACK;
-    h
-}
-
-/// Whether the message starting with `m` asks for a delivery response ([`H_ACK`]).
-pub fn wants_ack(m: &[u8]) -> bool {
-    m.first().is_some_and(|&op| op <= OP_TAGGED) && m.get(1).is_some_and(|f| f & H_ACK != 0)
-}
-
 /// The header of a message of operation `op`.
 pub fn op_hdr(op: u8, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
     let mut h = [0u8; MSG_HDR];
@@ -273,10 +253,7 @@ pub fn op_hdr(op: u8, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
 
 /// Parse a message header: (operation, tag, data); `None` if malformed.
 pub fn parse_msg_hdr(m: &[u8]) -> Option<(u8, u64, Option<u64>)> {
-    if m.len() < MSG_HDR || m[0] > OP_RESP || m[1] & !(H_DATA | H_ACK) != 0 {
-        return None;
-    }
-    if m[1] & H_ACK != 0 && m[0] > OP_TAGGED {
+    if m.len() < MSG_HDR || m[0] > OP_RESP || m[1] & !H_DATA != 0 {
         return None;
     }
     let mut t = [0u8; 8];
@@ -444,14 +421,6 @@ mod tests {
         }
         assert_eq!(kind_of(3), None);
         assert_eq!(parse_msg_hdr(&h[..MSG_HDR - 1]), None);
-        let a = msg_hdr_ack(true, 5, None);
-        assert!(wants_ack(&a) && !wants_ack(&msg_hdr(true, 5, None)));
-        assert_eq!(parse_msg_hdr(&a), Some((OP_TAGGED, 5, None)));
-        // A request or response never carries the delivery flag.
-        let mut r = op_hdr(OP_RESP, 1, Some(0));
-        r[1] |= H_ACK;
-        assert_eq!(parse_msg_hdr(&r), None);
-        assert!(!wants_ack(&r));
         let mut b = h;
         b[0] = 7;
         assert_eq!(parse_msg_hdr(&b), None);
