@@ -155,6 +155,8 @@ struct SarRx {
     inc: Incoming,
     got: usize,
     target: SarTarget,
+    /// The sender waits for a delivery acknowledgement once the last segment is in.
+    dc: bool,
 }
 
 enum SarTarget {
@@ -212,6 +214,9 @@ struct Conn {
     owed: usize,
     queue: VecDeque<u32>,
     ctrl: VecDeque<Hdr>,
+    /// Delivery-complete operations sent on this connection whose acknowledgement has
+    /// not come (index, generation), in the order sent.
+    dc_wait: VecDeque<(u32, u32)>,
     sar: Option<SarRx>,
     src: u64,
     src_alias: usize,
@@ -273,9 +278,12 @@ struct TxOp {
     owned: Option<Vec<u8>>,
     outstanding: u32,
     await_done: bool,
-    /// `FI_DELIVERY_COMPLETE`: sent by rendezvous whatever its size, so that it
-    /// completes on the receiver's answer, after the data is in the matched buffer.
-    rndv: bool,
+    /// `FI_DELIVERY_COMPLETE` asked for: an eager or segmented message carries
+    /// [`proto::F_DC`] and completes on the receiver's [`Op::DcAck`] (a rendezvous one
+    /// completes on "done" anyway).
+    dc: bool,
+    /// Its message is out; its delivery acknowledgement has not come.
+    await_ack: bool,
     posted: bool,
     sent: usize,
     err: Option<Errno>,
@@ -572,6 +580,7 @@ impl St {
             owed: 0,
             queue: VecDeque::new(),
             ctrl: VecDeque::new(),
+            dc_wait: VecDeque::new(),
             sar: None,
             src: ADDR_NOTAVAIL,
             src_alias: 0,
@@ -836,6 +845,7 @@ impl Shared {
         conn.credits = 0;
         conn.owed = 0;
         conn.ctrl.clear();
+        conn.dc_wait.clear();
         conn.instance = None;
         let sar = conn.sar.take();
         conn.epoch = {
@@ -1352,9 +1362,7 @@ impl Shared {
             Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
             Body::Send { len, .. } => {
                 let len = *len;
-                if op.rndv {
-                    self.post_rts(act, st, i, c, ctx)
-                } else if len <= self.settings.eager_limit() {
+                if len <= self.settings.eager_limit() {
                     self.post_eager(act, st, i, c, ctx)
                 } else if len <= self.settings.sar_limit {
                     self.post_sar(act, st, i, c, ctx)
@@ -1383,6 +1391,43 @@ impl Shared {
         Posted::Done
     }
 
+    /// Operation `i` (generation `gen`) waits for a delivery acknowledgement on
+    /// connection `c`; they come in the order the messages were sent.
+    fn wait_for_ack(st: &mut St, c: usize, i: u32, gen: u32) {
+        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+            conn.dc_wait.push_back((i, gen));
+        }
+    }
+
+    /// The peer acknowledges `n` more delivery-complete messages of connection `c`.
+    fn on_dc_ack(&self, act: &Active, st: &mut St, c: usize, n: u64) -> Result<()> {
+        for _ in 0..n {
+            let Some((i, gen)) = st
+                .conns
+                .get_mut(c)
+                .and_then(Option::as_mut)
+                .and_then(|x| x.dc_wait.pop_front())
+            else {
+                return Err(Error::new(
+                    Errno::EPROTO,
+                    "delivery acknowledgement of a message never sent",
+                ));
+            };
+            if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
+                if op.gen == gen && op.conn == c && op.await_ack {
+                    op.await_ack = false;
+                    self.maybe_finish(act, st, i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Acknowledge one delivery-complete message taken in from connection `c`.
+    fn ack_dc(&self, st: &mut St, c: usize) {
+        self.send_ctrl(st, c, Hdr::new(Op::DcAck, 0, 1, 0, 0));
+    }
+
     fn send_hdr(op: &TxOp) -> (u8, u64, u64) {
         match &op.body {
             Body::Send {
@@ -1408,7 +1453,10 @@ impl Shared {
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
-        let (flags, tag, data) = Self::send_hdr(op);
+        let (mut flags, tag, data) = Self::send_hdr(op);
+        if op.dc {
+            flags |= proto::F_DC;
+        }
         let Body::Send { iov, len, .. } = op.body else {
             return Posted::Done;
         };
@@ -1460,6 +1508,11 @@ impl Shared {
             Ok(()) => {
                 op.outstanding += 1;
                 op.posted = true;
+                if op.dc {
+                    op.await_ack = true;
+                    let gen = op.gen;
+                    Self::wait_for_ack(st, c, i, gen);
+                }
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => {
@@ -1482,6 +1535,7 @@ impl Shared {
                 return Posted::Done;
             };
             let (flags, tag, data) = Self::send_hdr(op);
+            let dc = if op.dc { proto::F_DC } else { 0 };
             let Body::Send { iov, len, .. } = op.body else {
                 return Posted::Done;
             };
@@ -1506,7 +1560,7 @@ impl Shared {
             let n = seg.min(len - off);
             let last = off + n >= len;
             let mut h = if first {
-                Hdr::new(Op::SarFirst, flags, len as u64, tag, data)
+                Hdr::new(Op::SarFirst, flags | dc, len as u64, tag, data)
             } else {
                 Hdr::new(Op::SarNext, flags & proto::F_TAGGED, off as u64, tag, 0)
             };
@@ -1558,6 +1612,13 @@ impl Shared {
                         op.sent = off + n;
                         if last {
                             op.posted = true;
+                            // The receiver acknowledges at the last segment: queued now,
+                            // the order of the acknowledgements.
+                            if op.dc {
+                                op.await_ack = true;
+                                let gen = op.gen;
+                                Self::wait_for_ack(st, c, i, gen);
+                            }
                             return Posted::Done;
                         }
                     }
@@ -1822,7 +1883,8 @@ impl Shared {
         let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
             return;
         };
-        if !op.posted || op.outstanding > 0 || (op.await_done && op.err.is_none()) {
+        if !op.posted || op.outstanding > 0 || ((op.await_done || op.await_ack) && op.err.is_none())
+        {
             return;
         }
         if let Some(op) = st.free_op(i) {
@@ -1911,17 +1973,10 @@ impl Shared {
         let suppress = inject;
         let inject = inject || flags.contains(OpFlags::INJECT);
         // An eager or segmented message completes when the core has sent it; a
-        // delivery-complete one must wait until the receiver has placed it, which is
-        // what the rendezvous protocol's answer says (the receiver reads the data into
-        // the matched buffer, then answers), so such a send takes it at any size.
+        // delivery-complete one waits for the receiver's word that it has taken the
+        // message in (into a receive, or buffered), so it needs an operation record:
+        // not the fast path.
         let delivery = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
-        if delivery && !self.dom.core_info.caps.contains(Caps::RMA) {
-            return Err(Error::new(
-                Errno::EOPNOTSUPP,
-                "ofi_rxm: FI_DELIVERY_COMPLETE needs a core provider with FI_RMA \
-                 (rxm's rendezvous protocol)",
-            ));
-        }
         let cq_flags = (OpFlags::SEND
             | if tagged {
                 OpFlags::TAGGED
@@ -2010,7 +2065,8 @@ impl Shared {
             owned,
             outstanding: 0,
             await_done: false,
-            rndv: delivery,
+            dc: delivery,
+            await_ack: false,
             posted: false,
             sent: 0,
             err: None,
@@ -2058,7 +2114,8 @@ impl Shared {
             owned,
             outstanding: 0,
             await_done: false,
-            rndv: false,
+            dc: false,
+            await_ack: false,
             posted: false,
             sent: 0,
             err: None,
@@ -2099,6 +2156,7 @@ impl Shared {
         let tagged = h.flags & proto::F_TAGGED != 0;
         match h.op {
             Op::Credit => Ok(()),
+            Op::DcAck => self.on_dc_ack(act, st, c, h.size),
             Op::RndvDone => {
                 let i = (h.tag & 0xffff_ffff) as u32;
                 let gen = (h.tag >> 32) as u32;
@@ -2173,6 +2231,7 @@ impl Shared {
                         Some((r, place, rel))
                     }
                 };
+                let dc = h.flags & proto::F_DC != 0;
                 match (h.op, target) {
                     (Op::Eager, Some((recv, place, rel))) => {
                         let n = place.len.min(payload.len());
@@ -2181,6 +2240,9 @@ impl Shared {
                         unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
                         act.complete_rx(&recv, place, &inc, rel, None);
                         Self::return_credit(st, c, epoch);
+                        if dc {
+                            self.ack_dc(st, c);
+                        }
                     }
                     (Op::Eager, None) => {
                         let u = Unexp::Data {
@@ -2189,6 +2251,10 @@ impl Shared {
                             epoch,
                         };
                         let _ = st.m.push_unexpected(inc, u);
+                        // Buffered is taken in (libfabric's delivery complete).
+                        if dc {
+                            self.ack_dc(st, c);
+                        }
                     }
                     (Op::SarFirst, Some((recv, place, rel))) => {
                         let n = place.len.min(payload.len());
@@ -2203,6 +2269,7 @@ impl Shared {
                                     place,
                                     released: rel,
                                 },
+                                dc,
                             });
                         }
                         if h.flags & proto::F_LAST != 0 {
@@ -2231,6 +2298,7 @@ impl Shared {
                                 inc,
                                 got: payload.len(),
                                 target: SarTarget::Buffer(buf),
+                                dc,
                             });
                         }
                         if h.flags & proto::F_LAST != 0 {
@@ -2325,6 +2393,10 @@ impl Shared {
                     Self::return_credit(st, c, epoch);
                 }
             }
+        }
+        // The whole message is in (a receive, or assembled): taken in.
+        if sar.dc {
+            self.ack_dc(st, c);
         }
     }
 

@@ -34,11 +34,11 @@
 //! | --- | --- | --- |
 //! | 0 | 1 | version ([`VERSION`]) |
 //! | 1 | 1 | op ([`Op`]) |
-//! | 2 | 1 | flags ([`F_TAGGED`], [`F_DATA`], [`F_LAST`]) |
+//! | 2 | 1 | flags ([`F_TAGGED`], [`F_DATA`], [`F_LAST`], [`F_DC`]) |
 //! | 3 | 1 | reserved |
 //! | 4 | 2 | credits returned to the receiver of this packet |
 //! | 6 | 2 | reserved |
-//! | 8 | 8 | size: message length (eager, first segment, RTS), segment offset (next segments) |
+//! | 8 | 8 | size: message length (eager, first segment, RTS), segment offset (next segments), count (DC_ACK) |
 //! | 16 | 8 | tag (RNDV_DONE: the operation id) |
 //! | 24 | 8 | remote CQ data (RNDV_DONE: the status, a negated `FI_*` code or 0) |
 //!
@@ -49,8 +49,9 @@
 
 use ofi_core::{Errno, Error, Result};
 
-/// Protocol version carried by the handshake and every packet.
-pub const VERSION: u8 = 1;
+/// Protocol version carried by the handshake and every packet (2: delivery
+/// acknowledgements, [`F_DC`] and [`Op::DcAck`]).
+pub const VERSION: u8 = 2;
 /// Handshake magic.
 pub const MAGIC: [u8; 4] = *b"RXMh";
 /// Fixed part of a handshake.
@@ -72,6 +73,10 @@ pub const F_TAGGED: u8 = 1;
 pub const F_DATA: u8 = 2;
 /// Packet flag: the last segment of a segmented message.
 pub const F_LAST: u8 = 4;
+/// Packet flag (eager, first segment): the sender waits for an [`Op::DcAck`] once the
+/// receiver has taken the whole message in, into a receive or buffered
+/// (`FI_DELIVERY_COMPLETE`).
+pub const F_DC: u8 = 8;
 
 fn eproto(m: impl Into<String>) -> Error {
     Error::new(Errno::EPROTO, m.into())
@@ -226,6 +231,9 @@ pub enum Op {
     RndvDone = 5,
     /// Credits only.
     Credit = 6,
+    /// Delivery acknowledgements: `size` = how many more [`F_DC`] messages of this
+    /// connection the receiver has taken in (they are taken in the order sent).
+    DcAck = 7,
 }
 
 impl Op {
@@ -237,6 +245,7 @@ impl Op {
             4 => Op::Rts,
             5 => Op::RndvDone,
             6 => Op::Credit,
+            7 => Op::DcAck,
             _ => return None,
         })
     }
@@ -304,7 +313,7 @@ impl Hdr {
             return Err(eproto(format!("ofi_rxm packet version {}", b[0])));
         }
         let op = Op::from_u8(b[1]).ok_or_else(|| eproto(format!("ofi_rxm packet op {}", b[1])))?;
-        if b[2] & !(F_TAGGED | F_DATA | F_LAST) != 0 {
+        if b[2] & !(F_TAGGED | F_DATA | F_LAST | F_DC) != 0 {
             return Err(eproto(format!("ofi_rxm packet flags {:#x}", b[2])));
         }
         let u64at = |o: usize| {
@@ -446,6 +455,17 @@ mod tests {
         assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
         let mut m = b;
         m[2] = 0x80;
+        assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
+    }
+
+    #[test]
+    fn delivery_flag_and_acknowledgement_round_trip() {
+        let h = Hdr::new(Op::Eager, F_TAGGED | F_DC, 64, 1, 0);
+        assert_eq!(Hdr::parse(&h.bytes()).unwrap(), h);
+        let a = Hdr::new(Op::DcAck, 0, 3, 0, 0);
+        assert_eq!(Hdr::parse(&a.bytes()).unwrap(), a);
+        let mut m = a.bytes();
+        m[2] = 0x10;
         assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
     }
 

@@ -135,17 +135,25 @@ fn pair() -> (Node, Node, u64, u64) {
     (a, b, ab, ba)
 }
 
-/// `FI_DELIVERY_COMPLETE` at every protocol size: while the receiver has no receive
-/// posted, the send does not complete however long both sides are driven (the message
-/// has reached the receiver's endpoint but not a buffer); once a receive is posted,
-/// the send's completion comes, and by then the data is in that receive's buffer.
+/// `FI_DELIVERY_COMPLETE` at every protocol size. Eager and segmented: the send does
+/// not complete while the receiver's endpoint is not driven (the message has not been
+/// taken in), and completes once it is, receive posted or not (buffered is libfabric's
+/// delivery complete); the data then reaches the receive posted later. Rendezvous: the
+/// data stays at the sender until a receive takes it, so the send completes only then.
 /// (Eager and segmented sends completed when the core had sent them, before
 /// 2026-11-26: the conformance suite's check caught it only when timing allowed.)
 #[test]
-fn delivery_complete_waits_for_placement() {
+fn delivery_complete_means_the_receiver_took_it_in() {
     let (a, b, ab, _ba) = pair();
+    // A first exchange sets the connection up.
+    let mut first = [0u8; 8];
+    recv(&b, &mut first, 0xdb00);
+    send(&a, b"hello rx", ab, 0xdb01).expect("send");
+    wait(&a.cq, &[&b.cq], "first send").expect("first send");
+    wait(&b.cq, &[&a.cq], "first receive").expect("first receive");
     let eager = rxm_settings_eager_size();
     for (k, len) in [0usize, 100, eager + 1000, 300_000].into_iter().enumerate() {
+        let rendezvous = len > 8 * 16384;
         let payload = pattern(len, 40 + k as u8);
         let iov = [Iov {
             base: payload.as_ptr() as *mut std::ffi::c_void,
@@ -163,27 +171,41 @@ fn delivery_complete_waits_for_placement() {
         // SAFETY: `payload` lives until the send's completion is read below.
         unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }
             .unwrap_or_else(|e| panic!("fi_sendmsg DC {len} B: {e}"));
-        let quiet_until = Instant::now() + Duration::from_millis(300);
+        // Only the sender driven: the receiver has not taken anything in.
+        let quiet_until = Instant::now() + Duration::from_millis(200);
         while Instant::now() < quiet_until {
             if let Some(d) = poll(&a.cq) {
-                panic!("{len} B: delivery-complete send completed with no receive posted: {d:?}");
+                panic!("{len} B: completed before the receiver took the message in: {d:?}");
             }
-            assert!(
-                poll(&b.cq).is_none(),
-                "{len} B: receive side completed with nothing posted"
-            );
             std::thread::yield_now();
         }
         let mut buf = vec![0u8; len.max(1)];
-        recv(&b, &mut buf, 0xdd00 + k);
+        if rendezvous {
+            // Both driven, nothing posted: the data is still the sender's.
+            let quiet_until = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < quiet_until {
+                assert!(
+                    poll(&a.cq).is_none(),
+                    "{len} B: rendezvous completed unmatched"
+                );
+                assert!(poll(&b.cq).is_none(), "{len} B: receive side completed");
+                std::thread::yield_now();
+            }
+            recv(&b, &mut buf, 0xdd00 + k);
+        }
         let d = wait(&a.cq, &[&b.cq], "delivery-complete send").expect("send completion");
         assert_eq!(d.op_context, ctx);
-        assert!(
-            buf[..len] == payload[..],
-            "{len} B: FI_DELIVERY_COMPLETE completed before the data was in place"
-        );
+        if rendezvous {
+            assert!(
+                buf[..len] == payload[..],
+                "{len} B: completed before placement"
+            );
+        } else {
+            recv(&b, &mut buf, 0xdd00 + k);
+        }
         let r = wait(&b.cq, &[&a.cq], "receive").expect("receive completion");
         assert_eq!((r.op_context, r.len), (0xdd00 + k, len));
+        assert!(buf[..len] == payload[..], "{len} B: data");
     }
 }
 
