@@ -203,10 +203,8 @@ struct Tx {
 }
 
 enum Unexp {
-    Data {
-        data: Vec<u8>,
-        ack: Option<(usize, u64, u64)>,
-    },
+    /// Copied out of the ring (a delivery-complete sender was acknowledged then).
+    Data { data: Vec<u8> },
     Rts {
         ring: usize,
         claim: u64,
@@ -1335,15 +1333,12 @@ impl Shared {
         released: bool,
     ) {
         match payload {
-            Unexp::Data { data, ack } => {
+            Unexp::Data { data } => {
                 let n = place.len.min(data.len());
                 // SAFETY: `data` holds n bytes; the receive buffer is the
                 // application's, writable for its length (placement within it).
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
                 act.complete_rx(recv, place, inc, released, None);
-                if let Some((ring, claim, id)) = ack {
-                    self.push_ack(rx, ring, claim, id, 0);
-                }
             }
             Unexp::Rts {
                 ring,
@@ -1908,10 +1903,15 @@ impl Shared {
                 let mut data = vec![0u8; len];
                 // SAFETY: the payload per the contract; `data` holds len bytes.
                 unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                return rx
-                    .m
-                    .push_unexpected(*inc, Unexp::Data { data, ack })
-                    .is_ok();
+                if rx.m.push_unexpected(*inc, Unexp::Data { data }).is_err() {
+                    return false;
+                }
+                // Buffered is taken in: libfabric's delivery complete (the data no
+                // longer needs the sender's slot or chunk).
+                if let Some((ring, claim, id)) = ack {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+                return true;
             }
         }
         if let Some((ring, claim, id)) = ack {
@@ -2245,7 +2245,7 @@ impl Shared {
                     AsmTarget::Unexp(data) => {
                         // A receive may have been posted while the message streamed in.
                         let inc = a.inc;
-                        let payload = Unexp::Data { data, ack };
+                        let payload = Unexp::Data { data };
                         let m = match rx.m.match_incoming(&inc) {
                             Match::Recv { recv, place } => Some((recv, place, false)),
                             Match::Multi { buf, place } => {
@@ -2256,15 +2256,28 @@ impl Shared {
                         };
                         match m {
                             Some((recv, place, rel)) => {
-                                self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel)
+                                self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel);
+                                if let Some((ring, claim, id)) = ack {
+                                    self.push_ack(rx, ring, claim, id, 0);
+                                }
                             }
                             None => {
-                                if rx.m.push_unexpected(inc, payload).is_err() {
-                                    ofi_core::ofi_warn!(
-                                        crate::NAME,
-                                        "ep_data",
-                                        "unexpected queue full: a {total}-byte message was dropped"
-                                    );
+                                // Buffered is taken in (as above): acknowledged now; a
+                                // message the full queue drops fails its sender.
+                                let status = match rx.m.push_unexpected(inc, payload) {
+                                    Ok(()) => 0,
+                                    Err(_) => {
+                                        ofi_core::ofi_warn!(
+                                            crate::NAME,
+                                            "ep_data",
+                                            "unexpected queue full: a {total}-byte message was \
+                                             dropped"
+                                        );
+                                        Errno::ENOBUFS.0
+                                    }
+                                };
+                                if let Some((ring, claim, id)) = ack {
+                                    self.push_ack(rx, ring, claim, id, status);
                                 }
                             }
                         }
@@ -2430,13 +2443,7 @@ impl Shared {
                 {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
-                if let Unexp::Data {
-                    ack: Some((ring, claim, id)),
-                    ..
-                } = payload
-                {
-                    self.push_ack(rx, ring, claim, id, 0);
-                }
+
                 act.peeked(recv, &msg, true);
             }
         }

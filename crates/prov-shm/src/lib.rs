@@ -59,8 +59,10 @@
 //!   a process-wide lock set; operand and compare bytes travel in the slot when they
 //!   fit ([`proto::ATOMIC_INLINE_CAP`]), else by CMA; fetched values return by CMA.
 //!
-//! `FI_DELIVERY_COMPLETE` asks the receiver for an ack once the data is in the
-//! application's buffer.
+//! `FI_DELIVERY_COMPLETE` asks the receiver for an ack once it has taken the message
+//! in: copied into a receive, or buffered as unexpected (libfabric's delivery
+//! complete); a message read by CMA is read when a receive matches it, so it is
+//! acknowledged then.
 //!
 //! Limits: without CMA (refused, or `disable_cma`), RMA reads, atomics whose operands
 //! do not fit a slot and fetching atomics complete with `FI_EOPNOTSUPP`; RMA takes one

@@ -602,6 +602,78 @@ fn delivery_complete_waits_for_the_receiver() {
     }
 }
 
+/// `FI_DELIVERY_COMPLETE` with no receive posted: a message the receiver copies out
+/// of the ring (inline, one bounce chunk, several) completes once the receiver has
+/// taken it in, buffered — libfabric's delivery complete — and not before the
+/// receiver runs; one it reads by CMA at match time (4 MiB and more) completes only
+/// once a receive has it. Either way the data reaches the receive posted afterwards.
+#[test]
+fn delivery_complete_of_unexpected_messages() {
+    use ofi::abi::raw::{Iov, Msg};
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    for (k, len) in [64usize, 3000, 200_000, 5 << 20].into_iter().enumerate() {
+        let by_cma = len >= 4 << 20;
+        let payload = pattern(len, 30 + k as u8);
+        let iov = [Iov {
+            base: payload.as_ptr() as *mut _,
+            len,
+        }];
+        let msg = Msg {
+            msg_iov: iov.as_ptr(),
+            desc: std::ptr::null(),
+            iov_count: 1,
+            addr: dest,
+            context: 40 + k,
+            data: 0,
+        };
+        // SAFETY: `payload` and `iov` live until the send's completion is read.
+        unsafe {
+            a.ep.sendmsg(
+                &msg,
+                (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
+            )
+        }
+        .expect("sendmsg");
+        for _ in 0..200 {
+            assert!(
+                poll(&a.cq).is_none(),
+                "{len}: completed before the receiver ran"
+            );
+        }
+        let mut buf = vec![0u8; len];
+        if by_cma {
+            for _ in 0..200 {
+                assert!(poll(&b.cq).is_none());
+                assert!(
+                    poll(&a.cq).is_none(),
+                    "{len}: completed before a receive had it"
+                );
+            }
+            recv(&b, &mut buf, 50 + k);
+        }
+        let deadline = Instant::now() + BOUND;
+        let done = loop {
+            assert!(Instant::now() < deadline, "{len}: no delivery completion");
+            if let Some(c) = poll(&a.cq) {
+                break c.unwrap_or_else(|ee| panic!("{len}: send error {}", Errno(ee.err)));
+            }
+            if !by_cma {
+                assert!(poll(&b.cq).is_none(), "{len}: receive side completed");
+            }
+        };
+        assert_eq!(done.op_context, 40 + k);
+        if !by_cma {
+            recv(&b, &mut buf, 50 + k);
+        }
+        let r = wait_ok(&b.cq, "receive");
+        assert_eq!((r.op_context, r.len), (50 + k, len));
+        assert!(buf == payload, "{len}: data");
+    }
+}
+
 /// Sends queued behind a large one (waiting for the CMA probe) keep their order, a
 /// zero-length message included.
 #[test]
