@@ -374,6 +374,57 @@ fn send_to_self_every_protocol() {
     }
 }
 
+/// Delivery-complete sends to oneself, every protocol, receive posted after the send
+/// for the eager and segmented sizes: each completes (the endpoint's own receive side
+/// acknowledges it) and the data arrives.
+#[test]
+fn delivery_complete_to_self() {
+    let info = rxm_info();
+    let a = node(&info);
+    let me = a.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+    for (k, len) in [10usize, 40_000, 2 << 20].into_iter().enumerate() {
+        let payload = pattern(len, 12);
+        let mut buf = vec![0u8; len];
+        let rendezvous = len > 8 * 16384;
+        if rendezvous {
+            recv(&a, &mut buf, 0x30 + k);
+        }
+        let iov = [Iov {
+            base: payload.as_ptr() as *mut std::ffi::c_void,
+            len,
+        }];
+        let msg = Msg {
+            msg_iov: iov.as_ptr(),
+            desc: std::ptr::null(),
+            iov_count: 1,
+            addr: me,
+            context: 0x40 + k,
+            data: 0,
+        };
+        // SAFETY: `payload` lives until the send's completion is read below.
+        unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }.expect("sendmsg");
+        if !rendezvous {
+            assert_eq!(
+                wait(&a.cq, &[], "DC to self").expect("ok").op_context,
+                0x40 + k
+            );
+            recv(&a, &mut buf, 0x30 + k);
+        }
+        let mut seen = Vec::new();
+        while seen.len() < if rendezvous { 2 } else { 1 } {
+            seen.push(wait(&a.cq, &[], "self").expect("ok").op_context);
+        }
+        seen.sort();
+        let want = if rendezvous {
+            vec![0x30 + k, 0x40 + k]
+        } else {
+            vec![0x30 + k]
+        };
+        assert_eq!(seen, want);
+        assert!(buf == payload, "{len} bytes to myself");
+    }
+}
+
 /// Tagged messages with remote CQ data, every protocol: tag, data and flags arrive in
 /// the receive completion; tags select the right receive (posted in reverse order).
 #[test]
