@@ -566,3 +566,120 @@ fn delivery_complete_into_posted_receives() {
         assert_eq!((r.op_context, r.len), (0xde00 + k, len));
     }
 }
+
+/// A peer that acknowledges an RMA read request and then goes silent: the read fails
+/// with `FI_EIO` once the peer is found lost (by a later send exhausting its retries),
+/// instead of staying open. The peer is a bare UDP socket driven by rxd's own sans-IO
+/// engine, which acknowledges what it receives and is never told to answer.
+#[test]
+fn a_peer_lost_after_acknowledging_a_request_fails_it() {
+    use ofi_util_rxd::peer::{Config, Engine};
+    use std::net::{SocketAddr, UdpSocket};
+    if std::env::var_os("RXD_SILENT_CHILD").is_none() {
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "a_peer_lost_after_acknowledging_a_request_fails_it",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("RXD_SILENT_CHILD", "1")
+            .env("FI_OFI_RXD_RETRY_LIMIT", "3")
+            .env("FI_OFI_RXD_RTO", "1000")
+            .env("FI_OFI_RXD_RTO_MAX", "2000")
+            .output()
+            .expect("run the child");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("RXD_SILENT_CHILD_OK"),
+            "child failed:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let mut h = Info::hints()
+        .with_addr_format(AddrFormat::SOCKADDR_IN)
+        .with_caps(Caps::MSG | Caps::RMA | Caps::READ);
+    h.ep_attr.ep_type = EpType::Rdm;
+    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+    let info = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
+        .expect("getinfo")[0]
+        .clone();
+    let a = node(&info);
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_nonblocking(true).expect("nonblocking");
+    let fake_addr = Address::from(sock.local_addr().expect("local addr"));
+    let mut fake = Engine::new(
+        Config {
+            seg_size: 60_000,
+            ..Config::default()
+        },
+        fake_addr.to_bytes(),
+        7,
+    );
+    let base = Instant::now();
+    let now = || base.elapsed().as_nanos() as u64;
+    let peer = a.av.insert(std::slice::from_ref(&fake_addr)).expect("av")[0];
+    let mut into = vec![0u8; 64];
+    // SAFETY: `into` outlives the read (its completion is awaited below).
+    unsafe {
+        a.ep.read(
+            into.as_mut_ptr(),
+            into.len(),
+            std::ptr::null_mut(),
+            peer,
+            0,
+            0x77,
+            0x5e,
+        )
+    }
+    .expect("fi_read");
+    // Play the peer for a while: accept, acknowledge the request, never answer.
+    const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
+    let mut got_request = false;
+    let mut pkt = vec![0u8; 70_000];
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        if let Some(d) = poll(&a.cq) {
+            panic!("the read completed without an answer: {d:?}");
+        }
+        // The core is udp: its 12-byte header comes first.
+        while let Ok((n, _)) = sock.recv_from(&mut pkt) {
+            if n > UDP_HDR {
+                fake.handle_packet(&pkt[UDP_HDR..n], now());
+            }
+        }
+        fake.handle_timeout(now());
+        while let Some(ev) = fake.poll_event() {
+            if let ofi_util_rxd::peer::Event::Message { .. } = ev {
+                got_request = true;
+            }
+        }
+        fake.poll_transmit(now(), 64, |_, to, bytes| {
+            let to: SocketAddr = Address::from_bytes(AddrFormat::SOCKADDR_IN, to)
+                .ok()
+                .and_then(|x| x.socket_addr())
+                .expect("peer address");
+            let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
+            d.extend_from_slice(bytes);
+            let _ = sock.send_to(&d, to);
+            true
+        });
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert!(got_request, "the fake peer never got the read request");
+    // Now silent: a send to it exhausts its retries, the peer is lost, and both the send
+    // and the acknowledged-but-unanswered read fail.
+    send(&a, b"anyone?", peer, 0x5f).expect("send");
+    let mut failed = Vec::new();
+    while failed.len() < 2 {
+        match wait(&a.cq, &[], "failures") {
+            Err((ctx, Errno::EIO)) => failed.push(ctx),
+            other => panic!("expected FI_EIO, got {other:?}"),
+        }
+    }
+    failed.sort();
+    assert_eq!(failed, vec![0x5e, 0x5f]);
+    drop(sock);
+    println!("RXD_SILENT_CHILD_OK");
+}
