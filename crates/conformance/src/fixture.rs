@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use ofi::abi::raw::{CqErrEntry, CqMsgEntry};
+use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg};
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
@@ -227,6 +227,32 @@ pub fn send(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) -> ofi::Result
     // SAFETY: `buf` lives across the call; callers keep it until the send completes
     // (a send completion is read before the buffer is dropped or reused).
     unsafe { ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, context) }
+}
+
+/// `fi_sendmsg` of `buf` (one iov, no descriptor, no CQ data) from `ep` to `dest` with
+/// `context` and `flags` (e.g. a completion level such as `FI_DELIVERY_COMPLETE`).
+pub fn sendmsg(
+    ep: &Endpoint,
+    buf: &[u8],
+    dest: u64,
+    context: usize,
+    flags: OpFlags,
+) -> ofi::Result<()> {
+    let iov = [Iov {
+        base: buf.as_ptr() as *mut std::ffi::c_void,
+        len: buf.len(),
+    }];
+    let msg = Msg {
+        msg_iov: iov.as_ptr(),
+        desc: std::ptr::null(),
+        iov_count: 1,
+        addr: dest,
+        context,
+        data: 0,
+    };
+    // SAFETY: `iov` and `msg` live across the call (the provider copies the iov array);
+    // callers keep `buf` until the send completes, as for `send`.
+    unsafe { ep.sendmsg(&msg, flags.bits()) }
 }
 
 /// A recognisable payload of `len` bytes (varies with `seed`).

@@ -18,6 +18,7 @@ use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
+use ofi_conformance::fixture::sendmsg;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
 const BOUND: Duration = Duration::from_secs(20);
@@ -563,7 +564,6 @@ fn auto_progress_delivers_without_cq_reads() {
 /// the receiver).
 #[test]
 fn delivery_complete_waits_for_the_receiver() {
-    use ofi::abi::raw::{Iov, Msg};
     let reg = registry();
     let a = node(&reg);
     let b = node(&reg);
@@ -572,25 +572,14 @@ fn delivery_complete_waits_for_the_receiver() {
         let mut buf = vec![0u8; len];
         recv(&b, &mut buf, 1);
         let payload = pattern(len, 3);
-        let iov = [Iov {
-            base: payload.as_ptr() as *mut _,
-            len,
-        }];
-        let msg = Msg {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: dest,
-            context: 9,
-            data: 0,
-        };
-        // SAFETY: `payload` and `iov` live until the send's completion is read.
-        unsafe {
-            a.ep.sendmsg(
-                &msg,
-                (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
-            )
-        }
+        // `payload` lives until the send's completion is read.
+        sendmsg(
+            &a.ep,
+            &payload,
+            dest,
+            9,
+            OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION,
+        )
         .expect("sendmsg");
         for _ in 0..100 {
             assert!(poll(&a.cq).is_none(), "{len}: completed before delivery");
@@ -609,7 +598,6 @@ fn delivery_complete_waits_for_the_receiver() {
 /// once a receive has it. Either way the data reaches the receive posted afterwards.
 #[test]
 fn delivery_complete_of_unexpected_messages() {
-    use ofi::abi::raw::{Iov, Msg};
     let reg = registry();
     let a = node(&reg);
     let b = node(&reg);
@@ -617,26 +605,9 @@ fn delivery_complete_of_unexpected_messages() {
     for (k, len) in [64usize, 3000, 200_000, 5 << 20].into_iter().enumerate() {
         let by_cma = len >= 4 << 20;
         let payload = pattern(len, 30 + k as u8);
-        let iov = [Iov {
-            base: payload.as_ptr() as *mut _,
-            len,
-        }];
-        let msg = Msg {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: dest,
-            context: 40 + k,
-            data: 0,
-        };
-        // SAFETY: `payload` and `iov` live until the send's completion is read.
-        unsafe {
-            a.ep.sendmsg(
-                &msg,
-                (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
-            )
-        }
-        .expect("sendmsg");
+        let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+        // `payload` lives until the send's completion is read.
+        sendmsg(&a.ep, &payload, dest, 40 + k, flags).expect("sendmsg");
         for _ in 0..200 {
             assert!(
                 poll(&a.cq).is_none(),

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqTaggedEntry, Iov, Msg};
+use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
@@ -20,9 +20,14 @@ use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags
 const WAIT: Duration = Duration::from_secs(20);
 
 fn rxd_info_with(fmt: AddrFormat) -> Info {
-    let mut h = Info::hints()
-        .with_addr_format(fmt)
-        .with_caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE | Caps::DIRECTED_RECV);
+    rxd_info_caps(
+        fmt,
+        Caps::MSG | Caps::TAGGED | Caps::SOURCE | Caps::DIRECTED_RECV,
+    )
+}
+
+fn rxd_info_caps(fmt: AddrFormat, caps: Caps) -> Info {
+    let mut h = Info::hints().with_addr_format(fmt).with_caps(caps);
     h.ep_attr.ep_type = EpType::Rdm;
     h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
     let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
@@ -481,14 +486,20 @@ fn retry_parameters_bound_the_time_to_lose_a_peer() {
         println!("RXD_PARAM_CHILD_OK {el:?}");
         return;
     }
+    run_with_short_retries(
+        "retry_parameters_bound_the_time_to_lose_a_peer",
+        "RXD_PARAM_CHILD",
+    );
+}
+
+/// Run test `name` again in a child process with `marker` set and rxd's retries cut
+/// short (3 tries, 1–2 ms apart: a silent peer is lost within milliseconds; provider
+/// settings are read once per process, hence the child). Passes when the child passes
+/// and prints `<marker>_OK`.
+fn run_with_short_retries(name: &str, marker: &str) {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "retry_parameters_bound_the_time_to_lose_a_peer",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("RXD_PARAM_CHILD", "1")
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(marker, "1")
         .env("FI_OFI_RXD_RETRY_LIMIT", "3")
         .env("FI_OFI_RXD_RTO", "1000")
         .env("FI_OFI_RXD_RTO_MAX", "2000")
@@ -496,7 +507,7 @@ fn retry_parameters_bound_the_time_to_lose_a_peer() {
         .expect("run the child");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && text.contains("RXD_PARAM_CHILD_OK"),
+        out.status.success() && text.contains(&format!("{marker}_OK")),
         "child failed: {text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -540,21 +551,9 @@ fn delivery_complete_into_posted_receives() {
         let payload = pattern(len, 90 + k as u8);
         let mut buf = vec![0u8; len.max(1)];
         recv(&b, &mut buf, 0xde00 + k);
-        let iov = [Iov {
-            base: payload.as_ptr() as *mut std::ffi::c_void,
-            len,
-        }];
         let ctx = 0xdf00 + k;
-        let msg = Msg {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: ab,
-            context: ctx,
-            data: 0,
-        };
-        // SAFETY: `payload` lives until the send's completion is read below.
-        unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }
+        // `payload` lives until the send's completion is read below.
+        ofi_conformance::fixture::sendmsg(&a.ep, &payload, ab, ctx, OpFlags::DELIVERY_COMPLETE)
             .unwrap_or_else(|e| panic!("fi_sendmsg DC {len} B: {e}"));
         let (d, _) = wait(&a.cq, &[&b.cq], "delivery-complete send").expect("send completion");
         assert_eq!(d.op_context, ctx);
@@ -576,35 +575,13 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     use ofi_util_rxd::peer::{Config, Engine};
     use std::net::{SocketAddr, UdpSocket};
     if std::env::var_os("RXD_SILENT_CHILD").is_none() {
-        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-            .args([
-                "a_peer_lost_after_acknowledging_a_request_fails_it",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("RXD_SILENT_CHILD", "1")
-            .env("FI_OFI_RXD_RETRY_LIMIT", "3")
-            .env("FI_OFI_RXD_RTO", "1000")
-            .env("FI_OFI_RXD_RTO_MAX", "2000")
-            .output()
-            .expect("run the child");
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("RXD_SILENT_CHILD_OK"),
-            "child failed:\n{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        run_with_short_retries(
+            "a_peer_lost_after_acknowledging_a_request_fails_it",
+            "RXD_SILENT_CHILD",
         );
         return;
     }
-    let mut h = Info::hints()
-        .with_addr_format(AddrFormat::SOCKADDR_IN)
-        .with_caps(Caps::MSG | Caps::RMA | Caps::READ);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
-    let info = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .expect("getinfo")[0]
-        .clone();
+    let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
     let a = node(&info);
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     sock.set_nonblocking(true).expect("nonblocking");

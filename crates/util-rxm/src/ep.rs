@@ -1662,8 +1662,8 @@ impl Shared {
                 _ => return Posted::Done,
             };
             let mut mrs = Vec::new();
-            // Empty buffers (a zero-byte delivery-complete send) are not registered:
-            // nothing is read from them.
+            // Empty iov entries are not registered: nothing is read from them (and a
+            // zero-length registration is refused by tcp with FI_EINVAL).
             for &(a, l) in src.slice().iter().filter(|&&(_, l)| l > 0) {
                 // SAFETY: the buffer stays valid until the operation completes (C API
                 // contract), and the registration is closed at completion.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqTaggedEntry, Iov, Msg};
+use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
@@ -20,6 +20,7 @@ use ofi::fabric::Fabric;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
 };
+use ofi_conformance::fixture::sendmsg;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -151,25 +152,15 @@ fn delivery_complete_means_the_receiver_took_it_in() {
     send(&a, b"hello rx", ab, 0xdb01).expect("send");
     wait(&a.cq, &[&b.cq], "first send").expect("first send");
     wait(&b.cq, &[&a.cq], "first receive").expect("first receive");
-    let eager = rxm_settings_eager_size();
-    for (k, len) in [0usize, 100, eager + 1000, 300_000].into_iter().enumerate() {
-        let rendezvous = len > 8 * 16384;
+    for (k, len) in [0usize, 100, EAGER_LIMIT + 1000, 300_000]
+        .into_iter()
+        .enumerate()
+    {
+        let rendezvous = len > SAR_LIMIT;
         let payload = pattern(len, 40 + k as u8);
-        let iov = [Iov {
-            base: payload.as_ptr() as *mut std::ffi::c_void,
-            len,
-        }];
         let ctx = 0xdc00 + k;
-        let msg = Msg {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: ab,
-            context: ctx,
-            data: 0,
-        };
-        // SAFETY: `payload` lives until the send's completion is read below.
-        unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }
+        // `payload` lives until the send's completion is read below.
+        sendmsg(&a.ep, &payload, ab, ctx, OpFlags::DELIVERY_COMPLETE)
             .unwrap_or_else(|e| panic!("fi_sendmsg DC {len} B: {e}"));
         // Only the sender driven: the receiver has not taken anything in.
         let quiet_until = Instant::now() + Duration::from_millis(200);
@@ -210,9 +201,10 @@ fn delivery_complete_means_the_receiver_took_it_in() {
 }
 
 /// rxm's eager limit with the default settings (`FI_OFI_RXM_BUFFER_SIZE` − header).
-fn rxm_settings_eager_size() -> usize {
-    16384 - 32
-}
+const EAGER_LIMIT: usize = 16384 - 32;
+/// rxm's default `FI_OFI_RXM_SAR_LIMIT` (8 × the buffer size): larger messages go by
+/// rendezvous.
+const SAR_LIMIT: usize = 8 * 16384;
 
 /// Eager, segmented and rendezvous messages, with the receive posted before and after
 /// the send, arrive intact; the receiver's completion names the sender (FI_SOURCE).
@@ -385,24 +377,12 @@ fn delivery_complete_to_self() {
     for (k, len) in [10usize, 40_000, 2 << 20].into_iter().enumerate() {
         let payload = pattern(len, 12);
         let mut buf = vec![0u8; len];
-        let rendezvous = len > 8 * 16384;
+        let rendezvous = len > SAR_LIMIT;
         if rendezvous {
             recv(&a, &mut buf, 0x30 + k);
         }
-        let iov = [Iov {
-            base: payload.as_ptr() as *mut std::ffi::c_void,
-            len,
-        }];
-        let msg = Msg {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: me,
-            context: 0x40 + k,
-            data: 0,
-        };
-        // SAFETY: `payload` lives until the send's completion is read below.
-        unsafe { a.ep.sendmsg(&msg, OpFlags::DELIVERY_COMPLETE.bits()) }.expect("sendmsg");
+        // `payload` lives until the send's completion is read below.
+        sendmsg(&a.ep, &payload, me, 0x40 + k, OpFlags::DELIVERY_COMPLETE).expect("sendmsg");
         if !rendezvous {
             assert_eq!(
                 wait(&a.cq, &[], "DC to self").expect("ok").op_context,

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use ofi::abi::raw::{Iov, Msg};
 use ofi::{Caps, EpType, Errno, OpFlags};
 
-use crate::fixture::{pattern, post_recv, send};
+use crate::fixture::{pattern, post_recv, send, sendmsg};
 use crate::pair::{assert_flags, each_pair, each_type, show, Pair, PairSpec};
 use crate::Subject;
 
@@ -316,21 +316,9 @@ pub fn pair_inject_and_inject_complete(s: &Subject) {
             let want = src.clone();
             let mut buf = vec![0u8; src.len() + 8];
             post_recv(&p.b.ep, &mut buf, 0xa1).unwrap();
-            let iov = [Iov {
-                base: src.as_mut_ptr().cast(),
-                len: src.len(),
-            }];
-            let msg = Msg {
-                msg_iov: iov.as_ptr(),
-                desc: std::ptr::null(),
-                iov_count: 1,
-                addr: p.a.peer,
-                context: 0xa0,
-                data: 0,
-            };
             let flags = OpFlags::INJECT | OpFlags::INJECT_COMPLETE;
-            // SAFETY: with FI_INJECT the buffer is the caller's again when the call returns.
-            unsafe { p.a.ep.sendmsg(&msg, flags.bits()) }
+            // With FI_INJECT the buffer is the caller's again when the call returns.
+            sendmsg(&p.a.ep, &src, p.a.peer, 0xa0, flags)
                 .unwrap_or_else(|e| panic!("fi_sendmsg({flags}): {e} ({})", e.code()));
             src.fill(0xee);
             let c = p.wait_ok(0, "FI_INJECT_COMPLETE send completion");
@@ -530,20 +518,8 @@ pub fn pair_transmit_and_delivery_complete(s: &Subject) {
                 let payload = pattern(3000, 60 + i as u8);
                 let mut buf = vec![0u8; 3008];
                 post_recv(&p.b.ep, &mut buf, 0xb1 + 16 * i).unwrap();
-                let iov = [Iov {
-                    base: payload.as_ptr() as *mut c_void,
-                    len: payload.len(),
-                }];
-                let msg = Msg {
-                    msg_iov: iov.as_ptr(),
-                    desc: std::ptr::null(),
-                    iov_count: 1,
-                    addr: p.a.peer,
-                    context: 0xb0 + 16 * i,
-                    data: 0,
-                };
-                // SAFETY: `payload` lives until the completion is read.
-                unsafe { p.a.ep.sendmsg(&msg, flag.bits()) }
+                // `payload` lives until the completion is read.
+                sendmsg(&p.a.ep, &payload, p.a.peer, 0xb0 + 16 * i, flag)
                     .unwrap_or_else(|e| panic!("fi_sendmsg({flag}): {e} ({})", e.code()));
                 let c = p.wait_ok(0, &format!("{flag} completion"));
                 assert_eq!(c.op_context, 0xb0 + 16 * i, "{flag} completion context");

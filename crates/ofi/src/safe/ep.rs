@@ -8,8 +8,10 @@
 //! # Safety argument
 //!
 //! Every raw data call here passes pointers into memory owned by an in-flight slot: a
-//! [`Buf`]'s boxed bytes or a slot's boxed atomic words. Heap memory of a box does not
-//! move when the box moves, and the slot is only emptied when the operation's
+//! [`Buf`]'s bytes or a slot's boxed atomic words. Heap memory of a box does not move
+//! when the box moves; a `Buf`'s bytes are an allocation of their own behind the handle,
+//! so their address, read before the handle moves into the slot, stays valid (and no
+//! box holding them is moved or retagged on the way). The slot is only emptied when the operation's
 //! completion or error completion is read from this endpoint's CQ — after which the
 //! provider no longer touches the memory. On drop the endpoint is closed (which
 //! cancels outstanding operations) **before** the slots are freed; if the close fails,
@@ -517,36 +519,36 @@ impl<K: EpKind> Ep<K> {
         }
     }
 
-    /// Reserve a slot, run `post` with the endpoint, the slot and its context; free
-    /// the slot again (returning the buffer) if the post fails.
+    /// [`post_buf`](Self::post_buf) for an operation on two boxed words (an atomic's
+    /// operand and result): the slot holds them, `post` takes their address from it.
     #[inline(always)]
-    fn post(
+    fn post_words(
         &mut self,
         kind: OpKind,
-        buf: Option<Buf>,
-        words: Option<Box<[u64; 2]>>,
-        post: impl FnOnce(&crate::ep::Endpoint, &mut Slot, usize) -> Result<()>,
+        words: Box<[u64; 2]>,
+        post: impl FnOnce(&crate::ep::Endpoint, &mut [u64; 2], usize) -> Result<()>,
     ) -> std::result::Result<OpId, PostError> {
         if self.needs_local_mr {
-            let unregistered = match &buf {
-                Some(b) => !b.is_registered(),
-                None => words.is_some(),
-            };
-            if unregistered {
-                return Err(PostError {
-                    error: local_mr_needed(),
-                    buf,
-                });
-            }
+            return Err(PostError {
+                error: local_mr_needed(),
+                buf: None,
+            });
         }
-        let (ctx, slot) = self.inflight.insert(Slot { kind, buf, words });
-        let r = post(&self.ep, slot, ctx);
+        let (ctx, slot) = self.inflight.insert(Slot {
+            kind,
+            buf: None,
+            words: Some(words),
+        });
+        let r = match slot.words.as_deref_mut() {
+            Some(w) => post(&self.ep, w, ctx),
+            None => Err(Error::new(Errno::EOTHER, "atomic without operand")),
+        };
         match r {
             Ok(()) => Ok(OpId(ctx)),
-            Err(error) => Err(PostError {
-                error,
-                buf: self.inflight.remove(ctx).and_then(|s| s.buf),
-            }),
+            Err(error) => {
+                self.inflight.remove(ctx);
+                Err(PostError { error, buf: None })
+            }
         }
     }
 
@@ -746,36 +748,27 @@ impl<K: Reliable> Ep<K> {
             .addr(offset, 8)
             .map_err(|error| PostError { error, buf: None })?;
         let key = region.key();
-        self.post(
-            OpKind::FetchAtomic,
-            None,
-            Some(Box::new([value, 0])),
-            |ep, slot, ctx| {
-                let w = slot
-                    .words
-                    .as_mut()
-                    .ok_or_else(|| Error::new(Errno::EOTHER, "atomic without operand"))?;
-                let base = w.as_mut_ptr();
-                let operand = base as *const std::ffi::c_void;
-                let result = base.wrapping_add(1) as *mut std::ffi::c_void;
-                // SAFETY: operand and result are the boxed words owned by the slot of
-                // `ctx` until this atomic's completion is read (module docs).
-                unsafe {
-                    ep.fetch_atomic(
-                        operand,
-                        1,
-                        std::ptr::null_mut(),
-                        result,
-                        std::ptr::null_mut(),
-                        peer.0,
-                        addr,
-                        key,
-                        Datatype::Uint64,
-                        AtomicOp::Sum,
-                        ctx,
-                    )
-                }
-            },
-        )
+        self.post_words(OpKind::FetchAtomic, Box::new([value, 0]), |ep, w, ctx| {
+            let base = w.as_mut_ptr();
+            let operand = base as *const std::ffi::c_void;
+            let result = base.wrapping_add(1) as *mut std::ffi::c_void;
+            // SAFETY: operand and result are the boxed words owned by the slot of
+            // `ctx` until this atomic's completion is read (module docs).
+            unsafe {
+                ep.fetch_atomic(
+                    operand,
+                    1,
+                    std::ptr::null_mut(),
+                    result,
+                    std::ptr::null_mut(),
+                    peer.0,
+                    addr,
+                    key,
+                    Datatype::Uint64,
+                    AtomicOp::Sum,
+                    ctx,
+                )
+            }
+        })
     }
 }
