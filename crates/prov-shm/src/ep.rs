@@ -33,7 +33,8 @@
 //!   without a lock, whether a ring's next slot is published or other work is pending
 //!   (`rx_may_have_work`, fed by `publish_peek`; a published slot's second cache line
 //!   is prefetched there, so its transfer from the sender overlaps the locking); then
-//!   it polls at most [`POLL_BUDGET`] slots per ring, attaches new senders, flushes
+//!   it polls at most [`POLL_BUDGET`] slots per ring (none while the ring owes
+//!   [`ACK_BACKLOG_MAX`] acks its sender has not taken), attaches new senders, flushes
 //!   acks, moves queued sends on, and checks peers' liveness at most every
 //!   [`LIVENESS_EVERY`]. Inline slots are parsed from their first [`INLINE_OFF`]
 //!   bytes (`proto::parse_inline`, the same checks as `proto::parse`) and delivered
@@ -89,6 +90,12 @@ use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
 pub const POLL_BUDGET: usize = 32;
 /// How often, at most, peers' liveness is checked.
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(5);
+/// Acknowledgements a ring may owe beyond what its ack ring holds. A sender that does
+/// not take its acks (a stuck or hostile one, or one whose ack tail is corrupt) has its
+/// ring left unread at this depth until it does, so it cannot make the receiver queue
+/// acknowledgements without bound; its other messages wait in its ring, as they do
+/// when the ring is full.
+pub const ACK_BACKLOG_MAX: usize = 256;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -2358,7 +2365,7 @@ impl Shared {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;
                 };
-                if n == POLL_BUDGET {
+                if n == POLL_BUDGET || rx.rings[r].backlog.len() >= ACK_BACKLOG_MAX {
                     more = true;
                     break;
                 }

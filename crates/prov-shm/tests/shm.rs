@@ -168,6 +168,28 @@ fn our_files(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Map `n`'s region as a peer does.
+fn map_region_of(n: &Node) -> ofi_prov_shm::region::Region {
+    let name = name_of(n);
+    ofi_prov_shm::region::Region::open_peer(name.strip_prefix("fi_shm://").unwrap())
+        .expect("map the region")
+}
+
+/// Claim ring 0 of `region` by hand, as a sender claiming it would, naming `pid` as
+/// the sender (so its CMA calls go to that process), and tell the owner.
+fn claim_ring_0(region: &ofi_prov_shm::region::Region, pid: i32) -> ofi_prov_shm::region::Ring<'_> {
+    use ofi_prov_shm::region::state;
+    use std::sync::atomic::Ordering;
+    let ring = region.ring(0);
+    ring.claim()
+        .compare_exchange(0, 0x1234_0001, Ordering::AcqRel, Ordering::Relaxed)
+        .expect("claim ring 0");
+    ring.write_identity(pid, "ofi-shm-fake", 0, 0);
+    ring.state().store(state::READY, Ordering::Release);
+    region.claims_gen().fetch_add(1, Ordering::AcqRel);
+    ring
+}
+
 // ------------------------------------------------------------------ child process
 
 /// The child: open a node, print its address, read the parent's, then act by mode.
@@ -401,22 +423,14 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
 #[test]
 fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     use ofi_prov_shm::proto::{self, Body, Slot};
-    use ofi_prov_shm::region::{state, Region};
     use ofi_prov_shm::ring::{Producer, RingWords};
     use std::sync::atomic::Ordering;
 
     let reg = registry();
     let b = node(&reg);
-    let bname = name_of(&b);
-    let region = Region::open_peer(bname.strip_prefix("fi_shm://").unwrap()).expect("map b");
+    let region = map_region_of(&b);
     // Act as a hostile sender on ring 0.
-    let ring = region.ring(0);
-    ring.claim()
-        .compare_exchange(0, 0x1234_0001, Ordering::AcqRel, Ordering::Relaxed)
-        .expect("claim");
-    ring.write_identity(std::process::id() as i32, "ofi-shm-fake", 0, 0);
-    ring.state().store(state::READY, Ordering::Release);
-    region.claims_gen().fetch_add(1, Ordering::AcqRel);
+    let ring = claim_ring_0(&region, std::process::id() as i32);
     let geo = region.geometry();
     let mut p = Producer::new(geo.slots, 0);
     let mut put = |raw: &[u8]| {
@@ -469,6 +483,483 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     assert_eq!(&buf[..2], b"ok");
     assert!(poll(&b.cq).is_none(), "the corrupt slots delivered nothing");
     let _ = ring.tail().load(Ordering::Acquire);
+}
+
+/// A sender that asks for acknowledgements (`F_ACK`) and never takes them: the
+/// receiver fills the ack ring, queues up to `ACK_BACKLOG_MAX` more, then leaves the
+/// ring unread — no unbounded queue — and goes on once the sender takes its acks,
+/// which come in send order with every message delivered intact.
+#[test]
+fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
+    use ofi_prov_shm::ep::ACK_BACKLOG_MAX;
+    use ofi_prov_shm::proto::{self, Body, Slot, F_ACK};
+    use ofi_prov_shm::ring::{Consumer, Producer};
+    use std::sync::atomic::Ordering;
+
+    let reg = registry();
+    let b = node(&reg);
+    let region = map_region_of(&b);
+    let ring = claim_ring_0(&region, std::process::id() as i32);
+    let geo = region.geometry();
+    let total = geo.slots + ACK_BACKLOG_MAX + 40;
+    let mut bufs = vec![[0u8; 8]; total];
+    for (k, buf) in bufs.iter_mut().enumerate() {
+        recv(&b, buf, 1000 + k);
+    }
+    let mut p = Producer::new(geo.slots, 0);
+    let put = |p: &mut Producer, k: usize| -> bool {
+        let Some(i) = p.reserve(&ring).expect("ring words") else {
+            return false;
+        };
+        let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+        let msg = Slot {
+            flags: F_ACK,
+            tag: 0,
+            data: 0,
+            body: Body::Inline {
+                len: 8,
+                id: k as u64 + 1,
+            },
+        };
+        proto::encode(&msg, &mut raw);
+        raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
+        region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
+        p.publish(&ring);
+        true
+    };
+    let mut got = 0usize;
+    let take = |got: &mut usize| {
+        while let Some(c) = poll(&b.cq) {
+            let e = c.unwrap_or_else(|ee| panic!("error completion {}", Errno(ee.err)));
+            assert_eq!(e.op_context, 1000 + *got, "receives complete in order");
+            *got += 1;
+        }
+    };
+    // Publish while the receiver takes messages in; stop once nothing moves.
+    let (mut sent, mut idle) = (0usize, 0u32);
+    while sent < total && idle < 2000 {
+        if put(&mut p, sent) {
+            sent += 1;
+            idle = 0;
+        } else {
+            let before = got;
+            take(&mut got);
+            idle = if got == before { idle + 1 } else { 0 };
+        }
+    }
+    for _ in 0..2000 {
+        take(&mut got);
+    }
+    assert_eq!(sent, total, "the ring had room for the rest");
+    assert_eq!(
+        got,
+        geo.slots + ACK_BACKLOG_MAX,
+        "the receiver stopped at a full ack ring plus the backlog limit"
+    );
+    // Now the sender takes its acks: the receiver goes on to the end.
+    let acks = ring.acks();
+    let mut c = Consumer::new(geo.slots, 0);
+    let mut ids = Vec::new();
+    let deadline = Instant::now() + BOUND;
+    while ids.len() < total || got < total {
+        assert!(
+            Instant::now() < deadline,
+            "acks {} of {total}, messages {got}",
+            ids.len()
+        );
+        while let Some(i) = c.peek(&acks) {
+            let off = ring.ack_off(i);
+            ids.push(region.map().u64_at(off + 8).load(Ordering::Relaxed));
+            assert_eq!(region.map().u32_at(off + 16).load(Ordering::Relaxed), 0);
+            c.release(&acks);
+        }
+        take(&mut got);
+    }
+    assert_eq!(
+        ids,
+        (1..=total as u64).collect::<Vec<_>>(),
+        "acks in send order"
+    );
+    for (k, buf) in bufs.iter().enumerate() {
+        assert_eq!(u64::from_le_bytes(*buf), k as u64, "message {k}");
+    }
+}
+
+/// xorshift64*: a seeded, reproducible stream for the hostile-sender test.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick(&mut self, v: &[u64]) -> u64 {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
+/// A hostile sender on one ring of each of several receivers: seeded random slots of
+/// every kind, well formed and not — lengths, iov counts, chunk indices, keys, remote
+/// offsets and ids at and around their limits, random flags, tags and data — with
+/// random bounce chunk contents and states, and random values stored now and then in
+/// the control words a sender may write (its head, ack tail, CMA word, chunk states).
+/// Its pid is a sleeping child's, so CMA calls the receiver makes on the slots'
+/// addresses land there. Each receiver must stay up (every CQ read gives an entry, an
+/// error entry or nothing; nothing panics), still take a well-behaved peer's tagged
+/// message intact, and close leaving no region file. In-process, this catches a
+/// panic (overflow and index checks are on in test builds), a crash, a hang or a
+/// leak; the parser's limits themselves are pinned by `proto`'s tests, and offsets
+/// derived from shared words are reduced into the mapping by construction
+/// (`region::Ring`). `OFI_SHM_FUZZ_SEED` and `OFI_SHM_FUZZ_SLOTS` (per receiver)
+/// replay or lengthen a run.
+#[test]
+fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
+    use ofi_prov_shm::proto::{self, Body, Slot, INLINE_OFF, RMA_INLINE_CAP};
+    use ofi_prov_shm::region::SLOT_SIZE;
+    use ofi_prov_shm::ring::{Consumer, Producer};
+    use std::sync::atomic::Ordering;
+
+    const FINAL_TAG: u64 = 0xf1a1_7a90_0000_0001;
+    const FINAL: &[u8; 16] = b"well-behaved-end";
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let seed = env("OFI_SHM_FUZZ_SEED", 0x5eed_f00d);
+    let per_receiver = env("OFI_SHM_FUZZ_SLOTS", 600) as usize;
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut sleeper = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep");
+    let reg = registry();
+    let a = node(&reg);
+    let sizes = [0usize, 1, 8, 64, 200, 4096, 70_000];
+    for episode in 0..6 {
+        let why = format!("seed {seed:#x}, receiver {episode}");
+        // Receives: untagged of assorted sizes, tagged taking any tag; each reposted
+        // when it completes.
+        let mut bufs: Vec<Vec<u8>> = (0..48usize)
+            .map(|k| {
+                vec![
+                    0u8;
+                    if k.is_multiple_of(2) {
+                        sizes[k / 2 % sizes.len()]
+                    } else {
+                        256
+                    }
+                ]
+            })
+            .collect();
+        let b = node(&reg);
+        let b_file = name_of(&b)["fi_shm://".len()..].to_string();
+        let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
+        let mr = b
+            ._domain
+            .mr_reg_owned(vec![0u8; 4096], access, 0x4242)
+            .expect("mr_reg");
+        let post = |k: usize, buf: &mut Vec<u8>| {
+            // SAFETY: `bufs` outlives `b` (declared first, so dropped last); a buffer is
+            // reposted only after its completion.
+            unsafe {
+                if k.is_multiple_of(2) {
+                    b.ep.recv(
+                        buf.as_mut_ptr(),
+                        buf.len(),
+                        std::ptr::null_mut(),
+                        ofi::ADDR_UNSPEC,
+                        k,
+                    )
+                } else {
+                    b.ep.trecv(
+                        buf.as_mut_ptr(),
+                        buf.len(),
+                        std::ptr::null_mut(),
+                        ofi::ADDR_UNSPEC,
+                        0,
+                        u64::MAX,
+                        k,
+                    )
+                }
+            }
+            .unwrap_or_else(|e| panic!("{why}: post receive {k}: {e}"))
+        };
+        for (k, buf) in bufs.iter_mut().enumerate() {
+            post(k, buf);
+        }
+        let mut found_final = false;
+        let drain = |bufs: &mut Vec<Vec<u8>>, found: &mut bool| {
+            for _ in 0..4 {
+                let Some(c) = poll(&b.cq) else { return };
+                let (ctx, ok) = match c {
+                    Ok(e) => (e.op_context, Some(e)),
+                    Err(ee) => (ee.op_context, None),
+                };
+                if let Some(e) = ok {
+                    let data = bufs.get(ctx).and_then(|b| b.get(..FINAL.len()));
+                    if e.tag == FINAL_TAG && e.len == FINAL.len() && data == Some(&FINAL[..]) {
+                        *found = true;
+                    }
+                }
+                if ctx < bufs.len() {
+                    post(ctx, &mut bufs[ctx]);
+                }
+            }
+        };
+        let region = map_region_of(&b);
+        let ring = claim_ring_0(&region, sleeper.id() as i32);
+        let geo = region.geometry();
+        let (chunks, chunk_size) = (geo.chunks as u64, geo.chunk_size as u64);
+        let near = [
+            0,
+            1,
+            7,
+            8,
+            63,
+            64,
+            200,
+            4095,
+            4096,
+            4097,
+            chunks.saturating_sub(1),
+            chunks,
+            chunk_size,
+            chunk_size + 1,
+            1 << 20,
+            u32::MAX as u64,
+            1 << 40,
+            u64::MAX - 7,
+            u64::MAX,
+        ];
+        let mut p = Producer::new(geo.slots, 0);
+        let mut acks = Consumer::new(geo.slots, 0);
+        for _ in 0..per_receiver {
+            // Take acks as a sender does (or the ring stalls at the backlog limit).
+            while acks.peek(&ring.acks()).is_some() {
+                acks.release(&ring.acks());
+            }
+            let Some(i) = (0..200).find_map(|_| {
+                let r = p.reserve(&ring).ok().flatten();
+                if r.is_none() {
+                    drain(&mut bufs, &mut found_final);
+                    while acks.peek(&ring.acks()).is_some() {
+                        acks.release(&ring.acks());
+                    }
+                }
+                r
+            }) else {
+                // The receiver stopped taking this ring (a half-sent bounce message
+                // waiting for its fragments, say): legitimate; next receiver.
+                break;
+            };
+            let mut raw = [0u8; SLOT_SIZE];
+            let val = |rng: &mut Rng| {
+                if rng.chance(60) {
+                    rng.pick(&near)
+                } else {
+                    rng.next()
+                }
+            };
+            let mut tag = rng.next();
+            if tag == FINAL_TAG {
+                tag = 0;
+            }
+            let flags = if rng.chance(90) {
+                rng.below(8) as u8
+            } else {
+                rng.next() as u8
+            };
+            if rng.chance(60) {
+                // Well formed as far as the encoder goes; the fields are hostile.
+                let key = if rng.chance(50) {
+                    0x4242
+                } else {
+                    val(&mut rng)
+                };
+                let id = val(&mut rng);
+                let niov = 1 + rng.below(4) as usize;
+                let mut iov = [(0u64, 0u64); proto::RTS_IOVS];
+                for v in iov.iter_mut().take(niov) {
+                    *v = (val(&mut rng), rng.below(5000));
+                }
+                let total = iov.iter().take(niov).map(|v| v.1).sum::<u64>() as usize;
+                let body = match rng.below(7) {
+                    0 => Body::Inline {
+                        len: rng.below(proto::INLINE_CAP as u64 + 1) as usize,
+                        id,
+                    },
+                    1 => Body::Rts {
+                        total,
+                        id,
+                        iov,
+                        niov,
+                    },
+                    2 | 3 => {
+                        let chunk = if rng.chance(90) {
+                            rng.below(chunks)
+                        } else {
+                            rng.pick(&near)
+                        } as usize;
+                        let clen = rng.below(chunk_size + 2) as usize;
+                        if (chunk as u64) < chunks {
+                            let off = ring.chunk_off(chunk);
+                            let junk: Vec<u8> = (0..chunk_size).map(|_| rng.next() as u8).collect();
+                            region.map().write_bytes(off, &junk);
+                            ring.chunk_state(chunk).store(1, Ordering::Release);
+                        }
+                        // Mostly whole messages in one chunk: a message left unfinished
+                        // makes the receiver skip whatever else the ring brings.
+                        let whole = if rng.chance(95) {
+                            clen
+                        } else {
+                            val(&mut rng) as usize
+                        };
+                        if rng.chance(50) {
+                            Body::Bounce {
+                                total: whole,
+                                id,
+                                offset: 0,
+                                chunk,
+                                clen,
+                            }
+                        } else {
+                            Body::WriteFrag {
+                                total: whole,
+                                id,
+                                key,
+                                raddr: rng.below(4200),
+                                offset: 0,
+                                chunk,
+                                clen,
+                            }
+                        }
+                    }
+                    4 => Body::Rma {
+                        read: rng.chance(50),
+                        total,
+                        id,
+                        key,
+                        raddr: if rng.chance(70) {
+                            rng.below(4200)
+                        } else {
+                            val(&mut rng)
+                        },
+                        iov,
+                        niov,
+                    },
+                    _ => Body::WriteInline {
+                        len: rng.below(RMA_INLINE_CAP as u64 + 2) as usize,
+                        id,
+                        key,
+                        raddr: if rng.chance(70) {
+                            rng.below(4200)
+                        } else {
+                            val(&mut rng)
+                        },
+                    },
+                };
+                let data = rng.next();
+                proto::encode(
+                    &Slot {
+                        flags,
+                        tag,
+                        data,
+                        body,
+                    },
+                    &mut raw,
+                );
+                if rng.chance(30) {
+                    for b in raw[INLINE_OFF..].iter_mut() {
+                        if rng.chance(5) {
+                            *b = rng.next() as u8;
+                        }
+                    }
+                }
+            } else {
+                // Header fields and body words from the edges, bytes at random.
+                raw[8] = if rng.chance(90) {
+                    1 + rng.below(8) as u8
+                } else {
+                    rng.next() as u8
+                };
+                raw[9] = flags;
+                raw[10] = if rng.chance(80) {
+                    rng.below(6) as u8
+                } else {
+                    rng.next() as u8
+                };
+                raw[12..16].copy_from_slice(&(val(&mut rng) as u32).to_le_bytes());
+                raw[16..24].copy_from_slice(&tag.to_le_bytes());
+                raw[24..32].copy_from_slice(&rng.next().to_le_bytes());
+                for w in raw[32..].chunks_mut(8) {
+                    let v = val(&mut rng).to_le_bytes();
+                    w.copy_from_slice(&v[..w.len()]);
+                }
+                if raw[8] == proto::KIND_ATOMIC {
+                    // op, datatype, family, inline: mostly in range.
+                    raw[64] = rng.below(22) as u8;
+                    raw[65] = rng.below(16) as u8;
+                    raw[66] = rng.below(4) as u8;
+                    raw[67] = rng.below(3) as u8;
+                    if rng.chance(50) {
+                        raw[48..56].copy_from_slice(&0x4242u64.to_le_bytes());
+                        raw[56..64].copy_from_slice(&rng.below(4200).to_le_bytes());
+                    }
+                }
+            }
+            region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
+            p.publish(&ring);
+            // Now and then, garbage in a word the sender may write, put right after a
+            // few polls (as the sender's own state keeps it).
+            if rng.chance(3) {
+                let garbage = val(&mut rng);
+                match rng.below(4) {
+                    0 => ring.head_word().store(garbage, Ordering::Release),
+                    1 => ring.ack_tail_word().store(garbage, Ordering::Release),
+                    2 => ring.cma().store(garbage as u32, Ordering::Release),
+                    _ => ring
+                        .chunk_state(rng.below(chunks) as usize)
+                        .store(garbage as u32, Ordering::Release),
+                }
+                drain(&mut bufs, &mut found_final);
+                ring.ack_tail_word().store(acks.tail(), Ordering::Release);
+            }
+            drain(&mut bufs, &mut found_final);
+        }
+        // A well-behaved peer is still served: its tagged message arrives intact.
+        let dest = insert(&a, &name_of(&b));
+        a.ep.tinject(FINAL, dest, FINAL_TAG)
+            .unwrap_or_else(|e| panic!("{why}: inject to the receiver: {e}"));
+        let deadline = Instant::now() + BOUND;
+        while !found_final {
+            assert!(
+                Instant::now() < deadline,
+                "{why}: the good message never came"
+            );
+            drain(&mut bufs, &mut found_final);
+        }
+        drop(region);
+        drop(mr);
+        drop(b);
+        assert!(
+            !std::path::Path::new("/dev/shm").join(&b_file).exists(),
+            "{why}: {b_file} left in /dev/shm"
+        );
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
 }
 
 #[test]
