@@ -175,59 +175,91 @@ pub(crate) struct Slot {
     pub(crate) words: Option<Box<[u64; 2]>>,
 }
 
-/// The in-flight table: slot `i` is context `i + 1`.
-#[derive(Debug, Default)]
+/// One entry of the in-flight table: an operation's slot, or a free entry naming the
+/// next free one (the free list lives in the table itself: no second vector to grow).
+#[derive(Debug)]
+enum Entry {
+    Busy(Slot),
+    Vacant { next: usize },
+}
+
+/// The in-flight table: entry `i` is context `i + 1`. Free entries form a list through
+/// their `next` fields, starting at `free` (`usize::MAX`, or any index past the end:
+/// none free).
+#[derive(Debug)]
 pub(crate) struct InFlight {
-    slots: Vec<Option<Slot>>,
-    free: Vec<usize>,
+    entries: Vec<Entry>,
+    free: usize,
+    live: usize,
+}
+
+impl Default for InFlight {
+    fn default() -> InFlight {
+        InFlight {
+            entries: Vec::new(),
+            free: usize::MAX,
+            live: 0,
+        }
+    }
 }
 
 impl InFlight {
-    /// Reserve a slot for `slot`; returns its context (never 0) and the slot in place
-    /// (to take the pointers the post needs from memory that no longer moves).
+    /// Reserve an entry for `slot`; returns its context (never 0).
     #[inline(always)]
-    pub(crate) fn insert(&mut self, slot: Slot) -> (usize, &mut Slot) {
-        let i = match self.free.pop() {
-            Some(i) if i < self.slots.len() => {
-                self.slots[i] = Some(slot);
-                i
-            }
-            _ => {
-                self.slots.push(Some(slot));
-                self.slots.len() - 1
-            }
-        };
-        // The slot was just filled; `get_or_insert_with` never runs its closure here.
-        let s = self.slots[i].get_or_insert_with(|| Slot {
-            kind: OpKind::Remote,
-            buf: None,
-            words: None,
-        });
-        (i + 1, s)
+    pub(crate) fn insert(&mut self, slot: Slot) -> usize {
+        self.live += 1;
+        let i = self.free;
+        if let Some(&Entry::Vacant { next }) = self.entries.get(i) {
+            self.free = next;
+            self.entries[i] = Entry::Busy(slot);
+            return i + 1;
+        }
+        self.entries.push(Entry::Busy(slot));
+        self.entries.len()
     }
 
-    /// Free the slot of `context`, returning what it held.
+    /// The slot of `context`, if it is in flight.
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self, context: usize) -> Option<&mut Slot> {
+        match self.entries.get_mut(context.checked_sub(1)?)? {
+            Entry::Busy(s) => Some(s),
+            Entry::Vacant { .. } => None,
+        }
+    }
+
+    /// Free the entry of `context`, returning what it held.
     #[inline(always)]
     pub(crate) fn remove(&mut self, context: usize) -> Option<Slot> {
         let i = context.checked_sub(1)?;
-        let s = self.slots.get_mut(i)?.take()?;
-        self.free.push(i);
-        Some(s)
+        let e = self.entries.get_mut(i)?;
+        if let Entry::Vacant { .. } = e {
+            return None;
+        }
+        let old = std::mem::replace(e, Entry::Vacant { next: self.free });
+        self.free = i;
+        self.live -= 1;
+        match old {
+            Entry::Busy(s) => Some(s),
+            Entry::Vacant { .. } => None,
+        }
     }
 
     /// Number of operations in flight.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.live
     }
 
     /// Give up every slot without freeing the buffers (teardown after a failed close).
     #[inline]
     pub(crate) fn leak(&mut self) {
-        for s in self.slots.drain(..).flatten() {
-            std::mem::forget(s);
+        for e in self.entries.drain(..) {
+            if let Entry::Busy(s) = e {
+                std::mem::forget(s);
+            }
         }
-        self.free.clear();
+        self.free = usize::MAX;
+        self.live = 0;
     }
 }
 
@@ -292,20 +324,16 @@ mod tests {
     #[test]
     fn slots_are_recycled_and_contexts_are_never_zero() {
         let mut t = InFlight::default();
-        let a = t
-            .insert(Slot {
-                kind: OpKind::Send,
-                buf: Some(Buf::new(4)),
-                words: None,
-            })
-            .0;
-        let b = t
-            .insert(Slot {
-                kind: OpKind::Recv,
-                buf: Some(Buf::new(8)),
-                words: None,
-            })
-            .0;
+        let a = t.insert(Slot {
+            kind: OpKind::Send,
+            buf: Some(Buf::new(4)),
+            words: None,
+        });
+        let b = t.insert(Slot {
+            kind: OpKind::Recv,
+            buf: Some(Buf::new(8)),
+            words: None,
+        });
         assert!(a != 0 && b != 0 && a != b);
         assert_eq!(t.len(), 2);
         let c = complete(&mut t, b, OpFlags::RECV.bits(), 3, 0, 0);
@@ -314,13 +342,11 @@ mod tests {
         assert_eq!(c.data(), None);
         assert_eq!(t.len(), 1);
         // The freed slot is reused.
-        let d = t
-            .insert(Slot {
-                kind: OpKind::Write,
-                buf: None,
-                words: None,
-            })
-            .0;
+        let d = t.insert(Slot {
+            kind: OpKind::Write,
+            buf: None,
+            words: None,
+        });
         assert_eq!(d, b);
         // A context of nobody's is a remote completion, not a panic.
         let r = complete(
@@ -341,6 +367,61 @@ mod tests {
     }
 
     #[test]
+    fn the_free_list_hands_out_every_free_entry_once() {
+        // A seeded mix of inserts and removals against a model of what is in flight.
+        let mut t = InFlight::default();
+        let mut model: std::collections::HashMap<usize, usize> = Default::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut peak = 0;
+        for step in 0..5000usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if !x.is_multiple_of(3) || model.is_empty() {
+                let ctx = t.insert(Slot {
+                    kind: OpKind::Send,
+                    buf: Some(Buf::from(step.to_le_bytes().to_vec())),
+                    words: None,
+                });
+                assert_ne!(ctx, 0);
+                assert!(
+                    model.insert(ctx, step).is_none(),
+                    "context {ctx} handed out twice"
+                );
+            } else {
+                let ctx = *model.keys().nth((x as usize / 3) % model.len()).unwrap();
+                let want = model.remove(&ctx).unwrap();
+                let s = t.remove(ctx).expect("in flight");
+                assert_eq!(s.buf.unwrap().into_vec(), want.to_le_bytes());
+                assert!(t.remove(ctx).is_none(), "removed twice");
+                assert!(t.get_mut(ctx).is_none());
+            }
+            assert_eq!(t.len(), model.len());
+            peak = peak.max(model.len());
+        }
+        // The table grew only when no entry was free: to the most in flight at once.
+        assert_eq!(t.entries.len(), peak);
+        for (&ctx, &step) in &model {
+            let s = t.get_mut(ctx).expect("still in flight");
+            assert_eq!(
+                s.buf.as_ref().map(|b| b.len()),
+                Some(step.to_le_bytes().len())
+            );
+        }
+        assert!(t.remove(0).is_none() && t.remove(usize::MAX).is_none());
+        t.leak();
+        assert_eq!(t.len(), 0);
+        assert_eq!(
+            t.insert(Slot {
+                kind: OpKind::Recv,
+                buf: None,
+                words: None
+            }),
+            1
+        );
+    }
+
+    #[test]
     fn completions_stay_small_to_move() {
         // Every completion is moved out of the endpoint: keep it (and a buffer) small.
         assert!(std::mem::size_of::<Completion>() <= 80);
@@ -350,13 +431,11 @@ mod tests {
     #[test]
     fn tag_data_and_fetched_follow_the_kind_and_flags() {
         let mut t = InFlight::default();
-        let r = t
-            .insert(Slot {
-                kind: OpKind::TaggedRecv,
-                buf: Some(Buf::new(4)),
-                words: None,
-            })
-            .0;
+        let r = t.insert(Slot {
+            kind: OpKind::TaggedRecv,
+            buf: Some(Buf::new(4)),
+            words: None,
+        });
         let c = complete(
             &mut t,
             r,
@@ -366,13 +445,11 @@ mod tests {
             9,
         );
         assert_eq!((c.tag(), c.data(), c.fetched()), (Some(9), Some(5), None));
-        let a = t
-            .insert(Slot {
-                kind: OpKind::FetchAtomic,
-                buf: None,
-                words: Some(Box::new([1, 41])),
-            })
-            .0;
+        let a = t.insert(Slot {
+            kind: OpKind::FetchAtomic,
+            buf: None,
+            words: Some(Box::new([1, 41])),
+        });
         let c = complete(&mut t, a, OpFlags::ATOMIC.bits(), 0, 5, 9);
         assert_eq!((c.tag(), c.data(), c.fetched()), (None, None, Some(41)));
     }
@@ -380,13 +457,11 @@ mod tests {
     #[test]
     fn an_error_entry_returns_the_buffer() {
         let mut t = InFlight::default();
-        let a = t
-            .insert(Slot {
-                kind: OpKind::Recv,
-                buf: Some(Buf::from(vec![1, 2, 3])),
-                words: None,
-            })
-            .0;
+        let a = t.insert(Slot {
+            kind: OpKind::Recv,
+            buf: Some(Buf::from(vec![1, 2, 3])),
+            words: None,
+        });
         let e = fail(&mut t, CqError::new(a, Errno::ECANCELED));
         assert_eq!(e.error.code(), Errno::ECANCELED);
         assert_eq!(e.kind, Some(OpKind::Recv));

@@ -505,7 +505,7 @@ impl<K: EpKind> Ep<K> {
             });
         }
         let parts = buf.parts();
-        let (ctx, _) = self.inflight.insert(Slot {
+        let ctx = self.inflight.insert(Slot {
             kind,
             buf: Some(buf),
             words: None,
@@ -534,12 +534,16 @@ impl<K: EpKind> Ep<K> {
                 buf: None,
             });
         }
-        let (ctx, slot) = self.inflight.insert(Slot {
+        let ctx = self.inflight.insert(Slot {
             kind,
             buf: None,
             words: Some(words),
         });
-        let r = match slot.words.as_deref_mut() {
+        let r = match self
+            .inflight
+            .get_mut(ctx)
+            .and_then(|s| s.words.as_deref_mut())
+        {
             Some(w) => post(&self.ep, w, ctx),
             None => Err(Error::new(Errno::EOTHER, "atomic without operand")),
         };
