@@ -101,6 +101,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// An acknowledgement's status, read from the peer's region: 0 (success) or a positive
+/// FI code; anything else is the peer breaking the protocol (`FI_EPROTO`), never a code
+/// handed on to the application as it came.
+fn peer_status(st: i32) -> Option<Errno> {
+    match st {
+        0 => None,
+        s if s > 0 && Errno(s).name().is_some() => Some(Errno(s)),
+        _ => Some(Errno::EPROTO),
+    }
+}
+
 pub use ofi_kit::iov::IoList;
 
 /// Bindings made before `fi_enable` (the kit's rules).
@@ -167,6 +178,8 @@ struct Conn {
     /// chunks) is read only when the next chunk is not known free.
     free_chunks: u32,
     dead: bool,
+    /// Why it is dead (the error its operations fail with).
+    why: Errno,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -480,6 +493,7 @@ impl Shared {
                 chunk: 0,
                 free_chunks: 0,
                 dead: false,
+                why: Errno::ECONNRESET,
             });
             return Ok(());
         }
@@ -553,6 +567,7 @@ impl Shared {
             Ok(None) => {
                 if !conn.region.owner_alive() {
                     conn.dead = true;
+                    conn.why = Errno::ECONNREFUSED;
                     return Err(Error::new(
                         Errno::ECONNREFUSED,
                         "shm: the peer closed or died",
@@ -562,6 +577,7 @@ impl Shared {
             }
             Err(c) => {
                 conn.dead = true;
+                conn.why = Errno::EPROTO;
                 Err(Error::new(
                     Errno::EPROTO,
                     format!("shm: peer ring corrupt (head {}, tail {})", c.head, c.tail),
@@ -1014,10 +1030,10 @@ impl Shared {
                 return false;
             }
         }
-        let slot = match conn.prod.reserve(&ring) {
-            Ok(Some(i)) => i,
-            _ => return false,
+        let Ok(slot) = Self::reserve_slot(conn) else {
+            return false;
         };
+        let ring = conn.region.ring(conn.ring);
         conn.free_chunks &= !bit;
         let map = conn.region.map();
         // SAFETY: the chunk lies inside the mapping (validated geometry) and holds
@@ -1041,7 +1057,7 @@ impl Shared {
 
     /// Move the queued sends of connection `idx` on as far as resources allow.
     fn stream(&self, act: &Active, tx: &mut Tx, idx: usize) {
-        loop {
+        'ops: loop {
             let Some(Some(conn)) = tx.conns.get_mut(idx) else {
                 return;
             };
@@ -1057,10 +1073,11 @@ impl Shared {
             let id = ((tx.gens[oi] as u64) << 32) | oi as u64;
             // A small message queued behind others goes inline when its turn comes.
             if op.rma.is_none() && op.len <= INLINE_CAP {
-                let slot = match conn.prod.reserve(&ring) {
-                    Ok(Some(i)) => i,
-                    _ => return,
+                let slot = match Self::reserve_slot(conn) {
+                    Ok(i) => i,
+                    Err(_) => break 'ops,
                 };
+                let ring = conn.region.ring(conn.ring);
                 let s = Slot {
                     flags: op.hflags,
                     tag: op.tag,
@@ -1099,10 +1116,11 @@ impl Shared {
                 return;
             }
             if use_cma && cma == cma_state::OK {
-                let slot = match conn.prod.reserve(&ring) {
-                    Ok(Some(i)) => i,
-                    _ => return,
+                let slot = match Self::reserve_slot(conn) {
+                    Ok(i) => i,
+                    Err(_) => break 'ops,
                 };
+                let ring = conn.region.ring(conn.ring);
                 let mut riov = [(0u64, 0u64); proto::RTS_IOVS];
                 for (d, s) in riov.iter_mut().zip(op.iov.slice()) {
                     *d = (s.0 as u64, s.1 as u64);
@@ -1156,7 +1174,7 @@ impl Shared {
                         }
                     });
                 if !put {
-                    return;
+                    break 'ops;
                 }
                 op.sent += n;
             }
@@ -1166,6 +1184,21 @@ impl Shared {
                 conn.waiting += 1;
             } else if let Some(op) = self.free_op(tx, oi) {
                 act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
+            }
+        }
+        // Stopped for want of room (the receiver frees slots and chunks as it reads)
+        // or because the connection broke on the way (a corrupt ring, a peer gone):
+        // then what is queued on it can never go, and fails now.
+        // (Queued operations of a peer that went away fail with FI_ECONNRESET, as
+        // the liveness check fails them; a corrupt ring is FI_EPROTO.)
+        if let Some(Some(c)) = tx.conns.get(idx) {
+            if c.dead {
+                let why = if c.why == Errno::EPROTO {
+                    Errno::EPROTO
+                } else {
+                    Errno::ECONNRESET
+                };
+                self.fail_conn(act, tx, idx, why);
             }
         }
     }
@@ -1227,7 +1260,7 @@ impl Shared {
                     c.waiting = c.waiting.saturating_sub(1);
                 }
                 if let Some(op) = self.free_op(tx, oi) {
-                    let err = if st == 0 { None } else { Some(Errno(st.abs())) };
+                    let err = peer_status(st);
                     act.complete_tx(op.ctx, op.cq_flags, op.want_cq, err);
                 }
                 work += 1;
@@ -1250,6 +1283,7 @@ impl Shared {
     fn fail_conn(&self, act: &Active, tx: &mut Tx, idx: usize, err: Errno) -> usize {
         if let Some(Some(c)) = tx.conns.get_mut(idx) {
             c.dead = true;
+            c.why = err;
             c.fifo.clear();
             c.waiting = 0;
         }

@@ -962,6 +962,288 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
     let _ = sleeper.wait();
 }
 
+/// The other direction: a hostile receiver. `a` sends to `b`, which the test never
+/// progresses; the test answers in its place through `b`'s region — acknowledgements
+/// with ids near and far from the real ones and statuses that are no FI code at all
+/// (`i32::MIN` among them), a garbage sequence word now and then, and garbage in the
+/// words the receiver owns (the ring's released tail, the CMA word). `a` must stay up,
+/// complete every operation exactly once with a success or a real FI error code, fail
+/// what is left when `b` closes, and still talk to a fresh peer.
+#[test]
+fn a_hostile_receiver_cannot_crash_the_sender() {
+    use ofi_prov_shm::region::{state, Ring};
+    use ofi_prov_shm::ring::Producer;
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+
+    // More operations than the ring has slots: the ring fills, so `a` reads the tail
+    // word the test garbles.
+    const OPS: usize = 200;
+    let seed = std::env::var("OFI_SHM_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_bac0u64);
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let a_file = name_of(&a)["fi_shm://".len()..].to_string();
+    let dest = insert(&a, &name_of(&b));
+    let region = map_region_of(&b);
+    let geo = region.geometry();
+    // The ring `a` holds in `b`'s region (found again whenever `a` reconnects).
+    let find = || -> Option<(usize, u64)> {
+        (0..geo.rings).find_map(|r| {
+            let ring = region.ring(r);
+            let claim = ring.claim().load(Ordering::Acquire);
+            let ready = ring.state().load(Ordering::Acquire) == state::READY;
+            let (_, name, _, _) = ring.read_identity()?;
+            (claim != 0 && ready && name == a_file).then_some((r, claim))
+        })
+    };
+    // Small enough never to wait for `b`'s CMA probe (which `b`, never progressed,
+    // would not make).
+    let payloads: Vec<Vec<u8>> = [8usize, 200, 3000].iter().map(|&n| vec![0x5a; n]).collect();
+    let mut read_bufs: Vec<Vec<u8>> = (0..OPS).map(|_| vec![0u8; 64]).collect();
+    let mut done: HashMap<usize, Option<i32>> = HashMap::new();
+    let mut posted = 0usize;
+    let post = |k: usize, rng: &mut Rng, read_bufs: &mut Vec<Vec<u8>>| -> bool {
+        let ctx = 1000 + k;
+        let r = match rng.below(3) {
+            0 => {
+                let p = &payloads[rng.below(payloads.len() as u64) as usize];
+                let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+                // `payloads` outlives every send (declared before the sends, dropped
+                // after the last completion is read).
+                sendmsg(&a.ep, p, dest, ctx, flags)
+            }
+            1 => {
+                let p = &payloads[0];
+                // SAFETY: `payloads` outlives `a`'s use of it (declared before `a`
+                // sends and dropped after the last completion is read).
+                unsafe {
+                    a.ep.write(
+                        p.as_ptr(),
+                        p.len(),
+                        std::ptr::null_mut(),
+                        dest,
+                        0,
+                        0x4242,
+                        ctx,
+                    )
+                }
+            }
+            _ => {
+                let buf = &mut read_bufs[k];
+                // SAFETY: as above; each read has a buffer of its own.
+                unsafe {
+                    a.ep.read(
+                        buf.as_mut_ptr(),
+                        64,
+                        std::ptr::null_mut(),
+                        dest,
+                        0,
+                        0x4242,
+                        ctx,
+                    )
+                }
+            }
+        };
+        match r {
+            Ok(()) => true,
+            // Full, or refused because `b`'s words broke the protocol (its ring is
+            // corrupt, so the connection is dropped): try again later.
+            Err(e) if e.code() == Errno::EAGAIN => false,
+            Err(e) => {
+                assert!(
+                    [Errno::EPROTO, Errno::ECONNRESET, Errno::ECONNREFUSED].contains(&e.code()),
+                    "post {k}: {e}"
+                );
+                false
+            }
+        }
+    };
+    let take = |done: &mut HashMap<usize, Option<i32>>| {
+        while let Some(c) = poll(&a.cq) {
+            let (ctx, err) = match c {
+                Ok(e) => (e.op_context, None),
+                Err(ee) => {
+                    assert!(
+                        ee.err > 0 && Errno(ee.err).name().is_some(),
+                        "seed {seed:#x}: error completion with code {} (not an FI code)",
+                        ee.err
+                    );
+                    (ee.op_context, Some(ee.err))
+                }
+            };
+            assert!(
+                done.insert(ctx, err).is_none(),
+                "seed {seed:#x}: context {ctx} completed twice"
+            );
+        }
+    };
+    let mut at: Option<(usize, u64)> = None;
+    let mut acks = Producer::new(geo.slots, 0);
+    for step in 0..6000 {
+        if posted < OPS && rng.chance(5) && post(posted, &mut rng, &mut read_bufs) {
+            posted += 1;
+        }
+        take(&mut done);
+        let now = find();
+        if now != at {
+            // A new connection (first use, or `a` reconnected after a corrupt ring):
+            // its ack ring starts at `a`'s consumer position, 0.
+            at = now;
+            acks = Producer::new(geo.slots, 0);
+        }
+        let Some((r, _)) = at else { continue };
+        let ring: Ring<'_> = region.ring(r);
+        match rng.below(100) {
+            0..=69 => {
+                let Ok(Some(i)) = acks.reserve(&ring.acks()) else {
+                    continue;
+                };
+                let off = ring.ack_off(i);
+                let id = match rng.below(4) {
+                    0 | 1 => (rng.below(3) << 32) | rng.below(70),
+                    2 => rng.next(),
+                    _ => rng.pick(&[0, u64::MAX, 1 << 32, u32::MAX as u64]),
+                };
+                let any = rng.next() as u32 as u64;
+                let status = rng.pick(&[
+                    0,
+                    0,
+                    0,
+                    5,
+                    104,
+                    256,
+                    265,
+                    u32::MAX as u64,
+                    i32::MIN as u32 as u64,
+                    i32::MAX as u64,
+                    99_999,
+                    any,
+                ]) as u32;
+                region.map().u64_at(off + 8).store(id, Ordering::Relaxed);
+                region
+                    .map()
+                    .u32_at(off + 16)
+                    .store(status, Ordering::Relaxed);
+                acks.publish(&ring.acks());
+            }
+            70..=72 => {
+                let i = acks.head() as usize;
+                let garbage = rng.next();
+                region
+                    .map()
+                    .u64_at(ring.ack_off(i))
+                    .store(garbage, Ordering::Release);
+            }
+            // The second half: `b`'s released tail too (read by `a` once the ring
+            // is full; a corrupt one ends the connection and `a` reconnects).
+            73..=74 if step >= 3000 => ring.tail_word().store(rng.next(), Ordering::Release),
+            75..=76 => ring.cma().store(rng.next() as u32, Ordering::Release),
+            // Bounce chunks handed back (as `b` would once it has read them), or not
+            // quite: any value.
+            77..=84 => {
+                let v = if rng.chance(80) { 0 } else { rng.next() as u32 };
+                ring.chunk_state(rng.below(geo.chunks as u64) as usize)
+                    .store(v, Ordering::Release);
+            }
+            _ => {}
+        }
+    }
+    // `b` goes away: whatever is left fails, each operation completes once.
+    drop(region);
+    drop(b);
+    let deadline = Instant::now() + BOUND;
+    while done.len() < posted {
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed:#x}: {} of {posted} operations completed",
+            done.len()
+        );
+        take(&mut done);
+    }
+    assert!(
+        poll(&a.cq).is_none(),
+        "nothing beyond the posted operations"
+    );
+    assert!(
+        done.keys().all(|&c| (1000..1000 + posted).contains(&c)),
+        "only contexts of ours"
+    );
+    // `a` still sends to a well-behaved peer.
+    let c = node(&reg);
+    let to_c = insert(&a, &name_of(&c));
+    let mut got = [0u8; 4];
+    recv(&c, &mut got, 7);
+    send(&a, b"fine", to_c, 8).expect("send to c");
+    assert_eq!(wait_ok(&c.cq, "c receives").op_context, 7);
+    assert_eq!(&got, b"fine");
+    assert_eq!(wait_ok(&a.cq, "a's send").op_context, 8);
+}
+
+/// A receiver's ring that turns out corrupt while sends wait for room on it (its
+/// released tail outside what the sender wrote): the sender fails every operation of
+/// that connection with `FI_EPROTO` at once — they could never go — and reaches the
+/// same peer again on a fresh ring afterwards.
+#[test]
+fn a_corrupt_ring_fails_the_sends_waiting_on_it() {
+    use std::sync::atomic::Ordering;
+
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let region = map_region_of(&b);
+    let slots = region.geometry().slots;
+    let payload = [7u8; 16];
+    let big = vec![9u8; 3000];
+    let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+    // `b` is not progressed: small sends fill the ring; larger ones (a bounce chunk
+    // each) then wait in `a`'s queue.
+    let n = slots + 6;
+    for k in 0..n {
+        let p: &[u8] = if k < slots { &payload } else { &big };
+        sendmsg(&a.ep, p, dest, 100 + k, flags).expect("sendmsg");
+    }
+    for _ in 0..100 {
+        assert!(poll(&a.cq).is_none(), "nothing completes before b acts");
+    }
+    let ring = (0..region.geometry().rings)
+        .map(|r| region.ring(r))
+        .find(|r| r.claim().load(Ordering::Acquire) != 0)
+        .expect("a's ring");
+    ring.tail_word().store(u64::MAX / 3, Ordering::Release);
+    let mut failed = Vec::new();
+    let deadline = Instant::now() + BOUND;
+    while failed.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} sends failed",
+            failed.len()
+        );
+        match poll(&a.cq) {
+            Some(Err(ee)) => {
+                assert_eq!(Errno(ee.err), Errno::EPROTO, "context {}", ee.op_context);
+                failed.push(ee.op_context);
+            }
+            Some(Ok(e)) => panic!("context {} succeeded on a corrupt ring", e.op_context),
+            None => {}
+        }
+    }
+    failed.sort_unstable();
+    assert_eq!(failed, (100..100 + n).collect::<Vec<_>>());
+    // A fresh connection to the same (still open) peer works.
+    let mut got = [0u8; 16];
+    recv(&b, &mut got, 1);
+    send(&a, &payload, dest, 2).expect("send after the corrupt ring");
+    assert_eq!(wait_ok(&b.cq, "b receives").op_context, 1);
+    assert_eq!(got, payload);
+    assert_eq!(wait_ok(&a.cq, "a's send").op_context, 2);
+}
+
 #[test]
 fn no_region_files_remain_after_close() {
     let reg = registry();
