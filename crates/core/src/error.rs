@@ -165,6 +165,25 @@ impl Errno {
     pub fn message(self) -> Cow<'static, str> {
         strerror(self.0)
     }
+
+    /// Decode an operation's status that a peer sent (in a packet, or in shared
+    /// memory): 0 is success (`None`); a named `FI_*` code, positive or negated, is that
+    /// code; any other value is the peer breaking its protocol, [`Errno::EPROTO`]. So a
+    /// peer can neither hand the application a code that is none, nor make this
+    /// overflow (`i64::MIN`, `i32::MIN`).
+    pub fn from_peer_status(status: i64) -> Option<Errno> {
+        if status == 0 {
+            return None;
+        }
+        let code = status
+            .checked_abs()
+            .and_then(|a| i32::try_from(a).ok())
+            .map(Errno);
+        Some(match code {
+            Some(e) if e.name().is_some() => e,
+            _ => Errno::EPROTO,
+        })
+    }
 }
 
 impl fmt::Debug for Errno {
@@ -347,6 +366,28 @@ mod tests {
         assert_eq!(strerror(61), "No data available");
         assert_eq!(strerror(11), "Resource temporarily unavailable");
         assert_eq!(strerror(0), "Success");
+    }
+
+    #[test]
+    fn peer_statuses_are_fi_codes_or_eproto() {
+        assert_eq!(Errno::from_peer_status(0), None);
+        assert_eq!(Errno::from_peer_status(5), Some(Errno::EIO));
+        assert_eq!(Errno::from_peer_status(-104), Some(Errno::ECONNRESET));
+        assert_eq!(Errno::from_peer_status(265), Some(Errno::ETRUNC));
+        assert_eq!(Errno::from_peer_status(-269), Some(Errno::ENORX));
+        for bad in [
+            3,
+            270,
+            999,
+            65_535,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            i64::MAX,
+            i64::MIN,
+            -(1 << 40),
+        ] {
+            assert_eq!(Errno::from_peer_status(bad), Some(Errno::EPROTO), "{bad}");
+        }
     }
 
     #[test]

@@ -101,17 +101,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// An acknowledgement's status, read from the peer's region: 0 (success) or a positive
-/// FI code; anything else is the peer breaking the protocol (`FI_EPROTO`), never a code
-/// handed on to the application as it came.
-fn peer_status(st: i32) -> Option<Errno> {
-    match st {
-        0 => None,
-        s if s > 0 && Errno(s).name().is_some() => Some(Errno(s)),
-        _ => Some(Errno::EPROTO),
-    }
-}
-
 pub use ofi_kit::iov::IoList;
 
 /// Bindings made before `fi_enable` (the kit's rules).
@@ -1260,7 +1249,8 @@ impl Shared {
                     c.waiting = c.waiting.saturating_sub(1);
                 }
                 if let Some(op) = self.free_op(tx, oi) {
-                    let err = peer_status(st);
+                    // Read from the peer's region: an FI code or FI_EPROTO.
+                    let err = Errno::from_peer_status(i64::from(st));
                     act.complete_tx(op.ctx, op.cq_flags, op.want_cq, err);
                 }
                 work += 1;

@@ -1070,10 +1070,10 @@ impl EpInner {
 
     /// Complete a transmit-side operation with the status its response carried.
     fn comp_status(&self, b: &Binds, c: &Comp, status: u16) {
-        if status == 0 {
-            self.comp_ok(b, c);
-        } else {
-            self.comp_err(b, c, Errno(i32::from(status)));
+        // The peer's status: an FI code or FI_EPROTO, never as it came.
+        match Errno::from_peer_status(i64::from(status)) {
+            None => self.comp_ok(b, c),
+            Some(e) => self.comp_err(b, c, e),
         }
     }
 
@@ -1833,7 +1833,7 @@ impl EpInner {
                     if hdr.size != 0 {
                         return Err(perr("failed read response with a payload"));
                     }
-                    self.comp_err(&st.b, &p.comp, Errno(i32::from(hdr.status)));
+                    self.comp_status(&st.b, &p.comp, hdr.status);
                     st.rx = Rx::Hdr { got: 0 };
                     return Ok(Step::Finished);
                 }
@@ -1881,7 +1881,7 @@ impl EpInner {
                     if hdr.size != 0 {
                         return Err(perr("failed atomic response with a payload"));
                     }
-                    self.comp_err(&st.b, &p.comp, Errno(i32::from(hdr.status)));
+                    self.comp_status(&st.b, &p.comp, hdr.status);
                     st.rx = Rx::Hdr { got: 0 };
                     return Ok(Step::Finished);
                 }

@@ -90,6 +90,60 @@ fn junk_on_a_connection_closes_it_with_eproto() {
     );
 }
 
+/// A response whose status is no FI code (a peer breaking the protocol) completes the
+/// operation with `FI_EPROTO`, not with the peer's number.
+#[test]
+fn a_response_status_that_is_no_fi_code_is_eproto() {
+    use ofi::OpFlags;
+    use proto::{Hdr, Op};
+    let RawConn { mut raw, s, .. } = raw_connection(Caps::MSG);
+    // A delivery-complete send waits for the peer's Ack.
+    let payload = [1u8; 8];
+    let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+    ofi_conformance::fixture::sendmsg(&s.ep, &payload, 0, 9, flags).expect("sendmsg");
+    // Read the stream (the endpoint may first offer same-host copies) until the message
+    // has come; each request carries its rma iovs and payload after the header. Data
+    // progress is manual: the CQ is read meanwhile (nothing completes before the ack).
+    raw.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut got = Vec::new();
+    let req = 'found: loop {
+        assert!(Instant::now() < deadline, "no message on the stream");
+        let mut e = [CqTaggedEntry::default()];
+        match s.cq.read(&mut e) {
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            other => panic!("a completion before the ack: {other:?}"),
+        }
+        let mut chunk = [0u8; 4096];
+        match raw.read(&mut chunk) {
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(err) => panic!("read: {err}"),
+        }
+        while got.len() >= proto::HDR_LEN {
+            let h = Hdr::parse(&got[..proto::HDR_LEN]).expect("a header from the endpoint");
+            let end = proto::HDR_LEN + h.size as usize + 24 * usize::from(h.rma_cnt);
+            if got.len() < end {
+                break;
+            }
+            let body: Vec<u8> = got.drain(..end).skip(proto::HDR_LEN).collect();
+            if h.op == Op::Msg {
+                assert_eq!(body, payload);
+                break 'found h;
+            }
+        }
+    };
+    raw.set_nonblocking(false).unwrap();
+    let mut ack = Hdr::new(Op::Ack);
+    ack.id = req.id;
+    ack.status = 65_535;
+    let mut b = [0u8; proto::HDR_LEN];
+    ack.encode(&mut b);
+    raw.write_all(&b).unwrap();
+    let e = cq_wait(&s.cq, &[]).expect_err("an error completion");
+    assert_eq!((Errno(e.err), e.op_context), (Errno::EPROTO, 9));
+}
+
 const CHILD_ENV: &str = "OFI_TCP_TEST_KILL_CHILD_ADDR";
 
 /// The child half of `sigkill_peer_mid_transfer`: connects to the address in the

@@ -1211,8 +1211,8 @@ impl Shared {
         let Some(op) = Self::take_op(st, rid) else {
             return;
         };
-        let code = status as u32 as i32;
-        let mut err = (code != 0).then(|| Errno(code.abs()));
+        // The peer's status (the low 32 bits, signed): an FI code or FI_EPROTO.
+        let mut err = Errno::from_peer_status(i64::from(status as u32 as i32));
         if let Some(r) = &op.remote {
             if err.is_none() {
                 if data.len() != r.expect {

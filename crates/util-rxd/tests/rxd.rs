@@ -570,6 +570,81 @@ fn delivery_complete_into_posted_receives() {
 /// with `FI_EIO` once the peer is found lost (by a later send exhausting its retries),
 /// instead of staying open. The peer is a bare UDP socket driven by rxd's own sans-IO
 /// engine, which acknowledges what it receives and is never told to answer.
+/// A response whose status is no FI code (a peer breaking the protocol; `i32::MIN`,
+/// whose absolute value overflowed before) completes the read with `FI_EPROTO`, not
+/// with the peer's number. The peer is played by rxd's own engine on a bare UDP socket.
+#[test]
+fn a_response_status_that_is_no_fi_code_is_eproto() {
+    use ofi_util_rxd::peer::{Config, Engine, Event};
+    use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, OP_READ, OP_RESP};
+    use std::net::{SocketAddr, UdpSocket};
+    const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
+    let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
+    let a = node(&info);
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_nonblocking(true).expect("nonblocking");
+    let fake_addr = Address::from(sock.local_addr().expect("local addr"));
+    let mut fake = Engine::new(Config::default(), fake_addr.to_bytes(), 9);
+    let base = Instant::now();
+    let now = || base.elapsed().as_nanos() as u64;
+    let peer = a.av.insert(std::slice::from_ref(&fake_addr)).expect("av")[0];
+    let mut into = vec![0u8; 64];
+    // SAFETY: `into` outlives the read (its completion is awaited below).
+    unsafe {
+        a.ep.read(
+            into.as_mut_ptr(),
+            into.len(),
+            std::ptr::null_mut(),
+            peer,
+            0,
+            0x77,
+            0x61,
+        )
+    }
+    .expect("fi_read");
+    let mut pkt = vec![0u8; 70_000];
+    let mut answered = false;
+    let end = Instant::now() + WAIT;
+    let done = loop {
+        assert!(Instant::now() < end, "no completion of the read");
+        if let Some(d) = poll(&a.cq) {
+            break d;
+        }
+        while let Ok((n, _)) = sock.recv_from(&mut pkt) {
+            if n > UDP_HDR {
+                fake.handle_packet(&pkt[UDP_HDR..n], now());
+            }
+        }
+        fake.handle_timeout(now());
+        while let Some(ev) = fake.poll_event() {
+            if let Event::Message { peer: p, data } = ev {
+                let (op, rid, _) = parse_msg_hdr(&data).expect("a request header");
+                assert_eq!(op, OP_READ);
+                let status = i32::MIN as u32 as u64;
+                fake.send(p, 1, &op_hdr(OP_RESP, rid, Some(status)), now())
+                    .expect("fake response");
+                answered = true;
+            }
+        }
+        fake.poll_transmit(now(), 64, |_, to, bytes| {
+            let to: SocketAddr = Address::from_bytes(AddrFormat::SOCKADDR_IN, to)
+                .ok()
+                .and_then(|x| x.socket_addr())
+                .expect("peer address");
+            let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
+            d.extend_from_slice(bytes);
+            let _ = sock.send_to(&d, to);
+            true
+        });
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    assert!(answered, "the fake peer never got the read request");
+    match done {
+        Err((ctx, e)) => assert_eq!((ctx, e), (0x61, Errno::EPROTO)),
+        other => panic!("expected FI_EPROTO, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     use ofi_util_rxd::peer::{Config, Engine};

@@ -2163,9 +2163,9 @@ impl Shared {
                 if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                     if op.gen == gen && op.await_done && op.conn == c {
                         op.await_done = false;
-                        let status = h.data as i64 as i32;
-                        if status != 0 && op.err.is_none() {
-                            op.err = Some(Errno(status.abs()));
+                        // The peer's status: an FI code or FI_EPROTO, never as it came.
+                        if let Some(e) = Errno::from_peer_status(h.data as i64) {
+                            op.err.get_or_insert(e);
                         }
                         op.mrs.clear();
                         self.maybe_finish(act, st, i);

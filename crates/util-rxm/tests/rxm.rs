@@ -582,6 +582,100 @@ fn simultaneous_connect() {
     }
 }
 
+/// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;
+/// `i64::MIN`, whose cut to 32 bits and absolute value overflowed before) completes
+/// the send with `FI_EPROTO`, not with the peer's number. The peer is a plain tcp MSG
+/// endpoint that handshakes as rxm and answers the rendezvous request by hand.
+#[test]
+fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
+    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN, VERSION};
+    let rinfo = rxm_info();
+    let target = node(&rinfo);
+    let mut h = Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN);
+    h.ep_attr.ep_type = EpType::Msg;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let minfo =
+        ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h)).unwrap()[0].clone();
+    let fabric = ofi::fabric(&minfo).unwrap();
+    let domain = fabric.domain(&minfo).unwrap();
+    let eq = fabric.eq_open(&EqAttr::default()).unwrap();
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .unwrap();
+    let ep = domain.endpoint(&minfo).unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.enable().unwrap();
+    // The fake's rxm address: an unused loopback port (it never listens).
+    let fake_addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
+    let hello = Hello {
+        kind: Kind::Connect,
+        version: VERSION,
+        reason: Reason::None,
+        buffer_size: 16384,
+        credits: 8,
+        sar_limit: 131072,
+        instance: 77,
+        addr: fake_addr.to_bytes(),
+    };
+    let mut pkt = vec![0u8; 4096];
+    // SAFETY: `pkt` outlives the receive (completed, or the endpoint closed, below).
+    unsafe {
+        ep.recv(
+            pkt.as_mut_ptr(),
+            pkt.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            1,
+        )
+    }
+    .unwrap();
+    ep.connect(&target.addr.to_bytes(), &hello.encode())
+        .unwrap();
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        match eq.read() {
+            Ok(ev) if ev.event == EqEvent::Connected => break,
+            Err(e) if e.code() == Errno::EAVAIL => {
+                panic!("handshake refused: {:?}", eq.readerr())
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < end, "no answer to the handshake");
+    }
+    // The target sends the fake a message beyond the SAR limit: a rendezvous request.
+    let to_fake = target.av.insert(std::slice::from_ref(&fake_addr)).unwrap()[0];
+    let big = pattern(300_000, 3);
+    send(&target, &big, to_fake, 0x71).expect("send");
+    let rts = loop {
+        assert!(Instant::now() < end + WAIT, "no rendezvous request");
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        if let Some(d) = poll(&cq) {
+            let e = d.unwrap_or_else(|e| panic!("fake receive failed: {e:?}"));
+            let hdr = Hdr::parse(&pkt[..e.len]).expect("an rxm packet");
+            assert_eq!(hdr.op, Op::Rts);
+            break Rts::parse(&pkt[HDR_LEN..e.len], hdr.size).expect("an RTS body");
+        }
+    };
+    let mut done = Hdr::new(Op::RndvDone, 0, 0, rts.id, i64::MIN as u64).bytes();
+    // SAFETY: `done` outlives the send (its completion is read below).
+    unsafe {
+        ep.send(
+            done.as_mut_ptr(),
+            done.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            2,
+        )
+    }
+    .unwrap();
+    match wait(&target.cq, &[&cq], "the target's send") {
+        Err((ctx, e)) => assert_eq!((ctx, e), (0x71, Errno::EPROTO)),
+        other => panic!("expected FI_EPROTO, got {other:?}"),
+    }
+}
+
 /// A MSG-level client (plain tcp) connecting to an rxm endpoint with a malformed or
 /// wrong-version handshake is rejected, and the reject data says why; one that
 /// handshakes correctly and then sends a malformed packet is disconnected; the rxm
