@@ -168,6 +168,16 @@ fn our_files(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// One message from `from` to `to` (AV index `dest` at `from`), checked on both sides.
+fn one_good_message(from: &Node, to: &Node, dest: u64, msg: &[u8]) {
+    let mut got = vec![0u8; msg.len()];
+    recv(to, &mut got, 0x600d);
+    send(from, msg, dest, 0x600e).expect("send");
+    assert_eq!(wait_ok(&to.cq, "the receive").op_context, 0x600d);
+    assert_eq!(got, msg);
+    assert_eq!(wait_ok(&from.cq, "the send").op_context, 0x600e);
+}
+
 /// Map `n`'s region as a peer does.
 fn map_region_of(n: &Node) -> ofi_prov_shm::region::Region {
     let name = name_of(n);
@@ -1176,12 +1186,7 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
     // `a` still sends to a well-behaved peer.
     let c = node(&reg);
     let to_c = insert(&a, &name_of(&c));
-    let mut got = [0u8; 4];
-    recv(&c, &mut got, 7);
-    send(&a, b"fine", to_c, 8).expect("send to c");
-    assert_eq!(wait_ok(&c.cq, "c receives").op_context, 7);
-    assert_eq!(&got, b"fine");
-    assert_eq!(wait_ok(&a.cq, "a's send").op_context, 8);
+    one_good_message(&a, &c, to_c, b"fine");
 }
 
 /// A receiver's ring that turns out corrupt while sends wait for room on it (its
@@ -1236,12 +1241,7 @@ fn a_corrupt_ring_fails_the_sends_waiting_on_it() {
     failed.sort_unstable();
     assert_eq!(failed, (100..100 + n).collect::<Vec<_>>());
     // A fresh connection to the same (still open) peer works.
-    let mut got = [0u8; 16];
-    recv(&b, &mut got, 1);
-    send(&a, &payload, dest, 2).expect("send after the corrupt ring");
-    assert_eq!(wait_ok(&b.cq, "b receives").op_context, 1);
-    assert_eq!(got, payload);
-    assert_eq!(wait_ok(&a.cq, "a's send").op_context, 2);
+    one_good_message(&a, &b, dest, &payload);
 }
 
 #[test]

@@ -566,30 +566,67 @@ fn delivery_complete_into_posted_receives() {
     }
 }
 
-/// A peer that acknowledges an RMA read request and then goes silent: the read fails
-/// with `FI_EIO` once the peer is found lost (by a later send exhausting its retries),
-/// instead of staying open. The peer is a bare UDP socket driven by rxd's own sans-IO
-/// engine, which acknowledges what it receives and is never told to answer.
-/// A response whose status is no FI code (a peer breaking the protocol; `i32::MIN`,
-/// whose absolute value overflowed before) completes the read with `FI_EPROTO`, not
-/// with the peer's number. The peer is played by rxd's own engine on a bare UDP socket.
-#[test]
-fn a_response_status_that_is_no_fi_code_is_eproto() {
-    use ofi_util_rxd::peer::{Config, Engine, Event};
-    use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, OP_READ, OP_RESP};
-    use std::net::{SocketAddr, UdpSocket};
-    const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
-    let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
-    let a = node(&info);
-    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    sock.set_nonblocking(true).expect("nonblocking");
-    let fake_addr = Address::from(sock.local_addr().expect("local addr"));
-    let mut fake = Engine::new(Config::default(), fake_addr.to_bytes(), 9);
-    let base = Instant::now();
-    let now = || base.elapsed().as_nanos() as u64;
-    let peer = a.av.insert(std::slice::from_ref(&fake_addr)).expect("av")[0];
-    let mut into = vec![0u8; 64];
-    // SAFETY: `into` outlives the read (its completion is awaited below).
+/// rxd's own sans-IO engine on a bare UDP socket (behind udp's 12-byte header),
+/// playing a peer by hand.
+struct FakePeer {
+    sock: std::net::UdpSocket,
+    eng: ofi_util_rxd::peer::Engine,
+    addr: Address,
+    base: Instant,
+}
+
+impl FakePeer {
+    fn new(cfg: ofi_util_rxd::peer::Config, seed: u32) -> FakePeer {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        sock.set_nonblocking(true).expect("nonblocking");
+        let addr = Address::from(sock.local_addr().expect("local addr"));
+        FakePeer {
+            eng: ofi_util_rxd::peer::Engine::new(cfg, addr.to_bytes(), seed),
+            sock,
+            addr,
+            base: Instant::now(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Take what arrived, hand each event to `on` (with the engine, to answer), send
+    /// what the engine has to send.
+    fn pump(
+        &mut self,
+        mut on: impl FnMut(&mut ofi_util_rxd::peer::Engine, ofi_util_rxd::peer::Event, u64),
+    ) {
+        const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
+        let mut pkt = vec![0u8; 70_000];
+        while let Ok((n, _)) = self.sock.recv_from(&mut pkt) {
+            if n > UDP_HDR {
+                self.eng.handle_packet(&pkt[UDP_HDR..n], self.now());
+            }
+        }
+        self.eng.handle_timeout(self.now());
+        while let Some(ev) = self.eng.poll_event() {
+            let now = self.now();
+            on(&mut self.eng, ev, now);
+        }
+        let sock = &self.sock;
+        self.eng.poll_transmit(self.now(), 64, |_, to, bytes| {
+            let to: std::net::SocketAddr = Address::from_bytes(AddrFormat::SOCKADDR_IN, to)
+                .ok()
+                .and_then(|x| x.socket_addr())
+                .expect("peer address");
+            let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
+            d.extend_from_slice(bytes);
+            let _ = sock.send_to(&d, to);
+            true
+        });
+    }
+}
+
+/// `fi_read` of `into.len()` bytes at offset 0 of key 0x77 of `peer`.
+fn post_read(a: &Node, into: &mut [u8], peer: u64, ctx: usize) {
+    // SAFETY: callers keep `into` until the read completes.
     unsafe {
         a.ep.read(
             into.as_mut_ptr(),
@@ -598,11 +635,25 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
             peer,
             0,
             0x77,
-            0x61,
+            ctx,
         )
     }
     .expect("fi_read");
-    let mut pkt = vec![0u8; 70_000];
+}
+
+/// A response whose status is no FI code (a peer breaking the protocol; `i32::MIN`,
+/// whose absolute value overflowed before) completes the read with `FI_EPROTO`, not
+/// with the peer's number.
+#[test]
+fn a_response_status_that_is_no_fi_code_is_eproto() {
+    use ofi_util_rxd::peer::{Config, Event};
+    use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, OP_READ, OP_RESP};
+    let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
+    let a = node(&info);
+    let mut fake = FakePeer::new(Config::default(), 9);
+    let peer = a.av.insert(std::slice::from_ref(&fake.addr)).expect("av")[0];
+    let mut into = vec![0u8; 64];
+    post_read(&a, &mut into, peer, 0x61);
     let mut answered = false;
     let end = Instant::now() + WAIT;
     let done = loop {
@@ -610,31 +661,15 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
         if let Some(d) = poll(&a.cq) {
             break d;
         }
-        while let Ok((n, _)) = sock.recv_from(&mut pkt) {
-            if n > UDP_HDR {
-                fake.handle_packet(&pkt[UDP_HDR..n], now());
-            }
-        }
-        fake.handle_timeout(now());
-        while let Some(ev) = fake.poll_event() {
+        fake.pump(|eng, ev, now| {
             if let Event::Message { peer: p, data } = ev {
                 let (op, rid, _) = parse_msg_hdr(&data).expect("a request header");
                 assert_eq!(op, OP_READ);
                 let status = i32::MIN as u32 as u64;
-                fake.send(p, 1, &op_hdr(OP_RESP, rid, Some(status)), now())
+                eng.send(p, 1, &op_hdr(OP_RESP, rid, Some(status)), now)
                     .expect("fake response");
                 answered = true;
             }
-        }
-        fake.poll_transmit(now(), 64, |_, to, bytes| {
-            let to: SocketAddr = Address::from_bytes(AddrFormat::SOCKADDR_IN, to)
-                .ok()
-                .and_then(|x| x.socket_addr())
-                .expect("peer address");
-            let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
-            d.extend_from_slice(bytes);
-            let _ = sock.send_to(&d, to);
-            true
         });
         std::thread::sleep(Duration::from_micros(200));
     };
@@ -645,10 +680,13 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
     }
 }
 
+/// A peer that acknowledges an RMA read request and then goes silent: the read fails
+/// with `FI_EIO` once the peer is found lost (by a later send exhausting its retries),
+/// instead of staying open. The peer is a bare UDP socket driven by rxd's own sans-IO
+/// engine, which acknowledges what it receives and is never told to answer.
 #[test]
 fn a_peer_lost_after_acknowledging_a_request_fails_it() {
-    use ofi_util_rxd::peer::{Config, Engine};
-    use std::net::{SocketAddr, UdpSocket};
+    use ofi_util_rxd::peer::{Config, Event};
     if std::env::var_os("RXD_SILENT_CHILD").is_none() {
         run_with_short_retries(
             "a_peer_lost_after_acknowledging_a_request_fails_it",
@@ -658,65 +696,24 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     }
     let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
     let a = node(&info);
-    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
-    sock.set_nonblocking(true).expect("nonblocking");
-    let fake_addr = Address::from(sock.local_addr().expect("local addr"));
-    let mut fake = Engine::new(
+    let mut fake = FakePeer::new(
         Config {
             seg_size: 60_000,
             ..Config::default()
         },
-        fake_addr.to_bytes(),
         7,
     );
-    let base = Instant::now();
-    let now = || base.elapsed().as_nanos() as u64;
-    let peer = a.av.insert(std::slice::from_ref(&fake_addr)).expect("av")[0];
+    let peer = a.av.insert(std::slice::from_ref(&fake.addr)).expect("av")[0];
     let mut into = vec![0u8; 64];
-    // SAFETY: `into` outlives the read (its completion is awaited below).
-    unsafe {
-        a.ep.read(
-            into.as_mut_ptr(),
-            into.len(),
-            std::ptr::null_mut(),
-            peer,
-            0,
-            0x77,
-            0x5e,
-        )
-    }
-    .expect("fi_read");
+    post_read(&a, &mut into, peer, 0x5e);
     // Play the peer for a while: accept, acknowledge the request, never answer.
-    const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
     let mut got_request = false;
-    let mut pkt = vec![0u8; 70_000];
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
         if let Some(d) = poll(&a.cq) {
             panic!("the read completed without an answer: {d:?}");
         }
-        // The core is udp: its 12-byte header comes first.
-        while let Ok((n, _)) = sock.recv_from(&mut pkt) {
-            if n > UDP_HDR {
-                fake.handle_packet(&pkt[UDP_HDR..n], now());
-            }
-        }
-        fake.handle_timeout(now());
-        while let Some(ev) = fake.poll_event() {
-            if let ofi_util_rxd::peer::Event::Message { .. } = ev {
-                got_request = true;
-            }
-        }
-        fake.poll_transmit(now(), 64, |_, to, bytes| {
-            let to: SocketAddr = Address::from_bytes(AddrFormat::SOCKADDR_IN, to)
-                .ok()
-                .and_then(|x| x.socket_addr())
-                .expect("peer address");
-            let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
-            d.extend_from_slice(bytes);
-            let _ = sock.send_to(&d, to);
-            true
-        });
+        fake.pump(|_, ev, _| got_request |= matches!(ev, Event::Message { .. }));
         std::thread::sleep(Duration::from_micros(200));
     }
     assert!(got_request, "the fake peer never got the read request");
@@ -732,6 +729,6 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     }
     failed.sort();
     assert_eq!(failed, vec![0x5e, 0x5f]);
-    drop(sock);
+    drop(fake);
     println!("RXD_SILENT_CHILD_OK");
 }

@@ -582,15 +582,17 @@ fn simultaneous_connect() {
     }
 }
 
-/// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;
-/// `i64::MIN`, whose cut to 32 bits and absolute value overflowed before) completes
-/// the send with `FI_EPROTO`, not with the peer's number. The peer is a plain tcp MSG
-/// endpoint that handshakes as rxm and answers the rendezvous request by hand.
-#[test]
-fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
-    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN, VERSION};
-    let rinfo = rxm_info();
-    let target = node(&rinfo);
+/// A plain tcp MSG endpoint, with its EQ and CQ, that speaks to rxm endpoints by hand
+/// (field order = drop order).
+struct MsgClient {
+    ep: Endpoint,
+    eq: ofi::eq::EventQueue,
+    cq: CompletionQueue,
+    _domain: Domain,
+    _fabric: Fabric,
+}
+
+fn msg_client() -> MsgClient {
     let mut h = Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN);
     h.ep_attr.ep_type = EpType::Msg;
     h.fabric_attr.prov_name = Some("tcp".into());
@@ -606,6 +608,40 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     ep.bind_eq(&eq).unwrap();
     ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
     ep.enable().unwrap();
+    MsgClient {
+        ep,
+        eq,
+        cq,
+        _domain: domain,
+        _fabric: fabric,
+    }
+}
+
+/// Wait, driving `target`, for the answer to `c`'s connect; the accept's CM data.
+fn wait_accepted(c: &MsgClient, target: &Node) -> Vec<u8> {
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        match c.eq.read() {
+            Ok(ev) if ev.event == EqEvent::Connected => return ev.cm_data,
+            Err(e) if e.code() == Errno::EAVAIL => {
+                panic!("handshake refused: {:?}", c.eq.readerr())
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < end, "no answer to the handshake");
+    }
+}
+
+/// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;
+/// `i64::MIN`, which the cut to 32 bits turned into a success before) completes the
+/// send with `FI_EPROTO`, not with the peer's number. The peer is a plain tcp MSG
+/// endpoint that handshakes as rxm and answers the rendezvous request by hand.
+#[test]
+fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
+    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN, VERSION};
+    let target = node(&rxm_info());
+    let c = msg_client();
     // The fake's rxm address: an unused loopback port (it never listens).
     let fake_addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
     let hello = Hello {
@@ -621,7 +657,7 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     let mut pkt = vec![0u8; 4096];
     // SAFETY: `pkt` outlives the receive (completed, or the endpoint closed, below).
     unsafe {
-        ep.recv(
+        c.ep.recv(
             pkt.as_mut_ptr(),
             pkt.len(),
             std::ptr::null_mut(),
@@ -630,28 +666,18 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
         )
     }
     .unwrap();
-    ep.connect(&target.addr.to_bytes(), &hello.encode())
+    c.ep.connect(&target.addr.to_bytes(), &hello.encode())
         .unwrap();
-    let end = Instant::now() + WAIT;
-    loop {
-        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
-        match eq.read() {
-            Ok(ev) if ev.event == EqEvent::Connected => break,
-            Err(e) if e.code() == Errno::EAVAIL => {
-                panic!("handshake refused: {:?}", eq.readerr())
-            }
-            _ => {}
-        }
-        assert!(Instant::now() < end, "no answer to the handshake");
-    }
+    wait_accepted(&c, &target);
     // The target sends the fake a message beyond the SAR limit: a rendezvous request.
     let to_fake = target.av.insert(std::slice::from_ref(&fake_addr)).unwrap()[0];
     let big = pattern(300_000, 3);
     send(&target, &big, to_fake, 0x71).expect("send");
+    let end = Instant::now() + WAIT;
     let rts = loop {
-        assert!(Instant::now() < end + WAIT, "no rendezvous request");
+        assert!(Instant::now() < end, "no rendezvous request");
         let _ = target.cq.read::<CqTaggedEntry>(&mut []);
-        if let Some(d) = poll(&cq) {
+        if let Some(d) = poll(&c.cq) {
             let e = d.unwrap_or_else(|e| panic!("fake receive failed: {e:?}"));
             let hdr = Hdr::parse(&pkt[..e.len]).expect("an rxm packet");
             assert_eq!(hdr.op, Op::Rts);
@@ -661,7 +687,7 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     let mut done = Hdr::new(Op::RndvDone, 0, 0, rts.id, i64::MIN as u64).bytes();
     // SAFETY: `done` outlives the send (its completion is read below).
     unsafe {
-        ep.send(
+        c.ep.send(
             done.as_mut_ptr(),
             done.len(),
             std::ptr::null_mut(),
@@ -670,7 +696,7 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
         )
     }
     .unwrap();
-    match wait(&target.cq, &[&cq], "the target's send") {
+    match wait(&target.cq, &[&c.cq], "the target's send") {
         Err((ctx, e)) => assert_eq!((ctx, e), (0x71, Errno::EPROTO)),
         other => panic!("expected FI_EPROTO, got {other:?}"),
     }
@@ -684,13 +710,6 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
 fn malformed_handshake_is_refused() {
     let rinfo = rxm_info();
     let target = node(&rinfo);
-    let mut h = Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN);
-    h.ep_attr.ep_type = EpType::Msg;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    let minfo =
-        ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h)).unwrap()[0].clone();
-    let fabric = ofi::fabric(&minfo).unwrap();
-    let domain = fabric.domain(&minfo).unwrap();
     let good = ofi_util_rxm::proto::Hello {
         kind: ofi_util_rxm::proto::Kind::Connect,
         version: ofi_util_rxm::proto::VERSION,
@@ -711,15 +730,9 @@ fn malformed_handshake_is_refused() {
         (wrong_size.encode(), ofi_util_rxm::proto::Reason::Params),
     ];
     for (data, reason) in cases {
-        let eq = fabric.eq_open(&EqAttr::default()).unwrap();
-        let cq = domain
-            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-            .unwrap();
-        let ep = domain.endpoint(&minfo).unwrap();
-        ep.bind_eq(&eq).unwrap();
-        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-        ep.enable().unwrap();
-        ep.connect(&target.addr.to_bytes(), &data).unwrap();
+        let c = msg_client();
+        let eq = &c.eq;
+        c.ep.connect(&target.addr.to_bytes(), &data).unwrap();
         let end = Instant::now() + WAIT;
         let err = loop {
             let _ = target.cq.read::<CqTaggedEntry>(&mut []);
@@ -736,31 +749,12 @@ fn malformed_handshake_is_refused() {
         assert_eq!(h.reason, reason);
     }
     // A good handshake is accepted; a malformed packet after it closes the connection.
-    let eq = fabric.eq_open(&EqAttr::default()).unwrap();
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+    let c = msg_client();
+    c.ep.connect(&target.addr.to_bytes(), &good.encode())
         .unwrap();
-    let ep = domain.endpoint(&minfo).unwrap();
-    ep.bind_eq(&eq).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.enable().unwrap();
-    ep.connect(&target.addr.to_bytes(), &good.encode()).unwrap();
-    let end = Instant::now() + WAIT;
-    loop {
-        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
-        match eq.read() {
-            Ok(ev) if ev.event == EqEvent::Connected => {
-                let h = ofi_util_rxm::proto::Hello::parse(&ev.cm_data).expect("accept hello");
-                assert_eq!(h.kind, ofi_util_rxm::proto::Kind::Accept);
-                break;
-            }
-            Err(e) if e.code() == Errno::EAVAIL => {
-                panic!("good handshake refused: {:?}", eq.readerr())
-            }
-            _ => {}
-        }
-        assert!(Instant::now() < end, "no answer to a good handshake");
-    }
+    let h = ofi_util_rxm::proto::Hello::parse(&wait_accepted(&c, &target)).expect("accept hello");
+    assert_eq!(h.kind, ofi_util_rxm::proto::Kind::Accept);
+    let (ep, eq, cq) = (&c.ep, &c.eq, &c.cq);
     let garbage = [0xffu8; 40];
     // SAFETY: `garbage` lives until the send completes (waited for below).
     unsafe {
