@@ -1175,11 +1175,10 @@ impl Shared {
                 act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
             }
         }
-        // Stopped for want of room (the receiver frees slots and chunks as it reads)
-        // or because the connection broke on the way (a corrupt ring, a peer gone):
-        // then what is queued on it can never go, and fails now.
-        // (Queued operations of a peer that went away fail with FI_ECONNRESET, as
-        // the liveness check fails them; a corrupt ring is FI_EPROTO.)
+        // Stopped for want of room (the receiver frees slots and chunks as it reads),
+        // or because the connection broke on the way: then what is queued on it can
+        // never go, and fails now — FI_EPROTO for a corrupt ring, FI_ECONNRESET for a
+        // peer gone (as the liveness check fails them).
         if let Some(Some(c)) = tx.conns.get(idx) {
             if c.dead {
                 let why = if c.why == Errno::EPROTO {
