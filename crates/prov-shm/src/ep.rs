@@ -167,7 +167,7 @@ struct Conn {
     /// chunks) is read only when the next chunk is not known free.
     free_chunks: u32,
     dead: bool,
-    /// Why it is dead (the error its operations fail with).
+    /// Why it is dead: the error its queued operations fail with.
     why: Errno,
 }
 
@@ -556,7 +556,8 @@ impl Shared {
             Ok(None) => {
                 if !conn.region.owner_alive() {
                     conn.dead = true;
-                    conn.why = Errno::ECONNREFUSED;
+                    // (New sends are refused; those queued on it are reset.)
+                    conn.why = Errno::ECONNRESET;
                     return Err(Error::new(
                         Errno::ECONNREFUSED,
                         "shm: the peer closed or died",
@@ -1181,11 +1182,7 @@ impl Shared {
         // peer gone (as the liveness check fails them).
         if let Some(Some(c)) = tx.conns.get(idx) {
             if c.dead {
-                let why = if c.why == Errno::EPROTO {
-                    Errno::EPROTO
-                } else {
-                    Errno::ECONNRESET
-                };
+                let why = c.why;
                 self.fail_conn(act, tx, idx, why);
             }
         }
@@ -1936,14 +1933,10 @@ impl Shared {
                 if rx.m.push_unexpected(*inc, Unexp::Data { data }).is_err() {
                     return false;
                 }
-                // Buffered is taken in: libfabric's delivery complete (the data no
-                // longer needs the sender's slot or chunk).
-                if let Some((ring, claim, id)) = ack {
-                    self.push_ack(rx, ring, claim, id, 0);
-                }
-                return true;
             }
         }
+        // Placed or buffered is taken in: libfabric's delivery complete (the data no
+        // longer needs the sender's slot or chunk).
         if let Some((ring, claim, id)) = ack {
             self.push_ack(rx, ring, claim, id, 0);
         }
@@ -2284,32 +2277,28 @@ impl Shared {
                             }
                             Match::Unexpected => None,
                         };
-                        match m {
+                        // Placed or buffered is taken in (as above): acknowledged now;
+                        // a message the full queue drops fails its sender.
+                        let status = match m {
                             Some((recv, place, rel)) => {
                                 self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel);
-                                if let Some((ring, claim, id)) = ack {
-                                    self.push_ack(rx, ring, claim, id, 0);
-                                }
+                                0
                             }
-                            None => {
-                                // Buffered is taken in (as above): acknowledged now; a
-                                // message the full queue drops fails its sender.
-                                let status = match rx.m.push_unexpected(inc, payload) {
-                                    Ok(()) => 0,
-                                    Err(_) => {
-                                        ofi_core::ofi_warn!(
-                                            crate::NAME,
-                                            "ep_data",
-                                            "unexpected queue full: a {total}-byte message was \
-                                             dropped"
-                                        );
-                                        Errno::ENOBUFS.0
-                                    }
-                                };
-                                if let Some((ring, claim, id)) = ack {
-                                    self.push_ack(rx, ring, claim, id, status);
+                            None => match rx.m.push_unexpected(inc, payload) {
+                                Ok(()) => 0,
+                                Err(_) => {
+                                    ofi_core::ofi_warn!(
+                                        crate::NAME,
+                                        "ep_data",
+                                        "unexpected queue full: a {total}-byte message was \
+                                         dropped"
+                                    );
+                                    Errno::ENOBUFS.0
                                 }
-                            }
+                            },
+                        };
+                        if let Some((ring, claim, id)) = ack {
+                            self.push_ack(rx, ring, claim, id, status);
                         }
                     }
                 }
@@ -2473,7 +2462,6 @@ impl Shared {
                 {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
-
                 act.peeked(recv, &msg, true);
             }
         }

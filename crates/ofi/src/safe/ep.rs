@@ -9,13 +9,13 @@
 //!
 //! Every raw data call here passes pointers into memory owned by an in-flight slot: a
 //! [`Buf`]'s bytes or a slot's boxed atomic words. Heap memory of a box does not move
-//! when the box moves; a `Buf`'s bytes are an allocation of their own behind the handle,
-//! so their address, read before the handle moves into the slot, stays valid (and no
-//! box holding them is moved or retagged on the way). The slot is only emptied when the operation's
-//! completion or error completion is read from this endpoint's CQ — after which the
-//! provider no longer touches the memory. On drop the endpoint is closed (which
-//! cancels outstanding operations) **before** the slots are freed; if the close fails,
-//! the slots are leaked instead of freed.
+//! when the box moves; a `Buf`'s bytes are an allocation of their own behind the
+//! handle, so their address, read before the handle moves into the slot, stays valid
+//! (and no box holding them is moved or retagged on the way). The slot is only emptied
+//! when the operation's completion or error completion is read from this endpoint's CQ
+//! — after which the provider no longer touches the memory. On drop the endpoint is
+//! closed (which cancels outstanding operations) **before** the slots are freed; if the
+//! close fails, the slots are leaked instead of freed.
 //!
 //! The table trusts the provider to report each context once, after it is done with the
 //! operation's memory (the contract of every completion queue); a context that names
@@ -488,9 +488,11 @@ impl<K: EpKind> Ep<K> {
         }
     }
 
-    /// [`post`](Self::post) for an operation on one [`Buf`]: where its memory is is read
+    /// Post an operation on one [`Buf`] (refused, the buffer handed back, if the
+    /// provider needs registered memory and it is not). Where its memory is is read
     /// before the handle moves into the in-flight table, so `post` gets it in registers
-    /// rather than reading back what the table was just given.
+    /// rather than reading back what the table was just given; if `post` fails, the
+    /// slot is freed and the buffer handed back.
     #[inline(always)]
     fn post_buf(
         &mut self,
