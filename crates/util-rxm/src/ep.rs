@@ -27,8 +27,10 @@
 //!   copied out as an unexpected message; the buffer is reposted at once.
 //! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
 //!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
-//!   next packet or in a CREDIT packet. So unexpected data held per peer is bounded by
-//!   `credits × sar_limit` bytes (and RTS entries hold no data).
+//!   next packet or in a CREDIT packet. The receiver counts what each peer holds
+//!   (`Conn::held`) and disconnects a peer that goes past the grant (`FI_EPROTO`), so
+//!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
+//!   entries hold no data) even when the peer ignores flow control.
 //! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
 //!   from the core CQ, connection timers, queued sends.
 //!
@@ -211,7 +213,12 @@ struct Conn {
     /// The peer's SAR limit (from its handshake): its segmented messages are at most
     /// this long.
     peer_sar: usize,
+    /// Credits to hand back: messages of the peer consumed since the last return.
     owed: usize,
+    /// The peer's credited messages (eager, first segment, RTS) whose credit has not
+    /// been handed back yet (consumed or not): never above our grant, or the peer
+    /// broke the protocol.
+    held: usize,
     queue: VecDeque<u32>,
     ctrl: VecDeque<Hdr>,
     /// Delivery-complete operations sent on this connection whose acknowledgement has
@@ -222,6 +229,22 @@ struct Conn {
     src_alias: usize,
     instance: Option<u64>,
     loopback: bool,
+}
+
+impl Conn {
+    /// Take the credits owed to the peer (at most what a header carries) for a packet.
+    fn give_owed(&mut self) -> u16 {
+        let give = self.owed.min(u16::MAX as usize);
+        self.owed -= give;
+        self.held = self.held.saturating_sub(give);
+        give as u16
+    }
+
+    /// A packet that carried `give` credits was not sent after all.
+    fn regain_owed(&mut self, give: u16) {
+        self.owed += usize::from(give);
+        self.held += usize::from(give);
+    }
 }
 
 enum Fwd {
@@ -578,6 +601,7 @@ impl St {
             accept_credits: 0,
             peer_sar: 0,
             owed: 0,
+            held: 0,
             queue: VecDeque::new(),
             ctrl: VecDeque::new(),
             dc_wait: VecDeque::new(),
@@ -844,6 +868,7 @@ impl Shared {
             .collect();
         conn.credits = 0;
         conn.owed = 0;
+        conn.held = 0;
         conn.ctrl.clear();
         conn.dc_wait.clear();
         conn.instance = None;
@@ -1243,9 +1268,7 @@ impl Shared {
         if conn.tx.is_none() {
             return;
         }
-        let give = conn.owed.min(u16::MAX as usize);
-        h.credits = give as u16;
-        conn.owed -= give;
+        h.credits = conn.give_owed();
         if !conn.ctrl.is_empty() {
             conn.ctrl.push_back(h);
             return;
@@ -1338,15 +1361,13 @@ impl Shared {
             return None;
         }
         conn.credits -= 1;
-        let give = conn.owed.min(u16::MAX as usize);
-        conn.owed -= give;
-        Some(give as u16)
+        Some(conn.give_owed())
     }
 
     fn untake_credit(st: &mut St, c: usize, give: u16) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
             conn.credits += 1;
-            conn.owed += give as usize;
+            conn.regain_owed(give);
         }
     }
 
@@ -1550,12 +1571,7 @@ impl Shared {
                     None => return Posted::Blocked,
                 }
             } else {
-                let conn = st.conns[c].as_mut();
-                conn.map_or(0, |x| {
-                    let g = x.owed.min(u16::MAX as usize);
-                    x.owed -= g;
-                    g as u16
-                })
+                st.conns[c].as_mut().map_or(0, Conn::give_owed)
             };
             let n = seg.min(len - off);
             let last = off + n >= len;
@@ -1630,7 +1646,7 @@ impl Shared {
                     if first {
                         Self::untake_credit(st, c, give);
                     } else if let Some(conn) = st.conns[c].as_mut() {
-                        conn.owed += give as usize;
+                        conn.regain_owed(give);
                     }
                     return Posted::Blocked;
                 }
@@ -2139,6 +2155,23 @@ impl Shared {
         }
     }
 
+    /// Count a credited message of the peer on `c`; `FI_EPROTO` if the peer has more
+    /// of them unreturned than we granted (it ignores flow control: refusing it bounds
+    /// what one peer can make us buffer).
+    fn hold_credit(&self, st: &mut St, c: usize) -> Result<()> {
+        let grant = self.settings.credits;
+        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+            if conn.held >= grant {
+                return Err(Error::new(
+                    Errno::EPROTO,
+                    format!("peer sent beyond the {grant} credits granted to it"),
+                ));
+            }
+            conn.held += 1;
+        }
+        Ok(())
+    }
+
     fn conn_epoch(st: &St, c: usize) -> u64 {
         st.conns
             .get(c)
@@ -2174,6 +2207,7 @@ impl Shared {
                 Ok(())
             }
             Op::Eager | Op::SarFirst | Op::Rts => {
+                self.hold_credit(st, c)?;
                 let size =
                     usize::try_from(h.size).map_err(|_| Error::new(Errno::EPROTO, "size"))?;
                 if h.op == Op::Eager && size != payload.len() {
@@ -2277,7 +2311,10 @@ impl Shared {
                         }
                     }
                     (Op::SarFirst, None) => {
-                        let mut data = Vec::with_capacity(size);
+                        // Reserved up to our own segmenting limit, grown beyond: the
+                        // size is the peer's word until the segments arrive.
+                        let cap = self.settings.sar_limit.max(self.settings.buffer_size);
+                        let mut data = Vec::with_capacity(size.min(cap));
                         data.extend_from_slice(payload);
                         let buf = Arc::new(Mutex::new(SarBuf {
                             data,

@@ -702,6 +702,115 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     }
 }
 
+/// A peer that ignores flow control — more eager messages than the credits it was
+/// granted, none returned — is disconnected with `FI_EPROTO` when it goes past the
+/// grant: the target buffers exactly the granted messages (intact, in order) and none
+/// beyond, and still serves a well-behaved peer. The old code buffered all of them
+/// (a peer could make it hold any amount of memory).
+#[test]
+fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
+    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, VERSION};
+    const EXTRA: usize = 10;
+    const LEN: usize = 100;
+    let target = node(&rxm_info());
+    // The packets outlive the client's endpoint (declared first, dropped last).
+    let mut pkts: Vec<Vec<u8>> = Vec::new();
+    let c = msg_client();
+    let fake_addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
+    let hello = Hello {
+        kind: Kind::Connect,
+        version: VERSION,
+        reason: Reason::None,
+        buffer_size: 16384,
+        credits: 8,
+        sar_limit: 131072,
+        instance: 78,
+        addr: fake_addr.to_bytes(),
+    };
+    c.ep.connect(&target.addr.to_bytes(), &hello.encode())
+        .unwrap();
+    let accept = Hello::parse(&wait_accepted(&c, &target)).expect("accept hello");
+    let grant = accept.credits as usize;
+    assert!(grant > 0 && grant < 1000, "grant {grant}");
+    for k in 0..grant + EXTRA {
+        let mut p = Hdr::new(Op::Eager, 0, LEN as u64, 0, 0).bytes().to_vec();
+        p.extend(pattern(LEN, k as u8));
+        pkts.push(p);
+    }
+    // Sent one at a time, each completion awaited while the target is driven: the
+    // target sees every packet before the one past the grant.
+    let mut closed = false;
+    for (k, p) in pkts.iter_mut().enumerate() {
+        // SAFETY: `p` outlives the send (the packets outlive `c`).
+        let r = unsafe {
+            c.ep.send(
+                p.as_mut_ptr(),
+                p.len(),
+                std::ptr::null_mut(),
+                ofi::ADDR_UNSPEC,
+                k,
+            )
+        };
+        if r.is_err() {
+            closed = true;
+            break;
+        }
+        if wait(&c.cq, &[&target.cq], "the fake's send").is_err() {
+            closed = true;
+            break;
+        }
+    }
+    // The target closes the connection: the fake sees it shut down or refused.
+    let end = Instant::now() + WAIT;
+    while !closed {
+        let _ = target.cq.read::<CqTaggedEntry>(&mut []);
+        match c.eq.read() {
+            Ok(ev) if ev.event == EqEvent::Shutdown => closed = true,
+            Err(e) if e.code() == Errno::EAVAIL => closed = true,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < end,
+            "the target kept a peer past its credits"
+        );
+    }
+    // What the target buffered: exactly the grant, in order.
+    let mut bufs = vec![vec![0u8; LEN]; grant + EXTRA];
+    for (k, b) in bufs.iter_mut().enumerate() {
+        recv(&target, b, 1000 + k);
+    }
+    let mut got = Vec::new();
+    let quiet = Duration::from_millis(300);
+    let mut last = Instant::now();
+    while last.elapsed() < quiet {
+        if let Some(d) = poll(&target.cq) {
+            let e = d.unwrap_or_else(|e| panic!("receive failed: {e:?}"));
+            got.push(e.op_context - 1000);
+            last = Instant::now();
+        }
+    }
+    assert_eq!(
+        got.len(),
+        grant,
+        "messages taken in from a peer past its grant"
+    );
+    for (i, k) in got.iter().enumerate() {
+        assert_eq!(*k, i, "completion order");
+        assert_eq!(bufs[i], pattern(LEN, i as u8), "message {i}");
+    }
+    // A well-behaved peer is still served (it takes one of the receives left).
+    let good = node(&rxm_info());
+    let to_target = good.av.insert(std::slice::from_ref(&target.addr)).unwrap()[0];
+    let msg = pattern(LEN, 0xee);
+    send(&good, &msg, to_target, 7).expect("send");
+    let d = wait(&target.cq, &[&good.cq], "the good peer's message").expect("received");
+    assert_eq!(d.len, LEN);
+    assert_eq!(bufs[d.op_context - 1000], msg);
+    wait(&good.cq, &[&target.cq], "the good peer's send").expect("sent");
+    drop(c);
+    drop(pkts);
+}
+
 /// A MSG-level client (plain tcp) connecting to an rxm endpoint with a malformed or
 /// wrong-version handshake is rejected, and the reject data says why; one that
 /// handshakes correctly and then sends a malformed packet is disconnected; the rxm
