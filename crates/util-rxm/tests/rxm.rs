@@ -633,17 +633,11 @@ fn wait_accepted(c: &MsgClient, target: &Node) -> Vec<u8> {
     }
 }
 
-/// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;
-/// `i64::MIN`, which the cut to 32 bits turned into a success before) completes the
-/// send with `FI_EPROTO`, not with the peer's number. The peer is a plain tcp MSG
-/// endpoint that handshakes as rxm and answers the rendezvous request by hand.
-#[test]
-fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
-    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN, VERSION};
-    let target = node(&rxm_info());
-    let c = msg_client();
-    // The fake's rxm address: an unused loopback port (it never listens).
-    let fake_addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
+/// The handshake of a fake rxm peer (a [`msg_client`] speaking rxm by hand) whose rxm
+/// address is an unused loopback port (it never listens), with that address.
+fn fake_hello(instance: u64) -> (Address, ofi_util_rxm::proto::Hello) {
+    use ofi_util_rxm::proto::{Hello, Kind, Reason, VERSION};
+    let addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
     let hello = Hello {
         kind: Kind::Connect,
         version: VERSION,
@@ -651,9 +645,22 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
         buffer_size: 16384,
         credits: 8,
         sar_limit: 131072,
-        instance: 77,
-        addr: fake_addr.to_bytes(),
+        instance,
+        addr: addr.to_bytes(),
     };
+    (addr, hello)
+}
+
+/// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;
+/// `i64::MIN`, which the cut to 32 bits turned into a success before) completes the
+/// send with `FI_EPROTO`, not with the peer's number. The peer is a plain tcp MSG
+/// endpoint that handshakes as rxm and answers the rendezvous request by hand.
+#[test]
+fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
+    use ofi_util_rxm::proto::{Hdr, Op, Rts, HDR_LEN};
+    let target = node(&rxm_info());
+    let c = msg_client();
+    let (fake_addr, hello) = fake_hello(77);
     let mut pkt = vec![0u8; 4096];
     // SAFETY: `pkt` outlives the receive (completed, or the endpoint closed, below).
     unsafe {
@@ -709,24 +716,14 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
 /// (a peer could make it hold any amount of memory).
 #[test]
 fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
-    use ofi_util_rxm::proto::{Hdr, Hello, Kind, Op, Reason, VERSION};
+    use ofi_util_rxm::proto::{Hdr, Hello, Op};
     const EXTRA: usize = 10;
     const LEN: usize = 100;
     let target = node(&rxm_info());
     // The packets outlive the client's endpoint (declared first, dropped last).
     let mut pkts: Vec<Vec<u8>> = Vec::new();
     let c = msg_client();
-    let fake_addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
-    let hello = Hello {
-        kind: Kind::Connect,
-        version: VERSION,
-        reason: Reason::None,
-        buffer_size: 16384,
-        credits: 8,
-        sar_limit: 131072,
-        instance: 78,
-        addr: fake_addr.to_bytes(),
-    };
+    let (_, hello) = fake_hello(78);
     c.ep.connect(&target.addr.to_bytes(), &hello.encode())
         .unwrap();
     let accept = Hello::parse(&wait_accepted(&c, &target)).expect("accept hello");
