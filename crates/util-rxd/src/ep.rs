@@ -21,8 +21,10 @@
 //!   pieces in order ([`Engine::handle_packet_streaming`]). A message's first piece is
 //!   matched with the kit matcher: the pieces of a matched message go straight into the
 //!   application's buffer (no reassembly copy); an unexpected message is gathered whole
-//!   and matched again when complete (then kept until a receive is posted); requests
-//!   and responses are gathered whole and carried out when complete.
+//!   and matched again when complete (then kept until a receive is posted) — or, past
+//!   `unexp_msgs` / `unexp_bytes` held, refused (receiver not ready: the engine has its
+//!   sender offer it again later); requests and responses are gathered whole and
+//!   carried out when complete.
 //! - RMA and atomics: a request message (write data, or what to read, or the atomic's
 //!   operands) carried like any message; the target checks it against the domain's kit
 //!   MR table, carries it out (atomics with the kit's engine under process-wide address
@@ -148,10 +150,31 @@ enum RxTarget {
         released: bool,
         inc: Incoming,
     },
-    /// Gathered whole: an unexpected message (matched again when complete), a request
-    /// or a response (carried out when complete), or something malformed.
-    Buffer(Vec<u8>),
+    /// Gathered whole: an unexpected message (matched again when complete, `unexp`),
+    /// a request or a response (carried out when complete), or something malformed.
+    /// `total` is the message's announced length.
+    Buffer {
+        data: Vec<u8>,
+        total: usize,
+        unexp: bool,
+    },
 }
+
+impl RxTarget {
+    /// A buffer for a message of `total` bytes; memory is reserved up to
+    /// [`RESERVE_MAX`] at once and grows with the pieces beyond (the length is the
+    /// peer's word until they arrive).
+    fn buffer(total: usize, unexp: bool) -> RxTarget {
+        RxTarget::Buffer {
+            data: Vec::with_capacity(total.min(RESERVE_MAX)),
+            total,
+            unexp,
+        }
+    }
+}
+
+/// Most bytes reserved for a message being gathered before its pieces arrive.
+const RESERVE_MAX: usize = 1 << 20;
 
 struct St {
     eng: Engine,
@@ -799,8 +822,35 @@ impl Shared {
         }
     }
 
-    /// A piece of a message from the engine (streaming delivery): place it.
-    fn on_seg(&self, act: &Active, parts: RxParts<'_>, seg: Seg<'_>) {
+    /// Whether an unexpected message of `total` bytes may be gathered now: what the
+    /// matcher holds plus what is being gathered stays within `unexp_msgs` and
+    /// `unexp_bytes` (one message of any size when nothing is held, so none waits for
+    /// ever).
+    fn room_for_unexpected(
+        &self,
+        m: &TagMatcher<IoList, Unexp>,
+        rx: &[Option<RxTarget>],
+        total: usize,
+    ) -> bool {
+        let (mut msgs, mut bytes) = (m.unexpected_len(), m.unexpected_bytes());
+        for t in rx.iter().flatten() {
+            if let RxTarget::Buffer {
+                total, unexp: true, ..
+            } = t
+            {
+                msgs += 1;
+                bytes = bytes.saturating_add(*total);
+            }
+        }
+        msgs == 0
+            || (msgs < self.settings.unexp_msgs
+                && bytes.saturating_add(total) <= self.settings.unexp_bytes)
+    }
+
+    /// A piece of a message from the engine (streaming delivery): place it. `false`
+    /// refuses a first piece (receiver not ready: no room for another unexpected
+    /// message; the engine has its sender offer it again later).
+    fn on_seg(&self, act: &Active, parts: RxParts<'_>, seg: Seg<'_>) -> bool {
         let RxParts {
             m,
             rx,
@@ -837,15 +887,16 @@ impl Shared {
                             released,
                             inc,
                         },
-                        None => RxTarget::Buffer(Vec::with_capacity(seg.total)),
+                        None if !self.room_for_unexpected(m, rx, seg.total) => return false,
+                        None => RxTarget::buffer(seg.total, true),
                     }
                 }
-                _ => RxTarget::Buffer(Vec::with_capacity(seg.total)),
+                _ => RxTarget::buffer(seg.total, false),
             };
             rx[i] = Some(target);
         }
         let Some(target) = rx[i].as_mut() else {
-            return;
+            return true;
         };
         match target {
             RxTarget::Recv { recv, place, .. } => {
@@ -863,10 +914,10 @@ impl Shared {
                     unsafe { recv.buf.scatter(place.offset + at, data.as_ptr(), n) };
                 }
             }
-            RxTarget::Buffer(v) => v.extend_from_slice(seg.data),
+            RxTarget::Buffer { data, .. } => data.extend_from_slice(seg.data),
         }
         if !seg.last {
-            return;
+            return true;
         }
         match rx[i].take() {
             Some(RxTarget::Recv {
@@ -875,7 +926,7 @@ impl Shared {
                 released,
                 inc,
             }) => act.complete_rx(&recv, place, &inc, released, None),
-            Some(RxTarget::Buffer(v)) => match parse_msg_hdr(&v) {
+            Some(RxTarget::Buffer { data: v, .. }) => match parse_msg_hdr(&v) {
                 Some((op, ..)) if op <= OP_TAGGED => {
                     let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
                     self.match_whole(act, m, src, v);
@@ -892,6 +943,7 @@ impl Shared {
             },
             None => {}
         }
+        true
     }
 
     /// A message being received will not complete: its receive (if one matched) fails.
@@ -1029,7 +1081,7 @@ impl Shared {
                     peer_addr: &mut *peer_addr,
                     deferred: &mut *deferred,
                 };
-                self.on_seg(act, parts, seg);
+                self.on_seg(act, parts, seg)
             });
         }
         self.handle_events(act, st);

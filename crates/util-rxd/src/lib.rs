@@ -90,6 +90,15 @@ pub struct Settings {
     pub tx_size: usize,
     /// `FI_OFI_RXD_RX_SIZE` (default 1024): receives posted per endpoint.
     pub rx_size: usize,
+    /// `FI_OFI_RXD_UNEXP_MSGS` (default 1024): unexpected messages an endpoint holds
+    /// (those being received included) before it refuses new ones (receiver not ready:
+    /// their senders wait).
+    pub unexp_msgs: usize,
+    /// `FI_OFI_RXD_UNEXP_BYTES` (default 64 MiB): bytes of unexpected messages an
+    /// endpoint holds (those being received included, at their full length) before it
+    /// refuses new ones. One message larger than this is still taken when nothing else
+    /// is held, so no message waits for ever.
+    pub unexp_bytes: usize,
 }
 
 impl Default for Settings {
@@ -106,6 +115,8 @@ impl Default for Settings {
             rx_bufs: 64,
             tx_size: 1024,
             rx_size: 1024,
+            unexp_msgs: 1024,
+            unexp_bytes: 64 << 20,
         }
     }
 }
@@ -238,6 +249,18 @@ impl Settings {
             "Receives posted per endpoint",
             s.rx_size.to_string(),
         )?;
+        decl(
+            "unexp_msgs",
+            ParamType::Size,
+            "Unexpected messages held per endpoint before new ones are refused (their senders wait)",
+            s.unexp_msgs.to_string(),
+        )?;
+        decl(
+            "unexp_bytes",
+            ParamType::Size,
+            "Bytes of unexpected messages held per endpoint before new ones are refused",
+            s.unexp_bytes.to_string(),
+        )?;
         let u32v = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         if let Some(v) = host.param_size("window")? {
             s.window = u32v(v);
@@ -271,6 +294,12 @@ impl Settings {
         }
         if let Some(v) = host.param_size("rx_size")? {
             s.rx_size = v.max(1);
+        }
+        if let Some(v) = host.param_size("unexp_msgs")? {
+            s.unexp_msgs = v.max(1);
+        }
+        if let Some(v) = host.param_size("unexp_bytes")? {
+            s.unexp_bytes = v;
         }
         s.validate()?;
         Ok(s)

@@ -39,6 +39,14 @@
 //!   times without answer declares the peer lost: every operation queued or in flight to
 //!   it fails ([`Event::Failed`]), partial receives are dropped, and packets of that
 //!   connection are ignored from then on. A later send opens a new connection.
+//! - **Receiver not ready**: the streaming sink may refuse a piece that starts a message
+//!   (no room for another unexpected message). The packet is then not taken — the
+//!   receive sequence does not move past it, later packets wait out of order as usual —
+//!   and an `ACK` flagged [`F_RNR`] tells the sender the peer is alive: the sender holds
+//!   that packet's tries at a fixed level (so waiting is never counted toward losing
+//!   the peer) and offers it again on its timer at that level's pace, never as a hole.
+//!   So a receiver whose application does not post receives bounds what it buffers, and
+//!   its senders wait instead of failing.
 //!
 //! # Invariants
 //!
@@ -53,9 +61,21 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::proto::{
-    self, first_len, seq_lt, Hdr, PktType, FIRST_LEN, F_ACK, F_FIRST, F_LAST, F_REQ, HDR_LEN,
-    MAX_ADDR,
+    self, first_len, seq_lt, Hdr, PktType, FIRST_LEN, F_ACK, F_FIRST, F_LAST, F_REQ, F_RNR,
+    HDR_LEN, MAX_ADDR,
 };
+
+/// The tries a packet refused by a receiver that is not ready ([`F_RNR`]) is held at
+/// (below `retry_limit`: [`rnr_tries`]): it is offered again every `rto × 2^RNR_TRIES`
+/// or so (16 ms with the defaults, at most `rto_max`), and the peer is lost only after
+/// `retry_limit − RNR_TRIES` timeouts without any answer.
+const RNR_TRIES: u32 = 4;
+
+/// [`RNR_TRIES`], kept below the retry limit (a refusal must leave at least one
+/// timeout before the peer counts as lost).
+fn rnr_tries(cfg: &Config) -> u32 {
+    RNR_TRIES.min(cfg.retry_limit.saturating_sub(1)).max(1)
+}
 
 /// A peer's index in the engine.
 pub type PeerId = u32;
@@ -165,8 +185,20 @@ pub struct Seg<'a> {
     pub last: bool,
 }
 
-/// Where [`Engine::handle_packet_streaming`] hands message pieces.
-pub type SegSink<'s> = dyn FnMut(Seg<'_>) + 's;
+/// Where [`Engine::handle_packet_streaming`] hands message pieces. It returns whether it
+/// took the piece; only a piece that starts a message (`first`) may be refused
+/// (receiver not ready: see the module docs) — for any other piece the answer is ignored.
+pub type SegSink<'s> = dyn FnMut(Seg<'_>) -> bool + 's;
+
+/// What became of one in-order segment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    Taken,
+    /// The sink refused a first piece: the packet stays unreceived.
+    NotReady,
+    /// The peer broke the protocol (it is reset).
+    Broken,
+}
 
 /// Engine counters (for tests, logs and benchmarks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -181,6 +213,10 @@ pub struct Stats {
     pub duplicates: u64,
     /// Malformed, stale or unexpected packets dropped.
     pub dropped: u64,
+    /// First pieces the streaming sink refused (receiver not ready).
+    pub not_ready: u64,
+    /// Acknowledgements flagged [`F_RNR`] received (the peer was not ready).
+    pub peer_not_ready: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +234,8 @@ struct TxPkt {
     sacked: bool,
     /// Counted in the peer's `inflight_bytes`.
     counted: bool,
+    /// The peer refused it (receiver not ready): resent on the timer only.
+    rnr: bool,
 }
 
 struct Peer {
@@ -228,6 +266,8 @@ struct Peer {
     ack_count: u32,
     ack_due: Option<u64>,
     ack_now: bool,
+    /// An acknowledgement flagged [`F_RNR`] is owed (a first piece was refused).
+    rnr: bool,
     queued: bool,
 }
 
@@ -256,6 +296,7 @@ impl Peer {
             ack_count: 0,
             ack_due: None,
             ack_now: false,
+            rnr: false,
             queued: false,
         }
     }
@@ -460,6 +501,7 @@ impl Engine {
                 tries: 0,
                 sacked: false,
                 counted: false,
+                rnr: false,
             });
             p.snd_nxt = p.snd_nxt.wrapping_add(1);
             off += n;
@@ -564,7 +606,7 @@ impl Engine {
                 };
                 self.stats.received += 1;
                 if h.flags & F_ACK != 0 {
-                    self.on_ack(pid, h.ack, h.sack, now);
+                    self.on_ack(pid, h.ack, h.sack, h.flags & F_RNR != 0, now);
                 }
                 if h.ty == PktType::Data {
                     self.on_data(pid, &h, pkt, now, &mut sink);
@@ -644,7 +686,8 @@ impl Engine {
         self.mark(pid);
     }
 
-    fn on_ack(&mut self, pid: PeerId, ack: u32, sack: u64, now: u64) {
+    fn on_ack(&mut self, pid: PeerId, ack: u32, sack: u64, rnr: bool, now: u64) {
+        let cfg = self.cfg;
         let p = &mut self.peers[pid as usize];
         // Ignore acknowledgements of packets never sent.
         if seq_lt(p.sent_upto, ack) || seq_lt(ack, p.snd_una) {
@@ -671,6 +714,18 @@ impl Engine {
         if progressed {
             p.dup_sacks = 0;
         }
+        if rnr && ack == p.snd_una {
+            // The peer is alive but refused the next packet: offer it again at a
+            // fixed pace, not counted toward losing the peer.
+            if let Some(t) = p.inflight.front_mut().filter(|t| t.tries > 0) {
+                t.rnr = true;
+                t.tries = t.tries.min(rnr_tries(&cfg));
+                t.sent_at = now;
+                t.deadline = now.saturating_add(rto_for(&cfg, t.tries + 1));
+                self.deadline = self.deadline.min(t.deadline);
+            }
+            self.stats.peer_not_ready += 1;
+        }
         if sack != 0 {
             let mut top = 0u32;
             for i in 0..64u32 {
@@ -691,7 +746,11 @@ impl Engine {
                 let mut any = false;
                 for idx in 0..top as usize {
                     if let Some(t) = p.inflight.get_mut(idx) {
-                        if !t.sacked && t.tries > 0 && now.saturating_sub(t.sent_at) >= rto / 4 {
+                        if !t.sacked
+                            && !t.rnr
+                            && t.tries > 0
+                            && now.saturating_sub(t.sent_at) >= rto / 4
+                        {
                             let s = p.snd_una.wrapping_add(idx as u32);
                             if !p.resend.contains(&s) {
                                 p.resend.push_back(s);
@@ -752,8 +811,10 @@ impl Engine {
         if h.flags & F_REQ != 0 {
             p.ack_now = true;
         }
-        if !self.deliver(pid, h.flags, &pkt[HDR_LEN..], sink) {
-            return;
+        match self.deliver(pid, h.flags, &pkt[HDR_LEN..], sink) {
+            Delivery::Taken => {}
+            Delivery::NotReady => return self.not_ready(pid),
+            Delivery::Broken => return,
         }
         loop {
             let p = &mut self.peers[pid as usize];
@@ -767,8 +828,14 @@ impl Engine {
             if flags & F_REQ != 0 {
                 p.ack_now = true;
             }
-            if !self.deliver(pid, flags, &b[HDR_LEN..], sink) {
-                return;
+            match self.deliver(pid, flags, &b[HDR_LEN..], sink) {
+                Delivery::Taken => {}
+                Delivery::NotReady => {
+                    // Kept where it was, for when the receiver has room.
+                    self.peers[pid as usize].ooo.insert(nxt, b);
+                    return self.not_ready(pid);
+                }
+                Delivery::Broken => return,
             }
         }
         let every = self.cfg.ack_every;
@@ -784,14 +851,23 @@ impl Engine {
         }
     }
 
-    /// Take one in-order segment; `false` if the peer broke the protocol (it is reset).
+    /// The sink refused the next packet of `pid`: owe the peer an `F_RNR` acknowledgement.
+    fn not_ready(&mut self, pid: PeerId) {
+        self.stats.not_ready += 1;
+        let p = &mut self.peers[pid as usize];
+        p.rnr = true;
+        p.ack_now = true;
+        self.mark(pid);
+    }
+
+    /// Take one in-order segment (see [`Delivery`]).
     fn deliver(
         &mut self,
         pid: PeerId,
         flags: u8,
         body: &[u8],
         sink: &mut Option<&mut SegSink<'_>>,
-    ) -> bool {
+    ) -> Delivery {
         let max = self.cfg.max_msg;
         let p = &mut self.peers[pid as usize];
         let last = flags & F_LAST != 0;
@@ -816,20 +892,27 @@ impl Engine {
         if !ok {
             self.stats.dropped += 1;
             self.fail_peer(pid, Failure::Protocol);
-            return false;
+            return Delivery::Broken;
         }
-        p.rx_open = (!last).then_some((total, offset + data.len()));
+        let open = (!last).then_some((total, offset + data.len()));
         match sink {
-            Some(f) => f(Seg {
-                peer: pid,
-                addr: &p.addr,
-                first,
-                total,
-                offset,
-                data,
-                last,
-            }),
+            Some(f) => {
+                let taken = f(Seg {
+                    peer: pid,
+                    addr: &p.addr,
+                    first,
+                    total,
+                    offset,
+                    data,
+                    last,
+                });
+                if first && !taken {
+                    return Delivery::NotReady;
+                }
+                p.rx_open = open;
+            }
             None => {
+                p.rx_open = open;
                 if first && last {
                     self.events.push_back(Event::Message {
                         peer: pid,
@@ -846,7 +929,7 @@ impl Engine {
                 }
             }
         }
-        true
+        Delivery::Taken
     }
 
     /// Run the timers due at `now`: connection retries, retransmissions, delayed
@@ -894,8 +977,19 @@ impl Engine {
                     }
                     State::Connected => {
                         let sent = p.sent_upto.wrapping_sub(p.snd_una) as usize;
+                        // While the peer refuses the first packet (not ready), only that
+                        // one is offered again: the others wait behind it, uncounted.
+                        let held = p.inflight.front().is_some_and(|t| t.rnr);
                         for (idx, t) in p.inflight.iter_mut().take(sent).enumerate() {
                             if t.sacked {
+                                continue;
+                            }
+                            if held && idx > 0 {
+                                if t.deadline <= now {
+                                    t.deadline =
+                                        now.saturating_add(rto_for(&cfg, rnr_tries(&cfg) + 1));
+                                }
+                                next = next.min(t.deadline);
                                 continue;
                             }
                             if t.deadline <= now {
@@ -1091,16 +1185,18 @@ impl Engine {
             acked = true;
             p.sent_upto = p.sent_upto.wrapping_add(1);
         }
-        if acked {
+        if acked && !p.rnr {
             p.ack_now = false;
             p.ack_due = None;
             p.ack_count = 0;
-        } else if p.ack_now {
+        } else if p.ack_now || p.rnr {
+            // (A refusal goes in a standalone acknowledgement even when data carried
+            // the same `ack`: only there does the flag mean "not ready".)
             if n >= budget {
                 return (false, n, false);
             }
             let mut h = Hdr::new(PktType::Ack);
-            h.flags = F_ACK;
+            h.flags = F_ACK | if p.rnr { F_RNR } else { 0 };
             h.dst_id = p.remote_id;
             h.src_id = pid;
             h.src_sess = p.local_sess;
@@ -1113,6 +1209,7 @@ impl Engine {
             self.stats.sent += 1;
             n += 1;
             p.ack_now = false;
+            p.rnr = false;
             p.ack_due = None;
             p.ack_count = 0;
         }

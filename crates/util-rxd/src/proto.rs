@@ -54,6 +54,10 @@ pub const F_LAST: u8 = 2;
 pub const F_ACK: u8 = 4;
 /// The sender's window is full: acknowledge at once.
 pub const F_REQ: u8 = 8;
+/// On an `ACK`: receiver not ready. The packet `ack` (the next one expected, which
+/// starts a message) was refused for want of room; the receiver is alive and the
+/// sender should offer it again later, without counting the wait against the peer.
+pub const F_RNR: u8 = 16;
 
 /// Packet types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +146,7 @@ impl Hdr {
         }
         let ty = PktType::from_u8(b[2])?;
         let flags = b[3];
-        if flags & !(F_FIRST | F_LAST | F_ACK | F_REQ) != 0 {
+        if flags & !(F_FIRST | F_LAST | F_ACK | F_REQ | F_RNR) != 0 {
             return None;
         }
         let mut s = [0u8; 8];

@@ -492,17 +492,87 @@ fn retry_parameters_bound_the_time_to_lose_a_peer() {
     );
 }
 
+/// A receiver whose application posts no receives holds at most
+/// `FI_OFI_RXD_UNEXP_MSGS` (4 here) unexpected messages and refuses the rest (receiver
+/// not ready): its sender's first four sends complete, the others wait — far longer
+/// than it takes to lose a silent peer with these retries (5 ms) — without failing, and
+/// once receives are posted all thirty arrive intact and in order. (On the old code all
+/// thirty were taken in and buffered at once, whatever their number.)
+#[test]
+fn a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit() {
+    if std::env::var_os("RXD_RNR_CHILD").is_none() {
+        return run_with_short_retries_and(
+            "a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit",
+            "RXD_RNR_CHILD",
+            &[("FI_OFI_RXD_UNEXP_MSGS", "4")],
+        );
+    }
+    const N: usize = 30;
+    let (a, b, b_at_a, _) = pair();
+    let msgs: Vec<Vec<u8>> = (0..N).map(|k| pattern(1000, k as u8)).collect();
+    for (k, m) in msgs.iter().enumerate() {
+        send(&a, m, b_at_a, k).expect("send");
+    }
+    let mut sent = Vec::new();
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        if let Some(d) = poll(&a.cq) {
+            match d {
+                Ok((e, _)) => sent.push(e.op_context),
+                Err(e) => panic!("a send failed while the receiver was not ready: {e:?}"),
+            }
+        }
+        let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+    }
+    assert_eq!(
+        sent,
+        vec![0, 1, 2, 3],
+        "sends taken in with no receive posted"
+    );
+    let mut bufs = vec![vec![0u8; 1000]; N];
+    for (k, buf) in bufs.iter_mut().enumerate() {
+        recv(&b, buf, 100 + k);
+    }
+    let mut got = Vec::new();
+    let end = Instant::now() + WAIT;
+    while got.len() < N || sent.len() < N {
+        assert!(
+            Instant::now() < end,
+            "{} received, {} sent",
+            got.len(),
+            sent.len()
+        );
+        if let Some(d) = poll(&b.cq) {
+            got.push(d.expect("receive").0.op_context - 100);
+        }
+        if let Some(d) = poll(&a.cq) {
+            sent.push(d.expect("send").0.op_context);
+        }
+    }
+    assert_eq!(got, (0..N).collect::<Vec<_>>(), "arrival order");
+    assert_eq!(bufs, msgs);
+    sent.sort_unstable();
+    assert_eq!(sent, (0..N).collect::<Vec<_>>());
+    println!("RXD_RNR_CHILD_OK");
+}
+
 /// Run test `name` again in a child process with `marker` set and rxd's retries cut
 /// short (3 tries, 1–2 ms apart: a silent peer is lost within milliseconds; provider
 /// settings are read once per process, hence the child). Passes when the child passes
 /// and prints `<marker>_OK`.
 fn run_with_short_retries(name: &str, marker: &str) {
+    run_with_short_retries_and(name, marker, &[]);
+}
+
+/// [`run_with_short_retries`] with more variables for the child.
+fn run_with_short_retries_and(name: &str, marker: &str, vars: &[(&str, &str)]) {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(marker, "1")
         .env("FI_OFI_RXD_RETRY_LIMIT", "3")
         .env("FI_OFI_RXD_RTO", "1000")
         .env("FI_OFI_RXD_RTO_MAX", "2000")
+        .envs(vars.iter().copied())
         .output()
         .expect("run the child");
     let text = String::from_utf8_lossy(&out.stdout);

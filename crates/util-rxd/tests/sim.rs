@@ -85,6 +85,9 @@ struct Node {
     lost: Vec<(PeerId, Failure)>,
     /// Messages being received piece by piece (streaming delivery), by sender.
     partial: Vec<Option<Vec<u8>>>,
+    /// Streaming delivery refuses every first piece before this time (a receiver
+    /// with no room: not ready).
+    refuse_until: u64,
 }
 
 /// A packet on the wire: (arrival time, packet number, destination node, bytes).
@@ -122,6 +125,7 @@ impl Sim {
                     failed: Vec::new(),
                     lost: Vec::new(),
                     partial: vec![None; 16],
+                    refuse_until: 0,
                 })
                 .collect(),
             wire: BinaryHeap::new(),
@@ -209,10 +213,18 @@ impl Sim {
                 if let Some(n) = self.nodes.get_mut(dst as usize) {
                     if self.streaming {
                         let Node {
-                            eng, got, partial, ..
+                            eng,
+                            got,
+                            partial,
+                            refuse_until,
+                            ..
                         } = n;
-                        eng.handle_packet_streaming(&b, self.now, &mut |seg: Seg<'_>| {
+                        let now = self.now;
+                        eng.handle_packet_streaming(&b, now, &mut |seg: Seg<'_>| {
                             let from = seg.addr[0] as usize;
+                            if seg.first && now < *refuse_until {
+                                return false;
+                            }
                             if seg.first {
                                 partial[from] = Some(Vec::with_capacity(seg.total));
                             }
@@ -224,6 +236,7 @@ impl Sim {
                                 assert_eq!(v.len(), seg.total);
                                 got[from].push(partial[from].take().unwrap_or_default());
                             }
+                            true
                         });
                     } else {
                         n.eng.handle_packet(&b, self.now);
@@ -310,6 +323,14 @@ fn exchange_with(seed: u64, n: u32, three: bool, cfg: Config, streaming: bool) -
         assert!(nd.eng.is_idle() || nd.eng.stats().sent > 0);
     }
     sim.nodes.iter().map(|n| n.eng.stats().retransmits).sum()
+}
+
+/// The virtual time within which a peer that answers nothing is lost: the tries back
+/// off as rto × 2^(k-1), capped at rto_max, retry_limit of them.
+fn lost_within(c: &Config) -> u64 {
+    (1..=c.retry_limit)
+        .map(|k| (c.rto << (k - 1).min(30)).min(c.rto_max))
+        .sum()
 }
 
 fn seeds() -> u64 {
@@ -427,10 +448,7 @@ fn runs_are_deterministic() {
 #[test]
 fn silent_peer_is_lost_in_bounded_virtual_time() {
     let c = cfg();
-    // Connect attempts back off: rto × 2^(k-1), capped at rto_max, retry_limit of them.
-    let bound: u64 = (1..=c.retry_limit)
-        .map(|k| (c.rto << (k - 1).min(30)).min(c.rto_max))
-        .sum();
+    let bound = lost_within(&c);
     for seed in 0..50 {
         let mut sim = Sim::new(2, seed, NET, c);
         sim.dead.push(1);
@@ -479,6 +497,96 @@ fn peer_going_silent_mid_stream_fails_its_operations() {
         assert_eq!(
             sim.nodes[1].got[0].last().map(Vec::as_slice),
             Some(&b"again"[..])
+        );
+    }
+}
+
+/// A receiver that refuses new messages (not ready: no room for them) for far longer
+/// than it takes to lose a silent peer does not lose its sender: the sender waits,
+/// offering the refused packet again at a bounded pace, and once the receiver takes
+/// messages again every one arrives exactly once, in order, and every send completes.
+/// On the old engine (no refusal) the sink could not say no.
+#[test]
+fn a_receiver_that_is_not_ready_holds_its_sender_without_losing_it() {
+    let c = Config {
+        retry_limit: 10,
+        ..cfg()
+    };
+    let refuse = 40 * lost_within(&c);
+    for seed in 0..30 {
+        let mut sim = Sim::new(2, 900 + seed, NET, c);
+        sim.streaming = true;
+        sim.nodes[1].refuse_until = refuse;
+        let msgs: Vec<Vec<u8>> = (0..40).map(|k| payload(seed, 0, k)).collect();
+        for (k, m) in msgs.iter().enumerate() {
+            sim.send(0, 1, k as u64, m);
+        }
+        sim.run(refuse - 1);
+        let (tx, rx) = (&sim.nodes[0], &sim.nodes[1]);
+        assert!(
+            tx.failed.is_empty() && tx.lost.is_empty(),
+            "seed {seed}: sender gave up"
+        );
+        assert!(
+            rx.got[0].is_empty(),
+            "seed {seed}: a refused message arrived"
+        );
+        assert!(
+            tx.sent.is_empty(),
+            "seed {seed}: a refused message was acknowledged"
+        );
+        assert!(rx.eng.stats().not_ready > 0 && tx.eng.stats().peer_not_ready > 0);
+        // The refused packet is offered about every 2^RNR_TRIES rto, not every rto.
+        let paced = refuse / (c.rto << 3);
+        let r = tx.eng.stats().retransmits;
+        assert!(
+            r <= paced + 200,
+            "seed {seed}: {r} retransmissions (pace {paced})"
+        );
+        sim.run(u64::MAX);
+        let (tx, rx) = (&sim.nodes[0], &sim.nodes[1]);
+        assert_eq!(
+            rx.got[0], msgs,
+            "seed {seed}: lost, duplicated or out of order"
+        );
+        let mut sent = tx.sent.clone();
+        sent.sort_unstable();
+        assert_eq!(sent, (0..40).collect::<Vec<u64>>(), "seed {seed}");
+        assert!(tx.failed.is_empty(), "seed {seed}: {:?}", tx.failed);
+    }
+}
+
+/// A receiver that refuses and then goes silent is still lost in bounded time: waiting
+/// on a peer that is not ready is not waiting for ever on a dead one.
+#[test]
+fn a_receiver_that_refuses_and_then_dies_is_lost() {
+    let c = cfg();
+    let lost_within = lost_within(&c);
+    for seed in 0..30 {
+        let mut sim = Sim::new(2, 700 + seed, NET, c);
+        sim.streaming = true;
+        sim.nodes[1].refuse_until = u64::MAX;
+        sim.send(0, 1, 1, &payload(seed, 0, 1));
+        sim.send(0, 1, 2, &payload(seed, 0, 2));
+        sim.run(5 * lost_within);
+        assert!(
+            sim.nodes[0].failed.is_empty(),
+            "seed {seed}: lost while refused"
+        );
+        let died = sim.now;
+        sim.dead.push(1);
+        sim.run(u64::MAX);
+        let n = &sim.nodes[0];
+        assert_eq!(
+            n.failed,
+            vec![(1, Failure::Lost), (2, Failure::Lost)],
+            "seed {seed}"
+        );
+        assert!(
+            // (plus the wait in progress when it went silent, at most rto_max)
+            sim.now <= died + lost_within + c.rto_max,
+            "seed {seed}: lost only at {} (silent from {died}, bound {lost_within})",
+            sim.now
         );
     }
 }

@@ -42,12 +42,18 @@ fuzz_target!(|data: &[u8]| {
         // The same packet to a streaming engine: pieces stay contiguous and bounded.
         s.handle_packet_streaming(pkt, now, &mut |seg: Seg<'_>| {
             if seg.first {
+                // Some messages are refused (receiver not ready), as a full unexpected
+                // queue does: the engine must offer them again, never half-taken.
+                if seg.total % 3 == 1 {
+                    return false;
+                }
                 got = 0;
             }
             assert_eq!(seg.offset, got);
             got += seg.data.len();
             assert!(got <= seg.total && seg.total <= 4096);
             assert_eq!(seg.last, got == seg.total);
+            true
         });
         e.handle_timeout(now);
         e.poll_transmit(now, 64, |_, _, b| {
