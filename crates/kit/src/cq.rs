@@ -171,22 +171,54 @@ pub(crate) enum Overrun {
 pub const SINK_SLOTS: usize = 16;
 
 /// The sink open on this thread (see the module docs): the CQ it is for (its address;
-/// 0: none), where its entries start in [`SINK`], how many it holds and may hold.
+/// 0: none) and, as indices into [`SINK`], where the next entry goes and where they must
+/// end, and how many it holds. With no sink open all are 0, so a sink opened then starts
+/// at 0 and a nested one right after the entries of the one below it.
 #[derive(Clone, Copy)]
 struct SinkTop {
     cq: usize,
-    base: usize,
-    n: usize,
-    cap: usize,
+    /// The next index, the count and the end index (each ≤ [`SINK_SLOTS`]), a byte
+    /// each from the lowest up (so that a copy is two words).
+    idx: usize,
 }
 
 impl SinkTop {
-    const NONE: SinkTop = SinkTop {
-        cq: 0,
-        base: 0,
-        n: 0,
-        cap: 0,
-    };
+    const NONE: SinkTop = SinkTop { cq: 0, idx: 0 };
+    /// One more entry: the next index and the count go up by one.
+    const ONE: usize = 1 | 1 << 8;
+
+    /// An empty sink for `cq` from index `at` up to `lim`.
+    #[inline]
+    fn new(cq: usize, at: usize, lim: usize) -> SinkTop {
+        SinkTop {
+            cq,
+            idx: at | lim << 16,
+        }
+    }
+
+    /// Where the next entry goes.
+    #[inline]
+    fn at(self) -> usize {
+        self.idx & 0xff
+    }
+
+    /// How many entries it holds.
+    #[inline]
+    fn n(self) -> usize {
+        (self.idx >> 8) & 0xff
+    }
+
+    /// Where its entries start.
+    #[inline]
+    fn base(self) -> usize {
+        self.at() - self.n()
+    }
+
+    /// Where its entries must end.
+    #[inline]
+    fn lim(self) -> usize {
+        self.idx >> 16
+    }
 }
 
 thread_local! {
@@ -194,9 +226,10 @@ thread_local! {
     static SINK: [Cell<Slot>; SINK_SLOTS] = const { [const { Cell::new(Slot::EMPTY) }; SINK_SLOTS] };
 }
 
-/// The sink of one read, open while it drives progress. Dropping it restores the sink
-/// that was open before; entries it still holds then (a source panicked during the
-/// drive) are queued as ordinary pushes.
+/// The sink of one read, open while it drives progress. [`close`](Self::close) restores
+/// the sink that was open before and hands over the entries; dropping it unclosed (a
+/// source panicked during the drive) restores it too and queues the entries as
+/// ordinary pushes.
 struct SinkFrame<'a> {
     cq: &'a CqShared,
     prev: SinkTop,
@@ -207,50 +240,51 @@ impl<'a> SinkFrame<'a> {
     #[inline]
     fn open(cq: &'a CqShared, want: usize) -> SinkFrame<'a> {
         let mut prev = SINK_TOP.get();
-        if prev.cq == cq.addr() && prev.n > 0 {
+        if prev.cq == cq.addr() && prev.n() != 0 {
             // A read of this CQ nested in its own drive: what the outer read holds is
             // older than anything this one may find, so it is queued first.
-            for i in 0..prev.n {
-                let s = SINK.with(|k| k[prev.base + i].get());
-                let _ = cq.push_queued(&s.entry(), s.src, false);
-            }
-            prev.n = 0;
+            cq.queue_sunk(prev);
+            prev = SinkTop::new(prev.cq, prev.base(), prev.lim());
         }
-        let base = if prev.cq != 0 { prev.base + prev.n } else { 0 };
-        SINK_TOP.set(SinkTop {
-            cq: cq.addr(),
-            base,
-            n: 0,
-            cap: want.min(SINK_SLOTS - base),
-        });
+        let at = prev.at();
+        SINK_TOP.set(SinkTop::new(cq.addr(), at, at + want.min(SINK_SLOTS - at)));
         SinkFrame { cq, prev }
     }
 
     /// Close the sink: its entries (oldest first), copied into `buf` from index 0 (and
     /// their sources into `src`); the count.
     #[inline]
-    fn close(self, buf: &mut CqBuf<'_>, mut src: Option<&mut [u64]>) -> usize {
-        let top = SINK_TOP.get();
-        SINK_TOP.set(SinkTop { n: 0, ..top });
-        for i in 0..top.n {
-            let s = SINK.with(|k| k[top.base + i].get());
+    fn close(self, buf: &mut CqBuf<'_>, src: Option<&mut [u64]>) -> usize {
+        let top = SINK_TOP.replace(self.prev);
+        // Closed: nothing left for `drop` to restore or queue.
+        std::mem::forget(self);
+        let n = top.n();
+        if n > 0 {
+            sunk_into(top, buf, src);
+        }
+        n
+    }
+}
+
+/// Copy the entries of the closed sink `top` into `buf` from index 0 (and their sources
+/// into `src`).
+fn sunk_into(top: SinkTop, buf: &mut CqBuf<'_>, mut src: Option<&mut [u64]>) {
+    SINK.with(|k| {
+        for (i, c) in k[top.base()..top.at()].iter().enumerate() {
+            let s = c.get();
             buf.set(i, &s.entry());
             if let Some(slot) = src.as_deref_mut().and_then(|a| a.get_mut(i)) {
                 *slot = s.src;
             }
         }
-        top.n
-    }
+    })
 }
 
 impl Drop for SinkFrame<'_> {
+    /// Only after a panic in a source: `close` forgets the frame otherwise.
     fn drop(&mut self) {
         let top = SINK_TOP.replace(self.prev);
-        // Only after a panic in a source: `close` emptied it otherwise.
-        for i in 0..top.n {
-            let s = SINK.with(|k| k[top.base + i].get());
-            let _ = self.cq.push_queued(&s.entry(), s.src, false);
-        }
+        self.cq.queue_sunk(top);
     }
 }
 
@@ -393,15 +427,27 @@ impl CqShared {
     #[inline]
     fn sink(&self, e: &CqTaggedEntry, src: u64) -> bool {
         let top = SINK_TOP.get();
-        if top.cq != self.addr() || top.n >= top.cap || self.readable.load(Ordering::Acquire) {
+        let at = top.at();
+        if top.cq != self.addr() || at >= top.lim() || self.readable.load(Ordering::Acquire) {
             return false;
         }
-        SINK.with(|k| k[top.base + top.n].set(Slot::new(e, src)));
+        SINK.with(|k| k[at].set(Slot::new(e, src)));
         SINK_TOP.set(SinkTop {
-            n: top.n + 1,
+            idx: top.idx + SinkTop::ONE,
             ..top
         });
         true
+    }
+
+    /// Queue the entries sink `top` holds, oldest first, as ordinary pushes (a nested
+    /// read of this CQ, or a panic during the drive).
+    #[cold]
+    #[inline(never)]
+    fn queue_sunk(&self, top: SinkTop) {
+        for i in top.base()..top.at() {
+            let s = SINK.with(|k| k[i].get());
+            let _ = self.push_queued(&s.entry(), s.src, false);
+        }
     }
 
     /// Report a success; `reserved` if it uses a reservation.
@@ -491,20 +537,38 @@ impl CqShared {
         n
     }
 
-    fn check(&self, buf: &CqBuf<'_>, src: &Option<&mut [u64]>) -> Result<()> {
-        if buf.format() != self.format {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "CQ read buffer is not of the CQ's format",
-            ));
+    /// The rest of a `read` that found the queue readable after its drive: `got`
+    /// entries from the sink are in `buf` already.
+    #[inline(never)]
+    fn read_queued(
+        &self,
+        buf: &mut CqBuf<'_>,
+        src: Option<&mut [u64]>,
+        got: usize,
+    ) -> Result<usize> {
+        let mut st = lock(&self.state);
+        if got > 0 {
+            return Ok(got + self.take_from(&mut st, buf, src, got));
         }
-        if src.as_ref().is_some_and(|s| s.len() < buf.len()) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "readfrom: fewer address slots than entries",
-            ));
+        self.take(&mut st, buf, src)
+    }
+
+    #[inline]
+    fn check(&self, buf: &CqBuf<'_>, src: &Option<&mut [u64]>) -> Result<()> {
+        if buf.format() != self.format || src.as_ref().is_some_and(|s| s.len() < buf.len()) {
+            return Err(self.bad_buffer(buf));
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_buffer(&self, buf: &CqBuf<'_>) -> Error {
+        if buf.format() != self.format {
+            Error::new(Errno::EINVAL, "CQ read buffer is not of the CQ's format")
+        } else {
+            Error::new(Errno::EINVAL, "readfrom: fewer address slots than entries")
+        }
     }
 }
 
@@ -791,13 +855,12 @@ impl Waitable for KitCq {
 }
 
 impl CqOps for KitCq {
-    fn read(&self, mut buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
+    fn read(&self, mut buf: CqBuf<'_>, mut src: Option<&mut [u64]>) -> Result<usize> {
         let inner = &*self.inner;
         inner.check(&buf, &src)?;
         // Completions this drive makes come back through the sink (module docs).
         let sink = SinkFrame::open(inner, buf.len());
         inner.drive();
-        let mut src = src;
         let got = sink.close(&mut buf, src.as_deref_mut());
         if !inner.readable.load(Ordering::Acquire) {
             // Nothing queued, no error or overrun next (see the module docs).
@@ -807,11 +870,7 @@ impl CqOps for KitCq {
                 Err(Error::code_only(Errno::EAGAIN))
             };
         }
-        let mut st = lock(&inner.state);
-        if got > 0 {
-            return Ok(got + inner.take_from(&mut st, &mut buf, src, got));
-        }
-        inner.take(&mut st, &mut buf, src)
+        inner.read_queued(&mut buf, src, got)
     }
 
     fn readerr(&self, _flags: u64) -> Result<CqError> {

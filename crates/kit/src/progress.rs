@@ -39,15 +39,18 @@
 //! - `drive` takes no lock while calling sources and allocates nothing (the source list
 //!   is an immutable shared slice replaced on registration), so a source may register
 //!   or unregister sources, or read a CQ, from inside its `progress`.
-//! - Each change of the source list bumps the engine's generation (under its lock).
-//!   A thread keeps its last copy of the list of a few engines ([`CACHE_WAYS`]) with the
-//!   generation it was taken at, and `drive` reuses that copy while the generation is
-//!   unchanged: an idle drive then costs no lock and no reference count on the list,
-//!   only the upgrade of each source. The copy is taken out of the thread's cache while
-//!   the sources run (a nested `drive` of the same engine takes the lock instead), so no
-//!   borrow is held across a call. The cost: such a copy holds its sources weakly — a
-//!   dropped source's *allocation* (its value is dropped at once) can outlive it until
-//!   that thread drives the engine again, caches other engines, or exits.
+//! - Each change of the source list gives it a fresh *stamp* (under the engine's lock),
+//!   unique among all engines. A thread keeps its last copy of the list of a few engines
+//!   ([`CACHE_WAYS`]) with the stamp it was taken at, and `drive` reuses that copy while
+//!   the stamp is unchanged: an idle drive then costs no lock and no reference count on
+//!   the list, one look-up in the thread's cache (one comparison when the engine is the
+//!   first cached), and the upgrade of each source. The copy stays borrowed (a
+//!   `RefCell` shared borrow, which a nested `drive` of the same engine shares) while
+//!   the sources run, and an entry is replaced only when nothing borrows it, so a
+//!   source may drive any engine, or register sources, from inside its `progress`.
+//!   The cost: such a copy holds its sources weakly — a dropped source's *allocation*
+//!   (its value is dropped at once) can outlive it until that thread drives the engine
+//!   again, caches other engines, or exits.
 //! - Sources may be called concurrently from several threads (the application's reads
 //!   and the auto thread): they must be thread safe, as [`Progress`]'s bounds say.
 //!
@@ -57,7 +60,7 @@
 //! caller (the boundary adapters turn it into `FI_EOTHER`); in the auto thread it is
 //! caught, and the thread goes on.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -258,18 +261,26 @@ type SourceList = Arc<[Weak<dyn Progress>]>;
 /// layered provider's engine and its core provider's, and a few domains polled in turn.
 pub const CACHE_WAYS: usize = 4;
 
-/// Engine ids start at 1 (0 marks a free cache entry).
-static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+/// Engine ids and list stamps, from one sequence: both start at 1 (0 marks a free
+/// cache entry), and a stamp names one engine's list of one generation, never another
+/// engine's.
+static NEXT_STAMP: AtomicU64 = AtomicU64::new(1);
 
-/// One entry of a thread's list cache (plain cells: the cache is only touched
-/// between calls of sources, never across one).
+/// A fresh engine id or list stamp.
+fn next_stamp() -> u64 {
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One entry of a thread's list cache. Its three fields change together, and only
+/// while `list` is not borrowed: an entry whose list a `drive` of this thread is
+/// running stays as it is until that drive is done.
 struct Cached {
     /// The engine's id (0: free).
     engine: Cell<u64>,
-    /// The engine's generation when `list` was taken.
-    gen: Cell<u64>,
-    /// The list; `None` while a `drive` of this thread uses it.
-    list: Cell<Option<SourceList>>,
+    /// The stamp of the engine's list when `list` was taken (0: free).
+    stamp: Cell<u64>,
+    /// The list (`None`: free); borrowed while drives of this thread run its sources.
+    list: RefCell<Option<SourceList>>,
 }
 
 thread_local! {
@@ -278,8 +289,8 @@ thread_local! {
         [const {
             Cached {
                 engine: Cell::new(0),
-                gen: Cell::new(0),
-                list: Cell::new(None),
+                stamp: Cell::new(0),
+                list: RefCell::new(None),
             }
         }; CACHE_WAYS]
     };
@@ -287,30 +298,58 @@ thread_local! {
     static VICTIM: Cell<usize> = const { Cell::new(0) };
 }
 
+/// Call every source of `list` once: the total work, and whether one was dead.
+#[inline]
+fn run_sources(list: &[Weak<dyn Progress>]) -> (usize, bool) {
+    if let [w] = list {
+        // The common case (one endpoint in the domain), without the loop.
+        return match w.upgrade() {
+            Some(s) => (s.progress(), false),
+            None => (0, true),
+        };
+    }
+    run_each(list)
+}
+
+/// [`run_sources`] for a list of any length.
+#[inline(never)]
+fn run_each(list: &[Weak<dyn Progress>]) -> (usize, bool) {
+    let mut work = 0usize;
+    let mut dead = false;
+    for w in list {
+        match w.upgrade() {
+            Some(s) => work = work.saturating_add(s.progress()),
+            None => dead = true,
+        }
+    }
+    (work, dead)
+}
+
 /// A thread's list cache.
 struct ListCache;
 
 impl ListCache {
-    /// Take this thread's copy of `engine`'s list if it is of generation `gen`.
+    /// Run the sources of this thread's copy of the list of stamp `stamp`; `None` if
+    /// there is none.
     #[inline]
-    fn take(engine: u64, gen: u64) -> Option<SourceList> {
+    fn run(stamp: u64) -> Option<(usize, bool)> {
         LISTS
             .try_with(|ways| {
-                let e = ways.iter().find(|e| e.engine.get() == engine)?;
-                if e.gen.get() == gen {
-                    e.list.take()
-                } else {
-                    None
-                }
+                let e = ways.iter().find(|e| e.stamp.get() == stamp)?;
+                // Shared: a nested drive of the same engine runs it too.
+                let list = e.list.try_borrow().ok()?;
+                Some(run_sources(list.as_deref()?))
             })
             .ok()
             .flatten()
     }
 
-    /// Keep `list` (taken at generation `gen`) as this thread's copy of `engine`'s.
-    /// Whatever it replaces is dropped after the cache is left.
-    #[inline]
-    fn put(engine: u64, gen: u64, list: SourceList) {
+    /// Keep `list` (of stamp `stamp`) as this thread's copy of `engine`'s, in the entry
+    /// of `engine`, else a free one, else the next victim; not at all if that entry is
+    /// in use (drives nested in the sources of others, or an outer drive of `engine`
+    /// itself, which caches the list when a later drive finds its copy stale). Whatever
+    /// it replaces is dropped after the cache is left.
+    fn put(engine: u64, stamp: u64, list: SourceList) {
         let old = LISTS
             .try_with(|ways| {
                 let e = match ways.iter().find(|e| e.engine.get() == engine) {
@@ -327,9 +366,10 @@ impl ListCache {
                         }
                     },
                 };
+                let mut slot = e.list.try_borrow_mut().ok()?;
                 e.engine.set(engine);
-                e.gen.set(gen);
-                e.list.replace(Some(list))
+                e.stamp.set(stamp);
+                slot.replace(list)
             })
             .ok()
             .flatten();
@@ -342,8 +382,9 @@ struct Shared {
     /// This engine's id in the threads' list caches.
     id: u64,
     sources: Mutex<SourceList>,
-    /// Bumped (under `sources`' lock) each time the list is replaced.
-    gen: AtomicU64,
+    /// The stamp of `sources`: a fresh one (set under `sources`' lock) each time the
+    /// list is replaced.
+    stamp: AtomicU64,
     live: AtomicUsize,
     drives: AtomicU64,
     stop: AtomicBool,
@@ -362,9 +403,9 @@ struct Shared {
 impl Shared {
     fn new() -> Shared {
         Shared {
-            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_stamp(),
             sources: Mutex::new(Arc::from(Vec::<Weak<dyn Progress>>::new())),
-            gen: AtomicU64::new(0),
+            stamp: AtomicU64::new(next_stamp()),
             live: AtomicUsize::new(0),
             drives: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -381,29 +422,31 @@ impl Shared {
         // A diagnostic count: a plain increment, so concurrent drives may lose one.
         let n = self.drives.load(Ordering::Relaxed);
         self.drives.store(n.wrapping_add(1), Ordering::Relaxed);
-        // The list of the current generation: this thread's copy if it has one (no
-        // lock, no reference count), else the shared one, taken with its generation.
-        let gen = self.gen.load(Ordering::Acquire);
-        let (list, gen) = match ListCache::take(self.id, gen) {
-            Some(l) => (l, gen),
-            None => {
-                let g = lock(&self.sources);
-                (g.clone(), self.gen.load(Ordering::Relaxed))
-            }
+        // The list of the current stamp: this thread's copy if it has one (no lock, no
+        // reference count).
+        let stamp = self.stamp.load(Ordering::Acquire);
+        let (work, dead) = match ListCache::run(stamp) {
+            Some(r) => r,
+            None => self.drive_shared(),
         };
-        let mut work = 0usize;
-        let mut dead = false;
-        for w in list.iter() {
-            match w.upgrade() {
-                Some(s) => work = work.saturating_add(s.progress()),
-                None => dead = true,
-            }
-        }
-        ListCache::put(self.id, gen, list);
         if dead {
             self.prune();
         }
         work
+    }
+
+    /// `drive` without this thread's copy of the list (none, or stale): the shared
+    /// list, taken under the lock with its stamp, becomes the copy.
+    #[cold]
+    #[inline(never)]
+    fn drive_shared(&self) -> (usize, bool) {
+        let (list, stamp) = {
+            let g = lock(&self.sources);
+            (g.clone(), self.stamp.load(Ordering::Relaxed))
+        };
+        let r = run_sources(&list);
+        ListCache::put(self.id, stamp, list);
+        r
     }
 
     /// Replace the list by its live members (plus `add`, minus `remove`).
@@ -423,8 +466,8 @@ impl Shared {
         self.live.store(v.len(), Ordering::Release);
         *g = v.into();
         // Published after the list (and under the lock): a drive that sees the new
-        // generation finds the new list.
-        self.gen.fetch_add(1, Ordering::Release);
+        // stamp finds the new list.
+        self.stamp.store(next_stamp(), Ordering::Release);
     }
 
     fn prune(&self) {
@@ -963,6 +1006,66 @@ mod tests {
         assert_eq!(inner.calls(), 2, "called by the outer and the nested drive");
         assert_eq!(e3.drive(), 2);
         assert_eq!(inner.calls(), 4);
+    }
+
+    /// A cache entry in use by a drive is left alone: a source that, inside a drive of
+    /// its engine served from the cache, registers another source and drives its
+    /// engine again (nested) and more engines than the cache has entries. Every drive
+    /// sees the list current when it starts.
+    #[test]
+    fn a_cache_entry_in_use_is_left_alone() {
+        let e = Arc::new(ProgressEngine::manual());
+        let late = Counting::new(100);
+        let others: Arc<Vec<(ProgressEngine, Arc<Counting>)>> = Arc::new(
+            (0..CACHE_WAYS + 1)
+                .map(|i| {
+                    let o = ProgressEngine::manual();
+                    let s = Counting::new(i + 1);
+                    o.register(&s);
+                    (o, s)
+                })
+                .collect(),
+        );
+        let nested = Arc::new(Mutex::new(Vec::new()));
+        let calls = AtomicUsize::new(0);
+        let (w, l, o2, n2) = (
+            Arc::downgrade(&e),
+            late.clone(),
+            others.clone(),
+            nested.clone(),
+        );
+        let src = Arc::new(move || {
+            if calls.fetch_add(1, Ordering::SeqCst) == 1 {
+                let e = w.upgrade().unwrap();
+                e.register(&l);
+                lock(&n2).push(e.drive());
+                for (i, (o, _)) in o2.iter().enumerate() {
+                    assert_eq!(o.drive(), i + 1);
+                }
+                lock(&n2).push(e.drive());
+            }
+            1usize
+        });
+        e.register(&src);
+        assert_eq!(e.drive(), 1, "the first drive caches the list");
+        assert_eq!(
+            e.drive(),
+            1,
+            "the cached list, as it was when the drive began"
+        );
+        assert_eq!(
+            *lock(&nested),
+            vec![101, 101],
+            "nested drives see the new list"
+        );
+        assert_eq!(late.calls(), 2);
+        assert_eq!(e.drive(), 101);
+        assert_eq!(e.drive(), 101);
+        for (i, (o, _)) in others.iter().enumerate() {
+            assert_eq!(o.drive(), i + 1);
+        }
+        assert_eq!(e.drive(), 101);
+        assert_eq!(late.calls(), 5);
     }
 
     #[test]
