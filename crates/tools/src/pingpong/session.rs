@@ -39,19 +39,24 @@ const TAG: u64 = 0xC0DE;
 const MR_KEY: u64 = 0xC0DE;
 /// Length of a throughput acknowledgement.
 pub const ACK_LEN: usize = 4;
-/// Empty CQ polls in a row after which the tool yields the CPU (and again after as
-/// many more): long enough that a wait for a peer on another CPU practically never
-/// reaches it (a shm round trip is about 50 polls; at 128, 0.045 yields per round trip
-/// remained here, at 256 none), short enough that a peer sharing this CPU gets it
-/// within a few microseconds.
+/// Polls without what a wait is for after which the tool yields the CPU (and again
+/// after as many more): long enough that a wait for a peer on another CPU practically
+/// never reaches it (a shm round trip is about 50 polls; at 128, 0.045 yields per round
+/// trip remained here, at 256 none), short enough that a peer sharing this CPU gets it
+/// within a few microseconds. A multiple of [`SpinLimit::EVERY`].
 const YIELD_EVERY: u32 = 256;
+const _: () = assert!(YIELD_EVERY.is_multiple_of(SpinLimit::EVERY));
 
-/// A time limit for spin loops that reads the clock only every [`SpinLimit::EVERY`]
-/// calls: reading it on every empty poll took a third of the polling loop's time
-/// (`clock_gettime` in a VM), which delays noticing a message. The limit starts at the
-/// first reading, so it may end up to `EVERY` polls late — microseconds.
+/// The bound of one busy-polling wait: counts the polls that did not bring what the
+/// wait is for, reads the clock only every [`SpinLimit::EVERY`] of them and yields the
+/// CPU every [`YIELD_EVERY`]. Reading the clock on every empty poll took a third of the
+/// polling loop's time (`clock_gettime` in a VM), which delays noticing a message. The
+/// limit starts at the first reading, so it may end up to `EVERY` polls late —
+/// microseconds. Creating one reads no clock, so a wait that ends at its first poll
+/// costs no more than a counter. The limit itself is passed to each check, so the state
+/// is two words that a polling loop can keep in registers.
+#[derive(Clone, Copy, Default)]
 struct SpinLimit {
-    limit: Duration,
     start: Option<Instant>,
     calls: u32,
 }
@@ -59,31 +64,36 @@ struct SpinLimit {
 impl SpinLimit {
     const EVERY: u32 = 64;
 
-    fn new(limit: Duration) -> SpinLimit {
-        SpinLimit {
-            limit,
-            start: None,
-            calls: 0,
-        }
-    }
-
-    /// Called once per spin: true once the limit has passed.
-    #[inline]
-    fn expired(&mut self) -> bool {
+    /// Called once per fruitless poll: true once `limit` has passed.
+    #[inline(always)]
+    fn expired(&mut self, limit: Duration) -> bool {
         self.calls = self.calls.wrapping_add(1);
         if !self.calls.is_multiple_of(Self::EVERY) {
             return false;
         }
+        let (start, expired) = Self::check(self.calls, self.start, limit);
+        self.start = Some(start);
+        expired
+    }
+
+    /// Every [`Self::EVERY`] polls: yield when due, then look at the clock; the start
+    /// of the limit (now at the first reading) and whether it has passed. By value, so
+    /// that the state of the inlined `expired` can live in registers.
+    #[cold]
+    #[inline(never)]
+    fn check(calls: u32, start: Option<Instant>, limit: Duration) -> (Instant, bool) {
+        if calls.is_multiple_of(YIELD_EVERY) {
+            // Let a peer that shares this CPU run (both sides busy-poll).
+            std::thread::yield_now();
+        }
         let now = Instant::now();
-        match self.start {
-            None => {
-                self.start = Some(now);
-                false
-            }
-            Some(t) => now.duration_since(t) >= self.limit,
+        match start {
+            None => (now, false),
+            Some(t) => (t, now.duration_since(t) >= limit),
         }
     }
 }
+
 /// Largest receive region (receive slots beyond it share buffers).
 const RX_BUDGET: usize = 64 << 20;
 
@@ -104,6 +114,20 @@ pub struct Config {
 
 /// An operation context cell (`struct fi_context2` is 8 pointers).
 type CtxCell = [usize; 8];
+/// Bytes of a [`CtxCell`]: a power of two, so mapping a context back to its cell
+/// takes a shift and a mask, no division.
+const CELL: usize = std::mem::size_of::<CtxCell>();
+const _: () = assert!(CELL.is_power_of_two());
+
+/// What a completion's operation context names.
+enum Op {
+    /// Receive `i` (a context cell below `nrx`).
+    Recv(usize),
+    /// The send that used context cell `i`.
+    Send(usize),
+    /// No context of ours.
+    Unknown,
+}
 
 /// One side's open objects and buffers.
 pub struct Session {
@@ -112,7 +136,10 @@ pub struct Session {
     _eq: Option<EventQueue>,
     cq: CompletionQueue,
     _av: Option<AddressVector>,
-    mr: Option<MemoryRegion>,
+    /// Kept open (field order) while the endpoint may use `desc`.
+    _mr: Option<MemoryRegion>,
+    /// The region's descriptor (null without one), asked for once: every post passes it.
+    desc: ofi::provider::Desc,
     _domain: Domain,
     _fabric: Fabric,
     buf: Box<[u8]>,
@@ -123,14 +150,17 @@ pub struct Session {
     cfg: Config,
     slot: usize,
     rx_slots: usize,
+    /// Receive `i`'s slot (its offset in `buf`) and context, worked out once.
+    rx_post: Box<[(usize, usize)]>,
     nrx: usize,
     ntx: usize,
     /// Context cells (indices from `nrx`) of no outstanding send.
     tx_free: Vec<usize>,
     tx_outstanding: usize,
+    /// Receive completions (index, length) read but not yet taken, oldest first: those
+    /// read while waiting for something else, or behind another one in the same read.
     done_rx: VecDeque<(usize, usize)>,
-    idle_polls: u32,
-    /// Where `progress` reads completions (kept, not zeroed on every poll).
+    /// Where each `fi_cq_read` puts its completions (kept, not zeroed on every poll).
     cq_entries: [CqMsgEntry; 16],
 }
 
@@ -148,6 +178,23 @@ impl std::fmt::Debug for Session {
 
 fn ctx_err(what: &str, e: Error) -> Error {
     Error::new(e.code(), format!("{what}: {e}"))
+}
+
+/// A reliable endpoint's receive of another length than the one waited for.
+#[cold]
+#[inline(never)]
+fn wrong_length(len: usize, want: usize) -> Error {
+    Error::new(Errno::EIO, format!("received {len} bytes, expected {want}"))
+}
+
+/// A completion whose context is none of ours.
+#[cold]
+#[inline(never)]
+fn unknown_context(ctx: usize) -> Error {
+    Error::new(
+        Errno::EOTHER,
+        format!("completion with a context we never used: {ctx:#x}"),
+    )
 }
 
 /// Encode an address frame: `u32 BE addr_format` + raw name.
@@ -394,13 +441,20 @@ impl Session {
             None
         };
         let ctx = vec![[0usize; 8]; nrx + ntx].into_boxed_slice();
+        let desc = mr.as_ref().map_or(std::ptr::null_mut(), MemoryRegion::desc);
+        // Receive `i` lands in slot `1 + i % rx_slots` (slot 0 is the transmit slot)
+        // and has context cell `i`.
+        let rx_post = (0..nrx)
+            .map(|i| (slot * (1 + i % rx_slots), ctx[i].as_ptr() as usize))
+            .collect();
         let mut s = Session {
             ep,
             _pep: pep,
             _eq: eq,
             cq,
             _av: av,
-            mr,
+            _mr: mr,
+            desc,
             _domain: domain,
             _fabric: fabric,
             buf,
@@ -410,12 +464,12 @@ impl Session {
             cfg,
             slot,
             rx_slots,
+            rx_post,
             nrx,
             ntx,
             tx_free: (nrx..nrx + ntx).rev().collect(),
             tx_outstanding: 0,
             done_rx: VecDeque::new(),
-            idle_polls: 0,
             cq_entries: [CqMsgEntry::default(); 16],
         };
         for i in 0..nrx {
@@ -429,144 +483,196 @@ impl Session {
         self.info.ep_attr.max_msg_size
     }
 
-    fn desc(&self) -> ofi::provider::Desc {
-        self.mr
-            .as_ref()
-            .map_or(std::ptr::null_mut(), MemoryRegion::desc)
-    }
-
+    /// The address of context cell `i`.
+    #[inline]
     fn ctx_of(&self, i: usize) -> usize {
         self.ctx[i].as_ptr() as usize
     }
 
-    fn index_of(&self, ctx: usize) -> Option<usize> {
-        let base = self.ctx.as_ptr() as usize;
-        let cell = std::mem::size_of::<CtxCell>();
-        let off = ctx.checked_sub(base)?;
-        (off % cell == 0 && off / cell < self.ctx.len()).then_some(off / cell)
-    }
-
-    fn rx_offset(&self, i: usize) -> usize {
-        // Receive `i` is posted once per message: no division (tens of cycles on the
-        // critical path) when every receive has its own slot, the usual case.
-        let k = if i < self.rx_slots {
-            i
+    /// The operation a completion's context belongs to.
+    #[inline]
+    fn op_of(&self, ctx: usize) -> Op {
+        // Below the base, the offset wraps to far beyond the cells.
+        let off = ctx.wrapping_sub(self.ctx.as_ptr() as usize);
+        let i = off / CELL;
+        if !off.is_multiple_of(CELL) {
+            Op::Unknown
+        } else if i < self.nrx {
+            Op::Recv(i)
+        } else if i < self.ctx.len() {
+            Op::Send(i)
         } else {
-            i % self.rx_slots
-        };
-        self.slot * (1 + k)
+            Op::Unknown
+        }
     }
 
-    /// Retry `op` while it is `FI_EAGAIN`, driving progress in between.
+    /// The rest of an operation whose first try failed with `first`: while it is
+    /// `FI_EAGAIN`, drive progress and try `op` again, until the time-out. Out of line:
+    /// the first try, made by the caller, usually succeeds, and then no time limit is
+    /// ever set up.
+    #[cold]
+    #[inline(never)]
     fn retry(
         &mut self,
         what: &str,
+        first: Error,
         mut op: impl FnMut(&Self) -> ofi::Result<()>,
     ) -> ofi::Result<()> {
-        let mut limit = SpinLimit::new(self.cfg.timeout);
+        let mut spin = SpinLimit::default();
+        let mut err = first;
         loop {
+            if err.code() != Errno::EAGAIN {
+                return Err(ctx_err(what, err));
+            }
+            self.progress()?;
+            if spin.expired(self.cfg.timeout) {
+                return Err(Error::new(
+                    Errno::ETIMEDOUT,
+                    format!("{what}: still FI_EAGAIN after {:?}", self.cfg.timeout),
+                ));
+            }
             match op(self) {
                 Ok(()) => return Ok(()),
-                Err(e) if e.code() == Errno::EAGAIN => {
-                    self.progress()?;
-                    if limit.expired() {
-                        return Err(Error::new(
-                            Errno::ETIMEDOUT,
-                            format!("{what}: still FI_EAGAIN after {:?}", self.cfg.timeout),
-                        ));
-                    }
-                }
-                Err(e) => return Err(ctx_err(what, e)),
+                Err(e) => err = e,
             }
         }
     }
 
-    fn post_recv(&mut self, i: usize) -> ofi::Result<()> {
-        let off = self.rx_offset(i);
-        let ctx = self.ctx_of(i);
-        let len = self.slot;
-        let tagged = self.cfg.tagged;
-        self.retry(if tagged { "fi_trecv" } else { "fi_recv" }, |s| {
-            let p = s.buf[off..].as_ptr() as *mut u8;
-            // SAFETY: the slot lies inside `buf`, which outlives the endpoint (field
-            // order) and is only read after this receive's completion.
-            unsafe {
-                if tagged {
-                    s.ep.trecv(p, len, s.desc(), ofi::ADDR_UNSPEC, TAG, 0, ctx)
-                } else {
-                    s.ep.recv(p, len, s.desc(), ofi::ADDR_UNSPEC, ctx)
-                }
+    /// One try to post receive `i`.
+    #[inline(always)]
+    fn try_post_recv(&self, i: usize) -> ofi::Result<()> {
+        let (off, ctx) = self.rx_post[i];
+        let p = self.buf[off..].as_ptr() as *mut u8;
+        // SAFETY: the slot lies inside `buf`, which outlives the endpoint (field order)
+        // and is only read after this receive's completion.
+        unsafe {
+            if self.cfg.tagged {
+                self.ep
+                    .trecv(p, self.slot, self.desc, ofi::ADDR_UNSPEC, TAG, 0, ctx)
+            } else {
+                self.ep.recv(p, self.slot, self.desc, ofi::ADDR_UNSPEC, ctx)
             }
-        })
+        }
     }
 
-    /// One empty poll: every [`YIELD_EVERY`] of them in a row, yield the CPU.
-    fn idle(&mut self) {
-        self.idle_polls = self.idle_polls.wrapping_add(1);
-        if self.idle_polls.is_multiple_of(YIELD_EVERY) {
-            // Let a peer that shares this CPU run (both sides busy-poll).
-            std::thread::yield_now();
+    /// Post receive `i` (again).
+    #[inline]
+    fn post_recv(&mut self, i: usize) -> ofi::Result<()> {
+        match self.try_post_recv(i) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let what = if self.cfg.tagged {
+                    "fi_trecv"
+                } else {
+                    "fi_recv"
+                };
+                self.retry(what, e, move |s| s.try_post_recv(i))
+            }
+        }
+    }
+
+    /// Take in completion `k` of the last read; a receive's (index, length) is returned,
+    /// a send's context is freed.
+    #[inline]
+    fn absorb(&mut self, k: usize) -> ofi::Result<Option<(usize, usize)>> {
+        let x = self.cq_entries[k];
+        match self.op_of(x.op_context) {
+            Op::Recv(i) => Ok(Some((i, x.len))),
+            Op::Send(i) => {
+                self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
+                self.tx_free.push(i);
+                Ok(None)
+            }
+            Op::Unknown => Err(unknown_context(x.op_context)),
+        }
+    }
+
+    /// Take in completions `from..n` of the last read: receives are queued in
+    /// `done_rx`, sends free their contexts.
+    #[inline(never)]
+    fn queue(&mut self, from: usize, n: usize) -> ofi::Result<()> {
+        for k in from..n.min(self.cq_entries.len()) {
+            if let Some(d) = self.absorb(k)? {
+                self.done_rx.push_back(d);
+            }
+        }
+        Ok(())
+    }
+
+    /// Take in the `n` completions of the last read, for a waiting receive: the first
+    /// receive's (index, length) is returned, without a trip through `done_rx`, and the
+    /// rest are queued after it. Only with `done_rx` empty: the completion returned
+    /// must be the oldest.
+    #[inline(always)]
+    fn take_first(&mut self, n: usize) -> ofi::Result<Option<(usize, usize)>> {
+        // One completion per read is the rule in a ping-pong: no loop for it.
+        if n == 1 {
+            return self.absorb(0);
+        }
+        self.take_first_of(n)
+    }
+
+    /// [`Self::take_first`] of other than one completion.
+    #[inline(never)]
+    fn take_first_of(&mut self, n: usize) -> ofi::Result<Option<(usize, usize)>> {
+        for k in 0..n.min(self.cq_entries.len()) {
+            if let Some(d) = self.absorb(k)? {
+                if k + 1 < n {
+                    self.queue(k + 1, n)?;
+                }
+                return Ok(Some(d));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One poll for a waiting receive (`done_rx` empty): the first receive completion
+    /// the CQ has, if any.
+    #[inline(always)]
+    fn poll_rx(&mut self) -> ofi::Result<Option<(usize, usize)>> {
+        match self.cq.read(&mut self.cq_entries) {
+            Ok(n) => self.take_first(n),
+            Err(e) if e.code() == Errno::EAGAIN => Ok(None),
+            Err(e) => Err(self.cq_failure(e)),
         }
     }
 
     /// Read what the CQ has; receive completions are queued, send completions counted.
     fn progress(&mut self) -> ofi::Result<()> {
-        match self.cq.read(&mut self.cq_entries) {
-            Ok(0) => {
-                self.idle();
-                Ok(())
-            }
-            Ok(n) => {
-                // The idle streak is over: a yield comes only after YIELD_EVERY empty
-                // polls in a row (a peer sharing this CPU), never in a short wait.
-                self.idle_polls = 0;
-                for k in 0..n {
-                    let x = self.cq_entries[k];
-                    match self.index_of(x.op_context) {
-                        Some(i) if i < self.nrx => self.done_rx.push_back((i, x.len)),
-                        Some(i) => {
-                            self.tx_outstanding = self.tx_outstanding.saturating_sub(1);
-                            self.tx_free.push(i);
-                        }
-                        None => {
-                            return Err(Error::new(
-                                Errno::EOTHER,
-                                format!(
-                                    "completion with a context we never used: {:#x}",
-                                    x.op_context
-                                ),
-                            ))
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Err(err) if err.code() == Errno::EAGAIN => {
-                self.idle();
-                Ok(())
-            }
-            Err(err) if err.code() == Errno::EAVAIL => {
-                let mut ee = CqErrEntry::default();
-                self.cq
-                    .readerr(&mut ee, 0)
-                    .map_err(|e| ctx_err("fi_cq_readerr", e))?;
-                let what = match self.index_of(ee.op_context) {
-                    Some(i) if i < self.nrx => "receive",
-                    Some(_) => "send",
-                    None => "operation",
-                };
-                Err(Error::new(
-                    Errno(ee.err),
-                    format!(
-                        "{what} completed with error {} ({}), provider: {}",
-                        ee.err,
-                        ofi::error::strerror(ee.err),
-                        self.cq.strerror(ee.prov_errno)
-                    ),
-                ))
-            }
-            Err(err) => Err(ctx_err("fi_cq_read", err)),
+        let n = match self.cq.read(&mut self.cq_entries) {
+            Ok(n) => n,
+            Err(e) if e.code() == Errno::EAGAIN => 0,
+            Err(e) => return Err(self.cq_failure(e)),
+        };
+        self.queue(0, n)
+    }
+
+    /// A failed `fi_cq_read` (not `FI_EAGAIN`) as the error to report; an error entry
+    /// (`FI_EAVAIL`) is read and described.
+    #[cold]
+    #[inline(never)]
+    fn cq_failure(&mut self, err: Error) -> Error {
+        if err.code() != Errno::EAVAIL {
+            return ctx_err("fi_cq_read", err);
         }
+        let mut ee = CqErrEntry::default();
+        if let Err(e) = self.cq.readerr(&mut ee, 0) {
+            return ctx_err("fi_cq_readerr", e);
+        }
+        let what = match self.op_of(ee.op_context) {
+            Op::Recv(_) => "receive",
+            Op::Send(_) => "send",
+            Op::Unknown => "operation",
+        };
+        Error::new(
+            Errno(ee.err),
+            format!(
+                "{what} completed with error {} ({}), provider: {}",
+                ee.err,
+                ofi::error::strerror(ee.err),
+                self.cq.strerror(ee.prov_errno)
+            ),
+        )
     }
 
     /// Fill the transmit slot with the payload of `len` bytes.
@@ -576,57 +682,101 @@ impl Session {
         }
     }
 
-    /// Send `len` bytes of the transmit slot to the peer (inject when small enough).
-    pub fn send(&mut self, len: usize) -> ofi::Result<()> {
-        let tagged = self.cfg.tagged;
-        if len < self.info.tx_attr.inject_size {
-            let peer = self.peer;
-            return self.retry(if tagged { "fi_tinject" } else { "fi_inject" }, |s| {
-                if tagged {
-                    s.ep.tinject(&s.buf[..len], peer, TAG)
-                } else {
-                    s.ep.inject(&s.buf[..len], peer)
-                }
-            });
+    /// One try to inject `len` bytes of the transmit slot.
+    #[inline]
+    fn try_inject(&self, len: usize) -> ofi::Result<()> {
+        let data = &self.buf[..len];
+        if self.cfg.tagged {
+            self.ep.tinject(data, self.peer, TAG)
+        } else {
+            self.ep.inject(data, self.peer)
         }
-        let mut limit = SpinLimit::new(self.cfg.timeout);
+    }
+
+    /// Send `len` bytes of the transmit slot to the peer (inject when small enough).
+    #[inline(always)]
+    pub fn send(&mut self, len: usize) -> ofi::Result<()> {
+        if len >= self.info.tx_attr.inject_size {
+            return self.send_with_context(len);
+        }
+        match self.try_inject(len) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let what = if self.cfg.tagged {
+                    "fi_tinject"
+                } else {
+                    "fi_inject"
+                };
+                self.retry(what, e, move |s| s.try_inject(len))
+            }
+        }
+    }
+
+    /// One try to send `len` bytes of the transmit slot with context cell `cell`.
+    #[inline]
+    fn try_send(&self, len: usize, cell: usize) -> ofi::Result<()> {
+        let ctx = self.ctx_of(cell);
+        // SAFETY: the transmit slot lies in `buf`, which outlives the endpoint and is not
+        // written while sends are outstanding (`fill` runs between sizes, after `flush`).
+        unsafe {
+            if self.cfg.tagged {
+                self.ep
+                    .tsend(self.buf.as_ptr(), len, self.desc, self.peer, TAG, ctx)
+            } else {
+                self.ep
+                    .send(self.buf.as_ptr(), len, self.desc, self.peer, ctx)
+            }
+        }
+    }
+
+    /// A send that completes through the CQ, with a context cell of its own.
+    #[inline(never)]
+    fn send_with_context(&mut self, len: usize) -> ofi::Result<()> {
+        if self.tx_free.is_empty() {
+            self.wait_tx_free()?;
+        }
+        let Some(cell) = self.tx_free.pop() else {
+            return Err(Error::new(Errno::EOTHER, "no free send context"));
+        };
+        let sent = match self.try_send(len, cell) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let what = if self.cfg.tagged {
+                    "fi_tsend"
+                } else {
+                    "fi_send"
+                };
+                self.retry(what, e, move |s| s.try_send(len, cell))
+            }
+        };
+        sent.inspect_err(|_| self.tx_free.push(cell))?;
+        self.tx_outstanding += 1;
+        Ok(())
+    }
+
+    /// Wait until a send context is free.
+    #[cold]
+    #[inline(never)]
+    fn wait_tx_free(&mut self) -> ofi::Result<()> {
+        let mut spin = SpinLimit::default();
         while self.tx_free.is_empty() {
             self.progress()?;
-            if limit.expired() {
+            if spin.expired(self.cfg.timeout) {
                 return Err(Error::new(
                     Errno::ETIMEDOUT,
                     format!("no send completion within {:?}", self.cfg.timeout),
                 ));
             }
         }
-        let Some(cell) = self.tx_free.pop() else {
-            return Err(Error::new(Errno::EOTHER, "no free send context"));
-        };
-        let ctx = self.ctx_of(cell);
-        let peer = self.peer;
-        self.retry(if tagged { "fi_tsend" } else { "fi_send" }, |s| {
-            // SAFETY: the transmit slot lies in `buf`, which outlives the endpoint and is
-            // not written while sends are outstanding (`fill` runs between sizes, after
-            // `flush`).
-            unsafe {
-                if tagged {
-                    s.ep.tsend(s.buf.as_ptr(), len, s.desc(), peer, TAG, ctx)
-                } else {
-                    s.ep.send(s.buf.as_ptr(), len, s.desc(), peer, ctx)
-                }
-            }
-        })
-        .inspect_err(|_| self.tx_free.push(cell))?;
-        self.tx_outstanding += 1;
         Ok(())
     }
 
     /// Wait until every send has completed.
     pub fn flush(&mut self) -> ofi::Result<()> {
-        let mut limit = SpinLimit::new(self.cfg.timeout);
+        let mut spin = SpinLimit::default();
         while self.tx_outstanding > 0 {
             self.progress()?;
-            if limit.expired() {
+            if spin.expired(self.cfg.timeout) {
                 return Err(Error::new(
                     Errno::ETIMEDOUT,
                     format!(
@@ -647,49 +797,95 @@ impl Session {
     /// (with integrity checks on) and the receive reposted. `Ok(false)` when nothing came
     /// (datagrams) — a reliable endpoint returns `FI_ETIMEDOUT` instead. Datagrams of
     /// another length (stale ones from an earlier size) are dropped.
+    #[inline(always)]
     pub fn recv(&mut self, want: usize, limit: Duration) -> ofi::Result<bool> {
-        let mut spin = SpinLimit::new(limit);
+        let mut spin = SpinLimit::default();
         loop {
-            while let Some((i, len)) = self.done_rx.pop_front() {
-                let ok_len = len == want;
-                if ok_len && self.cfg.integrity {
-                    let off = self.rx_offset(i);
-                    if let Some(bad) = (0..want).find(|&k| self.buf[off + k] != pattern_byte(k)) {
-                        return Err(Error::new(
-                            Errno::EIO,
-                            format!(
-                                "data check error: byte {bad} of a {want}-byte message differs"
-                            ),
-                        ));
-                    }
-                    // Clear it, so a later short write cannot pass on stale bytes (not
-                    // when receives share slots: another may be landing in it).
-                    if self.rx_slots == self.nrx {
-                        self.buf[off..off + want].fill(0);
-                    }
-                }
-                self.post_recv(i)?;
-                if ok_len {
-                    return Ok(true);
-                }
-                if !self.is_dgram() {
-                    return Err(Error::new(
-                        Errno::EIO,
-                        format!("received {len} bytes, expected {want}"),
-                    ));
-                }
+            let (i, len) = match self.done_rx.pop_front() {
+                Some(d) => d,
+                None => match self.poll_rx()? {
+                    Some(d) => d,
+                    None => match self.wait_rx(&mut spin, limit)? {
+                        Some(d) => d,
+                        None => return self.nothing_came(want, limit),
+                    },
+                },
+            };
+            let ok_len = len == want;
+            if ok_len && self.cfg.integrity {
+                self.check_payload(i, want)?;
             }
-            self.progress()?;
-            if self.done_rx.is_empty() && spin.expired() {
-                if self.is_dgram() {
-                    return Ok(false);
-                }
-                return Err(Error::new(
-                    Errno::ETIMEDOUT,
-                    format!("no message of {want} bytes within {limit:?}"),
-                ));
+            self.post_recv(i)?;
+            if ok_len {
+                return Ok(true);
+            }
+            if !self.is_dgram() {
+                return Err(wrong_length(len, want));
             }
         }
+    }
+
+    /// Busy-poll for a waiting receive after a poll that brought none: the first
+    /// receive completion, or `None` once `limit` has expired (`spin`: the state of the
+    /// wait). Out of line: a message that is there at the first poll needs none of it,
+    /// and the polling loop gets the registers to itself.
+    #[inline(never)]
+    fn wait_rx(
+        &mut self,
+        spin: &mut SpinLimit,
+        limit: Duration,
+    ) -> ofi::Result<Option<(usize, usize)>> {
+        // A copy that can live in registers, put back on the way out.
+        let mut l = *spin;
+        loop {
+            if l.expired(limit) {
+                *spin = l;
+                return Ok(None);
+            }
+            // `poll_rx`, with an empty CQ going straight to the next poll.
+            match self.cq.read(&mut self.cq_entries) {
+                Ok(n) => match self.take_first(n) {
+                    Ok(None) => {}
+                    got => {
+                        *spin = l;
+                        return got;
+                    }
+                },
+                Err(e) if e.code() == Errno::EAGAIN => {}
+                Err(e) => return Err(self.cq_failure(e)),
+            }
+        }
+    }
+
+    /// Check the `want` bytes receive `i` brought, then clear them.
+    #[inline(never)]
+    fn check_payload(&mut self, i: usize, want: usize) -> ofi::Result<()> {
+        let off = self.rx_post[i].0;
+        if let Some(bad) = (0..want).find(|&k| self.buf[off + k] != pattern_byte(k)) {
+            return Err(Error::new(
+                Errno::EIO,
+                format!("data check error: byte {bad} of a {want}-byte message differs"),
+            ));
+        }
+        // Clear it, so a later short write cannot pass on stale bytes (not when receives
+        // share slots: another may be landing in it).
+        if self.rx_slots == self.nrx {
+            self.buf[off..off + want].fill(0);
+        }
+        Ok(())
+    }
+
+    /// The end of a receive wait that saw nothing within `limit`.
+    #[cold]
+    #[inline(never)]
+    fn nothing_came(&self, want: usize, limit: Duration) -> ofi::Result<bool> {
+        if self.is_dgram() {
+            return Ok(false);
+        }
+        Err(Error::new(
+            Errno::ETIMEDOUT,
+            format!("no message of {want} bytes within {limit:?}"),
+        ))
     }
 
     /// The wait for one message: the datagram loss timeout or the reliable time-out.
@@ -740,13 +936,18 @@ mod tests {
 
     #[test]
     fn spin_limit_reads_the_clock_rarely_and_expires() {
-        let mut l = SpinLimit::new(Duration::from_millis(20));
+        let limit = Duration::from_millis(20);
+        let mut l = SpinLimit::default();
+        for _ in 0..SpinLimit::EVERY - 1 {
+            assert!(!l.expired(limit), "expired before its limit");
+        }
+        assert!(l.start.is_none(), "the clock was read before EVERY calls");
         for _ in 0..10 * SpinLimit::EVERY {
-            assert!(!l.expired(), "expired before its limit");
+            assert!(!l.expired(limit), "expired before its limit");
         }
         assert!(l.start.is_some(), "the clock was read");
         std::thread::sleep(Duration::from_millis(25));
-        let fired = (0..SpinLimit::EVERY).any(|_| l.expired());
+        let fired = (0..SpinLimit::EVERY).any(|_| l.expired(limit));
         assert!(fired, "not expired within EVERY calls after the limit");
     }
 
