@@ -271,36 +271,17 @@ impl<P> Bound<P> {
         released: bool,
         err: Option<Errno>,
     ) {
-        let flags = recv_flags(inc, released);
-        let buf = recv.buf.addr_at(place.offset);
         let err = err.or(place.truncated.then_some(Errno::ETRUNC));
         if let Some(e) = err {
-            if let Some(b) = &self.rxcq {
-                let mut ce = CqError::new(recv.ctx, e);
-                ce.flags = flags;
-                ce.len = place.len;
-                ce.buf = buf;
-                ce.data = inc.data.unwrap_or(0);
-                ce.tag = inc.tag;
-                ce.olen = if e == Errno::ETRUNC {
-                    inc.len.saturating_sub(place.len)
-                } else {
-                    0
-                };
-                let _ = b.cq.push_err(ce);
-            }
-            if let Some(c) = &self.rxcntr {
-                c.inc_err();
-            }
-            return;
+            return self.complete_rx_err(recv, place, inc, released, e);
         }
         if let Some(b) = &self.rxcq {
             if !b.selective || recv.flags.contains(OpFlags::COMPLETION) || released {
                 let e = CqTaggedEntry {
                     op_context: recv.ctx,
-                    flags,
+                    flags: recv_flags(inc, released),
                     len: place.len,
-                    buf: buf as *mut std::ffi::c_void,
+                    buf: recv.buf.addr_at(place.offset) as *mut std::ffi::c_void,
                     data: inc.data.unwrap_or(0),
                     tag: inc.tag,
                 };
@@ -309,6 +290,36 @@ impl<P> Bound<P> {
         }
         if let Some(c) = &self.rxcntr {
             c.inc();
+        }
+    }
+
+    /// [`Self::complete_rx`] of a failed (or truncated) receive (out of line).
+    #[cold]
+    #[inline(never)]
+    fn complete_rx_err(
+        &self,
+        recv: &PostedRecv<IoList>,
+        place: Placement,
+        inc: &Incoming,
+        released: bool,
+        e: Errno,
+    ) {
+        if let Some(b) = &self.rxcq {
+            let mut ce = CqError::new(recv.ctx, e);
+            ce.flags = recv_flags(inc, released);
+            ce.len = place.len;
+            ce.buf = recv.buf.addr_at(place.offset);
+            ce.data = inc.data.unwrap_or(0);
+            ce.tag = inc.tag;
+            ce.olen = if e == Errno::ETRUNC {
+                inc.len.saturating_sub(place.len)
+            } else {
+                0
+            };
+            let _ = b.cq.push_err(ce);
+        }
+        if let Some(c) = &self.rxcntr {
+            c.inc_err();
         }
     }
 }

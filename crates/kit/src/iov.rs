@@ -23,6 +23,7 @@ pub struct IoList {
 
 impl IoList {
     /// One buffer.
+    #[inline]
     pub fn one(p: usize, len: usize) -> IoList {
         let mut iov = [(0, 0); IOV_LIMIT];
         iov[0] = (p, len);
@@ -53,21 +54,25 @@ impl IoList {
     }
 
     /// The number of entries.
+    #[inline]
     pub fn len(&self) -> usize {
         self.n
     }
 
     /// True if the list has no entry.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
 
     /// The entries.
+    #[inline]
     pub fn slice(&self) -> &[(usize, usize)] {
         &self.iov[..self.n]
     }
 
     /// Total bytes (saturating: an absurd application iov then fails the size check).
+    #[inline]
     pub fn total(&self) -> usize {
         self.slice()
             .iter()
@@ -76,6 +81,7 @@ impl IoList {
 
     /// The address at byte `offset` (the first entry's address past the end; 0 when
     /// empty).
+    #[inline]
     pub fn addr_at(&self, mut offset: usize) -> usize {
         for &(a, l) in self.slice() {
             if offset < l || l == 0 && offset == 0 {

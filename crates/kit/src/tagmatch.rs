@@ -649,9 +649,16 @@ impl<B, U> TagMatcher<B, U> {
     ) -> Result<R, Match<'_, B>> {
         let directed = self.cfg.directed_recv;
         let queue = &mut self.posted[usize::from(msg.tagged)];
-        let found = queue
-            .iter()
-            .position(|p| recv_matches(directed, &p.recv, msg));
+        // The first receive matches most often: tested before the general search.
+        let found = match queue.front() {
+            Some(p) if recv_matches(directed, &p.recv, msg) => Some(0),
+            Some(_) => queue
+                .iter()
+                .skip(1)
+                .position(|p| recv_matches(directed, &p.recv, msg))
+                .map(|i| i + 1),
+            None => None,
+        };
         if let Some(i) = found {
             if let Some(p) = queue.get(i) {
                 if !p.recv.flags.contains(OpFlags::MULTI_RECV) {

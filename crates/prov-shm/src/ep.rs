@@ -36,9 +36,10 @@
 //!   it polls at most [`POLL_BUDGET`] slots per ring (none while the ring owes
 //!   [`ACK_BACKLOG_MAX`] acks its sender has not taken), attaches new senders, flushes
 //!   acks, moves queued sends on, and checks peers' liveness at most every
-//!   [`LIVENESS_EVERY`]. Inline slots are parsed from their first [`INLINE_OFF`]
-//!   bytes (`proto::parse_inline`, the same checks as `proto::parse`) and delivered
-//!   into the matched receive where it lies, without copying the receive or the slot.
+//!   [`LIVENESS_EVERY`]. Inline slots are parsed from the header words of their first
+//!   [`INLINE_OFF`] bytes, loaded in place (`proto::parse_inline_words`, the checks of
+//!   `proto::parse_inline`, which are `proto::parse`'s) and delivered into the matched
+//!   receive where it lies, without copying the receive or the slot.
 //! - Sends of one buffer (`fi_send`, `fi_inject` and their tagged and data forms)
 //!   carry it as an address and a length (`OneBuf`) until an operation must be
 //!   tracked; the inline path writes its header with `proto::encode_inline`.
@@ -79,7 +80,7 @@ use ofi_kit::tagmatch::{
 
 use crate::fabric::{region_name, Fabric};
 use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
-use crate::region::{self, cma_state, state, Region, NAME_PREFIX};
+use crate::region::{self, cma_state, state, Region, NAME_PREFIX, SLOT_HDR};
 
 /// How many generated region names an endpoint tries before giving up.
 const AUTO_NAME_TRIES: usize = 64;
@@ -497,6 +498,7 @@ impl Shared {
 
     /// The connection index for `dest`, connecting on first use (or when the AV entry
     /// now names another peer, or the old connection's peer died).
+    #[inline]
     fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
         // The same destination as last time and no AV change since: the same
         // connection, if it is still up (no AV lock, no address compare).
@@ -515,7 +517,8 @@ impl Shared {
         Ok(idx)
     }
 
-    /// [`Self::conn_for`] through the AV.
+    /// [`Self::conn_for`] through the AV (out of line: the fast path stays small).
+    #[inline(never)]
     fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
         // The connection for this AV entry, if it is still for the same peer (no
         // allocation on this path: the address is compared in place).
@@ -549,9 +552,23 @@ impl Shared {
 
     /// Reserve a slot on connection `idx` (`FI_EAGAIN` when full, an error when the
     /// peer is gone or its ring is corrupt).
+    #[inline]
     fn reserve_slot(conn: &mut Conn) -> Result<usize> {
         let ring = conn.region.ring(conn.ring);
         match conn.prod.reserve(&ring) {
+            Ok(Some(i)) => Ok(i),
+            r => Self::reserve_failed(conn, r),
+        }
+    }
+
+    /// [`Self::reserve_slot`] when the ring is full or corrupt (out of line).
+    #[cold]
+    #[inline(never)]
+    fn reserve_failed(
+        conn: &mut Conn,
+        r: std::result::Result<Option<usize>, crate::ring::Corrupt>,
+    ) -> Result<usize> {
+        match r {
             Ok(Some(i)) => Ok(i),
             Ok(None) => {
                 if !conn.region.owner_alive() {
@@ -859,7 +876,10 @@ impl Shared {
             // The common small send: one slot, complete at once.
             let slot = Self::reserve_slot(conn)?;
             Self::write_inline(conn, slot, &hdr, &iov);
-            act.complete_tx(ctx, cq_flags, want_cq, None);
+            // Nothing to report (no entry wanted, no counter): no call.
+            if want_cq || act.txcntr.is_some() {
+                act.complete_tx(ctx, cq_flags, want_cq, None);
+            }
             return Ok(());
         }
         let t = Tracked {
@@ -880,7 +900,14 @@ impl Shared {
         let ring = conn.region.ring(conn.ring);
         let off = ring.slot_off(slot);
         let map = conn.region.map();
-        map.write_bytes(off + 8, &proto::encode_inline(hdr));
+        // The header words (what `proto::encode_inline` gives), stored in place.
+        let b = proto::encode_inline(hdr);
+        for (k, w) in b.chunks_exact(8).enumerate() {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(w);
+            map.u64_at(off + 8 + 8 * k)
+                .store(u64::from_ne_bytes(x), Ordering::Relaxed);
+        }
         // SAFETY: the slot lies inside the mapping (validated geometry) and has
         // INLINE_CAP ≥ len bytes after INLINE_OFF (checked by the callers); the
         // application's buffers are readable for `len` bytes (the C API's contract).
@@ -1287,10 +1314,17 @@ impl Shared {
 
     // ---------------------------------------------------------------- receive side
 
+    #[inline]
     fn src_of(&self, act: &Active, rr: &mut RxRing) -> u64 {
         if !self.need_src {
             return ADDR_NOTAVAIL;
         }
+        Self::src_lookup(act, rr)
+    }
+
+    /// [`Self::src_of`] when the source is wanted (out of line).
+    #[inline(never)]
+    fn src_lookup(act: &Active, rr: &mut RxRing) -> u64 {
         if rr.src != ADDR_NOTAVAIL
             && act
                 .av
@@ -1750,6 +1784,8 @@ impl Shared {
         0
     }
 
+    #[cold]
+    #[inline(never)]
     fn attach_rings(&self, rx: &mut Rx) {
         let geo = self.region.geometry();
         for r in 0..geo.rings {
@@ -2383,13 +2419,16 @@ impl Shared {
                 }
                 let off = ring.slot_off(i);
                 // Inline messages (the small-message path) are parsed from their first
-                // line without building a `Slot`; anything else takes the general way.
-                let mut first = [0u8; INLINE_OFF];
-                self.region.map().read_bytes(off, &mut first);
-                let consumed = match proto::parse_inline(&first) {
-                    Some(h) => self.handle_inline(act, rx, r, off, &h),
-                    None => self.handle_other(act, rx, r, off, &geo, max_msg),
-                };
+                // line, read as words in place, without building a `Slot`; anything
+                // else takes the general way.
+                let map = self.region.map();
+                let word = |at: usize| u64::from_le(map.u64_at(off + at).load(Ordering::Relaxed));
+                let consumed =
+                    match proto::parse_inline_words(word(8), word(16), word(24), || word(SLOT_HDR))
+                    {
+                        Some(h) => self.handle_inline(act, rx, r, off, &h),
+                        None => self.handle_other(act, rx, r, off, &geo, max_msg),
+                    };
                 if !consumed {
                     more = true;
                     break;
@@ -2403,23 +2442,36 @@ impl Shared {
             }
         }
         rx.polls = rx.polls.wrapping_add(1);
-        if rx.polls.is_multiple_of(256) && rx.last_check.elapsed() >= LIVENESS_EVERY {
-            rx.last_check = Instant::now();
-            let list = rx.active.clone();
-            for r in list {
-                let ring = self.region.ring(r);
-                let closed = ring.state().load(Ordering::Acquire) == state::CLOSED;
-                let rr = &rx.rings[r];
-                let empty = rr.cons.peek(&ring).is_none();
-                if empty && (closed || !region::pid_alive(rr.pid, rr.start)) {
-                    self.release_ring(act, rx, r);
-                    work += 1;
-                }
-            }
+        if rx.polls.is_multiple_of(256) {
+            work += self.check_liveness(act, rx);
         }
         // Acks queued by receives posted since (post_recv) also need a flush.
         more |= rx.active.iter().any(|&r| !rx.rings[r].backlog.is_empty());
         self.publish_peek(rx, more);
+        work
+    }
+
+    /// Release the drained rings whose sender closed or died, if [`LIVENESS_EVERY`] has
+    /// passed since the last check (out of line: one progress call in 256 gets here).
+    #[cold]
+    #[inline(never)]
+    fn check_liveness(&self, act: &Active, rx: &mut Rx) -> usize {
+        if rx.last_check.elapsed() < LIVENESS_EVERY {
+            return 0;
+        }
+        let mut work = 0;
+        rx.last_check = Instant::now();
+        let list = rx.active.clone();
+        for r in list {
+            let ring = self.region.ring(r);
+            let closed = ring.state().load(Ordering::Acquire) == state::CLOSED;
+            let rr = &rx.rings[r];
+            let empty = rr.cons.peek(&ring).is_none();
+            if empty && (closed || !region::pid_alive(rr.pid, rr.start)) {
+                self.release_ring(act, rx, r);
+                work += 1;
+            }
+        }
         work
     }
 

@@ -466,7 +466,19 @@ pub fn parse_inline(b: &[u8; INLINE_OFF]) -> Option<InlineHdr> {
         x.copy_from_slice(&b[off..off + 8]);
         u64::from_le_bytes(x)
     };
-    let h = w(8);
+    parse_inline_words(w(8), w(16), w(24), || w(SLOT_HDR))
+}
+
+/// [`parse_inline`] of a slot's words as read from it: the kind/flags/length word
+/// (offset 8), the tag (16), the data (24) and, read only for a valid inline slot, the
+/// message id (`SLOT_HDR`). The same checks as [`parse_inline`].
+#[inline]
+pub fn parse_inline_words(
+    h: u64,
+    tag: u64,
+    data: u64,
+    id: impl FnOnce() -> u64,
+) -> Option<InlineHdr> {
     let (kind, flags, len) = (h as u8, (h >> 8) as u8, (h >> 32) as usize);
     if kind != KIND_INLINE || flags & !(F_TAGGED | F_DATA | F_ACK) != 0 || len > INLINE_CAP {
         return None;
@@ -474,9 +486,9 @@ pub fn parse_inline(b: &[u8; INLINE_OFF]) -> Option<InlineHdr> {
     Some(InlineHdr {
         flags,
         len,
-        tag: w(16),
-        data: w(24),
-        id: w(SLOT_HDR),
+        tag,
+        data,
+        id: id(),
     })
 }
 
