@@ -752,7 +752,30 @@ impl<B, U> TagMatcher<B, U> {
     /// or `CLAIM`, or `MULTI_RECV` with `PEEK` or `CLAIM`; `FI_EINVAL` for `CLAIM` with
     /// no message claimed for `ctx`, or `PEEK | CLAIM` when `ctx` already holds one;
     /// `FI_EAGAIN` when the receive would have to be queued and the queue is full.
+    #[inline]
     pub fn post_recv(
+        &mut self,
+        recv: PostedRecv<B>,
+    ) -> Result<PostOutcome<'_, B, U>, Refused<PostedRecv<B>>> {
+        // The common case — no peek, claim, discard or multi-receive flag, no unexpected
+        // message of its kind, room in the queue — is what the general path below does
+        // for it, without the rest of that path.
+        let kind = usize::from(recv.tagged);
+        let special = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::MULTI_RECV;
+        if !recv.flags.intersects(special) && self.unexpected[kind].is_empty() && self.can_post() {
+            self.posted[kind].push_back(Posted {
+                recv,
+                used: 0,
+                min: 0,
+            });
+            return Ok(PostOutcome::Queued);
+        }
+        self.post_recv_general(recv)
+    }
+
+    /// [`post_recv`](Self::post_recv) beyond its common case (out of line).
+    #[inline(never)]
+    fn post_recv_general(
         &mut self,
         recv: PostedRecv<B>,
     ) -> Result<PostOutcome<'_, B, U>, Refused<PostedRecv<B>>> {

@@ -1886,6 +1886,7 @@ impl Shared {
     /// Deliver the inline message of slot `slot_off` of ring `r` (its header checked by
     /// `proto::parse_inline` or `proto::parse`); false if it must wait (no room for an
     /// unexpected message).
+    #[inline]
     fn handle_inline(
         &self,
         act: &Active,
@@ -1895,13 +1896,7 @@ impl Shared {
         h: &proto::InlineHdr,
     ) -> bool {
         if rx.rings[r].asm.is_some() {
-            self.corrupt.fetch_add(1, Ordering::Relaxed);
-            ofi_core::ofi_warn!(
-                crate::NAME,
-                "ep_data",
-                "ring {r}: inline slot in the middle of a bounce message; slot skipped"
-            );
-            return true;
+            return self.inline_mid_bounce(r);
         }
         let claim = rx.rings[r].claim;
         let inc = Incoming {
@@ -1926,6 +1921,19 @@ impl Shared {
             let payload = self.region.map().base().add(slot_off + INLINE_OFF);
             self.deliver_whole(act, rx, &inc, ack, payload)
         }
+    }
+
+    /// An inline slot inside a bounce message: counted, logged and skipped (true).
+    #[cold]
+    #[inline(never)]
+    fn inline_mid_bounce(&self, r: usize) -> bool {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+        ofi_core::ofi_warn!(
+            crate::NAME,
+            "ep_data",
+            "ring {r}: inline slot in the middle of a bounce message; slot skipped"
+        );
+        true
     }
 
     /// Deliver message `inc`, whose `inc.len` bytes lie at `payload`, at once: into
