@@ -552,7 +552,7 @@ impl Shared {
 
     /// Reserve a slot on connection `idx` (`FI_EAGAIN` when full, an error when the
     /// peer is gone or its ring is corrupt).
-    #[inline]
+    #[inline(always)]
     fn reserve_slot(conn: &mut Conn) -> Result<usize> {
         let ring = conn.region.ring(conn.ring);
         match conn.prod.reserve(&ring) {
@@ -895,7 +895,7 @@ impl Shared {
 
     /// Write an inline slot (header `hdr`, payload from `iov`) at `slot` of `conn`'s
     /// ring and publish it.
-    #[inline]
+    #[inline(always)]
     fn write_inline<P: Payload>(conn: &mut Conn, slot: usize, hdr: &proto::InlineHdr, iov: &P) {
         let ring = conn.region.ring(conn.ring);
         let off = ring.slot_off(slot);

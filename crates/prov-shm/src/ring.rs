@@ -84,6 +84,7 @@ impl Producer {
 
     /// The slot index to fill next, if the ring has room (reads the consumer's tail
     /// only when the cached copy says the ring is full).
+    #[inline]
     pub fn reserve<W: RingWords + ?Sized>(&mut self, w: &W) -> Result<Option<usize>, Corrupt> {
         let n = self.mask + 1;
         if self.head - self.cached_tail >= n {
@@ -119,6 +120,7 @@ impl Producer {
     }
 
     /// Publish the slot returned by [`Producer::reserve`] (its body written).
+    #[inline]
     pub fn publish<W: RingWords + ?Sized>(&mut self, w: &W) {
         let i = (self.head & self.mask) as usize;
         self.head += 1;
