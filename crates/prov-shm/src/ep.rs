@@ -2382,13 +2382,23 @@ impl Shared {
         })
     }
 
-    /// Publish what [`Shared::rx_may_have_work`] reads (under the rx lock).
-    fn publish_peek(&self, rx: &Rx, more: bool) {
+    /// Publish what [`Shared::rx_may_have_work`] reads (under the rx lock): `more`, or
+    /// any active ring owing acks, says other work is pending.
+    fn publish_peek(&self, rx: &Rx, mut more: bool) {
         let p = &self.peek;
         let n = rx.active.len().min(p.words.len());
-        for (k, &r) in rx.active.iter().take(n).enumerate() {
-            let tail = rx.rings[r].cons.tail() & PEEK_TAIL_MASK;
-            p.words[k].store(((r as u64) << 48) | tail, Ordering::Relaxed);
+        for (k, &r) in rx.active.iter().enumerate() {
+            let Some(rr) = rx.rings.get(r) else {
+                continue;
+            };
+            // Acks queued by receives posted since (post_recv) also need a flush.
+            more |= !rr.backlog.is_empty();
+            if let Some(w) = p.words.get(k) {
+                w.store(
+                    ((r as u64) << 48) | (rr.cons.tail() & PEEK_TAIL_MASK),
+                    Ordering::Relaxed,
+                );
+            }
         }
         p.n.store(n, Ordering::Release);
         p.gen.store(rx.gen, Ordering::Relaxed);
@@ -2453,8 +2463,6 @@ impl Shared {
         if rx.polls.is_multiple_of(256) {
             work += self.check_liveness(act, rx);
         }
-        // Acks queued by receives posted since (post_recv) also need a flush.
-        more |= rx.active.iter().any(|&r| !rx.rings[r].backlog.is_empty());
         self.publish_peek(rx, more);
         work
     }
