@@ -649,16 +649,18 @@ impl<B, U> TagMatcher<B, U> {
     ) -> Result<R, Match<'_, B>> {
         let directed = self.cfg.directed_recv;
         let queue = &mut self.posted[usize::from(msg.tagged)];
-        // The first receive matches most often: tested before the general search.
-        let found = match queue.front() {
-            Some(p) if recv_matches(directed, &p.recv, msg) => Some(0),
-            Some(_) => queue
-                .iter()
-                .skip(1)
-                .position(|p| recv_matches(directed, &p.recv, msg))
-                .map(|i| i + 1),
-            None => None,
-        };
+        // The first receive matches most often: an ordinary one is used at once (what
+        // the general search below does with it).
+        if let Some(p) = queue.front() {
+            if !p.recv.flags.contains(OpFlags::MULTI_RECV) && recv_matches(directed, &p.recv, msg) {
+                let r = deliver(&p.recv, place_whole(p.recv.len, msg.len));
+                queue.pop_front();
+                return Ok(r);
+            }
+        }
+        let found = queue
+            .iter()
+            .position(|p| recv_matches(directed, &p.recv, msg));
         if let Some(i) = found {
             if let Some(p) = queue.get(i) {
                 if !p.recv.flags.contains(OpFlags::MULTI_RECV) {
