@@ -87,7 +87,7 @@
 //! - `cma_threshold` (size, default 4194304): messages longer than this use CMA;
 //! - `rings` (size, default 32): peers that can send to one endpoint at once;
 //! - `ring_size` (size, default 64, a power of two): slots per ring;
-//! - `bounce_chunks` (size, default 8) and `bounce_chunk_size` (size, default 65536).
+//! - `bounce_chunks` (size, default 16) and `bounce_chunk_size` (size, default 65536).
 //!
 //! # What may panic
 //!
@@ -156,7 +156,7 @@ mod provider {
                 geometry: Geometry {
                     rings: 32,
                     slots: 64,
-                    chunks: 8,
+                    chunks: 16,
                     chunk_size: 64 << 10,
                 },
                 max_msg_size: MAX_MSG_SIZE,
@@ -209,7 +209,7 @@ mod provider {
                 "bounce_chunks",
                 ParamType::Size,
                 "Bounce chunks per ring (1 to 16)",
-                Some("8"),
+                Some("16"),
             )?;
             host.declare_param(
                 "bounce_chunk_size",

@@ -22,6 +22,9 @@ use ofi_conformance::fixture::sendmsg;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
 const BOUND: Duration = Duration::from_secs(20);
+/// A message longer than a ring's bounce chunks hold (16 × 64 KiB by default) and not
+/// above the CMA threshold: its transfer needs the receiver to free chunks.
+const BEYOND_BOUNCE: usize = 2 << 20;
 
 /// One endpoint with its objects (field order = drop order).
 struct Node {
@@ -232,7 +235,7 @@ fn child_main(mode: &str) {
         // Start a 1 MiB send (through bounce chunks when CMA is disabled), then stop
         // progressing until killed.
         "send-then-sleep" => {
-            let big = pattern(1 << 20, 7);
+            let big = pattern(BEYOND_BOUNCE, 7);
             send(&n, &big, dest, 3).expect("child send");
             println!("CHILD DONE 0");
             std::io::stdout().flush().unwrap();
@@ -396,8 +399,9 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
     c.peer(&name_of(&n));
     assert_eq!(c.line("DONE"), "CHILD DONE 0");
     let dest = insert(&n, &caddr);
-    // 1 MiB needs the receiver (CMA rendezvous), which never progresses: pending.
-    let big = pattern(1 << 20, 1);
+    // More than the bounce chunks hold needs the receiver, which never progresses:
+    // pending.
+    let big = pattern(BEYOND_BOUNCE, 1);
     send(&n, &big, dest, 77).expect("send");
     assert!(
         poll(&n.cq).is_none(),
@@ -1462,7 +1466,7 @@ fn queued_sends_keep_their_order() {
 fn sender_killed_mid_transfer_fails_the_receive() {
     let reg = registry();
     let n = node(&reg);
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; BEYOND_BOUNCE];
     recv(&n, &mut buf, 21);
     let mut c = ChildProc::spawn("send-then-sleep", &[("FI_SHM_DISABLE_CMA", "1")]);
     let _caddr = c.addr();
@@ -1478,7 +1482,7 @@ fn sender_killed_mid_transfer_fails_the_receive() {
         Ok(e) => panic!("expected an error completion, got {} bytes", e.len),
     }
     // The first fragments did arrive before the sender died.
-    assert_eq!(&buf[..4096], &pattern(1 << 20, 7)[..4096]);
+    assert_eq!(&buf[..4096], &pattern(BEYOND_BOUNCE, 7)[..4096]);
 }
 
 /// A peer that closes and comes back under the same name (`src_addr`) is reached
