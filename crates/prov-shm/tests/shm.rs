@@ -1460,6 +1460,69 @@ fn queued_sends_keep_their_order() {
     assert_eq!(&r3[..10], &small[..]);
 }
 
+/// Bounce messages of both chunk classes interleaved — fragments of at most 16 KiB take
+/// the first eight chunks, larger ones all sixteen, so the two compete for chunks — sent
+/// in bursts before and after their receives are posted: every message arrives intact,
+/// in order, and every send completes.
+#[test]
+fn small_and_large_bounce_messages_interleaved_arrive_in_order() {
+    let reg = registry();
+    let a = node(&reg);
+    let b = node(&reg);
+    let dest = insert(&a, &name_of(&b));
+    let sizes = [
+        8 << 10,
+        (200 << 10) + 3,
+        1 << 10,
+        64 << 10,
+        16 << 10,
+        (16 << 10) + 1,
+        BEYOND_BOUNCE + 7,
+        5000,
+    ];
+    let msgs: Vec<Vec<u8>> = (0..3 * sizes.len())
+        .map(|k| pattern(sizes[k % sizes.len()], k as u8))
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = msgs.iter().map(|m| vec![0u8; m.len()]).collect();
+    let half = msgs.len() / 2;
+    // The first half's receives are posted first (expected); the rest arrive before
+    // theirs (unexpected, held in the sender's chunks or copied out).
+    for (k, buf) in bufs.iter_mut().enumerate().take(half) {
+        recv(&b, buf, 1000 + k);
+    }
+    for (k, m) in msgs.iter().enumerate() {
+        send(&a, m, dest, k).expect("send");
+    }
+    let (mut got, mut sent) = (Vec::new(), 0);
+    let mut posted = half;
+    let deadline = Instant::now() + BOUND;
+    while got.len() < msgs.len() || sent < msgs.len() {
+        assert!(
+            Instant::now() < deadline,
+            "{} received, {sent} sent",
+            got.len()
+        );
+        if let Some(c) = poll(&b.cq) {
+            let e = c.unwrap_or_else(|ee| panic!("recv error {}", Errno(ee.err)));
+            got.push(e.op_context - 1000);
+        }
+        if let Some(c) = poll(&a.cq) {
+            c.unwrap_or_else(|ee| panic!("send error {}", Errno(ee.err)));
+            sent += 1;
+        }
+        if posted < msgs.len() && got.len() == half {
+            for (k, buf) in bufs.iter_mut().enumerate().skip(half) {
+                recv(&b, buf, 1000 + k);
+            }
+            posted = msgs.len();
+        }
+    }
+    assert_eq!(got, (0..msgs.len()).collect::<Vec<_>>(), "arrival order");
+    for (k, (buf, m)) in bufs.iter().zip(&msgs).enumerate() {
+        assert!(buf == m, "message {k} ({} bytes) differs", m.len());
+    }
+}
+
 /// A sender killed in the middle of a bounce-buffer transfer: the receive it was
 /// filling completes with `FI_ECONNRESET` once the fragments that arrived are drained.
 #[test]
