@@ -203,6 +203,19 @@ fn claim_ring_0(region: &ofi_prov_shm::region::Region, pid: i32) -> ofi_prov_shm
     ring
 }
 
+/// Write `raw` (a whole slot's bytes; its sequence word is the producer's to write) into
+/// slot `i` of `ring`, reserved by `p`, and publish it, as a sender does.
+fn publish_slot(
+    region: &ofi_prov_shm::region::Region,
+    ring: &ofi_prov_shm::region::Ring<'_>,
+    p: &mut ofi_prov_shm::ring::Producer,
+    i: usize,
+    raw: &[u8],
+) {
+    region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
+    p.publish(ring);
+}
+
 // ------------------------------------------------------------------ child process
 
 /// The child: open a node, print its address, read the parent's, then act by mode.
@@ -449,8 +462,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     let mut p = Producer::new(geo.slots, 0);
     let mut put = |raw: &[u8]| {
         let i = p.reserve(&ring).unwrap().unwrap();
-        region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
-        p.publish(&ring);
+        publish_slot(&region, &ring, &mut p, i, raw);
     };
     let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
     // 1: inline length beyond the slot.
@@ -537,8 +549,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
         };
         proto::encode(&msg, &mut raw);
         raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
-        region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
-        p.publish(&ring);
+        publish_slot(&region, &ring, p, i, &raw);
         true
     };
     let mut got = 0usize;
@@ -933,8 +944,7 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                     }
                 }
             }
-            region.map().write_bytes(ring.slot_off(i) + 8, &raw[8..]);
-            p.publish(&ring);
+            publish_slot(&region, &ring, &mut p, i, &raw);
             // Now and then, garbage in a word the sender may write, put right after a
             // few polls (as the sender's own state keeps it).
             if rng.chance(3) {

@@ -67,7 +67,7 @@ use crate::proto::{
 
 /// The tries a packet refused by a receiver that is not ready ([`F_RNR`]) is held at
 /// (below `retry_limit`: [`rnr_tries`]): it is offered again every `rto × 2^RNR_TRIES`
-/// or so (16 ms with the defaults, at most `rto_max`), and the peer is lost only after
+/// or so (32 ms with the defaults, at most `rto_max`), and the peer is lost only after
 /// `retry_limit − RNR_TRIES` timeouts without any answer.
 const RNR_TRIES: u32 = 4;
 
