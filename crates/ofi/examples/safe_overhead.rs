@@ -95,8 +95,11 @@ fn open() -> Result<(ofi::safe::Domain, Ep<Rdm>), String> {
 const RECV_CTX: usize = 1 << 40;
 const SEND_CTX: usize = (1 << 40) + 1;
 
-/// One raw completion (spinning), its context.
-#[inline]
+/// One raw completion (spinning), its context. Both modes' wait helpers are inlined
+/// into their loops, as a latency-bound program's would be (called out of line, the
+/// safe one returns a 56-byte `Completion` through memory where the raw one returns a
+/// word: docs/PERFORMANCE.md, "Safe layer overhead").
+#[inline(always)]
 fn raw_wait(ep: &Ep<Rdm>, deadline: Instant) -> Result<usize, String> {
     let mut e = [CqTaggedEntry::default()];
     let mut spins = 0u32;
@@ -193,6 +196,8 @@ fn raw_round(
     Ok(())
 }
 
+/// One safe completion (spinning), as [`raw_wait`].
+#[inline(always)]
 fn safe_wait(ep: &mut Ep<Rdm>, deadline: Instant) -> Result<ofi::safe::Completion, String> {
     let mut spins = 0u32;
     loop {

@@ -528,4 +528,23 @@ fn datagram_endpoints_send_and_receive() {
     let c = ep.wait(T).unwrap();
     assert_eq!(c.buf.as_deref(), Some(&b"injected"[..]));
     assert_eq!(ep.in_flight(), 0);
+    // A send the provider refuses (over max_msg_size) hands the buffer back, leaves
+    // nothing in flight, and its context goes to the next post.
+    let big = info.max_msg_size() + 1;
+    let e = ep.send(Buf::new(big), me).unwrap_err();
+    assert_eq!(e.error.code(), Errno::EMSGSIZE, "{e}");
+    assert_eq!(e.buf.map(|b| b.len()), Some(big));
+    assert_eq!(ep.in_flight(), 0);
+    let r = ep.recv(Buf::new(64)).unwrap();
+    let s = ep.send(Buf::from(b"after".to_vec()), me).unwrap();
+    assert_ne!(r, s);
+    let mut got = None;
+    for _ in 0..2 {
+        let c = ep.wait(T).unwrap();
+        if c.id == r {
+            got = c.buf;
+        }
+    }
+    assert_eq!(got.as_deref(), Some(&b"after"[..]));
+    assert_eq!(ep.in_flight(), 0);
 }

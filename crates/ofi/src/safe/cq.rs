@@ -5,7 +5,12 @@
 //!
 //! - An operation's context is `slot index + 1`; 0 means "no operation of ours" (a
 //!   remote write's CQ data, for instance).
-//! - A slot holds the operation's buffers from the post until its completion (or error
+//! - A post first reserves an entry (its context), calls the provider, and records the
+//!   operation's buffers in that entry right after the call returns: the recording is
+//!   off the latency path, the buffers are held by the posting function meanwhile, and
+//!   no completion can be read in between (both happen inside one `&mut` call of the
+//!   endpoint; nothing between them can panic). A failed post hands the entry back.
+//! - A slot holds the operation's buffers from then until its completion (or error
 //!   completion) is read; only then is the slot freed and the buffers handed back.
 //! - Slots are recycled; a context read from the CQ that names an empty slot is
 //!   reported as an operation without buffer, never a panic.
@@ -166,13 +171,42 @@ impl From<OpError> for Error {
     }
 }
 
-/// What an in-flight slot owns.
+/// What an in-flight slot owns: the operation's kind and its memory. One tag and one
+/// pointer (16 bytes), so recording and freeing an operation moves two words.
 #[derive(Debug)]
-pub(crate) struct Slot {
-    pub(crate) kind: OpKind,
-    pub(crate) buf: Option<Buf>,
-    /// Operand and result words of an atomic (heap, so their addresses are stable).
-    pub(crate) words: Option<Box<[u64; 2]>>,
+pub(crate) enum Slot {
+    /// An operation on a [`Buf`].
+    Buf(OpKind, Buf),
+    /// An atomic's operand and result words (heap, so their addresses are stable).
+    Words(OpKind, Box<[u64; 2]>),
+}
+
+impl Slot {
+    /// What the operation was.
+    #[inline(always)]
+    pub(crate) fn kind(&self) -> OpKind {
+        match self {
+            Slot::Buf(k, _) | Slot::Words(k, _) => *k,
+        }
+    }
+
+    /// The operation's buffer, if it has one.
+    #[inline(always)]
+    pub(crate) fn into_buf(self) -> Option<Buf> {
+        match self {
+            Slot::Buf(_, b) => Some(b),
+            Slot::Words(..) => None,
+        }
+    }
+
+    /// The atomic's words, if it has them.
+    #[inline(always)]
+    pub(crate) fn words_mut(&mut self) -> Option<&mut [u64; 2]> {
+        match self {
+            Slot::Words(_, w) => Some(w),
+            Slot::Buf(..) => None,
+        }
+    }
 }
 
 /// One entry of the in-flight table: an operation's slot, or a free entry naming the
@@ -181,6 +215,19 @@ pub(crate) struct Slot {
 enum Entry {
     Busy(Slot),
     Vacant { next: usize },
+}
+
+/// An entry taken by [`InFlight::reserve`], to be filled or handed back (not `Copy`:
+/// used once).
+#[derive(Debug)]
+pub(crate) struct Reservation(usize);
+
+impl Reservation {
+    /// The context the provider is given (never 0).
+    #[inline(always)]
+    pub(crate) fn context(&self) -> usize {
+        self.0 + 1
+    }
 }
 
 /// The in-flight table: entry `i` is context `i + 1`. Free entries form a list through
@@ -204,18 +251,59 @@ impl Default for InFlight {
 }
 
 impl InFlight {
-    /// Reserve an entry for `slot`; returns its context (never 0).
+    /// Record `slot`; returns its context (never 0).
     #[inline(always)]
     pub(crate) fn insert(&mut self, slot: Slot) -> usize {
+        let r = self.reserve();
+        let ctx = r.context();
+        self.fill(r, slot);
+        ctx
+    }
+
+    /// Take an entry for an operation about to be posted. It reads as free (no
+    /// completion finds it) until [`fill`](Self::fill) records the operation, or
+    /// [`unreserve`](Self::unreserve) hands it back if the post failed; each
+    /// reservation is a distinct entry, so filling one never overwrites another.
+    #[inline(always)]
+    pub(crate) fn reserve(&mut self) -> Reservation {
         self.live += 1;
         let i = self.free;
         if let Some(&Entry::Vacant { next }) = self.entries.get(i) {
             self.free = next;
-            self.entries[i] = Entry::Busy(slot);
-            return i + 1;
+            return Reservation(i);
         }
-        self.entries.push(Entry::Busy(slot));
-        self.entries.len()
+        self.grow()
+    }
+
+    /// No free entry: append one (out of line; the table only grows to the most
+    /// operations in flight at once).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) -> Reservation {
+        self.entries.push(Entry::Vacant { next: usize::MAX });
+        Reservation(self.entries.len() - 1)
+    }
+
+    /// Record `slot` in its reserved entry.
+    #[inline(always)]
+    pub(crate) fn fill(&mut self, r: Reservation, slot: Slot) {
+        match self.entries.get_mut(r.0) {
+            // A reserved entry is vacant: nothing to drop before writing it.
+            Some(e @ Entry::Vacant { .. }) => *e = Entry::Busy(slot),
+            // Unreachable (a reservation is always a vacant entry of the table), but
+            // were it reached, the provider may hold the memory: leak it, never free it.
+            _ => std::mem::forget(slot),
+        }
+    }
+
+    /// Hand back a reserved entry that was not filled.
+    #[inline]
+    pub(crate) fn unreserve(&mut self, r: Reservation) {
+        if let Some(e) = self.entries.get_mut(r.0) {
+            *e = Entry::Vacant { next: self.free };
+            self.free = r.0;
+            self.live -= 1;
+        }
     }
 
     /// The slot of `context`, if it is in flight.
@@ -274,14 +362,13 @@ pub(crate) fn complete(
     tag: u64,
 ) -> Completion {
     let flags = OpFlags::from_bits_retain(flags);
-    let slot = table.remove(context);
-    let (kind, mut buf, words) = match slot {
-        Some(s) => (s.kind, s.buf, s.words),
-        None => (OpKind::Remote, None, None),
+    let (kind, mut buf, aux) = match table.remove(context) {
+        Some(Slot::Buf(k, b)) => (k, Some(b), tag),
+        Some(Slot::Words(k, w)) => (k, None, w[1]),
+        None => (OpKind::Remote, None, tag),
     };
-    let received = matches!(kind, OpKind::Recv | OpKind::TaggedRecv);
     if let Some(b) = buf.as_mut() {
-        if received {
+        if matches!(kind, OpKind::Recv | OpKind::TaggedRecv) {
             b.set_len(len);
         }
     }
@@ -292,10 +379,7 @@ pub(crate) fn complete(
         len,
         buf,
         data,
-        aux: match words {
-            Some(w) => w[1],
-            None => tag,
-        },
+        aux,
     }
 }
 
@@ -312,8 +396,8 @@ pub(crate) fn fail(table: &mut InFlight, e: CqError) -> OpError {
     OpError {
         error: Error::new(e.err, msg),
         id: slot.as_ref().map(|_| OpId(e.op_context)),
-        kind: slot.as_ref().map(|s| s.kind),
-        buf: slot.and_then(|s| s.buf),
+        kind: slot.as_ref().map(Slot::kind),
+        buf: slot.and_then(Slot::into_buf),
     }
 }
 
@@ -324,16 +408,8 @@ mod tests {
     #[test]
     fn slots_are_recycled_and_contexts_are_never_zero() {
         let mut t = InFlight::default();
-        let a = t.insert(Slot {
-            kind: OpKind::Send,
-            buf: Some(Buf::new(4)),
-            words: None,
-        });
-        let b = t.insert(Slot {
-            kind: OpKind::Recv,
-            buf: Some(Buf::new(8)),
-            words: None,
-        });
+        let a = t.insert(Slot::Buf(OpKind::Send, Buf::new(4)));
+        let b = t.insert(Slot::Buf(OpKind::Recv, Buf::new(8)));
         assert!(a != 0 && b != 0 && a != b);
         assert_eq!(t.len(), 2);
         let c = complete(&mut t, b, OpFlags::RECV.bits(), 3, 0, 0);
@@ -342,11 +418,7 @@ mod tests {
         assert_eq!(c.data(), None);
         assert_eq!(t.len(), 1);
         // The freed slot is reused.
-        let d = t.insert(Slot {
-            kind: OpKind::Write,
-            buf: None,
-            words: None,
-        });
+        let d = t.insert(Slot::Buf(OpKind::Write, Buf::new(0)));
         assert_eq!(d, b);
         // A context of nobody's is a remote completion, not a panic.
         let r = complete(
@@ -378,12 +450,26 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             if !x.is_multiple_of(3) || model.is_empty() {
-                let ctx = t.insert(Slot {
-                    kind: OpKind::Send,
-                    buf: Some(Buf::from(step.to_le_bytes().to_vec())),
-                    words: None,
-                });
+                // Posting: reserve, (the provider call), then record; a failed post
+                // hands the entry back and the next reservation takes it again.
+                let r = t.reserve();
+                let ctx = r.context();
                 assert_ne!(ctx, 0);
+                assert!(t.get_mut(ctx).is_none(), "reserved is not yet in flight");
+                assert!(t.remove(ctx).is_none(), "a completion finds nothing there");
+                let r = if x.is_multiple_of(7) {
+                    t.unreserve(r);
+                    assert_eq!(t.len(), model.len());
+                    let again = t.reserve();
+                    assert_eq!(again.context(), ctx);
+                    again
+                } else {
+                    r
+                };
+                t.fill(
+                    r,
+                    Slot::Buf(OpKind::Send, Buf::from(step.to_le_bytes().to_vec())),
+                );
                 assert!(
                     model.insert(ctx, step).is_none(),
                     "context {ctx} handed out twice"
@@ -392,7 +478,7 @@ mod tests {
                 let ctx = *model.keys().nth((x as usize / 3) % model.len()).unwrap();
                 let want = model.remove(&ctx).unwrap();
                 let s = t.remove(ctx).expect("in flight");
-                assert_eq!(s.buf.unwrap().into_vec(), want.to_le_bytes());
+                assert_eq!(s.into_buf().unwrap().into_vec(), want.to_le_bytes());
                 assert!(t.remove(ctx).is_none(), "removed twice");
                 assert!(t.get_mut(ctx).is_none());
             }
@@ -404,21 +490,17 @@ mod tests {
         for (&ctx, &step) in &model {
             let s = t.get_mut(ctx).expect("still in flight");
             assert_eq!(
-                s.buf.as_ref().map(|b| b.len()),
+                match s {
+                    Slot::Buf(_, b) => Some(b.len()),
+                    Slot::Words(..) => None,
+                },
                 Some(step.to_le_bytes().len())
             );
         }
         assert!(t.remove(0).is_none() && t.remove(usize::MAX).is_none());
         t.leak();
         assert_eq!(t.len(), 0);
-        assert_eq!(
-            t.insert(Slot {
-                kind: OpKind::Recv,
-                buf: None,
-                words: None
-            }),
-            1
-        );
+        assert_eq!(t.insert(Slot::Buf(OpKind::Recv, Buf::new(0))), 1);
     }
 
     #[test]
@@ -426,16 +508,14 @@ mod tests {
         // Every completion is moved out of the endpoint: keep it (and a buffer) small.
         assert!(std::mem::size_of::<Completion>() <= 80);
         assert!(std::mem::size_of::<Buf>() <= 32);
+        // A post records, and a completion frees, one tag and one pointer.
+        assert!(std::mem::size_of::<Entry>() <= 16);
     }
 
     #[test]
     fn tag_data_and_fetched_follow_the_kind_and_flags() {
         let mut t = InFlight::default();
-        let r = t.insert(Slot {
-            kind: OpKind::TaggedRecv,
-            buf: Some(Buf::new(4)),
-            words: None,
-        });
+        let r = t.insert(Slot::Buf(OpKind::TaggedRecv, Buf::new(4)));
         let c = complete(
             &mut t,
             r,
@@ -445,11 +525,7 @@ mod tests {
             9,
         );
         assert_eq!((c.tag(), c.data(), c.fetched()), (Some(9), Some(5), None));
-        let a = t.insert(Slot {
-            kind: OpKind::FetchAtomic,
-            buf: None,
-            words: Some(Box::new([1, 41])),
-        });
+        let a = t.insert(Slot::Words(OpKind::FetchAtomic, Box::new([1, 41])));
         let c = complete(&mut t, a, OpFlags::ATOMIC.bits(), 0, 5, 9);
         assert_eq!((c.tag(), c.data(), c.fetched()), (None, None, Some(41)));
     }
@@ -457,11 +533,7 @@ mod tests {
     #[test]
     fn an_error_entry_returns_the_buffer() {
         let mut t = InFlight::default();
-        let a = t.insert(Slot {
-            kind: OpKind::Recv,
-            buf: Some(Buf::from(vec![1, 2, 3])),
-            words: None,
-        });
+        let a = t.insert(Slot::Buf(OpKind::Recv, Buf::from(vec![1, 2, 3])));
         let e = fail(&mut t, CqError::new(a, Errno::ECANCELED));
         assert_eq!(e.error.code(), Errno::ECANCELED);
         assert_eq!(e.kind, Some(OpKind::Recv));

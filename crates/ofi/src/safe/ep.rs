@@ -11,7 +11,9 @@
 //! [`Buf`]'s bytes or a slot's boxed atomic words. Heap memory of a box does not move
 //! when the box moves; a `Buf`'s bytes are an allocation of their own behind the
 //! handle, so their address, read before the handle moves into the slot, stays valid
-//! (and no box holding them is moved or retagged on the way). The slot is only emptied
+//! (and no box holding them is moved or retagged on the way). A `Buf` is recorded in
+//! its slot right after the provider call that posts it returns; until then the posting
+//! function holds it, and no completion can be read in between. The slot is only emptied
 //! when the operation's completion or error completion is read from this endpoint's CQ
 //! — after which the provider no longer touches the memory. On drop the endpoint is
 //! closed (which cancels outstanding operations) **before** the slots are freed; if the
@@ -490,9 +492,12 @@ impl<K: EpKind> Ep<K> {
 
     /// Post an operation on one [`Buf`] (refused, the buffer handed back, if the
     /// provider needs registered memory and it is not). Where its memory is is read
-    /// before the handle moves into the in-flight table, so `post` gets it in registers
-    /// rather than reading back what the table was just given; if `post` fails, the
-    /// slot is freed and the buffer handed back.
+    /// first, an in-flight entry reserved for its context, the provider called, and
+    /// only then the handle recorded in the entry: the bookkeeping that can wait is off
+    /// the latency path (a send is on the wire before it is recorded). The handle
+    /// stays in this frame meanwhile, and nothing between the call and the record can
+    /// panic or read a completion (module docs of `cq`). If `post` fails, the entry is
+    /// handed back and so is the buffer.
     #[inline(always)]
     fn post_buf(
         &mut self,
@@ -507,17 +512,20 @@ impl<K: EpKind> Ep<K> {
             });
         }
         let parts = buf.parts();
-        let ctx = self.inflight.insert(Slot {
-            kind,
-            buf: Some(buf),
-            words: None,
-        });
+        let r = self.inflight.reserve();
+        let ctx = r.context();
         match post(&self.ep, parts, ctx) {
-            Ok(()) => Ok(OpId(ctx)),
-            Err(error) => Err(PostError {
-                error,
-                buf: self.inflight.remove(ctx).and_then(|s| s.buf),
-            }),
+            Ok(()) => {
+                self.inflight.fill(r, Slot::Buf(kind, buf));
+                Ok(OpId(ctx))
+            }
+            Err(error) => {
+                self.inflight.unreserve(r);
+                Err(PostError {
+                    error,
+                    buf: Some(buf),
+                })
+            }
         }
     }
 
@@ -536,16 +544,8 @@ impl<K: EpKind> Ep<K> {
                 buf: None,
             });
         }
-        let ctx = self.inflight.insert(Slot {
-            kind,
-            buf: None,
-            words: Some(words),
-        });
-        let r = match self
-            .inflight
-            .get_mut(ctx)
-            .and_then(|s| s.words.as_deref_mut())
-        {
+        let ctx = self.inflight.insert(Slot::Words(kind, words));
+        let r = match self.inflight.get_mut(ctx).and_then(Slot::words_mut) {
             Some(w) => post(&self.ep, w, ctx),
             None => Err(Error::new(Errno::EOTHER, "atomic without operand")),
         };
