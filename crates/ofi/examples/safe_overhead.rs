@@ -97,8 +97,8 @@ const SEND_CTX: usize = (1 << 40) + 1;
 
 /// One raw completion (spinning), its context. Both modes' wait helpers are inlined
 /// into their loops, as a latency-bound program's would be (called out of line, the
-/// safe one returns a 56-byte `Completion` through memory where the raw one returns a
-/// word: docs/PERFORMANCE.md, "Safe layer overhead").
+/// safe one hands back a 56-byte `Completion` through memory where the raw one hands
+/// back an integer context: docs/PERFORMANCE.md, "Safe layer overhead").
 #[inline(always)]
 fn raw_wait(ep: &Ep<Rdm>, deadline: Instant) -> Result<usize, String> {
     let mut e = [CqTaggedEntry::default()];

@@ -232,7 +232,8 @@ impl Reservation {
 
 /// The in-flight table: entry `i` is context `i + 1`. Free entries form a list through
 /// their `next` fields, starting at `free` (`usize::MAX`, or any index past the end:
-/// none free).
+/// none free). A reserved entry (between [`InFlight::reserve`] and its `fill` or
+/// `unreserve`) is vacant but off the list, and counted in `live`.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     entries: Vec<Entry>,
