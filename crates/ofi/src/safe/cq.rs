@@ -10,9 +10,6 @@
 //!   off the latency path, the buffers are held by the posting function meanwhile, and
 //!   no completion can be read in between (both happen inside one `&mut` call of the
 //!   endpoint; nothing between them can panic). A failed post hands the entry back.
-//!   The entry a post reserves is usually the table's spare, taken off the free list
-//!   after the previous post's provider call, so that nothing but one load precedes
-//!   the call.
 //! - A slot holds the operation's buffers from then until its completion (or error
 //!   completion) is read; only then is the slot freed and the buffers handed back.
 //! - Slots are recycled; a context read from the CQ that names an empty slot is
@@ -233,31 +230,23 @@ impl Reservation {
     }
 }
 
-/// No entry (an empty free list, no spare).
-const NONE: usize = usize::MAX;
-
-/// The in-flight table: entry `i` is context `i + 1`.
-///
-/// Every entry is exactly one of: busy (an operation's slot); on the free list (which
-/// runs through the vacant entries' `next` fields from `free`, and ends at [`NONE`] or
-/// any index past the end); the spare (`spare`, [`NONE`] if none); or reserved (taken
-/// by [`reserve`](Self::reserve), not yet filled or handed back). The spare, refilled
-/// from the free list after each post, is what makes the next reservation one load:
-/// a post's bookkeeping before the provider call is then that load, and the free-list
-/// pop happens after the call, when the operation is already on its way.
+/// The in-flight table: entry `i` is context `i + 1`. Free entries form a list through
+/// their `next` fields, starting at `free` (`usize::MAX`, or any index past the end:
+/// none free). A reserved entry (between [`InFlight::reserve`] and its `fill` or
+/// `unreserve`) is vacant but off the list, and counted in `live`.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     entries: Vec<Entry>,
     free: usize,
-    spare: usize,
+    live: usize,
 }
 
 impl Default for InFlight {
     fn default() -> InFlight {
         InFlight {
             entries: Vec::new(),
-            free: NONE,
-            spare: NONE,
+            free: usize::MAX,
+            live: 0,
         }
     }
 }
@@ -272,32 +261,19 @@ impl InFlight {
         ctx
     }
 
-    /// Take an entry for an operation about to be posted: the spare if there is one,
-    /// else the head of the free list, else a new entry. It reads as free (no
+    /// Take an entry for an operation about to be posted. It reads as free (no
     /// completion finds it) until [`fill`](Self::fill) records the operation, or
     /// [`unreserve`](Self::unreserve) hands it back if the post failed; each
     /// reservation is a distinct entry, so filling one never overwrites another.
     #[inline(always)]
     pub(crate) fn reserve(&mut self) -> Reservation {
-        let i = std::mem::replace(&mut self.spare, NONE);
-        if i != NONE {
+        self.live += 1;
+        let i = self.free;
+        if let Some(&Entry::Vacant { next }) = self.entries.get(i) {
+            self.free = next;
             return Reservation(i);
         }
-        match self.pop_free() {
-            Some(i) => Reservation(i),
-            None => self.grow(),
-        }
-    }
-
-    /// Take the head of the free list, if there is one.
-    #[inline(always)]
-    fn pop_free(&mut self) -> Option<usize> {
-        let i = self.free;
-        let Some(&Entry::Vacant { next }) = self.entries.get(i) else {
-            return None;
-        };
-        self.free = next;
-        Some(i)
+        self.grow()
     }
 
     /// No free entry: append one (out of line; the table only grows to the most
@@ -305,12 +281,11 @@ impl InFlight {
     #[cold]
     #[inline(never)]
     fn grow(&mut self) -> Reservation {
-        self.entries.push(Entry::Vacant { next: NONE });
+        self.entries.push(Entry::Vacant { next: usize::MAX });
         Reservation(self.entries.len() - 1)
     }
 
-    /// Record `slot` in its reserved entry, then take the next spare off the free list
-    /// (the provider call this follows is already made).
+    /// Record `slot` in its reserved entry.
     #[inline(always)]
     pub(crate) fn fill(&mut self, r: Reservation, slot: Slot) {
         match self.entries.get_mut(r.0) {
@@ -320,25 +295,15 @@ impl InFlight {
             // were it reached, the provider may hold the memory: leak it, never free it.
             _ => std::mem::forget(slot),
         }
-        if self.spare == NONE {
-            if let Some(i) = self.pop_free() {
-                self.spare = i;
-            }
-        }
     }
 
-    /// Hand back a reserved entry that was not filled (it becomes the spare again, so
-    /// the next reservation takes it).
+    /// Hand back a reserved entry that was not filled.
     #[inline]
     pub(crate) fn unreserve(&mut self, r: Reservation) {
         if let Some(e) = self.entries.get_mut(r.0) {
-            if self.spare == NONE {
-                *e = Entry::Vacant { next: NONE };
-                self.spare = r.0;
-            } else {
-                *e = Entry::Vacant { next: self.free };
-                self.free = r.0;
-            }
+            *e = Entry::Vacant { next: self.free };
+            self.free = r.0;
+            self.live -= 1;
         }
     }
 
@@ -351,7 +316,7 @@ impl InFlight {
         }
     }
 
-    /// Free the entry of `context` (onto the free list), returning what it held.
+    /// Free the entry of `context`, returning what it held.
     #[inline(always)]
     pub(crate) fn remove(&mut self, context: usize) -> Option<Slot> {
         let i = context.checked_sub(1)?;
@@ -361,21 +326,17 @@ impl InFlight {
         }
         let old = std::mem::replace(e, Entry::Vacant { next: self.free });
         self.free = i;
+        self.live -= 1;
         match old {
             Entry::Busy(s) => Some(s),
             Entry::Vacant { .. } => None,
         }
     }
 
-    /// Number of operations in flight (reserved entries not counted). Counts the
-    /// table, whose size is the most operations ever in flight at once: kept off the
-    /// posting and completing paths, which then have no counter to update.
+    /// Number of operations in flight.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| matches!(e, Entry::Busy(_)))
-            .count()
+        self.live
     }
 
     /// Give up every slot without freeing the buffers (teardown after a failed close).
@@ -386,8 +347,8 @@ impl InFlight {
                 std::mem::forget(s);
             }
         }
-        self.free = NONE;
-        self.spare = NONE;
+        self.free = usize::MAX;
+        self.live = 0;
     }
 }
 
@@ -495,7 +456,6 @@ mod tests {
                 let r = t.reserve();
                 let ctx = r.context();
                 assert_ne!(ctx, 0);
-                assert_eq!(t.len(), model.len(), "a reservation is not in flight");
                 assert!(t.get_mut(ctx).is_none(), "reserved is not yet in flight");
                 assert!(t.remove(ctx).is_none(), "a completion finds nothing there");
                 let r = if x.is_multiple_of(7) {
@@ -545,8 +505,8 @@ mod tests {
         assert_eq!(t.insert(Slot::Buf(OpKind::Recv, Buf::new(0))), 1);
     }
 
-    /// With no reservation outstanding, every entry is busy, on the free list, or the
-    /// spare, and exactly one of them.
+    /// With no reservation outstanding, every entry is busy or on the free list, and
+    /// not both; the free list does not loop.
     fn assert_partitioned(t: &InFlight, busy: usize) {
         let mut seen = vec![false; t.entries.len()];
         let mut i = t.free;
@@ -554,19 +514,11 @@ mod tests {
             let Entry::Vacant { next } = t.entries[i] else {
                 panic!("busy entry {i} on the free list");
             };
-            assert!(
-                !std::mem::replace(&mut seen[i], true),
-                "free list loops at {i}"
-            );
+            assert!(!std::mem::replace(&mut seen[i], true), "free list loops at {i}");
             i = next;
         }
         let on_list = seen.iter().filter(|s| **s).count();
-        let spare = usize::from(t.spare != NONE);
-        if t.spare != NONE {
-            assert!(matches!(t.entries[t.spare], Entry::Vacant { .. }));
-            assert!(!seen[t.spare], "the spare is also on the free list");
-        }
-        assert_eq!(busy + on_list + spare, t.entries.len());
+        assert_eq!(busy + on_list, t.entries.len(), "an entry is neither busy nor free");
     }
 
     #[test]

@@ -400,10 +400,7 @@ impl<K: EpKind> Ep<K> {
         &self.domain
     }
 
-    /// Number of posted operations whose completion has not been read. It is counted
-    /// when asked (one step per entry of the in-flight table, which is as large as the
-    /// most operations ever in flight at once), so posting and completing keep no
-    /// counter.
+    /// Number of posted operations whose completion has not been read.
     pub fn in_flight(&self) -> usize {
         self.inflight.len()
     }
