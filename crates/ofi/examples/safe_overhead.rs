@@ -16,6 +16,13 @@
 //! `--self-loop` measures the layer's CPU cost per operation instead: one process, the
 //! endpoint sending to itself, raw then safe.
 //!
+//! `--aa` calibrates the method: the second mode runs a twin of the raw loop (the same
+//! code, other contexts, so the compiler keeps two functions at two addresses) instead
+//! of the safe layer. What it reports is the method's own offset for two copies of one
+//! loop. Where a binary's pages land moves the safe figure by several ns from one copy
+//! of the executable to another (docs/PERFORMANCE.md, "Safe layer overhead"), so
+//! compare builds over several copies each: `scripts/safe_overhead.py`.
+//!
 //! Rounds alternate which mode runs first. Prints, per mode, the median and the 10th / 90th percentile round trip over all
 //! rounds, and the median of the per-round medians; and the difference of the modes as
 //! the median of the rounds' differences of means (finer than the medians, which move in
@@ -42,6 +49,8 @@ struct Opts {
     /// `--self-loop`: one process, the endpoint sending to itself: the CPU cost per
     /// operation without a peer's latency in the way.
     self_loop: bool,
+    /// `--aa`: the safe rounds run `raw_round_again` instead (calibration).
+    aa: bool,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -53,6 +62,7 @@ fn parse() -> Result<Opts, String> {
         timeout: Duration::from_secs(120),
         only: None,
         self_loop: false,
+        aa: false,
     };
     let mut a = std::env::args().skip(1);
     while let Some(x) = a.next() {
@@ -68,12 +78,16 @@ fn parse() -> Result<Opts, String> {
             "--timeout" => o.timeout = Duration::from_secs(num("--timeout")?.max(1) as u64),
             "--child" => o.child = true,
             "--self-loop" => o.self_loop = true,
+            "--aa" => o.aa = true,
             "--only" => match a.next().as_deref() {
                 Some(m @ ("raw" | "safe")) => o.only = Some(m.to_string()),
                 _ => return Err("--only needs raw or safe".into()),
             },
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if o.aa && o.self_loop {
+        return Err("--aa applies to the ping-pong, not to --self-loop".into());
     }
     Ok(o)
 }
@@ -116,85 +130,97 @@ fn raw_wait(ep: &Ep<Rdm>, deadline: Instant) -> Result<usize, String> {
     }
 }
 
-/// Raw ping-pong: `iters` round trips; the parent records each.
-fn raw_round(
-    ep: &Ep<Rdm>,
-    peer: Peer,
-    o: &Opts,
-    parent: bool,
-    rtts: &mut Vec<u64>,
-) -> Result<(), String> {
-    let deadline = Instant::now() + o.timeout;
-    let mut tx = vec![0xa5u8; o.size];
-    let mut rx = vec![0u8; o.size];
-    let post_recv = |rx: &mut Vec<u8>| {
-        // SAFETY: `rx` outlives the receive: every receive posted here is completed
-        // (raw_wait below) before `rx` is dropped or reposted.
-        unsafe {
-            ep.raw().recv(
-                rx.as_mut_ptr(),
-                rx.len(),
-                std::ptr::null_mut(),
-                ADDR_UNSPEC,
-                RECV_CTX,
-            )
-        }
-        .map_err(|e| format!("recv: {e}"))
-    };
-    let send = |tx: &mut Vec<u8>| {
-        // SAFETY: `tx` is neither changed nor dropped before the send's completion.
-        unsafe {
-            ep.raw().send(
-                tx.as_ptr(),
-                tx.len(),
-                std::ptr::null_mut(),
-                peer.fi_addr(),
-                SEND_CTX,
-            )
-        }
-        .map_err(|e| format!("send: {e}"))
-    };
-    post_recv(&mut rx)?;
-    for _ in 0..o.iters {
-        if parent {
-            let t0 = Instant::now();
-            send(&mut tx)?;
-            let (mut s, mut r) = (false, false);
-            while !(s && r) {
-                match raw_wait(ep, deadline)? {
-                    SEND_CTX => s = true,
-                    RECV_CTX => r = true,
-                    c => return Err(format!("unexpected context {c}")),
+/// Defines a raw ping-pong round: `iters` round trips; the parent records each. Two
+/// instances, which differ only in their contexts so that the compiler cannot merge
+/// them into one function: `raw_round`, and `raw_round_again`, which `--aa` runs in
+/// place of the safe rounds to measure what the method itself reports for two copies
+/// of the same loop at different addresses.
+macro_rules! raw_round_fn {
+    ($name:ident, $recv_ctx:expr, $send_ctx:expr) => {
+        #[inline(never)]
+        fn $name(
+            ep: &Ep<Rdm>,
+            peer: Peer,
+            o: &Opts,
+            parent: bool,
+            rtts: &mut Vec<u64>,
+        ) -> Result<(), String> {
+            let deadline = Instant::now() + o.timeout;
+            let mut tx = vec![0xa5u8; o.size];
+            let mut rx = vec![0u8; o.size];
+            let post_recv = |rx: &mut Vec<u8>| {
+                // SAFETY: `rx` outlives the receive: every receive posted here is completed
+                // (raw_wait below) before `rx` is dropped or reposted.
+                unsafe {
+                    ep.raw().recv(
+                        rx.as_mut_ptr(),
+                        rx.len(),
+                        std::ptr::null_mut(),
+                        ADDR_UNSPEC,
+                        $recv_ctx,
+                    )
+                }
+                .map_err(|e| format!("recv: {e}"))
+            };
+            let send = |tx: &mut Vec<u8>| {
+                // SAFETY: `tx` is neither changed nor dropped before the send's completion.
+                unsafe {
+                    ep.raw().send(
+                        tx.as_ptr(),
+                        tx.len(),
+                        std::ptr::null_mut(),
+                        peer.fi_addr(),
+                        $send_ctx,
+                    )
+                }
+                .map_err(|e| format!("send: {e}"))
+            };
+            post_recv(&mut rx)?;
+            for _ in 0..o.iters {
+                if parent {
+                    let t0 = Instant::now();
+                    send(&mut tx)?;
+                    let (mut s, mut r) = (false, false);
+                    while !(s && r) {
+                        match raw_wait(ep, deadline)? {
+                            c if c == $send_ctx => s = true,
+                            c if c == $recv_ctx => r = true,
+                            c => return Err(format!("unexpected context {c}")),
+                        }
+                    }
+                    rtts.push(t0.elapsed().as_nanos() as u64);
+                    post_recv(&mut rx)?;
+                } else {
+                    while raw_wait(ep, deadline)? != $recv_ctx {}
+                    post_recv(&mut rx)?;
+                    send(&mut tx)?;
+                    while raw_wait(ep, deadline)? != $send_ctx {}
                 }
             }
-            rtts.push(t0.elapsed().as_nanos() as u64);
-            post_recv(&mut rx)?;
-        } else {
-            while raw_wait(ep, deadline)? != RECV_CTX {}
-            post_recv(&mut rx)?;
-            send(&mut tx)?;
-            while raw_wait(ep, deadline)? != SEND_CTX {}
-        }
-    }
-    // The last posted receive: drained by the next round's first message? No: the
-    // rounds are symmetric, so cancel it by completing one more exchange below.
-    if parent {
-        send(&mut tx)?;
-        let (mut s, mut r) = (false, false);
-        while !(s && r) {
-            match raw_wait(ep, deadline)? {
-                SEND_CTX => s = true,
-                RECV_CTX => r = true,
-                c => return Err(format!("unexpected context {c}")),
+            // The last posted receive: drained by the next round's first message? No: the
+            // rounds are symmetric, so cancel it by completing one more exchange below.
+            if parent {
+                send(&mut tx)?;
+                let (mut s, mut r) = (false, false);
+                while !(s && r) {
+                    match raw_wait(ep, deadline)? {
+                        c if c == $send_ctx => s = true,
+                        c if c == $recv_ctx => r = true,
+                        c => return Err(format!("unexpected context {c}")),
+                    }
+                }
+            } else {
+                while raw_wait(ep, deadline)? != $recv_ctx {}
+                send(&mut tx)?;
+                while raw_wait(ep, deadline)? != $send_ctx {}
             }
+            Ok(())
         }
-    } else {
-        while raw_wait(ep, deadline)? != RECV_CTX {}
-        send(&mut tx)?;
-        while raw_wait(ep, deadline)? != SEND_CTX {}
-    }
-    Ok(())
+    };
 }
+
+raw_round_fn!(raw_round, RECV_CTX, SEND_CTX);
+raw_round_fn!(raw_round_again, RECV_CTX + 2, SEND_CTX + 2);
 
 /// One safe completion (spinning), as [`raw_wait`].
 #[inline(always)]
@@ -211,7 +237,9 @@ fn safe_wait(ep: &mut Ep<Rdm>, deadline: Instant) -> Result<ofi::safe::Completio
     }
 }
 
-/// Safe ping-pong, same shape as `raw_round`, buffers moving in and out.
+/// Safe ping-pong, same shape as `raw_round`, buffers moving in and out. Each mode's
+/// round is a function of its own (`#[inline(never)]`), as the twins of `--aa` are.
+#[inline(never)]
 fn safe_round(
     ep: &mut Ep<Rdm>,
     peer: Peer,
@@ -362,6 +390,21 @@ fn self_loop(o: &Opts) -> Result<(), String> {
     Ok(())
 }
 
+/// The second mode's round: the safe layer, or with `--aa` the raw loop's twin.
+fn second_round(
+    ep: &mut Ep<Rdm>,
+    peer: Peer,
+    o: &Opts,
+    parent: bool,
+    rtts: &mut Vec<u64>,
+) -> Result<(), String> {
+    if o.aa {
+        raw_round_again(ep, peer, o, parent, rtts)
+    } else {
+        safe_round(ep, peer, o, parent, rtts)
+    }
+}
+
 fn pct(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -403,6 +446,7 @@ fn run(o: &Opts) -> Result<(), String> {
                 &o.timeout.as_secs().to_string(),
             ])
             .args(o.only.iter().flat_map(|m| ["--only", m.as_str()]))
+            .args(o.aa.then_some("--aa"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -440,20 +484,20 @@ fn run(o: &Opts) -> Result<(), String> {
         raw_round(&ep, peer, &warm, parent, &mut Vec::new())?;
     }
     if run_safe {
-        safe_round(&mut ep, peer, &warm, parent, &mut Vec::new())?;
+        second_round(&mut ep, peer, &warm, parent, &mut Vec::new())?;
     }
     for round in 0..o.rounds {
         // Alternate which mode goes first, so neither always runs second.
         let mut r = Vec::with_capacity(o.iters);
         let mut s = Vec::with_capacity(o.iters);
         if round % 2 == 1 && run_safe {
-            safe_round(&mut ep, peer, o, parent, &mut s)?;
+            second_round(&mut ep, peer, o, parent, &mut s)?;
         }
         if run_raw {
             raw_round(&ep, peer, o, parent, &mut r)?;
         }
         if round % 2 == 0 && run_safe {
-            safe_round(&mut ep, peer, o, parent, &mut s)?;
+            second_round(&mut ep, peer, o, parent, &mut s)?;
         }
         if parent {
             r.sort_unstable();
@@ -480,14 +524,21 @@ fn run(o: &Opts) -> Result<(), String> {
         raw_med.sort_by(f64::total_cmp);
         safe_med.sort_by(f64::total_cmp);
         let mid = |v: &[f64]| v[v.len() / 2];
+        // With --aa the second mode is the raw loop's twin, named raw'.
+        let second = if o.aa { "raw'" } else { "safe" };
         println!(
-            "safe_overhead: provider {}, {} B, {} rounds x {} round trips per mode",
+            "safe_overhead: provider {}, {} B, {} rounds x {} round trips per mode{}",
             ep.provider(),
             o.size,
             o.rounds,
-            o.iters
+            o.iters,
+            if o.aa {
+                " (--aa: raw' is a second copy of the raw loop)"
+            } else {
+                ""
+            }
         );
-        for (name, all, meds) in [("raw ", &raw, &raw_med), ("safe", &safe, &safe_med)] {
+        for (name, all, meds) in [("raw ", &raw, &raw_med), (second, &safe, &safe_med)] {
             println!(
                 "  {name}: median {:.2} us (p10 {:.2}, p90 {:.2}, p99 {:.2}); round medians {:.2}..{:.2}, median of medians {:.2} us",
                 pct(all, 0.5),
@@ -500,13 +551,13 @@ fn run(o: &Opts) -> Result<(), String> {
             );
         }
         println!(
-            "  safe - raw (median of round medians): {:+.3} us",
+            "  {second} - raw (median of round medians): {:+.3} us",
             mid(&safe_med) - mid(&raw_med)
         );
         if !mean_diff.is_empty() {
             mean_diff.sort_by(f64::total_cmp);
             println!(
-                "  safe - raw (median of the rounds' differences of means): {:+.1} ns (rounds {:+.1}..{:+.1})",
+                "  {second} - raw (median of the rounds' differences of means): {:+.1} ns (rounds {:+.1}..{:+.1})",
                 mid(&mean_diff),
                 mean_diff[0],
                 mean_diff[mean_diff.len() - 1]

@@ -128,4 +128,17 @@ fn safe_overhead_benchmark_runs() {
         &["--self-loop", "-n", "200", "--rounds", "2"],
     );
     assert!(out.contains("safe - raw: "), "{out}");
+    // The calibration mode: the second mode is the raw loop's twin.
+    let out = run(
+        "safe_overhead",
+        "shm",
+        &["--aa", "-n", "200", "--rounds", "2"],
+    );
+    assert!(
+        out.contains("(--aa: raw' is a second copy of the raw loop)")
+            && out.contains("  raw': median ")
+            && out.contains("raw' - raw (median of the rounds' differences of means)")
+            && !out.contains("  safe:"),
+        "{out}"
+    );
 }

@@ -514,11 +514,18 @@ mod tests {
             let Entry::Vacant { next } = t.entries[i] else {
                 panic!("busy entry {i} on the free list");
             };
-            assert!(!std::mem::replace(&mut seen[i], true), "free list loops at {i}");
+            assert!(
+                !std::mem::replace(&mut seen[i], true),
+                "free list loops at {i}"
+            );
             i = next;
         }
         let on_list = seen.iter().filter(|s| **s).count();
-        assert_eq!(busy + on_list, t.entries.len(), "an entry is neither busy nor free");
+        assert_eq!(
+            busy + on_list,
+            t.entries.len(),
+            "an entry is neither busy nor free"
+        );
     }
 
     #[test]
