@@ -176,7 +176,9 @@ macro_rules! raw_round_fn {
                 .map_err(|e| format!("send: {e}"))
             };
             post_recv(&mut rx)?;
-            for _ in 0..o.iters {
+            for i in 0..=o.iters {
+                // The extra exchange (i == iters) completes the receive posted last.
+                let last = i == o.iters;
                 if parent {
                     let t0 = Instant::now();
                     send(&mut tx)?;
@@ -188,31 +190,18 @@ macro_rules! raw_round_fn {
                             c => return Err(format!("unexpected context {c}")),
                         }
                     }
-                    rtts.push(t0.elapsed().as_nanos() as u64);
-                    post_recv(&mut rx)?;
+                    if !last {
+                        rtts.push(t0.elapsed().as_nanos() as u64);
+                        post_recv(&mut rx)?;
+                    }
                 } else {
                     while raw_wait(ep, deadline)? != $recv_ctx {}
-                    post_recv(&mut rx)?;
+                    if !last {
+                        post_recv(&mut rx)?;
+                    }
                     send(&mut tx)?;
                     while raw_wait(ep, deadline)? != $send_ctx {}
                 }
-            }
-            // The last posted receive: drained by the next round's first message? No: the
-            // rounds are symmetric, so cancel it by completing one more exchange below.
-            if parent {
-                send(&mut tx)?;
-                let (mut s, mut r) = (false, false);
-                while !(s && r) {
-                    match raw_wait(ep, deadline)? {
-                        c if c == $send_ctx => s = true,
-                        c if c == $recv_ctx => r = true,
-                        c => return Err(format!("unexpected context {c}")),
-                    }
-                }
-            } else {
-                while raw_wait(ep, deadline)? != $recv_ctx {}
-                send(&mut tx)?;
-                while raw_wait(ep, deadline)? != $send_ctx {}
             }
             Ok(())
         }
