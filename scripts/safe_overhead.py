@@ -8,8 +8,9 @@ another (docs/PERFORMANCE.md, "Safe layer overhead"), so one binary cannot tell 
 change from luck. This script copies each given build several times into a temporary
 directory, runs every copy in the normal mode and with `--aa` (the second mode is then a
 twin of the raw loop: the method's own offset), interleaved run by run, and prints per
-build and mode each copy's median and the median and mean over copies. The copies are
-removed at the end; every run has a time limit.
+build and mode each copy's median and the median and mean over copies, and the safe
+figure less the A/A one (the steadier number: a batch's A/A moves with the minutes, and
+the safe figure with it). The copies are removed at the end; every run has a time limit.
 
 Usage: scripts/safe_overhead.py [--copies 4] [--runs 10] [--iters 20000] [--rounds 40]
                                 [--no-aa] [BINARY ...]
@@ -80,6 +81,7 @@ def main():
               f"mode, -n {args.iters} --rounds {args.rounds}, "
               f"{time.time() - start:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
         for bi, b in enumerate(builds):
+            over = {}
             for aa in modes:
                 meds = []
                 for ci in range(args.copies):
@@ -91,8 +93,12 @@ def main():
                     print(f"  {b}: {name}: no run succeeded")
                     continue
                 per_copy = ", ".join(f"{m:+.1f}" for m in meds)
-                print(f"  {b}: {name}: copies {per_copy} ns; median {statistics.median(meds):+.1f}, "
+                over[aa] = statistics.median(meds)
+                print(f"  {b}: {name}: copies {per_copy} ns; median {over[aa]:+.1f}, "
                       f"mean {statistics.mean(meds):+.1f} ns")
+            if len(over) == 2:
+                print(f"  {b}: safe - raw less the A/A (medians over copies): "
+                      f"{over[False] - over[True]:+.1f} ns")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
