@@ -2,10 +2,10 @@
 """What the safe layer costs per shm round trip, averaged over copies of the executable.
 
 `safe_overhead` (crates/ofi/examples) reports, per run, the median over its rounds of
-(safe mean - raw mean) for one 64 B ping-pong. Where the executable's pages land in
-memory moves that figure by several ns from one byte-identical copy of the binary to
-another (docs/PERFORMANCE.md, "Safe layer overhead"), so one binary cannot tell a 2 ns
-change from luck. This script copies each given build several times into a temporary
+(safe mean - raw mean) for one 64 B ping-pong. Something that comes with each copy of
+the executable (most likely where its pages land in memory) moves that figure by
+several ns from one byte-identical copy of the binary to another (docs/PERFORMANCE.md,
+"Safe layer overhead"), so one binary cannot tell a 2 ns change from luck. This script copies each given build several times into a temporary
 directory, runs every copy in the normal mode and with `--aa` (the second mode is then a
 twin of the raw loop: the method's own offset), interleaved run by run, and prints per
 build and mode each copy's median and the median and mean over copies, and the safe

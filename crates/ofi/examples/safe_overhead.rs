@@ -11,6 +11,7 @@
 //! ```text
 //! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- [-n ITERS] [--rounds R] [--size BYTES]
 //! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- --self-loop [-n ITERS]
+//! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- --aa [-n ITERS] [--rounds R]
 //! ```
 //!
 //! `--self-loop` measures the layer's CPU cost per operation instead: one process, the
@@ -19,9 +20,10 @@
 //! `--aa` calibrates the method: the second mode runs a twin of the raw loop (the same
 //! code, other contexts, so the compiler keeps two functions at two addresses) instead
 //! of the safe layer. What it reports is the method's own offset for two copies of one
-//! loop. Where a binary's pages land moves the safe figure by several ns from one copy
-//! of the executable to another (docs/PERFORMANCE.md, "Safe layer overhead"), so
-//! compare builds over several copies each: `scripts/safe_overhead.py`.
+//! loop. Something that comes with each copy of the executable (most likely where its
+//! pages land in memory) moves the safe figure by several ns from one byte-identical
+//! copy to another (docs/PERFORMANCE.md, "Safe layer overhead"), so compare builds over
+//! several copies each: `scripts/safe_overhead.py`.
 //!
 //! Rounds alternate which mode runs first. Prints, per mode, the median and the 10th / 90th percentile round trip over all
 //! rounds, and the median of the per-round medians; and the difference of the modes as

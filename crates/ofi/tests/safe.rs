@@ -528,8 +528,8 @@ fn datagram_endpoints_send_and_receive() {
     let c = ep.wait(T).unwrap();
     assert_eq!(c.buf.as_deref(), Some(&b"injected"[..]));
     assert_eq!(ep.in_flight(), 0);
-    // A send the provider refuses (over max_msg_size) hands the buffer back, leaves
-    // nothing in flight, and its context goes to the next post.
+    // A send the provider refuses (over max_msg_size) hands the buffer back and leaves
+    // nothing in flight; the posts after it work.
     let big = info.max_msg_size() + 1;
     let e = ep.send(Buf::new(big), me).unwrap_err();
     assert_eq!(e.error.code(), Errno::EMSGSIZE, "{e}");
