@@ -920,7 +920,7 @@ impl Shared {
         for (k, w) in b.chunks_exact(8).enumerate() {
             let mut x = [0u8; 8];
             x.copy_from_slice(w);
-            map.u64_at(off + 8 + 8 * k)
+            ring.slot_word(slot, 1 + k)
                 .store(u64::from_ne_bytes(x), Ordering::Relaxed);
         }
         // SAFETY: the slot lies inside the mapping (validated geometry) and has
@@ -1267,9 +1267,8 @@ impl Shared {
                     let Some(i) = conn.acks.peek(&ar) else {
                         break;
                     };
-                    let off = ring.ack_off(i);
-                    let id = conn.region.map().u64_at(off + 8).load(Ordering::Relaxed);
-                    let st = conn.region.map().u32_at(off + 16).load(Ordering::Relaxed) as i32;
+                    let id = ring.ack_id(i).load(Ordering::Relaxed);
+                    let st = ring.ack_status(i).load(Ordering::Relaxed) as i32;
                     conn.acks.release(&ar);
                     acks[na] = (id, st);
                     na += 1;
@@ -1378,12 +1377,8 @@ impl Shared {
         while let Some(&(id, st)) = rr.backlog.front() {
             match rr.ackp.reserve(&ar) {
                 Ok(Some(i)) => {
-                    let off = ring.ack_off(i);
-                    region.map().u64_at(off + 8).store(id, Ordering::Relaxed);
-                    region
-                        .map()
-                        .u32_at(off + 16)
-                        .store(st as u32, Ordering::Relaxed);
+                    ring.ack_id(i).store(id, Ordering::Relaxed);
+                    ring.ack_status(i).store(st as u32, Ordering::Relaxed);
                     rr.ackp.publish(&ar);
                     rr.backlog.pop_front();
                 }
@@ -2460,14 +2455,13 @@ impl Shared {
                 // Inline messages (the small-message path) are parsed from their first
                 // line, read as words in place, without building a `Slot`; anything
                 // else takes the general way.
-                let map = self.region.map();
-                let word = |at: usize| u64::from_le(map.u64_at(off + at).load(Ordering::Relaxed));
-                let consumed =
-                    match proto::parse_inline_words(word(8), word(16), word(24), || word(SLOT_HDR))
-                    {
-                        Some(h) => self.handle_inline(act, rx, r, off, &h),
-                        None => self.handle_other(act, rx, r, off, &geo, max_msg),
-                    };
+                let word = |w: usize| u64::from_le(ring.slot_word(i, w).load(Ordering::Relaxed));
+                let consumed = match proto::parse_inline_words(word(1), word(2), word(3), || {
+                    word(SLOT_HDR / 8)
+                }) {
+                    Some(h) => self.handle_inline(act, rx, r, off, &h),
+                    None => self.handle_other(act, rx, r, off, &geo, max_msg),
+                };
                 if !consumed {
                     more = true;
                     break;

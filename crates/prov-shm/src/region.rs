@@ -36,8 +36,14 @@
 //!   computes every offset from its own copy — so every offset it uses lies inside its
 //!   mapping, whatever the owner writes later.
 //! - Every length or index read from a slot, an ack or a name is checked by the caller
-//!   against the geometry before it is used (see `ep.rs`); the accessors here take
-//!   indices that were computed locally and check them in debug builds only.
+//!   against the geometry before it is used (see `ep.rs`). The typed accessors need no
+//!   check at run time: header and control-block offsets are constants checked when
+//!   they compile, and [`Ring`] reduces every slot, ack and chunk index modulo its
+//!   count, so its offsets lie inside the validated geometry. [`Mapping::u64_at`] and
+//!   [`Mapping::u32_at`] check any other offset and return `None` outside the mapping;
+//!   the unchecked forms are `unsafe fn`.
+//! - Shared bytes are never borrowed as `&[u8]`/`&T`: a peer may write them at any
+//!   moment. Words are atomics; payloads are copied through raw pointers.
 //! - A region's name is unlinked when its owner closes it; a region whose owner is
 //!   dead is unlinked by the next process that opens a region ([`reclaim_stale`]); a
 //!   region whose owner is alive is never touched.
@@ -146,6 +152,11 @@ impl Geometry {
 }
 
 /// A shared mapping (unmapped on drop).
+///
+/// Invariant: `ptr` is the page-aligned start of a live shared mapping of `len >=
+/// HEADER_SIZE` bytes. Its bytes may change at any moment (the peer maps them too), so
+/// they are never lent out as `&[u8]`: words are read and written as atomics, byte
+/// ranges copied through raw pointers ([`Mapping::read_bytes`], [`Mapping::write_bytes`]).
 #[derive(Debug)]
 pub struct Mapping {
     ptr: NonNull<u8>,
@@ -182,8 +193,15 @@ fn os_err(what: &str) -> Error {
 }
 
 impl Mapping {
-    /// Map `len` bytes of `fd` shared, read-write.
+    /// Map `len` bytes of `fd` shared, read-write. A mapping is never shorter than a
+    /// header (`FI_EPROTO` otherwise): the header accessors rely on it.
     fn map(fd: libc::c_int, len: usize) -> Result<Mapping> {
+        if len < HEADER_SIZE {
+            return Err(Error::new(
+                Errno::EPROTO,
+                format!("shm: a region of {len} bytes is smaller than a header"),
+            ));
+        }
         // SAFETY: a fresh shared mapping of an open fd; the kernel checks the arguments.
         let p = unsafe {
             libc::mmap(
@@ -238,22 +256,73 @@ impl Mapping {
         let _ = off;
     }
 
-    /// The atomic u64 at `off` (8-aligned, inside the mapping: callers compute `off`
-    /// from a validated geometry).
+    /// The atomic u64 at `off`, or `None` if `off` is not 8-aligned or the word does
+    /// not lie inside the mapping.
     #[inline]
-    pub fn u64_at(&self, off: usize) -> &AtomicU64 {
+    pub fn u64_at(&self, off: usize) -> Option<&AtomicU64> {
+        let in_bounds = off.checked_add(8).is_some_and(|end| end <= self.len);
+        if off.is_multiple_of(8) && in_bounds {
+            // SAFETY: aligned and in bounds, checked just above.
+            Some(unsafe { self.u64_at_unchecked(off) })
+        } else {
+            None
+        }
+    }
+
+    /// The atomic u32 at `off`, or `None` if `off` is not 4-aligned or the word does
+    /// not lie inside the mapping.
+    #[inline]
+    pub fn u32_at(&self, off: usize) -> Option<&AtomicU32> {
+        let in_bounds = off.checked_add(4).is_some_and(|end| end <= self.len);
+        if off.is_multiple_of(4) && in_bounds {
+            // SAFETY: aligned and in bounds, checked just above.
+            Some(unsafe { self.u32_at_unchecked(off) })
+        } else {
+            None
+        }
+    }
+
+    /// The atomic u64 at `off`, without a check.
+    ///
+    /// # Safety
+    /// `off` is a multiple of 8 and `off + 8 <= self.len()`.
+    #[inline]
+    pub unsafe fn u64_at_unchecked(&self, off: usize) -> &AtomicU64 {
         debug_assert!(off.is_multiple_of(8) && off + 8 <= self.len);
-        // SAFETY: `off` is aligned and in bounds (invariant of every caller); the
-        // mapping outlives the reference; AtomicU64 has the layout of u64.
+        // SAFETY: `off` is aligned and in bounds (the caller's contract) and the base
+        // is page-aligned, so the word is 8-aligned; the mapping outlives the returned
+        // reference; AtomicU64 has the layout of u64, and every access to a shared word
+        // is atomic, so a peer writing it at the same time is no data race.
         unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast()) }
     }
 
-    /// The atomic u32 at `off` (4-aligned, inside the mapping).
+    /// The atomic u32 at `off`, without a check.
+    ///
+    /// # Safety
+    /// `off` is a multiple of 4 and `off + 4 <= self.len()`.
     #[inline]
-    pub fn u32_at(&self, off: usize) -> &AtomicU32 {
+    pub unsafe fn u32_at_unchecked(&self, off: usize) -> &AtomicU32 {
         debug_assert!(off.is_multiple_of(4) && off + 4 <= self.len);
-        // SAFETY: as for `u64_at`.
+        // SAFETY: as for `u64_at_unchecked`.
         unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    /// The header's u64 at `OFF` (aligned and inside the header: checked when this
+    /// compiles). Every mapping holds at least a header ([`Mapping::map`]).
+    #[inline]
+    fn header_u64<const OFF: usize>(&self) -> &AtomicU64 {
+        const { assert!(OFF.is_multiple_of(8) && OFF + 8 <= HEADER_SIZE) };
+        // SAFETY: aligned and inside the header (asserted at compile time), and every
+        // mapping is at least HEADER_SIZE bytes long.
+        unsafe { self.u64_at_unchecked(OFF) }
+    }
+
+    /// The header's u32 at `OFF` (see [`Mapping::header_u64`]).
+    #[inline]
+    fn header_u32<const OFF: usize>(&self) -> &AtomicU32 {
+        const { assert!(OFF.is_multiple_of(4) && OFF + 4 <= HEADER_SIZE) };
+        // SAFETY: as in `header_u64`.
+        unsafe { self.u32_at_unchecked(OFF) }
     }
 
     /// Copy `dst.len()` bytes from offset `off`, if they lie inside the mapping.
@@ -348,6 +417,9 @@ pub mod cma_state {
 }
 
 /// A mapped region, the owner's or a peer's, with its validated geometry.
+///
+/// Invariant: `geo` passed [`Geometry::validate`] against `map.len()`, so
+/// `geo.total() <= map.len()` and every offset [`Ring`] computes lies inside the map.
 #[derive(Debug)]
 pub struct Region {
     map: Mapping,
@@ -360,6 +432,13 @@ pub struct Region {
 }
 
 /// One ring of a region: a view that computes offsets from the region's geometry.
+///
+/// Invariant (what makes its word accessors sound without a check): `base` is
+/// `HEADER_SIZE + r * stride` for some `r < rings` (only [`Region::ring`] builds one),
+/// so `base + stride <= geo.total() <= map.len()`; every offset below is `base` plus
+/// an in-ring offset below `stride` (indices are reduced modulo the counts), and is
+/// aligned for its word (the base is page-aligned, `HEADER_SIZE` and `stride` are
+/// multiples of 32, every field offset a multiple of its width).
 #[derive(Clone, Copy)]
 pub struct Ring<'a> {
     region: &'a Region,
@@ -369,11 +448,11 @@ pub struct Ring<'a> {
 impl RingWords for Ring<'_> {
     #[inline]
     fn seq(&self, i: usize) -> &AtomicU64 {
-        self.region.map.u64_at(self.slot_off(i))
+        self.slot_word(i, 0)
     }
     #[inline]
     fn tail(&self) -> &AtomicU64 {
-        self.region.map.u64_at(self.base + R_TAIL)
+        self.ctl_u64::<R_TAIL>()
     }
 }
 
@@ -384,15 +463,55 @@ pub struct AckRing<'a>(pub Ring<'a>);
 impl RingWords for AckRing<'_> {
     #[inline]
     fn seq(&self, i: usize) -> &AtomicU64 {
-        self.0.region.map.u64_at(self.0.ack_off(i))
+        // SAFETY: `ack_off` lies inside the ring and is 8-aligned (the `Ring`
+        // invariant).
+        unsafe { self.0.region.map.u64_at_unchecked(self.0.ack_off(i)) }
     }
     #[inline]
     fn tail(&self) -> &AtomicU64 {
-        self.0.region.map.u64_at(self.0.base + R_ACK_TAIL)
+        self.0.ctl_u64::<R_ACK_TAIL>()
     }
 }
 
 impl<'a> Ring<'a> {
+    /// The u64 at `REL` in the ring's control block (aligned and inside the block:
+    /// checked when this compiles).
+    #[inline]
+    fn ctl_u64<const REL: usize>(&self) -> &'a AtomicU64 {
+        const { assert!(REL.is_multiple_of(8) && REL + 8 <= RING_CTL) };
+        // SAFETY: the control block lies inside the ring (the `Ring` invariant) and
+        // `REL` is aligned and inside it (asserted at compile time).
+        unsafe { self.region.map.u64_at_unchecked(self.base + REL) }
+    }
+    /// The u32 at `REL` in the ring's control block (see [`Ring::ctl_u64`]).
+    #[inline]
+    fn ctl_u32<const REL: usize>(&self) -> &'a AtomicU32 {
+        const { assert!(REL.is_multiple_of(4) && REL + 4 <= RING_CTL) };
+        // SAFETY: as in `ctl_u64`.
+        unsafe { self.region.map.u32_at_unchecked(self.base + REL) }
+    }
+    /// Word `w` of slot `i` (both reduced modulo their counts: `SLOT_SIZE / 8` words,
+    /// `slots` slots); word 0 is the sequence word.
+    #[inline]
+    pub fn slot_word(&self, i: usize, w: usize) -> &'a AtomicU64 {
+        let off = self.slot_off(i) + 8 * (w % (SLOT_SIZE / 8));
+        // SAFETY: the slot lies inside the ring (the `Ring` invariant) and the word
+        // inside the slot; both offsets are multiples of 8.
+        unsafe { self.region.map.u64_at_unchecked(off) }
+    }
+    /// The message id of ack entry `i`.
+    #[inline]
+    pub fn ack_id(&self, i: usize) -> &'a AtomicU64 {
+        // SAFETY: the entry lies inside the ring (the `Ring` invariant); its id word
+        // is at +8 of ACK_SIZE = 32 bytes, 8-aligned.
+        unsafe { self.region.map.u64_at_unchecked(self.ack_off(i) + 8) }
+    }
+    /// The status of ack entry `i` (an `FI_*` code as u32; 0 for success).
+    #[inline]
+    pub fn ack_status(&self, i: usize) -> &'a AtomicU32 {
+        // SAFETY: as in `ack_id`; the status word is at +16, 4-aligned.
+        unsafe { self.region.map.u32_at_unchecked(self.ack_off(i) + 16) }
+    }
     /// Offset of slot `i`.
     #[inline]
     pub fn slot_off(&self, i: usize) -> usize {
@@ -420,33 +539,38 @@ impl<'a> Ring<'a> {
     }
     /// The claim word.
     pub fn claim(&self) -> &'a AtomicU64 {
-        self.region.map.u64_at(self.base + R_CLAIM)
+        self.ctl_u64::<R_CLAIM>()
     }
     /// The state word.
     pub fn state(&self) -> &'a AtomicU32 {
-        self.region.map.u32_at(self.base + R_STATE)
+        self.ctl_u32::<R_STATE>()
     }
     /// The CMA word.
     pub fn cma(&self) -> &'a AtomicU32 {
-        self.region.map.u32_at(self.base + R_CMA)
+        self.ctl_u32::<R_CMA>()
     }
     /// The sender's informational head.
     pub fn head_word(&self) -> &'a AtomicU64 {
-        self.region.map.u64_at(self.base + R_HEAD)
+        self.ctl_u64::<R_HEAD>()
     }
     /// The receiver's tail.
     pub fn tail_word(&self) -> &'a AtomicU64 {
-        self.region.map.u64_at(self.base + R_TAIL)
+        self.ctl_u64::<R_TAIL>()
     }
     /// The sender's ack tail.
     pub fn ack_tail_word(&self) -> &'a AtomicU64 {
-        self.region.map.u64_at(self.base + R_ACK_TAIL)
+        self.ctl_u64::<R_ACK_TAIL>()
     }
     /// The state of chunk `c` (`c < chunks`).
     pub fn chunk_state(&self, c: usize) -> &'a AtomicU32 {
-        self.region
-            .map
-            .u32_at(self.base + R_CHUNK_STATE + 4 * (c % MAX_CHUNKS))
+        const { assert!(R_CHUNK_STATE + 4 * MAX_CHUNKS <= RING_CTL) };
+        // SAFETY: inside the control block (asserted at compile time, `c` reduced
+        // modulo MAX_CHUNKS), which lies inside the ring; 4-aligned.
+        unsafe {
+            self.region
+                .map
+                .u32_at_unchecked(self.base + R_CHUNK_STATE + 4 * (c % MAX_CHUNKS))
+        }
     }
     /// The acknowledgement ring.
     pub fn acks(&self) -> AckRing<'a> {
@@ -456,15 +580,14 @@ impl<'a> Ring<'a> {
     /// Write the sender's identity (after a successful claim).
     pub fn write_identity(&self, pid: i32, name: &str, probe_addr: u64, probe_val: u64) {
         let m = &self.region.map;
-        m.u32_at(self.base + R_PID)
-            .store(pid as u32, Ordering::Relaxed);
+        self.ctl_u32::<R_PID>().store(pid as u32, Ordering::Relaxed);
         let n = name.len().min(NAME_MAX);
         m.write_bytes(self.base + R_NAME, &name.as_bytes()[..n]);
-        m.u32_at(self.base + R_NAME_LEN)
+        self.ctl_u32::<R_NAME_LEN>()
             .store(n as u32, Ordering::Relaxed);
-        m.u64_at(self.base + R_PROBE_ADDR)
+        self.ctl_u64::<R_PROBE_ADDR>()
             .store(probe_addr, Ordering::Relaxed);
-        m.u64_at(self.base + R_PROBE_VAL)
+        self.ctl_u64::<R_PROBE_VAL>()
             .store(probe_val, Ordering::Relaxed);
     }
 
@@ -472,8 +595,8 @@ impl<'a> Ring<'a> {
     /// name length is out of range or the name is not UTF-8 (a corrupt ring).
     pub fn read_identity(&self) -> Option<(i32, String, u64, u64)> {
         let m = &self.region.map;
-        let pid = m.u32_at(self.base + R_PID).load(Ordering::Relaxed) as i32;
-        let n = m.u32_at(self.base + R_NAME_LEN).load(Ordering::Relaxed) as usize;
+        let pid = self.ctl_u32::<R_PID>().load(Ordering::Relaxed) as i32;
+        let n = self.ctl_u32::<R_NAME_LEN>().load(Ordering::Relaxed) as usize;
         if n == 0 || n > NAME_MAX || pid <= 0 {
             return None;
         }
@@ -482,8 +605,8 @@ impl<'a> Ring<'a> {
             return None;
         }
         let name = String::from_utf8(buf).ok()?;
-        let pa = m.u64_at(self.base + R_PROBE_ADDR).load(Ordering::Relaxed);
-        let pv = m.u64_at(self.base + R_PROBE_VAL).load(Ordering::Relaxed);
+        let pa = self.ctl_u64::<R_PROBE_ADDR>().load(Ordering::Relaxed);
+        let pv = self.ctl_u64::<R_PROBE_VAL>().load(Ordering::Relaxed);
         Some((pid, name, pa, pv))
     }
 }
@@ -526,11 +649,11 @@ impl Region {
     }
     /// The claims generation (bumped by each sender that attaches).
     pub fn claims_gen(&self) -> &AtomicU64 {
-        self.map.u64_at(H_CLAIMS_GEN)
+        self.map.header_u64::<H_CLAIMS_GEN>()
     }
     /// The owner's closed flag.
     pub fn closed(&self) -> &AtomicU32 {
-        self.map.u32_at(H_CLOSED)
+        self.map.header_u32::<H_CLOSED>()
     }
 
     /// Create the region `name` (owned by this process), reclaiming a stale file of
@@ -596,22 +719,25 @@ impl Region {
         let pid = std::process::id() as i32;
         let start = process_start(pid).unwrap_or(0);
         // Pid first, so a creator that dies before `ready` is recognised as dead.
-        map.u32_at(H_PID).store(pid as u32, Ordering::Relaxed);
-        map.u64_at(H_MAGIC).store(MAGIC, Ordering::Relaxed);
-        map.u32_at(H_VERSION).store(VERSION, Ordering::Relaxed);
-        map.u32_at(H_HDRSIZE)
+        map.header_u32::<H_PID>()
+            .store(pid as u32, Ordering::Relaxed);
+        map.header_u64::<H_MAGIC>().store(MAGIC, Ordering::Relaxed);
+        map.header_u32::<H_VERSION>()
+            .store(VERSION, Ordering::Relaxed);
+        map.header_u32::<H_HDRSIZE>()
             .store(HEADER_SIZE as u32, Ordering::Relaxed);
-        map.u32_at(H_RINGS)
+        map.header_u32::<H_RINGS>()
             .store(geo.rings as u32, Ordering::Relaxed);
-        map.u64_at(H_START).store(start, Ordering::Relaxed);
-        map.u64_at(H_TOTAL).store(total as u64, Ordering::Relaxed);
-        map.u32_at(H_SLOTS)
+        map.header_u64::<H_START>().store(start, Ordering::Relaxed);
+        map.header_u64::<H_TOTAL>()
+            .store(total as u64, Ordering::Relaxed);
+        map.header_u32::<H_SLOTS>()
             .store(geo.slots as u32, Ordering::Relaxed);
-        map.u32_at(H_CHUNKS)
+        map.header_u32::<H_CHUNKS>()
             .store(geo.chunks as u32, Ordering::Relaxed);
-        map.u32_at(H_CHUNK_SIZE)
+        map.header_u32::<H_CHUNK_SIZE>()
             .store(geo.chunk_size as u32, Ordering::Relaxed);
-        map.u32_at(H_READY).store(1, Ordering::Release);
+        map.header_u32::<H_READY>().store(1, Ordering::Release);
         Ok(Region {
             map,
             geo,
@@ -663,45 +789,45 @@ impl Region {
     fn from_peer_mapping(name: &str, map: Mapping) -> Result<Region> {
         let proto =
             |what: String| Error::new(Errno::EPROTO, format!("shm: region {name:?}: {what}"));
-        if map.u64_at(H_MAGIC).load(Ordering::Relaxed) != MAGIC {
+        if map.header_u64::<H_MAGIC>().load(Ordering::Relaxed) != MAGIC {
             return Err(proto("bad magic".into()));
         }
-        if map.u32_at(H_READY).load(Ordering::Acquire) != 1 {
+        if map.header_u32::<H_READY>().load(Ordering::Acquire) != 1 {
             return Err(Error::new(
                 Errno::ECONNREFUSED,
                 format!("shm: region {name:?} is not ready"),
             ));
         }
-        let v = map.u32_at(H_VERSION).load(Ordering::Relaxed);
+        let v = map.header_u32::<H_VERSION>().load(Ordering::Relaxed);
         if v != VERSION {
             return Err(proto(format!(
                 "layout version {v}, this provider speaks {VERSION}"
             )));
         }
-        let hs = map.u32_at(H_HDRSIZE).load(Ordering::Relaxed) as usize;
+        let hs = map.header_u32::<H_HDRSIZE>().load(Ordering::Relaxed) as usize;
         if hs != HEADER_SIZE {
             return Err(proto(format!("header size {hs}, expected {HEADER_SIZE}")));
         }
         let geo = Geometry {
-            rings: map.u32_at(H_RINGS).load(Ordering::Relaxed) as usize,
-            slots: map.u32_at(H_SLOTS).load(Ordering::Relaxed) as usize,
-            chunks: map.u32_at(H_CHUNKS).load(Ordering::Relaxed) as usize,
-            chunk_size: map.u32_at(H_CHUNK_SIZE).load(Ordering::Relaxed) as usize,
+            rings: map.header_u32::<H_RINGS>().load(Ordering::Relaxed) as usize,
+            slots: map.header_u32::<H_SLOTS>().load(Ordering::Relaxed) as usize,
+            chunks: map.header_u32::<H_CHUNKS>().load(Ordering::Relaxed) as usize,
+            chunk_size: map.header_u32::<H_CHUNK_SIZE>().load(Ordering::Relaxed) as usize,
         };
         geo.validate(map.len())?;
-        let total = map.u64_at(H_TOTAL).load(Ordering::Relaxed);
+        let total = map.header_u64::<H_TOTAL>().load(Ordering::Relaxed);
         if total != geo.total() as u64 {
             return Err(proto(format!(
                 "total size {total} does not match its geometry ({})",
                 geo.total()
             )));
         }
-        let pid = map.u32_at(H_PID).load(Ordering::Relaxed) as i32;
-        let start = map.u64_at(H_START).load(Ordering::Relaxed);
+        let pid = map.header_u32::<H_PID>().load(Ordering::Relaxed) as i32;
+        let start = map.header_u64::<H_START>().load(Ordering::Relaxed);
         if pid <= 0 {
             return Err(proto(format!("owner pid {pid}")));
         }
-        if map.u32_at(H_CLOSED).load(Ordering::Acquire) != 0 || !pid_alive(pid, start) {
+        if map.header_u32::<H_CLOSED>().load(Ordering::Acquire) != 0 || !pid_alive(pid, start) {
             return Err(Error::new(
                 Errno::ECONNREFUSED,
                 format!("shm: region {name:?}: its owner (pid {pid}) closed it or is gone"),
@@ -861,9 +987,9 @@ pub fn probe_owner(name: &str) -> Owner {
                 ptr: unsafe { NonNull::new_unchecked(p.cast()) },
                 len: HEADER_SIZE,
             };
-            let magic = m.u64_at(H_MAGIC).load(Ordering::Relaxed);
-            let pid = m.u32_at(H_PID).load(Ordering::Relaxed) as i32;
-            let start = m.u64_at(H_START).load(Ordering::Relaxed);
+            let magic = m.header_u64::<H_MAGIC>().load(Ordering::Relaxed);
+            let pid = m.header_u32::<H_PID>().load(Ordering::Relaxed) as i32;
+            let start = m.header_u64::<H_START>().load(Ordering::Relaxed);
             if pid > 0 && pid_alive(pid, start) {
                 Owner::Alive(pid)
             } else if (magic == MAGIC && pid > 0) || (pid <= 0 && orphan) {
@@ -942,6 +1068,64 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn checked_word_access_refuses_bad_offsets() {
+        let name = uniq("words");
+        let r = Region::create(&name, small()).unwrap();
+        let m = r.map();
+        let len = m.len();
+        assert!(m.u64_at(len - 8).is_some());
+        assert!(m.u32_at(len - 4).is_some());
+        for off in [len - 4, len, len + 8, usize::MAX - 7, usize::MAX] {
+            assert!(m.u64_at(off).is_none(), "u64 at {off}");
+        }
+        for off in [len, len + 4, usize::MAX - 3] {
+            assert!(m.u32_at(off).is_none(), "u32 at {off}");
+        }
+        // Misaligned words are refused too.
+        assert!(m.u64_at(4).is_none());
+        assert!(m.u32_at(2).is_none());
+        // Byte copies outside the mapping are refused, not performed.
+        let mut buf = [0u8; 16];
+        assert!(!m.read_bytes(len - 8, &mut buf));
+        assert!(!m.read_bytes(usize::MAX, &mut buf));
+        assert!(!m.write_bytes(len - 8, &buf));
+        assert!(m.read_bytes(len - 16, &mut buf));
+        unlink(&name);
+    }
+
+    #[test]
+    fn ring_indices_wrap_inside_the_ring() {
+        let name = uniq("wrap");
+        let r = Region::create(&name, small()).unwrap();
+        let geo = small();
+        // Out-of-range ring, slot, word and ack indices reach the same words as their
+        // reductions: never a word outside the ring.
+        let ring = r.ring(geo.rings + 1);
+        assert!(std::ptr::eq(ring.claim(), r.ring(1).claim()));
+        let last = ring.slot_word(geo.slots + 3, SLOT_SIZE / 8 + 2);
+        assert!(std::ptr::eq(last, ring.slot_word(3, 2)));
+        assert!(std::ptr::eq(ring.ack_id(geo.slots), ring.ack_id(0)));
+        ring.ack_status(usize::MAX).store(5, Ordering::Relaxed);
+        assert_eq!(ring.ack_status(geo.slots - 1).load(Ordering::Relaxed), 5);
+        let end = r.map().base() as usize + r.map().len();
+        assert!(ring.slot_word(usize::MAX, usize::MAX).as_ptr() as usize + 8 <= end);
+        unlink(&name);
+    }
+
+    #[test]
+    fn a_region_smaller_than_its_header_is_eproto() {
+        let name = uniq("tiny");
+        std::fs::write(
+            Path::new("/dev/shm").join(&name),
+            vec![0u8; HEADER_SIZE - 1],
+        )
+        .unwrap();
+        let e = Region::open_peer(&name).unwrap_err();
+        assert_eq!(e.code(), Errno::EPROTO);
+        std::fs::remove_file(Path::new("/dev/shm").join(&name)).unwrap();
+    }
+
+    #[test]
     fn a_live_region_is_never_overwritten() {
         let name = uniq("b");
         let _r = Region::create(&name, small()).unwrap();
@@ -968,17 +1152,25 @@ pub(crate) mod tests {
     fn corrupt_headers_are_eproto() {
         type Poke = fn(&Mapping);
         let cases: [(&str, Poke); 6] = [
-            ("magic", |m| m.u64_at(H_MAGIC).store(1, Ordering::Relaxed)),
-            ("rings", |m| {
-                m.u32_at(H_RINGS).store(1 << 20, Ordering::Relaxed)
+            ("magic", |m| {
+                m.header_u64::<H_MAGIC>().store(1, Ordering::Relaxed)
             }),
-            ("slots", |m| m.u32_at(H_SLOTS).store(3, Ordering::Relaxed)),
+            ("rings", |m| {
+                m.header_u32::<H_RINGS>().store(1 << 20, Ordering::Relaxed)
+            }),
+            ("slots", |m| {
+                m.header_u32::<H_SLOTS>().store(3, Ordering::Relaxed)
+            }),
             ("chunk size", |m| {
-                m.u32_at(H_CHUNK_SIZE).store(100, Ordering::Relaxed)
+                m.header_u32::<H_CHUNK_SIZE>().store(100, Ordering::Relaxed)
             }),
             // More rings than the file holds.
-            ("too big", |m| m.u32_at(H_RINGS).store(3, Ordering::Relaxed)),
-            ("total", |m| m.u64_at(H_TOTAL).store(12, Ordering::Relaxed)),
+            ("too big", |m| {
+                m.header_u32::<H_RINGS>().store(3, Ordering::Relaxed)
+            }),
+            ("total", |m| {
+                m.header_u64::<H_TOTAL>().store(12, Ordering::Relaxed)
+            }),
         ];
         for (what, poke) in cases {
             let name = uniq("c");
@@ -999,16 +1191,20 @@ pub(crate) mod tests {
         let dead = child.id() as i32;
         let mut child = child;
         child.wait().unwrap();
-        r.map().u32_at(H_PID).store(dead as u32, Ordering::Relaxed);
-        r.map().u64_at(H_START).store(0, Ordering::Relaxed);
+        r.map()
+            .header_u32::<H_PID>()
+            .store(dead as u32, Ordering::Relaxed);
+        r.map().header_u64::<H_START>().store(0, Ordering::Relaxed);
         drop(r);
         assert_eq!(probe_owner(&name), Owner::Dead);
         assert!(reclaim_stale().contains(&name));
         assert!(!exists(&name));
         // And creating over a stale file works too.
         let r = Region::create(&name, small()).unwrap();
-        r.map().u32_at(H_PID).store(dead as u32, Ordering::Relaxed);
-        r.map().u64_at(H_START).store(0, Ordering::Relaxed);
+        r.map()
+            .header_u32::<H_PID>()
+            .store(dead as u32, Ordering::Relaxed);
+        r.map().header_u64::<H_START>().store(0, Ordering::Relaxed);
         drop(r);
         let r2 = Region::create(&name, small()).unwrap();
         assert_eq!(r2.owner_pid(), std::process::id() as i32);
