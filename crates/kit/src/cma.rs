@@ -1,6 +1,12 @@
 //! Cross-memory attach (`process_vm_readv`): the single-copy path for large messages,
 //! and the probe word a receiver reads to learn whether CMA works towards a sender.
 //!
+//! The copies are `unsafe fn`: the kernel writes wherever the integer addresses say
+//! (the local buffers of [`readv`]; the remote ones of [`writev`], which are this
+//! process's own memory when `pid` is this process), so the caller vouches for them.
+//! The memory they touch may be written by a peer at the same moment (registered
+//! memory a peer targets); it is never borrowed as `&[u8]` around a copy.
+//!
 //! Nothing here panics; failures are the OS `errno`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,23 +47,54 @@ pub fn probe(pid: i32, addr: u64, want: u64) -> bool {
     let mut got = [0u8; 8];
     let local = [(got.as_mut_ptr() as usize, 8usize)];
     let remote = [(addr, 8u64)];
-    matches!(readv(pid, &local, &remote), Ok(8)) && u64::from_ne_bytes(got) == want
+    // SAFETY: the only local buffer is `got`, 8 writable bytes of this frame that
+    // nothing else references during the call; the remote range is only read.
+    let copied = unsafe { readv(pid, &local, &remote) };
+    matches!(copied, Ok(8)) && u64::from_ne_bytes(got) == want
 }
 
 /// Copy from `remote` buffers of process `pid` into `local` buffers (as many bytes as
 /// the shorter side holds), looping over partial transfers. Returns the bytes copied
-/// or the OS error number.
-pub fn readv(pid: i32, local: &[(usize, usize)], remote: &[(u64, u64)]) -> Result<usize, i32> {
-    transfer(pid, local, remote, false)
+/// or the OS error number. An unmapped remote address is `EFAULT`, not a fault.
+///
+/// # Safety
+/// Every `local` pair `(address, length)` is memory of this process valid for writes
+/// of `length` bytes for the whole call (the kernel writes it as through a raw
+/// pointer), and nothing reads or writes it by another path while the call runs. The
+/// remote ranges are only read.
+pub unsafe fn readv(
+    pid: i32,
+    local: &[(usize, usize)],
+    remote: &[(u64, u64)],
+) -> Result<usize, i32> {
+    // SAFETY: the caller's contract, for the local buffers the kernel writes.
+    unsafe { transfer(pid, local, remote, false) }
 }
 
 /// Copy from `local` buffers into `remote` buffers of process `pid`
 /// (`process_vm_writev`), as [`readv`] otherwise.
-pub fn writev(pid: i32, local: &[(usize, usize)], remote: &[(u64, u64)]) -> Result<usize, i32> {
-    transfer(pid, local, remote, true)
+///
+/// # Safety
+/// Every `local` pair is memory of this process valid for reads of its length for the
+/// whole call. The remote ranges are written: when `pid` is this process (or shares
+/// memory with it), each must be memory valid for writes of its length that nothing
+/// reads or writes by another path while the call runs; in another process they must
+/// be memory its owner exposed to such writes (a registration granting remote write,
+/// or a buffer it posted for a result).
+pub unsafe fn writev(
+    pid: i32,
+    local: &[(usize, usize)],
+    remote: &[(u64, u64)],
+) -> Result<usize, i32> {
+    // SAFETY: the caller's contract, for the remote buffers the kernel writes.
+    unsafe { transfer(pid, local, remote, true) }
 }
 
-fn transfer(
+/// The loop behind [`readv`] and [`writev`].
+///
+/// # Safety
+/// That of [`readv`] (`write` false) or [`writev`] (`write` true).
+unsafe fn transfer(
     pid: i32,
     local: &[(usize, usize)],
     remote: &[(u64, u64)],
@@ -82,8 +119,9 @@ fn transfer(
         if nl == 0 || nr == 0 {
             break;
         }
-        // SAFETY: the local iovecs describe buffers the caller owns and may read or
-        // write; the remote ones are checked by the kernel (EFAULT if invalid).
+        // SAFETY: the iovecs are within the caller's buffers (`fill` only skips into
+        // them), which the contract of `readv`/`writev` makes valid for the direction
+        // the kernel copies; an unmapped address is EFAULT, not a fault.
         let r = unsafe {
             if write {
                 libc::process_vm_writev(pid, liov.as_ptr(), nl as _, riov.as_ptr(), nr as _, 0)
@@ -137,7 +175,9 @@ mod tests {
         let mut b = [0u8; 70];
         let local = [(a.as_mut_ptr() as usize, 30), (b.as_mut_ptr() as usize, 70)];
         let remote = [(src.as_ptr() as u64, 50), (src[50..].as_ptr() as u64, 50)];
-        match readv(std::process::id() as i32, &local, &remote) {
+        // SAFETY: `a` and `b` are writable arrays of this frame that nothing else
+        // touches during the call.
+        match unsafe { readv(std::process::id() as i32, &local, &remote) } {
             Ok(n) => {
                 assert_eq!(n, 100);
                 assert_eq!(&a[..], &src[..30]);

@@ -1388,8 +1388,14 @@ impl Shared {
     }
 
     /// CMA-read an RTS into `dst` (the placement's part of the receive buffer).
-    fn cma_read(pid: i32, dst: IoList, iov: &[(u64, u64)]) -> i32 {
-        match ofi_kit::cma::readv(pid, dst.slice(), iov) {
+    ///
+    /// # Safety
+    /// `dst` describes memory valid for writes with no Rust reference to it live (a
+    /// posted receive buffer: the application left it to the provider until the
+    /// receive completes).
+    unsafe fn cma_read(pid: i32, dst: IoList, iov: &[(u64, u64)]) -> i32 {
+        // SAFETY: the caller's contract for `dst`.
+        match unsafe { ofi_kit::cma::readv(pid, dst.slice(), iov) } {
             Ok(n) if n == dst.total() => 0,
             Ok(_) => Errno::EIO.0,
             Err(e) if e == libc::ESRCH => Errno::ECONNRESET.0,
@@ -1425,7 +1431,12 @@ impl Shared {
                 niov,
                 id,
             } => {
-                let st = Self::cma_read(pid, recv.buf.sub(place.offset, place.len), &iov[..niov]);
+                let dst = recv.buf.sub(place.offset, place.len);
+                // SAFETY: `dst` is the placement's part of a posted receive buffer,
+                // which the application left writable to the provider until the
+                // receive completes (the C API's contract of fi_recv); the provider
+                // holds it only as addresses.
+                let st = unsafe { Self::cma_read(pid, dst, &iov[..niov]) };
                 let err = if st == 0 { None } else { Some(Errno(st)) };
                 act.complete_rx(recv, place, inc, released, err);
                 self.push_ack(rx, ring, claim, id, st);
@@ -1436,8 +1447,12 @@ impl Shared {
     /// Carry out an RMA access at this (target) endpoint: check it against the MR
     /// table, copy with CMA (`cma`: the initiator's pid and buffers) or from inline
     /// data (`inline`), count it and report remote CQ data. Returns the ack status.
+    ///
+    /// # Safety
+    /// An `inline` pointer is valid for reads of `total` bytes (inside a slot of a
+    /// mapped region).
     #[allow(clippy::too_many_arguments)]
-    fn rma_target(
+    unsafe fn rma_target(
         &self,
         act: &Active,
         cma: Option<(i32, &[(u64, u64)])>,
@@ -1470,10 +1485,19 @@ impl Shared {
         let st = match (cma, inline) {
             (Some(_), _) if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
             (Some((pid, iov)), _) => {
-                let r = if read {
-                    ofi_kit::cma::writev(pid, segs.slice(), iov)
-                } else {
-                    ofi_kit::cma::readv(pid, segs.slice(), iov)
+                // SAFETY: the segments are the registration's memory, which the MR table
+                // checked covers `total` bytes with this access; a registration leaves
+                // its memory to remote access until it is closed (fi_mr(3)), and the
+                // provider holds it only as addresses. The initiator's buffers (ours
+                // too when both endpoints live in this process) belong to its pending
+                // fi_read, whose contract keeps them valid and untouched until it
+                // completes, after this copy.
+                let r = unsafe {
+                    if read {
+                        ofi_kit::cma::writev(pid, segs.slice(), iov)
+                    } else {
+                        ofi_kit::cma::readv(pid, segs.slice(), iov)
+                    }
                 };
                 match r {
                     Ok(k) if k == total => 0,
@@ -1571,8 +1595,11 @@ impl Shared {
                     if l.1 == 0 {
                         continue;
                     }
-                    match ofi_kit::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r))
-                    {
+                    // SAFETY: `l` points into `data` (derived from `o`/`c`), a live
+                    // Vec of this frame that nothing else touches during the call.
+                    match unsafe {
+                        ofi_kit::cma::readv(pid, std::slice::from_ref(l), std::slice::from_ref(r))
+                    } {
                         Ok(n) if n == l.1 => {}
                         Err(e) if e == libc::EPERM || e == libc::ENOSYS => {
                             return Errno::EOPNOTSUPP.0
@@ -1584,21 +1611,26 @@ impl Shared {
         }
         let (operand, compare) = data.split_at(operand_len);
         let mut result = vec![0u8; if fetch { bytes } else { 0 }];
-        let target: &mut [u8] = if bytes == 0 {
-            &mut []
-        } else {
-            // SAFETY: the MR table checked that [seg.0, seg.0 + bytes) lies inside a
-            // live registration granting this access; concurrent atomics through this
-            // process are serialised by ATOMIC_LOCKS.
-            unsafe { std::slice::from_raw_parts_mut(seg.0 as *mut u8, bytes) }
-        };
+        // The registered bytes may be written at any moment by a peer's CMA copy or
+        // the application, so they are never borrowed as `&mut [u8]`: they are copied
+        // out and back through raw pointers while the stripe locks serialise every
+        // atomic on them in this process.
         let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
-        if let Err(e) = locks.apply(
-            seg.0 as u64,
+        let held = locks.lock(seg.0 as u64, bytes);
+        let mut before = vec![0u8; bytes];
+        if bytes > 0 {
+            // SAFETY: the MR table checked that [seg.0, seg.0 + bytes) lies inside a
+            // live registration granting this access; `before` holds `bytes`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(seg.0 as *const u8, before.as_mut_ptr(), bytes)
+            };
+        }
+        let mut target = before.clone();
+        if let Err(e) = ofi_kit::atomic::apply(
             a.op,
             a.dt,
             a.kind,
-            target,
+            &mut target,
             operand,
             compare,
             &mut result,
@@ -1606,11 +1638,21 @@ impl Shared {
         ) {
             return e.code().0;
         }
+        if target != before {
+            // SAFETY: as above; an operation that changes the target was checked for
+            // REMOTE_WRITE (only an atomic read lacks it, and it changes nothing).
+            unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), seg.0 as *mut u8, bytes) };
+        }
+        drop(held);
         region.count_access();
         if fetch && bytes > 0 {
             let local = [(result.as_ptr() as usize, bytes)];
             let remote = [(a.bufs[2], bytes as u64)];
-            match ofi_kit::cma::writev(pid, &local, &remote) {
+            // SAFETY: `local` is `result`, a live Vec, only read; the remote range is
+            // the result buffer of the initiator's pending fetching atomic (in this
+            // process too when both endpoints live here), valid for writes and left
+            // untouched until that operation completes, after this copy.
+            match unsafe { ofi_kit::cma::writev(pid, &local, &remote) } {
                 Ok(n) if n == bytes => {}
                 Err(e) if e == libc::EPERM || e == libc::ENOSYS => return Errno::EOPNOTSUPP.0,
                 _ => return Errno::EIO.0,
@@ -1770,7 +1812,10 @@ impl Shared {
     /// Copy one RMA write fragment (`clen` bytes at `src`, in the ring's chunk) to
     /// `raddr + offset` of region `key`, after checking it in the MR table. Returns the
     /// status (0 or an `FI_*` code).
-    fn write_fragment(
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `clen` bytes (a chunk of a mapped region).
+    unsafe fn write_fragment(
         &self,
         key: u64,
         raddr: u64,
@@ -2080,16 +2125,19 @@ impl Shared {
                     return corrupt("RMA slot in the middle of a bounce message");
                 }
                 let pid = rx.rings[r].pid;
-                let st = self.rma_target(
-                    act,
-                    Some((pid, &iov[..niov])),
-                    None,
-                    read,
-                    total,
-                    key,
-                    raddr,
-                    s,
-                );
+                // SAFETY: no inline pointer.
+                let st = unsafe {
+                    self.rma_target(
+                        act,
+                        Some((pid, &iov[..niov])),
+                        None,
+                        read,
+                        total,
+                        key,
+                        raddr,
+                        s,
+                    )
+                };
                 self.push_ack(rx, r, claim, id, st);
                 true
             }
@@ -2165,7 +2213,8 @@ impl Shared {
                     // SAFETY: chunk < chunks and clen <= chunk_size were checked by parse,
                     // so the chunk lies inside the mapping.
                     let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
-                    st = self.write_fragment(key, raddr, offset, src, clen);
+                    // SAFETY: `src` holds `clen` bytes of the chunk (see above).
+                    st = unsafe { self.write_fragment(key, raddr, offset, src, clen) };
                 }
                 ring.chunk_state(chunk).store(0, Ordering::Release);
                 rx.rings[r].wr = Some((id, st));
@@ -2214,7 +2263,9 @@ impl Shared {
                 // SAFETY: the data lies inside the slot (len ≤ RMA_INLINE_CAP checked by
                 // parse), inside the mapping.
                 let src = unsafe { map.base().add(slot_off + proto::RMA_INLINE_OFF) };
-                let st = self.rma_target(act, None, Some(src), false, len, key, raddr, s);
+                // SAFETY: `src` holds `len` bytes of the slot (see above).
+                let st =
+                    unsafe { self.rma_target(act, None, Some(src), false, len, key, raddr, s) };
                 if s.flags & F_ACK != 0 {
                     self.push_ack(rx, r, claim, id, st);
                 }

@@ -593,9 +593,8 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
             ids.len()
         );
         while let Some(i) = c.peek(&acks) {
-            let off = ring.ack_off(i);
-            ids.push(region.map().u64_at(off + 8).load(Ordering::Relaxed));
-            assert_eq!(region.map().u32_at(off + 16).load(Ordering::Relaxed), 0);
+            ids.push(ring.ack_id(i).load(Ordering::Relaxed));
+            assert_eq!(ring.ack_status(i).load(Ordering::Relaxed), 0);
             c.release(&acks);
         }
         take(&mut got);
@@ -1127,7 +1126,6 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
                 let Ok(Some(i)) = acks.reserve(&ring.acks()) else {
                     continue;
                 };
-                let off = ring.ack_off(i);
                 let id = match rng.below(4) {
                     0 | 1 => (rng.below(3) << 32) | rng.below(70),
                     2 => rng.next(),
@@ -1148,19 +1146,14 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
                     99_999,
                     any,
                 ]) as u32;
-                region.map().u64_at(off + 8).store(id, Ordering::Relaxed);
-                region
-                    .map()
-                    .u32_at(off + 16)
-                    .store(status, Ordering::Relaxed);
+                ring.ack_id(i).store(id, Ordering::Relaxed);
+                ring.ack_status(i).store(status, Ordering::Relaxed);
                 acks.publish(&ring.acks());
             }
             70..=72 => {
                 let i = acks.head() as usize;
                 let garbage = rng.next();
-                region
-                    .map()
-                    .u64_at(ring.ack_off(i))
+                ofi_prov_shm::ring::RingWords::seq(&ring.acks(), i)
                     .store(garbage, Ordering::Release);
             }
             // The second half: `b`'s released tail too (read by `a` once the ring

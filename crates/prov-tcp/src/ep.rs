@@ -456,7 +456,10 @@ impl RxStage {
     }
 
     /// Move up to `n` staged bytes into `dst` (one copy); how many.
-    fn take(&mut self, dst: *mut u8, n: usize) -> usize {
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `n` bytes and does not overlap the staging buffer.
+    unsafe fn take(&mut self, dst: *mut u8, n: usize) -> usize {
         let k = n.min(self.pending());
         // SAFETY: `start..start + k` lies in `buf`; the caller gives `dst` writable for
         // `n >= k` bytes, and it is not inside `buf` (our own allocation).
@@ -470,7 +473,8 @@ impl RxStage {
     /// the stream.
     fn recv(&mut self, sock: &Sock, dst: &mut [u8]) -> io::Result<usize> {
         if self.pending() > 0 {
-            return Ok(self.take(dst.as_mut_ptr(), dst.len()));
+            // SAFETY: `dst` is a distinct writable slice of its length.
+            return Ok(unsafe { self.take(dst.as_mut_ptr(), dst.len()) });
         }
         if dst.len() >= self.buf.len() {
             return sock.recv(dst);
@@ -478,7 +482,8 @@ impl RxStage {
         let n = sock.recv(&mut self.buf)?;
         self.start = 0;
         self.end = n;
-        Ok(self.take(dst.as_mut_ptr(), dst.len()))
+        // SAFETY: as above.
+        Ok(unsafe { self.take(dst.as_mut_ptr(), dst.len()) })
     }
 
     /// Read into the buffers `iov` describes: staged bytes first (scattered in order),
@@ -496,7 +501,9 @@ impl RxStage {
             if self.pending() == 0 {
                 break;
             }
-            done += self.take(v.iov_base.cast(), v.iov_len);
+            // SAFETY: our contract: `v` is writable for its length (and an application
+            // buffer, not our staging buffer).
+            done += unsafe { self.take(v.iov_base.cast(), v.iov_len) };
         }
         Ok(done)
     }
@@ -1976,7 +1983,14 @@ impl EpInner {
                         if want != have {
                             rsp.status = Errno::EINVAL.0 as u16;
                         } else {
-                            match ofi_kit::cma::writev(pid, src.segs(), &dst) {
+                            // SAFETY: `src` is registered memory the MR table checked for
+                            // remote read (only read here). `dst` are the buffers of the
+                            // peer's pending read, in the process whose pid its proof
+                            // established; when that is this process, they are a read
+                            // posted here, valid and untouched until it completes (the
+                            // contract of fi_read), after this copy.
+                            let copied = unsafe { ofi_kit::cma::writev(pid, src.segs(), &dst) };
+                            match copied {
                                 Ok(n) if n as u64 == have => {}
                                 Ok(_) | Err(_) => rsp.status = Errno::EIO.0 as u16,
                             }
@@ -2013,7 +2027,10 @@ impl EpInner {
                 multi_released,
             } => {
                 let local = segs.window(0, keep);
-                let r = ofi_kit::cma::readv(pid, local.segs(), remote);
+                // SAFETY: `local` is the kept part of a posted receive buffer, left
+                // writable to the provider until the receive completes (the contract of
+                // fi_recv) and held only as addresses.
+                let r = unsafe { ofi_kit::cma::readv(pid, local.segs(), remote) };
                 let ok = matches!(r, Ok(n) if n == keep);
                 let sink = Sink::Recv {
                     recv,
@@ -2026,7 +2043,10 @@ impl EpInner {
             }
             Sink::Unexp(mut v) => {
                 v.resize(size, 0);
-                let r = ofi_kit::cma::readv(pid, &[(v.as_mut_ptr() as usize, size)], remote);
+                let local = [(v.as_mut_ptr() as usize, size)];
+                // SAFETY: `v` is a live Vec of `size` bytes that nothing else touches
+                // during the call.
+                let r = unsafe { ofi_kit::cma::readv(pid, &local, remote) };
                 let ok = matches!(r, Ok(n) if n == size);
                 (Sink::Unexp(v), if ok { Ok(()) } else { Err(r.err()) })
             }
@@ -2272,24 +2292,35 @@ impl EpInner {
         }
         let mut result = vec![0u8; if kind == AtomicKind::Base { 0 } else { len }];
         let (base, _) = segs.s[0];
-        // SAFETY: the MR table vouched that [base, base + len) is a live registration
-        // granting this access; the application leaves registered memory to the
-        // provider's remote accesses while it is registered (fi_mr(3)).
-        let target = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) };
-        self.dom
-            .atomic_locks
-            .apply(
-                base as u64,
-                op,
-                dt,
-                kind,
-                target,
-                operand,
-                compare,
-                &mut result,
-                count,
-            )
-            .map_err(|e| e.code().0 as u16)?;
+        // The registered bytes may be written at any moment by a same-host peer's copy
+        // or the application, so they are never borrowed as `&mut [u8]`: they are
+        // copied out and back through raw pointers while the stripe locks serialise
+        // every atomic on them in this process.
+        let held = self.dom.atomic_locks.lock(base as u64, len);
+        let mut before = vec![0u8; len];
+        if len > 0 {
+            // SAFETY: the MR table vouched that [base, base + len) is a live
+            // registration granting this access; `before` holds `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(base as *const u8, before.as_mut_ptr(), len) };
+        }
+        let mut target = before.clone();
+        ofi_kit::atomic::apply(
+            op,
+            dt,
+            kind,
+            &mut target,
+            operand,
+            compare,
+            &mut result,
+            count,
+        )
+        .map_err(|e| e.code().0 as u16)?;
+        if target != before {
+            // SAFETY: as above; an operation that changes the target was checked for
+            // REMOTE_WRITE (only an atomic read lacks it, and it changes nothing).
+            unsafe { std::ptr::copy_nonoverlapping(target.as_ptr(), base as *mut u8, len) };
+        }
+        drop(held);
         Ok(result)
     }
 
@@ -2309,8 +2340,13 @@ impl EpInner {
 
     /// Post an atomic: `operand` (and `compare`) gathered from the application's
     /// buffers, the original values (fetch / compare) written to `result`.
+    ///
+    /// # Safety
+    /// Each ioc of `operand` and `compare` is readable for `count` elements; each of
+    /// `result` stays writable for `count` elements until the operation completes (the
+    /// C API's contract of the atomic calls).
     #[allow(clippy::too_many_arguments)]
-    fn atomic_common(
+    unsafe fn atomic_common(
         &self,
         kind: AtomicKind,
         op: AtomicOp,
@@ -2520,14 +2556,20 @@ fn write_op(sock: &Sock, op: &mut TxOp) -> io::Result<bool> {
     }
 }
 
-fn iov_slice<'a>(iov: *const Iov, count: usize) -> Result<&'a [Iov]> {
+/// The iov array of a message (`FI_EINVAL` for a null array with a count).
+///
+/// # Safety
+/// When `count` is not 0 and `iov` not null, `iov` points to `count` initialised
+/// entries that stay valid and unmodified for `'a`, which the caller keeps within the
+/// data call that received the message (the C API's contract for `msg_iov`).
+unsafe fn iov_slice<'a>(iov: *const Iov, count: usize) -> Result<&'a [Iov]> {
     if count == 0 {
         return Ok(&[]);
     }
     if iov.is_null() {
         return Err(Error::new(Errno::EINVAL, "tcp: null iov"));
     }
-    // SAFETY: the caller's msg describes `count` iovs (API contract).
+    // SAFETY: the caller's contract: `count` valid entries for `'a`.
     Ok(unsafe { std::slice::from_raw_parts(iov, count) })
 }
 
@@ -2550,11 +2592,15 @@ unsafe fn atomic_msg_parts(msg: &MsgAtomic) -> Result<(AtomicOp, Datatype, &[Ioc
     Ok((op, dt, iov, rma))
 }
 
-fn rma_slice<'a>(iov: *const RawRmaIov, count: usize) -> Result<&'a [RawRmaIov]> {
+/// The remote iov array of an RMA message (`FI_EINVAL` when it is empty or null).
+///
+/// # Safety
+/// As [`iov_slice`]: a non-null `iov` points to `count` entries valid for `'a`.
+unsafe fn rma_slice<'a>(iov: *const RawRmaIov, count: usize) -> Result<&'a [RawRmaIov]> {
     if count == 0 || iov.is_null() {
         return Err(Error::new(Errno::EINVAL, "tcp: no remote iovs"));
     }
-    // SAFETY: as iov_slice.
+    // SAFETY: the caller's contract: `count` valid entries for `'a`.
     Ok(unsafe { std::slice::from_raw_parts(iov, count) })
 }
 
@@ -2937,7 +2983,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         self.inner.send_common(
             Segs::from_iov(iov)?,
@@ -3024,7 +3071,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         self.inner
             .recv_common(Segs::from_iov(iov)?, false, 0, 0, msg.context, flags)
     }
@@ -3071,7 +3119,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         self.inner.send_common(
             Segs::from_iov(iov)?,
@@ -3176,7 +3225,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
         self.inner.recv_common(
             Segs::from_iov(iov)?,
             true,
@@ -3240,8 +3290,10 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
-        let rma = rma_slice(msg.rma_iov, msg.rma_iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        // SAFETY: as for `iov`.
+        let rma = unsafe { rma_slice(msg.rma_iov, msg.rma_iov_count)? };
         self.inner.rma_common(
             false,
             Segs::from_iov(iov)?,
@@ -3305,8 +3357,10 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        let iov = iov_slice(msg.msg_iov, msg.iov_count)?;
-        let rma = rma_slice(msg.rma_iov, msg.rma_iov_count)?;
+        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
+        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
+        // SAFETY: as for `iov`.
+        let rma = unsafe { rma_slice(msg.rma_iov, msg.rma_iov_count)? };
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
         self.inner.rma_common(
             true,
@@ -3406,18 +3460,22 @@ impl EndpointOps<Fabric> for Endpoint {
             count,
         }];
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Base,
-            op,
-            datatype,
-            &v,
-            &[],
-            &[],
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Base,
+                op,
+                datatype,
+                &v,
+                &[],
+                &[],
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn atomicv(
@@ -3436,35 +3494,43 @@ impl EndpointOps<Fabric> for Endpoint {
             .map(|i| i.count)
             .fold(0usize, usize::saturating_add);
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Base,
-            op,
-            datatype,
-            iov,
-            &[],
-            &[],
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Base,
+                op,
+                datatype,
+                iov,
+                &[],
+                &[],
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
         // SAFETY: the caller's msg arrays are valid (API contract).
         let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        self.inner.atomic_common(
-            AtomicKind::Base,
-            op,
-            dt,
-            iov,
-            &[],
-            &[],
-            rma,
-            msg.context,
-            flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Base,
+                op,
+                dt,
+                iov,
+                &[],
+                &[],
+                rma,
+                msg.context,
+                flags,
+                false,
+            )
+        }
     }
 
     unsafe fn inject_atomic(
@@ -3488,18 +3554,22 @@ impl EndpointOps<Fabric> for Endpoint {
             count,
         }];
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Base,
-            op,
-            datatype,
-            &v,
-            &[],
-            &[],
-            &r,
-            0,
-            OpFlags::empty(),
-            true,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Base,
+                op,
+                datatype,
+                &v,
+                &[],
+                &[],
+                &r,
+                0,
+                OpFlags::empty(),
+                true,
+            )
+        }
     }
 
     unsafe fn fetch_atomic(
@@ -3525,18 +3595,22 @@ impl EndpointOps<Fabric> for Endpoint {
             count,
         }];
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Fetch,
-            op,
-            datatype,
-            &v,
-            &[],
-            &res,
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Fetch,
+                op,
+                datatype,
+                &v,
+                &[],
+                &res,
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn fetch_atomicv(
@@ -3557,18 +3631,22 @@ impl EndpointOps<Fabric> for Endpoint {
             .map(|i| i.count)
             .fold(0usize, usize::saturating_add);
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Fetch,
-            op,
-            datatype,
-            iov,
-            &[],
-            resultv,
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Fetch,
+                op,
+                datatype,
+                iov,
+                &[],
+                resultv,
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn fetch_atomicmsg(
@@ -3580,18 +3658,22 @@ impl EndpointOps<Fabric> for Endpoint {
     ) -> Result<()> {
         // SAFETY: the caller's msg arrays are valid (API contract).
         let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        self.inner.atomic_common(
-            AtomicKind::Fetch,
-            op,
-            dt,
-            iov,
-            &[],
-            resultv,
-            rma,
-            msg.context,
-            flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Fetch,
+                op,
+                dt,
+                iov,
+                &[],
+                resultv,
+                rma,
+                msg.context,
+                flags,
+                false,
+            )
+        }
     }
 
     unsafe fn compare_atomic(
@@ -3623,18 +3705,22 @@ impl EndpointOps<Fabric> for Endpoint {
             count,
         }];
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Compare,
-            op,
-            datatype,
-            &v,
-            &c,
-            &res,
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Compare,
+                op,
+                datatype,
+                &v,
+                &c,
+                &res,
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn compare_atomicv(
@@ -3657,18 +3743,22 @@ impl EndpointOps<Fabric> for Endpoint {
             .map(|i| i.count)
             .fold(0usize, usize::saturating_add);
         let r = [RmaIoc { addr, count, key }];
-        self.inner.atomic_common(
-            AtomicKind::Compare,
-            op,
-            datatype,
-            iov,
-            comparev,
-            resultv,
-            &r,
-            context,
-            self.inner.tx_flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Compare,
+                op,
+                datatype,
+                iov,
+                comparev,
+                resultv,
+                &r,
+                context,
+                self.inner.tx_flags,
+                false,
+            )
+        }
     }
 
     unsafe fn compare_atomicmsg(
@@ -3682,18 +3772,22 @@ impl EndpointOps<Fabric> for Endpoint {
     ) -> Result<()> {
         // SAFETY: the caller's msg arrays are valid (API contract).
         let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        self.inner.atomic_common(
-            AtomicKind::Compare,
-            op,
-            dt,
-            iov,
-            comparev,
-            resultv,
-            rma,
-            msg.context,
-            flags,
-            false,
-        )
+        // SAFETY: this call's contract: the iocs describe the application's buffers,
+        // valid as `atomic_common` requires.
+        unsafe {
+            self.inner.atomic_common(
+                AtomicKind::Compare,
+                op,
+                dt,
+                iov,
+                comparev,
+                resultv,
+                rma,
+                msg.context,
+                flags,
+                false,
+            )
+        }
     }
 
     fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
