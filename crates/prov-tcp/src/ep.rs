@@ -41,6 +41,13 @@
 //! accepted only from a verified peer; the copies only touch the verified peer's memory
 //! (the kernel checks its addresses) and buffers this side owns or has checked.
 //!
+//! Application buffers travel as addresses (`Segs`) from the `unsafe` data calls,
+//! whose contract keeps them valid until the operation completes; a private function
+//! handed raw pointers or iocs from elsewhere (`iov_slice`, `rma_slice`, `take`,
+//! `atomic_common`) is an `unsafe fn`. Registered memory, which a same-host peer's copy
+//! may write at any moment, is never borrowed as `&[u8]`/`&mut [u8]`: an atomic copies
+//! its target out and back through raw pointers under the stripe locks.
+//!
 //! # Failure
 //!
 //! End of stream or a socket error: queued and pending operations complete with
