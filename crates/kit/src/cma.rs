@@ -199,6 +199,31 @@ mod tests {
     }
 
     #[test]
+    fn an_unmapped_remote_address_is_an_error_not_a_fault() {
+        let mut dst = [0u8; 16];
+        let local = [(dst.as_mut_ptr() as usize, dst.len())];
+        // Page 0 is never mapped; the kernel refuses the copy (EFAULT), or the sandbox
+        // refuses CMA altogether (EPERM / ENOSYS): an error either way, nothing copied.
+        let remote = [(8u64, 16u64)];
+        // SAFETY: `dst` is a writable array of this frame that nothing else touches.
+        let r = unsafe { readv(std::process::id() as i32, &local, &remote) };
+        assert!(
+            matches!(r, Err(libc::EFAULT | libc::EPERM | libc::ENOSYS)),
+            "{r:?}"
+        );
+        assert_eq!(dst, [0u8; 16]);
+        let src = [7u8; 16];
+        let local = [(src.as_ptr() as usize, src.len())];
+        // SAFETY: `src` is only read; the remote range is unmapped, so nothing of this
+        // process is written.
+        let w = unsafe { writev(std::process::id() as i32, &local, &remote) };
+        assert!(
+            matches!(w, Err(libc::EFAULT | libc::EPERM | libc::ENOSYS)),
+            "{w:?}"
+        );
+    }
+
+    #[test]
     fn probe_of_a_bad_address_fails() {
         assert!(!probe(std::process::id() as i32, 8, 1));
     }
