@@ -475,7 +475,10 @@ fn malformed_datagrams_are_dropped_and_the_receive_stays_posted() {
     raw.send_to(&good, to).unwrap();
     // The first completion is the good datagram's, into the receive posted before the
     // malformed ones: none of them completed it or produced an error entry.
-    let (e, _) = ok(&p.b.cq, "the good datagram (first completion after the malformed)");
+    let (e, _) = ok(
+        &p.b.cq,
+        "the good datagram (first completion after the malformed)",
+    );
     assert_eq!((e.op_context, e.len, e.data), (9, 5, 5));
     assert_eq!(&buf[..5], b"hello");
     // Everything sent has been read now: nothing else completed.
