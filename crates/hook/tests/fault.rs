@@ -377,7 +377,7 @@ fn env_bad_config_child(var: &str) {
     let info = common::info(&reg, "udp", EpType::Dgram);
     let e = reg.open_fabric(&info).unwrap_err();
     assert_eq!(e.code(), Errno::EINVAL, "{e}");
-    assert!(e.to_string().contains(&var), "{e}");
+    assert!(e.to_string().contains(var), "{e}");
 }
 
 /// The child side of `apply_globally_hooks_the_process_registry`: `apply_globally`

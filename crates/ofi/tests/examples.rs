@@ -56,7 +56,7 @@ fn run(name: &str, prov: &str, args: &[&str]) -> String {
 /// and `args`; its stdout on success.
 fn run_binary(path: &std::path::Path, name: &str, prov: &str, args: &[&str]) -> String {
     let t0 = Instant::now();
-    let out = Command::new(&path)
+    let out = Command::new(path)
         .args(args)
         .args(["--timeout", "60"])
         .env("FI_PROVIDER", prov)
