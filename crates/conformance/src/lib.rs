@@ -46,7 +46,7 @@
 //!
 //! ```text
 //! use ofi::registry::{Registry, RegistryConfig};
-//! use ofi_conformance::{conformance_suite, Subject};
+//! use ofi_conformance::{conformance_suite, Capability, Subject};
 //!
 //! fn subject() -> Subject {
 //!     // Linked in (an rlib) …
@@ -1064,6 +1064,25 @@ mod tests {
         i.tx_attr.inject_size = 64;
         i.domain_attr.cq_data_size = 8;
         i
+    }
+
+    #[test]
+    fn every_area_is_listed_once_and_declarations_use_them() {
+        for (index, cap) in Capability::ALL.iter().enumerate() {
+            assert!(
+                !Capability::ALL[..index].contains(cap),
+                "{cap} listed twice"
+            );
+        }
+        for check in checks::ALL {
+            assert!(Capability::ALL.contains(&check.cap), "{}", check.name);
+        }
+        for (name, caps) in expected::ALL {
+            assert!(caps.contains(&Capability::Getinfo), "{name}");
+            for (index, cap) in caps.iter().enumerate() {
+                assert!(!caps[..index].contains(cap), "{name}: {cap} twice");
+            }
+        }
     }
 
     #[test]
