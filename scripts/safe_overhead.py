@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the safe layer costs per shm round trip, averaged over copies of the executable.
 
-`safe_overhead` (crates/ofi/examples) reports, per run, the median over its rounds of
+The `safe_overhead` bench (crates/ofi/benches) reports, per run, the median over its rounds of
 (safe mean - raw mean) for one 64 B ping-pong. Something that comes with each copy of
 the executable (most likely where its pages land in memory) moves that figure by
 several ns from one byte-identical copy of the binary to another (docs/PERFORMANCE.md,
@@ -14,11 +14,12 @@ the safe figure with it). The copies are removed at the end; every run has a tim
 
 Usage: scripts/safe_overhead.py [--copies 4] [--runs 10] [--iters 20000] [--rounds 40]
                                 [--no-aa] [BINARY ...]
-(default BINARY: target/release/examples/safe_overhead; build it with
-`cargo build --release -p ofi --example safe_overhead`)
+(default BINARY: the newest target/release/deps/safe_overhead-<hash>; build it with
+`cargo bench -p ofi --bench safe_overhead --no-run`)
 """
 
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -46,6 +47,16 @@ def one_run(exe, aa, args):
     return float(m.group(1)) if m and out.returncode == 0 else None
 
 
+def default_binary():
+    """The newest build of the bench: target/release/deps/safe_overhead-<hash>."""
+    found = [p for p in glob.glob(os.path.join(ROOT, "target/release/deps/safe_overhead-*"))
+             if "." not in os.path.basename(p) and os.access(p, os.X_OK)]
+    if not found:
+        sys.exit("safe_overhead.py: no target/release/deps/safe_overhead-<hash> "
+                 "(build it: cargo bench -p ofi --bench safe_overhead --no-run)")
+    return max(found, key=os.path.getmtime)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--copies", type=int, default=4)
@@ -55,7 +66,7 @@ def main():
     p.add_argument("--no-aa", action="store_true", help="skip the --aa calibration")
     p.add_argument("binaries", nargs="*")
     args = p.parse_args()
-    builds = args.binaries or [os.path.join(ROOT, "target/release/examples/safe_overhead")]
+    builds = args.binaries or [default_binary()]
     for b in builds:
         if not os.access(b, os.X_OK):
             sys.exit(f"safe_overhead.py: {b} is not an executable (build it first)")

@@ -9,8 +9,16 @@
 //! [`Capability`] areas it must pass. Each check is a plain function in [`checks`]
 //! taking `&Subject`; the [`conformance_suite!`] macro turns every check into one
 //! `#[test]` that runs it when the provider claims the check's capability and otherwise
-//! prints why it skipped (and passes). A provider must not claim what it lacks: a
-//! claimed capability whose check fails fails the test.
+//! prints why it skipped. A provider must not claim what it lacks: a claimed capability
+//! whose check fails fails the test.
+//!
+//! Each instantiation also declares the areas its provider is **expected** to claim
+//! ([`expected`]). Claims that differ from the declaration — an area the provider stops
+//! claiming (its checks would be skipped) or starts claiming (they would run
+//! unannounced) — fail every check of that area and the test `capabilities_checked`,
+//! naming the areas and the reason ([`compare`]). So a skip passes only where the
+//! declaration says the provider does not claim the area; docs/CONFORMANCE.md is
+//! generated from the declarations.
 //!
 //! Most capabilities come from getinfo fields (caps, endpoint types, `inject_size`,
 //! `cq_data_size`, context counts). What no field announces — EQs, counters, memory
@@ -38,7 +46,7 @@
 //!
 //! ```text
 //! use ofi::registry::{Registry, RegistryConfig};
-//! use ofi_conformance::{conformance_suite, Subject};
+//! use ofi_conformance::{conformance_suite, Capability, Subject};
 //!
 //! fn subject() -> Subject {
 //!     // Linked in (an rlib) …
@@ -50,12 +58,15 @@
 //!     Subject::new(reg, "myprov")
 //! }
 //!
-//! conformance_suite!(myprov, subject());
+//! // The areas it must claim: its claims differing from this list fail the suite.
+//! const MYPROV: &[Capability] = &[Capability::Getinfo, Capability::Domain, /* … */];
+//!
+//! conformance_suite!(myprov, subject(), MYPROV);
 //! ```
 //!
 //! The subject expression is evaluated once per test process (the macro keeps it in a
 //! `OnceLock`) and once more in the child process of each two-process test, which
-//! re-executes the test binary (see [`twoproc`]).
+//! re-executes the test binary running that same test, in child mode (see [`twoproc`]).
 //!
 //! # Bounds and panics
 //!
@@ -64,6 +75,7 @@
 //! library helpers outside the checks return `Result`.
 
 pub mod checks;
+pub mod expected;
 pub mod fixture;
 pub mod pair;
 pub mod plugin;
@@ -619,6 +631,90 @@ pub enum Capability {
     TwoProcessRma,
 }
 
+impl Capability {
+    /// Every area, in the order the suite lists them.
+    pub const ALL: [Capability; 33] = [
+        Capability::Getinfo,
+        Capability::Domain,
+        Capability::Cq,
+        Capability::Av,
+        Capability::Msg,
+        Capability::Source,
+        Capability::Dgram,
+        Capability::Inject,
+        Capability::Eq,
+        Capability::Counters,
+        Capability::Mr,
+        Capability::Pairs,
+        Capability::Reliable,
+        Capability::CqData,
+        Capability::PairInject,
+        Capability::SelectiveCompletion,
+        Capability::Cm,
+        Capability::Tagged,
+        Capability::Peek,
+        Capability::DirectedRecv,
+        Capability::MultiRecv,
+        Capability::Rma,
+        Capability::RmaCqData,
+        Capability::Atomic,
+        Capability::Scalable,
+        Capability::SharedCtx,
+        Capability::Rdm,
+        Capability::WaitSet,
+        Capability::PollSet,
+        Capability::TwoProcess,
+        Capability::TwoProcessCm,
+        Capability::TwoProcessTagged,
+        Capability::TwoProcessRma,
+    ];
+
+    /// When a provider claims this area (what [`Claims::check`] asks of its answers).
+    pub fn claimed_when(self) -> &'static str {
+        match self {
+            Capability::Getinfo | Capability::Domain | Capability::Cq => "always",
+            Capability::Av => "a connectionless endpoint type (`FI_EP_DGRAM` / `FI_EP_RDM`)",
+            Capability::Msg => "`FI_MSG` on a connectionless endpoint type",
+            Capability::Dgram => "`FI_EP_DGRAM` with `FI_MSG`",
+            Capability::Inject => "`FI_MSG` on a connectionless type with `inject_size > 0`",
+            Capability::Source => "`FI_SOURCE` with `FI_MSG` (connectionless)",
+            Capability::TwoProcess => "`FI_MSG` on a connectionless endpoint type",
+            Capability::Pairs => "an endpoint type with `FI_MSG`",
+            Capability::PairInject => "an endpoint type with `FI_MSG` and `inject_size > 0`",
+            Capability::Reliable => "`FI_EP_MSG` or `FI_EP_RDM` with `FI_MSG`",
+            Capability::Rdm => "`FI_EP_RDM` with `FI_MSG`",
+            Capability::Cm => "`FI_EP_MSG` with `FI_MSG`",
+            Capability::Eq => "`fi_eq_open` works, or `FI_EP_MSG` is offered",
+            Capability::Counters => "`fi_cntr_open` works",
+            Capability::WaitSet => "`fi_wait_open` (`FI_WAIT_FD`) and `fi_cntr_open` work",
+            Capability::PollSet => "`fi_poll` over a CQ and `fi_cntr_open` work",
+            Capability::Mr => "`fi_mr_reg` works, or `FI_RMA` / `FI_ATOMIC` is claimed",
+            Capability::SelectiveCompletion => {
+                "`FI_MSG`, and binding a CQ with `FI_SELECTIVE_COMPLETION` works"
+            }
+            Capability::CqData => "`FI_MSG` with `FI_REMOTE_CQ_DATA` and `cq_data_size > 0`",
+            Capability::Tagged => "`FI_TAGGED`",
+            Capability::Peek => "`FI_TAGGED` on a reliable endpoint type",
+            Capability::DirectedRecv => {
+                "`FI_TAGGED` with `FI_DIRECTED_RECV` on a connectionless endpoint type"
+            }
+            Capability::MultiRecv => "`FI_MSG` with `FI_MULTI_RECV`",
+            Capability::Rma => "`FI_RMA`",
+            Capability::RmaCqData => "`FI_RMA` with `FI_REMOTE_CQ_DATA` and `cq_data_size > 0`",
+            Capability::Atomic => "`FI_ATOMIC`",
+            Capability::Scalable => {
+                "connectionless `FI_MSG` with `max_ep_tx_ctx` and `max_ep_rx_ctx > 1`"
+            }
+            Capability::SharedCtx => {
+                "connectionless `FI_MSG` with `max_ep_stx_ctx` and `max_ep_srx_ctx > 0`"
+            }
+            Capability::TwoProcessCm => "`FI_EP_MSG` with `FI_MSG`",
+            Capability::TwoProcessTagged => "`FI_TAGGED` on a reliable endpoint type",
+            Capability::TwoProcessRma => "`FI_RMA` on a reliable endpoint type",
+        }
+    }
+}
+
 impl fmt::Display for Capability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
@@ -662,7 +758,17 @@ impl fmt::Display for Capability {
 
 /// Run check `name` (needing `cap`) against `subject`: skipped, with the reason
 /// printed, when the provider does not claim `cap`. Returns whether it ran.
-pub fn run(subject: &Subject, name: &str, cap: Capability, check: impl FnOnce(&Subject)) -> bool {
+///
+/// Panics (fails the check) when what the provider claims about `cap` differs from
+/// `expected`, the areas its instantiation declares: an expected area it does not
+/// claim (the check would be skipped) or a claimed area not declared.
+pub fn run(
+    subject: &Subject,
+    name: &str,
+    cap: Capability,
+    expected: &[Capability],
+    check: impl FnOnce(&Subject),
+) -> bool {
     let claims = match subject.claims() {
         Ok(c) => c,
         Err(e) if cap == Capability::Getinfo => {
@@ -673,6 +779,19 @@ pub fn run(subject: &Subject, name: &str, cap: Capability, check: impl FnOnce(&S
             subject.provider
         ),
     };
+    match (claims.check(cap), expected.contains(&cap)) {
+        (Err(why), true) => panic!(
+            "{name}: provider {} is expected to claim {cap}, but does not: {why} \
+             (if that is intended, remove {cap} from the areas its suite expects)",
+            subject.provider
+        ),
+        (Ok(()), false) => panic!(
+            "{name}: provider {} claims {cap}, which its suite does not expect \
+             (if that is intended, add {cap} to the areas its suite expects)",
+            subject.provider
+        ),
+        _ => {}
+    }
     if let Err(why) = claims.check(cap) {
         println!(
             "SKIP {name} ({cap}): provider {} does not claim it: {why}",
@@ -684,36 +803,65 @@ pub fn run(subject: &Subject, name: &str, cap: Capability, check: impl FnOnce(&S
     true
 }
 
-/// The capability areas checked for `subject` (those it claims, among the checks' and
-/// the two-process tests'), and the ones skipped with the reason.
+/// The capability areas checked for `subject` (those it claims, in the order of
+/// [`Capability::ALL`]), and the ones skipped with the reason.
 pub fn summary(subject: &Subject) -> (Vec<Capability>, Vec<(Capability, String)>) {
     let claims = subject.claimed();
     let mut checked = Vec::new();
     let mut skipped = Vec::new();
-    let caps = checks::ALL.iter().map(|c| c.cap).chain([
-        Capability::TwoProcess,
-        Capability::TwoProcessCm,
-        Capability::TwoProcessTagged,
-        Capability::TwoProcessRma,
-    ]);
-    for cap in caps {
+    for cap in Capability::ALL {
         match claims.check(cap) {
-            Ok(()) if !checked.contains(&cap) => checked.push(cap),
-            Err(why) if !skipped.iter().any(|(s, _)| *s == cap) => skipped.push((cap, why)),
-            _ => {}
+            Ok(()) => checked.push(cap),
+            Err(why) => skipped.push((cap, why)),
         }
     }
     (checked, skipped)
 }
 
-/// Instantiate the suite: `conformance_suite!(mod_name, subject_expr)` expands to a
-/// module `mod_name` with one `#[test]` per check of [`checks::ALL`], a test listing the
-/// capability areas checked, and the two halves of the two-process test.
+/// Compare what `subject` claims with `expected`, the areas its instantiation
+/// declares. `Err` names every area claimed but not expected, and every area expected
+/// but not claimed with the provider's reason.
+pub fn compare(subject: &Subject, expected: &[Capability]) -> std::result::Result<(), String> {
+    let (checked, skipped) = summary(subject);
+    let extra: Vec<String> = checked
+        .iter()
+        .filter(|c| !expected.contains(c))
+        .map(|c| c.to_string())
+        .collect();
+    let missing: Vec<String> = skipped
+        .iter()
+        .filter(|(c, _)| expected.contains(c))
+        .map(|(c, why)| format!("{c} ({why})"))
+        .collect();
+    if extra.is_empty() && missing.is_empty() {
+        return Ok(());
+    }
+    let mut msg = format!(
+        "provider {}: its claims differ from the areas its suite expects",
+        subject.provider
+    );
+    if !missing.is_empty() {
+        msg += &format!("\n  expected but not claimed: {}", missing.join("; "));
+    }
+    if !extra.is_empty() {
+        msg += &format!("\n  claimed but not expected: {}", extra.join(", "));
+    }
+    msg += "\n(update the provider, or the declaration in ofi_conformance::expected / the suite's third argument, and regenerate docs/CONFORMANCE.md)";
+    Err(msg)
+}
+
+/// Instantiate the suite: `conformance_suite!(mod_name, subject_expr, expected_expr)`
+/// expands to a module `mod_name` with one `#[test]` per check of [`checks::ALL`], a
+/// test comparing the areas claimed with the expected ones (and listing them), and the
+/// two-process tests (each re-runs itself in a child process for the other side).
 ///
 /// `subject_expr` must evaluate to a [`Subject`]; it is evaluated once per process.
+/// `expected_expr` is a `&'static [Capability]`: the areas the provider must claim
+/// (in tree, a declaration of [`expected`], e.g. `ofi_conformance::expected::UDP`;
+/// docs/CONFORMANCE.md is generated from those).
 #[macro_export]
 macro_rules! conformance_suite {
-    ($m:ident, $subject:expr) => {
+    ($m:ident, $subject:expr, $expected:expr $(,)?) => {
         mod $m {
             #[allow(unused_imports)]
             use super::*;
@@ -721,6 +869,11 @@ macro_rules! conformance_suite {
             fn subject() -> &'static $crate::Subject {
                 static S: ::std::sync::OnceLock<$crate::Subject> = ::std::sync::OnceLock::new();
                 S.get_or_init(|| $subject)
+            }
+
+            /// The areas this suite's provider is expected to claim.
+            fn expected() -> &'static [$crate::Capability] {
+                $expected
             }
 
             $crate::conformance_suite!(@tests
@@ -818,13 +971,21 @@ macro_rules! conformance_suite {
                     println!("provider {}: skipped {c}: {why}", s.provider);
                 }
                 assert!(!checked.is_empty(), "nothing was checked for {}", s.provider);
+                if let Err(diff) = $crate::compare(s, expected()) {
+                    panic!("{diff}");
+                }
             }
 
             #[test]
             fn two_process_exchange() {
                 let s = subject();
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
-                $crate::run(s, "two_process_exchange", $crate::Capability::TwoProcess, |s| {
+                if $crate::twoproc::is_child() {
+                    // This process is the other side, started by this same test.
+                    $crate::twoproc::child(s);
+                    return;
+                }
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_exchange");
+                $crate::run(s, "two_process_exchange", $crate::Capability::TwoProcess, expected(), |s| {
                     $crate::twoproc::parent(s, &name)
                 });
             }
@@ -832,8 +993,13 @@ macro_rules! conformance_suite {
             #[test]
             fn two_process_cm() {
                 let s = subject();
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
-                $crate::run(s, "two_process_cm", $crate::Capability::TwoProcessCm, |s| {
+                if $crate::twoproc::is_child() {
+                    // This process is the other side, started by this same test.
+                    $crate::twoproc::child(s);
+                    return;
+                }
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_cm");
+                $crate::run(s, "two_process_cm", $crate::Capability::TwoProcessCm, expected(), |s| {
                     $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Cm)
                 });
             }
@@ -841,8 +1007,13 @@ macro_rules! conformance_suite {
             #[test]
             fn two_process_tagged() {
                 let s = subject();
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
-                $crate::run(s, "two_process_tagged", $crate::Capability::TwoProcessTagged, |s| {
+                if $crate::twoproc::is_child() {
+                    // This process is the other side, started by this same test.
+                    $crate::twoproc::child(s);
+                    return;
+                }
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_tagged");
+                $crate::run(s, "two_process_tagged", $crate::Capability::TwoProcessTagged, expected(), |s| {
                     $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Tagged)
                 });
             }
@@ -850,18 +1021,15 @@ macro_rules! conformance_suite {
             #[test]
             fn two_process_rma() {
                 let s = subject();
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_child");
-                $crate::run(s, "two_process_rma", $crate::Capability::TwoProcessRma, |s| {
+                if $crate::twoproc::is_child() {
+                    // This process is the other side, started by this same test.
+                    $crate::twoproc::child(s);
+                    return;
+                }
+                let name = $crate::twoproc::test_name(module_path!(), "two_process_rma");
+                $crate::run(s, "two_process_rma", $crate::Capability::TwoProcessRma, expected(), |s| {
                     $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Rma)
                 });
-            }
-
-            /// Child half of the two-process tests (does nothing unless started by one).
-            #[test]
-            fn two_process_child() {
-                if $crate::twoproc::is_child() {
-                    $crate::twoproc::child(subject());
-                }
             }
         }
     };
@@ -881,7 +1049,7 @@ macro_rules! conformance_suite {
             fn $name() {
                 let c = $crate::checks::by_name(stringify!($name))
                     .expect("every test of the macro is a check of checks::ALL");
-                $crate::run(subject(), c.name, c.cap, c.run);
+                $crate::run(subject(), c.name, c.cap, expected(), c.run);
             }
         )*
     };
@@ -896,6 +1064,25 @@ mod tests {
         i.tx_attr.inject_size = 64;
         i.domain_attr.cq_data_size = 8;
         i
+    }
+
+    #[test]
+    fn every_area_is_listed_once_and_declarations_use_them() {
+        for (index, cap) in Capability::ALL.iter().enumerate() {
+            assert!(
+                !Capability::ALL[..index].contains(cap),
+                "{cap} listed twice"
+            );
+        }
+        for check in checks::ALL {
+            assert!(Capability::ALL.contains(&check.cap), "{}", check.name);
+        }
+        for (name, caps) in expected::ALL {
+            assert!(caps.contains(&Capability::Getinfo), "{name}");
+            for (index, cap) in caps.iter().enumerate() {
+                assert!(!caps[..index].contains(cap), "{name}: {cap} twice");
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Messages between two processes. The test binary re-executes itself: the parent runs
-//! test `<module>::two_process_child` in a child process (with
-//! `OFI_CONFORMANCE_CHILD=1`), and they exchange endpoint addresses as hex lines over
-//! the child's stdin and stdout:
+//! Messages between two processes. The test binary re-executes itself: the parent test
+//! (`<module>::two_process_exchange`, `…::two_process_cm` …) runs that same test in a
+//! child process with `OFI_CONFORMANCE_CHILD=1`, where it plays the other side instead
+//! (so no test exists only to be a child), and they exchange endpoint addresses as hex
+//! lines over the child's stdin and stdout:
 //!
 //! 1. child → parent: `CHILD ADDR <hex>` (its endpoint's `fi_getname`);
 //! 2. parent → child: `PEER <hex>`; the parent then sends a message;
@@ -120,7 +121,7 @@ fn wait_long(cq: &ofi::cq::CompletionQueue, bound: Duration, what: &str) -> CqMs
     }
 }
 
-/// The child side: run from the test `two_process_child` when [`is_child`].
+/// The child side: run by the two-process test itself when [`is_child`].
 pub fn child(s: &Subject) {
     let mode = Mode::current();
     if mode != Mode::Msg {

@@ -8,7 +8,7 @@
 mod vendor;
 
 use ofi::registry::{Registry, RegistryConfig};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 /// The plugin, loaded from its plugin directory.
 fn unixdgram_plugin() -> Subject {
@@ -20,4 +20,8 @@ fn unixdgram_plugin() -> Subject {
     Subject::new(reg, "unixdgram")
 }
 
-conformance_suite!(unixdgram_plugin_suite, unixdgram_plugin());
+conformance_suite!(
+    unixdgram_plugin_suite,
+    unixdgram_plugin(),
+    expected::UNIXDGRAM
+);

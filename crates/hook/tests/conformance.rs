@@ -6,7 +6,7 @@ mod common;
 
 use common::registry;
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn udp(hooks: &str) -> Subject {
     let mut h = Info::hints();
@@ -14,14 +14,23 @@ fn udp(hooks: &str) -> Subject {
     Subject::new(registry(hooks), "udp").with_hints(h)
 }
 
-conformance_suite!(udp_perf, udp("perf"));
-conformance_suite!(udp_trace, udp("trace"));
-conformance_suite!(udp_debug, udp("debug"));
-conformance_suite!(udp_noop, udp("noop"));
-conformance_suite!(udp_fault, udp("fault"));
-conformance_suite!(shm_noop, Subject::new(registry("noop"), "shm"));
-conformance_suite!(tcp_noop, Subject::new(registry("noop"), "tcp"));
+conformance_suite!(udp_perf, udp("perf"), expected::UDP);
+conformance_suite!(udp_trace, udp("trace"), expected::UDP);
+conformance_suite!(udp_debug, udp("debug"), expected::UDP);
+conformance_suite!(udp_noop, udp("noop"), expected::UDP);
+conformance_suite!(udp_fault, udp("fault"), expected::UDP);
+conformance_suite!(
+    shm_noop,
+    Subject::new(registry("noop"), "shm"),
+    expected::SHM
+);
+conformance_suite!(
+    tcp_noop,
+    Subject::new(registry("noop"), "tcp"),
+    expected::TCP
+);
 conformance_suite!(
     shm_all_stacked,
-    Subject::new(registry("perf;trace,debug,fault,noop"), "shm")
+    Subject::new(registry("perf;trace,debug,fault,noop"), "shm"),
+    expected::SHM
 );

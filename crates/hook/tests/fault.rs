@@ -353,13 +353,14 @@ fn bad_config_fails_the_fabric_open() {
     );
 }
 
-/// Run in a child process (see `parameters_from_the_environment`): the parameters come
-/// from `FI_OFI_HOOK_FAULT_*`.
-#[test]
-fn child_env_drop_all() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
-        return;
-    }
+/// Whether this process is the child of a test of this file (see [`run_child`]).
+fn is_child() -> bool {
+    std::env::var_os("OFI_HOOK_TEST_CHILD").is_some()
+}
+
+/// The child side of `parameters_from_the_environment`: the parameters come from
+/// `FI_OFI_HOOK_FAULT_*`.
+fn env_drop_all_child() {
     let reg = registry("fault");
     let p = pair(&reg, "udp", EpType::Dgram);
     let mut bufs = vec![[0u8; 64]; 10];
@@ -369,28 +370,19 @@ fn child_env_drop_all() {
     assert_eq!((ca.len(), cb.len()), (10, 0), "all dropped, all completed");
 }
 
-/// Run in a child process: a bad parameter in the environment fails the fabric open
-/// with `FI_EINVAL` naming the variable (`OFI_HOOK_TEST_EXPECT`).
-#[test]
-fn child_env_bad_config() {
-    let Some(var) = std::env::var_os("OFI_HOOK_TEST_EXPECT") else {
-        return;
-    };
-    let var = var.to_string_lossy().into_owned();
+/// The child side of `parameters_from_the_environment` for a bad parameter: it fails
+/// the fabric open with `FI_EINVAL` naming the variable `var` (`OFI_HOOK_TEST_EXPECT`).
+fn env_bad_config_child(var: &str) {
     let reg = registry("fault");
     let info = common::info(&reg, "udp", EpType::Dgram);
     let e = reg.open_fabric(&info).unwrap_err();
     assert_eq!(e.code(), Errno::EINVAL, "{e}");
-    assert!(e.to_string().contains(&var), "{e}");
+    assert!(e.to_string().contains(var), "{e}");
 }
 
-/// Run in a child process: `apply_globally` hooks the process-wide registry (what the
-/// `ofi` crate's getinfo / fabric open use).
-#[test]
-fn child_apply_globally() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
-        return;
-    }
+/// The child side of `apply_globally_hooks_the_process_registry`: `apply_globally`
+/// hooks the process-wide registry (what the `ofi` crate's getinfo / fabric open use).
+fn apply_globally_child() {
     fault::set_config(Some(FaultConfig {
         drop: 1.0,
         ..FaultConfig::default()
@@ -413,7 +405,11 @@ fn child_apply_globally() {
 
 #[test]
 fn apply_globally_hooks_the_process_registry() {
-    let out = run_child("child_apply_globally", &[]);
+    if is_child() {
+        apply_globally_child();
+        return;
+    }
+    let out = run_child("apply_globally_hooks_the_process_registry", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("CHILD OK"),
@@ -422,6 +418,8 @@ fn apply_globally_hooks_the_process_registry() {
     );
 }
 
+/// Run test `test` of this binary again in a child process (`OFI_HOOK_TEST_CHILD` set,
+/// plus `env`), where it plays its child side; the child's output.
 fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = std::process::Command::new(exe);
@@ -435,8 +433,16 @@ fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
 
 #[test]
 fn parameters_from_the_environment() {
+    if let Some(var) = std::env::var_os("OFI_HOOK_TEST_EXPECT") {
+        env_bad_config_child(&var.to_string_lossy());
+        return;
+    }
+    if is_child() {
+        env_drop_all_child();
+        return;
+    }
     let out = run_child(
-        "child_env_drop_all",
+        "parameters_from_the_environment",
         &[
             ("FI_OFI_HOOK_FAULT_DROP", "1"),
             ("FI_OFI_HOOK_FAULT_SEED", "9"),
@@ -457,7 +463,7 @@ fn parameters_from_the_environment() {
         ("FI_OFI_HOOK_FAULT_FAIL_CODE", "EWHATEVER"),
     ] {
         let out = run_child(
-            "child_env_bad_config",
+            "parameters_from_the_environment",
             &[(var, value), ("OFI_HOOK_TEST_EXPECT", var)],
         );
         assert!(

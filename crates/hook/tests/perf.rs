@@ -73,22 +73,24 @@ fn summary_in_process() {
     assert!(found, "{:#?}", ofi_hook::perf::closed_summaries());
 }
 
-#[test]
-fn child_perf_workload() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
-        return;
-    }
+/// The child side of `summary_counts_equal_the_operations` (which runs itself again
+/// in a child process with `OFI_HOOK_TEST_CHILD` set).
+fn perf_workload_child() {
     let (a, b) = workload();
     println!("CQREADS {a} {b}");
 }
 
 #[test]
 fn summary_counts_equal_the_operations() {
+    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_some() {
+        perf_workload_child();
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf-%p.json");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_perf_workload",
+            "summary_counts_equal_the_operations",
             "--exact",
             "--nocapture",
             "--test-threads=1",

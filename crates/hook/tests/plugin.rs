@@ -14,7 +14,7 @@ use common::{next, pair, WAIT};
 use ofi::abi::ProviderKind;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, EpType, Errno, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -130,6 +130,14 @@ fn udp_as_plugin(hooks: &str) -> Subject {
     Subject::new(reg, "udp").with_hints(h)
 }
 
-conformance_suite!(udp_vendor_hook_plugin, udp("count"));
-conformance_suite!(udp_plugin_under_builtin_hooks, udp_as_plugin("perf,debug"));
-conformance_suite!(udp_stacked_plugins_and_builtin, udp("noop,perf,count"));
+conformance_suite!(udp_vendor_hook_plugin, udp("count"), expected::UDP);
+conformance_suite!(
+    udp_plugin_under_builtin_hooks,
+    udp_as_plugin("perf,debug"),
+    expected::UDP
+);
+conformance_suite!(
+    udp_stacked_plugins_and_builtin,
+    udp("noop,perf,count"),
+    expected::UDP
+);

@@ -109,11 +109,9 @@ impl Provider for Layer {
     }
 }
 
-#[test]
-fn child_global_fi_hook() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_none() {
-        return;
-    }
+/// The child side of `global_registry_takes_fi_hook` (which runs itself again in a
+/// child process with `OFI_HOOK_TEST_CHILD` and `FI_HOOK` set).
+fn global_fi_hook_child() {
     for e in ofi_hook::builtin_entries() {
         ofi::registry::add_builtin(e);
     }
@@ -138,11 +136,15 @@ fn child_global_fi_hook() {
 
 #[test]
 fn global_registry_takes_fi_hook() {
+    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_some() {
+        global_fi_hook_child();
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf.json");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_global_fi_hook",
+            "global_registry_takes_fi_hook",
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -1,4 +1,5 @@
 //! Runs the safe-layer examples (built by `cargo test` into target/<profile>/examples/)
+//! and the `safe_overhead` bench (built by `cargo test` into target/<profile>/deps/)
 //! against the in-tree providers: shm and `tcp;ofi_rxm` for the RDM examples, tcp for
 //! the MSG one. Each run is bounded (`--timeout`, small counts) and must exit 0 and
 //! print its summary line. An example binary that is missing (a build that skipped
@@ -15,6 +16,31 @@ fn examples_dir() -> PathBuf {
     deps.parent().expect("profile dir").join("examples")
 }
 
+/// The newest build of bench `name` in target/<profile>/deps (`name-HASH`, no
+/// extension): `cargo test -p ofi` builds it (the bench target has `test = true`).
+fn bench_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    let prefix = format!("{name}-");
+    let newest = std::fs::read_dir(deps)
+        .expect("read the deps dir")
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            file.starts_with(&prefix) && !file.contains('.')
+        })
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .max();
+    match newest {
+        Some((_, path)) => path,
+        None => panic!(
+            "no {prefix}HASH in {}: build the bench first (`cargo test -p ofi` builds it; `--test examples` alone does not)",
+            deps.display()
+        ),
+    }
+}
+
 /// Run example `name` with FI_PROVIDER=`prov` and `args`; its stdout on success.
 fn run(name: &str, prov: &str, args: &[&str]) -> String {
     let path = examples_dir().join(name);
@@ -23,8 +49,14 @@ fn run(name: &str, prov: &str, args: &[&str]) -> String {
         "{} is missing: build the examples first (`cargo test -p ofi` builds them; `--test examples` alone does not)",
         path.display()
     );
+    run_binary(&path, name, prov, args)
+}
+
+/// Run the executable at `path` (called `name` in messages) with FI_PROVIDER=`prov`
+/// and `args`; its stdout on success.
+fn run_binary(path: &std::path::Path, name: &str, prov: &str, args: &[&str]) -> String {
     let t0 = Instant::now();
-    let out = Command::new(&path)
+    let out = Command::new(path)
         .args(args)
         .args(["--timeout", "60"])
         .env("FI_PROVIDER", prov)
@@ -109,10 +141,12 @@ fn async_echo_runs_on_shm_and_rxm() {
     }
 }
 
-/// The overhead benchmark still runs (tiny counts; its numbers mean nothing in a debug
-/// build and are not checked).
+/// The overhead benchmark (`benches/safe_overhead.rs`) still runs, in every mode (tiny
+/// counts; its numbers mean nothing in a debug build and are not checked).
 #[test]
 fn safe_overhead_benchmark_runs() {
+    let bench = bench_binary("safe_overhead");
+    let run = |_: &str, prov: &str, args: &[&str]| run_binary(&bench, "safe_overhead", prov, args);
     let out = run("safe_overhead", "shm", &["-n", "200", "--rounds", "2"]);
     assert!(
         out.contains("safe_overhead: provider shm, 64 B, 2 rounds x 200 round trips per mode"),

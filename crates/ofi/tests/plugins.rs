@@ -211,7 +211,8 @@ fn the_vendor_plugin_builds_out_of_tree_and_loads_from_a_plugin_directory() {
 /// the child's job; see [`run_child`]).
 const CHILD_ENV: &str = "OFI_PLUGIN_TEST_CHILD";
 
-/// Run test `name` of this binary in a child process with `envs` (and child mode on).
+/// Run test `name` of this binary again in a child process with `envs` (and child mode
+/// on), where it plays its child side ([`child_job`]).
 fn run_child(
     name: &str,
     job: &str,
@@ -244,9 +245,14 @@ fn child_line(stdout: &str) -> &str {
         .unwrap_or_else(|| panic!("no CHILD line in:\n{stdout}"))
 }
 
-/// Child side of the tests below: does nothing unless `OFI_PLUGIN_TEST_CHILD` is set.
-#[test]
-fn child() {
+/// Whether this process is the child of a test below (`OFI_PLUGIN_TEST_CHILD` set).
+fn in_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// The child side of the tests below: each runs itself again in a child process (see
+/// [`run_child`]) and, there, calls this first; `OFI_PLUGIN_TEST_CHILD` names the job.
+fn child_job() {
     match std::env::var(CHILD_ENV).as_deref() {
         // The process-wide registry, built from FI_PROVIDER_PATH like any application's.
         Ok("fi_provider_path") => {
@@ -289,9 +295,13 @@ fn child() {
 
 #[test]
 fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
+    if in_child() {
+        child_job();
+        return;
+    }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
     let (status, stdout, stderr) = run_child(
-        "child",
+        "fi_provider_path_loads_the_plugin_in_a_fresh_process",
         "fi_provider_path",
         &[("FI_PROVIDER_PATH", dir.path().as_os_str())],
     );
@@ -317,12 +327,16 @@ fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
 /// failure says so.
 #[test]
 fn a_truncated_library_is_reported_as_not_a_plugin() {
+    if in_child() {
+        child_job();
+        return;
+    }
     let dir = plugin_dir(&[]);
     let real = std::fs::read(vendor::built(Variant::Good)).unwrap();
     assert!(real.len() > 4096);
     with_bytes(&dir, "libofi_prov_truncated.so", &real[..4096]);
     let (status, stdout, stderr) = run_child(
-        "child",
+        "a_truncated_library_is_reported_as_not_a_plugin",
         "load_dir",
         &[("OFI_PLUGIN_TEST_DIR", dir.path().as_os_str())],
     );
@@ -609,10 +623,14 @@ fn the_vendor_crates_own_tests_pass() {
 /// "initialised" at debug level under its own provider name.
 #[test]
 fn plugin_log_events_reach_the_host_subscriber() {
+    if in_child() {
+        child_job();
+        return;
+    }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
     let debug = std::ffi::OsStr::new("debug");
     let (status, stdout, stderr) = run_child(
-        "child",
+        "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
             ("FI_PROVIDER_PATH", dir.path().as_os_str()),
@@ -633,7 +651,7 @@ fn plugin_log_events_reach_the_host_subscriber() {
 
     // The host's FI_LOG_PROV filter applies to the plugin's events too.
     let (status, stdout, stderr) = run_child(
-        "child",
+        "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
             ("FI_PROVIDER_PATH", dir.path().as_os_str()),
@@ -655,13 +673,17 @@ fn plugin_log_events_reach_the_host_subscriber() {
 /// FI_PROVIDER_PATH, relative to the file, and can switch a provider off by name.
 #[test]
 fn plugins_toml_search_paths_and_disable() {
+    if in_child() {
+        child_job();
+        return;
+    }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
     let conf_dir = tempfile::tempdir().unwrap();
     let conf = conf_dir.path().join("plugins.toml");
     let rel = pathdiff(dir.path(), conf_dir.path());
     std::fs::write(&conf, format!("search_paths = [{rel:?}]\n")).unwrap();
     let (status, stdout, stderr) = run_child(
-        "child",
+        "plugins_toml_search_paths_and_disable",
         "global_report",
         &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
     );
@@ -678,7 +700,7 @@ fn plugins_toml_search_paths_and_disable() {
     )
     .unwrap();
     let (status, stdout, stderr) = run_child(
-        "child",
+        "plugins_toml_search_paths_and_disable",
         "global_report",
         &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
     );
@@ -695,7 +717,7 @@ fn plugins_toml_search_paths_and_disable() {
     // A malformed file is reported with its line, and the process still works.
     std::fs::write(&conf, "search_paths = 3\n").unwrap();
     let (status, stdout, stderr) = run_child(
-        "child",
+        "plugins_toml_search_paths_and_disable",
         "global_report",
         &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
     );

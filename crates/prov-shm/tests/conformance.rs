@@ -2,7 +2,7 @@
 //! crate with `ofi_conformance::plugin::build_intree`).
 
 use ofi::registry::{Registry, RegistryConfig};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 /// Linked in.
 fn shm_builtin() -> Subject {
@@ -23,5 +23,5 @@ fn shm_plugin() -> Subject {
     Subject::new(reg, "shm")
 }
 
-conformance_suite!(shm_builtin_suite, shm_builtin());
-conformance_suite!(shm_plugin_suite, shm_plugin());
+conformance_suite!(shm_builtin_suite, shm_builtin(), expected::SHM);
+conformance_suite!(shm_plugin_suite, shm_plugin(), expected::SHM);

@@ -19,6 +19,7 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::sendmsg;
+use ofi_testkit::TestRng;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
 const BOUND: Duration = Duration::from_secs(20);
@@ -266,10 +267,16 @@ fn child_main(mode: &str) {
     std::io::stdout().flush().unwrap();
 }
 
-#[test]
-fn child_entry() {
-    if let Ok(mode) = std::env::var(CHILD_ENV) {
-        child_main(&mode);
+/// In the child process of a two-process test (which runs itself again with
+/// `OFI_SHM_TEST_CHILD` naming the child's mode, see [`ChildProc::spawn`]): play the
+/// child's side and return true.
+fn child_side() -> bool {
+    match std::env::var(CHILD_ENV) {
+        Ok(mode) => {
+            child_main(&mode);
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -280,9 +287,11 @@ struct ChildProc {
 }
 
 impl ChildProc {
-    fn spawn(mode: &str, env: &[(&str, &str)]) -> ChildProc {
+    /// Run test `test` of this binary again as the child, in `mode` (`test` calls
+    /// [`child_side`] first).
+    fn spawn(test: &str, mode: &str, env: &[(&str, &str)]) -> ChildProc {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, mode)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -351,11 +360,12 @@ impl ChildProc {
     }
 }
 
-/// Send `len` bytes to an echoing child and check what comes back.
-fn echo_through_child(len: usize, env: &[(&str, &str)]) {
+/// Send `len` bytes to an echoing child (test `test`, run again as the child) and check
+/// what comes back.
+fn echo_through_child(test: &str, len: usize, env: &[(&str, &str)]) {
     let reg = registry();
     let n = node(&reg);
-    let mut c = ChildProc::spawn("echo", env);
+    let mut c = ChildProc::spawn(test, "echo", env);
     let caddr = c.addr();
     let dest = insert(&n, &caddr);
     let mut back = vec![0u8; len];
@@ -380,34 +390,61 @@ fn echo_through_child(len: usize, env: &[(&str, &str)]) {
 
 #[test]
 fn two_process_small_message() {
-    echo_through_child(64, &[]);
+    if child_side() {
+        return;
+    }
+    echo_through_child("two_process_small_message", 64, &[]);
 }
 
 #[test]
 fn two_process_1mib_by_cma() {
+    if child_side() {
+        return;
+    }
     // The child sends its echo by CMA (its threshold is lowered; the parent's 1 MiB
     // goes through the bounce pipeline, the default below 4 MiB).
-    echo_through_child(1 << 20, &[("FI_SHM_CMA_THRESHOLD", "65536")]);
+    echo_through_child(
+        "two_process_1mib_by_cma",
+        1 << 20,
+        &[("FI_SHM_CMA_THRESHOLD", "65536")],
+    );
 }
 
 #[test]
 fn two_process_6mib_by_cma_both_ways() {
+    if child_side() {
+        return;
+    }
     // Above the default threshold: CMA in both directions.
-    echo_through_child((6 << 20) + 5, &[]);
+    echo_through_child("two_process_6mib_by_cma_both_ways", (6 << 20) + 5, &[]);
 }
 
 #[test]
 fn two_process_1mib_by_bounce_buffers() {
+    if child_side() {
+        return;
+    }
     // The child refuses CMA for its receives, so the parent's send to it goes through
     // the bounce chunks; the child itself sends back through bounce (its param).
-    echo_through_child((1 << 20) + 13, &[("FI_SHM_DISABLE_CMA", "1")]);
+    echo_through_child(
+        "two_process_1mib_by_bounce_buffers",
+        (1 << 20) + 13,
+        &[("FI_SHM_DISABLE_CMA", "1")],
+    );
 }
 
 #[test]
 fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
+    if child_side() {
+        return;
+    }
     let reg = registry();
     let n = node(&reg);
-    let mut c = ChildProc::spawn("sleep", &[]);
+    let mut c = ChildProc::spawn(
+        "killed_peer_fails_pending_sends_and_its_region_is_reclaimed",
+        "sleep",
+        &[],
+    );
     let caddr = c.addr();
     c.peer(&name_of(&n));
     assert_eq!(c.line("DONE"), "CHILD DONE 0");
@@ -609,29 +646,6 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     }
 }
 
-/// xorshift64*: a seeded, reproducible stream for the hostile-sender test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn pick(&mut self, v: &[u64]) -> u64 {
-        v[self.below(v.len() as u64) as usize]
-    }
-}
-
 /// A hostile sender on one ring of each of several receivers: seeded random slots of
 /// every kind, well formed and not — lengths, iov counts, chunk indices, keys, remote
 /// offsets and ids at and around their limits, random flags, tags and data — with
@@ -661,9 +675,9 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(d)
     };
-    let seed = env("OFI_SHM_FUZZ_SEED", 0x5eed_f00d);
+    let mut rng = TestRng::from_env("OFI_SHM_FUZZ_SEED", 0x5eed_f00d);
+    let seed = rng.seed();
     let per_receiver = env("OFI_SHM_FUZZ_SLOTS", 600) as usize;
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut sleeper = Command::new("sleep")
         .arg("60")
         .spawn()
@@ -789,21 +803,21 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                 break;
             };
             let mut raw = [0u8; SLOT_SIZE];
-            let val = |rng: &mut Rng| {
+            let val = |rng: &mut TestRng| {
                 if rng.chance(60) {
                     rng.pick(&near)
                 } else {
-                    rng.next()
+                    rng.next_u64()
                 }
             };
-            let mut tag = rng.next();
+            let mut tag = rng.next_u64();
             if tag == FINAL_TAG {
                 tag = 0;
             }
             let flags = if rng.chance(90) {
                 rng.below(8) as u8
             } else {
-                rng.next() as u8
+                rng.next_u64() as u8
             };
             if rng.chance(60) {
                 // Well formed as far as the encoder goes; the fields are hostile.
@@ -839,7 +853,8 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                         let clen = rng.below(chunk_size + 2) as usize;
                         if (chunk as u64) < chunks {
                             let off = ring.chunk_off(chunk);
-                            let junk: Vec<u8> = (0..chunk_size).map(|_| rng.next() as u8).collect();
+                            let junk: Vec<u8> =
+                                (0..chunk_size).map(|_| rng.next_u64() as u8).collect();
                             region.map().write_bytes(off, &junk);
                             ring.chunk_state(chunk).store(1, Ordering::Release);
                         }
@@ -894,7 +909,7 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                         },
                     },
                 };
-                let data = rng.next();
+                let data = rng.next_u64();
                 proto::encode(
                     &Slot {
                         flags,
@@ -907,7 +922,7 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                 if rng.chance(30) {
                     for b in raw[INLINE_OFF..].iter_mut() {
                         if rng.chance(5) {
-                            *b = rng.next() as u8;
+                            *b = rng.next_u64() as u8;
                         }
                     }
                 }
@@ -916,17 +931,17 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                 raw[8] = if rng.chance(90) {
                     1 + rng.below(8) as u8
                 } else {
-                    rng.next() as u8
+                    rng.next_u64() as u8
                 };
                 raw[9] = flags;
                 raw[10] = if rng.chance(80) {
                     rng.below(6) as u8
                 } else {
-                    rng.next() as u8
+                    rng.next_u64() as u8
                 };
                 raw[12..16].copy_from_slice(&(val(&mut rng) as u32).to_le_bytes());
                 raw[16..24].copy_from_slice(&tag.to_le_bytes());
-                raw[24..32].copy_from_slice(&rng.next().to_le_bytes());
+                raw[24..32].copy_from_slice(&rng.next_u64().to_le_bytes());
                 for w in raw[32..].chunks_mut(8) {
                     let v = val(&mut rng).to_le_bytes();
                     w.copy_from_slice(&v[..w.len()]);
@@ -1002,11 +1017,8 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
     // More operations than the ring has slots: the ring fills, so `a` reads the tail
     // word the test garbles.
     const OPS: usize = 200;
-    let seed = std::env::var("OFI_SHM_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_bac0u64);
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = TestRng::from_env("OFI_SHM_FUZZ_SEED", 0x5eed_bac0);
+    let seed = rng.seed();
     let reg = registry();
     let a = node(&reg);
     let b = node(&reg);
@@ -1030,7 +1042,7 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
     let mut read_bufs: Vec<Vec<u8>> = (0..OPS).map(|_| vec![0u8; 64]).collect();
     let mut done: HashMap<usize, Option<i32>> = HashMap::new();
     let mut posted = 0usize;
-    let post = |k: usize, rng: &mut Rng, read_bufs: &mut Vec<Vec<u8>>| -> bool {
+    let post = |k: usize, rng: &mut TestRng, read_bufs: &mut Vec<Vec<u8>>| -> bool {
         let ctx = 1000 + k;
         let r = match rng.below(3) {
             0 => {
@@ -1128,10 +1140,10 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
                 };
                 let id = match rng.below(4) {
                     0 | 1 => (rng.below(3) << 32) | rng.below(70),
-                    2 => rng.next(),
+                    2 => rng.next_u64(),
                     _ => rng.pick(&[0, u64::MAX, 1 << 32, u32::MAX as u64]),
                 };
-                let any = rng.next() as u32 as u64;
+                let any = rng.next_u64() as u32 as u64;
                 let status = rng.pick(&[
                     0,
                     0,
@@ -1152,18 +1164,22 @@ fn a_hostile_receiver_cannot_crash_the_sender() {
             }
             70..=72 => {
                 let i = acks.head() as usize;
-                let garbage = rng.next();
+                let garbage = rng.next_u64();
                 ofi_prov_shm::ring::RingWords::seq(&ring.acks(), i)
                     .store(garbage, Ordering::Release);
             }
             // The second half: `b`'s released tail too (read by `a` once the ring
             // is full; a corrupt one ends the connection and `a` reconnects).
-            73..=74 if step >= 3000 => ring.tail_word().store(rng.next(), Ordering::Release),
-            75..=76 => ring.cma().store(rng.next() as u32, Ordering::Release),
+            73..=74 if step >= 3000 => ring.tail_word().store(rng.next_u64(), Ordering::Release),
+            75..=76 => ring.cma().store(rng.next_u64() as u32, Ordering::Release),
             // Bounce chunks handed back (as `b` would once it has read them), or not
             // quite: any value.
             77..=84 => {
-                let v = if rng.chance(80) { 0 } else { rng.next() as u32 };
+                let v = if rng.chance(80) {
+                    0
+                } else {
+                    rng.next_u64() as u32
+                };
                 ring.chunk_state(rng.below(geo.chunks as u64) as usize)
                     .store(v, Ordering::Release);
             }
@@ -1530,11 +1546,18 @@ fn small_and_large_bounce_messages_interleaved_arrive_in_order() {
 /// filling completes with `FI_ECONNRESET` once the fragments that arrived are drained.
 #[test]
 fn sender_killed_mid_transfer_fails_the_receive() {
+    if child_side() {
+        return;
+    }
     let reg = registry();
     let n = node(&reg);
     let mut buf = vec![0u8; BEYOND_BOUNCE];
     recv(&n, &mut buf, 21);
-    let mut c = ChildProc::spawn("send-then-sleep", &[("FI_SHM_DISABLE_CMA", "1")]);
+    let mut c = ChildProc::spawn(
+        "sender_killed_mid_transfer_fails_the_receive",
+        "send-then-sleep",
+        &[("FI_SHM_DISABLE_CMA", "1")],
+    );
     let _caddr = c.addr();
     c.peer(&name_of(&n));
     assert_eq!(c.line("DONE"), "CHILD DONE 0");

@@ -657,15 +657,9 @@ mod tests {
             let _ = Hdr::parse(&valid[..cut]);
             let _ = CmHdr::parse(&valid[..cut]);
         }
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = ofi_testkit::TestRng::seeded(0x9e37_79b9_7f4a_7c15);
         for len in 0..2000usize {
-            let mut buf = Vec::with_capacity(len);
-            for _ in 0..len {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                buf.push(x as u8);
-            }
+            let mut buf = rng.bytes(len);
             if len > 8 {
                 buf[..8].copy_from_slice(&valid[..8]);
             }

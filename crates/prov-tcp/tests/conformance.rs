@@ -3,7 +3,7 @@
 
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn hints(fmt: AddrFormat) -> Info {
     Info::hints().with_addr_format(fmt)
@@ -26,7 +26,23 @@ fn plugin(fmt: AddrFormat) -> Subject {
     Subject::new(reg, "tcp").with_hints(hints(fmt))
 }
 
-conformance_suite!(tcp_linked_ipv4, linked(AddrFormat::SOCKADDR_IN));
-conformance_suite!(tcp_linked_ipv6, linked(AddrFormat::SOCKADDR_IN6));
-conformance_suite!(tcp_plugin_ipv4, plugin(AddrFormat::SOCKADDR_IN));
-conformance_suite!(tcp_plugin_ipv6, plugin(AddrFormat::SOCKADDR_IN6));
+conformance_suite!(
+    tcp_linked_ipv4,
+    linked(AddrFormat::SOCKADDR_IN),
+    expected::TCP
+);
+conformance_suite!(
+    tcp_linked_ipv6,
+    linked(AddrFormat::SOCKADDR_IN6),
+    expected::TCP
+);
+conformance_suite!(
+    tcp_plugin_ipv4,
+    plugin(AddrFormat::SOCKADDR_IN),
+    expected::TCP
+);
+conformance_suite!(
+    tcp_plugin_ipv6,
+    plugin(AddrFormat::SOCKADDR_IN6),
+    expected::TCP
+);

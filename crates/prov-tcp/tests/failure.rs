@@ -146,14 +146,10 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
 
 const CHILD_ENV: &str = "OFI_TCP_TEST_KILL_CHILD_ADDR";
 
-/// The child half of `sigkill_peer_mid_transfer`: connects to the address in the
-/// environment and keeps progressing (reading but never posting receives) until
-/// killed. Does nothing in a normal test run.
-#[test]
-fn sigkill_child_role() {
-    let Ok(addr) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The child half of `sigkill_peer_mid_transfer` (which runs itself again in a child
+/// process with the address in the environment): connects to `addr` and keeps
+/// progressing (reading but never posting receives) until killed.
+fn sigkill_child_role(addr: &str) {
     let sa: std::net::SocketAddr = addr.parse().unwrap();
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
@@ -172,6 +168,10 @@ fn sigkill_child_role() {
 
 #[test]
 fn sigkill_peer_mid_transfer() {
+    if let Ok(addr) = std::env::var(CHILD_ENV) {
+        sigkill_child_role(&addr);
+        return;
+    }
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
     let fabric = reg.open_fabric(&info).unwrap();
@@ -181,7 +181,7 @@ fn sigkill_peer_mid_transfer() {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([
-            "sigkill_child_role",
+            "sigkill_peer_mid_transfer",
             "--exact",
             "--nocapture",
             "--test-threads=1",

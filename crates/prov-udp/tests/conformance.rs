@@ -5,7 +5,7 @@
 
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 use ofi_prov_udp::UdpProvider;
 
 fn linked() -> Registry {
@@ -31,23 +31,28 @@ fn hints(format: AddrFormat) -> Info {
 
 conformance_suite!(
     udp_linked_ipv4,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN))
+    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN)),
+    expected::UDP
 );
 conformance_suite!(
     udp_linked_ipv6,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6))
+    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6)),
+    expected::UDP
 );
 conformance_suite!(
     udp_plugin_ipv4,
-    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN))
+    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN)),
+    expected::UDP
 );
 conformance_suite!(
     udp_plugin_ipv6,
-    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6))
+    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6)),
+    expected::UDP
 );
 conformance_suite!(
     udp_linked_addr_str,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::STR))
+    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::STR)),
+    expected::UDP
 );
 
 /// The multicast slots of interface minor 1 cross the plugin boundary: `fi_join` reaches

@@ -7,7 +7,7 @@
 
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn hints() -> Info {
     Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN)
@@ -44,6 +44,6 @@ fn plugin() -> Subject {
     Subject::new(reg, "udp;ofi_rxd").with_hints(hints())
 }
 
-conformance_suite!(rxd_linked, linked());
-conformance_suite!(rxd_linked_ipv6, linked_ipv6());
-conformance_suite!(rxd_plugin, plugin());
+conformance_suite!(rxd_linked, linked(), expected::RXD);
+conformance_suite!(rxd_linked_ipv6, linked_ipv6(), expected::RXD);
+conformance_suite!(rxd_plugin, plugin(), expected::RXD);

@@ -17,35 +17,22 @@ use ofi::av::AvAttr;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
 use ofi_hook::fault::{self, FaultConfig};
-
-/// splitmix64.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use ofi_testkit::TestRng;
 
 const MAX: usize = 150_000;
 
 /// Message `k`: its sequence number, a checksum of the rest, then pseudo-random bytes
 /// (70 % up to 256 bytes, 25 % up to 16 KiB, 5 % up to `MAX`).
 fn message(k: u64) -> Vec<u8> {
-    let r = mix(k);
+    let mut rng = TestRng::seeded(k);
     let len = 16
-        + match r % 20 {
-            0 => (r >> 8) as usize % (MAX - 16),
-            1..=5 => (r >> 8) as usize % 16384,
-            _ => (r >> 8) as usize % 256,
+        + match rng.below(20) {
+            0 => rng.below((MAX - 16) as u64) as usize,
+            1..=5 => rng.below(16384) as usize,
+            _ => rng.below(256) as usize,
         };
     let mut v = vec![0u8; len];
-    let mut s = r;
-    for b in v[16..].iter_mut() {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        *b = (s >> 56) as u8;
-    }
+    rng.fill(&mut v[16..]);
     let sum = checksum(&v[16..]);
     v[..8].copy_from_slice(&k.to_le_bytes());
     v[8..16].copy_from_slice(&sum.to_le_bytes());
@@ -225,10 +212,10 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     };
     let rounds = (n / 100).clamp(20, 500);
     for i in 0..rounds {
-        let r = mix(i ^ 0xabc);
-        let len = 1 + (r % 70_000) as usize;
-        let off = ((r >> 20) as usize) % (region.len() - len);
-        let data: Vec<u8> = (0..len).map(|k| (mix(i + k as u64) >> 7) as u8).collect();
+        let mut rng = TestRng::seeded(i ^ 0xabc);
+        let len = 1 + rng.below(70_000) as usize;
+        let off = rng.below((region.len() - len) as u64) as usize;
+        let data = rng.bytes(len);
         // SAFETY: `data` lives until the write completes (waited for below).
         unsafe {
             a_ep.write(

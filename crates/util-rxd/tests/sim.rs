@@ -8,26 +8,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use ofi_testkit::TestRng;
 use ofi_util_rxd::peer::{Config, Engine, Event, Failure, PeerId, Seg};
-
-/// splitmix64: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pct(&mut self, p: u64) -> bool {
-        self.below(1000) < p * 10
-    }
-}
 
 #[derive(Clone, Copy)]
 struct Net {
@@ -63,13 +45,13 @@ fn cfg() -> Config {
 /// The content of message `k` from node `from`: its length and bytes are a function of
 /// (seed, from, k), and it starts with `k` so the receiver can check the order.
 fn payload(seed: u64, from: u8, k: u32) -> Vec<u8> {
-    let mut r = Rng(seed ^ (u64::from(from) << 40) ^ u64::from(k));
+    let mut r = TestRng::seeded(seed ^ (u64::from(from) << 40) ^ u64::from(k));
     let len = match r.below(4) {
         0 => r.below(8) as usize,
         1 => 4 + r.below(100) as usize,
         _ => 4 + r.below(700) as usize,
     };
-    let mut v: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+    let mut v: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
     if len >= 4 {
         v[..4].copy_from_slice(&k.to_le_bytes());
     }
@@ -96,7 +78,7 @@ type InFlight = Reverse<(u64, u64, u8, Vec<u8>)>;
 struct Sim {
     nodes: Vec<Node>,
     wire: BinaryHeap<InFlight>,
-    rng: Rng,
+    rng: TestRng,
     net: Net,
     now: u64,
     pkt_no: u64,
@@ -129,7 +111,7 @@ impl Sim {
                 })
                 .collect(),
             wire: BinaryHeap::new(),
-            rng: Rng(seed),
+            rng: TestRng::seeded(seed),
             net,
             now: 0,
             pkt_no: 0,
@@ -165,7 +147,7 @@ impl Sim {
                     ..
                 } = self;
                 nodes[i].eng.poll_transmit(now, usize::MAX, |_, a, b| {
-                    if *refuse_pct > 0 && rng.pct(*refuse_pct) {
+                    if *refuse_pct > 0 && rng.chance(*refuse_pct) {
                         refused = true;
                         return false;
                     }
@@ -254,10 +236,14 @@ impl Sim {
         if let Some(t) = self.tap.as_mut() {
             t.push((dst, b.clone()));
         }
-        if self.dead.contains(&dst) || self.rng.pct(self.net.loss_pct) {
+        if self.dead.contains(&dst) || self.rng.chance(self.net.loss_pct) {
             return;
         }
-        let copies = if self.rng.pct(self.net.dup_pct) { 2 } else { 1 };
+        let copies = if self.rng.chance(self.net.dup_pct) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let t = self.now + self.net.latency + self.rng.below(self.net.jitter + 1);
             self.pkt_no += 1;
@@ -280,7 +266,7 @@ fn exchange_with(seed: u64, n: u32, three: bool, cfg: Config, streaming: bool) -
     } else {
         vec![(0, 1), (1, 0)]
     };
-    let mut rng = Rng(seed.wrapping_mul(31));
+    let mut rng = TestRng::seeded(seed.wrapping_mul(31));
     let mut next = vec![0u32; senders.len()];
     while next.iter().any(|&k| k < n) {
         let s = rng.below(senders.len() as u64) as usize;
@@ -374,9 +360,9 @@ fn large_messages_are_segmented_and_reassembled() {
         let mut sim = Sim::new(2, seed, NET, cfg());
         let msgs: Vec<Vec<u8>> = (0..5u32)
             .map(|k| {
-                let mut r = Rng(seed * 100 + u64::from(k));
+                let mut r = TestRng::seeded(seed * 100 + u64::from(k));
                 (0..(5000 + r.below(20000)))
-                    .map(|_| r.next() as u8)
+                    .map(|_| r.next_u64() as u8)
                     .collect()
             })
             .collect();
@@ -612,9 +598,9 @@ fn restarted_peer_resets_the_connection() {
 #[test]
 fn garbage_packets_are_dropped() {
     let mut e = Engine::new(cfg(), vec![0], 1);
-    let mut r = Rng(3);
+    let mut r = TestRng::seeded(3);
     for len in 0..200usize {
-        let mut b: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
+        let mut b: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
         if len > 3 {
             b[0] = ofi_util_rxd::proto::MAGIC;
             b[1] = ofi_util_rxd::proto::VERSION;
@@ -641,7 +627,7 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
     sim.run(u64::MAX);
     let trace = sim.tap.take().unwrap_or_default();
     assert!(trace.len() > 20);
-    let mut r = Rng(99);
+    let mut r = TestRng::seeded(99);
     for round in 0..200u64 {
         let mut e = Engine::new(cfg(), vec![1], round as u32);
         let p = e.peer_for_addr(&[0]);
@@ -655,7 +641,7 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
                     b[i] ^= 1 << r.below(8);
                 }
                 1 => b.truncate(r.below(b.len() as u64 + 1) as usize),
-                2 => b.extend((0..r.below(40)).map(|_| r.next() as u8)),
+                2 => b.extend((0..r.below(40)).map(|_| r.next_u64() as u8)),
                 _ => {}
             }
             now += r.below(3_000_000);

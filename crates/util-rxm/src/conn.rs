@@ -542,13 +542,8 @@ mod tests {
             Acc { from: u32, att: u64 },
             Rej { from: u32, att: u64, reason: Reason },
         }
-        let mut rng = seed | 1;
-        let mut rand = move |m: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % m
-        };
+        let mut rng = ofi_testkit::TestRng::seeded(seed);
+        let mut rand = move |m: u64| rng.below(m);
         let t0 = Instant::now();
         let c = Config {
             timeout: Duration::from_millis(50),

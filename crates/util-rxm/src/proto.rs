@@ -499,15 +499,10 @@ mod tests {
 
     #[test]
     fn parsers_never_panic_on_random_bytes() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = ofi_testkit::TestRng::seeded(0x9e37_79b9_7f4a_7c15);
         for len in 0..200 {
-            let mut b = vec![0u8; len];
-            for v in b.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *v = x as u8;
-            }
+            let mut b = rng.bytes(len);
+            let x = rng.next_u64();
             if len > 4 {
                 b[..4].copy_from_slice(&MAGIC);
             }

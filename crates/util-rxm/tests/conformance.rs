@@ -7,7 +7,7 @@
 
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn hints() -> Info {
     Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN)
@@ -44,6 +44,6 @@ fn plugin() -> Subject {
     Subject::new(reg, "tcp;ofi_rxm").with_hints(hints())
 }
 
-conformance_suite!(rxm_linked, linked());
-conformance_suite!(rxm_linked_ipv6, linked_ipv6());
-conformance_suite!(rxm_plugin, plugin());
+conformance_suite!(rxm_linked, linked(), expected::RXM);
+conformance_suite!(rxm_linked_ipv6, linked_ipv6(), expected::RXM);
+conformance_suite!(rxm_plugin, plugin(), expected::RXM);

@@ -10,7 +10,7 @@
 
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, Subject};
+use ofi_conformance::{conformance_suite, expected, Subject};
 
 fn over_plugin_tcp() -> Subject {
     let dir = ofi_conformance::plugin::build_intree("prov-tcp", "ofi_prov_tcp");
@@ -40,4 +40,4 @@ fn over_plugin_tcp() -> Subject {
         .with_hints(Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN))
 }
 
-conformance_suite!(rxm_over_plugin_tcp, over_plugin_tcp());
+conformance_suite!(rxm_over_plugin_tcp, over_plugin_tcp(), expected::RXM);

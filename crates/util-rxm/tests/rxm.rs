@@ -993,9 +993,11 @@ impl Drop for Kids {
     }
 }
 
-fn spawn_child(role: &str, dir: &Path, rank: usize, n: usize) -> Child {
+/// Run test `test` of this binary again as a child in `role` (`test` calls
+/// [`child_side`] first).
+fn spawn_child(test: &str, role: &str, dir: &Path, rank: usize, n: usize) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env("RXM_CHILD", role)
         .env("RXM_DIR", dir)
         .env("RXM_RANK", rank.to_string())
@@ -1101,16 +1103,22 @@ fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
     }
 }
 
-/// The child side of the multi-process tests (run only when `RXM_CHILD` is set).
-#[test]
-fn child() {
+/// In a child process of the multi-process tests (each runs itself again with
+/// `RXM_CHILD` naming the role): play the role and return true.
+fn child_side() -> bool {
     let Ok(role) = std::env::var("RXM_CHILD") else {
-        return;
+        return false;
     };
+    child_role(&role);
+    true
+}
+
+/// The child side of the multi-process tests, in `role`.
+fn child_role(role: &str) {
     let dir = PathBuf::from(std::env::var("RXM_DIR").unwrap());
     let rank: usize = std::env::var("RXM_RANK").unwrap().parse().unwrap();
     let n: usize = std::env::var("RXM_N").unwrap().parse().unwrap();
-    match role.as_str() {
+    match role {
         "a2a" => all_to_all_rank(&dir, rank, n),
         "victim" => {
             let info = rxm_info();
@@ -1157,7 +1165,7 @@ fn child() {
 /// connect storm): every message arrives, no process stalls.
 #[test]
 fn all_to_all_processes() {
-    if std::env::var("RXM_CHILD").is_ok() {
+    if child_side() {
         return;
     }
     let n: usize = std::env::var("RXM_A2A_N")
@@ -1167,7 +1175,11 @@ fn all_to_all_processes() {
     let tmp = tmpdir("a2a");
     let dir = tmp.0.clone();
     let start = Instant::now();
-    let mut kids = Kids((1..n).map(|r| spawn_child("a2a", &dir, r, n)).collect());
+    let mut kids = Kids(
+        (1..n)
+            .map(|r| spawn_child("all_to_all_processes", "a2a", &dir, r, n))
+            .collect(),
+    );
     all_to_all_rank(&dir, 0, n);
     for (i, k) in kids.0.iter_mut().enumerate() {
         let end = Instant::now() + Duration::from_secs(30);
@@ -1190,13 +1202,18 @@ fn all_to_all_processes() {
 /// through `FI_PROVIDER_PATH`, in a child process so the process-wide registry sees it).
 #[test]
 fn over_a_plugin_core() {
-    if std::env::var("RXM_CHILD").is_ok() {
+    if child_side() {
         return;
     }
     let dir = ofi_conformance::plugin::build_intree("prov-tcp", "ofi_prov_tcp");
     let tmp = tmpdir("plugin");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "over_a_plugin_core",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("RXM_CHILD", "plugin-core")
         .env("RXM_DIR", &tmp.0)
         .env("RXM_RANK", "0")
@@ -1225,12 +1242,18 @@ fn over_a_plugin_core() {
 /// time; a connection to another peer keeps working.
 #[test]
 fn killed_peer_fails_its_operations_only() {
-    if std::env::var("RXM_CHILD").is_ok() {
+    if child_side() {
         return;
     }
     let tmp = tmpdir("kill");
     let dir = tmp.0.clone();
-    let mut kids = Kids(vec![spawn_child("victim", &dir, 0, 1)]);
+    let mut kids = Kids(vec![spawn_child(
+        "killed_peer_fails_its_operations_only",
+        "victim",
+        &dir,
+        0,
+        1,
+    )]);
     let victim = &mut kids.0[0];
     let end = Instant::now() + Duration::from_secs(30);
     let vaddr = await_file(&dir, "victim", end);

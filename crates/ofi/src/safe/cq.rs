@@ -444,12 +444,10 @@ mod tests {
         // A seeded mix of inserts and removals against a model of what is in flight.
         let mut t = InFlight::default();
         let mut model: std::collections::HashMap<usize, usize> = Default::default();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = ofi_testkit::TestRng::seeded(0x9e37_79b9_7f4a_7c15);
         let mut peak = 0;
         for step in 0..5000usize {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             if !x.is_multiple_of(3) || model.is_empty() {
                 // Posting: reserve, (the provider call), then record; a failed post
                 // hands the entry back and the next reservation takes it again.

@@ -8,11 +8,17 @@
 //! - `safe`: `Ep::recv` / `Ep::send` moving `Buf`s, `Ep::poll` returning typed
 //!   completions that hand the buffers back.
 //!
+//! A benchmark binary (`harness = false`):
+//!
 //! ```text
-//! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- [-n ITERS] [--rounds R] [--size BYTES]
-//! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- --self-loop [-n ITERS]
-//! FI_PROVIDER=shm cargo run --release -p ofi --example safe_overhead -- --aa [-n ITERS] [--rounds R]
+//! FI_PROVIDER=shm cargo bench -p ofi --bench safe_overhead -- [-n ITERS] [--rounds R] [--size BYTES]
+//! FI_PROVIDER=shm cargo bench -p ofi --bench safe_overhead -- --self-loop [-n ITERS]
+//! FI_PROVIDER=shm cargo bench -p ofi --bench safe_overhead -- --aa [-n ITERS] [--rounds R]
 //! ```
+//!
+//! (`cargo bench` adds `--bench` to the arguments; it is accepted and ignored. The
+//! binary is `target/release/deps/safe_overhead-<hash>`; `cargo bench -p ofi --bench
+//! safe_overhead --no-run` builds it and prints its path.)
 //!
 //! `--self-loop` measures the layer's CPU cost per operation instead: one process, the
 //! endpoint sending to itself, raw then safe.
@@ -29,8 +35,10 @@
 //! rounds, and the median of the per-round medians; and the difference of the modes as
 //! the median of the rounds' differences of means (finer than the medians, which move in
 //! steps of the round trip's few discrete poll counts). Numbers only make sense from a
-//! release build; the example also runs (with tiny counts, numbers ignored) in the
-//! examples test to keep it working.
+//! release build. `cargo test -p ofi` builds this target too (`test = true`) and runs it
+//! without arguments: then (no `--bench`, nothing asked) it runs tiny counts
+//! (`-n 200 --rounds 2`) whose numbers mean nothing; the `examples` test runs the built
+//! binary in every mode and checks its output.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -66,7 +74,14 @@ fn parse() -> Result<Opts, String> {
         self_loop: false,
         aa: false,
     };
-    let mut a = std::env::args().skip(1);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        // Run by `cargo test` (a bench target with `test = true` gets no arguments;
+        // `cargo bench` passes `--bench`): a quick run that only keeps the code working.
+        o.iters = 200;
+        o.rounds = 2;
+    }
+    let mut a = args.into_iter();
     while let Some(x) = a.next() {
         let mut num = |n: &str| -> Result<usize, String> {
             a.next()
@@ -79,6 +94,8 @@ fn parse() -> Result<Opts, String> {
             "--size" => o.size = num("--size")?.clamp(1, 1 << 20),
             "--timeout" => o.timeout = Duration::from_secs(num("--timeout")?.max(1) as u64),
             "--child" => o.child = true,
+            // Added by `cargo bench`.
+            "--bench" => {}
             "--self-loop" => o.self_loop = true,
             "--aa" => o.aa = true,
             "--only" => match a.next().as_deref() {
