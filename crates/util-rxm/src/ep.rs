@@ -1114,7 +1114,13 @@ impl Shared {
             return;
         };
         let old = conn.tx.replace(slot);
-        conn.credits = credits;
+        // Credits are counted per peer on both sides (the receiver's `held`), not per
+        // MSG connection: when a second connection of the same epoch takes over (both
+        // sides connected at once), the messages sent on the first one still hold
+        // credits at the peer, so the grant of the new handshake must not refill them.
+        if old.is_none() {
+            conn.credits = credits;
+        }
         conn.instance = instance;
         if conn.loopback {
             // A connection to ourselves: both MSG endpoints are ours.
