@@ -5,12 +5,12 @@
 use ofi_core::abi::{entry_for, ProviderKind};
 use ofi_core::getinfo::{GetinfoRequest, VerdictKind};
 use ofi_core::provider::{Host, Provider, Unsupported};
-use ofi_core::registry::{Registry, RegistryConfig};
 use ofi_core::version::API_VERSION;
 use ofi_core::{
     AddrFormat, AvType, Caps, EpType, Errno, GetinfoFlags, Info, MrMode, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
 };
+use ofi_host::registry::{Registry, RegistryConfig};
 
 /// A template with every domain field a real provider must fill.
 fn template(ep: EpType, caps: Caps, proto: Protocol, fmt: AddrFormat) -> Info {
@@ -366,7 +366,7 @@ fn loader_reports_missing_and_bogus_plugin_dirs() {
     assert!(
         matches!(
             &report[0].outcome,
-            ofi_core::loader::LoadOutcome::NotAPlugin { .. }
+            ofi_host::loader::LoadOutcome::NotAPlugin { .. }
         ),
         "{report:?}"
     );
@@ -384,7 +384,7 @@ fn negated_filter_skips_a_named_file_unopened() {
     let report = reg.load_report();
     assert_eq!(
         report[0].outcome,
-        ofi_core::loader::LoadOutcome::Filtered {
+        ofi_host::loader::LoadOutcome::Filtered {
             rule: "FI_PROVIDER=^verbs".into()
         }
     );

@@ -146,6 +146,8 @@ pub fn load_file(
     filter: Option<&ProviderFilter>,
     disabled: &[String],
 ) -> (LoadOutcome, Option<ProviderHandle>) {
+    // The plugin's init receives the process's host table: install it first.
+    crate::host_table::install();
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let Some(name) = select::name_from_plugin_file(file_name) {
         if let Some(f) = filter.filter(|f| f.is_negated() && f.excludes_entirely(&name)) {

@@ -220,6 +220,8 @@ fn open_hook(hook: &ProviderHandle, info: &Info, inner: Fabric) -> Result<Fabric
 impl Registry {
     /// Build a registry: register the built-ins, then load every plugin candidate.
     pub fn build(config: RegistryConfig) -> Registry {
+        // Providers initialised below must reach this crate through the host table.
+        crate::host_table::install();
         let filter = config.filter.as_deref().and_then(ProviderFilter::parse);
         let reg = Registry {
             inner: RwLock::new(Inner::default()),
@@ -246,6 +248,7 @@ impl Registry {
 
     /// Register a linked-in provider from its entry (the same table path a plugin takes).
     pub fn register_entry(&self, entry: &'static PluginEntry) -> Result<()> {
+        crate::host_table::install();
         // SAFETY: a linked-in entry is a 'static of this process, built by
         // `abi::entry_for` from the same ofi-core, so its layout is ours.
         let handle = unsafe { ProviderHandle::init(entry, None) }?;
