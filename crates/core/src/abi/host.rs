@@ -1,18 +1,26 @@
-//! The host table (what the core offers every provider) and [`Host`], a provider's view
-//! of it.
+//! The host-table client: [`Host`], a provider's view of the host table, and which
+//! table this copy of the core talks to.
 //!
 //! The host table carries the log sink, parameter declaration and lookup, getinfo over
 //! the host's providers (for layering: core providers only), fabric open through
 //! the host's registry, and (minor 2) `hook_inner`: the fabric a hook provider being
-//! opened wraps ([`Host::hook_inner_fabric`], see [`crate::registry`]). A plugin links
-//! its own copy of `ofi-core`, but must not keep a registry, parameter store or logger
-//! of its own: when a plugin's init runs with a host table that is not its copy's own,
-//! the table is installed as the copy's [`Host::current`] and a log forwarder to the
-//! host's sink is installed. In the host process the table is simply the core's own;
-//! linked-in providers use it through the same [`Host`] calls (one path).
+//! opened wraps ([`Host::hook_inner_fabric`]). Its implementation is the host's
+//! (`ofi_host::host_table`, over the registry and the parameter store); this module
+//! only calls it, and offers the host the pieces of serving it that touch the core's
+//! object bookkeeping (`serve_*`).
 //!
-//! Every slot of the host table catches panics (a panic becomes `FI_EOTHER`). Nothing
-//! here panics.
+//! Which table ([`current_table`]):
+//! - in an application process, `ofi-host` installs its table with
+//!   [`install_process_host`] before it initialises any provider; linked-in providers
+//!   reach it through the same [`Host`] calls a plugin makes (one path);
+//! - inside a plugin (its own copy of `ofi-core`, no host code), the plugin's init
+//!   installs the table its host handed over, and a log forwarder to the host's sink;
+//! - before either, a detached table answers: log events go to this copy's `tracing`,
+//!   parameters read as unset, layering calls fail with `FI_ENOSYS`.
+//!
+//! Invariant: the table pointer is set at most once and never freed (tables are
+//! `'static`). Every slot catches panics (a panic becomes `FI_EOTHER`). Nothing here
+//! panics.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
