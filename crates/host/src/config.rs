@@ -43,7 +43,10 @@
 //! - `disable`: provider names (non-empty).
 //! - `params`: keys are environment-variable names as [`crate::param::env_name`] builds them
 //!   (`FI_` followed by upper-case letters, digits and `_`); values may be written as
-//!   strings, integers or booleans and are stored as their text (`16384`, `true`).
+//!   strings, integers or booleans and are stored as their text (`16384`, `true`). A
+//!   well-formed key that no parameter of the process has (a typo, or a provider that is
+//!   not loaded) is not an error: once the process-wide registry is built, each is
+//!   warned about with the closest known name ([`crate::param::warn_unknown_config_keys`]).
 //!
 //! # Invariants and panics
 //!

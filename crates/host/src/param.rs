@@ -521,6 +521,77 @@ impl ParamStore {
         out.sort_by(|a, b| a.def.prov.cmp(&b.def.prov));
         out
     }
+
+    /// The keys of `config`'s `[params]` that are no declared parameter's environment
+    /// variable, in key order, each with the closest declared name when one is close
+    /// (a likely typo). Keys are compared case-insensitively.
+    pub fn unknown_config_keys(&self, config: &PluginsConfig) -> Vec<UnknownParam> {
+        config
+            .params
+            .keys()
+            .filter(|key| !self.by_env.contains_key(&key.to_ascii_uppercase()))
+            .map(|key| UnknownParam {
+                key: key.clone(),
+                closest: closest_name(key, self.by_env.keys().map(String::as_str)),
+            })
+            .collect()
+    }
+}
+
+/// A `[params]` key of `plugins.toml` that no parameter of this process has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownParam {
+    /// The key as written.
+    pub key: String,
+    /// The closest declared environment-variable name, if one is close enough to be a
+    /// likely typo.
+    pub closest: Option<String>,
+}
+
+impl fmt::Display for UnknownParam {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[params] {} is not a parameter of this process",
+            self.key
+        )?;
+        match &self.closest {
+            Some(c) => write!(f, " (did you mean {c}?)"),
+            None => write!(
+                f,
+                " (no loaded provider declares it; `fi_info -e` lists the parameters)"
+            ),
+        }
+    }
+}
+
+/// Edit distance (insertions, deletions, substitutions) between two ASCII-uppercased
+/// strings.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<u8> = a.bytes().map(|c| c.to_ascii_uppercase()).collect();
+    let b: Vec<u8> = b.bytes().map(|c| c.to_ascii_uppercase()).collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            row[j + 1] = substitute.min(prev[j + 1] + 1).min(row[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut row);
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `key`, if within a third of the key's length (at least 1,
+/// at most 3 edits); ties go to the alphabetically first.
+fn closest_name<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
+    let limit = (key.len() / 3).clamp(1, 3);
+    candidates
+        .map(|c| (edit_distance(key, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c.to_owned())
 }
 
 fn same_owner(def: &ParamDef, prov: Option<&str>, name: &str) -> bool {
@@ -656,6 +727,28 @@ pub fn get_bool(prov: Option<&str>, name: &str) -> Result<Option<bool>> {
     get(prov, name)
 }
 
+/// The `[params]` keys of the process's `plugins.toml` that no parameter declared so
+/// far has (see [`ParamStore::unknown_config_keys`]).
+pub fn unknown_config_keys() -> Vec<UnknownParam> {
+    with_store(|s, src| s.unknown_config_keys(src.config))
+}
+
+/// Warn once per process about each `[params]` key of `plugins.toml` that no declared
+/// parameter has, with the closest known name. Run after the providers declared theirs
+/// (the process-wide registry does, once it is built).
+pub fn warn_unknown_config_keys() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let source = config::global()
+            .source
+            .as_ref()
+            .map_or_else(|| "plugins.toml".to_owned(), |p| p.display().to_string());
+        for unknown in unknown_config_keys() {
+            crate::log::setup_warning(&format!("{source}: {unknown}"));
+        }
+    });
+}
+
 /// Every parameter of the process-wide store with its value and source, for `fi_info -e`.
 /// See [`ParamStore::list`].
 pub fn list() -> Vec<ParamEntry> {
@@ -710,6 +803,57 @@ mod tests {
         s.declare(Some("shm"), "disable_cma", ParamType::Bool, "no CMA", None)
             .unwrap();
         s
+    }
+
+    #[test]
+    fn unknown_config_keys_get_the_closest_known_name() {
+        let s = store();
+        let config = cfg(&[
+            ("FI_TCP_IFACE", "lo"),
+            ("fi_tcp_port_low", "1"),
+            ("FI_TCP_IFAC", "lo"),
+            ("FI_OFI_RXM_BUFER_SIZE", "1"),
+            ("FI_SHM_DISABLE_CM", "1"),
+            ("FI_VERBS_IFACE", "mlx5_0"),
+            ("FI_X", "1"),
+        ]);
+        let unknown = s.unknown_config_keys(&config);
+        let got: Vec<(&str, Option<&str>)> = unknown
+            .iter()
+            .map(|u| (u.key.as_str(), u.closest.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("FI_OFI_RXM_BUFER_SIZE", Some("FI_OFI_RXM_BUFFER_SIZE")),
+                ("FI_SHM_DISABLE_CM", Some("FI_SHM_DISABLE_CMA")),
+                ("FI_TCP_IFAC", Some("FI_TCP_IFACE")),
+                ("FI_VERBS_IFACE", None),
+                ("FI_X", None),
+            ]
+        );
+        assert_eq!(
+            unknown[2].to_string(),
+            "[params] FI_TCP_IFAC is not a parameter of this process (did you mean \
+             FI_TCP_IFACE?)"
+        );
+        assert!(unknown[3]
+            .to_string()
+            .contains("no loaded provider declares it"));
+        assert!(s
+            .unknown_config_keys(&cfg(&[("FI_TCP_IFACE", "lo")]))
+            .is_empty());
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("abc", "ABC"), 0);
+        assert_eq!(edit_distance("abc", "abd"), 1);
+        assert_eq!(edit_distance("abc", "ab"), 1);
+        assert_eq!(edit_distance("ab", "abc"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]

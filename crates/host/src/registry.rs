@@ -723,6 +723,8 @@ pub fn global() -> &'static Registry {
         let builtins = BUILTINS.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let reg = Registry::build(RegistryConfig::from_environment(builtins));
         reg.hooks_from_environment();
+        // Every provider of the process has declared its parameters by now.
+        crate::param::warn_unknown_config_keys();
         reg
     })
 }
