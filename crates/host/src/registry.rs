@@ -260,9 +260,13 @@ impl Registry {
     pub fn load_dir(&self, dir: &std::path::Path) {
         let files = match loader::scan_dir(dir) {
             Ok(f) => f,
-            Err(msg) => {
+            Err(reason) => {
                 tracing::info!(target: "ofi", prov = "core", subsys = "core",
-                    "plugin directory skipped: {msg}");
+                    "plugin directory {} skipped: {reason}", dir.display());
+                self.write().report.push(LoadRecord {
+                    path: dir.to_path_buf(),
+                    outcome: LoadOutcome::DirUnreadable { reason },
+                });
                 return;
             }
         };
