@@ -118,7 +118,7 @@ pub fn current_table() -> &'static HostTable {
     }
 }
 
-/// Whether a host table has been installed in this copy (false: [`DETACHED`] answers).
+/// Whether a host table has been installed in this copy (false: the detached table answers).
 pub fn has_host() -> bool {
     !INSTALLED.load(Ordering::Acquire).is_null()
 }
