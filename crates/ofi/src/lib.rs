@@ -6,7 +6,7 @@
 //! object and operation names follow the C API one to one (see `ofi_core`'s modules).
 //!
 //! This crate re-exports `ofi-core` (the vocabulary and object types) and `ofi-host`
-//! (the host: [`registry`], [`loader`], [`select`], [`config`], [`param`], [`log`],
+//! (the host: [`registry`](mod@registry), [`loader`], [`select`], [`config`], [`param`], [`log`],
 //! [`tostr`], at the paths they always had), and registers the in-tree providers that
 //! were compiled in (one cargo feature each) before the registry is first used.
 //! Providers shipped as plugins are found through `FI_PROVIDER_PATH` and `plugins.toml`.
