@@ -7,9 +7,14 @@
 //!   and the safe provider traits in [`provider`];
 //! - the public object types (reverse wrappers over the tables): [`fabric`], [`domain`],
 //!   [`ep`], [`cq`], [`eq`], [`cntr`], [`av`], [`mr`];
-//! - discovery and selection: [`registry`], [`loader`], [`select`];
-//! - parameters, plugin configuration and logging: [`param`], [`config`], [`log`];
-//! - printing attributes the way the C library's `fi_tostr` does: [`tostr`].
+//! - the host-table client: log macros and the plugin forwarder ([`log`]), parameter
+//!   types ([`param`]) and [`Host`](provider::Host) (parameters, layering getinfo and
+//!   fabric open), which reach the process's host through the host table.
+//!
+//! This is what a provider links, in-tree or plugin. The host (registry, loader,
+//! `FI_PROVIDER` selection, `plugins.toml`, parameter store, log subscriber, `fi_tostr`)
+//! is `ofi-host`: an application process installs its host table here at start-up
+//! ([`abi::host::install_process_host`]); a plugin's copy receives it at init.
 //!
 //! `core` depends on no provider and no other workspace crate (DESIGN §2).
 
@@ -18,7 +23,6 @@ pub mod addr;
 pub mod attr;
 pub mod av;
 pub mod cntr;
-pub mod config;
 pub mod cq;
 pub mod domain;
 pub mod enums;
@@ -28,15 +32,11 @@ pub mod error;
 pub mod fabric;
 pub mod flags;
 pub mod getinfo;
-pub mod loader;
 pub mod log;
 pub mod mr;
 pub mod param;
 pub mod poll;
 pub mod provider;
-pub mod registry;
-pub mod select;
-pub mod tostr;
 pub mod version;
 pub mod wait;
 

@@ -1,5 +1,5 @@
-//! Logging (DESIGN §9): `tracing` events filtered by `FI_LOG_LEVEL`, `FI_LOG_PROV` and
-//! `FI_LOG_SUBSYS`, and the forwarding of a plugin's events to the host.
+//! Logging, the client side (DESIGN §9): the `ofi_*!` macros every provider and the core
+//! emit with, and the forwarding of a plugin's events to its host.
 //!
 //! # Emitting
 //!
@@ -13,56 +13,30 @@
 //! ofi_core::ofi_warn!("tcp", "ep_ctrl", "connect to {} failed", "10.0.0.1:4000");
 //! ```
 //!
-//! # Filtering ([`init`])
-//!
-//! - `FI_LOG_LEVEL`: `warn`, `info`, `debug` or `trace` (case-insensitive; `error`,
-//!   `off`, `none` and `warning` are accepted too). Unset → `warn` — unlike the C
-//!   library, which logs nothing when it is unset. Anything else → `warn`, and one
-//!   warning says so. Levels follow `tracing`'s order (`trace` is the most detailed),
-//!   where the C library puts `trace` between `warn` and `info`.
-//! - `FI_LOG_PROV`: comma-separated provider names; a leading `^` excludes them instead.
-//!   Events whose `prov` is filtered out are dropped. The core (`prov = "core"`) is not a
-//!   provider: a list of names never hides it, only `^core` does.
-//! - `FI_LOG_SUBSYS`: comma-separated subsystem names from [`SUBSYSTEMS`], `^` to exclude.
-//!
-//! Names match case-insensitively. The three values are read as the core parameters
-//! `log_level`, `log_prov` and `log_subsys` ([`crate::param`]), so `plugins.toml` may set
-//! them too (the environment wins). The prov/subsys filters apply to events of the `ofi`
-//! target and of modules of crates named `ofi…`; an event there without a `prov` or
-//! `subsys` field counts as `core`. Events of other crates are filtered by level only.
-//!
-//! Output goes to stderr through `tracing_subscriber`'s fmt layer, with the fields
-//! formatted by [`OfiFields`] so the origin comes first, e.g.
-//! `2025-01-01T00:00:00.000000Z  WARN ofi: prov=tcp subsys=ep_ctrl connect failed`.
-//! Colours are used only when stderr is a terminal and `NO_COLOR` is unset. Warnings
-//! about the configuration itself (a bad `FI_LOG_LEVEL`, a `plugins.toml` that failed to
-//! load) use the target [`SETUP_TARGET`] and are filtered by level only.
-//! If the application already installed a global subscriber, [`init`] leaves it alone and
-//! our events go there.
+//! Events are plain `tracing` events. Filtering (`FI_LOG_LEVEL`, `FI_LOG_PROV`,
+//! `FI_LOG_SUBSYS`) and printing are the host's: `ofi_host::log` installs the stderr
+//! subscriber in an application process. This crate carries no subscriber
+//! implementation of its own beyond the plugin forwarder below.
 //!
 //! # Plugins
 //!
 //! A plugin links its own copy of this module (and of `tracing`) but must not print by
-//! itself: [`install_plugin_forwarder`] installs, inside the plugin, a subscriber that
-//! hands every event to the host's [`LogSinkFn`] (given in the host table);
-//! [`host_log_sink`] is the host's implementation, which re-emits the event into the
-//! host's `tracing` with the same level, `prov` and `subsys`. Levels cross as
+//! itself: when its init receives the host's table, [`install_plugin_forwarder_at`]
+//! installs, inside the plugin, a subscriber that hands every event to the host's
+//! [`LogSinkFn`] (given in the host table), pre-filtered by the level the host asked
+//! for; [`host_log_sink`] is the host side, which re-emits the event into the host's
+//! `tracing` with the same level, `prov` and `subsys`. Levels cross as
 //! [`LEVEL_ERROR`]..=[`LEVEL_TRACE`] (1 = error … 5 = trace).
 //!
 //! Nothing here panics; a panic inside the sink is caught before it reaches C.
 
 use std::fmt::{self, Write as _};
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
+use tracing::span;
 use tracing::{Event, Level, Metadata, Subscriber};
-use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::FormatFields;
-use tracing_subscriber::layer::{Context, Filter, Layer, SubscriberExt};
 
 #[doc(hidden)]
 pub use tracing as __tracing;
@@ -75,9 +49,9 @@ pub const SUBSYSTEMS: &[&str] = &[
 /// The `tracing` target of every event emitted by the `ofi_*!` macros.
 pub const TARGET: &str = "ofi";
 
-/// The target of the warnings [`init`] gives about the logging and plugin configuration
-/// itself; only the level filter applies to them, so a bad `FI_LOG_SUBSYS` cannot hide
-/// the warning about it.
+/// The target of the host's warnings about the logging and plugin configuration itself;
+/// only the level filter applies to them, so a bad `FI_LOG_SUBSYS` cannot hide the
+/// warning about it.
 pub const SETUP_TARGET: &str = "ofi::setup";
 
 /// Level 1 at the plugin boundary: error.
@@ -155,12 +129,12 @@ pub fn level_from_u8(level: u8) -> Level {
 }
 
 /// The boundary number of a level filter; 0 means off.
-fn filter_to_u8(filter: LevelFilter) -> u8 {
+pub fn filter_to_u8(filter: LevelFilter) -> u8 {
     filter.into_level().map_or(0, level_to_u8)
 }
 
 /// The level filter of a boundary number; 0 is off, above 5 is trace.
-fn filter_from_u8(level: u8) -> LevelFilter {
+pub fn filter_from_u8(level: u8) -> LevelFilter {
     if level == 0 {
         LevelFilter::OFF
     } else {
@@ -173,351 +147,6 @@ fn filter_from_u8(level: u8) -> LevelFilter {
 /// [`install_plugin_forwarder_at`], so the plugin does not format events nobody reads.
 pub fn host_max_level() -> u8 {
     filter_to_u8(LevelFilter::current())
-}
-
-/// A name list with optional negation, as in `FI_LOG_PROV=^tcp,udp`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct NameFilter {
-    /// `None`: no filter (everything passes).
-    names: Option<Vec<String>>,
-    negate: bool,
-}
-
-impl NameFilter {
-    fn parse(text: Option<&str>) -> NameFilter {
-        let Some(t) = text.map(str::trim).filter(|t| !t.is_empty()) else {
-            return NameFilter::default();
-        };
-        let (negate, list) = match t.strip_prefix('^') {
-            Some(rest) => (true, rest),
-            None => (false, t),
-        };
-        let names = list
-            .split(',')
-            .map(|n| n.trim().to_ascii_lowercase())
-            .filter(|n| !n.is_empty())
-            .collect();
-        NameFilter {
-            names: Some(names),
-            negate,
-        }
-    }
-
-    fn is_all(&self) -> bool {
-        self.names.is_none()
-    }
-
-    fn listed(&self, name: &str) -> bool {
-        self.names
-            .as_ref()
-            .is_some_and(|v| v.iter().any(|n| n.eq_ignore_ascii_case(name)))
-    }
-
-    fn allows(&self, name: &str) -> bool {
-        match &self.names {
-            None => true,
-            Some(_) => self.listed(name) != self.negate,
-        }
-    }
-}
-
-/// The parsed `FI_LOG_*` configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogFilter {
-    level: LevelFilter,
-    prov: NameFilter,
-    subsys: NameFilter,
-    warnings: Vec<String>,
-}
-
-impl Default for LogFilter {
-    /// Level warn, every provider and subsystem.
-    fn default() -> Self {
-        LogFilter::from_env_values(None, None, None)
-    }
-}
-
-impl LogFilter {
-    /// Parse the values of `FI_LOG_LEVEL`, `FI_LOG_PROV` and `FI_LOG_SUBSYS` (`None` =
-    /// unset). Never fails: problems (an unknown level, unknown subsystem names) are kept
-    /// in [`LogFilter::warnings`] and the filter falls back to sensible values.
-    pub fn from_env_values(
-        level: Option<&str>,
-        prov: Option<&str>,
-        subsys: Option<&str>,
-    ) -> LogFilter {
-        let mut warnings = Vec::new();
-        let level = match level.map(str::trim).filter(|l| !l.is_empty()) {
-            None => LevelFilter::WARN,
-            Some(l) => match l.to_ascii_lowercase().as_str() {
-                "off" | "none" => LevelFilter::OFF,
-                "error" => LevelFilter::ERROR,
-                "warn" | "warning" => LevelFilter::WARN,
-                "info" => LevelFilter::INFO,
-                "debug" => LevelFilter::DEBUG,
-                "trace" => LevelFilter::TRACE,
-                _ => {
-                    warnings.push(format!(
-                        "FI_LOG_LEVEL={l:?} is not a level (use warn, info, debug or trace); \
-                         logging at warn"
-                    ));
-                    LevelFilter::WARN
-                }
-            },
-        };
-        let prov = NameFilter::parse(prov);
-        let subsys = NameFilter::parse(subsys);
-        if let Some(names) = &subsys.names {
-            let unknown: Vec<&str> = names
-                .iter()
-                .map(String::as_str)
-                .filter(|n| !SUBSYSTEMS.contains(n))
-                .collect();
-            if !unknown.is_empty() {
-                warnings.push(format!(
-                    "FI_LOG_SUBSYS: unknown subsystem(s) {} (known: {})",
-                    unknown.join(", "),
-                    SUBSYSTEMS.join(", ")
-                ));
-            }
-        }
-        LogFilter {
-            level,
-            prov,
-            subsys,
-            warnings,
-        }
-    }
-
-    /// The filter of this process: `log_level`, `log_prov`, `log_subsys` read through
-    /// [`crate::param`] (environment, then `plugins.toml`). A value that cannot be read
-    /// (not UTF-8) is ignored with a warning.
-    pub fn from_process() -> LogFilter {
-        let mut problems = Vec::new();
-        let mut read = |name: &str| match crate::param::get_str(None, name) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(format!("ignored: {e}"));
-                None
-            }
-        };
-        let level = read("log_level");
-        let prov = read("log_prov");
-        let subsys = read("log_subsys");
-        let mut f =
-            LogFilter::from_env_values(level.as_deref(), prov.as_deref(), subsys.as_deref());
-        f.warnings.extend(problems);
-        f
-    }
-
-    /// The most detailed level shown.
-    pub fn max_level(&self) -> LevelFilter {
-        self.level
-    }
-
-    /// Problems found while parsing, one sentence each ([`init`] logs them).
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-
-    /// Whether an event of `level` from provider `prov` and subsystem `subsys` is shown.
-    pub fn enabled(&self, level: Level, prov: &str, subsys: &str) -> bool {
-        level <= self.level && self.prov_allows(prov) && self.subsys.allows(subsys)
-    }
-
-    fn prov_allows(&self, prov: &str) -> bool {
-        if prov.eq_ignore_ascii_case("core") && !self.prov.negate {
-            return true;
-        }
-        self.prov.allows(prov)
-    }
-
-    fn fields_matter(&self, meta: &Metadata<'_>) -> bool {
-        (!self.prov.is_all() || !self.subsys.is_all()) && is_ofi_target(meta.target())
-    }
-}
-
-/// `ofi`, `ofi::…` (but not [`SETUP_TARGET`]), or a module of a crate named `ofi…`
-/// (`ofi_core::log`).
-fn is_ofi_target(target: &str) -> bool {
-    target != SETUP_TARGET
-        && (target == TARGET || target.starts_with("ofi::") || target.starts_with("ofi_"))
-}
-
-/// A short name captured without allocating; longer values do not fit and match nothing.
-struct ShortName {
-    buf: [u8; 64],
-    len: usize,
-    overflow: bool,
-    set: bool,
-}
-
-impl ShortName {
-    const fn new() -> Self {
-        ShortName {
-            buf: [0; 64],
-            len: 0,
-            overflow: false,
-            set: false,
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        if !self.set {
-            return "core";
-        }
-        if self.overflow {
-            // Matches no list entry (entries are shorter than the buffer).
-            return "\u{0}";
-        }
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("\u{0}")
-    }
-}
-
-impl fmt::Write for ShortName {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            self.overflow = true;
-            return Ok(());
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-/// Reads `prov` and `subsys` of an event.
-struct ProvSubsys {
-    prov: ShortName,
-    subsys: ShortName,
-}
-
-impl Visit for ProvSubsys {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        let slot = match field.name() {
-            "prov" => &mut self.prov,
-            "subsys" => &mut self.subsys,
-            _ => return,
-        };
-        *slot = ShortName::new();
-        slot.set = true;
-        let _ = slot.write_str(value);
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let slot = match field.name() {
-            "prov" => &mut self.prov,
-            "subsys" => &mut self.subsys,
-            _ => return,
-        };
-        *slot = ShortName::new();
-        slot.set = true;
-        let _ = write!(slot, "{value:?}");
-    }
-}
-
-impl<S: Subscriber> Filter<S> for LogFilter {
-    fn enabled(&self, meta: &Metadata<'_>, _cx: &Context<'_, S>) -> bool {
-        *meta.level() <= self.level
-    }
-
-    fn event_enabled(&self, event: &Event<'_>, _cx: &Context<'_, S>) -> bool {
-        if !self.fields_matter(event.metadata()) {
-            return true;
-        }
-        let mut v = ProvSubsys {
-            prov: ShortName::new(),
-            subsys: ShortName::new(),
-        };
-        event.record(&mut v);
-        self.prov_allows(v.prov.as_str()) && self.subsys.allows(v.subsys.as_str())
-    }
-
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(self.level)
-    }
-}
-
-/// The field formatter of our stderr output: `prov=… subsys=… message other=…`, so the
-/// origin of a line comes right after its level and target.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OfiFields;
-
-impl<'writer> FormatFields<'writer> for OfiFields {
-    fn format_fields<R: RecordFields>(
-        &self,
-        mut writer: Writer<'writer>,
-        fields: R,
-    ) -> fmt::Result {
-        let mut f = Flatten::default();
-        fields.record(&mut f);
-        let mut sep = "";
-        if !f.prov.is_empty() {
-            write!(writer, "prov={}", f.prov)?;
-            sep = " ";
-        }
-        if !f.subsys.is_empty() {
-            write!(writer, "{sep}subsys={}", f.subsys)?;
-            sep = " ";
-        }
-        if !f.message.is_empty() {
-            write!(writer, "{sep}{}", f.message)?;
-            sep = " ";
-        }
-        let extra = f.extra.trim_start();
-        if !extra.is_empty() {
-            write!(writer, "{sep}{extra}")?;
-        }
-        Ok(())
-    }
-}
-
-static INIT: OnceLock<bool> = OnceLock::new();
-static INIT_DONE: AtomicBool = AtomicBool::new(false);
-
-/// Install the stderr subscriber filtered by `FI_LOG_*` (see the module documentation).
-///
-/// Idempotent: only the first call does anything. When the application already set a
-/// global subscriber, that one is kept (and receives our events). Warnings about bad
-/// `FI_LOG_*` values and a plugin configuration that failed to load are logged once,
-/// right after. Never panics.
-pub fn init() {
-    INIT.get_or_init(|| {
-        let filter = LogFilter::from_process();
-        let warnings = filter.warnings().to_vec();
-        let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let fmt = tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(ansi)
-            .with_target(true)
-            .fmt_fields(OfiFields)
-            .with_filter(filter);
-        let subscriber = tracing_subscriber::registry().with(fmt);
-        let installed = tracing::subscriber::set_global_default(subscriber).is_ok();
-        INIT_DONE.store(true, Ordering::Release);
-        for w in warnings {
-            setup_warning(&w);
-        }
-        crate::config::report_load_error();
-        installed
-    });
-}
-
-/// Log a warning about the configuration itself (target [`SETUP_TARGET`]).
-pub(crate) fn setup_warning(msg: &str) {
-    tracing::warn!(target: SETUP_TARGET, prov = "core", subsys = "core", "{msg}");
-}
-
-/// Whether [`init`] has run (whether or not it installed its subscriber).
-pub fn is_initialized() -> bool {
-    INIT_DONE.load(Ordering::Acquire)
-}
-
-/// Whether [`init`] installed our subscriber (false: not run yet, or the application had
-/// its own).
-pub fn installed() -> bool {
-    INIT.get().copied().unwrap_or(false)
 }
 
 /// The host's log sink as a plugin sees it in the host table: level (1 = error …
@@ -546,16 +175,22 @@ pub struct FlatEvent {
     pub message: String,
 }
 
-/// Collects an event's fields into a [`FlatEvent`].
-#[derive(Default)]
-struct Flatten {
-    prov: String,
-    subsys: String,
-    message: String,
-    extra: String,
+/// Collects an event's fields as text: `prov`, `subsys`, the message, and every other
+/// field as ` name=value` (the `log` bridge's `log.*` metadata is left out). The host's
+/// output formatter and [`flatten_event`] share it.
+#[derive(Debug, Default)]
+pub struct FieldText {
+    /// The `prov` field; empty when absent.
+    pub prov: String,
+    /// The `subsys` field; empty when absent.
+    pub subsys: String,
+    /// The message; empty when absent.
+    pub message: String,
+    /// Every other field, each as ` name=value`.
+    pub extra: String,
 }
 
-impl Flatten {
+impl FieldText {
     fn slot(&mut self, field: &Field) -> Option<&mut String> {
         match field.name() {
             "prov" => Some(&mut self.prov),
@@ -571,7 +206,7 @@ impl Flatten {
     }
 }
 
-impl Visit for Flatten {
+impl Visit for FieldText {
     fn record_str(&mut self, field: &Field, value: &str) {
         if let Some(s) = self.slot(field) {
             s.push_str(value);
@@ -588,7 +223,7 @@ impl Visit for Flatten {
 /// Flatten an event for the plugin boundary: its level, `prov`, `subsys`, and the message
 /// with the remaining fields appended.
 pub fn flatten_event(event: &Event<'_>) -> FlatEvent {
-    let mut f = Flatten::default();
+    let mut f = FieldText::default();
     event.record(&mut f);
     let mut message = f.message;
     if message.is_empty() {
@@ -604,13 +239,36 @@ pub fn flatten_event(event: &Event<'_>) -> FlatEvent {
     }
 }
 
-/// The plugin-side layer: every event goes to the host's sink.
+/// The plugin-side subscriber: every event up to `max_level` goes to the host's sink.
+/// Spans are given ids and otherwise ignored (the host table carries events only).
 struct Forwarder {
     sink: LogSinkFn,
+    max_level: LevelFilter,
+    next_span: AtomicU64,
 }
 
-impl<S: Subscriber> Layer<S> for Forwarder {
-    fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
+impl Subscriber for Forwarder {
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        *meta.level() <= self.max_level
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.max_level)
+    }
+
+    fn new_span(&self, _span: &span::Attributes<'_>) -> span::Id {
+        // Ids must be non-zero; wrapping past u64::MAX is out of reach.
+        span::Id::from_u64(self.next_span.fetch_add(1, Ordering::Relaxed).max(1))
+    }
+
+    fn record(&self, _span: &span::Id, _values: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _span: &span::Id, _follows: &span::Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        if !self.enabled(event.metadata()) {
+            return;
+        }
         let e = flatten_event(event);
         // SAFETY: every pointer/length pair describes a live `String` owned by `e`, valid
         // for the whole call; the sink's contract (LogSinkFn) is to only read them during
@@ -627,24 +285,25 @@ impl<S: Subscriber> Layer<S> for Forwarder {
             )
         };
     }
+
+    fn enter(&self, _span: &span::Id) {}
+
+    fn exit(&self, _span: &span::Id) {}
 }
 
 /// The plugin's forwarding subscriber, showing levels up to `max_level` (0 = nothing).
 fn forwarder(sink: LogSinkFn, max_level: u8) -> impl Subscriber + Send + Sync {
-    let layer = Forwarder { sink }.with_filter(filter_from_u8(max_level));
-    tracing_subscriber::registry().with(layer)
+    Forwarder {
+        sink,
+        max_level: filter_from_u8(max_level),
+        next_span: AtomicU64::new(1),
+    }
 }
 
-/// Inside a plugin: install a global subscriber that sends every event to the host's
-/// `sink`, pre-filtered by this process's `FI_LOG_*` level (the host applies the full
-/// filter again). Returns false if a global subscriber was already set (nothing changed).
-pub fn install_plugin_forwarder(sink: LogSinkFn) -> bool {
-    let level = filter_to_u8(LogFilter::from_process().max_level());
-    install_plugin_forwarder_at(sink, level)
-}
-
-/// [`install_plugin_forwarder`] with the most detailed level to forward given by the
-/// host (e.g. its [`host_max_level`]): 0 forwards nothing, 5 everything.
+/// Inside a plugin: install a global subscriber that sends every event up to
+/// `max_level` (given by the host, e.g. its [`host_max_level`]; 0 forwards nothing,
+/// 5 everything) to the host's `sink`; the host applies its full filter again.
+/// Returns false if a global subscriber was already set (nothing changed).
 pub fn install_plugin_forwarder_at(sink: LogSinkFn, max_level: u8) -> bool {
     tracing::subscriber::set_global_default(forwarder(sink, max_level)).is_ok()
 }
@@ -708,78 +367,7 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
     use std::sync::{Arc, Mutex};
-
-    #[test]
-    fn level_defaults_and_parsing() {
-        let f = LogFilter::from_env_values(None, None, None);
-        assert_eq!(f.max_level(), LevelFilter::WARN);
-        assert!(f.warnings().is_empty());
-        for (text, want) in [
-            ("warn", LevelFilter::WARN),
-            ("INFO", LevelFilter::INFO),
-            ("Debug", LevelFilter::DEBUG),
-            (" trace ", LevelFilter::TRACE),
-            ("error", LevelFilter::ERROR),
-            ("off", LevelFilter::OFF),
-            ("", LevelFilter::WARN),
-        ] {
-            let f = LogFilter::from_env_values(Some(text), None, None);
-            assert_eq!(f.max_level(), want, "{text:?}");
-            assert!(f.warnings().is_empty(), "{text:?}");
-        }
-        let f = LogFilter::from_env_values(Some("loud"), None, None);
-        assert_eq!(f.max_level(), LevelFilter::WARN);
-        assert_eq!(f.warnings().len(), 1);
-        assert!(f.warnings()[0].contains("\"loud\""), "{:?}", f.warnings());
-    }
-
-    #[test]
-    fn enabled_by_level() {
-        let f = LogFilter::from_env_values(Some("info"), None, None);
-        assert!(f.enabled(Level::ERROR, "tcp", "cq"));
-        assert!(f.enabled(Level::INFO, "tcp", "cq"));
-        assert!(!f.enabled(Level::DEBUG, "tcp", "cq"));
-        let off = LogFilter::from_env_values(Some("off"), None, None);
-        assert!(!off.enabled(Level::ERROR, "core", "core"));
-    }
-
-    #[test]
-    fn prov_filter() {
-        let f = LogFilter::from_env_values(Some("trace"), Some("tcp, OFI_RXM"), None);
-        assert!(f.enabled(Level::WARN, "tcp", "cq"));
-        assert!(f.enabled(Level::WARN, "ofi_rxm", "cq"));
-        assert!(!f.enabled(Level::WARN, "udp", "cq"));
-        assert!(
-            f.enabled(Level::WARN, "core", "core"),
-            "core is not a provider"
-        );
-        let f = LogFilter::from_env_values(None, Some("^tcp"), None);
-        assert!(!f.enabled(Level::WARN, "TCP", "cq"));
-        assert!(f.enabled(Level::WARN, "udp", "cq"));
-        assert!(f.enabled(Level::WARN, "core", "core"));
-        let f = LogFilter::from_env_values(None, Some("^core"), None);
-        assert!(!f.enabled(Level::WARN, "core", "core"));
-        assert!(f.enabled(Level::WARN, "tcp", "core"));
-        // An empty list keeps only the core.
-        let f = LogFilter::from_env_values(None, Some(","), None);
-        assert!(!f.enabled(Level::WARN, "tcp", "core"));
-        assert!(f.enabled(Level::WARN, "core", "core"));
-    }
-
-    #[test]
-    fn subsys_filter() {
-        let f = LogFilter::from_env_values(None, None, Some("cq,ep_data"));
-        assert!(f.warnings().is_empty());
-        assert!(f.enabled(Level::WARN, "tcp", "cq"));
-        assert!(f.enabled(Level::WARN, "tcp", "EP_DATA"));
-        assert!(!f.enabled(Level::WARN, "tcp", "av"));
-        let f = LogFilter::from_env_values(None, None, Some("^mr"));
-        assert!(!f.enabled(Level::WARN, "tcp", "mr"));
-        assert!(f.enabled(Level::WARN, "tcp", "cq"));
-        let f = LogFilter::from_env_values(None, None, Some("cq,bogus"));
-        assert_eq!(f.warnings().len(), 1);
-        assert!(f.warnings()[0].contains("bogus"));
-    }
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
     #[test]
     fn level_numbers_round_trip() {
@@ -815,34 +403,6 @@ mod tests {
         fn take(&self) -> Vec<(FlatEvent, String)> {
             std::mem::take(&mut *self.0.lock().unwrap())
         }
-    }
-
-    #[test]
-    fn filter_as_a_layer_filter() {
-        let cap = Capture::default();
-        let filter = LogFilter::from_env_values(Some("debug"), Some("^udp"), Some("^mr"));
-        let sub = tracing_subscriber::registry().with(cap.clone().with_filter(filter));
-        tracing::subscriber::with_default(sub, || {
-            crate::ofi_warn!("tcp", "cq", "kept {}", 1);
-            crate::ofi_debug!("tcp", "ep_data", "kept too");
-            crate::ofi_trace!("tcp", "cq", "too detailed");
-            crate::ofi_warn!("udp", "cq", "provider excluded");
-            crate::ofi_warn!("tcp", "mr", "subsystem excluded");
-            crate::ofi_warn!("core", "core", "core kept");
-            tracing::warn!(target: "other_crate", "foreign events pass by level");
-            tracing::debug!(target: "ofi", "no fields: counts as core");
-        });
-        let got: Vec<String> = cap.take().into_iter().map(|(e, _)| e.message).collect();
-        assert_eq!(
-            got,
-            [
-                "kept 1",
-                "kept too",
-                "core kept",
-                "foreign events pass by level",
-                "no fields: counts as core"
-            ]
-        );
     }
 
     #[test]
@@ -1020,56 +580,5 @@ mod tests {
                 message: "retransmit seq=9".into()
             }
         );
-    }
-
-    /// A `MakeWriter` into a shared buffer.
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn output_puts_prov_and_subsys_first() {
-        let buf = Buf::default();
-        let out = buf.clone();
-        let layer = tracing_subscriber::fmt::layer()
-            .with_writer(move || out.clone())
-            .with_ansi(false)
-            .without_time()
-            .fmt_fields(OfiFields)
-            .with_filter(LogFilter::from_env_values(None, None, Some("ep_ctrl")));
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-            crate::ofi_warn!("tcp", "ep_ctrl", "connect to {} failed", "10.0.0.1:4000");
-            tracing::warn!(target: "ofi", prov = "udp", subsys = "ep_ctrl", port = 7, "bind");
-            crate::ofi_warn!("tcp", "cq", "filtered out");
-            setup_warning("about the configuration");
-            tracing::warn!(target: "elsewhere", answer = 42, "plain");
-        });
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(
-            text,
-            " WARN ofi: prov=tcp subsys=ep_ctrl connect to 10.0.0.1:4000 failed\n\
-             \x20WARN ofi: prov=udp subsys=ep_ctrl bind port=7\n\
-             \x20WARN ofi::setup: prov=core subsys=core about the configuration\n\
-             \x20WARN elsewhere: plain answer=42\n"
-        );
-    }
-
-    #[test]
-    fn init_is_idempotent() {
-        init();
-        init();
-        assert!(is_initialized());
-        // Either we installed ours, or (another test binary setup) someone else's exists.
-        let _ = installed();
-        crate::ofi_debug!("core", "core", "init test");
     }
 }

@@ -3,7 +3,7 @@
 //! # How a hook works
 //!
 //! A hook is a provider of kind [`ProviderKind::Hook`] (`ofi_hook_perf`, …). When
-//! `FI_HOOK` (or [`Registry::set_hooks`](ofi_core::registry::Registry::set_hooks))
+//! `FI_HOOK` (or `Registry::set_hooks` of the host)
 //! names hooks, the core's `open_fabric` opens the real fabric and then opens each
 //! hook's fabric in order; a hook's [`Provider::fabric`] takes the fabric beneath it
 //! with [`Host::hook_inner_fabric`] and wraps it. Every object the application opens
@@ -490,18 +490,6 @@ pub fn builtin_entries() -> Vec<&'static PluginEntry> {
         abi::entry_for::<NoopProvider>(),
         abi::entry_for::<FaultProvider>(),
     ]
-}
-
-/// For tests and tools in other crates: register the five hooks with the process-wide
-/// registry (if they are not already) and wrap every fabric it opens from now on in
-/// `spec` (the `FI_HOOK` grammar; `""` for none). This includes the fabrics utility
-/// providers open beneath themselves (rxd's udp fabric), which always go through the
-/// process-wide registry. `FI_ENOENT` if a name is not a registered hook.
-pub fn apply_globally(spec: &str) -> Result<()> {
-    for e in builtin_entries() {
-        ofi_core::registry::add_builtin(e);
-    }
-    ofi_core::registry::global().set_hooks(spec)
 }
 
 // A plugin build of this crate is the noop hook (one provider per library); a vendor

@@ -388,10 +388,10 @@ fn apply_globally_child() {
         ..FaultConfig::default()
     }));
     assert_eq!(
-        ofi_hook::apply_globally("nope").unwrap_err().code(),
+        ofi::apply_hooks_globally("nope").unwrap_err().code(),
         Errno::ENOENT
     );
-    ofi_hook::apply_globally("fault").unwrap();
+    ofi::apply_hooks_globally("fault").unwrap();
     let p = pair(ofi::registry(), "udp", EpType::Dgram);
     assert_eq!(p.fabric.provider(), "ofi_hook_fault");
     let mut bufs = vec![[0u8; 64]; 4];

@@ -5,9 +5,11 @@
 //! arrive on completion queues and counters, connection events on event queues. The
 //! object and operation names follow the C API one to one (see `ofi_core`'s modules).
 //!
-//! This crate re-exports `ofi-core` and registers the in-tree providers that were
-//! compiled in (one cargo feature each) before the registry is first used. Providers
-//! shipped as plugins are found through `FI_PROVIDER_PATH` and `plugins.toml`.
+//! This crate re-exports `ofi-core` (the vocabulary and object types) and `ofi-host`
+//! (the host: [`registry`](mod@registry), [`loader`], [`select`], [`config`], [`param`], [`log`],
+//! [`tostr`], at the paths they always had), and registers the in-tree providers that
+//! were compiled in (one cargo feature each) before the registry is first used.
+//! Providers shipped as plugins are found through `FI_PROVIDER_PATH` and `plugins.toml`.
 //!
 //! ```no_run
 //! use ofi::{getinfo, GetinfoFlags, Info, EpType, API_VERSION};
@@ -62,12 +64,15 @@
 #![deny(unsafe_code)]
 
 pub use ofi_core::*;
+// The host's modules at their old paths (they were part of `ofi-core`); `param` and
+// `log` shadow the core's (they re-export its items).
+pub use ofi_host::{config, host_table, loader, log, param, registry, select, tostr};
 
 pub mod safe;
 
 pub use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, Verdict, VerdictKind};
-pub use ofi_core::registry::Registry;
 pub use ofi_core::version::API_VERSION;
+pub use ofi_host::registry::Registry;
 
 use std::sync::Once;
 
@@ -80,28 +85,42 @@ fn register_builtins() {
     ONCE.call_once(|| {
         // In-tree providers, one cargo feature each.
         #[cfg(feature = "udp")]
-        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_udp::UdpProvider>());
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_udp::UdpProvider>());
         #[cfg(feature = "tcp")]
-        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
         #[cfg(feature = "shm")]
-        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
         // Utility providers: they layer over the core providers above (and plugins).
         #[cfg(feature = "rxm")]
-        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxm::RxmProvider>());
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxm::RxmProvider>());
         #[cfg(feature = "rxd")]
-        ofi_core::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxd::RxdProvider>());
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxd::RxdProvider>());
         // Hooks (perf, trace, debug, noop, fault), applied when FI_HOOK names them.
         #[cfg(feature = "hook")]
         for entry in ofi_hook::builtin_entries() {
-            ofi_core::registry::add_builtin(entry);
+            ofi_host::registry::add_builtin(entry);
         }
     });
+}
+
+/// For tests and tools: register the five hooks with the process-wide registry (if
+/// they are not already) and wrap every fabric it opens from now on in `spec` (the
+/// `FI_HOOK` grammar; `""` for none). This includes the fabrics utility providers open
+/// beneath themselves (rxd's udp fabric), which always go through the process-wide
+/// registry. `FI_ENOENT` if a name is not a registered hook.
+#[cfg(feature = "hook")]
+pub fn apply_hooks_globally(spec: &str) -> Result<()> {
+    register_builtins();
+    for entry in ofi_hook::builtin_entries() {
+        ofi_host::registry::add_builtin(entry);
+    }
+    ofi_host::registry::global().set_hooks(spec)
 }
 
 /// The process-wide provider registry (built-ins plus plugins), built on first use.
 pub fn registry() -> &'static Registry {
     register_builtins();
-    ofi_core::registry::global()
+    ofi_host::registry::global()
 }
 
 fn request(

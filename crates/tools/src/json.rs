@@ -191,6 +191,7 @@ pub fn outcome_name(o: &LoadOutcome) -> &'static str {
         LoadOutcome::InitFailed { .. } => "init_failed",
         LoadOutcome::Filtered { .. } => "filtered",
         LoadOutcome::Superseded { .. } => "superseded",
+        LoadOutcome::DirUnreadable { .. } => "dir_unreadable",
     }
 }
 

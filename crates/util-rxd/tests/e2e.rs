@@ -4,7 +4,7 @@
 //! arrives once, intact and in order (`FI_ORDER_SAS`), and every send completes. Then
 //! RMA writes read back and fetch-adds under the same faults: each applied exactly once.
 //!
-//! The hook is process-wide (`ofi_hook::apply_globally`), so this file is its own test
+//! The hook is process-wide (`ofi::apply_hooks_globally`), so this file is its own test
 //! binary. The full 10^5 run: `RXD_E2E_N=100000 cargo test --release -p ofi-util-rxd
 //! --test e2e -- --nocapture` (time in docs/providers/rxd.md).
 
@@ -67,7 +67,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5000);
     let _ = ofi::registry();
-    ofi_hook::apply_globally("fault").expect("fault hook");
+    ofi::apply_hooks_globally("fault").expect("fault hook");
     fault::set_config(Some(FaultConfig {
         seed: 42,
         drop: 0.10,

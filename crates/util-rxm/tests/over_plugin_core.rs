@@ -19,7 +19,7 @@ fn over_plugin_tcp() -> Subject {
     std::env::remove_var("FI_PROVIDER");
     std::env::remove_var("FI_HOOK");
     assert!(
-        ofi_core::registry::global().providers().is_empty(),
+        ofi::registry::global().providers().is_empty(),
         "no provider may be in the process-wide registry of this process"
     );
     let reg = Registry::build(RegistryConfig {

@@ -22,7 +22,7 @@ fn a_hand_built_registry_layers_rxm_over_its_own_tcp() {
     std::env::set_var("OFI_PLUGINS_CONFIG", "/dev/null");
     std::env::remove_var("FI_PROVIDER");
     std::env::remove_var("FI_HOOK");
-    let global = ofi_core::registry::global();
+    let global = ofi::registry::global();
     assert!(
         global.providers().is_empty(),
         "the process-wide registry must know no provider here: {:?}",

@@ -556,7 +556,7 @@ fn selective_completion_skips_unflagged_sends() {
 #[test]
 fn the_provider_can_be_opened_through_a_registry() {
     use ofi_core::abi::entry_for;
-    use ofi_core::registry::{Registry, RegistryConfig};
+    use ofi_host::registry::{Registry, RegistryConfig};
     let reg = Registry::build(RegistryConfig {
         builtins: vec![entry_for::<UnixDgram>()],
         ..Default::default()

@@ -1,18 +1,26 @@
-//! The host table (what the core offers every provider) and [`Host`], a provider's view
-//! of it.
+//! The host-table client: [`Host`], a provider's view of the host table, and which
+//! table this copy of the core talks to.
 //!
 //! The host table carries the log sink, parameter declaration and lookup, getinfo over
 //! the host's providers (for layering: core providers only), fabric open through
 //! the host's registry, and (minor 2) `hook_inner`: the fabric a hook provider being
-//! opened wraps ([`Host::hook_inner_fabric`], see [`crate::registry`]). A plugin links
-//! its own copy of `ofi-core`, but must not keep a registry, parameter store or logger
-//! of its own: when a plugin's init runs with a host table that is not its copy's own,
-//! the table is installed as the copy's [`Host::current`] and a log forwarder to the
-//! host's sink is installed. In the host process the table is simply the core's own;
-//! linked-in providers use it through the same [`Host`] calls (one path).
+//! opened wraps ([`Host::hook_inner_fabric`]). Its implementation is the host's
+//! (`ofi_host::host_table`, over the registry and the parameter store); this module
+//! only calls it, and offers the host the pieces of serving it that touch the core's
+//! object bookkeeping (`serve_*`).
 //!
-//! Every slot of the host table catches panics (a panic becomes `FI_EOTHER`). Nothing
-//! here panics.
+//! Which table ([`current_table`]):
+//! - in an application process, `ofi-host` installs its table with
+//!   [`install_process_host`] before it initialises any provider; linked-in providers
+//!   reach it through the same [`Host`] calls a plugin makes (one path);
+//! - inside a plugin (its own copy of `ofi-core`, no host code), the plugin's init
+//!   installs the table its host handed over, and a log forwarder to the host's sink;
+//! - before either, a detached table answers: log events go to this copy's `tracing`,
+//!   parameters read as unset, layering calls fail with `FI_ENOSYS`.
+//!
+//! Invariant: the table pointer is set at most once and never freed (tables are
+//! `'static`). Every slot catches panics (a panic becomes `FI_EOTHER`). Nothing here
+//! panics.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,39 +41,58 @@ use crate::getinfo::{GetinfoOutcome, GetinfoRequest};
 use crate::param::ParamType;
 use crate::provider::{param_type_from_raw, param_type_to_raw};
 
-/// This copy of the core's own host table.
-static OWN: HostTable = HostTable {
+/// The table of a process without a host: what this copy offers before (or without)
+/// `ofi-host` installing the process's host table. Log events are re-emitted into this
+/// copy's `tracing`; parameters are accepted and read as unset (providers use their
+/// built-in defaults); getinfo, fabric open and `hook_inner` fail with `FI_ENOSYS`.
+static DETACHED: HostTable = HostTable {
     size: std::mem::size_of::<HostTable>(),
     log: crate::log::host_log_sink,
-    log_level: h_log_level,
-    param_declare: h_param_declare,
-    param_get_str: h_param_get_str,
-    param_get_int: h_param_get_int,
-    param_get_size: h_param_get_size,
-    param_get_bool: h_param_get_bool,
-    getinfo: h_getinfo,
-    free_getinfo: h_free_getinfo,
-    open_fabric: h_open_fabric,
-    fabric_close: h_fabric_close,
-    fabric_release: h_fabric_release,
-    hook_inner: h_hook_inner,
+    log_level: d_log_level,
+    param_declare: d_param_declare,
+    param_get_str: d_param_get_str,
+    param_get_int: d_param_get_int,
+    param_get_size: d_param_get_size,
+    param_get_bool: d_param_get_bool,
+    getinfo: d_getinfo,
+    free_getinfo: serve_free_getinfo,
+    open_fabric: d_open_fabric,
+    fabric_close: d_fabric_close,
+    fabric_release: d_fabric_release,
+    hook_inner: d_hook_inner,
 };
 
-/// The host table installed in this copy (null: our own).
+/// The host table this copy talks to (null: [`DETACHED`]). Set once: by the host
+/// crate in an application process ([`install_process_host`]), or by a plugin's init
+/// with the table its host handed over.
 static INSTALLED: AtomicPtr<HostTable> = AtomicPtr::new(std::ptr::null_mut());
 
-/// This copy's own host table (what a host hands to the providers it initialises).
-pub fn own_table() -> &'static HostTable {
-    &OWN
+/// In an application process: make `table` the host table of this process, the one
+/// [`current_table`] returns and [`ProviderHandle::init`](crate::provider::ProviderHandle::init)
+/// hands to providers. `ofi-host` calls this before it initialises any provider.
+/// Returns true if `table` is installed (now or before); false if another table was
+/// installed first (it stays).
+pub fn install_process_host(table: &'static HostTable) -> bool {
+    let want = table as *const HostTable as *mut HostTable;
+    match INSTALLED.compare_exchange(
+        std::ptr::null_mut(),
+        want,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => true,
+        Err(already) => already == want,
+    }
 }
 
 /// Install a foreign host table (inside a plugin). Returns true if it is foreign and
-/// was installed now; false if it is our own or one was installed already.
+/// was installed now; false if it is this copy's current table (a linked-in provider
+/// initialised by its own process's host) or one was installed already.
 ///
 /// # Safety
 /// `table` must point to a host table that stays valid for the life of the process.
 pub(crate) unsafe fn install(table: *const HostTable) -> bool {
-    if std::ptr::eq(table, &OWN) {
+    if std::ptr::eq(table, current_table()) {
         return false;
     }
     INSTALLED
@@ -78,15 +105,22 @@ pub(crate) unsafe fn install(table: *const HostTable) -> bool {
         .is_ok()
 }
 
-/// The host table this copy talks to: the installed one inside a plugin, else our own.
+/// The host table this copy talks to: the installed one (the process's host, or inside
+/// a plugin the table its host handed over), else the detached table.
 pub fn current_table() -> &'static HostTable {
     let p = INSTALLED.load(Ordering::Acquire);
     if p.is_null() {
-        &OWN
+        &DETACHED
     } else {
-        // SAFETY: only `install` stores here, with a table valid for the process's life.
+        // SAFETY: only `install` / `install_process_host` store here, with a table
+        // valid for the process's life.
         unsafe { &*p }
     }
+}
+
+/// Whether a host table has been installed in this copy (false: the detached table answers).
+pub fn has_host() -> bool {
+    !INSTALLED.load(Ordering::Acquire).is_null()
 }
 
 /// A provider's view of the host: parameters, layering getinfo and fabric open.
@@ -323,7 +357,8 @@ impl Host {
 }
 
 // ---------------------------------------------------------------------------------------
-// The host side of the table.
+// Serving the table: helpers for the host's implementation (`ofi-host`) and the detached
+// table of this copy.
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
@@ -332,12 +367,17 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "non-string panic payload".to_string())
 }
 
-/// Run a host slot: panics become `-FI_EOTHER` with a message.
-fn host_slot(err: *mut ErrBuf, what: &str, f: impl FnOnce() -> Result<i32>) -> i32 {
+/// Run the body of a host-table slot: `Ok(v)` returns `v`, an error is written to `err`
+/// and returned as `-FI_x`, a panic becomes `-FI_EOTHER` with a message (logged).
+/// Nothing unwinds out of it.
+///
+/// # Safety
+/// `err` is null or a valid [`ErrBuf`] (the host table's contract).
+pub unsafe fn serve_slot(err: *mut ErrBuf, what: &str, f: impl FnOnce() -> Result<i32>) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            // SAFETY: `err` is null or the caller's buffer (host table contract).
+            // SAFETY: `err` is null or the caller's buffer (this function's contract).
             unsafe { ErrBuf::write(err, &e.to_string()) };
             e.code().to_status()
         }
@@ -351,195 +391,12 @@ fn host_slot(err: *mut ErrBuf, what: &str, f: impl FnOnce() -> Result<i32>) -> i
     }
 }
 
-/// # Safety
-/// Strings valid for the call.
-unsafe fn prov_name<'a>(p: RawStr) -> Result<Option<&'a str>> {
-    // SAFETY: forwarded.
-    unsafe { p.str("parameter provider") }
-}
-
-/// # Safety
-/// Strings valid for the call.
-unsafe fn req_str<'a>(s: RawStr, what: &str) -> Result<&'a str> {
-    // SAFETY: forwarded.
-    unsafe { s.str(what) }?.ok_or_else(|| Error::new(Errno::EINVAL, format!("{what}: missing")))
-}
-
-unsafe extern "C" fn h_log_level() -> i32 {
-    catch_unwind(crate::log::host_max_level).map_or(2, i32::from)
-}
-
-unsafe extern "C" fn h_param_declare(
-    prov: RawStr,
-    name: RawStr,
-    ty: u32,
-    help: RawStr,
-    default: RawStr,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_declare", || {
-        let ty = param_type_from_raw(ty)
-            .ok_or_else(|| Error::new(Errno::EINVAL, format!("parameter type {ty} unknown")))?;
-        // SAFETY: the caller passes strings valid for the call (host table contract).
-        let (p, n, h, d) = unsafe {
-            (
-                prov_name(prov)?,
-                req_str(name, "name")?,
-                req_str(help, "help")?,
-                default.str("default")?,
-            )
-        };
-        crate::param::declare(p, n, ty, h, d)?;
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn h_param_get_str(
-    prov: RawStr,
-    name: RawStr,
-    buf: *mut u8,
-    cap: usize,
-    len: *mut usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_str", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_str(p, n)? {
-            None => Ok(0),
-            Some(v) => {
-                if len.is_null() {
-                    return Err(Error::new(Errno::EINVAL, "len: null"));
-                }
-                // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
-                unsafe {
-                    *len = v.len();
-                    if v.len() <= cap && !buf.is_null() {
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
-                    }
-                }
-                Ok(1)
-            }
-        }
-    })
-}
-
-/// # Safety
-/// `out` valid for a write.
-unsafe fn put<T>(out: *mut T, v: T) -> Result<i32> {
-    if out.is_null() {
-        return Err(Error::new(Errno::EINVAL, "out: null"));
-    }
-    // SAFETY: non-null and valid by the caller's contract.
-    unsafe { out.write(v) };
-    Ok(1)
-}
-
-unsafe extern "C" fn h_param_get_int(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut i64,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_int", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_int(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
-        }
-    })
-}
-
-unsafe extern "C" fn h_param_get_size(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_size", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_size(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
-        }
-    })
-}
-
-unsafe extern "C" fn h_param_get_bool(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut u8,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_bool", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_bool(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v as u8) },
-        }
-    })
-}
-
-unsafe extern "C" fn h_getinfo(
-    req: *const RawGetinfoRequest,
-    core_only: u32,
-    out: *mut RawGetinfoResult,
-) -> i32 {
-    host_slot(std::ptr::null_mut(), "getinfo", || {
-        if out.is_null() {
-            return Err(Error::new(Errno::EINVAL, "getinfo: null result"));
-        }
-        // SAFETY: the request is valid for the call (contract).
-        let outcome = match unsafe { request_from_raw(req) } {
-            Ok(req) => crate::registry::host_getinfo(&req, core_only != 0),
-            Err(e) => GetinfoOutcome {
-                error: Some(e),
-                ..GetinfoOutcome::default()
-            },
-        };
-        // SAFETY: `out` valid for writes (contract); freed by h_free_getinfo.
-        unsafe { fill_result(&outcome, out) };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn h_free_getinfo(out: *mut RawGetinfoResult) -> i32 {
-    host_slot(std::ptr::null_mut(), "free_getinfo", || {
-        // SAFETY: `out` was filled by h_getinfo of this copy (contract).
-        unsafe { free_result(out) };
-        Ok(0)
-    })
-}
-
-unsafe extern "C" fn h_open_fabric(
-    info: *const RawInfo,
-    _context: usize,
-    out: *mut RawHostFabric,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "open_fabric", || {
-        if out.is_null() {
-            return Err(Error::new(Errno::EINVAL, "open_fabric: null out"));
-        }
-        // SAFETY: `info` valid for the call (contract).
-        let info = unsafe { info_from_raw(info) }?;
-        let fabric = crate::registry::open_fabric(&info)?;
-        // SAFETY: `out` valid for writes (contract).
-        unsafe { give_fabric(fabric, out) }
-    })
-}
-
-/// Hand a fabric to the other side: its object, table, family and our hold.
+/// Hand a fabric to the other side of the host table: its object, table, family and
+/// a hold released by [`serve_fabric_release`].
 ///
 /// # Safety
-/// `out` valid for writes.
-unsafe fn give_fabric(fabric: Fabric, out: *mut RawHostFabric) -> Result<i32> {
+/// `out` is null or valid for writes.
+pub unsafe fn serve_give_fabric(fabric: Fabric, out: *mut RawHostFabric) -> Result<i32> {
     if out.is_null() {
         return Err(Error::new(Errno::EINVAL, "fabric out-parameter: null"));
     }
@@ -556,40 +413,202 @@ unsafe fn give_fabric(fabric: Fabric, out: *mut RawHostFabric) -> Result<i32> {
     Ok(0)
 }
 
-unsafe extern "C" fn h_hook_inner(out: *mut RawHostFabric, err: *mut ErrBuf) -> i32 {
-    host_slot(err, "hook_inner", || {
-        if out.is_null() {
-            return Err(Error::new(Errno::EINVAL, "hook_inner: null out"));
-        }
-        let fabric = crate::registry::take_hook_inner().ok_or_else(|| {
-            Error::new(
-                Errno::ENOENT,
-                "hook_inner: no hook fabric is being opened on this thread",
-            )
-        })?;
-        // SAFETY: `out` valid for writes (contract).
-        unsafe { give_fabric(fabric, out) }
-    })
+/// The `getinfo` slot's tail: write `outcome` into `out` (released by
+/// [`serve_free_getinfo`]).
+///
+/// # Safety
+/// `out` is null or valid for writes.
+pub unsafe fn serve_getinfo_result(
+    outcome: &GetinfoOutcome,
+    out: *mut RawGetinfoResult,
+) -> Result<i32> {
+    if out.is_null() {
+        return Err(Error::new(Errno::EINVAL, "getinfo: null result"));
+    }
+    // SAFETY: `out` valid for writes (contract); freed by serve_free_getinfo.
+    unsafe { fill_result(outcome, out) };
+    Ok(0)
 }
 
-unsafe extern "C" fn h_fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32 {
-    host_slot(err, "fabric_close", || {
+/// Decode a getinfo request received through the host table.
+///
+/// # Safety
+/// `req` is null or a request valid for the call.
+pub unsafe fn serve_getinfo_request(req: *const RawGetinfoRequest) -> Result<GetinfoRequest> {
+    // SAFETY: forwarded.
+    unsafe { request_from_raw(req) }
+}
+
+/// Decode an `Info` received through the host table.
+///
+/// # Safety
+/// `info` is null or valid for the call.
+pub unsafe fn serve_info(info: *const RawInfo) -> Result<Info> {
+    // SAFETY: forwarded.
+    unsafe { info_from_raw(info) }
+}
+
+/// The `free_getinfo` slot: release a result filled by [`serve_getinfo_result`].
+///
+/// # Safety
+/// `out` was filled by [`serve_getinfo_result`] of this copy and not freed yet.
+pub unsafe extern "C" fn serve_free_getinfo(out: *mut RawGetinfoResult) -> i32 {
+    let body = || {
+        // SAFETY: `out` was filled by serve_getinfo_result (contract).
+        unsafe { free_result(out) };
+        Ok(0)
+    };
+    // SAFETY: null error buffer.
+    unsafe { serve_slot(std::ptr::null_mut(), "free_getinfo", body) }
+}
+
+/// The `fabric_close` slot: close a fabric handed over by [`serve_give_fabric`].
+///
+/// # Safety
+/// `keep` came from [`serve_give_fabric`] and is not released; `err` null or valid.
+pub unsafe extern "C" fn serve_fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32 {
+    let body = || {
         if keep.is_null() {
             return Err(Error::new(Errno::EINVAL, "fabric_close: null"));
         }
-        // SAFETY: `keep` came from h_open_fabric and is not released yet (contract).
+        // SAFETY: `keep` came from serve_give_fabric and is not released (contract).
         let node = unsafe { &*(keep as *const Arc<Node>) };
         node.close()?;
         Ok(0)
-    })
+    };
+    // SAFETY: `err` per contract.
+    unsafe { serve_slot(err, "fabric_close", body) }
 }
 
-unsafe extern "C" fn h_fabric_release(keep: *mut c_void) -> i32 {
-    host_slot(std::ptr::null_mut(), "fabric_release", || {
+/// The `fabric_release` slot: drop the hold of [`serve_give_fabric`].
+///
+/// # Safety
+/// `keep` is null or came from [`serve_give_fabric`]; released once.
+pub unsafe extern "C" fn serve_fabric_release(keep: *mut c_void) -> i32 {
+    let body = || {
         if !keep.is_null() {
-            // SAFETY: `keep` came from Box::into_raw in h_open_fabric; released once.
+            // SAFETY: `keep` came from Box::into_raw in serve_give_fabric; once.
             drop(unsafe { Box::from_raw(keep as *mut Arc<Node>) });
         }
         Ok(0)
-    })
+    };
+    // SAFETY: null error buffer.
+    unsafe { serve_slot(std::ptr::null_mut(), "fabric_release", body) }
+}
+
+/// The boundary number of a parameter type (host-table `ty` argument).
+pub fn param_type_raw(ty: ParamType) -> u32 {
+    param_type_to_raw(ty)
+}
+
+/// The parameter type of a boundary number, `FI_EINVAL` for an unknown one.
+pub fn param_type_of_raw(ty: u32) -> Result<ParamType> {
+    param_type_from_raw(ty)
+        .ok_or_else(|| Error::new(Errno::EINVAL, format!("parameter type {ty} unknown")))
+}
+
+// The detached table's slots.
+
+const NO_HOST: &str = "no host in this process (an application links `ofi-host` through `ofi`)";
+
+unsafe extern "C" fn d_log_level() -> i32 {
+    catch_unwind(crate::log::host_max_level).map_or(2, i32::from)
+}
+
+unsafe extern "C" fn d_param_declare(
+    _prov: RawStr,
+    _name: RawStr,
+    ty: u32,
+    _help: RawStr,
+    _default: RawStr,
+    err: *mut ErrBuf,
+) -> i32 {
+    // SAFETY: `err` per the table's contract.
+    unsafe { serve_slot(err, "param_declare", || param_type_of_raw(ty).map(|_| 0)) }
+}
+
+unsafe extern "C" fn d_param_get_str(
+    _prov: RawStr,
+    _name: RawStr,
+    _buf: *mut u8,
+    _cap: usize,
+    _len: *mut usize,
+    _err: *mut ErrBuf,
+) -> i32 {
+    0
+}
+
+unsafe extern "C" fn d_param_get_int(
+    _prov: RawStr,
+    _name: RawStr,
+    _out: *mut i64,
+    _err: *mut ErrBuf,
+) -> i32 {
+    0
+}
+
+unsafe extern "C" fn d_param_get_size(
+    _prov: RawStr,
+    _name: RawStr,
+    _out: *mut usize,
+    _err: *mut ErrBuf,
+) -> i32 {
+    0
+}
+
+unsafe extern "C" fn d_param_get_bool(
+    _prov: RawStr,
+    _name: RawStr,
+    _out: *mut u8,
+    _err: *mut ErrBuf,
+) -> i32 {
+    0
+}
+
+unsafe extern "C" fn d_getinfo(
+    _req: *const RawGetinfoRequest,
+    _core_only: u32,
+    out: *mut RawGetinfoResult,
+) -> i32 {
+    let outcome = GetinfoOutcome {
+        error: Some(Error::new(Errno::ENOSYS, format!("getinfo: {NO_HOST}"))),
+        ..GetinfoOutcome::default()
+    };
+    // SAFETY: `out` null or valid for writes (the table's contract).
+    let body = || unsafe { serve_getinfo_result(&outcome, out) };
+    // SAFETY: null error buffer.
+    unsafe { serve_slot(std::ptr::null_mut(), "getinfo", body) }
+}
+
+unsafe extern "C" fn d_open_fabric(
+    _info: *const RawInfo,
+    _context: usize,
+    _out: *mut RawHostFabric,
+    err: *mut ErrBuf,
+) -> i32 {
+    // SAFETY: `err` per the table's contract.
+    unsafe {
+        serve_slot(err, "open_fabric", || {
+            Err(Error::new(Errno::ENOSYS, format!("open_fabric: {NO_HOST}")))
+        })
+    }
+}
+
+unsafe extern "C" fn d_hook_inner(_out: *mut RawHostFabric, err: *mut ErrBuf) -> i32 {
+    // SAFETY: `err` per the table's contract.
+    unsafe {
+        serve_slot(err, "hook_inner", || {
+            Err(Error::new(Errno::ENOSYS, format!("hook_inner: {NO_HOST}")))
+        })
+    }
+}
+
+unsafe extern "C" fn d_fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { serve_fabric_close(keep, err) }
+}
+
+unsafe extern "C" fn d_fabric_release(keep: *mut c_void) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { serve_fabric_release(keep) }
 }

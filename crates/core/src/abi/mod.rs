@@ -60,11 +60,17 @@ use crate::abi::tables::{HostTable, ProviderTable};
 use crate::provider::Provider;
 
 /// Interface major version: a plugin of another major is refused.
-pub const ABI_MAJOR: u32 = 1;
+///
+/// History: 2 split the host out of the core (`ofi-host`): a plugin's copy of the core
+/// no longer carries a registry, parameter store or log subscriber and relies on the
+/// host table for all of them (a detached table answers until one is installed).
+/// Plugins of major 1 were built against a core that did; they are refused.
+pub const ABI_MAJOR: u32 = 2;
 /// Interface minor version: a plugin of this minor or an older one loads.
 ///
 /// History: 1 added multicast (`join`, `mc_close`); 2 added the host's `hook_inner`
-/// (hook providers, `FI_HOOK`).
+/// (hook providers, `FI_HOOK`). Major 2 continues these minors (its tables are those of
+/// 1.2).
 pub const ABI_MINOR: u32 = 2;
 /// The name of the static a plugin exports.
 pub const ENTRY_SYMBOL: &str = "OFI_RS_PLUGIN_ENTRY";
@@ -368,24 +374,40 @@ mod tests {
 
     #[test]
     fn refuses_other_major_with_one_line() {
-        let e = check_entry(&entry_with(2, 0, FINGERPRINT)).unwrap_err();
+        let e = check_entry(&entry_with(3, 0, FINGERPRINT)).unwrap_err();
         assert_eq!(
             e,
             AbiMismatch::Version {
-                wanted: (1, ABI_MINOR),
-                found: (2, 0)
+                wanted: (2, ABI_MINOR),
+                found: (3, 0)
             }
         );
-        assert_eq!(e.to_string(), "ABI 2.0 found, 1.x wanted");
+        assert_eq!(e.to_string(), "ABI 3.0 found, 2.x wanted");
+    }
+
+    #[test]
+    fn refuses_a_plugin_built_before_the_host_split() {
+        // What a plugin built against the core that still carried the host exports:
+        // interface 1.2 with the 1.2 layout fingerprint (the same tables as 2.2). It
+        // would pass the layout check; the major alone refuses it.
+        let e = check_entry(&entry_with(1, 2, fingerprint_for_minor(2))).unwrap_err();
+        assert_eq!(
+            e,
+            AbiMismatch::Version {
+                wanted: (ABI_MAJOR, ABI_MINOR),
+                found: (1, 2)
+            }
+        );
+        assert_eq!(e.to_string(), "ABI 1.2 found, 2.x wanted");
     }
 
     #[test]
     fn refuses_newer_minor() {
-        let e = check_entry(&entry_with(1, ABI_MINOR + 1, FINGERPRINT)).unwrap_err();
+        let e = check_entry(&entry_with(ABI_MAJOR, ABI_MINOR + 1, FINGERPRINT)).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(
-                "ABI 1.{} found, 1.{ABI_MINOR} or older wanted",
+                "ABI 2.{} found, 2.{ABI_MINOR} or older wanted",
                 ABI_MINOR + 1
             )
         );
@@ -393,7 +415,7 @@ mod tests {
 
     #[test]
     fn refuses_other_fingerprint_with_one_line() {
-        let e = check_entry(&entry_with(1, 0, 0x1234)).unwrap_err();
+        let e = check_entry(&entry_with(ABI_MAJOR, 0, 0x1234)).unwrap_err();
         let s = e.to_string();
         assert!(
             s.starts_with("table layout fingerprint 0x0000000000001234 found, 0x"),

@@ -410,7 +410,7 @@ impl ProviderHandle {
         })?;
         let mut msg = [0u8; ERR_CAP];
         let mut inst = ProviderInstance::empty(ErrBuf::new(&mut msg));
-        let host = crate::abi::host::own_table();
+        let host = crate::abi::host::current_table();
         // SAFETY: the entry's init has the interface's signature (checked above); the
         // host table is 'static and `inst` lives across the call.
         let rc = unsafe { (entry.init)(host, &mut inst) };

@@ -13,6 +13,14 @@
 //!    When none exists the configuration is empty — that is not an error. A default file that
 //!    exists but cannot be read or parsed is an error.
 //!
+//! # What is read
+//!
+//! Only a regular file (or a symbolic link to one) of at most [`MAX_CONFIG_BYTES`], and
+//! `/dev/null` (read as empty). Anything else — a directory, a FIFO, a socket, a device
+//! such as `/dev/zero` or `/dev/urandom` — is an error naming the file and what it is,
+//! given at once: the file is opened without blocking and checked before it is read,
+//! and never more than the cap plus one byte is read.
+//!
 //! # Format
 //!
 //! ```toml
@@ -35,7 +43,10 @@
 //! - `disable`: provider names (non-empty).
 //! - `params`: keys are environment-variable names as [`crate::param::env_name`] builds them
 //!   (`FI_` followed by upper-case letters, digits and `_`); values may be written as
-//!   strings, integers or booleans and are stored as their text (`16384`, `true`).
+//!   strings, integers or booleans and are stored as their text (`16384`, `true`). A
+//!   well-formed key that no parameter of the process has (a typo, or a provider that is
+//!   not loaded) is not an error: once the process-wide registry is built, each is
+//!   warned about with the closest known name ([`crate::param::warn_unknown_config_keys`]).
 //!
 //! # Invariants and panics
 //!
@@ -55,6 +66,75 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{Errno, Error, Result};
+
+/// The largest configuration file read, in bytes (1 MiB); a larger one is an error.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// What a file that is not a regular file is, for error messages.
+fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether `meta` is the null device (`/dev/null`, under any name).
+fn is_dev_null(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    meta.file_type().is_char_device()
+        && std::fs::metadata("/dev/null")
+            .is_ok_and(|null| null.file_type().is_char_device() && null.rdev() == meta.rdev())
+}
+
+/// Read a configuration file safely (see "What is read" in the module docs): never
+/// blocks in `open` or `read`, never reads more than [`MAX_CONFIG_BYTES`] + 1 bytes.
+fn read_config_file(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |why: String| {
+        Error::new(
+            Errno::EINVAL,
+            format!("cannot read {}: {why}", path.display()),
+        )
+    };
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| fail(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        if is_dev_null(&meta) {
+            return Ok(Vec::new());
+        }
+        return Err(fail(format!(
+            "{}, not a regular file",
+            file_kind(meta.file_type())
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_CONFIG_BYTES) as usize);
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(fail(format!(
+            "larger than {} bytes (the limit of a configuration file)",
+            MAX_CONFIG_BYTES
+        )));
+    }
+    Ok(bytes)
+}
 
 /// The environment variable naming the configuration file explicitly.
 pub const CONFIG_ENV: &str = "OFI_PLUGINS_CONFIG";
@@ -250,19 +330,15 @@ impl PluginsConfig {
     }
 
     /// Read and parse one file. Errors (`FI_EINVAL`) name the file: it cannot be read,
-    /// is not UTF-8, or does not parse (see [`PluginsConfig::from_toml_str`]).
+    /// is not a regular file (`/dev/null` reads as empty), is larger than
+    /// [`MAX_CONFIG_BYTES`], is not UTF-8, or does not parse (see [`PluginsConfig::from_toml_str`]).
     pub fn from_file(path: &Path) -> Result<PluginsConfig> {
         let home = std::env::var_os("HOME");
         Self::from_file_with_home(path, home.as_ref())
     }
 
     fn from_file_with_home(path: &Path, home: Option<&OsString>) -> Result<PluginsConfig> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::new(
-                Errno::EINVAL,
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+        let bytes = read_config_file(path)?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let pos = e.utf8_error().valid_up_to();
             let good = String::from_utf8_lossy(&e.as_bytes()[..pos]).into_owned();
@@ -500,6 +576,73 @@ FI_NEG = -3
         let e = PluginsConfig::from_toml_str("search_paths = [\"\"]", None).unwrap_err();
         assert_eq!(e.code(), Errno::EINVAL);
         assert!(e.message().contains("empty path"), "{e}");
+    }
+
+    /// Load `path` as `OFI_PLUGINS_CONFIG` on another thread and wait at most 20 s: a
+    /// read that never returns fails the test instead of hanging it.
+    fn load_bounded(path: &Path) -> Result<PluginsConfig> {
+        let path = path.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(PluginsConfig::load_with(&env_of(&[(CONFIG_ENV, &path)])));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("loading the configuration must return")
+    }
+
+    #[test]
+    fn devices_and_fifos_are_refused_at_once() {
+        for dev in ["/dev/zero", "/dev/urandom"] {
+            let path = Path::new(dev);
+            if !path.exists() {
+                continue;
+            }
+            let e = load_bounded(path).unwrap_err();
+            assert_eq!(e.code(), Errno::EINVAL, "{dev}");
+            assert!(
+                e.message()
+                    .contains(&format!("{dev}: a character device, not a regular file")),
+                "{e}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("plugins.toml");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = load_bounded(&fifo).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert!(e.message().contains("a FIFO, not a regular file"), "{e}");
+        let e = load_bounded(dir.path()).unwrap_err();
+        assert!(
+            e.message().contains("a directory, not a regular file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn dev_null_is_an_empty_configuration() {
+        let cfg = load_bounded(Path::new("/dev/null")).unwrap();
+        assert!(cfg.search_paths.is_empty() && cfg.disable.is_empty() && cfg.params.is_empty());
+    }
+
+    #[test]
+    fn files_over_the_cap_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let at_cap = dir.path().join("at_cap.toml");
+        let mut text = vec![b'#'; MAX_CONFIG_BYTES as usize - 1];
+        text.push(b'\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        load_bounded(&at_cap).expect("a file of exactly the cap loads");
+        let over = dir.path().join("over.toml");
+        text.push(b'\n');
+        std::fs::write(&over, &text).unwrap();
+        let e = load_bounded(&over).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert!(
+            e.message().contains("over.toml: larger than 1048576 bytes"),
+            "{e}"
+        );
     }
 
     #[test]

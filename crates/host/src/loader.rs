@@ -3,23 +3,31 @@
 //!
 //! Directories come from `FI_PROVIDER_PATH` (`:`-separated) and then from
 //! `plugins.toml` (`search_paths`); each directory is read once, even when listed twice.
-//! Every regular file whose name ends in `.so` is a candidate; files are taken in
-//! name order. For each candidate the loader records one [`LoadOutcome`].
+//! A directory that cannot be read (missing, not a directory, no permission) gets one
+//! record of its own, `DirUnreadable`. Every directory entry whose name ends in `.so` is
+//! a candidate, whatever it is; entries are taken in name order. For each candidate
+//! the loader records one [`LoadOutcome`], so `fi_info -l` accounts for every file it
+//! looked at.
 //!
 //! Loading a candidate, step by step, stopping at the first failure:
 //! 1. a negated `FI_PROVIDER` entry that names the file's provider (known from the
 //!    file name conventions in [`crate::select::name_from_plugin_file`]) skips the
 //!    file unopened → `Filtered`;
-//! 2. the ELF headers are read and checked: a 64-bit shared object of this byte order
+//! 2. the candidate must be a regular file, directly or through symbolic links →
+//!    otherwise `NotAPlugin` saying what it is (a dangling symbolic link, a symbolic
+//!    link loop, a directory, a FIFO, …); nothing that could block is opened;
+//! 3. the ELF headers are read and checked: a 64-bit shared object of this byte order
 //!    whose loadable segments all lie inside the file → otherwise `NotAPlugin`. This
 //!    matters: the system loader maps segments past the end of a truncated file and
 //!    then touches them, which kills the process with SIGBUS instead of failing;
-//! 3. `dlopen` with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail here, not later)
-//!    → `NotAPlugin` with the loader's message (a foreign or broken file);
-//! 4. the exported [`crate::abi::ENTRY_SYMBOL`] static must exist → `NotAPlugin`;
-//! 5. its ABI major/minor and layout fingerprint are compared with ours by reading the
+//! 4. `dlopen` with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail here, not later)
+//!    → `NotAPlugin` with the loader's message (a foreign or broken file). The file is
+//!    logged at debug level just before, so a library whose initialisers kill the
+//!    process is named by the last line of a `FI_LOG_LEVEL=debug` run;
+//! 5. the exported [`crate::abi::ENTRY_SYMBOL`] static must exist → `NotAPlugin`;
+//! 6. its ABI major/minor and layout fingerprint are compared with ours by reading the
 //!    static, before any of the plugin's functions runs → `AbiMismatch`;
-//! 6. the plugin's init runs with our host table → `InitFailed` with its error.
+//! 7. the plugin's init runs with our host table → `InitFailed` with its error.
 //!
 //! The library stays loaded for as long as its provider handle lives (the registry
 //! keeps them for the life of the process): Rust plugins are never unloaded.
@@ -69,6 +77,11 @@ pub enum LoadOutcome {
         /// Who won (name, version, origin).
         by: String,
     },
+    /// A plugin directory that could not be read (the record's path is the directory).
+    DirUnreadable {
+        /// Why (the system's message).
+        reason: String,
+    },
 }
 
 impl fmt::Display for LoadOutcome {
@@ -80,6 +93,9 @@ impl fmt::Display for LoadOutcome {
             LoadOutcome::InitFailed { error } => write!(f, "init failed: {error}"),
             LoadOutcome::Filtered { rule } => write!(f, "filtered: {rule}"),
             LoadOutcome::Superseded { by } => write!(f, "superseded by {by}"),
+            LoadOutcome::DirUnreadable { reason } => {
+                write!(f, "plugin directory not read: {reason}")
+            }
         }
     }
 }
@@ -120,14 +136,15 @@ pub fn plugin_dirs(provider_path: Option<&str>, config_paths: &[PathBuf]) -> Vec
     out
 }
 
-/// The candidate files of one directory, in name order. A missing or unreadable
-/// directory yields an error message instead (reported by the registry, never fatal).
+/// The candidate files of one directory, in name order: every entry whose name ends
+/// in `.so`, whatever its type ([`load_file`] refuses what is not a regular file). A
+/// missing or unreadable directory yields the system's message instead (recorded by
+/// the registry as `DirUnreadable`, never fatal).
 pub fn scan_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let rd = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
     let mut files: Vec<PathBuf> = rd
         .filter_map(|ent| ent.ok())
         .map(|ent| ent.path())
-        .filter(|p| p.is_file())
         .filter(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
@@ -146,6 +163,8 @@ pub fn load_file(
     filter: Option<&ProviderFilter>,
     disabled: &[String],
 ) -> (LoadOutcome, Option<ProviderHandle>) {
+    // The plugin's init receives the process's host table: install it first.
+    crate::host_table::install();
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let Some(name) = select::name_from_plugin_file(file_name) {
         if let Some(f) = filter.filter(|f| f.is_negated() && f.excludes_entirely(&name)) {
@@ -165,9 +184,15 @@ pub fn load_file(
             );
         }
     }
+    if let Err(reason) = check_regular_file(path) {
+        return (LoadOutcome::NotAPlugin { reason }, None);
+    }
     if let Err(reason) = check_elf(path) {
         return (LoadOutcome::NotAPlugin { reason }, None);
     }
+    // Named before its initialisers run: if they kill the process, this is the last line.
+    tracing::debug!(target: "ofi", prov = "core", subsys = "core",
+        "plugin {}: dlopen", path.display());
     let lib = match open_library(path) {
         Ok(lib) => lib,
         Err(reason) => return (LoadOutcome::NotAPlugin { reason }, None),
@@ -213,6 +238,53 @@ pub fn load_file(
     }
 }
 
+/// What a file that is not a regular file is, for the load report.
+fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Check that `path` is a regular file, following symbolic links; otherwise say what
+/// it is. Opens nothing.
+fn check_regular_file(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) => Err(format!(
+            "{}, not a regular file",
+            file_kind(meta.file_type())
+        )),
+        Err(e) => {
+            let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            if !is_link {
+                return Err(e.to_string());
+            }
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                return Err("a symbolic link loop".into());
+            }
+            let target = std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".into());
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Err(format!("a dangling symbolic link (to {target})"))
+            } else {
+                Err(format!("a symbolic link to {target}: {e}"))
+            }
+        }
+    }
+}
+
 /// Check that `path` is a complete 64-bit ELF shared object of this machine's byte
 /// order: the header, the program header table and every `PT_LOAD` / `PT_DYNAMIC`
 /// segment must lie inside the file. Reads headers only.
@@ -221,8 +293,22 @@ fn check_elf(path: &Path) -> Result<(), String> {
     const PT_LOAD: u32 = 1;
     const PT_DYNAMIC: u32 = 2;
     const ET_DYN: u64 = 3;
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: should the file have been replaced by a FIFO since it was checked,
+    // opening it must not wait for a writer.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}, not a regular file",
+            file_kind(meta.file_type())
+        ));
+    }
+    let len = meta.len();
     let mut header = [0u8; 64];
     file.read_exact(&mut header)
         .map_err(|_| format!("file too short for an ELF header ({len} bytes)"))?;

@@ -5,12 +5,13 @@
 use ofi_core::abi::{entry_for, ProviderKind};
 use ofi_core::getinfo::{GetinfoRequest, VerdictKind};
 use ofi_core::provider::{Host, Provider, Unsupported};
-use ofi_core::registry::{Registry, RegistryConfig};
 use ofi_core::version::API_VERSION;
 use ofi_core::{
     AddrFormat, AvType, Caps, EpType, Errno, GetinfoFlags, Info, MrMode, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
 };
+use ofi_host::loader::{LoadOutcome, LoadRecord};
+use ofi_host::registry::{Registry, RegistryConfig};
 
 /// A template with every domain field a real provider must fill.
 fn template(ep: EpType, caps: Caps, proto: Protocol, fmt: AddrFormat) -> Info {
@@ -356,20 +357,149 @@ fn loader_reports_missing_and_bogus_plugin_dirs() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("libjunk-fi.so"), b"not an ELF file").unwrap();
     std::fs::write(dir.path().join("README.txt"), b"ignored: not a .so").unwrap();
+    let missing = dir.path().join("missing");
     let reg = Registry::build(RegistryConfig {
-        plugin_dirs: vec![dir.path().to_path_buf(), dir.path().join("missing")],
+        plugin_dirs: vec![dir.path().to_path_buf(), missing.clone()],
         ..Default::default()
     });
     let report = reg.load_report();
-    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!(report.len(), 2, "{report:?}");
     assert!(report[0].path.ends_with("libjunk-fi.so"));
     assert!(
-        matches!(
-            &report[0].outcome,
-            ofi_core::loader::LoadOutcome::NotAPlugin { .. }
-        ),
+        matches!(&report[0].outcome, LoadOutcome::NotAPlugin { .. }),
         "{report:?}"
     );
+    assert_eq!(report[1].path, missing);
+    assert!(
+        matches!(&report[1].outcome, LoadOutcome::DirUnreadable { reason }
+            if reason.contains("No such file or directory")),
+        "{report:?}"
+    );
+    assert!(
+        report[1].to_string().ends_with(
+            "missing: plugin directory not read: No such file or directory (os error 2)"
+        ),
+        "{}",
+        report[1]
+    );
+}
+
+/// The reason recorded for the candidate named `file` (panics if there is none).
+fn reason_of(report: &[LoadRecord], file: &str) -> String {
+    let rec = report
+        .iter()
+        .find(|r| r.path.file_name().is_some_and(|n| n == file))
+        .unwrap_or_else(|| panic!("no record for {file}: {report:?}"));
+    match &rec.outcome {
+        LoadOutcome::NotAPlugin { reason } => reason.clone(),
+        other => panic!("{file}: {other}"),
+    }
+}
+
+#[test]
+fn every_odd_candidate_gets_an_outcome() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    symlink(d.join("nowhere.so"), d.join("libdangling-fi.so")).unwrap();
+    symlink(d.join("libloop-fi.so"), d.join("libloop-fi.so")).unwrap();
+    std::fs::create_dir(d.join("libdir-fi.so")).unwrap();
+    let fifo =
+        std::ffi::CString::new(d.join("libfifo-fi.so").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    // Loading must return (a FIFO opened for reading would wait for a writer): on
+    // another thread, with a bounded wait.
+    let dirs = vec![d.to_path_buf()];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let reg = Registry::build(RegistryConfig {
+            plugin_dirs: dirs,
+            ..Default::default()
+        });
+        let _ = tx.send(reg.load_report());
+    });
+    let report = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the loader must not block on a candidate");
+    assert_eq!(report.len(), 4, "{report:?}");
+    let dangling = reason_of(&report, "libdangling-fi.so");
+    assert!(
+        dangling.starts_with("a dangling symbolic link (to ") && dangling.contains("nowhere.so"),
+        "{dangling}"
+    );
+    assert_eq!(reason_of(&report, "libloop-fi.so"), "a symbolic link loop");
+    assert_eq!(
+        reason_of(&report, "libdir-fi.so"),
+        "a directory, not a regular file"
+    );
+    assert_eq!(
+        reason_of(&report, "libfifo-fi.so"),
+        "a FIFO, not a regular file"
+    );
+}
+
+#[test]
+fn the_file_is_named_at_debug_level_before_dlopen() {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+        fn on_event(&self, ev: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            struct V(String);
+            impl tracing::field::Visit for V {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    if f.name() == "message" {
+                        self.0 = format!("{v:?}");
+                    }
+                }
+            }
+            let mut v = V(String::new());
+            ev.record(&mut v);
+            self.0.lock().unwrap().push((*ev.metadata().level(), v.0));
+        }
+    }
+    // A real shared object that is not a plugin: dlopen succeeds, the entry is missing.
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+        "/lib/aarch64-linux-gnu/libc.so.6",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists())
+    .expect("libc.so.6");
+    let dir = tempfile::tempdir().unwrap();
+    let candidate = dir.path().join("libsys-fi.so");
+    std::os::unix::fs::symlink(&libc, &candidate).unwrap();
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let report = tracing::subscriber::with_default(subscriber, || {
+        Registry::build(RegistryConfig {
+            plugin_dirs: vec![dir.path().to_path_buf()],
+            ..Default::default()
+        })
+        .load_report()
+    });
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert!(
+        reason_of(&report, "libsys-fi.so").contains("OFI_RS_PLUGIN_ENTRY"),
+        "{report:?}"
+    );
+    let logs = capture.0.lock().unwrap();
+    let want = format!("plugin {}: dlopen", candidate.display());
+    let opened = logs
+        .iter()
+        .position(|(level, m)| *level == tracing::Level::DEBUG && *m == want)
+        .unwrap_or_else(|| panic!("no debug line {want:?}: {logs:?}"));
+    let refused = logs
+        .iter()
+        .position(|(_, m)| m.contains("libsys-fi.so") && m.contains("not a plugin"))
+        .unwrap_or_else(|| panic!("no outcome line: {logs:?}"));
+    assert!(opened < refused, "{logs:?}");
 }
 
 #[test]
@@ -384,7 +514,7 @@ fn negated_filter_skips_a_named_file_unopened() {
     let report = reg.load_report();
     assert_eq!(
         report[0].outcome,
-        ofi_core::loader::LoadOutcome::Filtered {
+        LoadOutcome::Filtered {
             rule: "FI_PROVIDER=^verbs".into()
         }
     );

@@ -220,6 +220,8 @@ fn open_hook(hook: &ProviderHandle, info: &Info, inner: Fabric) -> Result<Fabric
 impl Registry {
     /// Build a registry: register the built-ins, then load every plugin candidate.
     pub fn build(config: RegistryConfig) -> Registry {
+        // Providers initialised below must reach this crate through the host table.
+        crate::host_table::install();
         let filter = config.filter.as_deref().and_then(ProviderFilter::parse);
         let reg = Registry {
             inner: RwLock::new(Inner::default()),
@@ -246,6 +248,7 @@ impl Registry {
 
     /// Register a linked-in provider from its entry (the same table path a plugin takes).
     pub fn register_entry(&self, entry: &'static PluginEntry) -> Result<()> {
+        crate::host_table::install();
         // SAFETY: a linked-in entry is a 'static of this process, built by
         // `abi::entry_for` from the same ofi-core, so its layout is ours.
         let handle = unsafe { ProviderHandle::init(entry, None) }?;
@@ -257,9 +260,13 @@ impl Registry {
     pub fn load_dir(&self, dir: &std::path::Path) {
         let files = match loader::scan_dir(dir) {
             Ok(f) => f,
-            Err(msg) => {
+            Err(reason) => {
                 tracing::info!(target: "ofi", prov = "core", subsys = "core",
-                    "plugin directory skipped: {msg}");
+                    "plugin directory {} skipped: {reason}", dir.display());
+                self.write().report.push(LoadRecord {
+                    path: dir.to_path_buf(),
+                    outcome: LoadOutcome::DirUnreadable { reason },
+                });
                 return;
             }
         };
@@ -720,6 +727,8 @@ pub fn global() -> &'static Registry {
         let builtins = BUILTINS.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let reg = Registry::build(RegistryConfig::from_environment(builtins));
         reg.hooks_from_environment();
+        // Every provider of the process has declared its parameters by now.
+        crate::param::warn_unknown_config_keys();
         reg
     })
 }
