@@ -9,9 +9,9 @@
 //! - addresses `FI_SOCKADDR_IN` (IPv4), `FI_SOCKADDR_IN6` (IPv6) and `FI_ADDR_STR`
 //!   (`fi_sockaddr_in://a.b.c.d:port`, `fi_sockaddr_in6://[::1]:port`); getinfo
 //!   resolves `node`/`service` with the core's `IpResolver` (`FI_SOURCE` picks the
-//!   local address and port). With neither node nor service the result's `src_addr` is
-//!   the loopback address (port 0), as the C library's first (loopback) interface
-//!   result; `fi_setname` before `fi_enable` rebinds an endpoint;
+//!   local address and port). Every result gets the source address its endpoint
+//!   binds, one other hosts reach (see "Source address" below); `fi_setname` before
+//!   `fi_enable` rebinds an endpoint;
 //! - messages: `fi_send`/`sendv`/`sendmsg`/`inject`/`senddata`/`injectdata`,
 //!   `fi_recv`/`recvv`/`recvmsg`, up to `max_msg_size` = 65495 bytes (the largest
 //!   IPv4 UDP payload minus this provider's 12-byte header; larger → `FI_EMSGSIZE`),
@@ -48,11 +48,24 @@
 //! - `batch` (default 1): datagrams one progress round takes from one socket (1: a
 //!   datagram is handed to the CQ at once, not after another `recvmsg` that usually
 //!   finds nothing; bursts are read one datagram per `fi_cq_read` either way);
+//! - `iface` (default empty): the network interface whose address endpoints bind when
+//!   the application names none (see "Source address");
 //! - `mcast_if` (default empty): IPv4 address of the interface multicast groups are
 //!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice;
 //! - `peer_sockets` (default 1, at most 64): connected sockets an endpoint makes for
 //!   its first unicast destinations (see [`ep`], "Peer sockets"); 0: every datagram
 //!   goes through the endpoint's one socket.
+//!
+//! # Source address
+//!
+//! Chosen by getinfo for each result (the rules of `ofi_kit::netif`): the `src_addr`
+//! asked for (a wildcard one takes `FI_UDP_IFACE`'s address when that is set); else
+//! `FI_UDP_IFACE`'s address; else, with a destination, the routing table's source for
+//! it; else the first up, running, non-loopback interface's (loopback only on a host
+//! without one). An `FI_UDP_IFACE` no interface has is `FI_ENODATA` naming it; a result
+//! of a family the interface has no address of is dropped. `fi_getname` of an endpoint
+//! bound to the wildcard address names that interface's address with the bound port,
+//! never `0.0.0.0`.
 //!
 //! # Wire format
 //!
