@@ -214,7 +214,7 @@ pub fn route_source(dest: &SocketAddr) -> Option<IpAddr> {
     (!ip.is_unspecified()).then_some(ip)
 }
 
-/// `addr` with an unspecified IP replaced by `ip` (the port, flow and scope kept).
+/// `addr` with its IP replaced by `ip` (the port, flow and scope kept).
 pub fn with_ip(addr: SocketAddr, ip: IpAddr) -> SocketAddr {
     let mut a = addr;
     a.set_ip(ip);

@@ -456,6 +456,11 @@ fn choose_source(info: &mut Info, iface: Option<&IfName>) -> Result<bool> {
         info.src_addr.as_ref(),
         info.dest_addr.as_ref(),
     );
+    let src = info.src_addr.as_ref().and_then(ip_of);
+    if src.is_some_and(|sa| !sa.ip().is_unspecified()) {
+        // A specific address asked for: kept whatever the interface parameter says.
+        return Ok(true);
+    }
     let wanted = match iface {
         Some(i) => match iface_ip(i, v6)? {
             Some(ip) => Some(ip),
@@ -463,12 +468,11 @@ fn choose_source(info: &mut Info, iface: Option<&IfName>) -> Result<bool> {
         },
         None => None,
     };
-    let src = info.src_addr.as_ref().and_then(ip_of);
     let chosen = match (src, info.dest_addr.as_ref().and_then(ip_of)) {
-        // Asked for: kept, but a wildcard takes the interface's address when one is set.
+        // A wildcard asked for takes the interface's address when one is set.
         (Some(sa), _) => match wanted {
-            Some(ip) if sa.ip().is_unspecified() => Some(netif::with_ip(sa, ip)),
-            _ => return Ok(true),
+            Some(ip) => Some(netif::with_ip(sa, ip)),
+            None => return Ok(true),
         },
         (None, Some(dest)) => wanted
             .or_else(|| netif::route_source(&dest))
@@ -526,6 +530,21 @@ impl Provider for UdpProvider {
                 Ok(true) => kept.push(i),
                 Ok(false) => {}
                 Err(e) => {
+                    // No result of any template: each is rejected for the parameter.
+                    let name = iface.map(IfName::to_string).unwrap_or_default();
+                    out.verdicts = (0..self.info_templates().len())
+                        .map(|t| {
+                            getinfo::Verdict::rejected(
+                                NAME,
+                                t,
+                                getinfo::Mismatch::new(
+                                    "FI_UDP_IFACE",
+                                    name.clone(),
+                                    "no network interface of that name",
+                                ),
+                            )
+                        })
+                        .collect();
                     out.error = Some(e);
                     return out;
                 }
