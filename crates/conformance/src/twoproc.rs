@@ -41,6 +41,24 @@ use crate::Subject;
 /// The environment variable that puts the test binary in child mode.
 pub const CHILD_ENV: &str = "OFI_CONFORMANCE_CHILD";
 
+/// When set, the network namespace the parent starts its child in (`ip netns exec`):
+/// the two processes then run as two hosts (`tests/netns.rs`).
+pub const CHILD_NETNS_ENV: &str = "OFI_CONFORMANCE_CHILD_NETNS";
+
+/// The command that starts this test binary as the child: directly, or in the
+/// namespace [`CHILD_NETNS_ENV`] names.
+fn child_command() -> Command {
+    let exe = std::env::current_exe().expect("the test binary");
+    match std::env::var(CHILD_NETNS_ENV) {
+        Ok(ns) if !ns.is_empty() => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &ns]).arg(exe);
+            c
+        }
+        _ => Command::new(exe),
+    }
+}
+
 /// A child process that is killed (and reaped) if the parent gives up on it: a
 /// failed check never leaves a process behind.
 struct Reaper(std::process::Child);
@@ -158,7 +176,7 @@ pub fn parent(s: &Subject, child_test: &str) {
     let f = Fixture::new(s, 1);
     let p = &f.peers[0];
     let mut child = Reaper(
-        Command::new(std::env::current_exe().expect("the test binary"))
+        child_command()
             .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, "1")
             .stdin(Stdio::piped())
@@ -592,7 +610,7 @@ pub fn parent_mode(s: &Subject, child_test: &str, mode: Mode) {
     let spec = crate::pair::PairSpec::new(info.ep_type(), info.caps);
     let msg_type = info.ep_type() == EpType::Msg;
     let mut child = Reaper(
-        Command::new(std::env::current_exe().expect("the test binary"))
+        child_command()
             .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, "1")
             .env(MODE_ENV, mode.name())

@@ -27,14 +27,16 @@
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
-//!   interface addresses) for the socket-based providers.
+//!   interface addresses) for the socket-based providers;
+//! - [`netif`]: network interfaces and the default source address of IP endpoints
+//!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source).
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in five places only: the `poll(2)` call of
+//! `unsafe` is allowed in six places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
-//! addresses and system calls, [`cma`]'s cross-memory system calls, and [`dataops`]'s
+//! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, and [`dataops`]'s
 //! reading of the C API's message arrays; everything else is safe code.
 
 #![deny(unsafe_code)]
@@ -54,6 +56,8 @@ pub mod eq;
 pub mod iov;
 pub mod layer;
 pub mod mr;
+#[allow(unsafe_code)]
+pub mod netif;
 pub mod progress;
 #[allow(unsafe_code)]
 pub mod sock;

@@ -214,55 +214,10 @@ pub fn os_code(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// The first IPv4 (`v6` false) or IPv6 address of the interface `name`, from
-/// `getifaddrs`; `None` if there is none.
+/// The IPv4 (`v6` false) or IPv6 address of the interface `name` (see
+/// [`crate::netif::iface_ip`]); `None` if there is none.
 pub fn iface_addr(name: &str, v6: bool) -> Option<IpAddr> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` on success; freed below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return None;
-    }
-    let want = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-    let mut found = None;
-    let mut cur = list;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let n = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        // SAFETY: ifa_addr is non-null and starts with a sa_family_t.
-        let fam = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        if n.to_bytes() != name.as_bytes() || fam != want {
-            continue;
-        }
-        let mut sa = SockAddr::empty();
-        let len = if v6 {
-            size_of::<libc::sockaddr_in6>()
-        } else {
-            size_of::<libc::sockaddr_in>()
-        };
-        // SAFETY: ifa_addr points at a sockaddr of the family's size, which fits in
-        // the storage (a sockaddr_in6).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                ifa.ifa_addr.cast::<u8>(),
-                sa.as_mut_ptr().cast::<u8>(),
-                len,
-            )
-        };
-        *sa.len_mut() = len as libc::socklen_t;
-        if let Some(a) = sa.to_std() {
-            found = Some(a.ip());
-            break;
-        }
-    }
-    // SAFETY: `list` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found
+    crate::netif::iface_ip(name, v6)
 }
 
 #[cfg(test)]

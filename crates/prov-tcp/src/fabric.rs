@@ -83,10 +83,40 @@ impl FabricShared {
     }
 
     /// The source address for a socket of `family` (v6 or not): the `FI_TCP_IFACE`
-    /// interface's address if set and found.
-    pub(crate) fn iface_addr(&self, v6: bool) -> Option<IpAddr> {
-        let name = self.settings.iface.as_deref()?;
-        crate::sock::iface_addr(name, v6)
+    /// interface's address; `Ok(None)` when the parameter is not set.
+    ///
+    /// # Errors
+    /// `FI_ENODATA` naming the interface when there is none of that name, or it has no
+    /// address of the family.
+    pub(crate) fn iface_addr(&self, v6: bool) -> Result<Option<IpAddr>> {
+        let Some(name) = self.settings.iface.as_deref() else {
+            return Ok(None);
+        };
+        match crate::sock::iface_addr(name, v6) {
+            Some(ip) => Ok(Some(ip)),
+            None => Err(Error::new(
+                Errno::ENODATA,
+                format!(
+                    "FI_TCP_IFACE={name}: no network interface of that name with an {} address",
+                    if v6 { "IPv6" } else { "IPv4" }
+                ),
+            )),
+        }
+    }
+
+    /// The address a peer reaches a socket bound to `local` at: `local`, or for the
+    /// wildcard address `FI_TCP_IFACE`'s address, else the first up non-loopback
+    /// interface's (loopback only without one), with the bound port.
+    pub(crate) fn reachable(&self, local: SocketAddr) -> Result<SocketAddr> {
+        if !local.ip().is_unspecified() {
+            return Ok(local);
+        }
+        let v6 = local.is_ipv6();
+        let ip = match self.iface_addr(v6)? {
+            Some(ip) => ip,
+            None => ofi_kit::netif::default_ip(v6),
+        };
+        Ok(SocketAddr::new(ip, local.port()))
     }
 }
 
@@ -301,7 +331,7 @@ pub(crate) fn bind_addr(fabric: &FabricShared, info: &Info) -> Result<SocketAddr
         SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
     });
     if a.ip().is_unspecified() {
-        if let Some(ip) = fabric.iface_addr(v6) {
+        if let Some(ip) = fabric.iface_addr(v6)? {
             a.set_ip(ip);
         }
     }
@@ -518,10 +548,12 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         r.map_err(|e| io_err("reject", e))
     }
 
+    /// The listening address; listening on the wildcard address, the address a peer
+    /// connects to instead (see `FabricShared::reachable`).
     fn getname(&self) -> Result<Vec<u8>> {
         let st = lock(&self.inner.st);
         let a = st.sock.local_addr().map_err(|e| io_err("getsockname", e))?;
-        Ok(Address::from(a).to_bytes())
+        Ok(Address::from(self.inner.fabric.reachable(a)?).to_bytes())
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {

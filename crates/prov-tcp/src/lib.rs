@@ -47,6 +47,9 @@
 //!
 //! - `iface`: the network interface (e.g. `eth0`) whose address passive endpoints and
 //!   outgoing connections use as their source. Unset: the route to the peer decides.
+//!   A name no interface has is `FI_ENODATA` naming it when an endpoint binds. A
+//!   passive endpoint on the wildcard address is named (`fi_getname`) by this
+//!   interface's address, else the first up non-loopback interface's.
 //! - `max_msg_size` (default 1 GiB), `inject_size` (default 128), `rx_size` / `tx_size`
 //!   (default 256), `max_unexpected_bytes` (default 16 MiB), `read_ahead` (default
 //!   16 KiB: one `recv` takes a small message's header and payload together, and the

@@ -1,71 +1,22 @@
-//! Two network namespaces joined by a veth pair: the parent (root namespace, veth end
-//! `ofitcp0` = 10.231.7.1) listens with `FI_TCP_IFACE=ofitcp0`, so its passive endpoint
-//! binds that interface's address; a child process in namespace `ofitcp_ns`
-//! (`ofitcp1` = 10.231.7.2) connects over the veth link and sends a message. Needs root
-//! (`ip netns`); where the namespace cannot be created the test says so and passes.
-//! Everything created is deleted (also when the test fails).
+//! Two hosts simulated by network namespaces joined by a veth pair (`ofi-testnet`):
+//! the parent (the test's own namespace, veth end `a`) listens with `FI_TCP_IFACE`
+//! naming that end, so its passive endpoint binds that interface's address; a child
+//! process in the pair's namespace (end `b`) connects over the veth link and sends a
+//! message. Needs root (`ip netns`); where the namespace cannot be created the test
+//! says so and passes. Everything created is deleted (also when the test fails).
 //!
 //! This file holds one test and sets `FI_TCP_IFACE` for its own process only.
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::{AddrFormat, Address, Caps, EqEvent};
 
-const NS: &str = "ofitcp_ns";
-const IF0: &str = "ofitcp0";
-const IF1: &str = "ofitcp1";
 const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_CHILD_ADDR";
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Deletes the namespace and the veth pair on drop.
-struct Net;
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        ip(&["link", "del", IF0]);
-        ip(&["netns", "del", NS]);
-    }
-}
-
-fn setup() -> Option<Net> {
-    // Leftovers of an interrupted run.
-    drop(Net);
-    if !ip(&["netns", "add", NS]) {
-        return None;
-    }
-    let net = Net;
-    let ok = ip(&["link", "add", IF0, "type", "veth", "peer", "name", IF1])
-        && ip(&["link", "set", IF1, "netns", NS])
-        && ip(&["addr", "add", "10.231.7.1/24", "dev", IF0])
-        && ip(&["link", "set", IF0, "up"])
-        && ip(&[
-            "netns",
-            "exec",
-            NS,
-            "ip",
-            "addr",
-            "add",
-            "10.231.7.2/24",
-            "dev",
-            IF1,
-        ])
-        && ip(&["netns", "exec", NS, "ip", "link", "set", IF1, "up"])
-        && ip(&["netns", "exec", NS, "ip", "link", "set", "lo", "up"]);
-    ok.then_some(net)
-}
 
 fn child(addr: &str) {
     let sa: std::net::SocketAddr = addr.parse().unwrap();
@@ -98,12 +49,12 @@ fn two_namespaces_over_veth() {
         child(&addr);
         return;
     }
-    let Some(_net) = setup() else {
-        println!("SKIP: cannot create network namespace {NS} (needs root and `ip netns`)");
-        return;
+    let pair = match ofi_testnet::NetPair::root_and_namespace() {
+        Ok(p) => p,
+        Err(why) => return ofi_testnet::skip("two_namespaces_over_veth", &why),
     };
     // Only this process (the file has one test): the parent's source interface.
-    std::env::set_var("FI_TCP_IFACE", IF0);
+    std::env::set_var("FI_TCP_IFACE", &pair.a.iface);
     let reg = registry();
     let mut info = info(&reg, false, Caps::MSG);
     // No source address from getinfo: the interface parameter decides.
@@ -115,11 +66,16 @@ fn two_namespaces_over_veth() {
         .unwrap()
         .socket_addr()
         .unwrap();
-    assert_eq!(bound.ip().to_string(), "10.231.7.1", "FI_TCP_IFACE={IF0}");
+    assert_eq!(
+        bound.ip(),
+        std::net::IpAddr::from(pair.a.ip),
+        "FI_TCP_IFACE={}",
+        pair.a.iface
+    );
     let exe = std::env::current_exe().unwrap();
-    let mut kid = Command::new("ip")
-        .args(["netns", "exec", NS])
-        .arg(exe)
+    let mut kid = pair
+        .b
+        .command(exe)
         .args(["two_namespaces_over_veth", "--exact", "--nocapture"])
         .env(CHILD_ENV, bound.to_string())
         .env_remove("FI_TCP_IFACE")
@@ -144,7 +100,11 @@ fn two_namespaces_over_veth() {
             .unwrap()
             .socket_addr()
             .unwrap();
-        assert_eq!(peer.ip().to_string(), "10.231.7.2", "the child's address");
+        assert_eq!(
+            peer.ip(),
+            std::net::IpAddr::from(pair.b.ip),
+            "the child's address"
+        );
         let e = cq_wait(&s.cq, &[]).unwrap();
         assert_eq!(e.len, 9);
         assert_eq!(&rb[..9], b"over veth");

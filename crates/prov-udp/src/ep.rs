@@ -1361,8 +1361,19 @@ impl EndpointOps<Fabric> for Endpoint {
         act.av.remove(&[fi_addr], 0)
     }
 
+    /// The bound address; bound to the wildcard address, the address a peer reaches
+    /// it at instead: `FI_UDP_IFACE`'s, else the first up non-loopback interface's
+    /// (loopback only when there is no other), with the bound port.
     fn getname(&self) -> Result<Vec<u8>> {
-        let sa = self.inner.local_addr()?;
+        let mut sa = self.inner.local_addr()?;
+        if sa.ip().is_unspecified() {
+            let v6 = sa.is_ipv6();
+            let ip = match &self.inner.settings.iface {
+                Some(i) => crate::iface_ip(i, v6)?,
+                None => None,
+            };
+            sa.set_ip(ip.unwrap_or_else(|| ofi_kit::netif::default_ip(v6)));
+        }
         Ok(self.inner.to_address(sa).to_bytes())
     }
 

@@ -9,9 +9,9 @@
 //! - addresses `FI_SOCKADDR_IN` (IPv4), `FI_SOCKADDR_IN6` (IPv6) and `FI_ADDR_STR`
 //!   (`fi_sockaddr_in://a.b.c.d:port`, `fi_sockaddr_in6://[::1]:port`); getinfo
 //!   resolves `node`/`service` with the core's `IpResolver` (`FI_SOURCE` picks the
-//!   local address and port). With neither node nor service the result's `src_addr` is
-//!   the loopback address (port 0), as the C library's first (loopback) interface
-//!   result; `fi_setname` before `fi_enable` rebinds an endpoint;
+//!   local address and port). Every result gets the source address its endpoint
+//!   binds, one other hosts reach (see "Source address" below); `fi_setname` before
+//!   `fi_enable` rebinds an endpoint;
 //! - messages: `fi_send`/`sendv`/`sendmsg`/`inject`/`senddata`/`injectdata`,
 //!   `fi_recv`/`recvv`/`recvmsg`, up to `max_msg_size` = 65495 bytes (the largest
 //!   IPv4 UDP payload minus this provider's 12-byte header; larger → `FI_EMSGSIZE`),
@@ -48,11 +48,24 @@
 //! - `batch` (default 1): datagrams one progress round takes from one socket (1: a
 //!   datagram is handed to the CQ at once, not after another `recvmsg` that usually
 //!   finds nothing; bursts are read one datagram per `fi_cq_read` either way);
+//! - `iface` (default empty): the network interface whose address endpoints bind when
+//!   the application names none (see "Source address");
 //! - `mcast_if` (default empty): IPv4 address of the interface multicast groups are
 //!   joined on and sent from (for example `127.0.0.1`); empty: the kernel's choice;
 //! - `peer_sockets` (default 1, at most 64): connected sockets an endpoint makes for
 //!   its first unicast destinations (see [`ep`], "Peer sockets"); 0: every datagram
 //!   goes through the endpoint's one socket.
+//!
+//! # Source address
+//!
+//! Chosen by getinfo for each result (the rules of `ofi_kit::netif`): the `src_addr`
+//! asked for (a wildcard one takes `FI_UDP_IFACE`'s address when that is set); else
+//! `FI_UDP_IFACE`'s address; else, with a destination, the routing table's source for
+//! it; else the first up, running, non-loopback interface's (loopback only on a host
+//! without one). An `FI_UDP_IFACE` no interface has is `FI_ENODATA` naming it; a result
+//! of a family the interface has no address of is dropped. `fi_getname` of an endpoint
+//! bound to the wildcard address names that interface's address with the bound port,
+//! never `0.0.0.0`.
 //!
 //! # Wire format
 //!
@@ -99,6 +112,7 @@ use ofi_core::{
     AddrFormat, Address, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder,
     OpFlags, Progress, Protocol, ResourceMgmt, Result, Threading, Version,
 };
+use ofi_kit::netif::{self, IfName};
 
 pub use ep::Endpoint;
 pub use fabric::{Domain, Fabric};
@@ -152,6 +166,9 @@ pub struct Settings {
     /// Connected sockets an endpoint makes for its first unicast destinations
     /// ([`ep`]'s "Peer sockets"; 0: none).
     pub peer_sockets: usize,
+    /// `FI_UDP_IFACE`: the interface whose address is the source of results and
+    /// endpoints that name none (see "Source address" in the crate docs).
+    pub iface: Option<IfName>,
 }
 
 impl Default for Settings {
@@ -164,6 +181,7 @@ impl Default for Settings {
             batch: 1,
             mcast_if: None,
             peer_sockets: 1,
+            iface: None,
         }
     }
 }
@@ -238,6 +256,29 @@ impl UdpProvider {
              (empty: the kernel's choice)",
             Some(""),
         )?;
+        host.declare_param(
+            "iface",
+            ParamType::String,
+            "Network interface (e.g. eth0) whose address endpoints bind when the \
+             application names no source address (empty: the interface that routes to \
+             the destination, else the first up non-loopback interface)",
+            Some(""),
+        )?;
+        if let Some(v) = host.param_str("iface")? {
+            let v = v.trim();
+            if !v.is_empty() {
+                s.iface = Some(IfName::new(v).ok_or_else(|| {
+                    Error::new(
+                        Errno::EINVAL,
+                        format!(
+                            "FI_UDP_IFACE={v:?}: not an interface name (1 to {} bytes, \
+                             no white space or '/')",
+                            netif::IFNAME_MAX
+                        ),
+                    )
+                })?);
+            }
+        }
         if let Some(v) = host.param_str("mcast_if")? {
             let v = v.trim();
             if !v.is_empty() {
@@ -364,23 +405,88 @@ impl UdpProvider {
     }
 }
 
-/// The loopback source address of `format` (port 0), for results without addresses.
-fn loopback(format: AddrFormat) -> Option<Address> {
-    let v4 = Address::Inet(std::net::SocketAddrV4::new(
-        std::net::Ipv4Addr::LOCALHOST,
-        0,
-    ));
-    match format {
-        AddrFormat::SOCKADDR_IN => Some(v4),
-        AddrFormat::SOCKADDR_IN6 => Some(Address::Inet6(std::net::SocketAddrV6::new(
-            std::net::Ipv6Addr::LOCALHOST,
-            0,
-            0,
-            0,
-        ))),
-        AddrFormat::STR => Some(Address::Str(v4.to_addr_str())),
-        _ => None,
+/// An IP socket address from an address of this provider's formats (`None`: not IP).
+fn ip_of(a: &Address) -> Option<std::net::SocketAddr> {
+    match a {
+        Address::Str(s) => Address::parse_addr_str(s).ok()?.socket_addr(),
+        a => a.socket_addr(),
     }
+}
+
+/// `sa` as an address of `format` (`FI_ADDR_STR`: its text form).
+fn in_format(sa: std::net::SocketAddr, format: AddrFormat) -> Address {
+    let a = Address::from(sa);
+    if format == AddrFormat::STR {
+        Address::Str(a.to_addr_str())
+    } else {
+        a
+    }
+}
+
+/// Whether a result of `format` (with these addresses) is IPv6.
+fn is_v6(format: AddrFormat, src: Option<&Address>, dest: Option<&Address>) -> bool {
+    match format {
+        AddrFormat::SOCKADDR_IN6 => true,
+        AddrFormat::SOCKADDR_IN => false,
+        _ => src.or(dest).and_then(ip_of).is_some_and(|sa| sa.is_ipv6()),
+    }
+}
+
+/// The address of `FI_UDP_IFACE` in one family: `Ok(None)` when the interface has no
+/// address of that family.
+///
+/// # Errors
+/// `FI_ENODATA` naming the interface when none of that name exists.
+pub(crate) fn iface_ip(iface: &IfName, v6: bool) -> Result<Option<std::net::IpAddr>> {
+    if !iface.exists() {
+        return Err(Error::new(
+            Errno::ENODATA,
+            netif::no_such_iface("FI_UDP_IFACE", iface),
+        ));
+    }
+    Ok(netif::iface_ip(iface.as_str(), v6))
+}
+
+/// Give `info` the source address its endpoint binds (see "Source address" in the
+/// crate docs). `Ok(false)`: drop the result (`FI_UDP_IFACE` has no address of its
+/// family).
+fn choose_source(info: &mut Info, iface: Option<&IfName>) -> Result<bool> {
+    let v6 = is_v6(
+        info.addr_format,
+        info.src_addr.as_ref(),
+        info.dest_addr.as_ref(),
+    );
+    let src = info.src_addr.as_ref().and_then(ip_of);
+    if src.is_some_and(|sa| !sa.ip().is_unspecified()) {
+        // A specific address asked for: kept whatever the interface parameter says.
+        return Ok(true);
+    }
+    let wanted = match iface {
+        Some(i) => match iface_ip(i, v6)? {
+            Some(ip) => Some(ip),
+            None => return Ok(false),
+        },
+        None => None,
+    };
+    let chosen = match (src, info.dest_addr.as_ref().and_then(ip_of)) {
+        // A wildcard asked for takes the interface's address when one is set.
+        (Some(sa), _) => match wanted {
+            Some(ip) => Some(netif::with_ip(sa, ip)),
+            None => return Ok(true),
+        },
+        (None, Some(dest)) => wanted
+            .or_else(|| netif::route_source(&dest))
+            .map(|ip| std::net::SocketAddr::new(ip, 0)),
+        (None, None) if info.dest_addr.is_none() => Some(std::net::SocketAddr::new(
+            wanted.unwrap_or_else(|| netif::default_ip(v6)),
+            0,
+        )),
+        (None, None) => None,
+    };
+    if let Some(sa) = chosen {
+        info.src_addr = Some(in_format(sa, info.addr_format));
+    }
+    Ok(true)
 }
 
 impl Provider for UdpProvider {
@@ -404,8 +510,10 @@ impl Provider for UdpProvider {
     }
 
     /// The framework's matcher with the IP resolver; then data progress becomes manual
-    /// unless the hints asked for auto, and a result with neither source nor
-    /// destination address gets the loopback address as its source.
+    /// unless the hints asked for auto, and every result gets the source address its
+    /// endpoint binds ("Source address" in the crate docs): `FI_UDP_IFACE`'s, the
+    /// route's to the destination, or the first up non-loopback interface's. An
+    /// `FI_UDP_IFACE` that names no interface is `FI_ENODATA` naming it.
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         let mut out = getinfo::match_templates(
             NAME,
@@ -415,11 +523,42 @@ impl Provider for UdpProvider {
             &IpResolver,
         );
         ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
-        for i in &mut out.infos {
-            if i.src_addr.is_none() && i.dest_addr.is_none() {
-                i.src_addr = loopback(i.addr_format);
+        let iface = self.settings.iface.as_ref();
+        let mut kept = Vec::with_capacity(out.infos.len());
+        for mut i in std::mem::take(&mut out.infos) {
+            match choose_source(&mut i, iface) {
+                Ok(true) => kept.push(i),
+                Ok(false) => {}
+                Err(e) => {
+                    // No result of any template: each is rejected for the parameter.
+                    let name = iface.map(IfName::to_string).unwrap_or_default();
+                    out.verdicts = (0..self.info_templates().len())
+                        .map(|t| {
+                            getinfo::Verdict::rejected(
+                                NAME,
+                                t,
+                                getinfo::Mismatch::new(
+                                    "FI_UDP_IFACE",
+                                    name.clone(),
+                                    "no network interface of that name",
+                                ),
+                            )
+                        })
+                        .collect();
+                    out.error = Some(e);
+                    return out;
+                }
             }
         }
+        if kept.is_empty() && out.error.is_none() {
+            if let Some(i) = iface {
+                out.error = Some(Error::new(
+                    Errno::ENODATA,
+                    format!("FI_UDP_IFACE={i}: the interface has no address of the format asked"),
+                ));
+            }
+        }
+        out.infos = kept;
         out
     }
 
@@ -450,18 +589,94 @@ mod tests {
     }
 
     #[test]
-    fn getinfo_without_hints_is_manual_with_loopback_sources() {
+    fn getinfo_without_hints_is_manual_with_reachable_sources() {
         let out = prov().getinfo(&GetinfoRequest::new(ofi_core::version::API_VERSION));
         assert!(out.error.is_none(), "{:?}", out.error);
         assert_eq!(out.infos.len(), 3);
         for i in &out.infos {
             assert_eq!(i.domain_attr.data_progress, Progress::Manual);
             assert_eq!(i.ep_attr.ep_type, EpType::Dgram);
-            assert!(i.src_addr.is_some());
         }
+        // The first up non-loopback interface's address (loopback only without one).
+        let v4 = netif::default_ip(false);
+        assert_eq!(
+            out.infos[0].src_addr,
+            Some(Address::Inet(
+                std::net::SocketAddr::new(v4, 0)
+                    .to_string()
+                    .parse()
+                    .unwrap()
+            ))
+        );
+        assert_eq!(
+            out.infos[1]
+                .src_addr
+                .as_ref()
+                .and_then(Address::socket_addr),
+            Some(std::net::SocketAddr::new(netif::default_ip(true), 0))
+        );
         assert_eq!(
             out.infos[2].src_addr,
-            Some(Address::Str("fi_sockaddr_in://127.0.0.1:0".into()))
+            Some(Address::Str(format!("fi_sockaddr_in://{v4}:0")))
+        );
+    }
+
+    fn with_iface(name: &str) -> UdpProvider {
+        UdpProvider {
+            settings: Settings {
+                iface: IfName::new(name),
+                ..Settings::default()
+            },
+        }
+    }
+
+    #[test]
+    fn iface_chooses_the_source_and_a_missing_one_is_an_error() {
+        let req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        let out = with_iface("lo").getinfo(&req);
+        assert!(out.error.is_none(), "{:?}", out.error);
+        let srcs: Vec<String> = out
+            .infos
+            .iter()
+            .map(|i| i.src_addr.as_ref().unwrap().to_addr_str())
+            .collect();
+        assert!(
+            srcs.contains(&"fi_sockaddr_in://127.0.0.1:0".to_string()),
+            "{srcs:?}"
+        );
+        let out = with_iface("nosuchif0").getinfo(&req);
+        assert!(out.infos.is_empty());
+        let e = out.error.expect("an error");
+        assert_eq!(e.code(), Errno::ENODATA);
+        assert!(e.to_string().contains("FI_UDP_IFACE=nosuchif0"), "{e}");
+    }
+
+    #[test]
+    fn a_destination_gets_the_routes_source_and_a_wildcard_the_interfaces() {
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.node = Some("127.0.0.1".into());
+        req.service = Some("7471".into());
+        let mut h = Info::hints();
+        h.addr_format = AddrFormat::SOCKADDR_IN;
+        req.hints = Some(h);
+        let out = prov().getinfo(&req);
+        assert_eq!(
+            out.infos[0].src_addr,
+            Some(Address::Inet("127.0.0.1:0".parse().unwrap())),
+            "loopback because the destination is"
+        );
+        // FI_SOURCE with a service only: the wildcard stays unless an interface is set.
+        req.node = None;
+        req.flags = ofi_core::GetinfoFlags::SOURCE;
+        let out = prov().getinfo(&req);
+        assert_eq!(
+            out.infos[0].src_addr,
+            Some(Address::Inet("0.0.0.0:7471".parse().unwrap()))
+        );
+        let out = with_iface("lo").getinfo(&req);
+        assert_eq!(
+            out.infos[0].src_addr,
+            Some(Address::Inet("127.0.0.1:7471".parse().unwrap()))
         );
     }
 

@@ -1,15 +1,23 @@
-//! Two network namespaces joined by a veth pair: the parent (root namespace, veth end
-//! `ofiudp0` = 10.231.8.1) opens an endpoint bound to that address; a child process in
-//! namespace `ofiudp_ns` (`ofiudp1` = 10.231.8.2, port 47123) sends it a datagram over
-//! the veth link (`FI_SOURCE`: not in the AV yet, so `FI_ADDR_NOTAVAIL`); the parent
-//! inserts the child's address and answers; the child checks the answer and sends
-//! again, which `FI_SOURCE` now names. Needs root
-//! (`ip netns`); where the namespace cannot be created the test says so and passes.
-//! Everything created is deleted (also when the test fails), and the child is bounded
-//! in time and reaped.
+//! Hosts simulated by network namespaces joined by a veth pair (`ofi-testnet`):
+//!
+//! - `two_namespaces_over_veth`: the parent (the test's own namespace, veth end `a`)
+//!   opens an endpoint bound to that end's address; a child process in the pair's
+//!   namespace (end `b`, port 47123) sends it a datagram over the veth link
+//!   (`FI_SOURCE`: not in the AV yet, so `FI_ADDR_NOTAVAIL`); the parent inserts the
+//!   child's address and answers; the child checks the answer and sends again, which
+//!   `FI_SOURCE` now names.
+//! - `default_addresses_reach_across_namespaces`: a server in one namespace and a
+//!   client in the other, each with the endpoint getinfo gives when no address is
+//!   asked for (no node, no variable): the server's `fi_getname` must name its veth
+//!   address (not loopback), and the client's datagram must reach it and be answered.
+//!
+//! Needs root (`ip netns`); where the namespaces cannot be created each test says so
+//! and passes. Everything created is deleted (also when a test fails), and every child
+//! is bounded in time and reaped.
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqDataEntry;
@@ -20,62 +28,13 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
 use ofi_prov_udp::UdpProvider;
+use ofi_testnet::NetPair;
 
-const NS: &str = "ofiudp_ns";
-const IF0: &str = "ofiudp0";
-const IF1: &str = "ofiudp1";
-const PARENT_IP: &str = "10.231.8.1";
-const CHILD_IP: &str = "10.231.8.2";
 const CHILD_ENV: &str = "OFI_UDP_TEST_NETNS_PARENT_ADDR";
+const CHILD_IP_ENV: &str = "OFI_UDP_TEST_NETNS_CHILD_IP";
+const ROLE_ENV: &str = "OFI_UDP_TEST_NETNS_ROLE";
+const SERVER_ENV: &str = "OFI_UDP_TEST_NETNS_SERVER";
 const WAIT: Duration = Duration::from_secs(5);
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Deletes the namespace and the veth pair on drop.
-struct Net;
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        ip(&["link", "del", IF0]);
-        ip(&["netns", "del", NS]);
-    }
-}
-
-fn setup() -> Option<Net> {
-    // Leftovers of an interrupted run.
-    drop(Net);
-    if !ip(&["netns", "add", NS]) {
-        return None;
-    }
-    let net = Net;
-    let child_cidr = format!("{CHILD_IP}/24");
-    let parent_cidr = format!("{PARENT_IP}/24");
-    let ok = ip(&["link", "add", IF0, "type", "veth", "peer", "name", IF1])
-        && ip(&["link", "set", IF1, "netns", NS])
-        && ip(&["addr", "add", &parent_cidr, "dev", IF0])
-        && ip(&["link", "set", IF0, "up"])
-        && ip(&[
-            "netns",
-            "exec",
-            NS,
-            "ip",
-            "addr",
-            "add",
-            &child_cidr,
-            "dev",
-            IF1,
-        ])
-        && ip(&["netns", "exec", NS, "ip", "link", "set", IF1, "up"])
-        && ip(&["netns", "exec", NS, "ip", "link", "set", "lo", "up"]);
-    ok.then_some(net)
-}
 
 fn registry() -> Registry {
     Registry::build(RegistryConfig {
@@ -84,8 +43,9 @@ fn registry() -> Registry {
     })
 }
 
-/// The udp info for `src` (an IPv4 address to bind; port 0: any).
-fn info(reg: &Registry, src: SocketAddr) -> Info {
+/// The udp info for `src` (an IPv4 address to bind; port 0: any; `None`: getinfo's
+/// own choice).
+fn info(reg: &Registry, src: Option<SocketAddr>) -> Info {
     let mut h = Info::hints().with_caps(Caps::MSG | Caps::SOURCE);
     h.addr_format = AddrFormat::SOCKADDR_IN;
     h.fabric_attr.prov_name = Some("udp".into());
@@ -96,7 +56,9 @@ fn info(reg: &Registry, src: SocketAddr) -> Info {
         })
         .expect("getinfo")[0]
         .clone();
-    i.src_addr = Some(Address::from(src));
+    if let Some(src) = src {
+        i.src_addr = Some(Address::from(src));
+    }
     i
 }
 
@@ -108,7 +70,7 @@ struct Side {
     _fabric: ofi::fabric::Fabric,
 }
 
-fn side(reg: &Registry, src: SocketAddr) -> Side {
+fn side(reg: &Registry, src: Option<SocketAddr>) -> Side {
     let info = info(reg, src);
     let fabric = reg.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
@@ -172,14 +134,15 @@ fn post_recv(s: &Side, buf: &mut [u8], ctx: usize) {
 const CHILD_PORT: u16 = 47123;
 
 fn child_addr() -> SocketAddr {
-    SocketAddr::new(CHILD_IP.parse().unwrap(), CHILD_PORT)
+    let ip = std::env::var(CHILD_IP_ENV).expect("the child's address");
+    SocketAddr::new(ip.parse().unwrap(), CHILD_PORT)
 }
 
 /// The child, in the namespace: send to the parent, expect its answer, send again.
 fn child(parent: &str) {
     let parent: SocketAddr = parent.parse().unwrap();
     let reg = registry();
-    let s = side(&reg, child_addr());
+    let s = side(&reg, Some(child_addr()));
     let to_parent = s.av.insert(&[Address::from(parent)]).unwrap()[0];
     let mut rb = [0u8; 32];
     post_recv(&s, &mut rb, 2);
@@ -198,27 +161,28 @@ fn two_namespaces_over_veth() {
         child(&addr);
         return;
     }
-    let Some(_net) = setup() else {
-        println!("SKIP: cannot create network namespace {NS} (needs root and `ip netns`)");
-        return;
+    let pair = match NetPair::root_and_namespace() {
+        Ok(p) => p,
+        Err(why) => return ofi_testnet::skip("two_namespaces_over_veth", &why),
     };
     let reg = registry();
-    let p = side(&reg, format!("{PARENT_IP}:0").parse().unwrap());
+    let p = side(&reg, Some(SocketAddr::new(pair.a.ip.into(), 0)));
     let bound = name(&p);
     assert_eq!(
-        bound.ip().to_string(),
-        PARENT_IP,
+        bound.ip(),
+        std::net::IpAddr::from(pair.a.ip),
         "bound to the veth address"
     );
     let mut rb = [0u8; 32];
     let mut rb2 = [0u8; 32];
     post_recv(&p, &mut rb, 1);
     let exe = std::env::current_exe().unwrap();
-    let mut kid = Command::new("ip")
-        .args(["netns", "exec", NS])
-        .arg(exe)
+    let mut kid = pair
+        .b
+        .command(exe)
         .args(["two_namespaces_over_veth", "--exact", "--nocapture"])
         .env(CHILD_ENV, bound.to_string())
+        .env(CHILD_IP_ENV, pair.b.ip.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -227,7 +191,8 @@ fn two_namespaces_over_veth() {
         let (e, src) = next(&p.cq, "the child's datagram");
         assert_eq!(&rb[..e.len], b"over veth");
         assert_eq!(src, ADDR_NOTAVAIL, "a source not in the AV");
-        let child = p.av.insert(&[Address::from(child_addr())]).unwrap()[0];
+        let child_addr = SocketAddr::new(pair.b.ip.into(), CHILD_PORT);
+        let child = p.av.insert(&[Address::from(child_addr)]).unwrap()[0];
         assert_ne!(child, ADDR_NOTAVAIL);
         post_recv(&p, &mut rb2, 3);
         p.ep.inject(b"and back", child).unwrap();
@@ -253,4 +218,121 @@ fn two_namespaces_over_veth() {
     }
     assert!(finished, "the child did not finish within 10 s");
     assert!(st.success(), "the child failed: {st}");
+}
+
+/// The server of `default_addresses_reach_across_namespaces`: prints its name, answers
+/// one datagram (which carries the client's name) with "pong".
+fn default_server() {
+    let reg = registry();
+    let s = side(&reg, None);
+    let me = name(&s);
+    println!("SERVER {me}");
+    let mut rb = [0u8; 64];
+    post_recv(&s, &mut rb, 1);
+    let (e, _) = next(&s.cq, "the client's datagram");
+    let client: SocketAddr = std::str::from_utf8(&rb[..e.len])
+        .expect("text")
+        .parse()
+        .expect("the client's name");
+    let to = s.av.insert(&[Address::from(client)]).unwrap()[0];
+    s.ep.inject(b"pong", to).unwrap();
+    // Stay until the client has read it (bounded; its absence is the client's failure).
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// The client: sends its own name to the server's, expects "pong".
+fn default_client(server: &str) {
+    let reg = registry();
+    let s = side(&reg, None);
+    let me = name(&s);
+    assert!(!me.ip().is_loopback(), "the client is named {me}");
+    let to =
+        s.av.insert(&[Address::from(server.parse::<SocketAddr>().unwrap())])
+            .unwrap()[0];
+    let mut rb = [0u8; 16];
+    post_recv(&s, &mut rb, 2);
+    s.ep.inject(me.to_string().as_bytes(), to).unwrap();
+    let (e, _) = next(&s.cq, "the server's answer");
+    assert_eq!(&rb[..e.len], b"pong");
+}
+
+/// Kills (by PID) and reaps the children still running when dropped.
+struct Reap(Vec<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+#[test]
+fn default_addresses_reach_across_namespaces() {
+    const TEST: &str = "default_addresses_reach_across_namespaces";
+    match std::env::var(ROLE_ENV).as_deref() {
+        Ok("server") => return default_server(),
+        Ok("client") => return default_client(&std::env::var(SERVER_ENV).unwrap()),
+        _ => {}
+    }
+    let pair = match NetPair::two_namespaces() {
+        Ok(p) => p,
+        Err(why) => return ofi_testnet::skip(TEST, &why),
+    };
+    let exe = std::env::current_exe().unwrap();
+    let spawn = |end: &ofi_testnet::End, role: &str, server: &str| {
+        let mut c = end.command(&exe);
+        c.args([TEST, "--exact", "--nocapture"])
+            .env(ROLE_ENV, role)
+            .env(SERVER_ENV, server)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("FI_") {
+                c.env_remove(k);
+            }
+        }
+        c.spawn().unwrap()
+    };
+    let mut kids = Reap(vec![spawn(&pair.a, "server", "")]);
+    // The server's first line names it (bounded: the reader ends with the process).
+    let out = kids.0[0].stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("SERVER ") {
+                let _ = tx.send(line[i + 7..].trim().to_string());
+            }
+        }
+    });
+    let server = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server's name");
+    let server_addr: SocketAddr = server.parse().unwrap();
+    assert_eq!(
+        server_addr.ip(),
+        std::net::IpAddr::from(pair.a.ip),
+        "with no address asked for, the server is named by its veth address"
+    );
+    kids.0.push(spawn(&pair.b, "client", &server));
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut status = [None, None];
+    while status.iter().any(Option::is_none) && Instant::now() < end {
+        for (i, k) in kids.0.iter_mut().enumerate() {
+            if status[i].is_none() {
+                status[i] = k.try_wait().unwrap();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(kids);
+    assert!(
+        status.iter().all(|s| s.is_some_and(|s| s.success())),
+        "server {:?}, client {:?} (none: killed after 30 s)",
+        status[0],
+        status[1]
+    );
 }

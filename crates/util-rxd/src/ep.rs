@@ -236,17 +236,13 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// `a` with an unspecified IP replaced by the loopback address of its family: a name
-/// of an endpoint bound to every interface, made concrete.
+/// `a` with an unspecified IP replaced by the first up non-loopback interface's
+/// address of its family (loopback only without one): a name of an endpoint bound to
+/// every interface, made concrete for peers on other hosts.
 fn norm_addr(a: &Address) -> Address {
     match a.socket_addr() {
         Some(mut sa) if sa.ip().is_unspecified() => {
-            let ip = if sa.is_ipv4() {
-                std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
-            } else {
-                std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
-            };
-            sa.set_ip(ip);
+            sa.set_ip(ofi_kit::netif::default_ip(sa.is_ipv6()));
             Address::from(sa)
         }
         _ => a.clone(),
