@@ -280,6 +280,8 @@ pub struct Stats {
     pub wrong_source: u64,
     /// Peer slots reclaimed at the peer bound.
     pub reclaimed: u64,
+    /// Peers whose timers [`Engine::handle_timeout`] ran (its work).
+    pub timer_visits: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1231,6 +1233,7 @@ impl Engine {
                 continue;
             }
             p.timer_at = u64::MAX;
+            self.stats.timer_visits += 1;
             let next = self.peer_timers(pid, now);
             if next != u64::MAX {
                 self.arm(pid, next);
