@@ -28,6 +28,8 @@
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
 //!   interface addresses) for the socket-based providers.
+//! - [`diag`]: diagnostics of untrusted input — long values shortened for messages,
+//!   warnings about peers rate-limited per peer.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
@@ -48,6 +50,7 @@ pub mod cntr;
 pub mod cq;
 #[allow(unsafe_code)]
 pub mod dataops;
+pub mod diag;
 pub mod ep;
 pub mod eq;
 #[allow(unsafe_code)]
