@@ -36,6 +36,7 @@ pub mod poll;
 pub mod provider;
 pub mod registry;
 pub mod select;
+pub mod text;
 pub mod tostr;
 pub mod version;
 pub mod wait;

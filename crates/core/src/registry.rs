@@ -395,8 +395,8 @@ impl Registry {
             for name in filter.names() {
                 if !known.iter().any(|k| k == name) {
                     tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                        "FI_PROVIDER names '{name}', which is not a known provider (known: {})",
-                        known.join(", "));
+                        "FI_PROVIDER names '{}', which is not a known provider (known: {})",
+                        crate::text::shorten(name, crate::text::SHOWN), known.join(", "));
                 }
             }
         });
@@ -419,12 +419,21 @@ impl Registry {
         let filters: Vec<(&ProviderFilter, String)> = self
             .filter
             .iter()
-            .map(|f| (f, format!("FI_PROVIDER={f}")))
-            .chain(
-                hint_filter
-                    .iter()
-                    .map(|f| (f, format!("hints.fabric_attr.prov_name={f}"))),
-            )
+            .map(|f| {
+                let text = f.to_string();
+                (
+                    f,
+                    format!(
+                        "FI_PROVIDER={}",
+                        crate::text::shorten(&text, crate::text::SHOWN)
+                    ),
+                )
+            })
+            .chain(hint_filter.iter().map(|f| {
+                let text = f.to_string();
+                let shown = crate::text::shorten(&text, crate::text::SHOWN);
+                (f, format!("hints.fabric_attr.prov_name={shown}"))
+            }))
             .collect();
         self.collect(req, false, &filters)
     }

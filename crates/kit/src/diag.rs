@@ -1,5 +1,5 @@
 //! Diagnostics about input a provider does not control: values shortened before they
-//! go into a message ([`shorten`]), and warnings about what peers send rate-limited
+//! go into a message ([`shorten`], the core's), and warnings about what peers send rate-limited
 //! per peer ([`RateLimit`]), so a hostile or broken peer can neither flood the log
 //! nor make one line megabytes long.
 //!
@@ -14,20 +14,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// `value` for a message: as it is when at most `max` characters, else its first
-/// `max` characters, `…` and its length in bytes.
-pub fn shorten(value: &str, max: usize) -> Cow<'_, str> {
-    match value.char_indices().nth(max) {
-        None => Cow::Borrowed(value),
-        Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", &value[..cut], value.len())),
-    }
-}
+pub use ofi_core::text::shorten;
 
 /// The words to append to a line [`RateLimit::admit`] let through after suppressing
 /// `suppressed` lines (empty for none).
@@ -123,17 +115,6 @@ impl<K: Hash + Eq + Clone> RateLimit<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn short_values_stay_and_long_ones_are_cut_on_a_character() {
-        assert_eq!(shorten("eth0", 8), "eth0");
-        assert_eq!(shorten("12345678", 8), "12345678");
-        let long = "x".repeat(100_000);
-        let s = shorten(&long, 16);
-        assert_eq!(s, format!("{}… (100000 bytes)", "x".repeat(16)));
-        // Multi-byte characters are never split.
-        assert_eq!(shorten("ééééé", 2), "éé… (10 bytes)");
-    }
 
     #[test]
     fn a_burst_per_interval_per_key_then_the_count_of_what_was_left_out() {
