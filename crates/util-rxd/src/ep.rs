@@ -856,7 +856,19 @@ impl Shared {
             }
             None => {
                 if m.push_unexpected(inc, data).is_err() {
-                    ofi_core::ofi_warn!(NAME, "ep_data", "unexpected message dropped (limit)");
+                    // At most 5 lines per sender per 10 s.
+                    static LOG: OnceLock<ofi_kit::diag::RateLimit<u64>> = OnceLock::new();
+                    let log = LOG.get_or_init(|| {
+                        ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024)
+                    });
+                    if let Some(n) = log.admit(&src, Instant::now()) {
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_data",
+                            "unexpected message dropped (limit){}",
+                            ofi_kit::diag::suppressed_note(n)
+                        );
+                    }
                 }
             }
         }
