@@ -32,6 +32,7 @@
 //! Nothing on application, peer or network input: bad arguments are errors with the C
 //! library's codes; malformed packets are dropped and counted.
 
+pub mod cookie;
 pub mod ep;
 pub mod fabric;
 pub mod peer;

@@ -87,7 +87,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher};
+
+use crate::cookie::CookieKey;
 
 use crate::proto::{
     self, cookie_of, first_len, seq_lt, Hdr, PktType, COOKIE_LEN, FIRST_LEN, F_ACK, F_FIRST,
@@ -98,9 +99,7 @@ use crate::proto::{
 /// peer (a `CHALLENGE`, sent back to the source of the `CONNECT` it answers).
 pub const NO_PEER: PeerId = PeerId::MAX;
 
-/// A cookie is valid in the time window (`now >> COOKIE_WINDOW_SHIFT`, about 4.3 s of
-/// nanoseconds) it was made in and the next one.
-pub const COOKIE_WINDOW_SHIFT: u32 = 32;
+pub use crate::cookie::COOKIE_WINDOW_SHIFT;
 
 /// A peer created by the far side may be reclaimed, at the peer bound, once silent for
 /// this many `rto_max`.
@@ -415,8 +414,8 @@ pub struct Engine {
     timers: BinaryHeap<Reverse<(u64, PeerId)>>,
     /// `CHALLENGE`s to send: (destination, packet).
     replies: VecDeque<Reply>,
-    /// The cookie key (SipHash-2-4).
-    cookie_key: (u64, u64),
+    /// The cookie key.
+    cookie_key: CookieKey,
     stats: Stats,
     scratch: Vec<u8>,
 }
@@ -450,13 +449,15 @@ impl Engine {
     /// An engine; `sess_seed` makes its session numbers differ from a previous
     /// incarnation's. Its cookie key is drawn from std's randomly keyed hasher.
     pub fn new(cfg: Config, sess_seed: u32) -> Engine {
-        let random = std::collections::hash_map::RandomState::new();
-        let key = (random.hash_one(sess_seed), random.hash_one(!sess_seed));
-        Engine::with_cookie_key(cfg, sess_seed, key)
+        Engine::with_key(cfg, sess_seed, CookieKey::random(sess_seed))
     }
 
     /// An engine with a given cookie key (deterministic tests and fuzzing).
     pub fn with_cookie_key(cfg: Config, sess_seed: u32, cookie_key: (u64, u64)) -> Engine {
+        Engine::with_key(cfg, sess_seed, CookieKey::from_parts(cookie_key))
+    }
+
+    fn with_key(cfg: Config, sess_seed: u32, cookie_key: CookieKey) -> Engine {
         let cfg = Config {
             seg_size: cfg.seg_size.max(64),
             window: cfg.window.clamp(1, 1 << 20),
@@ -483,29 +484,7 @@ impl Engine {
     /// The cookie a `CONNECT` from `src` with id `src_id` and session `src_sess` must
     /// carry at `now` (never 0). Public for tests and fuzzing, which forge valid ones.
     pub fn cookie_for(&self, src: &[u8], src_id: u32, src_sess: u32, now: u64) -> u64 {
-        self.cookie_in(src, src_id, src_sess, now >> COOKIE_WINDOW_SHIFT)
-    }
-
-    fn cookie_in(&self, src: &[u8], src_id: u32, src_sess: u32, window: u64) -> u64 {
-        // SipHash-2-4 keyed with a random 128-bit key: a PRF an off-path sender cannot
-        // compute (std keeps the keyed constructor, deprecated only as a public hasher
-        // choice).
-        #[allow(deprecated)]
-        let mut h = std::hash::SipHasher::new_with_keys(self.cookie_key.0, self.cookie_key.1);
-        src.hash(&mut h);
-        window.hash(&mut h);
-        src_id.hash(&mut h);
-        src_sess.hash(&mut h);
-        h.finish().max(1)
-    }
-
-    /// Whether `cookie` is what `src` was given for (`src_id`, `src_sess`) in this
-    /// window or the one before.
-    fn cookie_ok(&self, src: &[u8], src_id: u32, src_sess: u32, cookie: u64, now: u64) -> bool {
-        let w = now >> COOKIE_WINDOW_SHIFT;
-        cookie != 0
-            && (self.cookie_in(src, src_id, src_sess, w) == cookie
-                || (w > 0 && self.cookie_in(src, src_id, src_sess, w - 1) == cookie))
+        self.cookie_key.make(src, src_id, src_sess, now)
     }
 
     /// Peers in use (created by either side).
@@ -878,7 +857,10 @@ impl Engine {
                 return;
             }
         }
-        if !self.cookie_ok(src, h.src_id, h.src_sess, cookie, now) {
+        if !self
+            .cookie_key
+            .valid(src, h.src_id, h.src_sess, cookie, now)
+        {
             self.challenge(src, h, now);
             return;
         }
