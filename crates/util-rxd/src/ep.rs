@@ -185,6 +185,8 @@ struct St {
     /// The address (as the engine knows it) of core AV entries that sent datagrams,
     /// by the entry's index: (fabric address, address bytes).
     src_bytes: Vec<Option<(u64, Vec<u8>)>>,
+    /// The source of the datagram being handled (kept for its capacity).
+    src_buf: Vec<u8>,
     /// Each engine peer's address (for `FI_SOURCE`).
     peer_addr: Vec<Option<Address>>,
     /// Engine peer of each normalised RDM address.
@@ -342,6 +344,7 @@ impl Endpoint {
                 bufs: Vec::new(),
                 core_addr: Vec::new(),
                 src_bytes: Vec::new(),
+                src_buf: Vec::new(),
                 peer_addr: Vec::new(),
                 by_key: HashMap::new(),
                 rx: Vec::new(),
@@ -1087,8 +1090,11 @@ impl Shared {
                             continue;
                         }
                         if i < st.bufs.len() {
-                            let src = self.src_of_core(st, f);
+                            // (A buffer kept across packets: no allocation per datagram.)
+                            let mut src = std::mem::take(&mut st.src_buf);
+                            self.src_of_core(st, f, &mut src);
                             self.take_packet(act, st, i, e.len, &src, now);
+                            st.src_buf = src;
                             self.repost(st, i);
                         }
                     }
@@ -1120,29 +1126,31 @@ impl Shared {
         n
     }
 
-    /// The address (engine form) of core AV entry `f` that sent a datagram (empty if
-    /// unknown: the engine then takes nothing from it).
-    fn src_of_core(&self, st: &mut St, f: u64) -> Vec<u8> {
+    /// Write into `out` the address (engine form) of core AV entry `f` that sent a
+    /// datagram (nothing if unknown: the engine then takes nothing from it).
+    fn src_of_core(&self, st: &mut St, f: u64, out: &mut Vec<u8>) {
+        out.clear();
         if f == ADDR_NOTAVAIL {
-            return Vec::new();
+            return;
         }
         let i = (f & 0xffff_ffff) as usize;
         if let Some(Some((g, b))) = st.src_bytes.get(i) {
             if *g == f {
-                return b.clone();
+                out.extend_from_slice(b);
+                return;
             }
         }
         let Ok(a) = self.core_av.lookup(f) else {
-            return Vec::new();
+            return;
         };
         let b = norm_addr(&a).to_bytes();
+        out.extend_from_slice(&b);
         if i < (1 << 20) {
             if st.src_bytes.len() <= i {
                 st.src_bytes.resize(i + 1, None);
             }
-            st.src_bytes[i] = Some((f, b.clone()));
+            st.src_bytes[i] = Some((f, b));
         }
-        b
     }
 
     /// Feed datagram buffer `i` (`len` bytes) to the engine, placing message pieces as
