@@ -37,6 +37,7 @@ pub mod mr;
 pub mod param;
 pub mod poll;
 pub mod provider;
+pub mod text;
 pub mod version;
 pub mod wait;
 

@@ -10,7 +10,7 @@ use common::{info, registry};
 use ofi::abi::ProviderKind;
 use ofi::getinfo::GetinfoRequest;
 use ofi::provider::{Host, Provider, Unsupported};
-use ofi::registry::parse_hook_list;
+use ofi::registry::{parse_hook_list, MAX_HOOKS};
 use ofi::{EpType, Errno, Error, Info, Result, Version, API_VERSION};
 
 #[test]
@@ -170,4 +170,67 @@ fn global_registry_takes_fi_hook() {
         text.lines().all(|l| l.contains("\"provider\":\"udp\"")),
         "{text}"
     );
+}
+
+/// A list of 5,000 hooks overflowed the stack when a fabric opened (each hook is a
+/// layer every call passes through): now refused with one error, nothing changed.
+#[test]
+fn a_hook_list_past_the_limit_is_einval_and_changes_nothing() {
+    let reg = registry("noop");
+    let long = vec!["noop"; 5000].join(",");
+    let e = reg.set_hooks(&long).unwrap_err();
+    assert_eq!(e.code(), Errno::EINVAL);
+    assert!(e.to_string().contains("5000 hooks"), "{e}");
+    assert_eq!(reg.hooks(), vec!["ofi_hook_noop"]);
+    // The limit itself is fine, and a fabric opens through all of it.
+    let at_limit = vec!["noop"; MAX_HOOKS].join(",");
+    reg.set_hooks(&at_limit).unwrap();
+    let i = info(&reg, "udp", EpType::Dgram);
+    let f = reg.open_fabric(&i).unwrap();
+    assert_eq!(f.provider(), "ofi_hook_noop");
+    assert_eq!(f.domain(&i).unwrap().provider(), "ofi_hook_noop");
+}
+
+/// The child's side of [`a_fi_hook_past_the_limit_warns_once_and_applies_none`] (a
+/// process of its own: `FI_HOOK` is read once per process).
+fn child_long_fi_hook() {
+    for e in ofi_hook::builtin_entries() {
+        ofi::registry::add_builtin(e);
+    }
+    let reg = ofi::registry();
+    assert!(reg.hooks().is_empty(), "{} hooks", reg.hooks().len());
+    let i = info(reg, "udp", EpType::Dgram);
+    let f = reg.open_fabric(&i).unwrap();
+    assert_eq!(f.provider(), "udp");
+    f.domain(&i).unwrap();
+    println!("CHILD OK");
+}
+
+/// `FI_HOOK` of 5,000 entries aborted the process at the first fabric open; now one
+/// warning line, no hook applied, and the fabric opens.
+#[test]
+fn a_fi_hook_past_the_limit_warns_once_and_applies_none() {
+    if std::env::var_os("OFI_HOOK_TEST_LONG_CHILD").is_some() {
+        return child_long_fi_hook();
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_fi_hook_past_the_limit_warns_once_and_applies_none",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OFI_HOOK_TEST_LONG_CHILD", "1")
+        .env("FI_HOOK", vec!["noop"; 5000].join(","))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{stdout}\n{stderr}"
+    );
+    let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("FI_HOOK")).collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    assert!(warned[0].contains("5000 hooks"), "{stderr}");
 }

@@ -170,7 +170,10 @@ pub fn load_file(
         if let Some(f) = filter.filter(|f| f.is_negated() && f.excludes_entirely(&name)) {
             return (
                 LoadOutcome::Filtered {
-                    rule: format!("FI_PROVIDER={f}"),
+                    rule: format!(
+                        "FI_PROVIDER={}",
+                        ofi_core::text::shorten(&f.to_string(), ofi_core::text::SHOWN)
+                    ),
                 },
                 None,
             );

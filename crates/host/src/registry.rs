@@ -134,6 +134,11 @@ pub struct Registry {
     hooks: RwLock<Vec<String>>,
 }
 
+/// Most hooks a fabric is wrapped in. Every call goes through each hook's layer (its
+/// frames on the stack), so a longer list would overflow the stack: it is refused
+/// ([`Registry::set_hooks`]: `FI_EINVAL`; `FI_HOOK`: one warning, no hook applied).
+pub const MAX_HOOKS: usize = 64;
+
 /// Parse a hook list (`FI_HOOK`): names separated by `,` (ofi-rs) or `;` (the C
 /// library), blanks ignored; a short name (`perf`) means the provider `ofi_hook_perf`,
 /// a full provider name is taken as it is. Lower-cased, in order.
@@ -397,8 +402,8 @@ impl Registry {
             for name in filter.names() {
                 if !known.iter().any(|k| k == name) {
                     tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                        "FI_PROVIDER names '{name}', which is not a known provider (known: {})",
-                        known.join(", "));
+                        "FI_PROVIDER names '{}', which is not a known provider (known: {})",
+                        ofi_core::text::shorten(name, ofi_core::text::SHOWN), known.join(", "));
                 }
             }
         });
@@ -421,12 +426,21 @@ impl Registry {
         let filters: Vec<(&ProviderFilter, String)> = self
             .filter
             .iter()
-            .map(|f| (f, format!("FI_PROVIDER={f}")))
-            .chain(
-                hint_filter
-                    .iter()
-                    .map(|f| (f, format!("hints.fabric_attr.prov_name={f}"))),
-            )
+            .map(|f| {
+                let text = f.to_string();
+                (
+                    f,
+                    format!(
+                        "FI_PROVIDER={}",
+                        ofi_core::text::shorten(&text, ofi_core::text::SHOWN)
+                    ),
+                )
+            })
+            .chain(hint_filter.iter().map(|f| {
+                let text = f.to_string();
+                let shown = ofi_core::text::shorten(&text, ofi_core::text::SHOWN);
+                (f, format!("hints.fabric_attr.prov_name={shown}"))
+            }))
             .collect();
         self.collect(req, false, &filters)
     }
@@ -535,6 +549,15 @@ impl Registry {
     /// changes) if a name is not a registered hook provider.
     pub fn set_hooks(&self, spec: &str) -> Result<()> {
         let names = parse_hook_list(spec);
+        if names.len() > MAX_HOOKS {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "a list of {} hooks: at most {MAX_HOOKS} are supported",
+                    names.len()
+                ),
+            ));
+        }
         for n in &names {
             if !self.find(n).is_some_and(|h| h.kind() == ProviderKind::Hook) {
                 return Err(Error::new(
@@ -564,6 +587,12 @@ impl Registry {
             return;
         };
         let mut names = parse_hook_list(&spec);
+        if names.len() > MAX_HOOKS {
+            tracing::warn!(target: "ofi", prov = "core", subsys = "core",
+                "FI_HOOK lists {} hooks, more than the {MAX_HOOKS} supported: no hook applied",
+                names.len());
+            return;
+        }
         names.retain(|n| {
             let ok = self.find(n).is_some_and(|h| h.kind() == ProviderKind::Hook);
             if !ok {

@@ -107,6 +107,9 @@ pub const INSERT_SYNC_ERR: u64 = AvFlags::SYNC_ERR.bits();
 pub const INSERT_USER_ID: u64 = Caps::AV_USER_ID.bits();
 /// `FI_UNIVERSE_SIZE`'s default: the capacity reserved when `attr.count` is 0.
 pub const DEFAULT_UNIVERSE_SIZE: usize = 1024;
+/// Most entries an AV reserves room for at open, whatever `attr.count` or
+/// `FI_UNIVERSE_SIZE` say (a hint: the AV grows past it as addresses come).
+pub const RESERVE_MAX: usize = 1 << 16;
 /// The largest `rx_ctx_bits` an AV accepts.
 pub const MAX_RX_CTX_BITS: i32 = 16;
 
@@ -214,6 +217,29 @@ impl AvEventTarget for crate::eq::KitEq {
     }
 }
 
+/// `FI_UNIVERSE_SIZE` (the core's parameter, through the host), or `default` when it is
+/// not set: the number of peers an AV is sized for when `attr.count` is 0.
+///
+/// # Errors
+/// `FI_EINVAL` naming the variable and its value when it is not a size (`abc`, `-1`,
+/// `1e20`), or is 0 or more than an AV's index space (4294967294).
+pub fn universe_size(default: usize) -> Result<usize> {
+    let v = match ofi_core::provider::Host::current().param_size("universe_size") {
+        Ok(v) => v,
+        // Not declared (a host without the core's parameters): the default.
+        Err(e) if e.code() == Errno::ENOENT => None,
+        // (FI_EINVAL naming the variable, its value and why.)
+        Err(e) => return Err(e),
+    };
+    match v {
+        None => Ok(default),
+        Some(n) if (1..=MAX_INDEX as usize).contains(&n) => Ok(n),
+        Some(n) => einval(format!(
+            "av_open: FI_UNIVERSE_SIZE={n}: outside 1..={MAX_INDEX}"
+        )),
+    }
+}
+
 /// How a provider configures its AVs.
 #[derive(Clone)]
 pub struct AvConfig {
@@ -222,7 +248,8 @@ pub struct AvConfig {
     pub addr_format: AddrFormat,
     /// What `FI_AV_UNSPEC` becomes (`Map` or `Table`; `Unspec` here means `Table`).
     pub default_type: AvType,
-    /// Capacity reserved when `attr.count` is 0 (`FI_UNIVERSE_SIZE`).
+    /// Capacity reserved when `attr.count` is 0 and `FI_UNIVERSE_SIZE` is not set
+    /// (that parameter wins: [`universe_size`]).
     pub universe_size: usize,
     /// Most live entries (at most `u32::MAX − 1`); beyond it inserts fail `FI_ENOSPC`.
     pub max_entries: usize,
@@ -305,6 +332,8 @@ pub struct KitAv<P = ()> {
     /// Mask of a map generation.
     gen_mask: u32,
     max_entries: usize,
+    /// Entries room was reserved for at open.
+    reserved: usize,
     make_peer: PeerFn<P>,
     resolver: AvResolver,
     sink: Mutex<Option<AvEventSink>>,
@@ -343,6 +372,11 @@ impl<P: Send + Sync + 'static> KitAv<P> {
     /// - `FI_EINVAL`: `rx_ctx_bits` outside 0..=16; `FI_READ` without a name.
     /// - `FI_ENOSYS`: a named (shared) AV or read-only open; the kit has no shared AVs.
     /// - `FI_EBADFLAGS`: `attr.flags` other than `FI_EVENT`, `FI_SYMMETRIC`, `FI_UNIVERSE`.
+    /// - `FI_EINVAL`: with `attr.count` 0, an `FI_UNIVERSE_SIZE` that is not a size in
+    ///   1..=4294967294 ([`universe_size`]).
+    ///
+    /// The room reserved at open is `attr.count`, or with 0 the universe size, at most
+    /// [`RESERVE_MAX`] entries.
     pub fn open_with(
         attr: &AvAttr,
         context: usize,
@@ -386,10 +420,11 @@ impl<P: Send + Sync + 'static> KitAv<P> {
         };
         let gen_mask = u32::MAX >> bits;
         let reserve = if attr.count == 0 {
-            config.universe_size
+            universe_size(config.universe_size)?
         } else {
             attr.count
         };
+        let reserve = reserve.min(RESERVE_MAX);
         let max_entries = config.max_entries.min(MAX_INDEX as usize);
         let format = config.addr_format;
         let resolver = config.resolver.clone().unwrap_or_else(|| {
@@ -404,6 +439,7 @@ impl<P: Send + Sync + 'static> KitAv<P> {
             addr_mask,
             gen_mask,
             max_entries,
+            reserved: reserve.min(max_entries),
             make_peer: Box::new(make_peer),
             resolver,
             sink: Mutex::new(None),
@@ -425,6 +461,12 @@ impl<P> KitAv<P> {
 
     fn write(&self) -> RwLockWriteGuard<'_, AvInner<P>> {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Entries room was reserved for at open (`attr.count`, or the universe size, at
+    /// most [`RESERVE_MAX`]).
+    pub fn reserved(&self) -> usize {
+        self.reserved
     }
 
     /// The AV type in effect (`Map` or `Table`, never `Unspec`).

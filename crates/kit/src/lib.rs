@@ -29,7 +29,9 @@
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
 //!   interface addresses) for the socket-based providers;
 //! - [`netif`]: network interfaces and the default source address of IP endpoints
-//!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source).
+//!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source);
+//! - [`diag`]: diagnostics of untrusted input — long values shortened for messages,
+//!   warnings about peers rate-limited per peer.
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
@@ -50,6 +52,7 @@ pub mod cntr;
 pub mod cq;
 #[allow(unsafe_code)]
 pub mod dataops;
+pub mod diag;
 pub mod ep;
 pub mod eq;
 #[allow(unsafe_code)]

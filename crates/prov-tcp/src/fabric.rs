@@ -372,6 +372,12 @@ impl PassiveEp {
     }
 }
 
+/// Warnings about bad connection requests: at most 5 per peer address per 10 s.
+fn bad_request_log() -> &'static ofi_kit::diag::RateLimit<IpAddr> {
+    static LOG: std::sync::OnceLock<ofi_kit::diag::RateLimit<IpAddr>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024))
+}
+
 impl PepInner {
     /// Read what one incoming connection has sent; `Some(true)` when its request is
     /// complete, `Some(false)` to keep waiting, `None` to drop it.
@@ -384,22 +390,28 @@ impl PepInner {
                 match CmHdr::parse(&c.buf) {
                     Ok(h) if h.kind == CmKind::ConnReq => CM_HDR_LEN + usize::from(h.data_len),
                     Ok(h) => {
-                        ofi_core::ofi_warn!(
-                            NAME,
-                            "ep_ctrl",
-                            "{}: unexpected CM message {:?}",
-                            c.peer,
-                            h.kind
-                        );
+                        if let Some(n) = bad_request_log().admit(&c.peer.ip(), Instant::now()) {
+                            ofi_core::ofi_warn!(
+                                NAME,
+                                "ep_ctrl",
+                                "{}: unexpected CM message {:?}{}",
+                                c.peer,
+                                h.kind,
+                                ofi_kit::diag::suppressed_note(n)
+                            );
+                        }
                         return None;
                     }
                     Err(e) => {
-                        ofi_core::ofi_warn!(
-                            NAME,
-                            "ep_ctrl",
-                            "{}: bad connection request: {e}",
-                            c.peer
-                        );
+                        if let Some(n) = bad_request_log().admit(&c.peer.ip(), Instant::now()) {
+                            ofi_core::ofi_warn!(
+                                NAME,
+                                "ep_ctrl",
+                                "{}: bad connection request: {e}{}",
+                                c.peer,
+                                ofi_kit::diag::suppressed_note(n)
+                            );
+                        }
                         return None;
                     }
                 }

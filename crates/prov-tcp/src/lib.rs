@@ -259,6 +259,15 @@ impl TcpProvider {
         }
         if let Some(v) = host.param_str("iface")? {
             if !v.is_empty() {
+                if !iface_exists(&v) {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!(
+                            "FI_TCP_IFACE={:?}: no such network interface",
+                            ofi_kit::diag::shorten(&v, 64)
+                        ),
+                    ));
+                }
                 s.iface = Some(v);
             }
         }
@@ -457,6 +466,18 @@ impl Provider for TcpProvider {
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(TcpProvider);
+
+/// Whether the system has a network interface named `name` (`if_nametoindex(3)`).
+fn iface_exists(name: &str) -> bool {
+    if name.len() >= libc::IF_NAMESIZE {
+        return false;
+    }
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return false;
+    };
+    // SAFETY: `c` is a NUL-terminated string that lives across the call.
+    unsafe { libc::if_nametoindex(c.as_ptr()) != 0 }
+}
 
 #[cfg(test)]
 mod tests {

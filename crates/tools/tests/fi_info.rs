@@ -735,3 +735,18 @@ fn plugin_parameters_are_listed_with_default_value_and_source() {
         r.out
     );
 }
+
+/// A 100 KB `FI_PROVIDER` was echoed whole in the warning and in every provider's
+/// "filtered by" reason (600 KB of output); now each shows its first characters and
+/// its length.
+#[test]
+fn a_long_fi_provider_is_shortened_in_messages() {
+    let long = "x".repeat(100_000);
+    let mut c = command();
+    c.env("FI_PROVIDER", &long);
+    let r = run_cmd(c);
+    assert_eq!(r.status, 61, "{}", r.err);
+    let total = r.out.len() + r.err.len();
+    assert!(total < 16 * 1024, "{total} bytes of output");
+    assert!(r.err.contains("(100000 bytes)"), "{}", r.err);
+}

@@ -79,7 +79,7 @@ use ofi_kit::tagmatch::{
 };
 
 use crate::fabric::{DomainShared, Fabric};
-use crate::peer::{Engine, Event, Failure, PeerId, Seg};
+use crate::peer::{Engine, Event, Failure, PeerId, Seg, NO_PEER};
 use crate::proto::{
     self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, RmaReq, OP_ATOMIC, OP_READ, OP_RESP,
     OP_TAGGED, OP_WRITE, RMA_HDR,
@@ -182,6 +182,11 @@ struct St {
     bufs: Vec<Box<[u8]>>,
     /// Core AV address of each engine peer.
     core_addr: Vec<Option<u64>>,
+    /// The address (as the engine knows it) of core AV entries that sent datagrams,
+    /// by the entry's index: (fabric address, address bytes).
+    src_bytes: Vec<Option<(u64, Vec<u8>)>>,
+    /// The source of the datagram being handled (kept for its capacity).
+    src_buf: Vec<u8>,
     /// Each engine peer's address (for `FI_SOURCE`).
     peer_addr: Vec<Option<Address>>,
     /// Engine peer of each normalised RDM address.
@@ -267,7 +272,11 @@ impl Endpoint {
         let mut ci = dom.core_info.clone();
         ci.src_addr.clone_from(&info.src_addr);
         ci.dest_addr = None;
-        ci.caps = Caps::MSG | Caps::SEND | Caps::RECV;
+        // The source of every datagram (FI_SOURCE; an unknown one as an error entry
+        // with its address, FI_SOURCE_ERR): the engine takes a peer to be the address
+        // its datagrams come from, never an address inside a packet.
+        ci.caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
+        ci.rx_attr.caps |= Caps::SOURCE | Caps::SOURCE_ERR;
         ci.rx_attr.size = ci.rx_attr.size.max(settings.rx_bufs);
         let core_cq = dom.core.cq_open(&CqAttr {
             size: settings.rx_bufs * 2 + 64,
@@ -317,7 +326,7 @@ impl Endpoint {
             .wrapping_mul(0x9e37_79b9)
             .wrapping_add(NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
             ^ seed_time();
-        let eng = Engine::new(cfg, me_bytes.clone(), seed);
+        let eng = Engine::new(cfg, seed);
         let inject_max = cfg
             .seg_size
             .saturating_sub(proto::FIRST_LEN + MSG_HDR)
@@ -330,6 +339,8 @@ impl Endpoint {
                 eng,
                 bufs: Vec::new(),
                 core_addr: Vec::new(),
+                src_bytes: Vec::new(),
+                src_buf: Vec::new(),
                 peer_addr: Vec::new(),
                 by_key: HashMap::new(),
                 rx: Vec::new(),
@@ -524,6 +535,22 @@ impl Shared {
         let av = &self.core_av;
         let ep = &self.core_ep;
         eng.poll_transmit(now, TX_BUDGET, |peer, addr, pkt| {
+            if peer == NO_PEER {
+                // A CHALLENGE to the source of a CONNECT: no peer, no state kept (the
+                // address is in the core AV for the send only; inserts are counted, so
+                // this never drops a peer's entry).
+                let Some(f) = Address::from_bytes(fmt, addr)
+                    .and_then(|a| av.insert(&[a]))
+                    .ok()
+                    .and_then(|v| v.first().copied())
+                else {
+                    return true;
+                };
+                // SAFETY: `pkt` is valid for the call; inject copies it.
+                let r = unsafe { ep.inject_raw(pkt.as_ptr(), pkt.len(), f) };
+                let _ = av.remove(&[f], 0);
+                return !matches!(r, Err(e) if e.code() == Errno::EAGAIN);
+            }
             let i = peer as usize;
             if core_addr.len() <= i {
                 core_addr.resize(i + 1, None);
@@ -763,6 +790,22 @@ impl Shared {
                     }
                     ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {peer}: connection ended ({why:?})");
                 }
+                Event::PeerReclaimed { peer } => {
+                    // The slot goes to a new peer: forget the old one's core address.
+                    let i = peer as usize;
+                    if let Some(f) = st.core_addr.get_mut(i).and_then(Option::take) {
+                        let _ = self.core_av.remove(&[f], 0);
+                        if let Some(e) = st.src_bytes.get_mut((f & 0xffff_ffff) as usize) {
+                            *e = None;
+                        }
+                    }
+                    if let Some(a) = st.peer_addr.get_mut(i) {
+                        *a = None;
+                    }
+                    if let Some(t) = st.rx.get_mut(i).and_then(Option::take) {
+                        self.abort_rx(act, t, Errno::EIO);
+                    }
+                }
             }
         }
         n
@@ -812,7 +855,19 @@ impl Shared {
             }
             None => {
                 if m.push_unexpected(inc, data).is_err() {
-                    ofi_core::ofi_warn!(NAME, "ep_data", "unexpected message dropped (limit)");
+                    // At most 5 lines per sender per 10 s.
+                    static LOG: OnceLock<ofi_kit::diag::RateLimit<u64>> = OnceLock::new();
+                    let log = LOG.get_or_init(|| {
+                        ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024)
+                    });
+                    if let Some(n) = log.admit(&src, Instant::now()) {
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_data",
+                            "unexpected message dropped (limit){}",
+                            ofi_kit::diag::suppressed_note(n)
+                        );
+                    }
                 }
             }
         }
@@ -1020,17 +1075,22 @@ impl Shared {
 impl Shared {
     fn progress_cq(&self, act: &Active, st: &mut St, now: u64) -> usize {
         let mut buf = [CqTaggedEntry::default(); CQ_BATCH];
+        let mut from = [ADDR_NOTAVAIL; CQ_BATCH];
         let mut n = 0;
         for _ in 0..CQ_ROUNDS {
-            match self.core_cq.read(&mut buf) {
+            match self.core_cq.readfrom(&mut buf, &mut from) {
                 Ok(k) => {
-                    for e in &buf[..k] {
+                    for (e, &f) in buf[..k].iter().zip(&from[..k]) {
                         let i = e.op_context;
                         if e.flags & OpFlags::RECV.bits() == 0 {
                             continue;
                         }
                         if i < st.bufs.len() {
-                            self.take_packet(act, st, i, e.len, now);
+                            // (A buffer kept across packets: no allocation per datagram.)
+                            let mut src = std::mem::take(&mut st.src_buf);
+                            self.src_of_core(st, f, &mut src);
+                            self.take_packet(act, st, i, e.len, &src, now);
+                            st.src_buf = src;
                             self.repost(st, i);
                         }
                     }
@@ -1042,7 +1102,15 @@ impl Shared {
                 Err(e) if e.code() == Errno::EAVAIL => {
                     if let Ok(ce) = self.core_cq.readerr_owned(0) {
                         if ce.flags & OpFlags::RECV.bits() != 0 && ce.op_context < st.bufs.len() {
-                            // A truncated or failed datagram: not one of ours.
+                            if ce.err == Errno::EADDRNOTAVAIL {
+                                // A datagram from a source not in the core AV (a first
+                                // CONNECT): its source is in the error data.
+                                let src = Address::from_bytes(self.fmt, &ce.err_data)
+                                    .map(|a| norm_addr(&a).to_bytes())
+                                    .unwrap_or_default();
+                                self.take_packet(act, st, ce.op_context, ce.len, &src, now);
+                            }
+                            // (Else a truncated or failed datagram: not one of ours.)
                             self.repost(st, ce.op_context);
                         }
                     }
@@ -1054,10 +1122,37 @@ impl Shared {
         n
     }
 
+    /// Write into `out` the address (engine form) of core AV entry `f` that sent a
+    /// datagram (nothing if unknown: the engine then takes nothing from it).
+    fn src_of_core(&self, st: &mut St, f: u64, out: &mut Vec<u8>) {
+        out.clear();
+        if f == ADDR_NOTAVAIL {
+            return;
+        }
+        let i = (f & 0xffff_ffff) as usize;
+        if let Some(Some((g, b))) = st.src_bytes.get(i) {
+            if *g == f {
+                out.extend_from_slice(b);
+                return;
+            }
+        }
+        let Ok(a) = self.core_av.lookup(f) else {
+            return;
+        };
+        let b = norm_addr(&a).to_bytes();
+        out.extend_from_slice(&b);
+        if i < (1 << 20) {
+            if st.src_bytes.len() <= i {
+                st.src_bytes.resize(i + 1, None);
+            }
+            st.src_bytes[i] = Some((f, b));
+        }
+    }
+
     /// Feed datagram buffer `i` (`len` bytes) to the engine, placing message pieces as
     /// they come; then handle its events (a lost peer's open message is abandoned before
     /// the next packet) and the requests it completed.
-    fn take_packet(&self, act: &Active, st: &mut St, i: usize, len: usize, now: u64) {
+    fn take_packet(&self, act: &Active, st: &mut St, i: usize, len: usize, src: &[u8], now: u64) {
         {
             let St {
                 eng,
@@ -1070,7 +1165,7 @@ impl Shared {
             } = st;
             let b = &bufs[i];
             let pkt = &b[..len.min(b.len())];
-            eng.handle_packet_streaming(pkt, now, &mut |seg: Seg<'_>| {
+            eng.handle_packet_streaming(src, pkt, now, &mut |seg: Seg<'_>| {
                 let parts = RxParts {
                     m: &mut *m,
                     rx: &mut *rx,

@@ -32,6 +32,7 @@
 //! Nothing on application, peer or network input: bad arguments are errors with the C
 //! library's codes; malformed packets are dropped and counted.
 
+pub mod cookie;
 pub mod ep;
 pub mod fabric;
 pub mod peer;
@@ -58,6 +59,9 @@ pub const MAX_ATOMIC_BYTES: usize = 1 << 20;
 /// Bytes of rxd's message header inside a reliable message (operation, flags, tag,
 /// remote CQ data).
 pub const MSG_HDR: usize = 18;
+/// Most peers an endpoint keeps that the far side created (the engine's
+/// `max_peers`: past it, idle ones are reclaimed, else new connections wait).
+pub const MAX_PEERS: usize = 65536;
 
 /// What the parameters resolved to at init.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +180,7 @@ impl Settings {
             // Room for the message and RMA headers of a largest transfer.
             max_msg: MAX_MSG_SIZE + 256,
             initial_seq: 0,
+            max_peers: MAX_PEERS,
         }
     }
 
@@ -351,7 +356,9 @@ pub fn core_prov_name(hint: Option<&str>) -> Option<String> {
 pub fn core_hints(h: Option<&Info>) -> Info {
     let mut m = Info::hints();
     m.ep_attr.ep_type = EpType::Dgram;
-    m.caps = Caps::MSG | Caps::SEND | Caps::RECV;
+    // The datagram's source (FI_SOURCE, and FI_SOURCE_ERR for a source not yet in the
+    // AV) is how rxd knows a peer: a core without them cannot carry rxd safely.
+    m.caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
     if let Some(h) = h {
         m.addr_format = h.addr_format;
         m.fabric_attr.name.clone_from(&h.fabric_attr.name);
@@ -459,7 +466,11 @@ pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     version: <RxdProvider as Provider>::VERSION,
     offers: EpType::Rdm,
     core_type: EpType::Dgram,
-    core_caps: Caps::MSG.union(Caps::SEND).union(Caps::RECV),
+    core_caps: Caps::MSG
+        .union(Caps::SEND)
+        .union(Caps::RECV)
+        .union(Caps::SOURCE)
+        .union(Caps::SOURCE_ERR),
 };
 
 impl Provider for RxdProvider {

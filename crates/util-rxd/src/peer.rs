@@ -15,13 +15,34 @@
 //!
 //! # Protocol
 //!
-//! - **Connection**: the first message to a peer sends `CONNECT` (our id, a fresh session
-//!   number and our address), repeated with back-off until `ACCEPT` arrives or the retry
-//!   limit is reached. A `CONNECT` from a peer creates or refreshes its connection and is
-//!   answered with `ACCEPT` (again for duplicates). Simultaneous connects converge: each
-//!   side adopts the other's session. A `CONNECT` with a new session from a connected
-//!   peer means the peer restarted or gave up on us: the old connection's operations fail
-//!   and the new one starts from scratch.
+//! - **Addresses**: a peer *is* the source address of its datagrams, as the caller
+//!   reports it to [`Engine::handle_packet`]; no packet carries an address, and every
+//!   packet goes to the address of a peer that proved it receives there (or, for a
+//!   `CHALLENGE`, back to the datagram's source). Data, acknowledgements and `ACCEPT`s
+//!   are taken only from the address of the connection they name.
+//! - **Connection**: the first message to a peer sends `CONNECT` (our id and a fresh
+//!   session number), repeated with back-off until `ACCEPT` arrives or the retry limit
+//!   is reached. A `CONNECT` without a valid cookie is answered with a `CHALLENGE` to
+//!   its source and leaves no state: the cookie is a keyed hash (SipHash-2-4, a key
+//!   drawn at [`Engine::new`]) of the source address, a coarse time window
+//!   ([`COOKIE_WINDOW_SHIFT`]) and the `CONNECT`'s id and session (its nonce). The
+//!   initiator echoes it in a new `CONNECT`; only a `CONNECT` with a valid cookie
+//!   (current or previous window) creates or refreshes a connection, answered with
+//!   `ACCEPT` (again for duplicates of the connection's own session). So a peer's state
+//!   exists only once it has shown it receives at its address, and a forged `CONNECT`
+//!   (another source, or an invented one) changes nothing. Simultaneous connects
+//!   converge: each side adopts the other's session. A cookie-validated `CONNECT` with a
+//!   new session from a connected peer means the peer restarted or gave up on us: the
+//!   old connection's operations fail and the new one starts from scratch.
+//! - **Peer bound**: peers created by the far side (not by [`Engine::peer_for_addr`])
+//!   are at most `max_peers`; at the bound, a new one takes the slot of the one heard
+//!   from least recently among those with nothing queued, in flight or being received
+//!   and either without a connection or silent for [`RECLAIM_IDLE_RTOS`] × `rto_max`
+//!   ([`Event::PeerReclaimed`]); with none such, the `CONNECT` is ignored (its sender
+//!   retries).
+//! - **Timers**: a heap of (deadline, peer) holds the peers with a timer armed;
+//!   [`Engine::handle_timeout`] visits only the peers whose deadline passed, so its work
+//!   is proportional to them, not to every peer.
 //! - **Data**: a message is cut into segments of at most `seg_size` bytes, one packet
 //!   each, numbered by a per-connection 32-bit sequence number (wrap-safe). At most
 //!   `window` packets and `max_inflight` bytes are unacknowledged. The receiver delivers
@@ -53,17 +74,42 @@
 //! - `inflight` of a connection holds exactly the packets with sequence numbers in
 //!   `[snd_una, snd_nxt)`, in order; those below `sent_upto` were transmitted.
 //! - A message's token is reported exactly once: [`Event::Sent`] or [`Event::Failed`].
+//! - Each peer's `timer_at` is in the timer heap (entries whose time differs from their
+//!   peer's `timer_at` are stale and skipped); a peer with a deadline of any kind (a
+//!   connection retry, a packet's retransmission, a delayed acknowledgement) has
+//!   `timer_at` at or before it.
+//! - `by_addr` maps the address of every peer slot to it (a reclaimed slot's old
+//!   address is removed); `remote_peers` counts the slots not `pinned`.
 //!
 //! Nothing here panics on any input: malformed packets are counted and dropped.
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+
+use crate::cookie::CookieKey;
 
 use crate::proto::{
-    self, first_len, seq_lt, Hdr, PktType, FIRST_LEN, F_ACK, F_FIRST, F_LAST, F_REQ, F_RNR,
-    HDR_LEN, MAX_ADDR,
+    self, cookie_of, first_len, seq_lt, Hdr, PktType, COOKIE_LEN, FIRST_LEN, F_ACK, F_FIRST,
+    F_LAST, F_REQ, F_RNR, HDR_LEN,
 };
+
+/// The peer given to [`Engine::poll_transmit`]'s sink for a packet that belongs to no
+/// peer (a `CHALLENGE`, sent back to the source of the `CONNECT` it answers).
+pub const NO_PEER: PeerId = PeerId::MAX;
+
+pub use crate::cookie::COOKIE_WINDOW_SHIFT;
+
+/// A peer created by the far side may be reclaimed, at the peer bound, once silent for
+/// this many `rto_max`.
+pub const RECLAIM_IDLE_RTOS: u64 = 4;
+
+/// `CHALLENGE`s waiting to go at most; more are not answered (their senders retry).
+const MAX_REPLIES: usize = 64;
+
+/// A `CHALLENGE` packet: header and cookie.
+type Reply = (Vec<u8>, [u8; HDR_LEN + COOKIE_LEN]);
 
 /// The tries a packet refused by a receiver that is not ready ([`F_RNR`]) is held at
 /// (below `retry_limit`: [`rnr_tries`]): it is offered again every `rto × 2^RNR_TRIES`
@@ -104,6 +150,8 @@ pub struct Config {
     pub max_msg: usize,
     /// First sequence number of each connection (tests start near the wrap).
     pub initial_seq: u32,
+    /// Most peers created by the far side (see the module docs).
+    pub max_peers: usize,
 }
 
 impl Default for Config {
@@ -119,6 +167,7 @@ impl Default for Config {
             ack_delay: 200_000,
             max_msg: 1 << 30,
             initial_seq: 0,
+            max_peers: 65536,
         }
     }
 }
@@ -162,6 +211,12 @@ pub enum Event {
         peer: PeerId,
         /// Why.
         why: Failure,
+    },
+    /// The slot of `peer` (created by the far side, idle) was taken for a new peer at
+    /// the peer bound: whatever the caller keeps for the old one (its address) is stale.
+    PeerReclaimed {
+        /// The slot.
+        peer: PeerId,
     },
 }
 
@@ -217,6 +272,15 @@ pub struct Stats {
     pub not_ready: u64,
     /// Acknowledgements flagged [`F_RNR`] received (the peer was not ready).
     pub peer_not_ready: u64,
+    /// `CONNECT`s without a valid cookie, answered with a `CHALLENGE` (or not, past the
+    /// queue of replies).
+    pub challenged: u64,
+    /// Packets from a source that is not the address of the connection they name.
+    pub wrong_source: u64,
+    /// Peer slots reclaimed at the peer bound.
+    pub reclaimed: u64,
+    /// Peers whose timers [`Engine::handle_timeout`] ran (its work).
+    pub timer_visits: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,6 +333,14 @@ struct Peer {
     /// An acknowledgement flagged [`F_RNR`] is owed (a first piece was refused).
     rnr: bool,
     queued: bool,
+    /// The cookie the peer gave us to echo in our `CONNECT` (0: none).
+    cookie: u64,
+    /// Created by the local side ([`Engine::peer_for_addr`]): never reclaimed.
+    pinned: bool,
+    /// When a valid packet last came from the peer.
+    last_heard: u64,
+    /// This peer's entry in the timer heap (`u64::MAX`: none).
+    timer_at: u64,
 }
 
 impl Peer {
@@ -298,7 +370,22 @@ impl Peer {
             ack_now: false,
             rnr: false,
             queued: false,
+            cookie: 0,
+            pinned: false,
+            last_heard: 0,
+            timer_at: u64::MAX,
         }
+    }
+
+    /// Nothing queued, in flight, being received or owed to the peer.
+    fn quiet(&self) -> bool {
+        self.msgs.is_empty()
+            && self.inflight.is_empty()
+            && self.ooo.is_empty()
+            && self.rx_open.is_none()
+            && self.ack_due.is_none()
+            && !self.ack_now
+            && !self.queued
     }
 
     fn sack_bits(&self) -> u64 {
@@ -316,13 +403,19 @@ impl Peer {
 /// The engine of one endpoint (see the module docs).
 pub struct Engine {
     cfg: Config,
-    me: Vec<u8>,
     peers: Vec<Peer>,
     by_addr: HashMap<Vec<u8>, PeerId>,
+    /// Peers created by the far side (counted against `max_peers`).
+    remote_peers: usize,
     events: VecDeque<Event>,
     ready: VecDeque<PeerId>,
     next_sess: u32,
-    deadline: u64,
+    /// (deadline, peer) of the peers with a timer armed (see the invariants).
+    timers: BinaryHeap<Reverse<(u64, PeerId)>>,
+    /// `CHALLENGE`s to send: (destination, packet).
+    replies: VecDeque<Reply>,
+    /// The cookie key.
+    cookie_key: CookieKey,
     stats: Stats,
     scratch: Vec<u8>,
 }
@@ -336,6 +429,15 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Make sure `p` (peer `pid`)'s timer fires by `t`: a heap entry only when `t` is
+/// earlier than the one it has.
+fn arm_in(timers: &mut BinaryHeap<Reverse<(u64, PeerId)>>, p: &mut Peer, pid: PeerId, t: u64) {
+    if t < p.timer_at {
+        p.timer_at = t;
+        timers.push(Reverse((t, pid)));
+    }
+}
+
 fn rto_for(cfg: &Config, tries: u32) -> u64 {
     let t = cfg
         .rto
@@ -344,9 +446,18 @@ fn rto_for(cfg: &Config, tries: u32) -> u64 {
 }
 
 impl Engine {
-    /// An engine for the endpoint whose address is `me` (sent in `CONNECT`);
-    /// `sess_seed` makes its session numbers differ from a previous incarnation's.
-    pub fn new(cfg: Config, me: Vec<u8>, sess_seed: u32) -> Engine {
+    /// An engine; `sess_seed` makes its session numbers differ from a previous
+    /// incarnation's. Its cookie key is drawn from std's randomly keyed hasher.
+    pub fn new(cfg: Config, sess_seed: u32) -> Engine {
+        Engine::with_key(cfg, sess_seed, CookieKey::random(sess_seed))
+    }
+
+    /// An engine with a given cookie key (deterministic tests and fuzzing).
+    pub fn with_cookie_key(cfg: Config, sess_seed: u32, cookie_key: (u64, u64)) -> Engine {
+        Engine::with_key(cfg, sess_seed, CookieKey::from_parts(cookie_key))
+    }
+
+    fn with_key(cfg: Config, sess_seed: u32, cookie_key: CookieKey) -> Engine {
         let cfg = Config {
             seg_size: cfg.seg_size.max(64),
             window: cfg.window.clamp(1, 1 << 20),
@@ -356,16 +467,29 @@ impl Engine {
         };
         Engine {
             cfg,
-            me,
             peers: Vec::new(),
             by_addr: HashMap::new(),
+            remote_peers: 0,
             events: VecDeque::new(),
             ready: VecDeque::new(),
             next_sess: sess_seed | 1,
-            deadline: u64::MAX,
+            timers: BinaryHeap::new(),
+            replies: VecDeque::new(),
+            cookie_key,
             stats: Stats::default(),
             scratch: Vec::new(),
         }
+    }
+
+    /// The cookie a `CONNECT` from `src` with id `src_id` and session `src_sess` must
+    /// carry at `now` (never 0). Public for tests and fuzzing, which forge valid ones.
+    pub fn cookie_for(&self, src: &[u8], src_id: u32, src_sess: u32, now: u64) -> u64 {
+        self.cookie_key.make(src, src_id, src_sess, now)
+    }
+
+    /// Peers in use (created by either side).
+    pub fn peer_count(&self) -> usize {
+        self.by_addr.len()
     }
 
     /// The configuration in force.
@@ -378,16 +502,64 @@ impl Engine {
         self.stats
     }
 
-    /// The peer with address `addr` (created, not connected, if new).
+    /// The peer with address `addr` (created, not connected, if new), for the local
+    /// side: it is never reclaimed.
     pub fn peer_for_addr(&mut self, addr: &[u8]) -> PeerId {
         if let Some(&p) = self.by_addr.get(addr) {
+            if let Some(x) = self.peers.get_mut(p as usize) {
+                if !x.pinned {
+                    x.pinned = true;
+                    self.remote_peers = self.remote_peers.saturating_sub(1);
+                }
+            }
             return p;
         }
         let id = self.peers.len() as PeerId;
-        self.peers
-            .push(Peer::new(addr.to_vec(), self.cfg.initial_seq));
+        let mut p = Peer::new(addr.to_vec(), self.cfg.initial_seq);
+        p.pinned = true;
+        self.peers.push(p);
         self.by_addr.insert(addr.to_vec(), id);
         id
+    }
+
+    /// The peer at `addr` for a proven `CONNECT`: the existing one, a new one, or a
+    /// reclaimed slot at the peer bound; `None` at the bound with nothing to reclaim.
+    fn remote_peer(&mut self, addr: &[u8], now: u64) -> Option<PeerId> {
+        if let Some(&p) = self.by_addr.get(addr) {
+            return Some(p);
+        }
+        let seq = self.cfg.initial_seq;
+        if self.remote_peers < self.cfg.max_peers {
+            let id = self.peers.len() as PeerId;
+            self.peers.push(Peer::new(addr.to_vec(), seq));
+            self.by_addr.insert(addr.to_vec(), id);
+            self.remote_peers += 1;
+            return Some(id);
+        }
+        // At the bound: the quiet, far-created peer heard from least recently, if it
+        // has no connection or has been silent long enough.
+        let idle = self.cfg.rto_max.saturating_mul(RECLAIM_IDLE_RTOS);
+        let victim = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                !p.pinned
+                    && p.quiet()
+                    && !matches!(p.state, State::Connecting { .. })
+                    && (p.state == State::Idle || now.saturating_sub(p.last_heard) >= idle)
+            })
+            .min_by_key(|(_, p)| p.last_heard)
+            .map(|(i, _)| i as PeerId)?;
+        let old = std::mem::replace(
+            &mut self.peers[victim as usize],
+            Peer::new(addr.to_vec(), seq),
+        );
+        self.by_addr.remove(&old.addr);
+        self.by_addr.insert(addr.to_vec(), victim);
+        self.stats.reclaimed += 1;
+        self.events.push_back(Event::PeerReclaimed { peer: victim });
+        Some(victim)
     }
 
     /// The address of `peer` (empty for an unknown id).
@@ -410,9 +582,11 @@ impl Engine {
         self.peers.get(peer as usize).map_or(0, |p| p.msgs.len())
     }
 
-    /// Whether anything remains to be sent, acknowledged or timed.
+    /// Whether anything remains to be sent, acknowledged or timed (walks every peer:
+    /// for tests and diagnostics, not the data path).
     pub fn is_idle(&self) -> bool {
         self.ready.is_empty()
+            && self.replies.is_empty()
             && self.peers.iter().all(|p| {
                 p.msgs.is_empty() && p.inflight.is_empty() && !p.ack_now && p.ack_due.is_none()
             })
@@ -426,11 +600,14 @@ impl Engine {
     /// The earliest time [`Engine::handle_timeout`] has work (`None`: no timer). It may
     /// be early (a timer already cancelled), never late.
     pub fn poll_timeout(&self) -> Option<u64> {
-        (self.deadline != u64::MAX).then_some(self.deadline)
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
-    fn arm(&mut self, t: u64) {
-        self.deadline = self.deadline.min(t);
+    /// Make sure `pid`'s timer fires by `t`.
+    fn arm(&mut self, pid: PeerId, t: u64) {
+        if let Some(p) = self.peers.get_mut(pid as usize) {
+            arm_in(&mut self.timers, p, pid, t);
+        }
     }
 
     fn mark(&mut self, p: PeerId) {
@@ -536,10 +713,11 @@ impl Engine {
             p.local_sess = sess;
             p.remote_sess = 0;
             p.remote_id = 0;
+            p.cookie = 0;
             p.state = State::Connecting { tries: 1, deadline };
             p.send_connect = true;
         }
-        self.arm(deadline);
+        self.arm(peer, deadline);
         self.mark(peer);
     }
 
@@ -571,13 +749,15 @@ impl Engine {
         p.ack_now = false;
         p.send_accept = false;
         p.send_connect = false;
+        p.cookie = 0;
         p.dup_sacks = 0;
         self.events.push_back(Event::PeerLost { peer, why });
     }
 
-    /// Handle one received packet at time `now`.
-    pub fn handle_packet(&mut self, pkt: &[u8], now: u64) {
-        self.handle_packet_inner(pkt, now, None);
+    /// Handle one packet received at time `now` from the address `src` (the datagram's
+    /// source as the network reports it, in the form of the peers' addresses).
+    pub fn handle_packet(&mut self, src: &[u8], pkt: &[u8], now: u64) {
+        self.handle_packet_inner(src, pkt, now, None);
     }
 
     /// Handle one received packet at time `now`, handing message data to `sink` piece
@@ -586,25 +766,39 @@ impl Engine {
     /// message ends with a piece with `last`, or is abandoned when an
     /// [`Event::PeerLost`] for the peer comes (or a new `first` piece from it: a new
     /// connection).
-    pub fn handle_packet_streaming(&mut self, pkt: &[u8], now: u64, sink: &mut SegSink<'_>) {
-        self.handle_packet_inner(pkt, now, Some(sink));
+    pub fn handle_packet_streaming(
+        &mut self,
+        src: &[u8],
+        pkt: &[u8],
+        now: u64,
+        sink: &mut SegSink<'_>,
+    ) {
+        self.handle_packet_inner(src, pkt, now, Some(sink));
     }
 
-    fn handle_packet_inner(&mut self, pkt: &[u8], now: u64, mut sink: Option<&mut SegSink<'_>>) {
+    fn handle_packet_inner(
+        &mut self,
+        src: &[u8],
+        pkt: &[u8],
+        now: u64,
+        mut sink: Option<&mut SegSink<'_>>,
+    ) {
         let Some(h) = Hdr::parse(pkt) else {
             self.stats.dropped += 1;
             return;
         };
         let body = &pkt[HDR_LEN..];
         match h.ty {
-            PktType::Connect => self.on_connect(&h, body),
-            PktType::Accept => self.on_accept(&h),
+            PktType::Connect => self.on_connect(src, &h, body, now),
+            PktType::Challenge => self.on_challenge(src, &h, body),
+            PktType::Accept => self.on_accept(src, &h, now),
             PktType::Data | PktType::Ack => {
-                let Some(pid) = self.check_conn(&h) else {
+                let Some(pid) = self.check_conn(src, &h) else {
                     self.stats.dropped += 1;
                     return;
                 };
                 self.stats.received += 1;
+                self.peers[pid as usize].last_heard = now;
                 if h.flags & F_ACK != 0 {
                     self.on_ack(pid, h.ack, h.sack, h.flags & F_RNR != 0, now);
                 }
@@ -615,30 +809,74 @@ impl Engine {
         }
     }
 
-    /// The connected peer a data or ack packet belongs to.
-    fn check_conn(&self, h: &Hdr) -> Option<PeerId> {
+    /// The connected peer a data or ack packet from `src` belongs to.
+    fn check_conn(&mut self, src: &[u8], h: &Hdr) -> Option<PeerId> {
         let p = self.peers.get(h.dst_id as usize)?;
-        (p.state == State::Connected
+        let ok = p.state == State::Connected
             && p.local_sess == h.dst_sess
             && p.remote_sess == h.src_sess
-            && p.remote_id == h.src_id)
-            .then_some(h.dst_id)
+            && p.remote_id == h.src_id;
+        if ok && p.addr != src {
+            self.stats.wrong_source += 1;
+            return None;
+        }
+        ok.then_some(h.dst_id)
     }
 
-    fn on_connect(&mut self, h: &Hdr, body: &[u8]) {
-        if body.is_empty() || body.len() > MAX_ADDR || h.src_sess == 0 {
-            self.stats.dropped += 1;
+    /// Queue a `CHALLENGE` for the `CONNECT` `h` from `src` (no peer state).
+    fn challenge(&mut self, src: &[u8], h: &Hdr, now: u64) {
+        self.stats.challenged += 1;
+        if self.replies.len() >= MAX_REPLIES {
             return;
         }
+        let mut c = Hdr::new(PktType::Challenge);
+        c.dst_id = h.src_id;
+        c.dst_sess = h.src_sess;
+        let mut pkt = [0u8; HDR_LEN + COOKIE_LEN];
+        c.write(&mut pkt);
+        let cookie = self.cookie_for(src, h.src_id, h.src_sess, now);
+        pkt[HDR_LEN..].copy_from_slice(&cookie.to_le_bytes());
+        self.replies.push_back((src.to_vec(), pkt));
+    }
+
+    fn on_connect(&mut self, src: &[u8], h: &Hdr, body: &[u8], now: u64) {
+        let Some(cookie) = cookie_of(body).filter(|_| h.src_sess != 0 && !src.is_empty()) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if let Some(&pid) = self.by_addr.get(src) {
+            let p = &mut self.peers[pid as usize];
+            if p.remote_sess == h.src_sess && p.remote_id == h.src_id && p.state == State::Connected
+            {
+                // A duplicate from the connection's own address (or our ACCEPT was
+                // lost): answer again, to that address.
+                self.stats.received += 1;
+                p.last_heard = now;
+                p.send_accept = true;
+                self.mark(pid);
+                return;
+            }
+        }
+        if !self
+            .cookie_key
+            .valid(src, h.src_id, h.src_sess, cookie, now)
+        {
+            self.challenge(src, h, now);
+            return;
+        }
+        // The sender receives at `src`: it may have state now.
+        let Some(pid) = self.remote_peer(src, now) else {
+            self.stats.dropped += 1;
+            return;
+        };
         self.stats.received += 1;
-        let pid = self.peer_for_addr(body);
+        self.peers[pid as usize].last_heard = now;
         let st = self.peers[pid as usize].state;
         let (rs, ri) = {
             let p = &self.peers[pid as usize];
             (p.remote_sess, p.remote_id)
         };
         if rs == h.src_sess && ri == h.src_id && st == State::Connected {
-            // A duplicate (or our ACCEPT was lost): answer again.
             self.peers[pid as usize].send_accept = true;
             self.mark(pid);
             return;
@@ -665,11 +903,36 @@ impl Engine {
         self.mark(pid);
     }
 
-    fn on_accept(&mut self, h: &Hdr) {
+    /// A `CHALLENGE` from `src`: taken only for a connection we are opening to `src`
+    /// with the session it names; our next `CONNECT` (at once) echoes the cookie.
+    fn on_challenge(&mut self, src: &[u8], h: &Hdr, body: &[u8]) {
+        let cookie = cookie_of(body).unwrap_or(0);
+        let ok = self.peers.get(h.dst_id as usize).is_some_and(|p| {
+            p.local_sess == h.dst_sess
+                && cookie != 0
+                && matches!(p.state, State::Connecting { .. })
+                && p.addr == src
+        });
+        if !ok {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.stats.received += 1;
+        let pid = h.dst_id;
+        let p = &mut self.peers[pid as usize];
+        if p.cookie != cookie {
+            p.cookie = cookie;
+            p.send_connect = true;
+            self.mark(pid);
+        }
+    }
+
+    fn on_accept(&mut self, src: &[u8], h: &Hdr, now: u64) {
         let ok = self.peers.get(h.dst_id as usize).is_some_and(|p| {
             p.local_sess == h.dst_sess
                 && h.src_sess != 0
                 && matches!(p.state, State::Connecting { .. })
+                && p.addr == src
         });
         if !ok {
             // Duplicates of an ACCEPT already taken are harmless.
@@ -679,6 +942,7 @@ impl Engine {
         self.stats.received += 1;
         let pid = h.dst_id;
         let p = &mut self.peers[pid as usize];
+        p.last_heard = now;
         p.remote_sess = h.src_sess;
         p.remote_id = h.src_id;
         p.state = State::Connected;
@@ -722,7 +986,8 @@ impl Engine {
                 t.tries = t.tries.min(rnr_tries(&cfg));
                 t.sent_at = now;
                 t.deadline = now.saturating_add(rto_for(&cfg, t.tries + 1));
-                self.deadline = self.deadline.min(t.deadline);
+                let d = t.deadline;
+                arm_in(&mut self.timers, p, pid, d);
             }
             self.stats.peer_not_ready += 1;
         }
@@ -847,7 +1112,7 @@ impl Engine {
         } else if p.ack_due.is_none() {
             let t = now.saturating_add(delay);
             p.ack_due = Some(t);
-            self.arm(t);
+            self.arm(pid, t);
         }
     }
 
@@ -934,13 +1199,35 @@ impl Engine {
 
     /// Run the timers due at `now`: connection retries, retransmissions, delayed
     /// acknowledgements, lost peers.
+    ///
+    /// Only the peers whose timer is due are visited (the timer heap).
     pub fn handle_timeout(&mut self, now: u64) {
-        if now < self.deadline {
-            return;
+        while let Some(&Reverse((t, pid))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(p) = self.peers.get_mut(pid as usize) else {
+                continue;
+            };
+            if p.timer_at != t {
+                // Stale: the peer was re-armed (or reclaimed) since.
+                continue;
+            }
+            p.timer_at = u64::MAX;
+            self.stats.timer_visits += 1;
+            let next = self.peer_timers(pid, now);
+            if next != u64::MAX {
+                self.arm(pid, next);
+            }
         }
+    }
+
+    /// Run `pid`'s timers due at `now`; its next deadline.
+    fn peer_timers(&mut self, pid: PeerId, now: u64) -> u64 {
         let mut next = u64::MAX;
         let limit = self.cfg.retry_limit;
-        for pid in 0..self.peers.len() as PeerId {
+        {
             let mut lost = false;
             let mut mark = false;
             {
@@ -1014,11 +1301,12 @@ impl Engine {
             }
             if lost {
                 self.fail_peer(pid, Failure::Lost);
+                return u64::MAX;
             } else if mark {
                 self.mark(pid);
             }
         }
-        self.deadline = next;
+        next
     }
 
     /// Hand packets to `sink(peer, address, bytes)` (to be sent as one datagram to the
@@ -1032,6 +1320,18 @@ impl Engine {
         mut sink: impl FnMut(PeerId, &[u8], &[u8]) -> bool,
     ) -> usize {
         let mut n = 0;
+        // Challenges first: to the source of the CONNECT each answers.
+        while n < budget {
+            let Some((to, pkt)) = self.replies.front() else {
+                break;
+            };
+            if !sink(NO_PEER, to, pkt) {
+                return n;
+            }
+            self.replies.pop_front();
+            self.stats.sent += 1;
+            n += 1;
+        }
         while n < budget {
             let Some(&pid) = self.ready.front() else {
                 break;
@@ -1073,7 +1373,7 @@ impl Engine {
             h.src_sess = p.local_sess;
             self.scratch.clear();
             self.scratch.extend_from_slice(&h.bytes());
-            self.scratch.extend_from_slice(&self.me);
+            self.scratch.extend_from_slice(&p.cookie.to_le_bytes());
             if !sink(pid, &p.addr, &self.scratch) {
                 return (false, n, true);
             }
@@ -1129,7 +1429,8 @@ impl Engine {
             t.tries += 1;
             t.sent_at = now;
             t.deadline = now.saturating_add(rto_for(&cfg, t.tries));
-            self.deadline = self.deadline.min(t.deadline);
+            let d = t.deadline;
+            arm_in(&mut self.timers, p, pid, d);
             self.stats.sent += 1;
             self.stats.retransmits += 1;
             n += 1;
@@ -1179,7 +1480,8 @@ impl Engine {
             t.tries = 1;
             t.sent_at = now;
             t.deadline = now.saturating_add(rto_for(&cfg, 1));
-            self.deadline = self.deadline.min(t.deadline);
+            let d = t.deadline;
+            arm_in(&mut self.timers, p, pid, d);
             self.stats.sent += 1;
             n += 1;
             acked = true;

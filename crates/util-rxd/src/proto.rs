@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | 0 | 1 | magic [`MAGIC`] |
 //! | 1 | 1 | version [`VERSION`] |
-//! | 2 | 1 | type ([`PktType`]) |
+//! | 2 | 1 | type ([`PktType`]: 1 `CONNECT`, 2 `ACCEPT`, 3 `DATA`, 4 `ACK`, 5 `CHALLENGE`) |
 //! | 3 | 1 | flags ([`F_FIRST`], [`F_LAST`], [`F_ACK`], [`F_REQ`]) |
 //! | 4 | 4 | `dst_id`: the receiver's id for this connection (0 in `CONNECT`) |
 //! | 8 | 4 | `src_id`: the sender's id for this connection |
@@ -15,10 +15,15 @@
 //! | 24 | 4 | `ack`: cumulative acknowledgement, the next sequence number expected (with [`F_ACK`]) |
 //! | 28 | 8 | `sack`: bit `i` set when `ack + 1 + i` was received (with [`F_ACK`]) |
 //!
-//! Bodies: `CONNECT` carries the sender's address (its endpoint name, at most
-//! [`MAX_ADDR`] bytes); `ACCEPT` and `ACK` carry nothing; `DATA` carries a segment of a
-//! message, and the first segment ([`F_FIRST`]) starts with the message's total length
-//! (4 bytes) before its data.
+//! Bodies: `CONNECT` carries a [`COOKIE_LEN`]-byte cookie (0 when it has none yet);
+//! `CHALLENGE` (the answer to a `CONNECT` without a valid cookie: `dst_id` and
+//! `dst_sess` are the `CONNECT`'s `src_id` and `src_sess`) carries the cookie to echo;
+//! `ACCEPT` and `ACK` carry nothing; `DATA` carries a segment of a message, and the
+//! first segment ([`F_FIRST`]) starts with the message's total length (4 bytes) before
+//! its data. No packet carries an address: a peer is the datagram's source.
+//!
+//! Version 2 (2026-11-27) added `CHALLENGE` and the cookie; version 1 carried the
+//! sender's address in `CONNECT` and was answered at once (see docs/providers/rxd.md).
 //!
 //! Sequence numbers are 32-bit and compared wrap-safe ([`seq_lt`]).
 //!
@@ -37,14 +42,21 @@ use crate::MSG_HDR;
 
 /// First byte of every packet.
 pub const MAGIC: u8 = 0xd7;
-/// Wire version.
-pub const VERSION: u8 = 1;
+/// Wire version (2: the stateless cookie handshake).
+pub const VERSION: u8 = 2;
 /// Header length.
 pub const HDR_LEN: usize = 36;
 /// Length of the first segment's message-length prefix.
 pub const FIRST_LEN: usize = 4;
-/// Largest address a `CONNECT` may carry.
-pub const MAX_ADDR: usize = 128;
+/// Bytes of the cookie a `CONNECT` and a `CHALLENGE` carry.
+pub const COOKIE_LEN: usize = 8;
+
+/// The cookie in the body of a `CONNECT` or `CHALLENGE` (`None` if the body is not
+/// exactly [`COOKIE_LEN`] bytes).
+pub fn cookie_of(body: &[u8]) -> Option<u64> {
+    let b: [u8; COOKIE_LEN] = body.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
+}
 
 /// First segment of a message.
 pub const F_FIRST: u8 = 1;
@@ -62,7 +74,7 @@ pub const F_RNR: u8 = 16;
 /// Packet types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PktType {
-    /// Open a connection (body: the sender's address).
+    /// Open a connection (body: the cookie, 0 for none).
     Connect,
     /// Accept a connection.
     Accept,
@@ -70,6 +82,8 @@ pub enum PktType {
     Data,
     /// A standalone acknowledgement.
     Ack,
+    /// Prove you receive at your address: echo this cookie in a new `CONNECT`.
+    Challenge,
 }
 
 impl PktType {
@@ -79,6 +93,7 @@ impl PktType {
             PktType::Accept => 2,
             PktType::Data => 3,
             PktType::Ack => 4,
+            PktType::Challenge => 5,
         }
     }
 
@@ -88,6 +103,7 @@ impl PktType {
             2 => PktType::Accept,
             3 => PktType::Data,
             4 => PktType::Ack,
+            5 => PktType::Challenge,
             _ => return None,
         })
     }

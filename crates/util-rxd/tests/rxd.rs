@@ -651,7 +651,7 @@ impl FakePeer {
         sock.set_nonblocking(true).expect("nonblocking");
         let addr = Address::from(sock.local_addr().expect("local addr"));
         FakePeer {
-            eng: ofi_util_rxd::peer::Engine::new(cfg, addr.to_bytes(), seed),
+            eng: ofi_util_rxd::peer::Engine::new(cfg, seed),
             sock,
             addr,
             base: Instant::now(),
@@ -670,9 +670,10 @@ impl FakePeer {
     ) {
         const UDP_HDR: usize = ofi_prov_udp::proto::HDR_LEN;
         let mut pkt = vec![0u8; 70_000];
-        while let Ok((n, _)) = self.sock.recv_from(&mut pkt) {
+        while let Ok((n, from)) = self.sock.recv_from(&mut pkt) {
             if n > UDP_HDR {
-                self.eng.handle_packet(&pkt[UDP_HDR..n], self.now());
+                let src = Address::from(from).to_bytes();
+                self.eng.handle_packet(&src, &pkt[UDP_HDR..n], self.now());
             }
         }
         self.eng.handle_timeout(self.now());

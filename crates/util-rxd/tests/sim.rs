@@ -39,7 +39,13 @@ fn cfg() -> Config {
         ack_delay: 50_000,
         max_msg: 1 << 20,
         initial_seq: 0,
+        max_peers: 64,
     }
+}
+
+/// The cookie key of node `i` in a run of `seed` (deterministic runs).
+fn key(seed: u64, i: u8) -> (u64, u64) {
+    (seed ^ 0x5eed, u64::from(i))
 }
 
 /// The content of message `k` from node `from`: its length and bytes are a function of
@@ -72,8 +78,9 @@ struct Node {
     refuse_until: u64,
 }
 
-/// A packet on the wire: (arrival time, packet number, destination node, bytes).
-type InFlight = Reverse<(u64, u64, u8, Vec<u8>)>;
+/// A packet on the wire: (arrival time, packet number, destination node, source node,
+/// bytes).
+type InFlight = Reverse<(u64, u64, u8, u8, Vec<u8>)>;
 
 struct Sim {
     nodes: Vec<Node>,
@@ -84,8 +91,8 @@ struct Sim {
     pkt_no: u64,
     /// Nodes whose packets vanish (a silent peer).
     dead: Vec<u8>,
-    /// Every packet put on the wire (destination, bytes), when recording.
-    tap: Option<Vec<(u8, Vec<u8>)>>,
+    /// Every packet put on the wire (destination, source, bytes), when recording.
+    tap: Option<Vec<(u8, u8, Vec<u8>)>>,
     /// Deliver with `handle_packet_streaming` (and reassemble here) instead of `handle_packet`.
     streaming: bool,
     /// Percent of packets the network refuses at `poll_transmit` (a full socket buffer:
@@ -101,7 +108,11 @@ impl Sim {
         Sim {
             nodes: (0..n)
                 .map(|i| Node {
-                    eng: Engine::new(cfg, vec![i as u8], (seed as u32) ^ (i as u32 * 7919)),
+                    eng: Engine::with_cookie_key(
+                        cfg,
+                        (seed as u32) ^ (i as u32 * 7919),
+                        key(seed, i as u8),
+                    ),
                     got: vec![Vec::new(); 16],
                     sent: Vec::new(),
                     failed: Vec::new(),
@@ -155,7 +166,7 @@ impl Sim {
                     true
                 });
                 for (dst, b) in out {
-                    self.put(dst, b);
+                    self.put(dst, i as u8, b);
                 }
                 while let Some(ev) = self.nodes[i].eng.poll_event() {
                     let n = &mut self.nodes[i];
@@ -171,6 +182,7 @@ impl Sim {
                             let from = n.eng.peer_addr(peer)[0] as usize;
                             n.partial[from] = None;
                         }
+                        Event::PeerReclaimed { .. } => {}
                     }
                 }
             }
@@ -191,7 +203,7 @@ impl Sim {
             }
             self.now = self.now.max(next);
             while self.wire.peek().is_some_and(|Reverse(p)| p.0 <= self.now) {
-                let Reverse((_, _, dst, b)) = self.wire.pop().expect("peeked");
+                let Reverse((_, _, dst, src, b)) = self.wire.pop().expect("peeked");
                 if let Some(n) = self.nodes.get_mut(dst as usize) {
                     if self.streaming {
                         let Node {
@@ -202,7 +214,7 @@ impl Sim {
                             ..
                         } = n;
                         let now = self.now;
-                        eng.handle_packet_streaming(&b, now, &mut |seg: Seg<'_>| {
+                        eng.handle_packet_streaming(&[src], &b, now, &mut |seg: Seg<'_>| {
                             let from = seg.addr[0] as usize;
                             if seg.first && now < *refuse_until {
                                 return false;
@@ -221,7 +233,7 @@ impl Sim {
                             true
                         });
                     } else {
-                        n.eng.handle_packet(&b, self.now);
+                        n.eng.handle_packet(&[src], &b, self.now);
                     }
                 }
             }
@@ -232,9 +244,9 @@ impl Sim {
         }
     }
 
-    fn put(&mut self, dst: u8, b: Vec<u8>) {
+    fn put(&mut self, dst: u8, src: u8, b: Vec<u8>) {
         if let Some(t) = self.tap.as_mut() {
-            t.push((dst, b.clone()));
+            t.push((dst, src, b.clone()));
         }
         if self.dead.contains(&dst) || self.rng.chance(self.net.loss_pct) {
             return;
@@ -247,7 +259,8 @@ impl Sim {
         for _ in 0..copies {
             let t = self.now + self.net.latency + self.rng.below(self.net.jitter + 1);
             self.pkt_no += 1;
-            self.wire.push(Reverse((t, self.pkt_no, dst, b.clone())));
+            self.wire
+                .push(Reverse((t, self.pkt_no, dst, src, b.clone())));
         }
     }
 }
@@ -584,7 +597,7 @@ fn restarted_peer_resets_the_connection() {
     sim.run(u64::MAX);
     assert_eq!(sim.nodes[1].got[0], vec![b"one".to_vec()]);
     // Node 0 restarts: a new engine at the same address.
-    sim.nodes[0].eng = Engine::new(cfg(), vec![0], 0xabcd);
+    sim.nodes[0].eng = Engine::new(cfg(), 0xabcd);
     sim.send(0, 1, 2, b"two");
     sim.run(u64::MAX);
     assert_eq!(sim.nodes[1].got[0], vec![b"one".to_vec(), b"two".to_vec()]);
@@ -597,7 +610,7 @@ fn restarted_peer_resets_the_connection() {
 
 #[test]
 fn garbage_packets_are_dropped() {
-    let mut e = Engine::new(cfg(), vec![0], 1);
+    let mut e = Engine::new(cfg(), 1);
     let mut r = TestRng::seeded(3);
     for len in 0..200usize {
         let mut b: Vec<u8> = (0..len).map(|_| r.next_u64() as u8).collect();
@@ -607,7 +620,7 @@ fn garbage_packets_are_dropped() {
             b[2] = (len % 5) as u8;
             b[3] &= 7;
         }
-        e.handle_packet(&b, len as u64);
+        e.handle_packet(&[1], &b, len as u64);
     }
     assert!(e.poll_event().is_none());
     assert!(e.stats().dropped > 0);
@@ -629,11 +642,12 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
     assert!(trace.len() > 20);
     let mut r = TestRng::seeded(99);
     for round in 0..200u64 {
-        let mut e = Engine::new(cfg(), vec![1], round as u32);
+        // Node 1's key: the recorded CONNECTs carry cookies it made.
+        let mut e = Engine::with_cookie_key(cfg(), round as u32, key(11, 1));
         let p = e.peer_for_addr(&[0]);
         e.send(p, 7, &[5u8; 700], 0).unwrap();
         let mut now = 0;
-        for (_, b) in trace.iter().filter(|t| t.0 == 1) {
+        for (_, src, b) in trace.iter().filter(|t| t.0 == 1) {
             let mut b = b.clone();
             match r.below(4) {
                 0 if !b.is_empty() => {
@@ -645,7 +659,7 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
                 _ => {}
             }
             now += r.below(3_000_000);
-            e.handle_packet(&b, now);
+            e.handle_packet(&[*src], &b, now);
             e.handle_timeout(now);
             e.poll_transmit(now, 64, |_, _, _| true);
         }

@@ -929,8 +929,24 @@ impl Shared {
             return;
         };
         let handle = info.handle;
+        let from = info
+            .dest_addr
+            .as_ref()
+            .map(|a| a.to_bytes())
+            .unwrap_or_default();
         let reject = |reason: Reason, why: &str| {
-            ofi_core::ofi_warn!(NAME, "ep_ctrl", "refused a connection request: {why}");
+            // At most 5 lines per requesting address per 10 s.
+            static LOG: OnceLock<ofi_kit::diag::RateLimit<Vec<u8>>> = OnceLock::new();
+            let log =
+                LOG.get_or_init(|| ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024));
+            if let Some(n) = log.admit(&from, Instant::now()) {
+                ofi_core::ofi_warn!(
+                    NAME,
+                    "ep_ctrl",
+                    "refused a connection request: {why}{}",
+                    ofi_kit::diag::suppressed_note(n)
+                );
+            }
             let _ = self.pep.reject(handle, &self.hello(Kind::Reject, reason));
         };
         let h = match Hello::parse(data) {

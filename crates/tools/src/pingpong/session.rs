@@ -176,6 +176,20 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// The provider's own words about an error entry, `", provider: TEXT"`, only when it
+/// gave a provider error number (with 0 its text is `Success`, which helps nobody).
+fn provider_cause(prov_errno: i32, text: impl FnOnce() -> String) -> String {
+    if prov_errno == 0 {
+        return String::new();
+    }
+    let t = text();
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!(", provider: {t}")
+    }
+}
+
 fn ctx_err(what: &str, e: Error) -> Error {
     Error::new(e.code(), format!("{what}: {e}"))
 }
@@ -251,13 +265,12 @@ fn eq_wait(
             }
             Err(e) if e.code() == Errno::EAVAIL => {
                 let ee = eq.readerr()?;
+                let cause = provider_cause(ee.prov_errno, || {
+                    eq.strerror_with_data(ee.prov_errno, &ee.err_data)
+                });
                 return Err(Error::new(
                     ee.err,
-                    format!(
-                        "{what}: {} ({})",
-                        ofi::error::strerror(ee.err.0),
-                        eq.strerror_with_data(ee.prov_errno, &ee.err_data)
-                    ),
+                    format!("{what}: {}{cause}", ofi::error::strerror(ee.err.0)),
                 ));
             }
             Err(e) if e.code() == Errno::EAGAIN => {}
@@ -664,13 +677,13 @@ impl Session {
             Op::Send(_) => "send",
             Op::Unknown => "operation",
         };
+        let cause = provider_cause(ee.prov_errno, || self.cq.strerror(ee.prov_errno));
         Error::new(
             Errno(ee.err),
             format!(
-                "{what} completed with error {} ({}), provider: {}",
+                "{what} completed with error {} ({}){cause}",
                 ee.err,
-                ofi::error::strerror(ee.err),
-                self.cq.strerror(ee.prov_errno)
+                ofi::error::strerror(ee.err)
             ),
         )
     }
@@ -949,6 +962,17 @@ mod tests {
         std::thread::sleep(Duration::from_millis(25));
         let fired = (0..SpinLimit::EVERY).any(|_| l.expired(limit));
         assert!(fired, "not expired within EVERY calls after the limit");
+    }
+
+    #[test]
+    fn the_provider_cause_is_printed_only_when_there_is_one() {
+        // A provider errno of 0 said "provider: Success" after every error.
+        assert_eq!(provider_cause(0, || "Success".into()), "");
+        assert_eq!(provider_cause(5, String::new), "");
+        assert_eq!(
+            provider_cause(111, || "Connection refused".into()),
+            ", provider: Connection refused"
+        );
     }
 
     #[test]

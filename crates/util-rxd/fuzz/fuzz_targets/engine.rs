@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ofi_util_rxd::peer::{Config, Engine, Event, Seg};
-use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, Hdr, RmaReq, HDR_LEN};
+use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, Hdr, PktType, RmaReq, COOKIE_LEN, HDR_LEN};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(h) = Hdr::parse(data) {
@@ -25,8 +25,8 @@ fuzz_target!(|data: &[u8]| {
         max_msg: 4096,
         ..Config::default()
     };
-    let mut e = Engine::new(cfg, vec![1, 2, 3], 7);
-    let mut s = Engine::new(cfg, vec![1, 2, 3], 7);
+    let mut e = Engine::with_cookie_key(cfg, 7, (1, 2));
+    let mut s = Engine::with_cookie_key(cfg, 7, (1, 2));
     let mut got = 0usize;
     let p = e.peer_for_addr(&[9, 9]);
     let _ = e.send(p, 1, &[0u8; 500], 0);
@@ -38,9 +38,20 @@ fuzz_target!(|data: &[u8]| {
         let (pkt, t) = tail.split_at(n);
         rest = t;
         now += 1_000_000;
-        e.handle_packet(pkt, now);
+        // Every packet comes from the peer's address; a CONNECT gets the cookie the
+        // engines would accept (the fuzzer could not guess it), so the paths past the
+        // handshake are reached.
+        let mut pkt = pkt.to_vec();
+        if let Some(h) = Hdr::parse(&pkt) {
+            if h.ty == PktType::Connect && pkt.len() == HDR_LEN + COOKIE_LEN {
+                let c = e.cookie_for(&[9, 9], h.src_id, h.src_sess, now);
+                pkt[HDR_LEN..].copy_from_slice(&c.to_le_bytes());
+            }
+        }
+        let pkt = &pkt[..];
+        e.handle_packet(&[9, 9], pkt, now);
         // The same packet to a streaming engine: pieces stay contiguous and bounded.
-        s.handle_packet_streaming(pkt, now, &mut |seg: Seg<'_>| {
+        s.handle_packet_streaming(&[9, 9], pkt, now, &mut |seg: Seg<'_>| {
             if seg.first {
                 // Some messages are refused (receiver not ready), as a full unexpected
                 // queue does: the engine must offer them again, never half-taken.
@@ -69,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
                 tokens += 1;
             }
             Event::Message { data, .. } => assert!(data.len() <= 4096),
-            Event::PeerLost { .. } => {}
+            Event::PeerLost { .. } | Event::PeerReclaimed { .. } => {}
         }
     }
     assert!(tokens <= 1);
