@@ -1,5 +1,5 @@
 //! The two-process conformance tests ([`ofi_conformance::twoproc`]) across two hosts
-//! simulated by two network namespaces joined by a veth pair (`ofi-testnet`), for
+//! simulated by two network namespaces joined by a veth pair (`ofi-testkit (netns)`), for
 //! `udp`, `tcp`, `tcp;ofi_rxm` and `udp;ofi_rxd`, with no provider variable set: each
 //! side takes the address getinfo gives it with no node, which must be one the other
 //! namespace reaches.
@@ -93,9 +93,9 @@ fn across(provider: &str, test: &str, child_test: &str) {
     if std::env::var_os(ROLE_ENV).is_some() {
         return parent(provider, child_test);
     }
-    let pair = match ofi_testnet::NetPair::two_namespaces() {
+    let pair = match ofi_testkit::netns::NetPair::two_namespaces() {
         Ok(p) => p,
-        Err(why) => return ofi_testnet::skip(test, &why),
+        Err(why) => return ofi_testkit::netns::skip(test, &why),
     };
     let dir = tempfile::tempdir().expect("temporary directory");
     let log = dir.path().join("parent");

@@ -11,6 +11,8 @@ use ofi_kit::av::{AvConfig, KitAv, DEFAULT_UNIVERSE_SIZE, RESERVE_MAX};
 /// The child's side (a process of its own, whose environment [`run`] sets): open an AV
 /// with the default count, then one with an explicit huge count.
 fn child_open_av() {
+    // Parameters reach a provider through the host, as in an application.
+    ofi_host::host_table::install();
     let av = KitAv::<()>::open(
         &AvAttr::default(),
         0,

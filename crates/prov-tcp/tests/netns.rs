@@ -1,4 +1,4 @@
-//! Two hosts simulated by network namespaces joined by a veth pair (`ofi-testnet`):
+//! Two hosts simulated by network namespaces joined by a veth pair (`ofi-testkit (netns)`):
 //! the parent (the test's own namespace, veth end `a`) listens with `FI_TCP_IFACE`
 //! naming that end, so its passive endpoint binds that interface's address; a child
 //! process in the pair's namespace (end `b`) connects over the veth link and sends a
@@ -49,9 +49,9 @@ fn two_namespaces_over_veth() {
         child(&addr);
         return;
     }
-    let pair = match ofi_testnet::NetPair::root_and_namespace() {
+    let pair = match ofi_testkit::netns::NetPair::root_and_namespace() {
         Ok(p) => p,
-        Err(why) => return ofi_testnet::skip("two_namespaces_over_veth", &why),
+        Err(why) => return ofi_testkit::netns::skip("two_namespaces_over_veth", &why),
     };
     // Only this process (the file has one test): the parent's source interface.
     std::env::set_var("FI_TCP_IFACE", &pair.a.iface);

@@ -1,4 +1,4 @@
-//! Hosts simulated by network namespaces joined by a veth pair (`ofi-testnet`):
+//! Hosts simulated by network namespaces joined by a veth pair (`ofi-testkit (netns)`):
 //!
 //! - `two_namespaces_over_veth`: the parent (the test's own namespace, veth end `a`)
 //!   opens an endpoint bound to that end's address; a child process in the pair's
@@ -28,7 +28,7 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
 use ofi_prov_udp::UdpProvider;
-use ofi_testnet::NetPair;
+use ofi_testkit::netns::NetPair;
 
 const CHILD_ENV: &str = "OFI_UDP_TEST_NETNS_PARENT_ADDR";
 const CHILD_IP_ENV: &str = "OFI_UDP_TEST_NETNS_CHILD_IP";
@@ -163,7 +163,7 @@ fn two_namespaces_over_veth() {
     }
     let pair = match NetPair::root_and_namespace() {
         Ok(p) => p,
-        Err(why) => return ofi_testnet::skip("two_namespaces_over_veth", &why),
+        Err(why) => return ofi_testkit::netns::skip("two_namespaces_over_veth", &why),
     };
     let reg = registry();
     let p = side(&reg, Some(SocketAddr::new(pair.a.ip.into(), 0)));
@@ -280,10 +280,10 @@ fn default_addresses_reach_across_namespaces() {
     }
     let pair = match NetPair::two_namespaces() {
         Ok(p) => p,
-        Err(why) => return ofi_testnet::skip(TEST, &why),
+        Err(why) => return ofi_testkit::netns::skip(TEST, &why),
     };
     let exe = std::env::current_exe().unwrap();
-    let spawn = |end: &ofi_testnet::End, role: &str, server: &str| {
+    let spawn = |end: &ofi_testkit::netns::End, role: &str, server: &str| {
         let mut c = end.command(&exe);
         c.args([TEST, "--exact", "--nocapture"])
             .env(ROLE_ENV, role)

@@ -1,5 +1,8 @@
 //! ofi-testkit: test support shared by the workspace's tests (a dev-dependency only).
 //!
+//! - [`TestRng`]: the one seeded generator tests draw randomness from;
+//! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair.
+//!
 //! [`TestRng`] is the one seeded generator tests draw randomness from, instead of each
 //! file carrying its own xorshift or LCG: a run is reproducible from its seed, and a
 //! generator alive when its thread panics prints that seed (and the environment
@@ -15,6 +18,8 @@
 //!   panic, as indexing would).
 
 #![forbid(unsafe_code)]
+
+pub mod netns;
 
 /// A seeded, reproducible stream of pseudo-random numbers for tests (splitmix64).
 ///

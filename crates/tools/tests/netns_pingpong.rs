@@ -1,5 +1,5 @@
 //! `fi_pingpong -c -S all` between two hosts simulated by two network namespaces joined
-//! by a veth pair (`ofi-testnet`): the server in one namespace, the client in the other
+//! by a veth pair (`ofi-testkit (netns)`): the server in one namespace, the client in the other
 //! naming the server's veth address, for udp `dgram`, `udp;ofi_rxd` `rdm`, tcp `msg`
 //! and `tcp;ofi_rxm` `rdm`; each with no provider variable set (the providers must
 //! pick an address the other namespace reaches), and with `FI_UDP_IFACE` /
@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi_testnet::{End, NetPair};
+use ofi_testkit::netns::{End, NetPair};
 
 /// The bound of one run (server and client).
 const LIMIT: Duration = Duration::from_secs(90);
@@ -74,7 +74,7 @@ impl Drop for Reap {
 fn cell(test: &str, provider: &str, ep_type: &str, iface_var: Option<&str>) {
     let pair = match NetPair::two_namespaces() {
         Ok(p) => p,
-        Err(why) => return ofi_testnet::skip(test, &why),
+        Err(why) => return ofi_testkit::netns::skip(test, &why),
     };
     let dir = tempfile::tempdir().expect("temporary directory");
     let (server_log, client_log) = (dir.path().join("server"), dir.path().join("client"));

@@ -8,6 +8,7 @@
 //! The same over real udp (an rxd endpoint under a flood from raw sockets) is in
 //! `tests/forged.rs`.
 
+use ofi_testkit::TestRng;
 use std::collections::HashSet;
 
 use ofi_util_rxd::peer::{Config, Engine, Event, PeerId, NO_PEER};
@@ -22,19 +23,6 @@ fn cfg() -> Config {
         retry_limit: 12,
         max_peers: 1 << 20,
         ..Config::default()
-    }
-}
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
     }
 }
 
@@ -194,16 +182,16 @@ fn the_handshake_proves_the_source_and_then_carries_data() {
 fn forged_connects_from_invented_sources_leave_no_state() {
     let mut p = Pair::new(cfg());
     p.exchange(1, b"before");
-    let mut r = Rng(5);
+    let mut r = TestRng::seeded(5);
     for k in 0..100_000u32 {
         // Invented sources, ids, sessions and cookies; a tenth carry a cookie that
         // is valid for another source (replayed).
-        let src = (r.next() | 0x100).to_le_bytes()[..6].to_vec();
-        let sess = (r.next() as u32) | 1;
+        let src = (r.next_u64() | 0x100).to_le_bytes()[..6].to_vec();
+        let sess = (r.next_u64() as u32) | 1;
         let cookie = if k % 10 == 0 {
             p.b.cookie_for(A, k, sess, p.now)
         } else {
-            r.next()
+            r.next_u64()
         };
         p.forge(&src, &connect(k, sess, cookie));
         if k % 1000 == 0 {

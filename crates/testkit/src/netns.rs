@@ -1,4 +1,4 @@
-//! ofi-testnet: two hosts simulated on one machine for the tests — network namespaces
+//! Two hosts simulated on one machine for the tests — network namespaces
 //! joined by a veth pair (MTU 1500, the veth default), created with `ip(8)` and
 //! removed on drop.
 //!
