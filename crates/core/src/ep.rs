@@ -666,6 +666,7 @@ mod tests {
     use crate::abi::object::Closer;
     use crate::abi::raw::ErrBuf;
     use crate::error::Errno;
+    use crate::provider::Desc;
 
     unsafe extern "C" fn close_ok(_: Obj, _: *mut ErrBuf) -> i32 {
         0

@@ -1470,7 +1470,7 @@ impl<F: FabricOps> Queries<F> for AtomicTable {
 }
 
 /// Writes, from the list of data operations, one trampoline per operation in
-/// [`data_slots`] (`data_slots::tsendv::<F>` …: catches panics, converts the C
+/// [`data_slots`] (`data_slots::<name>::<F>`: catches panics, converts the C
 /// arguments as the list says, `FI_EINVAL` for a bad one, and calls the
 /// [`EndpointOps`] method of the same name) and each table's [`DataSlots`] impl.
 macro_rules! data_trampolines {

@@ -237,6 +237,21 @@ pub(crate) use since;
 mod tests {
     use super::*;
 
+    #[test]
+    fn type_spelling_ignores_space_and_path_qualifiers_only() {
+        let h = |t: &str| fnv1a_text(FNV_OFFSET, t.as_bytes());
+        assert_eq!(h("*mut ::std::ffi::c_void"), h("*mut c_void"));
+        assert_eq!(h("* const $crate :: abi :: raw :: Iov"), h("*const Iov"));
+        assert_eq!(
+            h("*const *mut ::core::ffi::c_void"),
+            h("*const *mut c_void")
+        );
+        // Keywords before a root path stay; the pointee and mutability still count.
+        assert_ne!(h("*mut ::std::ffi::c_void"), h("*const c_void"));
+        assert_ne!(h("*const u8"), h("*mut u8"));
+        assert_ne!(h("a::Iov"), h("Ioc"));
+    }
+
     #[allow(dead_code)]
     mod v1 {
         crate::abi::layout::abi_struct! {

@@ -473,8 +473,8 @@ macro_rules! data_args {
 /// `generator! { …every group and entry… }`.
 #[macro_export]
 macro_rules! for_each_ep_data_op {
-    ($gen:path) => {
-        $gen! {
+    ($($gen:tt)+) => {
+        $($gen)+! {
             msg MsgTable {
                 /// `fi_send`.
                 send / send / Send [send]
@@ -741,4 +741,49 @@ macro_rules! for_each_ep_data_op {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::abi::tables::{AtomicTable, MsgTable, RmaTable, TaggedTable};
+
+    #[test]
+    fn the_list_reproduces_the_interface_layout() {
+        // The fingerprint of interface 1.2 as the hand-written tables had it: the list
+        // generates the same slots, in the same order, with the same signatures.
+        assert_eq!(crate::abi::fingerprint_for_minor(2), 0x0512_9866_4a3a_b381);
+        let names = |t: &crate::abi::layout::StructDesc| {
+            t.fields
+                .iter()
+                .map(|f| f.name)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            names(&TaggedTable::LAYOUT),
+            "size tsend tsendv tsendmsg tinject tsenddata tinjectdata trecv trecvv trecvmsg"
+        );
+        assert_eq!(MsgTable::LAYOUT.size, 80);
+        assert_eq!(RmaTable::LAYOUT.size, 80);
+        // The atomic table ends with its three queries.
+        let atomic = names(&AtomicTable::LAYOUT);
+        assert!(atomic.ends_with("compare_atomicmsg writevalid readwritevalid compwritevalid"));
+    }
+
+    #[test]
+    fn kinds_and_args_read_a_call_by_name() {
+        let kind = crate::op_kind!(send tagged data inject);
+        assert!(kind.tagged && kind.data && kind.inject && !kind.msg && !kind.is_rx());
+        assert!(crate::op_kind!(recv msg).is_rx());
+        assert!(crate::op_kind!(fetch).is_atomic());
+        let (buf, len, dest, context) = (0x1000 as *const u8, 24usize, 7u64, 9usize);
+        let args = crate::data_args!(buf, len, dest, context);
+        assert_eq!(
+            (args.buf, args.len, args.dest, args.context()),
+            (0x1000, 24, 7, 9)
+        );
+        // SAFETY: no message: nothing is dereferenced.
+        assert_eq!(unsafe { args.bytes() }, 24);
+        assert!(args.flags.is_none() && args.data.is_none());
+    }
 }
