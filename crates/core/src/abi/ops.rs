@@ -36,7 +36,7 @@
 //!
 //! ```text
 //! /// doc (becomes the doc of the slot, the trait method and the host wrapper)
-//! name / host_name / Variant [family flag*]
+//! name / host_name / Variant [@N] [family flag*]
 //!     (c_arg: CType [as HostType], …)
 //!     => (prov_arg: ProvType = expression over the c_args, …)
 //!     <= (expression over the prov_args, …);
@@ -46,6 +46,8 @@
 //!   [`EndpointOps`](crate::provider::EndpointOps) method; `host_name` the name of the
 //!   public `Endpoint` method (`inject_raw` where a safe `inject` taking a slice
 //!   exists); `Variant` the hook's `Op` variant.
+//! - `@N` (optional): the interface minor that appended this slot (none for the
+//!   original layout).
 //! - `[family flag*]`: what the operation is ([`OpKind`]): the family (`send`, `recv`,
 //!   `read`, `write`, `atomic`, `fetch`, `compare`), then any of `tagged` (tag
 //!   matching), `data` (carries remote CQ data), `inject` (no completion; the buffer
@@ -85,10 +87,11 @@
 //!
 //! # Invariants
 //!
-//! - The order of the entries is the order of the slots in each table: tables only grow
-//!   at the end, so a new operation is appended to its group (with `@N` declared in the
-//!   table generator's output through the slot's position only; the fingerprint covers
-//!   every slot's name and signature).
+//! - The order of the entries is the order of the slots in each table. Tables only
+//!   grow at the end: a new operation is appended to its group, marked
+//!   `name / host / Variant @N [kind]` with N the interface minor that added it; the
+//!   layout fingerprint covers every slot's name and signature, so a reordered or
+//!   retyped entry cannot load against an older build.
 //! - The host wrapper, the trampoline and the trait method of one entry take exactly
 //!   the arguments listed; nothing is allocated or converted on the host side beyond
 //!   the listed `to_raw()` of typed arguments.
@@ -469,8 +472,8 @@ macro_rules! data_args {
 }
 
 /// The one list of an endpoint's data operations (see the [module docs](crate::abi::ops)
-/// for the grammar): `for_each_ep_data_op!(generator)` expands to
-/// `generator! { …every group and entry… }`.
+/// for the grammar): `for_each_ep_data_op!(path::to::generator)` expands to
+/// `path::to::generator! { …every group and entry… }`.
 #[macro_export]
 macro_rules! for_each_ep_data_op {
     ($($gen:tt)+) => {
