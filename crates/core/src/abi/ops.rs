@@ -257,7 +257,7 @@ pub mod conv {
     /// A descriptor array of `n` entries; null (descriptors absent) is empty.
     ///
     /// # Safety
-    /// As [`slice`].
+    /// As [`slice()`].
     #[inline(always)]
     pub unsafe fn descs<'a>(p: *const Desc, n: usize) -> &'a [Desc] {
         if p.is_null() || n == 0 {
