@@ -27,10 +27,7 @@ use std::sync::Arc;
 use crate::abi::object::{
     close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node,
 };
-use crate::abi::raw::{
-    rx_to_raw, tx_to_raw, FidClass, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj, RawAddr,
-    RawEp,
-};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
 };
@@ -40,7 +37,6 @@ use crate::enums::{AtomicOp, Datatype};
 use crate::eq::EventQueue;
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
-use crate::provider::Desc;
 
 /// An open active endpoint.
 pub struct Endpoint {
@@ -84,24 +80,36 @@ fn or_enosys<T>(p: *const T, fallback: &'static T) -> *const T {
     }
 }
 
-/// Defines raw data-path methods: `unsafe fn name(&self, args) -> Result<()>` calling
-/// slot `name` of the given group table.
-macro_rules! data_ops {
-    ($($(#[$m:meta])* fn $name:ident = $tbl:ident . $T:ident ( $($a:ident : $t:ty),* $(,)? );)*) => {$(
-        $(#[$m])*
+/// Writes, from the list of data operations
+/// ([`for_each_ep_data_op!`](crate::for_each_ep_data_op)), one raw method of
+/// [`Endpoint`] per operation (named by the entry's host name: `inject_raw` where a safe
+/// `inject` exists): it checks that the provider's table has the slot (else
+/// `FI_ENOSYS`) and calls it — one indirect call, no allocation, no lock; only the
+/// entry's typed arguments (`as` in the list) are lowered with `to_raw()`.
+macro_rules! data_wrappers {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {$($(
+        $(#[$doc])*
         ///
         /// # Safety
-        /// The C API's contract: every buffer and array is valid (for the lengths and
-        /// counts given) and left alone until the operation completes; `desc` values
-        /// come from this provider's memory regions or are null.
+        /// The C API's contract: every buffer, array and message is valid (for the
+        /// lengths and counts given) and left alone until the operation completes — for
+        /// an inject, during the call only; `desc` values come from this provider's
+        /// memory regions or are null.
         #[inline]
         #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name(&self, $($a: $t),*) -> Result<()> {
+        pub unsafe fn $host(&self, $($c: $crate::host_arg_ty!($cty $(, $hty)?)),*) -> Result<()> {
             // SAFETY: the table and object are this endpoint's own; the caller upholds
             // the operation's contract (see above).
-            ok_or_code(unsafe { call_slot!(&*self.$tbl, $T.$name(self.obj, $($a),*)) })
+            ok_or_code(unsafe {
+                call_slot!(&*self.$group, $Table.$name(self.obj, $($crate::host_arg_to_c!($c $(, $hty)?)),*))
+            })
         }
-    )*};
+    )*)*};
 }
 
 impl Endpoint {
@@ -426,457 +434,9 @@ impl Endpoint {
         unsafe { self.inject_writedata_raw(data.as_ptr(), data.len(), cq_data, dest, addr, key) }
     }
 
-    /// Raw `fi_inject` (see [`Endpoint::inject`]).
-    ///
-    /// # Safety
-    /// `buf` valid for `len` bytes during the call.
-    #[inline]
-    pub unsafe fn inject_raw(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        // SAFETY: our own object and table; `buf` per the caller's contract.
-        ok_or_code(unsafe { call_slot!(&*self.msg, MsgTable.inject(self.obj, buf, len, dest)) })
-    }
+    // ---- raw data path: one method per entry of the list ----
 
-    /// Raw `fi_injectdata`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::inject_raw`].
-    pub unsafe fn injectdata_raw(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-    ) -> Result<()> {
-        // SAFETY: as inject_raw.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.msg,
-                MsgTable.injectdata(self.obj, buf, len, data, dest)
-            )
-        })
-    }
-
-    /// Raw `fi_tinject`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::inject_raw`].
-    pub unsafe fn tinject_raw(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        // SAFETY: as inject_raw.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.tagged,
-                TaggedTable.tinject(self.obj, buf, len, dest, tag)
-            )
-        })
-    }
-
-    /// Raw `fi_tinjectdata`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::inject_raw`].
-    pub unsafe fn tinjectdata_raw(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        // SAFETY: as inject_raw.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.tagged,
-                TaggedTable.tinjectdata(self.obj, buf, len, data, dest, tag)
-            )
-        })
-    }
-
-    /// Raw `fi_inject_write`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::inject_raw`].
-    pub unsafe fn inject_write_raw(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        // SAFETY: as inject_raw.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.rma,
-                RmaTable.inject_write(self.obj, buf, len, dest, addr, key)
-            )
-        })
-    }
-
-    /// Raw `fi_inject_writedata`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::inject_raw`].
-    pub unsafe fn inject_writedata_raw(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        // SAFETY: as inject_raw.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.rma,
-                RmaTable.inject_writedata(self.obj, buf, len, data, dest, addr, key)
-            )
-        })
-    }
-
-    /// `fi_inject_atomic`.
-    ///
-    /// # Safety
-    /// `buf` holds `count` elements of `datatype` during the call.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn inject_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-    ) -> Result<()> {
-        // SAFETY: our own object and table; `buf` per the caller's contract.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.inject_atomic(
-                    self.obj,
-                    buf,
-                    count,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw()
-                )
-            )
-        })
-    }
-
-    // ---- raw data path ----
-
-    data_ops! {
-        /// `fi_send`.
-        fn send = msg.MsgTable(buf: *const u8, len: usize, desc: Desc, dest: u64, context: usize);
-        /// `fi_sendv` (`desc` null or one per iov).
-        fn sendv = msg.MsgTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, context: usize);
-        /// `fi_sendmsg`.
-        fn sendmsg = msg.MsgTable(msg: *const Msg, flags: u64);
-        /// `fi_senddata`.
-        fn senddata = msg.MsgTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, context: usize);
-        /// `fi_recv`.
-        fn recv = msg.MsgTable(buf: *mut u8, len: usize, desc: Desc, src: u64, context: usize);
-        /// `fi_recvv`.
-        fn recvv = msg.MsgTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, context: usize);
-        /// `fi_recvmsg`.
-        fn recvmsg = msg.MsgTable(msg: *const Msg, flags: u64);
-        /// `fi_tsend`.
-        fn tsend = tagged.TaggedTable(buf: *const u8, len: usize, desc: Desc, dest: u64, tag: u64, context: usize);
-        /// `fi_tsendv`.
-        fn tsendv = tagged.TaggedTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, tag: u64, context: usize);
-        /// `fi_tsendmsg`.
-        fn tsendmsg = tagged.TaggedTable(msg: *const MsgTagged, flags: u64);
-        /// `fi_tsenddata`.
-        fn tsenddata = tagged.TaggedTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, tag: u64, context: usize);
-        /// `fi_trecv`.
-        fn trecv = tagged.TaggedTable(buf: *mut u8, len: usize, desc: Desc, src: u64, tag: u64, ignore: u64, context: usize);
-        /// `fi_trecvv`.
-        fn trecvv = tagged.TaggedTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, tag: u64, ignore: u64, context: usize);
-        /// `fi_trecvmsg`.
-        fn trecvmsg = tagged.TaggedTable(msg: *const MsgTagged, flags: u64);
-        /// `fi_read`.
-        fn read = rma.RmaTable(buf: *mut u8, len: usize, desc: Desc, src: u64, addr: u64, key: u64, context: usize);
-        /// `fi_readv`.
-        fn readv = rma.RmaTable(iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, addr: u64, key: u64, context: usize);
-        /// `fi_readmsg`.
-        fn readmsg = rma.RmaTable(msg: *const MsgRma, flags: u64);
-        /// `fi_write`.
-        fn write = rma.RmaTable(buf: *const u8, len: usize, desc: Desc, dest: u64, addr: u64, key: u64, context: usize);
-        /// `fi_writev`.
-        fn writev = rma.RmaTable(iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, context: usize);
-        /// `fi_writemsg`.
-        fn writemsg = rma.RmaTable(msg: *const MsgRma, flags: u64);
-        /// `fi_writedata`.
-        fn writedata = rma.RmaTable(buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, addr: u64, key: u64, context: usize);
-        /// `fi_atomicmsg`.
-        fn atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, flags: u64);
-        /// `fi_fetch_atomicmsg`.
-        fn fetch_atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64);
-        /// `fi_compare_atomicmsg`.
-        fn compare_atomicmsg = atomic.AtomicTable(msg: *const MsgAtomic, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64);
-    }
-
-    /// `fi_atomic`.
-    ///
-    /// # Safety
-    /// As the other raw data calls; `buf` holds `count` elements of `datatype`.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: our own object and table; buffers per the caller's contract.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.atomic(
-                    self.obj,
-                    buf,
-                    count,
-                    desc,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
-
-    /// `fi_atomicv`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::atomic`]; `iov` (and `desc`, if not null) hold `count` entries.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn atomicv(
-        &self,
-        iov: *const Ioc,
-        desc: *const *mut c_void,
-        count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: as `atomic`.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.atomicv(
-                    self.obj,
-                    iov,
-                    desc,
-                    count,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
-
-    /// `fi_fetch_atomic`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::atomic`]; `result` receives `count` elements.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn fetch_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: as `atomic`.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.fetch_atomic(
-                    self.obj,
-                    buf,
-                    count,
-                    desc,
-                    result,
-                    result_desc,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
-
-    /// `fi_fetch_atomicv`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::fetch_atomic`] for each iov.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn fetch_atomicv(
-        &self,
-        iov: *const Ioc,
-        desc: *const *mut c_void,
-        count: usize,
-        resultv: *const Ioc,
-        result_desc: *const *mut c_void,
-        result_count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: as `atomic`.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.fetch_atomicv(
-                    self.obj,
-                    iov,
-                    desc,
-                    count,
-                    resultv,
-                    result_desc,
-                    result_count,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
-
-    /// `fi_compare_atomic`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::fetch_atomic`]; `compare` holds `count` elements.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn compare_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        compare: *const c_void,
-        compare_desc: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: as `atomic`.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.compare_atomic(
-                    self.obj,
-                    buf,
-                    count,
-                    desc,
-                    compare,
-                    compare_desc,
-                    result,
-                    result_desc,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
-
-    /// `fi_compare_atomicv`.
-    ///
-    /// # Safety
-    /// As [`Endpoint::compare_atomic`] for each iov.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn compare_atomicv(
-        &self,
-        iov: *const Ioc,
-        desc: *const *mut c_void,
-        count: usize,
-        comparev: *const Ioc,
-        compare_desc: *const *mut c_void,
-        compare_count: usize,
-        resultv: *const Ioc,
-        result_desc: *const *mut c_void,
-        result_count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        // SAFETY: as `atomic`.
-        ok_or_code(unsafe {
-            call_slot!(
-                &*self.atomic,
-                AtomicTable.compare_atomicv(
-                    self.obj,
-                    iov,
-                    desc,
-                    count,
-                    comparev,
-                    compare_desc,
-                    compare_count,
-                    resultv,
-                    result_desc,
-                    result_count,
-                    dest,
-                    addr,
-                    key,
-                    datatype.to_raw(),
-                    op.to_raw(),
-                    context
-                )
-            )
-        })
-    }
+    crate::for_each_ep_data_op!(data_wrappers);
 
     fn valid(&self, which: u8, datatype: Datatype, op: AtomicOp) -> Result<usize> {
         let mut n = 0usize;
@@ -1106,6 +666,7 @@ mod tests {
     use crate::abi::object::Closer;
     use crate::abi::raw::ErrBuf;
     use crate::error::Errno;
+    use crate::provider::Desc;
 
     unsafe extern "C" fn close_ok(_: Obj, _: *mut ErrBuf) -> i32 {
         0

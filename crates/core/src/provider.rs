@@ -43,7 +43,7 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::raw::{AtomicAttr, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use crate::abi::raw::{AtomicAttr, Iov};
 use crate::abi::{self, PluginEntry, ProviderKind};
 use crate::addr::Address;
 use crate::attr::{Info, RxAttr, TxAttr};
@@ -293,6 +293,31 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     }
 }
 
+/// Writes, from the list of data operations
+/// ([`for_each_ep_data_op!`](crate::for_each_ep_data_op)), one `unsafe fn` of
+/// [`EndpointOps`] per operation, taking the entry's provider arguments and answering
+/// `FI_ENOSYS` by default.
+macro_rules! data_trait_methods {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {$($(
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C API's contract (see the trait docs): every buffer, array and message
+        /// is valid for the lengths and counts given (a receive's buffers writable)
+        /// until the operation completes — for an inject, during the call only;
+        /// `desc` values come from this provider's memory regions or are null.
+        #[allow(unused_variables)]
+        unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
+            enosys_fast()
+        }
+    )*)*};
+}
+
 /// An active endpoint: control, connection management, messages, tagged messages, RMA
 /// and atomics. Every data and CM method defaults to `FI_ENOSYS`.
 ///
@@ -309,7 +334,13 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
         Ok(())
     }
     /// `fi_control` with a provider-specific command.
-    fn control(&self, _command: i32, _arg: *mut c_void) -> Result<()> {
+    ///
+    /// # Safety
+    /// `arg` is what `command` expects (the C API's contract of that command: null, or
+    /// valid for reads and writes of the command's argument type) for the duration of
+    /// the call. An implementation may rely on it only for the commands it knows;
+    /// unknown commands must be refused without touching `arg`.
+    unsafe fn control(&self, _command: i32, _arg: *mut c_void) -> Result<()> {
         enosys("control command not supported")
     }
     /// `fi_ep_alias`.
@@ -384,511 +415,9 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
         enosys("multicast is not supported")
     }
 
-    // ---- messages ----
-    /// `fi_send`.
-    ///
-    /// # Safety
-    /// The C API's contract (see the trait docs).
-    unsafe fn send(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _dest: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_sendv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`]; `iov`/`desc` hold the same number of entries.
-    unsafe fn sendv(
-        &self,
-        _iov: &[Iov],
-        _desc: &[Desc],
-        _dest: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_sendmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`]; every pointer in `msg` is valid.
-    unsafe fn sendmsg(&self, _msg: &Msg, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_inject`: the buffer may be reused as soon as this returns.
-    ///
-    /// # Safety
-    /// `buf` is valid for `len` bytes during the call.
-    unsafe fn inject(&self, _buf: *const u8, _len: usize, _dest: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_senddata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn senddata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _data: u64,
-        _dest: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_injectdata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn injectdata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _data: u64,
-        _dest: u64,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_recv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`] (the buffer is written).
-    unsafe fn recv(
-        &self,
-        _buf: *mut u8,
-        _len: usize,
-        _desc: Desc,
-        _src: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_recvv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn recvv(&self, _iov: &[Iov], _desc: &[Desc], _src: u64, _context: usize) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_recvmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn recvmsg(&self, _msg: &Msg, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
+    // ---- data operations: one method per entry of the list ----
+    crate::for_each_ep_data_op!(data_trait_methods);
 
-    // ---- tagged ----
-    /// `fi_tsend`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn tsend(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _dest: u64,
-        _tag: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tsendv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::sendv`].
-    unsafe fn tsendv(
-        &self,
-        _iov: &[Iov],
-        _desc: &[Desc],
-        _dest: u64,
-        _tag: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tsendmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::sendmsg`].
-    unsafe fn tsendmsg(&self, _msg: &MsgTagged, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tinject`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn tinject(&self, _buf: *const u8, _len: usize, _dest: u64, _tag: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tsenddata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn tsenddata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _data: u64,
-        _dest: u64,
-        _tag: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tinjectdata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn tinjectdata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _data: u64,
-        _dest: u64,
-        _tag: u64,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_trecv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn trecv(
-        &self,
-        _buf: *mut u8,
-        _len: usize,
-        _desc: Desc,
-        _src: u64,
-        _tag: u64,
-        _ignore: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_trecvv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn trecvv(
-        &self,
-        _iov: &[Iov],
-        _desc: &[Desc],
-        _src: u64,
-        _tag: u64,
-        _ignore: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_trecvmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn trecvmsg(&self, _msg: &MsgTagged, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-
-    // ---- RMA ----
-    /// `fi_read`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn read(
-        &self,
-        _buf: *mut u8,
-        _len: usize,
-        _desc: Desc,
-        _src: u64,
-        _addr: u64,
-        _key: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_readv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn readv(
-        &self,
-        _iov: &[Iov],
-        _desc: &[Desc],
-        _src: u64,
-        _addr: u64,
-        _key: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_readmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::recv`].
-    unsafe fn readmsg(&self, _msg: &MsgRma, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_write`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn write(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_writev`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn writev(
-        &self,
-        _iov: &[Iov],
-        _desc: &[Desc],
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_writemsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn writemsg(&self, _msg: &MsgRma, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_inject_write`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn inject_write(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_writedata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`].
-    unsafe fn writedata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _desc: Desc,
-        _data: u64,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_inject_writedata`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn inject_writedata(
-        &self,
-        _buf: *const u8,
-        _len: usize,
-        _data: u64,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-
-    // ---- atomics ----
-    /// `fi_atomic`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::send`]; `buf` holds `count` elements of `datatype`.
-    unsafe fn atomic(
-        &self,
-        _buf: *const c_void,
-        _count: usize,
-        _desc: Desc,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_atomicv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::atomic`].
-    unsafe fn atomicv(
-        &self,
-        _iov: &[Ioc],
-        _desc: &[Desc],
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_atomicmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::atomic`].
-    unsafe fn atomicmsg(&self, _msg: &MsgAtomic, _flags: OpFlags) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_inject_atomic`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::inject`].
-    unsafe fn inject_atomic(
-        &self,
-        _buf: *const c_void,
-        _count: usize,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_fetch_atomic`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::atomic`]; `result` is written.
-    unsafe fn fetch_atomic(
-        &self,
-        _buf: *const c_void,
-        _count: usize,
-        _desc: Desc,
-        _result: *mut c_void,
-        _result_desc: Desc,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_fetch_atomicv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::fetch_atomic`].
-    unsafe fn fetch_atomicv(
-        &self,
-        _iov: &[Ioc],
-        _desc: &[Desc],
-        _resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_fetch_atomicmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::fetch_atomic`].
-    unsafe fn fetch_atomicmsg(
-        &self,
-        _msg: &MsgAtomic,
-        _resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _flags: OpFlags,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_compare_atomic`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::fetch_atomic`]; `compare` holds `count` elements.
-    unsafe fn compare_atomic(
-        &self,
-        _buf: *const c_void,
-        _count: usize,
-        _desc: Desc,
-        _compare: *const c_void,
-        _compare_desc: Desc,
-        _result: *mut c_void,
-        _result_desc: Desc,
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_compare_atomicv`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::compare_atomic`].
-    unsafe fn compare_atomicv(
-        &self,
-        _iov: &[Ioc],
-        _desc: &[Desc],
-        _comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        _resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _dest: u64,
-        _addr: u64,
-        _key: u64,
-        _datatype: Datatype,
-        _op: AtomicOp,
-        _context: usize,
-    ) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_compare_atomicmsg`.
-    ///
-    /// # Safety
-    /// As [`EndpointOps::compare_atomic`].
-    unsafe fn compare_atomicmsg(
-        &self,
-        _msg: &MsgAtomic,
-        _comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        _resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _flags: OpFlags,
-    ) -> Result<()> {
-        enosys_fast()
-    }
     /// `fi_atomicvalid`: the largest element count of one base atomic.
     fn atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
         enosys_fast()

@@ -14,10 +14,11 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ofi_core::abi::raw::{Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use ofi_core::abi::ops::{OpFamily, OpKind};
+use ofi_core::abi::raw::{Msg, MsgAtomic, MsgRma, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::ep::{Multicast, PassiveEndpoint};
-use ofi_core::provider::{BindTarget, Desc, EndpointOps, EqOf, PassiveEndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps, EqOf, PassiveEndpointOps};
 use ofi_core::{
     Address, AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result, RxAttr, TxAttr,
 };
@@ -91,81 +92,98 @@ pub struct HookEp<H: Hook> {
     mcs: Mutex<Vec<Multicast>>,
 }
 
-fn desc_ptr(desc: &[Desc]) -> *const *mut c_void {
-    if desc.is_empty() {
-        std::ptr::null()
-    } else {
-        desc.as_ptr()
-    }
+/// An argument as the trace hook prints it (`name=value`).
+pub trait TraceArg {
+    /// Append ` name=value` to `out`.
+    fn trace(&self, name: &str, out: &mut String);
 }
 
-fn iov_bytes(iov: &[Iov]) -> usize {
-    iov.iter().map(|i| i.len).sum()
-}
-
-/// # Safety
-/// `p` null or valid for `n` entries during the call.
-unsafe fn iovs<'a>(p: *const Iov, n: usize) -> &'a [Iov] {
-    if p.is_null() || n == 0 {
-        &[]
-    } else {
-        // SAFETY: by the contract.
-        unsafe { std::slice::from_raw_parts(p, n) }
-    }
-}
-
-/// # Safety
-/// As [`iovs`].
-unsafe fn descs<'a>(p: *const *mut c_void, n: usize) -> &'a [Desc] {
-    if p.is_null() || n == 0 {
-        &[]
-    } else {
-        // SAFETY: by the contract.
-        unsafe { std::slice::from_raw_parts(p, n) }
-    }
-}
-
-/// A data call through [`Hook::op`].
-macro_rules! data {
-    ($self:ident, $op:ident, $bytes:expr, $ctx:expr, $flags:expr, $args:expr, $call:expr) => {{
-        let call = OpCall {
-            op: Op::$op,
-            bytes: $bytes,
-            context: $ctx,
-            flags: $flags,
-        };
-        $self.h.op(&$self.core, call, $args, || {
-            // SAFETY: the caller of this data method upholds the C API's contract for
-            // the same buffers, which the endpoint beneath receives unchanged.
-            unsafe { $call }
-        })
-    }};
-}
-
-/// A message send: through [`Hook::op`] and, on datagram endpoints of a hook that
-/// intercepts sends, [`Hook::dgram_send`].
-macro_rules! send {
-    ($self:ident, $op:ident, $bytes:expr, $ctx:expr, $flags:expr, $args:expr, $held:expr, $call:expr) => {{
-        let call = OpCall {
-            op: Op::$op,
-            bytes: $bytes,
-            context: $ctx,
-            flags: $flags,
-        };
-        $self.h.op(&$self.core, call, $args, || {
-            if H::SENDS && $self.core.dgram {
-                // SAFETY: the buffers are valid per the caller's contract; `Held`
-                // copies what must outlive the call.
-                let held = || unsafe { $held };
-                if let Some(r) = $self.h.dgram_send(&$self.core, call, held) {
-                    return r;
-                }
+macro_rules! trace_as {
+    ($($t:ty => $fmt:literal;)*) => {$(
+        impl TraceArg for $t {
+            fn trace(&self, name: &str, out: &mut String) {
+                use std::fmt::Write;
+                let _ = write!(out, concat!(" {}=", $fmt), name, self);
             }
-            // SAFETY: the caller of this data method upholds the C API's contract for
-            // the same buffers, which the endpoint beneath receives unchanged.
-            unsafe { $call }
-        })
+        }
+    )*};
+}
+
+trace_as! {
+    *const u8 => "{:p}";
+    *mut u8 => "{:p}";
+    *const c_void => "{:p}";
+    *mut c_void => "{:p}";
+    u64 => "{:#x}";
+    usize => "{}";
+    OpFlags => "{:?}";
+    Datatype => "{:?}";
+    AtomicOp => "{:?}";
+    &Msg => "{:?}";
+    &MsgTagged => "{:?}";
+    &MsgRma => "{:?}";
+    &MsgAtomic => "{:?}";
+}
+
+impl<T> TraceArg for &[T] {
+    fn trace(&self, name: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = write!(out, " {name}_count={}", self.len());
+    }
+}
+
+/// The arguments of a data call as the trace hook prints them.
+macro_rules! trace_args {
+    ($($p:ident),*) => {{
+        let mut out = String::new();
+        $( TraceArg::trace(&$p, stringify!($p), &mut out); )*
+        if out.starts_with(' ') {
+            out.remove(0);
+        }
+        out
     }};
+}
+
+/// Writes, from the list of data operations ([`ofi_core::for_each_ep_data_op!`]), the
+/// data methods of [`HookEp`]: each builds an [`OpCall`] (the operation, its bytes,
+/// context and flags, read from its arguments by name through
+/// [`DataArgs`](ofi_core::abi::ops::DataArgs)) and goes through [`Hook::op`]; message
+/// sends on datagram endpoints of a hook that intercepts sends also go through
+/// [`Hook::dgram_send`]. The endpoint beneath is called with the arguments lowered as
+/// the list says, unchanged.
+macro_rules! hook_forwarders {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {$($(
+        unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
+            const KIND: OpKind = ofi_core::op_kind!($($kind)+);
+            let args = ofi_core::data_args!($($p),*);
+            let call = OpCall {
+                op: Op::$V,
+                // SAFETY: a message's arrays are valid for its counts (the caller's
+                // contract for this data method).
+                bytes: unsafe { args.bytes() },
+                context: args.context(),
+                flags: args.flags,
+            };
+            self.h.op(&self.core, call, || trace_args!($($p),*), || {
+                if H::SENDS && matches!(KIND.family, OpFamily::Send) && self.core.dgram {
+                    // SAFETY: the buffers are valid per the caller's contract; `Held`
+                    // copies what must outlive the call.
+                    let held = || unsafe { Held::capture(call.op, &args) };
+                    if let Some(r) = self.h.dgram_send(&self.core, call, held) {
+                        return r;
+                    }
+                }
+                // SAFETY: the caller of this data method upholds the C API's contract
+                // for the same buffers, which the endpoint beneath receives unchanged.
+                unsafe { self.core.inner.$host($($low),*) }
+            })
+        }
+    )*)*};
 }
 
 impl<H: Hook> HookEp<H> {
@@ -298,12 +316,12 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     // The trait's signature is the core's; `arg` comes from the application through
     // `fi_control`, whose contract the provider beneath documents.
     #[allow(clippy::not_unsafe_ptr_arg_deref)]
-    fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
         self.ctl(
             "control",
             || format!("command={command} arg={arg:p}"),
-            // SAFETY: `arg` is what the application passed for `command` to this
-            // endpoint; the provider beneath documents the same commands.
+            // SAFETY: `arg` is what `command` expects (this method's contract, which
+            // the endpoint beneath receives unchanged).
             || unsafe { self.core.inner.control(command, arg) },
         )
     }
@@ -438,989 +456,9 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         Ok(())
     }
 
-    // ---- messages ----
+    // ---- data operations: one forwarder per entry of the list ----
 
-    unsafe fn send(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        send!(
-            self,
-            Send,
-            len,
-            context,
-            None,
-            || format!("buf={buf:p} len={len} desc={desc:p} dest={dest:#x} context={context:#x}"),
-            Held::single(Op::Send, buf, len, desc, dest, 0, 0, context),
-            self.core.inner.send(buf, len, desc, dest, context)
-        )
-    }
-
-    unsafe fn sendv(&self, iov: &[Iov], desc: &[Desc], dest: u64, context: usize) -> Result<()> {
-        send!(
-            self,
-            Sendv,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!(
-                "iov_count={} dest={dest:#x} context={context:#x}",
-                iov.len()
-            ),
-            Held::vector(Op::Sendv, iov, desc, dest, 0, 0, context, OpFlags::empty()),
-            self.core
-                .inner
-                .sendv(iov.as_ptr(), desc_ptr(desc), iov.len(), dest, context)
-        )
-    }
-
-    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let (iov, desc) = unsafe {
-            (
-                iovs(msg.msg_iov, msg.iov_count),
-                descs(msg.desc, msg.iov_count),
-            )
-        };
-        send!(
-            self,
-            Sendmsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} dest={:#x} context={:#x} data={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.context, msg.data
-            ),
-            Held::vector(
-                Op::Sendmsg,
-                iov,
-                desc,
-                msg.addr,
-                0,
-                msg.data,
-                msg.context,
-                flags
-            ),
-            self.core.inner.sendmsg(msg, flags.bits())
-        )
-    }
-
-    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        send!(
-            self,
-            Inject,
-            len,
-            0,
-            None,
-            || format!("buf={buf:p} len={len} dest={dest:#x}"),
-            Held::single(Op::Inject, buf, len, std::ptr::null_mut(), dest, 0, 0, 0),
-            self.core.inner.inject_raw(buf, len, dest)
-        )
-    }
-
-    unsafe fn senddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        data: u64,
-        dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        send!(
-            self,
-            Senddata,
-            len,
-            context,
-            None,
-            || format!("buf={buf:p} len={len} data={data:#x} dest={dest:#x} context={context:#x}"),
-            Held::single(Op::Senddata, buf, len, desc, dest, 0, data, context),
-            self.core
-                .inner
-                .senddata(buf, len, desc, data, dest, context)
-        )
-    }
-
-    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
-        send!(
-            self,
-            Injectdata,
-            len,
-            0,
-            None,
-            || format!("buf={buf:p} len={len} data={data:#x} dest={dest:#x}"),
-            Held::single(
-                Op::Injectdata,
-                buf,
-                len,
-                std::ptr::null_mut(),
-                dest,
-                0,
-                data,
-                0
-            ),
-            self.core.inner.injectdata_raw(buf, len, data, dest)
-        )
-    }
-
-    unsafe fn recv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        desc: Desc,
-        src: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Recv,
-            len,
-            context,
-            None,
-            || format!("buf={buf:p} len={len} desc={desc:p} src={src:#x} context={context:#x}"),
-            self.core.inner.recv(buf, len, desc, src, context)
-        )
-    }
-
-    unsafe fn recvv(&self, iov: &[Iov], desc: &[Desc], src: u64, context: usize) -> Result<()> {
-        data!(
-            self,
-            Recvv,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!("iov_count={} src={src:#x} context={context:#x}", iov.len()),
-            self.core
-                .inner
-                .recvv(iov.as_ptr(), desc_ptr(desc), iov.len(), src, context)
-        )
-    }
-
-    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let iov = unsafe { iovs(msg.msg_iov, msg.iov_count) };
-        data!(
-            self,
-            Recvmsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} src={:#x} context={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.context
-            ),
-            self.core.inner.recvmsg(msg, flags.bits())
-        )
-    }
-
-    // ---- tagged ----
-
-    unsafe fn tsend(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        send!(
-            self,
-            Tsend,
-            len,
-            context,
-            None,
-            || format!("buf={buf:p} len={len} dest={dest:#x} tag={tag:#x} context={context:#x}"),
-            Held::single(Op::Tsend, buf, len, desc, dest, tag, 0, context),
-            self.core.inner.tsend(buf, len, desc, dest, tag, context)
-        )
-    }
-
-    unsafe fn tsendv(
-        &self,
-        iov: &[Iov],
-        desc: &[Desc],
-        dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        send!(
-            self,
-            Tsendv,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!(
-                "iov_count={} dest={dest:#x} tag={tag:#x} context={context:#x}",
-                iov.len()
-            ),
-            Held::vector(
-                Op::Tsendv,
-                iov,
-                desc,
-                dest,
-                tag,
-                0,
-                context,
-                OpFlags::empty()
-            ),
-            self.core
-                .inner
-                .tsendv(iov.as_ptr(), desc_ptr(desc), iov.len(), dest, tag, context)
-        )
-    }
-
-    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let (iov, desc) = unsafe {
-            (
-                iovs(msg.msg_iov, msg.iov_count),
-                descs(msg.desc, msg.iov_count),
-            )
-        };
-        send!(
-            self,
-            Tsendmsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} dest={:#x} tag={:#x} context={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.tag, msg.context
-            ),
-            Held::vector(
-                Op::Tsendmsg,
-                iov,
-                desc,
-                msg.addr,
-                msg.tag,
-                msg.data,
-                msg.context,
-                flags
-            ),
-            self.core.inner.tsendmsg(msg, flags.bits())
-        )
-    }
-
-    unsafe fn tinject(&self, buf: *const u8, len: usize, dest: u64, tag: u64) -> Result<()> {
-        send!(
-            self,
-            Tinject,
-            len,
-            0,
-            None,
-            || format!("buf={buf:p} len={len} dest={dest:#x} tag={tag:#x}"),
-            Held::single(Op::Tinject, buf, len, std::ptr::null_mut(), dest, tag, 0, 0),
-            self.core.inner.tinject_raw(buf, len, dest, tag)
-        )
-    }
-
-    unsafe fn tsenddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        data: u64,
-        dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        send!(
-            self,
-            Tsenddata,
-            len,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} len={len} data={data:#x} dest={dest:#x} tag={tag:#x} context={context:#x}"
-            )
-            },
-            Held::single(Op::Tsenddata, buf, len, desc, dest, tag, data, context),
-            self.core
-                .inner
-                .tsenddata(buf, len, desc, data, dest, tag, context)
-        )
-    }
-
-    unsafe fn tinjectdata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        send!(
-            self,
-            Tinjectdata,
-            len,
-            0,
-            None,
-            || format!("buf={buf:p} len={len} data={data:#x} dest={dest:#x} tag={tag:#x}"),
-            Held::single(
-                Op::Tinjectdata,
-                buf,
-                len,
-                std::ptr::null_mut(),
-                dest,
-                tag,
-                data,
-                0
-            ),
-            self.core.inner.tinjectdata_raw(buf, len, data, dest, tag)
-        )
-    }
-
-    unsafe fn trecv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        desc: Desc,
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Trecv,
-            len,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} len={len} src={src:#x} tag={tag:#x} ignore={ignore:#x} context={context:#x}"
-            )
-            },
-            self.core
-                .inner
-                .trecv(buf, len, desc, src, tag, ignore, context)
-        )
-    }
-
-    unsafe fn trecvv(
-        &self,
-        iov: &[Iov],
-        desc: &[Desc],
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Trecvv,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!(
-                "iov_count={} src={src:#x} tag={tag:#x} ignore={ignore:#x} context={context:#x}",
-                iov.len()
-            ),
-            self.core.inner.trecvv(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                src,
-                tag,
-                ignore,
-                context
-            )
-        )
-    }
-
-    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let iov = unsafe { iovs(msg.msg_iov, msg.iov_count) };
-        data!(
-            self,
-            Trecvmsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} src={:#x} tag={:#x} ignore={:#x} context={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.tag, msg.ignore, msg.context
-            ),
-            self.core.inner.trecvmsg(msg, flags.bits())
-        )
-    }
-
-    // ---- RMA ----
-
-    unsafe fn read(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        desc: Desc,
-        src: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Read,
-            len,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} len={len} src={src:#x} addr={addr:#x} key={key:#x} context={context:#x}"
-            )
-            },
-            self.core
-                .inner
-                .read(buf, len, desc, src, addr, key, context)
-        )
-    }
-
-    unsafe fn readv(
-        &self,
-        iov: &[Iov],
-        desc: &[Desc],
-        src: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Readv,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!(
-                "iov_count={} src={src:#x} addr={addr:#x} key={key:#x} context={context:#x}",
-                iov.len()
-            ),
-            self.core.inner.readv(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                src,
-                addr,
-                key,
-                context
-            )
-        )
-    }
-
-    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let iov = unsafe { iovs(msg.msg_iov, msg.iov_count) };
-        data!(
-            self,
-            Readmsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} src={:#x} context={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.context
-            ),
-            self.core.inner.readmsg(msg, flags.bits())
-        )
-    }
-
-    unsafe fn write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Write,
-            len,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} len={len} dest={dest:#x} addr={addr:#x} key={key:#x} context={context:#x}"
-            )
-            },
-            self.core
-                .inner
-                .write(buf, len, desc, dest, addr, key, context)
-        )
-    }
-
-    unsafe fn writev(
-        &self,
-        iov: &[Iov],
-        desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Writev,
-            iov_bytes(iov),
-            context,
-            None,
-            || format!(
-                "iov_count={} dest={dest:#x} addr={addr:#x} key={key:#x} context={context:#x}",
-                iov.len()
-            ),
-            self.core.inner.writev(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                dest,
-                addr,
-                key,
-                context
-            )
-        )
-    }
-
-    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: the message's arrays are valid for its counts (caller's contract).
-        let iov = unsafe { iovs(msg.msg_iov, msg.iov_count) };
-        data!(
-            self,
-            Writemsg,
-            iov_bytes(iov),
-            msg.context,
-            Some(flags),
-            || format!(
-                "iov_count={} dest={:#x} context={:#x} flags={flags:?}",
-                msg.iov_count, msg.addr, msg.context
-            ),
-            self.core.inner.writemsg(msg, flags.bits())
-        )
-    }
-
-    unsafe fn inject_write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        data!(
-            self,
-            InjectWrite,
-            len,
-            0,
-            None,
-            || format!("buf={buf:p} len={len} dest={dest:#x} addr={addr:#x} key={key:#x}"),
-            self.core.inner.inject_write_raw(buf, len, dest, addr, key)
-        )
-    }
-
-    unsafe fn writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Writedata,
-            len,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} len={len} data={data:#x} dest={dest:#x} addr={addr:#x} key={key:#x} context={context:#x}"
-            )
-            },
-            self.core
-                .inner
-                .writedata(buf, len, desc, data, dest, addr, key, context)
-        )
-    }
-
-    unsafe fn inject_writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        data!(
-            self,
-            InjectWritedata,
-            len,
-            0,
-            None,
-            || format!(
-                "buf={buf:p} len={len} data={data:#x} dest={dest:#x} addr={addr:#x} key={key:#x}"
-            ),
-            self.core
-                .inner
-                .inject_writedata_raw(buf, len, data, dest, addr, key)
-        )
-    }
-
-    // ---- atomics ----
-
-    unsafe fn atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Atomic,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} count={count} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}"
-            )
-            },
-            self.core
-                .inner
-                .atomic(buf, count, desc, dest, addr, key, datatype, op, context)
-        )
-    }
-
-    unsafe fn atomicv(
-        &self,
-        iov: &[Ioc],
-        desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            Atomicv,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "ioc_count={} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}",
-                iov.len()
-            )
-            },
-            self.core.inner.atomicv(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                dest,
-                addr,
-                key,
-                datatype,
-                op,
-                context
-            )
-        )
-    }
-
-    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
-        data!(
-            self,
-            Atomicmsg,
-            0,
-            msg.context,
-            Some(flags),
-            || format!("context={:#x} flags={flags:?}", msg.context),
-            self.core.inner.atomicmsg(msg, flags.bits())
-        )
-    }
-
-    unsafe fn inject_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-    ) -> Result<()> {
-        data!(
-            self,
-            InjectAtomic,
-            0,
-            0,
-            None,
-            || {
-                format!(
-                "buf={buf:p} count={count} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?}"
-            )
-            },
-            self.core
-                .inner
-                .inject_atomic(buf, count, dest, addr, key, datatype, op)
-        )
-    }
-
-    unsafe fn fetch_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            FetchAtomic,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} count={count} result={result:p} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}"
-            )
-            },
-            self.core.inner.fetch_atomic(
-                buf,
-                count,
-                desc,
-                result,
-                result_desc,
-                dest,
-                addr,
-                key,
-                datatype,
-                op,
-                context
-            )
-        )
-    }
-
-    unsafe fn fetch_atomicv(
-        &self,
-        iov: &[Ioc],
-        desc: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            FetchAtomicv,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "ioc_count={} result_count={} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}",
-                iov.len(),
-                resultv.len()
-            )
-            },
-            self.core.inner.fetch_atomicv(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                resultv.as_ptr(),
-                desc_ptr(result_desc),
-                resultv.len(),
-                dest,
-                addr,
-                key,
-                datatype,
-                op,
-                context
-            )
-        )
-    }
-
-    unsafe fn fetch_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        data!(
-            self,
-            FetchAtomicmsg,
-            0,
-            msg.context,
-            Some(flags),
-            || format!(
-                "result_count={} context={:#x} flags={flags:?}",
-                resultv.len(),
-                msg.context
-            ),
-            self.core.inner.fetch_atomicmsg(
-                msg,
-                resultv.as_ptr(),
-                desc_ptr(result_desc),
-                resultv.len(),
-                flags.bits()
-            )
-        )
-    }
-
-    unsafe fn compare_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        desc: Desc,
-        compare: *const c_void,
-        compare_desc: Desc,
-        result: *mut c_void,
-        result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            CompareAtomic,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "buf={buf:p} count={count} compare={compare:p} result={result:p} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}"
-            )
-            },
-            self.core.inner.compare_atomic(
-                buf,
-                count,
-                desc,
-                compare,
-                compare_desc,
-                result,
-                result_desc,
-                dest,
-                addr,
-                key,
-                datatype,
-                op,
-                context
-            )
-        )
-    }
-
-    unsafe fn compare_atomicv(
-        &self,
-        iov: &[Ioc],
-        desc: &[Desc],
-        comparev: &[Ioc],
-        compare_desc: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        data!(
-            self,
-            CompareAtomicv,
-            0,
-            context,
-            None,
-            || {
-                format!(
-                "ioc_count={} compare_count={} result_count={} dest={dest:#x} addr={addr:#x} key={key:#x} {datatype:?} {op:?} context={context:#x}",
-                iov.len(),
-                comparev.len(),
-                resultv.len()
-            )
-            },
-            self.core.inner.compare_atomicv(
-                iov.as_ptr(),
-                desc_ptr(desc),
-                iov.len(),
-                comparev.as_ptr(),
-                desc_ptr(compare_desc),
-                comparev.len(),
-                resultv.as_ptr(),
-                desc_ptr(result_desc),
-                resultv.len(),
-                dest,
-                addr,
-                key,
-                datatype,
-                op,
-                context
-            )
-        )
-    }
-
-    unsafe fn compare_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        comparev: &[Ioc],
-        compare_desc: &[Desc],
-        resultv: &[Ioc],
-        result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        data!(
-            self,
-            CompareAtomicmsg,
-            0,
-            msg.context,
-            Some(flags),
-            || format!(
-                "compare_count={} result_count={} context={:#x} flags={flags:?}",
-                comparev.len(),
-                resultv.len(),
-                msg.context
-            ),
-            self.core.inner.compare_atomicmsg(
-                msg,
-                comparev.as_ptr(),
-                desc_ptr(compare_desc),
-                comparev.len(),
-                resultv.as_ptr(),
-                desc_ptr(result_desc),
-                resultv.len(),
-                flags.bits()
-            )
-        )
-    }
+    ofi_core::for_each_ep_data_op!(hook_forwarders);
 
     fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
         self.ctl(

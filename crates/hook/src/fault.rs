@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ofi_core::abi::ops::{conv, DataArgs, DescArg, IovArg, MsgArg, OpKind};
 use ofi_core::abi::raw::{Iov, Msg, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::fabric::Fabric;
@@ -357,71 +358,55 @@ impl fmt::Debug for Held {
 }
 
 impl Held {
-    /// A single-buffer send (`send`, `senddata`, `inject*`, tagged forms).
+    /// Capture the message send `op` whose arguments are `args` (any send of the list
+    /// of operations: single buffer, vector or message). An inject's payload (or a
+    /// send with `FI_INJECT`) is copied; otherwise the buffers are the caller's.
     ///
     /// # Safety
-    /// `buf` valid for `len` bytes during the call.
-    pub(crate) unsafe fn single(
-        op: Op,
-        buf: *const u8,
-        len: usize,
-        desc: Desc,
-        dest: u64,
-        tag: u64,
-        data: u64,
-        context: usize,
-    ) -> Held {
-        let mut h = Held {
-            op,
-            iov: vec![Iov {
+    /// The buffers, arrays and message of `args` are valid during the call.
+    pub(crate) unsafe fn capture(op: Op, args: &DataArgs<'_>) -> Held {
+        let one = |buf: usize, len: usize| {
+            vec![Iov {
                 base: buf as *mut c_void,
                 len,
-            }],
-            desc: if desc.is_null() {
-                Vec::new()
-            } else {
-                vec![desc]
-            },
-            owned: Vec::new(),
-            dest,
-            tag,
-            data,
-            context,
-            flags: OpFlags::empty(),
+            }]
         };
-        if op.is_inject() {
-            // SAFETY: forwarded.
-            unsafe { h.own_data() };
-        }
-        h
-    }
-
-    /// A vector send (`sendv`, `sendmsg`, tagged forms).
-    ///
-    /// # Safety
-    /// Every buffer of `iov` valid during the call.
-    pub(crate) unsafe fn vector(
-        op: Op,
-        iov: &[Iov],
-        desc: &[Desc],
-        dest: u64,
-        tag: u64,
-        data: u64,
-        context: usize,
-        flags: OpFlags,
-    ) -> Held {
+        let desc_of = |d: DescArg<'_>| match d {
+            DescArg::One(d) if !d.is_null() => vec![d],
+            DescArg::Many(v) => v.to_vec(),
+            _ => Vec::new(),
+        };
+        // SAFETY: the message's arrays are valid for its counts (contract).
+        let msg_arrays = |iov: *const Iov, desc: *const Desc, n: usize| unsafe {
+            (
+                conv::slice(iov, n).map(<[Iov]>::to_vec).unwrap_or_default(),
+                conv::descs(desc, n).to_vec(),
+            )
+        };
         let mut h = Held {
             op,
-            iov: iov.to_vec(),
-            desc: desc.to_vec(),
+            iov: Vec::new(),
+            desc: desc_of(args.desc),
             owned: Vec::new(),
-            dest,
-            tag,
-            data,
-            context,
-            flags,
+            dest: args.dest,
+            tag: args.tag,
+            data: args.data.unwrap_or(0),
+            context: args.context(),
+            flags: args.flags.unwrap_or(OpFlags::empty()),
         };
-        if flags.contains(OpFlags::INJECT) {
+        match (args.iov, args.msg) {
+            (IovArg::Iov(v), _) => h.iov = v.to_vec(),
+            (_, MsgArg::Msg(m)) => {
+                (h.iov, h.desc) = msg_arrays(m.msg_iov, m.desc, m.iov_count);
+                (h.dest, h.data) = (m.addr, m.data);
+            }
+            (_, MsgArg::Tagged(m)) => {
+                (h.iov, h.desc) = msg_arrays(m.msg_iov, m.desc, m.iov_count);
+                (h.dest, h.tag, h.data) = (m.addr, m.tag, m.data);
+            }
+            _ => h.iov = one(args.buf, args.len),
+        }
+        if op.is_inject() || h.flags.contains(OpFlags::INJECT) {
             // SAFETY: forwarded.
             unsafe { h.own_data() };
         }
@@ -464,18 +449,8 @@ impl Held {
     }
 
     fn carries_data(&self) -> bool {
-        matches!(
-            self.op,
-            Op::Senddata | Op::Injectdata | Op::Tsenddata | Op::Tinjectdata
-        ) || ((self.op == Op::Sendmsg || self.op == Op::Tsendmsg)
-            && self.flags.contains(OpFlags::REMOTE_CQ_DATA))
-    }
-
-    fn tagged(&self) -> bool {
-        matches!(
-            self.op,
-            Op::Tsend | Op::Tsendv | Op::Tsendmsg | Op::Tinject | Op::Tsenddata | Op::Tinjectdata
-        )
+        self.op.kind().is_some_and(|k| k.data)
+            || (self.op.is_msg() && self.flags.contains(OpFlags::REMOTE_CQ_DATA))
     }
 
     /// An inject of a copy of the payload (for a duplicate), if it fits `max`.
@@ -486,12 +461,14 @@ impl Held {
         if self.bytes() > max {
             return None;
         }
-        let op = match (self.tagged(), self.carries_data()) {
-            (false, false) => Op::Inject,
-            (false, true) => Op::Injectdata,
-            (true, false) => Op::Tinject,
-            (true, true) => Op::Tinjectdata,
-        };
+        let mut kind = OpKind::send().inject();
+        if self.op.is_tagged() {
+            kind = kind.tagged();
+        }
+        if self.carries_data() {
+            kind = kind.data();
+        }
+        let op = Op::of_kind(kind)?;
         let mut h = Held {
             op,
             iov: self.iov.clone(),
@@ -508,67 +485,150 @@ impl Held {
         Some(h)
     }
 
-    /// Issue the send on `ep`.
+    /// Issue the send on `ep`, through the same call it was captured from.
     ///
     /// # Safety
     /// The buffers are still valid (the send has not completed).
     pub(crate) unsafe fn issue(&self, ep: &Endpoint) -> Result<()> {
-        let (p, n) = self
-            .iov
-            .first()
-            .map_or((std::ptr::null(), 0), |i| (i.base as *const u8, i.len));
-        let d0 = self.desc.first().copied().unwrap_or(std::ptr::null_mut());
-        let dp = if self.desc.is_empty() {
-            std::ptr::null()
-        } else {
-            self.desc.as_ptr()
+        let msg = Msg {
+            msg_iov: self.iov.as_ptr(),
+            desc: conv::desc_ptr(&self.desc),
+            iov_count: self.iov.len(),
+            addr: self.dest,
+            context: self.context,
+            data: self.data,
         };
-        let (dest, tag, data, ctx) = (self.dest, self.tag, self.data, self.context);
-        // SAFETY: the buffers are valid (contract); the arrays are ours.
-        unsafe {
-            match self.op {
-                Op::Send => ep.send(p, n, d0, dest, ctx),
-                Op::Senddata => ep.senddata(p, n, d0, data, dest, ctx),
-                Op::Inject => ep.inject_raw(p, n, dest),
-                Op::Injectdata => ep.injectdata_raw(p, n, data, dest),
-                Op::Tsend => ep.tsend(p, n, d0, dest, tag, ctx),
-                Op::Tsenddata => ep.tsenddata(p, n, d0, data, dest, tag, ctx),
-                Op::Tinject => ep.tinject_raw(p, n, dest, tag),
-                Op::Tinjectdata => ep.tinjectdata_raw(p, n, data, dest, tag),
-                Op::Sendv => ep.sendv(self.iov.as_ptr(), dp, self.iov.len(), dest, ctx),
-                Op::Tsendv => ep.tsendv(self.iov.as_ptr(), dp, self.iov.len(), dest, tag, ctx),
-                Op::Sendmsg => {
-                    let m = Msg {
-                        msg_iov: self.iov.as_ptr(),
-                        desc: dp,
-                        iov_count: self.iov.len(),
-                        addr: dest,
-                        context: ctx,
-                        data,
-                    };
-                    ep.sendmsg(&m, self.flags.bits())
-                }
-                Op::Tsendmsg => {
-                    let m = MsgTagged {
-                        msg_iov: self.iov.as_ptr(),
-                        desc: dp,
-                        iov_count: self.iov.len(),
-                        addr: dest,
-                        tag,
-                        ignore: 0,
-                        context: ctx,
-                        data,
-                    };
-                    ep.tsendmsg(&m, self.flags.bits())
-                }
-                other => Err(Error::new(
-                    Errno::EINVAL,
-                    format!("fault hook: {other} is not a message send"),
-                )),
-            }
-        }
+        let tmsg = MsgTagged {
+            msg_iov: self.iov.as_ptr(),
+            desc: conv::desc_ptr(&self.desc),
+            iov_count: self.iov.len(),
+            addr: self.dest,
+            tag: self.tag,
+            ignore: 0,
+            context: self.context,
+            data: self.data,
+        };
+        let replay = Replay {
+            held: self,
+            msg: &msg,
+            tmsg: &tmsg,
+        };
+        // SAFETY: the buffers are valid (contract); the arrays and messages are ours.
+        unsafe { replay.issue(ep) }
     }
 }
+
+/// A held send and the messages built from it, for [`Held::issue`].
+struct Replay<'a> {
+    held: &'a Held,
+    msg: &'a Msg,
+    tmsg: &'a MsgTagged,
+}
+
+/// A host-side argument of a send, taken from a [`Replay`] by its type (the
+/// descriptor of a single-buffer send or the array of a vector one; an `fi_msg` or an
+/// `fi_msg_tagged`).
+trait FromReplay {
+    fn from_replay(r: &Replay<'_>) -> Self;
+}
+
+impl FromReplay for Desc {
+    fn from_replay(r: &Replay<'_>) -> Desc {
+        r.held.desc.first().copied().unwrap_or(std::ptr::null_mut())
+    }
+}
+impl FromReplay for *const Desc {
+    fn from_replay(r: &Replay<'_>) -> *const Desc {
+        conv::desc_ptr(&r.held.desc)
+    }
+}
+impl FromReplay for *const Msg {
+    fn from_replay(r: &Replay<'_>) -> *const Msg {
+        r.msg
+    }
+}
+impl FromReplay for *const MsgTagged {
+    fn from_replay(r: &Replay<'_>) -> *const MsgTagged {
+        r.tmsg
+    }
+}
+
+/// One C argument of a send, by its name in the list of operations.
+macro_rules! replay_arg {
+    ($r:ident, buf) => {
+        $r.held
+            .iov
+            .first()
+            .map_or(std::ptr::null(), |i| i.base as *const u8)
+    };
+    ($r:ident, len) => {
+        $r.held.iov.first().map_or(0, |i| i.len)
+    };
+    ($r:ident, iov) => {
+        $r.held.iov.as_ptr()
+    };
+    ($r:ident, count) => {
+        $r.held.iov.len()
+    };
+    ($r:ident, dest) => {
+        $r.held.dest
+    };
+    ($r:ident, tag) => {
+        $r.held.tag
+    };
+    ($r:ident, data) => {
+        $r.held.data
+    };
+    ($r:ident, context) => {
+        $r.held.context
+    };
+    ($r:ident, flags) => {
+        $r.held.flags.bits()
+    };
+    ($r:ident, desc) => {
+        FromReplay::from_replay($r)
+    };
+    ($r:ident, msg) => {
+        FromReplay::from_replay($r)
+    };
+}
+
+/// The replay of one entry of the list: sends only (`[send …]`).
+macro_rules! replay_if {
+    ($r:ident, $ep:ident, [send $($k:ident)*] $V:ident $host:ident ($($c:ident),*)) => {
+        if $r.held.op == Op::$V {
+            // SAFETY: forwarded from `Replay::issue`.
+            return unsafe { $ep.$host($(replay_arg!($r, $c)),*) };
+        }
+    };
+    ($r:ident, $ep:ident, [$($k:ident)*] $V:ident $host:ident ($($c:ident),*)) => {};
+}
+
+/// Writes `Replay::issue` from the list of data operations: the held send goes out
+/// through the host call of its own operation.
+macro_rules! hook_replay {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {
+        impl Replay<'_> {
+            /// # Safety
+            /// The held buffers are valid.
+            unsafe fn issue(&self, ep: &Endpoint) -> Result<()> {
+                let r = self;
+                $($( replay_if!(r, ep, [$($kind)+] $V $host ($($c),*)); )*)*
+                Err(Error::new(
+                    Errno::EINVAL,
+                    format!("fault hook: {} is not a message send", r.held.op),
+                ))
+            }
+        }
+    };
+}
+
+ofi_core::for_each_ep_data_op!(hook_replay);
 
 struct Pending {
     held: Held,
@@ -632,15 +692,7 @@ impl Fault {
     /// the transmit CQ (if the call generates one) and the transmit counter.
     fn complete_lost(&self, ep: &EpCore<Self>, call: &OpCall) {
         if let Some(b) = ep.completion_cq(call) {
-            let kind = if matches!(
-                call.op,
-                Op::Tsend
-                    | Op::Tsendv
-                    | Op::Tsendmsg
-                    | Op::Tinject
-                    | Op::Tsenddata
-                    | Op::Tinjectdata
-            ) {
+            let kind = if call.op.is_tagged() {
                 OpFlags::TAGGED
             } else {
                 OpFlags::MSG

@@ -51,6 +51,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::abi::{self, PluginEntry, ProviderKind};
 use ofi_core::cq::{CqBuf, CqError};
 use ofi_core::fabric::Fabric;
@@ -65,153 +66,77 @@ pub use fabric::HookFabric;
 /// The hooks' provider version (`prov_version`).
 pub const VERSION: Version = Version::new(1, 0);
 
-/// A data operation, as hooks see it (one per data call of the C API).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-#[allow(missing_docs)]
-pub enum Op {
-    Send,
-    Sendv,
-    Sendmsg,
-    Inject,
-    Senddata,
-    Injectdata,
-    Recv,
-    Recvv,
-    Recvmsg,
-    Tsend,
-    Tsendv,
-    Tsendmsg,
-    Tinject,
-    Tsenddata,
-    Tinjectdata,
-    Trecv,
-    Trecvv,
-    Trecvmsg,
-    Read,
-    Readv,
-    Readmsg,
-    Write,
-    Writev,
-    Writemsg,
-    InjectWrite,
-    Writedata,
-    InjectWritedata,
-    Atomic,
-    Atomicv,
-    Atomicmsg,
-    InjectAtomic,
-    FetchAtomic,
-    FetchAtomicv,
-    FetchAtomicmsg,
-    CompareAtomic,
-    CompareAtomicv,
-    CompareAtomicmsg,
-    CqRead,
-    CqReaderr,
-    CqSread,
-    CntrRead,
+/// Writes, from the list of data operations
+/// ([`ofi_core::for_each_ep_data_op!`]), the [`Op`] enum (one variant per operation,
+/// then the CQ and counter reads), its names and its kinds.
+macro_rules! hook_ops {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {
+        /// A data operation, as hooks see it (one per data call of the C API, in the
+        /// order of the list of operations), and the reads of CQs and counters.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Op {
+            $($($(#[$doc])* $V,)*)*
+            /// `fi_cq_read` (and `fi_cq_readfrom`).
+            CqRead,
+            /// `fi_cq_readerr`.
+            CqReaderr,
+            /// `fi_cq_sread` (and `fi_cq_sreadfrom`).
+            CqSread,
+            /// `fi_cntr_read`.
+            CntrRead,
+        }
+
+        impl Op {
+            const COUNT: usize =
+                [$($(Op::$V,)*)* Op::CqRead, Op::CqReaderr, Op::CqSread, Op::CntrRead].len();
+
+            /// Every operation, in declaration order (`ALL[op as usize] == op`).
+            pub const ALL: [Op; Op::COUNT] =
+                [$($(Op::$V,)*)* Op::CqRead, Op::CqReaderr, Op::CqSread, Op::CntrRead];
+
+            /// The C API's name (`fi_send` → `"send"`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($(Op::$V => stringify!($name),)*)*
+                    Op::CqRead => "cq_read",
+                    Op::CqReaderr => "cq_readerr",
+                    Op::CqSread => "cq_sread",
+                    Op::CntrRead => "cntr_read",
+                }
+            }
+
+            /// What an endpoint data operation is (its family and flags, from the
+            /// list); `None` for the CQ and counter reads.
+            pub const fn kind(self) -> Option<OpKind> {
+                match self {
+                    $($(Op::$V => Some(ofi_core::op_kind!($($kind)+)),)*)*
+                    Op::CqRead | Op::CqReaderr | Op::CqSread | Op::CntrRead => None,
+                }
+            }
+        }
+    };
 }
 
+ofi_core::for_each_ep_data_op!(hook_ops);
+
 impl Op {
-    /// Every operation, in declaration order (`ALL[op as usize] == op`).
-    pub const ALL: [Op; 41] = [
-        Op::Send,
-        Op::Sendv,
-        Op::Sendmsg,
-        Op::Inject,
-        Op::Senddata,
-        Op::Injectdata,
-        Op::Recv,
-        Op::Recvv,
-        Op::Recvmsg,
-        Op::Tsend,
-        Op::Tsendv,
-        Op::Tsendmsg,
-        Op::Tinject,
-        Op::Tsenddata,
-        Op::Tinjectdata,
-        Op::Trecv,
-        Op::Trecvv,
-        Op::Trecvmsg,
-        Op::Read,
-        Op::Readv,
-        Op::Readmsg,
-        Op::Write,
-        Op::Writev,
-        Op::Writemsg,
-        Op::InjectWrite,
-        Op::Writedata,
-        Op::InjectWritedata,
-        Op::Atomic,
-        Op::Atomicv,
-        Op::Atomicmsg,
-        Op::InjectAtomic,
-        Op::FetchAtomic,
-        Op::FetchAtomicv,
-        Op::FetchAtomicmsg,
-        Op::CompareAtomic,
-        Op::CompareAtomicv,
-        Op::CompareAtomicmsg,
-        Op::CqRead,
-        Op::CqReaderr,
-        Op::CqSread,
-        Op::CntrRead,
-    ];
-
-    /// The C API's name (`fi_send` → `"send"`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Op::Send => "send",
-            Op::Sendv => "sendv",
-            Op::Sendmsg => "sendmsg",
-            Op::Inject => "inject",
-            Op::Senddata => "senddata",
-            Op::Injectdata => "injectdata",
-            Op::Recv => "recv",
-            Op::Recvv => "recvv",
-            Op::Recvmsg => "recvmsg",
-            Op::Tsend => "tsend",
-            Op::Tsendv => "tsendv",
-            Op::Tsendmsg => "tsendmsg",
-            Op::Tinject => "tinject",
-            Op::Tsenddata => "tsenddata",
-            Op::Tinjectdata => "tinjectdata",
-            Op::Trecv => "trecv",
-            Op::Trecvv => "trecvv",
-            Op::Trecvmsg => "trecvmsg",
-            Op::Read => "read",
-            Op::Readv => "readv",
-            Op::Readmsg => "readmsg",
-            Op::Write => "write",
-            Op::Writev => "writev",
-            Op::Writemsg => "writemsg",
-            Op::InjectWrite => "inject_write",
-            Op::Writedata => "writedata",
-            Op::InjectWritedata => "inject_writedata",
-            Op::Atomic => "atomic",
-            Op::Atomicv => "atomicv",
-            Op::Atomicmsg => "atomicmsg",
-            Op::InjectAtomic => "inject_atomic",
-            Op::FetchAtomic => "fetch_atomic",
-            Op::FetchAtomicv => "fetch_atomicv",
-            Op::FetchAtomicmsg => "fetch_atomicmsg",
-            Op::CompareAtomic => "compare_atomic",
-            Op::CompareAtomicv => "compare_atomicv",
-            Op::CompareAtomicmsg => "compare_atomicmsg",
-            Op::CqRead => "cq_read",
-            Op::CqReaderr => "cq_readerr",
-            Op::CqSread => "cq_sread",
-            Op::CntrRead => "cntr_read",
-        }
-    }
-
     /// The operation called `name` (as [`Op::name`], case-insensitive, `fi_` prefix
     /// allowed).
     pub fn from_name(name: &str) -> Option<Op> {
         let n = name.trim().to_ascii_lowercase();
         let n = n.strip_prefix("fi_").unwrap_or(&n);
         Op::ALL.iter().copied().find(|o| o.name() == n)
+    }
+
+    /// The endpoint data operation of kind `kind`, if the list has one.
+    pub fn of_kind(kind: OpKind) -> Option<Op> {
+        Op::ALL.iter().copied().find(|o| o.kind() == Some(kind))
     }
 
     /// A transmit operation (its completion goes to the transmit CQ).
@@ -221,68 +146,48 @@ impl Op {
 
     /// A receive operation (`recv*`, `trecv*`).
     pub const fn is_rx(self) -> bool {
-        matches!(
-            self,
-            Op::Recv | Op::Recvv | Op::Recvmsg | Op::Trecv | Op::Trecvv | Op::Trecvmsg
-        )
+        match self.kind() {
+            Some(k) => k.is_rx(),
+            None => false,
+        }
     }
 
     /// A read of a CQ or counter (not an endpoint operation).
     pub const fn is_cq(self) -> bool {
-        matches!(
-            self,
-            Op::CqRead | Op::CqReaderr | Op::CqSread | Op::CntrRead
-        )
+        self.kind().is_none()
     }
 
     /// An inject (never completes to a CQ).
     pub const fn is_inject(self) -> bool {
-        matches!(
-            self,
-            Op::Inject
-                | Op::Injectdata
-                | Op::Tinject
-                | Op::Tinjectdata
-                | Op::InjectWrite
-                | Op::InjectWritedata
-                | Op::InjectAtomic
-        )
+        match self.kind() {
+            Some(k) => k.inject,
+            None => false,
+        }
     }
 
     /// A `*msg` variant (carries its own operation flags).
     pub const fn is_msg(self) -> bool {
-        matches!(
-            self,
-            Op::Sendmsg
-                | Op::Recvmsg
-                | Op::Tsendmsg
-                | Op::Trecvmsg
-                | Op::Readmsg
-                | Op::Writemsg
-                | Op::Atomicmsg
-                | Op::FetchAtomicmsg
-                | Op::CompareAtomicmsg
-        )
+        match self.kind() {
+            Some(k) => k.msg,
+            None => false,
+        }
+    }
+
+    /// A tagged operation (`t*`).
+    pub const fn is_tagged(self) -> bool {
+        match self.kind() {
+            Some(k) => k.tagged,
+            None => false,
+        }
     }
 
     /// A message send (`send*`, `inject*`, and their tagged forms): what the fault hook
     /// acts on over `FI_EP_DGRAM`.
     pub const fn is_msg_send(self) -> bool {
-        matches!(
-            self,
-            Op::Send
-                | Op::Sendv
-                | Op::Sendmsg
-                | Op::Inject
-                | Op::Senddata
-                | Op::Injectdata
-                | Op::Tsend
-                | Op::Tsendv
-                | Op::Tsendmsg
-                | Op::Tinject
-                | Op::Tsenddata
-                | Op::Tinjectdata
-        )
+        match self.kind() {
+            Some(k) => matches!(k.family, OpFamily::Send),
+            None => false,
+        }
     }
 }
 

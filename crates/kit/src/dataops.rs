@@ -17,6 +17,7 @@
 
 use std::ffi::c_void;
 
+use ofi_core::abi::ops::{DataArgs, DescArg, IovArg, MsgArg, OpFamily, OpKind};
 use ofi_core::abi::raw::{Ioc, Iov, MsgAtomic, MsgRma, RmaIoc, RmaIov};
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::Desc;
@@ -35,6 +36,7 @@ pub mod p {
     };
     pub use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
     pub use ofi_core::provider::Desc;
+    pub use ofi_core::{data_args, for_each_ep_data_op, op_kind};
     pub use ofi_core::{Errno, Error, OpFlags, Result};
     pub use std::ffi::c_void;
 }
@@ -232,1083 +234,371 @@ pub fn atomic_parts<T: DataPath + ?Sized>(
     Ok((iov, r, dt, op))
 }
 
+fn ioc_arg(v: IovArg<'_>) -> &[Ioc] {
+    match v {
+        IovArg::Ioc(v) => v,
+        _ => &[],
+    }
+}
+
+fn desc_arg(d: DescArg<'_>) -> Vec<usize> {
+    match d {
+        DescArg::None => Vec::new(),
+        DescArg::One(d) => vec![d as usize],
+        DescArg::Many(v) => v.iter().map(|d| *d as usize).collect(),
+    }
+}
+
+fn typed<T: DataPath + ?Sized, V>(v: Option<V>, what: &str) -> Result<V> {
+    v.ok_or_else(|| Error::new(Errno::EINVAL, format!("{}: no atomic {what}", T::NAME)))
+}
+
+/// One data call of the list of operations, of kind `kind` with arguments `a`, on the
+/// endpoint's [`DataPath`]: what every method [`endpoint_data_ops!`](crate::endpoint_data_ops)
+/// writes calls (with `kind` a constant, so the dispatch folds away).
+///
+/// # Safety
+/// The C API's contract for the call: buffers, arrays and messages of `a` valid for
+/// their counts until the operation completes (for an inject, during the call).
+#[inline(always)]
+pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    // SAFETY: forwarded.
+    unsafe {
+        match kind.family {
+            OpFamily::Send => send::<T>(ep, kind, a),
+            OpFamily::Recv => recv::<T>(ep, kind, a),
+            OpFamily::Read | OpFamily::Write => rma::<T>(ep, kind, a),
+            OpFamily::Atomic | OpFamily::Fetch | OpFamily::Compare => atomic::<T>(ep, kind, a),
+        }
+    }
+}
+
+/// A send: single buffer, vector, or message (`FI_REMOTE_CQ_DATA` decides the data,
+/// `FI_INJECT` is checked); injects are checked against `inject_size`.
+///
+/// # Safety
+/// As [`dispatch`].
+unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    let act = ep.active()?;
+    let (iov, count, addr, context, tag, data) = match a.msg {
+        MsgArg::Msg(m) => (m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data),
+        MsgArg::Tagged(m) => (m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data),
+        _ => {
+            let list = match a.iov {
+                IovArg::Iov(v) => IoList::from_iov(v, T::NAME)?,
+                _ => IoList::one(a.buf, a.len),
+            };
+            if kind.inject {
+                ep.check_inject(OpFlags::INJECT, a.len)?;
+                return ep.send_list(
+                    act,
+                    list,
+                    a.dest,
+                    0,
+                    a.tag,
+                    a.data,
+                    kind.tagged,
+                    OpFlags::empty(),
+                    true,
+                );
+            }
+            let flags = ep.tx_op_flags();
+            return ep.send_list(
+                act,
+                list,
+                a.dest,
+                a.context,
+                a.tag,
+                a.data,
+                kind.tagged,
+                flags,
+                false,
+            );
+        }
+    };
+    let flags = a.flags.unwrap_or(OpFlags::empty());
+    // SAFETY: the C API's contract.
+    let iov = unsafe { iov_slice::<T>(iov, count)? };
+    let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(data);
+    let list = IoList::from_iov(iov, T::NAME)?;
+    ep.check_inject(flags, list.total())?;
+    ep.send_list(
+        act,
+        list,
+        addr,
+        context,
+        tag,
+        data,
+        kind.tagged,
+        flags,
+        false,
+    )
+}
+
+/// A posted receive: single buffer or vector (the receive `op_flags` give
+/// `FI_COMPLETION`), or message (`FI_MULTI_RECV` with exactly one buffer; tagged:
+/// `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` kept).
+///
+/// # Safety
+/// As [`dispatch`].
+unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    let act = ep.active()?;
+    let flags = a.flags.unwrap_or(OpFlags::empty());
+    let r = match a.msg {
+        MsgArg::Msg(m) => {
+            // SAFETY: the C API's contract.
+            let iov = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
+            let l = IoList::from_iov(iov, T::NAME)?;
+            if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{}: FI_MULTI_RECV needs exactly one buffer", T::NAME),
+                ));
+            }
+            PostedRecv::msg(m.context, l, l.total())
+                .from_src(ep.recv_src(m.addr))
+                .with_flags(flags & (OpFlags::MULTI_RECV | OpFlags::COMPLETION))
+        }
+        MsgArg::Tagged(m) => {
+            // SAFETY: the C API's contract.
+            let iov = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
+            let l = IoList::from_iov(iov, T::NAME)?;
+            let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
+            PostedRecv::tagged(m.context, m.tag, m.ignore, l, l.total())
+                .from_src(ep.recv_src(m.addr))
+                .with_flags(flags & keep)
+        }
+        _ => {
+            let (l, total) = match a.iov {
+                IovArg::Iov(v) => {
+                    let l = IoList::from_iov(v, T::NAME)?;
+                    (l, l.total())
+                }
+                _ => (IoList::one(a.buf, a.len), a.len),
+            };
+            let r = if kind.tagged {
+                PostedRecv::tagged(a.context, a.tag, a.ignore, l, total)
+            } else {
+                PostedRecv::msg(a.context, l, total)
+            };
+            r.from_src(ep.recv_src(a.src))
+                .with_flags(ep.rx_op_flags() & OpFlags::COMPLETION)
+        }
+    };
+    ep.post_recv(act, r)
+}
+
+/// An RMA read or write of one remote buffer: single buffer, vector, or message
+/// (a write message's data by `FI_REMOTE_CQ_DATA`); injects carry no descriptors.
+///
+/// # Safety
+/// As [`dispatch`].
+unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    let read = matches!(kind.family, OpFamily::Read);
+    if let MsgArg::Rma(m) = a.msg {
+        let flags = a.flags.unwrap_or(OpFlags::empty());
+        // SAFETY: the C API's contract.
+        let iov = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
+        // SAFETY: as above.
+        let remote = unsafe { one_rma_iov::<T>(m)? };
+        let data = (!read && flags.contains(OpFlags::REMOTE_CQ_DATA)).then_some(m.data);
+        // SAFETY: the C API's contract for the message's desc array.
+        let d = unsafe { desc_vec::<T>(m.desc, m.iov_count) };
+        return ep.rma(
+            iov.to_vec(),
+            d,
+            m.addr,
+            remote,
+            m.context,
+            data,
+            read,
+            flags,
+            false,
+        );
+    }
+    let (iov, len) = match a.iov {
+        IovArg::Iov(v) => (v.to_vec(), v.iter().map(|v| v.len).sum()),
+        _ => (
+            vec![Iov {
+                base: a.buf as *mut c_void,
+                len: a.len,
+            }],
+            a.len,
+        ),
+    };
+    let remote = RmaIov {
+        addr: a.addr,
+        len,
+        key: a.key,
+    };
+    let peer = if read { a.src } else { a.dest };
+    if kind.inject {
+        return ep.rma(
+            iov,
+            Vec::new(),
+            peer,
+            remote,
+            0,
+            a.data,
+            read,
+            OpFlags::empty(),
+            true,
+        );
+    }
+    let flags = ep.tx_op_flags();
+    ep.rma(
+        iov,
+        desc_arg(a.desc),
+        peer,
+        remote,
+        a.context,
+        a.data,
+        read,
+        flags,
+        false,
+    )
+}
+
+/// An atomic (base, fetch or compare) on one remote ioc: single buffer, vector, or
+/// message.
+///
+/// # Safety
+/// As [`dispatch`].
+unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    let akind = match kind.family {
+        OpFamily::Fetch => AtomicKind::Fetch,
+        OpFamily::Compare => AtomicKind::Compare,
+        _ => AtomicKind::Base,
+    };
+    let (cmp, cdesc) = (ioc_arg(a.comparev), desc_arg(a.compare_desc));
+    let (res, rdesc) = (ioc_arg(a.resultv), desc_arg(a.result_desc));
+    if let MsgArg::Atomic(m) = a.msg {
+        let flags = a.flags.unwrap_or(OpFlags::empty());
+        let (iov, remote, dt, op) = atomic_parts::<T>(m)?;
+        // SAFETY: the C API's contract for the message's desc array.
+        let d = unsafe { desc_vec::<T>(m.desc, m.iov_count) };
+        return ep.atomic_any(
+            akind, iov, d, cmp, cdesc, res, rdesc, m.addr, remote, dt, op, m.context, flags, false,
+        );
+    }
+    let dt = typed::<T, _>(a.datatype, "datatype")?;
+    let op = typed::<T, _>(a.op, "operation")?;
+    if let IovArg::Ioc(iov) = a.iov {
+        // A fetch counts the elements it returns; the others the elements they send.
+        let counted = if matches!(akind, AtomicKind::Fetch) {
+            res
+        } else {
+            iov
+        };
+        let count = counted.iter().map(|v| v.count).sum();
+        let remote = RmaIoc {
+            addr: a.addr,
+            count,
+            key: a.key,
+        };
+        let flags = ep.tx_op_flags();
+        return ep.atomic_any(
+            akind,
+            iov,
+            desc_arg(a.desc),
+            cmp,
+            cdesc,
+            res,
+            rdesc,
+            a.dest,
+            remote,
+            dt,
+            op,
+            a.context,
+            flags,
+            false,
+        );
+    }
+    let count = a.count;
+    let one = |addr: usize| Ioc {
+        addr: addr as *mut c_void,
+        count,
+    };
+    let (iov, cmp_one, res_one) = ([one(a.buf)], [one(a.compare)], [one(a.result)]);
+    // A fetch with no operand (FI_ATOMIC_READ) sends none.
+    let iov: &[Ioc] = if matches!(akind, AtomicKind::Fetch) && a.buf == 0 {
+        &[]
+    } else {
+        &iov
+    };
+    let cmp: &[Ioc] = if matches!(akind, AtomicKind::Compare) {
+        &cmp_one
+    } else {
+        &[]
+    };
+    let res: &[Ioc] = if matches!(akind, AtomicKind::Base) {
+        &[]
+    } else {
+        &res_one
+    };
+    let remote = RmaIoc {
+        addr: a.addr,
+        count,
+        key: a.key,
+    };
+    let (context, flags) = if kind.inject {
+        (0, OpFlags::empty())
+    } else {
+        (a.context, ep.tx_op_flags())
+    };
+    ep.atomic_any(
+        akind,
+        iov,
+        desc_arg(a.desc),
+        cmp,
+        cdesc,
+        res,
+        rdesc,
+        a.dest,
+        remote,
+        dt,
+        op,
+        context,
+        flags,
+        kind.inject,
+    )
+}
+
+/// Writes the data methods of `EndpointOps` from the list of data operations
+/// (`ofi_core::for_each_ep_data_op!`): each fills the call's
+/// [`DataArgs`](ofi_core::abi::ops::DataArgs) and calls [`dispatch`] with the
+/// entry's kind. Used by [`endpoint_data_ops!`](crate::endpoint_data_ops).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_data_methods {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {$($(
+        unsafe fn $name(&self, $($p: $pty),*) -> $crate::dataops::p::Result<()> {
+            // SAFETY: the C API's contract for this call, forwarded.
+            unsafe {
+                $crate::dataops::dispatch::<Self>(
+                    self,
+                    $crate::dataops::p::op_kind!($($kind)+),
+                    &$crate::dataops::p::data_args!($($p),*),
+                )
+            }
+        }
+    )*)*};
+}
+
 /// Write the data calls of `EndpointOps` (messages, tagged messages, RMA, atomics and
-/// the `*atomicvalid` queries) from the endpoint's [`DataPath`]. Invoke inside
-/// `impl EndpointOps<F> for YourEndpoint { ... }`, next to the control methods.
+/// the `*atomicvalid` queries) from the endpoint's [`DataPath`]: one method per entry
+/// of the list of data operations (`ofi_core::for_each_ep_data_op!`), each a call of
+/// [`dispatch`]. Invoke inside `impl EndpointOps<F> for YourEndpoint { ... }`, next to
+/// the control methods.
 #[macro_export]
 macro_rules! endpoint_data_ops {
     () => {
-        unsafe fn send(
-            &self,
-            buf: *const u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            dest: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                ctx,
-                0,
-                None,
-                false,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn sendv(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            _d: &[$crate::dataops::p::Desc],
-            dest: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::from_iov(
-                    iov,
-                    <Self as $crate::dataops::DataPath>::NAME,
-                )?,
-                dest,
-                ctx,
-                0,
-                None,
-                false,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn sendmsg(
-            &self,
-            msg: &$crate::dataops::p::RawMsg,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            let data = flags
-                .contains($crate::dataops::p::OpFlags::REMOTE_CQ_DATA)
-                .then_some(msg.data);
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            $crate::dataops::DataPath::check_inject(self, flags, l.total())?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                l,
-                msg.addr,
-                msg.context,
-                0,
-                data,
-                false,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn inject(
-            &self,
-            buf: *const u8,
-            len: usize,
-            dest: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            $crate::dataops::DataPath::check_inject(
-                self,
-                $crate::dataops::p::OpFlags::INJECT,
-                len,
-            )?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                0,
-                0,
-                None,
-                false,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn senddata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            data: u64,
-            dest: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                ctx,
-                0,
-                Some(data),
-                false,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn injectdata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            data: u64,
-            dest: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            $crate::dataops::DataPath::check_inject(
-                self,
-                $crate::dataops::p::OpFlags::INJECT,
-                len,
-            )?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                0,
-                0,
-                Some(data),
-                false,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn recv(
-            &self,
-            buf: *mut u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            src: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let r = $crate::dataops::p::PostedRecv::msg(
-                ctx,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                len,
-            )
-            .from_src($crate::dataops::DataPath::recv_src(self, src))
-            .with_flags(
-                $crate::dataops::DataPath::rx_op_flags(self)
-                    & $crate::dataops::p::OpFlags::COMPLETION,
-            );
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        unsafe fn recvv(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            _d: &[$crate::dataops::p::Desc],
-            src: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            let r = $crate::dataops::p::PostedRecv::msg(ctx, l, l.total())
-                .from_src($crate::dataops::DataPath::recv_src(self, src))
-                .with_flags(
-                    $crate::dataops::DataPath::rx_op_flags(self)
-                        & $crate::dataops::p::OpFlags::COMPLETION,
-                );
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        unsafe fn recvmsg(
-            &self,
-            msg: &$crate::dataops::p::RawMsg,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            if flags.contains($crate::dataops::p::OpFlags::MULTI_RECV) && l.len() != 1 {
-                return Err($crate::dataops::p::Error::new(
-                    $crate::dataops::p::Errno::EINVAL,
-                    format!(
-                        "{}: FI_MULTI_RECV needs exactly one buffer",
-                        <Self as $crate::dataops::DataPath>::NAME
-                    ),
-                ));
-            }
-            let r = $crate::dataops::p::PostedRecv::msg(msg.context, l, l.total())
-                .from_src($crate::dataops::DataPath::recv_src(self, msg.addr))
-                .with_flags(
-                    flags
-                        & ($crate::dataops::p::OpFlags::MULTI_RECV
-                            | $crate::dataops::p::OpFlags::COMPLETION),
-                );
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        unsafe fn tsend(
-            &self,
-            buf: *const u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            dest: u64,
-            tag: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                ctx,
-                tag,
-                None,
-                true,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn tsendv(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            _d: &[$crate::dataops::p::Desc],
-            dest: u64,
-            tag: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::from_iov(
-                    iov,
-                    <Self as $crate::dataops::DataPath>::NAME,
-                )?,
-                dest,
-                ctx,
-                tag,
-                None,
-                true,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn tsendmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgTagged,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            let data = flags
-                .contains($crate::dataops::p::OpFlags::REMOTE_CQ_DATA)
-                .then_some(msg.data);
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            $crate::dataops::DataPath::check_inject(self, flags, l.total())?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                l,
-                msg.addr,
-                msg.context,
-                msg.tag,
-                data,
-                true,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn tinject(
-            &self,
-            buf: *const u8,
-            len: usize,
-            dest: u64,
-            tag: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            $crate::dataops::DataPath::check_inject(
-                self,
-                $crate::dataops::p::OpFlags::INJECT,
-                len,
-            )?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                0,
-                tag,
-                None,
-                true,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn tsenddata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            data: u64,
-            dest: u64,
-            tag: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let f = $crate::dataops::DataPath::tx_op_flags(self);
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                ctx,
-                tag,
-                Some(data),
-                true,
-                f,
-                false,
-            )
-        }
-
-        unsafe fn tinjectdata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            data: u64,
-            dest: u64,
-            tag: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            $crate::dataops::DataPath::check_inject(
-                self,
-                $crate::dataops::p::OpFlags::INJECT,
-                len,
-            )?;
-            $crate::dataops::DataPath::send_list(
-                self,
-                act,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                dest,
-                0,
-                tag,
-                Some(data),
-                true,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn trecv(
-            &self,
-            buf: *mut u8,
-            len: usize,
-            _d: $crate::dataops::p::Desc,
-            src: u64,
-            tag: u64,
-            ignore: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let r = $crate::dataops::p::PostedRecv::tagged(
-                ctx,
-                tag,
-                ignore,
-                $crate::dataops::p::IoList::one(buf as usize, len),
-                len,
-            )
-            .from_src($crate::dataops::DataPath::recv_src(self, src))
-            .with_flags(
-                $crate::dataops::DataPath::rx_op_flags(self)
-                    & $crate::dataops::p::OpFlags::COMPLETION,
-            );
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        unsafe fn trecvv(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            _d: &[$crate::dataops::p::Desc],
-            src: u64,
-            tag: u64,
-            ignore: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            let r = $crate::dataops::p::PostedRecv::tagged(ctx, tag, ignore, l, l.total())
-                .from_src($crate::dataops::DataPath::recv_src(self, src))
-                .with_flags(
-                    $crate::dataops::DataPath::rx_op_flags(self)
-                        & $crate::dataops::p::OpFlags::COMPLETION,
-                );
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        unsafe fn trecvmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgTagged,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let act = $crate::dataops::DataPath::active(self)?;
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            let l = $crate::dataops::p::IoList::from_iov(
-                iov,
-                <Self as $crate::dataops::DataPath>::NAME,
-            )?;
-            let keep = $crate::dataops::p::OpFlags::PEEK
-                | $crate::dataops::p::OpFlags::CLAIM
-                | $crate::dataops::p::OpFlags::DISCARD
-                | $crate::dataops::p::OpFlags::COMPLETION;
-            let r = $crate::dataops::p::PostedRecv::tagged(
-                msg.context,
-                msg.tag,
-                msg.ignore,
-                l,
-                l.total(),
-            )
-            .from_src($crate::dataops::DataPath::recv_src(self, msg.addr))
-            .with_flags(flags & keep);
-            $crate::dataops::DataPath::post_recv(self, act, r)
-        }
-
-        // ---- RMA ----
-
-        unsafe fn read(
-            &self,
-            buf: *mut u8,
-            len: usize,
-            d: $crate::dataops::p::Desc,
-            src: u64,
-            addr: u64,
-            key: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = vec![$crate::dataops::p::Iov {
-                base: buf as *mut $crate::dataops::p::c_void,
-                len,
-            }];
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov,
-                $crate::dataops::descs::<Self>(&[d]),
-                src,
-                rma,
-                ctx,
-                None,
-                true,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn readv(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            d: &[$crate::dataops::p::Desc],
-            src: u64,
-            addr: u64,
-            key: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let len = iov.iter().map(|v| v.len).sum();
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov.to_vec(),
-                $crate::dataops::descs::<Self>(d),
-                src,
-                rma,
-                ctx,
-                None,
-                true,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn readmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgRma,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            // SAFETY: as above.
-            let rma = unsafe { $crate::dataops::one_rma_iov::<Self>(msg)? };
-            // SAFETY: the C API's contract for the message's desc array.
-            let d = unsafe { $crate::dataops::desc_vec::<Self>(msg.desc, msg.iov_count) };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov.to_vec(),
-                d,
-                msg.addr,
-                rma,
-                msg.context,
-                None,
-                true,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn write(
-            &self,
-            buf: *const u8,
-            len: usize,
-            d: $crate::dataops::p::Desc,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = vec![$crate::dataops::p::Iov {
-                base: buf as *mut $crate::dataops::p::c_void,
-                len,
-            }];
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov,
-                $crate::dataops::descs::<Self>(&[d]),
-                dest,
-                rma,
-                ctx,
-                None,
-                false,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn writev(
-            &self,
-            iov: &[$crate::dataops::p::Iov],
-            d: &[$crate::dataops::p::Desc],
-            dest: u64,
-            addr: u64,
-            key: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let len = iov.iter().map(|v| v.len).sum();
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov.to_vec(),
-                $crate::dataops::descs::<Self>(d),
-                dest,
-                rma,
-                ctx,
-                None,
-                false,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn writemsg(
-            &self,
-            msg: &$crate::dataops::p::MsgRma,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            // SAFETY: the C API's contract.
-            let iov = unsafe { $crate::dataops::iov_slice::<Self>(msg.msg_iov, msg.iov_count)? };
-            // SAFETY: as above.
-            let rma = unsafe { $crate::dataops::one_rma_iov::<Self>(msg)? };
-            let data = flags
-                .contains($crate::dataops::p::OpFlags::REMOTE_CQ_DATA)
-                .then_some(msg.data);
-            // SAFETY: the C API's contract for the message's desc array.
-            let d = unsafe { $crate::dataops::desc_vec::<Self>(msg.desc, msg.iov_count) };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov.to_vec(),
-                d,
-                msg.addr,
-                rma,
-                msg.context,
-                data,
-                false,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn inject_write(
-            &self,
-            buf: *const u8,
-            len: usize,
-            dest: u64,
-            addr: u64,
-            key: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = vec![$crate::dataops::p::Iov {
-                base: buf as *mut $crate::dataops::p::c_void,
-                len,
-            }];
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov,
-                Vec::new(),
-                dest,
-                rma,
-                0,
-                None,
-                false,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn writedata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            d: $crate::dataops::p::Desc,
-            data: u64,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = vec![$crate::dataops::p::Iov {
-                base: buf as *mut $crate::dataops::p::c_void,
-                len,
-            }];
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov,
-                $crate::dataops::descs::<Self>(&[d]),
-                dest,
-                rma,
-                ctx,
-                Some(data),
-                false,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn inject_writedata(
-            &self,
-            buf: *const u8,
-            len: usize,
-            data: u64,
-            dest: u64,
-            addr: u64,
-            key: u64,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = vec![$crate::dataops::p::Iov {
-                base: buf as *mut $crate::dataops::p::c_void,
-                len,
-            }];
-            let rma = $crate::dataops::p::RmaIov { addr, len, key };
-            $crate::dataops::DataPath::rma(
-                self,
-                iov,
-                Vec::new(),
-                dest,
-                rma,
-                0,
-                Some(data),
-                false,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        // ---- atomics ----
-
-        unsafe fn atomic(
-            &self,
-            buf: *const $crate::dataops::p::c_void,
-            count: usize,
-            d: $crate::dataops::p::Desc,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = [$crate::dataops::p::Ioc {
-                addr: buf as *mut $crate::dataops::p::c_void,
-                count,
-            }];
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Base,
-                &iov,
-                $crate::dataops::descs::<Self>(&[d]),
-                &[],
-                Vec::new(),
-                &[],
-                Vec::new(),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn atomicv(
-            &self,
-            iov: &[$crate::dataops::p::Ioc],
-            d: &[$crate::dataops::p::Desc],
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let count = iov.iter().map(|v| v.count).sum();
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Base,
-                iov,
-                $crate::dataops::descs::<Self>(d),
-                &[],
-                Vec::new(),
-                &[],
-                Vec::new(),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn atomicmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgAtomic,
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let (iov, rma, dt, op) = $crate::dataops::atomic_parts::<Self>(msg)?;
-            // SAFETY: the C API's contract for the message's desc array.
-            let d = unsafe { $crate::dataops::desc_vec::<Self>(msg.desc, msg.iov_count) };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Base,
-                iov,
-                d,
-                &[],
-                Vec::new(),
-                &[],
-                Vec::new(),
-                msg.addr,
-                rma,
-                dt,
-                op,
-                msg.context,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn inject_atomic(
-            &self,
-            buf: *const $crate::dataops::p::c_void,
-            count: usize,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = [$crate::dataops::p::Ioc {
-                addr: buf as *mut $crate::dataops::p::c_void,
-                count,
-            }];
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Base,
-                &iov,
-                Vec::new(),
-                &[],
-                Vec::new(),
-                &[],
-                Vec::new(),
-                dest,
-                rma,
-                datatype,
-                op,
-                0,
-                $crate::dataops::p::OpFlags::empty(),
-                true,
-            )
-        }
-
-        unsafe fn fetch_atomic(
-            &self,
-            buf: *const $crate::dataops::p::c_void,
-            count: usize,
-            d: $crate::dataops::p::Desc,
-            result: *mut $crate::dataops::p::c_void,
-            result_desc: $crate::dataops::p::Desc,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = [$crate::dataops::p::Ioc {
-                addr: buf as *mut $crate::dataops::p::c_void,
-                count,
-            }];
-            let res = [$crate::dataops::p::Ioc {
-                addr: result,
-                count,
-            }];
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            let iovs: &[$crate::dataops::p::Ioc] = if buf.is_null() { &[] } else { &iov };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Fetch,
-                iovs,
-                $crate::dataops::descs::<Self>(&[d]),
-                &[],
-                Vec::new(),
-                &res,
-                $crate::dataops::descs::<Self>(&[result_desc]),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn fetch_atomicv(
-            &self,
-            iov: &[$crate::dataops::p::Ioc],
-            d: &[$crate::dataops::p::Desc],
-            resultv: &[$crate::dataops::p::Ioc],
-            result_desc: &[$crate::dataops::p::Desc],
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let count = resultv.iter().map(|v| v.count).sum();
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Fetch,
-                iov,
-                $crate::dataops::descs::<Self>(d),
-                &[],
-                Vec::new(),
-                resultv,
-                $crate::dataops::descs::<Self>(result_desc),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn fetch_atomicmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgAtomic,
-            resultv: &[$crate::dataops::p::Ioc],
-            result_desc: &[$crate::dataops::p::Desc],
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let (iov, rma, dt, op) = $crate::dataops::atomic_parts::<Self>(msg)?;
-            // SAFETY: the C API's contract for the message's desc array.
-            let d = unsafe { $crate::dataops::desc_vec::<Self>(msg.desc, msg.iov_count) };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Fetch,
-                iov,
-                d,
-                &[],
-                Vec::new(),
-                resultv,
-                $crate::dataops::descs::<Self>(result_desc),
-                msg.addr,
-                rma,
-                dt,
-                op,
-                msg.context,
-                flags,
-                false,
-            )
-        }
-
-        unsafe fn compare_atomic(
-            &self,
-            buf: *const $crate::dataops::p::c_void,
-            count: usize,
-            d: $crate::dataops::p::Desc,
-            compare: *const $crate::dataops::p::c_void,
-            compare_desc: $crate::dataops::p::Desc,
-            result: *mut $crate::dataops::p::c_void,
-            result_desc: $crate::dataops::p::Desc,
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let iov = [$crate::dataops::p::Ioc {
-                addr: buf as *mut $crate::dataops::p::c_void,
-                count,
-            }];
-            let cmp = [$crate::dataops::p::Ioc {
-                addr: compare as *mut $crate::dataops::p::c_void,
-                count,
-            }];
-            let res = [$crate::dataops::p::Ioc {
-                addr: result,
-                count,
-            }];
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Compare,
-                &iov,
-                $crate::dataops::descs::<Self>(&[d]),
-                &cmp,
-                $crate::dataops::descs::<Self>(&[compare_desc]),
-                &res,
-                $crate::dataops::descs::<Self>(&[result_desc]),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn compare_atomicv(
-            &self,
-            iov: &[$crate::dataops::p::Ioc],
-            d: &[$crate::dataops::p::Desc],
-            comparev: &[$crate::dataops::p::Ioc],
-            compare_desc: &[$crate::dataops::p::Desc],
-            resultv: &[$crate::dataops::p::Ioc],
-            result_desc: &[$crate::dataops::p::Desc],
-            dest: u64,
-            addr: u64,
-            key: u64,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-            ctx: usize,
-        ) -> $crate::dataops::p::Result<()> {
-            let count = iov.iter().map(|v| v.count).sum();
-            let rma = $crate::dataops::p::RmaIoc { addr, count, key };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Compare,
-                iov,
-                $crate::dataops::descs::<Self>(d),
-                comparev,
-                $crate::dataops::descs::<Self>(compare_desc),
-                resultv,
-                $crate::dataops::descs::<Self>(result_desc),
-                dest,
-                rma,
-                datatype,
-                op,
-                ctx,
-                $crate::dataops::DataPath::tx_op_flags(self),
-                false,
-            )
-        }
-
-        unsafe fn compare_atomicmsg(
-            &self,
-            msg: &$crate::dataops::p::MsgAtomic,
-            comparev: &[$crate::dataops::p::Ioc],
-            compare_desc: &[$crate::dataops::p::Desc],
-            resultv: &[$crate::dataops::p::Ioc],
-            result_desc: &[$crate::dataops::p::Desc],
-            flags: $crate::dataops::p::OpFlags,
-        ) -> $crate::dataops::p::Result<()> {
-            let (iov, rma, dt, op) = $crate::dataops::atomic_parts::<Self>(msg)?;
-            // SAFETY: the C API's contract for the message's desc array.
-            let d = unsafe { $crate::dataops::desc_vec::<Self>(msg.desc, msg.iov_count) };
-            $crate::dataops::DataPath::atomic_any(
-                self,
-                $crate::dataops::p::AtomicKind::Compare,
-                iov,
-                d,
-                comparev,
-                $crate::dataops::descs::<Self>(compare_desc),
-                resultv,
-                $crate::dataops::descs::<Self>(result_desc),
-                msg.addr,
-                rma,
-                dt,
-                op,
-                msg.context,
-                flags,
-                false,
-            )
-        }
+        $crate::dataops::p::for_each_ep_data_op!($crate::__kit_data_methods);
 
         fn atomicvalid(
             &self,

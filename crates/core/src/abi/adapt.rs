@@ -30,9 +30,9 @@ use std::sync::Mutex;
 
 use crate::abi::raw::{
     info_from_raw, rx_attr_from_raw, tx_attr_from_raw, AtomicAttr, CqErrEntry, EqCmEntry, EqEntry,
-    EqErrEntry, ErrBuf, FidClass, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj, RawAddr,
-    RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawInfoBox, RawMr,
-    RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
+    EqErrEntry, ErrBuf, FidClass, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp,
+    RawEqAttr, RawFidRef, RawInfo, RawInfoBox, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr,
+    RawTxAttr, RawWaitAttr,
 };
 use crate::abi::tables::{
     AtomicTable, AvTable, CmTable, CntrTable, CqTable, DomainTable, EpTable, EqTable, FabricTable,
@@ -53,9 +53,9 @@ use crate::flags::OpFlags;
 use crate::getinfo::GetinfoOutcome;
 use crate::mr::MrAttr;
 use crate::provider::{
-    AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, Desc, DomainOps, EndpointOps, EpOf,
-    EqOf, EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, Provider,
-    TryWaitRef, WaitOf, WaitOps,
+    AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, DomainOps, EndpointOps, EpOf, EqOf,
+    EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, Provider, TryWaitRef,
+    WaitOf, WaitOps,
 };
 use crate::wait::WaitAttr;
 
@@ -544,64 +544,16 @@ impl<F: FabricOps> Adapt<F> {
     };
 
     /// Message table.
-    pub const MSG: &'static MsgTable = &MsgTable {
-        size: std::mem::size_of::<MsgTable>(),
-        send: msg_send::<F>,
-        sendv: msg_sendv::<F>,
-        sendmsg: msg_sendmsg::<F>,
-        inject: msg_inject::<F>,
-        senddata: msg_senddata::<F>,
-        injectdata: msg_injectdata::<F>,
-        recv: msg_recv::<F>,
-        recvv: msg_recvv::<F>,
-        recvmsg: msg_recvmsg::<F>,
-    };
+    pub const MSG: &'static MsgTable = <MsgTable as DataSlots<F>>::TABLE;
 
     /// Tagged message table.
-    pub const TAGGED: &'static TaggedTable = &TaggedTable {
-        size: std::mem::size_of::<TaggedTable>(),
-        tsend: tag_send::<F>,
-        tsendv: tag_sendv::<F>,
-        tsendmsg: tag_sendmsg::<F>,
-        tinject: tag_inject::<F>,
-        tsenddata: tag_senddata::<F>,
-        tinjectdata: tag_injectdata::<F>,
-        trecv: tag_recv::<F>,
-        trecvv: tag_recvv::<F>,
-        trecvmsg: tag_recvmsg::<F>,
-    };
+    pub const TAGGED: &'static TaggedTable = <TaggedTable as DataSlots<F>>::TABLE;
 
     /// RMA table.
-    pub const RMA: &'static RmaTable = &RmaTable {
-        size: std::mem::size_of::<RmaTable>(),
-        read: rma_read::<F>,
-        readv: rma_readv::<F>,
-        readmsg: rma_readmsg::<F>,
-        write: rma_write::<F>,
-        writev: rma_writev::<F>,
-        writemsg: rma_writemsg::<F>,
-        inject_write: rma_inject_write::<F>,
-        writedata: rma_writedata::<F>,
-        inject_writedata: rma_inject_writedata::<F>,
-    };
+    pub const RMA: &'static RmaTable = <RmaTable as DataSlots<F>>::TABLE;
 
     /// Atomic table.
-    pub const ATOMIC: &'static AtomicTable = &AtomicTable {
-        size: std::mem::size_of::<AtomicTable>(),
-        atomic: at_atomic::<F>,
-        atomicv: at_atomicv::<F>,
-        atomicmsg: at_atomicmsg::<F>,
-        inject_atomic: at_inject::<F>,
-        fetch_atomic: at_fetch::<F>,
-        fetch_atomicv: at_fetchv::<F>,
-        fetch_atomicmsg: at_fetchmsg::<F>,
-        compare_atomic: at_compare::<F>,
-        compare_atomicv: at_comparev::<F>,
-        compare_atomicmsg: at_comparemsg::<F>,
-        writevalid: at_writevalid::<F>,
-        readwritevalid: at_readwritevalid::<F>,
-        compwritevalid: at_compwritevalid::<F>,
-    };
+    pub const ATOMIC: &'static AtomicTable = <AtomicTable as DataSlots<F>>::TABLE;
 
     /// Passive endpoint table.
     pub const PEP: &'static PepTable = &PepTable {
@@ -1244,8 +1196,10 @@ unsafe extern "C" fn ep_control<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "ep.control", || {
-        // SAFETY: our boxed endpoint (host contract).
-        unsafe { ob::<EpOf<F>>(ep) }.control(command, arg)
+        // SAFETY: our boxed endpoint (host contract); `arg` is what `command` expects,
+        // by the C contract of `fi_control` that the host's `Endpoint::control` passes
+        // on to its (unsafe) caller.
+        unsafe { ob::<EpOf<F>>(ep).control(command, arg) }
     })
 }
 
@@ -1485,149 +1439,85 @@ unsafe extern "C" fn ep_shutdown<F: FabricOps>(ep: Obj, flags: u64) -> i32 {
 // ---------------------------------------------------------------------------------------
 // Data slots.
 
-/// Defines a data slot `$name<F>(ep, args…) -> isize` whose body (an expression of type
-/// `Result<()>`, with the endpoint bound to `$ep`) runs inside `unsafe`.
-macro_rules! ep_slot {
-    ($name:ident, $what:literal, ($($a:ident : $t:ty),* $(,)?), |$ep:ident| $body:expr) => {
-        unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> isize {
-            guard($what, || {
-                st(run(|| -> Result<()> {
-                    // SAFETY: `obj` is an endpoint this adapter boxed for family `F` (the
-                    // host passes each handle's own object to its own tables); the C
-                    // API's contract for the operation (buffers and arrays valid, with
-                    // the given counts, until completion) is forwarded to the provider.
-                    unsafe {
-                        let $ep: &EpOf<F> = ob::<EpOf<F>>(obj);
-                        $body
-                    }
-                }))
-            })
-        }
+/// A data table of family `F`: every slot of the list of data operations is a
+/// trampoline of [`data_slots`], the group's `queries` come from [`Queries::BASE`].
+trait DataSlots<F: FabricOps>: 'static {
+    const TABLE: &'static Self;
+}
+
+/// The slots of a data table that are not in the list of data operations (the
+/// `*atomicvalid` queries), as a table whose data slots are `-FI_ENOSYS`.
+trait Queries<F: FabricOps>: Sized + 'static {
+    const BASE: Self;
+}
+
+impl<F: FabricOps> Queries<F> for MsgTable {
+    const BASE: MsgTable = *MsgTable::ENOSYS;
+}
+impl<F: FabricOps> Queries<F> for TaggedTable {
+    const BASE: TaggedTable = *TaggedTable::ENOSYS;
+}
+impl<F: FabricOps> Queries<F> for RmaTable {
+    const BASE: RmaTable = *RmaTable::ENOSYS;
+}
+impl<F: FabricOps> Queries<F> for AtomicTable {
+    const BASE: AtomicTable = AtomicTable {
+        writevalid: at_writevalid::<F>,
+        readwritevalid: at_readwritevalid::<F>,
+        compwritevalid: at_compwritevalid::<F>,
+        ..*AtomicTable::ENOSYS
     };
 }
 
-/// An iov list and its descriptors (descriptors may be absent: empty slice).
-///
-/// # Safety
-/// `iov` valid for `count`; `desc` null or valid for `count`.
-#[inline(always)]
-unsafe fn iovs<'a, T>(
-    iov: *const T,
-    desc: *const *mut c_void,
-    count: usize,
-) -> Result<(&'a [T], &'a [Desc])> {
-    // SAFETY: forwarded.
-    unsafe { Ok((sl_req(iov, count, "null iov array")?, sl(desc, count))) }
+/// Writes, from the list of data operations, one trampoline per operation in
+/// [`data_slots`] (`data_slots::<name>::<F>`: catches panics, converts the C
+/// arguments as the list says, `FI_EINVAL` for a bad one, and calls the
+/// [`EndpointOps`] method of the same name) and each table's [`DataSlots`] impl.
+macro_rules! data_trampolines {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {
+        /// The trampolines of the data slots (one per entry of the list).
+        mod data_slots {
+            use super::*;
+            $($(
+                #[allow(clippy::too_many_arguments)]
+                pub(super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($c: $cty),*) -> isize {
+                    guard(stringify!($name), || {
+                        st(run(|| -> Result<()> {
+                            // SAFETY: `obj` is an endpoint this adapter boxed for family
+                            // `F` (the host passes each handle's own object to its own
+                            // tables); the C API's contract for the operation (buffers
+                            // and arrays valid, with the given counts, until completion)
+                            // is forwarded to the provider.
+                            unsafe {
+                                let ep: &EpOf<F> = ob::<EpOf<F>>(obj);
+                                let ($($p,)*): ($($pty,)*) = ($($from,)*);
+                                ep.$name($($p),*)
+                            }
+                        }))
+                    })
+                }
+            )*)*
+        }
+
+        $(
+            impl<F: FabricOps> DataSlots<F> for $Table {
+                #[allow(clippy::needless_update)]
+                const TABLE: &'static $Table = &$Table {
+                    size: std::mem::size_of::<$Table>(),
+                    $($name: data_slots::$name::<F>,)*
+                    ..<$Table as Queries<F>>::BASE
+                };
+            }
+        )*
+    };
 }
 
-/// # Safety
-/// `p` null or valid.
-#[inline(always)]
-unsafe fn msg_ref<'a, T>(p: *const T) -> Result<&'a T> {
-    if p.is_null() {
-        return einval("null message");
-    }
-    // SAFETY: non-null and valid (contract).
-    Ok(unsafe { &*p })
-}
-
-fn fl(flags: u64) -> OpFlags {
-    OpFlags::from_bits_retain(flags)
-}
-
-ep_slot!(msg_send, "send", (buf: *const u8, len: usize, desc: Desc, dest: u64, ctx: usize),
-    |ep| ep.send(buf, len, desc, dest, ctx));
-ep_slot!(msg_sendv, "sendv", (iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.sendv(i, d, dest, ctx) });
-ep_slot!(msg_sendmsg, "sendmsg", (msg: *const Msg, flags: u64),
-    |ep| ep.sendmsg(msg_ref(msg)?, fl(flags)));
-ep_slot!(msg_inject, "inject", (buf: *const u8, len: usize, dest: u64),
-    |ep| ep.inject(buf, len, dest));
-ep_slot!(msg_senddata, "senddata", (buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, ctx: usize),
-    |ep| ep.senddata(buf, len, desc, data, dest, ctx));
-ep_slot!(msg_injectdata, "injectdata", (buf: *const u8, len: usize, data: u64, dest: u64),
-    |ep| ep.injectdata(buf, len, data, dest));
-ep_slot!(msg_recv, "recv", (buf: *mut u8, len: usize, desc: Desc, src: u64, ctx: usize),
-    |ep| ep.recv(buf, len, desc, src, ctx));
-ep_slot!(msg_recvv, "recvv", (iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.recvv(i, d, src, ctx) });
-ep_slot!(msg_recvmsg, "recvmsg", (msg: *const Msg, flags: u64),
-    |ep| ep.recvmsg(msg_ref(msg)?, fl(flags)));
-
-ep_slot!(tag_send, "tsend", (buf: *const u8, len: usize, desc: Desc, dest: u64, tag: u64, ctx: usize),
-    |ep| ep.tsend(buf, len, desc, dest, tag, ctx));
-ep_slot!(tag_sendv, "tsendv", (iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, tag: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.tsendv(i, d, dest, tag, ctx) });
-ep_slot!(tag_sendmsg, "tsendmsg", (msg: *const MsgTagged, flags: u64),
-    |ep| ep.tsendmsg(msg_ref(msg)?, fl(flags)));
-ep_slot!(tag_inject, "tinject", (buf: *const u8, len: usize, dest: u64, tag: u64),
-    |ep| ep.tinject(buf, len, dest, tag));
-ep_slot!(tag_senddata, "tsenddata", (buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, tag: u64, ctx: usize),
-    |ep| ep.tsenddata(buf, len, desc, data, dest, tag, ctx));
-ep_slot!(tag_injectdata, "tinjectdata", (buf: *const u8, len: usize, data: u64, dest: u64, tag: u64),
-    |ep| ep.tinjectdata(buf, len, data, dest, tag));
-ep_slot!(tag_recv, "trecv", (buf: *mut u8, len: usize, desc: Desc, src: u64, tag: u64, ignore: u64, ctx: usize),
-    |ep| ep.trecv(buf, len, desc, src, tag, ignore, ctx));
-ep_slot!(tag_recvv, "trecvv", (iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, tag: u64, ignore: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.trecvv(i, d, src, tag, ignore, ctx) });
-ep_slot!(tag_recvmsg, "trecvmsg", (msg: *const MsgTagged, flags: u64),
-    |ep| ep.trecvmsg(msg_ref(msg)?, fl(flags)));
-
-ep_slot!(rma_read, "read", (buf: *mut u8, len: usize, desc: Desc, src: u64, addr: u64, key: u64, ctx: usize),
-    |ep| ep.read(buf, len, desc, src, addr, key, ctx));
-ep_slot!(rma_readv, "readv", (iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, addr: u64, key: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.readv(i, d, src, addr, key, ctx) });
-ep_slot!(rma_readmsg, "readmsg", (msg: *const MsgRma, flags: u64),
-    |ep| ep.readmsg(msg_ref(msg)?, fl(flags)));
-ep_slot!(rma_write, "write", (buf: *const u8, len: usize, desc: Desc, dest: u64, addr: u64, key: u64, ctx: usize),
-    |ep| ep.write(buf, len, desc, dest, addr, key, ctx));
-ep_slot!(rma_writev, "writev", (iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.writev(i, d, dest, addr, key, ctx) });
-ep_slot!(rma_writemsg, "writemsg", (msg: *const MsgRma, flags: u64),
-    |ep| ep.writemsg(msg_ref(msg)?, fl(flags)));
-ep_slot!(rma_inject_write, "inject_write", (buf: *const u8, len: usize, dest: u64, addr: u64, key: u64),
-    |ep| ep.inject_write(buf, len, dest, addr, key));
-ep_slot!(rma_writedata, "writedata", (buf: *const u8, len: usize, desc: Desc, data: u64, dest: u64, addr: u64, key: u64, ctx: usize),
-    |ep| ep.writedata(buf, len, desc, data, dest, addr, key, ctx));
-ep_slot!(rma_inject_writedata, "inject_writedata", (buf: *const u8, len: usize, data: u64, dest: u64, addr: u64, key: u64),
-    |ep| ep.inject_writedata(buf, len, data, dest, addr, key));
-
-ep_slot!(at_atomic, "atomic", (buf: *const c_void, count: usize, desc: Desc, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-    |ep| ep.atomic(buf, count, desc, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx));
-ep_slot!(at_atomicv, "atomicv", (iov: *const Ioc, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-    |ep| { let (i, d) = iovs(iov, desc, count)?; ep.atomicv(i, d, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx) });
-ep_slot!(at_atomicmsg, "atomicmsg", (msg: *const MsgAtomic, flags: u64),
-    |ep| ep.atomicmsg(msg_ref(msg)?, fl(flags)));
-ep_slot!(at_inject, "inject_atomic", (buf: *const c_void, count: usize, dest: u64, addr: u64, key: u64, dt: u32, op: u32),
-    |ep| ep.inject_atomic(buf, count, dest, addr, key, datatype(dt)?, atomic_op(op)?));
-ep_slot!(at_fetch, "fetch_atomic", (buf: *const c_void, count: usize, desc: Desc, result: *mut c_void, result_desc: Desc, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-    |ep| ep.fetch_atomic(buf, count, desc, result, result_desc, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx));
-ep_slot!(at_fetchv, "fetch_atomicv", (iov: *const Ioc, desc: *const *mut c_void, count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-|ep| {
-    let (i, d) = iovs(iov, desc, count)?;
-    let (r, rd) = iovs(resultv, result_desc, result_count)?;
-    ep.fetch_atomicv(i, d, r, rd, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx)
-});
-ep_slot!(at_fetchmsg, "fetch_atomicmsg", (msg: *const MsgAtomic, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64),
-|ep| {
-    let (r, rd) = iovs(resultv, result_desc, result_count)?;
-    ep.fetch_atomicmsg(msg_ref(msg)?, r, rd, fl(flags))
-});
-ep_slot!(at_compare, "compare_atomic", (buf: *const c_void, count: usize, desc: Desc, compare: *const c_void, compare_desc: Desc, result: *mut c_void, result_desc: Desc, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-    |ep| ep.compare_atomic(buf, count, desc, compare, compare_desc, result, result_desc, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx));
-ep_slot!(at_comparev, "compare_atomicv", (iov: *const Ioc, desc: *const *mut c_void, count: usize, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, dt: u32, op: u32, ctx: usize),
-|ep| {
-    let (i, d) = iovs(iov, desc, count)?;
-    let (c, cd) = iovs(comparev, compare_desc, compare_count)?;
-    let (r, rd) = iovs(resultv, result_desc, result_count)?;
-    ep.compare_atomicv(i, d, c, cd, r, rd, dest, addr, key, datatype(dt)?, atomic_op(op)?, ctx)
-});
-ep_slot!(at_comparemsg, "compare_atomicmsg", (msg: *const MsgAtomic, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64),
-|ep| {
-    let (c, cd) = iovs(comparev, compare_desc, compare_count)?;
-    let (r, rd) = iovs(resultv, result_desc, result_count)?;
-    ep.compare_atomicmsg(msg_ref(msg)?, c, cd, r, rd, fl(flags))
-});
+crate::for_each_ep_data_op!(data_trampolines);
 
 /// Shared body of the three `*valid` slots.
 fn valid_slot(count: *mut usize, f: impl FnOnce() -> Result<usize>) -> i32 {

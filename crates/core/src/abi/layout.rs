@@ -70,15 +70,63 @@ impl StructDesc {
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// One FNV-1a step over `bytes`, skipping ASCII white space.
+const fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\n' || b == b'\t' || b == b'\r'
+}
+
+const fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+/// `bytes[start..end]` is `mut`, `const` or `dyn` (followed by a path from the root,
+/// `*mut ::std::ffi::c_void`, it is not a qualifier).
+const fn is_keyword(bytes: &[u8], start: usize, end: usize) -> bool {
+    let len = end - start;
+    (len == 3
+        && ((bytes[start] == b'm' && bytes[start + 1] == b'u' && bytes[start + 2] == b't')
+            || (bytes[start] == b'd' && bytes[start + 1] == b'y' && bytes[start + 2] == b'n')))
+        || (len == 5
+            && bytes[start] == b'c'
+            && bytes[start + 1] == b'o'
+            && bytes[start + 2] == b'n'
+            && bytes[start + 3] == b's'
+            && bytes[start + 4] == b't')
+}
+
+/// One FNV-1a step over `bytes`, skipping ASCII white space and path qualifiers: a
+/// type is hashed as its last path segment (`*const $crate::abi::raw::Iov` as
+/// `*const Iov`), so where a type is named from does not change the fingerprint.
 pub const fn fnv1a_text(mut h: u64, bytes: &[u8]) -> u64 {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        if !(b == b' ' || b == b'\n' || b == b'\t' || b == b'\r') {
-            h ^= b as u64;
-            h = h.wrapping_mul(FNV_PRIME);
+        if is_space(b) {
+            i += 1;
+            continue;
         }
+        if b == b':' && i + 1 < bytes.len() && bytes[i + 1] == b':' {
+            i += 2;
+            continue;
+        }
+        if is_ident(b) && (i == 0 || !is_ident(bytes[i - 1])) {
+            // A path segment followed by `::` is a qualifier: skip it.
+            let mut end = i;
+            while end < bytes.len() && is_ident(bytes[end]) {
+                end += 1;
+            }
+            let mut next = end;
+            while next < bytes.len() && is_space(bytes[next]) {
+                next += 1;
+            }
+            let qualifier =
+                next + 1 < bytes.len() && bytes[next] == b':' && bytes[next + 1] == b':';
+            if qualifier && !is_keyword(bytes, i, end) {
+                i = next + 2;
+                continue;
+            }
+        }
+        h ^= b as u64;
+        h = h.wrapping_mul(FNV_PRIME);
         i += 1;
     }
     // A separator, so that "ab"+"c" and "a"+"bc" differ.
@@ -188,6 +236,21 @@ pub(crate) use since;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_spelling_ignores_space_and_path_qualifiers_only() {
+        let h = |t: &str| fnv1a_text(FNV_OFFSET, t.as_bytes());
+        assert_eq!(h("*mut ::std::ffi::c_void"), h("*mut c_void"));
+        assert_eq!(h("* const $crate :: abi :: raw :: Iov"), h("*const Iov"));
+        assert_eq!(
+            h("*const *mut ::core::ffi::c_void"),
+            h("*const *mut c_void")
+        );
+        // Keywords before a root path stay; the pointee and mutability still count.
+        assert_ne!(h("*mut ::std::ffi::c_void"), h("*const c_void"));
+        assert_ne!(h("*const u8"), h("*mut u8"));
+        assert_ne!(h("a::Iov"), h("Ioc"));
+    }
 
     #[allow(dead_code)]
     mod v1 {

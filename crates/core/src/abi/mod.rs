@@ -47,6 +47,7 @@ pub mod adapt;
 pub mod host;
 pub mod layout;
 pub mod object;
+pub mod ops;
 pub mod raw;
 pub mod tables;
 pub mod wire;

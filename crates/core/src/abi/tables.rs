@@ -30,9 +30,9 @@ use std::ffi::c_void;
 
 use crate::abi::layout::StructDesc;
 use crate::abi::raw::{
-    AtomicAttr, CqErrEntry, EqErrEntry, ErrBuf, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, Obj,
-    RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawMr,
-    RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
+    AtomicAttr, CqErrEntry, EqErrEntry, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr,
+    RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr,
+    RawTxAttr, RawWaitAttr,
 };
 use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
 
@@ -284,103 +284,6 @@ abi_table! {
         fn shutdown(ep: Obj, flags: u64) -> i32;
     }
 
-    /// Messages (`fi_ops_msg`).
-    pub struct MsgTable {
-        /// `fi_send`.
-        fn send(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, context: usize) -> isize;
-        /// `fi_sendv`.
-        fn sendv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, context: usize) -> isize;
-        /// `fi_sendmsg`.
-        fn sendmsg(ep: Obj, msg: *const Msg, flags: u64) -> isize;
-        /// `fi_inject`.
-        fn inject(ep: Obj, buf: *const u8, len: usize, dest: u64) -> isize;
-        /// `fi_senddata`.
-        fn senddata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, context: usize) -> isize;
-        /// `fi_injectdata`.
-        fn injectdata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64) -> isize;
-        /// `fi_recv`.
-        fn recv(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, context: usize) -> isize;
-        /// `fi_recvv`.
-        fn recvv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, context: usize) -> isize;
-        /// `fi_recvmsg`.
-        fn recvmsg(ep: Obj, msg: *const Msg, flags: u64) -> isize;
-    }
-
-    /// Tagged messages (`fi_ops_tagged`).
-    pub struct TaggedTable {
-        /// `fi_tsend`.
-        fn tsend(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, tag: u64, context: usize) -> isize;
-        /// `fi_tsendv`.
-        fn tsendv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, tag: u64, context: usize) -> isize;
-        /// `fi_tsendmsg`.
-        fn tsendmsg(ep: Obj, msg: *const MsgTagged, flags: u64) -> isize;
-        /// `fi_tinject`.
-        fn tinject(ep: Obj, buf: *const u8, len: usize, dest: u64, tag: u64) -> isize;
-        /// `fi_tsenddata`.
-        fn tsenddata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, tag: u64, context: usize) -> isize;
-        /// `fi_tinjectdata`.
-        fn tinjectdata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64, tag: u64) -> isize;
-        /// `fi_trecv`.
-        fn trecv(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, tag: u64, ignore: u64, context: usize) -> isize;
-        /// `fi_trecvv`.
-        fn trecvv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, tag: u64, ignore: u64, context: usize) -> isize;
-        /// `fi_trecvmsg`.
-        fn trecvmsg(ep: Obj, msg: *const MsgTagged, flags: u64) -> isize;
-    }
-
-    /// RMA (`fi_ops_rma`).
-    pub struct RmaTable {
-        /// `fi_read`.
-        fn read(ep: Obj, buf: *mut u8, len: usize, desc: *mut c_void, src: u64, addr: u64, key: u64, context: usize) -> isize;
-        /// `fi_readv`.
-        fn readv(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, src: u64, addr: u64, key: u64, context: usize) -> isize;
-        /// `fi_readmsg`.
-        fn readmsg(ep: Obj, msg: *const MsgRma, flags: u64) -> isize;
-        /// `fi_write`.
-        fn write(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, dest: u64, addr: u64, key: u64, context: usize) -> isize;
-        /// `fi_writev`.
-        fn writev(ep: Obj, iov: *const Iov, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, context: usize) -> isize;
-        /// `fi_writemsg`.
-        fn writemsg(ep: Obj, msg: *const MsgRma, flags: u64) -> isize;
-        /// `fi_inject_write`.
-        fn inject_write(ep: Obj, buf: *const u8, len: usize, dest: u64, addr: u64, key: u64) -> isize;
-        /// `fi_writedata`.
-        fn writedata(ep: Obj, buf: *const u8, len: usize, desc: *mut c_void, data: u64, dest: u64, addr: u64, key: u64, context: usize) -> isize;
-        /// `fi_inject_writedata`.
-        fn inject_writedata(ep: Obj, buf: *const u8, len: usize, data: u64, dest: u64, addr: u64, key: u64) -> isize;
-    }
-
-    /// Atomics (`fi_ops_atomic`). `datatype` and `op` are the C values of `Datatype`
-    /// and `AtomicOp`; counts are elements.
-    pub struct AtomicTable {
-        /// `fi_atomic`.
-        fn atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_atomicv`.
-        fn atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_atomicmsg`.
-        fn atomicmsg(ep: Obj, msg: *const MsgAtomic, flags: u64) -> isize;
-        /// `fi_inject_atomic`.
-        fn inject_atomic(ep: Obj, buf: *const c_void, count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32) -> isize;
-        /// `fi_fetch_atomic`.
-        fn fetch_atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, result: *mut c_void, result_desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_fetch_atomicv`.
-        fn fetch_atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_fetch_atomicmsg`.
-        fn fetch_atomicmsg(ep: Obj, msg: *const MsgAtomic, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64) -> isize;
-        /// `fi_compare_atomic`.
-        fn compare_atomic(ep: Obj, buf: *const c_void, count: usize, desc: *mut c_void, compare: *const c_void, compare_desc: *mut c_void, result: *mut c_void, result_desc: *mut c_void, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_compare_atomicv`.
-        fn compare_atomicv(ep: Obj, iov: *const Ioc, desc: *const *mut c_void, count: usize, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, dest: u64, addr: u64, key: u64, datatype: u32, op: u32, context: usize) -> isize;
-        /// `fi_compare_atomicmsg`.
-        fn compare_atomicmsg(ep: Obj, msg: *const MsgAtomic, comparev: *const Ioc, compare_desc: *const *mut c_void, compare_count: usize, resultv: *const Ioc, result_desc: *const *mut c_void, result_count: usize, flags: u64) -> isize;
-        /// `fi_atomicvalid`: element count limit in `count`.
-        fn writevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
-        /// `fi_fetch_atomicvalid`.
-        fn readwritevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
-        /// `fi_compare_atomicvalid`.
-        fn compwritevalid(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
-    }
-
     /// Passive endpoint operations.
     pub struct PepTable {
         /// Close the passive endpoint.
@@ -550,6 +453,33 @@ abi_table! {
         fn @2 hook_inner(out: *mut RawHostFabric, err: *mut ErrBuf) -> i32;
     }
 }
+
+/// The four data tables of an endpoint (`MsgTable`, `TaggedTable`, `RmaTable`,
+/// `AtomicTable`), one slot per entry of the list of data operations
+/// ([`for_each_ep_data_op!`](crate::for_each_ep_data_op)), in its order, then the
+/// group's `queries`. Each slot takes the endpoint object and the entry's C arguments
+/// and returns `isize` (0 or `-FI_x`).
+macro_rules! data_tables {
+    ($($group:ident $Table:ident {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+            => ($($p:ident : $pty:ty = $from:expr),*)
+            <= ($($low:expr),*);)*
+    } $(+ queries { $($q:tt)* })?)*) => {
+        abi_table! {$(
+            #[doc = concat!("The `", stringify!($group), "` data operations of an endpoint (generated from [`for_each_ep_data_op!`](crate::for_each_ep_data_op)).")]
+            pub struct $Table {
+                $(
+                    $(#[$doc])*
+                    fn $(@ $since)? $name(ep: Obj, $($c: $cty),*) -> isize;
+                )*
+                $($($q)*)?
+            }
+        )*}
+    };
+}
+
+crate::for_each_ep_data_op!(data_tables);
 
 /// Every table's layout, for the fingerprint.
 pub const LAYOUTS: &[&StructDesc] = &[
