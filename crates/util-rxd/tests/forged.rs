@@ -9,6 +9,8 @@
 //! `RXD_FLOOD_N` sets the flood's size (default 100000). The measured version (RSS,
 //! latency before and after) is `examples/forged_flood.rs`.
 
+mod common;
+use common::{node, Node};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,51 +18,11 @@ use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
-use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::domain::Domain;
-use ofi::ep::Endpoint;
-use ofi::fabric::Fabric;
-use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::cq::CompletionQueue;
+use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, API_VERSION};
 use ofi_util_rxd::proto::{Hdr, PktType};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-struct Node {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: AddressVector,
-    addr: Address,
-    _domain: Domain,
-    _fabric: Fabric,
-}
-
-fn node(info: &Info) -> Node {
-    let fabric = ofi::fabric(info).expect("fi_fabric");
-    let domain = fabric.domain(info).expect("fi_domain");
-    let cq = domain
-        .cq_open(&CqAttr {
-            size: 1024,
-            ..CqAttr::with_format(CqFormat::Tagged)
-        })
-        .expect("fi_cq_open");
-    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(info).expect("fi_endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("fi_enable");
-    let addr =
-        Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
-    Node {
-        ep,
-        cq,
-        av,
-        addr,
-        _domain: domain,
-        _fabric: fabric,
-    }
-}
 
 /// Two rxd endpoints over udp (IPv4), each in the other's AV.
 fn pair() -> (Node, Node, u64, u64) {
