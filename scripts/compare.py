@@ -70,6 +70,10 @@ class Failed(Exception):
     """A run that gave no figure; the message says why."""
 
 
+class Hung(Failed):
+    """The first, short calibration run of a cell gave nothing in CALIBRATION_LIMIT."""
+
+
 def terminate(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -262,8 +266,23 @@ def client_server(place, pin, server_argv, client_argv, limit, retry_on):
     return code, out, err, server_err
 
 
+RETRIED = []  # runs that timed out once and were run again
+
+
 def run_pingpong(tool, cell, size, iters, place, pin, limit):
-    """One fi_pingpong server + client run: (usec/xfer, MB/s, seconds)."""
+    """One fi_pingpong server + client run: (usec/xfer, MB/s, seconds); a run that times
+    out is run once more (C's shm pingpong now and then waits forever at start-up)."""
+    try:
+        return pingpong_once(tool, cell, size, iters, place, pin, limit)
+    except Failed as err:
+        if not str(err).startswith("no result in"):
+            raise
+        RETRIED.append(f"{tool} {cell[0]} {size} B {place.short}")
+        print(f"  retrying {RETRIED[-1]}: {err}", file=sys.stderr)
+        return pingpong_once(tool, cell, size, iters, place, pin, limit)
+
+
+def pingpong_once(tool, cell, size, iters, place, pin, limit):
     _, prov, ep = cell
     port = str(free_port())
     common = [tool, "-p", prov, "-e", ep, "-I", str(iters), "-S", str(size)]
@@ -338,13 +357,20 @@ def calibrate(run, size, args, per_iter_xfers=2):
         usec, _, _ = run(min(args.iters, 2000), CALIBRATION_LIMIT)
         return args.iters, usec
     iters = 2000 if size <= SMALL else (200 if size <= 65536 else 20)
-    for _ in range(5):
+    try:
         usec, _, _ = run(iters, CALIBRATION_LIMIT)
+    except Failed as err:
+        if str(err).startswith("no result in"):
+            raise Hung(str(err)) from None
+        raise
+    for _ in range(5):
         lasted = per_iter_xfers * iters * usec * 1e-6
         if (lasted >= args.seconds and iters >= floor) or iters >= MAX_ITERS:
             return iters, usec
         needed = args.seconds * 1.2 / max(per_iter_xfers * usec * 1e-6, 1e-9)
         iters = min(MAX_ITERS, round_up(max(floor, needed, iters * 2)))
+        expected = per_iter_xfers * iters * usec * 1e-6
+        usec, _, _ = run(iters, max(CALIBRATION_LIMIT, 10 * expected))
     return iters, usec
 
 
@@ -447,6 +473,9 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         "(scripts/linkprobe.c; TCP ping-pong of that size for shm/tcp/rxm rows, UDP for "
         "udp/rxd rows up to 65507 B).",
     ]
+    if meta.get("retried"):
+        lines += ["", f"{len(meta['retried'])} run(s) gave no result in their time "
+                  "limit and were run again: " + "; ".join(meta["retried"]) + "."]
     for place in places:
         stream = res.get(("stream", place.short))
         lines.append("")
@@ -471,34 +500,47 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         return notes.ref(f"{key[2]}, {key[0]} {key[1]} B, {place_names[key[3]]}: {err}") \
             if err else "n/a"
 
-    for title, index, digits in (("Latency, usec/xfer (lower is better)", 0, 2),
-                                 ("Bandwidth, MB/s, one message in flight (higher is better)",
-                                  1, None)):
-        head = ["cell", "bytes"]
+    def table(title, first_head, rows):
+        """rows: (cell label, size, first column text, 0 = usec/xfer or 1 = MB/s)."""
+        head = ["cell", first_head]
         for place in places:
             suffix = f" {place.short}" if len(places) > 1 else ""
             head += [f"C{suffix}"] + [f"{name}{suffix}" for name in ours]
             head += [f"{name}/C{suffix}" for name in ours] + [f"link{suffix}"]
-        lines += ["", f"{title}:", "", "| " + " | ".join(head) + " |",
-                  "| --- | " + " | ".join("---:" for _ in head[1:]) + " |"]
-        for label, _, _ in cells:
-            for size in sizes:
-                row = [label, str(size)]
-                for place in places:
-                    row.append(cell_text((label, size, "C", place.short), index, digits))
-                    for name in ours:
-                        row.append(cell_text((label, size, name, place.short), index, digits))
-                    c_value = value((label, size, "C", place.short), index)
-                    for name in ours:
-                        mine = value((label, size, name, place.short), index)
-                        row.append(f"{mine / c_value:.2f}" if mine and c_value else "n/a")
-                    if label.startswith("shm"):
-                        row.append("—")
-                    else:
-                        proto = "udp" if label.startswith("udp") and size <= 65507 else "tcp"
-                        link = value((f"link {proto}", size, "link", place.short), index)
-                        row.append(fmt(link, digits) + (f" ({proto})" if link else ""))
-                lines.append("| " + " | ".join(row) + " |")
+        out = ["", f"{title}:", "", "| " + " | ".join(head) + " |",
+               "| --- | " + " | ".join("---:" for _ in head[1:]) + " |"]
+        for label, size, first, index in rows:
+            digits = 2 if index == 0 else None
+            row = [label, first]
+            for place in places:
+                row.append(cell_text((label, size, "C", place.short), index, digits))
+                for name in ours:
+                    row.append(cell_text((label, size, name, place.short), index, digits))
+                c_value = value((label, size, "C", place.short), index)
+                for name in ours:
+                    mine = value((label, size, name, place.short), index)
+                    row.append(f"{mine / c_value:.2f}" if mine and c_value else "n/a")
+                if label.startswith("shm"):
+                    row.append("—")
+                else:
+                    proto = "udp" if label.startswith("udp") and size <= 65507 else "tcp"
+                    link = value((f"link {proto}", size, "link", place.short), index)
+                    row.append(fmt(link, digits) + (f" ({proto})" if link else ""))
+            out.append("| " + " | ".join(row) + " |")
+        return out
+
+    small = 64 if 64 in sizes else min(sizes)
+    large = 1048576 if 1048576 in sizes else max(sizes)
+    summary = []
+    for label, _, _ in cells:
+        summary.append((label, small, f"{small} B, usec/xfer", 0))
+        summary.append((label, large, f"{large} B, MB/s", 1))
+    lines += table("Summary: latency at the small size, bandwidth at the large one",
+                   "figure", summary)
+    lines += table("Latency, usec/xfer (lower is better)", "bytes",
+                   [(label, size, str(size), 0) for label, _, _ in cells for size in sizes])
+    lines += table("Bandwidth, MB/s, one message in flight (higher is better)", "bytes",
+                   [(label, size, str(size), 1) for label, _, _ in cells for size in sizes])
 
     bw_rows = [k for k in res if k[0] == "bw"]
     if bw_rows:
@@ -678,6 +720,8 @@ def main():
     ap.add_argument("--json", default="", help="write the raw samples here")
     ap.add_argument("--from-json", default="",
                     help="no measuring: the table and plot of an earlier --json file")
+    ap.add_argument("--show", default="", metavar="NAME[=SHOWN],...",
+                    help="with --from-json: only these builds of ours, optionally renamed")
     args = ap.parse_args()
 
     if args.from_json:
@@ -734,6 +778,7 @@ def main():
         t_start = time.time()
         measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env)
         meta["minutes"] = (time.time() - t_start) / 60
+        meta["retried"] = RETRIED
         meta["load_after"] = loadavg()
         jiffies1, steal1 = cpu_times()
         meta["steal"] = 100.0 * (steal1 - steal0) / (jiffies1 - jiffies0) \
@@ -779,16 +824,39 @@ def write_outputs(res, args, meta):
         print(f"plot written to {args.plot}", file=sys.stderr)
 
 
+def name_index(key):
+    """Where a result key names a tool: (cell, size, NAME, place), ("bw", cell, size,
+    NAME), and the same behind "error"; None for the link's keys."""
+    base = 1 if key[0] == "error" else 0
+    if len(key) <= base or key[base] == "stream" or str(key[base]).startswith("link"):
+        return None
+    return base + 3 if key[base] == "bw" else base + 2
+
+
 def replay(args):
     with open(args.from_json) as f:
         data = json.load(f)
+    meta = data["meta"]
+    rename = {}
+    if args.show:
+        for item in args.show.split(","):
+            name, _, shown = item.partition("=")
+            rename[name] = shown or name
+        meta["tools"] = [[rename.get(name, name), path] for name, path in meta["tools"]
+                         if name == "C" or name in rename]
     res = {}
     for item in data["results"]:
+        key = item["key"]
+        at = name_index(key)
+        if rename and at is not None and key[at] != "C":
+            if key[at] not in rename:
+                continue
+            key = key[:at] + [rename[key[at]]] + key[at + 1:]
         value = item["value"]
         if isinstance(value, list):
             value = [tuple(v) if isinstance(v, list) else v for v in value]
-        res[tuple(item["key"])] = value
-    write_outputs(res, args, data["meta"])
+        res[tuple(key)] = value
+    write_outputs(res, args, meta)
     return 0
 
 
@@ -830,7 +898,7 @@ def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_e
                         res[("error",) + key] = str(err)
                         print(f"  {cell[0]} {size} {name} {place.short}: n/a ({err})",
                               file=sys.stderr)
-                        if str(err).startswith("no result in"):
+                        if isinstance(err, Hung):
                             # A tool that hangs here would hang at every size: skip them.
                             hung[(cell[0], name, place.short)] = \
                                 f"not tried: no result at {size} B in {CALIBRATION_LIMIT} s"
