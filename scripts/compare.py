@@ -473,6 +473,8 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         "(scripts/linkprobe.c; TCP ping-pong of that size for shm/tcp/rxm rows, UDP for "
         "udp/rxd rows up to 65507 B).",
     ]
+    for filled in meta.get("filled", []):
+        lines += ["", f"Cells taken {filled}."]
     if meta.get("retried"):
         lines += ["", f"{len(meta['retried'])} run(s) gave no result in their time "
                   "limit and were run again: " + "; ".join(meta["retried"]) + "."]
@@ -718,8 +720,9 @@ def main():
     ap.add_argument("--out", default="", help="write the markdown here as well")
     ap.add_argument("--plot", default="", help="write an SVG plot here")
     ap.add_argument("--json", default="", help="write the raw samples here")
-    ap.add_argument("--from-json", default="",
-                    help="no measuring: the table and plot of an earlier --json file")
+    ap.add_argument("--from-json", action="append", default=[], metavar="FILE",
+                    help="no measuring: the table and plot of an earlier --json file; "
+                    "given again, later files fill the cells the first one lacks")
     ap.add_argument("--show", default="", metavar="NAME[=SHOWN],...",
                     help="with --from-json: only these builds of ours, optionally renamed")
     args = ap.parse_args()
@@ -834,8 +837,30 @@ def name_index(key):
 
 
 def replay(args):
-    with open(args.from_json) as f:
-        data = json.load(f)
+    meta, res = None, {}
+    for path in args.from_json:
+        data = json.load(open(path))
+        got = read_results(data, args)
+        if meta is None:
+            meta, res = data["meta"], got
+            meta["filled"] = []
+            continue
+        filled = []
+        for key, value in got.items():
+            if key[0] == "error" or res.get(key):
+                continue
+            res[key] = value
+            res.pop(("error",) + key, None)
+            filled.append(" ".join(str(k) for k in key))
+        if filled:
+            meta["filled"].append(f"from the run of {data['meta']['started']} UTC "
+                                  f"(`{data['meta']['command']}`): " + "; ".join(filled))
+    write_outputs(res, args, meta)
+    return 0
+
+
+def read_results(data, args):
+    """The results of a --json file, with the builds --show keeps (renamed)."""
     meta = data["meta"]
     rename = {}
     if args.show:
@@ -856,8 +881,7 @@ def replay(args):
         if isinstance(value, list):
             value = [tuple(v) if isinstance(v, list) else v for v in value]
         res[tuple(key)] = value
-    write_outputs(res, args, meta)
-    return 0
+    return res
 
 
 def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env):
@@ -880,6 +904,7 @@ def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_e
     iters = {}
     limits = {}
     hung = {}
+    hangs = {}
     for place in places:
         for cell in cells:
             for size in sizes:
@@ -899,9 +924,16 @@ def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_e
                         print(f"  {cell[0]} {size} {name} {place.short}: n/a ({err})",
                               file=sys.stderr)
                         if isinstance(err, Hung):
-                            # A tool that hangs here would hang at every size: skip them.
-                            hung[(cell[0], name, place.short)] = \
-                                f"not tried: no result at {size} B in {CALIBRATION_LIMIT} s"
+                            # A tool that hangs at two sizes in a row would hang at every
+                            # size: skip the others (one hang may be bad luck).
+                            streak = hangs.get((cell[0], name, place.short), 0) + 1
+                            hangs[(cell[0], name, place.short)] = streak
+                            if streak >= 2:
+                                hung[(cell[0], name, place.short)] = (
+                                    f"not tried: no result at two sizes up to {size} B in "
+                                    f"{CALIBRATION_LIMIT} s")
+                    else:
+                        hangs.pop((cell[0], name, place.short), None)
                 if counts:
                     count = max(n for n, _ in counts)
                     slowest = max(usec for _, usec in counts)
