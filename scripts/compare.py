@@ -466,7 +466,10 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         + (f"fixed at {settings['iters']} (no calibration); " if settings.get("iters") else
            f"chosen by calibration so that a run lasts ≥ {settings['seconds']:g} s "
            f"(≥ {settings['min_iters']} round trips up to {SMALL} B); ")
-        + f"{settings['passes']} passes, tools "
+        + (f"{settings['passes']} passes" if not settings.get("interrupted") else
+           f"interrupted after {settings.get('passes_done', 0)} of {settings['passes']} "
+           "passes (the samples of the unfinished one included)")
+        + ", tools "
         "interleaved (order rotating); medians of the passes. usec/xfer is half a round "
         "trip; MB/s is 10^6 B/s with one message in flight. `x/C` > 1 means x is slower "
         "(latency) or faster (MB/s). `link`: plain sockets between the same two places "
@@ -483,6 +486,8 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         lines.append("")
         if stream:
             figure = f"{median(stream):.0f} MB/s"
+        elif ("error", "stream", place.short) not in res:
+            continue  # not measured (--no-link)
         else:
             figure = notes.ref(f"stream, {place.name}: "
                                + res.get(("error", "stream", place.short), "not measured"))
@@ -779,7 +784,14 @@ def main():
         started = datetime.datetime.now(datetime.timezone.utc)
         meta["started"] = f"{started:%Y-%m-%d %H:%M}"
         t_start = time.time()
-        measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env)
+        meta["passes_done"] = 0
+        try:
+            measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env,
+                    meta)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: stop everything, but keep what the passes so far gave.
+            meta["interrupted"] = True
+            print("interrupted; writing the passes done so far", file=sys.stderr)
         meta["minutes"] = (time.time() - t_start) / 60
         meta["retried"] = RETRIED
         meta["load_after"] = loadavg()
@@ -803,7 +815,7 @@ def main():
             json.dump({"meta": meta, "results": [
                 {"key": list(k), "value": v} for k, v in res.items()]}, f, indent=1)
     write_outputs(res, args, meta)
-    return 0
+    return 130 if meta.get("interrupted") else 0
 
 
 class Place:
@@ -884,7 +896,7 @@ def read_results(data, args):
     return res
 
 
-def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env):
+def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_env, meta):
     """Calibrate every cell, then run the passes; samples and errors go into `res`."""
     def record(key, fn):
         if ("error",) + key in res:
@@ -996,6 +1008,7 @@ def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_e
             path = dict(bw_tools)[name]
             record(key, lambda path=path, cell=cell, size=size, count=count:
                    run_bw(path, cell, size, count, base_env, limits[key]))
+        meta["passes_done"] = number + 1
         print(f"pass {number + 1}/{args.passes} done", file=sys.stderr)
 
 
