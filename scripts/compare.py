@@ -26,9 +26,13 @@ deleted at the end, also on error or Ctrl-C.
 
 Usage: scripts/compare.py [--passes 3] [--sizes 1,64,1024,8192,65536,1048576]
           [--cells shm:rdm,tcp:msg,...] [--ours [NAME=]PATH ...] [--c PATH] [--netns]
-          [--seconds 1.0] [--min-iters 20000] [--iters N] [--bw PATH|'']
+          [--seconds 1.0] [--min-iters 20000] [--iters N] [--bw PATH|''] [--no-link]
           [--out FILE] [--plot FILE.svg] [--json FILE]
+       scripts/compare.py --from-json FILE [--from-json MORE] [--show NAME[=SHOWN],...]
+          [--out FILE] [--plot FILE.svg]          (tables and plot of saved runs)
 Needs release binaries: cargo build --release -p ofi-tools. --netns needs root (ip netns).
+Ctrl-C or SIGTERM stops every process, removes the namespaces and still writes the
+table of the passes done so far.
 """
 
 import argparse
