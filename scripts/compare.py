@@ -535,8 +535,13 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
                     row.append("—")
                 else:
                     proto = "udp" if label.startswith("udp") and size <= 65507 else "tcp"
-                    link = value((f"link {proto}", size, "link", place.short), index)
-                    row.append(fmt(link, digits) + (f" ({proto})" if link else ""))
+                    link_key = (f"link {proto}", size, "link", place.short)
+                    link = value(link_key, index)
+                    err = res.get(("error",) + link_key)
+                    if link is None and err:
+                        row.append(notes.ref(f"link {proto} {size} B, {place.name}: {err}"))
+                    else:
+                        row.append(fmt(link, digits) + (f" ({proto})" if link else ""))
             out.append("| " + " | ".join(row) + " |")
         return out
 
