@@ -191,7 +191,12 @@ pub unsafe fn desc_vec<T: DataPath + ?Sized>(p: *const *mut c_void, n: usize) ->
         .collect()
 }
 
-fn ioc_slice<'a, T: DataPath + ?Sized>(p: *const Ioc, n: usize) -> Result<&'a [Ioc]> {
+/// The ioc array of an atomic message (`FI_EINVAL` when null or longer than
+/// [`IOV_LIMIT`]).
+///
+/// # Safety
+/// `p` is null or points to `n` entries that stay valid and unchanged for `'a`.
+unsafe fn ioc_slice<'a, T: DataPath + ?Sized>(p: *const Ioc, n: usize) -> Result<&'a [Ioc]> {
     if n == 0 {
         return Ok(&[]);
     }
@@ -201,13 +206,18 @@ fn ioc_slice<'a, T: DataPath + ?Sized>(p: *const Ioc, n: usize) -> Result<&'a [I
             format!("{}: bad atomic iov ({n} entries)", T::NAME),
         ));
     }
-    // SAFETY: the C contract of the atomic message calls: `p` holds `n` entries.
+    // SAFETY: not null, and the caller's contract: `p` holds `n` entries for `'a`.
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// The parts of an atomic message: local iocs, the single remote buffer, datatype and
 /// operation.
-pub fn atomic_parts<T: DataPath + ?Sized>(
+///
+/// # Safety
+/// The C contract of the atomic message calls: `msg.msg_iov` holds `msg.iov_count`
+/// entries and `msg.rma_iov` (if not null) `msg.rma_iov_count`, valid while `msg` is
+/// borrowed.
+pub unsafe fn atomic_parts<T: DataPath + ?Sized>(
     msg: &MsgAtomic,
 ) -> Result<(&[Ioc], RmaIoc, Datatype, AtomicOp)> {
     if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
@@ -216,8 +226,9 @@ pub fn atomic_parts<T: DataPath + ?Sized>(
             format!("{}: atomic messages take one remote buffer", T::NAME),
         ));
     }
-    let iov = ioc_slice::<T>(msg.msg_iov, msg.iov_count)?;
-    // SAFETY: the C contract; count is 1.
+    // SAFETY: the caller's contract for `msg_iov`.
+    let iov = unsafe { ioc_slice::<T>(msg.msg_iov, msg.iov_count)? };
+    // SAFETY: the caller's contract; not null and its count is 1.
     let r = unsafe { *msg.rma_iov };
     let dt = Datatype::from_raw(msg.datatype).ok_or_else(|| {
         Error::new(
@@ -474,7 +485,8 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
     let (res, rdesc) = (ioc_arg(a.resultv), desc_arg(a.result_desc));
     if let MsgArg::Atomic(m) = a.msg {
         let flags = a.flags.unwrap_or(OpFlags::empty());
-        let (iov, remote, dt, op) = atomic_parts::<T>(m)?;
+        // SAFETY: the C API's contract for an atomic message (this function's own).
+        let (iov, remote, dt, op) = unsafe { atomic_parts::<T>(m)? };
         // SAFETY: the C API's contract for the message's desc array.
         let d = unsafe { desc_vec::<T>(m.desc, m.iov_count) };
         return ep.atomic_any(
