@@ -70,8 +70,9 @@ use crate::error::{Errno, Error, Result};
 /// The largest configuration file read, in bytes (1 MiB); a larger one is an error.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// What a file that is not a regular file is, for error messages.
-fn file_kind(ft: std::fs::FileType) -> &'static str {
+/// What a file that is not a regular file is, for error messages and the loader's
+/// report.
+pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if ft.is_dir() {
         "a directory"

@@ -241,24 +241,6 @@ pub fn load_file(
     }
 }
 
-/// What a file that is not a regular file is, for the load report.
-fn file_kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Check that `path` is a regular file, following symbolic links; otherwise say what
 /// it is. Opens nothing.
 fn check_regular_file(path: &Path) -> Result<(), String> {
@@ -266,7 +248,7 @@ fn check_regular_file(path: &Path) -> Result<(), String> {
         Ok(meta) if meta.is_file() => Ok(()),
         Ok(meta) => Err(format!(
             "{}, not a regular file",
-            file_kind(meta.file_type())
+            crate::config::file_kind(meta.file_type())
         )),
         Err(e) => {
             let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
@@ -308,7 +290,7 @@ fn check_elf(path: &Path) -> Result<(), String> {
     if !meta.is_file() {
         return Err(format!(
             "{}, not a regular file",
-            file_kind(meta.file_type())
+            crate::config::file_kind(meta.file_type())
         ));
     }
     let len = meta.len();

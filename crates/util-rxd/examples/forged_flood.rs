@@ -13,7 +13,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::{node, Node};
+use common::{pair, Node};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::cq::CompletionQueue;
-use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, API_VERSION};
+use ofi::Errno;
 use ofi_util_rxd::proto::{Hdr, PktType};
 
 const RECV: usize = 2;
@@ -119,18 +119,7 @@ fn main() {
         .collect();
     let n = args.first().copied().unwrap_or(100_000);
     let iters = args.get(1).copied().unwrap_or(20_000);
-    let _ = ofi::registry();
-    let mut h = Info::hints()
-        .with_addr_format(AddrFormat::SOCKADDR_IN)
-        .with_caps(Caps::MSG);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
-    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .expect("getinfo udp;ofi_rxd");
-    let a = node(&infos[0]);
-    let b = node(&infos[0]);
-    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
-    let a_at_b = b.av.insert(std::slice::from_ref(&a.addr)).expect("insert")[0];
+    let (a, b, b_at_a, a_at_b) = pair();
     latency(&a, &b, b_at_a, a_at_b, 2000); // warm up
     let before = blocks(&a, &b, b_at_a, a_at_b, iters);
     let rss_before = rss_kib();

@@ -10,7 +10,7 @@
 //! latency before and after) is `examples/forged_flood.rs`.
 
 mod common;
-use common::{node, Node};
+use common::{pair, Node};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,27 +19,10 @@ use std::time::{Duration, Instant};
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::cq::CompletionQueue;
-use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, API_VERSION};
+use ofi::Errno;
 use ofi_util_rxd::proto::{Hdr, PktType};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Two rxd endpoints over udp (IPv4), each in the other's AV.
-fn pair() -> (Node, Node, u64, u64) {
-    let _ = ofi::registry();
-    let mut h = Info::hints()
-        .with_addr_format(AddrFormat::SOCKADDR_IN)
-        .with_caps(Caps::MSG);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
-    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .expect("getinfo udp;ofi_rxd");
-    let a = node(&infos[0]);
-    let b = node(&infos[0]);
-    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
-    let a_at_b = b.av.insert(std::slice::from_ref(&a.addr)).expect("insert")[0];
-    (a, b, b_at_a, a_at_b)
-}
 
 /// One completion of `cq` (driving `other` meanwhile): Ok(context) or the error.
 fn wait(cq: &CompletionQueue, other: &CompletionQueue, what: &str) -> Result<usize, Errno> {
