@@ -24,6 +24,7 @@ use ofi_core::provider::Desc;
 use ofi_core::{Errno, Error, OpFlags, Result};
 
 use crate::iov::{IoList, IOV_LIMIT};
+use crate::request::{AtomicRequest, Local, RmaDir, RmaRequest, SendRequest};
 use crate::tagmatch::PostedRecv;
 
 /// The names [`endpoint_data_ops!`](crate::endpoint_data_ops) uses, by absolute path.
@@ -73,57 +74,14 @@ pub trait DataPath {
         }
         Ok(())
     }
-    /// Send `iov` to `dest` (`tag` with `tagged`; remote CQ `data`; `inject`: no
-    /// completion, the buffer may be reused on return).
-    #[allow(clippy::too_many_arguments)]
-    fn send_list(
-        &self,
-        act: &Self::Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()>;
+    /// Submit a send (message or tagged message).
+    fn submit_send(&self, act: &Self::Active, req: SendRequest) -> Result<()>;
     /// Post a receive.
-    fn post_recv(&self, act: &Self::Active, recv: PostedRecv<IoList>) -> Result<()>;
-    /// An RMA read (`read`) or write of `iov` from / to one remote buffer.
-    #[allow(clippy::too_many_arguments)]
-    fn rma(
-        &self,
-        iov: Vec<Iov>,
-        desc: Vec<usize>,
-        peer: u64,
-        rma: RmaIov,
-        ctx: usize,
-        data: Option<u64>,
-        read: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()>;
-    /// An atomic of `kind` (operands `iov`, compare values `cmp`, results `res`) on one
-    /// remote ioc.
-    #[allow(clippy::too_many_arguments)]
-    fn atomic_any(
-        &self,
-        kind: AtomicKind,
-        iov: &[Ioc],
-        desc: Vec<usize>,
-        cmp: &[Ioc],
-        cdesc: Vec<usize>,
-        res: &[Ioc],
-        rdesc: Vec<usize>,
-        peer: u64,
-        rma: RmaIoc,
-        dt: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()>;
+    fn submit_recv(&self, act: &Self::Active, recv: PostedRecv<IoList>) -> Result<()>;
+    /// Submit an RMA read or write of one remote buffer.
+    fn submit_rma(&self, act: &Self::Active, req: RmaRequest<'_>) -> Result<()>;
+    /// Submit an atomic (base, fetch or compare) on one remote ioc.
+    fn submit_atomic(&self, act: &Self::Active, req: AtomicRequest<'_>) -> Result<()>;
     /// `fi_atomicvalid` and its fetch / compare forms: the most elements per call.
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize>;
 }
@@ -171,24 +129,16 @@ pub unsafe fn one_rma_iov<T: DataPath + ?Sized>(msg: &MsgRma) -> Result<RmaIov> 
     Ok(unsafe { *msg.rma_iov })
 }
 
-/// Descriptors as integers.
-pub fn descs<T: DataPath + ?Sized>(d: &[Desc]) -> Vec<usize> {
-    d.iter().map(|p| *p as usize).collect()
-}
-
-/// A message's descriptor array as integers.
+/// A message's descriptor array (empty when null: the C API allows no descriptors).
 ///
 /// # Safety
-/// `p` is null or points to `n` entries (the C contract: one per iov).
-pub unsafe fn desc_vec<T: DataPath + ?Sized>(p: *const *mut c_void, n: usize) -> Vec<usize> {
+/// `p` is null or points to `n` entries valid for `'a` (the C contract: one per iov).
+pub unsafe fn desc_slice<'a>(p: *const Desc, n: usize) -> &'a [Desc] {
     if p.is_null() || n == 0 {
-        return Vec::new();
+        return &[];
     }
     // SAFETY: caller's contract.
     unsafe { std::slice::from_raw_parts(p, n) }
-        .iter()
-        .map(|d| *d as usize)
-        .collect()
 }
 
 /// The ioc array of an atomic message (`FI_EINVAL` when null or longer than
@@ -245,6 +195,7 @@ pub unsafe fn atomic_parts<T: DataPath + ?Sized>(
     Ok((iov, r, dt, op))
 }
 
+/// The ioc array of a vector argument (empty when the call has none).
 fn ioc_arg(v: IovArg<'_>) -> &[Ioc] {
     match v {
         IovArg::Ioc(v) => v,
@@ -252,11 +203,15 @@ fn ioc_arg(v: IovArg<'_>) -> &[Ioc] {
     }
 }
 
-fn desc_arg(d: DescArg<'_>) -> Vec<usize> {
+/// The descriptors of an argument; a single descriptor is written into `one`.
+fn desc_arg<'a>(d: DescArg<'a>, one: &'a mut [Desc; 1]) -> &'a [Desc] {
     match d {
-        DescArg::None => Vec::new(),
-        DescArg::One(d) => vec![d as usize],
-        DescArg::Many(v) => v.iter().map(|d| *d as usize).collect(),
+        DescArg::None => &[],
+        DescArg::One(d) => {
+            one[0] = d;
+            &one[..]
+        }
+        DescArg::Many(v) => v,
     }
 }
 
@@ -291,59 +246,62 @@ pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<
 /// As [`dispatch`].
 unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
-    let (iov, count, addr, context, tag, data) = match a.msg {
-        MsgArg::Msg(m) => (m.msg_iov, m.iov_count, m.addr, m.context, 0, m.data),
-        MsgArg::Tagged(m) => (m.msg_iov, m.iov_count, m.addr, m.context, m.tag, m.data),
+    let tag = kind.tagged.then_some(a.tag);
+    let (iov, count, dest, context, tag, data) = match a.msg {
+        MsgArg::Msg(m) => (m.msg_iov, m.iov_count, m.addr, m.context, tag, m.data),
+        MsgArg::Tagged(m) => (
+            m.msg_iov,
+            m.iov_count,
+            m.addr,
+            m.context,
+            Some(m.tag),
+            m.data,
+        ),
         _ => {
-            let list = match a.iov {
+            let iov = match a.iov {
                 IovArg::Iov(v) => IoList::from_iov(v, T::NAME)?,
                 _ => IoList::one(a.buf, a.len),
             };
-            if kind.inject {
+            let req = if kind.inject {
                 ep.check_inject(OpFlags::INJECT, a.len)?;
-                return ep.send_list(
-                    act,
-                    list,
-                    a.dest,
-                    0,
-                    a.tag,
-                    a.data,
-                    kind.tagged,
-                    OpFlags::empty(),
-                    true,
-                );
-            }
-            let flags = ep.tx_op_flags();
-            return ep.send_list(
-                act,
-                list,
-                a.dest,
-                a.context,
-                a.tag,
-                a.data,
-                kind.tagged,
-                flags,
-                false,
-            );
+                SendRequest {
+                    iov,
+                    dest: a.dest,
+                    context: 0,
+                    tag,
+                    data: a.data,
+                    flags: OpFlags::empty(),
+                    inject: true,
+                }
+            } else {
+                SendRequest {
+                    iov,
+                    dest: a.dest,
+                    context: a.context,
+                    tag,
+                    data: a.data,
+                    flags: ep.tx_op_flags(),
+                    inject: false,
+                }
+            };
+            return ep.submit_send(act, req);
         }
     };
     let flags = a.flags.unwrap_or(OpFlags::empty());
     // SAFETY: the C API's contract.
     let iov = unsafe { iov_slice::<T>(iov, count)? };
-    let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(data);
-    let list = IoList::from_iov(iov, T::NAME)?;
-    ep.check_inject(flags, list.total())?;
-    ep.send_list(
-        act,
-        list,
-        addr,
+    let iov = IoList::from_iov(iov, T::NAME)?;
+    ep.check_inject(flags, iov.total())?;
+    let req = SendRequest {
+        iov,
+        dest,
         context,
         tag,
-        data,
-        kind.tagged,
+        data: flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(data),
         flags,
-        false,
-    )
+        inject: false,
+    };
+    ep.submit_send(act, req)
 }
 
 /// A posted receive: single buffer or vector (the receive `op_flags` give
@@ -396,7 +354,7 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
                 .with_flags(ep.rx_op_flags() & OpFlags::COMPLETION)
         }
     };
-    ep.post_recv(act, r)
+    ep.submit_recv(act, r)
 }
 
 /// An RMA read or write of one remote buffer: single buffer, vector, or message
@@ -405,69 +363,71 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 /// # Safety
 /// As [`dispatch`].
 unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
-    let read = matches!(kind.family, OpFamily::Read);
+    let act = ep.active()?;
+    let dir = if matches!(kind.family, OpFamily::Read) {
+        RmaDir::Read
+    } else {
+        RmaDir::Write
+    };
     if let MsgArg::Rma(m) = a.msg {
         let flags = a.flags.unwrap_or(OpFlags::empty());
         // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
+        let bufs = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
         // SAFETY: as above.
         let remote = unsafe { one_rma_iov::<T>(m)? };
-        let data = (!read && flags.contains(OpFlags::REMOTE_CQ_DATA)).then_some(m.data);
         // SAFETY: the C API's contract for the message's desc array.
-        let d = unsafe { desc_vec::<T>(m.desc, m.iov_count) };
-        return ep.rma(
-            iov.to_vec(),
-            d,
-            m.addr,
+        let desc = unsafe { desc_slice(m.desc, m.iov_count) };
+        let req = RmaRequest {
+            dir,
+            local: Local { bufs, desc },
+            peer: m.addr,
             remote,
-            m.context,
-            data,
-            read,
+            context: m.context,
+            data: (dir == RmaDir::Write && flags.contains(OpFlags::REMOTE_CQ_DATA))
+                .then_some(m.data),
             flags,
-            false,
-        );
+            inject: false,
+        };
+        return ep.submit_rma(act, req);
     }
-    let (iov, len) = match a.iov {
-        IovArg::Iov(v) => (v.to_vec(), v.iter().map(|v| v.len).sum()),
-        _ => (
-            vec![Iov {
-                base: a.buf as *mut c_void,
-                len: a.len,
-            }],
-            a.len,
-        ),
+    let one = [Iov {
+        base: a.buf as *mut c_void,
+        len: a.len,
+    }];
+    let bufs: &[Iov] = match a.iov {
+        IovArg::Iov(v) => v,
+        _ => &one,
+    };
+    let mut one_desc = [std::ptr::null_mut(); 1];
+    let local = Local {
+        bufs,
+        desc: if kind.inject {
+            &[]
+        } else {
+            desc_arg(a.desc, &mut one_desc)
+        },
     };
     let remote = RmaIov {
         addr: a.addr,
-        len,
+        len: local.total(),
         key: a.key,
     };
-    let peer = if read { a.src } else { a.dest };
-    if kind.inject {
-        return ep.rma(
-            iov,
-            Vec::new(),
-            peer,
-            remote,
-            0,
-            a.data,
-            read,
-            OpFlags::empty(),
-            true,
-        );
-    }
-    let flags = ep.tx_op_flags();
-    ep.rma(
-        iov,
-        desc_arg(a.desc),
-        peer,
+    let (context, flags) = if kind.inject {
+        (0, OpFlags::empty())
+    } else {
+        (a.context, ep.tx_op_flags())
+    };
+    let req = RmaRequest {
+        dir,
+        local,
+        peer: if dir == RmaDir::Read { a.src } else { a.dest },
         remote,
-        a.context,
-        a.data,
-        read,
+        context,
+        data: a.data,
         flags,
-        false,
-    )
+        inject: kind.inject,
+    };
+    ep.submit_rma(act, req)
 }
 
 /// An atomic (base, fetch or compare) on one remote ioc: single buffer, vector, or
@@ -476,104 +436,129 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
 /// # Safety
 /// As [`dispatch`].
 unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
+    let act = ep.active()?;
     let akind = match kind.family {
         OpFamily::Fetch => AtomicKind::Fetch,
         OpFamily::Compare => AtomicKind::Compare,
         _ => AtomicKind::Base,
     };
-    let (cmp, cdesc) = (ioc_arg(a.comparev), desc_arg(a.compare_desc));
-    let (res, rdesc) = (ioc_arg(a.resultv), desc_arg(a.result_desc));
+    let (mut one_cdesc, mut one_rdesc) = ([std::ptr::null_mut(); 1], [std::ptr::null_mut(); 1]);
+    let compare = Local {
+        bufs: ioc_arg(a.comparev),
+        desc: desc_arg(a.compare_desc, &mut one_cdesc),
+    };
+    let result = Local {
+        bufs: ioc_arg(a.resultv),
+        desc: desc_arg(a.result_desc, &mut one_rdesc),
+    };
     if let MsgArg::Atomic(m) = a.msg {
         let flags = a.flags.unwrap_or(OpFlags::empty());
         // SAFETY: the C API's contract for an atomic message (this function's own).
-        let (iov, remote, dt, op) = unsafe { atomic_parts::<T>(m)? };
+        let (bufs, remote, datatype, op) = unsafe { atomic_parts::<T>(m)? };
         // SAFETY: the C API's contract for the message's desc array.
-        let d = unsafe { desc_vec::<T>(m.desc, m.iov_count) };
-        return ep.atomic_any(
-            akind, iov, d, cmp, cdesc, res, rdesc, m.addr, remote, dt, op, m.context, flags, false,
-        );
-    }
-    let dt = typed::<T, _>(a.datatype, "datatype")?;
-    let op = typed::<T, _>(a.op, "operation")?;
-    if let IovArg::Ioc(iov) = a.iov {
-        // A fetch counts the elements it returns; the others the elements they send.
-        let counted = if matches!(akind, AtomicKind::Fetch) {
-            res
-        } else {
-            iov
-        };
-        let count = counted.iter().map(|v| v.count).sum();
-        let remote = RmaIoc {
-            addr: a.addr,
-            count,
-            key: a.key,
-        };
-        let flags = ep.tx_op_flags();
-        return ep.atomic_any(
-            akind,
-            iov,
-            desc_arg(a.desc),
-            cmp,
-            cdesc,
-            res,
-            rdesc,
-            a.dest,
+        let desc = unsafe { desc_slice(m.desc, m.iov_count) };
+        let req = AtomicRequest {
+            kind: akind,
+            operands: Local { bufs, desc },
+            compare,
+            result,
+            peer: m.addr,
             remote,
-            dt,
+            datatype,
             op,
-            a.context,
+            context: m.context,
             flags,
-            false,
-        );
+            inject: false,
+        };
+        return ep.submit_atomic(act, req);
+    }
+    let datatype = typed::<T, _>(a.datatype, "datatype")?;
+    let op = typed::<T, _>(a.op, "operation")?;
+    let mut one_desc = [std::ptr::null_mut(); 1];
+    if let IovArg::Ioc(bufs) = a.iov {
+        let operands = Local {
+            bufs,
+            desc: desc_arg(a.desc, &mut one_desc),
+        };
+        // A fetch counts the elements it returns; the others the elements they send.
+        let count = if akind == AtomicKind::Fetch {
+            result.count()
+        } else {
+            operands.count()
+        };
+        let req = AtomicRequest {
+            kind: akind,
+            operands,
+            compare,
+            result,
+            peer: a.dest,
+            remote: RmaIoc {
+                addr: a.addr,
+                count,
+                key: a.key,
+            },
+            datatype,
+            op,
+            context: a.context,
+            flags: ep.tx_op_flags(),
+            inject: false,
+        };
+        return ep.submit_atomic(act, req);
     }
     let count = a.count;
     let one = |addr: usize| Ioc {
         addr: addr as *mut c_void,
         count,
     };
-    let (iov, cmp_one, res_one) = ([one(a.buf)], [one(a.compare)], [one(a.result)]);
+    let (operand_one, compare_one, result_one) = ([one(a.buf)], [one(a.compare)], [one(a.result)]);
     // A fetch with no operand (FI_ATOMIC_READ) sends none.
-    let iov: &[Ioc] = if matches!(akind, AtomicKind::Fetch) && a.buf == 0 {
-        &[]
-    } else {
-        &iov
+    let operands = Local {
+        bufs: if akind == AtomicKind::Fetch && a.buf == 0 {
+            &[]
+        } else {
+            &operand_one[..]
+        },
+        desc: desc_arg(a.desc, &mut one_desc),
     };
-    let cmp: &[Ioc] = if matches!(akind, AtomicKind::Compare) {
-        &cmp_one
-    } else {
-        &[]
+    let compare = Local {
+        bufs: if akind == AtomicKind::Compare {
+            &compare_one[..]
+        } else {
+            &[]
+        },
+        ..compare
     };
-    let res: &[Ioc] = if matches!(akind, AtomicKind::Base) {
-        &[]
-    } else {
-        &res_one
-    };
-    let remote = RmaIoc {
-        addr: a.addr,
-        count,
-        key: a.key,
+    let result = Local {
+        bufs: if akind == AtomicKind::Base {
+            &[]
+        } else {
+            &result_one[..]
+        },
+        ..result
     };
     let (context, flags) = if kind.inject {
         (0, OpFlags::empty())
     } else {
         (a.context, ep.tx_op_flags())
     };
-    ep.atomic_any(
-        akind,
-        iov,
-        desc_arg(a.desc),
-        cmp,
-        cdesc,
-        res,
-        rdesc,
-        a.dest,
-        remote,
-        dt,
+    let req = AtomicRequest {
+        kind: akind,
+        operands,
+        compare,
+        result,
+        peer: a.dest,
+        remote: RmaIoc {
+            addr: a.addr,
+            count,
+            key: a.key,
+        },
+        datatype,
         op,
         context,
         flags,
-        kind.inject,
-    )
+        inject: kind.inject,
+    };
+    ep.submit_atomic(act, req)
 }
 
 /// Writes the data methods of `EndpointOps` from the list of data operations

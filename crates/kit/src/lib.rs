@@ -62,6 +62,7 @@ pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
 pub mod progress;
+pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;

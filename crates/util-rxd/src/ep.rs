@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, RmaIoc, RmaIov};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::{AddressVector, AvAttr};
@@ -73,6 +73,7 @@ use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
     ANY_SRC,
@@ -1617,40 +1618,47 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.inject_max
     }
 
-    fn send_list(
-        &self,
-        act: &Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        self.sh
-            .send(act, iov, dest, ctx, tag, data, tagged, flags, inject)
+    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        let SendRequest {
+            iov,
+            dest,
+            context,
+            tag,
+            data,
+            flags,
+            inject,
+        } = req;
+        self.sh.send(
+            act,
+            iov,
+            dest,
+            context,
+            tag.unwrap_or(0),
+            data,
+            tag.is_some(),
+            flags,
+            inject,
+        )
     }
 
-    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         self.sh.post_recv(act, recv)
     }
 
-    fn rma(
-        &self,
-        iov: Vec<Iov>,
-        _desc: Vec<usize>,
-        peer: u64,
-        rma: RmaIov,
-        ctx: usize,
-        data: Option<u64>,
-        read: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let l = IoList::from_iov(&iov, NAME)?;
+    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        let read = req.is_read();
+        let RmaRequest {
+            local,
+            peer,
+            remote: rma,
+            context: ctx,
+            data,
+            flags,
+            inject,
+            ..
+        } = req;
+        let iov = local.bufs;
+        let l = IoList::from_iov(iov, NAME)?;
         let total = l.total();
         if total != rma.len {
             return Err(Error::new(
@@ -1714,24 +1722,21 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         }
     }
 
-    fn atomic_any(
-        &self,
-        kind: AtomicKind,
-        iov: &[Ioc],
-        _desc: Vec<usize>,
-        cmp: &[Ioc],
-        _cdesc: Vec<usize>,
-        res: &[Ioc],
-        _rdesc: Vec<usize>,
-        peer: u64,
-        rma: RmaIoc,
-        dt: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        let act = self.active()?;
+    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        let AtomicRequest {
+            kind,
+            operands,
+            compare,
+            result,
+            peer,
+            remote: rma,
+            datatype: dt,
+            op,
+            context: ctx,
+            flags,
+            inject,
+        } = req;
+        let (iov, cmp, res) = (operands.bufs, compare.bufs, result.bufs);
         ofi_kit::atomic::valid(op, dt, kind)?;
         let size = dt.size();
         let count: usize = iov.iter().map(|v| v.count).sum();

@@ -68,6 +68,7 @@ use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
     ANY_SRC,
@@ -3021,39 +3022,47 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.core_inject.saturating_sub(HDR_LEN)
     }
 
-    fn send_list(
-        &self,
-        act: &Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        self.sh
-            .send(act, iov, dest, ctx, tag, data, tagged, flags, inject)
+    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        let SendRequest {
+            iov,
+            dest,
+            context,
+            tag,
+            data,
+            flags,
+            inject,
+        } = req;
+        self.sh.send(
+            act,
+            iov,
+            dest,
+            context,
+            tag.unwrap_or(0),
+            data,
+            tag.is_some(),
+            flags,
+            inject,
+        )
     }
 
-    fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         self.sh.post_recv(act, recv)
     }
 
-    fn rma(
-        &self,
-        iov: Vec<Iov>,
-        desc: Vec<usize>,
-        peer: u64,
-        rma: RmaIov,
-        ctx: usize,
-        data: Option<u64>,
-        read: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        let act = self.active()?;
+    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        let read = req.is_read();
+        let RmaRequest {
+            local,
+            peer,
+            remote: rma,
+            context: ctx,
+            data,
+            flags,
+            inject,
+            ..
+        } = req;
+        let iov = local.bufs.to_vec();
+        let desc = local.desc_words();
         let total: usize = iov.iter().map(|v| v.len).sum();
         if total != rma.len {
             return Err(Error::new(
@@ -3127,24 +3136,23 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         )
     }
 
-    fn atomic_any(
-        &self,
-        kind: AtomicKind,
-        iov: &[Ioc],
-        desc: Vec<usize>,
-        cmp: &[Ioc],
-        cdesc: Vec<usize>,
-        res: &[Ioc],
-        rdesc: Vec<usize>,
-        peer: u64,
-        rma: RmaIoc,
-        dt: Datatype,
-        op: AtomicOp,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
-        let act = self.active()?;
+    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        let AtomicRequest {
+            kind,
+            operands,
+            compare,
+            result,
+            peer,
+            remote: rma,
+            datatype: dt,
+            op,
+            context: ctx,
+            flags,
+            inject,
+        } = req;
+        let (iov, desc) = (operands.bufs, operands.desc_words());
+        let (cmp, cdesc) = (compare.bufs, compare.desc_words());
+        let (res, rdesc) = (result.bufs, result.desc_words());
         ofi_kit::atomic::valid(op, dt, kind)?;
         let count: usize = iov.iter().map(|v| v.count).sum();
         let count = if op == AtomicOp::AtomicRead && count == 0 {
