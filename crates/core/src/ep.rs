@@ -668,9 +668,17 @@ mod tests {
     use crate::error::Errno;
     use crate::provider::Desc;
 
+    /// A test `close` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn close_ok(_: Obj, _: *mut ErrBuf) -> i32 {
         0
     }
+    /// A test `send` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn send_ok(
         _: Obj,
         _: *const u8,
@@ -681,6 +689,10 @@ mod tests {
     ) -> isize {
         0
     }
+    /// A test `inject` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn inject_ok(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
         0
     }

@@ -127,6 +127,10 @@ macro_rules! abi_table {
                     size: ::core::mem::size_of::<$name>(),
                     $(
                         $slot: {
+                            /// The slot of a `filled` table: returns `-C`.
+                            ///
+                            /// # Safety
+                            /// None beyond the slot's signature: no argument is dereferenced.
                             #[allow(unused_variables)]
                             unsafe extern "C" fn stub<const C: i32>($($arg: $argty),*) -> $ret {
                                 <$ret as $crate::abi::tables::SlotRet>::from_errno(C)
@@ -618,6 +622,10 @@ mod tests {
     #[test]
     fn a_short_table_yields_enosys() {
         let mut t = *MsgTable::ENOSYS;
+        /// A test `inject` slot that succeeds.
+        ///
+        /// # Safety
+        /// None beyond the slot's signature: no argument is dereferenced.
         unsafe extern "C" fn ok_inject(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
             0
         }
