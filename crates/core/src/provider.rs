@@ -303,19 +303,27 @@ macro_rules! data_trait_methods {
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {$($(
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// The C API's contract (see the trait docs): every buffer, array and message
-        /// is valid for the lengths and counts given (a receive's buffers writable)
-        /// until the operation completes — for an inject, during the call only;
-        /// `desc` values come from this provider's memory regions or are null.
-        #[allow(unused_variables)]
-        unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
-            enosys_fast()
-        }
-    )*)*};
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $(
+            $(#[$doc])*
+            ///
+            /// # Safety
+            /// The C API's contract (see the trait docs): every buffer, array and message
+            /// is valid for the lengths and counts given (a receive's buffers writable)
+            /// until the operation completes — for an inject, during the call only;
+            /// `desc` values come from this provider's memory regions or are null.
+            #[allow(unused_variables)]
+            unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
+                enosys_fast()
+            }
+        )*
+        $($(
+            $(#[$qdoc])*
+            fn $qname(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
+                enosys_fast()
+            }
+        )*)?
+    )*};
 }
 
 /// An active endpoint: control, connection management, messages, tagged messages, RMA
@@ -417,19 +425,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
     // ---- data operations: one method per entry of the list ----
     crate::for_each_ep_data_op!(data_trait_methods);
-
-    /// `fi_atomicvalid`: the largest element count of one base atomic.
-    fn atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_fetch_atomicvalid`.
-    fn fetch_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_compare_atomicvalid`.
-    fn compare_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
 
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {

@@ -469,7 +469,7 @@ macro_rules! data_tables {
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {
         abi_table! {$(
             #[doc = concat!("The `", stringify!($group), "` data operations of an endpoint (generated from [`for_each_ep_data_op!`](crate::for_each_ep_data_op)).")]
             pub struct $Table {
@@ -477,7 +477,10 @@ macro_rules! data_tables {
                     $(#[$doc])*
                     fn $(@ $since)? $name(ep: Obj, $($c: $cty),*) -> isize;
                 )*
-                $($($q)*)?
+                $($(
+                    $(#[$qdoc])*
+                    fn $qslot(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
+                )*)?
             }
         )*}
     };
