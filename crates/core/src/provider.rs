@@ -538,31 +538,9 @@ pub trait EqOps: Sized + Send + Sync + 'static {
 
 /// A counter (`fid_cntr`).
 pub trait CntrOps: Sized + Send + Sync + 'static {
-    /// `fi_cntr_read` (drives progress).
-    fn read(&self) -> u64;
-    /// `fi_cntr_readerr`.
-    fn readerr(&self) -> u64;
-    /// `fi_cntr_add`.
-    fn add(&self, value: u64) -> Result<()>;
-    /// `fi_cntr_set`.
-    fn set(&self, value: u64) -> Result<()>;
-    /// `fi_cntr_adderr`.
-    fn adderr(&self, _value: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_cntr_seterr`.
-    fn seterr(&self, _value: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_cntr_wait`: until the count reaches `threshold` (`FI_ETIMEDOUT` after
-    /// `timeout` ms, -1 = forever).
-    fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
-        enosys_fast()
-    }
-    /// The wait fd.
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this counter has no wait fd")
-    }
+    // ---- one method per operation of the list (`for_each_cntr_op!`) ----
+    crate::for_each_cntr_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -651,12 +629,9 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
 /// A wait set (`fid_wait`).
 pub trait WaitOps: Sized + Send + Sync + 'static {
-    /// `fi_wait`: block until an object of the set has something, or `timeout` ms.
-    fn wait(&self, timeout: i32) -> Result<()>;
-    /// The set's fd.
-    fn fd(&self) -> Result<i32> {
-        enosys("this wait set has no fd")
-    }
+    // ---- one method per operation of the list (`for_each_wait_op!`) ----
+    crate::for_each_wait_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -732,18 +707,7 @@ impl EqOps for Unsupported {
 }
 
 impl CntrOps for Unsupported {
-    fn read(&self) -> u64 {
-        match *self {}
-    }
-    fn readerr(&self) -> u64 {
-        match *self {}
-    }
-    fn add(&self, _value: u64) -> Result<()> {
-        match *self {}
-    }
-    fn set(&self, _value: u64) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl<F: FabricOps> AvOps<F> for Unsupported {
@@ -765,9 +729,7 @@ impl<F: FabricOps> MrOps<F> for Unsupported {
 }
 
 impl WaitOps for Unsupported {
-    fn wait(&self, _timeout: i32) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 /// The parameter types as the host table carries them.

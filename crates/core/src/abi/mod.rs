@@ -44,6 +44,7 @@
 //! returns `-FI_EOTHER`. Plugins must be built with `panic = "unwind"` (the default).
 
 pub mod adapt;
+pub mod ctl_ops;
 pub mod host;
 pub mod layout;
 pub mod object;

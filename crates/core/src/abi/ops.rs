@@ -762,7 +762,7 @@ mod tests {
 
     #[test]
     fn the_list_reproduces_the_interface_layout() {
-        // The fingerprint of interface 1.2 as the hand-written tables had it: the list
+        // The fingerprint of interface 2.2 as the hand-written tables had it: the list
         // generates the same slots, in the same order, with the same signatures.
         assert_eq!(crate::abi::fingerprint_for_minor(2), 0x0512_9866_4a3a_b381);
         let names = |t: &crate::abi::layout::StructDesc| {

@@ -351,28 +351,6 @@ abi_table! {
         fn free_info(eq: Obj, info: *mut RawInfo) -> i32;
     }
 
-    /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
-    pub struct CntrTable {
-        /// Close the counter.
-        fn close(cntr: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_cntr_read`.
-        fn read(cntr: Obj, value: *mut u64) -> i32;
-        /// `fi_cntr_readerr`.
-        fn readerr(cntr: Obj, value: *mut u64) -> i32;
-        /// `fi_cntr_add`.
-        fn add(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_set`.
-        fn set(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_adderr`.
-        fn adderr(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_seterr`.
-        fn seterr(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_wait`; timeout in ms, -1 = forever.
-        fn wait(cntr: Obj, threshold: u64, timeout: i32) -> i32;
-        /// The counter's wait file descriptor.
-        fn wait_fd(cntr: Obj, fd: *mut i32) -> i32;
-    }
-
     /// Address vector operations (`fi_ops_av` plus close and bind).
     pub struct AvTable {
         /// Close the AV.
@@ -408,16 +386,6 @@ abi_table! {
         fn refresh(mr: Obj, iov: *const Iov, count: usize, flags: u64) -> i32;
         /// `fi_mr_enable`.
         fn enable(mr: Obj, err: *mut ErrBuf) -> i32;
-    }
-
-    /// Wait set operations (`fi_ops_wait` plus close and the fd).
-    pub struct WaitTable {
-        /// Close the wait set.
-        fn close(wait: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_wait`; timeout in ms, -1 = forever.
-        fn wait(wait: Obj, timeout: i32) -> i32;
-        /// The wait set's file descriptor.
-        fn fd(wait: Obj, fd: *mut i32) -> i32;
     }
 
     /// What the host offers every provider (see [`crate::abi::host`]).
@@ -487,6 +455,10 @@ macro_rules! data_tables {
 }
 
 crate::for_each_ep_data_op!(data_tables);
+
+// The tables of the classes whose operations are listed in `abi::ctl_ops`.
+crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_table);
 
 /// Every table's layout, for the fingerprint.
 pub const LAYOUTS: &[&StructDesc] = &[

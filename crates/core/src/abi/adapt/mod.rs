@@ -72,7 +72,6 @@ mod pep;
 mod wait;
 
 use self::av::*;
-use self::cntr::*;
 use self::cq::*;
 use self::data::*;
 use self::domain::*;
@@ -81,7 +80,6 @@ use self::eq::*;
 use self::fabric::*;
 use self::mr::*;
 use self::pep::*;
-use self::wait::*;
 
 // ---------------------------------------------------------------------------------------
 // Guards and conversions.
@@ -639,19 +637,8 @@ impl<F: FabricOps> Adapt<F> {
         free_info: eq_free_info::<F>,
     };
 
-    /// Counter table.
-    pub const CNTR: &'static CntrTable = &CntrTable {
-        size: std::mem::size_of::<CntrTable>(),
-        close: close_cntr::<F>,
-        read: cntr_read::<F>,
-        readerr: cntr_readerr::<F>,
-        add: cntr_add::<F>,
-        set: cntr_set::<F>,
-        adderr: cntr_adderr::<F>,
-        seterr: cntr_seterr::<F>,
-        wait: cntr_wait::<F>,
-        wait_fd: cntr_wait_fd::<F>,
-    };
+    /// Counter table (generated from its list).
+    pub const CNTR: &'static CntrTable = <CntrTable as CtlSlots<F>>::TABLE;
 
     /// Address vector table.
     pub const AV: &'static AvTable = &AvTable {
@@ -677,12 +664,108 @@ impl<F: FabricOps> Adapt<F> {
         enable: mr_enable::<F>,
     };
 
-    /// Wait set table.
-    pub const WAIT: &'static WaitTable = &WaitTable {
-        size: std::mem::size_of::<WaitTable>(),
-        close: close_wait::<F>,
-        wait: wait_wait::<F>,
-        fd: wait_fd::<F>,
+    /// Wait set table (generated from its list).
+    pub const WAIT: &'static WaitTable = <WaitTable as CtlSlots<F>>::TABLE;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables generated from the lists of control operations (`abi::ctl_ops`).
+
+/// The table of a class whose operations are listed in [`crate::abi::ctl_ops`]: each
+/// `op` entry's slot is a trampoline of the class's `slots` module, each `fn` entry's
+/// the hand-written `hand::<name>`.
+trait CtlSlots<F: FabricOps>: 'static {
+    const TABLE: &'static Self;
+}
+
+/// Writes, from a class's list, its `slots` module (one trampoline per `op` entry:
+/// catches panics, calls the provider method of the same name, writes an `out`/`val`
+/// result, `FI_EINVAL` for a null result pointer) and the class's [`CtlSlots`] impl.
+/// Invoke in the class's adapter file, next to its `hand` module.
+macro_rules! ctl_trampolines {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        /// The trampolines of the class's listed operations.
+        pub(super) mod slots {
+            use super::*;
+            $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf} $($list)* }
+        }
+
+        impl<F: FabricOps> CtlSlots<F> for $Table {
+            const TABLE: &'static $Table = &{
+                let mut t = *$Table::ENOSYS;
+                $crate::__ctl_each! { [ctl_assign] {t} $($list)* }
+                t
+            };
+        }
+    };
+}
+
+/// One trampoline (see [`ctl_trampolines!`]).
+macro_rules! ctl_trampoline {
+    ({$($ctx:tt)*} fn $name:ident) => {};
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]).
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                // SAFETY: our boxed object (this function's contract).
+                st32(unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the result into `*out`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out` null or valid for a write.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut $rt) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(out)?;
+                    // SAFETY: our boxed object (this function's contract).
+                    let v = unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*)?;
+                    // SAFETY: `out` non-null and valid for a write (contract).
+                    unsafe { out.write(v) };
+                    Ok(())
+                }))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the value into `*out`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out` null or valid for a write.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut $rt) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(out)?;
+                    // SAFETY: our boxed object (this function's contract).
+                    let v = unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*);
+                    // SAFETY: `out` non-null and valid for a write (contract).
+                    unsafe { out.write(v) };
+                    Ok(())
+                }))
+            })
+        }
+    };
+}
+
+/// One slot of a generated table (see [`ctl_trampolines!`]).
+macro_rules! ctl_assign {
+    ({$t:ident} fn $name:ident) => {
+        $t.$name = hand::$name::<F>;
+    };
+    ({$t:ident} $(#[$doc:meta])* op $name:ident $($rest:tt)*) => {
+        $t.$name = slots::$name::<F>;
     };
 }
 
@@ -710,19 +793,21 @@ unsafe fn close_with<T>(obj: Obj, err: *mut ErrBuf, hook: impl FnOnce(&T) -> Res
 /// Defines the close slot of one class.
 macro_rules! close_slot {
     ($name:ident, $t:ty, |$o:ident| $hook:expr) => {
-        /// The slot generated for one class.
+        /// The close slot of one class: the object's close hook, then the box is
+        /// dropped.
         ///
         /// # Safety
-        /// `obj` must be an object this adapter handed out for family `F`, still open, passed
-        /// to a slot of its own table; every pointer argument valid as the C call's contract
-        /// says (null only where the call allows it). The host guarantees both (see
-        /// [`crate::abi::object`]).
-        unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, err: *mut ErrBuf) -> i32 {
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table, and not used after a successful close
+        /// (host contract, see [`crate::abi::object`]); `err` null or valid.
+        pub(super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, err: *mut ErrBuf) -> i32 {
             // SAFETY: the host passes this table's own object and closes it once.
             unsafe { close_with::<$t>(obj, err, |$o| $hook) }
         }
     };
 }
+
+use {close_slot, ctl_assign, ctl_trampoline, ctl_trampolines};
 
 close_slot!(close_fabric, F, |o| FabricOps::close(o));
 close_slot!(close_domain, F::Domain, |o| DomainOps::<F>::close(o));
@@ -732,7 +817,5 @@ close_slot!(close_pep, F::PassiveEp, |o| PassiveEndpointOps::<F>::close(
 ));
 close_slot!(close_cq, CqBox<CqOf<F>>, |o| CqOps::close(&o.inner));
 close_slot!(close_eq, EqBox<EqOf<F>>, |o| EqOps::close(&o.inner));
-close_slot!(close_cntr, CntrOf<F>, |o| CntrOps::close(o));
 close_slot!(close_av, AvOf<F>, |o| AvOps::<F>::close(o));
 close_slot!(close_mr, MrOf<F>, |o| MrOps::<F>::close(o));
-close_slot!(close_wait, WaitOf<F>, |o| WaitOps::close(o));

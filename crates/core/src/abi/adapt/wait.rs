@@ -1,37 +1,13 @@
-//! Wait set slots of the adapters (see [`super`] for the object pointers and panics).
+//! Wait set slots of the adapters (see [`super`] for the object pointers and panics):
+//! generated from the list of wait set operations
+//! ([`for_each_wait_op!`](crate::for_each_wait_op)), but for `close`.
 
 use super::*;
 
-/// Slot `wait` of the `wait` table.
-///
-/// # Safety
-/// `w` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
-pub(super) unsafe extern "C" fn wait_wait<F: FabricOps>(w: Obj, timeout: i32) -> i32 {
-    guard("wait.wait", || {
-        // SAFETY: our boxed wait set (host contract).
-        st32(unsafe { ob::<WaitOf<F>>(w) }.wait(timeout))
-    })
+/// The slots of the list's `fn` entries, written by hand.
+pub(super) mod hand {
+    use super::*;
+    close_slot!(close, WaitOf<F>, |o| WaitOps::close(o));
 }
 
-/// Slot `fd` of the `wait` table.
-///
-/// # Safety
-/// `w` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
-pub(super) unsafe extern "C" fn wait_fd<F: FabricOps>(w: Obj, fd: *mut i32) -> i32 {
-    guard("wait.fd", || {
-        st32(run(|| {
-            need_out(fd)?;
-            // SAFETY: our boxed wait set.
-            let v = unsafe { ob::<WaitOf<F>>(w) }.fd()?;
-            // SAFETY: `fd` non-null and valid (contract).
-            unsafe { fd.write(v) };
-            Ok(())
-        }))
-    })
-}
+crate::for_each_wait_op!(ctl_trampolines);

@@ -1,0 +1,306 @@
+//! The lists of the control operations of an object class, and what is generated
+//! from them.
+//!
+//! Like the data operations of an endpoint ([`crate::abi::ops`]), the operations of a
+//! class are declared **once**, in one x-macro per class: `for_each_<class>_op!(gen)`
+//! expands to `gen! { …the class's list… }`. Lists so far:
+//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
+//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets).
+//!
+//! | generated | generator | where |
+//! | --- | --- | --- |
+//! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
+//! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
+//! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `cntr.rs`, `wait.rs` |
+//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`objects.rs`) |
+//!
+//! # Grammar of a list
+//!
+//! ```text
+//! /// doc of the table
+//! class TableType ProviderTrait ObjOf HostType {
+//!     entry*
+//! }
+//! ```
+//!
+//! `class` names the class in messages (`cntr`), `TableType` its ops table,
+//! `ProviderTrait` the provider trait, `ObjOf` the alias naming the provider's type of
+//! a family (`CntrOf<F>`), `HostType` the public wrapper. An entry is one of:
+//!
+//! ```text
+//! /// doc
+//! fn name(c_arg: CType, …) -> CRet;                            // written by hand
+//! /// doc
+//! op name(arg: Type, …) [via Variant] [-> out T | -> val T] [= default];
+//! ```
+//!
+//! - A `fn` entry declares only the slot (its full C signature, object first); the
+//!   other pieces are written by hand (the close slot of every class, today). Its
+//!   adapter is `hand::<name>` in the class's adapter file (`abi/adapt/<class>.rs`).
+//! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
+//!   from the host method through the slot to the provider method (scalars only).
+//!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
+//!   - without `->`: the provider and host methods return `Result<()>`;
+//!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
+//!     provider and host methods return `Result<T>`;
+//!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
+//!   - `via Variant`: the hooks see the call as the read [`Op`](../../ofi_hook) variant
+//!     `Variant` (`Hook::read`) rather than a control call (`Hook::ctl`).
+//!   - `= default`: the provider method's default body (an expression); without it
+//!     the method is required.
+//!
+//! # Invariants
+//!
+//! - The order of the entries is the order of the table's slots (after `size`); a
+//!   table only grows at the end. The layout fingerprint covers each slot's name and
+//!   signature, so a generated table that equals the hand-written one has the same
+//!   fingerprint (pinned in `abi::tests::fingerprints_are_pinned`).
+//! - A generated slot catches panics (`-FI_EOTHER`, logged) like every adapter.
+
+/// The one list of a counter's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_cntr_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
+            cntr CntrTable CntrOps CntrOf Counter {
+                /// Close the counter.
+                fn close(cntr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// `fi_cntr_read`: the number of completed operations (drives progress).
+                op read() via CntrRead -> val u64;
+                /// `fi_cntr_readerr`: the number of failed operations.
+                op readerr() -> val u64;
+                /// `fi_cntr_add`.
+                op add(value: u64);
+                /// `fi_cntr_set`.
+                op set(value: u64);
+                /// `fi_cntr_adderr`.
+                op adderr(value: u64) = $crate::provider::enosys_fast();
+                /// `fi_cntr_seterr`.
+                op seterr(value: u64) = $crate::provider::enosys_fast();
+                /// `fi_cntr_wait`: until the count reaches `threshold`, or `timeout` ms
+                /// pass (`FI_ETIMEDOUT`; -1 = forever).
+                op wait(threshold: u64, timeout: i32) = $crate::provider::enosys_fast();
+                /// The counter's wait file descriptor.
+                op wait_fd() -> out i32 = $crate::provider::enosys("this counter has no wait fd");
+            }
+        }
+    };
+}
+
+/// The one list of a wait set's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_wait_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Wait set operations (`fi_ops_wait` plus close and the fd).
+            wait WaitTable WaitOps WaitOf WaitSet {
+                /// Close the wait set.
+                fn close(wait: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// `fi_wait`: block until an object of the set is signalled, or `timeout`
+                /// ms pass (-1 = forever).
+                op wait(timeout: i32);
+                /// The set's file descriptor.
+                op fd() -> out i32 = $crate::provider::enosys("this wait set has no fd");
+            }
+        }
+    };
+}
+
+/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_prov_ret {
+    () => { $crate::Result<()> };
+    (out $t:ty) => { $crate::Result<$t> };
+    (val $t:ty) => { $t };
+}
+
+/// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_host_ret {
+    () => { $crate::Result<()> };
+    ($shape:ident $t:ty) => { $crate::Result<$t> };
+}
+
+/// The provider method of one entry (nothing for a `fn` entry).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_trait_method {
+    ($ctx:tt fn $($rest:tt)*) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+        $(#[$doc])*
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            $def
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+        $(#[$doc])*
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
+    };
+}
+
+/// The hook's forwarder of one entry (nothing for a `fn` entry). The hook type
+/// provides `forward(&self) -> (&H, &ObjName, &Inner)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_forwarder {
+    ($ctx:tt fn $($rest:tt)*) => {};
+    // Seen as a read of the object (`Hook::read`).
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            let (h, obj, inner) = self.forward();
+            // The C API has no error for this call: an error reads as the default.
+            h.read(obj, Op::$V, || inner.$name($($a),*)).unwrap_or_default()
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            let (h, obj, inner) = self.forward();
+            // The C API has no error for this call: an error reads as the default.
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+                inner.$name($($a),*)
+            })
+            .unwrap_or_default()
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            let (h, obj, inner) = self.forward();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+                inner.$name($($a),*)
+            })
+        }
+    };
+}
+
+/// The arguments of a call as hooks print them: `name=value` separated by spaces.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_args {
+    () => { ::std::string::String::new() };
+    ($($a:ident),+) => {{
+        let parts: &[::std::string::String] = &[$(format!("{}={:?}", stringify!($a), $a)),+];
+        parts.join(" ")
+    }};
+}
+
+/// Passes each entry of a list, normalized, to the macro `[$each]` with the context
+/// `{ctx}`: a `fn` entry as `{ctx} fn name`, an `op` entry as
+/// `{ctx} #[doc]* op name(args) [shape T] [Variant] [default]`. Used by the generators
+/// whose output is a sequence of items or statements.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_each {
+    ([$($each:tt)+] $ctx:tt ) => {};
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) [$($shape $rt)?] [$($V)?] [$($def)?] }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
+}
+
+/// Writes, inside a provider trait, one method per `op` entry of the list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! ctl_trait_methods {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::__ctl_trait_method] {} $($list)* }
+    };
+}
+
+/// Writes, inside the hook's `impl Trait for HookType`, one forwarder per `op` entry.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! ctl_forwarders {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::__ctl_forwarder] {} $($list)* }
+    };
+}
+
+/// Writes, inside `impl HostType`, one public method per `op` entry: it checks that the
+/// provider's table has the slot (else `FI_ENOSYS`) and calls it. The host type has
+/// `obj` and `fn t(&self) -> &Table`.
+macro_rules! ctl_wrappers {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::abi::ctl_ops::ctl_wrapper] {$Table} $($list)* }
+    };
+}
+
+/// One host method (see [`ctl_wrappers!`]).
+macro_rules! ctl_wrapper {
+    ({$T:ident} fn $name:ident) => {};
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
+            // SAFETY: our own object and its table; the arguments are plain values.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(self.t(), $T.$name(self.obj, $($a),*))
+            } as isize)
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let mut out = <$rt>::default();
+            // SAFETY: our own object and its table; `out` valid for a write.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(self.t(), $T.$name(self.obj, $($a,)* &mut out))
+            } as isize)?;
+            Ok(out)
+        }
+    };
+}
+
+/// Writes a class's ops table from its list: every entry is a slot, in order (an `op`
+/// entry's slot takes the object, its arguments and, for `out`/`val`, a last
+/// `out: *mut T`, and returns an `i32` status).
+macro_rules! ctl_table {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch [$(#[$tdoc])*] $Table [] $($list)* }
+    };
+    (@munch [$($tdoc:tt)*] $Table:ident [$($done:tt)*]) => {
+        $crate::abi::tables::abi_table! {
+            $($tdoc)*
+            pub struct $Table { $($done)* }
+        }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name($($a: $t),*) -> $r;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* $(out: *mut $rt)?) -> i32;] $($rest)* }
+    };
+}
+
+/// Writes, inside `impl Trait for Unsupported`, the class's required methods (the `op`
+/// entries without a default): `Unsupported` has no values, so they are never called.
+macro_rules! ctl_unsupported {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::abi::ctl_ops::ctl_unsupported_method] {} $($list)* }
+    };
+}
+
+/// One method of [`ctl_unsupported!`].
+macro_rules! ctl_unsupported_method {
+    ($ctx:tt fn $name:ident) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            match *self {}
+        }
+    };
+}
+
+pub(crate) use {ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers};
