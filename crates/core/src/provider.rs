@@ -486,19 +486,14 @@ pub trait CqOps: Sized + Send + Sync + 'static {
     ) -> Result<usize> {
         enosys_fast()
     }
-    /// `fi_cq_signal`: wake a blocked `sread`.
-    fn signal(&self) -> Result<()> {
-        enosys("signal is not supported")
-    }
+    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    crate::for_each_cq_op!(crate::ctl_trait_methods);
+
     /// `fi_cq_strerror`: text for a provider-specific error. `err_data` is the error
     /// data of the last `readerr` when the caller passed it back, else empty (the C
     /// call carries no length, so other data cannot be passed on safely).
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
-    }
-    /// The wait fd (`FI_GETWAIT`).
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this CQ has no wait fd")
     }
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
@@ -526,10 +521,9 @@ pub trait EqOps: Sized + Send + Sync + 'static {
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
     }
-    /// The wait fd.
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this EQ has no wait fd")
-    }
+    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    crate::for_each_eq_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -689,6 +683,7 @@ impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
 }
 
 impl CqOps for Unsupported {
+    crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
         match *self {}
     }
@@ -698,6 +693,7 @@ impl CqOps for Unsupported {
 }
 
 impl EqOps for Unsupported {
+    crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn read(&self, _peek: bool) -> Result<Event> {
         match *self {}
     }

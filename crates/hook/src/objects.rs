@@ -57,7 +57,17 @@ impl<H: Hook> HookEq<H> {
     }
 }
 
+impl<H: Hook> HookEq<H> {
+    /// What the generated forwarders use: the hook, the name and the EQ beneath.
+    fn forward(&self) -> (&H, &ObjName, &EventQueue) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> EqOps for HookEq<H> {
+    // One forwarder per `op` entry of the list (`for_each_eq_op!`).
+    ofi_core::for_each_eq_op!(ofi_core::ctl_forwarders);
+
     fn read(&self, peek: bool) -> Result<Event> {
         self.h.ctl(
             &self.name,
@@ -111,11 +121,6 @@ impl<H: Hook> EqOps for HookEq<H> {
 
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
         self.inner.strerror_with_data(prov_errno, err_data)
-    }
-
-    fn wait_fd(&self) -> Result<i32> {
-        self.h
-            .ctl(&self.name, "wait_fd", String::new, || self.inner.wait_fd())
     }
 
     fn close(&self) -> Result<()> {

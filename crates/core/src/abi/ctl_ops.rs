@@ -4,6 +4,8 @@
 //! Like the data operations of an endpoint ([`crate::abi::ops`]), the operations of a
 //! class are declared **once**, in one x-macro per class: `for_each_<class>_op!(gen)`
 //! expands to `gen! { …the class's list… }`. Lists so far:
+//! [`for_each_cq_op!`](crate::for_each_cq_op) (completion queues),
+//! [`for_each_eq_op!`](crate::for_each_eq_op) (event queues),
 //! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
 //! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets).
 //!
@@ -12,8 +14,8 @@
 //! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
 //! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
 //! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
-//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `cntr.rs`, `wait.rs` |
-//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`objects.rs`) |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
+//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`cq.rs`, `objects.rs`) |
 //!
 //! # Grammar of a list
 //!
@@ -30,14 +32,18 @@
 //!
 //! ```text
 //! /// doc
-//! fn name(c_arg: CType, …) -> CRet;                            // written by hand
+//! fn name(c_arg: CType, …) -> CRet [=> adapter];              // written by hand
 //! /// doc
 //! op name(arg: Type, …) [via Variant] [-> out T | -> val T] [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first); the
-//!   other pieces are written by hand (the close slot of every class, today). Its
-//!   adapter is `hand::<name>` in the class's adapter file (`abi/adapt/<class>.rs`).
+//!   other pieces are written by hand. Its adapter is `adapter`, or `hand::<name>`
+//!   without one, in the class's adapter file (`abi/adapt/<class>.rs`).
+//! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
+//!   reaches the provider's object: a plain box, or a box with the CQ's format next to
+//!   it); the host type has `obj` and `fn t(&self) -> &Table`; the hook type
+//!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars only).
 //!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
@@ -57,6 +63,67 @@
 //!   signature, so a generated table that equals the hand-written one has the same
 //!   fingerprint (pinned in `abi::tests::fingerprints_are_pinned`).
 //! - A generated slot catches panics (`-FI_EOTHER`, logged) like every adapter.
+
+/// The one list of a completion queue's operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_cq_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
+            cq CqTable CqOps CqOf CompletionQueue {
+                /// Close the CQ.
+                fn close(cq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_cq;
+                /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
+                fn read(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize) -> isize => cq_read;
+                /// `fi_cq_readfrom`: also the source address of each entry.
+                fn readfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64) -> isize => cq_readfrom;
+                /// `fi_cq_readerr`.
+                fn readerr(cq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::CqErrEntry, flags: u64) -> isize => cq_readerr;
+                /// `fi_cq_sread`; timeout in ms, -1 = forever.
+                fn sread(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sread;
+                /// `fi_cq_sreadfrom`.
+                fn sreadfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sreadfrom;
+                /// `fi_cq_signal`: wake a thread blocked in `sread`.
+                op signal() = $crate::provider::enosys("signal is not supported");
+                /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
+                fn strerror(cq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => cq_strerror;
+                /// The CQ's wait file descriptor, for poll/epoll (`FI_GETWAIT`).
+                op wait_fd() -> out i32 = $crate::provider::enosys("this CQ has no wait fd");
+            }
+        }
+    };
+}
+
+/// The one list of an event queue's operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_eq_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
+            eq EqTable EqOps EqOf EventQueue {
+                /// Close the EQ.
+                fn close(eq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_eq;
+                /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
+                /// connection data); returns the bytes written.
+                fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read;
+                /// `fi_eq_readerr`.
+                fn readerr(eq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::EqErrEntry, flags: u64) -> isize => eq_readerr;
+                /// `fi_eq_write`.
+                fn write(eq: $crate::abi::raw::Obj, event: u32, buf: *const ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_write;
+                /// `fi_eq_sread`.
+                fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread;
+                /// `fi_eq_strerror`.
+                fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror;
+                /// The EQ's wait file descriptor.
+                op wait_fd() -> out i32 = $crate::provider::enosys("this EQ has no wait fd");
+                /// Release the info of a connection event read from this EQ.
+                fn free_info(eq: $crate::abi::raw::Obj, info: *mut $crate::abi::raw::RawInfo) -> i32 => eq_free_info;
+            }
+        }
+    };
+}
 
 /// The one list of a counter's operations (see the [module docs](crate::abi::ctl_ops)
 /// for the grammar).
@@ -191,15 +258,15 @@ macro_rules! __ctl_args {
 }
 
 /// Passes each entry of a list, normalized, to the macro `[$each]` with the context
-/// `{ctx}`: a `fn` entry as `{ctx} fn name`, an `op` entry as
+/// `{ctx}`: a `fn` entry as `{ctx} fn name [adapter]`, an `op` entry as
 /// `{ctx} #[doc]* op name(args) [shape T] [Variant] [default]`. Used by the generators
 /// whose output is a sequence of items or statements.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_each {
     ([$($each:tt)+] $ctx:tt ) => {};
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name }
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
@@ -238,7 +305,7 @@ macro_rules! ctl_wrappers {
 
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
-    ({$T:ident} fn $name:ident) => {};
+    ({$T:ident} fn $name:ident $adapter:tt) => {};
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
@@ -274,7 +341,7 @@ macro_rules! ctl_table {
             pub struct $Table { $($done)* }
         }
     };
-    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty; $($rest:tt)*) => {
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name($($a: $t),*) -> $r;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
@@ -293,7 +360,7 @@ macro_rules! ctl_unsupported {
 
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
-    ($ctx:tt fn $name:ident) => {};
+    ($ctx:tt fn $name:ident $adapter:tt) => {};
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]

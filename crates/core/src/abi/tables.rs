@@ -30,9 +30,8 @@ use std::ffi::c_void;
 
 use crate::abi::layout::StructDesc;
 use crate::abi::raw::{
-    AtomicAttr, CqErrEntry, EqErrEntry, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr,
-    RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr,
-    RawTxAttr, RawWaitAttr,
+    AtomicAttr, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr,
+    RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
 };
 use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
 
@@ -308,49 +307,6 @@ abi_table! {
         fn setopt(pep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
     }
 
-    /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
-    pub struct CqTable {
-        /// Close the CQ.
-        fn close(cq: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
-        fn read(cq: Obj, buf: *mut c_void, count: usize) -> isize;
-        /// `fi_cq_readfrom`: also the source address of each entry.
-        fn readfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64) -> isize;
-        /// `fi_cq_readerr`.
-        fn readerr(cq: Obj, buf: *mut CqErrEntry, flags: u64) -> isize;
-        /// `fi_cq_sread`; timeout in ms, -1 = forever.
-        fn sread(cq: Obj, buf: *mut c_void, count: usize, cond: *const c_void, timeout: i32) -> isize;
-        /// `fi_cq_sreadfrom`.
-        fn sreadfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64, cond: *const c_void, timeout: i32) -> isize;
-        /// `fi_cq_signal`: wake a blocked `sread`.
-        fn signal(cq: Obj) -> i32;
-        /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
-        fn strerror(cq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
-        /// The CQ's wait file descriptor (`FI_GETWAIT`).
-        fn wait_fd(cq: Obj, fd: *mut i32) -> i32;
-    }
-
-    /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
-    pub struct EqTable {
-        /// Close the EQ.
-        fn close(eq: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
-        /// connection data); returns the bytes written.
-        fn read(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize;
-        /// `fi_eq_readerr`.
-        fn readerr(eq: Obj, buf: *mut EqErrEntry, flags: u64) -> isize;
-        /// `fi_eq_write`.
-        fn write(eq: Obj, event: u32, buf: *const c_void, len: usize, flags: u64) -> isize;
-        /// `fi_eq_sread`.
-        fn sread(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, timeout: i32, flags: u64) -> isize;
-        /// `fi_eq_strerror`.
-        fn strerror(eq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
-        /// The EQ's wait file descriptor.
-        fn wait_fd(eq: Obj, fd: *mut i32) -> i32;
-        /// Release the info of a connection event read from this EQ.
-        fn free_info(eq: Obj, info: *mut RawInfo) -> i32;
-    }
-
     /// Address vector operations (`fi_ops_av` plus close and bind).
     pub struct AvTable {
         /// Close the AV.
@@ -457,6 +413,8 @@ macro_rules! data_tables {
 crate::for_each_ep_data_op!(data_tables);
 
 // The tables of the classes whose operations are listed in `abi::ctl_ops`.
+crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_table);
 

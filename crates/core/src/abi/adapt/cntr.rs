@@ -10,4 +10,14 @@ pub(super) mod hand {
     close_slot!(close, CntrOf<F>, |o| CntrOps::close(o));
 }
 
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a CntrOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<CntrOf<F>>(obj) }
+}
+
 crate::for_each_cntr_op!(ctl_trampolines);

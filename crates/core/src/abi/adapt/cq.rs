@@ -1,4 +1,6 @@
-//! CQ slots of the adapters (see [`super`] for the object pointers and panics).
+//! CQ slots of the adapters (see [`super`] for the object pointers and panics): the
+//! hand-written `fn` entries of the list of CQ operations
+//! ([`for_each_cq_op!`](crate::for_each_cq_op)), then the generated ones.
 
 use super::*;
 
@@ -163,20 +165,6 @@ pub(super) unsafe extern "C" fn cq_sreadfrom<F: FabricOps>(
     })
 }
 
-/// Slot `signal` of the `cq` table.
-///
-/// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
-pub(super) unsafe extern "C" fn cq_signal<F: FabricOps>(cq: Obj) -> i32 {
-    guard("cq.signal", || {
-        // SAFETY: our boxed CQ (host contract).
-        st32(unsafe { ob::<CqBox<CqOf<F>>>(cq) }.inner.signal())
-    })
-}
-
 /// Write `text` into a caller's buffer (truncated, NUL-terminated if room); returns the
 /// text's full length.
 ///
@@ -223,22 +211,14 @@ pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
     })
 }
 
-/// Slot `wait_fd` of the `cq` table.
+/// The provider's object behind a slot's object pointer.
 ///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
-pub(super) unsafe extern "C" fn cq_wait_fd<F: FabricOps>(cq: Obj, fd: *mut i32) -> i32 {
-    guard("cq.wait_fd", || {
-        st32(run(|| {
-            need_out(fd)?;
-            // SAFETY: our boxed CQ.
-            let v = unsafe { ob::<CqBox<CqOf<F>>>(cq) }.inner.wait_fd()?;
-            // SAFETY: `fd` non-null and valid (contract).
-            unsafe { fd.write(v) };
-            Ok(())
-        }))
-    })
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a CqOf<F> {
+    // SAFETY: by this function's contract.
+    &unsafe { ob::<CqBox<CqOf<F>>>(obj) }.inner
 }
+
+crate::for_each_cq_op!(ctl_trampolines);

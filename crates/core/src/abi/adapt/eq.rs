@@ -1,4 +1,6 @@
-//! EQ slots of the adapters (see [`super`] for the object pointers and panics).
+//! EQ slots of the adapters (see [`super`] for the object pointers and panics): the
+//! hand-written `fn` entries of the list of EQ operations
+//! ([`for_each_eq_op!`](crate::for_each_eq_op)), then the generated ones.
 
 use super::*;
 
@@ -282,26 +284,6 @@ pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
     })
 }
 
-/// Slot `wait_fd` of the `eq` table.
-///
-/// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
-pub(super) unsafe extern "C" fn eq_wait_fd<F: FabricOps>(eq: Obj, fd: *mut i32) -> i32 {
-    guard("eq.wait_fd", || {
-        st32(run(|| {
-            need_out(fd)?;
-            // SAFETY: our boxed EQ.
-            let v = unsafe { ob::<EqBox<EqOf<F>>>(eq) }.inner.wait_fd()?;
-            // SAFETY: `fd` non-null and valid (contract).
-            unsafe { fd.write(v) };
-            Ok(())
-        }))
-    })
-}
-
 /// Slot `free_info` of the `eq` table.
 ///
 /// # Safety
@@ -323,3 +305,15 @@ pub(super) unsafe extern "C" fn eq_free_info<F: FabricOps>(eq: Obj, info: *mut R
         }
     })
 }
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EqOf<F> {
+    // SAFETY: by this function's contract.
+    &unsafe { ob::<EqBox<EqOf<F>>>(obj) }.inner
+}
+
+crate::for_each_eq_op!(ctl_trampolines);

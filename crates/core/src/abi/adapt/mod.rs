@@ -76,7 +76,6 @@ use self::cq::*;
 use self::data::*;
 use self::domain::*;
 use self::ep::*;
-use self::eq::*;
 use self::fabric::*;
 use self::mr::*;
 use self::pep::*;
@@ -610,32 +609,11 @@ impl<F: FabricOps> Adapt<F> {
         setopt: pep_setopt::<F>,
     };
 
-    /// Completion queue table.
-    pub const CQ: &'static CqTable = &CqTable {
-        size: std::mem::size_of::<CqTable>(),
-        close: close_cq::<F>,
-        read: cq_read::<F>,
-        readfrom: cq_readfrom::<F>,
-        readerr: cq_readerr::<F>,
-        sread: cq_sread::<F>,
-        sreadfrom: cq_sreadfrom::<F>,
-        signal: cq_signal::<F>,
-        strerror: cq_strerror::<F>,
-        wait_fd: cq_wait_fd::<F>,
-    };
+    /// Completion queue table (generated from its list).
+    pub const CQ: &'static CqTable = <CqTable as CtlSlots<F>>::TABLE;
 
-    /// Event queue table.
-    pub const EQ: &'static EqTable = &EqTable {
-        size: std::mem::size_of::<EqTable>(),
-        close: close_eq::<F>,
-        read: eq_read::<F>,
-        readerr: eq_readerr::<F>,
-        write: eq_write::<F>,
-        sread: eq_sread::<F>,
-        strerror: eq_strerror::<F>,
-        wait_fd: eq_wait_fd::<F>,
-        free_info: eq_free_info::<F>,
-    };
+    /// Event queue table (generated from its list).
+    pub const EQ: &'static EqTable = <EqTable as CtlSlots<F>>::TABLE;
 
     /// Counter table (generated from its list).
     pub const CNTR: &'static CntrTable = <CntrTable as CtlSlots<F>>::TABLE;
@@ -673,7 +651,7 @@ impl<F: FabricOps> Adapt<F> {
 
 /// The table of a class whose operations are listed in [`crate::abi::ctl_ops`]: each
 /// `op` entry's slot is a trampoline of the class's `slots` module, each `fn` entry's
-/// the hand-written `hand::<name>`.
+/// its hand-written adapter (`hand::<name>` when the entry names none).
 trait CtlSlots<F: FabricOps>: 'static {
     const TABLE: &'static Self;
 }
@@ -681,7 +659,8 @@ trait CtlSlots<F: FabricOps>: 'static {
 /// Writes, from a class's list, its `slots` module (one trampoline per `op` entry:
 /// catches panics, calls the provider method of the same name, writes an `out`/`val`
 /// result, `FI_EINVAL` for a null result pointer) and the class's [`CtlSlots`] impl.
-/// Invoke in the class's adapter file, next to its `hand` module.
+/// Invoke in the class's adapter file, which defines `this::<F>(obj)`: the provider's
+/// object behind a slot's object pointer.
 macro_rules! ctl_trampolines {
     ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
         /// The trampolines of the class's listed operations.
@@ -702,7 +681,7 @@ macro_rules! ctl_trampolines {
 
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
-    ({$($ctx:tt)*} fn $name:ident) => {};
+    ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
     ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation.
         ///
@@ -713,7 +692,7 @@ macro_rules! ctl_trampoline {
         pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> i32 {
             guard(concat!(stringify!($class), ".", stringify!($name)), || {
                 // SAFETY: our boxed object (this function's contract).
-                st32(unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*))
+                st32(unsafe { this::<F>(obj) }.$name($($a),*))
             })
         }
     };
@@ -729,7 +708,7 @@ macro_rules! ctl_trampoline {
                 st32(run(|| {
                     need_out(out)?;
                     // SAFETY: our boxed object (this function's contract).
-                    let v = unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*)?;
+                    let v = unsafe { this::<F>(obj) }.$name($($a),*)?;
                     // SAFETY: `out` non-null and valid for a write (contract).
                     unsafe { out.write(v) };
                     Ok(())
@@ -749,7 +728,7 @@ macro_rules! ctl_trampoline {
                 st32(run(|| {
                     need_out(out)?;
                     // SAFETY: our boxed object (this function's contract).
-                    let v = unsafe { ob::<$ObjOf<F>>(obj) }.$name($($a),*);
+                    let v = unsafe { this::<F>(obj) }.$name($($a),*);
                     // SAFETY: `out` non-null and valid for a write (contract).
                     unsafe { out.write(v) };
                     Ok(())
@@ -761,8 +740,11 @@ macro_rules! ctl_trampoline {
 
 /// One slot of a generated table (see [`ctl_trampolines!`]).
 macro_rules! ctl_assign {
-    ({$t:ident} fn $name:ident) => {
+    ({$t:ident} fn $name:ident []) => {
         $t.$name = hand::$name::<F>;
+    };
+    ({$t:ident} fn $name:ident [$adapter:ident]) => {
+        $t.$name = $adapter::<F>;
     };
     ({$t:ident} $(#[$doc:meta])* op $name:ident $($rest:tt)*) => {
         $t.$name = slots::$name::<F>;

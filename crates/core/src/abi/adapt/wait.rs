@@ -10,4 +10,14 @@ pub(super) mod hand {
     close_slot!(close, WaitOf<F>, |o| WaitOps::close(o));
 }
 
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a WaitOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<WaitOf<F>>(obj) }
+}
+
 crate::for_each_wait_op!(ctl_trampolines);
