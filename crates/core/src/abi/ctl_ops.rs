@@ -51,8 +51,8 @@
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
-//!   - `via Variant`: the hooks see the call as the read [`Op`](../../ofi_hook) variant
-//!     `Variant` (`Hook::read`) rather than a control call (`Hook::ctl`).
+//!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
+//!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
 //!     the method is required.
 //!

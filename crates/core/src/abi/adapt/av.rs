@@ -3,12 +3,8 @@
 use super::*;
 
 /// Slot `bind` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_bind<F: FabricOps>(
     av: Obj,
     target: RawFidRef,
@@ -33,12 +29,8 @@ pub(super) fn av_count(r: Result<usize>) -> i32 {
 }
 
 /// Slot `insert` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_insert<F: FabricOps>(
     av: Obj,
     addrs: *const RawAddr,
@@ -87,12 +79,8 @@ pub(super) unsafe extern "C" fn av_insert<F: FabricOps>(
 }
 
 /// Slot `insertsvc` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_insertsvc<F: FabricOps>(
     av: Obj,
     node: RawStr,
@@ -118,12 +106,8 @@ pub(super) unsafe extern "C" fn av_insertsvc<F: FabricOps>(
 }
 
 /// Slot `insertsym` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe extern "C" fn av_insertsym<F: FabricOps>(
     av: Obj,
@@ -154,12 +138,8 @@ pub(super) unsafe extern "C" fn av_insertsym<F: FabricOps>(
 }
 
 /// Slot `remove` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_remove<F: FabricOps>(
     av: Obj,
     fi_addr: *const u64,
@@ -177,12 +157,8 @@ pub(super) unsafe extern "C" fn av_remove<F: FabricOps>(
 }
 
 /// Slot `lookup` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_lookup<F: FabricOps>(
     av: Obj,
     fi_addr: u64,
@@ -205,12 +181,8 @@ pub(super) unsafe extern "C" fn av_lookup<F: FabricOps>(
 }
 
 /// Slot `straddr` of the `av` table.
-///
 /// # Safety
-/// `av` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
     av: Obj,
     addr: RawAddr,

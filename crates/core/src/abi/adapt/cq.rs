@@ -17,12 +17,8 @@ pub(super) unsafe fn cq_buf<'a, T>(
 }
 
 /// Slot `read` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_read<F: FabricOps>(
     cq: Obj,
     buf: *mut c_void,
@@ -40,12 +36,8 @@ pub(super) unsafe extern "C" fn cq_read<F: FabricOps>(
 }
 
 /// Slot `readfrom` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_readfrom<F: FabricOps>(
     cq: Obj,
     buf: *mut c_void,
@@ -65,12 +57,8 @@ pub(super) unsafe extern "C" fn cq_readfrom<F: FabricOps>(
 }
 
 /// Slot `readerr` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_readerr<F: FabricOps>(
     cq: Obj,
     entry: *mut CqErrEntry,
@@ -108,12 +96,8 @@ pub(super) unsafe fn threshold<T>(b: &CqBox<T>, cond: *const c_void) -> Option<u
 }
 
 /// Slot `sread` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_sread<F: FabricOps>(
     cq: Obj,
     buf: *mut c_void,
@@ -134,12 +118,8 @@ pub(super) unsafe extern "C" fn cq_sread<F: FabricOps>(
 }
 
 /// Slot `sreadfrom` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_sreadfrom<F: FabricOps>(
     cq: Obj,
     buf: *mut c_void,
@@ -183,12 +163,8 @@ pub(super) unsafe fn put_text(text: &str, buf: *mut u8, len: usize) -> isize {
 }
 
 /// Slot `strerror` of the `cq` table.
-///
 /// # Safety
-/// `cq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
     cq: Obj,
     prov_errno: i32,

@@ -3,12 +3,8 @@
 use super::*;
 
 /// Slot `bind` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_bind<F: FabricOps>(
     dom: Obj,
     target: RawFidRef,
@@ -46,12 +42,8 @@ pub(super) unsafe fn put_ep<F: FabricOps>(out: *mut RawEp, ep: EpOf<F>) -> Resul
 }
 
 /// Slot `endpoint` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
     dom: Obj,
     info: *const RawInfo,
@@ -71,12 +63,8 @@ pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
 }
 
 /// Slot `scalable_ep` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
     dom: Obj,
     info: *const RawInfo,
@@ -95,12 +83,8 @@ pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
 }
 
 /// Slot `cq_open` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
     dom: Obj,
     attr: *const RawCqAttr,
@@ -140,12 +124,8 @@ pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
 }
 
 /// Slot `cntr_open` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
     dom: Obj,
     attr: *const RawCntrAttr,
@@ -176,12 +156,8 @@ pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
 }
 
 /// Slot `av_open` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_av_open<F: FabricOps>(
     dom: Obj,
     attr: *const RawAvAttr,
@@ -227,12 +203,8 @@ pub(super) unsafe fn mr_common<F: FabricOps>(
 }
 
 /// Slot `mr_reg` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
     dom: Obj,
@@ -267,12 +239,8 @@ pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
 }
 
 /// Slot `mr_regv` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
     dom: Obj,
@@ -305,12 +273,8 @@ pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
 }
 
 /// Slot `mr_regattr` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_mr_regattr<F: FabricOps>(
     dom: Obj,
     attr: *const RawMrAttr,
@@ -330,12 +294,8 @@ pub(super) unsafe extern "C" fn dom_mr_regattr<F: FabricOps>(
 }
 
 /// Slot `query_atomic` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_query_atomic<F: FabricOps>(
     dom: Obj,
     dt: u32,
@@ -360,12 +320,8 @@ pub(super) unsafe extern "C" fn dom_query_atomic<F: FabricOps>(
 }
 
 /// Slot `stx_ctx` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
     dom: Obj,
     attr: *const RawTxAttr,
@@ -385,12 +341,8 @@ pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
 }
 
 /// Slot `srx_ctx` of the domain table.
-///
 /// # Safety
-/// `dom` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
     dom: Obj,
     attr: *const RawRxAttr,

@@ -23,12 +23,8 @@ pub(super) unsafe fn bind_target<'a, F: FabricOps>(t: RawFidRef) -> Result<BindT
 }
 
 /// Slot `bind` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_bind<F: FabricOps>(
     ep: Obj,
     target: RawFidRef,
@@ -44,24 +40,16 @@ pub(super) unsafe extern "C" fn ep_bind<F: FabricOps>(
 }
 
 /// Slot `enable` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_enable<F: FabricOps>(ep: Obj, err: *mut ErrBuf) -> i32 {
     // SAFETY: our boxed endpoint (host contract).
     guard_ctl(err, "ep.enable", || unsafe { ob::<EpOf<F>>(ep) }.enable())
 }
 
 /// Slot `control` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_control<F: FabricOps>(
     ep: Obj,
     command: i32,
@@ -77,12 +65,8 @@ pub(super) unsafe extern "C" fn ep_control<F: FabricOps>(
 }
 
 /// Slot `alias` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_alias<F: FabricOps>(
     ep: Obj,
     flags: u64,
@@ -99,12 +83,8 @@ pub(super) unsafe extern "C" fn ep_alias<F: FabricOps>(
 }
 
 /// Slot `cancel` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_cancel<F: FabricOps>(ep: Obj, context: usize) -> isize {
     guard("ep.cancel", || {
         // SAFETY: our boxed endpoint (host contract).
@@ -113,12 +93,8 @@ pub(super) unsafe extern "C" fn ep_cancel<F: FabricOps>(ep: Obj, context: usize)
 }
 
 /// Slot `getopt` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_getopt<F: FabricOps>(
     ep: Obj,
     level: i32,
@@ -141,12 +117,8 @@ pub(super) unsafe extern "C" fn ep_getopt<F: FabricOps>(
 }
 
 /// Slot `setopt` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_setopt<F: FabricOps>(
     ep: Obj,
     level: i32,
@@ -165,12 +137,8 @@ pub(super) unsafe extern "C" fn ep_setopt<F: FabricOps>(
 }
 
 /// Slot `tx_ctx` of the `ep` table.
-///
 /// # Safety
-/// `sep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_tx_ctx<F: FabricOps>(
     sep: Obj,
     index: i32,
@@ -191,12 +159,8 @@ pub(super) unsafe extern "C" fn ep_tx_ctx<F: FabricOps>(
 }
 
 /// Slot `rx_ctx` of the `ep` table.
-///
 /// # Safety
-/// `sep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_rx_ctx<F: FabricOps>(
     sep: Obj,
     index: i32,
@@ -217,12 +181,8 @@ pub(super) unsafe extern "C" fn ep_rx_ctx<F: FabricOps>(
 }
 
 /// Slot `rx_size_left` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_rx_size_left<F: FabricOps>(ep: Obj) -> isize {
     guard("ep.rx_size_left", || {
         // SAFETY: our boxed endpoint (host contract).
@@ -231,12 +191,8 @@ pub(super) unsafe extern "C" fn ep_rx_size_left<F: FabricOps>(ep: Obj) -> isize 
 }
 
 /// Slot `tx_size_left` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_tx_size_left<F: FabricOps>(ep: Obj) -> isize {
     guard("ep.tx_size_left", || {
         // SAFETY: our boxed endpoint (host contract).
@@ -252,12 +208,8 @@ pub(super) struct McObj {
 }
 
 /// Slot `join` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_join<F: FabricOps>(
     ep: Obj,
     addr: *const RawAddr,
@@ -292,12 +244,8 @@ pub(super) unsafe extern "C" fn ep_join<F: FabricOps>(
 }
 
 /// Slot `mc_close` of the `ep` table.
-///
 /// # Safety
-/// `mc` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mc` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut ErrBuf) -> i32 {
     guard_ctl(err, "mc.close", || {
         if mc.is_null() {
@@ -315,12 +263,8 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
 }
 
 /// Slot `setname` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_setname<F: FabricOps>(
     ep: Obj,
     addr: *const u8,
@@ -335,12 +279,8 @@ pub(super) unsafe extern "C" fn ep_setname<F: FabricOps>(
 }
 
 /// Slot `getname` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_getname<F: FabricOps>(
     ep: Obj,
     addr: *mut u8,
@@ -355,12 +295,8 @@ pub(super) unsafe extern "C" fn ep_getname<F: FabricOps>(
 }
 
 /// Slot `getpeer` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_getpeer<F: FabricOps>(
     ep: Obj,
     addr: *mut u8,
@@ -375,12 +311,8 @@ pub(super) unsafe extern "C" fn ep_getpeer<F: FabricOps>(
 }
 
 /// Slot `connect` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_connect<F: FabricOps>(
     ep: Obj,
     addr: *const u8,
@@ -401,12 +333,8 @@ pub(super) unsafe extern "C" fn ep_connect<F: FabricOps>(
 }
 
 /// Slot `accept` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_accept<F: FabricOps>(
     ep: Obj,
     param: *const u8,
@@ -420,12 +348,8 @@ pub(super) unsafe extern "C" fn ep_accept<F: FabricOps>(
 }
 
 /// Slot `shutdown` of the `ep` table.
-///
 /// # Safety
-/// `ep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn ep_shutdown<F: FabricOps>(ep: Obj, flags: u64) -> i32 {
     guard("ep.shutdown", || {
         // SAFETY: our boxed endpoint (host contract).

@@ -89,12 +89,8 @@ pub(super) unsafe fn eq_read_common<T>(
 }
 
 /// Slot `read` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_read<F: FabricOps>(
     eq: Obj,
     event: *mut u32,
@@ -114,12 +110,8 @@ pub(super) unsafe extern "C" fn eq_read<F: FabricOps>(
 }
 
 /// Slot `sread` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_sread<F: FabricOps>(
     eq: Obj,
     event: *mut u32,
@@ -148,12 +140,8 @@ pub(super) unsafe extern "C" fn eq_sread<F: FabricOps>(
 }
 
 /// Slot `readerr` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_readerr<F: FabricOps>(
     eq: Obj,
     entry: *mut EqErrEntry,
@@ -189,12 +177,8 @@ pub(super) unsafe extern "C" fn eq_readerr<F: FabricOps>(
 }
 
 /// Slot `write` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_write<F: FabricOps>(
     eq: Obj,
     event: u32,
@@ -256,12 +240,8 @@ pub(super) unsafe extern "C" fn eq_write<F: FabricOps>(
 }
 
 /// Slot `strerror` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
     eq: Obj,
     prov_errno: i32,
@@ -285,12 +265,8 @@ pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
 }
 
 /// Slot `free_info` of the `eq` table.
-///
 /// # Safety
-/// `eq` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn eq_free_info<F: FabricOps>(eq: Obj, info: *mut RawInfo) -> i32 {
     guard("eq.free_info", || {
         // SAFETY: our boxed EQ.

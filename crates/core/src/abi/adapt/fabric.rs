@@ -3,12 +3,8 @@
 use super::*;
 
 /// Slot `domain` of the fabric table.
-///
 /// # Safety
-/// `fab` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
     fab: Obj,
     info: *const RawInfo,
@@ -28,12 +24,8 @@ pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
 }
 
 /// Slot `pep` of the fabric table.
-///
 /// # Safety
-/// `fab` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
     fab: Obj,
     info: *const RawInfo,
@@ -53,12 +45,8 @@ pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
 }
 
 /// Slot `eq_open` of the fabric table.
-///
 /// # Safety
-/// `fab` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_eq_open<F: FabricOps>(
     fab: Obj,
     attr: *const RawEqAttr,
@@ -105,12 +93,8 @@ pub(super) fn wait_set_of(set: Obj, wait_obj: WaitObj) -> Result<Option<Obj>> {
 }
 
 /// Slot `wait_open` of the fabric table.
-///
 /// # Safety
-/// `fab` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_wait_open<F: FabricOps>(
     fab: Obj,
     attr: *const RawWaitAttr,
@@ -132,12 +116,8 @@ pub(super) unsafe extern "C" fn fab_wait_open<F: FabricOps>(
 }
 
 /// Slot `trywait` of the fabric table.
-///
 /// # Safety
-/// `fab` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
     fab: Obj,
     objs: *const RawFidRef,

@@ -15,6 +15,15 @@
 //! passed to a slot came from the same family's adapter and is still open; that is what
 //! makes the casts below sound.
 //!
+//! # Slot contract
+//!
+//! What every slot (an `unsafe extern "C" fn` of this module and its children)
+//! requires of its caller, and what its `# Safety` section refers to: the object
+//! pointer (the first argument) is an object this adapter handed out for family `F`,
+//! still open, passed to a slot of its own table; every pointer argument is valid as
+//! the C call's contract says (null only where the call allows it). The host
+//! guarantees both.
+//!
 //! # Panics
 //!
 //! Every slot runs its body under `catch_unwind`; a panic is logged with

@@ -3,12 +3,8 @@
 use super::*;
 
 /// Slot `key` of the `mr` table.
-///
 /// # Safety
-/// `mr` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn mr_key<F: FabricOps>(mr: Obj, key: *mut u64) -> i32 {
     guard("mr.key", || {
         if key.is_null() {
@@ -21,12 +17,8 @@ pub(super) unsafe extern "C" fn mr_key<F: FabricOps>(mr: Obj, key: *mut u64) -> 
 }
 
 /// Slot `desc` of the `mr` table.
-///
 /// # Safety
-/// `mr` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn mr_desc<F: FabricOps>(mr: Obj, desc: *mut *mut c_void) -> i32 {
     guard("mr.desc", || {
         if desc.is_null() {
@@ -39,12 +31,8 @@ pub(super) unsafe extern "C" fn mr_desc<F: FabricOps>(mr: Obj, desc: *mut *mut c
 }
 
 /// Slot `bind` of the `mr` table.
-///
 /// # Safety
-/// `mr` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
     mr: Obj,
     target: RawFidRef,
@@ -68,12 +56,8 @@ pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
 }
 
 /// Slot `refresh` of the `mr` table.
-///
 /// # Safety
-/// `mr` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
     mr: Obj,
     iov: *const Iov,
@@ -89,12 +73,8 @@ pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
 }
 
 /// Slot `enable` of the `mr` table.
-///
 /// # Safety
-/// `mr` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn mr_enable<F: FabricOps>(mr: Obj, err: *mut ErrBuf) -> i32 {
     // SAFETY: our boxed MR (host contract).
     guard_ctl(err, "mr.enable", || unsafe { ob::<MrOf<F>>(mr) }.enable())

@@ -3,12 +3,8 @@
 use super::*;
 
 /// Slot `bind` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     pep: Obj,
     target: RawFidRef,
@@ -25,12 +21,8 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
 }
 
 /// Slot `listen` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_listen<F: FabricOps>(pep: Obj, err: *mut ErrBuf) -> i32 {
     guard_ctl(err, "pep.listen", || {
         // SAFETY: our boxed passive endpoint (host contract).
@@ -39,12 +31,8 @@ pub(super) unsafe extern "C" fn pep_listen<F: FabricOps>(pep: Obj, err: *mut Err
 }
 
 /// Slot `reject` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_reject<F: FabricOps>(
     pep: Obj,
     handle: usize,
@@ -62,12 +50,8 @@ pub(super) unsafe extern "C" fn pep_reject<F: FabricOps>(
 }
 
 /// Slot `getname` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_getname<F: FabricOps>(
     pep: Obj,
     addr: *mut u8,
@@ -82,12 +66,8 @@ pub(super) unsafe extern "C" fn pep_getname<F: FabricOps>(
 }
 
 /// Slot `setname` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_setname<F: FabricOps>(
     pep: Obj,
     addr: *const u8,
@@ -104,12 +84,8 @@ pub(super) unsafe extern "C" fn pep_setname<F: FabricOps>(
 }
 
 /// Slot `getopt` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_getopt<F: FabricOps>(
     pep: Obj,
     level: i32,
@@ -132,12 +108,8 @@ pub(super) unsafe extern "C" fn pep_getopt<F: FabricOps>(
 }
 
 /// Slot `setopt` of the `pep` table.
-///
 /// # Safety
-/// `pep` must be an object this adapter handed out for family `F`, still open, passed
-/// to a slot of its own table; every pointer argument valid as the C call's contract
-/// says (null only where the call allows it). The host guarantees both (see
-/// [`crate::abi::object`]).
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
     pep: Obj,
     level: i32,
