@@ -67,8 +67,8 @@ CLASSES = {
     "fabric": dict(words="FabricTable FabricOps Fabric HookFabric", prefixes="fab"),
     "provider": dict(words="ProviderTable ProvAdapt", prefixes="prov"),
 }
-# The groups of the list of data operations are the endpoint's.
-GROUP_CLASS = {"msg": "ep", "tagged": "ep", "rma": "ep", "atomic": "ep"}
+# The groups of the list of data operations, and the CM list, are the endpoint's.
+GROUP_CLASS = {"msg": "ep", "tagged": "ep", "rma": "ep", "atomic": "ep", "cm": "ep"}
 
 def strip_comments_and_strings(text):
     """Rust source without comments, string and char literals (kept as blanks)."""
@@ -243,7 +243,7 @@ def list_ops():
                 if o:
                     ops.append((cls, o.group(1), True))
                     continue
-                h = re.match(r"\s*fn (\w+)\(", line)
+                h = re.match(r"\s*fn (?:@\d+ )?(\w+)\(", line)
                 if h:
                     ops.append((cls, h.group(1), False))
     return ops

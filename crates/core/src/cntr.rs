@@ -96,7 +96,7 @@ impl Counter {
     }
 
     #[inline(always)]
-    fn t(&self) -> &CntrTable {
+    pub(crate) fn t(&self) -> &CntrTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }

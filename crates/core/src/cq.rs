@@ -323,7 +323,7 @@ impl CompletionQueue {
     }
 
     #[inline(always)]
-    fn t(&self) -> &CqTable {
+    pub(crate) fn t(&self) -> &CqTable {
         // SAFETY: `ops` is the provider's table (valid while `node` holds the provider)
         // or the static CLOSED table.
         unsafe { &*self.ops }

@@ -24,9 +24,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{
-    close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node,
-};
+use crate::abi::object::{close_of, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node};
 use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
@@ -170,14 +168,14 @@ impl Endpoint {
     }
 
     #[inline(always)]
-    fn t(&self) -> &EpTable {
+    pub(crate) fn t(&self) -> &EpTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ep }
     }
 
     #[inline(always)]
-    fn c(&self) -> &CmTable {
+    pub(crate) fn c(&self) -> &CmTable {
         // SAFETY: as `t`.
         unsafe { &*self.cm }
     }
@@ -351,18 +349,6 @@ impl Endpoint {
         } as isize)
     }
 
-    /// `fi_rx_size_left`.
-    pub fn rx_size_left(&self) -> Result<usize> {
-        // SAFETY: our own object.
-        count_or_code(unsafe { call_slot!(self.t(), EpTable.rx_size_left(self.obj)) })
-    }
-
-    /// `fi_tx_size_left`.
-    pub fn tx_size_left(&self) -> Result<usize> {
-        // SAFETY: our own object.
-        count_or_code(unsafe { call_slot!(self.t(), EpTable.tx_size_left(self.obj)) })
-    }
-
     // ---- connection management ----
 
     /// `fi_getname`: this endpoint's address, in its address format.
@@ -417,11 +403,11 @@ impl Endpoint {
         })
     }
 
-    /// `fi_shutdown`.
-    pub fn shutdown(&self, flags: u64) -> Result<()> {
-        // SAFETY: our own object.
-        ok_or_code(unsafe { call_slot!(self.c(), CmTable.shutdown(self.obj, flags)) } as isize)
-    }
+    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
+
+    crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_wrappers);
+    crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     // ---- data path: one raw method per entry of the list, a safe one per inject of
     // bytes, one per query ----

@@ -139,7 +139,7 @@ impl EventQueue {
     }
 
     #[inline(always)]
-    fn t(&self) -> &EqTable {
+    pub(crate) fn t(&self) -> &EqTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }

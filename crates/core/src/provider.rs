@@ -375,14 +375,10 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn rx_ctx(&self, _index: i32, _attr: &RxAttr, _context: usize) -> Result<Self> {
         enosys("receive contexts are not supported")
     }
-    /// `fi_rx_size_left`.
-    fn rx_size_left(&self) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_tx_size_left`.
-    fn tx_size_left(&self) -> Result<usize> {
-        enosys_fast()
-    }
+    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
+    crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
+    crate::for_each_cm_op!(crate::ctl_trait_methods);
 
     // ---- connection management ----
     /// `fi_setname`.
@@ -404,10 +400,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// `fi_accept`.
     fn accept(&self, _param: &[u8]) -> Result<()> {
         enosys("accept is not supported")
-    }
-    /// `fi_shutdown`.
-    fn shutdown(&self, _flags: u64) -> Result<()> {
-        enosys("shutdown is not supported")
     }
     /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
     /// endpoint's format) and return the fabric address sends to the group use. A
@@ -668,6 +660,8 @@ impl<F: FabricOps> DomainOps<F> for Unsupported {
 }
 
 impl<F: FabricOps> EndpointOps<F> for Unsupported {
+    crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_unsupported);
+    crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn bind(&self, _target: BindTarget<'_, F>, _flags: OpFlags) -> Result<()> {
         match *self {}
     }

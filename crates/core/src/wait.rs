@@ -73,7 +73,7 @@ impl WaitSet {
     }
 
     #[inline(always)]
-    fn t(&self) -> &WaitTable {
+    pub(crate) fn t(&self) -> &WaitTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }

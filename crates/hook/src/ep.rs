@@ -261,6 +261,11 @@ impl<H: Hook> HookEp<H> {
     ) -> Result<R> {
         self.h.ctl(&self.core.name, what, args, f)
     }
+
+    /// What the generated forwarders use: the hook, the name and the endpoint beneath.
+    fn forward(&self) -> (&H, &ObjName, &Endpoint) {
+        (&self.h, &self.core.name, &self.core.inner)
+    }
 }
 
 impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
@@ -389,17 +394,11 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         Ok(self.derived(c, "rx context"))
     }
 
-    fn rx_size_left(&self) -> Result<usize> {
-        self.ctl("rx_size_left", String::new, || {
-            self.core.inner.rx_size_left()
-        })
-    }
+    // ---- one forwarder per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
 
-    fn tx_size_left(&self) -> Result<usize> {
-        self.ctl("tx_size_left", String::new, || {
-            self.core.inner.tx_size_left()
-        })
-    }
+    ofi_core::for_each_ep_ctl_op!(ofi_core::ctl_forwarders);
+    ofi_core::for_each_cm_op!(ofi_core::ctl_forwarders);
 
     fn setname(&self, addr: &[u8]) -> Result<()> {
         self.ctl(
@@ -430,14 +429,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
             "accept",
             || format!("param_len={}", param.len()),
             || self.core.inner.accept(param),
-        )
-    }
-
-    fn shutdown(&self, flags: u64) -> Result<()> {
-        self.ctl(
-            "shutdown",
-            || format!("flags={flags:#x}"),
-            || self.core.inner.shutdown(flags),
         )
     }
 

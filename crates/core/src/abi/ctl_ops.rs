@@ -4,6 +4,8 @@
 //! Like the data operations of an endpoint ([`crate::abi::ops`]), the operations of a
 //! class are declared **once**, in one x-macro per class: `for_each_<class>_op!(gen)`
 //! expands to `gen! { …the class's list… }`. Lists so far:
+//! [`for_each_ep_ctl_op!`](crate::for_each_ep_ctl_op) (endpoint control),
+//! [`for_each_cm_op!`](crate::for_each_cm_op) (connection management),
 //! [`for_each_cq_op!`](crate::for_each_cq_op) (completion queues),
 //! [`for_each_eq_op!`](crate::for_each_eq_op) (event queues),
 //! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
@@ -14,8 +16,8 @@
 //! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
 //! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
 //! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
-//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
-//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`cq.rs`, `objects.rs`) |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs`, `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
+//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`) |
 //!
 //! # Grammar of a list
 //!
@@ -32,17 +34,18 @@
 //!
 //! ```text
 //! /// doc
-//! fn name(c_arg: CType, …) -> CRet [=> adapter];              // written by hand
+//! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
-//! op name(arg: Type, …) [via Variant] [-> out T | -> val T] [= default];
+//! op name(arg: Type, …) [via Variant] [-> out T | -> val T | -> count usize] [= default];
 //! ```
 //!
-//! - A `fn` entry declares only the slot (its full C signature, object first); the
-//!   other pieces are written by hand. Its adapter is `adapter`, or `hand::<name>`
+//! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
+//!   for a slot appended by interface minor N, as in `abi_table!`); the other pieces
+//!   are written by hand. Its adapter is `adapter`, or `hand::<name>`
 //!   without one, in the class's adapter file (`abi/adapt/<class>.rs`).
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
 //!   reaches the provider's object: a plain box, or a box with the CQ's format next to
-//!   it); the host type has `obj` and `fn t(&self) -> &Table`; the hook type
+//!   it); the host type has `obj` and implements [`TableOf`] for the table; the hook type
 //!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars only).
@@ -51,10 +54,20 @@
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
+//!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
+//!     provider and host methods `Result<usize>`.
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
 //!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
 //!     the method is required.
+//!
+//! Adding an operation to a listed class is one `op` entry (appended: tables only
+//! grow at the end) plus its implementation in the providers that support it — when
+//! its shape is one of the above; otherwise a `fn` entry and the pieces by hand.
+//!
+//! The endpoint's lists and [`for_each_ep_data_op!`](crate::for_each_ep_data_op) are
+//! separate: the data list keeps its own grammar (its generators, in this crate and in
+//! others, match it as it is).
 //!
 //! # Invariants
 //!
@@ -63,6 +76,76 @@
 //!   signature, so a generated table that equals the hand-written one has the same
 //!   fingerprint (pinned in `abi::tests::fingerprints_are_pinned`).
 //! - A generated slot catches panics (`-FI_EOTHER`, logged) like every adapter.
+
+/// The one list of an active endpoint's control operations (its data operations are
+/// in [`for_each_ep_data_op!`](crate::for_each_ep_data_op); see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_ep_ctl_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
+            ep EpTable EndpointOps EpOf Endpoint {
+                /// Close the endpoint.
+                fn close(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_ep;
+                /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
+                fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind;
+                /// `fi_enable`.
+                fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable;
+                /// `fi_control` with a provider-defined command.
+                fn control(ep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_control;
+                /// `fi_ep_alias`.
+                fn alias(ep: $crate::abi::raw::Obj, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_alias;
+                /// `fi_cancel`.
+                fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
+                /// `fi_getopt`; `optlen` is in/out.
+                fn getopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => ep_getopt;
+                /// `fi_setopt`.
+                fn setopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => ep_setopt;
+                /// `fi_tx_context` of a scalable endpoint.
+                fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx;
+                /// `fi_rx_context` of a scalable endpoint.
+                fn rx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_rx_ctx;
+                /// `fi_rx_size_left`.
+                op rx_size_left() -> count usize = $crate::provider::enosys_fast();
+                /// `fi_tx_size_left`.
+                op tx_size_left() -> count usize = $crate::provider::enosys_fast();
+                /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
+                /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
+                /// that sends to the group use.
+                fn @1 join(ep: $crate::abi::raw::Obj, addr: *const $crate::abi::raw::RawAddr, flags: u64, context: usize, out_mc: *mut $crate::abi::raw::Obj, out_fi_addr: *mut u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_join;
+                /// `fi_close` of a membership from `join` (minor 1): leave the group and free
+                /// the object.
+                fn @1 mc_close(mc: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_mc_close;
+            }
+        }
+    };
+}
+
+/// The one list of an active endpoint's connection management operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_cm_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Connection management of active endpoints (`fi_ops_cm`).
+            cm CmTable EndpointOps EpOf Endpoint {
+                /// `fi_setname`.
+                fn setname(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => ep_setname;
+                /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
+                fn getname(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getname;
+                /// `fi_getpeer`; as `getname`.
+                fn getpeer(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getpeer;
+                /// `fi_connect`.
+                fn connect(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_connect;
+                /// `fi_accept`.
+                fn accept(ep: $crate::abi::raw::Obj, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_accept;
+                /// `fi_shutdown`.
+                op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
+            }
+        }
+    };
+}
 
 /// The one list of a completion queue's operations (see the
 /// [module docs](crate::abi::ctl_ops) for the grammar).
@@ -184,6 +267,7 @@ macro_rules! __ctl_prov_ret {
     () => { $crate::Result<()> };
     (out $t:ty) => { $crate::Result<$t> };
     (val $t:ty) => { $t };
+    (count $t:ty) => { $crate::Result<$t> };
 }
 
 /// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
@@ -265,7 +349,7 @@ macro_rules! __ctl_args {
 #[macro_export]
 macro_rules! __ctl_each {
     ([$($each:tt)+] $ctx:tt ) => {};
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
@@ -309,19 +393,31 @@ macro_rules! ctl_wrapper {
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             // SAFETY: our own object and its table; the arguments are plain values.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(self.t(), $T.$name(self.obj, $($a),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
             } as isize)
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            // SAFETY: our own object and its table; the arguments are plain values.
+            $crate::abi::object::count_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
+            })
         }
     };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             let mut out = <$rt>::default();
             // SAFETY: our own object and its table; `out` valid for a write.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(self.t(), $T.$name(self.obj, $($a,)* &mut out))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* &mut out))
             } as isize)?;
             Ok(out)
         }
@@ -341,8 +437,12 @@ macro_rules! ctl_table {
             pub struct $Table { $($done)* }
         }
     };
-    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
-        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name($($a: $t),*) -> $r;] $($rest)* }
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? -> count $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
         $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
@@ -371,3 +471,30 @@ macro_rules! ctl_unsupported_method {
 }
 
 pub(crate) use {ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers};
+
+/// The ops table of a public type (what the generated host methods call through).
+pub(crate) trait TableOf<T> {
+    /// The provider's table, or a static `ENOSYS` / `CLOSED` one.
+    fn table(&self) -> &T;
+}
+
+/// `TableOf` impls from the types' own accessors.
+macro_rules! table_of {
+    ($($Host:ty: $T:ty = $acc:ident;)*) => {$(
+        impl TableOf<$T> for $Host {
+            #[inline(always)]
+            fn table(&self) -> &$T {
+                self.$acc()
+            }
+        }
+    )*};
+}
+
+table_of! {
+    crate::cq::CompletionQueue: crate::abi::tables::CqTable = t;
+    crate::eq::EventQueue: crate::abi::tables::EqTable = t;
+    crate::cntr::Counter: crate::abi::tables::CntrTable = t;
+    crate::wait::WaitSet: crate::abi::tables::WaitTable = t;
+    crate::ep::Endpoint: crate::abi::tables::EpTable = t;
+    crate::ep::Endpoint: crate::abi::tables::CmTable = c;
+}

@@ -236,57 +236,6 @@ abi_table! {
         fn srx_ctx(dom: Obj, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
     }
 
-    /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
-    pub struct EpTable {
-        /// Close the endpoint.
-        fn close(ep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
-        fn bind(ep: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// `fi_enable`.
-        fn enable(ep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_control` with a provider-defined command.
-        fn control(ep: Obj, command: i32, arg: *mut c_void, err: *mut ErrBuf) -> i32;
-        /// `fi_ep_alias`.
-        fn alias(ep: Obj, flags: u64, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_cancel`.
-        fn cancel(ep: Obj, context: usize) -> isize;
-        /// `fi_getopt`; `optlen` is in/out.
-        fn getopt(ep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
-        /// `fi_setopt`.
-        fn setopt(ep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
-        /// `fi_tx_context` of a scalable endpoint.
-        fn tx_ctx(sep: Obj, index: i32, attr: *const RawTxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_rx_context` of a scalable endpoint.
-        fn rx_ctx(sep: Obj, index: i32, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_rx_size_left`.
-        fn rx_size_left(ep: Obj) -> isize;
-        /// `fi_tx_size_left`.
-        fn tx_size_left(ep: Obj) -> isize;
-        /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
-        /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
-        /// that sends to the group use.
-        fn @1 join(ep: Obj, addr: *const RawAddr, flags: u64, context: usize, out_mc: *mut Obj, out_fi_addr: *mut u64, err: *mut ErrBuf) -> i32;
-        /// `fi_close` of a membership from `join` (minor 1): leave the group and free
-        /// the object.
-        fn @1 mc_close(mc: Obj, err: *mut ErrBuf) -> i32;
-    }
-
-    /// Connection management of active endpoints (`fi_ops_cm`).
-    pub struct CmTable {
-        /// `fi_setname`.
-        fn setname(ep: Obj, addr: *const u8, addrlen: usize) -> i32;
-        /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
-        fn getname(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
-        /// `fi_getpeer`; as `getname`.
-        fn getpeer(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
-        /// `fi_connect`.
-        fn connect(ep: Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
-        /// `fi_accept`.
-        fn accept(ep: Obj, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
-        /// `fi_shutdown`.
-        fn shutdown(ep: Obj, flags: u64) -> i32;
-    }
-
     /// Passive endpoint operations.
     pub struct PepTable {
         /// Close the passive endpoint.
@@ -413,6 +362,8 @@ macro_rules! data_tables {
 crate::for_each_ep_data_op!(data_tables);
 
 // The tables of the classes whose operations are listed in `abi::ctl_ops`.
+crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_table);

@@ -180,26 +180,6 @@ pub(super) unsafe extern "C" fn ep_rx_ctx<F: FabricOps>(
     })
 }
 
-/// Slot `rx_size_left` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_rx_size_left<F: FabricOps>(ep: Obj) -> isize {
-    guard("ep.rx_size_left", || {
-        // SAFETY: our boxed endpoint (host contract).
-        cnt(unsafe { ob::<EpOf<F>>(ep) }.rx_size_left())
-    })
-}
-
-/// Slot `tx_size_left` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_tx_size_left<F: FabricOps>(ep: Obj) -> isize {
-    guard("ep.tx_size_left", || {
-        // SAFETY: our boxed endpoint (host contract).
-        cnt(unsafe { ob::<EpOf<F>>(ep) }.tx_size_left())
-    })
-}
-
 /// A multicast membership as the adapters hand it out (`out_mc` of `join`): the
 /// endpoint it belongs to and the group's fabric address.
 pub(super) struct McObj {
@@ -347,12 +327,14 @@ pub(super) unsafe extern "C" fn ep_accept<F: FabricOps>(
     })
 }
 
-/// Slot `shutdown` of the `ep` table.
+/// The provider's object behind a slot's object pointer.
+///
 /// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_shutdown<F: FabricOps>(ep: Obj, flags: u64) -> i32 {
-    guard("ep.shutdown", || {
-        // SAFETY: our boxed endpoint (host contract).
-        st32(unsafe { ob::<EpOf<F>>(ep) }.shutdown(flags))
-    })
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EpOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<EpOf<F>>(obj) }
 }
+
+crate::for_each_ep_ctl_op!(ctl_trampolines);

@@ -69,6 +69,7 @@ use crate::provider::{
 use crate::wait::WaitAttr;
 
 mod av;
+mod cm;
 mod cntr;
 mod cq;
 mod data;
@@ -563,35 +564,11 @@ impl<F: FabricOps> Adapt<F> {
         srx_ctx: dom_srx_ctx::<F>,
     };
 
-    /// Endpoint control table.
-    pub const EP: &'static EpTable = &EpTable {
-        size: std::mem::size_of::<EpTable>(),
-        close: close_ep::<F>,
-        bind: ep_bind::<F>,
-        enable: ep_enable::<F>,
-        control: ep_control::<F>,
-        alias: ep_alias::<F>,
-        cancel: ep_cancel::<F>,
-        getopt: ep_getopt::<F>,
-        setopt: ep_setopt::<F>,
-        tx_ctx: ep_tx_ctx::<F>,
-        rx_ctx: ep_rx_ctx::<F>,
-        rx_size_left: ep_rx_size_left::<F>,
-        tx_size_left: ep_tx_size_left::<F>,
-        join: ep_join::<F>,
-        mc_close: ep_mc_close::<F>,
-    };
+    /// Endpoint control table (generated from its list).
+    pub const EP: &'static EpTable = <EpTable as CtlSlots<F>>::TABLE;
 
-    /// Connection management table.
-    pub const CM: &'static CmTable = &CmTable {
-        size: std::mem::size_of::<CmTable>(),
-        setname: ep_setname::<F>,
-        getname: ep_getname::<F>,
-        getpeer: ep_getpeer::<F>,
-        connect: ep_connect::<F>,
-        accept: ep_accept::<F>,
-        shutdown: ep_shutdown::<F>,
-    };
+    /// Connection management table (generated from its list).
+    pub const CM: &'static CmTable = <CmTable as CtlSlots<F>>::TABLE;
 
     /// Message table.
     pub const MSG: &'static MsgTable = <MsgTable as DataSlots<F>>::TABLE;
@@ -691,6 +668,20 @@ macro_rules! ctl_trampolines {
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
     ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: a count, or `-FI_x`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]).
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> isize {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                // SAFETY: our boxed object (this function's contract).
+                cnt(unsafe { this::<F>(obj) }.$name($($a),*))
+            })
+        }
+    };
     ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation.
         ///
