@@ -45,7 +45,7 @@
 //!   without one, in the class's adapter file (`abi/adapt/<class>.rs`).
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
 //!   reaches the provider's object: a plain box, or a box with the CQ's format next to
-//!   it); the host type has `obj` and implements [`TableOf`] for the table; the hook type
+//!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
 //!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars only).
