@@ -279,6 +279,9 @@ def main(argv):
         return 1 if over else 0
     if len(args) == 1 and "." in args[0]:
         args = args[0].split(".", 1)
+    if len(args) == 2:
+        # A group of the lists names its class (`rma.read`, `cm.getname`: the endpoint's).
+        args[0] = GROUP_CLASS.get(args[0], args[0])
     if len(args) == 2 and args[0] in CLASSES:
         for f in files_naming(args[1], args[0]):
             print(f)
