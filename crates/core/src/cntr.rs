@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{Obj, RawCntrAttr};
-use crate::abi::tables::{call_slot, CntrTable};
+use crate::abi::tables::CntrTable;
 use crate::enums::WaitObj;
 use crate::error::{Errno, Error, Result};
 
@@ -96,19 +96,10 @@ impl Counter {
     }
 
     #[inline(always)]
-    fn t(&self) -> &CntrTable {
+    pub(crate) fn t(&self) -> &CntrTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
-    }
-
-    /// `fi_cntr_read`: the number of completed operations.
-    #[inline]
-    pub fn read(&self) -> Result<u64> {
-        let mut v = 0u64;
-        // SAFETY: `v` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.read(self.obj, &mut v)) } as isize)?;
-        Ok(v)
     }
 
     /// The provider object and table (for the host's poll sets).
@@ -116,54 +107,9 @@ impl Counter {
         (self.obj, self.ops)
     }
 
-    /// `fi_cntr_readerr`: the number of failed operations.
-    pub fn readerr(&self) -> Result<u64> {
-        let mut v = 0u64;
-        // SAFETY: `v` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.readerr(self.obj, &mut v)) } as isize)?;
-        Ok(v)
-    }
+    // ---- one method per operation of the list (`for_each_cntr_op!`) ----
 
-    /// `fi_cntr_add`.
-    pub fn add(&self, value: u64) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.add(self.obj, value)) } as isize)
-    }
-
-    /// `fi_cntr_set`.
-    pub fn set(&self, value: u64) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.set(self.obj, value)) } as isize)
-    }
-
-    /// `fi_cntr_adderr`.
-    pub fn adderr(&self, value: u64) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.adderr(self.obj, value)) } as isize)
-    }
-
-    /// `fi_cntr_seterr`.
-    pub fn seterr(&self, value: u64) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.seterr(self.obj, value)) } as isize)
-    }
-
-    /// `fi_cntr_wait`: until the count reaches `threshold`, or `timeout` ms pass
-    /// (`FI_ETIMEDOUT`; -1 = forever).
-    pub fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(
-            unsafe { call_slot!(self.t(), CntrTable.wait(self.obj, threshold, timeout)) } as isize,
-        )
-    }
-
-    /// The counter's wait file descriptor.
-    pub fn wait_fd(&self) -> Result<i32> {
-        let mut fd = -1;
-        // SAFETY: `fd` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), CntrTable.wait_fd(self.obj, &mut fd)) } as isize)?;
-        Ok(fd)
-    }
+    crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// `fi_close`: `FI_EBUSY` while endpoints or MRs are bound to it.
     pub fn close(&mut self) -> Result<()> {

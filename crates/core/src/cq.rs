@@ -14,7 +14,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{count_or_code, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{count_or_code, ctl, AsFid, FidRef, Node};
 use crate::abi::raw::{
     CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, Obj, RawCqAttr,
 };
@@ -323,7 +323,7 @@ impl CompletionQueue {
     }
 
     #[inline(always)]
-    fn t(&self) -> &CqTable {
+    pub(crate) fn t(&self) -> &CqTable {
         // SAFETY: `ops` is the provider's table (valid while `node` holds the provider)
         // or the static CLOSED table.
         unsafe { &*self.ops }
@@ -496,11 +496,9 @@ impl CompletionQueue {
         })
     }
 
-    /// `fi_cq_signal`: wake a thread blocked in `sread`.
-    pub fn signal(&self) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), CqTable.signal(self.obj)) } as isize)
-    }
+    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+
+    crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// `fi_cq_strerror`: text for a provider-specific error code of an error entry.
     pub fn strerror(&self, prov_errno: i32) -> String {
@@ -530,14 +528,6 @@ impl CompletionQueue {
         }
         let n = (n as usize).min(buf.len() - 1);
         String::from_utf8_lossy(&buf[..n]).into_owned()
-    }
-
-    /// The CQ's wait file descriptor, for use with poll/epoll (`FI_GETWAIT`).
-    pub fn wait_fd(&self) -> Result<i32> {
-        let mut fd = -1;
-        // SAFETY: `fd` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), CqTable.wait_fd(self.obj, &mut fd)) } as isize)?;
-        Ok(fd)
     }
 
     /// `fi_close`: `FI_EBUSY` while endpoints or counters are bound to it. After a

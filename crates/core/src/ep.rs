@@ -24,9 +24,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{
-    close_of, count_or_code, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node,
-};
+use crate::abi::object::{close_of, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node};
 use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
@@ -92,7 +90,10 @@ macro_rules! data_wrappers {
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {$($(
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $(
+        safe_inject! { $name $host [$($kind)+] ($($c : $cty $(as $hty)?),*) $(#[$doc])* }
+
         $(#[$doc])*
         ///
         /// # Safety
@@ -109,7 +110,40 @@ macro_rules! data_wrappers {
                 call_slot!(&*self.$group, $Table.$name(self.obj, $($crate::host_arg_to_c!($c $(, $hty)?)),*))
             })
         }
-    )*)*};
+        )*
+        $($(
+            $(#[$qdoc])*
+            pub fn $qname(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+                let mut n = 0usize;
+                // SAFETY: our own table and object; `n` valid for a write.
+                let rc = unsafe {
+                    call_slot!(&*self.$group, $Table.$qslot(self.obj, datatype.to_raw(), op.to_raw(), &mut n))
+                };
+                ok_or_code(rc as isize).map(|_| n)
+            }
+        )*)?
+    )*};
+}
+
+/// The safe form of an inject whose buffer is bytes (`buf, len` first): `name(&[u8],
+/// …)` over the raw `host` method. Scans the entry's kinds for `inject`; writes
+/// nothing for any other entry.
+macro_rules! safe_inject {
+    ($name:ident $host:ident [inject $($k:ident)*] (buf: $bt:ty, len: $lt:ty $(, $c:ident : $cty:ty)*) $(#[$doc:meta])*) => {
+        $(#[$doc])*
+        ///
+        /// Safe form: `buf` is copied before the call returns.
+        #[inline]
+        pub fn $name(&self, buf: &[u8] $(, $c: $cty)*) -> Result<()> {
+            // SAFETY: an inject is done with its buffer when the call returns, and
+            // `buf` is valid for its length until then.
+            unsafe { self.$host(buf.as_ptr(), buf.len() $(, $c)*) }
+        }
+    };
+    ($name:ident $host:ident [$k0:ident $($k:ident)*] $args:tt $(#[$doc:meta])*) => {
+        safe_inject! { $name $host [$($k)*] $args $(#[$doc])* }
+    };
+    ($name:ident $host:ident [] $args:tt $(#[$doc:meta])*) => {};
 }
 
 impl Endpoint {
@@ -134,14 +168,14 @@ impl Endpoint {
     }
 
     #[inline(always)]
-    fn t(&self) -> &EpTable {
+    pub(crate) fn t(&self) -> &EpTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ep }
     }
 
     #[inline(always)]
-    fn c(&self) -> &CmTable {
+    pub(crate) fn c(&self) -> &CmTable {
         // SAFETY: as `t`.
         unsafe { &*self.cm }
     }
@@ -315,18 +349,6 @@ impl Endpoint {
         } as isize)
     }
 
-    /// `fi_rx_size_left`.
-    pub fn rx_size_left(&self) -> Result<usize> {
-        // SAFETY: our own object.
-        count_or_code(unsafe { call_slot!(self.t(), EpTable.rx_size_left(self.obj)) })
-    }
-
-    /// `fi_tx_size_left`.
-    pub fn tx_size_left(&self) -> Result<usize> {
-        // SAFETY: our own object.
-        count_or_code(unsafe { call_slot!(self.t(), EpTable.tx_size_left(self.obj)) })
-    }
-
     // ---- connection management ----
 
     /// `fi_getname`: this endpoint's address, in its address format.
@@ -381,96 +403,16 @@ impl Endpoint {
         })
     }
 
-    /// `fi_shutdown`.
-    pub fn shutdown(&self, flags: u64) -> Result<()> {
-        // SAFETY: our own object.
-        ok_or_code(unsafe { call_slot!(self.c(), CmTable.shutdown(self.obj, flags)) } as isize)
-    }
+    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
 
-    // ---- safe conveniences ----
+    crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_wrappers);
+    crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_wrappers);
 
-    /// `fi_inject`: send `data` to `dest`; `data` may be reused at once. Needs the
-    /// provider's `inject_size` to cover it.
-    #[inline]
-    pub fn inject(&self, data: &[u8], dest: u64) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.inject_raw(data.as_ptr(), data.len(), dest) }
-    }
-
-    /// `fi_injectdata`.
-    pub fn injectdata(&self, data: &[u8], cq_data: u64, dest: u64) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.injectdata_raw(data.as_ptr(), data.len(), cq_data, dest) }
-    }
-
-    /// `fi_tinject`.
-    pub fn tinject(&self, data: &[u8], dest: u64, tag: u64) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.tinject_raw(data.as_ptr(), data.len(), dest, tag) }
-    }
-
-    /// `fi_tinjectdata`.
-    pub fn tinjectdata(&self, data: &[u8], cq_data: u64, dest: u64, tag: u64) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.tinjectdata_raw(data.as_ptr(), data.len(), cq_data, dest, tag) }
-    }
-
-    /// `fi_inject_write`.
-    pub fn inject_write(&self, data: &[u8], dest: u64, addr: u64, key: u64) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.inject_write_raw(data.as_ptr(), data.len(), dest, addr, key) }
-    }
-
-    /// `fi_inject_writedata`.
-    pub fn inject_writedata(
-        &self,
-        data: &[u8],
-        cq_data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        // SAFETY: inject copies the buffer before returning.
-        unsafe { self.inject_writedata_raw(data.as_ptr(), data.len(), cq_data, dest, addr, key) }
-    }
-
-    // ---- raw data path: one method per entry of the list ----
+    // ---- data path: one raw method per entry of the list, a safe one per inject of
+    // bytes, one per query ----
 
     crate::for_each_ep_data_op!(data_wrappers);
-
-    fn valid(&self, which: u8, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        let mut n = 0usize;
-        let (d, o) = (datatype.to_raw(), op.to_raw());
-        let t: &AtomicTable = {
-            // SAFETY: the provider's table or a static one.
-            unsafe { &*self.atomic }
-        };
-        // SAFETY: our own object; `n` valid for a write.
-        let rc = unsafe {
-            match which {
-                0 => call_slot!(t, AtomicTable.writevalid(self.obj, d, o, &mut n)),
-                1 => call_slot!(t, AtomicTable.readwritevalid(self.obj, d, o, &mut n)),
-                _ => call_slot!(t, AtomicTable.compwritevalid(self.obj, d, o, &mut n)),
-            }
-        };
-        ok_or_code(rc as isize).map(|_| n)
-    }
-
-    /// `fi_atomicvalid`: the largest element count of one base atomic, or an error if
-    /// the combination is not supported.
-    pub fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.valid(0, datatype, op)
-    }
-
-    /// `fi_fetch_atomicvalid`.
-    pub fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.valid(1, datatype, op)
-    }
-
-    /// `fi_compare_atomicvalid`.
-    pub fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.valid(2, datatype, op)
-    }
 
     /// `fi_close`: `FI_EBUSY` while aliases or contexts of it are open. Releases the
     /// bound objects. After a successful close every call returns `FI_EBADF`.
@@ -668,9 +610,17 @@ mod tests {
     use crate::error::Errno;
     use crate::provider::Desc;
 
+    /// A test `close` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn close_ok(_: Obj, _: *mut ErrBuf) -> i32 {
         0
     }
+    /// A test `send` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn send_ok(
         _: Obj,
         _: *const u8,
@@ -681,6 +631,10 @@ mod tests {
     ) -> isize {
         0
     }
+    /// A test `inject` slot that succeeds.
+    ///
+    /// # Safety
+    /// None beyond the slot's signature: no argument is dereferenced.
     unsafe extern "C" fn inject_ok(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
         0
     }

@@ -13,7 +13,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, EqErrEntry, Obj, RawEqAttr};
 use crate::abi::tables::{call_slot, EqTable};
 use crate::attr::Info;
@@ -139,7 +139,7 @@ impl EventQueue {
     }
 
     #[inline(always)]
-    fn t(&self) -> &EqTable {
+    pub(crate) fn t(&self) -> &EqTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
@@ -366,13 +366,9 @@ impl EventQueue {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
-    /// The EQ's wait file descriptor.
-    pub fn wait_fd(&self) -> Result<i32> {
-        let mut fd = -1;
-        // SAFETY: `fd` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), EqTable.wait_fd(self.obj, &mut fd)) } as isize)?;
-        Ok(fd)
-    }
+    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+
+    crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// `fi_close`: `FI_EBUSY` while objects are bound to it.
     pub fn close(&mut self) -> Result<()> {

@@ -439,6 +439,9 @@ mod tests {
     }
 
     /// A test sink: records what crossed the "boundary" on this thread.
+    ///
+    /// # Safety
+    /// Each pointer null or valid for reads of its length (a [`LogSinkFn`]'s contract).
     unsafe extern "C" fn test_sink(
         level: u8,
         prov: *const u8,

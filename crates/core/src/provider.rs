@@ -303,19 +303,27 @@ macro_rules! data_trait_methods {
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {$($(
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// The C API's contract (see the trait docs): every buffer, array and message
-        /// is valid for the lengths and counts given (a receive's buffers writable)
-        /// until the operation completes — for an inject, during the call only;
-        /// `desc` values come from this provider's memory regions or are null.
-        #[allow(unused_variables)]
-        unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
-            enosys_fast()
-        }
-    )*)*};
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $(
+            $(#[$doc])*
+            ///
+            /// # Safety
+            /// The C API's contract (see the trait docs): every buffer, array and message
+            /// is valid for the lengths and counts given (a receive's buffers writable)
+            /// until the operation completes — for an inject, during the call only;
+            /// `desc` values come from this provider's memory regions or are null.
+            #[allow(unused_variables)]
+            unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
+                enosys_fast()
+            }
+        )*
+        $($(
+            $(#[$qdoc])*
+            fn $qname(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
+                enosys_fast()
+            }
+        )*)?
+    )*};
 }
 
 /// An active endpoint: control, connection management, messages, tagged messages, RMA
@@ -367,14 +375,10 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn rx_ctx(&self, _index: i32, _attr: &RxAttr, _context: usize) -> Result<Self> {
         enosys("receive contexts are not supported")
     }
-    /// `fi_rx_size_left`.
-    fn rx_size_left(&self) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_tx_size_left`.
-    fn tx_size_left(&self) -> Result<usize> {
-        enosys_fast()
-    }
+    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
+    crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
+    crate::for_each_cm_op!(crate::ctl_trait_methods);
 
     // ---- connection management ----
     /// `fi_setname`.
@@ -397,10 +401,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn accept(&self, _param: &[u8]) -> Result<()> {
         enosys("accept is not supported")
     }
-    /// `fi_shutdown`.
-    fn shutdown(&self, _flags: u64) -> Result<()> {
-        enosys("shutdown is not supported")
-    }
     /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
     /// endpoint's format) and return the fabric address sends to the group use. A
     /// provider reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
@@ -417,19 +417,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
     // ---- data operations: one method per entry of the list ----
     crate::for_each_ep_data_op!(data_trait_methods);
-
-    /// `fi_atomicvalid`: the largest element count of one base atomic.
-    fn atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_fetch_atomicvalid`.
-    fn fetch_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
-    /// `fi_compare_atomicvalid`.
-    fn compare_atomicvalid(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
-        enosys_fast()
-    }
 
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
@@ -491,19 +478,14 @@ pub trait CqOps: Sized + Send + Sync + 'static {
     ) -> Result<usize> {
         enosys_fast()
     }
-    /// `fi_cq_signal`: wake a blocked `sread`.
-    fn signal(&self) -> Result<()> {
-        enosys("signal is not supported")
-    }
+    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    crate::for_each_cq_op!(crate::ctl_trait_methods);
+
     /// `fi_cq_strerror`: text for a provider-specific error. `err_data` is the error
     /// data of the last `readerr` when the caller passed it back, else empty (the C
     /// call carries no length, so other data cannot be passed on safely).
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
-    }
-    /// The wait fd (`FI_GETWAIT`).
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this CQ has no wait fd")
     }
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
@@ -531,10 +513,9 @@ pub trait EqOps: Sized + Send + Sync + 'static {
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
     }
-    /// The wait fd.
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this EQ has no wait fd")
-    }
+    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    crate::for_each_eq_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -543,31 +524,9 @@ pub trait EqOps: Sized + Send + Sync + 'static {
 
 /// A counter (`fid_cntr`).
 pub trait CntrOps: Sized + Send + Sync + 'static {
-    /// `fi_cntr_read` (drives progress).
-    fn read(&self) -> u64;
-    /// `fi_cntr_readerr`.
-    fn readerr(&self) -> u64;
-    /// `fi_cntr_add`.
-    fn add(&self, value: u64) -> Result<()>;
-    /// `fi_cntr_set`.
-    fn set(&self, value: u64) -> Result<()>;
-    /// `fi_cntr_adderr`.
-    fn adderr(&self, _value: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_cntr_seterr`.
-    fn seterr(&self, _value: u64) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_cntr_wait`: until the count reaches `threshold` (`FI_ETIMEDOUT` after
-    /// `timeout` ms, -1 = forever).
-    fn wait(&self, _threshold: u64, _timeout: i32) -> Result<()> {
-        enosys_fast()
-    }
-    /// The wait fd.
-    fn wait_fd(&self) -> Result<i32> {
-        enosys("this counter has no wait fd")
-    }
+    // ---- one method per operation of the list (`for_each_cntr_op!`) ----
+    crate::for_each_cntr_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -656,12 +615,9 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
 /// A wait set (`fid_wait`).
 pub trait WaitOps: Sized + Send + Sync + 'static {
-    /// `fi_wait`: block until an object of the set has something, or `timeout` ms.
-    fn wait(&self, timeout: i32) -> Result<()>;
-    /// The set's fd.
-    fn fd(&self) -> Result<i32> {
-        enosys("this wait set has no fd")
-    }
+    // ---- one method per operation of the list (`for_each_wait_op!`) ----
+    crate::for_each_wait_op!(crate::ctl_trait_methods);
+
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -704,6 +660,8 @@ impl<F: FabricOps> DomainOps<F> for Unsupported {
 }
 
 impl<F: FabricOps> EndpointOps<F> for Unsupported {
+    crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_unsupported);
+    crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn bind(&self, _target: BindTarget<'_, F>, _flags: OpFlags) -> Result<()> {
         match *self {}
     }
@@ -719,6 +677,7 @@ impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
 }
 
 impl CqOps for Unsupported {
+    crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
         match *self {}
     }
@@ -728,6 +687,7 @@ impl CqOps for Unsupported {
 }
 
 impl EqOps for Unsupported {
+    crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn read(&self, _peek: bool) -> Result<Event> {
         match *self {}
     }
@@ -737,18 +697,7 @@ impl EqOps for Unsupported {
 }
 
 impl CntrOps for Unsupported {
-    fn read(&self) -> u64 {
-        match *self {}
-    }
-    fn readerr(&self) -> u64 {
-        match *self {}
-    }
-    fn add(&self, _value: u64) -> Result<()> {
-        match *self {}
-    }
-    fn set(&self, _value: u64) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl<F: FabricOps> AvOps<F> for Unsupported {
@@ -770,9 +719,7 @@ impl<F: FabricOps> MrOps<F> for Unsupported {
 }
 
 impl WaitOps for Unsupported {
-    fn wait(&self, _timeout: i32) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 /// The parameter types as the host table carries them.

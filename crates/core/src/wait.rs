@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{Obj, RawWaitAttr};
-use crate::abi::tables::{call_slot, WaitTable};
+use crate::abi::tables::WaitTable;
 use crate::enums::WaitObj;
 use crate::error::Result;
 
@@ -73,24 +73,14 @@ impl WaitSet {
     }
 
     #[inline(always)]
-    fn t(&self) -> &WaitTable {
+    pub(crate) fn t(&self) -> &WaitTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }
 
-    /// `fi_wait`: block until an object of the set is signalled or `timeout` ms pass.
-    pub fn wait(&self, timeout: i32) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), WaitTable.wait(self.obj, timeout)) } as isize)
-    }
+    // ---- one method per operation of the list (`for_each_wait_op!`) ----
 
-    /// The set's file descriptor.
-    pub fn fd(&self) -> Result<i32> {
-        let mut fd = -1;
-        // SAFETY: `fd` valid for a write.
-        ok_or_code(unsafe { call_slot!(self.t(), WaitTable.fd(self.obj, &mut fd)) } as isize)?;
-        Ok(fd)
-    }
+    crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// `fi_close`.
     pub fn close(&mut self) -> Result<()> {

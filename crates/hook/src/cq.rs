@@ -183,7 +183,17 @@ fn sread_inner(
     }
 }
 
+impl<H: Hook> HookCq<H> {
+    /// What the generated forwarders use: the hook, the name and the CQ beneath.
+    fn forward(&self) -> (&H, &ObjName, &CompletionQueue) {
+        (&self.h, &self.core.name, &self.core.inner)
+    }
+}
+
 impl<H: Hook> CqOps for HookCq<H> {
+    // One forwarder per `op` entry of the list (`for_each_cq_op!`).
+    ofi_core::for_each_cq_op!(ofi_core::ctl_forwarders);
+
     fn read(&self, mut buf: CqBuf<'_>, mut src: Option<&mut [u64]>) -> Result<usize> {
         self.h.read(&self.core.name, Op::CqRead, || {
             if H::SENDS {
@@ -265,20 +275,8 @@ impl<H: Hook> CqOps for HookCq<H> {
         })
     }
 
-    fn signal(&self) -> Result<()> {
-        self.h.ctl(&self.core.name, "signal", String::new, || {
-            self.core.inner.signal()
-        })
-    }
-
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
         self.core.inner.strerror_with_data(prov_errno, err_data)
-    }
-
-    fn wait_fd(&self) -> Result<i32> {
-        self.h.ctl(&self.core.name, "wait_fd", String::new, || {
-            self.core.inner.wait_fd()
-        })
     }
 
     fn close(&self) -> Result<()> {

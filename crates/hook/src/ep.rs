@@ -150,14 +150,16 @@ macro_rules! trace_args {
 /// [`DataArgs`](ofi_core::abi::ops::DataArgs)) and goes through [`Hook::op`]; message
 /// sends on datagram endpoints of a hook that intercepts sends also go through
 /// [`Hook::dgram_send`]. The endpoint beneath is called with the arguments lowered as
-/// the list says, unchanged.
+/// the list says, unchanged. The group's queries (`*atomicvalid`) go through
+/// [`Hook::ctl`].
 macro_rules! hook_forwarders {
     ($($group:ident $Table:ident {
         $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {$($(
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $(
         unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
             const KIND: OpKind = ofi_core::op_kind!($($kind)+);
             let args = ofi_core::data_args!($($p),*);
@@ -183,7 +185,17 @@ macro_rules! hook_forwarders {
                 unsafe { self.core.inner.$host($($low),*) }
             })
         }
-    )*)*};
+        )*
+        $($(
+            fn $qname(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
+                self.ctl(
+                    stringify!($qname),
+                    || format!("{datatype:?} {op:?}"),
+                    || self.core.inner.$qname(datatype, op),
+                )
+            }
+        )*)?
+    )*};
 }
 
 impl<H: Hook> HookEp<H> {
@@ -248,6 +260,11 @@ impl<H: Hook> HookEp<H> {
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
         self.h.ctl(&self.core.name, what, args, f)
+    }
+
+    /// What the generated forwarders use: the hook, the name and the endpoint beneath.
+    fn forward(&self) -> (&H, &ObjName, &Endpoint) {
+        (&self.h, &self.core.name, &self.core.inner)
     }
 }
 
@@ -377,17 +394,11 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         Ok(self.derived(c, "rx context"))
     }
 
-    fn rx_size_left(&self) -> Result<usize> {
-        self.ctl("rx_size_left", String::new, || {
-            self.core.inner.rx_size_left()
-        })
-    }
+    // ---- one forwarder per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // `for_each_cm_op!`) ----
 
-    fn tx_size_left(&self) -> Result<usize> {
-        self.ctl("tx_size_left", String::new, || {
-            self.core.inner.tx_size_left()
-        })
-    }
+    ofi_core::for_each_ep_ctl_op!(ofi_core::ctl_forwarders);
+    ofi_core::for_each_cm_op!(ofi_core::ctl_forwarders);
 
     fn setname(&self, addr: &[u8]) -> Result<()> {
         self.ctl(
@@ -421,14 +432,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         )
     }
 
-    fn shutdown(&self, flags: u64) -> Result<()> {
-        self.ctl(
-            "shutdown",
-            || format!("flags={flags:#x}"),
-            || self.core.inner.shutdown(flags),
-        )
-    }
-
     fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
         let mc = self.ctl(
             "join",
@@ -459,30 +462,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     // ---- data operations: one forwarder per entry of the list ----
 
     ofi_core::for_each_ep_data_op!(hook_forwarders);
-
-    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.ctl(
-            "atomicvalid",
-            || format!("{datatype:?} {op:?}"),
-            || self.core.inner.atomicvalid(datatype, op),
-        )
-    }
-
-    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.ctl(
-            "fetch_atomicvalid",
-            || format!("{datatype:?} {op:?}"),
-            || self.core.inner.fetch_atomicvalid(datatype, op),
-        )
-    }
-
-    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.ctl(
-            "compare_atomicvalid",
-            || format!("{datatype:?} {op:?}"),
-            || self.core.inner.compare_atomicvalid(datatype, op),
-        )
-    }
 
     fn close(&self) -> Result<()> {
         self.ctl("close", String::new, || Ok(()))?;

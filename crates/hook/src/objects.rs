@@ -57,7 +57,17 @@ impl<H: Hook> HookEq<H> {
     }
 }
 
+impl<H: Hook> HookEq<H> {
+    /// What the generated forwarders use: the hook, the name and the EQ beneath.
+    fn forward(&self) -> (&H, &ObjName, &EventQueue) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> EqOps for HookEq<H> {
+    // One forwarder per `op` entry of the list (`for_each_eq_op!`).
+    ofi_core::for_each_eq_op!(ofi_core::ctl_forwarders);
+
     fn read(&self, peek: bool) -> Result<Event> {
         self.h.ctl(
             &self.name,
@@ -113,11 +123,6 @@ impl<H: Hook> EqOps for HookEq<H> {
         self.inner.strerror_with_data(prov_errno, err_data)
     }
 
-    fn wait_fd(&self) -> Result<i32> {
-        self.h
-            .ctl(&self.name, "wait_fd", String::new, || self.inner.wait_fd())
-    }
-
     fn close(&self) -> Result<()> {
         self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
@@ -154,71 +159,17 @@ impl<H: Hook> HookCntr<H> {
     }
 }
 
+impl<H: Hook> HookCntr<H> {
+    /// What the generated forwarders use: the hook, the name and the counter beneath.
+    fn forward(&self) -> (&H, &ObjName, &Counter) {
+        (&self.h, &self.core.name, &self.core.inner)
+    }
+}
+
 impl<H: Hook> CntrOps for HookCntr<H> {
-    fn read(&self) -> u64 {
-        self.h
-            .read(&self.core.name, Op::CntrRead, || self.core.inner.read())
-            .unwrap_or(0)
-    }
-
-    fn readerr(&self) -> u64 {
-        self.h
-            .ctl(&self.core.name, "cntr_readerr", String::new, || {
-                self.core.inner.readerr()
-            })
-            .unwrap_or(0)
-    }
-
-    fn add(&self, value: u64) -> Result<()> {
-        self.h.ctl(
-            &self.core.name,
-            "cntr_add",
-            || format!("value={value}"),
-            || self.core.inner.add(value),
-        )
-    }
-
-    fn set(&self, value: u64) -> Result<()> {
-        self.h.ctl(
-            &self.core.name,
-            "cntr_set",
-            || format!("value={value}"),
-            || self.core.inner.set(value),
-        )
-    }
-
-    fn adderr(&self, value: u64) -> Result<()> {
-        self.h.ctl(
-            &self.core.name,
-            "cntr_adderr",
-            || format!("value={value}"),
-            || self.core.inner.adderr(value),
-        )
-    }
-
-    fn seterr(&self, value: u64) -> Result<()> {
-        self.h.ctl(
-            &self.core.name,
-            "cntr_seterr",
-            || format!("value={value}"),
-            || self.core.inner.seterr(value),
-        )
-    }
-
-    fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
-        self.h.ctl(
-            &self.core.name,
-            "cntr_wait",
-            || format!("threshold={threshold} timeout={timeout}"),
-            || self.core.inner.wait(threshold, timeout),
-        )
-    }
-
-    fn wait_fd(&self) -> Result<i32> {
-        self.h.ctl(&self.core.name, "wait_fd", String::new, || {
-            self.core.inner.wait_fd()
-        })
-    }
+    // One forwarder per operation of the list (`for_each_cntr_op!`); reads through
+    // `Hook::read`, the rest through `Hook::ctl`.
+    ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
 
     fn close(&self) -> Result<()> {
         self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
@@ -425,20 +376,16 @@ impl<H: Hook> HookWait<H> {
     }
 }
 
-impl<H: Hook> WaitOps for HookWait<H> {
-    fn wait(&self, timeout: i32) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "wait",
-            || format!("timeout={timeout}"),
-            || self.inner.wait(timeout),
-        )
+impl<H: Hook> HookWait<H> {
+    /// What the generated forwarders use: the hook, the name and the set beneath.
+    fn forward(&self) -> (&H, &ObjName, &WaitSet) {
+        (&self.h, &self.name, &self.inner)
     }
+}
 
-    fn fd(&self) -> Result<i32> {
-        self.h
-            .ctl(&self.name, "fd", String::new, || self.inner.fd())
-    }
+impl<H: Hook> WaitOps for HookWait<H> {
+    // One forwarder per operation of the list (`for_each_wait_op!`).
+    ofi_core::for_each_wait_op!(ofi_core::ctl_forwarders);
 
     fn close(&self) -> Result<()> {
         self.h.ctl(&self.name, "close", String::new, || Ok(()))

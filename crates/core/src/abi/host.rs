@@ -511,10 +511,18 @@ pub fn param_type_of_raw(ty: u32) -> Result<ParamType> {
 
 const NO_HOST: &str = "no host in this process (an application links `ofi-host` through `ofi`)";
 
+/// The detached host table's `log_level` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_log_level() -> i32 {
     catch_unwind(crate::log::host_max_level).map_or(2, i32::from)
 }
 
+/// The detached host table's `param_declare` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_param_declare(
     _prov: RawStr,
     _name: RawStr,
@@ -527,6 +535,10 @@ unsafe extern "C" fn d_param_declare(
     unsafe { serve_slot(err, "param_declare", || param_type_of_raw(ty).map(|_| 0)) }
 }
 
+/// The detached host table's `param_get_str` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_param_get_str(
     _prov: RawStr,
     _name: RawStr,
@@ -538,6 +550,10 @@ unsafe extern "C" fn d_param_get_str(
     0
 }
 
+/// The detached host table's `param_get_int` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_param_get_int(
     _prov: RawStr,
     _name: RawStr,
@@ -547,6 +563,10 @@ unsafe extern "C" fn d_param_get_int(
     0
 }
 
+/// The detached host table's `param_get_size` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_param_get_size(
     _prov: RawStr,
     _name: RawStr,
@@ -556,6 +576,10 @@ unsafe extern "C" fn d_param_get_size(
     0
 }
 
+/// The detached host table's `param_get_bool` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_param_get_bool(
     _prov: RawStr,
     _name: RawStr,
@@ -565,6 +589,10 @@ unsafe extern "C" fn d_param_get_bool(
     0
 }
 
+/// The detached host table's `getinfo` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_getinfo(
     _req: *const RawGetinfoRequest,
     _core_only: u32,
@@ -580,6 +608,10 @@ unsafe extern "C" fn d_getinfo(
     unsafe { serve_slot(std::ptr::null_mut(), "getinfo", body) }
 }
 
+/// The detached host table's `open_fabric` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_open_fabric(
     _info: *const RawInfo,
     _context: usize,
@@ -594,6 +626,10 @@ unsafe extern "C" fn d_open_fabric(
     }
 }
 
+/// The detached host table's `hook_inner` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_hook_inner(_out: *mut RawHostFabric, err: *mut ErrBuf) -> i32 {
     // SAFETY: `err` per the table's contract.
     unsafe {
@@ -603,11 +639,19 @@ unsafe extern "C" fn d_hook_inner(_out: *mut RawHostFabric, err: *mut ErrBuf) ->
     }
 }
 
+/// The detached host table's `fabric_close` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_fabric_close(keep: *mut c_void, err: *mut ErrBuf) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { serve_fabric_close(keep, err) }
 }
 
+/// The detached host table's `fabric_release` slot.
+///
+/// # Safety
+/// Every pointer argument valid as the [`HostTable`] slot's contract says.
 unsafe extern "C" fn d_fabric_release(keep: *mut c_void) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { serve_fabric_release(keep) }

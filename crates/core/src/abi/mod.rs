@@ -44,6 +44,7 @@
 //! returns `-FI_EOTHER`. Plugins must be built with `panic = "unwind"` (the default).
 
 pub mod adapt;
+pub mod ctl_ops;
 pub mod host;
 pub mod layout;
 pub mod object;
@@ -338,6 +339,10 @@ mod tests {
     use super::*;
 
     fn entry_with(major: u32, minor: u32, fp: u64) -> PluginEntry {
+        /// An init that is never called.
+        ///
+        /// # Safety
+        /// None beyond the slot's signature: no argument is dereferenced.
         unsafe extern "C" fn never(_: *const HostTable, _: *mut ProviderInstance) -> i32 {
             unreachable!("check_entry must not run plugin code")
         }
@@ -439,6 +444,18 @@ mod tests {
                 assert_ne!(a.name, b.name);
             }
         }
+    }
+
+    /// The fingerprints of interface 2.0, 2.1 and 2.2 as computed before the tables were
+    /// generated from the lists of operations (`abi/ops`): a generated layout identical
+    /// to the hand-written one must hash to the same values, or plugins built before
+    /// would be refused.
+    #[test]
+    fn fingerprints_are_pinned() {
+        assert_eq!(fingerprint_for_minor(0), 0x332b_e2b9_b141_8ec8);
+        assert_eq!(fingerprint_for_minor(1), 0x6ff7_175c_5757_6c9c);
+        assert_eq!(fingerprint_for_minor(2), 0x0512_9866_4a3a_b381);
+        assert_eq!(ABI_MINOR, 2, "a new minor pins its own value here");
     }
 
     #[test]

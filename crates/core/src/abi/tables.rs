@@ -30,9 +30,8 @@ use std::ffi::c_void;
 
 use crate::abi::layout::StructDesc;
 use crate::abi::raw::{
-    AtomicAttr, CqErrEntry, EqErrEntry, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr,
-    RawCqAttr, RawEp, RawEqAttr, RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr,
-    RawTxAttr, RawWaitAttr,
+    AtomicAttr, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr,
+    RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
 };
 use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
 
@@ -127,6 +126,10 @@ macro_rules! abi_table {
                     size: ::core::mem::size_of::<$name>(),
                     $(
                         $slot: {
+                            /// The slot of a `filled` table: returns `-C`.
+                            ///
+                            /// # Safety
+                            /// None beyond the slot's signature: no argument is dereferenced.
                             #[allow(unused_variables)]
                             unsafe extern "C" fn stub<const C: i32>($($arg: $argty),*) -> $ret {
                                 <$ret as $crate::abi::tables::SlotRet>::from_errno(C)
@@ -233,57 +236,6 @@ abi_table! {
         fn srx_ctx(dom: Obj, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
     }
 
-    /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
-    pub struct EpTable {
-        /// Close the endpoint.
-        fn close(ep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
-        fn bind(ep: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// `fi_enable`.
-        fn enable(ep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_control` with a provider-defined command.
-        fn control(ep: Obj, command: i32, arg: *mut c_void, err: *mut ErrBuf) -> i32;
-        /// `fi_ep_alias`.
-        fn alias(ep: Obj, flags: u64, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_cancel`.
-        fn cancel(ep: Obj, context: usize) -> isize;
-        /// `fi_getopt`; `optlen` is in/out.
-        fn getopt(ep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
-        /// `fi_setopt`.
-        fn setopt(ep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
-        /// `fi_tx_context` of a scalable endpoint.
-        fn tx_ctx(sep: Obj, index: i32, attr: *const RawTxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_rx_context` of a scalable endpoint.
-        fn rx_ctx(sep: Obj, index: i32, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// `fi_rx_size_left`.
-        fn rx_size_left(ep: Obj) -> isize;
-        /// `fi_tx_size_left`.
-        fn tx_size_left(ep: Obj) -> isize;
-        /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
-        /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
-        /// that sends to the group use.
-        fn @1 join(ep: Obj, addr: *const RawAddr, flags: u64, context: usize, out_mc: *mut Obj, out_fi_addr: *mut u64, err: *mut ErrBuf) -> i32;
-        /// `fi_close` of a membership from `join` (minor 1): leave the group and free
-        /// the object.
-        fn @1 mc_close(mc: Obj, err: *mut ErrBuf) -> i32;
-    }
-
-    /// Connection management of active endpoints (`fi_ops_cm`).
-    pub struct CmTable {
-        /// `fi_setname`.
-        fn setname(ep: Obj, addr: *const u8, addrlen: usize) -> i32;
-        /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
-        fn getname(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
-        /// `fi_getpeer`; as `getname`.
-        fn getpeer(ep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
-        /// `fi_connect`.
-        fn connect(ep: Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
-        /// `fi_accept`.
-        fn accept(ep: Obj, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
-        /// `fi_shutdown`.
-        fn shutdown(ep: Obj, flags: u64) -> i32;
-    }
-
     /// Passive endpoint operations.
     pub struct PepTable {
         /// Close the passive endpoint.
@@ -302,71 +254,6 @@ abi_table! {
         fn getopt(pep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
         /// `fi_setopt`.
         fn setopt(pep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
-    }
-
-    /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
-    pub struct CqTable {
-        /// Close the CQ.
-        fn close(cq: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
-        fn read(cq: Obj, buf: *mut c_void, count: usize) -> isize;
-        /// `fi_cq_readfrom`: also the source address of each entry.
-        fn readfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64) -> isize;
-        /// `fi_cq_readerr`.
-        fn readerr(cq: Obj, buf: *mut CqErrEntry, flags: u64) -> isize;
-        /// `fi_cq_sread`; timeout in ms, -1 = forever.
-        fn sread(cq: Obj, buf: *mut c_void, count: usize, cond: *const c_void, timeout: i32) -> isize;
-        /// `fi_cq_sreadfrom`.
-        fn sreadfrom(cq: Obj, buf: *mut c_void, count: usize, src_addr: *mut u64, cond: *const c_void, timeout: i32) -> isize;
-        /// `fi_cq_signal`: wake a blocked `sread`.
-        fn signal(cq: Obj) -> i32;
-        /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
-        fn strerror(cq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
-        /// The CQ's wait file descriptor (`FI_GETWAIT`).
-        fn wait_fd(cq: Obj, fd: *mut i32) -> i32;
-    }
-
-    /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
-    pub struct EqTable {
-        /// Close the EQ.
-        fn close(eq: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
-        /// connection data); returns the bytes written.
-        fn read(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize;
-        /// `fi_eq_readerr`.
-        fn readerr(eq: Obj, buf: *mut EqErrEntry, flags: u64) -> isize;
-        /// `fi_eq_write`.
-        fn write(eq: Obj, event: u32, buf: *const c_void, len: usize, flags: u64) -> isize;
-        /// `fi_eq_sread`.
-        fn sread(eq: Obj, event: *mut u32, buf: *mut c_void, len: usize, timeout: i32, flags: u64) -> isize;
-        /// `fi_eq_strerror`.
-        fn strerror(eq: Obj, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize) -> isize;
-        /// The EQ's wait file descriptor.
-        fn wait_fd(eq: Obj, fd: *mut i32) -> i32;
-        /// Release the info of a connection event read from this EQ.
-        fn free_info(eq: Obj, info: *mut RawInfo) -> i32;
-    }
-
-    /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
-    pub struct CntrTable {
-        /// Close the counter.
-        fn close(cntr: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_cntr_read`.
-        fn read(cntr: Obj, value: *mut u64) -> i32;
-        /// `fi_cntr_readerr`.
-        fn readerr(cntr: Obj, value: *mut u64) -> i32;
-        /// `fi_cntr_add`.
-        fn add(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_set`.
-        fn set(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_adderr`.
-        fn adderr(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_seterr`.
-        fn seterr(cntr: Obj, value: u64) -> i32;
-        /// `fi_cntr_wait`; timeout in ms, -1 = forever.
-        fn wait(cntr: Obj, threshold: u64, timeout: i32) -> i32;
-        /// The counter's wait file descriptor.
-        fn wait_fd(cntr: Obj, fd: *mut i32) -> i32;
     }
 
     /// Address vector operations (`fi_ops_av` plus close and bind).
@@ -404,16 +291,6 @@ abi_table! {
         fn refresh(mr: Obj, iov: *const Iov, count: usize, flags: u64) -> i32;
         /// `fi_mr_enable`.
         fn enable(mr: Obj, err: *mut ErrBuf) -> i32;
-    }
-
-    /// Wait set operations (`fi_ops_wait` plus close and the fd).
-    pub struct WaitTable {
-        /// Close the wait set.
-        fn close(wait: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_wait`; timeout in ms, -1 = forever.
-        fn wait(wait: Obj, timeout: i32) -> i32;
-        /// The wait set's file descriptor.
-        fn fd(wait: Obj, fd: *mut i32) -> i32;
     }
 
     /// What the host offers every provider (see [`crate::abi::host`]).
@@ -465,7 +342,7 @@ macro_rules! data_tables {
             ($($c:ident : $cty:ty $(as $hty:ty)?),*)
             => ($($p:ident : $pty:ty = $from:expr),*)
             <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {
+    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {
         abi_table! {$(
             #[doc = concat!("The `", stringify!($group), "` data operations of an endpoint (generated from [`for_each_ep_data_op!`](crate::for_each_ep_data_op)).")]
             pub struct $Table {
@@ -473,13 +350,24 @@ macro_rules! data_tables {
                     $(#[$doc])*
                     fn $(@ $since)? $name(ep: Obj, $($c: $cty),*) -> isize;
                 )*
-                $($($q)*)?
+                $($(
+                    $(#[$qdoc])*
+                    fn $qslot(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
+                )*)?
             }
         )*}
     };
 }
 
 crate::for_each_ep_data_op!(data_tables);
+
+// The tables of the classes whose operations are listed in `abi::ctl_ops`.
+crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_table);
 
 /// Every table's layout, for the fingerprint.
 pub const LAYOUTS: &[&StructDesc] = &[
@@ -618,6 +506,10 @@ mod tests {
     #[test]
     fn a_short_table_yields_enosys() {
         let mut t = *MsgTable::ENOSYS;
+        /// A test `inject` slot that succeeds.
+        ///
+        /// # Safety
+        /// None beyond the slot's signature: no argument is dereferenced.
         unsafe extern "C" fn ok_inject(_: Obj, _: *const u8, _: usize, _: u64) -> isize {
             0
         }

@@ -1,0 +1,205 @@
+//! AV slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// Slot `bind` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_bind<F: FabricOps>(
+    av: Obj,
+    target: RawFidRef,
+    flags: u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "av.bind", || {
+        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
+            return einval("AV bind: only an event queue can be bound");
+        }
+        // SAFETY: our boxed AV and an EQ of this family (host contract).
+        unsafe { ob::<AvOf<F>>(av).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
+    })
+}
+
+/// Count result as the AV's `i32` status.
+pub(super) fn av_count(r: Result<usize>) -> i32 {
+    match r {
+        Ok(n) => n.min(i32::MAX as usize) as i32,
+        Err(e) => e.code().to_status(),
+    }
+}
+
+/// Slot `insert` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_insert<F: FabricOps>(
+    av: Obj,
+    addrs: *const RawAddr,
+    count: usize,
+    fi_addr: *mut u64,
+    flags: u64,
+    context: usize,
+) -> i32 {
+    guard("av.insert", || {
+        av_count(run(|| {
+            // SAFETY: arrays valid for `count` (contract).
+            let raw = unsafe { sl_req(addrs, count, "insert: null address array")? };
+            let mut list = Vec::with_capacity(raw.len());
+            for (i, r) in raw.iter().enumerate() {
+                // SAFETY: each address's bytes valid (contract).
+                match unsafe { r.to_address("address") } {
+                    Ok(Some(a)) => list.push(a),
+                    Ok(None) => {
+                        return Err(Error::new(
+                            Errno::EINVAL,
+                            format!("insert: address #{i} is null"),
+                        ))
+                    }
+                    // Bytes that do not decode fail only their own entry (fi_av(3)):
+                    // they go on as opaque bytes, which the provider refuses.
+                    Err(_) => list.push(crate::addr::Address::Raw {
+                        format: crate::enums::AddrFormat::from_raw(r.format),
+                        // SAFETY: non-null (checked by `to_address`) and valid for
+                        // `len` bytes (contract).
+                        bytes: unsafe { std::slice::from_raw_parts(r.ptr, r.len) }.to_vec(),
+                    }),
+                }
+            }
+            let mut scratch;
+            let out: &mut [u64] = if fi_addr.is_null() {
+                scratch = vec![0u64; count];
+                &mut scratch
+            } else {
+                // SAFETY: valid for `count` writes (contract).
+                unsafe { sl_mut(fi_addr, count, "insert: null fi_addr")? }
+            };
+            // SAFETY: our boxed AV.
+            unsafe { ob::<AvOf<F>>(av) }.insert(&list, out, flags, context)
+        }))
+    })
+}
+
+/// Slot `insertsvc` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_insertsvc<F: FabricOps>(
+    av: Obj,
+    node: RawStr,
+    service: RawStr,
+    fi_addr: *mut u64,
+    flags: u64,
+    context: usize,
+) -> i32 {
+    guard("av.insertsvc", || {
+        av_count(run(|| {
+            need_out(fi_addr)?;
+            // SAFETY: strings valid (contract).
+            let (n, s) = unsafe {
+                (
+                    node.str("node")?.unwrap_or(""),
+                    service.str("service")?.unwrap_or(""),
+                )
+            };
+            // SAFETY: our boxed AV; `fi_addr` valid (contract).
+            unsafe { ob::<AvOf<F>>(av).insertsvc(n, s, &mut *fi_addr, flags, context) }
+        }))
+    })
+}
+
+/// Slot `insertsym` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "C" fn av_insertsym<F: FabricOps>(
+    av: Obj,
+    node: RawStr,
+    nodecnt: usize,
+    service: RawStr,
+    svccnt: usize,
+    fi_addr: *mut u64,
+    flags: u64,
+    context: usize,
+) -> i32 {
+    guard("av.insertsym", || {
+        av_count(run(|| {
+            let total = nodecnt
+                .checked_mul(svccnt)
+                .ok_or_else(|| Error::new(Errno::EINVAL, "insertsym: count overflows"))?;
+            // SAFETY: strings and `fi_addr` valid (contract).
+            unsafe {
+                let (n, s) = (
+                    node.str("node")?.unwrap_or(""),
+                    service.str("service")?.unwrap_or(""),
+                );
+                let out = sl_mut(fi_addr, total, "insertsym: null fi_addr")?;
+                ob::<AvOf<F>>(av).insertsym(n, nodecnt, s, svccnt, out, flags, context)
+            }
+        }))
+    })
+}
+
+/// Slot `remove` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_remove<F: FabricOps>(
+    av: Obj,
+    fi_addr: *const u64,
+    count: usize,
+    flags: u64,
+) -> i32 {
+    guard("av.remove", || {
+        st32(run(|| {
+            // SAFETY: our boxed AV; array valid (contract).
+            unsafe {
+                ob::<AvOf<F>>(av).remove(sl_req(fi_addr, count, "remove: null array")?, flags)
+            }
+        }))
+    })
+}
+
+/// Slot `lookup` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_lookup<F: FabricOps>(
+    av: Obj,
+    fi_addr: u64,
+    addr: *mut u8,
+    addrlen: *mut usize,
+    format: *mut u32,
+) -> i32 {
+    guard("av.lookup", || {
+        st32(run(|| {
+            // SAFETY: our boxed AV.
+            let a = unsafe { ob::<AvOf<F>>(av) }.lookup(fi_addr)?;
+            if !format.is_null() {
+                // SAFETY: non-null, valid (contract).
+                unsafe { format.write(a.format().to_raw()) };
+            }
+            // SAFETY: buffers valid (contract).
+            unsafe { copy_out(&a.to_bytes(), addr, addrlen) }
+        }))
+    })
+}
+
+/// Slot `straddr` of the `av` table.
+/// # Safety
+/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
+    av: Obj,
+    addr: RawAddr,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guard("av.straddr", || {
+        st32(run(|| {
+            // SAFETY: the address bytes are valid (contract).
+            let a = unsafe { addr.to_address("address") }?
+                .ok_or_else(|| Error::new(Errno::EINVAL, "straddr: null address"))?;
+            // SAFETY: our boxed AV.
+            let text = unsafe { ob::<AvOf<F>>(av) }.straddr(&a);
+            // SAFETY: buffers valid (contract).
+            unsafe { copy_out(text.as_bytes(), buf, len) }
+        }))
+    })
+}
+
+// ---------------------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+//! CQ slots of the adapters (see [`super`] for the object pointers and panics): the
+//! hand-written `fn` entries of the list of CQ operations
+//! ([`for_each_cq_op!`](crate::for_each_cq_op)), then the generated ones.
+
+use super::*;
+
+/// # Safety
+/// `cq` our boxed CQ; `buf` valid for `count` entries of its format.
+#[inline(always)]
+pub(super) unsafe fn cq_buf<'a, T>(
+    b: &CqBox<T>,
+    buf: *mut c_void,
+    count: usize,
+) -> Result<CqBuf<'a>> {
+    // SAFETY: forwarded.
+    unsafe { CqBuf::from_raw(b.format, buf, count) }
+}
+
+/// Slot `read` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_read<F: FabricOps>(
+    cq: Obj,
+    buf: *mut c_void,
+    count: usize,
+) -> isize {
+    guard("cq.read", || {
+        cnt(run(|| {
+            // SAFETY: our boxed CQ; `buf` valid for `count` entries of its format (contract).
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                b.inner.read(cq_buf(b, buf, count)?, None)
+            }
+        }))
+    })
+}
+
+/// Slot `readfrom` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_readfrom<F: FabricOps>(
+    cq: Obj,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut u64,
+) -> isize {
+    guard("cq.readfrom", || {
+        cnt(run(|| {
+            // SAFETY: as cq_read; `src` valid for `count` (contract).
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                let src = sl_mut(src, count, "readfrom: null address array")?;
+                b.inner.read(cq_buf(b, buf, count)?, Some(src))
+            }
+        }))
+    })
+}
+
+/// Slot `readerr` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_readerr<F: FabricOps>(
+    cq: Obj,
+    entry: *mut CqErrEntry,
+    flags: u64,
+) -> isize {
+    guard("cq.readerr", || {
+        cnt(run(|| {
+            need_out(entry)?;
+            // SAFETY: our boxed CQ; `entry` valid for read/write, and a non-null
+            // `err_data` with a non-zero size valid for that many bytes (contract).
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                let user_buf = (*entry).err_data;
+                let user_len = (*entry).err_data_size;
+                let e = b.inner.readerr(flags)?;
+                let mut keep = b.err_data.lock().unwrap_or_else(|p| p.into_inner());
+                let mut raw = e.to_raw();
+                (raw.err_data, raw.err_data_size) = keep.hand_out(e.err_data, user_buf, user_len);
+                entry.write(raw);
+            }
+            Ok(1)
+        }))
+    })
+}
+
+/// # Safety
+/// `cond` null or valid for a `usize` read when the CQ's condition is a threshold.
+pub(super) unsafe fn threshold<T>(b: &CqBox<T>, cond: *const c_void) -> Option<usize> {
+    if b.wait_cond == CqWaitCond::Threshold && !cond.is_null() {
+        // SAFETY: with FI_CQ_COND_THRESHOLD, `cond` points to a size_t (C API).
+        Some(unsafe { *(cond as *const usize) })
+    } else {
+        None
+    }
+}
+
+/// Slot `sread` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_sread<F: FabricOps>(
+    cq: Obj,
+    buf: *mut c_void,
+    count: usize,
+    cond: *const c_void,
+    timeout: i32,
+) -> isize {
+    guard("cq.sread", || {
+        cnt(run(|| {
+            // SAFETY: as cq_read; `cond` per the C API.
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                b.inner
+                    .sread(cq_buf(b, buf, count)?, None, threshold(b, cond), timeout)
+            }
+        }))
+    })
+}
+
+/// Slot `sreadfrom` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_sreadfrom<F: FabricOps>(
+    cq: Obj,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut u64,
+    cond: *const c_void,
+    timeout: i32,
+) -> isize {
+    guard("cq.sreadfrom", || {
+        cnt(run(|| {
+            // SAFETY: as cq_readfrom; `cond` per the C API.
+            unsafe {
+                let b = ob::<CqBox<CqOf<F>>>(cq);
+                let src = sl_mut(src, count, "sreadfrom: null address array")?;
+                b.inner.sread(
+                    cq_buf(b, buf, count)?,
+                    Some(src),
+                    threshold(b, cond),
+                    timeout,
+                )
+            }
+        }))
+    })
+}
+
+/// Write `text` into a caller's buffer (truncated, NUL-terminated if room); returns the
+/// text's full length.
+///
+/// # Safety
+/// `buf` null or valid for `len` bytes.
+pub(super) unsafe fn put_text(text: &str, buf: *mut u8, len: usize) -> isize {
+    if !buf.is_null() && len > 0 {
+        let n = text.len().min(len - 1);
+        // SAFETY: `buf` valid for `len` > n bytes (contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf, n);
+            *buf.add(n) = 0;
+        }
+    }
+    text.len() as isize
+}
+
+/// Slot `strerror` of the `cq` table.
+/// # Safety
+/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
+    cq: Obj,
+    prov_errno: i32,
+    err_data: *const c_void,
+    buf: *mut u8,
+    len: usize,
+) -> isize {
+    guard("cq.strerror", || {
+        // SAFETY: our boxed CQ (host contract).
+        let b = unsafe { ob::<CqBox<CqOf<F>>>(cq) };
+        // `err_data` has no length in the C call: only data this CQ handed out is known.
+        let data = b
+            .err_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        let text = b.inner.strerror(prov_errno, &data);
+        // SAFETY: `buf` valid for `len` (contract).
+        unsafe { put_text(&text, buf, len) }
+    })
+}
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a CqOf<F> {
+    // SAFETY: by this function's contract.
+    &unsafe { ob::<CqBox<CqOf<F>>>(obj) }.inner
+}
+
+crate::for_each_cq_op!(ctl_trampolines);

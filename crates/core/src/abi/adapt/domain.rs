@@ -1,0 +1,362 @@
+//! Domain slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// Slot `bind` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_bind<F: FabricOps>(
+    dom: Obj,
+    target: RawFidRef,
+    flags: u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.bind", || {
+        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
+            return einval("domain bind: only an event queue can be bound");
+        }
+        // SAFETY: our boxed domain and an EQ of this family (host contract).
+        unsafe { ob::<F::Domain>(dom).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
+    })
+}
+
+/// Fill an endpoint out-parameter with `ep` and the family's endpoint tables.
+///
+/// # Safety
+/// `out` valid for writes of `(*out).struct_size` bytes.
+pub(super) unsafe fn put_ep<F: FabricOps>(out: *mut RawEp, ep: EpOf<F>) -> Result<()> {
+    // SAFETY: valid by contract.
+    unsafe {
+        if (*out).struct_size < RawEp::LAYOUT.size_for_minor(0) {
+            return einval("endpoint out-parameter too small");
+        }
+        (*out).obj = Box::into_raw(Box::new(ep)) as Obj;
+        (*out).ep = Adapt::<F>::EP;
+        (*out).cm = Adapt::<F>::CM;
+        (*out).msg = Adapt::<F>::MSG;
+        (*out).tagged = Adapt::<F>::TAGGED;
+        (*out).rma = Adapt::<F>::RMA;
+        (*out).atomic = Adapt::<F>::ATOMIC;
+    }
+    Ok(())
+}
+
+/// Slot `endpoint` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
+    dom: Obj,
+    info: *const RawInfo,
+    context: usize,
+    flags: u64,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.endpoint", || {
+        need_out(out)?;
+        // SAFETY: our boxed domain; `info` valid (contract).
+        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
+        let ep = d.endpoint(&info, context, flags)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, ep) }
+    })
+}
+
+/// Slot `scalable_ep` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
+    dom: Obj,
+    info: *const RawInfo,
+    context: usize,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.scalable_ep", || {
+        need_out(out)?;
+        // SAFETY: our boxed domain; `info` valid (contract).
+        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
+        let ep = d.scalable_ep(&info, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, ep) }
+    })
+}
+
+/// Slot `cq_open` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawCqAttr,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.cq_open", || {
+        need_out(out)?;
+        if attr.is_null() {
+            return einval("cq_open: null attributes");
+        }
+        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
+        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
+        let mut attr = CqAttr::from_raw(&RawCqAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
+        if attr.format == CqFormat::Unspec {
+            attr.format = CqFormat::Context;
+        }
+        let cq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => d.cq_open(&attr, context)?,
+        };
+        let b = CqBox {
+            inner: cq,
+            format: attr.format,
+            wait_cond: attr.wait_cond,
+            err_data: Mutex::new(ErrData::default()),
+        };
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, b, Adapt::<F>::CQ as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Slot `cntr_open` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawCntrAttr,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.cntr_open", || {
+        need_out(out)?;
+        if attr.is_null() {
+            return einval("cntr_open: null attributes");
+        }
+        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
+        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
+        let attr = CntrAttr::from_raw(&RawCntrAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
+        let c = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => d.cntr_open(&attr, context)?,
+        };
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, c, Adapt::<F>::CNTR as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Slot `av_open` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_av_open<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawAvAttr,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.av_open", || {
+        need_out(out)?;
+        if attr.is_null() {
+            return einval("av_open: null attributes");
+        }
+        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
+        let (d, attr) = unsafe { (ob::<F::Domain>(dom), AvAttr::from_raw(&*attr)?) };
+        let av = d.av_open(&attr, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, av, Adapt::<F>::AV as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Register with `attr` and fill `out`.
+///
+/// # Safety
+/// `dom` our boxed domain; `out` valid for writes.
+pub(super) unsafe fn mr_common<F: FabricOps>(
+    dom: Obj,
+    attr: &MrAttr<'_>,
+    flags: u64,
+    out: *mut RawMr,
+) -> Result<()> {
+    need_out(out)?;
+    // SAFETY: valid by contract.
+    unsafe {
+        if (*out).struct_size < RawMr::LAYOUT.size_for_minor(0) {
+            return einval("MR out-parameter too small");
+        }
+        let mr = ob::<F::Domain>(dom).mr_reg(attr, flags)?;
+        (*out).obj = Box::into_raw(Box::new(mr)) as Obj;
+        (*out).ops = Adapt::<F>::MR;
+    }
+    Ok(())
+}
+
+/// Slot `mr_reg` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
+    dom: Obj,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    context: usize,
+    out: *mut RawMr,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.mr_reg", || {
+        let iov = [Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        let attr = MrAttr {
+            iov: &iov,
+            access: OpFlags::from_bits_retain(access),
+            offset,
+            requested_key,
+            context,
+            auth_key: None,
+            iface: HmemIface::System,
+            device: 0,
+        };
+        // SAFETY: our boxed domain; `out` valid (contract).
+        unsafe { mr_common::<F>(dom, &attr, flags, out) }
+    })
+}
+
+/// Slot `mr_regv` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
+    dom: Obj,
+    iov: *const Iov,
+    count: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    context: usize,
+    out: *mut RawMr,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.mr_regv", || {
+        // SAFETY: `iov` valid for `count` (contract).
+        let iov = unsafe { sl_req(iov, count, "mr_regv: null iov")? };
+        let attr = MrAttr {
+            iov,
+            access: OpFlags::from_bits_retain(access),
+            offset,
+            requested_key,
+            context,
+            auth_key: None,
+            iface: HmemIface::System,
+            device: 0,
+        };
+        // SAFETY: our boxed domain; `out` valid (contract).
+        unsafe { mr_common::<F>(dom, &attr, flags, out) }
+    })
+}
+
+/// Slot `mr_regattr` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_mr_regattr<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawMrAttr,
+    flags: u64,
+    out: *mut RawMr,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.mr_regattr", || {
+        if attr.is_null() {
+            return einval("mr_regattr: null attributes");
+        }
+        // SAFETY: `attr` and its arrays valid for the call (contract).
+        let attr = unsafe { MrAttr::from_raw(&*attr)? };
+        // SAFETY: our boxed domain; `out` valid (contract).
+        unsafe { mr_common::<F>(dom, &attr, flags, out) }
+    })
+}
+
+/// Slot `query_atomic` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_query_atomic<F: FabricOps>(
+    dom: Obj,
+    dt: u32,
+    op: u32,
+    attr: *mut AtomicAttr,
+    flags: u64,
+) -> i32 {
+    guard("domain.query_atomic", || {
+        st32(run(|| {
+            need_out(attr)?;
+            // SAFETY: our boxed domain.
+            let a = unsafe { ob::<F::Domain>(dom) }.query_atomic(
+                datatype(dt)?,
+                atomic_op(op)?,
+                flags,
+            )?;
+            // SAFETY: `attr` non-null and valid for writes (contract).
+            unsafe { attr.write(a) };
+            Ok(())
+        }))
+    })
+}
+
+/// Slot `stx_ctx` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawTxAttr,
+    context: usize,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.stx_ctx", || {
+        need_out(out)?;
+        // SAFETY: `attr` valid or null (contract).
+        let attr = unsafe { tx_attr_from_raw(attr) }?;
+        // SAFETY: our boxed domain.
+        let ep = unsafe { ob::<F::Domain>(dom) }.stx_ctx(&attr, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, ep) }
+    })
+}
+
+/// Slot `srx_ctx` of the domain table.
+/// # Safety
+/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
+    dom: Obj,
+    attr: *const RawRxAttr,
+    context: usize,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "domain.srx_ctx", || {
+        need_out(out)?;
+        // SAFETY: `attr` valid or null (contract).
+        let attr = unsafe { rx_attr_from_raw(attr) }?;
+        // SAFETY: our boxed domain.
+        let ep = unsafe { ob::<F::Domain>(dom) }.srx_ctx(&attr, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, ep) }
+    })
+}

@@ -1,0 +1,340 @@
+//! Endpoint control and CM slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// # Safety
+/// `t.obj` an object of family `F` of the announced class (host contract).
+pub(super) unsafe fn bind_target<'a, F: FabricOps>(t: RawFidRef) -> Result<BindTarget<'a, F>> {
+    if t.obj.is_null() {
+        return einval("bind: null object");
+    }
+    // SAFETY: by the caller's contract.
+    unsafe {
+        Ok(match FidClass::from_raw(t.class) {
+            Some(FidClass::Cq) => BindTarget::Cq(&ob::<CqBox<CqOf<F>>>(t.obj).inner),
+            Some(FidClass::Cntr) => BindTarget::Cntr(ob::<CntrOf<F>>(t.obj)),
+            Some(FidClass::Av) => BindTarget::Av(ob::<AvOf<F>>(t.obj)),
+            Some(FidClass::Eq) => BindTarget::Eq(&ob::<EqBox<EqOf<F>>>(t.obj).inner),
+            Some(FidClass::StxCtx) => BindTarget::Stx(ob::<EpOf<F>>(t.obj)),
+            Some(FidClass::SrxCtx) => BindTarget::Srx(ob::<EpOf<F>>(t.obj)),
+            _ => return einval("bind: this kind of object cannot be bound to an endpoint"),
+        })
+    }
+}
+
+/// Slot `bind` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_bind<F: FabricOps>(
+    ep: Obj,
+    target: RawFidRef,
+    flags: u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.bind", || {
+        // SAFETY: our boxed endpoint; target of this family (host contract).
+        unsafe {
+            ob::<EpOf<F>>(ep).bind(bind_target::<F>(target)?, OpFlags::from_bits_retain(flags))
+        }
+    })
+}
+
+/// Slot `enable` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_enable<F: FabricOps>(ep: Obj, err: *mut ErrBuf) -> i32 {
+    // SAFETY: our boxed endpoint (host contract).
+    guard_ctl(err, "ep.enable", || unsafe { ob::<EpOf<F>>(ep) }.enable())
+}
+
+/// Slot `control` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_control<F: FabricOps>(
+    ep: Obj,
+    command: i32,
+    arg: *mut c_void,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.control", || {
+        // SAFETY: our boxed endpoint (host contract); `arg` is what `command` expects,
+        // by the C contract of `fi_control` that the host's `Endpoint::control` passes
+        // on to its (unsafe) caller.
+        unsafe { ob::<EpOf<F>>(ep).control(command, arg) }
+    })
+}
+
+/// Slot `alias` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_alias<F: FabricOps>(
+    ep: Obj,
+    flags: u64,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.alias", || {
+        need_out(out)?;
+        // SAFETY: our boxed endpoint (host contract).
+        let a = unsafe { ob::<EpOf<F>>(ep) }.alias(flags)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, a) }
+    })
+}
+
+/// Slot `cancel` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_cancel<F: FabricOps>(ep: Obj, context: usize) -> isize {
+    guard("ep.cancel", || {
+        // SAFETY: our boxed endpoint (host contract).
+        st(unsafe { ob::<EpOf<F>>(ep) }.cancel(context))
+    })
+}
+
+/// Slot `getopt` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_getopt<F: FabricOps>(
+    ep: Obj,
+    level: i32,
+    optname: i32,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> i32 {
+    guard("ep.getopt", || {
+        st32(run(|| {
+            need_out(optlen)?;
+            // SAFETY: `optlen` valid; `optval` valid for `*optlen` bytes (contract).
+            let buf = unsafe { sl_mut(optval as *mut u8, *optlen, "getopt: null buffer")? };
+            // SAFETY: our boxed endpoint.
+            let n = unsafe { ob::<EpOf<F>>(ep) }.getopt(level, optname, buf)?;
+            // SAFETY: `optlen` valid.
+            unsafe { *optlen = n };
+            Ok(())
+        }))
+    })
+}
+
+/// Slot `setopt` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_setopt<F: FabricOps>(
+    ep: Obj,
+    level: i32,
+    optname: i32,
+    optval: *const c_void,
+    optlen: usize,
+) -> i32 {
+    guard("ep.setopt", || {
+        st32(run(|| {
+            // SAFETY: `optval` valid for `optlen` bytes (contract).
+            let v = unsafe { sl_req(optval as *const u8, optlen, "setopt: null value")? };
+            // SAFETY: our boxed endpoint.
+            unsafe { ob::<EpOf<F>>(ep) }.setopt(level, optname, v)
+        }))
+    })
+}
+
+/// Slot `tx_ctx` of the `ep` table.
+/// # Safety
+/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_tx_ctx<F: FabricOps>(
+    sep: Obj,
+    index: i32,
+    attr: *const RawTxAttr,
+    context: usize,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.tx_ctx", || {
+        need_out(out)?;
+        // SAFETY: `attr` null or valid (contract).
+        let attr = unsafe { tx_attr_from_raw(attr) }?;
+        // SAFETY: our boxed endpoint.
+        let c = unsafe { ob::<EpOf<F>>(sep) }.tx_ctx(index, &attr, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, c) }
+    })
+}
+
+/// Slot `rx_ctx` of the `ep` table.
+/// # Safety
+/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_rx_ctx<F: FabricOps>(
+    sep: Obj,
+    index: i32,
+    attr: *const RawRxAttr,
+    context: usize,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.rx_ctx", || {
+        need_out(out)?;
+        // SAFETY: `attr` null or valid (contract).
+        let attr = unsafe { rx_attr_from_raw(attr) }?;
+        // SAFETY: our boxed endpoint.
+        let c = unsafe { ob::<EpOf<F>>(sep) }.rx_ctx(index, &attr, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_ep::<F>(out, c) }
+    })
+}
+
+/// A multicast membership as the adapters hand it out (`out_mc` of `join`): the
+/// endpoint it belongs to and the group's fabric address.
+pub(super) struct McObj {
+    ep: Obj,
+    fi_addr: u64,
+}
+
+/// Slot `join` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_join<F: FabricOps>(
+    ep: Obj,
+    addr: *const RawAddr,
+    flags: u64,
+    context: usize,
+    out_mc: *mut Obj,
+    out_fi_addr: *mut u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.join", || {
+        need_out(out_mc)?;
+        need_out(out_fi_addr)?;
+        // SAFETY: `addr` null or valid (contract).
+        let a = match unsafe { addr.as_ref() } {
+            // SAFETY: its bytes are valid for `len` (contract).
+            Some(r) => unsafe { r.to_address("join address") }?,
+            None => None,
+        };
+        let Some(a) = a else {
+            return einval("join: null address");
+        };
+        // SAFETY: our boxed endpoint.
+        let fi_addr = unsafe { ob::<EpOf<F>>(ep) }.join(&a, flags, context)?;
+        let mc = Box::into_raw(Box::new(McObj { ep, fi_addr }));
+        // SAFETY: both out-parameters checked non-null, valid by contract.
+        unsafe {
+            *out_mc = mc as Obj;
+            *out_fi_addr = fi_addr;
+        }
+        Ok(())
+    })
+}
+
+/// Slot `mc_close` of the `ep` table.
+/// # Safety
+/// `mc` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut ErrBuf) -> i32 {
+    guard_ctl(err, "mc.close", || {
+        if mc.is_null() {
+            return einval("mc close: null membership");
+        }
+        // SAFETY: a membership `ep_join` boxed; the host closes it once, before its
+        // endpoint (the membership holds the endpoint open).
+        let m = unsafe { &*(mc as *const McObj) };
+        // SAFETY: the endpoint is still open (see above).
+        unsafe { ob::<EpOf<F>>(m.ep) }.leave(m.fi_addr)?;
+        // SAFETY: as above; not used again.
+        drop(unsafe { Box::from_raw(mc as *mut McObj) });
+        Ok(())
+    })
+}
+
+/// Slot `setname` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_setname<F: FabricOps>(
+    ep: Obj,
+    addr: *const u8,
+    addrlen: usize,
+) -> i32 {
+    guard("ep.setname", || {
+        st32(run(|| {
+            // SAFETY: `addr` valid for `addrlen` (contract); our boxed endpoint.
+            unsafe { ob::<EpOf<F>>(ep).setname(sl_req(addr, addrlen, "setname: null address")?) }
+        }))
+    })
+}
+
+/// Slot `getname` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_getname<F: FabricOps>(
+    ep: Obj,
+    addr: *mut u8,
+    addrlen: *mut usize,
+) -> i32 {
+    guard("ep.getname", || {
+        st32(run(|| {
+            // SAFETY: our boxed endpoint; buffers valid (contract).
+            unsafe { copy_out(&ob::<EpOf<F>>(ep).getname()?, addr, addrlen) }
+        }))
+    })
+}
+
+/// Slot `getpeer` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_getpeer<F: FabricOps>(
+    ep: Obj,
+    addr: *mut u8,
+    addrlen: *mut usize,
+) -> i32 {
+    guard("ep.getpeer", || {
+        st32(run(|| {
+            // SAFETY: our boxed endpoint; buffers valid (contract).
+            unsafe { copy_out(&ob::<EpOf<F>>(ep).getpeer()?, addr, addrlen) }
+        }))
+    })
+}
+
+/// Slot `connect` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_connect<F: FabricOps>(
+    ep: Obj,
+    addr: *const u8,
+    addrlen: usize,
+    param: *const u8,
+    paramlen: usize,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.connect", || {
+        // SAFETY: our boxed endpoint; buffers valid for their lengths (contract).
+        unsafe {
+            ob::<EpOf<F>>(ep).connect(
+                sl_req(addr, addrlen, "connect: null address")?,
+                sl_req(param, paramlen, "connect: null parameters")?,
+            )
+        }
+    })
+}
+
+/// Slot `accept` of the `ep` table.
+/// # Safety
+/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn ep_accept<F: FabricOps>(
+    ep: Obj,
+    param: *const u8,
+    paramlen: usize,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "ep.accept", || {
+        // SAFETY: our boxed endpoint; buffer valid (contract).
+        unsafe { ob::<EpOf<F>>(ep).accept(sl_req(param, paramlen, "accept: null parameters")?) }
+    })
+}
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EpOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<EpOf<F>>(obj) }
+}
+
+crate::for_each_ep_ctl_op!(ctl_trampolines);

@@ -1,0 +1,295 @@
+//! EQ slots of the adapters (see [`super`] for the object pointers and panics): the
+//! hand-written `fn` entries of the list of EQ operations
+//! ([`for_each_eq_op!`](crate::for_each_eq_op)), then the generated ones.
+
+use super::*;
+
+pub(super) fn is_cm(ev: EqEvent) -> bool {
+    matches!(
+        ev,
+        EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown
+    )
+}
+
+/// Bytes `ev` takes in a read buffer.
+pub(super) fn eq_entry_size(ev: &Event) -> usize {
+    if is_cm(ev.event) {
+        std::mem::size_of::<EqCmEntry>() + ev.cm_data.len()
+    } else {
+        std::mem::size_of::<EqEntry>()
+    }
+}
+
+/// Write `ev` into `buf` (checked to be large enough and aligned).
+///
+/// # Safety
+/// `buf` valid for `eq_entry_size(ev)` bytes of writes.
+pub(super) unsafe fn write_event<T>(
+    b: &EqBox<T>,
+    ev: Event,
+    event: *mut u32,
+    buf: *mut c_void,
+) -> Result<usize> {
+    let need = eq_entry_size(&ev);
+    if !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
+        return einval("eq read: misaligned buffer");
+    }
+    // SAFETY: `buf` valid and aligned for `need` bytes (checked/contract); `event` valid.
+    unsafe {
+        *event = ev.event.to_raw();
+        if is_cm(ev.event) {
+            let info = match ev.info {
+                None => std::ptr::null_mut(),
+                Some(i) => {
+                    let rb = RawInfoBox::new(&i);
+                    let p = rb.as_ptr() as *mut RawInfo;
+                    b.infos.lock().unwrap_or_else(|p| p.into_inner()).push(rb);
+                    p
+                }
+            };
+            (buf as *mut EqCmEntry).write(EqCmEntry { fid: ev.fid, info });
+            let data = (buf as *mut u8).add(std::mem::size_of::<EqCmEntry>());
+            std::ptr::copy_nonoverlapping(ev.cm_data.as_ptr(), data, ev.cm_data.len());
+        } else {
+            (buf as *mut EqEntry).write(EqEntry {
+                fid: ev.fid,
+                context: ev.context,
+                data: ev.data,
+            });
+        }
+    }
+    Ok(need)
+}
+
+/// Shared body of read and sread: peek, check room, then consume.
+///
+/// # Safety
+/// As [`write_event`]; `event` valid.
+pub(super) unsafe fn eq_read_common<T>(
+    b: &EqBox<T>,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+    mut next: impl FnMut(bool) -> Result<Event>,
+) -> Result<usize> {
+    need_out(event)?;
+    let peek = flags & OpFlags::PEEK.bits() != 0;
+    let first = next(true)?;
+    let need = eq_entry_size(&first);
+    if len < need || buf.is_null() {
+        return Err(Error::code_only(Errno::ETOOSMALL));
+    }
+    let ev = if peek { first } else { next(false)? };
+    if eq_entry_size(&ev) > len {
+        return Err(Error::code_only(Errno::ETOOSMALL));
+    }
+    // SAFETY: room checked; validity by contract.
+    unsafe { write_event(b, ev, event, buf) }
+}
+
+/// Slot `read` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_read<F: FabricOps>(
+    eq: Obj,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
+    guard("eq.read", || {
+        cnt(run(|| {
+            // SAFETY: our boxed EQ; buffers valid (contract).
+            unsafe {
+                let b = ob::<EqBox<EqOf<F>>>(eq);
+                eq_read_common(b, event, buf, len, flags, |peek| b.inner.read(peek))
+            }
+        }))
+    })
+}
+
+/// Slot `sread` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_sread<F: FabricOps>(
+    eq: Obj,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    timeout: i32,
+    flags: u64,
+) -> isize {
+    guard("eq.sread", || {
+        cnt(run(|| {
+            // SAFETY: our boxed EQ; buffers valid (contract).
+            unsafe {
+                let b = ob::<EqBox<EqOf<F>>>(eq);
+                let mut waited = false;
+                eq_read_common(b, event, buf, len, flags, |peek| {
+                    if waited {
+                        b.inner.read(peek)
+                    } else {
+                        waited = true;
+                        b.inner.sread(timeout, peek)
+                    }
+                })
+            }
+        }))
+    })
+}
+
+/// Slot `readerr` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_readerr<F: FabricOps>(
+    eq: Obj,
+    entry: *mut EqErrEntry,
+    _flags: u64,
+) -> isize {
+    guard("eq.readerr", || {
+        cnt(run(|| {
+            need_out(entry)?;
+            // SAFETY: our boxed EQ; `entry` valid (contract).
+            unsafe {
+                let b = ob::<EqBox<EqOf<F>>>(eq);
+                let e = b.inner.readerr()?;
+                let user_buf = (*entry).err_data;
+                let user_len = (*entry).err_data_size;
+                let (ptr, size) = b
+                    .err_data
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .hand_out(e.err_data, user_buf, user_len);
+                entry.write(EqErrEntry {
+                    fid: e.fid,
+                    context: e.context,
+                    data: e.data,
+                    err: e.err.0,
+                    prov_errno: e.prov_errno,
+                    err_data: ptr,
+                    err_data_size: size,
+                });
+            }
+            Ok(std::mem::size_of::<EqErrEntry>())
+        }))
+    })
+}
+
+/// Slot `write` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_write<F: FabricOps>(
+    eq: Obj,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    _flags: u64,
+) -> isize {
+    guard("eq.write", || {
+        cnt(run(|| {
+            let ev = EqEvent::from_raw(event)
+                .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
+            if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
+                return einval("eq write: null or misaligned buffer");
+            }
+            // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).
+            let e = unsafe {
+                if is_cm(ev) {
+                    if len < std::mem::size_of::<EqCmEntry>() {
+                        return einval("eq write: buffer smaller than a CM entry");
+                    }
+                    let cm = &*(buf as *const EqCmEntry);
+                    let info = if cm.info.is_null() {
+                        None
+                    } else {
+                        Some(Box::new(info_from_raw(cm.info)?))
+                    };
+                    let data = sl(
+                        (buf as *const u8).add(std::mem::size_of::<EqCmEntry>()),
+                        len - std::mem::size_of::<EqCmEntry>(),
+                    );
+                    Event {
+                        event: ev,
+                        fid: cm.fid,
+                        context: 0,
+                        data: 0,
+                        info,
+                        cm_data: data.to_vec(),
+                    }
+                } else {
+                    if len < std::mem::size_of::<EqEntry>() {
+                        return einval("eq write: buffer smaller than an entry");
+                    }
+                    let en = &*(buf as *const EqEntry);
+                    Event {
+                        event: ev,
+                        fid: en.fid,
+                        context: en.context,
+                        data: en.data,
+                        info: None,
+                        cm_data: Vec::new(),
+                    }
+                }
+            };
+            // SAFETY: our boxed EQ.
+            unsafe { ob::<EqBox<EqOf<F>>>(eq) }.inner.write(e)?;
+            Ok(len)
+        }))
+    })
+}
+
+/// Slot `strerror` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
+    eq: Obj,
+    prov_errno: i32,
+    err_data: *const c_void,
+    buf: *mut u8,
+    len: usize,
+) -> isize {
+    guard("eq.strerror", || {
+        // SAFETY: our boxed EQ.
+        let b = unsafe { ob::<EqBox<EqOf<F>>>(eq) };
+        // As cq_strerror: only data this EQ handed out is known.
+        let data = b
+            .err_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        let text = b.inner.strerror(prov_errno, &data);
+        // SAFETY: `buf` valid for `len` (contract).
+        unsafe { put_text(&text, buf, len) }
+    })
+}
+
+/// Slot `free_info` of the `eq` table.
+/// # Safety
+/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn eq_free_info<F: FabricOps>(eq: Obj, info: *mut RawInfo) -> i32 {
+    guard("eq.free_info", || {
+        // SAFETY: our boxed EQ.
+        let b = unsafe { ob::<EqBox<EqOf<F>>>(eq) };
+        let mut infos = b.infos.lock().unwrap_or_else(|p| p.into_inner());
+        match infos.iter().position(|i| std::ptr::eq(i.as_ptr(), info)) {
+            Some(k) => {
+                infos.swap_remove(k);
+                0
+            }
+            None => Errno::EINVAL.to_status(),
+        }
+    })
+}
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EqOf<F> {
+    // SAFETY: by this function's contract.
+    &unsafe { ob::<EqBox<EqOf<F>>>(obj) }.inner
+}
+
+crate::for_each_eq_op!(ctl_trampolines);

@@ -1,0 +1,150 @@
+//! Fabric slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// Slot `domain` of the fabric table.
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
+    fab: Obj,
+    info: *const RawInfo,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "fabric.domain", || {
+        need_out(out)?;
+        // SAFETY: our boxed fabric; `info` valid for the call (contract).
+        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
+        let d = f.domain(&info, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, d, Adapt::<F>::DOMAIN as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Slot `pep` of the fabric table.
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
+    fab: Obj,
+    info: *const RawInfo,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "fabric.passive_ep", || {
+        need_out(out)?;
+        // SAFETY: our boxed fabric; `info` valid for the call (contract).
+        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
+        let p = f.passive_ep(&info, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, p, Adapt::<F>::PEP as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Slot `eq_open` of the fabric table.
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn fab_eq_open<F: FabricOps>(
+    fab: Obj,
+    attr: *const RawEqAttr,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "fabric.eq_open", || {
+        need_out(out)?;
+        if attr.is_null() {
+            return einval("eq_open: null attributes");
+        }
+        // SAFETY: our boxed fabric; `attr` non-null and valid (contract).
+        let (f, raw) = unsafe { (ob::<F>(fab), *attr) };
+        let attr = EqAttr::from_raw(&RawEqAttr {
+            wait_set: std::ptr::null_mut(),
+            ..raw
+        })?;
+        let eq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+            // SAFETY: a wait set of this family, open (host contract).
+            Some(set) => f.eq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+            None => f.eq_open(&attr, context)?,
+        };
+        let b = EqBox {
+            inner: eq,
+            infos: Mutex::new(Vec::new()),
+            err_data: Mutex::new(ErrData::default()),
+        };
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, b, Adapt::<F>::EQ as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// The wait set named by an attribute's `wait_set`, checked against its `wait_obj`:
+/// `FI_WAIT_SET` needs a set, and a set needs `FI_WAIT_SET`.
+pub(super) fn wait_set_of(set: Obj, wait_obj: WaitObj) -> Result<Option<Obj>> {
+    match (set.is_null(), wait_obj == WaitObj::Set) {
+        (true, false) => Ok(None),
+        (false, true) => Ok(Some(set)),
+        (true, true) => einval("wait object FI_WAIT_SET without a wait set"),
+        (false, false) => einval("a wait set is given but the wait object is not FI_WAIT_SET"),
+    }
+}
+
+/// Slot `wait_open` of the fabric table.
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn fab_wait_open<F: FabricOps>(
+    fab: Obj,
+    attr: *const RawWaitAttr,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "fabric.wait_open", || {
+        need_out(out)?;
+        if attr.is_null() {
+            return einval("wait_open: null attributes");
+        }
+        // SAFETY: our boxed fabric; `attr` non-null and valid (contract).
+        let (f, attr) = unsafe { (ob::<F>(fab), WaitAttr::from_raw(&*attr)?) };
+        let w = f.wait_open(&attr)?;
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, w, Adapt::<F>::WAIT as *const _ as *const c_void) };
+        Ok(())
+    })
+}
+
+/// Slot `trywait` of the fabric table.
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
+    fab: Obj,
+    objs: *const RawFidRef,
+    count: usize,
+) -> i32 {
+    guard("fabric.trywait", || {
+        st32(run(|| {
+            // SAFETY: our boxed fabric; `objs` valid for `count` (contract), and each
+            // object is of this family (checked by the host).
+            unsafe {
+                let f = ob::<F>(fab);
+                let refs = sl_req(objs, count, "trywait: null array")?;
+                let mut list: Vec<TryWaitRef<'_, F>> = Vec::with_capacity(refs.len());
+                for r in refs {
+                    if r.obj.is_null() {
+                        return einval("trywait: null object");
+                    }
+                    list.push(match FidClass::from_raw(r.class) {
+                        Some(FidClass::Cq) => TryWaitRef::Cq(&ob::<CqBox<CqOf<F>>>(r.obj).inner),
+                        Some(FidClass::Eq) => TryWaitRef::Eq(&ob::<EqBox<EqOf<F>>>(r.obj).inner),
+                        Some(FidClass::Cntr) => TryWaitRef::Cntr(ob::<CntrOf<F>>(r.obj)),
+                        Some(FidClass::Wait) => TryWaitRef::Wait(ob::<WaitOf<F>>(r.obj)),
+                        _ => return einval("trywait: only CQs, EQs, counters and wait sets"),
+                    });
+                }
+                f.trywait(&list)
+            }
+        }))
+    })
+}

@@ -1,0 +1,803 @@
+//! Adapters: turn a safe provider implementation into the C-ABI tables.
+//!
+//! For a provider `P` with fabric type `F`, [`ProvAdapt::<P>::TABLE`] is its root table
+//! and [`Adapt::<F>`] holds one `'static` table per object class (associated consts, so
+//! every slot is a monomorphised `extern "C" fn slot<F>(...)` and a data call reaches the
+//! provider's method through one indirect call, without `dyn`).
+//!
+//! # Object pointers
+//!
+//! Every object the adapters hand out is a `Box` turned into a raw pointer: `Box<T>` for
+//! most classes, `Box<CqBox<T>>` for CQs (the format is kept next to the object) and
+//! `Box<EqBox<T>>` for EQs (connection infos and error data handed out are kept until
+//! released). The close slot calls the object's `close` hook and, if it succeeds,
+//! drops the box. The host guarantees (see [`crate::abi::object`]) that a pointer
+//! passed to a slot came from the same family's adapter and is still open; that is what
+//! makes the casts below sound.
+//!
+//! # Slot contract
+//!
+//! What every slot (an `unsafe extern "C" fn` of this module and its children)
+//! requires of its caller, and what its `# Safety` section refers to: the object
+//! pointer (the first argument) is an object this adapter handed out for family `F`,
+//! still open, passed to a slot of its own table; every pointer argument is valid as
+//! the C call's contract says (null only where the call allows it). The host
+//! guarantees both.
+//!
+//! # Panics
+//!
+//! Every slot runs its body under `catch_unwind`; a panic is logged with
+//! `tracing::error!`, written to the call's message buffer when it has one, and
+//! becomes `-FI_EOTHER`. Conversions of raw arguments that fail (an unknown enum value,
+//! a null array with a non-zero count) are `-FI_EINVAL`.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use crate::abi::raw::{
+    info_from_raw, rx_attr_from_raw, tx_attr_from_raw, AtomicAttr, CqErrEntry, EqCmEntry, EqEntry,
+    EqErrEntry, ErrBuf, FidClass, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp,
+    RawEqAttr, RawFidRef, RawInfo, RawInfoBox, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr,
+    RawTxAttr, RawWaitAttr,
+};
+use crate::abi::tables::{
+    AtomicTable, AvTable, CmTable, CntrTable, CqTable, DomainTable, EpTable, EqTable, FabricTable,
+    HostTable, MrTable, MsgTable, PepTable, ProviderTable, RmaTable, SlotRet, TaggedTable,
+    WaitTable,
+};
+use crate::abi::wire::{
+    fill_result, free_result, request_from_raw, RawGetinfoRequest, RawGetinfoResult,
+};
+use crate::abi::ProviderInstance;
+use crate::av::AvAttr;
+use crate::cntr::CntrAttr;
+use crate::cq::{CqAttr, CqBuf};
+use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, HmemIface, WaitObj};
+use crate::eq::{EqAttr, Event};
+use crate::error::{Errno, Error, Result};
+use crate::flags::OpFlags;
+use crate::getinfo::GetinfoOutcome;
+use crate::mr::MrAttr;
+use crate::provider::{
+    AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, DomainOps, EndpointOps, EpOf, EqOf,
+    EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, Provider, TryWaitRef,
+    WaitOf, WaitOps,
+};
+use crate::wait::WaitAttr;
+
+mod av;
+mod cm;
+mod cntr;
+mod cq;
+mod data;
+mod domain;
+mod ep;
+mod eq;
+mod fabric;
+mod mr;
+mod pep;
+mod wait;
+
+use self::av::*;
+use self::cq::*;
+use self::data::*;
+use self::domain::*;
+use self::ep::*;
+use self::fabric::*;
+use self::mr::*;
+use self::pep::*;
+
+// ---------------------------------------------------------------------------------------
+// Guards and conversions.
+
+fn panic_text(p: &(dyn Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string())
+}
+
+#[cold]
+fn report_panic(what: &str, p: Box<dyn Any + Send>) -> String {
+    let msg = format!("provider panicked in {what}: {}", panic_text(&*p));
+    tracing::error!(target: "ofi", prov = "core", subsys = "core", "{msg}");
+    msg
+}
+
+/// Run a slot body; a panic becomes `-FI_EOTHER`.
+#[inline(always)]
+fn guard<R: SlotRet>(what: &'static str, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            report_panic(what, p);
+            R::from_errno(Errno::EOTHER.0)
+        }
+    }
+}
+
+/// Run a control slot body; an error's message (or a panic's) goes to `err`.
+fn guard_ctl(err: *mut ErrBuf, what: &'static str, f: impl FnOnce() -> Result<()>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            if !e.message().is_empty() {
+                // SAFETY: `err` is null or the caller's message buffer (table contract).
+                unsafe { ErrBuf::write(err, e.message()) };
+            }
+            e.code().to_status()
+        }
+        Err(p) => {
+            let msg = report_panic(what, p);
+            // SAFETY: as above.
+            unsafe { ErrBuf::write(err, &msg) };
+            Errno::EOTHER.to_status()
+        }
+    }
+}
+
+/// Call `f` (keeps slot bodies that use `?` readable).
+#[inline(always)]
+fn run<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    f()
+}
+
+#[inline(always)]
+fn st(r: Result<()>) -> isize {
+    match r {
+        Ok(()) => 0,
+        Err(e) => -(e.code().0 as isize),
+    }
+}
+
+#[inline(always)]
+fn st32(r: Result<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.code().to_status(),
+    }
+}
+
+#[inline(always)]
+fn cnt(r: Result<usize>) -> isize {
+    match r {
+        Ok(n) => n.min(isize::MAX as usize) as isize,
+        Err(e) => -(e.code().0 as isize),
+    }
+}
+
+fn einval<T>(msg: &'static str) -> Result<T> {
+    Err(Error::new(Errno::EINVAL, msg))
+}
+
+/// A slice from pointer + count; null or 0 → empty.
+///
+/// # Safety
+/// A non-null `p` must be valid for `n` reads for `'a`.
+#[inline(always)]
+unsafe fn sl<'a, T>(p: *const T, n: usize) -> &'a [T] {
+    if p.is_null() || n == 0 {
+        &[]
+    } else {
+        // SAFETY: valid by the caller's contract.
+        unsafe { std::slice::from_raw_parts(p, n) }
+    }
+}
+
+/// Like [`sl`] but a null pointer with a non-zero count is an error.
+///
+/// # Safety
+/// As [`sl`].
+#[inline(always)]
+unsafe fn sl_req<'a, T>(p: *const T, n: usize, what: &'static str) -> Result<&'a [T]> {
+    if p.is_null() && n != 0 {
+        return einval(what);
+    }
+    // SAFETY: forwarded.
+    Ok(unsafe { sl(p, n) })
+}
+
+/// A mutable slice from pointer + count; a null pointer with a non-zero count is an
+/// error.
+///
+/// # Safety
+/// A non-null `p` must be valid for `n` writes for `'a`, not aliased.
+unsafe fn sl_mut<'a, T>(p: *mut T, n: usize, what: &'static str) -> Result<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return einval(what);
+    }
+    // SAFETY: valid by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// The object behind a pointer this adapter boxed.
+///
+/// # Safety
+/// `p` must come from `Box::<T>::into_raw` in this module and not be freed.
+#[inline(always)]
+unsafe fn ob<'a, T>(p: Obj) -> &'a T {
+    // SAFETY: by the caller's contract.
+    unsafe { &*(p as *const T) }
+}
+
+/// Box `v` and store it as an opened object with table `ops`.
+///
+/// # Safety
+/// `out` must be valid for writes.
+unsafe fn put_obj<T>(out: *mut RawObj, v: T, ops: *const c_void) {
+    // SAFETY: checked non-null by the callers before opening; valid by contract.
+    unsafe {
+        (*out).obj = Box::into_raw(Box::new(v)) as Obj;
+        (*out).ops = ops;
+    }
+}
+
+fn need_out<T>(out: *mut T) -> Result<()> {
+    if out.is_null() {
+        einval("null out-parameter")
+    } else {
+        Ok(())
+    }
+}
+
+fn datatype(raw: u32) -> Result<Datatype> {
+    Datatype::from_raw(raw).ok_or_else(|| Error::new(Errno::EINVAL, "unknown atomic datatype"))
+}
+
+fn atomic_op(raw: u32) -> Result<AtomicOp> {
+    AtomicOp::from_raw(raw).ok_or_else(|| Error::new(Errno::EINVAL, "unknown atomic operation"))
+}
+
+/// Copy `v` to a caller's buffer with in/out length; `-FI_ETOOSMALL` (with the needed
+/// length) if it does not fit, after copying what fits.
+///
+/// # Safety
+/// `len` valid for read/write; `buf` valid for `*len` bytes of writes.
+unsafe fn copy_out(v: &[u8], buf: *mut u8, len: *mut usize) -> Result<()> {
+    if len.is_null() {
+        return einval("null length");
+    }
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let cap = *len;
+        *len = v.len();
+        let n = v.len().min(cap);
+        if n > 0 {
+            if buf.is_null() {
+                return einval("null buffer");
+            }
+            std::ptr::copy_nonoverlapping(v.as_ptr(), buf, n);
+        }
+        if v.len() > cap {
+            return Err(Error::code_only(Errno::ETOOSMALL));
+        }
+    }
+    Ok(())
+}
+
+/// The error data of the last `readerr` of a CQ or EQ, kept by the adapter: handed out
+/// as a pointer when the caller gave no buffer (valid until the next `readerr`), and
+/// recognised by address when the caller passes it back to `strerror` (the C call
+/// carries no length, so only data this adapter handed out can be passed on).
+#[derive(Default)]
+struct ErrData {
+    /// The data, whole.
+    data: Vec<u8>,
+    /// The caller's buffer it was last copied into (address) and how many bytes.
+    copied_to: usize,
+    copied: usize,
+}
+
+impl ErrData {
+    /// Deliver `data` by the fi_cq(3)/fi_eq(3) rules: into the caller's buffer (up to
+    /// `user_len` bytes) when `user_buf` is non-null and `user_len` > 0, else as a
+    /// pointer to the kept copy (null when empty). Returns the `err_data` and
+    /// `err_data_size` to report.
+    ///
+    /// # Safety
+    /// A non-null `user_buf` with `user_len` > 0 must be valid for `user_len` bytes of
+    /// writes.
+    unsafe fn hand_out(
+        &mut self,
+        data: Vec<u8>,
+        user_buf: *mut c_void,
+        user_len: usize,
+    ) -> (*mut c_void, usize) {
+        self.data = data;
+        if !user_buf.is_null() && user_len > 0 {
+            let n = self.data.len().min(user_len);
+            // SAFETY: `user_buf` valid for `user_len` >= n bytes (contract); our Vec
+            // does not overlap the caller's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr(), user_buf as *mut u8, n) };
+            self.copied_to = user_buf as usize;
+            self.copied = n;
+            (user_buf, n)
+        } else {
+            self.copied_to = 0;
+            self.copied = 0;
+            if self.data.is_empty() {
+                (std::ptr::null_mut(), 0)
+            } else {
+                (self.data.as_mut_ptr() as *mut c_void, self.data.len())
+            }
+        }
+    }
+
+    /// The bytes `p` stands for: the kept data when `p` is its address, what was copied
+    /// when `p` is the caller's buffer it was copied into, else nothing (null or a
+    /// pointer of unknown length, which is never read).
+    fn lookup(&self, p: *const c_void) -> Vec<u8> {
+        if p.is_null() || self.data.is_empty() {
+            Vec::new()
+        } else if std::ptr::eq(p as *const u8, self.data.as_ptr()) && self.copied_to == 0 {
+            self.data.clone()
+        } else if p as usize == self.copied_to {
+            self.data[..self.copied].to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// A completion queue as this adapter boxes it: the provider's object plus the format
+/// and wait condition it was opened with, and the error data it handed out.
+pub struct CqBox<T> {
+    inner: T,
+    format: CqFormat,
+    wait_cond: CqWaitCond,
+    err_data: Mutex<ErrData>,
+}
+
+/// An event queue as this adapter boxes it: the provider's object plus what it handed
+/// out and must keep until released (connection infos, error data).
+pub struct EqBox<T> {
+    inner: T,
+    infos: Mutex<Vec<RawInfoBox>>,
+    err_data: Mutex<ErrData>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Provider root and plugin init.
+
+/// The root table of provider `P`.
+pub struct ProvAdapt<P>(PhantomData<P>);
+
+impl<P: Provider> ProvAdapt<P> {
+    /// `P`'s provider table.
+    pub const TABLE: &'static ProviderTable = &ProviderTable {
+        size: std::mem::size_of::<ProviderTable>(),
+        getinfo: prov_getinfo::<P>,
+        free_getinfo: prov_free_getinfo::<P>,
+        fabric: prov_fabric::<P>,
+        cleanup: prov_cleanup::<P>,
+    };
+}
+
+/// The entry's init for provider `P`: installs the host table and log forwarder when
+/// running inside a plugin, runs `P::init`, returns the context and root table.
+///
+/// # Safety
+/// `host` must be a host table valid for the life of the process; `out` valid for
+/// writes of a `ProviderInstance`.
+pub unsafe extern "C" fn plugin_init<P: Provider>(
+    host: *const HostTable,
+    out: *mut ProviderInstance,
+) -> i32 {
+    let err: *mut ErrBuf = if out.is_null() {
+        std::ptr::null_mut()
+    } else {
+        // SAFETY: non-null and valid by contract.
+        unsafe { &mut (*out).err }
+    };
+    guard_ctl(err, "init", || {
+        if host.is_null() || out.is_null() {
+            return einval("init: null host table or out-parameter");
+        }
+        // SAFETY: non-null; valid by contract.
+        let size = unsafe { (*out).struct_size };
+        if size < ProviderInstance::LAYOUT.size_for_minor(0) {
+            return einval("init: ProviderInstance too small");
+        }
+        // SAFETY: the host table is valid for the life of the process (contract).
+        let table: &'static HostTable = unsafe { &*host };
+        if table.size < HostTable::LAYOUT.size_for_minor(0) {
+            return einval("init: host table too small");
+        }
+        // SAFETY: as above.
+        if unsafe { crate::abi::host::install(host) } {
+            // We are a plugin with our own copy of the core: forward our log events.
+            // SAFETY: a slot of the host's valid table.
+            let level = unsafe { crate::abi::tables::call_slot!(table, HostTable.log_level()) };
+            crate::log::install_plugin_forwarder_at(table.log, level.clamp(0, 5) as u8);
+            // Our copy of std has a panic hook of its own, which would print to stderr
+            // (with a backtrace under RUST_BACKTRACE) before the boundary catches the
+            // panic. Send the report through the host's log instead: the boundary then
+            // logs the failed call and returns FI_EOTHER. Only this plugin's panics
+            // are affected; the host's hook is untouched.
+            std::panic::set_hook(Box::new(|info| {
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                tracing::debug!(target: "ofi", prov = P::NAME, subsys = "core",
+                    "panic{at}: {}", panic_text(info.payload()));
+            }));
+        }
+        let h = Host::with_table(table, P::NAME);
+        let prov = P::init(&h)?;
+        let ctx = Box::into_raw(Box::new(prov)) as Obj;
+        // SAFETY: `out` valid for writes (contract).
+        unsafe {
+            (*out).ctx = ctx;
+            (*out).ops = ProvAdapt::<P>::TABLE;
+        }
+        Ok(())
+    })
+}
+
+/// Slot `getinfo` of the provider root table.
+///
+/// # Safety
+/// `prov` must be the instance [`plugin_init`] produced for `P`; every pointer argument
+/// valid as the slot's contract in [`ProviderTable`] says.
+unsafe extern "C" fn prov_getinfo<P: Provider>(
+    prov: Obj,
+    req: *const RawGetinfoRequest,
+    out: *mut RawGetinfoResult,
+) -> i32 {
+    guard("getinfo", || {
+        if out.is_null() {
+            return Errno::EINVAL.to_status();
+        }
+        // SAFETY: `req` valid for the call (contract).
+        let outcome = match unsafe { request_from_raw(req) } {
+            // SAFETY: `prov` is the provider plugin_init boxed.
+            Ok(req) => unsafe { ob::<P>(prov) }.getinfo(&req),
+            Err(e) => GetinfoOutcome {
+                error: Some(e),
+                ..GetinfoOutcome::default()
+            },
+        };
+        // SAFETY: `out` valid for writes; released by prov_free_getinfo.
+        unsafe { fill_result(&outcome, out) };
+        0
+    })
+}
+
+/// Slot `free_getinfo` of the provider root table.
+///
+/// # Safety
+/// `prov` must be the instance [`plugin_init`] produced for `P`; every pointer argument
+/// valid as the slot's contract in [`ProviderTable`] says.
+#[allow(clippy::extra_unused_type_parameters)]
+unsafe extern "C" fn prov_free_getinfo<P: Provider>(_prov: Obj, out: *mut RawGetinfoResult) -> i32 {
+    guard("free_getinfo", || {
+        // SAFETY: filled by prov_getinfo of this copy (contract).
+        unsafe { free_result(out) };
+        0
+    })
+}
+
+/// Slot `fabric` of the provider root table.
+///
+/// # Safety
+/// `prov` must be the instance [`plugin_init`] produced for `P`; every pointer argument
+/// valid as the slot's contract in [`ProviderTable`] says.
+unsafe extern "C" fn prov_fabric<P: Provider>(
+    prov: Obj,
+    info: *const RawInfo,
+    _context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "fabric", || {
+        need_out(out)?;
+        // SAFETY: our boxed provider; `info` valid for the call (contract).
+        let (p, info) = unsafe { (ob::<P>(prov), info_from_raw(info)?) };
+        let f = p.fabric(&info)?;
+        // SAFETY: `out` checked non-null.
+        unsafe {
+            put_obj(
+                out,
+                f,
+                Adapt::<P::Fabric>::FABRIC as *const _ as *const c_void,
+            )
+        };
+        Ok(())
+    })
+}
+
+/// Slot `cleanup` of the provider root table.
+///
+/// # Safety
+/// `prov` must be the instance [`plugin_init`] produced for `P`; every pointer argument
+/// valid as the slot's contract in [`ProviderTable`] says.
+unsafe extern "C" fn prov_cleanup<P: Provider>(prov: Obj) -> i32 {
+    guard("cleanup", || {
+        if !prov.is_null() {
+            // SAFETY: from Box::into_raw in plugin_init; the host calls cleanup once.
+            drop(unsafe { Box::from_raw(prov as *mut P) });
+        }
+        0
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// The family tables.
+
+/// Every object table of family `F` (the provider's fabric type).
+pub struct Adapt<F>(PhantomData<F>);
+
+impl<F: FabricOps> Adapt<F> {
+    /// Fabric table.
+    pub const FABRIC: &'static FabricTable = &FabricTable {
+        size: std::mem::size_of::<FabricTable>(),
+        close: close_fabric::<F>,
+        domain: fab_domain::<F>,
+        passive_ep: fab_pep::<F>,
+        eq_open: fab_eq_open::<F>,
+        wait_open: fab_wait_open::<F>,
+        trywait: fab_trywait::<F>,
+    };
+
+    /// Domain table.
+    pub const DOMAIN: &'static DomainTable = &DomainTable {
+        size: std::mem::size_of::<DomainTable>(),
+        close: close_domain::<F>,
+        bind: dom_bind::<F>,
+        endpoint: dom_endpoint::<F>,
+        scalable_ep: dom_scalable_ep::<F>,
+        cq_open: dom_cq_open::<F>,
+        cntr_open: dom_cntr_open::<F>,
+        av_open: dom_av_open::<F>,
+        mr_reg: dom_mr_reg::<F>,
+        mr_regv: dom_mr_regv::<F>,
+        mr_regattr: dom_mr_regattr::<F>,
+        query_atomic: dom_query_atomic::<F>,
+        stx_ctx: dom_stx_ctx::<F>,
+        srx_ctx: dom_srx_ctx::<F>,
+    };
+
+    /// Endpoint control table (generated from its list).
+    pub const EP: &'static EpTable = <EpTable as CtlSlots<F>>::TABLE;
+
+    /// Connection management table (generated from its list).
+    pub const CM: &'static CmTable = <CmTable as CtlSlots<F>>::TABLE;
+
+    /// Message table.
+    pub const MSG: &'static MsgTable = <MsgTable as DataSlots<F>>::TABLE;
+
+    /// Tagged message table.
+    pub const TAGGED: &'static TaggedTable = <TaggedTable as DataSlots<F>>::TABLE;
+
+    /// RMA table.
+    pub const RMA: &'static RmaTable = <RmaTable as DataSlots<F>>::TABLE;
+
+    /// Atomic table.
+    pub const ATOMIC: &'static AtomicTable = <AtomicTable as DataSlots<F>>::TABLE;
+
+    /// Passive endpoint table.
+    pub const PEP: &'static PepTable = &PepTable {
+        size: std::mem::size_of::<PepTable>(),
+        close: close_pep::<F>,
+        bind: pep_bind::<F>,
+        listen: pep_listen::<F>,
+        reject: pep_reject::<F>,
+        getname: pep_getname::<F>,
+        setname: pep_setname::<F>,
+        getopt: pep_getopt::<F>,
+        setopt: pep_setopt::<F>,
+    };
+
+    /// Completion queue table (generated from its list).
+    pub const CQ: &'static CqTable = <CqTable as CtlSlots<F>>::TABLE;
+
+    /// Event queue table (generated from its list).
+    pub const EQ: &'static EqTable = <EqTable as CtlSlots<F>>::TABLE;
+
+    /// Counter table (generated from its list).
+    pub const CNTR: &'static CntrTable = <CntrTable as CtlSlots<F>>::TABLE;
+
+    /// Address vector table.
+    pub const AV: &'static AvTable = &AvTable {
+        size: std::mem::size_of::<AvTable>(),
+        close: close_av::<F>,
+        bind: av_bind::<F>,
+        insert: av_insert::<F>,
+        insertsvc: av_insertsvc::<F>,
+        insertsym: av_insertsym::<F>,
+        remove: av_remove::<F>,
+        lookup: av_lookup::<F>,
+        straddr: av_straddr::<F>,
+    };
+
+    /// Memory region table.
+    pub const MR: &'static MrTable = &MrTable {
+        size: std::mem::size_of::<MrTable>(),
+        close: close_mr::<F>,
+        key: mr_key::<F>,
+        desc: mr_desc::<F>,
+        bind: mr_bind::<F>,
+        refresh: mr_refresh::<F>,
+        enable: mr_enable::<F>,
+    };
+
+    /// Wait set table (generated from its list).
+    pub const WAIT: &'static WaitTable = <WaitTable as CtlSlots<F>>::TABLE;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables generated from the lists of control operations (`abi::ctl_ops`).
+
+/// The table of a class whose operations are listed in [`crate::abi::ctl_ops`]: each
+/// `op` entry's slot is a trampoline of the class's `slots` module, each `fn` entry's
+/// its hand-written adapter (`hand::<name>` when the entry names none).
+trait CtlSlots<F: FabricOps>: 'static {
+    const TABLE: &'static Self;
+}
+
+/// Writes, from a class's list, its `slots` module (one trampoline per `op` entry:
+/// catches panics, calls the provider method of the same name, writes an `out`/`val`
+/// result, `FI_EINVAL` for a null result pointer) and the class's [`CtlSlots`] impl.
+/// Invoke in the class's adapter file, which defines `this::<F>(obj)`: the provider's
+/// object behind a slot's object pointer.
+macro_rules! ctl_trampolines {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        /// The trampolines of the class's listed operations.
+        pub(super) mod slots {
+            use super::*;
+            $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf} $($list)* }
+        }
+
+        impl<F: FabricOps> CtlSlots<F> for $Table {
+            const TABLE: &'static $Table = &{
+                let mut t = *$Table::ENOSYS;
+                $crate::__ctl_each! { [ctl_assign] {t} $($list)* }
+                t
+            };
+        }
+    };
+}
+
+/// One trampoline (see [`ctl_trampolines!`]).
+macro_rules! ctl_trampoline {
+    ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: a count, or `-FI_x`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]).
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> isize {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                // SAFETY: our boxed object (this function's contract).
+                cnt(unsafe { this::<F>(obj) }.$name($($a),*))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]).
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                // SAFETY: our boxed object (this function's contract).
+                st32(unsafe { this::<F>(obj) }.$name($($a),*))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the result into `*out`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out` null or valid for a write.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut $rt) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(out)?;
+                    // SAFETY: our boxed object (this function's contract).
+                    let v = unsafe { this::<F>(obj) }.$name($($a),*)?;
+                    // SAFETY: `out` non-null and valid for a write (contract).
+                    unsafe { out.write(v) };
+                    Ok(())
+                }))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the value into `*out`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out` null or valid for a write.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut $rt) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(out)?;
+                    // SAFETY: our boxed object (this function's contract).
+                    let v = unsafe { this::<F>(obj) }.$name($($a),*);
+                    // SAFETY: `out` non-null and valid for a write (contract).
+                    unsafe { out.write(v) };
+                    Ok(())
+                }))
+            })
+        }
+    };
+}
+
+/// One slot of a generated table (see [`ctl_trampolines!`]).
+macro_rules! ctl_assign {
+    ({$t:ident} fn $name:ident []) => {
+        $t.$name = hand::$name::<F>;
+    };
+    ({$t:ident} fn $name:ident [$adapter:ident]) => {
+        $t.$name = $adapter::<F>;
+    };
+    ({$t:ident} $(#[$doc:meta])* op $name:ident $($rest:tt)*) => {
+        $t.$name = slots::$name::<F>;
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Close.
+
+/// Close an object boxed as `T`: run its close hook, then drop the box.
+///
+/// # Safety
+/// `obj` must be a `Box<T>` this adapter handed out, not yet closed; nothing uses it
+/// after a successful close (host contract).
+unsafe fn close_with<T>(obj: Obj, err: *mut ErrBuf, hook: impl FnOnce(&T) -> Result<()>) -> i32 {
+    guard_ctl(err, "close", || {
+        if obj.is_null() {
+            return einval("close: null object");
+        }
+        // SAFETY: by this function's contract.
+        hook(unsafe { ob::<T>(obj) })?;
+        // SAFETY: as above; the host calls close once and never uses the object after.
+        drop(unsafe { Box::from_raw(obj as *mut T) });
+        Ok(())
+    })
+}
+
+/// Defines the close slot of one class.
+macro_rules! close_slot {
+    ($name:ident, $t:ty, |$o:ident| $hook:expr) => {
+        /// The close slot of one class: the object's close hook, then the box is
+        /// dropped.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table, and not used after a successful close
+        /// (host contract, see [`crate::abi::object`]); `err` null or valid.
+        pub(super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, err: *mut ErrBuf) -> i32 {
+            // SAFETY: the host passes this table's own object and closes it once.
+            unsafe { close_with::<$t>(obj, err, |$o| $hook) }
+        }
+    };
+}
+
+use {close_slot, ctl_assign, ctl_trampoline, ctl_trampolines};
+
+close_slot!(close_fabric, F, |o| FabricOps::close(o));
+close_slot!(close_domain, F::Domain, |o| DomainOps::<F>::close(o));
+close_slot!(close_ep, EpOf<F>, |o| EndpointOps::<F>::close(o));
+close_slot!(close_pep, F::PassiveEp, |o| PassiveEndpointOps::<F>::close(
+    o
+));
+close_slot!(close_cq, CqBox<CqOf<F>>, |o| CqOps::close(&o.inner));
+close_slot!(close_eq, EqBox<EqOf<F>>, |o| EqOps::close(&o.inner));
+close_slot!(close_av, AvOf<F>, |o| AvOps::<F>::close(o));
+close_slot!(close_mr, MrOf<F>, |o| MrOps::<F>::close(o));

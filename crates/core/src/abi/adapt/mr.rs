@@ -1,0 +1,81 @@
+//! MR slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// Slot `key` of the `mr` table.
+/// # Safety
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn mr_key<F: FabricOps>(mr: Obj, key: *mut u64) -> i32 {
+    guard("mr.key", || {
+        if key.is_null() {
+            return Errno::EINVAL.to_status();
+        }
+        // SAFETY: our boxed MR; `key` valid (contract).
+        unsafe { key.write(ob::<MrOf<F>>(mr).key()) };
+        0
+    })
+}
+
+/// Slot `desc` of the `mr` table.
+/// # Safety
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn mr_desc<F: FabricOps>(mr: Obj, desc: *mut *mut c_void) -> i32 {
+    guard("mr.desc", || {
+        if desc.is_null() {
+            return Errno::EINVAL.to_status();
+        }
+        // SAFETY: our boxed MR; `desc` valid (contract).
+        unsafe { desc.write(ob::<MrOf<F>>(mr).desc()) };
+        0
+    })
+}
+
+/// Slot `bind` of the `mr` table.
+/// # Safety
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
+    mr: Obj,
+    target: RawFidRef,
+    flags: u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "mr.bind", || {
+        if target.obj.is_null() {
+            return einval("MR bind: null object");
+        }
+        // SAFETY: our boxed MR and an object of this family of the announced class.
+        unsafe {
+            let t = match FidClass::from_raw(target.class) {
+                Some(FidClass::Ep) => MrBindTarget::Ep(ob::<EpOf<F>>(target.obj)),
+                Some(FidClass::Cntr) => MrBindTarget::Cntr(ob::<CntrOf<F>>(target.obj)),
+                _ => return einval("MR bind: only an endpoint or a counter can be bound"),
+            };
+            ob::<MrOf<F>>(mr).bind(t, flags)
+        }
+    })
+}
+
+/// Slot `refresh` of the `mr` table.
+/// # Safety
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
+    mr: Obj,
+    iov: *const Iov,
+    count: usize,
+    flags: u64,
+) -> i32 {
+    guard("mr.refresh", || {
+        st32(run(|| {
+            // SAFETY: our boxed MR; `iov` valid (contract).
+            unsafe { ob::<MrOf<F>>(mr).refresh(sl_req(iov, count, "refresh: null iov")?, flags) }
+        }))
+    })
+}
+
+/// Slot `enable` of the `mr` table.
+/// # Safety
+/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn mr_enable<F: FabricOps>(mr: Obj, err: *mut ErrBuf) -> i32 {
+    // SAFETY: our boxed MR (host contract).
+    guard_ctl(err, "mr.enable", || unsafe { ob::<MrOf<F>>(mr) }.enable())
+}

@@ -1,0 +1,128 @@
+//! Passive endpoint slots of the adapters (see [`super`] for the object pointers and panics).
+
+use super::*;
+
+/// Slot `bind` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
+    pep: Obj,
+    target: RawFidRef,
+    flags: u64,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "pep.bind", || {
+        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
+            return einval("passive endpoint bind: only an event queue can be bound");
+        }
+        // SAFETY: our boxed passive endpoint and an EQ of this family (host contract).
+        unsafe { ob::<F::PassiveEp>(pep).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
+    })
+}
+
+/// Slot `listen` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_listen<F: FabricOps>(pep: Obj, err: *mut ErrBuf) -> i32 {
+    guard_ctl(err, "pep.listen", || {
+        // SAFETY: our boxed passive endpoint (host contract).
+        unsafe { ob::<F::PassiveEp>(pep) }.listen()
+    })
+}
+
+/// Slot `reject` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_reject<F: FabricOps>(
+    pep: Obj,
+    handle: usize,
+    param: *const u8,
+    paramlen: usize,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "pep.reject", || {
+        // SAFETY: our boxed passive endpoint; buffer valid (contract).
+        unsafe {
+            ob::<F::PassiveEp>(pep)
+                .reject(handle, sl_req(param, paramlen, "reject: null parameters")?)
+        }
+    })
+}
+
+/// Slot `getname` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_getname<F: FabricOps>(
+    pep: Obj,
+    addr: *mut u8,
+    addrlen: *mut usize,
+) -> i32 {
+    guard("pep.getname", || {
+        st32(run(|| {
+            // SAFETY: our boxed passive endpoint; buffers valid (contract).
+            unsafe { copy_out(&ob::<F::PassiveEp>(pep).getname()?, addr, addrlen) }
+        }))
+    })
+}
+
+/// Slot `setname` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_setname<F: FabricOps>(
+    pep: Obj,
+    addr: *const u8,
+    addrlen: usize,
+) -> i32 {
+    guard("pep.setname", || {
+        st32(run(|| {
+            // SAFETY: our boxed passive endpoint; buffer valid (contract).
+            unsafe {
+                ob::<F::PassiveEp>(pep).setname(sl_req(addr, addrlen, "setname: null address")?)
+            }
+        }))
+    })
+}
+
+/// Slot `getopt` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_getopt<F: FabricOps>(
+    pep: Obj,
+    level: i32,
+    optname: i32,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> i32 {
+    guard("pep.getopt", || {
+        st32(run(|| {
+            need_out(optlen)?;
+            // SAFETY: `optlen` valid; `optval` valid for `*optlen` bytes (contract).
+            let buf = unsafe { sl_mut(optval as *mut u8, *optlen, "getopt: null buffer")? };
+            // SAFETY: our boxed passive endpoint.
+            let n = unsafe { ob::<F::PassiveEp>(pep) }.getopt(level, optname, buf)?;
+            // SAFETY: `optlen` valid.
+            unsafe { *optlen = n };
+            Ok(())
+        }))
+    })
+}
+
+/// Slot `setopt` of the `pep` table.
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
+    pep: Obj,
+    level: i32,
+    optname: i32,
+    optval: *const c_void,
+    optlen: usize,
+) -> i32 {
+    guard("pep.setopt", || {
+        st32(run(|| {
+            // SAFETY: `optval` valid for `optlen` bytes (contract).
+            let v = unsafe { sl_req(optval as *const u8, optlen, "setopt: null value")? };
+            // SAFETY: our boxed passive endpoint.
+            unsafe { ob::<F::PassiveEp>(pep) }.setopt(level, optname, v)
+        }))
+    })
+}

@@ -1,0 +1,500 @@
+//! The lists of the control operations of an object class, and what is generated
+//! from them.
+//!
+//! Like the data operations of an endpoint ([`crate::abi::ops`]), the operations of a
+//! class are declared **once**, in one x-macro per class: `for_each_<class>_op!(gen)`
+//! expands to `gen! { …the class's list… }`. Lists so far:
+//! [`for_each_ep_ctl_op!`](crate::for_each_ep_ctl_op) (endpoint control),
+//! [`for_each_cm_op!`](crate::for_each_cm_op) (connection management),
+//! [`for_each_cq_op!`](crate::for_each_cq_op) (completion queues),
+//! [`for_each_eq_op!`](crate::for_each_eq_op) (event queues),
+//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
+//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets).
+//!
+//! | generated | generator | where |
+//! | --- | --- | --- |
+//! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
+//! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
+//! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs`, `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
+//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`) |
+//!
+//! # Grammar of a list
+//!
+//! ```text
+//! /// doc of the table
+//! class TableType ProviderTrait ObjOf HostType {
+//!     entry*
+//! }
+//! ```
+//!
+//! `class` names the class in messages (`cntr`), `TableType` its ops table,
+//! `ProviderTrait` the provider trait, `ObjOf` the alias naming the provider's type of
+//! a family (`CntrOf<F>`), `HostType` the public wrapper. An entry is one of:
+//!
+//! ```text
+//! /// doc
+//! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
+//! /// doc
+//! op name(arg: Type, …) [via Variant] [-> out T | -> val T | -> count usize] [= default];
+//! ```
+//!
+//! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
+//!   for a slot appended by interface minor N, as in `abi_table!`); the other pieces
+//!   are written by hand. Its adapter is `adapter`, or `hand::<name>`
+//!   without one, in the class's adapter file (`abi/adapt/<class>.rs`).
+//! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
+//!   reaches the provider's object: a plain box, or a box with the CQ's format next to
+//!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
+//!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
+//! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
+//!   from the host method through the slot to the provider method (scalars only).
+//!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
+//!   - without `->`: the provider and host methods return `Result<()>`;
+//!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
+//!     provider and host methods return `Result<T>`;
+//!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
+//!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
+//!     provider and host methods `Result<usize>`.
+//!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
+//!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
+//!   - `= default`: the provider method's default body (an expression); without it
+//!     the method is required.
+//!
+//! Adding an operation to a listed class is one `op` entry (appended: tables only
+//! grow at the end) plus its implementation in the providers that support it — when
+//! its shape is one of the above; otherwise a `fn` entry and the pieces by hand.
+//!
+//! The endpoint's lists and [`for_each_ep_data_op!`](crate::for_each_ep_data_op) are
+//! separate: the data list keeps its own grammar (its generators, in this crate and in
+//! others, match it as it is).
+//!
+//! # Invariants
+//!
+//! - The order of the entries is the order of the table's slots (after `size`); a
+//!   table only grows at the end. The layout fingerprint covers each slot's name and
+//!   signature, so a generated table that equals the hand-written one has the same
+//!   fingerprint (pinned in `abi::tests::fingerprints_are_pinned`).
+//! - A generated slot catches panics (`-FI_EOTHER`, logged) like every adapter.
+
+/// The one list of an active endpoint's control operations (its data operations are
+/// in [`for_each_ep_data_op!`](crate::for_each_ep_data_op); see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_ep_ctl_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
+            ep EpTable EndpointOps EpOf Endpoint {
+                /// Close the endpoint.
+                fn close(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_ep;
+                /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
+                fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind;
+                /// `fi_enable`.
+                fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable;
+                /// `fi_control` with a provider-defined command.
+                fn control(ep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_control;
+                /// `fi_ep_alias`.
+                fn alias(ep: $crate::abi::raw::Obj, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_alias;
+                /// `fi_cancel`.
+                fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
+                /// `fi_getopt`; `optlen` is in/out.
+                fn getopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => ep_getopt;
+                /// `fi_setopt`.
+                fn setopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => ep_setopt;
+                /// `fi_tx_context` of a scalable endpoint.
+                fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx;
+                /// `fi_rx_context` of a scalable endpoint.
+                fn rx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_rx_ctx;
+                /// `fi_rx_size_left`.
+                op rx_size_left() -> count usize = $crate::provider::enosys_fast();
+                /// `fi_tx_size_left`.
+                op tx_size_left() -> count usize = $crate::provider::enosys_fast();
+                /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
+                /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
+                /// that sends to the group use.
+                fn @1 join(ep: $crate::abi::raw::Obj, addr: *const $crate::abi::raw::RawAddr, flags: u64, context: usize, out_mc: *mut $crate::abi::raw::Obj, out_fi_addr: *mut u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_join;
+                /// `fi_close` of a membership from `join` (minor 1): leave the group and free
+                /// the object.
+                fn @1 mc_close(mc: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_mc_close;
+            }
+        }
+    };
+}
+
+/// The one list of an active endpoint's connection management operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_cm_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Connection management of active endpoints (`fi_ops_cm`).
+            cm CmTable EndpointOps EpOf Endpoint {
+                /// `fi_setname`.
+                fn setname(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => ep_setname;
+                /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
+                fn getname(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getname;
+                /// `fi_getpeer`; as `getname`.
+                fn getpeer(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getpeer;
+                /// `fi_connect`.
+                fn connect(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_connect;
+                /// `fi_accept`.
+                fn accept(ep: $crate::abi::raw::Obj, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_accept;
+                /// `fi_shutdown`.
+                op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
+            }
+        }
+    };
+}
+
+/// The one list of a completion queue's operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_cq_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
+            cq CqTable CqOps CqOf CompletionQueue {
+                /// Close the CQ.
+                fn close(cq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_cq;
+                /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
+                fn read(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize) -> isize => cq_read;
+                /// `fi_cq_readfrom`: also the source address of each entry.
+                fn readfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64) -> isize => cq_readfrom;
+                /// `fi_cq_readerr`.
+                fn readerr(cq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::CqErrEntry, flags: u64) -> isize => cq_readerr;
+                /// `fi_cq_sread`; timeout in ms, -1 = forever.
+                fn sread(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sread;
+                /// `fi_cq_sreadfrom`.
+                fn sreadfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sreadfrom;
+                /// `fi_cq_signal`: wake a thread blocked in `sread`.
+                op signal() = $crate::provider::enosys("signal is not supported");
+                /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
+                fn strerror(cq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => cq_strerror;
+                /// The CQ's wait file descriptor, for poll/epoll (`FI_GETWAIT`).
+                op wait_fd() -> out i32 = $crate::provider::enosys("this CQ has no wait fd");
+            }
+        }
+    };
+}
+
+/// The one list of an event queue's operations (see the
+/// [module docs](crate::abi::ctl_ops) for the grammar).
+#[macro_export]
+macro_rules! for_each_eq_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
+            eq EqTable EqOps EqOf EventQueue {
+                /// Close the EQ.
+                fn close(eq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_eq;
+                /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
+                /// connection data); returns the bytes written.
+                fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read;
+                /// `fi_eq_readerr`.
+                fn readerr(eq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::EqErrEntry, flags: u64) -> isize => eq_readerr;
+                /// `fi_eq_write`.
+                fn write(eq: $crate::abi::raw::Obj, event: u32, buf: *const ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_write;
+                /// `fi_eq_sread`.
+                fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread;
+                /// `fi_eq_strerror`.
+                fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror;
+                /// The EQ's wait file descriptor.
+                op wait_fd() -> out i32 = $crate::provider::enosys("this EQ has no wait fd");
+                /// Release the info of a connection event read from this EQ.
+                fn free_info(eq: $crate::abi::raw::Obj, info: *mut $crate::abi::raw::RawInfo) -> i32 => eq_free_info;
+            }
+        }
+    };
+}
+
+/// The one list of a counter's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_cntr_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
+            cntr CntrTable CntrOps CntrOf Counter {
+                /// Close the counter.
+                fn close(cntr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// `fi_cntr_read`: the number of completed operations (drives progress).
+                op read() via CntrRead -> val u64;
+                /// `fi_cntr_readerr`: the number of failed operations.
+                op readerr() -> val u64;
+                /// `fi_cntr_add`.
+                op add(value: u64);
+                /// `fi_cntr_set`.
+                op set(value: u64);
+                /// `fi_cntr_adderr`.
+                op adderr(value: u64) = $crate::provider::enosys_fast();
+                /// `fi_cntr_seterr`.
+                op seterr(value: u64) = $crate::provider::enosys_fast();
+                /// `fi_cntr_wait`: until the count reaches `threshold`, or `timeout` ms
+                /// pass (`FI_ETIMEDOUT`; -1 = forever).
+                op wait(threshold: u64, timeout: i32) = $crate::provider::enosys_fast();
+                /// The counter's wait file descriptor.
+                op wait_fd() -> out i32 = $crate::provider::enosys("this counter has no wait fd");
+            }
+        }
+    };
+}
+
+/// The one list of a wait set's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_wait_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Wait set operations (`fi_ops_wait` plus close and the fd).
+            wait WaitTable WaitOps WaitOf WaitSet {
+                /// Close the wait set.
+                fn close(wait: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// `fi_wait`: block until an object of the set is signalled, or `timeout`
+                /// ms pass (-1 = forever).
+                op wait(timeout: i32);
+                /// The set's file descriptor.
+                op fd() -> out i32 = $crate::provider::enosys("this wait set has no fd");
+            }
+        }
+    };
+}
+
+/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_prov_ret {
+    () => { $crate::Result<()> };
+    (out $t:ty) => { $crate::Result<$t> };
+    (val $t:ty) => { $t };
+    (count $t:ty) => { $crate::Result<$t> };
+}
+
+/// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_host_ret {
+    () => { $crate::Result<()> };
+    ($shape:ident $t:ty) => { $crate::Result<$t> };
+}
+
+/// The provider method of one entry (nothing for a `fn` entry).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_trait_method {
+    ($ctx:tt fn $($rest:tt)*) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+        $(#[$doc])*
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            $def
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+        $(#[$doc])*
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
+    };
+}
+
+/// The hook's forwarder of one entry (nothing for a `fn` entry). The hook type
+/// provides `forward(&self) -> (&H, &ObjName, &Inner)`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_forwarder {
+    ($ctx:tt fn $($rest:tt)*) => {};
+    // Seen as a read of the object (`Hook::read`).
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            let (h, obj, inner) = self.forward();
+            // The C API has no error for this call: an error reads as the default.
+            h.read(obj, Op::$V, || inner.$name($($a),*)).unwrap_or_default()
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            let (h, obj, inner) = self.forward();
+            // The C API has no error for this call: an error reads as the default.
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+                inner.$name($($a),*)
+            })
+            .unwrap_or_default()
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            let (h, obj, inner) = self.forward();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+                inner.$name($($a),*)
+            })
+        }
+    };
+}
+
+/// The arguments of a call as hooks print them: `name=value` separated by spaces.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_args {
+    () => { ::std::string::String::new() };
+    ($($a:ident),+) => {{
+        let parts: &[::std::string::String] = &[$(format!("{}={:?}", stringify!($a), $a)),+];
+        parts.join(" ")
+    }};
+}
+
+/// Passes each entry of a list, normalized, to the macro `[$each]` with the context
+/// `{ctx}`: a `fn` entry as `{ctx} fn name [adapter]`, an `op` entry as
+/// `{ctx} #[doc]* op name(args) [shape T] [Variant] [default]`. Used by the generators
+/// whose output is a sequence of items or statements.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_each {
+    ([$($each:tt)+] $ctx:tt ) => {};
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) [$($shape $rt)?] [$($V)?] [$($def)?] }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
+}
+
+/// Writes, inside a provider trait, one method per `op` entry of the list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! ctl_trait_methods {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::__ctl_trait_method] {} $($list)* }
+    };
+}
+
+/// Writes, inside the hook's `impl Trait for HookType`, one forwarder per `op` entry.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! ctl_forwarders {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::__ctl_forwarder] {} $($list)* }
+    };
+}
+
+/// Writes, inside `impl HostType`, one public method per `op` entry: it checks that the
+/// provider's table has the slot (else `FI_ENOSYS`) and calls it. The host type has
+/// `obj` and `fn t(&self) -> &Table`.
+macro_rules! ctl_wrappers {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::abi::ctl_ops::ctl_wrapper] {$Table} $($list)* }
+    };
+}
+
+/// One host method (see [`ctl_wrappers!`]).
+macro_rules! ctl_wrapper {
+    ({$T:ident} fn $name:ident $adapter:tt) => {};
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            // SAFETY: our own object and its table; the arguments are plain values.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
+            } as isize)
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            // SAFETY: our own object and its table; the arguments are plain values.
+            $crate::abi::object::count_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
+            })
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            let mut out = <$rt>::default();
+            // SAFETY: our own object and its table; `out` valid for a write.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* &mut out))
+            } as isize)?;
+            Ok(out)
+        }
+    };
+}
+
+/// Writes a class's ops table from its list: every entry is a slot, in order (an `op`
+/// entry's slot takes the object, its arguments and, for `out`/`val`, a last
+/// `out: *mut T`, and returns an `i32` status).
+macro_rules! ctl_table {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch [$(#[$tdoc])*] $Table [] $($list)* }
+    };
+    (@munch [$($tdoc:tt)*] $Table:ident [$($done:tt)*]) => {
+        $crate::abi::tables::abi_table! {
+            $($tdoc)*
+            pub struct $Table { $($done)* }
+        }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? -> count $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* $(out: *mut $rt)?) -> i32;] $($rest)* }
+    };
+}
+
+/// Writes, inside `impl Trait for Unsupported`, the class's required methods (the `op`
+/// entries without a default): `Unsupported` has no values, so they are never called.
+macro_rules! ctl_unsupported {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        $crate::__ctl_each! { [$crate::abi::ctl_ops::ctl_unsupported_method] {} $($list)* }
+    };
+}
+
+/// One method of [`ctl_unsupported!`].
+macro_rules! ctl_unsupported_method {
+    ($ctx:tt fn $name:ident $adapter:tt) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+            match *self {}
+        }
+    };
+}
+
+pub(crate) use {ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers};
+
+/// The ops table of a public type (what the generated host methods call through).
+pub(crate) trait TableOf<T> {
+    /// The provider's table, or a static `ENOSYS` / `CLOSED` one.
+    fn table(&self) -> &T;
+}
+
+/// `TableOf` impls from the types' own accessors.
+macro_rules! table_of {
+    ($($Host:ty: $T:ty = $acc:ident;)*) => {$(
+        impl TableOf<$T> for $Host {
+            #[inline(always)]
+            fn table(&self) -> &$T {
+                self.$acc()
+            }
+        }
+    )*};
+}
+
+table_of! {
+    crate::cq::CompletionQueue: crate::abi::tables::CqTable = t;
+    crate::eq::EventQueue: crate::abi::tables::EqTable = t;
+    crate::cntr::Counter: crate::abi::tables::CntrTable = t;
+    crate::wait::WaitSet: crate::abi::tables::WaitTable = t;
+    crate::ep::Endpoint: crate::abi::tables::EpTable = t;
+    crate::ep::Endpoint: crate::abi::tables::CmTable = c;
+}
