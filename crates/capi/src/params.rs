@@ -19,11 +19,15 @@ use crate::{guard, interned_ptr, status};
 /// The start of `struct fi_provider` (`<rdma/providers/fi_prov.h>`): enough to read
 /// the provider's name.
 #[repr(C)]
-struct FiProviderHead {
-    version: u32,
-    fi_version: u32,
-    context: [*mut c_void; 4],
-    name: *const c_char,
+pub struct FiProviderHead {
+    /// `version`.
+    pub version: u32,
+    /// `fi_version`.
+    pub fi_version: u32,
+    /// `context` (`struct fi_context`).
+    pub context: [*mut c_void; 4],
+    /// `name`.
+    pub name: *const c_char,
 }
 
 /// The provider name of a `struct fi_provider *` (`None` for null: the core).
@@ -60,7 +64,7 @@ fn param_type_raw(ty: ParamType) -> u32 {
 /// `fi_param_define@FABRIC_1.0` after the shim formatted the help text.
 ///
 /// # Safety
-/// `prov` as for [`provider_name`]; `name` and `help` null or valid strings.
+/// `prov` is null or a valid `struct fi_provider` with a null or valid name; `name` and `help` null or valid strings.
 #[no_mangle]
 pub unsafe extern "C" fn ofi_capi_param_define(
     prov: *const c_void,
@@ -90,7 +94,7 @@ pub unsafe extern "C" fn ofi_capi_param_define(
 /// when it has no value, `-FI_EINVAL` when the value does not parse.
 ///
 /// # Safety
-/// `prov` as for [`provider_name`]; `name` null or a valid string; `value` null or
+/// `prov` is null or a valid `struct fi_provider` with a null or valid name; `name` null or a valid string; `value` null or
 /// writable for the parameter's type.
 #[no_mangle]
 pub unsafe extern "C" fn fi_param_get(
@@ -248,7 +252,7 @@ fn subsys_name(subsys: c_int) -> &'static str {
 /// provider and subsystem filters apply when it is logged).
 ///
 /// # Safety
-/// `prov` as for [`provider_name`] (it is not read).
+/// `prov` is null or a valid `struct fi_provider` with a null or valid name (it is not read).
 #[no_mangle]
 pub unsafe extern "C" fn fi_log_enabled(
     _prov: *const c_void,
@@ -279,7 +283,7 @@ pub unsafe extern "C" fn fi_log_ready(
 /// `fi_log@FABRIC_1.0` after the shim formatted the message.
 ///
 /// # Safety
-/// `prov` as for [`provider_name`]; `func` and `msg` null or valid strings.
+/// `prov` is null or a valid `struct fi_provider` with a null or valid name; `func` and `msg` null or valid strings.
 #[no_mangle]
 pub unsafe extern "C" fn ofi_capi_log(
     prov: *const c_void,
