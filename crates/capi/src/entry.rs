@@ -31,6 +31,7 @@ pub unsafe extern "C" fn ofi_capi_getinfo(
     info: *mut *mut FiInfo,
 ) -> c_int {
     guard(|| {
+        ofi::log::init();
         if info.is_null() {
             return -libc::EINVAL;
         }
@@ -42,7 +43,11 @@ pub unsafe extern "C" fn ofi_capi_getinfo(
             // SAFETY: `hints` is a valid info (contract).
             match unsafe { info::info_from_c(hints) } {
                 Ok(h) => Some(h),
-                Err(e) => return status(&e.context("hints")),
+                Err(e) => {
+                    let e = e.context("fi_getinfo: hints");
+                    ofi::ofi_debug!("core", "core", "{e}");
+                    return status(&e);
+                }
             }
         };
         // SAFETY: the strings are null or valid (contract).
@@ -54,6 +59,9 @@ pub unsafe extern "C" fn ofi_capi_getinfo(
             GetinfoFlags::from_bits_retain(flags),
             hints.as_ref(),
         );
+        if let Ok(list) = &found {
+            crate::obj::remember_infos(list);
+        }
         match found.and_then(|list| info::list_to_c(&list)) {
             Ok(list) => {
                 // SAFETY: `info` is writable (contract).
@@ -89,30 +97,19 @@ pub unsafe extern "C" fn ofi_capi_dupinfo(info: *const FiInfo) -> *mut FiInfo {
     guard(|| unsafe { info::dup(info) })
 }
 
-/// `fi_fabric@@FABRIC_1.1` (through the shim). Opening objects through the C ABI is not
-/// built yet: `-FI_ENOSYS`.
+/// `fi_fabric@@FABRIC_1.1` (through the shim): opens the fabric named by the
+/// attributes (`prov_name` and `name`, as `fi_getinfo` returned them).
 ///
 /// # Safety
-/// `fabric` is null or writable.
+/// `attr` is null or valid; `fabric` null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn ofi_capi_fabric(
-    attr: *mut c_void,
-    fabric: *mut *mut Fid,
-    _context: *mut c_void,
+    attr: *mut crate::info::FiFabricAttr,
+    fabric: *mut *mut crate::obj::FidFabric,
+    context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        if attr.is_null() || fabric.is_null() {
-            return -libc::EINVAL;
-        }
-        // SAFETY: `fabric` is writable (contract).
-        unsafe { fabric.write(std::ptr::null_mut()) };
-        ofi::ofi_warn!(
-            "core",
-            "fabric",
-            "fi_fabric: opening objects through libfabric.so.1 is not supported yet"
-        );
-        ENOSYS
-    })
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { crate::obj::open_fabric(attr, fabric, context) })
 }
 
 /// The compat entries of the shim (`fi_getinfo@FABRIC_1.0`, …): refuse with

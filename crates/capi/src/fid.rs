@@ -9,6 +9,22 @@ use std::ffi::{c_char, c_int, c_void};
 
 /// `FI_CLASS_FABRIC`.
 pub const FI_CLASS_FABRIC: usize = 1;
+/// `FI_CLASS_DOMAIN`.
+pub const FI_CLASS_DOMAIN: usize = 2;
+/// `FI_CLASS_EP`.
+pub const FI_CLASS_EP: usize = 3;
+/// `FI_CLASS_PEP`.
+pub const FI_CLASS_PEP: usize = 9;
+/// `FI_CLASS_AV`.
+pub const FI_CLASS_AV: usize = 11;
+/// `FI_CLASS_MR`.
+pub const FI_CLASS_MR: usize = 12;
+/// `FI_CLASS_EQ`.
+pub const FI_CLASS_EQ: usize = 13;
+/// `FI_CLASS_CQ`.
+pub const FI_CLASS_CQ: usize = 14;
+/// `FI_CLASS_CNTR`.
+pub const FI_CLASS_CNTR: usize = 15;
 /// `FI_CLASS_NIC`.
 pub const FI_CLASS_NIC: usize = 20;
 

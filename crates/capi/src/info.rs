@@ -615,7 +615,18 @@ unsafe fn addr_from_c(
     }
     // SAFETY: the caller's contract.
     let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    // A sockaddr whose family disagrees with the stated IPv4/IPv6 format is read by its
+    // family, and an address string (`fi_…://…`) as one: some providers name their
+    // endpoints so (the C library passes such bytes through untouched).
     Address::from_bytes(format, bytes)
+        .or_else(|e| match format {
+            AddrFormat::SOCKADDR_IN | AddrFormat::SOCKADDR_IN6 => {
+                Address::from_bytes(AddrFormat::SOCKADDR, bytes)
+                    .or_else(|_| Address::from_bytes(AddrFormat::STR, bytes))
+                    .map_err(|_| e)
+            }
+            _ => Err(e),
+        })
         .map(Some)
         .map_err(|e| e.context(field))
 }
@@ -636,6 +647,18 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
     unsafe {
         info.src_addr = addr_from_c(info.addr_format, c.src_addr, c.src_addrlen, "src_addr")?;
         info.dest_addr = addr_from_c(info.addr_format, c.dest_addr, c.dest_addrlen, "dest_addr")?;
+    }
+    // An address read by its family (see `addr_from_c`) sets the format it is in.
+    for a in [&info.src_addr, &info.dest_addr].into_iter().flatten() {
+        let f = a.format();
+        if f != info.addr_format
+            && matches!(
+                info.addr_format,
+                AddrFormat::SOCKADDR_IN | AddrFormat::SOCKADDR_IN6
+            )
+        {
+            info.addr_format = f;
+        }
     }
     info.handle = c.handle as usize;
     // SAFETY: a non-null attribute pointer is valid, and so are its strings, keys and

@@ -14,6 +14,11 @@
 //! - [`fid`]: `struct fid` and `struct fi_ops`;
 //! - [`entry`]: the exported functions (`fi_getinfo`, `fi_freeinfo`, `fi_dupinfo`,
 //!   `fi_fabric`, `fi_version`, `fi_strerror`, `fi_open`);
+//! - [`obj`]: the C object wrapper, `fi_fabric`, fabric, domain and MR tables;
+//! - [`queues`]: the domain table, CQs, EQs and counters;
+//! - [`av`]: address vectors;
+//! - [`endpoint`]: active and passive endpoints, with the data tables generated from
+//!   the one list of operations;
 //! - [`tostr`]: `fi_tostr` and `fi_tostr_r`;
 //! - [`params`]: `fi_param_*`, `fi_getparams`, `fi_freeparams` and `fi_log*`.
 //!
@@ -35,10 +40,14 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+pub mod av;
+pub mod endpoint;
 pub mod entry;
 pub mod fid;
 pub mod info;
+pub mod obj;
 pub mod params;
+pub mod queues;
 pub mod tostr;
 
 /// `FI_EOTHER`: the code a caught panic becomes.
@@ -59,6 +68,12 @@ impl PanicValue for c_int {
 impl PanicValue for isize {
     fn on_panic() -> Self {
         -(FI_EOTHER as isize)
+    }
+}
+
+impl PanicValue for u64 {
+    fn on_panic() -> Self {
+        0
     }
 }
 
