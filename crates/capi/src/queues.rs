@@ -297,8 +297,42 @@ unsafe extern "C" fn cq_close(fid: *mut Fid) -> c_int {
     guard(|| unsafe { CqObj::close_with(fid.cast(), |c| c.cq.close()) })
 }
 
+/// `FI_GETWAIT` (the `fi_control` command).
+const FI_GETWAIT: c_int = 5;
+
+/// `fi_control(FI_GETWAIT)`: the wait fd of a CQ, EQ or counter into `arg` (`int *`).
+///
+/// # Safety
+/// `arg` is null or writable for an `int`.
+unsafe fn getwait(
+    command: c_int,
+    arg: *mut c_void,
+    fd: impl FnOnce() -> ofi::Result<i32>,
+) -> c_int {
+    if command != FI_GETWAIT {
+        return ENOSYS;
+    }
+    match fd() {
+        // SAFETY: the caller's contract.
+        Ok(fd) => unsafe { put(arg.cast::<c_int>(), fd) },
+        Err(e) => status(&e),
+    }
+}
+
+unsafe extern "C" fn cq_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: our CQ; `arg` per the command (C API).
+        let c = unsafe { CqObj::of(fid.cast()) };
+        // SAFETY: as above.
+        unsafe { getwait(command, arg, || c.r.cq.wait_fd()) }
+    })
+}
+
 /// The `fi_ops` of a CQ.
-pub static CQ_FI_OPS: FiOps = FiOps::with_close(cq_close);
+pub static CQ_FI_OPS: FiOps = FiOps {
+    control: Some(cq_control),
+    ..FiOps::with_close(cq_close)
+};
 
 unsafe extern "C" fn cq_read(cq: *mut FidCq, buf: *mut c_void, count: usize) -> isize {
     guard(|| {
@@ -632,8 +666,20 @@ unsafe extern "C" fn eq_close(fid: *mut Fid) -> c_int {
     guard(|| unsafe { EqObj::close_with(fid.cast(), |e| e.eq.close()) })
 }
 
+unsafe extern "C" fn eq_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: our EQ; `arg` per the command (C API).
+        let e = unsafe { EqObj::of(fid.cast()) };
+        // SAFETY: as above.
+        unsafe { getwait(command, arg, || e.r.eq.wait_fd()) }
+    })
+}
+
 /// The `fi_ops` of an EQ.
-pub static EQ_FI_OPS: FiOps = FiOps::with_close(eq_close);
+pub static EQ_FI_OPS: FiOps = FiOps {
+    control: Some(eq_control),
+    ..FiOps::with_close(eq_close)
+};
 
 /// Reads (or peeks at) one event, checking the buffer's room before consuming it
 /// (`sread` blocks up to `timeout` ms for one; a too-small buffer then loses it, as
@@ -881,8 +927,20 @@ unsafe extern "C" fn cntr_close(fid: *mut Fid) -> c_int {
     guard(|| unsafe { CntrObj::close_with(fid.cast(), Counter::close) })
 }
 
+unsafe extern "C" fn cntr_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: our counter; `arg` per the command (C API).
+        let k = unsafe { CntrObj::of(fid.cast()) };
+        // SAFETY: as above.
+        unsafe { getwait(command, arg, || k.r.wait_fd()) }
+    })
+}
+
 /// The `fi_ops` of a counter.
-pub static CNTR_FI_OPS: FiOps = FiOps::with_close(cntr_close);
+pub static CNTR_FI_OPS: FiOps = FiOps {
+    control: Some(cntr_control),
+    ..FiOps::with_close(cntr_close)
+};
 
 macro_rules! cntr_slot {
     ($name:ident($($a:ident: $t:ty),*) -> $ret:ty = |$c:ident| $body:expr) => {

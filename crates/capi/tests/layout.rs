@@ -8,12 +8,25 @@ mod common;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 
+use ofi::abi::raw::{
+    AtomicAttr, CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, Ioc, Iov, Msg,
+    MsgAtomic, MsgRma, MsgTagged, RawCntrAttr, RawCqAttr, RawEqAttr, RmaIoc, RmaIov,
+};
+use ofi_capi::av::{FiAvAttr, FiOpsAv, FidAv};
+use ofi_capi::endpoint::{
+    FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged, FidEp, FidPep,
+};
 use ofi_capi::fid::{FiOps, Fid};
 use ofi_capi::info::{
     FiBusAttr, FiDeviceAttr, FiDomainAttr, FiEpAttr, FiFabricAttr, FiInfo, FiLinkAttr, FiPciAttr,
     FiRxAttr, FiTxAttr, FidNic,
 };
+use ofi_capi::obj::{FiMrAttr, FiOpsFabric, FiOpsMr, FidDomain, FidFabric, FidMr};
 use ofi_capi::params::{FiParam, FiProviderHead};
+use ofi_capi::queues::{
+    FiEqCmEntry, FiEqEntry, FiEqErrEntry, FiOpsCntr, FiOpsCq, FiOpsDomain, FiOpsEq, FidCntr, FidCq,
+    FidEq,
+};
 
 /// One structure: its C name, Rust size, and (C field, Rust offset) pairs.
 struct Layout {
@@ -101,6 +114,145 @@ fn layouts() -> Vec<Layout> {
         layout!("struct fi_param" = FiParam {
             "name" = name, "type" = ty, "help_string" = help_string, "value" = value,
         }),
+        // Objects and their tables.
+        layout!("struct fid_fabric" = FidFabric { "fid" = fid, "ops" = ops, "api_version" = api_version }),
+        layout!("struct fi_ops_fabric" = FiOpsFabric {
+            "size" = size, "domain" = domain, "passive_ep" = passive_ep, "eq_open" = eq_open,
+            "wait_open" = wait_open, "trywait" = trywait, "domain2" = domain2,
+        }),
+        layout!("struct fid_domain" = FidDomain { "fid" = fid, "ops" = ops, "mr" = mr }),
+        layout!("struct fi_ops_domain" = FiOpsDomain {
+            "size" = size, "av_open" = av_open, "cq_open" = cq_open, "endpoint" = endpoint,
+            "scalable_ep" = scalable_ep, "cntr_open" = cntr_open, "poll_open" = poll_open,
+            "stx_ctx" = stx_ctx, "srx_ctx" = srx_ctx, "query_atomic" = query_atomic,
+            "query_collective" = query_collective, "endpoint2" = endpoint2,
+        }),
+        layout!("struct fi_ops_mr" = FiOpsMr { "size" = size, "reg" = reg, "regv" = regv, "regattr" = regattr }),
+        layout!("struct fid_mr" = FidMr { "fid" = fid, "mem_desc" = mem_desc, "key" = key }),
+        layout!("struct fi_mr_attr" = FiMrAttr {
+            "mr_iov" = mr_iov, "iov_count" = iov_count, "access" = access, "offset" = offset,
+            "requested_key" = requested_key, "context" = context,
+            "auth_key_size" = auth_key_size, "auth_key" = auth_key, "iface" = iface,
+            "device" = device,
+        }),
+        layout!("struct fi_av_attr" = FiAvAttr {
+            "type" = av_type, "rx_ctx_bits" = rx_ctx_bits, "count" = count,
+            "ep_per_node" = ep_per_node, "name" = name, "map_addr" = map_addr, "flags" = flags,
+        }),
+        layout!("struct fid_av" = FidAv { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_av" = FiOpsAv {
+            "size" = size, "insert" = insert, "insertsvc" = insertsvc, "insertsym" = insertsym,
+            "remove" = remove, "lookup" = lookup, "straddr" = straddr, "av_set" = av_set,
+        }),
+        layout!("struct fi_cq_attr" = RawCqAttr {
+            "size" = size, "flags" = flags, "format" = format, "wait_obj" = wait_obj,
+            "signaling_vector" = signaling_vector, "wait_cond" = wait_cond,
+            "wait_set" = wait_set,
+        }),
+        layout!("struct fid_cq" = FidCq { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_cq" = FiOpsCq {
+            "size" = size, "read" = read, "readfrom" = readfrom, "readerr" = readerr,
+            "sread" = sread, "sreadfrom" = sreadfrom, "signal" = signal, "strerror" = strerror,
+        }),
+        layout!("struct fi_cq_entry" = CqEntry { "op_context" = op_context }),
+        layout!("struct fi_cq_msg_entry" = CqMsgEntry { "op_context" = op_context, "flags" = flags, "len" = len }),
+        layout!("struct fi_cq_data_entry" = CqDataEntry {
+            "op_context" = op_context, "flags" = flags, "len" = len, "buf" = buf, "data" = data,
+        }),
+        layout!("struct fi_cq_tagged_entry" = CqTaggedEntry {
+            "op_context" = op_context, "flags" = flags, "len" = len, "buf" = buf, "data" = data,
+            "tag" = tag,
+        }),
+        layout!("struct fi_cq_err_entry" = CqErrEntry {
+            "op_context" = op_context, "flags" = flags, "len" = len, "buf" = buf, "data" = data,
+            "tag" = tag, "olen" = olen, "err" = err, "prov_errno" = prov_errno,
+            "err_data" = err_data, "err_data_size" = err_data_size,
+        }),
+        layout!("struct fi_eq_attr" = RawEqAttr {
+            "size" = size, "flags" = flags, "wait_obj" = wait_obj,
+            "signaling_vector" = signaling_vector, "wait_set" = wait_set,
+        }),
+        layout!("struct fid_eq" = FidEq { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_eq" = FiOpsEq {
+            "size" = size, "read" = read, "readerr" = readerr, "write" = write, "sread" = sread,
+            "strerror" = strerror,
+        }),
+        layout!("struct fi_eq_entry" = FiEqEntry { "fid" = fid, "context" = context, "data" = data }),
+        layout!("struct fi_eq_cm_entry" = FiEqCmEntry { "fid" = fid, "info" = info }),
+        layout!("struct fi_eq_err_entry" = FiEqErrEntry {
+            "fid" = fid, "context" = context, "data" = data, "err" = err,
+            "prov_errno" = prov_errno, "err_data" = err_data, "err_data_size" = err_data_size,
+        }),
+        layout!("struct fi_cntr_attr" = RawCntrAttr {
+            "events" = events, "wait_obj" = wait_obj, "wait_set" = wait_set, "flags" = flags,
+        }),
+        layout!("struct fid_cntr" = FidCntr { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_cntr" = FiOpsCntr {
+            "size" = size, "read" = read, "readerr" = readerr, "add" = add, "set" = set,
+            "wait" = wait, "adderr" = adderr, "seterr" = seterr,
+        }),
+        layout!("struct fid_ep" = FidEp {
+            "fid" = fid, "ops" = ops, "cm" = cm, "msg" = msg, "rma" = rma, "tagged" = tagged,
+            "atomic" = atomic, "collective" = collective,
+        }),
+        layout!("struct fid_pep" = FidPep { "fid" = fid, "ops" = ops, "cm" = cm }),
+        layout!("struct fi_ops_ep" = FiOpsEp {
+            "size" = size, "cancel" = cancel, "getopt" = getopt, "setopt" = setopt,
+            "tx_ctx" = tx_ctx, "rx_ctx" = rx_ctx, "rx_size_left" = rx_size_left,
+            "tx_size_left" = tx_size_left,
+        }),
+        layout!("struct fi_ops_cm" = FiOpsCm {
+            "size" = size, "setname" = setname, "getname" = getname, "getpeer" = getpeer,
+            "connect" = connect, "listen" = listen, "accept" = accept, "reject" = reject,
+            "shutdown" = shutdown, "join" = join,
+        }),
+        layout!("struct fi_ops_msg" = FiOpsMsg {
+            "size" = size, "recv" = recv, "recvv" = recvv, "recvmsg" = recvmsg, "send" = send,
+            "sendv" = sendv, "sendmsg" = sendmsg, "inject" = inject, "senddata" = senddata,
+            "injectdata" = injectdata,
+        }),
+        layout!("struct fi_ops_tagged" = FiOpsTagged {
+            "size" = size, "recv" = recv, "recvv" = recvv, "recvmsg" = recvmsg, "send" = send,
+            "sendv" = sendv, "sendmsg" = sendmsg, "inject" = inject, "senddata" = senddata,
+            "injectdata" = injectdata,
+        }),
+        layout!("struct fi_ops_rma" = FiOpsRma {
+            "size" = size, "read" = read, "readv" = readv, "readmsg" = readmsg, "write" = write,
+            "writev" = writev, "writemsg" = writemsg, "inject" = inject, "writedata" = writedata,
+            "injectdata" = injectdata,
+        }),
+        layout!("struct fi_ops_atomic" = FiOpsAtomic {
+            "size" = size, "write" = write, "writev" = writev, "writemsg" = writemsg,
+            "inject" = inject, "readwrite" = readwrite, "readwritev" = readwritev,
+            "readwritemsg" = readwritemsg, "compwrite" = compwrite, "compwritev" = compwritev,
+            "compwritemsg" = compwritemsg, "writevalid" = writevalid,
+            "readwritevalid" = readwritevalid, "compwritevalid" = compwritevalid,
+        }),
+        layout!("struct fi_ops_collective" = FiOpsCollective { "size" = size, "barrier" = slots }),
+        // The message structures the data calls pass through untouched.
+        layout!("struct iovec" = Iov { "iov_base" = base, "iov_len" = len }),
+        layout!("struct fi_ioc" = Ioc { "addr" = addr, "count" = count }),
+        layout!("struct fi_rma_iov" = RmaIov { "addr" = addr, "len" = len, "key" = key }),
+        layout!("struct fi_rma_ioc" = RmaIoc { "addr" = addr, "count" = count, "key" = key }),
+        layout!("struct fi_msg" = Msg {
+            "msg_iov" = msg_iov, "desc" = desc, "iov_count" = iov_count, "addr" = addr,
+            "context" = context, "data" = data,
+        }),
+        layout!("struct fi_msg_tagged" = MsgTagged {
+            "msg_iov" = msg_iov, "desc" = desc, "iov_count" = iov_count, "addr" = addr,
+            "tag" = tag, "ignore" = ignore, "context" = context, "data" = data,
+        }),
+        layout!("struct fi_msg_rma" = MsgRma {
+            "msg_iov" = msg_iov, "desc" = desc, "iov_count" = iov_count, "addr" = addr,
+            "rma_iov" = rma_iov, "rma_iov_count" = rma_iov_count, "context" = context,
+            "data" = data,
+        }),
+        layout!("struct fi_msg_atomic" = MsgAtomic {
+            "msg_iov" = msg_iov, "desc" = desc, "iov_count" = iov_count, "addr" = addr,
+            "rma_iov" = rma_iov, "rma_iov_count" = rma_iov_count, "datatype" = datatype,
+            "op" = op, "context" = context, "data" = data,
+        }),
+        layout!("struct fi_atomic_attr" = AtomicAttr { "count" = count, "size" = size }),
         layout!("struct fi_provider" = FiProviderHead {
             "version" = version, "fi_version" = fi_version, "context" = context,
             "name" = name,
@@ -111,7 +263,10 @@ fn layouts() -> Vec<Layout> {
 /// The C program printing `<name> <number>` per line, and the lines Rust expects.
 fn program_and_expected(list: &[Layout]) -> (String, Vec<String>) {
     let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <rdma/fabric.h>\n\
+        "#include <stdio.h>\n#include <stddef.h>\n#include <sys/uio.h>\n\
+         #include <rdma/fabric.h>\n#include <rdma/fi_domain.h>\n#include <rdma/fi_endpoint.h>\n\
+         #include <rdma/fi_cm.h>\n#include <rdma/fi_eq.h>\n#include <rdma/fi_rma.h>\n\
+         #include <rdma/fi_tagged.h>\n#include <rdma/fi_atomic.h>\n#include <rdma/fi_collective.h>\n\
          #include <rdma/providers/fi_prov.h>\nint main(void)\n{\n",
     );
     let mut expected = Vec::new();
