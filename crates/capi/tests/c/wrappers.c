@@ -424,6 +424,35 @@ static void part_rdm(void)
 	wait_comp(cq_a, cq_b, &comp);
 	CHECK(result == 2 && target[0] == 3, "compare_atomicmsg");
 
+	/* Options, blocking reads, wait/poll sets and scalable endpoints. */
+	{
+		size_t min = 0, optlen = sizeof(min);
+		int r = fi_getopt(&b->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &optlen);
+		CHECK(r == 0 || r == -FI_ENOPROTOOPT || r == -FI_ENOSYS, "getopt %d", r);
+		min = 512;
+		r = fi_setopt(&b->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min));
+		CHECK(r == 0 || r == -FI_ENOPROTOOPT || r == -FI_ENOSYS, "setopt %d", r);
+		r = (int)fi_cq_sread(cq_b, &comp, 1, NULL, 10);
+		CHECK(r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_ETIMEDOUT, "sread idle %d", r);
+		r = (int)fi_cq_sreadfrom(cq_b, &comp, 1, &src, NULL, 10);
+		CHECK(r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_ETIMEDOUT, "sreadfrom idle %d", r);
+		{
+			struct fid *fids[1] = { &cq_a->fid };
+			r = fi_trywait(fabric, fids, 1);
+			CHECK(r == 0 || r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_EINVAL, "trywait %d", r);
+		}
+		{
+			struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
+			struct fi_poll_attr pattr = { 0 };
+			struct fid_wait *ws = (struct fid_wait *)0x1;
+			struct fid_poll *ps = (struct fid_poll *)0x1;
+			struct fid_ep *sep = (struct fid_ep *)0x1;
+			CHECK(fi_wait_open(fabric, &wattr, &ws) == -FI_ENOSYS && !ws, "wait_open");
+			CHECK(fi_poll_open(domain, &pattr, &ps) == -FI_ENOSYS && !ps, "poll_open");
+			CHECK(fi_scalable_ep(domain, info, &sep, NULL) == -FI_ENOSYS && !sep, "scalable_ep");
+		}
+	}
+
 	/* Counters. */
 	OK(fi_cntr_set(cntr, 100));
 	OK(fi_cntr_add(cntr, 5));
@@ -570,6 +599,27 @@ static void part_msg(void)
 					r++;
 			}
 			CHECK(r == 2 && !strcmp(rbuf, "msg"), "msg over the connection");
+		}
+		/* A second connection, rejected: the client's EQ reports an error entry. */
+		{
+			struct fid_ep *cli2;
+			struct fi_eq_err_entry e2;
+			int n;
+			OK(fi_endpoint(domain, info, &cli2, (void *)0xc2));
+			OK(fi_ep_bind(cli2, &eq->fid, 0));
+			OK(fi_ep_bind(cli2, &cq->fid, FI_TRANSMIT | FI_RECV));
+			OK(fi_enable(cli2));
+			OK(fi_connect(cli2, name, NULL, 0));
+			wait_event(eq, FI_CONNREQ, &ev, sizeof(ev));
+			OK(fi_reject(pep, ev.cm.info->handle, NULL, 0));
+			fi_freeinfo(ev.cm.info);
+			for (n = 0, r = -FI_EAGAIN; n < 500 && r != -FI_EAVAIL; n++)
+				r = fi_eq_sread(eq, &event, &ev, sizeof(ev), 10, 0);
+			CHECK(r == -FI_EAVAIL, "rejected connect: %zd", r);
+			memset(&e2, 0, sizeof(e2));
+			CHECK(fi_eq_readerr(eq, &e2, 0) == sizeof(e2), "eq readerr");
+			CHECK(e2.fid == &cli2->fid && e2.err == FI_ECONNREFUSED, "reject error %d", e2.err);
+			OK(fi_close(&cli2->fid));
 		}
 		OK(fi_shutdown(cli, 0));
 		wait_event(eq, FI_SHUTDOWN, &ev, sizeof(ev));
