@@ -30,7 +30,8 @@
 //!
 //! - No panic crosses the C boundary: every exported function and every table slot runs
 //!   its body in [`guard`], which turns a panic into `-FI_EOTHER` (or null, or nothing,
-//!   by the return type) after logging it.
+//!   by the return type) after logging it — except the data slots, whose own code cannot
+//!   panic and whose provider calls catch panics themselves (see [`endpoint`]).
 //! - Errors are the negative `FI_*` codes of `<rdma/fi_errno.h>`.
 //! - Memory handed to the program (lists, strings, parameter arrays) comes from the C
 //!   allocator, so the program may `free` parts of it as the C API allows.
