@@ -1,0 +1,940 @@
+//! Active and passive endpoints in C: `struct fid_ep` with its `fi_ops_ep`,
+//! `fi_ops_cm` and data tables, and `struct fid_pep`.
+//!
+//! The data slots (`fi_ops_msg`, `fi_ops_tagged`, `fi_ops_rma`, `fi_ops_atomic`) are
+//! generated from the one list of operations
+//! ([`ofi::for_each_ep_data_op!`](ofi::for_each_ep_data_op)): each slot calls the
+//! endpoint's raw method of the same entry, which is one indirect call into the
+//! provider; nothing is allocated or converted except the atomic datatype and operation
+//! (an unknown value is `-FI_EINVAL`). They are the one exception to running every slot
+//! in [`crate::guard`]: their own code cannot panic (a cast, `from_raw` of the atomic
+//! enums, the raw method's size check and status mapping), and the provider's slot they
+//! call catches its own panics (`ofi_core::abi::adapt`), so no unwind can reach C; the
+//! guard's cost (about 17 instructions per call) is kept off the data path. The C tables order the slots as the headers do
+//! ([`FiOpsMsg`], …), which is not the list's order, so they are assembled here by name.
+//!
+//! An endpoint is opened with its C object as the ofi context, so the `fid` of an
+//! event queue entry is the C object the event is about; the program's context stays
+//! in `fid.context`. Scalable endpoints, multicast and collectives are not offered
+//! (`-FI_ENOSYS`).
+
+use std::ffi::{c_int, c_void};
+use std::mem::size_of;
+use std::ptr;
+
+use ofi::ep::{Endpoint, PassiveEndpoint};
+use ofi::{AddrFormat, AtomicOp, Datatype, OpFlags};
+
+use crate::av::av_of;
+use crate::fid::{FiOps, Fid, ENOSYS, FI_CLASS_EP, FI_CLASS_PEP};
+use crate::info::FiInfo;
+use crate::obj::{
+    cast_fid, code, fid_header, info_arg, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
+    FI_ENABLE,
+};
+use crate::queues::{cntr_of, cq_of, eq_of};
+use crate::{guard, status};
+
+/// `struct fid_ep`.
+#[repr(C)]
+pub struct FidEp {
+    /// `fid`.
+    pub fid: Fid,
+    /// `ops`.
+    pub ops: *const FiOpsEp,
+    /// `cm`.
+    pub cm: *const FiOpsCm,
+    /// `msg`.
+    pub msg: *const FiOpsMsg,
+    /// `rma`.
+    pub rma: *const FiOpsRma,
+    /// `tagged`.
+    pub tagged: *const FiOpsTagged,
+    /// `atomic`.
+    pub atomic: *const FiOpsAtomic,
+    /// `collective`.
+    pub collective: *const FiOpsCollective,
+}
+
+/// What an endpoint object holds.
+pub struct EpState {
+    /// The ofi endpoint.
+    pub ep: Endpoint,
+    /// The address format of its info (how `fi_connect` reads an address).
+    pub addr_format: AddrFormat,
+}
+
+/// An endpoint object.
+pub type EpObj = CObj<FidEp, EpState>;
+
+/// `struct fid_pep`.
+#[repr(C)]
+pub struct FidPep {
+    /// `fid`.
+    pub fid: Fid,
+    /// `ops`.
+    pub ops: *const FiOpsEp,
+    /// `cm`.
+    pub cm: *const FiOpsCm,
+}
+
+/// A passive endpoint object.
+pub type PepObj = CObj<FidPep, PassiveEndpoint>;
+
+/// `struct fi_ops_ep`.
+#[repr(C)]
+pub struct FiOpsEp {
+    /// `size`.
+    pub size: usize,
+    /// `cancel`.
+    pub cancel: unsafe extern "C" fn(*mut Fid, *mut c_void) -> isize,
+    /// `getopt`.
+    pub getopt: unsafe extern "C" fn(*mut Fid, c_int, c_int, *mut c_void, *mut usize) -> c_int,
+    /// `setopt`.
+    pub setopt: unsafe extern "C" fn(*mut Fid, c_int, c_int, *const c_void, usize) -> c_int,
+    /// `tx_ctx`.
+    pub tx_ctx:
+        unsafe extern "C" fn(*mut FidEp, c_int, *mut c_void, *mut *mut FidEp, *mut c_void) -> c_int,
+    /// `rx_ctx`.
+    pub rx_ctx:
+        unsafe extern "C" fn(*mut FidEp, c_int, *mut c_void, *mut *mut FidEp, *mut c_void) -> c_int,
+    /// `rx_size_left`.
+    pub rx_size_left: unsafe extern "C" fn(*mut FidEp) -> isize,
+    /// `tx_size_left`.
+    pub tx_size_left: unsafe extern "C" fn(*mut FidEp) -> isize,
+}
+
+/// `struct fi_ops_cm`.
+#[repr(C)]
+pub struct FiOpsCm {
+    /// `size`.
+    pub size: usize,
+    /// `setname`.
+    pub setname: unsafe extern "C" fn(*mut Fid, *mut c_void, usize) -> c_int,
+    /// `getname`.
+    pub getname: unsafe extern "C" fn(*mut Fid, *mut c_void, *mut usize) -> c_int,
+    /// `getpeer`.
+    pub getpeer: unsafe extern "C" fn(*mut FidEp, *mut c_void, *mut usize) -> c_int,
+    /// `connect`.
+    pub connect: unsafe extern "C" fn(*mut FidEp, *const c_void, *const c_void, usize) -> c_int,
+    /// `listen`.
+    pub listen: unsafe extern "C" fn(*mut FidPep) -> c_int,
+    /// `accept`.
+    pub accept: unsafe extern "C" fn(*mut FidEp, *const c_void, usize) -> c_int,
+    /// `reject`.
+    pub reject: unsafe extern "C" fn(*mut FidPep, *mut Fid, *const c_void, usize) -> c_int,
+    /// `shutdown`.
+    pub shutdown: unsafe extern "C" fn(*mut FidEp, u64) -> c_int,
+    /// `join`.
+    pub join: unsafe extern "C" fn(
+        *mut FidEp,
+        *const c_void,
+        u64,
+        *mut *mut c_void,
+        *mut c_void,
+    ) -> c_int,
+}
+
+/// The data slots, one per entry of the list, and their types (module `sig`).
+pub mod data {
+    use super::FidEp;
+
+    /// Generates, for every entry of the list, the C slot `name` (forwarding to the
+    /// endpoint's raw method) and its type `sig::name`.
+    macro_rules! c_data_slots {
+        ($($group:ident $Table:ident {
+            $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
+                ($($c:ident : $cty:ty $(as $hty:ty)?),*)
+                => ($($p:ident : $pty:ty = $from:expr),*)
+                <= ($($low:expr),*);)*
+        } $(+ queries { $($q:tt)* })?)*) => {
+            $($(
+                $(#[$doc])*
+                ///
+                /// # Safety
+                /// `ep` is an endpoint of this library; the arguments follow the C API's
+                /// contract for this call.
+                #[allow(clippy::too_many_arguments)]
+                pub unsafe extern "C" fn $name(ep: *mut FidEp, $($c: $cty),*) -> isize {
+                    // No `guard` here (the data path's budget): nothing below can
+                    // panic, and the provider's slot catches its own panics.
+                    // SAFETY: the slot sits in our endpoints' tables only.
+                    let e = &unsafe { super::EpObj::of(ep) }.r.ep;
+                    $(let $c = c_data_slots!(@arg $c $(, $hty)?);)*
+                    // SAFETY: the program upholds the operation's contract.
+                    match unsafe { e.$host($($c),*) } {
+                        Ok(()) => 0,
+                        Err(err) => err.to_status(),
+                    }
+                }
+            )*)*
+
+            /// The C types of the data slots.
+            pub mod sig {
+                use super::FidEp;
+                $($(
+                    #[doc = concat!("The type of the `", stringify!($name), "` slot.")]
+                    #[allow(non_camel_case_types)]
+                    pub type $name = unsafe extern "C" fn(*mut FidEp, $($cty),*) -> isize;
+                )*)*
+            }
+        };
+        (@arg $c:ident) => { $c };
+        (@arg $c:ident, $hty:ty) => {
+            match <$hty>::from_raw($c) {
+                Some(v) => v,
+                None => return -(::libc::EINVAL as isize),
+            }
+        };
+    }
+
+    ofi::for_each_ep_data_op!(c_data_slots);
+}
+
+use data::sig;
+
+/// `struct fi_ops_msg`.
+#[repr(C)]
+pub struct FiOpsMsg {
+    /// `size`.
+    pub size: usize,
+    /// `recv`.
+    pub recv: sig::recv,
+    /// `recvv`.
+    pub recvv: sig::recvv,
+    /// `recvmsg`.
+    pub recvmsg: sig::recvmsg,
+    /// `send`.
+    pub send: sig::send,
+    /// `sendv`.
+    pub sendv: sig::sendv,
+    /// `sendmsg`.
+    pub sendmsg: sig::sendmsg,
+    /// `inject`.
+    pub inject: sig::inject,
+    /// `senddata`.
+    pub senddata: sig::senddata,
+    /// `injectdata`.
+    pub injectdata: sig::injectdata,
+}
+
+/// `struct fi_ops_tagged`.
+#[repr(C)]
+pub struct FiOpsTagged {
+    /// `size`.
+    pub size: usize,
+    /// `recv`.
+    pub recv: sig::trecv,
+    /// `recvv`.
+    pub recvv: sig::trecvv,
+    /// `recvmsg`.
+    pub recvmsg: sig::trecvmsg,
+    /// `send`.
+    pub send: sig::tsend,
+    /// `sendv`.
+    pub sendv: sig::tsendv,
+    /// `sendmsg`.
+    pub sendmsg: sig::tsendmsg,
+    /// `inject`.
+    pub inject: sig::tinject,
+    /// `senddata`.
+    pub senddata: sig::tsenddata,
+    /// `injectdata`.
+    pub injectdata: sig::tinjectdata,
+}
+
+/// `struct fi_ops_rma`.
+#[repr(C)]
+pub struct FiOpsRma {
+    /// `size`.
+    pub size: usize,
+    /// `read`.
+    pub read: sig::read,
+    /// `readv`.
+    pub readv: sig::readv,
+    /// `readmsg`.
+    pub readmsg: sig::readmsg,
+    /// `write`.
+    pub write: sig::write,
+    /// `writev`.
+    pub writev: sig::writev,
+    /// `writemsg`.
+    pub writemsg: sig::writemsg,
+    /// `inject`.
+    pub inject: sig::inject_write,
+    /// `writedata`.
+    pub writedata: sig::writedata,
+    /// `injectdata`.
+    pub injectdata: sig::inject_writedata,
+}
+
+/// An `*atomicvalid` query slot.
+pub type ValidFn = unsafe extern "C" fn(*mut FidEp, u32, u32, *mut usize) -> c_int;
+
+/// `struct fi_ops_atomic`.
+#[repr(C)]
+pub struct FiOpsAtomic {
+    /// `size`.
+    pub size: usize,
+    /// `write`.
+    pub write: sig::atomic,
+    /// `writev`.
+    pub writev: sig::atomicv,
+    /// `writemsg`.
+    pub writemsg: sig::atomicmsg,
+    /// `inject`.
+    pub inject: sig::inject_atomic,
+    /// `readwrite`.
+    pub readwrite: sig::fetch_atomic,
+    /// `readwritev`.
+    pub readwritev: sig::fetch_atomicv,
+    /// `readwritemsg`.
+    pub readwritemsg: sig::fetch_atomicmsg,
+    /// `compwrite`.
+    pub compwrite: sig::compare_atomic,
+    /// `compwritev`.
+    pub compwritev: sig::compare_atomicv,
+    /// `compwritemsg`.
+    pub compwritemsg: sig::compare_atomicmsg,
+    /// `writevalid`.
+    pub writevalid: ValidFn,
+    /// `readwritevalid`.
+    pub readwritevalid: ValidFn,
+    /// `compwritevalid`.
+    pub compwritevalid: ValidFn,
+}
+
+/// A collective slot: none is offered, each answers `-FI_ENOSYS` (it reads no
+/// argument, so one function serves every signature under the C calling convention).
+pub type CollectiveFn = unsafe extern "C" fn() -> isize;
+
+/// `struct fi_ops_collective` (eleven slots after `size`).
+#[repr(C)]
+pub struct FiOpsCollective {
+    /// `size`.
+    pub size: usize,
+    /// `barrier` … `barrier2`, in header order.
+    pub slots: [CollectiveFn; 11],
+}
+
+unsafe extern "C" fn collective_enosys() -> isize {
+    ENOSYS as isize
+}
+
+/// The `fi_ops_msg` of an endpoint.
+pub static MSG_OPS: FiOpsMsg = FiOpsMsg {
+    size: size_of::<FiOpsMsg>(),
+    recv: data::recv,
+    recvv: data::recvv,
+    recvmsg: data::recvmsg,
+    send: data::send,
+    sendv: data::sendv,
+    sendmsg: data::sendmsg,
+    inject: data::inject,
+    senddata: data::senddata,
+    injectdata: data::injectdata,
+};
+
+/// The `fi_ops_tagged` of an endpoint.
+pub static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
+    size: size_of::<FiOpsTagged>(),
+    recv: data::trecv,
+    recvv: data::trecvv,
+    recvmsg: data::trecvmsg,
+    send: data::tsend,
+    sendv: data::tsendv,
+    sendmsg: data::tsendmsg,
+    inject: data::tinject,
+    senddata: data::tsenddata,
+    injectdata: data::tinjectdata,
+};
+
+/// The `fi_ops_rma` of an endpoint.
+pub static RMA_OPS: FiOpsRma = FiOpsRma {
+    size: size_of::<FiOpsRma>(),
+    read: data::read,
+    readv: data::readv,
+    readmsg: data::readmsg,
+    write: data::write,
+    writev: data::writev,
+    writemsg: data::writemsg,
+    inject: data::inject_write,
+    writedata: data::writedata,
+    injectdata: data::inject_writedata,
+};
+
+macro_rules! valid_slot {
+    ($name:ident, $method:ident) => {
+        unsafe extern "C" fn $name(
+            ep: *mut FidEp,
+            datatype: u32,
+            op: u32,
+            count: *mut usize,
+        ) -> c_int {
+            guard(|| {
+                // SAFETY: our endpoint.
+                let e = &unsafe { EpObj::of(ep) }.r.ep;
+                let (Some(dt), Some(op)) = (Datatype::from_raw(datatype), AtomicOp::from_raw(op))
+                else {
+                    return EINVAL;
+                };
+                match e.$method(dt, op) {
+                    // SAFETY: `count` per the C API.
+                    Ok(n) => unsafe { crate::obj::put(count, n) },
+                    Err(err) => status(&err),
+                }
+            })
+        }
+    };
+}
+valid_slot!(atomic_writevalid, atomicvalid);
+valid_slot!(atomic_readwritevalid, fetch_atomicvalid);
+valid_slot!(atomic_compwritevalid, compare_atomicvalid);
+
+/// The `fi_ops_atomic` of an endpoint.
+pub static ATOMIC_OPS: FiOpsAtomic = FiOpsAtomic {
+    size: size_of::<FiOpsAtomic>(),
+    write: data::atomic,
+    writev: data::atomicv,
+    writemsg: data::atomicmsg,
+    inject: data::inject_atomic,
+    readwrite: data::fetch_atomic,
+    readwritev: data::fetch_atomicv,
+    readwritemsg: data::fetch_atomicmsg,
+    compwrite: data::compare_atomic,
+    compwritev: data::compare_atomicv,
+    compwritemsg: data::compare_atomicmsg,
+    writevalid: atomic_writevalid,
+    readwritevalid: atomic_readwritevalid,
+    compwritevalid: atomic_compwritevalid,
+};
+
+/// The `fi_ops_collective` of an endpoint: every slot `-FI_ENOSYS`.
+pub static COLLECTIVE_OPS: FiOpsCollective = FiOpsCollective {
+    size: size_of::<FiOpsCollective>(),
+    slots: [collective_enosys; 11],
+};
+
+// ---------------------------------------------------------------------------------
+// Endpoint: fi_ops, fi_ops_ep, fi_ops_cm.
+
+unsafe extern "C" fn ep_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own endpoint table.
+    guard(|| unsafe { EpObj::close_with(fid.cast(), |e| e.ep.close()) })
+}
+
+unsafe extern "C" fn ep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: our endpoint; `bfid` per the C API.
+        let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
+        let flags = OpFlags::from_bits_retain(flags);
+        // SAFETY: `bfid` is a valid fid (C API).
+        unsafe {
+            if let Some(c) = cq_of(bfid) {
+                code(e.bind(&c.r.cq, flags))
+            } else if let Some(a) = av_of(bfid) {
+                code(e.bind(&a.r.av, flags))
+            } else if let Some(k) = cntr_of(bfid) {
+                code(e.bind(&k.r, flags))
+            } else if let Some(q) = eq_of(bfid) {
+                code(e.bind(&q.r.eq, flags))
+            } else {
+                EINVAL
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn ep_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: our endpoint.
+        let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
+        match command {
+            FI_ENABLE => code(e.enable()),
+            // SAFETY: `arg` as the command requires (C API).
+            _ => code(unsafe { e.control(command, arg) }),
+        }
+    })
+}
+
+/// The `fi_ops` of an endpoint.
+pub static EP_FI_OPS: FiOps = FiOps {
+    bind: Some(ep_bind),
+    control: Some(ep_control),
+    ..FiOps::with_close(ep_close)
+};
+
+unsafe extern "C" fn ep_cancel(fid: *mut Fid, context: *mut c_void) -> isize {
+    guard(|| {
+        // SAFETY: our endpoint.
+        let e = unsafe { EpObj::of(fid.cast()) };
+        code(e.r.ep.cancel(context as usize)) as isize
+    })
+}
+
+/// Copies an option value out: `-FI_ETOOSMALL` (with the needed length) when it does
+/// not fit.
+///
+/// # Safety
+/// `optval` holds `*optlen` bytes; `optlen` is null or valid.
+unsafe fn getopt_out(
+    r: impl FnOnce(&mut [u8]) -> ofi::Result<usize>,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(room) = (unsafe { optlen.as_mut() }) else {
+        return EINVAL;
+    };
+    let mut buf = vec![0u8; (*room).max(64)];
+    match r(&mut buf) {
+        Ok(n) => {
+            let fits = n <= *room;
+            if fits && !optval.is_null() {
+                // SAFETY: `optval` holds `*room >= n` bytes.
+                unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), optval.cast::<u8>(), n) };
+            }
+            *room = n;
+            if fits {
+                0
+            } else {
+                -ofi::Errno::ETOOSMALL.0
+            }
+        }
+        Err(e) => status(&e),
+    }
+}
+
+/// A byte slice of a C buffer (empty for null or zero length).
+///
+/// # Safety
+/// `p` holds `len` bytes when non-null.
+unsafe fn bytes<'a>(p: *const c_void, len: usize) -> &'a [u8] {
+    if p.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+    }
+}
+
+unsafe extern "C" fn ep_getopt(
+    fid: *mut Fid,
+    level: c_int,
+    name: c_int,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our endpoint; the buffers per the C API.
+        let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
+        // SAFETY: as above.
+        unsafe { getopt_out(|b| e.getopt(level, name, b), optval, optlen) }
+    })
+}
+
+unsafe extern "C" fn ep_setopt(
+    fid: *mut Fid,
+    level: c_int,
+    name: c_int,
+    optval: *const c_void,
+    optlen: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our endpoint; the buffer per the C API.
+        let (e, v) = unsafe { (&EpObj::of(fid.cast()).r.ep, bytes(optval, optlen)) };
+        code(e.setopt(level, name, v))
+    })
+}
+
+unsafe extern "C" fn ctx_enosys(
+    _: *mut FidEp,
+    _: c_int,
+    _: *mut c_void,
+    out: *mut *mut FidEp,
+    _: *mut c_void,
+) -> c_int {
+    if !out.is_null() {
+        // SAFETY: per the C API.
+        unsafe { out.write(ptr::null_mut()) };
+    }
+    ENOSYS
+}
+
+unsafe extern "C" fn ep_rx_size_left(ep: *mut FidEp) -> isize {
+    // SAFETY: our endpoint.
+    guard(|| match unsafe { EpObj::of(ep) }.r.ep.rx_size_left() {
+        Ok(n) => n as isize,
+        Err(e) => e.to_status(),
+    })
+}
+
+unsafe extern "C" fn ep_tx_size_left(ep: *mut FidEp) -> isize {
+    // SAFETY: our endpoint.
+    guard(|| match unsafe { EpObj::of(ep) }.r.ep.tx_size_left() {
+        Ok(n) => n as isize,
+        Err(e) => e.to_status(),
+    })
+}
+
+/// The `fi_ops_ep` of an endpoint.
+pub static EP_OPS: FiOpsEp = FiOpsEp {
+    size: size_of::<FiOpsEp>(),
+    cancel: ep_cancel,
+    getopt: ep_getopt,
+    setopt: ep_setopt,
+    tx_ctx: ctx_enosys,
+    rx_ctx: ctx_enosys,
+    rx_size_left: ep_rx_size_left,
+    tx_size_left: ep_tx_size_left,
+};
+
+/// Writes a name into the program's buffer: `-FI_ETOOSMALL` (with the needed length)
+/// when it does not fit.
+///
+/// # Safety
+/// `addr` holds `*addrlen` bytes; `addrlen` is null or valid.
+unsafe fn name_out(r: ofi::Result<Vec<u8>>, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(room) = (unsafe { addrlen.as_mut() }) else {
+        return EINVAL;
+    };
+    match r {
+        Ok(name) => {
+            let fits = name.len() <= *room;
+            if fits && !addr.is_null() {
+                // SAFETY: `addr` holds `*room` bytes.
+                unsafe { ptr::copy_nonoverlapping(name.as_ptr(), addr.cast::<u8>(), name.len()) };
+            }
+            *room = name.len();
+            if fits {
+                0
+            } else {
+                -ofi::Errno::ETOOSMALL.0
+            }
+        }
+        Err(e) => status(&e),
+    }
+}
+
+unsafe extern "C" fn ep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: usize) -> c_int {
+    // SAFETY: our endpoint; the address per the C API.
+    guard(|| code(unsafe { EpObj::of(fid.cast()).r.ep.setname(bytes(addr, addrlen)) }))
+}
+
+unsafe extern "C" fn ep_getname(fid: *mut Fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: our endpoint; the buffers per the C API.
+    guard(|| unsafe { name_out(EpObj::of(fid.cast()).r.ep.getname(), addr, addrlen) })
+}
+
+unsafe extern "C" fn ep_getpeer(ep: *mut FidEp, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: our endpoint; the buffers per the C API.
+    guard(|| unsafe { name_out(EpObj::of(ep).r.ep.getpeer(), addr, addrlen) })
+}
+
+unsafe extern "C" fn ep_connect(
+    ep: *mut FidEp,
+    addr: *const c_void,
+    param: *const c_void,
+    paramlen: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our endpoint.
+        let e = unsafe { EpObj::of(ep) };
+        if addr.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: one address of the endpoint's format (C API).
+        let peer = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
+            Ok(v) => v[0].to_bytes(),
+            Err(err) => return status(&err),
+        };
+        // SAFETY: `param` holds `paramlen` bytes (C API).
+        code(e.r.ep.connect(&peer, unsafe { bytes(param, paramlen) }))
+    })
+}
+
+unsafe extern "C" fn ep_accept(ep: *mut FidEp, param: *const c_void, paramlen: usize) -> c_int {
+    // SAFETY: our endpoint; `param` per the C API.
+    guard(|| code(unsafe { EpObj::of(ep).r.ep.accept(bytes(param, paramlen)) }))
+}
+
+unsafe extern "C" fn ep_shutdown(ep: *mut FidEp, flags: u64) -> c_int {
+    // SAFETY: our endpoint.
+    guard(|| code(unsafe { EpObj::of(ep) }.r.ep.shutdown(flags)))
+}
+
+unsafe extern "C" fn listen_enosys(_: *mut FidPep) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn reject_enosys(
+    _: *mut FidPep,
+    _: *mut Fid,
+    _: *const c_void,
+    _: usize,
+) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn join_enosys(
+    _: *mut FidEp,
+    _: *const c_void,
+    _: u64,
+    out: *mut *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    if !out.is_null() {
+        // SAFETY: per the C API.
+        unsafe { out.write(ptr::null_mut()) };
+    }
+    ENOSYS
+}
+unsafe extern "C" fn getpeer_enosys(_: *mut FidEp, _: *mut c_void, _: *mut usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn connect_enosys(
+    _: *mut FidEp,
+    _: *const c_void,
+    _: *const c_void,
+    _: usize,
+) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn accept_enosys(_: *mut FidEp, _: *const c_void, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn shutdown_enosys(_: *mut FidEp, _: u64) -> c_int {
+    ENOSYS
+}
+
+/// The `fi_ops_cm` of an endpoint.
+pub static EP_CM_OPS: FiOpsCm = FiOpsCm {
+    size: size_of::<FiOpsCm>(),
+    setname: ep_setname,
+    getname: ep_getname,
+    getpeer: ep_getpeer,
+    connect: ep_connect,
+    listen: listen_enosys,
+    accept: ep_accept,
+    reject: reject_enosys,
+    shutdown: ep_shutdown,
+    join: join_enosys,
+};
+
+/// Our endpoint behind `fid`, if it is one.
+///
+/// # Safety
+/// `fid` is null or a valid `struct fid`.
+pub unsafe fn ep_of(fid: *const Fid) -> Option<&'static EpObj> {
+    // SAFETY: the caller's contract.
+    unsafe { cast_fid(fid, &EP_FI_OPS) }
+}
+
+/// `fi_endpoint` (the domain table's slot).
+///
+/// # Safety
+/// `domain` is a domain of this library; the other pointers per the C API.
+pub unsafe extern "C" fn domain_endpoint(
+    domain: *mut FidDomain,
+    info: *mut FiInfo,
+    ep: *mut *mut FidEp,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { domain_endpoint2(domain, info, ep, 0, context) }
+}
+
+/// `fi_endpoint2` (the domain table's slot).
+///
+/// # Safety
+/// `domain` is a domain of this library; the other pointers per the C API.
+pub unsafe extern "C" fn domain_endpoint2(
+    domain: *mut FidDomain,
+    info: *mut FiInfo,
+    ep: *mut *mut FidEp,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our domain; `info` per the C API.
+        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)) };
+        let info = match info {
+            Ok(i) => i,
+            Err(c) => return c,
+        };
+        if ep.is_null() {
+            return EINVAL;
+        }
+        let c = FidEp {
+            fid: fid_header(FI_CLASS_EP, context, &EP_FI_OPS),
+            ops: &EP_OPS,
+            cm: &EP_CM_OPS,
+            msg: &MSG_OPS,
+            rma: &RMA_OPS,
+            tagged: &TAGGED_OPS,
+            atomic: &ATOMIC_OPS,
+            collective: &COLLECTIVE_OPS,
+        };
+        // The ofi context is the C object: events name it in their `fid`.
+        let made = EpObj::into_c_with(c, |me| {
+            d.r.domain.endpoint_with(&info, me, flags).map(|e| EpState {
+                ep: e,
+                addr_format: info.addr_format,
+            })
+        });
+        match made {
+            // SAFETY: checked non-null.
+            Ok(p) => unsafe { crate::obj::put(ep, p) },
+            Err(e) => status(&e),
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Passive endpoint.
+
+unsafe extern "C" fn pep_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own passive endpoint table.
+    guard(|| unsafe { PepObj::close_with(fid.cast(), PassiveEndpoint::close) })
+}
+
+unsafe extern "C" fn pep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: our passive endpoint; `bfid` per the C API.
+        let (p, eq) = unsafe { (PepObj::of(fid.cast()), eq_of(bfid)) };
+        match eq {
+            Some(q) => code(p.r.bind_eq(&q.r.eq, flags)),
+            None => EINVAL,
+        }
+    })
+}
+
+/// The `fi_ops` of a passive endpoint.
+pub static PEP_FI_OPS: FiOps = FiOps {
+    bind: Some(pep_bind),
+    ..FiOps::with_close(pep_close)
+};
+
+unsafe extern "C" fn pep_cancel(_: *mut Fid, _: *mut c_void) -> isize {
+    ENOSYS as isize
+}
+
+unsafe extern "C" fn pep_getopt(
+    fid: *mut Fid,
+    level: c_int,
+    name: c_int,
+    optval: *mut c_void,
+    optlen: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our passive endpoint; the buffers per the C API.
+        let p = &unsafe { PepObj::of(fid.cast()) }.r;
+        // SAFETY: as above.
+        unsafe { getopt_out(|b| p.getopt(level, name, b), optval, optlen) }
+    })
+}
+
+unsafe extern "C" fn pep_setopt(
+    fid: *mut Fid,
+    level: c_int,
+    name: c_int,
+    optval: *const c_void,
+    optlen: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our passive endpoint; the buffer per the C API.
+        let (p, v) = unsafe { (PepObj::of(fid.cast()), bytes(optval, optlen)) };
+        code(p.r.setopt(level, name, v))
+    })
+}
+
+unsafe extern "C" fn size_left_enosys(_: *mut FidEp) -> isize {
+    ENOSYS as isize
+}
+
+/// The `fi_ops_ep` of a passive endpoint.
+pub static PEP_OPS: FiOpsEp = FiOpsEp {
+    size: size_of::<FiOpsEp>(),
+    cancel: pep_cancel,
+    getopt: pep_getopt,
+    setopt: pep_setopt,
+    tx_ctx: ctx_enosys,
+    rx_ctx: ctx_enosys,
+    rx_size_left: size_left_enosys,
+    tx_size_left: size_left_enosys,
+};
+
+unsafe extern "C" fn pep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: usize) -> c_int {
+    // SAFETY: our passive endpoint; the address per the C API.
+    guard(|| code(unsafe { PepObj::of(fid.cast()).r.setname(bytes(addr, addrlen)) }))
+}
+
+unsafe extern "C" fn pep_getname(fid: *mut Fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: our passive endpoint; the buffers per the C API.
+    guard(|| unsafe { name_out(PepObj::of(fid.cast()).r.getname(), addr, addrlen) })
+}
+
+unsafe extern "C" fn pep_listen(pep: *mut FidPep) -> c_int {
+    // SAFETY: our passive endpoint.
+    guard(|| code(unsafe { PepObj::of(pep) }.r.listen()))
+}
+
+unsafe extern "C" fn pep_reject(
+    pep: *mut FidPep,
+    handle: *mut Fid,
+    param: *const c_void,
+    paramlen: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our passive endpoint; `param` per the C API.
+        let (p, v) = unsafe { (PepObj::of(pep), bytes(param, paramlen)) };
+        code(p.r.reject(handle as usize, v))
+    })
+}
+
+/// The `fi_ops_cm` of a passive endpoint.
+pub static PEP_CM_OPS: FiOpsCm = FiOpsCm {
+    size: size_of::<FiOpsCm>(),
+    setname: pep_setname,
+    getname: pep_getname,
+    getpeer: getpeer_enosys,
+    connect: connect_enosys,
+    listen: pep_listen,
+    accept: accept_enosys,
+    reject: pep_reject,
+    shutdown: shutdown_enosys,
+    join: join_enosys,
+};
+
+/// `fi_passive_ep` (the fabric table's slot).
+///
+/// # Safety
+/// `fabric` is a fabric of this library; the other pointers per the C API.
+pub unsafe extern "C" fn fabric_passive_ep(
+    fabric: *mut FidFabric,
+    info: *mut FiInfo,
+    pep: *mut *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our fabric; `info` per the C API.
+        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)) };
+        let info = match info {
+            Ok(i) => i,
+            Err(c) => return c,
+        };
+        if pep.is_null() {
+            return EINVAL;
+        }
+        let c = FidPep {
+            fid: fid_header(FI_CLASS_PEP, context, &PEP_FI_OPS),
+            ops: &PEP_OPS,
+            cm: &PEP_CM_OPS,
+        };
+        // The ofi context is the C object: connection requests name it in their `fid`.
+        match PepObj::into_c_with(c, |me| f.r.passive_ep_with(&info, me)) {
+            // SAFETY: checked non-null.
+            Ok(p) => unsafe { crate::obj::put(pep, p.cast()) },
+            Err(e) => status(&e),
+        }
+    })
+}

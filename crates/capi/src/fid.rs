@@ -1,0 +1,131 @@
+//! `struct fid` and `struct fi_ops`, the header of every object the C API hands out.
+//!
+//! A C program reaches an object's operations through `fid->ops` (the `static inline`
+//! wrappers of `<rdma/fabric.h>`: `fi_close`, `fi_bind`, `fi_control`, `fi_open_ops`,
+//! …), so every slot of a table built here is a function: what an object lacks answers
+//! `-FI_ENOSYS`, never a null pointer. Every slot catches panics ([`crate::guard`]).
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// `FI_CLASS_FABRIC`.
+pub const FI_CLASS_FABRIC: usize = 1;
+/// `FI_CLASS_DOMAIN`.
+pub const FI_CLASS_DOMAIN: usize = 2;
+/// `FI_CLASS_EP`.
+pub const FI_CLASS_EP: usize = 3;
+/// `FI_CLASS_PEP`.
+pub const FI_CLASS_PEP: usize = 9;
+/// `FI_CLASS_AV`.
+pub const FI_CLASS_AV: usize = 11;
+/// `FI_CLASS_MR`.
+pub const FI_CLASS_MR: usize = 12;
+/// `FI_CLASS_EQ`.
+pub const FI_CLASS_EQ: usize = 13;
+/// `FI_CLASS_CQ`.
+pub const FI_CLASS_CQ: usize = 14;
+/// `FI_CLASS_CNTR`.
+pub const FI_CLASS_CNTR: usize = 15;
+/// `FI_CLASS_NIC`.
+pub const FI_CLASS_NIC: usize = 20;
+
+/// `struct fid`.
+#[repr(C)]
+pub struct Fid {
+    /// `fclass` (`FI_CLASS_*`).
+    pub fclass: usize,
+    /// `context`: the application's, returned untouched.
+    pub context: *mut c_void,
+    /// `ops`.
+    pub ops: *mut FiOps,
+}
+
+/// `close` slot type.
+pub type CloseFn = unsafe extern "C" fn(fid: *mut Fid) -> c_int;
+/// `bind` slot type.
+pub type BindFn = unsafe extern "C" fn(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int;
+/// `control` slot type.
+pub type ControlFn = unsafe extern "C" fn(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int;
+/// `ops_open` slot type.
+pub type OpsOpenFn = unsafe extern "C" fn(
+    fid: *mut Fid,
+    name: *const c_char,
+    flags: u64,
+    ops: *mut *mut c_void,
+    context: *mut c_void,
+) -> c_int;
+/// `tostr` slot type.
+pub type TostrFn = unsafe extern "C" fn(fid: *const Fid, buf: *mut c_char, len: usize) -> c_int;
+/// `ops_set` slot type.
+pub type OpsSetFn = unsafe extern "C" fn(
+    fid: *mut Fid,
+    name: *const c_char,
+    flags: u64,
+    ops: *mut c_void,
+    context: *mut c_void,
+) -> c_int;
+
+/// `struct fi_ops`. The slots are `Option` so that a foreign table (a NIC a program
+/// built) is read safely; every table built here has all of them set.
+#[repr(C)]
+pub struct FiOps {
+    /// `size`: the size of this table.
+    pub size: usize,
+    /// `close`.
+    pub close: Option<CloseFn>,
+    /// `bind`.
+    pub bind: Option<BindFn>,
+    /// `control`.
+    pub control: Option<ControlFn>,
+    /// `ops_open`.
+    pub ops_open: Option<OpsOpenFn>,
+    /// `tostr`.
+    pub tostr: Option<TostrFn>,
+    /// `ops_set`.
+    pub ops_set: Option<OpsSetFn>,
+}
+
+/// `-FI_ENOSYS` as the `int` the slots return.
+pub const ENOSYS: c_int = -(libc::ENOSYS);
+
+unsafe extern "C" fn bind_enosys(_: *mut Fid, _: *mut Fid, _: u64) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn control_enosys(_: *mut Fid, _: c_int, _: *mut c_void) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn ops_open_enosys(
+    _: *mut Fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn tostr_enosys(_: *const Fid, _: *mut c_char, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn ops_set_enosys(
+    _: *mut Fid,
+    _: *const c_char,
+    _: u64,
+    _: *mut c_void,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+impl FiOps {
+    /// A table with `close` and every other slot `-FI_ENOSYS`.
+    pub const fn with_close(close: CloseFn) -> FiOps {
+        FiOps {
+            size: std::mem::size_of::<FiOps>(),
+            close: Some(close),
+            bind: Some(bind_enosys),
+            control: Some(control_enosys),
+            ops_open: Some(ops_open_enosys),
+            tostr: Some(tostr_enosys),
+            ops_set: Some(ops_set_enosys),
+        }
+    }
+}

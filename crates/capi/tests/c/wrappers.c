@@ -1,0 +1,646 @@
+/*
+ * The inline wrappers of fi_endpoint.h, fi_tagged.h, fi_rma.h, fi_atomic.h, fi_cm.h,
+ * fi_eq.h and fi_domain.h, called on libfabric.so.1 over ofi-rs (tests/wrappers.rs
+ * compiles this against the installed headers). Part one runs two shm RDM endpoints of
+ * one process against each other (messages, tagged messages, RMA, atomics, CQs,
+ * counters, AV, MR); part two a tcp MSG connection (passive endpoint, CM events,
+ * accept, shutdown) and the EQ calls. Exits non-zero at the first failed check.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_errno.h>
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #cond);    \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fprintf(stderr, "\n");                                 \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+#define OK(call)                                                               \
+	do {                                                                   \
+		long _r = (long)(call);                                        \
+		CHECK(_r == 0, "%s = %ld (%s)", #call, _r, fi_strerror((int)-_r)); \
+	} while (0)
+
+#define SPIN 2000000
+
+static struct fid_cq *cq_a, *cq_b;
+
+/* Retries a post while it answers -FI_EAGAIN, driving progress on both CQs. */
+#define POST(call)                                                             \
+	do {                                                                   \
+		long _r;                                                       \
+		int _n = 0;                                                    \
+		while ((_r = (long)(call)) == -FI_EAGAIN && _n++ < SPIN) {     \
+			fi_cq_read(cq_a, NULL, 0);                             \
+			fi_cq_read(cq_b, NULL, 0);                             \
+		}                                                              \
+		CHECK(_r == 0, "%s = %ld (%s)", #call, _r, fi_strerror((int)-_r)); \
+	} while (0)
+
+/* Reads one tagged-format completion from `cq`, progressing the other CQ meanwhile. */
+static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagged_entry *out)
+{
+	int n;
+	ssize_t r = -FI_EAGAIN;
+
+	for (n = 0; n < SPIN && r == -FI_EAGAIN; n++) {
+		r = fi_cq_read(cq, out, 1);
+		if (r == -FI_EAGAIN && other)
+			fi_cq_read(other, NULL, 0);
+	}
+	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
+}
+
+static void part_rdm(void)
+{
+	struct fi_info *hints, *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *a, *b;
+	struct fid_av *av;
+	struct fid_cntr *cntr;
+	struct fid_mr *mr, *mr2, *mr3;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_tagged_entry comp;
+	struct fi_cq_err_entry err;
+	struct fi_context ctx[4];
+	char name_a[256], name_b[256], text[256];
+	size_t len_a = sizeof(name_a), len_b = sizeof(name_b), len;
+	fi_addr_t addr[2], src;
+	char sbuf[64], rbuf[64], rbuf2[64];
+	uint64_t target[4] = { 0 }, operand = 5, result = 0, compare = 0, count = 0;
+	struct iovec siov[2], riov[2];
+	struct fi_ioc ioc, res_ioc, cmp_ioc;
+	struct fi_rma_iov rma_iov;
+	struct fi_rma_ioc rma_ioc;
+	struct fi_msg msg;
+	struct fi_msg_tagged tmsg;
+	struct fi_msg_rma rmsg;
+	struct fi_msg_atomic amsg;
+	struct fi_atomic_attr aattr;
+	struct fi_mr_attr mr_attr;
+	void *desc = NULL;
+	int i;
+
+	hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+	hints->mode = FI_CONTEXT;
+	hints->fabric_attr->prov_name = strdup("shm");
+	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHECK(fabric->api_version == FI_VERSION(1, 17), "api_version");
+	OK(fi_domain(fabric, info, &domain, (void *)0x77));
+	CHECK(domain->fid.context == (void *)0x77, "domain context");
+	CHECK(domain->fid.fclass == FI_CLASS_DOMAIN, "domain class");
+	OK(fi_cq_open(domain, &cq_attr, &cq_a, NULL));
+	OK(fi_cq_open(domain, &cq_attr, &cq_b, NULL));
+	OK(fi_av_open(domain, &av_attr, &av, NULL));
+	OK(fi_cntr_open(domain, &cntr_attr, &cntr, NULL));
+	OK(fi_endpoint(domain, info, &a, (void *)0xa));
+	OK(fi_endpoint(domain, info, &b, (void *)0xb));
+	OK(fi_ep_bind(a, &cq_a->fid, FI_TRANSMIT | FI_RECV));
+	OK(fi_ep_bind(b, &cq_b->fid, FI_TRANSMIT | FI_RECV));
+	OK(fi_ep_bind(a, &av->fid, 0));
+	OK(fi_ep_bind(b, &av->fid, 0));
+	OK(fi_ep_bind(b, &cntr->fid, FI_RECV));
+	CHECK(fi_ep_bind(a, &domain->fid, 0) == -FI_EINVAL, "binding a domain");
+	OK(fi_enable(a));
+	OK(fi_enable(b));
+	/* Deprecated in the headers, still wrappers programs call. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	CHECK(fi_rx_size_left(a) > 0 || fi_rx_size_left(a) == -FI_ENOSYS, "rx_size_left");
+	CHECK(fi_tx_size_left(a) > 0 || fi_tx_size_left(a) == -FI_ENOSYS, "tx_size_left");
+#pragma GCC diagnostic pop
+
+	/* fi_cm.h on a connectionless endpoint: names, and no peer. */
+	OK(fi_getname(&a->fid, name_a, &len_a));
+	OK(fi_getname(&b->fid, name_b, &len_b));
+	len = 1;
+	CHECK(fi_getname(&a->fid, name_a, &len) == -FI_ETOOSMALL && len == len_a, "getname too small");
+	len = sizeof(text);
+	CHECK(fi_getpeer(a, text, &len) < 0, "getpeer on rdm");
+	CHECK(fi_av_insert(av, name_a, 1, &addr[0], 0, NULL) == 1, "insert a");
+	CHECK(fi_av_insert(av, name_b, 1, &addr[1], 0, NULL) == 1, "insert b");
+	CHECK(fi_rx_addr(addr[1], 0, 0) == addr[1], "fi_rx_addr");
+	len = sizeof(text);
+	OK(fi_av_lookup(av, addr[1], text, &len));
+	CHECK(len == len_b && !memcmp(text, name_b, len), "lookup");
+	len = sizeof(text);
+	CHECK(fi_av_straddr(av, name_b, text, &len) == text && len > 1, "straddr");
+
+	/* fi_domain.h: registrations. */
+	OK(fi_mr_reg(domain, target, sizeof(target), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 1, 0, &mr, NULL));
+	riov[0].iov_base = rbuf;
+	riov[0].iov_len = sizeof(rbuf);
+	OK(fi_mr_regv(domain, riov, 1, FI_RECV, 0, 2, 0, &mr2, NULL));
+	memset(&mr_attr, 0, sizeof(mr_attr));
+	mr_attr.mr_iov = riov;
+	mr_attr.iov_count = 1;
+	mr_attr.access = FI_RECV;
+	mr_attr.requested_key = 3;
+	OK(fi_mr_regattr(domain, &mr_attr, 0, &mr3));
+	desc = fi_mr_desc(mr2);
+	(void)desc;
+	CHECK(fi_mr_key(mr) != FI_KEY_NOTAVAIL, "mr key");
+	{
+		int r = fi_query_atomic(domain, FI_UINT64, FI_SUM, &aattr, 0);
+		CHECK(r == 0 && aattr.size == 8 && aattr.count >= 1, "query_atomic %d", r);
+	}
+
+	/* fi_endpoint.h: messages. */
+	strcpy(sbuf, "hello");
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, sbuf, 6, NULL, addr[1], &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.op_context == &ctx[0] && (comp.flags & FI_RECV) && comp.len == 6, "recv comp");
+	CHECK(!strcmp(rbuf, "hello"), "payload %s", rbuf);
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(comp.op_context == &ctx[1] && (comp.flags & FI_SEND), "send comp");
+	CHECK(fi_cntr_read(cntr) == 1, "recv counter %lu", (unsigned long)fi_cntr_read(cntr));
+
+	siov[0].iov_base = sbuf;
+	siov[0].iov_len = 3;
+	siov[1].iov_base = sbuf + 3;
+	siov[1].iov_len = 3;
+	riov[0].iov_base = rbuf;
+	riov[0].iov_len = 2;
+	riov[1].iov_base = rbuf2;
+	riov[1].iov_len = 32;
+	strcpy(sbuf, "vecto");
+	POST(fi_recvv(b, riov, NULL, 2, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_sendv(a, siov, NULL, 2, addr[1], &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.len == 6 && !memcmp(rbuf, "ve", 2) && !strcmp(rbuf2, "cto"), "vector payload");
+	wait_comp(cq_a, cq_b, &comp);
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = riov;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	msg.context = &ctx[2];
+	riov[0].iov_len = sizeof(rbuf);
+	POST(fi_recvmsg(b, &msg, 0));
+	msg.msg_iov = siov;
+	msg.iov_count = 2;
+	msg.addr = addr[1];
+	msg.context = &ctx[3];
+	msg.data = 0xd00d;
+	POST(fi_sendmsg(a, &msg, FI_REMOTE_CQ_DATA));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.op_context == &ctx[2] && (comp.flags & FI_REMOTE_CQ_DATA) && comp.data == 0xd00d,
+	      "sendmsg data %lx", (unsigned long)comp.data);
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(comp.op_context == &ctx[3], "sendmsg context");
+
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_inject(a, "inj", 4, addr[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(!strcmp(rbuf, "inj"), "inject payload");
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_senddata(a, "sd", 3, NULL, 42, addr[1], &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.data == 42 && !strcmp(rbuf, "sd"), "senddata");
+	wait_comp(cq_a, cq_b, &comp);
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_injectdata(a, "id", 3, 43, addr[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.data == 43 && !strcmp(rbuf, "id"), "injectdata");
+
+	/* Truncation: an error completion with the lengths. */
+	POST(fi_recv(b, rbuf, 2, NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "toolong", 8, NULL, addr[1], &ctx[1]));
+	{
+		ssize_t r = -FI_EAGAIN;
+		for (i = 0; i < SPIN && r == -FI_EAGAIN; i++) {
+			r = fi_cq_read(cq_b, &comp, 1);
+			fi_cq_read(cq_a, NULL, 0);
+		}
+		CHECK(r == -FI_EAVAIL, "truncation read %zd", r);
+		memset(&err, 0, sizeof(err));
+		CHECK(fi_cq_readerr(cq_b, &err, 0) == 1, "readerr");
+		CHECK(err.err == FI_ETRUNC && err.op_context == &ctx[0] && err.olen == 6,
+		      "err %d olen %zu", err.err, err.olen);
+		CHECK(fi_cq_strerror(cq_b, err.prov_errno, err.err_data, text, sizeof(text)) != NULL,
+		      "cq strerror");
+		wait_comp(cq_a, cq_b, &comp);
+	}
+
+	/* Cancel a posted receive: it completes in error with FI_ECANCELED. */
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[2]));
+	OK(fi_cancel(&b->fid, &ctx[2]));
+	{
+		ssize_t r = -FI_EAGAIN;
+		for (i = 0; i < SPIN && r == -FI_EAGAIN; i++)
+			r = fi_cq_read(cq_b, &comp, 1);
+		CHECK(r == -FI_EAVAIL, "cancel read %zd", r);
+		memset(&err, 0, sizeof(err));
+		CHECK(fi_cq_readerr(cq_b, &err, 0) == 1 && err.err == FI_ECANCELED &&
+		      err.op_context == &ctx[2], "cancel err %d", err.err);
+	}
+
+	/* fi_tagged.h. */
+	POST(fi_trecv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x10, 0, &ctx[0]));
+	POST(fi_tsend(a, "t1", 3, NULL, addr[1], 0x10, &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.tag == 0x10 && (comp.flags & FI_TAGGED) && !strcmp(rbuf, "t1"), "tsend");
+	wait_comp(cq_a, cq_b, &comp);
+	riov[0].iov_base = rbuf;
+	riov[0].iov_len = sizeof(rbuf);
+	POST(fi_trecvv(b, riov, NULL, 1, FI_ADDR_UNSPEC, 0x20, 0xf, &ctx[0]));
+	strcpy(sbuf, "tvecx");
+	POST(fi_tsendv(a, siov, NULL, 2, addr[1], 0x2f, &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.tag == 0x2f && !memcmp(rbuf, "tvecx", 6), "tsendv with ignore bits");
+	wait_comp(cq_a, cq_b, &comp);
+	memset(&tmsg, 0, sizeof(tmsg));
+	tmsg.msg_iov = riov;
+	tmsg.iov_count = 1;
+	tmsg.addr = FI_ADDR_UNSPEC;
+	tmsg.tag = 0x30;
+	tmsg.context = &ctx[2];
+	POST(fi_trecvmsg(b, &tmsg, 0));
+	tmsg.msg_iov = siov;
+	tmsg.iov_count = 2;
+	tmsg.addr = addr[1];
+	tmsg.context = &ctx[3];
+	POST(fi_tsendmsg(a, &tmsg, 0));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.op_context == &ctx[2] && comp.tag == 0x30, "tsendmsg");
+	wait_comp(cq_a, cq_b, &comp);
+	POST(fi_trecv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x40, 0, &ctx[0]));
+	POST(fi_tinject(a, "ti", 3, addr[1], 0x40));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.tag == 0x40 && !strcmp(rbuf, "ti"), "tinject");
+	POST(fi_trecv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x50, 0, &ctx[0]));
+	POST(fi_tsenddata(a, "tsd", 4, NULL, 7, addr[1], 0x50, &ctx[1]));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.tag == 0x50 && comp.data == 7, "tsenddata");
+	wait_comp(cq_a, cq_b, &comp);
+	POST(fi_trecv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x60, 0, &ctx[0]));
+	POST(fi_tinjectdata(a, "tid", 4, 8, addr[1], 0x60));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.tag == 0x60 && comp.data == 8, "tinjectdata");
+
+	/* fi_rma.h against b's registered target (offsets: no FI_MR_VIRT_ADDR). */
+	target[0] = 0x1111;
+	POST(fi_read(a, &result, 8, NULL, addr[1], 0, fi_mr_key(mr), &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 0x1111 && (comp.flags & FI_READ), "read");
+	operand = 0x2222;
+	POST(fi_write(a, &operand, 8, NULL, addr[1], 8, fi_mr_key(mr), &ctx[1]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[1] == 0x2222 && (comp.flags & FI_WRITE), "write");
+	siov[0].iov_base = &operand;
+	siov[0].iov_len = 8;
+	operand = 0x3333;
+	POST(fi_writev(a, siov, NULL, 1, addr[1], 16, fi_mr_key(mr), &ctx[1]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[2] == 0x3333, "writev");
+	riov[0].iov_base = &result;
+	riov[0].iov_len = 8;
+	POST(fi_readv(a, riov, NULL, 1, addr[1], 16, fi_mr_key(mr), &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 0x3333, "readv");
+	rma_iov.addr = 24;
+	rma_iov.len = 8;
+	rma_iov.key = fi_mr_key(mr);
+	memset(&rmsg, 0, sizeof(rmsg));
+	rmsg.msg_iov = siov;
+	rmsg.iov_count = 1;
+	rmsg.addr = addr[1];
+	rmsg.rma_iov = &rma_iov;
+	rmsg.rma_iov_count = 1;
+	rmsg.context = &ctx[2];
+	operand = 0x4444;
+	POST(fi_writemsg(a, &rmsg, 0));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[3] == 0x4444 && comp.op_context == &ctx[2], "writemsg");
+	rmsg.msg_iov = riov;
+	POST(fi_readmsg(a, &rmsg, 0));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 0x4444, "readmsg");
+	operand = 0x5555;
+	POST(fi_inject_write(a, &operand, 8, addr[1], 0, fi_mr_key(mr)));
+	for (i = 0; i < SPIN && target[0] != 0x5555; i++)
+		fi_cq_read(cq_b, NULL, 0);
+	CHECK(target[0] == 0x5555, "inject_write");
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	operand = 0x6666;
+	POST(fi_writedata(a, &operand, 8, NULL, 99, addr[1], 8, fi_mr_key(mr), &ctx[1]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[1] == 0x6666, "writedata");
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.data == 99 && (comp.flags & FI_REMOTE_CQ_DATA), "writedata remote data");
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	operand = 0x7777;
+	POST(fi_inject_writedata(a, &operand, 8, 100, addr[1], 16, fi_mr_key(mr)));
+	wait_comp(cq_b, cq_a, &comp);
+	CHECK(comp.data == 100 && target[2] == 0x7777, "inject_writedata");
+
+	/* fi_atomic.h. */
+	OK(fi_atomicvalid(a, FI_UINT64, FI_SUM, &count));
+	CHECK(count >= 1, "atomicvalid");
+	OK(fi_fetch_atomicvalid(a, FI_UINT64, FI_SUM, &count));
+	OK(fi_compare_atomicvalid(a, FI_UINT64, FI_CSWAP, &count));
+	CHECK(fi_atomicvalid(a, 99, FI_SUM, &count) == -FI_EINVAL, "bad datatype");
+	target[0] = 10;
+	operand = 5;
+	POST(fi_atomic(a, &operand, 1, NULL, addr[1], 0, fi_mr_key(mr), FI_UINT64, FI_SUM, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[0] == 15 && (comp.flags & FI_ATOMIC), "atomic sum %lu", (unsigned long)target[0]);
+	ioc.addr = &operand;
+	ioc.count = 1;
+	rma_ioc.addr = 0;
+	rma_ioc.count = 1;
+	rma_ioc.key = fi_mr_key(mr);
+	POST(fi_atomicv(a, &ioc, NULL, 1, addr[1], 0, fi_mr_key(mr), FI_UINT64, FI_SUM, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[0] == 20, "atomicv");
+	memset(&amsg, 0, sizeof(amsg));
+	amsg.msg_iov = &ioc;
+	amsg.iov_count = 1;
+	amsg.addr = addr[1];
+	amsg.rma_iov = &rma_ioc;
+	amsg.rma_iov_count = 1;
+	amsg.datatype = FI_UINT64;
+	amsg.op = FI_SUM;
+	amsg.context = &ctx[1];
+	POST(fi_atomicmsg(a, &amsg, 0));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(target[0] == 25 && comp.op_context == &ctx[1], "atomicmsg");
+	POST(fi_inject_atomic(a, &operand, 1, addr[1], 0, fi_mr_key(mr), FI_UINT64, FI_SUM));
+	for (i = 0; i < SPIN && target[0] != 30; i++)
+		fi_cq_read(cq_b, NULL, 0);
+	CHECK(target[0] == 30, "inject_atomic");
+	POST(fi_fetch_atomic(a, &operand, 1, NULL, &result, NULL, addr[1], 0, fi_mr_key(mr),
+			     FI_UINT64, FI_SUM, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 30 && target[0] == 35, "fetch_atomic");
+	res_ioc.addr = &result;
+	res_ioc.count = 1;
+	POST(fi_fetch_atomicv(a, &ioc, NULL, 1, &res_ioc, NULL, 1, addr[1], 0, fi_mr_key(mr),
+			      FI_UINT64, FI_SUM, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 35 && target[0] == 40, "fetch_atomicv");
+	POST(fi_fetch_atomicmsg(a, &amsg, &res_ioc, NULL, 1, 0));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 40 && target[0] == 45, "fetch_atomicmsg");
+	compare = 45;
+	operand = 1;
+	POST(fi_compare_atomic(a, &operand, 1, NULL, &compare, NULL, &result, NULL, addr[1], 0,
+			       fi_mr_key(mr), FI_UINT64, FI_CSWAP, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 45 && target[0] == 1, "compare_atomic");
+	cmp_ioc.addr = &compare;
+	cmp_ioc.count = 1;
+	compare = 1;
+	operand = 2;
+	POST(fi_compare_atomicv(a, &ioc, NULL, 1, &cmp_ioc, NULL, 1, &res_ioc, NULL, 1, addr[1], 0,
+				fi_mr_key(mr), FI_UINT64, FI_CSWAP, &ctx[0]));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 1 && target[0] == 2, "compare_atomicv");
+	amsg.op = FI_CSWAP;
+	compare = 2;
+	operand = 3;
+	POST(fi_compare_atomicmsg(a, &amsg, &cmp_ioc, NULL, 1, &res_ioc, NULL, 1, 0));
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(result == 2 && target[0] == 3, "compare_atomicmsg");
+
+	/* Options, blocking reads, wait/poll sets and scalable endpoints. */
+	{
+		size_t min = 0, optlen = sizeof(min);
+		int r = fi_getopt(&b->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &optlen);
+		CHECK(r == 0 || r == -FI_ENOPROTOOPT || r == -FI_ENOSYS, "getopt %d", r);
+		min = 512;
+		r = fi_setopt(&b->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min));
+		CHECK(r == 0 || r == -FI_ENOPROTOOPT || r == -FI_ENOSYS, "setopt %d", r);
+		r = (int)fi_cq_sread(cq_b, &comp, 1, NULL, 10);
+		CHECK(r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_ETIMEDOUT, "sread idle %d", r);
+		r = (int)fi_cq_sreadfrom(cq_b, &comp, 1, &src, NULL, 10);
+		CHECK(r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_ETIMEDOUT, "sreadfrom idle %d", r);
+		{
+			struct fid *fids[1] = { &cq_a->fid };
+			r = fi_trywait(fabric, fids, 1);
+			CHECK(r == 0 || r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_EINVAL, "trywait %d", r);
+		}
+		{
+			struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
+			struct fi_poll_attr pattr = { 0 };
+			struct fid_wait *ws = (struct fid_wait *)0x1;
+			struct fid_poll *ps = (struct fid_poll *)0x1;
+			struct fid_ep *sep = (struct fid_ep *)0x1;
+			CHECK(fi_wait_open(fabric, &wattr, &ws) == -FI_ENOSYS && !ws, "wait_open");
+			CHECK(fi_poll_open(domain, &pattr, &ps) == -FI_ENOSYS && !ps, "poll_open");
+			CHECK(fi_scalable_ep(domain, info, &sep, NULL) == -FI_ENOSYS && !sep, "scalable_ep");
+		}
+	}
+
+	/* Counters. */
+	OK(fi_cntr_set(cntr, 100));
+	OK(fi_cntr_add(cntr, 5));
+	CHECK(fi_cntr_read(cntr) == 105, "cntr add");
+	OK(fi_cntr_seterr(cntr, 2));
+	OK(fi_cntr_adderr(cntr, 1));
+	CHECK(fi_cntr_readerr(cntr) == 3, "cntr err");
+	OK(fi_cntr_wait(cntr, 105, 100));
+
+	/* CQ: readfrom gives the source (FI_SOURCE), signal, sread with nothing pending. */
+	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "src", 4, NULL, addr[1], &ctx[1]));
+	{
+		ssize_t r = -FI_EAGAIN;
+		for (i = 0; i < SPIN && r == -FI_EAGAIN; i++) {
+			r = fi_cq_readfrom(cq_b, &comp, 1, &src);
+			fi_cq_read(cq_a, NULL, 0);
+		}
+		CHECK(r == 1, "readfrom %zd", r);
+		CHECK(src == addr[0] || src == FI_ADDR_NOTAVAIL, "source %lu", (unsigned long)src);
+	}
+	wait_comp(cq_a, cq_b, &comp);
+	CHECK(fi_cq_signal(cq_a) == 0 || fi_cq_signal(cq_a) == -FI_ENOSYS, "signal");
+
+	OK(fi_av_remove(av, &addr[0], 1, 0));
+	OK(fi_close(&a->fid));
+	OK(fi_close(&b->fid));
+	OK(fi_close(&mr->fid));
+	OK(fi_close(&mr2->fid));
+	OK(fi_close(&mr3->fid));
+	OK(fi_close(&cntr->fid));
+	OK(fi_close(&av->fid));
+	OK(fi_close(&cq_a->fid));
+	OK(fi_close(&cq_b->fid));
+	OK(fi_close(&domain->fid));
+	OK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	printf("rdm ok\n");
+}
+
+/* Reads one EQ event of kind `want` into `buf`. */
+static ssize_t wait_event(struct fid_eq *eq, uint32_t want, void *buf, size_t len)
+{
+	uint32_t event = ~0u;
+	ssize_t r = fi_eq_sread(eq, &event, buf, len, 5000, 0);
+
+	CHECK(r > 0 && event == want, "eq event %u (want %u): %zd %s", event, want, r,
+	      fi_strerror((int)-r));
+	return r;
+}
+
+static void part_msg(void)
+{
+	struct fi_info *hints, *info, *conn_info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_eq *eq;
+	struct fid_pep *pep;
+	struct fid_ep *srv, *cli;
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC, .flags = FI_WRITE };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_eq_entry entry;
+	struct fi_eq_err_entry eq_err;
+	struct fi_cq_tagged_entry comp;
+	struct fi_context ctx[2];
+	union {
+		struct fi_eq_cm_entry cm;
+		char raw[sizeof(struct fi_eq_cm_entry) + 64];
+	} ev;
+	char name[128], rbuf[32];
+	size_t len = sizeof(name);
+	uint32_t event;
+	ssize_t r;
+
+	hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	OK(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE, hints, &info));
+	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	OK(fi_eq_open(fabric, &eq_attr, &eq, NULL));
+
+	/* fi_eq.h: write, peek, read, and an empty queue. */
+	entry.fid = &fabric->fid;
+	entry.context = (void *)0x1234;
+	entry.data = 77;
+	CHECK(fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0) == sizeof(entry), "eq write");
+	memset(&entry, 0, sizeof(entry));
+	r = fi_eq_read(eq, &event, &entry, sizeof(entry), FI_PEEK);
+	CHECK(r == sizeof(entry) && event == FI_NOTIFY && entry.data == 77, "eq peek %zd", r);
+	r = fi_eq_read(eq, &event, &entry, sizeof(entry), 0);
+	CHECK(r == sizeof(entry) && entry.context == (void *)0x1234 && entry.fid == &fabric->fid,
+	      "eq read");
+	CHECK(fi_eq_read(eq, &event, &entry, sizeof(entry), 0) == -FI_EAGAIN, "eq empty");
+	CHECK(fi_eq_readerr(eq, &eq_err, 0) == -FI_EAGAIN, "no eq error");
+	CHECK(fi_eq_strerror(eq, 0, NULL, name, sizeof(name)) != NULL, "eq strerror");
+
+	/* fi_cm.h: passive endpoint, connection, accept, shutdown. */
+	OK(fi_passive_ep(fabric, info, &pep, (void *)0xbeef));
+	OK(fi_pep_bind(pep, &eq->fid, 0));
+	OK(fi_listen(pep));
+	OK(fi_getname(&pep->fid, name, &len));
+	OK(fi_domain(fabric, info, &domain, NULL));
+	{
+		struct fid_cq *cq;
+		OK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+		hints->dest_addr = malloc(len);
+		memcpy(hints->dest_addr, name, len);
+		hints->dest_addrlen = len;
+		fi_freeinfo(info);
+		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+		OK(fi_endpoint(domain, info, &cli, NULL));
+		OK(fi_ep_bind(cli, &eq->fid, 0));
+		OK(fi_ep_bind(cli, &cq->fid, FI_TRANSMIT | FI_RECV));
+		OK(fi_enable(cli));
+		OK(fi_connect(cli, name, "hi", 3));
+		r = wait_event(eq, FI_CONNREQ, &ev, sizeof(ev));
+		CHECK(ev.cm.fid == &pep->fid, "connreq names the pep");
+		CHECK(ev.cm.info && ev.cm.info->handle, "connreq info and handle");
+		CHECK(r == (ssize_t)sizeof(ev.cm) + 3 && !strcmp((char *)(&ev.cm + 1), "hi"),
+		      "connection data (%zd)", r);
+		conn_info = ev.cm.info;
+		OK(fi_endpoint(domain, conn_info, &srv, NULL));
+		OK(fi_ep_bind(srv, &eq->fid, 0));
+		OK(fi_ep_bind(srv, &cq->fid, FI_TRANSMIT | FI_RECV));
+		OK(fi_enable(srv));
+		OK(fi_accept(srv, NULL, 0));
+		wait_event(eq, FI_CONNECTED, &ev, sizeof(ev));
+		wait_event(eq, FI_CONNECTED, &ev, sizeof(ev));
+		fi_freeinfo(conn_info);
+		len = sizeof(name);
+		OK(fi_getpeer(cli, name, &len));
+		CHECK(len > 0, "peer");
+		{
+			int n;
+			cq_a = cq;
+			cq_b = cq;
+			POST(fi_recv(srv, rbuf, sizeof(rbuf), NULL, 0, &ctx[0]));
+			POST(fi_send(cli, "msg", 4, NULL, 0, &ctx[1]));
+			for (n = 0, r = 0; n < SPIN && r < 2; n++) {
+				if (fi_cq_read(cq, &comp, 1) == 1)
+					r++;
+			}
+			CHECK(r == 2 && !strcmp(rbuf, "msg"), "msg over the connection");
+		}
+		/* A second connection, rejected: the client's EQ reports an error entry. */
+		{
+			struct fid_ep *cli2;
+			struct fi_eq_err_entry e2;
+			int n;
+			OK(fi_endpoint(domain, info, &cli2, (void *)0xc2));
+			OK(fi_ep_bind(cli2, &eq->fid, 0));
+			OK(fi_ep_bind(cli2, &cq->fid, FI_TRANSMIT | FI_RECV));
+			OK(fi_enable(cli2));
+			OK(fi_connect(cli2, name, NULL, 0));
+			wait_event(eq, FI_CONNREQ, &ev, sizeof(ev));
+			OK(fi_reject(pep, ev.cm.info->handle, NULL, 0));
+			fi_freeinfo(ev.cm.info);
+			for (n = 0, r = -FI_EAGAIN; n < 500 && r != -FI_EAVAIL; n++)
+				r = fi_eq_sread(eq, &event, &ev, sizeof(ev), 10, 0);
+			CHECK(r == -FI_EAVAIL, "rejected connect: %zd", r);
+			memset(&e2, 0, sizeof(e2));
+			CHECK(fi_eq_readerr(eq, &e2, 0) == sizeof(e2), "eq readerr");
+			CHECK(e2.fid == &cli2->fid && e2.err == FI_ECONNREFUSED, "reject error %d", e2.err);
+			OK(fi_close(&cli2->fid));
+		}
+		OK(fi_shutdown(cli, 0));
+		wait_event(eq, FI_SHUTDOWN, &ev, sizeof(ev));
+		CHECK(ev.cm.fid == &srv->fid || ev.cm.fid == &cli->fid, "shutdown names an endpoint");
+		OK(fi_close(&cli->fid));
+		OK(fi_close(&srv->fid));
+		OK(fi_close(&cq->fid));
+	}
+	OK(fi_close(&pep->fid));
+	OK(fi_close(&domain->fid));
+	OK(fi_close(&eq->fid));
+	OK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	printf("msg ok\n");
+}
+
+int main(void)
+{
+	part_rdm();
+	part_msg();
+	printf("all ok\n");
+	return 0;
+}

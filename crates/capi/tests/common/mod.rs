@@ -1,0 +1,101 @@
+//! Shared by the C-ABI tests: link libfabric.so.1 from the static library cargo built
+//! for this test run (scripts/build-capi.sh --link-only), and compile C programs
+//! against the installed libfabric 1.17 headers and that library.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The cargo profile directory of this test run (`target/debug`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps layout")
+        .to_path_buf()
+}
+
+/// The directory holding libfabric.so.1 (linked once per test binary).
+pub fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let out = profile_dir().join("capi-test");
+        let status = Command::new("bash")
+            .arg(root.join("scripts/build-capi.sh"))
+            .arg("--link-only")
+            .arg("--profile-dir")
+            .arg(profile_dir())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run scripts/build-capi.sh");
+        assert!(
+            status.status.success(),
+            "scripts/build-capi.sh --link-only failed:\n{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        out
+    })
+}
+
+/// Whether the libfabric 1.17 development headers are installed (`libfabric-dev`).
+pub fn have_headers() -> bool {
+    Path::new("/usr/include/rdma/fabric.h").exists()
+}
+
+/// Prints why a test is skipped and returns true when the headers are absent.
+pub fn skip_without_headers(test: &str) -> bool {
+    if have_headers() {
+        return false;
+    }
+    eprintln!("{test}: SKIPPED: /usr/include/rdma/fabric.h not found (install libfabric-dev)");
+    true
+}
+
+/// Compiles the C source `src` into an executable `name` linked with our
+/// libfabric.so (rpath set to it) and returns its path.
+pub fn compile_c(name: &str, src: &str) -> PathBuf {
+    let dir = profile_dir().join("capi-test");
+    std::fs::create_dir_all(&dir).expect("create capi-test dir");
+    let c_path = dir.join(format!("{name}.c"));
+    std::fs::write(&c_path, src).expect("write C source");
+    let exe = dir.join(name);
+    let lib = lib_dir();
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=gnu11", "-Wall", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&c_path)
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lfabric", "-ldl"])
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs `cmd` with our library first on `LD_LIBRARY_PATH`, with a time limit.
+pub fn run_with_lib(cmd: &mut Command, limit_secs: u32) -> Output {
+    let lib = lib_dir();
+    let mut timed = Command::new("timeout");
+    timed
+        .arg(limit_secs.to_string())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => timed.env(k, v),
+            None => timed.env_remove(k),
+        };
+    }
+    timed.env("LD_LIBRARY_PATH", lib);
+    timed.output().expect("run program")
+}

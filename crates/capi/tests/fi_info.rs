@@ -1,0 +1,126 @@
+//! The C library's own `fi_info` (Debian `libfabric-bin`, unmodified) over our
+//! libfabric.so.1: `-l`, `-p`, `-t`, `-v`, `-e`. Skipped, with the reason printed,
+//! when the binary is absent (CI installs it).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+const FI_INFO: &str = "/usr/bin/fi_info";
+
+/// Runs `fi_info args` over our library; (exit success, stdout, stderr).
+fn fi_info(args: &[&str]) -> Option<(bool, String, String)> {
+    if !Path::new(FI_INFO).exists() {
+        eprintln!("fi_info: SKIPPED: {FI_INFO} not found (install libfabric-bin)");
+        return None;
+    }
+    let mut cmd = Command::new(FI_INFO);
+    cmd.args(args)
+        .env_remove("FI_PROVIDER")
+        .env_remove("FI_HOOK")
+        .env("FI_LOG_LEVEL", "warn");
+    let out = common::run_with_lib(&mut cmd, 60);
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[test]
+fn list_shows_the_in_tree_providers() {
+    let Some((ok, out, err)) = fi_info(&["-l"]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    for p in ["udp:", "tcp:", "shm:", "ofi_rxm:", "ofi_rxd:"] {
+        assert!(out.lines().any(|l| l == p), "{p} missing:\n{out}");
+    }
+}
+
+#[test]
+fn provider_filter_keeps_tcp_and_its_layers() {
+    let Some((ok, out, err)) = fi_info(&["-p", "tcp"]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    let provs: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("provider: "))
+        .collect();
+    assert!(!provs.is_empty(), "{out}");
+    assert!(
+        provs.iter().all(|p| *p == "tcp" || *p == "tcp;ofi_rxm"),
+        "{provs:?}"
+    );
+    assert!(out.contains("type: FI_EP_MSG"), "{out}");
+    assert!(out.contains("protocol: FI_PROTO_SOCK_TCP"), "{out}");
+}
+
+#[test]
+fn ep_type_filter_returns_only_rdm() {
+    let Some((ok, out, err)) = fi_info(&["-t", "FI_EP_RDM"]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    let types: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("type: "))
+        .collect();
+    assert!(!types.is_empty(), "{out}");
+    assert!(types.iter().all(|t| *t == "FI_EP_RDM"), "{types:?}");
+    for p in ["shm", "tcp;ofi_rxm", "udp;ofi_rxd"] {
+        assert!(
+            out.contains(&format!("provider: {p}\n")),
+            "{p} missing:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn verbose_prints_every_attribute_block() {
+    let Some((ok, out, err)) = fi_info(&["-p", "udp", "-v"]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    for block in [
+        "---\nfi_info:\n",
+        "    fi_tx_attr:\n",
+        "    fi_rx_attr:\n",
+        "    fi_ep_attr:\n",
+        "    fi_domain_attr:\n",
+        "    fi_fabric_attr:\n",
+        "        prov_name: udp\n",
+        "        type: FI_EP_DGRAM\n",
+        "        api_version: 1.17\n",
+    ] {
+        assert!(out.contains(block), "{block:?} missing:\n{out}");
+    }
+}
+
+#[test]
+fn env_lists_the_parameters_of_ofi_rs() {
+    let Some((ok, out, err)) = fi_info(&["-e"]) else {
+        return;
+    };
+    assert!(ok, "{err}");
+    // Core parameters, and ones only ofi-rs has: the library really is ours.
+    for var in [
+        "# FI_PROVIDER: String",
+        "# FI_LOG_LEVEL: String",
+        "# FI_OFI_HOOK_FAULT_SEED:",
+    ] {
+        assert!(out.contains(var), "{var} missing:\n{out}");
+    }
+}
+
+#[test]
+fn no_match_is_reported_by_the_tool() {
+    let Some((ok, out, err)) = fi_info(&["-p", "no_such_provider"]) else {
+        return;
+    };
+    assert!(!ok, "fi_info succeeded:\n{out}");
+    // The tool prints the code fi_getinfo returned: -FI_ENODATA.
+    assert!(err.contains("fi_getinfo: -61"), "{err}");
+}
