@@ -66,22 +66,22 @@
 //! Nothing here panics on application or peer input.
 
 use std::collections::VecDeque;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::Ioc;
-use ofi_core::abi::raw::{CqTaggedEntry, Iov, Msg, MsgAtomic, MsgRma, MsgTagged};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
-use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
+use ofi_kit::dataops::DataPath;
 use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
 use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC,
 };
@@ -122,6 +122,50 @@ const BIND_RULES: BindRules = BindRules {
 
 /// What `fi_enable` froze (the kit's [`Bound`]).
 type Active = Bound;
+
+/// A posted receive an incoming message matched: where in it the message goes, and
+/// whether the receive is released by this message (a multi-receive buffer's last).
+#[derive(Clone, Copy)]
+struct Matched<'a> {
+    recv: &'a PostedRecv<IoList>,
+    place: Placement,
+    released: bool,
+}
+
+impl<'a> Matched<'a> {
+    fn new(recv: &'a PostedRecv<IoList>, place: Placement, released: bool) -> Self {
+        Matched {
+            recv,
+            place,
+            released,
+        }
+    }
+}
+
+/// An RMA access a peer asked this (target) endpoint for.
+struct RmaAccess<'a> {
+    /// Where the initiator's side of the data is.
+    source: RmaSource<'a>,
+    /// A read (the target's memory is copied out) or a write.
+    read: bool,
+    /// Bytes.
+    total: usize,
+    /// The registration's key.
+    key: u64,
+    /// The target address.
+    raddr: u64,
+    /// Remote CQ data the write reports to the target's receive CQ.
+    data: Option<u64>,
+}
+
+/// The initiator's side of an [`RmaAccess`].
+#[derive(Clone, Copy)]
+enum RmaSource<'a> {
+    /// Its buffers, reached with CMA: its pid and (address, length) pairs.
+    Cma { pid: i32, iov: &'a [(u64, u64)] },
+    /// Inline in the slot: bytes of a mapped region.
+    Inline(*const u8),
+}
 
 /// An atomic request as the target sees it.
 struct AtomicReq {
@@ -616,21 +660,18 @@ impl Shared {
         }
     }
 
-    /// Start an RMA write or read of `local` at (`raddr`, `key`) of `dest`.
-    #[allow(clippy::too_many_arguments)]
-    fn rma(
-        &self,
-        act: &Active,
-        local: IoList,
-        dest: u64,
-        raddr: u64,
-        key: u64,
-        ctx: usize,
-        data: Option<u64>,
-        read: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
+    /// Start the RMA write or read `req`, whose local buffers are `local`.
+    fn rma(&self, act: &Active, local: IoList, req: &RmaRequest<'_>) -> Result<()> {
+        let (dest, raddr, key, ctx, data, read, flags, inject) = (
+            req.peer,
+            req.remote.addr,
+            req.remote.key,
+            req.context,
+            req.data,
+            req.is_read(),
+            req.flags,
+            req.inject,
+        );
         let len = local.total();
         if len > self.settings.max_msg_size {
             return Err(Error::new(
@@ -817,20 +858,12 @@ impl Shared {
         Some(op)
     }
 
-    /// Send `iov` to `dest`.
-    #[allow(clippy::too_many_arguments)]
-    fn send<P: Payload>(
-        &self,
-        act: &Active,
-        iov: P,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
+    /// Send `req`, whose buffers are `iov` (the request's own list, or its one buffer).
+    #[inline(always)]
+    fn send<P: Payload>(&self, act: &Active, iov: P, req: &SendRequest) -> Result<()> {
+        let (dest, ctx, data, flags, inject) =
+            (req.dest, req.context, req.data, req.flags, req.inject);
+        let (tag, tagged) = (req.tag.unwrap_or(0), req.tagged());
         let len = iov.total();
         if len > self.settings.max_msg_size {
             return Err(Error::new(
@@ -992,14 +1025,17 @@ impl Shared {
         if !t.delivery
             && conn.fifo.is_empty()
             && len <= conn.region.geometry().chunk_size
-            && Self::put_fragment(conn, &iov, 0, len, hdr.flags, hdr.tag, hdr.data, |c| {
-                Body::Bounce {
+            && Self::put_fragment(conn, &iov, 0, len, |c| Slot {
+                flags: hdr.flags,
+                tag: hdr.tag,
+                data: hdr.data,
+                body: Body::Bounce {
                     total: len,
                     id: 0,
                     offset: 0,
                     chunk: c,
                     clen: len,
-                }
+                },
             })
         {
             act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
@@ -1044,18 +1080,14 @@ impl Shared {
     }
 
     /// Copy `n` bytes of `iov` from offset `from` into `conn`'s next bounce chunk and
-    /// publish a slot for them (header `flags`, `tag`, `data`; `body` given the chunk
-    /// index). False, with nothing written, while that chunk or the ring is not free.
-    #[allow(clippy::too_many_arguments)]
+    /// publish a slot for them (`slot`, given the chunk index). False, with nothing
+    /// written, while that chunk or the ring is not free.
     fn put_fragment(
         conn: &mut Conn,
         iov: &IoList,
         from: usize,
         n: usize,
-        flags: u8,
-        tag: u64,
-        data: u64,
-        body: impl FnOnce(usize) -> Body,
+        slot_for: impl FnOnce(usize) -> Slot,
     ) -> bool {
         let ring = conn.region.ring(conn.ring);
         let chunks = conn.region.geometry().chunks;
@@ -1082,12 +1114,7 @@ impl Shared {
         // chunk_size ≥ n bytes (callers); the source buffers are the application's.
         unsafe { iov.gather(from, map.base().add(ring.chunk_off(c)), n) };
         ring.chunk_state(c).store(1, Ordering::Relaxed);
-        let s = Slot {
-            flags,
-            tag,
-            data,
-            body: body(c),
-        };
+        let s = slot_for(c);
         let mut hdr = [0u8; proto::PARSE_LEN];
         proto::encode(&s, &mut hdr);
         let used = proto::encoded_len(&s.body);
@@ -1198,27 +1225,30 @@ impl Shared {
             while op.sent < op.len {
                 let n = (op.len - op.sent).min(chunk_size);
                 let (total, offset, rma) = (op.len, op.sent, op.rma);
-                let put =
-                    Self::put_fragment(conn, &op.iov, offset, n, op.hflags, op.tag, op.data, |c| {
-                        match rma {
-                            Some((key, raddr)) => Body::WriteFrag {
-                                total,
-                                id,
-                                key,
-                                raddr,
-                                offset,
-                                chunk: c,
-                                clen: n,
-                            },
-                            None => Body::Bounce {
-                                total,
-                                id,
-                                offset,
-                                chunk: c,
-                                clen: n,
-                            },
-                        }
-                    });
+                let (flags, tag, data) = (op.hflags, op.tag, op.data);
+                let put = Self::put_fragment(conn, &op.iov, offset, n, |c| Slot {
+                    flags,
+                    tag,
+                    data,
+                    body: match rma {
+                        Some((key, raddr)) => Body::WriteFrag {
+                            total,
+                            id,
+                            key,
+                            raddr,
+                            offset,
+                            chunk: c,
+                            clen: n,
+                        },
+                        None => Body::Bounce {
+                            total,
+                            id,
+                            offset,
+                            chunk: c,
+                            clen: n,
+                        },
+                    },
+                });
                 if !put {
                     break 'ops;
                 }
@@ -1411,18 +1441,21 @@ impl Shared {
         }
     }
 
-    /// Deliver an unexpected message to a receive that matched it.
-    #[allow(clippy::too_many_arguments)]
+    /// Deliver an unexpected message `inc` (held as `payload`) to the receive `to`
+    /// that matched it.
     fn deliver_unexp(
         &self,
         act: &Active,
         rx: &mut Rx,
-        recv: &PostedRecv<IoList>,
-        place: Placement,
+        to: Matched<'_>,
         inc: &Incoming,
         payload: Unexp,
-        released: bool,
     ) {
+        let Matched {
+            recv,
+            place,
+            released,
+        } = to;
         match payload {
             Unexp::Data { data } => {
                 let n = place.len.min(data.len());
@@ -1452,25 +1485,15 @@ impl Shared {
         }
     }
 
-    /// Carry out an RMA access at this (target) endpoint: check it against the MR
-    /// table, copy with CMA (`cma`: the initiator's pid and buffers) or from inline
-    /// data (`inline`), count it and report remote CQ data. Returns the ack status.
+    /// Carry out the RMA access `a` at this (target) endpoint: check it against the
+    /// MR table, copy with CMA or from inline data, count it and report remote CQ
+    /// data. Returns the ack status.
     ///
     /// # Safety
-    /// An `inline` pointer is valid for reads of `total` bytes (inside a slot of a
-    /// mapped region).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn rma_target(
-        &self,
-        act: &Active,
-        cma: Option<(i32, &[(u64, u64)])>,
-        inline: Option<*const u8>,
-        read: bool,
-        total: usize,
-        key: u64,
-        raddr: u64,
-        s: Slot,
-    ) -> i32 {
+    /// An [`RmaSource::Inline`] pointer is valid for reads of `a.total` bytes (inside a
+    /// slot of a mapped region).
+    unsafe fn rma_target(&self, act: &Active, a: &RmaAccess<'_>) -> i32 {
+        let (read, total, key, raddr) = (a.read, a.total, a.key, a.raddr);
         let access = if read {
             OpFlags::REMOTE_READ
         } else {
@@ -1490,9 +1513,9 @@ impl Shared {
             n += 1;
         }
         let segs = IoList::from_pairs(&segs[..n]);
-        let st = match (cma, inline) {
-            (Some(_), _) if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
-            (Some((pid, iov)), _) => {
+        let st = match a.source {
+            RmaSource::Cma { .. } if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
+            RmaSource::Cma { pid, iov } => {
                 // SAFETY: the segments are the registration's memory, which the MR table
                 // checked covers `total` bytes with this access; a registration leaves
                 // its memory to remote access until it is closed (fi_mr(3)), and the
@@ -1515,17 +1538,16 @@ impl Shared {
                     Err(_) => Errno::EIO.0,
                 }
             }
-            (None, Some(src)) => {
+            RmaSource::Inline(src) => {
                 // SAFETY: `src` holds `total` bytes inside the slot; the segments are
                 // the registered region's memory, checked by the MR table for `total`.
                 unsafe { segs.scatter(0, src, total) };
                 0
             }
-            (None, None) => Errno::EINVAL.0,
         };
         if st == 0 {
             region.count_access();
-            if s.flags & F_DATA != 0 {
+            if let Some(data) = a.data {
                 if let Some(b) = &act.rxcq {
                     let e = CqTaggedEntry {
                         op_context: 0,
@@ -1533,7 +1555,7 @@ impl Shared {
                             .bits(),
                         len: total,
                         buf: std::ptr::null_mut(),
-                        data: s.data,
+                        data,
                         tag: 0,
                     };
                     let _ = b.cq.push(&e, ADDR_NOTAVAIL);
@@ -1669,23 +1691,23 @@ impl Shared {
         0
     }
 
-    /// Start an atomic of `count` elements at (`raddr`, `key`) of `dest`.
-    #[allow(clippy::too_many_arguments)]
-    fn atomic(
-        &self,
-        act: &Active,
-        bufs: [u64; 3],
-        count: usize,
-        dest: u64,
-        raddr: u64,
-        key: u64,
-        dt: Datatype,
-        op: AtomicOp,
-        kind: AtomicKind,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
+    /// Start the atomic `req`; `bufs` are the addresses of its operand, compare and
+    /// result buffers (0 where it has none).
+    fn atomic(&self, act: &Active, bufs: [u64; 3], req: &AtomicRequest<'_>) -> Result<()> {
+        let (count, dest, raddr, key, dt, op, kind, ctx, flags) = (
+            req.remote.count,
+            req.peer,
+            req.remote.addr,
+            req.remote.key,
+            req.datatype,
+            req.op,
+            req.kind,
+            req.context,
+            req.flags,
+        );
+        // `FI_INJECT` on a base atomic message: the operands are free on return.
+        let inject =
+            req.inject || (kind == AtomicKind::Base && req.flags.contains(OpFlags::INJECT));
         let max = self.atomic_max(dt, op, kind)?;
         if count > max {
             return Err(Error::new(
@@ -2117,7 +2139,7 @@ impl Shared {
                         return rx.m.push_unexpected_sized(inc, payload, 64).is_ok();
                     }
                 };
-                self.deliver_unexp(act, rx, &recv, place, &inc, payload, released);
+                self.deliver_unexp(act, rx, Matched::new(&recv, place, released), &inc, payload);
                 true
             }
             Body::Rma {
@@ -2133,19 +2155,19 @@ impl Shared {
                     return corrupt("RMA slot in the middle of a bounce message");
                 }
                 let pid = rx.rings[r].pid;
-                // SAFETY: no inline pointer.
-                let st = unsafe {
-                    self.rma_target(
-                        act,
-                        Some((pid, &iov[..niov])),
-                        None,
-                        read,
-                        total,
-                        key,
-                        raddr,
-                        s,
-                    )
+                let access = RmaAccess {
+                    source: RmaSource::Cma {
+                        pid,
+                        iov: &iov[..niov],
+                    },
+                    read,
+                    total,
+                    key,
+                    raddr,
+                    data: (s.flags & F_DATA != 0).then_some(s.data),
                 };
+                // SAFETY: no inline pointer.
+                let st = unsafe { self.rma_target(act, &access) };
                 self.push_ack(rx, r, claim, id, st);
                 true
             }
@@ -2271,9 +2293,16 @@ impl Shared {
                 // SAFETY: the data lies inside the slot (len ≤ RMA_INLINE_CAP checked by
                 // parse), inside the mapping.
                 let src = unsafe { map.base().add(slot_off + proto::RMA_INLINE_OFF) };
+                let access = RmaAccess {
+                    source: RmaSource::Inline(src),
+                    read: false,
+                    total: len,
+                    key,
+                    raddr,
+                    data: (s.flags & F_DATA != 0).then_some(s.data),
+                };
                 // SAFETY: `src` holds `len` bytes of the slot (see above).
-                let st =
-                    unsafe { self.rma_target(act, None, Some(src), false, len, key, raddr, s) };
+                let st = unsafe { self.rma_target(act, &access) };
                 if s.flags & F_ACK != 0 {
                     self.push_ack(rx, r, claim, id, st);
                 }
@@ -2400,7 +2429,13 @@ impl Shared {
                         // a message the full queue drops fails its sender.
                         let status = match m {
                             Some((recv, place, rel)) => {
-                                self.deliver_unexp(act, rx, &recv, place, &inc, payload, rel);
+                                self.deliver_unexp(
+                                    act,
+                                    rx,
+                                    Matched::new(&recv, place, rel),
+                                    &inc,
+                                    payload,
+                                );
                                 0
                             }
                             None => match rx.m.push_unexpected(inc, payload) {
@@ -2583,7 +2618,7 @@ impl Shared {
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(act, rx, &recv, place, &msg, payload, false),
+            } => self.deliver_unexp(act, rx, Matched::new(&recv, place, false), &msg, payload),
             PostAction::Multi {
                 recv,
                 released,
@@ -2592,7 +2627,7 @@ impl Shared {
                 let n = msgs.len();
                 for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
                     let last = released && i + 1 == n;
-                    self.deliver_unexp(act, rx, &recv, place, &msg, payload, last);
+                    self.deliver_unexp(act, rx, Matched::new(&recv, place, last), &msg, payload);
                 }
             }
             PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
@@ -2809,903 +2844,98 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(self.sh.settings.tx_size.saturating_sub(tx.live))
     }
 
-    unsafe fn send(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        dest: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            ctx,
-            0,
-            None,
-            false,
-            f,
-            false,
-        )
+    ofi_kit::endpoint_data_ops!();
+}
+
+/// The endpoint's data calls, written by [`ofi_kit::endpoint_data_ops!`] from these
+/// four submissions: each takes the whole operation as one request value.
+impl DataPath for Endpoint {
+    const NAME: &'static str = crate::NAME;
+    type Active = Active;
+
+    #[inline]
+    fn active(&self) -> Result<&Active> {
+        Endpoint::active(self)
     }
 
-    unsafe fn sendv(&self, iov: &[Iov], _d: &[Desc], dest: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            dest,
-            ctx,
-            0,
-            None,
-            false,
-            f,
-            false,
-        )
+    #[inline]
+    fn tx_op_flags(&self) -> OpFlags {
+        self.sh.tx_op_flags
     }
 
-    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract: `msg_iov` holds `iov_count` entries.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let l = IoList::from_iov(iov, "shm")?;
-        self.sh
-            .send(act, l, msg.addr, msg.context, 0, data, false, flags, false)
+    #[inline]
+    fn rx_op_flags(&self) -> OpFlags {
+        self.sh.rx_op_flags
     }
 
-    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        let act = self.active()?;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            0,
-            0,
-            None,
-            false,
-            OpFlags::empty(),
-            true,
-        )
+    #[inline]
+    fn recv_src(&self, src: u64) -> u64 {
+        recv_src(&self.sh, src)
     }
 
-    unsafe fn senddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        data: u64,
-        dest: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            ctx,
-            0,
-            Some(data),
-            false,
-            f,
-            false,
-        )
+    #[inline]
+    fn inject_size(&self) -> usize {
+        proto::INJECT_SIZE
     }
 
-    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
-        let act = self.active()?;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            0,
-            0,
-            Some(data),
-            false,
-            OpFlags::empty(),
-            true,
-        )
+    #[inline]
+    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        // One buffer (most sends) travels as an address and a length until an
+        // operation must be tracked.
+        if let [(p, l)] = *req.iov.slice() {
+            self.sh.send(act, OneBuf(p, l), &req)
+        } else {
+            self.sh.send(act, req.iov, &req)
+        }
     }
 
-    unsafe fn recv(&self, buf: *mut u8, len: usize, _d: Desc, src: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let r = PostedRecv::msg(ctx, IoList::one(buf as usize, len), len)
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
+    #[inline]
+    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(act, recv)
     }
 
-    unsafe fn recvv(&self, iov: &[Iov], _d: &[Desc], src: u64, ctx: usize) -> Result<()> {
-        let act = self.active()?;
-        let l = IoList::from_iov(iov, "shm")?;
-        let r = PostedRecv::msg(ctx, l, l.total())
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov, "shm")?;
-        if flags.contains(OpFlags::MULTI_RECV) && l.len() != 1 {
+    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        let local = IoList::from_iov(req.local.bufs, crate::NAME)?;
+        // `rma_iov_limit` is 1: the one remote buffer covers the local ones exactly.
+        if req.remote.len != local.total() {
             return Err(Error::new(
                 Errno::EINVAL,
-                "shm: FI_MULTI_RECV needs exactly one buffer",
-            ));
-        }
-        let r = PostedRecv::msg(msg.context, l, l.total())
-            .from_src(recv_src(&self.sh, msg.addr))
-            .with_flags(flags & (OpFlags::MULTI_RECV | OpFlags::COMPLETION));
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn read(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _d: Desc,
-        src: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.rma(
-            act,
-            IoList::one(buf as usize, len),
-            src,
-            addr,
-            key,
-            ctx,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn readv(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        src: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.rma(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            src,
-            addr,
-            key,
-            ctx,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
-        let (addr, key) = unsafe { one_rma_iov(msg, IoList::from_iov(iov, "shm")?.total())? };
-        self.sh.rma(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            msg.addr,
-            addr,
-            key,
-            msg.context,
-            None,
-            true,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.rma(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            addr,
-            key,
-            ctx,
-            None,
-            false,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn writev(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.rma(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            dest,
-            addr,
-            key,
-            ctx,
-            None,
-            false,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov, "shm")?;
-        // SAFETY: the C API's contract: `rma_iov` holds `rma_iov_count` entries.
-        let (addr, key) = unsafe { one_rma_iov(msg, l.total())? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        let inject = flags.contains(OpFlags::INJECT);
-        if inject && l.total() > proto::INJECT_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
                 format!(
-                    "shm: FI_INJECT write of {} bytes exceeds inject_size {}",
-                    l.total(),
-                    proto::INJECT_SIZE
+                    "shm: remote buffer of {} bytes for {} local bytes",
+                    req.remote.len,
+                    local.total()
                 ),
             ));
         }
-        self.sh.rma(
-            act,
-            l,
-            msg.addr,
-            addr,
-            key,
-            msg.context,
-            data,
-            false,
-            flags,
-            false,
-        )
+        self.sh.rma(act, local, &req)
     }
 
-    unsafe fn inject_write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let act = self.active()?;
-        self.sh.rma(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            addr,
-            key,
-            0,
-            None,
-            false,
-            OpFlags::empty(),
-            true,
-        )
+    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        let operand = one_ioc(req.operands.bufs, req.kind == AtomicKind::Fetch)?;
+        let compare = one_ioc(req.compare.bufs, req.kind != AtomicKind::Compare)?;
+        let result = one_ioc(req.result.bufs, req.kind == AtomicKind::Base)?;
+        if let Some((_, n)) = operand {
+            if n != req.remote.count {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "shm: remote and local atomic element counts differ",
+                ));
+            }
+        }
+        if operand.is_none() && req.op != AtomicOp::AtomicRead {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "shm: an atomic other than FI_ATOMIC_READ needs its operands",
+            ));
+        }
+        let addr = |v: Option<(u64, usize)>| v.map_or(0, |(a, _)| a);
+        self.sh
+            .atomic(act, [addr(operand), addr(compare), addr(result)], &req)
     }
 
-    unsafe fn writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.rma(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            addr,
-            key,
-            ctx,
-            Some(data),
-            false,
-            f,
-            false,
-        )
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        self.sh.atomic_max(dt, op, kind)
     }
-
-    unsafe fn inject_writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let act = self.active()?;
-        self.sh.rma(
-            act,
-            IoList::one(buf as usize, len),
-            dest,
-            addr,
-            key,
-            0,
-            Some(data),
-            false,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [buf as u64, 0, 0],
-            count,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Base,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let (b, n) = one_ioc(iov)?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [b, 0, 0],
-            n,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Base,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn inject_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-    ) -> Result<()> {
-        let act = self.active()?;
-        self.sh.atomic(
-            act,
-            [buf as u64, 0, 0],
-            count,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Base,
-            0,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn fetch_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        result: *mut c_void,
-        _result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [buf as u64, 0, result as u64],
-            count,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Fetch,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn fetch_atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let (b, n) = one_ioc(iov)?;
-        let (r, _) = one_ioc(resultv)?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [b, 0, r],
-            n,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Fetch,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        compare: *const c_void,
-        _compare_desc: Desc,
-        result: *mut c_void,
-        _result_desc: Desc,
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [buf as u64, compare as u64, result as u64],
-            count,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Compare,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let (b, n) = one_ioc(iov)?;
-        let (c, _) = one_ioc(comparev)?;
-        let (r, _) = one_ioc(resultv)?;
-        let f = self.sh.tx_op_flags;
-        self.sh.atomic(
-            act,
-            [b, c, r],
-            n,
-            dest,
-            addr,
-            key,
-            datatype,
-            op,
-            AtomicKind::Compare,
-            context,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract: the message's arrays hold their counts.
-        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
-        let inject = flags.contains(OpFlags::INJECT);
-        self.sh.atomic(
-            act,
-            [buf, 0, 0],
-            count,
-            msg.addr,
-            addr,
-            key,
-            dt,
-            op,
-            AtomicKind::Base,
-            msg.context,
-            flags,
-            inject,
-        )
-    }
-
-    unsafe fn fetch_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
-        let (r, _) = one_ioc(resultv)?;
-        self.sh.atomic(
-            act,
-            [buf, 0, r],
-            count,
-            msg.addr,
-            addr,
-            key,
-            dt,
-            op,
-            AtomicKind::Fetch,
-            msg.context,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn compare_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let (buf, count, dt, op, addr, key) = unsafe { atomic_msg_parts(msg)? };
-        let (c, _) = one_ioc(comparev)?;
-        let (r, _) = one_ioc(resultv)?;
-        self.sh.atomic(
-            act,
-            [buf, c, r],
-            count,
-            msg.addr,
-            addr,
-            key,
-            dt,
-            op,
-            AtomicKind::Compare,
-            msg.context,
-            flags,
-            false,
-        )
-    }
-
-    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.sh.atomic_max(datatype, op, AtomicKind::Base)
-    }
-
-    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.sh.atomic_max(datatype, op, AtomicKind::Fetch)
-    }
-
-    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.sh.atomic_max(datatype, op, AtomicKind::Compare)
-    }
-
-    unsafe fn tsend(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            ctx,
-            tag,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tsendv(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            dest,
-            ctx,
-            tag,
-            None,
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        self.sh.send(
-            act,
-            IoList::from_iov(iov, "shm")?,
-            msg.addr,
-            msg.context,
-            msg.tag,
-            data,
-            true,
-            flags,
-            false,
-        )
-    }
-
-    unsafe fn tinject(&self, buf: *const u8, len: usize, dest: u64, tag: u64) -> Result<()> {
-        let act = self.active()?;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            0,
-            tag,
-            None,
-            true,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn tsenddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _d: Desc,
-        data: u64,
-        dest: u64,
-        tag: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let f = self.sh.tx_op_flags;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            ctx,
-            tag,
-            Some(data),
-            true,
-            f,
-            false,
-        )
-    }
-
-    unsafe fn tinjectdata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        let act = self.active()?;
-        self.sh.send(
-            act,
-            OneBuf(buf as usize, len),
-            dest,
-            0,
-            tag,
-            Some(data),
-            true,
-            OpFlags::empty(),
-            true,
-        )
-    }
-
-    unsafe fn trecv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _d: Desc,
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let r = PostedRecv::tagged(ctx, tag, ignore, IoList::one(buf as usize, len), len)
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn trecvv(
-        &self,
-        iov: &[Iov],
-        _d: &[Desc],
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        ctx: usize,
-    ) -> Result<()> {
-        let act = self.active()?;
-        let l = IoList::from_iov(iov, "shm")?;
-        let r = PostedRecv::tagged(ctx, tag, ignore, l, l.total())
-            .from_src(recv_src(&self.sh, src))
-            .with_flags(self.sh.rx_op_flags & OpFlags::COMPLETION);
-        self.sh.post_recv(act, r)
-    }
-
-    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        let act = self.active()?;
-        // SAFETY: the C API's contract.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let l = IoList::from_iov(iov, "shm")?;
-        let keep = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD | OpFlags::COMPLETION;
-        let r = PostedRecv::tagged(msg.context, msg.tag, msg.ignore, l, l.total())
-            .from_src(recv_src(&self.sh, msg.addr))
-            .with_flags(flags & keep);
-        self.sh.post_recv(act, r)
-    }
-}
-
-/// The iov array of a message.
-///
-/// # Safety
-/// `p` points to `n` entries (or `n` is 0).
-unsafe fn iov_slice<'a>(p: *const Iov, n: usize) -> Result<&'a [Iov]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return Err(Error::new(Errno::EINVAL, "shm: null msg_iov"));
-    }
-    if n > IOV_LIMIT {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!("shm: {n} iov entries, the limit is {IOV_LIMIT}"),
-        ));
-    }
-    // SAFETY: caller's contract.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
-}
-
-/// The single remote buffer of an RMA message (`rma_iov_limit` is 1); its length must
-/// equal the local total.
-///
-/// # Safety
-/// `msg.rma_iov` points to `msg.rma_iov_count` entries.
-unsafe fn one_rma_iov(msg: &MsgRma, total: usize) -> Result<(u64, u64)> {
-    if msg.rma_iov_count != 1 || msg.rma_iov.is_null() {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!("shm: {} remote buffers (the limit is 1)", msg.rma_iov_count),
-        ));
-    }
-    // SAFETY: caller's contract; count is 1.
-    let r = unsafe { *msg.rma_iov };
-    if r.len != total {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "shm: remote buffer of {} bytes for {total} local bytes",
-                r.len
-            ),
-        ));
-    }
-    Ok((r.addr, r.key))
 }
 
 impl MrEndpointTarget for Endpoint {
@@ -3714,10 +2944,12 @@ impl MrEndpointTarget for Endpoint {
     }
 }
 
-/// The single buffer of an atomic I/O vector (`iov_limit` for atomics is 1).
-fn one_ioc(v: &[Ioc]) -> Result<(u64, usize)> {
+/// The buffer of an atomic I/O vector (`iov_limit` for atomics is 1): its address and
+/// element count; `None` when the vector is empty and `may_be_empty`.
+fn one_ioc(v: &[Ioc], may_be_empty: bool) -> Result<Option<(u64, usize)>> {
     match v {
-        [one] => Ok((one.addr as u64, one.count)),
+        [one] => Ok(Some((one.addr as u64, one.count))),
+        [] if may_be_empty => Ok(None),
         _ => Err(Error::new(
             Errno::EINVAL,
             format!(
@@ -3738,37 +2970,6 @@ fn default_tx_flags(f: OpFlags) -> OpFlags {
     } else {
         f
     }
-}
-
-/// The parts of an atomic message: local buffer and count, datatype, operation, and
-/// the single remote buffer's address and key.
-///
-/// # Safety
-/// `msg.msg_iov` and `msg.rma_iov` point to their counts of entries.
-unsafe fn atomic_msg_parts(msg: &MsgAtomic) -> Result<(u64, usize, Datatype, AtomicOp, u64, u64)> {
-    if msg.iov_count != 1
-        || msg.msg_iov.is_null()
-        || msg.rma_iov_count != 1
-        || msg.rma_iov.is_null()
-    {
-        return Err(Error::new(
-            Errno::EINVAL,
-            "shm: atomic messages take one local and one remote buffer",
-        ));
-    }
-    // SAFETY: caller's contract; both counts are 1.
-    let (l, r) = unsafe { (*msg.msg_iov, *msg.rma_iov) };
-    let dt = Datatype::from_raw(msg.datatype)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "shm: unknown atomic datatype"))?;
-    let op = AtomicOp::from_raw(msg.op)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "shm: unknown atomic operation"))?;
-    if r.count != l.count {
-        return Err(Error::new(
-            Errno::EINVAL,
-            "shm: remote and local atomic element counts differ",
-        ));
-    }
-    Ok((l.addr as u64, l.count, dt, op, r.addr, r.key))
 }
 
 #[cfg(test)]
