@@ -27,10 +27,21 @@
 //!
 //! `+0 seq u64, +8 message id u64, +16 status i32` (0, or a positive `FI_*` code).
 //!
-//! [`parse`] never panics; every field is checked against the limits of the receiving
+//! The layout is declared once with kit's wire convention ([`ofi_kit::wire`]): the
+//! header's named field ranges in [`header`], each body kind's in its own module
+//! ([`inline_body`], [`rts_body`], [`iov_entry`], [`bounce_body`], [`rma_body`],
+//! [`write_frag_body`], [`atomic_body`], [`write_inline_body`]; offsets from the body's
+//! start, `SLOT_HDR` into the slot), read and written through the checked views they
+//! generate; [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`])
+//! and a refused slot is a [`WireError`] naming the field.
+//!
+//! [`Slot::parse`] never panics; every field is checked against the limits of the receiving
 //! region's geometry before the caller uses it.
 
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+
+use ofi_kit::wire::WireError;
+use ofi_kit::wire_header;
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
 
@@ -100,7 +111,7 @@ pub const F_ACK: u8 = 4;
 pub const INLINE_CAP: usize = SLOT_SIZE - SLOT_HDR - 8;
 /// Most remote buffers an RTS carries.
 pub const RTS_IOVS: usize = 4;
-/// Bytes of slot header + body that [`parse`] looks at.
+/// Bytes of slot header + body that [`Slot::parse`] looks at.
 pub const PARSE_LEN: usize = SLOT_HDR + 32 + 16 * RTS_IOVS;
 /// Offset (from the slot) of an inline RMA write's data.
 pub const RMA_INLINE_OFF: usize = SLOT_HDR + 32;
@@ -236,175 +247,496 @@ pub enum Body {
     },
 }
 
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(off..off + 8)?.try_into().ok()?))
+wire_header! {
+    /// A checked view of a slot's header (the ring's publish word, then what every
+    /// kind of slot carries); the body follows ([`SlotHeader::payload`]).
+    pub struct SlotHeader;
+    endian: little;
+    len: SLOT_HDR;
+    /// Where each field of a slot's header lies (from the slot's start).
+    pub mod header {
+        /// The ring's publish word (see `crate::ring`): written by the ring, not here.
+        SEQ: u64 = 0..8 => seq, set_seq;
+        /// The slot's kind (`KIND_*`).
+        KIND: u8 = 8..9 => kind, set_kind;
+        /// Flags (`F_*`).
+        FLAGS: u8 = 9..10 => flags, set_flags;
+        /// Buffers an RTS or CMA RMA slot names (1..=[`RTS_IOVS`](super::RTS_IOVS)).
+        NIOV: u8 = 10..11 => niov, set_niov;
+        /// Reserved, zero.
+        RESERVED: u8 = 11..12 => reserved, set_reserved;
+        /// Payload length of an inline slot, a fragment's length, or 0.
+        LEN: u32 = 12..16 => length, set_length;
+        /// Tag.
+        TAG: u64 = 16..24 => tag, set_tag;
+        /// Remote CQ data.
+        DATA: u64 = 24..32 => data, set_data;
+    }
 }
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+wire_header! {
+    /// The body of an inline slot; the payload follows ([`INLINE_OFF`] from the slot).
+    pub struct InlineBody;
+    endian: little;
+    len: 8;
+    /// Where each field of an inline body lies (from the body's start).
+    pub mod inline_body {
+        /// Message id (meaningful with `F_ACK`).
+        ID: u64 = 0..8 => id, set_id;
+    }
 }
 
-/// Parse the first [`PARSE_LEN`] bytes of a slot, checking every field against `geo`
-/// and `max_msg`. The error says what was wrong.
-pub fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, &'static str> {
-    if b.len() < PARSE_LEN {
-        return Err("slot too short");
+wire_header! {
+    /// The body of an RTS slot; [`RTS_IOVS`] [`IovEntry`]s follow.
+    pub struct RtsBody;
+    endian: little;
+    len: 16;
+    /// Where each field of an RTS body lies (from the body's start).
+    pub mod rts_body {
+        /// Message length (the sum of the buffers' lengths).
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Message id.
+        ID: u64 = 8..16 => id, set_id;
     }
-    let kind = b[8];
-    let flags = b[9];
-    let niov = b[10] as usize;
-    let len = u32_at(b, 12).ok_or("short")? as usize;
-    let tag = u64_at(b, 16).ok_or("short")?;
-    let data = u64_at(b, 24).ok_or("short")?;
-    if flags & !(F_TAGGED | F_DATA | F_ACK) != 0 {
-        return Err("unknown flags");
+}
+
+wire_header! {
+    /// One buffer of the sender (RTS) or initiator (CMA RMA).
+    pub struct IovEntry;
+    endian: little;
+    len: 16;
+    /// Where each field of a buffer entry lies.
+    pub mod iov_entry {
+        /// Address in the sender's process.
+        ADDR: u64 = 0..8 => addr, set_addr;
+        /// Length.
+        LEN: u64 = 8..16 => length, set_length;
     }
-    let body_at = SLOT_HDR;
-    let body = match kind {
-        KIND_INLINE => {
-            if len > INLINE_CAP {
-                return Err("inline length over the slot capacity");
-            }
-            Body::Inline {
-                len,
-                id: u64_at(b, body_at).ok_or("short")?,
-            }
+}
+
+wire_header! {
+    /// The body of a bounce fragment.
+    pub struct BounceBody;
+    endian: little;
+    len: 32;
+    /// Where each field of a bounce body lies (from the body's start).
+    pub mod bounce_body {
+        /// Message length.
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Message id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Where this fragment goes in the message.
+        OFFSET: u64 = 16..24 => offset, set_offset;
+        /// The chunk holding it.
+        CHUNK: u32 = 24..28 => chunk, set_chunk;
+        /// Its length.
+        CLEN: u32 = 28..32 => clen, set_clen;
+    }
+}
+
+wire_header! {
+    /// The body of a CMA RMA slot (read or write); [`RTS_IOVS`] [`IovEntry`]s follow.
+    pub struct RmaBody;
+    endian: little;
+    len: 32;
+    /// Where each field of an RMA body lies (from the body's start).
+    pub mod rma_body {
+        /// Bytes (the sum of the initiator's buffers).
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+    }
+}
+
+wire_header! {
+    /// The body of an RMA write fragment.
+    pub struct WriteFragBody;
+    endian: little;
+    len: 48;
+    /// Where each field of a write fragment's body lies (from the body's start).
+    pub mod write_frag_body {
+        /// Bytes of the whole write.
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) of the whole write.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+        /// Where this fragment goes in the write.
+        OFFSET: u64 = 32..40 => offset, set_offset;
+        /// The chunk holding it.
+        CHUNK: u32 = 40..44 => chunk, set_chunk;
+        /// Its length.
+        CLEN: u32 = 44..48 => clen, set_clen;
+    }
+}
+
+wire_header! {
+    /// The body of an atomic slot; inline operand then compare bytes follow at
+    /// [`ATOMIC_INLINE_OFF`] from the slot.
+    pub struct AtomicBody;
+    endian: little;
+    len: 64;
+    /// Where each field of an atomic body lies (from the body's start).
+    pub mod atomic_body {
+        /// Elements.
+        COUNT: u64 = 0..8 => count, set_count;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+        /// The operation (`FI_*` value).
+        OP: u8 = 32..33 => op, set_op;
+        /// The datatype (`FI_*` value).
+        DATATYPE: u8 = 33..34 => datatype, set_datatype;
+        /// The call family: 0 base, 1 fetch, 2 compare.
+        FAMILY: u8 = 34..35 => family, set_family;
+        /// 1 when operand and compare bytes are in the slot, else 0.
+        INLINE: u8 = 35..36 => inline, set_inline;
+        /// Unused (not written).
+        PAD: u32 = 36..40 => pad, set_pad;
+        /// The initiator's operand buffer.
+        OPERAND: u64 = 40..48 => operand, set_operand;
+        /// The initiator's compare buffer.
+        COMPARE: u64 = 48..56 => compare, set_compare;
+        /// The initiator's result buffer.
+        RESULT: u64 = 56..64 => result, set_result;
+    }
+}
+
+wire_header! {
+    /// The body of an inline RMA write; the data follows at [`RMA_INLINE_OFF`] from
+    /// the slot.
+    pub struct WriteInlineBody;
+    endian: little;
+    len: 32;
+    /// Where each field of an inline write's body lies (from the body's start).
+    pub mod write_inline_body {
+        /// Bytes.
+        LEN: u64 = 0..8 => length, set_length;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+    }
+}
+
+/// Where an RTS body's buffer entries start (from the body's start).
+const RTS_IOV_AT: usize = RtsBody::<&[u8]>::LEN;
+/// Where a CMA RMA body's buffer entries start (from the body's start).
+const RMA_IOV_AT: usize = RmaBody::<&[u8]>::LEN;
+
+/// The `n` buffer entries at `at` of `body`, checked: 1..=[`RTS_IOVS`] of them, their
+/// lengths summing to `total` without overflow, `total` within `max_msg`.
+fn read_iovs(
+    body: &[u8],
+    at: usize,
+    n: usize,
+    total: u64,
+    max_msg: usize,
+) -> Result<[(u64, u64); RTS_IOVS], WireError> {
+    if n == 0 || n > RTS_IOVS {
+        return Err(WireError::field("niov", n as u64));
+    }
+    let mut iov = [(0u64, 0u64); RTS_IOVS];
+    let mut sum: u64 = 0;
+    for (i, e) in iov.iter_mut().enumerate().take(n) {
+        let v = IovEntry::new_checked(body.get(at + IovEntry::<&[u8]>::LEN * i..).unwrap_or(&[]))?;
+        sum = sum
+            .checked_add(v.length())
+            .ok_or(WireError::Malformed("buffer lengths overflow"))?;
+        *e = (v.addr(), v.length());
+    }
+    if sum != total {
+        return Err(WireError::Malformed(
+            "total differs from the sum of the buffers",
+        ));
+    }
+    if total > max_msg as u64 {
+        return Err(WireError::field("total", total));
+    }
+    Ok(iov)
+}
+
+/// Write the first `n` of `iov` as buffer entries at `at` of `body` (entries that do
+/// not fit are left out: the caller passes a whole slot).
+fn write_iovs(body: &mut [u8], at: usize, iov: &[(u64, u64); RTS_IOVS], n: usize) {
+    for (i, &(a, l)) in iov.iter().enumerate().take(n.min(RTS_IOVS)) {
+        let from = at + IovEntry::<&[u8]>::LEN * i;
+        if let Some(Ok(mut v)) = body.get_mut(from..).map(IovEntry::new_checked) {
+            v.set_addr(a);
+            v.set_length(l);
         }
-        KIND_RTS => {
-            if niov == 0 || niov > RTS_IOVS {
-                return Err("RTS iov count outside 1..=4");
+    }
+}
+
+/// A bounce or write fragment's placement, checked: `chunk` one of the region's,
+/// `clen` in 1..=chunk size, the fragment inside the `total` bytes.
+fn check_fragment(
+    geo: &Geometry,
+    total: u64,
+    offset: u64,
+    chunk: u32,
+    clen: u32,
+) -> Result<(), WireError> {
+    if chunk as usize >= geo.chunks {
+        return Err(WireError::field("chunk", chunk));
+    }
+    if clen == 0 || clen as usize > geo.chunk_size {
+        return Err(WireError::field("chunk length", clen));
+    }
+    match offset.checked_add(u64::from(clen)) {
+        Some(end) if end <= total => Ok(()),
+        _ => Err(WireError::Malformed("fragment beyond its message")),
+    }
+}
+
+impl Slot {
+    /// Parse a slot: its first [`PARSE_LEN`] bytes, every field checked against `geo`
+    /// and `max_msg` (a peer may have written anything there). The error names the
+    /// field at fault.
+    pub fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, WireError> {
+        WireError::check_len(b, PARSE_LEN)?;
+        let h = SlotHeader::new_checked(b)?;
+        let (kind, flags, niov, len) = (h.kind(), h.flags(), h.niov() as usize, h.length());
+        if flags & !(F_TAGGED | F_DATA | F_ACK) != 0 {
+            return Err(WireError::field(
+                "flags",
+                flags & !(F_TAGGED | F_DATA | F_ACK),
+            ));
+        }
+        let body = h.payload();
+        let max = max_msg as u64;
+        let body = match kind {
+            KIND_INLINE => {
+                if len as usize > INLINE_CAP {
+                    return Err(WireError::field("length", len));
+                }
+                Body::Inline {
+                    len: len as usize,
+                    id: InlineBody::new_checked(body)?.id(),
+                }
             }
-            let total = u64_at(b, body_at).ok_or("short")?;
-            let id = u64_at(b, body_at + 8).ok_or("short")?;
-            let mut iov = [(0u64, 0u64); RTS_IOVS];
-            let mut sum: u64 = 0;
-            for (i, e) in iov.iter_mut().enumerate().take(niov) {
-                let a = u64_at(b, body_at + 16 + 16 * i).ok_or("short")?;
-                let l = u64_at(b, body_at + 24 + 16 * i).ok_or("short")?;
-                sum = sum.checked_add(l).ok_or("RTS lengths overflow")?;
-                *e = (a, l);
+            KIND_RTS => {
+                let v = RtsBody::new_checked(body)?;
+                let total = v.total();
+                let iov = read_iovs(body, RTS_IOV_AT, niov, total, max_msg)?;
+                Body::Rts {
+                    total: total as usize,
+                    id: v.id(),
+                    iov,
+                    niov,
+                }
             }
-            if sum != total || total > max_msg as u64 {
-                return Err("RTS total does not match its iovs or exceeds max_msg_size");
+            KIND_BOUNCE => {
+                let v = BounceBody::new_checked(body)?;
+                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
+                if total > max {
+                    return Err(WireError::field("total", total));
+                }
+                check_fragment(geo, total, offset, chunk, clen)?;
+                Body::Bounce {
+                    total: total as usize,
+                    id: v.id(),
+                    offset: offset as usize,
+                    chunk: chunk as usize,
+                    clen: clen as usize,
+                }
             }
+            KIND_WRITE | KIND_READ => {
+                let v = RmaBody::new_checked(body)?;
+                let total = v.total();
+                let iov = read_iovs(body, RMA_IOV_AT, niov, total, max_msg)?;
+                Body::Rma {
+                    read: kind == KIND_READ,
+                    total: total as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    iov,
+                    niov,
+                }
+            }
+            KIND_WRITE_FRAG => {
+                let v = WriteFragBody::new_checked(body)?;
+                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
+                if total > max {
+                    return Err(WireError::field("total", total));
+                }
+                check_fragment(geo, total, offset, chunk, clen)?;
+                Body::WriteFrag {
+                    total: total as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    offset: offset as usize,
+                    chunk: chunk as usize,
+                    clen: clen as usize,
+                }
+            }
+            KIND_ATOMIC => {
+                let v = AtomicBody::new_checked(body)?;
+                let count = v.count();
+                let op = AtomicOp::from_raw(u32::from(v.op()))
+                    .ok_or(WireError::field("atomic op", v.op()))?;
+                let dt = Datatype::from_raw(u32::from(v.datatype()))
+                    .ok_or(WireError::field("datatype", v.datatype()))?;
+                let kind =
+                    kind_from_u8(v.family()).ok_or(WireError::field("family", v.family()))?;
+                let inline = match v.inline() {
+                    0 => false,
+                    1 => true,
+                    x => return Err(WireError::field("inline", x)),
+                };
+                (count as usize)
+                    .checked_mul(dt.size())
+                    .filter(|&n| n <= max_msg && count <= max)
+                    .ok_or(WireError::field("count", count))?;
+                let data = atomic_data_len(op, dt, kind, count as usize)
+                    .ok_or(WireError::field("count", count))?;
+                if inline && data > ATOMIC_INLINE_CAP {
+                    return Err(WireError::Malformed(
+                        "inline atomic data over the slot capacity",
+                    ));
+                }
+                Body::Atomic {
+                    count: count as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    op,
+                    dt,
+                    kind,
+                    inline,
+                    bufs: [v.operand(), v.compare(), v.result()],
+                }
+            }
+            KIND_WRITE_INLINE => {
+                let v = WriteInlineBody::new_checked(body)?;
+                let l = v.length();
+                if l > RMA_INLINE_CAP as u64 {
+                    return Err(WireError::field("length", l));
+                }
+                if u64::from(len) != l {
+                    return Err(WireError::Malformed("inline write lengths differ"));
+                }
+                Body::WriteInline {
+                    len: l as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                }
+            }
+            _ => return Err(WireError::field("kind", kind)),
+        };
+        Ok(Slot {
+            flags,
+            tag: h.tag(),
+            data: h.data(),
+            body,
+        })
+    }
+
+    /// Write the header (all but the publish word) and the body of this slot into `v`,
+    /// a view of at least [`PARSE_LEN`] bytes (`WireError::Truncated` otherwise, with
+    /// the header written); bytes no field of this kind names are left as they are
+    /// (the inline payload is written separately).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        v: &mut SlotHeader<T>,
+    ) -> Result<(), WireError> {
+        let (kind, niov, len) = match self.body {
+            Body::Inline { len, .. } => (KIND_INLINE, 0u8, len as u32),
+            Body::Rts { niov, .. } => (KIND_RTS, niov as u8, 0),
+            Body::Bounce { clen, .. } => (KIND_BOUNCE, 0, clen as u32),
+            Body::Rma { read, niov, .. } => {
+                (if read { KIND_READ } else { KIND_WRITE }, niov as u8, 0)
+            }
+            Body::WriteInline { len, .. } => (KIND_WRITE_INLINE, 0, len as u32),
+            Body::Atomic { .. } => (KIND_ATOMIC, 0, 0),
+            Body::WriteFrag { clen, .. } => (KIND_WRITE_FRAG, 0, clen as u32),
+        };
+        v.set_kind(kind);
+        v.set_flags(self.flags);
+        v.set_niov(niov);
+        v.set_reserved(0);
+        v.set_length(len);
+        v.set_tag(self.tag);
+        v.set_data(self.data);
+        let body = v.payload_mut();
+        WireError::check_len(body, PARSE_LEN - SLOT_HDR)?;
+        match self.body {
+            Body::Inline { id, .. } => InlineBody::new_checked(body)?.set_id(id),
             Body::Rts {
-                total: total as usize,
+                total,
                 id,
                 iov,
                 niov,
-            }
-        }
-        KIND_BOUNCE => {
-            let total = u64_at(b, body_at).ok_or("short")?;
-            let id = u64_at(b, body_at + 8).ok_or("short")?;
-            let offset = u64_at(b, body_at + 16).ok_or("short")?;
-            let chunk = u32_at(b, body_at + 24).ok_or("short")? as usize;
-            let clen = u32_at(b, body_at + 28).ok_or("short")? as u64;
-            if total > max_msg as u64 {
-                return Err("bounce total exceeds max_msg_size");
-            }
-            if chunk >= geo.chunks {
-                return Err("bounce chunk index out of range");
-            }
-            if clen == 0 || clen > geo.chunk_size as u64 {
-                return Err("bounce fragment length outside 1..=chunk size");
-            }
-            match offset.checked_add(clen) {
-                Some(end) if end <= total => {}
-                _ => return Err("bounce fragment beyond the message"),
+            } => {
+                let mut b = RtsBody::new_checked(&mut *body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                write_iovs(body, RTS_IOV_AT, &iov, niov);
             }
             Body::Bounce {
-                total: total as usize,
+                total,
                 id,
-                offset: offset as usize,
+                offset,
                 chunk,
-                clen: clen as usize,
-            }
-        }
-        KIND_WRITE | KIND_READ => {
-            if niov == 0 || niov > RTS_IOVS {
-                return Err("RMA iov count outside 1..=4");
-            }
-            let total = u64_at(b, body_at).ok_or("short")?;
-            let id = u64_at(b, body_at + 8).ok_or("short")?;
-            let key = u64_at(b, body_at + 16).ok_or("short")?;
-            let raddr = u64_at(b, body_at + 24).ok_or("short")?;
-            let mut iov = [(0u64, 0u64); RTS_IOVS];
-            let mut sum: u64 = 0;
-            for (i, e) in iov.iter_mut().enumerate().take(niov) {
-                let a = u64_at(b, body_at + 32 + 16 * i).ok_or("short")?;
-                let l = u64_at(b, body_at + 40 + 16 * i).ok_or("short")?;
-                sum = sum.checked_add(l).ok_or("RMA lengths overflow")?;
-                *e = (a, l);
-            }
-            if sum != total || total > max_msg as u64 {
-                return Err("RMA total does not match its iovs or exceeds max_msg_size");
+                clen,
+            } => {
+                let mut b = BounceBody::new_checked(body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_offset(offset as u64);
+                b.set_chunk(chunk as u32);
+                b.set_clen(clen as u32);
             }
             Body::Rma {
-                read: kind == KIND_READ,
-                total: total as usize,
+                total,
                 id,
                 key,
                 raddr,
                 iov,
                 niov,
-            }
-        }
-        KIND_WRITE_FRAG => {
-            let total = u64_at(b, body_at).ok_or("short")?;
-            let id = u64_at(b, body_at + 8).ok_or("short")?;
-            let key = u64_at(b, body_at + 16).ok_or("short")?;
-            let raddr = u64_at(b, body_at + 24).ok_or("short")?;
-            let offset = u64_at(b, body_at + 32).ok_or("short")?;
-            let chunk = u32_at(b, body_at + 40).ok_or("short")? as usize;
-            let clen = u32_at(b, body_at + 44).ok_or("short")? as u64;
-            if total > max_msg as u64 {
-                return Err("RMA write exceeds max_msg_size");
-            }
-            if chunk >= geo.chunks {
-                return Err("RMA fragment chunk index out of range");
-            }
-            if clen == 0 || clen > geo.chunk_size as u64 {
-                return Err("RMA fragment length outside 1..=chunk size");
-            }
-            match offset.checked_add(clen) {
-                Some(end) if end <= total => {}
-                _ => return Err("RMA fragment beyond the write"),
+                ..
+            } => {
+                let mut b = RmaBody::new_checked(&mut *body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                write_iovs(body, RMA_IOV_AT, &iov, niov);
             }
             Body::WriteFrag {
-                total: total as usize,
+                total,
                 id,
                 key,
                 raddr,
-                offset: offset as usize,
+                offset,
                 chunk,
-                clen: clen as usize,
+                clen,
+            } => {
+                let mut b = WriteFragBody::new_checked(body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                b.set_offset(offset as u64);
+                b.set_chunk(chunk as u32);
+                b.set_clen(clen as u32);
             }
-        }
-        KIND_ATOMIC => {
-            let count = u64_at(b, body_at).ok_or("short")?;
-            let id = u64_at(b, body_at + 8).ok_or("short")?;
-            let key = u64_at(b, body_at + 16).ok_or("short")?;
-            let raddr = u64_at(b, body_at + 24).ok_or("short")?;
-            let op = AtomicOp::from_raw(b[body_at + 32] as u32).ok_or("unknown atomic op")?;
-            let dt = Datatype::from_raw(b[body_at + 33] as u32).ok_or("unknown datatype")?;
-            let kind = kind_from_u8(b[body_at + 34]).ok_or("unknown atomic family")?;
-            let inline = match b[body_at + 35] {
-                0 => false,
-                1 => true,
-                _ => return Err("bad atomic inline flag"),
-            };
-            let bytes = (count as usize)
-                .checked_mul(dt.size())
-                .filter(|&n| n <= max_msg && count <= max_msg as u64)
-                .ok_or("atomic exceeds max_msg_size")?;
-            let data = atomic_data_len(op, dt, kind, count as usize).ok_or("atomic overflows")?;
-            if inline && data > ATOMIC_INLINE_CAP {
-                return Err("inline atomic data over the slot capacity");
-            }
-            let _ = bytes;
             Body::Atomic {
-                count: count as usize,
+                count,
                 id,
                 key,
                 raddr,
@@ -412,33 +744,48 @@ pub fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, &'static 
                 dt,
                 kind,
                 inline,
-                bufs: [
-                    u64_at(b, body_at + 40).ok_or("short")?,
-                    u64_at(b, body_at + 48).ok_or("short")?,
-                    u64_at(b, body_at + 56).ok_or("short")?,
-                ],
-            }
-        }
-        KIND_WRITE_INLINE => {
-            let l = u64_at(b, body_at).ok_or("short")?;
-            if l > RMA_INLINE_CAP as u64 || len as u64 != l {
-                return Err("inline RMA length over the slot capacity");
+                bufs,
+            } => {
+                let mut b = AtomicBody::new_checked(body)?;
+                b.set_count(count as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                b.set_op(op.to_raw() as u8);
+                b.set_datatype(dt.to_raw() as u8);
+                b.set_family(kind_to_u8(kind));
+                b.set_inline(u8::from(inline));
+                b.set_operand(bufs[0]);
+                b.set_compare(bufs[1]);
+                b.set_result(bufs[2]);
             }
             Body::WriteInline {
-                len: l as usize,
-                id: u64_at(b, body_at + 8).ok_or("short")?,
-                key: u64_at(b, body_at + 16).ok_or("short")?,
-                raddr: u64_at(b, body_at + 24).ok_or("short")?,
+                len,
+                id,
+                key,
+                raddr,
+            } => {
+                let mut b = WriteInlineBody::new_checked(body)?;
+                b.set_length(len as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
             }
         }
-        _ => return Err("unknown slot kind"),
-    };
-    Ok(Slot {
-        flags,
-        tag,
-        data,
-        body,
-    })
+        Ok(())
+    }
+
+    /// The first [`PARSE_LEN`] bytes of this slot as [`Slot::emit`] writes them over
+    /// zeros (the publish word zero).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; PARSE_LEN] {
+        let mut b = [0u8; PARSE_LEN];
+        if let Ok(mut v) = SlotHeader::new_checked(&mut b[..]) {
+            // PARSE_LEN bytes: the emit cannot fall short.
+            let _ = self.emit(&mut v);
+        }
+        b
+    }
 }
 
 /// The header of an inline slot (the common case, parsed without building a [`Slot`]).
@@ -456,22 +803,32 @@ pub struct InlineHdr {
     pub id: u64,
 }
 
-/// The first [`INLINE_OFF`] bytes of a slot as an inline header, checked as [`parse`]
-/// checks an inline slot; `None` when the slot is not a valid inline one (then
-/// [`parse`] says what it is, or what is wrong).
+/// The first [`INLINE_OFF`] bytes of a slot as an inline header, checked as
+/// [`Slot::parse`] checks an inline slot; `None` when the slot is not a valid inline
+/// one (then [`Slot::parse`] says what it is, or what is wrong).
 #[inline]
 pub fn parse_inline(b: &[u8; INLINE_OFF]) -> Option<InlineHdr> {
-    let w = |off: usize| {
-        let mut x = [0u8; 8];
-        x.copy_from_slice(&b[off..off + 8]);
-        u64::from_le_bytes(x)
-    };
-    parse_inline_words(w(8), w(16), w(24), || w(SLOT_HDR))
+    let h = SlotHeader::new_checked(&b[..]).ok()?;
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[HEAD_WORD..HEAD_WORD + 8]);
+    parse_inline_words(u64::from_le_bytes(w), h.tag(), h.data(), || {
+        InlineBody::new_checked(h.payload()).map_or(0, |v| v.id())
+    })
 }
 
+/// Where the word holding kind, flags, buffer count and length starts (slot offset).
+const HEAD_WORD: usize = header::KIND.start;
+/// Bit positions of header fields in the little-endian word at [`HEAD_WORD`].
+const KIND_SHIFT: u32 = ((header::KIND.start - HEAD_WORD) * 8) as u32;
+/// See [`KIND_SHIFT`].
+const FLAGS_SHIFT: u32 = ((header::FLAGS.start - HEAD_WORD) * 8) as u32;
+/// See [`KIND_SHIFT`].
+const LEN_SHIFT: u32 = ((header::LEN.start - HEAD_WORD) * 8) as u32;
+const _: () = assert!(header::LEN.end - HEAD_WORD == 8, "kind..len is one word");
+
 /// [`parse_inline`] of a slot's words as read from it: the kind/flags/length word
-/// (offset 8), the tag (16), the data (24) and, read only for a valid inline slot, the
-/// message id (`SLOT_HDR`). The same checks as [`parse_inline`].
+/// (offset 8), the tag, the data and, read only for a valid inline slot,
+/// the message id. The same checks as [`parse_inline`].
 #[inline]
 pub fn parse_inline_words(
     h: u64,
@@ -479,7 +836,11 @@ pub fn parse_inline_words(
     data: u64,
     id: impl FnOnce() -> u64,
 ) -> Option<InlineHdr> {
-    let (kind, flags, len) = (h as u8, (h >> 8) as u8, (h >> 32) as usize);
+    let (kind, flags, len) = (
+        (h >> KIND_SHIFT) as u8,
+        (h >> FLAGS_SHIFT) as u8,
+        (h >> LEN_SHIFT) as u32 as usize,
+    );
     if kind != KIND_INLINE || flags & !(F_TAGGED | F_DATA | F_ACK) != 0 || len > INLINE_CAP {
         return None;
     }
@@ -493,148 +854,30 @@ pub fn parse_inline_words(
 }
 
 /// The header and body bytes (slot offsets 8 to [`INLINE_OFF`]) of an inline slot:
-/// what [`encode`] writes there for a [`Body::Inline`] slot.
+/// what [`Slot::emit`] writes there for a [`Body::Inline`] slot.
 #[inline]
-pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - 8] {
-    let mut b = [0u8; INLINE_OFF - 8];
-    let w0 = u64::from(KIND_INLINE) | u64::from(h.flags) << 8 | (h.len as u32 as u64) << 32;
-    b[0..8].copy_from_slice(&w0.to_le_bytes());
-    b[8..16].copy_from_slice(&h.tag.to_le_bytes());
-    b[16..24].copy_from_slice(&h.data.to_le_bytes());
-    b[24..32].copy_from_slice(&h.id.to_le_bytes());
+pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - HEAD_WORD] {
+    let w0 = u64::from(KIND_INLINE) << KIND_SHIFT
+        | u64::from(h.flags) << FLAGS_SHIFT
+        | u64::from(h.len as u32) << LEN_SHIFT;
+    let mut b = [0u8; INLINE_OFF - HEAD_WORD];
+    let at = |f: std::ops::Range<usize>| f.start - HEAD_WORD..f.end - HEAD_WORD;
+    b[..8].copy_from_slice(&w0.to_le_bytes());
+    b[at(header::TAG)].copy_from_slice(&h.tag.to_le_bytes());
+    b[at(header::DATA)].copy_from_slice(&h.data.to_le_bytes());
+    let id =
+        SLOT_HDR + inline_body::ID.start - HEAD_WORD..SLOT_HDR + inline_body::ID.end - HEAD_WORD;
+    b[id].copy_from_slice(&h.id.to_le_bytes());
     b
 }
 
-/// Bytes of a slot (from its start) that [`encode`] gives meaning to for `body`: a
+/// Bytes of a slot (from its start) that [`Slot::emit`] gives meaning to for `body`: a
 /// writer need not write past them, so a bounce slot touches only its first cache line
 /// (the parser reads nothing of a bounce body beyond it).
 pub fn encoded_len(body: &Body) -> usize {
     match body {
-        Body::Bounce { .. } => SLOT_HDR + 32,
+        Body::Bounce { .. } => SLOT_HDR + BounceBody::<&[u8]>::LEN,
         _ => PARSE_LEN,
-    }
-}
-
-/// Encode the header (without the sequence word) and body of `s` into `b`
-/// (at least [`PARSE_LEN`] bytes; the inline payload is written separately).
-pub fn encode(s: &Slot, b: &mut [u8]) {
-    if b.len() < PARSE_LEN {
-        return;
-    }
-    let (kind, niov, len) = match s.body {
-        Body::Inline { len, .. } => (KIND_INLINE, 0u8, len as u32),
-        Body::Rts { niov, .. } => (KIND_RTS, niov as u8, 0),
-        Body::Bounce { clen, .. } => (KIND_BOUNCE, 0, clen as u32),
-        Body::Rma { read, niov, .. } => (if read { KIND_READ } else { KIND_WRITE }, niov as u8, 0),
-        Body::WriteInline { len, .. } => (KIND_WRITE_INLINE, 0, len as u32),
-        Body::Atomic { .. } => (KIND_ATOMIC, 0, 0),
-        Body::WriteFrag { clen, .. } => (KIND_WRITE_FRAG, 0, clen as u32),
-    };
-    b[8] = kind;
-    b[9] = s.flags;
-    b[10] = niov;
-    b[11] = 0;
-    b[12..16].copy_from_slice(&len.to_le_bytes());
-    b[16..24].copy_from_slice(&s.tag.to_le_bytes());
-    b[24..32].copy_from_slice(&s.data.to_le_bytes());
-    let o = SLOT_HDR;
-    match s.body {
-        Body::Inline { id, .. } => b[o..o + 8].copy_from_slice(&id.to_le_bytes()),
-        Body::Rts {
-            total,
-            id,
-            iov,
-            niov,
-        } => {
-            b[o..o + 8].copy_from_slice(&(total as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            for (i, (a, l)) in iov.iter().enumerate().take(niov.min(RTS_IOVS)) {
-                b[o + 16 + 16 * i..o + 24 + 16 * i].copy_from_slice(&a.to_le_bytes());
-                b[o + 24 + 16 * i..o + 32 + 16 * i].copy_from_slice(&l.to_le_bytes());
-            }
-        }
-        Body::Bounce {
-            total,
-            id,
-            offset,
-            chunk,
-            clen,
-        } => {
-            b[o..o + 8].copy_from_slice(&(total as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&(offset as u64).to_le_bytes());
-            b[o + 24..o + 28].copy_from_slice(&(chunk as u32).to_le_bytes());
-            b[o + 28..o + 32].copy_from_slice(&(clen as u32).to_le_bytes());
-        }
-        Body::Rma {
-            total,
-            id,
-            key,
-            raddr,
-            iov,
-            niov,
-            ..
-        } => {
-            b[o..o + 8].copy_from_slice(&(total as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&key.to_le_bytes());
-            b[o + 24..o + 32].copy_from_slice(&raddr.to_le_bytes());
-            for (i, (a, l)) in iov.iter().enumerate().take(niov.min(RTS_IOVS)) {
-                b[o + 32 + 16 * i..o + 40 + 16 * i].copy_from_slice(&a.to_le_bytes());
-                b[o + 40 + 16 * i..o + 48 + 16 * i].copy_from_slice(&l.to_le_bytes());
-            }
-        }
-        Body::WriteFrag {
-            total,
-            id,
-            key,
-            raddr,
-            offset,
-            chunk,
-            clen,
-        } => {
-            b[o..o + 8].copy_from_slice(&(total as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&key.to_le_bytes());
-            b[o + 24..o + 32].copy_from_slice(&raddr.to_le_bytes());
-            b[o + 32..o + 40].copy_from_slice(&(offset as u64).to_le_bytes());
-            b[o + 40..o + 44].copy_from_slice(&(chunk as u32).to_le_bytes());
-            b[o + 44..o + 48].copy_from_slice(&(clen as u32).to_le_bytes());
-        }
-        Body::Atomic {
-            count,
-            id,
-            key,
-            raddr,
-            op,
-            dt,
-            kind,
-            inline,
-            bufs,
-        } => {
-            b[o..o + 8].copy_from_slice(&(count as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&key.to_le_bytes());
-            b[o + 24..o + 32].copy_from_slice(&raddr.to_le_bytes());
-            b[o + 32] = op.to_raw() as u8;
-            b[o + 33] = dt.to_raw() as u8;
-            b[o + 34] = kind_to_u8(kind);
-            b[o + 35] = u8::from(inline);
-            for (i, a) in bufs.iter().enumerate() {
-                b[o + 40 + 8 * i..o + 48 + 8 * i].copy_from_slice(&a.to_le_bytes());
-            }
-        }
-        Body::WriteInline {
-            len,
-            id,
-            key,
-            raddr,
-        } => {
-            b[o..o + 8].copy_from_slice(&(len as u64).to_le_bytes());
-            b[o + 8..o + 16].copy_from_slice(&id.to_le_bytes());
-            b[o + 16..o + 24].copy_from_slice(&key.to_le_bytes());
-            b[o + 24..o + 32].copy_from_slice(&raddr.to_le_bytes());
-        }
     }
 }
 
@@ -652,7 +895,16 @@ mod tests {
         }
     }
 
-    fn round(s: Slot) -> Result<Slot, &'static str> {
+    /// Emit `s` over `b` (at least PARSE_LEN bytes).
+    fn encode(s: &Slot, b: &mut [u8]) {
+        s.emit(&mut SlotHeader::new_checked(b).unwrap()).unwrap();
+    }
+
+    fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, WireError> {
+        Slot::parse(b, geo, max_msg)
+    }
+
+    fn round(s: Slot) -> Result<Slot, WireError> {
         let mut b = [0u8; PARSE_LEN];
         encode(&s, &mut b);
         parse(&b, &geo(), 1 << 20)
@@ -829,15 +1081,27 @@ mod tests {
         }
         let mut b = [0u8; PARSE_LEN];
         b[8] = 99;
-        assert_eq!(parse(&b, &geo(), 1 << 20), Err("unknown slot kind"));
+        assert_eq!(
+            parse(&b, &geo(), 1 << 20),
+            Err(WireError::field("kind", 99u8))
+        );
         b[8] = KIND_INLINE;
         b[9] = 0x80;
-        assert_eq!(parse(&b, &geo(), 1 << 20), Err("unknown flags"));
+        assert_eq!(
+            parse(&b, &geo(), 1 << 20),
+            Err(WireError::field("flags", 0x80u8))
+        );
         b[9] = 0;
         b[8] = KIND_RTS;
         b[10] = 5;
         assert!(parse(&b, &geo(), 1 << 20).is_err());
-        assert_eq!(parse(&b[..10], &geo(), 1 << 20), Err("slot too short"));
+        assert_eq!(
+            parse(&b[..10], &geo(), 1 << 20),
+            Err(WireError::Truncated {
+                need: PARSE_LEN,
+                have: 10
+            })
+        );
     }
 
     #[test]

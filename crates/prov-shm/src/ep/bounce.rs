@@ -53,8 +53,7 @@ impl Shared {
         unsafe { iov.gather(from, map.base().add(ring.chunk_off(c)), n) };
         ring.chunk_state(c).store(1, Ordering::Relaxed);
         let s = slot_for(c);
-        let mut hdr = [0u8; proto::PARSE_LEN];
-        proto::encode(&s, &mut hdr);
+        let hdr = s.to_bytes();
         let used = proto::encoded_len(&s.body);
         map.write_bytes(ring.slot_off(slot) + 8, &hdr[8..used]);
         conn.prod.publish(&ring);
@@ -96,8 +95,7 @@ impl Shared {
                     body: Body::Inline { len: op.len, id },
                 };
                 let off = ring.slot_off(slot);
-                let mut hdr = [0u8; proto::PARSE_LEN];
-                proto::encode(&s, &mut hdr);
+                let hdr = s.to_bytes();
                 let map = conn.region.map();
                 map.write_bytes(off + 8, &hdr[8..INLINE_OFF]);
                 // SAFETY: the slot holds INLINE_CAP ≥ len bytes after INLINE_OFF inside
@@ -147,8 +145,7 @@ impl Shared {
                         niov: op.iov.len().max(1),
                     },
                 };
-                let mut hdr = [0u8; proto::PARSE_LEN];
-                proto::encode(&s, &mut hdr);
+                let hdr = s.to_bytes();
                 conn.region
                     .map()
                     .write_bytes(ring.slot_off(slot) + 8, &hdr[8..]);

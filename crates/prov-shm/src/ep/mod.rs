@@ -50,7 +50,7 @@
 //!   acks, moves queued sends on, and checks peers' liveness at most every
 //!   [`LIVENESS_EVERY`]. Inline slots are parsed from the header words of their first
 //!   [`INLINE_OFF`] bytes, loaded in place (`proto::parse_inline_words`, the checks of
-//!   `proto::parse_inline`, which are `proto::parse`'s) and delivered into the matched
+//!   `proto::parse_inline`, which are `Slot::parse`'s) and delivered into the matched
 //!   receive where it lies, without copying the receive or the slot.
 //! - Sends of one buffer (`fi_send`, `fi_inject` and their tagged and data forms)
 //!   carry it as an address and a length (`OneBuf`) until an operation must be
@@ -60,7 +60,7 @@
 //!
 //! - Lock order: `tx` or `rx` (never both), then the AV's lock, then a CQ's or
 //!   counter's lock.
-//! - Every value read from shared memory is checked before use (`proto::parse`, ack
+//! - Every value read from shared memory is checked before use (`Slot::parse`, ack
 //!   ids against the operation table, names and pids in `read_identity`, RMA and atomic
 //!   ranges against the MR table); a bad slot is logged, counted
 //!   ([`Endpoint::corrupt_slots`]) and skipped.

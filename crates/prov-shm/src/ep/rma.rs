@@ -164,8 +164,7 @@ impl Shared {
         };
         let ring = conn.region.ring(conn.ring);
         let off = ring.slot_off(slot);
-        let mut hdr = [0u8; proto::PARSE_LEN];
-        proto::encode(&s, &mut hdr);
+        let hdr = s.to_bytes();
         let map = conn.region.map();
         if inline {
             map.write_bytes(off + 8, &hdr[8..proto::RMA_INLINE_OFF]);
@@ -496,8 +495,7 @@ impl Shared {
         };
         let ring = conn.region.ring(conn.ring);
         let off = ring.slot_off(slot);
-        let mut hdr = [0u8; proto::PARSE_LEN];
-        proto::encode(&s, &mut hdr);
+        let hdr = s.to_bytes();
         let map = conn.region.map();
         map.write_bytes(off + 8, &hdr[8..proto::ATOMIC_INLINE_OFF]);
         if inline {

@@ -1,6 +1,6 @@
 //! Progress, slot by slot: one handler per slot kind (inline message, RTS, RMA,
 //! inline write, write fragment, atomic, bounce fragment), each taking a slot that
-//! `proto::parse` (or `proto::parse_inline`) has checked.
+//! `Slot::parse` (or `proto::parse_inline`) has checked.
 //!
 //! Invariants:
 //! - A handler returns `true` when the slot is consumed and `false` to stall the ring
@@ -32,14 +32,14 @@ impl Shared {
     ) -> bool {
         let mut hdr = [0u8; proto::PARSE_LEN];
         self.region.map().read_bytes(slot_off, &mut hdr);
-        match proto::parse(&hdr, geo, max_msg) {
+        match Slot::parse(&hdr, geo, max_msg) {
             Ok(s) => self.handle_slot(act, rx, r, slot_off, s),
             Err(why) => self.skip_slot(r, &format!("bad slot ({why})")),
         }
     }
 
     /// Deliver the inline message of slot `slot_off` of ring `r` (its header checked by
-    /// `proto::parse_inline` or `proto::parse`); false if it must wait (no room for an
+    /// `proto::parse_inline` or `Slot::parse`); false if it must wait (no room for an
     /// unexpected message).
     #[inline]
     pub(super) fn handle_inline(
