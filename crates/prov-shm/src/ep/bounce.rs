@@ -246,18 +246,12 @@ impl Shared {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };
-        let mut segs = [(0usize, 0usize); IOV_LIMIT];
-        let mut n = 0;
-        for seg in region.segments() {
-            if n == segs.len() {
-                return Errno::EINVAL.0;
-            }
-            segs[n] = seg;
-            n += 1;
-        }
+        let Some(segs) = super::rma::segment_list(region.segments()) else {
+            return Errno::EINVAL.0;
+        };
         // SAFETY: the MR table checked [a, a + clen) inside a live registration granting
         // remote writes; `src` holds `clen` bytes (the caller's chunk).
-        unsafe { IoList::from_pairs(&segs[..n]).scatter(0, src, clen) };
+        unsafe { segs.scatter(0, src, clen) };
         0
     }
 }

@@ -113,7 +113,7 @@ mod rx;
 mod slot;
 mod tx;
 
-use tx::{private_copy, OneBuf, OpId};
+use tx::{private_copy, want_tx_cq, OneBuf, OpId};
 
 /// Slots read from one ring per progress call.
 pub const POLL_BUDGET: usize = 32;
@@ -667,7 +667,7 @@ impl DataPath for Endpoint {
         proto::INJECT_SIZE
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
         // One buffer (most sends) travels as an address and a length until an
         // operation must be tracked.

@@ -48,18 +48,7 @@ impl Shared {
                 ),
             ));
         }
-        let want_cq = !inject
-            && match &act.txcq {
-                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
-                None => false,
-            };
-        if want_cq {
-            if let Some(b) = &act.txcq {
-                if !b.cq.has_room() {
-                    return Err(Error::code_only(Errno::EAGAIN));
-                }
-            }
-        }
+        let want_cq = want_tx_cq(act, inject, flags)?;
         let cq_flags = (OpFlags::RMA | if read { OpFlags::READ } else { OpFlags::WRITE }).bits();
         let mut g = lock(&self.tx);
         let tx = &mut *g;
@@ -196,16 +185,9 @@ impl Shared {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };
-        let mut segs = [(0usize, 0usize); IOV_LIMIT];
-        let mut n = 0;
-        for seg in region.segments() {
-            if n == segs.len() {
-                return Errno::EINVAL.0;
-            }
-            segs[n] = seg;
-            n += 1;
-        }
-        let segs = IoList::from_pairs(&segs[..n]);
+        let Some(segs) = segment_list(region.segments()) else {
+            return Errno::EINVAL.0;
+        };
         let st = match a.source {
             RmaSource::Cma { .. } if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
             RmaSource::Cma { pid, iov } => {
@@ -425,18 +407,7 @@ impl Shared {
                 ),
             ));
         }
-        let want_cq = !inject
-            && match &act.txcq {
-                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
-                None => false,
-            };
-        if want_cq {
-            if let Some(b) = &act.txcq {
-                if !b.cq.has_room() {
-                    return Err(Error::code_only(Errno::EAGAIN));
-                }
-            }
-        }
+        let want_cq = want_tx_cq(act, inject, flags)?;
         let cq_flags = (OpFlags::ATOMIC
             | if kind == AtomicKind::Base {
                 OpFlags::WRITE
@@ -531,4 +502,16 @@ impl Shared {
         let n = ofi_kit::atomic::valid(op, dt, kind)?;
         Ok(n.min(self.settings.max_msg_size / dt.size().max(1)))
     }
+}
+
+/// A registration's segments as a list (`None` when there are more than an `IoList`
+/// holds).
+pub(super) fn segment_list(segs: impl Iterator<Item = (usize, usize)>) -> Option<IoList> {
+    let mut v = [(0usize, 0usize); IOV_LIMIT];
+    let mut n = 0;
+    for seg in segs {
+        *v.get_mut(n)? = seg;
+        n += 1;
+    }
+    Some(IoList::from_pairs(&v[..n]))
 }

@@ -114,7 +114,8 @@ impl Shared {
         }
     }
 
-    /// A request to send (a large message the receiver copies with CMA): matched now, or queued as unexpected.
+    /// A request to send (a large message the receiver copies with CMA): matched now, or
+    /// queued as unexpected.
     fn on_rts(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::Rts {
             total,
@@ -226,7 +227,8 @@ impl Shared {
         true
     }
 
-    /// A fragment of an RMA write streamed through a bounce chunk: checked (the whole range on the first one), copied, and on the last one counted, reported and acknowledged.
+    /// A fragment of an RMA write streamed through a bounce chunk: checked (the whole range
+    /// on the first one), copied, and on the last one counted, reported and acknowledged.
     fn on_write_fragment(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::WriteFrag {
             total,
@@ -308,7 +310,8 @@ impl Shared {
         true
     }
 
-    /// An RMA write whose data lies in the slot: carried out and, when wanted, acknowledged.
+    /// An RMA write whose data lies in the slot: carried out and, when wanted,
+    /// acknowledged.
     fn on_write_inline(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::WriteInline {
             len,
@@ -345,7 +348,9 @@ impl Shared {
         true
     }
 
-    /// A bounce fragment of a message: the whole message in one chunk is delivered at once; otherwise the fragments are assembled into the matched receive or an unexpected buffer, and the last one completes it. False when the message must wait for room.
+    /// A bounce fragment of a message: the whole message in one chunk is delivered at once;
+    /// otherwise the fragments are assembled into the matched receive or an unexpected
+    /// buffer, and the last one completes it. False when the message must wait for room.
     fn on_bounce(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::Bounce {
             total,

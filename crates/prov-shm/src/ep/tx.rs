@@ -253,7 +253,7 @@ impl Shared {
     }
 
     /// Send `req`, whose buffers are `iov` (the request's own list, or its one buffer).
-    #[inline(always)]
+    #[inline(never)]
     pub(super) fn send<P: Payload>(&self, act: &Active, iov: P, req: &SendRequest) -> Result<()> {
         let (dest, ctx, data, flags, inject) =
             (req.dest, req.context, req.data, req.flags, req.inject);
@@ -279,18 +279,7 @@ impl Shared {
                 ),
             ));
         }
-        let want_cq = !inject
-            && match &act.txcq {
-                Some(b) => !b.selective || flags.contains(OpFlags::COMPLETION),
-                None => false,
-            };
-        if want_cq {
-            if let Some(b) = &act.txcq {
-                if !b.cq.has_room() {
-                    return Err(Error::code_only(Errno::EAGAIN));
-                }
-            }
-        }
+        let want_cq = want_tx_cq(act, inject, flags)?;
         let mut hflags = 0u8;
         if tagged {
             hflags |= F_TAGGED;
@@ -642,4 +631,21 @@ impl Payload for OneBuf {
         // SAFETY: the caller's contract; at most the buffer's length is read.
         unsafe { std::ptr::copy_nonoverlapping(self.0 as *const u8, dst, len.min(self.1)) };
     }
+}
+
+/// Whether a transmit operation with `flags` reports a completion entry (not for an
+/// inject; with `FI_SELECTIVE_COMPLETION`, only with `FI_COMPLETION`); `FI_EAGAIN` when
+/// it does and the CQ has no room for it.
+#[inline]
+pub(super) fn want_tx_cq(act: &Active, inject: bool, flags: OpFlags) -> Result<bool> {
+    let Some(b) = act.txcq.as_ref().filter(|_| !inject) else {
+        return Ok(false);
+    };
+    if b.selective && !flags.contains(OpFlags::COMPLETION) {
+        return Ok(false);
+    }
+    if !b.cq.has_room() {
+        return Err(Error::code_only(Errno::EAGAIN));
+    }
+    Ok(true)
 }
