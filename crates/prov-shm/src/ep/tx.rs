@@ -253,7 +253,7 @@ impl Shared {
     }
 
     /// Send `req`, whose buffers are `iov` (the request's own list, or its one buffer).
-    #[inline(never)]
+    #[inline(always)]
     pub(super) fn send<P: Payload>(&self, act: &Active, iov: P, req: &SendRequest) -> Result<()> {
         let (dest, ctx, data, flags, inject) =
             (req.dest, req.context, req.data, req.flags, req.inject);
