@@ -66,9 +66,10 @@ impl Shared {
     }
 
     /// Move the queued sends of connection `idx` on as far as resources allow.
-    pub(super) fn stream(&self, act: &Active, tx: &mut Tx, idx: usize) {
+    pub(super) fn stream(&self, act: &Active, tx: &mut Tx, idx: PeerIdx) {
         'ops: loop {
-            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            // (The fields directly: `conn` and `ops` are borrowed together.)
+            let Some(Some(conn)) = tx.conns.get_mut(idx.0) else {
                 return;
             };
             let Some(&front) = conn.fifo.front() else {
@@ -201,7 +202,7 @@ impl Shared {
         // or because the connection broke on the way: then what is queued on it can
         // never go, and fails now — FI_EPROTO for a corrupt ring, FI_ECONNRESET for a
         // peer gone (as the liveness check fails them).
-        if let Some(Some(c)) = tx.conns.get(idx) {
+        if let Some(c) = tx.conn(idx) {
             if c.dead {
                 let why = c.why;
                 self.fail_conn(act, tx, idx, why);

@@ -265,7 +265,7 @@ enum Stage {
 }
 
 struct Op {
-    conn: usize,
+    conn: PeerIdx,
     ctx: usize,
     cq_flags: u64,
     want_cq: bool,
@@ -288,7 +288,7 @@ struct Op {
 struct Tx {
     /// The last destination resolved by `conn_for`: (fi_addr, the AV's change count
     /// then, connection index).
-    last_dest: Option<(u64, u64, usize)>,
+    last_dest: Option<(u64, u64, PeerIdx)>,
     conns: Vec<Option<Conn>>,
     ops: Vec<Option<Op>>,
     gens: Vec<u32>,
@@ -297,6 +297,25 @@ struct Tx {
     polls: u64,
     last_check: Instant,
 }
+
+impl Tx {
+    /// The connection to peer `p`, if there is one.
+    #[inline]
+    fn conn(&self, p: PeerIdx) -> Option<&Conn> {
+        self.conns.get(p.0)?.as_ref()
+    }
+
+    /// The connection to peer `p`, writable, if there is one.
+    #[inline]
+    fn conn_mut(&mut self, p: PeerIdx) -> Option<&mut Conn> {
+        self.conns.get_mut(p.0)?.as_mut()
+    }
+}
+
+/// A peer this endpoint sends to: its index in the address vector, which is also
+/// its connection's slot in `Tx::conns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PeerIdx(usize);
 
 enum Unexp {
     /// Copied out of the ring (a delivery-complete sender was acknowledged then).

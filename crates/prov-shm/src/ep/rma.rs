@@ -53,7 +53,7 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         // Writes too large for a slot stream through the bounce chunks below the CMA
@@ -115,7 +115,7 @@ impl Shared {
             };
             self.await_op(tx, op)?.wire()
         };
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         let mut hflags = if data.is_some() { F_DATA } else { 0 };
@@ -418,7 +418,7 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         if !conn.fifo.is_empty() {
@@ -445,7 +445,7 @@ impl Shared {
             };
             self.await_op(tx, op)?.wire()
         };
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         let s = Slot {

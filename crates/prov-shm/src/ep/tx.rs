@@ -9,6 +9,8 @@
 //!   one operation's fragments contiguously and messages in order.
 //! - An operation id ([`OpId`]) names a slab entry and its generation: an ack for a
 //!   freed or reused entry matches nothing and is ignored.
+//! - A connection lives at its peer's [`PeerIdx`] (the AV index) in `Tx::conns`; it is
+//!   replaced when the AV entry names another region or its peer is gone.
 //! - Called with the `tx` lock held (never the `rx` lock).
 //!
 //! Nothing here panics on application or peer input.
@@ -54,7 +56,7 @@ impl OpId {
 }
 
 impl Shared {
-    pub(super) fn connect(&self, tx: &mut Tx, idx: usize, name: &str) -> Result<()> {
+    pub(super) fn connect(&self, tx: &mut Tx, idx: PeerIdx, name: &str) -> Result<()> {
         let region = Arc::new(Region::open_peer(name)?);
         let geo = region.geometry();
         let me = std::process::id() as u64;
@@ -75,10 +77,10 @@ impl Shared {
             ring.write_identity(me as i32, &self.name, pa, pv);
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
-            if tx.conns.len() <= idx {
-                tx.conns.resize_with(idx + 1, || None);
+            if tx.conns.len() <= idx.0 {
+                tx.conns.resize_with(idx.0 + 1, || None);
             }
-            tx.conns[idx] = Some(Conn {
+            tx.conns[idx.0] = Some(Conn {
                 addr: format!("{ADDR_PREFIX}{name}"),
                 region: region.clone(),
                 ring: r,
@@ -107,13 +109,13 @@ impl Shared {
     /// The connection index for `dest`, connecting on first use (or when the AV entry
     /// now names another peer, or the old connection's peer died).
     #[inline]
-    pub(super) fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
+    pub(super) fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
         // The same destination as last time and no AV change since: the same
         // connection, if it is still up (no AV lock, no address compare).
         let changes = act.av.changes();
         if let Some((d, c, idx)) = tx.last_dest {
             if d == dest && c == changes {
-                if let Some(Some(conn)) = tx.conns.get(idx) {
+                if let Some(conn) = tx.conn(idx) {
                     if !conn.dead && conn.region.closed().load(Ordering::Relaxed) == 0 {
                         return Ok(idx);
                     }
@@ -127,7 +129,7 @@ impl Shared {
 
     /// [`Self::conn_for`] through the AV (out of line: the fast path stays small).
     #[inline(never)]
-    pub(super) fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<usize> {
+    pub(super) fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
         // The connection for this AV entry, if it is still for the same peer (no
         // allocation on this path: the address is compared in place).
         let (idx, fresh) = act.av.with_entry(dest, |e| {
@@ -141,14 +143,14 @@ impl Shared {
             } else {
                 region_name(e.addr).ok().map(str::to_string)
             };
-            (e.index as usize, fresh)
+            (PeerIdx(e.index as usize), fresh)
         })?;
         if let Some(name) = fresh {
-            if matches!(tx.conns.get(idx), Some(Some(_))) {
+            if tx.conn(idx).is_some() {
                 // Operations still waiting on the old connection can never complete.
                 self.fail_conn(act, tx, idx, Errno::ECONNRESET);
             }
-            if let Some(slot) = tx.conns.get_mut(idx) {
+            if let Some(slot) = tx.conns.get_mut(idx.0) {
                 if let Some(old) = slot.take() {
                     self.drop_conn(old);
                 }
@@ -225,7 +227,7 @@ impl Shared {
     pub(super) fn queue_op(&self, tx: &mut Tx, op: Op) -> Result<OpId> {
         let conn = op.conn;
         let id = self.alloc_op(tx, op)?;
-        if let Some(Some(c)) = tx.conns.get_mut(conn) {
+        if let Some(c) = tx.conn_mut(conn) {
             c.fifo.push_back(id.slot() as u32);
         }
         Ok(id)
@@ -235,7 +237,7 @@ impl Shared {
     pub(super) fn await_op(&self, tx: &mut Tx, op: Op) -> Result<OpId> {
         let conn = op.conn;
         let id = self.alloc_op(tx, op)?;
-        if let Some(Some(c)) = tx.conns.get_mut(conn) {
+        if let Some(c) = tx.conn_mut(conn) {
             c.waiting += 1;
         }
         Ok(id)
@@ -301,7 +303,7 @@ impl Shared {
         let mut tx = lock(&self.tx);
         let idx = self.conn_for(act, &mut tx, dest)?;
         let tx = &mut *tx;
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         let hdr = proto::InlineHdr {
@@ -372,7 +374,7 @@ impl Shared {
     ) -> Result<()> {
         let idx = t.idx;
         let len = hdr.len;
-        let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        let Some(conn) = tx.conn_mut(idx) else {
             return Err(Error::new(Errno::EIO, "shm: connection vanished"));
         };
         if len <= INLINE_CAP && conn.fifo.is_empty() {
@@ -395,7 +397,7 @@ impl Shared {
                 };
                 hdr.id = self.await_op(tx, op)?.wire();
             }
-            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+            let Some(conn) = tx.conn_mut(idx) else {
                 return Err(Error::new(Errno::EIO, "shm: connection vanished"));
             };
             Self::write_inline(conn, slot, &hdr, &iov);
@@ -475,8 +477,8 @@ impl Shared {
             tx.last_check = Instant::now();
         }
         let mut work = 0;
-        for idx in 0..tx.conns.len() {
-            let Some(Some(conn)) = tx.conns.get_mut(idx) else {
+        for idx in (0..tx.conns.len()).map(PeerIdx) {
+            let Some(conn) = tx.conn_mut(idx) else {
                 continue;
             };
             if conn.waiting == 0 && conn.fifo.is_empty() {
@@ -514,7 +516,7 @@ impl Shared {
                     );
                     continue;
                 }
-                if let Some(Some(c)) = tx.conns.get_mut(idx) {
+                if let Some(c) = tx.conn_mut(idx) {
                     c.waiting = c.waiting.saturating_sub(1);
                 }
                 if let Some(op) = self.free_op(tx, oi) {
@@ -526,10 +528,7 @@ impl Shared {
             }
             self.stream(act, tx, idx);
             if check {
-                let dead = match tx.conns.get(idx) {
-                    Some(Some(c)) => !c.region.owner_alive(),
-                    _ => false,
-                };
+                let dead = tx.conn(idx).is_some_and(|c| !c.region.owner_alive());
                 if dead {
                     work += self.fail_conn(act, tx, idx, Errno::ECONNRESET);
                 }
@@ -539,8 +538,8 @@ impl Shared {
     }
 
     /// Fail every operation of connection `idx` (its peer is gone).
-    pub(super) fn fail_conn(&self, act: &Active, tx: &mut Tx, idx: usize, err: Errno) -> usize {
-        if let Some(Some(c)) = tx.conns.get_mut(idx) {
+    pub(super) fn fail_conn(&self, act: &Active, tx: &mut Tx, idx: PeerIdx, err: Errno) -> usize {
+        if let Some(c) = tx.conn_mut(idx) {
             c.dead = true;
             c.why = err;
             c.fifo.clear();
@@ -593,7 +592,7 @@ impl Payload for IoList {
 /// What [`Shared::send_tracked`] needs besides the header and the buffers.
 pub(super) struct Tracked {
     /// The connection.
-    pub(super) idx: usize,
+    pub(super) idx: PeerIdx,
     pub(super) ctx: usize,
     pub(super) cq_flags: u64,
     pub(super) want_cq: bool,
