@@ -67,9 +67,10 @@
 //! - A ring's messages are consumed in order; a bounce message's fragments are
 //!   contiguous in its ring (the sender streams one operation at a time).
 //! - Application buffers travel as addresses (`IoList`, `OneBuf`, `[u64; 3]`) from
-//!   the `unsafe` data calls of [`EndpointOps`], whose contract keeps them valid until
-//!   the operation completes; only those calls create them, and the private functions
-//!   that copy through them rely on this. A private function handed a raw pointer from
+//!   the `unsafe` data calls of [`EndpointOps`] (written by kit's
+//!   `endpoint_data_ops!`, handed on in the request values of [`DataPath`]), whose
+//!   contract keeps them valid until the operation completes; only those calls create
+//!   them, and the private functions that copy through them rely on this. A private function handed a raw pointer from
 //!   elsewhere (`rma_target`, `write_fragment`, `cma_read`) is an `unsafe fn`.
 //! - Shared bytes (the rings, a peer's region, registered memory a peer's CMA copy
 //!   may write) are never borrowed as `&[u8]`/`&mut [u8]`: words are atomics, data is
