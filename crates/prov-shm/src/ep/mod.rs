@@ -286,6 +286,29 @@ struct Op {
     owned: Option<Box<[u8]>>,
 }
 
+impl Op {
+    /// An operation on peer `conn` that reports `ctx` with `cq_flags` (an entry when
+    /// `want_cq`) on completion; queued, with no buffers, header or RMA target yet
+    /// (callers set what they use with struct update syntax).
+    fn new(conn: PeerIdx, ctx: usize, cq_flags: u64, want_cq: bool) -> Op {
+        Op {
+            conn,
+            ctx,
+            cq_flags,
+            want_cq,
+            iov: IoList::default(),
+            len: 0,
+            tag: 0,
+            data: 0,
+            hflags: 0,
+            sent: 0,
+            stage: Stage::Queued,
+            rma: None,
+            owned: None,
+        }
+    }
+}
+
 struct Tx {
     /// The last destination resolved by `conn_for`: (fi_addr, the AV's change count
     /// then, connection index).

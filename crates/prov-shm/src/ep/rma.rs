@@ -72,19 +72,13 @@ impl Shared {
                 (local, None)
             };
             let op = Op {
-                conn: idx,
-                ctx,
-                cq_flags,
-                want_cq,
                 iov: local,
                 len,
-                tag: 0,
                 data: data.unwrap_or(0),
                 hflags: F_ACK | if data.is_some() { F_DATA } else { 0 },
-                sent: 0,
-                stage: Stage::Queued,
                 rma: Some((key, raddr)),
                 owned,
+                ..Op::new(idx, ctx, cq_flags, want_cq)
             };
             self.queue_op(tx, op)?;
             self.stream(act, tx, idx);
@@ -99,19 +93,12 @@ impl Shared {
             0
         } else {
             let op = Op {
-                conn: idx,
-                ctx,
-                cq_flags,
-                want_cq,
                 iov: local,
                 len,
-                tag: 0,
                 data: data.unwrap_or(0),
-                hflags: 0,
                 sent: len,
                 stage: Stage::AwaitAck,
-                rma: None,
-                owned: None,
+                ..Op::new(idx, ctx, cq_flags, want_cq)
             };
             self.await_op(tx, op)?.wire()
         };
@@ -429,19 +416,8 @@ impl Shared {
             0
         } else {
             let op = Op {
-                conn: idx,
-                ctx,
-                cq_flags,
-                want_cq,
-                iov: IoList::one(0, 0),
-                len: 0,
-                tag: 0,
-                data: 0,
-                hflags: 0,
-                sent: 0,
                 stage: Stage::AwaitAck,
-                rma: None,
-                owned: None,
+                ..Op::new(idx, ctx, cq_flags, want_cq)
             };
             self.await_op(tx, op)?.wire()
         };

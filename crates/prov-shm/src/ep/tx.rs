@@ -381,10 +381,6 @@ impl Shared {
             let slot = Self::reserve_slot(conn)?;
             if t.delivery {
                 let op = Op {
-                    conn: idx,
-                    ctx: t.ctx,
-                    cq_flags: t.cq_flags,
-                    want_cq: t.want_cq,
                     iov,
                     len,
                     tag: hdr.tag,
@@ -392,8 +388,7 @@ impl Shared {
                     hflags: hdr.flags,
                     sent: len,
                     stage: Stage::AwaitAck,
-                    rma: None,
-                    owned: None,
+                    ..Op::new(idx, t.ctx, t.cq_flags, t.want_cq)
                 };
                 hdr.id = self.await_op(tx, op)?.wire();
             }
@@ -436,19 +431,13 @@ impl Shared {
             (iov, None)
         };
         let op = Op {
-            conn: idx,
-            ctx: t.ctx,
-            cq_flags: t.cq_flags,
-            want_cq: t.want_cq,
             iov,
             len,
             tag: hdr.tag,
             data: hdr.data,
             hflags: hdr.flags,
-            sent: 0,
-            stage: Stage::Queued,
-            rma: None,
             owned,
+            ..Op::new(idx, t.ctx, t.cq_flags, t.want_cq)
         };
         self.queue_op(tx, op)?;
         self.stream(act, tx, idx);
