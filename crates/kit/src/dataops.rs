@@ -221,7 +221,10 @@ fn typed<T: DataPath + ?Sized, V>(v: Option<V>, what: &str) -> Result<V> {
 
 /// One data call of the list of operations, of kind `kind` with arguments `a`, on the
 /// endpoint's [`DataPath`]: what every method [`endpoint_data_ops!`](crate::endpoint_data_ops)
-/// writes calls (with `kind` a constant, so the dispatch folds away).
+/// writes calls (with `kind` a constant, so the dispatch folds away: this function and
+/// the four it picks from are `#[inline(always)]`, so each data method compiles to its
+/// own path — measured on shm's `fi_inject`, a shared out-of-line `send` cost about
+/// 100 instructions per call more than the provider's hand-written method).
 ///
 /// # Safety
 /// The C API's contract for the call: buffers, arrays and messages of `a` valid for
@@ -244,6 +247,7 @@ pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<
 ///
 /// # Safety
 /// As [`dispatch`].
+#[inline(always)]
 unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
     let tag = kind.tagged.then_some(a.tag);
@@ -310,6 +314,7 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 ///
 /// # Safety
 /// As [`dispatch`].
+#[inline(always)]
 unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
     let flags = a.flags.unwrap_or(OpFlags::empty());
@@ -362,6 +367,7 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 ///
 /// # Safety
 /// As [`dispatch`].
+#[inline(always)]
 unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
     let dir = if matches!(kind.family, OpFamily::Read) {
@@ -435,6 +441,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
 ///
 /// # Safety
 /// As [`dispatch`].
+#[inline(always)]
 unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
     let akind = match kind.family {

@@ -28,7 +28,7 @@
 //! return ring of acknowledgements, and a few bounce chunks. Everything is offsets from
 //! the mapping's start, never pointers. A peer's header is validated against the file
 //! size when it is mapped, and every length, index and count read from a slot is
-//! checked ([`proto::parse`]) before use, so a corrupt or hostile region is reported
+//! checked ([`proto::Slot::parse`]) before use, so a corrupt or hostile region is reported
 //! (the slot skipped and counted) — no read or write ever leaves the mapping.
 //!
 //! # Protocols ([`proto`])

@@ -520,7 +520,8 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
         },
     };
     let mut r2 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
-    proto::encode(&bad, &mut r2);
+    bad.emit(&mut proto::SlotHeader::new_checked(&mut r2[..]).unwrap())
+        .unwrap();
     // The chunk index sits at body offset 24.
     r2[56..60].copy_from_slice(&999u32.to_le_bytes());
     put(&r2);
@@ -536,7 +537,8 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
         body: Body::Inline { len: 2, id: 0 },
     };
     let mut r4 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
-    proto::encode(&good, &mut r4);
+    good.emit(&mut proto::SlotHeader::new_checked(&mut r4[..]).unwrap())
+        .unwrap();
     r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
     put(&r4);
     let mut buf = [0u8; 64];
@@ -584,7 +586,8 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
                 id: k as u64 + 1,
             },
         };
-        proto::encode(&msg, &mut raw);
+        msg.emit(&mut proto::SlotHeader::new_checked(&mut raw[..]).unwrap())
+            .unwrap();
         raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
         publish_slot(&region, &ring, p, i, &raw);
         true
@@ -910,15 +913,14 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                     },
                 };
                 let data = rng.next_u64();
-                proto::encode(
-                    &Slot {
-                        flags,
-                        tag,
-                        data,
-                        body,
-                    },
-                    &mut raw,
-                );
+                let slot = Slot {
+                    flags,
+                    tag,
+                    data,
+                    body,
+                };
+                let mut view = proto::SlotHeader::new_checked(&mut raw[..]).unwrap();
+                slot.emit(&mut view).unwrap();
                 if rng.chance(30) {
                     for b in raw[INLINE_OFF..].iter_mut() {
                         if rng.chance(5) {

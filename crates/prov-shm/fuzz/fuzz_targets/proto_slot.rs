@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ofi_prov_shm::proto::{parse, parse_inline, Body, InlineHdr, INLINE_CAP, INLINE_OFF, PARSE_LEN, RMA_INLINE_CAP};
+use ofi_prov_shm::proto::{parse_inline, Body, InlineHdr, Slot, INLINE_CAP, INLINE_OFF, PARSE_LEN, RMA_INLINE_CAP};
 use ofi_prov_shm::region::Geometry;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         chunks: 4,
         chunk_size: 4096,
     };
-    let parsed = parse(data, &geo, 1 << 20);
+    let parsed = Slot::parse(data, &geo, 1 << 20);
     // Slots are always whole (PARSE_LEN bytes and more); shorter inputs only test
     // that the general parser refuses them.
     if let (Some(first), true) = (data.get(..INLINE_OFF), data.len() >= PARSE_LEN) {

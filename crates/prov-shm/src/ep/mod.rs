@@ -1,0 +1,808 @@
+//! The endpoint: messages, tagged messages, RMA and atomics over the rings of
+//! [`crate::region`].
+//!
+//! # Structure
+//!
+//! An endpoint owns its region (created at open, unlinked at close). Its send side
+//! (`Tx`, one mutex) holds a connection per AV index it has sent to: the peer's mapped
+//! region, the ring it claimed there, the ring's producer state and the return ring's
+//! consumer state, and a FIFO of sends that could not be posted at once (large
+//! messages waiting for the CMA probe, for ring slots or for bounce chunks, and
+//! whatever was sent after them, so the order is kept). Its receive side (`Rx`, one
+//! mutex) holds the kit's tag matcher and a consumer per active ring of its own region.
+//!
+//! # Modules
+//!
+//! - this one: the endpoint's state (the types every part shares), `fi_enable` and
+//!   the control calls, and the data calls: [`ofi_kit::endpoint_data_ops!`] writes
+//!   them from the endpoint's [`DataPath`], whose four submissions hand an operation
+//!   on as one request value;
+//! - `tx`: connections, the operation table and the send paths;
+//! - `bounce`: large transfers (bounce chunks, CMA) and the send FIFO's streaming;
+//! - `rma`: RMA and atomics, initiator and target;
+//! - `rx`: posted receives, matching, delivery, acks and the receive progress;
+//! - `slot`: one handler per slot kind.
+//!
+//! # Paths
+//!
+//! - A send of at most `INLINE_CAP` bytes with an empty FIFO writes one slot and
+//!   completes (no syscall, no allocation; the locks taken are uncontended unless the
+//!   application shares the endpoint between threads).
+//! - A send that fits one bounce chunk, with an empty FIFO, no acknowledgement wanted
+//!   and the next chunk free, is copied into the chunk, announced in one slot and
+//!   completed at once, with no operation record (`put_fragment`); the receiver
+//!   delivers such a whole-message chunk into the matched receive as it does an
+//!   inline slot (`deliver_whole`).
+//! - Other sends become tracked operations (a slab entry, no allocation once warm):
+//!   up to one bounce chunk eagerly through a chunk, completed at once; beyond, with
+//!   CMA an RTS slot completed by the receiver's ack, otherwise bounce fragments
+//!   completed when the last one is posted (with `FI_DELIVERY_COMPLETE`: on the ack).
+//!   An inject (or `FI_INJECT`) that cannot go at once is tracked from a private copy
+//!   of its data (`Op::owned`), so the caller's buffer is free on return.
+//! - RMA and atomics post one slot (`rma`, `atomic`) and complete on the target's ack;
+//!   the target checks them in the kit's MR table (`rma_target`, `atomic_target`).
+//! - Progress (`Progress::progress`, from CQ reads or the auto thread) first asks,
+//!   without a lock, whether a ring's next slot is published or other work is pending
+//!   (`rx_may_have_work`, fed by `publish_peek`; a published slot's second cache line
+//!   is prefetched there, so its transfer from the sender overlaps the locking); then
+//!   it polls at most [`POLL_BUDGET`] slots per ring (none while the ring owes
+//!   [`ACK_BACKLOG_MAX`] acks its sender has not taken), attaches new senders, flushes
+//!   acks, moves queued sends on, and checks peers' liveness at most every
+//!   [`LIVENESS_EVERY`]. Inline slots are parsed from the header words of their first
+//!   [`INLINE_OFF`] bytes, loaded in place (`proto::parse_inline_words`, the checks of
+//!   `proto::parse_inline`, which are `Slot::parse`'s) and delivered into the matched
+//!   receive where it lies, without copying the receive or the slot.
+//! - Sends of one buffer (`fi_send`, `fi_inject` and their tagged and data forms)
+//!   carry it as an address and a length (`OneBuf`) until an operation must be
+//!   tracked; the inline path writes its header with `proto::encode_inline`.
+//!
+//! # Invariants
+//!
+//! - Lock order: `tx` or `rx` (never both), then the AV's lock, then a CQ's or
+//!   counter's lock.
+//! - Every value read from shared memory is checked before use (`Slot::parse`, ack
+//!   ids against the operation table, names and pids in `read_identity`, RMA and atomic
+//!   ranges against the MR table); a bad slot is logged, counted
+//!   ([`Endpoint::corrupt_slots`]) and skipped.
+//! - A ring's messages are consumed in order; a bounce message's fragments are
+//!   contiguous in its ring (the sender streams one operation at a time).
+//! - Application buffers travel as addresses (`IoList`, `OneBuf`, `[u64; 3]`) from
+//!   the `unsafe` data calls of [`EndpointOps`] (written by kit's
+//!   `endpoint_data_ops!`, handed on in the request values of [`DataPath`]), whose
+//!   contract keeps them valid until the operation completes; only those calls create
+//!   them, and the private functions that copy through them rely on this. A private function handed a raw pointer from
+//!   elsewhere (`rma_target`, `write_fragment`, `cma_read`) is an `unsafe fn`.
+//! - Shared bytes (the rings, a peer's region, registered memory a peer's CMA copy
+//!   may write) are never borrowed as `&[u8]`/`&mut [u8]`: words are atomics, data is
+//!   copied through raw pointers.
+//!
+//! Nothing here panics on application or peer input.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+use ofi_core::provider::{BindTarget, EndpointOps};
+use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_kit::atomic::AtomicLocks;
+use ofi_kit::dataops::DataPath;
+use ofi_kit::ep::{BindRules, Bindings, Bound};
+use ofi_kit::mr::{MrEndpointTarget, MrTable};
+use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
+use ofi_kit::tagmatch::{
+    Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC,
+};
+
+use crate::fabric::{region_name, Fabric};
+use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
+use crate::region::{self, cma_state, state, Region, NAME_PREFIX, SLOT_HDR};
+
+/// How many generated region names an endpoint tries before giving up.
+const AUTO_NAME_TRIES: usize = 64;
+use crate::ring::{Consumer, Producer, RingWords};
+use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
+
+mod bounce;
+mod rma;
+mod rx;
+mod slot;
+mod tx;
+
+use tx::{private_copy, want_tx_cq, OneBuf, OpId};
+
+/// Slots read from one ring per progress call.
+pub const POLL_BUDGET: usize = 32;
+/// How often, at most, peers' liveness is checked.
+pub const LIVENESS_EVERY: Duration = Duration::from_millis(5);
+/// Acknowledgements a ring may owe beyond what its ack ring holds. A sender that does
+/// not take its acks (a stuck or hostile one, or one whose ack tail is corrupt) has its
+/// ring left unread at this depth until it does, so it cannot make the receiver queue
+/// acknowledgements without bound; its other messages wait in its ring, as they do
+/// when the ring is full.
+pub const ACK_BACKLOG_MAX: usize = 256;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub use ofi_kit::iov::IoList;
+
+/// Bindings made before `fi_enable` (the kit's rules).
+type Setup = Bindings;
+
+const BIND_RULES: BindRules = BindRules {
+    prov: "shm",
+    eq: false,
+};
+
+/// What `fi_enable` froze (the kit's [`Bound`]).
+type Active = Bound;
+
+/// A posted receive an incoming message matched: where in it the message goes, and
+/// whether the receive is released by this message (a multi-receive buffer's last).
+#[derive(Clone, Copy)]
+struct Matched<'a> {
+    recv: &'a PostedRecv<IoList>,
+    place: Placement,
+    released: bool,
+}
+
+impl<'a> Matched<'a> {
+    fn new(recv: &'a PostedRecv<IoList>, place: Placement, released: bool) -> Self {
+        Matched {
+            recv,
+            place,
+            released,
+        }
+    }
+}
+
+/// An RMA access a peer asked this (target) endpoint for.
+struct RmaAccess<'a> {
+    /// Where the initiator's side of the data is.
+    source: RmaSource<'a>,
+    /// A read (the target's memory is copied out) or a write.
+    read: bool,
+    /// Bytes.
+    total: usize,
+    /// The registration's key.
+    key: u64,
+    /// The target address.
+    raddr: u64,
+    /// Remote CQ data the write reports to the target's receive CQ.
+    data: Option<u64>,
+}
+
+/// The initiator's side of an [`RmaAccess`].
+#[derive(Clone, Copy)]
+enum RmaSource<'a> {
+    /// Its buffers, reached with CMA: its pid and (address, length) pairs.
+    Cma { pid: i32, iov: &'a [(u64, u64)] },
+    /// Inline in the slot: bytes of a mapped region.
+    Inline(*const u8),
+}
+
+/// An atomic request as the target sees it.
+struct AtomicReq {
+    count: usize,
+    key: u64,
+    raddr: u64,
+    op: AtomicOp,
+    dt: Datatype,
+    kind: AtomicKind,
+    bufs: [u64; 3],
+    inline: Option<*const u8>,
+}
+
+/// Bits of a ring's tail kept in a [`PeekSet`] word (the ring index takes the rest).
+const PEEK_TAIL_MASK: u64 = (1 << 48) - 1;
+
+/// Bounce fragments of at most this many bytes take their chunks from the first
+/// [`SMALL_SPAN`] only; larger ones from all of them. Measured here (2026-11-26,
+/// `fi_pingpong` between two processes): cycling through more chunks — a longer reuse
+/// distance — makes large transfers faster (16 chunks against 8: 1 MiB 15 → 25 GB/s,
+/// 64 KiB 8.4 → 6.4 µs) but small ones slower (1 KiB 0.33 → 0.345 µs, 8 KiB 1.35 → 1.38).
+const SMALL_BOUNCE: usize = 16 << 10;
+/// See [`SMALL_BOUNCE`].
+const SMALL_SPAN: usize = 8;
+
+/// The slot index of position `pos` in a ring of `region`.
+#[inline]
+fn ring_index(region: &Region, pos: u64) -> usize {
+    (pos & (region.geometry().slots as u64 - 1)) as usize
+}
+
+/// What the receive side publishes so that an idle poll needs no lock: per active
+/// ring its index and next position, the claims generation seen, and whether other
+/// work is pending.
+struct PeekSet {
+    n: AtomicUsize,
+    words: Box<[AtomicU64]>,
+    gen: AtomicU64,
+    more: AtomicBool,
+    calls: AtomicU64,
+}
+
+/// Serialises atomics applied by this process (across its endpoints and threads).
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
+
+/// A connection to a peer's region.
+struct Conn {
+    /// The full address (`fi_shm://name`), compared with the AV entry on each send.
+    addr: String,
+    region: Arc<Region>,
+    ring: usize,
+    claim: u64,
+    prod: Producer,
+    acks: Consumer,
+    fifo: VecDeque<u32>,
+    waiting: usize,
+    /// The next bounce chunk for a fragment larger than [`SMALL_BOUNCE`] (all chunks in
+    /// turn).
+    chunk: usize,
+    /// The next bounce chunk for a fragment of at most [`SMALL_BOUNCE`] bytes (the first
+    /// [`SMALL_SPAN`] chunks in turn).
+    small_chunk: usize,
+    /// Bounce chunks seen free (bit per chunk) and not used since: only the receiver
+    /// frees a chunk and only we fill one, so a chunk seen free stays free until we
+    /// fill it. The shared chunk-state line (which the receiver writes as it frees
+    /// chunks) is read only when the next chunk is not known free.
+    free_chunks: u32,
+    dead: bool,
+    /// Why it is dead: the error its queued operations fail with.
+    why: Errno,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Queued,
+    AwaitAck,
+}
+
+struct Op {
+    conn: PeerIdx,
+    ctx: usize,
+    cq_flags: u64,
+    want_cq: bool,
+    iov: IoList,
+    len: usize,
+    tag: u64,
+    data: u64,
+    hflags: u8,
+    sent: usize,
+    stage: Stage,
+    /// An RMA write streamed through bounce chunks: its key and remote address.
+    rma: Option<(u64, u64)>,
+    /// The data of an inject (or `FI_INJECT`) that could not be sent at once, copied:
+    /// `iov` points into it, so the application's buffer is free on return. Held, never
+    /// read: it lives exactly as long as the operation.
+    #[allow(dead_code)]
+    owned: Option<Box<[u8]>>,
+}
+
+impl Op {
+    /// An operation on peer `conn` that reports `ctx` with `cq_flags` (an entry when
+    /// `want_cq`) on completion; queued, with no buffers, header or RMA target yet
+    /// (callers set what they use with struct update syntax).
+    fn new(conn: PeerIdx, ctx: usize, cq_flags: u64, want_cq: bool) -> Op {
+        Op {
+            conn,
+            ctx,
+            cq_flags,
+            want_cq,
+            iov: IoList::default(),
+            len: 0,
+            tag: 0,
+            data: 0,
+            hflags: 0,
+            sent: 0,
+            stage: Stage::Queued,
+            rma: None,
+            owned: None,
+        }
+    }
+}
+
+struct Tx {
+    /// The last destination resolved by `conn_for`: (fi_addr, the AV's change count
+    /// then, connection index).
+    last_dest: Option<(u64, u64, PeerIdx)>,
+    conns: Vec<Option<Conn>>,
+    ops: Vec<Option<Op>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    live: usize,
+    polls: u64,
+    last_check: Instant,
+}
+
+impl Tx {
+    /// The connection to peer `p`, if there is one.
+    #[inline]
+    fn conn(&self, p: PeerIdx) -> Option<&Conn> {
+        self.conns.get(p.0)?.as_ref()
+    }
+
+    /// The connection to peer `p`, writable, if there is one.
+    #[inline]
+    fn conn_mut(&mut self, p: PeerIdx) -> Option<&mut Conn> {
+        self.conns.get_mut(p.0)?.as_mut()
+    }
+}
+
+/// A peer this endpoint sends to: its index in the address vector, which is also
+/// its connection's slot in `Tx::conns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PeerIdx(usize);
+
+enum Unexp {
+    /// Copied out of the ring (a delivery-complete sender was acknowledged then).
+    Data { data: Vec<u8> },
+    Rts {
+        ring: usize,
+        claim: u64,
+        pid: i32,
+        iov: [(u64, u64); proto::RTS_IOVS],
+        niov: usize,
+        id: u64,
+    },
+}
+
+enum AsmTarget {
+    Recv {
+        recv: PostedRecv<IoList>,
+        place: Placement,
+        released: bool,
+    },
+    Unexp(Vec<u8>),
+}
+
+struct Asm {
+    id: u64,
+    got: usize,
+    inc: Incoming,
+    ack: bool,
+    target: AsmTarget,
+}
+
+struct RxRing {
+    on: bool,
+    claim: u64,
+    cons: Consumer,
+    ackp: Producer,
+    pid: i32,
+    start: u64,
+    addr: Address,
+    src: u64,
+    asm: Option<Asm>,
+    /// The RMA write being streamed in: its id and status so far.
+    wr: Option<(u64, i32)>,
+    backlog: VecDeque<(u64, i32)>,
+}
+
+struct Rx {
+    m: TagMatcher<IoList, Unexp>,
+    rings: Vec<RxRing>,
+    active: Vec<usize>,
+    gen: u64,
+    polls: u64,
+    last_check: Instant,
+}
+
+struct Shared {
+    settings: Settings,
+    mr: Arc<MrTable>,
+    name: String,
+    region: Arc<Region>,
+    engine: Arc<ProgressEngine>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+    need_src: bool,
+    directed: bool,
+    setup: Mutex<Setup>,
+    active: OnceLock<Active>,
+    tx: Mutex<Tx>,
+    rx: Mutex<Rx>,
+    tx_work: AtomicUsize,
+    corrupt: AtomicU64,
+    peek: PeekSet,
+}
+
+/// An `FI_EP_RDM` endpoint (see the module docs).
+pub struct Endpoint {
+    sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("name", &self.sh.name)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
+
+/// A region under a generated name `ofi-shm-<pid>-<n>`. Another copy of this
+/// provider in the same process (linked in and loaded as a plugin) counts from the
+/// same start, so a name already taken by a live owner moves on to the next number
+/// (at most [`AUTO_NAME_TRIES`] times).
+fn create_auto_named(geometry: region::Geometry) -> Result<Region> {
+    let mut last = None;
+    for _ in 0..AUTO_NAME_TRIES {
+        let name = format!(
+            "{NAME_PREFIX}{}-{}",
+            std::process::id(),
+            NEXT_NAME.fetch_add(1, Ordering::Relaxed)
+        );
+        match Region::create(&name, geometry) {
+            Err(e) if e.code() == Errno::EADDRINUSE => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::new(Errno::EADDRINUSE, "shm: no free region name")))
+}
+
+impl Endpoint {
+    /// Open an endpoint for `info`: create its region (reclaiming stale regions of dead
+    /// processes first) and register with the domain's progress engine.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad `src_addr`; `FI_EADDRINUSE` when a live process owns the
+    /// name; OS failures creating the region.
+    pub fn open(
+        settings: Settings,
+        info: &Info,
+        _context: usize,
+        engine: Arc<ProgressEngine>,
+        mr: Arc<MrTable>,
+    ) -> Result<Endpoint> {
+        let removed = region::reclaim_stale();
+        if !removed.is_empty() {
+            ofi_core::ofi_info!(
+                crate::NAME,
+                "ep_ctrl",
+                "reclaimed stale regions {removed:?}"
+            );
+        }
+        let region = match &info.src_addr {
+            Some(a) => Region::create(region_name(a)?, settings.geometry)?,
+            None => create_auto_named(settings.geometry)?,
+        };
+        let region = Arc::new(region);
+        let caps = if info.caps.is_empty() {
+            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
+        } else {
+            info.caps
+        };
+        let geo = settings.geometry;
+        let rings = (0..geo.rings)
+            .map(|_| RxRing {
+                on: false,
+                claim: 0,
+                cons: Consumer::new(geo.slots, 0),
+                ackp: Producer::new(geo.slots, 0),
+                pid: 0,
+                start: 0,
+                addr: Address::Str(String::new()),
+                src: ADDR_NOTAVAIL,
+                asm: None,
+                wr: None,
+                backlog: VecDeque::new(),
+            })
+            .collect();
+        let directed = caps.contains(Caps::DIRECTED_RECV);
+        let rx_size = if info.rx_attr.size == 0 {
+            settings.rx_size
+        } else {
+            info.rx_attr.size
+        };
+        let m = TagMatcher::new(MatcherConfig {
+            directed_recv: directed,
+            max_posted: rx_size,
+            ..MatcherConfig::default()
+        });
+        let sh = Arc::new(Shared {
+            settings,
+            mr,
+            name: region.name().to_string(),
+            region,
+            engine: engine.clone(),
+            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
+            rx_op_flags: info.rx_attr.op_flags,
+            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
+            directed,
+            setup: Mutex::new(Setup::default()),
+            active: OnceLock::new(),
+            tx: Mutex::new(Tx {
+                last_dest: None,
+                conns: Vec::new(),
+                ops: Vec::new(),
+                gens: Vec::new(),
+                free: Vec::new(),
+                live: 0,
+                polls: 0,
+                last_check: Instant::now(),
+            }),
+            rx: Mutex::new(Rx {
+                m,
+                rings,
+                active: Vec::new(),
+                gen: u64::MAX,
+                polls: 0,
+                last_check: Instant::now(),
+            }),
+            tx_work: AtomicUsize::new(0),
+            corrupt: AtomicU64::new(0),
+            peek: PeekSet {
+                n: AtomicUsize::new(0),
+                words: (0..geo.rings).map(|_| AtomicU64::new(0)).collect(),
+                gen: AtomicU64::new(u64::MAX),
+                more: AtomicBool::new(true),
+                calls: AtomicU64::new(1),
+            },
+        });
+        engine.register(&sh);
+        Ok(Endpoint { sh })
+    }
+
+    /// The endpoint's region name.
+    pub fn name(&self) -> &str {
+        &self.sh.name
+    }
+
+    /// The endpoint's address.
+    pub fn address(&self) -> Address {
+        Address::Str(format!("{ADDR_PREFIX}{}", self.sh.name))
+    }
+
+    /// Slots received that failed validation and were skipped.
+    pub fn corrupt_slots(&self) -> u64 {
+        self.sh.corrupt.load(Ordering::Relaxed)
+    }
+
+    fn active(&self) -> Result<&Active> {
+        self.sh
+            .active
+            .get()
+            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, "shm: endpoint not enabled"))
+    }
+}
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        // The idle case — nothing published, nothing queued to send — costs a few
+        // loads and no lock.
+        let rx = if self.rx_may_have_work() {
+            self.progress_rx(act)
+        } else {
+            0
+        };
+        let tx = if self.tx_work.load(Ordering::Relaxed) != 0 {
+            self.progress_tx(act)
+        } else {
+            0
+        };
+        rx + tx
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let tx = self.tx.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for c in tx.conns.drain(..).flatten() {
+            let ring = c.region.ring(c.ring);
+            if ring.claim().load(Ordering::Acquire) == c.claim {
+                ring.state().store(state::CLOSED, Ordering::Release);
+            }
+        }
+        self.region.closed().store(1, Ordering::Release);
+        region::unlink(&self.name);
+    }
+}
+
+fn recv_src(sh: &Shared, src: u64) -> u64 {
+    if sh.directed {
+        src
+    } else {
+        ANY_SRC
+    }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(Errno::EOPBADSTATE, "shm: bind after fi_enable"));
+        }
+        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
+    }
+
+    fn enable(&self) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Ok(());
+        }
+        let setup = lock(&self.sh.setup);
+        let _ = self.sh.active.set(setup.freeze("shm")?);
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let act = self.active()?;
+        let recv = lock(&self.sh.rx).m.cancel(context);
+        match recv {
+            Some(r) => {
+                act.cancelled(&r);
+                Ok(())
+            }
+            None => Err(Error::new(
+                Errno::ENOENT,
+                "shm: no such operation to cancel",
+            )),
+        }
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        ofi_kit::ep::getopt_min_multi_recv("shm", level, optname, optval, || {
+            lock(&self.sh.rx).m.config().min_multi_recv
+        })
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        let v = ofi_kit::ep::setopt_min_multi_recv("shm", level, optname, optval)?;
+        lock(&self.sh.rx).m.set_min_multi_recv(v);
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.address().to_bytes())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let rx = lock(&self.sh.rx);
+        Ok(rx.m.config().max_posted.saturating_sub(rx.m.posted_len()))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let tx = lock(&self.sh.tx);
+        Ok(self.sh.settings.tx_size.saturating_sub(tx.live))
+    }
+
+    ofi_kit::endpoint_data_ops!();
+}
+
+/// The endpoint's data calls, written by [`ofi_kit::endpoint_data_ops!`] from these
+/// four submissions: each takes the whole operation as one request value.
+impl DataPath for Endpoint {
+    const NAME: &'static str = crate::NAME;
+    type Active = Active;
+
+    #[inline]
+    fn active(&self) -> Result<&Active> {
+        Endpoint::active(self)
+    }
+
+    #[inline]
+    fn tx_op_flags(&self) -> OpFlags {
+        self.sh.tx_op_flags
+    }
+
+    #[inline]
+    fn rx_op_flags(&self) -> OpFlags {
+        self.sh.rx_op_flags
+    }
+
+    #[inline]
+    fn recv_src(&self, src: u64) -> u64 {
+        recv_src(&self.sh, src)
+    }
+
+    #[inline]
+    fn inject_size(&self) -> usize {
+        proto::INJECT_SIZE
+    }
+
+    #[inline(always)]
+    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        // One buffer (most sends) travels as an address and a length until an
+        // operation must be tracked.
+        if let [(p, l)] = *req.iov.slice() {
+            self.sh.send(act, OneBuf(p, l), &req)
+        } else {
+            self.sh.send(act, req.iov, &req)
+        }
+    }
+
+    #[inline]
+    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(act, recv)
+    }
+
+    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        let local = IoList::from_iov(req.local.bufs, crate::NAME)?;
+        // `rma_iov_limit` is 1: the one remote buffer covers the local ones exactly.
+        if req.remote.len != local.total() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "shm: remote buffer of {} bytes for {} local bytes",
+                    req.remote.len,
+                    local.total()
+                ),
+            ));
+        }
+        self.sh.rma(act, local, &req)
+    }
+
+    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        let operand = one_ioc(req.operands.bufs, req.kind == AtomicKind::Fetch)?;
+        let compare = one_ioc(req.compare.bufs, req.kind != AtomicKind::Compare)?;
+        let result = one_ioc(req.result.bufs, req.kind == AtomicKind::Base)?;
+        if let Some((_, n)) = operand {
+            if n != req.remote.count {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "shm: remote and local atomic element counts differ",
+                ));
+            }
+        }
+        if operand.is_none() && req.op != AtomicOp::AtomicRead {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "shm: an atomic other than FI_ATOMIC_READ needs its operands",
+            ));
+        }
+        let addr = |v: Option<(u64, usize)>| v.map_or(0, |(a, _)| a);
+        self.sh
+            .atomic(act, [addr(operand), addr(compare), addr(result)], &req)
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        self.sh.atomic_max(dt, op, kind)
+    }
+}
+
+impl MrEndpointTarget for Endpoint {
+    fn mr_endpoint_id(&self) -> u64 {
+        Arc::as_ptr(&self.sh) as u64
+    }
+}
+
+/// The buffer of an atomic I/O vector (`iov_limit` for atomics is 1): its address and
+/// element count; `None` when the vector is empty and `may_be_empty`.
+fn one_ioc(v: &[Ioc], may_be_empty: bool) -> Result<Option<(u64, usize)>> {
+    match v {
+        [one] => Ok(Some((one.addr as u64, one.count))),
+        [] if may_be_empty => Ok(None),
+        _ => Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "shm: atomic vectors of {} buffers (the limit is 1)",
+                v.len()
+            ),
+        )),
+    }
+}
+
+/// The default flags of send, RMA and atomic calls without flags, from
+/// `tx_attr.op_flags`. A result of getinfo without hints carries every completion
+/// level the provider supports; the weakest named one is the default then, so
+/// `FI_DELIVERY_COMPLETE` applies only when it is the only level asked for.
+fn default_tx_flags(f: OpFlags) -> OpFlags {
+    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
+        f - OpFlags::DELIVERY_COMPLETE
+    } else {
+        f
+    }
+}
+
+#[cfg(test)]
+mod tests;

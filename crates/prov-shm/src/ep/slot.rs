@@ -1,0 +1,540 @@
+//! Progress, slot by slot: one handler per slot kind (inline message, RTS, RMA,
+//! inline write, write fragment, atomic, bounce fragment), each taking a slot that
+//! `Slot::parse` (or `proto::parse_inline`) has checked.
+//!
+//! Invariants:
+//! - A handler returns `true` when the slot is consumed and `false` to stall the ring
+//!   (the slot is read again later: only for want of room for an unexpected message).
+//! - A bounce message's fragments arrive contiguous and in order; any other slot in
+//!   the middle of one, or a fragment out of sequence, is counted as corrupt
+//!   ([`Endpoint::corrupt_slots`](super::Endpoint::corrupt_slots)), its chunk freed
+//!   and the slot skipped.
+//! - Slot and chunk bytes are the peer's and may change under us: they are read by
+//!   word loads or raw copies, never borrowed.
+//!
+//! Nothing here panics on peer input.
+
+use super::*;
+
+impl Shared {
+    /// Parse and handle slot `slot_off` of ring `r` when it is not a valid inline slot
+    /// (out of line: it keeps the large `Slot` off the small-message path); true when
+    /// the slot is consumed (a bad one is counted and skipped).
+    #[inline(never)]
+    pub(super) fn handle_other(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        r: usize,
+        slot_off: usize,
+        geo: &region::Geometry,
+        max_msg: usize,
+    ) -> bool {
+        let mut hdr = [0u8; proto::PARSE_LEN];
+        self.region.map().read_bytes(slot_off, &mut hdr);
+        match Slot::parse(&hdr, geo, max_msg) {
+            Ok(s) => self.handle_slot(act, rx, r, slot_off, s),
+            Err(why) => self.skip_slot(r, &format!("bad slot ({why})")),
+        }
+    }
+
+    /// Deliver the inline message of slot `slot_off` of ring `r` (its header checked by
+    /// `proto::parse_inline` or `Slot::parse`); false if it must wait (no room for an
+    /// unexpected message).
+    #[inline]
+    pub(super) fn handle_inline(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        r: usize,
+        slot_off: usize,
+        h: &proto::InlineHdr,
+    ) -> bool {
+        if rx.rings[r].asm.is_some() {
+            return self.skip_slot(r, "inline slot in the middle of a bounce message");
+        }
+        let claim = rx.rings[r].claim;
+        let inc = Incoming {
+            src: self.src_of(act, &mut rx.rings[r]),
+            tag: h.tag,
+            len: h.len,
+            data: if h.flags & F_DATA != 0 {
+                Some(h.data)
+            } else {
+                None
+            },
+            tagged: h.flags & F_TAGGED != 0,
+        };
+        let ack = if h.flags & F_ACK != 0 {
+            Some((r, claim, h.id))
+        } else {
+            None
+        };
+        // SAFETY: the payload lies inside the slot (len ≤ INLINE_CAP checked by the
+        // parser), inside the mapping.
+        unsafe {
+            let payload = self.region.map().base().add(slot_off + INLINE_OFF);
+            self.deliver_whole(act, rx, &inc, ack, payload)
+        }
+    }
+
+    /// Handle one slot: the handler of its kind; `false`: stall the ring (leave the slot
+    /// for later).
+    pub(super) fn handle_slot(
+        &self,
+        act: &Active,
+        rx: &mut Rx,
+        r: usize,
+        slot_off: usize,
+        s: Slot,
+    ) -> bool {
+        let at = SlotAt {
+            r,
+            claim: rx.rings[r].claim,
+            slot_off,
+            src: self.src_of(act, &mut rx.rings[r]),
+        };
+        match s.body {
+            Body::Inline { len, id } => {
+                let h = proto::InlineHdr {
+                    flags: s.flags,
+                    len,
+                    tag: s.tag,
+                    data: s.data,
+                    id,
+                };
+                self.handle_inline(act, rx, r, slot_off, &h)
+            }
+            Body::Rts { .. } => self.on_rts(act, rx, &at, &s),
+            Body::Rma { .. } => self.on_rma(act, rx, &at, &s),
+            Body::Atomic { .. } => self.on_atomic(rx, &at, &s),
+            Body::WriteFrag { .. } => self.on_write_fragment(act, rx, &at, &s),
+            Body::WriteInline { .. } => self.on_write_inline(act, rx, &at, &s),
+            Body::Bounce { .. } => self.on_bounce(act, rx, &at, &s),
+        }
+    }
+
+    /// A request to send (a large message the receiver copies with CMA): matched now, or
+    /// queued as unexpected.
+    fn on_rts(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::Rts {
+            total,
+            id,
+            iov,
+            niov,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt { r, claim, .. } = *at;
+        if rx.rings[r].asm.is_some() {
+            return self.skip_slot(r, "RTS slot in the middle of a bounce message");
+        }
+        let inc = at.incoming(s, total);
+        let pid = rx.rings[r].pid;
+        let payload = Unexp::Rts {
+            ring: r,
+            claim,
+            pid,
+            iov,
+            niov,
+            id,
+        };
+        let Some((recv, place, released)) = taken(rx.m.match_incoming(&inc)) else {
+            return rx.m.push_unexpected_sized(inc, payload, 64).is_ok();
+        };
+        self.deliver_unexp(act, rx, Matched::new(&recv, place, released), &inc, payload);
+        true
+    }
+
+    /// An RMA read or write by CMA: carried out and acknowledged.
+    fn on_rma(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::Rma {
+            read,
+            total,
+            id,
+            key,
+            raddr,
+            iov,
+            niov,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt { r, claim, .. } = *at;
+        if rx.rings[r].asm.is_some() {
+            return self.skip_slot(r, "RMA slot in the middle of a bounce message");
+        }
+        let pid = rx.rings[r].pid;
+        let access = RmaAccess {
+            source: RmaSource::Cma {
+                pid,
+                iov: &iov[..niov],
+            },
+            read,
+            total,
+            key,
+            raddr,
+            data: (s.flags & F_DATA != 0).then_some(s.data),
+        };
+        // SAFETY: no inline pointer.
+        let st = unsafe { self.rma_target(act, &access) };
+        self.push_ack(rx, r, claim, id, st);
+        true
+    }
+
+    /// An atomic: applied and, when the initiator wants it, acknowledged.
+    fn on_atomic(&self, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::Atomic {
+            count,
+            id,
+            key,
+            raddr,
+            op,
+            dt,
+            kind,
+            inline,
+            bufs,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt {
+            r, claim, slot_off, ..
+        } = *at;
+        let map = self.region.map();
+        if rx.rings[r].asm.is_some() {
+            return self.skip_slot(r, "atomic slot in the middle of a bounce message");
+        }
+        let pid = rx.rings[r].pid;
+        // SAFETY: inline data lies inside the slot (length checked by parse
+        // against ATOMIC_INLINE_CAP), inside the mapping.
+        let src = unsafe { map.base().add(slot_off + proto::ATOMIC_INLINE_OFF) };
+        let req = AtomicReq {
+            count,
+            key,
+            raddr,
+            op,
+            dt,
+            kind,
+            bufs,
+            inline: if inline { Some(src) } else { None },
+        };
+        let st = self.atomic_target(pid, &req);
+        if s.flags & F_ACK != 0 {
+            self.push_ack(rx, r, claim, id, st);
+        }
+        true
+    }
+
+    /// A fragment of an RMA write streamed through a bounce chunk: checked (the whole range
+    /// on the first one), copied, and on the last one counted, reported and acknowledged.
+    fn on_write_fragment(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::WriteFrag {
+            total,
+            id,
+            key,
+            raddr,
+            offset,
+            chunk,
+            clen,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt { r, claim, .. } = *at;
+        let map = self.region.map();
+        let ring = self.region.ring(r);
+        if rx.rings[r].asm.is_some() {
+            ring.chunk_state(chunk).store(0, Ordering::Release);
+            return self.skip_slot(r, "RMA fragment in the middle of a bounce message");
+        }
+        if offset == 0 {
+            // Check the whole range first, so a write that would fail part way
+            // leaves the target untouched.
+            let st = match self
+                .mr
+                .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
+            {
+                Ok(_) => 0,
+                Err(e) => e.code().0,
+            };
+            rx.rings[r].wr = Some((id, st));
+        }
+        let Some((wid, mut st)) = rx.rings[r].wr else {
+            ring.chunk_state(chunk).store(0, Ordering::Release);
+            return self.skip_slot(r, "RMA fragment without a write");
+        };
+        if wid != id {
+            ring.chunk_state(chunk).store(0, Ordering::Release);
+            return self.skip_slot(r, "RMA fragment of another write");
+        }
+        if st == 0 {
+            // SAFETY: chunk < chunks and clen <= chunk_size were checked by parse,
+            // so the chunk lies inside the mapping.
+            let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
+            // SAFETY: `src` holds `clen` bytes of the chunk (see above).
+            st = unsafe { self.write_fragment(key, raddr, offset, src, clen) };
+        }
+        ring.chunk_state(chunk).store(0, Ordering::Release);
+        rx.rings[r].wr = Some((id, st));
+        if offset + clen < total {
+            return true;
+        }
+        rx.rings[r].wr = None;
+        if st == 0 {
+            if let Ok(region) = self
+                .mr
+                .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
+            {
+                region.count_access();
+            }
+            if s.flags & F_DATA != 0 {
+                if let Some(b) = &act.rxcq {
+                    let e = CqTaggedEntry {
+                        op_context: 0,
+                        flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
+                            .bits(),
+                        len: total,
+                        buf: std::ptr::null_mut(),
+                        data: s.data,
+                        tag: 0,
+                    };
+                    let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+                }
+            }
+        }
+        if s.flags & F_ACK != 0 {
+            self.push_ack(rx, r, claim, id, st);
+        }
+        true
+    }
+
+    /// An RMA write whose data lies in the slot: carried out and, when wanted,
+    /// acknowledged.
+    fn on_write_inline(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::WriteInline {
+            len,
+            id,
+            key,
+            raddr,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt {
+            r, claim, slot_off, ..
+        } = *at;
+        let map = self.region.map();
+        if rx.rings[r].asm.is_some() {
+            return self.skip_slot(r, "RMA slot in the middle of a bounce message");
+        }
+        // SAFETY: the data lies inside the slot (len ≤ RMA_INLINE_CAP checked by
+        // parse), inside the mapping.
+        let src = unsafe { map.base().add(slot_off + proto::RMA_INLINE_OFF) };
+        let access = RmaAccess {
+            source: RmaSource::Inline(src),
+            read: false,
+            total: len,
+            key,
+            raddr,
+            data: (s.flags & F_DATA != 0).then_some(s.data),
+        };
+        // SAFETY: `src` holds `len` bytes of the slot (see above).
+        let st = unsafe { self.rma_target(act, &access) };
+        if s.flags & F_ACK != 0 {
+            self.push_ack(rx, r, claim, id, st);
+        }
+        true
+    }
+
+    /// A bounce fragment of a message: the whole message in one chunk is delivered at once;
+    /// otherwise the fragments are assembled into the matched receive or an unexpected
+    /// buffer, and the last one completes it. False when the message must wait for room.
+    fn on_bounce(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+        let Body::Bounce {
+            total,
+            id,
+            offset,
+            chunk,
+            clen,
+        } = s.body
+        else {
+            return self.skip_slot(at.r, "slot kind mismatch");
+        };
+        let SlotAt { r, claim, .. } = *at;
+        let map = self.region.map();
+        let ring = self.region.ring(r);
+        if offset == 0 && clen == total && rx.rings[r].asm.is_none() {
+            // The whole message in one chunk (every eager send): delivered
+            // straight from the chunk, as an inline slot is.
+            let inc = at.incoming(s, total);
+            let ack = (s.flags & F_ACK != 0).then_some((r, claim, id));
+            // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by
+            // parse, so the chunk's `total` bytes lie inside the mapping.
+            let done = unsafe {
+                let src = map.base().add(ring.chunk_off(chunk));
+                self.deliver_whole(act, rx, &inc, ack, src)
+            };
+            if done {
+                ring.chunk_state(chunk).store(0, Ordering::Release);
+            }
+            return done;
+        }
+        if offset == 0 {
+            if rx.rings[r].asm.is_some() {
+                ring.chunk_state(chunk).store(0, Ordering::Release);
+                return self.skip_slot(r, "a new bounce message before the last one ended");
+            }
+            let inc = at.incoming(s, total);
+            let target = match taken(rx.m.match_incoming(&inc)) {
+                Some((recv, place, released)) => AsmTarget::Recv {
+                    recv,
+                    place,
+                    released,
+                },
+                None => {
+                    if !rx.m.has_room_for_unexpected(total) {
+                        return false;
+                    }
+                    AsmTarget::Unexp(vec![0u8; total])
+                }
+            };
+            rx.rings[r].asm = Some(Asm {
+                id,
+                got: 0,
+                inc,
+                ack: s.flags & F_ACK != 0,
+                target,
+            });
+        }
+        let Some(a) = rx.rings[r].asm.as_mut() else {
+            ring.chunk_state(chunk).store(0, Ordering::Release);
+            return self.skip_slot(r, "bounce fragment without a message");
+        };
+        if a.id != id || a.got != offset || a.inc.len != total {
+            ring.chunk_state(chunk).store(0, Ordering::Release);
+            return self.skip_slot(r, "bounce fragment out of sequence");
+        }
+        // SAFETY: chunk < chunks and clen ≤ chunk_size were checked by parse,
+        // so the chunk lies inside the mapping.
+        let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
+        let n = if total == 0 { 0 } else { clen };
+        match &mut a.target {
+            AsmTarget::Recv { recv, place, .. } => {
+                let room = place.len.saturating_sub(offset).min(n);
+                // SAFETY: the receive buffer is the application's; `room`
+                // stays inside the placement.
+                unsafe { recv.buf.scatter(place.offset + offset, src, room) };
+            }
+            AsmTarget::Unexp(v) => {
+                if let Some(d) = v.get_mut(offset..offset + n) {
+                    // SAFETY: `d` holds n bytes; the chunk holds ≥ n.
+                    unsafe { std::ptr::copy_nonoverlapping(src, d.as_mut_ptr(), n) };
+                }
+            }
+        }
+        ring.chunk_state(chunk).store(0, Ordering::Release);
+        a.got += n;
+        if a.got < total {
+            return true;
+        }
+        self.finish_bounce(act, rx, r, claim);
+        true
+    }
+
+    /// The last fragment of the bounce message on ring `r` (claim `claim`) is in:
+    /// complete its receive, or match or queue it as unexpected now, and acknowledge it
+    /// when its sender asked.
+    fn finish_bounce(&self, act: &Active, rx: &mut Rx, r: usize, claim: u64) {
+        let Some(a) = rx.rings[r].asm.take() else {
+            return;
+        };
+        let ack = if a.ack { Some((r, claim, a.id)) } else { None };
+        match a.target {
+            AsmTarget::Recv {
+                recv,
+                place,
+                released,
+            } => {
+                act.complete_rx(&recv, place, &a.inc, released, None);
+                if let Some((ring, claim, id)) = ack {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+            }
+            AsmTarget::Unexp(data) => {
+                // A receive may have been posted while the message streamed in.
+                let inc = a.inc;
+                let payload = Unexp::Data { data };
+                let m = taken(rx.m.match_incoming(&inc));
+                // Placed or buffered is taken in (as above): acknowledged now;
+                // a message the full queue drops fails its sender.
+                let status = match m {
+                    Some((recv, place, rel)) => {
+                        self.deliver_unexp(act, rx, Matched::new(&recv, place, rel), &inc, payload);
+                        0
+                    }
+                    None => match rx.m.push_unexpected(inc, payload) {
+                        Ok(()) => 0,
+                        Err(_) => {
+                            ofi_core::ofi_warn!(
+                                crate::NAME,
+                                "ep_data",
+                                "unexpected queue full: a {}-byte message was \
+                                 dropped",
+                                inc.len
+                            );
+                            Errno::ENOBUFS.0
+                        }
+                    },
+                };
+                if let Some((ring, claim, id)) = ack {
+                    self.push_ack(rx, ring, claim, id, status);
+                }
+            }
+        }
+    }
+
+    /// A slot that fails a check: counted, logged and skipped (true).
+    #[cold]
+    #[inline(never)]
+    fn skip_slot(&self, r: usize, why: &str) -> bool {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+        ofi_core::ofi_warn!(crate::NAME, "ep_data", "ring {r}: {why}; slot skipped");
+        true
+    }
+}
+
+/// Where a slot was read: its ring, the ring's claim token, the slot's offset in the
+/// region and the sender's fabric address.
+#[derive(Clone, Copy)]
+pub(super) struct SlotAt {
+    r: usize,
+    claim: u64,
+    slot_off: usize,
+    src: u64,
+}
+
+impl SlotAt {
+    /// The incoming message of `len` bytes that slot `s` announces.
+    fn incoming(&self, s: &Slot, len: usize) -> Incoming {
+        Incoming {
+            src: self.src,
+            tag: s.tag,
+            len,
+            data: (s.flags & F_DATA != 0).then_some(s.data),
+            tagged: s.flags & F_TAGGED != 0,
+        }
+    }
+}
+
+/// The receive a matcher's answer names, owned (a multi-receive buffer's receive is
+/// copied), with the placement and whether this message releases it; `None` for an
+/// unexpected message.
+fn taken(m: Match<'_, IoList>) -> Option<(PostedRecv<IoList>, Placement, bool)> {
+    match m {
+        Match::Recv { recv, place } => Some((recv, place, false)),
+        Match::Multi { buf, place } => Some((buf.recv().clone(), place, buf.is_released())),
+        Match::Unexpected => None,
+    }
+}

@@ -1,0 +1,885 @@
+//! The wire format of one ring slot and one acknowledgement entry, with a checked
+//! parser for bytes read from shared memory (a peer may have written anything there).
+//!
+//! # Slot (`SLOT_SIZE` = 256 bytes)
+//!
+//! ```text
+//! +0  seq u64 (the ring's publish word, see crate::ring)
+//! +8  kind u8   +9 flags u8   +10 iov count u8   +11 reserved u8   +12 length u32
+//! +16 tag u64   +24 cq data u64
+//! +32 body:
+//!     INLINE: +0 message id u64 (for FI_DELIVERY_COMPLETE acks), +8 payload (≤ INLINE_CAP)
+//!     RTS:    +0 total u64, +8 message id u64, +16 up to 4 × (address u64, length u64)
+//!     BOUNCE: +0 total u64, +8 message id u64, +16 offset u64, +24 chunk u32, +28 chunk length u32
+//!     WRITE, READ: +0 total u64, +8 id u64, +16 key u64, +24 remote address u64,
+//!             +32 up to 4 × (initiator address u64, length u64)
+//!     WRITE_FRAG: +0 total u64, +8 id u64, +16 key u64, +24 remote address u64,
+//!             +32 offset u64, +40 chunk u32, +44 chunk length u32
+//!     ATOMIC: +0 count u64, +8 id u64, +16 key u64, +24 remote address u64, +32 op u8,
+//!             +33 datatype u8, +34 family u8 (0 base, 1 fetch, 2 compare), +35 inline u8,
+//!             +40 operand address u64, +48 compare address u64, +56 result address u64,
+//!             +64 inline operand then compare bytes (≤ ATOMIC_INLINE_CAP)
+//!     WRITE_INLINE: +0 length u64, +8 id u64, +16 key u64, +24 remote address u64,
+//!             +32 data (≤ RMA_INLINE_CAP)
+//! ```
+//!
+//! # Ack entry (`ACK_SIZE` = 32 bytes)
+//!
+//! `+0 seq u64, +8 message id u64, +16 status i32` (0, or a positive `FI_*` code).
+//!
+//! The layout is declared once with kit's wire convention ([`ofi_kit::wire`]): the
+//! header's named field ranges in [`header`], each body kind's in its own module
+//! ([`inline_body`], [`rts_body`], [`iov_entry`], [`bounce_body`], [`rma_body`],
+//! [`write_frag_body`], [`atomic_body`], [`write_inline_body`]; offsets from the body's
+//! start, `SLOT_HDR` into the slot), read and written through the checked views they
+//! generate; [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`])
+//! and a refused slot is a [`WireError`] naming the field.
+//!
+//! [`Slot::parse`] never panics; every field is checked against the limits of the receiving
+//! region's geometry before the caller uses it.
+
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+
+use ofi_kit::wire::WireError;
+use ofi_kit::wire_header;
+
+use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
+
+/// Wire value of an atomic call family.
+pub fn kind_to_u8(k: AtomicKind) -> u8 {
+    match k {
+        AtomicKind::Base => 0,
+        AtomicKind::Fetch => 1,
+        AtomicKind::Compare => 2,
+    }
+}
+
+fn kind_from_u8(v: u8) -> Option<AtomicKind> {
+    Some(match v {
+        0 => AtomicKind::Base,
+        1 => AtomicKind::Fetch,
+        2 => AtomicKind::Compare,
+        _ => return None,
+    })
+}
+
+/// Operand + compare bytes an atomic carries (`count` elements of `dt`).
+pub fn atomic_data_len(
+    op: AtomicOp,
+    dt: Datatype,
+    kind: AtomicKind,
+    count: usize,
+) -> Option<usize> {
+    let bytes = count.checked_mul(dt.size())?;
+    let operand = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+    let compare = if kind == AtomicKind::Compare {
+        bytes
+    } else {
+        0
+    };
+    operand.checked_add(compare)
+}
+
+/// Data in the slot.
+pub const KIND_INLINE: u8 = 1;
+/// Request to read the sender's memory with CMA.
+pub const KIND_RTS: u8 = 2;
+/// One fragment through a bounce chunk.
+pub const KIND_BOUNCE: u8 = 3;
+
+/// RMA write: the target copies from the initiator's buffers with CMA.
+pub const KIND_WRITE: u8 = 4;
+/// RMA write with the data in the slot.
+pub const KIND_WRITE_INLINE: u8 = 5;
+/// RMA read: the target copies into the initiator's buffers with CMA.
+pub const KIND_READ: u8 = 6;
+
+/// One fragment of an RMA write through a bounce chunk.
+pub const KIND_WRITE_FRAG: u8 = 8;
+
+/// Atomic operation: applied by the target with the kit's engine.
+pub const KIND_ATOMIC: u8 = 7;
+
+/// A tagged message.
+pub const F_TAGGED: u8 = 1;
+/// Carries remote CQ data.
+pub const F_DATA: u8 = 2;
+/// The sender waits for an acknowledgement (`FI_DELIVERY_COMPLETE`).
+pub const F_ACK: u8 = 4;
+
+/// Largest payload of an inline slot.
+pub const INLINE_CAP: usize = SLOT_SIZE - SLOT_HDR - 8;
+/// Most remote buffers an RTS carries.
+pub const RTS_IOVS: usize = 4;
+/// Bytes of slot header + body that [`Slot::parse`] looks at.
+pub const PARSE_LEN: usize = SLOT_HDR + 32 + 16 * RTS_IOVS;
+/// Offset (from the slot) of an inline RMA write's data.
+pub const RMA_INLINE_OFF: usize = SLOT_HDR + 32;
+/// Largest inline RMA write.
+pub const RMA_INLINE_CAP: usize = SLOT_SIZE - RMA_INLINE_OFF;
+/// Offset (from the slot) of an atomic's inline operand (then compare) bytes.
+pub const ATOMIC_INLINE_OFF: usize = SLOT_HDR + 64;
+/// Most inline operand + compare bytes of an atomic.
+pub const ATOMIC_INLINE_CAP: usize = SLOT_SIZE - ATOMIC_INLINE_OFF;
+
+/// `inject_size`: what `fi_inject*`, `fi_inject_write*` and the `FI_INJECT` flag
+/// accept (the C provider's figure). Data that does not fit a slot goes into a bounce
+/// chunk at once, or, when none is free (or the write is an RMA one), into a private
+/// copy the operation owns until it is sent. Atomics inject only what fits a slot
+/// ([`ATOMIC_INLINE_CAP`] bytes of operands).
+pub const INJECT_SIZE: usize = 4096;
+
+/// Offset (from the slot) of an inline payload.
+pub const INLINE_OFF: usize = SLOT_HDR + 8;
+
+/// A parsed slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    /// Flags (`F_*`).
+    pub flags: u8,
+    /// Tag.
+    pub tag: u64,
+    /// CQ data.
+    pub data: u64,
+    /// The body.
+    pub body: Body,
+}
+
+/// A parsed slot body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// RMA write or read through CMA.
+    Rma {
+        /// Read (the target writes into the initiator) or write.
+        read: bool,
+        /// Bytes.
+        total: usize,
+        /// Operation id (acknowledged).
+        id: u64,
+        /// Memory key at the target.
+        key: u64,
+        /// Remote address (or offset) at the target.
+        raddr: u64,
+        /// The initiator's buffers.
+        iov: [(u64, u64); RTS_IOVS],
+        /// How many of `iov` are used (1..=4).
+        niov: usize,
+    },
+    /// One fragment of an RMA write through a bounce chunk.
+    WriteFrag {
+        /// Bytes of the whole write.
+        total: usize,
+        /// Operation id (acknowledged after the last fragment).
+        id: u64,
+        /// Memory key at the target.
+        key: u64,
+        /// Remote address (or offset) of the whole write at the target.
+        raddr: u64,
+        /// Where this fragment goes in the write.
+        offset: usize,
+        /// The chunk holding it (< chunks).
+        chunk: usize,
+        /// Its length (1..=chunk size, `offset + clen ≤ total`).
+        clen: usize,
+    },
+    /// An atomic operation.
+    Atomic {
+        /// Elements.
+        count: usize,
+        /// Operation id (acknowledged with `F_ACK`).
+        id: u64,
+        /// Memory key at the target.
+        key: u64,
+        /// Remote address (or offset) at the target.
+        raddr: u64,
+        /// The operation.
+        op: AtomicOp,
+        /// The datatype.
+        dt: Datatype,
+        /// The call family.
+        kind: AtomicKind,
+        /// Operand and compare bytes are in the slot.
+        inline: bool,
+        /// The initiator's operand, compare and result buffers.
+        bufs: [u64; 3],
+    },
+    /// RMA write with the data in the slot.
+    WriteInline {
+        /// Bytes (≤ [`RMA_INLINE_CAP`]).
+        len: usize,
+        /// Operation id (acknowledged with `F_ACK`).
+        id: u64,
+        /// Memory key at the target.
+        key: u64,
+        /// Remote address (or offset) at the target.
+        raddr: u64,
+    },
+    /// Data inline.
+    Inline {
+        /// Payload length (≤ [`INLINE_CAP`]).
+        len: usize,
+        /// Message id (meaningful with `F_ACK`).
+        id: u64,
+    },
+    /// CMA request.
+    Rts {
+        /// Message length (= the sum of the iov lengths).
+        total: usize,
+        /// Message id.
+        id: u64,
+        /// Remote buffers.
+        iov: [(u64, u64); RTS_IOVS],
+        /// How many of `iov` are used (1..=4).
+        niov: usize,
+    },
+    /// A bounce fragment.
+    Bounce {
+        /// Message length.
+        total: usize,
+        /// Message id.
+        id: u64,
+        /// Where this fragment goes in the message.
+        offset: usize,
+        /// The chunk holding it (< chunks).
+        chunk: usize,
+        /// Its length (≤ chunk size, `offset + clen ≤ total`).
+        clen: usize,
+    },
+}
+
+wire_header! {
+    /// A checked view of a slot's header (the ring's publish word, then what every
+    /// kind of slot carries); the body follows ([`SlotHeader::payload`]).
+    pub struct SlotHeader;
+    endian: little;
+    len: SLOT_HDR;
+    /// Where each field of a slot's header lies (from the slot's start).
+    pub mod header {
+        /// The ring's publish word (see `crate::ring`): written by the ring, not here.
+        SEQ: u64 = 0..8 => seq, set_seq;
+        /// The slot's kind (`KIND_*`).
+        KIND: u8 = 8..9 => kind, set_kind;
+        /// Flags (`F_*`).
+        FLAGS: u8 = 9..10 => flags, set_flags;
+        /// Buffers an RTS or CMA RMA slot names (1..=[`RTS_IOVS`](super::RTS_IOVS)).
+        NIOV: u8 = 10..11 => niov, set_niov;
+        /// Reserved, zero.
+        RESERVED: u8 = 11..12 => reserved, set_reserved;
+        /// Payload length of an inline slot, a fragment's length, or 0.
+        LEN: u32 = 12..16 => length, set_length;
+        /// Tag.
+        TAG: u64 = 16..24 => tag, set_tag;
+        /// Remote CQ data.
+        DATA: u64 = 24..32 => data, set_data;
+    }
+}
+
+wire_header! {
+    /// The body of an inline slot; the payload follows ([`INLINE_OFF`] from the slot).
+    pub struct InlineBody;
+    endian: little;
+    len: 8;
+    /// Where each field of an inline body lies (from the body's start).
+    pub mod inline_body {
+        /// Message id (meaningful with `F_ACK`).
+        ID: u64 = 0..8 => id, set_id;
+    }
+}
+
+wire_header! {
+    /// The body of an RTS slot; [`RTS_IOVS`] [`IovEntry`]s follow.
+    pub struct RtsBody;
+    endian: little;
+    len: 16;
+    /// Where each field of an RTS body lies (from the body's start).
+    pub mod rts_body {
+        /// Message length (the sum of the buffers' lengths).
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Message id.
+        ID: u64 = 8..16 => id, set_id;
+    }
+}
+
+wire_header! {
+    /// One buffer of the sender (RTS) or initiator (CMA RMA).
+    pub struct IovEntry;
+    endian: little;
+    len: 16;
+    /// Where each field of a buffer entry lies.
+    pub mod iov_entry {
+        /// Address in the sender's process.
+        ADDR: u64 = 0..8 => addr, set_addr;
+        /// Length.
+        LEN: u64 = 8..16 => length, set_length;
+    }
+}
+
+wire_header! {
+    /// The body of a bounce fragment.
+    pub struct BounceBody;
+    endian: little;
+    len: 32;
+    /// Where each field of a bounce body lies (from the body's start).
+    pub mod bounce_body {
+        /// Message length.
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Message id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Where this fragment goes in the message.
+        OFFSET: u64 = 16..24 => offset, set_offset;
+        /// The chunk holding it.
+        CHUNK: u32 = 24..28 => chunk, set_chunk;
+        /// Its length.
+        CLEN: u32 = 28..32 => clen, set_clen;
+    }
+}
+
+wire_header! {
+    /// The body of a CMA RMA slot (read or write); [`RTS_IOVS`] [`IovEntry`]s follow.
+    pub struct RmaBody;
+    endian: little;
+    len: 32;
+    /// Where each field of an RMA body lies (from the body's start).
+    pub mod rma_body {
+        /// Bytes (the sum of the initiator's buffers).
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+    }
+}
+
+wire_header! {
+    /// The body of an RMA write fragment.
+    pub struct WriteFragBody;
+    endian: little;
+    len: 48;
+    /// Where each field of a write fragment's body lies (from the body's start).
+    pub mod write_frag_body {
+        /// Bytes of the whole write.
+        TOTAL: u64 = 0..8 => total, set_total;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) of the whole write.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+        /// Where this fragment goes in the write.
+        OFFSET: u64 = 32..40 => offset, set_offset;
+        /// The chunk holding it.
+        CHUNK: u32 = 40..44 => chunk, set_chunk;
+        /// Its length.
+        CLEN: u32 = 44..48 => clen, set_clen;
+    }
+}
+
+wire_header! {
+    /// The body of an atomic slot; inline operand then compare bytes follow at
+    /// [`ATOMIC_INLINE_OFF`] from the slot.
+    pub struct AtomicBody;
+    endian: little;
+    len: 64;
+    /// Where each field of an atomic body lies (from the body's start).
+    pub mod atomic_body {
+        /// Elements.
+        COUNT: u64 = 0..8 => count, set_count;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+        /// The operation (`FI_*` value).
+        OP: u8 = 32..33 => op, set_op;
+        /// The datatype (`FI_*` value).
+        DATATYPE: u8 = 33..34 => datatype, set_datatype;
+        /// The call family: 0 base, 1 fetch, 2 compare.
+        FAMILY: u8 = 34..35 => family, set_family;
+        /// 1 when operand and compare bytes are in the slot, else 0.
+        INLINE: u8 = 35..36 => inline, set_inline;
+        /// Unused (not written).
+        PAD: u32 = 36..40 => pad, set_pad;
+        /// The initiator's operand buffer.
+        OPERAND: u64 = 40..48 => operand, set_operand;
+        /// The initiator's compare buffer.
+        COMPARE: u64 = 48..56 => compare, set_compare;
+        /// The initiator's result buffer.
+        RESULT: u64 = 56..64 => result, set_result;
+    }
+}
+
+wire_header! {
+    /// The body of an inline RMA write; the data follows at [`RMA_INLINE_OFF`] from
+    /// the slot.
+    pub struct WriteInlineBody;
+    endian: little;
+    len: 32;
+    /// Where each field of an inline write's body lies (from the body's start).
+    pub mod write_inline_body {
+        /// Bytes.
+        LEN: u64 = 0..8 => length, set_length;
+        /// Operation id.
+        ID: u64 = 8..16 => id, set_id;
+        /// Memory key at the target.
+        KEY: u64 = 16..24 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+    }
+}
+
+/// Where an RTS body's buffer entries start (from the body's start).
+const RTS_IOV_AT: usize = RtsBody::<&[u8]>::LEN;
+/// Where a CMA RMA body's buffer entries start (from the body's start).
+const RMA_IOV_AT: usize = RmaBody::<&[u8]>::LEN;
+
+/// The `n` buffer entries at `at` of `body`, checked: 1..=[`RTS_IOVS`] of them, their
+/// lengths summing to `total` without overflow, `total` within `max_msg`.
+fn read_iovs(
+    body: &[u8],
+    at: usize,
+    n: usize,
+    total: u64,
+    max_msg: usize,
+) -> Result<[(u64, u64); RTS_IOVS], WireError> {
+    if n == 0 || n > RTS_IOVS {
+        return Err(WireError::field("niov", n as u64));
+    }
+    let mut iov = [(0u64, 0u64); RTS_IOVS];
+    let mut sum: u64 = 0;
+    for (i, e) in iov.iter_mut().enumerate().take(n) {
+        let v = IovEntry::new_checked(body.get(at + IovEntry::<&[u8]>::LEN * i..).unwrap_or(&[]))?;
+        sum = sum
+            .checked_add(v.length())
+            .ok_or(WireError::Malformed("buffer lengths overflow"))?;
+        *e = (v.addr(), v.length());
+    }
+    if sum != total {
+        return Err(WireError::Malformed(
+            "total differs from the sum of the buffers",
+        ));
+    }
+    if total > max_msg as u64 {
+        return Err(WireError::field("total", total));
+    }
+    Ok(iov)
+}
+
+/// Write the first `n` of `iov` as buffer entries at `at` of `body` (entries that do
+/// not fit are left out: the caller passes a whole slot).
+fn write_iovs(body: &mut [u8], at: usize, iov: &[(u64, u64); RTS_IOVS], n: usize) {
+    for (i, &(a, l)) in iov.iter().enumerate().take(n.min(RTS_IOVS)) {
+        let from = at + IovEntry::<&[u8]>::LEN * i;
+        if let Some(Ok(mut v)) = body.get_mut(from..).map(IovEntry::new_checked) {
+            v.set_addr(a);
+            v.set_length(l);
+        }
+    }
+}
+
+/// A bounce or write fragment's placement, checked: `chunk` one of the region's,
+/// `clen` in 1..=chunk size, the fragment inside the `total` bytes.
+fn check_fragment(
+    geo: &Geometry,
+    total: u64,
+    offset: u64,
+    chunk: u32,
+    clen: u32,
+) -> Result<(), WireError> {
+    if chunk as usize >= geo.chunks {
+        return Err(WireError::field("chunk", chunk));
+    }
+    if clen == 0 || clen as usize > geo.chunk_size {
+        return Err(WireError::field("chunk length", clen));
+    }
+    match offset.checked_add(u64::from(clen)) {
+        Some(end) if end <= total => Ok(()),
+        _ => Err(WireError::Malformed("fragment beyond its message")),
+    }
+}
+
+impl Slot {
+    /// Parse a slot: its first [`PARSE_LEN`] bytes, every field checked against `geo`
+    /// and `max_msg` (a peer may have written anything there). The error names the
+    /// field at fault.
+    pub fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, WireError> {
+        WireError::check_len(b, PARSE_LEN)?;
+        let h = SlotHeader::new_checked(b)?;
+        let (kind, flags, niov, len) = (h.kind(), h.flags(), h.niov() as usize, h.length());
+        if flags & !(F_TAGGED | F_DATA | F_ACK) != 0 {
+            return Err(WireError::field(
+                "flags",
+                flags & !(F_TAGGED | F_DATA | F_ACK),
+            ));
+        }
+        let body = h.payload();
+        let max = max_msg as u64;
+        let body = match kind {
+            KIND_INLINE => {
+                if len as usize > INLINE_CAP {
+                    return Err(WireError::field("length", len));
+                }
+                Body::Inline {
+                    len: len as usize,
+                    id: InlineBody::new_checked(body)?.id(),
+                }
+            }
+            KIND_RTS => {
+                let v = RtsBody::new_checked(body)?;
+                let total = v.total();
+                let iov = read_iovs(body, RTS_IOV_AT, niov, total, max_msg)?;
+                Body::Rts {
+                    total: total as usize,
+                    id: v.id(),
+                    iov,
+                    niov,
+                }
+            }
+            KIND_BOUNCE => {
+                let v = BounceBody::new_checked(body)?;
+                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
+                if total > max {
+                    return Err(WireError::field("total", total));
+                }
+                check_fragment(geo, total, offset, chunk, clen)?;
+                Body::Bounce {
+                    total: total as usize,
+                    id: v.id(),
+                    offset: offset as usize,
+                    chunk: chunk as usize,
+                    clen: clen as usize,
+                }
+            }
+            KIND_WRITE | KIND_READ => {
+                let v = RmaBody::new_checked(body)?;
+                let total = v.total();
+                let iov = read_iovs(body, RMA_IOV_AT, niov, total, max_msg)?;
+                Body::Rma {
+                    read: kind == KIND_READ,
+                    total: total as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    iov,
+                    niov,
+                }
+            }
+            KIND_WRITE_FRAG => {
+                let v = WriteFragBody::new_checked(body)?;
+                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
+                if total > max {
+                    return Err(WireError::field("total", total));
+                }
+                check_fragment(geo, total, offset, chunk, clen)?;
+                Body::WriteFrag {
+                    total: total as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    offset: offset as usize,
+                    chunk: chunk as usize,
+                    clen: clen as usize,
+                }
+            }
+            KIND_ATOMIC => {
+                let v = AtomicBody::new_checked(body)?;
+                let count = v.count();
+                let op = AtomicOp::from_raw(u32::from(v.op()))
+                    .ok_or(WireError::field("atomic op", v.op()))?;
+                let dt = Datatype::from_raw(u32::from(v.datatype()))
+                    .ok_or(WireError::field("datatype", v.datatype()))?;
+                let kind =
+                    kind_from_u8(v.family()).ok_or(WireError::field("family", v.family()))?;
+                let inline = match v.inline() {
+                    0 => false,
+                    1 => true,
+                    x => return Err(WireError::field("inline", x)),
+                };
+                (count as usize)
+                    .checked_mul(dt.size())
+                    .filter(|&n| n <= max_msg && count <= max)
+                    .ok_or(WireError::field("count", count))?;
+                let data = atomic_data_len(op, dt, kind, count as usize)
+                    .ok_or(WireError::field("count", count))?;
+                if inline && data > ATOMIC_INLINE_CAP {
+                    return Err(WireError::Malformed(
+                        "inline atomic data over the slot capacity",
+                    ));
+                }
+                Body::Atomic {
+                    count: count as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                    op,
+                    dt,
+                    kind,
+                    inline,
+                    bufs: [v.operand(), v.compare(), v.result()],
+                }
+            }
+            KIND_WRITE_INLINE => {
+                let v = WriteInlineBody::new_checked(body)?;
+                let l = v.length();
+                if l > RMA_INLINE_CAP as u64 {
+                    return Err(WireError::field("length", l));
+                }
+                if u64::from(len) != l {
+                    return Err(WireError::Malformed("inline write lengths differ"));
+                }
+                Body::WriteInline {
+                    len: l as usize,
+                    id: v.id(),
+                    key: v.key(),
+                    raddr: v.raddr(),
+                }
+            }
+            _ => return Err(WireError::field("kind", kind)),
+        };
+        Ok(Slot {
+            flags,
+            tag: h.tag(),
+            data: h.data(),
+            body,
+        })
+    }
+
+    /// Write the header (all but the publish word) and the body of this slot into `v`,
+    /// a view of at least [`PARSE_LEN`] bytes (`WireError::Truncated` otherwise, with
+    /// the header written); bytes no field of this kind names are left as they are
+    /// (the inline payload is written separately).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
+        &self,
+        v: &mut SlotHeader<T>,
+    ) -> Result<(), WireError> {
+        let (kind, niov, len) = match self.body {
+            Body::Inline { len, .. } => (KIND_INLINE, 0u8, len as u32),
+            Body::Rts { niov, .. } => (KIND_RTS, niov as u8, 0),
+            Body::Bounce { clen, .. } => (KIND_BOUNCE, 0, clen as u32),
+            Body::Rma { read, niov, .. } => {
+                (if read { KIND_READ } else { KIND_WRITE }, niov as u8, 0)
+            }
+            Body::WriteInline { len, .. } => (KIND_WRITE_INLINE, 0, len as u32),
+            Body::Atomic { .. } => (KIND_ATOMIC, 0, 0),
+            Body::WriteFrag { clen, .. } => (KIND_WRITE_FRAG, 0, clen as u32),
+        };
+        v.set_kind(kind);
+        v.set_flags(self.flags);
+        v.set_niov(niov);
+        v.set_reserved(0);
+        v.set_length(len);
+        v.set_tag(self.tag);
+        v.set_data(self.data);
+        let body = v.payload_mut();
+        WireError::check_len(body, PARSE_LEN - SLOT_HDR)?;
+        match self.body {
+            Body::Inline { id, .. } => InlineBody::new_checked(body)?.set_id(id),
+            Body::Rts {
+                total,
+                id,
+                iov,
+                niov,
+            } => {
+                let mut b = RtsBody::new_checked(&mut *body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                write_iovs(body, RTS_IOV_AT, &iov, niov);
+            }
+            Body::Bounce {
+                total,
+                id,
+                offset,
+                chunk,
+                clen,
+            } => {
+                let mut b = BounceBody::new_checked(body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_offset(offset as u64);
+                b.set_chunk(chunk as u32);
+                b.set_clen(clen as u32);
+            }
+            Body::Rma {
+                total,
+                id,
+                key,
+                raddr,
+                iov,
+                niov,
+                ..
+            } => {
+                let mut b = RmaBody::new_checked(&mut *body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                write_iovs(body, RMA_IOV_AT, &iov, niov);
+            }
+            Body::WriteFrag {
+                total,
+                id,
+                key,
+                raddr,
+                offset,
+                chunk,
+                clen,
+            } => {
+                let mut b = WriteFragBody::new_checked(body)?;
+                b.set_total(total as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                b.set_offset(offset as u64);
+                b.set_chunk(chunk as u32);
+                b.set_clen(clen as u32);
+            }
+            Body::Atomic {
+                count,
+                id,
+                key,
+                raddr,
+                op,
+                dt,
+                kind,
+                inline,
+                bufs,
+            } => {
+                let mut b = AtomicBody::new_checked(body)?;
+                b.set_count(count as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+                b.set_op(op.to_raw() as u8);
+                b.set_datatype(dt.to_raw() as u8);
+                b.set_family(kind_to_u8(kind));
+                b.set_inline(u8::from(inline));
+                b.set_operand(bufs[0]);
+                b.set_compare(bufs[1]);
+                b.set_result(bufs[2]);
+            }
+            Body::WriteInline {
+                len,
+                id,
+                key,
+                raddr,
+            } => {
+                let mut b = WriteInlineBody::new_checked(body)?;
+                b.set_length(len as u64);
+                b.set_id(id);
+                b.set_key(key);
+                b.set_raddr(raddr);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first [`PARSE_LEN`] bytes of this slot as [`Slot::emit`] writes them over
+    /// zeros (the publish word zero).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; PARSE_LEN] {
+        let mut b = [0u8; PARSE_LEN];
+        if let Ok(mut v) = SlotHeader::new_checked(&mut b[..]) {
+            // PARSE_LEN bytes: the emit cannot fall short.
+            let _ = self.emit(&mut v);
+        }
+        b
+    }
+}
+
+/// The header of an inline slot (the common case, parsed without building a [`Slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InlineHdr {
+    /// Flags (`F_*`).
+    pub flags: u8,
+    /// Payload length (≤ [`INLINE_CAP`]).
+    pub len: usize,
+    /// Tag.
+    pub tag: u64,
+    /// CQ data.
+    pub data: u64,
+    /// Message id (meaningful with `F_ACK`).
+    pub id: u64,
+}
+
+/// The first [`INLINE_OFF`] bytes of a slot as an inline header, checked as
+/// [`Slot::parse`] checks an inline slot; `None` when the slot is not a valid inline
+/// one (then [`Slot::parse`] says what it is, or what is wrong).
+#[inline]
+pub fn parse_inline(b: &[u8; INLINE_OFF]) -> Option<InlineHdr> {
+    let h = SlotHeader::new_checked(&b[..]).ok()?;
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[HEAD_WORD..HEAD_WORD + 8]);
+    parse_inline_words(u64::from_le_bytes(w), h.tag(), h.data(), || {
+        InlineBody::new_checked(h.payload()).map_or(0, |v| v.id())
+    })
+}
+
+/// Where the word holding kind, flags, buffer count and length starts (slot offset).
+const HEAD_WORD: usize = header::KIND.start;
+/// Bit positions of header fields in the little-endian word at [`HEAD_WORD`].
+const KIND_SHIFT: u32 = ((header::KIND.start - HEAD_WORD) * 8) as u32;
+/// See [`KIND_SHIFT`].
+const FLAGS_SHIFT: u32 = ((header::FLAGS.start - HEAD_WORD) * 8) as u32;
+/// See [`KIND_SHIFT`].
+const LEN_SHIFT: u32 = ((header::LEN.start - HEAD_WORD) * 8) as u32;
+const _: () = assert!(header::LEN.end - HEAD_WORD == 8, "kind..len is one word");
+
+/// [`parse_inline`] of a slot's words as read from it: the kind/flags/length word
+/// (offset 8), the tag, the data and, read only for a valid inline slot,
+/// the message id. The same checks as [`parse_inline`].
+#[inline]
+pub fn parse_inline_words(
+    h: u64,
+    tag: u64,
+    data: u64,
+    id: impl FnOnce() -> u64,
+) -> Option<InlineHdr> {
+    let (kind, flags, len) = (
+        (h >> KIND_SHIFT) as u8,
+        (h >> FLAGS_SHIFT) as u8,
+        (h >> LEN_SHIFT) as u32 as usize,
+    );
+    if kind != KIND_INLINE || flags & !(F_TAGGED | F_DATA | F_ACK) != 0 || len > INLINE_CAP {
+        return None;
+    }
+    Some(InlineHdr {
+        flags,
+        len,
+        tag,
+        data,
+        id: id(),
+    })
+}
+
+/// The header and body bytes (slot offsets 8 to [`INLINE_OFF`]) of an inline slot:
+/// what [`Slot::emit`] writes there for a [`Body::Inline`] slot.
+#[inline]
+pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - HEAD_WORD] {
+    let w0 = u64::from(KIND_INLINE) << KIND_SHIFT
+        | u64::from(h.flags) << FLAGS_SHIFT
+        | u64::from(h.len as u32) << LEN_SHIFT;
+    let mut b = [0u8; INLINE_OFF - HEAD_WORD];
+    let at = |f: std::ops::Range<usize>| f.start - HEAD_WORD..f.end - HEAD_WORD;
+    b[..8].copy_from_slice(&w0.to_le_bytes());
+    b[at(header::TAG)].copy_from_slice(&h.tag.to_le_bytes());
+    b[at(header::DATA)].copy_from_slice(&h.data.to_le_bytes());
+    let id =
+        SLOT_HDR + inline_body::ID.start - HEAD_WORD..SLOT_HDR + inline_body::ID.end - HEAD_WORD;
+    b[id].copy_from_slice(&h.id.to_le_bytes());
+    b
+}
+
+/// Bytes of a slot (from its start) that [`Slot::emit`] gives meaning to for `body`: a
+/// writer need not write past them, so a bounce slot touches only its first cache line
+/// (the parser reads nothing of a bounce body beyond it).
+pub fn encoded_len(body: &Body) -> usize {
+    match body {
+        Body::Bounce { .. } => SLOT_HDR + BounceBody::<&[u8]>::LEN,
+        _ => PARSE_LEN,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,327 @@
+//! Tests of the slot codec: round trips, the pinned encoding, refusals, and the
+//! inline fast path against the general parser.
+
+use super::*;
+use proptest::prelude::*;
+
+fn geo() -> Geometry {
+    Geometry {
+        rings: 2,
+        slots: 4,
+        chunks: 4,
+        chunk_size: 4096,
+    }
+}
+
+/// Emit `s` over `b` (at least PARSE_LEN bytes).
+fn encode(s: &Slot, b: &mut [u8]) {
+    s.emit(&mut SlotHeader::new_checked(b).unwrap()).unwrap();
+}
+
+fn parse(b: &[u8], geo: &Geometry, max_msg: usize) -> Result<Slot, WireError> {
+    Slot::parse(b, geo, max_msg)
+}
+
+fn round(s: Slot) -> Result<Slot, WireError> {
+    let mut b = [0u8; PARSE_LEN];
+    encode(&s, &mut b);
+    parse(&b, &geo(), 1 << 20)
+}
+
+/// One slot of each kind, with fields that exercise every byte of its encoding.
+fn samples() -> Vec<Slot> {
+    vec![
+        Slot {
+            flags: F_TAGGED | F_DATA,
+            tag: 7,
+            data: 9,
+            body: Body::Inline { len: 64, id: 3 },
+        },
+        Slot {
+            flags: F_ACK,
+            tag: 0,
+            data: 0,
+            body: Body::Rts {
+                total: 30,
+                id: 5,
+                iov: [(0x1000, 10), (0x2000, 20), (0, 0), (0, 0)],
+                niov: 2,
+            },
+        },
+        Slot {
+            flags: 0,
+            tag: 1,
+            data: 2,
+            body: Body::Bounce {
+                total: 10000,
+                id: 8,
+                offset: 8192,
+                chunk: 3,
+                clen: 1808,
+            },
+        },
+        Slot {
+            flags: F_DATA,
+            tag: 0,
+            data: 5,
+            body: Body::Rma {
+                read: true,
+                total: 30,
+                id: 2,
+                key: 0x78,
+                raddr: 4096,
+                iov: [(0x10, 10), (0x20, 20), (0, 0), (0, 0)],
+                niov: 2,
+            },
+        },
+        Slot {
+            flags: F_ACK,
+            tag: 0,
+            data: 0,
+            body: Body::Atomic {
+                count: 2,
+                id: 9,
+                key: 3,
+                raddr: 64,
+                op: AtomicOp::Cswap,
+                dt: Datatype::Uint32,
+                kind: AtomicKind::Compare,
+                inline: true,
+                bufs: [1, 2, 3],
+            },
+        },
+        Slot {
+            flags: F_ACK | F_DATA,
+            tag: 0,
+            data: 77,
+            body: Body::WriteFrag {
+                total: 10_000,
+                id: 4,
+                key: 5,
+                raddr: 6,
+                offset: 8192,
+                chunk: 2,
+                clen: 1808,
+            },
+        },
+        Slot {
+            flags: F_ACK,
+            tag: 0,
+            data: 0,
+            body: Body::WriteInline {
+                len: 100,
+                id: 3,
+                key: 1,
+                raddr: 2,
+            },
+        },
+    ]
+}
+
+#[test]
+fn each_kind_round_trips() {
+    for s in samples() {
+        assert_eq!(round(s), Ok(s));
+    }
+}
+
+/// FNV-1a of `b`: a short fingerprint of encoded bytes.
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The bytes a slot is written as do not change (peers of other builds read
+/// them): each sample encoded over a buffer of 0xaa (so bytes left unwritten count
+/// too) has the fingerprint of the format as first published.
+#[test]
+fn encoding_is_unchanged() {
+    let mut all = Vec::new();
+    for s in samples() {
+        let mut b = [0xaau8; PARSE_LEN];
+        encode(&s, &mut b);
+        all.extend_from_slice(&b);
+    }
+    assert_eq!(fnv(&all), 0x027b_682e_b606_ee19);
+}
+
+#[test]
+fn out_of_range_fields_are_refused() {
+    let bad = [
+        Body::Inline {
+            len: INLINE_CAP + 1,
+            id: 0,
+        },
+        Body::Rts {
+            total: 11,
+            id: 0,
+            iov: [(0, 10), (0, 0), (0, 0), (0, 0)],
+            niov: 1,
+        },
+        Body::Bounce {
+            total: 100,
+            id: 0,
+            offset: 0,
+            chunk: 4,
+            clen: 10,
+        },
+        Body::Bounce {
+            total: 100,
+            id: 0,
+            offset: 95,
+            chunk: 0,
+            clen: 10,
+        },
+        Body::Bounce {
+            total: 10000,
+            id: 0,
+            offset: 0,
+            chunk: 0,
+            clen: 4097,
+        },
+        Body::Bounce {
+            total: 2 << 20,
+            id: 0,
+            offset: 0,
+            chunk: 0,
+            clen: 1,
+        },
+    ];
+    for body in bad {
+        let s = Slot {
+            flags: 0,
+            tag: 0,
+            data: 0,
+            body,
+        };
+        assert!(round(s).is_err(), "{body:?}");
+    }
+    let mut b = [0u8; PARSE_LEN];
+    b[8] = 99;
+    assert_eq!(
+        parse(&b, &geo(), 1 << 20),
+        Err(WireError::field("kind", 99u8))
+    );
+    b[8] = KIND_INLINE;
+    b[9] = 0x80;
+    assert_eq!(
+        parse(&b, &geo(), 1 << 20),
+        Err(WireError::field("flags", 0x80u8))
+    );
+    b[9] = 0;
+    b[8] = KIND_RTS;
+    b[10] = 5;
+    assert!(parse(&b, &geo(), 1 << 20).is_err());
+    assert_eq!(
+        parse(&b[..10], &geo(), 1 << 20),
+        Err(WireError::Truncated {
+            need: PARSE_LEN,
+            have: 10
+        })
+    );
+}
+
+#[test]
+fn inline_fast_path_matches_the_general_codec() {
+    let h = InlineHdr {
+        flags: F_TAGGED | F_DATA | F_ACK,
+        len: INLINE_CAP,
+        tag: 0x0102_0304_0506_0708,
+        data: u64::MAX,
+        id: 42,
+    };
+    let s = Slot {
+        flags: h.flags,
+        tag: h.tag,
+        data: h.data,
+        body: Body::Inline {
+            len: h.len,
+            id: h.id,
+        },
+    };
+    let mut b = [0u8; PARSE_LEN];
+    encode(&s, &mut b);
+    assert_eq!(encode_inline(&h)[..], b[8..INLINE_OFF]);
+    let first: [u8; INLINE_OFF] = b[..INLINE_OFF].try_into().unwrap();
+    assert_eq!(parse_inline(&first), Some(h));
+    // Not inline, or not valid: left to the general parser.
+    let mut x = first;
+    x[8] = KIND_RTS;
+    assert_eq!(parse_inline(&x), None);
+    let mut x = first;
+    x[9] = 0x80;
+    assert_eq!(parse_inline(&x), None);
+    let mut x = first;
+    x[12..16].copy_from_slice(&(INLINE_CAP as u32 + 1).to_le_bytes());
+    assert_eq!(parse_inline(&x), None);
+}
+
+proptest! {
+    /// The inline fast path accepts exactly the inline slots the general parser
+    /// accepts, with the same fields.
+    #[test]
+    fn inline_fast_path_agrees_with_parse(b in proptest::collection::vec(any::<u8>(), PARSE_LEN)) {
+        let mut b = b;
+        if b[0] & 1 == 0 {
+            b[8] = KIND_INLINE; // make the interesting case common
+        }
+        let first: [u8; INLINE_OFF] = b[..INLINE_OFF].try_into().unwrap();
+        let fast = parse_inline(&first);
+        match parse(&b, &geo(), 1 << 20) {
+            Ok(Slot { flags, tag, data, body: Body::Inline { len, id } }) => {
+                prop_assert_eq!(fast, Some(InlineHdr { flags, len, tag, data, id }));
+            }
+            _ => prop_assert_eq!(fast, None),
+        }
+    }
+
+    /// What `encoded_len` leaves unwritten does not matter: a bounce slot (the
+    /// kind whose writer writes only its first line) parses the same whatever the
+    /// bytes past it hold — stale bytes of an earlier lap.
+    #[test]
+    fn bytes_past_encoded_len_are_ignored(
+        flags in 0u8..8,
+        tag in any::<u64>(),
+        data in any::<u64>(),
+        id in any::<u64>(),
+        chunk in 0usize..4,
+        clen in 1usize..=4096,
+        extra in 0usize..8192,
+        before in 0usize..8192,
+        junk in proptest::collection::vec(any::<u8>(), PARSE_LEN),
+    ) {
+        let s = Slot {
+            flags,
+            tag,
+            data,
+            body: Body::Bounce { total: before + clen + extra, id, offset: before, chunk, clen },
+        };
+        let mut b = [0u8; PARSE_LEN];
+        encode(&s, &mut b);
+        let used = encoded_len(&s.body);
+        prop_assert_eq!(used, 64);
+        b[used..].copy_from_slice(&junk[used..]);
+        prop_assert_eq!(parse(&b, &geo(), 1 << 20), Ok(s));
+    }
+
+    /// Arbitrary bytes never panic, and whatever parses is within the limits.
+    #[test]
+    fn arbitrary_bytes_parse_within_limits(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(s) = parse(&b, &geo(), 1 << 20) {
+            match s.body {
+                Body::Inline { len, .. } => prop_assert!(len <= INLINE_CAP),
+                Body::Rts { total, niov, .. } => prop_assert!((1..=4).contains(&niov) && total <= 1 << 20),
+                Body::Bounce { total, offset, chunk, clen, .. } => {
+                    prop_assert!(chunk < 4 && clen <= 4096 && offset + clen <= total);
+                }
+                Body::Rma { niov, total, .. } => prop_assert!((1..=4).contains(&niov) && total <= 1 << 20),
+                Body::WriteInline { len, .. } => prop_assert!(len <= RMA_INLINE_CAP),
+                Body::Atomic { count, dt, .. } => prop_assert!(count * dt.size() <= 1 << 20),
+                Body::WriteFrag { total, offset, chunk, clen, .. } => {
+                    prop_assert!(chunk < 4 && clen <= 4096 && offset + clen <= total);
+                }
+            }
+        }
+    }
+}
