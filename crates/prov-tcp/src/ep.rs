@@ -64,23 +64,24 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 
-use ofi_core::abi::raw::{
-    CqTaggedEntry, Ioc, Iov, Msg, MsgAtomic, MsgRma, MsgTagged, RmaIoc, RmaIov as RawRmaIov,
-};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov};
 use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::eq::EqErrorEntry;
-use ofi_core::provider::{BindTarget, Desc, EndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
+use ofi_kit::dataops::DataPath;
 use ofi_kit::eq::KitEq;
+use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::progress::{FdInterest, Progress};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, PostOutcome, PostedRecv, TagMatcher, UnexpectedMsg,
+    Incoming, Match, MatcherConfig, Placement, PostOutcome, PostedRecv, TagMatcher, UnexpectedMsg,
 };
 
 use crate::fabric::{bind_addr, lock, DomainShared, Fabric, OPT_CM_DATA_SIZE, OPT_ENDPOINT};
@@ -159,6 +160,14 @@ impl Segs {
         self.s[self.n] = (base, len);
         self.n += 1;
         true
+    }
+
+    fn from_list(l: &IoList) -> Segs {
+        let mut s = Segs::default();
+        for &(base, len) in l.slice() {
+            s.push(base, len);
+        }
+        s
     }
 
     fn from_iov(iov: &[Iov]) -> Result<Segs> {
@@ -320,6 +329,25 @@ enum PendKind {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RBuf {
     segs: Segs,
+}
+
+/// A finished receive as [`EpInner::rx_done`] reports it.
+#[derive(Clone, Copy, Debug)]
+struct RxDone {
+    ctx: usize,
+    /// Flags besides `FI_RECV`, `FI_MSG` / `FI_TAGGED` and `FI_REMOTE_CQ_DATA`.
+    flags: OpFlags,
+    buf: usize,
+    /// Bytes placed.
+    len: usize,
+    /// Bytes that did not fit (a truncation error when not 0).
+    olen: usize,
+    /// The message's remote CQ data, if it carried any.
+    data: Option<u64>,
+    /// The tag of a tagged message.
+    tag: Option<u64>,
+    /// Write a CQ entry (else only the counter).
+    report: bool,
 }
 
 /// Where the payload being read goes.
@@ -1091,38 +1119,26 @@ impl EpInner {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rx_done(
-        &self,
-        b: &Binds,
-        ctx: usize,
-        flags: OpFlags,
-        buf: usize,
-        len: usize,
-        olen: usize,
-        hdr: &Hdr,
-        tagged: bool,
-        report: bool,
-    ) {
-        let mut f = OpFlags::RECV | flags;
-        f |= if tagged {
+    /// Report a finished receive (a CQ entry or a truncation error, and the counter).
+    fn rx_done(&self, b: &Binds, done: &RxDone) {
+        let mut f = OpFlags::RECV | done.flags;
+        f |= if done.tag.is_some() {
             OpFlags::TAGGED
         } else {
             OpFlags::MSG
         };
-        let has_data = hdr.flags & FLAG_CQ_DATA != 0;
-        if has_data {
+        if done.data.is_some() {
             f |= OpFlags::REMOTE_CQ_DATA;
         }
-        if olen > 0 {
+        if done.olen > 0 {
             if let Some(cq) = &b.rx_cq {
-                let mut e = CqError::new(ctx, Errno::ETRUNC);
+                let mut e = CqError::new(done.ctx, Errno::ETRUNC);
                 e.flags = f.bits();
-                e.len = len;
-                e.buf = buf;
-                e.data = if has_data { hdr.data } else { 0 };
-                e.tag = if tagged { hdr.tag } else { 0 };
-                e.olen = olen;
+                e.len = done.len;
+                e.buf = done.buf;
+                e.data = done.data.unwrap_or(0);
+                e.tag = done.tag.unwrap_or(0);
+                e.olen = done.olen;
                 let _ = cq.push_err(e);
             }
             if let Some(c) = &b.c_recv {
@@ -1130,15 +1146,15 @@ impl EpInner {
             }
             return;
         }
-        if report {
+        if done.report {
             if let Some(cq) = &b.rx_cq {
                 let _ = cq.push_entry(&CqTaggedEntry {
-                    op_context: ctx,
+                    op_context: done.ctx,
                     flags: f.bits(),
-                    len,
-                    buf: buf as *mut c_void,
-                    data: if has_data { hdr.data } else { 0 },
-                    tag: if tagged { hdr.tag } else { 0 },
+                    len: done.len,
+                    buf: done.buf as *mut c_void,
+                    data: done.data.unwrap_or(0),
+                    tag: done.tag.unwrap_or(0),
                 });
             }
         }
@@ -1240,17 +1256,14 @@ impl EpInner {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn send_common(
-        &self,
-        segs: Segs,
-        data: Option<u64>,
-        tag: Option<u64>,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-        silent: bool,
-    ) -> Result<()> {
+    /// A send (message or tagged message) of `req`.
+    fn send_common(&self, req: &SendRequest) -> Result<()> {
+        let segs = Segs::from_list(&req.iov);
+        // An `fi_inject*` call (`silent`: no completion) or a message call with
+        // `FI_INJECT` (the payload is copied if it has to wait).
+        let silent = req.inject;
+        let inject = silent || req.flags.contains(OpFlags::INJECT);
+        let (data, tag, ctx, flags) = (req.data, req.tag, req.context, req.flags);
         let len = segs.total()?;
         if len > self.max_msg {
             return Err(Error::new(
@@ -1333,18 +1346,14 @@ impl EpInner {
         r
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rma_common(
-        &self,
-        write: bool,
-        segs: Segs,
-        rma: &[RawRmaIov],
-        data: Option<u64>,
-        ctx: usize,
-        flags: OpFlags,
-        inject: bool,
-        silent: bool,
-    ) -> Result<()> {
+    /// An RMA read or write of `req`.
+    fn rma_common(&self, req: &RmaRequest<'_>) -> Result<()> {
+        let write = !req.is_read();
+        let segs = Segs::from_iov(req.local.bufs)?;
+        let rma = req.remote_iov;
+        let silent = req.inject;
+        let inject = silent || req.flags.contains(OpFlags::INJECT);
+        let (data, ctx, flags) = (req.data, req.context, req.flags);
         if rma.is_empty() || rma.len() > proto::RMA_IOV_LIMIT {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -1470,57 +1479,38 @@ impl EpInner {
 
     // ---------------------------------------------------------------- receive
 
-    fn recv_common(
-        &self,
-        segs: Segs,
-        tagged: bool,
-        tag: u64,
-        ignore: u64,
-        ctx: usize,
-        flags: OpFlags,
-    ) -> Result<()> {
-        let len = segs.total()?;
+    /// Post the receive `posted`.
+    fn recv_common(&self, posted: PostedRecv<IoList>) -> Result<()> {
+        let segs = Segs::from_list(&posted.buf);
+        segs.total()?;
+        let flags = posted.flags;
         let mut st = lock(&self.st);
         if !st.enabled {
             return Err(Error::code_only(Errno::EOPBADSTATE));
         }
         let recv = PostedRecv {
-            ctx,
+            ctx: posted.ctx,
             src: ofi_kit::tagmatch::ANY_SRC,
-            tag,
-            ignore,
-            flags: flags
-                & (OpFlags::PEEK
-                    | OpFlags::CLAIM
-                    | OpFlags::DISCARD
-                    | OpFlags::MULTI_RECV
-                    | OpFlags::COMPLETION),
-            tagged,
+            tag: posted.tag,
+            ignore: posted.ignore,
+            flags,
+            tagged: posted.tagged,
             buf: RBuf { segs },
-            len,
+            len: posted.len,
         };
-        let report = !st.b.rx_sel || flags.contains(OpFlags::COMPLETION);
         let St { matcher, b, .. } = &mut *st;
         let out = matcher.post_recv(recv).map_err(|r| r.error)?;
         match out {
             PostOutcome::Queued => {}
             PostOutcome::Matched { recv, place, msg } => {
-                self.deliver_unexpected(b, &recv, place.offset, place.len, &msg, false, report);
+                self.deliver_unexpected(b, &recv, place, &msg, false);
             }
             PostOutcome::MultiMatched { buf, msgs } => {
                 let released = buf.is_released();
                 let recv = buf.recv().clone();
                 let last = msgs.len().saturating_sub(1);
                 for (i, (place, msg)) in msgs.iter().enumerate() {
-                    self.deliver_unexpected(
-                        b,
-                        &recv,
-                        place.offset,
-                        place.len,
-                        msg,
-                        released && i == last,
-                        report,
-                    );
+                    self.deliver_unexpected(b, &recv, *place, msg, released && i == last);
                 }
             }
             PostOutcome::Peeked { recv, msg } => {
@@ -1562,49 +1552,40 @@ impl EpInner {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Copy the unexpected message `msg` into `recv`'s buffers at `place` and report
+    /// it (`released`: the last message of a released multi-receive buffer).
     fn deliver_unexpected(
         &self,
         b: &Binds,
         recv: &PostedRecv<RBuf>,
-        offset: usize,
-        len: usize,
+        place: Placement,
         msg: &UnexpectedMsg<Vec<u8>>,
         released: bool,
-        report: bool,
     ) {
-        let w = recv.buf.segs.window(offset, len);
-        let n = len.min(msg.payload.len());
+        let w = recv.buf.segs.window(place.offset, place.len);
+        let n = place.len.min(msg.payload.len());
         // SAFETY: the receive's buffers are valid until its completion (the caller's
         // contract for posted receives); `w` lies inside them.
         unsafe { w.copy_in(&msg.payload[..n]) };
-        let mut h = Hdr::new(Op::Msg);
-        if let Some(d) = msg.msg.data {
-            h.flags = FLAG_CQ_DATA;
-            h.data = d;
-        }
-        h.tag = msg.msg.tag;
-        let extra = if released {
-            OpFlags::MULTI_RECV
-        } else {
-            OpFlags::empty()
+        let done = RxDone {
+            ctx: recv.ctx,
+            flags: if released {
+                OpFlags::MULTI_RECV
+            } else {
+                OpFlags::empty()
+            },
+            buf: if w.n > 0 {
+                w.base()
+            } else {
+                recv.buf.segs.base()
+            },
+            len: n,
+            olen: msg.msg.len.saturating_sub(n),
+            data: msg.msg.data,
+            tag: msg.msg.tagged.then_some(msg.msg.tag),
+            report: !b.rx_sel || recv.flags.contains(OpFlags::COMPLETION),
         };
-        let buf = if w.n > 0 {
-            w.base()
-        } else {
-            recv.buf.segs.base()
-        };
-        self.rx_done(
-            b,
-            recv.ctx,
-            extra,
-            buf,
-            n,
-            msg.msg.len.saturating_sub(n),
-            &h,
-            msg.msg.tagged,
-            report,
-        );
+        self.rx_done(b, &done);
     }
 
     /// Read from the socket; the number of operations finished.
@@ -2147,18 +2128,17 @@ impl EpInner {
                 } else {
                     recv.buf.segs.base()
                 };
-                let olen = if truncated { size - keep } else { 0 };
-                self.rx_done(
-                    &st.b,
-                    recv.ctx,
-                    extra,
+                let done = RxDone {
+                    ctx: recv.ctx,
+                    flags: extra,
                     buf,
-                    keep,
-                    olen,
-                    &hdr,
-                    hdr.op == Op::Tagged,
+                    len: keep,
+                    olen: if truncated { size - keep } else { 0 },
+                    data: (hdr.flags & FLAG_CQ_DATA != 0).then_some(hdr.data),
+                    tag: (hdr.op == Op::Tagged).then_some(hdr.tag),
                     report,
-                );
+                };
+                self.rx_done(&st.b, &done);
                 self.ack_if_asked(st, &hdr);
             }
             Sink::Unexp(v) => {
@@ -2180,30 +2160,12 @@ impl EpInner {
                 };
                 match matcher.match_incoming(&inc) {
                     Match::Recv { recv, place } => {
-                        let report = !b.rx_sel || recv.flags.contains(OpFlags::COMPLETION);
-                        self.deliver_unexpected(
-                            b,
-                            &recv,
-                            place.offset,
-                            place.len,
-                            &um(v),
-                            false,
-                            report,
-                        );
+                        self.deliver_unexpected(b, &recv, place, &um(v), false);
                     }
                     Match::Multi { buf, place } => {
                         let released = buf.is_released();
                         let recv = buf.recv().clone();
-                        let report = !b.rx_sel || recv.flags.contains(OpFlags::COMPLETION);
-                        self.deliver_unexpected(
-                            b,
-                            &recv,
-                            place.offset,
-                            place.len,
-                            &um(v),
-                            released,
-                            report,
-                        );
+                        self.deliver_unexpected(b, &recv, place, &um(v), released);
                     }
                     Match::Unexpected => {
                         if matcher.push_unexpected(inc, v).is_err() {
@@ -2345,27 +2307,47 @@ impl EpInner {
         st.tx.push_back(op);
     }
 
-    /// Post an atomic: `operand` (and `compare`) gathered from the application's
-    /// buffers, the original values (fetch / compare) written to `result`.
+    /// Post the atomic `req`: its operands (and compare values) gathered from the
+    /// application's buffers, the original values (fetch / compare) written to its
+    /// result buffers.
     ///
     /// # Safety
-    /// Each ioc of `operand` and `compare` is readable for `count` elements; each of
-    /// `result` stays writable for `count` elements until the operation completes (the
-    /// C API's contract of the atomic calls).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn atomic_common(
-        &self,
-        kind: AtomicKind,
-        op: AtomicOp,
-        dt: Datatype,
-        operand: &[Ioc],
-        compare: &[Ioc],
-        result: &[Ioc],
-        rma: &[RmaIoc],
-        ctx: usize,
-        flags: OpFlags,
-        silent: bool,
-    ) -> Result<()> {
+    /// Each operand and compare ioc is readable for its count of elements; each result
+    /// ioc stays writable for its count until the operation completes (the C API's
+    /// contract of the atomic calls).
+    unsafe fn atomic_common(&self, req: &AtomicRequest<'_>) -> Result<()> {
+        let (kind, op, dt) = (req.kind, req.op, req.datatype);
+        let (compare, result) = (req.compare.bufs, req.result.bufs);
+        let (ctx, flags, silent) = (req.context, req.flags, req.inject);
+        let esize = dt.size();
+        if silent && req.operands.count().saturating_mul(esize) > self.inject_size {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                "tcp: inject_atomic over inject_size",
+            ));
+        }
+        // A fetch of FI_ATOMIC_READ may come without operands: zeros of the remote
+        // count go in their place (the bytes on the wire are the same either way).
+        let zeros: Vec<u8>;
+        let zero_ioc: [Ioc; 1];
+        let operand: &[Ioc] = if kind == AtomicKind::Fetch && req.operands.bufs.is_empty() {
+            let n = req.remote.count.saturating_mul(esize);
+            if n > self.max_msg {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("tcp: atomic of {} elements", req.remote.count),
+                ));
+            }
+            zeros = vec![0u8; n];
+            zero_ioc = [Ioc {
+                addr: zeros.as_ptr() as *mut c_void,
+                count: req.remote.count,
+            }];
+            &zero_ioc
+        } else {
+            req.operands.bufs
+        };
+        let rma = std::slice::from_ref(&req.remote);
         let max = ofi_kit::atomic::valid(op, dt, kind)?;
         let esize = dt.size();
         let count_of = |v: &[Ioc]| -> Result<usize> {
@@ -2561,54 +2543,6 @@ fn write_op(sock: &Sock, op: &mut TxOp) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// The iov array of a message (`FI_EINVAL` for a null array with a count).
-///
-/// # Safety
-/// When `count` is not 0 and `iov` not null, `iov` points to `count` initialised
-/// entries that stay valid and unmodified for `'a`, which the caller keeps within the
-/// data call that received the message (the C API's contract for `msg_iov`).
-unsafe fn iov_slice<'a>(iov: *const Iov, count: usize) -> Result<&'a [Iov]> {
-    if count == 0 {
-        return Ok(&[]);
-    }
-    if iov.is_null() {
-        return Err(Error::new(Errno::EINVAL, "tcp: null iov"));
-    }
-    // SAFETY: the caller's contract: `count` valid entries for `'a`.
-    Ok(unsafe { std::slice::from_raw_parts(iov, count) })
-}
-
-/// The parts of an `fi_msg_atomic`.
-///
-/// # Safety
-/// The message's arrays are valid for their counts (API contract).
-unsafe fn atomic_msg_parts(msg: &MsgAtomic) -> Result<(AtomicOp, Datatype, &[Ioc], &[RmaIoc])> {
-    let op = AtomicOp::from_raw(msg.op)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: unknown atomic op"))?;
-    let dt = Datatype::from_raw(msg.datatype)
-        .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: unknown datatype"))?;
-    if msg.msg_iov.is_null() || msg.rma_iov.is_null() {
-        return Err(Error::new(Errno::EINVAL, "tcp: null atomic iocs"));
-    }
-    // SAFETY: the caller vouches for the arrays.
-    let iov = unsafe { std::slice::from_raw_parts(msg.msg_iov, msg.iov_count) };
-    // SAFETY: as above.
-    let rma = unsafe { std::slice::from_raw_parts(msg.rma_iov, msg.rma_iov_count) };
-    Ok((op, dt, iov, rma))
-}
-
-/// The remote iov array of an RMA message (`FI_EINVAL` when it is empty or null).
-///
-/// # Safety
-/// As [`iov_slice`]: a non-null `iov` points to `count` entries valid for `'a`.
-unsafe fn rma_slice<'a>(iov: *const RawRmaIov, count: usize) -> Result<&'a [RawRmaIov]> {
-    if count == 0 || iov.is_null() {
-        return Err(Error::new(Errno::EINVAL, "tcp: no remote iovs"));
-    }
-    // SAFETY: the caller's contract: `count` valid entries for `'a`.
-    Ok(unsafe { std::slice::from_raw_parts(iov, count) })
 }
 
 impl EndpointOps<Fabric> for Endpoint {
@@ -2956,858 +2890,7 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(())
     }
 
-    // ---- messages ----
-
-    unsafe fn send(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        _dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            None,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn sendv(&self, iov: &[Iov], _desc: &[Desc], _dest: u64, context: usize) -> Result<()> {
-        self.inner.send_common(
-            Segs::from_iov(iov)?,
-            None,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        self.inner.send_common(
-            Segs::from_iov(iov)?,
-            data,
-            None,
-            msg.context,
-            flags,
-            flags.contains(OpFlags::INJECT),
-            false,
-        )
-    }
-
-    unsafe fn inject(&self, buf: *const u8, len: usize, _dest: u64) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            None,
-            None,
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    unsafe fn senddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        data: u64,
-        _dest: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            Some(data),
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, _dest: u64) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            Some(data),
-            None,
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    unsafe fn recv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _desc: Desc,
-        _src: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.recv_common(
-            Segs::one(buf as usize, len),
-            false,
-            0,
-            0,
-            context,
-            self.inner.rx_flags,
-        )
-    }
-
-    unsafe fn recvv(&self, iov: &[Iov], _desc: &[Desc], _src: u64, context: usize) -> Result<()> {
-        self.inner.recv_common(
-            Segs::from_iov(iov)?,
-            false,
-            0,
-            0,
-            context,
-            self.inner.rx_flags,
-        )
-    }
-
-    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        self.inner
-            .recv_common(Segs::from_iov(iov)?, false, 0, 0, msg.context, flags)
-    }
-
-    // ---- tagged ----
-
-    unsafe fn tsend(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        _dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            None,
-            Some(tag),
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn tsendv(
-        &self,
-        iov: &[Iov],
-        _desc: &[Desc],
-        _dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::from_iov(iov)?,
-            None,
-            Some(tag),
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn tsendmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        self.inner.send_common(
-            Segs::from_iov(iov)?,
-            data,
-            Some(msg.tag),
-            msg.context,
-            flags,
-            flags.contains(OpFlags::INJECT),
-            false,
-        )
-    }
-
-    unsafe fn tinject(&self, buf: *const u8, len: usize, _dest: u64, tag: u64) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            None,
-            Some(tag),
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    unsafe fn tsenddata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        data: u64,
-        _dest: u64,
-        tag: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            Some(data),
-            Some(tag),
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn tinjectdata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        _dest: u64,
-        tag: u64,
-    ) -> Result<()> {
-        self.inner.send_common(
-            Segs::one(buf as usize, len),
-            Some(data),
-            Some(tag),
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    unsafe fn trecv(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _desc: Desc,
-        _src: u64,
-        tag: u64,
-        ignore: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.recv_common(
-            Segs::one(buf as usize, len),
-            true,
-            tag,
-            ignore,
-            context,
-            self.inner.rx_flags,
-        )
-    }
-
-    unsafe fn trecvv(
-        &self,
-        iov: &[Iov],
-        _desc: &[Desc],
-        _src: u64,
-        tag: u64,
-        ignore: u64,
-        context: usize,
-    ) -> Result<()> {
-        self.inner.recv_common(
-            Segs::from_iov(iov)?,
-            true,
-            tag,
-            ignore,
-            context,
-            self.inner.rx_flags,
-        )
-    }
-
-    unsafe fn trecvmsg(&self, msg: &MsgTagged, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        self.inner.recv_common(
-            Segs::from_iov(iov)?,
-            true,
-            msg.tag,
-            msg.ignore,
-            msg.context,
-            flags,
-        )
-    }
-
-    // ---- RMA ----
-
-    unsafe fn read(
-        &self,
-        buf: *mut u8,
-        len: usize,
-        _desc: Desc,
-        _src: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        let rma = [RawRmaIov { addr, len, key }];
-        self.inner.rma_common(
-            false,
-            Segs::one(buf as usize, len),
-            &rma,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn readv(
-        &self,
-        iov: &[Iov],
-        _desc: &[Desc],
-        _src: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        let segs = Segs::from_iov(iov)?;
-        let rma = [RawRmaIov {
-            addr,
-            len: segs.total()?,
-            key,
-        }];
-        self.inner.rma_common(
-            false,
-            segs,
-            &rma,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn readmsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        // SAFETY: as for `iov`.
-        let rma = unsafe { rma_slice(msg.rma_iov, msg.rma_iov_count)? };
-        self.inner.rma_common(
-            false,
-            Segs::from_iov(iov)?,
-            rma,
-            None,
-            msg.context,
-            flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        let rma = [RawRmaIov { addr, len, key }];
-        self.inner.rma_common(
-            true,
-            Segs::one(buf as usize, len),
-            &rma,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn writev(
-        &self,
-        iov: &[Iov],
-        _desc: &[Desc],
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        let segs = Segs::from_iov(iov)?;
-        let rma = [RawRmaIov {
-            addr,
-            len: segs.total()?,
-            key,
-        }];
-        self.inner.rma_common(
-            true,
-            segs,
-            &rma,
-            None,
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn writemsg(&self, msg: &MsgRma, flags: OpFlags) -> Result<()> {
-        // SAFETY: this call's contract: `msg` describes valid arrays for its duration.
-        let iov = unsafe { iov_slice(msg.msg_iov, msg.iov_count)? };
-        // SAFETY: as for `iov`.
-        let rma = unsafe { rma_slice(msg.rma_iov, msg.rma_iov_count)? };
-        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
-        self.inner.rma_common(
-            true,
-            Segs::from_iov(iov)?,
-            rma,
-            data,
-            msg.context,
-            flags,
-            flags.contains(OpFlags::INJECT),
-            false,
-        )
-    }
-
-    unsafe fn inject_write(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let rma = [RawRmaIov { addr, len, key }];
-        self.inner.rma_common(
-            true,
-            Segs::one(buf as usize, len),
-            &rma,
-            None,
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    unsafe fn writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        _desc: Desc,
-        data: u64,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        context: usize,
-    ) -> Result<()> {
-        let rma = [RawRmaIov { addr, len, key }];
-        self.inner.rma_common(
-            true,
-            Segs::one(buf as usize, len),
-            &rma,
-            Some(data),
-            context,
-            self.inner.tx_flags,
-            false,
-            false,
-        )
-    }
-
-    unsafe fn inject_writedata(
-        &self,
-        buf: *const u8,
-        len: usize,
-        data: u64,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-    ) -> Result<()> {
-        let rma = [RawRmaIov { addr, len, key }];
-        self.inner.rma_common(
-            true,
-            Segs::one(buf as usize, len),
-            &rma,
-            Some(data),
-            0,
-            OpFlags::empty(),
-            true,
-            true,
-        )
-    }
-
-    // ---- atomics ----
-
-    unsafe fn atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let v = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Base,
-                op,
-                datatype,
-                &v,
-                &[],
-                &[],
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let count = iov
-            .iter()
-            .map(|i| i.count)
-            .fold(0usize, usize::saturating_add);
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Base,
-                op,
-                datatype,
-                iov,
-                &[],
-                &[],
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn atomicmsg(&self, msg: &MsgAtomic, flags: OpFlags) -> Result<()> {
-        // SAFETY: the caller's msg arrays are valid (API contract).
-        let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Base,
-                op,
-                dt,
-                iov,
-                &[],
-                &[],
-                rma,
-                msg.context,
-                flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn inject_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-    ) -> Result<()> {
-        if count.saturating_mul(datatype.size()) > self.inner.inject_size {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                "tcp: inject_atomic over inject_size",
-            ));
-        }
-        let v = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Base,
-                op,
-                datatype,
-                &v,
-                &[],
-                &[],
-                &r,
-                0,
-                OpFlags::empty(),
-                true,
-            )
-        }
-    }
-
-    unsafe fn fetch_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        result: *mut c_void,
-        _result_desc: Desc,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let v = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let res = [Ioc {
-            addr: result,
-            count,
-        }];
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Fetch,
-                op,
-                datatype,
-                &v,
-                &[],
-                &res,
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn fetch_atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let count = iov
-            .iter()
-            .map(|i| i.count)
-            .fold(0usize, usize::saturating_add);
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Fetch,
-                op,
-                datatype,
-                iov,
-                &[],
-                resultv,
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn fetch_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        // SAFETY: the caller's msg arrays are valid (API contract).
-        let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Fetch,
-                op,
-                dt,
-                iov,
-                &[],
-                resultv,
-                rma,
-                msg.context,
-                flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn compare_atomic(
-        &self,
-        buf: *const c_void,
-        count: usize,
-        _desc: Desc,
-        compare: *const c_void,
-        _compare_desc: Desc,
-        result: *mut c_void,
-        _result_desc: Desc,
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let v = [Ioc {
-            addr: buf as *mut c_void,
-            count,
-        }];
-        let c = [Ioc {
-            addr: compare as *mut c_void,
-            count,
-        }];
-        let res = [Ioc {
-            addr: result,
-            count,
-        }];
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Compare,
-                op,
-                datatype,
-                &v,
-                &c,
-                &res,
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn compare_atomicv(
-        &self,
-        iov: &[Ioc],
-        _desc: &[Desc],
-        comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        _dest: u64,
-        addr: u64,
-        key: u64,
-        datatype: Datatype,
-        op: AtomicOp,
-        context: usize,
-    ) -> Result<()> {
-        let count = iov
-            .iter()
-            .map(|i| i.count)
-            .fold(0usize, usize::saturating_add);
-        let r = [RmaIoc { addr, count, key }];
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Compare,
-                op,
-                datatype,
-                iov,
-                comparev,
-                resultv,
-                &r,
-                context,
-                self.inner.tx_flags,
-                false,
-            )
-        }
-    }
-
-    unsafe fn compare_atomicmsg(
-        &self,
-        msg: &MsgAtomic,
-        comparev: &[Ioc],
-        _compare_desc: &[Desc],
-        resultv: &[Ioc],
-        _result_desc: &[Desc],
-        flags: OpFlags,
-    ) -> Result<()> {
-        // SAFETY: the caller's msg arrays are valid (API contract).
-        let (op, dt, iov, rma) = unsafe { atomic_msg_parts(msg) }?;
-        // SAFETY: this call's contract: the iocs describe the application's buffers,
-        // valid as `atomic_common` requires.
-        unsafe {
-            self.inner.atomic_common(
-                AtomicKind::Compare,
-                op,
-                dt,
-                iov,
-                comparev,
-                resultv,
-                rma,
-                msg.context,
-                flags,
-                false,
-            )
-        }
-    }
-
-    fn atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.inner.atomic_valid(datatype, op, AtomicKind::Base)
-    }
-
-    fn fetch_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.inner.atomic_valid(datatype, op, AtomicKind::Fetch)
-    }
-
-    fn compare_atomicvalid(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
-        self.inner.atomic_valid(datatype, op, AtomicKind::Compare)
-    }
+    ofi_kit::endpoint_data_ops!();
 
     fn close(&self) -> Result<()> {
         let mut st = lock(&self.inner.st);
@@ -3821,6 +2904,57 @@ impl EndpointOps<Fabric> for Endpoint {
         self.inner.dom.engine.unregister(&self.inner);
         self.inner.dom.fabric.cm_engine.unregister(&self.cm);
         Ok(())
+    }
+}
+
+/// The data calls (`endpoint_data_ops!`): kit checks and shapes each call into one
+/// request; the endpoint's state (enabled, connected, room in the transmit queue) is
+/// checked under its lock by the `*_common` functions.
+impl DataPath for Endpoint {
+    const NAME: &'static str = NAME;
+    const RMA_IOV_LIMIT: usize = proto::RMA_IOV_LIMIT;
+    type Active = Endpoint;
+
+    fn active(&self) -> Result<&Endpoint> {
+        Ok(self)
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.inner.tx_flags
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.inner.rx_flags
+    }
+
+    fn recv_src(&self, _src: u64) -> u64 {
+        ofi_kit::tagmatch::ANY_SRC
+    }
+
+    fn inject_size(&self) -> usize {
+        self.inner.inject_size
+    }
+
+    fn submit_send(&self, _act: &Endpoint, req: SendRequest) -> Result<()> {
+        self.inner.send_common(&req)
+    }
+
+    fn submit_recv(&self, _act: &Endpoint, recv: PostedRecv<IoList>) -> Result<()> {
+        self.inner.recv_common(recv)
+    }
+
+    fn submit_rma(&self, _act: &Endpoint, req: RmaRequest<'_>) -> Result<()> {
+        self.inner.rma_common(&req)
+    }
+
+    fn submit_atomic(&self, _act: &Endpoint, req: AtomicRequest<'_>) -> Result<()> {
+        // SAFETY: kit built `req` from a data call whose C contract keeps the iocs
+        // valid as `atomic_common` requires.
+        unsafe { self.inner.atomic_common(&req) }
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        self.inner.atomic_valid(dt, op, kind)
     }
 }
 
