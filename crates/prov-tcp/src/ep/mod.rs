@@ -147,10 +147,15 @@ struct TxOp {
     comp: Option<Comp>,
 }
 
+/// The id of an operation of this side that waits for a response (the header's `id`
+/// field names it on the wire; the response carries it back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpId(u64);
+
 /// An operation waiting for its response.
 #[derive(Debug)]
 struct Pending {
-    id: u64,
+    id: OpId,
     comp: Comp,
     /// Which response completes it.
     kind: PendKind,
@@ -268,6 +273,7 @@ struct St {
     rx: Rx,
     hbuf: [u8; HDR_MAX],
     matcher: TagMatcher<RBuf, Vec<u8>>,
+    /// The next [`OpId`] (ids are not reused while the endpoint lives).
     next_id: u64,
     scratch: Vec<u8>,
     /// Bytes read ahead of the parser (see [`RxStage`]).
@@ -332,6 +338,15 @@ fn mr_status(e: &Error) -> u16 {
     match e.code() {
         Errno::EFAULT | Errno::EINVAL => Errno::EINVAL.0 as u16,
         _ => Errno::EACCES.0 as u16,
+    }
+}
+
+impl St {
+    /// A fresh id for an operation that waits for a response.
+    fn take_op_id(&mut self) -> OpId {
+        let id = OpId(self.next_id);
+        self.next_id = self.next_id.wrapping_add(1);
+        id
     }
 }
 

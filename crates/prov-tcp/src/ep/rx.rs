@@ -485,7 +485,7 @@ impl EpInner {
                 let Some(i) = st
                     .pending
                     .iter()
-                    .position(|p| p.id == hdr.id && p.kind == PendKind::Read)
+                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Read)
                 else {
                     return Err(perr("read response for no pending read"));
                 };
@@ -521,7 +521,7 @@ impl EpInner {
                 let Some(i) = st
                     .pending
                     .iter()
-                    .position(|p| p.id == hdr.id && p.kind == PendKind::Ack)
+                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Ack)
                 else {
                     return Err(perr("ack for no pending operation"));
                 };
@@ -541,7 +541,7 @@ impl EpInner {
                 let Some(i) = st
                     .pending
                     .iter()
-                    .position(|p| p.id == hdr.id && p.kind == PendKind::Atomic)
+                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Atomic)
                 else {
                     return Err(perr("atomic response for no pending atomic"));
                 };

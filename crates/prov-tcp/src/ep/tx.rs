@@ -232,10 +232,10 @@ impl EpInner {
         }
         if (flags.contains(OpFlags::DELIVERY_COMPLETE) && !silent) || local {
             h.flags |= FLAG_ACK_REQ;
-            h.id = st.next_id;
-            st.next_id += 1;
+            let id = st.take_op_id();
+            h.id = id.0;
             st.pending.push_back(Pending {
-                id: h.id,
+                id,
                 comp,
                 kind: PendKind::Ack,
                 read: None,
@@ -256,9 +256,9 @@ impl EpInner {
             op.total = op.hdr_len;
             op.pl = Payload::Segs(Segs::default());
         }
-        let id = h.id;
         let r = self.post_tx(&mut st, op, inject);
         if r.is_err() && h.flags & FLAG_ACK_REQ != 0 {
+            let id = OpId(h.id);
             st.pending.retain(|p| p.id != id);
         }
         r
@@ -327,8 +327,8 @@ impl EpInner {
             h.flags |= FLAG_CQ_DATA;
             h.data = d;
         }
-        h.id = st.next_id;
-        st.next_id += 1;
+        let id = st.take_op_id();
+        h.id = id.0;
         let (f, cntr) = if write {
             (OpFlags::RMA | OpFlags::WRITE, CntrKind::Write)
         } else {
@@ -343,7 +343,7 @@ impl EpInner {
             cntr,
         };
         st.pending.push_back(Pending {
-            id: h.id,
+            id,
             comp,
             kind: if write { PendKind::Ack } else { PendKind::Read },
             read: (!write).then_some(segs),
@@ -373,7 +373,6 @@ impl EpInner {
             op.hdr_len = encode_local_iovs(&mut op.hdr, rma.len(), &segs);
         }
         op.total = op.hdr_len + if write { len } else { 0 };
-        let id = h.id;
         let r = self.post_tx(&mut st, op, inject);
         if r.is_err() {
             st.pending.retain(|p| p.id != id);
@@ -496,8 +495,8 @@ impl EpInner {
         h.atomic_op = op.to_raw() as u8;
         h.datatype = dt.to_raw() as u8;
         h.size = pl.len() as u64;
-        h.id = st.next_id;
-        st.next_id += 1;
+        let id = st.take_op_id();
+        h.id = id.0;
         let (f, cntr) = if kind == AtomicKind::Base {
             (OpFlags::ATOMIC | OpFlags::WRITE, CntrKind::Write)
         } else {
@@ -512,7 +511,7 @@ impl EpInner {
             cntr,
         };
         st.pending.push_back(Pending {
-            id: h.id,
+            id,
             comp,
             kind: PendKind::Atomic,
             read: (kind != AtomicKind::Base).then_some(res),
@@ -532,7 +531,6 @@ impl EpInner {
             key: rma[0].key,
         }
         .encode(&mut op.hdr[HDR_LEN..HDR_LEN + RMA_IOV_LEN]);
-        let id = h.id;
         let r = self.post_tx(&mut st, op, false);
         if r.is_err() {
             st.pending.retain(|p| p.id != id);
