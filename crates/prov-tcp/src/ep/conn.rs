@@ -164,11 +164,10 @@ impl EpInner {
                         match CmHdr::parse(buf) {
                             Ok(h) => CM_HDR_LEN + usize::from(h.data_len),
                             Err(e) => {
-                                let code = match e {
-                                    proto::ProtoError::Version(_) | proto::ProtoError::BadMagic => {
-                                        Errno::ENOPROTOOPT
-                                    }
-                                    _ => Errno::EPROTO,
+                                let code = if proto::is_foreign(&e) {
+                                    Errno::ENOPROTOOPT
+                                } else {
+                                    Error::from(e).code()
                                 };
                                 self.connect_failed(st, code, Vec::new());
                                 return 1;

@@ -447,6 +447,15 @@ enum Fail {
     Error(Errno, String),
 }
 
+impl Fail {
+    /// Bytes the wire format refused: kit's mapping (`FI_EPROTO`) with the field at
+    /// fault in the text.
+    fn wire(e: ofi_kit::wire::WireError) -> Fail {
+        let e = Error::from(e);
+        Fail::Error(e.code(), format!("tcp: {}", e.message()))
+    }
+}
+
 enum Step {
     Blocked,
     Progressed,

@@ -304,8 +304,7 @@ impl EpInner {
                 if *got < HDR_LEN {
                     return Ok(Step::Progressed);
                 }
-                let hdr = Hdr::parse(&st.hbuf[..HDR_LEN])
-                    .map_err(|e| Fail::Error(Errno::EPROTO, e.to_string()))?;
+                let hdr = Hdr::parse(&st.hbuf[..HDR_LEN]).map_err(Fail::wire)?;
                 if hdr.rma_cnt > 0 {
                     st.rx = Rx::Rma { hdr, got: 0 };
                     return Ok(Step::Progressed);
