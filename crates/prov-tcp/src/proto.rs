@@ -152,7 +152,7 @@ wire_header! {
         /// Remote address.
         ADDR: u64 = 0..8 => addr, set_addr;
         /// Length in bytes.
-        LEN: u64 = 8..16 => len, set_len;
+        LEN: u64 = 8..16 => length, set_length;
         /// Memory key.
         KEY: u64 = 16..24 => key, set_key;
     }
@@ -402,7 +402,7 @@ impl RmaIov {
     /// Write every field into the view.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut RmaIovView<T>) {
         v.set_addr(self.addr);
-        v.set_len(self.len);
+        v.set_length(self.len);
         v.set_key(self.key);
     }
 
@@ -422,7 +422,7 @@ impl RmaIov {
         let v = RmaIovView::new_checked(b)?;
         Ok(RmaIov {
             addr: v.addr(),
-            len: v.len(),
+            len: v.length(),
             key: v.key(),
         })
     }
