@@ -318,17 +318,7 @@ impl EpInner {
         }
         let posted: Vec<PostedRecv<RBuf>> = st.matcher.drain_posted().collect();
         for r in posted {
-            let kind = if r.tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            };
-            if let Some(cq) = &st.b.rx_cq {
-                let mut e = CqError::new(r.ctx, Errno::ECANCELED);
-                e.flags = (OpFlags::RECV | kind).bits();
-                e.buf = r.buf.segs.base();
-                let _ = cq.push_err(e);
-            }
+            EpInner::recv_canceled(&st.b, &r);
             if let Some(c) = &st.b.c_recv {
                 c.inc_err();
             }

@@ -131,17 +131,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let mut st = lock(&self.inner.st);
         match st.matcher.cancel(context) {
             Some(r) => {
-                let kind = if r.tagged {
-                    OpFlags::TAGGED
-                } else {
-                    OpFlags::MSG
-                };
-                if let Some(cq) = &st.b.rx_cq {
-                    let mut e = CqError::new(r.ctx, Errno::ECANCELED);
-                    e.flags = (OpFlags::RECV | kind).bits();
-                    e.buf = r.buf.segs.base();
-                    let _ = cq.push_err(e);
-                }
+                EpInner::recv_canceled(&st.b, &r);
                 Ok(())
             }
             None => Err(Error::new(

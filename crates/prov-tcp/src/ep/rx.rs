@@ -112,6 +112,22 @@ pub(super) fn parse_rma(hbuf: &[u8; HDR_MAX], cnt: u8) -> [RmaIov; 4] {
 }
 
 impl EpInner {
+    /// Report a posted receive canceled (`fi_cancel`, or the connection ended): an
+    /// `FI_ECANCELED` error entry.
+    pub(super) fn recv_canceled(b: &Binds, r: &PostedRecv<RBuf>) {
+        if let Some(cq) = &b.rx_cq {
+            let kind = if r.tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            };
+            let mut e = CqError::new(r.ctx, Errno::ECANCELED);
+            e.flags = (OpFlags::RECV | kind).bits();
+            e.buf = r.buf.segs.base();
+            let _ = cq.push_err(e);
+        }
+    }
+
     /// Report a finished receive (a CQ entry or a truncation error, and the counter).
     pub(super) fn rx_done(&self, b: &Binds, done: &RxDone) {
         let mut f = OpFlags::RECV | done.flags;
