@@ -299,6 +299,7 @@ impl Hdr {
     }
 
     /// Write every field into the view.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut HdrView<T>) {
         v.set_version(PROTO_VERSION);
         v.set_op(self.op as u8);
@@ -314,6 +315,7 @@ impl Hdr {
     }
 
     /// Write the header into `out`.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; HDR_LEN]) {
         if let Ok(mut v) = HdrView::new_checked(&mut out[..]) {
             self.emit(&mut v);
@@ -326,6 +328,7 @@ impl Hdr {
     /// # Errors
     /// [`WireError`] for short input, a foreign version, an unknown op or flag, a
     /// remote iov count that does not fit the op, or atomic fields on other ops.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Hdr, WireError> {
         Hdr::parse_view(&HdrView::new_checked(b)?)
     }
@@ -334,6 +337,7 @@ impl Hdr {
     ///
     /// # Errors
     /// As [`Hdr::parse`].
+    #[inline]
     pub fn parse_view<T: AsRef<[u8]>>(v: &HdrView<T>) -> Result<Hdr, WireError> {
         if v.version() != PROTO_VERSION {
             return Err(WireError::version(v.version(), PROTO_VERSION));
@@ -400,6 +404,7 @@ pub struct RmaIov {
 
 impl RmaIov {
     /// Write every field into the view.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut RmaIovView<T>) {
         v.set_addr(self.addr);
         v.set_length(self.len);
@@ -407,6 +412,7 @@ impl RmaIov {
     }
 
     /// Write into `out` (its first 24 bytes; nothing when it is shorter).
+    #[inline]
     pub fn encode(&self, out: &mut [u8]) {
         if let Ok(mut v) = RmaIovView::new_checked(out) {
             self.emit(&mut v);

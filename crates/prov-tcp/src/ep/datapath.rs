@@ -40,18 +40,22 @@ impl DataPath for Endpoint {
         self.inner.inject_size
     }
 
+    #[inline]
     fn submit_send(&self, _act: &Endpoint, req: SendRequest) -> Result<()> {
         self.inner.send_common(&req)
     }
 
+    #[inline]
     fn submit_recv(&self, _act: &Endpoint, recv: PostedRecv<IoList>) -> Result<()> {
         self.inner.recv_common(recv)
     }
 
+    #[inline]
     fn submit_rma(&self, _act: &Endpoint, req: RmaRequest<'_>) -> Result<()> {
         self.inner.rma_common(&req)
     }
 
+    #[inline]
     fn submit_atomic(&self, _act: &Endpoint, req: AtomicRequest<'_>) -> Result<()> {
         // SAFETY: kit built `req` from a data call whose C contract keeps the iocs
         // valid as `atomic_common` requires.
