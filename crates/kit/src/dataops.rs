@@ -11,7 +11,8 @@
 //! calls without flags, `FI_REMOTE_CQ_DATA` deciding whether a `*msg` call carries data,
 //! `FI_MULTI_RECV` with exactly one buffer, and the receive flags a posted receive keeps
 //! (`FI_COMPLETION`, `FI_MULTI_RECV`; tagged: `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`).
-//! RMA messages take one remote buffer, atomic messages one remote ioc.
+//! RMA messages take one remote buffer (up to [`DataPath::RMA_IOV_LIMIT`]), atomic
+//! messages one remote ioc.
 //!
 //! Used by `ofi_rxm` and `ofi_rxd`. Nothing here panics.
 
@@ -47,6 +48,9 @@ pub mod p {
 pub trait DataPath {
     /// The provider's name, for error messages.
     const NAME: &'static str;
+    /// The most remote buffers one RMA message may name (`FI_EINVAL` past it); 1 unless
+    /// the provider takes more ([`RmaRequest::remote_iov`]).
+    const RMA_IOV_LIMIT: usize = 1;
     /// What an enabled endpoint hands its operations.
     type Active;
     /// The enabled state; `FI_EOPBADSTATE` before `fi_enable`.
@@ -127,6 +131,26 @@ pub unsafe fn one_rma_iov<T: DataPath + ?Sized>(msg: &MsgRma) -> Result<RmaIov> 
     }
     // SAFETY: caller's contract; count is 1.
     Ok(unsafe { *msg.rma_iov })
+}
+
+/// The remote buffers of an RMA message: 1 to [`DataPath::RMA_IOV_LIMIT`] of them.
+///
+/// # Safety
+/// `msg.rma_iov` points to `msg.rma_iov_count` entries valid for `'a`.
+pub unsafe fn rma_iovs<'a, T: DataPath + ?Sized>(msg: &MsgRma) -> Result<&'a [RmaIov]> {
+    let n = msg.rma_iov_count;
+    if n == 0 || n > T::RMA_IOV_LIMIT || msg.rma_iov.is_null() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{}: {n} remote buffers (the limit is {})",
+                T::NAME,
+                T::RMA_IOV_LIMIT
+            ),
+        ));
+    }
+    // SAFETY: caller's contract; not null, `n` entries.
+    Ok(unsafe { std::slice::from_raw_parts(msg.rma_iov, n) })
 }
 
 /// A message's descriptor array (empty when null: the C API allows no descriptors).
@@ -380,14 +404,15 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
         // SAFETY: the C API's contract.
         let bufs = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
         // SAFETY: as above.
-        let remote = unsafe { one_rma_iov::<T>(m)? };
+        let remote_iov = unsafe { rma_iovs::<T>(m)? };
         // SAFETY: the C API's contract for the message's desc array.
         let desc = unsafe { desc_slice(m.desc, m.iov_count) };
         let req = RmaRequest {
             dir,
             local: Local { bufs, desc },
             peer: m.addr,
-            remote,
+            remote: remote_iov[0],
+            remote_iov,
             context: m.context,
             data: (dir == RmaDir::Write && flags.contains(OpFlags::REMOTE_CQ_DATA))
                 .then_some(m.data),
@@ -428,6 +453,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
         local,
         peer: if dir == RmaDir::Read { a.src } else { a.dest },
         remote,
+        remote_iov: std::slice::from_ref(&remote),
         context,
         data: a.data,
         flags,

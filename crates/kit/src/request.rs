@@ -100,8 +100,13 @@ pub struct RmaRequest<'a> {
     pub local: Local<'a, Iov>,
     /// The target's fabric address.
     pub peer: u64,
-    /// The remote buffer (address, length = the local total, key).
+    /// The remote buffer (address, length = the local total, key); with several remote
+    /// buffers, the first of [`remote_iov`](Self::remote_iov).
     pub remote: RmaIov,
+    /// Every remote buffer, `remote` first: one, or up to the provider's
+    /// [`DataPath::RMA_IOV_LIMIT`](crate::dataops::DataPath::RMA_IOV_LIMIT) for an RMA
+    /// message (`fi_readmsg` / `fi_writemsg`).
+    pub remote_iov: &'a [RmaIov],
     /// The operation's context (0 for an inject).
     pub context: usize,
     /// Remote CQ data of a write, when the call carries it.

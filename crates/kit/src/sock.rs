@@ -1,6 +1,6 @@
 //! Socket helpers the socket-based providers share: [`SockAddr`], a socket address in
 //! the C layout (IPv4 or IPv6, `Copy`, no allocation — the data path keeps one per
-//! peer), the `-1`/errno conversions of system call results, an `int` socket option,
+//! peer), the `-1`/errno conversions of system call results,
 //! the address of a named interface, and `iovec` construction.
 //!
 //! Invariants: a [`SockAddr`] is always plain data that the kernel may fill (its
@@ -10,7 +10,6 @@
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::RawFd;
 
 /// A socket address in the C layout (IPv4 or IPv6), `Copy` and allocation-free.
 #[derive(Clone, Copy)]
@@ -185,21 +184,6 @@ pub fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
     }
 }
 
-/// Set an `int` socket option.
-pub fn setsockopt_int(fd: RawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
-    // SAFETY: the option value is a live i32 of the size given; `fd` is the caller's.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&val as *const i32).cast::<libc::c_void>(),
-            size_of::<i32>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
-}
-
 /// An `iovec` for `len` bytes at `base`.
 #[inline]
 pub fn iovec(base: usize, len: usize) -> libc::iovec {
@@ -282,11 +266,5 @@ mod tests {
         // SAFETY: closing an invalid descriptor only fails.
         let e = cvt(unsafe { libc::close(-1) }).unwrap_err();
         assert_eq!(os_code(&e), libc::EBADF);
-        assert_eq!(
-            setsockopt_int(-1, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
-                .unwrap_err()
-                .raw_os_error(),
-            Some(libc::EBADF)
-        );
     }
 }

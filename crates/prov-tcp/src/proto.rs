@@ -1,13 +1,20 @@
 //! The wire format of the `tcp` provider (version [`PROTO_VERSION`]).
 //!
-//! Everything is little-endian. A connection carries, in order:
+//! Everything is little-endian. Written in kit's wire convention
+//! ([`ofi_kit::wire`]): each fixed header is declared once with named field ranges
+//! ([`hdr_field`], [`rma_field`], [`cm_field`]) and read through a checked view
+//! ([`HdrView`], [`RmaIovView`], [`CmView`]); the parsed forms ([`Hdr`], [`RmaIov`],
+//! [`CmHdr`]) validate in `parse` and write every field in `emit`. Every parse error
+//! is kit's [`WireError`], which the endpoint turns into `FI_EPROTO` at the edge (or
+//! `FI_ENOPROTOOPT` for a peer of another protocol, [`is_foreign`]).
+//!
+//! A connection carries, in order:
 //!
 //! 1. **Connection management** ([`CmHdr`], 8 bytes, then up to [`CM_DATA_SIZE`] bytes
 //!    of application data). The connecting side sends [`CmKind::ConnReq`]; the
 //!    listening side answers [`CmKind::ConnResp`] (accepted) or [`CmKind::Reject`]
 //!    (then closes). Layout: magic `b"oftc"` (4), version u8, kind u8, data length u16.
-//!    A magic or version mismatch is [`ProtoError::BadMagic`] /
-//!    [`ProtoError::Version`]; the endpoint reports it as `FI_ENOPROTOOPT`.
+//!    A magic or version mismatch ([`is_foreign`]) is reported as `FI_ENOPROTOOPT`.
 //! 2. **Operations**, each a fixed 40-byte [`Hdr`], then `rma_cnt` remote iovs of 24
 //!    bytes ([`RmaIov`]: addr u64, len u64, key u64), then `size` payload bytes.
 //!
@@ -64,7 +71,8 @@
 //! length is checked against the receiver's `max_msg_size` by the endpoint. Nothing in
 //! this module panics (fuzzed by `fuzz/fuzz_targets/proto.rs` and an inline test).
 
-use std::fmt;
+use ofi_kit::wire::WireError;
+use ofi_kit::wire_header;
 
 /// Version of the operation header and the CM messages.
 pub const PROTO_VERSION: u8 = 2;
@@ -93,55 +101,80 @@ pub const FLAG_ACK_REQ: u8 = 2;
 pub const FLAG_LOCAL: u8 = 4;
 const KNOWN_FLAGS: u8 = FLAG_CQ_DATA | FLAG_ACK_REQ | FLAG_LOCAL;
 
-/// Why bytes from a peer were refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProtoError {
-    /// Fewer bytes than the structure needs.
-    Short {
-        /// Bytes needed.
-        need: usize,
-        /// Bytes given.
-        got: usize,
-    },
-    /// The CM magic is wrong.
-    BadMagic,
-    /// Another protocol version.
-    Version(u8),
-    /// An unknown operation code.
-    Op(u8),
-    /// An unknown CM message kind.
-    CmKind(u8),
-    /// Unknown flag bits.
-    Flags(u8),
-    /// Too many (or, for the operation, a wrong number of) remote iovs.
-    RmaCount(u8),
-    /// CM data longer than [`CM_DATA_SIZE`].
-    CmDataLen(u16),
-    /// A field that must be zero for this operation is not.
-    Field(&'static str),
+/// Whether `e` says the peer speaks another protocol (a wrong CM magic or another
+/// version), not that it broke this one.
+pub fn is_foreign(e: &WireError) -> bool {
+    matches!(
+        e,
+        WireError::Version { .. } | WireError::Field { field: "magic", .. }
+    )
 }
 
-impl fmt::Display for ProtoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProtoError::Short { need, got } => write!(f, "short message: {got} of {need} bytes"),
-            ProtoError::BadMagic => f.write_str("not an ofi-rs tcp connection (bad magic)"),
-            ProtoError::Version(v) => {
-                write!(f, "protocol version {v} (this side speaks {PROTO_VERSION})")
-            }
-            ProtoError::Op(o) => write!(f, "unknown operation {o}"),
-            ProtoError::CmKind(k) => write!(f, "unknown CM message kind {k}"),
-            ProtoError::Flags(x) => write!(f, "unknown header flags {x:#x}"),
-            ProtoError::RmaCount(n) => write!(f, "bad remote iov count {n}"),
-            ProtoError::CmDataLen(n) => {
-                write!(f, "CM data of {n} bytes (at most {CM_DATA_SIZE})")
-            }
-            ProtoError::Field(name) => write!(f, "field {name} must be zero here"),
-        }
+wire_header! {
+    /// A checked view of an operation header.
+    pub struct HdrView;
+    endian: little;
+    len: HDR_LEN;
+    /// Where each field of an operation header lies.
+    pub mod hdr_field {
+        /// [`PROTO_VERSION`].
+        VERSION: u8 = 0..1 => version, set_version;
+        /// The operation ([`Op`]).
+        OP: u8 = 1..2 => op, set_op;
+        /// `FLAG_*` bits.
+        FLAGS: u8 = 2..3 => flags, set_flags;
+        /// Remote iovs after the header.
+        RMA_CNT: u8 = 3..4 => rma_cnt, set_rma_cnt;
+        /// Atomic operation (`fi_op`).
+        ATOMIC_OP: u8 = 4..5 => atomic_op, set_atomic_op;
+        /// Atomic datatype (`fi_datatype`).
+        DATATYPE: u8 = 5..6 => datatype, set_datatype;
+        /// Response status.
+        STATUS: u16 = 6..8 => status, set_status;
+        /// Payload bytes.
+        SIZE: u64 = 8..16 => size, set_size;
+        /// Remote CQ data.
+        DATA: u64 = 16..24 => data, set_data;
+        /// Tag.
+        TAG: u64 = 24..32 => tag, set_tag;
+        /// Operation id.
+        ID: u64 = 32..40 => id, set_id;
     }
 }
 
-impl std::error::Error for ProtoError {}
+wire_header! {
+    /// A checked view of one remote iov.
+    pub struct RmaIovView;
+    endian: little;
+    len: RMA_IOV_LEN;
+    /// Where each field of a remote iov lies.
+    pub mod rma_field {
+        /// Remote address.
+        ADDR: u64 = 0..8 => addr, set_addr;
+        /// Length in bytes.
+        LEN: u64 = 8..16 => length, set_length;
+        /// Memory key.
+        KEY: u64 = 16..24 => key, set_key;
+    }
+}
+
+wire_header! {
+    /// A checked view of a CM header.
+    pub struct CmView;
+    endian: little;
+    len: CM_HDR_LEN;
+    /// Where each field of a CM header lies.
+    pub mod cm_field {
+        /// [`CM_MAGIC`].
+        MAGIC: [u8; 4] = 0..4 => magic, set_magic;
+        /// [`PROTO_VERSION`].
+        VERSION: u8 = 4..5 => version, set_version;
+        /// The message kind ([`CmKind`]).
+        KIND: u8 = 5..6 => kind, set_kind;
+        /// Bytes of application data after the header.
+        DATA_LEN: u16 = 6..8 => data_len, set_data_len;
+    }
+}
 
 /// Operation codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,7 +212,7 @@ pub enum Op {
 
 impl Op {
     /// From the wire byte.
-    pub fn from_u8(v: u8) -> Result<Op, ProtoError> {
+    pub fn from_u8(v: u8) -> Result<Op, WireError> {
         Ok(match v {
             1 => Op::Msg,
             2 => Op::Tagged,
@@ -195,7 +228,7 @@ impl Op {
             12 => Op::LocalProof,
             13 => Op::LocalOk,
             14 => Op::LocalReadReq,
-            _ => return Err(ProtoError::Op(v)),
+            _ => return Err(WireError::field("op", v)),
         })
     }
 
@@ -265,46 +298,59 @@ impl Hdr {
         }
     }
 
+    /// Write every field into the view.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut HdrView<T>) {
+        v.set_version(PROTO_VERSION);
+        v.set_op(self.op as u8);
+        v.set_flags(self.flags);
+        v.set_rma_cnt(self.rma_cnt);
+        v.set_atomic_op(self.atomic_op);
+        v.set_datatype(self.datatype);
+        v.set_status(self.status);
+        v.set_size(self.size);
+        v.set_data(self.data);
+        v.set_tag(self.tag);
+        v.set_id(self.id);
+    }
+
     /// Write the header into `out`.
+    #[inline]
     pub fn encode(&self, out: &mut [u8; HDR_LEN]) {
-        out[0] = PROTO_VERSION;
-        out[1] = self.op as u8;
-        out[2] = self.flags;
-        out[3] = self.rma_cnt;
-        out[4] = self.atomic_op;
-        out[5] = self.datatype;
-        out[6..8].copy_from_slice(&self.status.to_le_bytes());
-        out[8..16].copy_from_slice(&self.size.to_le_bytes());
-        out[16..24].copy_from_slice(&self.data.to_le_bytes());
-        out[24..32].copy_from_slice(&self.tag.to_le_bytes());
-        out[32..40].copy_from_slice(&self.id.to_le_bytes());
+        if let Ok(mut v) = HdrView::new_checked(&mut out[..]) {
+            self.emit(&mut v);
+        }
     }
 
     /// Parse and check a header from untrusted bytes (at least [`HDR_LEN`]; extra bytes
     /// are ignored).
     ///
     /// # Errors
-    /// [`ProtoError`] for short input, a foreign version, an unknown op or flag, a
+    /// [`WireError`] for short input, a foreign version, an unknown op or flag, a
     /// remote iov count that does not fit the op, or atomic fields on other ops.
-    pub fn parse(b: &[u8]) -> Result<Hdr, ProtoError> {
-        let Some(b) = b.get(..HDR_LEN) else {
-            return Err(ProtoError::Short {
-                need: HDR_LEN,
-                got: b.len(),
-            });
-        };
-        if b[0] != PROTO_VERSION {
-            return Err(ProtoError::Version(b[0]));
+    #[inline]
+    pub fn parse(b: &[u8]) -> Result<Hdr, WireError> {
+        Hdr::parse_view(&HdrView::new_checked(b)?)
+    }
+
+    /// Check and parse the header a view shows.
+    ///
+    /// # Errors
+    /// As [`Hdr::parse`].
+    #[inline]
+    pub fn parse_view<T: AsRef<[u8]>>(v: &HdrView<T>) -> Result<Hdr, WireError> {
+        if v.version() != PROTO_VERSION {
+            return Err(WireError::version(v.version(), PROTO_VERSION));
         }
-        let op = Op::from_u8(b[1])?;
-        let flags = b[2];
+        let op = Op::from_u8(v.op())?;
+        let flags = v.flags();
         if flags & !KNOWN_FLAGS != 0 {
-            return Err(ProtoError::Flags(flags));
+            return Err(WireError::field("flags", flags & !KNOWN_FLAGS));
         }
-        let rma_cnt = b[3];
+        let rma_cnt = v.rma_cnt();
         let local = flags & FLAG_LOCAL != 0;
         if local && !matches!(op, Op::Msg | Op::Tagged | Op::ReadRsp) {
-            return Err(ProtoError::Field("local flag"));
+            return Err(WireError::field("flags", FLAG_LOCAL));
         }
         let rma_ok = if op.is_atomic() {
             rma_cnt == 1
@@ -318,34 +364,31 @@ impl Hdr {
             rma_cnt == 0
         };
         if !rma_ok {
-            return Err(ProtoError::RmaCount(rma_cnt));
+            return Err(WireError::field("rma_cnt", rma_cnt));
         }
-        if !op.is_atomic() && (b[4] != 0 || b[5] != 0) {
-            return Err(ProtoError::Field("atomic op / datatype"));
+        if !op.is_atomic() && v.atomic_op() != 0 {
+            return Err(WireError::field("atomic_op", v.atomic_op()));
         }
-        let status = u16::from_le_bytes([b[6], b[7]]);
+        if !op.is_atomic() && v.datatype() != 0 {
+            return Err(WireError::field("datatype", v.datatype()));
+        }
+        let status = v.status();
         if !op.is_response() && status != 0 {
-            return Err(ProtoError::Field("status"));
+            return Err(WireError::field("status", status));
         }
         Ok(Hdr {
             op,
             flags,
             rma_cnt,
-            atomic_op: b[4],
-            datatype: b[5],
+            atomic_op: v.atomic_op(),
+            datatype: v.datatype(),
             status,
-            size: le64(&b[8..16]),
-            data: le64(&b[16..24]),
-            tag: le64(&b[24..32]),
-            id: le64(&b[32..40]),
+            size: v.size(),
+            data: v.data(),
+            tag: v.tag(),
+            id: v.id(),
         })
     }
-}
-
-fn le64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
 }
 
 /// A remote iov (`struct fi_rma_iov`) as the wire carries it.
@@ -360,30 +403,33 @@ pub struct RmaIov {
 }
 
 impl RmaIov {
-    /// Write into `out` (24 bytes).
+    /// Write every field into the view.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut RmaIovView<T>) {
+        v.set_addr(self.addr);
+        v.set_length(self.len);
+        v.set_key(self.key);
+    }
+
+    /// Write into `out` (its first 24 bytes; nothing when it is shorter).
+    #[inline]
     pub fn encode(&self, out: &mut [u8]) {
-        if out.len() >= RMA_IOV_LEN {
-            out[0..8].copy_from_slice(&self.addr.to_le_bytes());
-            out[8..16].copy_from_slice(&self.len.to_le_bytes());
-            out[16..24].copy_from_slice(&self.key.to_le_bytes());
+        if let Ok(mut v) = RmaIovView::new_checked(out) {
+            self.emit(&mut v);
         }
     }
 
-    /// Parse from untrusted bytes.
+    /// Parse from untrusted bytes (any value is valid; the target checks it against
+    /// its registrations).
     ///
     /// # Errors
-    /// [`ProtoError::Short`] with fewer than 24 bytes.
-    pub fn parse(b: &[u8]) -> Result<RmaIov, ProtoError> {
-        let Some(b) = b.get(..RMA_IOV_LEN) else {
-            return Err(ProtoError::Short {
-                need: RMA_IOV_LEN,
-                got: b.len(),
-            });
-        };
+    /// [`WireError::Truncated`] with fewer than 24 bytes.
+    pub fn parse(b: &[u8]) -> Result<RmaIov, WireError> {
+        let v = RmaIovView::new_checked(b)?;
         Ok(RmaIov {
-            addr: le64(&b[0..8]),
-            len: le64(&b[8..16]),
-            key: le64(&b[16..24]),
+            addr: v.addr(),
+            len: v.length(),
+            key: v.key(),
         })
     }
 }
@@ -410,43 +456,45 @@ pub struct CmHdr {
 }
 
 impl CmHdr {
+    /// Write every field into the view.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut CmView<T>) {
+        v.set_magic(CM_MAGIC);
+        v.set_version(PROTO_VERSION);
+        v.set_kind(self.kind as u8);
+        v.set_data_len(self.data_len);
+    }
+
     /// Encode into 8 bytes.
     pub fn encode(&self) -> [u8; CM_HDR_LEN] {
         let mut b = [0u8; CM_HDR_LEN];
-        b[..4].copy_from_slice(&CM_MAGIC);
-        b[4] = PROTO_VERSION;
-        b[5] = self.kind as u8;
-        b[6..8].copy_from_slice(&self.data_len.to_le_bytes());
+        if let Ok(mut v) = CmView::new_checked(&mut b[..]) {
+            self.emit(&mut v);
+        }
         b
     }
 
     /// Parse and check from untrusted bytes.
     ///
     /// # Errors
-    /// Short input, bad magic, foreign version, unknown kind, or data longer than
-    /// [`CM_DATA_SIZE`].
-    pub fn parse(b: &[u8]) -> Result<CmHdr, ProtoError> {
-        let Some(b) = b.get(..CM_HDR_LEN) else {
-            return Err(ProtoError::Short {
-                need: CM_HDR_LEN,
-                got: b.len(),
-            });
-        };
-        if b[..4] != CM_MAGIC {
-            return Err(ProtoError::BadMagic);
+    /// Short input, bad magic, foreign version ([`is_foreign`] for these two), unknown
+    /// kind, or data longer than [`CM_DATA_SIZE`].
+    pub fn parse(b: &[u8]) -> Result<CmHdr, WireError> {
+        let v = CmView::new_checked(b)?;
+        if v.magic() != CM_MAGIC {
+            return Err(WireError::field("magic", u32::from_le_bytes(v.magic())));
         }
-        if b[4] != PROTO_VERSION {
-            return Err(ProtoError::Version(b[4]));
+        if v.version() != PROTO_VERSION {
+            return Err(WireError::version(v.version(), PROTO_VERSION));
         }
-        let kind = match b[5] {
+        let kind = match v.kind() {
             1 => CmKind::ConnReq,
             2 => CmKind::ConnResp,
             3 => CmKind::Reject,
-            k => return Err(ProtoError::CmKind(k)),
+            k => return Err(WireError::field("kind", k)),
         };
-        let data_len = u16::from_le_bytes([b[6], b[7]]);
+        let data_len = v.data_len();
         if usize::from(data_len) > CM_DATA_SIZE {
-            return Err(ProtoError::CmDataLen(data_len));
+            return Err(WireError::field("data_len", data_len));
         }
         Ok(CmHdr { kind, data_len })
     }
@@ -522,6 +570,48 @@ mod tests {
         assert_eq!(Hdr::parse(&b), Ok(h));
     }
 
+    /// The bytes on the wire, spelled out (the layout table of the module docs).
+    #[test]
+    fn wire_bytes_are_the_documented_layout() {
+        let h = Hdr {
+            op: Op::AtomicFetch,
+            flags: FLAG_CQ_DATA,
+            rma_cnt: 1,
+            atomic_op: 3,
+            datatype: 4,
+            status: 0x0506,
+            size: 0x1112_1314_1516_1718,
+            data: 0x2122_2324_2526_2728,
+            tag: 0x3132_3334_3536_3738,
+            id: 0x4142_4344_4546_4748,
+        };
+        let mut b = [0u8; HDR_LEN];
+        h.encode(&mut b);
+        let mut want = vec![PROTO_VERSION, 8, 1, 1, 3, 4, 0x06, 0x05];
+        for base in [0x18u8, 0x28, 0x38, 0x48] {
+            want.extend((0..8).map(|i| base - i));
+        }
+        assert_eq!(b.to_vec(), want);
+        let mut r = [0u8; RMA_IOV_LEN];
+        RmaIov {
+            addr: 1,
+            len: 2 << 8,
+            key: 3 << 16,
+        }
+        .encode(&mut r);
+        let mut want = [0u8; RMA_IOV_LEN];
+        want[0] = 1;
+        want[9] = 2;
+        want[18] = 3;
+        assert_eq!(r, want);
+        let c = CmHdr {
+            kind: CmKind::ConnResp,
+            data_len: 0x0102,
+        }
+        .encode();
+        assert_eq!(c, [b'o', b'f', b't', b'c', PROTO_VERSION, 2, 0x02, 0x01]);
+    }
+
     #[test]
     fn header_checks() {
         let mut b = [0u8; HDR_LEN];
@@ -529,35 +619,35 @@ mod tests {
         assert!(Hdr::parse(&b).is_ok());
         assert_eq!(
             Hdr::parse(&b[..10]),
-            Err(ProtoError::Short { need: 40, got: 10 })
+            Err(WireError::Truncated { need: 40, have: 10 })
         );
         let mut v = b;
         v[0] = 9;
-        assert_eq!(Hdr::parse(&v), Err(ProtoError::Version(9)));
+        assert_eq!(Hdr::parse(&v), Err(WireError::version(9u8, PROTO_VERSION)));
         let mut v = b;
         v[1] = 0;
-        assert_eq!(Hdr::parse(&v), Err(ProtoError::Op(0)));
+        assert_eq!(Hdr::parse(&v), Err(WireError::field("op", 0u8)));
         let mut v = b;
         v[2] = 0x80;
-        assert_eq!(Hdr::parse(&v), Err(ProtoError::Flags(0x80)));
+        assert_eq!(Hdr::parse(&v), Err(WireError::field("flags", 0x80u8)));
         let mut v = b;
         v[3] = 1;
-        assert_eq!(Hdr::parse(&v), Err(ProtoError::RmaCount(1)));
+        assert_eq!(Hdr::parse(&v), Err(WireError::field("rma_cnt", 1u8)));
         let mut v = b;
         v[6] = 1;
-        assert_eq!(Hdr::parse(&v), Err(ProtoError::Field("status")));
+        assert_eq!(Hdr::parse(&v), Err(WireError::field("status", 1u16)));
         let mut w = [0u8; HDR_LEN];
         let mut h = Hdr::new(Op::Write);
         h.rma_cnt = 5;
         h.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(5)));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 5u8)));
         h.rma_cnt = 0;
         h.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(0)));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 0u8)));
         let mut a = Hdr::new(Op::AtomicFetch);
         a.rma_cnt = 2;
         a.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(2)));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 2u8)));
     }
 
     #[test]
@@ -570,16 +660,16 @@ mod tests {
         assert_eq!(Hdr::parse(&w), Ok(m));
         m.rma_cnt = 0;
         m.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(0)));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 0u8)));
         let mut wr = Hdr::new(Op::Write);
         wr.flags = FLAG_LOCAL;
         wr.rma_cnt = 1;
         wr.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::Field("local flag")));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("flags", FLAG_LOCAL)));
         let mut r = Hdr::new(Op::LocalReadReq);
         r.rma_cnt = 1;
         r.encode(&mut w);
-        assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(1)));
+        assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 1u8)));
         r.rma_cnt = 2;
         r.tag = 1;
         r.encode(&mut w);
@@ -596,7 +686,7 @@ mod tests {
             assert_eq!(Hdr::parse(&w), Ok(h));
             h.rma_cnt = 1;
             h.encode(&mut w);
-            assert_eq!(Hdr::parse(&w), Err(ProtoError::RmaCount(1)));
+            assert_eq!(Hdr::parse(&w), Err(WireError::field("rma_cnt", 1u8)));
         }
     }
 
@@ -608,16 +698,23 @@ mod tests {
         assert_eq!(&m[CM_HDR_LEN..], b"no thanks");
         let mut bad = m.clone();
         bad[0] = b'X';
-        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::BadMagic));
+        assert!(is_foreign(&CmHdr::parse(&bad).unwrap_err()));
         let mut bad = m.clone();
         bad[4] = 1;
-        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::Version(1)));
+        assert_eq!(
+            CmHdr::parse(&bad),
+            Err(WireError::version(1u8, PROTO_VERSION))
+        );
+        assert!(is_foreign(&CmHdr::parse(&bad).unwrap_err()));
         let mut bad = m.clone();
         bad[5] = 7;
-        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::CmKind(7)));
+        assert_eq!(CmHdr::parse(&bad), Err(WireError::field("kind", 7u8)));
         let mut bad = m;
         bad[6..8].copy_from_slice(&300u16.to_le_bytes());
-        assert_eq!(CmHdr::parse(&bad), Err(ProtoError::CmDataLen(300)));
+        assert_eq!(
+            CmHdr::parse(&bad),
+            Err(WireError::field("data_len", 300u16))
+        );
         // Data is capped at CM_DATA_SIZE when encoding.
         assert_eq!(cm_message(CmKind::ConnReq, &[1u8; 999]).len(), 8 + 256);
     }

@@ -269,8 +269,23 @@ fn a_message_sent_before_a_reset_is_delivered_when_our_write_fails() {
         )
     };
     assert_eq!(r, 0);
+    let ours = socket_fd_of(raw.peer_addr().unwrap(), raw.local_addr().unwrap())
+        .expect("the endpoint's socket");
     drop(raw);
-    std::thread::sleep(Duration::from_millis(50));
+    // Wait (bounded) until the reset has reached our socket: poll reports it without
+    // reading anything.
+    let mut pfd = libc::pollfd {
+        fd: ours,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    let end = Instant::now() + WAIT;
+    while pfd.revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+        assert!(Instant::now() < end, "the reset never reached the endpoint");
+        pfd.revents = 0;
+        // SAFETY: `pfd` is one live pollfd; the descriptor stays open (the endpoint is alive).
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+    }
     // Nothing has read the socket yet (manual progress): the message waits there.
     let mut rb = [0u8; 8];
     // SAFETY: the buffers outlive the operations (their completions are awaited).

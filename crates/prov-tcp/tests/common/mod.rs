@@ -231,10 +231,10 @@ pub fn raw_connection(caps: Caps) -> RawConn {
     }
 }
 
-/// The congestion control of this process's TCP socket whose local and peer
-/// addresses are `local` and `peer` (found among /proc/self/fd), if there is one.
+/// The descriptor of this process's socket whose local and peer addresses are `local`
+/// and `peer` (found among /proc/self/fd), if there is one.
 #[allow(dead_code)]
-pub fn congestion_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Option<String> {
+pub fn socket_fd_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Option<i32> {
     fn addr(fd: i32, peer: bool) -> Option<std::net::SocketAddr> {
         // SAFETY: all-zero bytes are a valid sockaddr_storage.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -277,27 +277,34 @@ pub fn congestion_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) ->
         let Ok(fd) = entry.ok()?.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        if addr(fd, false) != Some(local) || addr(fd, true) != Some(peer) {
-            continue;
-        }
-        let mut b = [0u8; 16];
-        let mut len = b.len() as libc::socklen_t;
-        // SAFETY: `b` has room for `len` bytes; the kernel writes at most that.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_CONGESTION,
-                b.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if r == 0 {
-            let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-            return Some(String::from_utf8_lossy(&b[..end]).into_owned());
+        if addr(fd, false) == Some(local) && addr(fd, true) == Some(peer) {
+            return Some(fd);
         }
     }
     None
+}
+
+/// The congestion control of this process's TCP socket whose local and peer
+/// addresses are `local` and `peer` (found among /proc/self/fd), if there is one.
+#[allow(dead_code)]
+pub fn congestion_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Option<String> {
+    let fd = socket_fd_of(local, peer)?;
+    let mut b = [0u8; 16];
+    let mut len = b.len() as libc::socklen_t;
+    // SAFETY: `b` has room for `len` bytes; the kernel writes at most that.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            b.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then(|| {
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    })
 }
 
 /// The system's default congestion control (what new sockets get).

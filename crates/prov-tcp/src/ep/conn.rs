@@ -1,0 +1,327 @@
+//! Connections: the client's connect / response exchange, the server's accept, the
+//! end of a connection and the CM options.
+//!
+//! Invariants: `St::conn` moves only forward — `Idle` → `Connecting` → `AwaitResp` →
+//! `Connected` (client), `Idle` → `Accepting` → `Connected` (server), any → `Shutdown`;
+//! `EpInner::cm_watch` holds the socket's descriptor exactly while a socket is open
+//! and is cleared before the socket is closed. When a connection ends every queued and
+//! pending operation completes (in error) once, then `FI_SHUTDOWN` or an error event
+//! goes to the EQ; nothing is completed twice because the queues are drained as they
+//! are completed. The [`CmSource`] holds the endpoint weakly, so a closed endpoint is
+//! not kept alive by the fabric's CM engine.
+//!
+//! Nothing here panics on peer input: a malformed or oversized CM message fails the
+//! connection with `FI_EPROTO`.
+
+use super::*;
+
+/// `getopt` for the CM options shared by endpoints and passive endpoints.
+pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+    if level != OPT_ENDPOINT || optname != OPT_CM_DATA_SIZE {
+        return Err(Error::new(Errno::ENOPROTOOPT, "tcp: option not supported"));
+    }
+    let v = CM_DATA_SIZE.to_ne_bytes();
+    let Some(out) = optval.get_mut(..v.len()) else {
+        return Err(Error::new(
+            Errno::ETOOSMALL,
+            "tcp: FI_OPT_CM_DATA_SIZE needs a size_t",
+        ));
+    };
+    out.copy_from_slice(&v);
+    Ok(v.len())
+}
+
+/// `setopt` for the CM options: `FI_OPT_CM_DATA_SIZE` may be lowered, not raised.
+pub(crate) fn cm_setopt(level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+    if level != OPT_ENDPOINT || optname != OPT_CM_DATA_SIZE {
+        return Err(Error::new(Errno::ENOPROTOOPT, "tcp: option not supported"));
+    }
+    let Ok(b) = <[u8; 8]>::try_from(optval) else {
+        return Err(Error::new(
+            Errno::EINVAL,
+            "tcp: FI_OPT_CM_DATA_SIZE takes a size_t",
+        ));
+    };
+    if usize::from_ne_bytes(b) > CM_DATA_SIZE {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("tcp: FI_OPT_CM_DATA_SIZE is at most {CM_DATA_SIZE}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Drives an endpoint's connection setup (connect / await response) from the fabric's
+/// CM engine — and so from EQ reads, or the CM thread with `FI_PROGRESS_AUTO` control
+/// progress — without touching the data path of connected endpoints.
+pub(crate) struct CmSource(pub(super) std::sync::Weak<EpInner>);
+
+impl Progress for CmSource {
+    fn progress(&self) -> usize {
+        let Some(ep) = self.0.upgrade() else {
+            return 0;
+        };
+        if !ep.active.load(Ordering::Acquire) {
+            return 0;
+        }
+        let Ok(mut st) = ep.st.try_lock() else {
+            return 0;
+        };
+        match st.conn {
+            Conn::Connecting { .. } | Conn::AwaitResp { .. } => ep.progress_connect(&mut st),
+            Conn::Connected => {
+                // Only notice a closed or failed connection here (one poll, no reads),
+                // so FI_SHUTDOWN reaches the EQ without the data path being driven.
+                let ev = st
+                    .sock
+                    .as_ref()
+                    .and_then(|s| s.poll(libc::POLLRDHUP, 0).ok())
+                    .unwrap_or(0);
+                if ev & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+                    ep.progress_locked(&mut st)
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// Connecting: writable (the connect completes); awaiting the response: readable;
+    /// connected: only a hang-up (the data path reads the socket).
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        let Some(ep) = self.0.upgrade() else {
+            return true;
+        };
+        if !ep.active.load(Ordering::Acquire) {
+            return true;
+        }
+        let watch = ep.cm_watch.load(Ordering::Acquire);
+        if watch >= 0 {
+            out.push(FdInterest::hangup(watch));
+            return true;
+        }
+        let Ok(st) = ep.st.try_lock() else {
+            return false;
+        };
+        let Some(fd) = st.sock.as_ref().map(Sock::fd) else {
+            return true;
+        };
+        match st.conn {
+            Conn::Connecting { .. } => out.push(FdInterest::write(fd)),
+            Conn::AwaitResp { .. } => out.push(FdInterest::read(fd)),
+            Conn::Connected => out.push(FdInterest::hangup(fd)),
+            _ => {}
+        }
+        true
+    }
+}
+
+impl EpInner {
+    pub(super) fn progress_connect(&self, st: &mut St) -> usize {
+        let Some(sock) = st.sock.as_ref() else {
+            return 0;
+        };
+        match &mut st.conn {
+            Conn::Connecting { req, sent } => {
+                match sock.poll(libc::POLLOUT, 0) {
+                    Ok(0) => return 0,
+                    Ok(_) => {}
+                    Err(e) => {
+                        let code = Errno(crate::sock::os_code(&e));
+                        self.connect_failed(st, code, Vec::new());
+                        return 1;
+                    }
+                }
+                if let Ok(Some(e)) | Err(e) = sock.take_error() {
+                    let code = Errno(crate::sock::os_code(&e));
+                    self.connect_failed(st, code, Vec::new());
+                    return 1;
+                }
+                while *sent < req.len() {
+                    // SAFETY: the request bytes are live for the call.
+                    match unsafe {
+                        sock.writev(&[iovec(req.as_ptr() as usize + *sent, req.len() - *sent)])
+                    } {
+                        Ok(n) => *sent += n,
+                        Err(e) if would_block(&e) => return 1,
+                        Err(e) => {
+                            let code = Errno(crate::sock::os_code(&e));
+                            self.connect_failed(st, code, Vec::new());
+                            return 1;
+                        }
+                    }
+                }
+                st.conn = Conn::AwaitResp { buf: Vec::new() };
+                1
+            }
+            Conn::AwaitResp { buf } => {
+                let mut tmp = [0u8; CM_HDR_LEN + CM_DATA_SIZE];
+                loop {
+                    let need = if buf.len() < CM_HDR_LEN {
+                        CM_HDR_LEN
+                    } else {
+                        match CmHdr::parse(buf) {
+                            Ok(h) => CM_HDR_LEN + usize::from(h.data_len),
+                            Err(e) => {
+                                let code = if proto::is_foreign(&e) {
+                                    Errno::ENOPROTOOPT
+                                } else {
+                                    Error::from(e).code()
+                                };
+                                self.connect_failed(st, code, Vec::new());
+                                return 1;
+                            }
+                        }
+                    };
+                    if buf.len() >= need {
+                        break;
+                    }
+                    match sock.recv(&mut tmp[..need - buf.len()]) {
+                        Ok(0) => {
+                            self.connect_failed(st, Errno::ECONNREFUSED, Vec::new());
+                            return 1;
+                        }
+                        Ok(n) => buf.extend_from_slice(&tmp[..n]),
+                        Err(e) if would_block(&e) => return 0,
+                        Err(e) => {
+                            let code = match e.raw_os_error() {
+                                Some(libc::ECONNRESET) => Errno::ECONNREFUSED,
+                                Some(c) => Errno(c),
+                                None => Errno::EIO,
+                            };
+                            self.connect_failed(st, code, Vec::new());
+                            return 1;
+                        }
+                    }
+                }
+                let (kind, data) = match CmHdr::parse(buf) {
+                    Ok(h) => (h.kind, buf[CM_HDR_LEN..].to_vec()),
+                    Err(_) => return 0,
+                };
+                match kind {
+                    CmKind::ConnResp => {
+                        st.conn = Conn::Connected;
+                        self.on_connected(st);
+                        if let Some(eq) = &st.b.eq {
+                            let _ = eq.connected(self.fid, data);
+                        }
+                    }
+                    CmKind::Reject => self.connect_failed(st, Errno::ECONNREFUSED, data),
+                    CmKind::ConnReq => self.connect_failed(st, Errno::EPROTO, Vec::new()),
+                }
+                1
+            }
+            _ => 0,
+        }
+    }
+
+    /// The connection is up: when both ends are on this host, switch to the local
+    /// congestion control and offer the peer a same-host proof.
+    pub(super) fn on_connected(&self, st: &mut St) {
+        let Some(sock) = st.sock.as_ref() else {
+            return;
+        };
+        self.cm_watch.store(sock.fd(), Ordering::Release);
+        let (Ok(local), Ok(peer)) = (sock.local_addr(), sock.peer_addr()) else {
+            return;
+        };
+        if !same_host(&local, &peer) {
+            return;
+        }
+        if let Some(cc) = &self.dom.fabric.settings.local_congestion {
+            if let Err(e) = sock.set_congestion(cc) {
+                ofi_core::ofi_debug!(NAME, "ep_ctrl", "congestion control {cc}: {e}");
+            }
+        }
+        if self.cma_threshold == usize::MAX {
+            return;
+        }
+        st.local.eligible = true;
+        let nonce = ofi_kit::cma::random_u64();
+        st.local.offered = Some(nonce ^ process_key());
+        let mut h = Hdr::new(Op::LocalOffer);
+        h.data = nonce;
+        EpInner::respond(st, h, Segs::default());
+        if self.dom.engine.mode() == ofi_kit::progress::ProgressMode::Auto {
+            self.dom.engine.kick();
+        }
+    }
+
+    pub(super) fn connect_failed(&self, st: &mut St, code: Errno, data: Vec<u8>) {
+        self.cm_watch.store(-1, Ordering::Release);
+        if let Some(s) = st.sock.take() {
+            s.shutdown();
+        }
+        st.conn = Conn::Shutdown;
+        self.active.store(false, Ordering::Release);
+        if let Some(eq) = &st.b.eq {
+            let _ = eq.push_err(EqErrorEntry {
+                fid: self.fid,
+                context: 0,
+                data: 0,
+                err: code,
+                prov_errno: code.0,
+                err_data: data,
+            });
+        }
+        self.flush_all(st, Errno::ECONNREFUSED);
+    }
+
+    /// Tear the connection down and report.
+    pub(super) fn fail(&self, st: &mut St, f: Fail) {
+        self.cm_watch.store(-1, Ordering::Release);
+        if let Some(s) = st.sock.take() {
+            s.shutdown();
+        }
+        st.conn = Conn::Shutdown;
+        self.active.store(false, Ordering::Release);
+        self.flush_all(st, Errno::ECONNRESET);
+        if let Some(eq) = &st.b.eq {
+            match f {
+                Fail::Closed => {
+                    let _ = eq.shutdown(self.fid);
+                }
+                Fail::Error(code, msg) => {
+                    ofi_core::ofi_warn!(NAME, "ep_data", "connection closed: {msg}");
+                    let _ = eq.push_err(EqErrorEntry {
+                        fid: self.fid,
+                        context: 0,
+                        data: 0,
+                        err: code,
+                        prov_errno: code.0,
+                        err_data: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Complete everything outstanding in error.
+    pub(super) fn flush_all(&self, st: &mut St, code: Errno) {
+        let tx: Vec<TxOp> = st.tx.drain(..).collect();
+        for op in tx {
+            if let Some(c) = op.comp {
+                self.comp_err(&st.b, &c, code);
+            }
+        }
+        let pend: Vec<Pending> = st.pending.drain(..).collect();
+        for p in pend {
+            self.comp_err(&st.b, &p.comp, code);
+        }
+        if let Rx::Body {
+            sink: Sink::ReadRsp(p),
+            ..
+        } = std::mem::replace(&mut st.rx, Rx::Hdr { got: 0 })
+        {
+            self.comp_err(&st.b, &p.comp, code);
+        }
+        let posted: Vec<PostedRecv<RBuf>> = st.matcher.drain_posted().collect();
+        for r in posted {
+            EpInner::recv_canceled(&st.b, &r);
+            if let Some(c) = &st.b.c_recv {
+                c.inc_err();
+            }
+        }
+    }
+}

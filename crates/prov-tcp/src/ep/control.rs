@@ -1,0 +1,365 @@
+//! The control calls of an endpoint (`fi_ep_bind`, `fi_enable`, `fi_cancel`,
+//! `fi_getopt` / `fi_setopt`, the size-left queries, names, `fi_connect`, `fi_accept`,
+//! `fi_shutdown`, close) and `endpoint_data_ops!`, which writes the data calls from
+//! [`DataPath`] (in `datapath`).
+//!
+//! Invariants: binds are refused after `fi_enable` (or after `fi_connect` /
+//! `fi_accept`, which enable); an endpoint is enabled only with an EQ and at least one
+//! CQ; close clears the CM watch before the socket goes and unregisters the endpoint
+//! from both progress engines.
+//!
+//! Nothing here panics on application input.
+
+use super::*;
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.enabled {
+            return Err(Error::new(Errno::EOPBADSTATE, "tcp: bind after fi_enable"));
+        }
+        let b = &mut st.b;
+        match target {
+            BindTarget::Cq(cq) => {
+                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION;
+                if !(flags - known).is_empty() || !flags.intersects(OpFlags::SEND | OpFlags::RECV) {
+                    return Err(Error::new(Errno::EBADFLAGS, "tcp: CQ bind flags"));
+                }
+                let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
+                if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
+                    || (flags.contains(OpFlags::RECV) && b.rx_cq.is_some())
+                {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: a CQ for this direction is already bound",
+                    ));
+                }
+                if flags.contains(OpFlags::SEND) {
+                    b.tx_cq = Some(cq.clone());
+                    b.tx_sel = sel;
+                }
+                if flags.contains(OpFlags::RECV) {
+                    b.rx_cq = Some(cq.clone());
+                    b.rx_sel = sel;
+                }
+            }
+            BindTarget::Cntr(c) => {
+                let known = OpFlags::SEND
+                    | OpFlags::RECV
+                    | OpFlags::READ
+                    | OpFlags::WRITE
+                    | OpFlags::REMOTE_READ
+                    | OpFlags::REMOTE_WRITE;
+                if flags.is_empty() || !(flags - known).is_empty() {
+                    return Err(Error::new(Errno::EBADFLAGS, "tcp: counter bind flags"));
+                }
+                if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
+                    return Err(Error::new(
+                        Errno::ENOSYS,
+                        "tcp: remote-access counters (FI_RMA_EVENT) are not supported",
+                    ));
+                }
+                let taken = [
+                    (OpFlags::SEND, b.c_send.is_some()),
+                    (OpFlags::RECV, b.c_recv.is_some()),
+                    (OpFlags::READ, b.c_read.is_some()),
+                    (OpFlags::WRITE, b.c_write.is_some()),
+                ];
+                if taken.iter().any(|(f, t)| *t && flags.contains(*f)) {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: a counter for this event is already bound",
+                    ));
+                }
+                if flags.contains(OpFlags::SEND) {
+                    b.c_send = Some(c.clone());
+                }
+                if flags.contains(OpFlags::RECV) {
+                    b.c_recv = Some(c.clone());
+                }
+                if flags.contains(OpFlags::READ) {
+                    b.c_read = Some(c.clone());
+                }
+                if flags.contains(OpFlags::WRITE) {
+                    b.c_write = Some(c.clone());
+                }
+            }
+            BindTarget::Eq(eq) => {
+                if b.eq.is_some() {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "tcp: an event queue is already bound",
+                    ));
+                }
+                b.eq = Some(eq.clone())
+            }
+            BindTarget::Av(_) => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "tcp: FI_EP_MSG endpoints take no address vector",
+                ))
+            }
+            BindTarget::Stx(_) | BindTarget::Srx(_) => {
+                return Err(Error::new(
+                    Errno::ENOSYS,
+                    "tcp: shared contexts are not supported",
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.b.eq.is_none() {
+            return Err(Error::new(
+                Errno::ENOEQ,
+                "tcp: bind an event queue before fi_enable",
+            ));
+        }
+        if st.b.tx_cq.is_none() && st.b.rx_cq.is_none() {
+            return Err(Error::new(
+                Errno::ENOCQ,
+                "tcp: bind a completion queue before fi_enable",
+            ));
+        }
+        st.enabled = true;
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        match st.matcher.cancel(context) {
+            Some(r) => {
+                EpInner::recv_canceled(&st.b, &r);
+                Ok(())
+            }
+            None => Err(Error::new(
+                Errno::ENOENT,
+                "tcp: no cancelable operation with this context",
+            )),
+        }
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
+            let v = lock(&self.inner.st)
+                .matcher
+                .config()
+                .min_multi_recv
+                .to_ne_bytes();
+            let Some(out) = optval.get_mut(..v.len()) else {
+                return Err(Error::new(
+                    Errno::ETOOSMALL,
+                    "tcp: FI_OPT_MIN_MULTI_RECV needs a size_t",
+                ));
+            };
+            out.copy_from_slice(&v);
+            return Ok(v.len());
+        }
+        cm_getopt(level, optname, optval)
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
+            let Ok(b) = <[u8; 8]>::try_from(optval) else {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    "tcp: FI_OPT_MIN_MULTI_RECV takes a size_t",
+                ));
+            };
+            lock(&self.inner.st)
+                .matcher
+                .set_min_multi_recv(usize::from_ne_bytes(b));
+            return Ok(());
+        }
+        cm_setopt(level, optname, optval)
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.inner.st);
+        Ok(st
+            .matcher
+            .config()
+            .max_posted
+            .saturating_sub(st.matcher.posted_len()))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let st = lock(&self.inner.st);
+        Ok(self
+            .inner
+            .tx_size
+            .saturating_sub(st.tx.len() + st.pending.len()))
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        let st = lock(&self.inner.st);
+        if let Some(s) = &st.sock {
+            if let Ok(a) = s.local_addr() {
+                return Ok(Address::from(a).to_bytes());
+            }
+        }
+        // Not connected yet: the address the connection will be made from (its port is
+        // chosen at connect time, so 0 unless the info named one).
+        let a = bind_addr(&self.inner.dom.fabric, &self.inner.info)?;
+        Ok(Address::from(a).to_bytes())
+    }
+
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        let st = lock(&self.inner.st);
+        if !matches!(
+            st.conn,
+            Conn::Connected | Conn::Accepting | Conn::AwaitResp { .. }
+        ) {
+            return Err(Error::new(Errno::ENOTCONN, "tcp: not connected"));
+        }
+        // The socket's peer (the address actually reached, never a wildcard).
+        let a = st
+            .sock
+            .as_ref()
+            .and_then(|s| s.peer_addr().ok())
+            .or(st.peer)
+            .ok_or_else(|| Error::new(Errno::ENOTCONN, "tcp: not connected"))?;
+        Ok(Address::from(a).to_bytes())
+    }
+
+    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        if param.len() > CM_DATA_SIZE {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "tcp: CM data of {} bytes (at most {CM_DATA_SIZE})",
+                    param.len()
+                ),
+            ));
+        }
+        let fmt = match addr.len() {
+            16 => AddrFormat::SOCKADDR_IN,
+            28 => AddrFormat::SOCKADDR_IN6,
+            n => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("tcp: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
+                ))
+            }
+        };
+        let peer = Address::from_bytes(fmt, addr)?
+            .socket_addr()
+            .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: not an IP address"))?;
+        let mut st = lock(&self.inner.st);
+        if !st.enabled {
+            // fi_connect enables the endpoint implicitly when it is bound.
+            if st.b.eq.is_none() {
+                return Err(Error::new(Errno::ENOEQ, "tcp: bind an event queue first"));
+            }
+            st.enabled = true;
+        }
+        if st.conn != Conn::Idle {
+            return Err(Error::new(
+                Errno::EISCONN,
+                "tcp: the endpoint is connecting or connected already",
+            ));
+        }
+        let sock = Sock::stream(&peer).map_err(|e| io_err("socket", e))?;
+        let _ = sock.set_nodelay();
+        let mut src_info = self.inner.info.clone();
+        if src_info
+            .src_addr
+            .as_ref()
+            .and_then(Address::socket_addr)
+            .is_some_and(|a| a.is_ipv6() != peer.is_ipv6())
+        {
+            src_info.src_addr = None;
+        }
+        src_info.addr_format = if peer.is_ipv6() {
+            AddrFormat::SOCKADDR_IN6
+        } else {
+            AddrFormat::SOCKADDR_IN
+        };
+        let src = bind_addr(&self.inner.dom.fabric, &src_info)?;
+        if !src.ip().is_unspecified() || src.port() != 0 {
+            sock.bind(&src)
+                .map_err(|e| io_err(&format!("bind {src}"), e))?;
+        }
+        sock.connect(&peer)
+            .map_err(|e| io_err(&format!("connect {peer}"), e))?;
+        st.sock = Some(sock);
+        st.peer = Some(peer);
+        st.conn = Conn::Connecting {
+            req: proto::cm_message(CmKind::ConnReq, param),
+            sent: 0,
+        };
+        self.inner.active.store(true, Ordering::Release);
+        drop(st);
+        self.inner.dom.fabric.cm_engine.kick();
+        Ok(())
+    }
+
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        if param.len() > CM_DATA_SIZE {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "tcp: CM data of {} bytes (at most {CM_DATA_SIZE})",
+                    param.len()
+                ),
+            ));
+        }
+        let mut st = lock(&self.inner.st);
+        if st.conn != Conn::Accepting {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "tcp: fi_accept needs an endpoint opened from a connection request",
+            ));
+        }
+        if st.b.eq.is_none() {
+            return Err(Error::new(Errno::ENOEQ, "tcp: bind an event queue first"));
+        }
+        st.enabled = true;
+        let msg = proto::cm_message(CmKind::ConnResp, param);
+        let r = match &st.sock {
+            Some(s) => s.write_all_timeout(&msg, 2000),
+            None => Err(io::Error::from(io::ErrorKind::NotConnected)),
+        };
+        if let Err(e) = r {
+            self.inner
+                .fail(&mut st, Fail::Error(Errno::ECONNABORTED, e.to_string()));
+            return Err(io_err("accept", e));
+        }
+        st.conn = Conn::Connected;
+        self.inner.on_connected(&mut st);
+        self.inner.active.store(true, Ordering::Release);
+        if let Some(eq) = &st.b.eq {
+            let _ = eq.connected(self.inner.fid, Vec::new());
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self, _flags: u64) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
+            return Err(Error::new(Errno::ENOTCONN, "tcp: not connected"));
+        }
+        // Write what is queued (bounded), then close.
+        let _ = self.inner.flush(&mut st);
+        self.inner.fail(&mut st, Fail::Closed);
+        Ok(())
+    }
+
+    ofi_kit::endpoint_data_ops!();
+
+    fn close(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        self.inner.cm_watch.store(-1, Ordering::Release);
+        if let Some(s) = st.sock.take() {
+            s.shutdown();
+        }
+        st.conn = Conn::Shutdown;
+        self.inner.active.store(false, Ordering::Release);
+        drop(st);
+        self.inner.dom.engine.unregister(&self.inner);
+        self.inner.dom.fabric.cm_engine.unregister(&self.cm);
+        Ok(())
+    }
+}
