@@ -60,7 +60,7 @@ pub fn no_endpoint_flags(prov: &str, flags: u64) -> Result<()> {
 /// progress engine the closure returns (an `Arc<ProgressEngine>`), for providers whose
 /// connection management makes progress on EQ reads.
 ///
-/// ```ignore
+/// ```text
 /// impl FabricOps for Fabric {
 ///     type Domain = Domain;
 ///     type PassiveEp = Unsupported;
@@ -142,7 +142,7 @@ macro_rules! kit_fabric_ops {
 /// `cntr_open_in_set`, each opening the kit object on the `Arc<ProgressEngine>` the
 /// closure returns for `&self`.
 ///
-/// ```ignore
+/// ```text
 /// impl DomainOps<Fabric> for Domain {
 ///     type Endpoint = Endpoint;
 ///     ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
