@@ -124,11 +124,7 @@ impl DomainOps<Fabric> for Domain {
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let mut cfg = AvConfig::new(AddrFormat::STR);
-        cfg.default_type = match self.av_type {
-            AvType::Map => AvType::Map,
-            _ => AvType::Table,
-        };
+        let cfg = AvConfig::new(AddrFormat::STR).with_domain_type(self.av_type, AvType::Table);
         let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
         Ok(SharedAv::new(kit))
     }

@@ -123,14 +123,9 @@ impl DomainOps<Fabric> for Domain {
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let fmt = self.inner.core_info.addr_format;
-        let mut cfg = AvConfig::new(fmt);
-        cfg.default_type = match self.av_type {
-            AvType::Table => AvType::Table,
-            _ => AvType::Map,
-        };
-        let kit = KitAv::open(attr, context, cfg)?;
-        Ok(SharedAv::new(kit))
+        let cfg = AvConfig::new(self.inner.core_info.addr_format)
+            .with_domain_type(self.av_type, AvType::Map);
+        Ok(SharedAv::new(KitAv::open(attr, context, cfg)?))
     }
 
     /// Registration with the core's domain (its key and descriptor are rxm's).

@@ -270,6 +270,16 @@ impl AvConfig {
             resolver: None,
         }
     }
+
+    /// With [`AvConfig::default_type`] from the domain's `av_type`: the type it names
+    /// (`FI_AV_MAP` or `FI_AV_TABLE`), else `fallback`.
+    pub fn with_domain_type(mut self, domain: AvType, fallback: AvType) -> AvConfig {
+        self.default_type = match domain {
+            AvType::Map | AvType::Table => domain,
+            _ => fallback,
+        };
+        self
+    }
 }
 
 impl fmt::Debug for AvConfig {
