@@ -82,6 +82,12 @@
 //! poisoned lock is recovered.
 //!
 //! Nothing here panics.
+//!
+//! # Files
+//!
+//! This file: the types and `open`; `lookup.rs`: fabric addresses and the data-path
+//! lookups; `insert.rs`: inserts, removals and their events; `resolve.rs`: node and
+//! service resolution; `ops.rs`: core's `AvOps` and [`SharedAv`]; `tests.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
