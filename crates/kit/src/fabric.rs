@@ -1,8 +1,8 @@
 //! What every kit-built provider's fabric and domain objects repeat, written once.
 //!
 //! - [`kit_fabric_ops!`](crate::kit_fabric_ops): inside `impl FabricOps for …`, the
-//!   kit's event queues ([`KitEq`](crate::eq::KitEq)) and wait sets
-//!   ([`KitWait`](crate::wait::KitWait)): the two associated types and `eq_open`,
+//!   kit's event queues ([`KitEq`]) and wait sets
+//!   ([`KitWait`]): the two associated types and `eq_open`,
 //!   `eq_open_in_set`, `wait_open`, `trywait`.
 //! - [`kit_domain_cq_cntr_ops!`](crate::kit_domain_cq_cntr_ops): inside
 //!   `impl DomainOps<F> for …`, the kit's CQs and counters on the domain's progress
@@ -14,8 +14,15 @@
 //! Error messages here name the provider from the `prov` argument (the provider's
 //! `NAME` constant), never from a hand-typed string. Nothing here panics.
 
+use std::sync::Arc;
+
 use ofi_core::attr::Info;
+use ofi_core::eq::EqAttr;
 use ofi_core::{EpType, Errno, Error, Result};
+
+use crate::eq::KitEq;
+use crate::progress::ProgressEngine;
+use crate::wait::KitWait;
 
 /// `Ok` when `info` asks for endpoints of type `want` (or leaves the type unspecified),
 /// else `FI_EINVAL` with a message prefixed by `prov`.
@@ -51,8 +58,8 @@ pub fn no_endpoint_flags(prov: &str, flags: u64) -> Result<()> {
 /// Inside `impl FabricOps for Fabric { … }`: the kit's event queues and wait sets.
 ///
 /// Expands to `type Eq = KitEq; type Wait = KitWait;` and the methods `eq_open`,
-/// `eq_open_in_set` (a [`KitEq`](crate::eq::KitEq), in a wait set for the latter),
-/// `wait_open` (a [`KitWait`](crate::wait::KitWait)) and `trywait`
+/// `eq_open_in_set` (a [`KitEq`], in a wait set for the latter),
+/// `wait_open` (a [`KitWait`]) and `trywait`
 /// ([`trywait_kit`](crate::wait::trywait_kit): the domain's CQs and counters must be
 /// the kit's too).
 ///
@@ -71,36 +78,21 @@ pub fn no_endpoint_flags(prov: &str, flags: u64) -> Result<()> {
 #[macro_export]
 macro_rules! kit_fabric_ops {
     () => {
-        $crate::kit_fabric_ops!(@common);
-        fn eq_open(
-            &self,
-            attr: &$crate::core::eq::EqAttr,
-            _context: usize,
-        ) -> $crate::core::Result<$crate::eq::KitEq> {
-            $crate::eq::KitEq::new(attr)
-        }
-        fn eq_open_in_set(
-            &self,
-            attr: &$crate::core::eq::EqAttr,
-            set: &$crate::wait::KitWait,
-            _context: usize,
-        ) -> $crate::core::Result<$crate::eq::KitEq> {
-            $crate::eq::KitEq::new_in(attr, set)
-        }
+        $crate::kit_fabric_ops!(@with |_fabric| None);
     };
     (eq_progress = |$f:ident| $engine:expr) => {
-        $crate::kit_fabric_ops!(@common);
+        $crate::kit_fabric_ops!(@with |$f| Some($engine));
+    };
+    (@with |$f:ident| $progress:expr) => {
+        type Eq = $crate::eq::KitEq;
+        type Wait = $crate::wait::KitWait;
         fn eq_open(
             &self,
             attr: &$crate::core::eq::EqAttr,
             _context: usize,
         ) -> $crate::core::Result<$crate::eq::KitEq> {
-            let eq = $crate::eq::KitEq::new(attr)?;
-            eq.bind_progress({
-                let $f = self;
-                $engine
-            })?;
-            Ok(eq)
+            let $f = self;
+            $crate::fabric::open_eq(attr, None, $progress)
         }
         fn eq_open_in_set(
             &self,
@@ -108,17 +100,9 @@ macro_rules! kit_fabric_ops {
             set: &$crate::wait::KitWait,
             _context: usize,
         ) -> $crate::core::Result<$crate::eq::KitEq> {
-            let eq = $crate::eq::KitEq::new_in(attr, set)?;
-            eq.bind_progress({
-                let $f = self;
-                $engine
-            })?;
-            Ok(eq)
+            let $f = self;
+            $crate::fabric::open_eq(attr, Some(set), $progress)
         }
-    };
-    (@common) => {
-        type Eq = $crate::eq::KitEq;
-        type Wait = $crate::wait::KitWait;
         fn wait_open(
             &self,
             attr: &$crate::core::wait::WaitAttr,
@@ -132,6 +116,27 @@ macro_rules! kit_fabric_ops {
             $crate::wait::trywait_kit(objs)
         }
     };
+}
+
+/// What [`kit_fabric_ops!`](crate::kit_fabric_ops)'s `eq_open` and `eq_open_in_set` do:
+/// a [`KitEq`] for `attr` (signalling the wait set `set`, if any), bound to the
+/// progress engine `progress`, if any.
+///
+/// # Errors
+/// Those of [`KitEq::new`] / [`KitEq::new_in`] and [`KitEq::bind_progress`].
+pub fn open_eq(
+    attr: &EqAttr,
+    set: Option<&KitWait>,
+    progress: Option<Arc<ProgressEngine>>,
+) -> Result<KitEq> {
+    let eq = match set {
+        Some(set) => KitEq::new_in(attr, set)?,
+        None => KitEq::new(attr)?,
+    };
+    if let Some(engine) = progress {
+        eq.bind_progress(engine)?;
+    }
+    Ok(eq)
 }
 
 /// Inside `impl DomainOps<Fabric> for Domain { … }`: the kit's CQs and counters, driven
