@@ -119,7 +119,7 @@ impl Header {
         let data = p.data();
         if flags & FLAG_CQ_DATA == 0 && data != 0 {
             return Err(WireError::Malformed(
-                "udp: non-zero CQ data without the CQ-data flag",
+                "non-zero CQ data without the CQ-data flag",
             ));
         }
         Ok(Header { flags, data })

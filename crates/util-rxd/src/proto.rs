@@ -69,7 +69,7 @@ pub fn cookie_of(body: &[u8]) -> Result<u64, WireError> {
                 have: body.len(),
             }
         } else {
-            WireError::Malformed("rxd: bytes after the cookie")
+            WireError::Malformed("bytes after the cookie")
         }
     })?;
     Ok(u64::from_le_bytes(b))
