@@ -20,6 +20,8 @@
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
 //! - [`dataops`]: the forty data calls of an endpoint written from a few operations
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
+//! - [`fabric`]: the fabric and domain methods every kit-built provider repeats
+//!   ([`kit_fabric_ops!`], [`kit_domain_cq_cntr_ops!`]) and their common checks;
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
@@ -57,6 +59,7 @@ pub mod dataops;
 pub mod diag;
 pub mod ep;
 pub mod eq;
+pub mod fabric;
 #[allow(unsafe_code)]
 pub mod iov;
 pub mod layer;

@@ -16,24 +16,16 @@ use std::sync::Arc;
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
-use ofi_core::cntr::CntrAttr;
-use ofi_core::cq::CqAttr;
-use ofi_core::eq::EqAttr;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, TryWaitRef, Unsupported};
-use ofi_core::wait::WaitAttr;
+use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
 use ofi_core::MrMode;
 use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
-use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
-use ofi_kit::wait::{self, KitWait};
 
 use crate::ep::Endpoint;
-use crate::{Settings, ADDR_PREFIX};
+use crate::{Settings, ADDR_PREFIX, NAME};
 
 /// A fabric: every process of this host that uses this provider.
 #[derive(Debug)]
@@ -42,16 +34,7 @@ pub struct Fabric {
 }
 
 fn check_ep_type(info: &Info) -> Result<()> {
-    if !matches!(info.ep_attr.ep_type, EpType::Rdm | EpType::Unspec) {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "shm: {} endpoints are not supported (only FI_EP_RDM)",
-                info.ep_attr.ep_type
-            ),
-        ));
-    }
-    Ok(())
+    ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)
 }
 
 impl Fabric {
@@ -68,8 +51,7 @@ impl Fabric {
 impl FabricOps for Fabric {
     type Domain = Domain;
     type PassiveEp = Unsupported;
-    type Eq = KitEq;
-    type Wait = KitWait;
+    ofi_kit::kit_fabric_ops!();
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
@@ -84,22 +66,6 @@ impl FabricOps for Fabric {
             av_type: info.domain_attr.av_type,
             mr: MrTable::new(cfg)?,
         })
-    }
-
-    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
-        KitEq::new(attr)
-    }
-
-    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
-        KitEq::new_in(attr, set)
-    }
-
-    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
-        KitWait::new(attr)
-    }
-
-    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        wait::trywait_kit(objs)
     }
 }
 
@@ -121,18 +87,12 @@ impl Domain {
 
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
-    type Cq = KitCq;
-    type Cntr = KitCntr;
+    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
     type Av = SharedAv;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                "shm: fi_endpoint2 flags are not supported",
-            ));
-        }
+        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         check_ep_type(info)?;
         Endpoint::open(
             self.settings,
@@ -141,10 +101,6 @@ impl DomainOps<Fabric> for Domain {
             self.engine.clone(),
             self.mr.clone(),
         )
-    }
-
-    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress(attr, self.engine.clone())
     }
 
     /// Registration by the kit's MR table (which answers unknown access bits with
@@ -167,24 +123,8 @@ impl DomainOps<Fabric> for Domain {
         })
     }
 
-    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress(attr, self.engine.clone())
-    }
-
-    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress_in(attr, self.engine.clone(), set)
-    }
-
-    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress_in(attr, self.engine.clone(), set)
-    }
-
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let mut cfg = AvConfig::new(AddrFormat::STR);
-        cfg.default_type = match self.av_type {
-            AvType::Map => AvType::Map,
-            _ => AvType::Table,
-        };
+        let cfg = AvConfig::new(AddrFormat::STR).with_domain_type(self.av_type, AvType::Table);
         let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
         Ok(SharedAv::new(kit))
     }
@@ -200,7 +140,7 @@ pub fn region_name(a: &Address) -> Result<&str> {
             let name = s.strip_prefix(ADDR_PREFIX).ok_or_else(|| {
                 Error::new(
                     Errno::EINVAL,
-                    format!("shm: address {s:?} does not start with {ADDR_PREFIX}"),
+                    format!("{NAME}: address {s:?} does not start with {ADDR_PREFIX}"),
                 )
             })?;
             crate::region::check_name(name)?;
@@ -209,7 +149,7 @@ pub fn region_name(a: &Address) -> Result<&str> {
         other => Err(Error::new(
             Errno::EINVAL,
             format!(
-                "shm: address of format {} (expected FI_ADDR_STR)",
+                "{NAME}: address of format {} (expected FI_ADDR_STR)",
                 other.format()
             ),
         )),

@@ -22,19 +22,12 @@ use std::time::{Duration, Instant};
 
 use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
-use ofi_core::cntr::CntrAttr;
-use ofi_core::cq::CqAttr;
-use ofi_core::eq::EqAttr;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, TryWaitRef, Unsupported};
-use ofi_core::wait::WaitAttr;
+use ofi_core::provider::{DomainOps, FabricOps, PassiveEndpointOps, Unsupported};
 use ofi_core::{AddrFormat, Address, AtomicOp, Datatype, EpType, Errno, Error, Result};
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine, ProgressMode};
-use ofi_kit::wait::KitWait;
 
 use crate::ep::Endpoint;
 use crate::proto::{CmHdr, CmKind, CM_DATA_SIZE, CM_HDR_LEN};
@@ -136,7 +129,7 @@ impl Fabric {
             if !name.eq_ignore_ascii_case(NAME) {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    format!("tcp: no fabric named {name:?}"),
+                    format!("{NAME}: no fabric named {name:?}"),
                 ));
             }
         }
@@ -156,24 +149,18 @@ impl Fabric {
 impl FabricOps for Fabric {
     type Domain = Domain;
     type PassiveEp = PassiveEp;
-    type Eq = KitEq;
-    type Wait = KitWait;
+    ofi_kit::kit_fabric_ops!(eq_progress = |f| f.shared.cm_engine.clone());
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         if let Some(name) = info.domain_attr.name.as_deref() {
             if !name.eq_ignore_ascii_case(NAME) {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    format!("tcp: no domain named {name:?}"),
+                    format!("{NAME}: no domain named {name:?}"),
                 ));
             }
         }
-        if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("tcp: no {} endpoints", info.ep_attr.ep_type),
-            ));
-        }
+        ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
         let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.data_progress,
         ))?);
@@ -199,26 +186,6 @@ impl FabricOps for Fabric {
     fn passive_ep(&self, info: &Info, context: usize) -> Result<PassiveEp> {
         PassiveEp::open(self.shared.clone(), info, context)
     }
-
-    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
-        let eq = KitEq::new(attr)?;
-        eq.bind_progress(self.shared.cm_engine.clone())?;
-        Ok(eq)
-    }
-
-    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
-        let eq = KitEq::new_in(attr, set)?;
-        eq.bind_progress(self.shared.cm_engine.clone())?;
-        Ok(eq)
-    }
-
-    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
-        KitWait::new(attr)
-    }
-
-    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        ofi_kit::wait::trywait_kit(objs)
-    }
 }
 
 /// What a domain's objects share.
@@ -240,35 +207,13 @@ pub struct Domain {
 
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
-    type Cq = KitCq;
-    type Cntr = KitCntr;
+    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.shared.engine.clone());
     type Av = Unsupported;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                "tcp: fi_endpoint2 flags are not supported",
-            ));
-        }
+        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         Endpoint::open(self.shared.clone(), info, context)
-    }
-
-    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress(attr, self.shared.engine.clone())
-    }
-
-    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress(attr, self.shared.engine.clone())
-    }
-
-    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress_in(attr, self.shared.engine.clone(), set)
-    }
-
-    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress_in(attr, self.shared.engine.clone(), set)
     }
 
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
@@ -339,7 +284,10 @@ pub(crate) fn bind_addr(fabric: &FabricShared, info: &Info) -> Result<SocketAddr
 }
 
 fn io_err(what: &str, e: std::io::Error) -> Error {
-    Error::new(Errno(crate::sock::os_code(&e)), format!("tcp: {what}: {e}"))
+    Error::new(
+        Errno(crate::sock::os_code(&e)),
+        format!("{NAME}: {what}: {e}"),
+    )
 }
 
 impl PassiveEp {
@@ -347,7 +295,7 @@ impl PassiveEp {
         if !matches!(info.ep_attr.ep_type, EpType::Msg | EpType::Unspec) {
             return Err(Error::new(
                 Errno::EINVAL,
-                "tcp: passive endpoints are FI_EP_MSG only",
+                format!("{NAME}: passive endpoints are FI_EP_MSG only"),
             ));
         }
         let addr = bind_addr(&fabric, info)?;
@@ -527,7 +475,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         if st.eq.is_none() {
             return Err(Error::new(
                 Errno::ENOEQ,
-                "tcp: bind an event queue before fi_listen",
+                format!("{NAME}: bind an event queue before fi_listen"),
             ));
         }
         if st.listening {
@@ -543,7 +491,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "tcp: reject data of {} bytes (at most {CM_DATA_SIZE})",
+                    "{NAME}: reject data of {} bytes (at most {CM_DATA_SIZE})",
                     param.len()
                 ),
             ));
@@ -551,7 +499,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         let Some(c) = self.inner.fabric.take_pending(handle) else {
             return Err(Error::new(
                 Errno::EINVAL,
-                "tcp: reject: no pending connection request with this handle",
+                format!("{NAME}: reject: no pending connection request with this handle"),
             ));
         };
         let msg = crate::proto::cm_message(CmKind::Reject, param);

@@ -1039,7 +1039,7 @@ impl EpInner {
                 }
             };
             work += 1;
-            let h = match Header::parse(&hdr[..len.min(HDR_LEN)]) {
+            let h = match Header::from_bytes(&hdr[..len.min(HDR_LEN)]) {
                 Ok(h) => h,
                 Err(e) => {
                     self.malformed.fetch_add(1, Ordering::Relaxed);

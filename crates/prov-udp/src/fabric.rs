@@ -21,21 +21,18 @@ use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
-use ofi_core::eq::EqAttr;
-use ofi_core::provider::{DomainOps, FabricOps, TryWaitRef, Unsupported};
-use ofi_core::wait::WaitAttr;
+use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
 use ofi_core::{AddrFormat, EpType, Errno, Error, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
-use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
-use ofi_kit::wait::{self, KitWait, WaitMode};
+use ofi_kit::wait::{KitWait, WaitMode};
 
 use crate::ep::Endpoint;
 use crate::sock::SockAddr;
 use crate::watch::Hub;
-use crate::Settings;
+use crate::{Settings, NAME};
 
 /// A fabric (`fid_fabric`).
 #[derive(Debug)]
@@ -55,23 +52,13 @@ impl Fabric {
 }
 
 fn check_ep_type(info: &Info) -> Result<()> {
-    if !matches!(info.ep_attr.ep_type, EpType::Dgram | EpType::Unspec) {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!(
-                "udp: {} endpoints are not supported (only FI_EP_DGRAM)",
-                info.ep_attr.ep_type
-            ),
-        ));
-    }
-    Ok(())
+    ofi_kit::fabric::check_ep_type(NAME, info, EpType::Dgram)
 }
 
 impl FabricOps for Fabric {
     type Domain = Domain;
     type PassiveEp = Unsupported;
-    type Eq = KitEq;
-    type Wait = KitWait;
+    ofi_kit::kit_fabric_ops!();
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
@@ -86,22 +73,6 @@ impl FabricOps for Fabric {
             addr_format,
             hub: Arc::new(Hub::new()),
         })
-    }
-
-    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
-        KitEq::new(attr)
-    }
-
-    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
-        KitEq::new_in(attr, set)
-    }
-
-    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
-        KitWait::new(attr)
-    }
-
-    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        wait::trywait_kit(objs)
     }
 }
 
@@ -138,12 +109,7 @@ impl DomainOps<Fabric> for Domain {
     type Mr = Unsupported;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                "udp: fi_endpoint2 flags are not supported",
-            ));
-        }
+        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         Endpoint::open(
             self.settings,
             info,
@@ -203,7 +169,7 @@ impl Peer {
             }),
             None => Err(Error::new(
                 Errno::EINVAL,
-                format!("udp: {addr} is not an IP socket address"),
+                format!("{NAME}: {addr} is not an IP socket address"),
             )),
         }
     }

@@ -19,12 +19,15 @@
 //!
 //! # Parsing
 //!
+//! The header is declared once with kit's [`wire_header!`] (the [`field`] ranges and the
+//! checked view [`Packet`]); [`Header`] is its parsed representation.
 //! [`Header::parse`] checks everything: a datagram shorter than the header, a wrong
 //! magic or version, an unknown flag bit, or non-zero `data` without the flag is a
-//! [`ParseError`]. The endpoint drops such a datagram (counted, logged at debug level);
+//! [`WireError`]. The endpoint drops such a datagram (counted, logged at debug level);
 //! the receive it landed in stays posted. Nothing here panics, whatever the bytes.
 
-use std::fmt;
+use ofi_kit::wire::WireError;
+use ofi_kit::wire_header;
 
 /// First byte of every datagram.
 pub const MAGIC: u8 = 0xd6;
@@ -37,6 +40,24 @@ pub const FLAG_CQ_DATA: u16 = 1;
 /// Every flag bit version 1 defines.
 pub const KNOWN_FLAGS: u16 = FLAG_CQ_DATA;
 
+wire_header! {
+    /// A checked view of a datagram: the [`HDR_LEN`]-byte header, then the payload.
+    pub struct Packet;
+    endian: big;
+    len: HDR_LEN;
+    /// Where each header field lies.
+    pub mod field {
+        /// [`MAGIC`].
+        MAGIC: u8 = 0..1 => magic, set_magic;
+        /// [`VERSION`].
+        VERSION: u8 = 1..2 => version, set_version;
+        /// Flag bits ([`KNOWN_FLAGS`]).
+        FLAGS: u16 = 2..4 => flags, set_flags;
+        /// Remote CQ data (0 without [`FLAG_CQ_DATA`]).
+        DATA: u64 = 4..12 => data, set_data;
+    }
+}
+
 /// A parsed header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Header {
@@ -45,40 +66,6 @@ pub struct Header {
     /// Remote CQ data (0 unless [`FLAG_CQ_DATA`] is set).
     pub data: u64,
 }
-
-/// Why a datagram's header was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParseError {
-    /// Fewer than [`HDR_LEN`] bytes.
-    Short(usize),
-    /// The first byte is not [`MAGIC`].
-    BadMagic(u8),
-    /// A version other than [`VERSION`].
-    BadVersion(u8),
-    /// Flag bits outside [`KNOWN_FLAGS`].
-    UnknownFlags(u16),
-    /// Non-zero data without [`FLAG_CQ_DATA`].
-    StrayData,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ParseError::Short(n) => write!(
-                f,
-                "datagram of {n} bytes is shorter than the {HDR_LEN}-byte header"
-            ),
-            ParseError::BadMagic(m) => write!(f, "bad magic {m:#04x} (want {MAGIC:#04x})"),
-            ParseError::BadVersion(v) => {
-                write!(f, "unsupported header version {v} (want {VERSION})")
-            }
-            ParseError::UnknownFlags(x) => write!(f, "unknown header flags {x:#06x}"),
-            ParseError::StrayData => f.write_str("non-zero CQ data without the CQ-data flag"),
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 impl Header {
     /// A header for a message with remote CQ data `data`, or none.
@@ -99,41 +86,50 @@ impl Header {
         (self.flags & FLAG_CQ_DATA != 0).then_some(self.data)
     }
 
+    /// Write the header into `p`.
+    #[inline]
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_magic(MAGIC);
+        p.set_version(VERSION);
+        p.set_flags(self.flags);
+        p.set_data(self.data);
+    }
+
     /// The header's bytes.
     #[inline]
     pub fn encode(&self) -> [u8; HDR_LEN] {
-        let mut b = [0u8; HDR_LEN];
-        b[0] = MAGIC;
-        b[1] = VERSION;
-        b[2..4].copy_from_slice(&self.flags.to_be_bytes());
-        b[4..12].copy_from_slice(&self.data.to_be_bytes());
-        b
+        let mut p = Packet::zeroed();
+        self.emit(&mut p);
+        p.into_inner()
+    }
+
+    /// Validate and parse the header of `p`.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Header, WireError> {
+        if p.magic() != MAGIC {
+            return Err(WireError::field("udp.magic", p.magic()));
+        }
+        if p.version() != VERSION {
+            return Err(WireError::version(p.version(), VERSION));
+        }
+        let flags = p.flags();
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(WireError::field("udp.flags", flags & !KNOWN_FLAGS));
+        }
+        let data = p.data();
+        if flags & FLAG_CQ_DATA == 0 && data != 0 {
+            return Err(WireError::Malformed(
+                "non-zero CQ data without the CQ-data flag",
+            ));
+        }
+        Ok(Header { flags, data })
     }
 
     /// Parse the header at the start of `bytes` (a datagram, or at least its first
-    /// [`HDR_LEN`] bytes). Checked; never panics.
+    /// [`HDR_LEN`] bytes): [`Packet::new_checked`] then [`Header::parse`].
     #[inline]
-    pub fn parse(bytes: &[u8]) -> Result<Header, ParseError> {
-        let Some(b) = bytes.get(..HDR_LEN) else {
-            return Err(ParseError::Short(bytes.len()));
-        };
-        if b[0] != MAGIC {
-            return Err(ParseError::BadMagic(b[0]));
-        }
-        if b[1] != VERSION {
-            return Err(ParseError::BadVersion(b[1]));
-        }
-        let flags = u16::from_be_bytes([b[2], b[3]]);
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(ParseError::UnknownFlags(flags & !KNOWN_FLAGS));
-        }
-        let mut d = [0u8; 8];
-        d.copy_from_slice(&b[4..12]);
-        let data = u64::from_be_bytes(d);
-        if flags & FLAG_CQ_DATA == 0 && data != 0 {
-            return Err(ParseError::StrayData);
-        }
-        Ok(Header { flags, data })
+    pub fn from_bytes(bytes: &[u8]) -> Result<Header, WireError> {
+        Header::parse(&Packet::new_checked(bytes)?)
     }
 }
 
@@ -149,7 +145,7 @@ mod tests {
             Header::new(Some(u64::MAX)),
         ] {
             let b = h.encode();
-            assert_eq!(Header::parse(&b), Ok(h));
+            assert_eq!(Header::from_bytes(&b), Ok(h));
         }
         assert_eq!(Header::new(Some(7)).cq_data(), Some(7));
         assert_eq!(Header::new(None).cq_data(), None);
@@ -169,24 +165,42 @@ mod tests {
     fn every_malformation_is_refused() {
         let good = Header::new(Some(5)).encode();
         for n in 0..HDR_LEN {
-            assert_eq!(Header::parse(&good[..n]), Err(ParseError::Short(n)));
+            assert_eq!(
+                Header::from_bytes(&good[..n]),
+                Err(WireError::Truncated {
+                    need: HDR_LEN,
+                    have: n
+                })
+            );
         }
         let mut b = good;
         b[0] = 0;
-        assert_eq!(Header::parse(&b), Err(ParseError::BadMagic(0)));
+        assert_eq!(
+            Header::from_bytes(&b),
+            Err(WireError::field("udp.magic", 0u8))
+        );
         let mut b = good;
         b[1] = 2;
-        assert_eq!(Header::parse(&b), Err(ParseError::BadVersion(2)));
+        assert_eq!(
+            Header::from_bytes(&b),
+            Err(WireError::version(2u8, VERSION))
+        );
         let mut b = good;
         b[2] = 0x80;
-        assert_eq!(Header::parse(&b), Err(ParseError::UnknownFlags(0x8000)));
+        assert_eq!(
+            Header::from_bytes(&b),
+            Err(WireError::field("udp.flags", 0x8000u16))
+        );
         let mut b = Header::new(None).encode();
         b[11] = 1;
-        assert_eq!(Header::parse(&b), Err(ParseError::StrayData));
+        assert!(matches!(
+            Header::from_bytes(&b),
+            Err(WireError::Malformed(_))
+        ));
         // Longer input: only the first HDR_LEN bytes matter.
         let mut long = good.to_vec();
         long.extend_from_slice(&[0xff; 40]);
-        assert_eq!(Header::parse(&long), Ok(Header::new(Some(5))));
+        assert_eq!(Header::from_bytes(&long), Ok(Header::new(Some(5))));
     }
 
     /// Arbitrary bytes never panic the parser, and whatever it accepts re-encodes to
@@ -206,7 +220,7 @@ mod tests {
                 buf[2] = 0;
                 buf[3] &= 1;
             }
-            if let Ok(h) = Header::parse(&buf[..len]) {
+            if let Ok(h) = Header::from_bytes(&buf[..len]) {
                 accepted += 1;
                 assert_eq!(h.encode()[..], buf[..HDR_LEN]);
             }

@@ -813,9 +813,16 @@ impl Shared {
     }
 
     fn on_message(&self, act: &Active, st: &mut St, peer: PeerId, data: Vec<u8>) {
-        let Some((op, tag, cqdata)) = parse_msg_hdr(&data) else {
-            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: malformed message dropped");
-            return;
+        let (op, tag, cqdata) = match parse_msg_hdr(&data) {
+            Ok(h) => h,
+            Err(e) => {
+                ofi_core::ofi_debug!(
+                    NAME,
+                    "ep_data",
+                    "peer {peer}: malformed message dropped: {e}"
+                );
+                return;
+            }
         };
         if op > OP_TAGGED {
             self.on_remote(act, st, peer, op, tag, cqdata, &data);
@@ -834,7 +841,7 @@ impl Shared {
         src: u64,
         data: Vec<u8>,
     ) {
-        let Some((op, tag, cqdata)) = parse_msg_hdr(&data) else {
+        let Ok((op, tag, cqdata)) = parse_msg_hdr(&data) else {
             return;
         };
         let tagged = op == OP_TAGGED;
@@ -919,7 +926,7 @@ impl Shared {
                 self.abort_rx(act, old, Errno::EIO);
             }
             let hdr = if seg.total >= MSG_HDR {
-                parse_msg_hdr(seg.data)
+                parse_msg_hdr(seg.data).ok()
             } else {
                 None
             };
@@ -979,16 +986,16 @@ impl Shared {
                 inc,
             }) => act.complete_rx(&recv, place, &inc, released, None),
             Some(RxTarget::Buffer { data: v, .. }) => match parse_msg_hdr(&v) {
-                Some((op, ..)) if op <= OP_TAGGED => {
+                Ok((op, ..)) if op <= OP_TAGGED => {
                     let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
                     self.match_whole(act, m, src, v);
                 }
-                Some(_) => deferred.push((seg.peer, v)),
-                None => {
+                Ok(_) => deferred.push((seg.peer, v)),
+                Err(e) => {
                     ofi_core::ofi_debug!(
                         NAME,
                         "ep_data",
-                        "peer {}: malformed message dropped",
+                        "peer {}: malformed message dropped: {e}",
                         seg.peer
                     );
                 }
@@ -1308,7 +1315,7 @@ impl Shared {
             self.on_response(act, st, peer, rid, cqdata.unwrap_or(0), &msg[MSG_HDR..]);
             return;
         }
-        let Some(req) = RmaReq::parse(&msg[MSG_HDR..]) else {
+        let Ok(req) = RmaReq::from_bytes(&msg[MSG_HDR..]) else {
             ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: short RMA request");
             return;
         };
@@ -1442,7 +1449,7 @@ impl Shared {
     fn target_atomic(&self, req: &RmaReq, payload: &[u8]) -> std::result::Result<Vec<u8>, Errno> {
         let dt = Datatype::from_raw(u32::from(req.dt)).ok_or(Errno::EINVAL)?;
         let op = AtomicOp::from_raw(u32::from(req.op)).ok_or(Errno::EINVAL)?;
-        let kind = kind_of(req.kind).ok_or(Errno::EINVAL)?;
+        let kind = kind_of(req.kind).map_err(|_| Errno::EINVAL)?;
         let count = usize::try_from(req.len).map_err(|_| Errno::EINVAL)?;
         ofi_kit::atomic::valid(op, dt, kind).map_err(|e| e.code())?;
         let bytes = count.checked_mul(dt.size()).ok_or(Errno::EMSGSIZE)?;

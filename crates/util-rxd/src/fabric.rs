@@ -19,25 +19,17 @@ use std::sync::Arc;
 
 use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
-use ofi_core::cntr::CntrAttr;
-use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain as CoreDomain;
-use ofi_core::eq::EqAttr;
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, Host, TryWaitRef, Unsupported};
-use ofi_core::wait::WaitAttr;
-use ofi_core::{AvType, Errno, Error, MrMode, Result};
+use ofi_core::provider::{DomainOps, FabricOps, Host, Unsupported};
+use ofi_core::{AvType, MrMode, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
-use ofi_kit::eq::KitEq;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
-use ofi_kit::wait::{self, KitWait};
 
 use crate::ep::Endpoint;
-use crate::Settings;
+use crate::{Settings, NAME};
 
 fn check_ep_type(info: &Info) -> Result<()> {
     crate::LAYERING.check_ep_type(info)
@@ -70,8 +62,7 @@ impl Fabric {
 impl FabricOps for Fabric {
     type Domain = Domain;
     type PassiveEp = Unsupported;
-    type Eq = KitEq;
-    type Wait = KitWait;
+    ofi_kit::kit_fabric_ops!();
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
@@ -91,22 +82,6 @@ impl FabricOps for Fabric {
             engine: Arc::new(engine),
             av_type: info.domain_attr.av_type,
         })
-    }
-
-    fn eq_open(&self, attr: &EqAttr, _context: usize) -> Result<KitEq> {
-        KitEq::new(attr)
-    }
-
-    fn eq_open_in_set(&self, attr: &EqAttr, set: &KitWait, _context: usize) -> Result<KitEq> {
-        KitEq::new_in(attr, set)
-    }
-
-    fn wait_open(&self, attr: &WaitAttr) -> Result<KitWait> {
-        KitWait::new(attr)
-    }
-
-    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        wait::trywait_kit(objs)
     }
 }
 
@@ -136,47 +111,20 @@ pub struct Domain {
 
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
-    type Cq = KitCq;
-    type Cntr = KitCntr;
+    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
     type Av = SharedAv;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                "ofi_rxd: fi_endpoint2 flags are not supported",
-            ));
-        }
+        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         check_ep_type(info)?;
         Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
     }
 
-    fn cq_open(&self, attr: &CqAttr, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress(attr, self.engine.clone())
-    }
-
-    fn cntr_open(&self, attr: &CntrAttr, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress(attr, self.engine.clone())
-    }
-
-    fn cq_open_in_set(&self, attr: &CqAttr, set: &KitWait, _context: usize) -> Result<KitCq> {
-        KitCq::with_progress_in(attr, self.engine.clone(), set)
-    }
-
-    fn cntr_open_in_set(&self, attr: &CntrAttr, set: &KitWait, _context: usize) -> Result<KitCntr> {
-        KitCntr::with_progress_in(attr, self.engine.clone(), set)
-    }
-
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let fmt = self.inner.core_info.addr_format;
-        let mut cfg = AvConfig::new(fmt);
-        cfg.default_type = match self.av_type {
-            AvType::Table => AvType::Table,
-            _ => AvType::Map,
-        };
-        let kit = KitAv::open(attr, context, cfg)?;
-        Ok(SharedAv::new(kit))
+        let cfg = AvConfig::new(self.inner.core_info.addr_format)
+            .with_domain_type(self.av_type, AvType::Map);
+        Ok(SharedAv::new(KitAv::open(attr, context, cfg)?))
     }
 
     /// Registration in the domain's kit MR table: rxd carries out RMA and atomics

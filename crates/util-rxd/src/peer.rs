@@ -783,7 +783,7 @@ impl Engine {
         now: u64,
         mut sink: Option<&mut SegSink<'_>>,
     ) {
-        let Some(h) = Hdr::parse(pkt) else {
+        let Ok(h) = Hdr::from_bytes(pkt) else {
             self.stats.dropped += 1;
             return;
         };
@@ -840,7 +840,10 @@ impl Engine {
     }
 
     fn on_connect(&mut self, src: &[u8], h: &Hdr, body: &[u8], now: u64) {
-        let Some(cookie) = cookie_of(body).filter(|_| h.src_sess != 0 && !src.is_empty()) else {
+        let Some(cookie) = cookie_of(body)
+            .ok()
+            .filter(|_| h.src_sess != 0 && !src.is_empty())
+        else {
             self.stats.dropped += 1;
             return;
         };
@@ -1139,7 +1142,7 @@ impl Engine {
         // Check the segment against the open message (lengths must add up exactly).
         let (first, total, offset, data) = if flags & F_FIRST != 0 {
             match first_len(body) {
-                Some(t) if p.rx_open.is_none() && (t as usize) <= max => {
+                Ok(t) if p.rx_open.is_none() && (t as usize) <= max => {
                     let d = &body[FIRST_LEN..];
                     (true, t as usize, 0, d)
                 }

@@ -32,11 +32,19 @@
 //! request id, remote CQ data or response status: [`op_hdr`], [`parse_msg_hdr`]); RMA
 //! and atomic requests add a [`RMA_HDR`]-byte header ([`RmaReq`]).
 //!
-//! Nothing here panics: parsers return `None` on anything malformed.
+//! Every header is declared once with kit's [`wire_header!`] (named field ranges and a
+//! checked view: [`Packet`] and [`field`], [`MsgPacket`] and [`msg_field`],
+//! [`RmaPacket`] and [`rma_field`]); [`Hdr`], [`MsgHdr`] and [`RmaReq`] are their parsed
+//! representations, with `parse` (from a view: every check) and `emit`.
+//!
+//! Nothing here panics: parsers return a [`WireError`] on anything malformed (the
+//! engine drops such a packet and counts it).
 
 #![forbid(unsafe_code)]
 
 use ofi_core::enums::AtomicKind;
+use ofi_kit::wire::WireError;
+use ofi_kit::wire_header;
 
 use crate::MSG_HDR;
 
@@ -51,11 +59,20 @@ pub const FIRST_LEN: usize = 4;
 /// Bytes of the cookie a `CONNECT` and a `CHALLENGE` carry.
 pub const COOKIE_LEN: usize = 8;
 
-/// The cookie in the body of a `CONNECT` or `CHALLENGE` (`None` if the body is not
+/// The cookie in the body of a `CONNECT` or `CHALLENGE` (an error if the body is not
 /// exactly [`COOKIE_LEN`] bytes).
-pub fn cookie_of(body: &[u8]) -> Option<u64> {
-    let b: [u8; COOKIE_LEN] = body.try_into().ok()?;
-    Some(u64::from_le_bytes(b))
+pub fn cookie_of(body: &[u8]) -> Result<u64, WireError> {
+    let b: [u8; COOKIE_LEN] = body.try_into().map_err(|_| {
+        if body.len() < COOKIE_LEN {
+            WireError::Truncated {
+                need: COOKIE_LEN,
+                have: body.len(),
+            }
+        } else {
+            WireError::Malformed("bytes after the cookie")
+        }
+    })?;
+    Ok(u64::from_le_bytes(b))
 }
 
 /// First segment of a message.
@@ -70,6 +87,40 @@ pub const F_REQ: u8 = 8;
 /// starts a message) was refused for want of room; the receiver is alive and the
 /// sender should offer it again later, without counting the wait against the peer.
 pub const F_RNR: u8 = 16;
+/// Every packet flag version 2 defines.
+pub const KNOWN_FLAGS: u8 = F_FIRST | F_LAST | F_ACK | F_REQ | F_RNR;
+
+wire_header! {
+    /// A checked view of a packet: the [`HDR_LEN`]-byte header, then the body.
+    pub struct Packet;
+    endian: little;
+    len: HDR_LEN;
+    /// Where each packet-header field lies (see the table above).
+    pub mod field {
+        /// [`MAGIC`].
+        MAGIC: u8 = 0..1 => magic, set_magic;
+        /// [`VERSION`].
+        VERSION: u8 = 1..2 => version, set_version;
+        /// The packet type's code ([`PktType`]).
+        TYPE: u8 = 2..3 => ty, set_ty;
+        /// `F_*` flags ([`KNOWN_FLAGS`]).
+        FLAGS: u8 = 3..4 => flags, set_flags;
+        /// The receiver's connection id.
+        DST_ID: u32 = 4..8 => dst_id, set_dst_id;
+        /// The sender's connection id.
+        SRC_ID: u32 = 8..12 => src_id, set_src_id;
+        /// The sender's session.
+        SRC_SESS: u32 = 12..16 => src_sess, set_src_sess;
+        /// The receiver's session as the sender knows it.
+        DST_SESS: u32 = 16..20 => dst_sess, set_dst_sess;
+        /// Sequence number.
+        SEQ: u32 = 20..24 => seq, set_seq;
+        /// Cumulative acknowledgement.
+        ACK: u32 = 24..28 => ack, set_ack;
+        /// Selective acknowledgement bitmap.
+        SACK: u64 = 28..36 => sack, set_sack;
+    }
+}
 
 /// Packet types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,14 +148,14 @@ impl PktType {
         }
     }
 
-    fn from_u8(v: u8) -> Option<PktType> {
-        Some(match v {
+    fn from_u8(v: u8) -> Result<PktType, WireError> {
+        Ok(match v {
             1 => PktType::Connect,
             2 => PktType::Accept,
             3 => PktType::Data,
             4 => PktType::Ack,
             5 => PktType::Challenge,
-            _ => return None,
+            _ => return Err(WireError::field("rxd.type", v)),
         })
     }
 }
@@ -132,12 +183,6 @@ pub struct Hdr {
     pub sack: u64,
 }
 
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[o..o + 4]);
-    u32::from_le_bytes(a)
-}
-
 impl Hdr {
     /// A header of type `ty` with everything else zero.
     pub fn new(ty: PktType) -> Hdr {
@@ -154,82 +199,98 @@ impl Hdr {
         }
     }
 
-    /// Parse the header at the start of `b` (`None` if short, of another magic or
-    /// version, or of an unknown type).
-    pub fn parse(b: &[u8]) -> Option<Hdr> {
-        if b.len() < HDR_LEN || b[0] != MAGIC || b[1] != VERSION {
-            return None;
+    /// Validate and parse the header of `p`: magic, version, type and flags.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Hdr, WireError> {
+        if p.magic() != MAGIC {
+            return Err(WireError::field("rxd.magic", p.magic()));
         }
-        let ty = PktType::from_u8(b[2])?;
-        let flags = b[3];
-        if flags & !(F_FIRST | F_LAST | F_ACK | F_REQ | F_RNR) != 0 {
-            return None;
+        if p.version() != VERSION {
+            return Err(WireError::version(p.version(), VERSION));
         }
-        let mut s = [0u8; 8];
-        s.copy_from_slice(&b[28..36]);
-        Some(Hdr {
+        let ty = PktType::from_u8(p.ty())?;
+        let flags = p.flags();
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(WireError::field("rxd.flags", flags & !KNOWN_FLAGS));
+        }
+        Ok(Hdr {
             ty,
             flags,
-            dst_id: u32_at(b, 4),
-            src_id: u32_at(b, 8),
-            src_sess: u32_at(b, 12),
-            dst_sess: u32_at(b, 16),
-            seq: u32_at(b, 20),
-            ack: u32_at(b, 24),
-            sack: u64::from_le_bytes(s),
+            dst_id: p.dst_id(),
+            src_id: p.src_id(),
+            src_sess: p.src_sess(),
+            dst_sess: p.dst_sess(),
+            seq: p.seq(),
+            ack: p.ack(),
+            sack: p.sack(),
         })
+    }
+
+    /// Parse the header at the start of `b`: [`Packet::new_checked`] then
+    /// [`Hdr::parse`].
+    pub fn from_bytes(b: &[u8]) -> Result<Hdr, WireError> {
+        Hdr::parse(&Packet::new_checked(b)?)
+    }
+
+    /// Write every header field into `p` (the acknowledgement fields only as far as
+    /// [`F_ACK`] says: see [`Hdr::emit_ack`]).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_magic(MAGIC);
+        p.set_version(VERSION);
+        p.set_ty(self.ty.to_u8());
+        p.set_flags(self.flags);
+        p.set_dst_id(self.dst_id);
+        p.set_src_id(self.src_id);
+        p.set_src_sess(self.src_sess);
+        p.set_dst_sess(self.dst_sess);
+        p.set_seq(self.seq);
+        Hdr::emit_ack(p, self.flags & F_ACK != 0, self.ack, self.sack);
+    }
+
+    /// Rewrite only the acknowledgement fields (and the [`F_ACK`] flag) of an emitted
+    /// header: a retransmitted packet carries the current acknowledgement.
+    pub fn emit_ack<T: AsRef<[u8]> + AsMut<[u8]>>(
+        p: &mut Packet<T>,
+        on: bool,
+        ack: u32,
+        sack: u64,
+    ) {
+        let flags = p.flags();
+        p.set_flags(if on { flags | F_ACK } else { flags & !F_ACK });
+        p.set_ack(ack);
+        p.set_sack(sack);
     }
 
     /// Write the header into the first [`HDR_LEN`] bytes of `b` (which must be that
     /// long; shorter buffers are left alone).
     pub fn write(&self, b: &mut [u8]) {
-        let Some(b) = b.get_mut(..HDR_LEN) else {
-            return;
-        };
-        b[0] = MAGIC;
-        b[1] = VERSION;
-        b[2] = self.ty.to_u8();
-        b[3] = self.flags;
-        b[4..8].copy_from_slice(&self.dst_id.to_le_bytes());
-        b[8..12].copy_from_slice(&self.src_id.to_le_bytes());
-        b[12..16].copy_from_slice(&self.src_sess.to_le_bytes());
-        b[16..20].copy_from_slice(&self.dst_sess.to_le_bytes());
-        b[20..24].copy_from_slice(&self.seq.to_le_bytes());
-        self.write_ack(b, self.flags & F_ACK != 0, self.ack, self.sack);
+        if let Ok(mut p) = Packet::new_checked(b) {
+            self.emit(&mut p);
+        }
     }
 
-    /// Rewrite only the acknowledgement fields (and the [`F_ACK`] flag) of a written
-    /// header: a retransmitted packet carries the current acknowledgement.
+    /// [`Hdr::emit_ack`] on the packet in `b` (shorter than [`HDR_LEN`]: left alone).
     pub fn write_ack(&self, b: &mut [u8], on: bool, ack: u32, sack: u64) {
-        let Some(b) = b.get_mut(..HDR_LEN) else {
-            return;
-        };
-        if on {
-            b[3] |= F_ACK;
-        } else {
-            b[3] &= !F_ACK;
+        if let Ok(mut p) = Packet::new_checked(b) {
+            Hdr::emit_ack(&mut p, on, ack, sack);
         }
-        b[24..28].copy_from_slice(&ack.to_le_bytes());
-        b[28..36].copy_from_slice(&sack.to_le_bytes());
     }
 
     /// Rewrite the connection fields of a written header (packets queued before the
     /// connection was up get the peer's ids when they go).
     pub fn patch_ids(b: &mut [u8], dst_id: u32, src_id: u32, src_sess: u32, dst_sess: u32) {
-        let Some(b) = b.get_mut(..HDR_LEN) else {
-            return;
-        };
-        b[4..8].copy_from_slice(&dst_id.to_le_bytes());
-        b[8..12].copy_from_slice(&src_id.to_le_bytes());
-        b[12..16].copy_from_slice(&src_sess.to_le_bytes());
-        b[16..20].copy_from_slice(&dst_sess.to_le_bytes());
+        if let Ok(mut p) = Packet::new_checked(b) {
+            p.set_dst_id(dst_id);
+            p.set_src_id(src_id);
+            p.set_src_sess(src_sess);
+            p.set_dst_sess(dst_sess);
+        }
     }
 
     /// The header as bytes.
     pub fn bytes(&self) -> [u8; HDR_LEN] {
-        let mut b = [0u8; HDR_LEN];
-        self.write(&mut b);
-        b
+        let mut p = Packet::zeroed();
+        self.emit(&mut p);
+        p.into_inner()
     }
 }
 
@@ -256,6 +317,76 @@ pub const OP_RESP: u8 = 5;
 /// length (bytes, or elements for atomics), datatype, operation, kind, pad.
 pub const RMA_HDR: usize = 28;
 
+const _: () = assert!(MSG_HDR == 18);
+
+wire_header! {
+    /// A checked view of a message: the [`MSG_HDR`]-byte message header, then the
+    /// message's bytes (or an RMA / atomic request header, [`RmaPacket`]).
+    pub struct MsgPacket;
+    endian: little;
+    len: MSG_HDR;
+    /// Where each message-header field lies.
+    pub mod msg_field {
+        /// Operation ([`OP_MSG`] ..= [`OP_RESP`]).
+        OP: u8 = 0..1 => op, set_op;
+        /// Flags ([`H_DATA`]).
+        FLAGS: u8 = 1..2 => flags, set_flags;
+        /// Tag, or request id for requests and responses.
+        TAG: u64 = 2..10 => tag, set_tag;
+        /// Remote CQ data (with [`H_DATA`]), or a response's status.
+        DATA: u64 = 10..18 => data, set_data;
+    }
+}
+
+/// A parsed message header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgHdr {
+    /// Operation ([`OP_MSG`] ..= [`OP_RESP`]).
+    pub op: u8,
+    /// Tag or request id.
+    pub tag: u64,
+    /// Remote CQ data or status, present with [`H_DATA`] (the field is ignored
+    /// without it).
+    pub data: Option<u64>,
+}
+
+impl MsgHdr {
+    /// Validate and parse the message header of `p`: a known operation and flags.
+    pub fn parse<T: AsRef<[u8]>>(p: &MsgPacket<T>) -> Result<MsgHdr, WireError> {
+        if p.op() > OP_RESP {
+            return Err(WireError::field("rxd.msg.op", p.op()));
+        }
+        if p.flags() & !H_DATA != 0 {
+            return Err(WireError::field("rxd.msg.flags", p.flags() & !H_DATA));
+        }
+        Ok(MsgHdr {
+            op: p.op(),
+            tag: p.tag(),
+            data: (p.flags() & H_DATA != 0).then(|| p.data()),
+        })
+    }
+
+    /// Parse the message header at the start of `m`.
+    pub fn from_bytes(m: &[u8]) -> Result<MsgHdr, WireError> {
+        MsgHdr::parse(&MsgPacket::new_checked(m)?)
+    }
+
+    /// Write every field into `p` (`data` 0 when absent).
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut MsgPacket<T>) {
+        p.set_op(self.op);
+        p.set_flags(if self.data.is_some() { H_DATA } else { 0 });
+        p.set_tag(self.tag);
+        p.set_data(self.data.unwrap_or(0));
+    }
+
+    /// The header as bytes.
+    pub fn bytes(&self) -> [u8; MSG_HDR] {
+        let mut p = MsgPacket::zeroed();
+        self.emit(&mut p);
+        p.into_inner()
+    }
+}
+
 /// rxd's header of one message: operation, flags, tag, remote CQ data.
 pub fn msg_hdr(tagged: bool, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
     op_hdr(if tagged { OP_TAGGED } else { OP_MSG }, tag, data)
@@ -263,25 +394,39 @@ pub fn msg_hdr(tagged: bool, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
 
 /// The header of a message of operation `op`.
 pub fn op_hdr(op: u8, tag: u64, data: Option<u64>) -> [u8; MSG_HDR] {
-    let mut h = [0u8; MSG_HDR];
-    h[0] = op;
-    h[1] = if data.is_some() { H_DATA } else { 0 };
-    h[2..10].copy_from_slice(&tag.to_le_bytes());
-    h[10..18].copy_from_slice(&data.unwrap_or(0).to_le_bytes());
-    h
+    MsgHdr { op, tag, data }.bytes()
 }
 
-/// Parse a message header: (operation, tag, data); `None` if malformed.
-pub fn parse_msg_hdr(m: &[u8]) -> Option<(u8, u64, Option<u64>)> {
-    if m.len() < MSG_HDR || m[0] > OP_RESP || m[1] & !H_DATA != 0 {
-        return None;
+/// Parse a message header into (operation, tag, data): [`MsgHdr::from_bytes`] as a
+/// tuple.
+pub fn parse_msg_hdr(m: &[u8]) -> Result<(u8, u64, Option<u64>), WireError> {
+    let h = MsgHdr::from_bytes(m)?;
+    Ok((h.op, h.tag, h.data))
+}
+
+wire_header! {
+    /// A checked view of an RMA or atomic request's header (after the message header),
+    /// then the request's payload.
+    pub struct RmaPacket;
+    endian: little;
+    len: RMA_HDR;
+    /// Where each request-header field lies.
+    pub mod rma_field {
+        /// Memory key.
+        KEY: u64 = 0..8 => key, set_key;
+        /// Remote address (or offset).
+        ADDR: u64 = 8..16 => addr, set_addr;
+        /// Length in bytes (RMA) or elements (atomics).
+        LEN: u64 = 16..24 => length, set_length;
+        /// Datatype (`fi_datatype`, atomics).
+        DATATYPE: u8 = 24..25 => dt, set_dt;
+        /// Operation (`fi_op`, atomics).
+        OP: u8 = 25..26 => op, set_op;
+        /// Atomic kind ([`kind_code`]).
+        KIND: u8 = 26..27 => kind, set_kind;
+        /// Padding, written 0 and not read.
+        PAD: u8 = 27..28 => pad, set_pad;
     }
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&m[2..10]);
-    let mut d = [0u8; 8];
-    d.copy_from_slice(&m[10..18]);
-    let data = (m[1] & H_DATA != 0).then_some(u64::from_le_bytes(d));
-    Some((m[0], u64::from_le_bytes(t), data))
 }
 
 /// An RMA or atomic request's header (after the message header).
@@ -302,34 +447,40 @@ pub struct RmaReq {
 }
 
 impl RmaReq {
-    /// The header as bytes.
-    pub fn bytes(&self) -> [u8; RMA_HDR] {
-        let mut b = [0u8; RMA_HDR];
-        b[..8].copy_from_slice(&self.key.to_le_bytes());
-        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
-        b[16..24].copy_from_slice(&self.len.to_le_bytes());
-        b[24] = self.dt;
-        b[25] = self.op;
-        b[26] = self.kind;
-        b
+    /// Parse the request header of `p`. The values are checked where they are used
+    /// (the MR table, the atomic engine), which answer the initiator with a status.
+    pub fn parse<T: AsRef<[u8]>>(p: &RmaPacket<T>) -> Result<RmaReq, WireError> {
+        Ok(RmaReq {
+            key: p.key(),
+            addr: p.addr(),
+            len: p.length(),
+            dt: p.dt(),
+            op: p.op(),
+            kind: p.kind(),
+        })
     }
 
-    /// Parse the header at the start of `b` (`None` if short).
-    pub fn parse(b: &[u8]) -> Option<RmaReq> {
-        let b = b.get(..RMA_HDR)?;
-        let u = |o: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[o..o + 8]);
-            u64::from_le_bytes(a)
-        };
-        Some(RmaReq {
-            key: u(0),
-            addr: u(8),
-            len: u(16),
-            dt: b[24],
-            op: b[25],
-            kind: b[26],
-        })
+    /// Parse the request header at the start of `b`.
+    pub fn from_bytes(b: &[u8]) -> Result<RmaReq, WireError> {
+        RmaReq::parse(&RmaPacket::new_checked(b)?)
+    }
+
+    /// Write every field into `p`.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut RmaPacket<T>) {
+        p.set_key(self.key);
+        p.set_addr(self.addr);
+        p.set_length(self.len);
+        p.set_dt(self.dt);
+        p.set_op(self.op);
+        p.set_kind(self.kind);
+        p.set_pad(0);
+    }
+
+    /// The header as bytes.
+    pub fn bytes(&self) -> [u8; RMA_HDR] {
+        let mut p = RmaPacket::zeroed();
+        self.emit(&mut p);
+        p.into_inner()
     }
 }
 
@@ -343,12 +494,12 @@ pub fn kind_code(k: AtomicKind) -> u8 {
 }
 
 /// The atomic kind of a wire code.
-pub fn kind_of(c: u8) -> Option<AtomicKind> {
-    Some(match c {
+pub fn kind_of(c: u8) -> Result<AtomicKind, WireError> {
+    Ok(match c {
         0 => AtomicKind::Base,
         1 => AtomicKind::Fetch,
         2 => AtomicKind::Compare,
-        _ => return None,
+        _ => return Err(WireError::field("rxd.rma.kind", c)),
     })
 }
 
@@ -357,12 +508,10 @@ pub fn set_ack(b: &mut [u8], on: bool, ack: u32, sack: u64) {
     Hdr::new(PktType::Ack).write_ack(b, on, ack, sack);
 }
 
-/// The total message length at the start of a first segment's body.
-pub fn first_len(body: &[u8]) -> Option<u32> {
-    if body.len() < FIRST_LEN {
-        return None;
-    }
-    Some(u32_at(body, 0))
+/// The total message length at the start of a first segment's body (little endian).
+pub fn first_len(body: &[u8]) -> Result<u32, WireError> {
+    WireError::check_len(body, FIRST_LEN)?;
+    Ok(<u32 as ofi_kit::wire::Field>::read_le(&body[..FIRST_LEN]))
 }
 
 /// `a < b` in sequence space (wrap-safe: within 2^31 of each other).
@@ -392,10 +541,10 @@ mod tests {
             ack: 12,
             sack: 0x8000_0000_0000_0001,
         };
-        assert_eq!(Hdr::parse(&h.bytes()), Some(h));
+        assert_eq!(Hdr::from_bytes(&h.bytes()), Ok(h));
         let mut b = h.bytes();
         set_ack(&mut b, false, 1, 2);
-        let g = Hdr::parse(&b).unwrap();
+        let g = Hdr::from_bytes(&b).unwrap();
         assert_eq!(g.flags, F_FIRST);
         assert_eq!((g.ack, g.sack), (1, 2));
     }
@@ -403,29 +552,29 @@ mod tests {
     #[test]
     fn bad_headers_are_refused() {
         let h = Hdr::new(PktType::Ack).bytes();
-        assert!(Hdr::parse(&h[..HDR_LEN - 1]).is_none());
+        assert!(Hdr::from_bytes(&h[..HDR_LEN - 1]).is_err());
         let mut b = h;
         b[0] = 0;
-        assert!(Hdr::parse(&b).is_none());
+        assert!(Hdr::from_bytes(&b).is_err());
         let mut b = h;
         b[1] = 9;
-        assert!(Hdr::parse(&b).is_none());
+        assert!(Hdr::from_bytes(&b).is_err());
         let mut b = h;
         b[2] = 77;
-        assert!(Hdr::parse(&b).is_none());
+        assert!(Hdr::from_bytes(&b).is_err());
         let mut b = h;
         b[3] = 0x80;
-        assert!(Hdr::parse(&b).is_none());
-        assert!(first_len(&[1, 2]).is_none());
-        assert_eq!(first_len(&[1, 0, 0, 0, 9]), Some(1));
+        assert!(Hdr::from_bytes(&b).is_err());
+        assert!(first_len(&[1, 2]).is_err());
+        assert_eq!(first_len(&[1, 0, 0, 0, 9]), Ok(1));
     }
 
     #[test]
     fn message_headers_round_trip() {
         let h = msg_hdr(true, 0x1234, Some(9));
-        assert_eq!(parse_msg_hdr(&h), Some((OP_TAGGED, 0x1234, Some(9))));
+        assert_eq!(parse_msg_hdr(&h), Ok((OP_TAGGED, 0x1234, Some(9))));
         let h = msg_hdr(false, 0, None);
-        assert_eq!(parse_msg_hdr(&h), Some((OP_MSG, 0, None)));
+        assert_eq!(parse_msg_hdr(&h), Ok((OP_MSG, 0, None)));
         let r = RmaReq {
             key: 1,
             addr: 2,
@@ -434,19 +583,19 @@ mod tests {
             op: 5,
             kind: 2,
         };
-        assert_eq!(RmaReq::parse(&r.bytes()), Some(r));
-        assert_eq!(RmaReq::parse(&r.bytes()[..RMA_HDR - 1]), None);
+        assert_eq!(RmaReq::from_bytes(&r.bytes()), Ok(r));
+        assert!(RmaReq::from_bytes(&r.bytes()[..RMA_HDR - 1]).is_err());
         for k in [AtomicKind::Base, AtomicKind::Fetch, AtomicKind::Compare] {
-            assert_eq!(kind_of(kind_code(k)), Some(k));
+            assert_eq!(kind_of(kind_code(k)), Ok(k));
         }
-        assert_eq!(kind_of(3), None);
-        assert_eq!(parse_msg_hdr(&h[..MSG_HDR - 1]), None);
+        assert!(kind_of(3).is_err());
+        assert!(parse_msg_hdr(&h[..MSG_HDR - 1]).is_err());
         let mut b = h;
         b[0] = 7;
-        assert_eq!(parse_msg_hdr(&b), None);
+        assert!(parse_msg_hdr(&b).is_err());
         let mut b = h;
         b[1] = 0x10;
-        assert_eq!(parse_msg_hdr(&b), None);
+        assert!(parse_msg_hdr(&b).is_err());
     }
 
     #[test]

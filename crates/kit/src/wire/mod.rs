@@ -293,7 +293,7 @@ impl<const N: usize> Field for [u8; N] {
 /// ```
 ///
 /// generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
-/// `pub struct Packet<T>` with `LEN`, `new_checked`, `into_inner`, `header`, `payload`,
+/// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own), `into_inner`, `header`, `payload`,
 /// a getter per field, and for `T: AsMut<[u8]>` a setter per field, `header_mut` and
 /// `payload_mut`. Field types are those implementing [`wire::Field`](Field)
 /// (integers, `[u8; N]`). Compile-time checks: each range is as wide as its type and
@@ -378,6 +378,16 @@ macro_rules! wire_header {
                     $crate::wire_header!(@read $endian, $ty, &self.buffer.as_ref()[$fmod::$name])
                 }
             )+
+        }
+
+        #[allow(dead_code)]
+        impl $view<[u8; $len]> {
+            /// A view of a header of its own, all bytes zero (to emit into, then take
+            /// the bytes with `into_inner`). Its accessors check no length at run time.
+            #[inline]
+            pub const fn zeroed() -> Self {
+                $view { buffer: [0u8; $len] }
+            }
         }
 
         #[allow(dead_code)]

@@ -90,6 +90,17 @@ fn big_endian_arrays_and_signed_fields() {
 }
 
 #[test]
+fn a_zeroed_view_owns_its_header() {
+    let mut h = LeHdr::zeroed();
+    assert_eq!(h.tag(), 0);
+    h.set_id(9);
+    assert_eq!(
+        h.into_inner(),
+        [0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
+}
+
+#[test]
 fn short_buffers_are_refused_with_their_length() {
     let buf = [0u8; LE_LEN];
     for n in 0..LE_LEN {

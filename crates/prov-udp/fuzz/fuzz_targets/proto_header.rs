@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use ofi_prov_udp::proto::{Header, HDR_LEN};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(h) = Header::parse(data) {
+    if let Ok(h) = Header::from_bytes(data) {
         assert!(data.len() >= HDR_LEN);
         assert_eq!(h.encode()[..], data[..HDR_LEN]);
         assert_eq!(h.cq_data().is_some(), h.flags & 1 != 0);

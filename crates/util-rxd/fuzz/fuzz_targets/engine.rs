@@ -9,15 +9,15 @@ use ofi_util_rxd::peer::{Config, Engine, Event, Seg};
 use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, Hdr, PktType, RmaReq, COOKIE_LEN, HDR_LEN};
 
 fuzz_target!(|data: &[u8]| {
-    if let Some(h) = Hdr::parse(data) {
-        assert_eq!(Hdr::parse(&h.bytes()), Some(h));
+    if let Ok(h) = Hdr::from_bytes(data) {
+        assert_eq!(Hdr::from_bytes(&h.bytes()), Ok(h));
     }
     // The message-level headers (inside the reliable stream).
-    if let Some((op, tag, cq)) = parse_msg_hdr(data) {
-        assert_eq!(parse_msg_hdr(&op_hdr(op, tag, cq)), Some((op, tag, cq)));
+    if let Ok((op, tag, cq)) = parse_msg_hdr(data) {
+        assert_eq!(parse_msg_hdr(&op_hdr(op, tag, cq)), Ok((op, tag, cq)));
     }
-    if let Some(r) = RmaReq::parse(data) {
-        assert_eq!(RmaReq::parse(&r.bytes()), Some(r));
+    if let Ok(r) = RmaReq::from_bytes(data) {
+        assert_eq!(RmaReq::from_bytes(&r.bytes()), Ok(r));
     }
     let cfg = Config {
         seg_size: 200,
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
         // engines would accept (the fuzzer could not guess it), so the paths past the
         // handshake are reached.
         let mut pkt = pkt.to_vec();
-        if let Some(h) = Hdr::parse(&pkt) {
+        if let Ok(h) = Hdr::from_bytes(&pkt) {
             if h.ty == PktType::Connect && pkt.len() == HDR_LEN + COOKIE_LEN {
                 let c = e.cookie_for(&[9, 9], h.src_id, h.src_sess, now);
                 pkt[HDR_LEN..].copy_from_slice(&c.to_le_bytes());

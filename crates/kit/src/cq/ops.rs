@@ -1,0 +1,153 @@
+//! Core's [`CqOps`] for [`KitCq`]: the reads (into the C formats, with source
+//! addresses), error reads, blocking reads, signal and the wait fd.
+
+use super::*;
+
+impl CqOps for KitCq {
+    fn read(&self, mut buf: CqBuf<'_>, mut src: Option<&mut [u64]>) -> Result<usize> {
+        let inner = &*self.inner;
+        inner.check(&buf, &src)?;
+        // Completions this drive makes come back through the sink (module docs).
+        let sink = SinkFrame::open(inner, buf.len());
+        inner.drive();
+        let got = sink.close(&mut buf, src.as_deref_mut());
+        if !inner.readable.load(Ordering::Acquire) {
+            // Nothing queued, no error or overrun next (see the module docs).
+            return if got > 0 {
+                Ok(got)
+            } else {
+                Err(Error::code_only(Errno::EAGAIN))
+            };
+        }
+        inner.read_queued(&mut buf, src, got)
+    }
+
+    fn readerr(&self, _flags: u64) -> Result<CqError> {
+        let inner = &*self.inner;
+        let mut st = lock(&inner.state);
+        let st = &mut *st;
+        let e = if let Some((_, e)) = st.errs.pop_front() {
+            e
+        } else if st.overrun == Overrun::Pending {
+            st.overrun = Overrun::Reported;
+            CqError::new(0, Errno::EOVERRUN)
+        } else {
+            return Err(Error::code_only(Errno::EAGAIN));
+        };
+        inner.refresh_fd(st);
+        Ok(e)
+    }
+
+    fn sread(
+        &self,
+        mut buf: CqBuf<'_>,
+        src: Option<&mut [u64]>,
+        threshold: Option<usize>,
+        timeout: i32,
+    ) -> Result<usize> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "sread on a CQ opened with FI_WAIT_NONE",
+            ));
+        }
+        inner.check(&buf, &src)?;
+        if buf.is_empty() {
+            return Err(Error::new(Errno::EINVAL, "sread of zero entries"));
+        }
+        let want = threshold.unwrap_or(1).clamp(1, buf.len());
+        let deadline = Deadline::after_ms(timeout);
+        let mut backoff = Backoff::new();
+        let mut fd_sleep = FdSleep::new();
+        loop {
+            let work = inner.drive();
+            fd_sleep.after_round(work);
+            let mut st = lock(&inner.state);
+            let avail = st.avail();
+            let expired = deadline.expired();
+            if avail > 0 && (avail >= want || st.blocked() || st.wake || expired) {
+                st.wake = false;
+                return inner.take(&mut st, &mut buf, src);
+            }
+            if avail == 0 && st.blocked() {
+                return Err(st.empty_error());
+            }
+            if st.wake {
+                st.wake = false;
+                inner.refresh_fd(&st);
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+            if expired {
+                return Err(Error::code_only(Errno::EAGAIN));
+            }
+            let engine = inner.links.engine().map(|e| &**e);
+            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+                None => {
+                    drop(st);
+                    std::thread::yield_now();
+                }
+                Some(d) => {
+                    drop(st);
+                    // Sleep only if nothing changed since the checks above.
+                    let idle = |st: &CqState| !st.wake && !st.blocked() && st.avail() < want;
+                    let enter = || {
+                        let mut st = lock(&inner.state);
+                        st.sleepers += 1;
+                        if idle(&st) {
+                            true
+                        } else {
+                            st.sleepers -= 1;
+                            false
+                        }
+                    };
+                    let leave = || lock(&inner.state).sleepers -= 1;
+                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
+                        let mut st = lock(&inner.state);
+                        if idle(&st) {
+                            st.sleepers += 1;
+                            let mut st = wait_for(&inner.cv, st, d);
+                            st.sleepers -= 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn signal(&self) -> Result<()> {
+        let inner = &*self.inner;
+        if !inner.mode.can_block() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                "signal on a CQ opened with FI_WAIT_NONE",
+            ));
+        }
+        {
+            let mut st = lock(&inner.state);
+            st.wake = true;
+            inner.refresh_fd(&st);
+            inner.cv.notify_all();
+            inner.links.kick();
+        }
+        inner.notify_sets();
+        Ok(())
+    }
+
+    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
+        match self.inner.strerror.get() {
+            Some(f) => f(prov_errno, err_data),
+            None => ofi_core::error::strerror(prov_errno).into_owned(),
+        }
+    }
+
+    fn wait_fd(&self) -> Result<i32> {
+        match &self.inner.fd {
+            Some(fd) => Ok(fd.fd()),
+            None => Err(Error::new(
+                Errno::ENOSYS,
+                "this CQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
+            )),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! [`KitCq`]'s own API, what providers call: opening, writing completions and
+//! error entries, reservations, signal and wait-fd access.
+
+use super::*;
+
+impl KitCq {
+    /// Open a CQ: format `Unspec` means `Context`, size 0 means [`DEFAULT_CQ_SIZE`].
+    /// `FI_EINVAL` for a size over [`MAX_CQ_SIZE`] or flags other than `FI_AFFINITY`;
+    /// `FI_ENOSYS` for `FI_WAIT_POLLFD`; `FI_WAIT_SET` blocks internally (attach the
+    /// set: [`KitCq::with_progress_in`]).
+    pub fn new(attr: &CqAttr) -> Result<KitCq> {
+        let format = match attr.format {
+            CqFormat::Unspec => CqFormat::Context,
+            f => f,
+        };
+        let size = match attr.size {
+            0 => DEFAULT_CQ_SIZE,
+            s if s > MAX_CQ_SIZE => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("CQ size {s} is over the limit of {MAX_CQ_SIZE}"),
+                ))
+            }
+            s => s,
+        };
+        let unknown = attr.flags & !OpFlags::AFFINITY.bits();
+        if unknown != 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("CQ flags {unknown:#x} are not supported"),
+            ));
+        }
+        let mode = WaitMode::resolve(attr.wait_obj)?;
+        Ok(KitCq {
+            inner: Arc::new(CqShared {
+                format,
+                size,
+                mode,
+                threshold_cond: attr.wait_cond == ofi_core::enums::CqWaitCond::Threshold,
+                state: Mutex::new(CqState {
+                    ring: VecDeque::with_capacity(size),
+                    errs: VecDeque::new(),
+                    head: 0,
+                    reserved: 0,
+                    overrun: Overrun::No,
+                    dropped: 0,
+                    wake: false,
+                    sleepers: 0,
+                }),
+                readable: AtomicBool::new(false),
+                full: AtomicBool::new(false),
+                cv: Condvar::new(),
+                fd: mode.make_fd()?,
+                links: Links::default(),
+                strerror: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// [`KitCq::new`], bound to `engine`.
+    pub fn with_progress(attr: &CqAttr, engine: Arc<ProgressEngine>) -> Result<KitCq> {
+        let cq = KitCq::new(attr)?;
+        cq.bind_progress(engine)?;
+        Ok(cq)
+    }
+
+    /// [`KitCq::with_progress`], attached to wait set `set`: what a provider's
+    /// `DomainOps::cq_open_in_set` returns.
+    pub fn with_progress_in(
+        attr: &CqAttr,
+        engine: Arc<ProgressEngine>,
+        set: &KitWait,
+    ) -> Result<KitCq> {
+        let cq = KitCq::with_progress(attr, engine)?;
+        cq.attach_wait(set);
+        Ok(cq)
+    }
+
+    /// Link the domain's progress engine: every read and wait drives it. Binding the
+    /// same engine again is a no-op; another engine is `FI_EINVAL`.
+    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
+        self.inner.links.bind_progress(engine, "CQ")
+    }
+
+    /// The bound progress engine.
+    pub fn progress_engine(&self) -> Option<&Arc<ProgressEngine>> {
+        self.inner.links.engine()
+    }
+
+    /// Attach to a wait set: each push signals it, and its `wait` watches this CQ.
+    pub fn attach_wait(&self, set: &KitWait) {
+        self.inner.links.attach_wait(set, self.waitable());
+    }
+
+    /// This CQ as a wait-set or poll-set member.
+    pub fn waitable(&self) -> Weak<dyn Waitable> {
+        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
+    }
+
+    /// Set the text `strerror` gives for provider error codes (once).
+    pub fn set_strerror(&self, f: StrerrorFn) {
+        let _ = self.inner.strerror.set(f);
+    }
+
+    /// The entry format.
+    pub fn format(&self) -> CqFormat {
+        self.inner.format
+    }
+
+    /// The capacity.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// The wait mode.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.mode
+    }
+
+    /// True if the CQ was opened with `FI_CQ_COND_THRESHOLD`.
+    pub fn has_threshold_cond(&self) -> bool {
+        self.inner.threshold_cond
+    }
+
+    /// Entries queued (successes and errors).
+    pub fn len(&self) -> usize {
+        let st = lock(&self.inner.state);
+        st.ring.len() + st.errs.len()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True if one more completion fits (entries + reservations < size) and the CQ is
+    /// not overrun. With `FI_RM_ENABLED`, check before starting an operation and return
+    /// `FI_EAGAIN` to the application if false.
+    pub fn has_room(&self) -> bool {
+        !self.inner.full.load(Ordering::Acquire)
+    }
+
+    /// How many more completions fit.
+    pub fn room(&self) -> usize {
+        let st = lock(&self.inner.state);
+        if st.overrun != Overrun::No {
+            return 0;
+        }
+        self.inner.size.saturating_sub(st.used())
+    }
+
+    /// True once the CQ has been overrun.
+    pub fn is_overrun(&self) -> bool {
+        lock(&self.inner.state).overrun != Overrun::No
+    }
+
+    /// Completions dropped because the CQ was full or overrun.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.inner.state).dropped
+    }
+
+    /// Reserve room for one completion (resource management): `FI_EAGAIN` if full,
+    /// `FI_EOVERRUN` if overrun. Dropping the reservation unused gives the room back.
+    pub fn reserve(&self) -> Result<CqReservation> {
+        let mut st = lock(&self.inner.state);
+        if st.overrun != Overrun::No {
+            return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
+        }
+        if st.used() >= self.inner.size {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        st.reserved += 1;
+        self.inner.refresh_room(&st);
+        Ok(CqReservation {
+            cq: Some(self.inner.clone()),
+        })
+    }
+
+    /// Report a successful completion with its source address (`ADDR_NOTAVAIL` if
+    /// none). Fields the CQ's format lacks are ignored. `FI_EOVERRUN` if it did not fit
+    /// (the completion is dropped and the CQ is overrun) or the CQ was overrun before.
+    pub fn push(&self, entry: &CqTaggedEntry, src: u64) -> Result<()> {
+        self.inner.push(entry, src, false)
+    }
+
+    /// [`push`](Self::push) without a source address.
+    pub fn push_entry(&self, entry: &CqTaggedEntry) -> Result<()> {
+        self.inner.push(entry, ADDR_NOTAVAIL, false)
+    }
+
+    /// Report a failed operation; reads return `FI_EAVAIL` when it is next.
+    /// `FI_EOVERRUN` as for [`push`](Self::push).
+    pub fn push_err(&self, err: CqError) -> Result<()> {
+        self.inner.push_err(err, false)
+    }
+}
