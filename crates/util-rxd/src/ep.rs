@@ -151,6 +151,14 @@ struct St {
     by_key: HashMap<Vec<u8>, PeerId>,
     /// The message being received from each engine peer.
     rx: Vec<Option<RxTarget>>,
+    /// The core CQ's entries and their sources, read in batches (reused: not
+    /// initialised per poll).
+    cq_batch: CqBatch,
+    cq_from: [u64; CQ_BATCH],
+    /// By the index of an RDM address (`dest & 0xffff_ffff`, below `DEST_CACHE_MAX`): the
+    /// fabric address, its address and its engine peer, checked against the AV at each
+    /// use (saves normalising, serialising and hashing the address per send).
+    dest_peer: Vec<Option<(u64, Address, PeerId)>>,
     /// Requests and responses complete in this round, carried out after it.
     deferred: Vec<(PeerId, Vec<u8>)>,
     ops: Vec<Option<TxOp>>,
@@ -159,6 +167,14 @@ struct St {
     live: usize,
     m: TagMatcher<IoList, Unexp>,
 }
+
+/// A batch of core CQ entries, kept in `St` between polls.
+struct CqBatch([CqTaggedEntry; CQ_BATCH]);
+
+// SAFETY: the entries are plain values the core CQ wrote; their `buf` field (a raw
+// pointer, which makes the type `!Send`) is only ever read as a value here, never
+// dereferenced, so moving the array to another thread (with `St`) is harmless.
+unsafe impl Send for CqBatch {}
 
 /// Everything of an endpoint; the progress engine holds it weakly.
 struct Shared {
@@ -303,6 +319,9 @@ impl Endpoint {
                 by_key: HashMap::new(),
                 rx: Vec::new(),
                 deferred: Vec::new(),
+                cq_batch: CqBatch([CqTaggedEntry::default(); CQ_BATCH]),
+                cq_from: [ADDR_NOTAVAIL; CQ_BATCH],
+                dest_peer: Vec::new(),
                 ops: Vec::new(),
                 op_free: Vec::new(),
                 op_gen: 1,

@@ -39,6 +39,9 @@ impl OpToken {
     }
 }
 
+/// Largest RDM address index whose peer is cached (`St::dest_peer`).
+const DEST_CACHE_MAX: usize = 1 << 16;
+
 /// A transmit operation between its submission and its completion.
 pub(super) struct TxOp {
     /// The generation of its slot (see [`OpToken`]).
@@ -141,7 +144,17 @@ impl Shared {
     }
 
     /// The engine peer for RDM address `dest`.
+    ///
+    /// Peers made here are the local side's (never reclaimed by the engine), so a
+    /// cached (fabric address, address) → peer stays right as long as the AV still
+    /// holds that address at that fabric address, which each use checks.
     pub(super) fn peer_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<PeerId> {
+        let slot = (dest & 0xffff_ffff) as usize;
+        if let Some(Some((d, a, p))) = st.dest_peer.get(slot) {
+            if *d == dest && act.av.with_entry(dest, |e| e.addr == a).unwrap_or(false) {
+                return Ok(*p);
+            }
+        }
         let a = act.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
@@ -149,11 +162,20 @@ impl Shared {
             )
         })?;
         let key = norm_addr(&a).to_bytes();
-        if let Some(&p) = st.by_key.get(&key) {
-            return Ok(p);
+        let p = match st.by_key.get(&key) {
+            Some(&p) => p,
+            None => {
+                let p = st.eng.peer_for_addr(&key);
+                st.by_key.insert(key, p);
+                p
+            }
+        };
+        if slot < DEST_CACHE_MAX {
+            if st.dest_peer.len() <= slot {
+                st.dest_peer.resize(slot + 1, None);
+            }
+            st.dest_peer[slot] = Some((dest, a, p));
         }
-        let p = st.eng.peer_for_addr(&key);
-        st.by_key.insert(key, p);
         Ok(p)
     }
 
