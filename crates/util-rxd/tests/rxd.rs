@@ -789,7 +789,9 @@ fn a_reused_fabric_address_sends_to_its_new_endpoint() {
     let (r, _) = wait(&b.cq, &[&a.cq], "b's receive").expect("b receives");
     assert_eq!((r.op_context, &bbuf[..4]), (1, &b"to b"[..]));
     a.av.remove(&[b_at_a], 0).expect("remove b");
-    let c_at_a = a.av.insert(std::slice::from_ref(&c.addr)).expect("insert c")[0];
+    let c_at_a =
+        a.av.insert(std::slice::from_ref(&c.addr))
+            .expect("insert c")[0];
     recv(&b, &mut bbuf, 3);
     recv(&c, &mut cbuf, 4);
     send(&a, b"to c", c_at_a, 5).expect("send to c");
