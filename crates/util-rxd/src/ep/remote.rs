@@ -42,28 +42,18 @@ impl Shared {
         want: bool,
     ) -> Result<()> {
         let plen: usize = payload.iter().map(IoList::total).sum();
-        let mut g = lock(&self.st);
+        let (mut g, peer, t) = self.begin_op(act, dest, |peer| TxOp {
+            gen: 0,
+            ctx,
+            flags: cq_flags,
+            want,
+            remote: Some(Remote {
+                peer,
+                result,
+                expect,
+            }),
+        })?;
         let st = &mut *g;
-        if st.live >= self.settings.tx_size {
-            drop(g);
-            self.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = self.peer_of(act, st, dest)?;
-        let t = Self::alloc_op(
-            st,
-            TxOp {
-                gen: 0,
-                ctx,
-                flags: cq_flags,
-                want,
-                remote: Some(Remote {
-                    peer,
-                    result,
-                    expect,
-                }),
-            },
-        );
         let mut head = Vec::with_capacity(MSG_HDR + RMA_HDR);
         head.extend_from_slice(&op_hdr(op, t.bits(), data));
         head.extend_from_slice(&req.bytes());

@@ -179,6 +179,26 @@ impl Shared {
         Ok(p)
     }
 
+    /// Start an operation to `dest`: the state locked, the destination's peer, and a
+    /// slot holding `op(peer)`; `FI_EAGAIN` (after kicking progress) when `tx_size`
+    /// operations are under way.
+    pub(super) fn begin_op(
+        &self,
+        act: &Active,
+        dest: u64,
+        op: impl FnOnce(PeerId) -> TxOp,
+    ) -> Result<(MutexGuard<'_, St>, PeerId, OpToken)> {
+        let mut g = lock(&self.st);
+        if g.live >= self.settings.tx_size {
+            drop(g);
+            self.engine.kick();
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let peer = self.peer_of(act, &mut g, dest)?;
+        let t = Self::alloc_op(&mut g, op(peer));
+        Ok((g, peer, t))
+    }
+
     pub(super) fn alloc_op(st: &mut St, mut op: TxOp) -> OpToken {
         st.op_gen = st.op_gen.wrapping_add(1).max(1);
         op.gen = st.op_gen;
@@ -241,24 +261,14 @@ impl Shared {
                 .txcq
                 .as_ref()
                 .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
-        let mut g = lock(&self.st);
+        let (mut g, peer, t) = self.begin_op(act, dest, |_| TxOp {
+            gen: 0,
+            ctx,
+            flags: cq_flags,
+            want,
+            remote: None,
+        })?;
         let st = &mut *g;
-        if st.live >= self.settings.tx_size {
-            drop(g);
-            self.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = self.peer_of(act, st, dest)?;
-        let t = Self::alloc_op(
-            st,
-            TxOp {
-                gen: 0,
-                ctx,
-                flags: cq_flags,
-                want,
-                remote: None,
-            },
-        );
         let h = msg_hdr(tagged, tag, data);
         let now = self.now();
         let r = st
