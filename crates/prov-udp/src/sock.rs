@@ -1,7 +1,8 @@
-//! The only code that calls the OS: a nonblocking UDP socket (`socket`, `bind`,
-//! `connect`, `sendmsg`, `recvmsg`, `getsockname`, socket options, multicast
-//! membership). Socket
-//! addresses in the C layout are the kit's [`SockAddr`].
+//! The only code that calls the OS: a nonblocking UDP socket. Setup — `socket`, `bind`,
+//! `connect`, `getsockname`, socket options, multicast membership — goes through the
+//! `socket2` crate; the data path (`sendmsg`, `sendto`, `recvmsg`, `recvfrom`) calls
+//! libc directly (see [`UdpSock::send_to`] for why). Socket addresses in the C layout
+//! are the kit's [`SockAddr`].
 //!
 //! # Invariants
 //!
@@ -14,35 +15,19 @@
 //! Nothing here panics.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::zeroed;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
-use ofi_kit::sock::cvt;
+use socket2::{Domain, Socket, Type};
+
 pub use ofi_kit::sock::SockAddr;
-
-/// `IPV6_MULTICAST_ALL` (Linux 4.20; not in the libc crate for this target).
-const IPV6_MULTICAST_ALL: i32 = 29;
 
 /// A nonblocking UDP socket.
 #[derive(Debug)]
 pub struct UdpSock {
-    fd: OwnedFd,
+    sock: Socket,
     v6: bool,
-}
-
-fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T) -> io::Result<()> {
-    // SAFETY: `val` points to a live `T` of `size_of::<T>()` bytes for the call.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    })
-    .map(|_| ())
 }
 
 impl UdpSock {
@@ -50,7 +35,7 @@ impl UdpSock {
     /// IPv6 sockets are `IPV6_V6ONLY`. `sndbuf`/`rcvbuf` > 0 set the socket buffers.
     pub fn bind(addr: &SocketAddr, sndbuf: usize, rcvbuf: usize) -> io::Result<UdpSock> {
         let sock = UdpSock::open(addr.is_ipv6(), sndbuf, rcvbuf)?;
-        sock.bind_to(addr)?;
+        sock.sock.bind(&(*addr).into())?;
         Ok(sock)
     }
 
@@ -66,17 +51,18 @@ impl UdpSock {
         sndbuf: usize,
         rcvbuf: usize,
     ) -> io::Result<UdpSock> {
+        let peer = peer
+            .to_std()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EAFNOSUPPORT))?;
         let sock = UdpSock::open(local.is_ipv6(), sndbuf, rcvbuf)?;
-        let raw = sock.raw_fd();
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, &1i32)?;
+        sock.sock.set_reuse_port(true)?;
         if sock.v6 {
-            setsockopt(raw, libc::IPPROTO_IPV6, IPV6_MULTICAST_ALL, &0i32)?;
+            sock.sock.set_multicast_all_v6(false)?;
         } else {
-            setsockopt(raw, libc::IPPROTO_IP, libc::IP_MULTICAST_ALL, &0i32)?;
+            sock.sock.set_multicast_all_v4(false)?;
         }
-        sock.bind_to(local)?;
-        // SAFETY: `peer` is a valid socket address of `peer.len()` bytes.
-        cvt(unsafe { libc::connect(raw, peer.as_ptr(), peer.len()) })?;
+        sock.sock.bind(&(*local).into())?;
+        sock.sock.connect(&peer.into())?;
         Ok(sock)
     }
 
@@ -84,40 +70,23 @@ impl UdpSock {
     /// port (`SO_REUSEPORT`, set after the bind: a socket that did not set it still
     /// cannot bind the port).
     pub fn share_port(&self) -> io::Result<()> {
-        setsockopt(self.raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, &1i32)
+        self.sock.set_reuse_port(true)
     }
 
     fn open(v6: bool, sndbuf: usize, rcvbuf: usize) -> io::Result<UdpSock> {
-        let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
-        // SAFETY: plain syscall; the result is checked.
-        let fd = cvt(unsafe {
-            libc::socket(
-                family,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        })?;
-        // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let raw = fd.as_raw_fd();
+        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
+        // socket2 adds SOCK_CLOEXEC on Linux; SOCK_NONBLOCK at creation saves a call.
+        let sock = Socket::new(domain, Type::DGRAM.nonblocking(), None)?;
         if v6 {
-            setsockopt(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, &1i32)?;
+            sock.set_only_v6(true)?;
         }
         if sndbuf > 0 {
-            let v = i32::try_from(sndbuf).unwrap_or(i32::MAX);
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &v)?;
+            sock.set_send_buffer_size(sndbuf.min(i32::MAX as usize))?;
         }
         if rcvbuf > 0 {
-            let v = i32::try_from(rcvbuf).unwrap_or(i32::MAX);
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &v)?;
+            sock.set_recv_buffer_size(rcvbuf.min(i32::MAX as usize))?;
         }
-        Ok(UdpSock { fd, v6 })
-    }
-
-    fn bind_to(&self, addr: &SocketAddr) -> io::Result<()> {
-        let sa = SockAddr::from_std(addr);
-        // SAFETY: `sa` is a valid socket address of `sa.len()` bytes.
-        cvt(unsafe { libc::bind(self.raw_fd(), sa.as_ptr(), sa.len()) }).map(|_| ())
+        Ok(UdpSock { sock, v6 })
     }
 
     /// Whether this is an IPv6 socket.
@@ -127,22 +96,26 @@ impl UdpSock {
 
     /// The descriptor (for waits).
     pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.sock.as_raw_fd()
     }
 
     /// The bound address (`getsockname`).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        let mut sa = SockAddr::empty();
-        let p = sa.as_mut_ptr();
-        // SAFETY: `sa` has room for `len` bytes; the kernel writes at most that and
-        // updates the length.
-        cvt(unsafe { libc::getsockname(self.raw_fd(), p, sa.len_mut()) })?;
-        sa.to_std()
+        self.sock
+            .local_addr()?
+            .as_socket()
             .ok_or_else(|| io::Error::other("getsockname: not an IP address"))
     }
 
     /// Send one datagram gathered from `iov` to `dst` (`None`: the connected peer);
     /// the bytes sent.
+    ///
+    /// Raw libc, like the other send and receive calls below: they are the measured data
+    /// path (the `pingpong` and `pollcost` benches of this crate, and `fi_pingpong -p
+    /// udp`): one system call each with exactly the flags needed, the application's
+    /// buffers as raw iovecs (never made into slices), the kit's C-layout address
+    /// passed as it is (no conversion per datagram), and `recvfrom` without a source
+    /// address when none is wanted.
     ///
     /// # Safety
     /// Every iovec in `iov` points to memory valid for reading its length.
@@ -267,70 +240,26 @@ impl UdpSock {
         v6_ifindex: u32,
         join: bool,
     ) -> io::Result<()> {
-        match group {
-            IpAddr::V4(g) => {
-                let mreq = libc::ip_mreq {
-                    imr_multiaddr: libc::in_addr {
-                        s_addr: u32::from(*g).to_be(),
-                    },
-                    imr_interface: libc::in_addr {
-                        s_addr: u32::from(v4_if).to_be(),
-                    },
-                };
-                let opt = if join {
-                    libc::IP_ADD_MEMBERSHIP
-                } else {
-                    libc::IP_DROP_MEMBERSHIP
-                };
-                setsockopt(self.raw_fd(), libc::IPPROTO_IP, opt, &mreq)
-            }
-            IpAddr::V6(g) => {
-                let mreq = libc::ipv6_mreq {
-                    ipv6mr_multiaddr: libc::in6_addr {
-                        s6_addr: g.octets(),
-                    },
-                    ipv6mr_interface: v6_ifindex,
-                };
-                let opt = if join {
-                    libc::IPV6_ADD_MEMBERSHIP
-                } else {
-                    libc::IPV6_DROP_MEMBERSHIP
-                };
-                setsockopt(self.raw_fd(), libc::IPPROTO_IPV6, opt, &mreq)
-            }
+        match (group, join) {
+            (IpAddr::V4(g), true) => self.sock.join_multicast_v4(g, &v4_if),
+            (IpAddr::V4(g), false) => self.sock.leave_multicast_v4(g, &v4_if),
+            (IpAddr::V6(g), true) => self.sock.join_multicast_v6(g, v6_ifindex),
+            (IpAddr::V6(g), false) => self.sock.leave_multicast_v6(g, v6_ifindex),
         }
     }
 
     /// Set the outgoing interface of IPv4 multicast to the address `ifaddr` and turn
     /// multicast loopback on (so a group member on this host receives its own sends).
     pub fn multicast_v4_setup(&self, ifaddr: Ipv4Addr) -> io::Result<()> {
-        let a = libc::in_addr {
-            s_addr: u32::from(ifaddr).to_be(),
-        };
-        setsockopt(self.raw_fd(), libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &a)?;
-        setsockopt(
-            self.raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MULTICAST_LOOP,
-            &1i32,
-        )
+        self.sock.set_multicast_if_v4(&ifaddr)?;
+        self.sock.set_multicast_loop_v4(true)
     }
 
     /// Set the outgoing interface of IPv6 multicast (index, 0 = default) and turn
     /// multicast loopback on.
     pub fn multicast_v6_setup(&self, ifindex: u32) -> io::Result<()> {
-        setsockopt(
-            self.raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MULTICAST_IF,
-            &ifindex,
-        )?;
-        setsockopt(
-            self.raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MULTICAST_LOOP,
-            &1i32,
-        )
+        self.sock.set_multicast_if_v6(ifindex)?;
+        self.sock.set_multicast_loop_v6(true)
     }
 }
 

@@ -582,6 +582,37 @@ fn source_err_reports_unknown_senders_with_their_address() {
     assert_eq!(src, fa);
 }
 
+/// The source of a sender seen before (the endpoint remembers the last one) follows the
+/// AV: removed, the sender is unknown again; inserted anew, it reports its new fabric
+/// address.
+#[test]
+fn a_remembered_source_follows_the_av() {
+    let caps = Caps::MSG | Caps::SOURCE | Caps::SOURCE_ERR;
+    let p = pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, true);
+    let mut buf = [0u8; 16];
+    for ctx in [3, 5] {
+        recv(&p.b.ep, &mut buf, ctx).unwrap();
+        send(&p.a.ep, b"known", p.to_b, ctx + 1).unwrap();
+        let (r, src) = ok(&p.b.cq, "known sender");
+        assert_eq!((r.op_context, src), (ctx, p.to_a));
+    }
+    p.b.av.remove(&[p.to_a], 0).unwrap();
+    recv(&p.b.ep, &mut buf, 7).unwrap();
+    send(&p.a.ep, b"removed", p.to_b, 8).unwrap();
+    let e = err(&p.b.cq, "removed sender");
+    assert_eq!((e.err, e.op_context), (Errno::EADDRNOTAVAIL, 7));
+    assert_eq!(e.err_data, p.a.addr.to_bytes());
+    // A placeholder takes the old slot (table AVs reuse it); the sender comes back
+    // at another fabric address.
+    let other = p.b.av.insert(std::slice::from_ref(&p.b.addr)).unwrap()[0];
+    let again = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
+    assert_ne!(again, other);
+    recv(&p.b.ep, &mut buf, 9).unwrap();
+    send(&p.a.ep, b"back", p.to_b, 10).unwrap();
+    let (r, src) = ok(&p.b.cq, "re-inserted sender");
+    assert_eq!((r.op_context, src), (9, again));
+}
+
 #[test]
 fn source_without_source_err_is_addr_notavail() {
     let p = pair_with(

@@ -774,3 +774,28 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     drop(fake);
     println!("RXD_SILENT_CHILD_OK");
 }
+
+/// A destination's engine peer is remembered per fabric address, but a fabric address
+/// that the AV now gives to another endpoint sends there: the message reaches the new
+/// endpoint, never the old one.
+#[test]
+fn a_reused_fabric_address_sends_to_its_new_endpoint() {
+    let (a, b, b_at_a, _) = pair();
+    let c = node(&rxd_info_with(AddrFormat::SOCKADDR_IN));
+    let mut bbuf = vec![0u8; 64];
+    let mut cbuf = vec![0u8; 64];
+    recv(&b, &mut bbuf, 1);
+    send(&a, b"to b", b_at_a, 2).expect("send to b");
+    let (r, _) = wait(&b.cq, &[&a.cq], "b's receive").expect("b receives");
+    assert_eq!((r.op_context, &bbuf[..4]), (1, &b"to b"[..]));
+    a.av.remove(&[b_at_a], 0).expect("remove b");
+    let c_at_a =
+        a.av.insert(std::slice::from_ref(&c.addr))
+            .expect("insert c")[0];
+    recv(&b, &mut bbuf, 3);
+    recv(&c, &mut cbuf, 4);
+    send(&a, b"to c", c_at_a, 5).expect("send to c");
+    let (r, _) = wait(&c.cq, &[&a.cq, &b.cq], "c's receive").expect("c receives");
+    assert_eq!((r.op_context, &cbuf[..4]), (4, &b"to c"[..]));
+    assert!(poll(&b.cq).is_none(), "b got c's message");
+}

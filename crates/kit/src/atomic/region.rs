@@ -12,7 +12,9 @@
 //! - [`AtomicLocks`] owns no memory: a small array of mutexes striped by address, for a
 //!   provider whose target is memory it reaches another way (a registered buffer).
 //!   [`AtomicLocks::lock`] takes every stripe a byte range maps to, in ascending stripe
-//!   order, and holds them until the guard drops.
+//!   order, and holds them until the guard drops. [`AtomicLocks::apply_raw`] is the
+//!   entry point for memory others may access at the same time: it reaches the target
+//!   through raw-pointer copies only, never a reference.
 //!
 //! A poisoned mutex (a panic elsewhere while holding it) is recovered: the protected
 //! data are plain bytes, with no invariant a panic could break. Nothing here panics.
@@ -296,6 +298,74 @@ impl AtomicLocks {
         let _guard = self.lock(addr, bytes);
         super::apply(op, dt, kind, target, operand, compare, result, count)
     }
+
+    /// [`apply`](super::apply) on the `target_len` bytes at `target` — memory that
+    /// others (the application, a peer through another path) may read or write at the
+    /// same time, such as a registered buffer — while holding the stripes of the bytes
+    /// the operation covers.
+    ///
+    /// The target is reached only through raw-pointer copies, never through a reference:
+    /// its bytes are copied out under the stripes, the operation runs on the copy, and
+    /// only the elements whose bytes changed are copied back (an ATOMIC_READ, a compare
+    /// that does not swap, a MIN that keeps the target write nothing). So a target
+    /// granted read access only is never written by an operation that does not change
+    /// it.
+    ///
+    /// Errors: those of [`apply`](super::apply) (nothing is read or modified).
+    ///
+    /// # Safety
+    ///
+    /// `target` is valid for reads of `target_len` bytes and, unless the operation leaves
+    /// every element unchanged (ATOMIC_READ), for writes of them, for the duration of the
+    /// call. Concurrent accesses by others that bypass this lock set are allowed (the
+    /// copies are byte copies through raw pointers), but their interleaving with this
+    /// operation is not atomic (the module's "single actor" rule).
+    #[allow(clippy::too_many_arguments)]
+    #[allow(unsafe_code)] // The one raw-memory entry point of the atomic engine.
+    pub unsafe fn apply_raw(
+        &self,
+        target: *mut u8,
+        target_len: usize,
+        op: AtomicOp,
+        dt: Datatype,
+        kind: AtomicKind,
+        operand: &[u8],
+        compare: &[u8],
+        result: &mut [u8],
+        count: usize,
+    ) -> Result<()> {
+        let bytes = super::check(
+            op,
+            dt,
+            kind,
+            target_len,
+            operand.len(),
+            compare.len(),
+            result.len(),
+            count,
+        )?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        let _guard = self.lock(target as u64, bytes);
+        let mut before = vec![0u8; bytes];
+        // SAFETY: `target` is readable for `target_len >= bytes` bytes (the caller's
+        // contract; `check` compared the lengths); `before` is a distinct allocation of
+        // `bytes` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(target, before.as_mut_ptr(), bytes) };
+        let mut after = before.clone();
+        super::apply(op, dt, kind, &mut after, operand, compare, result, count)?;
+        let size = dt.size();
+        for (i, (a, b)) in after.chunks(size).zip(before.chunks(size)).enumerate() {
+            if a != b {
+                // SAFETY: element `i` lies within the first `bytes` bytes of `target`,
+                // writable because the operation changed it (the caller's contract);
+                // `a` is a distinct allocation.
+                unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), target.add(i * size), a.len()) };
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -517,6 +587,75 @@ mod tests {
         );
         assert_eq!(err.unwrap_err().code(), Errno::EINVAL);
         assert_eq!(u16::from_ne_bytes(target), 9);
+    }
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn apply_raw_writes_only_changed_elements() {
+        let locks = AtomicLocks::default();
+        let mut target: Vec<u8> = [5u32, 20, 7].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let operand: Vec<u8> = [9u32, 3, 7].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let mut res = [0u8; 12];
+        // SAFETY: `target` is a live local buffer of 12 bytes.
+        unsafe {
+            locks.apply_raw(
+                target.as_mut_ptr(),
+                target.len(),
+                AtomicOp::Max,
+                Datatype::Uint32,
+                AtomicKind::Fetch,
+                &operand,
+                &[],
+                &mut res,
+                3,
+            )
+        }
+        .unwrap();
+        let words = |b: &[u8]| -> Vec<u32> {
+            b.chunks(4)
+                .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        assert_eq!(words(&target), [9, 20, 7]);
+        assert_eq!(words(&res), [5, 20, 7]);
+
+        // An ATOMIC_READ of read-only memory: nothing is written (a write would fault).
+        static RO: [u8; 8] = 0x0102_0304_0506_0708u64.to_ne_bytes();
+        let mut out = [0u8; 8];
+        // SAFETY: `RO` is readable for 8 bytes; ATOMIC_READ changes no element, so
+        // nothing is written through the pointer.
+        unsafe {
+            locks.apply_raw(
+                RO.as_ptr().cast_mut(),
+                RO.len(),
+                AtomicOp::AtomicRead,
+                Datatype::Uint64,
+                AtomicKind::Fetch,
+                &[],
+                &[],
+                &mut out,
+                1,
+            )
+        }
+        .unwrap();
+        assert_eq!(out, RO);
+
+        // A short target is refused before anything is read.
+        // SAFETY: the length check fails first; the pointer is never used.
+        let err = unsafe {
+            locks.apply_raw(
+                std::ptr::null_mut(),
+                2,
+                AtomicOp::Sum,
+                Datatype::Uint32,
+                AtomicKind::Base,
+                &operand,
+                &[],
+                &mut [],
+                1,
+            )
+        };
+        assert_eq!(err.unwrap_err().code(), Errno::EINVAL);
     }
 
     proptest! {

@@ -67,11 +67,17 @@ impl SpinLimit {
     /// Called once per fruitless poll: true once `limit` has passed.
     #[inline(always)]
     fn expired(&mut self, limit: Duration) -> bool {
+        self.expired_on(limit, Instant::now)
+    }
+
+    /// [`Self::expired`] on the clock `now` (tests use a clock they move).
+    #[inline(always)]
+    fn expired_on(&mut self, limit: Duration, now: impl Fn() -> Instant) -> bool {
         self.calls = self.calls.wrapping_add(1);
         if !self.calls.is_multiple_of(Self::EVERY) {
             return false;
         }
-        let (start, expired) = Self::check(self.calls, self.start, limit);
+        let (start, expired) = Self::check(self.calls, self.start, limit, now);
         self.start = Some(start);
         expired
     }
@@ -81,12 +87,17 @@ impl SpinLimit {
     /// that the state of the inlined `expired` can live in registers.
     #[cold]
     #[inline(never)]
-    fn check(calls: u32, start: Option<Instant>, limit: Duration) -> (Instant, bool) {
+    fn check(
+        calls: u32,
+        start: Option<Instant>,
+        limit: Duration,
+        clock: impl Fn() -> Instant,
+    ) -> (Instant, bool) {
         if calls.is_multiple_of(YIELD_EVERY) {
             // Let a peer that shares this CPU run (both sides busy-poll).
             std::thread::yield_now();
         }
-        let now = Instant::now();
+        let now = clock();
         match start {
             None => (now, false),
             Some(t) => (t, now.duration_since(t) >= limit),
@@ -949,19 +960,33 @@ mod tests {
 
     #[test]
     fn spin_limit_reads_the_clock_rarely_and_expires() {
+        // A clock the test moves, counting its readings.
+        let t0 = Instant::now();
+        let now = std::cell::Cell::new(t0);
+        let reads = std::cell::Cell::new(0u32);
+        let clock = || {
+            reads.set(reads.get() + 1);
+            now.get()
+        };
         let limit = Duration::from_millis(20);
         let mut l = SpinLimit::default();
         for _ in 0..SpinLimit::EVERY - 1 {
-            assert!(!l.expired(limit), "expired before its limit");
+            assert!(!l.expired_on(limit, clock), "expired before its limit");
         }
-        assert!(l.start.is_none(), "the clock was read before EVERY calls");
+        assert_eq!(reads.get(), 0, "the clock was read before EVERY calls");
+        // Time passes, but less than the limit from the first reading.
+        assert!(!l.expired_on(limit, clock));
+        assert_eq!(reads.get(), 1);
+        now.set(t0 + Duration::from_millis(19));
         for _ in 0..10 * SpinLimit::EVERY {
-            assert!(!l.expired(limit), "expired before its limit");
+            assert!(!l.expired_on(limit, clock), "expired before its limit");
         }
-        assert!(l.start.is_some(), "the clock was read");
-        std::thread::sleep(Duration::from_millis(25));
-        let fired = (0..SpinLimit::EVERY).any(|_| l.expired(limit));
-        assert!(fired, "not expired within EVERY calls after the limit");
+        assert_eq!(reads.get(), 11, "one reading every EVERY calls");
+        now.set(t0 + Duration::from_millis(20));
+        let calls = (1..=SpinLimit::EVERY).find(|_| l.expired_on(limit, clock));
+        assert_eq!(calls, Some(SpinLimit::EVERY), "expired at the next reading");
+        // It stays expired.
+        assert!((0..SpinLimit::EVERY).any(|_| l.expired_on(limit, clock)));
     }
 
     #[test]

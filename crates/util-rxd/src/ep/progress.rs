@@ -1,0 +1,283 @@
+//! Progress: reading the core CQ into the engine, the engine's events and timers, and the
+//! watchdog thread that runs a round when the application stopped calling in.
+//!
+//! # Invariants
+//!
+//! - A datagram buffer is reposted after its packet was handed to the engine, never
+//!   while the engine reads it.
+//! - Each engine event is handled once; requests and responses completed by a packet
+//!   are carried out after that packet's events (`St::deferred`).
+//! - The watchdog holds the endpoint weakly and ends once it is closed.
+//!
+//! Nothing here panics.
+
+use super::*;
+
+/// How often the watchdog looks at an endpoint with timers pending.
+pub(super) const WATCHDOG_PERIOD: Duration = Duration::from_millis(1);
+/// How often it looks at an endpoint with nothing pending.
+pub(super) const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
+
+/// The watchdog: with manual progress an application may stop calling into the provider
+/// as soon as it has its completions, while its peer still waits for an acknowledgement
+/// (or a retransmission is due). When progress has not run for a watchdog period and a
+/// timer of the engine is due, the watchdog runs one round. It sleeps otherwise, and
+/// ends when the endpoint is closed.
+pub(super) fn spawn_watchdog(w: Weak<Shared>) {
+    let r = std::thread::Builder::new()
+        .name("ofi_rxd-watchdog".into())
+        .spawn(move || {
+            let mut nap = WATCHDOG_PERIOD;
+            loop {
+                std::thread::sleep(nap);
+                let Some(sh) = w.upgrade() else {
+                    return;
+                };
+                let Some(act) = sh.active.get() else {
+                    continue;
+                };
+                let now = sh.now();
+                let last = sh.last_progress.load(AtomicOrdering::Relaxed);
+                if now.saturating_sub(last) < WATCHDOG_PERIOD.as_nanos() as u64 {
+                    continue;
+                }
+                // Busy (someone is progressing): look again soon.
+                let deadline = match sh.st.try_lock() {
+                    Ok(g) => g.eng.poll_timeout(),
+                    Err(_) => Some(u64::MAX),
+                };
+                nap = if deadline.is_none() {
+                    WATCHDOG_IDLE
+                } else {
+                    WATCHDOG_PERIOD
+                };
+                if deadline.is_some_and(|d| d <= now) {
+                    sh.progress_all(act);
+                }
+            }
+        });
+    if let Err(e) = r {
+        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
+    }
+}
+
+impl Shared {
+    /// Handle what the engine reported.
+    pub(super) fn handle_events(&self, act: &Active, st: &mut St) -> usize {
+        let mut n = 0;
+        while let Some(ev) = st.eng.poll_event() {
+            n += 1;
+            match ev {
+                Event::Message { peer, data } => self.on_message(act, st, peer, data),
+                Event::Sent { token } => {
+                    // RMA and atomics complete with their response instead.
+                    let token = OpToken::from_bits(token);
+                    let remote = st.op(token).is_some_and(|o| o.remote.is_some());
+                    if !remote {
+                        if let Some(op) = Self::take_op(st, token) {
+                            act.complete_tx(op.ctx, op.flags, op.want, None);
+                        }
+                    }
+                }
+                Event::Failed { token, why } => {
+                    if let Some(op) = Self::take_op(st, OpToken::from_bits(token)) {
+                        let e = match why {
+                            Failure::Lost | Failure::Protocol => Errno::EIO,
+                            Failure::Reset => Errno::ECONNRESET,
+                        };
+                        act.complete_tx(op.ctx, op.flags, true, Some(e));
+                    }
+                }
+                Event::PeerLost { peer, why } => {
+                    // Its operations failed (Failed events before this one); those whose
+                    // request it had acknowledged but not answered (RMA, atomics) fail
+                    // now; a message being received from it is abandoned; the core
+                    // address stays for a later connection.
+                    let waiting: Vec<OpToken> = st
+                        .ops
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, o)| {
+                            let o = o.as_ref()?;
+                            o.remote.as_ref().filter(|r| r.peer == peer)?;
+                            Some(OpToken {
+                                slot: i as u32,
+                                gen: o.gen,
+                            })
+                        })
+                        .collect();
+                    for t in waiting {
+                        if let Some(op) = Self::take_op(st, t) {
+                            act.complete_tx(op.ctx, op.flags, true, Some(Errno::EIO));
+                        }
+                    }
+                    if let Some(t) = st.rx.get_mut(peer as usize).and_then(Option::take) {
+                        self.abort_rx(act, t, Errno::EIO);
+                    }
+                    ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {peer}: connection ended ({why:?})");
+                }
+                Event::PeerReclaimed { peer } => {
+                    // The slot goes to a new peer: forget the old one's core address.
+                    let i = peer as usize;
+                    if let Some(f) = st.core_addr.get_mut(i).and_then(Option::take) {
+                        let _ = self.core_av.remove(&[f], 0);
+                        if let Some(e) = st.src_bytes.get_mut((f & 0xffff_ffff) as usize) {
+                            *e = None;
+                        }
+                    }
+                    if let Some(a) = st.peer_addr.get_mut(i) {
+                        *a = None;
+                    }
+                    if let Some(t) = st.rx.get_mut(i).and_then(Option::take) {
+                        self.abort_rx(act, t, Errno::EIO);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    pub(super) fn progress_cq(&self, act: &Active, st: &mut St, now: u64) -> usize {
+        // The batch arrays live in `St`: an empty poll (most polls) initialises nothing
+        // (they were on the stack, filled afresh each call: measured with callgrind on
+        // `fi_pingpong -p "udp;ofi_rxd"`, about 100 instructions of every poll).
+        let mut n = 0;
+        for _ in 0..CQ_ROUNDS {
+            let St {
+                cq_batch, cq_from, ..
+            } = st;
+            match self.core_cq.readfrom(&mut cq_batch.0[..], &mut cq_from[..]) {
+                Ok(k) => {
+                    for j in 0..k.min(CQ_BATCH) {
+                        let (e, f) = (st.cq_batch.0[j], st.cq_from[j]);
+                        let i = e.op_context;
+                        if e.flags & OpFlags::RECV.bits() == 0 {
+                            continue;
+                        }
+                        if i < st.bufs.len() {
+                            // (A buffer kept across packets: no allocation per datagram.)
+                            let mut src = std::mem::take(&mut st.src_buf);
+                            self.src_of_core(st, f, &mut src);
+                            self.take_packet(act, st, i, e.len, &src, now);
+                            st.src_buf = src;
+                            self.repost(st, i);
+                        }
+                    }
+                    n += k;
+                    if k < CQ_BATCH {
+                        break;
+                    }
+                }
+                Err(e) if e.code() == Errno::EAVAIL => {
+                    if let Ok(ce) = self.core_cq.readerr_owned(0) {
+                        if ce.flags & OpFlags::RECV.bits() != 0 && ce.op_context < st.bufs.len() {
+                            if ce.err == Errno::EADDRNOTAVAIL {
+                                // A datagram from a source not in the core AV (a first
+                                // CONNECT): its source is in the error data.
+                                let src = Address::from_bytes(self.fmt, &ce.err_data)
+                                    .map(|a| norm_addr(&a).to_bytes())
+                                    .unwrap_or_default();
+                                self.take_packet(act, st, ce.op_context, ce.len, &src, now);
+                            }
+                            // (Else a truncated or failed datagram: not one of ours.)
+                            self.repost(st, ce.op_context);
+                        }
+                    }
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        n
+    }
+
+    /// Write into `out` the address (engine form) of core AV entry `f` that sent a
+    /// datagram (nothing if unknown: the engine then takes nothing from it).
+    pub(super) fn src_of_core(&self, st: &mut St, f: u64, out: &mut Vec<u8>) {
+        out.clear();
+        if f == ADDR_NOTAVAIL {
+            return;
+        }
+        let i = (f & 0xffff_ffff) as usize;
+        if let Some(Some((g, b))) = st.src_bytes.get(i) {
+            if *g == f {
+                out.extend_from_slice(b);
+                return;
+            }
+        }
+        let Ok(a) = self.core_av.lookup(f) else {
+            return;
+        };
+        let b = norm_addr(&a).to_bytes();
+        out.extend_from_slice(&b);
+        if i < (1 << 20) {
+            if st.src_bytes.len() <= i {
+                st.src_bytes.resize(i + 1, None);
+            }
+            st.src_bytes[i] = Some((f, b));
+        }
+    }
+
+    /// Feed datagram buffer `i` (`len` bytes) to the engine, placing message pieces as
+    /// they come; then handle its events (a lost peer's open message is abandoned before
+    /// the next packet) and the requests it completed.
+    pub(super) fn take_packet(
+        &self,
+        act: &Active,
+        st: &mut St,
+        i: usize,
+        len: usize,
+        src: &[u8],
+        now: u64,
+    ) {
+        {
+            let St {
+                eng,
+                bufs,
+                m,
+                rx,
+                peer_addr,
+                deferred,
+                ..
+            } = st;
+            let b = &bufs[i];
+            let pkt = &b[..len.min(b.len())];
+            eng.handle_packet_streaming(src, pkt, now, &mut |seg: Seg<'_>| {
+                let parts = RxParts {
+                    m: &mut *m,
+                    rx: &mut *rx,
+                    peer_addr: &mut *peer_addr,
+                    deferred: &mut *deferred,
+                };
+                self.on_seg(act, parts, seg)
+            });
+        }
+        self.handle_events(act, st);
+        if !st.deferred.is_empty() {
+            for (peer, v) in std::mem::take(&mut st.deferred) {
+                self.on_message(act, st, peer, v);
+            }
+        }
+    }
+
+    pub(super) fn progress_all(&self, act: &Active) -> usize {
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        let now = self.now();
+        self.last_progress.store(now, AtomicOrdering::Relaxed);
+        let mut n = self.progress_cq(act, st, now);
+        st.eng.handle_timeout(now);
+        n += self.handle_events(act, st);
+        n += self.flush(st, now);
+        n
+    }
+}
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        self.progress_all(act)
+    }
+}

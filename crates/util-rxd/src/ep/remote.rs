@@ -1,0 +1,328 @@
+//! RMA and atomics: requests carried as messages, carried out at the target against the
+//! domain's MR table, answered with a response that completes the initiator's operation.
+//!
+//! # Invariants
+//!
+//! - An initiator's operation completes with its response only (an acknowledgement of
+//!   the request is not its completion); a response must name a live operation of the
+//!   peer that answers, and carry exactly the bytes expected.
+//! - The target touches registered memory only within a region the MR table checked
+//!   for the access, and only through raw pointers (the application and other peers
+//!   may access it concurrently); atomics are serialised per address stripe by
+//!   [`ATOMIC_LOCKS`] across every rxd endpoint of the process.
+//!
+//! Nothing here panics on peer input: a bad request is answered with its error code.
+
+use super::*;
+
+/// An RMA or atomic operation waiting for its response.
+pub(super) struct Remote {
+    pub(super) peer: PeerId,
+    /// Where the response's data goes (read, fetched values), and how long it must be.
+    result: Option<IoList>,
+    expect: usize,
+}
+
+impl Shared {
+    /// Start a remote operation: a request message of `op` with `req`, whose payload is
+    /// `payload` (gathered from the application's buffers at the call).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn remote(
+        &self,
+        act: &Active,
+        dest: u64,
+        ctx: usize,
+        op: u8,
+        req: RmaReq,
+        data: Option<u64>,
+        payload: &[IoList],
+        result: Option<IoList>,
+        expect: usize,
+        cq_flags: u64,
+        want: bool,
+    ) -> Result<()> {
+        let plen: usize = payload.iter().map(IoList::total).sum();
+        let (mut g, peer, t) = self.begin_op(act, dest, |peer| TxOp {
+            gen: 0,
+            ctx,
+            flags: cq_flags,
+            want,
+            remote: Some(Remote {
+                peer,
+                result,
+                expect,
+            }),
+        })?;
+        let st = &mut *g;
+        let mut head = Vec::with_capacity(MSG_HDR + RMA_HDR);
+        head.extend_from_slice(&op_hdr(op, t.bits(), data));
+        head.extend_from_slice(&req.bytes());
+        let mut body = vec![0u8; plen];
+        let mut at = 0;
+        for l in payload {
+            let n = l.total();
+            // SAFETY: the application's buffers are readable for their lengths during
+            // the call (C contract); `body[at..]` has `n` bytes.
+            unsafe { l.gather(0, body[at..].as_mut_ptr(), n) };
+            at += n;
+        }
+        let now = self.now();
+        let hl = head.len();
+        let r = st
+            .eng
+            .send_with(peer, t.bits(), hl + plen, now, |off, n, dst| {
+                let mut o = off;
+                let mut left = n;
+                if o < hl {
+                    let k = (hl - o).min(left);
+                    dst.extend_from_slice(&head[o..o + k]);
+                    left -= k;
+                    o += k;
+                }
+                dst.extend_from_slice(&body[o - hl..o - hl + left]);
+            });
+        if r.is_err() {
+            let _ = Self::take_op(st, t);
+            return Err(Error::new(Errno::EMSGSIZE, "ofi_rxd: request too long"));
+        }
+        self.flush(st, now);
+        Ok(())
+    }
+
+    /// A request or response arrived from `peer`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_remote(
+        &self,
+        act: &Active,
+        st: &mut St,
+        peer: PeerId,
+        op: u8,
+        rid: u64,
+        cqdata: Option<u64>,
+        msg: &[u8],
+    ) {
+        if op == OP_RESP {
+            self.on_response(act, st, peer, rid, cqdata.unwrap_or(0), &msg[MSG_HDR..]);
+            return;
+        }
+        let Ok(req) = RmaReq::from_bytes(&msg[MSG_HDR..]) else {
+            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: short RMA request");
+            return;
+        };
+        let payload = &msg[MSG_HDR + RMA_HDR..];
+        let (status, out) = match op {
+            OP_WRITE => (self.target_write(act, &req, payload, cqdata), Vec::new()),
+            OP_READ => match self.target_read(&req) {
+                Ok(v) => (0, v),
+                Err(e) => (e.0, Vec::new()),
+            },
+            _ => match self.target_atomic(&req, payload) {
+                Ok(v) => (0, v),
+                Err(e) => (e.0, Vec::new()),
+            },
+        };
+        let mut m = Vec::with_capacity(MSG_HDR + out.len());
+        m.extend_from_slice(&op_hdr(OP_RESP, rid, Some(u64::from(status as u32))));
+        m.extend_from_slice(&out);
+        let now = self.now();
+        if st.eng.send(peer, NO_TOKEN, &m, now).is_err() {
+            ofi_core::ofi_warn!(NAME, "ep_data", "peer {peer}: response not sent");
+        }
+    }
+
+    pub(super) fn on_response(
+        &self,
+        act: &Active,
+        st: &mut St,
+        peer: PeerId,
+        rid: u64,
+        status: u64,
+        data: &[u8],
+    ) {
+        let rid = OpToken::from_bits(rid);
+        let ok = st
+            .op(rid)
+            .is_some_and(|o| o.remote.as_ref().is_some_and(|r| r.peer == peer));
+        if !ok {
+            ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: stray response");
+            return;
+        }
+        let Some(op) = Self::take_op(st, rid) else {
+            return;
+        };
+        // The peer's status (the low 32 bits, signed): an FI code or FI_EPROTO.
+        let mut err = Errno::from_peer_status(i64::from(status as u32 as i32));
+        if let Some(r) = &op.remote {
+            if err.is_none() {
+                if data.len() != r.expect {
+                    err = Some(Errno::EIO);
+                } else if let Some(res) = &r.result {
+                    let n = data.len().min(res.total());
+                    // SAFETY: the result buffers are the application's, writable for
+                    // their lengths until this completion (C contract).
+                    unsafe { res.scatter(0, data.as_ptr(), n) };
+                }
+            }
+        }
+        let want = op.want || err.is_some();
+        act.complete_tx(op.ctx, op.flags, want, err);
+    }
+
+    /// The target region of a request, as one list of local buffers.
+    pub(super) fn region(
+        &self,
+        key: u64,
+        addr: u64,
+        len: usize,
+        access: OpFlags,
+    ) -> std::result::Result<(ofi_kit::mr::RemoteRegion, IoList), Errno> {
+        let region = self
+            ._dom
+            .mr
+            .lookup_remote(key, addr, len, access)
+            .map_err(|e| e.code())?;
+        let mut segs = [(0usize, 0usize); IOV_LIMIT];
+        let mut n = 0;
+        for seg in region.segments() {
+            if n == segs.len() {
+                return Err(Errno::EINVAL);
+            }
+            segs[n] = seg;
+            n += 1;
+        }
+        Ok((region, IoList::from_pairs(&segs[..n])))
+    }
+
+    pub(super) fn target_write(
+        &self,
+        act: &Active,
+        req: &RmaReq,
+        payload: &[u8],
+        cqdata: Option<u64>,
+    ) -> i32 {
+        if req.len != payload.len() as u64 {
+            return Errno::EINVAL.0;
+        }
+        let (region, segs) =
+            match self.region(req.key, req.addr, payload.len(), OpFlags::REMOTE_WRITE) {
+                Ok(r) => r,
+                Err(e) => return e.0,
+            };
+        // SAFETY: the segments are the registered region's memory, checked by the MR
+        // table for `payload.len()` bytes of remote write access.
+        unsafe { segs.scatter(0, payload.as_ptr(), payload.len()) };
+        region.count_access();
+        if let (Some(d), Some(b)) = (cqdata, &act.rxcq) {
+            let e = CqTaggedEntry {
+                op_context: 0,
+                flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits(),
+                len: payload.len(),
+                buf: std::ptr::null_mut(),
+                data: d,
+                tag: 0,
+            };
+            let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+        }
+        0
+    }
+
+    pub(super) fn target_read(&self, req: &RmaReq) -> std::result::Result<Vec<u8>, Errno> {
+        let len = usize::try_from(req.len).map_err(|_| Errno::EINVAL)?;
+        if len > MAX_MSG_SIZE {
+            return Err(Errno::EMSGSIZE);
+        }
+        let (region, segs) = self.region(req.key, req.addr, len, OpFlags::REMOTE_READ)?;
+        let mut v = vec![0u8; len];
+        // SAFETY: the segments are the registered region's memory, checked for `len`
+        // bytes of remote read access; `v` has `len` bytes.
+        unsafe { segs.gather(0, v.as_mut_ptr(), len) };
+        region.count_access();
+        Ok(v)
+    }
+
+    pub(super) fn target_atomic(
+        &self,
+        req: &RmaReq,
+        payload: &[u8],
+    ) -> std::result::Result<Vec<u8>, Errno> {
+        let dt = Datatype::from_raw(u32::from(req.dt)).ok_or(Errno::EINVAL)?;
+        let op = AtomicOp::from_raw(u32::from(req.op)).ok_or(Errno::EINVAL)?;
+        let kind = kind_of(req.kind).map_err(|_| Errno::EINVAL)?;
+        let count = usize::try_from(req.len).map_err(|_| Errno::EINVAL)?;
+        ofi_kit::atomic::valid(op, dt, kind).map_err(|e| e.code())?;
+        let bytes = count.checked_mul(dt.size()).ok_or(Errno::EMSGSIZE)?;
+        if bytes > crate::MAX_ATOMIC_BYTES {
+            return Err(Errno::EMSGSIZE);
+        }
+        let fetch = kind != AtomicKind::Base;
+        let access = if op == AtomicOp::AtomicRead {
+            OpFlags::REMOTE_READ
+        } else if fetch {
+            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
+        } else {
+            OpFlags::REMOTE_WRITE
+        };
+        let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+        let compare_len = if kind == AtomicKind::Compare {
+            bytes
+        } else {
+            0
+        };
+        if payload.len() != operand_len + compare_len {
+            return Err(Errno::EINVAL);
+        }
+        let (region, segs) = self.region(req.key, req.addr, bytes, access)?;
+        let seg = match segs.slice() {
+            [one] => *one,
+            [] if bytes == 0 => (0, 0),
+            _ => return Err(Errno::EINVAL),
+        };
+        let (operand, compare) = payload.split_at(operand_len);
+        let mut result = vec![0u8; if fetch { bytes } else { 0 }];
+        let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
+        // SAFETY: the MR table checked that [seg.0, seg.0 + bytes) lies inside a live
+        // registration granting this access (read, and write unless the operation is
+        // ATOMIC_READ, which writes nothing); the registration stays live during the
+        // call (the application's contract: memory is not freed before it is
+        // deregistered). The application may touch those bytes concurrently: the
+        // engine copies through raw pointers only, never a reference.
+        unsafe {
+            locks.apply_raw(
+                seg.0 as *mut u8,
+                bytes,
+                op,
+                dt,
+                kind,
+                operand,
+                compare,
+                &mut result,
+                count,
+            )
+        }
+        .map_err(|e| e.code())?;
+        region.count_access();
+        Ok(result)
+    }
+}
+
+/// Atomics applied by this process (every rxd endpoint) are serialised per address
+/// stripe.
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
+
+pub(super) fn ioc_list(v: &[Ioc], size: usize) -> Result<IoList> {
+    if v.len() > IOV_LIMIT {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("ofi_rxd: {} ioc entries, the limit is {IOV_LIMIT}", v.len()),
+        ));
+    }
+    let mut pairs = [(0usize, 0usize); IOV_LIMIT];
+    for (d, e) in pairs.iter_mut().zip(v) {
+        let n = e
+            .count
+            .checked_mul(size)
+            .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: atomic element count overflows"))?;
+        *d = (e.addr as usize, n);
+    }
+    Ok(IoList::from_pairs(&pairs[..v.len()]))
+}
