@@ -31,7 +31,9 @@
 //! - [`netif`]: network interfaces and the default source address of IP endpoints
 //!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source);
 //! - [`diag`]: diagnostics of untrusted input — long values shortened for messages,
-//!   warnings about peers rate-limited per peer.
+//!   warnings about peers rate-limited per peer;
+//! - [`wire`]: the one wire-format convention — named field ranges, checked views
+//!   ([`wire_header!`]), the parse error [`wire::WireError`] (`FI_EPROTO` at the edge).
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
@@ -67,5 +69,6 @@ pub mod request;
 pub mod sock;
 pub mod tagmatch;
 pub mod wait;
+pub mod wire;
 
 pub use ofi_core as core;
