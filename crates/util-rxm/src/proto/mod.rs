@@ -184,7 +184,7 @@ wire_header! {
         /// Remote address.
         ADDR: u64 = 0..8 => addr, set_addr;
         /// Length.
-        LEN: u64 = 8..16 => len, set_len;
+        LEN: u64 = 8..16 => length, set_length;
         /// Remote key.
         KEY: u64 = 16..24 => key, set_key;
     }
@@ -473,7 +473,7 @@ impl Rts {
         for (i, &(a, l, k)) in self.iov[..n].iter().enumerate() {
             let mut e = RtsIovView::new_checked(&mut out[rts_len(i)..])?;
             e.set_addr(a);
-            e.set_len(l);
+            e.set_length(l);
             e.set_key(k);
         }
         Ok(())
@@ -502,7 +502,7 @@ impl Rts {
         let mut sum = 0u64;
         for (i, e) in iov.iter_mut().enumerate().take(n) {
             let v = RtsIovView::new_checked(&b[rts_len(i)..])?;
-            *e = (v.addr(), v.len(), v.key());
+            *e = (v.addr(), v.length(), v.key());
             sum = sum
                 .checked_add(e.1)
                 .ok_or(WireError::Malformed("RTS iov lengths overflow"))?;
