@@ -1,6 +1,7 @@
 //! The data path: kit's [`DataPath`](ofi_kit::dataops::DataPath) over the endpoint
 //! (request values in, operations submitted to the shared state).
 
+use super::ops::FwdRequest;
 use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
@@ -28,26 +29,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
-        let SendRequest {
-            iov,
-            dest,
-            context,
-            tag,
-            data,
-            flags,
-            inject,
-        } = req;
-        self.sh.send(
-            act,
-            iov,
-            dest,
-            context,
-            tag.unwrap_or(0),
-            data,
-            tag.is_some(),
-            flags,
-            inject,
-        )
+        self.sh.send(act, req)
     }
 
     fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
@@ -86,12 +68,14 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if read {
             return self.sh.forward(
                 act,
-                peer,
-                ctx,
-                Fwd::Read { iov, desc, rma },
-                None,
-                flags,
-                false,
+                FwdRequest {
+                    dest: peer,
+                    ctx,
+                    fwd: Fwd::Read { iov, desc, rma },
+                    owned: None,
+                    flags,
+                    suppress: false,
+                },
             );
         }
         if copy {
@@ -112,32 +96,36 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             }];
             return self.sh.forward(
                 act,
-                peer,
-                ctx,
-                Fwd::Write {
-                    iov,
-                    desc: Vec::new(),
-                    rma,
-                    data,
+                FwdRequest {
+                    dest: peer,
+                    ctx,
+                    fwd: Fwd::Write {
+                        iov,
+                        desc: Vec::new(),
+                        rma,
+                        data,
+                    },
+                    owned: Some(v),
+                    flags,
+                    suppress,
                 },
-                Some(v),
-                flags,
-                suppress,
             );
         }
         self.sh.forward(
             act,
-            peer,
-            ctx,
-            Fwd::Write {
-                iov,
-                desc,
-                rma,
-                data,
+            FwdRequest {
+                dest: peer,
+                ctx,
+                fwd: Fwd::Write {
+                    iov,
+                    desc,
+                    rma,
+                    data,
+                },
+                owned: None,
+                flags,
+                suppress: false,
             },
-            None,
-            flags,
-            false,
         )
     }
 
@@ -197,23 +185,25 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         }
         self.sh.forward(
             act,
-            peer,
-            ctx,
-            Fwd::Atomic {
-                kind,
-                iov,
-                desc,
-                rma,
-                dt,
-                op,
-                cmp: cmp.to_vec(),
-                cdesc,
-                res: res.to_vec(),
-                rdesc,
+            FwdRequest {
+                dest: peer,
+                ctx,
+                fwd: Fwd::Atomic {
+                    kind,
+                    iov,
+                    desc,
+                    rma,
+                    dt,
+                    op,
+                    cmp: cmp.to_vec(),
+                    cdesc,
+                    res: res.to_vec(),
+                    rdesc,
+                },
+                owned,
+                flags,
+                suppress,
             },
-            owned,
-            flags,
-            suppress,
         )
     }
 

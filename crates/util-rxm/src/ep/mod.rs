@@ -186,6 +186,14 @@ struct SarBuf {
     matched: Option<(PostedRecv<IoList>, Placement, bool)>,
 }
 
+/// Where a message lands: a posted receive, the part of it the message fills, and
+/// whether the message releases it (its last use).
+struct Landing {
+    recv: PostedRecv<IoList>,
+    place: Placement,
+    released: bool,
+}
+
 /// What an unexpected message holds.
 enum Unexp {
     Data {

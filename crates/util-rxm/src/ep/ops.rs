@@ -9,6 +9,22 @@
 use super::tx::Posted;
 use super::*;
 
+/// An RMA or atomic operation on its way to the peer's MSG endpoint.
+pub(super) struct FwdRequest {
+    /// The peer's fabric address.
+    pub(super) dest: u64,
+    /// The application's context.
+    pub(super) ctx: usize,
+    /// The operation.
+    pub(super) fwd: Fwd,
+    /// A copy of the source data (inject), kept until the core completes.
+    pub(super) owned: Option<Vec<u8>>,
+    /// The operation's flags.
+    pub(super) flags: OpFlags,
+    /// No completion for it (the inject calls).
+    pub(super) suppress: bool,
+}
+
 impl Shared {
     pub(super) fn post_fwd(&self, act: &Active, st: &mut St, i: u32, ctx: usize) -> Posted {
         let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
@@ -205,19 +221,18 @@ impl Shared {
         Ok(c)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn send(
-        &self,
-        act: &Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
+    /// Submit a send (tagged when the request has a tag).
+    pub(super) fn send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        let SendRequest {
+            iov,
+            dest,
+            context: ctx,
+            tag,
+            data,
+            flags,
+            inject,
+        } = req;
+        let (tag, tagged) = (tag.unwrap_or(0), tag.is_some());
         let len = iov.total();
         let max = self
             .dom
@@ -338,17 +353,16 @@ impl Shared {
         self.submit(act, st, op)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn forward(
-        &self,
-        act: &Active,
-        dest: u64,
-        ctx: usize,
-        fwd: Fwd,
-        owned: Option<Vec<u8>>,
-        flags: OpFlags,
-        suppress: bool,
-    ) -> Result<()> {
+    /// Submit an RMA or atomic operation forwarded to the peer's MSG endpoint.
+    pub(super) fn forward(&self, act: &Active, req: FwdRequest) -> Result<()> {
+        let FwdRequest {
+            dest,
+            ctx,
+            fwd,
+            owned,
+            flags,
+            suppress,
+        } = req;
         let cq_flags = match &fwd {
             Fwd::Read { .. } => (OpFlags::RMA | OpFlags::READ).bits(),
             Fwd::Write { .. } => (OpFlags::RMA | OpFlags::WRITE).bits(),

@@ -217,7 +217,18 @@ impl Shared {
                     }
                     (Op::Rts, Some((recv, place, rel))) => {
                         if let Some(rts) = rts {
-                            self.start_read(act, st, c, recv, place, inc, rel, rts);
+                            self.start_read(
+                                act,
+                                st,
+                                c,
+                                Landing {
+                                    recv,
+                                    place,
+                                    released: rel,
+                                },
+                                inc,
+                                rts,
+                            );
                         }
                     }
                     (Op::Rts, None) => {
@@ -310,18 +321,21 @@ impl Shared {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Read the rendezvous message `rts` of connection `c` into the receive `to`.
     pub(super) fn start_read(
         &self,
         act: &Active,
         st: &mut St,
         c: usize,
-        recv: PostedRecv<IoList>,
-        place: Placement,
+        to: Landing,
         inc: Incoming,
-        released: bool,
         rts: Rts,
     ) {
+        let Landing {
+            recv,
+            place,
+            released,
+        } = to;
         // Pieces: local contiguous ranges against remote ranges, for place.len bytes.
         let local = recv.buf.sub(place.offset, place.len);
         let mut pieces = Vec::new();
@@ -467,17 +481,19 @@ impl Shared {
     }
 
     /// Deliver an unexpected message to a receive that matched it.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn deliver_unexp(
         &self,
         act: &Active,
         st: &mut St,
-        recv: PostedRecv<IoList>,
-        place: Placement,
+        to: Landing,
         inc: &Incoming,
         payload: Unexp,
-        released: bool,
     ) {
+        let Landing {
+            recv,
+            place,
+            released,
+        } = to;
         match payload {
             Unexp::Data { data, conn, epoch } => {
                 let n = place.len.min(data.len());
@@ -506,7 +522,18 @@ impl Shared {
             }
             Unexp::Rts { rts, conn, epoch } => {
                 if Self::conn_epoch(st, conn) == epoch {
-                    self.start_read(act, st, conn, recv, place, *inc, released, rts);
+                    self.start_read(
+                        act,
+                        st,
+                        conn,
+                        Landing {
+                            recv,
+                            place,
+                            released,
+                        },
+                        *inc,
+                        rts,
+                    );
                 } else {
                     act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
@@ -555,7 +582,17 @@ impl Shared {
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(act, st, recv, place, &msg, payload, false),
+            } => self.deliver_unexp(
+                act,
+                st,
+                Landing {
+                    recv,
+                    place,
+                    released: false,
+                },
+                &msg,
+                payload,
+            ),
             PostAction::Multi {
                 recv,
                 released,
@@ -564,7 +601,12 @@ impl Shared {
                 let n = msgs.len();
                 for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
                     let last = released && i + 1 == n;
-                    self.deliver_unexp(act, st, recv.clone(), place, &msg, payload, last);
+                    let to = Landing {
+                        recv: recv.clone(),
+                        place,
+                        released: last,
+                    };
+                    self.deliver_unexp(act, st, to, &msg, payload);
                 }
             }
             PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
