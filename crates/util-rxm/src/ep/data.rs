@@ -5,24 +5,7 @@ use super::ops::FwdRequest;
 use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
-    const NAME: &'static str = NAME;
-    type Active = Active;
-
-    fn active(&self) -> Result<&Active> {
-        Endpoint::active(self)
-    }
-
-    fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
-    }
-
-    fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
-    }
-
-    fn recv_src(&self, src: u64) -> u64 {
-        recv_src(&self.sh, src)
-    }
+    ofi_kit::layered_data_path!();
 
     fn inject_size(&self) -> usize {
         self.sh.core_inject.saturating_sub(HDR_LEN)
