@@ -307,8 +307,15 @@ impl<N: SimNode> Sim<N> {
         refused
     }
 
+    /// [`Sim::run`] to `t`, then the clock stands at `t` (when nothing was pending
+    /// before it, time still passes: a test that spaces its own actions out).
+    pub fn run_to(&mut self, t: Nanos) {
+        self.run(t);
+        self.now = self.now.max(t);
+    }
+
     /// Move packets and timers until nothing is pending or the next event lies past
-    /// `until`.
+    /// `until` (the clock stays at the last event).
     ///
     /// # Panics
     /// Past [`Sim::step_limit`] steps (the run does not settle).
