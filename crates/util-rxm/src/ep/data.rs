@@ -147,18 +147,9 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let mut desc = desc;
         let suppress = inject;
         if inject || flags.contains(OpFlags::INJECT) {
-            let size = dt.size();
-            let mut v = Vec::new();
-            for e in &iov {
-                let n = e.count * size;
-                if !e.addr.is_null() && n > 0 {
-                    // SAFETY: the application's buffer holds `count` elements during the
-                    // call (C contract).
-                    v.extend_from_slice(unsafe {
-                        std::slice::from_raw_parts(e.addr as *const u8, n)
-                    });
-                }
-            }
+            // SAFETY: the operands of an atomic call hold `count` elements of `dt` each,
+            // readable during the call (the C contract `AtomicRequest` carries).
+            let mut v = unsafe { copy_operands(&iov, dt.size()) };
             iov = vec![Ioc {
                 addr: v.as_mut_ptr() as *mut c_void,
                 count,
@@ -194,4 +185,21 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let n = ofi_kit::atomic::valid(op, dt, kind)?;
         Ok(n.min(self.sh.dom.core_info.ep_attr.max_msg_size / dt.size().max(1)))
     }
+}
+
+/// The bytes of `iov`'s elements of `size` bytes each, one after the other (null or
+/// empty entries contribute nothing).
+///
+/// # Safety
+/// Each non-null `addr` must be readable for `count * size` bytes for the call.
+unsafe fn copy_operands(iov: &[Ioc], size: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    for e in iov {
+        let n = e.count.saturating_mul(size);
+        if !e.addr.is_null() && n > 0 {
+            // SAFETY: readable for `n` bytes (the caller's contract).
+            v.extend_from_slice(unsafe { std::slice::from_raw_parts(e.addr as *const u8, n) });
+        }
+    }
+    v
 }
