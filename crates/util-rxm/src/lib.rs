@@ -117,12 +117,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |m: String| {
-            Err(Error::new(
-                Errno::EINVAL,
-                format!("ofi_rxm parameters: {m}"),
-            ))
-        };
+        let bad = |m: String| Err(Error::new(Errno::EINVAL, format!("{NAME} parameters: {m}")));
         if self.buffer_size < proto::HDR_LEN + 64 || self.buffer_size > (1 << 30) {
             return bad(format!(
                 "buffer_size {} (must be {} to 1 GiB)",

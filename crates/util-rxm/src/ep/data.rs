@@ -38,13 +38,16 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "ofi_rxm: {total} local bytes for a remote buffer of {}",
+                    "{NAME}: {total} local bytes for a remote buffer of {}",
                     rma.len
                 ),
             ));
         }
         if iov.len() > IOV_LIMIT {
-            return Err(Error::new(Errno::EINVAL, "ofi_rxm: too many iov entries"));
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: too many iov entries"),
+            ));
         }
         let suppress = inject;
         let copy = inject || flags.contains(OpFlags::INJECT);
@@ -66,11 +69,11 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             if total > max {
                 return Err(Error::new(
                     Errno::EMSGSIZE,
-                    format!("ofi_rxm: inject write of {total} bytes exceeds {max}"),
+                    format!("{NAME}: inject write of {total} bytes exceeds {max}"),
                 ));
             }
             let mut v = vec![0u8; total];
-            let l = IoList::from_iov(&iov, "ofi_rxm")?;
+            let l = IoList::from_iov(&iov, NAME)?;
             // SAFETY: the application's buffers, readable during the call.
             unsafe { l.gather(0, v.as_mut_ptr(), total) };
             let iov = vec![Iov {
@@ -139,7 +142,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if count != rma.count {
             return Err(Error::new(
                 Errno::EINVAL,
-                "ofi_rxm: local and remote atomic element counts differ",
+                format!("{NAME}: local and remote atomic element counts differ"),
             ));
         }
         let mut owned = None;

@@ -144,7 +144,7 @@ pub use ofi_kit::iov::IoList;
 type Setup = Bindings;
 
 const BIND_RULES: BindRules = BindRules {
-    prov: "ofi_rxm",
+    prov: NAME,
     eq: false,
 };
 

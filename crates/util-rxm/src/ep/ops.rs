@@ -213,7 +213,7 @@ impl Shared {
         let addr = act.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
-                format!("ofi_rxm: fabric address {dest:#x} is not in the AV"),
+                format!("{NAME}: fabric address {dest:#x} is not in the AV"),
             )
         })?;
         let c = st.conn_for_addr(&addr);
@@ -243,7 +243,7 @@ impl Shared {
         if len > max {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("ofi_rxm: message of {len} bytes exceeds max_msg_size {max}"),
+                format!("{NAME}: message of {len} bytes exceeds max_msg_size {max}"),
             ));
         }
         let suppress = inject;
