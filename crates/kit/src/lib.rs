@@ -26,6 +26,8 @@
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
 //!   core fabric and domain beneath them;
+//! - [`layered`]: the endpoint glue of those utilities (bind, enable, cancel, options,
+//!   the plain parts of the data path), once for all of them;
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
@@ -63,6 +65,7 @@ pub mod fabric;
 #[allow(unsafe_code)]
 pub mod iov;
 pub mod layer;
+pub mod layered;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;

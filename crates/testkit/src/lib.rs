@@ -1,7 +1,9 @@
 //! ofi-testkit: test support shared by the workspace's tests (a dev-dependency only).
 //!
 //! - [`TestRng`]: the one seeded generator tests draw randomness from;
-//! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair.
+//! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
+//! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
+//!   or stream semantics, loss, duplication, reordering, broken links, killed nodes).
 //!
 //! [`TestRng`] is the one seeded generator tests draw randomness from, instead of each
 //! file carrying its own xorshift or LCG: a run is reproducible from its seed, and a
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod netns;
+pub mod simnet;
 
 /// A seeded, reproducible stream of pseudo-random numbers for tests (splitmix64).
 ///

@@ -73,7 +73,7 @@ use ofi_core::av::{AddressVector, AvAttr};
 use ofi_core::cq::{CompletionQueue, CqAttr};
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
 use ofi_core::ep::Endpoint as CoreEp;
-use ofi_core::provider::{BindTarget, EndpointOps};
+use ofi_core::provider::EndpointOps;
 use ofi_core::{AddrFormat, AvType, Caps, CqFormat, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::ep::{BindRules, Bindings, Bound};
@@ -83,7 +83,6 @@ use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
     Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
-    ANY_SRC,
 };
 
 use crate::fabric::{DomainShared, Fabric};
@@ -366,13 +365,6 @@ impl Endpoint {
     /// The engine's counters (packets sent, retransmitted, received, dropped).
     pub fn stats(&self) -> crate::peer::Stats {
         lock(&self.sh.st).eng.stats()
-    }
-
-    fn active(&self) -> Result<&Active> {
-        self.sh
-            .active
-            .get()
-            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, "ofi_rxd: endpoint not enabled"))
     }
 }
 

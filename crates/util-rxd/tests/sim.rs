@@ -3,24 +3,17 @@
 //! delivered exactly once and in order (rxd always keeps `FI_ORDER_SAS`), every send is
 //! reported once, and a silent peer is declared lost in bounded virtual time.
 //!
+//! The network is `ofi_testkit::simnet` in datagram mode (the harness rxm's simulation
+//! shares); this file holds rxd's node: the engine, what it delivered and reported.
+//!
 //! `RXD_SIM_SEEDS` sets the number of seeds of the big runs (default 300).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use ofi_testkit::simnet::{self, Mode, Nanos, NodeId, SimNode};
 use ofi_testkit::TestRng;
 use ofi_util_rxd::peer::{Config, Engine, Event, Failure, PeerId, Seg};
 
-#[derive(Clone, Copy)]
-struct Net {
-    loss_pct: u64,
-    dup_pct: u64,
-    /// Base one-way latency (ns); each packet adds up to `jitter` more (reordering).
-    latency: u64,
-    jitter: u64,
-}
-
-const NET: Net = Net {
+/// The lossy network of most runs: 10 % loss, 5 % duplicates, 20 µs + up to 60 µs.
+const NET: Mode = Mode::Datagram {
     loss_pct: 10,
     dup_pct: 5,
     latency: 20_000,
@@ -64,6 +57,7 @@ fn payload(seed: u64, from: u8, k: u32) -> Vec<u8> {
     v
 }
 
+/// One rxd engine on the simulated network (its address is its node number, one byte).
 struct Node {
     eng: Engine,
     /// Messages received from each node, in arrival order.
@@ -73,195 +67,116 @@ struct Node {
     lost: Vec<(PeerId, Failure)>,
     /// Messages being received piece by piece (streaming delivery), by sender.
     partial: Vec<Option<Vec<u8>>>,
+    /// Deliver with `handle_packet_streaming` (and reassemble here) instead of
+    /// `handle_packet`.
+    streaming: bool,
     /// Streaming delivery refuses every first piece before this time (a receiver
     /// with no room: not ready).
     refuse_until: u64,
 }
 
-/// A packet on the wire: (arrival time, packet number, destination node, source node,
-/// bytes).
-type InFlight = Reverse<(u64, u64, u8, u8, Vec<u8>)>;
+impl SimNode for Node {
+    type Packet = Vec<u8>;
 
-struct Sim {
-    nodes: Vec<Node>,
-    wire: BinaryHeap<InFlight>,
-    rng: TestRng,
-    net: Net,
-    now: u64,
-    pkt_no: u64,
-    /// Nodes whose packets vanish (a silent peer).
-    dead: Vec<u8>,
-    /// Every packet put on the wire (destination, source, bytes), when recording.
-    tap: Option<Vec<(u8, u8, Vec<u8>)>>,
-    /// Deliver with `handle_packet_streaming` (and reassemble here) instead of `handle_packet`.
-    streaming: bool,
-    /// Percent of packets the network refuses at `poll_transmit` (a full socket buffer:
-    /// the core's `EAGAIN`); the engines try again `REFUSE_RETRY` later.
-    refuse_pct: u64,
-}
-
-/// Virtual time after which an engine whose packet was refused tries again.
-const REFUSE_RETRY: u64 = 5_000;
-
-impl Sim {
-    fn new(n: usize, seed: u64, net: Net, cfg: Config) -> Sim {
-        Sim {
-            nodes: (0..n)
-                .map(|i| Node {
-                    eng: Engine::with_cookie_key(
-                        cfg,
-                        (seed as u32) ^ (i as u32 * 7919),
-                        key(seed, i as u8),
-                    ),
-                    got: vec![Vec::new(); 16],
-                    sent: Vec::new(),
-                    failed: Vec::new(),
-                    lost: Vec::new(),
-                    partial: vec![None; 16],
-                    refuse_until: 0,
-                })
-                .collect(),
-            wire: BinaryHeap::new(),
-            rng: TestRng::seeded(seed),
-            net,
-            now: 0,
-            pkt_no: 0,
-            dead: Vec::new(),
-            tap: None,
-            streaming: false,
-            refuse_pct: 0,
-        }
-    }
-
-    fn send(&mut self, from: usize, to: u8, token: u64, data: &[u8]) {
-        let now = self.now;
-        let e = &mut self.nodes[from].eng;
-        let p = e.peer_for_addr(&[to]);
-        e.send(p, token, data, now).expect("send");
-    }
-
-    /// Move packets and timers until nothing is pending or `until` passes.
-    fn run(&mut self, until: u64) {
-        let mut steps = 0u64;
-        loop {
-            steps += 1;
-            assert!(steps < 5_000_000, "simulation did not settle");
-            // Transmit everything the engines have (or the network takes).
-            let mut refused = false;
-            for i in 0..self.nodes.len() {
-                let mut out: Vec<(u8, Vec<u8>)> = Vec::new();
-                let now = self.now;
-                let Sim {
-                    nodes,
-                    rng,
-                    refuse_pct,
-                    ..
-                } = self;
-                nodes[i].eng.poll_transmit(now, usize::MAX, |_, a, b| {
-                    if *refuse_pct > 0 && rng.chance(*refuse_pct) {
-                        refused = true;
-                        return false;
-                    }
-                    out.push((a[0], b.to_vec()));
-                    true
-                });
-                for (dst, b) in out {
-                    self.put(dst, i as u8, b);
+    fn transmit(&mut self, now: Nanos, out: &mut dyn FnMut(NodeId, Vec<u8>) -> bool) {
+        self.eng.poll_transmit(now, usize::MAX, |_, a, b| {
+            out(usize::from(a[0]), b.to_vec())
+        });
+        while let Some(ev) = self.eng.poll_event() {
+            match ev {
+                Event::Message { peer, data } => {
+                    let from = self.eng.peer_addr(peer)[0] as usize;
+                    self.got[from].push(data);
                 }
-                while let Some(ev) = self.nodes[i].eng.poll_event() {
-                    let n = &mut self.nodes[i];
-                    match ev {
-                        Event::Message { peer, data } => {
-                            let from = n.eng.peer_addr(peer)[0] as usize;
-                            n.got[from].push(data);
-                        }
-                        Event::Sent { token } => n.sent.push(token),
-                        Event::Failed { token, why } => n.failed.push((token, why)),
-                        Event::PeerLost { peer, why } => {
-                            n.lost.push((peer, why));
-                            let from = n.eng.peer_addr(peer)[0] as usize;
-                            n.partial[from] = None;
-                        }
-                        Event::PeerReclaimed { .. } => {}
-                    }
+                Event::Sent { token } => self.sent.push(token),
+                Event::Failed { token, why } => self.failed.push((token, why)),
+                Event::PeerLost { peer, why } => {
+                    self.lost.push((peer, why));
+                    let from = self.eng.peer_addr(peer)[0] as usize;
+                    self.partial[from] = None;
                 }
-            }
-            let wire_next = self.wire.peek().map_or(u64::MAX, |Reverse(p)| p.0);
-            let timer_next = self
-                .nodes
-                .iter()
-                .filter_map(|n| n.eng.poll_timeout())
-                .min()
-                .unwrap_or(u64::MAX);
-            let mut next = wire_next.min(timer_next);
-            if refused {
-                // The socket buffer drains: try the refused packets again.
-                next = next.min(self.now + REFUSE_RETRY);
-            }
-            if next == u64::MAX || next > until {
-                break;
-            }
-            self.now = self.now.max(next);
-            while self.wire.peek().is_some_and(|Reverse(p)| p.0 <= self.now) {
-                let Reverse((_, _, dst, src, b)) = self.wire.pop().expect("peeked");
-                if let Some(n) = self.nodes.get_mut(dst as usize) {
-                    if self.streaming {
-                        let Node {
-                            eng,
-                            got,
-                            partial,
-                            refuse_until,
-                            ..
-                        } = n;
-                        let now = self.now;
-                        eng.handle_packet_streaming(&[src], &b, now, &mut |seg: Seg<'_>| {
-                            let from = seg.addr[0] as usize;
-                            if seg.first && now < *refuse_until {
-                                return false;
-                            }
-                            if seg.first {
-                                partial[from] = Some(Vec::with_capacity(seg.total));
-                            }
-                            let v = partial[from].as_mut().expect("a first piece came");
-                            assert_eq!(seg.offset, v.len(), "pieces are contiguous");
-                            v.extend_from_slice(seg.data);
-                            assert!(v.len() <= seg.total);
-                            if seg.last {
-                                assert_eq!(v.len(), seg.total);
-                                got[from].push(partial[from].take().unwrap_or_default());
-                            }
-                            true
-                        });
-                    } else {
-                        n.eng.handle_packet(&[src], &b, self.now);
-                    }
-                }
-            }
-            let now = self.now;
-            for n in &mut self.nodes {
-                n.eng.handle_timeout(now);
+                Event::PeerReclaimed { .. } => {}
             }
         }
     }
 
-    fn put(&mut self, dst: u8, src: u8, b: Vec<u8>) {
-        if let Some(t) = self.tap.as_mut() {
-            t.push((dst, src, b.clone()));
-        }
-        if self.dead.contains(&dst) || self.rng.chance(self.net.loss_pct) {
+    fn deliver(&mut self, now: Nanos, src: NodeId, b: Vec<u8>) {
+        let src = [src as u8];
+        if !self.streaming {
+            self.eng.handle_packet(&src, &b, now);
             return;
         }
-        let copies = if self.rng.chance(self.net.dup_pct) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let t = self.now + self.net.latency + self.rng.below(self.net.jitter + 1);
-            self.pkt_no += 1;
-            self.wire
-                .push(Reverse((t, self.pkt_no, dst, src, b.clone())));
-        }
+        let Node {
+            eng,
+            got,
+            partial,
+            refuse_until,
+            ..
+        } = self;
+        eng.handle_packet_streaming(&src, &b, now, &mut |seg: Seg<'_>| {
+            let from = seg.addr[0] as usize;
+            if seg.first && now < *refuse_until {
+                return false;
+            }
+            if seg.first {
+                partial[from] = Some(Vec::with_capacity(seg.total));
+            }
+            let v = partial[from].as_mut().expect("a first piece came");
+            assert_eq!(seg.offset, v.len(), "pieces are contiguous");
+            v.extend_from_slice(seg.data);
+            assert!(v.len() <= seg.total);
+            if seg.last {
+                assert_eq!(v.len(), seg.total);
+                got[from].push(partial[from].take().unwrap_or_default());
+            }
+            true
+        });
+    }
+
+    fn next_timeout(&self) -> Option<Nanos> {
+        self.eng.poll_timeout()
+    }
+
+    fn timeout(&mut self, now: Nanos) {
+        self.eng.handle_timeout(now);
+    }
+}
+
+type Sim = simnet::Sim<Node>;
+
+/// `n` rxd nodes on network `net`, engines and network seeded from `seed`.
+fn new_sim(n: usize, seed: u64, net: Mode, cfg: Config) -> Sim {
+    let nodes = (0..n)
+        .map(|i| Node {
+            eng: Engine::with_cookie_key(
+                cfg,
+                (seed as u32) ^ (i as u32 * 7919),
+                key(seed, i as u8),
+            ),
+            got: vec![Vec::new(); 16],
+            sent: Vec::new(),
+            failed: Vec::new(),
+            lost: Vec::new(),
+            partial: vec![None; 16],
+            streaming: false,
+            refuse_until: 0,
+        })
+        .collect();
+    Sim::new(nodes, net, seed)
+}
+
+/// Node `from` sends `data` to node `to` now, reported under `token`.
+fn send(sim: &mut Sim, from: usize, to: u8, token: u64, data: &[u8]) {
+    let now = sim.now;
+    let e = &mut sim.nodes[from].eng;
+    let p = e.peer_for_addr(&[to]);
+    e.send(p, token, data, now).expect("send");
+}
+
+/// Every node delivers with `handle_packet_streaming`.
+fn set_streaming(sim: &mut Sim) {
+    for n in &mut sim.nodes {
+        n.streaming = true;
     }
 }
 
@@ -272,8 +187,10 @@ fn exchange(seed: u64, n: u32, three: bool, cfg: Config) -> u64 {
 }
 
 fn exchange_with(seed: u64, n: u32, three: bool, cfg: Config, streaming: bool) -> u64 {
-    let mut sim = Sim::new(if three { 3 } else { 2 }, seed, NET, cfg);
-    sim.streaming = streaming;
+    let mut sim = new_sim(if three { 3 } else { 2 }, seed, NET, cfg);
+    if streaming {
+        set_streaming(&mut sim);
+    }
     let senders: Vec<(usize, u8)> = if three {
         vec![(0, 1), (1, 0), (2, 1)]
     } else {
@@ -287,7 +204,13 @@ fn exchange_with(seed: u64, n: u32, three: bool, cfg: Config, streaming: bool) -
             let (from, to) = senders[s];
             let k = next[s];
             let data = payload(seed, from as u8, k);
-            sim.send(from, to, (u64::from(to) << 32) | u64::from(k), &data);
+            send(
+                &mut sim,
+                from,
+                to,
+                (u64::from(to) << 32) | u64::from(k),
+                &data,
+            );
             next[s] += 1;
         }
         let step = sim.now + rng.below(40_000);
@@ -370,7 +293,7 @@ fn three_nodes_and_sequence_wrap() {
 #[test]
 fn large_messages_are_segmented_and_reassembled() {
     for seed in 0..20 {
-        let mut sim = Sim::new(2, seed, NET, cfg());
+        let mut sim = new_sim(2, seed, NET, cfg());
         let msgs: Vec<Vec<u8>> = (0..5u32)
             .map(|k| {
                 let mut r = TestRng::seeded(seed * 100 + u64::from(k));
@@ -380,7 +303,7 @@ fn large_messages_are_segmented_and_reassembled() {
             })
             .collect();
         for (k, m) in msgs.iter().enumerate() {
-            sim.send(0, 1, k as u64, m);
+            send(&mut sim, 0, 1, k as u64, m);
         }
         sim.run(u64::MAX);
         assert_eq!(sim.nodes[1].got[0], msgs, "seed {seed}");
@@ -395,18 +318,25 @@ fn large_messages_are_segmented_and_reassembled() {
 /// good with no timer armed (the `fi_bw -p "unixdgram;ofi_rxd"` stall at 4 KiB).
 #[test]
 fn refused_transmissions_go_later_without_stalling() {
-    let lossless = Net {
+    let Mode::Datagram {
+        latency, jitter, ..
+    } = NET
+    else {
+        unreachable!("NET is a datagram network")
+    };
+    let lossless = Mode::Datagram {
         loss_pct: 0,
         dup_pct: 0,
-        ..NET
+        latency,
+        jitter,
     };
     for (seed, net) in (0..seeds() / 3).flat_map(|s| [(7000 + s, lossless), (8000 + s, NET)]) {
-        let mut sim = Sim::new(2, seed, net, cfg());
+        let mut sim = new_sim(2, seed, net, cfg());
         sim.refuse_pct = 30;
         let msgs: Vec<Vec<u8>> = (0..60u32).map(|k| payload(seed, 0, k)).collect();
         for (k, m) in msgs.iter().enumerate() {
-            sim.send(0, 1, k as u64, m);
-            sim.send(1, 0, 100 + k as u64, m);
+            send(&mut sim, 0, 1, k as u64, m);
+            send(&mut sim, 1, 0, 100 + k as u64, m);
         }
         sim.run(u64::MAX);
         assert_eq!(
@@ -449,10 +379,10 @@ fn silent_peer_is_lost_in_bounded_virtual_time() {
     let c = cfg();
     let bound = lost_within(&c);
     for seed in 0..50 {
-        let mut sim = Sim::new(2, seed, NET, c);
-        sim.dead.push(1);
-        sim.send(0, 1, 10, b"hello");
-        sim.send(0, 1, 11, &[7u8; 900]);
+        let mut sim = new_sim(2, seed, NET, c);
+        sim.set_silent(1, true);
+        send(&mut sim, 0, 1, 10, b"hello");
+        send(&mut sim, 0, 1, 11, &[7u8; 900]);
         sim.run(u64::MAX);
         let n = &sim.nodes[0];
         assert_eq!(n.failed, vec![(10, Failure::Lost), (11, Failure::Lost)]);
@@ -465,14 +395,14 @@ fn silent_peer_is_lost_in_bounded_virtual_time() {
 #[test]
 fn peer_going_silent_mid_stream_fails_its_operations() {
     for seed in 0..50 {
-        let mut sim = Sim::new(2, seed, NET, cfg());
+        let mut sim = new_sim(2, seed, NET, cfg());
         for k in 0..10u64 {
-            sim.send(0, 1, k, &[k as u8; 300]);
+            send(&mut sim, 0, 1, k, &[k as u8; 300]);
         }
         sim.run(200_000);
-        sim.dead.push(1);
+        sim.set_silent(1, true);
         for k in 10..20u64 {
-            sim.send(0, 1, k, &[k as u8; 300]);
+            send(&mut sim, 0, 1, k, &[k as u8; 300]);
         }
         sim.run(u64::MAX);
         let n = &sim.nodes[0];
@@ -489,8 +419,8 @@ fn peer_going_silent_mid_stream_fails_its_operations() {
             assert_eq!(m, &vec![k as u8; 300]);
         }
         // Late packets of the lost connection are ignored; a new send reconnects.
-        sim.dead.clear();
-        sim.send(0, 1, 99, b"again");
+        sim.set_silent(1, false);
+        send(&mut sim, 0, 1, 99, b"again");
         sim.run(u64::MAX);
         assert!(sim.nodes[0].sent.contains(&99), "seed {seed}: reconnect");
         assert_eq!(
@@ -513,12 +443,12 @@ fn a_receiver_that_is_not_ready_holds_its_sender_without_losing_it() {
     };
     let refuse = 40 * lost_within(&c);
     for seed in 0..30 {
-        let mut sim = Sim::new(2, 900 + seed, NET, c);
-        sim.streaming = true;
+        let mut sim = new_sim(2, 900 + seed, NET, c);
+        set_streaming(&mut sim);
         sim.nodes[1].refuse_until = refuse;
         let msgs: Vec<Vec<u8>> = (0..40).map(|k| payload(seed, 0, k)).collect();
         for (k, m) in msgs.iter().enumerate() {
-            sim.send(0, 1, k as u64, m);
+            send(&mut sim, 0, 1, k as u64, m);
         }
         sim.run(refuse - 1);
         let (tx, rx) = (&sim.nodes[0], &sim.nodes[1]);
@@ -562,18 +492,18 @@ fn a_receiver_that_refuses_and_then_dies_is_lost() {
     let c = cfg();
     let lost_within = lost_within(&c);
     for seed in 0..30 {
-        let mut sim = Sim::new(2, 700 + seed, NET, c);
-        sim.streaming = true;
+        let mut sim = new_sim(2, 700 + seed, NET, c);
+        set_streaming(&mut sim);
         sim.nodes[1].refuse_until = u64::MAX;
-        sim.send(0, 1, 1, &payload(seed, 0, 1));
-        sim.send(0, 1, 2, &payload(seed, 0, 2));
+        send(&mut sim, 0, 1, 1, &payload(seed, 0, 1));
+        send(&mut sim, 0, 1, 2, &payload(seed, 0, 2));
         sim.run(5 * lost_within);
         assert!(
             sim.nodes[0].failed.is_empty(),
             "seed {seed}: lost while refused"
         );
         let died = sim.now;
-        sim.dead.push(1);
+        sim.set_silent(1, true);
         sim.run(u64::MAX);
         let n = &sim.nodes[0];
         assert_eq!(
@@ -592,18 +522,18 @@ fn a_receiver_that_refuses_and_then_dies_is_lost() {
 
 #[test]
 fn restarted_peer_resets_the_connection() {
-    let mut sim = Sim::new(2, 5, NET, cfg());
-    sim.send(0, 1, 1, b"one");
+    let mut sim = new_sim(2, 5, NET, cfg());
+    send(&mut sim, 0, 1, 1, b"one");
     sim.run(u64::MAX);
     assert_eq!(sim.nodes[1].got[0], vec![b"one".to_vec()]);
     // Node 0 restarts: a new engine at the same address.
     sim.nodes[0].eng = Engine::new(cfg(), 0xabcd);
-    sim.send(0, 1, 2, b"two");
+    send(&mut sim, 0, 1, 2, b"two");
     sim.run(u64::MAX);
     assert_eq!(sim.nodes[1].got[0], vec![b"one".to_vec(), b"two".to_vec()]);
     assert_eq!(sim.nodes[0].sent, vec![1, 2]);
     // And node 1 can still reach it.
-    sim.send(1, 0, 3, b"three");
+    send(&mut sim, 1, 0, 3, b"three");
     sim.run(u64::MAX);
     assert_eq!(sim.nodes[0].got[1], vec![b"three".to_vec()]);
 }
@@ -631,11 +561,11 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
     // Record real traffic, then replay it to fresh engines with random bytes flipped,
     // truncated or repeated (the cargo-fuzz target in fuzz/ does the same with
     // arbitrary input).
-    let mut sim = Sim::new(2, 11, NET, cfg());
+    let mut sim = new_sim(2, 11, NET, cfg());
     sim.tap = Some(Vec::new());
     for k in 0..20u64 {
-        sim.send(0, 1, k, &payload(11, 0, k as u32));
-        sim.send(1, 0, 100 + k, &payload(11, 1, k as u32));
+        send(&mut sim, 0, 1, k, &payload(11, 0, k as u32));
+        send(&mut sim, 1, 0, 100 + k, &payload(11, 1, k as u32));
     }
     sim.run(u64::MAX);
     let trace = sim.tap.take().unwrap_or_default();
@@ -659,7 +589,7 @@ fn mutated_packets_never_panic_and_tokens_stay_single() {
                 _ => {}
             }
             now += r.below(3_000_000);
-            e.handle_packet(&[*src], &b, now);
+            e.handle_packet(&[*src as u8], &b, now);
             e.handle_timeout(now);
             e.poll_transmit(now, 64, |_, _, _| true);
         }

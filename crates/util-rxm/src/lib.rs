@@ -18,6 +18,9 @@
 //! - [`conn`]: the sans-IO connection manager (connect on first use, bounded handshakes
 //!   in flight, time-outs, back-off, deterministic simultaneous-connect resolution),
 //!   driven with the current time as an argument and tested on a virtual clock.
+//! - [`engine`]: the message protocol (credits, eager, segmentation, rendezvous,
+//!   connection epochs) as a sans-IO state machine, time as an argument, tested on the
+//!   shared simulated network (`tests/sim.rs`).
 //! - [`fabric`]: fabric, domain, AV and MR objects (kit AV; MRs are registered with the
 //!   MSG domain so RMA keys work end to end).
 //! - [`ep`]: the RDM endpoint: connections, eager / segmented / rendezvous protocols,
@@ -34,6 +37,7 @@
 //! library's codes; malformed packets or handshakes are refused and logged.
 
 pub mod conn;
+pub mod engine;
 pub mod ep;
 pub mod fabric;
 pub mod proto;
@@ -113,12 +117,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |m: String| {
-            Err(Error::new(
-                Errno::EINVAL,
-                format!("ofi_rxm parameters: {m}"),
-            ))
-        };
+        let bad = |m: String| Err(Error::new(Errno::EINVAL, format!("{NAME} parameters: {m}")));
         if self.buffer_size < proto::HDR_LEN + 64 || self.buffer_size > (1 << 30) {
             return bad(format!(
                 "buffer_size {} (must be {} to 1 GiB)",

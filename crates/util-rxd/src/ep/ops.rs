@@ -7,91 +7,42 @@
 
 use super::*;
 
-pub(super) fn recv_src(sh: &Shared, src: u64) -> u64 {
-    if sh.directed {
-        src
-    } else {
-        ANY_SRC
-    }
-}
-
 impl MrEndpointTarget for Endpoint {
     fn mr_endpoint_id(&self) -> u64 {
         Arc::as_ptr(&self.sh) as usize as u64
     }
 }
 
-impl EndpointOps<Fabric> for Endpoint {
-    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
-        if self.sh.active.get().is_some() {
-            return Err(Error::new(
-                Errno::EOPBADSTATE,
-                "ofi_rxd: bind after fi_enable",
-            ));
-        }
-        lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
-    }
-
-    fn enable(&self) -> Result<()> {
-        if self.sh.active.get().is_some() {
-            return Ok(());
-        }
-        let setup = lock(&self.sh.setup);
-        let _ = self.sh.active.set(setup.freeze("ofi_rxd")?);
-        self.sh.engine.kick();
-        Ok(())
-    }
-
-    fn cancel(&self, context: usize) -> Result<()> {
-        let act = self.active()?;
-        let recv = lock(&self.sh.st).m.cancel(context);
-        match recv {
-            Some(r) => {
-                act.cancelled(&r);
-                Ok(())
-            }
-            None => Err(Error::new(
-                Errno::ENOENT,
-                "ofi_rxd: no such operation to cancel",
-            )),
-        }
-    }
-
-    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        ofi_kit::ep::getopt_min_multi_recv("ofi_rxd", level, optname, optval, || {
-            lock(&self.sh.st).m.config().min_multi_recv
-        })
-    }
-
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        let v = ofi_kit::ep::setopt_min_multi_recv("ofi_rxd", level, optname, optval)?;
-        lock(&self.sh.st).m.set_min_multi_recv(v);
-        Ok(())
-    }
-
-    fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.sh.me_bytes.clone())
-    }
-
-    fn rx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.sh.st);
-        Ok(st.m.config().max_posted.saturating_sub(st.m.posted_len()))
-    }
-
-    fn tx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.sh.st);
-        Ok(self.sh.settings.tx_size.saturating_sub(st.live))
-    }
-
-    ofi_kit::endpoint_data_ops!();
-}
-
-impl ofi_kit::dataops::DataPath for Endpoint {
+impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     const NAME: &'static str = NAME;
-    type Active = Active;
 
-    fn active(&self) -> Result<&Active> {
-        Endpoint::active(self)
+    fn bindings(&self) -> &Mutex<Setup> {
+        &self.sh.setup
+    }
+
+    fn bound(&self) -> &OnceLock<Active> {
+        &self.sh.active
+    }
+
+    fn bind_rules(&self) -> &BindRules {
+        &BIND_RULES
+    }
+
+    fn engine(&self) -> &ProgressEngine {
+        &self.sh.engine
+    }
+
+    fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn ofi_kit::layered::RecvQueue) -> R) -> R {
+        f(&mut lock(&self.sh.st).m)
+    }
+
+    fn tx_room(&self) -> usize {
+        let st = lock(&self.sh.st);
+        self.sh.settings.tx_size.saturating_sub(st.live)
+    }
+
+    fn name_bytes(&self) -> &[u8] {
+        &self.sh.me_bytes
     }
 
     fn tx_op_flags(&self) -> OpFlags {
@@ -102,9 +53,17 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.rx_op_flags
     }
 
-    fn recv_src(&self, src: u64) -> u64 {
-        recv_src(&self.sh, src)
+    fn directed(&self) -> bool {
+        self.sh.directed
     }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    ofi_kit::layered_endpoint_ops!(Fabric);
+}
+
+impl ofi_kit::dataops::DataPath for Endpoint {
+    ofi_kit::layered_data_path!();
 
     fn inject_size(&self) -> usize {
         self.sh.inject_max

@@ -1,0 +1,592 @@
+//! Connections: MSG endpoints and their bounce buffers, the connection manager's
+//! actions, and the core EQ's events (requests, accepts, rejects, shutdowns).
+//!
+//! # Invariants
+//!
+//! - A connection's operations are failed (queued and in flight) exactly once when it
+//!   breaks; a new connection to the same peer starts a new epoch, and credits or
+//!   receives of an older epoch are never counted against it.
+//! - A handshake from the peer is parsed with [`crate::proto::Hello::parse`]; a
+//!   malformed one is rejected (never a panic).
+
+use super::*;
+
+impl Shared {
+    /// Open a MSG endpoint for `conn` from `info` (a connection request's, or the core
+    /// info for an outgoing one), bound to the core EQ and CQ.
+    pub(super) fn open_msg(&self, st: &mut St, info: &Info, conn: usize) -> Result<usize> {
+        st.msg_gen = st.msg_gen.wrapping_add(1) & 0x3fff_ffff;
+        let gen = st.msg_gen;
+        let slot = st
+            .msgs
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(st.msgs.len());
+        let ep = self.dom.core.endpoint_with(info, ep_ctx(slot, gen), 0)?;
+        ep.bind_eq(&self.core_eq)?;
+        ep.bind(&self.core_cq, OpFlags::TRANSMIT | OpFlags::RECV)?;
+        let s = st.new_msg(ep, conn, gen);
+        debug_assert_eq!(s, slot);
+        Ok(s)
+    }
+
+    pub(super) fn post_bufs(&self, st: &mut St, slot: usize) {
+        let size = self.settings.buffer_size;
+        let n = self.settings.msg_rx_size;
+        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if m.posted {
+            return;
+        }
+        m.posted = true;
+        for b in 0..n {
+            m.bufs.push(vec![0u8; size].into_boxed_slice());
+            let p = m.bufs[b].as_mut_ptr();
+            let ctx = mk_ctx(K_RX, ((slot as u32) << 12) | b as u32, m.gen);
+            // SAFETY: the buffer is owned by the slot and lives until the MSG endpoint is
+            // dropped (the endpoint is dropped first: `ep` is declared before `bufs`).
+            if let Err(e) = unsafe { m.ep.recv(p, size, std::ptr::null_mut(), ADDR_UNSPEC, ctx) } {
+                ofi_core::ofi_warn!(NAME, "ep_data", "posting a bounce buffer: {e}");
+            }
+        }
+    }
+
+    pub(super) fn repost(&self, st: &mut St, slot: usize, b: usize) {
+        let size = self.settings.buffer_size;
+        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(buf) = m.bufs.get_mut(b) else {
+            return;
+        };
+        let p = buf.as_mut_ptr();
+        let ctx = mk_ctx(K_RX, ((slot as u32) << 12) | b as u32, m.gen);
+        // SAFETY: as in post_bufs.
+        if let Err(e) = unsafe { m.ep.recv(p, size, std::ptr::null_mut(), ADDR_UNSPEC, ctx) } {
+            ofi_core::ofi_warn!(NAME, "ep_data", "reposting a bounce buffer: {e}");
+        }
+    }
+
+    pub(super) fn drop_msg(&self, st: &mut St, slot: Option<usize>) {
+        if let Some(s) = slot {
+            if let Some(m) = st.msgs.get_mut(s).and_then(Option::take) {
+                let _ = m.ep.shutdown(0);
+                drop(m);
+            }
+        }
+    }
+
+    /// Carry out the connection manager's actions.
+    pub(super) fn run_actions(&self, act: &Active, st: &mut St) {
+        let now = Instant::now();
+        while let Some(a) = st.mgr.poll_action() {
+            match a {
+                Action::Connect(p) => {
+                    let c = p as usize;
+                    let Some(addr) = st
+                        .conns
+                        .get(c)
+                        .and_then(Option::as_ref)
+                        .map(|x| x.key.clone())
+                    else {
+                        st.mgr.remove(p, now);
+                        continue;
+                    };
+                    let mut ci = self.dom.core_info.clone();
+                    ci.dest_addr = None;
+                    ci.src_addr = None;
+                    let r = self.open_msg(st, &ci, c).and_then(|slot| {
+                        let res = st.msgs[slot]
+                            .as_ref()
+                            .map(|m| {
+                                m.ep.enable().and_then(|_| {
+                                    m.ep.connect(&addr, &self.hello(Kind::Connect, Reason::None))
+                                })
+                            })
+                            .unwrap_or(Ok(()));
+                        match res {
+                            Ok(()) => Ok(slot),
+                            Err(e) => {
+                                self.drop_msg(st, Some(slot));
+                                Err(e)
+                            }
+                        }
+                    });
+                    match r {
+                        Ok(slot) => {
+                            if let Some(conn) = st.conns[c].as_mut() {
+                                conn.attempt = Some(slot);
+                            }
+                        }
+                        Err(e) => {
+                            ofi_core::ofi_info!(NAME, "ep_ctrl", "connect: {e}");
+                            st.mgr.on_refused(p, e.code(), Reason::None, now);
+                        }
+                    }
+                }
+                Action::Abort(p) => {
+                    let slot = st
+                        .conns
+                        .get_mut(p as usize)
+                        .and_then(Option::as_mut)
+                        .and_then(|c| c.attempt.take());
+                    self.drop_msg(st, slot);
+                }
+                Action::AbortAccept(p) => {
+                    let slot = st
+                        .conns
+                        .get_mut(p as usize)
+                        .and_then(Option::as_mut)
+                        .and_then(|c| c.accepting.take());
+                    self.drop_msg(st, slot);
+                }
+                Action::Fail(p, e) => {
+                    ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {p}: giving up: {e}");
+                    self.fail_queued(act, st, p as usize, e);
+                }
+            }
+        }
+        st.next_timer = st.mgr.poll_timeout();
+    }
+
+    /// Fail every operation queued (not yet posted) for `c`.
+    pub(super) fn fail_queued(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
+        let q: Vec<u32> = st
+            .conns
+            .get_mut(c)
+            .and_then(Option::as_mut)
+            .map(|x| x.queue.drain(..).collect())
+            .unwrap_or_default();
+        for i in q {
+            if let Some(op) = st.free_op(i) {
+                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
+            }
+        }
+    }
+
+    /// The connection to `c` is gone: fail what was queued or in flight on it.
+    pub(super) fn fail_conn(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
+        let now = Instant::now();
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return;
+        };
+        let slots: Vec<usize> = conn
+            .tx
+            .take()
+            .into_iter()
+            .chain(conn.attempt.take())
+            .chain(conn.accepting.take())
+            .chain(conn.extra.drain(..))
+            .collect();
+        conn.credits = 0;
+        conn.owed = 0;
+        conn.held = 0;
+        conn.ctrl.clear();
+        conn.dc_wait.clear();
+        conn.instance = None;
+        let sar = conn.sar.take();
+        conn.epoch = {
+            st.epoch += 1;
+            st.epoch
+        };
+        for s in slots {
+            self.drop_msg(st, Some(s));
+        }
+        // Operations in flight or queued on this connection.
+        let ids: Vec<u32> = st
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.as_ref().filter(|o| o.conn == c).map(|_| i as u32))
+            .collect();
+        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+            conn.queue.clear();
+        }
+        for i in ids {
+            if let Some(op) = st.free_op(i) {
+                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
+            }
+        }
+        // Receives being filled from it.
+        if let Some(s) = sar {
+            if let SarTarget::Recv {
+                recv,
+                place,
+                released,
+            } = s.target
+            {
+                act.complete_rx(&recv, place, &s.inc, released, Some(e));
+            }
+        }
+        let rds: Vec<u32> = st
+            .rds
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().filter(|r| r.conn == c).map(|_| i as u32))
+            .collect();
+        for i in rds {
+            if let Some(r) = st.rds.get_mut(i as usize).and_then(Option::take) {
+                st.rd_free.push(i);
+                act.complete_rx(&r.recv, r.place, &r.inc, r.released, Some(e));
+            }
+        }
+        st.rd_waiting
+            .retain(|i| st.rds.get(*i as usize).is_some_and(Option::is_some));
+        st.mgr.on_lost(c as PeerId, now);
+        self.run_actions(act, st);
+    }
+
+    pub(super) fn handle_connreq(
+        &self,
+        act: &Active,
+        st: &mut St,
+        info: Option<Box<Info>>,
+        data: &[u8],
+    ) {
+        let Some(info) = info else {
+            return;
+        };
+        let handle = info.handle;
+        let from = info
+            .dest_addr
+            .as_ref()
+            .map(|a| a.to_bytes())
+            .unwrap_or_default();
+        let reject = |reason: Reason, why: &str| {
+            // At most 5 lines per requesting address per 10 s.
+            static LOG: OnceLock<ofi_kit::diag::RateLimit<Vec<u8>>> = OnceLock::new();
+            let log =
+                LOG.get_or_init(|| ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024));
+            if let Some(n) = log.admit(&from, Instant::now()) {
+                ofi_core::ofi_warn!(
+                    NAME,
+                    "ep_ctrl",
+                    "refused a connection request: {why}{}",
+                    ofi_kit::diag::suppressed_note(n)
+                );
+            }
+            let _ = self.pep.reject(handle, &self.hello(Kind::Reject, reason));
+        };
+        let h = match Hello::parse(data) {
+            Ok(h) => h,
+            Err(e) => return reject(Reason::Malformed, &format!("malformed handshake: {e}")),
+        };
+        if h.kind != Kind::Connect {
+            return reject(Reason::Malformed, "handshake is not a connection request");
+        }
+        if h.version != proto::VERSION {
+            return reject(
+                Reason::Version,
+                &format!(
+                    "peer speaks ofi_rxm protocol version {}, this endpoint {}",
+                    h.version,
+                    proto::VERSION
+                ),
+            );
+        }
+        if h.buffer_size as usize != self.settings.buffer_size {
+            return reject(
+                Reason::Params,
+                &format!(
+                    "peer's FI_OFI_RXM_BUFFER_SIZE is {}, ours {}",
+                    h.buffer_size, self.settings.buffer_size
+                ),
+            );
+        }
+        if h.credits == 0 {
+            return reject(Reason::Params, "peer grants no credits");
+        }
+        let addr = match Address::from_bytes(self.dom.core_info.addr_format, &h.addr) {
+            Ok(a) => a,
+            Err(e) => return reject(Reason::Malformed, &format!("bad peer address: {e}")),
+        };
+        let now = Instant::now();
+        // An unspecified IP in the peer's name (it listens on every interface) is the
+        // IP its connection comes from.
+        let src_ip = info
+            .dest_addr
+            .as_ref()
+            .and_then(Address::socket_addr)
+            .map(|a| a.ip());
+        let actual = norm_addr(&addr, src_ip);
+        let c = st.conn_for_addr(&actual);
+        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+            if !conn.aliases.contains(&addr) {
+                conn.aliases.push(addr.clone());
+            }
+        }
+        let loopback = h.addr == self.me_bytes;
+        let decision = if loopback {
+            ConnDecision::Accept
+        } else {
+            st.mgr.on_incoming(
+                c as PeerId,
+                h.instance,
+                conn::self_wins(&self.me_bytes, &h.addr),
+                now,
+            )
+        };
+        match decision {
+            ConnDecision::RejectAlready => {
+                let _ = self
+                    .pep
+                    .reject(handle, &self.hello(Kind::Reject, Reason::Already));
+            }
+            ConnDecision::Accept | ConnDecision::Replace => {
+                if decision == ConnDecision::Replace {
+                    // The peer restarted: what was in flight on the old connection is lost.
+                    let old = st.conns[c].as_mut().and_then(|x| x.tx.take());
+                    let q: Vec<u32> = st.conns[c]
+                        .as_ref()
+                        .map(|x| x.queue.iter().copied().collect())
+                        .unwrap_or_default();
+                    self.drop_msg(st, old);
+                    let ids: Vec<u32> = st
+                        .ops
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, o)| {
+                            o.as_ref()
+                                .filter(|o| o.conn == c && !q.contains(&(i as u32)))
+                                .map(|_| i as u32)
+                        })
+                        .collect();
+                    for i in ids {
+                        if let Some(op) = st.free_op(i) {
+                            act.complete_tx(op.ctx, op.flags, op.want, Some(Errno::ECONNRESET));
+                        }
+                    }
+                }
+                self.run_actions(act, st);
+                match self.open_msg(st, &info, c) {
+                    Ok(slot) => {
+                        let ok = st.msgs[slot]
+                            .as_ref()
+                            .map(|m| m.ep.accept(&self.hello(Kind::Accept, Reason::None)))
+                            .unwrap_or(Ok(()));
+                        if let Err(e) = ok {
+                            ofi_core::ofi_warn!(NAME, "ep_ctrl", "accept: {e}");
+                            self.drop_msg(st, Some(slot));
+                            return;
+                        }
+                        if let Some(conn) = st.conns[c].as_mut() {
+                            if loopback {
+                                conn.loopback = true;
+                                conn.extra.push(slot);
+                            } else {
+                                let prev = conn.accepting.replace(slot);
+                                conn.accept_credits = h.credits as usize;
+                                conn.peer_sar =
+                                    h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
+                                conn.instance = Some(h.instance);
+                                self.drop_msg(st, prev);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        ofi_core::ofi_warn!(NAME, "ep_ctrl", "opening an accepting endpoint: {e}");
+                        let _ = self
+                            .pep
+                            .reject(handle, &self.hello(Kind::Reject, Reason::Refused));
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn handle_connected(&self, act: &Active, st: &mut St, slot: usize, data: &[u8]) {
+        let now = Instant::now();
+        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+            return;
+        };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.extra.contains(&slot) {
+            self.post_bufs(st, slot);
+            return;
+        }
+        let (credits, instance) = if conn.attempt == Some(slot) {
+            conn.attempt = None;
+            match Hello::parse(data) {
+                Ok(h)
+                    if h.kind == Kind::Accept
+                        && h.version == proto::VERSION
+                        && h.buffer_size as usize == self.settings.buffer_size
+                        && h.credits > 0 =>
+                {
+                    conn.peer_sar = h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
+                    (h.credits as usize, Some(h.instance))
+                }
+                Ok(h) => {
+                    ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer accepted with an incompatible handshake (kind {:?}, version {}, buffer size {})", h.kind, h.version, h.buffer_size);
+                    self.drop_msg(st, Some(slot));
+                    st.mgr
+                        .on_refused(c as PeerId, Errno::ECONNREFUSED, Reason::Version, now);
+                    self.run_actions(act, st);
+                    return;
+                }
+                Err(e) => {
+                    ofi_core::ofi_warn!(
+                        NAME,
+                        "ep_ctrl",
+                        "peer accepted with a malformed handshake: {e}"
+                    );
+                    self.drop_msg(st, Some(slot));
+                    st.mgr
+                        .on_refused(c as PeerId, Errno::ECONNREFUSED, Reason::Malformed, now);
+                    self.run_actions(act, st);
+                    return;
+                }
+            }
+        } else if conn.accepting == Some(slot) {
+            conn.accepting = None;
+            (conn.accept_credits, conn.instance)
+        } else {
+            // Abandoned attempt that completed anyway.
+            self.drop_msg(st, Some(slot));
+            return;
+        };
+        let old = conn.tx.replace(slot);
+        // Credits are counted per peer on both sides (the receiver's `held`), not per
+        // MSG connection: when a second connection of the same epoch takes over (both
+        // sides connected at once), the messages sent on the first one still hold
+        // credits at the peer, so the grant of the new handshake must not refill them.
+        if old.is_none() {
+            conn.credits = credits;
+        }
+        conn.instance = instance;
+        if conn.loopback {
+            // A connection to ourselves: both MSG endpoints are ours.
+        }
+        self.drop_msg(st, old);
+        self.post_bufs(st, slot);
+        st.mgr.on_connected(c as PeerId, instance, now);
+        self.run_actions(act, st);
+        self.pump_conn(act, st, c);
+    }
+
+    pub(super) fn handle_cm_error(
+        &self,
+        act: &Active,
+        st: &mut St,
+        slot: usize,
+        err: Errno,
+        data: &[u8],
+    ) {
+        // As for FI_SHUTDOWN: what arrived before the error is completed first.
+        self.progress_cq(act, st);
+        let now = Instant::now();
+        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+            return;
+        };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.attempt == Some(slot) {
+            conn.attempt = None;
+            self.drop_msg(st, Some(slot));
+            let reason = match Hello::parse(data) {
+                Ok(h) if h.kind == Kind::Reject => h.reason,
+                _ => Reason::None,
+            };
+            if matches!(reason, Reason::Version | Reason::Params | Reason::Malformed) {
+                ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer refused our handshake ({reason:?})");
+            }
+            st.mgr.on_refused(c as PeerId, err, reason, now);
+            self.run_actions(act, st);
+        } else if conn.tx == Some(slot) {
+            self.fail_conn(act, st, c, Errno::ECONNRESET);
+        } else {
+            if conn.accepting == Some(slot) {
+                conn.accepting = None;
+            }
+            conn.extra.retain(|s| *s != slot);
+            self.drop_msg(st, Some(slot));
+        }
+    }
+
+    pub(super) fn handle_shutdown(&self, act: &Active, st: &mut St, slot: usize) {
+        // The core reports the close after the completions of what arrived before it;
+        // take those first, or a peer's last message (sent just before it exited) would
+        // be dropped with the connection's slot (the same for an error event).
+        self.progress_cq(act, st);
+        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+            return;
+        };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return;
+        };
+        if conn.tx == Some(slot) {
+            self.fail_conn(act, st, c, Errno::ECONNRESET);
+        } else {
+            conn.extra.retain(|s| *s != slot);
+            if conn.accepting == Some(slot) {
+                conn.accepting = None;
+            }
+            self.drop_msg(st, Some(slot));
+        }
+    }
+
+    pub(super) fn progress_eq(&self, act: &Active, st: &mut St) -> usize {
+        let mut n = 0;
+        for _ in 0..EQ_BUDGET {
+            match self.core_eq.read() {
+                Ok(ev) => {
+                    n += 1;
+                    match ev.event {
+                        EqEvent::ConnReq if ev.fid == CTX_PEP => {
+                            self.handle_connreq(act, st, ev.info, &ev.cm_data)
+                        }
+                        EqEvent::Connected => {
+                            if let Some((slot, gen)) = split_ep_ctx(ev.fid) {
+                                if st
+                                    .msgs
+                                    .get(slot)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|m| m.gen == gen)
+                                {
+                                    self.handle_connected(act, st, slot, &ev.cm_data);
+                                }
+                            }
+                        }
+                        EqEvent::Shutdown => {
+                            if let Some((slot, gen)) = split_ep_ctx(ev.fid) {
+                                if st
+                                    .msgs
+                                    .get(slot)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|m| m.gen == gen)
+                                {
+                                    self.handle_shutdown(act, st, slot);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Err(e) if e.code() == Errno::EAVAIL => {
+                    n += 1;
+                    match self.core_eq.readerr() {
+                        Ok(ee) => {
+                            if let Some((slot, gen)) = split_ep_ctx(ee.fid) {
+                                if st
+                                    .msgs
+                                    .get(slot)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|m| m.gen == gen)
+                                {
+                                    self.handle_cm_error(act, st, slot, ee.err, &ee.err_data);
+                                }
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,208 @@
+//! The data path: kit's [`DataPath`](ofi_kit::dataops::DataPath) over the endpoint
+//! (request values in, operations submitted to the shared state).
+
+use super::ops::FwdRequest;
+use super::*;
+
+impl ofi_kit::dataops::DataPath for Endpoint {
+    ofi_kit::layered_data_path!();
+
+    fn inject_size(&self) -> usize {
+        self.sh.core_inject.saturating_sub(HDR_LEN)
+    }
+
+    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        self.sh.send(act, req)
+    }
+
+    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(act, recv)
+    }
+
+    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        let read = req.is_read();
+        let RmaRequest {
+            local,
+            peer,
+            remote: rma,
+            context: ctx,
+            data,
+            flags,
+            inject,
+            ..
+        } = req;
+        let iov = local.bufs.to_vec();
+        let desc = local.desc_words();
+        let total: usize = iov.iter().map(|v| v.len).sum();
+        if total != rma.len {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{NAME}: {total} local bytes for a remote buffer of {}",
+                    rma.len
+                ),
+            ));
+        }
+        if iov.len() > IOV_LIMIT {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: too many iov entries"),
+            ));
+        }
+        let suppress = inject;
+        let copy = inject || flags.contains(OpFlags::INJECT);
+        if read {
+            return self.sh.forward(
+                act,
+                FwdRequest {
+                    dest: peer,
+                    ctx,
+                    fwd: Fwd::Read { iov, desc, rma },
+                    owned: None,
+                    flags,
+                    suppress: false,
+                },
+            );
+        }
+        if copy {
+            let max = self.sh.core_inject;
+            if total > max {
+                return Err(Error::new(
+                    Errno::EMSGSIZE,
+                    format!("{NAME}: inject write of {total} bytes exceeds {max}"),
+                ));
+            }
+            let mut v = vec![0u8; total];
+            let l = IoList::from_iov(&iov, NAME)?;
+            // SAFETY: the application's buffers, readable during the call.
+            unsafe { l.gather(0, v.as_mut_ptr(), total) };
+            let iov = vec![Iov {
+                base: v.as_mut_ptr() as *mut c_void,
+                len: total,
+            }];
+            return self.sh.forward(
+                act,
+                FwdRequest {
+                    dest: peer,
+                    ctx,
+                    fwd: Fwd::Write {
+                        iov,
+                        desc: Vec::new(),
+                        rma,
+                        data,
+                    },
+                    owned: Some(v),
+                    flags,
+                    suppress,
+                },
+            );
+        }
+        self.sh.forward(
+            act,
+            FwdRequest {
+                dest: peer,
+                ctx,
+                fwd: Fwd::Write {
+                    iov,
+                    desc,
+                    rma,
+                    data,
+                },
+                owned: None,
+                flags,
+                suppress: false,
+            },
+        )
+    }
+
+    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        let AtomicRequest {
+            kind,
+            operands,
+            compare,
+            result,
+            peer,
+            remote: rma,
+            datatype: dt,
+            op,
+            context: ctx,
+            flags,
+            inject,
+        } = req;
+        let (iov, desc) = (operands.bufs, operands.desc_words());
+        let (cmp, cdesc) = (compare.bufs, compare.desc_words());
+        let (res, rdesc) = (result.bufs, result.desc_words());
+        ofi_kit::atomic::valid(op, dt, kind)?;
+        let count: usize = iov.iter().map(|v| v.count).sum();
+        let count = if op == AtomicOp::AtomicRead && count == 0 {
+            res.iter().map(|v| v.count).sum()
+        } else {
+            count
+        };
+        if count != rma.count {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: local and remote atomic element counts differ"),
+            ));
+        }
+        let mut owned = None;
+        let mut iov = iov.to_vec();
+        let mut desc = desc;
+        let suppress = inject;
+        if inject || flags.contains(OpFlags::INJECT) {
+            // SAFETY: the operands of an atomic call hold `count` elements of `dt` each,
+            // readable during the call (the C contract `AtomicRequest` carries).
+            let mut v = unsafe { copy_operands(&iov, dt.size()) };
+            iov = vec![Ioc {
+                addr: v.as_mut_ptr() as *mut c_void,
+                count,
+            }];
+            desc = Vec::new();
+            owned = Some(v);
+        }
+        self.sh.forward(
+            act,
+            FwdRequest {
+                dest: peer,
+                ctx,
+                fwd: Fwd::Atomic {
+                    kind,
+                    iov,
+                    desc,
+                    rma,
+                    dt,
+                    op,
+                    cmp: cmp.to_vec(),
+                    cdesc,
+                    res: res.to_vec(),
+                    rdesc,
+                },
+                owned,
+                flags,
+                suppress,
+            },
+        )
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        let n = ofi_kit::atomic::valid(op, dt, kind)?;
+        Ok(n.min(self.sh.dom.core_info.ep_attr.max_msg_size / dt.size().max(1)))
+    }
+}
+
+/// The bytes of `iov`'s elements of `size` bytes each, one after the other (null or
+/// empty entries contribute nothing).
+///
+/// # Safety
+/// Each non-null `addr` must be readable for `count * size` bytes for the call.
+unsafe fn copy_operands(iov: &[Ioc], size: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    for e in iov {
+        let n = e.count.saturating_mul(size);
+        if !e.addr.is_null() && n > 0 {
+            // SAFETY: readable for `n` bytes (the caller's contract).
+            v.extend_from_slice(unsafe { std::slice::from_raw_parts(e.addr as *const u8, n) });
+        }
+    }
+    v
+}

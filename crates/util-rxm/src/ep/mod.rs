@@ -1,0 +1,797 @@
+//! The RDM endpoint over MSG connections.
+//!
+//! # Structure
+//!
+//! An endpoint owns, in the core provider: a passive endpoint listening on its address
+//! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
+//! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
+//! connection to itself). Everything else is one mutex-protected state (`St`):
+//! connections by peer address, the MSG endpoint slots, the transmit operations, the
+//! rendezvous reads and the kit tag matcher.
+//!
+//! # Paths
+//!
+//! - Send to a connected peer with credit and nothing queued: a message whose packet
+//!   fits the core's inject size is injected and completes at once; an eager message
+//!   goes as one `sendv` (header + the application's buffer, no copy); up to the SAR
+//!   limit as segments of one bounce-buffer size each; beyond as a rendezvous request
+//!   (the buffers registered with the core for remote read) completed by the receiver's
+//!   RNDV_DONE after it read the data with an RMA read.
+//! - Anything else (peer not connected yet, no credit, operations queued ahead) waits in
+//!   the connection's FIFO, so messages to one peer keep their order; the connection
+//!   manager ([`crate::conn`]) decides when to connect.
+//! - RMA and atomics are forwarded to the peer's MSG endpoint (queued likewise while
+//!   connecting) and complete with the core's completion.
+//! - Receive: each MSG endpoint keeps `msg_rx_size` bounce buffers posted. A packet is
+//!   matched with the kit matcher: data goes straight into the matched receive, or is
+//!   copied out as an unexpected message; the buffer is reposted at once.
+//! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
+//!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
+//!   next packet or in a CREDIT packet. The receiver counts what each peer holds
+//!   (`Conn::held`) and disconnects a peer that goes past the grant (`FI_EPROTO`), so
+//!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
+//!   entries hold no data) even when the peer ignores flow control.
+//! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
+//!   from the core CQ, connection timers, queued sends.
+//!
+//! # Failure
+//!
+//! A connection that shuts down or fails completes every operation queued or in flight
+//! on it with `FI_ECONNRESET` (receives being filled from it too); a peer that cannot be
+//! reached fails its queued operations with the connection manager's error
+//! (`FI_ECONNREFUSED`, `FI_ETIMEDOUT`). Other peers are unaffected. Malformed packets
+//! from a peer close that connection (`FI_EPROTO` logged).
+//!
+//! # Invariants
+//!
+//! - Lock order: `St`, then a kit CQ's / counter's / AV's own lock, then the core's.
+//! - A core context names (kind, index, generation): a completion for a freed slot is
+//!   recognised by its generation and ignored.
+//!
+//! Nothing here panics on application or peer input.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, MsgAtomic, MsgRma, RmaIoc, RmaIov};
+use ofi_core::addr::Address;
+use ofi_core::attr::Info;
+use ofi_core::cq::{CompletionQueue, CqAttr};
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
+use ofi_core::ep::{Endpoint as CoreEp, PassiveEndpoint};
+use ofi_core::eq::{EqAttr, EventQueue};
+use ofi_core::mr::MemoryRegion;
+use ofi_core::provider::EndpointOps;
+use ofi_core::EqEvent;
+use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_kit::ep::{BindRules, Bindings, Bound};
+use ofi_kit::layered::RecvQueue;
+use ofi_kit::progress::{Progress, ProgressEngine};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
+use ofi_kit::tagmatch::{
+    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
+};
+
+use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
+use crate::fabric::{DomainShared, Fabric};
+use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
+use crate::{Settings, IOV_LIMIT, NAME};
+
+/// Core completions read per progress call.
+const CQ_BATCH: usize = 8;
+/// Core CQ reads per progress call at most.
+const CQ_ROUNDS: usize = 16;
+/// Core EQ events handled per progress call.
+const EQ_BUDGET: usize = 16;
+/// Largest packet of the inject fast path (header included).
+const FAST_MAX: usize = 512;
+/// Progress calls between two looks at the clock (for the EQ interval).
+const EQ_CHECK_EVERY: u64 = 64;
+/// How often the core EQ is read when no handshake is pending.
+const EQ_INTERVAL: Duration = Duration::from_millis(1);
+/// Context of the passive endpoint.
+const CTX_PEP: usize = usize::MAX;
+
+const K_RX: u64 = 0;
+const K_TX: u64 = 1;
+const K_RD: u64 = 2;
+
+mod connect;
+mod data;
+mod ops;
+mod progress;
+mod rx;
+mod tx;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn mk_ctx(kind: u64, idx: u32, gen: u32) -> usize {
+    ((u64::from(gen & 0x3fff_ffff) << 34) | (u64::from(idx) << 2) | kind) as usize
+}
+
+fn split_ctx(c: usize) -> (u64, u32, u32) {
+    let c = c as u64;
+    (c & 3, ((c >> 2) & 0xffff_ffff) as u32, (c >> 34) as u32)
+}
+
+/// MSG endpoint contexts (EQ events): slot + 1 and generation.
+fn ep_ctx(slot: usize, gen: u32) -> usize {
+    ((u64::from(gen) << 32) | (slot as u64 + 1)) as usize
+}
+
+fn split_ep_ctx(c: usize) -> Option<(usize, u32)> {
+    let c = c as u64;
+    let s = (c & 0xffff_ffff) as usize;
+    if s == 0 {
+        return None;
+    }
+    Some((s - 1, (c >> 32) as u32))
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffer lists.
+
+pub use ofi_kit::iov::IoList;
+
+// ---------------------------------------------------------------------------------------
+// State.
+
+/// Bindings made before `fi_enable` (the kit's rules).
+type Setup = Bindings;
+
+const BIND_RULES: BindRules = BindRules {
+    prov: NAME,
+    eq: false,
+};
+
+/// What `fi_enable` froze (the kit's [`Bound`]).
+type Active = Bound;
+
+/// A MSG endpoint of the core, with its bounce buffers.
+struct MsgEp {
+    ep: CoreEp,
+    conn: usize,
+    gen: u32,
+    bufs: Vec<Box<[u8]>>,
+    posted: bool,
+}
+
+/// A segmented message being received.
+struct SarRx {
+    inc: Incoming,
+    got: usize,
+    target: SarTarget,
+    /// The sender waits for a delivery acknowledgement once the last segment is in.
+    dc: bool,
+}
+
+enum SarTarget {
+    Recv {
+        recv: PostedRecv<IoList>,
+        place: Placement,
+        released: bool,
+    },
+    Buffer(Arc<Mutex<SarBuf>>),
+}
+
+/// An unexpected segmented message, assembled while it arrives.
+struct SarBuf {
+    data: Vec<u8>,
+    complete: bool,
+    discarded: bool,
+    matched: Option<(PostedRecv<IoList>, Placement, bool)>,
+}
+
+/// Where a message lands: a posted receive, the part of it the message fills, and
+/// whether the message releases it (its last use).
+struct Landing {
+    recv: PostedRecv<IoList>,
+    place: Placement,
+    released: bool,
+}
+
+/// What an unexpected message holds.
+enum Unexp {
+    Data {
+        data: Vec<u8>,
+        conn: usize,
+        epoch: u64,
+    },
+    Sar {
+        buf: Arc<Mutex<SarBuf>>,
+        conn: usize,
+        epoch: u64,
+    },
+    Rts {
+        rts: Rts,
+        conn: usize,
+        epoch: u64,
+    },
+}
+
+struct Conn {
+    /// The peer's address in the forms seen (AV entries, handshakes).
+    aliases: Vec<Address>,
+    /// The normalised address (unspecified IP made concrete): the connection's key and
+    /// where it connects to.
+    key: Vec<u8>,
+    epoch: u64,
+    tx: Option<usize>,
+    attempt: Option<usize>,
+    accepting: Option<usize>,
+    extra: Vec<usize>,
+    credits: usize,
+    accept_credits: usize,
+    /// The peer's SAR limit (from its handshake): its segmented messages are at most
+    /// this long.
+    peer_sar: usize,
+    /// Credits to hand back: messages of the peer consumed since the last return.
+    owed: usize,
+    /// The peer's credited messages (eager, first segment, RTS) whose credit has not
+    /// been handed back yet (consumed or not): never above our grant, or the peer
+    /// broke the protocol.
+    held: usize,
+    queue: VecDeque<u32>,
+    ctrl: VecDeque<Hdr>,
+    /// Delivery-complete operations sent on this connection whose acknowledgement has
+    /// not come (index, generation), in the order sent.
+    dc_wait: VecDeque<(u32, u32)>,
+    sar: Option<SarRx>,
+    src: u64,
+    src_alias: usize,
+    instance: Option<u64>,
+    loopback: bool,
+}
+
+impl Conn {
+    /// Take the credits owed to the peer (at most what a header carries) for a packet.
+    fn give_owed(&mut self) -> u16 {
+        let give = self.owed.min(u16::MAX as usize);
+        self.owed -= give;
+        self.held = self.held.saturating_sub(give);
+        give as u16
+    }
+
+    /// A packet that carried `give` credits was not sent after all.
+    fn regain_owed(&mut self, give: u16) {
+        self.owed += usize::from(give);
+        self.held += usize::from(give);
+    }
+}
+
+enum Fwd {
+    Read {
+        iov: Vec<Iov>,
+        desc: Vec<usize>,
+        rma: RmaIov,
+    },
+    Write {
+        iov: Vec<Iov>,
+        desc: Vec<usize>,
+        rma: RmaIov,
+        data: Option<u64>,
+    },
+    Atomic {
+        kind: AtomicKind,
+        iov: Vec<Ioc>,
+        desc: Vec<usize>,
+        rma: RmaIoc,
+        dt: Datatype,
+        op: AtomicOp,
+        cmp: Vec<Ioc>,
+        cdesc: Vec<usize>,
+        res: Vec<Ioc>,
+        rdesc: Vec<usize>,
+    },
+}
+
+// SAFETY: the raw pointers in `Fwd` are the application's buffer addresses (and
+// descriptors) of an operation in flight; they are only handed to the core's data calls,
+// under the endpoint's lock, never dereferenced here. The C contract keeps them valid
+// until the operation completes, whatever thread progresses it.
+unsafe impl Send for Fwd {}
+
+enum Body {
+    Send {
+        iov: IoList,
+        len: usize,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+    },
+    Fwd(Fwd),
+}
+
+struct TxOp {
+    gen: u32,
+    conn: usize,
+    ctx: usize,
+    flags: u64,
+    want: bool,
+    body: Body,
+    /// Data copied at an inject call (the application's buffer may be reused).
+    owned: Option<Vec<u8>>,
+    outstanding: u32,
+    await_done: bool,
+    /// `FI_DELIVERY_COMPLETE` asked for: an eager or segmented message carries
+    /// [`proto::F_DC`] and completes on the receiver's [`Op::DcAck`] (a rendezvous one
+    /// completes on "done" anyway).
+    dc: bool,
+    /// Its message is out; its delivery acknowledgement has not come.
+    await_ack: bool,
+    posted: bool,
+    sent: usize,
+    err: Option<Errno>,
+    /// Packet headers in flight; boxed so their addresses stay put while the vector
+    /// grows (the core holds pointers to them until completion).
+    #[allow(clippy::vec_box)]
+    hdrs: Vec<Box<[u8; HDR_LEN]>>,
+    bounce: Vec<Vec<u8>>,
+    mrs: Vec<MemoryRegion>,
+}
+
+/// A rendezvous read at the receiver.
+struct RdOp {
+    gen: u32,
+    conn: usize,
+    recv: PostedRecv<IoList>,
+    place: Placement,
+    inc: Incoming,
+    released: bool,
+    id: u64,
+    pieces: Vec<(usize, usize, u64, u64)>,
+    posted: usize,
+    outstanding: usize,
+    err: Option<Errno>,
+}
+
+struct St {
+    conns: Vec<Option<Conn>>,
+    by_addr: HashMap<Vec<u8>, usize>,
+    by_fi: HashMap<u64, usize>,
+    msgs: Vec<Option<MsgEp>>,
+    msg_gen: u32,
+    ops: Vec<Option<TxOp>>,
+    op_free: Vec<u32>,
+    op_gen: u32,
+    live: usize,
+    rds: Vec<Option<RdOp>>,
+    rd_free: Vec<u32>,
+    rd_waiting: Vec<u32>,
+    m: TagMatcher<IoList, Unexp>,
+    mgr: Manager,
+    next_timer: Option<Instant>,
+    epoch: u64,
+    /// When the core EQ was last read.
+    last_eq: Instant,
+    /// Progress calls so far.
+    polls: u64,
+}
+
+/// Everything of an endpoint; the progress engine holds it weakly.
+struct Shared {
+    st: Mutex<St>,
+    dom: Arc<DomainShared>,
+    settings: Settings,
+    core_cq: CompletionQueue,
+    core_eq: EventQueue,
+    pep: PassiveEndpoint,
+    me: Address,
+    me_bytes: Vec<u8>,
+    instance: u64,
+    core_inject: usize,
+    core_virt: bool,
+    engine: Arc<ProgressEngine>,
+    tx_op_flags: OpFlags,
+    rx_op_flags: OpFlags,
+    need_src: bool,
+    directed: bool,
+    setup: Mutex<Setup>,
+    active: OnceLock<Active>,
+}
+
+/// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
+pub struct Endpoint {
+    sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.sh.me)
+            .finish_non_exhaustive()
+    }
+}
+
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Endpoint {
+    /// Open an endpoint: the core EQ, CQ and a listening passive endpoint (at
+    /// `info.src_addr` if given).
+    ///
+    /// # Errors
+    /// The core's errors opening those objects.
+    pub fn open(
+        dom: Arc<DomainShared>,
+        info: &Info,
+        _context: usize,
+        engine: Arc<ProgressEngine>,
+    ) -> Result<Endpoint> {
+        let settings = dom.settings;
+        let core_eq = dom.fabric.eq_open(&EqAttr::default())?;
+        let core_cq = dom.core.cq_open(&CqAttr {
+            size: settings.tx_size + settings.rx_size + 1024,
+            ..CqAttr::with_format(CqFormat::Tagged)
+        })?;
+        let mut pi = dom.core_info.clone();
+        pi.src_addr.clone_from(&info.src_addr);
+        pi.dest_addr = None;
+        let pep = dom.fabric.passive_ep_with(&pi, CTX_PEP)?;
+        pep.bind_eq(&core_eq, 0)?;
+        pep.listen()?;
+        let me_bytes = pep.getname()?;
+        let me = Address::from_bytes(dom.core_info.addr_format, &me_bytes)?;
+        let caps = if info.caps.is_empty() {
+            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
+        } else {
+            info.caps
+        };
+        let directed = caps.contains(Caps::DIRECTED_RECV);
+        let rx_size = if info.rx_attr.size == 0 {
+            settings.rx_size
+        } else {
+            info.rx_attr.size
+        };
+        let m = TagMatcher::new(MatcherConfig {
+            directed_recv: directed,
+            max_posted: rx_size,
+            // Credits bound what peers can leave unexpected; these are backstops.
+            max_unexpected: usize::MAX / 2,
+            max_unexpected_bytes: usize::MAX / 2,
+            ..MatcherConfig::default()
+        });
+        let mgr = Manager::new(conn::Config {
+            timeout: Duration::from_millis(settings.conn_timeout_ms),
+            retries: settings.conn_retries.max(1),
+            backoff: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(500),
+            max_in_flight: settings.max_connecting,
+        });
+        let instance = (u64::from(std::process::id()) << 32)
+            | NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let core_inject = dom.core_info.tx_attr.inject_size;
+        let core_virt = dom
+            .core_info
+            .domain_attr
+            .mr_mode
+            .contains(MrMode::VIRT_ADDR);
+        let sh = Arc::new(Shared {
+            st: Mutex::new(St {
+                conns: Vec::new(),
+                by_addr: HashMap::new(),
+                by_fi: HashMap::new(),
+                msgs: Vec::new(),
+                msg_gen: 1,
+                ops: Vec::new(),
+                op_free: Vec::new(),
+                op_gen: 1,
+                live: 0,
+                rds: Vec::new(),
+                rd_free: Vec::new(),
+                rd_waiting: Vec::new(),
+                m,
+                mgr,
+                next_timer: None,
+                epoch: 1,
+                last_eq: Instant::now(),
+                polls: 0,
+            }),
+            dom,
+            settings,
+            core_cq,
+            core_eq,
+            pep,
+            me,
+            me_bytes,
+            instance,
+            core_inject,
+            core_virt,
+            engine: engine.clone(),
+            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
+            rx_op_flags: info.rx_attr.op_flags,
+            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
+            directed,
+            setup: Mutex::new(Setup::default()),
+            active: OnceLock::new(),
+        });
+        engine.register(&sh);
+        Ok(Endpoint { sh })
+    }
+
+    /// The endpoint's address (the core passive endpoint's name).
+    pub fn address(&self) -> &Address {
+        &self.sh.me
+    }
+
+    /// Connections currently up.
+    pub fn connections(&self) -> usize {
+        lock(&self.sh.st)
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.tx.is_some())
+            .count()
+    }
+}
+
+/// Whether a core data-call error means the connection is gone.
+fn is_conn_err(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::ENOTCONN | Errno::ECONNRESET | Errno::ECONNABORTED | Errno::ESHUTDOWN | Errno(32)
+    )
+}
+
+fn default_tx_flags(f: OpFlags) -> OpFlags {
+    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
+        f - OpFlags::DELIVERY_COMPLETE
+    } else {
+        f
+    }
+}
+
+/// `a` with an unspecified IP replaced by `ip` (or the loopback address of its family):
+/// a name of an endpoint listening on every interface, made concrete.
+fn norm_addr(a: &Address, ip: Option<std::net::IpAddr>) -> Address {
+    match a.socket_addr() {
+        Some(mut sa) if sa.ip().is_unspecified() => {
+            let ip = match (ip, sa.is_ipv4()) {
+                (Some(ip), _) if ip.is_ipv4() == sa.is_ipv4() && !ip.is_unspecified() => ip,
+                (_, true) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                (_, false) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            };
+            sa.set_ip(ip);
+            Address::from(sa)
+        }
+        _ => a.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared state: engine plumbing (completions are the kit's `Bound::complete_*`).
+
+impl Shared {
+    fn hello(&self, kind: Kind, reason: Reason) -> Vec<u8> {
+        Hello {
+            kind,
+            version: proto::VERSION,
+            reason,
+            buffer_size: self.settings.buffer_size as u32,
+            credits: self.settings.credits as u32,
+            sar_limit: self.settings.sar_limit as u64,
+            instance: self.instance,
+            addr: self.me_bytes.clone(),
+        }
+        .encode()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Connections.
+
+impl St {
+    /// The connection for peer `addr` (created idle if new); `addr` becomes one of its
+    /// aliases (the forms the AV may hold it under).
+    fn conn_for_addr(&mut self, addr: &Address) -> usize {
+        let key = norm_addr(addr, None).to_bytes();
+        if let Some(&c) = self.by_addr.get(&key) {
+            if let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) {
+                if !conn.aliases.contains(addr) {
+                    conn.aliases.push(addr.clone());
+                }
+            }
+            return c;
+        }
+        let epoch = self.epoch;
+        self.epoch += 1;
+        let c = Conn {
+            aliases: vec![addr.clone()],
+            key: key.clone(),
+            epoch,
+            tx: None,
+            attempt: None,
+            accepting: None,
+            extra: Vec::new(),
+            credits: 0,
+            accept_credits: 0,
+            peer_sar: 0,
+            owed: 0,
+            held: 0,
+            queue: VecDeque::new(),
+            ctrl: VecDeque::new(),
+            dc_wait: VecDeque::new(),
+            sar: None,
+            src: ADDR_NOTAVAIL,
+            src_alias: 0,
+            instance: None,
+            loopback: false,
+        };
+        let idx = match self.conns.iter().position(Option::is_none) {
+            Some(i) => {
+                self.conns[i] = Some(c);
+                i
+            }
+            None => {
+                self.conns.push(Some(c));
+                self.conns.len() - 1
+            }
+        };
+        self.by_addr.insert(key, idx);
+        idx
+    }
+
+    fn conn_src(&mut self, act: &Active, c: usize, need: bool) -> u64 {
+        if !need {
+            return ADDR_NOTAVAIL;
+        }
+        let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) else {
+            return ADDR_NOTAVAIL;
+        };
+        if conn.src != ADDR_NOTAVAIL {
+            if let Some(a) = conn.aliases.get(conn.src_alias) {
+                if act
+                    .av
+                    .with_entry(conn.src, |e| e.addr == a)
+                    .unwrap_or(false)
+                {
+                    return act.av.source_addr(a);
+                }
+            }
+        }
+        for (k, a) in conn.aliases.iter().enumerate() {
+            if let Some(f) = act.av.reverse_lookup(a) {
+                conn.src = f;
+                conn.src_alias = k;
+                return act.av.source_addr(a);
+            }
+        }
+        conn.src = ADDR_NOTAVAIL;
+        ADDR_NOTAVAIL
+    }
+
+    fn new_msg(&mut self, ep: CoreEp, conn: usize, gen: u32) -> usize {
+        let m = MsgEp {
+            ep,
+            conn,
+            gen,
+            bufs: Vec::new(),
+            posted: false,
+        };
+        match self.msgs.iter().position(Option::is_none) {
+            Some(i) => {
+                self.msgs[i] = Some(m);
+                i
+            }
+            None => {
+                self.msgs.push(Some(m));
+                self.msgs.len() - 1
+            }
+        }
+    }
+
+    fn alloc_op(&mut self, mut op: TxOp) -> u32 {
+        self.op_gen = self.op_gen.wrapping_add(1) & 0x3fff_ffff;
+        op.gen = self.op_gen;
+        self.live += 1;
+        match self.op_free.pop() {
+            Some(i) => {
+                self.ops[i as usize] = Some(op);
+                i
+            }
+            None => {
+                self.ops.push(Some(op));
+                (self.ops.len() - 1) as u32
+            }
+        }
+    }
+
+    fn free_op(&mut self, i: u32) -> Option<TxOp> {
+        let op = self.ops.get_mut(i as usize)?.take()?;
+        self.op_free.push(i);
+        self.live = self.live.saturating_sub(1);
+        Some(op)
+    }
+}
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        self.progress_all(act)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // MSG endpoints go first (they are bound to the CQ and EQ dropped after us).
+        let st = self.st.get_mut().unwrap_or_else(PoisonError::into_inner);
+        st.msgs.clear();
+        st.ops.clear();
+        st.rds.clear();
+    }
+}
+
+impl ofi_kit::layered::LayeredEndpoint for Endpoint {
+    const NAME: &'static str = NAME;
+    fn bindings(&self) -> &Mutex<Setup> {
+        &self.sh.setup
+    }
+
+    fn bound(&self) -> &OnceLock<Active> {
+        &self.sh.active
+    }
+
+    fn bind_rules(&self) -> &BindRules {
+        &BIND_RULES
+    }
+
+    fn engine(&self) -> &ProgressEngine {
+        &self.sh.engine
+    }
+
+    fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
+        f(&mut lock(&self.sh.st).m)
+    }
+
+    fn tx_room(&self) -> usize {
+        let st = lock(&self.sh.st);
+        self.sh.settings.tx_size.saturating_sub(st.live)
+    }
+
+    fn name_bytes(&self) -> &[u8] {
+        &self.sh.me_bytes
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.sh.tx_op_flags
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.sh.rx_op_flags
+    }
+
+    fn directed(&self) -> bool {
+        self.sh.directed
+    }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    ofi_kit::layered_endpoint_ops!(Fabric);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_round_trip() {
+        for (k, i, g) in [
+            (K_RX, 0u32, 1u32),
+            (K_TX, 12345, 0x3fff_ffff),
+            (K_RD, u32::MAX, 7),
+        ] {
+            assert_eq!(split_ctx(mk_ctx(k, i, g)), (k, i, g));
+        }
+        assert_eq!(split_ep_ctx(ep_ctx(0, 5)), Some((0, 5)));
+        assert_eq!(
+            split_ep_ctx(ep_ctx(77, 0x3fff_ffff)),
+            Some((77, 0x3fff_ffff))
+        );
+        assert_eq!(split_ep_ctx(0), None);
+    }
+}

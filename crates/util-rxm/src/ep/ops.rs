@@ -1,0 +1,403 @@
+//! Operations: RMA and atomics forwarded to the peer's MSG endpoint, completion of
+//! transmit operations, and the submission of sends and forwarded operations.
+//!
+//! # Invariants
+//!
+//! - Every submitted operation completes exactly once (success or error), through
+//!   [`Shared::maybe_finish`] or a failure path.
+
+use super::tx::Posted;
+use super::*;
+
+/// An RMA or atomic operation on its way to the peer's MSG endpoint.
+pub(super) struct FwdRequest {
+    /// The peer's fabric address.
+    pub(super) dest: u64,
+    /// The application's context.
+    pub(super) ctx: usize,
+    /// The operation.
+    pub(super) fwd: Fwd,
+    /// A copy of the source data (inject), kept until the core completes.
+    pub(super) owned: Option<Vec<u8>>,
+    /// The operation's flags.
+    pub(super) flags: OpFlags,
+    /// No completion for it (the inject calls).
+    pub(super) suppress: bool,
+}
+
+impl Shared {
+    pub(super) fn post_fwd(&self, act: &Active, st: &mut St, i: u32, ctx: usize) -> Posted {
+        let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
+            return Posted::Done;
+        };
+        let Body::Fwd(f) = &op.body else {
+            return Posted::Done;
+        };
+        let Some(ep) = self.tx_ep(st, op.conn) else {
+            return Posted::Blocked;
+        };
+        let dp = |d: &Vec<usize>| -> *const *mut c_void {
+            if d.is_empty() {
+                std::ptr::null()
+            } else {
+                d.as_ptr() as *const *mut c_void
+            }
+        };
+        let r = match f {
+            Fwd::Read { iov, desc, rma } => {
+                let m = MsgRma {
+                    msg_iov: iov.as_ptr(),
+                    desc: dp(desc),
+                    iov_count: iov.len(),
+                    addr: ADDR_UNSPEC,
+                    rma_iov: rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: 0,
+                };
+                // SAFETY: the arrays live in the op until completion; the application's
+                // buffers by the C contract.
+                unsafe { ep.readmsg(&m, OpFlags::COMPLETION.bits()) }
+            }
+            Fwd::Write {
+                iov,
+                desc,
+                rma,
+                data,
+            } => {
+                let m = MsgRma {
+                    msg_iov: iov.as_ptr(),
+                    desc: dp(desc),
+                    iov_count: iov.len(),
+                    addr: ADDR_UNSPEC,
+                    rma_iov: rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: data.unwrap_or(0),
+                };
+                let mut fl = OpFlags::COMPLETION;
+                if data.is_some() {
+                    fl |= OpFlags::REMOTE_CQ_DATA;
+                }
+                // SAFETY: as above.
+                unsafe { ep.writemsg(&m, fl.bits()) }
+            }
+            Fwd::Atomic {
+                kind,
+                iov,
+                desc,
+                rma,
+                dt,
+                op: aop,
+                cmp,
+                cdesc,
+                res,
+                rdesc,
+            } => {
+                let m = MsgAtomic {
+                    msg_iov: iov.as_ptr(),
+                    desc: dp(desc),
+                    iov_count: iov.len(),
+                    addr: ADDR_UNSPEC,
+                    rma_iov: rma,
+                    rma_iov_count: 1,
+                    datatype: dt.to_raw(),
+                    op: aop.to_raw(),
+                    context: ctx,
+                    data: 0,
+                };
+                let fl = OpFlags::COMPLETION.bits();
+                // SAFETY: as above.
+                unsafe {
+                    match kind {
+                        AtomicKind::Base => ep.atomicmsg(&m, fl),
+                        AtomicKind::Fetch => {
+                            ep.fetch_atomicmsg(&m, res.as_ptr(), dp(rdesc), res.len(), fl)
+                        }
+                        AtomicKind::Compare => ep.compare_atomicmsg(
+                            &m,
+                            cmp.as_ptr(),
+                            dp(cdesc),
+                            cmp.len(),
+                            res.as_ptr(),
+                            dp(rdesc),
+                            res.len(),
+                            fl,
+                        ),
+                    }
+                }
+            }
+        };
+        match r {
+            Ok(()) => {
+                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
+                    op.outstanding += 1;
+                    op.posted = true;
+                }
+                Posted::Done
+            }
+            Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
+            Err(e) => self.fail_op(act, st, i, e.code()),
+        }
+    }
+
+    /// A core transmit completion (or error) for operation `i`.
+    pub(super) fn tx_done(&self, act: &Active, st: &mut St, i: u32, gen: u32, err: Option<Errno>) {
+        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        if op.gen != gen {
+            return;
+        }
+        op.outstanding = op.outstanding.saturating_sub(1);
+        if err.is_some() && op.err.is_none() {
+            op.err = err;
+        }
+        self.maybe_finish(act, st, i);
+    }
+
+    pub(super) fn maybe_finish(&self, act: &Active, st: &mut St, i: u32) {
+        let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        if !op.posted || op.outstanding > 0 || ((op.await_done || op.await_ack) && op.err.is_none())
+        {
+            return;
+        }
+        if let Some(op) = st.free_op(i) {
+            act.complete_tx(op.ctx, op.flags, op.want, op.err);
+        }
+    }
+
+    /// Submit a new operation: post it now if its connection allows, else queue it.
+    pub(super) fn submit(&self, act: &Active, st: &mut St, op: TxOp) -> Result<()> {
+        if st.live >= self.settings.tx_size {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let c = op.conn;
+        let i = st.alloc_op(op);
+        let ready = st
+            .conns
+            .get(c)
+            .and_then(Option::as_ref)
+            .is_some_and(|x| x.tx.is_some() && x.queue.is_empty());
+        if ready {
+            if let Posted::Blocked = self.try_post(act, st, i) {
+                if let Some(conn) = st.conns[c].as_mut() {
+                    conn.queue.push_back(i);
+                }
+            }
+        } else {
+            if let Some(conn) = st.conns[c].as_mut() {
+                conn.queue.push_back(i);
+            }
+            st.mgr.want(c as PeerId, Instant::now());
+            self.run_actions(act, st);
+        }
+        Ok(())
+    }
+
+    /// The connection for fabric address `dest`.
+    pub(super) fn conn_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
+        if let Some(&c) = st.by_fi.get(&dest) {
+            if let Some(conn) = st.conns.get(c).and_then(Option::as_ref) {
+                if act
+                    .av
+                    .with_entry(dest, |e| conn.aliases.contains(e.addr))
+                    .unwrap_or(false)
+                {
+                    return Ok(c);
+                }
+            }
+        }
+        let addr = act.av.lookup(dest).map_err(|_| {
+            Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: fabric address {dest:#x} is not in the AV"),
+            )
+        })?;
+        let c = st.conn_for_addr(&addr);
+        st.by_fi.insert(dest, c);
+        Ok(c)
+    }
+
+    /// Submit a send (tagged when the request has a tag).
+    pub(super) fn send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        let SendRequest {
+            iov,
+            dest,
+            context: ctx,
+            tag,
+            data,
+            flags,
+            inject,
+        } = req;
+        let (tag, tagged) = (tag.unwrap_or(0), tag.is_some());
+        let len = iov.total();
+        let max = self
+            .dom
+            .core_info
+            .ep_attr
+            .max_msg_size
+            .min(crate::MAX_MSG_SIZE);
+        if len > max {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: message of {len} bytes exceeds max_msg_size {max}"),
+            ));
+        }
+        let suppress = inject;
+        let inject = inject || flags.contains(OpFlags::INJECT);
+        // An eager or segmented message completes when the core has sent it; a
+        // delivery-complete one waits for the receiver's word that it has taken the
+        // message in (into a receive, or buffered), so it needs an operation record:
+        // not the fast path.
+        let delivery = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
+        let cq_flags = (OpFlags::SEND
+            | if tagged {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            })
+        .bits();
+        let want = !suppress
+            && act
+                .txcq
+                .as_ref()
+                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        let c = self.conn_of(act, st, dest)?;
+        // Fast path: a packet that fits the core's inject size, connection idle.
+        if !delivery && len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
+            let ready = st
+                .conns
+                .get(c)
+                .and_then(Option::as_ref)
+                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.credits > 0);
+            if ready {
+                let give = Self::take_credit(st, c).unwrap_or(0);
+                let mut f = 0;
+                if tagged {
+                    f |= proto::F_TAGGED;
+                }
+                if data.is_some() {
+                    f |= proto::F_DATA;
+                }
+                let mut h = Hdr::new(Op::Eager, f, len as u64, tag, data.unwrap_or(0));
+                h.credits = give;
+                let mut pkt = [0u8; FAST_MAX];
+                h.write(
+                    (&mut pkt[..HDR_LEN])
+                        .try_into()
+                        .unwrap_or(&mut [0u8; HDR_LEN]),
+                );
+                // SAFETY: the application's buffers are readable for their lengths (C
+                // contract); `pkt` has room for `len` bytes after the header.
+                unsafe { iov.gather(0, pkt[HDR_LEN..].as_mut_ptr(), len) };
+                let r = match self.tx_ep(st, c) {
+                    // SAFETY: `pkt` is valid for the call; inject copies it.
+                    Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
+                    None => Err(Error::code_only(Errno::ENOTCONN)),
+                };
+                match r {
+                    Ok(()) => {
+                        drop(g);
+                        act.complete_tx(ctx, cq_flags, want, None);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        Self::untake_credit(st, c, give);
+                        if is_conn_err(e.code()) {
+                            self.fail_conn(act, st, c, Errno::ECONNRESET);
+                        } else if e.code() != Errno::EAGAIN {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        let owned = if inject {
+            let mut v = vec![0u8; len];
+            // SAFETY: as above.
+            unsafe { iov.gather(0, v.as_mut_ptr(), len) };
+            Some(v)
+        } else {
+            None
+        };
+        let op = TxOp {
+            gen: 0,
+            conn: c,
+            ctx,
+            flags: cq_flags,
+            want,
+            body: Body::Send {
+                iov,
+                len,
+                tag,
+                data,
+                tagged,
+            },
+            owned,
+            outstanding: 0,
+            await_done: false,
+            dc: delivery,
+            await_ack: false,
+            posted: false,
+            sent: 0,
+            err: None,
+            hdrs: Vec::new(),
+            bounce: Vec::new(),
+            mrs: Vec::new(),
+        };
+        self.submit(act, st, op)
+    }
+
+    /// Submit an RMA or atomic operation forwarded to the peer's MSG endpoint.
+    pub(super) fn forward(&self, act: &Active, req: FwdRequest) -> Result<()> {
+        let FwdRequest {
+            dest,
+            ctx,
+            fwd,
+            owned,
+            flags,
+            suppress,
+        } = req;
+        let cq_flags = match &fwd {
+            Fwd::Read { .. } => (OpFlags::RMA | OpFlags::READ).bits(),
+            Fwd::Write { .. } => (OpFlags::RMA | OpFlags::WRITE).bits(),
+            Fwd::Atomic { kind, .. } => match kind {
+                AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
+                _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
+            },
+        };
+        let want = !suppress
+            && act
+                .txcq
+                .as_ref()
+                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        let c = self.conn_of(act, st, dest)?;
+        let op = TxOp {
+            gen: 0,
+            conn: c,
+            ctx,
+            flags: cq_flags,
+            want,
+            body: Body::Fwd(fwd),
+            owned,
+            outstanding: 0,
+            await_done: false,
+            dc: false,
+            await_ack: false,
+            posted: false,
+            sent: 0,
+            err: None,
+            hdrs: Vec::new(),
+            bounce: Vec::new(),
+            mrs: Vec::new(),
+        };
+        self.submit(act, st, op)
+    }
+}

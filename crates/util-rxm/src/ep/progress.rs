@@ -1,0 +1,195 @@
+//! Progress: reading the core CQ and EQ and dispatching their completions and events.
+//!
+//! # Invariants
+//!
+//! - A core completion names (kind, index, generation); one for a freed or reused slot
+//!   is ignored.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------
+// Progress.
+
+impl Shared {
+    pub(super) fn progress_cq(&self, act: &Active, st: &mut St) -> usize {
+        let mut buf = [CqTaggedEntry::default(); CQ_BATCH];
+        let mut n = 0;
+        // Bounded work per call, so one busy endpoint cannot starve the others.
+        for _ in 0..CQ_ROUNDS {
+            match self.core_cq.read(&mut buf) {
+                Ok(k) => {
+                    n += k;
+                    for e in &buf[..k] {
+                        self.on_completion(act, st, e, None);
+                    }
+                    if k < CQ_BATCH {
+                        break;
+                    }
+                }
+                Err(e) if e.code() == Errno::EAVAIL => match self.core_cq.readerr_owned(0) {
+                    Ok(err) => {
+                        n += 1;
+                        let entry = CqTaggedEntry {
+                            op_context: err.op_context,
+                            flags: err.flags,
+                            len: err.len,
+                            buf: std::ptr::null_mut(),
+                            data: err.data,
+                            tag: err.tag,
+                        };
+                        let code = if err.err == Errno(0) {
+                            Errno::EIO
+                        } else {
+                            err.err
+                        };
+                        self.on_completion(act, st, &entry, Some(code));
+                    }
+                    Err(_) => break,
+                },
+                Err(_) => break,
+            }
+        }
+        n
+    }
+
+    pub(super) fn on_completion(
+        &self,
+        act: &Active,
+        st: &mut St,
+        e: &CqTaggedEntry,
+        err: Option<Errno>,
+    ) {
+        if e.op_context == 0 {
+            // Remote CQ data of an RMA write at this target.
+            if err.is_none()
+                && OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_CQ_DATA)
+            {
+                if let Some(b) = &act.rxcq {
+                    let _ = b.cq.push_entry(&CqTaggedEntry {
+                        op_context: 0,
+                        flags: e.flags,
+                        len: 0,
+                        buf: std::ptr::null_mut(),
+                        data: e.data,
+                        tag: 0,
+                    });
+                }
+                if let Some(c) = &act.rxcntr {
+                    c.inc();
+                }
+            }
+            return;
+        }
+        let (kind, idx, gen) = split_ctx(e.op_context);
+        match kind {
+            K_RX => {
+                let slot = (idx >> 12) as usize;
+                let b = (idx & 0xfff) as usize;
+                let Some(m) = st.msgs.get(slot).and_then(Option::as_ref) else {
+                    return;
+                };
+                if m.gen != gen {
+                    return;
+                }
+                let c = m.conn;
+                match err {
+                    Some(Errno::ETRUNC) => {
+                        // Larger than the agreed buffer size: not an rxm peer.
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_data",
+                            "closing a connection after an oversized packet"
+                        );
+                        self.fail_conn(act, st, c, Errno::EPROTO);
+                        return;
+                    }
+                    // Flushed by a closing connection; the EQ reports the reason.
+                    Some(_) => return,
+                    None => {}
+                }
+                let len = e.len.min(self.settings.buffer_size);
+                let Some(buf) = m.bufs.get(b) else {
+                    return;
+                };
+                // SAFETY: the packet lies in a bounce buffer, a `Box<[u8]>` owned by MSG
+                // slot `slot`; its heap bytes never move (growing `st.msgs` moves only
+                // the box pointer) and are freed only when the slot is dropped.
+                // `handle_packet` never drops MSG slots (it reports a broken connection
+                // by returning an error; `fail_conn` runs after it returns), and the core
+                // does not write the buffer until it is reposted below. The raw slice
+                // only detaches the borrow from `st` so `handle_packet` can take it.
+                let pkt: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
+                match self.handle_packet(act, st, c, pkt) {
+                    Ok(()) => {
+                        self.repost(st, slot, b);
+                        self.pump_conn(act, st, c);
+                    }
+                    Err(err) => {
+                        ofi_core::ofi_warn!(
+                            NAME,
+                            "ep_data",
+                            "closing a connection after a malformed packet: {err}"
+                        );
+                        self.fail_conn(act, st, c, Errno::EPROTO);
+                    }
+                }
+            }
+            K_TX => {
+                let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
+                self.tx_done(act, st, idx, gen, err)
+            }
+            K_RD => {
+                let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
+                self.read_done(act, st, idx, gen, err)
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn progress_all(&self, act: &Active) -> usize {
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        // Connection events are read every EQ_INTERVAL (the clock is looked at every
+        // EQ_CHECK_EVERY calls), or at every call while a handshake or timer is pending
+        // (reading the core EQ costs the core's CM poll).
+        st.polls = st.polls.wrapping_add(1);
+        let timers = st.next_timer.is_some();
+        let mut n = 0;
+        let mut now = None;
+        if timers || st.polls.is_multiple_of(EQ_CHECK_EVERY) {
+            let t = Instant::now();
+            now = Some(t);
+            if timers || t.duration_since(st.last_eq) >= EQ_INTERVAL {
+                st.last_eq = t;
+                n += self.progress_eq(act, st);
+            }
+        }
+        n += self.progress_cq(act, st);
+        if let (Some(t), Some(now)) = (st.next_timer, now) {
+            if t <= now {
+                st.mgr.handle_timeout(now);
+                self.run_actions(act, st);
+                n += 1;
+            }
+        }
+        if !st.rd_waiting.is_empty() {
+            let w: Vec<u32> = std::mem::take(&mut st.rd_waiting);
+            for i in w {
+                self.pump_read(act, st, i);
+            }
+        }
+        // Queued work on connected peers (credits may have come back).
+        let mut busy: Vec<usize> = Vec::new();
+        for (i, c) in st.conns.iter().enumerate() {
+            if let Some(c) = c {
+                if c.tx.is_some() && (!c.queue.is_empty() || !c.ctrl.is_empty()) {
+                    busy.push(i);
+                }
+            }
+        }
+        for c in busy {
+            self.pump_conn(act, st, c);
+        }
+        n
+    }
+}
