@@ -35,6 +35,13 @@ if [ "$link_only" = 0 ]; then
     (cd "$root" && cargo build -p ofi-capi "${cargo_flags[@]}" >&2)
 fi
 archive="$profile_dir/libofi_capi.a"
+if [ "$link_only" = 1 ]; then
+    # `cargo test` leaves the archive it built in deps/ without copying it up to the
+    # profile directory (only `cargo build` does): take the newest of them, which is the
+    # one this test run built.
+    newest="$(ls -t "$profile_dir"/libofi_capi.a "$profile_dir"/deps/libofi_capi-*.a 2>/dev/null | head -n 1 || true)"
+    archive="${newest:-$archive}"
+fi
 [ -f "$archive" ] || { echo "build-capi.sh: $archive not found (build ofi-capi first)" >&2; exit 1; }
 mkdir -p "$out"
 tmp="$out/.libfabric.so.1.17.0.$$"

@@ -206,6 +206,18 @@ pub struct Endpoint {
     sh: Arc<Shared>,
 }
 
+impl Drop for Endpoint {
+    /// Closing: the acknowledgements the engine was delaying go out now, so a peer whose
+    /// last message this endpoint took does not retransmit it to a closed port and end
+    /// its operation in error.
+    fn drop(&mut self) {
+        let now = self.sh.now();
+        let mut st = lock(&self.sh.st);
+        st.eng.flush_acks();
+        self.sh.flush(&mut st, now);
+    }
+}
+
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")

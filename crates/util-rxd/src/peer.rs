@@ -573,6 +573,20 @@ impl Engine {
         self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
+    /// Owe every delayed acknowledgement now (the next
+    /// [`poll_transmit`](Engine::poll_transmit) sends them): what an endpoint does when it
+    /// closes, so that a peer whose last message arrived is not left retransmitting it
+    /// to a closed port until it declares this side lost.
+    pub fn flush_acks(&mut self) {
+        for pid in 0..self.peers.len() {
+            let p = &mut self.peers[pid];
+            if p.ack_due.take().is_some() {
+                p.ack_now = true;
+                self.mark(pid as PeerId);
+            }
+        }
+    }
+
     /// Make sure `pid`'s timer fires by `t`.
     fn arm(&mut self, pid: PeerId, t: u64) {
         if let Some(p) = self.peers.get_mut(pid as usize) {

@@ -85,6 +85,7 @@ impl Shared {
                             Failure::Lost | Failure::Protocol => Errno::EIO,
                             Failure::Reset => Errno::ECONNRESET,
                         };
+                        ofi_core::ofi_info!(NAME, "ep_data", "send failed: {why:?}");
                         act.complete_tx(op.ctx, op.flags, true, Some(e));
                     }
                 }

@@ -222,6 +222,12 @@ impl Shared {
         if seg.first {
             // A message left open belongs to a connection that ended.
             if let Some(old) = rx[i].take() {
+                ofi_core::ofi_warn!(
+                    NAME,
+                    "ep_data",
+                    "peer {}: a new message began while one was open; the open one fails",
+                    seg.peer
+                );
                 self.abort_rx(act, old, Errno::EIO);
             }
             let hdr = if seg.total >= MSG_HDR {
