@@ -260,7 +260,11 @@ fn rdm_caps(core: Caps) -> Caps {
         | Caps::SOURCE
         | Caps::DIRECTED_RECV
         | Caps::MULTI_RECV
-        | Caps::REMOTE_CQ_DATA;
+        | Caps::REMOTE_CQ_DATA
+        // Peers on this host and on others alike (what a core's sockets reach); MPI
+        // libraries ask for both (Open MPI's ofi MTL always does).
+        | Caps::LOCAL_COMM
+        | Caps::REMOTE_COMM;
     if core.contains(Caps::RMA) {
         c |= Caps::RMA | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
     }
