@@ -128,6 +128,12 @@ pub type EpOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Endpoint;
 pub type EqOf<F> = <F as FabricOps>::Eq;
 /// The [`WaitOps`] type of family `F`.
 pub type WaitOf<F> = <F as FabricOps>::Wait;
+/// The [`FabricOps`] type of family `F`: `F` itself (names the class in its list).
+pub type FabricOf<F> = F;
+/// The [`DomainOps`] type of family `F`.
+pub type DomainOf<F> = <F as FabricOps>::Domain;
+/// The [`PassiveEndpointOps`] type of family `F`.
+pub type PepOf<F> = <F as FabricOps>::PassiveEp;
 
 /// An object of the same family handed to [`EndpointOps::bind`].
 pub enum BindTarget<'a, F: FabricOps> {

@@ -8,8 +8,13 @@
 //! [`for_each_cm_op!`](crate::for_each_cm_op) (connection management),
 //! [`for_each_cq_op!`](crate::for_each_cq_op) (completion queues),
 //! [`for_each_eq_op!`](crate::for_each_eq_op) (event queues),
-//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
-//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets).
+//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters),
+//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets),
+//! [`for_each_av_op!`](crate::for_each_av_op) (address vectors),
+//! [`for_each_mr_op!`](crate::for_each_mr_op) (memory regions),
+//! [`for_each_domain_op!`](crate::for_each_domain_op) (domains),
+//! [`for_each_pep_op!`](crate::for_each_pep_op) (passive endpoints) and
+//! [`for_each_fabric_op!`](crate::for_each_fabric_op) (fabrics).
 //!
 //! | generated | generator | where |
 //! | --- | --- | --- |
@@ -255,6 +260,154 @@ macro_rules! for_each_wait_op {
                 op wait(timeout: i32);
                 /// The set's file descriptor.
                 op fd() -> out i32 = $crate::provider::enosys("this wait set has no fd");
+            }
+        }
+    };
+}
+
+/// The one list of a fabric's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_fabric_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Fabric operations (`fi_ops_fabric` plus close).
+            fabric FabricTable FabricOps FabricOf Fabric {
+                /// Close the fabric.
+                fn close(fab: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_fabric;
+                /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
+                fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain;
+                /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
+                fn passive_ep(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_pep;
+                /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
+                fn eq_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawEqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_eq_open;
+                /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
+                fn wait_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawWaitAttr, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_wait_open;
+                /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
+                fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait;
+            }
+        }
+    };
+}
+
+/// The one list of a domain's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_domain_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Domain operations (`fi_ops_domain` and `fi_ops_mr` plus close and bind).
+            domain DomainTable DomainOps DomainOf Domain {
+                /// Close the domain.
+                fn close(dom: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_domain;
+                /// Bind an event queue (`fi_domain_bind`).
+                fn bind(dom: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_bind;
+                /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
+                fn endpoint(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_endpoint;
+                /// Open a scalable endpoint (`fi_scalable_ep`).
+                fn scalable_ep(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_scalable_ep;
+                /// Open a completion queue; `out.ops` is a `CqTable`.
+                fn cq_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cq_open;
+                /// Open a counter; `out.ops` is a `CntrTable`.
+                fn cntr_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCntrAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cntr_open;
+                /// Open an address vector; `out.ops` is an `AvTable`.
+                fn av_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawAvAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_av_open;
+                /// Register one buffer (`fi_mr_reg`).
+                fn mr_reg(dom: $crate::abi::raw::Obj, buf: *const ::std::ffi::c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_reg;
+                /// Register buffers (`fi_mr_regv`).
+                fn mr_regv(dom: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regv;
+                /// Register with attributes (`fi_mr_regattr`).
+                fn mr_regattr(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawMrAttr, flags: u64, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regattr;
+                /// `fi_query_atomic`.
+                fn query_atomic(dom: $crate::abi::raw::Obj, datatype: u32, op: u32, attr: *mut $crate::abi::raw::AtomicAttr, flags: u64) -> i32 => dom_query_atomic;
+                /// Open a shared transmit context (`fi_stx_context`).
+                fn stx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_stx_ctx;
+                /// Open a shared receive context (`fi_srx_context`).
+                fn srx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_srx_ctx;
+            }
+        }
+    };
+}
+
+/// The one list of a passive endpoint's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_pep_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Passive endpoint operations.
+            pep PepTable PassiveEndpointOps PepOf PassiveEndpoint {
+                /// Close the passive endpoint.
+                fn close(pep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_pep;
+                /// `fi_pep_bind` (an event queue).
+                fn bind(pep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_bind;
+                /// `fi_listen`.
+                fn listen(pep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_listen;
+                /// `fi_reject` of a connection request (`handle` from its info).
+                fn reject(pep: $crate::abi::raw::Obj, handle: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_reject;
+                /// `fi_getname`.
+                fn getname(pep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => pep_getname;
+                /// `fi_setname`.
+                fn setname(pep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => pep_setname;
+                /// `fi_getopt`.
+                fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
+                /// `fi_setopt`.
+                fn setopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => pep_setopt;
+            }
+        }
+    };
+}
+
+/// The one list of an address vector's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_av_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Address vector operations (`fi_ops_av` plus close and bind).
+            av AvTable AvOps AvOf AddressVector {
+                /// Close the AV.
+                fn close(av: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_av;
+                /// `fi_av_bind` (an event queue).
+                fn bind(av: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => av_bind;
+                /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
+                fn insert(av: $crate::abi::raw::Obj, addrs: *const $crate::abi::raw::RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insert;
+                /// `fi_av_insertsvc`.
+                fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc;
+                /// `fi_av_insertsym`.
+                fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym;
+                /// `fi_av_remove`.
+                fn remove(av: $crate::abi::raw::Obj, fi_addr: *const u64, count: usize, flags: u64) -> i32 => av_remove;
+                /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
+                /// needed size) and its format.
+                fn lookup(av: $crate::abi::raw::Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32 => av_lookup;
+                /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
+                fn straddr(av: $crate::abi::raw::Obj, addr: $crate::abi::raw::RawAddr, buf: *mut u8, len: *mut usize) -> i32 => av_straddr;
+            }
+        }
+    };
+}
+
+/// The one list of a memory region's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_mr_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Memory region operations.
+            mr MrTable MrOps MrOf MemoryRegion {
+                /// Close (deregister) the region.
+                fn close(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_mr;
+                /// `fi_mr_key`.
+                fn key(mr: $crate::abi::raw::Obj, key: *mut u64) -> i32 => mr_key;
+                /// `fi_mr_desc`.
+                fn desc(mr: $crate::abi::raw::Obj, desc: *mut *mut ::std::ffi::c_void) -> i32 => mr_desc;
+                /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
+                fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
+                /// `fi_mr_refresh`.
+                fn refresh(mr: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, flags: u64) -> i32 => mr_refresh;
+                /// `fi_mr_enable`.
+                fn enable(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_enable;
             }
         }
     };

@@ -203,3 +203,6 @@ pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
 }
 
 // ---------------------------------------------------------------------------------------
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_av_op!(ctl_trampolines);

@@ -360,3 +360,6 @@ pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
         unsafe { put_ep::<F>(out, ep) }
     })
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_domain_op!(ctl_trampolines);

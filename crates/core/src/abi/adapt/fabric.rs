@@ -148,3 +148,6 @@ pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
         }))
     })
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_fabric_op!(ctl_trampolines);

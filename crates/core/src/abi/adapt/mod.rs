@@ -81,14 +81,11 @@ mod mr;
 mod pep;
 mod wait;
 
-use self::av::*;
 use self::cq::*;
 use self::data::*;
 use self::domain::*;
 use self::ep::*;
 use self::fabric::*;
-use self::mr::*;
-use self::pep::*;
 
 // ---------------------------------------------------------------------------------------
 // Guards and conversions.
@@ -535,34 +532,11 @@ unsafe extern "C" fn prov_cleanup<P: Provider>(prov: Obj) -> i32 {
 pub struct Adapt<F>(PhantomData<F>);
 
 impl<F: FabricOps> Adapt<F> {
-    /// Fabric table.
-    pub const FABRIC: &'static FabricTable = &FabricTable {
-        size: std::mem::size_of::<FabricTable>(),
-        close: close_fabric::<F>,
-        domain: fab_domain::<F>,
-        passive_ep: fab_pep::<F>,
-        eq_open: fab_eq_open::<F>,
-        wait_open: fab_wait_open::<F>,
-        trywait: fab_trywait::<F>,
-    };
+    /// Fabric table (generated from its list).
+    pub const FABRIC: &'static FabricTable = <FabricTable as CtlSlots<F>>::TABLE;
 
-    /// Domain table.
-    pub const DOMAIN: &'static DomainTable = &DomainTable {
-        size: std::mem::size_of::<DomainTable>(),
-        close: close_domain::<F>,
-        bind: dom_bind::<F>,
-        endpoint: dom_endpoint::<F>,
-        scalable_ep: dom_scalable_ep::<F>,
-        cq_open: dom_cq_open::<F>,
-        cntr_open: dom_cntr_open::<F>,
-        av_open: dom_av_open::<F>,
-        mr_reg: dom_mr_reg::<F>,
-        mr_regv: dom_mr_regv::<F>,
-        mr_regattr: dom_mr_regattr::<F>,
-        query_atomic: dom_query_atomic::<F>,
-        stx_ctx: dom_stx_ctx::<F>,
-        srx_ctx: dom_srx_ctx::<F>,
-    };
+    /// Domain table (generated from its list).
+    pub const DOMAIN: &'static DomainTable = <DomainTable as CtlSlots<F>>::TABLE;
 
     /// Endpoint control table (generated from its list).
     pub const EP: &'static EpTable = <EpTable as CtlSlots<F>>::TABLE;
@@ -582,18 +556,8 @@ impl<F: FabricOps> Adapt<F> {
     /// Atomic table.
     pub const ATOMIC: &'static AtomicTable = <AtomicTable as DataSlots<F>>::TABLE;
 
-    /// Passive endpoint table.
-    pub const PEP: &'static PepTable = &PepTable {
-        size: std::mem::size_of::<PepTable>(),
-        close: close_pep::<F>,
-        bind: pep_bind::<F>,
-        listen: pep_listen::<F>,
-        reject: pep_reject::<F>,
-        getname: pep_getname::<F>,
-        setname: pep_setname::<F>,
-        getopt: pep_getopt::<F>,
-        setopt: pep_setopt::<F>,
-    };
+    /// Passive endpoint table (generated from its list).
+    pub const PEP: &'static PepTable = <PepTable as CtlSlots<F>>::TABLE;
 
     /// Completion queue table (generated from its list).
     pub const CQ: &'static CqTable = <CqTable as CtlSlots<F>>::TABLE;
@@ -604,29 +568,11 @@ impl<F: FabricOps> Adapt<F> {
     /// Counter table (generated from its list).
     pub const CNTR: &'static CntrTable = <CntrTable as CtlSlots<F>>::TABLE;
 
-    /// Address vector table.
-    pub const AV: &'static AvTable = &AvTable {
-        size: std::mem::size_of::<AvTable>(),
-        close: close_av::<F>,
-        bind: av_bind::<F>,
-        insert: av_insert::<F>,
-        insertsvc: av_insertsvc::<F>,
-        insertsym: av_insertsym::<F>,
-        remove: av_remove::<F>,
-        lookup: av_lookup::<F>,
-        straddr: av_straddr::<F>,
-    };
+    /// Address vector table (generated from its list).
+    pub const AV: &'static AvTable = <AvTable as CtlSlots<F>>::TABLE;
 
-    /// Memory region table.
-    pub const MR: &'static MrTable = &MrTable {
-        size: std::mem::size_of::<MrTable>(),
-        close: close_mr::<F>,
-        key: mr_key::<F>,
-        desc: mr_desc::<F>,
-        bind: mr_bind::<F>,
-        refresh: mr_refresh::<F>,
-        enable: mr_enable::<F>,
-    };
+    /// Memory region table (generated from its list).
+    pub const MR: &'static MrTable = <MrTable as CtlSlots<F>>::TABLE;
 
     /// Wait set table (generated from its list).
     pub const WAIT: &'static WaitTable = <WaitTable as CtlSlots<F>>::TABLE;
@@ -651,6 +597,7 @@ macro_rules! ctl_trampolines {
     ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
         /// The trampolines of the class's listed operations.
         pub(super) mod slots {
+            #[allow(unused_imports)]
             use super::*;
             $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf} $($list)* }
         }

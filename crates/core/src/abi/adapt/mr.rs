@@ -79,3 +79,6 @@ pub(super) unsafe extern "C" fn mr_enable<F: FabricOps>(mr: Obj, err: *mut ErrBu
     // SAFETY: our boxed MR (host contract).
     guard_ctl(err, "mr.enable", || unsafe { ob::<MrOf<F>>(mr) }.enable())
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_mr_op!(ctl_trampolines);

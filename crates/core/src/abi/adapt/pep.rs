@@ -126,3 +126,6 @@ pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
         }))
     })
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_pep_op!(ctl_trampolines);
