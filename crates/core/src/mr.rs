@@ -190,7 +190,7 @@ impl MemoryRegion {
     }
 
     #[inline(always)]
-    fn t(&self) -> &MrTable {
+    pub(crate) fn t(&self) -> &MrTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }
@@ -309,12 +309,6 @@ impl MemoryRegion {
         } as isize)
     }
 
-    /// `fi_mr_enable`.
-    pub fn enable(&self) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ctl(|e| unsafe { call_slot!(self.t(), MrTable.enable(self.obj, e)) })
-    }
-
     /// `fi_close`: deregister.
     pub fn close(&mut self) -> Result<()> {
         self.node.close()?;
@@ -322,6 +316,9 @@ impl MemoryRegion {
         self.obj = std::ptr::null_mut();
         Ok(())
     }
+
+    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 
 impl Drop for MemoryRegion {

@@ -387,10 +387,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     crate::for_each_cm_op!(crate::ctl_trait_methods);
 
     // ---- connection management ----
-    /// `fi_setname`.
-    fn setname(&self, _addr: &[u8]) -> Result<()> {
-        enosys("setname is not supported")
-    }
     /// `fi_getname`: the endpoint's address bytes.
     fn getname(&self) -> Result<Vec<u8>> {
         enosys("getname is not supported")
@@ -398,14 +394,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// `fi_getpeer`.
     fn getpeer(&self) -> Result<Vec<u8>> {
         enosys("getpeer is not supported")
-    }
-    /// `fi_connect`.
-    fn connect(&self, _addr: &[u8], _param: &[u8]) -> Result<()> {
-        enosys("connect is not supported")
-    }
-    /// `fi_accept`.
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        enosys("accept is not supported")
     }
     /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
     /// endpoint's format) and return the fabric address sends to the group use. A
@@ -434,19 +422,11 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Bind the event queue connection requests go to.
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
-    /// `fi_listen`.
-    fn listen(&self) -> Result<()>;
-    /// `fi_reject` a connection request (`handle` from its info).
-    fn reject(&self, _handle: usize, _param: &[u8]) -> Result<()> {
-        enosys("reject is not supported")
-    }
+    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    crate::for_each_pep_op!(crate::ctl_trait_methods);
     /// `fi_getname`.
     fn getname(&self) -> Result<Vec<u8>> {
         enosys("getname is not supported")
-    }
-    /// `fi_setname`.
-    fn setname(&self, _addr: &[u8]) -> Result<()> {
-        enosys("setname is not supported")
     }
     /// `fi_getopt`.
     fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
@@ -609,10 +589,8 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn refresh(&self, _iov: &[Iov], _flags: u64) -> Result<()> {
         enosys("MR refresh is not supported")
     }
-    /// `fi_mr_enable`.
-    fn enable(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    crate::for_each_mr_op!(crate::ctl_trait_methods);
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -677,9 +655,7 @@ impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         match *self {}
     }
-    fn listen(&self) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl CqOps for Unsupported {

@@ -314,7 +314,17 @@ impl<H: Hook> HookMr<H> {
     }
 }
 
+impl<H: Hook> HookMr<H> {
+    /// What the generated forwarders use: the hook, the name and the region beneath.
+    fn forward(&self) -> (&H, &ObjName, &MemoryRegion) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
+    // One forwarder per `op` entry of the list (`for_each_mr_op!`).
+    ofi_core::for_each_mr_op!(ofi_core::ctl_forwarders);
+
     fn key(&self) -> u64 {
         self.inner.key()
     }
@@ -342,11 +352,6 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
             || format!("iov_count={} flags={flags:#x}", iov.len()),
             || self.inner.refresh(iov, flags),
         )
-    }
-
-    fn enable(&self) -> Result<()> {
-        self.h
-            .ctl(&self.name, "mr_enable", String::new, || self.inner.enable())
     }
 
     fn close(&self) -> Result<()> {

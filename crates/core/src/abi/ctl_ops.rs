@@ -41,7 +41,8 @@
 //! /// doc
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
-//! op name(arg: Type, …) [via Variant] [-> out T | -> val T | -> count usize] [= default];
+//! op name(arg: Type, … [; bytes[bytes_len], …]) [with err] [via Variant]
+//!     [-> out T | -> val T | -> count usize] [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -53,8 +54,14 @@
 //!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
 //!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
-//!   from the host method through the slot to the provider method (scalars only).
+//!   from the host method through the slot to the provider method (scalars).
 //!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
+//!   - `; b[b_len]` after the scalars: a byte slice, `&[u8]` in the host and provider
+//!     methods, `b: *const u8, b_len: usize` in the slot (null with a non-zero length
+//!     is `FI_EINVAL`); hooks print it as its length. With the shape `()` only.
+//!   - `with err`: the slot takes a last `err: *mut ErrBuf` where a failure leaves its
+//!     message (a control call); the host method returns that message in its error.
+//!     With the shape `()` only.
 //!   - without `->`: the provider and host methods return `Result<()>`;
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
@@ -136,15 +143,15 @@ macro_rules! for_each_cm_op {
             /// Connection management of active endpoints (`fi_ops_cm`).
             cm CmTable EndpointOps EpOf Endpoint {
                 /// `fi_setname`.
-                fn setname(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => ep_setname;
+                op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
                 fn getname(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getname;
                 /// `fi_getpeer`; as `getname`.
                 fn getpeer(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getpeer;
                 /// `fi_connect`.
-                fn connect(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_connect;
+                op connect(; addr[addrlen], param[paramlen]) with err = $crate::provider::enosys("connect is not supported");
                 /// `fi_accept`.
-                fn accept(ep: $crate::abi::raw::Obj, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_accept;
+                op accept(; param[paramlen]) with err = $crate::provider::enosys("accept is not supported");
                 /// `fi_shutdown`.
                 op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
             }
@@ -342,13 +349,13 @@ macro_rules! for_each_pep_op {
                 /// `fi_pep_bind` (an event queue).
                 fn bind(pep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_bind;
                 /// `fi_listen`.
-                fn listen(pep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_listen;
+                op listen() with err;
                 /// `fi_reject` of a connection request (`handle` from its info).
-                fn reject(pep: $crate::abi::raw::Obj, handle: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_reject;
+                op reject(handle: usize; param[paramlen]) with err = $crate::provider::enosys("reject is not supported");
                 /// `fi_getname`.
                 fn getname(pep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => pep_getname;
                 /// `fi_setname`.
-                fn setname(pep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => pep_setname;
+                op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
                 fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
                 /// `fi_setopt`.
@@ -407,7 +414,7 @@ macro_rules! for_each_mr_op {
                 /// `fi_mr_refresh`.
                 fn refresh(mr: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, flags: u64) -> i32 => mr_refresh;
                 /// `fi_mr_enable`.
-                fn enable(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_enable;
+                op enable() with err = Ok(());
             }
         }
     };
@@ -436,16 +443,16 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             $def
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         $(#[$doc])*
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
+        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
     };
 }
 
@@ -456,14 +463,14 @@ macro_rules! __ctl_trait_method {
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
     // Seen as a read of the object (`Hook::read`).
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
             h.read(obj, Op::$V, || inner.$name($($a),*)).unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [val $rt:ty] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
@@ -473,30 +480,35 @@ macro_rules! __ctl_forwarder {
             .unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             let (h, obj, inner) = self.forward();
-            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
-                inner.$name($($a),*)
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),* ; $($b),*), || {
+                inner.$name($($a,)* $($b),*)
             })
         }
     };
 }
 
-/// The arguments of a call as hooks print them: `name=value` separated by spaces.
+/// The arguments of a call as hooks print them: `name=value` separated by spaces
+/// (a byte slice `b` as `b_len=N`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_args {
-    () => { ::std::string::String::new() };
-    ($($a:ident),+) => {{
-        let parts: &[::std::string::String] = &[$(format!("{}={:?}", stringify!($a), $a)),+];
+    ($(;)?) => { ::std::string::String::new() };
+    ($($a:ident),* $(; $($b:ident),*)?) => {{
+        let parts: &[::std::string::String] = &[
+            $(format!("{}={:?}", stringify!($a), $a),)*
+            $($(format!("{}_len={}", stringify!($b), $b.len()),)*)?
+        ];
         parts.join(" ")
     }};
 }
 
 /// Passes each entry of a list, normalized, to the macro `[$each]` with the context
 /// `{ctx}`: a `fn` entry as `{ctx} fn name [adapter]`, an `op` entry as
-/// `{ctx} #[doc]* op name(args) [shape T] [Variant] [default]`. Used by the generators
+/// `{ctx} #[doc]* op name(args) (b b_len, …) [err] [shape T] [Variant] [default]`
+/// (`(b b_len, …)` the byte slices, `[err]` or `[]`). Used by the generators
 /// whose output is a sequence of items or statements.
 #[doc(hidden)]
 #[macro_export]
@@ -506,9 +518,9 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
-        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) [$($shape $rt)?] [$($V)?] [$($def)?] }
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident]),+)?)
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen),+)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -543,17 +555,31 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
-        pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
+        pub fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
-            // SAFETY: our own object and its table; the arguments are plain values.
+            // SAFETY: our own object and its table; the arguments are plain values or
+            // slices passed with their lengths.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len()),*))
             } as isize)
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::Result<()> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            $crate::abi::object::ctl(|err| {
+                // SAFETY: our own object and its table; the arguments are plain values
+                // or slices passed with their lengths; `err` is the message buffer.
+                unsafe {
+                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* err))
+                }
+            })
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -563,7 +589,7 @@ macro_rules! ctl_wrapper {
             })
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -597,9 +623,15 @@ macro_rules! ctl_table {
         $(via $V:ident)? -> count $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
-    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
-        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* $(out: *mut $rt)?) -> i32;] $($rest)* }
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident]),+)?)
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
+            obj: $crate::abi::raw::Obj,
+            $($a: $t,)*
+            $($($b: *const u8, $blen: usize,)+)?
+            $(out: *mut $rt,)?
+            $($err: *mut $crate::abi::raw::ErrBuf)?
+        ) -> i32;] $($rest)* }
     };
 }
 
@@ -614,10 +646,10 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident $args:tt $bytes:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             match *self {}
         }
     };
@@ -650,4 +682,6 @@ table_of! {
     crate::wait::WaitSet: crate::abi::tables::WaitTable = t;
     crate::ep::Endpoint: crate::abi::tables::EpTable = t;
     crate::ep::Endpoint: crate::abi::tables::CmTable = c;
+    crate::ep::PassiveEndpoint: crate::abi::tables::PepTable = t;
+    crate::mr::MemoryRegion: crate::abi::tables::MrTable = t;
 }

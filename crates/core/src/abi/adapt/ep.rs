@@ -242,22 +242,6 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
     })
 }
 
-/// Slot `setname` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_setname<F: FabricOps>(
-    ep: Obj,
-    addr: *const u8,
-    addrlen: usize,
-) -> i32 {
-    guard("ep.setname", || {
-        st32(run(|| {
-            // SAFETY: `addr` valid for `addrlen` (contract); our boxed endpoint.
-            unsafe { ob::<EpOf<F>>(ep).setname(sl_req(addr, addrlen, "setname: null address")?) }
-        }))
-    })
-}
-
 /// Slot `getname` of the `ep` table.
 /// # Safety
 /// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
@@ -287,43 +271,6 @@ pub(super) unsafe extern "C" fn ep_getpeer<F: FabricOps>(
             // SAFETY: our boxed endpoint; buffers valid (contract).
             unsafe { copy_out(&ob::<EpOf<F>>(ep).getpeer()?, addr, addrlen) }
         }))
-    })
-}
-
-/// Slot `connect` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_connect<F: FabricOps>(
-    ep: Obj,
-    addr: *const u8,
-    addrlen: usize,
-    param: *const u8,
-    paramlen: usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.connect", || {
-        // SAFETY: our boxed endpoint; buffers valid for their lengths (contract).
-        unsafe {
-            ob::<EpOf<F>>(ep).connect(
-                sl_req(addr, addrlen, "connect: null address")?,
-                sl_req(param, paramlen, "connect: null parameters")?,
-            )
-        }
-    })
-}
-
-/// Slot `accept` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_accept<F: FabricOps>(
-    ep: Obj,
-    param: *const u8,
-    paramlen: usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.accept", || {
-        // SAFETY: our boxed endpoint; buffer valid (contract).
-        unsafe { ob::<EpOf<F>>(ep).accept(sl_req(param, paramlen, "accept: null parameters")?) }
     })
 }
 

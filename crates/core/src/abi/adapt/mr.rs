@@ -72,13 +72,15 @@ pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
     })
 }
 
-/// Slot `enable` of the `mr` table.
+/// The provider's object behind a slot's object pointer.
+///
 /// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_enable<F: FabricOps>(mr: Obj, err: *mut ErrBuf) -> i32 {
-    // SAFETY: our boxed MR (host contract).
-    guard_ctl(err, "mr.enable", || unsafe { ob::<MrOf<F>>(mr) }.enable())
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a MrOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<MrOf<F>>(obj) }
 }
 
-// The table (every entry of the list is a `fn` entry: no trampolines yet).
+// The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_mr_op!(ctl_trampolines);
