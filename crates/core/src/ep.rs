@@ -24,7 +24,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node};
+use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, Closer, FidRef, Node};
 use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
@@ -351,18 +351,6 @@ impl Endpoint {
 
     // ---- connection management ----
 
-    /// `fi_getname`: this endpoint's address, in its address format.
-    pub fn getname(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getname(self.obj, b, l)) })
-    }
-
-    /// `fi_getpeer`: the connected peer's address.
-    pub fn getpeer(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getpeer(self.obj, b, l)) })
-    }
-
     // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
@@ -469,12 +457,6 @@ impl PassiveEndpoint {
         ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
         Ok(())
-    }
-
-    /// `fi_getname`.
-    pub fn getname(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.t(), PepTable.getname(self.obj, b, l)) })
     }
 
     /// `fi_getopt`.

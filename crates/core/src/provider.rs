@@ -386,15 +386,7 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
     crate::for_each_cm_op!(crate::ctl_trait_methods);
 
-    // ---- connection management ----
-    /// `fi_getname`: the endpoint's address bytes.
-    fn getname(&self) -> Result<Vec<u8>> {
-        enosys("getname is not supported")
-    }
-    /// `fi_getpeer`.
-    fn getpeer(&self) -> Result<Vec<u8>> {
-        enosys("getpeer is not supported")
-    }
+    // ---- multicast ----
     /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
     /// endpoint's format) and return the fabric address sends to the group use. A
     /// provider reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
@@ -424,10 +416,6 @@ pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
     // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
-    /// `fi_getname`.
-    fn getname(&self) -> Result<Vec<u8>> {
-        enosys("getname is not supported")
-    }
     /// `fi_getopt`.
     fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
         Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))

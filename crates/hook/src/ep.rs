@@ -400,14 +400,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     ofi_core::for_each_ep_ctl_op!(ofi_core::ctl_forwarders);
     ofi_core::for_each_cm_op!(ofi_core::ctl_forwarders);
 
-    fn getname(&self) -> Result<Vec<u8>> {
-        self.ctl("getname", String::new, || self.core.inner.getname())
-    }
-
-    fn getpeer(&self) -> Result<Vec<u8>> {
-        self.ctl("getpeer", String::new, || self.core.inner.getpeer())
-    }
-
     fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
         let mc = self.ctl(
             "join",
@@ -482,11 +474,6 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
         )
-    }
-
-    fn getname(&self) -> Result<Vec<u8>> {
-        self.h
-            .ctl(&self.name, "getname", String::new, || self.inner.getname())
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {

@@ -42,7 +42,7 @@
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
 //! op name(arg: Type, … [; bytes[bytes_len], …]) [with err] [via Variant]
-//!     [-> out T | -> val T | -> count usize] [= default];
+//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8>] [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -68,6 +68,10 @@
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
 //!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
 //!     provider and host methods `Result<usize>`.
+//!   - `-> bytes Vec<u8>`: the slot takes a last `out: *mut u8, out_len: *mut usize`
+//!     (in: the buffer's size; out: the bytes' length, `FI_ETOOSMALL` when they do not
+//!     fit), the provider and host methods return `Result<Vec<u8>>` (the host asks
+//!     again with a larger buffer).
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
 //!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
@@ -145,9 +149,9 @@ macro_rules! for_each_cm_op {
                 /// `fi_setname`.
                 op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
-                fn getname(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getname;
+                op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
                 /// `fi_getpeer`; as `getname`.
-                fn getpeer(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getpeer;
+                op getpeer() -> bytes Vec<u8> = $crate::provider::enosys("getpeer is not supported");
                 /// `fi_connect`.
                 op connect(; addr[addrlen], param[paramlen]) with err = $crate::provider::enosys("connect is not supported");
                 /// `fi_accept`.
@@ -353,7 +357,7 @@ macro_rules! for_each_pep_op {
                 /// `fi_reject` of a connection request (`handle` from its info).
                 op reject(handle: usize; param[paramlen]) with err = $crate::provider::enosys("reject is not supported");
                 /// `fi_getname`.
-                fn getname(pep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => pep_getname;
+                op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
                 /// `fi_setname`.
                 op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
@@ -420,7 +424,8 @@ macro_rules! for_each_mr_op {
     };
 }
 
-/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`.
+/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`,
+/// `count T`, `bytes T`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_prov_ret {
@@ -428,6 +433,7 @@ macro_rules! __ctl_prov_ret {
     (out $t:ty) => { $crate::Result<$t> };
     (val $t:ty) => { $t };
     (count $t:ty) => { $crate::Result<$t> };
+    (bytes $t:ty) => { $crate::Result<$t> };
 }
 
 /// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
@@ -589,6 +595,17 @@ macro_rules! ctl_wrapper {
             })
         }
     };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            // SAFETY: our own object and its table; `read_sized` passes a buffer and
+            // its length, both valid.
+            $crate::abi::object::read_sized(|buf, len| unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* buf, len))
+            })
+        }
+    };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
@@ -622,6 +639,10 @@ macro_rules! ctl_table {
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
         $(via $V:ident)? -> count $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident]),+)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {

@@ -242,38 +242,6 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
     })
 }
 
-/// Slot `getname` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_getname<F: FabricOps>(
-    ep: Obj,
-    addr: *mut u8,
-    addrlen: *mut usize,
-) -> i32 {
-    guard("ep.getname", || {
-        st32(run(|| {
-            // SAFETY: our boxed endpoint; buffers valid (contract).
-            unsafe { copy_out(&ob::<EpOf<F>>(ep).getname()?, addr, addrlen) }
-        }))
-    })
-}
-
-/// Slot `getpeer` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_getpeer<F: FabricOps>(
-    ep: Obj,
-    addr: *mut u8,
-    addrlen: *mut usize,
-) -> i32 {
-    guard("ep.getpeer", || {
-        st32(run(|| {
-            // SAFETY: our boxed endpoint; buffers valid (contract).
-            unsafe { copy_out(&ob::<EpOf<F>>(ep).getpeer()?, addr, addrlen) }
-        }))
-    })
-}
-
 /// The provider's object behind a slot's object pointer.
 ///
 /// # Safety

@@ -84,7 +84,6 @@ mod wait;
 use self::cq::*;
 use self::data::*;
 use self::domain::*;
-use self::ep::*;
 use self::fabric::*;
 
 // ---------------------------------------------------------------------------------------
@@ -683,6 +682,25 @@ macro_rules! ctl_trampoline {
                     // SAFETY: `out` non-null and valid for a write (contract).
                     unsafe { out.write(v) };
                     Ok(())
+                }))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the bytes into `out` (capacity and length in
+        /// `*out_len`; `-FI_ETOOSMALL` with the needed length when they do not fit).
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out_len` null or valid for a read and a write,
+        /// `out` valid for writes of `*out_len` bytes.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    // SAFETY: our boxed object and the caller's buffer (this
+                    // function's contract).
+                    unsafe { copy_out(&this::<F>(obj).$name($($a),*)?, out, out_len) }
                 }))
             })
         }

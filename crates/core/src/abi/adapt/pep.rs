@@ -20,22 +20,6 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     })
 }
 
-/// Slot `getname` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_getname<F: FabricOps>(
-    pep: Obj,
-    addr: *mut u8,
-    addrlen: *mut usize,
-) -> i32 {
-    guard("pep.getname", || {
-        st32(run(|| {
-            // SAFETY: our boxed passive endpoint; buffers valid (contract).
-            unsafe { copy_out(&ob::<F::PassiveEp>(pep).getname()?, addr, addrlen) }
-        }))
-    })
-}
-
 /// Slot `getopt` of the `pep` table.
 /// # Safety
 /// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
