@@ -21,7 +21,7 @@
 //! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
 //! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
 //! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
-//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs`, `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs` (endpoint, passive endpoint), `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs`, `mr.rs` |
 //! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`) |
 //!
 //! # Grammar of a list
