@@ -2,6 +2,34 @@
 
 use super::*;
 
+/// The body of a fabric slot that opens an object for an info (`domain`,
+/// `passive_ep`): decode `info`, open with `open`, hand the object out with the ops
+/// table `ops`.
+///
+/// # Safety
+/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+#[allow(clippy::too_many_arguments)]
+unsafe fn open_for_info<F: FabricOps, T>(
+    what: &'static str,
+    fab: Obj,
+    info: *const RawInfo,
+    context: usize,
+    out: *mut RawObj,
+    err: *mut ErrBuf,
+    ops: *const c_void,
+    open: impl FnOnce(&F, &crate::attr::Info, usize) -> Result<T>,
+) -> i32 {
+    guard_ctl(err, what, || {
+        need_out(out)?;
+        // SAFETY: our boxed fabric; `info` valid for the call (contract).
+        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
+        let o = open(f, &info, context)?;
+        // SAFETY: `out` checked.
+        unsafe { put_obj(out, o, ops) };
+        Ok(())
+    })
+}
+
 /// Slot `domain` of the fabric table.
 /// # Safety
 /// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
@@ -12,18 +40,23 @@ pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
     out: *mut RawObj,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "fabric.domain", || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `info` valid for the call (contract).
-        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-        let d = f.domain(&info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, d, Adapt::<F>::DOMAIN as *const _ as *const c_void) };
-        Ok(())
-    })
+    let ops = Adapt::<F>::DOMAIN as *const _ as *const c_void;
+    // SAFETY: the slot's contract is the helper's.
+    unsafe {
+        open_for_info::<F, _>(
+            "fabric.domain",
+            fab,
+            info,
+            context,
+            out,
+            err,
+            ops,
+            |f, i, c| f.domain(i, c),
+        )
+    }
 }
 
-/// Slot `pep` of the fabric table.
+/// Slot `passive_ep` of the fabric table.
 /// # Safety
 /// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
 pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
@@ -33,15 +66,20 @@ pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
     out: *mut RawObj,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "fabric.passive_ep", || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `info` valid for the call (contract).
-        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-        let p = f.passive_ep(&info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, p, Adapt::<F>::PEP as *const _ as *const c_void) };
-        Ok(())
-    })
+    let ops = Adapt::<F>::PEP as *const _ as *const c_void;
+    // SAFETY: the slot's contract is the helper's.
+    unsafe {
+        open_for_info::<F, _>(
+            "fabric.passive_ep",
+            fab,
+            info,
+            context,
+            out,
+            err,
+            ops,
+            |f, i, c| f.passive_ep(i, c),
+        )
+    }
 }
 
 /// Slot `eq_open` of the fabric table.
