@@ -17,7 +17,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, AsFid, FidRef, Node};
 use crate::abi::raw::{Iov, Obj, RawMrAttr, RawStr};
 use crate::abi::tables::{call_slot, MrTable};
 use crate::cntr::Counter;
@@ -296,17 +296,6 @@ impl MemoryRegion {
     /// `fi_mr_bind` to a counter (remote access counting).
     pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
         self.bind_fid(cntr.as_fid(), flags)
-    }
-
-    /// `fi_mr_refresh`.
-    pub fn refresh(&self, iov: &[Iov], flags: u64) -> Result<()> {
-        // SAFETY: `iov` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                MrTable.refresh(self.obj, iov.as_ptr(), iov.len(), flags)
-            )
-        } as isize)
     }
 
     /// `fi_close`: deregister.

@@ -43,7 +43,7 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::raw::{AtomicAttr, Iov};
+use crate::abi::raw::AtomicAttr;
 use crate::abi::{self, PluginEntry, ProviderKind};
 use crate::addr::Address;
 use crate::attr::{Info, RxAttr, TxAttr};
@@ -509,6 +509,8 @@ pub trait CntrOps: Sized + Send + Sync + 'static {
 
 /// An address vector (`fid_av`).
 pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    crate::for_each_av_op!(crate::ctl_trait_methods);
     /// `fi_av_insert`: one fabric address per address into `fi_addr` (same length;
     /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
     fn insert(
@@ -543,8 +545,6 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
     ) -> Result<usize> {
         enosys("insertsym is not supported")
     }
-    /// `fi_av_remove`.
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()>;
     /// `fi_av_lookup`.
     fn lookup(&self, fi_addr: u64) -> Result<Address>;
     /// `fi_av_straddr`.
@@ -572,10 +572,6 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// `fi_mr_bind` (`FI_MR_ENDPOINT`).
     fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
         enosys("MR bind is not supported")
-    }
-    /// `fi_mr_refresh`.
-    fn refresh(&self, _iov: &[Iov], _flags: u64) -> Result<()> {
-        enosys("MR refresh is not supported")
     }
     // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::ctl_trait_methods);
@@ -674,9 +670,7 @@ impl<F: FabricOps> AvOps<F> for Unsupported {
     fn insert(&self, _a: &[Address], _f: &mut [u64], _flags: u64, _c: usize) -> Result<usize> {
         match *self {}
     }
-    fn remove(&self, _fi_addr: &[u64], _flags: u64) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_av_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn lookup(&self, _fi_addr: u64) -> Result<Address> {
         match *self {}
     }

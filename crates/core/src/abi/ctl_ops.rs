@@ -41,7 +41,7 @@
 //! /// doc
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
-//! op name(arg: Type, … [; bytes[bytes_len], …]) [with err] [via Variant]
+//! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
 //!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8>] [= default];
 //! ```
 //!
@@ -56,9 +56,11 @@
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars).
 //!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
-//!   - `; b[b_len]` after the scalars: a byte slice, `&[u8]` in the host and provider
-//!     methods, `b: *const u8, b_len: usize` in the slot (null with a non-zero length
-//!     is `FI_EINVAL`); hooks print it as its length. With the shape `()` only.
+//!   - `; s[s_len]: Elem` after the scalars: a slice, `&[Elem]` in the host and
+//!     provider methods, `s: *const Elem, s_len: usize` in the slot (null with a
+//!     non-zero length is `FI_EINVAL`); hooks print it as its length. A second `;`
+//!     starts the scalars that come after the slices (`remove(; fi_addr[count]: u64;
+//!     flags: u64)`). With the shape `()` only.
 //!   - `with err`: the slot takes a last `err: *mut ErrBuf` where a failure leaves its
 //!     message (a control call); the host method returns that message in its error.
 //!     With the shape `()` only.
@@ -147,15 +149,15 @@ macro_rules! for_each_cm_op {
             /// Connection management of active endpoints (`fi_ops_cm`).
             cm CmTable EndpointOps EpOf Endpoint {
                 /// `fi_setname`.
-                op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
+                op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
                 op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
                 /// `fi_getpeer`; as `getname`.
                 op getpeer() -> bytes Vec<u8> = $crate::provider::enosys("getpeer is not supported");
                 /// `fi_connect`.
-                op connect(; addr[addrlen], param[paramlen]) with err = $crate::provider::enosys("connect is not supported");
+                op connect(; addr[addrlen]: u8, param[paramlen]: u8) with err = $crate::provider::enosys("connect is not supported");
                 /// `fi_accept`.
-                op accept(; param[paramlen]) with err = $crate::provider::enosys("accept is not supported");
+                op accept(; param[paramlen]: u8) with err = $crate::provider::enosys("accept is not supported");
                 /// `fi_shutdown`.
                 op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
             }
@@ -355,11 +357,11 @@ macro_rules! for_each_pep_op {
                 /// `fi_listen`.
                 op listen() with err;
                 /// `fi_reject` of a connection request (`handle` from its info).
-                op reject(handle: usize; param[paramlen]) with err = $crate::provider::enosys("reject is not supported");
+                op reject(handle: usize; param[paramlen]: u8) with err = $crate::provider::enosys("reject is not supported");
                 /// `fi_getname`.
                 op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
                 /// `fi_setname`.
-                op setname(; addr[addrlen]) = $crate::provider::enosys("setname is not supported");
+                op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
                 fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
                 /// `fi_setopt`.
@@ -388,7 +390,7 @@ macro_rules! for_each_av_op {
                 /// `fi_av_insertsym`.
                 fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym;
                 /// `fi_av_remove`.
-                fn remove(av: $crate::abi::raw::Obj, fi_addr: *const u64, count: usize, flags: u64) -> i32 => av_remove;
+                op remove(; fi_addr[count]: u64; flags: u64);
                 /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
                 /// needed size) and its format.
                 fn lookup(av: $crate::abi::raw::Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32 => av_lookup;
@@ -416,7 +418,7 @@ macro_rules! for_each_mr_op {
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
                 /// `fi_mr_refresh`.
-                fn refresh(mr: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, flags: u64) -> i32 => mr_refresh;
+                op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
                 op enable() with err = Ok(());
             }
@@ -449,16 +451,16 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             $def
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         $(#[$doc])*
-        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
     };
 }
 
@@ -469,28 +471,28 @@ macro_rules! __ctl_trait_method {
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
     // Seen as a read of the object (`Hook::read`).
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
             h.read(obj, Op::$V, || inner.$name($($a),*)).unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [val $rt:ty] [] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
-            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [] []), || {
                 inner.$name($($a),*)
             })
             .unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
-        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             let (h, obj, inner) = self.forward();
-            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),* ; $($b),*), || {
-                inner.$name($($a,)* $($b),*)
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [$($b),*] [$($c),*]), || {
+                inner.$name($($a,)* $($b,)* $($c),*)
             })
         }
     };
@@ -501,11 +503,11 @@ macro_rules! __ctl_forwarder {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_args {
-    ($(;)?) => { ::std::string::String::new() };
-    ($($a:ident),* $(; $($b:ident),*)?) => {{
+    ([$($a:ident),*] [$($b:ident),*] [$($c:ident),*]) => {{
         let parts: &[::std::string::String] = &[
             $(format!("{}={:?}", stringify!($a), $a),)*
-            $($(format!("{}_len={}", stringify!($b), $b.len()),)*)?
+            $(format!("{}_len={}", stringify!($b), $b.len()),)*
+            $(format!("{}={:?}", stringify!($c), $c),)*
         ];
         parts.join(" ")
     }};
@@ -513,8 +515,8 @@ macro_rules! __ctl_args {
 
 /// Passes each entry of a list, normalized, to the macro `[$each]` with the context
 /// `{ctx}`: a `fn` entry as `{ctx} fn name [adapter]`, an `op` entry as
-/// `{ctx} #[doc]* op name(args) (b b_len, …) [err] [shape T] [Variant] [default]`
-/// (`(b b_len, …)` the byte slices, `[err]` or `[]`). Used by the generators
+/// `{ctx} #[doc]* op name(args) (s s_len [Elem], …) (args after) [err] [shape T]
+/// [Variant] [default]` (the slices, the scalars after them, `[err]` or `[]`). Used by the generators
 /// whose output is a sequence of items or statements.
 #[doc(hidden)]
 #[macro_export]
@@ -524,9 +526,9 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident]),+)?)
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen),+)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -561,31 +563,31 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
-        pub fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::Result<()> {
+        pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             // SAFETY: our own object and its table; the arguments are plain values or
             // slices passed with their lengths.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len()),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c),*))
             } as isize)
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
-        pub fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::Result<()> {
+        pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             $crate::abi::object::ctl(|err| {
                 // SAFETY: our own object and its table; the arguments are plain values
                 // or slices passed with their lengths; `err` is the message buffer.
                 unsafe {
-                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* err))
+                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c,)* err))
                 }
             })
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -595,7 +597,7 @@ macro_rules! ctl_wrapper {
             })
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -606,7 +608,7 @@ macro_rules! ctl_wrapper {
             })
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -644,12 +646,12 @@ macro_rules! ctl_table {
         $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
     };
-    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident]),+)?)
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
             obj: $crate::abi::raw::Obj,
             $($a: $t,)*
-            $($($b: *const u8, $blen: usize,)+)?
+            $($($b: *const $bt, $blen: usize,)+ $($($c: $ct,)+)?)?
             $(out: *mut $rt,)?
             $($err: *mut $crate::abi::raw::ErrBuf)?
         ) -> i32;] $($rest)* }
@@ -667,10 +669,10 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
-    ({} $(#[$doc:meta])* op $name:ident $args:tt $bytes:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t,)* $($b: &[u8]),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             match *self {}
         }
     };
@@ -705,4 +707,5 @@ table_of! {
     crate::ep::Endpoint: crate::abi::tables::CmTable = c;
     crate::ep::PassiveEndpoint: crate::abi::tables::PepTable = t;
     crate::mr::MemoryRegion: crate::abi::tables::MrTable = t;
+    crate::av::AddressVector: crate::abi::tables::AvTable = t;
 }

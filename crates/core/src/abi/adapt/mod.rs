@@ -614,7 +614,7 @@ macro_rules! ctl_trampolines {
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
     ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: a count, or `-FI_x`.
         ///
         /// # Safety
@@ -628,7 +628,7 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation.
         ///
         /// # Safety
@@ -636,19 +636,19 @@ macro_rules! ctl_trampoline {
         /// passed to a slot of its own table (host contract, see
         /// [`crate::abi::object`]); each byte pointer null with a zero length, or
         /// valid for reads of its length.
-        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const u8, $blen: usize),*) -> i32 {
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct),*) -> i32 {
             guard(concat!(stringify!($class), ".", stringify!($name)), || {
                 st32(run(|| {
                     // SAFETY: our boxed object and its byte arguments (this function's
                     // contract).
                     unsafe {
-                        this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?),*)
+                        this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
                     }
                 }))
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation; a failure's message into `*err`.
         ///
         /// # Safety
@@ -656,17 +656,17 @@ macro_rules! ctl_trampoline {
         /// passed to a slot of its own table (host contract, see
         /// [`crate::abi::object`]); each byte pointer null with a zero length, or
         /// valid for reads of its length; `err` null or a message buffer.
-        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const u8, $blen: usize,)* err: *mut ErrBuf) -> i32 {
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct,)* err: *mut ErrBuf) -> i32 {
             guard_ctl(err, concat!(stringify!($class), ".", stringify!($name)), || {
                 // SAFETY: our boxed object and its byte arguments (this function's
                 // contract).
                 unsafe {
-                    this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?),*)
+                    this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
                 }
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the result into `*out`.
         ///
         /// # Safety
@@ -686,7 +686,7 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the bytes into `out` (capacity and length in
         /// `*out_len`; `-FI_ETOOSMALL` with the needed length when they do not fit).
         ///
@@ -705,7 +705,7 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () [] [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the value into `*out`.
         ///
         /// # Safety

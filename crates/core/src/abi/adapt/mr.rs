@@ -55,23 +55,6 @@ pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
     })
 }
 
-/// Slot `refresh` of the `mr` table.
-/// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
-    mr: Obj,
-    iov: *const Iov,
-    count: usize,
-    flags: u64,
-) -> i32 {
-    guard("mr.refresh", || {
-        st32(run(|| {
-            // SAFETY: our boxed MR; `iov` valid (contract).
-            unsafe { ob::<MrOf<F>>(mr).refresh(sl_req(iov, count, "refresh: null iov")?, flags) }
-        }))
-    })
-}
-
 /// The provider's object behind a slot's object pointer.
 ///
 /// # Safety
