@@ -150,13 +150,14 @@ macro_rules! for_each_cm_op {
             cm CmTable EndpointOps EpOf Endpoint {
                 /// `fi_setname`.
                 op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
-                /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
+                /// `fi_getname`: this endpoint's address, in its address format (in the slot,
+                /// `out_len` is in/out: `-FI_ETOOSMALL` with the needed size).
                 op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
-                /// `fi_getpeer`; as `getname`.
+                /// `fi_getpeer`: the connected peer's address; as `getname`.
                 op getpeer() -> bytes Vec<u8> = $crate::provider::enosys("getpeer is not supported");
-                /// `fi_connect`.
+                /// `fi_connect` to `addr`, with connection data `param`.
                 op connect(; addr[addrlen]: u8, param[paramlen]: u8) with err = $crate::provider::enosys("connect is not supported");
-                /// `fi_accept`.
+                /// `fi_accept`, with connection data `param`.
                 op accept(; param[paramlen]: u8) with err = $crate::provider::enosys("accept is not supported");
                 /// `fi_shutdown`.
                 op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
@@ -356,9 +357,10 @@ macro_rules! for_each_pep_op {
                 fn bind(pep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_bind;
                 /// `fi_listen`.
                 op listen() with err;
-                /// `fi_reject` of a connection request (`handle` from its info).
+                /// `fi_reject` the connection request `handle` (from its info), with data
+                /// `param`.
                 op reject(handle: usize; param[paramlen]: u8) with err = $crate::provider::enosys("reject is not supported");
-                /// `fi_getname`.
+                /// `fi_getname`: the passive endpoint's address.
                 op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
                 /// `fi_setname`.
                 op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
@@ -389,7 +391,7 @@ macro_rules! for_each_av_op {
                 fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc;
                 /// `fi_av_insertsym`.
                 fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym;
-                /// `fi_av_remove`.
+                /// `fi_av_remove`: forget the fabric addresses `fi_addr`.
                 op remove(; fi_addr[count]: u64; flags: u64);
                 /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
                 /// needed size) and its format.
@@ -417,7 +419,7 @@ macro_rules! for_each_mr_op {
                 fn desc(mr: $crate::abi::raw::Obj, desc: *mut *mut ::std::ffi::c_void) -> i32 => mr_desc;
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
-                /// `fi_mr_refresh`.
+                /// `fi_mr_refresh`: the region's pages are now `iov`.
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
                 op enable() with err = Ok(());

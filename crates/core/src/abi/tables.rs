@@ -19,7 +19,7 @@
 //! - Slots are never null. A provider that lacks an operation fills the slot with one
 //!   that returns `-FI_ENOSYS` (the adapters do this; [`MsgTable::ENOSYS`] etc. are
 //!   ready-made all-`ENOSYS` tables). A group table of an endpoint may be null in
-//!   [`RawEp`]: the host then uses the all-`ENOSYS` table.
+//!   [`RawEp`](crate::abi::raw::RawEp): the host then uses the all-`ENOSYS` table.
 //! - No slot may unwind: the adapters catch panics and return `-FI_EOTHER`.
 //!
 //! Every table (and every raw structure, see [`crate::abi::raw`]) is declared through one
