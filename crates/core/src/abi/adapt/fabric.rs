@@ -2,85 +2,37 @@
 
 use super::*;
 
-/// The body of a fabric slot that opens an object for an info (`domain`,
-/// `passive_ep`): decode `info`, open with `open`, hand the object out with the ops
-/// table `ops`.
-///
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-#[allow(clippy::too_many_arguments)]
-unsafe fn open_for_info<F: FabricOps, T>(
-    what: &'static str,
-    fab: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-    ops: *const c_void,
-    open: impl FnOnce(&F, &crate::attr::Info, usize) -> Result<T>,
-) -> i32 {
-    guard_ctl(err, what, || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `info` valid for the call (contract).
-        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-        let o = open(f, &info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, o, ops) };
-        Ok(())
-    })
+/// Defines a fabric slot that opens an object for an info (`domain`, `passive_ep`):
+/// decode the info, open with the fabric's method `$open`, hand the object out with
+/// the family's table `$TABLE`.
+macro_rules! open_for_info_slot {
+    ($slot:ident, $what:literal, $open:ident, $TABLE:ident) => {
+        #[doc = concat!("Slot `", stringify!($open), "` of the fabric table.")]
+        /// # Safety
+        /// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            fab: Obj,
+            info: *const RawInfo,
+            context: usize,
+            out: *mut RawObj,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                need_out(out)?;
+                // SAFETY: our boxed fabric; `info` valid for the call (contract).
+                let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
+                let o = f.$open(&info, context)?;
+                let ops = Adapt::<F>::$TABLE as *const _ as *const c_void;
+                // SAFETY: `out` checked.
+                unsafe { put_obj(out, o, ops) };
+                Ok(())
+            })
+        }
+    };
 }
 
-/// Slot `domain` of the fabric table.
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
-    fab: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    let ops = Adapt::<F>::DOMAIN as *const _ as *const c_void;
-    // SAFETY: the slot's contract is the helper's.
-    unsafe {
-        open_for_info::<F, _>(
-            "fabric.domain",
-            fab,
-            info,
-            context,
-            out,
-            err,
-            ops,
-            |f, i, c| f.domain(i, c),
-        )
-    }
-}
-
-/// Slot `passive_ep` of the fabric table.
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
-    fab: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    let ops = Adapt::<F>::PEP as *const _ as *const c_void;
-    // SAFETY: the slot's contract is the helper's.
-    unsafe {
-        open_for_info::<F, _>(
-            "fabric.passive_ep",
-            fab,
-            info,
-            context,
-            out,
-            err,
-            ops,
-            |f, i, c| f.passive_ep(i, c),
-        )
-    }
-}
+open_for_info_slot!(fab_domain, "fabric.domain", domain, DOMAIN);
+open_for_info_slot!(fab_pep, "fabric.passive_ep", passive_ep, PEP);
 
 /// Slot `eq_open` of the fabric table.
 /// # Safety
