@@ -114,7 +114,7 @@ impl AddressVector {
     }
 
     #[inline(always)]
-    fn t(&self) -> &AvTable {
+    pub(crate) fn t(&self) -> &AvTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }
@@ -217,18 +217,6 @@ impl AddressVector {
         Ok(out)
     }
 
-    /// `fi_av_remove`.
-    pub fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        // SAFETY: `fi_addr` valid for its length.
-        av_status(unsafe {
-            call_slot!(
-                self.t(),
-                AvTable.remove(self.obj, fi_addr.as_ptr(), fi_addr.len(), flags)
-            )
-        })
-        .map(|_| ())
-    }
-
     /// `fi_av_lookup`: the address behind a fabric address.
     pub fn lookup(&self, fi_addr: u64) -> Result<Address> {
         let mut format = 0u32;
@@ -274,4 +262,7 @@ impl AddressVector {
         self.obj = std::ptr::null_mut();
         Ok(())
     }
+
+    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    crate::for_each_av_op!(crate::abi::ctl_ops::ctl_wrappers);
 }

@@ -24,7 +24,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, read_sized, AsFid, Closer, FidRef, Node};
+use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, Closer, FidRef, Node};
 use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
@@ -351,58 +351,6 @@ impl Endpoint {
 
     // ---- connection management ----
 
-    /// `fi_getname`: this endpoint's address, in its address format.
-    pub fn getname(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getname(self.obj, b, l)) })
-    }
-
-    /// `fi_getpeer`: the connected peer's address.
-    pub fn getpeer(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.c(), CmTable.getpeer(self.obj, b, l)) })
-    }
-
-    /// `fi_setname`.
-    pub fn setname(&self, addr: &[u8]) -> Result<()> {
-        // SAFETY: `addr` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.c(),
-                CmTable.setname(self.obj, addr.as_ptr(), addr.len())
-            )
-        } as isize)
-    }
-
-    /// `fi_connect` to `addr`, with connection data `param`.
-    pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        // SAFETY: slices valid for their lengths.
-        ctl(|eb| unsafe {
-            call_slot!(
-                self.c(),
-                CmTable.connect(
-                    self.obj,
-                    addr.as_ptr(),
-                    addr.len(),
-                    param.as_ptr(),
-                    param.len(),
-                    eb
-                )
-            )
-        })
-    }
-
-    /// `fi_accept`, with connection data `param`.
-    pub fn accept(&self, param: &[u8]) -> Result<()> {
-        // SAFETY: `param` valid for its length.
-        ctl(|eb| unsafe {
-            call_slot!(
-                self.c(),
-                CmTable.accept(self.obj, param.as_ptr(), param.len(), eb)
-            )
-        })
-    }
-
     // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
@@ -494,7 +442,7 @@ impl PassiveEndpoint {
     }
 
     #[inline(always)]
-    fn t(&self) -> &PepTable {
+    pub(crate) fn t(&self) -> &PepTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }
@@ -509,40 +457,6 @@ impl PassiveEndpoint {
         ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
         Ok(())
-    }
-
-    /// `fi_listen`.
-    pub fn listen(&self) -> Result<()> {
-        // SAFETY: our own object.
-        ctl(|e| unsafe { call_slot!(self.t(), PepTable.listen(self.obj, e)) })
-    }
-
-    /// `fi_reject` the connection request `handle` (from its info), with data `param`.
-    pub fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
-        // SAFETY: `param` valid for its length.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                PepTable.reject(self.obj, handle, param.as_ptr(), param.len(), e)
-            )
-        })
-    }
-
-    /// `fi_getname`.
-    pub fn getname(&self) -> Result<Vec<u8>> {
-        // SAFETY: `read_sized` passes a buffer and its length.
-        read_sized(|b, l| unsafe { call_slot!(self.t(), PepTable.getname(self.obj, b, l)) })
-    }
-
-    /// `fi_setname`.
-    pub fn setname(&self, addr: &[u8]) -> Result<()> {
-        // SAFETY: `addr` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                PepTable.setname(self.obj, addr.as_ptr(), addr.len())
-            )
-        } as isize)
     }
 
     /// `fi_getopt`.
@@ -588,6 +502,9 @@ impl PassiveEndpoint {
         self.obj = std::ptr::null_mut();
         Ok(())
     }
+
+    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 
 /// Open a passive endpoint node (shared by `Fabric::passive_ep`).

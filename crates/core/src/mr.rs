@@ -17,7 +17,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, AsFid, FidRef, Node};
 use crate::abi::raw::{Iov, Obj, RawMrAttr, RawStr};
 use crate::abi::tables::{call_slot, MrTable};
 use crate::cntr::Counter;
@@ -190,7 +190,7 @@ impl MemoryRegion {
     }
 
     #[inline(always)]
-    fn t(&self) -> &MrTable {
+    pub(crate) fn t(&self) -> &MrTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
     }
@@ -298,23 +298,6 @@ impl MemoryRegion {
         self.bind_fid(cntr.as_fid(), flags)
     }
 
-    /// `fi_mr_refresh`.
-    pub fn refresh(&self, iov: &[Iov], flags: u64) -> Result<()> {
-        // SAFETY: `iov` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                MrTable.refresh(self.obj, iov.as_ptr(), iov.len(), flags)
-            )
-        } as isize)
-    }
-
-    /// `fi_mr_enable`.
-    pub fn enable(&self) -> Result<()> {
-        // SAFETY: plain call on our own object.
-        ctl(|e| unsafe { call_slot!(self.t(), MrTable.enable(self.obj, e)) })
-    }
-
     /// `fi_close`: deregister.
     pub fn close(&mut self) -> Result<()> {
         self.node.close()?;
@@ -322,6 +305,9 @@ impl MemoryRegion {
         self.obj = std::ptr::null_mut();
         Ok(())
     }
+
+    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 
 impl Drop for MemoryRegion {

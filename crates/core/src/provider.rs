@@ -43,7 +43,7 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::raw::{AtomicAttr, Iov};
+use crate::abi::raw::AtomicAttr;
 use crate::abi::{self, PluginEntry, ProviderKind};
 use crate::addr::Address;
 use crate::attr::{Info, RxAttr, TxAttr};
@@ -128,6 +128,12 @@ pub type EpOf<F> = <<F as FabricOps>::Domain as DomainOps<F>>::Endpoint;
 pub type EqOf<F> = <F as FabricOps>::Eq;
 /// The [`WaitOps`] type of family `F`.
 pub type WaitOf<F> = <F as FabricOps>::Wait;
+/// The [`FabricOps`] type of family `F`: `F` itself (names the class in its list).
+pub type FabricOf<F> = F;
+/// The [`DomainOps`] type of family `F`.
+pub type DomainOf<F> = <F as FabricOps>::Domain;
+/// The [`PassiveEndpointOps`] type of family `F`.
+pub type PepOf<F> = <F as FabricOps>::PassiveEp;
 
 /// An object of the same family handed to [`EndpointOps::bind`].
 pub enum BindTarget<'a, F: FabricOps> {
@@ -380,27 +386,7 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
     crate::for_each_cm_op!(crate::ctl_trait_methods);
 
-    // ---- connection management ----
-    /// `fi_setname`.
-    fn setname(&self, _addr: &[u8]) -> Result<()> {
-        enosys("setname is not supported")
-    }
-    /// `fi_getname`: the endpoint's address bytes.
-    fn getname(&self) -> Result<Vec<u8>> {
-        enosys("getname is not supported")
-    }
-    /// `fi_getpeer`.
-    fn getpeer(&self) -> Result<Vec<u8>> {
-        enosys("getpeer is not supported")
-    }
-    /// `fi_connect`.
-    fn connect(&self, _addr: &[u8], _param: &[u8]) -> Result<()> {
-        enosys("connect is not supported")
-    }
-    /// `fi_accept`.
-    fn accept(&self, _param: &[u8]) -> Result<()> {
-        enosys("accept is not supported")
-    }
+    // ---- multicast ----
     /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
     /// endpoint's format) and return the fabric address sends to the group use. A
     /// provider reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
@@ -428,20 +414,8 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Bind the event queue connection requests go to.
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
-    /// `fi_listen`.
-    fn listen(&self) -> Result<()>;
-    /// `fi_reject` a connection request (`handle` from its info).
-    fn reject(&self, _handle: usize, _param: &[u8]) -> Result<()> {
-        enosys("reject is not supported")
-    }
-    /// `fi_getname`.
-    fn getname(&self) -> Result<Vec<u8>> {
-        enosys("getname is not supported")
-    }
-    /// `fi_setname`.
-    fn setname(&self, _addr: &[u8]) -> Result<()> {
-        enosys("setname is not supported")
-    }
+    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    crate::for_each_pep_op!(crate::ctl_trait_methods);
     /// `fi_getopt`.
     fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
         Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
@@ -535,6 +509,8 @@ pub trait CntrOps: Sized + Send + Sync + 'static {
 
 /// An address vector (`fid_av`).
 pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
+    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    crate::for_each_av_op!(crate::ctl_trait_methods);
     /// `fi_av_insert`: one fabric address per address into `fi_addr` (same length;
     /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
     fn insert(
@@ -569,8 +545,6 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
     ) -> Result<usize> {
         enosys("insertsym is not supported")
     }
-    /// `fi_av_remove`.
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()>;
     /// `fi_av_lookup`.
     fn lookup(&self, fi_addr: u64) -> Result<Address>;
     /// `fi_av_straddr`.
@@ -599,14 +573,8 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
         enosys("MR bind is not supported")
     }
-    /// `fi_mr_refresh`.
-    fn refresh(&self, _iov: &[Iov], _flags: u64) -> Result<()> {
-        enosys("MR refresh is not supported")
-    }
-    /// `fi_mr_enable`.
-    fn enable(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    crate::for_each_mr_op!(crate::ctl_trait_methods);
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -671,9 +639,7 @@ impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         match *self {}
     }
-    fn listen(&self) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl CqOps for Unsupported {
@@ -704,9 +670,7 @@ impl<F: FabricOps> AvOps<F> for Unsupported {
     fn insert(&self, _a: &[Address], _f: &mut [u64], _flags: u64, _c: usize) -> Result<usize> {
         match *self {}
     }
-    fn remove(&self, _fi_addr: &[u64], _flags: u64) -> Result<()> {
-        match *self {}
-    }
+    crate::for_each_av_op!(crate::abi::ctl_ops::ctl_unsupported);
     fn lookup(&self, _fi_addr: u64) -> Result<Address> {
         match *self {}
     }

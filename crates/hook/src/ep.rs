@@ -400,38 +400,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     ofi_core::for_each_ep_ctl_op!(ofi_core::ctl_forwarders);
     ofi_core::for_each_cm_op!(ofi_core::ctl_forwarders);
 
-    fn setname(&self, addr: &[u8]) -> Result<()> {
-        self.ctl(
-            "setname",
-            || format!("len={}", addr.len()),
-            || self.core.inner.setname(addr),
-        )
-    }
-
-    fn getname(&self) -> Result<Vec<u8>> {
-        self.ctl("getname", String::new, || self.core.inner.getname())
-    }
-
-    fn getpeer(&self) -> Result<Vec<u8>> {
-        self.ctl("getpeer", String::new, || self.core.inner.getpeer())
-    }
-
-    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        self.ctl(
-            "connect",
-            || format!("addr_len={} param_len={}", addr.len(), param.len()),
-            || self.core.inner.connect(addr, param),
-        )
-    }
-
-    fn accept(&self, param: &[u8]) -> Result<()> {
-        self.ctl(
-            "accept",
-            || format!("param_len={}", param.len()),
-            || self.core.inner.accept(param),
-        )
-    }
-
     fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
         let mc = self.ctl(
             "join",
@@ -487,41 +455,24 @@ impl<H: Hook> HookPep<H> {
     }
 }
 
+impl<H: Hook> HookPep<H> {
+    /// What the generated forwarders use: the hook, the name and the passive endpoint
+    /// beneath.
+    fn forward(&self) -> (&H, &ObjName, &PassiveEndpoint) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
+    // One forwarder per `op` entry of the list (`for_each_pep_op!`).
+    ofi_core::for_each_pep_op!(ofi_core::ctl_forwarders);
+
     fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(
             &self.name,
             "bind_eq",
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
-
-    fn listen(&self) -> Result<()> {
-        self.h
-            .ctl(&self.name, "listen", String::new, || self.inner.listen())
-    }
-
-    fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "reject",
-            || format!("handle={handle:#x} param_len={}", param.len()),
-            || self.inner.reject(handle, param),
-        )
-    }
-
-    fn getname(&self) -> Result<Vec<u8>> {
-        self.h
-            .ctl(&self.name, "getname", String::new, || self.inner.getname())
-    }
-
-    fn setname(&self, addr: &[u8]) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "setname",
-            || format!("len={}", addr.len()),
-            || self.inner.setname(addr),
         )
     }
 

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use ofi_core::abi::raw::Iov;
 use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
 use ofi_core::eq::{EqErrorEntry, Event, EventQueue};
@@ -198,7 +197,17 @@ impl<H: Hook> HookAv<H> {
     }
 }
 
+impl<H: Hook> HookAv<H> {
+    /// What the generated forwarders use: the hook, the name and the AV beneath.
+    fn forward(&self) -> (&H, &ObjName, &AddressVector) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
+    // One forwarder per `op` entry of the list (`for_each_av_op!`).
+    ofi_core::for_each_av_op!(ofi_core::ctl_forwarders);
+
     fn insert(
         &self,
         addrs: &[Address],
@@ -259,15 +268,6 @@ impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
         Ok(v.iter().filter(|a| **a != ADDR_NOTAVAIL).count())
     }
 
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "av_remove",
-            || format!("count={} flags={flags:#x}", fi_addr.len()),
-            || self.inner.remove(fi_addr, flags),
-        )
-    }
-
     fn lookup(&self, fi_addr: u64) -> Result<Address> {
         self.h.ctl(
             &self.name,
@@ -314,7 +314,17 @@ impl<H: Hook> HookMr<H> {
     }
 }
 
+impl<H: Hook> HookMr<H> {
+    /// What the generated forwarders use: the hook, the name and the region beneath.
+    fn forward(&self) -> (&H, &ObjName, &MemoryRegion) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
+    // One forwarder per `op` entry of the list (`for_each_mr_op!`).
+    ofi_core::for_each_mr_op!(ofi_core::ctl_forwarders);
+
     fn key(&self) -> u64 {
         self.inner.key()
     }
@@ -333,20 +343,6 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
                 MrBindTarget::Cntr(c) => self.inner.bind_cntr(&c.core().inner, flags),
             },
         )
-    }
-
-    fn refresh(&self, iov: &[Iov], flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "mr_refresh",
-            || format!("iov_count={} flags={flags:#x}", iov.len()),
-            || self.inner.refresh(iov, flags),
-        )
-    }
-
-    fn enable(&self) -> Result<()> {
-        self.h
-            .ctl(&self.name, "mr_enable", String::new, || self.inner.enable())
     }
 
     fn close(&self) -> Result<()> {

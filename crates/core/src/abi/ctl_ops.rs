@@ -8,15 +8,20 @@
 //! [`for_each_cm_op!`](crate::for_each_cm_op) (connection management),
 //! [`for_each_cq_op!`](crate::for_each_cq_op) (completion queues),
 //! [`for_each_eq_op!`](crate::for_each_eq_op) (event queues),
-//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters) and
-//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets).
+//! [`for_each_cntr_op!`](crate::for_each_cntr_op) (counters),
+//! [`for_each_wait_op!`](crate::for_each_wait_op) (wait sets),
+//! [`for_each_av_op!`](crate::for_each_av_op) (address vectors),
+//! [`for_each_mr_op!`](crate::for_each_mr_op) (memory regions),
+//! [`for_each_domain_op!`](crate::for_each_domain_op) (domains),
+//! [`for_each_pep_op!`](crate::for_each_pep_op) (passive endpoints) and
+//! [`for_each_fabric_op!`](crate::for_each_fabric_op) (fabrics).
 //!
 //! | generated | generator | where |
 //! | --- | --- | --- |
 //! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
 //! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
 //! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
-//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs`, `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs` |
+//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs` (endpoint, passive endpoint), `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs`, `mr.rs` |
 //! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`) |
 //!
 //! # Grammar of a list
@@ -36,7 +41,8 @@
 //! /// doc
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
-//! op name(arg: Type, …) [via Variant] [-> out T | -> val T | -> count usize] [= default];
+//! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
+//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8>] [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -48,14 +54,26 @@
 //!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
 //!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
-//!   from the host method through the slot to the provider method (scalars only).
+//!   from the host method through the slot to the provider method (scalars).
 //!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
+//!   - `; s[s_len]: Elem` after the scalars: a slice, `&[Elem]` in the host and
+//!     provider methods, `s: *const Elem, s_len: usize` in the slot (null with a
+//!     non-zero length is `FI_EINVAL`); hooks print it as its length. A second `;`
+//!     starts the scalars that come after the slices (`remove(; fi_addr[count]: u64;
+//!     flags: u64)`). With the shape `()` only.
+//!   - `with err`: the slot takes a last `err: *mut ErrBuf` where a failure leaves its
+//!     message (a control call); the host method returns that message in its error.
+//!     With the shape `()` only.
 //!   - without `->`: the provider and host methods return `Result<()>`;
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
 //!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
 //!     provider and host methods `Result<usize>`.
+//!   - `-> bytes Vec<u8>`: the slot takes a last `out: *mut u8, out_len: *mut usize`
+//!     (in: the buffer's size; out: the bytes' length, `FI_ETOOSMALL` when they do not
+//!     fit), the provider and host methods return `Result<Vec<u8>>` (the host asks
+//!     again with a larger buffer).
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
 //!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
@@ -131,15 +149,16 @@ macro_rules! for_each_cm_op {
             /// Connection management of active endpoints (`fi_ops_cm`).
             cm CmTable EndpointOps EpOf Endpoint {
                 /// `fi_setname`.
-                fn setname(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize) -> i32 => ep_setname;
-                /// `fi_getname`; `addrlen` is in/out (`-FI_ETOOSMALL` with the needed size).
-                fn getname(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getname;
-                /// `fi_getpeer`; as `getname`.
-                fn getpeer(ep: $crate::abi::raw::Obj, addr: *mut u8, addrlen: *mut usize) -> i32 => ep_getpeer;
-                /// `fi_connect`.
-                fn connect(ep: $crate::abi::raw::Obj, addr: *const u8, addrlen: usize, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_connect;
-                /// `fi_accept`.
-                fn accept(ep: $crate::abi::raw::Obj, param: *const u8, paramlen: usize, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_accept;
+                op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
+                /// `fi_getname`: this endpoint's address, in its address format (in the slot,
+                /// `out_len` is in/out: `-FI_ETOOSMALL` with the needed size).
+                op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
+                /// `fi_getpeer`: the connected peer's address; as `getname`.
+                op getpeer() -> bytes Vec<u8> = $crate::provider::enosys("getpeer is not supported");
+                /// `fi_connect` to `addr`, with connection data `param`.
+                op connect(; addr[addrlen]: u8, param[paramlen]: u8) with err = $crate::provider::enosys("connect is not supported");
+                /// `fi_accept`, with connection data `param`.
+                op accept(; param[paramlen]: u8) with err = $crate::provider::enosys("accept is not supported");
                 /// `fi_shutdown`.
                 op shutdown(flags: u64) = $crate::provider::enosys("shutdown is not supported");
             }
@@ -260,7 +279,157 @@ macro_rules! for_each_wait_op {
     };
 }
 
-/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`.
+/// The one list of a fabric's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_fabric_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Fabric operations (`fi_ops_fabric` plus close).
+            fabric FabricTable FabricOps FabricOf Fabric {
+                /// Close the fabric.
+                fn close(fab: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_fabric;
+                /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
+                fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain;
+                /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
+                fn passive_ep(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_pep;
+                /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
+                fn eq_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawEqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_eq_open;
+                /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
+                fn wait_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawWaitAttr, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_wait_open;
+                /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
+                fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait;
+            }
+        }
+    };
+}
+
+/// The one list of a domain's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_domain_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Domain operations (`fi_ops_domain` and `fi_ops_mr` plus close and bind).
+            domain DomainTable DomainOps DomainOf Domain {
+                /// Close the domain.
+                fn close(dom: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_domain;
+                /// Bind an event queue (`fi_domain_bind`).
+                fn bind(dom: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_bind;
+                /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
+                fn endpoint(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_endpoint;
+                /// Open a scalable endpoint (`fi_scalable_ep`).
+                fn scalable_ep(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_scalable_ep;
+                /// Open a completion queue; `out.ops` is a `CqTable`.
+                fn cq_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cq_open;
+                /// Open a counter; `out.ops` is a `CntrTable`.
+                fn cntr_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCntrAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cntr_open;
+                /// Open an address vector; `out.ops` is an `AvTable`.
+                fn av_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawAvAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_av_open;
+                /// Register one buffer (`fi_mr_reg`).
+                fn mr_reg(dom: $crate::abi::raw::Obj, buf: *const ::std::ffi::c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_reg;
+                /// Register buffers (`fi_mr_regv`).
+                fn mr_regv(dom: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regv;
+                /// Register with attributes (`fi_mr_regattr`).
+                fn mr_regattr(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawMrAttr, flags: u64, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regattr;
+                /// `fi_query_atomic`.
+                fn query_atomic(dom: $crate::abi::raw::Obj, datatype: u32, op: u32, attr: *mut $crate::abi::raw::AtomicAttr, flags: u64) -> i32 => dom_query_atomic;
+                /// Open a shared transmit context (`fi_stx_context`).
+                fn stx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_stx_ctx;
+                /// Open a shared receive context (`fi_srx_context`).
+                fn srx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_srx_ctx;
+            }
+        }
+    };
+}
+
+/// The one list of a passive endpoint's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_pep_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Passive endpoint operations.
+            pep PepTable PassiveEndpointOps PepOf PassiveEndpoint {
+                /// Close the passive endpoint.
+                fn close(pep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_pep;
+                /// `fi_pep_bind` (an event queue).
+                fn bind(pep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_bind;
+                /// `fi_listen`.
+                op listen() with err;
+                /// `fi_reject` the connection request `handle` (from its info), with data
+                /// `param`.
+                op reject(handle: usize; param[paramlen]: u8) with err = $crate::provider::enosys("reject is not supported");
+                /// `fi_getname`: the passive endpoint's address.
+                op getname() -> bytes Vec<u8> = $crate::provider::enosys("getname is not supported");
+                /// `fi_setname`.
+                op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
+                /// `fi_getopt`.
+                fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
+                /// `fi_setopt`.
+                fn setopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => pep_setopt;
+            }
+        }
+    };
+}
+
+/// The one list of an address vector's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_av_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Address vector operations (`fi_ops_av` plus close and bind).
+            av AvTable AvOps AvOf AddressVector {
+                /// Close the AV.
+                fn close(av: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_av;
+                /// `fi_av_bind` (an event queue).
+                fn bind(av: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => av_bind;
+                /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
+                fn insert(av: $crate::abi::raw::Obj, addrs: *const $crate::abi::raw::RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insert;
+                /// `fi_av_insertsvc`.
+                fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc;
+                /// `fi_av_insertsym`.
+                fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym;
+                /// `fi_av_remove`: forget the fabric addresses `fi_addr`.
+                op remove(; fi_addr[count]: u64; flags: u64);
+                /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
+                /// needed size) and its format.
+                fn lookup(av: $crate::abi::raw::Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32 => av_lookup;
+                /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
+                fn straddr(av: $crate::abi::raw::Obj, addr: $crate::abi::raw::RawAddr, buf: *mut u8, len: *mut usize) -> i32 => av_straddr;
+            }
+        }
+    };
+}
+
+/// The one list of a memory region's operations (see the [module docs](crate::abi::ctl_ops)
+/// for the grammar).
+#[macro_export]
+macro_rules! for_each_mr_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// Memory region operations.
+            mr MrTable MrOps MrOf MemoryRegion {
+                /// Close (deregister) the region.
+                fn close(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_mr;
+                /// `fi_mr_key`.
+                fn key(mr: $crate::abi::raw::Obj, key: *mut u64) -> i32 => mr_key;
+                /// `fi_mr_desc`.
+                fn desc(mr: $crate::abi::raw::Obj, desc: *mut *mut ::std::ffi::c_void) -> i32 => mr_desc;
+                /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
+                fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
+                /// `fi_mr_refresh`: the region's pages are now `iov`.
+                op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
+                /// `fi_mr_enable`.
+                op enable() with err = Ok(());
+            }
+        }
+    };
+}
+
+/// The return type of an `op` entry's provider method: `()`, `out T`, `val T`,
+/// `count T`, `bytes T`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_prov_ret {
@@ -268,6 +437,7 @@ macro_rules! __ctl_prov_ret {
     (out $t:ty) => { $crate::Result<$t> };
     (val $t:ty) => { $t };
     (count $t:ty) => { $crate::Result<$t> };
+    (bytes $t:ty) => { $crate::Result<$t> };
 }
 
 /// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
@@ -283,16 +453,16 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             $def
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         $(#[$doc])*
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
     };
 }
 
@@ -303,47 +473,52 @@ macro_rules! __ctl_trait_method {
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
     // Seen as a read of the object (`Hook::read`).
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
             h.read(obj, Op::$V, || inner.$name($($a),*)).unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
             // The C API has no error for this call: an error reads as the default.
-            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [] []), || {
                 inner.$name($($a),*)
             })
             .unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             let (h, obj, inner) = self.forward();
-            h.ctl(obj, stringify!($name), || $crate::__ctl_args!($($a),*), || {
-                inner.$name($($a),*)
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [$($b),*] [$($c),*]), || {
+                inner.$name($($a,)* $($b,)* $($c),*)
             })
         }
     };
 }
 
-/// The arguments of a call as hooks print them: `name=value` separated by spaces.
+/// The arguments of a call as hooks print them: `name=value` separated by spaces
+/// (a byte slice `b` as `b_len=N`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_args {
-    () => { ::std::string::String::new() };
-    ($($a:ident),+) => {{
-        let parts: &[::std::string::String] = &[$(format!("{}={:?}", stringify!($a), $a)),+];
+    ([$($a:ident),*] [$($b:ident),*] [$($c:ident),*]) => {{
+        let parts: &[::std::string::String] = &[
+            $(format!("{}={:?}", stringify!($a), $a),)*
+            $(format!("{}_len={}", stringify!($b), $b.len()),)*
+            $(format!("{}={:?}", stringify!($c), $c),)*
+        ];
         parts.join(" ")
     }};
 }
 
 /// Passes each entry of a list, normalized, to the macro `[$each]` with the context
 /// `{ctx}`: a `fn` entry as `{ctx} fn name [adapter]`, an `op` entry as
-/// `{ctx} #[doc]* op name(args) [shape T] [Variant] [default]`. Used by the generators
+/// `{ctx} #[doc]* op name(args) (s s_len [Elem], …) (args after) [err] [shape T]
+/// [Variant] [default]` (the slices, the scalars after them, `[err]` or `[]`). Used by the generators
 /// whose output is a sequence of items or statements.
 #[doc(hidden)]
 #[macro_export]
@@ -353,9 +528,9 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
-        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) [$($shape $rt)?] [$($V)?] [$($def)?] }
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -390,17 +565,31 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
-        pub fn $name(&self, $($a: $t),*) -> $crate::Result<()> {
+        pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
-            // SAFETY: our own object and its table; the arguments are plain values.
+            // SAFETY: our own object and its table; the arguments are plain values or
+            // slices passed with their lengths.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c),*))
             } as isize)
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            $crate::abi::object::ctl(|err| {
+                // SAFETY: our own object and its table; the arguments are plain values
+                // or slices passed with their lengths; `err` is the message buffer.
+                unsafe {
+                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c,)* err))
+                }
+            })
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -410,7 +599,18 @@ macro_rules! ctl_wrapper {
             })
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            // SAFETY: our own object and its table; `read_sized` passes a buffer and
+            // its length, both valid.
+            $crate::abi::object::read_sized(|buf, len| unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* buf, len))
+            })
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [$shape:ident $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -445,8 +645,18 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
-        $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* $(out: *mut $rt)?) -> i32;] $($rest)* }
+        $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
+            obj: $crate::abi::raw::Obj,
+            $($a: $t,)*
+            $($($b: *const $bt, $blen: usize,)+ $($($c: $ct,)+)?)?
+            $(out: *mut $rt,)?
+            $($err: *mut $crate::abi::raw::ErrBuf)?
+        ) -> i32;] $($rest)* }
     };
 }
 
@@ -461,10 +671,10 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
-        fn $name(&self, $($a: $t),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             match *self {}
         }
     };
@@ -497,4 +707,7 @@ table_of! {
     crate::wait::WaitSet: crate::abi::tables::WaitTable = t;
     crate::ep::Endpoint: crate::abi::tables::EpTable = t;
     crate::ep::Endpoint: crate::abi::tables::CmTable = c;
+    crate::ep::PassiveEndpoint: crate::abi::tables::PepTable = t;
+    crate::mr::MemoryRegion: crate::abi::tables::MrTable = t;
+    crate::av::AddressVector: crate::abi::tables::AvTable = t;
 }

@@ -19,7 +19,7 @@
 //! - Slots are never null. A provider that lacks an operation fills the slot with one
 //!   that returns `-FI_ENOSYS` (the adapters do this; [`MsgTable::ENOSYS`] etc. are
 //!   ready-made all-`ENOSYS` tables). A group table of an endpoint may be null in
-//!   [`RawEp`]: the host then uses the all-`ENOSYS` table.
+//!   [`RawEp`](crate::abi::raw::RawEp): the host then uses the all-`ENOSYS` table.
 //! - No slot may unwind: the adapters catch panics and return `-FI_EOTHER`.
 //!
 //! Every table (and every raw structure, see [`crate::abi::raw`]) is declared through one
@@ -29,10 +29,7 @@
 use std::ffi::c_void;
 
 use crate::abi::layout::StructDesc;
-use crate::abi::raw::{
-    AtomicAttr, ErrBuf, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp, RawEqAttr,
-    RawFidRef, RawInfo, RawMr, RawMrAttr, RawObj, RawRxAttr, RawStr, RawTxAttr, RawWaitAttr,
-};
+use crate::abi::raw::{ErrBuf, Obj, RawInfo, RawObj, RawStr};
 use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
 
 /// The result types a slot may have; lets generated stubs return `-code`.
@@ -190,109 +187,6 @@ abi_table! {
         fn cleanup(prov: Obj) -> i32;
     }
 
-    /// Fabric operations (`fi_ops_fabric` plus close).
-    pub struct FabricTable {
-        /// Close the fabric.
-        fn close(fab: Obj, err: *mut ErrBuf) -> i32;
-        /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
-        fn domain(fab: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
-        fn passive_ep(fab: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
-        fn eq_open(fab: Obj, attr: *const RawEqAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
-        fn wait_open(fab: Obj, attr: *const RawWaitAttr, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
-        fn trywait(fab: Obj, objs: *const RawFidRef, count: usize) -> i32;
-    }
-
-    /// Domain operations (`fi_ops_domain` and `fi_ops_mr` plus close and bind).
-    pub struct DomainTable {
-        /// Close the domain.
-        fn close(dom: Obj, err: *mut ErrBuf) -> i32;
-        /// Bind an event queue (`fi_domain_bind`).
-        fn bind(dom: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
-        fn endpoint(dom: Obj, info: *const RawInfo, context: usize, flags: u64, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// Open a scalable endpoint (`fi_scalable_ep`).
-        fn scalable_ep(dom: Obj, info: *const RawInfo, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// Open a completion queue; `out.ops` is a `CqTable`.
-        fn cq_open(dom: Obj, attr: *const RawCqAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Open a counter; `out.ops` is a `CntrTable`.
-        fn cntr_open(dom: Obj, attr: *const RawCntrAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Open an address vector; `out.ops` is an `AvTable`.
-        fn av_open(dom: Obj, attr: *const RawAvAttr, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Register one buffer (`fi_mr_reg`).
-        fn mr_reg(dom: Obj, buf: *const c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut RawMr, err: *mut ErrBuf) -> i32;
-        /// Register buffers (`fi_mr_regv`).
-        fn mr_regv(dom: Obj, iov: *const Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut RawMr, err: *mut ErrBuf) -> i32;
-        /// Register with attributes (`fi_mr_regattr`).
-        fn mr_regattr(dom: Obj, attr: *const RawMrAttr, flags: u64, out: *mut RawMr, err: *mut ErrBuf) -> i32;
-        /// `fi_query_atomic`.
-        fn query_atomic(dom: Obj, datatype: u32, op: u32, attr: *mut AtomicAttr, flags: u64) -> i32;
-        /// Open a shared transmit context (`fi_stx_context`).
-        fn stx_ctx(dom: Obj, attr: *const RawTxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-        /// Open a shared receive context (`fi_srx_context`).
-        fn srx_ctx(dom: Obj, attr: *const RawRxAttr, context: usize, out: *mut RawEp, err: *mut ErrBuf) -> i32;
-    }
-
-    /// Passive endpoint operations.
-    pub struct PepTable {
-        /// Close the passive endpoint.
-        fn close(pep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_pep_bind` (an event queue).
-        fn bind(pep: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// `fi_listen`.
-        fn listen(pep: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_reject` of a connection request (`handle` from its info).
-        fn reject(pep: Obj, handle: usize, param: *const u8, paramlen: usize, err: *mut ErrBuf) -> i32;
-        /// `fi_getname`.
-        fn getname(pep: Obj, addr: *mut u8, addrlen: *mut usize) -> i32;
-        /// `fi_setname`.
-        fn setname(pep: Obj, addr: *const u8, addrlen: usize) -> i32;
-        /// `fi_getopt`.
-        fn getopt(pep: Obj, level: i32, optname: i32, optval: *mut c_void, optlen: *mut usize) -> i32;
-        /// `fi_setopt`.
-        fn setopt(pep: Obj, level: i32, optname: i32, optval: *const c_void, optlen: usize) -> i32;
-    }
-
-    /// Address vector operations (`fi_ops_av` plus close and bind).
-    pub struct AvTable {
-        /// Close the AV.
-        fn close(av: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_av_bind` (an event queue).
-        fn bind(av: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
-        fn insert(av: Obj, addrs: *const RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
-        /// `fi_av_insertsvc`.
-        fn insertsvc(av: Obj, node: RawStr, service: RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
-        /// `fi_av_insertsym`.
-        fn insertsym(av: Obj, node: RawStr, nodecnt: usize, service: RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32;
-        /// `fi_av_remove`.
-        fn remove(av: Obj, fi_addr: *const u64, count: usize, flags: u64) -> i32;
-        /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
-        /// needed size) and its format.
-        fn lookup(av: Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32;
-        /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
-        fn straddr(av: Obj, addr: RawAddr, buf: *mut u8, len: *mut usize) -> i32;
-    }
-
-    /// Memory region operations.
-    pub struct MrTable {
-        /// Close (deregister) the region.
-        fn close(mr: Obj, err: *mut ErrBuf) -> i32;
-        /// `fi_mr_key`.
-        fn key(mr: Obj, key: *mut u64) -> i32;
-        /// `fi_mr_desc`.
-        fn desc(mr: Obj, desc: *mut *mut c_void) -> i32;
-        /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
-        fn bind(mr: Obj, target: RawFidRef, flags: u64, err: *mut ErrBuf) -> i32;
-        /// `fi_mr_refresh`.
-        fn refresh(mr: Obj, iov: *const Iov, count: usize, flags: u64) -> i32;
-        /// `fi_mr_enable`.
-        fn enable(mr: Obj, err: *mut ErrBuf) -> i32;
-    }
-
     /// What the host offers every provider (see [`crate::abi::host`]).
     pub struct HostTable {
         /// The log sink (`crate::log::LogSinkFn`).
@@ -368,6 +262,11 @@ crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_fabric_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_av_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_table);
 
 /// Every table's layout, for the fingerprint.
 pub const LAYOUTS: &[&StructDesc] = &[

@@ -137,25 +137,6 @@ pub(super) unsafe extern "C" fn av_insertsym<F: FabricOps>(
     })
 }
 
-/// Slot `remove` of the `av` table.
-/// # Safety
-/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn av_remove<F: FabricOps>(
-    av: Obj,
-    fi_addr: *const u64,
-    count: usize,
-    flags: u64,
-) -> i32 {
-    guard("av.remove", || {
-        st32(run(|| {
-            // SAFETY: our boxed AV; array valid (contract).
-            unsafe {
-                ob::<AvOf<F>>(av).remove(sl_req(fi_addr, count, "remove: null array")?, flags)
-            }
-        }))
-    })
-}
-
 /// Slot `lookup` of the `av` table.
 /// # Safety
 /// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
@@ -203,3 +184,16 @@ pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
 }
 
 // ---------------------------------------------------------------------------------------
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a AvOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<AvOf<F>>(obj) }
+}
+
+// The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
+crate::for_each_av_op!(ctl_trampolines);

@@ -41,6 +41,25 @@ pub(super) unsafe fn put_ep<F: FabricOps>(out: *mut RawEp, ep: EpOf<F>) -> Resul
     Ok(())
 }
 
+/// The body of a domain slot that opens an endpoint (`endpoint`, `scalable_ep`,
+/// `stx_ctx`, `srx_ctx`): check `out`, open with `open`, hand the endpoint out.
+///
+/// # Safety
+/// `out` null or valid for writes of `(*out).struct_size` bytes; `err` null or valid.
+unsafe fn open_ep<F: FabricOps>(
+    what: &'static str,
+    out: *mut RawEp,
+    err: *mut ErrBuf,
+    open: impl FnOnce() -> Result<EpOf<F>>,
+) -> i32 {
+    guard_ctl(err, what, || {
+        need_out(out)?;
+        let ep = open()?;
+        // SAFETY: `out` checked non-null, valid by this function's contract.
+        unsafe { put_ep::<F>(out, ep) }
+    })
+}
+
 /// Slot `endpoint` of the domain table.
 /// # Safety
 /// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
@@ -52,14 +71,13 @@ pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
     out: *mut RawEp,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "domain.endpoint", || {
-        need_out(out)?;
+    let open = || {
         // SAFETY: our boxed domain; `info` valid (contract).
         let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        let ep = d.endpoint(&info, context, flags)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, ep) }
-    })
+        d.endpoint(&info, context, flags)
+    };
+    // SAFETY: `out` and `err` as the slot's contract says.
+    unsafe { open_ep::<F>("domain.endpoint", out, err, open) }
 }
 
 /// Slot `scalable_ep` of the domain table.
@@ -72,14 +90,13 @@ pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
     out: *mut RawEp,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "domain.scalable_ep", || {
-        need_out(out)?;
+    let open = || {
         // SAFETY: our boxed domain; `info` valid (contract).
         let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        let ep = d.scalable_ep(&info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, ep) }
-    })
+        d.scalable_ep(&info, context)
+    };
+    // SAFETY: `out` and `err` as the slot's contract says.
+    unsafe { open_ep::<F>("domain.scalable_ep", out, err, open) }
 }
 
 /// Slot `cq_open` of the domain table.
@@ -329,15 +346,13 @@ pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
     out: *mut RawEp,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "domain.stx_ctx", || {
-        need_out(out)?;
-        // SAFETY: `attr` valid or null (contract).
-        let attr = unsafe { tx_attr_from_raw(attr) }?;
-        // SAFETY: our boxed domain.
-        let ep = unsafe { ob::<F::Domain>(dom) }.stx_ctx(&attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, ep) }
-    })
+    let open = || {
+        // SAFETY: our boxed domain; `attr` valid or null (contract).
+        let (d, attr) = unsafe { (ob::<F::Domain>(dom), tx_attr_from_raw(attr)?) };
+        d.stx_ctx(&attr, context)
+    };
+    // SAFETY: `out` and `err` as the slot's contract says.
+    unsafe { open_ep::<F>("domain.stx_ctx", out, err, open) }
 }
 
 /// Slot `srx_ctx` of the domain table.
@@ -350,13 +365,14 @@ pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
     out: *mut RawEp,
     err: *mut ErrBuf,
 ) -> i32 {
-    guard_ctl(err, "domain.srx_ctx", || {
-        need_out(out)?;
-        // SAFETY: `attr` valid or null (contract).
-        let attr = unsafe { rx_attr_from_raw(attr) }?;
-        // SAFETY: our boxed domain.
-        let ep = unsafe { ob::<F::Domain>(dom) }.srx_ctx(&attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, ep) }
-    })
+    let open = || {
+        // SAFETY: our boxed domain; `attr` valid or null (contract).
+        let (d, attr) = unsafe { (ob::<F::Domain>(dom), rx_attr_from_raw(attr)?) };
+        d.srx_ctx(&attr, context)
+    };
+    // SAFETY: `out` and `err` as the slot's contract says.
+    unsafe { open_ep::<F>("domain.srx_ctx", out, err, open) }
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_domain_op!(ctl_trampolines);

@@ -2,47 +2,37 @@
 
 use super::*;
 
-/// Slot `domain` of the fabric table.
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn fab_domain<F: FabricOps>(
-    fab: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "fabric.domain", || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `info` valid for the call (contract).
-        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-        let d = f.domain(&info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, d, Adapt::<F>::DOMAIN as *const _ as *const c_void) };
-        Ok(())
-    })
+/// Defines a fabric slot that opens an object for an info (`domain`, `passive_ep`):
+/// decode the info, open with the fabric's method `$open`, hand the object out with
+/// the family's table `$TABLE`.
+macro_rules! open_for_info_slot {
+    ($slot:ident, $what:literal, $open:ident, $TABLE:ident) => {
+        #[doc = concat!("Slot `", stringify!($open), "` of the fabric table.")]
+        /// # Safety
+        /// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            fab: Obj,
+            info: *const RawInfo,
+            context: usize,
+            out: *mut RawObj,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                need_out(out)?;
+                // SAFETY: our boxed fabric; `info` valid for the call (contract).
+                let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
+                let o = f.$open(&info, context)?;
+                let ops = Adapt::<F>::$TABLE as *const _ as *const c_void;
+                // SAFETY: `out` checked.
+                unsafe { put_obj(out, o, ops) };
+                Ok(())
+            })
+        }
+    };
 }
 
-/// Slot `pep` of the fabric table.
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn fab_pep<F: FabricOps>(
-    fab: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "fabric.passive_ep", || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `info` valid for the call (contract).
-        let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-        let p = f.passive_ep(&info, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, p, Adapt::<F>::PEP as *const _ as *const c_void) };
-        Ok(())
-    })
-}
+open_for_info_slot!(fab_domain, "fabric.domain", domain, DOMAIN);
+open_for_info_slot!(fab_pep, "fabric.passive_ep", passive_ep, PEP);
 
 /// Slot `eq_open` of the fabric table.
 /// # Safety
@@ -148,3 +138,6 @@ pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
         }))
     })
 }
+
+// The table (every entry of the list is a `fn` entry: no trampolines yet).
+crate::for_each_fabric_op!(ctl_trampolines);

@@ -81,14 +81,10 @@ mod mr;
 mod pep;
 mod wait;
 
-use self::av::*;
 use self::cq::*;
 use self::data::*;
 use self::domain::*;
-use self::ep::*;
 use self::fabric::*;
-use self::mr::*;
-use self::pep::*;
 
 // ---------------------------------------------------------------------------------------
 // Guards and conversions.
@@ -535,34 +531,11 @@ unsafe extern "C" fn prov_cleanup<P: Provider>(prov: Obj) -> i32 {
 pub struct Adapt<F>(PhantomData<F>);
 
 impl<F: FabricOps> Adapt<F> {
-    /// Fabric table.
-    pub const FABRIC: &'static FabricTable = &FabricTable {
-        size: std::mem::size_of::<FabricTable>(),
-        close: close_fabric::<F>,
-        domain: fab_domain::<F>,
-        passive_ep: fab_pep::<F>,
-        eq_open: fab_eq_open::<F>,
-        wait_open: fab_wait_open::<F>,
-        trywait: fab_trywait::<F>,
-    };
+    /// Fabric table (generated from its list).
+    pub const FABRIC: &'static FabricTable = <FabricTable as CtlSlots<F>>::TABLE;
 
-    /// Domain table.
-    pub const DOMAIN: &'static DomainTable = &DomainTable {
-        size: std::mem::size_of::<DomainTable>(),
-        close: close_domain::<F>,
-        bind: dom_bind::<F>,
-        endpoint: dom_endpoint::<F>,
-        scalable_ep: dom_scalable_ep::<F>,
-        cq_open: dom_cq_open::<F>,
-        cntr_open: dom_cntr_open::<F>,
-        av_open: dom_av_open::<F>,
-        mr_reg: dom_mr_reg::<F>,
-        mr_regv: dom_mr_regv::<F>,
-        mr_regattr: dom_mr_regattr::<F>,
-        query_atomic: dom_query_atomic::<F>,
-        stx_ctx: dom_stx_ctx::<F>,
-        srx_ctx: dom_srx_ctx::<F>,
-    };
+    /// Domain table (generated from its list).
+    pub const DOMAIN: &'static DomainTable = <DomainTable as CtlSlots<F>>::TABLE;
 
     /// Endpoint control table (generated from its list).
     pub const EP: &'static EpTable = <EpTable as CtlSlots<F>>::TABLE;
@@ -582,18 +555,8 @@ impl<F: FabricOps> Adapt<F> {
     /// Atomic table.
     pub const ATOMIC: &'static AtomicTable = <AtomicTable as DataSlots<F>>::TABLE;
 
-    /// Passive endpoint table.
-    pub const PEP: &'static PepTable = &PepTable {
-        size: std::mem::size_of::<PepTable>(),
-        close: close_pep::<F>,
-        bind: pep_bind::<F>,
-        listen: pep_listen::<F>,
-        reject: pep_reject::<F>,
-        getname: pep_getname::<F>,
-        setname: pep_setname::<F>,
-        getopt: pep_getopt::<F>,
-        setopt: pep_setopt::<F>,
-    };
+    /// Passive endpoint table (generated from its list).
+    pub const PEP: &'static PepTable = <PepTable as CtlSlots<F>>::TABLE;
 
     /// Completion queue table (generated from its list).
     pub const CQ: &'static CqTable = <CqTable as CtlSlots<F>>::TABLE;
@@ -604,29 +567,11 @@ impl<F: FabricOps> Adapt<F> {
     /// Counter table (generated from its list).
     pub const CNTR: &'static CntrTable = <CntrTable as CtlSlots<F>>::TABLE;
 
-    /// Address vector table.
-    pub const AV: &'static AvTable = &AvTable {
-        size: std::mem::size_of::<AvTable>(),
-        close: close_av::<F>,
-        bind: av_bind::<F>,
-        insert: av_insert::<F>,
-        insertsvc: av_insertsvc::<F>,
-        insertsym: av_insertsym::<F>,
-        remove: av_remove::<F>,
-        lookup: av_lookup::<F>,
-        straddr: av_straddr::<F>,
-    };
+    /// Address vector table (generated from its list).
+    pub const AV: &'static AvTable = <AvTable as CtlSlots<F>>::TABLE;
 
-    /// Memory region table.
-    pub const MR: &'static MrTable = &MrTable {
-        size: std::mem::size_of::<MrTable>(),
-        close: close_mr::<F>,
-        key: mr_key::<F>,
-        desc: mr_desc::<F>,
-        bind: mr_bind::<F>,
-        refresh: mr_refresh::<F>,
-        enable: mr_enable::<F>,
-    };
+    /// Memory region table (generated from its list).
+    pub const MR: &'static MrTable = <MrTable as CtlSlots<F>>::TABLE;
 
     /// Wait set table (generated from its list).
     pub const WAIT: &'static WaitTable = <WaitTable as CtlSlots<F>>::TABLE;
@@ -651,6 +596,7 @@ macro_rules! ctl_trampolines {
     ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
         /// The trampolines of the class's listed operations.
         pub(super) mod slots {
+            #[allow(unused_imports)]
             use super::*;
             $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf} $($list)* }
         }
@@ -668,7 +614,7 @@ macro_rules! ctl_trampolines {
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
     ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: a count, or `-FI_x`.
         ///
         /// # Safety
@@ -682,21 +628,45 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation.
         ///
         /// # Safety
         /// `obj` must be an object this adapter handed out for family `F`, still open,
         /// passed to a slot of its own table (host contract, see
-        /// [`crate::abi::object`]).
-        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t),*) -> i32 {
+        /// [`crate::abi::object`]); each byte pointer null with a zero length, or
+        /// valid for reads of its length.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct),*) -> i32 {
             guard(concat!(stringify!($class), ".", stringify!($name)), || {
-                // SAFETY: our boxed object (this function's contract).
-                st32(unsafe { this::<F>(obj) }.$name($($a),*))
+                st32(run(|| {
+                    // SAFETY: our boxed object and its byte arguments (this function's
+                    // contract).
+                    unsafe {
+                        this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
+                    }
+                }))
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation; a failure's message into `*err`.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); each byte pointer null with a zero length, or
+        /// valid for reads of its length; `err` null or a message buffer.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct,)* err: *mut ErrBuf) -> i32 {
+            guard_ctl(err, concat!(stringify!($class), ".", stringify!($name)), || {
+                // SAFETY: our boxed object and its byte arguments (this function's
+                // contract).
+                unsafe {
+                    this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
+                }
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [out $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the result into `*out`.
         ///
         /// # Safety
@@ -716,7 +686,26 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the bytes into `out` (capacity and length in
+        /// `*out_len`; `-FI_ETOOSMALL` with the needed length when they do not fit).
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `out_len` null or valid for a read and a write,
+        /// `out` valid for writes of `*out_len` bytes.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    // SAFETY: our boxed object and the caller's buffer (this
+                    // function's contract).
+                    unsafe { copy_out(&this::<F>(obj).$name($($a),*)?, out, out_len) }
+                }))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the value into `*out`.
         ///
         /// # Safety

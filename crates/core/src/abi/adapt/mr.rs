@@ -55,27 +55,15 @@ pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
     })
 }
 
-/// Slot `refresh` of the `mr` table.
+/// The provider's object behind a slot's object pointer.
+///
 /// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_refresh<F: FabricOps>(
-    mr: Obj,
-    iov: *const Iov,
-    count: usize,
-    flags: u64,
-) -> i32 {
-    guard("mr.refresh", || {
-        st32(run(|| {
-            // SAFETY: our boxed MR; `iov` valid (contract).
-            unsafe { ob::<MrOf<F>>(mr).refresh(sl_req(iov, count, "refresh: null iov")?, flags) }
-        }))
-    })
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a MrOf<F> {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<MrOf<F>>(obj) }
 }
 
-/// Slot `enable` of the `mr` table.
-/// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_enable<F: FabricOps>(mr: Obj, err: *mut ErrBuf) -> i32 {
-    // SAFETY: our boxed MR (host contract).
-    guard_ctl(err, "mr.enable", || unsafe { ob::<MrOf<F>>(mr) }.enable())
-}
+// The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
+crate::for_each_mr_op!(ctl_trampolines);

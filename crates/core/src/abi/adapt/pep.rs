@@ -20,69 +20,6 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     })
 }
 
-/// Slot `listen` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_listen<F: FabricOps>(pep: Obj, err: *mut ErrBuf) -> i32 {
-    guard_ctl(err, "pep.listen", || {
-        // SAFETY: our boxed passive endpoint (host contract).
-        unsafe { ob::<F::PassiveEp>(pep) }.listen()
-    })
-}
-
-/// Slot `reject` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_reject<F: FabricOps>(
-    pep: Obj,
-    handle: usize,
-    param: *const u8,
-    paramlen: usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "pep.reject", || {
-        // SAFETY: our boxed passive endpoint; buffer valid (contract).
-        unsafe {
-            ob::<F::PassiveEp>(pep)
-                .reject(handle, sl_req(param, paramlen, "reject: null parameters")?)
-        }
-    })
-}
-
-/// Slot `getname` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_getname<F: FabricOps>(
-    pep: Obj,
-    addr: *mut u8,
-    addrlen: *mut usize,
-) -> i32 {
-    guard("pep.getname", || {
-        st32(run(|| {
-            // SAFETY: our boxed passive endpoint; buffers valid (contract).
-            unsafe { copy_out(&ob::<F::PassiveEp>(pep).getname()?, addr, addrlen) }
-        }))
-    })
-}
-
-/// Slot `setname` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_setname<F: FabricOps>(
-    pep: Obj,
-    addr: *const u8,
-    addrlen: usize,
-) -> i32 {
-    guard("pep.setname", || {
-        st32(run(|| {
-            // SAFETY: our boxed passive endpoint; buffer valid (contract).
-            unsafe {
-                ob::<F::PassiveEp>(pep).setname(sl_req(addr, addrlen, "setname: null address")?)
-            }
-        }))
-    })
-}
-
 /// Slot `getopt` of the `pep` table.
 /// # Safety
 /// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
@@ -126,3 +63,16 @@ pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
         }))
     })
 }
+
+/// The provider's object behind a slot's object pointer.
+///
+/// # Safety
+/// `obj` must be an object this adapter handed out for family `F`, still open (host
+/// contract, see [`crate::abi::object`]).
+unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a F::PassiveEp {
+    // SAFETY: by this function's contract.
+    unsafe { ob::<F::PassiveEp>(obj) }
+}
+
+// The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
+crate::for_each_pep_op!(ctl_trampolines);
