@@ -213,6 +213,19 @@ pub const fn fingerprint_for_minor(minor: u32) -> u64 {
 /// The layout fingerprint of this build's interface.
 pub const FINGERPRINT: u64 = fingerprint_for_minor(ABI_MINOR);
 
+/// The fingerprint of every minor of this major, computed at compile time: hashing the
+/// layouts is thousands of instructions per table, and [`check_entry`] runs at every
+/// provider's initialisation.
+const FINGERPRINTS: [u64; ABI_MINOR as usize + 1] = {
+    let mut out = [0u64; ABI_MINOR as usize + 1];
+    let mut minor = 0;
+    while minor <= ABI_MINOR {
+        out[minor as usize] = fingerprint_for_minor(minor);
+        minor += 1;
+    }
+    out
+};
+
 /// Why an entry was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AbiMismatch {
@@ -268,7 +281,8 @@ pub fn check_entry(e: &PluginEntry) -> Result<(), AbiMismatch> {
             found: (e.abi_major, e.abi_minor),
         });
     }
-    let wanted = fingerprint_for_minor(e.abi_minor);
+    // In range: `abi_minor <= ABI_MINOR` was checked above.
+    let wanted = FINGERPRINTS[e.abi_minor as usize];
     if e.fingerprint != wanted {
         return Err(AbiMismatch::Layout {
             wanted,
