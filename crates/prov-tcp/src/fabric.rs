@@ -107,10 +107,28 @@ impl FabricShared {
         let v6 = local.is_ipv6();
         let ip = match self.iface_addr(v6)? {
             Some(ip) => ip,
-            None => ofi_kit::netif::default_ip(v6),
+            None => reachable_default(v6),
         };
         Ok(SocketAddr::new(ip, local.port()))
     }
+}
+
+/// The address a wildcard listener of family `v6` is reached at when no interface is
+/// named: the first up non-loopback address of the family. A host with IPv4 addresses
+/// but no global IPv6 one (link-local only, as two namespaces joined by a veth pair
+/// are) names an IPv6 listener by the IPv4-mapped form of its IPv4 address, which the
+/// dual-stack listener (tcp sockets are not `IPV6_V6ONLY`) accepts; `::1` would send
+/// every other host to itself.
+fn reachable_default(v6: bool) -> IpAddr {
+    let ip = ofi_kit::netif::default_ip(v6);
+    if v6 && ip.is_loopback() {
+        if let IpAddr::V4(v4) = ofi_kit::netif::default_ip(false) {
+            if !v4.is_loopback() {
+                return IpAddr::V6(v4.to_ipv6_mapped());
+            }
+        }
+    }
+    ip
 }
 
 /// A fabric.
