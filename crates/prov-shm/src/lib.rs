@@ -236,7 +236,7 @@ mod provider {
                 s.geometry.chunk_size = v;
             }
             s.geometry.validate(usize::MAX).map_err(|e| {
-                Error::new(Errno::EINVAL, format!("shm parameters: {}", e.message()))
+                Error::new(Errno::EINVAL, format!("{NAME} parameters: {}", e.message()))
             })?;
             Ok(s)
         }

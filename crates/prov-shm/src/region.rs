@@ -59,6 +59,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use ofi_core::{Errno, Error, Result};
 
 use crate::ring::RingWords;
+use crate::NAME;
 
 /// `"OFIRSHM1"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"OFIRSHM1");
@@ -115,7 +116,7 @@ impl Geometry {
     /// # Errors
     /// `FI_EPROTO` naming the bad field.
     pub fn validate(&self, len: usize) -> Result<()> {
-        let bad = |what: String| Err(Error::new(Errno::EPROTO, format!("shm region: {what}")));
+        let bad = |what: String| Err(Error::new(Errno::EPROTO, format!("{NAME} region: {what}")));
         if self.rings == 0 || self.rings > 4096 {
             return bad(format!("ring count {} outside 1..=4096", self.rings));
         }
@@ -189,7 +190,7 @@ fn os_err(what: &str) -> Error {
         Some(libc::EMFILE) | Some(libc::ENFILE) => Errno::EMFILE,
         _ => Errno::EIO,
     };
-    Error::new(code, format!("shm: {what}: {e}"))
+    Error::new(code, format!("{NAME}: {what}: {e}"))
 }
 
 impl Mapping {
@@ -199,7 +200,7 @@ impl Mapping {
         if len < HEADER_SIZE {
             return Err(Error::new(
                 Errno::EPROTO,
-                format!("shm: a region of {len} bytes is smaller than a header"),
+                format!("{NAME}: a region of {len} bytes is smaller than a header"),
             ));
         }
         // SAFETY: a fresh shared mapping of an open fd; the kernel checks the arguments.
@@ -688,13 +689,13 @@ impl Region {
                 Owner::Alive(pid) => {
                     return Err(Error::new(
                         Errno::EADDRINUSE,
-                        format!("shm: region {name:?} is in use by live process {pid}"),
+                        format!("{NAME}: region {name:?} is in use by live process {pid}"),
                     ))
                 }
                 Owner::Foreign => {
                     return Err(Error::new(
                         Errno::EADDRINUSE,
-                        format!("shm: /dev/shm/{name} exists and is not an ofi-rs shm region"),
+                        format!("{NAME}: /dev/shm/{name} exists and is not an ofi-rs shm region"),
                     ))
                 }
             }
@@ -763,7 +764,7 @@ impl Region {
             return Err(if e.code() == Errno::ENOENT {
                 Error::new(
                     Errno::ECONNREFUSED,
-                    format!("shm: no region {name:?} (peer closed or never existed)"),
+                    format!("{NAME}: no region {name:?} (peer closed or never existed)"),
                 )
             } else {
                 e
@@ -774,7 +775,7 @@ impl Region {
             if len < HEADER_SIZE {
                 return Err(Error::new(
                     Errno::EPROTO,
-                    format!("shm: region {name:?} is {len} bytes, smaller than a header"),
+                    format!("{NAME}: region {name:?} is {len} bytes, smaller than a header"),
                 ));
             }
             Mapping::map(fd, len)
@@ -788,14 +789,14 @@ impl Region {
     /// Validate a peer's mapping (see [`Region::open_peer`]).
     fn from_peer_mapping(name: &str, map: Mapping) -> Result<Region> {
         let proto =
-            |what: String| Error::new(Errno::EPROTO, format!("shm: region {name:?}: {what}"));
+            |what: String| Error::new(Errno::EPROTO, format!("{NAME}: region {name:?}: {what}"));
         if map.header_u64::<H_MAGIC>().load(Ordering::Relaxed) != MAGIC {
             return Err(proto("bad magic".into()));
         }
         if map.header_u32::<H_READY>().load(Ordering::Acquire) != 1 {
             return Err(Error::new(
                 Errno::ECONNREFUSED,
-                format!("shm: region {name:?} is not ready"),
+                format!("{NAME}: region {name:?} is not ready"),
             ));
         }
         let v = map.header_u32::<H_VERSION>().load(Ordering::Relaxed);
@@ -830,7 +831,7 @@ impl Region {
         if map.header_u32::<H_CLOSED>().load(Ordering::Acquire) != 0 || !pid_alive(pid, start) {
             return Err(Error::new(
                 Errno::ECONNREFUSED,
-                format!("shm: region {name:?}: its owner (pid {pid}) closed it or is gone"),
+                format!("{NAME}: region {name:?}: its owner (pid {pid}) closed it or is gone"),
             ));
         }
         Ok(Region {
@@ -863,14 +864,14 @@ pub fn check_name(name: &str) -> Result<()> {
     } else {
         Err(Error::new(
             Errno::EINVAL,
-            format!("shm: bad region name {name:?} (1 to {NAME_MAX} of A-Z a-z 0-9 . _ -)"),
+            format!("{NAME}: bad region name {name:?} (1 to {NAME_MAX} of A-Z a-z 0-9 . _ -)"),
         ))
     }
 }
 
 fn shm_path(name: &str) -> Result<CString> {
     CString::new(format!("/{name}"))
-        .map_err(|_| Error::new(Errno::EINVAL, "shm: region name contains NUL"))
+        .map_err(|_| Error::new(Errno::EINVAL, format!("{NAME}: region name contains NUL")))
 }
 
 fn fd_size(fd: libc::c_int) -> Result<usize> {

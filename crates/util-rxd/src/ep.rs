@@ -126,7 +126,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 type Setup = Bindings;
 
 const BIND_RULES: BindRules = BindRules {
-    prov: "ofi_rxd",
+    prov: NAME,
     eq: false,
 };
 

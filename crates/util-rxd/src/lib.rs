@@ -127,12 +127,7 @@ impl Default for Settings {
 
 impl Settings {
     fn validate(&self) -> Result<()> {
-        let bad = |m: String| {
-            Err(Error::new(
-                Errno::EINVAL,
-                format!("ofi_rxd parameters: {m}"),
-            ))
-        };
+        let bad = |m: String| Err(Error::new(Errno::EINVAL, format!("{NAME} parameters: {m}")));
         if self.window == 0 || self.window > 1 << 16 {
             return bad(format!("window {} (1 to 65536)", self.window));
         }

@@ -106,7 +106,7 @@ use crate::region::{self, cma_state, state, Region, NAME_PREFIX, SLOT_HDR};
 /// How many generated region names an endpoint tries before giving up.
 const AUTO_NAME_TRIES: usize = 64;
 use crate::ring::{Consumer, Producer, RingWords};
-use crate::{Settings, ADDR_PREFIX, IOV_LIMIT};
+use crate::{Settings, ADDR_PREFIX, IOV_LIMIT, NAME};
 
 mod bounce;
 mod rma;
@@ -137,7 +137,7 @@ pub use ofi_kit::iov::IoList;
 type Setup = Bindings;
 
 const BIND_RULES: BindRules = BindRules {
-    prov: "shm",
+    prov: NAME,
     eq: false,
 };
 
@@ -446,7 +446,8 @@ fn create_auto_named(geometry: region::Geometry) -> Result<Region> {
             other => return other,
         }
     }
-    Err(last.unwrap_or_else(|| Error::new(Errno::EADDRINUSE, "shm: no free region name")))
+    Err(last
+        .unwrap_or_else(|| Error::new(Errno::EADDRINUSE, format!("{NAME}: no free region name"))))
 }
 
 impl Endpoint {
@@ -571,7 +572,7 @@ impl Endpoint {
         self.sh
             .active
             .get()
-            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, "shm: endpoint not enabled"))
+            .ok_or_else(|| Error::new(Errno::EOPBADSTATE, format!("{NAME}: endpoint not enabled")))
     }
 }
 
@@ -621,7 +622,10 @@ fn recv_src(sh: &Shared, src: u64) -> u64 {
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
         if self.sh.active.get().is_some() {
-            return Err(Error::new(Errno::EOPBADSTATE, "shm: bind after fi_enable"));
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: bind after fi_enable"),
+            ));
         }
         lock(&self.sh.setup).bind(target, flags, &BIND_RULES)
     }
@@ -631,7 +635,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let setup = lock(&self.sh.setup);
-        let _ = self.sh.active.set(setup.freeze("shm")?);
+        let _ = self.sh.active.set(setup.freeze(NAME)?);
         Ok(())
     }
 
@@ -645,19 +649,19 @@ impl EndpointOps<Fabric> for Endpoint {
             }
             None => Err(Error::new(
                 Errno::ENOENT,
-                "shm: no such operation to cancel",
+                format!("{NAME}: no such operation to cancel"),
             )),
         }
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        ofi_kit::ep::getopt_min_multi_recv("shm", level, optname, optval, || {
+        ofi_kit::ep::getopt_min_multi_recv(NAME, level, optname, optval, || {
             lock(&self.sh.rx).m.config().min_multi_recv
         })
     }
 
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        let v = ofi_kit::ep::setopt_min_multi_recv("shm", level, optname, optval)?;
+        let v = ofi_kit::ep::setopt_min_multi_recv(NAME, level, optname, optval)?;
         lock(&self.sh.rx).m.set_min_multi_recv(v);
         Ok(())
     }
@@ -733,7 +737,7 @@ impl DataPath for Endpoint {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "shm: remote buffer of {} bytes for {} local bytes",
+                    "{NAME}: remote buffer of {} bytes for {} local bytes",
                     req.remote.len,
                     local.total()
                 ),
@@ -750,14 +754,14 @@ impl DataPath for Endpoint {
             if n != req.remote.count {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    "shm: remote and local atomic element counts differ",
+                    format!("{NAME}: remote and local atomic element counts differ"),
                 ));
             }
         }
         if operand.is_none() && req.op != AtomicOp::AtomicRead {
             return Err(Error::new(
                 Errno::EINVAL,
-                "shm: an atomic other than FI_ATOMIC_READ needs its operands",
+                format!("{NAME}: an atomic other than FI_ATOMIC_READ needs its operands"),
             ));
         }
         let addr = |v: Option<(u64, usize)>| v.map_or(0, |(a, _)| a);
@@ -785,7 +789,7 @@ fn one_ioc(v: &[Ioc], may_be_empty: bool) -> Result<Option<(u64, usize)>> {
         _ => Err(Error::new(
             Errno::EINVAL,
             format!(
-                "shm: atomic vectors of {} buffers (the limit is 1)",
+                "{NAME}: atomic vectors of {} buffers (the limit is 1)",
                 v.len()
             ),
         )),

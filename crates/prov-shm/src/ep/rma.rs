@@ -32,7 +32,7 @@ impl Shared {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: RMA of {len} bytes exceeds max_msg_size {}",
+                    "{NAME}: RMA of {len} bytes exceeds max_msg_size {}",
                     self.settings.max_msg_size
                 ),
             ));
@@ -43,7 +43,7 @@ impl Shared {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: inject write of {len} bytes exceeds inject_size {}",
+                    "{NAME}: inject write of {len} bytes exceeds inject_size {}",
                     proto::INJECT_SIZE
                 ),
             ));
@@ -54,7 +54,10 @@ impl Shared {
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         // Writes too large for a slot stream through the bounce chunks below the CMA
         // threshold, or always when CMA is disabled or refused, or the write is an
@@ -103,7 +106,10 @@ impl Shared {
             self.await_op(tx, op)?.wire()
         };
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         let mut hflags = if data.is_some() { F_DATA } else { 0 };
         if !inject {
@@ -379,17 +385,17 @@ impl Shared {
         if count > max {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("shm: {count} atomic elements exceed the limit of {max}"),
+                format!("{NAME}: {count} atomic elements exceed the limit of {max}"),
             ));
         }
         let data_len = proto::atomic_data_len(op, dt, kind, count)
-            .ok_or_else(|| Error::new(Errno::EMSGSIZE, "shm: atomic too large"))?;
+            .ok_or_else(|| Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large")))?;
         let inline = data_len <= proto::ATOMIC_INLINE_CAP;
         if inject && !inline {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: an inject atomic carries at most {} bytes of operands (one slot)",
+                    "{NAME}: an inject atomic carries at most {} bytes of operands (one slot)",
                     proto::ATOMIC_INLINE_CAP
                 ),
             ));
@@ -406,7 +412,10 @@ impl Shared {
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         if !conn.fifo.is_empty() {
             return Err(Error::code_only(Errno::EAGAIN));
@@ -422,7 +431,10 @@ impl Shared {
             self.await_op(tx, op)?.wire()
         };
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         let s = Slot {
             flags: if inject { 0 } else { F_ACK },

@@ -100,7 +100,7 @@ impl Shared {
         Err(Error::new(
             Errno::ENOSPC,
             format!(
-                "shm: every ring of peer {name:?} is taken ({} senders)",
+                "{NAME}: every ring of peer {name:?} is taken ({} senders)",
                 geo.rings
             ),
         ))
@@ -187,7 +187,7 @@ impl Shared {
                     conn.why = Errno::ECONNRESET;
                     return Err(Error::new(
                         Errno::ECONNREFUSED,
-                        "shm: the peer closed or died",
+                        format!("{NAME}: the peer closed or died"),
                     ));
                 }
                 Err(Error::code_only(Errno::EAGAIN))
@@ -197,7 +197,10 @@ impl Shared {
                 conn.why = Errno::EPROTO;
                 Err(Error::new(
                     Errno::EPROTO,
-                    format!("shm: peer ring corrupt (head {}, tail {})", c.head, c.tail),
+                    format!(
+                        "{NAME}: peer ring corrupt (head {}, tail {})",
+                        c.head, c.tail
+                    ),
                 ))
             }
         }
@@ -265,7 +268,7 @@ impl Shared {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: message of {len} bytes exceeds max_msg_size {}",
+                    "{NAME}: message of {len} bytes exceeds max_msg_size {}",
                     self.settings.max_msg_size
                 ),
             ));
@@ -276,7 +279,7 @@ impl Shared {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "shm: inject of {len} bytes exceeds inject_size {}",
+                    "{NAME}: inject of {len} bytes exceeds inject_size {}",
                     proto::INJECT_SIZE
                 ),
             ));
@@ -304,7 +307,10 @@ impl Shared {
         let idx = self.conn_for(act, &mut tx, dest)?;
         let tx = &mut *tx;
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         let hdr = proto::InlineHdr {
             flags: hflags,
@@ -375,7 +381,10 @@ impl Shared {
         let idx = t.idx;
         let len = hdr.len;
         let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+            return Err(Error::new(
+                Errno::EIO,
+                format!("{NAME}: connection vanished"),
+            ));
         };
         if len <= INLINE_CAP && conn.fifo.is_empty() {
             let slot = Self::reserve_slot(conn)?;
@@ -393,7 +402,10 @@ impl Shared {
                 hdr.id = self.await_op(tx, op)?.wire();
             }
             let Some(conn) = tx.conn_mut(idx) else {
-                return Err(Error::new(Errno::EIO, "shm: connection vanished"));
+                return Err(Error::new(
+                    Errno::EIO,
+                    format!("{NAME}: connection vanished"),
+                ));
             };
             Self::write_inline(conn, slot, &hdr, &iov);
             if !t.delivery {

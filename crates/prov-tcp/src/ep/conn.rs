@@ -18,13 +18,16 @@ use super::*;
 /// `getopt` for the CM options shared by endpoints and passive endpoints.
 pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
     if level != OPT_ENDPOINT || optname != OPT_CM_DATA_SIZE {
-        return Err(Error::new(Errno::ENOPROTOOPT, "tcp: option not supported"));
+        return Err(Error::new(
+            Errno::ENOPROTOOPT,
+            format!("{NAME}: option not supported"),
+        ));
     }
     let v = CM_DATA_SIZE.to_ne_bytes();
     let Some(out) = optval.get_mut(..v.len()) else {
         return Err(Error::new(
             Errno::ETOOSMALL,
-            "tcp: FI_OPT_CM_DATA_SIZE needs a size_t",
+            format!("{NAME}: FI_OPT_CM_DATA_SIZE needs a size_t"),
         ));
     };
     out.copy_from_slice(&v);
@@ -34,18 +37,21 @@ pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<u
 /// `setopt` for the CM options: `FI_OPT_CM_DATA_SIZE` may be lowered, not raised.
 pub(crate) fn cm_setopt(level: i32, optname: i32, optval: &[u8]) -> Result<()> {
     if level != OPT_ENDPOINT || optname != OPT_CM_DATA_SIZE {
-        return Err(Error::new(Errno::ENOPROTOOPT, "tcp: option not supported"));
+        return Err(Error::new(
+            Errno::ENOPROTOOPT,
+            format!("{NAME}: option not supported"),
+        ));
     }
     let Ok(b) = <[u8; 8]>::try_from(optval) else {
         return Err(Error::new(
             Errno::EINVAL,
-            "tcp: FI_OPT_CM_DATA_SIZE takes a size_t",
+            format!("{NAME}: FI_OPT_CM_DATA_SIZE takes a size_t"),
         ));
     };
     if usize::from_ne_bytes(b) > CM_DATA_SIZE {
         return Err(Error::new(
             Errno::EINVAL,
-            format!("tcp: FI_OPT_CM_DATA_SIZE is at most {CM_DATA_SIZE}"),
+            format!("{NAME}: FI_OPT_CM_DATA_SIZE is at most {CM_DATA_SIZE}"),
         ));
     }
     Ok(())

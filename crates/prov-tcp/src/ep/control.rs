@@ -16,14 +16,20 @@ impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
         let mut st = lock(&self.inner.st);
         if st.enabled {
-            return Err(Error::new(Errno::EOPBADSTATE, "tcp: bind after fi_enable"));
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: bind after fi_enable"),
+            ));
         }
         let b = &mut st.b;
         match target {
             BindTarget::Cq(cq) => {
                 let known = OpFlags::SEND | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION;
                 if !(flags - known).is_empty() || !flags.intersects(OpFlags::SEND | OpFlags::RECV) {
-                    return Err(Error::new(Errno::EBADFLAGS, "tcp: CQ bind flags"));
+                    return Err(Error::new(
+                        Errno::EBADFLAGS,
+                        format!("{NAME}: CQ bind flags"),
+                    ));
                 }
                 let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
                 if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
@@ -31,7 +37,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 {
                     return Err(Error::new(
                         Errno::EINVAL,
-                        "tcp: a CQ for this direction is already bound",
+                        format!("{NAME}: a CQ for this direction is already bound"),
                     ));
                 }
                 if flags.contains(OpFlags::SEND) {
@@ -51,12 +57,15 @@ impl EndpointOps<Fabric> for Endpoint {
                     | OpFlags::REMOTE_READ
                     | OpFlags::REMOTE_WRITE;
                 if flags.is_empty() || !(flags - known).is_empty() {
-                    return Err(Error::new(Errno::EBADFLAGS, "tcp: counter bind flags"));
+                    return Err(Error::new(
+                        Errno::EBADFLAGS,
+                        format!("{NAME}: counter bind flags"),
+                    ));
                 }
                 if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
                     return Err(Error::new(
                         Errno::ENOSYS,
-                        "tcp: remote-access counters (FI_RMA_EVENT) are not supported",
+                        format!("{NAME}: remote-access counters (FI_RMA_EVENT) are not supported"),
                     ));
                 }
                 let taken = [
@@ -68,7 +77,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 if taken.iter().any(|(f, t)| *t && flags.contains(*f)) {
                     return Err(Error::new(
                         Errno::EINVAL,
-                        "tcp: a counter for this event is already bound",
+                        format!("{NAME}: a counter for this event is already bound"),
                     ));
                 }
                 if flags.contains(OpFlags::SEND) {
@@ -88,7 +97,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 if b.eq.is_some() {
                     return Err(Error::new(
                         Errno::EINVAL,
-                        "tcp: an event queue is already bound",
+                        format!("{NAME}: an event queue is already bound"),
                     ));
                 }
                 b.eq = Some(eq.clone())
@@ -96,13 +105,13 @@ impl EndpointOps<Fabric> for Endpoint {
             BindTarget::Av(_) => {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    "tcp: FI_EP_MSG endpoints take no address vector",
+                    format!("{NAME}: FI_EP_MSG endpoints take no address vector"),
                 ))
             }
             BindTarget::Stx(_) | BindTarget::Srx(_) => {
                 return Err(Error::new(
                     Errno::ENOSYS,
-                    "tcp: shared contexts are not supported",
+                    format!("{NAME}: shared contexts are not supported"),
                 ))
             }
         }
@@ -114,13 +123,13 @@ impl EndpointOps<Fabric> for Endpoint {
         if st.b.eq.is_none() {
             return Err(Error::new(
                 Errno::ENOEQ,
-                "tcp: bind an event queue before fi_enable",
+                format!("{NAME}: bind an event queue before fi_enable"),
             ));
         }
         if st.b.tx_cq.is_none() && st.b.rx_cq.is_none() {
             return Err(Error::new(
                 Errno::ENOCQ,
-                "tcp: bind a completion queue before fi_enable",
+                format!("{NAME}: bind a completion queue before fi_enable"),
             ));
         }
         st.enabled = true;
@@ -136,7 +145,7 @@ impl EndpointOps<Fabric> for Endpoint {
             }
             None => Err(Error::new(
                 Errno::ENOENT,
-                "tcp: no cancelable operation with this context",
+                format!("{NAME}: no cancelable operation with this context"),
             )),
         }
     }
@@ -151,7 +160,7 @@ impl EndpointOps<Fabric> for Endpoint {
             let Some(out) = optval.get_mut(..v.len()) else {
                 return Err(Error::new(
                     Errno::ETOOSMALL,
-                    "tcp: FI_OPT_MIN_MULTI_RECV needs a size_t",
+                    format!("{NAME}: FI_OPT_MIN_MULTI_RECV needs a size_t"),
                 ));
             };
             out.copy_from_slice(&v);
@@ -165,7 +174,7 @@ impl EndpointOps<Fabric> for Endpoint {
             let Ok(b) = <[u8; 8]>::try_from(optval) else {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    "tcp: FI_OPT_MIN_MULTI_RECV takes a size_t",
+                    format!("{NAME}: FI_OPT_MIN_MULTI_RECV takes a size_t"),
                 ));
             };
             lock(&self.inner.st)
@@ -212,7 +221,10 @@ impl EndpointOps<Fabric> for Endpoint {
             st.conn,
             Conn::Connected | Conn::Accepting | Conn::AwaitResp { .. }
         ) {
-            return Err(Error::new(Errno::ENOTCONN, "tcp: not connected"));
+            return Err(Error::new(
+                Errno::ENOTCONN,
+                format!("{NAME}: not connected"),
+            ));
         }
         // The socket's peer (the address actually reached, never a wildcard).
         let a = st
@@ -220,7 +232,7 @@ impl EndpointOps<Fabric> for Endpoint {
             .as_ref()
             .and_then(|s| s.peer_addr().ok())
             .or(st.peer)
-            .ok_or_else(|| Error::new(Errno::ENOTCONN, "tcp: not connected"))?;
+            .ok_or_else(|| Error::new(Errno::ENOTCONN, format!("{NAME}: not connected")))?;
         Ok(Address::from(a).to_bytes())
     }
 
@@ -229,7 +241,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "tcp: CM data of {} bytes (at most {CM_DATA_SIZE})",
+                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
                     param.len()
                 ),
             ));
@@ -240,25 +252,28 @@ impl EndpointOps<Fabric> for Endpoint {
             n => {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    format!("tcp: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
+                    format!("{NAME}: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
                 ))
             }
         };
         let peer = Address::from_bytes(fmt, addr)?
             .socket_addr()
-            .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: not an IP address"))?;
+            .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: not an IP address")))?;
         let mut st = lock(&self.inner.st);
         if !st.enabled {
             // fi_connect enables the endpoint implicitly when it is bound.
             if st.b.eq.is_none() {
-                return Err(Error::new(Errno::ENOEQ, "tcp: bind an event queue first"));
+                return Err(Error::new(
+                    Errno::ENOEQ,
+                    format!("{NAME}: bind an event queue first"),
+                ));
             }
             st.enabled = true;
         }
         if st.conn != Conn::Idle {
             return Err(Error::new(
                 Errno::EISCONN,
-                "tcp: the endpoint is connecting or connected already",
+                format!("{NAME}: the endpoint is connecting or connected already"),
             ));
         }
         let sock = Sock::stream(&peer).map_err(|e| io_err("socket", e))?;
@@ -301,7 +316,7 @@ impl EndpointOps<Fabric> for Endpoint {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "tcp: CM data of {} bytes (at most {CM_DATA_SIZE})",
+                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
                     param.len()
                 ),
             ));
@@ -310,11 +325,14 @@ impl EndpointOps<Fabric> for Endpoint {
         if st.conn != Conn::Accepting {
             return Err(Error::new(
                 Errno::EINVAL,
-                "tcp: fi_accept needs an endpoint opened from a connection request",
+                format!("{NAME}: fi_accept needs an endpoint opened from a connection request"),
             ));
         }
         if st.b.eq.is_none() {
-            return Err(Error::new(Errno::ENOEQ, "tcp: bind an event queue first"));
+            return Err(Error::new(
+                Errno::ENOEQ,
+                format!("{NAME}: bind an event queue first"),
+            ));
         }
         st.enabled = true;
         let msg = proto::cm_message(CmKind::ConnResp, param);
@@ -339,7 +357,10 @@ impl EndpointOps<Fabric> for Endpoint {
     fn shutdown(&self, _flags: u64) -> Result<()> {
         let mut st = lock(&self.inner.st);
         if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
-            return Err(Error::new(Errno::ENOTCONN, "tcp: not connected"));
+            return Err(Error::new(
+                Errno::ENOTCONN,
+                format!("{NAME}: not connected"),
+            ));
         }
         // Write what is queued (bounded), then close.
         let _ = self.inner.flush(&mut st);

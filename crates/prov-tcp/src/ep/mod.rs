@@ -323,7 +323,10 @@ impl std::fmt::Debug for Endpoint {
 }
 
 fn io_err(what: &str, e: io::Error) -> Error {
-    Error::new(Errno(crate::sock::os_code(&e)), format!("tcp: {what}: {e}"))
+    Error::new(
+        Errno(crate::sock::os_code(&e)),
+        format!("{NAME}: {what}: {e}"),
+    )
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -359,7 +362,7 @@ impl Endpoint {
             let Some(c) = dom.fabric.take_pending(info.handle) else {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    "tcp: info.handle names no pending connection request",
+                    format!("{NAME}: info.handle names no pending connection request"),
                 ));
             };
             peer = Some(c.peer);
@@ -452,7 +455,7 @@ impl Fail {
     /// fault in the text.
     fn wire(e: ofi_kit::wire::WireError) -> Fail {
         let e = Error::from(e);
-        Fail::Error(e.code(), format!("tcp: {}", e.message()))
+        Fail::Error(e.code(), format!("{NAME}: {}", e.message()))
     }
 }
 

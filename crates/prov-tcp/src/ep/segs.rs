@@ -48,7 +48,7 @@ impl Segs {
         if iov.len() > IOV_LIMIT {
             return Err(Error::new(
                 Errno::EINVAL,
-                format!("tcp: {} iov entries (at most {IOV_LIMIT})", iov.len()),
+                format!("{NAME}: {} iov entries (at most {IOV_LIMIT})", iov.len()),
             ));
         }
         let mut s = Segs::default();
@@ -67,7 +67,7 @@ impl Segs {
         self.segs()
             .iter()
             .try_fold(0usize, |a, &(_, l)| a.checked_add(l))
-            .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: iov lengths overflow"))
+            .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: iov lengths overflow")))
     }
 
     pub(super) fn base(&self) -> usize {

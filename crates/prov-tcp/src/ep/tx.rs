@@ -125,7 +125,10 @@ impl EpInner {
                 Err(e) => {
                     let f = sock_fail(e);
                     self.fail_after_write(st, f);
-                    return Err(Error::new(Errno::ECONNRESET, "tcp: connection lost"));
+                    return Err(Error::new(
+                        Errno::ECONNRESET,
+                        format!("{NAME}: connection lost"),
+                    ));
                 }
             }
         }
@@ -198,7 +201,7 @@ impl EpInner {
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!(
-                    "tcp: message of {len} bytes (max_msg_size {})",
+                    "{NAME}: message of {len} bytes (max_msg_size {})",
                     self.max_msg
                 ),
             ));
@@ -279,7 +282,7 @@ impl EpInner {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "tcp: {} remote iovs (1 to {})",
+                    "{NAME}: {} remote iovs (1 to {})",
                     rma.len(),
                     proto::RMA_IOV_LIMIT
                 ),
@@ -289,23 +292,28 @@ impl EpInner {
         let rlen = rma
             .iter()
             .try_fold(0usize, |a, r| a.checked_add(r.len))
-            .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: remote iov lengths overflow"))?;
+            .ok_or_else(|| {
+                Error::new(
+                    Errno::EINVAL,
+                    format!("{NAME}: remote iov lengths overflow"),
+                )
+            })?;
         if len != rlen {
             return Err(Error::new(
                 Errno::EINVAL,
-                format!("tcp: local ({len}) and remote ({rlen}) lengths differ"),
+                format!("{NAME}: local ({len}) and remote ({rlen}) lengths differ"),
             ));
         }
         if len > self.max_msg {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                "tcp: RMA larger than max_msg_size",
+                format!("{NAME}: RMA larger than max_msg_size"),
             ));
         }
         if inject && len > self.inject_size {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                "tcp: inject larger than inject_size",
+                format!("{NAME}: inject larger than inject_size"),
             ));
         }
         let mut st = lock(&self.st);
@@ -413,7 +421,7 @@ impl EpInner {
         if silent && req.operands.count().saturating_mul(esize) > self.inject_size {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                "tcp: inject_atomic over inject_size",
+                format!("{NAME}: inject_atomic over inject_size"),
             ));
         }
         // A fetch of FI_ATOMIC_READ may come without operands: zeros of the remote
@@ -425,7 +433,7 @@ impl EpInner {
             if n > self.max_msg {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    format!("tcp: atomic of {} elements", req.remote.count),
+                    format!("{NAME}: atomic of {} elements", req.remote.count),
                 ));
             }
             zeros = vec![0u8; n];
@@ -443,29 +451,37 @@ impl EpInner {
         let count_of = |v: &[Ioc]| -> Result<usize> {
             v.iter()
                 .try_fold(0usize, |a, i| a.checked_add(i.count))
-                .ok_or_else(|| Error::new(Errno::EINVAL, "tcp: atomic counts overflow"))
+                .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: atomic counts overflow")))
         };
         let count = count_of(operand)?;
         if operand.len() > SEGS_MAX || rma.len() != 1 || rma[0].count != count {
             return Err(Error::new(
                 Errno::EINVAL,
-                "tcp: an atomic takes up to 4 iocs and one remote ioc of the same count",
+                format!(
+                    "{NAME}: an atomic takes up to 4 iocs and one remote ioc of the same count"
+                ),
             ));
         }
         if count == 0 || count > max || count.saturating_mul(esize) > self.max_msg {
             return Err(Error::new(
                 Errno::EINVAL,
-                format!("tcp: atomic of {count} elements"),
+                format!("{NAME}: atomic of {count} elements"),
             ));
         }
         if kind == AtomicKind::Compare && count_of(compare)? != count {
-            return Err(Error::new(Errno::EINVAL, "tcp: compare count differs"));
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: compare count differs"),
+            ));
         }
         let len = count * esize;
         let mut res = Segs::default();
         if kind != AtomicKind::Base {
             if result.len() > SEGS_MAX || count_of(result)? != count {
-                return Err(Error::new(Errno::EINVAL, "tcp: bad result iocs"));
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{NAME}: bad result iocs"),
+                ));
             }
             for r in result {
                 res.push(r.addr as usize, r.count * esize);
@@ -481,7 +497,10 @@ impl EpInner {
             let n = v.count * esize;
             if n > 0 {
                 if v.addr.is_null() {
-                    return Err(Error::new(Errno::EINVAL, "tcp: null atomic buffer"));
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!("{NAME}: null atomic buffer"),
+                    ));
                 }
                 // SAFETY: the application's ioc is valid for count elements (API contract).
                 pl.extend_from_slice(unsafe { std::slice::from_raw_parts(v.addr as *const u8, n) });

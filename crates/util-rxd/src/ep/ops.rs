@@ -115,7 +115,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!(
-                    "ofi_rxd: {total} local bytes for a remote buffer of {}",
+                    "{NAME}: {total} local bytes for a remote buffer of {}",
                     rma.len
                 ),
             ));
@@ -123,7 +123,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if total > MAX_MSG_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("ofi_rxd: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+                format!("{NAME}: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
         if inject || flags.contains(OpFlags::INJECT) {
@@ -199,14 +199,14 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if count != rma.count {
             return Err(Error::new(
                 Errno::EINVAL,
-                "ofi_rxd: local and remote atomic element counts differ",
+                format!("{NAME}: local and remote atomic element counts differ"),
             ));
         }
         let bytes = count.saturating_mul(size);
         if bytes > crate::MAX_ATOMIC_BYTES {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("ofi_rxd: atomic of {bytes} bytes is too large"),
+                format!("{NAME}: atomic of {bytes} bytes is too large"),
             ));
         }
         let operand = if op == AtomicOp::AtomicRead {
@@ -218,7 +218,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if kind == AtomicKind::Compare && compare.total() != bytes {
             return Err(Error::new(
                 Errno::EINVAL,
-                "ofi_rxd: compare buffer and operand element counts differ",
+                format!("{NAME}: compare buffer and operand element counts differ"),
             ));
         }
         let result = if kind == AtomicKind::Base {
@@ -228,7 +228,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             if r.total() != bytes {
                 return Err(Error::new(
                     Errno::EINVAL,
-                    "ofi_rxd: result buffer and operand element counts differ",
+                    format!("{NAME}: result buffer and operand element counts differ"),
                 ));
             }
             Some(r)

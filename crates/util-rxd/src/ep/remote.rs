@@ -83,7 +83,10 @@ impl Shared {
             });
         if r.is_err() {
             let _ = Self::take_op(st, t);
-            return Err(Error::new(Errno::EMSGSIZE, "ofi_rxd: request too long"));
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: request too long"),
+            ));
         }
         self.flush(st, now);
         Ok(())
@@ -313,15 +316,17 @@ pub(super) fn ioc_list(v: &[Ioc], size: usize) -> Result<IoList> {
     if v.len() > IOV_LIMIT {
         return Err(Error::new(
             Errno::EINVAL,
-            format!("ofi_rxd: {} ioc entries, the limit is {IOV_LIMIT}", v.len()),
+            format!("{NAME}: {} ioc entries, the limit is {IOV_LIMIT}", v.len()),
         ));
     }
     let mut pairs = [(0usize, 0usize); IOV_LIMIT];
     for (d, e) in pairs.iter_mut().zip(v) {
-        let n = e
-            .count
-            .checked_mul(size)
-            .ok_or_else(|| Error::new(Errno::EINVAL, "ofi_rxd: atomic element count overflows"))?;
+        let n = e.count.checked_mul(size).ok_or_else(|| {
+            Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: atomic element count overflows"),
+            )
+        })?;
         *d = (e.addr as usize, n);
     }
     Ok(IoList::from_pairs(&pairs[..v.len()]))

@@ -158,7 +158,7 @@ impl Shared {
         let a = act.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
-                format!("ofi_rxd: destination {dest:#x} is not in the AV"),
+                format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
         let key = norm_addr(&a).to_bytes();
@@ -246,7 +246,7 @@ impl Shared {
         if len > MAX_MSG_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("ofi_rxd: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+                format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
         let cq_flags = (OpFlags::SEND
@@ -288,7 +288,10 @@ impl Shared {
             });
         if r.is_err() {
             let _ = Self::take_op(st, t);
-            return Err(Error::new(Errno::EMSGSIZE, "ofi_rxd: message too long"));
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: message too long"),
+            ));
         }
         self.flush(st, now);
         Ok(())

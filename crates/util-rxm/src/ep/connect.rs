@@ -279,7 +279,7 @@ impl Shared {
             return reject(
                 Reason::Version,
                 &format!(
-                    "peer speaks ofi_rxm protocol version {}, this endpoint {}",
+                    "peer speaks {NAME} protocol version {}, this endpoint {}",
                     h.version,
                     proto::VERSION
                 ),

@@ -1,0 +1,120 @@
+//! [`UserIov`]: the application's buffers of one send or receive, copied into the
+//! `iovec` form the kernel takes.
+//!
+//! Invariants: `n ≤ IOV_LIMIT`, entries `n..` are empty, and `total` is the sum of the
+//! lengths (checked for overflow when built: `FI_EINVAL`). The pointers are the
+//! application's; they are only dereferenced inside the `unsafe` methods, whose
+//! callers vouch for them. Nothing here panics.
+
+use super::*;
+
+/// Up to [`IOV_LIMIT`] application buffers in the form the kernel takes.
+#[derive(Clone, Copy)]
+pub(super) struct UserIov {
+    pub(super) v: [libc::iovec; IOV_LIMIT],
+    pub(super) n: usize,
+    pub(super) total: usize,
+}
+
+// SAFETY: the iovecs point at application buffers that the application keeps valid,
+// and does not touch, until the operation completes (the `EndpointOps` contract). They
+// are written only by `recvmsg` under the receive-queue lock, one operation at a time.
+unsafe impl Send for UserIov {}
+
+const EMPTY_IOVEC: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
+
+impl UserIov {
+    #[inline]
+    pub(super) fn one(base: *mut libc::c_void, len: usize) -> Result<UserIov> {
+        if base.is_null() && len > 0 {
+            return Err(code(Errno::EINVAL));
+        }
+        let mut v = [EMPTY_IOVEC; IOV_LIMIT];
+        v[0] = libc::iovec {
+            iov_base: base,
+            iov_len: len,
+        };
+        Ok(UserIov {
+            v,
+            n: 1,
+            total: len,
+        })
+    }
+
+    #[inline]
+    pub(super) fn from_iov(iov: &[Iov]) -> Result<UserIov> {
+        if iov.len() > IOV_LIMIT {
+            return Err(code(Errno::EINVAL));
+        }
+        let mut out = UserIov {
+            v: [EMPTY_IOVEC; IOV_LIMIT],
+            n: iov.len(),
+            total: 0,
+        };
+        for (dst, src) in out.v.iter_mut().zip(iov) {
+            if src.base.is_null() && src.len > 0 {
+                return Err(code(Errno::EINVAL));
+            }
+            *dst = libc::iovec {
+                iov_base: src.base,
+                iov_len: src.len,
+            };
+            out.total = out.total.checked_add(src.len).ok_or(code(Errno::EINVAL))?;
+        }
+        Ok(out)
+    }
+
+    /// # Safety
+    /// `msg.msg_iov` is valid for `msg.iov_count` entries (or the count is 0).
+    #[inline]
+    pub(super) unsafe fn from_msg(msg: &Msg) -> Result<UserIov> {
+        if msg.iov_count == 0 {
+            return UserIov::from_iov(&[]);
+        }
+        if msg.msg_iov.is_null() || msg.iov_count > IOV_LIMIT {
+            return Err(code(Errno::EINVAL));
+        }
+        // SAFETY: non-null and valid for `iov_count` entries (caller's contract).
+        UserIov::from_iov(unsafe { std::slice::from_raw_parts(msg.msg_iov, msg.iov_count) })
+    }
+
+    /// `[header slot, buffers…]` and how many entries are used.
+    #[inline]
+    pub(super) fn with_header(&self, hdr: *mut u8) -> ([libc::iovec; IOV_LIMIT + 1], usize) {
+        let mut out = [EMPTY_IOVEC; IOV_LIMIT + 1];
+        out[0] = libc::iovec {
+            iov_base: hdr.cast(),
+            iov_len: HDR_LEN,
+        };
+        out[1..=self.n].copy_from_slice(&self.v[..self.n]);
+        (out, self.n + 1)
+    }
+
+    /// Copy `data` into the buffers, in order (as much as they hold).
+    ///
+    /// # Safety
+    /// The iovecs are writable for their lengths.
+    pub(super) unsafe fn scatter(&self, mut data: &[u8]) {
+        for v in &self.v[..self.n] {
+            let k = v.iov_len.min(data.len());
+            if k == 0 {
+                continue;
+            }
+            // SAFETY: caller's contract for the iovec; `data` has `k` bytes; the two
+            // do not overlap (`data` is the provider's own buffer).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), v.iov_base.cast(), k) };
+            data = &data[k..];
+        }
+    }
+
+    pub(super) fn first_base(&self) -> *mut libc::c_void {
+        if self.n > 0 {
+            self.v[0].iov_base
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+}

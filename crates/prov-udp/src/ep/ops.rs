@@ -1,0 +1,366 @@
+//! The endpoint's `fi_ops` ([`EndpointOps`]): bind, enable, options, names, multicast
+//! join/leave, and the send/receive entry points, which only build a [`UserIov`] and
+//! hand it to the tx or rx path.
+//!
+//! Invariants: bindings are only accepted before `fi_enable` (`FI_EOPBADSTATE` after),
+//! which freezes them into [`Active`]. Nothing here panics.
+
+use super::*;
+
+const BIND_RULES: BindRules = BindRules {
+    prov: NAME,
+    eq: true,
+};
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        let me = &*self.inner;
+        let mut s = lock(&me.setup);
+        if me.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_ep_bind after fi_enable"),
+            ));
+        }
+        s.b.bind(target, flags, &BIND_RULES)
+    }
+
+    fn enable(&self) -> Result<()> {
+        let me = &*self.inner;
+        let mut s = lock(&me.setup);
+        if me.active.get().is_some() {
+            return Ok(());
+        }
+        let av = s.b.require_for_enable(NAME)?;
+        let Some(sock) = s.sock.take() else {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: endpoint has no socket"),
+            ));
+        };
+        let local = match sock.local_addr() {
+            Ok(a) => a,
+            Err(e) => {
+                let err = os_error(&e, "getsockname");
+                s.sock = Some(sock);
+                return Err(err);
+            }
+        };
+        let act = Active {
+            sock,
+            peers: PeerSocks::new(&me.settings, local),
+            local,
+            av,
+            tx_cq: s.b.txcq.clone(),
+            rx_cq: s.b.rxcq.clone(),
+            tx_cntr: s.b.txcntr.clone(),
+            rx_cntr: s.b.rxcntr.clone(),
+            eq: s.b.eq.clone(),
+        };
+        if me.active.set(act).is_err() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: enabled twice"),
+            ));
+        }
+        me.engine.kick();
+        Ok(())
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        self.inner.cancel(context)
+    }
+
+    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
+        if level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV {
+            return Err(Error::new(
+                Errno::ENOPROTOOPT,
+                format!("{NAME}: option {level}/{optname} is not supported"),
+            ));
+        }
+        let v = self
+            .inner
+            .min_multi_recv
+            .load(Ordering::Relaxed)
+            .to_ne_bytes();
+        let Some(dst) = optval.get_mut(..v.len()) else {
+            return Err(Error::new(
+                Errno::ETOOSMALL,
+                format!("{NAME}: FI_OPT_MIN_MULTI_RECV needs {} bytes", v.len()),
+            ));
+        };
+        dst.copy_from_slice(&v);
+        Ok(v.len())
+    }
+
+    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
+        if level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV {
+            return Err(Error::new(
+                Errno::ENOPROTOOPT,
+                format!("{NAME}: option {level}/{optname} is not supported"),
+            ));
+        }
+        let Ok(b) = <[u8; std::mem::size_of::<usize>()]>::try_from(optval) else {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{NAME}: FI_OPT_MIN_MULTI_RECV takes a size_t ({} bytes), got {}",
+                    std::mem::size_of::<usize>(),
+                    optval.len()
+                ),
+            ));
+        };
+        self.inner
+            .min_multi_recv
+            .store(usize::from_ne_bytes(b), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        self.inner.active()?;
+        let n = lock(&self.inner.rx).len();
+        Ok(self.inner.settings.rx_size.saturating_sub(n))
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let act = self.inner.active()?;
+        Ok(match &act.tx_cq {
+            Some(c) => c.cq.room().min(self.inner.settings.tx_size),
+            None => self.inner.settings.tx_size,
+        })
+    }
+
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let me = &*self.inner;
+        let a = Address::from_bytes(me.addr_format, addr)?;
+        let sa = addr_to_std(&a)?;
+        let mut s = lock(&me.setup);
+        if me.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_setname after fi_enable"),
+            ));
+        }
+        s.sock = Some(open_sock(&me.settings, &sa)?);
+        Ok(())
+    }
+
+    /// Joins the group on the socket (receiving what is sent to it, if the socket is
+    /// bound to the wildcard address and the group's port) and inserts the group's
+    /// address into the bound AV: the returned fabric address sends to the group.
+    /// Needs an enabled endpoint (`FI_EOPBADSTATE`), a multicast address of the
+    /// socket's family (`FI_EINVAL`); flags other than `FI_SEND`/`FI_RECV` are
+    /// `FI_EBADFLAGS` (`FI_SEND` alone: send-only, no membership). Completes at once;
+    /// with an EQ bound, `FI_JOIN_COMPLETE` (fid = the endpoint's context, with
+    /// `context`) is queued.
+    fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
+        let me = &*self.inner;
+        let Some(act) = me.active.get() else {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_join before fi_enable"),
+            ));
+        };
+        let known = OpFlags::SEND.bits() | OpFlags::RECV.bits();
+        if flags & !known != 0 {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!(
+                    "{NAME}: fi_join flags {:#x} are not supported",
+                    flags & !known
+                ),
+            ));
+        }
+        let sa = addr_to_std(addr)?;
+        if !sa.ip().is_multicast() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: fi_join: {sa} is not a multicast address"),
+            ));
+        }
+        if sa.is_ipv6() != act.sock.is_v6() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: fi_join: {sa} is not of the endpoint's address family"),
+            ));
+        }
+        let member = flags != OpFlags::SEND.bits();
+        let ifaddr = me
+            .settings
+            .mcast_if
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+        if member {
+            act.sock
+                .membership(&sa.ip(), ifaddr, 0, true)
+                .map_err(|e| os_error(&e, &format!("fi_join {sa}")))?;
+        }
+        let key = me.to_address(sa);
+        let inserted = act
+            .av
+            .insert(std::slice::from_ref(&key), 0, 0)
+            .and_then(|mut r| r.pop().unwrap_or(Err(code(Errno::EOTHER))));
+        let fi_addr = match inserted {
+            Ok(a) => a,
+            Err(e) => {
+                if member {
+                    let _ = act.sock.membership(&sa.ip(), ifaddr, 0, false);
+                }
+                return Err(e);
+            }
+        };
+        lock(&me.groups).push((fi_addr, member));
+        if let Some(eq) = &act.eq {
+            let _ = eq.push(Event {
+                event: EqEvent::JoinComplete,
+                fid: me.context,
+                context,
+                data: 0,
+                info: None,
+                cm_data: Vec::new(),
+            });
+        }
+        Ok(fi_addr)
+    }
+
+    /// Leaves the group joined as `fi_addr` and removes it from the AV.
+    fn leave(&self, fi_addr: u64) -> Result<()> {
+        let me = &*self.inner;
+        let act = me.active()?;
+        let member = {
+            let mut g = lock(&me.groups);
+            let Some(i) = g.iter().position(|(a, _)| *a == fi_addr) else {
+                return Err(Error::new(
+                    Errno::ENOENT,
+                    format!("{NAME}: {fi_addr:#x} is not a joined group"),
+                ));
+            };
+            g.remove(i).1
+        };
+        let sa = addr_to_std(&act.av.lookup(fi_addr)?)?;
+        if member {
+            let ifaddr = me
+                .settings
+                .mcast_if
+                .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+            if let Err(e) = act.sock.membership(&sa.ip(), ifaddr, 0, false) {
+                ofi_core::ofi_warn!(NAME, "ep_ctrl", "leaving {sa}: {e}");
+            }
+        }
+        act.av.remove(&[fi_addr], 0)
+    }
+
+    /// The bound address; bound to the wildcard address, the address a peer reaches
+    /// it at instead: `FI_UDP_IFACE`'s, else the first up non-loopback interface's
+    /// (loopback only when there is no other), with the bound port.
+    fn getname(&self) -> Result<Vec<u8>> {
+        let mut sa = self.inner.local_addr()?;
+        if sa.ip().is_unspecified() {
+            let v6 = sa.is_ipv6();
+            let ip = match &self.inner.settings.iface {
+                Some(i) => crate::iface_ip(i, v6)?,
+                None => None,
+            };
+            sa.set_ip(ip.unwrap_or_else(|| ofi_kit::netif::default_ip(v6)));
+        }
+        Ok(self.inner.to_address(sa).to_bytes())
+    }
+
+    unsafe fn send(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _desc: Desc,
+        dest: u64,
+        context: usize,
+    ) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        let f = self.inner.tx_op_flags;
+        // SAFETY: caller's contract.
+        unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
+    }
+
+    unsafe fn sendv(&self, iov: &[Iov], _desc: &[Desc], dest: u64, context: usize) -> Result<()> {
+        let iov = UserIov::from_iov(iov)?;
+        let f = self.inner.tx_op_flags;
+        // SAFETY: caller's contract.
+        unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
+    }
+
+    unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        // SAFETY: caller's contract for `msg`.
+        let iov = unsafe { UserIov::from_msg(msg) }?;
+        let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
+        // SAFETY: caller's contract.
+        unsafe {
+            self.inner
+                .send_common(&iov, msg.addr, msg.context, data, flags, false)
+        }
+    }
+
+    unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        // SAFETY: caller's contract.
+        unsafe {
+            self.inner
+                .send_common(&iov, dest, 0, None, OpFlags::empty(), true)
+        }
+    }
+
+    unsafe fn senddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        _desc: Desc,
+        data: u64,
+        dest: u64,
+        context: usize,
+    ) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        let f = self.inner.tx_op_flags;
+        // SAFETY: caller's contract.
+        unsafe {
+            self.inner
+                .send_common(&iov, dest, context, Some(data), f, false)
+        }
+    }
+
+    unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        // SAFETY: caller's contract.
+        unsafe {
+            self.inner
+                .send_common(&iov, dest, 0, Some(data), OpFlags::empty(), true)
+        }
+    }
+
+    unsafe fn recv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        _desc: Desc,
+        _src: u64,
+        context: usize,
+    ) -> Result<()> {
+        let iov = UserIov::one(buf.cast(), len)?;
+        self.inner.post_recv(iov, context, self.inner.rx_op_flags)
+    }
+
+    unsafe fn recvv(&self, iov: &[Iov], _desc: &[Desc], _src: u64, context: usize) -> Result<()> {
+        let iov = UserIov::from_iov(iov)?;
+        self.inner.post_recv(iov, context, self.inner.rx_op_flags)
+    }
+
+    unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        // SAFETY: caller's contract for `msg`.
+        let iov = unsafe { UserIov::from_msg(msg) }?;
+        self.inner.post_recv(iov, msg.context, flags)
+    }
+
+    /// Stops progress on the endpoint and forgets its posted receives (their buffers
+    /// are the application's again; no completions are generated).
+    fn close(&self) -> Result<()> {
+        self.inner.engine.unregister(&self.inner);
+        lock(&self.inner.rx).clear();
+        Ok(())
+    }
+}
