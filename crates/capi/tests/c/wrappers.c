@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -36,6 +38,19 @@
 	} while (0)
 
 #define SPIN 2000000
+
+/* Checks `call` returns `want`, reporting every mismatch (not only the first); the part
+ * ends with CHECK(expect_failures == 0). */
+static int expect_failures;
+#define EXPECT(call, want)                                                     \
+	do {                                                                   \
+		long _r = (long)(call);                                        \
+		if (_r != (long)(want)) {                                      \
+			fprintf(stderr, "FAIL line %d: %s = %ld (%s), want %ld\n", \
+				__LINE__, #call, _r, fi_strerror((int)-_r), (long)(want)); \
+			expect_failures++;                                     \
+		}                                                              \
+	} while (0)
 
 static struct fid_cq *cq_a, *cq_b;
 
@@ -453,6 +468,81 @@ static void part_rdm(void)
 		}
 	}
 
+	/* The rest of fi_endpoint.h, fi_cm.h and fi_domain.h (and the fabric.h calls they
+	 * build on). Where no ofi-rs provider has the feature the exact code is checked. */
+	{
+		struct fid_ep *alias = (struct fid_ep *)0x1, *ctxep = (struct fid_ep *)0x1;
+		struct fid_ep *ep2 = NULL;
+		struct fid_stx *stx = (struct fid_stx *)0x1;
+		struct fid_domain *dom2 = NULL;
+		struct fid_mc *mc = (struct fid_mc *)0x1;
+		struct fid_mc fake_mc;
+		struct fi_tx_attr tx_attr = { 0 };
+		struct fi_rx_attr rx_attr = { 0 };
+		struct iovec miov = { .iov_base = target, .iov_len = sizeof(target) };
+		uint64_t base = 0, key = 0, val = 0;
+		uint8_t raw[64];
+		size_t raw_len = sizeof(raw);
+		void *ops = (void *)0x1;
+		int fd = -1;
+
+		/* fi_setname: shm endpoints are named at open and cannot be renamed (tcp
+		 * takes a name: part two). */
+		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_ENOSYS);
+		/* fi_ep_alias (fi_alias, FI_ALIAS): no provider offers endpoint aliases. */
+		EXPECT(fi_ep_alias(a, &alias, 0), -FI_ENOSYS);
+		/* Scalable and shared contexts: no ofi-rs provider has them. */
+		EXPECT(fi_tx_context(a, 0, &tx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "tx_context out");
+		ctxep = (struct fid_ep *)0x1;
+		EXPECT(fi_rx_context(a, 0, &rx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "rx_context out");
+		EXPECT(fi_stx_context(domain, &tx_attr, &stx, NULL), -FI_ENOSYS);
+		CHECK(stx == NULL, "stx_context out");
+		ctxep = (struct fid_ep *)0x1;
+		EXPECT(fi_srx_context(domain, &rx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "srx_context out");
+		/* fi_scalable_ep_bind is the fid's bind: on a plain endpoint it binds like
+		 * fi_ep_bind, and after fi_enable that is refused. */
+		EXPECT(fi_scalable_ep_bind(a, &av->fid, 0), -FI_EOPBADSTATE);
+		/* fi_join: no multicast in ofi-rs; fi_mc_addr only reads the fid_mc. */
+		EXPECT(fi_join(a, &addr[1], 0, &mc, NULL), -FI_ENOSYS);
+		CHECK(mc == NULL, "join out");
+		fake_mc.fi_addr = 0x42;
+		CHECK(fi_mc_addr(&fake_mc) == 0x42, "mc_addr");
+		/* fi_domain2 / fi_endpoint2 without flags: a second domain and endpoint. */
+		OK(fi_domain2(fabric, info, &dom2, 0, NULL));
+		OK(fi_endpoint2(dom2, info, &ep2, 0, (void *)0xe2));
+		CHECK(ep2->fid.context == (void *)0xe2, "endpoint2 context");
+		OK(fi_close(&ep2->fid));
+		/* fi_domain_bind: shm reports no asynchronous events; an AV is no EQ. */
+		EXPECT(fi_domain_bind(dom2, &av->fid, 0), -FI_EINVAL);
+		OK(fi_close(&dom2->fid));
+		/* MR bind / enable / refresh. */
+		EXPECT(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), 0);
+		EXPECT(fi_mr_enable(mr), 0);
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), -FI_ENOSYS);
+		/* Raw keys: no provider of ofi-rs has FI_MR_RAW. */
+		EXPECT(fi_mr_raw_attr(mr, &base, raw, &raw_len, 0), -FI_ENOSYS);
+		EXPECT(fi_mr_map_raw(domain, 0, raw, 8, &key, 0), -FI_ENOSYS);
+		EXPECT(fi_mr_unmap_key(domain, key), -FI_ENOSYS);
+		/* AV: shm has no resolver for node/service names: insertsvc fails, insertsym
+		 * inserts nothing and reports the address as not available (tcp resolves
+		 * them: part two). */
+		EXPECT(fi_av_insertsvc(av, "node", "svc", &key, 0, NULL), -FI_EINVAL);
+		key = 0;
+		EXPECT(fi_av_insertsym(av, "node", 1, "svc", 1, &key, 0, NULL), 0);
+		CHECK(key == FI_ADDR_NOTAVAIL, "insertsym failed entry %lx", (unsigned long)key);
+		EXPECT(fi_av_bind(av, &cntr->fid, 0), -FI_EINVAL);
+		/* fabric.h: control, named values and provider extensions. */
+		EXPECT(fi_control(&cq_a->fid, FI_GETWAIT, &fd), -FI_ENOSYS);
+		EXPECT(fi_get_val(&domain->fid, 0, &val), -FI_ENOSYS);
+		EXPECT(fi_set_val(&domain->fid, 0, &val), -FI_ENOSYS);
+		EXPECT(fi_open_ops(&domain->fid, "ofi-rs-none", 0, &ops, NULL), -FI_ENOSYS);
+		EXPECT(fi_set_ops(&domain->fid, "ofi-rs-none", 0, NULL, NULL), -FI_ENOSYS);
+		CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
+	}
+
 	/* Counters. */
 	OK(fi_cntr_set(cntr, 100));
 	OK(fi_cntr_add(cntr, 5));
@@ -558,6 +648,8 @@ static void part_msg(void)
 	OK(fi_listen(pep));
 	OK(fi_getname(&pep->fid, name, &len));
 	OK(fi_domain(fabric, info, &domain, NULL));
+	/* fi_domain_bind: no ofi-rs provider reports asynchronous domain events. */
+	EXPECT(fi_domain_bind(domain, &eq->fid, 0), -FI_ENOSYS);
 	{
 		struct fid_cq *cq;
 		OK(fi_cq_open(domain, &cq_attr, &cq, NULL));
@@ -567,6 +659,9 @@ static void part_msg(void)
 		fi_freeinfo(info);
 		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 		OK(fi_endpoint(domain, info, &cli, NULL));
+		/* fi_setname: tcp takes the source address from the info (udp renames:
+		 * part three). */
+		EXPECT(fi_setname(&cli->fid, name, len), -FI_ENOSYS);
 		OK(fi_ep_bind(cli, &eq->fid, 0));
 		OK(fi_ep_bind(cli, &cq->fid, FI_TRANSMIT | FI_RECV));
 		OK(fi_enable(cli));
@@ -634,13 +729,67 @@ static void part_msg(void)
 	OK(fi_close(&fabric->fid));
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
 	printf("msg ok\n");
+}
+
+/* fi_av_insertsvc / fi_av_insertsym on udp, whose AV resolves IP node and service names. */
+static void part_ip_av(void)
+{
+	struct fi_info *hints, *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	fi_addr_t fa[2] = { 0, 0 };
+	struct sockaddr_in sin;
+	size_t slen;
+
+	hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_DGRAM;
+	hints->caps = FI_MSG;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->fabric_attr->prov_name = strdup("udp");
+	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	OK(fi_domain(fabric, info, &domain, NULL));
+	OK(fi_av_open(domain, &av_attr, &av, NULL));
+	/* fi_setname before fi_enable: the endpoint takes the new address. */
+	{
+		struct fid_ep *ep;
+		struct sockaddr_in src = { .sin_family = AF_INET }, got;
+		size_t glen = sizeof(got);
+		src.sin_addr.s_addr = htonl(0x7f000001);
+		OK(fi_endpoint(domain, info, &ep, NULL));
+		EXPECT(fi_setname(&ep->fid, &src, sizeof(src)), 0);
+		OK(fi_getname(&ep->fid, &got, &glen));
+		CHECK(got.sin_family == AF_INET && got.sin_addr.s_addr == htonl(0x7f000001) &&
+		      got.sin_port != 0, "setname address");
+		OK(fi_close(&ep->fid));
+	}
+	EXPECT(fi_av_insertsvc(av, "127.0.0.1", "4000", &fa[0], 0, NULL), 1);
+	slen = sizeof(sin);
+	OK(fi_av_lookup(av, fa[0], &sin, &slen));
+	CHECK(sin.sin_port == htons(4000) && sin.sin_addr.s_addr == htonl(0x7f000001),
+	      "insertsvc address");
+	EXPECT(fi_av_insertsym(av, "127.0.0.1", 1, "5000", 2, fa, 0, NULL), 2);
+	slen = sizeof(sin);
+	OK(fi_av_lookup(av, fa[1], &sin, &slen));
+	CHECK(sin.sin_port == htons(5001), "insertsym second service %u", ntohs(sin.sin_port));
+	OK(fi_close(&av->fid));
+	OK(fi_close(&domain->fid));
+	OK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
+	printf("ip av ok\n");
 }
 
 int main(void)
 {
 	part_rdm();
 	part_msg();
+	part_ip_av();
 	printf("all ok\n");
 	return 0;
 }
