@@ -242,6 +242,7 @@ unsafe extern "C" fn fabric_domain2(
                         domain: d,
                         addr_format: info.addr_format.to_raw(),
                         api_version,
+                        fabric,
                     },
                 );
                 // SAFETY: `dom` per the C API.
@@ -250,18 +251,6 @@ unsafe extern "C" fn fabric_domain2(
             Err(e) => status(&e),
         }
     })
-}
-
-unsafe extern "C" fn fabric_wait_open(
-    _: *mut FidFabric,
-    _: *mut c_void,
-    out: *mut *mut c_void,
-) -> c_int {
-    if !out.is_null() {
-        // SAFETY: writable per the C API.
-        unsafe { out.write(ptr::null_mut()) };
-    }
-    ENOSYS
 }
 
 unsafe extern "C" fn fabric_trywait(
@@ -279,7 +268,7 @@ pub static FABRIC_OPS: FiOpsFabric = FiOpsFabric {
     domain: fabric_domain,
     passive_ep: crate::endpoint::fabric_passive_ep,
     eq_open: crate::queues::fabric_eq_open,
-    wait_open: fabric_wait_open,
+    wait_open: crate::sets::fabric_wait_open,
     trywait: fabric_trywait,
     domain2: fabric_domain2,
 };
@@ -376,6 +365,9 @@ pub struct DomainState {
     pub addr_format: u32,
     /// The API version the program asked for (the CQ `err_data` rules).
     pub api_version: Version,
+    /// The C fabric the domain was opened on (`fi_poll_open` opens the poll set on
+    /// it). Valid while the domain is: a fabric with open domains cannot be closed.
+    pub fabric: *const FidFabric,
 }
 
 /// A domain object.

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use ofi::abi::raw::{
     AtomicAttr, CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, Ioc, Iov, Msg,
-    MsgAtomic, MsgRma, MsgTagged, RawCntrAttr, RawCqAttr, RawEqAttr, RmaIoc, RmaIov,
+    MsgAtomic, MsgRma, MsgTagged, RawCntrAttr, RawCqAttr, RawEqAttr, RawWaitAttr, RmaIoc, RmaIov,
 };
 use ofi_capi::av::{FiAvAttr, FiOpsAv, FidAv};
 use ofi_capi::endpoint::{
@@ -27,6 +27,7 @@ use ofi_capi::queues::{
     FiEqCmEntry, FiEqEntry, FiEqErrEntry, FiOpsCntr, FiOpsCq, FiOpsDomain, FiOpsEq, FidCntr, FidCq,
     FidEq,
 };
+use ofi_capi::sets::{FiOpsPoll, FiOpsWait, FidPoll, FidWait};
 
 /// One structure: its C name, Rust size, and (C field, Rust offset) pairs.
 struct Layout {
@@ -150,6 +151,13 @@ fn layouts() -> Vec<Layout> {
             "wait_set" = wait_set,
         }),
         layout!("struct fid_cq" = FidCq { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_wait_attr" = RawWaitAttr { "wait_obj" = wait_obj, "flags" = flags }),
+        layout!("struct fid_wait" = FidWait { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_wait" = FiOpsWait { "size" = size, "wait" = wait }),
+        layout!("struct fid_poll" = FidPoll { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_poll" = FiOpsPoll {
+            "size" = size, "poll" = poll, "poll_add" = poll_add, "poll_del" = poll_del,
+        }),
         layout!("struct fi_ops_cq" = FiOpsCq {
             "size" = size, "read" = read, "readfrom" = readfrom, "readerr" = readerr,
             "sread" = sread, "sreadfrom" = sreadfrom, "signal" = signal, "strerror" = strerror,

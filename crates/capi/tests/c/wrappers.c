@@ -80,6 +80,95 @@ static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagg
 	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
 }
 
+/* fi_wait_open / fi_wait with a CQ and a counter in the set, and fi_poll_open /
+ * fi_poll_add / fi_poll / fi_poll_del over the same two: endpoint `c` (opened here,
+ * its CQ in the wait set) receives from `a`. */
+static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *domain,
+			       struct fi_info *info, struct fid_av *av, struct fid_ep *a)
+{
+	struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
+	struct fi_poll_attr pattr = { 0 };
+	struct fid_wait *ws = (struct fid_wait *)0x1;
+	struct fid_poll *ps = (struct fid_poll *)0x1;
+	struct fid_cq *cq_w;
+	struct fid_cntr *cntr_w;
+	struct fid_ep *c;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_SET };
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_SET };
+	struct fi_cq_tagged_entry comp;
+	struct fi_context ctx[2];
+	char name[256], rbuf[16];
+	size_t len = sizeof(name);
+	fi_addr_t to_c;
+	void *found[4];
+	int fd = -1, i, r;
+
+	OK(fi_wait_open(fabric, &wattr, &ws));
+	CHECK(ws && ws->fid.fclass == FI_CLASS_WAIT, "wait set class");
+	OK(fi_control(&ws->fid, FI_GETWAIT, &fd));
+	CHECK(fd >= 0, "wait set fd %d", fd);
+	cq_attr.wait_set = ws;
+	cntr_attr.wait_set = ws;
+	OK(fi_cq_open(domain, &cq_attr, &cq_w, (void *)0xc9));
+	OK(fi_cntr_open(domain, &cntr_attr, &cntr_w, (void *)0xc7));
+	/* A set in use cannot be closed. */
+	CHECK(fi_close(&ws->fid) == -FI_EBUSY, "closing a wait set in use");
+	OK(fi_endpoint(domain, info, &c, NULL));
+	OK(fi_ep_bind(c, &cq_w->fid, FI_TRANSMIT | FI_RECV));
+	OK(fi_ep_bind(c, &av->fid, 0));
+	OK(fi_enable(c));
+	OK(fi_getname(&c->fid, name, &len));
+	CHECK(fi_av_insert(av, name, 1, &to_c, 0, NULL) == 1, "insert c");
+
+	/* Nothing pending: the wait times out. */
+	EXPECT(fi_wait(ws, 10), -FI_ETIMEDOUT);
+	/* A message to c: once fi_trywait says a read would find something, fi_wait
+	 * returns at once and the CQ holds the completion. */
+	POST(fi_recv(c, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "ws", 3, NULL, to_c, &ctx[1]));
+	wait_comp(cq_a, NULL, &comp);
+	{
+		struct fid *fids[1] = { &cq_w->fid };
+		for (i = 0, r = 0; i < SPIN && r == 0; i++)
+			r = fi_trywait(fabric, fids, 1);
+		CHECK(r == -FI_EAGAIN, "trywait with a completion pending: %d", r);
+	}
+	EXPECT(fi_wait(ws, 1000), 0);
+	CHECK(fi_cq_read(cq_w, &comp, 1) == 1 && comp.op_context == &ctx[0] &&
+	      !strcmp(rbuf, "ws"), "completion after fi_wait");
+
+	/* Poll set: a member with something new is reported by its context. */
+	OK(fi_poll_open(domain, &pattr, &ps));
+	CHECK(ps && ps->fid.fclass == FI_CLASS_POLL, "poll set class");
+	OK(fi_poll_add(ps, &cq_w->fid, 0));
+	OK(fi_poll_add(ps, &cntr_w->fid, 0));
+	CHECK(fi_poll_add(ps, &domain->fid, 0) == -FI_EINVAL, "poll_add of a domain");
+	EXPECT(fi_poll(ps, found, 4), 0);
+	OK(fi_cntr_add(cntr_w, 1));
+	EXPECT(fi_poll(ps, found, 4), 1);
+	CHECK(found[0] == (void *)0xc7, "poll reports the counter %p", found[0]);
+	POST(fi_recv(c, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "ps", 3, NULL, to_c, &ctx[1]));
+	wait_comp(cq_a, NULL, &comp);
+	for (i = 0, r = 0; i < SPIN && r == 0; i++)
+		r = fi_poll(ps, found, 4);
+	CHECK(r == 1 && found[0] == (void *)0xc9, "poll reports the CQ: %d %p", r, found[0]);
+	wait_comp(cq_w, NULL, &comp);
+	CHECK(!strcmp(rbuf, "ps"), "payload through the poll set");
+	/* A member stays open while it is in the set. */
+	CHECK(fi_close(&cntr_w->fid) == -FI_EBUSY, "closing a poll set member");
+	OK(fi_poll_del(ps, &cq_w->fid, 0));
+	OK(fi_poll_del(ps, &cntr_w->fid, 0));
+	EXPECT(fi_poll_del(ps, &cq_w->fid, 0), -FI_EINVAL);
+	OK(fi_close(&ps->fid));
+
+	OK(fi_close(&c->fid));
+	OK(fi_close(&cq_w->fid));
+	OK(fi_close(&cntr_w->fid));
+	OK(fi_close(&ws->fid));
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
+}
+
 static void part_rdm(void)
 {
 	struct fi_info *hints, *info;
@@ -457,15 +546,11 @@ static void part_rdm(void)
 			CHECK(r == 0 || r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_EINVAL, "trywait %d", r);
 		}
 		{
-			struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
-			struct fi_poll_attr pattr = { 0 };
-			struct fid_wait *ws = (struct fid_wait *)0x1;
-			struct fid_poll *ps = (struct fid_poll *)0x1;
+			/* Scalable endpoints: no ofi-rs provider has them. */
 			struct fid_ep *sep = (struct fid_ep *)0x1;
-			CHECK(fi_wait_open(fabric, &wattr, &ws) == -FI_ENOSYS && !ws, "wait_open");
-			CHECK(fi_poll_open(domain, &pattr, &ps) == -FI_ENOSYS && !ps, "poll_open");
 			CHECK(fi_scalable_ep(domain, info, &sep, NULL) == -FI_ENOSYS && !sep, "scalable_ep");
 		}
+		wait_and_poll_sets(fabric, domain, info, av, a);
 	}
 
 	/* The rest of fi_endpoint.h, fi_cm.h and fi_domain.h (and the fabric.h calls they
