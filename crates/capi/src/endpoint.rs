@@ -675,6 +675,63 @@ unsafe extern "C" fn reject_enosys(
 ) -> c_int {
     ENOSYS
 }
+/// `FI_CLASS_MC`.
+pub const FI_CLASS_MC: usize = 19;
+
+/// `struct fid_mc`: a multicast membership from `fi_join`.
+#[repr(C)]
+pub struct FidMc {
+    /// `fid`.
+    pub fid: Fid,
+    /// `fi_addr`: the fabric address sends to the group use.
+    pub fi_addr: u64,
+}
+
+/// A membership object; `fi_close` leaves the group.
+pub type McObj = CObj<FidMc, ofi::ep::Multicast>;
+
+unsafe extern "C" fn mc_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own membership table.
+    guard(|| unsafe { McObj::close_with(fid.cast(), ofi::ep::Multicast::close) })
+}
+
+/// The `fi_ops` of a multicast membership.
+pub static MC_FI_OPS: FiOps = FiOps::with_close(mc_close);
+
+unsafe extern "C" fn ep_join(
+    ep: *mut FidEp,
+    addr: *const c_void,
+    flags: u64,
+    out: *mut *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per the C API.
+        unsafe { crate::queues::null_out(out) };
+        if addr.is_null() || out.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: our endpoint.
+        let e = unsafe { EpObj::of(ep) };
+        // SAFETY: one address of the endpoint's format (C API).
+        let group = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
+            Ok(mut v) => v.remove(0),
+            Err(err) => return status(&err),
+        };
+        match e.r.ep.join_with(&group, flags, context as usize) {
+            Ok(m) => {
+                let c = FidMc {
+                    fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),
+                    fi_addr: m.fi_addr(),
+                };
+                // SAFETY: checked non-null.
+                unsafe { crate::obj::put(out.cast::<*mut FidMc>(), McObj::into_c(c, m)) }
+            }
+            Err(err) => status(&err),
+        }
+    })
+}
+/// A passive endpoint joins no group.
 unsafe extern "C" fn join_enosys(
     _: *mut FidEp,
     _: *const c_void,
@@ -682,10 +739,8 @@ unsafe extern "C" fn join_enosys(
     out: *mut *mut c_void,
     _: *mut c_void,
 ) -> c_int {
-    if !out.is_null() {
-        // SAFETY: per the C API.
-        unsafe { out.write(ptr::null_mut()) };
-    }
+    // SAFETY: per the C API.
+    unsafe { crate::queues::null_out(out) };
     ENOSYS
 }
 unsafe extern "C" fn getpeer_enosys(_: *mut FidEp, _: *mut c_void, _: *mut usize) -> c_int {
@@ -717,7 +772,7 @@ pub static EP_CM_OPS: FiOpsCm = FiOpsCm {
     accept: ep_accept,
     reject: reject_enosys,
     shutdown: ep_shutdown,
-    join: join_enosys,
+    join: ep_join,
 };
 
 /// Our endpoint behind `fid`, if it is one.

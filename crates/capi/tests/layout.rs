@@ -14,14 +14,15 @@ use ofi::abi::raw::{
 };
 use ofi_capi::av::{FiAvAttr, FiOpsAv, FidAv};
 use ofi_capi::endpoint::{
-    FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged, FidEp, FidPep,
+    FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged, FidEp, FidMc,
+    FidPep,
 };
 use ofi_capi::fid::{FiOps, Fid};
 use ofi_capi::info::{
     FiBusAttr, FiDeviceAttr, FiDomainAttr, FiEpAttr, FiFabricAttr, FiInfo, FiLinkAttr, FiPciAttr,
     FiRxAttr, FiTxAttr, FidNic,
 };
-use ofi_capi::obj::{FiMrAttr, FiOpsFabric, FiOpsMr, FidDomain, FidFabric, FidMr};
+use ofi_capi::obj::{FiMrAttr, FiMrModify, FiOpsFabric, FiOpsMr, FidDomain, FidFabric, FidMr};
 use ofi_capi::params::{FiParam, FiProviderHead};
 use ofi_capi::queues::{
     FiEqCmEntry, FiEqEntry, FiEqErrEntry, FiOpsCntr, FiOpsCq, FiOpsDomain, FiOpsEq, FidCntr, FidCq,
@@ -153,6 +154,8 @@ fn layouts() -> Vec<Layout> {
         layout!("struct fid_cq" = FidCq { "fid" = fid, "ops" = ops }),
         layout!("struct fi_wait_attr" = RawWaitAttr { "wait_obj" = wait_obj, "flags" = flags }),
         layout!("struct fid_wait" = FidWait { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_mr_modify" = FiMrModify { "flags" = flags, "attr" = attr }),
+        layout!("struct fid_mc" = FidMc { "fid" = fid, "fi_addr" = fi_addr }),
         layout!("struct fi_ops_wait" = FiOpsWait { "size" = size, "wait" = wait }),
         layout!("struct fid_poll" = FidPoll { "fid" = fid, "ops" = ops }),
         layout!("struct fi_ops_poll" = FiOpsPoll {

@@ -590,7 +590,8 @@ static void part_rdm(void)
 		/* fi_scalable_ep_bind is the fid's bind: on a plain endpoint it binds like
 		 * fi_ep_bind, and after fi_enable that is refused. */
 		EXPECT(fi_scalable_ep_bind(a, &av->fid, 0), -FI_EOPBADSTATE);
-		/* fi_join: no multicast in ofi-rs; fi_mc_addr only reads the fid_mc. */
+		/* fi_join: shm has no multicast (udp joins: part three); fi_mc_addr only
+		 * reads the fid_mc. */
 		EXPECT(fi_join(a, &addr[1], 0, &mc, NULL), -FI_ENOSYS);
 		CHECK(mc == NULL, "join out");
 		fake_mc.fi_addr = 0x42;
@@ -606,7 +607,12 @@ static void part_rdm(void)
 		/* MR bind / enable / refresh. */
 		EXPECT(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), 0);
 		EXPECT(fi_mr_enable(mr), 0);
-		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), -FI_ENOSYS);
+		/* fi_mr_refresh: ranges inside the region are taken, others refused. */
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), 0);
+		miov.iov_len = sizeof(target) + 8;
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), -FI_EINVAL);
+		miov.iov_len = sizeof(target);
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 1), -FI_EBADFLAGS);
 		/* Raw keys: no provider of ofi-rs has FI_MR_RAW. */
 		EXPECT(fi_mr_raw_attr(mr, &base, raw, &raw_len, 0), -FI_ENOSYS);
 		EXPECT(fi_mr_map_raw(domain, 0, raw, 8, &key, 0), -FI_ENOSYS);
@@ -832,7 +838,7 @@ static void part_ip_av(void)
 
 	hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_DGRAM;
-	hints->caps = FI_MSG;
+	hints->caps = FI_MSG | FI_MULTICAST;
 	hints->addr_format = FI_SOCKADDR_IN;
 	hints->fabric_attr->prov_name = strdup("udp");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
@@ -851,6 +857,33 @@ static void part_ip_av(void)
 		CHECK(got.sin_family == AF_INET && got.sin_addr.s_addr == htonl(0x7f000001) &&
 		      got.sin_port != 0, "setname address");
 		OK(fi_close(&ep->fid));
+	}
+	/* fi_join / fi_mc_addr: a send-only membership (no group traffic needed) gives a
+	 * fabric address; the endpoint stays open while it is joined. */
+	{
+		struct fid_ep *ep;
+		struct fid_cq *cq;
+		struct fid_mc *mc = (struct fid_mc *)0x1;
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+		struct sockaddr_in group = { .sin_family = AF_INET, .sin_port = htons(4791) };
+		struct sockaddr_in unicast = group;
+		OK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+		OK(fi_endpoint(domain, info, &ep, NULL));
+		OK(fi_ep_bind(ep, &av->fid, 0));
+		OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+		OK(fi_enable(ep));
+		unicast.sin_addr.s_addr = htonl(0x7f000001);
+		EXPECT(fi_join(ep, &unicast, FI_SEND, &mc, NULL), -FI_EINVAL);
+		CHECK(mc == NULL, "failed join out");
+		group.sin_addr.s_addr = htonl(0xefff0001); /* 239.255.0.1 */
+		OK(fi_join(ep, &group, FI_SEND, &mc, (void *)0x3c));
+		CHECK(mc && mc->fid.fclass == FI_CLASS_MC && mc->fid.context == (void *)0x3c,
+		      "membership fid");
+		CHECK(fi_mc_addr(mc) != FI_ADDR_NOTAVAIL, "group address");
+		CHECK(fi_close(&ep->fid) == -FI_EBUSY, "closing a joined endpoint");
+		OK(fi_close(&mc->fid));
+		OK(fi_close(&ep->fid));
+		OK(fi_close(&cq->fid));
 	}
 	EXPECT(fi_av_insertsvc(av, "127.0.0.1", "4000", &fa[0], 0, NULL), 1);
 	slen = sizeof(sin);
