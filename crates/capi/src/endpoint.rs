@@ -451,10 +451,55 @@ unsafe extern "C" fn ep_control(fid: *mut Fid, command: c_int, arg: *mut c_void)
         let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
         match command {
             FI_ENABLE => code(e.enable()),
+            // SAFETY: `arg` is a `struct fi_alias` for FI_ALIAS (C API).
+            FI_ALIAS => unsafe { ep_alias(fid, arg.cast::<FiAlias>()) },
             // SAFETY: `arg` as the command requires (C API).
             _ => code(unsafe { e.control(command, arg) }),
         }
     })
+}
+
+/// `FI_ALIAS` (the `fi_control` command).
+const FI_ALIAS: c_int = 4;
+
+/// `struct fi_alias`: what `fi_alias` / `fi_ep_alias` pass to `fi_control`.
+#[repr(C)]
+pub struct FiAlias {
+    /// `fid`: where the alias goes.
+    pub fid: *mut *mut Fid,
+    /// `flags`: the alias's default operation flags.
+    pub flags: u64,
+}
+
+/// `fi_ep_alias`: a new C endpoint over [`ofi::ep::Endpoint::alias`], with the same
+/// tables and context as `fid`.
+///
+/// # Safety
+/// `fid` is our endpoint; `a` is null or a valid `struct fi_alias`.
+unsafe fn ep_alias(fid: *mut Fid, a: *const FiAlias) -> c_int {
+    // SAFETY: the caller's contract.
+    let (e, a) = unsafe { (EpObj::of(fid.cast()), a.as_ref()) };
+    let Some(a) = a else { return EINVAL };
+    if a.fid.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: writable per the C API.
+    unsafe { crate::queues::null_out(a.fid) };
+    match e.r.ep.alias(a.flags) {
+        Ok(alias) => {
+            let c = FidEp {
+                fid: fid_header(FI_CLASS_EP, e.c.fid.context, &EP_FI_OPS),
+                ..e.c
+            };
+            let state = EpState {
+                ep: alias,
+                addr_format: e.r.addr_format,
+            };
+            // SAFETY: checked non-null.
+            unsafe { crate::obj::put(a.fid.cast::<*mut FidEp>(), EpObj::into_c(c, state)) }
+        }
+        Err(err) => status(&err),
+    }
 }
 
 /// The `fi_ops` of an endpoint.

@@ -14,8 +14,8 @@ use ofi::abi::raw::{
 };
 use ofi_capi::av::{FiAvAttr, FiOpsAv, FidAv};
 use ofi_capi::endpoint::{
-    FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged, FidEp, FidMc,
-    FidPep,
+    FiAlias, FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged,
+    FidEp, FidMc, FidPep,
 };
 use ofi_capi::fid::{FiOps, Fid};
 use ofi_capi::info::{
@@ -154,6 +154,7 @@ fn layouts() -> Vec<Layout> {
         layout!("struct fid_cq" = FidCq { "fid" = fid, "ops" = ops }),
         layout!("struct fi_wait_attr" = RawWaitAttr { "wait_obj" = wait_obj, "flags" = flags }),
         layout!("struct fid_wait" = FidWait { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_alias" = FiAlias { "fid" = fid, "flags" = flags }),
         layout!("struct fi_mr_modify" = FiMrModify { "flags" = flags, "attr" = attr }),
         layout!("struct fid_mc" = FidMc { "fid" = fid, "fi_addr" = fi_addr }),
         layout!("struct fi_ops_wait" = FiOpsWait { "size" = size, "wait" = wait }),

@@ -574,7 +574,8 @@ static void part_rdm(void)
 		/* fi_setname: shm endpoints are named at open and cannot be renamed (tcp
 		 * takes a name: part two). */
 		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_ENOSYS);
-		/* fi_ep_alias (fi_alias, FI_ALIAS): no provider offers endpoint aliases. */
+		/* fi_ep_alias (fi_alias, FI_ALIAS): the C layer and hooks forward it, but no
+		 * ofi-rs provider offers endpoint aliases. */
 		EXPECT(fi_ep_alias(a, &alias, 0), -FI_ENOSYS);
 		/* Scalable and shared contexts: no ofi-rs provider has them. */
 		EXPECT(fi_tx_context(a, 0, &tx_attr, &ctxep, NULL), -FI_ENOSYS);
