@@ -856,11 +856,24 @@ pub unsafe extern "C" fn fabric_eq_open(
         // SAFETY: our fabric; `attr` per the C API.
         let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawEqAttr>().as_ref()) };
         let Some(attr) = attr else { return EINVAL };
-        let a: EqAttr = match EqAttr::from_raw(attr) {
+        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
+        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let plain = RawEqAttr {
+            wait_set: ptr::null_mut(),
+            ..*attr
+        };
+        let a: EqAttr = match EqAttr::from_raw(&plain) {
             Ok(a) => a,
             Err(e) => return status(&e),
         };
-        match f.r.eq_open_with(&a, context as usize) {
+        let opened = match set {
+            Some(w) => f.r.eq_open_in(&a, &w.r, context as usize),
+            None => f.r.eq_open_with(&a, context as usize),
+        };
+        match opened {
             Ok(q) => {
                 let c = FidEq {
                     fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),

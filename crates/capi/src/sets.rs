@@ -2,7 +2,7 @@
 //! `fi_poll_add`, `fi_poll_del`) in the libfabric 1.17 layouts, over
 //! [`ofi::wait::WaitSet`] and [`ofi::poll::PollSet`].
 //!
-//! A CQ or counter opened with `wait_obj` `FI_WAIT_SET` and the attribute's `wait_set`
+//! A CQ, counter or EQ opened with `wait_obj` `FI_WAIT_SET` and the attribute's `wait_set`
 //! pointing at one of these wait sets signals it ([`set_of_attr`] resolves the
 //! pointer); `fi_control(FI_GETWAIT)` on a wait set gives its file descriptor. A poll
 //! set takes this library's CQs and counters; `fi_poll` reports the `context` of each
@@ -155,7 +155,7 @@ pub static WAIT_OPS: FiOpsWait = FiOpsWait {
     wait: wait_wait,
 };
 
-/// The wait set a CQ or counter attribute names: `Ok(None)` when `wait_obj` is not
+/// The wait set a CQ, counter or EQ attribute names: `Ok(None)` when `wait_obj` is not
 /// `FI_WAIT_SET`; `-FI_EINVAL` when it is but `wait_set` is not one of ours.
 ///
 /// # Safety

@@ -162,6 +162,22 @@ static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *dom
 	EXPECT(fi_poll_del(ps, &cq_w->fid, 0), -FI_EINVAL);
 	OK(fi_close(&ps->fid));
 
+	/* An EQ in the wait set: a written event wakes fi_wait and is then read. */
+	{
+		struct fid_eq *eq_w;
+		struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_SET, .flags = FI_WRITE };
+		struct fi_eq_entry entry = { .fid = &fabric->fid, .context = (void *)0xe0 };
+		uint32_t event;
+		eq_attr.wait_set = ws;
+		OK(fi_eq_open(fabric, &eq_attr, &eq_w, NULL));
+		CHECK(fi_eq_write(eq_w, FI_NOTIFY, &entry, sizeof(entry), 0) == sizeof(entry),
+		      "eq write");
+		EXPECT(fi_wait(ws, 1000), 0);
+		memset(&entry, 0, sizeof(entry));
+		CHECK(fi_eq_read(eq_w, &event, &entry, sizeof(entry), 0) == sizeof(entry) &&
+		      event == FI_NOTIFY && entry.context == (void *)0xe0, "eq event after fi_wait");
+		OK(fi_close(&eq_w->fid));
+	}
 	OK(fi_close(&c->fid));
 	OK(fi_close(&cq_w->fid));
 	OK(fi_close(&cntr_w->fid));
