@@ -15,8 +15,10 @@
 //!
 //! An endpoint is opened with its C object as the ofi context, so the `fid` of an
 //! event queue entry is the C object the event is about; the program's context stays
-//! in `fid.context`. Scalable endpoints, multicast and collectives are not offered
-//! (`-FI_ENOSYS`).
+//! in `fid.context`. `fi_join` gives a `struct fid_mc` over [`ofi::ep::Multicast`]
+//! (its `fi_close` leaves the group; the endpoint stays open meanwhile), `fi_ep_alias`
+//! (`FI_ALIAS`) a new C endpoint over [`Endpoint::alias`]. Scalable endpoints and
+//! collectives are not offered (`-FI_ENOSYS`).
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;

@@ -3,8 +3,11 @@
  * fi_eq.h and fi_domain.h, called on libfabric.so.1 over ofi-rs (tests/wrappers.rs
  * compiles this against the installed headers). Part one runs two shm RDM endpoints of
  * one process against each other (messages, tagged messages, RMA, atomics, CQs,
- * counters, AV, MR); part two a tcp MSG connection (passive endpoint, CM events,
- * accept, shutdown) and the EQ calls. Exits non-zero at the first failed check.
+ * counters, AV, MR, wait and poll sets); part two a tcp MSG connection (passive
+ * endpoint, CM events, accept, shutdown) and the EQ calls; part three udp, for
+ * fi_setname, fi_join and the AV's IP name resolution. Calls no ofi-rs provider
+ * supports are checked for their exact code. Exits non-zero at the first failed CHECK
+ * (EXPECT reports every mismatch of a part, then fails it).
  */
 #include <stdio.h>
 #include <stdlib.h>
