@@ -616,6 +616,9 @@ static void part_rdm(void)
 		CHECK(mc == NULL, "join out");
 		fake_mc.fi_addr = 0x42;
 		CHECK(fi_mc_addr(&fake_mc) == 0x42, "mc_addr");
+		/* fabric.h's traffic-class helpers: pure encodings. */
+		CHECK(fi_tc_dscp_get(fi_tc_dscp_set(46)) == 46 && fi_tc_dscp_get(FI_TC_BULK_DATA) == 0,
+		      "tc dscp");
 		/* fi_domain2 / fi_endpoint2 without flags: a second domain and endpoint. */
 		OK(fi_domain2(fabric, info, &dom2, 0, NULL));
 		OK(fi_endpoint2(dom2, info, &ep2, 0, (void *)0xe2));
