@@ -252,7 +252,10 @@ unsafe extern "C" fn av_insertsym(
                     // SAFETY: room for nodecnt * svccnt entries (C API).
                     unsafe { ptr::copy_nonoverlapping(v.as_ptr(), fi_addr, v.len()) };
                 }
-                c_int::try_from(v.len()).unwrap_or(c_int::MAX)
+                // The number inserted: an address that failed to resolve is
+                // `FI_ADDR_NOTAVAIL` in the output and not counted.
+                let inserted = v.iter().filter(|&&a| a != ofi::ADDR_NOTAVAIL).count();
+                c_int::try_from(inserted).unwrap_or(c_int::MAX)
             }
             Err(e) => status(&e),
         }

@@ -15,8 +15,10 @@
 //!
 //! An endpoint is opened with its C object as the ofi context, so the `fid` of an
 //! event queue entry is the C object the event is about; the program's context stays
-//! in `fid.context`. Scalable endpoints, multicast and collectives are not offered
-//! (`-FI_ENOSYS`).
+//! in `fid.context`. `fi_join` gives a `struct fid_mc` over [`ofi::ep::Multicast`]
+//! (its `fi_close` leaves the group; the endpoint stays open meanwhile), `fi_ep_alias`
+//! (`FI_ALIAS`) a new C endpoint over [`Endpoint::alias`]. Scalable endpoints and
+//! collectives are not offered (`-FI_ENOSYS`).
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
@@ -451,10 +453,55 @@ unsafe extern "C" fn ep_control(fid: *mut Fid, command: c_int, arg: *mut c_void)
         let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
         match command {
             FI_ENABLE => code(e.enable()),
+            // SAFETY: `arg` is a `struct fi_alias` for FI_ALIAS (C API).
+            FI_ALIAS => unsafe { ep_alias(fid, arg.cast::<FiAlias>()) },
             // SAFETY: `arg` as the command requires (C API).
             _ => code(unsafe { e.control(command, arg) }),
         }
     })
+}
+
+/// `FI_ALIAS` (the `fi_control` command).
+const FI_ALIAS: c_int = 4;
+
+/// `struct fi_alias`: what `fi_alias` / `fi_ep_alias` pass to `fi_control`.
+#[repr(C)]
+pub struct FiAlias {
+    /// `fid`: where the alias goes.
+    pub fid: *mut *mut Fid,
+    /// `flags`: the alias's default operation flags.
+    pub flags: u64,
+}
+
+/// `fi_ep_alias`: a new C endpoint over [`ofi::ep::Endpoint::alias`], with the same
+/// tables and context as `fid`.
+///
+/// # Safety
+/// `fid` is our endpoint; `a` is null or a valid `struct fi_alias`.
+unsafe fn ep_alias(fid: *mut Fid, a: *const FiAlias) -> c_int {
+    // SAFETY: the caller's contract.
+    let (e, a) = unsafe { (EpObj::of(fid.cast()), a.as_ref()) };
+    let Some(a) = a else { return EINVAL };
+    if a.fid.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: writable per the C API.
+    unsafe { crate::queues::null_out(a.fid) };
+    match e.r.ep.alias(a.flags) {
+        Ok(alias) => {
+            let c = FidEp {
+                fid: fid_header(FI_CLASS_EP, e.c.fid.context, &EP_FI_OPS),
+                ..e.c
+            };
+            let state = EpState {
+                ep: alias,
+                addr_format: e.r.addr_format,
+            };
+            // SAFETY: checked non-null.
+            unsafe { crate::obj::put(a.fid.cast::<*mut FidEp>(), EpObj::into_c(c, state)) }
+        }
+        Err(err) => status(&err),
+    }
 }
 
 /// The `fi_ops` of an endpoint.
@@ -675,6 +722,63 @@ unsafe extern "C" fn reject_enosys(
 ) -> c_int {
     ENOSYS
 }
+/// `FI_CLASS_MC`.
+pub const FI_CLASS_MC: usize = 19;
+
+/// `struct fid_mc`: a multicast membership from `fi_join`.
+#[repr(C)]
+pub struct FidMc {
+    /// `fid`.
+    pub fid: Fid,
+    /// `fi_addr`: the fabric address sends to the group use.
+    pub fi_addr: u64,
+}
+
+/// A membership object; `fi_close` leaves the group.
+pub type McObj = CObj<FidMc, ofi::ep::Multicast>;
+
+unsafe extern "C" fn mc_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own membership table.
+    guard(|| unsafe { McObj::close_with(fid.cast(), ofi::ep::Multicast::close) })
+}
+
+/// The `fi_ops` of a multicast membership.
+pub static MC_FI_OPS: FiOps = FiOps::with_close(mc_close);
+
+unsafe extern "C" fn ep_join(
+    ep: *mut FidEp,
+    addr: *const c_void,
+    flags: u64,
+    out: *mut *mut c_void,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per the C API.
+        unsafe { crate::queues::null_out(out) };
+        if addr.is_null() || out.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: our endpoint.
+        let e = unsafe { EpObj::of(ep) };
+        // SAFETY: one address of the endpoint's format (C API).
+        let group = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
+            Ok(mut v) => v.remove(0),
+            Err(err) => return status(&err),
+        };
+        match e.r.ep.join_with(&group, flags, context as usize) {
+            Ok(m) => {
+                let c = FidMc {
+                    fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),
+                    fi_addr: m.fi_addr(),
+                };
+                // SAFETY: checked non-null.
+                unsafe { crate::obj::put(out.cast::<*mut FidMc>(), McObj::into_c(c, m)) }
+            }
+            Err(err) => status(&err),
+        }
+    })
+}
+/// A passive endpoint joins no group.
 unsafe extern "C" fn join_enosys(
     _: *mut FidEp,
     _: *const c_void,
@@ -682,10 +786,8 @@ unsafe extern "C" fn join_enosys(
     out: *mut *mut c_void,
     _: *mut c_void,
 ) -> c_int {
-    if !out.is_null() {
-        // SAFETY: per the C API.
-        unsafe { out.write(ptr::null_mut()) };
-    }
+    // SAFETY: per the C API.
+    unsafe { crate::queues::null_out(out) };
     ENOSYS
 }
 unsafe extern "C" fn getpeer_enosys(_: *mut FidEp, _: *mut c_void, _: *mut usize) -> c_int {
@@ -717,7 +819,7 @@ pub static EP_CM_OPS: FiOpsCm = FiOpsCm {
     accept: ep_accept,
     reject: reject_enosys,
     shutdown: ep_shutdown,
-    join: join_enosys,
+    join: ep_join,
 };
 
 /// Our endpoint behind `fid`, if it is one.

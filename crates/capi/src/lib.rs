@@ -17,6 +17,7 @@
 //! - [`obj`]: the C object wrapper, `fi_fabric`, fabric, domain and MR tables;
 //! - [`queues`]: the domain table, CQs, EQs and counters;
 //! - [`av`]: address vectors;
+//! - [`sets`]: wait sets and poll sets;
 //! - [`endpoint`]: active and passive endpoints, with the data tables generated from
 //!   the one list of operations;
 //! - [`tostr`]: `fi_tostr` and `fi_tostr_r`;
@@ -49,6 +50,7 @@ pub mod info;
 pub mod obj;
 pub mod params;
 pub mod queues;
+pub mod sets;
 pub mod tostr;
 
 /// `FI_EOTHER`: the code a caught panic becomes.

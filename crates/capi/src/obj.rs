@@ -242,6 +242,7 @@ unsafe extern "C" fn fabric_domain2(
                         domain: d,
                         addr_format: info.addr_format.to_raw(),
                         api_version,
+                        fabric,
                     },
                 );
                 // SAFETY: `dom` per the C API.
@@ -250,18 +251,6 @@ unsafe extern "C" fn fabric_domain2(
             Err(e) => status(&e),
         }
     })
-}
-
-unsafe extern "C" fn fabric_wait_open(
-    _: *mut FidFabric,
-    _: *mut c_void,
-    out: *mut *mut c_void,
-) -> c_int {
-    if !out.is_null() {
-        // SAFETY: writable per the C API.
-        unsafe { out.write(ptr::null_mut()) };
-    }
-    ENOSYS
 }
 
 unsafe extern "C" fn fabric_trywait(
@@ -279,7 +268,7 @@ pub static FABRIC_OPS: FiOpsFabric = FiOpsFabric {
     domain: fabric_domain,
     passive_ep: crate::endpoint::fabric_passive_ep,
     eq_open: crate::queues::fabric_eq_open,
-    wait_open: fabric_wait_open,
+    wait_open: crate::sets::fabric_wait_open,
     trywait: fabric_trywait,
     domain2: fabric_domain2,
 };
@@ -376,6 +365,9 @@ pub struct DomainState {
     pub addr_format: u32,
     /// The API version the program asked for (the CQ `err_data` rules).
     pub api_version: Version,
+    /// The C fabric the domain was opened on (`fi_poll_open` opens the poll set on
+    /// it). Valid while the domain is: a fabric with open domains cannot be closed.
+    pub fabric: *const FidFabric,
 }
 
 /// A domain object.
@@ -439,19 +431,54 @@ unsafe extern "C" fn mr_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int
     })
 }
 
-unsafe extern "C" fn mr_control(fid: *mut Fid, command: c_int, _arg: *mut c_void) -> c_int {
+unsafe extern "C" fn mr_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
     guard(|| {
         // SAFETY: our MR.
         let mr = unsafe { MrObj::of(fid.cast()) };
         match command {
             FI_ENABLE => code(mr.r.enable()),
+            // SAFETY: `arg` is a `struct fi_mr_modify` for FI_REFRESH (C API).
+            FI_REFRESH => unsafe { mr_refresh(mr, arg.cast::<FiMrModify>()) },
             _ => ENOSYS,
         }
     })
 }
 
+/// `fi_mr_refresh`: the `iov` list of the modify's attribute, with its flags.
+///
+/// # Safety
+/// `m` is null or a valid `struct fi_mr_modify` whose `mr_iov` holds `iov_count`
+/// entries.
+unsafe fn mr_refresh(mr: &MrObj, m: *const FiMrModify) -> c_int {
+    // SAFETY: the caller's contract.
+    let Some(m) = (unsafe { m.as_ref() }) else {
+        return EINVAL;
+    };
+    if m.attr.mr_iov.is_null() && m.attr.iov_count > 0 {
+        return EINVAL;
+    }
+    let iovs = if m.attr.iov_count == 0 {
+        &[][..]
+    } else {
+        // SAFETY: `iov_count` entries (the caller's contract).
+        unsafe { std::slice::from_raw_parts(m.attr.mr_iov, m.attr.iov_count) }
+    };
+    code(mr.r.refresh(iovs, m.flags))
+}
+
 /// `FI_ENABLE` (the `fi_control` command).
 pub const FI_ENABLE: c_int = 6;
+/// `FI_REFRESH` (the `fi_control` command).
+pub const FI_REFRESH: c_int = 14;
+
+/// `struct fi_mr_modify`: what `fi_mr_refresh` passes to `fi_control`.
+#[repr(C)]
+pub struct FiMrModify {
+    /// `flags`.
+    pub flags: u64,
+    /// `attr`: its `mr_iov` / `iov_count` are the refreshed ranges.
+    pub attr: FiMrAttr,
+}
 
 /// The `fi_ops` of a memory region.
 pub static MR_FI_OPS: FiOps = FiOps {

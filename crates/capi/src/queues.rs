@@ -122,15 +122,6 @@ unsafe extern "C" fn scalable_ep_enosys(
     unsafe { null_out(out) };
     ENOSYS
 }
-unsafe extern "C" fn poll_open_enosys(
-    _: *mut FidDomain,
-    _: *mut c_void,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: per the C API.
-    unsafe { null_out(out) };
-    ENOSYS
-}
 unsafe extern "C" fn ctx_enosys(
     _: *mut FidDomain,
     _: *mut c_void,
@@ -190,7 +181,7 @@ pub static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
     endpoint: crate::endpoint::domain_endpoint,
     scalable_ep: scalable_ep_enosys,
     cntr_open: domain_cntr_open,
-    poll_open: poll_open_enosys,
+    poll_open: crate::sets::domain_poll_open,
     stx_ctx: ctx_enosys,
     srx_ctx: ctx_enosys,
     query_atomic: domain_query_atomic,
@@ -488,7 +479,16 @@ unsafe extern "C" fn domain_cq_open(
         if cq.is_null() {
             return EINVAL;
         }
-        let mut a = match CqAttr::from_raw(attr) {
+        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
+        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let plain = RawCqAttr {
+            wait_set: ptr::null_mut(),
+            ..*attr
+        };
+        let mut a = match CqAttr::from_raw(&plain) {
             Ok(a) => a,
             Err(e) => return status(&e),
         };
@@ -496,7 +496,11 @@ unsafe extern "C" fn domain_cq_open(
             a.format = CqFormat::Context;
             attr.format = CqFormat::Context.to_raw();
         }
-        match d.r.domain.cq_open_with(&a, context as usize) {
+        let opened = match set {
+            Some(w) => d.r.domain.cq_open_in(&a, &w.r, context as usize),
+            None => d.r.domain.cq_open_with(&a, context as usize),
+        };
+        match opened {
             Ok(q) => {
                 let c = FidCq {
                     fid: fid_header(crate::fid::FI_CLASS_CQ, context, &CQ_FI_OPS),
@@ -852,11 +856,24 @@ pub unsafe extern "C" fn fabric_eq_open(
         // SAFETY: our fabric; `attr` per the C API.
         let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawEqAttr>().as_ref()) };
         let Some(attr) = attr else { return EINVAL };
-        let a: EqAttr = match EqAttr::from_raw(attr) {
+        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
+        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let plain = RawEqAttr {
+            wait_set: ptr::null_mut(),
+            ..*attr
+        };
+        let a: EqAttr = match EqAttr::from_raw(&plain) {
             Ok(a) => a,
             Err(e) => return status(&e),
         };
-        match f.r.eq_open_with(&a, context as usize) {
+        let opened = match set {
+            Some(w) => f.r.eq_open_in(&a, &w.r, context as usize),
+            None => f.r.eq_open_with(&a, context as usize),
+        };
+        match opened {
             Ok(q) => {
                 let c = FidEq {
                     fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),
@@ -984,11 +1001,24 @@ unsafe extern "C" fn domain_cntr_open(
         // SAFETY: our domain; `attr` per the C API.
         let (d, attr) = unsafe { (DomainObj::of(domain), attr.as_ref()) };
         let Some(attr) = attr else { return EINVAL };
-        let a = match CntrAttr::from_raw(attr) {
+        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
+        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
+            Ok(s) => s,
+            Err(c) => return c,
+        };
+        let plain = RawCntrAttr {
+            wait_set: ptr::null_mut(),
+            ..*attr
+        };
+        let a = match CntrAttr::from_raw(&plain) {
             Ok(a) => a,
             Err(e) => return status(&e),
         };
-        match d.r.domain.cntr_open_with(&a, context as usize) {
+        let opened = match set {
+            Some(w) => d.r.domain.cntr_open_in(&a, &w.r, context as usize),
+            None => d.r.domain.cntr_open_with(&a, context as usize),
+        };
+        match opened {
             Ok(k) => {
                 let c = FidCntr {
                     fid: fid_header(crate::fid::FI_CLASS_CNTR, context, &CNTR_FI_OPS),

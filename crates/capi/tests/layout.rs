@@ -10,23 +10,25 @@ use std::process::Command;
 
 use ofi::abi::raw::{
     AtomicAttr, CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, Ioc, Iov, Msg,
-    MsgAtomic, MsgRma, MsgTagged, RawCntrAttr, RawCqAttr, RawEqAttr, RmaIoc, RmaIov,
+    MsgAtomic, MsgRma, MsgTagged, RawCntrAttr, RawCqAttr, RawEqAttr, RawWaitAttr, RmaIoc, RmaIov,
 };
 use ofi_capi::av::{FiAvAttr, FiOpsAv, FidAv};
 use ofi_capi::endpoint::{
-    FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged, FidEp, FidPep,
+    FiAlias, FiOpsAtomic, FiOpsCm, FiOpsCollective, FiOpsEp, FiOpsMsg, FiOpsRma, FiOpsTagged,
+    FidEp, FidMc, FidPep,
 };
 use ofi_capi::fid::{FiOps, Fid};
 use ofi_capi::info::{
     FiBusAttr, FiDeviceAttr, FiDomainAttr, FiEpAttr, FiFabricAttr, FiInfo, FiLinkAttr, FiPciAttr,
     FiRxAttr, FiTxAttr, FidNic,
 };
-use ofi_capi::obj::{FiMrAttr, FiOpsFabric, FiOpsMr, FidDomain, FidFabric, FidMr};
+use ofi_capi::obj::{FiMrAttr, FiMrModify, FiOpsFabric, FiOpsMr, FidDomain, FidFabric, FidMr};
 use ofi_capi::params::{FiParam, FiProviderHead};
 use ofi_capi::queues::{
     FiEqCmEntry, FiEqEntry, FiEqErrEntry, FiOpsCntr, FiOpsCq, FiOpsDomain, FiOpsEq, FidCntr, FidCq,
     FidEq,
 };
+use ofi_capi::sets::{FiOpsPoll, FiOpsWait, FidPoll, FidWait};
 
 /// One structure: its C name, Rust size, and (C field, Rust offset) pairs.
 struct Layout {
@@ -150,6 +152,16 @@ fn layouts() -> Vec<Layout> {
             "wait_set" = wait_set,
         }),
         layout!("struct fid_cq" = FidCq { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_wait_attr" = RawWaitAttr { "wait_obj" = wait_obj, "flags" = flags }),
+        layout!("struct fid_wait" = FidWait { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_alias" = FiAlias { "fid" = fid, "flags" = flags }),
+        layout!("struct fi_mr_modify" = FiMrModify { "flags" = flags, "attr" = attr }),
+        layout!("struct fid_mc" = FidMc { "fid" = fid, "fi_addr" = fi_addr }),
+        layout!("struct fi_ops_wait" = FiOpsWait { "size" = size, "wait" = wait }),
+        layout!("struct fid_poll" = FidPoll { "fid" = fid, "ops" = ops }),
+        layout!("struct fi_ops_poll" = FiOpsPoll {
+            "size" = size, "poll" = poll, "poll_add" = poll_add, "poll_del" = poll_del,
+        }),
         layout!("struct fi_ops_cq" = FiOpsCq {
             "size" = size, "read" = read, "readfrom" = readfrom, "readerr" = readerr,
             "sread" = sread, "sreadfrom" = sreadfrom, "signal" = signal, "strerror" = strerror,

@@ -3,13 +3,18 @@
  * fi_eq.h and fi_domain.h, called on libfabric.so.1 over ofi-rs (tests/wrappers.rs
  * compiles this against the installed headers). Part one runs two shm RDM endpoints of
  * one process against each other (messages, tagged messages, RMA, atomics, CQs,
- * counters, AV, MR); part two a tcp MSG connection (passive endpoint, CM events,
- * accept, shutdown) and the EQ calls. Exits non-zero at the first failed check.
+ * counters, AV, MR, wait and poll sets); part two a tcp MSG connection (passive
+ * endpoint, CM events, accept, shutdown) and the EQ calls; part three udp, for
+ * fi_setname, fi_join and the AV's IP name resolution. Calls no ofi-rs provider
+ * supports are checked for their exact code. Exits non-zero at the first failed CHECK
+ * (EXPECT reports every mismatch of a part, then fails it).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -37,6 +42,19 @@
 
 #define SPIN 2000000
 
+/* Checks `call` returns `want`, reporting every mismatch (not only the first); the part
+ * ends with CHECK(expect_failures == 0). */
+static int expect_failures;
+#define EXPECT(call, want)                                                     \
+	do {                                                                   \
+		long _r = (long)(call);                                        \
+		if (_r != (long)(want)) {                                      \
+			fprintf(stderr, "FAIL line %d: %s = %ld (%s), want %ld\n", \
+				__LINE__, #call, _r, fi_strerror((int)-_r), (long)(want)); \
+			expect_failures++;                                     \
+		}                                                              \
+	} while (0)
+
 static struct fid_cq *cq_a, *cq_b;
 
 /* Retries a post while it answers -FI_EAGAIN, driving progress on both CQs. */
@@ -63,6 +81,111 @@ static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagg
 			fi_cq_read(other, NULL, 0);
 	}
 	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
+}
+
+/* fi_wait_open / fi_wait with a CQ and a counter in the set, and fi_poll_open /
+ * fi_poll_add / fi_poll / fi_poll_del over the same two: endpoint `c` (opened here,
+ * its CQ in the wait set) receives from `a`. */
+static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *domain,
+			       struct fi_info *info, struct fid_av *av, struct fid_ep *a)
+{
+	struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
+	struct fi_poll_attr pattr = { 0 };
+	struct fid_wait *ws = (struct fid_wait *)0x1;
+	struct fid_poll *ps = (struct fid_poll *)0x1;
+	struct fid_cq *cq_w;
+	struct fid_cntr *cntr_w;
+	struct fid_ep *c;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_SET };
+	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_SET };
+	struct fi_cq_tagged_entry comp;
+	struct fi_context ctx[2];
+	char name[256], rbuf[16];
+	size_t len = sizeof(name);
+	fi_addr_t to_c;
+	void *found[4];
+	int fd = -1, i, r;
+
+	OK(fi_wait_open(fabric, &wattr, &ws));
+	CHECK(ws && ws->fid.fclass == FI_CLASS_WAIT, "wait set class");
+	OK(fi_control(&ws->fid, FI_GETWAIT, &fd));
+	CHECK(fd >= 0, "wait set fd %d", fd);
+	cq_attr.wait_set = ws;
+	cntr_attr.wait_set = ws;
+	OK(fi_cq_open(domain, &cq_attr, &cq_w, (void *)0xc9));
+	OK(fi_cntr_open(domain, &cntr_attr, &cntr_w, (void *)0xc7));
+	/* A set in use cannot be closed. */
+	CHECK(fi_close(&ws->fid) == -FI_EBUSY, "closing a wait set in use");
+	OK(fi_endpoint(domain, info, &c, NULL));
+	OK(fi_ep_bind(c, &cq_w->fid, FI_TRANSMIT | FI_RECV));
+	OK(fi_ep_bind(c, &av->fid, 0));
+	OK(fi_enable(c));
+	OK(fi_getname(&c->fid, name, &len));
+	CHECK(fi_av_insert(av, name, 1, &to_c, 0, NULL) == 1, "insert c");
+
+	/* Nothing pending: the wait times out. */
+	EXPECT(fi_wait(ws, 10), -FI_ETIMEDOUT);
+	/* A message to c: once fi_trywait says a read would find something, fi_wait
+	 * returns at once and the CQ holds the completion. */
+	POST(fi_recv(c, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "ws", 3, NULL, to_c, &ctx[1]));
+	wait_comp(cq_a, NULL, &comp);
+	{
+		struct fid *fids[1] = { &cq_w->fid };
+		for (i = 0, r = 0; i < SPIN && r == 0; i++)
+			r = fi_trywait(fabric, fids, 1);
+		CHECK(r == -FI_EAGAIN, "trywait with a completion pending: %d", r);
+	}
+	EXPECT(fi_wait(ws, 1000), 0);
+	CHECK(fi_cq_read(cq_w, &comp, 1) == 1 && comp.op_context == &ctx[0] &&
+	      !strcmp(rbuf, "ws"), "completion after fi_wait");
+
+	/* Poll set: a member with something new is reported by its context. */
+	OK(fi_poll_open(domain, &pattr, &ps));
+	CHECK(ps && ps->fid.fclass == FI_CLASS_POLL, "poll set class");
+	OK(fi_poll_add(ps, &cq_w->fid, 0));
+	OK(fi_poll_add(ps, &cntr_w->fid, 0));
+	CHECK(fi_poll_add(ps, &domain->fid, 0) == -FI_EINVAL, "poll_add of a domain");
+	EXPECT(fi_poll(ps, found, 4), 0);
+	OK(fi_cntr_add(cntr_w, 1));
+	EXPECT(fi_poll(ps, found, 4), 1);
+	CHECK(found[0] == (void *)0xc7, "poll reports the counter %p", found[0]);
+	POST(fi_recv(c, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[0]));
+	POST(fi_send(a, "ps", 3, NULL, to_c, &ctx[1]));
+	wait_comp(cq_a, NULL, &comp);
+	for (i = 0, r = 0; i < SPIN && r == 0; i++)
+		r = fi_poll(ps, found, 4);
+	CHECK(r == 1 && found[0] == (void *)0xc9, "poll reports the CQ: %d %p", r, found[0]);
+	wait_comp(cq_w, NULL, &comp);
+	CHECK(!strcmp(rbuf, "ps"), "payload through the poll set");
+	/* A member stays open while it is in the set. */
+	CHECK(fi_close(&cntr_w->fid) == -FI_EBUSY, "closing a poll set member");
+	OK(fi_poll_del(ps, &cq_w->fid, 0));
+	OK(fi_poll_del(ps, &cntr_w->fid, 0));
+	EXPECT(fi_poll_del(ps, &cq_w->fid, 0), -FI_EINVAL);
+	OK(fi_close(&ps->fid));
+
+	/* An EQ in the wait set: a written event wakes fi_wait and is then read. */
+	{
+		struct fid_eq *eq_w;
+		struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_SET, .flags = FI_WRITE };
+		struct fi_eq_entry entry = { .fid = &fabric->fid, .context = (void *)0xe0 };
+		uint32_t event;
+		eq_attr.wait_set = ws;
+		OK(fi_eq_open(fabric, &eq_attr, &eq_w, NULL));
+		CHECK(fi_eq_write(eq_w, FI_NOTIFY, &entry, sizeof(entry), 0) == sizeof(entry),
+		      "eq write");
+		EXPECT(fi_wait(ws, 1000), 0);
+		memset(&entry, 0, sizeof(entry));
+		CHECK(fi_eq_read(eq_w, &event, &entry, sizeof(entry), 0) == sizeof(entry) &&
+		      event == FI_NOTIFY && entry.context == (void *)0xe0, "eq event after fi_wait");
+		OK(fi_close(&eq_w->fid));
+	}
+	OK(fi_close(&c->fid));
+	OK(fi_close(&cq_w->fid));
+	OK(fi_close(&cntr_w->fid));
+	OK(fi_close(&ws->fid));
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
 }
 
 static void part_rdm(void)
@@ -442,15 +565,96 @@ static void part_rdm(void)
 			CHECK(r == 0 || r == -FI_EAGAIN || r == -FI_ENOSYS || r == -FI_EINVAL, "trywait %d", r);
 		}
 		{
-			struct fi_wait_attr wattr = { .wait_obj = FI_WAIT_FD };
-			struct fi_poll_attr pattr = { 0 };
-			struct fid_wait *ws = (struct fid_wait *)0x1;
-			struct fid_poll *ps = (struct fid_poll *)0x1;
+			/* Scalable endpoints: no ofi-rs provider has them. */
 			struct fid_ep *sep = (struct fid_ep *)0x1;
-			CHECK(fi_wait_open(fabric, &wattr, &ws) == -FI_ENOSYS && !ws, "wait_open");
-			CHECK(fi_poll_open(domain, &pattr, &ps) == -FI_ENOSYS && !ps, "poll_open");
 			CHECK(fi_scalable_ep(domain, info, &sep, NULL) == -FI_ENOSYS && !sep, "scalable_ep");
 		}
+		wait_and_poll_sets(fabric, domain, info, av, a);
+	}
+
+	/* The rest of fi_endpoint.h, fi_cm.h and fi_domain.h (and the fabric.h calls they
+	 * build on). Where no ofi-rs provider has the feature the exact code is checked. */
+	{
+		struct fid_ep *alias = (struct fid_ep *)0x1, *ctxep = (struct fid_ep *)0x1;
+		struct fid_ep *ep2 = NULL;
+		struct fid_stx *stx = (struct fid_stx *)0x1;
+		struct fid_domain *dom2 = NULL;
+		struct fid_mc *mc = (struct fid_mc *)0x1;
+		struct fid_mc fake_mc;
+		struct fi_tx_attr tx_attr = { 0 };
+		struct fi_rx_attr rx_attr = { 0 };
+		struct iovec miov = { .iov_base = target, .iov_len = sizeof(target) };
+		uint64_t base = 0, key = 0, val = 0;
+		uint8_t raw[64];
+		size_t raw_len = sizeof(raw);
+		void *ops = (void *)0x1;
+		int fd = -1;
+
+		/* fi_setname: shm endpoints are named at open and cannot be renamed (tcp
+		 * takes a name: part two). */
+		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_ENOSYS);
+		/* fi_ep_alias (fi_alias, FI_ALIAS): the C layer and hooks forward it, but no
+		 * ofi-rs provider offers endpoint aliases. */
+		EXPECT(fi_ep_alias(a, &alias, 0), -FI_ENOSYS);
+		/* Scalable and shared contexts: no ofi-rs provider has them. */
+		EXPECT(fi_tx_context(a, 0, &tx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "tx_context out");
+		ctxep = (struct fid_ep *)0x1;
+		EXPECT(fi_rx_context(a, 0, &rx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "rx_context out");
+		EXPECT(fi_stx_context(domain, &tx_attr, &stx, NULL), -FI_ENOSYS);
+		CHECK(stx == NULL, "stx_context out");
+		ctxep = (struct fid_ep *)0x1;
+		EXPECT(fi_srx_context(domain, &rx_attr, &ctxep, NULL), -FI_ENOSYS);
+		CHECK(ctxep == NULL, "srx_context out");
+		/* fi_scalable_ep_bind is the fid's bind: on a plain endpoint it binds like
+		 * fi_ep_bind, and after fi_enable that is refused. */
+		EXPECT(fi_scalable_ep_bind(a, &av->fid, 0), -FI_EOPBADSTATE);
+		/* fi_join: shm has no multicast (udp joins: part three); fi_mc_addr only
+		 * reads the fid_mc. */
+		EXPECT(fi_join(a, &addr[1], 0, &mc, NULL), -FI_ENOSYS);
+		CHECK(mc == NULL, "join out");
+		fake_mc.fi_addr = 0x42;
+		CHECK(fi_mc_addr(&fake_mc) == 0x42, "mc_addr");
+		/* fabric.h's traffic-class helpers: pure encodings. */
+		CHECK(fi_tc_dscp_get(fi_tc_dscp_set(46)) == 46 && fi_tc_dscp_get(FI_TC_BULK_DATA) == 0,
+		      "tc dscp");
+		/* fi_domain2 / fi_endpoint2 without flags: a second domain and endpoint. */
+		OK(fi_domain2(fabric, info, &dom2, 0, NULL));
+		OK(fi_endpoint2(dom2, info, &ep2, 0, (void *)0xe2));
+		CHECK(ep2->fid.context == (void *)0xe2, "endpoint2 context");
+		OK(fi_close(&ep2->fid));
+		/* fi_domain_bind: shm reports no asynchronous events; an AV is no EQ. */
+		EXPECT(fi_domain_bind(dom2, &av->fid, 0), -FI_EINVAL);
+		OK(fi_close(&dom2->fid));
+		/* MR bind / enable / refresh. */
+		EXPECT(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), 0);
+		EXPECT(fi_mr_enable(mr), 0);
+		/* fi_mr_refresh: ranges inside the region are taken, others refused. */
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), 0);
+		miov.iov_len = sizeof(target) + 8;
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 0), -FI_EINVAL);
+		miov.iov_len = sizeof(target);
+		EXPECT(fi_mr_refresh(mr, &miov, 1, 1), -FI_EBADFLAGS);
+		/* Raw keys: no provider of ofi-rs has FI_MR_RAW. */
+		EXPECT(fi_mr_raw_attr(mr, &base, raw, &raw_len, 0), -FI_ENOSYS);
+		EXPECT(fi_mr_map_raw(domain, 0, raw, 8, &key, 0), -FI_ENOSYS);
+		EXPECT(fi_mr_unmap_key(domain, key), -FI_ENOSYS);
+		/* AV: shm has no resolver for node/service names: insertsvc fails, insertsym
+		 * inserts nothing and reports the address as not available (tcp resolves
+		 * them: part two). */
+		EXPECT(fi_av_insertsvc(av, "node", "svc", &key, 0, NULL), -FI_EINVAL);
+		key = 0;
+		EXPECT(fi_av_insertsym(av, "node", 1, "svc", 1, &key, 0, NULL), 0);
+		CHECK(key == FI_ADDR_NOTAVAIL, "insertsym failed entry %lx", (unsigned long)key);
+		EXPECT(fi_av_bind(av, &cntr->fid, 0), -FI_EINVAL);
+		/* fabric.h: control, named values and provider extensions. */
+		EXPECT(fi_control(&cq_a->fid, FI_GETWAIT, &fd), -FI_ENOSYS);
+		EXPECT(fi_get_val(&domain->fid, 0, &val), -FI_ENOSYS);
+		EXPECT(fi_set_val(&domain->fid, 0, &val), -FI_ENOSYS);
+		EXPECT(fi_open_ops(&domain->fid, "ofi-rs-none", 0, &ops, NULL), -FI_ENOSYS);
+		EXPECT(fi_set_ops(&domain->fid, "ofi-rs-none", 0, NULL, NULL), -FI_ENOSYS);
+		CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
 	}
 
 	/* Counters. */
@@ -558,6 +762,8 @@ static void part_msg(void)
 	OK(fi_listen(pep));
 	OK(fi_getname(&pep->fid, name, &len));
 	OK(fi_domain(fabric, info, &domain, NULL));
+	/* fi_domain_bind: no ofi-rs provider reports asynchronous domain events. */
+	EXPECT(fi_domain_bind(domain, &eq->fid, 0), -FI_ENOSYS);
 	{
 		struct fid_cq *cq;
 		OK(fi_cq_open(domain, &cq_attr, &cq, NULL));
@@ -567,6 +773,9 @@ static void part_msg(void)
 		fi_freeinfo(info);
 		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 		OK(fi_endpoint(domain, info, &cli, NULL));
+		/* fi_setname: tcp takes the source address from the info (udp renames:
+		 * part three). */
+		EXPECT(fi_setname(&cli->fid, name, len), -FI_ENOSYS);
 		OK(fi_ep_bind(cli, &eq->fid, 0));
 		OK(fi_ep_bind(cli, &cq->fid, FI_TRANSMIT | FI_RECV));
 		OK(fi_enable(cli));
@@ -634,13 +843,94 @@ static void part_msg(void)
 	OK(fi_close(&fabric->fid));
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
 	printf("msg ok\n");
+}
+
+/* fi_av_insertsvc / fi_av_insertsym on udp, whose AV resolves IP node and service names. */
+static void part_ip_av(void)
+{
+	struct fi_info *hints, *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	fi_addr_t fa[2] = { 0, 0 };
+	struct sockaddr_in sin;
+	size_t slen;
+
+	hints = fi_allocinfo();
+	hints->ep_attr->type = FI_EP_DGRAM;
+	hints->caps = FI_MSG | FI_MULTICAST;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->fabric_attr->prov_name = strdup("udp");
+	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	OK(fi_domain(fabric, info, &domain, NULL));
+	OK(fi_av_open(domain, &av_attr, &av, NULL));
+	/* fi_setname before fi_enable: the endpoint takes the new address. */
+	{
+		struct fid_ep *ep;
+		struct sockaddr_in src = { .sin_family = AF_INET }, got;
+		size_t glen = sizeof(got);
+		src.sin_addr.s_addr = htonl(0x7f000001);
+		OK(fi_endpoint(domain, info, &ep, NULL));
+		EXPECT(fi_setname(&ep->fid, &src, sizeof(src)), 0);
+		OK(fi_getname(&ep->fid, &got, &glen));
+		CHECK(got.sin_family == AF_INET && got.sin_addr.s_addr == htonl(0x7f000001) &&
+		      got.sin_port != 0, "setname address");
+		OK(fi_close(&ep->fid));
+	}
+	/* fi_join / fi_mc_addr: a send-only membership (no group traffic needed) gives a
+	 * fabric address; the endpoint stays open while it is joined. */
+	{
+		struct fid_ep *ep;
+		struct fid_cq *cq;
+		struct fid_mc *mc = (struct fid_mc *)0x1;
+		struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+		struct sockaddr_in group = { .sin_family = AF_INET, .sin_port = htons(4791) };
+		struct sockaddr_in unicast = group;
+		OK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+		OK(fi_endpoint(domain, info, &ep, NULL));
+		OK(fi_ep_bind(ep, &av->fid, 0));
+		OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+		OK(fi_enable(ep));
+		unicast.sin_addr.s_addr = htonl(0x7f000001);
+		EXPECT(fi_join(ep, &unicast, FI_SEND, &mc, NULL), -FI_EINVAL);
+		CHECK(mc == NULL, "failed join out");
+		group.sin_addr.s_addr = htonl(0xefff0001); /* 239.255.0.1 */
+		OK(fi_join(ep, &group, FI_SEND, &mc, (void *)0x3c));
+		CHECK(mc && mc->fid.fclass == FI_CLASS_MC && mc->fid.context == (void *)0x3c,
+		      "membership fid");
+		CHECK(fi_mc_addr(mc) != FI_ADDR_NOTAVAIL, "group address");
+		CHECK(fi_close(&ep->fid) == -FI_EBUSY, "closing a joined endpoint");
+		OK(fi_close(&mc->fid));
+		OK(fi_close(&ep->fid));
+		OK(fi_close(&cq->fid));
+	}
+	EXPECT(fi_av_insertsvc(av, "127.0.0.1", "4000", &fa[0], 0, NULL), 1);
+	slen = sizeof(sin);
+	OK(fi_av_lookup(av, fa[0], &sin, &slen));
+	CHECK(sin.sin_port == htons(4000) && sin.sin_addr.s_addr == htonl(0x7f000001),
+	      "insertsvc address");
+	EXPECT(fi_av_insertsym(av, "127.0.0.1", 1, "5000", 2, fa, 0, NULL), 2);
+	slen = sizeof(sin);
+	OK(fi_av_lookup(av, fa[1], &sin, &slen));
+	CHECK(sin.sin_port == htons(5001), "insertsym second service %u", ntohs(sin.sin_port));
+	OK(fi_close(&av->fid));
+	OK(fi_close(&domain->fid));
+	OK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
+	printf("ip av ok\n");
 }
 
 int main(void)
 {
 	part_rdm();
 	part_msg();
+	part_ip_av();
 	printf("all ok\n");
 	return 0;
 }

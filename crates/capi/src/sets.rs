@@ -1,0 +1,286 @@
+//! Wait sets (`fi_wait_open`, `fi_wait`) and poll sets (`fi_poll_open`, `fi_poll`,
+//! `fi_poll_add`, `fi_poll_del`) in the libfabric 1.17 layouts, over
+//! [`ofi::wait::WaitSet`] and [`ofi::poll::PollSet`].
+//!
+//! A CQ, counter or EQ opened with `wait_obj` `FI_WAIT_SET` and the attribute's `wait_set`
+//! pointing at one of these wait sets signals it ([`set_of_attr`] resolves the
+//! pointer); `fi_control(FI_GETWAIT)` on a wait set gives its file descriptor. A poll
+//! set takes this library's CQs and counters; `fi_poll` reports the `context` of each
+//! member with something new (the CQ's or counter's own `fid.context`, as the C
+//! library does).
+//!
+//! Invariants: as in [`crate::obj`]; a wait set cannot be closed while a CQ or counter
+//! signals it, nor a poll set's member while it is in the set (`-FI_EBUSY`, from the
+//! ofi objects). Nothing here panics on program input: a foreign or null fid is
+//! `-FI_EINVAL`.
+
+use std::ffi::{c_int, c_void};
+use std::mem::size_of;
+
+use ofi::abi::raw::RawWaitAttr;
+use ofi::poll::PollSet;
+use ofi::wait::{WaitAttr, WaitSet};
+
+use crate::fid::{FiOps, Fid};
+use crate::obj::{code, fid_header, put, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL};
+use crate::queues::{cntr_of, cq_of};
+use crate::{guard, status};
+
+/// `FI_CLASS_WAIT`.
+pub const FI_CLASS_WAIT: usize = 16;
+/// `FI_CLASS_POLL`.
+pub const FI_CLASS_POLL: usize = 17;
+/// `FI_WAIT_SET` (`enum fi_wait_obj`).
+pub const FI_WAIT_SET: u32 = 2;
+/// `FI_GETWAIT` (the `fi_control` command).
+const FI_GETWAIT: c_int = 5;
+
+/// `struct fi_ops_wait`.
+#[repr(C)]
+pub struct FiOpsWait {
+    /// `size`.
+    pub size: usize,
+    /// `wait`.
+    pub wait: unsafe extern "C" fn(*mut FidWait, c_int) -> c_int,
+}
+
+/// `struct fid_wait`.
+#[repr(C)]
+pub struct FidWait {
+    /// `fid`.
+    pub fid: Fid,
+    /// `ops`.
+    pub ops: *const FiOpsWait,
+}
+
+/// A wait-set object.
+pub type WaitObj = CObj<FidWait, WaitSet>;
+
+/// `struct fi_ops_poll`.
+#[repr(C)]
+pub struct FiOpsPoll {
+    /// `size`.
+    pub size: usize,
+    /// `poll`.
+    pub poll: unsafe extern "C" fn(*mut FidPoll, *mut *mut c_void, c_int) -> c_int,
+    /// `poll_add`.
+    pub poll_add: unsafe extern "C" fn(*mut FidPoll, *mut Fid, u64) -> c_int,
+    /// `poll_del`.
+    pub poll_del: unsafe extern "C" fn(*mut FidPoll, *mut Fid, u64) -> c_int,
+}
+
+/// `struct fid_poll`.
+#[repr(C)]
+pub struct FidPoll {
+    /// `fid`.
+    pub fid: Fid,
+    /// `ops`.
+    pub ops: *const FiOpsPoll,
+}
+
+/// A poll-set object.
+pub type PollObj = CObj<FidPoll, PollSet>;
+
+// ---------------------------------------------------------------------------------
+// Wait sets.
+
+/// The fabric's `wait_open` slot.
+pub(crate) unsafe extern "C" fn fabric_wait_open(
+    fabric: *mut FidFabric,
+    attr: *mut c_void,
+    out: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per the C API.
+        unsafe { crate::queues::null_out(out) };
+        // SAFETY: our fabric; `attr` is null or a `struct fi_wait_attr` (C API), whose
+        // layout `RawWaitAttr` has.
+        let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawWaitAttr>().as_ref()) };
+        let Some(attr) = attr else { return EINVAL };
+        if out.is_null() {
+            return EINVAL;
+        }
+        let a = match WaitAttr::from_raw(attr) {
+            Ok(a) => a,
+            Err(e) => return status(&e),
+        };
+        match f.r.wait_open(&a) {
+            Ok(w) => {
+                let c = FidWait {
+                    fid: fid_header(FI_CLASS_WAIT, std::ptr::null_mut(), &WAIT_FI_OPS),
+                    ops: &WAIT_OPS,
+                };
+                // SAFETY: checked non-null.
+                unsafe { put(out.cast::<*mut FidWait>(), WaitObj::into_c(c, w)) }
+            }
+            Err(e) => status(&e),
+        }
+    })
+}
+
+unsafe extern "C" fn wait_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own wait-set table.
+    guard(|| unsafe { WaitObj::close_with(fid.cast(), WaitSet::close) })
+}
+
+unsafe extern "C" fn wait_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        if command != FI_GETWAIT {
+            return crate::fid::ENOSYS;
+        }
+        // SAFETY: our wait set.
+        let w = unsafe { WaitObj::of(fid.cast()) };
+        match w.r.fd() {
+            // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
+            Ok(fd) => unsafe { put(arg.cast::<c_int>(), fd) },
+            Err(e) => status(&e),
+        }
+    })
+}
+
+/// The `fi_ops` of a wait set.
+pub static WAIT_FI_OPS: FiOps = FiOps {
+    control: Some(wait_control),
+    ..FiOps::with_close(wait_close)
+};
+
+unsafe extern "C" fn wait_wait(waitset: *mut FidWait, timeout: c_int) -> c_int {
+    // SAFETY: our wait set.
+    guard(|| code(unsafe { WaitObj::of(waitset) }.r.wait(timeout)))
+}
+
+/// The `fi_ops_wait` of a wait set.
+pub static WAIT_OPS: FiOpsWait = FiOpsWait {
+    size: size_of::<FiOpsWait>(),
+    wait: wait_wait,
+};
+
+/// The wait set a CQ, counter or EQ attribute names: `Ok(None)` when `wait_obj` is not
+/// `FI_WAIT_SET`; `-FI_EINVAL` when it is but `wait_set` is not one of ours.
+///
+/// # Safety
+/// `wait_set` is null or a valid `struct fid_wait`.
+pub unsafe fn set_of_attr(
+    wait_obj: u32,
+    wait_set: *mut c_void,
+) -> Result<Option<&'static WaitObj>, c_int> {
+    if wait_obj != FI_WAIT_SET {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract.
+    match unsafe { crate::obj::cast_fid(wait_set.cast::<Fid>(), &WAIT_FI_OPS) } {
+        Some(w) => Ok(Some(w)),
+        None => Err(EINVAL),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Poll sets.
+
+/// The domain's `poll_open` slot: a poll set of the domain's fabric.
+pub(crate) unsafe extern "C" fn domain_poll_open(
+    domain: *mut FidDomain,
+    attr: *mut c_void,
+    out: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per the C API.
+        unsafe { crate::queues::null_out(out) };
+        if attr.is_null() || out.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: our domain.
+        let d = unsafe { DomainObj::of(domain) };
+        // SAFETY: the fabric outlives its domains (closing it answers FI_EBUSY).
+        let f = unsafe { FabricObj::of(d.r.fabric) };
+        match f.r.poll_open() {
+            Ok(p) => {
+                let c = FidPoll {
+                    fid: fid_header(FI_CLASS_POLL, std::ptr::null_mut(), &POLL_FI_OPS),
+                    ops: &POLL_OPS,
+                };
+                // SAFETY: checked non-null.
+                unsafe { put(out.cast::<*mut FidPoll>(), PollObj::into_c(c, p)) }
+            }
+            Err(e) => status(&e),
+        }
+    })
+}
+
+unsafe extern "C" fn poll_close(fid: *mut Fid) -> c_int {
+    // SAFETY: the slot of our own poll-set table.
+    guard(|| unsafe { PollObj::close_with(fid.cast(), PollSet::close) })
+}
+
+/// The `fi_ops` of a poll set.
+pub static POLL_FI_OPS: FiOps = FiOps::with_close(poll_close);
+
+unsafe extern "C" fn poll_poll(
+    pollset: *mut FidPoll,
+    context: *mut *mut c_void,
+    count: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our poll set.
+        let p = unsafe { PollObj::of(pollset) };
+        let n = match usize::try_from(count) {
+            Ok(n) if n > 0 && !context.is_null() => n,
+            _ => return EINVAL,
+        };
+        let mut found = vec![0usize; n];
+        match p.r.poll(&mut found) {
+            Ok(k) => {
+                for (i, &ctx) in found.iter().take(k).enumerate() {
+                    // SAFETY: `context` holds `count` entries (C API); k <= count.
+                    unsafe { context.add(i).write(ctx as *mut c_void) };
+                }
+                c_int::try_from(k).unwrap_or(c_int::MAX)
+            }
+            Err(e) => status(&e),
+        }
+    })
+}
+
+unsafe extern "C" fn poll_add(pollset: *mut FidPoll, event_fid: *mut Fid, _flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: our poll set; `event_fid` is null or a valid fid (C API).
+        let (p, f) = unsafe { (PollObj::of(pollset), event_fid.as_ref()) };
+        let Some(f) = f else { return EINVAL };
+        let context = f.context as usize;
+        // SAFETY: as above.
+        unsafe {
+            if let Some(c) = cq_of(event_fid) {
+                code(p.r.add_cq(&c.r.cq, context))
+            } else if let Some(k) = cntr_of(event_fid) {
+                code(p.r.add_cntr(&k.r, context))
+            } else {
+                EINVAL
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn poll_del(pollset: *mut FidPoll, event_fid: *mut Fid, _flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: our poll set; `event_fid` is null or a valid fid (C API).
+        let p = unsafe { PollObj::of(pollset) };
+        // SAFETY: as above.
+        unsafe {
+            if let Some(c) = cq_of(event_fid) {
+                code(p.r.del(&c.r.cq))
+            } else if let Some(k) = cntr_of(event_fid) {
+                code(p.r.del(&k.r))
+            } else {
+                EINVAL
+            }
+        }
+    })
+}
+
+/// The `fi_ops_poll` of a poll set.
+pub static POLL_OPS: FiOpsPoll = FiOpsPoll {
+    size: size_of::<FiOpsPoll>(),
+    poll: poll_poll,
+    poll_add,
+    poll_del,
+};
