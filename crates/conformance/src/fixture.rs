@@ -186,7 +186,13 @@ pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
 
 /// The next successful completion of `cq` (panics on an error entry or after [`WAIT`]).
 pub fn wait_ok(cq: &CompletionQueue, what: &str) -> CqMsgEntry {
-    match wait(cq) {
+    expect_ok(wait(cq), what)
+}
+
+/// The entry of a successful completion `c` (one of [`WAIT`]'s waits); an error entry
+/// or none at all panics, naming `what`.
+pub fn expect_ok<E>(c: Option<std::result::Result<E, CqErrEntry>>, what: &str) -> E {
+    match c {
         Some(Ok(e)) => e,
         Some(Err(ee)) => panic!(
             "{what}: error completion {} ({}), context {:#x}, olen {}",

@@ -145,6 +145,30 @@ pub fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }
 
+/// The body of the suite's two-process test `test` (of module `module`, checking
+/// `cap`): in the child process, the child's side; in the parent, the check, which
+/// starts that same test as the child ([`parent`] for [`Mode::Msg`], else
+/// [`parent_mode`]).
+pub fn suite_test(
+    s: &Subject,
+    module: &str,
+    test: &str,
+    cap: crate::Capability,
+    expected: &[crate::Capability],
+    mode: Mode,
+) {
+    if is_child() {
+        // This process is the other side, started by this same test.
+        child(s);
+        return;
+    }
+    let name = test_name(module, test);
+    crate::run(s, test, cap, expected, |s| match mode {
+        Mode::Msg => parent(s, &name),
+        other => parent_mode(s, &name, other),
+    });
+}
+
 /// The test name of function `f` in the module whose `module_path!()` is `module`
 /// (the crate's name is not part of a test's name).
 pub fn test_name(module: &str, f: &str) -> String {

@@ -236,6 +236,16 @@ fn run_child(
     )
 }
 
+/// [`run_child`], asserting that the child succeeded: its stdout and stderr.
+fn run_child_ok(name: &str, job: &str, envs: &[(&str, &std::ffi::OsStr)]) -> (String, String) {
+    let (status, stdout, stderr) = run_child(name, job, envs);
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
 /// The first line the child printed with `CHILD ` (from there on: the test harness
 /// may have printed the test's name in front of it).
 fn child_line(stdout: &str) -> &str {
@@ -300,14 +310,10 @@ fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
         return;
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
-    let (status, stdout, stderr) = run_child(
+    let (stdout, _) = run_child_ok(
         "fi_provider_path_loads_the_plugin_in_a_fresh_process",
         "fi_provider_path",
         &[("FI_PROVIDER_PATH", dir.path().as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     let line = child_line(&stdout);
     assert!(
@@ -631,17 +637,13 @@ fn plugin_log_events_reach_the_host_subscriber() {
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
     let debug = std::ffi::OsStr::new("debug");
-    let (status, stdout, stderr) = run_child(
+    let (_, stderr) = run_child_ok(
         "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
             ("FI_PROVIDER_PATH", dir.path().as_os_str()),
             ("FI_LOG_LEVEL", debug),
         ],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     let line = stderr
         .lines()
@@ -652,7 +654,7 @@ fn plugin_log_events_reach_the_host_subscriber() {
     assert!(line.contains("subsys=core"), "{line}");
 
     // The host's FI_LOG_PROV filter applies to the plugin's events too.
-    let (status, stdout, stderr) = run_child(
+    let (_, stderr) = run_child_ok(
         "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
@@ -660,10 +662,6 @@ fn plugin_log_events_reach_the_host_subscriber() {
             ("FI_LOG_LEVEL", debug),
             ("FI_LOG_PROV", std::ffi::OsStr::new("^unixdgram")),
         ],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     assert!(
         !stderr.contains("prov=unixdgram"),
@@ -684,15 +682,14 @@ fn plugins_toml_search_paths_and_disable() {
     let conf = conf_dir.path().join("plugins.toml");
     let rel = pathdiff(dir.path(), conf_dir.path());
     std::fs::write(&conf, format!("search_paths = [{rel:?}]\n")).unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let run = || {
+        run_child_ok(
+            "plugins_toml_search_paths_and_disable",
+            "global_report",
+            &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
+        )
+    };
+    let (stdout, _) = run();
     assert!(child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(stdout.contains(": loaded unixdgram 1.0"), "{stdout}");
 
@@ -701,15 +698,7 @@ fn plugins_toml_search_paths_and_disable() {
         format!("search_paths = [{rel:?}]\ndisable = [\"UnixDgram\"]\n"),
     )
     .unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let (stdout, _) = run();
     assert!(!child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(
         stdout.contains(": filtered: disabled in plugins.toml"),
@@ -718,15 +707,7 @@ fn plugins_toml_search_paths_and_disable() {
 
     // A malformed file is reported with its line, and the process still works.
     std::fs::write(&conf, "search_paths = 3\n").unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = run();
     assert!(!child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(
         stderr.contains("plugins.toml"),

@@ -190,18 +190,7 @@ pub fn run(
                 ),
             ));
         }
-        let depth = match tool {
-            Tool::PingPong => Depth {
-                max_size,
-                nrx: 2,
-                ntx: 2,
-            },
-            Tool::Bw => Depth {
-                max_size,
-                nrx: window,
-                ntx: 4,
-            },
-        };
+        let depth = queue_depth(tool, true, max_size, window);
         let mut s = Session::open(&info, true, &mut c, depth, cfg)?;
         debug(o, format!("endpoint ready: {s:?}"));
         serve(tool, &mut s, &mut c, &mut row_out)?;
@@ -219,18 +208,7 @@ pub fn run(
         c.send_str(&format!("cfg {max_size} {window}"))?;
         let w = c.recv_words("win")?;
         let window = (ctrl::numbers(&w, 1)?[0] as usize).clamp(1, window);
-        let depth = match tool {
-            Tool::PingPong => Depth {
-                max_size,
-                nrx: 2,
-                ntx: 2,
-            },
-            Tool::Bw => Depth {
-                max_size,
-                nrx: 2,
-                ntx: window,
-            },
-        };
+        let depth = queue_depth(tool, false, max_size, window);
         let mut s = Session::open(&info, false, &mut c, depth, cfg)?;
         debug(o, format!("endpoint ready: {s:?}"));
         for &size in &sizes {
@@ -510,4 +488,27 @@ fn server_size(
             xfers: got,
         },
     })
+}
+
+/// The queue sizes of one side of `tool`: ping-pong keeps two of each; in a bandwidth
+/// run the server (the receiver) keeps `window` receives posted and the client
+/// `window` sends outstanding.
+fn queue_depth(tool: Tool, server: bool, max_size: usize, window: usize) -> Depth {
+    match (tool, server) {
+        (Tool::PingPong, _) => Depth {
+            max_size,
+            nrx: 2,
+            ntx: 2,
+        },
+        (Tool::Bw, true) => Depth {
+            max_size,
+            nrx: window,
+            ntx: 4,
+        },
+        (Tool::Bw, false) => Depth {
+            max_size,
+            nrx: 2,
+            ntx: window,
+        },
+    }
 }
