@@ -67,6 +67,18 @@ fn record<'a>(report: &'a [LoadRecord], name: &str) -> &'a LoadRecord {
         .unwrap_or_else(|| panic!("no load record for {name}: {report:#?}"))
 }
 
+/// The detail of `name`'s `AbiMismatch` record, after checking that the record reads
+/// as one line naming the file.
+fn abi_mismatch<'a>(report: &'a [LoadRecord], name: &str) -> &'a str {
+    let rec = record(report, name);
+    let LoadOutcome::AbiMismatch { detail } = &rec.outcome else {
+        panic!("{name}: not an ABI mismatch: {rec}");
+    };
+    let line = rec.to_string();
+    assert!(!line.contains('\n') && line.contains(name), "{line}");
+    detail
+}
+
 fn request(hints: Option<Info>) -> GetinfoRequest {
     GetinfoRequest {
         hints,
@@ -371,41 +383,22 @@ fn another_major_and_a_changed_layout_are_refused_with_one_line_each() {
     let report = reg.load_report();
     assert_eq!(report.len(), 3, "{report:#?}");
 
-    let major = record(&report, "libofi_prov_nextmajor.so");
-    let LoadOutcome::AbiMismatch { detail } = &major.outcome else {
-        panic!("next major: {major}");
-    };
     let wanted = ofi::abi::ABI_MAJOR;
     assert_eq!(
-        detail,
-        &format!(
+        abi_mismatch(&report, "libofi_prov_nextmajor.so"),
+        format!(
             "ABI {}.{} found, {wanted}.x wanted",
             wanted + 1,
             ofi::abi::ABI_MINOR
         )
     );
-    let line = major.to_string();
-    assert!(
-        !line.contains('\n') && line.contains("libofi_prov_nextmajor.so"),
-        "{line}"
-    );
-
-    let drift = record(&report, "libofi_prov_drift.so");
-    let LoadOutcome::AbiMismatch { detail } = &drift.outcome else {
-        panic!("layout drift: {drift}");
-    };
     let fp = ofi::abi::FINGERPRINT;
     assert_eq!(
-        detail,
-        &format!(
+        abi_mismatch(&report, "libofi_prov_drift.so"),
+        format!(
             "table layout fingerprint {:#018x} found, {fp:#018x} wanted",
             !fp
         )
-    );
-    let line = drift.to_string();
-    assert!(
-        !line.contains('\n') && line.contains("libofi_prov_drift.so"),
-        "{line}"
     );
 
     // The good copy in the same directory still loads and is the only provider.

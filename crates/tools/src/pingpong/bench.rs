@@ -287,28 +287,8 @@ fn client_size(
     c.send_str(&format!("cnt {sent} {got}"))?;
     let w = c.recv_words("cnt")?;
     let v = ctrl::numbers(&w, 2)?;
-    let (peer_sent, peer_got) = (v[0], v[1]);
-    Ok(match tool {
-        Tool::PingPong => Row {
-            size,
-            sent,
-            ack: peer_got,
-            total: size as u64 * (sent + got),
-            secs,
-            xfers: sent + got,
-        },
-        Tool::Bw => {
-            let _ = peer_sent;
-            Row {
-                size,
-                sent,
-                ack: peer_got,
-                total: size as u64 * peer_got,
-                secs,
-                xfers: peer_got,
-            }
-        }
-    })
+    let peer = (v[0], v[1]);
+    Ok(result_row(tool, false, size, secs, (sent, got), peer))
 }
 
 /// The client's timed ping-pong loop: `iters` times, send `size` bytes and wait for the
@@ -467,10 +447,24 @@ fn server_size(
     s.flush()?;
     let w = c.recv_words("cnt")?;
     let v = ctrl::numbers(&w, 2)?;
-    let (peer_sent, peer_got) = (v[0], v[1]);
+    let peer = (v[0], v[1]);
     c.send_str(&format!("cnt {sent} {got}"))?;
     let secs = start.map_or(0.0, |t| end.duration_since(t).as_secs_f64());
-    Ok(match tool {
+    Ok(result_row(tool, true, size, secs, (sent, got), peer))
+}
+
+/// The row of one size from one side's counts `(sent, received)` and the peer's:
+/// ping-pong counts both directions; a bandwidth run counts what the client sent and
+/// the server received (`server`: this side is the server).
+fn result_row(
+    tool: Tool,
+    server: bool,
+    size: usize,
+    secs: f64,
+    (sent, got): (u64, u64),
+    (peer_sent, peer_got): (u64, u64),
+) -> Row {
+    match tool {
         Tool::PingPong => Row {
             size,
             sent,
@@ -479,15 +473,22 @@ fn server_size(
             secs,
             xfers: sent + got,
         },
-        Tool::Bw => Row {
-            size,
-            sent: peer_sent,
-            ack: got,
-            total: size as u64 * got,
-            secs,
-            xfers: got,
-        },
-    })
+        Tool::Bw => {
+            let (sent, delivered) = if server {
+                (peer_sent, got)
+            } else {
+                (sent, peer_got)
+            };
+            Row {
+                size,
+                sent,
+                ack: delivered,
+                total: size as u64 * delivered,
+                secs,
+                xfers: delivered,
+            }
+        }
+    }
 }
 
 /// The queue sizes of one side of `tool`: ping-pong keeps two of each; in a bandwidth
