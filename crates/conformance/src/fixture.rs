@@ -77,6 +77,16 @@ pub fn open_domain(s: &Subject, info: &Info) -> (Fabric, Domain) {
     (fabric, domain)
 }
 
+/// Closes `domain`, then `fabric`; either failing panics with the `fi_close` error.
+pub fn close_domain(mut fabric: Fabric, mut domain: Domain) {
+    domain
+        .close()
+        .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
+    fabric
+        .close()
+        .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+}
+
 /// An endpoint of `domain` with a fresh CQ and AV bound, not yet enabled.
 pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
     let cq = domain
@@ -176,7 +186,13 @@ pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
 
 /// The next successful completion of `cq` (panics on an error entry or after [`WAIT`]).
 pub fn wait_ok(cq: &CompletionQueue, what: &str) -> CqMsgEntry {
-    match wait(cq) {
+    expect_ok(wait(cq), what)
+}
+
+/// The entry of a successful completion `c` (one of [`WAIT`]'s waits); an error entry
+/// or none at all panics, naming `what`.
+pub fn expect_ok<E>(c: Option<std::result::Result<E, CqErrEntry>>, what: &str) -> E {
+    match c {
         Some(Ok(e)) => e,
         Some(Err(ee)) => panic!(
             "{what}: error completion {} ({}), context {:#x}, olen {}",
@@ -253,6 +269,27 @@ pub fn sendmsg(
     // SAFETY: `iov` and `msg` live across the call (the provider copies the iov array);
     // callers keep `buf` until the send completes, as for `send`.
     unsafe { ep.sendmsg(&msg, flags.bits()) }
+}
+
+/// `fi_recvmsg` of `buf` (one iov, no descriptor, any source) on `ep` with `context`
+/// and `flags` (e.g. `FI_COMPLETION` or `FI_MULTI_RECV`).
+pub fn recvmsg(ep: &Endpoint, buf: &mut [u8], context: usize, flags: OpFlags) -> ofi::Result<()> {
+    let iov = [Iov {
+        base: buf.as_mut_ptr().cast(),
+        len: buf.len(),
+    }];
+    let msg = Msg {
+        msg_iov: iov.as_ptr(),
+        desc: std::ptr::null(),
+        iov_count: 1,
+        addr: ofi::ADDR_UNSPEC,
+        context,
+        data: 0,
+    };
+    // SAFETY: `iov` and `msg` live across the call (the provider copies the iov array);
+    // callers keep `buf` alive and untouched until the receive's completion has been
+    // read (or the multi-receive buffer is released), as for `post_recv`.
+    unsafe { ep.recvmsg(&msg, flags.bits()) }
 }
 
 /// A recognisable payload of `len` bytes (varies with `seed`).

@@ -978,58 +978,50 @@ macro_rules! conformance_suite {
 
             #[test]
             fn two_process_exchange() {
-                let s = subject();
-                if $crate::twoproc::is_child() {
-                    // This process is the other side, started by this same test.
-                    $crate::twoproc::child(s);
-                    return;
-                }
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_exchange");
-                $crate::run(s, "two_process_exchange", $crate::Capability::TwoProcess, expected(), |s| {
-                    $crate::twoproc::parent(s, &name)
-                });
+                $crate::twoproc::suite_test(
+                    subject(),
+                    module_path!(),
+                    "two_process_exchange",
+                    $crate::Capability::TwoProcess,
+                    expected(),
+                    $crate::twoproc::Mode::Msg,
+                );
             }
 
             #[test]
             fn two_process_cm() {
-                let s = subject();
-                if $crate::twoproc::is_child() {
-                    // This process is the other side, started by this same test.
-                    $crate::twoproc::child(s);
-                    return;
-                }
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_cm");
-                $crate::run(s, "two_process_cm", $crate::Capability::TwoProcessCm, expected(), |s| {
-                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Cm)
-                });
+                $crate::twoproc::suite_test(
+                    subject(),
+                    module_path!(),
+                    "two_process_cm",
+                    $crate::Capability::TwoProcessCm,
+                    expected(),
+                    $crate::twoproc::Mode::Cm,
+                );
             }
 
             #[test]
             fn two_process_tagged() {
-                let s = subject();
-                if $crate::twoproc::is_child() {
-                    // This process is the other side, started by this same test.
-                    $crate::twoproc::child(s);
-                    return;
-                }
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_tagged");
-                $crate::run(s, "two_process_tagged", $crate::Capability::TwoProcessTagged, expected(), |s| {
-                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Tagged)
-                });
+                $crate::twoproc::suite_test(
+                    subject(),
+                    module_path!(),
+                    "two_process_tagged",
+                    $crate::Capability::TwoProcessTagged,
+                    expected(),
+                    $crate::twoproc::Mode::Tagged,
+                );
             }
 
             #[test]
             fn two_process_rma() {
-                let s = subject();
-                if $crate::twoproc::is_child() {
-                    // This process is the other side, started by this same test.
-                    $crate::twoproc::child(s);
-                    return;
-                }
-                let name = $crate::twoproc::test_name(module_path!(), "two_process_rma");
-                $crate::run(s, "two_process_rma", $crate::Capability::TwoProcessRma, expected(), |s| {
-                    $crate::twoproc::parent_mode(s, &name, $crate::twoproc::Mode::Rma)
-                });
+                $crate::twoproc::suite_test(
+                    subject(),
+                    module_path!(),
+                    "two_process_rma",
+                    $crate::Capability::TwoProcessRma,
+                    expected(),
+                    $crate::twoproc::Mode::Rma,
+                );
             }
         }
     };

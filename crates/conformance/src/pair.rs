@@ -567,17 +567,7 @@ impl Pair {
 
     /// The next completion of side `i`, which must succeed.
     pub fn wait_ok(&self, i: usize, what: &str) -> CqTaggedEntry {
-        match self.wait(i) {
-            Some(Ok(e)) => e,
-            Some(Err(ee)) => panic!(
-                "{what}: error completion {} ({}), context {:#x}, olen {}",
-                Errno(ee.err),
-                ofi::error::strerror(ee.err),
-                ee.op_context,
-                ee.olen
-            ),
-            None => panic!("{what}: no completion within {WAIT:?}"),
-        }
+        fixture::expect_ok(self.wait(i), what)
     }
 
     /// The next completion of side `i`, which must be an error entry.

@@ -85,12 +85,88 @@ impl Drop for Reaper {
     }
 }
 
+/// Starts `child_test` as the child (in `mode` when given): the child, its stdin, and
+/// the `CHILD …` lines of its stdout (trimmed), read by a thread that ends with them.
+fn spawn_child(
+    child_test: &str,
+    mode: Option<&str>,
+) -> (Reaper, std::process::ChildStdin, mpsc::Receiver<String>) {
+    let mut command = child_command();
+    command
+        .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1");
+    if let Some(mode) = mode {
+        command.env(MODE_ENV, mode);
+    }
+    let mut child = Reaper(
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the child process"),
+    );
+    let stdout = child.stdout.take().expect("child stdout");
+    let stdin = child.stdin.take().expect("child stdin");
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout)
+            .lines()
+            .map_while(std::io::Result::ok)
+        {
+            if let Some(i) = line.find("CHILD ") {
+                if tx.send(line[i..].trim().to_string()).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    (child, stdin, rx)
+}
+
+/// The child's next `CHILD …` line (`what` names it in the panic); a child silent for
+/// [`STEP`] is killed and reaped, and the check panics.
+fn child_line(child: &mut Reaper, lines: &mpsc::Receiver<String>, what: &str) -> String {
+    match lines.recv_timeout(STEP) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child: no {what} line within {STEP:?} ({e})");
+        }
+    }
+}
+
 /// The bound of each step of the exchange (the child may first rebuild its subject).
 pub const STEP: Duration = Duration::from_secs(60);
 
 /// Whether this process is the child of [`parent`].
 pub fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// The body of the suite's two-process test `test` (of module `module`, checking
+/// `cap`): in the child process, the child's side; in the parent, the check, which
+/// starts that same test as the child ([`parent`] for [`Mode::Msg`], else
+/// [`parent_mode`]).
+pub fn suite_test(
+    s: &Subject,
+    module: &str,
+    test: &str,
+    cap: crate::Capability,
+    expected: &[crate::Capability],
+    mode: Mode,
+) {
+    if is_child() {
+        // This process is the other side, started by this same test.
+        child(s);
+        return;
+    }
+    let name = test_name(module, test);
+    crate::run(s, test, cap, expected, |s| match mode {
+        Mode::Msg => parent(s, &name),
+        other => parent_mode(s, &name, other),
+    });
 }
 
 /// The test name of function `f` in the module whose `module_path!()` is `module`
@@ -175,38 +251,8 @@ pub fn child(s: &Subject) {
 pub fn parent(s: &Subject, child_test: &str) {
     let f = Fixture::new(s, 1);
     let p = &f.peers[0];
-    let mut child = Reaper(
-        child_command()
-            .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the child process"),
-    );
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut stdin = child.stdin.take().expect("child stdin");
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout)
-            .lines()
-            .map_while(std::io::Result::ok)
-        {
-            if let Some(i) = line.find("CHILD ") {
-                if tx.send(line[i..].to_string()).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let mut next_line = |what: &str| match rx.recv_timeout(STEP) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = child.kill();
-            panic!("child: no {what} line within {STEP:?} ({e})");
-        }
-    };
+    let (mut child, mut stdin, rx) = spawn_child(child_test, None);
+    let mut next_line = |what: &str| child_line(&mut child, &rx, what);
     let addr_line = next_line("ADDR");
     let bytes = unhex(
         addr_line
@@ -609,40 +655,8 @@ pub fn parent_mode(s: &Subject, child_test: &str, mode: Mode) {
     let (fabric, domain) = fixture::open_domain(s, &info);
     let spec = crate::pair::PairSpec::new(info.ep_type(), info.caps);
     let msg_type = info.ep_type() == EpType::Msg;
-    let mut child = Reaper(
-        child_command()
-            .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, "1")
-            .env(MODE_ENV, mode.name())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the child process"),
-    );
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut stdin = child.stdin.take().expect("child stdin");
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout)
-            .lines()
-            .map_while(std::io::Result::ok)
-        {
-            if let Some(i) = line.find("CHILD ") {
-                if tx.send(line[i..].trim().to_string()).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let mut next_line = |what: &str| match rx.recv_timeout(STEP) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("child: no {what} line within {STEP:?} ({e})");
-        }
-    };
+    let (mut child, mut stdin, rx) = spawn_child(child_test, Some(mode.name()));
+    let mut next_line = |what: &str| child_line(&mut child, &rx, what);
     let mut mr_line = None;
     let addr_line = loop {
         let l = next_line("ADDR");

@@ -20,7 +20,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{ctx, Opts, Peer as ChildProc};
-use ofi::safe::{EpAddr, Fabric, Hints, OpKind, Rdm, RemoteRegion, RemoteWrite};
+use ofi::safe::{Domain, Ep, EpAddr, Fabric, Hints, OpKind, Rdm, RemoteRegion, RemoteWrite};
 use ofi::Caps;
 
 const BLOCK: usize = 64;
@@ -34,15 +34,21 @@ fn hints() -> Hints<Rdm> {
     Hints::<Rdm>::new().caps(Caps::RMA | Caps::REMOTE_CQ_DATA)
 }
 
-fn target(o: &Opts) -> Result<(), String> {
+/// Fabric, domain and an endpoint whose CQ holds every completion of the run.
+fn open(o: &Opts) -> Result<(Fabric, Domain, Ep<Rdm>), String> {
     let info = hints().first().map_err(ctx("getinfo"))?;
     let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
     let domain = fabric.domain(&info).map_err(ctx("domain"))?;
-    let mut ep = domain
+    let ep = domain
         .endpoint(&info)
         .cq_size(o.count + 16)
         .build()
         .map_err(ctx("endpoint"))?;
+    Ok((fabric, domain, ep))
+}
+
+fn target(o: &Opts) -> Result<(), String> {
+    let (_fabric, domain, mut ep) = open(o)?;
     let region = domain
         .register_remote_writable(vec![0u8; o.count * BLOCK])
         .map_err(ctx("register"))?;
@@ -91,14 +97,7 @@ fn target(o: &Opts) -> Result<(), String> {
 
 fn initiator(o: &Opts) -> Result<(), String> {
     let (addr, region): (EpAddr, RemoteRegion<RemoteWrite>) = common::hear()?;
-    let info = hints().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
-    let mut ep = domain
-        .endpoint(&info)
-        .cq_size(o.count + 16)
-        .build()
-        .map_err(ctx("endpoint"))?;
+    let (_fabric, domain, mut ep) = open(o)?;
     let peer = ep.insert_peer(&addr).map_err(ctx("insert peer"))?;
     let mut posted = 0;
     let mut done = 0;

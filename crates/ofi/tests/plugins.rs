@@ -67,6 +67,18 @@ fn record<'a>(report: &'a [LoadRecord], name: &str) -> &'a LoadRecord {
         .unwrap_or_else(|| panic!("no load record for {name}: {report:#?}"))
 }
 
+/// The detail of `name`'s `AbiMismatch` record, after checking that the record reads
+/// as one line naming the file.
+fn abi_mismatch<'a>(report: &'a [LoadRecord], name: &str) -> &'a str {
+    let rec = record(report, name);
+    let LoadOutcome::AbiMismatch { detail } = &rec.outcome else {
+        panic!("{name}: not an ABI mismatch: {rec}");
+    };
+    let line = rec.to_string();
+    assert!(!line.contains('\n') && line.contains(name), "{line}");
+    detail
+}
+
 fn request(hints: Option<Info>) -> GetinfoRequest {
     GetinfoRequest {
         hints,
@@ -236,6 +248,16 @@ fn run_child(
     )
 }
 
+/// [`run_child`], asserting that the child succeeded: its stdout and stderr.
+fn run_child_ok(name: &str, job: &str, envs: &[(&str, &std::ffi::OsStr)]) -> (String, String) {
+    let (status, stdout, stderr) = run_child(name, job, envs);
+    assert!(
+        status.success(),
+        "child failed ({status}):\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
 /// The first line the child printed with `CHILD ` (from there on: the test harness
 /// may have printed the test's name in front of it).
 fn child_line(stdout: &str) -> &str {
@@ -300,14 +322,10 @@ fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
         return;
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
-    let (status, stdout, stderr) = run_child(
+    let (stdout, _) = run_child_ok(
         "fi_provider_path_loads_the_plugin_in_a_fresh_process",
         "fi_provider_path",
         &[("FI_PROVIDER_PATH", dir.path().as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     let line = child_line(&stdout);
     assert!(
@@ -365,41 +383,22 @@ fn another_major_and_a_changed_layout_are_refused_with_one_line_each() {
     let report = reg.load_report();
     assert_eq!(report.len(), 3, "{report:#?}");
 
-    let major = record(&report, "libofi_prov_nextmajor.so");
-    let LoadOutcome::AbiMismatch { detail } = &major.outcome else {
-        panic!("next major: {major}");
-    };
     let wanted = ofi::abi::ABI_MAJOR;
     assert_eq!(
-        detail,
-        &format!(
+        abi_mismatch(&report, "libofi_prov_nextmajor.so"),
+        format!(
             "ABI {}.{} found, {wanted}.x wanted",
             wanted + 1,
             ofi::abi::ABI_MINOR
         )
     );
-    let line = major.to_string();
-    assert!(
-        !line.contains('\n') && line.contains("libofi_prov_nextmajor.so"),
-        "{line}"
-    );
-
-    let drift = record(&report, "libofi_prov_drift.so");
-    let LoadOutcome::AbiMismatch { detail } = &drift.outcome else {
-        panic!("layout drift: {drift}");
-    };
     let fp = ofi::abi::FINGERPRINT;
     assert_eq!(
-        detail,
-        &format!(
+        abi_mismatch(&report, "libofi_prov_drift.so"),
+        format!(
             "table layout fingerprint {:#018x} found, {fp:#018x} wanted",
             !fp
         )
-    );
-    let line = drift.to_string();
-    assert!(
-        !line.contains('\n') && line.contains("libofi_prov_drift.so"),
-        "{line}"
     );
 
     // The good copy in the same directory still loads and is the only provider.
@@ -631,17 +630,13 @@ fn plugin_log_events_reach_the_host_subscriber() {
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
     let debug = std::ffi::OsStr::new("debug");
-    let (status, stdout, stderr) = run_child(
+    let (_, stderr) = run_child_ok(
         "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
             ("FI_PROVIDER_PATH", dir.path().as_os_str()),
             ("FI_LOG_LEVEL", debug),
         ],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     let line = stderr
         .lines()
@@ -652,7 +647,7 @@ fn plugin_log_events_reach_the_host_subscriber() {
     assert!(line.contains("subsys=core"), "{line}");
 
     // The host's FI_LOG_PROV filter applies to the plugin's events too.
-    let (status, stdout, stderr) = run_child(
+    let (_, stderr) = run_child_ok(
         "plugin_log_events_reach_the_host_subscriber",
         "fi_provider_path",
         &[
@@ -660,10 +655,6 @@ fn plugin_log_events_reach_the_host_subscriber() {
             ("FI_LOG_LEVEL", debug),
             ("FI_LOG_PROV", std::ffi::OsStr::new("^unixdgram")),
         ],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
     );
     assert!(
         !stderr.contains("prov=unixdgram"),
@@ -684,15 +675,14 @@ fn plugins_toml_search_paths_and_disable() {
     let conf = conf_dir.path().join("plugins.toml");
     let rel = pathdiff(dir.path(), conf_dir.path());
     std::fs::write(&conf, format!("search_paths = [{rel:?}]\n")).unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let run = || {
+        run_child_ok(
+            "plugins_toml_search_paths_and_disable",
+            "global_report",
+            &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
+        )
+    };
+    let (stdout, _) = run();
     assert!(child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(stdout.contains(": loaded unixdgram 1.0"), "{stdout}");
 
@@ -701,15 +691,7 @@ fn plugins_toml_search_paths_and_disable() {
         format!("search_paths = [{rel:?}]\ndisable = [\"UnixDgram\"]\n"),
     )
     .unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let (stdout, _) = run();
     assert!(!child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(
         stdout.contains(": filtered: disabled in plugins.toml"),
@@ -718,15 +700,7 @@ fn plugins_toml_search_paths_and_disable() {
 
     // A malformed file is reported with its line, and the process still works.
     std::fs::write(&conf, "search_paths = 3\n").unwrap();
-    let (status, stdout, stderr) = run_child(
-        "plugins_toml_search_paths_and_disable",
-        "global_report",
-        &[("OFI_PLUGINS_CONFIG", conf.as_os_str())],
-    );
-    assert!(
-        status.success(),
-        "child failed ({status}):\n{stdout}\n{stderr}"
-    );
+    let (stdout, stderr) = run();
     assert!(!child_providers(&stdout).contains(&"unixdgram"), "{stdout}");
     assert!(
         stderr.contains("plugins.toml"),

@@ -9,14 +9,9 @@ use crate::Subject;
 /// Open and close a fabric and a domain for every result.
 pub fn domain_open_close(s: &Subject) {
     for info in &s.claimed().infos {
-        let (mut fabric, mut domain) = fixture::open_domain(s, info);
+        let (fabric, domain) = fixture::open_domain(s, info);
         assert_eq!(domain.provider(), fabric.provider());
-        domain
-            .close()
-            .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
-        fabric
-            .close()
-            .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+        fixture::close_domain(fabric, domain);
     }
 }
 
@@ -37,10 +32,5 @@ pub fn domain_close_with_open_endpoint_is_ebusy(s: &Subject) {
         .expect_err("fabric close with an open domain");
     assert_eq!(e.code(), Errno::EBUSY, "{e}");
     ep.close().unwrap_or_else(|e| panic!("fi_close(ep): {e}"));
-    domain
-        .close()
-        .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
-    fabric
-        .close()
-        .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+    fixture::close_domain(fabric, domain);
 }

@@ -164,7 +164,7 @@ pub fn pair_close_bound_is_ebusy(s: &Subject) {
                 b,
                 pep,
                 mut domain,
-                mut fabric,
+                fabric,
                 ..
             } = p;
             for (i, mut side) in [a, b].into_iter().enumerate() {
@@ -206,12 +206,7 @@ pub fn pair_close_bound_is_ebusy(s: &Subject) {
                 drop(side);
             }
             drop(pep);
-            domain
-                .close()
-                .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
-            fabric
-                .close()
-                .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+            fixture::close_domain(fabric, domain);
         },
     );
 }

@@ -5,10 +5,9 @@
 //! go to other receives. (A release reported as a separate completion without data
 //! is accepted too.)
 
-use ofi::abi::raw::{Iov, Msg};
 use ofi::{Caps, OpFlags};
 
-use crate::fixture::{pattern, post_recv, send};
+use crate::fixture::{pattern, post_recv, recvmsg, send};
 use crate::pair::{assert_flags, each_type, show, Pair, PairSpec};
 use crate::Subject;
 
@@ -49,20 +48,7 @@ pub fn multi_recv_packs_and_releases(s: &Subject) {
             );
             let mut big = vec![0u8; 192];
             let base = big.as_mut_ptr() as usize;
-            let iov = [Iov {
-                base: big.as_mut_ptr().cast(),
-                len: big.len(),
-            }];
-            let msg = Msg {
-                msg_iov: iov.as_ptr(),
-                desc: std::ptr::null(),
-                iov_count: 1,
-                addr: ofi::ADDR_UNSPEC,
-                context: 0x88,
-                data: 0,
-            };
-            // SAFETY: `big` lives until the buffer is released (checked below).
-            unsafe { p.b.ep.recvmsg(&msg, OpFlags::MULTI_RECV.bits()) }
+            recvmsg(&p.b.ep, &mut big, 0x88, OpFlags::MULTI_RECV)
                 .unwrap_or_else(|e| panic!("fi_recvmsg(FI_MULTI_RECV): {e} ({})", e.code()));
             let payloads = [pattern(64, 1), pattern(56, 2), pattern(16, 3)];
             let offsets = [0usize, 64, 120];

@@ -7,10 +7,10 @@
 
 use std::ffi::c_void;
 
-use ofi::abi::raw::{Iov, Msg};
+use ofi::abi::raw::Iov;
 use ofi::{Caps, EpType, Errno, OpFlags};
 
-use crate::fixture::{pattern, post_recv, send, sendmsg};
+use crate::fixture::{pattern, post_recv, recvmsg, send, sendmsg};
 use crate::pair::{assert_flags, each_pair, each_type, show, Pair, PairSpec};
 use crate::Subject;
 
@@ -133,34 +133,10 @@ pub fn pair_msg_iov_and_msg_calls(s: &Subject) {
             assert!(got == payload, "scatter/gather lost the order of the bytes");
         }
         let mut buf = vec![0u8; 64];
-        let riov = [Iov {
-            base: buf.as_mut_ptr().cast(),
-            len: buf.len(),
-        }];
-        let rmsg = Msg {
-            msg_iov: riov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: ofi::ADDR_UNSPEC,
-            context: 0x41,
-            data: 0,
-        };
-        // SAFETY: `buf` lives until the completion is read.
-        unsafe { p.b.ep.recvmsg(&rmsg, 0) }.unwrap_or_else(|e| panic!("fi_recvmsg: {e}"));
-        let siov = [Iov {
-            base: payload.as_ptr() as *mut c_void,
-            len: 50,
-        }];
-        let smsg = Msg {
-            msg_iov: siov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: p.a.peer,
-            context: 0x40,
-            data: 0,
-        };
-        // SAFETY: `payload` lives until the completion is read.
-        unsafe { p.a.ep.sendmsg(&smsg, 0) }.unwrap_or_else(|e| panic!("fi_sendmsg: {e}"));
+        recvmsg(&p.b.ep, &mut buf, 0x41, OpFlags::empty())
+            .unwrap_or_else(|e| panic!("fi_recvmsg: {e}"));
+        sendmsg(&p.a.ep, &payload[..50], p.a.peer, 0x40, OpFlags::empty())
+            .unwrap_or_else(|e| panic!("fi_sendmsg: {e}"));
         assert_eq!(p.wait_ok(0, "fi_sendmsg completion").op_context, 0x40);
         let r = p.wait_ok(1, "fi_recvmsg completion");
         check_recv(&r, 0x41, &payload[..50], &buf);
@@ -344,42 +320,16 @@ pub fn pair_selective_completion(s: &Subject) {
             let payloads = [pattern(16, 1), pattern(16, 2), pattern(16, 3)];
             let mut bufs = vec![vec![0u8; 32]; 3];
             for (i, b) in bufs.iter_mut().enumerate() {
-                let iov = [Iov {
-                    base: b.as_mut_ptr().cast(),
-                    len: b.len(),
-                }];
-                let msg = Msg {
-                    msg_iov: iov.as_ptr(),
-                    desc: std::ptr::null(),
-                    iov_count: 1,
-                    addr: ofi::ADDR_UNSPEC,
-                    context: 0xc0 + i,
-                    data: 0,
-                };
-                // SAFETY: `b` lives until the completion is read.
-                unsafe { p.b.ep.recvmsg(&msg, OpFlags::COMPLETION.bits()) }
+                recvmsg(&p.b.ep, b, 0xc0 + i, OpFlags::COMPLETION)
                     .unwrap_or_else(|e| panic!("fi_recvmsg(FI_COMPLETION): {e}"));
             }
             for (i, pl) in payloads.iter().enumerate() {
-                let iov = [Iov {
-                    base: pl.as_ptr() as *mut c_void,
-                    len: pl.len(),
-                }];
-                let msg = Msg {
-                    msg_iov: iov.as_ptr(),
-                    desc: std::ptr::null(),
-                    iov_count: 1,
-                    addr: p.a.peer,
-                    context: 0xd0 + i,
-                    data: 0,
-                };
                 let flags = if i == 1 {
                     OpFlags::COMPLETION
                 } else {
                     OpFlags::empty()
                 };
-                // SAFETY: the payloads live to the end of the check.
-                unsafe { p.a.ep.sendmsg(&msg, flags.bits()) }
+                sendmsg(&p.a.ep, pl, p.a.peer, 0xd0 + i, flags)
                     .unwrap_or_else(|e| panic!("fi_sendmsg #{i}: {e}"));
                 // Every message must arrive (its receive asked for a completion).
                 let r = p.wait_ok(1, &format!("receive #{i}"));
@@ -394,20 +344,7 @@ pub fn pair_selective_completion(s: &Subject) {
             );
             // fi_send takes the default op_flags (no FI_COMPLETION): no completion.
             let mut b = vec![0u8; 32];
-            let iov = [Iov {
-                base: b.as_mut_ptr().cast(),
-                len: b.len(),
-            }];
-            let msg = Msg {
-                msg_iov: iov.as_ptr(),
-                desc: std::ptr::null(),
-                iov_count: 1,
-                addr: ofi::ADDR_UNSPEC,
-                context: 0xc9,
-                data: 0,
-            };
-            // SAFETY: `b` lives until the completion is read.
-            unsafe { p.b.ep.recvmsg(&msg, OpFlags::COMPLETION.bits()) }.unwrap();
+            recvmsg(&p.b.ep, &mut b, 0xc9, OpFlags::COMPLETION).unwrap();
             if !p.info.tx_attr.op_flags.contains(OpFlags::COMPLETION) {
                 send(&p.a.ep, b"quiet", p.a.peer, 0xd9).unwrap();
                 let r = p.wait_ok(1, "receive of the fi_send");

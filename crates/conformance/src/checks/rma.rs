@@ -64,6 +64,23 @@ impl Region {
         self.mr.owned_to_vec().expect("owned")
     }
 
+    /// The local iov of `len` bytes at `off` (for this process's own operations).
+    pub fn iov(&self, off: usize, len: usize) -> Iov {
+        Iov {
+            base: self.ptr.wrapping_add(off).cast(),
+            len,
+        }
+    }
+
+    /// The remote iov of `len` bytes at `off` (for a peer's RMA into this region).
+    pub fn rma_iov(&self, off: u64, len: usize) -> RmaIov {
+        RmaIov {
+            addr: self.addr + off,
+            len,
+            key: self.mr.key(),
+        }
+    }
+
     /// Overwrite the bytes at `off`.
     pub fn set(&mut self, off: usize, data: &[u8]) {
         self.mr.write_owned(off, data).expect("inside the region");
@@ -205,16 +222,7 @@ pub fn rma_iov_and_msg(s: &Subject) {
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, 300) };
             let desc = [local.mr.desc(), local.mr.desc()];
             if p.info.tx_attr.iov_limit >= 2 {
-                let iov = [
-                    Iov {
-                        base: local.ptr.cast(),
-                        len: 100,
-                    },
-                    Iov {
-                        base: local.ptr.wrapping_add(100).cast(),
-                        len: 200,
-                    },
-                ];
+                let iov = [local.iov(0, 100), local.iov(100, 200)];
                 // SAFETY: buffers alive until the completion.
                 unsafe {
                     p.a.ep.writev(
@@ -230,16 +238,7 @@ pub fn rma_iov_and_msg(s: &Subject) {
                 .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
                 assert_eq!(p.wait_ok(0, "fi_writev").op_context, 0x300);
                 await_bytes(&p, &target, 0, &data, "fi_writev");
-                let iov = [
-                    Iov {
-                        base: local.ptr.wrapping_add(1000).cast(),
-                        len: 150,
-                    },
-                    Iov {
-                        base: local.ptr.wrapping_add(2000).cast(),
-                        len: 150,
-                    },
-                ];
+                let iov = [local.iov(1000, 150), local.iov(2000, 150)];
                 // SAFETY: as above.
                 unsafe {
                     p.a.ep.readv(
@@ -261,22 +260,8 @@ pub fn rma_iov_and_msg(s: &Subject) {
                 );
             }
             if p.info.tx_attr.rma_iov_limit >= 2 {
-                let iov = [Iov {
-                    base: local.ptr.cast(),
-                    len: 300,
-                }];
-                let rma = [
-                    RmaIov {
-                        addr: target.addr + 3000,
-                        len: 100,
-                        key: target.mr.key(),
-                    },
-                    RmaIov {
-                        addr: target.addr + 3500,
-                        len: 200,
-                        key: target.mr.key(),
-                    },
-                ];
+                let iov = [local.iov(0, 300)];
+                let rma = [target.rma_iov(3000, 100), target.rma_iov(3500, 200)];
                 let msg = MsgRma {
                     msg_iov: iov.as_ptr(),
                     desc: desc.as_ptr(),

@@ -93,8 +93,6 @@ pub fn teardown_close_bound_cq_is_ebusy(s: &Subject) {
         fabric,
         ..
     } = f;
-    let mut domain = domain;
-    let mut fabric = fabric;
     for p in peers {
         let fixture::Peer {
             mut ep,
@@ -114,12 +112,7 @@ pub fn teardown_close_bound_cq_is_ebusy(s: &Subject) {
         cq.close().unwrap_or_else(|e| panic!("fi_close(cq): {e}"));
         av.close().unwrap_or_else(|e| panic!("fi_close(av): {e}"));
     }
-    domain
-        .close()
-        .unwrap_or_else(|e| panic!("fi_close(domain): {e}"));
-    fabric
-        .close()
-        .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+    fixture::close_domain(fabric, domain);
 }
 
 /// Pairs of every endpoint type torn down in every order: endpoints first, the

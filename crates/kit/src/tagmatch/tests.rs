@@ -33,6 +33,21 @@ fn untagged(src: u64, len: usize) -> Incoming {
 }
 
 /// ctx of a match against a posted receive.
+/// The placement of `len` bytes at `offset` of a receive buffer (`truncated`: the
+/// message did not fit).
+fn placed(offset: usize, len: usize, truncated: bool) -> Placement {
+    Placement {
+        offset,
+        len,
+        truncated,
+    }
+}
+
+/// The model's placement of a `msg_len`-byte message into `space` bytes at `offset`.
+fn fit(offset: usize, msg_len: usize, space: usize) -> Placement {
+    placed(offset, msg_len.min(space), msg_len > space)
+}
+
 fn matched_ctx(m: Match<'_, &'static str>) -> Option<usize> {
     match m {
         Match::Unexpected => None,
@@ -63,14 +78,7 @@ fn kinds_never_cross() {
         PostOutcome::Matched { recv, msg, place } => {
             assert_eq!(recv.ctx, 3);
             assert_eq!(msg.payload, 10);
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 4,
-                    truncated: false
-                }
-            );
+            assert_eq!(place, placed(0, 4, false));
         }
         o => panic!("{o:?}"),
     }
@@ -91,18 +99,7 @@ fn in_place_match_removes_only_after_delivery() {
     assert_eq!(m.posted_len(), 2);
     // Not the oldest: the second receive is taken, the first keeps its place.
     let got = m.match_incoming_with(&inc(6, 12), |r, place| (r.ctx, r.buf, place));
-    assert_eq!(
-        got.ok(),
-        Some((
-            2,
-            "b",
-            Placement {
-                offset: 0,
-                len: 8,
-                truncated: true
-            }
-        ))
-    );
+    assert_eq!(got.ok(), Some((2, "b", placed(0, 8, true))));
     assert_eq!(m.posted_len(), 1);
     assert_eq!(
         m.match_incoming_with(&inc(7, 1), |r, _| r.ctx).err(),
@@ -225,27 +222,13 @@ fn truncation() {
     let mut m = M::new(cfg());
     post(&mut m, PostedRecv::msg(1, "a", 4));
     match m.match_incoming(&untagged(1, 10)) {
-        Match::Recv { place, .. } => assert_eq!(
-            place,
-            Placement {
-                offset: 0,
-                len: 4,
-                truncated: true
-            }
-        ),
+        Match::Recv { place, .. } => assert_eq!(place, placed(0, 4, true)),
         o => panic!("{o:?}"),
     }
     m.push_unexpected(untagged(1, 10), 0).unwrap();
     match m.post_recv(PostedRecv::msg(2, "b", 3)).unwrap() {
         PostOutcome::Matched { place, .. } => {
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 3,
-                    truncated: true
-                }
-            )
+            assert_eq!(place, placed(0, 3, true))
         }
         o => panic!("{o:?}"),
     }
@@ -269,28 +252,14 @@ fn multi_recv_packs_and_releases_below_min() {
                 buf,
                 MultiBuf::Posted(&PostedRecv::msg(1, "big", 40).with_flags(OpFlags::MULTI_RECV))
             );
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 12,
-                    truncated: false
-                }
-            );
+            assert_eq!(place, placed(0, 12, false));
         }
         o => panic!("{o:?}"),
     }
     match m.match_incoming(&untagged(1, 18)) {
         Match::Multi { buf, place } => {
             assert!(!buf.is_released(), "10 bytes left: not below the minimum");
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 12,
-                    len: 18,
-                    truncated: false
-                }
-            );
+            assert_eq!(place, placed(12, 18, false));
         }
         o => panic!("{o:?}"),
     }
@@ -298,14 +267,7 @@ fn multi_recv_packs_and_releases_below_min() {
         Match::Multi { buf, place } => {
             assert!(buf.is_released(), "9 bytes left < 10");
             assert_eq!(buf.recv().ctx, 1);
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 30,
-                    len: 1,
-                    truncated: false
-                }
-            );
+            assert_eq!(place, placed(30, 1, false));
         }
         o => panic!("{o:?}"),
     }
@@ -322,14 +284,7 @@ fn multi_recv_truncates_into_the_rest_and_zero_min_releases_when_full() {
     match m.match_incoming(&inc(0, 10)) {
         Match::Multi { buf, place } => {
             assert!(buf.is_released(), "full buffer is released even with min 0");
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 10,
-                    truncated: false
-                }
-            );
+            assert_eq!(place, placed(0, 10, false));
         }
         o => panic!("{o:?}"),
     }
@@ -341,14 +296,7 @@ fn multi_recv_truncates_into_the_rest_and_zero_min_releases_when_full() {
     match m.match_incoming(&inc(0, 6)) {
         Match::Multi { buf, place } => {
             assert!(buf.is_released());
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 6,
-                    len: 4,
-                    truncated: true
-                }
-            );
+            assert_eq!(place, placed(6, 4, true));
         }
         o => panic!("{o:?}"),
     }
@@ -400,14 +348,7 @@ fn multi_recv_post_drains_unexpected() {
         } => {
             assert_eq!(r.ctx, 2);
             assert_eq!(msgs.len(), 1);
-            assert_eq!(
-                msgs[0].0,
-                Placement {
-                    offset: 0,
-                    len: 20,
-                    truncated: true
-                }
-            );
+            assert_eq!(msgs[0].0, placed(0, 20, true));
         }
         o => panic!("{o:?}"),
     }
@@ -505,14 +446,7 @@ fn peek_claim_then_claim() {
         PostOutcome::Matched { recv, place, msg } => {
             assert_eq!(recv.buf, "buf");
             assert_eq!(msg.payload, 7);
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 4,
-                    truncated: true
-                }
-            );
+            assert_eq!(place, placed(0, 4, true));
         }
         o => panic!("{o:?}"),
     }
@@ -669,14 +603,7 @@ fn unexpected_limits_are_enobufs() {
     match m.post_recv(PostedRecv::tagged(1, 0, 0, "r", 64)).unwrap() {
         PostOutcome::Matched { msg, place, .. } => {
             assert_eq!(msg.bytes, 4);
-            assert_eq!(
-                place,
-                Placement {
-                    offset: 0,
-                    len: 64,
-                    truncated: true
-                }
-            );
+            assert_eq!(place, placed(0, 64, true));
         }
         o => panic!("{o:?}"),
     }
@@ -768,21 +695,13 @@ impl Model {
         if let Some(i) = self.posted.iter().position(|(r, _, _)| self.takes(r, &m)) {
             let (r, used, min) = &mut self.posted[i];
             if !r.flags.contains(OpFlags::MULTI_RECV) {
-                let place = Placement {
-                    offset: 0,
-                    len: m.len.min(r.len),
-                    truncated: m.len > r.len,
-                };
+                let place = fit(0, m.len, r.len);
                 let buf = r.buf;
                 self.posted.remove(i);
                 return vec![Obs::Recv(buf, place)];
             }
             let left = r.len - *used;
-            let place = Placement {
-                offset: *used,
-                len: m.len.min(left),
-                truncated: m.len > left,
-            };
+            let place = fit(*used, m.len, left);
             *used += place.len;
             let left = r.len - *used;
             let released = left == 0 || left < *min;
@@ -835,11 +754,7 @@ impl Model {
             if discard {
                 return Obs::Discarded(r.buf, c.2);
             }
-            let place = Placement {
-                offset: 0,
-                len: c.1.len.min(r.len),
-                truncated: c.1.len > r.len,
-            };
+            let place = fit(0, c.1.len, r.len);
             return Obs::Matched(r.buf, place, c.2);
         }
         let full = self.posted.len() >= self.cfg.max_posted;
@@ -858,11 +773,7 @@ impl Model {
                     continue;
                 }
                 let left = r.len - used;
-                let place = Placement {
-                    offset: used,
-                    len: u.0.len.min(left),
-                    truncated: u.0.len > left,
-                };
+                let place = fit(used, u.0.len, left);
                 used += place.len;
                 got.push((place, u.1));
                 let left = r.len - used;
@@ -880,11 +791,7 @@ impl Model {
         }
         if let Some(i) = self.unexp.iter().position(|u| self.takes(&r, &u.0)) {
             let u = self.unexp.remove(i);
-            let place = Placement {
-                offset: 0,
-                len: u.0.len.min(r.len),
-                truncated: u.0.len > r.len,
-            };
+            let place = fit(0, u.0.len, r.len);
             return Obs::Matched(r.buf, place, u.1);
         }
         if full {

@@ -606,6 +606,22 @@ fn local_mr_needed() -> Error {
     )
 }
 
+/// The remote address of `buf.len()` bytes at `offset` of `region`, and `buf` back;
+/// a span outside the region is refused with the buffer given back.
+fn remote_target<A: Access>(
+    region: &RemoteRegion<A>,
+    offset: u64,
+    buf: Buf,
+) -> std::result::Result<(u64, Buf), PostError> {
+    match region.addr(offset, buf.len() as u64) {
+        Ok(addr) => Ok((addr, buf)),
+        Err(error) => Err(PostError {
+            error,
+            buf: Some(buf),
+        }),
+    }
+}
+
 impl<K: Connectionless> Ep<K> {
     /// `fi_av_insert` a peer's address; the handle to send to it.
     pub fn insert_peer(&mut self, addr: &EpAddr) -> Result<Peer> {
@@ -695,15 +711,7 @@ impl<K: Reliable> Ep<K> {
         offset: u64,
         data: Option<u64>,
     ) -> std::result::Result<OpId, PostError> {
-        let addr = match region.addr(offset, buf.len() as u64) {
-            Ok(a) => a,
-            Err(error) => {
-                return Err(PostError {
-                    error,
-                    buf: Some(buf),
-                })
-            }
-        };
+        let (addr, buf) = remote_target(region, offset, buf)?;
         let key = region.key();
         self.post_buf(OpKind::Write, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the source memory until completion.
@@ -724,15 +732,7 @@ impl<K: Reliable> Ep<K> {
         region: &RemoteRegion<A>,
         offset: u64,
     ) -> std::result::Result<OpId, PostError> {
-        let addr = match region.addr(offset, buf.len() as u64) {
-            Ok(a) => a,
-            Err(error) => {
-                return Err(PostError {
-                    error,
-                    buf: Some(buf),
-                })
-            }
-        };
+        let (addr, buf) = remote_target(region, offset, buf)?;
         let key = region.key();
         self.post_buf(OpKind::Read, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the destination memory.

@@ -190,18 +190,7 @@ pub fn run(
                 ),
             ));
         }
-        let depth = match tool {
-            Tool::PingPong => Depth {
-                max_size,
-                nrx: 2,
-                ntx: 2,
-            },
-            Tool::Bw => Depth {
-                max_size,
-                nrx: window,
-                ntx: 4,
-            },
-        };
+        let depth = queue_depth(tool, true, max_size, window);
         let mut s = Session::open(&info, true, &mut c, depth, cfg)?;
         debug(o, format!("endpoint ready: {s:?}"));
         serve(tool, &mut s, &mut c, &mut row_out)?;
@@ -219,18 +208,7 @@ pub fn run(
         c.send_str(&format!("cfg {max_size} {window}"))?;
         let w = c.recv_words("win")?;
         let window = (ctrl::numbers(&w, 1)?[0] as usize).clamp(1, window);
-        let depth = match tool {
-            Tool::PingPong => Depth {
-                max_size,
-                nrx: 2,
-                ntx: 2,
-            },
-            Tool::Bw => Depth {
-                max_size,
-                nrx: 2,
-                ntx: window,
-            },
-        };
+        let depth = queue_depth(tool, false, max_size, window);
         let mut s = Session::open(&info, false, &mut c, depth, cfg)?;
         debug(o, format!("endpoint ready: {s:?}"));
         for &size in &sizes {
@@ -309,28 +287,8 @@ fn client_size(
     c.send_str(&format!("cnt {sent} {got}"))?;
     let w = c.recv_words("cnt")?;
     let v = ctrl::numbers(&w, 2)?;
-    let (peer_sent, peer_got) = (v[0], v[1]);
-    Ok(match tool {
-        Tool::PingPong => Row {
-            size,
-            sent,
-            ack: peer_got,
-            total: size as u64 * (sent + got),
-            secs,
-            xfers: sent + got,
-        },
-        Tool::Bw => {
-            let _ = peer_sent;
-            Row {
-                size,
-                sent,
-                ack: peer_got,
-                total: size as u64 * peer_got,
-                secs,
-                xfers: peer_got,
-            }
-        }
-    })
+    let peer = (v[0], v[1]);
+    Ok(result_row(tool, false, size, secs, (sent, got), peer))
 }
 
 /// The client's timed ping-pong loop: `iters` times, send `size` bytes and wait for the
@@ -489,10 +447,24 @@ fn server_size(
     s.flush()?;
     let w = c.recv_words("cnt")?;
     let v = ctrl::numbers(&w, 2)?;
-    let (peer_sent, peer_got) = (v[0], v[1]);
+    let peer = (v[0], v[1]);
     c.send_str(&format!("cnt {sent} {got}"))?;
     let secs = start.map_or(0.0, |t| end.duration_since(t).as_secs_f64());
-    Ok(match tool {
+    Ok(result_row(tool, true, size, secs, (sent, got), peer))
+}
+
+/// The row of one size from one side's counts `(sent, received)` and the peer's:
+/// ping-pong counts both directions; a bandwidth run counts what the client sent and
+/// the server received (`server`: this side is the server).
+fn result_row(
+    tool: Tool,
+    server: bool,
+    size: usize,
+    secs: f64,
+    (sent, got): (u64, u64),
+    (peer_sent, peer_got): (u64, u64),
+) -> Row {
+    match tool {
         Tool::PingPong => Row {
             size,
             sent,
@@ -501,13 +473,43 @@ fn server_size(
             secs,
             xfers: sent + got,
         },
-        Tool::Bw => Row {
-            size,
-            sent: peer_sent,
-            ack: got,
-            total: size as u64 * got,
-            secs,
-            xfers: got,
+        Tool::Bw => {
+            let (sent, delivered) = if server {
+                (peer_sent, got)
+            } else {
+                (sent, peer_got)
+            };
+            Row {
+                size,
+                sent,
+                ack: delivered,
+                total: size as u64 * delivered,
+                secs,
+                xfers: delivered,
+            }
+        }
+    }
+}
+
+/// The queue sizes of one side of `tool`: ping-pong keeps two of each; in a bandwidth
+/// run the server (the receiver) keeps `window` receives posted and the client
+/// `window` sends outstanding.
+fn queue_depth(tool: Tool, server: bool, max_size: usize, window: usize) -> Depth {
+    match (tool, server) {
+        (Tool::PingPong, _) => Depth {
+            max_size,
+            nrx: 2,
+            ntx: 2,
         },
-    })
+        (Tool::Bw, true) => Depth {
+            max_size,
+            nrx: window,
+            ntx: 4,
+        },
+        (Tool::Bw, false) => Depth {
+            max_size,
+            nrx: 2,
+            ntx: window,
+        },
+    }
 }

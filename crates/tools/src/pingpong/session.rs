@@ -530,6 +530,16 @@ impl Session {
         }
     }
 
+    /// The name of an operation for messages: `tagged` when the session uses tagged
+    /// messages, else `plain` (e.g. `fi_tsend` / `fi_send`).
+    fn op_name(&self, tagged: &'static str, plain: &'static str) -> &'static str {
+        if self.cfg.tagged {
+            tagged
+        } else {
+            plain
+        }
+    }
+
     /// The rest of an operation whose first try failed with `first`: while it is
     /// `FI_EAGAIN`, drive progress and try `op` again, until the time-out. Out of line:
     /// the first try, made by the caller, usually succeeds, and then no time limit is
@@ -584,14 +594,9 @@ impl Session {
     fn post_recv(&mut self, i: usize) -> ofi::Result<()> {
         match self.try_post_recv(i) {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let what = if self.cfg.tagged {
-                    "fi_trecv"
-                } else {
-                    "fi_recv"
-                };
-                self.retry(what, e, move |s| s.try_post_recv(i))
-            }
+            Err(e) => self.retry(self.op_name("fi_trecv", "fi_recv"), e, move |s| {
+                s.try_post_recv(i)
+            }),
         }
     }
 
@@ -725,14 +730,9 @@ impl Session {
         }
         match self.try_inject(len) {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let what = if self.cfg.tagged {
-                    "fi_tinject"
-                } else {
-                    "fi_inject"
-                };
-                self.retry(what, e, move |s| s.try_inject(len))
-            }
+            Err(e) => self.retry(self.op_name("fi_tinject", "fi_inject"), e, move |s| {
+                s.try_inject(len)
+            }),
         }
     }
 
@@ -764,14 +764,9 @@ impl Session {
         };
         let sent = match self.try_send(len, cell) {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let what = if self.cfg.tagged {
-                    "fi_tsend"
-                } else {
-                    "fi_send"
-                };
-                self.retry(what, e, move |s| s.try_send(len, cell))
-            }
+            Err(e) => self.retry(self.op_name("fi_tsend", "fi_send"), e, move |s| {
+                s.try_send(len, cell)
+            }),
         };
         sent.inspect_err(|_| self.tx_free.push(cell))?;
         self.tx_outstanding += 1;
