@@ -332,23 +332,6 @@ impl Endpoint {
         ok_or_code(rc as isize).map(|_| len)
     }
 
-    /// `fi_setopt`.
-    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        // SAFETY: `optval` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                EpTable.setopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_ptr() as *const c_void,
-                    optval.len()
-                )
-            )
-        } as isize)
-    }
-
     // ---- connection management ----
 
     // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
@@ -476,23 +459,6 @@ impl PassiveEndpoint {
             )
         };
         ok_or_code(rc as isize).map(|_| len)
-    }
-
-    /// `fi_setopt`.
-    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        // SAFETY: `optval` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                PepTable.setopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_ptr() as *const c_void,
-                    optval.len()
-                )
-            )
-        } as isize)
     }
 
     /// `fi_close`.

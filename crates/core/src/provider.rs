@@ -72,6 +72,12 @@ pub fn enosys<T>(what: &'static str) -> Result<T> {
     Err(Error::new(Errno::ENOSYS, what))
 }
 
+/// `Err(FI_ENOPROTOOPT)`: the default of `getopt` / `setopt` for an option the
+/// provider does not know.
+pub fn enoprotoopt<T>() -> Result<T> {
+    Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+}
+
 /// The data-path form of "not implemented": no allocation.
 #[inline]
 pub fn enosys_fast<T>() -> Result<T> {
@@ -369,10 +375,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
         Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
     }
-    /// `fi_setopt`.
-    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
     /// `fi_tx_context` of a scalable endpoint.
     fn tx_ctx(&self, _index: i32, _attr: &TxAttr, _context: usize) -> Result<Self> {
         enosys("transmit contexts are not supported")
@@ -418,10 +420,6 @@ pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     crate::for_each_pep_op!(crate::ctl_trait_methods);
     /// `fi_getopt`.
     fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
-    /// `fi_setopt`.
-    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
         Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
     }
     /// Called once before the object is dropped; an error keeps it open.

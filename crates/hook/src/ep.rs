@@ -368,14 +368,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         )
     }
 
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        self.ctl(
-            "setopt",
-            || format!("level={level} optname={optname} len={}", optval.len()),
-            || self.core.inner.setopt(level, optname, optval),
-        )
-    }
-
     fn tx_ctx(&self, index: i32, attr: &TxAttr, context: usize) -> Result<Self> {
         let c = self.ctl(
             "tx_context",
@@ -482,15 +474,6 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             "getopt",
             || format!("level={level} optname={optname}"),
             || self.inner.getopt(level, optname, optval),
-        )
-    }
-
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "setopt",
-            || format!("level={level} optname={optname}"),
-            || self.inner.setopt(level, optname, optval),
         )
     }
 

@@ -61,6 +61,10 @@
 //!     non-zero length is `FI_EINVAL`); hooks print it as its length. A second `;`
 //!     starts the scalars that come after the slices (`remove(; fi_addr[count]: u64;
 //!     flags: u64)`). With the shape `()` only.
+//!   - `; s[s_len]: u8 as ::std::ffi::c_void`: a slice whose slot pointer has another
+//!     element type than the methods' slice (`*const c_void` for a C `void *` with a
+//!     length, `&[u8]` in the methods); such an entry has this one slice and no
+//!     scalars after it.
 //!   - `with err`: the slot takes a last `err: *mut ErrBuf` where a failure leaves its
 //!     message (a control call); the host method returns that message in its error.
 //!     With the shape `()` only.
@@ -118,8 +122,8 @@ macro_rules! for_each_ep_ctl_op {
                 fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
                 /// `fi_getopt`; `optlen` is in/out.
                 fn getopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => ep_getopt;
-                /// `fi_setopt`.
-                fn setopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => ep_setopt;
+                /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
+                op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
                 /// `fi_tx_context` of a scalable endpoint.
                 fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx;
                 /// `fi_rx_context` of a scalable endpoint.
@@ -366,8 +370,8 @@ macro_rules! for_each_pep_op {
                 op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
                 fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
-                /// `fi_setopt`.
-                fn setopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => pep_setopt;
+                /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
+                op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
             }
         }
     };
@@ -453,14 +457,14 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             $def
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         $(#[$doc])*
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
     };
@@ -490,7 +494,7 @@ macro_rules! __ctl_forwarder {
             .unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             let (h, obj, inner) = self.forward();
             h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [$($b),*] [$($c),*]), || {
@@ -528,9 +532,9 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty $(as $bc:ty)?),+ $(; $($c:ident : $ct:ty),+)?)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt] [$($bc)?]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -565,18 +569,18 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             // SAFETY: our own object and its table; the arguments are plain values or
             // slices passed with their lengths.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr().cast(), $b.len(),)* $($c),*))
             } as isize)
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -584,7 +588,7 @@ macro_rules! ctl_wrapper {
                 // SAFETY: our own object and its table; the arguments are plain values
                 // or slices passed with their lengths; `err` is the message buffer.
                 unsafe {
-                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c,)* err))
+                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr().cast(), $b.len(),)* $($c,)* err))
                 }
             })
         }
@@ -648,6 +652,15 @@ macro_rules! ctl_table {
         $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
     };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* ; $b:ident [$blen:ident] : $bt:ty as $bc:ty)
+        $(with $err:ident)? $(via $V:ident)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
+            obj: $crate::abi::raw::Obj,
+            $($a: $t,)*
+            $b: *const $bc, $blen: usize,
+            $($err: *mut $crate::abi::raw::ErrBuf)?
+        ) -> i32;] $($rest)* }
+    };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
@@ -672,7 +685,7 @@ macro_rules! ctl_unsupported {
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
     ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             match *self {}
@@ -680,7 +693,20 @@ macro_rules! ctl_unsupported_method {
     };
 }
 
-pub(crate) use {ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers};
+/// The element type of a slice's slot pointer: the entry's `as` type when it has one
+/// (`[c_void] u8` is `c_void`), else the slice's element type.
+macro_rules! slot_elem {
+    ([$bc:ty] $bt:ty) => {
+        $bc
+    };
+    ([] $bt:ty) => {
+        $bt
+    };
+}
+
+pub(crate) use {
+    ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers, slot_elem,
+};
 
 /// The ops table of a public type (what the generated host methods call through).
 pub(crate) trait TableOf<T> {

@@ -44,26 +44,6 @@ pub(super) unsafe extern "C" fn pep_getopt<F: FabricOps>(
     })
 }
 
-/// Slot `setopt` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
-    pep: Obj,
-    level: i32,
-    optname: i32,
-    optval: *const c_void,
-    optlen: usize,
-) -> i32 {
-    guard("pep.setopt", || {
-        st32(run(|| {
-            // SAFETY: `optval` valid for `optlen` bytes (contract).
-            let v = unsafe { sl_req(optval as *const u8, optlen, "setopt: null value")? };
-            // SAFETY: our boxed passive endpoint.
-            unsafe { ob::<F::PassiveEp>(pep) }.setopt(level, optname, v)
-        }))
-    })
-}
-
 /// The provider's object behind a slot's object pointer.
 ///
 /// # Safety
