@@ -371,10 +371,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn cancel(&self, _context: usize) -> Result<()> {
         enosys_fast()
     }
-    /// `fi_getopt`: write the option into `optval` and return its length.
-    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
     /// `fi_tx_context` of a scalable endpoint.
     fn tx_ctx(&self, _index: i32, _attr: &TxAttr, _context: usize) -> Result<Self> {
         enosys("transmit contexts are not supported")
@@ -418,10 +414,6 @@ pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
     // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
-    /// `fi_getopt`.
-    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())

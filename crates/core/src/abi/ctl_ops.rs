@@ -42,7 +42,7 @@
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
-//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8>] [= default];
+//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8> | -> fill usize] [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -78,6 +78,11 @@
 //!     (in: the buffer's size; out: the bytes' length, `FI_ETOOSMALL` when they do not
 //!     fit), the provider and host methods return `Result<Vec<u8>>` (the host asks
 //!     again with a larger buffer).
+//!   - `-> fill usize`: the caller's buffer is filled: the slot takes a last
+//!     `buf: *mut c_void, len: *mut usize` (in: the buffer's size; out: the bytes
+//!     written; `FI_EINVAL` when `len` is null, or `buf` is null with a non-zero
+//!     size), the provider and host methods a last `buf: &mut [u8]` and return
+//!     `Result<usize>` (the bytes written).
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
 //!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
@@ -121,7 +126,7 @@ macro_rules! for_each_ep_ctl_op {
                 /// `fi_cancel`.
                 fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
                 /// `fi_getopt`; `optlen` is in/out.
-                fn getopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => ep_getopt;
+                op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
                 /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
                 op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
                 /// `fi_tx_context` of a scalable endpoint.
@@ -369,7 +374,7 @@ macro_rules! for_each_pep_op {
                 /// `fi_setname`.
                 op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
-                fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
+                op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
                 /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
                 op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
             }
@@ -442,6 +447,7 @@ macro_rules! __ctl_prov_ret {
     (val $t:ty) => { $t };
     (count $t:ty) => { $crate::Result<$t> };
     (bytes $t:ty) => { $crate::Result<$t> };
+    (fill $t:ty) => { $crate::Result<$t> };
 }
 
 /// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
@@ -457,6 +463,17 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$def:expr]) => {
+        $(#[$doc])*
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            $def
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] []) => {
+        $(#[$doc])*
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt>;
+    };
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
@@ -476,6 +493,15 @@ macro_rules! __ctl_trait_method {
 #[macro_export]
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            let (h, obj, inner) = self.forward();
+            let buf_len = buf.len();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a,)* buf_len] [] []), || {
+                inner.$name($($a,)* buf)
+            })
+        }
+    };
     // Seen as a read of the object (`Hook::read`).
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
@@ -603,6 +629,19 @@ macro_rules! ctl_wrapper {
             })
         }
     };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            let mut len = buf.len();
+            // SAFETY: our own object and its table; `buf` valid for writes of `len`
+            // bytes, `len` for a read and a write.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* buf.as_mut_ptr().cast(), &mut len))
+            } as isize)?;
+            Ok(len)
+        }
+    };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t),*) -> $crate::Result<$rt> {
@@ -649,6 +688,10 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        -> fill $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* buf: *mut ::std::ffi::c_void, len: *mut usize) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
         $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
     };
@@ -685,6 +728,12 @@ macro_rules! ctl_unsupported {
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
     ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] []) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            match *self {}
+        }
+    };
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {

@@ -686,6 +686,30 @@ macro_rules! ctl_trampoline {
             })
         }
     };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the provider fills `buf` (its size in `*len`,
+        /// replaced by the bytes written).
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `len` null or valid for a read and a write, `buf`
+        /// null or valid for writes of `*len` bytes, not aliased.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* buf: *mut c_void, len: *mut usize) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(len)?;
+                    // SAFETY: `len` valid; `buf` valid for `*len` bytes (contract).
+                    let bytes = unsafe { sl_mut(buf.cast::<u8>(), *len, concat!(stringify!($name), ": null buffer"))? };
+                    // SAFETY: our boxed object (this function's contract).
+                    let n = unsafe { this::<F>(obj) }.$name($($a,)* bytes)?;
+                    // SAFETY: `len` valid for a write (contract).
+                    unsafe { len.write(n) };
+                    Ok(())
+                }))
+            })
+        }
+    };
     ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the bytes into `out` (capacity and length in
         /// `*out_len`; `-FI_ETOOSMALL` with the needed length when they do not fit).
