@@ -553,12 +553,6 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
 /// A memory region (`fid_mr`).
 pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    /// `fi_mr_key`.
-    fn key(&self) -> u64;
-    /// `fi_mr_desc`: what data calls take as `desc`.
-    fn desc(&self) -> Desc {
-        std::ptr::null_mut()
-    }
     /// `fi_mr_bind` (`FI_MR_ENDPOINT`).
     fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
         enosys("MR bind is not supported")
@@ -667,9 +661,7 @@ impl<F: FabricOps> AvOps<F> for Unsupported {
 }
 
 impl<F: FabricOps> MrOps<F> for Unsupported {
-    fn key(&self) -> u64 {
-        match *self {}
-    }
+    crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl WaitOps for Unsupported {

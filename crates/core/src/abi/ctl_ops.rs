@@ -42,7 +42,8 @@
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
-//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8> | -> fill usize] [= default];
+//!     [-> out T | -> val T | -> get T [fallback] | -> count usize | -> bytes Vec<u8> | -> fill usize]
+//!     [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -72,6 +73,9 @@
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
+//!   - `-> get T [fallback]`: as `val`, but the host method returns `T` too (`fallback`
+//!     when the slot fails), and the hook forwards the call without seeing it (an
+//!     accessor such as `fi_mr_key`, `fi_mr_desc`).
 //!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
 //!     provider and host methods `Result<usize>`.
 //!   - `-> bytes Vec<u8>`: the slot takes a last `out: *mut u8, out_len: *mut usize`
@@ -422,10 +426,11 @@ macro_rules! for_each_mr_op {
             mr MrTable MrOps MrOf MemoryRegion {
                 /// Close (deregister) the region.
                 fn close(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_mr;
-                /// `fi_mr_key`.
-                fn key(mr: $crate::abi::raw::Obj, key: *mut u64) -> i32 => mr_key;
-                /// `fi_mr_desc`.
-                fn desc(mr: $crate::abi::raw::Obj, desc: *mut *mut ::std::ffi::c_void) -> i32 => mr_desc;
+                /// `fi_mr_key`: the key peers use (`FI_KEY_NOTAVAIL` from the host when
+                /// the slot fails).
+                op key() -> get u64 [$crate::KEY_NOTAVAIL];
+                /// `fi_mr_desc`: what data calls take as `desc` (null when none).
+                op desc() -> get *mut ::std::ffi::c_void [::std::ptr::null_mut()] = ::std::ptr::null_mut();
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
@@ -463,6 +468,9 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
+    ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        $crate::__ctl_trait_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
@@ -493,6 +501,12 @@ macro_rules! __ctl_trait_method {
 #[macro_export]
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
+    // An accessor: forwarded without the hook.
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [get $rt:ty [$fb:expr]] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            self.forward().2.$name($($a),*)
+        }
+    };
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
             let (h, obj, inner) = self.forward();
@@ -559,8 +573,8 @@ macro_rules! __ctl_each {
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty $(as $bc:ty)?),+ $(; $($c:ident : $ct:ty),+)?)?)
-        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt] [$($bc)?]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty $([$fb:expr])?)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt] [$($bc)?]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt $([$fb])?)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -629,6 +643,20 @@ macro_rules! ctl_wrapper {
             })
         }
     };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [get $rt:ty [$fb:expr]] [] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $rt {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            let mut out: $rt = $fb;
+            // SAFETY: our own object and its table; `out` valid for a write.
+            let rc = unsafe { $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* &mut out)) };
+            if rc == 0 {
+                out
+            } else {
+                $fb
+            }
+        }
+    };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
@@ -688,6 +716,10 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        -> get $rt:ty [$fb:expr] $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut $rt) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
         -> fill $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* buf: *mut ::std::ffi::c_void, len: *mut usize) -> i32;] $($rest)* }
     };
@@ -727,6 +759,9 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
+    ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        $crate::abi::ctl_ops::ctl_unsupported_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
     ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] []) => {
         #[allow(unused_variables)]

@@ -686,6 +686,9 @@ macro_rules! ctl_trampoline {
             })
         }
     };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        ctl_trampoline! { {$class $ObjOf} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
     ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: the provider fills `buf` (its size in `*len`,
         /// replaced by the bytes written).
