@@ -313,42 +313,6 @@ impl Endpoint {
         ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
     }
 
-    /// `fi_getopt`: the option's bytes into `optval`; returns their length.
-    pub fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        let mut len = optval.len();
-        // SAFETY: `optval` valid for `len` bytes; `len` valid.
-        let rc = unsafe {
-            call_slot!(
-                self.t(),
-                EpTable.getopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_mut_ptr() as *mut c_void,
-                    &mut len
-                )
-            )
-        };
-        ok_or_code(rc as isize).map(|_| len)
-    }
-
-    /// `fi_setopt`.
-    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        // SAFETY: `optval` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                EpTable.setopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_ptr() as *const c_void,
-                    optval.len()
-                )
-            )
-        } as isize)
-    }
-
     // ---- connection management ----
 
     // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
@@ -457,42 +421,6 @@ impl PassiveEndpoint {
         ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
         Ok(())
-    }
-
-    /// `fi_getopt`.
-    pub fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        let mut len = optval.len();
-        // SAFETY: `optval` valid for `len` bytes.
-        let rc = unsafe {
-            call_slot!(
-                self.t(),
-                PepTable.getopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_mut_ptr() as *mut c_void,
-                    &mut len
-                )
-            )
-        };
-        ok_or_code(rc as isize).map(|_| len)
-    }
-
-    /// `fi_setopt`.
-    pub fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        // SAFETY: `optval` valid for its length.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                PepTable.setopt(
-                    self.obj,
-                    level,
-                    optname,
-                    optval.as_ptr() as *const c_void,
-                    optval.len()
-                )
-            )
-        } as isize)
     }
 
     /// `fi_close`.

@@ -14,18 +14,16 @@
 //! [`MemoryRegion::write_owned`]); [`MemoryRegion::owned_ptr`] gives its address.
 //! Nothing here panics.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{ctl, AsFid, FidRef, Node};
 use crate::abi::raw::{Iov, Obj, RawMrAttr, RawStr};
 use crate::abi::tables::{call_slot, MrTable};
 use crate::cntr::Counter;
-use crate::enums::{HmemIface, KEY_NOTAVAIL};
+use crate::enums::HmemIface;
 use crate::ep::Endpoint;
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
-use crate::provider::Desc;
 
 /// Registration attributes (`struct fi_mr_attr`), as a provider receives them.
 #[derive(Clone, Copy, Debug)]
@@ -193,30 +191,6 @@ impl MemoryRegion {
     pub(crate) fn t(&self) -> &MrTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
-    }
-
-    /// `fi_mr_key`: the key peers use, or `FI_KEY_NOTAVAIL`.
-    pub fn key(&self) -> u64 {
-        let mut k = KEY_NOTAVAIL;
-        // SAFETY: `k` valid for a write.
-        let rc = unsafe { call_slot!(self.t(), MrTable.key(self.obj, &mut k)) };
-        if rc == 0 {
-            k
-        } else {
-            KEY_NOTAVAIL
-        }
-    }
-
-    /// `fi_mr_desc`: the descriptor to pass with local buffers (null if none).
-    pub fn desc(&self) -> Desc {
-        let mut d: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `d` valid for a write.
-        let rc = unsafe { call_slot!(self.t(), MrTable.desc(self.obj, &mut d)) };
-        if rc == 0 {
-            d
-        } else {
-            std::ptr::null_mut()
-        }
     }
 
     /// Base address and length of the memory a region registered with

@@ -72,6 +72,12 @@ pub fn enosys<T>(what: &'static str) -> Result<T> {
     Err(Error::new(Errno::ENOSYS, what))
 }
 
+/// `Err(FI_ENOPROTOOPT)`: the default of `getopt` / `setopt` for an option the
+/// provider does not know.
+pub fn enoprotoopt<T>() -> Result<T> {
+    Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
+}
+
 /// The data-path form of "not implemented": no allocation.
 #[inline]
 pub fn enosys_fast<T>() -> Result<T> {
@@ -365,14 +371,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn cancel(&self, _context: usize) -> Result<()> {
         enosys_fast()
     }
-    /// `fi_getopt`: write the option into `optval` and return its length.
-    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
-    /// `fi_setopt`.
-    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
     /// `fi_tx_context` of a scalable endpoint.
     fn tx_ctx(&self, _index: i32, _attr: &TxAttr, _context: usize) -> Result<Self> {
         enosys("transmit contexts are not supported")
@@ -416,14 +414,6 @@ pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
     // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
-    /// `fi_getopt`.
-    fn getopt(&self, _level: i32, _optname: i32, _optval: &mut [u8]) -> Result<usize> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
-    /// `fi_setopt`.
-    fn setopt(&self, _level: i32, _optname: i32, _optval: &[u8]) -> Result<()> {
-        Err(Error::new(Errno::ENOPROTOOPT, "option not supported"))
-    }
     /// Called once before the object is dropped; an error keeps it open.
     fn close(&self) -> Result<()> {
         Ok(())
@@ -563,12 +553,6 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
 /// A memory region (`fid_mr`).
 pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    /// `fi_mr_key`.
-    fn key(&self) -> u64;
-    /// `fi_mr_desc`: what data calls take as `desc`.
-    fn desc(&self) -> Desc {
-        std::ptr::null_mut()
-    }
     /// `fi_mr_bind` (`FI_MR_ENDPOINT`).
     fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
         enosys("MR bind is not supported")
@@ -677,9 +661,7 @@ impl<F: FabricOps> AvOps<F> for Unsupported {
 }
 
 impl<F: FabricOps> MrOps<F> for Unsupported {
-    fn key(&self) -> u64 {
-        match *self {}
-    }
+    crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl WaitOps for Unsupported {

@@ -360,22 +360,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         )
     }
 
-    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        self.ctl(
-            "getopt",
-            || format!("level={level} optname={optname}"),
-            || self.core.inner.getopt(level, optname, optval),
-        )
-    }
-
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        self.ctl(
-            "setopt",
-            || format!("level={level} optname={optname} len={}", optval.len()),
-            || self.core.inner.setopt(level, optname, optval),
-        )
-    }
-
     fn tx_ctx(&self, index: i32, attr: &TxAttr, context: usize) -> Result<Self> {
         let c = self.ctl(
             "tx_context",
@@ -473,24 +457,6 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             "bind_eq",
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
-
-    fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        self.h.ctl(
-            &self.name,
-            "getopt",
-            || format!("level={level} optname={optname}"),
-            || self.inner.getopt(level, optname, optval),
-        )
-    }
-
-    fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "setopt",
-            || format!("level={level} optname={optname}"),
-            || self.inner.setopt(level, optname, optval),
         )
     }
 

@@ -11,7 +11,7 @@ use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
 use ofi_core::eq::{EqErrorEntry, Event, EventQueue};
 use ofi_core::mr::MemoryRegion;
-use ofi_core::provider::{AvOps, CntrOps, Desc, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
+use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
 use ofi_core::{Address, Result, ADDR_NOTAVAIL};
 
@@ -324,14 +324,6 @@ impl<H: Hook> HookMr<H> {
 impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
     // One forwarder per `op` entry of the list (`for_each_mr_op!`).
     ofi_core::for_each_mr_op!(ofi_core::ctl_forwarders);
-
-    fn key(&self) -> u64 {
-        self.inner.key()
-    }
-
-    fn desc(&self) -> Desc {
-        self.inner.desc()
-    }
 
     fn bind(&self, target: MrBindTarget<'_, HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(

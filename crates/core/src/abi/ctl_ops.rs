@@ -42,7 +42,8 @@
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
-//!     [-> out T | -> val T | -> count usize | -> bytes Vec<u8>] [= default];
+//!     [-> out T | -> val T | -> get T [fallback] | -> count usize | -> bytes Vec<u8> | -> fill usize]
+//!     [= default];
 //! ```
 //!
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
@@ -61,6 +62,10 @@
 //!     non-zero length is `FI_EINVAL`); hooks print it as its length. A second `;`
 //!     starts the scalars that come after the slices (`remove(; fi_addr[count]: u64;
 //!     flags: u64)`). With the shape `()` only.
+//!   - `; s[s_len]: u8 as ::std::ffi::c_void`: a slice whose slot pointer has another
+//!     element type than the methods' slice (`*const c_void` for a C `void *` with a
+//!     length, `&[u8]` in the methods); such an entry has this one slice and no
+//!     scalars after it.
 //!   - `with err`: the slot takes a last `err: *mut ErrBuf` where a failure leaves its
 //!     message (a control call); the host method returns that message in its error.
 //!     With the shape `()` only.
@@ -68,12 +73,20 @@
 //!   - `-> out T`: the slot takes a last `out: *mut T` (`FI_EINVAL` when null), the
 //!     provider and host methods return `Result<T>`;
 //!   - `-> val T`: as `out`, but the provider method cannot fail (returns `T`).
+//!   - `-> get T [fallback]`: as `val`, but the host method returns `T` too (`fallback`
+//!     when the slot fails), and the hook forwards the call without seeing it (an
+//!     accessor such as `fi_mr_key`, `fi_mr_desc`).
 //!   - `-> count usize`: the slot returns an `isize` (a count, or `-FI_x`), the
 //!     provider and host methods `Result<usize>`.
 //!   - `-> bytes Vec<u8>`: the slot takes a last `out: *mut u8, out_len: *mut usize`
 //!     (in: the buffer's size; out: the bytes' length, `FI_ETOOSMALL` when they do not
 //!     fit), the provider and host methods return `Result<Vec<u8>>` (the host asks
 //!     again with a larger buffer).
+//!   - `-> fill usize`: the caller's buffer is filled: the slot takes a last
+//!     `buf: *mut c_void, len: *mut usize` (in: the buffer's size; out: the bytes
+//!     written; `FI_EINVAL` when `len` is null, or `buf` is null with a non-zero
+//!     size), the provider and host methods a last `buf: &mut [u8]` and return
+//!     `Result<usize>` (the bytes written).
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
 //!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
@@ -117,9 +130,9 @@ macro_rules! for_each_ep_ctl_op {
                 /// `fi_cancel`.
                 fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
                 /// `fi_getopt`; `optlen` is in/out.
-                fn getopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => ep_getopt;
-                /// `fi_setopt`.
-                fn setopt(ep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => ep_setopt;
+                op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
+                /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
+                op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
                 /// `fi_tx_context` of a scalable endpoint.
                 fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx;
                 /// `fi_rx_context` of a scalable endpoint.
@@ -365,9 +378,9 @@ macro_rules! for_each_pep_op {
                 /// `fi_setname`.
                 op setname(; addr[addrlen]: u8) = $crate::provider::enosys("setname is not supported");
                 /// `fi_getopt`.
-                fn getopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *mut ::std::ffi::c_void, optlen: *mut usize) -> i32 => pep_getopt;
-                /// `fi_setopt`.
-                fn setopt(pep: $crate::abi::raw::Obj, level: i32, optname: i32, optval: *const ::std::ffi::c_void, optlen: usize) -> i32 => pep_setopt;
+                op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
+                /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
+                op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
             }
         }
     };
@@ -413,10 +426,11 @@ macro_rules! for_each_mr_op {
             mr MrTable MrOps MrOf MemoryRegion {
                 /// Close (deregister) the region.
                 fn close(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_mr;
-                /// `fi_mr_key`.
-                fn key(mr: $crate::abi::raw::Obj, key: *mut u64) -> i32 => mr_key;
-                /// `fi_mr_desc`.
-                fn desc(mr: $crate::abi::raw::Obj, desc: *mut *mut ::std::ffi::c_void) -> i32 => mr_desc;
+                /// `fi_mr_key`: the key peers use (`FI_KEY_NOTAVAIL` from the host when
+                /// the slot fails).
+                op key() -> get u64 [$crate::KEY_NOTAVAIL];
+                /// `fi_mr_desc`: what data calls take as `desc` (null when none).
+                op desc() -> get *mut ::std::ffi::c_void [::std::ptr::null_mut()] = ::std::ptr::null_mut();
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
@@ -438,6 +452,7 @@ macro_rules! __ctl_prov_ret {
     (val $t:ty) => { $t };
     (count $t:ty) => { $crate::Result<$t> };
     (bytes $t:ty) => { $crate::Result<$t> };
+    (fill $t:ty) => { $crate::Result<$t> };
 }
 
 /// The return type of an `op` entry's host method: `Result<()>` or `Result<T>`.
@@ -453,14 +468,28 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
+    ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        $crate::__ctl_trait_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$def:expr]) => {
+        $(#[$doc])*
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            $def
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] []) => {
+        $(#[$doc])*
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt>;
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {
         $(#[$doc])*
         #[allow(unused_variables)]
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             $def
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         $(#[$doc])*
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?);
     };
@@ -472,6 +501,21 @@ macro_rules! __ctl_trait_method {
 #[macro_export]
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
+    // An accessor: forwarded without the hook.
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [get $rt:ty [$fb:expr]] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t),*) -> $rt {
+            self.forward().2.$name($($a),*)
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] [$($def:expr)?]) => {
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            let (h, obj, inner) = self.forward();
+            let buf_len = buf.len();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a,)* buf_len] [] []), || {
+                inner.$name($($a,)* buf)
+            })
+        }
+    };
     // Seen as a read of the object (`Hook::read`).
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
@@ -490,7 +534,7 @@ macro_rules! __ctl_forwarder {
             .unwrap_or_default()
         }
     };
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             let (h, obj, inner) = self.forward();
             h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($a),*] [$($b),*] [$($c),*]), || {
@@ -528,9 +572,9 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
-    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
-        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
-        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt)?] [$($V)?] [$($def)?] }
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty $(as $bc:ty)?),+ $(; $($c:ident : $ct:ty),+)?)?)
+        $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty $([$fb:expr])?)? $(= $def:expr)?; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* op $name ($($a: $t),*) ($($($b $blen [$bt] [$($bc)?]),+)?) ($($($($c: $ct),+)?)?) [$($err)?] [$($shape $rt $([$fb])?)?] [$($V)?] [$($def)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
 }
@@ -565,18 +609,18 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
             // SAFETY: our own object and its table; the arguments are plain values or
             // slices passed with their lengths.
             $crate::abi::object::ok_or_code(unsafe {
-                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c),*))
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr().cast(), $b.len(),)* $($c),*))
             } as isize)
         }
     };
-    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
             let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
@@ -584,7 +628,7 @@ macro_rules! ctl_wrapper {
                 // SAFETY: our own object and its table; the arguments are plain values
                 // or slices passed with their lengths; `err` is the message buffer.
                 unsafe {
-                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr(), $b.len(),)* $($c,)* err))
+                    $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* $($b.as_ptr().cast(), $b.len(),)* $($c,)* err))
                 }
             })
         }
@@ -597,6 +641,33 @@ macro_rules! ctl_wrapper {
             $crate::abi::object::count_or_code(unsafe {
                 $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a),*))
             })
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [get $rt:ty [$fb:expr]] [] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $rt {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            let mut out: $rt = $fb;
+            // SAFETY: our own object and its table; `out` valid for a write.
+            let rc = unsafe { $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* &mut out)) };
+            if rc == 0 {
+                out
+            } else {
+                $fb
+            }
+        }
+    };
+    ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            let t = <Self as $crate::abi::ctl_ops::TableOf<$T>>::table(self);
+            let mut len = buf.len();
+            // SAFETY: our own object and its table; `buf` valid for writes of `len`
+            // bytes, `len` for a read and a write.
+            $crate::abi::object::ok_or_code(unsafe {
+                $crate::abi::tables::call_slot!(t, $T.$name(self.obj, $($a,)* buf.as_mut_ptr().cast(), &mut len))
+            } as isize)?;
+            Ok(len)
         }
     };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [bytes $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
@@ -645,8 +716,25 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t),*) -> isize;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        -> get $rt:ty [$fb:expr] $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut $rt) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
+        -> fill $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* buf: *mut ::std::ffi::c_void, len: *mut usize) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
         $(via $V:ident)? -> bytes $rt:ty $(= $def:expr)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(obj: $crate::abi::raw::Obj, $($a: $t,)* out: *mut u8, out_len: *mut usize) -> i32;] $($rest)* }
+    };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* ; $b:ident [$blen:ident] : $bt:ty as $bc:ty)
+        $(with $err:ident)? $(via $V:ident)? $(= $def:expr)?; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $name(
+            obj: $crate::abi::raw::Obj,
+            $($a: $t,)*
+            $b: *const $bc, $blen: usize,
+            $($err: *mut $crate::abi::raw::ErrBuf)?
+        ) -> i32;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(; $($b:ident [$blen:ident] : $bt:ty),+ $(; $($c:ident : $ct:ty),+)?)?)
         $(with $err:ident)? $(via $V:ident)? $(-> $shape:ident $rt:ty)? $(= $def:expr)?; $($rest:tt)*) => {
@@ -671,8 +759,17 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
+    ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        $crate::abi::ctl_ops::ctl_unsupported_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
     ({} $(#[$doc:meta])* op $name:ident $args:tt $slices:tt $tail:tt $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] [$def:expr]) => {};
-    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [] []) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($a: $t,)* buf: &mut [u8]) -> $crate::Result<$rt> {
+            match *self {}
+        }
+    };
+    ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] [$($V:ident)?] []) => {
         #[allow(unused_variables)]
         fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::__ctl_prov_ret!($($shape $rt)?) {
             match *self {}
@@ -680,7 +777,20 @@ macro_rules! ctl_unsupported_method {
     };
 }
 
-pub(crate) use {ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers};
+/// The element type of a slice's slot pointer: the entry's `as` type when it has one
+/// (`[c_void] u8` is `c_void`), else the slice's element type.
+macro_rules! slot_elem {
+    ([$bc:ty] $bt:ty) => {
+        $bc
+    };
+    ([] $bt:ty) => {
+        $bt
+    };
+}
+
+pub(crate) use {
+    ctl_table, ctl_unsupported, ctl_unsupported_method, ctl_wrapper, ctl_wrappers, slot_elem,
+};
 
 /// The ops table of a public type (what the generated host methods call through).
 pub(crate) trait TableOf<T> {

@@ -92,50 +92,6 @@ pub(super) unsafe extern "C" fn ep_cancel<F: FabricOps>(ep: Obj, context: usize)
     })
 }
 
-/// Slot `getopt` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_getopt<F: FabricOps>(
-    ep: Obj,
-    level: i32,
-    optname: i32,
-    optval: *mut c_void,
-    optlen: *mut usize,
-) -> i32 {
-    guard("ep.getopt", || {
-        st32(run(|| {
-            need_out(optlen)?;
-            // SAFETY: `optlen` valid; `optval` valid for `*optlen` bytes (contract).
-            let buf = unsafe { sl_mut(optval as *mut u8, *optlen, "getopt: null buffer")? };
-            // SAFETY: our boxed endpoint.
-            let n = unsafe { ob::<EpOf<F>>(ep) }.getopt(level, optname, buf)?;
-            // SAFETY: `optlen` valid.
-            unsafe { *optlen = n };
-            Ok(())
-        }))
-    })
-}
-
-/// Slot `setopt` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_setopt<F: FabricOps>(
-    ep: Obj,
-    level: i32,
-    optname: i32,
-    optval: *const c_void,
-    optlen: usize,
-) -> i32 {
-    guard("ep.setopt", || {
-        st32(run(|| {
-            // SAFETY: `optval` valid for `optlen` bytes (contract).
-            let v = unsafe { sl_req(optval as *const u8, optlen, "setopt: null value")? };
-            // SAFETY: our boxed endpoint.
-            unsafe { ob::<EpOf<F>>(ep) }.setopt(level, optname, v)
-        }))
-    })
-}
-
 /// Slot `tx_ctx` of the `ep` table.
 /// # Safety
 /// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).

@@ -628,7 +628,7 @@ macro_rules! ctl_trampoline {
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] [$($bc:ty)?]),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation.
         ///
         /// # Safety
@@ -636,19 +636,19 @@ macro_rules! ctl_trampoline {
         /// passed to a slot of its own table (host contract, see
         /// [`crate::abi::object`]); each byte pointer null with a zero length, or
         /// valid for reads of its length.
-        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct),*) -> i32 {
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $crate::abi::ctl_ops::slot_elem!([$($bc)?] $bt), $blen: usize,)* $($c: $ct),*) -> i32 {
             guard(concat!(stringify!($class), ".", stringify!($name)), || {
                 st32(run(|| {
                     // SAFETY: our boxed object and its byte arguments (this function's
                     // contract).
                     unsafe {
-                        this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
+                        this::<F>(obj).$name($($a,)* $(sl_req($b.cast::<$bt>(), $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
                     }
                 }))
             })
         }
     };
-    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] [$($bc:ty)?]),*) ($($c:ident : $ct:ty),*) [err] [] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation; a failure's message into `*err`.
         ///
         /// # Safety
@@ -656,12 +656,12 @@ macro_rules! ctl_trampoline {
         /// passed to a slot of its own table (host contract, see
         /// [`crate::abi::object`]); each byte pointer null with a zero length, or
         /// valid for reads of its length; `err` null or a message buffer.
-        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $bt, $blen: usize,)* $($c: $ct,)* err: *mut ErrBuf) -> i32 {
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* $($b: *const $crate::abi::ctl_ops::slot_elem!([$($bc)?] $bt), $blen: usize,)* $($c: $ct,)* err: *mut ErrBuf) -> i32 {
             guard_ctl(err, concat!(stringify!($class), ".", stringify!($name)), || {
                 // SAFETY: our boxed object and its byte arguments (this function's
                 // contract).
                 unsafe {
-                    this::<F>(obj).$name($($a,)* $(sl_req($b, $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
+                    this::<F>(obj).$name($($a,)* $(sl_req($b.cast::<$bt>(), $blen, concat!(stringify!($name), ": null ", stringify!($b)))?,)* $($c),*)
                 }
             })
         }
@@ -681,6 +681,33 @@ macro_rules! ctl_trampoline {
                     let v = unsafe { this::<F>(obj) }.$name($($a),*)?;
                     // SAFETY: `out` non-null and valid for a write (contract).
                     unsafe { out.write(v) };
+                    Ok(())
+                }))
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
+        ctl_trampoline! { {$class $ObjOf} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
+    };
+    ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [fill $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
+        /// The slot of this operation: the provider fills `buf` (its size in `*len`,
+        /// replaced by the bytes written).
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table (host contract, see
+        /// [`crate::abi::object`]); `len` null or valid for a read and a write, `buf`
+        /// null or valid for writes of `*len` bytes, not aliased.
+        pub(in super::super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, $($a: $t,)* buf: *mut c_void, len: *mut usize) -> i32 {
+            guard(concat!(stringify!($class), ".", stringify!($name)), || {
+                st32(run(|| {
+                    need_out(len)?;
+                    // SAFETY: `len` valid; `buf` valid for `*len` bytes (contract).
+                    let bytes = unsafe { sl_mut(buf.cast::<u8>(), *len, concat!(stringify!($name), ": null buffer"))? };
+                    // SAFETY: our boxed object (this function's contract).
+                    let n = unsafe { this::<F>(obj) }.$name($($a,)* bytes)?;
+                    // SAFETY: `len` valid for a write (contract).
+                    unsafe { len.write(n) };
                     Ok(())
                 }))
             })

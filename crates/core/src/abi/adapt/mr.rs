@@ -2,34 +2,6 @@
 
 use super::*;
 
-/// Slot `key` of the `mr` table.
-/// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_key<F: FabricOps>(mr: Obj, key: *mut u64) -> i32 {
-    guard("mr.key", || {
-        if key.is_null() {
-            return Errno::EINVAL.to_status();
-        }
-        // SAFETY: our boxed MR; `key` valid (contract).
-        unsafe { key.write(ob::<MrOf<F>>(mr).key()) };
-        0
-    })
-}
-
-/// Slot `desc` of the `mr` table.
-/// # Safety
-/// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn mr_desc<F: FabricOps>(mr: Obj, desc: *mut *mut c_void) -> i32 {
-    guard("mr.desc", || {
-        if desc.is_null() {
-            return Errno::EINVAL.to_status();
-        }
-        // SAFETY: our boxed MR; `desc` valid (contract).
-        unsafe { desc.write(ob::<MrOf<F>>(mr).desc()) };
-        0
-    })
-}
-
 /// Slot `bind` of the `mr` table.
 /// # Safety
 /// `mr` and the pointers as the slot contract says (see [`crate::abi::adapt`]).

@@ -20,50 +20,6 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     })
 }
 
-/// Slot `getopt` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_getopt<F: FabricOps>(
-    pep: Obj,
-    level: i32,
-    optname: i32,
-    optval: *mut c_void,
-    optlen: *mut usize,
-) -> i32 {
-    guard("pep.getopt", || {
-        st32(run(|| {
-            need_out(optlen)?;
-            // SAFETY: `optlen` valid; `optval` valid for `*optlen` bytes (contract).
-            let buf = unsafe { sl_mut(optval as *mut u8, *optlen, "getopt: null buffer")? };
-            // SAFETY: our boxed passive endpoint.
-            let n = unsafe { ob::<F::PassiveEp>(pep) }.getopt(level, optname, buf)?;
-            // SAFETY: `optlen` valid.
-            unsafe { *optlen = n };
-            Ok(())
-        }))
-    })
-}
-
-/// Slot `setopt` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_setopt<F: FabricOps>(
-    pep: Obj,
-    level: i32,
-    optname: i32,
-    optval: *const c_void,
-    optlen: usize,
-) -> i32 {
-    guard("pep.setopt", || {
-        st32(run(|| {
-            // SAFETY: `optval` valid for `optlen` bytes (contract).
-            let v = unsafe { sl_req(optval as *const u8, optlen, "setopt: null value")? };
-            // SAFETY: our boxed passive endpoint.
-            unsafe { ob::<F::PassiveEp>(pep) }.setopt(level, optname, v)
-        }))
-    })
-}
-
 /// The provider's object behind a slot's object pointer.
 ///
 /// # Safety
