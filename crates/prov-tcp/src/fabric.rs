@@ -85,7 +85,7 @@ impl FabricShared {
         let Some(name) = self.settings.iface.as_deref() else {
             return Ok(None);
         };
-        match crate::sock::iface_addr(name, v6) {
+        match usable_iface_addr(name, v6) {
             Some(ip) => Ok(Some(ip)),
             None => Err(Error::new(
                 Errno::ENODATA,
@@ -111,6 +111,21 @@ impl FabricShared {
         };
         Ok(SocketAddr::new(ip, local.port()))
     }
+}
+
+/// `FI_TCP_IFACE`'s address of family `v6`. An interface whose only IPv6 address is
+/// link-local (unusable without its scope, as on a veth pair) or that has none gives an
+/// IPv6 endpoint the IPv4-mapped form of its IPv4 address instead (tcp sockets are
+/// dual-stack).
+fn usable_iface_addr(name: &str, v6: bool) -> Option<IpAddr> {
+    let found = crate::sock::iface_addr(name, v6);
+    let link_local = matches!(found, Some(IpAddr::V6(ip)) if ip.segments()[0] & 0xffc0 == 0xfe80);
+    if v6 && (found.is_none() || link_local) {
+        if let Some(IpAddr::V4(v4)) = crate::sock::iface_addr(name, false) {
+            return Some(IpAddr::V6(v4.to_ipv6_mapped()));
+        }
+    }
+    found
 }
 
 /// The address a wildcard listener of family `v6` is reached at when no interface is

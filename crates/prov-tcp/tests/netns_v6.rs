@@ -64,16 +64,26 @@ fn an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach() {
         Ok(p) => p,
         Err(why) => return ofi_testkit::netns::skip(test, &why),
     };
+    // Named by the first non-loopback interface, then by FI_TCP_IFACE naming the veth
+    // end (whose only IPv6 address is link-local).
+    for iface in [None, Some(pair.b.iface.as_str())] {
+        listen_in_namespace(test, &pair, iface);
+    }
+}
+
+fn listen_in_namespace(test: &str, pair: &ofi_testkit::netns::NetPair, iface: Option<&str>) {
     let exe = std::env::current_exe().unwrap();
     // Where the child leaves its name (removed at the end).
     let name_file = std::env::temp_dir().join(format!("ofi-tcp-netns-v6-{}", std::process::id()));
     let _ = std::fs::remove_file(&name_file);
-    let mut kid = pair
-        .b
-        .command(exe)
+    let mut cmd = pair.b.command(exe);
+    match iface {
+        Some(name) => cmd.env("FI_TCP_IFACE", name),
+        None => cmd.env_remove("FI_TCP_IFACE"),
+    };
+    let mut kid = cmd
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, &name_file)
-        .env_remove("FI_TCP_IFACE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -94,7 +104,7 @@ fn an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach() {
         assert_eq!(
             name.ip(),
             IpAddr::V6(pair.b.ip.to_ipv6_mapped()),
-            "the listener's name"
+            "the listener's name (FI_TCP_IFACE {iface:?})"
         );
         let reg = registry();
         let mut info = info(&reg, true, Caps::MSG);
