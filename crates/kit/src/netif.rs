@@ -148,7 +148,8 @@ pub fn addrs() -> Vec<IfAddr> {
 }
 
 /// An IPv6 link-local address (fe80::/10): usable only with its interface's scope.
-fn link_local(ip: &IpAddr) -> bool {
+/// Whether `ip` is an IPv6 link-local address (`fe80::/10`: unusable without its scope).
+pub fn link_local(ip: &IpAddr) -> bool {
     matches!(ip, IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80)
 }
 

@@ -113,37 +113,38 @@ impl FabricShared {
     }
 }
 
-/// `FI_TCP_IFACE`'s address of family `v6`. An interface whose only IPv6 address is
-/// link-local (unusable without its scope, as on a veth pair) or that has none gives an
-/// IPv6 endpoint the IPv4-mapped form of its IPv4 address instead (tcp sockets are
-/// dual-stack).
+/// `FI_TCP_IFACE`'s address of family `v6`; for IPv6, where the interface has none
+/// but a link-local one (unusable without its scope, as on a veth pair), the IPv4-mapped
+/// form of its IPv4 address ([`mapped_v4`]).
 fn usable_iface_addr(name: &str, v6: bool) -> Option<IpAddr> {
     let found = crate::sock::iface_addr(name, v6);
-    let link_local = matches!(found, Some(IpAddr::V6(ip)) if ip.segments()[0] & 0xffc0 == 0xfe80);
-    if v6 && (found.is_none() || link_local) {
-        if let Some(IpAddr::V4(v4)) = crate::sock::iface_addr(name, false) {
-            return Some(IpAddr::V6(v4.to_ipv6_mapped()));
-        }
+    if v6 && found.as_ref().is_none_or(ofi_kit::netif::link_local) {
+        return mapped_v4(crate::sock::iface_addr(name, false)).or(found);
     }
     found
 }
 
 /// The address a wildcard listener of family `v6` is reached at when no interface is
-/// named: the first up non-loopback address of the family. A host with IPv4 addresses
-/// but no global IPv6 one (link-local only, as two namespaces joined by a veth pair
-/// are) names an IPv6 listener by the IPv4-mapped form of its IPv4 address, which the
-/// dual-stack listener (tcp sockets are not `IPV6_V6ONLY`) accepts; `::1` would send
-/// every other host to itself.
+/// named: the first up non-loopback address of the family; for IPv6 on a host with no
+/// global IPv6 address (link-local only, as two namespaces joined by a veth pair are),
+/// the IPv4-mapped form of its IPv4 address ([`mapped_v4`]) — `::1` would send every
+/// other host to itself.
 fn reachable_default(v6: bool) -> IpAddr {
     let ip = ofi_kit::netif::default_ip(v6);
     if v6 && ip.is_loopback() {
-        if let IpAddr::V4(v4) = ofi_kit::netif::default_ip(false) {
-            if !v4.is_loopback() {
-                return IpAddr::V6(v4.to_ipv6_mapped());
-            }
-        }
+        return mapped_v4(Some(ofi_kit::netif::default_ip(false))).unwrap_or(ip);
     }
     ip
+}
+
+/// The IPv4-mapped IPv6 form of a non-loopback IPv4 address: what an IPv6 endpoint is
+/// named by when its host offers no usable IPv6 address. tcp sockets are dual-stack
+/// (not `IPV6_V6ONLY`), so a listener bound to `::` or to the mapped address accepts it.
+fn mapped_v4(ip: Option<IpAddr>) -> Option<IpAddr> {
+    match ip {
+        Some(IpAddr::V4(v4)) if !v4.is_loopback() => Some(IpAddr::V6(v4.to_ipv6_mapped())),
+        _ => None,
+    }
 }
 
 /// A fabric.
