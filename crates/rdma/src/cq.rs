@@ -1,0 +1,83 @@
+//! Completion queues and completion channels.
+//!
+//! Notification follows verbs: [`CompletionQueue::req_notify`] arms the queue once; the
+//! next completion added after it (for `solicited_only`, the next solicited or failed
+//! one) queues one event on the channel and disarms. Completions present before arming
+//! raise nothing, so the usual loop is: arm, poll until empty, wait on the channel fd.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::device::Context;
+use crate::soft::cq::{Notifier, SoftCq};
+use crate::verbs::WorkCompletion;
+
+/// A completion channel (`struct ibv_comp_channel`).
+pub struct CompChannel {
+    pub(crate) _ctx: Context,
+    pub(crate) n: Arc<Notifier<u64>>,
+}
+
+impl CompChannel {
+    /// The fd: readable while a completion event is pending.
+    pub fn fd(&self) -> RawFd {
+        self.n.fd()
+    }
+
+    /// Takes one pending event without blocking: the `user` value of the CQ that fired.
+    pub fn get_cq_event(&self) -> Option<u64> {
+        self.n.try_pop()
+    }
+
+    /// Waits up to `timeout` for an event.
+    pub fn wait_cq_event(&self, timeout: Duration) -> Option<u64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.get_cq_event() {
+                return Some(v);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let mut p = libc::pollfd {
+                fd: self.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: polls one pollfd of ours.
+            unsafe {
+                libc::poll(
+                    &mut p,
+                    1,
+                    left.as_millis().clamp(1, i32::MAX as u128) as i32,
+                )
+            };
+        }
+    }
+}
+
+/// A completion queue (`struct ibv_cq`).
+pub struct CompletionQueue {
+    pub(crate) _ctx: Context,
+    pub(crate) cq: Arc<SoftCq>,
+}
+
+impl CompletionQueue {
+    /// Moves up to `out.len()` completions into `out`; returns how many (`ibv_poll_cq`).
+    /// Never allocates.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
+        self.cq.poll(out)
+    }
+
+    /// Arms the queue for one event on its channel (`ibv_req_notify_cq`).
+    pub fn req_notify(&self, solicited_only: bool) {
+        self.cq.arm(solicited_only);
+    }
+
+    /// The value given at creation (`cq_context`).
+    pub fn user(&self) -> u64 {
+        self.cq.user
+    }
+}
