@@ -141,6 +141,32 @@ pub(crate) fn listen_at(dir: &Path, path: &Path) -> std::io::Result<OwnedFd> {
     Err(last.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT)))
 }
 
+/// Removes the sockets in `dir` left by processes that no longer exist (killed before
+/// they could close), then the directory itself if it is empty.
+pub(crate) fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(p, _)| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only checks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
 /// Connects to the socket at `path` (blocking connect, then non-blocking).
 pub(crate) fn connect_to(path: &Path) -> std::io::Result<OwnedFd> {
     let fd = seqpacket()?;

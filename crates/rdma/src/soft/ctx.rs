@@ -224,6 +224,7 @@ impl CtxOwner {
         let path = conn::gid_path(&dir, &gid).expect("a software GID has a path");
         // A stale file from an earlier process with our pid and serial.
         let _ = std::fs::remove_file(&path);
+        conn::sweep(&dir);
         let listen = conn::listen_at(&dir, &path)?;
         let fault = SoftFault::from_env();
         let shared = Arc::new(CtxShared {
@@ -271,8 +272,9 @@ impl Drop for CtxOwner {
         }
         lock(&self.shared.delayed).clear();
         let _ = std::fs::remove_file(&self.shared.path);
-        // Removed only when empty (other contexts may still use it).
-        let _ = std::fs::remove_dir(&self.shared.dir);
+        // Stale sockets of killed processes go too; the directory only when empty
+        // (other contexts may still use it).
+        conn::sweep(&self.shared.dir);
     }
 }
 
