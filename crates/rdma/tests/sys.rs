@@ -1,0 +1,36 @@
+//! rdma-core at run time: the reason lines when the library or a device is missing.
+
+use ofi_core::Errno;
+use ofi_rdma::sys;
+
+#[test]
+fn a_missing_library_is_named_in_one_line() {
+    let e = sys::load("libibverbs-does-not-exist.so.1")
+        .err()
+        .expect("load must fail");
+    assert_eq!(e, "libibverbs-does-not-exist.so.1 not found");
+    assert!(!e.contains('\n'));
+}
+
+#[test]
+fn device_list_says_why_it_is_empty() {
+    match sys::load(sys::IBVERBS_LIB) {
+        Err(e) => assert_eq!(e, "libibverbs.so.1 not found"),
+        Ok(lib) => match sys::device_names_of(&lib) {
+            Ok(devs) => assert!(!devs.is_empty() && devs.iter().all(|(n, _)| !n.is_empty())),
+            Err(e) => {
+                // This machine kind: rdma-core installed, no device.
+                assert_eq!(e.code(), Errno::ENODEV);
+                assert_eq!(e.message(), "no RDMA device");
+            }
+        },
+    }
+    // The public entry says the same through the device list.
+    if let Err(e) = ofi_rdma::device_list(ofi_rdma::DeviceKind::RdmaCore) {
+        assert_eq!(e.code(), Errno::ENODEV);
+        assert!(
+            e.message() == "no RDMA device" || e.message() == "libibverbs.so.1 not found",
+            "{e}"
+        );
+    }
+}
