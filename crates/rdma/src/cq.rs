@@ -9,25 +9,43 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ofi_core::Result;
+
 use crate::device::Context;
 use crate::soft::cq::{Notifier, SoftCq};
+use crate::sys::objects::{SysChannel, SysCq};
 use crate::verbs::WorkCompletion;
 
 /// A completion channel (`struct ibv_comp_channel`).
 pub struct CompChannel {
-    pub(crate) _ctx: Context,
-    pub(crate) n: Arc<Notifier<u64>>,
+    pub(crate) inner: ChannelInner,
+}
+
+/// The backend of a completion channel.
+pub(crate) enum ChannelInner {
+    Soft {
+        _ctx: Context,
+        n: Arc<Notifier<u64>>,
+    },
+    Sys(Arc<SysChannel>),
 }
 
 impl CompChannel {
     /// The fd: readable while a completion event is pending.
     pub fn fd(&self) -> RawFd {
-        self.n.fd()
+        match &self.inner {
+            ChannelInner::Soft { n, .. } => n.fd(),
+            ChannelInner::Sys(c) => c.fd(),
+        }
     }
 
-    /// Takes one pending event without blocking: the `user` value of the CQ that fired.
+    /// Takes one pending event without blocking: the `user` value of the CQ that fired
+    /// (rdma-core's event is acknowledged at once).
     pub fn get_cq_event(&self) -> Option<u64> {
-        self.n.try_pop()
+        match &self.inner {
+            ChannelInner::Soft { n, .. } => n.try_pop(),
+            ChannelInner::Sys(c) => c.get_event(),
+        }
     }
 
     /// Waits up to `timeout` for an event.
@@ -60,24 +78,39 @@ impl CompChannel {
 
 /// A completion queue (`struct ibv_cq`).
 pub struct CompletionQueue {
-    pub(crate) _ctx: Context,
-    pub(crate) cq: Arc<SoftCq>,
+    pub(crate) inner: CqInner,
+    pub(crate) user: u64,
+}
+
+/// The backend of a completion queue.
+pub(crate) enum CqInner {
+    Soft { _ctx: Context, cq: Arc<SoftCq> },
+    Sys(Arc<SysCq>),
 }
 
 impl CompletionQueue {
     /// Moves up to `out.len()` completions into `out`; returns how many (`ibv_poll_cq`).
     /// Never allocates.
-    pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        self.cq.poll(out)
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        match &self.inner {
+            CqInner::Soft { cq, .. } => Ok(cq.poll(out)),
+            CqInner::Sys(cq) => cq.poll(out),
+        }
     }
 
     /// Arms the queue for one event on its channel (`ibv_req_notify_cq`).
-    pub fn req_notify(&self, solicited_only: bool) {
-        self.cq.arm(solicited_only);
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        match &self.inner {
+            CqInner::Soft { cq, .. } => {
+                cq.arm(solicited_only);
+                Ok(())
+            }
+            CqInner::Sys(cq) => cq.req_notify(solicited_only),
+        }
     }
 
     /// The value given at creation (`cq_context`).
     pub fn user(&self) -> u64 {
-        self.cq.user
+        self.user
     }
 }

@@ -11,8 +11,10 @@
 //! - **rdma-core opened at run time** ([`DeviceKind::RdmaCore`]): `libibverbs.so.1` is
 //!   loaded with `libloading`, nothing is linked, so everything builds and starts without
 //!   it; the structures the fast path needs are mirrored in [`sys`] and checked against the
-//!   installed headers by a test. Today this backend lists devices (and says in one line
-//!   why there are none); opening them is the next step.
+//!   installed headers by a test; the data path (`post_send`, `post_recv`,
+//!   `post_srq_recv`, `poll_cq`, `req_notify_cq`) calls through the context's ops table
+//!   as rdma-core's inline functions do. Without the library or a device it says why in
+//!   one line ("libibverbs.so.1 not found", "no RDMA device").
 //!
 //! The shape follows verbs one to one: [`Device`] → [`Context`] → [`ProtectionDomain`] →
 //! [`MemoryRegion`], [`QueuePair`], [`SharedReceiveQueue`], [`AddressHandle`];

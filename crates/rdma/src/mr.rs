@@ -1,26 +1,49 @@
 //! Memory regions.
 
+use std::sync::Arc;
+
 use crate::device::Context;
+use crate::sys::objects::SysMr;
 
 /// A registered memory region (`struct ibv_mr`); deregistered on drop (after any copy
 /// the device has in flight into or out of it).
-#[derive(Debug)]
 pub struct MemoryRegion {
-    pub(crate) ctx: Context,
-    pub(crate) key: u32,
+    pub(crate) inner: MrInner,
     pub(crate) addr: u64,
     pub(crate) len: usize,
+}
+
+/// The backend of a memory region.
+pub(crate) enum MrInner {
+    Soft { ctx: Context, key: u32 },
+    Sys(Arc<SysMr>),
+}
+
+impl std::fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("addr", &self.addr)
+            .field("len", &self.len)
+            .field("lkey", &self.lkey())
+            .finish()
+    }
 }
 
 impl MemoryRegion {
     /// Local key (for scatter/gather elements).
     pub fn lkey(&self) -> u32 {
-        self.key
+        match &self.inner {
+            MrInner::Soft { key, .. } => *key,
+            MrInner::Sys(m) => m.keys().0,
+        }
     }
 
     /// Remote key (what a peer names in an RDMA operation).
     pub fn rkey(&self) -> u32 {
-        self.key
+        match &self.inner {
+            MrInner::Soft { key, .. } => *key,
+            MrInner::Sys(m) => m.keys().1,
+        }
     }
 
     /// Start address.
@@ -41,6 +64,10 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        self.ctx.owner.shared.mrs.remove(self.key);
+        if let MrInner::Soft { ctx, key } = &self.inner {
+            if let Some(o) = ctx.soft() {
+                o.shared.mrs.remove(*key);
+            }
+        }
     }
 }

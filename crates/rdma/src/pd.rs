@@ -1,17 +1,36 @@
 //! Protection domains and address handles.
 
-use crate::device::Context;
-use crate::mr::MemoryRegion;
+use std::sync::Arc;
+
+use crate::device::{mixed, Context, CtxInner};
+use crate::mr::{MemoryRegion, MrInner};
 use crate::qp::{QpInitAttr, QueuePair, SharedReceiveQueue, SrqInitAttr};
+use crate::sys::objects::{SysAh, SysPd};
 use crate::verbs::{Access, AhAttr, Gid};
 use ofi_core::{Errno, Error, Result};
 
 /// A protection domain (`struct ibv_pd`): memory regions, queue pairs and shared receive
 /// queues of one domain only work together.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ProtectionDomain {
     pub(crate) ctx: Context,
-    pub(crate) id: u32,
+    pub(crate) inner: PdInner,
+}
+
+/// The backend of a protection domain.
+#[derive(Clone)]
+pub(crate) enum PdInner {
+    /// The software device's domain number.
+    Soft(u32),
+    Sys(Arc<SysPd>),
+}
+
+impl std::fmt::Debug for ProtectionDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProtectionDomain")
+            .field("ctx", &self.ctx)
+            .finish()
+    }
 }
 
 impl ProtectionDomain {
@@ -39,15 +58,28 @@ impl ProtectionDomain {
         if len == 0 || (addr as u64).checked_add(len as u64).is_none() {
             return Err(Error::new(Errno::EINVAL, "bad memory range"));
         }
-        let key = self.ctx.owner.shared.mrs.insert(crate::soft::mem::MrEntry {
-            pd: self.id,
-            addr: addr as u64,
-            len: len as u64,
-            access,
-        });
+        let inner = match (&self.inner, &self.ctx.inner) {
+            (PdInner::Soft(id), CtxInner::Soft(o)) => {
+                let key = o.shared.mrs.insert(crate::soft::mem::MrEntry {
+                    pd: *id,
+                    addr: addr as u64,
+                    len: len as u64,
+                    access,
+                });
+                MrInner::Soft {
+                    ctx: self.ctx.clone(),
+                    key,
+                }
+            }
+            (PdInner::Sys(pd), _) => {
+                // SAFETY: caller's contract.
+                let mr = unsafe { crate::sys::objects::reg_mr(pd, addr, len, access) }?;
+                MrInner::Sys(mr)
+            }
+            _ => return Err(mixed()),
+        };
         Ok(MemoryRegion {
-            ctx: self.ctx.clone(),
-            key,
+            inner,
             addr: addr as u64,
             len,
         })
@@ -65,18 +97,35 @@ impl ProtectionDomain {
 
     /// Creates an address handle for UD sends (`ibv_create_ah`).
     pub fn create_ah(&self, attr: &AhAttr) -> Result<AddressHandle> {
-        Ok(AddressHandle {
-            _pd: self.clone(),
-            attr: *attr,
-        })
+        let inner = match &self.inner {
+            PdInner::Soft(_) => AhInner::Soft(self.clone()),
+            PdInner::Sys(pd) => AhInner::Sys(crate::sys::objects::create_ah(pd, attr)?),
+        };
+        Ok(AddressHandle { inner, attr: *attr })
     }
 }
 
 /// An address handle (`struct ibv_ah`): where a UD send goes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AddressHandle {
-    _pd: ProtectionDomain,
+    pub(crate) inner: AhInner,
     attr: AhAttr,
+}
+
+/// The backend of an address handle.
+#[derive(Clone)]
+pub(crate) enum AhInner {
+    /// The software device keeps only the attributes (and the domain alive).
+    Soft(#[allow(dead_code)] ProtectionDomain),
+    Sys(Arc<SysAh>),
+}
+
+impl std::fmt::Debug for AddressHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressHandle")
+            .field("attr", &self.attr)
+            .finish()
+    }
 }
 
 impl AddressHandle {

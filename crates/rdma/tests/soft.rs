@@ -19,7 +19,7 @@ fn device_is_listed_and_queries_answer() {
     assert_eq!(port.active_mtu.bytes(), 4096);
     assert!(ctx.query_port(2).is_err());
     assert!(ctx.query_gid(1, 1).is_err());
-    let attr = ctx.query_device();
+    let attr = ctx.query_device().unwrap();
     assert!(attr.max_sge >= 4 && attr.atomics);
     let other = soft_context();
     assert_ne!(ctx.query_gid(1, 0).unwrap(), other.query_gid(1, 0).unwrap());
@@ -613,7 +613,7 @@ fn completion_channel_fd_signals_armed_queue() {
     a.post(&qa, 1, SendOp::Send, 0, 4);
     wait_wc(&rcq, "unarmed");
     assert_eq!(ch.get_cq_event(), None);
-    rcq.req_notify(false);
+    rcq.req_notify(false).unwrap();
     a.post(&qa, 2, SendOp::Send, 0, 4);
     assert_eq!(ch.wait_cq_event(BOUND), Some(0xc0));
     let mut p = libc::pollfd {
@@ -726,16 +726,20 @@ fn ud_drop_fault_loses_datagrams_and_delay_holds_them() {
     for i in 0..4 {
         b.recv(&qb, i, 64 * i as usize, 64);
     }
-    a.ctx.set_soft_fault(SoftFault {
-        ud_drop_percent: 100,
-        ..SoftFault::default()
-    });
+    a.ctx
+        .set_soft_fault(SoftFault {
+            ud_drop_percent: 100,
+            ..SoftFault::default()
+        })
+        .unwrap();
     send(1);
     send(2);
-    a.ctx.set_soft_fault(SoftFault {
-        ud_delay: Duration::from_millis(30),
-        ..SoftFault::default()
-    });
+    a.ctx
+        .set_soft_fault(SoftFault {
+            ud_delay: Duration::from_millis(30),
+            ..SoftFault::default()
+        })
+        .unwrap();
     let t0 = std::time::Instant::now();
     send(3);
     let r = wait_wc(&b.rcq, "delayed datagram");
@@ -745,7 +749,7 @@ fn ud_drop_fault_loses_datagrams_and_delay_holds_them() {
     );
     // Only the third arrived: the dropped ones never show up.
     assert_eq!(r.imm_data, 3);
-    a.ctx.set_soft_fault(SoftFault::default());
+    a.ctx.set_soft_fault(SoftFault::default()).unwrap();
     send(4);
     assert_eq!(wait_wc(&b.rcq, "undelayed").imm_data, 4);
 }

@@ -34,3 +34,19 @@ fn device_list_says_why_it_is_empty() {
         );
     }
 }
+
+#[test]
+fn opening_an_rdma_core_device_that_is_not_there_fails_cleanly() {
+    let dev = match ofi_rdma::device_list(ofi_rdma::DeviceKind::RdmaCore) {
+        Ok(list) => list.into_iter().next().expect("a listed device"),
+        Err(e) => {
+            // No device on this machine: nothing to open; the reason is one line.
+            assert!(!e.message().contains('\n'));
+            return;
+        }
+    };
+    // On a host with a device: it opens and answers its queries.
+    let ctx = dev.open().unwrap();
+    assert_eq!(ctx.kind(), ofi_rdma::DeviceKind::RdmaCore);
+    assert!(ctx.query_device().unwrap().phys_port_cnt >= 1);
+}

@@ -6,6 +6,7 @@
 //! there is no device.
 
 pub mod ffi;
+pub(crate) mod objects;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
@@ -15,17 +16,63 @@ use ofi_core::{Errno, Error, Result};
 /// The library name looked for.
 pub const IBVERBS_LIB: &str = "libibverbs.so.1";
 
-/// The loaded library and the entry points used so far.
-pub struct IbVerbs {
-    _lib: libloading::Library,
-    /// `ibv_get_device_list`
-    pub get_device_list: unsafe extern "C" fn(*mut libc::c_int) -> *mut *mut ffi::IbvDevice,
-    /// `ibv_free_device_list`
-    pub free_device_list: unsafe extern "C" fn(*mut *mut ffi::IbvDevice),
-    /// `ibv_get_device_name`
-    pub get_device_name: unsafe extern "C" fn(*mut ffi::IbvDevice) -> *const libc::c_char,
-    /// `ibv_get_device_guid` (network byte order)
-    pub get_device_guid: unsafe extern "C" fn(*mut ffi::IbvDevice) -> u64,
+use ffi::*;
+use libc::{c_int, c_uint, c_void, size_t};
+
+/// Declares the entry points: the struct of function pointers and its loader.
+macro_rules! entry_points {
+    ($($(#[$m:meta])* $field:ident = $sym:literal : fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
+        /// The loaded library and its entry points (resolved once, at load).
+        pub struct IbVerbs {
+            _lib: libloading::Library,
+            $($(#[$m])* #[doc = concat!("`", $sym, "`")] pub $field: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
+        }
+
+        fn resolve(name: &str, lib: libloading::Library) -> std::result::Result<IbVerbs, String> {
+            Ok(IbVerbs {
+                $($field: {
+                    let sym = concat!($sym, "\0").as_bytes();
+                    // SAFETY: the symbol has the C signature of the field it is stored in
+                    // (from <infiniband/verbs.h>); the library stays loaded as long as
+                    // the pointer (both live in the returned value).
+                    *unsafe { lib.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(sym) }
+                        .map_err(|_| format!("{name}: symbol {} missing", $sym))?
+                },)*
+                _lib: lib,
+            })
+        }
+    };
+}
+
+entry_points! {
+    get_device_list = "ibv_get_device_list": fn(*mut c_int) -> *mut *mut IbvDevice;
+    free_device_list = "ibv_free_device_list": fn(*mut *mut IbvDevice);
+    get_device_name = "ibv_get_device_name": fn(*mut IbvDevice) -> *const libc::c_char;
+    get_device_guid = "ibv_get_device_guid": fn(*mut IbvDevice) -> u64;
+    open_device = "ibv_open_device": fn(*mut IbvDevice) -> *mut IbvContext;
+    close_device = "ibv_close_device": fn(*mut IbvContext) -> c_int;
+    query_device = "ibv_query_device": fn(*mut IbvContext, *mut IbvDeviceAttr) -> c_int;
+    query_port = "ibv_query_port": fn(*mut IbvContext, u8, *mut IbvPortAttr) -> c_int;
+    query_gid = "ibv_query_gid": fn(*mut IbvContext, u8, c_int, *mut IbvGid) -> c_int;
+    alloc_pd = "ibv_alloc_pd": fn(*mut IbvContext) -> *mut IbvPd;
+    dealloc_pd = "ibv_dealloc_pd": fn(*mut IbvPd) -> c_int;
+    reg_mr = "ibv_reg_mr": fn(*mut IbvPd, *mut c_void, size_t, c_int) -> *mut IbvMr;
+    dereg_mr = "ibv_dereg_mr": fn(*mut IbvMr) -> c_int;
+    create_comp_channel = "ibv_create_comp_channel": fn(*mut IbvContext) -> *mut IbvCompChannel;
+    destroy_comp_channel = "ibv_destroy_comp_channel": fn(*mut IbvCompChannel) -> c_int;
+    create_cq = "ibv_create_cq": fn(*mut IbvContext, c_int, *mut c_void, *mut IbvCompChannel, c_int) -> *mut IbvCq;
+    destroy_cq = "ibv_destroy_cq": fn(*mut IbvCq) -> c_int;
+    get_cq_event = "ibv_get_cq_event": fn(*mut IbvCompChannel, *mut *mut IbvCq, *mut *mut c_void) -> c_int;
+    ack_cq_events = "ibv_ack_cq_events": fn(*mut IbvCq, c_uint);
+    create_qp = "ibv_create_qp": fn(*mut IbvPd, *mut IbvQpInitAttr) -> *mut IbvQp;
+    modify_qp = "ibv_modify_qp": fn(*mut IbvQp, *mut IbvQpAttr, c_int) -> c_int;
+    destroy_qp = "ibv_destroy_qp": fn(*mut IbvQp) -> c_int;
+    create_srq = "ibv_create_srq": fn(*mut IbvPd, *mut IbvSrqInitAttr) -> *mut IbvSrq;
+    destroy_srq = "ibv_destroy_srq": fn(*mut IbvSrq) -> c_int;
+    create_ah = "ibv_create_ah": fn(*mut IbvPd, *mut IbvAhAttr) -> *mut IbvAh;
+    destroy_ah = "ibv_destroy_ah": fn(*mut IbvAh) -> c_int;
+    get_async_event = "ibv_get_async_event": fn(*mut IbvContext, *mut IbvAsyncEvent) -> c_int;
+    ack_async_event = "ibv_ack_async_event": fn(*mut IbvAsyncEvent);
 }
 
 fn lib_name() -> String {
@@ -36,25 +83,7 @@ fn lib_name() -> String {
 pub fn load(name: &str) -> std::result::Result<IbVerbs, String> {
     // SAFETY: loading rdma-core runs its constructors, which only set up its own state.
     let lib = unsafe { libloading::Library::new(name) }.map_err(|_| format!("{name} not found"))?;
-    macro_rules! sym {
-        ($n:literal) => {
-            // SAFETY: the symbol has the C signature of the field it is stored in (from
-            // <infiniband/verbs.h>); the library stays loaded as long as the pointer.
-            *unsafe { lib.get($n) }.map_err(|_| {
-                format!(
-                    "{name}: symbol {} missing",
-                    String::from_utf8_lossy(&$n[..$n.len() - 1])
-                )
-            })?
-        };
-    }
-    Ok(IbVerbs {
-        get_device_list: sym!(b"ibv_get_device_list\0"),
-        free_device_list: sym!(b"ibv_free_device_list\0"),
-        get_device_name: sym!(b"ibv_get_device_name\0"),
-        get_device_guid: sym!(b"ibv_get_device_guid\0"),
-        _lib: lib,
-    })
+    resolve(name, lib)
 }
 
 /// The process-wide library (loaded once; the name is read once).

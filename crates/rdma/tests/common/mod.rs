@@ -175,7 +175,7 @@ pub fn wait_wc(cq: &CompletionQueue, what: &str) -> WorkCompletion {
         0,
     )];
     loop {
-        if cq.poll(&mut wc) == 1 {
+        if cq.poll(&mut wc).unwrap() == 1 {
             return wc[0];
         }
         assert!(
@@ -194,7 +194,7 @@ pub fn assert_empty(cq: &CompletionQueue, what: &str) {
         WcOpcode::Send,
         0,
     )];
-    let n = cq.poll(&mut wc);
+    let n = cq.poll(&mut wc).unwrap();
     assert_eq!(n, 0, "unexpected completion for {what}: {:?}", wc[0]);
 }
 

@@ -370,7 +370,7 @@ impl SoftQp {
     }
 
     /// Posts a receive.
-    pub(crate) fn post_recv(&self, ctx: &CtxShared, wr: &RecvWr<'_>) -> Result<()> {
+    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {
         if self.srq.is_some() {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -383,7 +383,6 @@ impl SoftQp {
                 "too many scatter/gather elements",
             ));
         }
-        let _ = ctx;
         let mut g = lock(&self.inner);
         if g.state == QpState::Reset {
             return Err(Error::new(Errno::EINVAL, "queue pair in RESET"));
