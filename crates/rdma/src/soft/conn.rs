@@ -104,12 +104,20 @@ pub(crate) fn set_nonblocking(fd: RawFd) {
 pub(crate) fn listen_at(dir: &Path, path: &Path) -> std::io::Result<OwnedFd> {
     let mut last = None;
     // Another process may remove the (empty) directory between our mkdir and bind.
-    for _ in 0..8 {
+    for _ in 0..64 {
         let cdir = CString::new(dir.as_os_str().as_bytes())
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: path is NUL-terminated.
         unsafe { libc::mkdir(cdir.as_ptr(), 0o700) };
-        let md = std::fs::symlink_metadata(dir)?;
+        let md = match std::fs::symlink_metadata(dir) {
+            Ok(md) => md,
+            // Removed by a closing context between our mkdir and here: again.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         {
             use std::os::unix::fs::MetadataExt;
             // SAFETY: plain syscall.

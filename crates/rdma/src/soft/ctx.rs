@@ -4,9 +4,12 @@
 //! incoming messages, runs the retry timers and flushes backlogs — all without the
 //! application's involvement.
 //!
-//! Lock order (never taken the other way): `tables` → a queue pair → a shared receive
-//! queue → a completion queue → a connection's backlog; the memory table's read view may
-//! be held around the last three. The service thread holds no lock while it polls.
+//! Lock order (never taken the other way): a queue pair → a shared receive queue → a
+//! completion queue → a notifier or a connection's backlog; a queue pair → `tables`
+//! (opening a connection while it moves to RTS). `tables` is held only for lookups and
+//! inserts, never around another lock or a blocking call. The memory table's read view
+//! may be held around the queue, notifier and backlog locks. The service thread holds
+//! no lock while it polls.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -113,12 +116,12 @@ impl CtxShared {
 
     /// The connection to `gid` (opened on first use), `None` when unreachable.
     pub(crate) fn conn_to(&self, gid: &Gid) -> Option<Arc<Conn>> {
-        let mut t = lock(&self.tables);
-        if let Some(c) = t.out.get(gid) {
+        if let Some(c) = lock(&self.tables).out.get(gid) {
             if !c.is_dead() {
                 return Some(c.clone());
             }
         }
+        // Connect without holding the tables (a connect may wait for the peer).
         let path = conn::gid_path(&self.dir, gid)?;
         let fd = conn::connect_to(&path).ok()?;
         let c = Arc::new(Conn::new(fd, Some(*gid)));
@@ -141,8 +144,19 @@ impl CtxShared {
         if !unsafe { c.send(&iov) } {
             return None;
         }
-        t.out.insert(*gid, c.clone());
+        let mut t = lock(&self.tables);
+        // Polled in any case: closing it would look like our death to the peer.
         t.conns.push(c.clone());
+        if let Some(other) = t.out.get(gid) {
+            if !other.is_dead() {
+                // Another thread connected meanwhile: keep using its connection.
+                let other = other.clone();
+                drop(t);
+                self.wake();
+                return Some(other);
+            }
+        }
+        t.out.insert(*gid, c.clone());
         drop(t);
         self.wake();
         Some(c)
@@ -283,6 +297,7 @@ fn service(ctx: &Arc<CtxShared>) {
     let mut buf = vec![0u8; HDR_LEN + FRAG + 256];
     let mut pfds: Vec<libc::pollfd> = Vec::new();
     let mut conns: Vec<Arc<Conn>> = Vec::new();
+    let mut qps: Vec<Arc<SoftQp>> = Vec::new();
     while !ctx.stop.load(Ordering::Acquire) {
         conns.clear();
         conns.extend(lock(&ctx.tables).conns.iter().cloned());
@@ -308,7 +323,8 @@ fn service(ctx: &Arc<CtxShared>) {
                 revents: 0,
             });
         }
-        let qps: Vec<Arc<SoftQp>> = lock(&ctx.tables).qps.values().cloned().collect();
+        qps.clear();
+        qps.extend(lock(&ctx.tables).qps.values().cloned());
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         for qp in &qps {
