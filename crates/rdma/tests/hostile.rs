@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
+use ofi_rdma::soft::wire::{Hdr, Kind, F_FIRST, F_LAST};
 use ofi_rdma::*;
 use ofi_testkit::TestRng;
 
@@ -99,50 +100,17 @@ fn recv(fd: &OwnedFd) -> Vec<u8> {
     b
 }
 
-/// The software device's header (64 bytes, little-endian), written from its layout.
-#[derive(Default, Clone, Copy)]
-struct H {
-    kind: u8,
-    op: u8,
-    flags: u8,
-    dst: u32,
-    src: u32,
-    msn: u32,
-    rkey: u32,
-    raddr: u64,
-    total: u64,
-    offset: u64,
-    value: u64,
-}
+type H = Hdr;
 
-impl H {
-    fn bytes(&self, payload: &[u8]) -> Vec<u8> {
-        let mut b = vec![0u8; 64];
-        b[0] = self.kind;
-        b[1] = self.op;
-        b[2] = self.flags;
-        b[4..8].copy_from_slice(&self.dst.to_le_bytes());
-        b[8..12].copy_from_slice(&self.src.to_le_bytes());
-        b[12..16].copy_from_slice(&self.msn.to_le_bytes());
-        b[20..24].copy_from_slice(&self.rkey.to_le_bytes());
-        b[24..32].copy_from_slice(&self.raddr.to_le_bytes());
-        b[32..40].copy_from_slice(&self.total.to_le_bytes());
-        b[40..48].copy_from_slice(&self.offset.to_le_bytes());
-        b[48..56].copy_from_slice(&self.value.to_le_bytes());
-        b.extend_from_slice(payload);
-        b
-    }
-}
-
-const HELLO: u8 = 1;
-const REQ: u8 = 2;
-const ACK: u8 = 3;
-const NAK: u8 = 4;
-const READ_RESP: u8 = 5;
-const ATOMIC_RESP: u8 = 6;
-const UD: u8 = 7;
-const FIRST: u8 = 1;
-const LAST: u8 = 2;
+const HELLO: u8 = Kind::Hello as u8;
+const REQ: u8 = Kind::Req as u8;
+const ACK: u8 = Kind::Ack as u8;
+const NAK: u8 = Kind::Nak as u8;
+const READ_RESP: u8 = Kind::ReadResp as u8;
+const ATOMIC_RESP: u8 = Kind::AtomicResp as u8;
+const UD: u8 = Kind::Ud as u8;
+const FIRST: u8 = F_FIRST;
+const LAST: u8 = F_LAST;
 
 fn hello(fd: &OwnedFd, as_gid: &Gid) {
     send(
@@ -151,7 +119,7 @@ fn hello(fd: &OwnedFd, as_gid: &Gid) {
             kind: HELLO,
             ..H::default()
         }
-        .bytes(&as_gid.0),
+        .packet(&as_gid.0),
     );
 }
 
@@ -181,14 +149,14 @@ fn garbage_and_unannounced_packets_are_dropped() {
         kind: REQ,
         op: 3,
         flags: FIRST | LAST,
-        dst: qa.qp_num(),
-        src: 1,
+        dst_qpn: qa.qp_num(),
+        src_qpn: 1,
         total: 8,
         raddr: a.buf.addr(),
         rkey: a.mr.rkey(),
         ..H::default()
     };
-    send(&fd, &write.bytes(&[0xee; 8]));
+    send(&fd, &write.packet(&[0xee; 8]));
     hello(&fd, &fake_gid(4242));
     for len in [1usize, 2, 10, 63] {
         send(&fd, &rng.bytes(len));
@@ -225,8 +193,8 @@ fn forged_requests_are_checked_like_real_ones() {
     hello(&fd, &b.gid());
     let base = H {
         kind: REQ,
-        dst: qa.qp_num(),
-        src: qb.qp_num(),
+        dst_qpn: qa.qp_num(),
+        src_qpn: qb.qp_num(),
         rkey: a.mr.rkey(),
         raddr: a.buf.addr(),
         total: 8,
@@ -239,11 +207,11 @@ fn forged_requests_are_checked_like_real_ones() {
     send(
         &fd,
         &H {
-            src: qb.qp_num() + 1,
+            src_qpn: qb.qp_num() + 1,
             op: 3,
             ..base
         }
-        .bytes(&[1; 8]),
+        .packet(&[1; 8]),
     );
     send(
         &fd,
@@ -252,7 +220,7 @@ fn forged_requests_are_checked_like_real_ones() {
             op: 3,
             ..base
         }
-        .bytes(&[2; 8]),
+        .packet(&[2; 8]),
     );
     send(
         &fd,
@@ -261,7 +229,7 @@ fn forged_requests_are_checked_like_real_ones() {
             op: 1,
             ..base
         }
-        .bytes(&[3; 8]),
+        .packet(&[3; 8]),
     );
     send(
         &fd,
@@ -271,7 +239,7 @@ fn forged_requests_are_checked_like_real_ones() {
             offset: 0,
             ..base
         }
-        .bytes(&[4; 8]),
+        .packet(&[4; 8]),
     );
     send(
         &fd,
@@ -280,7 +248,7 @@ fn forged_requests_are_checked_like_real_ones() {
             op: 99,
             ..base
         }
-        .bytes(&[]),
+        .packet(&[]),
     );
     send(
         &fd,
@@ -289,7 +257,7 @@ fn forged_requests_are_checked_like_real_ones() {
             op: 0,
             ..base
         }
-        .bytes(&[5; 8]),
+        .packet(&[5; 8]),
     );
     for kind in [ACK, NAK, READ_RESP, ATOMIC_RESP] {
         send(
@@ -300,18 +268,18 @@ fn forged_requests_are_checked_like_real_ones() {
                 offset: u64::MAX - 3,
                 ..base
             }
-            .bytes(&[6; 8]),
+            .packet(&[6; 8]),
         );
     }
     // A request for a queue pair that does not exist gets "no queue pair".
     send(
         &fd,
         &H {
-            dst: 0xabcdef,
+            dst_qpn: 0xabcdef,
             op: 1,
             ..base
         }
-        .bytes(&[7; 8]),
+        .packet(&[7; 8]),
     );
     let nak = recv(&fd);
     assert_eq!((nak[0], nak[1]), (NAK, 4));
@@ -326,7 +294,7 @@ fn forged_requests_are_checked_like_real_ones() {
             total: u64::MAX,
             ..base
         }
-        .bytes(&[8; 8]),
+        .packet(&[8; 8]),
     );
     let nak = recv(&fd);
     assert_eq!((nak[0], nak[1]), (NAK, 2));
@@ -392,8 +360,8 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
     let req = recv(&conn);
     assert_eq!((req[0], req[1]), (REQ, 5));
     let base = H {
-        dst: qa.qp_num(),
-        src: 77,
+        dst_qpn: qa.qp_num(),
+        src_qpn: 77,
         msn: 0,
         total: 32,
         ..H::default()
@@ -405,48 +373,48 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
             flags: LAST,
             ..base
         }
-        .bytes(&[1; 16]),
+        .packet(&[1; 16]),
         H {
             kind: READ_RESP,
             offset: 16,
             flags: LAST,
             ..base
         }
-        .bytes(&[2; 32]),
+        .packet(&[2; 32]),
         H {
             kind: READ_RESP,
             flags: LAST,
             ..base
         }
-        .bytes(&[3; 64]),
+        .packet(&[3; 64]),
         H {
             kind: READ_RESP,
             msn: 1,
             flags: LAST,
             ..base
         }
-        .bytes(&[4; 32]),
+        .packet(&[4; 32]),
         H {
             kind: READ_RESP,
-            src: 78,
+            src_qpn: 78,
             flags: LAST,
             ..base
         }
-        .bytes(&[5; 32]),
-        H { kind: ACK, ..base }.bytes(&[]),
+        .packet(&[5; 32]),
+        H { kind: ACK, ..base }.packet(&[]),
         H {
             kind: ATOMIC_RESP,
             value: u64::MAX,
             ..base
         }
-        .bytes(&[]),
+        .packet(&[]),
         H {
             kind: NAK,
             op: 1,
             msn: 3,
             ..base
         }
-        .bytes(&[]),
+        .packet(&[]),
     ];
     for l in &lies {
         send(&conn, l);
@@ -458,7 +426,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
             kind: READ_RESP,
             ..base
         }
-        .bytes(&[0xa1; 16]),
+        .packet(&[0xa1; 16]),
     );
     send(
         &conn,
@@ -468,7 +436,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
             flags: LAST,
             ..base
         }
-        .bytes(&[0xa2; 16]),
+        .packet(&[0xa2; 16]),
     );
     let c = wait_wc(&a.scq, "read");
     assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));

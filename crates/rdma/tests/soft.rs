@@ -636,35 +636,12 @@ fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
     let qb = b.qp(QpType::Ud, 0);
     ud_ready(&qa, 0x1111);
     ud_ready(&qb, 0x2222);
-    let ah =
-        a.pd.create_ah(&AhAttr {
-            dgid: b.gid(),
-            port_num: 1,
-            ..AhAttr::default()
-        })
-        .unwrap();
     b.recv(&qb, 1, 0, 4096 + 40);
     b.recv(&qb, 2, 8192, 4096 + 40);
     a.buf.write(0, &pattern(4096, 1));
     let send = |wr_id: u64, len: usize, qkey: u32, op: SendOp| {
-        let sg = [a.sge(0, len)];
-        let ud = UdDest {
-            ah: &ah,
-            remote_qpn: qb.qp_num(),
-            remote_qkey: qkey,
-        };
-        // SAFETY: registered range.
-        unsafe {
-            qa.post_send(&SendWr {
-                wr_id,
-                sg_list: &sg,
-                op,
-                send_flags: SendFlags::SIGNALED,
-                ud: Some(ud),
-            })
-        }
-        .unwrap();
-        wait_wc(&a.scq, "ud send")
+        let to = a.ud_target(b.gid(), qb.qp_num(), qkey);
+        a.ud_send(&qa, &to, wr_id, op, 0, len)
     };
     // Wrong Q_Key: sent fine, silently dropped at the receiver.
     assert_eq!(send(1, 100, 0x9999, SendOp::Send).status, WcStatus::Success);
@@ -696,32 +673,10 @@ fn ud_drop_fault_loses_datagrams_and_delay_holds_them() {
     let qb = b.qp(QpType::Ud, 0);
     ud_ready(&qa, 7);
     ud_ready(&qb, 7);
-    let ah =
-        a.pd.create_ah(&AhAttr {
-            dgid: b.gid(),
-            port_num: 1,
-            ..AhAttr::default()
-        })
-        .unwrap();
+    let to = a.ud_target(b.gid(), qb.qp_num(), 7);
     let send = |wr_id: u64| {
-        let sg = [a.sge(0, 8)];
-        let ud = UdDest {
-            ah: &ah,
-            remote_qpn: qb.qp_num(),
-            remote_qkey: 7,
-        };
-        // SAFETY: registered range.
-        unsafe {
-            qa.post_send(&SendWr {
-                wr_id,
-                sg_list: &sg,
-                op: SendOp::SendWithImm(wr_id as u32),
-                send_flags: SendFlags::SIGNALED,
-                ud: Some(ud),
-            })
-        }
-        .unwrap();
-        assert_eq!(wait_wc(&a.scq, "ud send").status, WcStatus::Success);
+        let c = a.ud_send(&qa, &to, wr_id, SendOp::SendWithImm(wr_id as u32), 0, 8);
+        assert_eq!(c.status, WcStatus::Success);
     };
     for i in 0..4 {
         b.recv(&qb, i, 64 * i as usize, 64);

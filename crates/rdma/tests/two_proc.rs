@@ -86,31 +86,9 @@ fn child_main(mode: &str) {
             say("READY");
             let r = wait_wc(&n.rcq, "child datagram");
             let len = r.byte_len as usize - GRH_LEN;
-            let ah =
-                n.pd.create_ah(&AhAttr {
-                    dgid: pgid,
-                    port_num: 1,
-                    ..AhAttr::default()
-                })
-                .unwrap();
-            let sg = [n.sge(GRH_LEN, len)];
-            let ud = UdDest {
-                ah: &ah,
-                remote_qpn: pqpn,
-                remote_qkey: 0x77,
-            };
-            // SAFETY: registered range.
-            unsafe {
-                qp.post_send(&SendWr {
-                    wr_id: 2,
-                    sg_list: &sg,
-                    op: SendOp::Send,
-                    send_flags: SendFlags::SIGNALED,
-                    ud: Some(ud),
-                })
-            }
-            .unwrap();
-            assert_eq!(wait_wc(&n.scq, "child ud send").status, WcStatus::Success);
+            let to = n.ud_target(pgid, pqpn, 0x77);
+            let c = n.ud_send(&qp, &to, 2, SendOp::Send, GRH_LEN, len);
+            assert_eq!(c.status, WcStatus::Success);
             assert_eq!(read_line(), "BYE");
         }
         other => panic!("unknown child mode {other}"),
@@ -342,33 +320,13 @@ fn ud_between_processes() {
     n.recv(&qp, 7, 8192, 4096 + GRH_LEN);
     c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
     assert_eq!(c.line("READY"), "READY");
-    let ah =
-        n.pd.create_ah(&AhAttr {
-            dgid: ca.gid,
-            port_num: 1,
-            ..AhAttr::default()
-        })
-        .unwrap();
     let msg = pattern(2000, 8);
     n.buf.write(0, &msg);
-    let sg = [n.sge(0, 2000)];
-    let ud = UdDest {
-        ah: &ah,
-        remote_qpn: ca.qpn,
-        remote_qkey: 0x77,
-    };
-    // SAFETY: registered range.
-    unsafe {
-        qp.post_send(&SendWr {
-            wr_id: 1,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::SIGNALED,
-            ud: Some(ud),
-        })
-    }
-    .unwrap();
-    assert_eq!(wait_wc(&n.scq, "ud send").status, WcStatus::Success);
+    let to = n.ud_target(ca.gid, ca.qpn, 0x77);
+    assert_eq!(
+        n.ud_send(&qp, &to, 1, SendOp::Send, 0, 2000).status,
+        WcStatus::Success
+    );
     let r = wait_wc(&n.rcq, "ud echo");
     assert_eq!((r.wr_id, r.byte_len as usize), (7, 2000 + GRH_LEN));
     assert_eq!(n.buf.read(8192 + 8, 16), ca.gid.0.to_vec());

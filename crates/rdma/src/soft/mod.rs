@@ -11,7 +11,7 @@ pub(crate) mod cq;
 pub(crate) mod ctx;
 pub(crate) mod mem;
 pub(crate) mod qp;
-pub(crate) mod wire;
+pub mod wire;
 
 pub use ctx::SoftFault;
 

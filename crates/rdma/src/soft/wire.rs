@@ -1,16 +1,17 @@
 //! The software device's packet format between contexts: a fixed 64-byte little-endian
 //! header followed by the payload. Parsing never panics: a short or unknown packet is
-//! `None` and the caller drops it.
+//! `None` and the caller drops it. Public so that hostile-peer tests and tools can forge
+//! packets; not a stable interface.
 
 /// Header length in bytes.
-pub(crate) const HDR_LEN: usize = 64;
+pub const HDR_LEN: usize = 64;
 /// Most payload bytes one packet carries (messages are split into fragments).
-pub(crate) const FRAG: usize = 32 * 1024;
+pub const FRAG: usize = 32 * 1024;
 
 /// Packet kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// First packet on a connection: the payload is the sender's 16-byte GID.
     Hello = 1,
     /// A request of an RC queue pair (fragment of a send/write, a read or an atomic).
@@ -30,20 +31,27 @@ pub(crate) enum Kind {
 /// Request operations (the `op` byte of a [`Kind::Req`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum ReqOp {
+pub enum ReqOp {
+    /// Send.
     Send = 1,
+    /// Send with immediate data.
     SendImm = 2,
+    /// RDMA write.
     Write = 3,
+    /// RDMA write with immediate data.
     WriteImm = 4,
+    /// RDMA read.
     Read = 5,
+    /// Compare and swap.
     CmpSwap = 6,
+    /// Fetch and add.
     FetchAdd = 7,
 }
 
 /// Negative acknowledgement codes (the `op` byte of a [`Kind::Nak`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Nak {
+pub enum Nak {
     /// Receiver not ready; `rnr_timer` holds the responder's timer code.
     Rnr = 1,
     /// Remote access error (key, bounds, access flags, protection domain).
@@ -57,28 +65,40 @@ pub(crate) enum Nak {
 }
 
 /// Flag: first fragment of a message.
-pub(crate) const F_FIRST: u8 = 1;
+pub const F_FIRST: u8 = 1;
 /// Flag: last fragment of a message.
-pub(crate) const F_LAST: u8 = 2;
+pub const F_LAST: u8 = 2;
 /// Flag: solicited event.
-pub(crate) const F_SOLICITED: u8 = 4;
+pub const F_SOLICITED: u8 = 4;
 /// Flag: immediate data present (UD).
-pub(crate) const F_IMM: u8 = 8;
+pub const F_IMM: u8 = 8;
 
 /// A parsed header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Hdr {
+pub struct Hdr {
+    /// [`Kind`].
     pub kind: u8,
+    /// [`ReqOp`] or [`Nak`].
     pub op: u8,
+    /// `F_*` flags.
     pub flags: u8,
+    /// RNR timer code (NAK).
     pub rnr_timer: u8,
+    /// Destination queue pair.
     pub dst_qpn: u32,
+    /// Source queue pair.
     pub src_qpn: u32,
+    /// Message sequence number.
     pub msn: u32,
+    /// Immediate data.
     pub imm: u32,
+    /// Remote key.
     pub rkey: u32,
+    /// Remote address.
     pub raddr: u64,
+    /// Message length.
     pub total: u64,
+    /// Offset of this fragment's payload in the message.
     pub offset: u64,
     /// Compare value / add value / atomic original / UD qkey.
     pub value: u64,
@@ -87,8 +107,8 @@ pub(crate) struct Hdr {
 }
 
 impl Hdr {
-    /// Serialises into the first [`HDR_LEN`] bytes of `out`.
-    pub(crate) fn emit(&self) -> [u8; HDR_LEN] {
+    /// The header's bytes.
+    pub fn emit(&self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
         b[0] = self.kind;
         b[1] = self.op;
@@ -107,8 +127,15 @@ impl Hdr {
         b
     }
 
+    /// A packet: the header's bytes, then `payload`.
+    pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
+        let mut p = self.emit().to_vec();
+        p.extend_from_slice(payload);
+        p
+    }
+
     /// Parses a packet: the header and the payload, or `None` when too short.
-    pub(crate) fn parse(pkt: &[u8]) -> Option<(Hdr, &[u8])> {
+    pub fn parse(pkt: &[u8]) -> Option<(Hdr, &[u8])> {
         let b = pkt.get(..HDR_LEN)?;
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let u64_at = |i: usize| {

@@ -165,6 +165,59 @@ impl Node {
     }
 }
 
+/// Where UD sends of a test go.
+pub struct UdTarget {
+    pub ah: AddressHandle,
+    pub qpn: u32,
+    pub qkey: u32,
+}
+
+impl Node {
+    /// A UD target: the queue pair `qpn` of the context with `gid`.
+    pub fn ud_target(&self, gid: Gid, qpn: u32, qkey: u32) -> UdTarget {
+        let ah = self
+            .pd
+            .create_ah(&AhAttr {
+                dgid: gid,
+                port_num: 1,
+                ..AhAttr::default()
+            })
+            .unwrap();
+        UdTarget { ah, qpn, qkey }
+    }
+
+    /// Posts a signaled UD send of `[off, off + len)` to `to` and waits for its
+    /// completion.
+    pub fn ud_send(
+        &self,
+        qp: &QueuePair,
+        to: &UdTarget,
+        wr_id: u64,
+        op: SendOp,
+        off: usize,
+        len: usize,
+    ) -> WorkCompletion {
+        let sg = [self.sge(off, len)];
+        let ud = UdDest {
+            ah: &to.ah,
+            remote_qpn: to.qpn,
+            remote_qkey: to.qkey,
+        };
+        // SAFETY: the range lies in the registered buffer.
+        unsafe {
+            qp.post_send(&SendWr {
+                wr_id,
+                sg_list: &sg,
+                op,
+                send_flags: SendFlags::SIGNALED,
+                ud: Some(ud),
+            })
+        }
+        .unwrap();
+        wait_wc(&self.scq, "ud send")
+    }
+}
+
 /// Waits (bounded) for the next completion on `cq`.
 pub fn wait_wc(cq: &CompletionQueue, what: &str) -> WorkCompletion {
     let deadline = Instant::now() + BOUND;
