@@ -28,6 +28,7 @@
 //! sends, the socket calls and the copies. What may panic: nothing reachable from peer
 //! input.
 
+pub mod cm;
 pub mod cq;
 pub mod device;
 pub mod mr;
@@ -37,6 +38,7 @@ pub mod soft;
 pub mod sys;
 pub mod verbs;
 
+pub use cm::{CmChannel, CmEvent, CmEventKind, CmPeer};
 pub use cq::{CompChannel, CompletionQueue};
 pub use device::{device_list, Context, Device, DeviceKind};
 pub use mr::MemoryRegion;

@@ -150,13 +150,23 @@ pub(crate) fn listen_at(dir: &Path, path: &Path) -> std::io::Result<OwnedFd> {
 }
 
 /// Removes the sockets in `dir` left by processes that no longer exist (killed before
-/// they could close), then the directory itself if it is empty.
+/// they could close) and connection-manager listeners nobody answers at, then the
+/// directory itself if it is empty.
 pub(crate) fn sweep(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
+        // A connection-manager listener nobody answers at any more.
+        if name.to_str().is_some_and(|n| n.starts_with("cm-")) {
+            if let Err(err) = connect_to(&e.path()) {
+                if err.raw_os_error() == Some(libc::ECONNREFUSED) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+            continue;
+        }
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.split_once('-'))
