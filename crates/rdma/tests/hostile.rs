@@ -465,3 +465,51 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
         })
     );
 }
+
+#[test]
+fn a_silent_responder_runs_out_the_transport_timeout() {
+    let a = Node::all_access(4096);
+    let gid = fake_gid(0x7ffe_0000 + std::process::id() % 1000);
+    let path = path_of(&gid);
+    let _ = std::fs::remove_file(&path);
+    let listen = seqpacket();
+    let (sa, len) = sockaddr(&path);
+    // SAFETY: bind/listen on our socket with a valid address.
+    unsafe {
+        assert_eq!(
+            libc::bind(
+                listen.as_raw_fd(),
+                (&sa as *const libc::sockaddr_un).cast(),
+                len
+            ),
+            0
+        );
+        assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
+    }
+    let qa = a.qp(QpType::Rc, 0);
+    rc_init(&qa);
+    rc_connect(&qa, gid, 5, 0, 1);
+    // timeout 10: 4.096 µs × 2^10 ≈ 4.2 ms per try, retry_cnt 1: two tries.
+    let attr = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 10,
+        retry_cnt: 1,
+        ..QpAttr::default()
+    };
+    qa.modify(&attr, QpAttrMask::TIMEOUT | QpAttrMask::RETRY_CNT)
+        .unwrap();
+    let t0 = Instant::now();
+    a.post(&qa, 1, SendOp::Send, 0, 8);
+    a.post(&qa, 2, SendOp::Send, 0, 8);
+    // The peer's socket exists and takes the packets but never answers.
+    let c = wait_wc(&a.scq, "timed-out send");
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::RetryExcErr));
+    assert!(
+        t0.elapsed() >= Duration::from_millis(8),
+        "gave up before the timeout"
+    );
+    assert_eq!(wait_wc(&a.scq, "flushed").status, WcStatus::WrFlushErr);
+    assert_eq!(qa.state(), QpState::Err);
+    drop(listen);
+    let _ = std::fs::remove_file(&path);
+}

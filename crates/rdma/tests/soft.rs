@@ -730,3 +730,60 @@ fn closing_removes_the_socket_file() {
     drop(pd);
     assert!(!path.exists(), "{} left behind", path.display());
 }
+
+#[test]
+fn completion_queue_overrun_raises_an_async_event() {
+    let ctx = soft_context();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(2, 0x99, None).unwrap();
+    let buf = Buf::new(64);
+    // SAFETY: `buf` outlives `mr` (declared before it, dropped after).
+    let mr = unsafe { pd.reg_mr(buf.ptr(), 64, Access::LOCAL_WRITE) }.unwrap();
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        })
+        .unwrap();
+    rc_init(&qp);
+    for i in 0..3 {
+        qp.post_recv(&RecvWr {
+            wr_id: i,
+            sg_list: &[Sge {
+                addr: buf.addr(),
+                length: 8,
+                lkey: mr.lkey(),
+            }],
+        })
+        .unwrap();
+    }
+    // Three flushed receives into a queue of two.
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+    .unwrap();
+    assert_eq!(
+        ctx.get_async_event(),
+        Some(AsyncEvent {
+            event_type: EventType::CqErr,
+            element: EventElement::Cq(0x99)
+        })
+    );
+    let mut wc = [WorkCompletion::new(0, WcStatus::Success, WcOpcode::Send, 0); 4];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 2);
+    drop((qp, mr));
+}
