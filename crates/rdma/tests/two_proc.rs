@@ -122,7 +122,13 @@ struct ChildAddr {
 
 impl ChildProc {
     fn spawn(test: &str, mode: &str) -> ChildProc {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        ChildProc::spawn_with(Command::new(std::env::current_exe().unwrap()), test, mode)
+    }
+
+    /// As [`ChildProc::spawn`], with `cmd` running this binary (e.g. in another
+    /// network namespace).
+    fn spawn_with(mut cmd: Command, test: &str, mode: &str) -> ChildProc {
+        let mut child = cmd
             .args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, mode)
             .stdin(Stdio::piped())
@@ -257,6 +263,46 @@ fn rc_between_processes_send_write_read_atomic() {
     assert_eq!(wait_wc(&n.scq, "oob write").status, WcStatus::RemAccessErr);
     c.send_line("BYE");
     c.finish();
+}
+
+#[test]
+fn rc_across_network_namespaces() {
+    if child_side() {
+        return;
+    }
+    // The sockets are filesystem paths, so a process in another network namespace of
+    // this host is reachable (abstract-namespace sockets would not be).
+    let pair = match ofi_testkit::netns::NetPair::root_and_namespace() {
+        Ok(p) => p,
+        Err(why) => return ofi_testkit::netns::skip("rc_across_network_namespaces", &why),
+    };
+    let cmd = pair.b.command(std::env::current_exe().unwrap());
+    let mut c = ChildProc::spawn_with(cmd, "rc_across_network_namespaces", "echo");
+    let ca = c.addr();
+    let n = Node::all_access(1 << 16);
+    let qp = n.qp(QpType::Rc, 0);
+    rc_init(&qp);
+    rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
+    c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
+    assert_eq!(c.line("READY"), "READY");
+    let data = pattern(5000, 2);
+    n.buf.write(0, &data);
+    let remote = Remote {
+        addr: ca.addr + 8192,
+        rkey: ca.rkey,
+    };
+    n.post(&qp, 1, SendOp::RdmaWrite(remote), 0, 5000);
+    assert_eq!(wait_wc(&n.scq, "write").status, WcStatus::Success);
+    n.post(&qp, 2, SendOp::RdmaRead(remote), 10_000, 5000);
+    assert_eq!(wait_wc(&n.scq, "read").status, WcStatus::Success);
+    assert_eq!(n.buf.read(10_000, 5000), data);
+    n.recv(&qp, 9, 30_000, 4096);
+    n.post(&qp, 3, SendOp::Send, 0, 100);
+    assert_eq!(wait_wc(&n.scq, "send").status, WcStatus::Success);
+    assert_eq!(wait_wc(&n.rcq, "echo").byte_len, 100);
+    c.send_line("BYE");
+    c.finish();
+    drop(pair);
 }
 
 #[test]
