@@ -23,6 +23,8 @@ pub struct Buf {
 
 // SAFETY: the buffer is plain heap memory accessed through raw copies only.
 unsafe impl Send for Buf {}
+// SAFETY: as above: no reference into it is ever handed out.
+unsafe impl Sync for Buf {}
 
 impl Buf {
     pub fn new(len: usize) -> Buf {
