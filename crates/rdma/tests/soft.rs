@@ -604,11 +604,13 @@ fn completion_channel_fd_signals_armed_queue() {
         sg_list: &[sge],
     })
     .unwrap();
-    qb.post_recv(&RecvWr {
-        wr_id: 2,
-        sg_list: &[sge],
-    })
-    .unwrap();
+    for wr_id in 2..5 {
+        qb.post_recv(&RecvWr {
+            wr_id,
+            sg_list: &[sge],
+        })
+        .unwrap();
+    }
     // Not armed: a completion raises no event.
     a.post(&qa, 1, SendOp::Send, 0, 4);
     wait_wc(&rcq, "unarmed");
@@ -625,6 +627,27 @@ fn completion_channel_fd_signals_armed_queue() {
     let ready = unsafe { libc::poll(&mut p, 1, 0) };
     assert_eq!(ready, 0, "fd readable with no event pending");
     assert_eq!(wait_wc(&rcq, "armed").wr_id, 2);
+    // Solicited only: an ordinary message raises nothing, a solicited one does. The
+    // ordinary one's completion is in the queue before the solicited one is sent, so
+    // "nothing" is checked after it arrived, not after a pause.
+    rcq.req_notify(true).unwrap();
+    a.post(&qa, 3, SendOp::Send, 0, 4);
+    assert_eq!(wait_wc(&rcq, "unsolicited").wr_id, 3);
+    assert_eq!(ch.get_cq_event(), None);
+    let sg = [a.sge(0, 4)];
+    // SAFETY: registered range.
+    unsafe {
+        qa.post_send(&SendWr {
+            wr_id: 4,
+            sg_list: &sg,
+            op: SendOp::Send,
+            send_flags: SendFlags::SIGNALED | SendFlags::SOLICITED,
+            ud: None,
+        })
+    }
+    .unwrap();
+    assert_eq!(ch.wait_cq_event(BOUND), Some(0xc0));
+    assert_eq!(wait_wc(&rcq, "solicited").wr_id, 4);
     drop((qb, mr));
 }
 
@@ -663,6 +686,17 @@ fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
     assert_eq!(b.buf.read(8, 16), a.gid().0.to_vec(), "GRH source GID");
     assert_eq!(b.buf.read(40, 4096), pattern(4096, 1));
     assert_empty(&b.rcq, "wrong qkey datagram");
+    // A receive too short for GRH and payload: a length error for that receive.
+    let small = b.qp(QpType::Ud, 0);
+    ud_ready(&small, 0x2222);
+    b.recv(&small, 9, 0, 40 + 10);
+    let to = a.ud_target(b.gid(), small.qp_num(), 0x2222);
+    assert_eq!(
+        a.ud_send(&qa, &to, 4, SendOp::Send, 0, 11).status,
+        WcStatus::Success
+    );
+    let r = wait_wc(&b.rcq, "short receive");
+    assert_eq!((r.wr_id, r.status), (9, WcStatus::LocLenErr));
 }
 
 #[test]
