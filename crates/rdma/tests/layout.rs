@@ -288,12 +288,14 @@ fn values() -> Vec<(String, u64)> {
     v
 }
 
-fn program_and_expected() -> (String, Vec<String>) {
-    let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <infiniband/verbs.h>\nint main(void)\n{\n",
-    );
+fn program_and_expected(
+    includes: &str,
+    list: Vec<Layout>,
+    values: Vec<(String, u64)>,
+) -> (String, Vec<String>) {
+    let mut c = format!("#include <stdio.h>\n#include <stddef.h>\n{includes}int main(void)\n{{\n");
     let mut expected = Vec::new();
-    for l in layouts() {
+    for l in list {
         c.push_str(&format!(
             "\tprintf(\"{0} %zu\\n\", sizeof({0}));\n",
             l.c_name
@@ -312,7 +314,7 @@ fn program_and_expected() -> (String, Vec<String>) {
             expected.push(format!("{}.{} {}", l.c_name, f, off));
         }
     }
-    for (name, val) in values() {
+    for (name, val) in values {
         c.push_str(&format!(
             "\tprintf(\"{0} %llu\\n\", (unsigned long long){0});\n",
             name
@@ -323,21 +325,14 @@ fn program_and_expected() -> (String, Vec<String>) {
     (c, expected)
 }
 
-#[test]
-fn mirrors_and_values_match_the_installed_verbs_header() {
-    if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
-        eprintln!(
-            "layout: SKIPPED: /usr/include/infiniband/verbs.h not found (install libibverbs-dev)"
-        );
-        return;
-    }
-    let (src, expected) = program_and_expected();
+/// Compiles and runs the probe `name`, and compares its lines with `expected`.
+fn run_probe(name: &str, src: &str, expected: &[String]) {
     let exe = std::env::current_exe().unwrap();
     let dir: PathBuf = exe.parent().unwrap().join("rdma-layout");
     std::fs::create_dir_all(&dir).unwrap();
-    let c_path = dir.join("layout.c");
-    std::fs::write(&c_path, &src).unwrap();
-    let bin = dir.join("layout");
+    let c_path = dir.join(format!("{name}.c"));
+    std::fs::write(&c_path, src).unwrap();
+    let bin = dir.join(name);
     let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
         .arg(&bin)
@@ -363,4 +358,80 @@ fn mirrors_and_values_match_the_installed_verbs_header() {
         .map(|(e, g)| format!("rust: {e}   C: {g}"))
         .collect();
     assert!(bad.is_empty(), "mismatches:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn mirrors_and_values_match_the_installed_verbs_header() {
+    if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
+        eprintln!(
+            "layout: SKIPPED: /usr/include/infiniband/verbs.h not found (install libibverbs-dev)"
+        );
+        return;
+    }
+    let (src, expected) =
+        program_and_expected("#include <infiniband/verbs.h>\n", layouts(), values());
+    run_probe("verbs_layout", &src, &expected);
+}
+
+fn rdmacm_layouts() -> Vec<Layout> {
+    use ofi_rdma::sys::rdmacm::*;
+    vec![
+        layout!("struct rdma_event_channel" = RdmaEventChannel { "fd" = fd }),
+        layout!("struct rdma_ib_addr" = RdmaIbAddr { "sgid" = sgid, "dgid" = dgid, "pkey" = pkey }),
+        layout!("struct rdma_addr" = RdmaAddr {
+            "src_storage" = src_storage, "dst_storage" = dst_storage,
+        } + {
+            "src_addr" = offset_of!(RdmaAddr, src_storage),
+            "dst_sin6" = offset_of!(RdmaAddr, dst_storage),
+            "addr.ibaddr" = offset_of!(RdmaAddr, ibaddr),
+        }),
+        layout!("struct rdma_route" = RdmaRoute {
+            "addr" = addr, "path_rec" = path_rec, "num_paths" = num_paths,
+        }),
+        layout!("struct rdma_cm_id" = RdmaCmId {
+            "verbs" = verbs, "channel" = channel, "context" = context, "qp" = qp,
+            "route" = route, "ps" = ps, "port_num" = port_num, "event" = event,
+            "send_cq_channel" = send_cq_channel, "send_cq" = send_cq,
+            "recv_cq_channel" = recv_cq_channel, "recv_cq" = recv_cq, "srq" = srq,
+            "pd" = pd, "qp_type" = qp_type,
+        }),
+        layout!("struct rdma_conn_param" = RdmaConnParam {
+            "private_data" = private_data, "private_data_len" = private_data_len,
+            "responder_resources" = responder_resources, "initiator_depth" = initiator_depth,
+            "flow_control" = flow_control, "retry_count" = retry_count,
+            "rnr_retry_count" = rnr_retry_count, "srq" = srq, "qp_num" = qp_num,
+        }),
+        layout!("struct rdma_ud_param" = RdmaUdParam {
+            "private_data" = private_data, "private_data_len" = private_data_len,
+            "ah_attr" = ah_attr, "qp_num" = qp_num, "qkey" = qkey,
+        }),
+        layout!("struct rdma_cm_event" = RdmaCmEvent {
+            "id" = id, "listen_id" = listen_id, "event" = event, "status" = status,
+            "param" = param,
+        } + {
+            "param.conn.qp_num" = offset_of!(RdmaCmEvent, param) + offset_of!(RdmaConnParam, qp_num),
+            "param.ud.qkey" = offset_of!(RdmaCmEvent, param) + offset_of!(RdmaUdParam, qkey),
+        }),
+    ]
+}
+
+#[test]
+fn rdmacm_mirrors_match_the_installed_header() {
+    use ofi_rdma::sys::rdmacm::*;
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        eprintln!(
+            "layout: SKIPPED: /usr/include/rdma/rdma_cma.h not found (install librdmacm-dev)"
+        );
+        return;
+    }
+    let mut values: Vec<(String, u64)> = RDMA_CM_EVENTS
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("RDMA_CM_EVENT_{n}"), i as u64))
+        .collect();
+    values.push(("RDMA_PS_TCP".into(), RDMA_PS_TCP.into()));
+    values.push(("RDMA_PS_UDP".into(), RDMA_PS_UDP.into()));
+    let (src, expected) =
+        program_and_expected("#include <rdma/rdma_cma.h>\n", rdmacm_layouts(), values);
+    run_probe("rdmacm_layout", &src, &expected);
 }

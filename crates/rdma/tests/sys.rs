@@ -50,3 +50,15 @@ fn opening_an_rdma_core_device_that_is_not_there_fails_cleanly() {
     assert_eq!(ctx.kind(), ofi_rdma::DeviceKind::RdmaCore);
     assert!(ctx.query_device().unwrap().phys_port_cnt >= 1);
 }
+
+#[test]
+fn a_missing_rdmacm_is_named_in_one_line() {
+    let e = sys::rdmacm::load("librdmacm-does-not-exist.so.1")
+        .err()
+        .expect("load must fail");
+    assert_eq!(e, "librdmacm-does-not-exist.so.1 not found");
+    // The installed one resolves every entry point (or is absent, and says so).
+    if let Err(e) = sys::rdmacm::load(sys::rdmacm::RDMACM_LIB) {
+        assert_eq!(e, "librdmacm.so.1 not found");
+    }
+}

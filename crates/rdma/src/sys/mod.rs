@@ -7,6 +7,7 @@
 
 pub mod ffi;
 pub(crate) mod objects;
+pub mod rdmacm;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
