@@ -236,35 +236,54 @@ impl CmChannel {
         } else {
             vec![addr.port()]
         };
-        for port in ports {
+        // The socket listens under a name of its own first and appears under the
+        // address only once it listens (a hard link), so a connect never finds a file
+        // that refuses while being set up, and a refused connect means a dead listener.
+        static TMP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = TMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.dir.join(format!("{}-cm{n}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let fd =
+            conn::listen_at(&self.dir, &tmp).map_err(|e| Error::from(e).context("rdma listen"))?;
+        let result = self.publish(&tmp, &addr, &ports);
+        let _ = std::fs::remove_file(&tmp);
+        let (at, path) = result?;
+        let mut g = lock(&self.inner);
+        let id = g.next_id;
+        g.next_id += 1;
+        g.by_fd.insert(fd.as_raw_fd(), id);
+        self.watch(fd.as_raw_fd());
+        g.listeners.insert(id, Listener { fd, path });
+        Ok((id, at))
+    }
+
+    /// Links the listening socket at `tmp` under the first free address of `ports`.
+    fn publish(
+        &self,
+        tmp: &Path,
+        addr: &SocketAddr,
+        ports: &[u16],
+    ) -> Result<(SocketAddr, PathBuf)> {
+        for &port in ports {
             let at = SocketAddr::new(addr.ip(), port);
             let path = cm_path(&self.dir, &at);
-            let fd = match conn::listen_at(&self.dir, &path) {
-                Ok(fd) => fd,
-                Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
-                    // A file of a listener that is gone: take its place.
-                    if conn::connect_to(&path).is_err() {
-                        let _ = std::fs::remove_file(&path);
-                        match conn::listen_at(&self.dir, &path) {
-                            Ok(fd) => fd,
-                            Err(_) => continue,
+            for _ in 0..2 {
+                match std::fs::hard_link(tmp, &path) {
+                    Ok(()) => return Ok((at, path)),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        // A listener that is gone: take its place (once).
+                        if conn::is_stale(&path) {
+                            let _ = std::fs::remove_file(&path);
+                            continue;
                         }
-                    } else {
-                        if addr.port() != 0 {
-                            return Err(Error::new(Errno::EADDRINUSE, format!("{at} is in use")));
-                        }
-                        continue;
+                        break;
                     }
+                    Err(e) => return Err(Error::from(e).context("rdma listen")),
                 }
-                Err(e) => return Err(Error::from(e).context("rdma listen")),
-            };
-            let mut g = lock(&self.inner);
-            let id = g.next_id;
-            g.next_id += 1;
-            g.by_fd.insert(fd.as_raw_fd(), id);
-            self.watch(fd.as_raw_fd());
-            g.listeners.insert(id, Listener { fd, path });
-            return Ok((id, at));
+            }
+            if addr.port() != 0 {
+                return Err(Error::new(Errno::EADDRINUSE, format!("{at} is in use")));
+            }
         }
         Err(Error::new(Errno::EADDRINUSE, "no free port"))
     }

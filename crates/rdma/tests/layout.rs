@@ -330,9 +330,11 @@ fn run_probe(name: &str, src: &str, expected: &[String]) {
     let exe = std::env::current_exe().unwrap();
     let dir: PathBuf = exe.parent().unwrap().join("rdma-layout");
     std::fs::create_dir_all(&dir).unwrap();
-    let c_path = dir.join(format!("{name}.c"));
+    // Per process: several runs of this binary may probe at once.
+    let stem = format!("{name}-{}", std::process::id());
+    let c_path = dir.join(format!("{stem}.c"));
     std::fs::write(&c_path, src).unwrap();
-    let bin = dir.join(name);
+    let bin = dir.join(&stem);
     let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
         .arg(&bin)
@@ -345,6 +347,8 @@ fn run_probe(name: &str, src: &str, expected: &[String]) {
         String::from_utf8_lossy(&out.stderr)
     );
     let run = Command::new(&bin).output().expect("run probe");
+    let _ = std::fs::remove_file(&bin);
+    let _ = std::fs::remove_file(&c_path);
     assert!(run.status.success());
     let got: Vec<String> = String::from_utf8_lossy(&run.stdout)
         .lines()

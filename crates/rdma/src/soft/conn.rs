@@ -159,11 +159,10 @@ pub(crate) fn sweep(dir: &Path) {
     for e in entries.flatten() {
         let name = e.file_name();
         // A connection-manager listener nobody answers at any more.
+        // (A listener's file appears only once it listens: see `cm`.)
         if name.to_str().is_some_and(|n| n.starts_with("cm-")) {
-            if let Err(err) = connect_to(&e.path()) {
-                if err.raw_os_error() == Some(libc::ECONNREFUSED) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+            if is_stale(&e.path()) {
+                let _ = std::fs::remove_file(e.path());
             }
             continue;
         }
@@ -186,16 +185,43 @@ pub(crate) fn sweep(dir: &Path) {
 }
 
 /// Connects to the socket at `path` (blocking connect, then non-blocking).
+///
+/// Non-blocking: a listener whose backlog is full (its owner is not accepting) is tried
+/// again for at most `patience`, then `EAGAIN`.
 pub(crate) fn connect_to(path: &Path) -> std::io::Result<OwnedFd> {
+    connect_within(path, std::time::Duration::from_secs(2))
+}
+
+/// [`connect_to`] with its patience.
+pub(crate) fn connect_within(
+    path: &Path,
+    patience: std::time::Duration,
+) -> std::io::Result<OwnedFd> {
     let fd = seqpacket()?;
-    let (a, len) = sockaddr(path)?;
-    // SAFETY: connects with a valid sockaddr_un of `len` bytes.
-    let r = unsafe { libc::connect(fd.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
     set_nonblocking(fd.as_raw_fd());
-    Ok(fd)
+    let (a, len) = sockaddr(path)?;
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        // SAFETY: connects with a valid sockaddr_un of `len` bytes.
+        let r =
+            unsafe { libc::connect(fd.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) };
+        if r == 0 {
+            return Ok(fd);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EAGAIN) || std::time::Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Whether nobody listens at `path` any more (a connect is refused outright).
+pub(crate) fn is_stale(path: &Path) -> bool {
+    matches!(
+        connect_within(path, std::time::Duration::ZERO),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED)
+    )
 }
 
 /// Accepts one pending connection (non-blocking), `None` when none is pending.

@@ -82,7 +82,8 @@ pub(crate) struct Tables {
     pub srqs: HashMap<u32, Arc<SoftSrq>>,
     /// Every live connection (polled by the service thread).
     pub conns: Vec<Arc<Conn>>,
-    /// The connection this context opened to each peer.
+    /// The connection this context sends everything for each peer on (one it opened,
+    /// or the one the peer opened, adopted at its hello).
     pub out: HashMap<Gid, Arc<Conn>>,
 }
 
@@ -176,19 +177,29 @@ impl CtxShared {
                 let mut g = [0u8; 16];
                 g.copy_from_slice(&payload[..16]);
                 *lock(&conn.peer) = Some(Gid(g));
+                // Until this context opens one itself, its traffic to that peer uses
+                // this connection too.
+                let mut t = lock(&self.tables);
+                if t.out.get(&Gid(g)).is_none_or(|c| c.is_dead()) {
+                    t.out.insert(Gid(g), conn.clone());
+                }
             }
             return;
         }
         // Nothing is accepted from a connection that has not said who it is.
         let Some(peer) = conn.peer() else { return };
+        // Everything this context sends to a peer — requests and answers alike — goes
+        // over one connection, so the peer sees it in the order it was sent (an answer
+        // is never overtaken by a later request, as on one wire).
+        let out = self.conn_to(&peer).unwrap_or_else(|| conn.clone());
         let Some(qp) = self.qp(h.dst_qpn) else {
             if h.kind == Kind::Req as u8 {
-                super::qp::nak_no_qp(conn, &h);
+                super::qp::nak_no_qp(&out, &h);
             }
             return;
         };
         match h.kind {
-            k if k == Kind::Req as u8 => qp.on_request(self, conn, &peer, &h, payload),
+            k if k == Kind::Req as u8 => qp.on_request(self, &out, &peer, &h, payload),
             k if k == Kind::Ud as u8 => qp.on_datagram(self, &peer, &h, payload),
             k if k == Kind::Ack as u8
                 || k == Kind::Nak as u8
