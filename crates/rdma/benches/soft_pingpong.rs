@@ -12,6 +12,7 @@ struct Side {
     qp: QueuePair,
     mr: MemoryRegion,
     cq: CompletionQueue,
+    ch: CompChannel,
     _pd: ProtectionDomain,
     _ctx: Context,
     buf: Vec<u8>,
@@ -20,7 +21,8 @@ struct Side {
 fn side(len: usize) -> Side {
     let ctx = device_list(DeviceKind::Soft).unwrap()[0].open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(1024, 0, None).unwrap();
+    let ch = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq(1024, 0, Some(&ch)).unwrap();
     let mut buf = vec![0u8; len];
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     // SAFETY: `buf` is neither moved nor freed before `mr` (dropped first, field order).
@@ -56,6 +58,7 @@ fn side(len: usize) -> Side {
         qp,
         mr,
         cq,
+        ch,
         _pd: pd,
         _ctx: ctx,
         buf,
@@ -106,7 +109,11 @@ fn sge(s: &Side, off: usize, len: usize) -> Sge {
     }
 }
 
-fn wait(cq: &CompletionQueue, want: WcOpcode) {
+/// Waits for a completion of `want`: polls, and when nothing is there arms the queue,
+/// polls once more (a completion may have come before the arming) and sleeps on the
+/// channel's fd — no spinning against the device's threads on a shared machine.
+fn wait(s: &Side, want: WcOpcode) {
+    let cq = &s.cq;
     let mut wc = [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Send, 0); 1];
     let deadline = Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -117,8 +124,15 @@ fn wait(cq: &CompletionQueue, want: WcOpcode) {
             }
         }
         assert!(Instant::now() < deadline, "no completion");
-        // The device's work happens on its service threads: leave them the CPU.
-        std::thread::yield_now();
+        cq.req_notify(false).unwrap();
+        if cq.poll(&mut wc).unwrap() == 1 {
+            assert_eq!(wc[0].status, WcStatus::Success);
+            if wc[0].opcode == want {
+                return;
+            }
+            continue;
+        }
+        s.ch.wait_cq_event(std::time::Duration::from_secs(1));
     }
 }
 
@@ -154,9 +168,9 @@ fn main() {
                     sg_list: &[sge(&b, 0, 64)],
                 })
                 .unwrap();
-                wait(&b.cq, WcOpcode::Recv);
+                wait(&b, WcOpcode::Recv);
                 send(&b, 64, SendOp::Send);
-                wait(&b.cq, WcOpcode::Send);
+                wait(&b, WcOpcode::Send);
             }
         });
         let t0 = Instant::now();
@@ -167,8 +181,8 @@ fn main() {
             })
             .unwrap();
             send(&a, 64, SendOp::Send);
-            wait(&a.cq, WcOpcode::Send);
-            wait(&a.cq, WcOpcode::Recv);
+            wait(&a, WcOpcode::Send);
+            wait(&a, WcOpcode::Recv);
         }
         let dt = t0.elapsed();
         h.join().unwrap();
@@ -187,7 +201,7 @@ fn main() {
     let t0 = Instant::now();
     for _ in 0..writes {
         send(&a, 1 << 20, SendOp::RdmaWrite(remote));
-        wait(&a.cq, WcOpcode::RdmaWrite);
+        wait(&a, WcOpcode::RdmaWrite);
     }
     let dt = t0.elapsed();
     println!(
