@@ -84,16 +84,28 @@ pub struct CompletionQueue {
 
 /// The backend of a completion queue.
 pub(crate) enum CqInner {
-    Soft { _ctx: Context, cq: Arc<SoftCq> },
+    Soft { ctx: Context, cq: Arc<SoftCq> },
     Sys(Arc<SysCq>),
 }
 
 impl CompletionQueue {
     /// Moves up to `out.len()` completions into `out`; returns how many (`ibv_poll_cq`).
-    /// Never allocates.
+    /// Never allocates. On the software device, a poll that finds nothing first reads
+    /// the context's connections itself (when its service thread is not already).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         match &self.inner {
-            CqInner::Soft { cq, .. } => Ok(cq.poll(out)),
+            CqInner::Soft { ctx, cq } => {
+                let n = cq.poll(out);
+                if n > 0 || out.is_empty() {
+                    return Ok(n);
+                }
+                // Nothing yet: read what arrived here instead of waiting for the
+                // device's thread to be scheduled.
+                if let Some(o) = ctx.soft() {
+                    o.shared.progress();
+                }
+                Ok(cq.poll(out))
+            }
             CqInner::Sys(cq) => cq.poll(out),
         }
     }

@@ -238,7 +238,7 @@ impl Context {
                 };
                 let cq = SoftCq::new(cqe as usize, user, n, o.shared.async_ev.clone());
                 CqInner::Soft {
-                    _ctx: self.clone(),
+                    ctx: self.clone(),
                     cq: Arc::new(cq),
                 }
             }

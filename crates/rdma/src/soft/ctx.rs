@@ -4,7 +4,8 @@
 //! incoming messages, runs the retry timers and flushes backlogs — all without the
 //! application's involvement.
 //!
-//! Lock order (never taken the other way): a queue pair → a shared receive queue → a
+//! Lock order (never taken the other way): the reader state (`rx`, held while packets
+//! are handled) → a queue pair → a shared receive queue → a
 //! completion queue → a notifier or a connection's backlog; a queue pair → `tables`
 //! (opening a connection while it moves to RTS). `tables` is held only for lookups and
 //! inserts, never around another lock or a blocking call. The memory table's read view
@@ -104,7 +105,16 @@ pub(crate) struct CtxShared {
     pub fault: Mutex<FaultState>,
     /// Delayed UD datagrams: when, where, what.
     pub delayed: Mutex<Vec<Delayed>>,
+    /// The reader's state: whoever holds it (the service thread, or an application
+    /// thread polling an empty completion queue) reads the connections.
+    rx: Mutex<RxState>,
     stop: AtomicBool,
+}
+
+/// What reading the connections needs, reused (no allocation once warm).
+struct RxState {
+    buf: Vec<u8>,
+    conns: Vec<Arc<Conn>>,
 }
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
@@ -212,6 +222,46 @@ impl CtxShared {
         }
     }
 
+    /// Reads what is pending on `c` (at most 256 packets) and handles it; the caller
+    /// holds the reader state. A connection that ended is reported lost.
+    fn drain(&self, c: &Arc<Conn>, buf: &mut [u8]) {
+        let mut ended = false;
+        for _ in 0..256 {
+            match c.recv(buf) {
+                Ok(Some(n)) if n <= buf.len() => self.handle(c, &buf[..n]),
+                // Longer than any packet we send: dropped.
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(()) => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended || c.is_dead() {
+            self.lost(c);
+        }
+    }
+
+    /// Progress from an application thread (a poll that found its completion queue
+    /// empty): when no other thread is reading, reads every connection once, so a
+    /// polling application does not wait for the service thread to be scheduled.
+    /// Never blocks.
+    pub(crate) fn progress(&self) {
+        let mut guard = match self.rx.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let RxState { buf, conns } = &mut *guard;
+        conns.clear();
+        conns.extend(lock(&self.tables).conns.iter().cloned());
+        for c in conns.iter() {
+            self.drain(c, buf);
+        }
+        conns.clear();
+    }
+
     /// A connection ended: every RC queue pair talking to its peer fails.
     fn lost(&self, conn: &Arc<Conn>) {
         conn.mark_dead();
@@ -267,6 +317,12 @@ impl CtxOwner {
                 rng: fault.seed | 1,
             }),
             delayed: Mutex::new(Vec::new()),
+            rx: Mutex::new(RxState {
+                buf: vec![0u8; HDR_LEN + FRAG + 256],
+                // Room for the connections of a busy context: the snapshot an
+                // application thread takes does not allocate.
+                conns: Vec::with_capacity(64),
+            }),
             stop: AtomicBool::new(false),
         });
         let s2 = shared.clone();
@@ -305,7 +361,6 @@ impl Drop for CtxOwner {
 
 /// The service thread's loop.
 fn service(ctx: &Arc<CtxShared>) {
-    let mut buf = vec![0u8; HDR_LEN + FRAG + 256];
     let mut pfds: Vec<libc::pollfd> = Vec::new();
     let mut conns: Vec<Arc<Conn>> = Vec::new();
     let mut qps: Vec<Arc<SoftQp>> = Vec::new();
@@ -381,29 +436,15 @@ fn service(ctx: &Arc<CtxShared>) {
                 lock(&ctx.tables).conns.push(Arc::new(Conn::new(fd, None)));
             }
         }
+        let mut rx = lock(&ctx.rx);
         for (c, p) in conns.iter().zip(&pfds[2..]) {
             if p.revents & libc::POLLOUT != 0 {
                 c.flush();
             }
-            if p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) == 0 {
-                continue;
-            }
-            let mut ended = false;
-            for _ in 0..256 {
-                match c.recv(&mut buf) {
-                    Ok(Some(n)) if n <= buf.len() => ctx.handle(c, &buf[..n]),
-                    // Longer than any packet we send: dropped.
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(()) => {
-                        ended = true;
-                        break;
-                    }
-                }
-            }
-            if ended || c.is_dead() {
-                ctx.lost(c);
+            if p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                ctx.drain(c, &mut rx.buf);
             }
         }
+        drop(rx);
     }
 }
