@@ -35,8 +35,8 @@ fn exchange_connects_two_queue_pairs() {
     assert_ne!(addr.port(), 0);
     let a = Node::all_access(4096);
     let b = Node::all_access(4096);
-    let qa = a.qp(QpType::Rc, 0);
-    let qb = b.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
+    let qb = b.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
     let cid = client.connect(addr, &me(&a, &qa, b"hello")).unwrap();
@@ -99,7 +99,7 @@ fn reject_carries_private_data_and_nobody_listening_is_refused() {
     let client = CmChannel::new().unwrap();
     let (_lid, addr) = server.listen(any_port()).unwrap();
     let a = Node::all_access(64);
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     let cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
     let req = event(&server, "request");
     server.reject(req.id, b"no room").unwrap();
@@ -138,7 +138,7 @@ fn a_vanished_peer_is_a_disconnect() {
     let server = CmChannel::new().unwrap();
     let (_lid, addr) = server.listen(any_port()).unwrap();
     let a = Node::all_access(64);
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     let client = CmChannel::new().unwrap();
     let _cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
     let req = event(&server, "request");
@@ -215,7 +215,7 @@ fn garbage_at_a_listener_makes_no_event() {
     }
     let client = CmChannel::new().unwrap();
     let a = Node::all_access(64);
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     client.connect(addr, &me(&a, &qa, b"x")).unwrap();
     assert!(matches!(
         event(&server, "request").kind,

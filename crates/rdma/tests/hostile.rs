@@ -335,7 +335,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
         );
         assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
     }
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_connect(&qa, gid, 77, 0, 1);
     // SAFETY: accept on our listening socket.
@@ -493,7 +493,7 @@ fn a_silent_responder_runs_out_the_transport_timeout() {
         );
         assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
     }
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_connect(&qa, gid, 5, 0, 1);
     // timeout 10: 4.096 µs × 2^10 ≈ 4.2 ms per try, retry_cnt 1: two tries.

@@ -379,8 +379,8 @@ fn shared_receive_queue_serves_two_queue_pairs() {
         })
     };
     assert!(mk(&a, None).is_err(), "no receive queue at all");
-    let a1 = a.qp(QpType::Rc, 0);
-    let a2 = a.qp(QpType::Rc, 0);
+    let a1 = a.qp(QpType::Rc);
+    let a2 = a.qp(QpType::Rc);
     let b1 = mk(&b, Some(&srq)).unwrap();
     let b2 = mk(&b, Some(&srq)).unwrap();
     for q in [&a1, &a2, &b1, &b2] {
@@ -465,7 +465,7 @@ fn queue_pair_in_error_flushes_posted_work() {
 #[test]
 fn transitions_need_their_attributes() {
     let a = Node::all_access(4096);
-    let q = a.qp(QpType::Rc, 0);
+    let q = a.qp(QpType::Rc);
     let e = q
         .modify(
             &QpAttr {
@@ -589,7 +589,7 @@ fn completion_channel_fd_signals_armed_queue() {
             sq_sig_all: false,
         })
         .unwrap();
-    let qa = a.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
     rc_connect(&qa, b_ctx.query_gid(1, 0).unwrap(), qb.qp_num(), 0, 1);
@@ -655,8 +655,8 @@ fn completion_channel_fd_signals_armed_queue() {
 fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
     let a = Node::all_access(16384);
     let b = Node::all_access(16384);
-    let qa = a.qp(QpType::Ud, 0);
-    let qb = b.qp(QpType::Ud, 0);
+    let qa = a.qp(QpType::Ud);
+    let qb = b.qp(QpType::Ud);
     ud_ready(&qa, 0x1111);
     ud_ready(&qb, 0x2222);
     b.recv(&qb, 1, 0, 4096 + 40);
@@ -687,7 +687,7 @@ fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
     assert_eq!(b.buf.read(40, 4096), pattern(4096, 1));
     assert_empty(&b.rcq, "wrong qkey datagram");
     // A receive too short for GRH and payload: a length error for that receive.
-    let small = b.qp(QpType::Ud, 0);
+    let small = b.qp(QpType::Ud);
     ud_ready(&small, 0x2222);
     b.recv(&small, 9, 0, 40 + 10);
     let to = a.ud_target(b.gid(), small.qp_num(), 0x2222);
@@ -703,8 +703,8 @@ fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
 fn ud_drop_fault_loses_datagrams_and_delay_holds_them() {
     let a = Node::all_access(4096);
     let b = Node::all_access(4096);
-    let qa = a.qp(QpType::Ud, 0);
-    let qb = b.qp(QpType::Ud, 0);
+    let qa = a.qp(QpType::Ud);
+    let qb = b.qp(QpType::Ud);
     ud_ready(&qa, 7);
     ud_ready(&qb, 7);
     let to = a.ud_target(b.gid(), qb.qp_num(), 7);

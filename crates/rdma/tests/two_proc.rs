@@ -41,14 +41,11 @@ fn say(l: &str) {
 /// The child's part.
 fn child_main(mode: &str) {
     let n = Node::all_access(1 << 16);
-    let qp = n.qp(
-        if mode == "ud-echo" {
-            QpType::Ud
-        } else {
-            QpType::Rc
-        },
-        0,
-    );
+    let qp = n.qp(if mode == "ud-echo" {
+        QpType::Ud
+    } else {
+        QpType::Rc
+    });
     say(&format!(
         "ADDR {} {} {} {}",
         gid_hex(&n.gid()),
@@ -211,7 +208,7 @@ fn rc_between_processes_send_write_read_atomic() {
     let mut c = ChildProc::spawn("rc_between_processes_send_write_read_atomic", "echo");
     let ca = c.addr();
     let n = Node::all_access(1 << 16);
-    let qp = n.qp(QpType::Rc, 0);
+    let qp = n.qp(QpType::Rc);
     rc_init(&qp);
     rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
     c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
@@ -280,7 +277,7 @@ fn rc_across_network_namespaces() {
     let mut c = ChildProc::spawn_with(cmd, "rc_across_network_namespaces", "echo");
     let ca = c.addr();
     let n = Node::all_access(1 << 16);
-    let qp = n.qp(QpType::Rc, 0);
+    let qp = n.qp(QpType::Rc);
     rc_init(&qp);
     rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
     c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
@@ -316,7 +313,7 @@ fn killed_peer_fails_outstanding_work_and_raises_an_event() {
     );
     let ca = c.addr();
     let n = Node::all_access(4096);
-    let qp = n.qp(QpType::Rc, 0);
+    let qp = n.qp(QpType::Rc);
     rc_init(&qp);
     // rnr_retry 7: without the kill these sends would retry for ever.
     rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
@@ -361,7 +358,7 @@ fn ud_between_processes() {
     let mut c = ChildProc::spawn("ud_between_processes", "ud-echo");
     let ca = c.addr();
     let n = Node::all_access(1 << 14);
-    let qp = n.qp(QpType::Ud, 0);
+    let qp = n.qp(QpType::Ud);
     ud_ready(&qp, 0x77);
     n.recv(&qp, 7, 8192, 4096 + GRH_LEN);
     c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));

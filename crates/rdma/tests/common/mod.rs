@@ -121,8 +121,8 @@ impl Node {
         }
     }
 
-    pub fn qp(&self, qp_type: QpType, rnr_retry_unused: u8) -> QueuePair {
-        let _ = rnr_retry_unused;
+    /// A queue pair of `qp_type` on this node's queues (64 deep, 4 elements, 64 inline).
+    pub fn qp(&self, qp_type: QpType) -> QueuePair {
         self.pd
             .create_qp(&QpInitAttr {
                 qp_type,
@@ -318,8 +318,8 @@ pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_tim
 
 /// Two RC queue pairs of nodes `a` and `b` connected to each other.
 pub fn rc_pair(a: &Node, b: &Node, rnr_retry: u8) -> (QueuePair, QueuePair) {
-    let qa = a.qp(QpType::Rc, 0);
-    let qb = b.qp(QpType::Rc, 0);
+    let qa = a.qp(QpType::Rc);
+    let qb = b.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
     rc_connect(&qa, b.gid(), qb.qp_num(), rnr_retry, 1);
