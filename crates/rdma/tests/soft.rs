@@ -821,3 +821,25 @@ fn completion_queue_overrun_raises_an_async_event() {
     assert_eq!(cq.poll(&mut wc).unwrap(), 2);
     drop((qp, mr));
 }
+
+#[test]
+fn a_destroyed_peer_queue_pair_is_a_retry_error() {
+    let a = Node::all_access(4096);
+    let b = Node::all_access(4096);
+    let (qa, qb) = rc_pair(&a, &b, 7);
+    drop(qb);
+    a.post(
+        &qa,
+        1,
+        SendOp::RdmaWrite(Remote {
+            addr: b.buf.addr(),
+            rkey: b.mr.rkey(),
+        }),
+        0,
+        8,
+    );
+    let c = wait_wc(&a.scq, "write to a destroyed queue pair");
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::RetryExcErr));
+    assert_eq!(qa.state(), QpState::Err);
+    assert_eq!(b.buf.read(0, 8), vec![0; 8]);
+}
