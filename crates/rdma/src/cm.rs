@@ -415,29 +415,7 @@ impl CmChannel {
 
     /// Waits up to `timeout` for an event.
     pub fn wait_event(&self, timeout: std::time::Duration) -> Option<CmEvent> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(e) = self.get_event() {
-                return Some(e);
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let mut p = libc::pollfd {
-                fd: self.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: polls one pollfd of ours.
-            unsafe {
-                libc::poll(
-                    &mut p,
-                    1,
-                    left.as_millis().clamp(1, i32::MAX as u128) as i32,
-                )
-            };
-        }
+        crate::soft::cq::wait_on(self.fd(), timeout, || self.get_event())
     }
 
     fn accept_pending(&self, g: &mut Inner, lfd: RawFd, listener: u64) {

@@ -50,29 +50,7 @@ impl CompChannel {
 
     /// Waits up to `timeout` for an event.
     pub fn wait_cq_event(&self, timeout: Duration) -> Option<u64> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(v) = self.get_cq_event() {
-                return Some(v);
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let mut p = libc::pollfd {
-                fd: self.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: polls one pollfd of ours.
-            unsafe {
-                libc::poll(
-                    &mut p,
-                    1,
-                    left.as_millis().clamp(1, i32::MAX as u128) as i32,
-                )
-            };
-        }
+        crate::soft::cq::wait_on(self.fd(), timeout, || self.get_cq_event())
     }
 }
 

@@ -82,6 +82,23 @@ fn send(fd: &OwnedFd, pkt: &[u8]) {
     assert_eq!(r, pkt.len() as isize);
 }
 
+/// A fake peer: a listening socket of our own where context `serial` of this process
+/// would live. Returns its GID, its path (removed by the caller) and the socket.
+fn fake_peer(serial: u32) -> (Gid, PathBuf, OwnedFd) {
+    let gid = fake_gid(serial);
+    let path = path_of(&gid);
+    let _ = std::fs::remove_file(&path);
+    let listen = seqpacket();
+    let (sa, len) = sockaddr(&path);
+    // SAFETY: bind/listen on our socket with a valid address.
+    unsafe {
+        let sa = (&sa as *const libc::sockaddr_un).cast();
+        assert_eq!(libc::bind(listen.as_raw_fd(), sa, len), 0);
+        assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
+    }
+    (gid, path, listen)
+}
+
 /// Receives one packet, waiting at most `BOUND`.
 fn recv(fd: &OwnedFd) -> Vec<u8> {
     let mut p = libc::pollfd {
@@ -318,23 +335,7 @@ fn forged_requests_are_checked_like_real_ones() {
 fn a_lying_responder_cannot_corrupt_the_requester() {
     let a = Node::all_access(4096);
     // A fake peer: a socket of our own where a context of this process would live.
-    let gid = fake_gid(0x7fff_0000 + std::process::id() % 1000);
-    let path = path_of(&gid);
-    let _ = std::fs::remove_file(&path);
-    let listen = seqpacket();
-    let (sa, len) = sockaddr(&path);
-    // SAFETY: bind/listen on our socket with a valid address.
-    unsafe {
-        assert_eq!(
-            libc::bind(
-                listen.as_raw_fd(),
-                (&sa as *const libc::sockaddr_un).cast(),
-                len
-            ),
-            0
-        );
-        assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
-    }
+    let (gid, path, listen) = fake_peer(0x7fff_0000 + std::process::id() % 1000);
     let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_connect(&qa, gid, 77, 0, 1);
@@ -476,23 +477,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
 #[test]
 fn a_silent_responder_runs_out_the_transport_timeout() {
     let a = Node::all_access(4096);
-    let gid = fake_gid(0x7ffe_0000 + std::process::id() % 1000);
-    let path = path_of(&gid);
-    let _ = std::fs::remove_file(&path);
-    let listen = seqpacket();
-    let (sa, len) = sockaddr(&path);
-    // SAFETY: bind/listen on our socket with a valid address.
-    unsafe {
-        assert_eq!(
-            libc::bind(
-                listen.as_raw_fd(),
-                (&sa as *const libc::sockaddr_un).cast(),
-                len
-            ),
-            0
-        );
-        assert_eq!(libc::listen(listen.as_raw_fd(), 4), 0);
-    }
+    let (gid, path, listen) = fake_peer(0x7ffe_0000 + std::process::id() % 1000);
     let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_connect(&qa, gid, 5, 0, 1);

@@ -573,22 +573,7 @@ fn completion_channel_fd_signals_armed_queue() {
     let buf = Buf::new(4096);
     // SAFETY: `buf` outlives `mr` (dropped at the end in reverse order).
     let mr = unsafe { b_pd.reg_mr(buf.ptr(), 4096, Access::LOCAL_WRITE) }.unwrap();
-    let qb = b_pd
-        .create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &scq,
-            recv_cq: &rcq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        })
-        .unwrap();
+    let qb = small_rc_qp(&b_pd, &scq, &rcq);
     let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
@@ -773,22 +758,7 @@ fn completion_queue_overrun_raises_an_async_event() {
     let buf = Buf::new(64);
     // SAFETY: `buf` outlives `mr` (declared before it, dropped after).
     let mr = unsafe { pd.reg_mr(buf.ptr(), 64, Access::LOCAL_WRITE) }.unwrap();
-    let qp = pd
-        .create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        })
-        .unwrap();
+    let qp = small_rc_qp(&pd, &cq, &cq);
     rc_init(&qp);
     for i in 0..3 {
         qp.post_recv(&RecvWr {

@@ -200,31 +200,45 @@ impl ChildProc {
     }
 }
 
+/// Takes the child's address, connects a new RC queue pair of a new node to it, tells
+/// the child, and waits until it is ready.
+fn rc_to_child(c: &mut ChildProc, len: usize) -> (Node, QueuePair, ChildAddr) {
+    let ca = c.addr();
+    let n = Node::all_access(len);
+    let qp = n.qp(QpType::Rc);
+    rc_init(&qp);
+    rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
+    c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
+    assert_eq!(c.line("READY"), "READY");
+    (n, qp, ca)
+}
+
+/// Writes `len` bytes into the child's buffer (at 8 KiB) and reads them back (into
+/// ours at 10 000); returns what was written.
+fn write_then_read(n: &Node, qp: &QueuePair, ca: &ChildAddr, len: usize) -> Vec<u8> {
+    let data = pattern(len, len as u8);
+    n.buf.write(0, &data);
+    let remote = Remote {
+        addr: ca.addr + 8192,
+        rkey: ca.rkey,
+    };
+    n.post(qp, 1, SendOp::RdmaWrite(remote), 0, len);
+    assert_eq!(wait_wc(&n.scq, "write").status, WcStatus::Success);
+    n.post(qp, 2, SendOp::RdmaRead(remote), 10_000, len);
+    assert_eq!(wait_wc(&n.scq, "read").status, WcStatus::Success);
+    assert_eq!(n.buf.read(10_000, len), data);
+    data
+}
+
 #[test]
 fn rc_between_processes_send_write_read_atomic() {
     if child_side() {
         return;
     }
     let mut c = ChildProc::spawn("rc_between_processes_send_write_read_atomic", "echo");
-    let ca = c.addr();
-    let n = Node::all_access(1 << 16);
-    let qp = n.qp(QpType::Rc);
-    rc_init(&qp);
-    rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
-    c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
-    assert_eq!(c.line("READY"), "READY");
+    let (n, qp, ca) = rc_to_child(&mut c, 1 << 16);
     // One-sided first: the child is blocked in its receive wait meanwhile.
-    let data = pattern(3000, 5);
-    n.buf.write(0, &data);
-    let remote = Remote {
-        addr: ca.addr + 8192,
-        rkey: ca.rkey,
-    };
-    n.post(&qp, 1, SendOp::RdmaWrite(remote), 0, 3000);
-    assert_eq!(wait_wc(&n.scq, "write").status, WcStatus::Success);
-    n.post(&qp, 2, SendOp::RdmaRead(remote), 10_000, 3000);
-    assert_eq!(wait_wc(&n.scq, "read").status, WcStatus::Success);
-    assert_eq!(n.buf.read(10_000, 3000), data);
+    let data = write_then_read(&n, &qp, &ca, 3000);
     let counter = Remote {
         addr: ca.addr + 16_384,
         rkey: ca.rkey,
@@ -275,24 +289,8 @@ fn rc_across_network_namespaces() {
     };
     let cmd = pair.b.command(std::env::current_exe().unwrap());
     let mut c = ChildProc::spawn_with(cmd, "rc_across_network_namespaces", "echo");
-    let ca = c.addr();
-    let n = Node::all_access(1 << 16);
-    let qp = n.qp(QpType::Rc);
-    rc_init(&qp);
-    rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
-    c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
-    assert_eq!(c.line("READY"), "READY");
-    let data = pattern(5000, 2);
-    n.buf.write(0, &data);
-    let remote = Remote {
-        addr: ca.addr + 8192,
-        rkey: ca.rkey,
-    };
-    n.post(&qp, 1, SendOp::RdmaWrite(remote), 0, 5000);
-    assert_eq!(wait_wc(&n.scq, "write").status, WcStatus::Success);
-    n.post(&qp, 2, SendOp::RdmaRead(remote), 10_000, 5000);
-    assert_eq!(wait_wc(&n.scq, "read").status, WcStatus::Success);
-    assert_eq!(n.buf.read(10_000, 5000), data);
+    let (n, qp, ca) = rc_to_child(&mut c, 1 << 16);
+    write_then_read(&n, &qp, &ca, 5000);
     n.recv(&qp, 9, 30_000, 4096);
     n.post(&qp, 3, SendOp::Send, 0, 100);
     assert_eq!(wait_wc(&n.scq, "send").status, WcStatus::Success);
@@ -311,14 +309,8 @@ fn killed_peer_fails_outstanding_work_and_raises_an_event() {
         "killed_peer_fails_outstanding_work_and_raises_an_event",
         "hang",
     );
-    let ca = c.addr();
-    let n = Node::all_access(4096);
-    let qp = n.qp(QpType::Rc);
-    rc_init(&qp);
     // rnr_retry 7: without the kill these sends would retry for ever.
-    rc_connect(&qp, ca.gid, ca.qpn, 7, 1);
-    c.send_line(&format!("PEER {} {}", gid_hex(&n.gid()), qp.qp_num()));
-    assert_eq!(c.line("READY"), "READY");
+    let (n, qp, _ca) = rc_to_child(&mut c, 4096);
     n.recv(&qp, 50, 1024, 64);
     n.post(&qp, 1, SendOp::Send, 0, 8);
     n.post(&qp, 2, SendOp::Send, 0, 8);

@@ -45,6 +45,33 @@ pub(crate) fn eventfd_take(fd: RawFd) -> bool {
     unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) == 8 }
 }
 
+/// Takes an event with `take`, sleeping on `fd` (readable when one may be there)
+/// between tries, for at most `timeout`.
+pub(crate) fn wait_on<T>(
+    fd: RawFd,
+    timeout: std::time::Duration,
+    mut take: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = take() {
+            return Some(v);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: polls one pollfd on the stack.
+        unsafe { libc::poll(&mut p, 1, ms) };
+    }
+}
+
 /// A queue of events with a readable-while-pending fd.
 pub(crate) struct Notifier<T> {
     efd: OwnedFd,

@@ -220,6 +220,29 @@ impl Node {
     }
 }
 
+/// A small RC queue pair (4 deep, 1 element) on the given queues.
+pub fn small_rc_qp(
+    pd: &ProtectionDomain,
+    scq: &CompletionQueue,
+    rcq: &CompletionQueue,
+) -> QueuePair {
+    pd.create_qp(&QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: scq,
+        recv_cq: rcq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        sq_sig_all: false,
+    })
+    .unwrap()
+}
+
 /// Waits (bounded) for the next completion on `cq`.
 pub fn wait_wc(cq: &CompletionQueue, what: &str) -> WorkCompletion {
     let deadline = Instant::now() + BOUND;
