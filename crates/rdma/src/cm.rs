@@ -312,20 +312,7 @@ impl CmChannel {
             .map_err(|e| Error::from(e).context(format!("connect to {dst}")))?;
         send_msg(fd.as_raw_fd(), &encode(REQ, Some(local), &[]))?;
         let mut g = lock(&self.inner);
-        let id = g.next_id;
-        g.next_id += 1;
-        g.by_fd.insert(fd.as_raw_fd(), id);
-        self.watch(fd.as_raw_fd());
-        g.conns.insert(
-            id,
-            Connection {
-                fd,
-                state: State::ReqSent,
-                peer: None,
-                listener: 0,
-            },
-        );
-        Ok(id)
+        Ok(self.add_conn(&mut g, fd, State::ReqSent, 0))
     }
 
     fn answer(&self, id: u64, msg: &[u8], next: State) -> Result<()> {
@@ -418,21 +405,27 @@ impl CmChannel {
         crate::soft::cq::wait_on(self.fd(), timeout, || self.get_event())
     }
 
+    /// Registers a new connection (watched by the epoll set) and returns its id.
+    fn add_conn(&self, g: &mut Inner, fd: OwnedFd, state: State, listener: u64) -> u64 {
+        let id = g.next_id;
+        g.next_id += 1;
+        g.by_fd.insert(fd.as_raw_fd(), id);
+        self.watch(fd.as_raw_fd());
+        g.conns.insert(
+            id,
+            Connection {
+                fd,
+                state,
+                peer: None,
+                listener,
+            },
+        );
+        id
+    }
+
     fn accept_pending(&self, g: &mut Inner, lfd: RawFd, listener: u64) {
         while let Some(fd) = conn::accept_one(lfd) {
-            let id = g.next_id;
-            g.next_id += 1;
-            g.by_fd.insert(fd.as_raw_fd(), id);
-            self.watch(fd.as_raw_fd());
-            g.conns.insert(
-                id,
-                Connection {
-                    fd,
-                    state: State::ReqReceived,
-                    peer: None,
-                    listener,
-                },
-            );
+            let id = self.add_conn(g, fd, State::ReqReceived, listener);
             self.read_conn(g, id);
         }
     }

@@ -7,7 +7,6 @@
 
 pub mod ffi;
 pub(crate) mod objects;
-pub mod rdmacm;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
@@ -20,24 +19,25 @@ pub const IBVERBS_LIB: &str = "libibverbs.so.1";
 use ffi::*;
 use libc::{c_int, c_uint, c_void, size_t};
 
-/// Declares the entry points: the struct of function pointers and its loader.
+/// Declares a run-time bound library: the struct holding it and its entry points, and
+/// `$resolve(name, lib)` resolving every symbol (the error names a missing one).
 macro_rules! entry_points {
-    ($($(#[$m:meta])* $field:ident = $sym:literal : fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
+    ($strukt:ident, $resolve:ident, $header:literal; $($field:ident = $sym:literal : fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
         /// The loaded library and its entry points (resolved once, at load).
-        pub struct IbVerbs {
+        pub struct $strukt {
             _lib: libloading::Library,
-            $($(#[$m])* #[doc = concat!("`", $sym, "`")] pub $field: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
+            $(#[doc = concat!("`", $sym, "`")] pub $field: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
         }
 
-        fn resolve(name: &str, lib: libloading::Library) -> std::result::Result<IbVerbs, String> {
-            Ok(IbVerbs {
+        fn $resolve(name: &str, lib: libloading::Library) -> std::result::Result<$strukt, String> {
+            Ok($strukt {
                 $($field: {
                     let sym = concat!($sym, "\0").as_bytes();
                     // SAFETY: the symbol has the C signature of the field it is stored in
-                    // (from <infiniband/verbs.h>); the library stays loaded as long as
-                    // the pointer (both live in the returned value).
+                    // (from the header named in the declaration); the library stays
+                    // loaded as long as the pointer (both live in the returned value).
                     *unsafe { lib.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(sym) }
-                        .map_err(|_| format!("{name}: symbol {} missing", $sym))?
+                        .map_err(|_| format!("{name}: symbol {} missing ({})", $sym, $header))?
                 },)*
                 _lib: lib,
             })
@@ -45,7 +45,10 @@ macro_rules! entry_points {
     };
 }
 
+pub mod rdmacm;
+
 entry_points! {
+    IbVerbs, resolve, "infiniband/verbs.h";
     get_device_list = "ibv_get_device_list": fn(*mut c_int) -> *mut *mut IbvDevice;
     free_device_list = "ibv_free_device_list": fn(*mut *mut IbvDevice);
     get_device_name = "ibv_get_device_name": fn(*mut IbvDevice) -> *const libc::c_char;

@@ -141,36 +141,15 @@ pub struct RdmaCmEvent {
     pub param: RdmaCmEventParam,
 }
 
-/// Declares the entry points and their loader.
-macro_rules! entry_points {
-    ($($field:ident = $sym:literal : fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
-        /// The loaded library and its entry points (resolved once, at load).
-        pub struct RdmaCm {
-            _lib: libloading::Library,
-            $(#[doc = concat!("`", $sym, "`")] pub $field: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
-        }
-
-        /// Loads `name` and resolves the entry points; the error is the one-line reason.
-        pub fn load(name: &str) -> std::result::Result<RdmaCm, String> {
-            // SAFETY: loading librdmacm runs its constructors, which only set up its own
-            // state.
-            let lib = unsafe { libloading::Library::new(name) }.map_err(|_| format!("{name} not found"))?;
-            Ok(RdmaCm {
-                $($field: {
-                    let sym = concat!($sym, "\0").as_bytes();
-                    // SAFETY: the symbol has the C signature of the field it is stored in
-                    // (from <rdma/rdma_cma.h>); the library stays loaded as long as the
-                    // pointer (both live in the returned value).
-                    *unsafe { lib.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(sym) }
-                        .map_err(|_| format!("{name}: symbol {} missing", $sym))?
-                },)*
-                _lib: lib,
-            })
-        }
-    };
+/// Loads `name` and resolves the entry points; the error is the one-line reason.
+pub fn load(name: &str) -> std::result::Result<RdmaCm, String> {
+    // SAFETY: loading librdmacm runs its constructors, which only set up its own state.
+    let lib = unsafe { libloading::Library::new(name) }.map_err(|_| format!("{name} not found"))?;
+    resolve(name, lib)
 }
 
 entry_points! {
+    RdmaCm, resolve, "rdma/rdma_cma.h";
     create_event_channel = "rdma_create_event_channel": fn() -> *mut RdmaEventChannel;
     destroy_event_channel = "rdma_destroy_event_channel": fn(*mut RdmaEventChannel);
     create_id = "rdma_create_id": fn(*mut RdmaEventChannel, *mut *mut RdmaCmId, *mut c_void, u32) -> c_int;
