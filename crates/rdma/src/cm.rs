@@ -1,0 +1,534 @@
+//! Connection management for the software device: the exchange rdma_cm performs on
+//! hardware (connect request with the requester's queue pair and private data; accept
+//! with the responder's; ready-to-use; reject; disconnect), so that RC queue pairs of
+//! two processes find each other by a socket address, as `FI_EP_MSG` endpoints do.
+//!
+//! Every endpoint of the exchange is a `SOCK_SEQPACKET` unix socket in the software
+//! device's directory: a listener for address `ip:port` is bound at `cm-<ip>-<port>`.
+//! A [`CmChannel`] is driven by its user (no thread): [`CmChannel::get_event`] reads
+//! whatever arrived and returns the next event; [`CmChannel::fd`] (an epoll fd) is
+//! readable while a socket of the channel has something to read, so the channel can
+//! sit in a wait set. A peer whose process ends (its sockets close) gives
+//! [`CmEventKind::Disconnected`] for each connection it had.
+//!
+//! Peer input is never trusted: a message shorter than its header, with a private-data
+//! length beyond what it carries, or of an unknown type is dropped; a message that
+//! does not fit the connection's state is ignored. Nothing here panics on peer input.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ofi_core::{Errno, Error, Result};
+
+use crate::soft::conn;
+use crate::soft::cq::lock;
+use crate::verbs::Gid;
+
+/// Most private-data bytes of a connect request (InfiniBand's REQ limit).
+pub const CONNECT_PRIVATE_MAX: usize = 56;
+/// Most private-data bytes of an accept or reject (InfiniBand's REP limit).
+pub const ACCEPT_PRIVATE_MAX: usize = 196;
+
+const REQ: u8 = 1;
+const REP: u8 = 2;
+const RTU: u8 = 3;
+const REJ: u8 = 4;
+const DREQ: u8 = 5;
+const HDR: usize = 24;
+
+/// One side's part of the exchange: where its queue pair is, and private data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CmPeer {
+    /// The GID of the queue pair's context.
+    pub gid: Gid,
+    /// The queue pair number.
+    pub qpn: u32,
+    /// Application data carried by the message.
+    pub private_data: Vec<u8>,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmEventKind {
+    /// A connect request arrived at listener `listener`; the event's id names the new
+    /// connection, to accept or reject.
+    ConnectRequest {
+        /// The listener it arrived at.
+        listener: u64,
+        /// The requester's queue pair and private data.
+        peer: CmPeer,
+    },
+    /// The connection is up. On the connecting side, `peer` is the acceptor's queue
+    /// pair and private data (move the queue pair to RTR and RTS now); on the accepting
+    /// side, the requester's again.
+    Established {
+        /// The other side.
+        peer: CmPeer,
+    },
+    /// The other side rejected the request.
+    Rejected {
+        /// The rejecter's private data.
+        private_data: Vec<u8>,
+    },
+    /// The other side disconnected, or its process ended.
+    Disconnected,
+}
+
+/// An event of a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CmEvent {
+    /// The connection (as returned by [`CmChannel::connect`] or named by a
+    /// connect request).
+    pub id: u64,
+    /// What happened.
+    pub kind: CmEventKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Connector: request sent, waiting for the answer.
+    ReqSent,
+    /// Acceptor: request received, not yet answered.
+    ReqReceived,
+    /// Acceptor: accepted, waiting for ready-to-use.
+    RepSent,
+    Established,
+    Closed,
+}
+
+struct Connection {
+    fd: OwnedFd,
+    state: State,
+    peer: Option<CmPeer>,
+    /// The listener a request arrived at (0 on the connecting side).
+    listener: u64,
+}
+
+struct Listener {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+#[derive(Default)]
+struct Inner {
+    listeners: HashMap<u64, Listener>,
+    conns: HashMap<u64, Connection>,
+    by_fd: HashMap<RawFd, u64>,
+    events: VecDeque<CmEvent>,
+    next_id: u64,
+}
+
+/// A set of listeners and connections with their events (`struct rdma_event_channel`).
+pub struct CmChannel {
+    epfd: OwnedFd,
+    dir: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+fn cm_path(dir: &Path, addr: &SocketAddr) -> PathBuf {
+    dir.join(format!("cm-{}-{}", addr.ip(), addr.port()))
+}
+
+fn encode(kind: u8, peer: Option<&CmPeer>, private_data: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; HDR];
+    m[0] = kind;
+    if let Some(p) = peer {
+        m[4..8].copy_from_slice(&p.qpn.to_le_bytes());
+        m[8..24].copy_from_slice(&p.gid.0);
+    }
+    let pd = peer.map_or(private_data, |p| &p.private_data);
+    m.extend_from_slice(&(pd.len() as u16).to_le_bytes());
+    m.extend_from_slice(pd);
+    m
+}
+
+/// Parses a message: type, queue pair, GID, private data.
+fn decode(m: &[u8]) -> Option<(u8, CmPeer)> {
+    let h = m.get(..HDR + 2)?;
+    let len = u16::from_le_bytes([h[HDR], h[HDR + 1]]) as usize;
+    let pd = m.get(HDR + 2..HDR + 2 + len)?;
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&h[8..24]);
+    Some((
+        h[0],
+        CmPeer {
+            gid: Gid(gid),
+            qpn: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+            private_data: pd.to_vec(),
+        },
+    ))
+}
+
+fn send_msg(fd: RawFd, m: &[u8]) -> Result<()> {
+    // SAFETY: sends our own buffer; MSG_NOSIGNAL keeps a closed peer from raising SIGPIPE.
+    let r = unsafe {
+        libc::send(
+            fd,
+            m.as_ptr().cast(),
+            m.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        return Err(Error::from(std::io::Error::last_os_error()).context("connection manager"));
+    }
+    Ok(())
+}
+
+impl CmChannel {
+    /// A new channel (in the software device's socket directory).
+    pub fn new() -> Result<CmChannel> {
+        // SAFETY: plain syscall.
+        let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if ep < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(CmChannel {
+            // SAFETY: a new fd we own.
+            epfd: unsafe { OwnedFd::from_raw_fd(ep) },
+            dir: conn::socket_dir(),
+            inner: Mutex::new(Inner {
+                next_id: 1,
+                ..Inner::default()
+            }),
+        })
+    }
+
+    /// The fd: readable while a socket of the channel has input (call
+    /// [`CmChannel::get_event`] then). Events already taken in are not signalled by it.
+    pub fn fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+
+    fn watch(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: adds one of our fds to our epoll set.
+        unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    }
+
+    fn unwatch(&self, fd: RawFd) {
+        // SAFETY: removes one of our fds from our epoll set.
+        unsafe {
+            libc::epoll_ctl(
+                self.epfd.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Listens at `addr` (`rdma_listen`); port 0 picks a free one. Returns the
+    /// listener's id and the address it listens at.
+    pub fn listen(&self, addr: SocketAddr) -> Result<(u64, SocketAddr)> {
+        let ports: Vec<u16> = if addr.port() == 0 {
+            let base = 20_000 + (std::process::id() % 20_000) as u16;
+            (0..2000u16)
+                .map(|i| base.wrapping_add(i.wrapping_mul(7)))
+                .filter(|p| *p >= 1024)
+                .collect()
+        } else {
+            vec![addr.port()]
+        };
+        // The socket listens under a name of its own first and appears under the
+        // address only once it listens (a hard link), so a connect never finds a file
+        // that refuses while being set up, and a refused connect means a dead listener.
+        static TMP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = TMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.dir.join(format!("{}-cm{n}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let fd =
+            conn::listen_at(&self.dir, &tmp).map_err(|e| Error::from(e).context("rdma listen"))?;
+        let result = self.publish(&tmp, &addr, &ports);
+        let _ = std::fs::remove_file(&tmp);
+        let (at, path) = result?;
+        let mut g = lock(&self.inner);
+        let id = g.next_id;
+        g.next_id += 1;
+        g.by_fd.insert(fd.as_raw_fd(), id);
+        self.watch(fd.as_raw_fd());
+        g.listeners.insert(id, Listener { fd, path });
+        Ok((id, at))
+    }
+
+    /// Links the listening socket at `tmp` under the first free address of `ports`.
+    fn publish(
+        &self,
+        tmp: &Path,
+        addr: &SocketAddr,
+        ports: &[u16],
+    ) -> Result<(SocketAddr, PathBuf)> {
+        for &port in ports {
+            let at = SocketAddr::new(addr.ip(), port);
+            let path = cm_path(&self.dir, &at);
+            for _ in 0..2 {
+                match std::fs::hard_link(tmp, &path) {
+                    Ok(()) => return Ok((at, path)),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        // A listener that is gone: take its place (once).
+                        if conn::is_stale(&path) {
+                            let _ = std::fs::remove_file(&path);
+                            continue;
+                        }
+                        break;
+                    }
+                    Err(e) => return Err(Error::from(e).context("rdma listen")),
+                }
+            }
+            if addr.port() != 0 {
+                return Err(Error::new(Errno::EADDRINUSE, format!("{at} is in use")));
+            }
+        }
+        Err(Error::new(Errno::EADDRINUSE, "no free port"))
+    }
+
+    /// Stops a listener (its pending, unanswered requests stay).
+    pub fn close_listener(&self, id: u64) {
+        let mut g = lock(&self.inner);
+        if let Some(l) = g.listeners.remove(&id) {
+            g.by_fd.remove(&l.fd.as_raw_fd());
+            self.unwatch(l.fd.as_raw_fd());
+            let _ = std::fs::remove_file(&l.path);
+        }
+    }
+
+    /// Sends a connect request to the listener at `dst` with the local queue pair and
+    /// private data (`rdma_connect`); the answer comes as an event of the returned id.
+    /// `ECONNREFUSED` when nobody listens there.
+    pub fn connect(&self, dst: SocketAddr, local: &CmPeer) -> Result<u64> {
+        if local.private_data.len() > CONNECT_PRIVATE_MAX {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "connect private data over 56 bytes",
+            ));
+        }
+        let fd = conn::connect_to(&cm_path(&self.dir, &dst))
+            .map_err(|e| Error::from(e).context(format!("connect to {dst}")))?;
+        send_msg(fd.as_raw_fd(), &encode(REQ, Some(local), &[]))?;
+        let mut g = lock(&self.inner);
+        Ok(self.add_conn(&mut g, fd, State::ReqSent, 0))
+    }
+
+    fn answer(&self, id: u64, msg: &[u8], next: State) -> Result<()> {
+        let mut g = lock(&self.inner);
+        let c = g
+            .conns
+            .get_mut(&id)
+            .ok_or_else(|| Error::new(Errno::ENOENT, "no such connection"))?;
+        if c.state != State::ReqReceived {
+            return Err(Error::new(Errno::EINVAL, "no request to answer"));
+        }
+        send_msg(c.fd.as_raw_fd(), msg)?;
+        c.state = next;
+        Ok(())
+    }
+
+    /// Accepts request `id` with the local queue pair and private data (`rdma_accept`);
+    /// [`CmEventKind::Established`] follows when the requester is ready.
+    pub fn accept(&self, id: u64, local: &CmPeer) -> Result<()> {
+        if local.private_data.len() > ACCEPT_PRIVATE_MAX {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "accept private data over 196 bytes",
+            ));
+        }
+        self.answer(id, &encode(REP, Some(local), &[]), State::RepSent)
+    }
+
+    /// Rejects request `id` (`rdma_reject`).
+    pub fn reject(&self, id: u64, private_data: &[u8]) -> Result<()> {
+        if private_data.len() > ACCEPT_PRIVATE_MAX {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "reject private data over 196 bytes",
+            ));
+        }
+        self.answer(id, &encode(REJ, None, private_data), State::Closed)?;
+        self.forget(id);
+        Ok(())
+    }
+
+    /// Disconnects `id` (`rdma_disconnect`); the other side gets
+    /// [`CmEventKind::Disconnected`]. Forgets the connection.
+    pub fn disconnect(&self, id: u64) -> Result<()> {
+        {
+            let g = lock(&self.inner);
+            let c = g
+                .conns
+                .get(&id)
+                .ok_or_else(|| Error::new(Errno::ENOENT, "no such connection"))?;
+            let _ = send_msg(c.fd.as_raw_fd(), &encode(DREQ, None, &[]));
+        }
+        self.forget(id);
+        Ok(())
+    }
+
+    fn forget(&self, id: u64) {
+        let mut g = lock(&self.inner);
+        if let Some(c) = g.conns.remove(&id) {
+            g.by_fd.remove(&c.fd.as_raw_fd());
+            self.unwatch(c.fd.as_raw_fd());
+        }
+    }
+
+    /// Reads what arrived and returns the next event, if any (never blocks).
+    pub fn get_event(&self) -> Option<CmEvent> {
+        let mut g = lock(&self.inner);
+        if let Some(e) = g.events.pop_front() {
+            return Some(e);
+        }
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        // SAFETY: waits (0 ms) on our epoll set into our array.
+        let n = unsafe { libc::epoll_wait(self.epfd.as_raw_fd(), evs.as_mut_ptr(), 16, 0) };
+        for e in &evs[..n.max(0) as usize] {
+            let fd = e.u64 as RawFd;
+            let Some(&id) = g.by_fd.get(&fd) else {
+                continue;
+            };
+            if g.listeners.contains_key(&id) {
+                self.accept_pending(&mut g, fd, id);
+            } else {
+                self.read_conn(&mut g, id);
+            }
+        }
+        g.events.pop_front()
+    }
+
+    /// Waits up to `timeout` for an event.
+    pub fn wait_event(&self, timeout: std::time::Duration) -> Option<CmEvent> {
+        crate::soft::cq::wait_on(self.fd(), timeout, || self.get_event())
+    }
+
+    /// Registers a new connection (watched by the epoll set) and returns its id.
+    fn add_conn(&self, g: &mut Inner, fd: OwnedFd, state: State, listener: u64) -> u64 {
+        let id = g.next_id;
+        g.next_id += 1;
+        g.by_fd.insert(fd.as_raw_fd(), id);
+        self.watch(fd.as_raw_fd());
+        g.conns.insert(
+            id,
+            Connection {
+                fd,
+                state,
+                peer: None,
+                listener,
+            },
+        );
+        id
+    }
+
+    fn accept_pending(&self, g: &mut Inner, lfd: RawFd, listener: u64) {
+        while let Some(fd) = conn::accept_one(lfd) {
+            let id = self.add_conn(g, fd, State::ReqReceived, listener);
+            self.read_conn(g, id);
+        }
+    }
+
+    fn read_conn(&self, g: &mut Inner, id: u64) {
+        let mut buf = [0u8; 512];
+        loop {
+            let Some(c) = g.conns.get_mut(&id) else {
+                return;
+            };
+            // SAFETY: receives into our buffer.
+            let r = unsafe {
+                libc::recv(
+                    c.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r == 0
+                || (r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN))
+            {
+                let was = c.state;
+                self.unwatch(c.fd.as_raw_fd());
+                let fd = c.fd.as_raw_fd();
+                g.by_fd.remove(&fd);
+                g.conns.remove(&id);
+                if matches!(was, State::Established | State::RepSent | State::ReqSent) {
+                    let kind = if was == State::ReqSent {
+                        CmEventKind::Rejected {
+                            private_data: Vec::new(),
+                        }
+                    } else {
+                        CmEventKind::Disconnected
+                    };
+                    g.events.push_back(CmEvent { id, kind });
+                }
+                return;
+            }
+            if r < 0 {
+                return;
+            }
+            let Some((kind, peer)) = decode(&buf[..r as usize]) else {
+                continue;
+            };
+            let fd = c.fd.as_raw_fd();
+            match (c.state, kind) {
+                (State::ReqReceived, REQ)
+                    if c.peer.is_none() && peer.private_data.len() <= CONNECT_PRIVATE_MAX =>
+                {
+                    c.peer = Some(peer.clone());
+                    let listener = c.listener;
+                    g.events.push_back(CmEvent {
+                        id,
+                        kind: CmEventKind::ConnectRequest { listener, peer },
+                    });
+                }
+                (State::ReqSent, REP) => {
+                    c.state = State::Established;
+                    c.peer = Some(peer.clone());
+                    let _ = send_msg(fd, &encode(RTU, None, &[]));
+                    g.events.push_back(CmEvent {
+                        id,
+                        kind: CmEventKind::Established { peer },
+                    });
+                }
+                (State::ReqSent, REJ) => {
+                    c.state = State::Closed;
+                    g.events.push_back(CmEvent {
+                        id,
+                        kind: CmEventKind::Rejected {
+                            private_data: peer.private_data,
+                        },
+                    });
+                }
+                (State::RepSent, RTU) => {
+                    c.state = State::Established;
+                    let peer = c.peer.clone().unwrap_or(peer);
+                    g.events.push_back(CmEvent {
+                        id,
+                        kind: CmEventKind::Established { peer },
+                    });
+                }
+                (State::Established, DREQ) | (State::RepSent, DREQ) => {
+                    c.state = State::Closed;
+                    g.events.push_back(CmEvent {
+                        id,
+                        kind: CmEventKind::Disconnected,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Drop for CmChannel {
+    fn drop(&mut self) {
+        let g = lock(&self.inner);
+        for l in g.listeners.values() {
+            let _ = std::fs::remove_file(&l.path);
+        }
+        drop(g);
+        conn::sweep(&self.dir);
+    }
+}

@@ -1,0 +1,450 @@
+//! A software-device context: its listening socket, connections, tables of queue pairs
+//! and shared receive queues, memory regions, asynchronous events, and the service
+//! thread that plays the adapter: it answers remote reads, writes and atomics, places
+//! incoming messages, runs the retry timers and flushes backlogs — all without the
+//! application's involvement.
+//!
+//! Lock order (never taken the other way): the reader state (`rx`, held while packets
+//! are handled) → a queue pair → a shared receive queue → a
+//! completion queue → a notifier or a connection's backlog; a queue pair → `tables`
+//! (opening a connection while it moves to RTS). `tables` is held only for lookups and
+//! inserts, never around another lock or a blocking call. The memory table's read view
+//! may be held around the queue, notifier and backlog locks. The service thread holds
+//! no lock while it polls.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::conn::{self, Conn};
+use super::cq::{eventfd, eventfd_add, eventfd_take, lock, Notifier};
+use super::mem::MrTable;
+use super::qp::{SoftQp, SoftSrq};
+use super::wire::{Hdr, Kind, FRAG, HDR_LEN};
+use crate::verbs::{AsyncEvent, Gid};
+
+/// Fault injection on UD sends of one context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftFault {
+    /// Percentage (0..=100) of UD datagrams dropped at the sender.
+    pub ud_drop_percent: u32,
+    /// Delay added to every UD datagram before it leaves.
+    pub ud_delay: Duration,
+    /// Seed of the drop decisions.
+    pub seed: u64,
+}
+
+impl SoftFault {
+    /// From `FI_VERBS_SOFT_UD_DROP` (percent), `FI_VERBS_SOFT_UD_DELAY_US` and
+    /// `FI_VERBS_SOFT_SEED`; unset or unparsable values are 0.
+    pub fn from_env() -> SoftFault {
+        let num = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        SoftFault {
+            ud_drop_percent: num("FI_VERBS_SOFT_UD_DROP").min(100) as u32,
+            ud_delay: Duration::from_micros(num("FI_VERBS_SOFT_UD_DELAY_US")),
+            seed: num("FI_VERBS_SOFT_SEED"),
+        }
+    }
+}
+
+pub(crate) struct FaultState {
+    pub cfg: SoftFault,
+    rng: u64,
+}
+
+impl FaultState {
+    /// True when this datagram is to be dropped.
+    pub(crate) fn drop_now(&mut self) -> bool {
+        if self.cfg.ud_drop_percent == 0 {
+            return false;
+        }
+        // xorshift64*
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % 100 < u64::from(self.cfg.ud_drop_percent)
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Tables {
+    pub qps: HashMap<u32, Arc<SoftQp>>,
+    pub srqs: HashMap<u32, Arc<SoftSrq>>,
+    /// Every live connection (polled by the service thread).
+    pub conns: Vec<Arc<Conn>>,
+    /// The connection this context sends everything for each peer on (one it opened,
+    /// or the one the peer opened, adopted at its hello).
+    pub out: HashMap<Gid, Arc<Conn>>,
+}
+
+/// A delayed UD datagram: when it leaves, on which connection, the packet.
+pub(crate) type Delayed = (Instant, Arc<Conn>, Vec<u8>);
+
+/// The shared state of one context (the service thread holds it too).
+pub(crate) struct CtxShared {
+    pub gid: Gid,
+    dir: PathBuf,
+    path: PathBuf,
+    listen: OwnedFd,
+    wake: OwnedFd,
+    pub mrs: MrTable,
+    pub async_ev: Arc<Notifier<AsyncEvent>>,
+    pub tables: Mutex<Tables>,
+    pub next_id: AtomicU32,
+    pub fault: Mutex<FaultState>,
+    /// Delayed UD datagrams: when, where, what.
+    pub delayed: Mutex<Vec<Delayed>>,
+    /// The reader's state: whoever holds it (the service thread, or an application
+    /// thread polling an empty completion queue) reads the connections.
+    rx: Mutex<RxState>,
+    stop: AtomicBool,
+}
+
+/// What reading the connections needs, reused (no allocation once warm).
+struct RxState {
+    buf: Vec<u8>,
+    conns: Vec<Arc<Conn>>,
+}
+
+static SERIAL: AtomicU32 = AtomicU32::new(0);
+
+impl CtxShared {
+    /// Wakes the service thread.
+    pub(crate) fn wake(&self) {
+        eventfd_add(self.wake.as_raw_fd());
+    }
+
+    /// The connection to `gid` (opened on first use), `None` when unreachable.
+    pub(crate) fn conn_to(&self, gid: &Gid) -> Option<Arc<Conn>> {
+        if let Some(c) = lock(&self.tables).out.get(gid) {
+            if !c.is_dead() {
+                return Some(c.clone());
+            }
+        }
+        // Connect without holding the tables (a connect may wait for the peer).
+        let path = conn::gid_path(&self.dir, gid)?;
+        let fd = conn::connect_to(&path).ok()?;
+        let c = Arc::new(Conn::new(fd, Some(*gid)));
+        let hello = Hdr {
+            kind: Kind::Hello as u8,
+            ..Hdr::default()
+        }
+        .emit();
+        let iov = [
+            libc::iovec {
+                iov_base: hello.as_ptr() as *mut _,
+                iov_len: HDR_LEN,
+            },
+            libc::iovec {
+                iov_base: self.gid.0.as_ptr() as *mut _,
+                iov_len: 16,
+            },
+        ];
+        // SAFETY: both pieces are locals alive for the call.
+        if !unsafe { c.send(&iov) } {
+            return None;
+        }
+        let mut t = lock(&self.tables);
+        // Polled in any case: closing it would look like our death to the peer.
+        t.conns.push(c.clone());
+        if let Some(other) = t.out.get(gid) {
+            if !other.is_dead() {
+                // Another thread connected meanwhile: keep using its connection.
+                let other = other.clone();
+                drop(t);
+                self.wake();
+                return Some(other);
+            }
+        }
+        t.out.insert(*gid, c.clone());
+        drop(t);
+        self.wake();
+        Some(c)
+    }
+
+    fn qp(&self, qpn: u32) -> Option<Arc<SoftQp>> {
+        lock(&self.tables).qps.get(&qpn).cloned()
+    }
+
+    /// Dispatches one received packet.
+    fn handle(&self, conn: &Arc<Conn>, pkt: &[u8]) {
+        let Some((h, payload)) = Hdr::parse(pkt) else {
+            return;
+        };
+        if h.kind == Kind::Hello as u8 {
+            if payload.len() >= 16 && conn.peer().is_none() {
+                let mut g = [0u8; 16];
+                g.copy_from_slice(&payload[..16]);
+                *lock(&conn.peer) = Some(Gid(g));
+                // Until this context opens one itself, its traffic to that peer uses
+                // this connection too.
+                let mut t = lock(&self.tables);
+                if t.out.get(&Gid(g)).is_none_or(|c| c.is_dead()) {
+                    t.out.insert(Gid(g), conn.clone());
+                }
+            }
+            return;
+        }
+        // Nothing is accepted from a connection that has not said who it is.
+        let Some(peer) = conn.peer() else { return };
+        // Everything this context sends to a peer — requests and answers alike — goes
+        // over one connection, so the peer sees it in the order it was sent (an answer
+        // is never overtaken by a later request, as on one wire).
+        let out = self.conn_to(&peer).unwrap_or_else(|| conn.clone());
+        let Some(qp) = self.qp(h.dst_qpn) else {
+            if h.kind == Kind::Req as u8 {
+                super::qp::nak_no_qp(&out, &h);
+            }
+            return;
+        };
+        match h.kind {
+            k if k == Kind::Req as u8 => qp.on_request(self, &out, &peer, &h, payload),
+            k if k == Kind::Ud as u8 => qp.on_datagram(self, &peer, &h, payload),
+            k if k == Kind::Ack as u8
+                || k == Kind::Nak as u8
+                || k == Kind::ReadResp as u8
+                || k == Kind::AtomicResp as u8 =>
+            {
+                qp.on_response(self, &peer, &h, payload)
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads what is pending on `c` (at most 256 packets) and handles it; the caller
+    /// holds the reader state. A connection that ended is reported lost.
+    fn drain(&self, c: &Arc<Conn>, buf: &mut [u8]) {
+        let mut ended = false;
+        for _ in 0..256 {
+            match c.recv(buf) {
+                Ok(Some(n)) if n <= buf.len() => self.handle(c, &buf[..n]),
+                // Longer than any packet we send: dropped.
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(()) => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended || c.is_dead() {
+            self.lost(c);
+        }
+    }
+
+    /// Progress from an application thread (a poll that found its completion queue
+    /// empty): when no other thread is reading, reads every connection once, so a
+    /// polling application does not wait for the service thread to be scheduled.
+    /// Never blocks.
+    pub(crate) fn progress(&self) {
+        let mut guard = match self.rx.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        let RxState { buf, conns } = &mut *guard;
+        conns.clear();
+        conns.extend(lock(&self.tables).conns.iter().cloned());
+        for c in conns.iter() {
+            self.drain(c, buf);
+        }
+        conns.clear();
+    }
+
+    /// A connection ended: every RC queue pair talking to its peer fails.
+    fn lost(&self, conn: &Arc<Conn>) {
+        conn.mark_dead();
+        let peer = conn.peer();
+        let qps: Vec<Arc<SoftQp>> = {
+            let mut t = lock(&self.tables);
+            t.conns.retain(|c| !Arc::ptr_eq(c, conn));
+            if let Some(p) = peer {
+                if t.out.get(&p).is_some_and(|c| Arc::ptr_eq(c, conn)) {
+                    t.out.remove(&p);
+                }
+            }
+            t.qps.values().cloned().collect()
+        };
+        if let Some(p) = peer {
+            for qp in qps {
+                qp.on_peer_lost(self, &p);
+            }
+        }
+    }
+}
+
+/// The owner of a context: stops and joins the service thread, closes the sockets and
+/// removes the socket file when the last handle goes.
+pub(crate) struct CtxOwner {
+    pub shared: Arc<CtxShared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl CtxOwner {
+    pub(crate) fn open() -> std::io::Result<CtxOwner> {
+        let dir = conn::socket_dir();
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+        let gid = conn::make_gid(std::process::id(), serial);
+        let path = conn::gid_path(&dir, &gid).expect("a software GID has a path");
+        // A stale file from an earlier process with our pid and serial.
+        let _ = std::fs::remove_file(&path);
+        conn::sweep(&dir);
+        let listen = conn::listen_at(&dir, &path)?;
+        let fault = SoftFault::from_env();
+        let shared = Arc::new(CtxShared {
+            gid,
+            dir,
+            path,
+            listen,
+            wake: eventfd(false)?,
+            mrs: MrTable::default(),
+            async_ev: Arc::new(Notifier::new()?),
+            tables: Mutex::new(Tables::default()),
+            next_id: AtomicU32::new(1),
+            fault: Mutex::new(FaultState {
+                cfg: fault,
+                rng: fault.seed | 1,
+            }),
+            delayed: Mutex::new(Vec::new()),
+            rx: Mutex::new(RxState {
+                buf: vec![0u8; HDR_LEN + FRAG + 256],
+                // Room for the connections of a busy context: the snapshot an
+                // application thread takes does not allocate.
+                conns: Vec::with_capacity(64),
+            }),
+            stop: AtomicBool::new(false),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("soft-rdma-{serial}"))
+            .spawn(move || service(&s2))?;
+        Ok(CtxOwner {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+}
+
+impl Drop for CtxOwner {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake();
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+        {
+            let mut t = lock(&self.shared.tables);
+            t.conns.clear();
+            t.out.clear();
+            // Queue pairs hold the context; break those cycles.
+            t.qps.clear();
+            t.srqs.clear();
+        }
+        lock(&self.shared.delayed).clear();
+        let _ = std::fs::remove_file(&self.shared.path);
+        // Stale sockets of killed processes go too; the directory only when empty
+        // (other contexts may still use it).
+        conn::sweep(&self.shared.dir);
+    }
+}
+
+/// The service thread's loop.
+fn service(ctx: &Arc<CtxShared>) {
+    let mut pfds: Vec<libc::pollfd> = Vec::new();
+    let mut conns: Vec<Arc<Conn>> = Vec::new();
+    let mut qps: Vec<Arc<SoftQp>> = Vec::new();
+    while !ctx.stop.load(Ordering::Acquire) {
+        conns.clear();
+        conns.extend(lock(&ctx.tables).conns.iter().cloned());
+        pfds.clear();
+        pfds.push(libc::pollfd {
+            fd: ctx.wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        pfds.push(libc::pollfd {
+            fd: ctx.listen.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for c in &conns {
+            let mut ev = libc::POLLIN;
+            if c.has_backlog() {
+                ev |= libc::POLLOUT;
+            }
+            pfds.push(libc::pollfd {
+                fd: c.fd(),
+                events: ev,
+                revents: 0,
+            });
+        }
+        qps.clear();
+        qps.extend(lock(&ctx.tables).qps.values().cloned());
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for qp in &qps {
+            if let Some(t) = qp.on_timer(ctx, now) {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        {
+            let mut d = lock(&ctx.delayed);
+            let mut i = 0;
+            while i < d.len() {
+                if d[i].0 <= now {
+                    let (_, c, p) = d.swap_remove(i);
+                    let iov = [libc::iovec {
+                        iov_base: p.as_ptr() as *mut _,
+                        iov_len: p.len(),
+                    }];
+                    // SAFETY: the owned packet is alive for the call.
+                    unsafe { c.send(&iov) };
+                } else {
+                    next = Some(next.map_or(d[i].0, |n| n.min(d[i].0)));
+                    i += 1;
+                }
+            }
+        }
+        let timeout = match next {
+            None => 1000,
+            Some(t) => t.saturating_duration_since(now).as_millis().min(1000) as i32,
+        };
+        // SAFETY: polls our own array of pollfds.
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
+        if r < 0 {
+            continue;
+        }
+        if ctx.stop.load(Ordering::Acquire) {
+            break;
+        }
+        if pfds[0].revents != 0 {
+            while eventfd_take(ctx.wake.as_raw_fd()) {}
+        }
+        if pfds[1].revents != 0 {
+            while let Some(fd) = conn::accept_one(ctx.listen.as_raw_fd()) {
+                lock(&ctx.tables).conns.push(Arc::new(Conn::new(fd, None)));
+            }
+        }
+        let mut rx = lock(&ctx.rx);
+        for (c, p) in conns.iter().zip(&pfds[2..]) {
+            if p.revents & libc::POLLOUT != 0 {
+                c.flush();
+            }
+            if p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                ctx.drain(c, &mut rx.buf);
+            }
+        }
+        drop(rx);
+    }
+}

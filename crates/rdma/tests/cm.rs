@@ -1,0 +1,224 @@
+//! The software device's connection manager: request, accept and ready-to-use carrying
+//! queue pairs and private data, then RC traffic over what was exchanged; reject;
+//! nobody listening; disconnect and a vanished peer; garbage at a listener.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::*;
+use ofi_core::Errno;
+use ofi_rdma::*;
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn event(ch: &CmChannel, what: &str) -> CmEvent {
+    ch.wait_event(BOUND)
+        .unwrap_or_else(|| panic!("no {what} event within {BOUND:?}"))
+}
+
+fn me(n: &Node, qp: &QueuePair, data: &[u8]) -> CmPeer {
+    CmPeer {
+        gid: n.gid(),
+        qpn: qp.qp_num(),
+        private_data: data.to_vec(),
+    }
+}
+
+#[test]
+fn exchange_connects_two_queue_pairs() {
+    let server = CmChannel::new().unwrap();
+    let client = CmChannel::new().unwrap();
+    let (lid, addr) = server.listen(any_port()).unwrap();
+    assert_ne!(addr.port(), 0);
+    let a = Node::all_access(4096);
+    let b = Node::all_access(4096);
+    let qa = a.qp(QpType::Rc);
+    let qb = b.qp(QpType::Rc);
+    rc_init(&qa);
+    rc_init(&qb);
+    let cid = client.connect(addr, &me(&a, &qa, b"hello")).unwrap();
+    // The channel's fd says there is something to read.
+    let mut p = libc::pollfd {
+        fd: server.fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one pollfd.
+    let ready = unsafe { libc::poll(&mut p, 1, BOUND.as_millis() as i32) };
+    assert_eq!(ready, 1, "channel fd not readable");
+    let req = event(&server, "connect request");
+    let CmEventKind::ConnectRequest { listener, peer } = req.kind else {
+        panic!("{req:?}")
+    };
+    assert_eq!(listener, lid);
+    assert_eq!(peer, me(&a, &qa, b"hello"));
+    // The acceptor's queue pair goes to RTS before it answers.
+    rc_connect(&qb, peer.gid, peer.qpn, 0, 1);
+    b.recv(&qb, 1, 0, 64);
+    server.accept(req.id, &me(&b, &qb, b"welcome")).unwrap();
+    let est = event(&client, "established (client)");
+    assert_eq!(est.id, cid);
+    let CmEventKind::Established { peer } = est.kind else {
+        panic!("{est:?}")
+    };
+    assert_eq!(peer, me(&b, &qb, b"welcome"));
+    rc_connect(&qa, peer.gid, peer.qpn, 0, 1);
+    let est = event(&server, "established (server)");
+    assert_eq!(
+        (est.id, matches!(est.kind, CmEventKind::Established { .. })),
+        (req.id, true)
+    );
+    a.buf.write(0, b"over cm");
+    a.post(&qa, 1, SendOp::Send, 0, 7);
+    assert_eq!(wait_wc(&a.scq, "send").status, WcStatus::Success);
+    assert_eq!(wait_wc(&b.rcq, "recv").byte_len, 7);
+    assert_eq!(b.buf.read(0, 7), b"over cm");
+    // Disconnect: the other side hears it.
+    client.disconnect(cid).unwrap();
+    let d = event(&server, "disconnect");
+    assert_eq!(
+        d,
+        CmEvent {
+            id: req.id,
+            kind: CmEventKind::Disconnected
+        }
+    );
+    // The connection is gone: answering it is refused.
+    assert_eq!(
+        server.accept(req.id, &me(&b, &qb, b"")).unwrap_err().code(),
+        Errno::ENOENT
+    );
+}
+
+#[test]
+fn reject_carries_private_data_and_nobody_listening_is_refused() {
+    let server = CmChannel::new().unwrap();
+    let client = CmChannel::new().unwrap();
+    let (_lid, addr) = server.listen(any_port()).unwrap();
+    let a = Node::all_access(64);
+    let qa = a.qp(QpType::Rc);
+    let cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
+    let req = event(&server, "request");
+    server.reject(req.id, b"no room").unwrap();
+    let r = event(&client, "rejected");
+    assert_eq!(
+        r,
+        CmEvent {
+            id: cid,
+            kind: CmEventKind::Rejected {
+                private_data: b"no room".to_vec()
+            }
+        }
+    );
+    // Private data limits.
+    let big = CmPeer {
+        private_data: vec![0; cm::CONNECT_PRIVATE_MAX + 1],
+        ..me(&a, &qa, b"")
+    };
+    assert_eq!(
+        client.connect(addr, &big).unwrap_err().code(),
+        Errno::EINVAL
+    );
+    // Nobody at this address (an address no test listens at).
+    let nobody: SocketAddr = format!("127.9.9.9:{}", addr.port()).parse().unwrap();
+    let e = client.connect(nobody, &me(&a, &qa, b"")).unwrap_err();
+    assert!(
+        e.code() == Errno::ECONNREFUSED || e.code() == Errno::ENOENT,
+        "{e}"
+    );
+    // The same address twice is refused while the first listens.
+    assert_eq!(server.listen(addr).unwrap_err().code(), Errno::EADDRINUSE);
+}
+
+#[test]
+fn a_vanished_peer_is_a_disconnect() {
+    let server = CmChannel::new().unwrap();
+    let (_lid, addr) = server.listen(any_port()).unwrap();
+    let a = Node::all_access(64);
+    let qa = a.qp(QpType::Rc);
+    let client = CmChannel::new().unwrap();
+    let _cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
+    let req = event(&server, "request");
+    server.accept(req.id, &me(&a, &qa, b"")).unwrap();
+    assert!(matches!(
+        event(&client, "established").kind,
+        CmEventKind::Established { .. }
+    ));
+    assert!(matches!(
+        event(&server, "established").kind,
+        CmEventKind::Established { .. }
+    ));
+    // Its sockets close as when its process ends.
+    drop(client);
+    assert_eq!(
+        event(&server, "disconnect"),
+        CmEvent {
+            id: req.id,
+            kind: CmEventKind::Disconnected
+        }
+    );
+}
+
+#[test]
+fn garbage_at_a_listener_makes_no_event() {
+    let server = CmChannel::new().unwrap();
+    let (_lid, addr) = server.listen(any_port()).unwrap();
+    let dir = std::env::var("FI_VERBS_SOFT_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            // SAFETY: plain syscall.
+            std::path::PathBuf::from(format!("/tmp/ofi-rdma-soft-{}", unsafe { libc::getuid() }))
+        });
+    let path = dir.join(format!("cm-{}-{}", addr.ip(), addr.port()));
+    let stream = std::os::unix::net::UnixStream::connect(&path);
+    // A stream socket cannot reach a seqpacket listener.
+    assert!(stream.is_err());
+    // SAFETY: plain socket calls on our own fd and buffers.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_un = std::mem::zeroed();
+        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in sa.sun_path.iter_mut().zip(path.to_str().unwrap().bytes()) {
+            *d = s as libc::c_char;
+        }
+        assert_eq!(
+            libc::connect(
+                fd,
+                (&sa as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as u32
+            ),
+            0
+        );
+        for m in [
+            &[1u8][..],
+            &[1u8; 25],
+            &[9u8; 40],
+            &{
+                let mut m = [0u8; 30];
+                m[0] = 1;
+                m[24] = 200;
+                m
+            }[..],
+        ] {
+            libc::send(fd, m.as_ptr().cast(), m.len(), libc::MSG_NOSIGNAL);
+        }
+        libc::close(fd);
+    }
+    // Drained without an event (bounded), and the channel still works.
+    for _ in 0..20 {
+        assert_eq!(server.get_event(), None);
+        std::thread::yield_now();
+    }
+    let client = CmChannel::new().unwrap();
+    let a = Node::all_access(64);
+    let qa = a.qp(QpType::Rc);
+    client.connect(addr, &me(&a, &qa, b"x")).unwrap();
+    assert!(matches!(
+        event(&server, "request").kind,
+        CmEventKind::ConnectRequest { .. }
+    ));
+}

@@ -1,0 +1,388 @@
+//! Shared by the software-device tests: a node (context, domain, queues, a registered
+//! buffer), RC/UD connection helpers, bounded completion waits, raw buffer access.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use ofi_rdma::*;
+
+/// Upper bound of every wait in these tests.
+pub const BOUND: Duration = Duration::from_secs(10);
+
+/// Opens the software device.
+pub fn soft_context() -> Context {
+    device_list(DeviceKind::Soft).unwrap()[0].open().unwrap()
+}
+
+/// A heap buffer the device may write concurrently: only accessed through raw pointers.
+pub struct Buf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain heap memory accessed through raw copies only.
+unsafe impl Send for Buf {}
+// SAFETY: as above: no reference into it is ever handed out.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    pub fn new(len: usize) -> Buf {
+        let b = vec![0u8; len].into_boxed_slice();
+        Buf {
+            ptr: Box::into_raw(b).cast(),
+            len,
+        }
+    }
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Copies bytes in at `off`.
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: inside our allocation; raw copy.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
+    }
+    /// Copies `len` bytes out from `off`.
+    pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off + len <= self.len);
+        let mut v = vec![0u8; len];
+        // SAFETY: inside our allocation; raw copy.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), v.as_mut_ptr(), len) };
+        v
+    }
+    pub fn u64_at(&self, off: usize) -> u64 {
+        u64::from_le_bytes(self.read(off, 8).try_into().unwrap())
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this length.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
+}
+
+/// A context with one protection domain, one CQ for sends and one for receives, and a
+/// registered buffer (declared last: dropped after the region).
+pub struct Node {
+    pub mr: MemoryRegion,
+    pub scq: CompletionQueue,
+    pub rcq: CompletionQueue,
+    pub pd: ProtectionDomain,
+    pub ctx: Context,
+    pub buf: Buf,
+}
+
+impl Node {
+    pub fn new(len: usize, access: Access) -> Node {
+        let ctx = soft_context();
+        let pd = ctx.alloc_pd().unwrap();
+        let scq = ctx.create_cq(256, 1, None).unwrap();
+        let rcq = ctx.create_cq(256, 2, None).unwrap();
+        let buf = Buf::new(len);
+        // SAFETY: the buffer outlives the region (field order).
+        let mr = unsafe { pd.reg_mr(buf.ptr(), len, access) }.unwrap();
+        Node {
+            mr,
+            scq,
+            rcq,
+            pd,
+            ctx,
+            buf,
+        }
+    }
+
+    pub fn all_access(len: usize) -> Node {
+        Node::new(
+            len,
+            Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
+        )
+    }
+
+    pub fn gid(&self) -> Gid {
+        self.ctx.query_gid(1, 0).unwrap()
+    }
+
+    pub fn sge(&self, off: usize, len: usize) -> Sge {
+        Sge {
+            addr: self.buf.addr() + off as u64,
+            length: len as u32,
+            lkey: self.mr.lkey(),
+        }
+    }
+
+    /// A queue pair of `qp_type` on this node's queues (64 deep, 4 elements, 64 inline).
+    pub fn qp(&self, qp_type: QpType) -> QueuePair {
+        self.pd
+            .create_qp(&QpInitAttr {
+                qp_type,
+                send_cq: &self.scq,
+                recv_cq: &self.rcq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: 64,
+                    max_recv_wr: 64,
+                    max_send_sge: 4,
+                    max_recv_sge: 4,
+                    max_inline_data: 64,
+                },
+                sq_sig_all: false,
+            })
+            .unwrap()
+    }
+
+    /// Posts a receive of `len` bytes at `off`.
+    pub fn recv(&self, qp: &QueuePair, wr_id: u64, off: usize, len: usize) {
+        qp.post_recv(&RecvWr {
+            wr_id,
+            sg_list: &[self.sge(off, len)],
+        })
+        .unwrap();
+    }
+
+    /// Posts a signaled send work request over `[off, off+len)`.
+    pub fn post(&self, qp: &QueuePair, wr_id: u64, op: SendOp, off: usize, len: usize) {
+        let sg = [self.sge(off, len)];
+        // SAFETY: the range lies in the registered buffer.
+        unsafe {
+            qp.post_send(&SendWr {
+                wr_id,
+                sg_list: &sg,
+                op,
+                send_flags: SendFlags::SIGNALED,
+                ud: None,
+            })
+        }
+        .unwrap();
+    }
+}
+
+/// Where UD sends of a test go.
+pub struct UdTarget {
+    pub ah: AddressHandle,
+    pub qpn: u32,
+    pub qkey: u32,
+}
+
+impl Node {
+    /// A UD target: the queue pair `qpn` of the context with `gid`.
+    pub fn ud_target(&self, gid: Gid, qpn: u32, qkey: u32) -> UdTarget {
+        let ah = self
+            .pd
+            .create_ah(&AhAttr {
+                dgid: gid,
+                port_num: 1,
+                ..AhAttr::default()
+            })
+            .unwrap();
+        UdTarget { ah, qpn, qkey }
+    }
+
+    /// Posts a signaled UD send of `[off, off + len)` to `to` and waits for its
+    /// completion.
+    pub fn ud_send(
+        &self,
+        qp: &QueuePair,
+        to: &UdTarget,
+        wr_id: u64,
+        op: SendOp,
+        off: usize,
+        len: usize,
+    ) -> WorkCompletion {
+        let sg = [self.sge(off, len)];
+        let ud = UdDest {
+            ah: &to.ah,
+            remote_qpn: to.qpn,
+            remote_qkey: to.qkey,
+        };
+        // SAFETY: the range lies in the registered buffer.
+        unsafe {
+            qp.post_send(&SendWr {
+                wr_id,
+                sg_list: &sg,
+                op,
+                send_flags: SendFlags::SIGNALED,
+                ud: Some(ud),
+            })
+        }
+        .unwrap();
+        wait_wc(&self.scq, "ud send")
+    }
+}
+
+/// A small RC queue pair (4 deep, 1 element) on the given queues.
+pub fn small_rc_qp(
+    pd: &ProtectionDomain,
+    scq: &CompletionQueue,
+    rcq: &CompletionQueue,
+) -> QueuePair {
+    pd.create_qp(&QpInitAttr {
+        qp_type: QpType::Rc,
+        send_cq: scq,
+        recv_cq: rcq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        sq_sig_all: false,
+    })
+    .unwrap()
+}
+
+/// Waits (bounded) for the next completion on `cq`.
+pub fn wait_wc(cq: &CompletionQueue, what: &str) -> WorkCompletion {
+    let deadline = Instant::now() + BOUND;
+    let mut wc = [WorkCompletion::new(
+        0,
+        WcStatus::GeneralErr,
+        WcOpcode::Send,
+        0,
+    )];
+    loop {
+        if cq.poll(&mut wc).unwrap() == 1 {
+            return wc[0];
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no completion for {what} within {BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Asserts no completion is queued on `cq` now.
+pub fn assert_empty(cq: &CompletionQueue, what: &str) {
+    let mut wc = [WorkCompletion::new(
+        0,
+        WcStatus::GeneralErr,
+        WcOpcode::Send,
+        0,
+    )];
+    let n = cq.poll(&mut wc).unwrap();
+    assert_eq!(n, 0, "unexpected completion for {what}: {:?}", wc[0]);
+}
+
+/// RC attributes to INIT.
+pub fn rc_init(qp: &QueuePair) {
+    let a = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
+    )
+    .unwrap();
+}
+
+/// RC INIT → RTR → RTS towards (`gid`, `qpn`).
+pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_timer: u8) {
+    let a = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Mtu::Mtu4096,
+        dest_qp_num: qpn,
+        ah_attr: AhAttr {
+            dgid: gid,
+            port_num: 1,
+            ..AhAttr::default()
+        },
+        min_rnr_timer,
+        max_dest_rd_atomic: 16,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    let a = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry,
+        max_rd_atomic: 16,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        QpAttrMask::STATE
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::MAX_QP_RD_ATOMIC,
+    )
+    .unwrap();
+}
+
+/// Two RC queue pairs of nodes `a` and `b` connected to each other.
+pub fn rc_pair(a: &Node, b: &Node, rnr_retry: u8) -> (QueuePair, QueuePair) {
+    let qa = a.qp(QpType::Rc);
+    let qb = b.qp(QpType::Rc);
+    rc_init(&qa);
+    rc_init(&qb);
+    rc_connect(&qa, b.gid(), qb.qp_num(), rnr_retry, 1);
+    rc_connect(&qb, a.gid(), qa.qp_num(), rnr_retry, 1);
+    (qa, qb)
+}
+
+/// UD queue pair through RESET → INIT → RTR → RTS with `qkey`.
+pub fn ud_ready(qp: &QueuePair, qkey: u32) {
+    let a = QpAttr {
+        qp_state: QpState::Init,
+        qkey,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+    )
+    .unwrap();
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Rtr,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+    .unwrap();
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Rts,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+    )
+    .unwrap();
+}
+
+/// A byte pattern.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
