@@ -271,13 +271,30 @@ pub fn sendmsg(
     unsafe { ep.sendmsg(&msg, flags.bits()) }
 }
 
+/// The error of `r`, which must fail with `code` (panics naming `what` otherwise).
+#[track_caller]
+pub fn expect_errno<T>(r: ofi::Result<T>, code: Errno, what: &str) -> ofi::Error {
+    match r {
+        Ok(_) => panic!("{what}: succeeded, expected {code}"),
+        Err(e) => {
+            assert_eq!(e.code(), code, "{what}: {e}");
+            e
+        }
+    }
+}
+
+/// The iov of the whole of `buf` (valid while `buf` is borrowed).
+pub fn iov_of(buf: &mut [u8]) -> Iov {
+    Iov {
+        base: buf.as_mut_ptr().cast(),
+        len: buf.len(),
+    }
+}
+
 /// `fi_recvmsg` of `buf` (one iov, no descriptor, any source) on `ep` with `context`
 /// and `flags` (e.g. `FI_COMPLETION` or `FI_MULTI_RECV`).
 pub fn recvmsg(ep: &Endpoint, buf: &mut [u8], context: usize, flags: OpFlags) -> ofi::Result<()> {
-    let iov = [Iov {
-        base: buf.as_mut_ptr().cast(),
-        len: buf.len(),
-    }];
+    let iov = [iov_of(buf)];
     let msg = Msg {
         msg_iov: iov.as_ptr(),
         desc: std::ptr::null(),

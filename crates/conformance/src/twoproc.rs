@@ -215,6 +215,18 @@ fn wait_long(cq: &ofi::cq::CompletionQueue, bound: Duration, what: &str) -> CqMs
     }
 }
 
+/// The child's half of the address exchange: print its own address (`CHILD ADDR <hex>`)
+/// and read the parent's (`PEER <hex>`) from stdin.
+fn child_exchange_addresses(own: &[u8]) -> Vec<u8> {
+    println!("CHILD ADDR {}", hex(own));
+    std::io::stdout().flush().expect("flush stdout");
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .expect("read the peer line");
+    unhex(line.trim().strip_prefix("PEER ").expect("a PEER line")).expect("hex")
+}
+
 /// The child side: run by the two-process test itself when [`is_child`].
 pub fn child(s: &Subject) {
     let mode = Mode::current();
@@ -225,14 +237,7 @@ pub fn child(s: &Subject) {
     let f = Fixture::new(s, 1);
     let p = &f.peers[0];
     let name = p.ep.getname().unwrap_or_else(|e| panic!("fi_getname: {e}"));
-    println!("CHILD ADDR {}", hex(&name));
-    std::io::stdout().flush().expect("flush stdout");
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .expect("read the peer line");
-    let peer_hex = line.trim().strip_prefix("PEER ").expect("a PEER line");
-    let peer_bytes = unhex(peer_hex).expect("hex");
+    let peer_bytes = child_exchange_addresses(&name);
     let peer = Address::from_bytes(f.info.addr_format, &peer_bytes).expect("peer address");
     let dest = p.av.insert(&[peer]).expect("insert the peer")[0];
     let mut buf = vec![0u8; 4096];
@@ -490,13 +495,7 @@ fn child_mode(s: &Subject, mode: Mode) {
     } else {
         None
     };
-    println!("CHILD ADDR {}", hex(&name));
-    std::io::stdout().flush().expect("flush stdout");
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .expect("read the peer line");
-    let peer_bytes = unhex(line.trim().strip_prefix("PEER ").expect("a PEER line")).expect("hex");
+    let peer_bytes = child_exchange_addresses(&name);
     let end = if let Some((ep, cq, av)) = early {
         let peer = Address::from_bytes(info.addr_format, &peer_bytes).expect("peer address");
         let dest = av
