@@ -292,6 +292,23 @@ pub struct ParamStore {
     by_env: HashMap<String, usize>,
 }
 
+/// Declares `ParamStore`'s typed getters: each is [`ParamStore::get`] at one type.
+macro_rules! typed_getters {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(
+                &self,
+                src: &Sources<'_>,
+                prov: Option<&str>,
+                name: &str,
+            ) -> Result<Option<$t>> {
+                self.get(src, prov, name)
+            }
+        )*
+    };
+}
+
 impl ParamStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -451,44 +468,15 @@ impl ParamStore {
         })
     }
 
-    /// Read a parameter's raw text (any declared type). See [`ParamStore::get`].
-    pub fn get_str(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<String>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read an [`ParamType::Int`] parameter. See [`ParamStore::get`].
-    pub fn get_int(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<i64>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read a [`ParamType::Size`] parameter. See [`ParamStore::get`].
-    pub fn get_size(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<usize>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read a [`ParamType::Bool`] parameter. See [`ParamStore::get`].
-    pub fn get_bool(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<bool>> {
-        self.get(src, prov, name)
+    typed_getters! {
+        /// Read a parameter's raw text (any declared type). See [`ParamStore::get`].
+        get_str -> String;
+        /// Read an [`ParamType::Int`] parameter. See [`ParamStore::get`].
+        get_int -> i64;
+        /// Read a [`ParamType::Size`] parameter. See [`ParamStore::get`].
+        get_size -> usize;
+        /// Read a [`ParamType::Bool`] parameter. See [`ParamStore::get`].
+        get_bool -> bool;
     }
 
     /// Every parameter with its current value and source: core parameters first, then by
