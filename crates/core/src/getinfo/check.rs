@@ -28,7 +28,7 @@ use crate::attr::{Info, RxAttr, TxAttr};
 use crate::enums::{
     AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading, SHARED_CONTEXT,
 };
-use crate::flags::{Caps, Mode, MrMode};
+use crate::flags::{flag_set, Caps, Mode, MrMode};
 use crate::version::{Version, API_VERSION};
 
 use super::explain::Mismatch;
@@ -39,40 +39,21 @@ type Check = Result<(), Mismatch>;
 pub(crate) const MR_BITS_VERSION: Version = Version::new(1, 5);
 
 /// The RMA/atomic modifiers (who initiates, who is the target).
-pub(crate) const RMA_MODIFIERS: Caps = Caps::from_bits_retain(
-    Caps::READ.bits() | Caps::WRITE.bits() | Caps::REMOTE_READ.bits() | Caps::REMOTE_WRITE.bits(),
-);
+pub(crate) const RMA_MODIFIERS: Caps = flag_set!(Caps: READ, WRITE, REMOTE_READ, REMOTE_WRITE);
 /// The message modifiers.
-pub(crate) const MSG_MODIFIERS: Caps =
-    Caps::from_bits_retain(Caps::SEND.bits() | Caps::RECV.bits());
+pub(crate) const MSG_MODIFIERS: Caps = flag_set!(Caps: SEND, RECV);
 /// Memory-registration bits that only matter when the endpoint is an RMA/atomic target.
-pub(crate) const MR_RMA_TARGET: MrMode = MrMode::from_bits_retain(
-    MrMode::RAW.bits()
-        | MrMode::VIRT_ADDR.bits()
-        | MrMode::PROV_KEY.bits()
-        | MrMode::RMA_EVENT.bits(),
-);
+pub(crate) const MR_RMA_TARGET: MrMode = flag_set!(MrMode: RAW, VIRT_ADDR, PROV_KEY, RMA_EVENT);
 /// The pre-1.5 memory-registration modes, which must be used alone.
-pub(crate) const MR_LEGACY: MrMode =
-    MrMode::from_bits_retain(MrMode::BASIC.bits() | MrMode::SCALABLE.bits());
+pub(crate) const MR_LEGACY: MrMode = flag_set!(MrMode: BASIC, SCALABLE);
 
 /// Capability bits that only concern the initiator side: ignored when a hint's
 /// `rx_attr.caps` is compared (applications often copy `info.caps` into both).
-const RX_IGNORED_CAPS: Caps = Caps::from_bits_retain(
-    Caps::SEND.bits() | Caps::READ.bits() | Caps::WRITE.bits() | Caps::FENCE.bits(),
-);
+const RX_IGNORED_CAPS: Caps = flag_set!(Caps: SEND, READ, WRITE, FENCE);
 /// Capability bits that only concern the target side: ignored in a hint's `tx_attr.caps`.
-const TX_IGNORED_CAPS: Caps = Caps::from_bits_retain(
-    Caps::RECV.bits()
-        | Caps::REMOTE_READ.bits()
-        | Caps::REMOTE_WRITE.bits()
-        | Caps::DIRECTED_RECV.bits()
-        | Caps::MULTI_RECV.bits()
-        | Caps::SOURCE.bits()
-        | Caps::SOURCE_ERR.bits()
-        | Caps::RMA_EVENT.bits()
-        | Caps::VARIABLE_MSG.bits()
-        | Caps::NAMED_RX_CTX.bits(),
+const TX_IGNORED_CAPS: Caps = flag_set!(Caps:
+    RECV, REMOTE_READ, REMOTE_WRITE, DIRECTED_RECV, MULTI_RECV, SOURCE, SOURCE_ERR, RMA_EVENT,
+    VARIABLE_MSG, NAMED_RX_CTX
 );
 
 /// Threading model as a level: the lower the level, the more the provider does for the
