@@ -6,7 +6,7 @@
 //! checks (test code). Field order is drop order: endpoints, then CQs and AVs, then
 //! the domain, then the fabric.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg};
 use ofi::av::{AddressVector, AvAttr};
@@ -162,7 +162,13 @@ pub type Completion = std::result::Result<CqMsgEntry, CqErrEntry>;
 
 /// The next completion of `cq` within [`WAIT`]; `None` if there was none.
 pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
-    let deadline = Instant::now() + WAIT;
+    wait_within(cq, WAIT, Duration::ZERO)
+}
+
+/// The next completion of `cq` within `bound`, polling again after `pause` (zero: after
+/// yielding the processor); `None` if there was none.
+pub fn wait_within(cq: &CompletionQueue, bound: Duration, pause: Duration) -> Option<Completion> {
+    let deadline = Instant::now() + bound;
     loop {
         let mut e = [CqMsgEntry::default()];
         match cq.read(&mut e) {
@@ -180,7 +186,11 @@ pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
         if Instant::now() >= deadline {
             return None;
         }
-        std::thread::yield_now();
+        if pause.is_zero() {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(pause);
+        }
     }
 }
 

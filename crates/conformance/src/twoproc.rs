@@ -194,24 +194,10 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// The next completion within `bound` (panics on an error entry or time-out).
 fn wait_long(cq: &ofi::cq::CompletionQueue, bound: Duration, what: &str) -> CqMsgEntry {
-    let deadline = Instant::now() + bound;
-    loop {
-        let mut e = [CqMsgEntry::default()];
-        match cq.read(&mut e) {
-            Ok(_) => return e[0],
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) if err.code() == Errno::EAVAIL => {
-                let mut ee = ofi::abi::raw::CqErrEntry::default();
-                let _ = cq.readerr(&mut ee, 0);
-                panic!("{what}: error completion {}", Errno(ee.err));
-            }
-            Err(err) => panic!("{what}: fi_cq_read: {err}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: nothing within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
+    match fixture::wait_within(cq, bound, Duration::from_micros(200)) {
+        Some(Ok(e)) => e,
+        Some(Err(ee)) => panic!("{what}: error completion {}", Errno(ee.err)),
+        None => panic!("{what}: nothing within {bound:?}"),
     }
 }
 
