@@ -381,88 +381,22 @@ fn c_box<T: Copy>(value: T) -> *mut T {
 // ---------------------------------------------------------------------------------
 // Rust -> C.
 
-/// Declares the conversions both ways between a transmit or receive attribute struct and
-/// its C mirror, from one list of its fields: `bits` fields are bit-flag types (`bits()`
-/// one way, `from_bits_retain` the other, unknown bits kept), `plain` fields copy.
-macro_rules! xfer_attr_conversions {
-    (
-        $(#[$from_doc:meta])*
-        $to_c:ident, $from_c:ident: $R:ident <-> $C:ident {
-            bits: [$($b:ident: $B:ident),* $(,)?],
-            plain: [$($p:ident),* $(,)?] $(,)?
-        }
-    ) => {
-        fn $to_c(a: &$R) -> $C {
-            $C {
-                $($b: a.$b.bits(),)*
-                $($p: a.$p,)*
-            }
-        }
-
-        $(#[$from_doc])*
-        pub fn $from_c(c: &$C) -> $R {
-            $R {
-                $($b: $B::from_bits_retain(c.$b),)*
-                $($p: c.$p,)*
-            }
-        }
-    };
+fn tx_to_c(a: &TxAttr) -> FiTxAttr {
+    ofi::__attr_literal!(TxAttr to_bits, FiTxAttr from a {})
 }
 
-xfer_attr_conversions! {
-    /// The Rust form of a C `fi_tx_attr`.
-    tx_to_c, tx_from_c: TxAttr <-> FiTxAttr {
-        bits: [
-            caps: Caps, mode: Mode, op_flags: OpFlags, msg_order: MsgOrder,
-            comp_order: CompOrder,
-        ],
-        plain: [inject_size, size, iov_limit, rma_iov_limit, tclass],
-    }
+fn rx_to_c(a: &RxAttr) -> FiRxAttr {
+    ofi::__attr_literal!(RxAttr to_bits, FiRxAttr from a {})
 }
 
-xfer_attr_conversions! {
-    /// The Rust form of a C `fi_rx_attr`.
-    rx_to_c, rx_from_c: RxAttr <-> FiRxAttr {
-        bits: [
-            caps: Caps, mode: Mode, op_flags: OpFlags, msg_order: MsgOrder,
-            comp_order: CompOrder,
-        ],
-        plain: [total_buffered_recv, size, iov_limit],
-    }
+/// The Rust form of a C `fi_tx_attr`.
+pub fn tx_from_c(t: &FiTxAttr) -> TxAttr {
+    ofi::__attr_literal!(TxAttr from_bits, TxAttr from t {})
 }
 
-/// A struct literal `$T { … }` whose `plain` fields are copied from the same-named
-/// fields of `$src`, followed by the fields given.
-macro_rules! with_plain_fields {
-    ($T:ident from $src:ident [$($p:ident),* $(,)?] { $($rest:tt)* }) => {
-        $T {
-            $($p: $src.$p,)*
-            $($rest)*
-        }
-    };
-}
-
-/// `with_plain_fields!` for `fi_ep_attr` / [`EpAttr`]: the fields both conversions copy
-/// unchanged, listed once.
-macro_rules! ep_attr_with {
-    ($T:ident from $src:ident { $($rest:tt)* }) => {
-        with_plain_fields!($T from $src [
-            protocol_version, max_msg_size, msg_prefix_size, max_order_raw_size,
-            max_order_war_size, max_order_waw_size, mem_tag_format, tx_ctx_cnt, rx_ctx_cnt,
-        ] { $($rest)* })
-    };
-}
-
-/// `with_plain_fields!` for `fi_domain_attr` / [`DomainAttr`]: the fields both
-/// conversions copy unchanged, listed once.
-macro_rules! domain_attr_with {
-    ($T:ident from $src:ident { $($rest:tt)* }) => {
-        with_plain_fields!($T from $src [
-            mr_key_size, cq_data_size, cq_cnt, ep_cnt, tx_ctx_cnt, rx_ctx_cnt, max_ep_tx_ctx,
-            max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit, max_err_data,
-            mr_cnt, tclass,
-        ] { $($rest)* })
-    };
+/// The Rust form of a C `fi_rx_attr`.
+pub fn rx_from_c(r: &FiRxAttr) -> RxAttr {
+    ofi::__attr_literal!(RxAttr from_bits, RxAttr from r {})
 }
 
 /// Fills a zeroed C info from `info`; on failure the partial result is still owned by
@@ -486,7 +420,7 @@ fn fill_info(out: &mut FiInfo, info: &Info) -> Result<()> {
     out.rx_attr = c_box(rx_to_c(&info.rx_attr));
     let ep = &info.ep_attr;
     let ep_key = ep.auth_key.as_deref().unwrap_or(&[]);
-    out.ep_attr = c_box(ep_attr_with!(FiEpAttr from ep {
+    out.ep_attr = c_box(ofi::__attr_literal!(EpAttr, FiEpAttr from ep {
         ep_type: ep.ep_type.to_raw(),
         protocol: ep.protocol.to_raw(),
         auth_key_size: ep_key.len(),
@@ -494,7 +428,7 @@ fn fill_info(out: &mut FiInfo, info: &Info) -> Result<()> {
     }));
     let d = &info.domain_attr;
     let d_key = d.auth_key.as_deref().unwrap_or(&[]);
-    out.domain_attr = c_box(domain_attr_with!(FiDomainAttr from d {
+    out.domain_attr = c_box(ofi::__attr_literal!(DomainAttr, FiDomainAttr from d {
         domain: d.domain as *mut c_void,
         name: malloc_str(d.name.as_deref()),
         threading: d.threading.to_raw(),
@@ -723,7 +657,7 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
 /// # Safety
 /// `auth_key` is null or valid for `auth_key_size` bytes.
 pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
-    Ok(ep_attr_with!(EpAttr from e {
+    Ok(ofi::__attr_literal!(EpAttr, EpAttr from e {
         ep_type: closed_enum(EpType::from_raw(e.ep_type), "ep_attr.type", e.ep_type)?,
         protocol: Protocol(e.protocol),
         // SAFETY: the caller's contract.
@@ -736,7 +670,7 @@ pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
 /// # Safety
 /// `name` is null or a valid string; `auth_key` null or valid for `auth_key_size` bytes.
 pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
-    Ok(domain_attr_with!(DomainAttr from d {
+    Ok(ofi::__attr_literal!(DomainAttr, DomainAttr from d {
         domain: d.domain as usize,
         // SAFETY: the caller's contract.
         name: unsafe { opt_str(d.name) },
