@@ -269,11 +269,7 @@ struct OneSize {
 
 /// The client's part of one size.
 fn client_size(tool: Tool, s: &mut Session, c: &mut Ctrl, one: OneSize) -> ofi::Result<Row> {
-    let OneSize {
-        size,
-        iters,
-        window,
-    } = one;
+    let (size, iters, window) = (one.size, one.iters, one.window);
     s.fill(size.max(ACK_LEN));
     c.send_str(&format!("go {size} {iters} {window}"))?;
     c.recv_words("ok")?;
@@ -364,11 +360,7 @@ fn serve(tool: Tool, s: &mut Session, c: &mut Ctrl, rows: &mut RowOut<'_>) -> of
 
 /// The server's part of one size; ends with the count exchange.
 fn server_size(tool: Tool, s: &mut Session, c: &mut Ctrl, one: OneSize) -> ofi::Result<Row> {
-    let OneSize {
-        size,
-        iters,
-        window,
-    } = one;
+    let (size, iters, window) = (one.size, one.iters, one.window);
     let dgram = s.info.ep_type() == EpType::Dgram;
     let limit = if dgram { SERVER_POLL } else { s.msg_timeout() };
     // A datagram server gives up when the client has reported its counts, or after this
