@@ -181,11 +181,9 @@ pub fn each_pair_where(
     s: &Subject,
     caps: Caps,
     extra: impl Fn(&Info) -> bool,
-    mut f: impl FnMut(Pair),
+    f: impl FnMut(Pair),
 ) -> usize {
-    each_type(s, caps, extra, |t, info| {
-        f(Pair::with_info(s, &PairSpec::new(t, caps), info))
-    })
+    each_pair_with(s, caps, extra, |_| {}, f)
 }
 
 /// Run `f` on a pair of every endpoint type with `caps`, built from
@@ -194,18 +192,25 @@ pub fn each_pair_spec(
     s: &Subject,
     caps: Caps,
     tweak: impl Fn(&mut PairSpec),
+    f: impl FnMut(Pair),
+) -> usize {
+    each_pair_with(s, caps, |_| true, tweak, f)
+}
+
+/// Run `f` on a pair of every endpoint type with `caps` whose results satisfy `extra`
+/// (see [`each_type`]), built from `PairSpec::new(ep_type, caps)` changed by `tweak`.
+pub fn each_pair_with(
+    s: &Subject,
+    caps: Caps,
+    extra: impl Fn(&Info) -> bool,
+    tweak: impl Fn(&mut PairSpec),
     mut f: impl FnMut(Pair),
 ) -> usize {
-    each_type(
-        s,
-        caps,
-        |_| true,
-        |t, info| {
-            let mut spec = PairSpec::new(t, caps);
-            tweak(&mut spec);
-            f(Pair::with_info(s, &spec, info))
-        },
-    )
+    each_type(s, caps, extra, |t, info| {
+        let mut spec = PairSpec::new(t, caps);
+        tweak(&mut spec);
+        f(Pair::with_info(s, &spec, info))
+    })
 }
 
 /// Open an endpoint of `domain` for `info` with context `context`: a tagged-format CQ
