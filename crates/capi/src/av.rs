@@ -202,6 +202,28 @@ unsafe extern "C" fn av_insert(
     })
 }
 
+/// The part `fi_av_insertsvc` and `fi_av_insertsym` share: both strings are required
+/// (`FI_EINVAL` when null or not UTF-8); `insert` gets them and gives the return value,
+/// its error becoming the negative code.
+///
+/// # Safety
+/// `av` is an AV of this library; `node` and `service` are null or valid strings.
+unsafe fn insert_by_name(
+    av: *mut FidAv,
+    node: *const c_char,
+    service: *const c_char,
+    insert: impl FnOnce(&AvObj, &str, &str) -> ofi::Result<c_int>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: our AV; the strings per the C API (this function's contract).
+        let (a, node, service) = unsafe { (AvObj::of(av), opt_str(node), opt_str(service)) };
+        let (Some(node), Some(service)) = (node, service) else {
+            return EINVAL;
+        };
+        insert(a, &node, &service).unwrap_or_else(|e| status(&e))
+    })
+}
+
 unsafe extern "C" fn av_insertsvc(
     av: *mut FidAv,
     node: *const c_char,
@@ -210,23 +232,16 @@ unsafe extern "C" fn av_insertsvc(
     flags: u64,
     _context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: our AV; the strings per the C API.
-        let (a, node, service) = unsafe { (AvObj::of(av), opt_str(node), opt_str(service)) };
-        let (Some(node), Some(service)) = (node, service) else {
-            return EINVAL;
-        };
-        match a.r.av.insertsvc(&node, &service, flags) {
-            Ok(x) => {
-                if !fi_addr.is_null() {
-                    // SAFETY: per the C API.
-                    unsafe { fi_addr.write(x) };
-                }
-                1
-            }
-            Err(e) => status(&e),
+    let insert = |a: &AvObj, node: &str, service: &str| {
+        let x = a.r.av.insertsvc(node, service, flags)?;
+        if !fi_addr.is_null() {
+            // SAFETY: per the C API.
+            unsafe { fi_addr.write(x) };
         }
-    })
+        Ok(1)
+    };
+    // SAFETY: per the C API.
+    unsafe { insert_by_name(av, node, service, insert) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -240,26 +255,19 @@ unsafe extern "C" fn av_insertsym(
     flags: u64,
     _context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: our AV; the strings per the C API.
-        let (a, node, service) = unsafe { (AvObj::of(av), opt_str(node), opt_str(service)) };
-        let (Some(node), Some(service)) = (node, service) else {
-            return EINVAL;
-        };
-        match a.r.av.insertsym(&node, nodecnt, &service, svccnt, flags) {
-            Ok(v) => {
-                if !fi_addr.is_null() {
-                    // SAFETY: room for nodecnt * svccnt entries (C API).
-                    unsafe { ptr::copy_nonoverlapping(v.as_ptr(), fi_addr, v.len()) };
-                }
-                // The number inserted: an address that failed to resolve is
-                // `FI_ADDR_NOTAVAIL` in the output and not counted.
-                let inserted = v.iter().filter(|&&a| a != ofi::ADDR_NOTAVAIL).count();
-                c_int::try_from(inserted).unwrap_or(c_int::MAX)
-            }
-            Err(e) => status(&e),
+    let insert = |a: &AvObj, node: &str, service: &str| {
+        let v = a.r.av.insertsym(node, nodecnt, service, svccnt, flags)?;
+        if !fi_addr.is_null() {
+            // SAFETY: room for nodecnt * svccnt entries (C API).
+            unsafe { ptr::copy_nonoverlapping(v.as_ptr(), fi_addr, v.len()) };
         }
-    })
+        // The number inserted: an address that failed to resolve is
+        // `FI_ADDR_NOTAVAIL` in the output and not counted.
+        let inserted = v.iter().filter(|&&a| a != ofi::ADDR_NOTAVAIL).count();
+        Ok(c_int::try_from(inserted).unwrap_or(c_int::MAX))
+    };
+    // SAFETY: per the C API.
+    unsafe { insert_by_name(av, node, service, insert) }
 }
 
 unsafe extern "C" fn av_remove(

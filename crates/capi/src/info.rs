@@ -382,31 +382,21 @@ fn c_box<T: Copy>(value: T) -> *mut T {
 // Rust -> C.
 
 fn tx_to_c(a: &TxAttr) -> FiTxAttr {
-    FiTxAttr {
-        caps: a.caps.bits(),
-        mode: a.mode.bits(),
-        op_flags: a.op_flags.bits(),
-        msg_order: a.msg_order.bits(),
-        comp_order: a.comp_order.bits(),
-        inject_size: a.inject_size,
-        size: a.size,
-        iov_limit: a.iov_limit,
-        rma_iov_limit: a.rma_iov_limit,
-        tclass: a.tclass,
-    }
+    ofi::__attr_literal!(TxAttr to_bits, FiTxAttr from a {})
 }
 
 fn rx_to_c(a: &RxAttr) -> FiRxAttr {
-    FiRxAttr {
-        caps: a.caps.bits(),
-        mode: a.mode.bits(),
-        op_flags: a.op_flags.bits(),
-        msg_order: a.msg_order.bits(),
-        comp_order: a.comp_order.bits(),
-        total_buffered_recv: a.total_buffered_recv,
-        size: a.size,
-        iov_limit: a.iov_limit,
-    }
+    ofi::__attr_literal!(RxAttr to_bits, FiRxAttr from a {})
+}
+
+/// The Rust form of a C `fi_tx_attr`.
+pub fn tx_from_c(t: &FiTxAttr) -> TxAttr {
+    ofi::__attr_literal!(TxAttr from_bits, TxAttr from t {})
+}
+
+/// The Rust form of a C `fi_rx_attr`.
+pub fn rx_from_c(r: &FiRxAttr) -> RxAttr {
+    ofi::__attr_literal!(RxAttr from_bits, RxAttr from r {})
 }
 
 /// Fills a zeroed C info from `info`; on failure the partial result is still owned by
@@ -430,24 +420,15 @@ fn fill_info(out: &mut FiInfo, info: &Info) -> Result<()> {
     out.rx_attr = c_box(rx_to_c(&info.rx_attr));
     let ep = &info.ep_attr;
     let ep_key = ep.auth_key.as_deref().unwrap_or(&[]);
-    out.ep_attr = c_box(FiEpAttr {
+    out.ep_attr = c_box(ofi::__attr_literal!(EpAttr, FiEpAttr from ep {
         ep_type: ep.ep_type.to_raw(),
         protocol: ep.protocol.to_raw(),
-        protocol_version: ep.protocol_version,
-        max_msg_size: ep.max_msg_size,
-        msg_prefix_size: ep.msg_prefix_size,
-        max_order_raw_size: ep.max_order_raw_size,
-        max_order_war_size: ep.max_order_war_size,
-        max_order_waw_size: ep.max_order_waw_size,
-        mem_tag_format: ep.mem_tag_format,
-        tx_ctx_cnt: ep.tx_ctx_cnt,
-        rx_ctx_cnt: ep.rx_ctx_cnt,
         auth_key_size: ep_key.len(),
         auth_key: malloc_bytes(ep_key).cast(),
-    });
+    }));
     let d = &info.domain_attr;
     let d_key = d.auth_key.as_deref().unwrap_or(&[]);
-    out.domain_attr = c_box(FiDomainAttr {
+    out.domain_attr = c_box(ofi::__attr_literal!(DomainAttr, FiDomainAttr from d {
         domain: d.domain as *mut c_void,
         name: malloc_str(d.name.as_deref()),
         threading: d.threading.to_raw(),
@@ -456,26 +437,11 @@ fn fill_info(out: &mut FiInfo, info: &Info) -> Result<()> {
         resource_mgmt: d.resource_mgmt.to_raw(),
         av_type: d.av_type.to_raw(),
         mr_mode: d.mr_mode.bits() as c_int,
-        mr_key_size: d.mr_key_size,
-        cq_data_size: d.cq_data_size,
-        cq_cnt: d.cq_cnt,
-        ep_cnt: d.ep_cnt,
-        tx_ctx_cnt: d.tx_ctx_cnt,
-        rx_ctx_cnt: d.rx_ctx_cnt,
-        max_ep_tx_ctx: d.max_ep_tx_ctx,
-        max_ep_rx_ctx: d.max_ep_rx_ctx,
-        max_ep_stx_ctx: d.max_ep_stx_ctx,
-        max_ep_srx_ctx: d.max_ep_srx_ctx,
-        cntr_cnt: d.cntr_cnt,
-        mr_iov_limit: d.mr_iov_limit,
         caps: d.caps.bits(),
         mode: d.mode.bits(),
         auth_key: malloc_bytes(d_key).cast(),
         auth_key_size: d_key.len(),
-        max_err_data: d.max_err_data,
-        mr_cnt: d.mr_cnt,
-        tclass: d.tclass,
-    });
+    }));
     let f = &info.fabric_attr;
     out.fabric_attr = c_box(FiFabricAttr {
         fabric: f.fabric as *mut c_void,
@@ -686,56 +652,17 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
     Ok(info)
 }
 
-/// The Rust form of a C `fi_tx_attr`.
-pub fn tx_from_c(t: &FiTxAttr) -> TxAttr {
-    TxAttr {
-        caps: Caps::from_bits_retain(t.caps),
-        mode: Mode::from_bits_retain(t.mode),
-        op_flags: OpFlags::from_bits_retain(t.op_flags),
-        msg_order: MsgOrder::from_bits_retain(t.msg_order),
-        comp_order: CompOrder::from_bits_retain(t.comp_order),
-        inject_size: t.inject_size,
-        size: t.size,
-        iov_limit: t.iov_limit,
-        rma_iov_limit: t.rma_iov_limit,
-        tclass: t.tclass,
-    }
-}
-
-/// The Rust form of a C `fi_rx_attr`.
-pub fn rx_from_c(r: &FiRxAttr) -> RxAttr {
-    RxAttr {
-        caps: Caps::from_bits_retain(r.caps),
-        mode: Mode::from_bits_retain(r.mode),
-        op_flags: OpFlags::from_bits_retain(r.op_flags),
-        msg_order: MsgOrder::from_bits_retain(r.msg_order),
-        comp_order: CompOrder::from_bits_retain(r.comp_order),
-        total_buffered_recv: r.total_buffered_recv,
-        size: r.size,
-        iov_limit: r.iov_limit,
-    }
-}
-
 /// The Rust form of a C `fi_ep_attr`.
 ///
 /// # Safety
 /// `auth_key` is null or valid for `auth_key_size` bytes.
 pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
-    Ok(EpAttr {
+    Ok(ofi::__attr_literal!(EpAttr, EpAttr from e {
         ep_type: closed_enum(EpType::from_raw(e.ep_type), "ep_attr.type", e.ep_type)?,
         protocol: Protocol(e.protocol),
-        protocol_version: e.protocol_version,
-        max_msg_size: e.max_msg_size,
-        msg_prefix_size: e.msg_prefix_size,
-        max_order_raw_size: e.max_order_raw_size,
-        max_order_war_size: e.max_order_war_size,
-        max_order_waw_size: e.max_order_waw_size,
-        mem_tag_format: e.mem_tag_format,
-        tx_ctx_cnt: e.tx_ctx_cnt,
-        rx_ctx_cnt: e.rx_ctx_cnt,
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(e.auth_key, e.auth_key_size) },
-    })
+    }))
 }
 
 /// The Rust form of a C `fi_domain_attr`.
@@ -743,7 +670,7 @@ pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
 /// # Safety
 /// `name` is null or a valid string; `auth_key` null or valid for `auth_key_size` bytes.
 pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
-    Ok(DomainAttr {
+    Ok(ofi::__attr_literal!(DomainAttr, DomainAttr from d {
         domain: d.domain as usize,
         // SAFETY: the caller's contract.
         name: unsafe { opt_str(d.name) },
@@ -767,32 +694,13 @@ pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
             "domain_attr.resource_mgmt",
             d.resource_mgmt,
         )?,
-        av_type: closed_enum(
-            AvType::from_raw(d.av_type),
-            "domain_attr.av_type",
-            d.av_type,
-        )?,
+        av_type: closed_enum(AvType::from_raw(d.av_type), "domain_attr.av_type", d.av_type)?,
         mr_mode: MrMode::from_bits_retain(d.mr_mode as u32),
-        mr_key_size: d.mr_key_size,
-        cq_data_size: d.cq_data_size,
-        cq_cnt: d.cq_cnt,
-        ep_cnt: d.ep_cnt,
-        tx_ctx_cnt: d.tx_ctx_cnt,
-        rx_ctx_cnt: d.rx_ctx_cnt,
-        max_ep_tx_ctx: d.max_ep_tx_ctx,
-        max_ep_rx_ctx: d.max_ep_rx_ctx,
-        max_ep_stx_ctx: d.max_ep_stx_ctx,
-        max_ep_srx_ctx: d.max_ep_srx_ctx,
-        cntr_cnt: d.cntr_cnt,
-        mr_iov_limit: d.mr_iov_limit,
         caps: Caps::from_bits_retain(d.caps),
         mode: Mode::from_bits_retain(d.mode),
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(d.auth_key, d.auth_key_size) },
-        max_err_data: d.max_err_data,
-        mr_cnt: d.mr_cnt,
-        tclass: d.tclass,
-    })
+    }))
 }
 
 /// The Rust form of a C `fi_fabric_attr`.

@@ -4,27 +4,16 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn c_program_uses_the_exported_functions() {
-    if common::skip_without_headers("api") {
+    let Some(mut cmd) = common::c_program("api", include_str!("c/api.c")) else {
         return;
-    }
-    let exe = common::compile_c("api", include_str!("c/api.c"));
-    let mut cmd = Command::new(&exe);
+    };
     cmd.env("FI_CAPITEST_DEPTH", "42")
         .env("FI_LOG_LEVEL", "warn")
         .env_remove("FI_PROVIDER")
         .env_remove("FI_CAPITEST_LABEL");
-    let out = common::run_with_lib(&mut cmd, 60);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "api.c failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert!(stdout.contains("all ok"), "{stdout}");
+    let (_stdout, stderr) = common::run_c_program_ok(&mut cmd, 60);
     // fi_log reached the ofi-rs log with its provider, function and text.
     assert!(stderr.contains("capi-test-warning 7"), "{stderr}");
     assert!(stderr.contains("capitest"), "{stderr}");

@@ -28,12 +28,25 @@ fn fi_info(args: &[&str]) -> Option<(bool, String, String)> {
     ))
 }
 
+/// Runs `fi_info args`, which must succeed; its stdout.
+fn fi_info_ok(args: &[&str]) -> Option<String> {
+    let (ok, out, err) = fi_info(args)?;
+    assert!(ok, "fi_info {args:?} failed:\n{err}");
+    Some(out)
+}
+
+/// The values of the lines `<key>: <value>` of `out` (indentation ignored).
+fn values<'a>(out: &'a str, key: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix(": "))
+        .collect()
+}
+
 #[test]
 fn list_shows_the_in_tree_providers() {
-    let Some((ok, out, err)) = fi_info(&["-l"]) else {
+    let Some(out) = fi_info_ok(&["-l"]) else {
         return;
     };
-    assert!(ok, "{err}");
     for p in ["udp:", "tcp:", "shm:", "ofi_rxm:", "ofi_rxd:"] {
         assert!(out.lines().any(|l| l == p), "{p} missing:\n{out}");
     }
@@ -41,14 +54,10 @@ fn list_shows_the_in_tree_providers() {
 
 #[test]
 fn provider_filter_keeps_tcp_and_its_layers() {
-    let Some((ok, out, err)) = fi_info(&["-p", "tcp"]) else {
+    let Some(out) = fi_info_ok(&["-p", "tcp"]) else {
         return;
     };
-    assert!(ok, "{err}");
-    let provs: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("provider: "))
-        .collect();
+    let provs = values(&out, "provider");
     assert!(!provs.is_empty(), "{out}");
     assert!(
         provs.iter().all(|p| *p == "tcp" || *p == "tcp;ofi_rxm"),
@@ -60,14 +69,10 @@ fn provider_filter_keeps_tcp_and_its_layers() {
 
 #[test]
 fn ep_type_filter_returns_only_rdm() {
-    let Some((ok, out, err)) = fi_info(&["-t", "FI_EP_RDM"]) else {
+    let Some(out) = fi_info_ok(&["-t", "FI_EP_RDM"]) else {
         return;
     };
-    assert!(ok, "{err}");
-    let types: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("type: "))
-        .collect();
+    let types = values(&out, "type");
     assert!(!types.is_empty(), "{out}");
     assert!(types.iter().all(|t| *t == "FI_EP_RDM"), "{types:?}");
     for p in ["shm", "tcp;ofi_rxm", "udp;ofi_rxd"] {
@@ -80,10 +85,9 @@ fn ep_type_filter_returns_only_rdm() {
 
 #[test]
 fn verbose_prints_every_attribute_block() {
-    let Some((ok, out, err)) = fi_info(&["-p", "udp", "-v"]) else {
+    let Some(out) = fi_info_ok(&["-p", "udp", "-v"]) else {
         return;
     };
-    assert!(ok, "{err}");
     for block in [
         "---\nfi_info:\n",
         "    fi_tx_attr:\n",
@@ -101,10 +105,9 @@ fn verbose_prints_every_attribute_block() {
 
 #[test]
 fn env_lists_the_parameters_of_ofi_rs() {
-    let Some((ok, out, err)) = fi_info(&["-e"]) else {
+    let Some(out) = fi_info_ok(&["-e"]) else {
         return;
     };
-    assert!(ok, "{err}");
     // Core parameters, and ones only ofi-rs has: the library really is ours.
     for var in [
         "# FI_PROVIDER: String",

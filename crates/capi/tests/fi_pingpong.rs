@@ -86,27 +86,22 @@ fn server_output(child: &mut std::process::Child) -> (bool, String, String) {
     (ok, out, err)
 }
 
-#[test]
-fn shm_rdm() {
-    pingpong(1, "shm", "rdm");
+/// One test per provider and endpoint type: `name: case, provider, endpoint type`.
+macro_rules! pingpong_tests {
+    ($($name:ident: $case:literal, $prov:literal, $ep:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                pingpong($case, $prov, $ep);
+            }
+        )*
+    };
 }
 
-#[test]
-fn tcp_msg() {
-    pingpong(2, "tcp", "msg");
-}
-
-#[test]
-fn tcp_rxm_rdm() {
-    pingpong(3, "tcp;ofi_rxm", "rdm");
-}
-
-#[test]
-fn udp_dgram() {
-    pingpong(4, "udp", "dgram");
-}
-
-#[test]
-fn udp_rxd_rdm() {
-    pingpong(5, "udp;ofi_rxd", "rdm");
+pingpong_tests! {
+    shm_rdm: 1, "shm", "rdm";
+    tcp_msg: 2, "tcp", "msg";
+    tcp_rxm_rdm: 3, "tcp;ofi_rxm", "rdm";
+    udp_dgram: 4, "udp", "dgram";
+    udp_rxd_rdm: 5, "udp;ofi_rxd", "rdm";
 }

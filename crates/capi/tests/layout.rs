@@ -6,7 +6,6 @@
 mod common;
 
 use std::mem::{offset_of, size_of};
-use std::process::Command;
 
 use ofi::abi::raw::{
     AtomicAttr, CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, Ioc, Iov, Msg,
@@ -305,13 +304,12 @@ fn program_and_expected(list: &[Layout]) -> (String, Vec<String>) {
 
 #[test]
 fn rust_layouts_match_the_installed_headers() {
-    if common::skip_without_headers("layout") {
-        return;
-    }
     let list = layouts();
     let (src, expected) = program_and_expected(&list);
-    let exe = common::compile_c("layout", &src);
-    let out = Command::new(&exe).output().expect("run layout probe");
+    let Some(mut probe) = common::c_program("layout", &src) else {
+        return;
+    };
+    let out = probe.output().expect("run layout probe");
     assert!(out.status.success());
     let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -6,7 +6,7 @@
 //! checks (test code). Field order is drop order: endpoints, then CQs and AVs, then
 //! the domain, then the fabric.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg};
 use ofi::av::{AddressVector, AvAttr};
@@ -162,7 +162,13 @@ pub type Completion = std::result::Result<CqMsgEntry, CqErrEntry>;
 
 /// The next completion of `cq` within [`WAIT`]; `None` if there was none.
 pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
-    let deadline = Instant::now() + WAIT;
+    wait_within(cq, WAIT, Duration::ZERO)
+}
+
+/// The next completion of `cq` within `bound`, polling again after `pause` (zero: after
+/// yielding the processor); `None` if there was none.
+pub fn wait_within(cq: &CompletionQueue, bound: Duration, pause: Duration) -> Option<Completion> {
+    let deadline = Instant::now() + bound;
     loop {
         let mut e = [CqMsgEntry::default()];
         match cq.read(&mut e) {
@@ -180,7 +186,11 @@ pub fn wait(cq: &CompletionQueue) -> Option<Completion> {
         if Instant::now() >= deadline {
             return None;
         }
-        std::thread::yield_now();
+        if pause.is_zero() {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(pause);
+        }
     }
 }
 
@@ -271,13 +281,30 @@ pub fn sendmsg(
     unsafe { ep.sendmsg(&msg, flags.bits()) }
 }
 
+/// The error of `r`, which must fail with `code` (panics naming `what` otherwise).
+#[track_caller]
+pub fn expect_errno<T>(r: ofi::Result<T>, code: Errno, what: &str) -> ofi::Error {
+    match r {
+        Ok(_) => panic!("{what}: succeeded, expected {code}"),
+        Err(e) => {
+            assert_eq!(e.code(), code, "{what}: {e}");
+            e
+        }
+    }
+}
+
+/// The iov of the whole of `buf` (valid while `buf` is borrowed).
+pub fn iov_of(buf: &mut [u8]) -> Iov {
+    Iov {
+        base: buf.as_mut_ptr().cast(),
+        len: buf.len(),
+    }
+}
+
 /// `fi_recvmsg` of `buf` (one iov, no descriptor, any source) on `ep` with `context`
 /// and `flags` (e.g. `FI_COMPLETION` or `FI_MULTI_RECV`).
 pub fn recvmsg(ep: &Endpoint, buf: &mut [u8], context: usize, flags: OpFlags) -> ofi::Result<()> {
-    let iov = [Iov {
-        base: buf.as_mut_ptr().cast(),
-        len: buf.len(),
-    }];
+    let iov = [iov_of(buf)];
     let msg = Msg {
         msg_iov: iov.as_ptr(),
         desc: std::ptr::null(),

@@ -976,54 +976,28 @@ macro_rules! conformance_suite {
                 }
             }
 
-            #[test]
-            fn two_process_exchange() {
-                $crate::twoproc::suite_test(
-                    subject(),
-                    module_path!(),
-                    "two_process_exchange",
-                    $crate::Capability::TwoProcess,
-                    expected(),
-                    $crate::twoproc::Mode::Msg,
-                );
-            }
-
-            #[test]
-            fn two_process_cm() {
-                $crate::twoproc::suite_test(
-                    subject(),
-                    module_path!(),
-                    "two_process_cm",
-                    $crate::Capability::TwoProcessCm,
-                    expected(),
-                    $crate::twoproc::Mode::Cm,
-                );
-            }
-
-            #[test]
-            fn two_process_tagged() {
-                $crate::twoproc::suite_test(
-                    subject(),
-                    module_path!(),
-                    "two_process_tagged",
-                    $crate::Capability::TwoProcessTagged,
-                    expected(),
-                    $crate::twoproc::Mode::Tagged,
-                );
-            }
-
-            #[test]
-            fn two_process_rma() {
-                $crate::twoproc::suite_test(
-                    subject(),
-                    module_path!(),
-                    "two_process_rma",
-                    $crate::Capability::TwoProcessRma,
-                    expected(),
-                    $crate::twoproc::Mode::Rma,
-                );
-            }
+            $crate::conformance_suite!(@twoproc
+                two_process_exchange => TwoProcess, Msg;
+                two_process_cm => TwoProcessCm, Cm;
+                two_process_tagged => TwoProcessTagged, Tagged;
+                two_process_rma => TwoProcessRma, Rma;
+            );
         }
+    };
+    (@twoproc $($name:ident => $cap:ident, $mode:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::twoproc::suite_test(
+                    subject(),
+                    module_path!(),
+                    stringify!($name),
+                    $crate::Capability::$cap,
+                    expected(),
+                    $crate::twoproc::Mode::$mode,
+                );
+            }
+        )*
     };
     (@tests $($name:ident),* $(,)?) => {
         /// Every check of `checks::ALL` has a test here (none is silently left out).

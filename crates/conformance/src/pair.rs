@@ -169,17 +169,48 @@ pub fn each_type(
     ran
 }
 
-/// Run `f` on a pair (built from `spec(ep_type)`) of every endpoint type with `caps`.
+/// Run `f` on a pair (built from `PairSpec::new(ep_type, caps)`) of every endpoint type
+/// with `caps`.
 pub fn each_pair(s: &Subject, caps: Caps, mut f: impl FnMut(&Pair)) -> usize {
-    each_type(
-        s,
-        caps,
-        |_| true,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, caps), info);
-            f(&p);
-        },
-    )
+    each_pair_where(s, caps, |_| true, |p| f(&p))
+}
+
+/// Run `f` on a pair (built from `PairSpec::new(ep_type, caps)`) of every endpoint type
+/// with `caps` whose results satisfy `extra` (see [`each_type`]).
+pub fn each_pair_where(
+    s: &Subject,
+    caps: Caps,
+    extra: impl Fn(&Info) -> bool,
+    f: impl FnMut(Pair),
+) -> usize {
+    each_pair_with(s, caps, extra, |_| {}, f)
+}
+
+/// Run `f` on a pair of every endpoint type with `caps`, built from
+/// `PairSpec::new(ep_type, caps)` changed by `tweak`.
+pub fn each_pair_spec(
+    s: &Subject,
+    caps: Caps,
+    tweak: impl Fn(&mut PairSpec),
+    f: impl FnMut(Pair),
+) -> usize {
+    each_pair_with(s, caps, |_| true, tweak, f)
+}
+
+/// Run `f` on a pair of every endpoint type with `caps` whose results satisfy `extra`
+/// (see [`each_type`]), built from `PairSpec::new(ep_type, caps)` changed by `tweak`.
+pub fn each_pair_with(
+    s: &Subject,
+    caps: Caps,
+    extra: impl Fn(&Info) -> bool,
+    tweak: impl Fn(&mut PairSpec),
+    mut f: impl FnMut(Pair),
+) -> usize {
+    each_type(s, caps, extra, |t, info| {
+        let mut spec = PairSpec::new(t, caps);
+        tweak(&mut spec);
+        f(Pair::with_info(s, &spec, info))
+    })
 }
 
 /// Open an endpoint of `domain` for `info` with context `context`: a tagged-format CQ

@@ -194,25 +194,23 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// The next completion within `bound` (panics on an error entry or time-out).
 fn wait_long(cq: &ofi::cq::CompletionQueue, bound: Duration, what: &str) -> CqMsgEntry {
-    let deadline = Instant::now() + bound;
-    loop {
-        let mut e = [CqMsgEntry::default()];
-        match cq.read(&mut e) {
-            Ok(_) => return e[0],
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) if err.code() == Errno::EAVAIL => {
-                let mut ee = ofi::abi::raw::CqErrEntry::default();
-                let _ = cq.readerr(&mut ee, 0);
-                panic!("{what}: error completion {}", Errno(ee.err));
-            }
-            Err(err) => panic!("{what}: fi_cq_read: {err}"),
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: nothing within {bound:?}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
+    match fixture::wait_within(cq, bound, Duration::from_micros(200)) {
+        Some(Ok(e)) => e,
+        Some(Err(ee)) => panic!("{what}: error completion {}", Errno(ee.err)),
+        None => panic!("{what}: nothing within {bound:?}"),
     }
+}
+
+/// The child's half of the address exchange: print its own address (`CHILD ADDR <hex>`)
+/// and read the parent's (`PEER <hex>`) from stdin.
+fn child_exchange_addresses(own: &[u8]) -> Vec<u8> {
+    println!("CHILD ADDR {}", hex(own));
+    std::io::stdout().flush().expect("flush stdout");
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .expect("read the peer line");
+    unhex(line.trim().strip_prefix("PEER ").expect("a PEER line")).expect("hex")
 }
 
 /// The child side: run by the two-process test itself when [`is_child`].
@@ -225,14 +223,7 @@ pub fn child(s: &Subject) {
     let f = Fixture::new(s, 1);
     let p = &f.peers[0];
     let name = p.ep.getname().unwrap_or_else(|e| panic!("fi_getname: {e}"));
-    println!("CHILD ADDR {}", hex(&name));
-    std::io::stdout().flush().expect("flush stdout");
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .expect("read the peer line");
-    let peer_hex = line.trim().strip_prefix("PEER ").expect("a PEER line");
-    let peer_bytes = unhex(peer_hex).expect("hex");
+    let peer_bytes = child_exchange_addresses(&name);
     let peer = Address::from_bytes(f.info.addr_format, &peer_bytes).expect("peer address");
     let dest = p.av.insert(&[peer]).expect("insert the peer")[0];
     let mut buf = vec![0u8; 4096];
@@ -490,13 +481,7 @@ fn child_mode(s: &Subject, mode: Mode) {
     } else {
         None
     };
-    println!("CHILD ADDR {}", hex(&name));
-    std::io::stdout().flush().expect("flush stdout");
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .expect("read the peer line");
-    let peer_bytes = unhex(line.trim().strip_prefix("PEER ").expect("a PEER line")).expect("hex");
+    let peer_bytes = child_exchange_addresses(&name);
     let end = if let Some((ep, cq, av)) = early {
         let peer = Address::from_bytes(info.addr_format, &peer_bytes).expect("peer address");
         let dest = av

@@ -276,3 +276,59 @@ impl Info {
         self
     }
 }
+
+/// A struct literal between an attribute structure and one of its C-side mirrors (the
+/// ABI's raw forms, the C ABI's `fi_*_attr`), with the fields both sides name alike
+/// listed here once for every crate that converts:
+///
+/// - `__attr_literal!(TxAttr to_bits, RawTxAttr from t { struct_size: … })`: the bit-set
+///   fields as `bits()`, then the plain fields copied, then the fields given;
+/// - `__attr_literal!(TxAttr from_bits, TxAttr from raw {})`: the bit-set fields from
+///   their bits (unknown bits kept), the plain fields copied;
+/// - `TxAttr` and `RxAttr` take `to_bits`/`from_bits`; `EpAttr` and `DomainAttr` (plain
+///   fields only; their other fields given by the caller) take neither.
+///
+/// `from_bits` names the bit-set types unqualified (`Caps`, `Mode`, `OpFlags`,
+/// `MsgOrder`, `CompOrder`): they must be in scope where it expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __attr_literal {
+    (TxAttr $dir:ident, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(@lit $dir, $T, $src,
+            [caps: Caps, mode: Mode, op_flags: OpFlags, msg_order: MsgOrder,
+             comp_order: CompOrder]
+            [inject_size, size, iov_limit, rma_iov_limit, tclass]
+            { $($rest)* })
+    };
+    (RxAttr $dir:ident, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(@lit $dir, $T, $src,
+            [caps: Caps, mode: Mode, op_flags: OpFlags, msg_order: MsgOrder,
+             comp_order: CompOrder]
+            [total_buffered_recv, size, iov_limit]
+            { $($rest)* })
+    };
+    (EpAttr, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(@lit plain, $T, $src, []
+            [protocol_version, max_msg_size, msg_prefix_size, max_order_raw_size,
+             max_order_war_size, max_order_waw_size, mem_tag_format, tx_ctx_cnt, rx_ctx_cnt]
+            { $($rest)* })
+    };
+    (DomainAttr, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(@lit plain, $T, $src, []
+            [mr_key_size, cq_data_size, cq_cnt, ep_cnt, tx_ctx_cnt, rx_ctx_cnt, max_ep_tx_ctx,
+             max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit,
+             max_err_data, mr_cnt, tclass]
+            { $($rest)* })
+    };
+    (@lit to_bits, $T:ident, $src:ident, [$($b:ident: $B:path),*] [$($p:ident),*]
+        { $($rest:tt)* }) => {
+        $T { $($b: $src.$b.bits(),)* $($p: $src.$p,)* $($rest)* }
+    };
+    (@lit from_bits, $T:ident, $src:ident, [$($b:ident: $B:path),*] [$($p:ident),*]
+        { $($rest:tt)* }) => {
+        $T { $($b: <$B>::from_bits_retain($src.$b),)* $($p: $src.$p,)* $($rest)* }
+    };
+    (@lit plain, $T:ident, $src:ident, [] [$($p:ident),*] { $($rest:tt)* }) => {
+        $T { $($p: $src.$p,)* $($rest)* }
+    };
+}

@@ -11,7 +11,6 @@
 //! (`"rdm"` for `FI_EP_RDM`). Parsing failures are [`Errno::EINVAL`] naming the input.
 //! Nothing here panics.
 
-use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Errno, Error};
@@ -41,6 +40,37 @@ fn lookup_c_name<T: Copy>(name: &str, prefix: &str, table: &[(&'static str, T)])
     find(name)
         .or_else(|| find(&format!("FI_{name}")))
         .or_else(|| find(&format!("{prefix}{name}")))
+}
+
+/// Implements `Display` for `$t` as the `&'static str` its method `$text` returns (a
+/// name, a label).
+macro_rules! display_as {
+    ($t:ty, $text:ident) => {
+        impl ::std::fmt::Display for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.$text())
+            }
+        }
+    };
+}
+pub(crate) use display_as;
+
+/// Implements `FromStr` for the C enum `$name` by its `from_name` (an unknown name is
+/// `FI_EINVAL`, naming the input).
+macro_rules! from_str_by_name {
+    ($name:ident) => {
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self, Error> {
+                Self::from_name(s).ok_or_else(|| {
+                    Error::new(
+                        Errno::EINVAL,
+                        format!("unknown {} name {s:?}", stringify!($name)),
+                    )
+                })
+            }
+        }
+    };
 }
 
 /// Declares a closed C enum with `from_raw`, `to_raw`, `name`, `ALL`, `Default`,
@@ -96,20 +126,8 @@ macro_rules! c_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
-                Self::from_name(s).ok_or_else(|| {
-                    Error::new(Errno::EINVAL, format!("unknown {} name {s:?}", stringify!($name)))
-                })
-            }
-        }
+        display_as!($name, name);
+        from_str_by_name!($name);
 
         impl From<$name> for u32 {
             fn from(v: $name) -> u32 {
@@ -180,20 +198,8 @@ macro_rules! c_open_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
-                Self::from_name(s).ok_or_else(|| {
-                    Error::new(Errno::EINVAL, format!("unknown {} name {s:?}", stringify!($name)))
-                })
-            }
-        }
+        display_as!($name, name);
+        from_str_by_name!($name);
 
         impl From<$name> for u32 {
             fn from(v: $name) -> u32 {

@@ -29,6 +29,15 @@ use std::str::FromStr;
 
 use crate::error::{Errno, Error};
 
+/// The set of the named flags of type `$t`, usable in constants:
+/// `flag_set!(Caps: MSG, RMA)` is `Caps::MSG | Caps::RMA`.
+macro_rules! flag_set {
+    ($t:ident: $($f:ident),+ $(,)?) => {
+        $t::from_bits_retain(0 $(| $t::$f.bits())+)
+    };
+}
+pub(crate) use flag_set;
+
 /// Declares a bitflags type with C names, `names`, `from_name`, `parse_list`,
 /// `Display` and `FromStr`.
 ///
@@ -493,47 +502,21 @@ c_flags! {
 impl Caps {
     /// Primary capabilities: MSG RMA TAGGED ATOMIC MULTICAST NAMED_RX_CTX DIRECTED_RECV
     /// HMEM COLLECTIVE XPU AV_USER_ID PEER.
-    pub const PRIMARY: Caps = Caps::from_bits_retain(
-        Caps::MSG.bits()
-            | Caps::RMA.bits()
-            | Caps::TAGGED.bits()
-            | Caps::ATOMIC.bits()
-            | Caps::MULTICAST.bits()
-            | Caps::NAMED_RX_CTX.bits()
-            | Caps::DIRECTED_RECV.bits()
-            | Caps::HMEM.bits()
-            | Caps::COLLECTIVE.bits()
-            | Caps::XPU.bits()
-            | Caps::AV_USER_ID.bits()
-            | Caps::PEER.bits(),
+    pub const PRIMARY: Caps = flag_set!(Caps:
+        MSG, RMA, TAGGED, ATOMIC, MULTICAST, NAMED_RX_CTX, DIRECTED_RECV, HMEM, COLLECTIVE, XPU,
+        AV_USER_ID, PEER
     );
 
     /// Primary modifiers: READ WRITE RECV SEND REMOTE_READ REMOTE_WRITE.
-    pub const PRIMARY_MODIFIERS: Caps = Caps::from_bits_retain(
-        Caps::READ.bits()
-            | Caps::WRITE.bits()
-            | Caps::RECV.bits()
-            | Caps::SEND.bits()
-            | Caps::REMOTE_READ.bits()
-            | Caps::REMOTE_WRITE.bits(),
-    );
+    pub const PRIMARY_MODIFIERS: Caps =
+        flag_set!(Caps: READ, WRITE, RECV, SEND, REMOTE_READ, REMOTE_WRITE);
 
     /// Secondary capabilities: MULTI_RECV SOURCE RMA_EVENT SHARED_AV TRIGGER FENCE
     /// LOCAL_COMM REMOTE_COMM SOURCE_ERR RMA_PMEM (the newer page's list), plus
     /// REMOTE_CQ_DATA and VARIABLE_MSG, which the C library also treats as secondary.
-    pub const SECONDARY: Caps = Caps::from_bits_retain(
-        Caps::MULTI_RECV.bits()
-            | Caps::SOURCE.bits()
-            | Caps::RMA_EVENT.bits()
-            | Caps::SHARED_AV.bits()
-            | Caps::TRIGGER.bits()
-            | Caps::FENCE.bits()
-            | Caps::LOCAL_COMM.bits()
-            | Caps::REMOTE_COMM.bits()
-            | Caps::SOURCE_ERR.bits()
-            | Caps::RMA_PMEM.bits()
-            | Caps::REMOTE_CQ_DATA.bits()
-            | Caps::VARIABLE_MSG.bits(),
+    pub const SECONDARY: Caps = flag_set!(Caps:
+        MULTI_RECV, SOURCE, RMA_EVENT, SHARED_AV, TRIGGER, FENCE, LOCAL_COMM, REMOTE_COMM,
+        SOURCE_ERR, RMA_PMEM, REMOTE_CQ_DATA, VARIABLE_MSG
     );
 
     /// `FI_ATOMICS`, the C alias of [`Caps::ATOMIC`].
@@ -554,41 +537,41 @@ c_flags! {
     /// counter bind flag); `names()` prints it as `FI_CLAIM`.
     pub struct OpFlags: u64, prefix "FI_" {
         /// Completion/bind flag: message transfer.
-        const MSG = 1 << 1;
+        const MSG = Caps::MSG.bits();
         /// Completion/bind flag: RMA transfer.
-        const RMA = 1 << 2;
+        const RMA = Caps::RMA.bits();
         /// Completion/bind flag: tagged transfer.
-        const TAGGED = 1 << 3;
+        const TAGGED = Caps::TAGGED.bits();
         /// Completion/bind flag: atomic transfer.
-        const ATOMIC = 1 << 4;
+        const ATOMIC = Caps::ATOMIC.bits();
         /// Completion flag: multicast transfer.
-        const MULTICAST = 1 << 5;
+        const MULTICAST = Caps::MULTICAST.bits();
         /// Completion flag: collective operation.
-        const COLLECTIVE = 1 << 6;
+        const COLLECTIVE = Caps::COLLECTIVE.bits();
         /// Access / completion flag: read.
-        const READ = 1 << 8;
+        const READ = Caps::READ.bits();
         /// Access / completion flag: write.
-        const WRITE = 1 << 9;
+        const WRITE = Caps::WRITE.bits();
         /// Bind / access / completion flag: receive side.
-        const RECV = 1 << 10;
+        const RECV = Caps::RECV.bits();
         /// Bind / access / completion flag: send (transmit) side.
-        const SEND = 1 << 11;
+        const SEND = Caps::SEND.bits();
         /// Access / completion flag: remote read.
-        const REMOTE_READ = 1 << 12;
+        const REMOTE_READ = Caps::REMOTE_READ.bits();
         /// Access / completion flag: remote write.
-        const REMOTE_WRITE = 1 << 13;
+        const REMOTE_WRITE = Caps::REMOTE_WRITE.bits();
         /// The receive buffer takes multiple messages; on a completion: buffer released.
-        const MULTI_RECV = 1 << 16;
+        const MULTI_RECV = Caps::MULTI_RECV.bits();
         /// Remote CQ data is carried with (or arrived with) the transfer.
-        const REMOTE_CQ_DATA = 1 << 17;
+        const REMOTE_CQ_DATA = Caps::REMOTE_CQ_DATA.bits();
         /// More operations follow immediately (a batching hint).
         const MORE = 1 << 18;
         /// Peek for a matching message without consuming it.
         const PEEK = 1 << 19;
         /// Triggered operation.
-        const TRIGGER = 1 << 20;
+        const TRIGGER = Caps::TRIGGER.bits();
         /// Do not start until earlier operations have completed.
-        const FENCE = 1 << 21;
+        const FENCE = Caps::FENCE.bits();
         /// Priority hint.
         const PRIORITY = 1 << 22;
         /// Generate a completion for this operation (also `FI_EVENT`).
@@ -803,9 +786,7 @@ impl MrMode {
     /// `FI_MR_UNSPEC` (0): nothing specified.
     pub const UNSPEC: MrMode = MrMode::empty();
     /// What `BASIC` stands for in 1.5+ bits: `VIRT_ADDR | ALLOCATED | PROV_KEY`.
-    pub const BASIC_MAP: MrMode = MrMode::from_bits_retain(
-        MrMode::VIRT_ADDR.bits() | MrMode::ALLOCATED.bits() | MrMode::PROV_KEY.bits(),
-    );
+    pub const BASIC_MAP: MrMode = flag_set!(MrMode: VIRT_ADDR, ALLOCATED, PROV_KEY);
 }
 
 c_flags! {

@@ -6,8 +6,6 @@
 //! through the host table ([`Host`](crate::provider::Host)), never from a store of its
 //! own.
 
-use std::fmt;
-
 /// The type of a parameter's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ParamType {
@@ -33,8 +31,4 @@ impl ParamType {
     }
 }
 
-impl fmt::Display for ParamType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
+crate::enums::display_as!(ParamType, label);

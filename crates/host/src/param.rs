@@ -150,6 +150,13 @@ pub struct Sources<'a> {
     pub config: &'a PluginsConfig,
 }
 
+impl<'a> Sources<'a> {
+    /// The sources `env` and `config`.
+    pub fn new(env: &'a dyn EnvLookup, config: &'a PluginsConfig) -> Sources<'a> {
+        Sources { env, config }
+    }
+}
+
 /// A Rust type a parameter can be read as (see [`get`]).
 pub trait ParamValue: Sized {
     /// The declared type this reader is for.
@@ -290,6 +297,23 @@ pub struct ParamStore {
     defs: Vec<ParamDef>,
     /// Environment-variable name → index in `defs`.
     by_env: HashMap<String, usize>,
+}
+
+/// Declares `ParamStore`'s typed getters: each is [`ParamStore::get`] at one type.
+macro_rules! typed_getters {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(
+                &self,
+                src: &Sources<'_>,
+                prov: Option<&str>,
+                name: &str,
+            ) -> Result<Option<$t>> {
+                self.get(src, prov, name)
+            }
+        )*
+    };
 }
 
 impl ParamStore {
@@ -451,44 +475,15 @@ impl ParamStore {
         })
     }
 
-    /// Read a parameter's raw text (any declared type). See [`ParamStore::get`].
-    pub fn get_str(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<String>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read an [`ParamType::Int`] parameter. See [`ParamStore::get`].
-    pub fn get_int(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<i64>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read a [`ParamType::Size`] parameter. See [`ParamStore::get`].
-    pub fn get_size(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<usize>> {
-        self.get(src, prov, name)
-    }
-
-    /// Read a [`ParamType::Bool`] parameter. See [`ParamStore::get`].
-    pub fn get_bool(
-        &self,
-        src: &Sources<'_>,
-        prov: Option<&str>,
-        name: &str,
-    ) -> Result<Option<bool>> {
-        self.get(src, prov, name)
+    typed_getters! {
+        /// Read a parameter's raw text (any declared type). See [`ParamStore::get`].
+        get_str -> String;
+        /// Read an [`ParamType::Int`] parameter. See [`ParamStore::get`].
+        get_int -> i64;
+        /// Read a [`ParamType::Size`] parameter. See [`ParamStore::get`].
+        get_size -> usize;
+        /// Read a [`ParamType::Bool`] parameter. See [`ParamStore::get`].
+        get_bool -> bool;
     }
 
     /// Every parameter with its current value and source: core parameters first, then by
@@ -681,10 +676,7 @@ fn with_store<R>(f: impl FnOnce(&ParamStore, &Sources<'_>) -> R) -> R {
     let guard = global_store()
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let src = Sources {
-        env: &ProcessEnv,
-        config: config::global(),
-    };
+    let src = Sources::new(&ProcessEnv, config::global());
     f(&guard, &src)
 }
 
@@ -939,10 +931,7 @@ mod tests {
         let s = store();
         let env = fake_env(&[("FI_TCP_NOPE", "1")]);
         let c = PluginsConfig::default();
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         assert_eq!(
             s.get_str(&src, Some("tcp"), "nope").unwrap_err().code(),
             Errno::ENOENT
@@ -964,10 +953,7 @@ mod tests {
         let s = store();
         let c = cfg(&[("FI_OFI_RXM_BUFFER_SIZE", "32k"), ("FI_TCP_IFACE", "eth0")]);
         let none = fake_env(&[]);
-        let src = Sources {
-            env: &none,
-            config: &c,
-        };
+        let src = Sources::new(&none, &c);
         assert_eq!(
             s.get_size(&src, Some("ofi_rxm"), "buffer_size").unwrap(),
             Some(32 << 10)
@@ -981,10 +967,7 @@ mod tests {
         assert_eq!(s.get_size(&src, None, "universe_size").unwrap(), Some(1024));
 
         let env = fake_env(&[("FI_OFI_RXM_BUFFER_SIZE", "0x100"), ("FI_TCP_IFACE", "lo")]);
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         assert_eq!(
             s.get_size(&src, Some("ofi_rxm"), "buffer_size").unwrap(),
             Some(256)
@@ -996,19 +979,13 @@ mod tests {
 
         // Empty values count as unset at their level.
         let env = fake_env(&[("FI_TCP_IFACE", "")]);
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         assert_eq!(
             s.get_str(&src, Some("tcp"), "iface").unwrap().as_deref(),
             Some("eth0")
         );
         let c2 = cfg(&[("FI_OFI_RXM_BUFFER_SIZE", "")]);
-        let src = Sources {
-            env: &none,
-            config: &c2,
-        };
+        let src = Sources::new(&none, &c2);
         assert_eq!(
             s.get_size(&src, Some("ofi_rxm"), "buffer_size").unwrap(),
             Some(16 << 10)
@@ -1020,10 +997,7 @@ mod tests {
         let s = store();
         let env = fake_env(&[]);
         let c = PluginsConfig::default();
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         let e = s.get_int(&src, Some("ofi_rxm"), "buffer_size").unwrap_err();
         assert_eq!(e.code(), Errno::EINVAL);
         assert!(e.message().contains("declared as size_t"), "{e}");
@@ -1046,10 +1020,7 @@ mod tests {
             ("FI_TCP_PORT_LOW", "12abc"),
         ]);
         let c = cfg(&[("FI_OFI_RXM_BUFFER_SIZE", "-1")]);
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         let e = s.get_bool(&src, Some("shm"), "disable_cma").unwrap_err();
         assert_eq!(e.code(), Errno::EINVAL);
         assert!(
@@ -1079,10 +1050,7 @@ mod tests {
         }
         let s = store();
         let c = PluginsConfig::default();
-        let src = Sources {
-            env: &Raw,
-            config: &c,
-        };
+        let src = Sources::new(&Raw, &c);
         let e = s.get_str(&src, Some("tcp"), "iface").unwrap_err();
         assert_eq!(e.code(), Errno::EINVAL);
         assert!(e.message().contains("not valid UTF-8"), "{e}");
@@ -1171,10 +1139,7 @@ mod tests {
         s.declare(None, "y", ParamType::Bool, "h", None).unwrap();
         let env = fake_env(&[("FI_TCP_B", "3")]);
         let c = cfg(&[("FI_SHM_X", "9")]);
-        let src = Sources {
-            env: &env,
-            config: &c,
-        };
+        let src = Sources::new(&env, &c);
         let l = s.list(&src);
         let names: Vec<&str> = l.iter().map(|e| e.env_name.as_str()).collect();
         assert_eq!(names, ["FI_Z", "FI_Y", "FI_SHM_X", "FI_TCP_B", "FI_TCP_A"]);

@@ -164,6 +164,36 @@ fn names(reg: &Registry, hints: Option<Info>) -> Vec<String> {
     }
 }
 
+/// Runs `f` with a tracing subscriber that records every event: its result and the
+/// events, as (level, message).
+fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, Vec<(tracing::Level, String)>) {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+        fn on_event(&self, ev: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            struct V(String);
+            impl tracing::field::Visit for V {
+                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                    if f.name() == "message" {
+                        self.0 = format!("{v:?}");
+                    }
+                }
+            }
+            let mut v = V(String::new());
+            ev.record(&mut v);
+            self.0.lock().unwrap().push((*ev.metadata().level(), v.0));
+        }
+    }
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    let r = tracing::subscriber::with_default(subscriber, f);
+    let logs = std::mem::take(&mut *capture.0.lock().unwrap());
+    (r, logs)
+}
+
 #[test]
 fn order_is_priority_then_registration() {
     assert_eq!(
@@ -213,36 +243,11 @@ fn hints_prov_name_uses_the_same_grammar() {
 
 #[test]
 fn unknown_name_warns_and_others_still_work() {
-    use std::sync::{Arc, Mutex};
-    use tracing_subscriber::layer::SubscriberExt;
-
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<String>>>);
-    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-        fn on_event(&self, ev: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-            struct V(String);
-            impl tracing::field::Visit for V {
-                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                    if f.name() == "message" {
-                        self.0 = format!("{v:?}");
-                    }
-                }
-            }
-            let mut v = V(String::new());
-            ev.record(&mut v);
-            self.0.lock().unwrap().push(v.0);
-        }
-    }
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let got = tracing::subscriber::with_default(subscriber, || {
-        names(&registry(Some("nosuch,udp")), None)
-    });
+    let (got, logs) = capture_logs(|| names(&registry(Some("nosuch,udp")), None));
     assert_eq!(got, ["udp"]);
-    let logs = capture.0.lock().unwrap();
     assert!(
         logs.iter()
-            .any(|m| m.contains("'nosuch'") && m.contains("not a known provider")),
+            .any(|(_, m)| m.contains("'nosuch'") && m.contains("not a known provider")),
         "{logs:?}"
     );
 }
@@ -441,26 +446,6 @@ fn every_odd_candidate_gets_an_outcome() {
 
 #[test]
 fn the_file_is_named_at_debug_level_before_dlopen() {
-    use std::sync::{Arc, Mutex};
-    use tracing_subscriber::layer::SubscriberExt;
-
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
-    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
-        fn on_event(&self, ev: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-            struct V(String);
-            impl tracing::field::Visit for V {
-                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                    if f.name() == "message" {
-                        self.0 = format!("{v:?}");
-                    }
-                }
-            }
-            let mut v = V(String::new());
-            ev.record(&mut v);
-            self.0.lock().unwrap().push((*ev.metadata().level(), v.0));
-        }
-    }
     // A real shared object that is not a plugin: dlopen succeeds, the entry is missing.
     let libc = [
         "/lib/x86_64-linux-gnu/libc.so.6",
@@ -475,9 +460,7 @@ fn the_file_is_named_at_debug_level_before_dlopen() {
     let dir = tempfile::tempdir().unwrap();
     let candidate = dir.path().join("libsys-fi.so");
     std::os::unix::fs::symlink(&libc, &candidate).unwrap();
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    let report = tracing::subscriber::with_default(subscriber, || {
+    let (report, logs) = capture_logs(|| {
         Registry::build(RegistryConfig {
             plugin_dirs: vec![dir.path().to_path_buf()],
             ..Default::default()
@@ -489,7 +472,6 @@ fn the_file_is_named_at_debug_level_before_dlopen() {
         reason_of(&report, "libsys-fi.so").contains("OFI_RS_PLUGIN_ENTRY"),
         "{report:?}"
     );
-    let logs = capture.0.lock().unwrap();
     let want = format!("plugin {}: dlopen", candidate.display());
     let opened = logs
         .iter()

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::{ctx, Opts, Peer as ChildProc};
 use ofi::safe::aio::AsyncEp;
-use ofi::safe::{EpAddr, Fabric, Hints, OpKind, Rdm};
+use ofi::safe::{EpAddr, OpKind, Rdm};
 
 const USAGE: &str = "usage: async_echo [-n COUNT] [--timeout SECS]";
 const MAX: usize = 4096;
@@ -37,9 +37,7 @@ fn message(i: usize) -> Vec<u8> {
 }
 
 async fn serve(o: &Opts) -> Result<(), String> {
-    let info = Hints::<Rdm>::new().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_first::<Rdm>()?;
     let ep = domain
         .endpoint(&info)
         .wait_fd(true)
@@ -110,9 +108,7 @@ async fn serve(o: &Opts) -> Result<(), String> {
 
 fn client(o: &Opts) -> Result<(), String> {
     let server: EpAddr = common::hear()?;
-    let info = Hints::<Rdm>::new().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_first::<Rdm>()?;
     let mut ep = domain.endpoint(&info).build().map_err(ctx("endpoint"))?;
     let peer = ep.insert_peer(&server).map_err(ctx("insert peer"))?;
     common::tell(ep.addr())?;
@@ -148,16 +144,12 @@ fn client(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let o = common::parse_args(USAGE, 500);
-    common::run("async_echo", o.child, || {
-        if o.child {
-            return client(&o);
-        }
+    common::main("async_echo", USAGE, 500, client, |o| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ctx("tokio runtime"))?;
         let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, serve(&o))
+        local.block_on(&rt, serve(o))
     })
 }

@@ -121,12 +121,5 @@ fn child(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let o = common::parse_args(USAGE, 200);
-    common::run("atomic_counter", o.child, || {
-        if o.child {
-            child(&o)
-        } else {
-            parent(&o)
-        }
-    })
+    common::main("atomic_counter", USAGE, 200, child, parent)
 }

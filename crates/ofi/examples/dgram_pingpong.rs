@@ -280,10 +280,10 @@ impl Side {
 
     /// Post a receive into `buf`.
     fn post_recv(&self, buf: &mut [u8], deadline: Instant) -> Result<(), String> {
-        loop {
+        self.retry_while_busy("recv", deadline, || {
             // SAFETY: `buf` stays alive and untouched until this receive's completion is
             // read (the callers wait for it before using or dropping the buffer).
-            match unsafe {
+            unsafe {
                 self.ep.recv(
                     buf.as_mut_ptr(),
                     buf.len(),
@@ -291,21 +291,15 @@ impl Side {
                     ADDR_NOTAVAIL,
                     RECV_CTX,
                 )
-            } {
-                Ok(()) => return Ok(()),
-                Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => {
-                    std::thread::yield_now()
-                }
-                Err(e) => return Err(format!("recv: {e}")),
             }
-        }
+        })
     }
 
     /// Send `buf` to `dest`, retrying while the peer's queue is full.
     fn send(&self, buf: &[u8], dest: u64, deadline: Instant) -> Result<(), String> {
-        loop {
+        self.retry_while_busy("send", deadline, || {
             // SAFETY: `buf` stays alive until the send's completion is read (callers wait).
-            match unsafe {
+            unsafe {
                 self.ep.send(
                     buf.as_ptr(),
                     buf.len(),
@@ -313,15 +307,27 @@ impl Side {
                     dest,
                     SEND_CTX,
                 )
-            } {
+            }
+        })
+    }
+
+    /// Call `post` until it is not `FI_EAGAIN` or `deadline` passes, driving progress
+    /// between tries; its error is named `what`.
+    fn retry_while_busy(
+        &self,
+        what: &str,
+        deadline: Instant,
+        mut post: impl FnMut() -> ofi::Result<()>,
+    ) -> Result<(), String> {
+        loop {
+            match post() {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => {
-                    // Drive progress, then retry.
                     let mut none: [CqMsgEntry; 0] = [];
                     let _ = self.cq.read(&mut none);
                     std::thread::yield_now();
                 }
-                Err(e) => return Err(format!("send: {e}")),
+                Err(e) => return Err(format!("{what}: {e}")),
             }
         }
     }

@@ -79,9 +79,7 @@ fn server(o: &Opts) -> Result<(), String> {
 
 fn client(o: &Opts) -> Result<(), String> {
     let server: EpAddr = common::hear()?;
-    let info = Hints::<Msg>::new().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_first::<Msg>()?;
     let hello = format!("hello from {}", std::process::id());
     let left = o.deadline.saturating_duration_since(Instant::now());
     let (mut ep, welcome) = domain
@@ -117,12 +115,5 @@ fn client(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let o = common::parse_args(USAGE, 100);
-    common::run("msg_client_server", o.child, || {
-        if o.child {
-            client(&o)
-        } else {
-            server(&o)
-        }
-    })
+    common::main("msg_client_server", USAGE, 100, client, server)
 }

@@ -126,12 +126,5 @@ fn child(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let o = common::parse_args(USAGE, 1000);
-    common::run("rdm_tagged_ping", o.child, || {
-        if o.child {
-            child(&o)
-        } else {
-            parent(&o)
-        }
-    })
+    common::main("rdm_tagged_ping", USAGE, 1000, child, parent)
 }

@@ -124,12 +124,5 @@ fn initiator(o: &Opts) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let o = common::parse_args(USAGE, 256);
-    common::run("rma_write", o.child, || {
-        if o.child {
-            initiator(&o)
-        } else {
-            target(&o)
-        }
-    })
+    common::main("rma_write", USAGE, 256, initiator, target)
 }

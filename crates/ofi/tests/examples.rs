@@ -80,18 +80,24 @@ fn reported(prov: &str) -> &str {
     prov.rsplit(';').next().unwrap_or(prov)
 }
 
+/// Runs example `name` with `args` on each RDM provider; its output must contain
+/// `summary(provider as the example reports it)`. The outputs, in [`RDM`] order.
+fn run_on_rdm(name: &str, args: &[&str], summary: impl Fn(&str) -> String) -> Vec<String> {
+    RDM.iter()
+        .map(|prov| {
+            let out = run(name, prov, args);
+            let want = summary(reported(prov));
+            assert!(out.contains(&want), "{want:?} missing:\n{out}");
+            out
+        })
+        .collect()
+}
+
 #[test]
 fn rdm_tagged_ping_runs_on_shm_and_rxm() {
-    for prov in RDM {
-        let out = run("rdm_tagged_ping", prov, &["-n", "50"]);
-        assert!(
-            out.contains(&format!(
-                "provider {}: 50 round trips, tags and bytes verified (child matched 50)",
-                reported(prov)
-            )),
-            "{out}"
-        );
-    }
+    run_on_rdm("rdm_tagged_ping", &["-n", "50"], |p| {
+        format!("provider {p}: 50 round trips, tags and bytes verified (child matched 50)")
+    });
 }
 
 #[test]
@@ -109,34 +115,23 @@ fn msg_client_server_runs_on_tcp() {
 
 #[test]
 fn rma_write_runs_on_shm_and_rxm() {
-    for prov in RDM {
-        let out = run("rma_write", prov, &["-n", "40"]);
-        assert!(
-            out.contains(&format!("provider {}: 40 writes of 64 bytes with remote CQ data 0..40 (initiator saw 40 write completions); every block verified in place", reported(prov))),
-            "{out}"
-        );
-    }
+    run_on_rdm("rma_write", &["-n", "40"], |p| {
+        format!("provider {p}: 40 writes of 64 bytes with remote CQ data 0..40 (initiator saw 40 write completions); every block verified in place")
+    });
 }
 
 #[test]
 fn atomic_counter_runs_on_shm_and_rxm() {
-    for prov in RDM {
-        let out = run("atomic_counter", prov, &["--procs", "3", "-n", "50"]);
-        assert!(
-            out.contains(&format!("provider {}: 3 processes x 50 fetch-adds: counter = 150; every prior value 0..150 fetched exactly once", reported(prov))),
-            "{out}"
-        );
-    }
+    run_on_rdm("atomic_counter", &["--procs", "3", "-n", "50"], |p| {
+        format!("provider {p}: 3 processes x 50 fetch-adds: counter = 150; every prior value 0..150 fetched exactly once")
+    });
 }
 
 #[test]
 fn async_echo_runs_on_shm_and_rxm() {
-    for prov in RDM {
-        let out = run("async_echo", prov, &["-n", "60"]);
-        assert!(
-            out.contains(&format!("provider {}: served 60 echoes", reported(prov))),
-            "{out}"
-        );
+    for out in run_on_rdm("async_echo", &["-n", "60"], |p| {
+        format!("provider {p}: served 60 echoes")
+    }) {
         assert!(out.contains("client verified 60"), "{out}");
     }
 }

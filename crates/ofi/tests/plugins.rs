@@ -267,9 +267,14 @@ fn child_line(stdout: &str) -> &str {
         .unwrap_or_else(|| panic!("no CHILD line in:\n{stdout}"))
 }
 
-/// Whether this process is the child of a test below (`OFI_PLUGIN_TEST_CHILD` set).
-fn in_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
+/// In the child process of a test, runs its [`child_job`] and returns true (the test
+/// then returns); false in the test's own process.
+fn ran_as_child() -> bool {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child_job();
+        return true;
+    }
+    false
 }
 
 /// The child side of the tests below: each runs itself again in a child process (see
@@ -317,8 +322,7 @@ fn child_job() {
 
 #[test]
 fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
-    if in_child() {
-        child_job();
+    if ran_as_child() {
         return;
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
@@ -347,8 +351,7 @@ fn fi_provider_path_loads_the_plugin_in_a_fresh_process() {
 /// failure says so.
 #[test]
 fn a_truncated_library_is_reported_as_not_a_plugin() {
-    if in_child() {
-        child_job();
+    if ran_as_child() {
         return;
     }
     let dir = plugin_dir(&[]);
@@ -624,8 +627,7 @@ fn the_vendor_crates_own_tests_pass() {
 /// "initialised" at debug level under its own provider name.
 #[test]
 fn plugin_log_events_reach_the_host_subscriber() {
-    if in_child() {
-        child_job();
+    if ran_as_child() {
         return;
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);
@@ -666,8 +668,7 @@ fn plugin_log_events_reach_the_host_subscriber() {
 /// FI_PROVIDER_PATH, relative to the file, and can switch a provider off by name.
 #[test]
 fn plugins_toml_search_paths_and_disable() {
-    if in_child() {
-        child_job();
+    if ran_as_child() {
         return;
     }
     let dir = plugin_dir(&[(Variant::Good, vendor::LIB_NAME)]);

@@ -28,10 +28,15 @@ struct Pair {
 }
 
 fn info(prov: &str, caps: Caps) -> Option<FabricInfo<Rdm>> {
-    match Hints::<Rdm>::new().provider(prov).caps(caps).first() {
+    first_or_skip(Hints::<Rdm>::new().provider(prov).caps(caps), prov)
+}
+
+/// The first result for `hints`, or `None` (the test is skipped, saying it lacks `what`).
+fn first_or_skip<K: ofi::safe::EpKind>(hints: Hints<K>, what: &str) -> Option<FabricInfo<K>> {
+    match hints.first() {
         Ok(i) => Some(i),
         Err(e) => {
-            eprintln!("skipping {prov}: {e}");
+            eprintln!("skipping: no {what}: {e}");
             None
         }
     }
@@ -433,16 +438,11 @@ fn handles_are_send() {
 #[test]
 fn msg_connect_with_data_accept_and_reject() {
     use ofi::safe::{Listener, Msg};
-    let info = match Hints::<Msg>::new()
+    let hints = Hints::<Msg>::new()
         .node_service(Some("127.0.0.1"), Some("0"))
-        .source()
-        .first()
-    {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("skipping: no MSG provider: {e}");
-            return;
-        }
+        .source();
+    let Some(info) = first_or_skip(hints, "MSG provider") else {
+        return;
     };
     let fabric = Fabric::open(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
@@ -499,12 +499,8 @@ fn msg_connect_with_data_accept_and_reject() {
 #[test]
 fn datagram_endpoints_send_and_receive() {
     use ofi::safe::Dgram;
-    let info = match Hints::<Dgram>::new().provider("udp").first() {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("skipping: no udp: {e}");
-            return;
-        }
+    let Some(info) = first_or_skip(Hints::<Dgram>::new().provider("udp"), "udp") else {
+        return;
     };
     let fabric = Fabric::open(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();

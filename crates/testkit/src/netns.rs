@@ -23,8 +23,24 @@
 //! returns. Nothing here sends a packet.
 
 use std::net::Ipv4Addr;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Processes a test started (in the namespaces or not): each one still running when this
+/// is dropped — also while the test panics — is killed by its PID and reaped.
+#[derive(Debug, Default)]
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
 
 /// The prefix of every namespace this crate makes.
 const NS_PREFIX: &str = "ofitn-";

@@ -243,23 +243,20 @@ mod tests {
 
     #[test]
     fn errors_match_glibc_text() {
-        let e = p(&["-x"]).unwrap_err();
-        assert_eq!(e.to_string(), "invalid option -- 'x'");
-        let e = p(&["-c"]).unwrap_err();
-        assert_eq!(e.to_string(), "option requires an argument -- 'c'");
-        let e = p(&["--caps"]).unwrap_err();
-        assert_eq!(e.to_string(), "option '--caps' requires an argument");
-        let e = p(&["--list=x"]).unwrap_err();
-        assert_eq!(e.to_string(), "option '--list' doesn't allow an argument");
-        let e = p(&["--bogus"]).unwrap_err();
-        assert_eq!(e.to_string(), "unrecognized option '--bogus'");
-        let e = p(&["--bogus=1"]).unwrap_err();
-        assert_eq!(e.to_string(), "unrecognized option '--bogus=1'");
-        let e = p(&["--ver"]).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "option '--ver' is ambiguous; possibilities: '--verbose' '--version'"
-        );
+        for (args, text) in [
+            (&["-x"], "invalid option -- 'x'"),
+            (&["-c"], "option requires an argument -- 'c'"),
+            (&["--caps"], "option '--caps' requires an argument"),
+            (&["--list=x"], "option '--list' doesn't allow an argument"),
+            (&["--bogus"], "unrecognized option '--bogus'"),
+            (&["--bogus=1"], "unrecognized option '--bogus=1'"),
+            (
+                &["--ver"],
+                "option '--ver' is ambiguous; possibilities: '--verbose' '--version'",
+            ),
+        ] {
+            assert_eq!(p(args).unwrap_err().to_string(), text, "{args:?}");
+        }
         // The first error wins, even after good options.
         assert_eq!(
             p(&["-l", "-q", "-z"]).unwrap_err(),

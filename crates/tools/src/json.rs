@@ -32,32 +32,27 @@ fn addr(a: &Option<Address>) -> Value {
         .map_or(Value::Null, |a| Value::String(a.to_string()))
 }
 
+/// The JSON object of a transmit or receive attribute structure `$a`: the bit-set
+/// fields `bits` as arrays of names, then the `plain` number fields, in that order.
+macro_rules! xfer_attr_json {
+    ($a:expr, bits [$($b:ident),*], plain [$($p:ident),*]) => {{
+        let mut m = Map::new();
+        $(m.insert(stringify!($b).to_string(), names($a.$b.names()));)*
+        $(m.insert(stringify!($p).to_string(), json!($a.$p));)*
+        Value::Object(m)
+    }};
+}
+
 fn tx_attr(a: &TxAttr) -> Value {
-    json!({
-        "caps": names(a.caps.names()),
-        "mode": names(a.mode.names()),
-        "op_flags": names(a.op_flags.names()),
-        "msg_order": names(a.msg_order.names()),
-        "comp_order": names(a.comp_order.names()),
-        "inject_size": a.inject_size,
-        "size": a.size,
-        "iov_limit": a.iov_limit,
-        "rma_iov_limit": a.rma_iov_limit,
-        "tclass": a.tclass,
-    })
+    xfer_attr_json!(a,
+        bits [caps, mode, op_flags, msg_order, comp_order],
+        plain [inject_size, size, iov_limit, rma_iov_limit, tclass])
 }
 
 fn rx_attr(a: &RxAttr) -> Value {
-    json!({
-        "caps": names(a.caps.names()),
-        "mode": names(a.mode.names()),
-        "op_flags": names(a.op_flags.names()),
-        "msg_order": names(a.msg_order.names()),
-        "comp_order": names(a.comp_order.names()),
-        "total_buffered_recv": a.total_buffered_recv,
-        "size": a.size,
-        "iov_limit": a.iov_limit,
-    })
+    xfer_attr_json!(a,
+        bits [caps, mode, op_flags, msg_order, comp_order],
+        plain [total_buffered_recv, size, iov_limit])
 }
 
 fn ep_attr(a: &EpAttr) -> Value {

@@ -97,33 +97,35 @@ fn assert_usage_error(r: &Run, message: &str) {
 
 #[test]
 fn bad_options_exit_1_with_the_message_and_usage() {
-    assert_usage_error(&pingpong(&["-x"]), "invalid option -- 'x'");
-    assert_usage_error(&pingpong(&["-I"]), "option requires an argument -- 'I'");
-    assert_usage_error(&pingpong(&["-e", "foo"]), "Unknown endpoint : foo");
-    assert_usage_error(
-        &pingpong(&["-I", "0"]),
-        "invalid number of iterations for -I: '0' (at least 1)",
-    );
-    assert_usage_error(
-        &pingpong(&["-S", "12q"]),
-        "invalid size for -S: '12q' (a size, a comma-separated list of sizes, or 'all')",
-    );
-    assert_usage_error(&pingpong(&["-P", "70000"]), "invalid port for -P: '70000'");
-    assert_usage_error(
-        &pingpong(&["--pin", "a"]),
-        "invalid CPU list for --pin: 'a' (CPU_A,CPU_B)",
-    );
-    assert_usage_error(
-        &pingpong(&["--self", "127.0.0.1"]),
-        "--self runs both sides on this host: give no server address",
-    );
-    assert_usage_error(
-        &pingpong(&["a", "b"]),
-        "one server address expected, got 2: a b",
-    );
-    assert_usage_error(&pingpong(&["--bogus"]), "unrecognized option '--bogus'");
-    // -W belongs to fi_bw only.
-    assert_usage_error(&pingpong(&["-W", "8"]), "invalid option -- 'W'");
+    let cases: &[(&[&str], &str)] = &[
+        (&["-x"], "invalid option -- 'x'"),
+        (&["-I"], "option requires an argument -- 'I'"),
+        (&["-e", "foo"], "Unknown endpoint : foo"),
+        (
+            &["-I", "0"],
+            "invalid number of iterations for -I: '0' (at least 1)",
+        ),
+        (
+            &["-S", "12q"],
+            "invalid size for -S: '12q' (a size, a comma-separated list of sizes, or 'all')",
+        ),
+        (&["-P", "70000"], "invalid port for -P: '70000'"),
+        (
+            &["--pin", "a"],
+            "invalid CPU list for --pin: 'a' (CPU_A,CPU_B)",
+        ),
+        (
+            &["--self", "127.0.0.1"],
+            "--self runs both sides on this host: give no server address",
+        ),
+        (&["a", "b"], "one server address expected, got 2: a b"),
+        (&["--bogus"], "unrecognized option '--bogus'"),
+        // -W belongs to fi_bw only.
+        (&["-W", "8"], "invalid option -- 'W'"),
+    ];
+    for (args, message) in cases {
+        assert_usage_error(&pingpong(args), message);
+    }
     let r = bw(&["-W", "0"]);
     assert_eq!(r.status, 1, "{}", r.err);
     assert!(

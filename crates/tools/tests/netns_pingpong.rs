@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi_testkit::netns::{End, NetPair};
+use ofi_testkit::netns::{Children, End, NetPair};
 
 /// The bound of one run (server and client).
 const LIMIT: Duration = Duration::from_secs(90);
@@ -56,20 +56,6 @@ fn listening(pid: u32, port: u16) -> bool {
     })
 }
 
-/// Kills (by PID) and reaps what is still running when dropped.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
 /// Run one cell; `iface_var`: set it on each side to that side's veth end.
 fn cell(test: &str, provider: &str, ep_type: &str, iface_var: Option<&str>) {
     let pair = match NetPair::two_namespaces() {
@@ -85,7 +71,7 @@ fn cell(test: &str, provider: &str, ep_type: &str, iface_var: Option<&str>) {
     };
     let common = ["-p", provider, "-e", ep_type, "-c", "-S", "all", "-I", "5"];
     let started = Instant::now();
-    let mut procs = Reap(vec![pingpong(
+    let mut procs = Children(vec![pingpong(
         &pair.a,
         &common,
         &vars(&pair.a),

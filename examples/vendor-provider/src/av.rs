@@ -13,7 +13,7 @@
 //! Nothing here panics.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::av::AvAttr;
 use ofi_core::provider::AvOps;
@@ -46,10 +46,21 @@ pub struct AvShared {
 }
 
 impl AvShared {
+    /// The table, for reading (a poisoned lock is taken over: the table stays consistent
+    /// between statements).
+    fn table(&self) -> RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The table, for changing.
+    fn table_mut(&self) -> RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The socket address of `fi_addr`, or `None` if it is not a valid address of this AV.
     #[inline]
     pub fn sockaddr(&self, fi_addr: u64) -> Option<SockAddr> {
-        let t = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let t = self.table();
         let i = usize::try_from(fi_addr).ok()?;
         t.slots.get(i)?.as_ref().map(|p| p.sa)
     }
@@ -57,7 +68,7 @@ impl AvShared {
     /// The fabric address of the peer named `name`, or `FI_ADDR_NOTAVAIL`.
     #[inline]
     pub fn reverse(&self, name: &[u8]) -> u64 {
-        let t = self.table.read().unwrap_or_else(PoisonError::into_inner);
+        let t = self.table();
         t.by_name.get(name).copied().unwrap_or(ADDR_NOTAVAIL)
     }
 }
@@ -142,11 +153,7 @@ impl AvOps<Fabric> for Av {
                 "unixdgram: fewer fi_addr slots than addresses",
             ));
         }
-        let mut t = self
-            .shared
-            .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.shared.table_mut();
         let mut inserted = 0;
         for (a, out) in addrs.iter().zip(fi_addr.iter_mut()) {
             match Av::insert_one(&mut t, a) {
@@ -171,11 +178,7 @@ impl AvOps<Fabric> for Av {
                 "unixdgram: AV remove takes no flags",
             ));
         }
-        let mut t = self
-            .shared
-            .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.shared.table_mut();
         for &a in fi_addr {
             let ok = usize::try_from(a)
                 .ok()
@@ -197,11 +200,7 @@ impl AvOps<Fabric> for Av {
     }
 
     fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        let t = self
-            .shared
-            .table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let t = self.shared.table();
         usize::try_from(fi_addr)
             .ok()
             .and_then(|i| t.slots.get(i))

@@ -383,12 +383,8 @@ pub(crate) fn error(
     olen: usize,
 ) -> Completion {
     Completion {
-        context,
-        flags,
-        len,
-        buf,
-        src: ADDR_NOTAVAIL,
         err: Some((code, olen)),
+        ..ok(context, flags, len, buf, ADDR_NOTAVAIL)
     }
 }
 

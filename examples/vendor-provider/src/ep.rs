@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use ofi_core::abi::raw::{Iov, Msg};
 use ofi_core::attr::Info;
 use ofi_core::provider::{BindTarget, Desc, EndpointOps};
-use ofi_core::{AddrFormat, Caps, EpType, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_core::{AddrFormat, Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 
 use crate::av::AvShared;
 use crate::cq::{self, CqShared};
@@ -398,15 +398,7 @@ impl Endpoint {
     /// provider lacks, or a malformed `src_addr`; `FI_EADDRINUSE` when the `src_addr`
     /// name is taken; `FI_EMFILE` (or the OS error) when no socket can be made.
     pub fn open(s: &Settings, info: &Info) -> Result<Endpoint> {
-        if !matches!(info.ep_attr.ep_type, EpType::Dgram | EpType::Unspec) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "unixdgram endpoints are FI_EP_DGRAM, not {}",
-                    info.ep_attr.ep_type
-                ),
-            ));
-        }
+        crate::fabric::require_dgram(info, "endpoints")?;
         if !matches!(info.addr_format, AddrFormat::STR | AddrFormat::UNSPEC) {
             return Err(Error::new(
                 Errno::EINVAL,

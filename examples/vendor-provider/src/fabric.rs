@@ -58,15 +58,7 @@ impl FabricOps for Fabric {
                 ));
             }
         }
-        if !matches!(info.ep_attr.ep_type, EpType::Dgram | EpType::Unspec) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "unixdgram: a domain for {} endpoints cannot be opened",
-                    info.ep_attr.ep_type
-                ),
-            ));
-        }
+        require_dgram(info, "domains")?;
         let av_type = match info.domain_attr.av_type {
             AvType::Unspec => AvType::Map,
             t => t,
@@ -110,4 +102,20 @@ impl DomainOps<Fabric> for Domain {
     fn av_open(&self, attr: &AvAttr, _context: usize) -> Result<Av> {
         Av::open(attr, self.av_type)
     }
+}
+
+/// `FI_EINVAL` unless `info` asks for `FI_EP_DGRAM` (or leaves the type unspecified):
+/// the only endpoint type of this provider, so the only one its `what` (domains,
+/// endpoints) serve.
+pub(crate) fn require_dgram(info: &Info, what: &str) -> Result<()> {
+    if matches!(info.ep_attr.ep_type, EpType::Dgram | EpType::Unspec) {
+        return Ok(());
+    }
+    Err(Error::new(
+        Errno::EINVAL,
+        format!(
+            "unixdgram {what} are FI_EP_DGRAM only, not {}",
+            info.ep_attr.ep_type
+        ),
+    ))
 }

@@ -24,20 +24,15 @@ pub fn lib_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let out = profile_dir().join("capi-test");
-        let status = Command::new("bash")
+        let mut build = Command::new("bash");
+        build
             .arg(root.join("scripts/build-capi.sh"))
             .arg("--link-only")
             .arg("--profile-dir")
             .arg(profile_dir())
             .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("run scripts/build-capi.sh");
-        assert!(
-            status.status.success(),
-            "scripts/build-capi.sh --link-only failed:\n{}",
-            String::from_utf8_lossy(&status.stderr)
-        );
+            .arg(&out);
+        output_ok(&mut build, "scripts/build-capi.sh --link-only");
         out
     })
 }
@@ -65,21 +60,50 @@ pub fn compile_c(name: &str, src: &str) -> PathBuf {
     std::fs::write(&c_path, src).expect("write C source");
     let exe = dir.join(name);
     let lib = lib_dir();
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=gnu11", "-Wall", "-Werror", "-O1", "-o"])
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args(["-std=gnu11", "-Wall", "-Werror", "-O1", "-o"])
         .arg(&exe)
         .arg(&c_path)
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lfabric", "-ldl"])
-        .output()
-        .expect("run cc");
+        .args(["-lfabric", "-ldl"]);
+    output_ok(&mut cc, &format!("cc {name}.c"));
+    exe
+}
+
+/// Runs `cmd` to completion; panics naming `what`, with its stderr, unless it succeeds.
+fn output_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         out.status.success(),
-        "cc {name}.c failed:\n{}",
+        "{what} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    exe
+    out
+}
+
+/// The C test program `name` (source `src`) compiled and ready to run, or `None`
+/// (with the reason printed) when the headers are absent.
+pub fn c_program(name: &str, src: &str) -> Option<Command> {
+    if skip_without_headers(name) {
+        return None;
+    }
+    Some(Command::new(compile_c(name, src)))
+}
+
+/// Runs the C test program `cmd` over our library (bounded by `limit_secs`), asserts
+/// it succeeded and printed `all ok`; returns its (stdout, stderr).
+pub fn run_c_program_ok(cmd: &mut Command, limit_secs: u32) -> (String, String) {
+    let out = run_with_lib(cmd, limit_secs);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    assert!(
+        out.status.success(),
+        "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("all ok"), "{name}: no \"all ok\"\n{stdout}");
+    (stdout, stderr)
 }
 
 /// Runs `cmd` with our library first on `LD_LIBRARY_PATH`, with a time limit.

@@ -17,7 +17,7 @@ use std::time::Instant;
 use ofi::{AtomicKind, AtomicOp, Caps, Datatype, OpFlags};
 
 use super::rma::Region;
-use crate::pair::{each_type, show, Pair, PairSpec};
+use crate::pair::{each_pair_where, show, Pair};
 use crate::{Subject, WAIT};
 
 /// `FI_FETCH_ATOMIC` (a `fi_query_atomic` flag).
@@ -280,12 +280,11 @@ const FAMILIES: [AtomicKind; 3] = [AtomicKind::Base, AtomicKind::Fetch, AtomicKi
 /// `fi_*atomicvalid` on the endpoint and `fi_query_atomic` on the domain agree for
 /// every operation × datatype × family; wrong-family operations are refused by both.
 pub fn atomic_valid_matches_query(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::ATOMIC,
         |_| true,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::ATOMIC), info);
+        |p| {
             let mut supported = 0;
             for &k in &FAMILIES {
                 for &op in AtomicOp::ALL {
@@ -341,12 +340,11 @@ fn await_target(
 /// Every valid operation × datatype runs (base, fetch and compare calls) and leaves
 /// the target — and the fetched old value — as the reference says.
 pub fn atomic_ops_match_reference(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::ATOMIC,
         |_| true,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::ATOMIC), info);
+        |p| {
             let mut target = Region::new(
                 &p,
                 1,

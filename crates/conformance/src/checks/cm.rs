@@ -27,30 +27,17 @@ pub fn cm_connect_accept_data(s: &Subject) {
         b"hello from the client",
         "FI_CONNREQ data"
     );
-    let peer_of_a =
-        p.a.ep
+    for (me, other, who) in [(&p.a, &p.b, "client"), (&p.b, &p.a, "server")] {
+        let peer = me
+            .ep
             .getpeer()
-            .unwrap_or_else(|e| panic!("fi_getpeer (client): {e} ({})", e.code()));
-    let name_of_b =
-        p.b.ep
+            .unwrap_or_else(|e| panic!("fi_getpeer ({who}): {e} ({})", e.code()));
+        let name = other
+            .ep
             .getname()
-            .unwrap_or_else(|e| panic!("fi_getname (server): {e}"));
-    assert_eq!(
-        peer_of_a, name_of_b,
-        "the client's peer is the server endpoint"
-    );
-    let peer_of_b =
-        p.b.ep
-            .getpeer()
-            .unwrap_or_else(|e| panic!("fi_getpeer (server): {e}"));
-    let name_of_a =
-        p.a.ep
-            .getname()
-            .unwrap_or_else(|e| panic!("fi_getname (client): {e}"));
-    assert_eq!(
-        peer_of_b, name_of_a,
-        "the server's peer is the client endpoint"
-    );
+            .unwrap_or_else(|e| panic!("fi_getname (the {who}'s peer): {e}"));
+        assert_eq!(peer, name, "the {who}'s peer is the other endpoint");
+    }
     super::pairs::exchange(&p, 0, b"over the connection", 0x10);
     super::pairs::exchange(&p, 1, b"and back", 0x20);
 }

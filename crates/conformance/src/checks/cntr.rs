@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ofi::cntr::{CntrAttr, Counter};
 use ofi::{Caps, Errno, OpFlags};
 
-use crate::pair::{each_type, Pair, PairSpec};
+use crate::pair::each_pair_spec;
 use crate::{fixture, Subject, WAIT};
 
 fn counter(s: &Subject) -> (ofi::fabric::Fabric, ofi::domain::Domain, Counter) {
@@ -80,14 +80,11 @@ pub fn cntr_wait_threshold_and_timeout(s: &Subject) {
 /// every endpoint type with `FI_MSG`; the CQ still reports them, the error count
 /// stays 0.
 pub fn cntr_counts_sends_and_receives(s: &Subject) {
-    each_type(
+    each_pair_spec(
         s,
         Caps::MSG,
-        |_| true,
-        |t, info| {
-            let mut spec = PairSpec::new(t, Caps::MSG);
-            spec.cntr_flags = OpFlags::SEND | OpFlags::RECV;
-            let p = Pair::with_info(s, &spec, info);
+        |spec| spec.cntr_flags = OpFlags::SEND | OpFlags::RECV,
+        |p| {
             let mut bufs = vec![[0u8; 16]; 3];
             for (i, b) in bufs.iter_mut().enumerate() {
                 fixture::post_recv(&p.b.ep, b, 0x10 + i).unwrap();

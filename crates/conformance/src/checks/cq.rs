@@ -4,9 +4,12 @@
 
 use ofi::abi::raw::{CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCqAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::domain::Domain;
+use ofi::fabric::Fabric;
 use ofi::{CqFormat, Errno};
 
 use crate::fixture;
+use crate::fixture::expect_errno;
 use crate::Subject;
 
 const FORMATS: [CqFormat; 5] = [
@@ -63,20 +66,17 @@ pub fn cq_open_each_format(s: &Subject) {
 
 /// A read of an empty CQ is `FI_EAGAIN`, again and again; so is a zero-length read.
 pub fn cq_read_empty_is_eagain(s: &Subject) {
-    let info = &s.claimed().infos[0];
-    let (_fabric, domain) = fixture::open_domain(s, info);
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open: {e}"));
+    let (_fabric, _domain, cq) = open_msg_cq(s);
     for _ in 0..3 {
         let e = cq.read(&mut [CqMsgEntry::default()]).unwrap_err();
         assert_eq!(e.code(), Errno::EAGAIN, "{e}");
     }
     let mut none: [CqMsgEntry; 0] = [];
-    let e = cq
-        .read(&mut none)
-        .expect_err("a zero-length read of an empty CQ");
-    assert_eq!(e.code(), Errno::EAGAIN, "{e}");
+    expect_errno(
+        cq.read(&mut none),
+        Errno::EAGAIN,
+        "a zero-length read of an empty CQ",
+    );
 }
 
 /// A format value that does not exist is `FI_EINVAL`; reading with another format's
@@ -87,11 +87,7 @@ pub fn cq_bad_format_is_einval(s: &Subject) {
         ..CqAttr::with_format(CqFormat::Msg).to_raw()
     };
     assert_eq!(CqAttr::from_raw(&raw).unwrap_err().code(), Errno::EINVAL);
-    let info = &s.claimed().infos[0];
-    let (_fabric, domain) = fixture::open_domain(s, info);
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open: {e}"));
+    let (_fabric, _domain, cq) = open_msg_cq(s);
     let e = cq.read(&mut [CqTaggedEntry::default()]).unwrap_err();
     assert_eq!(e.code(), Errno::EINVAL, "{e}");
     let e = cq.read(&mut [CqEntry::default()]).unwrap_err();
@@ -100,12 +96,19 @@ pub fn cq_bad_format_is_einval(s: &Subject) {
 
 /// `fi_cq_readerr` with no error entry is `FI_EAGAIN`.
 pub fn cq_readerr_without_error_is_eagain(s: &Subject) {
-    let info = &s.claimed().infos[0];
-    let (_fabric, domain) = fixture::open_domain(s, info);
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open: {e}"));
+    let (_fabric, _domain, cq) = open_msg_cq(s);
     let mut ee = CqErrEntry::default();
     let e = cq.readerr(&mut ee, 0).unwrap_err();
     assert_eq!(e.code(), Errno::EAGAIN, "{e}");
+}
+
+/// A domain on the first claimed info and a `FI_CQ_FORMAT_MSG` CQ opened on it (with the
+/// fabric and domain it needs kept open).
+fn open_msg_cq(s: &Subject) -> (Fabric, Domain, CompletionQueue) {
+    let info = &s.claimed().infos[0];
+    let (fabric, domain) = fixture::open_domain(s, info);
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Msg))
+        .unwrap_or_else(|e| panic!("fi_cq_open: {e}"));
+    (fabric, domain, cq)
 }

@@ -4,6 +4,7 @@
 use ofi::Errno;
 
 use crate::fixture;
+use crate::fixture::expect_errno;
 use crate::Subject;
 
 /// Open and close a fabric and a domain for every result.
@@ -23,14 +24,16 @@ pub fn domain_close_with_open_endpoint_is_ebusy(s: &Subject) {
     let mut ep = domain
         .endpoint(info)
         .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
-    let e = domain
-        .close()
-        .expect_err("domain close with an open endpoint");
-    assert_eq!(e.code(), Errno::EBUSY, "{e}");
-    let e = fabric
-        .close()
-        .expect_err("fabric close with an open domain");
-    assert_eq!(e.code(), Errno::EBUSY, "{e}");
+    expect_errno(
+        domain.close(),
+        Errno::EBUSY,
+        "domain close with an open endpoint",
+    );
+    expect_errno(
+        fabric.close(),
+        Errno::EBUSY,
+        "fabric close with an open domain",
+    );
     ep.close().unwrap_or_else(|e| panic!("fi_close(ep): {e}"));
     fixture::close_domain(fabric, domain);
 }

@@ -3,6 +3,7 @@
 
 use ofi::{Caps, EpType, Errno, GetinfoFlags, Version, API_VERSION};
 
+use crate::fixture::expect_errno;
 use crate::Subject;
 
 /// Every result names the provider (`fabric_attr.prov_name`), with its version.
@@ -125,12 +126,12 @@ pub fn getinfo_ep_type_filter(s: &Subject) {
 /// A version newer than the library's is `FI_ENOSYS` (fi_getinfo(3), newer page).
 pub fn getinfo_newer_api_version_is_enosys(s: &Subject) {
     let newer = Version::new(API_VERSION.major, API_VERSION.minor + 1);
-    let e = s
-        .registry
-        .getinfo(&ofi::getinfo::GetinfoRequest {
+    expect_errno(
+        s.registry.getinfo(&ofi::getinfo::GetinfoRequest {
             hints: Some(s.base_hints()),
             ..ofi::getinfo::GetinfoRequest::new(newer)
-        })
-        .expect_err("a newer API version must be refused");
-    assert_eq!(e.code(), Errno::ENOSYS, "{e}");
+        }),
+        Errno::ENOSYS,
+        "a newer API version must be refused",
+    );
 }

@@ -83,16 +83,7 @@ pub fn mr_regv_regattr_and_bad_args(s: &Subject) {
     let (_f, d, info) = domain(s);
     let mut a = vec![1u8; 128];
     let mut b = vec![2u8; 64];
-    let iov = [
-        Iov {
-            base: a.as_mut_ptr().cast(),
-            len: a.len(),
-        },
-        Iov {
-            base: b.as_mut_ptr().cast(),
-            len: b.len(),
-        },
-    ];
+    let iov = [fixture::iov_of(&mut a), fixture::iov_of(&mut b)];
     let limit = info.domain_attr.mr_iov_limit;
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     if limit >= 2 {

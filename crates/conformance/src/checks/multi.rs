@@ -16,20 +16,17 @@ use ofi::abi::raw::CqTaggedEntry;
 use ofi::{Caps, EpType, Errno, WaitObj};
 
 use crate::fixture::{self, pattern, post_recv, send, wait_ok, Fixture};
-use crate::pair::{each_type, empty_entry, Pair, PairSpec};
+use crate::pair::{each_pair_spec, each_type, empty_entry, PairSpec};
 use crate::{Subject, WAIT};
 
 /// `fi_cq_sread`: `FI_EAGAIN` after ~100 ms on an empty CQ; returns a receive
 /// completion once the peer sends.
 pub fn cq_sread_times_out_and_wakes(s: &Subject) {
-    each_type(
+    each_pair_spec(
         s,
         Caps::MSG,
-        |_| true,
-        |t, info| {
-            let mut spec = PairSpec::new(t, Caps::MSG);
-            spec.cq_wait_obj = WaitObj::Unspec;
-            let p = Pair::with_info(s, &spec, info);
+        |spec| spec.cq_wait_obj = WaitObj::Unspec,
+        |p| {
             let mut e: [CqTaggedEntry; 1] = [empty_entry()];
             let t0 = Instant::now();
             let err = p.b.cq.sread(&mut e, 100).expect_err("an empty CQ");

@@ -10,8 +10,9 @@ use std::ffi::c_void;
 use ofi::abi::raw::Iov;
 use ofi::{Caps, EpType, Errno, OpFlags};
 
-use crate::fixture::{pattern, post_recv, recvmsg, send, sendmsg};
-use crate::pair::{assert_flags, each_pair, each_type, show, Pair, PairSpec};
+use crate::fixture::expect_errno;
+use crate::fixture::{iov_of, pattern, post_recv, recvmsg, send, sendmsg};
+use crate::pair::{assert_flags, each_pair, each_pair_spec, each_pair_where, show, Pair};
 use crate::Subject;
 
 /// The largest message a check sends (bigger `max_msg_size` values are capped here).
@@ -92,16 +93,7 @@ pub fn pair_msg_iov_and_msg_calls(s: &Subject) {
         if p.info.tx_attr.iov_limit >= 2 && p.info.rx_attr.iov_limit >= 2 {
             let mut r1 = vec![0u8; 100];
             let mut r2 = vec![0u8; 300];
-            let riov = [
-                Iov {
-                    base: r1.as_mut_ptr().cast(),
-                    len: r1.len(),
-                },
-                Iov {
-                    base: r2.as_mut_ptr().cast(),
-                    len: r2.len(),
-                },
-            ];
+            let riov = [iov_of(&mut r1), iov_of(&mut r2)];
             // SAFETY: r1 / r2 live until the completion is read below.
             unsafe {
                 p.b.ep
@@ -146,12 +138,11 @@ pub fn pair_msg_iov_and_msg_calls(s: &Subject) {
 /// Reliable endpoint types: messages sent before any receive is posted are kept
 /// (unexpected) and delivered, intact and each whole, to receives posted later.
 pub fn pair_unexpected_messages(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::MSG,
         |i| i.ep_type() != EpType::Dgram,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::MSG), info);
+        |p| {
             let lens = [0usize, 1, 64, 4000, 70000.min(p.info.ep_attr.max_msg_size)];
             let payloads: Vec<Vec<u8>> = lens
                 .iter()
@@ -195,12 +186,11 @@ pub fn pair_unexpected_messages(s: &Subject) {
 /// `fi_senddata` / `fi_injectdata`: the receive completion has `FI_REMOTE_CQ_DATA`
 /// and the data (cut to `cq_data_size` bytes); a plain send's does not.
 pub fn pair_cq_data(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::MSG | Caps::REMOTE_CQ_DATA,
         |i| i.domain_attr.cq_data_size > 0,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::MSG | Caps::REMOTE_CQ_DATA), info);
+        |p| {
             let size = p.info.domain_attr.cq_data_size.min(8);
             let mask = if size >= 8 {
                 u64::MAX
@@ -264,12 +254,11 @@ pub fn pair_cq_data(s: &Subject) {
 /// is `FI_EMSGSIZE`); `fi_sendmsg` with `FI_INJECT | FI_INJECT_COMPLETE` generates a
 /// completion and the buffer may be overwritten as soon as the call returns.
 pub fn pair_inject_and_inject_complete(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::MSG,
         |i| i.tx_attr.inject_size > 0,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::MSG), info);
+        |p| {
             let max = p.info.tx_attr.inject_size;
             for (i, len) in [0, 1, max].into_iter().enumerate() {
                 let payload = pattern(len, 40 + i as u8);
@@ -309,14 +298,11 @@ pub fn pair_inject_and_inject_complete(s: &Subject) {
 /// A CQ bound with `FI_SELECTIVE_COMPLETION`: operations report a successful
 /// completion only when posted with `FI_COMPLETION`.
 pub fn pair_selective_completion(s: &Subject) {
-    each_type(
+    each_pair_spec(
         s,
         Caps::MSG,
-        |_| true,
-        |t, info| {
-            let mut spec = PairSpec::new(t, Caps::MSG);
-            spec.cq_flags = OpFlags::SELECTIVE_COMPLETION;
-            let p = Pair::with_info(s, &spec, info);
+        |spec| spec.cq_flags = OpFlags::SELECTIVE_COMPLETION,
+        |p| {
             let payloads = [pattern(16, 1), pattern(16, 2), pattern(16, 3)];
             let mut bufs = vec![vec![0u8; 32]; 3];
             for (i, b) in bufs.iter_mut().enumerate() {
@@ -367,8 +353,7 @@ pub fn pair_cancel_recv(s: &Subject) {
         let ee = p.wait_err(1, "cancelled receive");
         assert_eq!(Errno(ee.err), Errno::ECANCELED, "error code");
         assert_eq!(ee.op_context, 0x77);
-        let e = p.b.ep.cancel(0x77).expect_err("nothing left to cancel");
-        assert_eq!(e.code(), Errno::ENOENT, "{e}");
+        expect_errno(p.b.ep.cancel(0x77), Errno::ENOENT, "nothing left to cancel");
         exchange(p, 0, b"after cancel", 0x80);
         assert!(
             buf.iter().all(|&b| b == 0),
@@ -385,8 +370,11 @@ pub fn pair_bad_input(s: &Subject) {
         let max = p.info.ep_attr.max_msg_size;
         if max < BIG {
             let big = vec![7u8; max + 1];
-            let e = send(&p.a.ep, &big, p.a.peer, 1).expect_err("a message over max_msg_size");
-            assert_eq!(e.code(), Errno::EMSGSIZE, "{e}");
+            expect_errno(
+                send(&p.a.ep, &big, p.a.peer, 1),
+                Errno::EMSGSIZE,
+                "a message over max_msg_size",
+            );
         }
         let mut one = [0u8; 8];
         let n = p.info.tx_attr.iov_limit + 1;
@@ -442,12 +430,11 @@ pub fn pair_bad_input(s: &Subject) {
 /// `FI_DELIVERY_COMPLETE` completes; by the time a delivery-complete send's
 /// completion is read, the data is in the receiver's buffer.
 pub fn pair_transmit_and_delivery_complete(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::MSG,
         |i| i.ep_type() != EpType::Dgram,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::MSG), info);
+        |p| {
             for (i, flag) in [OpFlags::TRANSMIT_COMPLETE, OpFlags::DELIVERY_COMPLETE]
                 .into_iter()
                 .enumerate()
@@ -478,12 +465,11 @@ pub fn pair_transmit_and_delivery_complete(s: &Subject) {
 /// refused with `FI_EAGAIN` or after all are sent; every message arrives exactly once,
 /// intact, and in order where `FI_ORDER_SAS` is claimed.
 pub fn pair_flood_unexpected(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::MSG,
         |i| i.ep_type() != EpType::Dgram,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::MSG), info);
+        |p| {
             const N: usize = 512;
             const LEN: usize = 64;
             let payloads: Vec<Vec<u8>> = (0..N)

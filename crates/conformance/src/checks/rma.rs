@@ -17,7 +17,7 @@ use ofi::mr::MemoryRegion;
 use ofi::{Caps, Errno, MrMode, OpFlags};
 
 use crate::fixture::pattern;
-use crate::pair::{assert_flags, each_type, show, Pair, PairSpec};
+use crate::pair::{assert_flags, each_pair_with, show, Pair, PairSpec};
 use crate::{Subject, WAIT};
 
 /// Size of the target region.
@@ -105,12 +105,22 @@ pub fn await_bytes(p: &Pair, region: &Region, off: usize, want: &[u8], what: &st
     }
 }
 
-fn rma_pair(s: &Subject, t: ofi::EpType, info: ofi::Info, caps: Caps) -> Pair {
-    let mut spec = PairSpec::new(t, caps);
-    if s.claimed().probes.cntr.is_ok() {
-        spec.cntr_flags = OpFlags::READ | OpFlags::WRITE;
-    }
-    Pair::with_info(s, &spec, info)
+/// Run `f` on a pair of every endpoint type with `caps` whose results satisfy `extra`
+/// (see [`crate::pair::each_type`]); where counters work, the pair's counter counts `FI_READ |
+/// FI_WRITE`.
+fn each_rma_pair(
+    s: &Subject,
+    caps: Caps,
+    extra: impl Fn(&ofi::Info) -> bool,
+    f: impl FnMut(Pair),
+) -> usize {
+    let counted = s.claimed().probes.cntr.is_ok();
+    let count_rma = |spec: &mut PairSpec| {
+        if counted {
+            spec.cntr_flags = OpFlags::READ | OpFlags::WRITE;
+        }
+    };
+    each_pair_with(s, caps, extra, count_rma, f)
 }
 
 const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
@@ -123,12 +133,11 @@ const LOCAL: OpFlags = OpFlags::READ
 /// at the target and come back; completions carry `FI_RMA | FI_WRITE` / `FI_RMA |
 /// FI_READ`; counters bound with `FI_WRITE | FI_READ` count them.
 pub fn rma_write_read_sizes(s: &Subject) {
-    each_type(
+    each_rma_pair(
         s,
         Caps::RMA,
         |_| true,
-        |t, info| {
-            let p = rma_pair(s, t, info, Caps::RMA);
+        |p| {
             let mut target = Region::new(&p, 1, REGION, 0, REMOTE, 0x71);
             let local = Region::new(&p, 0, REGION, 0, LOCAL, 0x72);
             let max = p.info.ep_attr.max_msg_size.min(REGION);
@@ -209,12 +218,11 @@ pub fn rma_write_read_sizes(s: &Subject) {
 /// `fi_writev` / `fi_readv` with two local buffers (where `iov_limit` ≥ 2) and
 /// `fi_writemsg` with two remote ranges (where `rma_iov_limit` ≥ 2).
 pub fn rma_iov_and_msg(s: &Subject) {
-    each_type(
+    each_rma_pair(
         s,
         Caps::RMA,
         |_| true,
-        |t, info| {
-            let p = rma_pair(s, t, info, Caps::RMA);
+        |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x73);
             let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x74);
             let data = pattern(300, 5);
@@ -291,12 +299,11 @@ pub fn rma_iov_and_msg(s: &Subject) {
 
 /// `fi_inject_write` up to `inject_size`: the bytes land, no completion at either side.
 pub fn rma_inject_write(s: &Subject) {
-    each_type(
+    each_rma_pair(
         s,
         Caps::RMA,
         |i| i.tx_attr.inject_size > 0,
-        |t, info| {
-            let p = rma_pair(s, t, info, Caps::RMA);
+        |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x75);
             let n = p.info.tx_attr.inject_size.min(4096);
             let data = pattern(n, 66);
@@ -317,12 +324,11 @@ pub fn rma_inject_write(s: &Subject) {
 /// `fi_writedata`: the target's CQ reports `FI_REMOTE_CQ_DATA` with the data (a
 /// receive is posted first where the mode is `FI_RX_CQ_DATA`).
 pub fn rma_writedata_remote_cq_data(s: &Subject) {
-    each_type(
+    each_rma_pair(
         s,
         Caps::RMA | Caps::REMOTE_CQ_DATA,
         |i| i.domain_attr.cq_data_size > 0,
-        |t, info| {
-            let p = rma_pair(s, t, info, Caps::RMA | Caps::REMOTE_CQ_DATA);
+        |p| {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0x76);
             let local = Region::new(&p, 0, 4096, 0, LOCAL, 0x77);
             let size = p.info.domain_attr.cq_data_size.min(8);
@@ -392,12 +398,11 @@ pub fn rma_writedata_remote_cq_data(s: &Subject) {
 /// completion at the initiator (its context, the provider's documented code), and the
 /// target memory is untouched.
 pub fn rma_bad_key_and_out_of_range(s: &Subject) {
-    each_type(
+    each_rma_pair(
         s,
         Caps::RMA,
         |_| true,
-        |t, info| {
-            let p = rma_pair(s, t, info, Caps::RMA);
+        |p| {
             let target = Region::new(&p, 1, 4096, 0x11, REMOTE, 0x78);
             let local = Region::new(&p, 0, 4096, 0x22, LOCAL, 0x79);
             let bad_key = target.mr.key() ^ 0x5a5a_0000;

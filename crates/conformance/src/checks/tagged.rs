@@ -3,11 +3,11 @@
 //! matching untagged receives, `FI_PEEK` (`FI_ENOMSG` on a miss), `FI_CLAIM`,
 //! `FI_DISCARD`, cancel of a tagged receive, and directed receive (`FI_DIRECTED_RECV`, connectionless).
 
-use ofi::abi::raw::{Iov, MsgTagged};
+use ofi::abi::raw::MsgTagged;
 use ofi::{Caps, EpType, Errno, OpFlags};
 
 use crate::fixture::pattern;
-use crate::pair::{assert_flags, each_pair, each_type, show, Pair, PairSpec};
+use crate::pair::{assert_flags, each_pair, each_pair_where, each_type, show, Pair};
 use crate::Subject;
 
 const TRECV: OpFlags = OpFlags::RECV.union(OpFlags::TAGGED);
@@ -55,10 +55,7 @@ fn trecvmsg(
     ctx: usize,
     flags: OpFlags,
 ) -> ofi::Result<()> {
-    let iov = [Iov {
-        base: buf.as_mut_ptr().cast(),
-        len: buf.len(),
-    }];
+    let iov = [crate::fixture::iov_of(buf)];
     let msg = MsgTagged {
         msg_iov: iov.as_ptr(),
         desc: std::ptr::null(),
@@ -149,12 +146,11 @@ pub fn tagged_match_tag_and_ignore(s: &Subject) {
 /// it; `FI_CLAIM` with that context receives it; `FI_PEEK | FI_DISCARD` drops the
 /// next one, so a later peek misses again.
 pub fn tagged_peek_claim_discard(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::TAGGED,
         |i| i.ep_type() != EpType::Dgram,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::TAGGED), info);
+        |p| {
             let none: &mut [u8] = &mut [];
             trecvmsg(&p, none, 0x99, 0, 0x40, OpFlags::PEEK)
                 .unwrap_or_else(|e| panic!("fi_trecvmsg(FI_PEEK): {e} ({})", e.code()));
@@ -244,12 +240,11 @@ pub fn tagged_peek_claim_discard(s: &Subject) {
 /// Unexpected tagged messages (sent before the receives) are matched by tag when the
 /// receives are posted later, in reverse order.
 pub fn tagged_unexpected(s: &Subject) {
-    each_type(
+    each_pair_where(
         s,
         Caps::TAGGED,
         |i| i.ep_type() != EpType::Dgram,
-        |t, info| {
-            let p = Pair::with_info(s, &PairSpec::new(t, Caps::TAGGED), info);
+        |p| {
             let payloads: Vec<Vec<u8>> = (0..4).map(|i| pattern(10 + 1000 * i, i as u8)).collect();
             for (i, pl) in payloads.iter().enumerate() {
                 tsend(&p.a.ep, pl, p.a.peer, 0x100 + i as u64, 0x50 + i);

@@ -28,7 +28,7 @@ use crate::attr::{Info, RxAttr, TxAttr};
 use crate::enums::{
     AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading, SHARED_CONTEXT,
 };
-use crate::flags::{Caps, Mode, MrMode};
+use crate::flags::{flag_set, Caps, Mode, MrMode};
 use crate::version::{Version, API_VERSION};
 
 use super::explain::Mismatch;
@@ -39,40 +39,21 @@ type Check = Result<(), Mismatch>;
 pub(crate) const MR_BITS_VERSION: Version = Version::new(1, 5);
 
 /// The RMA/atomic modifiers (who initiates, who is the target).
-pub(crate) const RMA_MODIFIERS: Caps = Caps::from_bits_retain(
-    Caps::READ.bits() | Caps::WRITE.bits() | Caps::REMOTE_READ.bits() | Caps::REMOTE_WRITE.bits(),
-);
+pub(crate) const RMA_MODIFIERS: Caps = flag_set!(Caps: READ, WRITE, REMOTE_READ, REMOTE_WRITE);
 /// The message modifiers.
-pub(crate) const MSG_MODIFIERS: Caps =
-    Caps::from_bits_retain(Caps::SEND.bits() | Caps::RECV.bits());
+pub(crate) const MSG_MODIFIERS: Caps = flag_set!(Caps: SEND, RECV);
 /// Memory-registration bits that only matter when the endpoint is an RMA/atomic target.
-pub(crate) const MR_RMA_TARGET: MrMode = MrMode::from_bits_retain(
-    MrMode::RAW.bits()
-        | MrMode::VIRT_ADDR.bits()
-        | MrMode::PROV_KEY.bits()
-        | MrMode::RMA_EVENT.bits(),
-);
+pub(crate) const MR_RMA_TARGET: MrMode = flag_set!(MrMode: RAW, VIRT_ADDR, PROV_KEY, RMA_EVENT);
 /// The pre-1.5 memory-registration modes, which must be used alone.
-pub(crate) const MR_LEGACY: MrMode =
-    MrMode::from_bits_retain(MrMode::BASIC.bits() | MrMode::SCALABLE.bits());
+pub(crate) const MR_LEGACY: MrMode = flag_set!(MrMode: BASIC, SCALABLE);
 
 /// Capability bits that only concern the initiator side: ignored when a hint's
 /// `rx_attr.caps` is compared (applications often copy `info.caps` into both).
-const RX_IGNORED_CAPS: Caps = Caps::from_bits_retain(
-    Caps::SEND.bits() | Caps::READ.bits() | Caps::WRITE.bits() | Caps::FENCE.bits(),
-);
+const RX_IGNORED_CAPS: Caps = flag_set!(Caps: SEND, READ, WRITE, FENCE);
 /// Capability bits that only concern the target side: ignored in a hint's `tx_attr.caps`.
-const TX_IGNORED_CAPS: Caps = Caps::from_bits_retain(
-    Caps::RECV.bits()
-        | Caps::REMOTE_READ.bits()
-        | Caps::REMOTE_WRITE.bits()
-        | Caps::DIRECTED_RECV.bits()
-        | Caps::MULTI_RECV.bits()
-        | Caps::SOURCE.bits()
-        | Caps::SOURCE_ERR.bits()
-        | Caps::RMA_EVENT.bits()
-        | Caps::VARIABLE_MSG.bits()
-        | Caps::NAMED_RX_CTX.bits(),
+const TX_IGNORED_CAPS: Caps = flag_set!(Caps:
+    RECV, REMOTE_READ, REMOTE_WRITE, DIRECTED_RECV, MULTI_RECV, SOURCE, SOURCE_ERR, RMA_EVENT,
+    VARIABLE_MSG, NAMED_RX_CTX
 );
 
 /// Threading model as a level: the lower the level, the more the provider does for the
@@ -653,23 +634,46 @@ fn check_ep_attr(t: &Info, h: &Info) -> Check {
     Ok(())
 }
 
-/// Completion order: a hint must be 0 (`FI_ORDER_NONE`) or ⊆ the template's.
+/// The checks `tx_attr` and `rx_attr` share, for attribute `$side` of template `$t`
+/// and hints `$h` (statements returning early on the first mismatch), in this order:
+/// caps (less the `$ignored` ones of the hint), mode (the hint's, or its info-level mode
+/// when empty), op_flags, msg_order, comp_order. Completion order: a hint must be 0
+/// (`FI_ORDER_NONE`) or ⊆ the template's.
+macro_rules! check_side_flags {
+    ($side:ident, $ignored:expr, $t:ident, $h:ident, $api:ident) => {
+        let (ts, hs) = (&$t.$side, &$h.$side);
+        subset(
+            concat!(stringify!($side), ".caps"),
+            hs.caps - $ignored,
+            with_implied_modifiers(ts.caps),
+        )?;
+        let supported = if hs.mode.is_empty() { $h.mode } else { hs.mode };
+        mode_covers(
+            concat!(stringify!($side), ".mode"),
+            supported,
+            required_mode(ts.mode, $t, $h, $api, false),
+        )?;
+        subset(
+            concat!(stringify!($side), ".op_flags"),
+            hs.op_flags,
+            ts.op_flags,
+        )?;
+        subset(
+            concat!(stringify!($side), ".msg_order"),
+            hs.msg_order,
+            ts.msg_order,
+        )?;
+        subset(
+            concat!(stringify!($side), ".comp_order"),
+            hs.comp_order,
+            ts.comp_order,
+        )?;
+    };
+}
+
 fn check_rx_attr(t: &Info, h: &Info, api: Version) -> Check {
+    check_side_flags!(rx_attr, RX_IGNORED_CAPS, t, h, api);
     let (tr, hr): (&RxAttr, &RxAttr) = (&t.rx_attr, &h.rx_attr);
-    subset(
-        "rx_attr.caps",
-        hr.caps - RX_IGNORED_CAPS,
-        with_implied_modifiers(tr.caps),
-    )?;
-    let supported = if hr.mode.is_empty() { h.mode } else { hr.mode };
-    mode_covers(
-        "rx_attr.mode",
-        supported,
-        required_mode(tr.mode, t, h, api, false),
-    )?;
-    subset("rx_attr.op_flags", hr.op_flags, tr.op_flags)?;
-    subset("rx_attr.msg_order", hr.msg_order, tr.msg_order)?;
-    subset("rx_attr.comp_order", hr.comp_order, tr.comp_order)?;
     // Deprecated field: templates carry 0, so any non-zero hint fails.
     at_most(
         "rx_attr.total_buffered_recv",
@@ -682,21 +686,8 @@ fn check_rx_attr(t: &Info, h: &Info, api: Version) -> Check {
 }
 
 fn check_tx_attr(t: &Info, h: &Info, api: Version) -> Check {
+    check_side_flags!(tx_attr, TX_IGNORED_CAPS, t, h, api);
     let (tt, ht): (&TxAttr, &TxAttr) = (&t.tx_attr, &h.tx_attr);
-    subset(
-        "tx_attr.caps",
-        ht.caps - TX_IGNORED_CAPS,
-        with_implied_modifiers(tt.caps),
-    )?;
-    let supported = if ht.mode.is_empty() { h.mode } else { ht.mode };
-    mode_covers(
-        "tx_attr.mode",
-        supported,
-        required_mode(tt.mode, t, h, api, false),
-    )?;
-    subset("tx_attr.op_flags", ht.op_flags, tt.op_flags)?;
-    subset("tx_attr.msg_order", ht.msg_order, tt.msg_order)?;
-    subset("tx_attr.comp_order", ht.comp_order, tt.comp_order)?;
     at_most("tx_attr.inject_size", ht.inject_size, tt.inject_size)?;
     at_most("tx_attr.size", ht.size, tt.size)?;
     at_most("tx_attr.iov_limit", ht.iov_limit, tt.iov_limit)?;
@@ -797,19 +788,14 @@ mod tests {
 
     #[test]
     fn mr_trimming() {
-        let all = MrMode::LOCAL
-            | MrMode::VIRT_ADDR
-            | MrMode::PROV_KEY
-            | MrMode::ALLOCATED
-            | MrMode::HMEM
-            | MrMode::BASIC;
+        let all = flag_set!(MrMode: LOCAL, VIRT_ADDR, PROV_KEY, ALLOCATED, HMEM, BASIC);
         assert_eq!(
             mr_mode_for_caps(all, Caps::MSG),
             MrMode::LOCAL | MrMode::ALLOCATED
         );
         assert_eq!(
             mr_mode_for_caps(all, Caps::RMA),
-            MrMode::LOCAL | MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED
+            flag_set!(MrMode: LOCAL, VIRT_ADDR, PROV_KEY, ALLOCATED)
         );
         assert_eq!(
             mr_mode_for_caps(all, Caps::RMA | Caps::READ),

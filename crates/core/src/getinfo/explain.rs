@@ -76,11 +76,7 @@ impl VerdictKind {
     }
 }
 
-impl fmt::Display for VerdictKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::enums::display_as!(VerdictKind, as_str);
 
 /// One line of getinfo's explanation.
 ///

@@ -121,25 +121,18 @@ pub fn validate_request(req: &GetinfoRequest) -> Result<()> {
     let Some(h) = &req.hints else {
         return Ok(());
     };
-    for (field, caps) in [
-        ("caps", h.caps),
-        ("tx_attr.caps", h.tx_attr.caps),
-        ("rx_attr.caps", h.rx_attr.caps),
-        ("domain_attr.caps", h.domain_attr.caps),
+    // Every capability and operation-flag field of the hints: named bits only.
+    let caps = |c: Caps| (c.bits(), Caps::all().bits());
+    let op_flags = |f: OpFlags| (f.bits(), OpFlags::all().bits());
+    for (field, (bits, known)) in [
+        ("caps", caps(h.caps)),
+        ("tx_attr.caps", caps(h.tx_attr.caps)),
+        ("rx_attr.caps", caps(h.rx_attr.caps)),
+        ("domain_attr.caps", caps(h.domain_attr.caps)),
+        ("tx_attr.op_flags", op_flags(h.tx_attr.op_flags)),
+        ("rx_attr.op_flags", op_flags(h.rx_attr.op_flags)),
     ] {
-        let unknown = caps.bits() & !Caps::all().bits();
-        if unknown != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("hints {field} has unknown bits {unknown:#x}"),
-            ));
-        }
-    }
-    for (field, flags) in [
-        ("tx_attr.op_flags", h.tx_attr.op_flags),
-        ("rx_attr.op_flags", h.rx_attr.op_flags),
-    ] {
-        let unknown = flags.bits() & !OpFlags::all().bits();
+        let unknown = bits & !known;
         if unknown != 0 {
             return Err(Error::new(
                 Errno::EBADFLAGS,

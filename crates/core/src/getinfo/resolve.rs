@@ -353,53 +353,106 @@ mod tests {
         flags | GetinfoFlags::SOURCE
     }
 
-    #[test]
-    fn source_numeric_v4() {
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("127.0.0.1"),
-                Some("7471"),
-                src(GetinfoFlags::empty()),
-            )
-            .unwrap();
-        assert_eq!(
-            r.src_addr,
-            Some(Address::Inet(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 7471)))
-        );
-        assert_eq!(
-            r.src_addr.unwrap().to_string(),
-            "fi_sockaddr_in://127.0.0.1:7471"
-        );
-        assert_eq!(r.dest_addr, None);
+    /// `IpResolver` on a template of format `fmt`; `""` is an absent node or service,
+    /// `source` adds `FI_SOURCE` to `flags`.
+    fn ip(
+        fmt: AddrFormat,
+        node: &str,
+        service: &str,
+        source: bool,
+        flags: GetinfoFlags,
+    ) -> Result<ResolvedAddrs> {
+        let flags = if source { src(flags) } else { flags };
+        let node = Some(node).filter(|s| !s.is_empty());
+        let service = Some(service).filter(|s| !s.is_empty());
+        IpResolver.resolve(&tmpl(fmt), node, service, flags)
     }
 
     #[test]
-    fn source_service_only_is_wildcard() {
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR),
-                None,
-                Some("5000"),
-                src(GetinfoFlags::empty()),
-            )
-            .unwrap();
-        assert_eq!(
-            r.src_addr.unwrap().to_string(),
-            "fi_sockaddr_in://0.0.0.0:5000"
+    fn resolutions() {
+        use AddrFormat as F;
+        // (template format, node, service, FI_SOURCE, source address, destination
+        // address): addresses as `{:?}`, `-` for absent, `*` for not checked.
+        #[rustfmt::skip]
+        let cases = [
+            (F::SOCKADDR_IN, "127.0.0.1", "7471", true, "Inet(127.0.0.1:7471)", "-"),
+            (F::SOCKADDR, "", "5000", true, "Inet(0.0.0.0:5000)", "-"),
+            (F::SOCKADDR_IN6, "", "5000", true, "Inet6([::]:5000)", "-"),
+            (F::SOCKADDR_IN, "127.0.0.1", "80", false, "Inet(127.0.0.1:0)", "Inet(127.0.0.1:80)"),
+            (F::SOCKADDR_IN, "localhost", "7471", false, "*", "Inet(127.0.0.1:7471)"),
+            (F::SOCKADDR_IN, "127.0.0.1", "", false, "*", "Inet(127.0.0.1:0)"),
+            (F::SOCKADDR, "fi_sockaddr_in://127.0.0.1:7471", "", true, "Inet(127.0.0.1:7471)", "-"),
+            // A string-format template keeps the string, and renders a resolved address
+            // as text.
+            (F::STR, "fi_sockaddr_in://127.0.0.1:1", "", false, "*",
+                r#"Str("fi_sockaddr_in://127.0.0.1:1")"#),
+            (F::STR, "127.0.0.1", "9", true, r#"Str("fi_sockaddr_in://127.0.0.1:9")"#, "-"),
+        ];
+        let show = |a: &Option<Address>| a.as_ref().map_or("-".to_string(), |a| format!("{a:?}"));
+        for (fmt, node, service, source, want_src, want_dest) in cases {
+            let case = format!("{fmt} {node:?} {service:?} source={source}");
+            let r = ip(fmt, node, service, source, GetinfoFlags::empty())
+                .unwrap_or_else(|e| panic!("{case}: {e}"));
+            for (got, want) in [
+                (show(&r.src_addr), want_src),
+                (show(&r.dest_addr), want_dest),
+            ] {
+                assert!(want == "*" || got == want, "{case}: {got} != {want}");
+            }
+        }
+        // A numeric node resolves under FI_NUMERICHOST; an address prints in its
+        // FI_ADDR_STR form.
+        let r = ip(
+            F::SOCKADDR_IN,
+            "127.0.0.1",
+            "7471",
+            false,
+            GetinfoFlags::NUMERICHOST,
         );
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN6),
-                None,
-                Some("5000"),
-                src(GetinfoFlags::empty()),
-            )
-            .unwrap();
         assert_eq!(
-            r.src_addr.unwrap().to_string(),
-            "fi_sockaddr_in6://[::]:5000"
+            r.unwrap().dest_addr.unwrap().to_string(),
+            "fi_sockaddr_in://127.0.0.1:7471"
         );
+    }
+
+    #[test]
+    fn refusals() {
+        use AddrFormat as F;
+        use GetinfoFlags as G;
+        // (template format, node, service, flags, error): the family of the node does not
+        // fit the template's, a name under FI_NUMERICHOST, a malformed or non-IP address.
+        let cases = [
+            (F::SOCKADDR_IN6, "127.0.0.1", "", G::empty(), Errno::ENODATA),
+            (F::SOCKADDR_IN, "::1", "", G::empty(), Errno::ENODATA),
+            (
+                F::SOCKADDR_IN,
+                "localhost",
+                "7471",
+                G::NUMERICHOST,
+                Errno::ENODATA,
+            ),
+            (
+                F::SOCKADDR_IN6,
+                "fi_sockaddr_in://127.0.0.1:7471",
+                "",
+                G::empty(),
+                Errno::ENODATA,
+            ),
+            (
+                F::SOCKADDR_IN,
+                "fi_sockaddr_in://bad:x",
+                "",
+                G::empty(),
+                Errno::EINVAL,
+            ),
+            (F::PSMX2, "127.0.0.1", "", G::empty(), Errno::ENODATA),
+        ];
+        for (fmt, node, service, flags, code) in cases {
+            let e = ip(fmt, node, service, false, flags).unwrap_err();
+            assert_eq!(e.code(), code, "{fmt} {node:?} {service:?} {flags:?}: {e}");
+        }
+        let e = ip(F::SOCKADDR_IN, "localhost", "7471", false, G::NUMERICHOST).unwrap_err();
+        assert!(e.message().contains("FI_NUMERICHOST"), "{e}");
     }
 
     #[test]
@@ -429,26 +482,6 @@ mod tests {
     }
 
     #[test]
-    fn dest_v4_route_source_is_loopback() {
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("127.0.0.1"),
-                Some("80"),
-                GetinfoFlags::empty(),
-            )
-            .unwrap();
-        assert_eq!(
-            r.dest_addr.unwrap().to_string(),
-            "fi_sockaddr_in://127.0.0.1:80"
-        );
-        assert_eq!(
-            r.src_addr.unwrap().to_string(),
-            "fi_sockaddr_in://127.0.0.1:0"
-        );
-    }
-
-    #[test]
     fn dest_keeps_hint_source() {
         let mut t = tmpl(AddrFormat::SOCKADDR_IN);
         let hint_src = Address::Inet(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 0));
@@ -460,67 +493,6 @@ mod tests {
         assert_eq!(
             r.dest_addr.unwrap().to_string(),
             "fi_sockaddr_in://127.0.0.1:0"
-        );
-    }
-
-    #[test]
-    fn family_mismatch_is_enodata() {
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN6),
-                Some("127.0.0.1"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::ENODATA);
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("::1"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::ENODATA);
-    }
-
-    #[test]
-    fn numerichost_refuses_names() {
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("localhost"),
-                Some("7471"),
-                GetinfoFlags::NUMERICHOST,
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::ENODATA);
-        assert!(e.message().contains("FI_NUMERICHOST"), "{e}");
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("127.0.0.1"),
-                None,
-                GetinfoFlags::NUMERICHOST,
-            )
-            .unwrap();
-        assert!(r.dest_addr.is_some());
-    }
-
-    #[test]
-    fn localhost_resolves() {
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("localhost"),
-                Some("7471"),
-                GetinfoFlags::empty(),
-            )
-            .unwrap();
-        assert_eq!(
-            r.dest_addr.unwrap().to_string(),
-            "fi_sockaddr_in://127.0.0.1:7471"
         );
     }
 
@@ -551,79 +523,6 @@ mod tests {
         assert_eq!(lookup_service(table, "foo", "udp"), Some(1000));
         assert_eq!(lookup_service(table, "comment", "tcp"), None);
         assert_eq!(lookup_service(table, "udp", "tcp"), None);
-    }
-
-    #[test]
-    fn addr_str_nodes() {
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR),
-                Some("fi_sockaddr_in://127.0.0.1:7471"),
-                None,
-                src(GetinfoFlags::empty()),
-            )
-            .unwrap();
-        assert_eq!(
-            r.src_addr.unwrap().to_string(),
-            "fi_sockaddr_in://127.0.0.1:7471"
-        );
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN6),
-                Some("fi_sockaddr_in://127.0.0.1:7471"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::ENODATA);
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::SOCKADDR_IN),
-                Some("fi_sockaddr_in://bad:x"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        // A string-format template keeps the string.
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::STR),
-                Some("fi_sockaddr_in://127.0.0.1:1"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap();
-        assert_eq!(
-            r.dest_addr,
-            Some(Address::Str("fi_sockaddr_in://127.0.0.1:1".into()))
-        );
-        // And renders a resolved address as text.
-        let r = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::STR),
-                Some("127.0.0.1"),
-                Some("9"),
-                src(GetinfoFlags::empty()),
-            )
-            .unwrap();
-        assert_eq!(
-            r.src_addr,
-            Some(Address::Str("fi_sockaddr_in://127.0.0.1:9".into()))
-        );
-    }
-
-    #[test]
-    fn non_ip_format_is_enodata() {
-        let e = IpResolver
-            .resolve(
-                &tmpl(AddrFormat::PSMX2),
-                Some("127.0.0.1"),
-                None,
-                GetinfoFlags::empty(),
-            )
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::ENODATA);
     }
 
     #[test]

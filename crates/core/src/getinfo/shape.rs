@@ -251,25 +251,19 @@ fn mr_mode_with_hints(template: &Info, h: &Info, caps: Caps, api: Version) -> Mr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flags::flag_set;
 
     #[test]
     fn caps_shaping_rules() {
-        let offered = Caps::MSG
-            | Caps::RMA
-            | Caps::SEND
-            | Caps::RECV
-            | Caps::READ
-            | Caps::WRITE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::SOURCE
-            | Caps::MULTI_RECV;
+        let offered = flag_set!(Caps:
+            MSG, RMA, SEND, RECV, READ, WRITE, REMOTE_READ, REMOTE_WRITE, SOURCE, MULTI_RECV
+        );
         // No hint caps: the template's.
         assert_eq!(shape_caps(offered, Caps::empty()), offered);
         // MSG alone: its modifiers from the template, secondaries except SOURCE, no RMA.
         assert_eq!(
             shape_caps(offered, Caps::MSG),
-            Caps::MSG | Caps::SEND | Caps::RECV | Caps::MULTI_RECV
+            flag_set!(Caps: MSG, SEND, RECV, MULTI_RECV)
         );
         // MSG|SEND: send-only stays send-only.
         assert_eq!(

@@ -6,48 +6,29 @@
 use super::*;
 use crate::attr::{DomainAttr, EpAttr, FabricAttr, RxAttr, TxAttr};
 use crate::enums::{AvType, EpType, Progress, Protocol, ResourceMgmt, Threading, SHARED_CONTEXT};
-use crate::flags::{CompOrder, Mode, MrMode, MsgOrder};
+use crate::flags::{flag_set, CompOrder, Mode, MrMode, MsgOrder};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
 const PROV_VERSION: Version = Version::new(1, 0);
 
 fn all_msg_order() -> MsgOrder {
-    MsgOrder::RAR
-        | MsgOrder::RAW
-        | MsgOrder::RAS
-        | MsgOrder::WAR
-        | MsgOrder::WAW
-        | MsgOrder::WAS
-        | MsgOrder::SAR
-        | MsgOrder::SAW
-        | MsgOrder::SAS
+    flag_set!(MsgOrder: RAR, RAW, RAS, WAR, WAW, WAS, SAR, SAW, SAS)
 }
 
 /// Template A: a tcp-like FI_EP_MSG template (IPv4, RMA, thread safe, auto progress,
 /// RMA-target MR bits, accepts FI_MR_BASIC, no mode requirements).
 fn tmpl_a() -> Info {
-    let caps = Caps::MSG
-        | Caps::RMA
-        | Caps::SEND
-        | Caps::RECV
-        | Caps::READ
-        | Caps::WRITE
-        | Caps::REMOTE_READ
-        | Caps::REMOTE_WRITE
-        | Caps::MULTI_RECV
-        | Caps::SOURCE
-        | Caps::LOCAL_COMM
-        | Caps::REMOTE_COMM;
+    let caps = flag_set!(Caps:
+        MSG, RMA, SEND, RECV, READ, WRITE, REMOTE_READ, REMOTE_WRITE, MULTI_RECV, SOURCE,
+        LOCAL_COMM, REMOTE_COMM
+    );
     Info {
         caps,
         mode: Mode::empty(),
         addr_format: AddrFormat::SOCKADDR_IN,
         tx_attr: TxAttr {
-            caps: Caps::MSG | Caps::RMA | Caps::SEND | Caps::READ | Caps::WRITE,
-            op_flags: OpFlags::INJECT
-                | OpFlags::COMPLETION
-                | OpFlags::TRANSMIT_COMPLETE
-                | OpFlags::DELIVERY_COMPLETE,
+            caps: flag_set!(Caps: MSG, RMA, SEND, READ, WRITE),
+            op_flags: flag_set!(OpFlags: INJECT, COMPLETION, TRANSMIT_COMPLETE, DELIVERY_COMPLETE),
             msg_order: all_msg_order(),
             comp_order: CompOrder::NONE,
             inject_size: 128,
@@ -57,13 +38,7 @@ fn tmpl_a() -> Info {
             ..TxAttr::default()
         },
         rx_attr: RxAttr {
-            caps: Caps::MSG
-                | Caps::RMA
-                | Caps::RECV
-                | Caps::REMOTE_READ
-                | Caps::REMOTE_WRITE
-                | Caps::MULTI_RECV
-                | Caps::SOURCE,
+            caps: flag_set!(Caps: MSG, RMA, RECV, REMOTE_READ, REMOTE_WRITE, MULTI_RECV, SOURCE),
             op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
             msg_order: all_msg_order(),
             comp_order: CompOrder::NONE,
@@ -121,7 +96,7 @@ fn tmpl_a() -> Info {
 /// required, domain threading, manual data progress, FI_MR_LOCAL, no shared contexts).
 fn tmpl_b() -> Info {
     Info {
-        caps: Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV | Caps::MULTI_RECV,
+        caps: flag_set!(Caps: MSG, TAGGED, SEND, RECV, MULTI_RECV),
         mode: Mode::CONTEXT | Mode::MSG_PREFIX,
         addr_format: AddrFormat::SOCKADDR_IN6,
         tx_attr: TxAttr {
@@ -133,7 +108,7 @@ fn tmpl_b() -> Info {
             ..TxAttr::default()
         },
         rx_attr: RxAttr {
-            caps: Caps::MSG | Caps::TAGGED | Caps::RECV | Caps::MULTI_RECV,
+            caps: flag_set!(Caps: MSG, TAGGED, RECV, MULTI_RECV),
             mode: Mode::CONTEXT,
             op_flags: OpFlags::COMPLETION,
             size: 256,

@@ -210,6 +210,47 @@ pub fn run(
     }
 }
 
+/// The whole `main` of an example: parse the arguments (`usage`, `default_count`),
+/// then run `child` in a child process and `parent` otherwise (see [`run`]).
+pub fn main(
+    name: &str,
+    usage: &str,
+    default_count: usize,
+    child: impl FnOnce(&Opts) -> Result<(), String>,
+    parent: impl FnOnce(&Opts) -> Result<(), String>,
+) -> std::process::ExitCode {
+    let o = parse_args(usage, default_count);
+    run(
+        name,
+        o.child,
+        || {
+            if o.child {
+                child(&o)
+            } else {
+                parent(&o)
+            }
+        },
+    )
+}
+
+/// The first getinfo result for endpoint kind `K` (no other hints), its fabric and a
+/// domain.
+pub fn open_first<K: ofi::safe::EpKind>() -> Result<
+    (
+        ofi::safe::FabricInfo<K>,
+        ofi::safe::Fabric,
+        ofi::safe::Domain,
+    ),
+    String,
+> {
+    let info = ofi::safe::Hints::<K>::new()
+        .first()
+        .map_err(ctx("getinfo"))?;
+    let fabric = ofi::safe::Fabric::open(&info).map_err(ctx("fabric"))?;
+    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    Ok((info, fabric, domain))
+}
+
 /// Shorthand: an error with context.
 pub fn ctx<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e}")

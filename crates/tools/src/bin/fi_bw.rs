@@ -3,12 +3,5 @@
 #![forbid(unsafe_code)]
 
 fn main() {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let status = ofi_tools::pingpong::run(
-        ofi_tools::pingpong::Tool::Bw,
-        &args,
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr(),
-    );
-    std::process::exit(status);
+    ofi_tools::pingpong::main(ofi_tools::pingpong::Tool::Bw)
 }

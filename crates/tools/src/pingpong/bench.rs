@@ -212,7 +212,12 @@ pub fn run(
         let mut s = Session::open(&info, false, &mut c, depth, cfg)?;
         debug(o, format!("endpoint ready: {s:?}"));
         for &size in &sizes {
-            let row = client_size(tool, &mut s, &mut c, size, o.iters, window)?;
+            let one = OneSize {
+                size,
+                iters: o.iters,
+                window,
+            };
+            let row = client_size(tool, &mut s, &mut c, one)?;
             row_out.put(&row)?;
         }
         c.send_str("fin")?;
@@ -251,15 +256,20 @@ impl RowOut<'_> {
     }
 }
 
-/// The client's part of one size.
-fn client_size(
-    tool: Tool,
-    s: &mut Session,
-    c: &mut Ctrl,
+/// One size of a run, as the client announces it to the server (`go SIZE ITERS WINDOW`).
+#[derive(Clone, Copy, Debug)]
+struct OneSize {
+    /// Message size in bytes.
     size: usize,
+    /// Messages to send.
     iters: u64,
+    /// Messages in flight (`fi_bw`; 1 for ping-pong).
     window: usize,
-) -> ofi::Result<Row> {
+}
+
+/// The client's part of one size.
+fn client_size(tool: Tool, s: &mut Session, c: &mut Ctrl, one: OneSize) -> ofi::Result<Row> {
+    let (size, iters, window) = (one.size, one.iters, one.window);
     s.fill(size.max(ACK_LEN));
     c.send_str(&format!("go {size} {iters} {window}"))?;
     c.recv_words("ok")?;
@@ -330,7 +340,12 @@ fn serve(tool: Tool, s: &mut Session, c: &mut Ctrl, rows: &mut RowOut<'_>) -> of
                 // The pattern is by position: this also fills a throughput ack.
                 s.fill(size.max(ACK_LEN));
                 c.send_str("ok")?;
-                let row = server_size(tool, s, c, size, iters, window)?;
+                let one = OneSize {
+                    size,
+                    iters,
+                    window,
+                };
+                let row = server_size(tool, s, c, one)?;
                 rows.put(&row)?;
             }
             _ => {
@@ -344,14 +359,8 @@ fn serve(tool: Tool, s: &mut Session, c: &mut Ctrl, rows: &mut RowOut<'_>) -> of
 }
 
 /// The server's part of one size; ends with the count exchange.
-fn server_size(
-    tool: Tool,
-    s: &mut Session,
-    c: &mut Ctrl,
-    size: usize,
-    iters: u64,
-    window: usize,
-) -> ofi::Result<Row> {
+fn server_size(tool: Tool, s: &mut Session, c: &mut Ctrl, one: OneSize) -> ofi::Result<Row> {
+    let (size, iters, window) = (one.size, one.iters, one.window);
     let dgram = s.info.ep_type() == EpType::Dgram;
     let limit = if dgram { SERVER_POLL } else { s.msg_timeout() };
     // A datagram server gives up when the client has reported its counts, or after this

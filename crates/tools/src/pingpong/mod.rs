@@ -384,6 +384,19 @@ pub fn usage(tool: Tool, prog: &str) -> String {
     s
 }
 
+/// The `main` of the binary of `tool`: runs it with the process's arguments, standard
+/// output and standard error, and exits with its status.
+pub fn main(tool: Tool) -> ! {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let status = run(
+        tool,
+        &args,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr(),
+    );
+    std::process::exit(status)
+}
+
 /// Run the tool with `args` (program name first); returns the exit status.
 pub fn run(tool: Tool, args: &[OsString], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let prog = args

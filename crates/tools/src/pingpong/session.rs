@@ -257,6 +257,33 @@ fn parse_name_frame(f: &[u8], peer_ip: Option<std::net::IpAddr>) -> ofi::Result<
     })
 }
 
+/// Domain, CQ (bound for transmit and receive) and an enabled `FI_EP_MSG` endpoint
+/// for `info`, its connection events going to `eq`; not yet connected.
+fn open_msg_ep(
+    fabric: &Fabric,
+    info: &Info,
+    cq_attr: &CqAttr,
+    eq: &EventQueue,
+) -> ofi::Result<(Domain, Endpoint, CompletionQueue)> {
+    let domain = fabric.domain(info).map_err(|e| ctx_err("fi_domain", e))?;
+    let cq = domain
+        .cq_open(cq_attr)
+        .map_err(|e| ctx_err("fi_cq_open", e))?;
+    let ep = domain
+        .endpoint(info)
+        .map_err(|e| ctx_err("fi_endpoint", e))?;
+    ep.bind_eq(eq).map_err(|e| ctx_err("fi_ep_bind (EQ)", e))?;
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
+    ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+    Ok((domain, ep, cq))
+}
+
+/// Waits (up to the configured timeout) for `FI_CONNECTED` on `eq`.
+fn wait_connected(eq: &EventQueue, limit: Duration) -> ofi::Result<()> {
+    eq_wait(eq, EqEvent::Connected, limit, "waiting for FI_CONNECTED").map(drop)
+}
+
 /// Wait (bounded) for an EQ event; an error event becomes an error naming `what`.
 fn eq_wait(
     eq: &EventQueue,
@@ -349,48 +376,18 @@ impl Session {
                     ));
                 };
                 let req = *req;
-                let domain = fabric.domain(&req).map_err(|e| ctx_err("fi_domain", e))?;
-                let cq = domain
-                    .cq_open(&cq_attr)
-                    .map_err(|e| ctx_err("fi_cq_open", e))?;
-                let ep = domain
-                    .endpoint(&req)
-                    .map_err(|e| ctx_err("fi_endpoint", e))?;
-                ep.bind_eq(&e).map_err(|e| ctx_err("fi_ep_bind (EQ)", e))?;
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-                    .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
-                ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+                let (domain, ep, cq) = open_msg_ep(&fabric, &req, &cq_attr, &e)?;
                 ep.accept(&[]).map_err(|e| ctx_err("fi_accept", e))?;
-                eq_wait(
-                    &e,
-                    EqEvent::Connected,
-                    cfg.timeout,
-                    "waiting for FI_CONNECTED",
-                )?;
+                wait_connected(&e, cfg.timeout)?;
                 pep = Some(p);
                 (domain, ep, cq, req)
             } else {
                 let f = ctrl.recv()?;
                 let dest = parse_name_frame(&f, ctrl.peer_ip())?;
-                let domain = fabric.domain(info).map_err(|e| ctx_err("fi_domain", e))?;
-                let cq = domain
-                    .cq_open(&cq_attr)
-                    .map_err(|e| ctx_err("fi_cq_open", e))?;
-                let ep = domain
-                    .endpoint(info)
-                    .map_err(|e| ctx_err("fi_endpoint", e))?;
-                ep.bind_eq(&e).map_err(|e| ctx_err("fi_ep_bind (EQ)", e))?;
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-                    .map_err(|e| ctx_err("fi_ep_bind (CQ)", e))?;
-                ep.enable().map_err(|e| ctx_err("fi_enable", e))?;
+                let (domain, ep, cq) = open_msg_ep(&fabric, info, &cq_attr, &e)?;
                 ep.connect(&dest.to_bytes(), &[])
                     .map_err(|e| ctx_err("fi_connect", e))?;
-                eq_wait(
-                    &e,
-                    EqEvent::Connected,
-                    cfg.timeout,
-                    "waiting for FI_CONNECTED",
-                )?;
+                wait_connected(&e, cfg.timeout)?;
                 (domain, ep, cq, info.clone())
             };
             eq = Some(e);

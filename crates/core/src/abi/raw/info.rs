@@ -289,23 +289,14 @@ impl RawInfoBox {
         let tx = Box::new(tx_to_raw(&info.tx_attr));
         let rx = Box::new(rx_to_raw(&info.rx_attr));
         let e = &info.ep_attr;
-        let ep = Box::new(RawEpAttr {
+        let ep = Box::new(crate::__attr_literal!(EpAttr, RawEpAttr from e {
             struct_size: std::mem::size_of::<RawEpAttr>(),
             ep_type: e.ep_type.to_raw(),
             protocol: e.protocol.to_raw(),
-            protocol_version: e.protocol_version,
-            max_msg_size: e.max_msg_size,
-            msg_prefix_size: e.msg_prefix_size,
-            max_order_raw_size: e.max_order_raw_size,
-            max_order_war_size: e.max_order_war_size,
-            max_order_waw_size: e.max_order_waw_size,
-            mem_tag_format: e.mem_tag_format,
-            tx_ctx_cnt: e.tx_ctx_cnt,
-            rx_ctx_cnt: e.rx_ctx_cnt,
             auth_key: st.bytes(e.auth_key.as_deref()),
-        });
+        }));
         let d = &info.domain_attr;
-        let domain = Box::new(RawDomainAttr {
+        let domain = Box::new(crate::__attr_literal!(DomainAttr, RawDomainAttr from d {
             struct_size: std::mem::size_of::<RawDomainAttr>(),
             domain: d.domain,
             name: st.str(&d.name),
@@ -315,25 +306,10 @@ impl RawInfoBox {
             resource_mgmt: d.resource_mgmt.to_raw(),
             av_type: d.av_type.to_raw(),
             mr_mode: d.mr_mode.bits(),
-            mr_key_size: d.mr_key_size,
-            cq_data_size: d.cq_data_size,
-            cq_cnt: d.cq_cnt,
-            ep_cnt: d.ep_cnt,
-            tx_ctx_cnt: d.tx_ctx_cnt,
-            rx_ctx_cnt: d.rx_ctx_cnt,
-            max_ep_tx_ctx: d.max_ep_tx_ctx,
-            max_ep_rx_ctx: d.max_ep_rx_ctx,
-            max_ep_stx_ctx: d.max_ep_stx_ctx,
-            max_ep_srx_ctx: d.max_ep_srx_ctx,
-            cntr_cnt: d.cntr_cnt,
-            mr_iov_limit: d.mr_iov_limit,
             caps: d.caps.bits(),
             mode: d.mode.bits(),
             auth_key: st.bytes(d.auth_key.as_deref()),
-            max_err_data: d.max_err_data,
-            mr_cnt: d.mr_cnt,
-            tclass: d.tclass,
-        });
+        }));
         let f = &info.fabric_attr;
         let fabric = Box::new(RawFabricAttr {
             struct_size: std::mem::size_of::<RawFabricAttr>(),
@@ -396,62 +372,24 @@ impl RawInfoBox {
 
 /// The raw form of transmit attributes.
 pub fn tx_to_raw(t: &TxAttr) -> RawTxAttr {
-    RawTxAttr {
+    crate::__attr_literal!(TxAttr to_bits, RawTxAttr from t {
         struct_size: std::mem::size_of::<RawTxAttr>(),
-        caps: t.caps.bits(),
-        mode: t.mode.bits(),
-        op_flags: t.op_flags.bits(),
-        msg_order: t.msg_order.bits(),
-        comp_order: t.comp_order.bits(),
-        inject_size: t.inject_size,
-        size: t.size,
-        iov_limit: t.iov_limit,
-        rma_iov_limit: t.rma_iov_limit,
-        tclass: t.tclass,
-    }
+    })
 }
 
 /// The raw form of receive attributes.
 pub fn rx_to_raw(r: &RxAttr) -> RawRxAttr {
-    RawRxAttr {
+    crate::__attr_literal!(RxAttr to_bits, RawRxAttr from r {
         struct_size: std::mem::size_of::<RawRxAttr>(),
-        caps: r.caps.bits(),
-        mode: r.mode.bits(),
-        op_flags: r.op_flags.bits(),
-        msg_order: r.msg_order.bits(),
-        comp_order: r.comp_order.bits(),
-        total_buffered_recv: r.total_buffered_recv,
-        size: r.size,
-        iov_limit: r.iov_limit,
-    }
+    })
 }
 
 pub(super) fn tx_from(t: &RawTxAttr) -> TxAttr {
-    TxAttr {
-        caps: Caps::from_bits_retain(t.caps),
-        mode: Mode::from_bits_retain(t.mode),
-        op_flags: OpFlags::from_bits_retain(t.op_flags),
-        msg_order: MsgOrder::from_bits_retain(t.msg_order),
-        comp_order: CompOrder::from_bits_retain(t.comp_order),
-        inject_size: t.inject_size,
-        size: t.size,
-        iov_limit: t.iov_limit,
-        rma_iov_limit: t.rma_iov_limit,
-        tclass: t.tclass,
-    }
+    crate::__attr_literal!(TxAttr from_bits, TxAttr from t {})
 }
 
 pub(super) fn rx_from(r: &RawRxAttr) -> RxAttr {
-    RxAttr {
-        caps: Caps::from_bits_retain(r.caps),
-        mode: Mode::from_bits_retain(r.mode),
-        op_flags: OpFlags::from_bits_retain(r.op_flags),
-        msg_order: MsgOrder::from_bits_retain(r.msg_order),
-        comp_order: CompOrder::from_bits_retain(r.comp_order),
-        total_buffered_recv: r.total_buffered_recv,
-        size: r.size,
-        iov_limit: r.iov_limit,
-    }
+    crate::__attr_literal!(RxAttr from_bits, RxAttr from r {})
 }
 
 /// Transmit attributes from their raw form (null → defaults).
@@ -532,27 +470,18 @@ pub unsafe fn info_from_raw(p: *const RawInfo) -> Result<Info> {
             info.rx_attr = rx_from(r);
         }
         if let Some(e) = sub(raw.ep_attr, RawEpAttr::LAYOUT.size_for_minor(0), "ep_attr")? {
-            info.ep_attr = EpAttr {
+            info.ep_attr = crate::__attr_literal!(EpAttr, EpAttr from e {
                 ep_type: closed_enum(e.ep_type, EpType::from_raw, "ep_attr.type")?,
                 protocol: Protocol::from_raw(e.protocol),
-                protocol_version: e.protocol_version,
-                max_msg_size: e.max_msg_size,
-                msg_prefix_size: e.msg_prefix_size,
-                max_order_raw_size: e.max_order_raw_size,
-                max_order_war_size: e.max_order_war_size,
-                max_order_waw_size: e.max_order_waw_size,
-                mem_tag_format: e.mem_tag_format,
-                tx_ctx_cnt: e.tx_ctx_cnt,
-                rx_ctx_cnt: e.rx_ctx_cnt,
                 auth_key: e.auth_key.bytes().map(<[u8]>::to_vec),
-            };
+            });
         }
         if let Some(d) = sub(
             raw.domain_attr,
             RawDomainAttr::LAYOUT.size_for_minor(0),
             "domain_attr",
         )? {
-            info.domain_attr = DomainAttr {
+            info.domain_attr = crate::__attr_literal!(DomainAttr, DomainAttr from d {
                 domain: d.domain,
                 name: d.name.to_string_opt("domain_attr.name")?,
                 threading: closed_enum(d.threading, Threading::from_raw, "domain_attr.threading")?,
@@ -573,25 +502,10 @@ pub unsafe fn info_from_raw(p: *const RawInfo) -> Result<Info> {
                 )?,
                 av_type: closed_enum(d.av_type, AvType::from_raw, "domain_attr.av_type")?,
                 mr_mode: MrMode::from_bits_retain(d.mr_mode),
-                mr_key_size: d.mr_key_size,
-                cq_data_size: d.cq_data_size,
-                cq_cnt: d.cq_cnt,
-                ep_cnt: d.ep_cnt,
-                tx_ctx_cnt: d.tx_ctx_cnt,
-                rx_ctx_cnt: d.rx_ctx_cnt,
-                max_ep_tx_ctx: d.max_ep_tx_ctx,
-                max_ep_rx_ctx: d.max_ep_rx_ctx,
-                max_ep_stx_ctx: d.max_ep_stx_ctx,
-                max_ep_srx_ctx: d.max_ep_srx_ctx,
-                cntr_cnt: d.cntr_cnt,
-                mr_iov_limit: d.mr_iov_limit,
                 caps: Caps::from_bits_retain(d.caps),
                 mode: Mode::from_bits_retain(d.mode),
                 auth_key: d.auth_key.bytes().map(<[u8]>::to_vec),
-                max_err_data: d.max_err_data,
-                mr_cnt: d.mr_cnt,
-                tclass: d.tclass,
-            };
+            });
         }
         if let Some(f) = sub(
             raw.fabric_attr,
