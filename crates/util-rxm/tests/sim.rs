@@ -84,6 +84,7 @@ impl Node {
                     data,
                     arrival,
                     credit,
+                    ..
                 } => {
                     self.got.push(Got {
                         from: peer,

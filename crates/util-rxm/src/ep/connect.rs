@@ -179,9 +179,7 @@ impl Shared {
             .chain(conn.accepting.take())
             .chain(conn.extra.drain(..))
             .collect();
-        conn.credits = 0;
-        conn.owed = 0;
-        conn.held = 0;
+        conn.flow = Flow::default();
         conn.ctrl.clear();
         conn.dc_wait.clear();
         conn.instance = None;
@@ -454,7 +452,7 @@ impl Shared {
         // sides connected at once), the messages sent on the first one still hold
         // credits at the peer, so the grant of the new handshake must not refill them.
         if old.is_none() {
-            conn.credits = credits;
+            conn.flow.set_credits(credits as u32);
         }
         conn.instance = instance;
         if conn.loopback {

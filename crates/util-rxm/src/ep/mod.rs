@@ -75,6 +75,7 @@ use ofi_kit::tagmatch::{
 };
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
+use crate::engine::{Flow, Inbound, MsgMeta, Protocol, RxLimits, SarCursor};
 use crate::fabric::{DomainShared, Fabric};
 use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
@@ -163,7 +164,7 @@ struct MsgEp {
 /// A segmented message being received.
 struct SarRx {
     inc: Incoming,
-    got: usize,
+    cursor: SarCursor,
     target: SarTarget,
     /// The sender waits for a delivery acknowledgement once the last segment is in.
     dc: bool,
@@ -224,17 +225,12 @@ struct Conn {
     attempt: Option<usize>,
     accepting: Option<usize>,
     extra: Vec<usize>,
-    credits: usize,
+    /// Credits both ways (the engine's [`Flow`]).
+    flow: Flow,
     accept_credits: usize,
     /// The peer's SAR limit (from its handshake): its segmented messages are at most
     /// this long.
     peer_sar: usize,
-    /// Credits to hand back: messages of the peer consumed since the last return.
-    owed: usize,
-    /// The peer's credited messages (eager, first segment, RTS) whose credit has not
-    /// been handed back yet (consumed or not): never above our grant, or the peer
-    /// broke the protocol.
-    held: usize,
     queue: VecDeque<u32>,
     ctrl: VecDeque<Hdr>,
     /// Delivery-complete operations sent on this connection whose acknowledgement has
@@ -245,22 +241,6 @@ struct Conn {
     src_alias: usize,
     instance: Option<u64>,
     loopback: bool,
-}
-
-impl Conn {
-    /// Take the credits owed to the peer (at most what a header carries) for a packet.
-    fn give_owed(&mut self) -> u16 {
-        let give = self.owed.min(u16::MAX as usize);
-        self.owed -= give;
-        self.held = self.held.saturating_sub(give);
-        give as u16
-    }
-
-    /// A packet that carried `give` credits was not sent after all.
-    fn regain_owed(&mut self, give: u16) {
-        self.owed += usize::from(give);
-        self.held += usize::from(give);
-    }
 }
 
 enum Fwd {
@@ -606,11 +586,9 @@ impl St {
             attempt: None,
             accepting: None,
             extra: Vec::new(),
-            credits: 0,
+            flow: Flow::default(),
             accept_credits: 0,
             peer_sar: 0,
-            owed: 0,
-            held: 0,
             queue: VecDeque::new(),
             ctrl: VecDeque::new(),
             dc_wait: VecDeque::new(),

@@ -274,17 +274,15 @@ impl Shared {
                 .conns
                 .get(c)
                 .and_then(Option::as_ref)
-                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.credits > 0);
+                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.flow.credits() > 0);
             if ready {
                 let give = Self::take_credit(st, c).unwrap_or(0);
-                let mut f = 0;
-                if tagged {
-                    f |= proto::F_TAGGED;
-                }
-                if data.is_some() {
-                    f |= proto::F_DATA;
-                }
-                let mut h = Hdr::new(Op::Eager, f, len as u64, tag, data.unwrap_or(0));
+                let meta = MsgMeta {
+                    tag: tagged.then_some(tag),
+                    data,
+                    dc: false,
+                };
+                let mut h = meta.eager(len);
                 h.credits = give;
                 let mut pkt = [0u8; FAST_MAX];
                 h.write(

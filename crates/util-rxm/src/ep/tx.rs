@@ -36,7 +36,7 @@ impl Shared {
         if conn.tx.is_none() {
             return;
         }
-        h.credits = conn.give_owed();
+        h.credits = conn.flow.piggyback();
         if !conn.ctrl.is_empty() {
             conn.ctrl.push_back(h);
             return;
@@ -87,12 +87,12 @@ impl Shared {
 
     /// Return credits to `c` when enough are owed.
     pub(super) fn maybe_credit(&self, st: &mut St, c: usize) {
-        let th = (self.settings.credits / 2).max(1);
+        let grant = self.settings.credits as u32;
         if st
             .conns
             .get(c)
             .and_then(Option::as_ref)
-            .is_some_and(|x| x.owed >= th && x.tx.is_some())
+            .is_some_and(|x| x.flow.credit_due(grant) && x.tx.is_some())
         {
             self.send_ctrl(st, c, Hdr::new(Op::Credit, 0, 0, 0, 0));
         }
@@ -125,17 +125,16 @@ impl Shared {
     /// Take a credit of `c` (with the owed credits to piggyback); None without credit.
     pub(super) fn take_credit(st: &mut St, c: usize) -> Option<u16> {
         let conn = st.conns.get_mut(c)?.as_mut()?;
-        if conn.credits == 0 {
+        if !conn.flow.take() {
             return None;
         }
-        conn.credits -= 1;
-        Some(conn.give_owed())
+        Some(conn.flow.piggyback())
     }
 
     pub(super) fn untake_credit(st: &mut St, c: usize, give: u16) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.credits += 1;
-            conn.regain_owed(give);
+            conn.flow.untake();
+            conn.flow.unpiggyback(give);
         }
     }
 
@@ -150,13 +149,10 @@ impl Shared {
         match &op.body {
             Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
             Body::Send { len, .. } => {
-                let len = *len;
-                if len <= self.settings.eager_limit() {
-                    self.post_eager(act, st, i, c, ctx)
-                } else if len <= self.settings.sar_limit {
-                    self.post_sar(act, st, i, c, ctx)
-                } else {
-                    self.post_rts(act, st, i, c, ctx)
+                match Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit) {
+                    Protocol::Eager => self.post_eager(act, st, i, c, ctx),
+                    Protocol::Segmented => self.post_sar(act, st, i, c, ctx),
+                    Protocol::Rendezvous => self.post_rts(act, st, i, c, ctx),
                 }
             }
         }
@@ -217,21 +213,18 @@ impl Shared {
         self.send_ctrl(st, c, Hdr::new(Op::DcAck, 0, 1, 0, 0));
     }
 
-    pub(super) fn send_hdr(op: &TxOp) -> (u8, u64, u64) {
+    /// What a send's packets carry besides its bytes (the headers come from the
+    /// protocol's rules, [`MsgMeta`]).
+    pub(super) fn send_meta(op: &TxOp) -> MsgMeta {
         match &op.body {
             Body::Send {
                 tag, data, tagged, ..
-            } => {
-                let mut f = 0;
-                if *tagged {
-                    f |= proto::F_TAGGED;
-                }
-                if data.is_some() {
-                    f |= proto::F_DATA;
-                }
-                (f, *tag, data.unwrap_or(0))
-            }
-            Body::Fwd(_) => (0, 0, 0),
+            } => MsgMeta {
+                tag: tagged.then_some(*tag),
+                data: *data,
+                dc: op.dc,
+            },
+            Body::Fwd(_) => MsgMeta::default(),
         }
     }
 
@@ -249,14 +242,11 @@ impl Shared {
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
-        let (mut flags, tag, data) = Self::send_hdr(op);
-        if op.dc {
-            flags |= proto::F_DC;
-        }
+        let meta = Self::send_meta(op);
         let Body::Send { iov, len, .. } = op.body else {
             return Posted::Done;
         };
-        let mut h = Hdr::new(Op::Eager, flags, len as u64, tag, data);
+        let mut h = meta.eager(len);
         h.credits = give;
         let mut hb = Box::new([0u8; HDR_LEN]);
         h.write(&mut hb);
@@ -337,8 +327,7 @@ impl Shared {
             let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
                 return Posted::Done;
             };
-            let (flags, tag, data) = Self::send_hdr(op);
-            let dc = if op.dc { proto::F_DC } else { 0 };
+            let meta = Self::send_meta(op);
             let Body::Send { iov, len, .. } = op.body else {
                 return Posted::Done;
             };
@@ -353,18 +342,10 @@ impl Shared {
                     None => return Posted::Blocked,
                 }
             } else {
-                st.conns[c].as_mut().map_or(0, Conn::give_owed)
+                st.conns[c].as_mut().map_or(0, |x| x.flow.piggyback())
             };
-            let n = seg.min(len - off);
+            let (mut h, n) = meta.segment(off, len, seg);
             let last = off + n >= len;
-            let mut h = if first {
-                Hdr::new(Op::SarFirst, flags | dc, len as u64, tag, data)
-            } else {
-                Hdr::new(Op::SarNext, flags & proto::F_TAGGED, off as u64, tag, 0)
-            };
-            if last {
-                h.flags |= proto::F_LAST;
-            }
             h.credits = give;
             let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
                 return Posted::Done;
@@ -428,7 +409,7 @@ impl Shared {
                     if first {
                         Self::untake_credit(st, c, give);
                     } else if let Some(conn) = st.conns[c].as_mut() {
-                        conn.regain_owed(give);
+                        conn.flow.unpiggyback(give);
                     }
                     return Posted::Blocked;
                 }
@@ -497,14 +478,14 @@ impl Shared {
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
-        let (flags, tag, data) = Self::send_hdr(op);
+        let meta = Self::send_meta(op);
         let src: IoList = match (&op.owned, &op.body) {
             (Some(v), _) => IoList::one(v.as_ptr() as usize, v.len()),
             (None, Body::Send { iov, .. }) => *iov,
             _ => return Posted::Done,
         };
         let len = src.total();
-        let mut h = Hdr::new(Op::Rts, flags, len as u64, tag, data);
+        let mut h = meta.rts(len);
         h.credits = give;
         let mut rts = Rts {
             id: (u64::from(op.gen) << 32) | u64::from(i),
