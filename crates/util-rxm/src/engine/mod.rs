@@ -61,7 +61,7 @@ use std::collections::{BTreeMap, VecDeque};
 use ofi_core::Errno;
 
 pub use flow::Flow;
-pub use packet::{Inbound, MsgMeta, Protocol, RxLimits, SarCursor};
+pub use packet::{Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
 
 use crate::proto::{Hdr, HdrView, Op, Rts, HDR_LEN, RTS_IOVS};
 

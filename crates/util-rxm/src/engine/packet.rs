@@ -196,9 +196,27 @@ pub enum Inbound<'a> {
         meta: MsgMeta,
         /// The message's length.
         total: usize,
-        /// The sender's buffers.
-        rts: Rts,
+        /// The sender's buffers (checked; [`RtsBody::get`] reads them).
+        body: RtsBody<'a>,
     },
+}
+
+/// The body of a rendezvous request that [`Inbound::classify`] checked, kept as bytes
+/// so that the common packets do not carry the larger parsed [`Rts`] around.
+#[derive(Clone, Copy, Debug)]
+pub struct RtsBody<'a> {
+    bytes: &'a [u8],
+    total: u64,
+}
+
+impl RtsBody<'_> {
+    /// The sender's buffers.
+    ///
+    /// # Errors
+    /// `FI_EPROTO` if the body does not parse (it did when it was classified).
+    pub fn get(&self) -> Result<Rts, Errno> {
+        Rts::parse(self.bytes, self.total).map_err(|_| Errno::EPROTO)
+    }
 }
 
 impl<'a> Inbound<'a> {
@@ -209,6 +227,7 @@ impl<'a> Inbound<'a> {
     /// not the header's or is past `eager_max`, a first segment past `sar_max` or
     /// longer than its message, a rendezvous request that does not parse or is past
     /// `max_msg`.
+    #[inline]
     pub fn classify(pkt: &'a [u8], lim: &RxLimits) -> Result<(Inbound<'a>, u16), Errno> {
         let h = Hdr::parse(pkt).map_err(|_| Errno::EPROTO)?;
         let payload = pkt.get(HDR_LEN..).unwrap_or_default();
@@ -252,11 +271,15 @@ impl<'a> Inbound<'a> {
                 if total > lim.max_msg {
                     return Err(Errno::EPROTO);
                 }
-                let rts = Rts::parse(payload, h.size).map_err(|_| Errno::EPROTO)?;
+                let body = RtsBody {
+                    bytes: payload,
+                    total: h.size,
+                };
+                body.get()?;
                 Inbound::Rts {
                     meta: MsgMeta::of_hdr(&h),
                     total,
-                    rts,
+                    body,
                 }
             }
         };

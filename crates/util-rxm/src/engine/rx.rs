@@ -142,7 +142,8 @@ impl Engine {
                 }
                 Ok(())
             }
-            Inbound::Rts { meta, total, rts } => {
+            Inbound::Rts { meta, total, body } => {
+                let rts = body.get()?;
                 if rts.n != 1 {
                     return Err(Errno::EPROTO);
                 }

@@ -75,7 +75,7 @@ use ofi_kit::tagmatch::{
 };
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
-use crate::engine::{Flow, Inbound, MsgMeta, Protocol, RxLimits, SarCursor};
+use crate::engine::{Flow, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
 use crate::fabric::{DomainShared, Fabric};
 use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
@@ -88,6 +88,8 @@ const CQ_ROUNDS: usize = 16;
 const EQ_BUDGET: usize = 16;
 /// Largest packet of the inject fast path (header included).
 const FAST_MAX: usize = 512;
+/// AV indexes below this have a slot in the endpoint's direct-mapped address cache.
+const DEST_FAST_MAX: usize = 4096;
 /// Progress calls between two looks at the clock (for the EQ interval).
 const EQ_CHECK_EVERY: u64 = 64;
 /// How often the core EQ is read when no handshake is pending.
@@ -329,10 +331,27 @@ struct RdOp {
     err: Option<Errno>,
 }
 
+/// Room for one batch of core completions.
+struct CqBuf([CqTaggedEntry; CQ_BATCH]);
+
+// SAFETY: the entries are plain values copied out of the core CQ; their pointer fields
+// (the core's buffer address of a receive) are never dereferenced through this buffer,
+// which is only read and written under the endpoint's lock.
+unsafe impl Send for CqBuf {}
+
 struct St {
     conns: Vec<Option<Conn>>,
     by_addr: HashMap<Vec<u8>, usize>,
     by_fi: HashMap<u64, usize>,
+    /// (fabric address, the AV's change count then, connection) by the address's low
+    /// 32 bits (the AV index), for the first [`DEST_FAST_MAX`] indexes:
+    /// [`Shared::conn_of`] without a hash lookup or an AV read.
+    dest_fast: Vec<(u64, u64, usize)>,
+    /// The inject fast path's packet buffer (reused).
+    fast_pkt: Vec<u8>,
+    /// Core completions read per [`Shared::progress_cq`] round (reused, not zeroed per
+    /// call).
+    cq_buf: CqBuf,
     msgs: Vec<Option<MsgEp>>,
     msg_gen: u32,
     ops: Vec<Option<TxOp>>,
@@ -454,6 +473,9 @@ impl Endpoint {
                 conns: Vec::new(),
                 by_addr: HashMap::new(),
                 by_fi: HashMap::new(),
+                dest_fast: Vec::new(),
+                fast_pkt: Vec::with_capacity(FAST_MAX),
+                cq_buf: CqBuf([CqTaggedEntry::default(); CQ_BATCH]),
                 msgs: Vec::new(),
                 msg_gen: 1,
                 ops: Vec::new(),

@@ -199,6 +199,28 @@ impl Shared {
 
     /// The connection for fabric address `dest`.
     pub(super) fn conn_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
+        // The direct-mapped cache: valid while the AV has not changed since it was
+        // filled (an entry's address is then the one its connection was found for).
+        let changes = act.av.changes();
+        let slot = (dest & 0xffff_ffff) as usize;
+        if let Some(&(d, ch, c)) = st.dest_fast.get(slot) {
+            if d == dest && ch == changes {
+                return Ok(c);
+            }
+        }
+        let c = self.conn_of_slow(act, st, dest)?;
+        if slot < DEST_FAST_MAX {
+            if st.dest_fast.len() <= slot {
+                st.dest_fast.resize(slot + 1, (ADDR_UNSPEC, u64::MAX, 0));
+            }
+            st.dest_fast[slot] = (dest, changes, c);
+        }
+        Ok(c)
+    }
+
+    /// [`Shared::conn_of`] without the cache: the AV entry's address checked against
+    /// the connection's aliases.
+    fn conn_of_slow(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
         if let Some(&c) = st.by_fi.get(&dest) {
             if let Some(conn) = st.conns.get(c).and_then(Option::as_ref) {
                 if act
@@ -284,20 +306,21 @@ impl Shared {
                 };
                 let mut h = meta.eager(len);
                 h.credits = give;
-                let mut pkt = [0u8; FAST_MAX];
-                h.write(
-                    (&mut pkt[..HDR_LEN])
-                        .try_into()
-                        .unwrap_or(&mut [0u8; HDR_LEN]),
-                );
+                // The endpoint's packet buffer (reused: no allocation, no zeroing of
+                // more than the packet).
+                let mut pkt = std::mem::take(&mut st.fast_pkt);
+                pkt.clear();
+                pkt.extend_from_slice(&h.bytes());
+                pkt.resize(HDR_LEN + len, 0);
                 // SAFETY: the application's buffers are readable for their lengths (C
-                // contract); `pkt` has room for `len` bytes after the header.
+                // contract); `pkt` has `len` bytes after the header.
                 unsafe { iov.gather(0, pkt[HDR_LEN..].as_mut_ptr(), len) };
                 let r = match self.tx_ep(st, c) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
                     None => Err(Error::code_only(Errno::ENOTCONN)),
                 };
+                st.fast_pkt = pkt;
                 match r {
                     Ok(()) => {
                         drop(g);

@@ -14,7 +14,7 @@ use super::*;
 enum First<'a> {
     Eager(&'a [u8]),
     Sar { payload: &'a [u8], last: bool },
-    Rts(Rts),
+    Rts(RtsBody<'a>),
 }
 
 // ---------------------------------------------------------------------------------------
@@ -72,9 +72,17 @@ impl Shared {
         let (inb, returned) = Inbound::classify(pkt, &lim)
             .map_err(|e| Error::new(e, "a packet out of protocol (header, size or limit)"))?;
         conn.flow.returned(returned);
-        match inb {
-            Inbound::Credit => Ok(()),
-            Inbound::DcAck { count } => self.on_dc_ack(act, st, c, count),
+        let (meta, len, first) = match inb {
+            Inbound::Eager { meta, payload } => (meta, payload.len(), First::Eager(payload)),
+            Inbound::SarFirst {
+                meta,
+                total,
+                payload,
+                last,
+            } => (meta, total, First::Sar { payload, last }),
+            Inbound::Rts { meta, total, body } => (meta, total, First::Rts(body)),
+            Inbound::Credit => return Ok(()),
+            Inbound::DcAck { count } => return self.on_dc_ack(act, st, c, count),
             Inbound::RndvDone { op: id, err } => {
                 let i = (id & 0xffff_ffff) as u32;
                 let gen = (id >> 32) as u32;
@@ -89,26 +97,17 @@ impl Shared {
                         self.maybe_finish(act, st, i);
                     }
                 }
-                Ok(())
+                return Ok(());
             }
-            seg @ Inbound::SarNext { .. } => self.next_segment(act, st, c, seg),
-            Inbound::Eager { meta, payload } => {
-                self.first_packet(act, st, c, meta, payload.len(), First::Eager(payload))
-            }
-            Inbound::SarFirst {
-                meta,
-                total,
-                payload,
-                last,
-            } => self.first_packet(act, st, c, meta, total, First::Sar { payload, last }),
-            Inbound::Rts { meta, total, rts } => {
-                self.first_packet(act, st, c, meta, total, First::Rts(rts))
-            }
-        }
+            seg @ Inbound::SarNext { .. } => return self.next_segment(act, st, c, seg),
+        };
+        self.first_packet(act, st, c, meta, len, first)
     }
 
     /// The first (credited) packet of a message of `len` bytes: matched with a posted
     /// receive and placed, or queued as unexpected.
+    // One call site, on every message's path.
+    #[inline(always)]
     fn first_packet(
         &self,
         act: &Active,
@@ -119,6 +118,10 @@ impl Shared {
         first: First<'_>,
     ) -> Result<()> {
         self.hold_credit(st, c)?;
+        let rts = match first {
+            First::Rts(body) => Some(body.get().map_err(|e| Error::new(e, "bad RTS"))?),
+            _ => None,
+        };
         let sar = match first {
             First::Sar { payload, last } => {
                 if st
@@ -233,7 +236,10 @@ impl Shared {
                     self.finish_sar(act, st, c);
                 }
             }
-            (First::Rts(rts), Some((recv, place, rel))) => {
+            (First::Rts(_), Some((recv, place, rel))) => {
+                let Some(rts) = rts else {
+                    return Ok(());
+                };
                 let to = Landing {
                     recv,
                     place,
@@ -241,7 +247,10 @@ impl Shared {
                 };
                 self.start_read(act, st, c, to, inc, rts);
             }
-            (First::Rts(rts), None) => {
+            (First::Rts(_), None) => {
+                let Some(rts) = rts else {
+                    return Ok(());
+                };
                 let u = Unexp::Rts {
                     rts,
                     conn: c,
