@@ -25,6 +25,41 @@ pub(super) struct FwdRequest {
     pub(super) suppress: bool,
 }
 
+impl TxOp {
+    /// A new operation on connection `c`, not posted yet: `flags` and `want` for its
+    /// completion, `owned` a copy of its data (inject), `dc` whether it waits for a
+    /// delivery acknowledgement.
+    fn new(
+        c: usize,
+        ctx: usize,
+        flags: u64,
+        want: bool,
+        body: Body,
+        owned: Option<Vec<u8>>,
+        dc: bool,
+    ) -> TxOp {
+        TxOp {
+            gen: 0,
+            conn: c,
+            ctx,
+            flags,
+            want,
+            body,
+            owned,
+            outstanding: 0,
+            await_done: false,
+            dc,
+            await_ack: false,
+            posted: false,
+            sent: 0,
+            err: None,
+            hdrs: Vec::new(),
+            bounce: Vec::new(),
+            mrs: Vec::new(),
+        }
+    }
+}
+
 impl Shared {
     pub(super) fn post_fwd(&self, act: &Active, st: &mut St, i: u32, ctx: usize) -> Posted {
         let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
@@ -45,16 +80,7 @@ impl Shared {
         };
         let r = match f {
             Fwd::Read { iov, desc, rma } => {
-                let m = MsgRma {
-                    msg_iov: iov.as_ptr(),
-                    desc: dp(desc),
-                    iov_count: iov.len(),
-                    addr: ADDR_UNSPEC,
-                    rma_iov: rma,
-                    rma_iov_count: 1,
-                    context: ctx,
-                    data: 0,
-                };
+                let m = msg_rma(iov, dp(desc), rma, ctx, 0);
                 // SAFETY: the arrays live in the op until completion; the application's
                 // buffers by the C contract.
                 unsafe { ep.readmsg(&m, OpFlags::COMPLETION.bits()) }
@@ -65,16 +91,7 @@ impl Shared {
                 rma,
                 data,
             } => {
-                let m = MsgRma {
-                    msg_iov: iov.as_ptr(),
-                    desc: dp(desc),
-                    iov_count: iov.len(),
-                    addr: ADDR_UNSPEC,
-                    rma_iov: rma,
-                    rma_iov_count: 1,
-                    context: ctx,
-                    data: data.unwrap_or(0),
-                };
+                let m = msg_rma(iov, dp(desc), rma, ctx, data.unwrap_or(0));
                 let mut fl = OpFlags::COMPLETION;
                 if data.is_some() {
                     fl |= OpFlags::REMOTE_CQ_DATA;
@@ -346,31 +363,14 @@ impl Shared {
         } else {
             None
         };
-        let op = TxOp {
-            gen: 0,
-            conn: c,
-            ctx,
-            flags: cq_flags,
-            want,
-            body: Body::Send {
-                iov,
-                len,
-                tag,
-                data,
-                tagged,
-            },
-            owned,
-            outstanding: 0,
-            await_done: false,
-            dc: delivery,
-            await_ack: false,
-            posted: false,
-            sent: 0,
-            err: None,
-            hdrs: Vec::new(),
-            bounce: Vec::new(),
-            mrs: Vec::new(),
+        let body = Body::Send {
+            iov,
+            len,
+            tag,
+            data,
+            tagged,
         };
+        let op = TxOp::new(c, ctx, cq_flags, want, body, owned, delivery);
         self.submit(act, st, op)
     }
 
@@ -400,25 +400,21 @@ impl Shared {
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
-        let op = TxOp {
-            gen: 0,
-            conn: c,
-            ctx,
-            flags: cq_flags,
-            want,
-            body: Body::Fwd(fwd),
-            owned,
-            outstanding: 0,
-            await_done: false,
-            dc: false,
-            await_ack: false,
-            posted: false,
-            sent: 0,
-            err: None,
-            hdrs: Vec::new(),
-            bounce: Vec::new(),
-            mrs: Vec::new(),
-        };
+        let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned, false);
         self.submit(act, st, op)
+    }
+}
+
+/// The core's RMA message for one remote buffer `rma` of the peer's connection.
+fn msg_rma(iov: &[Iov], desc: *const *mut c_void, rma: &RmaIov, ctx: usize, data: u64) -> MsgRma {
+    MsgRma {
+        msg_iov: iov.as_ptr(),
+        desc,
+        iov_count: iov.len(),
+        addr: ADDR_UNSPEC,
+        rma_iov: rma,
+        rma_iov_count: 1,
+        context: ctx,
+        data,
     }
 }

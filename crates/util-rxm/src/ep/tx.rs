@@ -228,6 +228,69 @@ impl Shared {
         }
     }
 
+    /// Post one packet of send `i` on connection `c`: the header `h` and the bytes
+    /// `range` of the send's data, straight from the application's buffers when the
+    /// core takes that many iov entries, else gathered into a bounce buffer. The header
+    /// box and any bounce buffer stay in the operation until it completes (the core
+    /// holds pointers to them).
+    fn post_packet(
+        &self,
+        st: &mut St,
+        i: u32,
+        c: usize,
+        ctx: usize,
+        h: Hdr,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
+        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        let Body::Send { iov, .. } = op.body else {
+            return Ok(());
+        };
+        let mut hb = Box::new([0u8; HDR_LEN]);
+        h.write(&mut hb);
+        let src: IoList = match &op.owned {
+            Some(v) => IoList::one(v.as_ptr() as usize, v.len()),
+            None => iov,
+        };
+        let (off, n) = (range.start, range.len());
+        let part = src.sub(off, n);
+        let mut v: Vec<Iov> = Vec::with_capacity(IOV_LIMIT + 1);
+        v.push(Iov {
+            base: hb.as_ptr() as *mut c_void,
+            len: HDR_LEN,
+        });
+        if part.len() < core_iov {
+            for &(a, l) in part.slice() {
+                v.push(Iov {
+                    base: a as *mut c_void,
+                    len: l,
+                });
+            }
+        } else {
+            let mut b = vec![0u8; n];
+            // SAFETY: the application's buffers are readable for their lengths; `b` has
+            // `n` bytes.
+            unsafe { src.gather(off, b.as_mut_ptr(), n) };
+            v.push(Iov {
+                base: b.as_ptr() as *mut c_void,
+                len: n,
+            });
+            op.bounce.push(b);
+        }
+        op.hdrs.push(hb);
+        match self.tx_ep(st, c) {
+            // SAFETY: the header box and bounce buffers live in the op until its
+            // completion; the application's buffers by the C contract.
+            Some(ep) => unsafe {
+                ep.sendv(v.as_ptr(), std::ptr::null(), v.len(), ADDR_UNSPEC, ctx)
+            },
+            None => Err(Error::code_only(Errno::ENOTCONN)),
+        }
+    }
+
     pub(super) fn post_eager(
         &self,
         act: &Active,
@@ -243,50 +306,12 @@ impl Shared {
             return Posted::Done;
         };
         let meta = Self::send_meta(op);
-        let Body::Send { iov, len, .. } = op.body else {
+        let Body::Send { len, .. } = op.body else {
             return Posted::Done;
         };
         let mut h = meta.eager(len);
         h.credits = give;
-        let mut hb = Box::new([0u8; HDR_LEN]);
-        h.write(&mut hb);
-        let src: IoList = match &op.owned {
-            Some(v) => IoList::one(v.as_ptr() as usize, v.len()),
-            None => iov,
-        };
-        let mut v: Vec<Iov> = Vec::with_capacity(IOV_LIMIT + 1);
-        v.push(Iov {
-            base: hb.as_ptr() as *mut c_void,
-            len: HDR_LEN,
-        });
-        let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
-        if src.len() < core_iov {
-            for &(a, l) in src.slice() {
-                v.push(Iov {
-                    base: a as *mut c_void,
-                    len: l,
-                });
-            }
-        } else {
-            let mut b = vec![0u8; len];
-            // SAFETY: the application's buffers are readable for their lengths; `b` has
-            // `len` bytes.
-            unsafe { src.gather(0, b.as_mut_ptr(), len) };
-            v.push(Iov {
-                base: b.as_ptr() as *mut c_void,
-                len,
-            });
-            op.bounce.push(b);
-        }
-        op.hdrs.push(hb);
-        let r = match self.tx_ep(st, c) {
-            // SAFETY: the header box and bounce buffers live in the op until its
-            // completion; the application's buffers by the C contract.
-            Some(ep) => unsafe {
-                ep.sendv(v.as_ptr(), std::ptr::null(), v.len(), ADDR_UNSPEC, ctx)
-            },
-            None => Err(Error::code_only(Errno::ENOTCONN)),
-        };
+        let r = self.post_packet(st, i, c, ctx, h, 0..len);
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
@@ -328,7 +353,7 @@ impl Shared {
                 return Posted::Done;
             };
             let meta = Self::send_meta(op);
-            let Body::Send { iov, len, .. } = op.body else {
+            let Body::Send { len, .. } = op.body else {
                 return Posted::Done;
             };
             let off = op.sent;
@@ -347,43 +372,7 @@ impl Shared {
             let (mut h, n) = meta.segment(off, len, seg);
             let last = off + n >= len;
             h.credits = give;
-            let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-                return Posted::Done;
-            };
-            let mut hb = Box::new([0u8; HDR_LEN]);
-            h.write(&mut hb);
-            let src: IoList = match &op.owned {
-                Some(v) => IoList::one(v.as_ptr() as usize, v.len()),
-                None => iov,
-            };
-            let part = src.sub(off, n);
-            let mut v: Vec<Iov> = vec![Iov {
-                base: hb.as_ptr() as *mut c_void,
-                len: HDR_LEN,
-            }];
-            if part.len() == 1 {
-                v.push(Iov {
-                    base: part.slice()[0].0 as *mut c_void,
-                    len: n,
-                });
-            } else {
-                let mut b = vec![0u8; n];
-                // SAFETY: as in post_eager.
-                unsafe { src.gather(off, b.as_mut_ptr(), n) };
-                v.push(Iov {
-                    base: b.as_ptr() as *mut c_void,
-                    len: n,
-                });
-                op.bounce.push(b);
-            }
-            op.hdrs.push(hb);
-            let r = match self.tx_ep(st, c) {
-                // SAFETY: as in post_eager.
-                Some(ep) => unsafe {
-                    ep.sendv(v.as_ptr(), std::ptr::null(), v.len(), ADDR_UNSPEC, ctx)
-                },
-                None => Err(Error::code_only(Errno::ENOTCONN)),
-            };
+            let r = self.post_packet(st, i, c, ctx, h, off..off + n);
             match r {
                 Ok(()) => {
                     if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
