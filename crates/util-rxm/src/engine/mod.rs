@@ -61,9 +61,9 @@ use std::collections::{BTreeMap, VecDeque};
 use ofi_core::Errno;
 
 pub use flow::Flow;
-pub use packet::{Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
+pub use packet::{AckQueue, Control, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
 
-use crate::proto::{Hdr, HdrView, Op, Rts, HDR_LEN, RTS_IOVS};
+use crate::proto::{Hdr, HdrView, Rts, HDR_LEN, RTS_IOVS};
 
 /// A peer of the engine (the driver's index for a remote endpoint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -241,7 +241,7 @@ struct Peer {
     /// Sends not yet started (internal ids), in order.
     queue: VecDeque<u64>,
     /// Sends waiting for DC_ACK, in order sent.
-    await_ack: VecDeque<u64>,
+    await_ack: AckQueue<u64>,
     sar: Option<SarRx>,
     /// First packets received from the peer so far.
     arrivals: u64,
@@ -495,7 +495,7 @@ impl Engine {
                     let give = p.flow.piggyback();
                     Hdr {
                         credits: give,
-                        ..Hdr::new(Op::Credit, 0, 0, 0, 0)
+                        ..Control::credit()
                     }
                     .bytes()
                     .to_vec()
@@ -532,7 +532,7 @@ impl Engine {
                     let mut b = meta.eager(len).bytes().to_vec();
                     b.extend_from_slice(&op.data);
                     p.out.push_back(b);
-                    p.await_ack.push_back(id);
+                    p.await_ack.expect(id);
                     op.state = TxState::AwaitAck;
                     self.stats.eager += 1;
                 }
@@ -545,7 +545,7 @@ impl Engine {
                         p.out.push_back(b);
                         off += n;
                     }
-                    p.await_ack.push_back(id);
+                    p.await_ack.expect(id);
                     op.state = TxState::AwaitAck;
                     self.stats.sar += 1;
                 }

@@ -12,6 +12,8 @@
 //!   offsets without gaps; [`SarCursor::next`] refuses anything else, and a last flag
 //!   before the last byte (or the last byte without it).
 
+use std::collections::VecDeque;
+
 use ofi_core::Errno;
 
 use crate::proto::{self, Hdr, Op, Rts, HDR_LEN};
@@ -129,6 +131,89 @@ impl MsgMeta {
             data: (h.flags & proto::F_DATA != 0).then_some(h.data),
             dc: h.flags & proto::F_DC != 0,
         }
+    }
+}
+
+/// The control packets (no credit needed): their headers, in one place with their
+/// decoding in [`Inbound::classify`].
+pub struct Control;
+
+impl Control {
+    /// Credits only (the credits field is filled when it is sent).
+    #[inline]
+    pub fn credit() -> Hdr {
+        Hdr::new(Op::Credit, 0, 0, 0, 0)
+    }
+
+    /// `count` more delivery-complete messages were taken in.
+    #[inline]
+    pub fn dc_ack(count: u64) -> Hdr {
+        Hdr::new(Op::DcAck, 0, count, 0, 0)
+    }
+
+    /// The rendezvous read of the sender's operation `op` finished: success, or the
+    /// error as a negated `FI_*` code.
+    #[inline]
+    pub fn rndv_done(op: u64, result: Result<(), Errno>) -> Hdr {
+        let status = match result {
+            Ok(()) => 0,
+            Err(e) => -i64::from(e.0),
+        };
+        Hdr::new(Op::RndvDone, 0, 0, op, status as u64)
+    }
+}
+
+/// The delivery-complete messages sent on a connection whose acknowledgement has not
+/// come, in the order sent (the receiver acknowledges in that order, with a count).
+#[derive(Debug)]
+pub struct AckQueue<T> {
+    waiting: VecDeque<T>,
+}
+
+impl<T> Default for AckQueue<T> {
+    fn default() -> AckQueue<T> {
+        AckQueue {
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> AckQueue<T> {
+    /// `t` was sent and waits for its acknowledgement.
+    #[inline]
+    pub fn expect(&mut self, t: T) {
+        self.waiting.push_back(t);
+    }
+
+    /// The peer acknowledged `count` more: the oldest `count` waiting.
+    ///
+    /// # Errors
+    /// `FI_EPROTO` (nothing taken) if fewer than `count` wait: acknowledgements of
+    /// messages never sent.
+    pub fn acked(
+        &mut self,
+        count: u64,
+    ) -> Result<std::collections::vec_deque::Drain<'_, T>, Errno> {
+        let n = usize::try_from(count)
+            .ok()
+            .filter(|&n| n <= self.waiting.len())
+            .ok_or(Errno::EPROTO)?;
+        Ok(self.waiting.drain(..n))
+    }
+
+    /// The connection is gone: nothing waits any more.
+    pub fn clear(&mut self) {
+        self.waiting.clear();
+    }
+
+    /// How many wait.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
     }
 }
 

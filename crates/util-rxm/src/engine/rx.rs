@@ -13,10 +13,9 @@
 use ofi_core::Errno;
 
 use super::{
-    CreditToken, Engine, Event, Inbound, PeerId, RdState, ReadId, ReadRequest, RxLimits, SarCursor,
-    SarRx, TxState,
+    Control, CreditToken, Engine, Event, Inbound, PeerId, RdState, ReadId, ReadRequest, RxLimits,
+    SarCursor, SarRx, TxState,
 };
-use crate::proto::{Hdr, Op};
 
 impl Engine {
     /// A packet arrived on the current connection to `peer` at `now`.
@@ -56,8 +55,10 @@ impl Engine {
         match inb {
             Inbound::Credit => Ok(()),
             Inbound::DcAck { count } => {
-                for _ in 0..count {
-                    let id = self.peer(peer).await_ack.pop_front().ok_or(Errno::EPROTO)?;
+                let Some(p) = self.peers.get_mut(peer.0 as usize) else {
+                    return Ok(());
+                };
+                for id in p.await_ack.acked(count)? {
                     if let Some(o) = self.ops.remove(&id) {
                         self.events.push_back(Event::Sent { op: o.op });
                     }
@@ -85,8 +86,7 @@ impl Engine {
                 let arrival = p.arrivals;
                 p.arrivals += 1;
                 if meta.dc {
-                    p.out
-                        .push_back(Hdr::new(Op::DcAck, 0, 1, 0, 0).bytes().to_vec());
+                    p.out.push_back(Control::dc_ack(1).bytes().to_vec());
                 }
                 self.events.push_back(Event::Received {
                     peer,
@@ -180,8 +180,7 @@ impl Engine {
         let Some(s) = p.sar.take() else {
             return;
         };
-        p.out
-            .push_back(Hdr::new(Op::DcAck, 0, 1, 0, 0).bytes().to_vec());
+        p.out.push_back(Control::dc_ack(1).bytes().to_vec());
         self.events.push_back(Event::Received {
             peer,
             tag: s.meta.tag.unwrap_or(0),
@@ -210,15 +209,8 @@ impl Engine {
                 Err(Errno::EIO)
             }
         });
-        let status = match &result {
-            Ok(_) => 0u64,
-            Err(e) => (-i64::from(e.0)) as u64,
-        };
-        p.out.push_back(
-            Hdr::new(Op::RndvDone, 0, 0, r.remote_op, status)
-                .bytes()
-                .to_vec(),
-        );
+        let done = Control::rndv_done(r.remote_op, result.as_ref().map(|_| ()).map_err(|e| *e));
+        p.out.push_back(done.bytes().to_vec());
         let credit = CreditToken {
             peer: r.peer,
             epoch: r.epoch,

@@ -75,9 +75,11 @@ use ofi_kit::tagmatch::{
 };
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
-use crate::engine::{Flow, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
+use crate::engine::{
+    AckQueue, Control, Flow, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor,
+};
 use crate::fabric::{DomainShared, Fabric};
-use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
+use crate::proto::{self, Hdr, Hello, Kind, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
 
 /// Core completions read per progress call.
@@ -237,7 +239,7 @@ struct Conn {
     ctrl: VecDeque<Hdr>,
     /// Delivery-complete operations sent on this connection whose acknowledgement has
     /// not come (index, generation), in the order sent.
-    dc_wait: VecDeque<(u32, u32)>,
+    dc_wait: AckQueue<(u32, u32)>,
     sar: Option<SarRx>,
     src: u64,
     src_alias: usize,
@@ -613,7 +615,7 @@ impl St {
             peer_sar: 0,
             queue: VecDeque::new(),
             ctrl: VecDeque::new(),
-            dc_wait: VecDeque::new(),
+            dc_wait: AckQueue::default(),
             sar: None,
             src: ADDR_NOTAVAIL,
             src_alias: 0,

@@ -472,13 +472,13 @@ impl Shared {
         st.rd_free.push(i);
         st.rd_waiting.retain(|x| *x != i);
         act.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
-        let status = r.err.map_or(0i64, |e| -i64::from(e.0));
+
         let epoch = Self::conn_epoch(st, r.conn);
         Self::return_credit(st, r.conn, epoch);
         self.send_ctrl(
             st,
             r.conn,
-            Hdr::new(Op::RndvDone, 0, 0, r.id, status as u64),
+            Control::rndv_done(r.id, r.err.map_or(Ok(()), Err)),
         );
     }
 
@@ -583,7 +583,7 @@ impl Shared {
             Unexp::Rts { rts, conn, epoch } => {
                 if Self::conn_epoch(st, conn) == epoch {
                     Self::return_credit(st, conn, epoch);
-                    self.send_ctrl(st, conn, Hdr::new(Op::RndvDone, 0, 0, rts.id, 0));
+                    self.send_ctrl(st, conn, Control::rndv_done(rts.id, Ok(())));
                 }
             }
         }

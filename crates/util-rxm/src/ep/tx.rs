@@ -94,7 +94,7 @@ impl Shared {
             .and_then(Option::as_ref)
             .is_some_and(|x| x.flow.credit_due(grant) && x.tx.is_some())
         {
-            self.send_ctrl(st, c, Hdr::new(Op::Credit, 0, 0, 0, 0));
+            self.send_ctrl(st, c, Control::credit());
         }
     }
 
@@ -180,24 +180,22 @@ impl Shared {
     /// connection `c`; they come in the order the messages were sent.
     pub(super) fn wait_for_ack(st: &mut St, c: usize, i: u32, gen: u32) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.dc_wait.push_back((i, gen));
+            conn.dc_wait.expect((i, gen));
         }
     }
 
     /// The peer acknowledges `n` more delivery-complete messages of connection `c`.
     pub(super) fn on_dc_ack(&self, act: &Active, st: &mut St, c: usize, n: u64) -> Result<()> {
-        for _ in 0..n {
-            let Some((i, gen)) = st
-                .conns
-                .get_mut(c)
-                .and_then(Option::as_mut)
-                .and_then(|x| x.dc_wait.pop_front())
-            else {
-                return Err(Error::new(
-                    Errno::EPROTO,
-                    "delivery acknowledgement of a message never sent",
-                ));
-            };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        // Usually one; the operations are finished after the queue is let go.
+        let acked: Vec<(u32, u32)> = conn
+            .dc_wait
+            .acked(n)
+            .map_err(|e| Error::new(e, "delivery acknowledgement of a message never sent"))?
+            .collect();
+        for (i, gen) in acked {
             if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                 if op.gen == gen && op.conn == c && op.await_ack {
                     op.await_ack = false;
@@ -210,7 +208,7 @@ impl Shared {
 
     /// Acknowledge one delivery-complete message taken in from connection `c`.
     pub(super) fn ack_dc(&self, st: &mut St, c: usize) {
-        self.send_ctrl(st, c, Hdr::new(Op::DcAck, 0, 1, 0, 0));
+        self.send_ctrl(st, c, Control::dc_ack(1));
     }
 
     /// What a send's packets carry besides its bytes (the headers come from the

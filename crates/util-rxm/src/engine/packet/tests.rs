@@ -174,3 +174,40 @@ fn classify_never_panics_on_random_bytes() {
         }
     }
 }
+
+#[test]
+fn control_headers_round_trip_through_classify() {
+    for (result, want) in [
+        (Ok(()), None),
+        (Err(Errno::EIO), Some(Errno::EIO)),
+        (Err(Errno::ECONNRESET), Some(Errno::ECONNRESET)),
+    ] {
+        match Inbound::classify(&Control::rndv_done(77, result).bytes(), &LIM) {
+            Ok((Inbound::RndvDone { op: 77, err }, 0)) => assert_eq!(err, want),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        Inbound::classify(&Control::dc_ack(3).bytes(), &LIM),
+        Ok((Inbound::DcAck { count: 3 }, 0))
+    ));
+    assert!(matches!(
+        Inbound::classify(&Control::credit().bytes(), &LIM),
+        Ok((Inbound::Credit, 0))
+    ));
+}
+
+#[test]
+fn acknowledgements_come_in_order_and_never_past_what_was_sent() {
+    let mut q = AckQueue::default();
+    for k in 0..4u32 {
+        q.expect(k);
+    }
+    assert_eq!(q.acked(2).map(|d| d.collect::<Vec<_>>()), Ok(vec![0, 1]));
+    assert_eq!(q.acked(3).err(), Some(Errno::EPROTO));
+    assert_eq!(q.len(), 2, "a refused acknowledgement takes nothing");
+    assert_eq!(q.acked(u64::MAX).err(), Some(Errno::EPROTO));
+    assert_eq!(q.acked(2).map(|d| d.collect::<Vec<_>>()), Ok(vec![2, 3]));
+    assert!(q.is_empty());
+    assert_eq!(q.acked(0).map(|d| d.count()), Ok(0));
+}
