@@ -2,6 +2,12 @@
 //!
 //! # Structure
 //!
+//! Every protocol decision comes from the rules in [`crate::engine`] that the sans-IO
+//! engine is built from and tested with: credits ([`Flow`]), the protocol of a message
+//! and its headers ([`Protocol`], [`MsgMeta`]), the checks on an arriving packet
+//! ([`Inbound::classify`]), segment reassembly ([`SarCursor`]), control packets
+//! ([`Control`]) and delivery acknowledgements ([`AckQueue`]). This module adds the I/O.
+//!
 //! An endpoint owns, in the core provider: a passive endpoint listening on its address
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
@@ -27,8 +33,9 @@
 //!   copied out as an unexpected message; the buffer is reposted at once.
 //! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
 //!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
-//!   next packet or in a CREDIT packet. The receiver counts what each peer holds
-//!   (`Conn::held`) and disconnects a peer that goes past the grant (`FI_EPROTO`), so
+//!   next packet or in a CREDIT packet. The receiver counts what each peer holds (the
+//!   engine's [`Flow`], one per connection) and disconnects a peer that goes past the
+//!   grant (`FI_EPROTO`), so
 //!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
 //!   entries hold no data) even when the peer ignores flow control.
 //! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
