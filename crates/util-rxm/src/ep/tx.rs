@@ -100,6 +100,14 @@ impl Shared {
 
     /// Post queued operations of `c` in order while possible.
     pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
+        // The common case after a packet: nothing queued, no credit due.
+        let grant = self.settings.credits as u32;
+        let Some(conn) = st.conns.get(c).and_then(Option::as_ref) else {
+            return;
+        };
+        if conn.queue.is_empty() && conn.ctrl.is_empty() && !conn.flow.credit_due(grant) {
+            return;
+        }
         self.flush_ctrl(st, c);
         while let Some(&i) = st
             .conns
