@@ -30,9 +30,11 @@
 //!   [`Config::sar_limit`] as segments of [`Config::seg_size`] bytes sent back to back
 //!   (first, next…, the last flagged); beyond as a rendezvous request (RTS) naming the
 //!   sender's buffer, which the receiver reads and answers with RNDV_DONE.
-//! - Eager and segmented messages carry [`crate::proto::F_DC`]: the receiver acknowledges each
-//!   once it holds the whole message (DC_ACK, in order per connection), and the send
-//!   completes then — a completed send was delivered.
+//! - Eager and segmented messages sent with [`MsgMeta::dc`] (every [`Engine::send`])
+//!   carry [`crate::proto::F_DC`]: the receiver acknowledges each once it holds the
+//!   whole message (DC_ACK, in order per connection), and the send completes then — a
+//!   completed send was delivered. Without it a send completes when its last packet is
+//!   handed to the driver.
 //! - Credits: a peer may have at most the grant it was given (its handshake's credits)
 //!   of messages (eager, first segment, RTS) the receiver has not consumed; consuming
 //!   returns credits, piggybacked on the next packet or in a CREDIT packet. A peer
@@ -193,6 +195,9 @@ enum TxState {
     Queued,
     /// Its packets are queued on the connection; it waits for DC_ACK.
     AwaitAck,
+    /// Its packets are queued on the connection; it completes when the last one is
+    /// handed to the driver (no delivery acknowledgement asked: transmit complete).
+    AwaitTransmit,
     /// Its RTS went; it waits for RNDV_DONE (its buffer may be read meanwhile).
     AwaitDone,
 }
@@ -225,6 +230,22 @@ struct RdState {
     arrival: u64,
 }
 
+/// A packet ready to go, and the send it completes when handed to the driver (the
+/// last packet of a send that asks no delivery acknowledgement).
+struct Out {
+    bytes: Vec<u8>,
+    completes: Option<u64>,
+}
+
+impl From<Vec<u8>> for Out {
+    fn from(bytes: Vec<u8>) -> Out {
+        Out {
+            bytes,
+            completes: None,
+        }
+    }
+}
+
 /// One peer: its connection (when up) and what waits for it.
 #[derive(Default)]
 struct Peer {
@@ -237,7 +258,7 @@ struct Peer {
     /// Credits both ways (the endpoint's type).
     flow: Flow,
     /// Packets ready to go on the connection.
-    out: VecDeque<Vec<u8>>,
+    out: VecDeque<Out>,
     /// Sends not yet started (internal ids), in order.
     queue: VecDeque<u64>,
     /// Sends waiting for DC_ACK, in order sent.
@@ -327,14 +348,17 @@ impl Engine {
     pub fn send(&mut self, peer: PeerId, op: OpId, tag: u64, data: Vec<u8>) -> Result<(), Errno> {
         let meta = MsgMeta {
             tag: Some(tag),
-            ..MsgMeta::default()
+            data: None,
+            dc: true,
         };
         self.send_msg(peer, op, meta, data)
     }
 
     /// Submit a message of `data` to `peer` with `meta`'s tag (or none) and remote CQ
-    /// data, reported as `op`. Every eager and segmented message asks for a delivery
-    /// acknowledgement (a send completes once delivered), whatever `meta.dc` says.
+    /// data, reported as `op`. With `meta.dc` an eager or segmented send completes when
+    /// the receiver acknowledges it (delivery complete); without, when its last packet
+    /// is handed to the driver (transmit complete). A rendezvous send completes on
+    /// RNDV_DONE either way.
     ///
     /// # Errors
     /// `FI_EMSGSIZE` past [`Config::max_msg`].
@@ -355,7 +379,7 @@ impl Engine {
             TxOp {
                 op,
                 peer,
-                meta: MsgMeta { dc: true, ..meta },
+                meta,
                 data,
                 state: TxState::Queued,
                 epoch: Epoch::default(),
@@ -485,11 +509,17 @@ impl Engine {
             }
             let p = &mut self.peers[i];
             let pkt = match p.out.pop_front() {
-                Some(mut b) => {
-                    if let Ok(mut v) = HdrView::new_checked(&mut b[..]) {
+                Some(Out {
+                    mut bytes,
+                    completes,
+                }) => {
+                    if let Ok(mut v) = HdrView::new_checked(&mut bytes[..]) {
                         v.set_credits(p.flow.piggyback());
                     }
-                    b
+                    if let Some(o) = completes.and_then(|id| self.ops.remove(&id)) {
+                        self.events.push_back(Event::Sent { op: o.op });
+                    }
+                    bytes
                 }
                 None if p.flow.owed() > 0 => {
                     let give = p.flow.piggyback();
@@ -528,33 +558,45 @@ impl Engine {
             let len = op.data.len();
             let meta = op.meta;
             match Protocol::of(len, self.cfg.eager_max, self.cfg.sar_limit) {
-                Protocol::Eager => {
-                    let mut b = meta.eager(len).bytes().to_vec();
-                    b.extend_from_slice(&op.data);
-                    p.out.push_back(b);
-                    p.await_ack.expect(id);
-                    op.state = TxState::AwaitAck;
-                    self.stats.eager += 1;
-                }
-                Protocol::Segmented => {
+                Protocol::Eager | Protocol::Segmented => {
+                    let eager = len <= self.cfg.eager_max;
                     let mut off = 0;
-                    while off < len {
-                        let (h, n) = meta.segment(off, len, self.cfg.seg_size);
+                    loop {
+                        let (h, n) = if eager {
+                            (meta.eager(len), len)
+                        } else {
+                            meta.segment(off, len, self.cfg.seg_size)
+                        };
                         let mut b = h.bytes().to_vec();
                         b.extend_from_slice(&op.data[off..off + n]);
-                        p.out.push_back(b);
                         off += n;
+                        let last = off >= len;
+                        p.out.push_back(Out {
+                            bytes: b,
+                            completes: (last && !meta.dc).then_some(id),
+                        });
+                        if last {
+                            break;
+                        }
                     }
-                    p.await_ack.expect(id);
-                    op.state = TxState::AwaitAck;
-                    self.stats.sar += 1;
+                    if meta.dc {
+                        p.await_ack.expect(id);
+                        op.state = TxState::AwaitAck;
+                    } else {
+                        op.state = TxState::AwaitTransmit;
+                    }
+                    if eager {
+                        self.stats.eager += 1;
+                    } else {
+                        self.stats.sar += 1;
+                    }
                 }
                 Protocol::Rendezvous => {
                     let mut iov = [(0, 0, 0); RTS_IOVS];
                     iov[0] = (id, len as u64, op.epoch.0);
                     let mut b = meta.rts(len).bytes().to_vec();
                     Rts { id, iov, n: 1 }.encode(&mut b);
-                    p.out.push_back(b);
+                    p.out.push_back(b.into());
                     op.state = TxState::AwaitDone;
                     self.stats.rndv += 1;
                 }

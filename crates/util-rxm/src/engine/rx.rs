@@ -86,7 +86,7 @@ impl Engine {
                 let arrival = p.arrivals;
                 p.arrivals += 1;
                 if meta.dc {
-                    p.out.push_back(Control::dc_ack(1).bytes().to_vec());
+                    p.out.push_back(Control::dc_ack(1).bytes().to_vec().into());
                 }
                 self.events.push_back(Event::Received {
                     peer,
@@ -105,10 +105,6 @@ impl Engine {
                 payload,
                 last,
             } => {
-                if !meta.dc {
-                    // This engine's senders always ask for the acknowledgement.
-                    return Err(Errno::EPROTO);
-                }
                 let (cursor, done) =
                     SarCursor::first(meta.tag.unwrap_or(0), total, payload.len(), last)?;
                 let p = self.peer(peer);
@@ -180,7 +176,9 @@ impl Engine {
         let Some(s) = p.sar.take() else {
             return;
         };
-        p.out.push_back(Control::dc_ack(1).bytes().to_vec());
+        if s.meta.dc {
+            p.out.push_back(Control::dc_ack(1).bytes().to_vec().into());
+        }
         self.events.push_back(Event::Received {
             peer,
             tag: s.meta.tag.unwrap_or(0),
@@ -210,7 +208,7 @@ impl Engine {
             }
         });
         let done = Control::rndv_done(r.remote_op, result.as_ref().map(|_| ()).map_err(|e| *e));
-        p.out.push_back(done.bytes().to_vec());
+        p.out.push_back(done.bytes().to_vec().into());
         let credit = CreditToken {
             peer: r.peer,
             epoch: r.epoch,
