@@ -158,8 +158,7 @@ impl Shared {
             Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
             Body::Send { len, .. } => {
                 match Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit) {
-                    Protocol::Eager => self.post_eager(act, st, i, c, ctx),
-                    Protocol::Segmented => self.post_sar(act, st, i, c, ctx),
+                    Protocol::Eager | Protocol::Segmented => self.post_message(act, st, i, c, ctx),
                     Protocol::Rendezvous => self.post_rts(act, st, i, c, ctx),
                 }
             }
@@ -297,55 +296,11 @@ impl Shared {
         }
     }
 
-    pub(super) fn post_eager(
-        &self,
-        act: &Active,
-        st: &mut St,
-        i: u32,
-        c: usize,
-        ctx: usize,
-    ) -> Posted {
-        let Some(give) = Self::take_credit(st, c) else {
-            return Posted::Blocked;
-        };
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-            return Posted::Done;
-        };
-        let meta = Self::send_meta(op);
-        let Body::Send { len, .. } = op.body else {
-            return Posted::Done;
-        };
-        let mut h = meta.eager(len);
-        h.credits = give;
-        let r = self.post_packet(st, i, c, ctx, h, 0..len);
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-            return Posted::Done;
-        };
-        match r {
-            Ok(()) => {
-                op.outstanding += 1;
-                op.posted = true;
-                if op.dc {
-                    op.await_ack = true;
-                    let gen = op.gen;
-                    Self::wait_for_ack(st, c, i, gen);
-                }
-                Posted::Done
-            }
-            Err(e) if e.code() == Errno::EAGAIN => {
-                op.hdrs.clear();
-                op.bounce.clear();
-                Self::untake_credit(st, c, give);
-                Posted::Blocked
-            }
-            Err(e) => {
-                Self::untake_credit(st, c, give);
-                self.fail_op(act, st, i, e.code())
-            }
-        }
-    }
-
-    pub(super) fn post_sar(
+    /// Post an eager send (one packet) or a segmented one (its segments back to back)
+    /// from where it stopped; the first packet takes a credit. The send then waits for
+    /// the core's completions, and for the receiver's acknowledgement if it asked for
+    /// delivery complete.
+    pub(super) fn post_message(
         &self,
         act: &Active,
         st: &mut St,
@@ -366,6 +321,7 @@ impl Shared {
             if off >= len && op.posted {
                 return Posted::Done;
             }
+            let bounced = op.bounce.len();
             let first = off == 0;
             let give = if first {
                 match Self::take_credit(st, c) {
@@ -375,7 +331,11 @@ impl Shared {
             } else {
                 st.conns[c].as_mut().map_or(0, |x| x.flow.piggyback())
             };
-            let (mut h, n) = meta.segment(off, len, seg);
+            let (mut h, n) = if len <= seg {
+                (meta.eager(len), len)
+            } else {
+                meta.segment(off, len, seg)
+            };
             let last = off + n >= len;
             h.credits = give;
             let r = self.post_packet(st, i, c, ctx, h, off..off + n);
@@ -386,8 +346,8 @@ impl Shared {
                         op.sent = off + n;
                         if last {
                             op.posted = true;
-                            // The receiver acknowledges at the last segment: queued now,
-                            // the order of the acknowledgements.
+                            // The receiver acknowledges once the whole message is in:
+                            // queued now, the order of the acknowledgements.
                             if op.dc {
                                 op.await_ack = true;
                                 let gen = op.gen;
@@ -400,6 +360,7 @@ impl Shared {
                 Err(e) if e.code() == Errno::EAGAIN => {
                     if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                         op.hdrs.pop();
+                        op.bounce.truncate(bounced);
                     }
                     if first {
                         Self::untake_credit(st, c, give);
