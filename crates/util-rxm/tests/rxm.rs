@@ -136,6 +136,43 @@ fn pair() -> (Node, Node, u64, u64) {
     (a, b, ab, ba)
 }
 
+/// The endpoint caches the connection of each fabric address; an address removed from
+/// the AV and its slot reused for another peer must reach the new peer, never the old
+/// connection (the cache is keyed on the AV's change count).
+#[test]
+fn a_reused_av_slot_reaches_the_new_peer() {
+    let info = rxm_info();
+    let a = node(&info);
+    let b = node(&info);
+    let c = node(&info);
+    let to_b = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let msg_b = pattern(64, 1);
+    let mut got_b = vec![0u8; 64];
+    recv(&b, &mut got_b, 0xb0);
+    send(&a, &msg_b, to_b, 0xa0).expect("send to b");
+    wait(&a.cq, &[&b.cq], "send to b").expect("send to b completes");
+    wait(&b.cq, &[&a.cq], "b receives").expect("b receives");
+    assert_eq!(got_b, msg_b);
+
+    a.av.remove(&[to_b], 0).expect("fi_av_remove");
+    let to_c = a.av.insert(std::slice::from_ref(&c.addr)).unwrap()[0];
+    let msg_c = pattern(64, 2);
+    let mut got_c = vec![0u8; 64];
+    let mut late_b = vec![0u8; 64];
+    recv(&c, &mut got_c, 0xc0);
+    recv(&b, &mut late_b, 0xb1);
+    send(&a, &msg_c, to_c, 0xa1).expect("send to c");
+    wait(&a.cq, &[&c.cq, &b.cq], "send to c").expect("send to c completes");
+    let d = wait(&c.cq, &[&a.cq, &b.cq], "c receives").expect("c receives");
+    assert_eq!(d.op_context, 0xc0);
+    assert_eq!(got_c, msg_c);
+    // b got nothing more: drive it a little and look.
+    for _ in 0..100 {
+        let _ = a.cq.read::<CqTaggedEntry>(&mut []);
+        assert!(poll(&b.cq).is_none(), "the message reached the old peer");
+    }
+}
+
 /// `FI_DELIVERY_COMPLETE` at every protocol size. Eager and segmented: the send does
 /// not complete while the receiver's endpoint is not driven (the message has not been
 /// taken in), and completes once it is, receive posted or not (buffered is libfabric's

@@ -4,7 +4,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ofi_util_rxm::engine::{Inbound, RxLimits};
 use ofi_util_rxm::proto::{Hdr, Hello, Rts, HDR_LEN, MAX_ADDR, RTS_IOVS};
+
+/// The default limits (a 16 KiB buffer size).
+const LIM: RxLimits = RxLimits {
+    eager_max: 16384 - HDR_LEN,
+    sar_max: 131_072,
+    max_msg: 256 << 20,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = Hello::parse(data) {
@@ -18,6 +26,20 @@ fuzz_target!(|data: &[u8]| {
             assert!((1..=RTS_IOVS).contains(&r.n));
             let sum: u64 = r.iov[..r.n].iter().map(|e| e.1).sum();
             assert_eq!(sum, h.size);
+        }
+    }
+    // The checks the engine and the endpoint share: what passes respects the limits.
+    if let Ok((inb, _)) = Inbound::classify(data, &LIM) {
+        match inb {
+            Inbound::Eager { payload, .. } => assert!(payload.len() <= LIM.eager_max),
+            Inbound::SarFirst { total, payload, .. } => {
+                assert!(payload.len() <= total && total <= LIM.sar_max)
+            }
+            Inbound::Rts { total, body, .. } => {
+                assert!(total <= LIM.max_msg);
+                assert!(body.get().is_ok());
+            }
+            _ => {}
         }
     }
 });

@@ -16,10 +16,13 @@
 //! the engine runs on a simulated network with a virtual clock
 //! (`ofi_testkit::simnet`, `tests/sim.rs`).
 //!
-//! Status: the endpoint ([`crate::ep`]) still carries its own copy of this logic,
-//! interleaved with the core's I/O; moving it onto this engine (the endpoint a thin
-//! driver: core CQ/EQ events in, `poll_*` out) is the next step. It speaks the same
-//! wire format ([`crate::proto`]).
+//! The protocol's rules live once, here, and the endpoint ([`crate::ep`]) uses the same
+//! code: credit accounting ([`Flow`]), the protocol a message takes ([`Protocol`]), the
+//! headers of its packets ([`MsgMeta`]), the checks on an arriving packet
+//! ([`Inbound::classify`]) and the reassembly bookkeeping of a segmented message
+//! ([`SarCursor`]). What the endpoint adds is I/O: zero-copy sends from the
+//! application's buffers, placement straight into matched receives, the core's RMA for
+//! rendezvous reads. Both speak the wire format of [`crate::proto`].
 //!
 //! # Protocol
 //!
@@ -27,9 +30,11 @@
 //!   [`Config::sar_limit`] as segments of [`Config::seg_size`] bytes sent back to back
 //!   (first, next…, the last flagged); beyond as a rendezvous request (RTS) naming the
 //!   sender's buffer, which the receiver reads and answers with RNDV_DONE.
-//! - Eager and segmented messages carry [`proto::F_DC`]: the receiver acknowledges each
-//!   once it holds the whole message (DC_ACK, in order per connection), and the send
-//!   completes then — a completed send was delivered.
+//! - Eager and segmented messages sent with [`MsgMeta::dc`] (every [`Engine::send`])
+//!   carry [`crate::proto::F_DC`]: the receiver acknowledges each once it holds the
+//!   whole message (DC_ACK, in order per connection), and the send completes then — a
+//!   completed send was delivered. Without it a send completes when its last packet is
+//!   handed to the driver.
 //! - Credits: a peer may have at most the grant it was given (its handshake's credits)
 //!   of messages (eager, first segment, RTS) the receiver has not consumed; consuming
 //!   returns credits, piggybacked on the next packet or in a CREDIT packet. A peer
@@ -49,13 +54,18 @@
 //!   [`Event::ProtocolError`] (the driver closes that connection), then handled as a
 //!   broken connection.
 
+mod flow;
+mod packet;
 mod rx;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use ofi_core::Errno;
 
-use crate::proto::{self, Hdr, HdrView, Op, Rts, HDR_LEN, RTS_IOVS};
+pub use flow::Flow;
+pub use packet::{AckQueue, Control, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
+
+use crate::proto::{Hdr, HdrView, Rts, HDR_LEN, RTS_IOVS};
 
 /// A peer of the engine (the driver's index for a remote endpoint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -133,8 +143,12 @@ pub enum Event {
     Received {
         /// From whom.
         peer: PeerId,
-        /// Its tag.
+        /// Its tag (0 for an untagged message).
         tag: u64,
+        /// Whether it is tagged.
+        tagged: bool,
+        /// Its remote CQ data.
+        cq_data: Option<u64>,
         /// Its bytes.
         data: Vec<u8>,
         /// Its place among the messages from `peer` (by first packet), from 0.
@@ -181,6 +195,9 @@ enum TxState {
     Queued,
     /// Its packets are queued on the connection; it waits for DC_ACK.
     AwaitAck,
+    /// Its packets are queued on the connection; it completes when the last one is
+    /// handed to the driver (no delivery acknowledgement asked: transmit complete).
+    AwaitTransmit,
     /// Its RTS went; it waits for RNDV_DONE (its buffer may be read meanwhile).
     AwaitDone,
 }
@@ -188,7 +205,7 @@ enum TxState {
 struct TxOp {
     op: OpId,
     peer: PeerId,
-    tag: u64,
+    meta: MsgMeta,
     data: Vec<u8>,
     state: TxState,
     epoch: Epoch,
@@ -196,8 +213,8 @@ struct TxOp {
 
 /// A segmented message being received.
 struct SarRx {
-    tag: u64,
-    total: usize,
+    meta: MsgMeta,
+    cursor: SarCursor,
     data: Vec<u8>,
     arrival: u64,
 }
@@ -206,11 +223,27 @@ struct SarRx {
 struct RdState {
     peer: PeerId,
     epoch: Epoch,
-    tag: u64,
+    meta: MsgMeta,
     /// The sender's operation (echoed in RNDV_DONE).
     remote_op: u64,
     len: usize,
     arrival: u64,
+}
+
+/// A packet ready to go, and the send it completes when handed to the driver (the
+/// last packet of a send that asks no delivery acknowledgement).
+struct Out {
+    bytes: Vec<u8>,
+    completes: Option<u64>,
+}
+
+impl From<Vec<u8>> for Out {
+    fn from(bytes: Vec<u8>) -> Out {
+        Out {
+            bytes,
+            completes: None,
+        }
+    }
 }
 
 /// One peer: its connection (when up) and what waits for it.
@@ -222,18 +255,14 @@ struct Peer {
     /// Not before this time may a new attempt start.
     retry_at: u64,
     epoch: Epoch,
-    /// Credits we may still use towards the peer.
-    credits: u32,
-    /// Credits we owe the peer (consumed messages not yet reported).
-    owed: u32,
-    /// Messages of the peer held here unconsumed (at most our grant).
-    held: u32,
+    /// Credits both ways (the endpoint's type).
+    flow: Flow,
     /// Packets ready to go on the connection.
-    out: VecDeque<Vec<u8>>,
+    out: VecDeque<Out>,
     /// Sends not yet started (internal ids), in order.
     queue: VecDeque<u64>,
     /// Sends waiting for DC_ACK, in order sent.
-    await_ack: VecDeque<u64>,
+    await_ack: AckQueue<u64>,
     sar: Option<SarRx>,
     /// First packets received from the peer so far.
     arrivals: u64,
@@ -312,11 +341,34 @@ impl Engine {
         self.reads.len()
     }
 
-    /// Submit a message of `data` with `tag` to `peer`, reported as `op`.
+    /// Submit a tagged message of `data` with `tag` to `peer`, reported as `op`.
     ///
     /// # Errors
     /// `FI_EMSGSIZE` past [`Config::max_msg`].
     pub fn send(&mut self, peer: PeerId, op: OpId, tag: u64, data: Vec<u8>) -> Result<(), Errno> {
+        let meta = MsgMeta {
+            tag: Some(tag),
+            data: None,
+            dc: true,
+        };
+        self.send_msg(peer, op, meta, data)
+    }
+
+    /// Submit a message of `data` to `peer` with `meta`'s tag (or none) and remote CQ
+    /// data, reported as `op`. With `meta.dc` an eager or segmented send completes when
+    /// the receiver acknowledges it (delivery complete); without, when its last packet
+    /// is handed to the driver (transmit complete). A rendezvous send completes on
+    /// RNDV_DONE either way.
+    ///
+    /// # Errors
+    /// `FI_EMSGSIZE` past [`Config::max_msg`].
+    pub fn send_msg(
+        &mut self,
+        peer: PeerId,
+        op: OpId,
+        meta: MsgMeta,
+        data: Vec<u8>,
+    ) -> Result<(), Errno> {
         if data.len() > self.cfg.max_msg {
             return Err(Errno::EMSGSIZE);
         }
@@ -327,7 +379,7 @@ impl Engine {
             TxOp {
                 op,
                 peer,
-                tag,
+                meta,
                 data,
                 state: TxState::Queued,
                 epoch: Epoch::default(),
@@ -365,9 +417,7 @@ impl Engine {
         p.up = true;
         p.connecting = None;
         p.epoch.0 += 1;
-        p.credits = peer_grant;
-        p.owed = 0;
-        p.held = 0;
+        p.flow = Flow::new(peer_grant);
     }
 
     /// The connection to `peer` broke: every send queued or in flight to it fails with
@@ -392,9 +442,7 @@ impl Engine {
         p.connecting = None;
         p.retry_at = now + delay;
         p.epoch.0 += 1;
-        p.credits = 0;
-        p.owed = 0;
-        p.held = 0;
+        p.flow = Flow::default();
         p.out.clear();
         p.await_ack.clear();
         let queued: Vec<u64> = p.queue.drain(..).collect();
@@ -402,7 +450,7 @@ impl Engine {
         if let Some(s) = sar {
             self.events.push_back(Event::RecvFailed {
                 peer,
-                tag: s.tag,
+                tag: s.meta.tag.unwrap_or(0),
                 arrival: s.arrival,
                 err,
             });
@@ -430,7 +478,7 @@ impl Engine {
             if let Some(r) = self.reads.remove(&k) {
                 self.events.push_back(Event::RecvFailed {
                     peer,
-                    tag: r.tag,
+                    tag: r.meta.tag.unwrap_or(0),
                     arrival: r.arrival,
                     err,
                 });
@@ -443,9 +491,8 @@ impl Engine {
     /// its sender (unless that connection is gone).
     pub fn consumed(&mut self, credit: CreditToken) {
         let p = self.peer(credit.peer);
-        if p.up && p.epoch == credit.epoch && p.held > 0 {
-            p.held -= 1;
-            p.owed += 1;
+        if p.up && p.epoch == credit.epoch {
+            p.flow.consumed();
         }
     }
 
@@ -462,20 +509,23 @@ impl Engine {
             }
             let p = &mut self.peers[i];
             let pkt = match p.out.pop_front() {
-                Some(mut b) => {
-                    if let Ok(mut v) = HdrView::new_checked(&mut b[..]) {
-                        let give = p.owed.min(u32::from(u16::MAX));
-                        v.set_credits(give as u16);
-                        p.owed -= give;
+                Some(Out {
+                    mut bytes,
+                    completes,
+                }) => {
+                    if let Ok(mut v) = HdrView::new_checked(&mut bytes[..]) {
+                        v.set_credits(p.flow.piggyback());
                     }
-                    b
+                    if let Some(o) = completes.and_then(|id| self.ops.remove(&id)) {
+                        self.events.push_back(Event::Sent { op: o.op });
+                    }
+                    bytes
                 }
-                None if p.owed > 0 => {
-                    let give = p.owed.min(u32::from(u16::MAX));
-                    p.owed -= give;
+                None if p.flow.owed() > 0 => {
+                    let give = p.flow.piggyback();
                     Hdr {
-                        credits: give as u16,
-                        ..Hdr::new(Op::Credit, 0, 0, 0, 0)
+                        credits: give,
+                        ..Control::credit()
                     }
                     .bytes()
                     .to_vec()
@@ -494,63 +544,62 @@ impl Engine {
             let Some(&id) = self.peers[i].queue.front() else {
                 return;
             };
-            if self.peers[i].credits == 0 {
+            if !self.peers[i].flow.take() {
                 self.stats.credit_stalls += 1;
                 return;
             }
             self.peers[i].queue.pop_front();
+            let p = &mut self.peers[i];
             let Some(op) = self.ops.get_mut(&id) else {
+                p.flow.untake();
                 continue;
             };
-            let p = &mut self.peers[i];
-            p.credits -= 1;
             op.epoch = p.epoch;
             let len = op.data.len();
-            let tag = op.tag;
-            if len <= self.cfg.eager_max {
-                let h = Hdr::new(Op::Eager, proto::F_TAGGED | proto::F_DC, len as u64, tag, 0);
-                let mut b = h.bytes().to_vec();
-                b.extend_from_slice(&op.data);
-                p.out.push_back(b);
-                p.await_ack.push_back(id);
-                op.state = TxState::AwaitAck;
-                self.stats.eager += 1;
-            } else if len <= self.cfg.sar_limit {
-                let seg = self.cfg.seg_size.max(1);
-                let mut off = 0;
-                while off < len {
-                    let n = seg.min(len - off);
-                    let mut h = if off == 0 {
-                        Hdr::new(
-                            Op::SarFirst,
-                            proto::F_TAGGED | proto::F_DC,
-                            len as u64,
-                            tag,
-                            0,
-                        )
-                    } else {
-                        Hdr::new(Op::SarNext, proto::F_TAGGED, off as u64, tag, 0)
-                    };
-                    if off + n == len {
-                        h.flags |= proto::F_LAST;
+            let meta = op.meta;
+            match Protocol::of(len, self.cfg.eager_max, self.cfg.sar_limit) {
+                Protocol::Eager | Protocol::Segmented => {
+                    let eager = len <= self.cfg.eager_max;
+                    let mut off = 0;
+                    loop {
+                        let (h, n) = if eager {
+                            (meta.eager(len), len)
+                        } else {
+                            meta.segment(off, len, self.cfg.seg_size)
+                        };
+                        let mut b = h.bytes().to_vec();
+                        b.extend_from_slice(&op.data[off..off + n]);
+                        off += n;
+                        let last = off >= len;
+                        p.out.push_back(Out {
+                            bytes: b,
+                            completes: (last && !meta.dc).then_some(id),
+                        });
+                        if last {
+                            break;
+                        }
                     }
-                    let mut b = h.bytes().to_vec();
-                    b.extend_from_slice(&op.data[off..off + n]);
-                    p.out.push_back(b);
-                    off += n;
+                    if meta.dc {
+                        p.await_ack.expect(id);
+                        op.state = TxState::AwaitAck;
+                    } else {
+                        op.state = TxState::AwaitTransmit;
+                    }
+                    if eager {
+                        self.stats.eager += 1;
+                    } else {
+                        self.stats.sar += 1;
+                    }
                 }
-                p.await_ack.push_back(id);
-                op.state = TxState::AwaitAck;
-                self.stats.sar += 1;
-            } else {
-                let h = Hdr::new(Op::Rts, proto::F_TAGGED, len as u64, tag, 0);
-                let mut iov = [(0, 0, 0); RTS_IOVS];
-                iov[0] = (id, len as u64, op.epoch.0);
-                let mut b = h.bytes().to_vec();
-                Rts { id, iov, n: 1 }.encode(&mut b);
-                p.out.push_back(b);
-                op.state = TxState::AwaitDone;
-                self.stats.rndv += 1;
+                Protocol::Rendezvous => {
+                    let mut iov = [(0, 0, 0); RTS_IOVS];
+                    iov[0] = (id, len as u64, op.epoch.0);
+                    let mut b = meta.rts(len).bytes().to_vec();
+                    Rts { id, iov, n: 1 }.encode(&mut b);
+                    p.out.push_back(b.into());
+                    op.state = TxState::AwaitDone;
+                    self.stats.rndv += 1;
+                }
             }
         }
     }

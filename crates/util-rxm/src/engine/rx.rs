@@ -12,8 +12,10 @@
 
 use ofi_core::Errno;
 
-use super::{CreditToken, Engine, Event, PeerId, RdState, ReadId, ReadRequest, SarRx, TxState};
-use crate::proto::{self, Hdr, Op, Rts, HDR_LEN};
+use super::{
+    Control, CreditToken, Engine, Event, Inbound, PeerId, RdState, ReadId, ReadRequest, RxLimits,
+    SarCursor, SarRx, TxState,
+};
 
 impl Engine {
     /// A packet arrived on the current connection to `peer` at `now`.
@@ -29,110 +31,116 @@ impl Engine {
     }
 
     fn packet(&mut self, peer: PeerId, pkt: &[u8]) -> Result<(), Errno> {
-        let h = Hdr::parse(pkt).map_err(|_| Errno::EPROTO)?;
-        let payload = &pkt[HDR_LEN..];
+        let lim = RxLimits {
+            eager_max: self.cfg.eager_max,
+            sar_max: self.cfg.sar_limit.max(self.cfg.eager_max),
+            max_msg: self.cfg.max_msg,
+        };
+        let (inb, returned) = Inbound::classify(pkt, &lim)?;
         let grant = self.cfg.credits;
         let p = self.peer(peer);
-        p.credits = p.credits.saturating_add(u32::from(h.credits));
-        let first = matches!(h.op, Op::Eager | Op::SarFirst | Op::Rts);
-        if first {
-            if p.held >= grant {
-                return Err(Errno::EPROTO);
-            }
+        p.flow.returned(returned);
+        if inb.is_credited() {
+            // Segments of one message go back to back: a new message while one is
+            // being reassembled is out of protocol.
             if p.sar.is_some() {
                 return Err(Errno::EPROTO);
             }
-            p.held += 1;
+            p.flow.arrive(grant)?;
         }
         let credit = CreditToken {
             peer,
             epoch: p.epoch,
         };
-        match h.op {
-            Op::Credit => Ok(()),
-            Op::DcAck => {
-                for _ in 0..h.size {
-                    let id = self.peer(peer).await_ack.pop_front().ok_or(Errno::EPROTO)?;
+        match inb {
+            Inbound::Credit => Ok(()),
+            Inbound::DcAck { count } => {
+                let Some(p) = self.peers.get_mut(peer.0 as usize) else {
+                    return Ok(());
+                };
+                for id in p.await_ack.acked(count)? {
                     if let Some(o) = self.ops.remove(&id) {
                         self.events.push_back(Event::Sent { op: o.op });
                     }
                 }
                 Ok(())
             }
-            Op::RndvDone => {
+            Inbound::RndvDone { op, err } => {
                 let ok = self
                     .ops
-                    .get(&h.tag)
+                    .get(&op)
                     .is_some_and(|o| o.peer == peer && o.state == TxState::AwaitDone);
                 if !ok {
                     return Err(Errno::EPROTO);
                 }
-                if let Some(o) = self.ops.remove(&h.tag) {
-                    self.events
-                        .push_back(match Errno::from_peer_status(h.data as i64) {
-                            None => Event::Sent { op: o.op },
-                            Some(err) => Event::Failed { op: o.op, err },
-                        });
+                if let Some(o) = self.ops.remove(&op) {
+                    self.events.push_back(match err {
+                        None => Event::Sent { op: o.op },
+                        Some(err) => Event::Failed { op: o.op, err },
+                    });
                 }
                 Ok(())
             }
-            Op::Eager => {
-                if h.size != payload.len() as u64 || payload.len() > self.cfg.eager_max {
-                    return Err(Errno::EPROTO);
-                }
+            Inbound::Eager { meta, payload } => {
                 let p = self.peer(peer);
                 let arrival = p.arrivals;
                 p.arrivals += 1;
-                if h.flags & proto::F_DC != 0 {
-                    p.out
-                        .push_back(Hdr::new(Op::DcAck, 0, 1, 0, 0).bytes().to_vec());
+                if meta.dc {
+                    p.out.push_back(Control::dc_ack(1).bytes().to_vec().into());
                 }
                 self.events.push_back(Event::Received {
                     peer,
-                    tag: h.tag,
+                    tag: meta.tag.unwrap_or(0),
+                    tagged: meta.tag.is_some(),
+                    cq_data: meta.data,
                     data: payload.to_vec(),
                     arrival,
                     credit,
                 });
                 Ok(())
             }
-            Op::SarFirst => {
-                let total = usize::try_from(h.size).map_err(|_| Errno::EPROTO)?;
-                if total > self.cfg.sar_limit.max(self.cfg.eager_max)
-                    || payload.len() > total
-                    || h.flags & proto::F_DC == 0
-                {
-                    return Err(Errno::EPROTO);
-                }
+            Inbound::SarFirst {
+                meta,
+                total,
+                payload,
+                last,
+            } => {
+                let (cursor, done) =
+                    SarCursor::first(meta.tag.unwrap_or(0), total, payload.len(), last)?;
                 let p = self.peer(peer);
                 let arrival = p.arrivals;
                 p.arrivals += 1;
                 let mut data = Vec::with_capacity(total);
                 data.extend_from_slice(payload);
                 p.sar = Some(SarRx {
-                    tag: h.tag,
-                    total,
+                    meta,
+                    cursor,
                     data,
                     arrival,
                 });
-                self.sar_piece_done(peer, h.flags & proto::F_LAST != 0, credit)
+                if done {
+                    self.sar_done(peer, credit);
+                }
+                Ok(())
             }
-            Op::SarNext => {
+            Inbound::SarNext {
+                tag,
+                offset,
+                payload,
+                last,
+            } => {
                 let p = self.peer(peer);
                 let s = p.sar.as_mut().ok_or(Errno::EPROTO)?;
-                if s.tag != h.tag
-                    || h.size != s.data.len() as u64
-                    || s.data.len() + payload.len() > s.total
-                {
-                    return Err(Errno::EPROTO);
-                }
+                let done = s.cursor.next(tag, offset, payload.len(), last)?;
                 s.data.extend_from_slice(payload);
-                self.sar_piece_done(peer, h.flags & proto::F_LAST != 0, credit)
+                if done {
+                    self.sar_done(peer, credit);
+                }
+                Ok(())
             }
-            Op::Rts => {
-                let rts = Rts::parse(payload, h.size).map_err(|_| Errno::EPROTO)?;
-                let len = usize::try_from(h.size).map_err(|_| Errno::EPROTO)?;
-                if rts.n != 1 || len > self.cfg.max_msg {
+            Inbound::Rts { meta, total, body } => {
+                let rts = body.get()?;
+                if rts.n != 1 {
                     return Err(Errno::EPROTO);
                 }
                 let p = self.peer(peer);
@@ -146,9 +154,9 @@ impl Engine {
                     RdState {
                         peer,
                         epoch,
-                        tag: h.tag,
+                        meta,
                         remote_op: rts.id,
-                        len,
+                        len: total,
                         arrival,
                     },
                 );
@@ -162,38 +170,24 @@ impl Engine {
         }
     }
 
-    /// After a segment: a complete message (the last flag, and every byte) is delivered
-    /// and acknowledged; a last flag before every byte is a protocol error.
-    fn sar_piece_done(
-        &mut self,
-        peer: PeerId,
-        last: bool,
-        credit: CreditToken,
-    ) -> Result<(), Errno> {
+    /// The segmented message of `peer` is complete: delivered and acknowledged.
+    fn sar_done(&mut self, peer: PeerId, credit: CreditToken) {
         let p = self.peer(peer);
-        let Some(s) = p.sar.as_ref() else {
-            return Ok(());
-        };
-        let full = s.data.len() == s.total;
-        if last != full {
-            return Err(Errno::EPROTO);
-        }
-        if !full {
-            return Ok(());
-        }
         let Some(s) = p.sar.take() else {
-            return Ok(());
+            return;
         };
-        p.out
-            .push_back(Hdr::new(Op::DcAck, 0, 1, 0, 0).bytes().to_vec());
+        if s.meta.dc {
+            p.out.push_back(Control::dc_ack(1).bytes().to_vec().into());
+        }
         self.events.push_back(Event::Received {
             peer,
-            tag: s.tag,
+            tag: s.meta.tag.unwrap_or(0),
+            tagged: s.meta.tag.is_some(),
+            cq_data: s.meta.data,
             data: s.data,
             arrival: s.arrival,
             credit,
         });
-        Ok(())
     }
 
     /// The read `id` finished with the peer's bytes or an error. A read of a connection
@@ -213,15 +207,8 @@ impl Engine {
                 Err(Errno::EIO)
             }
         });
-        let status = match &result {
-            Ok(_) => 0u64,
-            Err(e) => (-i64::from(e.0)) as u64,
-        };
-        p.out.push_back(
-            Hdr::new(Op::RndvDone, 0, 0, r.remote_op, status)
-                .bytes()
-                .to_vec(),
-        );
+        let done = Control::rndv_done(r.remote_op, result.as_ref().map(|_| ()).map_err(|e| *e));
+        p.out.push_back(done.bytes().to_vec().into());
         let credit = CreditToken {
             peer: r.peer,
             epoch: r.epoch,
@@ -229,7 +216,9 @@ impl Engine {
         let ev = match result {
             Ok(data) => Event::Received {
                 peer: r.peer,
-                tag: r.tag,
+                tag: r.meta.tag.unwrap_or(0),
+                tagged: r.meta.tag.is_some(),
+                cq_data: r.meta.data,
                 data,
                 arrival: r.arrival,
                 credit,
@@ -239,7 +228,7 @@ impl Engine {
                 self.consumed(credit);
                 Event::RecvFailed {
                     peer: r.peer,
-                    tag: r.tag,
+                    tag: r.meta.tag.unwrap_or(0),
                     arrival: r.arrival,
                     err,
                 }

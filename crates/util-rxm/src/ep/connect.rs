@@ -125,20 +125,19 @@ impl Shared {
                         }
                     }
                 }
-                Action::Abort(p) => {
+                Action::Abort(p) | Action::AbortAccept(p) => {
+                    let outgoing = matches!(a, Action::Abort(_));
                     let slot = st
                         .conns
                         .get_mut(p as usize)
                         .and_then(Option::as_mut)
-                        .and_then(|c| c.attempt.take());
-                    self.drop_msg(st, slot);
-                }
-                Action::AbortAccept(p) => {
-                    let slot = st
-                        .conns
-                        .get_mut(p as usize)
-                        .and_then(Option::as_mut)
-                        .and_then(|c| c.accepting.take());
+                        .and_then(|c| {
+                            if outgoing {
+                                c.attempt.take()
+                            } else {
+                                c.accepting.take()
+                            }
+                        });
                     self.drop_msg(st, slot);
                 }
                 Action::Fail(p, e) => {
@@ -179,9 +178,7 @@ impl Shared {
             .chain(conn.accepting.take())
             .chain(conn.extra.drain(..))
             .collect();
-        conn.credits = 0;
-        conn.owed = 0;
-        conn.held = 0;
+        conn.flow = Flow::default();
         conn.ctrl.clear();
         conn.dc_wait.clear();
         conn.instance = None;
@@ -454,7 +451,7 @@ impl Shared {
         // sides connected at once), the messages sent on the first one still hold
         // credits at the peer, so the grant of the new handshake must not refill them.
         if old.is_none() {
-            conn.credits = credits;
+            conn.flow.set_credits(credits as u32);
         }
         conn.instance = instance;
         if conn.loopback {
@@ -540,27 +537,13 @@ impl Shared {
                             self.handle_connreq(act, st, ev.info, &ev.cm_data)
                         }
                         EqEvent::Connected => {
-                            if let Some((slot, gen)) = split_ep_ctx(ev.fid) {
-                                if st
-                                    .msgs
-                                    .get(slot)
-                                    .and_then(Option::as_ref)
-                                    .is_some_and(|m| m.gen == gen)
-                                {
-                                    self.handle_connected(act, st, slot, &ev.cm_data);
-                                }
+                            if let Some(slot) = live_slot(st, ev.fid) {
+                                self.handle_connected(act, st, slot, &ev.cm_data);
                             }
                         }
                         EqEvent::Shutdown => {
-                            if let Some((slot, gen)) = split_ep_ctx(ev.fid) {
-                                if st
-                                    .msgs
-                                    .get(slot)
-                                    .and_then(Option::as_ref)
-                                    .is_some_and(|m| m.gen == gen)
-                                {
-                                    self.handle_shutdown(act, st, slot);
-                                }
+                            if let Some(slot) = live_slot(st, ev.fid) {
+                                self.handle_shutdown(act, st, slot);
                             }
                         }
                         _ => {}
@@ -570,15 +553,8 @@ impl Shared {
                     n += 1;
                     match self.core_eq.readerr() {
                         Ok(ee) => {
-                            if let Some((slot, gen)) = split_ep_ctx(ee.fid) {
-                                if st
-                                    .msgs
-                                    .get(slot)
-                                    .and_then(Option::as_ref)
-                                    .is_some_and(|m| m.gen == gen)
-                                {
-                                    self.handle_cm_error(act, st, slot, ee.err, &ee.err_data);
-                                }
+                            if let Some(slot) = live_slot(st, ee.fid) {
+                                self.handle_cm_error(act, st, slot, ee.err, &ee.err_data);
                             }
                         }
                         Err(_) => break,
@@ -589,4 +565,15 @@ impl Shared {
         }
         n
     }
+}
+
+/// The MSG slot an EQ event's context names, if that slot still holds the endpoint of
+/// that generation (an event of a closed endpoint is ignored).
+fn live_slot(st: &St, fid: usize) -> Option<usize> {
+    let (slot, gen) = split_ep_ctx(fid)?;
+    st.msgs
+        .get(slot)
+        .and_then(Option::as_ref)
+        .is_some_and(|m| m.gen == gen)
+        .then_some(slot)
 }

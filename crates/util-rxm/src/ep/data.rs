@@ -49,22 +49,10 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 format!("{NAME}: too many iov entries"),
             ));
         }
-        let suppress = inject;
-        let copy = inject || flags.contains(OpFlags::INJECT);
-        if read {
-            return self.sh.forward(
-                act,
-                FwdRequest {
-                    dest: peer,
-                    ctx,
-                    fwd: Fwd::Read { iov, desc, rma },
-                    owned: None,
-                    flags,
-                    suppress: false,
-                },
-            );
-        }
-        if copy {
+        let copy = !read && (inject || flags.contains(OpFlags::INJECT));
+        let (fwd, owned) = if read {
+            (Fwd::Read { iov, desc, rma }, None)
+        } else if copy {
             let max = self.sh.core_inject;
             if total > max {
                 return Err(Error::new(
@@ -80,37 +68,32 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 base: v.as_mut_ptr() as *mut c_void,
                 len: total,
             }];
-            return self.sh.forward(
-                act,
-                FwdRequest {
-                    dest: peer,
-                    ctx,
-                    fwd: Fwd::Write {
-                        iov,
-                        desc: Vec::new(),
-                        rma,
-                        data,
-                    },
-                    owned: Some(v),
-                    flags,
-                    suppress,
-                },
-            );
-        }
+            let fwd = Fwd::Write {
+                iov,
+                desc: Vec::new(),
+                rma,
+                data,
+            };
+            (fwd, Some(v))
+        } else {
+            let fwd = Fwd::Write {
+                iov,
+                desc,
+                rma,
+                data,
+            };
+            (fwd, None)
+        };
         self.sh.forward(
             act,
             FwdRequest {
                 dest: peer,
                 ctx,
-                fwd: Fwd::Write {
-                    iov,
-                    desc,
-                    rma,
-                    data,
-                },
-                owned: None,
+                fwd,
+                owned,
                 flags,
-                suppress: false,
+                // The inject calls report no completion.
+                suppress: inject && !read,
             },
         )
     }

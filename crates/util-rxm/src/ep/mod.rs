@@ -2,6 +2,12 @@
 //!
 //! # Structure
 //!
+//! Every protocol decision comes from the rules in [`crate::engine`] that the sans-IO
+//! engine is built from and tested with: credits ([`Flow`]), the protocol of a message
+//! and its headers ([`Protocol`], [`MsgMeta`]), the checks on an arriving packet
+//! ([`Inbound::classify`]), segment reassembly ([`SarCursor`]), control packets
+//! ([`Control`]) and delivery acknowledgements ([`AckQueue`]). This module adds the I/O.
+//!
 //! An endpoint owns, in the core provider: a passive endpoint listening on its address
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
@@ -27,8 +33,9 @@
 //!   copied out as an unexpected message; the buffer is reposted at once.
 //! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
 //!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
-//!   next packet or in a CREDIT packet. The receiver counts what each peer holds
-//!   (`Conn::held`) and disconnects a peer that goes past the grant (`FI_EPROTO`), so
+//!   next packet or in a CREDIT packet. The receiver counts what each peer holds (the
+//!   engine's [`Flow`], one per connection) and disconnects a peer that goes past the
+//!   grant (`FI_EPROTO`), so
 //!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
 //!   entries hold no data) even when the peer ignores flow control.
 //! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
@@ -75,8 +82,11 @@ use ofi_kit::tagmatch::{
 };
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
+use crate::engine::{
+    AckQueue, Control, Flow, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor,
+};
 use crate::fabric::{DomainShared, Fabric};
-use crate::proto::{self, Hdr, Hello, Kind, Op, Reason, Rts, HDR_LEN};
+use crate::proto::{self, Hdr, Hello, Kind, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
 
 /// Core completions read per progress call.
@@ -87,6 +97,8 @@ const CQ_ROUNDS: usize = 16;
 const EQ_BUDGET: usize = 16;
 /// Largest packet of the inject fast path (header included).
 const FAST_MAX: usize = 512;
+/// AV indexes below this have a slot in the endpoint's direct-mapped address cache.
+const DEST_FAST_MAX: usize = 4096;
 /// Progress calls between two looks at the clock (for the EQ interval).
 const EQ_CHECK_EVERY: u64 = 64;
 /// How often the core EQ is read when no handshake is pending.
@@ -163,7 +175,7 @@ struct MsgEp {
 /// A segmented message being received.
 struct SarRx {
     inc: Incoming,
-    got: usize,
+    cursor: SarCursor,
     target: SarTarget,
     /// The sender waits for a delivery acknowledgement once the last segment is in.
     dc: bool,
@@ -224,43 +236,22 @@ struct Conn {
     attempt: Option<usize>,
     accepting: Option<usize>,
     extra: Vec<usize>,
-    credits: usize,
+    /// Credits both ways (the engine's [`Flow`]).
+    flow: Flow,
     accept_credits: usize,
     /// The peer's SAR limit (from its handshake): its segmented messages are at most
     /// this long.
     peer_sar: usize,
-    /// Credits to hand back: messages of the peer consumed since the last return.
-    owed: usize,
-    /// The peer's credited messages (eager, first segment, RTS) whose credit has not
-    /// been handed back yet (consumed or not): never above our grant, or the peer
-    /// broke the protocol.
-    held: usize,
     queue: VecDeque<u32>,
     ctrl: VecDeque<Hdr>,
     /// Delivery-complete operations sent on this connection whose acknowledgement has
     /// not come (index, generation), in the order sent.
-    dc_wait: VecDeque<(u32, u32)>,
+    dc_wait: AckQueue<(u32, u32)>,
     sar: Option<SarRx>,
     src: u64,
     src_alias: usize,
     instance: Option<u64>,
     loopback: bool,
-}
-
-impl Conn {
-    /// Take the credits owed to the peer (at most what a header carries) for a packet.
-    fn give_owed(&mut self) -> u16 {
-        let give = self.owed.min(u16::MAX as usize);
-        self.owed -= give;
-        self.held = self.held.saturating_sub(give);
-        give as u16
-    }
-
-    /// A packet that carried `give` credits was not sent after all.
-    fn regain_owed(&mut self, give: u16) {
-        self.owed += usize::from(give);
-        self.held += usize::from(give);
-    }
 }
 
 enum Fwd {
@@ -349,10 +340,27 @@ struct RdOp {
     err: Option<Errno>,
 }
 
+/// Room for one batch of core completions.
+struct CqBuf([CqTaggedEntry; CQ_BATCH]);
+
+// SAFETY: the entries are plain values copied out of the core CQ; their pointer fields
+// (the core's buffer address of a receive) are never dereferenced through this buffer,
+// which is only read and written under the endpoint's lock.
+unsafe impl Send for CqBuf {}
+
 struct St {
     conns: Vec<Option<Conn>>,
     by_addr: HashMap<Vec<u8>, usize>,
     by_fi: HashMap<u64, usize>,
+    /// (fabric address, the AV's change count then, connection) by the address's low
+    /// 32 bits (the AV index), for the first [`DEST_FAST_MAX`] indexes:
+    /// [`Shared::conn_of`] without a hash lookup or an AV read.
+    dest_fast: Vec<(u64, u64, usize)>,
+    /// The inject fast path's packet buffer (reused).
+    fast_pkt: Vec<u8>,
+    /// Core completions read per [`Shared::progress_cq`] round (reused, not zeroed per
+    /// call).
+    cq_buf: CqBuf,
     msgs: Vec<Option<MsgEp>>,
     msg_gen: u32,
     ops: Vec<Option<TxOp>>,
@@ -474,6 +482,9 @@ impl Endpoint {
                 conns: Vec::new(),
                 by_addr: HashMap::new(),
                 by_fi: HashMap::new(),
+                dest_fast: Vec::new(),
+                fast_pkt: Vec::with_capacity(FAST_MAX),
+                cq_buf: CqBuf([CqTaggedEntry::default(); CQ_BATCH]),
                 msgs: Vec::new(),
                 msg_gen: 1,
                 ops: Vec::new(),
@@ -606,14 +617,12 @@ impl St {
             attempt: None,
             accepting: None,
             extra: Vec::new(),
-            credits: 0,
+            flow: Flow::default(),
             accept_credits: 0,
             peer_sar: 0,
-            owed: 0,
-            held: 0,
             queue: VecDeque::new(),
             ctrl: VecDeque::new(),
-            dc_wait: VecDeque::new(),
+            dc_wait: AckQueue::default(),
             sar: None,
             src: ADDR_NOTAVAIL,
             src_alias: 0,

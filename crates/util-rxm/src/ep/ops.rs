@@ -25,6 +25,41 @@ pub(super) struct FwdRequest {
     pub(super) suppress: bool,
 }
 
+impl TxOp {
+    /// A new operation on connection `c`, not posted yet: `flags` and `want` for its
+    /// completion, `owned` a copy of its data (inject), `dc` whether it waits for a
+    /// delivery acknowledgement.
+    fn new(
+        c: usize,
+        ctx: usize,
+        flags: u64,
+        want: bool,
+        body: Body,
+        owned: Option<Vec<u8>>,
+        dc: bool,
+    ) -> TxOp {
+        TxOp {
+            gen: 0,
+            conn: c,
+            ctx,
+            flags,
+            want,
+            body,
+            owned,
+            outstanding: 0,
+            await_done: false,
+            dc,
+            await_ack: false,
+            posted: false,
+            sent: 0,
+            err: None,
+            hdrs: Vec::new(),
+            bounce: Vec::new(),
+            mrs: Vec::new(),
+        }
+    }
+}
+
 impl Shared {
     pub(super) fn post_fwd(&self, act: &Active, st: &mut St, i: u32, ctx: usize) -> Posted {
         let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
@@ -45,16 +80,7 @@ impl Shared {
         };
         let r = match f {
             Fwd::Read { iov, desc, rma } => {
-                let m = MsgRma {
-                    msg_iov: iov.as_ptr(),
-                    desc: dp(desc),
-                    iov_count: iov.len(),
-                    addr: ADDR_UNSPEC,
-                    rma_iov: rma,
-                    rma_iov_count: 1,
-                    context: ctx,
-                    data: 0,
-                };
+                let m = msg_rma(iov, dp(desc), rma, ctx, 0);
                 // SAFETY: the arrays live in the op until completion; the application's
                 // buffers by the C contract.
                 unsafe { ep.readmsg(&m, OpFlags::COMPLETION.bits()) }
@@ -65,16 +91,7 @@ impl Shared {
                 rma,
                 data,
             } => {
-                let m = MsgRma {
-                    msg_iov: iov.as_ptr(),
-                    desc: dp(desc),
-                    iov_count: iov.len(),
-                    addr: ADDR_UNSPEC,
-                    rma_iov: rma,
-                    rma_iov_count: 1,
-                    context: ctx,
-                    data: data.unwrap_or(0),
-                };
+                let m = msg_rma(iov, dp(desc), rma, ctx, data.unwrap_or(0));
                 let mut fl = OpFlags::COMPLETION;
                 if data.is_some() {
                     fl |= OpFlags::REMOTE_CQ_DATA;
@@ -199,6 +216,28 @@ impl Shared {
 
     /// The connection for fabric address `dest`.
     pub(super) fn conn_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
+        // The direct-mapped cache: valid while the AV has not changed since it was
+        // filled (an entry's address is then the one its connection was found for).
+        let changes = act.av.changes();
+        let slot = (dest & 0xffff_ffff) as usize;
+        if let Some(&(d, ch, c)) = st.dest_fast.get(slot) {
+            if d == dest && ch == changes {
+                return Ok(c);
+            }
+        }
+        let c = self.conn_of_slow(act, st, dest)?;
+        if slot < DEST_FAST_MAX {
+            if st.dest_fast.len() <= slot {
+                st.dest_fast.resize(slot + 1, (ADDR_UNSPEC, u64::MAX, 0));
+            }
+            st.dest_fast[slot] = (dest, changes, c);
+        }
+        Ok(c)
+    }
+
+    /// [`Shared::conn_of`] without the cache: the AV entry's address checked against
+    /// the connection's aliases.
+    fn conn_of_slow(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
         if let Some(&c) = st.by_fi.get(&dest) {
             if let Some(conn) = st.conns.get(c).and_then(Option::as_ref) {
                 if act
@@ -274,32 +313,31 @@ impl Shared {
                 .conns
                 .get(c)
                 .and_then(Option::as_ref)
-                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.credits > 0);
+                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.flow.credits() > 0);
             if ready {
                 let give = Self::take_credit(st, c).unwrap_or(0);
-                let mut f = 0;
-                if tagged {
-                    f |= proto::F_TAGGED;
-                }
-                if data.is_some() {
-                    f |= proto::F_DATA;
-                }
-                let mut h = Hdr::new(Op::Eager, f, len as u64, tag, data.unwrap_or(0));
+                let meta = MsgMeta {
+                    tag: tagged.then_some(tag),
+                    data,
+                    dc: false,
+                };
+                let mut h = meta.eager(len);
                 h.credits = give;
-                let mut pkt = [0u8; FAST_MAX];
-                h.write(
-                    (&mut pkt[..HDR_LEN])
-                        .try_into()
-                        .unwrap_or(&mut [0u8; HDR_LEN]),
-                );
+                // The endpoint's packet buffer (reused: no allocation, no zeroing of
+                // more than the packet).
+                let mut pkt = std::mem::take(&mut st.fast_pkt);
+                pkt.clear();
+                pkt.extend_from_slice(&h.bytes());
+                pkt.resize(HDR_LEN + len, 0);
                 // SAFETY: the application's buffers are readable for their lengths (C
-                // contract); `pkt` has room for `len` bytes after the header.
+                // contract); `pkt` has `len` bytes after the header.
                 unsafe { iov.gather(0, pkt[HDR_LEN..].as_mut_ptr(), len) };
                 let r = match self.tx_ep(st, c) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
                     None => Err(Error::code_only(Errno::ENOTCONN)),
                 };
+                st.fast_pkt = pkt;
                 match r {
                     Ok(()) => {
                         drop(g);
@@ -325,31 +363,14 @@ impl Shared {
         } else {
             None
         };
-        let op = TxOp {
-            gen: 0,
-            conn: c,
-            ctx,
-            flags: cq_flags,
-            want,
-            body: Body::Send {
-                iov,
-                len,
-                tag,
-                data,
-                tagged,
-            },
-            owned,
-            outstanding: 0,
-            await_done: false,
-            dc: delivery,
-            await_ack: false,
-            posted: false,
-            sent: 0,
-            err: None,
-            hdrs: Vec::new(),
-            bounce: Vec::new(),
-            mrs: Vec::new(),
+        let body = Body::Send {
+            iov,
+            len,
+            tag,
+            data,
+            tagged,
         };
+        let op = TxOp::new(c, ctx, cq_flags, want, body, owned, delivery);
         self.submit(act, st, op)
     }
 
@@ -379,25 +400,21 @@ impl Shared {
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
-        let op = TxOp {
-            gen: 0,
-            conn: c,
-            ctx,
-            flags: cq_flags,
-            want,
-            body: Body::Fwd(fwd),
-            owned,
-            outstanding: 0,
-            await_done: false,
-            dc: false,
-            await_ack: false,
-            posted: false,
-            sent: 0,
-            err: None,
-            hdrs: Vec::new(),
-            bounce: Vec::new(),
-            mrs: Vec::new(),
-        };
+        let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned, false);
         self.submit(act, st, op)
+    }
+}
+
+/// The core's RMA message for one remote buffer `rma` of the peer's connection.
+fn msg_rma(iov: &[Iov], desc: *const *mut c_void, rma: &RmaIov, ctx: usize, data: u64) -> MsgRma {
+    MsgRma {
+        msg_iov: iov.as_ptr(),
+        desc,
+        iov_count: iov.len(),
+        addr: ADDR_UNSPEC,
+        rma_iov: rma,
+        rma_iov_count: 1,
+        context: ctx,
+        data,
     }
 }

@@ -12,15 +12,15 @@ use super::*;
 
 impl Shared {
     pub(super) fn progress_cq(&self, act: &Active, st: &mut St) -> usize {
-        let mut buf = [CqTaggedEntry::default(); CQ_BATCH];
         let mut n = 0;
         // Bounded work per call, so one busy endpoint cannot starve the others.
         for _ in 0..CQ_ROUNDS {
-            match self.core_cq.read(&mut buf) {
+            match self.core_cq.read(&mut st.cq_buf.0) {
                 Ok(k) => {
                     n += k;
-                    for e in &buf[..k] {
-                        self.on_completion(act, st, e, None);
+                    for j in 0..k.min(CQ_BATCH) {
+                        let e = st.cq_buf.0[j];
+                        self.on_completion(act, st, &e, None);
                     }
                     if k < CQ_BATCH {
                         break;

@@ -10,6 +10,13 @@
 
 use super::*;
 
+/// The part of a message's first packet that differs by protocol.
+enum First<'a> {
+    Eager(&'a [u8]),
+    Sar { payload: &'a [u8], last: bool },
+    Rts(RtsBody<'a>),
+}
+
 // ---------------------------------------------------------------------------------------
 // Receive.
 
@@ -17,7 +24,7 @@ impl Shared {
     pub(super) fn return_credit(st: &mut St, c: usize, epoch: u64) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
             if conn.epoch == epoch {
-                conn.owed += 1;
+                conn.flow.consumed();
             }
         }
     }
@@ -26,15 +33,14 @@ impl Shared {
     /// of them unreturned than we granted (it ignores flow control: refusing it bounds
     /// what one peer can make us buffer).
     pub(super) fn hold_credit(&self, st: &mut St, c: usize) -> Result<()> {
-        let grant = self.settings.credits;
+        let grant = self.settings.credits as u32;
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            if conn.held >= grant {
-                return Err(Error::new(
-                    Errno::EPROTO,
+            conn.flow.arrive(grant).map_err(|e| {
+                Error::new(
+                    e,
                     format!("peer sent beyond the {grant} credits granted to it"),
-                ));
-            }
-            conn.held += 1;
+                )
+            })?;
         }
         Ok(())
     }
@@ -46,7 +52,8 @@ impl Shared {
             .map_or(0, |x| x.epoch)
     }
 
-    /// A packet arrived on MSG slot `slot` (of connection `c`).
+    /// A packet arrived on MSG slot `slot` (of connection `c`): checked by the
+    /// protocol's rules ([`Inbound::classify`]), then dispatched.
     pub(super) fn handle_packet(
         &self,
         act: &Active,
@@ -54,140 +61,153 @@ impl Shared {
         c: usize,
         pkt: &[u8],
     ) -> Result<()> {
-        let h = Hdr::parse(pkt)?;
-        let payload = &pkt[HDR_LEN..];
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.credits += h.credits as usize;
-        }
-        let tagged = h.flags & proto::F_TAGGED != 0;
-        match h.op {
-            Op::Credit => Ok(()),
-            Op::DcAck => self.on_dc_ack(act, st, c, h.size),
-            Op::RndvDone => {
-                let i = (h.tag & 0xffff_ffff) as u32;
-                let gen = (h.tag >> 32) as u32;
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        let lim = RxLimits {
+            eager_max: self.settings.eager_limit(),
+            sar_max: conn.peer_sar.max(self.settings.buffer_size),
+            max_msg: crate::MAX_MSG_SIZE,
+        };
+        let (inb, returned) = Inbound::classify(pkt, &lim)
+            .map_err(|e| Error::new(e, "a packet out of protocol (header, size or limit)"))?;
+        conn.flow.returned(returned);
+        let (meta, len, first) = match inb {
+            Inbound::Eager { meta, payload } => (meta, payload.len(), First::Eager(payload)),
+            Inbound::SarFirst {
+                meta,
+                total,
+                payload,
+                last,
+            } => (meta, total, First::Sar { payload, last }),
+            Inbound::Rts { meta, total, body } => (meta, total, First::Rts(body)),
+            Inbound::Credit => return Ok(()),
+            Inbound::DcAck { count } => return self.on_dc_ack(act, st, c, count),
+            Inbound::RndvDone { op: id, err } => {
+                let i = (id & 0xffff_ffff) as u32;
+                let gen = (id >> 32) as u32;
                 if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                     if op.gen == gen && op.await_done && op.conn == c {
                         op.await_done = false;
                         // The peer's status: an FI code or FI_EPROTO, never as it came.
-                        if let Some(e) = Errno::from_peer_status(h.data as i64) {
+                        if let Some(e) = err {
                             op.err.get_or_insert(e);
                         }
                         op.mrs.clear();
                         self.maybe_finish(act, st, i);
                     }
                 }
-                Ok(())
+                return Ok(());
             }
-            Op::Eager | Op::SarFirst | Op::Rts => {
-                self.hold_credit(st, c)?;
-                let size =
-                    usize::try_from(h.size).map_err(|_| Error::new(Errno::EPROTO, "size"))?;
-                if h.op == Op::Eager && size != payload.len() {
-                    return Err(Error::new(
-                        Errno::EPROTO,
-                        format!("eager packet of {} bytes says {size}", payload.len()),
-                    ));
-                }
-                let peer_sar = st
+            seg @ Inbound::SarNext { .. } => return self.next_segment(act, st, c, seg),
+        };
+        self.first_packet(act, st, c, meta, len, first)
+    }
+
+    /// The first (credited) packet of a message of `len` bytes: matched with a posted
+    /// receive and placed, or queued as unexpected.
+    // One call site, on every message's path.
+    #[inline(always)]
+    fn first_packet(
+        &self,
+        act: &Active,
+        st: &mut St,
+        c: usize,
+        meta: MsgMeta,
+        len: usize,
+        first: First<'_>,
+    ) -> Result<()> {
+        self.hold_credit(st, c)?;
+        let rts = match first {
+            First::Rts(body) => Some(body.get().map_err(|e| Error::new(e, "bad RTS"))?),
+            _ => None,
+        };
+        let sar = match first {
+            First::Sar { payload, last } => {
+                if st
                     .conns
                     .get(c)
                     .and_then(Option::as_ref)
-                    .map_or(0, |x| x.peer_sar);
-                if h.op == Op::SarFirst
-                    && (payload.len() > size || size > peer_sar.max(self.settings.buffer_size))
-                {
-                    return Err(Error::new(Errno::EPROTO, "bad first segment"));
-                }
-                let rts = if h.op == Op::Rts {
-                    Some(Rts::parse(payload, h.size)?)
-                } else {
-                    None
-                };
-                let src = st_src(self, act, st, c);
-                let inc = Incoming {
-                    src,
-                    tag: h.tag,
-                    len: size,
-                    data: (h.flags & proto::F_DATA != 0).then_some(h.data),
-                    tagged,
-                };
-                let epoch = Self::conn_epoch(st, c);
-                if h.op == Op::SarFirst
-                    && st
-                        .conns
-                        .get(c)
-                        .and_then(Option::as_ref)
-                        .is_some_and(|x| x.sar.is_some())
+                    .is_some_and(|x| x.sar.is_some())
                 {
                     return Err(Error::new(
                         Errno::EPROTO,
                         "segmented message while another is open",
                     ));
                 }
-                let m = st.m.match_incoming(&inc);
-                let target = match m {
-                    Match::Unexpected => None,
-                    Match::Recv { recv, place } => Some((recv, place, false)),
-                    Match::Multi { buf, place } => {
-                        let rel = buf.is_released();
-                        let r = match buf {
-                            MultiBuf::Posted(p) => p.clone(),
-                            MultiBuf::Released(p) => p,
-                        };
-                        Some((r, place, rel))
-                    }
+                let (cursor, done) =
+                    SarCursor::first(meta.tag.unwrap_or(0), len, payload.len(), last)
+                        .map_err(|e| Error::new(e, "bad first segment"))?;
+                Some((cursor, done))
+            }
+            _ => None,
+        };
+        let src = st_src(self, act, st, c);
+        let inc = Incoming {
+            src,
+            tag: meta.tag.unwrap_or(0),
+            len,
+            data: meta.data,
+            tagged: meta.tag.is_some(),
+        };
+        let epoch = Self::conn_epoch(st, c);
+        let target = match st.m.match_incoming(&inc) {
+            Match::Unexpected => None,
+            Match::Recv { recv, place } => Some((recv, place, false)),
+            Match::Multi { buf, place } => {
+                let rel = buf.is_released();
+                let r = match buf {
+                    MultiBuf::Posted(p) => p.clone(),
+                    MultiBuf::Released(p) => p,
                 };
-                let dc = h.flags & proto::F_DC != 0;
-                match (h.op, target) {
-                    (Op::Eager, Some((recv, place, rel))) => {
-                        let n = place.len.min(payload.len());
-                        // SAFETY: the receive buffer is the application's, writable for
-                        // its length (the placement lies within it); `payload` has n bytes.
-                        unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                        act.complete_rx(&recv, place, &inc, rel, None);
-                        Self::return_credit(st, c, epoch);
-                        if dc {
-                            self.ack_dc(st, c);
-                        }
-                    }
-                    (Op::Eager, None) => {
-                        let u = Unexp::Data {
-                            data: payload.to_vec(),
-                            conn: c,
-                            epoch,
-                        };
-                        let _ = st.m.push_unexpected(inc, u);
-                        // Buffered is taken in (libfabric's delivery complete).
-                        if dc {
-                            self.ack_dc(st, c);
-                        }
-                    }
-                    (Op::SarFirst, Some((recv, place, rel))) => {
+                Some((r, place, rel))
+            }
+        };
+        let dc = meta.dc;
+        match (first, target) {
+            (First::Eager(payload), Some((recv, place, rel))) => {
+                let n = place.len.min(payload.len());
+                // SAFETY: the receive buffer is the application's, writable for its
+                // length (the placement lies within it); `payload` has n bytes.
+                unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
+                act.complete_rx(&recv, place, &inc, rel, None);
+                Self::return_credit(st, c, epoch);
+                if dc {
+                    self.ack_dc(st, c);
+                }
+            }
+            (First::Eager(payload), None) => {
+                let u = Unexp::Data {
+                    data: payload.to_vec(),
+                    conn: c,
+                    epoch,
+                };
+                let _ = st.m.push_unexpected(inc, u);
+                // Buffered is taken in (libfabric's delivery complete).
+                if dc {
+                    self.ack_dc(st, c);
+                }
+            }
+            (First::Sar { payload, .. }, target) => {
+                let Some((cursor, done)) = sar else {
+                    return Ok(());
+                };
+                let target = match target {
+                    Some((recv, place, rel)) => {
                         let n = place.len.min(payload.len());
                         // SAFETY: as above.
                         unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                        if let Some(conn) = st.conns[c].as_mut() {
-                            conn.sar = Some(SarRx {
-                                inc,
-                                got: payload.len(),
-                                target: SarTarget::Recv {
-                                    recv,
-                                    place,
-                                    released: rel,
-                                },
-                                dc,
-                            });
-                        }
-                        if h.flags & proto::F_LAST != 0 {
-                            self.finish_sar(act, st, c);
+                        SarTarget::Recv {
+                            recv,
+                            place,
+                            released: rel,
                         }
                     }
-                    (Op::SarFirst, None) => {
+                    None => {
                         // Reserved up to our own segmenting limit, grown beyond: the
                         // size is the peer's word until the segments arrive.
                         let cap = self.settings.sar_limit.max(self.settings.buffer_size);
-                        let mut data = Vec::with_capacity(size.min(cap));
+                        let mut data = Vec::with_capacity(len.min(cap));
                         data.extend_from_slice(payload);
                         let buf = Arc::new(Mutex::new(SarBuf {
                             data,
@@ -195,89 +215,92 @@ impl Shared {
                             discarded: false,
                             matched: None,
                         }));
-                        let _ = st.m.push_unexpected(
-                            inc,
-                            Unexp::Sar {
-                                buf: buf.clone(),
-                                conn: c,
-                                epoch,
-                            },
-                        );
-                        if let Some(conn) = st.conns[c].as_mut() {
-                            conn.sar = Some(SarRx {
-                                inc,
-                                got: payload.len(),
-                                target: SarTarget::Buffer(buf),
-                                dc,
-                            });
-                        }
-                        if h.flags & proto::F_LAST != 0 {
-                            self.finish_sar(act, st, c);
-                        }
+                        let u = Unexp::Sar {
+                            buf: buf.clone(),
+                            conn: c,
+                            epoch,
+                        };
+                        let _ = st.m.push_unexpected(inc, u);
+                        SarTarget::Buffer(buf)
                     }
-                    (Op::Rts, Some((recv, place, rel))) => {
-                        if let Some(rts) = rts {
-                            self.start_read(
-                                act,
-                                st,
-                                c,
-                                Landing {
-                                    recv,
-                                    place,
-                                    released: rel,
-                                },
-                                inc,
-                                rts,
-                            );
-                        }
-                    }
-                    (Op::Rts, None) => {
-                        if let Some(rts) = rts {
-                            let _ = st.m.push_unexpected_sized(
-                                inc,
-                                Unexp::Rts {
-                                    rts,
-                                    conn: c,
-                                    epoch,
-                                },
-                                proto::rts_len(rts.n),
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-                Ok(())
-            }
-            Op::SarNext => {
-                let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
-                    return Ok(());
                 };
-                let Some(sar) = conn.sar.as_mut() else {
-                    return Err(Error::new(Errno::EPROTO, "segment without a first segment"));
-                };
-                if h.size != sar.got as u64 || sar.got + payload.len() > sar.inc.len {
-                    return Err(Error::new(Errno::EPROTO, "segment out of order"));
+                if let Some(conn) = st.conns[c].as_mut() {
+                    conn.sar = Some(SarRx {
+                        inc,
+                        cursor,
+                        target,
+                        dc,
+                    });
                 }
-                match &sar.target {
-                    SarTarget::Recv { recv, place, .. } => {
-                        let off = sar.got;
-                        if off < place.len {
-                            let n = (place.len - off).min(payload.len());
-                            // SAFETY: as above.
-                            unsafe { recv.buf.scatter(place.offset + off, payload.as_ptr(), n) };
-                        }
-                    }
-                    SarTarget::Buffer(b) => {
-                        lock(b).data.extend_from_slice(payload);
-                    }
-                }
-                sar.got += payload.len();
-                if h.flags & proto::F_LAST != 0 || sar.got == sar.inc.len {
+                if done {
                     self.finish_sar(act, st, c);
                 }
-                Ok(())
+            }
+            (First::Rts(_), Some((recv, place, rel))) => {
+                let Some(rts) = rts else {
+                    return Ok(());
+                };
+                let to = Landing {
+                    recv,
+                    place,
+                    released: rel,
+                };
+                self.start_read(act, st, c, to, inc, rts);
+            }
+            (First::Rts(_), None) => {
+                let Some(rts) = rts else {
+                    return Ok(());
+                };
+                let u = Unexp::Rts {
+                    rts,
+                    conn: c,
+                    epoch,
+                };
+                let _ = st.m.push_unexpected_sized(inc, u, proto::rts_len(rts.n));
             }
         }
+        Ok(())
+    }
+
+    /// A later segment (`seg`, an [`Inbound::SarNext`]) of the segmented message open
+    /// on `c`.
+    fn next_segment(&self, act: &Active, st: &mut St, c: usize, seg: Inbound<'_>) -> Result<()> {
+        let Inbound::SarNext {
+            tag,
+            offset,
+            payload,
+            last,
+        } = seg
+        else {
+            return Ok(());
+        };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        let Some(sar) = conn.sar.as_mut() else {
+            return Err(Error::new(Errno::EPROTO, "segment without a first segment"));
+        };
+        let off = sar.cursor.got();
+        let done = sar
+            .cursor
+            .next(tag, offset, payload.len(), last)
+            .map_err(|e| Error::new(e, "segment out of order"))?;
+        match &sar.target {
+            SarTarget::Recv { recv, place, .. } => {
+                if off < place.len {
+                    let n = (place.len - off).min(payload.len());
+                    // SAFETY: as in first_packet.
+                    unsafe { recv.buf.scatter(place.offset + off, payload.as_ptr(), n) };
+                }
+            }
+            SarTarget::Buffer(b) => {
+                lock(b).data.extend_from_slice(payload);
+            }
+        }
+        if done {
+            self.finish_sar(act, st, c);
+        }
+        Ok(())
     }
 
     pub(super) fn finish_sar(&self, act: &Active, st: &mut St, c: usize) {
@@ -449,13 +472,13 @@ impl Shared {
         st.rd_free.push(i);
         st.rd_waiting.retain(|x| *x != i);
         act.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
-        let status = r.err.map_or(0i64, |e| -i64::from(e.0));
+
         let epoch = Self::conn_epoch(st, r.conn);
         Self::return_credit(st, r.conn, epoch);
         self.send_ctrl(
             st,
             r.conn,
-            Hdr::new(Op::RndvDone, 0, 0, r.id, status as u64),
+            Control::rndv_done(r.id, r.err.map_or(Ok(()), Err)),
         );
     }
 
@@ -560,7 +583,7 @@ impl Shared {
             Unexp::Rts { rts, conn, epoch } => {
                 if Self::conn_epoch(st, conn) == epoch {
                     Self::return_credit(st, conn, epoch);
-                    self.send_ctrl(st, conn, Hdr::new(Op::RndvDone, 0, 0, rts.id, 0));
+                    self.send_ctrl(st, conn, Control::rndv_done(rts.id, Ok(())));
                 }
             }
         }

@@ -36,7 +36,7 @@ impl Shared {
         if conn.tx.is_none() {
             return;
         }
-        h.credits = conn.give_owed();
+        h.credits = conn.flow.piggyback();
         if !conn.ctrl.is_empty() {
             conn.ctrl.push_back(h);
             return;
@@ -87,19 +87,27 @@ impl Shared {
 
     /// Return credits to `c` when enough are owed.
     pub(super) fn maybe_credit(&self, st: &mut St, c: usize) {
-        let th = (self.settings.credits / 2).max(1);
+        let grant = self.settings.credits as u32;
         if st
             .conns
             .get(c)
             .and_then(Option::as_ref)
-            .is_some_and(|x| x.owed >= th && x.tx.is_some())
+            .is_some_and(|x| x.flow.credit_due(grant) && x.tx.is_some())
         {
-            self.send_ctrl(st, c, Hdr::new(Op::Credit, 0, 0, 0, 0));
+            self.send_ctrl(st, c, Control::credit());
         }
     }
 
     /// Post queued operations of `c` in order while possible.
     pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
+        // The common case after a packet: nothing queued, no credit due.
+        let grant = self.settings.credits as u32;
+        let Some(conn) = st.conns.get(c).and_then(Option::as_ref) else {
+            return;
+        };
+        if conn.queue.is_empty() && conn.ctrl.is_empty() && !conn.flow.credit_due(grant) {
+            return;
+        }
         self.flush_ctrl(st, c);
         while let Some(&i) = st
             .conns
@@ -125,17 +133,16 @@ impl Shared {
     /// Take a credit of `c` (with the owed credits to piggyback); None without credit.
     pub(super) fn take_credit(st: &mut St, c: usize) -> Option<u16> {
         let conn = st.conns.get_mut(c)?.as_mut()?;
-        if conn.credits == 0 {
+        if !conn.flow.take() {
             return None;
         }
-        conn.credits -= 1;
-        Some(conn.give_owed())
+        Some(conn.flow.piggyback())
     }
 
     pub(super) fn untake_credit(st: &mut St, c: usize, give: u16) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.credits += 1;
-            conn.regain_owed(give);
+            conn.flow.untake();
+            conn.flow.unpiggyback(give);
         }
     }
 
@@ -150,13 +157,9 @@ impl Shared {
         match &op.body {
             Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
             Body::Send { len, .. } => {
-                let len = *len;
-                if len <= self.settings.eager_limit() {
-                    self.post_eager(act, st, i, c, ctx)
-                } else if len <= self.settings.sar_limit {
-                    self.post_sar(act, st, i, c, ctx)
-                } else {
-                    self.post_rts(act, st, i, c, ctx)
+                match Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit) {
+                    Protocol::Eager | Protocol::Segmented => self.post_message(act, st, i, c, ctx),
+                    Protocol::Rendezvous => self.post_rts(act, st, i, c, ctx),
                 }
             }
         }
@@ -184,24 +187,22 @@ impl Shared {
     /// connection `c`; they come in the order the messages were sent.
     pub(super) fn wait_for_ack(st: &mut St, c: usize, i: u32, gen: u32) {
         if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.dc_wait.push_back((i, gen));
+            conn.dc_wait.expect((i, gen));
         }
     }
 
     /// The peer acknowledges `n` more delivery-complete messages of connection `c`.
     pub(super) fn on_dc_ack(&self, act: &Active, st: &mut St, c: usize, n: u64) -> Result<()> {
-        for _ in 0..n {
-            let Some((i, gen)) = st
-                .conns
-                .get_mut(c)
-                .and_then(Option::as_mut)
-                .and_then(|x| x.dc_wait.pop_front())
-            else {
-                return Err(Error::new(
-                    Errno::EPROTO,
-                    "delivery acknowledgement of a message never sent",
-                ));
-            };
+        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        // Usually one; the operations are finished after the queue is let go.
+        let acked: Vec<(u32, u32)> = conn
+            .dc_wait
+            .acked(n)
+            .map_err(|e| Error::new(e, "delivery acknowledgement of a message never sent"))?
+            .collect();
+        for (i, gen) in acked {
             if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                 if op.gen == gen && op.conn == c && op.await_ack {
                     op.await_ack = false;
@@ -214,117 +215,92 @@ impl Shared {
 
     /// Acknowledge one delivery-complete message taken in from connection `c`.
     pub(super) fn ack_dc(&self, st: &mut St, c: usize) {
-        self.send_ctrl(st, c, Hdr::new(Op::DcAck, 0, 1, 0, 0));
+        self.send_ctrl(st, c, Control::dc_ack(1));
     }
 
-    pub(super) fn send_hdr(op: &TxOp) -> (u8, u64, u64) {
+    /// What a send's packets carry besides its bytes (the headers come from the
+    /// protocol's rules, [`MsgMeta`]).
+    pub(super) fn send_meta(op: &TxOp) -> MsgMeta {
         match &op.body {
             Body::Send {
                 tag, data, tagged, ..
-            } => {
-                let mut f = 0;
-                if *tagged {
-                    f |= proto::F_TAGGED;
-                }
-                if data.is_some() {
-                    f |= proto::F_DATA;
-                }
-                (f, *tag, data.unwrap_or(0))
-            }
-            Body::Fwd(_) => (0, 0, 0),
+            } => MsgMeta {
+                tag: tagged.then_some(*tag),
+                data: *data,
+                dc: op.dc,
+            },
+            Body::Fwd(_) => MsgMeta::default(),
         }
     }
 
-    pub(super) fn post_eager(
+    /// Post one packet of send `i` on connection `c`: the header `h` and the bytes
+    /// `range` of the send's data, straight from the application's buffers when the
+    /// core takes that many iov entries, else gathered into a bounce buffer. The header
+    /// box and any bounce buffer stay in the operation until it completes (the core
+    /// holds pointers to them).
+    fn post_packet(
         &self,
-        act: &Active,
         st: &mut St,
         i: u32,
         c: usize,
         ctx: usize,
-    ) -> Posted {
-        let Some(give) = Self::take_credit(st, c) else {
-            return Posted::Blocked;
-        };
+        h: Hdr,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-            return Posted::Done;
+            return Ok(());
         };
-        let (mut flags, tag, data) = Self::send_hdr(op);
-        if op.dc {
-            flags |= proto::F_DC;
-        }
-        let Body::Send { iov, len, .. } = op.body else {
-            return Posted::Done;
+        let Body::Send { iov, .. } = op.body else {
+            return Ok(());
         };
-        let mut h = Hdr::new(Op::Eager, flags, len as u64, tag, data);
-        h.credits = give;
         let mut hb = Box::new([0u8; HDR_LEN]);
         h.write(&mut hb);
         let src: IoList = match &op.owned {
             Some(v) => IoList::one(v.as_ptr() as usize, v.len()),
             None => iov,
         };
+        let (off, n) = (range.start, range.len());
+        let part = src.sub(off, n);
         let mut v: Vec<Iov> = Vec::with_capacity(IOV_LIMIT + 1);
         v.push(Iov {
             base: hb.as_ptr() as *mut c_void,
             len: HDR_LEN,
         });
-        let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
-        if src.len() < core_iov {
-            for &(a, l) in src.slice() {
+        if part.len() < core_iov {
+            for &(a, l) in part.slice() {
                 v.push(Iov {
                     base: a as *mut c_void,
                     len: l,
                 });
             }
         } else {
-            let mut b = vec![0u8; len];
+            let mut b = vec![0u8; n];
             // SAFETY: the application's buffers are readable for their lengths; `b` has
-            // `len` bytes.
-            unsafe { src.gather(0, b.as_mut_ptr(), len) };
+            // `n` bytes.
+            unsafe { src.gather(off, b.as_mut_ptr(), n) };
             v.push(Iov {
                 base: b.as_ptr() as *mut c_void,
-                len,
+                len: n,
             });
             op.bounce.push(b);
         }
         op.hdrs.push(hb);
-        let r = match self.tx_ep(st, c) {
+        match self.tx_ep(st, c) {
             // SAFETY: the header box and bounce buffers live in the op until its
             // completion; the application's buffers by the C contract.
             Some(ep) => unsafe {
                 ep.sendv(v.as_ptr(), std::ptr::null(), v.len(), ADDR_UNSPEC, ctx)
             },
             None => Err(Error::code_only(Errno::ENOTCONN)),
-        };
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-            return Posted::Done;
-        };
-        match r {
-            Ok(()) => {
-                op.outstanding += 1;
-                op.posted = true;
-                if op.dc {
-                    op.await_ack = true;
-                    let gen = op.gen;
-                    Self::wait_for_ack(st, c, i, gen);
-                }
-                Posted::Done
-            }
-            Err(e) if e.code() == Errno::EAGAIN => {
-                op.hdrs.clear();
-                op.bounce.clear();
-                Self::untake_credit(st, c, give);
-                Posted::Blocked
-            }
-            Err(e) => {
-                Self::untake_credit(st, c, give);
-                self.fail_op(act, st, i, e.code())
-            }
         }
     }
 
-    pub(super) fn post_sar(
+    /// Post an eager send (one packet) or a segmented one (its segments back to back)
+    /// from where it stopped; the first packet takes a credit. The send then waits for
+    /// the core's completions, and for the receiver's acknowledgement if it asked for
+    /// delivery complete.
+    pub(super) fn post_message(
         &self,
         act: &Active,
         st: &mut St,
@@ -337,15 +313,15 @@ impl Shared {
             let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
                 return Posted::Done;
             };
-            let (flags, tag, data) = Self::send_hdr(op);
-            let dc = if op.dc { proto::F_DC } else { 0 };
-            let Body::Send { iov, len, .. } = op.body else {
+            let meta = Self::send_meta(op);
+            let Body::Send { len, .. } = op.body else {
                 return Posted::Done;
             };
             let off = op.sent;
             if off >= len && op.posted {
                 return Posted::Done;
             }
+            let bounced = op.bounce.len();
             let first = off == 0;
             let give = if first {
                 match Self::take_credit(st, c) {
@@ -353,56 +329,16 @@ impl Shared {
                     None => return Posted::Blocked,
                 }
             } else {
-                st.conns[c].as_mut().map_or(0, Conn::give_owed)
+                st.conns[c].as_mut().map_or(0, |x| x.flow.piggyback())
             };
-            let n = seg.min(len - off);
+            let (mut h, n) = if len <= seg {
+                (meta.eager(len), len)
+            } else {
+                meta.segment(off, len, seg)
+            };
             let last = off + n >= len;
-            let mut h = if first {
-                Hdr::new(Op::SarFirst, flags | dc, len as u64, tag, data)
-            } else {
-                Hdr::new(Op::SarNext, flags & proto::F_TAGGED, off as u64, tag, 0)
-            };
-            if last {
-                h.flags |= proto::F_LAST;
-            }
             h.credits = give;
-            let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-                return Posted::Done;
-            };
-            let mut hb = Box::new([0u8; HDR_LEN]);
-            h.write(&mut hb);
-            let src: IoList = match &op.owned {
-                Some(v) => IoList::one(v.as_ptr() as usize, v.len()),
-                None => iov,
-            };
-            let part = src.sub(off, n);
-            let mut v: Vec<Iov> = vec![Iov {
-                base: hb.as_ptr() as *mut c_void,
-                len: HDR_LEN,
-            }];
-            if part.len() == 1 {
-                v.push(Iov {
-                    base: part.slice()[0].0 as *mut c_void,
-                    len: n,
-                });
-            } else {
-                let mut b = vec![0u8; n];
-                // SAFETY: as in post_eager.
-                unsafe { src.gather(off, b.as_mut_ptr(), n) };
-                v.push(Iov {
-                    base: b.as_ptr() as *mut c_void,
-                    len: n,
-                });
-                op.bounce.push(b);
-            }
-            op.hdrs.push(hb);
-            let r = match self.tx_ep(st, c) {
-                // SAFETY: as in post_eager.
-                Some(ep) => unsafe {
-                    ep.sendv(v.as_ptr(), std::ptr::null(), v.len(), ADDR_UNSPEC, ctx)
-                },
-                None => Err(Error::code_only(Errno::ENOTCONN)),
-            };
+            let r = self.post_packet(st, i, c, ctx, h, off..off + n);
             match r {
                 Ok(()) => {
                     if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
@@ -410,8 +346,8 @@ impl Shared {
                         op.sent = off + n;
                         if last {
                             op.posted = true;
-                            // The receiver acknowledges at the last segment: queued now,
-                            // the order of the acknowledgements.
+                            // The receiver acknowledges once the whole message is in:
+                            // queued now, the order of the acknowledgements.
                             if op.dc {
                                 op.await_ack = true;
                                 let gen = op.gen;
@@ -424,11 +360,12 @@ impl Shared {
                 Err(e) if e.code() == Errno::EAGAIN => {
                     if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                         op.hdrs.pop();
+                        op.bounce.truncate(bounced);
                     }
                     if first {
                         Self::untake_credit(st, c, give);
                     } else if let Some(conn) = st.conns[c].as_mut() {
-                        conn.regain_owed(give);
+                        conn.flow.unpiggyback(give);
                     }
                     return Posted::Blocked;
                 }
@@ -497,14 +434,14 @@ impl Shared {
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
-        let (flags, tag, data) = Self::send_hdr(op);
+        let meta = Self::send_meta(op);
         let src: IoList = match (&op.owned, &op.body) {
             (Some(v), _) => IoList::one(v.as_ptr() as usize, v.len()),
             (None, Body::Send { iov, .. }) => *iov,
             _ => return Posted::Done,
         };
         let len = src.total();
-        let mut h = Hdr::new(Op::Rts, flags, len as u64, tag, data);
+        let mut h = meta.rts(len);
         h.credits = give;
         let mut rts = Rts {
             id: (u64::from(op.gen) << 32) | u64::from(i),
