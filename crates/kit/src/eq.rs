@@ -41,7 +41,7 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use ofi_core::attr::Info;
 use ofi_core::enums::EqEvent;
@@ -52,7 +52,10 @@ use ofi_core::provider::EqOps;
 
 use crate::cq::{Overrun, StrerrorFn};
 use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{
+    lock, sleep_while_idle, Deadline, FdSleep, KitWait, Links, SleeperCount, WaitFd, WaitMode,
+    Waitable,
+};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -68,6 +71,12 @@ struct EqState {
     overrun: Overrun,
     dropped: u64,
     sleepers: usize,
+}
+
+impl SleeperCount for EqState {
+    fn sleepers(&mut self) -> &mut usize {
+        &mut self.sleepers
+    }
 }
 
 impl EqState {
@@ -272,22 +281,6 @@ impl KitEq {
         Ok(eq)
     }
 
-    /// Link a progress engine: every read and wait drives it (same engine again:
-    /// no-op; another: `FI_EINVAL`).
-    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        self.inner.links.bind_progress(engine, "EQ")
-    }
-
-    /// Attach to a wait set: each push signals it.
-    pub fn attach_wait(&self, set: &KitWait) {
-        self.inner.links.attach_wait(set, self.waitable());
-    }
-
-    /// This EQ as a wait-set or poll-set member.
-    pub fn waitable(&self) -> Weak<dyn Waitable> {
-        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
-    }
-
     /// Set the text `strerror` gives for provider error codes (once).
     pub fn set_strerror(&self, f: StrerrorFn) {
         let _ = self.inner.strerror.set(f);
@@ -296,11 +289,6 @@ impl KitEq {
     /// The capacity.
     pub fn size(&self) -> usize {
         self.inner.size
-    }
-
-    /// The wait mode.
-    pub fn wait_mode(&self) -> WaitMode {
-        self.inner.mode
     }
 
     /// True if opened with `FI_WRITE`.
@@ -393,19 +381,7 @@ impl KitEq {
     }
 }
 
-impl Waitable for KitEq {
-    fn drive_progress(&self) -> usize {
-        self.inner.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.inner.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.inner.links.needs_polling()
-    }
-}
+crate::wait::queue_handle_waiting!(KitEq, "EQ");
 
 impl EqOps for KitEq {
     fn read(&self, peek: bool) -> Result<Event> {
@@ -484,45 +460,26 @@ impl EqOps for KitEq {
                 }
                 Some(d) => {
                     drop(st);
-                    let enter = || {
-                        let mut st = lock(&inner.state);
-                        st.sleepers += 1;
-                        if st.ready() {
-                            st.sleepers -= 1;
-                            false
-                        } else {
-                            true
-                        }
-                    };
-                    let leave = || lock(&inner.state).sleepers -= 1;
-                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
-                        let mut st = lock(&inner.state);
-                        if !st.ready() {
-                            st.sleepers += 1;
-                            let mut st = wait_for(&inner.cv, st, d);
-                            st.sleepers -= 1;
-                        }
-                    }
+                    sleep_while_idle(
+                        &inner.state,
+                        &inner.cv,
+                        &inner.links,
+                        &mut fd_sleep,
+                        &deadline,
+                        d,
+                        |st: &EqState| !st.ready(),
+                    );
                 }
             }
         }
     }
 
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        match self.inner.strerror.get() {
-            Some(f) => f(prov_errno, err_data),
-            None => ofi_core::error::strerror(prov_errno).into_owned(),
-        }
+        crate::wait::strerror_with(&self.inner.strerror, prov_errno, err_data)
     }
 
     fn wait_fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this EQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
-            )),
-        }
+        crate::wait::wait_fd_of(self.inner.fd.as_ref(), "EQ")
     }
 }
 

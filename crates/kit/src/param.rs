@@ -31,7 +31,7 @@ impl<'h> Params<'h> {
         format!("FI_{}_{}", self.prov, name).to_uppercase()
     }
 
-    /// `FI_EINVAL` for parameter `name` set to `value`: "FI_<PROV>_<NAME>=value: why".
+    /// `FI_EINVAL` for parameter `name` set to `value`: "`FI_<PROV>_<NAME>=value`: why".
     pub fn invalid(&self, name: &str, value: impl Debug, why: impl std::fmt::Display) -> Error {
         Error::new(
             Errno::EINVAL,

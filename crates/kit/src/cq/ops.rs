@@ -90,26 +90,15 @@ impl CqOps for KitCq {
                 Some(d) => {
                     drop(st);
                     // Sleep only if nothing changed since the checks above.
-                    let idle = |st: &CqState| !st.wake && !st.blocked() && st.avail() < want;
-                    let enter = || {
-                        let mut st = lock(&inner.state);
-                        st.sleepers += 1;
-                        if idle(&st) {
-                            true
-                        } else {
-                            st.sleepers -= 1;
-                            false
-                        }
-                    };
-                    let leave = || lock(&inner.state).sleepers -= 1;
-                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
-                        let mut st = lock(&inner.state);
-                        if idle(&st) {
-                            st.sleepers += 1;
-                            let mut st = wait_for(&inner.cv, st, d);
-                            st.sleepers -= 1;
-                        }
-                    }
+                    sleep_while_idle(
+                        &inner.state,
+                        &inner.cv,
+                        &inner.links,
+                        &mut fd_sleep,
+                        &deadline,
+                        d,
+                        |st: &CqState| !st.wake && !st.blocked() && st.avail() < want,
+                    );
                 }
             }
         }
@@ -135,19 +124,10 @@ impl CqOps for KitCq {
     }
 
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        match self.inner.strerror.get() {
-            Some(f) => f(prov_errno, err_data),
-            None => ofi_core::error::strerror(prov_errno).into_owned(),
-        }
+        crate::wait::strerror_with(&self.inner.strerror, prov_errno, err_data)
     }
 
     fn wait_fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this CQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
-            )),
-        }
+        crate::wait::wait_fd_of(self.inner.fd.as_ref(), "CQ")
     }
 }
