@@ -176,6 +176,13 @@ pub fn setopt_min_multi_recv(prov: &str, level: i32, optname: i32, optval: &[u8]
 }
 
 impl<P> Bound<P> {
+    /// Whether a transmit operation posted with `flags` writes a completion entry: not
+    /// an inject, a transmit CQ bound, and selective completion letting it through.
+    #[inline]
+    pub fn tx_completion_wanted(&self, inject: bool, flags: OpFlags) -> bool {
+        !inject && self.txcq.as_ref().is_some_and(|b| b.wants(flags))
+    }
+
     /// Report a receive that `fi_cancel` took back: an `FI_ECANCELED` error entry with
     /// the receive's flags and tag.
     pub fn cancelled<B>(&self, recv: &PostedRecv<B>) {

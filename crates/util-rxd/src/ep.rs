@@ -88,14 +88,16 @@ use ofi_kit::tagmatch::{
 use crate::fabric::{DomainShared, Fabric};
 use crate::peer::{Engine, Event, Failure, PeerId, Seg, NO_PEER};
 use crate::proto::{
-    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, RmaReq, OP_ATOMIC, OP_READ, OP_RESP,
-    OP_TAGGED, OP_WRITE, RMA_HDR,
+    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, MsgHdr, RmaReq, OP_ATOMIC, OP_READ,
+    OP_RESP, OP_TAGGED, OP_WRITE, RMA_HDR,
 };
 use crate::{Settings, IOV_LIMIT, MAX_MSG_SIZE, MSG_HDR, NAME};
 
 mod ops;
 mod progress;
 mod remote;
+
+use remote::RemoteOp;
 mod rx;
 mod tx;
 
