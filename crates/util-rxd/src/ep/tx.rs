@@ -287,6 +287,21 @@ impl Shared {
     }
 }
 
+/// Append to `dst` the part of bytes `off..off + n` of a message that lies in its
+/// header `head`; returns where the rest starts in the body after the header, and its
+/// length.
+#[inline]
+pub(super) fn put_head(head: &[u8], off: usize, n: usize, dst: &mut Vec<u8>) -> (usize, usize) {
+    match off.checked_sub(head.len()) {
+        Some(body_off) => (body_off, n),
+        None => {
+            let k = (head.len() - off).min(n);
+            dst.extend_from_slice(&head[off..off + k]);
+            (0, n - k)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,20 +316,5 @@ mod tests {
         };
         assert_eq!(OpToken::from_bits(t.bits()), t);
         assert_eq!(t.bits(), (1 << 32) | u64::from(u32::MAX));
-    }
-}
-
-/// Append to `dst` the part of bytes `off..off + n` of a message that lies in its
-/// header `head`; returns where the rest starts in the body after the header, and its
-/// length.
-#[inline]
-pub(super) fn put_head(head: &[u8], off: usize, n: usize, dst: &mut Vec<u8>) -> (usize, usize) {
-    match off.checked_sub(head.len()) {
-        Some(body_off) => (body_off, n),
-        None => {
-            let k = (head.len() - off).min(n);
-            dst.extend_from_slice(&head[off..off + k]);
-            (0, n - k)
-        }
     }
 }
