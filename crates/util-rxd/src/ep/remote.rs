@@ -14,6 +14,7 @@
 //! Nothing here panics on peer input: a bad request is answered with its error code.
 
 use super::*;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall};
 
 /// An RMA or atomic operation waiting for its response.
 pub(super) struct Remote {
@@ -300,13 +301,8 @@ impl Shared {
             locks.apply_raw(
                 seg.0 as *mut u8,
                 bytes,
-                op,
-                dt,
-                kind,
-                operand,
-                compare,
-                &mut result,
-                count,
+                AtomicCall::new(op, dt, kind, count),
+                AtomicArgs::new(operand, compare, &mut result),
             )
         }
         .map_err(|e| e.code())?;
