@@ -58,8 +58,10 @@ use ofi_core::wait::WaitAttr;
 use crate::progress::{idle_slice, Backoff, FdWake, ProgressEngine, LONG_SLICE};
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
-/// consistent across panics: every critical section leaves it valid).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// consistent across panics: every critical section leaves it valid; a provider that
+/// uses it for its own state keeps the same rule).
+#[inline]
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -15,21 +15,17 @@ use ofi_prov_tcp::proto;
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
 
-fn sockaddr(bytes: &[u8]) -> std::net::SocketAddr {
-    Address::from_bytes(ofi::AddrFormat::SOCKADDR_IN, bytes)
-        .unwrap()
-        .socket_addr()
-        .unwrap()
-}
-
 #[test]
 fn junk_to_a_listener_is_dropped_and_it_keeps_listening() {
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
+    let Listening {
+        fabric,
+        domain,
+        pep,
+        eq: peq,
+        addr,
+    } = listen(&reg, &info);
     let mut raw = TcpStream::connect(addr).unwrap();
     raw.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     // The listener closes it without an event.
@@ -174,10 +170,13 @@ fn sigkill_peer_mid_transfer() {
     }
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
+    let Listening {
+        fabric,
+        domain,
+        pep,
+        eq: peq,
+        addr,
+    } = listen(&reg, &info);
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([

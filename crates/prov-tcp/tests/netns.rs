@@ -59,13 +59,13 @@ fn two_namespaces_over_veth() {
     let mut info = info(&reg, false, Caps::MSG);
     // No source address from getinfo: the interface parameter decides.
     info.src_addr = None;
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let bound = Address::from_bytes(AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
-        .unwrap()
-        .socket_addr()
-        .unwrap();
+    let Listening {
+        fabric,
+        domain,
+        pep: _pep,
+        eq: peq,
+        addr: bound,
+    } = listen(&reg, &info);
     assert_eq!(
         bound.ip(),
         std::net::IpAddr::from(pair.a.ip),
