@@ -38,17 +38,7 @@ fn child() {
     let path = std::env::var(CHILD_ENV).unwrap();
     std::fs::write(format!("{path}.tmp"), name.to_string()).unwrap();
     std::fs::rename(format!("{path}.tmp"), &path).unwrap();
-    let req = eq_expect(&peq, EqEvent::ConnReq);
-    let s = side(&fabric, &domain, req.info.as_ref().unwrap());
-    s.ep.enable().unwrap();
-    let mut rb = [0u8; 16];
-    // SAFETY: the buffer outlives the receive (its completion is awaited).
-    unsafe {
-        s.ep.recv(rb.as_mut_ptr(), 16, std::ptr::null_mut(), 0, 1)
-            .unwrap()
-    };
-    s.ep.accept(b"").unwrap();
-    eq_expect(&s.eq, EqEvent::Connected);
+    let (_, s, rb) = accept_with_recv(&fabric, &domain, &peq, 16);
     let e = cq_wait(&s.cq, &[]).unwrap();
     assert_eq!(&rb[..e.len], b"over veth");
 }

@@ -196,6 +196,38 @@ pub fn listen(reg: &Registry, info: &Info) -> Listening {
     }
 }
 
+/// [`listen`] for IPv4 `FI_MSG` (a new registry's info, returned too).
+pub fn listen_v4_msg() -> (Info, Listening) {
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let l = listen(&reg, &info);
+    (info, l)
+}
+
+/// The next connection request on listener EQ `peq`, accepted by an endpoint that has
+/// a receive of `len` bytes (context 1) posted before the accept: the request's CM
+/// data, the connected side, and the receive's buffer (keep it until the receive
+/// completes; its bytes do not move with the box).
+pub fn accept_with_recv(
+    fabric: &Fabric,
+    domain: &Domain,
+    peq: &EventQueue,
+    len: usize,
+) -> (Vec<u8>, Side, Box<[u8]>) {
+    let req = eq_expect(peq, EqEvent::ConnReq);
+    let s = side(fabric, domain, req.info.as_ref().expect("connreq info"));
+    s.ep.enable().expect("enable");
+    let mut rb = vec![0u8; len].into_boxed_slice();
+    // SAFETY: the buffer is heap memory the caller keeps until the receive completes.
+    unsafe {
+        s.ep.recv(rb.as_mut_ptr(), len, std::ptr::null_mut(), 0, 1)
+            .expect("recv")
+    };
+    s.ep.accept(b"").expect("accept");
+    eq_expect(&s.eq, EqEvent::Connected);
+    (req.cm_data, s, rb)
+}
+
 /// Connect a pair with `cm_data` on both sides; returns the pair and the data each side
 /// saw (server: with the request; client: with FI_CONNECTED).
 pub fn connect_pair(v6: bool, caps: Caps) -> Pair {
