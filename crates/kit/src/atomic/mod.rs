@@ -1093,47 +1093,13 @@ mod tests {
     }
 
     fn model_of(dt: Datatype) -> Model {
+        let int = |signed| Model::Int {
+            bits: dt.size() as u32 * 8,
+            signed,
+        };
         match dt {
-            D::Int8 => Model::Int {
-                bits: 8,
-                signed: true,
-            },
-            D::Uint8 => Model::Int {
-                bits: 8,
-                signed: false,
-            },
-            D::Int16 => Model::Int {
-                bits: 16,
-                signed: true,
-            },
-            D::Uint16 => Model::Int {
-                bits: 16,
-                signed: false,
-            },
-            D::Int32 => Model::Int {
-                bits: 32,
-                signed: true,
-            },
-            D::Uint32 => Model::Int {
-                bits: 32,
-                signed: false,
-            },
-            D::Int64 => Model::Int {
-                bits: 64,
-                signed: true,
-            },
-            D::Uint64 => Model::Int {
-                bits: 64,
-                signed: false,
-            },
-            D::Int128 => Model::Int {
-                bits: 128,
-                signed: true,
-            },
-            D::Uint128 => Model::Int {
-                bits: 128,
-                signed: false,
-            },
+            D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::Int128 => int(true),
+            D::Uint8 | D::Uint16 | D::Uint32 | D::Uint64 | D::Uint128 => int(false),
             D::Float => Model::Real { single: true },
             D::Double => Model::Real { single: false },
             D::FloatComplex => Model::Cplx { single: true },
