@@ -349,6 +349,19 @@ impl KitEq {
         })
     }
 
+    /// Queue the error event of connection endpoint `fid`: code `code` (also its
+    /// provider errno) with `err_data` (a rejection's CM data, or empty).
+    pub fn conn_error(&self, fid: usize, code: Errno, err_data: Vec<u8>) -> Result<()> {
+        self.push_err(EqErrorEntry {
+            fid,
+            context: 0,
+            data: 0,
+            err: code,
+            prov_errno: code.0,
+            err_data,
+        })
+    }
+
     /// `FI_SHUTDOWN` on the endpoint opened with context `fid`.
     pub fn shutdown(&self, fid: usize) -> Result<()> {
         self.push(Event {
