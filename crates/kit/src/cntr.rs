@@ -38,8 +38,8 @@ use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::CntrOps;
 
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::progress::ProgressEngine;
+use crate::wait::{lock, wait_for, BlockingWait, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -243,8 +243,7 @@ impl CntrOps for KitCntr {
             ));
         }
         let err0 = inner.err.load(Ordering::SeqCst);
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
+        let mut w = BlockingWait::new(timeout);
         let done = |inner: &CntrShared| -> Option<Result<()>> {
             if inner.value.load(Ordering::SeqCst) >= threshold {
                 Some(Ok(()))
@@ -257,23 +256,20 @@ impl CntrOps for KitCntr {
                 None
             }
         };
-        let mut fd_sleep = FdSleep::new();
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             if let Some(r) = done(inner) {
                 return r;
             }
-            if deadline.expired() {
+            if w.expired() {
                 return Err(Error::code_only(Errno::ETIMEDOUT));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+            match w.slice(&inner.links, work) {
                 None => std::thread::yield_now(),
                 Some(_)
-                    if fd_sleep.sleep(
+                    if w.sleep_on_fds(
                         &inner.links,
-                        &deadline,
                         || {
                             inner.waiters.fetch_add(1, Ordering::SeqCst);
                             if done(inner).is_some() {

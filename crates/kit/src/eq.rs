@@ -51,11 +51,7 @@ use ofi_core::flags::OpFlags;
 use ofi_core::provider::EqOps;
 
 use crate::cq::{Overrun, StrerrorFn};
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{
-    lock, sleep_while_idle, Deadline, FdSleep, KitWait, Links, SleeperCount, WaitFd, WaitMode,
-    Waitable,
-};
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -448,12 +444,10 @@ impl EqOps for KitEq {
                 "sread on an EQ opened with FI_WAIT_NONE",
             ));
         }
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
-        let mut fd_sleep = FdSleep::new();
+        let mut w = BlockingWait::new(timeout);
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             let mut st = lock(&inner.state);
             if st.ready() {
                 let r = st.next(peek);
@@ -462,28 +456,17 @@ impl EqOps for KitEq {
                 }
                 return r;
             }
-            if deadline.expired() {
+            if w.expired() {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
-                None => {
-                    drop(st);
-                    std::thread::yield_now();
-                }
-                Some(d) => {
-                    drop(st);
-                    sleep_while_idle(
-                        &inner.state,
-                        &inner.cv,
-                        &inner.links,
-                        &mut fd_sleep,
-                        &deadline,
-                        d,
-                        |st: &EqState| !st.ready(),
-                    );
-                }
-            }
+            w.idle(
+                st,
+                &inner.state,
+                &inner.cv,
+                &inner.links,
+                work,
+                |st: &EqState| !st.ready(),
+            );
         }
     }
 
@@ -499,6 +482,7 @@ impl EqOps for KitEq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::progress::ProgressEngine;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;

@@ -262,37 +262,91 @@ pub(crate) trait SleeperCount {
     fn sleepers(&mut self) -> &mut usize;
 }
 
-/// The sleep of one round of a queue's blocking read (CQ or EQ `sread`), after a
-/// progress round found nothing to return: for at most `d`, on the engine's descriptors
-/// when `fd_sleep` may, else on `cv`; in either case only if `idle` still holds for
-/// the state once the reader counts as a sleeper (so a push between the caller's check
-/// and the sleep is not missed). The state's lock is not held on entry.
-pub(crate) fn sleep_while_idle<S: SleeperCount>(
-    state: &Mutex<S>,
-    cv: &Condvar,
-    links: &Links,
-    fd_sleep: &mut FdSleep,
-    deadline: &Deadline,
-    d: Duration,
-    idle: impl Fn(&S) -> bool,
-) {
-    let enter = || {
-        let mut st = lock(state);
-        *st.sleepers() += 1;
-        if idle(&st) {
-            true
-        } else {
-            *st.sleepers() -= 1;
-            false
+/// One blocking call across its rounds (CQ and EQ `sread`, counter `wait`): its
+/// deadline, the back-off of its sleeps, and whether it may still sleep on the
+/// engine's descriptors ([`FdSleep`]).
+pub(crate) struct BlockingWait {
+    deadline: Deadline,
+    backoff: Backoff,
+    fd_sleep: FdSleep,
+}
+
+impl BlockingWait {
+    /// A call that gives up `timeout_ms` from now (never, for a negative value).
+    pub(crate) fn new(timeout_ms: i32) -> BlockingWait {
+        BlockingWait {
+            deadline: Deadline::after_ms(timeout_ms),
+            backoff: Backoff::new(),
+            fd_sleep: FdSleep::new(),
         }
-    };
-    let leave = || *lock(state).sleepers() -= 1;
-    if !fd_sleep.sleep(links, deadline, enter, leave) {
-        let mut st = lock(state);
-        if idle(&st) {
+    }
+
+    /// Whether the deadline has passed.
+    pub(crate) fn expired(&self) -> bool {
+        self.deadline.expired()
+    }
+
+    /// After a progress round that did `work`.
+    pub(crate) fn after_round(&mut self, work: usize) {
+        self.fd_sleep.after_round(work);
+    }
+
+    /// How long this round may sleep (`None`: yield and poll again), after a round
+    /// that did `work` with the engine `links` name.
+    pub(crate) fn slice(&mut self, links: &Links, work: usize) -> Option<Duration> {
+        let engine = links.engine().map(|e| &**e);
+        ProgressEngine::wait_slice(engine, &mut self.backoff, work, &self.deadline)
+    }
+
+    /// Sleep on the engine's descriptors if this call may ([`FdSleep::sleep`]).
+    pub(crate) fn sleep_on_fds(
+        &mut self,
+        links: &Links,
+        enter: impl FnOnce() -> bool,
+        leave: impl FnOnce(),
+    ) -> bool {
+        self.fd_sleep.sleep(links, &self.deadline, enter, leave)
+    }
+
+    /// The end of a round of a queue's blocking read that found nothing to return
+    /// (`st`, the queue's state, still locked): yield, or sleep for at most this
+    /// round's slice — on the engine's descriptors when the call may, else on `cv` —
+    /// in either case only if `idle` still holds for the state once the reader counts
+    /// as a sleeper (so a push between the caller's check and the sleep is not
+    /// missed).
+    pub(crate) fn idle<S: SleeperCount>(
+        &mut self,
+        st: MutexGuard<'_, S>,
+        state: &Mutex<S>,
+        cv: &Condvar,
+        links: &Links,
+        work: usize,
+        idle: impl Fn(&S) -> bool,
+    ) {
+        let slice = self.slice(links, work);
+        drop(st);
+        let Some(d) = slice else {
+            std::thread::yield_now();
+            return;
+        };
+        let enter = || {
+            let mut st = lock(state);
             *st.sleepers() += 1;
-            let mut st = wait_for(cv, st, d);
-            *st.sleepers() -= 1;
+            if idle(&st) {
+                true
+            } else {
+                *st.sleepers() -= 1;
+                false
+            }
+        };
+        let leave = || *lock(state).sleepers() -= 1;
+        if !self.sleep_on_fds(links, enter, leave) {
+            let mut st = lock(state);
+            if idle(&st) {
+                *st.sleepers() += 1;
+                let mut st = wait_for(cv, st, d);
+                *st.sleepers() -= 1;
+            }
         }
     }
 }

@@ -98,11 +98,8 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::OpFlags;
 use ofi_core::provider::CqOps;
 
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{
-    lock, sleep_while_idle, Deadline, FdSleep, KitWait, Links, SleeperCount, WaitFd, WaitMode,
-    Waitable,
-};
+use crate::progress::ProgressEngine;
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;

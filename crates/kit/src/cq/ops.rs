@@ -57,15 +57,13 @@ impl CqOps for KitCq {
             return Err(Error::new(Errno::EINVAL, "sread of zero entries"));
         }
         let want = threshold.unwrap_or(1).clamp(1, buf.len());
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
-        let mut fd_sleep = FdSleep::new();
+        let mut w = BlockingWait::new(timeout);
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             let mut st = lock(&inner.state);
             let avail = st.avail();
-            let expired = deadline.expired();
+            let expired = w.expired();
             if avail > 0 && (avail >= want || st.blocked() || st.wake || expired) {
                 st.wake = false;
                 return inner.take(&mut st, &mut buf, src);
@@ -81,26 +79,15 @@ impl CqOps for KitCq {
             if expired {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
-                None => {
-                    drop(st);
-                    std::thread::yield_now();
-                }
-                Some(d) => {
-                    drop(st);
-                    // Sleep only if nothing changed since the checks above.
-                    sleep_while_idle(
-                        &inner.state,
-                        &inner.cv,
-                        &inner.links,
-                        &mut fd_sleep,
-                        &deadline,
-                        d,
-                        |st: &CqState| !st.wake && !st.blocked() && st.avail() < want,
-                    );
-                }
-            }
+            // Sleep only if nothing changed since the checks above.
+            w.idle(
+                st,
+                &inner.state,
+                &inner.cv,
+                &inner.links,
+                work,
+                |st: &CqState| !st.wake && !st.blocked() && st.avail() < want,
+            );
         }
     }
 
