@@ -296,13 +296,7 @@ impl Shared {
         if delivery {
             hflags |= F_ACK;
         }
-        let cq_flags = (OpFlags::SEND
-            | if tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            })
-        .bits();
+        let cq_flags = req.completion_flags().bits();
         let mut tx = lock(&self.tx);
         let idx = self.conn_for(act, &mut tx, dest)?;
         let tx = &mut *tx;

@@ -231,6 +231,7 @@ impl Shared {
 
     /// Send message `r` (a tagged one when it has a tag).
     pub(super) fn send(&self, act: &Active, r: SendRequest) -> Result<()> {
+        let cq_flags = r.completion_flags().bits();
         let SendRequest {
             iov,
             dest,
@@ -249,13 +250,6 @@ impl Shared {
                 format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
-        let cq_flags = (OpFlags::SEND
-            | if tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            })
-        .bits();
         let want = act.tx_completion_wanted(inject, flags);
         let (mut g, peer, t) = self.begin_op(act, dest, |_| TxOp {
             gen: 0,
