@@ -328,24 +328,13 @@ pub fn check(call: AtomicCall, target_len: usize, args: &AtomicArgs<'_>) -> Resu
 /// ```
 pub fn apply(call: AtomicCall, target: &mut [u8], args: AtomicArgs<'_>) -> Result<()> {
     check(call, target.len(), &args)?;
-    let AtomicCall {
-        op,
-        datatype: dt,
-        kind,
-        count,
-    } = call;
-    let AtomicArgs {
-        operand,
-        compare,
-        result,
-    } = args;
-    let fetch = kind != AtomicKind::Base;
+    let (op, dt, count) = (call.op, call.datatype, call.count);
     let bufs = Bufs {
         target,
-        operand,
-        compare,
-        result,
-        fetch,
+        operand: args.operand,
+        compare: args.compare,
+        result: args.result,
+        fetch: call.kind != AtomicKind::Base,
     };
     match dt {
         Datatype::Int8 => run::<i8>(op, bufs, count),

@@ -232,17 +232,9 @@ impl Shared {
     /// Send message `r` (a tagged one when it has a tag).
     pub(super) fn send(&self, act: &Active, r: SendRequest) -> Result<()> {
         let cq_flags = r.completion_flags().bits();
-        let SendRequest {
-            iov,
-            dest,
-            context: ctx,
-            tag,
-            data,
-            flags,
-            inject,
-        } = r;
-        let tagged = tag.is_some();
-        let tag = tag.unwrap_or(0);
+        let (iov, dest, ctx, data, flags, inject) =
+            (r.iov, r.dest, r.context, r.data, r.flags, r.inject);
+        let (tagged, tag) = (r.tagged(), r.tag.unwrap_or(0));
         let len = iov.total();
         if len > MAX_MSG_SIZE {
             return Err(Error::new(
