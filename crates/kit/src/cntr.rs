@@ -32,14 +32,14 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 
 use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::CntrOps;
 
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::progress::ProgressEngine;
+use crate::wait::{lock, wait_for, BlockingWait, KitWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -170,27 +170,6 @@ impl KitCntr {
         Ok(c)
     }
 
-    /// Link the domain's progress engine (same engine again: no-op; another:
-    /// `FI_EINVAL`).
-    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        self.inner.links.bind_progress(engine, "counter")
-    }
-
-    /// Attach to a wait set: each update signals it.
-    pub fn attach_wait(&self, set: &KitWait) {
-        self.inner.links.attach_wait(set, self.waitable());
-    }
-
-    /// This counter as a wait-set or poll-set member.
-    pub fn waitable(&self) -> Weak<dyn Waitable> {
-        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
-    }
-
-    /// The wait mode.
-    pub fn wait_mode(&self) -> WaitMode {
-        self.inner.mode
-    }
-
     /// Count one completed operation.
     #[inline]
     pub fn inc(&self) {
@@ -216,19 +195,7 @@ impl KitCntr {
     }
 }
 
-impl Waitable for KitCntr {
-    fn drive_progress(&self) -> usize {
-        self.inner.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        self.inner.is_ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.inner.links.needs_polling()
-    }
-}
+crate::wait::queue_handle_waiting!(KitCntr, "counter");
 
 impl CntrOps for KitCntr {
     fn read(&self) -> u64 {
@@ -276,8 +243,7 @@ impl CntrOps for KitCntr {
             ));
         }
         let err0 = inner.err.load(Ordering::SeqCst);
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
+        let mut w = BlockingWait::new(timeout);
         let done = |inner: &CntrShared| -> Option<Result<()>> {
             if inner.value.load(Ordering::SeqCst) >= threshold {
                 Some(Ok(()))
@@ -290,23 +256,20 @@ impl CntrOps for KitCntr {
                 None
             }
         };
-        let mut fd_sleep = FdSleep::new();
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             if let Some(r) = done(inner) {
                 return r;
             }
-            if deadline.expired() {
+            if w.expired() {
                 return Err(Error::code_only(Errno::ETIMEDOUT));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
+            match w.slice(&inner.links, work) {
                 None => std::thread::yield_now(),
                 Some(_)
-                    if fd_sleep.sleep(
+                    if w.sleep_on_fds(
                         &inner.links,
-                        &deadline,
                         || {
                             inner.waiters.fetch_add(1, Ordering::SeqCst);
                             if done(inner).is_some() {
@@ -335,13 +298,7 @@ impl CntrOps for KitCntr {
     }
 
     fn wait_fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this counter has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
-            )),
-        }
+        crate::wait::wait_fd_of(self.inner.fd.as_ref(), "counter")
     }
 }
 

@@ -629,8 +629,13 @@ macro_rules! __kit_data_methods {
 macro_rules! endpoint_data_ops {
     () => {
         $crate::dataops::p::for_each_ep_data_op!($crate::__kit_data_methods);
-
-        fn atomicvalid(
+        $crate::endpoint_data_ops!(@valid atomicvalid, Base);
+        $crate::endpoint_data_ops!(@valid fetch_atomicvalid, Fetch);
+        $crate::endpoint_data_ops!(@valid compare_atomicvalid, Compare);
+    };
+    // One `*atomicvalid` query: the data path's largest count for that call family.
+    (@valid $name:ident, $kind:ident) => {
+        fn $name(
             &self,
             datatype: $crate::dataops::p::Datatype,
             op: $crate::dataops::p::AtomicOp,
@@ -639,33 +644,7 @@ macro_rules! endpoint_data_ops {
                 self,
                 datatype,
                 op,
-                $crate::dataops::p::AtomicKind::Base,
-            )
-        }
-
-        fn fetch_atomicvalid(
-            &self,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-        ) -> $crate::dataops::p::Result<usize> {
-            $crate::dataops::DataPath::atomic_max(
-                self,
-                datatype,
-                op,
-                $crate::dataops::p::AtomicKind::Fetch,
-            )
-        }
-
-        fn compare_atomicvalid(
-            &self,
-            datatype: $crate::dataops::p::Datatype,
-            op: $crate::dataops::p::AtomicOp,
-        ) -> $crate::dataops::p::Result<usize> {
-            $crate::dataops::DataPath::atomic_max(
-                self,
-                datatype,
-                op,
-                $crate::dataops::p::AtomicKind::Compare,
+                $crate::dataops::p::AtomicKind::$kind,
             )
         }
     };

@@ -26,10 +26,11 @@
 use std::sync::Arc;
 
 use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::error::{Errno, Error, Result};
-use ofi_core::flags::OpFlags;
+use ofi_core::flags::{Caps, OpFlags};
 use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
 
 use crate::av::{KitAv, SharedAv};
@@ -37,7 +38,7 @@ use crate::cntr::KitCntr;
 use crate::cq::KitCq;
 use crate::eq::KitEq;
 use crate::iov::IoList;
-use crate::tagmatch::{Incoming, Placement, PostedRecv};
+use crate::tagmatch::{Incoming, MatcherConfig, Placement, PostedRecv};
 
 /// A CQ bound for one direction.
 #[derive(Clone, Debug)]
@@ -53,6 +54,52 @@ impl CqBinding {
     #[inline]
     pub fn wants(&self, flags: OpFlags) -> bool {
         !self.selective || flags.contains(OpFlags::COMPLETION)
+    }
+}
+
+/// What a tag-matching endpoint takes from its `fi_info` when it opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpOpenInfo {
+    /// The endpoint's capabilities (`FI_MSG | FI_TAGGED | FI_SEND | FI_RECV` when the
+    /// info names none).
+    pub caps: Caps,
+    /// `FI_DIRECTED_RECV`: receives with a source take only that source's messages.
+    pub directed: bool,
+    /// Received messages need their source's fabric address (`FI_SOURCE`, or
+    /// `FI_DIRECTED_RECV` to match on it).
+    pub need_src: bool,
+    /// Receives that may be posted at once: `rx_attr.size`, or the provider's default.
+    pub rx_size: usize,
+}
+
+impl EpOpenInfo {
+    /// From `info`, with `default_rx_size` where `rx_attr.size` is 0.
+    pub fn new(info: &Info, default_rx_size: usize) -> EpOpenInfo {
+        let caps = if info.caps.is_empty() {
+            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
+        } else {
+            info.caps
+        };
+        EpOpenInfo {
+            caps,
+            directed: caps.contains(Caps::DIRECTED_RECV),
+            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
+            rx_size: if info.rx_attr.size == 0 {
+                default_rx_size
+            } else {
+                info.rx_attr.size
+            },
+        }
+    }
+
+    /// The tag matcher's configuration: directed receive and the posted-receive bound
+    /// from the info, the rest the matcher's defaults.
+    pub fn matcher_config(&self) -> MatcherConfig {
+        MatcherConfig {
+            directed_recv: self.directed,
+            max_posted: self.rx_size,
+            ..MatcherConfig::default()
+        }
     }
 }
 
@@ -176,6 +223,13 @@ pub fn setopt_min_multi_recv(prov: &str, level: i32, optname: i32, optval: &[u8]
 }
 
 impl<P> Bound<P> {
+    /// Whether a transmit operation posted with `flags` writes a completion entry: not
+    /// an inject, a transmit CQ bound, and selective completion letting it through.
+    #[inline]
+    pub fn tx_completion_wanted(&self, inject: bool, flags: OpFlags) -> bool {
+        !inject && self.txcq.as_ref().is_some_and(|b| b.wants(flags))
+    }
+
     /// Report a receive that `fi_cancel` took back: an `FI_ECANCELED` error entry with
     /// the receive's flags and tag.
     pub fn cancelled<B>(&self, recv: &PostedRecv<B>) {

@@ -41,7 +41,7 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use ofi_core::attr::Info;
 use ofi_core::enums::EqEvent;
@@ -51,8 +51,7 @@ use ofi_core::flags::OpFlags;
 use ofi_core::provider::EqOps;
 
 use crate::cq::{Overrun, StrerrorFn};
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -68,6 +67,12 @@ struct EqState {
     overrun: Overrun,
     dropped: u64,
     sleepers: usize,
+}
+
+impl SleeperCount for EqState {
+    fn sleepers(&mut self) -> &mut usize {
+        &mut self.sleepers
+    }
 }
 
 impl EqState {
@@ -272,22 +277,6 @@ impl KitEq {
         Ok(eq)
     }
 
-    /// Link a progress engine: every read and wait drives it (same engine again:
-    /// no-op; another: `FI_EINVAL`).
-    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        self.inner.links.bind_progress(engine, "EQ")
-    }
-
-    /// Attach to a wait set: each push signals it.
-    pub fn attach_wait(&self, set: &KitWait) {
-        self.inner.links.attach_wait(set, self.waitable());
-    }
-
-    /// This EQ as a wait-set or poll-set member.
-    pub fn waitable(&self) -> Weak<dyn Waitable> {
-        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
-    }
-
     /// Set the text `strerror` gives for provider error codes (once).
     pub fn set_strerror(&self, f: StrerrorFn) {
         let _ = self.inner.strerror.set(f);
@@ -296,11 +285,6 @@ impl KitEq {
     /// The capacity.
     pub fn size(&self) -> usize {
         self.inner.size
-    }
-
-    /// The wait mode.
-    pub fn wait_mode(&self) -> WaitMode {
-        self.inner.mode
     }
 
     /// True if opened with `FI_WRITE`.
@@ -361,6 +345,19 @@ impl KitEq {
         })
     }
 
+    /// Queue the error event of connection endpoint `fid`: code `code` (also its
+    /// provider errno) with `err_data` (a rejection's CM data, or empty).
+    pub fn conn_error(&self, fid: usize, code: Errno, err_data: Vec<u8>) -> Result<()> {
+        self.push_err(EqErrorEntry {
+            fid,
+            context: 0,
+            data: 0,
+            err: code,
+            prov_errno: code.0,
+            err_data,
+        })
+    }
+
     /// `FI_SHUTDOWN` on the endpoint opened with context `fid`.
     pub fn shutdown(&self, fid: usize) -> Result<()> {
         self.push(Event {
@@ -393,19 +390,7 @@ impl KitEq {
     }
 }
 
-impl Waitable for KitEq {
-    fn drive_progress(&self) -> usize {
-        self.inner.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.inner.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.inner.links.needs_polling()
-    }
-}
+crate::wait::queue_handle_waiting!(KitEq, "EQ");
 
 impl EqOps for KitEq {
     fn read(&self, peek: bool) -> Result<Event> {
@@ -459,12 +444,10 @@ impl EqOps for KitEq {
                 "sread on an EQ opened with FI_WAIT_NONE",
             ));
         }
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
-        let mut fd_sleep = FdSleep::new();
+        let mut w = BlockingWait::new(timeout);
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             let mut st = lock(&inner.state);
             if st.ready() {
                 let r = st.next(peek);
@@ -473,62 +456,33 @@ impl EqOps for KitEq {
                 }
                 return r;
             }
-            if deadline.expired() {
+            if w.expired() {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
-                None => {
-                    drop(st);
-                    std::thread::yield_now();
-                }
-                Some(d) => {
-                    drop(st);
-                    let enter = || {
-                        let mut st = lock(&inner.state);
-                        st.sleepers += 1;
-                        if st.ready() {
-                            st.sleepers -= 1;
-                            false
-                        } else {
-                            true
-                        }
-                    };
-                    let leave = || lock(&inner.state).sleepers -= 1;
-                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
-                        let mut st = lock(&inner.state);
-                        if !st.ready() {
-                            st.sleepers += 1;
-                            let mut st = wait_for(&inner.cv, st, d);
-                            st.sleepers -= 1;
-                        }
-                    }
-                }
-            }
+            w.idle(
+                st,
+                &inner.state,
+                &inner.cv,
+                &inner.links,
+                work,
+                |st: &EqState| !st.ready(),
+            );
         }
     }
 
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        match self.inner.strerror.get() {
-            Some(f) => f(prov_errno, err_data),
-            None => ofi_core::error::strerror(prov_errno).into_owned(),
-        }
+        crate::wait::strerror_with(&self.inner.strerror, prov_errno, err_data)
     }
 
     fn wait_fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this EQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
-            )),
-        }
+        crate::wait::wait_fd_of(self.inner.fd.as_ref(), "EQ")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::progress::ProgressEngine;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;

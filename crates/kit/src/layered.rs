@@ -19,7 +19,7 @@
 //! Nothing here panics; a poisoned lock is taken over (the state stays consistent under
 //! every lock holder's own rules).
 
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 
 use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
 use ofi_core::{Errno, Error, OpFlags, Result};
@@ -90,9 +90,7 @@ impl<U> RecvQueue for TagMatcher<IoList, U> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::wait::lock;
 
 /// `fi_ep_bind`: refused after `fi_enable`, else the kit's rules.
 ///

@@ -22,6 +22,9 @@
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
 //! - [`fabric`]: the fabric and domain methods every kit-built provider repeats
 //!   ([`kit_fabric_ops!`], [`kit_domain_cq_cntr_ops!`]) and their common checks;
+//! - [`info`]: the getinfo template values every provider shares, and the getinfo of
+//!   providers offering both progress modes;
+//! - [`param`]: provider parameters declared with their default and read in one call;
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
@@ -62,6 +65,7 @@ pub mod diag;
 pub mod ep;
 pub mod eq;
 pub mod fabric;
+pub mod info;
 #[allow(unsafe_code)]
 pub mod iov;
 pub mod layer;
@@ -69,6 +73,7 @@ pub mod layered;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
+pub mod param;
 pub mod progress;
 pub mod request;
 #[allow(unsafe_code)]

@@ -589,6 +589,11 @@ impl ProgressEngine {
         Self::with_shared(mode, Shared::new())
     }
 
+    /// A domain's engine, in the data progress mode `info` asks for.
+    pub fn for_domain(info: &ofi_core::attr::Info) -> Result<Arc<ProgressEngine>> {
+        ProgressEngine::new(ProgressMode::from(info.domain_attr.data_progress)).map(Arc::new)
+    }
+
     /// An auto engine whose thread sleeps on descriptors for up to `slice` at a time.
     #[cfg(test)]
     fn auto_with_slice(slice: Duration) -> ProgressEngine {

@@ -49,6 +49,17 @@ impl SendRequest {
     pub fn tagged(&self) -> bool {
         self.tag.is_some()
     }
+
+    /// The flags of this send's completion: `FI_SEND` with `FI_TAGGED` or `FI_MSG`.
+    #[inline]
+    pub fn completion_flags(&self) -> OpFlags {
+        OpFlags::SEND
+            | if self.tagged() {
+                OpFlags::TAGGED
+            } else {
+                OpFlags::MSG
+            }
+    }
 }
 
 /// Local buffers of an operation with their memory descriptors (one per buffer, or

@@ -58,8 +58,10 @@ use ofi_core::wait::WaitAttr;
 use crate::progress::{idle_slice, Backoff, FdWake, ProgressEngine, LONG_SLICE};
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
-/// consistent across panics: every critical section leaves it valid).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// consistent across panics: every critical section leaves it valid; a provider that
+/// uses it for its own state keeps the same rule).
+#[inline]
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -203,6 +205,175 @@ pub(crate) fn wait_for<'a, T>(
     d: Duration,
 ) -> MutexGuard<'a, T> {
     cv.wait_timeout(g, d).unwrap_or_else(|p| p.into_inner()).0
+}
+
+/// The wait-set plumbing of a kit queue handle (`KitCq`, `KitEq`, `KitCntr`): a
+/// `Clone` handle whose field `inner: Arc<Shared>` is the wait-set member (`Shared:
+/// Waitable`, with fields `links: Links` and `mode: WaitMode`). Writes the handle's
+/// `Waitable` (the shared state's) and its methods `bind_progress`, `attach_wait`,
+/// `waitable` and `wait_mode`; `$what` names the object in errors.
+macro_rules! queue_handle_waiting {
+    ($handle:ty, $what:literal) => {
+        impl $crate::wait::Waitable for $handle {
+            fn drive_progress(&self) -> usize {
+                $crate::wait::Waitable::drive_progress(&*self.inner)
+            }
+
+            fn is_ready(&self) -> bool {
+                $crate::wait::Waitable::is_ready(&*self.inner)
+            }
+
+            fn needs_polling(&self) -> bool {
+                $crate::wait::Waitable::needs_polling(&*self.inner)
+            }
+        }
+
+        impl $handle {
+            #[doc = concat!("Link the domain's progress engine: every read and wait of the ", $what, " drives it. Binding the same engine again is a no-op; another engine is `FI_EINVAL`.")]
+            pub fn bind_progress(
+                &self,
+                engine: std::sync::Arc<$crate::progress::ProgressEngine>,
+            ) -> ofi_core::error::Result<()> {
+                self.inner.links.bind_progress(engine, $what)
+            }
+
+            #[doc = concat!("Attach to a wait set: each update of the ", $what, " signals it, and its `wait` watches the ", $what, ".")]
+            pub fn attach_wait(&self, set: &$crate::wait::KitWait) {
+                self.inner.links.attach_wait(set, self.waitable());
+            }
+
+            #[doc = concat!("This ", $what, " as a wait-set or poll-set member.")]
+            pub fn waitable(&self) -> std::sync::Weak<dyn $crate::wait::Waitable> {
+                std::sync::Arc::downgrade(&self.inner) as std::sync::Weak<dyn $crate::wait::Waitable>
+            }
+
+            /// The wait mode.
+            pub fn wait_mode(&self) -> $crate::wait::WaitMode {
+                self.inner.mode
+            }
+        }
+    };
+}
+pub(crate) use queue_handle_waiting;
+
+/// A queue's state that counts the readers asleep on it (pushes wake them only then).
+pub(crate) trait SleeperCount {
+    /// The number of readers asleep on the queue's condition variable or descriptors.
+    fn sleepers(&mut self) -> &mut usize;
+}
+
+/// One blocking call across its rounds (CQ and EQ `sread`, counter `wait`): its
+/// deadline, the back-off of its sleeps, and whether it may still sleep on the
+/// engine's descriptors ([`FdSleep`]).
+pub(crate) struct BlockingWait {
+    deadline: Deadline,
+    backoff: Backoff,
+    fd_sleep: FdSleep,
+}
+
+impl BlockingWait {
+    /// A call that gives up `timeout_ms` from now (never, for a negative value).
+    pub(crate) fn new(timeout_ms: i32) -> BlockingWait {
+        BlockingWait {
+            deadline: Deadline::after_ms(timeout_ms),
+            backoff: Backoff::new(),
+            fd_sleep: FdSleep::new(),
+        }
+    }
+
+    /// Whether the deadline has passed.
+    pub(crate) fn expired(&self) -> bool {
+        self.deadline.expired()
+    }
+
+    /// After a progress round that did `work`.
+    pub(crate) fn after_round(&mut self, work: usize) {
+        self.fd_sleep.after_round(work);
+    }
+
+    /// How long this round may sleep (`None`: yield and poll again), after a round
+    /// that did `work` with the engine `links` name.
+    pub(crate) fn slice(&mut self, links: &Links, work: usize) -> Option<Duration> {
+        let engine = links.engine().map(|e| &**e);
+        ProgressEngine::wait_slice(engine, &mut self.backoff, work, &self.deadline)
+    }
+
+    /// Sleep on the engine's descriptors if this call may ([`FdSleep::sleep`]).
+    pub(crate) fn sleep_on_fds(
+        &mut self,
+        links: &Links,
+        enter: impl FnOnce() -> bool,
+        leave: impl FnOnce(),
+    ) -> bool {
+        self.fd_sleep.sleep(links, &self.deadline, enter, leave)
+    }
+
+    /// The end of a round of a queue's blocking read that found nothing to return
+    /// (`st`, the queue's state, still locked): yield, or sleep for at most this
+    /// round's slice — on the engine's descriptors when the call may, else on `cv` —
+    /// in either case only if `idle` still holds for the state once the reader counts
+    /// as a sleeper (so a push between the caller's check and the sleep is not
+    /// missed).
+    pub(crate) fn idle<S: SleeperCount>(
+        &mut self,
+        st: MutexGuard<'_, S>,
+        state: &Mutex<S>,
+        cv: &Condvar,
+        links: &Links,
+        work: usize,
+        idle: impl Fn(&S) -> bool,
+    ) {
+        let slice = self.slice(links, work);
+        drop(st);
+        let Some(d) = slice else {
+            std::thread::yield_now();
+            return;
+        };
+        let enter = || {
+            let mut st = lock(state);
+            *st.sleepers() += 1;
+            if idle(&st) {
+                true
+            } else {
+                *st.sleepers() -= 1;
+                false
+            }
+        };
+        let leave = || *lock(state).sleepers() -= 1;
+        if !self.sleep_on_fds(links, enter, leave) {
+            let mut st = lock(state);
+            if idle(&st) {
+                *st.sleepers() += 1;
+                let mut st = wait_for(cv, st, d);
+                *st.sleepers() -= 1;
+            }
+        }
+    }
+}
+
+/// The wait fd of a queue or set (`FI_GETWAIT`): `FI_ENOSYS` naming `what` when it was
+/// opened without one.
+pub(crate) fn wait_fd_of(fd: Option<&WaitFd>, what: &str) -> Result<i32> {
+    match fd {
+        Some(fd) => Ok(fd.fd()),
+        None => Err(Error::new(
+            Errno::ENOSYS,
+            format!("this {what} has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)"),
+        )),
+    }
+}
+
+/// The text of provider error `prov_errno`: the provider's own function when it set
+/// one ([`crate::cq::KitCq::set_strerror`]), else the common table's.
+pub(crate) fn strerror_with(
+    f: &OnceLock<crate::cq::StrerrorFn>,
+    prov_errno: i32,
+    err_data: &[u8],
+) -> String {
+    match f.get() {
+        Some(f) => f(prov_errno, err_data),
+        None => ofi_core::error::strerror(prov_errno).into_owned(),
+    }
 }
 
 /// The end of a blocking call: `timeout` ms from now, or never for a negative timeout
@@ -620,13 +791,7 @@ impl WaitOps for KitWait {
     }
 
     fn fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this wait set was opened without a wait fd",
-            )),
-        }
+        wait_fd_of(self.inner.fd.as_ref(), "wait set")
     }
 }
 

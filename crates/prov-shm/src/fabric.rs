@@ -18,11 +18,10 @@ use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
-use ofi_core::MrMode;
 use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
-use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_kit::progress::ProgressEngine;
 
 use crate::ep::Endpoint;
 use crate::{Settings, ADDR_PREFIX, NAME};
@@ -55,14 +54,11 @@ impl FabricOps for Fabric {
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
-        let engine = ProgressEngine::new(ProgressMode::from(info.domain_attr.data_progress))?;
-        let mode = info.domain_attr.mr_mode
-            & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL);
-        let mut cfg = MrConfig::new(mode);
-        cfg.iov_limit = crate::IOV_LIMIT;
+        let engine = ProgressEngine::for_domain(info)?;
+        let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
         Ok(Domain {
             settings: self.settings,
-            engine: Arc::new(engine),
+            engine,
             av_type: info.domain_attr.av_type,
             mr: MrTable::new(cfg)?,
         })

@@ -109,14 +109,14 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+    use ofi_core::attr::{DomainAttr, Info, RxAttr, TxAttr};
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
-    use ofi_core::param::ParamType;
     use ofi_core::provider::{Host, Provider};
     use ofi_core::{
-        AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
-        Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+        AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
+        Result, Version,
     };
+    use ofi_kit::{info, param::Params};
 
     use crate::fabric::Fabric;
     use crate::region::Geometry;
@@ -180,61 +180,38 @@ mod provider {
 
         fn settings_from(host: &Host) -> Result<Settings> {
             let mut s = Settings::default();
-            host.declare_param(
+            let p = Params::new(host, NAME);
+            s.disable_cma = p.bool(
                 "disable_cma",
-                ParamType::Bool,
                 "Never use cross-memory attach; large messages go through bounce buffers",
-                Some("false"),
+                s.disable_cma,
             )?;
-            host.declare_param(
+            s.cma_threshold = p.size(
                 "cma_threshold",
-                ParamType::Size,
                 "Messages longer than this many bytes use CMA (when allowed); shorter ones \
                  stream through the bounce buffers",
-                Some("4194304"),
+                s.cma_threshold,
             )?;
-            host.declare_param(
+            s.geometry.rings = p.size(
                 "rings",
-                ParamType::Size,
                 "Peers that can send to one endpoint at once (rings per region)",
-                Some("32"),
+                s.geometry.rings,
             )?;
-            host.declare_param(
+            s.geometry.slots = p.size(
                 "ring_size",
-                ParamType::Size,
                 "Slots per ring (a power of two, 2 to 4096)",
-                Some("64"),
+                s.geometry.slots,
             )?;
-            host.declare_param(
+            s.geometry.chunks = p.size(
                 "bounce_chunks",
-                ParamType::Size,
                 "Bounce chunks per ring (1 to 16)",
-                Some("16"),
+                s.geometry.chunks,
             )?;
-            host.declare_param(
+            s.geometry.chunk_size = p.size(
                 "bounce_chunk_size",
-                ParamType::Size,
                 "Bytes per bounce chunk (a multiple of 64, at most 4 MiB)",
-                Some("65536"),
+                s.geometry.chunk_size,
             )?;
-            if let Some(v) = host.param_bool("disable_cma")? {
-                s.disable_cma = v;
-            }
-            if let Some(v) = host.param_size("cma_threshold")? {
-                s.cma_threshold = v;
-            }
-            if let Some(v) = host.param_size("rings")? {
-                s.geometry.rings = v;
-            }
-            if let Some(v) = host.param_size("ring_size")? {
-                s.geometry.slots = v;
-            }
-            if let Some(v) = host.param_size("bounce_chunks")? {
-                s.geometry.chunks = v;
-            }
-            if let Some(v) = host.param_size("bounce_chunk_size")? {
-                s.geometry.chunk_size = v;
-            }
             s.geometry.validate(usize::MAX).map_err(|e| {
                 Error::new(Errno::EINVAL, format!("{NAME} parameters: {}", e.message()))
             })?;
@@ -261,7 +238,6 @@ mod provider {
             let order = MsgOrder::SAS;
             Info {
                 caps,
-                mode: Mode::empty(),
                 addr_format: AddrFormat::STR,
                 tx_attr: TxAttr {
                     caps: Caps::MSG
@@ -271,19 +247,17 @@ mod provider {
                         | Caps::ATOMIC
                         | Caps::READ
                         | Caps::WRITE,
-                    mode: Mode::empty(),
                     op_flags: OpFlags::COMPLETION
                         | OpFlags::INJECT
                         | OpFlags::INJECT_COMPLETE
                         | OpFlags::TRANSMIT_COMPLETE
                         | OpFlags::DELIVERY_COMPLETE,
                     msg_order: order,
-                    comp_order: CompOrder::NONE,
                     inject_size: crate::proto::INJECT_SIZE,
                     size: s.tx_size,
                     iov_limit: IOV_LIMIT,
                     rma_iov_limit: 1,
-                    tclass: 0,
+                    ..TxAttr::default()
                 },
                 rx_attr: RxAttr {
                     caps: Caps::MSG
@@ -296,60 +270,21 @@ mod provider {
                         | Caps::ATOMIC
                         | Caps::REMOTE_READ
                         | Caps::REMOTE_WRITE,
-                    mode: Mode::empty(),
                     op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                     msg_order: order,
-                    comp_order: CompOrder::NONE,
-                    total_buffered_recv: 0,
                     size: s.rx_size,
                     iov_limit: IOV_LIMIT,
+                    ..RxAttr::default()
                 },
-                ep_attr: EpAttr {
-                    ep_type: EpType::Rdm,
-                    protocol: Protocol::SHM,
-                    protocol_version: 1,
-                    max_msg_size: s.max_msg_size,
-                    msg_prefix_size: 0,
-                    max_order_raw_size: 0,
-                    max_order_war_size: 0,
-                    max_order_waw_size: 0,
-                    mem_tag_format: u64::MAX,
-                    tx_ctx_cnt: 1,
-                    rx_ctx_cnt: 1,
-                    auth_key: None,
-                },
+                ep_attr: info::ep_attr(EpType::Rdm, Protocol::SHM, 1, s.max_msg_size),
                 domain_attr: DomainAttr {
-                    domain: 0,
-                    name: Some(NAME.to_string()),
-                    threading: Threading::Safe,
-                    control_progress: Progress::Auto,
                     data_progress: Progress::Manual,
-                    resource_mgmt: ResourceMgmt::Enabled,
                     av_type,
-                    mr_mode: MrMode::empty(),
-                    mr_key_size: 8,
-                    cq_data_size: 8,
-                    cq_cnt: 256,
-                    ep_cnt: 256,
-                    tx_ctx_cnt: 256,
-                    rx_ctx_cnt: 256,
-                    max_ep_tx_ctx: 1,
-                    max_ep_rx_ctx: 1,
-                    max_ep_stx_ctx: 0,
-                    max_ep_srx_ctx: 0,
-                    cntr_cnt: 256,
                     mr_iov_limit: IOV_LIMIT,
                     caps: Caps::LOCAL_COMM,
-                    mode: Mode::empty(),
-                    auth_key: None,
-                    max_err_data: 0,
-                    mr_cnt: 65536,
-                    tclass: 0,
+                    ..info::domain_attr(NAME)
                 },
-                fabric_attr: FabricAttr {
-                    name: Some(NAME.to_string()),
-                    ..FabricAttr::default()
-                },
+                fabric_attr: info::fabric_attr(NAME),
                 ..Info::default()
             }
         }
@@ -393,6 +328,8 @@ mod provider {
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        use ofi_core::Threading;
 
         #[test]
         fn version_follows_the_crate_version() {

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ofi_core::abi::raw::AtomicAttr;
@@ -43,9 +43,7 @@ pub const OPT_ENDPOINT: i32 = 0;
 /// `FI_OPT_CM_DATA_SIZE` (option name).
 pub const OPT_CM_DATA_SIZE: i32 = 1;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use ofi_kit::wait::lock;
 
 /// An accepted socket whose connection request was read and reported, waiting for
 /// `fi_accept` (through an endpoint opened with its info) or `fi_reject`.
@@ -195,9 +193,7 @@ impl FabricOps for Fabric {
             }
         }
         ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
-        let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
-            info.domain_attr.data_progress,
-        ))?);
+        let engine = ProgressEngine::for_domain(info)?;
         let mr = MrTable::new(MrConfig {
             mode: info.domain_attr.mr_mode
                 & (ofi_core::MrMode::PROV_KEY

@@ -104,14 +104,11 @@ pub mod fabric;
 pub mod proto;
 pub mod sock;
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
-use ofi_core::{
-    AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
-    Progress, Protocol, ResourceMgmt, Result, Threading, Version,
-};
+use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
+use ofi_kit::{info, param::Params};
 
 pub use ep::Endpoint;
 pub use fabric::{Domain, Fabric, PassiveEp};
@@ -179,150 +176,102 @@ impl TcpProvider {
     }
 
     fn settings_from(host: &Host) -> Result<Settings> {
-        let mut s = Settings::default();
-        host.declare_param(
+        let d = Settings::default();
+        let p = Params::new(host, NAME);
+        let iface = p.text(
             "iface",
-            ParamType::String,
             "Network interface whose address is used as the source address",
             None,
         )?;
-        host.declare_param(
+        let max_msg_size = p.size_in(
             "max_msg_size",
-            ParamType::Size,
             "Largest message, in bytes",
-            Some("1073741824"),
+            d.max_msg_size,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let inject_size = p.size_in(
             "inject_size",
-            ParamType::Size,
             "Largest inject, in bytes (at most 128)",
-            Some("128"),
+            d.inject_size,
+            0..=ep::INLINE_MAX,
         )?;
-        host.declare_param(
+        let rx_size = p.size_in(
             "rx_size",
-            ParamType::Size,
             "Receives an endpoint may have posted",
-            Some("256"),
+            d.rx_size,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let tx_size = p.size_in(
             "tx_size",
-            ParamType::Size,
             "Transmit operations an endpoint may have outstanding (queued or awaiting the peer's answer)",
-            Some("256"),
+            d.tx_size,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let max_unexpected_bytes = p.size(
             "max_unexpected_bytes",
-            ParamType::Size,
             "Bytes of unexpected messages an endpoint buffers before it stops reading",
-            Some("16777216"),
+            d.max_unexpected_bytes,
         )?;
-        host.declare_param(
+        let read_ahead = p.size_in(
             "read_ahead",
-            ParamType::Size,
             "Bytes read ahead of the parser, so a small message costs one recv (0: none; \
              payload then always goes straight into the receive buffer)",
-            Some("16384"),
+            d.read_ahead,
+            0..=16 << 20,
         )?;
-        host.declare_param(
+        let disable_cma = p.bool(
             "disable_cma",
-            ParamType::Bool,
             "Never copy large payloads between processes of one host with \
              process_vm_readv/writev; send them through the socket",
-            Some("false"),
+            d.disable_cma,
         )?;
-        host.declare_param(
+        let cma_threshold = p.size_in(
             "cma_threshold",
-            ParamType::Size,
             "Messages and RMA reads of at least this many bytes between processes of one \
-             host are copied with process_vm_readv/writev instead of streamed",
-            Some("65536"),
+             host are copied with process_vm_readv/writev instead of streamed \
+             (FI_TCP_DISABLE_CMA=1 turns the copies off)",
+            d.cma_threshold,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let local_congestion = p.text(
             "local_congestion",
-            ParamType::String,
             "Congestion control of connections between processes of this host (no path to \
              probe: the cheapest per acknowledgement; 'system': the system's default)",
-            Some("reno"),
+            d.local_congestion.as_deref(),
         )?;
-        if let Some(v) = host.param_str("local_congestion")? {
-            let v = v.trim();
-            s.local_congestion = if v == "system" {
-                None
-            } else if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                Some(v.to_string())
-            } else {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("FI_TCP_LOCAL_CONGESTION={v:?}: not a congestion control name"),
-                ));
-            };
-        }
-        if let Some(v) = host.param_str("iface")? {
-            if !v.is_empty() {
-                if !iface_exists(&v) {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!(
-                            "FI_TCP_IFACE={:?}: no such network interface",
-                            ofi_kit::diag::shorten(&v, 64)
-                        ),
-                    ));
-                }
-                s.iface = Some(v);
+        let local_congestion = match local_congestion {
+            None => d.local_congestion,
+            Some(v) if v == "system" => None,
+            Some(v)
+                if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
+            {
+                Some(v)
             }
-        }
-        if let Some(v) = host.param_size("max_msg_size")? {
-            if v == 0 {
-                return Err(Error::new(Errno::EINVAL, "FI_TCP_MAX_MSG_SIZE must be > 0"));
+            Some(v) => {
+                return Err(p.invalid("local_congestion", v, "not a congestion control name"))
             }
-            s.max_msg_size = v;
-        }
-        if let Some(v) = host.param_size("inject_size")? {
-            if v > ep::INLINE_MAX {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("FI_TCP_INJECT_SIZE={v}: at most {}", ep::INLINE_MAX),
+        };
+        if let Some(v) = &iface {
+            if !iface_exists(v) {
+                return Err(p.invalid(
+                    "iface",
+                    ofi_kit::diag::shorten(v, 64),
+                    "no such network interface",
                 ));
             }
-            s.inject_size = v;
         }
-        for (name, slot) in [("rx_size", &mut s.rx_size), ("tx_size", &mut s.tx_size)] {
-            if let Some(v) = host.param_size(name)? {
-                if v == 0 {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("FI_TCP_{}=0: must be at least 1", name.to_uppercase()),
-                    ));
-                }
-                *slot = v;
-            }
-        }
-        if let Some(v) = host.param_size("max_unexpected_bytes")? {
-            s.max_unexpected_bytes = v;
-        }
-        if let Some(v) = host.param_size("read_ahead")? {
-            if v > 16 << 20 {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("FI_TCP_READ_AHEAD={v}: at most 16 MiB"),
-                ));
-            }
-            s.read_ahead = v;
-        }
-        if let Some(v) = host.param_bool("disable_cma")? {
-            s.disable_cma = v;
-        }
-        if let Some(v) = host.param_size("cma_threshold")? {
-            if v == 0 {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    "FI_TCP_CMA_THRESHOLD must be > 0 (FI_TCP_DISABLE_CMA=1 turns the copies off)",
-                ));
-            }
-            s.cma_threshold = v;
-        }
-        s.inject_size = s.inject_size.min(s.max_msg_size);
-        Ok(s)
+        Ok(Settings {
+            max_msg_size,
+            inject_size: inject_size.min(max_msg_size),
+            rx_size,
+            tx_size,
+            max_unexpected_bytes,
+            read_ahead,
+            iface,
+            disable_cma,
+            cma_threshold,
+            local_congestion,
+        })
     }
 
     fn template(&self, fmt: AddrFormat) -> Info {
@@ -350,77 +299,46 @@ impl TcpProvider {
             | MsgOrder::WAS;
         Info {
             caps,
-            mode: Mode::empty(),
             addr_format: fmt,
             tx_attr: TxAttr {
                 caps: caps
                     - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::MULTI_RECV),
-                mode: Mode::empty(),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
                 inject_size: s.inject_size,
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
                 rma_iov_limit: proto::RMA_IOV_LIMIT,
-                tclass: 0,
+                ..TxAttr::default()
             },
             rx_attr: RxAttr {
                 caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
-                mode: Mode::empty(),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
                 size: s.rx_size,
                 iov_limit: IOV_LIMIT,
+                ..RxAttr::default()
             },
             ep_attr: EpAttr {
-                ep_type: EpType::Msg,
-                protocol: Protocol::SOCK_TCP,
-                protocol_version: u32::from(proto::PROTO_VERSION),
-                max_msg_size: s.max_msg_size,
-                msg_prefix_size: 0,
                 max_order_raw_size: s.max_msg_size,
                 max_order_war_size: s.max_msg_size,
                 max_order_waw_size: s.max_msg_size,
-                mem_tag_format: u64::MAX,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                auth_key: None,
+                ..info::ep_attr(
+                    EpType::Msg,
+                    Protocol::SOCK_TCP,
+                    u32::from(proto::PROTO_VERSION),
+                    s.max_msg_size,
+                )
             },
             domain_attr: DomainAttr {
-                domain: 0,
-                name: Some(NAME.to_string()),
-                threading: Threading::Safe,
-                control_progress: Progress::Auto,
-                data_progress: Progress::Auto,
-                resource_mgmt: ResourceMgmt::Enabled,
-                av_type: AvType::Unspec,
-                mr_mode: MrMode::empty(),
-                mr_key_size: 8,
-                cq_data_size: 8,
-                cq_cnt: 256,
                 ep_cnt: 8192,
                 tx_ctx_cnt: 8192,
                 rx_ctx_cnt: 8192,
-                max_ep_tx_ctx: 1,
-                max_ep_rx_ctx: 1,
-                max_ep_stx_ctx: 0,
-                max_ep_srx_ctx: 0,
-                cntr_cnt: 256,
                 mr_iov_limit: 1,
-                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
-                mode: Mode::empty(),
-                auth_key: None,
                 max_err_data: proto::CM_DATA_SIZE,
-                mr_cnt: 1 << 16,
-                tclass: 0,
+                ..info::domain_attr(NAME)
             },
-            fabric_attr: FabricAttr {
-                name: Some(NAME.to_string()),
-                ..FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(NAME),
             ..Info::default()
         }
     }
@@ -448,15 +366,7 @@ impl Provider for TcpProvider {
     /// asked for auto (as the C provider answers): a busy-polling application gets no
     /// progress thread competing with it.
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        let mut out = getinfo::match_templates(
-            NAME,
-            Self::VERSION,
-            &self.info_templates(),
-            req,
-            &getinfo::IpResolver,
-        );
-        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
-        out
+        info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
     }
 
     fn fabric(&self, info: &Info) -> Result<Fabric> {
@@ -482,7 +392,9 @@ fn iface_exists(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use ofi_core::getinfo::check_info;
+    use ofi_core::Progress;
 
     fn prov() -> TcpProvider {
         TcpProvider {

@@ -5,19 +5,7 @@
 
 mod common;
 
-use ofi::getinfo::GetinfoRequest;
-use ofi::{Info, API_VERSION};
-
-fn tcp_starts() -> bool {
-    let reg = common::registry();
-    let mut h = Info::hints();
-    h.fabric_attr.prov_name = Some("tcp".into());
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(h),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .is_ok_and(|v| !v.is_empty())
-}
+use common::tcp_starts;
 
 #[test]
 fn an_interface_that_does_not_exist_stops_the_provider() {
@@ -38,9 +26,6 @@ fn an_interface_that_does_not_exist_stops_the_provider() {
     let info = common::info(&reg, false, ofi::Caps::MSG);
     let fabric = reg.open_fabric(&info).expect("fabric");
     let (pep, _eq) = common::listener(&fabric, &info);
-    let a = ofi::Address::from_bytes(ofi::AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
-        .unwrap()
-        .socket_addr()
-        .unwrap();
+    let a = common::pep_addr(&pep, ofi::AddrFormat::SOCKADDR_IN);
     assert!(a.ip().is_loopback(), "{a}");
 }

@@ -4,19 +4,7 @@
 
 mod common;
 
-use ofi::getinfo::GetinfoRequest;
-use ofi::{Info, API_VERSION};
-
-fn tcp_starts() -> bool {
-    let reg = common::registry();
-    let mut h = Info::hints();
-    h.fabric_attr.prov_name = Some("tcp".into());
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(h),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .is_ok_and(|v| !v.is_empty())
-}
+use common::tcp_starts;
 
 #[test]
 fn a_bad_local_congestion_name_stops_the_provider() {

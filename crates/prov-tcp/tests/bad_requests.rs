@@ -21,10 +21,7 @@ fn child_bad_requests() {
     let info = common::info(&reg, false, ofi::Caps::MSG);
     let fabric = reg.open_fabric(&info).expect("fabric");
     let (pep, eq) = common::listener(&fabric, &info);
-    let addr = ofi::Address::from_bytes(AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
-        .unwrap()
-        .socket_addr()
-        .unwrap();
+    let addr = common::pep_addr(&pep, AddrFormat::SOCKADDR_IN);
     for k in 0..BAD {
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
         s.set_nonblocking(true).expect("nonblocking");

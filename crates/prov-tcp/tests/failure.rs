@@ -15,29 +15,17 @@ use ofi_prov_tcp::proto;
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
 
-fn sockaddr(bytes: &[u8]) -> std::net::SocketAddr {
-    Address::from_bytes(ofi::AddrFormat::SOCKADDR_IN, bytes)
-        .unwrap()
-        .socket_addr()
-        .unwrap()
-}
-
 #[test]
 fn junk_to_a_listener_is_dropped_and_it_keeps_listening() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
-    let mut raw = TcpStream::connect(addr).unwrap();
+    let (info, l) = listen_v4_msg();
+    let mut raw = TcpStream::connect(l.addr).unwrap();
     raw.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     // The listener closes it without an event.
     raw.set_read_timeout(Some(WAIT)).unwrap();
     let end = Instant::now() + WAIT;
     let mut closed = false;
     while Instant::now() < end {
-        assert_eq!(peq.read().unwrap_err().code(), Errno::EAGAIN);
+        assert_eq!(l.eq.read().unwrap_err().code(), Errno::EAGAIN);
         let mut b = [0u8; 1];
         raw.set_nonblocking(true).unwrap();
         match raw.read(&mut b) {
@@ -55,9 +43,9 @@ fn junk_to_a_listener_is_dropped_and_it_keeps_listening() {
     }
     assert!(closed, "the listener kept a connection that sent junk");
     // A proper client still gets through.
-    let c = side(&fabric, &domain, &info);
-    c.ep.connect(&pep.getname().unwrap(), b"ok").unwrap();
-    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    let c = side(&l.fabric, &l.domain, &info);
+    c.ep.connect(&l.pep.getname().unwrap(), b"ok").unwrap();
+    let ev = eq_expect(&l.eq, EqEvent::ConnReq);
     assert_eq!(ev.cm_data, b"ok");
 }
 
@@ -172,12 +160,7 @@ fn sigkill_peer_mid_transfer() {
         sigkill_child_role(&addr);
         return;
     }
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = sockaddr(&pep.getname().unwrap());
+    let (info, l) = listen_v4_msg();
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([
@@ -186,14 +169,14 @@ fn sigkill_peer_mid_transfer() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_ENV, addr.to_string())
+        .env(CHILD_ENV, l.addr.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    let ev = eq_expect(&l.eq, EqEvent::ConnReq);
     assert_eq!(ev.cm_data, b"child");
-    let s = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    let s = side(&l.fabric, &l.domain, ev.info.as_ref().unwrap());
     s.ep.accept(b"").unwrap();
     eq_expect(&s.eq, EqEvent::Connected);
     // 64 MiB: more than the child buffers (16 MiB unexpected) plus the socket
@@ -228,11 +211,11 @@ fn sigkill_peer_mid_transfer() {
     eq_expect(&s.eq, EqEvent::Shutdown);
     assert!(killed_at.elapsed() < Duration::from_secs(2));
     // The survivor accepts a new connection on the same listener.
-    let c2 = side(&fabric, &domain, &info);
-    c2.ep.connect(&pep.getname().unwrap(), b"again").unwrap();
-    let ev = eq_expect(&peq, EqEvent::ConnReq);
+    let c2 = side(&l.fabric, &l.domain, &info);
+    c2.ep.connect(&l.pep.getname().unwrap(), b"again").unwrap();
+    let ev = eq_expect(&l.eq, EqEvent::ConnReq);
     assert_eq!(ev.cm_data, b"again");
-    let s2 = side(&fabric, &domain, ev.info.as_ref().unwrap());
+    let s2 = side(&l.fabric, &l.domain, ev.info.as_ref().unwrap());
     s2.ep.accept(b"").unwrap();
     eq_expect(&c2.eq, EqEvent::Connected);
 }

@@ -59,13 +59,13 @@ fn two_namespaces_over_veth() {
     let mut info = info(&reg, false, Caps::MSG);
     // No source address from getinfo: the interface parameter decides.
     info.src_addr = None;
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let bound = Address::from_bytes(AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
-        .unwrap()
-        .socket_addr()
-        .unwrap();
+    let Listening {
+        fabric,
+        domain,
+        pep: _pep,
+        eq: peq,
+        addr: bound,
+    } = listen(&reg, &info);
     assert_eq!(
         bound.ip(),
         std::net::IpAddr::from(pair.a.ip),
@@ -84,18 +84,8 @@ fn two_namespaces_over_veth() {
         .spawn()
         .unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let req = eq_expect(&peq, EqEvent::ConnReq);
-        assert_eq!(req.cm_data, b"from the namespace");
-        let s = side(&fabric, &domain, req.info.as_ref().unwrap());
-        s.ep.enable().unwrap();
-        let mut rb = [0u8; 16];
-        // SAFETY: the buffer outlives the receive (its completion is awaited).
-        unsafe {
-            s.ep.recv(rb.as_mut_ptr(), 16, std::ptr::null_mut(), 0, 1)
-                .unwrap()
-        };
-        s.ep.accept(b"").unwrap();
-        eq_expect(&s.eq, EqEvent::Connected);
+        let (cm_data, s, rb) = accept_with_recv(&fabric, &domain, &peq, 16);
+        assert_eq!(cm_data, b"from the namespace");
         let peer = Address::from_bytes(AddrFormat::SOCKADDR_IN, &s.ep.getpeer().unwrap())
             .unwrap()
             .socket_addr()

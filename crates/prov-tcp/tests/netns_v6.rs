@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ofi::{AddrFormat, Address, Caps, EqEvent};
+use ofi::{Address, Caps, EqEvent};
 
 const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_V6_CHILD";
 
@@ -27,28 +27,18 @@ fn child() {
     let reg = registry();
     let mut info = info(&reg, true, Caps::MSG);
     info.src_addr = None;
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let (pep, peq) = listener(&fabric, &info);
-    let name = Address::from_bytes(AddrFormat::SOCKADDR_IN6, &pep.getname().unwrap())
-        .unwrap()
-        .socket_addr()
-        .unwrap();
+    let Listening {
+        fabric,
+        domain,
+        pep: _pep,
+        eq: peq,
+        addr: name,
+    } = listen(&reg, &info);
     // Written whole, then renamed: the parent never reads half a name.
     let path = std::env::var(CHILD_ENV).unwrap();
     std::fs::write(format!("{path}.tmp"), name.to_string()).unwrap();
     std::fs::rename(format!("{path}.tmp"), &path).unwrap();
-    let req = eq_expect(&peq, EqEvent::ConnReq);
-    let s = side(&fabric, &domain, req.info.as_ref().unwrap());
-    s.ep.enable().unwrap();
-    let mut rb = [0u8; 16];
-    // SAFETY: the buffer outlives the receive (its completion is awaited).
-    unsafe {
-        s.ep.recv(rb.as_mut_ptr(), 16, std::ptr::null_mut(), 0, 1)
-            .unwrap()
-    };
-    s.ep.accept(b"").unwrap();
-    eq_expect(&s.eq, EqEvent::Connected);
+    let (_, s, rb) = accept_with_recv(&fabric, &domain, &peq, 16);
     let e = cq_wait(&s.cq, &[]).unwrap();
     assert_eq!(&rb[..e.len], b"over veth");
 }

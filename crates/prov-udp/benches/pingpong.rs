@@ -9,16 +9,16 @@
 //!
 //! `cargo bench -p ofi-prov-udp --bench pingpong [-- SIZE ITERS]`
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::time::Instant;
 
 use ofi::abi::raw::CqEntry;
-use ofi::av::AvAttr;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
-use ofi_prov_udp::UdpProvider;
+use ofi::registry::Registry;
+use ofi::{Address, Caps, CqFormat, Errno, Info};
 
 struct Side {
     ep: Endpoint,
@@ -31,13 +31,8 @@ struct Side {
 fn side(reg: &Registry, info: &Info) -> Side {
     let fabric = reg.open_fabric(info).unwrap();
     let domain = fabric.domain(info).unwrap();
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Context))
-        .unwrap();
-    let av = domain.av_open(&AvAttr::default()).unwrap();
-    let ep = domain.endpoint(info).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
+    let (ep, cq, av) =
+        common::bound_endpoint(&domain, info, &CqAttr::with_format(CqFormat::Context));
     ep.enable().unwrap();
     Side {
         ep,
@@ -66,16 +61,7 @@ fn wait_recv(cq: &CompletionQueue) {
 
 fn post(ep: &Endpoint, buf: &mut [u8]) {
     // SAFETY: the buffer lives until the completion is read (the loop below).
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            1,
-        )
-        .unwrap()
-    };
+    unsafe { common::recv_into(ep, buf, 1).unwrap() };
 }
 
 fn xmit(ep: &Endpoint, buf: &[u8], dest: u64, inject: bool) {
@@ -167,20 +153,8 @@ fn main() {
         .collect();
     let size: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(64);
     let iters: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    });
-    let mut h = Info::hints();
-    h.fabric_attr.prov_name = Some("udp".into());
-    h.addr_format = ofi::AddrFormat::SOCKADDR_IN;
-    let info = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .unwrap()
-        .remove(0);
+    let reg = common::registry();
+    let info = common::info_v4(&reg, Caps::empty());
     // Interleaved rounds, best of each: the machine may be shared, and the minimum is
     // the least disturbed measurement of each kind.
     let rounds = 5;

@@ -5,42 +5,24 @@
 //!
 //! `cargo bench -p ofi-prov-udp --bench pollcost`
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::time::Instant;
 
 use ofi::abi::raw::CqEntry;
-use ofi::av::AvAttr;
 use ofi::cq::CqAttr;
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{CqFormat, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
-use ofi_prov_udp::UdpProvider;
+use ofi::{Caps, CqFormat, ADDR_NOTAVAIL};
 
 const N: u32 = 1_000_000;
 
 fn main() {
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    });
-    let mut h = Info::hints();
-    h.fabric_attr.prov_name = Some("udp".into());
-    h.addr_format = ofi::AddrFormat::SOCKADDR_IN;
-    let info = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .unwrap()
-        .remove(0);
+    let reg = common::registry();
+    let info = common::info_v4(&reg, Caps::empty());
     let fabric = reg.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Context))
-        .unwrap();
-    let av = domain.av_open(&AvAttr::default()).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
+    let (ep, cq, _av) =
+        common::bound_endpoint(&domain, &info, &CqAttr::with_format(CqFormat::Context));
     ep.enable().unwrap();
     let mut buf = [0u8; 64];
     // SAFETY: `buf` outlives the endpoint's use of it (the endpoint is dropped first).

@@ -62,14 +62,14 @@ impl FabricOps for Fabric {
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
-        let engine = ProgressEngine::new(ProgressMode::from(info.domain_attr.data_progress))?;
+        let engine = ProgressEngine::for_domain(info)?;
         let addr_format = match info.addr_format {
             AddrFormat::UNSPEC => AddrFormat::SOCKADDR_IN,
             f => f,
         };
         Ok(Domain {
             settings: self.settings,
-            engine: Arc::new(engine),
+            engine,
             addr_format,
             hub: Arc::new(Hub::new()),
         })

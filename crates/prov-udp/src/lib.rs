@@ -104,15 +104,14 @@ pub mod proto;
 pub mod sock;
 mod watch;
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, IpResolver};
-use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
-    AddrFormat, Address, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder,
-    OpFlags, Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+    AddrFormat, Address, Caps, EpType, Errno, Error, MsgOrder, Protocol, Result, Version,
 };
 use ofi_kit::netif::{self, IfName};
+use ofi_kit::{info, param::Params};
 
 pub use ep::Endpoint;
 pub use fabric::{Domain, Fabric};
@@ -192,17 +191,6 @@ pub struct UdpProvider {
     settings: Settings,
 }
 
-fn nonzero(name: &str, v: usize) -> Result<usize> {
-    if v == 0 {
-        Err(Error::new(
-            Errno::EINVAL,
-            format!("FI_UDP_{}=0: must be at least 1", name.to_uppercase()),
-        ))
-    } else {
-        Ok(v)
-    }
-}
-
 impl UdpProvider {
     /// The settings this instance was initialised with.
     pub fn settings(&self) -> Settings {
@@ -210,111 +198,87 @@ impl UdpProvider {
     }
 
     fn settings_from(host: &Host) -> Result<Settings> {
-        let mut s = Settings::default();
-        host.declare_param(
+        let d = Settings::default();
+        let p = Params::new(host, NAME);
+        let rx_size = p.size_in(
             "rx_size",
-            ParamType::Size,
             "Receives an endpoint may have posted at once",
-            Some("1024"),
+            d.rx_size,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let tx_size = p.size_in(
             "tx_size",
-            ParamType::Size,
             "Transmit queue size reported in tx_attr.size",
-            Some("1024"),
+            d.tx_size,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let sndbuf = p.size(
             "sndbuf",
-            ParamType::Size,
             "Socket send buffer size in bytes (0: the kernel's default)",
-            Some("0"),
+            d.sndbuf,
         )?;
-        host.declare_param(
+        let rcvbuf = p.size(
             "rcvbuf",
-            ParamType::Size,
             "Socket receive buffer size in bytes (0: the kernel's default)",
-            Some("0"),
+            d.rcvbuf,
         )?;
-        host.declare_param(
+        let batch = p.size_in(
             "batch",
-            ParamType::Size,
             "Datagrams one progress round takes from one endpoint's socket (1: hand each \
              datagram over at once)",
-            Some("1"),
+            d.batch,
+            1..=usize::MAX,
         )?;
-        host.declare_param(
+        let peer_sockets = p.size_in(
             "peer_sockets",
-            ParamType::Size,
             "Connected sockets an endpoint makes for its first unicast destinations \
              (routed once instead of per datagram; 0: none, at most 64)",
-            Some("1"),
+            d.peer_sockets,
+            0..=MAX_PEER_SOCKETS,
         )?;
-        host.declare_param(
+        let mcast_if = p.text(
             "mcast_if",
-            ParamType::String,
             "IPv4 address of the interface multicast groups are joined on and sent from \
              (empty: the kernel's choice)",
             Some(""),
         )?;
-        host.declare_param(
+        let iface = p.text(
             "iface",
-            ParamType::String,
             "Network interface (e.g. eth0) whose address endpoints bind when the \
              application names no source address (empty: the interface that routes to \
              the destination, else the first up non-loopback interface)",
             Some(""),
         )?;
-        if let Some(v) = host.param_str("iface")? {
-            let v = v.trim();
-            if !v.is_empty() {
-                s.iface = Some(IfName::new(v).ok_or_else(|| {
-                    Error::new(
-                        Errno::EINVAL,
-                        format!(
-                            "FI_UDP_IFACE={v:?}: not an interface name (1 to {} bytes, \
-                             no white space or '/')",
+        let iface = iface
+            .map(|v| {
+                IfName::new(&v).ok_or_else(|| {
+                    p.invalid(
+                        "iface",
+                        &v,
+                        format_args!(
+                            "not an interface name (1 to {} bytes, no white space or '/')",
                             netif::IFNAME_MAX
                         ),
                     )
-                })?);
-            }
-        }
-        if let Some(v) = host.param_str("mcast_if")? {
-            let v = v.trim();
-            if !v.is_empty() {
-                s.mcast_if = Some(v.parse().map_err(|_| {
-                    Error::new(
-                        Errno::EINVAL,
-                        format!("FI_UDP_MCAST_IF={v:?}: not an IPv4 address"),
-                    )
-                })?);
-            }
-        }
-        if let Some(v) = host.param_size("rx_size")? {
-            s.rx_size = nonzero("rx_size", v)?;
-        }
-        if let Some(v) = host.param_size("tx_size")? {
-            s.tx_size = nonzero("tx_size", v)?;
-        }
-        if let Some(v) = host.param_size("sndbuf")? {
-            s.sndbuf = v;
-        }
-        if let Some(v) = host.param_size("rcvbuf")? {
-            s.rcvbuf = v;
-        }
-        if let Some(v) = host.param_size("batch")? {
-            s.batch = nonzero("batch", v)?;
-        }
-        if let Some(v) = host.param_size("peer_sockets")? {
-            if v > MAX_PEER_SOCKETS {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("FI_UDP_PEER_SOCKETS={v}: at most {MAX_PEER_SOCKETS}"),
-                ));
-            }
-            s.peer_sockets = v;
-        }
-        Ok(s)
+                })
+            })
+            .transpose()?;
+        let mcast_if = mcast_if
+            .map(|v| {
+                v.parse()
+                    .map_err(|_| p.invalid("mcast_if", &v, "not an IPv4 address"))
+            })
+            .transpose()?;
+        Ok(Settings {
+            rx_size,
+            tx_size,
+            sndbuf,
+            rcvbuf,
+            batch,
+            mcast_if,
+            peer_sockets,
+            iface,
+        })
     }
 
     /// The template for one address format.
@@ -322,19 +286,14 @@ impl UdpProvider {
         let s = &self.settings;
         Info {
             caps: CAPS,
-            mode: Mode::empty(),
             addr_format,
             tx_attr: TxAttr {
                 caps: Caps::MSG | Caps::SEND | Caps::MULTICAST,
-                mode: Mode::empty(),
-                op_flags: OpFlags::empty(),
                 msg_order: MsgOrder::SAS,
-                comp_order: CompOrder::NONE,
                 inject_size: MAX_MSG_SIZE,
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
-                rma_iov_limit: 0,
-                tclass: 0,
+                ..TxAttr::default()
             },
             rx_attr: RxAttr {
                 caps: Caps::MSG
@@ -344,62 +303,29 @@ impl UdpProvider {
                     | Caps::SOURCE
                     | Caps::SOURCE_ERR
                     | Caps::REMOTE_CQ_DATA,
-                mode: Mode::empty(),
-                op_flags: OpFlags::empty(),
                 msg_order: MsgOrder::SAS,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
                 size: s.rx_size,
                 iov_limit: IOV_LIMIT,
+                ..RxAttr::default()
             },
             ep_attr: EpAttr {
-                ep_type: EpType::Dgram,
-                protocol: Protocol::UDP,
-                protocol_version: u32::from(proto::VERSION),
-                max_msg_size: MAX_MSG_SIZE,
-                msg_prefix_size: 0,
-                max_order_raw_size: 0,
-                max_order_war_size: 0,
-                max_order_waw_size: 0,
                 mem_tag_format: 0,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                auth_key: None,
+                ..info::ep_attr(
+                    EpType::Dgram,
+                    Protocol::UDP,
+                    u32::from(proto::VERSION),
+                    MAX_MSG_SIZE,
+                )
             },
+            // Data progress: the most capable level, so hints asking either pass;
+            // getinfo reports manual unless auto was asked for.
             domain_attr: DomainAttr {
-                domain: 0,
-                name: Some(NAME.to_string()),
-                threading: Threading::Safe,
-                control_progress: Progress::Auto,
-                // The most capable level, so hints asking either pass; getinfo reports
-                // manual unless auto was asked for.
-                data_progress: Progress::Auto,
-                resource_mgmt: ResourceMgmt::Enabled,
-                av_type: AvType::Unspec,
-                mr_mode: MrMode::empty(),
                 mr_key_size: 0,
-                cq_data_size: 8,
-                cq_cnt: 256,
-                ep_cnt: 256,
-                tx_ctx_cnt: 256,
-                rx_ctx_cnt: 256,
-                max_ep_tx_ctx: 1,
-                max_ep_rx_ctx: 1,
-                max_ep_stx_ctx: 0,
-                max_ep_srx_ctx: 0,
-                cntr_cnt: 256,
-                mr_iov_limit: 0,
-                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
-                mode: Mode::empty(),
-                auth_key: None,
                 max_err_data: 64,
                 mr_cnt: 0,
-                tclass: 0,
+                ..info::domain_attr(NAME)
             },
-            fabric_attr: FabricAttr {
-                name: Some(NAME.to_string()),
-                ..FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(NAME),
             ..Info::default()
         }
     }
@@ -515,14 +441,7 @@ impl Provider for UdpProvider {
     /// route's to the destination, or the first up non-loopback interface's. An
     /// `FI_UDP_IFACE` that names no interface is `FI_ENODATA` naming it.
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        let mut out = getinfo::match_templates(
-            NAME,
-            Self::VERSION,
-            &self.info_templates(),
-            req,
-            &IpResolver,
-        );
-        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
+        let mut out = info::getinfo_preferring_manual(self, req, &IpResolver);
         let iface = self.settings.iface.as_ref();
         let mut kept = Vec::with_capacity(out.infos.len());
         for mut i in std::mem::take(&mut out.infos) {
@@ -573,6 +492,8 @@ ofi_core::export_provider!(UdpProvider);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use ofi_core::Progress;
 
     fn prov() -> UdpProvider {
         UdpProvider {

@@ -4,20 +4,19 @@
 //! the provider initialises). If the kernel refuses multicast on loopback the test
 //! prints why and returns.
 
+mod common;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqEntry;
-use ofi::av::AvAttr;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::eq::EqAttr;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{
-    AddrFormat, Address, Caps, CqFormat, EqEvent, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION,
-};
+use ofi::{AddrFormat, Address, Caps, CqFormat, EqEvent, Errno, Info, OpFlags, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 
 fn free_port() -> u16 {
@@ -28,14 +27,7 @@ fn free_port() -> u16 {
 }
 
 fn endpoint(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, ofi::av::AddressVector) {
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Context))
-        .unwrap();
-    let av = domain.av_open(&AvAttr::default()).unwrap();
-    let ep = domain.endpoint(info).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
-    (ep, cq, av)
+    common::bound_endpoint(domain, info, &CqAttr::with_format(CqFormat::Context))
 }
 
 /// The next completion's context within `limit`, if any.
@@ -60,16 +52,7 @@ fn next(cq: &CompletionQueue, limit: Duration) -> Option<usize> {
 fn post(ep: &Endpoint, buf: &mut [u8], ctx: usize) {
     // SAFETY: the test declares its buffers before its endpoints, so they outlive every
     // receive posted on them.
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-        .unwrap()
-    };
+    unsafe { common::recv_into(ep, buf, ctx).unwrap() };
 }
 
 #[test]

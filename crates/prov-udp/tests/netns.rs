@@ -15,18 +15,20 @@
 //! and passes. Everything created is deleted (also when a test fails), and every child
 //! is bounded in time and reaped.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqDataEntry;
-use ofi::av::{AddressVector, AvAttr};
+use ofi::av::AddressVector;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, ADDR_NOTAVAIL, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 use ofi_testkit::netns::NetPair;
 
@@ -74,13 +76,7 @@ fn side(reg: &Registry, src: Option<SocketAddr>) -> Side {
     let info = info(reg, src);
     let fabric = reg.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Data))
-        .unwrap();
-    let av = domain.av_open(&AvAttr::default()).unwrap();
-    let ep = domain.endpoint(&info).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
+    let (ep, cq, av) = common::bound_endpoint(&domain, &info, &CqAttr::with_format(CqFormat::Data));
     ep.enable().unwrap();
     Side {
         ep,
@@ -118,16 +114,7 @@ fn next(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
 /// Post a receive into `buf`.
 fn post_recv(s: &Side, buf: &mut [u8], ctx: usize) {
     // SAFETY: every caller waits for the receive's completion before `buf` goes away.
-    unsafe {
-        s.ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-        .unwrap()
-    };
+    unsafe { common::recv_into(&s.ep, buf, ctx).unwrap() };
 }
 
 /// The child's fixed port (its own namespace: nothing else uses it).

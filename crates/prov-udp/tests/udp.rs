@@ -4,6 +4,8 @@
 //!
 //! Everything runs on loopback; every wait is bounded by [`WAIT`].
 
+mod common;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -180,15 +182,7 @@ fn empty(cq: &CompletionQueue, what: &str) {
 fn recv(ep: &Endpoint, buf: &mut [u8], ctx: usize) -> ofi::Result<()> {
     // SAFETY: each test keeps `buf` alive until the receive completes or the endpoint
     // is dropped.
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-    }
+    unsafe { common::recv_into(ep, buf, ctx) }
 }
 
 fn send(ep: &Endpoint, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {

@@ -13,7 +13,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::{pair, Node};
+use common::{forged_connect, pair, Node};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,7 +23,6 @@ use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::cq::CompletionQueue;
 use ofi::Errno;
-use ofi_util_rxd::proto::{Hdr, PktType};
 
 const RECV: usize = 2;
 const SEND: usize = 1;
@@ -100,16 +99,6 @@ fn rss_kib() -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-fn forged_connect(src_id: u32, sess: u32, body: &[u8]) -> Vec<u8> {
-    let mut h = Hdr::new(PktType::Connect);
-    h.src_id = src_id;
-    h.src_sess = sess;
-    let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
-    d.extend_from_slice(&h.bytes());
-    d.extend_from_slice(body);
-    d
 }
 
 fn main() {

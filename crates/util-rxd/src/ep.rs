@@ -63,7 +63,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
@@ -76,7 +76,7 @@ use ofi_core::ep::Endpoint as CoreEp;
 use ofi_core::provider::EndpointOps;
 use ofi_core::{AddrFormat, AvType, Caps, CqFormat, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
-use ofi_kit::ep::{BindRules, Bindings, Bound};
+use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::progress::{Progress, ProgressEngine};
@@ -88,14 +88,16 @@ use ofi_kit::tagmatch::{
 use crate::fabric::{DomainShared, Fabric};
 use crate::peer::{Engine, Event, Failure, PeerId, Seg, NO_PEER};
 use crate::proto::{
-    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, RmaReq, OP_ATOMIC, OP_READ, OP_RESP,
-    OP_TAGGED, OP_WRITE, RMA_HDR,
+    self, kind_code, kind_of, msg_hdr, op_hdr, parse_msg_hdr, MsgHdr, RmaReq, OP_ATOMIC, OP_READ,
+    OP_RESP, OP_TAGGED, OP_WRITE, RMA_HDR,
 };
 use crate::{Settings, IOV_LIMIT, MAX_MSG_SIZE, MSG_HDR, NAME};
 
 mod ops;
 mod progress;
 mod remote;
+
+use remote::RemoteOp;
 mod rx;
 mod tx;
 
@@ -115,9 +117,7 @@ const TX_BUDGET: usize = 256;
 /// Token of packets that complete no operation (responses).
 const NO_TOKEN: u64 = u64::MAX;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use ofi_kit::wait::lock;
 
 // ---------------------------------------------------------------------------------------
 // State.
@@ -279,23 +279,11 @@ impl Endpoint {
         let raw = core_ep.getname()?;
         let me = norm_addr(&Address::from_bytes(fmt, &raw)?);
         let me_bytes = me.to_bytes();
-        let caps = if info.caps.is_empty() {
-            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
-        } else {
-            info.caps
-        };
-        let directed = caps.contains(Caps::DIRECTED_RECV);
-        let rx_size = if info.rx_attr.size == 0 {
-            settings.rx_size
-        } else {
-            info.rx_attr.size
-        };
+        let open = EpOpenInfo::new(info, settings.rx_size);
         let m = TagMatcher::new(MatcherConfig {
-            directed_recv: directed,
-            max_posted: rx_size,
             max_unexpected: usize::MAX / 2,
             max_unexpected_bytes: usize::MAX / 2,
-            ..MatcherConfig::default()
+            ..open.matcher_config()
         });
         let core_max = dom.core_info.ep_attr.max_msg_size.max(proto::HDR_LEN + 64);
         // Packets go to the core with `fi_inject`: none may be longer than its
@@ -349,8 +337,8 @@ impl Endpoint {
             engine: engine.clone(),
             tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
             rx_op_flags: info.rx_attr.op_flags,
-            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
-            directed,
+            need_src: open.need_src,
+            directed: open.directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             last_progress: AtomicU64::new(0),

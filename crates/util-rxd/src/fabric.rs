@@ -23,7 +23,7 @@ use ofi_core::domain::Domain as CoreDomain;
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Host, Unsupported};
-use ofi_core::{AvType, MrMode, Result};
+use ofi_core::{AvType, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
@@ -67,10 +67,7 @@ impl FabricOps for Fabric {
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
         let (engine, core, ci) = self.core.domain(info)?;
-        let mode = info.domain_attr.mr_mode
-            & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL);
-        let mut cfg = MrConfig::new(mode);
-        cfg.iov_limit = crate::IOV_LIMIT;
+        let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
         Ok(Domain {
             inner: Arc::new(DomainShared {
                 settings: self.settings,

@@ -41,12 +41,12 @@ pub mod proto;
 use ofi_core::abi::ProviderKind;
 use ofi_core::attr::{Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
-use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
-    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
-    ResourceMgmt, Result, Threading, Version,
+    AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
+    Result, Threading, Version,
 };
+use ofi_kit::param::Params;
 
 /// The provider's name.
 pub const NAME: &str = "ofi_rxd";
@@ -181,126 +181,73 @@ impl Settings {
 
     fn from_host(host: &Host) -> Result<Settings> {
         let mut s = Settings::default();
-        let decl =
-            |n: &str, t: ParamType, h: &str, d: String| host.declare_param(n, t, h, Some(&d));
-        decl(
-            "window",
-            ParamType::Size,
-            "Packets a connection may have unacknowledged",
-            s.window.to_string(),
-        )?;
-        decl(
-            "max_inflight",
-            ParamType::Size,
-            "Bytes a connection may have unacknowledged (within the receiver's socket buffer)",
-            s.max_inflight.to_string(),
-        )?;
-        decl(
-            "seg_size",
-            ParamType::Size,
-            "Bytes of one packet, header included (0: the core's largest datagram)",
-            s.seg_size.to_string(),
-        )?;
-        decl(
-            "rto",
-            ParamType::Size,
-            "First retransmission timeout in microseconds",
-            s.rto_us.to_string(),
-        )?;
-        decl(
-            "rto_max",
-            ParamType::Size,
-            "Largest retransmission timeout in microseconds",
-            s.rto_max_us.to_string(),
-        )?;
-        decl(
-            "retry_limit",
-            ParamType::Size,
-            "Transmissions of a packet without answer before the peer is declared lost",
-            s.retry_limit.to_string(),
-        )?;
-        decl(
-            "ack_every",
-            ParamType::Size,
-            "In-order packets received before an acknowledgement is sent",
-            s.ack_every.to_string(),
-        )?;
-        decl(
-            "ack_delay",
-            ParamType::Size,
-            "Longest delay of an acknowledgement in microseconds",
-            s.ack_delay_us.to_string(),
-        )?;
-        decl(
-            "rx_bufs",
-            ParamType::Size,
-            "Datagram buffers posted on the core endpoint",
-            s.rx_bufs.to_string(),
-        )?;
-        decl(
-            "tx_size",
-            ParamType::Size,
-            "Transmit operations outstanding per endpoint",
-            s.tx_size.to_string(),
-        )?;
-        decl(
-            "rx_size",
-            ParamType::Size,
-            "Receives posted per endpoint",
-            s.rx_size.to_string(),
-        )?;
-        decl(
-            "unexp_msgs",
-            ParamType::Size,
-            "Unexpected messages held per endpoint before new ones are refused (their senders wait)",
-            s.unexp_msgs.to_string(),
-        )?;
-        decl(
-            "unexp_bytes",
-            ParamType::Size,
-            "Bytes of unexpected messages held per endpoint before new ones are refused",
-            s.unexp_bytes.to_string(),
-        )?;
+        let p = Params::new(host, NAME);
         let u32v = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        if let Some(v) = host.param_size("window")? {
-            s.window = u32v(v);
-        }
-        if let Some(v) = host.param_size("max_inflight")? {
-            s.max_inflight = v;
-        }
-        if let Some(v) = host.param_size("seg_size")? {
-            s.seg_size = v;
-        }
-        if let Some(v) = host.param_size("rto")? {
-            s.rto_us = v as u64;
-        }
-        if let Some(v) = host.param_size("rto_max")? {
-            s.rto_max_us = v as u64;
-        }
-        if let Some(v) = host.param_size("retry_limit")? {
-            s.retry_limit = u32v(v);
-        }
-        if let Some(v) = host.param_size("ack_every")? {
-            s.ack_every = u32v(v);
-        }
-        if let Some(v) = host.param_size("ack_delay")? {
-            s.ack_delay_us = v as u64;
-        }
-        if let Some(v) = host.param_size("rx_bufs")? {
-            s.rx_bufs = v;
-        }
-        if let Some(v) = host.param_size("tx_size")? {
-            s.tx_size = v.max(1);
-        }
-        if let Some(v) = host.param_size("rx_size")? {
-            s.rx_size = v.max(1);
-        }
-        if let Some(v) = host.param_size("unexp_msgs")? {
-            s.unexp_msgs = v.max(1);
-        }
-        if let Some(v) = host.param_size("unexp_bytes")? {
-            s.unexp_bytes = v;
-        }
+        s.window = u32v(p.size(
+            "window",
+            "Packets a connection may have unacknowledged",
+            s.window as usize,
+        )?);
+        s.max_inflight = p.size(
+            "max_inflight",
+            "Bytes a connection may have unacknowledged (within the receiver's socket buffer)",
+            s.max_inflight,
+        )?;
+        s.seg_size = p.size(
+            "seg_size",
+            "Bytes of one packet, header included (0: the core's largest datagram)",
+            s.seg_size,
+        )?;
+        s.rto_us = p.size(
+            "rto",
+            "First retransmission timeout in microseconds",
+            s.rto_us as usize,
+        )? as u64;
+        s.rto_max_us = p.size(
+            "rto_max",
+            "Largest retransmission timeout in microseconds",
+            s.rto_max_us as usize,
+        )? as u64;
+        s.retry_limit = u32v(p.size(
+            "retry_limit",
+            "Transmissions of a packet without answer before the peer is declared lost",
+            s.retry_limit as usize,
+        )?);
+        s.ack_every = u32v(p.size(
+            "ack_every",
+            "In-order packets received before an acknowledgement is sent",
+            s.ack_every as usize,
+        )?);
+        s.ack_delay_us = p.size(
+            "ack_delay",
+            "Longest delay of an acknowledgement in microseconds",
+            s.ack_delay_us as usize,
+        )? as u64;
+        s.rx_bufs = p.size(
+            "rx_bufs",
+            "Datagram buffers posted on the core endpoint",
+            s.rx_bufs,
+        )?;
+        s.tx_size = p
+            .size(
+                "tx_size",
+                "Transmit operations outstanding per endpoint",
+                s.tx_size,
+            )?
+            .max(1);
+        s.rx_size = p
+            .size("rx_size", "Receives posted per endpoint", s.rx_size)?
+            .max(1);
+        s.unexp_msgs = p.size(
+            "unexp_msgs",
+            "Unexpected messages held per endpoint before new ones are refused (their senders wait)",
+            s.unexp_msgs,
+        )?.max(1);
+        s.unexp_bytes = p.size(
+            "unexp_bytes",
+            "Bytes of unexpected messages held per endpoint before new ones are refused",
+            s.unexp_bytes,
+        )?;
         s.validate()?;
         Ok(s)
     }
@@ -398,11 +345,7 @@ impl RxdProvider {
             .saturating_sub(proto::FIRST_LEN + MSG_HDR);
         Info {
             caps,
-            mode: ofi_core::Mode::empty(),
             addr_format: core.addr_format,
-            src_addr: None,
-            dest_addr: None,
-            handle: 0,
             tx_attr: TxAttr {
                 caps: caps
                     - (Caps::RECV
@@ -411,46 +354,35 @@ impl RxdProvider {
                         | Caps::SOURCE
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
-                mode: ofi_core::Mode::empty(),
                 op_flags: OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
                     | OpFlags::TRANSMIT_COMPLETE,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
                 inject_size: pkt.min(4096),
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
                 rma_iov_limit: 1,
-                tclass: 0,
+                ..TxAttr::default()
             },
             rx_attr: RxAttr {
                 caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
-                mode: ofi_core::Mode::empty(),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
                 size: s.rx_size,
                 iov_limit: IOV_LIMIT,
+                ..RxAttr::default()
             },
-            ep_attr: ofi_core::attr::EpAttr {
-                ep_type: EpType::Rdm,
-                protocol: Protocol::RXD,
-                protocol_version: u32::from(proto::VERSION),
-                max_msg_size: MAX_MSG_SIZE,
-                msg_prefix_size: 0,
-                max_order_raw_size: 0,
-                max_order_war_size: 0,
-                max_order_waw_size: 0,
-                mem_tag_format: u64::MAX,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                auth_key: None,
-            },
+            ep_attr: ofi_kit::info::ep_attr(
+                EpType::Rdm,
+                Protocol::RXD,
+                u32::from(proto::VERSION),
+                MAX_MSG_SIZE,
+            ),
             domain_attr: d,
             fabric_attr: core.fabric_attr.clone(),
             nic: core.nic.clone(),
+            ..Info::default()
         }
     }
 }

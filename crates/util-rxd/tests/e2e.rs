@@ -8,6 +8,8 @@
 //! binary. The full 10^5 run: `RXD_E2E_N=100000 cargo test --release -p ofi-util-rxd
 //! --test e2e -- --nocapture` (time in docs/providers/rxd.md).
 
+mod common;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -46,18 +48,9 @@ fn checksum(b: &[u8]) -> u64 {
     })
 }
 
+/// The next completion of `cq`, without its source.
 fn read(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, (usize, Errno)>> {
-    let mut e = [CqTaggedEntry::default()];
-    match cq.read(&mut e) {
-        Ok(1) => Some(Ok(e[0])),
-        Ok(_) => None,
-        Err(err) if err.code() == Errno::EAGAIN => None,
-        Err(err) if err.code() == Errno::EAVAIL => {
-            let ee = cq.readerr_owned(0).expect("readerr");
-            Some(Err((ee.op_context, ee.err)))
-        }
-        Err(err) => panic!("cq read: {err}"),
-    }
+    common::poll(cq).map(|r| r.map(|(e, _)| e))
 }
 
 #[test]
@@ -113,16 +106,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     // Receive slot i is posted with context i; slots are reposted in completion order.
     for (i, b) in bufs.iter_mut().enumerate() {
         // SAFETY: the buffers live until the end of the test, past every completion.
-        unsafe {
-            b_ep.recv(
-                b.as_mut_ptr(),
-                b.len(),
-                std::ptr::null_mut(),
-                ofi::ADDR_UNSPEC,
-                i,
-            )
-        }
-        .expect("recv");
+        unsafe { common::recv_into(&b_ep, b, i) };
     }
     let mut inflight: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     let (mut next_send, mut next_recv, mut sends_done) = (0u64, 0u64, 0u64);
@@ -173,16 +157,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
             next_recv += 1;
             let b = &mut bufs[slot];
             // SAFETY: as above.
-            unsafe {
-                b_ep.recv(
-                    b.as_mut_ptr(),
-                    b.len(),
-                    std::ptr::null_mut(),
-                    ofi::ADDR_UNSPEC,
-                    slot,
-                )
-            }
-            .expect("repost");
+            unsafe { common::recv_into(&b_ep, b, slot) };
         }
     }
     let el = start.elapsed();

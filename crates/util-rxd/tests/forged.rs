@@ -10,7 +10,7 @@
 //! latency before and after) is `examples/forged_flood.rs`.
 
 mod common;
-use common::{pair, Node};
+use common::{forged_connect, pair, Node};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -65,18 +65,6 @@ fn one_way(from: &Node, to: &Node, dest: u64, k: u64) {
     );
     assert_eq!(wait(&to.cq, &from.cq, "recv"), Ok(2), "receive {k}");
     assert_eq!(into, out);
-}
-
-/// A datagram to an rxd endpoint over udp: udp's header, then an rxd `CONNECT` with
-/// `src_id`, `sess` and `body`.
-fn forged_connect(src_id: u32, sess: u32, body: &[u8]) -> Vec<u8> {
-    let mut h = Hdr::new(PktType::Connect);
-    h.src_id = src_id;
-    h.src_sess = sess;
-    let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
-    d.extend_from_slice(&h.bytes());
-    d.extend_from_slice(body);
-    d
 }
 
 fn socket_addr(a: &Address) -> std::net::SocketAddr {

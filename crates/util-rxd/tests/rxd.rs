@@ -7,7 +7,7 @@
 //! `tests/e2e.rs`.
 
 mod common;
-use common::{node, Node};
+use common::{node, poll, Done, Node};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
@@ -32,23 +32,6 @@ fn rxd_info_caps(fmt: AddrFormat, caps: Caps) -> Info {
         .unwrap_or_else(|e| panic!("getinfo udp;ofi_rxd: {e}"));
     assert_eq!(infos[0].prov_name(), "udp;ofi_rxd");
     infos[0].clone()
-}
-
-type Done = Result<(CqTaggedEntry, u64), (usize, Errno)>;
-
-fn poll(cq: &CompletionQueue) -> Option<Done> {
-    let mut e = [CqTaggedEntry::default()];
-    let mut src = [0u64];
-    match cq.readfrom(&mut e, &mut src) {
-        Ok(1) => Some(Ok((e[0], src[0]))),
-        Ok(_) => None,
-        Err(err) if err.code() == Errno::EAGAIN => None,
-        Err(err) if err.code() == Errno::EAVAIL => {
-            let ee = cq.readerr_owned(0).expect("readerr");
-            Some(Err((ee.op_context, ee.err)))
-        }
-        Err(err) => panic!("cq read: {err}"),
-    }
 }
 
 /// Wait for one completion on `cq`, driving the `others` too.
@@ -95,16 +78,7 @@ fn tsend(n: &Node, buf: &[u8], dest: u64, tag: u64, ctx: usize) -> ofi::Result<(
 
 fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
     // SAFETY: callers keep `buf` until the receive completes.
-    unsafe {
-        n.ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            ctx,
-        )
-    }
-    .expect("fi_recv");
+    unsafe { common::recv_into(&n.ep, buf, ctx) };
 }
 
 fn trecv(n: &Node, buf: &mut [u8], tag: u64, ctx: usize) {

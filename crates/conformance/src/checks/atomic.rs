@@ -589,14 +589,13 @@ mod tests {
                         let mut target = encode(dt, t);
                         let mut result = vec![0u8; dt.size()];
                         ofi_kit::atomic::apply(
-                            op,
-                            dt,
-                            k,
+                            ofi_kit::atomic::AtomicCall::new(op, dt, k, 1),
                             &mut target,
-                            &encode(dt, o),
-                            &encode(dt, c),
-                            &mut result,
-                            1,
+                            ofi_kit::atomic::AtomicArgs::new(
+                                &encode(dt, o),
+                                &encode(dt, c),
+                                &mut result,
+                            ),
                         )
                         .unwrap_or_else(|e| panic!("kit {k:?} {op} {dt}: {e}"));
                         assert_eq!(

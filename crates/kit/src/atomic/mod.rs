@@ -206,23 +206,71 @@ pub fn query(op: AtomicOp, dt: Datatype, flags: u64) -> Result<AtomicAttr> {
     })
 }
 
+/// One atomic operation: `op` on `count` elements of `datatype`, in call family `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicCall {
+    /// The operation.
+    pub op: AtomicOp,
+    /// The element type.
+    pub datatype: Datatype,
+    /// Base, fetch or compare.
+    pub kind: AtomicKind,
+    /// Elements.
+    pub count: usize,
+}
+
+impl AtomicCall {
+    /// `op` on `count` elements of `datatype`, in family `kind`.
+    pub fn new(op: AtomicOp, datatype: Datatype, kind: AtomicKind, count: usize) -> AtomicCall {
+        AtomicCall {
+            op,
+            datatype,
+            kind,
+            count,
+        }
+    }
+}
+
+/// The initiator's buffers of an atomic: `operand` (the seed's `buf`; ignored, and
+/// may be empty, for ATOMIC_READ), `compare` (compare calls only; the mask of MSWAP) and
+/// `result` (fetch and compare calls, which write the original target elements there).
+/// Each may be longer than the operation needs; bytes beyond are not touched.
+#[derive(Debug)]
+pub struct AtomicArgs<'a> {
+    /// Operand bytes.
+    pub operand: &'a [u8],
+    /// Compare (or mask) bytes.
+    pub compare: &'a [u8],
+    /// Where the original elements go.
+    pub result: &'a mut [u8],
+}
+
+impl<'a> AtomicArgs<'a> {
+    /// The buffers of one call.
+    pub fn new(operand: &'a [u8], compare: &'a [u8], result: &'a mut [u8]) -> AtomicArgs<'a> {
+        AtomicArgs {
+            operand,
+            compare,
+            result,
+        }
+    }
+}
+
 /// Checks everything [`apply`] checks, without touching a buffer; returns the number of
 /// bytes the operation covers.
 ///
 /// Errors: `FI_EOPNOTSUPP` as [`valid`]; `FI_EMSGSIZE` when `count` exceeds
 /// [`max_count`]; `FI_EINVAL` when a buffer the operation uses is shorter than
 /// `count × size`.
-#[allow(clippy::too_many_arguments)]
-pub fn check(
-    op: AtomicOp,
-    dt: Datatype,
-    kind: AtomicKind,
-    target_len: usize,
-    operand_len: usize,
-    compare_len: usize,
-    result_len: usize,
-    count: usize,
-) -> Result<usize> {
+pub fn check(call: AtomicCall, target_len: usize, args: &AtomicArgs<'_>) -> Result<usize> {
+    let AtomicCall {
+        op,
+        datatype: dt,
+        kind,
+        count,
+    } = call;
+    let (operand_len, compare_len, result_len) =
+        (args.operand.len(), args.compare.len(), args.result.len());
     let max = valid(op, dt, kind)?;
     if count > max {
         return fail(
@@ -254,12 +302,9 @@ pub fn check(
     Ok(bytes)
 }
 
-/// Applies `op` to `count` elements of `dt` at the start of `target`.
-///
-/// `operand` is the seed's `buf` (ignored, and may be empty, for ATOMIC_READ);
-/// `compare` is used only by compare calls (`kind == Compare`; for MSWAP it is the mask);
-/// `result` only by fetch and compare calls, which write the original target elements
-/// there. Buffers may be longer than `count × size`; bytes beyond are not touched.
+/// Applies `call` (its `op` to `count` elements of `datatype`) at the start of `target`,
+/// with the initiator's buffers `args` (see [`AtomicArgs`] for which the call uses).
+/// Buffers may be longer than `count × size`; bytes beyond are not touched.
 /// `count == 0` does nothing. This function itself is not synchronised: it needs
 /// exclusive access to `target`, which [`AtomicRegion`] and [`AtomicLocks`] provide
 /// between concurrent callers.
@@ -271,44 +316,25 @@ pub fn check(
 /// A fetching add on two `u32` elements, as a target executing `fi_fetch_atomic` would:
 ///
 /// ```
-/// use ofi_kit::atomic::apply;
+/// use ofi_kit::atomic::{apply, AtomicArgs, AtomicCall};
 /// use ofi_kit::core::enums::{AtomicKind, AtomicOp, Datatype};
 /// let mut target: Vec<u8> = [10u32, 20].iter().flat_map(|v| v.to_ne_bytes()).collect();
 /// let operand: Vec<u8> = [1u32, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
 /// let mut result = vec![0u8; 8];
-/// apply(AtomicOp::Sum, Datatype::Uint32, AtomicKind::Fetch, &mut target, &operand, &[],
-///       &mut result, 2).unwrap();
+/// let call = AtomicCall::new(AtomicOp::Sum, Datatype::Uint32, AtomicKind::Fetch, 2);
+/// apply(call, &mut target, AtomicArgs::new(&operand, &[], &mut result)).unwrap();
 /// assert_eq!(target[..4], 11u32.to_ne_bytes());
 /// assert_eq!(result[4..], 20u32.to_ne_bytes()); // the value before the add
 /// ```
-#[allow(clippy::too_many_arguments)]
-pub fn apply(
-    op: AtomicOp,
-    dt: Datatype,
-    kind: AtomicKind,
-    target: &mut [u8],
-    operand: &[u8],
-    compare: &[u8],
-    result: &mut [u8],
-    count: usize,
-) -> Result<()> {
-    check(
-        op,
-        dt,
-        kind,
-        target.len(),
-        operand.len(),
-        compare.len(),
-        result.len(),
-        count,
-    )?;
-    let fetch = kind != AtomicKind::Base;
+pub fn apply(call: AtomicCall, target: &mut [u8], args: AtomicArgs<'_>) -> Result<()> {
+    check(call, target.len(), &args)?;
+    let (op, dt, count) = (call.op, call.datatype, call.count);
     let bufs = Bufs {
         target,
-        operand,
-        compare,
-        result,
-        fetch,
+        operand: args.operand,
+        compare: args.compare,
+        result: args.result,
+        fetch: call.kind != AtomicKind::Base,
     };
     match dt {
         Datatype::Int8 => run::<i8>(op, bufs, count),
@@ -498,7 +524,11 @@ mod tests {
                     let n = dt.size();
                     let (mut t, o, c, mut r) =
                         (vec![0u8; n], vec![0u8; n], vec![0u8; n], vec![0u8; n]);
-                    let res = apply(op, dt, kind, &mut t, &o, &c, &mut r, 1);
+                    let res = apply(
+                        AtomicCall::new(op, dt, kind, 1),
+                        &mut t,
+                        AtomicArgs::new(&o, &c, &mut r),
+                    );
                     if want {
                         res.expect(&ctx);
                     } else {
@@ -575,7 +605,12 @@ mod tests {
         let mut t = target.to_vec();
         let mut r = vec![0u8; target.len()];
         let count = target.len() / dt.size();
-        apply(op, dt, kind, &mut t, operand, compare, &mut r, count).unwrap();
+        apply(
+            AtomicCall::new(op, dt, kind, count),
+            &mut t,
+            AtomicArgs::new(operand, compare, &mut r),
+        )
+        .unwrap();
         (t, r)
     }
 
@@ -924,14 +959,9 @@ mod tests {
         buf[3..11].copy_from_slice(&40u64.to_ne_bytes());
         let mut res = vec![0u8; 9];
         apply(
-            O::Sum,
-            D::Uint64,
-            K::Fetch,
+            AtomicCall::new(O::Sum, D::Uint64, K::Fetch, 1),
             &mut buf[3..],
-            &2u64.to_ne_bytes(),
-            &[],
-            &mut res,
-            1,
+            AtomicArgs::new(&2u64.to_ne_bytes(), &[], &mut res),
         )
         .unwrap();
         assert_eq!(&buf[3..11], &42u64.to_ne_bytes());
@@ -946,52 +976,37 @@ mod tests {
         let mut t = u64b(&[7, 8]);
         let mut r = vec![0u8; 16];
         apply(
-            O::AtomicRead,
-            D::Uint64,
-            K::Fetch,
+            AtomicCall::new(O::AtomicRead, D::Uint64, K::Fetch, 2),
             &mut t,
-            &[],
-            &[],
-            &mut r,
-            2,
+            AtomicArgs::new(&[], &[], &mut r),
         )
         .unwrap();
         assert_eq!(r, u64b(&[7, 8]));
         apply(
-            O::Sum,
-            D::Uint64,
-            K::Base,
+            AtomicCall::new(O::Sum, D::Uint64, K::Base, 2),
             &mut t,
-            &u64b(&[1, 1]),
-            &[],
-            &mut [],
-            2,
+            AtomicArgs::new(&u64b(&[1, 1]), &[], &mut []),
         )
         .unwrap();
         assert_eq!(t, u64b(&[8, 9]));
-        apply(O::Sum, D::Uint64, K::Base, &mut [], &[], &[], &mut [], 0).unwrap();
         apply(
-            O::Cswap,
-            D::Uint64,
-            K::Compare,
+            AtomicCall::new(O::Sum, D::Uint64, K::Base, 0),
             &mut [],
-            &[],
-            &[],
+            AtomicArgs::new(&[], &[], &mut []),
+        )
+        .unwrap();
+        apply(
+            AtomicCall::new(O::Cswap, D::Uint64, K::Compare, 0),
             &mut [],
-            0,
+            AtomicArgs::new(&[], &[], &mut []),
         )
         .unwrap();
         // Unsupported stays unsupported with count 0.
         assert_eq!(
             code(apply(
-                O::Bor,
-                D::Float,
-                K::Base,
+                AtomicCall::new(O::Bor, D::Float, K::Base, 0),
                 &mut [],
-                &[],
-                &[],
-                &mut [],
-                0
+                AtomicArgs::new(&[], &[], &mut [])
             )),
             Errno::EOPNOTSUPP
         );
@@ -1002,25 +1017,15 @@ mod tests {
         let max = max_count(D::Int128);
         assert_eq!(max, isize::MAX as usize / 16);
         let r = apply(
-            O::Sum,
-            D::Int128,
-            K::Base,
+            AtomicCall::new(O::Sum, D::Int128, K::Base, max + 1),
             &mut [],
-            &[],
-            &[],
-            &mut [],
-            max + 1,
+            AtomicArgs::new(&[], &[], &mut []),
         );
         assert_eq!(code(r), Errno::EMSGSIZE);
         let r = apply(
-            O::Sum,
-            D::Int8,
-            K::Base,
+            AtomicCall::new(O::Sum, D::Int8, K::Base, usize::MAX),
             &mut [],
-            &[],
-            &[],
-            &mut [],
-            usize::MAX,
+            AtomicArgs::new(&[], &[], &mut []),
         );
         assert_eq!(code(r), Errno::EMSGSIZE);
     }
@@ -1051,7 +1056,11 @@ mod tests {
                         let c = vec![0x22u8; len(2)];
                         let mut r = vec![0x33u8; len(3)];
                         let (t0, r0) = (t.clone(), r.clone());
-                        let res = apply(op, dt, kind, &mut t, &o, &c, &mut r, count);
+                        let res = apply(
+                            AtomicCall::new(op, dt, kind, count),
+                            &mut t,
+                            AtomicArgs::new(&o, &c, &mut r),
+                        );
                         let ctx = format!("{op:?} {dt:?} {kind:?} short buffer {short}");
                         assert_eq!(code(res), Errno::EINVAL, "{ctx}");
                         assert_eq!(t, t0, "{ctx}");
@@ -1073,47 +1082,13 @@ mod tests {
     }
 
     fn model_of(dt: Datatype) -> Model {
+        let int = |signed| Model::Int {
+            bits: dt.size() as u32 * 8,
+            signed,
+        };
         match dt {
-            D::Int8 => Model::Int {
-                bits: 8,
-                signed: true,
-            },
-            D::Uint8 => Model::Int {
-                bits: 8,
-                signed: false,
-            },
-            D::Int16 => Model::Int {
-                bits: 16,
-                signed: true,
-            },
-            D::Uint16 => Model::Int {
-                bits: 16,
-                signed: false,
-            },
-            D::Int32 => Model::Int {
-                bits: 32,
-                signed: true,
-            },
-            D::Uint32 => Model::Int {
-                bits: 32,
-                signed: false,
-            },
-            D::Int64 => Model::Int {
-                bits: 64,
-                signed: true,
-            },
-            D::Uint64 => Model::Int {
-                bits: 64,
-                signed: false,
-            },
-            D::Int128 => Model::Int {
-                bits: 128,
-                signed: true,
-            },
-            D::Uint128 => Model::Int {
-                bits: 128,
-                signed: false,
-            },
+            D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::Int128 => int(true),
+            D::Uint8 | D::Uint16 | D::Uint32 | D::Uint64 | D::Uint128 => int(false),
             D::Float => Model::Real { single: true },
             D::Double => Model::Real { single: false },
             D::FloatComplex => Model::Cplx { single: true },
@@ -1398,7 +1373,7 @@ mod tests {
             target.extend(&tail);
             let mut result = vec![0xEEu8; count * n + 1];
             let (target0, result0) = (target.clone(), result.clone());
-            let got = apply(op, dt, kind, &mut target, &operand, &compare, &mut result, count);
+            let got = apply(AtomicCall::new(op, dt, kind, count), &mut target, AtomicArgs::new(&operand, &compare, &mut result));
             if valid(op, dt, kind).is_err() {
                 prop_assert_eq!(code(got), Errno::EOPNOTSUPP);
                 prop_assert_eq!(&target, &target0);

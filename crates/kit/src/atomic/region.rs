@@ -21,7 +21,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+use super::{AtomicArgs, AtomicCall};
 use ofi_core::error::{fail, Errno, Result};
 
 fn lock_recover<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -135,31 +135,9 @@ impl AtomicRegion {
     ///
     /// Errors (nothing is modified): those of [`apply`](super::apply), checked first;
     /// `FI_EINVAL` when `count` elements at `offset` reach past the end of the region.
-    #[allow(clippy::too_many_arguments)]
-    pub fn apply(
-        &self,
-        offset: usize,
-        op: AtomicOp,
-        dt: Datatype,
-        kind: AtomicKind,
-        operand: &[u8],
-        compare: &[u8],
-        result: &mut [u8],
-        count: usize,
-    ) -> Result<()> {
-        let bytes = super::check(
-            op,
-            dt,
-            kind,
-            usize::MAX,
-            operand.len(),
-            compare.len(),
-            result.len(),
-            count,
-        )?;
-        self.with_range(offset, bytes, |target| {
-            super::apply(op, dt, kind, target, operand, compare, result, count)
-        })?
+    pub fn apply(&self, offset: usize, call: AtomicCall, args: AtomicArgs<'_>) -> Result<()> {
+        let bytes = super::check(call, usize::MAX, &args)?;
+        self.with_range(offset, bytes, |target| super::apply(call, target, args))?
     }
 
     /// Copies `buf.len()` bytes from `offset` into `buf`, atomically with respect to
@@ -272,31 +250,16 @@ impl AtomicLocks {
     /// holding the stripes of the bytes it covers.
     ///
     /// Errors: those of [`apply`](super::apply) (nothing is modified).
-    #[allow(clippy::too_many_arguments)]
     pub fn apply(
         &self,
         addr: u64,
-        op: AtomicOp,
-        dt: Datatype,
-        kind: AtomicKind,
+        call: AtomicCall,
         target: &mut [u8],
-        operand: &[u8],
-        compare: &[u8],
-        result: &mut [u8],
-        count: usize,
+        args: AtomicArgs<'_>,
     ) -> Result<()> {
-        let bytes = super::check(
-            op,
-            dt,
-            kind,
-            target.len(),
-            operand.len(),
-            compare.len(),
-            result.len(),
-            count,
-        )?;
+        let bytes = super::check(call, target.len(), &args)?;
         let _guard = self.lock(addr, bytes);
-        super::apply(op, dt, kind, target, operand, compare, result, count)
+        super::apply(call, target, args)
     }
 
     /// [`apply`](super::apply) on the `target_len` bytes at `target` — memory that
@@ -320,30 +283,15 @@ impl AtomicLocks {
     /// call. Concurrent accesses by others that bypass this lock set are allowed (the
     /// copies are byte copies through raw pointers), but their interleaving with this
     /// operation is not atomic (the module's "single actor" rule).
-    #[allow(clippy::too_many_arguments)]
     #[allow(unsafe_code)] // The one raw-memory entry point of the atomic engine.
     pub unsafe fn apply_raw(
         &self,
         target: *mut u8,
         target_len: usize,
-        op: AtomicOp,
-        dt: Datatype,
-        kind: AtomicKind,
-        operand: &[u8],
-        compare: &[u8],
-        result: &mut [u8],
-        count: usize,
+        call: AtomicCall,
+        args: AtomicArgs<'_>,
     ) -> Result<()> {
-        let bytes = super::check(
-            op,
-            dt,
-            kind,
-            target_len,
-            operand.len(),
-            compare.len(),
-            result.len(),
-            count,
-        )?;
+        let bytes = super::check(call, target_len, &args)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -354,8 +302,8 @@ impl AtomicLocks {
         // `bytes` bytes.
         unsafe { std::ptr::copy_nonoverlapping(target, before.as_mut_ptr(), bytes) };
         let mut after = before.clone();
-        super::apply(op, dt, kind, &mut after, operand, compare, result, count)?;
-        let size = dt.size();
+        super::apply(call, &mut after, args)?;
+        let size = call.datatype.size();
         for (i, (a, b)) in after.chunks(size).zip(before.chunks(size)).enumerate() {
             if a != b {
                 // SAFETY: element `i` lies within the first `bytes` bytes of `target`,
@@ -371,6 +319,7 @@ impl AtomicLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
     use proptest::prelude::*;
     use std::collections::HashSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -390,13 +339,13 @@ mod tests {
                         region
                             .apply(
                                 offset,
-                                AtomicOp::Sum,
-                                Datatype::Uint64,
-                                AtomicKind::Fetch,
-                                &1u64.to_ne_bytes(),
-                                &[],
-                                &mut res,
-                                1,
+                                AtomicCall::new(
+                                    AtomicOp::Sum,
+                                    Datatype::Uint64,
+                                    AtomicKind::Fetch,
+                                    1,
+                                ),
+                                AtomicArgs::new(&1u64.to_ne_bytes(), &[], &mut res),
                             )
                             .unwrap();
                         seen.push(u64::from_ne_bytes(res));
@@ -449,13 +398,8 @@ mod tests {
         let op = |offset, count, res: &mut [u8]| {
             region.apply(
                 offset,
-                AtomicOp::Sum,
-                Datatype::Uint64,
-                AtomicKind::Fetch,
-                &[1u8; 16],
-                &[],
-                res,
-                count,
+                AtomicCall::new(AtomicOp::Sum, Datatype::Uint64, AtomicKind::Fetch, count),
+                AtomicArgs::new(&[1u8; 16], &[], res),
             )
         };
         assert_eq!(op(16, 1, &mut res).unwrap_err().code(), Errno::EINVAL);
@@ -466,13 +410,8 @@ mod tests {
         assert_eq!(op(0, 2, &mut res).unwrap_err().code(), Errno::EINVAL); // result too short
         let bad = region.apply(
             0,
-            AtomicOp::Bor,
-            Datatype::Double,
-            AtomicKind::Base,
-            &[0u8; 8],
-            &[],
-            &mut [],
-            1,
+            AtomicCall::new(AtomicOp::Bor, Datatype::Double, AtomicKind::Base, 1),
+            AtomicArgs::new(&[0u8; 8], &[], &mut []),
         );
         assert_eq!(bad.unwrap_err().code(), Errno::EOPNOTSUPP);
         assert_eq!(region.to_vec(), vec![7u8; 20]);
@@ -495,13 +434,8 @@ mod tests {
         region
             .apply(
                 5,
-                AtomicOp::CswapLt,
-                Datatype::Int32,
-                AtomicKind::Compare,
-                &100i32.to_ne_bytes(),
-                &3i32.to_ne_bytes(),
-                &mut res,
-                1,
+                AtomicCall::new(AtomicOp::CswapLt, Datatype::Int32, AtomicKind::Compare, 1),
+                AtomicArgs::new(&100i32.to_ne_bytes(), &3i32.to_ne_bytes(), &mut res),
             )
             .unwrap();
         assert_eq!(i32::from_ne_bytes(res), 9);
@@ -562,28 +496,18 @@ mod tests {
         locks
             .apply(
                 0x1000,
-                AtomicOp::Max,
-                Datatype::Uint16,
-                AtomicKind::Fetch,
+                AtomicCall::new(AtomicOp::Max, Datatype::Uint16, AtomicKind::Fetch, 1),
                 &mut target,
-                &9u16.to_ne_bytes(),
-                &[],
-                &mut res,
-                1,
+                AtomicArgs::new(&9u16.to_ne_bytes(), &[], &mut res),
             )
             .unwrap();
         assert_eq!(u16::from_ne_bytes(target), 9);
         assert_eq!(u16::from_ne_bytes(res), 5);
         let err = locks.apply(
             0,
-            AtomicOp::Max,
-            Datatype::Uint16,
-            AtomicKind::Fetch,
+            AtomicCall::new(AtomicOp::Max, Datatype::Uint16, AtomicKind::Fetch, 1),
             &mut target,
-            &[],
-            &[],
-            &mut res,
-            1,
+            AtomicArgs::new(&[], &[], &mut res),
         );
         assert_eq!(err.unwrap_err().code(), Errno::EINVAL);
         assert_eq!(u16::from_ne_bytes(target), 9);
@@ -601,13 +525,8 @@ mod tests {
             locks.apply_raw(
                 target.as_mut_ptr(),
                 target.len(),
-                AtomicOp::Max,
-                Datatype::Uint32,
-                AtomicKind::Fetch,
-                &operand,
-                &[],
-                &mut res,
-                3,
+                AtomicCall::new(AtomicOp::Max, Datatype::Uint32, AtomicKind::Fetch, 3),
+                AtomicArgs::new(&operand, &[], &mut res),
             )
         }
         .unwrap();
@@ -628,13 +547,8 @@ mod tests {
             locks.apply_raw(
                 RO.as_ptr().cast_mut(),
                 RO.len(),
-                AtomicOp::AtomicRead,
-                Datatype::Uint64,
-                AtomicKind::Fetch,
-                &[],
-                &[],
-                &mut out,
-                1,
+                AtomicCall::new(AtomicOp::AtomicRead, Datatype::Uint64, AtomicKind::Fetch, 1),
+                AtomicArgs::new(&[], &[], &mut out),
             )
         }
         .unwrap();
@@ -646,13 +560,8 @@ mod tests {
             locks.apply_raw(
                 std::ptr::null_mut(),
                 2,
-                AtomicOp::Sum,
-                Datatype::Uint32,
-                AtomicKind::Base,
-                &operand,
-                &[],
-                &mut [],
-                1,
+                AtomicCall::new(AtomicOp::Sum, Datatype::Uint32, AtomicKind::Base, 1),
+                AtomicArgs::new(&operand, &[], &mut []),
             )
         };
         assert_eq!(err.unwrap_err().code(), Errno::EINVAL);

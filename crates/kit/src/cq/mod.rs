@@ -89,7 +89,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::cq::{CqAttr, CqBuf};
@@ -98,8 +98,8 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::OpFlags;
 use ofi_core::provider::CqOps;
 
-use crate::progress::{Backoff, ProgressEngine};
-use crate::wait::{lock, wait_for, Deadline, FdSleep, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::progress::ProgressEngine;
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -312,6 +312,12 @@ struct CqState {
     sleepers: usize,
 }
 
+impl SleeperCount for CqState {
+    fn sleepers(&mut self) -> &mut usize {
+        &mut self.sleepers
+    }
+}
+
 impl CqState {
     /// Successes readable before the next error entry.
     fn avail(&self) -> usize {
@@ -464,20 +470,28 @@ impl CqShared {
         self.push_queued(e, src, reserved)
     }
 
+    /// Whether one more entry may be queued (lock held): its reservation (`reserved`)
+    /// is used up either way; an overrun CQ drops it, a full one becomes overrun.
+    #[inline]
+    fn admit(&self, st: &mut CqState, reserved: bool) -> Result<()> {
+        if reserved {
+            st.reserved = st.reserved.saturating_sub(1);
+        }
+        if st.overrun != Overrun::No {
+            st.dropped += 1;
+            return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
+        }
+        if st.used() >= self.size {
+            return Err(self.overflow(st));
+        }
+        Ok(())
+    }
+
     /// Queue a success; `reserved` if it uses a reservation.
     fn push_queued(&self, e: &CqTaggedEntry, src: u64, reserved: bool) -> Result<()> {
         {
             let mut st = lock(&self.state);
-            if reserved {
-                st.reserved = st.reserved.saturating_sub(1);
-            }
-            if st.overrun != Overrun::No {
-                st.dropped += 1;
-                return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
-            }
-            if st.used() >= self.size {
-                return Err(self.overflow(&mut st));
-            }
+            self.admit(&mut st, reserved)?;
             st.ring.push_back(Slot::new(e, src));
             self.notify_locked(&st);
         }
@@ -489,16 +503,7 @@ impl CqShared {
     fn push_err(&self, e: CqError, reserved: bool) -> Result<()> {
         {
             let mut st = lock(&self.state);
-            if reserved {
-                st.reserved = st.reserved.saturating_sub(1);
-            }
-            if st.overrun != Overrun::No {
-                st.dropped += 1;
-                return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
-            }
-            if st.used() >= self.size {
-                return Err(self.overflow(&mut st));
-            }
+            self.admit(&mut st, reserved)?;
             let seq = st.head + st.ring.len() as u64;
             st.errs.push_back((seq, e));
             self.notify_locked(&st);
@@ -653,19 +658,7 @@ impl Drop for CqReservation {
     }
 }
 
-impl Waitable for KitCq {
-    fn drive_progress(&self) -> usize {
-        self.inner.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.inner.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.inner.links.needs_polling()
-    }
-}
+crate::wait::queue_handle_waiting!(KitCq, "CQ");
 
 mod ops;
 mod queue;

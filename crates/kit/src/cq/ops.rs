@@ -57,15 +57,13 @@ impl CqOps for KitCq {
             return Err(Error::new(Errno::EINVAL, "sread of zero entries"));
         }
         let want = threshold.unwrap_or(1).clamp(1, buf.len());
-        let deadline = Deadline::after_ms(timeout);
-        let mut backoff = Backoff::new();
-        let mut fd_sleep = FdSleep::new();
+        let mut w = BlockingWait::new(timeout);
         loop {
             let work = inner.drive();
-            fd_sleep.after_round(work);
+            w.after_round(work);
             let mut st = lock(&inner.state);
             let avail = st.avail();
-            let expired = deadline.expired();
+            let expired = w.expired();
             if avail > 0 && (avail >= want || st.blocked() || st.wake || expired) {
                 st.wake = false;
                 return inner.take(&mut st, &mut buf, src);
@@ -81,37 +79,15 @@ impl CqOps for KitCq {
             if expired {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            let engine = inner.links.engine().map(|e| &**e);
-            match ProgressEngine::wait_slice(engine, &mut backoff, work, &deadline) {
-                None => {
-                    drop(st);
-                    std::thread::yield_now();
-                }
-                Some(d) => {
-                    drop(st);
-                    // Sleep only if nothing changed since the checks above.
-                    let idle = |st: &CqState| !st.wake && !st.blocked() && st.avail() < want;
-                    let enter = || {
-                        let mut st = lock(&inner.state);
-                        st.sleepers += 1;
-                        if idle(&st) {
-                            true
-                        } else {
-                            st.sleepers -= 1;
-                            false
-                        }
-                    };
-                    let leave = || lock(&inner.state).sleepers -= 1;
-                    if !fd_sleep.sleep(&inner.links, &deadline, enter, leave) {
-                        let mut st = lock(&inner.state);
-                        if idle(&st) {
-                            st.sleepers += 1;
-                            let mut st = wait_for(&inner.cv, st, d);
-                            st.sleepers -= 1;
-                        }
-                    }
-                }
-            }
+            // Sleep only if nothing changed since the checks above.
+            w.idle(
+                st,
+                &inner.state,
+                &inner.cv,
+                &inner.links,
+                work,
+                |st: &CqState| !st.wake && !st.blocked() && st.avail() < want,
+            );
         }
     }
 
@@ -135,19 +111,10 @@ impl CqOps for KitCq {
     }
 
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        match self.inner.strerror.get() {
-            Some(f) => f(prov_errno, err_data),
-            None => ofi_core::error::strerror(prov_errno).into_owned(),
-        }
+        crate::wait::strerror_with(&self.inner.strerror, prov_errno, err_data)
     }
 
     fn wait_fd(&self) -> Result<i32> {
-        match &self.inner.fd {
-            Some(fd) => Ok(fd.fd()),
-            None => Err(Error::new(
-                Errno::ENOSYS,
-                "this CQ has no wait fd (opened without FI_WAIT_FD/FI_WAIT_UNSPEC)",
-            )),
-        }
+        crate::wait::wait_fd_of(self.inner.fd.as_ref(), "CQ")
     }
 }

@@ -76,25 +76,9 @@ impl KitCq {
         Ok(cq)
     }
 
-    /// Link the domain's progress engine: every read and wait drives it. Binding the
-    /// same engine again is a no-op; another engine is `FI_EINVAL`.
-    pub fn bind_progress(&self, engine: Arc<ProgressEngine>) -> Result<()> {
-        self.inner.links.bind_progress(engine, "CQ")
-    }
-
     /// The bound progress engine.
     pub fn progress_engine(&self) -> Option<&Arc<ProgressEngine>> {
         self.inner.links.engine()
-    }
-
-    /// Attach to a wait set: each push signals it, and its `wait` watches this CQ.
-    pub fn attach_wait(&self, set: &KitWait) {
-        self.inner.links.attach_wait(set, self.waitable());
-    }
-
-    /// This CQ as a wait-set or poll-set member.
-    pub fn waitable(&self) -> Weak<dyn Waitable> {
-        Arc::downgrade(&self.inner) as Weak<dyn Waitable>
     }
 
     /// Set the text `strerror` gives for provider error codes (once).
@@ -110,11 +94,6 @@ impl KitCq {
     /// The capacity.
     pub fn size(&self) -> usize {
         self.inner.size
-    }
-
-    /// The wait mode.
-    pub fn wait_mode(&self) -> WaitMode {
-        self.inner.mode
     }
 
     /// True if the CQ was opened with `FI_CQ_COND_THRESHOLD`.

@@ -204,6 +204,20 @@ impl MrConfig {
             iov_limit: usize::MAX,
         }
     }
+
+    /// A domain's table for `requested` (its `domain_attr.mr_mode`): the modes the
+    /// kit's table implements (`FI_MR_VIRT_ADDR`, `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`,
+    /// `FI_MR_LOCAL`) that were requested, 8-byte keys, at most `iov_limit` buffers a
+    /// region.
+    pub fn for_domain(requested: MrMode, iov_limit: usize) -> MrConfig {
+        MrConfig {
+            iov_limit,
+            ..MrConfig::new(
+                requested
+                    & (MrMode::VIRT_ADDR | MrMode::PROV_KEY | MrMode::ALLOCATED | MrMode::LOCAL),
+            )
+        }
+    }
 }
 
 /// One buffer of a region.

@@ -80,7 +80,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
@@ -88,16 +88,14 @@ use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::{BindTarget, EndpointOps};
-use ofi_core::{Caps, Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
+use ofi_core::{Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::dataops::DataPath;
-use ofi_kit::ep::{BindRules, Bindings, Bound};
+use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
-use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC,
-};
+use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC};
 
 use crate::fabric::{region_name, Fabric};
 use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
@@ -127,9 +125,7 @@ pub const LIVENESS_EVERY: Duration = Duration::from_millis(5);
 /// when the ring is full.
 pub const ACK_BACKLOG_MAX: usize = 256;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use ofi_kit::wait::lock;
 
 pub use ofi_kit::iov::IoList;
 
@@ -477,11 +473,7 @@ impl Endpoint {
             None => create_auto_named(settings.geometry)?,
         };
         let region = Arc::new(region);
-        let caps = if info.caps.is_empty() {
-            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
-        } else {
-            info.caps
-        };
+        let open = EpOpenInfo::new(info, settings.rx_size);
         let geo = settings.geometry;
         let rings = (0..geo.rings)
             .map(|_| RxRing {
@@ -498,17 +490,7 @@ impl Endpoint {
                 backlog: VecDeque::new(),
             })
             .collect();
-        let directed = caps.contains(Caps::DIRECTED_RECV);
-        let rx_size = if info.rx_attr.size == 0 {
-            settings.rx_size
-        } else {
-            info.rx_attr.size
-        };
-        let m = TagMatcher::new(MatcherConfig {
-            directed_recv: directed,
-            max_posted: rx_size,
-            ..MatcherConfig::default()
-        });
+        let m = TagMatcher::new(open.matcher_config());
         let sh = Arc::new(Shared {
             settings,
             mr,
@@ -517,8 +499,8 @@ impl Endpoint {
             engine: engine.clone(),
             tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
             rx_op_flags: info.rx_attr.op_flags,
-            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
-            directed,
+            need_src: open.need_src,
+            directed: open.directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             tx: Mutex::new(Tx {

@@ -13,6 +13,7 @@
 //! Nothing here panics on application or peer input.
 
 use super::*;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall};
 
 impl Shared {
     /// Start the RMA write or read `req`, whose local buffers are `local`.
@@ -325,14 +326,9 @@ impl Shared {
         }
         let mut target = before.clone();
         if let Err(e) = ofi_kit::atomic::apply(
-            a.op,
-            a.dt,
-            a.kind,
+            AtomicCall::new(a.op, a.dt, a.kind, a.count),
             &mut target,
-            operand,
-            compare,
-            &mut result,
-            a.count,
+            AtomicArgs::new(operand, compare, &mut result),
         ) {
             return e.code().0;
         }

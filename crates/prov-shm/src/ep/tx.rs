@@ -296,13 +296,7 @@ impl Shared {
         if delivery {
             hflags |= F_ACK;
         }
-        let cq_flags = (OpFlags::SEND
-            | if tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            })
-        .bits();
+        let cq_flags = req.completion_flags().bits();
         let mut tx = lock(&self.tx);
         let idx = self.conn_for(act, &mut tx, dest)?;
         let tx = &mut *tx;
@@ -638,12 +632,9 @@ impl Payload for OneBuf {
 /// it does and the CQ has no room for it.
 #[inline]
 pub(super) fn want_tx_cq(act: &Active, inject: bool, flags: OpFlags) -> Result<bool> {
-    let Some(b) = act.txcq.as_ref().filter(|_| !inject) else {
+    let Some(b) = act.txcq.as_ref().filter(|b| !inject && b.wants(flags)) else {
         return Ok(false);
     };
-    if b.selective && !flags.contains(OpFlags::COMPLETION) {
-        return Ok(false);
-    }
     if !b.cq.has_room() {
         return Err(Error::code_only(Errno::EAGAIN));
     }

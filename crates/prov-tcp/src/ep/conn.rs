@@ -262,14 +262,7 @@ impl EpInner {
         st.conn = Conn::Shutdown;
         self.active.store(false, Ordering::Release);
         if let Some(eq) = &st.b.eq {
-            let _ = eq.push_err(EqErrorEntry {
-                fid: self.fid,
-                context: 0,
-                data: 0,
-                err: code,
-                prov_errno: code.0,
-                err_data: data,
-            });
+            let _ = eq.conn_error(self.fid, code, data);
         }
         self.flush_all(st, Errno::ECONNREFUSED);
     }
@@ -290,14 +283,7 @@ impl EpInner {
                 }
                 Fail::Error(code, msg) => {
                     ofi_core::ofi_warn!(NAME, "ep_data", "connection closed: {msg}");
-                    let _ = eq.push_err(EqErrorEntry {
-                        fid: self.fid,
-                        context: 0,
-                        data: 0,
-                        err: code,
-                        prov_errno: code.0,
-                        err_data: Vec::new(),
-                    });
+                    let _ = eq.conn_error(self.fid, code, Vec::new());
                 }
             }
         }

@@ -45,7 +45,6 @@ use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
-use ofi_core::eq::EqErrorEntry;
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
 use ofi_kit::cntr::KitCntr;

@@ -10,6 +10,7 @@
 //! Nothing here panics on peer input.
 
 use super::*;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall};
 
 impl EpInner {
     pub(super) fn lookup(
@@ -94,14 +95,9 @@ impl EpInner {
         }
         let mut target = before.clone();
         ofi_kit::atomic::apply(
-            op,
-            dt,
-            kind,
+            AtomicCall::new(op, dt, kind, count),
             &mut target,
-            operand,
-            compare,
-            &mut result,
-            count,
+            AtomicArgs::new(operand, compare, &mut result),
         )
         .map_err(|e| e.code().0 as u16)?;
         if target != before {

@@ -216,14 +216,9 @@ impl EpInner {
             h.flags |= FLAG_CQ_DATA;
             h.data = d;
         }
-        let kind = if tag.is_some() {
-            OpFlags::TAGGED
-        } else {
-            OpFlags::MSG
-        };
         let comp = Comp {
             ctx,
-            flags: (OpFlags::SEND | kind).bits(),
+            flags: req.completion_flags().bits(),
             len,
             buf: if segs.n > 0 { segs.base() } else { 0 },
             report: !silent && (!st.b.tx_sel || flags.contains(OpFlags::COMPLETION)),

@@ -20,6 +20,19 @@ use ofi::{
 /// Every wait is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(3);
 
+/// Whether the provider starts (a fresh registry's getinfo finds tcp) with the
+/// environment as it is now.
+pub fn tcp_starts() -> bool {
+    let mut h = Info::hints();
+    h.fabric_attr.prov_name = Some("tcp".into());
+    registry()
+        .getinfo(&GetinfoRequest {
+            hints: Some(h),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+        .is_ok_and(|v| !v.is_empty())
+}
+
 /// A registry holding the provider, linked in.
 pub fn registry() -> Registry {
     Registry::build(RegistryConfig {
@@ -147,6 +160,72 @@ pub fn listener(fabric: &Fabric, info: &Info) -> (PassiveEndpoint, EventQueue) {
     pep.bind_eq(&eq, 0).expect("pep bind");
     pep.listen().expect("listen");
     (pep, eq)
+}
+
+/// The name of passive endpoint `pep` (of address format `fmt`) as a socket address.
+pub fn pep_addr(pep: &PassiveEndpoint, fmt: AddrFormat) -> std::net::SocketAddr {
+    ofi::Address::from_bytes(fmt, &pep.getname().expect("pep getname"))
+        .expect("pep name")
+        .socket_addr()
+        .expect("an IP name")
+}
+
+/// A listener opened from scratch for `info`, with the fabric and domain its
+/// connections use.
+pub struct Listening {
+    pub fabric: Fabric,
+    pub domain: Domain,
+    pub pep: PassiveEndpoint,
+    pub eq: EventQueue,
+    /// The listener's name.
+    pub addr: std::net::SocketAddr,
+}
+
+/// Open a fabric, a domain and a listener for `info` (from `reg`).
+pub fn listen(reg: &Registry, info: &Info) -> Listening {
+    let fabric = reg.open_fabric(info).expect("fabric");
+    let domain = fabric.domain(info).expect("domain");
+    let (pep, eq) = listener(&fabric, info);
+    let addr = pep_addr(&pep, info.addr_format);
+    Listening {
+        fabric,
+        domain,
+        pep,
+        eq,
+        addr,
+    }
+}
+
+/// [`listen`] for IPv4 `FI_MSG` (a new registry's info, returned too).
+pub fn listen_v4_msg() -> (Info, Listening) {
+    let reg = registry();
+    let info = info(&reg, false, Caps::MSG);
+    let l = listen(&reg, &info);
+    (info, l)
+}
+
+/// The next connection request on listener EQ `peq`, accepted by an endpoint that has
+/// a receive of `len` bytes (context 1) posted before the accept: the request's CM
+/// data, the connected side, and the receive's buffer (keep it until the receive
+/// completes; its bytes do not move with the box).
+pub fn accept_with_recv(
+    fabric: &Fabric,
+    domain: &Domain,
+    peq: &EventQueue,
+    len: usize,
+) -> (Vec<u8>, Side, Box<[u8]>) {
+    let req = eq_expect(peq, EqEvent::ConnReq);
+    let s = side(fabric, domain, req.info.as_ref().expect("connreq info"));
+    s.ep.enable().expect("enable");
+    let mut rb = vec![0u8; len].into_boxed_slice();
+    // SAFETY: the buffer is heap memory the caller keeps until the receive completes.
+    unsafe {
+        s.ep.recv(rb.as_mut_ptr(), len, std::ptr::null_mut(), 0, 1)
+            .expect("recv")
+    };
+    s.ep.accept(b"").expect("accept");
+    eq_expect(&s.eq, EqEvent::Connected);
+    (req.cm_data, s, rb)
 }
 
 /// Connect a pair with `cm_data` on both sides; returns the pair and the data each side

@@ -86,7 +86,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 
 use ofi_core::abi::raw::{CqTaggedEntry, Iov, Msg};
 use ofi_core::attr::Info;
@@ -146,9 +146,7 @@ fn code(e: Errno) -> Error {
     Error::code_only(e)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use ofi_kit::wait::lock;
 
 /// An OS error as a fabric error (same errno value), with what was being done.
 fn os_error(e: &io::Error, what: &str) -> Error {

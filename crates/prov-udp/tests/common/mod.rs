@@ -1,6 +1,7 @@
 //! What the small single-purpose test binaries of the udp provider share: a registry
 //! with the provider linked in, a getinfo for it, an endpoint with its CQ and AV, and
-//! a bounded wait for a completion. (`tests/udp.rs` keeps its own, richer helpers.)
+//! a bounded wait for a completion. (`tests/udp.rs` keeps its own, richer helpers; the
+//! benches include this file too.)
 
 #![allow(dead_code)]
 
@@ -13,7 +14,10 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, API_VERSION};
+use ofi::{
+    AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, ADDR_NOTAVAIL,
+    API_VERSION,
+};
 use ofi_prov_udp::UdpProvider;
 
 /// A fresh registry with only the udp provider (which reads its parameters now).
@@ -47,19 +51,66 @@ pub struct Node {
 
 /// Open a [`Node`] for `info` on `domain`.
 pub fn node(domain: &Domain, info: &Info) -> Node {
-    let cq = domain
-        .cq_open(&CqAttr {
+    let (ep, cq, av) = bound_endpoint(
+        domain,
+        info,
+        &CqAttr {
             wait_obj: WaitObj::Unspec,
             ..CqAttr::with_format(CqFormat::Data)
-        })
-        .unwrap();
+        },
+    );
+    ep.enable().unwrap();
+    let addr = Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
+    Node { ep, cq, av, addr }
+}
+
+/// An endpoint for `info` on `domain` with a new CQ (`cq_attr`) and AV bound, not yet
+/// enabled.
+pub fn bound_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq_attr: &CqAttr,
+) -> (Endpoint, CompletionQueue, AddressVector) {
+    let cq = domain.cq_open(cq_attr).unwrap();
     let av = domain.av_open(&AvAttr::default()).unwrap();
     let ep = domain.endpoint(info).unwrap();
     ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
     ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    let addr = Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
-    Node { ep, cq, av, addr }
+    (ep, cq, av)
+}
+
+/// The first IPv4 info of the udp provider (hints: `caps`, empty for the default).
+pub fn info_v4(reg: &Registry, caps: Caps) -> Info {
+    let mut h = Info::hints();
+    if !caps.is_empty() {
+        h = h.with_caps(caps);
+    }
+    h.addr_format = AddrFormat::SOCKADDR_IN;
+    h.fabric_attr.prov_name = Some("udp".into());
+    reg.getinfo(&GetinfoRequest {
+        hints: Some(h),
+        ..GetinfoRequest::new(API_VERSION)
+    })
+    .expect("getinfo")
+    .remove(0)
+}
+
+/// Post a receive of `buf` from any source with context `ctx`.
+///
+/// # Safety
+///
+/// `buf` stays valid until the receive completes or the endpoint is closed.
+pub unsafe fn recv_into(ep: &Endpoint, buf: &mut [u8], ctx: usize) -> Result<()> {
+    // SAFETY: the caller keeps `buf` valid as long as the provider may write it.
+    unsafe {
+        ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            ctx,
+        )
+    }
 }
 
 /// The next completion of `cq` within 2 s: (length, source); panics on an error

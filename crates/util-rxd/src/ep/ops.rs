@@ -70,26 +70,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
-        let SendRequest {
-            iov,
-            dest,
-            context,
-            tag,
-            data,
-            flags,
-            inject,
-        } = req;
-        self.sh.send(
-            act,
-            iov,
-            dest,
-            context,
-            tag.unwrap_or(0),
-            data,
-            tag.is_some(),
-            flags,
-            inject,
-        )
+        self.sh.send(act, req)
     }
 
     fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
@@ -129,11 +110,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if inject || flags.contains(OpFlags::INJECT) {
             self.check_inject(OpFlags::INJECT, total)?;
         }
-        let want = !inject
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = act.tx_completion_wanted(inject, flags);
         let req = RmaReq {
             key: rma.key,
             addr: rma.addr,
@@ -142,35 +119,26 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             op: 0,
             kind: 0,
         };
-        if read {
-            self.sh.remote(
-                act,
-                peer,
-                ctx,
-                OP_READ,
-                req,
-                None,
-                &[],
-                Some(l),
-                total,
-                (OpFlags::RMA | OpFlags::READ).bits(),
-                want,
-            )
+        let (op, data, payload, result, expect, dir) = if read {
+            (OP_READ, None, None, Some(l), total, OpFlags::READ)
         } else {
-            self.sh.remote(
-                act,
-                peer,
+            (OP_WRITE, data, Some(l), None, 0, OpFlags::WRITE)
+        };
+        self.sh.remote(
+            act,
+            RemoteOp {
+                dest: peer,
                 ctx,
-                OP_WRITE,
+                op,
                 req,
                 data,
-                &[l],
-                None,
-                0,
-                (OpFlags::RMA | OpFlags::WRITE).bits(),
+                payload: payload.as_slice(),
+                result,
+                expect,
+                cq_flags: (OpFlags::RMA | dir).bits(),
                 want,
-            )
-        }
+            },
+        )
     }
 
     fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
@@ -233,11 +201,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             }
             Some(r)
         };
-        let want = !inject
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = act.tx_completion_wanted(inject, flags);
         let cq_flags = match kind {
             AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
             _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
@@ -257,7 +221,19 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         };
         let expect = if result.is_some() { bytes } else { 0 };
         self.sh.remote(
-            act, peer, ctx, OP_ATOMIC, req, None, &payload, result, expect, cq_flags, want,
+            act,
+            RemoteOp {
+                dest: peer,
+                ctx,
+                op: OP_ATOMIC,
+                req,
+                data: None,
+                payload: &payload,
+                result,
+                expect,
+                cq_flags,
+                want,
+            },
         )
     }
 

@@ -14,6 +14,7 @@
 //! Nothing here panics on peer input: a bad request is answered with its error code.
 
 use super::*;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall};
 
 /// An RMA or atomic operation waiting for its response.
 pub(super) struct Remote {
@@ -23,24 +24,47 @@ pub(super) struct Remote {
     expect: usize,
 }
 
+/// A remote operation to start ([`Shared::remote`]): what the request carries and how
+/// the initiator's operation completes.
+pub(super) struct RemoteOp<'a> {
+    /// The target's fabric address.
+    pub(super) dest: u64,
+    /// The operation's context.
+    pub(super) ctx: usize,
+    /// The request's operation ([`OP_WRITE`], [`OP_READ`], [`OP_ATOMIC`]).
+    pub(super) op: u8,
+    /// The request header.
+    pub(super) req: RmaReq,
+    /// Remote CQ data of a write.
+    pub(super) data: Option<u64>,
+    /// The request's payload (written data, atomic operands then compare values).
+    pub(super) payload: &'a [IoList],
+    /// Where the response's data goes (read data, fetched values).
+    pub(super) result: Option<IoList>,
+    /// Bytes the response must carry.
+    pub(super) expect: usize,
+    /// The completion's flags.
+    pub(super) cq_flags: u64,
+    /// Whether the operation is completed in the CQ.
+    pub(super) want: bool,
+}
+
 impl Shared {
-    /// Start a remote operation: a request message of `op` with `req`, whose payload is
-    /// `payload` (gathered from the application's buffers at the call).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn remote(
-        &self,
-        act: &Active,
-        dest: u64,
-        ctx: usize,
-        op: u8,
-        req: RmaReq,
-        data: Option<u64>,
-        payload: &[IoList],
-        result: Option<IoList>,
-        expect: usize,
-        cq_flags: u64,
-        want: bool,
-    ) -> Result<()> {
+    /// Start remote operation `r`: a request message whose payload is gathered from
+    /// the application's buffers at the call.
+    pub(super) fn remote(&self, act: &Active, r: RemoteOp<'_>) -> Result<()> {
+        let RemoteOp {
+            dest,
+            ctx,
+            op,
+            req,
+            data,
+            payload,
+            result,
+            expect,
+            cq_flags,
+            want,
+        } = r;
         let plen: usize = payload.iter().map(IoList::total).sum();
         let (mut g, peer, t) = self.begin_op(act, dest, |peer| TxOp {
             gen: 0,
@@ -71,15 +95,8 @@ impl Shared {
         let r = st
             .eng
             .send_with(peer, t.bits(), hl + plen, now, |off, n, dst| {
-                let mut o = off;
-                let mut left = n;
-                if o < hl {
-                    let k = (hl - o).min(left);
-                    dst.extend_from_slice(&head[o..o + k]);
-                    left -= k;
-                    o += k;
-                }
-                dst.extend_from_slice(&body[o - hl..o - hl + left]);
+                let (o, left) = super::tx::put_head(&head, off, n, dst);
+                dst.extend_from_slice(&body[o..o + left]);
             });
         if r.is_err() {
             let _ = Self::take_op(st, t);
@@ -92,18 +109,9 @@ impl Shared {
         Ok(())
     }
 
-    /// A request or response arrived from `peer`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_remote(
-        &self,
-        act: &Active,
-        st: &mut St,
-        peer: PeerId,
-        op: u8,
-        rid: u64,
-        cqdata: Option<u64>,
-        msg: &[u8],
-    ) {
+    /// A request or response (header `h`, whole message `msg`) arrived from `peer`.
+    pub(super) fn on_remote(&self, act: &Active, st: &mut St, peer: PeerId, h: MsgHdr, msg: &[u8]) {
+        let (op, rid, cqdata) = (h.op, h.tag, h.data);
         if op == OP_RESP {
             self.on_response(act, st, peer, rid, cqdata.unwrap_or(0), &msg[MSG_HDR..]);
             return;
@@ -293,13 +301,8 @@ impl Shared {
             locks.apply_raw(
                 seg.0 as *mut u8,
                 bytes,
-                op,
-                dt,
-                kind,
-                operand,
-                compare,
-                &mut result,
-                count,
+                AtomicCall::new(op, dt, kind, count),
+                AtomicArgs::new(operand, compare, &mut result),
             )
         }
         .map_err(|e| e.code())?;

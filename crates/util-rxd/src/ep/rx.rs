@@ -112,7 +112,7 @@ impl Shared {
     }
 
     pub(super) fn on_message(&self, act: &Active, st: &mut St, peer: PeerId, data: Vec<u8>) {
-        let (op, tag, cqdata) = match parse_msg_hdr(&data) {
+        let h = match MsgHdr::from_bytes(&data) {
             Ok(h) => h,
             Err(e) => {
                 ofi_core::ofi_debug!(
@@ -123,8 +123,8 @@ impl Shared {
                 return;
             }
         };
-        if op > OP_TAGGED {
-            self.on_remote(act, st, peer, op, tag, cqdata, &data);
+        if h.op > OP_TAGGED {
+            self.on_remote(act, st, peer, h, &data);
             return;
         }
         let src = self.src_of(act, st, peer);
@@ -323,12 +323,10 @@ impl Shared {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn deliver_unexp(
         &self,
         act: &Active,
-        _st: &mut St,
-        recv: PostedRecv<IoList>,
+        recv: &PostedRecv<IoList>,
         place: Placement,
         inc: &Incoming,
         payload: Unexp,
@@ -338,7 +336,7 @@ impl Shared {
         let n = place.len.min(data.len());
         // SAFETY: as in on_message.
         unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-        act.complete_rx(&recv, place, inc, released, None);
+        act.complete_rx(recv, place, inc, released, None);
     }
 
     pub(super) fn discard_unexp(&self, _st: &mut St, _payload: Unexp) {}
@@ -359,7 +357,7 @@ impl Shared {
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(act, st, recv, place, &msg, payload, false),
+            } => self.deliver_unexp(act, &recv, place, &msg, payload, false),
             PostAction::Multi {
                 recv,
                 released,
@@ -368,7 +366,7 @@ impl Shared {
                 let n = msgs.len();
                 for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
                     let last = released && i + 1 == n;
-                    self.deliver_unexp(act, st, recv.clone(), place, &msg, payload, last);
+                    self.deliver_unexp(act, &recv, place, &msg, payload, last);
                 }
             }
             PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),

@@ -229,19 +229,12 @@ impl Shared {
         Some(op)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn send(
-        &self,
-        act: &Active,
-        iov: IoList,
-        dest: u64,
-        ctx: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-        flags: OpFlags,
-        inject: bool,
-    ) -> Result<()> {
+    /// Send message `r` (a tagged one when it has a tag).
+    pub(super) fn send(&self, act: &Active, r: SendRequest) -> Result<()> {
+        let cq_flags = r.completion_flags().bits();
+        let (iov, dest, ctx, data, flags, inject) =
+            (r.iov, r.dest, r.context, r.data, r.flags, r.inject);
+        let (tagged, tag) = (r.tagged(), r.tag.unwrap_or(0));
         let len = iov.total();
         if len > MAX_MSG_SIZE {
             return Err(Error::new(
@@ -249,18 +242,7 @@ impl Shared {
                 format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
-        let cq_flags = (OpFlags::SEND
-            | if tagged {
-                OpFlags::TAGGED
-            } else {
-                OpFlags::MSG
-            })
-        .bits();
-        let want = !inject
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = act.tx_completion_wanted(inject, flags);
         let (mut g, peer, t) = self.begin_op(act, dest, |_| TxOp {
             gen: 0,
             ctx,
@@ -274,17 +256,10 @@ impl Shared {
         let r = st
             .eng
             .send_with(peer, t.bits(), MSG_HDR + len, now, |off, n, dst| {
-                let mut o = off;
-                let mut left = n;
-                if o < MSG_HDR {
-                    let k = (MSG_HDR - o).min(left);
-                    dst.extend_from_slice(&h[o..o + k]);
-                    left -= k;
-                    o += k;
-                }
+                let (o, left) = put_head(&h, off, n, dst);
                 // SAFETY: `iov` is the application's message, readable for its length
                 // during this submitting call (the C contract `SendRequest` carries).
-                unsafe { append_from(dst, &iov, o - MSG_HDR, left) };
+                unsafe { append_from(dst, &iov, o, left) };
             });
         if r.is_err() {
             let _ = Self::take_op(st, t);
@@ -295,6 +270,21 @@ impl Shared {
         }
         self.flush(st, now);
         Ok(())
+    }
+}
+
+/// Append to `dst` the part of bytes `off..off + n` of a message that lies in its
+/// header `head`; returns where the rest starts in the body after the header, and its
+/// length.
+#[inline]
+pub(super) fn put_head(head: &[u8], off: usize, n: usize, dst: &mut Vec<u8>) -> (usize, usize) {
+    match off.checked_sub(head.len()) {
+        Some(body_off) => (body_off, n),
+        None => {
+            let k = (head.len() - off).min(n);
+            dst.extend_from_slice(&head[off..off + k]);
+            (0, n - k)
+        }
     }
 }
 

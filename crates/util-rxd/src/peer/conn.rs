@@ -199,22 +199,31 @@ impl Engine {
         self.mark(pid);
     }
 
+    /// The peer a handshake answer (`CHALLENGE`, `ACCEPT`) from `src` is for: one we
+    /// are connecting to `src` in the session `h` names, when the answer is `valid` by
+    /// its own check. Counted as received; as dropped when there is none.
+    fn connecting_peer(&mut self, src: &[u8], h: &Hdr, valid: bool) -> Option<u32> {
+        let ok = valid
+            && self.peers.get(h.dst_id as usize).is_some_and(|p| {
+                p.local_sess == h.dst_sess
+                    && matches!(p.state, State::Connecting { .. })
+                    && p.addr == src
+            });
+        if !ok {
+            self.stats.dropped += 1;
+            return None;
+        }
+        self.stats.received += 1;
+        Some(h.dst_id)
+    }
+
     /// A `CHALLENGE` from `src`: taken only for a connection we are opening to `src`
     /// with the session it names; our next `CONNECT` (at once) echoes the cookie.
     pub(super) fn on_challenge(&mut self, src: &[u8], h: &Hdr, body: &[u8]) {
         let cookie = cookie_of(body).unwrap_or(0);
-        let ok = self.peers.get(h.dst_id as usize).is_some_and(|p| {
-            p.local_sess == h.dst_sess
-                && cookie != 0
-                && matches!(p.state, State::Connecting { .. })
-                && p.addr == src
-        });
-        if !ok {
-            self.stats.dropped += 1;
+        let Some(pid) = self.connecting_peer(src, h, cookie != 0) else {
             return;
-        }
-        self.stats.received += 1;
-        let pid = h.dst_id;
+        };
         let p = &mut self.peers[pid as usize];
         if p.cookie != cookie {
             p.cookie = cookie;
@@ -224,19 +233,10 @@ impl Engine {
     }
 
     pub(super) fn on_accept(&mut self, src: &[u8], h: &Hdr, now: u64) {
-        let ok = self.peers.get(h.dst_id as usize).is_some_and(|p| {
-            p.local_sess == h.dst_sess
-                && h.src_sess != 0
-                && matches!(p.state, State::Connecting { .. })
-                && p.addr == src
-        });
-        if !ok {
-            // Duplicates of an ACCEPT already taken are harmless.
-            self.stats.dropped += 1;
+        // Duplicates of an ACCEPT already taken are dropped, harmlessly.
+        let Some(pid) = self.connecting_peer(src, h, h.src_sess != 0) else {
             return;
-        }
-        self.stats.received += 1;
-        let pid = h.dst_id;
+        };
         let p = &mut self.peers[pid as usize];
         p.last_heard = now;
         p.remote_sess = h.src_sess;

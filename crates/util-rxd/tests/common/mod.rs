@@ -1,14 +1,20 @@
 //! What rxd's tests over real udp (and the `forged_flood` example, which includes this
 //! file) share: one rxd endpoint with its own fabric, domain, tagged CQ and AV, and a
-//! pair of them that know each other.
+//! pair of them that know each other; a completion read without waiting; a forged rxd
+//! `CONNECT` datagram.
 
+// Each test binary (and the example) uses part of this file.
+#![allow(dead_code)]
+
+use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{AddrFormat, Caps, CqFormat, EpType, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi_util_rxd::proto::{Hdr, PktType};
 
 /// An enabled endpoint with its CQ (transmit and receive) and AV bound, and its name.
 pub struct Node {
@@ -53,7 +59,6 @@ pub fn node(info: &Info) -> Node {
 }
 
 /// Two rxd endpoints over udp (IPv4), each in the other's AV.
-#[allow(dead_code)] // not every test binary uses it
 pub fn pair() -> (Node, Node, u64, u64) {
     let _ = ofi::registry();
     let mut h = Info::hints()
@@ -68,4 +73,54 @@ pub fn pair() -> (Node, Node, u64, u64) {
     let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
     let a_at_b = b.av.insert(std::slice::from_ref(&a.addr)).expect("insert")[0];
     (a, b, b_at_a, a_at_b)
+}
+
+/// A completion: the entry and its source address, or an error's context and code.
+pub type Done = Result<(CqTaggedEntry, u64), (usize, Errno)>;
+
+/// The next completion of `cq` if one is there (no waiting; reading drives progress).
+pub fn poll(cq: &CompletionQueue) -> Option<Done> {
+    let mut e = [CqTaggedEntry::default()];
+    let mut src = [0u64];
+    match cq.readfrom(&mut e, &mut src) {
+        Ok(1) => Some(Ok((e[0], src[0]))),
+        Ok(_) => None,
+        Err(err) if err.code() == Errno::EAGAIN => None,
+        Err(err) if err.code() == Errno::EAVAIL => {
+            let ee = cq.readerr_owned(0).expect("readerr");
+            Some(Err((ee.op_context, ee.err)))
+        }
+        Err(err) => panic!("cq read: {err}"),
+    }
+}
+
+/// A datagram to an rxd endpoint over udp: udp's header, then an rxd `CONNECT` with
+/// `src_id`, `sess` and `body`.
+pub fn forged_connect(src_id: u32, sess: u32, body: &[u8]) -> Vec<u8> {
+    let mut h = Hdr::new(PktType::Connect);
+    h.src_id = src_id;
+    h.src_sess = sess;
+    let mut d = ofi_prov_udp::proto::Header::new(None).encode().to_vec();
+    d.extend_from_slice(&h.bytes());
+    d.extend_from_slice(body);
+    d
+}
+
+/// Post a receive of `buf` from any source with context `ctx` on `ep`.
+///
+/// # Safety
+///
+/// `buf` stays valid until the receive completes or the endpoint is closed.
+pub unsafe fn recv_into(ep: &Endpoint, buf: &mut [u8], ctx: usize) {
+    // SAFETY: the caller keeps `buf` valid as long as the provider may write it.
+    unsafe {
+        ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_UNSPEC,
+            ctx,
+        )
+    }
+    .expect("fi_recv");
 }

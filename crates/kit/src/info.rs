@@ -1,0 +1,83 @@
+//! The parts of a getinfo template that every kit-built provider fills the same way, so
+//! that a provider's `template` states only what is its own.
+//!
+//! Each function returns a complete attribute value; a provider changes the fields where
+//! it differs with struct-update syntax (`DomainAttr { mr_key_size: 0,
+//! ..info::domain_attr(NAME) }`). Nothing here panics.
+
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info};
+use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
+use ofi_core::provider::Provider;
+use ofi_core::{Caps, EpType, Progress, Protocol, ResourceMgmt, Threading};
+
+/// A domain as the kit's objects provide it: thread safe, both progress modes offered
+/// (`FI_PROGRESS_AUTO`, so hints asking for either match; see
+/// [`getinfo_preferring_manual`]), resource management on, 8-byte MR keys and CQ data,
+/// 256 CQs, counters, endpoints and contexts, one transmit and one receive context per
+/// endpoint, 65,536 MRs, local and remote communication. Everything else is zero or
+/// unspecified.
+pub fn domain_attr(name: &str) -> DomainAttr {
+    DomainAttr {
+        name: Some(name.to_string()),
+        threading: Threading::Safe,
+        control_progress: Progress::Auto,
+        data_progress: Progress::Auto,
+        resource_mgmt: ResourceMgmt::Enabled,
+        mr_key_size: 8,
+        cq_data_size: 8,
+        cq_cnt: 256,
+        ep_cnt: 256,
+        tx_ctx_cnt: 256,
+        rx_ctx_cnt: 256,
+        max_ep_tx_ctx: 1,
+        max_ep_rx_ctx: 1,
+        cntr_cnt: 256,
+        caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
+        mr_cnt: 1 << 16,
+        ..DomainAttr::default()
+    }
+}
+
+/// An endpoint of `ep_type` speaking `protocol` (`protocol_version`), messages up to
+/// `max_msg_size` bytes, every tag bit usable, one transmit and one receive context, no
+/// ordering size guarantees and no message prefix.
+pub fn ep_attr(
+    ep_type: EpType,
+    protocol: Protocol,
+    protocol_version: u32,
+    max_msg_size: usize,
+) -> EpAttr {
+    EpAttr {
+        ep_type,
+        protocol,
+        protocol_version,
+        max_msg_size,
+        mem_tag_format: u64::MAX,
+        tx_ctx_cnt: 1,
+        rx_ctx_cnt: 1,
+        ..EpAttr::default()
+    }
+}
+
+/// A fabric named after the provider.
+pub fn fabric_attr(name: &str) -> FabricAttr {
+    FabricAttr {
+        name: Some(name.to_string()),
+        ..FabricAttr::default()
+    }
+}
+
+/// The framework's matcher over `prov`'s templates (with `resolve` for `node` and
+/// `service`), then data progress manual unless the hints asked for auto
+/// ([`crate::progress::prefer_manual_data_progress`]): the getinfo of a provider whose
+/// templates offer both progress modes.
+pub fn getinfo_preferring_manual<P: Provider>(
+    prov: &P,
+    req: &GetinfoRequest,
+    resolve: &dyn AddrResolver,
+) -> GetinfoOutcome {
+    let templates: Vec<Info> = prov.info_templates();
+    let mut out = getinfo::match_templates(P::NAME, P::VERSION, &templates, req, resolve);
+    crate::progress::prefer_manual_data_progress(req, &mut out.infos);
+    out
+}
