@@ -172,14 +172,15 @@ def class_at(path, pos, calls_only=False):
 def op_uses(code, op):
     """Positions where `op` is used as an operation: defined (`fn op`, a list's
     `op op(` or `op / host / Variant`), called as a method (`.op(`), or filled in as a
-    table slot (`op: adapter::<F>`)."""
+    table slot (`op: adapter::<F>`), or a list's keyword entry (`close;`)."""
     o = re.escape(op)
     pat = re.compile(
         r"(?:\bfn\s+|\bop\s+)(" + o + r")\b(?=\s*[(<])"
         r"|(?<![A-Za-z0-9_.])(" + o + r")(?=\s*:\s*[A-Za-z0-9_:]*::<)"
         r"|^\s*(" + o + r")(?=\s*/\s*\w+\s*[/;])"
         r"|/\s*(" + o + r")(?=\s*;)"
-        r"|\.\s*(" + o + r")(?=\s*\()",
+        r"|\.\s*(" + o + r")(?=\s*\()"
+        r"|^\s*(" + o + r")(?=\s*;\s*$)",
         re.M,
     )
     # (position, is a method call)
@@ -238,6 +239,11 @@ def list_ops():
                     # A query: its slot and its method are two names of one operation.
                     ops.append((cls, q.group(1), True))
                     ops.append((cls, q.group(2), True))
+                    continue
+                c = re.match(r"\s*(close);\s*$", line)
+                if c:
+                    # A `close` entry: the class's generic close.
+                    ops.append((cls, c.group(1), True))
                     continue
                 o = re.match(r"\s*op (\w+)\(", line)
                 if o:

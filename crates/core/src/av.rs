@@ -103,6 +103,8 @@ fn av_status(rc: i32) -> Result<usize> {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(AddressVector: AvTable);
+
 impl AddressVector {
     /// Wrap a provider's AV.
     ///
@@ -252,14 +254,6 @@ impl AddressVector {
             call_slot!(self.t(), AvTable.bind(self.obj, raw, flags, e))
         })?;
         self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// `fi_close`: `FI_EBUSY` while endpoints are bound to it.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = AvTable::CLOSED;
-        self.obj = std::ptr::null_mut();
         Ok(())
     }
 

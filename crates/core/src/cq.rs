@@ -302,6 +302,8 @@ impl AsFid for CompletionQueue {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(CompletionQueue: CqTable);
+
 impl CompletionQueue {
     /// Wrap a provider's CQ.
     ///
@@ -528,15 +530,6 @@ impl CompletionQueue {
         }
         let n = (n as usize).min(buf.len() - 1);
         String::from_utf8_lossy(&buf[..n]).into_owned()
-    }
-
-    /// `fi_close`: `FI_EBUSY` while endpoints or counters are bound to it. After a
-    /// successful close every call returns `FI_EBADF`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = CqTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
     }
 }
 

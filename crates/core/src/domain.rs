@@ -53,6 +53,8 @@ impl AsFid for Domain {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(Domain: DomainTable);
+
 impl Domain {
     /// Wrap a provider's domain.
     ///
@@ -64,11 +66,14 @@ impl Domain {
     }
 
     #[inline(always)]
-    fn t(&self) -> &DomainTable {
+    pub(crate) fn t(&self) -> &DomainTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
     }
+
+    // ---- one method per `op` and `close` entry of the list (`for_each_domain_op!`) ----
+    crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// The provider's name.
     pub fn provider(&self) -> &str {
@@ -391,14 +396,6 @@ impl Domain {
         // SAFETY: our own object; `raw` names an open EQ of our family.
         ctl(|e| unsafe { call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// `fi_close`: `FI_EBUSY` while endpoints, CQs, counters, AVs or MRs of it are open.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = DomainTable::CLOSED;
-        self.obj = std::ptr::null_mut();
         Ok(())
     }
 }

@@ -325,11 +325,10 @@ impl Endpoint {
     // bytes, one per query ----
 
     crate::for_each_ep_data_op!(data_wrappers);
+}
 
-    /// `fi_close`: `FI_EBUSY` while aliases or contexts of it are open. Releases the
-    /// bound objects. After a successful close every call returns `FI_EBADF`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
+impl crate::abi::ctl_ops::Detach for Endpoint {
+    fn detach(&mut self) {
         self.obj = std::ptr::null_mut();
         self.ep = EpTable::CLOSED;
         self.cm = CmTable::CLOSED;
@@ -337,7 +336,6 @@ impl Endpoint {
         self.tagged = TaggedTable::CLOSED;
         self.rma = RmaTable::CLOSED;
         self.atomic = AtomicTable::CLOSED;
-        Ok(())
     }
 }
 
@@ -391,6 +389,8 @@ impl std::fmt::Debug for PassiveEndpoint {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(PassiveEndpoint: PepTable);
+
 impl PassiveEndpoint {
     /// Wrap a provider's passive endpoint.
     ///
@@ -420,14 +420,6 @@ impl PassiveEndpoint {
         // SAFETY: our own object; `raw` names an open EQ of our family.
         ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// `fi_close`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = PepTable::CLOSED;
-        self.obj = std::ptr::null_mut();
         Ok(())
     }
 

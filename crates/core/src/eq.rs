@@ -128,6 +128,8 @@ impl AsFid for EventQueue {
 /// Read buffer for one event: 8-byte aligned.
 const READ_WORDS: usize = 64;
 
+crate::abi::ctl_ops::detach_one_table!(EventQueue: EqTable);
+
 impl EventQueue {
     /// Wrap a provider's EQ.
     ///
@@ -369,12 +371,4 @@ impl EventQueue {
     // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
 
     crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_wrappers);
-
-    /// `fi_close`: `FI_EBUSY` while objects are bound to it.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = EqTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
 }

@@ -48,6 +48,8 @@ impl AsFid for Fabric {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(Fabric: FabricTable);
+
 impl Fabric {
     /// Wrap a provider's fabric.
     ///
@@ -68,11 +70,14 @@ impl Fabric {
     }
 
     #[inline(always)]
-    fn t(&self) -> &FabricTable {
+    pub(crate) fn t(&self) -> &FabricTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
     }
+
+    // ---- one method per `op` and `close` entry of the list (`for_each_fabric_op!`) ----
+    crate::for_each_fabric_op!(crate::abi::ctl_ops::ctl_wrappers);
 
     /// The provider's name.
     pub fn provider(&self) -> &str {
@@ -227,13 +232,5 @@ impl Fabric {
                 FabricTable.trywait(self.obj, raw.as_ptr(), raw.len())
             )
         } as isize)
-    }
-
-    /// `fi_close`: `FI_EBUSY` while objects opened from it are open.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = FabricTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
     }
 }

@@ -220,10 +220,8 @@ pub trait FabricOps: Sized + Send + Sync + 'static {
     fn trywait(&self, _objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
         enosys("trywait is not supported")
     }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` and `close` entry of the list (`for_each_fabric_op!`) ----
+    crate::for_each_fabric_op!(crate::ctl_trait_methods);
 }
 
 /// A domain (`fid_domain`).
@@ -299,10 +297,8 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         enosys("domain bind is not supported")
     }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` and `close` entry of the list (`for_each_domain_op!`) ----
+    crate::for_each_domain_op!(crate::ctl_trait_methods);
 }
 
 /// Writes, from the list of data operations
@@ -401,11 +397,6 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
     // ---- data operations: one method per entry of the list ----
     crate::for_each_ep_data_op!(data_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A passive endpoint (`fid_pep`).
@@ -414,10 +405,6 @@ pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
     // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A completion queue (`fid_cq`).
@@ -451,10 +438,6 @@ pub trait CqOps: Sized + Send + Sync + 'static {
     fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
         crate::error::strerror(prov_errno).into_owned()
     }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// An event queue (`fid_eq`).
@@ -479,22 +462,12 @@ pub trait EqOps: Sized + Send + Sync + 'static {
     }
     // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
     crate::for_each_eq_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A counter (`fid_cntr`).
 pub trait CntrOps: Sized + Send + Sync + 'static {
     // ---- one method per operation of the list (`for_each_cntr_op!`) ----
     crate::for_each_cntr_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// An address vector (`fid_av`).
@@ -545,10 +518,6 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         enosys("AV bind is not supported")
     }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A memory region (`fid_mr`).
@@ -559,21 +528,12 @@ pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
     }
     // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::ctl_trait_methods);
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A wait set (`fid_wait`).
 pub trait WaitOps: Sized + Send + Sync + 'static {
     // ---- one method per operation of the list (`for_each_wait_op!`) ----
     crate::for_each_wait_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// The type of a class a provider does not have. It has no values, so none of its

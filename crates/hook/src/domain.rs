@@ -38,7 +38,17 @@ impl<H: Hook> HookDomain<H> {
     }
 }
 
+impl<H: Hook> HookDomain<H> {
+    /// What the generated forwarders use: the hook, the name and the domain beneath.
+    fn forward(&self) -> (&H, &ObjName, &Domain) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
 impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
+    // One forwarder per `op` and `close` entry of the list (`for_each_domain_op!`).
+    ofi_core::for_each_domain_op!(ofi_core::ctl_forwarders);
+
     type Endpoint = HookEp<H>;
     type Cq = HookCq<H>;
     type Cntr = HookCntr<H>;
@@ -189,9 +199,5 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
 }

@@ -268,6 +268,14 @@ impl<H: Hook> HookEp<H> {
     }
 }
 
+/// The hooks hear of an endpoint's end when its wrapper goes: the adapter drops it
+/// right after a successful close.
+impl<H: Hook> Drop for HookEp<H> {
+    fn drop(&mut self) {
+        self.h.ep_close(&self.core);
+    }
+}
+
 impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     fn bind(&self, target: BindTarget<'_, HookFabric<H>>, flags: OpFlags) -> Result<()> {
         let inner = &self.core.inner;
@@ -405,7 +413,7 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
             &self.core.name,
             "leave",
             || format!("fi_addr={fi_addr:#x}"),
-            || mcs[i].close(),
+            || Multicast::close(&mut mcs[i]),
         )?;
         mcs.remove(i);
         Ok(())
@@ -414,12 +422,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     // ---- data operations: one forwarder per entry of the list ----
 
     ofi_core::for_each_ep_data_op!(hook_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.ctl("close", String::new, || Ok(()))?;
-        self.h.ep_close(&self.core);
-        Ok(())
-    }
 }
 
 /// A passive endpoint wrapped by hook `H`.
@@ -458,9 +460,5 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
 }

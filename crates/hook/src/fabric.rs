@@ -42,7 +42,25 @@ impl<H: Hook> HookFabric<H> {
     }
 }
 
+impl<H: Hook> HookFabric<H> {
+    /// What the generated forwarders use: the hook, the name and the fabric beneath.
+    fn forward(&self) -> (&H, &ObjName, &Fabric) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
+/// The hooks hear of the fabric's end (after all its objects) when its wrapper goes:
+/// the adapter drops it right after a successful close.
+impl<H: Hook> Drop for HookFabric<H> {
+    fn drop(&mut self) {
+        self.h.fabric_close(&self.name);
+    }
+}
+
 impl<H: Hook> FabricOps for HookFabric<H> {
+    // One forwarder per `op` and `close` entry of the list (`for_each_fabric_op!`).
+    ofi_core::for_each_fabric_op!(ofi_core::ctl_forwarders);
+
     type Domain = HookDomain<H>;
     type PassiveEp = HookPep<H>;
     type Eq = HookEq<H>;
@@ -128,11 +146,5 @@ impl<H: Hook> FabricOps for HookFabric<H> {
             || format!("count={}", refs.len()),
             || self.inner.trywait(&refs),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))?;
-        self.h.fabric_close(&self.name);
-        Ok(())
     }
 }

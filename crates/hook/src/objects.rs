@@ -121,10 +121,6 @@ impl<H: Hook> EqOps for HookEq<H> {
     fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
         self.inner.strerror_with_data(prov_errno, err_data)
     }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }
 
 /// The state of a hooked counter that hooks see.
@@ -169,10 +165,6 @@ impl<H: Hook> CntrOps for HookCntr<H> {
     // One forwarder per operation of the list (`for_each_cntr_op!`); reads through
     // `Hook::read`, the rest through `Hook::ctl`.
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
-    }
 }
 
 /// An AV wrapped by hook `H`.
@@ -291,10 +283,6 @@ impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
             || self.inner.bind_eq(eq.inner(), flags),
         )
     }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }
 
 /// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
@@ -336,10 +324,6 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
             },
         )
     }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }
 
 /// A wait set wrapped by hook `H`.
@@ -374,8 +358,4 @@ impl<H: Hook> HookWait<H> {
 impl<H: Hook> WaitOps for HookWait<H> {
     // One forwarder per operation of the list (`for_each_wait_op!`).
     ofi_core::for_each_wait_op!(ofi_core::ctl_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }

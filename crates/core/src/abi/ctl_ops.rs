@@ -39,6 +39,8 @@
 //!
 //! ```text
 //! /// doc
+//! close;                                                      // the class's fi_close
+//! /// doc
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
@@ -46,6 +48,12 @@
 //!     [= default];
 //! ```
 //!
+//! - A `close` entry is the class's `fi_close`, generated whole: the slot
+//!   `close(obj, err: *mut ErrBuf) -> i32` (the provider object's `close`, then its box
+//!   is dropped: the adapter file names the box with `boxed_objects!`), the provider
+//!   method `fn close(&self) -> Result<()>` (default `Ok(())`), the host method
+//!   `close(&mut self)` (the node closes the object, then `Detach` points the handle
+//!   at the `CLOSED` tables) and the hook's forwarder (`Hook::ctl` named `close`).
 //! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
 //!   for a slot appended by interface minor N, as in `abi_table!`); the other pieces
 //!   are written by hand. Its adapter is `adapter`, or `hand::<name>`
@@ -117,8 +125,10 @@ macro_rules! for_each_ep_ctl_op {
         $($gen)+! {
             /// Endpoint control operations (`fi_ops_ep` plus close, bind, control).
             ep EpTable EndpointOps EpOf Endpoint {
-                /// Close the endpoint.
-                fn close(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_ep;
+                /// Close the endpoint (`fi_close`): `FI_EBUSY` while aliases or contexts of it are
+                /// open. Releases the bound objects. After a successful close every call returns
+                /// `FI_EBADF`.
+                close;
                 /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
                 fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind;
                 /// `fi_enable`.
@@ -187,8 +197,9 @@ macro_rules! for_each_cq_op {
         $($gen)+! {
             /// Completion queue operations (`fi_ops_cq` plus close and the wait fd).
             cq CqTable CqOps CqOf CompletionQueue {
-                /// Close the CQ.
-                fn close(cq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_cq;
+                /// Close the CQ (`fi_close`): `FI_EBUSY` while endpoints or counters are bound to
+                /// it. After a successful close every call returns `FI_EBADF`.
+                close;
                 /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
                 fn read(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize) -> isize => cq_read;
                 /// `fi_cq_readfrom`: also the source address of each entry.
@@ -218,8 +229,8 @@ macro_rules! for_each_eq_op {
         $($gen)+! {
             /// Event queue operations (`fi_ops_eq` plus close, wait fd and CM info release).
             eq EqTable EqOps EqOf EventQueue {
-                /// Close the EQ.
-                fn close(eq: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_eq;
+                /// Close the EQ (`fi_close`): `FI_EBUSY` while objects are bound to it.
+                close;
                 /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
                 /// connection data); returns the bytes written.
                 fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read;
@@ -248,8 +259,8 @@ macro_rules! for_each_cntr_op {
         $($gen)+! {
             /// Counter operations (`fi_ops_cntr` plus close and the wait fd).
             cntr CntrTable CntrOps CntrOf Counter {
-                /// Close the counter.
-                fn close(cntr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// Close the counter (`fi_close`): `FI_EBUSY` while endpoints or MRs are bound to it.
+                close;
                 /// `fi_cntr_read`: the number of completed operations (drives progress).
                 op read() via CntrRead -> val u64;
                 /// `fi_cntr_readerr`: the number of failed operations.
@@ -280,8 +291,8 @@ macro_rules! for_each_wait_op {
         $($gen)+! {
             /// Wait set operations (`fi_ops_wait` plus close and the fd).
             wait WaitTable WaitOps WaitOf WaitSet {
-                /// Close the wait set.
-                fn close(wait: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;
+                /// Close the wait set (`fi_close`).
+                close;
                 /// `fi_wait`: block until an object of the set is signalled, or `timeout`
                 /// ms pass (-1 = forever).
                 op wait(timeout: i32);
@@ -300,8 +311,8 @@ macro_rules! for_each_fabric_op {
         $($gen)+! {
             /// Fabric operations (`fi_ops_fabric` plus close).
             fabric FabricTable FabricOps FabricOf Fabric {
-                /// Close the fabric.
-                fn close(fab: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_fabric;
+                /// Close the fabric (`fi_close`): `FI_EBUSY` while objects opened from it are open.
+                close;
                 /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
                 fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain;
                 /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
@@ -325,8 +336,9 @@ macro_rules! for_each_domain_op {
         $($gen)+! {
             /// Domain operations (`fi_ops_domain` and `fi_ops_mr` plus close and bind).
             domain DomainTable DomainOps DomainOf Domain {
-                /// Close the domain.
-                fn close(dom: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_domain;
+                /// Close the domain (`fi_close`): `FI_EBUSY` while endpoints, CQs, counters, AVs or
+                /// MRs of it are open.
+                close;
                 /// Bind an event queue (`fi_domain_bind`).
                 fn bind(dom: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_bind;
                 /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
@@ -364,8 +376,8 @@ macro_rules! for_each_pep_op {
         $($gen)+! {
             /// Passive endpoint operations.
             pep PepTable PassiveEndpointOps PepOf PassiveEndpoint {
-                /// Close the passive endpoint.
-                fn close(pep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_pep;
+                /// Close the passive endpoint (`fi_close`).
+                close;
                 /// `fi_pep_bind` (an event queue).
                 fn bind(pep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_bind;
                 /// `fi_listen`.
@@ -394,8 +406,8 @@ macro_rules! for_each_av_op {
         $($gen)+! {
             /// Address vector operations (`fi_ops_av` plus close and bind).
             av AvTable AvOps AvOf AddressVector {
-                /// Close the AV.
-                fn close(av: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_av;
+                /// Close the AV (`fi_close`): `FI_EBUSY` while endpoints are bound to it.
+                close;
                 /// `fi_av_bind` (an event queue).
                 fn bind(av: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => av_bind;
                 /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
@@ -424,8 +436,8 @@ macro_rules! for_each_mr_op {
         $($gen)+! {
             /// Memory region operations.
             mr MrTable MrOps MrOf MemoryRegion {
-                /// Close (deregister) the region.
-                fn close(mr: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => close_mr;
+                /// Close (deregister) the region (`fi_close`).
+                close;
                 /// `fi_mr_key`: the key peers use (`FI_KEY_NOTAVAIL` from the host when
                 /// the slot fails).
                 op key() -> get u64 [$crate::KEY_NOTAVAIL];
@@ -468,6 +480,13 @@ macro_rules! __ctl_host_ret {
 #[macro_export]
 macro_rules! __ctl_trait_method {
     ($ctx:tt fn $($rest:tt)*) => {};
+    ($ctx:tt $(#[$doc:meta])* close) => {
+        /// Close the object (`fi_close`): called at most once, then the object is
+        /// dropped; an error keeps it open.
+        fn close(&self) -> $crate::Result<()> {
+            Ok(())
+        }
+    };
     ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
         $crate::__ctl_trait_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
     };
@@ -501,6 +520,12 @@ macro_rules! __ctl_trait_method {
 #[macro_export]
 macro_rules! __ctl_forwarder {
     ($ctx:tt fn $($rest:tt)*) => {};
+    ($ctx:tt $(#[$doc:meta])* close) => {
+        fn close(&self) -> $crate::Result<()> {
+            let (h, obj, _) = self.forward();
+            h.ctl(obj, "close", ::std::string::String::new, || Ok(()))
+        }
+    };
     // An accessor: forwarded without the hook.
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [get $rt:ty [$fb:expr]] [] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
@@ -568,6 +593,10 @@ macro_rules! __ctl_args {
 #[macro_export]
 macro_rules! __ctl_each {
     ([$($each:tt)+] $ctx:tt ) => {};
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* close; $($rest:tt)*) => {
+        $($each)+! { $ctx $(#[$doc])* close }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
@@ -609,6 +638,14 @@ macro_rules! ctl_wrappers {
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
     ({$T:ident} fn $name:ident $adapter:tt) => {};
+    ({$T:ident} $(#[$doc:meta])* close) => {
+        $(#[$doc])*
+        pub fn close(&mut self) -> $crate::Result<()> {
+            self.node.close()?;
+            $crate::abi::ctl_ops::Detach::detach(self);
+            Ok(())
+        }
+    };
     ({$T:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) [] [] [$($V:ident)?] [$($def:expr)?]) => {
         $(#[$doc])*
         pub fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> $crate::Result<()> {
@@ -708,6 +745,9 @@ macro_rules! ctl_table {
             pub struct $Table { $($done)* }
         }
     };
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* close; $($rest:tt)*) => {
+        $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn close(obj: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;] $($rest)* }
+    };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
     };
@@ -759,6 +799,7 @@ macro_rules! ctl_unsupported {
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
     ($ctx:tt fn $name:ident $adapter:tt) => {};
+    ($ctx:tt $(#[$doc:meta])* close) => {};
     ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
         $crate::abi::ctl_ops::ctl_unsupported_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }
     };
@@ -798,6 +839,29 @@ pub(crate) trait TableOf<T> {
     fn table(&self) -> &T;
 }
 
+/// What a host type's generated `close` does after the provider closed the object:
+/// forget the object, and make every later call reach the static `CLOSED` table
+/// (`FI_EBADF`).
+pub(crate) trait Detach {
+    /// Replace the object with null and each table with its `CLOSED` one.
+    fn detach(&mut self);
+}
+
+/// The `Detach` impl of a type with one table in its `ops` field (invoked in the
+/// type's module: the fields are private).
+macro_rules! detach_one_table {
+    ($Host:ty: $T:ty) => {
+        impl $crate::abi::ctl_ops::Detach for $Host {
+            fn detach(&mut self) {
+                self.ops = <$T>::CLOSED;
+                self.obj = ::std::ptr::null_mut();
+            }
+        }
+    };
+}
+
+pub(crate) use detach_one_table;
+
 /// `TableOf` impls from the types' own accessors.
 macro_rules! table_of {
     ($($Host:ty: $T:ty = $acc:ident;)*) => {$(
@@ -820,4 +884,6 @@ table_of! {
     crate::ep::PassiveEndpoint: crate::abi::tables::PepTable = t;
     crate::mr::MemoryRegion: crate::abi::tables::MrTable = t;
     crate::av::AddressVector: crate::abi::tables::AvTable = t;
+    crate::domain::Domain: crate::abi::tables::DomainTable = t;
+    crate::fabric::Fabric: crate::abi::tables::FabricTable = t;
 }

@@ -185,15 +185,7 @@ pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
 
 // ---------------------------------------------------------------------------------------
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a AvOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<AvOf<F>>(obj) }
-}
+boxed_objects!(AvOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_av_op!(ctl_trampolines);

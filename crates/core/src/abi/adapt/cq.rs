@@ -187,14 +187,6 @@ pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a CqOf<F> {
-    // SAFETY: by this function's contract.
-    &unsafe { ob::<CqBox<CqOf<F>>>(obj) }.inner
-}
+boxed_objects!(CqBox<CqOf<F>> => CqOf<F>, inner);
 
 crate::for_each_cq_op!(ctl_trampolines);

@@ -375,4 +375,6 @@ pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).
+boxed_objects!(DomainOf<F>);
+
 crate::for_each_domain_op!(ctl_trampolines);

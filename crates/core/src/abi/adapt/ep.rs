@@ -198,14 +198,6 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EpOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<EpOf<F>>(obj) }
-}
+boxed_objects!(EpOf<F>);
 
 crate::for_each_ep_ctl_op!(ctl_trampolines);

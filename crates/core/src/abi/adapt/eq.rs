@@ -282,14 +282,6 @@ pub(super) unsafe extern "C" fn eq_free_info<F: FabricOps>(eq: Obj, info: *mut R
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EqOf<F> {
-    // SAFETY: by this function's contract.
-    &unsafe { ob::<EqBox<EqOf<F>>>(obj) }.inner
-}
+boxed_objects!(EqBox<EqOf<F>> => EqOf<F>, inner);
 
 crate::for_each_eq_op!(ctl_trampolines);

@@ -140,4 +140,6 @@ pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).
+boxed_objects!(F);
+
 crate::for_each_fabric_op!(ctl_trampolines);
