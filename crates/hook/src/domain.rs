@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, EqOf};
-use ofi_core::{AtomicOp, Datatype, Info, Result, RxAttr, TxAttr};
+use ofi_core::{Info, Result, RxAttr, TxAttr};
 
 use crate::cq::HookCq;
 use crate::ep::HookEp;
@@ -161,15 +160,6 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
             || unsafe { self.inner.mr_regattr(attr, flags) },
         )?;
         Ok(HookMr::new(mr, self.h.clone()))
-    }
-
-    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        self.h.ctl(
-            &self.name,
-            "query_atomic",
-            || format!("datatype={datatype:?} op={op:?} flags={flags:#x}"),
-            || self.inner.query_atomic(datatype, op, flags),
-        )
     }
 
     fn stx_ctx(&self, attr: &TxAttr, context: usize) -> Result<HookEp<H>> {

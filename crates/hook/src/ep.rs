@@ -338,19 +338,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         Ok(())
     }
 
-    // The trait's signature is the core's; `arg` comes from the application through
-    // `fi_control`, whose contract the provider beneath documents.
-    #[allow(clippy::not_unsafe_ptr_arg_deref)]
-    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        self.ctl(
-            "control",
-            || format!("command={command} arg={arg:p}"),
-            // SAFETY: `arg` is what `command` expects (this method's contract, which
-            // the endpoint beneath receives unchanged).
-            || unsafe { self.core.inner.control(command, arg) },
-        )
-    }
-
     fn alias(&self, flags: u64) -> Result<Self> {
         let a = self.ctl(
             "alias",
@@ -358,14 +345,6 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
             || self.core.inner.alias(flags),
         )?;
         Ok(self.derived(a, "endpoint alias"))
-    }
-
-    fn cancel(&self, context: usize) -> Result<()> {
-        self.ctl(
-            "cancel",
-            || format!("context={context:#x}"),
-            || self.core.inner.cancel(context),
-        )
     }
 
     fn tx_ctx(&self, index: i32, attr: &TxAttr, context: usize) -> Result<Self> {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
-use ofi_core::eq::{EqErrorEntry, Event, EventQueue};
+use ofi_core::eq::{Event, EventQueue};
 use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
@@ -83,12 +83,6 @@ impl<H: Hook> EqOps for HookEq<H> {
                 }
             },
         )
-    }
-
-    fn readerr(&self) -> Result<EqErrorEntry> {
-        self.h.ctl(&self.name, "eq_readerr", String::new, || {
-            self.inner.readerr()
-        })
     }
 
     fn write(&self, event: Event) -> Result<()> {
@@ -258,15 +252,6 @@ impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
             *slot = *a;
         }
         Ok(v.iter().filter(|a| **a != ADDR_NOTAVAIL).count())
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        self.h.ctl(
-            &self.name,
-            "av_lookup",
-            || format!("fi_addr={fi_addr:#x}"),
-            || self.inner.lookup(fi_addr),
-        )
     }
 
     fn straddr(&self, addr: &Address) -> String {

@@ -130,23 +130,35 @@ macro_rules! for_each_ep_ctl_op {
                 /// `FI_EBADF`.
                 close;
                 /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
-                fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind;
+                fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind
+                    | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>;
                 /// `fi_enable`.
-                fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable;
+                fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable
+                    | fn() -> $crate::Result<()> = Ok(());
                 /// `fi_control` with a provider-defined command.
-                fn control(ep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_control;
+                fn control(ep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_control
+                    | /// # Safety
+                    /// `arg` is what `command` expects (the C API's contract of that command: null, or
+                    /// valid for reads and writes of the command's argument type) for the duration of
+                    /// the call. An implementation may rely on it only for the commands it knows;
+                    /// unknown commands must be refused without touching `arg`.
+                    unsafe fn(command: i32, arg: *mut ::std::ffi::c_void) -> $crate::Result<()> = $crate::provider::enosys("control command not supported"), forward;
                 /// `fi_ep_alias`.
-                fn alias(ep: $crate::abi::raw::Obj, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_alias;
+                fn alias(ep: $crate::abi::raw::Obj, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_alias
+                    | fn(flags: u64) -> $crate::Result<Self> = $crate::provider::enosys("endpoint aliases are not supported");
                 /// `fi_cancel`.
-                fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel;
+                fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel
+                    | fn(context: usize) -> $crate::Result<()> = $crate::provider::enosys_fast(), forward;
                 /// `fi_getopt`; `optlen` is in/out.
                 op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
                 /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
                 op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
                 /// `fi_tx_context` of a scalable endpoint.
-                fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx;
+                fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx
+                    | fn(index: i32, attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("transmit contexts are not supported");
                 /// `fi_rx_context` of a scalable endpoint.
-                fn rx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_rx_ctx;
+                fn rx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_rx_ctx
+                    | fn(index: i32, attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("receive contexts are not supported");
                 /// `fi_rx_size_left`.
                 op rx_size_left() -> count usize = $crate::provider::enosys_fast();
                 /// `fi_tx_size_left`.
@@ -154,7 +166,14 @@ macro_rules! for_each_ep_ctl_op {
                 /// `fi_join` (minor 1): join the multicast group `addr`. `*out_mc` receives the
                 /// membership object (released by `mc_close`), `*out_fi_addr` the fabric address
                 /// that sends to the group use.
-                fn @1 join(ep: $crate::abi::raw::Obj, addr: *const $crate::abi::raw::RawAddr, flags: u64, context: usize, out_mc: *mut $crate::abi::raw::Obj, out_fi_addr: *mut u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_join;
+                fn @1 join(ep: $crate::abi::raw::Obj, addr: *const $crate::abi::raw::RawAddr, flags: u64, context: usize, out_mc: *mut $crate::abi::raw::Obj, out_fi_addr: *mut u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_join
+                    | /// The provider joins the multicast group `addr` (an address of the endpoint's
+                    /// format) and returns the fabric address sends to the group use (`FI_MULTICAST`),
+                    /// and reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
+                    /// `context`) when one is bound. The host pairs each successful join with exactly
+                    /// one [`EndpointOps::leave`](crate::provider::EndpointOps::leave) of the returned
+                    /// address, before the endpoint closes.
+                    fn(addr: &$crate::Address, flags: u64, context: usize) -> $crate::Result<u64> = $crate::provider::enosys("multicast is not supported");
                 /// `fi_close` of a membership from `join` (minor 1): leave the group and free
                 /// the object.
                 fn @1 mc_close(mc: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_mc_close;
@@ -201,19 +220,36 @@ macro_rules! for_each_cq_op {
                 /// it. After a successful close every call returns `FI_EBADF`.
                 close;
                 /// `fi_cq_read`: `buf` holds `count` entries of the CQ's format.
-                fn read(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize) -> isize => cq_read;
+                fn read(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize) -> isize => cq_read
+                    | /// The provider fills `buf` (the CQ's format) and, when given, `src` with the
+                    /// source address of each entry (`fi_cq_readfrom` arrives here too). Returns the
+                    /// number of entries; `FI_EAGAIN` when empty, `FI_EAVAIL` when an error entry is
+                    /// next. Drives progress.
+                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>) -> $crate::Result<usize>;
                 /// `fi_cq_readfrom`: also the source address of each entry.
                 fn readfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64) -> isize => cq_readfrom;
                 /// `fi_cq_readerr`.
-                fn readerr(cq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::CqErrEntry, flags: u64) -> isize => cq_readerr;
+                fn readerr(cq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::CqErrEntry, flags: u64) -> isize => cq_readerr
+                    | /// The provider takes the next error entry (`FI_EAGAIN` if none), its error data
+                    /// owned. The adapter delivers the data by the C rules: copied into the caller's
+                    /// buffer (up to its size) when one is given, else through a buffer the adapter
+                    /// keeps until the next `readerr`.
+                    fn(flags: u64) -> $crate::Result<$crate::cq::CqError>;
                 /// `fi_cq_sread`; timeout in ms, -1 = forever.
-                fn sread(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sread;
+                fn sread(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sread
+                    | /// As `read`, blocking up to `timeout` ms (-1 = forever) until `threshold` entries
+                    /// (or one) are there; `FI_EAGAIN` on time-out (`fi_cq_sreadfrom` arrives here too).
+                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>, threshold: Option<usize>, timeout: i32) -> $crate::Result<usize> = $crate::provider::enosys_fast();
                 /// `fi_cq_sreadfrom`.
                 fn sreadfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sreadfrom;
                 /// `fi_cq_signal`: wake a thread blocked in `sread`.
                 op signal() = $crate::provider::enosys("signal is not supported");
                 /// `fi_cq_strerror`: write text for a provider error into `buf`; returns its length.
-                fn strerror(cq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => cq_strerror;
+                fn strerror(cq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => cq_strerror
+                    | /// `err_data` is the error data of the last `readerr` when the caller passed it
+                    /// back, else empty (the C call carries no length, so other data cannot be passed
+                    /// on safely).
+                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned();
                 /// The CQ's wait file descriptor, for poll/epoll (`FI_GETWAIT`).
                 op wait_fd() -> out i32 = $crate::provider::enosys("this CQ has no wait fd");
             }
@@ -233,15 +269,26 @@ macro_rules! for_each_eq_op {
                 close;
                 /// `fi_eq_read`: one event into `buf` (an `EqEntry`, or an `EqCmEntry` plus
                 /// connection data); returns the bytes written.
-                fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read;
+                fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read
+                    | /// The next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is next); with
+                    /// `peek` the event stays queued.
+                    fn(peek: bool) -> $crate::Result<$crate::eq::Event>;
                 /// `fi_eq_readerr`.
-                fn readerr(eq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::EqErrEntry, flags: u64) -> isize => eq_readerr;
+                fn readerr(eq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::EqErrEntry, flags: u64) -> isize => eq_readerr
+                    | fn() -> $crate::Result<$crate::eq::EqErrorEntry>, forward;
                 /// `fi_eq_write`.
-                fn write(eq: $crate::abi::raw::Obj, event: u32, buf: *const ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_write;
+                fn write(eq: $crate::abi::raw::Obj, event: u32, buf: *const ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_write
+                    | /// Queue an application event.
+                    fn(event: $crate::eq::Event) -> $crate::Result<()> = $crate::provider::enosys("write is not supported");
                 /// `fi_eq_sread`.
-                fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread;
+                fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread
+                    | /// As `read`, blocking up to `timeout` ms.
+                    fn(timeout: i32, peek: bool) -> $crate::Result<$crate::eq::Event> = $crate::provider::enosys("sread is not supported");
                 /// `fi_eq_strerror`.
-                fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror;
+                fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror
+                    | /// `err_data` is the error data of the last `readerr` when the caller passed it
+                    /// back, else empty.
+                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned();
                 /// The EQ's wait file descriptor.
                 op wait_fd() -> out i32 = $crate::provider::enosys("this EQ has no wait fd");
                 /// Release the info of a connection event read from this EQ.
@@ -314,15 +361,22 @@ macro_rules! for_each_fabric_op {
                 /// Close the fabric (`fi_close`): `FI_EBUSY` while objects opened from it are open.
                 close;
                 /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
-                fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain;
+                fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Domain>;
                 /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
-                fn passive_ep(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_pep;
+                fn passive_ep(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_pep
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::PassiveEp> = $crate::provider::enosys("passive endpoints are not supported");
                 /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
-                fn eq_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawEqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_eq_open;
+                fn eq_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawEqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_eq_open
+                    | fn(attr: &$crate::eq::EqAttr, context: usize) -> $crate::Result<Self::Eq> = $crate::provider::enosys("event queues are not supported");
                 /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
-                fn wait_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawWaitAttr, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_wait_open;
+                fn wait_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawWaitAttr, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_wait_open
+                    | fn(attr: &$crate::wait::WaitAttr) -> $crate::Result<Self::Wait> = $crate::provider::enosys("wait sets are not supported");
                 /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
-                fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait;
+                fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait
+                    | /// `Ok` if the caller may block on the objects' wait fds, else `FI_EAGAIN`
+                    /// (progress first).
+                    fn(objs: &[$crate::provider::TryWaitRef<'_, Self>]) -> $crate::Result<()> = $crate::provider::enosys("trywait is not supported");
             }
         }
     };
@@ -342,27 +396,38 @@ macro_rules! for_each_domain_op {
                 /// Bind an event queue (`fi_domain_bind`).
                 fn bind(dom: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_bind;
                 /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
-                fn endpoint(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_endpoint;
+                fn endpoint(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_endpoint
+                    | fn(info: &$crate::Info, context: usize, flags: u64) -> $crate::Result<Self::Endpoint>;
                 /// Open a scalable endpoint (`fi_scalable_ep`).
-                fn scalable_ep(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_scalable_ep;
+                fn scalable_ep(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_scalable_ep
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("scalable endpoints are not supported");
                 /// Open a completion queue; `out.ops` is a `CqTable`.
-                fn cq_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cq_open;
+                fn cq_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cq_open
+                    | /// `attr.format` is never `Unspec` here (the host resolves it to `Context`).
+                    fn(attr: &$crate::cq::CqAttr, context: usize) -> $crate::Result<Self::Cq>;
                 /// Open a counter; `out.ops` is a `CntrTable`.
-                fn cntr_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCntrAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cntr_open;
+                fn cntr_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCntrAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cntr_open
+                    | fn(attr: &$crate::cntr::CntrAttr, context: usize) -> $crate::Result<Self::Cntr> = $crate::provider::enosys("counters are not supported");
                 /// Open an address vector; `out.ops` is an `AvTable`.
-                fn av_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawAvAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_av_open;
+                fn av_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawAvAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_av_open
+                    | fn(attr: &$crate::av::AvAttr, context: usize) -> $crate::Result<Self::Av> = $crate::provider::enosys("address vectors are not supported");
                 /// Register one buffer (`fi_mr_reg`).
-                fn mr_reg(dom: $crate::abi::raw::Obj, buf: *const ::std::ffi::c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_reg;
+                fn mr_reg(dom: $crate::abi::raw::Obj, buf: *const ::std::ffi::c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_reg
+                    | /// `fi_mr_reg`, `fi_mr_regv` and `fi_mr_regattr` all arrive at this method.
+                    fn(attr: &$crate::mr::MrAttr<'_>, flags: u64) -> $crate::Result<Self::Mr> = $crate::provider::enosys("memory registration is not supported");
                 /// Register buffers (`fi_mr_regv`).
                 fn mr_regv(dom: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regv;
                 /// Register with attributes (`fi_mr_regattr`).
                 fn mr_regattr(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawMrAttr, flags: u64, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regattr;
                 /// `fi_query_atomic`.
-                fn query_atomic(dom: $crate::abi::raw::Obj, datatype: u32, op: u32, attr: *mut $crate::abi::raw::AtomicAttr, flags: u64) -> i32 => dom_query_atomic;
+                fn query_atomic(dom: $crate::abi::raw::Obj, datatype: u32, op: u32, attr: *mut $crate::abi::raw::AtomicAttr, flags: u64) -> i32 => dom_query_atomic
+                    | fn(datatype: $crate::Datatype, op: $crate::AtomicOp, flags: u64) -> $crate::Result<$crate::abi::raw::AtomicAttr> = $crate::provider::enosys("atomics are not supported"), forward;
                 /// Open a shared transmit context (`fi_stx_context`).
-                fn stx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_stx_ctx;
+                fn stx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_stx_ctx
+                    | fn(attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared transmit contexts are not supported");
                 /// Open a shared receive context (`fi_srx_context`).
-                fn srx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_srx_ctx;
+                fn srx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_srx_ctx
+                    | fn(attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared receive contexts are not supported");
             }
         }
     };
@@ -411,18 +476,26 @@ macro_rules! for_each_av_op {
                 /// `fi_av_bind` (an event queue).
                 fn bind(av: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => av_bind;
                 /// `fi_av_insert`: returns the number inserted; `fi_addr` gets one entry each.
-                fn insert(av: $crate::abi::raw::Obj, addrs: *const $crate::abi::raw::RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insert;
+                fn insert(av: $crate::abi::raw::Obj, addrs: *const $crate::abi::raw::RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insert
+                    | /// One fabric address per address into `fi_addr` (same length;
+                    /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
+                    fn(addrs: &[$crate::Address], fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize>;
                 /// `fi_av_insertsvc`.
-                fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc;
+                fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc
+                    | fn(node: &str, service: &str, fi_addr: &mut u64, flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsvc is not supported");
                 /// `fi_av_insertsym`.
-                fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym;
+                fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym
+                    | /// `fi_addr` has `nodecnt * svccnt` entries.
+                    fn(node: &str, nodecnt: usize, service: &str, svccnt: usize, fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsym is not supported");
                 /// `fi_av_remove`: forget the fabric addresses `fi_addr`.
                 op remove(; fi_addr[count]: u64; flags: u64);
                 /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
                 /// needed size) and its format.
-                fn lookup(av: $crate::abi::raw::Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32 => av_lookup;
+                fn lookup(av: $crate::abi::raw::Obj, fi_addr: u64, addr: *mut u8, addrlen: *mut usize, format: *mut u32) -> i32 => av_lookup
+                    | fn(fi_addr: u64) -> $crate::Result<$crate::Address>, forward;
                 /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
-                fn straddr(av: $crate::abi::raw::Obj, addr: $crate::abi::raw::RawAddr, buf: *mut u8, len: *mut usize) -> i32 => av_straddr;
+                fn straddr(av: $crate::abi::raw::Obj, addr: $crate::abi::raw::RawAddr, buf: *mut u8, len: *mut usize) -> i32 => av_straddr
+                    | fn(addr: &$crate::Address) -> ::std::string::String = addr.to_addr_str();
             }
         }
     };
@@ -444,7 +517,8 @@ macro_rules! for_each_mr_op {
                 /// `fi_mr_desc`: what data calls take as `desc` (null when none).
                 op desc() -> get *mut ::std::ffi::c_void [::std::ptr::null_mut()] = ::std::ptr::null_mut();
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
-                fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind;
+                fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind
+                    | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported");
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
@@ -479,6 +553,18 @@ macro_rules! __ctl_host_ret {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_trait_method {
+    ($ctx:tt fn $name:ident $adapter:tt [$($doc:tt)*] [$($unsafe:ident)?] ($($p:ident : $pt:ty),*) -> [$pr:ty] [$def:expr] $fwd:tt) => {
+        $($doc)*
+        #[allow(unused_variables, clippy::too_many_arguments)]
+        $($unsafe)? fn $name(&self, $($p: $pt),*) -> $pr {
+            $def
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt [$($doc:tt)*] [$($unsafe:ident)?] ($($p:ident : $pt:ty),*) -> [$pr:ty] [] $fwd:tt) => {
+        $($doc)*
+        #[allow(clippy::too_many_arguments)]
+        $($unsafe)? fn $name(&self, $($p: $pt),*) -> $pr;
+    };
     ($ctx:tt fn $($rest:tt)*) => {};
     ($ctx:tt $(#[$doc:meta])* close) => {
         /// Close the object (`fi_close`): called at most once, then the object is
@@ -519,6 +605,24 @@ macro_rules! __ctl_trait_method {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_forwarder {
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward]) => {
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($p),*] [] []), || {
+                inner.$name($($p),*)
+            })
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [unsafe] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward]) => {
+        unsafe fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($p),*] [] []), || {
+                // SAFETY: the arguments are as this method's contract says (the
+                // object beneath receives them unchanged, under the same contract).
+                unsafe { inner.$name($($p),*) }
+            })
+        }
+    };
     ($ctx:tt fn $($rest:tt)*) => {};
     ($ctx:tt $(#[$doc:meta])* close) => {
         fn close(&self) -> $crate::Result<()> {
@@ -597,6 +701,16 @@ macro_rules! __ctl_each {
         $($each)+! { $ctx $(#[$doc])* close }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
+        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd)?] }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
+    ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
+        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd)?] }
+        $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
+    };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
         $($each)+! { $ctx fn $name [$($adapter)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
@@ -637,7 +751,7 @@ macro_rules! ctl_wrappers {
 
 /// One host method (see [`ctl_wrappers!`]).
 macro_rules! ctl_wrapper {
-    ({$T:ident} fn $name:ident $adapter:tt) => {};
+    ({$T:ident} fn $name:ident $($rest:tt)*) => {};
     ({$T:ident} $(#[$doc:meta])* close) => {
         $(#[$doc])*
         pub fn close(&mut self) -> $crate::Result<()> {
@@ -748,7 +862,8 @@ macro_rules! ctl_table {
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* close; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn close(obj: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;] $($rest)* }
     };
-    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
+    (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
+        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)
@@ -798,7 +913,13 @@ macro_rules! ctl_unsupported {
 
 /// One method of [`ctl_unsupported!`].
 macro_rules! ctl_unsupported_method {
-    ($ctx:tt fn $name:ident $adapter:tt) => {};
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [$($unsafe:ident)?] ($($p:ident : $pt:ty),*) -> [$pr:ty] [] $fwd:tt) => {
+        #[allow(unused_variables, clippy::too_many_arguments)]
+        $($unsafe)? fn $name(&self, $($p: $pt),*) -> $pr {
+            match *self {}
+        }
+    };
+    ($ctx:tt fn $name:ident $($rest:tt)*) => {};
     ($ctx:tt $(#[$doc:meta])* close) => {};
     ({} $(#[$doc:meta])* op $name:ident $args:tt () () [] [get $rt:ty [$fb:expr]] $V:tt $def:tt) => {
         $crate::abi::ctl_ops::ctl_unsupported_method! { {} $(#[$doc])* op $name $args () () [] [val $rt] $V $def }

@@ -613,7 +613,7 @@ macro_rules! ctl_trampolines {
 
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
-    ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
+    ({$($ctx:tt)*} fn $name:ident $adapter:tt $($prov:tt)*) => {};
     ({$class:ident $ObjOf:ident $Trait:ident} $(#[$doc:meta])* close) => {
         /// The close slot: the provider object's `close`, then its box is dropped.
         ///
@@ -784,10 +784,10 @@ macro_rules! ctl_assign {
     ({$t:ident} $(#[$doc:meta])* close) => {
         $t.close = slots::close::<F>;
     };
-    ({$t:ident} fn $name:ident []) => {
+    ({$t:ident} fn $name:ident [] $($prov:tt)*) => {
         $t.$name = hand::$name::<F>;
     };
-    ({$t:ident} fn $name:ident [$adapter:ident]) => {
+    ({$t:ident} fn $name:ident [$adapter:ident] $($prov:tt)*) => {
         $t.$name = $adapter::<F>;
     };
     ({$t:ident} $(#[$doc:meta])* op $name:ident $($rest:tt)*) => {
