@@ -175,7 +175,7 @@ def op_uses(code, op):
     table slot (`op: adapter::<F>`), or a list's keyword entry (`close;`)."""
     o = re.escape(op)
     pat = re.compile(
-        r"(?:\bfn\s+|\bop\s+)(" + o + r")\b(?=\s*[(<])"
+        r"(?:\bfn\s+(?:@\d+\s+)?|\bop\s+)(" + o + r")\b(?=\s*[(<])"
         r"|(?<![A-Za-z0-9_.])(" + o + r")(?=\s*:\s*[A-Za-z0-9_:]*::<)"
         r"|^\s*(" + o + r")(?=\s*/\s*\w+\s*[/;])"
         r"|/\s*(" + o + r")(?=\s*;)"

@@ -7,27 +7,24 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{close_of, ctl, AsFid, FidRef, Node};
 use crate::abi::raw::RawInfoBox;
-use crate::abi::raw::{
-    rx_to_raw, tx_to_raw, AtomicAttr, ErrBuf, FidClass, Iov, Obj, RawEp, RawMr, RawObj,
-};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawEp, RawMr, RawObj};
 use crate::abi::tables::{call_slot, AvTable, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
 use crate::av::{AddressVector, AvAttr};
 use crate::cntr::{CntrAttr, Counter};
 use crate::cq::{CompletionQueue, CqAttr};
-use crate::enums::{AtomicOp, Datatype};
 use crate::ep::Endpoint;
 use crate::eq::EventQueue;
 use crate::error::Result;
 use crate::flags::OpFlags;
-use crate::mr::{MemoryRegion, MrAttr};
+use crate::mr::MemoryRegion;
 use crate::wait::WaitSet;
 
 /// An open domain.
 pub struct Domain {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const DomainTable,
     node: Arc<Node>,
 }
@@ -258,7 +255,7 @@ impl Domain {
         Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
     }
 
-    fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
+    pub(crate) fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
         let ops = out.ops;
         let node = Node::child(
             &self.node,
@@ -305,57 +302,6 @@ impl Domain {
         self.mr_from(&out)
     }
 
-    /// `fi_mr_regv`.
-    ///
-    /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `iov`.
-    pub unsafe fn mr_regv(
-        &self,
-        iov: &[Iov],
-        access: OpFlags,
-        offset: u64,
-        requested_key: u64,
-        flags: u64,
-    ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: as mr_reg.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_regv(
-                    self.obj,
-                    iov.as_ptr(),
-                    iov.len(),
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
-    }
-
-    /// `fi_mr_regattr`.
-    ///
-    /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `attr.iov`.
-    pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
-        let raw = attr.to_raw();
-        let mut out = RawMr::empty();
-        // SAFETY: as mr_reg; `raw` points into `attr`, alive across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_regattr(self.obj, &raw, flags, &mut out, e)
-            )
-        })?;
-        self.mr_from(&out)
-    }
-
     /// Register a buffer the region takes ownership of (safe: the buffer lives until
     /// the registration is gone). Read it back with [`MemoryRegion::owned_to_vec`] or
     /// [`MemoryRegion::read_owned`].
@@ -373,19 +319,6 @@ impl Domain {
         let mut mr = unsafe { self.mr_reg(ptr, len, access, 0, requested_key, 0) }?;
         mr.set_owned(mem);
         Ok(mr)
-    }
-
-    /// `fi_query_atomic`: whether and how far an atomic combination is supported.
-    pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        let mut a = AtomicAttr::default();
-        // SAFETY: `a` valid for a write.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.query_atomic(self.obj, datatype.to_raw(), op.to_raw(), &mut a, flags)
-            )
-        } as isize)?;
-        Ok(a)
     }
 
     /// `fi_domain_bind` an event queue.

@@ -21,7 +21,6 @@
 //! endpoint with open aliases or contexts is `FI_EBUSY`. After a successful close every
 //! call returns `FI_EBADF`. Nothing here panics.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, Closer, FidRef, Node};
@@ -38,7 +37,7 @@ use crate::flags::OpFlags;
 
 /// An open active endpoint.
 pub struct Endpoint {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ep: *const EpTable,
     cm: *const CmTable,
     msg: *const MsgTable,
@@ -262,15 +261,6 @@ impl Endpoint {
         })
     }
 
-    /// `fi_control` with a provider-specific command.
-    ///
-    /// # Safety
-    /// `arg` must be what the provider documents for `command`.
-    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: our own object; `arg` per the caller's contract.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
-    }
-
     /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
     pub fn alias(&self, flags: u64) -> Result<Endpoint> {
         let mut out = RawEp::empty();
@@ -305,12 +295,6 @@ impl Endpoint {
             )
         })?;
         Endpoint::from_raw_ep(&out, &self.node, FidClass::RxCtx)
-    }
-
-    /// `fi_cancel` the operation posted with `context`.
-    pub fn cancel(&self, context: usize) -> Result<()> {
-        // SAFETY: our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
     }
 
     // ---- connection management ----

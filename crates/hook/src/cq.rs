@@ -274,8 +274,4 @@ impl<H: Hook> CqOps for HookCq<H> {
             }
         })
     }
-
-    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        self.core.inner.strerror_with_data(prov_errno, err_data)
-    }
 }

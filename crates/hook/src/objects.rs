@@ -13,7 +13,7 @@ use ofi_core::eq::{Event, EventQueue};
 use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
-use ofi_core::{Address, Result, ADDR_NOTAVAIL};
+use ofi_core::Result;
 
 use crate::fabric::HookFabric;
 use crate::{Hook, ObjName, Op};
@@ -85,15 +85,6 @@ impl<H: Hook> EqOps for HookEq<H> {
         )
     }
 
-    fn write(&self, event: Event) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "eq_write",
-            || format!("event={:?}", event.event),
-            || self.inner.write(&event),
-        )
-    }
-
     fn sread(&self, timeout: i32, peek: bool) -> Result<Event> {
         self.h.ctl(
             &self.name,
@@ -110,10 +101,6 @@ impl<H: Hook> EqOps for HookEq<H> {
                 Ok(ev)
             },
         )
-    }
-
-    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        self.inner.strerror_with_data(prov_errno, err_data)
     }
 }
 
@@ -193,72 +180,6 @@ impl<H: Hook> HookAv<H> {
 impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
     // One forwarder per `op` entry of the list (`for_each_av_op!`).
     ofi_core::for_each_av_op!(ofi_core::ctl_forwarders);
-
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        self.h.ctl(
-            &self.name,
-            "av_insert",
-            || {
-                format!(
-                    "count={} flags={flags:#x} context={context:#x}",
-                    addrs.len()
-                )
-            },
-            || self.inner.insert_into(addrs, fi_addr, flags, context),
-        )
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        let a = self.h.ctl(
-            &self.name,
-            "av_insertsvc",
-            || format!("node={node} service={service} flags={flags:#x}"),
-            || self.inner.insertsvc(node, service, flags),
-        )?;
-        *fi_addr = a;
-        Ok(1)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        let v = self.h.ctl(
-            &self.name,
-            "av_insertsym",
-            || format!("node={node} nodecnt={nodecnt} service={service} svccnt={svccnt}"),
-            || self.inner.insertsym(node, nodecnt, service, svccnt, flags),
-        )?;
-        for (slot, a) in fi_addr.iter_mut().zip(&v) {
-            *slot = *a;
-        }
-        Ok(v.iter().filter(|a| **a != ADDR_NOTAVAIL).count())
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        self.inner
-            .straddr(addr)
-            .unwrap_or_else(|_| addr.to_addr_str())
-    }
 
     fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(

@@ -249,7 +249,8 @@ macro_rules! for_each_cq_op {
                     | /// `err_data` is the error data of the last `readerr` when the caller passed it
                     /// back, else empty (the C call carries no length, so other data cannot be passed
                     /// on safely).
-                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned();
+                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned(),
+                        bypass [] |cq| cq.strerror_with_data(prov_errno, err_data);
                 /// The CQ's wait file descriptor, for poll/epoll (`FI_GETWAIT`).
                 op wait_fd() -> out i32 = $crate::provider::enosys("this CQ has no wait fd");
             }
@@ -279,7 +280,8 @@ macro_rules! for_each_eq_op {
                 /// `fi_eq_write`.
                 fn write(eq: $crate::abi::raw::Obj, event: u32, buf: *const ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_write
                     | /// Queue an application event.
-                    fn(event: $crate::eq::Event) -> $crate::Result<()> = $crate::provider::enosys("write is not supported");
+                    fn(event: $crate::eq::Event) -> $crate::Result<()> = $crate::provider::enosys("write is not supported"),
+                        forward [event] |eq| eq.write(&event);
                 /// `fi_eq_sread`.
                 fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread
                     | /// As `read`, blocking up to `timeout` ms.
@@ -288,7 +290,8 @@ macro_rules! for_each_eq_op {
                 fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror
                     | /// `err_data` is the error data of the last `readerr` when the caller passed it
                     /// back, else empty.
-                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned();
+                    fn(prov_errno: i32, err_data: &[u8]) -> ::std::string::String = $crate::error::strerror(prov_errno).into_owned(),
+                        bypass [] |eq| eq.strerror_with_data(prov_errno, err_data);
                 /// The EQ's wait file descriptor.
                 op wait_fd() -> out i32 = $crate::provider::enosys("this EQ has no wait fd");
                 /// Release the info of a connection event read from this EQ.
@@ -479,14 +482,25 @@ macro_rules! for_each_av_op {
                 fn insert(av: $crate::abi::raw::Obj, addrs: *const $crate::abi::raw::RawAddr, count: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insert
                     | /// One fabric address per address into `fi_addr` (same length;
                     /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
-                    fn(addrs: &[$crate::Address], fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize>;
+                    fn(addrs: &[$crate::Address], fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize>,
+                        forward [flags, context] |av| av.insert_into(addrs, fi_addr, flags, context);
                 /// `fi_av_insertsvc`.
                 fn insertsvc(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, service: $crate::abi::raw::RawStr, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsvc
-                    | fn(node: &str, service: &str, fi_addr: &mut u64, flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsvc is not supported");
+                    | fn(node: &str, service: &str, fi_addr: &mut u64, flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsvc is not supported"),
+                        forward [node, service, flags] |av| av.insertsvc(node, service, flags).map(|a| {
+                            *fi_addr = a;
+                            1
+                        });
                 /// `fi_av_insertsym`.
                 fn insertsym(av: $crate::abi::raw::Obj, node: $crate::abi::raw::RawStr, nodecnt: usize, service: $crate::abi::raw::RawStr, svccnt: usize, fi_addr: *mut u64, flags: u64, context: usize) -> i32 => av_insertsym
                     | /// `fi_addr` has `nodecnt * svccnt` entries.
-                    fn(node: &str, nodecnt: usize, service: &str, svccnt: usize, fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsym is not supported");
+                    fn(node: &str, nodecnt: usize, service: &str, svccnt: usize, fi_addr: &mut [u64], flags: u64, context: usize) -> $crate::Result<usize> = $crate::provider::enosys("insertsym is not supported"),
+                        forward [node, nodecnt, service, svccnt, flags] |av| av.insertsym(node, nodecnt, service, svccnt, flags).map(|v| {
+                            for (slot, a) in fi_addr.iter_mut().zip(&v) {
+                                *slot = *a;
+                            }
+                            v.iter().filter(|a| **a != $crate::ADDR_NOTAVAIL).count()
+                        });
                 /// `fi_av_remove`: forget the fabric addresses `fi_addr`.
                 op remove(; fi_addr[count]: u64; flags: u64);
                 /// `fi_av_lookup`: the address bytes (in/out `addrlen`; `-FI_ETOOSMALL` with the
@@ -495,7 +509,8 @@ macro_rules! for_each_av_op {
                     | fn(fi_addr: u64) -> $crate::Result<$crate::Address>, forward;
                 /// `fi_av_straddr`: text of `addr` into `buf` (in/out `len`, as `lookup`).
                 fn straddr(av: $crate::abi::raw::Obj, addr: $crate::abi::raw::RawAddr, buf: *mut u8, len: *mut usize) -> i32 => av_straddr
-                    | fn(addr: &$crate::Address) -> ::std::string::String = addr.to_addr_str();
+                    | fn(addr: &$crate::Address) -> ::std::string::String = addr.to_addr_str(),
+                        bypass [] |av| av.straddr(addr).unwrap_or_else(|_| addr.to_addr_str());
             }
         }
     };
@@ -613,6 +628,22 @@ macro_rules! __ctl_forwarder {
             })
         }
     };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| $fe:expr]) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($show),*] [] []), || {
+                let $fi = inner;
+                $fe
+            })
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| $fe:expr]) => {
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let $fi = self.forward().2;
+            $fe
+        }
+    };
     ($ctx:tt fn $name:ident $adapter:tt $doc:tt [unsafe] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward]) => {
         unsafe fn $name(&self, $($p: $pt),*) -> $pr {
             let (h, obj, inner) = self.forward();
@@ -702,13 +733,13 @@ macro_rules! __ctl_each {
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd)?] }
+        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| $fe)?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd)?] }
+        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| $fe)?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
@@ -863,7 +894,7 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn close(obj: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident)?)?; $($rest:tt)*) => {
+        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)

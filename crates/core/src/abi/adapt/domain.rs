@@ -378,3 +378,79 @@ pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
 boxed_objects!(DomainOf<F>);
 
 crate::for_each_domain_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::ctl;
+use crate::abi::object::ok_or_code;
+use crate::abi::tables::call_slot;
+use crate::mr::MemoryRegion;
+
+impl crate::domain::Domain {
+    /// `fi_query_atomic`: whether and how far an atomic combination is supported.
+    pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        let mut a = AtomicAttr::default();
+        // SAFETY: `a` valid for a write.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.query_atomic(self.obj, datatype.to_raw(), op.to_raw(), &mut a, flags)
+            )
+        } as isize)?;
+        Ok(a)
+    }
+
+    /// `fi_mr_regv`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`], for every buffer of `iov`.
+    pub unsafe fn mr_regv(
+        &self,
+        iov: &[Iov],
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regv(
+                    self.obj,
+                    iov.as_ptr(),
+                    iov.len(),
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_mr_regattr`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`], for every buffer of `attr.iov`.
+    pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
+        let raw = attr.to_raw();
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg; `raw` points into `attr`, alive across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regattr(self.obj, &raw, flags, &mut out, e)
+            )
+        })?;
+        self.mr_from(&out)
+    }
+}

@@ -201,3 +201,28 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
 boxed_objects!(EpOf<F>);
 
 crate::for_each_ep_ctl_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::{ctl, ok_or_code};
+use crate::abi::tables::call_slot;
+
+impl crate::ep::Endpoint {
+    /// `fi_cancel` the operation posted with `context`.
+    pub fn cancel(&self, context: usize) -> Result<()> {
+        // SAFETY: our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
+    }
+
+    /// `fi_control` with a provider-specific command.
+    ///
+    /// # Safety
+    /// `arg` must be what the provider documents for `command`.
+    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: our own object; `arg` per the caller's contract.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
+    }
+}
