@@ -25,9 +25,11 @@ inside code about the class (a block whose header names one of the class's types
 or has the class's hand-written adapter `<prefix>_OP<F …>`. Names shared by several
 classes (`read`, `wait_fd`, `close`) are so told apart.
 
---check covers the entries of `for_each_ep_data_op!` (abi/ops.rs, queries included)
-and of the class lists of abi/ctl_ops.rs; their `fn` entries (slots still written by
-hand) are listed, not counted.
+--check covers every entry of `for_each_ep_data_op!` (abi/ops.rs, queries included)
+and of the class lists of abi/ctl_ops.rs, `close` and `fn` entries included. The
+operations in PENDING (whose hook forwarder still carries hook-specific logic written
+by hand) are reported, not failed; one of them that comes within the limit fails the
+check until it leaves PENDING, so the list only shrinks.
 
 Exit status: 0 ok, 1 an operation over the limit, 2 usage error.
 """
@@ -46,6 +48,15 @@ PLUMBING = [
 ]
 LISTS = ["crates/core/src/abi/ops.rs", "crates/core/src/abi/ctl_ops.rs"]
 LIMIT = 2
+# Over the limit today, each for the hook-specific logic of its forwarder (binding
+# bookkeeping, the enabled flag, endpoints derived from an endpoint, multicast
+# memberships, the CQ and EQ reads the hooks observe, trywait's translation of hooked
+# objects, MR bind targets), and — but for the contexts — a host method written by hand.
+PENDING = {
+    "ep.bind", "ep.enable", "ep.alias", "ep.tx_ctx", "ep.rx_ctx", "ep.join",
+    "cq.read", "cq.readerr", "cq.sread", "eq.read", "eq.sread", "fabric.trywait",
+    "mr.bind",
+}
 
 # The words that say which object class a piece of code is about: its ops tables, its
 # provider trait and type alias, its public type, its hook types, and the prefix of
@@ -262,13 +273,14 @@ def main(argv):
             print(f"{cls} {name}{'' if generated else ' (by hand)'}")
         return 0
     if args == ["--check"]:
-        over, hand, worst, checked = [], [], 0, 0
+        over, pending, stale, worst, checked = [], [], [], 0, 0
         ops = list_ops()
-        for cls, name, generated in ops:
-            if not generated:
-                hand.append(f"{cls}.{name}")
-                continue
+        for cls, name, _generated in ops:
+            key = f"{cls}.{name}"
             files = files_naming(name, cls)
+            if key in PENDING:
+                (pending if len(files) > LIMIT else stale).append(key)
+                continue
             checked += 1
             worst = max(worst, len(files))
             if len(files) > LIMIT:
@@ -277,12 +289,14 @@ def main(argv):
             print(f"{cls} {name}: {len(files)} files (limit {LIMIT})")
             for f in files:
                 print(f"    {f}")
+        for key in stale:
+            print(f"{key}: within the limit now; remove it from PENDING")
         print(
             f"{len(ops)} operations, {checked} checked "
             f"(at most {worst} files each), {len(over)} over the limit; "
-            f"slots written by hand, not checked: {' '.join(hand) or '-'}"
+            f"pending (over the limit, hook logic by hand): {' '.join(pending) or '-'}"
         )
-        return 1 if over else 0
+        return 1 if over or stale else 0
     if len(args) == 1 and "." in args[0]:
         args = args[0].split(".", 1)
     if len(args) == 2:

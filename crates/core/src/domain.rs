@@ -4,15 +4,13 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{close_of, ctl, AsFid, FidRef, Node};
 use crate::abi::raw::RawInfoBox;
 use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawEp, RawMr, RawObj};
-use crate::abi::tables::{call_slot, AvTable, CntrTable, DomainTable, MrTable};
+use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
-use crate::av::{AddressVector, AvAttr};
 use crate::cntr::{CntrAttr, Counter};
 use crate::cq::{CompletionQueue, CqAttr};
 use crate::ep::Endpoint;
@@ -26,7 +24,7 @@ use crate::wait::WaitSet;
 pub struct Domain {
     pub(crate) obj: Obj,
     ops: *const DomainTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and table are required by the interface to be usable from any
@@ -77,11 +75,6 @@ impl Domain {
         self.node.prov()
     }
 
-    /// `fi_endpoint`: an active endpoint for `info`.
-    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
-        self.endpoint_with(info, 0, 0)
-    }
-
     /// `fi_endpoint2` with a context (reported in its events) and flags.
     pub fn endpoint_with(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         let ib = RawInfoBox::new(info);
@@ -94,20 +87,6 @@ impl Domain {
             )
         })?;
         Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
-    }
-
-    /// `fi_scalable_ep`.
-    pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
-        let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
-        // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
     }
 
     /// `fi_stx_context`: a shared transmit context.
@@ -136,11 +115,6 @@ impl Domain {
             )
         })?;
         Endpoint::from_raw_ep(&out, &self.node, FidClass::SrxCtx)
-    }
-
-    /// `fi_cq_open`.
-    pub fn cq_open(&self, attr: &CqAttr) -> Result<CompletionQueue> {
-        self.cq_open_with(attr, 0)
     }
 
     /// `fi_cq_open` with a context.
@@ -180,11 +154,6 @@ impl Domain {
         )
     }
 
-    /// `fi_cntr_open`.
-    pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
-        self.cntr_open_common(attr, None, 0)
-    }
-
     /// `fi_cntr_open` with a context.
     pub fn cntr_open_with(&self, attr: &CntrAttr, context: usize) -> Result<Counter> {
         self.cntr_open_common(attr, None, context)
@@ -196,7 +165,7 @@ impl Domain {
         self.cntr_open_common(attr, Some(set), context)
     }
 
-    fn cntr_open_common(
+    pub(crate) fn cntr_open_common(
         &self,
         attr: &CntrAttr,
         set: Option<&WaitSet>,
@@ -234,27 +203,6 @@ impl Domain {
         Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
     }
 
-    /// `fi_av_open`.
-    pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
-        let raw = attr.to_raw();
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        let ops = out.ops as *const AvTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Av,
-            close_of(out.obj, ops, "address vector")?,
-        );
-        // SAFETY: the provider returned an AV and its table.
-        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
-    }
-
     pub(crate) fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
         let ops = out.ops;
         let node = Node::child(
@@ -264,42 +212,6 @@ impl Domain {
         );
         // SAFETY: the provider returned an MR and its table.
         Ok(unsafe { MemoryRegion::from_raw(out.obj, ops, node) })
-    }
-
-    /// `fi_mr_reg`: register `len` bytes at `buf`.
-    ///
-    /// # Safety
-    /// The memory must stay valid until the region is closed (and dropped).
-    pub unsafe fn mr_reg(
-        &self,
-        buf: *const u8,
-        len: usize,
-        access: OpFlags,
-        offset: u64,
-        requested_key: u64,
-        flags: u64,
-    ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: our own object; `out` lives across the call; the memory per the
-        // caller's contract.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_reg(
-                    self.obj,
-                    buf as *const c_void,
-                    len,
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
     }
 
     /// Register a buffer the region takes ownership of (safe: the buffer lives until

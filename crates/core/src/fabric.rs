@@ -12,19 +12,19 @@ use std::sync::Arc;
 
 use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
 use crate::abi::raw::{FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
-use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable, WaitTable};
+use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
 use crate::domain::Domain;
 use crate::ep::PassiveEndpoint;
 use crate::eq::{EqAttr, EventQueue};
 use crate::error::{Errno, Error, Result};
-use crate::wait::{WaitAttr, WaitSet};
+use crate::wait::WaitSet;
 
 /// An open fabric.
 pub struct Fabric {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const FabricTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and table are required by the interface to be usable from any
@@ -84,11 +84,6 @@ impl Fabric {
         self.node.prov()
     }
 
-    /// `fi_domain`.
-    pub fn domain(&self, info: &Info) -> Result<Domain> {
-        self.domain_with(info, 0)
-    }
-
     /// `fi_domain` with a context.
     pub fn domain_with(&self, info: &Info, context: usize) -> Result<Domain> {
         let ib = RawInfoBox::new(info);
@@ -110,11 +105,6 @@ impl Fabric {
         Ok(unsafe { Domain::from_raw(out.obj, ops, node) })
     }
 
-    /// `fi_passive_ep`.
-    pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint> {
-        self.passive_ep_with(info, 0)
-    }
-
     /// `fi_passive_ep` with a context (reported as the `fid` of its events).
     pub fn passive_ep_with(&self, info: &Info, context: usize) -> Result<PassiveEndpoint> {
         let ib = RawInfoBox::new(info);
@@ -127,11 +117,6 @@ impl Fabric {
             )
         })?;
         crate::ep::pep_from(&out, &self.node)
-    }
-
-    /// `fi_eq_open`.
-    pub fn eq_open(&self, attr: &EqAttr) -> Result<EventQueue> {
-        self.eq_open_with(attr, 0)
     }
 
     /// `fi_eq_open` with a context.
@@ -183,24 +168,6 @@ impl Fabric {
         }
         // SAFETY: the provider returned an EQ and its table.
         Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
-    }
-
-    /// `fi_wait_open`.
-    pub fn wait_open(&self, attr: &WaitAttr) -> Result<WaitSet> {
-        let raw = attr.to_raw();
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
-        })?;
-        let ops = out.ops as *const WaitTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Wait,
-            close_of(out.obj, ops, "wait set")?,
-        );
-        // SAFETY: the provider returned a wait set and its table.
-        Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
     }
 
     /// `fi_poll_open`: a poll set for the CQs and counters of this fabric's domains

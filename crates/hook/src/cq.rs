@@ -185,7 +185,7 @@ fn sread_inner(
 
 impl<H: Hook> HookCq<H> {
     /// What the generated forwarders use: the hook, the name and the CQ beneath.
-    fn forward(&self) -> (&H, &ObjName, &CompletionQueue) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &CompletionQueue) {
         (&self.h, &self.core.name, &self.core.inner)
     }
 }

@@ -263,7 +263,7 @@ impl<H: Hook> HookEp<H> {
     }
 
     /// What the generated forwarders use: the hook, the name and the endpoint beneath.
-    fn forward(&self) -> (&H, &ObjName, &Endpoint) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &Endpoint) {
         (&self.h, &self.core.name, &self.core.inner)
     }
 }
@@ -423,7 +423,7 @@ impl<H: Hook> HookPep<H> {
 impl<H: Hook> HookPep<H> {
     /// What the generated forwarders use: the hook, the name and the passive endpoint
     /// beneath.
-    fn forward(&self) -> (&H, &ObjName, &PassiveEndpoint) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &PassiveEndpoint) {
         (&self.h, &self.name, &self.inner)
     }
 }

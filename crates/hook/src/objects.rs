@@ -58,7 +58,7 @@ impl<H: Hook> HookEq<H> {
 
 impl<H: Hook> HookEq<H> {
     /// What the generated forwarders use: the hook, the name and the EQ beneath.
-    fn forward(&self) -> (&H, &ObjName, &EventQueue) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &EventQueue) {
         (&self.h, &self.name, &self.inner)
     }
 }
@@ -137,7 +137,7 @@ impl<H: Hook> HookCntr<H> {
 
 impl<H: Hook> HookCntr<H> {
     /// What the generated forwarders use: the hook, the name and the counter beneath.
-    fn forward(&self) -> (&H, &ObjName, &Counter) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &Counter) {
         (&self.h, &self.core.name, &self.core.inner)
     }
 }
@@ -172,7 +172,7 @@ impl<H: Hook> HookAv<H> {
 
 impl<H: Hook> HookAv<H> {
     /// What the generated forwarders use: the hook, the name and the AV beneath.
-    fn forward(&self) -> (&H, &ObjName, &AddressVector) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &AddressVector) {
         (&self.h, &self.name, &self.inner)
     }
 }
@@ -210,7 +210,7 @@ impl<H: Hook> HookMr<H> {
 
 impl<H: Hook> HookMr<H> {
     /// What the generated forwarders use: the hook, the name and the region beneath.
-    fn forward(&self) -> (&H, &ObjName, &MemoryRegion) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &MemoryRegion) {
         (&self.h, &self.name, &self.inner)
     }
 }
@@ -256,7 +256,7 @@ impl<H: Hook> HookWait<H> {
 
 impl<H: Hook> HookWait<H> {
     /// What the generated forwarders use: the hook, the name and the set beneath.
-    fn forward(&self) -> (&H, &ObjName, &WaitSet) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &WaitSet) {
         (&self.h, &self.name, &self.inner)
     }
 }

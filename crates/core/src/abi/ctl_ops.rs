@@ -365,16 +365,20 @@ macro_rules! for_each_fabric_op {
                 close;
                 /// Open a domain (`fi_domain`); `out.ops` is a `DomainTable`.
                 fn domain(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_domain
-                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Domain>;
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Domain>,
+                        forward [context] |fabric| fabric.domain_with(info, context) => hooked;
                 /// Open a passive endpoint (`fi_passive_ep`); `out.ops` is a `PepTable`.
                 fn passive_ep(fab: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_pep
-                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::PassiveEp> = $crate::provider::enosys("passive endpoints are not supported");
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::PassiveEp> = $crate::provider::enosys("passive endpoints are not supported"),
+                        forward [context] |fabric| fabric.passive_ep_with(info, context) => hooked;
                 /// Open an event queue (`fi_eq_open`); `out.ops` is an `EqTable`.
                 fn eq_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawEqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_eq_open
-                    | fn(attr: &$crate::eq::EqAttr, context: usize) -> $crate::Result<Self::Eq> = $crate::provider::enosys("event queues are not supported");
+                    | fn(attr: &$crate::eq::EqAttr, context: usize) -> $crate::Result<Self::Eq> = $crate::provider::enosys("event queues are not supported"),
+                        forward [attr, context] |fabric| fabric.eq_open_with(attr, context) => hooked;
                 /// Open a wait set (`fi_wait_open`); `out.ops` is a `WaitTable`.
                 fn wait_open(fab: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawWaitAttr, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => fab_wait_open
-                    | fn(attr: &$crate::wait::WaitAttr) -> $crate::Result<Self::Wait> = $crate::provider::enosys("wait sets are not supported");
+                    | fn(attr: &$crate::wait::WaitAttr) -> $crate::Result<Self::Wait> = $crate::provider::enosys("wait sets are not supported"),
+                        forward [attr] |fabric| fabric.wait_open(attr) => hooked;
                 /// `fi_trywait` over CQs, EQs, counters and wait sets of this fabric.
                 fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait
                     | /// `Ok` if the caller may block on the objects' wait fds, else `FI_EAGAIN`
@@ -400,24 +404,35 @@ macro_rules! for_each_domain_op {
                 fn bind(dom: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_bind;
                 /// Open an active endpoint (`fi_endpoint2`; flags 0 = `fi_endpoint`).
                 fn endpoint(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_endpoint
-                    | fn(info: &$crate::Info, context: usize, flags: u64) -> $crate::Result<Self::Endpoint>;
+                    | fn(info: &$crate::Info, context: usize, flags: u64) -> $crate::Result<Self::Endpoint>,
+                        forward [context, flags] |domain| domain.endpoint_with(info, context, flags) => hooked(Some(info), "endpoint");
                 /// Open a scalable endpoint (`fi_scalable_ep`).
                 fn scalable_ep(dom: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_scalable_ep
-                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("scalable endpoints are not supported");
+                    | fn(info: &$crate::Info, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("scalable endpoints are not supported"),
+                        forward [context] |domain| domain.scalable_ep(info) => hooked(Some(info), "scalable endpoint");
                 /// Open a completion queue; `out.ops` is a `CqTable`.
                 fn cq_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCqAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cq_open
                     | /// `attr.format` is never `Unspec` here (the host resolves it to `Context`).
-                    fn(attr: &$crate::cq::CqAttr, context: usize) -> $crate::Result<Self::Cq>;
+                    fn(attr: &$crate::cq::CqAttr, context: usize) -> $crate::Result<Self::Cq>,
+                        forward [attr, context] |domain| domain.cq_open_with(attr, context) => hooked(attr.size);
                 /// Open a counter; `out.ops` is a `CntrTable`.
                 fn cntr_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawCntrAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_cntr_open
-                    | fn(attr: &$crate::cntr::CntrAttr, context: usize) -> $crate::Result<Self::Cntr> = $crate::provider::enosys("counters are not supported");
+                    | fn(attr: &$crate::cntr::CntrAttr, context: usize) -> $crate::Result<Self::Cntr> = $crate::provider::enosys("counters are not supported"),
+                        forward [attr, context] |domain| domain.cntr_open_with(attr, context) => hooked;
                 /// Open an address vector; `out.ops` is an `AvTable`.
                 fn av_open(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawAvAttr, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_av_open
-                    | fn(attr: &$crate::av::AvAttr, context: usize) -> $crate::Result<Self::Av> = $crate::provider::enosys("address vectors are not supported");
+                    | fn(attr: &$crate::av::AvAttr, context: usize) -> $crate::Result<Self::Av> = $crate::provider::enosys("address vectors are not supported"),
+                        forward [attr, context] |domain| domain.av_open(attr) => hooked;
                 /// Register one buffer (`fi_mr_reg`).
                 fn mr_reg(dom: $crate::abi::raw::Obj, buf: *const ::std::ffi::c_void, len: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_reg
                     | /// `fi_mr_reg`, `fi_mr_regv` and `fi_mr_regattr` all arrive at this method.
-                    fn(attr: &$crate::mr::MrAttr<'_>, flags: u64) -> $crate::Result<Self::Mr> = $crate::provider::enosys("memory registration is not supported");
+                    fn(attr: &$crate::mr::MrAttr<'_>, flags: u64) -> $crate::Result<Self::Mr> = $crate::provider::enosys("memory registration is not supported"),
+                        forward [flags] |domain| {
+                            // SAFETY: the host's caller made the same promise for these
+                            // buffers (they stay valid until the region closes, which is
+                            // before the hook's region is dropped).
+                            unsafe { domain.mr_regattr(attr, flags) }
+                        } => hooked;
                 /// Register buffers (`fi_mr_regv`).
                 fn mr_regv(dom: $crate::abi::raw::Obj, iov: *const $crate::abi::raw::Iov, count: usize, access: u64, offset: u64, requested_key: u64, flags: u64, context: usize, out: *mut $crate::abi::raw::RawMr, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_mr_regv;
                 /// Register with attributes (`fi_mr_regattr`).
@@ -427,10 +442,12 @@ macro_rules! for_each_domain_op {
                     | fn(datatype: $crate::Datatype, op: $crate::AtomicOp, flags: u64) -> $crate::Result<$crate::abi::raw::AtomicAttr> = $crate::provider::enosys("atomics are not supported"), forward;
                 /// Open a shared transmit context (`fi_stx_context`).
                 fn stx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_stx_ctx
-                    | fn(attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared transmit contexts are not supported");
+                    | fn(attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared transmit contexts are not supported"),
+                        forward [context] |domain| domain.stx_context(attr) => hooked(None, "shared tx context");
                 /// Open a shared receive context (`fi_srx_context`).
                 fn srx_ctx(dom: $crate::abi::raw::Obj, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => dom_srx_ctx
-                    | fn(attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared receive contexts are not supported");
+                    | fn(attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self::Endpoint> = $crate::provider::enosys("shared receive contexts are not supported"),
+                        forward [context] |domain| domain.srx_context(attr) => hooked(None, "shared rx context");
             }
         }
     };
@@ -628,7 +645,7 @@ macro_rules! __ctl_forwarder {
             })
         }
     };
-    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| $fe:expr]) => {
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| ($fe:expr) []]) => {
         #[allow(unused_variables)]
         fn $name(&self, $($p: $pt),*) -> $pr {
             let (h, obj, inner) = self.forward();
@@ -638,7 +655,18 @@ macro_rules! __ctl_forwarder {
             })
         }
     };
-    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| $fe:expr]) => {
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| ($fe:expr) [hooked $(($($wx:expr),*))?]]) => {
+        #[allow(unused_variables)]
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            let made = h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($show),*] [] []), || {
+                let $fi = inner;
+                $fe
+            })?;
+            Ok(Hooked::hooked(($crate::__ctl_made!(made $(, $($wx),*)?)), h.clone()))
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| ($fe:expr) []]) => {
         fn $name(&self, $($p: $pt),*) -> $pr {
             let $fi = self.forward().2;
             $fe
@@ -704,6 +732,19 @@ macro_rules! __ctl_forwarder {
     };
 }
 
+/// What a hook's open-style forwarder wraps: the object made beneath, alone or with
+/// the extra values the entry names (`=> hooked(attr.size)`: a tuple).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __ctl_made {
+    ($made:ident) => {
+        $made
+    };
+    ($made:ident, $($wx:expr),*) => {
+        ($made, $($wx),*)
+    };
+}
+
 /// The arguments of a call as hooks print them: `name=value` separated by spaces
 /// (a byte slice `b` as `b_len=N`).
 #[doc(hidden)]
@@ -733,13 +774,13 @@ macro_rules! __ctl_each {
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| $fe)?)?] }
+        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| $fe)?)?] }
+        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
@@ -894,7 +935,7 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn close(obj: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr)?)?)?; $($rest:tt)*) => {
+        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)

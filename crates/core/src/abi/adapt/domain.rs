@@ -386,7 +386,13 @@ crate::for_each_domain_op!(ctl_trampolines);
 
 use crate::abi::object::ctl;
 use crate::abi::object::ok_or_code;
+use crate::abi::object::{close_of, Node};
 use crate::abi::tables::call_slot;
+use crate::attr::Info;
+use crate::av::AddressVector;
+use crate::cntr::Counter;
+use crate::cq::CompletionQueue;
+use crate::ep::Endpoint;
 use crate::mr::MemoryRegion;
 
 impl crate::domain::Domain {
@@ -452,5 +458,91 @@ impl crate::domain::Domain {
             )
         })?;
         self.mr_from(&out)
+    }
+
+    /// `fi_cntr_open`.
+    pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
+        self.cntr_open_common(attr, None, 0)
+    }
+
+    /// `fi_av_open`.
+    pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        let ops = out.ops as *const AvTable;
+        let node = Node::child(
+            &self.node,
+            FidClass::Av,
+            close_of(out.obj, ops, "address vector")?,
+        );
+        // SAFETY: the provider returned an AV and its table.
+        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_mr_reg`: register `len` bytes at `buf`.
+    ///
+    /// # Safety
+    /// The memory must stay valid until the region is closed (and dropped).
+    pub unsafe fn mr_reg(
+        &self,
+        buf: *const u8,
+        len: usize,
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: our own object; `out` lives across the call; the memory per the
+        // caller's contract.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_reg(
+                    self.obj,
+                    buf as *const c_void,
+                    len,
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_endpoint`: an active endpoint for `info`.
+    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
+        self.endpoint_with(info, 0, 0)
+    }
+
+    /// `fi_scalable_ep`.
+    pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
+    }
+
+    /// `fi_cq_open`.
+    pub fn cq_open(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        self.cq_open_with(attr, 0)
     }
 }
