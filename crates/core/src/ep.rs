@@ -44,7 +44,7 @@ pub struct Endpoint {
     tagged: *const TaggedTable,
     rma: *const RmaTable,
     atomic: *const AtomicTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and tables are required by the interface to be usable from any
@@ -214,21 +214,6 @@ impl Endpoint {
         self.bind(eq, OpFlags::empty())
     }
 
-    /// `fi_enable`.
-    pub fn enable(&self) -> Result<()> {
-        // SAFETY: our own object and table.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
-    }
-
-    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
-    /// endpoint's format). The returned [`Multicast`] holds the fabric address sends to
-    /// the group use; dropping or closing it leaves the group. While it is open the
-    /// endpoint cannot be closed (`FI_EBUSY`). `FI_ENOSYS` from a provider (or a
-    /// plugin built before interface minor 1) without multicast.
-    pub fn join(&self, addr: &Address, flags: u64) -> Result<Multicast> {
-        self.join_with(addr, flags, 0)
-    }
-
     /// [`Endpoint::join`] with the context a `FI_JOIN_COMPLETE` event on the endpoint's
     /// event queue carries.
     pub fn join_with(&self, addr: &Address, flags: u64, context: usize) -> Result<Multicast> {
@@ -259,14 +244,6 @@ impl Endpoint {
             fi_addr,
             node: Node::child(&self.node, FidClass::Mc, closer),
         })
-    }
-
-    /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
-    pub fn alias(&self, flags: u64) -> Result<Endpoint> {
-        let mut out = RawEp::empty();
-        // SAFETY: our own object; `out` lives across the call.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
     }
 
     /// `fi_tx_context` of a scalable endpoint.

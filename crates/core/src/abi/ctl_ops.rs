@@ -19,10 +19,10 @@
 //! | generated | generator | where |
 //! | --- | --- | --- |
 //! | the class's ops table: every slot, in list order, and its fingerprint entry | `ctl_table!` | `abi/tables.rs` |
-//! | the plugin-side trampoline of each `op` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
+//! | the plugin-side trampoline of each `op` and `close` entry and the `Adapt::<F>` table | `ctl_trampolines!` | `abi/adapt/<class>.rs` |
 //! | the provider trait's method, with its default when the entry has one, and the required ones of `Unsupported` | `ctl_trait_methods!`, `ctl_unsupported!` | `provider.rs` |
-//! | the host-side public method (`Counter::add` …) | `ctl_wrappers!` | `ep.rs` (endpoint, passive endpoint), `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs`, `mr.rs` |
-//! | the hook's forwarder | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`) |
+//! | the host-side public method (`Counter::add`, `Counter::close` …) of `op` and `close` entries | `ctl_wrappers!` | `ep.rs` (endpoint, passive endpoint), `cq.rs`, `eq.rs`, `cntr.rs`, `wait.rs`, `mr.rs`, `av.rs`, `domain.rs`, `fabric.rs` |
+//! | the hook's forwarder (of a `fn` entry: when it has a forward clause) | `ctl_forwarders!` | `ofi-hook` (`ep.rs`, `cq.rs`, `objects.rs`, `domain.rs`, `fabric.rs`) |
 //!
 //! # Grammar of a list
 //!
@@ -41,7 +41,10 @@
 //! /// doc
 //! close;                                                      // the class's fi_close
 //! /// doc
-//! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter];         // written by hand
+//! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter]         // C conversion by hand
+//!     [| [/// doc] [unsafe] fn(arg: Type, …) -> Ret [= default]
+//!         [, forward | , forward [shown, …] |inner| expr [=> hooked[(extra, …)] | => method[(extra, …)]]
+//!          | , bypass [] |inner| expr]];
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
 //!     [-> out T | -> val T | -> get T [fallback] | -> count usize | -> bytes Vec<u8> | -> fill usize]
@@ -54,14 +57,26 @@
 //!   method `fn close(&self) -> Result<()>` (default `Ok(())`), the host method
 //!   `close(&mut self)` (the node closes the object, then `Detach` points the handle
 //!   at the `CLOSED` tables) and the hook's forwarder (`Hook::ctl` named `close`).
-//! - A `fn` entry declares only the slot (its full C signature, object first; `@N`
-//!   for a slot appended by interface minor N, as in `abi_table!`); the other pieces
-//!   are written by hand. Its adapter is `adapter`, or `hand::<name>`
-//!   without one, in the class's adapter file (`abi/adapt/<class>.rs`).
+//! - A `fn` entry declares the slot (its full C signature, object first; `@N` for a
+//!   slot appended by interface minor N, as in `abi_table!`) whose C conversion is
+//!   written by hand, in the class's adapter file (`abi/adapt/<class>.rs`): its
+//!   adapter (`adapter`, or `hand::<name>` without one) and the host method that calls
+//!   the slot. After `|`, the provider method of the same name: its arguments after
+//!   `&self`, its return type and its default (without one it is required;
+//!   `Unsupported`'s is generated); its docs are the entry's and those after `|`.
+//!   Then how the hook forwards it:
+//!   - `forward`: `Hook::ctl` named after the entry, showing every argument, calling
+//!     the method of the same name and arguments on the object beneath;
+//!   - `forward [a, b] |inner| expr`: showing `a` and `b`, running `expr` with the
+//!     object beneath bound to `inner`; `=> hooked(extra, …)` wraps the object `expr`
+//!     made, with the extra values, through the hook crate's `Hooked` trait;
+//!     `=> method(extra, …)` hands it to `method` of the hook's type;
+//!   - `bypass [] |inner| expr`: `expr`, without the hook (calls that cannot fail);
+//!   - nothing: the forwarder is written by hand.
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
 //!   reaches the provider's object: a plain box, or a box with the CQ's format next to
 //!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
-//!   `fn forward(&self) -> (&H, &ObjName, &Inner)`.
+//!   `fn forward(&self) -> (&Arc<H>, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars).
 //!   The slot takes the object first and returns an `i32` status (0 or `-FI_x`).
@@ -134,7 +149,8 @@ macro_rules! for_each_ep_ctl_op {
                     | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>;
                 /// `fi_enable`.
                 fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable
-                    | fn() -> $crate::Result<()> = Ok(());
+                    | fn() -> $crate::Result<()> = Ok(()),
+                        forward [] |ep| ep.enable() => enabled;
                 /// `fi_control` with a provider-defined command.
                 fn control(ep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_control
                     | /// # Safety
@@ -145,7 +161,8 @@ macro_rules! for_each_ep_ctl_op {
                     unsafe fn(command: i32, arg: *mut ::std::ffi::c_void) -> $crate::Result<()> = $crate::provider::enosys("control command not supported"), forward;
                 /// `fi_ep_alias`.
                 fn alias(ep: $crate::abi::raw::Obj, flags: u64, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_alias
-                    | fn(flags: u64) -> $crate::Result<Self> = $crate::provider::enosys("endpoint aliases are not supported");
+                    | fn(flags: u64) -> $crate::Result<Self> = $crate::provider::enosys("endpoint aliases are not supported"),
+                        forward [flags] |ep| ep.alias(flags) => derived("endpoint alias");
                 /// `fi_cancel`.
                 fn cancel(ep: $crate::abi::raw::Obj, context: usize) -> isize => ep_cancel
                     | fn(context: usize) -> $crate::Result<()> = $crate::provider::enosys_fast(), forward;
@@ -155,10 +172,12 @@ macro_rules! for_each_ep_ctl_op {
                 op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
                 /// `fi_tx_context` of a scalable endpoint.
                 fn tx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawTxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_tx_ctx
-                    | fn(index: i32, attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("transmit contexts are not supported");
+                    | fn(index: i32, attr: &$crate::TxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("transmit contexts are not supported"),
+                        forward [index, context] |ep| ep.tx_context(index, attr) => derived("tx context");
                 /// `fi_rx_context` of a scalable endpoint.
                 fn rx_ctx(sep: $crate::abi::raw::Obj, index: i32, attr: *const $crate::abi::raw::RawRxAttr, context: usize, out: *mut $crate::abi::raw::RawEp, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_rx_ctx
-                    | fn(index: i32, attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("receive contexts are not supported");
+                    | fn(index: i32, attr: &$crate::RxAttr, context: usize) -> $crate::Result<Self> = $crate::provider::enosys("receive contexts are not supported"),
+                        forward [index, context] |ep| ep.rx_context(index, attr) => derived("rx context");
                 /// `fi_rx_size_left`.
                 op rx_size_left() -> count usize = $crate::provider::enosys_fast();
                 /// `fi_tx_size_left`.
@@ -173,7 +192,8 @@ macro_rules! for_each_ep_ctl_op {
                     /// `context`) when one is bound. The host pairs each successful join with exactly
                     /// one [`EndpointOps::leave`](crate::provider::EndpointOps::leave) of the returned
                     /// address, before the endpoint closes.
-                    fn(addr: &$crate::Address, flags: u64, context: usize) -> $crate::Result<u64> = $crate::provider::enosys("multicast is not supported");
+                    fn(addr: &$crate::Address, flags: u64, context: usize) -> $crate::Result<u64> = $crate::provider::enosys("multicast is not supported"),
+                        forward [addr, flags, context] |ep| ep.join_with(addr, flags, context) => joined;
                 /// `fi_close` of a membership from `join` (minor 1): leave the group and free
                 /// the object.
                 fn @1 mc_close(mc: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_mc_close;
@@ -664,6 +684,17 @@ macro_rules! __ctl_forwarder {
                 $fe
             })?;
             Ok(Hooked::hooked(($crate::__ctl_made!(made $(, $($wx),*)?)), h.clone()))
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| ($fe:expr) [$wrap:ident $(($($wx:expr),*))?]]) => {
+        #[allow(unused_variables, clippy::unit_arg)]
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            let made = h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($show),*] [] []), || {
+                let $fi = inner;
+                $fe
+            })?;
+            Ok(self.$wrap(made $(, $($wx),*)?))
         }
     };
     ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| ($fe:expr) []]) => {

@@ -209,8 +209,10 @@ crate::for_each_ep_ctl_op!(ctl_trampolines);
 
 use crate::abi::object::{ctl, ok_or_code};
 use crate::abi::tables::call_slot;
+use crate::addr::Address;
+use crate::ep::{Endpoint, Multicast};
 
-impl crate::ep::Endpoint {
+impl Endpoint {
     /// `fi_cancel` the operation posted with `context`.
     pub fn cancel(&self, context: usize) -> Result<()> {
         // SAFETY: our own object.
@@ -224,5 +226,28 @@ impl crate::ep::Endpoint {
     pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
         // SAFETY: our own object; `arg` per the caller's contract.
         ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
+    }
+
+    /// `fi_enable`.
+    pub fn enable(&self) -> Result<()> {
+        // SAFETY: our own object and table.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
+    }
+
+    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
+    /// endpoint's format). The returned [`Multicast`] holds the fabric address sends to
+    /// the group use; dropping or closing it leaves the group. While it is open the
+    /// endpoint cannot be closed (`FI_EBUSY`). `FI_ENOSYS` from a provider (or a
+    /// plugin built before interface minor 1) without multicast.
+    pub fn join(&self, addr: &Address, flags: u64) -> Result<Multicast> {
+        self.join_with(addr, flags, 0)
+    }
+
+    /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
+    pub fn alias(&self, flags: u64) -> Result<Endpoint> {
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `out` lives across the call.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
     }
 }
