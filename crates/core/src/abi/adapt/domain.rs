@@ -412,7 +412,7 @@ impl crate::domain::Domain {
     /// `fi_mr_regv`.
     ///
     /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `iov`.
+    /// As [`Domain::mr_reg`](Self::mr_reg), for every buffer of `iov`.
     pub unsafe fn mr_regv(
         &self,
         iov: &[Iov],
@@ -446,7 +446,7 @@ impl crate::domain::Domain {
     /// `fi_mr_regattr`.
     ///
     /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `attr.iov`.
+    /// As [`Domain::mr_reg`](Self::mr_reg), for every buffer of `attr.iov`.
     pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
         let raw = attr.to_raw();
         let mut out = RawMr::empty();
