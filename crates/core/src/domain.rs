@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, AsFid, FidRef, Node};
+use crate::abi::object::{close_of, ctl, open_child, AsFid, FidRef, Node};
 use crate::abi::raw::RawInfoBox;
 use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawEp, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
@@ -190,12 +190,7 @@ impl Domain {
                 DomainTable.cntr_open(self.obj, &raw, context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const CntrTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Cntr,
-            close_of(out.obj, ops, "counter")?,
-        );
+        let (ops, node) = open_child::<CntrTable>(&self.node, &out, FidClass::Cntr, "counter")?;
         if let Some(set) = set {
             node.add_binding(set);
         }

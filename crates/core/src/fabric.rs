@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, ok_or_code, open_child, AsFid, FidRef, Node};
 use crate::abi::raw::{FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
 use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
@@ -95,12 +95,7 @@ impl Fabric {
                 FabricTable.domain(self.obj, ib.as_ptr(), context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const DomainTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Domain,
-            close_of(out.obj, ops, "domain")?,
-        );
+        let (ops, node) = open_child::<DomainTable>(&self.node, &out, FidClass::Domain, "domain")?;
         // SAFETY: the provider returned a domain and its table.
         Ok(unsafe { Domain::from_raw(out.obj, ops, node) })
     }
@@ -157,12 +152,7 @@ impl Fabric {
                 FabricTable.eq_open(self.obj, &raw, context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const EqTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Eq,
-            close_of(out.obj, ops, "event queue")?,
-        );
+        let (ops, node) = open_child::<EqTable>(&self.node, &out, FidClass::Eq, "event queue")?;
         if let Some(set) = set {
             node.add_binding(set);
         }

@@ -18,28 +18,9 @@ use crate::fabric::HookFabric;
 use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
 use crate::{Hook, Hooked, ObjName};
 
-/// A domain wrapped by hook `H`.
-pub struct HookDomain<H: Hook> {
-    inner: Domain,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookDomain<H> {
-    pub(crate) fn new(inner: Domain, h: Arc<H>) -> HookDomain<H> {
-        HookDomain {
-            inner,
-            h,
-            name: ObjName::new("domain"),
-        }
-    }
-}
-
-impl<H: Hook> HookDomain<H> {
-    /// What the generated forwarders use: the hook, the name and the domain beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &Domain) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// A domain wrapped by hook `H`.
+    HookDomain(Domain, "domain");
 }
 
 impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {

@@ -371,29 +371,9 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     ofi_core::for_each_ep_data_op!(hook_forwarders);
 }
 
-/// A passive endpoint wrapped by hook `H`.
-pub struct HookPep<H: Hook> {
-    inner: PassiveEndpoint,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookPep<H> {
-    pub(crate) fn new(inner: PassiveEndpoint, h: Arc<H>) -> HookPep<H> {
-        HookPep {
-            inner,
-            h,
-            name: ObjName::new("passive endpoint"),
-        }
-    }
-}
-
-impl<H: Hook> HookPep<H> {
-    /// What the generated forwarders use: the hook, the name and the passive endpoint
-    /// beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &PassiveEndpoint) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// A passive endpoint wrapped by hook `H`.
+    HookPep(PassiveEndpoint, "passive endpoint");
 }
 
 impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {

@@ -85,14 +85,54 @@ macro_rules! hooked_by_new {
 }
 
 hooked_by_new! {
-    HookDomain: ofi_core::domain::Domain;
-    HookPep: ofi_core::ep::PassiveEndpoint;
     HookEq: ofi_core::eq::EventQueue;
-    HookWait: ofi_core::wait::WaitSet;
     HookCntr: ofi_core::cntr::Counter;
-    HookAv: ofi_core::av::AddressVector;
-    HookMr: ofi_core::mr::MemoryRegion;
 }
+
+/// Hooked types that hold only the object beneath, the hook's state and a name: the
+/// struct, `new`, `inner`, `forward` (what the generated forwarders use) and the
+/// `Hooked` impl of each. Invoked in the module of the type (its fields stay private
+/// there).
+macro_rules! hooked_objects {
+    ($(#[$doc:meta])* $Type:ident($Inner:ty, $label:literal);) => {
+        $(#[$doc])*
+        pub struct $Type<H: Hook> {
+            inner: $Inner,
+            h: Arc<H>,
+            name: ObjName,
+        }
+
+        impl<H: Hook> $Type<H> {
+            pub(crate) fn new(inner: $Inner, h: Arc<H>) -> $Type<H> {
+                $Type {
+                    inner,
+                    h,
+                    name: ObjName::new($label),
+                }
+            }
+
+            /// The object beneath.
+            pub fn inner(&self) -> &$Inner {
+                &self.inner
+            }
+
+            /// What the generated forwarders use: the hook, the name and the object
+            /// beneath.
+            fn forward(&self) -> (&Arc<H>, &ObjName, &$Inner) {
+                (&self.h, &self.name, &self.inner)
+            }
+        }
+
+        impl<H: Hook> $crate::Hooked<'_, H> for $Type<H> {
+            type Inner = $Inner;
+            fn hooked(inner: $Inner, h: Arc<H>) -> Self {
+                $Type::new(inner, h)
+            }
+        }
+    };
+}
+
+pub(crate) use hooked_objects;
 
 impl<H: Hook> Hooked<'_, H> for HookCq<H> {
     /// The CQ beneath and its size.
@@ -114,9 +154,8 @@ pub use ep::EpCore;
 pub use fabric::HookFabric;
 
 use cq::HookCq;
-use domain::HookDomain;
-use ep::{HookEp, HookPep};
-use objects::{HookAv, HookCntr, HookEq, HookMr, HookWait};
+use ep::HookEp;
+use objects::{HookCntr, HookEq};
 
 /// The hooks' provider version (`prov_version`).
 pub const VERSION: Version = Version::new(1, 0);

@@ -148,33 +148,9 @@ impl<H: Hook> CntrOps for HookCntr<H> {
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
 }
 
-/// An AV wrapped by hook `H`.
-pub struct HookAv<H: Hook> {
-    inner: AddressVector,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookAv<H> {
-    pub(crate) fn new(inner: AddressVector, h: Arc<H>) -> HookAv<H> {
-        HookAv {
-            inner,
-            h,
-            name: ObjName::new("av"),
-        }
-    }
-
-    /// The AV beneath.
-    pub fn inner(&self) -> &AddressVector {
-        &self.inner
-    }
-}
-
-impl<H: Hook> HookAv<H> {
-    /// What the generated forwarders use: the hook, the name and the AV beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &AddressVector) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// An AV wrapped by hook `H`.
+    HookAv(AddressVector, "av");
 }
 
 impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
@@ -191,28 +167,9 @@ impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
     }
 }
 
-/// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
-pub struct HookMr<H: Hook> {
-    inner: MemoryRegion,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookMr<H> {
-    pub(crate) fn new(inner: MemoryRegion, h: Arc<H>) -> HookMr<H> {
-        HookMr {
-            inner,
-            h,
-            name: ObjName::new("mr"),
-        }
-    }
-}
-
-impl<H: Hook> HookMr<H> {
-    /// What the generated forwarders use: the hook, the name and the region beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &MemoryRegion) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
+    HookMr(MemoryRegion, "mr");
 }
 
 impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
@@ -232,33 +189,9 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
     }
 }
 
-/// A wait set wrapped by hook `H`.
-pub struct HookWait<H: Hook> {
-    inner: WaitSet,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookWait<H> {
-    pub(crate) fn new(inner: WaitSet, h: Arc<H>) -> HookWait<H> {
-        HookWait {
-            inner,
-            h,
-            name: ObjName::new("wait set"),
-        }
-    }
-
-    /// The wait set beneath.
-    pub fn inner(&self) -> &WaitSet {
-        &self.inner
-    }
-}
-
-impl<H: Hook> HookWait<H> {
-    /// What the generated forwarders use: the hook, the name and the set beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &WaitSet) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// A wait set wrapped by hook `H`.
+    HookWait(WaitSet, "wait set");
 }
 
 impl<H: Hook> WaitOps for HookWait<H> {

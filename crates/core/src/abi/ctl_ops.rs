@@ -675,17 +675,6 @@ macro_rules! __ctl_forwarder {
             })
         }
     };
-    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| ($fe:expr) [hooked $(($($wx:expr),*))?]]) => {
-        #[allow(unused_variables)]
-        fn $name(&self, $($p: $pt),*) -> $pr {
-            let (h, obj, inner) = self.forward();
-            let made = h.ctl(obj, stringify!($name), || $crate::__ctl_args!([$($show),*] [] []), || {
-                let $fi = inner;
-                $fe
-            })?;
-            Ok(Hooked::hooked(($crate::__ctl_made!(made $(, $($wx),*)?)), h.clone()))
-        }
-    };
     ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [forward [$($show:ident),*] |$fi:ident| ($fe:expr) [$wrap:ident $(($($wx:expr),*))?]]) => {
         #[allow(unused_variables, clippy::unit_arg)]
         fn $name(&self, $($p: $pt),*) -> $pr {
@@ -694,7 +683,7 @@ macro_rules! __ctl_forwarder {
                 let $fi = inner;
                 $fe
             })?;
-            Ok(self.$wrap(made $(, $($wx),*)?))
+            Ok($crate::__ctl_wrap!(self, h, made, $wrap $(, $($wx),*)?))
         }
     };
     ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| ($fe:expr) []]) => {
@@ -763,16 +752,21 @@ macro_rules! __ctl_forwarder {
     };
 }
 
-/// What a hook's open-style forwarder wraps: the object made beneath, alone or with
-/// the extra values the entry names (`=> hooked(attr.size)`: a tuple).
+/// How a hook's forwarder hands on what the call beneath made: `hooked` wraps it
+/// (alone, or in a tuple with the entry's extra values) through the hook crate's
+/// `Hooked` trait; another name is a method of the hook's type, given it and the extra
+/// values.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __ctl_made {
-    ($made:ident) => {
-        $made
+macro_rules! __ctl_wrap {
+    ($this:ident, $h:ident, $made:ident, hooked) => {
+        Hooked::hooked($made, $h.clone())
     };
-    ($made:ident, $($wx:expr),*) => {
-        ($made, $($wx),*)
+    ($this:ident, $h:ident, $made:ident, hooked $(, $wx:expr)+) => {
+        Hooked::hooked(($made $(, $wx)+), $h.clone())
+    };
+    ($this:ident, $h:ident, $made:ident, $method:ident $(, $wx:expr)*) => {
+        $this.$method($made $(, $wx)*)
     };
 }
 

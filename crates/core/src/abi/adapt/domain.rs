@@ -386,7 +386,7 @@ crate::for_each_domain_op!(ctl_trampolines);
 
 use crate::abi::object::ctl;
 use crate::abi::object::ok_or_code;
-use crate::abi::object::{close_of, Node};
+use crate::abi::object::open_child;
 use crate::abi::tables::call_slot;
 use crate::attr::Info;
 use crate::av::AddressVector;
@@ -476,12 +476,7 @@ impl crate::domain::Domain {
                 DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const AvTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Av,
-            close_of(out.obj, ops, "address vector")?,
-        );
+        let (ops, node) = open_child::<AvTable>(&self.node, &out, FidClass::Av, "address vector")?;
         // SAFETY: the provider returned an AV and its table.
         Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
     }

@@ -149,7 +149,7 @@ crate::for_each_fabric_op!(ctl_trampolines);
 // public method that calls the slot (the provider method and the hook forwarder
 // come from the list).
 
-use crate::abi::object::{close_of, ctl, Node};
+use crate::abi::object::{ctl, open_child};
 use crate::abi::tables::call_slot;
 use crate::attr::Info;
 use crate::domain::Domain;
@@ -180,12 +180,7 @@ impl crate::fabric::Fabric {
         ctl(|e| unsafe {
             call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
         })?;
-        let ops = out.ops as *const WaitTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Wait,
-            close_of(out.obj, ops, "wait set")?,
-        );
+        let (ops, node) = open_child::<WaitTable>(&self.node, &out, FidClass::Wait, "wait set")?;
         // SAFETY: the provider returned a wait set and its table.
         Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
     }
