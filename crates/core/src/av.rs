@@ -171,6 +171,6 @@ impl AddressVector {
         Ok(())
     }
 
-    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    // ---- one method per entry of the list (`for_each_av_op!`) ----
     crate::for_each_av_op!(crate::abi::ctl_ops::ctl_wrappers);
 }

@@ -444,7 +444,7 @@ impl CompletionQueue {
         })
     }
 
-    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    // ---- one method per entry of the list (`for_each_cq_op!`) ----
 
     crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_wrappers);
 

@@ -276,7 +276,7 @@ impl Endpoint {
 
     // ---- connection management ----
 
-    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // ---- one method per entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
     crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_wrappers);
@@ -384,7 +384,7 @@ impl PassiveEndpoint {
         Ok(())
     }
 
-    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    // ---- one method per entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 

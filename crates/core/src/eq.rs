@@ -277,7 +277,7 @@ impl EventQueue {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
-    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    // ---- one method per entry of the list (`for_each_eq_op!`) ----
 
     crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_wrappers);
 }

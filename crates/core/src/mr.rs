@@ -274,7 +274,7 @@ impl MemoryRegion {
         self.bind_fid(cntr.as_fid(), flags)
     }
 
-    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    // ---- one method per entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 

@@ -285,7 +285,7 @@ macro_rules! data_trait_methods {
 #[allow(clippy::too_many_arguments)]
 pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     // ---- control ----
-    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // ---- one method per entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
     crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
     crate::for_each_cm_op!(crate::ctl_trait_methods);
@@ -305,19 +305,19 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Bind the event queue connection requests go to.
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
-    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    // ---- one method per entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
 }
 
 /// A completion queue (`fid_cq`).
 pub trait CqOps: Sized + Send + Sync + 'static {
-    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    // ---- one method per entry of the list (`for_each_cq_op!`) ----
     crate::for_each_cq_op!(crate::ctl_trait_methods);
 }
 
 /// An event queue (`fid_eq`).
 pub trait EqOps: Sized + Send + Sync + 'static {
-    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    // ---- one method per entry of the list (`for_each_eq_op!`) ----
     crate::for_each_eq_op!(crate::ctl_trait_methods);
 }
 
@@ -329,7 +329,7 @@ pub trait CntrOps: Sized + Send + Sync + 'static {
 
 /// An address vector (`fid_av`).
 pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    // ---- one method per entry of the list (`for_each_av_op!`) ----
     crate::for_each_av_op!(crate::ctl_trait_methods);
     /// `fi_av_bind` (an event queue, for asynchronous inserts).
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
@@ -339,7 +339,7 @@ pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
 /// A memory region (`fid_mr`).
 pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    // ---- one method per entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::ctl_trait_methods);
 }
 

@@ -117,7 +117,9 @@
 //!
 //! Adding an operation to a listed class is one `op` entry (appended: tables only
 //! grow at the end) plus its implementation in the providers that support it — when
-//! its shape is one of the above; otherwise a `fn` entry and the pieces by hand.
+//! its shape is one of the above; otherwise a `fn` entry with the provider method's
+//! signature and a forward clause, and its C conversion (adapter and host method) by
+//! hand in the class's adapter file.
 //!
 //! The endpoint's lists and [`for_each_ep_data_op!`](crate::for_each_ep_data_op) are
 //! separate: the data list keeps its own grammar (its generators, in this crate and in
@@ -601,7 +603,8 @@ macro_rules! __ctl_host_ret {
     ($shape:ident $t:ty) => { $crate::Result<$t> };
 }
 
-/// The provider method of one entry (nothing for a `fn` entry).
+/// The provider method of one entry (of a `fn` entry: when it gives the provider
+/// method's signature after `|`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __ctl_trait_method {
@@ -652,7 +655,9 @@ macro_rules! __ctl_trait_method {
     };
 }
 
-/// The hook's forwarder of one entry (nothing for a `fn` entry). The hook type
+/// The hook's forwarder of one entry (of a `fn` entry: when it has a forward clause;
+/// `forward [..] |inner| expr => wrap` hands the result on through [`__ctl_wrap!`]). The
+/// hook type
 /// provides `forward(&self) -> (&H, &ObjName, &Inner)`.
 #[doc(hidden)]
 #[macro_export]
@@ -819,7 +824,8 @@ macro_rules! __ctl_each {
     };
 }
 
-/// Writes, inside a provider trait, one method per `op` entry of the list.
+/// Writes, inside a provider trait, one method per `op` and `close` entry of the list and
+/// per `fn` entry that gives the provider method's signature.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! ctl_trait_methods {
@@ -828,7 +834,8 @@ macro_rules! ctl_trait_methods {
     };
 }
 
-/// Writes, inside the hook's `impl Trait for HookType`, one forwarder per `op` entry.
+/// Writes, inside the hook's `impl Trait for HookType`, one forwarder per `op` and
+/// `close` entry, and per `fn` entry with a forward clause.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! ctl_forwarders {

@@ -15,6 +15,13 @@
 //! passed to a slot came from the same family's adapter and is still open; that is what
 //! makes the casts below sound.
 //!
+//! # Host side
+//!
+//! A class file also ends with the host methods of its list's `fn` entries (the public
+//! method that calls the hand-adapted slot: `Domain::cq_open`, `AddressVector::insert`
+//! …), so that the C conversion of such an operation, both ways, is written in one file
+//! and the rest comes from its list entry (see [`crate::abi::ctl_ops`]).
+//!
 //! # Slot contract
 //!
 //! What every slot (an `unsafe extern "C" fn` of this module and its children)
