@@ -51,9 +51,12 @@ LIMIT = 2
 # Over the limit today, each for the hook-specific logic of its forwarder (binding
 # bookkeeping and the hooked bind targets beneath, the CQ and EQ reads the hooks
 # observe, trywait's translation of hooked objects) and a host method written by hand.
+# And the provider root table's `getinfo` and `fabric`: the `Provider` trait's methods
+# (getinfo's default calls `self.info_templates()`) and the host's
+# `ProviderHandle::getinfo` are written by hand.
 PENDING = {
     "ep.bind", "cq.read", "cq.readerr", "cq.sread", "eq.read", "eq.sread",
-    "fabric.trywait", "mr.bind",
+    "fabric.trywait", "mr.bind", "provider.getinfo", "provider.fabric",
 }
 
 # The words that say which object class a piece of code is about: its ops tables, its
@@ -74,7 +77,9 @@ CLASSES = {
     "wait": dict(words="WaitTable WaitOps WaitOf WaitSet HookWait", prefixes="wait"),
     "domain": dict(words="DomainTable DomainOps Domain HookDomain", prefixes="dom"),
     "fabric": dict(words="FabricTable FabricOps Fabric HookFabric", prefixes="fab"),
-    "provider": dict(words="ProviderTable ProvAdapt", prefixes="prov"),
+    "provider": dict(
+        words="ProviderTable ProvAdapt Provider ProviderHandle", prefixes="prov"
+    ),
 }
 # The groups of the list of data operations, and the CM list, are the endpoint's.
 GROUP_CLASS = {"msg": "ep", "tagged": "ep", "rma": "ep", "atomic": "ep", "cm": "ep"}
@@ -210,7 +215,7 @@ def files_naming(op, cls=None):
             continue
         pre = "|".join(CLASSES[cls]["prefixes"].split())
         adapter = re.compile(
-            r"(?<![A-Za-z0-9_])(?:" + pre + r")_" + re.escape(op) + r"\s*(?:::)?\s*<\s*F\b"
+            r"(?<![A-Za-z0-9_])(?:" + pre + r")_" + re.escape(op) + r"\s*(?:::)?\s*<\s*[FP]\b"
         )
         if adapter.search(code) or any(
             cls in class_at(p, pos, call) for pos, call in op_uses(code, op)
@@ -292,7 +297,7 @@ def main(argv):
         print(
             f"{len(ops)} operations, {checked} checked "
             f"(at most {worst} files each), {len(over)} over the limit; "
-            f"pending (over the limit, hook logic by hand): {' '.join(pending) or '-'}"
+            f"pending (over the limit, pieces by hand): {' '.join(pending) or '-'}"
         )
         return 1 if over or stale else 0
     if len(args) == 1 and "." in args[0]:

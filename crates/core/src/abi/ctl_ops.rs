@@ -13,8 +13,9 @@
 //! [`for_each_av_op!`](crate::for_each_av_op) (address vectors),
 //! [`for_each_mr_op!`](crate::for_each_mr_op) (memory regions),
 //! [`for_each_domain_op!`](crate::for_each_domain_op) (domains),
-//! [`for_each_pep_op!`](crate::for_each_pep_op) (passive endpoints) and
-//! [`for_each_fabric_op!`](crate::for_each_fabric_op) (fabrics).
+//! [`for_each_pep_op!`](crate::for_each_pep_op) (passive endpoints),
+//! [`for_each_fabric_op!`](crate::for_each_fabric_op) (fabrics) and
+//! [`for_each_provider_op!`](crate::for_each_provider_op) (a provider's root table).
 //!
 //! | generated | generator | where |
 //! | --- | --- | --- |
@@ -577,6 +578,31 @@ macro_rules! for_each_mr_op {
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
                 op enable() with err = Ok(());
+            }
+        }
+    };
+}
+
+/// The one list of a provider's root table (what `PluginEntry::init` hands back; see
+/// the [module docs](crate::abi::ctl_ops) for the grammar). Its slots are adapted by
+/// hand (the `prov_` adapters of `abi/adapt/mod.rs`, which also build
+/// `ProvAdapt::<P>::TABLE` from this list); the provider methods they reach are
+/// [`Provider`](crate::provider::Provider)'s, and hooks do not forward them.
+#[macro_export]
+macro_rules! for_each_provider_op {
+    ($($gen:tt)+) => {
+        $($gen)+! {
+            /// The provider's root table (what `PluginEntry::init` hands back).
+            provider ProviderTable Provider ProvAdapt ProviderHandle {
+                /// Answer a getinfo request; the result is owned by the provider until
+                /// `free_getinfo`. Returns 0 (the outcome, including errors, is in `out`).
+                fn getinfo(prov: $crate::abi::raw::Obj, req: *const $crate::abi::wire::RawGetinfoRequest, out: *mut $crate::abi::wire::RawGetinfoResult) -> i32 => prov_getinfo;
+                /// Free a result `getinfo` produced.
+                fn free_getinfo(prov: $crate::abi::raw::Obj, out: *mut $crate::abi::wire::RawGetinfoResult) -> i32 => prov_free_getinfo;
+                /// Open a fabric for `info`.
+                fn fabric(prov: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => prov_fabric;
+                /// Release the provider (after every object it created is closed).
+                fn cleanup(prov: $crate::abi::raw::Obj) -> i32 => prov_cleanup;
             }
         }
     };

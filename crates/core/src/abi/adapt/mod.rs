@@ -368,18 +368,24 @@ pub struct EqBox<T> {
 // ---------------------------------------------------------------------------------------
 // Provider root and plugin init.
 
+/// `P`'s root table from its list: every slot is the entry's `prov_` adapter.
+macro_rules! prov_table {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident {
+        $($(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),*) -> $r:ty => $adapter:ident;)*
+    }) => {
+        &$Table {
+            size: std::mem::size_of::<$Table>(),
+            $($name: $adapter::<P>,)*
+        }
+    };
+}
+
 /// The root table of provider `P`.
 pub struct ProvAdapt<P>(PhantomData<P>);
 
 impl<P: Provider> ProvAdapt<P> {
     /// `P`'s provider table.
-    pub const TABLE: &'static ProviderTable = &ProviderTable {
-        size: std::mem::size_of::<ProviderTable>(),
-        getinfo: prov_getinfo::<P>,
-        free_getinfo: prov_free_getinfo::<P>,
-        fabric: prov_fabric::<P>,
-        cleanup: prov_cleanup::<P>,
-    };
+    pub const TABLE: &'static ProviderTable = crate::for_each_provider_op!(prov_table);
 }
 
 /// The entry's init for provider `P`: installs the host table and log forwarder when
