@@ -25,9 +25,11 @@ inside code about the class (a block whose header names one of the class's types
 or has the class's hand-written adapter `<prefix>_OP<F …>`. Names shared by several
 classes (`read`, `wait_fd`, `close`) are so told apart.
 
---check covers the entries of `for_each_ep_data_op!` (abi/ops.rs, queries included)
-and of the class lists of abi/ctl_ops.rs; their `fn` entries (slots still written by
-hand) are listed, not counted.
+--check covers every entry of `for_each_ep_data_op!` (abi/ops.rs, queries included)
+and of the class lists of abi/ctl_ops.rs, `close` and `fn` entries included. The
+operations in PENDING (whose hook forwarder still carries hook-specific logic written
+by hand) are reported, not failed; one of them that comes within the limit fails the
+check until it leaves PENDING, so the list only shrinks.
 
 Exit status: 0 ok, 1 an operation over the limit, 2 usage error.
 """
@@ -46,6 +48,16 @@ PLUMBING = [
 ]
 LISTS = ["crates/core/src/abi/ops.rs", "crates/core/src/abi/ctl_ops.rs"]
 LIMIT = 2
+# Over the limit today, each for the hook-specific logic of its forwarder (binding
+# bookkeeping and the hooked bind targets beneath, the CQ and EQ reads the hooks
+# observe, trywait's translation of hooked objects) and a host method written by hand.
+# And the provider root table's `getinfo` and `fabric`: the `Provider` trait's methods
+# (getinfo's default calls `self.info_templates()`) and the host's
+# `ProviderHandle::getinfo` are written by hand.
+PENDING = {
+    "ep.bind", "cq.read", "cq.readerr", "cq.sread", "eq.read", "eq.sread",
+    "fabric.trywait", "mr.bind", "provider.getinfo", "provider.fabric",
+}
 
 # The words that say which object class a piece of code is about: its ops tables, its
 # provider trait and type alias, its public type, its hook types, and the prefix of
@@ -65,7 +77,9 @@ CLASSES = {
     "wait": dict(words="WaitTable WaitOps WaitOf WaitSet HookWait", prefixes="wait"),
     "domain": dict(words="DomainTable DomainOps Domain HookDomain", prefixes="dom"),
     "fabric": dict(words="FabricTable FabricOps Fabric HookFabric", prefixes="fab"),
-    "provider": dict(words="ProviderTable ProvAdapt", prefixes="prov"),
+    "provider": dict(
+        words="ProviderTable ProvAdapt Provider ProviderHandle", prefixes="prov"
+    ),
 }
 # The groups of the list of data operations, and the CM list, are the endpoint's.
 GROUP_CLASS = {"msg": "ep", "tagged": "ep", "rma": "ep", "atomic": "ep", "cm": "ep"}
@@ -172,14 +186,15 @@ def class_at(path, pos, calls_only=False):
 def op_uses(code, op):
     """Positions where `op` is used as an operation: defined (`fn op`, a list's
     `op op(` or `op / host / Variant`), called as a method (`.op(`), or filled in as a
-    table slot (`op: adapter::<F>`)."""
+    table slot (`op: adapter::<F>`), or a list's keyword entry (`close;`)."""
     o = re.escape(op)
     pat = re.compile(
-        r"(?:\bfn\s+|\bop\s+)(" + o + r")\b(?=\s*[(<])"
+        r"(?:\bfn\s+(?:@\d+\s+)?|\bop\s+)(" + o + r")\b(?=\s*[(<])"
         r"|(?<![A-Za-z0-9_.])(" + o + r")(?=\s*:\s*[A-Za-z0-9_:]*::<)"
         r"|^\s*(" + o + r")(?=\s*/\s*\w+\s*[/;])"
         r"|/\s*(" + o + r")(?=\s*;)"
-        r"|\.\s*(" + o + r")(?=\s*\()",
+        r"|\.\s*(" + o + r")(?=\s*\()"
+        r"|^\s*(" + o + r")(?=\s*;\s*$)",
         re.M,
     )
     # (position, is a method call)
@@ -200,7 +215,7 @@ def files_naming(op, cls=None):
             continue
         pre = "|".join(CLASSES[cls]["prefixes"].split())
         adapter = re.compile(
-            r"(?<![A-Za-z0-9_])(?:" + pre + r")_" + re.escape(op) + r"\s*(?:::)?\s*<\s*F\b"
+            r"(?<![A-Za-z0-9_])(?:" + pre + r")_" + re.escape(op) + r"\s*(?:::)?\s*<\s*[FP]\b"
         )
         if adapter.search(code) or any(
             cls in class_at(p, pos, call) for pos, call in op_uses(code, op)
@@ -239,6 +254,11 @@ def list_ops():
                     ops.append((cls, q.group(1), True))
                     ops.append((cls, q.group(2), True))
                     continue
+                c = re.match(r"\s*(close);\s*$", line)
+                if c:
+                    # A `close` entry: the class's generic close.
+                    ops.append((cls, c.group(1), True))
+                    continue
                 o = re.match(r"\s*op (\w+)\(", line)
                 if o:
                     ops.append((cls, o.group(1), True))
@@ -256,13 +276,14 @@ def main(argv):
             print(f"{cls} {name}{'' if generated else ' (by hand)'}")
         return 0
     if args == ["--check"]:
-        over, hand, worst, checked = [], [], 0, 0
+        over, pending, stale, worst, checked = [], [], [], 0, 0
         ops = list_ops()
-        for cls, name, generated in ops:
-            if not generated:
-                hand.append(f"{cls}.{name}")
-                continue
+        for cls, name, _generated in ops:
+            key = f"{cls}.{name}"
             files = files_naming(name, cls)
+            if key in PENDING:
+                (pending if len(files) > LIMIT else stale).append(key)
+                continue
             checked += 1
             worst = max(worst, len(files))
             if len(files) > LIMIT:
@@ -271,12 +292,14 @@ def main(argv):
             print(f"{cls} {name}: {len(files)} files (limit {LIMIT})")
             for f in files:
                 print(f"    {f}")
+        for key in stale:
+            print(f"{key}: within the limit now; remove it from PENDING")
         print(
             f"{len(ops)} operations, {checked} checked "
             f"(at most {worst} files each), {len(over)} over the limit; "
-            f"slots written by hand, not checked: {' '.join(hand) or '-'}"
+            f"pending (over the limit, pieces by hand): {' '.join(pending) or '-'}"
         )
-        return 1 if over else 0
+        return 1 if over or stale else 0
     if len(args) == 1 and "." in args[0]:
         args = args[0].split(".", 1)
     if len(args) == 2:

@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{read_sized, AsFid, FidRef, Node};
+use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{Obj, RawAddr, RawAvAttr, RawStr};
 use crate::abi::tables::{call_slot, AvTable};
 use crate::addr::Address;
-use crate::enums::{AddrFormat, AvType};
+use crate::enums::AvType;
 use crate::eq::EventQueue;
 use crate::error::{Errno, Error, Result};
 use crate::flags::AvFlags;
@@ -69,7 +69,7 @@ impl AvAttr {
 
 /// An open address vector.
 pub struct AddressVector {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const AvTable,
     node: Arc<Node>,
 }
@@ -95,13 +95,15 @@ impl AsFid for AddressVector {
     }
 }
 
-fn av_status(rc: i32) -> Result<usize> {
+pub(crate) fn av_status(rc: i32) -> Result<usize> {
     if rc >= 0 {
         Ok(rc as usize)
     } else {
         Err(Error::from_status(rc as isize))
     }
 }
+
+crate::abi::ctl_ops::detach_one_table!(AddressVector: AvTable);
 
 impl AddressVector {
     /// Wrap a provider's AV.
@@ -117,14 +119,6 @@ impl AddressVector {
     pub(crate) fn t(&self) -> &AvTable {
         // SAFETY: the provider's table or the static CLOSED table.
         unsafe { &*self.ops }
-    }
-
-    /// `fi_av_insert`: one fabric address per address (`FI_ADDR_NOTAVAIL` for the ones
-    /// that failed).
-    pub fn insert(&self, addrs: &[Address]) -> Result<Vec<u64>> {
-        let mut out = vec![crate::enums::ADDR_NOTAVAIL; addrs.len()];
-        self.insert_into(addrs, &mut out, 0, 0)?;
-        Ok(out)
     }
 
     /// `fi_av_insert` with flags and context, into `fi_addr` (same length as `addrs`);
@@ -164,84 +158,6 @@ impl AddressVector {
         })
     }
 
-    /// `fi_av_insertsvc`: one node and service.
-    pub fn insertsvc(&self, node: &str, service: &str, flags: u64) -> Result<u64> {
-        let mut fi_addr = crate::enums::ADDR_NOTAVAIL;
-        // SAFETY: the strings and `fi_addr` live across the call.
-        av_status(unsafe {
-            call_slot!(
-                self.t(),
-                AvTable.insertsvc(
-                    self.obj,
-                    RawStr::from_text(node),
-                    RawStr::from_text(service),
-                    &mut fi_addr,
-                    flags,
-                    0
-                )
-            )
-        })?;
-        Ok(fi_addr)
-    }
-
-    /// `fi_av_insertsym`: `nodecnt` nodes from `node` and `svccnt` services from
-    /// `service`; returns `nodecnt * svccnt` fabric addresses.
-    pub fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        flags: u64,
-    ) -> Result<Vec<u64>> {
-        let total = nodecnt
-            .checked_mul(svccnt)
-            .ok_or_else(|| Error::new(Errno::EINVAL, "insertsym: count overflows"))?;
-        let mut out = vec![crate::enums::ADDR_NOTAVAIL; total];
-        // SAFETY: the strings and `out` live across the call; `out` holds `total`.
-        av_status(unsafe {
-            call_slot!(
-                self.t(),
-                AvTable.insertsym(
-                    self.obj,
-                    RawStr::from_text(node),
-                    nodecnt,
-                    RawStr::from_text(service),
-                    svccnt,
-                    out.as_mut_ptr(),
-                    flags,
-                    0
-                )
-            )
-        })?;
-        Ok(out)
-    }
-
-    /// `fi_av_lookup`: the address behind a fabric address.
-    pub fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        let mut format = 0u32;
-        // SAFETY: `read_sized` passes a buffer and its length; `format` valid.
-        let bytes = read_sized(|b, l| unsafe {
-            call_slot!(
-                self.t(),
-                AvTable.lookup(self.obj, fi_addr, b, l, &mut format)
-            )
-        })?;
-        Address::from_bytes(AddrFormat::from_raw(format), &bytes)
-    }
-
-    /// `fi_av_straddr`: the provider's text for an address.
-    pub fn straddr(&self, addr: &Address) -> Result<String> {
-        let bytes = addr.to_bytes();
-        let raw = RawAddr::new(addr.format(), &bytes);
-        // SAFETY: `raw` points into `bytes`, alive across the calls.
-        let text = read_sized(|b, l| unsafe {
-            call_slot!(self.t(), AvTable.straddr(self.obj, raw, b, l))
-        })?;
-        String::from_utf8(text)
-            .map_err(|_| Error::new(Errno::EOTHER, "straddr: provider text is not UTF-8"))
-    }
-
     /// `fi_av_bind` an event queue (asynchronous inserts).
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
         let target = eq.as_fid();
@@ -255,14 +171,6 @@ impl AddressVector {
         Ok(())
     }
 
-    /// `fi_close`: `FI_EBUSY` while endpoints are bound to it.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = AvTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
-
-    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    // ---- one method per entry of the list (`for_each_av_op!`) ----
     crate::for_each_av_op!(crate::abi::ctl_ops::ctl_wrappers);
 }

@@ -85,6 +85,8 @@ impl AsFid for Counter {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(Counter: CntrTable);
+
 impl Counter {
     /// Wrap a provider's counter.
     ///
@@ -110,12 +112,4 @@ impl Counter {
     // ---- one method per operation of the list (`for_each_cntr_op!`) ----
 
     crate::for_each_cntr_op!(crate::abi::ctl_ops::ctl_wrappers);
-
-    /// `fi_close`: `FI_EBUSY` while endpoints or MRs are bound to it.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = CntrTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
 }

@@ -274,7 +274,7 @@ impl<'a> CqBuf<'a> {
 
 /// An open completion queue.
 pub struct CompletionQueue {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const CqTable,
     format: CqFormat,
     node: Arc<Node>,
@@ -301,6 +301,8 @@ impl AsFid for CompletionQueue {
         FidRef::new(&self.node, self.obj)
     }
 }
+
+crate::abi::ctl_ops::detach_one_table!(CompletionQueue: CqTable);
 
 impl CompletionQueue {
     /// Wrap a provider's CQ.
@@ -335,7 +337,7 @@ impl CompletionQueue {
     }
 
     #[inline(always)]
-    fn check<E: CqEntryFormat>(&self) -> Result<()> {
+    pub(crate) fn check<E: CqEntryFormat>(&self) -> Result<()> {
         if E::FORMAT == self.format {
             Ok(())
         } else {
@@ -356,30 +358,6 @@ impl CompletionQueue {
             call_slot!(
                 self.t(),
                 CqTable.read(self.obj, buf.as_mut_ptr() as *mut c_void, buf.len())
-            )
-        })
-    }
-
-    /// `fi_cq_readfrom`: as [`read`](Self::read), with each entry's source address in
-    /// `src` (which must be at least as long as `buf`).
-    pub fn readfrom<E: CqEntryFormat>(&self, buf: &mut [E], src: &mut [u64]) -> Result<usize> {
-        self.check::<E>()?;
-        if src.len() < buf.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "readfrom: fewer address slots than entries",
-            ));
-        }
-        // SAFETY: `buf` valid for its length; `src` for at least as many.
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.readfrom(
-                    self.obj,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    src.as_mut_ptr()
-                )
             )
         })
     }
@@ -466,44 +444,9 @@ impl CompletionQueue {
         })
     }
 
-    /// `fi_cq_sreadfrom`.
-    pub fn sreadfrom<E: CqEntryFormat>(
-        &self,
-        buf: &mut [E],
-        src: &mut [u64],
-        timeout: i32,
-    ) -> Result<usize> {
-        self.check::<E>()?;
-        if src.len() < buf.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "sreadfrom: fewer address slots than entries",
-            ));
-        }
-        // SAFETY: `buf` valid; `src` at least as long.
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.sreadfrom(
-                    self.obj,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    src.as_mut_ptr(),
-                    std::ptr::null(),
-                    timeout
-                )
-            )
-        })
-    }
-
-    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    // ---- one method per entry of the list (`for_each_cq_op!`) ----
 
     crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_wrappers);
-
-    /// `fi_cq_strerror`: text for a provider-specific error code of an error entry.
-    pub fn strerror(&self, prov_errno: i32) -> String {
-        self.strerror_with_data(prov_errno, &[])
-    }
 
     /// `fi_cq_strerror` with the entry's error data: pass the `err_data` of the
     /// [`CqError`] the last [`readerr_owned`](Self::readerr_owned) returned (the buffer
@@ -528,15 +471,6 @@ impl CompletionQueue {
         }
         let n = (n as usize).min(buf.len() - 1);
         String::from_utf8_lossy(&buf[..n]).into_owned()
-    }
-
-    /// `fi_close`: `FI_EBUSY` while endpoints or counters are bound to it. After a
-    /// successful close every call returns `FI_EBADF`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = CqTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
     }
 }
 

@@ -4,32 +4,27 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{close_of, ctl, open_child, AsFid, FidRef, Node};
 use crate::abi::raw::RawInfoBox;
-use crate::abi::raw::{
-    rx_to_raw, tx_to_raw, AtomicAttr, ErrBuf, FidClass, Iov, Obj, RawEp, RawMr, RawObj,
-};
-use crate::abi::tables::{call_slot, AvTable, CntrTable, DomainTable, MrTable};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawEp, RawMr, RawObj};
+use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
-use crate::av::{AddressVector, AvAttr};
 use crate::cntr::{CntrAttr, Counter};
 use crate::cq::{CompletionQueue, CqAttr};
-use crate::enums::{AtomicOp, Datatype};
 use crate::ep::Endpoint;
 use crate::eq::EventQueue;
 use crate::error::Result;
 use crate::flags::OpFlags;
-use crate::mr::{MemoryRegion, MrAttr};
+use crate::mr::MemoryRegion;
 use crate::wait::WaitSet;
 
 /// An open domain.
 pub struct Domain {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const DomainTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and table are required by the interface to be usable from any
@@ -53,6 +48,8 @@ impl AsFid for Domain {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(Domain: DomainTable);
+
 impl Domain {
     /// Wrap a provider's domain.
     ///
@@ -64,20 +61,18 @@ impl Domain {
     }
 
     #[inline(always)]
-    fn t(&self) -> &DomainTable {
+    pub(crate) fn t(&self) -> &DomainTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
     }
 
+    // ---- one method per `op` and `close` entry of the list (`for_each_domain_op!`) ----
+    crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_wrappers);
+
     /// The provider's name.
     pub fn provider(&self) -> &str {
         self.node.prov()
-    }
-
-    /// `fi_endpoint`: an active endpoint for `info`.
-    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
-        self.endpoint_with(info, 0, 0)
     }
 
     /// `fi_endpoint2` with a context (reported in its events) and flags.
@@ -92,20 +87,6 @@ impl Domain {
             )
         })?;
         Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
-    }
-
-    /// `fi_scalable_ep`.
-    pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
-        let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
-        // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
     }
 
     /// `fi_stx_context`: a shared transmit context.
@@ -134,11 +115,6 @@ impl Domain {
             )
         })?;
         Endpoint::from_raw_ep(&out, &self.node, FidClass::SrxCtx)
-    }
-
-    /// `fi_cq_open`.
-    pub fn cq_open(&self, attr: &CqAttr) -> Result<CompletionQueue> {
-        self.cq_open_with(attr, 0)
     }
 
     /// `fi_cq_open` with a context.
@@ -178,11 +154,6 @@ impl Domain {
         )
     }
 
-    /// `fi_cntr_open`.
-    pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
-        self.cntr_open_common(attr, None, 0)
-    }
-
     /// `fi_cntr_open` with a context.
     pub fn cntr_open_with(&self, attr: &CntrAttr, context: usize) -> Result<Counter> {
         self.cntr_open_common(attr, None, context)
@@ -194,7 +165,7 @@ impl Domain {
         self.cntr_open_common(attr, Some(set), context)
     }
 
-    fn cntr_open_common(
+    pub(crate) fn cntr_open_common(
         &self,
         attr: &CntrAttr,
         set: Option<&WaitSet>,
@@ -219,12 +190,7 @@ impl Domain {
                 DomainTable.cntr_open(self.obj, &raw, context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const CntrTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Cntr,
-            close_of(out.obj, ops, "counter")?,
-        );
+        let (ops, node) = open_child::<CntrTable>(&self.node, &out, FidClass::Cntr, "counter")?;
         if let Some(set) = set {
             node.add_binding(set);
         }
@@ -232,28 +198,7 @@ impl Domain {
         Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
     }
 
-    /// `fi_av_open`.
-    pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
-        let raw = attr.to_raw();
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        let ops = out.ops as *const AvTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Av,
-            close_of(out.obj, ops, "address vector")?,
-        );
-        // SAFETY: the provider returned an AV and its table.
-        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
-    }
-
-    fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
+    pub(crate) fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
         let ops = out.ops;
         let node = Node::child(
             &self.node,
@@ -262,93 +207,6 @@ impl Domain {
         );
         // SAFETY: the provider returned an MR and its table.
         Ok(unsafe { MemoryRegion::from_raw(out.obj, ops, node) })
-    }
-
-    /// `fi_mr_reg`: register `len` bytes at `buf`.
-    ///
-    /// # Safety
-    /// The memory must stay valid until the region is closed (and dropped).
-    pub unsafe fn mr_reg(
-        &self,
-        buf: *const u8,
-        len: usize,
-        access: OpFlags,
-        offset: u64,
-        requested_key: u64,
-        flags: u64,
-    ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: our own object; `out` lives across the call; the memory per the
-        // caller's contract.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_reg(
-                    self.obj,
-                    buf as *const c_void,
-                    len,
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
-    }
-
-    /// `fi_mr_regv`.
-    ///
-    /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `iov`.
-    pub unsafe fn mr_regv(
-        &self,
-        iov: &[Iov],
-        access: OpFlags,
-        offset: u64,
-        requested_key: u64,
-        flags: u64,
-    ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: as mr_reg.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_regv(
-                    self.obj,
-                    iov.as_ptr(),
-                    iov.len(),
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
-    }
-
-    /// `fi_mr_regattr`.
-    ///
-    /// # Safety
-    /// As [`Domain::mr_reg`], for every buffer of `attr.iov`.
-    pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
-        let raw = attr.to_raw();
-        let mut out = RawMr::empty();
-        // SAFETY: as mr_reg; `raw` points into `attr`, alive across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_regattr(self.obj, &raw, flags, &mut out, e)
-            )
-        })?;
-        self.mr_from(&out)
     }
 
     /// Register a buffer the region takes ownership of (safe: the buffer lives until
@@ -370,19 +228,6 @@ impl Domain {
         Ok(mr)
     }
 
-    /// `fi_query_atomic`: whether and how far an atomic combination is supported.
-    pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        let mut a = AtomicAttr::default();
-        // SAFETY: `a` valid for a write.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.query_atomic(self.obj, datatype.to_raw(), op.to_raw(), &mut a, flags)
-            )
-        } as isize)?;
-        Ok(a)
-    }
-
     /// `fi_domain_bind` an event queue.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
         let target = eq.as_fid();
@@ -391,14 +236,6 @@ impl Domain {
         // SAFETY: our own object; `raw` names an open EQ of our family.
         ctl(|e| unsafe { call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e)) })?;
         self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// `fi_close`: `FI_EBUSY` while endpoints, CQs, counters, AVs or MRs of it are open.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = DomainTable::CLOSED;
-        self.obj = std::ptr::null_mut();
         Ok(())
     }
 }

@@ -21,7 +21,6 @@
 //! endpoint with open aliases or contexts is `FI_EBUSY`. After a successful close every
 //! call returns `FI_EBADF`. Nothing here panics.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, Closer, FidRef, Node};
@@ -38,14 +37,14 @@ use crate::flags::OpFlags;
 
 /// An open active endpoint.
 pub struct Endpoint {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ep: *const EpTable,
     cm: *const CmTable,
     msg: *const MsgTable,
     tagged: *const TaggedTable,
     rma: *const RmaTable,
     atomic: *const AtomicTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and tables are required by the interface to be usable from any
@@ -215,21 +214,6 @@ impl Endpoint {
         self.bind(eq, OpFlags::empty())
     }
 
-    /// `fi_enable`.
-    pub fn enable(&self) -> Result<()> {
-        // SAFETY: our own object and table.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
-    }
-
-    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
-    /// endpoint's format). The returned [`Multicast`] holds the fabric address sends to
-    /// the group use; dropping or closing it leaves the group. While it is open the
-    /// endpoint cannot be closed (`FI_EBUSY`). `FI_ENOSYS` from a provider (or a
-    /// plugin built before interface minor 1) without multicast.
-    pub fn join(&self, addr: &Address, flags: u64) -> Result<Multicast> {
-        self.join_with(addr, flags, 0)
-    }
-
     /// [`Endpoint::join`] with the context a `FI_JOIN_COMPLETE` event on the endpoint's
     /// event queue carries.
     pub fn join_with(&self, addr: &Address, flags: u64, context: usize) -> Result<Multicast> {
@@ -262,23 +246,6 @@ impl Endpoint {
         })
     }
 
-    /// `fi_control` with a provider-specific command.
-    ///
-    /// # Safety
-    /// `arg` must be what the provider documents for `command`.
-    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: our own object; `arg` per the caller's contract.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
-    }
-
-    /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
-    pub fn alias(&self, flags: u64) -> Result<Endpoint> {
-        let mut out = RawEp::empty();
-        // SAFETY: our own object; `out` lives across the call.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
-    }
-
     /// `fi_tx_context` of a scalable endpoint.
     pub fn tx_context(&self, index: i32, attr: &TxAttr) -> Result<Endpoint> {
         let raw = tx_to_raw(attr);
@@ -307,15 +274,9 @@ impl Endpoint {
         Endpoint::from_raw_ep(&out, &self.node, FidClass::RxCtx)
     }
 
-    /// `fi_cancel` the operation posted with `context`.
-    pub fn cancel(&self, context: usize) -> Result<()> {
-        // SAFETY: our own object.
-        ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
-    }
-
     // ---- connection management ----
 
-    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // ---- one method per entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
     crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_wrappers);
@@ -325,11 +286,10 @@ impl Endpoint {
     // bytes, one per query ----
 
     crate::for_each_ep_data_op!(data_wrappers);
+}
 
-    /// `fi_close`: `FI_EBUSY` while aliases or contexts of it are open. Releases the
-    /// bound objects. After a successful close every call returns `FI_EBADF`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
+impl crate::abi::ctl_ops::Detach for Endpoint {
+    fn detach(&mut self) {
         self.obj = std::ptr::null_mut();
         self.ep = EpTable::CLOSED;
         self.cm = CmTable::CLOSED;
@@ -337,7 +297,6 @@ impl Endpoint {
         self.tagged = TaggedTable::CLOSED;
         self.rma = RmaTable::CLOSED;
         self.atomic = AtomicTable::CLOSED;
-        Ok(())
     }
 }
 
@@ -391,6 +350,8 @@ impl std::fmt::Debug for PassiveEndpoint {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(PassiveEndpoint: PepTable);
+
 impl PassiveEndpoint {
     /// Wrap a provider's passive endpoint.
     ///
@@ -423,15 +384,7 @@ impl PassiveEndpoint {
         Ok(())
     }
 
-    /// `fi_close`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = PepTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
-
-    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    // ---- one method per entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 

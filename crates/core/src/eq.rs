@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::abi::object::{AsFid, FidRef, Node};
-use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, EqErrEntry, Obj, RawEqAttr};
+use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, Obj, RawEqAttr};
 use crate::abi::tables::{call_slot, EqTable};
 use crate::attr::Info;
 use crate::enums::{EqEvent, WaitObj};
@@ -99,7 +99,7 @@ pub struct EqErrorEntry {
 
 /// An open event queue.
 pub struct EventQueue {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const EqTable,
     node: Arc<Node>,
 }
@@ -126,7 +126,9 @@ impl AsFid for EventQueue {
 }
 
 /// Read buffer for one event: 8-byte aligned.
-const READ_WORDS: usize = 64;
+pub(crate) const READ_WORDS: usize = 64;
+
+crate::abi::ctl_ops::detach_one_table!(EventQueue: EqTable);
 
 impl EventQueue {
     /// Wrap a provider's EQ.
@@ -250,97 +252,6 @@ impl EventQueue {
         })
     }
 
-    /// `fi_eq_readerr`: the next error event.
-    pub fn readerr(&self) -> Result<EqErrorEntry> {
-        let mut data = vec![0u8; 256];
-        let mut e = EqErrEntry {
-            err_data: data.as_mut_ptr() as *mut c_void,
-            err_data_size: data.len(),
-            ..Default::default()
-        };
-        // SAFETY: `e` valid, its err_data buffer valid for err_data_size bytes.
-        let rc = unsafe { call_slot!(self.t(), EqTable.readerr(self.obj, &mut e, 0)) };
-        if rc < 0 {
-            return Err(Error::from_status(rc));
-        }
-        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
-            data.truncate(e.err_data_size.min(data.len()));
-            data
-        } else if e.err_data.is_null() || e.err_data_size == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: the provider's buffer, valid until the next read of this EQ.
-            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
-        };
-        Ok(EqErrorEntry {
-            fid: e.fid,
-            context: e.context,
-            data: e.data,
-            err: Errno(e.err),
-            prov_errno: e.prov_errno,
-            err_data,
-        })
-    }
-
-    /// `fi_eq_write`: queue an application event (`info` is not carried).
-    pub fn write(&self, event: &Event) -> Result<()> {
-        let mut buf = [0u64; READ_WORDS];
-        let p = buf.as_mut_ptr() as *mut u8;
-        let len = match event.event {
-            EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown => {
-                let hdr = std::mem::size_of::<EqCmEntry>();
-                if hdr + event.cm_data.len() > READ_WORDS * 8 {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        "eq write: connection data too long",
-                    ));
-                }
-                // SAFETY: `buf` is aligned and large enough (checked).
-                unsafe {
-                    (p as *mut EqCmEntry).write(EqCmEntry {
-                        fid: event.fid,
-                        info: std::ptr::null_mut(),
-                    });
-                    std::ptr::copy_nonoverlapping(
-                        event.cm_data.as_ptr(),
-                        p.add(hdr),
-                        event.cm_data.len(),
-                    );
-                }
-                hdr + event.cm_data.len()
-            }
-            _ => {
-                // SAFETY: `buf` is aligned and large enough.
-                unsafe {
-                    (p as *mut EqEntry).write(EqEntry {
-                        fid: event.fid,
-                        context: event.context,
-                        data: event.data,
-                    })
-                };
-                std::mem::size_of::<EqEntry>()
-            }
-        };
-        let ev = event.event.to_raw();
-        // SAFETY: `buf` valid for `len` bytes.
-        let rc = unsafe {
-            call_slot!(
-                self.t(),
-                EqTable.write(self.obj, ev, p as *const c_void, len, 0)
-            )
-        };
-        if rc < 0 {
-            Err(Error::from_status(rc))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// `fi_eq_strerror`.
-    pub fn strerror(&self, prov_errno: i32) -> String {
-        self.strerror_with_data(prov_errno, &[])
-    }
-
     /// `fi_eq_strerror` with the event's error data: pass the `err_data` of the
     /// [`EqErrorEntry`] the last [`readerr`](Self::readerr) returned (the buffer itself,
     /// not a copy: the provider recognises the data it handed out by its address, as the
@@ -366,15 +277,7 @@ impl EventQueue {
         String::from_utf8_lossy(&buf[..n]).into_owned()
     }
 
-    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    // ---- one method per entry of the list (`for_each_eq_op!`) ----
 
     crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_wrappers);
-
-    /// `fi_close`: `FI_EBUSY` while objects are bound to it.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = EqTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
 }

@@ -10,21 +10,21 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, ok_or_code, open_child, AsFid, FidRef, Node};
 use crate::abi::raw::{FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
-use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable, WaitTable};
+use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
 use crate::domain::Domain;
 use crate::ep::PassiveEndpoint;
 use crate::eq::{EqAttr, EventQueue};
 use crate::error::{Errno, Error, Result};
-use crate::wait::{WaitAttr, WaitSet};
+use crate::wait::WaitSet;
 
 /// An open fabric.
 pub struct Fabric {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const FabricTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
 }
 
 // SAFETY: the object and table are required by the interface to be usable from any
@@ -48,6 +48,8 @@ impl AsFid for Fabric {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(Fabric: FabricTable);
+
 impl Fabric {
     /// Wrap a provider's fabric.
     ///
@@ -68,20 +70,18 @@ impl Fabric {
     }
 
     #[inline(always)]
-    fn t(&self) -> &FabricTable {
+    pub(crate) fn t(&self) -> &FabricTable {
         // SAFETY: the provider's table (valid while the node holds the provider) or the
         // static CLOSED table.
         unsafe { &*self.ops }
     }
 
+    // ---- one method per `op` and `close` entry of the list (`for_each_fabric_op!`) ----
+    crate::for_each_fabric_op!(crate::abi::ctl_ops::ctl_wrappers);
+
     /// The provider's name.
     pub fn provider(&self) -> &str {
         self.node.prov()
-    }
-
-    /// `fi_domain`.
-    pub fn domain(&self, info: &Info) -> Result<Domain> {
-        self.domain_with(info, 0)
     }
 
     /// `fi_domain` with a context.
@@ -95,19 +95,9 @@ impl Fabric {
                 FabricTable.domain(self.obj, ib.as_ptr(), context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const DomainTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Domain,
-            close_of(out.obj, ops, "domain")?,
-        );
+        let (ops, node) = open_child::<DomainTable>(&self.node, &out, FidClass::Domain, "domain")?;
         // SAFETY: the provider returned a domain and its table.
         Ok(unsafe { Domain::from_raw(out.obj, ops, node) })
-    }
-
-    /// `fi_passive_ep`.
-    pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint> {
-        self.passive_ep_with(info, 0)
     }
 
     /// `fi_passive_ep` with a context (reported as the `fid` of its events).
@@ -122,11 +112,6 @@ impl Fabric {
             )
         })?;
         crate::ep::pep_from(&out, &self.node)
-    }
-
-    /// `fi_eq_open`.
-    pub fn eq_open(&self, attr: &EqAttr) -> Result<EventQueue> {
-        self.eq_open_with(attr, 0)
     }
 
     /// `fi_eq_open` with a context.
@@ -167,35 +152,12 @@ impl Fabric {
                 FabricTable.eq_open(self.obj, &raw, context, &mut out, e)
             )
         })?;
-        let ops = out.ops as *const EqTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Eq,
-            close_of(out.obj, ops, "event queue")?,
-        );
+        let (ops, node) = open_child::<EqTable>(&self.node, &out, FidClass::Eq, "event queue")?;
         if let Some(set) = set {
             node.add_binding(set);
         }
         // SAFETY: the provider returned an EQ and its table.
         Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
-    }
-
-    /// `fi_wait_open`.
-    pub fn wait_open(&self, attr: &WaitAttr) -> Result<WaitSet> {
-        let raw = attr.to_raw();
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
-        })?;
-        let ops = out.ops as *const WaitTable;
-        let node = Node::child(
-            &self.node,
-            FidClass::Wait,
-            close_of(out.obj, ops, "wait set")?,
-        );
-        // SAFETY: the provider returned a wait set and its table.
-        Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
     }
 
     /// `fi_poll_open`: a poll set for the CQs and counters of this fabric's domains
@@ -227,13 +189,5 @@ impl Fabric {
                 FabricTable.trywait(self.obj, raw.as_ptr(), raw.len())
             )
         } as isize)
-    }
-
-    /// `fi_close`: `FI_EBUSY` while objects opened from it are open.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = FabricTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
     }
 }

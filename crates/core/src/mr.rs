@@ -168,6 +168,8 @@ impl AsFid for MemoryRegion {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(MemoryRegion: MrTable);
+
 impl MemoryRegion {
     /// Wrap a provider's MR.
     ///
@@ -272,15 +274,7 @@ impl MemoryRegion {
         self.bind_fid(cntr.as_fid(), flags)
     }
 
-    /// `fi_close`: deregister.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = MrTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
-
-    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    // ---- one method per entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 

@@ -43,22 +43,16 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::raw::AtomicAttr;
 use crate::abi::{self, PluginEntry, ProviderKind};
-use crate::addr::Address;
-use crate::attr::{Info, RxAttr, TxAttr};
-use crate::av::AvAttr;
+use crate::attr::Info;
 use crate::cntr::CntrAttr;
-use crate::cq::{CqAttr, CqBuf, CqError};
+use crate::cq::CqAttr;
 use crate::enums::{AtomicOp, Datatype};
-use crate::eq::{EqAttr, EqErrorEntry, Event};
+use crate::eq::EqAttr;
 use crate::error::{Errno, Error, Result};
-use crate::flags::OpFlags;
 use crate::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use crate::mr::MrAttr;
 use crate::param::ParamType;
 use crate::version::Version;
-use crate::wait::WaitAttr;
 
 pub use crate::abi::host::Host;
 pub use crate::abi::object::ProviderHandle;
@@ -188,16 +182,6 @@ pub trait FabricOps: Sized + Send + Sync + 'static {
     /// The wait set type.
     type Wait: WaitOps;
 
-    /// Open a domain (`fi_domain`).
-    fn domain(&self, info: &Info, context: usize) -> Result<Self::Domain>;
-    /// Open a passive endpoint (`fi_passive_ep`).
-    fn passive_ep(&self, _info: &Info, _context: usize) -> Result<Self::PassiveEp> {
-        enosys("passive endpoints are not supported")
-    }
-    /// Open an event queue (`fi_eq_open`).
-    fn eq_open(&self, _attr: &EqAttr, _context: usize) -> Result<Self::Eq> {
-        enosys("event queues are not supported")
-    }
     /// Open an event queue that signals the wait set `set` (`wait_obj` `FI_WAIT_SET`
     /// with `wait_set` in the C attributes; `attr.wait_obj` is [`WaitObj::Set`]). The
     /// host keeps `set` open until the EQ closes.
@@ -211,19 +195,8 @@ pub trait FabricOps: Sized + Send + Sync + 'static {
     ) -> Result<Self::Eq> {
         enosys("event queues in wait sets are not supported")
     }
-    /// Open a wait set (`fi_wait_open`).
-    fn wait_open(&self, _attr: &WaitAttr) -> Result<Self::Wait> {
-        enosys("wait sets are not supported")
-    }
-    /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, else
-    /// `FI_EAGAIN` (progress first).
-    fn trywait(&self, _objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        enosys("trywait is not supported")
-    }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` and `close` entry of the list (`for_each_fabric_op!`) ----
+    crate::for_each_fabric_op!(crate::ctl_trait_methods);
 }
 
 /// A domain (`fid_domain`).
@@ -239,15 +212,6 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Memory regions.
     type Mr: MrOps<F>;
 
-    /// Open an active endpoint (`fi_endpoint`; `flags` of `fi_endpoint2`).
-    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Self::Endpoint>;
-    /// Open a scalable endpoint.
-    fn scalable_ep(&self, _info: &Info, _context: usize) -> Result<Self::Endpoint> {
-        enosys("scalable endpoints are not supported")
-    }
-    /// Open a completion queue. `attr.format` is never `Unspec` here (the host
-    /// resolves it to `Context`).
-    fn cq_open(&self, attr: &CqAttr, context: usize) -> Result<Self::Cq>;
     /// Open a completion queue that signals the wait set `set` (`FI_WAIT_SET`;
     /// `attr.wait_obj` is [`WaitObj::Set`], `attr.format` never `Unspec`). The host
     /// keeps `set` open until the CQ closes.
@@ -261,10 +225,6 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     ) -> Result<Self::Cq> {
         enosys("completion queues in wait sets are not supported")
     }
-    /// Open a counter.
-    fn cntr_open(&self, _attr: &CntrAttr, _context: usize) -> Result<Self::Cntr> {
-        enosys("counters are not supported")
-    }
     /// Open a counter that signals the wait set `set` (as
     /// [`DomainOps::cq_open_in_set`]).
     fn cntr_open_in_set(
@@ -275,34 +235,12 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
     ) -> Result<Self::Cntr> {
         enosys("counters in wait sets are not supported")
     }
-    /// Open an address vector.
-    fn av_open(&self, _attr: &AvAttr, _context: usize) -> Result<Self::Av> {
-        enosys("address vectors are not supported")
-    }
-    /// Register memory (`fi_mr_reg`, `fi_mr_regv`, `fi_mr_regattr` all arrive here).
-    fn mr_reg(&self, _attr: &MrAttr<'_>, _flags: u64) -> Result<Self::Mr> {
-        enosys("memory registration is not supported")
-    }
-    /// `fi_query_atomic`.
-    fn query_atomic(&self, _datatype: Datatype, _op: AtomicOp, _flags: u64) -> Result<AtomicAttr> {
-        enosys("atomics are not supported")
-    }
-    /// Open a shared transmit context.
-    fn stx_ctx(&self, _attr: &TxAttr, _context: usize) -> Result<Self::Endpoint> {
-        enosys("shared transmit contexts are not supported")
-    }
-    /// Open a shared receive context.
-    fn srx_ctx(&self, _attr: &RxAttr, _context: usize) -> Result<Self::Endpoint> {
-        enosys("shared receive contexts are not supported")
-    }
     /// Bind an event queue (`fi_domain_bind`).
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         enosys("domain bind is not supported")
     }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
+    // ---- one method per `op` and `close` entry of the list (`for_each_domain_op!`) ----
+    crate::for_each_domain_op!(crate::ctl_trait_methods);
 }
 
 /// Writes, from the list of data operations
@@ -347,52 +285,12 @@ macro_rules! data_trait_methods {
 #[allow(clippy::too_many_arguments)]
 pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     // ---- control ----
-    /// `fi_ep_bind`.
-    fn bind(&self, target: BindTarget<'_, F>, flags: OpFlags) -> Result<()>;
-    /// `fi_enable`.
-    fn enable(&self) -> Result<()> {
-        Ok(())
-    }
-    /// `fi_control` with a provider-specific command.
-    ///
-    /// # Safety
-    /// `arg` is what `command` expects (the C API's contract of that command: null, or
-    /// valid for reads and writes of the command's argument type) for the duration of
-    /// the call. An implementation may rely on it only for the commands it knows;
-    /// unknown commands must be refused without touching `arg`.
-    unsafe fn control(&self, _command: i32, _arg: *mut c_void) -> Result<()> {
-        enosys("control command not supported")
-    }
-    /// `fi_ep_alias`.
-    fn alias(&self, _flags: u64) -> Result<Self> {
-        enosys("endpoint aliases are not supported")
-    }
-    /// `fi_cancel`.
-    fn cancel(&self, _context: usize) -> Result<()> {
-        enosys_fast()
-    }
-    /// `fi_tx_context` of a scalable endpoint.
-    fn tx_ctx(&self, _index: i32, _attr: &TxAttr, _context: usize) -> Result<Self> {
-        enosys("transmit contexts are not supported")
-    }
-    /// `fi_rx_context` of a scalable endpoint.
-    fn rx_ctx(&self, _index: i32, _attr: &RxAttr, _context: usize) -> Result<Self> {
-        enosys("receive contexts are not supported")
-    }
-    // ---- one method per `op` entry of the lists (`for_each_ep_ctl_op!`,
+    // ---- one method per entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
     crate::for_each_ep_ctl_op!(crate::ctl_trait_methods);
     crate::for_each_cm_op!(crate::ctl_trait_methods);
 
     // ---- multicast ----
-    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
-    /// endpoint's format) and return the fabric address sends to the group use. A
-    /// provider reports the join on the endpoint's bound EQ as `FI_JOIN_COMPLETE` (with
-    /// `context`) when one is bound. The host pairs each successful join with exactly
-    /// one [`EndpointOps::leave`] of the returned address, before the endpoint closes.
-    fn join(&self, _addr: &Address, _flags: u64, _context: usize) -> Result<u64> {
-        enosys("multicast is not supported")
-    }
     /// Leave a group joined with [`EndpointOps::join`] (`fi_close` of the membership);
     /// `fi_addr` is what `join` returned. An error keeps the membership open.
     fn leave(&self, _fi_addr: u64) -> Result<()> {
@@ -401,179 +299,54 @@ pub trait EndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
 
     // ---- data operations: one method per entry of the list ----
     crate::for_each_ep_data_op!(data_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A passive endpoint (`fid_pep`).
 pub trait PassiveEndpointOps<F: FabricOps>: Sized + Send + Sync + 'static {
     /// Bind the event queue connection requests go to.
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()>;
-    // ---- one method per `op` entry of the list (`for_each_pep_op!`) ----
+    // ---- one method per entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::ctl_trait_methods);
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A completion queue (`fid_cq`).
 pub trait CqOps: Sized + Send + Sync + 'static {
-    /// `fi_cq_read` / `fi_cq_readfrom`: fill `buf` (the CQ's format) and, when given,
-    /// `src` with the source address of each entry. Returns the number of entries;
-    /// `FI_EAGAIN` when empty, `FI_EAVAIL` when an error entry is next. Drives progress.
-    fn read(&self, buf: CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize>;
-    /// `fi_cq_readerr`: take the next error entry (`FI_EAGAIN` if none), its error data
-    /// owned. The adapter delivers the data by the C rules: copied into the caller's
-    /// buffer (up to its size) when one is given, else through a buffer the adapter
-    /// keeps until the next `readerr`.
-    fn readerr(&self, flags: u64) -> Result<CqError>;
-    /// `fi_cq_sread`: as read, blocking up to `timeout` ms (-1 = forever) until
-    /// `threshold` entries (or one) are there; `FI_EAGAIN` on time-out.
-    fn sread(
-        &self,
-        _buf: CqBuf<'_>,
-        _src: Option<&mut [u64]>,
-        _threshold: Option<usize>,
-        _timeout: i32,
-    ) -> Result<usize> {
-        enosys_fast()
-    }
-    // ---- one method per `op` entry of the list (`for_each_cq_op!`) ----
+    // ---- one method per entry of the list (`for_each_cq_op!`) ----
     crate::for_each_cq_op!(crate::ctl_trait_methods);
-
-    /// `fi_cq_strerror`: text for a provider-specific error. `err_data` is the error
-    /// data of the last `readerr` when the caller passed it back, else empty (the C
-    /// call carries no length, so other data cannot be passed on safely).
-    fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
-        crate::error::strerror(prov_errno).into_owned()
-    }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// An event queue (`fid_eq`).
 pub trait EqOps: Sized + Send + Sync + 'static {
-    /// `fi_eq_read`: the next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is
-    /// next); with `peek` the event stays queued.
-    fn read(&self, peek: bool) -> Result<Event>;
-    /// `fi_eq_readerr`.
-    fn readerr(&self) -> Result<EqErrorEntry>;
-    /// `fi_eq_write`: queue an application event.
-    fn write(&self, _event: Event) -> Result<()> {
-        enosys("write is not supported")
-    }
-    /// `fi_eq_sread`: as read, blocking up to `timeout` ms.
-    fn sread(&self, _timeout: i32, _peek: bool) -> Result<Event> {
-        enosys("sread is not supported")
-    }
-    /// `fi_eq_strerror`. `err_data` is the error data of the last `readerr` when the
-    /// caller passed it back, else empty.
-    fn strerror(&self, prov_errno: i32, _err_data: &[u8]) -> String {
-        crate::error::strerror(prov_errno).into_owned()
-    }
-    // ---- one method per `op` entry of the list (`for_each_eq_op!`) ----
+    // ---- one method per entry of the list (`for_each_eq_op!`) ----
     crate::for_each_eq_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A counter (`fid_cntr`).
 pub trait CntrOps: Sized + Send + Sync + 'static {
     // ---- one method per operation of the list (`for_each_cntr_op!`) ----
     crate::for_each_cntr_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// An address vector (`fid_av`).
 pub trait AvOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    // ---- one method per `op` entry of the list (`for_each_av_op!`) ----
+    // ---- one method per entry of the list (`for_each_av_op!`) ----
     crate::for_each_av_op!(crate::ctl_trait_methods);
-    /// `fi_av_insert`: one fabric address per address into `fi_addr` (same length;
-    /// `FI_ADDR_NOTAVAIL` for failures). Returns the number inserted.
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize>;
-    /// `fi_av_insertsvc`.
-    fn insertsvc(
-        &self,
-        _node: &str,
-        _service: &str,
-        _fi_addr: &mut u64,
-        _flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        enosys("insertsvc is not supported")
-    }
-    /// `fi_av_insertsym`: `fi_addr` has `nodecnt * svccnt` entries.
-    #[allow(clippy::too_many_arguments)]
-    fn insertsym(
-        &self,
-        _node: &str,
-        _nodecnt: usize,
-        _service: &str,
-        _svccnt: usize,
-        _fi_addr: &mut [u64],
-        _flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        enosys("insertsym is not supported")
-    }
-    /// `fi_av_lookup`.
-    fn lookup(&self, fi_addr: u64) -> Result<Address>;
-    /// `fi_av_straddr`.
-    fn straddr(&self, addr: &Address) -> String {
-        addr.to_addr_str()
-    }
     /// `fi_av_bind` (an event queue, for asynchronous inserts).
     fn bind_eq(&self, _eq: &EqOf<F>, _flags: u64) -> Result<()> {
         enosys("AV bind is not supported")
-    }
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
     }
 }
 
 /// A memory region (`fid_mr`).
 pub trait MrOps<F: FabricOps>: Sized + Send + Sync + 'static {
-    /// `fi_mr_bind` (`FI_MR_ENDPOINT`).
-    fn bind(&self, _target: MrBindTarget<'_, F>, _flags: u64) -> Result<()> {
-        enosys("MR bind is not supported")
-    }
-    // ---- one method per `op` entry of the list (`for_each_mr_op!`) ----
+    // ---- one method per entry of the list (`for_each_mr_op!`) ----
     crate::for_each_mr_op!(crate::ctl_trait_methods);
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// A wait set (`fid_wait`).
 pub trait WaitOps: Sized + Send + Sync + 'static {
     // ---- one method per operation of the list (`for_each_wait_op!`) ----
     crate::for_each_wait_op!(crate::ctl_trait_methods);
-
-    /// Called once before the object is dropped; an error keeps it open.
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// The type of a class a provider does not have. It has no values, so none of its
@@ -589,10 +362,7 @@ impl FabricOps for Unsupported {
     type PassiveEp = Unsupported;
     type Eq = Unsupported;
     type Wait = Unsupported;
-
-    fn domain(&self, _info: &Info, _context: usize) -> Result<Unsupported> {
-        match *self {}
-    }
+    crate::for_each_fabric_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl<F: FabricOps> DomainOps<F> for Unsupported {
@@ -601,22 +371,12 @@ impl<F: FabricOps> DomainOps<F> for Unsupported {
     type Cntr = Unsupported;
     type Av = Unsupported;
     type Mr = Unsupported;
-
-    fn endpoint(&self, _info: &Info, _context: usize, _flags: u64) -> Result<Unsupported> {
-        match *self {}
-    }
-
-    fn cq_open(&self, _attr: &CqAttr, _context: usize) -> Result<Unsupported> {
-        match *self {}
-    }
+    crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_unsupported);
 }
 
 impl<F: FabricOps> EndpointOps<F> for Unsupported {
     crate::for_each_ep_ctl_op!(crate::abi::ctl_ops::ctl_unsupported);
     crate::for_each_cm_op!(crate::abi::ctl_ops::ctl_unsupported);
-    fn bind(&self, _target: BindTarget<'_, F>, _flags: OpFlags) -> Result<()> {
-        match *self {}
-    }
 }
 
 impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
@@ -628,22 +388,10 @@ impl<F: FabricOps> PassiveEndpointOps<F> for Unsupported {
 
 impl CqOps for Unsupported {
     crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_unsupported);
-    fn read(&self, _buf: CqBuf<'_>, _src: Option<&mut [u64]>) -> Result<usize> {
-        match *self {}
-    }
-    fn readerr(&self, _flags: u64) -> Result<CqError> {
-        match *self {}
-    }
 }
 
 impl EqOps for Unsupported {
     crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_unsupported);
-    fn read(&self, _peek: bool) -> Result<Event> {
-        match *self {}
-    }
-    fn readerr(&self) -> Result<EqErrorEntry> {
-        match *self {}
-    }
 }
 
 impl CntrOps for Unsupported {
@@ -651,13 +399,7 @@ impl CntrOps for Unsupported {
 }
 
 impl<F: FabricOps> AvOps<F> for Unsupported {
-    fn insert(&self, _a: &[Address], _f: &mut [u64], _flags: u64, _c: usize) -> Result<usize> {
-        match *self {}
-    }
     crate::for_each_av_op!(crate::abi::ctl_ops::ctl_unsupported);
-    fn lookup(&self, _fi_addr: u64) -> Result<Address> {
-        match *self {}
-    }
 }
 
 impl<F: FabricOps> MrOps<F> for Unsupported {

@@ -62,6 +62,8 @@ impl AsFid for WaitSet {
     }
 }
 
+crate::abi::ctl_ops::detach_one_table!(WaitSet: WaitTable);
+
 impl WaitSet {
     /// Wrap a provider's wait set.
     ///
@@ -81,12 +83,4 @@ impl WaitSet {
     // ---- one method per operation of the list (`for_each_wait_op!`) ----
 
     crate::for_each_wait_op!(crate::abi::ctl_ops::ctl_wrappers);
-
-    /// `fi_close`.
-    pub fn close(&mut self) -> Result<()> {
-        self.node.close()?;
-        self.ops = WaitTable::CLOSED;
-        self.obj = std::ptr::null_mut();
-        Ok(())
-    }
 }

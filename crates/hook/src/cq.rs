@@ -185,7 +185,7 @@ fn sread_inner(
 
 impl<H: Hook> HookCq<H> {
     /// What the generated forwarders use: the hook, the name and the CQ beneath.
-    fn forward(&self) -> (&H, &ObjName, &CompletionQueue) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &CompletionQueue) {
         (&self.h, &self.core.name, &self.core.inner)
     }
 }
@@ -273,13 +273,5 @@ impl<H: Hook> CqOps for HookCq<H> {
                 }
             }
         })
-    }
-
-    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        self.core.inner.strerror_with_data(prov_errno, err_data)
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
     }
 }

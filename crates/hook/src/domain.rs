@@ -6,84 +6,32 @@
 
 use std::sync::Arc;
 
-use ofi_core::abi::raw::AtomicAttr;
-use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain;
-use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, EqOf};
-use ofi_core::{AtomicOp, Datatype, Info, Result, RxAttr, TxAttr};
+use ofi_core::Result;
 
 use crate::cq::HookCq;
 use crate::ep::HookEp;
 use crate::fabric::HookFabric;
 use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
-use crate::{Hook, ObjName};
+use crate::{Hook, Hooked, ObjName};
 
-/// A domain wrapped by hook `H`.
-pub struct HookDomain<H: Hook> {
-    inner: Domain,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookDomain<H> {
-    pub(crate) fn new(inner: Domain, h: Arc<H>) -> HookDomain<H> {
-        HookDomain {
-            inner,
-            h,
-            name: ObjName::new("domain"),
-        }
-    }
+crate::hooked_objects! {
+    /// A domain wrapped by hook `H`.
+    HookDomain(Domain, "domain");
 }
 
 impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
+    // One forwarder per `op` and `close` entry of the list (`for_each_domain_op!`).
+    ofi_core::for_each_domain_op!(ofi_core::ctl_forwarders);
+
     type Endpoint = HookEp<H>;
     type Cq = HookCq<H>;
     type Cntr = HookCntr<H>;
     type Av = HookAv<H>;
     type Mr = HookMr<H>;
-
-    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<HookEp<H>> {
-        let ep = self.h.ctl(
-            &self.name,
-            "endpoint",
-            || {
-                format!(
-                    "type={:?} context={context:#x} flags={flags:#x}",
-                    info.ep_attr.ep_type
-                )
-            },
-            || self.inner.endpoint_with(info, context, flags),
-        )?;
-        Ok(HookEp::new(ep, Some(info), self.h.clone(), "endpoint"))
-    }
-
-    fn scalable_ep(&self, info: &Info, context: usize) -> Result<HookEp<H>> {
-        let ep = self.h.ctl(
-            &self.name,
-            "scalable_ep",
-            || format!("context={context:#x}"),
-            || self.inner.scalable_ep(info),
-        )?;
-        Ok(HookEp::new(
-            ep,
-            Some(info),
-            self.h.clone(),
-            "scalable endpoint",
-        ))
-    }
-
-    fn cq_open(&self, attr: &CqAttr, context: usize) -> Result<HookCq<H>> {
-        let cq = self.h.ctl(
-            &self.name,
-            "cq_open",
-            || format!("attr={attr:?} context={context:#x}"),
-            || self.inner.cq_open_with(attr, context),
-        )?;
-        Ok(HookCq::new(cq, attr.size, self.h.clone()))
-    }
 
     fn cq_open_in_set(
         &self,
@@ -115,73 +63,6 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
         Ok(HookCntr::new(c, self.h.clone()))
     }
 
-    fn cntr_open(&self, attr: &CntrAttr, context: usize) -> Result<HookCntr<H>> {
-        let c = self.h.ctl(
-            &self.name,
-            "cntr_open",
-            || format!("attr={attr:?} context={context:#x}"),
-            || self.inner.cntr_open_with(attr, context),
-        )?;
-        Ok(HookCntr::new(c, self.h.clone()))
-    }
-
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<HookAv<H>> {
-        let av = self.h.ctl(
-            &self.name,
-            "av_open",
-            || format!("attr={attr:?} context={context:#x}"),
-            || self.inner.av_open(attr),
-        )?;
-        Ok(HookAv::new(av, self.h.clone()))
-    }
-
-    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<HookMr<H>> {
-        let mr = self.h.ctl(
-            &self.name,
-            "mr_reg",
-            || {
-                format!(
-                    "iov_count={} access={:?} flags={flags:#x}",
-                    attr.iov.len(),
-                    attr.access
-                )
-            },
-            // SAFETY: the host's caller made the same promise for these buffers (they
-            // stay valid until the region closes, which is before ours is dropped).
-            || unsafe { self.inner.mr_regattr(attr, flags) },
-        )?;
-        Ok(HookMr::new(mr, self.h.clone()))
-    }
-
-    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        self.h.ctl(
-            &self.name,
-            "query_atomic",
-            || format!("datatype={datatype:?} op={op:?} flags={flags:#x}"),
-            || self.inner.query_atomic(datatype, op, flags),
-        )
-    }
-
-    fn stx_ctx(&self, attr: &TxAttr, context: usize) -> Result<HookEp<H>> {
-        let ep = self.h.ctl(
-            &self.name,
-            "stx_context",
-            || format!("context={context:#x}"),
-            || self.inner.stx_context(attr),
-        )?;
-        Ok(HookEp::new(ep, None, self.h.clone(), "shared tx context"))
-    }
-
-    fn srx_ctx(&self, attr: &RxAttr, context: usize) -> Result<HookEp<H>> {
-        let ep = self.h.ctl(
-            &self.name,
-            "srx_context",
-            || format!("context={context:#x}"),
-            || self.inner.srx_context(attr),
-        )?;
-        Ok(HookEp::new(ep, None, self.h.clone(), "shared rx context"))
-    }
-
     fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(
             &self.name,
@@ -189,9 +70,5 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
 }

@@ -19,9 +19,7 @@ use ofi_core::abi::raw::{Msg, MsgAtomic, MsgRma, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::ep::{Multicast, PassiveEndpoint};
 use ofi_core::provider::{BindTarget, EndpointOps, EqOf, PassiveEndpointOps};
-use ofi_core::{
-    Address, AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result, RxAttr, TxAttr,
-};
+use ofi_core::{AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result};
 
 use crate::cq::CqCore;
 use crate::fabric::HookFabric;
@@ -225,7 +223,21 @@ impl<H: Hook> HookEp<H> {
         }
     }
 
-    /// An alias or context of this endpoint: same type and attributes.
+    /// After a successful `fi_enable` (`=> enabled` in the list): data calls may flow.
+    fn enabled(&self, (): ()) {
+        self.core.enabled.store(true, Ordering::Release);
+    }
+
+    /// After a successful `fi_join` (`=> joined` in the list): keep the membership until
+    /// [`EndpointOps::leave`]; its fabric address is what the provider method returns.
+    fn joined(&self, mc: Multicast) -> u64 {
+        let fi_addr = mc.fi_addr();
+        self.mcs.lock().unwrap_or_else(|p| p.into_inner()).push(mc);
+        fi_addr
+    }
+
+    /// An alias or context of this endpoint (`=> derived` in the list): same type and
+    /// attributes.
     fn derived(&self, inner: Endpoint, class: &'static str) -> HookEp<H> {
         let p = &self.core;
         let core = EpCore {
@@ -263,8 +275,16 @@ impl<H: Hook> HookEp<H> {
     }
 
     /// What the generated forwarders use: the hook, the name and the endpoint beneath.
-    fn forward(&self) -> (&H, &ObjName, &Endpoint) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &Endpoint) {
         (&self.h, &self.core.name, &self.core.inner)
+    }
+}
+
+/// The hooks hear of an endpoint's end when its wrapper goes: the adapter drops it
+/// right after a successful close.
+impl<H: Hook> Drop for HookEp<H> {
+    fn drop(&mut self) {
+        self.h.ep_close(&self.core);
     }
 }
 
@@ -324,76 +344,11 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
         }
     }
 
-    fn enable(&self) -> Result<()> {
-        self.ctl("enable", String::new, || self.core.inner.enable())?;
-        self.core.enabled.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    // The trait's signature is the core's; `arg` comes from the application through
-    // `fi_control`, whose contract the provider beneath documents.
-    #[allow(clippy::not_unsafe_ptr_arg_deref)]
-    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        self.ctl(
-            "control",
-            || format!("command={command} arg={arg:p}"),
-            // SAFETY: `arg` is what `command` expects (this method's contract, which
-            // the endpoint beneath receives unchanged).
-            || unsafe { self.core.inner.control(command, arg) },
-        )
-    }
-
-    fn alias(&self, flags: u64) -> Result<Self> {
-        let a = self.ctl(
-            "alias",
-            || format!("flags={flags:#x}"),
-            || self.core.inner.alias(flags),
-        )?;
-        Ok(self.derived(a, "endpoint alias"))
-    }
-
-    fn cancel(&self, context: usize) -> Result<()> {
-        self.ctl(
-            "cancel",
-            || format!("context={context:#x}"),
-            || self.core.inner.cancel(context),
-        )
-    }
-
-    fn tx_ctx(&self, index: i32, attr: &TxAttr, context: usize) -> Result<Self> {
-        let c = self.ctl(
-            "tx_context",
-            || format!("index={index} context={context:#x}"),
-            || self.core.inner.tx_context(index, attr),
-        )?;
-        Ok(self.derived(c, "tx context"))
-    }
-
-    fn rx_ctx(&self, index: i32, attr: &RxAttr, context: usize) -> Result<Self> {
-        let c = self.ctl(
-            "rx_context",
-            || format!("index={index} context={context:#x}"),
-            || self.core.inner.rx_context(index, attr),
-        )?;
-        Ok(self.derived(c, "rx context"))
-    }
-
     // ---- one forwarder per `op` entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
     ofi_core::for_each_ep_ctl_op!(ofi_core::ctl_forwarders);
     ofi_core::for_each_cm_op!(ofi_core::ctl_forwarders);
-
-    fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
-        let mc = self.ctl(
-            "join",
-            || format!("addr={addr} flags={flags:#x} context={context:#x}"),
-            || self.core.inner.join_with(addr, flags, context),
-        )?;
-        let fi_addr = mc.fi_addr();
-        self.mcs.lock().unwrap_or_else(|p| p.into_inner()).push(mc);
-        Ok(fi_addr)
-    }
 
     fn leave(&self, fi_addr: u64) -> Result<()> {
         let mut mcs = self.mcs.lock().unwrap_or_else(|p| p.into_inner());
@@ -405,7 +360,7 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
             &self.core.name,
             "leave",
             || format!("fi_addr={fi_addr:#x}"),
-            || mcs[i].close(),
+            || Multicast::close(&mut mcs[i]),
         )?;
         mcs.remove(i);
         Ok(())
@@ -414,37 +369,11 @@ impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
     // ---- data operations: one forwarder per entry of the list ----
 
     ofi_core::for_each_ep_data_op!(hook_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.ctl("close", String::new, || Ok(()))?;
-        self.h.ep_close(&self.core);
-        Ok(())
-    }
 }
 
-/// A passive endpoint wrapped by hook `H`.
-pub struct HookPep<H: Hook> {
-    inner: PassiveEndpoint,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookPep<H> {
-    pub(crate) fn new(inner: PassiveEndpoint, h: Arc<H>) -> HookPep<H> {
-        HookPep {
-            inner,
-            h,
-            name: ObjName::new("passive endpoint"),
-        }
-    }
-}
-
-impl<H: Hook> HookPep<H> {
-    /// What the generated forwarders use: the hook, the name and the passive endpoint
-    /// beneath.
-    fn forward(&self) -> (&H, &ObjName, &PassiveEndpoint) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// A passive endpoint wrapped by hook `H`.
+    HookPep(PassiveEndpoint, "passive endpoint");
 }
 
 impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
@@ -458,9 +387,5 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             || format!("flags={flags:#x}"),
             || self.inner.bind_eq(eq.inner(), flags),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
 }

@@ -10,13 +10,12 @@ use ofi_core::abi::object::AsFid;
 use ofi_core::eq::EqAttr;
 use ofi_core::fabric::Fabric;
 use ofi_core::provider::{FabricOps, Host, TryWaitRef};
-use ofi_core::wait::WaitAttr;
 use ofi_core::{Errno, Error, Info, Result};
 
 use crate::domain::HookDomain;
 use crate::ep::HookPep;
 use crate::objects::{HookEq, HookWait};
-use crate::{Hook, ObjName};
+use crate::{Hook, Hooked, ObjName};
 
 /// A fabric wrapped by hook `H`.
 pub struct HookFabric<H: Hook> {
@@ -42,41 +41,29 @@ impl<H: Hook> HookFabric<H> {
     }
 }
 
+impl<H: Hook> HookFabric<H> {
+    /// What the generated forwarders use: the hook, the name and the fabric beneath.
+    fn forward(&self) -> (&Arc<H>, &ObjName, &Fabric) {
+        (&self.h, &self.name, &self.inner)
+    }
+}
+
+/// The hooks hear of the fabric's end (after all its objects) when its wrapper goes:
+/// the adapter drops it right after a successful close.
+impl<H: Hook> Drop for HookFabric<H> {
+    fn drop(&mut self) {
+        self.h.fabric_close(&self.name);
+    }
+}
+
 impl<H: Hook> FabricOps for HookFabric<H> {
+    // One forwarder per `op` and `close` entry of the list (`for_each_fabric_op!`).
+    ofi_core::for_each_fabric_op!(ofi_core::ctl_forwarders);
+
     type Domain = HookDomain<H>;
     type PassiveEp = HookPep<H>;
     type Eq = HookEq<H>;
     type Wait = HookWait<H>;
-
-    fn domain(&self, info: &Info, context: usize) -> Result<HookDomain<H>> {
-        let d = self.h.ctl(
-            &self.name,
-            "domain",
-            || format!("domain={:?} context={context:#x}", info.domain_attr.name),
-            || self.inner.domain_with(info, context),
-        )?;
-        Ok(HookDomain::new(d, self.h.clone()))
-    }
-
-    fn passive_ep(&self, info: &Info, context: usize) -> Result<HookPep<H>> {
-        let p = self.h.ctl(
-            &self.name,
-            "passive_ep",
-            || format!("context={context:#x}"),
-            || self.inner.passive_ep_with(info, context),
-        )?;
-        Ok(HookPep::new(p, self.h.clone()))
-    }
-
-    fn eq_open(&self, attr: &EqAttr, context: usize) -> Result<HookEq<H>> {
-        let q = self.h.ctl(
-            &self.name,
-            "eq_open",
-            || format!("attr={attr:?} context={context:#x}"),
-            || self.inner.eq_open_with(attr, context),
-        )?;
-        Ok(HookEq::new(q, self.h.clone()))
-    }
 
     fn eq_open_in_set(
         &self,
@@ -91,16 +78,6 @@ impl<H: Hook> FabricOps for HookFabric<H> {
             || self.inner.eq_open_in(attr, set.inner(), context),
         )?;
         Ok(HookEq::new(q, self.h.clone()))
-    }
-
-    fn wait_open(&self, attr: &WaitAttr) -> Result<HookWait<H>> {
-        let w = self.h.ctl(
-            &self.name,
-            "wait_open",
-            || format!("attr={attr:?}"),
-            || self.inner.wait_open(attr),
-        )?;
-        Ok(HookWait::new(w, self.h.clone()))
     }
 
     fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
@@ -128,11 +105,5 @@ impl<H: Hook> FabricOps for HookFabric<H> {
             || format!("count={}", refs.len()),
             || self.inner.trywait(&refs),
         )
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))?;
-        self.h.fabric_close(&self.name);
-        Ok(())
     }
 }

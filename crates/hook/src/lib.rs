@@ -50,6 +50,7 @@ pub mod trace;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::abi::{self, PluginEntry, ProviderKind};
@@ -60,8 +61,101 @@ use ofi_core::provider::{Host, Provider};
 use ofi_core::{Info, OpFlags, Result, Version};
 
 pub use cq::CqCore;
+
+/// A hooked object made from the object beneath, sharing its parent's hook state: what
+/// the generated forwarders of the open-style calls return (the lists' `forward …
+/// => hooked`).
+pub(crate) trait Hooked<'a, H: Hook>: Sized {
+    /// The object beneath (with what else the wrapper needs, borrowed for `'a`).
+    type Inner;
+    /// Wrap `inner` for hook state `h`.
+    fn hooked(inner: Self::Inner, h: Arc<H>) -> Self;
+}
+
+/// `Hooked` impls of the types made by `Type::new(inner, h)`.
+macro_rules! hooked_by_new {
+    ($($Type:ident: $Inner:ty;)*) => {$(
+        impl<H: Hook> Hooked<'_, H> for $Type<H> {
+            type Inner = $Inner;
+            fn hooked(inner: $Inner, h: Arc<H>) -> Self {
+                $Type::new(inner, h)
+            }
+        }
+    )*};
+}
+
+hooked_by_new! {
+    HookEq: ofi_core::eq::EventQueue;
+    HookCntr: ofi_core::cntr::Counter;
+}
+
+/// Hooked types that hold only the object beneath, the hook's state and a name: the
+/// struct, `new`, `inner`, `forward` (what the generated forwarders use) and the
+/// `Hooked` impl of each. Invoked in the module of the type (its fields stay private
+/// there).
+macro_rules! hooked_objects {
+    ($(#[$doc:meta])* $Type:ident($Inner:ty, $label:literal);) => {
+        $(#[$doc])*
+        pub struct $Type<H: Hook> {
+            inner: $Inner,
+            h: Arc<H>,
+            name: ObjName,
+        }
+
+        impl<H: Hook> $Type<H> {
+            pub(crate) fn new(inner: $Inner, h: Arc<H>) -> $Type<H> {
+                $Type {
+                    inner,
+                    h,
+                    name: ObjName::new($label),
+                }
+            }
+
+            /// The object beneath.
+            pub fn inner(&self) -> &$Inner {
+                &self.inner
+            }
+
+            /// What the generated forwarders use: the hook, the name and the object
+            /// beneath.
+            fn forward(&self) -> (&Arc<H>, &ObjName, &$Inner) {
+                (&self.h, &self.name, &self.inner)
+            }
+        }
+
+        impl<H: Hook> $crate::Hooked<'_, H> for $Type<H> {
+            type Inner = $Inner;
+            fn hooked(inner: $Inner, h: Arc<H>) -> Self {
+                $Type::new(inner, h)
+            }
+        }
+    };
+}
+
+pub(crate) use hooked_objects;
+
+impl<H: Hook> Hooked<'_, H> for HookCq<H> {
+    /// The CQ beneath and its size.
+    type Inner = (ofi_core::cq::CompletionQueue, usize);
+    fn hooked((cq, size): Self::Inner, h: Arc<H>) -> Self {
+        HookCq::new(cq, size, h)
+    }
+}
+
+impl<'a, H: Hook> Hooked<'a, H> for HookEp<H> {
+    /// The endpoint beneath, the info it was opened for (none for shared contexts)
+    /// and its class in hook messages.
+    type Inner = (ofi_core::ep::Endpoint, Option<&'a Info>, &'static str);
+    fn hooked((ep, info, class): Self::Inner, h: Arc<H>) -> Self {
+        HookEp::new(ep, info, h, class)
+    }
+}
 pub use ep::EpCore;
 pub use fabric::HookFabric;
+
+use cq::HookCq;
+use ep::HookEp;
+use objects::{HookCntr, HookEq};
 
 /// The hooks' provider version (`prov_version`).
 pub const VERSION: Version = Version::new(1, 0);

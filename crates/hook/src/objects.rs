@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
-use ofi_core::eq::{EqErrorEntry, Event, EventQueue};
+use ofi_core::eq::{Event, EventQueue};
 use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
-use ofi_core::{Address, Result, ADDR_NOTAVAIL};
+use ofi_core::Result;
 
 use crate::fabric::HookFabric;
 use crate::{Hook, ObjName, Op};
@@ -58,7 +58,7 @@ impl<H: Hook> HookEq<H> {
 
 impl<H: Hook> HookEq<H> {
     /// What the generated forwarders use: the hook, the name and the EQ beneath.
-    fn forward(&self) -> (&H, &ObjName, &EventQueue) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &EventQueue) {
         (&self.h, &self.name, &self.inner)
     }
 }
@@ -85,21 +85,6 @@ impl<H: Hook> EqOps for HookEq<H> {
         )
     }
 
-    fn readerr(&self) -> Result<EqErrorEntry> {
-        self.h.ctl(&self.name, "eq_readerr", String::new, || {
-            self.inner.readerr()
-        })
-    }
-
-    fn write(&self, event: Event) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "eq_write",
-            || format!("event={:?}", event.event),
-            || self.inner.write(&event),
-        )
-    }
-
     fn sread(&self, timeout: i32, peek: bool) -> Result<Event> {
         self.h.ctl(
             &self.name,
@@ -116,14 +101,6 @@ impl<H: Hook> EqOps for HookEq<H> {
                 Ok(ev)
             },
         )
-    }
-
-    fn strerror(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        self.inner.strerror_with_data(prov_errno, err_data)
-    }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
     }
 }
 
@@ -160,7 +137,7 @@ impl<H: Hook> HookCntr<H> {
 
 impl<H: Hook> HookCntr<H> {
     /// What the generated forwarders use: the hook, the name and the counter beneath.
-    fn forward(&self) -> (&H, &ObjName, &Counter) {
+    fn forward(&self) -> (&Arc<H>, &ObjName, &Counter) {
         (&self.h, &self.core.name, &self.core.inner)
     }
 }
@@ -169,119 +146,16 @@ impl<H: Hook> CntrOps for HookCntr<H> {
     // One forwarder per operation of the list (`for_each_cntr_op!`); reads through
     // `Hook::read`, the rest through `Hook::ctl`.
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.core.name, "close", String::new, || Ok(()))
-    }
 }
 
-/// An AV wrapped by hook `H`.
-pub struct HookAv<H: Hook> {
-    inner: AddressVector,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookAv<H> {
-    pub(crate) fn new(inner: AddressVector, h: Arc<H>) -> HookAv<H> {
-        HookAv {
-            inner,
-            h,
-            name: ObjName::new("av"),
-        }
-    }
-
-    /// The AV beneath.
-    pub fn inner(&self) -> &AddressVector {
-        &self.inner
-    }
-}
-
-impl<H: Hook> HookAv<H> {
-    /// What the generated forwarders use: the hook, the name and the AV beneath.
-    fn forward(&self) -> (&H, &ObjName, &AddressVector) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// An AV wrapped by hook `H`.
+    HookAv(AddressVector, "av");
 }
 
 impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
     // One forwarder per `op` entry of the list (`for_each_av_op!`).
     ofi_core::for_each_av_op!(ofi_core::ctl_forwarders);
-
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        self.h.ctl(
-            &self.name,
-            "av_insert",
-            || {
-                format!(
-                    "count={} flags={flags:#x} context={context:#x}",
-                    addrs.len()
-                )
-            },
-            || self.inner.insert_into(addrs, fi_addr, flags, context),
-        )
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        let a = self.h.ctl(
-            &self.name,
-            "av_insertsvc",
-            || format!("node={node} service={service} flags={flags:#x}"),
-            || self.inner.insertsvc(node, service, flags),
-        )?;
-        *fi_addr = a;
-        Ok(1)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        _context: usize,
-    ) -> Result<usize> {
-        let v = self.h.ctl(
-            &self.name,
-            "av_insertsym",
-            || format!("node={node} nodecnt={nodecnt} service={service} svccnt={svccnt}"),
-            || self.inner.insertsym(node, nodecnt, service, svccnt, flags),
-        )?;
-        for (slot, a) in fi_addr.iter_mut().zip(&v) {
-            *slot = *a;
-        }
-        Ok(v.iter().filter(|a| **a != ADDR_NOTAVAIL).count())
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        self.h.ctl(
-            &self.name,
-            "av_lookup",
-            || format!("fi_addr={fi_addr:#x}"),
-            || self.inner.lookup(fi_addr),
-        )
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        self.inner
-            .straddr(addr)
-            .unwrap_or_else(|_| addr.to_addr_str())
-    }
 
     fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(
@@ -291,34 +165,11 @@ impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
             || self.inner.bind_eq(eq.inner(), flags),
         )
     }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }
 
-/// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
-pub struct HookMr<H: Hook> {
-    inner: MemoryRegion,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookMr<H> {
-    pub(crate) fn new(inner: MemoryRegion, h: Arc<H>) -> HookMr<H> {
-        HookMr {
-            inner,
-            h,
-            name: ObjName::new("mr"),
-        }
-    }
-}
-
-impl<H: Hook> HookMr<H> {
-    /// What the generated forwarders use: the hook, the name and the region beneath.
-    fn forward(&self) -> (&H, &ObjName, &MemoryRegion) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// An MR wrapped by hook `H`: its key and descriptor are the inner region's.
+    HookMr(MemoryRegion, "mr");
 }
 
 impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
@@ -336,46 +187,14 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
             },
         )
     }
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }
 
-/// A wait set wrapped by hook `H`.
-pub struct HookWait<H: Hook> {
-    inner: WaitSet,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookWait<H> {
-    pub(crate) fn new(inner: WaitSet, h: Arc<H>) -> HookWait<H> {
-        HookWait {
-            inner,
-            h,
-            name: ObjName::new("wait set"),
-        }
-    }
-
-    /// The wait set beneath.
-    pub fn inner(&self) -> &WaitSet {
-        &self.inner
-    }
-}
-
-impl<H: Hook> HookWait<H> {
-    /// What the generated forwarders use: the hook, the name and the set beneath.
-    fn forward(&self) -> (&H, &ObjName, &WaitSet) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// A wait set wrapped by hook `H`.
+    HookWait(WaitSet, "wait set");
 }
 
 impl<H: Hook> WaitOps for HookWait<H> {
     // One forwarder per operation of the list (`for_each_wait_op!`).
     ofi_core::for_each_wait_op!(ofi_core::ctl_forwarders);
-
-    fn close(&self) -> Result<()> {
-        self.h.ctl(&self.name, "close", String::new, || Ok(()))
-    }
 }

@@ -556,6 +556,19 @@ class_tables!(
     WaitTable
 );
 
+/// The child a provider just opened through an open-style slot (`out`): its class
+/// table, checked, and the node of `parent`'s that closes it through that table.
+pub(crate) fn open_child<T: ClassTable>(
+    parent: &Arc<Node>,
+    out: &RawObj,
+    class: FidClass,
+    what: &str,
+) -> Result<(*const T, Arc<Node>)> {
+    let ops = out.ops as *const T;
+    let node = Node::child(parent, class, close_of(out.obj, ops, what)?);
+    Ok((ops, node))
+}
+
 /// Check a newly opened object and its class table, and make its closer.
 pub(crate) fn close_of<T: ClassTable>(obj: Obj, ops: *const T, what: &str) -> Result<Closer> {
     if obj.is_null() || ops.is_null() {

@@ -29,7 +29,7 @@
 use std::ffi::c_void;
 
 use crate::abi::layout::StructDesc;
-use crate::abi::raw::{ErrBuf, Obj, RawInfo, RawObj, RawStr};
+use crate::abi::raw::{ErrBuf, Obj, RawInfo, RawStr};
 use crate::abi::wire::{RawGetinfoRequest, RawGetinfoResult, RawHostFabric};
 
 /// The result types a slot may have; lets generated stubs return `-code`.
@@ -174,19 +174,6 @@ pub(crate) use abi_table;
 pub(crate) use call_slot;
 
 abi_table! {
-    /// The provider's root table (what `PluginEntry::init` hands back).
-    pub struct ProviderTable {
-        /// Answer a getinfo request; the result is owned by the provider until
-        /// `free_getinfo`. Returns 0 (the outcome, including errors, is in `out`).
-        fn getinfo(prov: Obj, req: *const RawGetinfoRequest, out: *mut RawGetinfoResult) -> i32;
-        /// Free a result `getinfo` produced.
-        fn free_getinfo(prov: Obj, out: *mut RawGetinfoResult) -> i32;
-        /// Open a fabric for `info`.
-        fn fabric(prov: Obj, info: *const RawInfo, context: usize, out: *mut RawObj, err: *mut ErrBuf) -> i32;
-        /// Release the provider (after every object it created is closed).
-        fn cleanup(prov: Obj) -> i32;
-    }
-
     /// What the host offers every provider (see [`crate::abi::host`]).
     pub struct HostTable {
         /// The log sink (`crate::log::LogSinkFn`).
@@ -267,6 +254,7 @@ crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_av_op!(crate::abi::ctl_ops::ctl_table);
 crate::for_each_mr_op!(crate::abi::ctl_ops::ctl_table);
+crate::for_each_provider_op!(crate::abi::ctl_ops::ctl_table);
 
 /// Every table's layout, for the fingerprint.
 pub const LAYOUTS: &[&StructDesc] = &[

@@ -185,15 +185,106 @@ pub(super) unsafe extern "C" fn av_straddr<F: FabricOps>(
 
 // ---------------------------------------------------------------------------------------
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a AvOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<AvOf<F>>(obj) }
-}
+boxed_objects!(AvOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_av_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::read_sized;
+use crate::abi::tables::call_slot;
+use crate::addr::Address;
+use crate::av::av_status;
+use crate::enums::AddrFormat;
+
+impl crate::av::AddressVector {
+    /// `fi_av_lookup`: the address behind a fabric address.
+    pub fn lookup(&self, fi_addr: u64) -> Result<Address> {
+        let mut format = 0u32;
+        // SAFETY: `read_sized` passes a buffer and its length; `format` valid.
+        let bytes = read_sized(|b, l| unsafe {
+            call_slot!(
+                self.t(),
+                AvTable.lookup(self.obj, fi_addr, b, l, &mut format)
+            )
+        })?;
+        Address::from_bytes(AddrFormat::from_raw(format), &bytes)
+    }
+
+    /// `fi_av_insert`: one fabric address per address (`FI_ADDR_NOTAVAIL` for the ones
+    /// that failed).
+    pub fn insert(&self, addrs: &[Address]) -> Result<Vec<u64>> {
+        let mut out = vec![crate::enums::ADDR_NOTAVAIL; addrs.len()];
+        self.insert_into(addrs, &mut out, 0, 0)?;
+        Ok(out)
+    }
+
+    /// `fi_av_insertsvc`: one node and service.
+    pub fn insertsvc(&self, node: &str, service: &str, flags: u64) -> Result<u64> {
+        let mut fi_addr = crate::enums::ADDR_NOTAVAIL;
+        // SAFETY: the strings and `fi_addr` live across the call.
+        av_status(unsafe {
+            call_slot!(
+                self.t(),
+                AvTable.insertsvc(
+                    self.obj,
+                    RawStr::from_text(node),
+                    RawStr::from_text(service),
+                    &mut fi_addr,
+                    flags,
+                    0
+                )
+            )
+        })?;
+        Ok(fi_addr)
+    }
+
+    /// `fi_av_insertsym`: `nodecnt` nodes from `node` and `svccnt` services from
+    /// `service`; returns `nodecnt * svccnt` fabric addresses.
+    pub fn insertsym(
+        &self,
+        node: &str,
+        nodecnt: usize,
+        service: &str,
+        svccnt: usize,
+        flags: u64,
+    ) -> Result<Vec<u64>> {
+        let total = nodecnt
+            .checked_mul(svccnt)
+            .ok_or_else(|| Error::new(Errno::EINVAL, "insertsym: count overflows"))?;
+        let mut out = vec![crate::enums::ADDR_NOTAVAIL; total];
+        // SAFETY: the strings and `out` live across the call; `out` holds `total`.
+        av_status(unsafe {
+            call_slot!(
+                self.t(),
+                AvTable.insertsym(
+                    self.obj,
+                    RawStr::from_text(node),
+                    nodecnt,
+                    RawStr::from_text(service),
+                    svccnt,
+                    out.as_mut_ptr(),
+                    flags,
+                    0
+                )
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// `fi_av_straddr`: the provider's text for an address.
+    pub fn straddr(&self, addr: &Address) -> Result<String> {
+        let bytes = addr.to_bytes();
+        let raw = RawAddr::new(addr.format(), &bytes);
+        // SAFETY: `raw` points into `bytes`, alive across the calls.
+        let text = read_sized(|b, l| unsafe {
+            call_slot!(self.t(), AvTable.straddr(self.obj, raw, b, l))
+        })?;
+        String::from_utf8(text)
+            .map_err(|_| Error::new(Errno::EOTHER, "straddr: provider text is not UTF-8"))
+    }
+}

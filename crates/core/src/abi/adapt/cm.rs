@@ -5,14 +5,6 @@
 
 use super::*;
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EpOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<EpOf<F>>(obj) }
-}
+boxed_objects!(EpOf<F>);
 
 crate::for_each_cm_op!(ctl_trampolines);

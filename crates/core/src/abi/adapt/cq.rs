@@ -187,14 +187,75 @@ pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a CqOf<F> {
-    // SAFETY: by this function's contract.
-    &unsafe { ob::<CqBox<CqOf<F>>>(obj) }.inner
-}
+boxed_objects!(CqBox<CqOf<F>> => CqOf<F>, inner);
 
 crate::for_each_cq_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::count_or_code;
+use crate::abi::raw::CqEntryFormat;
+use crate::abi::tables::call_slot;
+impl crate::cq::CompletionQueue {
+    /// `fi_cq_readfrom`: as [`read`](Self::read), with each entry's source address in
+    /// `src` (which must be at least as long as `buf`).
+    pub fn readfrom<E: CqEntryFormat>(&self, buf: &mut [E], src: &mut [u64]) -> Result<usize> {
+        self.check::<E>()?;
+        if src.len() < buf.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "readfrom: fewer address slots than entries",
+            ));
+        }
+        // SAFETY: `buf` valid for its length; `src` for at least as many.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.readfrom(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    src.as_mut_ptr()
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_sreadfrom`.
+    pub fn sreadfrom<E: CqEntryFormat>(
+        &self,
+        buf: &mut [E],
+        src: &mut [u64],
+        timeout: i32,
+    ) -> Result<usize> {
+        self.check::<E>()?;
+        if src.len() < buf.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                "sreadfrom: fewer address slots than entries",
+            ));
+        }
+        // SAFETY: `buf` valid; `src` at least as long.
+        count_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                CqTable.sreadfrom(
+                    self.obj,
+                    buf.as_mut_ptr() as *mut c_void,
+                    buf.len(),
+                    src.as_mut_ptr(),
+                    std::ptr::null(),
+                    timeout
+                )
+            )
+        })
+    }
+
+    /// `fi_cq_strerror`: text for a provider-specific error code of an error entry.
+    pub fn strerror(&self, prov_errno: i32) -> String {
+        self.strerror_with_data(prov_errno, &[])
+    }
+}

@@ -375,4 +375,169 @@ pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).
+boxed_objects!(DomainOf<F>);
+
 crate::for_each_domain_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::ctl;
+use crate::abi::object::ok_or_code;
+use crate::abi::object::open_child;
+use crate::abi::tables::call_slot;
+use crate::attr::Info;
+use crate::av::AddressVector;
+use crate::cntr::Counter;
+use crate::cq::CompletionQueue;
+use crate::ep::Endpoint;
+use crate::mr::MemoryRegion;
+
+impl crate::domain::Domain {
+    /// `fi_query_atomic`: whether and how far an atomic combination is supported.
+    pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        let mut a = AtomicAttr::default();
+        // SAFETY: `a` valid for a write.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.query_atomic(self.obj, datatype.to_raw(), op.to_raw(), &mut a, flags)
+            )
+        } as isize)?;
+        Ok(a)
+    }
+
+    /// `fi_mr_regv`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`](Self::mr_reg), for every buffer of `iov`.
+    pub unsafe fn mr_regv(
+        &self,
+        iov: &[Iov],
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regv(
+                    self.obj,
+                    iov.as_ptr(),
+                    iov.len(),
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_mr_regattr`.
+    ///
+    /// # Safety
+    /// As [`Domain::mr_reg`](Self::mr_reg), for every buffer of `attr.iov`.
+    pub unsafe fn mr_regattr(&self, attr: &MrAttr<'_>, flags: u64) -> Result<MemoryRegion> {
+        let raw = attr.to_raw();
+        let mut out = RawMr::empty();
+        // SAFETY: as mr_reg; `raw` points into `attr`, alive across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_regattr(self.obj, &raw, flags, &mut out, e)
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_cntr_open`.
+    pub fn cntr_open(&self, attr: &CntrAttr) -> Result<Counter> {
+        self.cntr_open_common(attr, None, 0)
+    }
+
+    /// `fi_av_open`.
+    pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
+            )
+        })?;
+        let (ops, node) = open_child::<AvTable>(&self.node, &out, FidClass::Av, "address vector")?;
+        // SAFETY: the provider returned an AV and its table.
+        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
+    }
+
+    /// `fi_mr_reg`: register `len` bytes at `buf`.
+    ///
+    /// # Safety
+    /// The memory must stay valid until the region is closed (and dropped).
+    pub unsafe fn mr_reg(
+        &self,
+        buf: *const u8,
+        len: usize,
+        access: OpFlags,
+        offset: u64,
+        requested_key: u64,
+        flags: u64,
+    ) -> Result<MemoryRegion> {
+        let mut out = RawMr::empty();
+        // SAFETY: our own object; `out` lives across the call; the memory per the
+        // caller's contract.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.mr_reg(
+                    self.obj,
+                    buf as *const c_void,
+                    len,
+                    access.bits(),
+                    offset,
+                    requested_key,
+                    flags,
+                    0,
+                    &mut out,
+                    e
+                )
+            )
+        })?;
+        self.mr_from(&out)
+    }
+
+    /// `fi_endpoint`: an active endpoint for `info`.
+    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
+        self.endpoint_with(info, 0, 0)
+    }
+
+    /// `fi_scalable_ep`.
+    pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `ib` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(
+                self.t(),
+                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
+            )
+        })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
+    }
+
+    /// `fi_cq_open`.
+    pub fn cq_open(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        self.cq_open_with(attr, 0)
+    }
+}

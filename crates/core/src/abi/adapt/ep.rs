@@ -198,14 +198,56 @@ pub(super) unsafe extern "C" fn ep_mc_close<F: FabricOps>(mc: Obj, err: *mut Err
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EpOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<EpOf<F>>(obj) }
-}
+boxed_objects!(EpOf<F>);
 
 crate::for_each_ep_ctl_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::{ctl, ok_or_code};
+use crate::abi::tables::call_slot;
+use crate::addr::Address;
+use crate::ep::{Endpoint, Multicast};
+
+impl Endpoint {
+    /// `fi_cancel` the operation posted with `context`.
+    pub fn cancel(&self, context: usize) -> Result<()> {
+        // SAFETY: our own object.
+        ok_or_code(unsafe { call_slot!(self.t(), EpTable.cancel(self.obj, context)) })
+    }
+
+    /// `fi_control` with a provider-specific command.
+    ///
+    /// # Safety
+    /// `arg` must be what the provider documents for `command`.
+    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: our own object; `arg` per the caller's contract.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
+    }
+
+    /// `fi_enable`.
+    pub fn enable(&self) -> Result<()> {
+        // SAFETY: our own object and table.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.enable(self.obj, eb)) })
+    }
+
+    /// `fi_join` (`FI_MULTICAST`): join the multicast group `addr` (an address of the
+    /// endpoint's format). The returned [`Multicast`] holds the fabric address sends to
+    /// the group use; dropping or closing it leaves the group. While it is open the
+    /// endpoint cannot be closed (`FI_EBUSY`). `FI_ENOSYS` from a provider (or a
+    /// plugin built before interface minor 1) without multicast.
+    pub fn join(&self, addr: &Address, flags: u64) -> Result<Multicast> {
+        self.join_with(addr, flags, 0)
+    }
+
+    /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
+    pub fn alias(&self, flags: u64) -> Result<Endpoint> {
+        let mut out = RawEp::empty();
+        // SAFETY: our own object; `out` lives across the call.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
+        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+    }
+}

@@ -282,14 +282,108 @@ pub(super) unsafe extern "C" fn eq_free_info<F: FabricOps>(eq: Obj, info: *mut R
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a EqOf<F> {
-    // SAFETY: by this function's contract.
-    &unsafe { ob::<EqBox<EqOf<F>>>(obj) }.inner
-}
+boxed_objects!(EqBox<EqOf<F>> => EqOf<F>, inner);
 
 crate::for_each_eq_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::tables::call_slot;
+use crate::eq::EqErrorEntry;
+use crate::eq::READ_WORDS;
+
+impl crate::eq::EventQueue {
+    /// `fi_eq_readerr`: the next error event.
+    pub fn readerr(&self) -> Result<EqErrorEntry> {
+        let mut data = vec![0u8; 256];
+        let mut e = EqErrEntry {
+            err_data: data.as_mut_ptr() as *mut c_void,
+            err_data_size: data.len(),
+            ..Default::default()
+        };
+        // SAFETY: `e` valid, its err_data buffer valid for err_data_size bytes.
+        let rc = unsafe { call_slot!(self.t(), EqTable.readerr(self.obj, &mut e, 0)) };
+        if rc < 0 {
+            return Err(Error::from_status(rc));
+        }
+        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
+            data.truncate(e.err_data_size.min(data.len()));
+            data
+        } else if e.err_data.is_null() || e.err_data_size == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the provider's buffer, valid until the next read of this EQ.
+            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
+        };
+        Ok(EqErrorEntry {
+            fid: e.fid,
+            context: e.context,
+            data: e.data,
+            err: Errno(e.err),
+            prov_errno: e.prov_errno,
+            err_data,
+        })
+    }
+
+    /// `fi_eq_write`: queue an application event (`info` is not carried).
+    pub fn write(&self, event: &Event) -> Result<()> {
+        let mut buf = [0u64; READ_WORDS];
+        let p = buf.as_mut_ptr() as *mut u8;
+        let len = match event.event {
+            EqEvent::ConnReq | EqEvent::Connected | EqEvent::Shutdown => {
+                let hdr = std::mem::size_of::<EqCmEntry>();
+                if hdr + event.cm_data.len() > READ_WORDS * 8 {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        "eq write: connection data too long",
+                    ));
+                }
+                // SAFETY: `buf` is aligned and large enough (checked).
+                unsafe {
+                    (p as *mut EqCmEntry).write(EqCmEntry {
+                        fid: event.fid,
+                        info: std::ptr::null_mut(),
+                    });
+                    std::ptr::copy_nonoverlapping(
+                        event.cm_data.as_ptr(),
+                        p.add(hdr),
+                        event.cm_data.len(),
+                    );
+                }
+                hdr + event.cm_data.len()
+            }
+            _ => {
+                // SAFETY: `buf` is aligned and large enough.
+                unsafe {
+                    (p as *mut EqEntry).write(EqEntry {
+                        fid: event.fid,
+                        context: event.context,
+                        data: event.data,
+                    })
+                };
+                std::mem::size_of::<EqEntry>()
+            }
+        };
+        let ev = event.event.to_raw();
+        // SAFETY: `buf` valid for `len` bytes.
+        let rc = unsafe {
+            call_slot!(
+                self.t(),
+                EqTable.write(self.obj, ev, p as *const c_void, len, 0)
+            )
+        };
+        if rc < 0 {
+            Err(Error::from_status(rc))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `fi_eq_strerror`.
+    pub fn strerror(&self, prov_errno: i32) -> String {
+        self.strerror_with_data(prov_errno, &[])
+    }
+}

@@ -140,4 +140,48 @@ pub(super) unsafe extern "C" fn fab_trywait<F: FabricOps>(
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).
+boxed_objects!(F);
+
 crate::for_each_fabric_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::{ctl, open_child};
+use crate::abi::tables::call_slot;
+use crate::attr::Info;
+use crate::domain::Domain;
+use crate::ep::PassiveEndpoint;
+use crate::eq::EventQueue;
+use crate::wait::WaitSet;
+impl crate::fabric::Fabric {
+    /// `fi_domain`.
+    pub fn domain(&self, info: &Info) -> Result<Domain> {
+        self.domain_with(info, 0)
+    }
+
+    /// `fi_passive_ep`.
+    pub fn passive_ep(&self, info: &Info) -> Result<PassiveEndpoint> {
+        self.passive_ep_with(info, 0)
+    }
+
+    /// `fi_eq_open`.
+    pub fn eq_open(&self, attr: &EqAttr) -> Result<EventQueue> {
+        self.eq_open_with(attr, 0)
+    }
+
+    /// `fi_wait_open`.
+    pub fn wait_open(&self, attr: &WaitAttr) -> Result<WaitSet> {
+        let raw = attr.to_raw();
+        let mut out = RawObj::empty();
+        // SAFETY: our own object; `raw` and `out` live across the call.
+        ctl(|e| unsafe {
+            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
+        })?;
+        let (ops, node) = open_child::<WaitTable>(&self.node, &out, FidClass::Wait, "wait set")?;
+        // SAFETY: the provider returned a wait set and its table.
+        Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
+    }
+}

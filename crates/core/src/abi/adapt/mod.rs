@@ -15,6 +15,13 @@
 //! passed to a slot came from the same family's adapter and is still open; that is what
 //! makes the casts below sound.
 //!
+//! # Host side
+//!
+//! A class file also ends with the host methods of its list's `fn` entries (the public
+//! method that calls the hand-adapted slot: `Domain::cq_open`, `AddressVector::insert`
+//! …), so that the C conversion of such an operation, both ways, is written in one file
+//! and the rest comes from its list entry (see [`crate::abi::ctl_ops`]).
+//!
 //! # Slot contract
 //!
 //! What every slot (an `unsafe extern "C" fn` of this module and its children)
@@ -62,9 +69,9 @@ use crate::flags::OpFlags;
 use crate::getinfo::GetinfoOutcome;
 use crate::mr::MrAttr;
 use crate::provider::{
-    AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, DomainOps, EndpointOps, EpOf, EqOf,
-    EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, Provider, TryWaitRef,
-    WaitOf, WaitOps,
+    AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, DomainOf, DomainOps, EndpointOps, EpOf,
+    EqOf, EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, PepOf, Provider,
+    TryWaitRef, WaitOf, WaitOps,
 };
 use crate::wait::WaitAttr;
 
@@ -361,18 +368,24 @@ pub struct EqBox<T> {
 // ---------------------------------------------------------------------------------------
 // Provider root and plugin init.
 
+/// `P`'s root table from its list: every slot is the entry's `prov_` adapter.
+macro_rules! prov_table {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident {
+        $($(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),*) -> $r:ty => $adapter:ident;)*
+    }) => {
+        &$Table {
+            size: std::mem::size_of::<$Table>(),
+            $($name: $adapter::<P>,)*
+        }
+    };
+}
+
 /// The root table of provider `P`.
 pub struct ProvAdapt<P>(PhantomData<P>);
 
 impl<P: Provider> ProvAdapt<P> {
     /// `P`'s provider table.
-    pub const TABLE: &'static ProviderTable = &ProviderTable {
-        size: std::mem::size_of::<ProviderTable>(),
-        getinfo: prov_getinfo::<P>,
-        free_getinfo: prov_free_getinfo::<P>,
-        fabric: prov_fabric::<P>,
-        cleanup: prov_cleanup::<P>,
-    };
+    pub const TABLE: &'static ProviderTable = crate::for_each_provider_op!(prov_table);
 }
 
 /// The entry's init for provider `P`: installs the host table and log forwarder when
@@ -598,7 +611,7 @@ macro_rules! ctl_trampolines {
         pub(super) mod slots {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf} $($list)* }
+            $crate::__ctl_each! { [ctl_trampoline] {$class $ObjOf $Trait} $($list)* }
         }
 
         impl<F: FabricOps> CtlSlots<F> for $Table {
@@ -613,7 +626,32 @@ macro_rules! ctl_trampolines {
 
 /// One trampoline (see [`ctl_trampolines!`]).
 macro_rules! ctl_trampoline {
-    ({$($ctx:tt)*} fn $name:ident $adapter:tt) => {};
+    ({$($ctx:tt)*} fn $name:ident $adapter:tt $($prov:tt)*) => {};
+    ({$class:ident $ObjOf:ident $Trait:ident} $(#[$doc:meta])* close) => {
+        /// The close slot: the provider object's `close`, then its box is dropped.
+        ///
+        /// # Safety
+        /// `obj` must be an object this adapter handed out for family `F`, still open,
+        /// passed to a slot of its own table, and not used after a successful close
+        /// (host contract, see [`crate::abi::object`]); `err` null or a message
+        /// buffer.
+        pub(in super::super) unsafe extern "C" fn close<F: FabricOps>(obj: Obj, err: *mut ErrBuf) -> i32 {
+            guard_ctl(err, concat!(stringify!($class), ".close"), || {
+                if obj.is_null() {
+                    return einval("close: null object");
+                }
+                // SAFETY: our boxed object (this function's contract).
+                $Trait::close(unsafe { this::<F>(obj) })?;
+                // SAFETY: as above; the host closes an object once and never uses it
+                // after a successful close, so the box is ours to drop.
+                drop(unsafe { Box::from_raw(obj as *mut Boxed<F>) });
+                Ok(())
+            })
+        }
+    };
+    ({$class:ident $ObjOf:ident $Trait:ident} $($entry:tt)*) => {
+        ctl_trampoline! { {$class $ObjOf} $($entry)* }
+    };
     ({$class:ident $ObjOf:ident} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [count $rt:ty] [$($V:ident)?] [$($def:expr)?]) => {
         /// The slot of this operation: a count, or `-FI_x`.
         ///
@@ -756,10 +794,13 @@ macro_rules! ctl_trampoline {
 
 /// One slot of a generated table (see [`ctl_trampolines!`]).
 macro_rules! ctl_assign {
-    ({$t:ident} fn $name:ident []) => {
+    ({$t:ident} $(#[$doc:meta])* close) => {
+        $t.close = slots::close::<F>;
+    };
+    ({$t:ident} fn $name:ident [] $($prov:tt)*) => {
         $t.$name = hand::$name::<F>;
     };
-    ({$t:ident} fn $name:ident [$adapter:ident]) => {
+    ({$t:ident} fn $name:ident [$adapter:ident] $($prov:tt)*) => {
         $t.$name = $adapter::<F>;
     };
     ({$t:ident} $(#[$doc:meta])* op $name:ident $($rest:tt)*) => {
@@ -767,53 +808,36 @@ macro_rules! ctl_assign {
     };
 }
 
-// ---------------------------------------------------------------------------------------
-// Close.
-
-/// Close an object boxed as `T`: run its close hook, then drop the box.
-///
-/// # Safety
-/// `obj` must be a `Box<T>` this adapter handed out, not yet closed; nothing uses it
-/// after a successful close (host contract).
-unsafe fn close_with<T>(obj: Obj, err: *mut ErrBuf, hook: impl FnOnce(&T) -> Result<()>) -> i32 {
-    guard_ctl(err, "close", || {
-        if obj.is_null() {
-            return einval("close: null object");
-        }
-        // SAFETY: by this function's contract.
-        hook(unsafe { ob::<T>(obj) })?;
-        // SAFETY: as above; the host calls close once and never uses the object after.
-        drop(unsafe { Box::from_raw(obj as *mut T) });
-        Ok(())
-    })
-}
-
-/// Defines the close slot of one class.
-macro_rules! close_slot {
-    ($name:ident, $t:ty, |$o:ident| $hook:expr) => {
-        /// The close slot of one class: the object's close hook, then the box is
-        /// dropped.
+/// Defines, in a class's adapter file, `Boxed<F>` (the box behind the class's object
+/// pointers: the provider's object, or a struct holding it in a field) and
+/// `this::<F>(obj)` (the provider's object in it).
+macro_rules! boxed_objects {
+    ($Obj:ty) => {
+        boxed_objects!(@alias $Obj);
+        boxed_objects!(@this $Obj, |boxed| boxed);
+    };
+    ($Boxed:ty => $Obj:ty, $field:ident) => {
+        boxed_objects!(@alias $Boxed);
+        boxed_objects!(@this $Obj, |boxed| &boxed.$field);
+    };
+    (@alias $Boxed:ty) => {
+        /// The box behind this class's object pointers (what its `close` slot drops;
+        /// unused for a list without `close`).
+        #[allow(dead_code)]
+        type Boxed<F> = $Boxed;
+    };
+    (@this $Obj:ty, |$boxed:ident| $get:expr) => {
+        /// The provider's object behind a slot's object pointer.
         ///
         /// # Safety
-        /// `obj` must be an object this adapter handed out for family `F`, still open,
-        /// passed to a slot of its own table, and not used after a successful close
-        /// (host contract, see [`crate::abi::object`]); `err` null or valid.
-        pub(super) unsafe extern "C" fn $name<F: FabricOps>(obj: Obj, err: *mut ErrBuf) -> i32 {
-            // SAFETY: the host passes this table's own object and closes it once.
-            unsafe { close_with::<$t>(obj, err, |$o| $hook) }
+        /// `obj` must be an object this adapter handed out for family `F`, still open
+        /// (host contract, see [`crate::abi::object`]).
+        unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a $Obj {
+            // SAFETY: by this function's contract.
+            let $boxed: &'a Boxed<F> = unsafe { ob::<Boxed<F>>(obj) };
+            $get
         }
     };
 }
 
-use {close_slot, ctl_assign, ctl_trampoline, ctl_trampolines};
-
-close_slot!(close_fabric, F, |o| FabricOps::close(o));
-close_slot!(close_domain, F::Domain, |o| DomainOps::<F>::close(o));
-close_slot!(close_ep, EpOf<F>, |o| EndpointOps::<F>::close(o));
-close_slot!(close_pep, F::PassiveEp, |o| PassiveEndpointOps::<F>::close(
-    o
-));
-close_slot!(close_cq, CqBox<CqOf<F>>, |o| CqOps::close(&o.inner));
-close_slot!(close_eq, EqBox<EqOf<F>>, |o| EqOps::close(&o.inner));
-close_slot!(close_av, AvOf<F>, |o| AvOps::<F>::close(o));
-close_slot!(close_mr, MrOf<F>, |o| MrOps::<F>::close(o));
+use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines};

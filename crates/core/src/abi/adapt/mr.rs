@@ -27,15 +27,7 @@ pub(super) unsafe extern "C" fn mr_bind<F: FabricOps>(
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a MrOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<MrOf<F>>(obj) }
-}
+boxed_objects!(MrOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_mr_op!(ctl_trampolines);

@@ -20,15 +20,7 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     })
 }
 
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a F::PassiveEp {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<F::PassiveEp>(obj) }
-}
+boxed_objects!(PepOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_pep_op!(ctl_trampolines);

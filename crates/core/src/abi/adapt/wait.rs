@@ -1,23 +1,9 @@
 //! Wait set slots of the adapters (see [`super`] for the object pointers and panics):
 //! generated from the list of wait set operations
-//! ([`for_each_wait_op!`](crate::for_each_wait_op)), but for `close`.
+//! ([`for_each_wait_op!`](crate::for_each_wait_op)).
 
 use super::*;
 
-/// The slots of the list's `fn` entries, written by hand.
-pub(super) mod hand {
-    use super::*;
-    close_slot!(close, WaitOf<F>, |o| WaitOps::close(o));
-}
-
-/// The provider's object behind a slot's object pointer.
-///
-/// # Safety
-/// `obj` must be an object this adapter handed out for family `F`, still open (host
-/// contract, see [`crate::abi::object`]).
-unsafe fn this<'a, F: FabricOps>(obj: Obj) -> &'a WaitOf<F> {
-    // SAFETY: by this function's contract.
-    unsafe { ob::<WaitOf<F>>(obj) }
-}
+boxed_objects!(WaitOf<F>);
 
 crate::for_each_wait_op!(ctl_trampolines);
