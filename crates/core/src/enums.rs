@@ -634,6 +634,84 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// Option level of `fi_getopt` / `fi_setopt` (`fi_endpoint.h`; fi_endpoint(3),
+    /// section "fi_setopt / fi_getopt").
+    pub enum OptLevel, prefix "FI_OPT_", default Endpoint {
+        /// Endpoint options ([`EpOption`]).
+        Endpoint = 0 => "FI_OPT_ENDPOINT",
+    }
+}
+
+c_open_enum! {
+    /// Option name of the `FI_OPT_ENDPOINT` level (`fi_endpoint.h`, libfabric 1.17). Open:
+    /// newer libraries add names and providers define their own (negative C values,
+    /// carried as their `u32` bit pattern). The C `fi_tostr` has no type for options;
+    /// [`EpOption::name`] is for messages and `fi_info`-style tools.
+    ///
+    /// Options newer than the 1.17 header (`FI_OPT_CUDA_API_PERMITTED`,
+    /// `FI_OPT_SHARED_MEMORY_PERMITTED`, `FI_OPT_MAX_MSG_SIZE`, the inject sizes) are left
+    /// out: their values cannot be checked against the installed header.
+    ///
+    /// Access (fi_endpoint(3)): `CM_DATA_SIZE` is read-only; `XPU_TRIGGER` applies to
+    /// `fi_getopt` only; the others may be read and set.
+    pub struct EpOption, prefix "FI_OPT_" {
+        /// `size_t`: the space a multi-receive buffer must keep before it is released.
+        MIN_MULTI_RECV = 0 => "FI_OPT_MIN_MULTI_RECV",
+        /// `size_t`, read-only: the user data a connection-management message can carry.
+        CM_DATA_SIZE = 1 => "FI_OPT_CM_DATA_SIZE",
+        /// `size_t`: smallest buffered message reported (`FI_BUFFERED_RECV` mode).
+        BUFFERED_MIN = 2 => "FI_OPT_BUFFERED_MIN",
+        /// `size_t`: largest buffered message reported (`FI_BUFFERED_RECV` mode);
+        /// `SIZE_MAX` asks for the provider's maximum.
+        BUFFERED_LIMIT = 3 => "FI_OPT_BUFFERED_LIMIT",
+        /// Send buffer size (in the 1.17 header, not described by the 1.17 page).
+        SEND_BUF_SIZE = 4 => "FI_OPT_SEND_BUF_SIZE",
+        /// Receive buffer size (in the 1.17 header, not described by the 1.17 page).
+        RECV_BUF_SIZE = 5 => "FI_OPT_RECV_BUF_SIZE",
+        /// Transmit queue size (in the 1.17 header, not described by the 1.17 page).
+        TX_SIZE = 6 => "FI_OPT_TX_SIZE",
+        /// Receive queue size (in the 1.17 header, not described by the 1.17 page).
+        RX_SIZE = 7 => "FI_OPT_RX_SIZE",
+        /// `int`, one of [`HmemP2p`]: how peer-to-peer `FI_HMEM` transfers are used.
+        FI_HMEM_P2P = 8 => "FI_OPT_FI_HMEM_P2P",
+        /// `struct fi_trigger_xpu`, `fi_getopt` only: what XPU triggers need.
+        XPU_TRIGGER = 9 => "FI_OPT_XPU_TRIGGER",
+    }
+}
+
+impl EpOption {
+    /// True for an option `fi_setopt` must refuse whatever the provider
+    /// (`FI_OPT_CM_DATA_SIZE`, `FI_OPT_XPU_TRIGGER`: fi_endpoint(3)).
+    pub const fn is_read_only(self) -> bool {
+        matches!(self, EpOption::CM_DATA_SIZE | EpOption::XPU_TRIGGER)
+    }
+
+    /// The option as the C `int` `fi_getopt` / `fi_setopt` take.
+    pub const fn to_c_int(self) -> i32 {
+        self.0 as i32
+    }
+
+    /// The option for the C `int` `optname` (any value: the set is open).
+    pub const fn from_c_int(optname: i32) -> EpOption {
+        EpOption(optname as u32)
+    }
+}
+
+c_enum! {
+    /// Values of `FI_OPT_FI_HMEM_P2P` (`fi_endpoint.h`).
+    pub enum HmemP2p, prefix "FI_HMEM_P2P_", default Enabled {
+        /// The provider decides when to use peer to peer (the default).
+        Enabled = 0 => "FI_HMEM_P2P_ENABLED",
+        /// Peer to peer for every transfer; those that cannot use it fail.
+        Required = 1 => "FI_HMEM_P2P_REQUIRED",
+        /// Peer to peer where available, else a copy.
+        Preferred = 2 => "FI_HMEM_P2P_PREFERRED",
+        /// No peer to peer.
+        Disabled = 3 => "FI_HMEM_P2P_DISABLED",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,6 +756,8 @@ mod tests {
         check_closed!(AtomicOp);
         check_closed!(EqEvent);
         check_closed!(HmemIface);
+        check_closed!(OptLevel);
+        check_closed!(HmemP2p);
     }
 
     #[test]
@@ -752,6 +832,29 @@ mod tests {
             assert_eq!(a.to_raw() as usize, i);
             assert_eq!(a.name().parse::<AddrFormat>().unwrap(), *a);
         }
+    }
+
+    #[test]
+    fn endpoint_options() {
+        // The values are checked against the installed header by tests/header_values.rs.
+        for (i, o) in EpOption::ALL.iter().enumerate() {
+            assert_eq!(o.to_raw() as usize, i);
+            assert_eq!(o.name().parse::<EpOption>().unwrap(), *o);
+            assert_eq!(EpOption::from_c_int(o.to_c_int()), *o);
+        }
+        assert_eq!(
+            "min_multi_recv".parse::<EpOption>().unwrap(),
+            EpOption::MIN_MULTI_RECV
+        );
+        assert_eq!(EpOption::FI_HMEM_P2P.to_string(), "FI_OPT_FI_HMEM_P2P");
+        // A provider-specific (negative) option survives the round trip unnamed.
+        let prov = EpOption::from_c_int(-(1 << 16));
+        assert_eq!(prov.to_c_int(), -(1 << 16));
+        assert!(!prov.is_known());
+        let ro: Vec<_> = EpOption::ALL.iter().filter(|o| o.is_read_only()).collect();
+        assert_eq!(ro, [&EpOption::CM_DATA_SIZE, &EpOption::XPU_TRIGGER]);
+        assert_eq!(OptLevel::default().to_raw(), 0);
+        assert_eq!(HmemP2p::default(), HmemP2p::Enabled);
     }
 
     #[test]

@@ -809,6 +809,47 @@ c_flags! {
     aliases []
 }
 
+c_flags! {
+    /// Flags of `fi_query_atomic` (`fi_atomic.h`; fi_atomic(3), section "Query Atomic
+    /// Attributes"): which call family the query is about, and tagged targets. No flag
+    /// asks about the base calls (`fi_atomic`); `FETCH_ATOMIC` and `COMPARE_ATOMIC` may
+    /// not both be set; `TAGGED` may go alone or with either.
+    pub struct AtomicQueryFlags: u64, prefix "FI_" {
+        /// The query is about atomics to tagged receive buffers (`FI_TAGGED`, bit 3).
+        const TAGGED = Caps::TAGGED.bits();
+        /// The query is about the fetch calls (`fi_fetch_atomic`, bit 58).
+        const FETCH_ATOMIC = 1 << 58;
+        /// The query is about the compare calls (`fi_compare_atomic`, bit 59).
+        const COMPARE_ATOMIC = 1 << 59;
+    }
+    order [TAGGED, FETCH_ATOMIC, COMPARE_ATOMIC]
+    aliases []
+}
+
+impl AtomicQueryFlags {
+    /// `FI_EBADFLAGS` for bits outside [`AtomicQueryFlags::all`] or for `FETCH_ATOMIC`
+    /// with `COMPARE_ATOMIC` (fi_atomic(3): they may not both be set); else the flags.
+    pub fn validate(raw: u64) -> crate::error::Result<AtomicQueryFlags> {
+        use crate::error::{Errno, Error};
+        let Some(f) = AtomicQueryFlags::from_bits(raw) else {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!(
+                    "fi_query_atomic: unknown flag bits {:#x}",
+                    raw & !AtomicQueryFlags::all().bits()
+                ),
+            ));
+        };
+        if f.contains(AtomicQueryFlags::FETCH_ATOMIC | AtomicQueryFlags::COMPARE_ATOMIC) {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                "fi_query_atomic: FI_FETCH_ATOMIC and FI_COMPARE_ATOMIC may not both be set",
+            ));
+        }
+        Ok(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -831,6 +872,29 @@ mod tests {
     }
 
     #[test]
+    fn atomic_query_flags() {
+        // The values are checked against the installed header by tests/header_values.rs.
+        let (f, c, t) = (
+            AtomicQueryFlags::FETCH_ATOMIC,
+            AtomicQueryFlags::COMPARE_ATOMIC,
+            AtomicQueryFlags::TAGGED,
+        );
+        for ok in [AtomicQueryFlags::empty(), f, c, t, t | f, t | c] {
+            assert_eq!(AtomicQueryFlags::validate(ok.bits()).unwrap(), ok);
+        }
+        let both = AtomicQueryFlags::validate((f | c).bits()).unwrap_err();
+        assert_eq!(both.code(), crate::error::Errno::EBADFLAGS);
+        assert!(both.to_string().contains("may not both be set"), "{both}");
+        let stray = AtomicQueryFlags::validate(f.bits() | 1).unwrap_err();
+        assert_eq!(stray.code(), crate::error::Errno::EBADFLAGS);
+        assert_eq!(f.to_string(), "FI_FETCH_ATOMIC");
+        assert_eq!(
+            AtomicQueryFlags::from_name("compare_atomic"),
+            Some(AtomicQueryFlags::COMPARE_ATOMIC)
+        );
+    }
+
+    #[test]
     fn tables_cover_every_flag() {
         check_table!(Caps);
         check_table!(OpFlags);
@@ -840,6 +904,7 @@ mod tests {
         check_table!(CompOrder);
         check_table!(MrMode);
         check_table!(AvFlags);
+        check_table!(AtomicQueryFlags);
     }
 
     #[test]

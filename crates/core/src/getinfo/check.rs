@@ -236,10 +236,114 @@ pub(crate) fn required_mode(
     req
 }
 
+/// One capability dependency the seeds state: a hint whose `caps` hold `cap` must also
+/// hold what `satisfied` asks for (`needs` says it in words, for the explanation).
+pub struct CapDependency {
+    /// The dependent capability.
+    pub cap: Caps,
+    /// What it needs, in C names (e.g. `FI_RMA or FI_ATOMIC`).
+    pub needs: &'static str,
+    /// True when `caps` (as the hints give them, no modifiers implied) meet the need.
+    pub satisfied: fn(Caps) -> bool,
+}
+
+/// The capability dependencies of the seeds, checked on the hints' `caps` by
+/// [`check_cap_dependencies`]. Sources (fi_getinfo(3), section CAPABILITIES; where the
+/// two pages differ, the newer one):
+///
+/// | capability | needs |
+/// | --- | --- |
+/// | `FI_READ`, `FI_WRITE`, `FI_REMOTE_READ`, `FI_REMOTE_WRITE` | `FI_RMA` or `FI_ATOMIC` |
+/// | `FI_RMA_EVENT` | `FI_REMOTE_READ` or `FI_REMOTE_WRITE` enabled: given, or implied by `FI_RMA` / `FI_ATOMIC` without modifiers |
+/// | `FI_RMA_PMEM` | `FI_RMA` |
+/// | `FI_SOURCE_ERR` | `FI_SOURCE` |
+/// | `FI_MULTICAST` | `FI_MSG` (newer page; the v1.8 page asked for any transfer cap) |
+/// | `FI_VARIABLE_MSG` | `FI_MSG` or `FI_TAGGED` (v1.8 page) |
+/// | `FI_XPU` | `FI_TRIGGER` (newer page) |
+///
+/// The other capabilities (`FI_TRIGGER`, `FI_FENCE`, `FI_MULTI_RECV`, `FI_NAMED_RX_CTX`,
+/// `FI_DIRECTED_RECV`, `FI_HMEM`, `FI_SEND`, `FI_RECV`, …) have no dependency stated in
+/// the seeds, so none is enforced.
+pub const CAP_DEPENDENCIES: &[CapDependency] = &[
+    CapDependency {
+        cap: Caps::READ,
+        needs: "FI_RMA or FI_ATOMIC",
+        satisfied: rma_or_atomic,
+    },
+    CapDependency {
+        cap: Caps::WRITE,
+        needs: "FI_RMA or FI_ATOMIC",
+        satisfied: rma_or_atomic,
+    },
+    CapDependency {
+        cap: Caps::REMOTE_READ,
+        needs: "FI_RMA or FI_ATOMIC",
+        satisfied: rma_or_atomic,
+    },
+    CapDependency {
+        cap: Caps::REMOTE_WRITE,
+        needs: "FI_RMA or FI_ATOMIC",
+        satisfied: rma_or_atomic,
+    },
+    CapDependency {
+        cap: Caps::RMA_EVENT,
+        needs: "FI_REMOTE_READ or FI_REMOTE_WRITE (or FI_RMA / FI_ATOMIC without modifiers)",
+        satisfied: rma_target,
+    },
+    CapDependency {
+        cap: Caps::RMA_PMEM,
+        needs: "FI_RMA",
+        satisfied: |c| c.contains(Caps::RMA),
+    },
+    CapDependency {
+        cap: Caps::SOURCE_ERR,
+        needs: "FI_SOURCE",
+        satisfied: |c| c.contains(Caps::SOURCE),
+    },
+    CapDependency {
+        cap: Caps::MULTICAST,
+        needs: "FI_MSG",
+        satisfied: |c| c.contains(Caps::MSG),
+    },
+    CapDependency {
+        cap: Caps::VARIABLE_MSG,
+        needs: "FI_MSG or FI_TAGGED",
+        satisfied: |c| c.intersects(Caps::MSG | Caps::TAGGED),
+    },
+    CapDependency {
+        cap: Caps::XPU,
+        needs: "FI_TRIGGER",
+        satisfied: |c| c.contains(Caps::TRIGGER),
+    },
+];
+
+fn rma_or_atomic(caps: Caps) -> bool {
+    caps.intersects(Caps::RMA | Caps::ATOMIC)
+}
+
+/// The hints' `caps` against [`CAP_DEPENDENCIES`]: the first capability present whose
+/// need is unmet, as a [`Mismatch`] on `caps` (`caps asked FI_SOURCE_ERR, offers nothing:
+/// FI_SOURCE_ERR needs FI_SOURCE`). getinfo then answers `FI_ENODATA` (no template can
+/// serve such hints; the C library states no other code for it).
+pub fn check_cap_dependencies(hints: &Info) -> Result<(), Mismatch> {
+    let caps = hints.caps;
+    for d in CAP_DEPENDENCIES {
+        if caps.contains(d.cap) && !(d.satisfied)(caps) {
+            return Err(Mismatch::new(
+                "caps",
+                d.cap,
+                format!("nothing: {} needs {}", d.cap, d.needs),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks one provider `template` against the application's `hints` for API version
 /// `api_version`. `Ok(())` if every set hint is satisfied; otherwise the first failing
 /// check as a [`Mismatch`]. The checks, in order:
 ///
+/// 0. the hints' own consistency: [`check_cap_dependencies`].
 /// 1. `ep_attr.type`: equal unless either is `Unspec`.
 /// 2. `caps`: the hint's caps ⊆ the template's (modifiers implied by a primary cap count).
 /// 3. `mode`: every bit the template requires is in the hint's mode: its `mode`, plus
@@ -257,6 +361,7 @@ pub(crate) fn required_mode(
 ///    ordering sizes (with RMA/atomic), tag format (with tagged), auth key length.
 /// 8. `rx_attr`, 9. `tx_attr`: caps, mode, op flags, ordering, sizes and limits.
 pub fn check_info(template: &Info, hints: &Info, api_version: Version) -> Result<(), Mismatch> {
+    check_cap_dependencies(hints)?;
     check_ep_type(template, hints)?;
     check_caps(template, hints)?;
     check_mode(template, hints, api_version)?;

@@ -23,7 +23,8 @@ mod resolve;
 mod shape;
 
 pub use check::{
-    addr_format_accepts, check_info, progress_level, prov_name_matches, rm_level, threading_level,
+    addr_format_accepts, check_cap_dependencies, check_info, progress_level, prov_name_matches,
+    rm_level, threading_level, CapDependency, CAP_DEPENDENCIES,
 };
 pub use explain::{Mismatch, Verdict, VerdictKind};
 pub use resolve::{AddrResolver, IpResolver, NoResolver, ResolvedAddrs};
@@ -345,5 +346,7 @@ pub fn match_templates(
     out
 }
 
+#[cfg(test)]
+mod tests_deps;
 #[cfg(test)]
 mod tests_table;

@@ -1,0 +1,99 @@
+//! Core's endpoint-option and atomic-query values against the installed libfabric 1.17
+//! headers: a C program printing each C constant is generated from the list below,
+//! compiled with `cc` and run; every line must equal the Rust value. Skipped (with a
+//! message) where the headers or a C compiler are missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ofi_core::enums::{EpOption, HmemP2p, OptLevel};
+use ofi_core::flags::AtomicQueryFlags;
+
+const HEADER: &str = "/usr/include/rdma/fi_endpoint.h";
+
+/// (C expression, Rust value) pairs: every value core defines for these headers.
+fn values() -> Vec<(String, i64)> {
+    let mut v: Vec<(String, i64)> = Vec::new();
+    for l in OptLevel::ALL {
+        v.push((l.name().to_string(), l.to_raw().into()));
+    }
+    for o in EpOption::ALL {
+        v.push((o.name().to_string(), o.to_c_int().into()));
+    }
+    for p in HmemP2p::ALL {
+        v.push((p.name().to_string(), p.to_raw().into()));
+    }
+    for (name, f) in AtomicQueryFlags::NAMED {
+        // The 64-bit flags are compared as their bit pattern.
+        v.push((name.to_string(), f.bits() as i64));
+    }
+    v
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn option_and_atomic_query_values_match_the_header() {
+    if !Path::new(HEADER).exists() {
+        eprintln!("skipped: {HEADER} is not installed");
+        return;
+    }
+    let values = values();
+    let mut src = String::from(
+        "#include <stdio.h>\n#include <stdint.h>\n#include <rdma/fabric.h>\n\
+         #include <rdma/fi_endpoint.h>\n#include <rdma/fi_atomic.h>\n\
+         int main(void) {\n",
+    );
+    for (c, _) in &values {
+        src.push_str(&format!(
+            "    printf(\"%s %lld\\n\", \"{c}\", (long long)(int64_t)({c}));\n"
+        ));
+    }
+    src.push_str("    return 0;\n}\n");
+
+    let dir = Scratch(
+        std::env::temp_dir().join(format!("ofi-core-header-values-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let c_file = dir.0.join("probe.c");
+    let exe = dir.0.join("probe");
+    std::fs::write(&c_file, &src).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = match Command::new(&cc)
+        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&c_file)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: no C compiler ({cc}: {e})");
+            return;
+        }
+    };
+    assert!(
+        built.status.success(),
+        "cc failed:\n{}\n{src}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), values.len(), "{text}");
+    let mut wrong = Vec::new();
+    for ((c, rust), line) in values.iter().zip(lines) {
+        let c_value: i64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        if c_value != *rust {
+            wrong.push(format!("{c}: C {c_value}, Rust {rust}"));
+        }
+    }
+    assert!(wrong.is_empty(), "values differ:\n{}", wrong.join("\n"));
+}
