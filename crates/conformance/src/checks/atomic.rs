@@ -20,10 +20,10 @@ use super::rma::Region;
 use crate::pair::{each_pair_where, show, Pair};
 use crate::{Subject, WAIT};
 
-/// `FI_FETCH_ATOMIC` (a `fi_query_atomic` flag).
-pub const FETCH_ATOMIC: u64 = 1 << 58;
-/// `FI_COMPARE_ATOMIC`.
-pub const COMPARE_ATOMIC: u64 = 1 << 59;
+/// `FI_FETCH_ATOMIC` (a `fi_query_atomic` flag; core's value).
+pub const FETCH_ATOMIC: u64 = ofi::flags::AtomicQueryFlags::FETCH_ATOMIC.bits();
+/// `FI_COMPARE_ATOMIC` (core's value).
+pub const COMPARE_ATOMIC: u64 = ofi::flags::AtomicQueryFlags::COMPARE_ATOMIC.bits();
 
 /// Size of the target region: one 64-byte slot per operation run (at most 3 families ×
 /// 19 operations × 16 datatypes × 2 compare values).
@@ -307,6 +307,15 @@ pub fn atomic_valid_matches_query(s: &Subject) {
             }
             assert!(supported > 0, "FI_ATOMIC claimed but no operation is valid");
             println!("  {supported} valid combinations");
+            // Bad query flags are refused before any provider answers.
+            for bad in [FETCH_ATOMIC | COMPARE_ATOMIC, 1 << 0] {
+                let q = p.domain.query_atomic(Datatype::Uint64, AtomicOp::Sum, bad);
+                assert_eq!(
+                    q.err().map(|e| e.code()),
+                    Some(ofi::Errno::EBADFLAGS),
+                    "fi_query_atomic with flags {bad:#x}"
+                );
+            }
         },
     );
 }

@@ -65,18 +65,19 @@ pub use region::{
 
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::error::{fail, Errno, Result};
+use ofi_core::flags::AtomicQueryFlags;
 
 use elem::{Complex, Elem, Scalar, Step};
 use f80::F80;
 
-/// `FI_FETCH_ATOMIC` (`1 << 58`, `rdma/fi_atomic.h`): [`query`] answers for fetch calls.
-/// Defined here because `ofi_core::flags::OpFlags` does not carry the atomic-query bits.
-pub const FETCH_ATOMIC: u64 = 1 << 58;
-/// `FI_COMPARE_ATOMIC` (`1 << 59`, `rdma/fi_atomic.h`): [`query`] answers for compare
-/// calls.
-pub const COMPARE_ATOMIC: u64 = 1 << 59;
+/// `FI_FETCH_ATOMIC`: [`query`] answers for fetch calls (core's
+/// [`AtomicQueryFlags::FETCH_ATOMIC`], as a plain bit for providers' flag words).
+pub const FETCH_ATOMIC: u64 = AtomicQueryFlags::FETCH_ATOMIC.bits();
+/// `FI_COMPARE_ATOMIC`: [`query`] answers for compare calls (core's
+/// [`AtomicQueryFlags::COMPARE_ATOMIC`]).
+pub const COMPARE_ATOMIC: u64 = AtomicQueryFlags::COMPARE_ATOMIC.bits();
 /// `FI_TAGGED` (`1 << 3`): a [`query`] about atomics on tagged receive buffers.
-pub const TAGGED: u64 = 1 << 3;
+pub const TAGGED: u64 = AtomicQueryFlags::TAGGED.bits();
 
 /// The most bytes one operation may cover: the largest slice Rust can address. [`valid`]
 /// answers `MAX_ATOMIC_BYTES / size` elements.
@@ -165,28 +166,16 @@ pub fn valid(op: AtomicOp, dt: Datatype, kind: AtomicKind) -> Result<usize> {
 /// both); `FI_EOPNOTSUPP` for `TAGGED`: the engine does not target tagged receive
 /// buffers (a provider that does answers that part itself and clears the bit).
 pub fn query_kind(flags: u64) -> Result<AtomicKind> {
-    let unknown = flags & !(FETCH_ATOMIC | COMPARE_ATOMIC | TAGGED);
-    if unknown != 0 {
-        return fail(
-            Errno::EBADFLAGS,
-            format!("unknown atomic query flags {unknown:#x}"),
-        );
-    }
-    if flags & FETCH_ATOMIC != 0 && flags & COMPARE_ATOMIC != 0 {
-        return fail(
-            Errno::EBADFLAGS,
-            "FI_FETCH_ATOMIC and FI_COMPARE_ATOMIC may not both be set",
-        );
-    }
-    if flags & TAGGED != 0 {
+    let flags = AtomicQueryFlags::validate(flags)?;
+    if flags.contains(AtomicQueryFlags::TAGGED) {
         return fail(
             Errno::EOPNOTSUPP,
             "atomic operations on tagged receive buffers are not supported",
         );
     }
-    Ok(if flags & FETCH_ATOMIC != 0 {
+    Ok(if flags.contains(AtomicQueryFlags::FETCH_ATOMIC) {
         AtomicKind::Fetch
-    } else if flags & COMPARE_ATOMIC != 0 {
+    } else if flags.contains(AtomicQueryFlags::COMPARE_ATOMIC) {
         AtomicKind::Compare
     } else {
         AtomicKind::Base

@@ -397,7 +397,12 @@ use crate::mr::MemoryRegion;
 
 impl crate::domain::Domain {
     /// `fi_query_atomic`: whether and how far an atomic combination is supported.
+    ///
+    /// `flags` is checked here, before any provider sees it
+    /// ([`AtomicQueryFlags::validate`](crate::flags::AtomicQueryFlags::validate)):
+    /// unknown bits, or `FI_FETCH_ATOMIC` with `FI_COMPARE_ATOMIC`, are `FI_EBADFLAGS`.
     pub fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        crate::flags::AtomicQueryFlags::validate(flags)?;
         let mut a = AtomicAttr::default();
         // SAFETY: `a` valid for a write.
         ok_or_code(unsafe {
