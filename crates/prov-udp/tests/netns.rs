@@ -19,7 +19,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqDataEntry;
@@ -243,20 +243,6 @@ fn default_client(server: &str) {
     assert_eq!(&rb[..e.len], b"pong");
 }
 
-/// Kills (by PID) and reaps the children still running when dropped.
-struct Reap(Vec<Child>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
 #[test]
 fn default_addresses_reach_across_namespaces() {
     const TEST: &str = "default_addresses_reach_across_namespaces";
@@ -284,7 +270,7 @@ fn default_addresses_reach_across_namespaces() {
         }
         c.spawn().unwrap()
     };
-    let mut kids = Reap(vec![spawn(&pair.a, "server", "")]);
+    let mut kids = ofi_testkit::netns::Children(vec![spawn(&pair.a, "server", "")]);
     // The server's first line names it (bounded: the reader ends with the process).
     let out = kids.0[0].stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

@@ -1016,20 +1016,6 @@ fn tmpdir(tag: &str) -> TmpDir {
     TmpDir(d)
 }
 
-/// Children still running when a test ends (or panics) are killed.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for k in &mut self.0 {
-            if let Ok(None) = k.try_wait() {
-                let _ = k.kill();
-                let _ = k.wait();
-            }
-        }
-    }
-}
-
 /// Run test `test` of this binary again as a child in `role` (`test` calls
 /// [`child_side`] first).
 fn spawn_child(test: &str, role: &str, dir: &Path, rank: usize, n: usize) -> Child {
@@ -1212,7 +1198,7 @@ fn all_to_all_processes() {
     let tmp = tmpdir("a2a");
     let dir = tmp.0.clone();
     let start = Instant::now();
-    let mut kids = Kids(
+    let mut kids = ofi_testkit::netns::Children(
         (1..n)
             .map(|r| spawn_child("all_to_all_processes", "a2a", &dir, r, n))
             .collect(),
@@ -1284,7 +1270,7 @@ fn killed_peer_fails_its_operations_only() {
     }
     let tmp = tmpdir("kill");
     let dir = tmp.0.clone();
-    let mut kids = Kids(vec![spawn_child(
+    let mut kids = ofi_testkit::netns::Children(vec![spawn_child(
         "killed_peer_fails_its_operations_only",
         "victim",
         &dir,
