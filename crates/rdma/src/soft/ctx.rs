@@ -39,19 +39,63 @@ pub struct SoftFault {
 }
 
 impl SoftFault {
-    /// From `FI_VERBS_SOFT_UD_DROP` (percent), `FI_VERBS_SOFT_UD_DELAY_US` and
-    /// `FI_VERBS_SOFT_SEED`; unset or unparsable values are 0.
-    pub fn from_env() -> SoftFault {
-        let num = |k: &str| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        SoftFault {
-            ud_drop_percent: num("FI_VERBS_SOFT_UD_DROP").min(100) as u32,
-            ud_delay: Duration::from_micros(num("FI_VERBS_SOFT_UD_DELAY_US")),
-            seed: num("FI_VERBS_SOFT_SEED"),
+    /// From `FI_VERBS_SOFT_UD_DROP` (percent, 0–100), `FI_VERBS_SOFT_UD_DELAY_US` (at most
+    /// [`MAX_UD_DELAY_US`]) and `FI_VERBS_SOFT_SEED`; unset or empty values are 0.
+    ///
+    /// Errors: `InvalidInput` naming the variable and its value when a value is not a
+    /// decimal number or is out of range (a typo must not silently run without faults).
+    pub fn from_env() -> std::io::Result<SoftFault> {
+        let num = |k: &str, max: u64| env_number(k, std::env::var_os(k).as_deref(), max);
+        Ok(SoftFault {
+            ud_drop_percent: num("FI_VERBS_SOFT_UD_DROP", 100)? as u32,
+            ud_delay: Duration::from_micros(num("FI_VERBS_SOFT_UD_DELAY_US", MAX_UD_DELAY_US)?),
+            seed: num("FI_VERBS_SOFT_SEED", u64::MAX)?,
+        })
+    }
+}
+
+/// The largest `FI_VERBS_SOFT_UD_DELAY_US` accepted: 10 s.
+pub const MAX_UD_DELAY_US: u64 = 10_000_000;
+
+/// The value of environment variable `name` (`raw`: its text, if set) as a whole number
+/// of at most `max`; unset or empty is 0.
+fn env_number(name: &str, raw: Option<&std::ffi::OsStr>, max: u64) -> std::io::Result<u64> {
+    let Some(raw) = raw else {
+        return Ok(0);
+    };
+    let text = raw.to_string_lossy();
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(0);
+    }
+    match text.parse::<u64>() {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{name}={}: expected a whole number from 0 to {max}",
+                text.escape_debug()
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::env_number;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn numbers_from_the_environment_are_checked() {
+        let n = |v: Option<&str>, max| env_number("FI_X", v.map(OsStr::new), max);
+        assert_eq!(n(None, 100).unwrap(), 0);
+        assert_eq!(n(Some(" "), 100).unwrap(), 0);
+        assert_eq!(n(Some("42"), 100).unwrap(), 42);
+        assert_eq!(n(Some("100"), 100).unwrap(), 100);
+        for bad in ["101", "-1", "1e3", "ten", "18446744073709551616"] {
+            let e = n(Some(bad), 100).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(e.to_string().starts_with(&format!("FI_X={bad}:")), "{e}");
         }
     }
 }
@@ -293,6 +337,8 @@ pub(crate) struct CtxOwner {
 
 impl CtxOwner {
     pub(crate) fn open() -> std::io::Result<CtxOwner> {
+        // Read first: a bad value leaves nothing behind.
+        let fault = SoftFault::from_env()?;
         let dir = conn::socket_dir();
         let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
         let gid = conn::make_gid(std::process::id(), serial);
@@ -301,7 +347,6 @@ impl CtxOwner {
         let _ = std::fs::remove_file(&path);
         conn::sweep(&dir);
         let listen = conn::listen_at(&dir, &path)?;
-        let fault = SoftFault::from_env();
         let shared = Arc::new(CtxShared {
             gid,
             dir,
