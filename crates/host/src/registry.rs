@@ -241,14 +241,35 @@ impl Registry {
         };
         for entry in config.builtins {
             if let Err(e) = reg.register_entry(entry) {
-                tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                    "built-in provider failed to initialise: {e}");
+                reg.builtin_failed(entry, &e);
             }
         }
         for dir in &config.plugin_dirs {
             reg.load_dir(dir);
         }
         reg
+    }
+
+    /// A linked-in provider whose init failed: logged, and kept in the load report as
+    /// `built-in <name>` with the reason (what `fi_info -l` prints under "not loaded").
+    /// `FI_ENODEV` (no hardware, no driver library) is an expected condition: logged at
+    /// info level only.
+    fn builtin_failed(&self, entry: &'static PluginEntry, e: &Error) {
+        if e.code() == Errno::ENODEV {
+            tracing::info!(target: "ofi", prov = "core", subsys = "core",
+                "built-in provider not available: {e}");
+        } else {
+            tracing::warn!(target: "ofi", prov = "core", subsys = "core",
+                "built-in provider failed to initialise: {e}");
+        }
+        // SAFETY: a linked-in entry's name is a NUL-terminated 'static string.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.name) }.to_string_lossy();
+        self.write().report.push(LoadRecord {
+            path: std::path::PathBuf::from(format!("built-in {name}")),
+            outcome: LoadOutcome::InitFailed {
+                error: e.to_string(),
+            },
+        });
     }
 
     /// Register a linked-in provider from its entry (the same table path a plugin takes).
@@ -737,8 +758,7 @@ pub fn add_builtin(entry: &'static PluginEntry) {
         });
         if !known {
             if let Err(e) = reg.register_entry(entry) {
-                tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                    "built-in provider failed to initialise: {e}");
+                reg.builtin_failed(entry, &e);
             }
         }
         return;

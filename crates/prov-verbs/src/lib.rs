@@ -10,7 +10,8 @@
 //!   initialise, and its error is the one-line reason ("libibverbs.so.1 not found",
 //!   "no RDMA device");
 //! - capabilities `FI_MSG | FI_RMA | FI_ATOMIC | FI_REMOTE_CQ_DATA` with the direction
-//!   bits (no tagged messages: verbs RC has no tags);
+//!   bits (no tagged messages: verbs RC has no tags), with mode `FI_RX_CQ_DATA`; a second
+//!   info per device without `FI_REMOTE_CQ_DATA` needs no mode;
 //! - connection management through the device layer's connection manager
 //!   (`ofi_rdma::CmChannel`; see [`cm`]): passive endpoints, `fi_connect` with up to 56
 //!   bytes of data, `FI_CONNREQ`, `fi_accept` (up to 196 bytes) / `fi_reject`,
@@ -124,7 +125,7 @@ impl VerbsProvider {
         )?;
         let kind = DeviceKind::from_env();
         let mut devices: Vec<String> = device_list(kind)
-            .map_err(|e| Error::new(Errno::ENODEV, e.to_string()))?
+            .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
             .iter()
             .map(|d| d.name().to_string())
             .collect();
@@ -174,9 +175,11 @@ impl VerbsProvider {
         Ok(s)
     }
 
-    fn template(&self, device: &str) -> Info {
+    /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
+    /// mode it needs (a write with immediate consumes a posted receive).
+    fn template(&self, device: &str, cq_data: bool) -> Info {
         let s = &self.settings;
-        let caps = Caps::MSG
+        let mut caps = Caps::MSG
             | Caps::RMA
             | Caps::ATOMIC
             | Caps::REMOTE_CQ_DATA
@@ -186,10 +189,16 @@ impl VerbsProvider {
             | Caps::WRITE
             | Caps::REMOTE_READ
             | Caps::REMOTE_WRITE;
+        let mode = if cq_data {
+            Mode::RX_CQ_DATA
+        } else {
+            caps -= Caps::REMOTE_CQ_DATA;
+            Mode::empty()
+        };
         let order = MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW | MsgOrder::WAS;
         Info {
             caps,
-            mode: Mode::RX_CQ_DATA,
+            mode,
             addr_format: AddrFormat::SOCKADDR_IN,
             tx_attr: TxAttr {
                 caps: caps - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
@@ -205,7 +214,7 @@ impl VerbsProvider {
             },
             rx_attr: RxAttr {
                 caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
-                mode: Mode::RX_CQ_DATA,
+                mode,
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
                 comp_order: CompOrder::NONE,
@@ -280,7 +289,7 @@ impl Provider for VerbsProvider {
         self.settings
             .devices
             .iter()
-            .map(|d| self.template(d))
+            .flat_map(|d| [self.template(d, true), self.template(d, false)])
             .collect()
     }
 

@@ -306,7 +306,7 @@ impl EpInner {
         self.qp.modify(
             &QpAttr {
                 qp_state: QpState::Rts,
-                timeout: 14,
+                timeout: 18,
                 retry_cnt: 7,
                 rnr_retry: 7,
                 max_rd_atomic: 16,
