@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_rdma::cm::{ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
+use ofi_rdma::cm::ACCEPT_PRIVATE_MAX;
+
+use crate::cm::CONNECT_DATA_MAX;
 
 use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
@@ -138,11 +140,11 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if param.len() > CONNECT_PRIVATE_MAX {
+        if param.len() > CONNECT_DATA_MAX {
             return Err(bad(
                 Errno::EINVAL,
                 &format!(
-                    "CM data of {} bytes (at most {CONNECT_PRIVATE_MAX})",
+                    "CM data of {} bytes (at most {CONNECT_DATA_MAX})",
                     param.len()
                 ),
             ));
@@ -155,6 +157,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let peer: SocketAddr = Address::from_bytes(fmt, addr)?
             .socket_addr()
             .ok_or_else(|| bad(Errno::EINVAL, "not an IP address"))?;
+        let hdr = crate::cm::encode_connect(&self.getname()?, param);
         self.enable()?;
         let mut st = lock(&self.inner.st);
         if st.conn != Conn::Idle {
@@ -163,7 +166,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let hub = &self.inner.dom.fabric.hub;
         let id = hub
             .channel
-            .connect(peer, &self.inner.cm_peer(param))
+            .connect(peer, &self.inner.cm_peer(&hdr))
             .map_err(|e| {
                 if e.code() == Errno::ENOENT {
                     Error::new(Errno::ECONNREFUSED, e.to_string())
@@ -200,10 +203,11 @@ impl EndpointOps<Fabric> for Endpoint {
             return Err(bad(Errno::EISCONN, "already connecting or connected"));
         }
         let hub = &self.inner.dom.fabric.hub;
-        let Some(peer) = hub.take_pending(id) else {
+        let Some(pending) = hub.take_pending(id) else {
             return Err(bad(Errno::EINVAL, "no pending connection request"));
         };
-        self.inner.connect_qp(&peer)?;
+        self.inner.connect_qp(&pending.peer)?;
+        st.peer = pending.name;
         hub.route_conn(id, &self.inner);
         st.conn_id = Some(id);
         st.conn = Conn::Accepting;
