@@ -32,51 +32,6 @@ use crate::NAME;
 
 /// Events handled per progress round.
 const ROUND: usize = 32;
-/// Most bytes of an encoded endpoint name in the connect header.
-const NAME_MAX: usize = 28;
-/// Most CM data bytes of `fi_connect`: the device's 56 less the header (a length byte
-/// and the connector's 16-byte `sockaddr_in` name).
-pub const CONNECT_DATA_MAX: usize = ofi_rdma::cm::CONNECT_PRIVATE_MAX - 1 - 16;
-
-/// The connect request's private data: a length byte, the connector's name (its
-/// `fi_getname` bytes, what the acceptor's `fi_getpeer` answers), then the
-/// application's CM data.
-pub fn encode_connect(name: &[u8], data: &[u8]) -> Vec<u8> {
-    let name = if name.len() <= NAME_MAX { name } else { &[] };
-    let mut v = Vec::with_capacity(1 + name.len() + data.len());
-    v.push(name.len() as u8);
-    v.extend_from_slice(name);
-    v.extend_from_slice(data);
-    v
-}
-
-/// The connector's name and the application's CM data of a connect request; `None`
-/// when the header is malformed (peer input).
-pub fn decode_connect(p: &[u8]) -> Option<(Option<SocketAddr>, Vec<u8>)> {
-    let (&n, rest) = p.split_first()?;
-    let n = usize::from(n);
-    if n > NAME_MAX || rest.len() < n {
-        return None;
-    }
-    let fmt = match n {
-        16 => ofi_core::AddrFormat::SOCKADDR_IN,
-        28 => ofi_core::AddrFormat::SOCKADDR_IN6,
-        _ => return Some((None, rest[n..].to_vec())),
-    };
-    let name = Address::from_bytes(fmt, &rest[..n])
-        .ok()
-        .and_then(|a| a.socket_addr());
-    Some((name, rest[n..].to_vec()))
-}
-
-/// A connect request reported and not yet accepted or rejected.
-#[derive(Clone, Debug)]
-pub(crate) struct Pending {
-    /// The requester's queue pair (its private data: the application's CM data).
-    pub(crate) peer: CmPeer,
-    /// The requester's name, as its `fi_getname` gives it.
-    pub(crate) name: Option<SocketAddr>,
-}
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -87,7 +42,7 @@ struct Routes {
     listeners: HashMap<u64, Weak<PepInner>>,
     conns: HashMap<u64, Weak<EpInner>>,
     /// Connect requests reported and not yet accepted or rejected: the requester.
-    pending: HashMap<u64, Pending>,
+    pending: HashMap<u64, CmPeer>,
 }
 
 /// The fabric's connection manager: the channel and where its events go.
@@ -121,7 +76,7 @@ impl CmHub {
     }
 
     /// The requester of the pending connect request `id`, taken out of the table.
-    pub(crate) fn take_pending(&self, id: u64) -> Option<Pending> {
+    pub(crate) fn take_pending(&self, id: u64) -> Option<CmPeer> {
         lock(&self.routes).pending.remove(&id)
     }
 }
@@ -135,27 +90,17 @@ impl Progress for CmHub {
             };
             work += 1;
             match ev.kind {
-                CmEventKind::ConnectRequest { listener, mut peer } => {
-                    let Some((name, data)) = decode_connect(&peer.private_data) else {
-                        ofi_core::ofi_warn!(
-                            NAME,
-                            "ep_ctrl",
-                            "connect request with a malformed header: rejected"
-                        );
-                        let _ = self.channel.reject(ev.id, &[]);
-                        continue;
-                    };
-                    peer.private_data = data.clone();
+                CmEventKind::ConnectRequest { listener, peer } => {
                     let pep = {
                         let mut r = lock(&self.routes);
                         let pep = r.listeners.get(&listener).and_then(Weak::upgrade);
                         if pep.is_some() {
-                            r.pending.insert(ev.id, Pending { peer, name });
+                            r.pending.insert(ev.id, peer.clone());
                         }
                         pep
                     };
                     match pep {
-                        Some(p) if p.report_request(ev.id, data) => {}
+                        Some(p) if p.report_request(ev.id, peer.private_data) => {}
                         _ => {
                             lock(&self.routes).pending.remove(&ev.id);
                             let _ = self.channel.reject(ev.id, &[]);

@@ -10,9 +10,7 @@ use std::net::SocketAddr;
 
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_rdma::cm::ACCEPT_PRIVATE_MAX;
-
-use crate::cm::CONNECT_DATA_MAX;
+use ofi_rdma::cm::{ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
 
 use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
@@ -140,11 +138,11 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if param.len() > CONNECT_DATA_MAX {
+        if param.len() > CONNECT_PRIVATE_MAX {
             return Err(bad(
                 Errno::EINVAL,
                 &format!(
-                    "CM data of {} bytes (at most {CONNECT_DATA_MAX})",
+                    "CM data of {} bytes (at most {CONNECT_PRIVATE_MAX})",
                     param.len()
                 ),
             ));
@@ -157,7 +155,6 @@ impl EndpointOps<Fabric> for Endpoint {
         let peer: SocketAddr = Address::from_bytes(fmt, addr)?
             .socket_addr()
             .ok_or_else(|| bad(Errno::EINVAL, "not an IP address"))?;
-        let hdr = crate::cm::encode_connect(&self.getname()?, param);
         self.enable()?;
         let mut st = lock(&self.inner.st);
         if st.conn != Conn::Idle {
@@ -166,7 +163,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let hub = &self.inner.dom.fabric.hub;
         let id = hub
             .channel
-            .connect(peer, &self.inner.cm_peer(&hdr))
+            .connect(peer, &self.inner.cm_peer(param))
             .map_err(|e| {
                 if e.code() == Errno::ENOENT {
                     Error::new(Errno::ECONNREFUSED, e.to_string())
@@ -203,11 +200,10 @@ impl EndpointOps<Fabric> for Endpoint {
             return Err(bad(Errno::EISCONN, "already connecting or connected"));
         }
         let hub = &self.inner.dom.fabric.hub;
-        let Some(pending) = hub.take_pending(id) else {
+        let Some(peer) = hub.take_pending(id) else {
             return Err(bad(Errno::EINVAL, "no pending connection request"));
         };
-        self.inner.connect_qp(&pending.peer)?;
-        st.peer = pending.name;
+        self.inner.connect_qp(&peer)?;
         hub.route_conn(id, &self.inner);
         st.conn_id = Some(id);
         st.conn = Conn::Accepting;
