@@ -1,4 +1,4 @@
-//! Connection management: the fabric's [`CmHub`] (one `ofi_rdma::CmChannel` and the
+//! Connection management: the fabric's `CmHub` (one `ofi_rdma::CmChannel` and the
 //! routes from its listeners and connections to passive and active endpoints) and the
 //! passive endpoint [`PassiveEp`].
 //!

@@ -1,4 +1,4 @@
-//! The fabric: settings and the connection-management hub ([`crate::cm::CmHub`]),
+//! The fabric: settings and the connection-management hub (`cm::CmHub`),
 //! driven by the fabric's control progress engine (every EQ read or wait drives it).
 //!
 //! Nothing here panics.
