@@ -4,21 +4,14 @@
 //! in error (after `fi_shutdown`) flushes posted receives as `FI_ECANCELED`, and the
 //! peer hears `FI_SHUTDOWN`.
 
-use ofi::registry::{Registry, RegistryConfig};
+mod common;
+
+use common::subject;
 use ofi::{Caps, EpType, Errno, OpFlags};
 use ofi_conformance::checks::rma::Region;
 use ofi_conformance::fixture::post_recv;
 use ofi_conformance::pair::{EqPoller, Pair, PairSpec};
 use ofi_conformance::Subject;
-
-fn subject() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "verbs")
-}
 
 const LOCAL: OpFlags = OpFlags::READ
     .union(OpFlags::WRITE)

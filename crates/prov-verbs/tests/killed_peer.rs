@@ -8,24 +8,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
-use ofi::registry::{Registry, RegistryConfig};
+mod common;
+
+use common::subject;
 use ofi::{Caps, EpType, EqEvent, Errno};
 use ofi_conformance::fixture::{open_domain, post_recv};
 use ofi_conformance::pair::{info_for, listen, open_side, EqPoller, PairSpec, CTX_A, CTX_B};
-use ofi_conformance::Subject;
 
 const CHILD_ENV: &str = "VERBS_CHILD_ADDR";
 /// How long the whole failure may take to be noticed.
 const BOUND: Duration = Duration::from_secs(10);
-
-fn subject() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "verbs")
-}
 
 /// The child process, killed and reaped if the test panics before it does.
 struct ChildGuard(std::process::Child);
