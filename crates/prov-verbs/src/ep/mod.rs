@@ -210,8 +210,12 @@ impl Endpoint {
             ));
         }
         let s = &dom.fabric.settings;
-        let tx = info.tx_attr.size.clamp(1, s.tx_size.max(1)).max(s.tx_size);
-        let rx = info.rx_attr.size.clamp(1, s.rx_size.max(1)).max(s.rx_size);
+        // The info's sizes when given (0: the parameters'), at most what the device
+        // allows per queue.
+        let max_wr = dom.ctx.query_device()?.max_qp_wr as usize;
+        let pick = |asked: usize, dflt: usize| if asked == 0 { dflt } else { asked }.min(max_wr);
+        let tx = pick(info.tx_attr.size, s.tx_size);
+        let rx = pick(info.rx_attr.size, s.rx_size);
         let channel = dom.ctx.create_comp_channel()?;
         let cq = dom.ctx.create_cq((tx + rx) as u32, 0, Some(&channel))?;
         let qp = dom.pd.create_qp(&QpInitAttr {
