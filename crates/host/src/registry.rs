@@ -122,6 +122,8 @@ impl Slot {
 struct Inner {
     slots: Vec<Slot>,
     report: Vec<LoadRecord>,
+    /// Built-in providers whose init failed (listed after the plugin records).
+    builtin_failures: Vec<LoadRecord>,
     next_seq: usize,
 }
 
@@ -250,8 +252,9 @@ impl Registry {
         reg
     }
 
-    /// A linked-in provider whose init failed: logged, and kept in the load report as
-    /// `built-in <name>` with the reason (what `fi_info -l` prints under "not loaded").
+    /// A linked-in provider whose init failed: logged, and kept for the load report as
+    /// `built-in <name>` with the reason (what `fi_info -l` prints under "not loaded"),
+    /// after the plugin records.
     /// `FI_ENODEV` (no hardware, no driver library) is an expected condition: logged at
     /// info level only.
     fn builtin_failed(&self, entry: &'static PluginEntry, e: &Error) {
@@ -264,7 +267,7 @@ impl Registry {
         }
         // SAFETY: a linked-in entry's name is a NUL-terminated 'static string.
         let name = unsafe { std::ffi::CStr::from_ptr(entry.name) }.to_string_lossy();
-        self.write().report.push(LoadRecord {
+        self.write().builtin_failures.push(LoadRecord {
             path: std::path::PathBuf::from(format!("built-in {name}")),
             outcome: LoadOutcome::InitFailed {
                 error: e.to_string(),
@@ -396,9 +399,15 @@ impl Registry {
             .collect()
     }
 
-    /// What became of every plugin candidate file.
+    /// What became of every plugin candidate file, then of every built-in provider whose
+    /// init failed.
     pub fn load_report(&self) -> Vec<LoadRecord> {
-        self.read().report.clone()
+        let g = self.read();
+        g.report
+            .iter()
+            .chain(g.builtin_failures.iter())
+            .cloned()
+            .collect()
     }
 
     /// The active provider called `name` (case-insensitive).
