@@ -102,6 +102,30 @@ pub const RXM: &[Capability] = FULL_RDM;
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider.
 pub const RXD: &[Capability] = FULL_RDM;
 
+/// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
+/// CQ data by write with immediate) and the verbs atomics; no tagged messages.
+pub const VERBS: &[Capability] = &[
+    Getinfo,
+    Domain,
+    Cq,
+    Eq,
+    Counters,
+    Mr,
+    Pairs,
+    Reliable,
+    CqData,
+    PairInject,
+    SelectiveCompletion,
+    Cm,
+    Rma,
+    RmaCqData,
+    Atomic,
+    WaitSet,
+    PollSet,
+    TwoProcessCm,
+    TwoProcessRma,
+];
+
 /// `unixdgram`, the out-of-tree example provider: datagrams, no EQs, counters, MRs,
 /// wait or poll sets.
 pub const UNIXDGRAM: &[Capability] = &[
@@ -126,6 +150,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("SHM", SHM),
     ("RXM", RXM),
     ("RXD", RXD),
+    ("VERBS", VERBS),
     ("UNIXDGRAM", UNIXDGRAM),
 ];
 

@@ -122,6 +122,8 @@ impl Slot {
 struct Inner {
     slots: Vec<Slot>,
     report: Vec<LoadRecord>,
+    /// Built-in providers whose init failed (listed after the plugin records).
+    builtin_failures: Vec<LoadRecord>,
     next_seq: usize,
 }
 
@@ -241,14 +243,36 @@ impl Registry {
         };
         for entry in config.builtins {
             if let Err(e) = reg.register_entry(entry) {
-                tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                    "built-in provider failed to initialise: {e}");
+                reg.builtin_failed(entry, &e);
             }
         }
         for dir in &config.plugin_dirs {
             reg.load_dir(dir);
         }
         reg
+    }
+
+    /// A linked-in provider whose init failed: logged, and kept for the load report as
+    /// `built-in <name>` with the reason (what `fi_info -l` prints under "not loaded"),
+    /// after the plugin records.
+    /// `FI_ENODEV` (no hardware, no driver library) is an expected condition: logged at
+    /// info level only.
+    fn builtin_failed(&self, entry: &'static PluginEntry, e: &Error) {
+        if e.code() == Errno::ENODEV {
+            tracing::info!(target: "ofi", prov = "core", subsys = "core",
+                "built-in provider not available: {e}");
+        } else {
+            tracing::warn!(target: "ofi", prov = "core", subsys = "core",
+                "built-in provider failed to initialise: {e}");
+        }
+        // SAFETY: a linked-in entry's name is a NUL-terminated 'static string.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.name) }.to_string_lossy();
+        self.write().builtin_failures.push(LoadRecord {
+            path: std::path::PathBuf::from(format!("built-in {name}")),
+            outcome: LoadOutcome::InitFailed {
+                error: e.to_string(),
+            },
+        });
     }
 
     /// Register a linked-in provider from its entry (the same table path a plugin takes).
@@ -375,9 +399,15 @@ impl Registry {
             .collect()
     }
 
-    /// What became of every plugin candidate file.
+    /// What became of every plugin candidate file, then of every built-in provider whose
+    /// init failed.
     pub fn load_report(&self) -> Vec<LoadRecord> {
-        self.read().report.clone()
+        let g = self.read();
+        g.report
+            .iter()
+            .chain(g.builtin_failures.iter())
+            .cloned()
+            .collect()
     }
 
     /// The active provider called `name` (case-insensitive).
@@ -737,8 +767,7 @@ pub fn add_builtin(entry: &'static PluginEntry) {
         });
         if !known {
             if let Err(e) = reg.register_entry(entry) {
-                tracing::warn!(target: "ofi", prov = "core", subsys = "core",
-                    "built-in provider failed to initialise: {e}");
+                reg.builtin_failed(entry, &e);
             }
         }
         return;

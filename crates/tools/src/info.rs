@@ -497,6 +497,13 @@ fn do_getinfo(a: &InfoArgs, out: &mut dyn Write, err: &mut dyn Write) -> io::Res
             for v in &verdicts {
                 writeln!(out, "{v}")?;
             }
+            for r in ofi::registry()
+                .load_report()
+                .iter()
+                .filter(|r| matches!(r.outcome, ofi::loader::LoadOutcome::InitFailed { .. }))
+            {
+                writeln!(out, "{}: not loaded: {}", r.path.display(), r.outcome)?;
+            }
         }
     }
 

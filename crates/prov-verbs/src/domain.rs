@@ -1,0 +1,151 @@
+//! The domain: one device context and protection domain, the data progress engine, and
+//! the table of registered regions (address → lkey) the data path looks local buffers
+//! up in.
+//!
+//! Invariants: every region in the table is registered with `LOCAL_WRITE` and stays
+//! registered while it is in the table (its [`crate::mr::VerbsMr`] removes it before
+//! deregistering). Nothing here panics.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use ofi_core::abi::raw::AtomicAttr;
+use ofi_core::attr::Info;
+use ofi_core::mr::MrAttr;
+use ofi_core::provider::{DomainOps, Unsupported};
+use ofi_core::{AtomicKind, AtomicOp, Datatype, EpType, Errno, Error, Result};
+use ofi_kit::progress::{ProgressEngine, ProgressMode};
+use ofi_rdma::{device_list, Context, Gid, ProtectionDomain};
+
+use crate::ep::Endpoint;
+use crate::fabric::{Fabric, FabricShared};
+use crate::mr::VerbsMr;
+use crate::NAME;
+
+/// What a domain's objects share.
+pub(crate) struct DomainShared {
+    pub(crate) fabric: Arc<FabricShared>,
+    pub(crate) ctx: Context,
+    pub(crate) pd: ProtectionDomain,
+    pub(crate) gid: Gid,
+    pub(crate) engine: Arc<ProgressEngine>,
+    /// Registered regions: start → (length, lkey).
+    regions: RwLock<BTreeMap<usize, (usize, u32)>>,
+}
+
+impl std::fmt::Debug for DomainShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DomainShared")
+            .field("device", &self.ctx.device_name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DomainShared {
+    pub(crate) fn add_region(&self, addr: usize, len: usize, lkey: u32) {
+        self.regions
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(addr, (len, lkey));
+    }
+
+    pub(crate) fn remove_region(&self, addr: usize, lkey: u32) {
+        let mut t = self.regions.write().unwrap_or_else(|p| p.into_inner());
+        if t.get(&addr).is_some_and(|&(_, k)| k == lkey) {
+            t.remove(&addr);
+        }
+    }
+
+    /// The lkey of a registered region covering `[addr, addr + len)`.
+    pub(crate) fn lkey_of(&self, addr: usize, len: usize) -> Option<u32> {
+        let t = self.regions.read().unwrap_or_else(|p| p.into_inner());
+        let (&base, &(rlen, lkey)) = t.range(..=addr).next_back()?;
+        let end = addr.checked_add(len)?;
+        (end <= base.checked_add(rlen)?).then_some(lkey)
+    }
+}
+
+/// A domain (one RDMA device).
+#[derive(Debug)]
+pub struct Domain {
+    pub(crate) shared: Arc<DomainShared>,
+}
+
+impl Domain {
+    pub(crate) fn open(fabric: Arc<FabricShared>, info: &Info) -> Result<Domain> {
+        ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
+        let name = info
+            .domain_attr
+            .name
+            .clone()
+            .or_else(|| fabric.settings.devices.first().cloned())
+            .unwrap_or_default();
+        if !fabric.settings.devices.contains(&name) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: no domain named {name:?}"),
+            ));
+        }
+        let dev = device_list(fabric.settings.kind)?
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| Error::new(Errno::ENODEV, format!("{NAME}: {name} is gone")))?;
+        let ctx = dev.open()?;
+        let pd = ctx.alloc_pd()?;
+        let gid = ctx.query_gid(1, 0)?;
+        let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
+            info.domain_attr.data_progress,
+        ))?);
+        Ok(Domain {
+            shared: Arc::new(DomainShared {
+                fabric,
+                ctx,
+                pd,
+                gid,
+                engine,
+                regions: RwLock::new(BTreeMap::new()),
+            }),
+        })
+    }
+}
+
+/// Whether verbs performs `op` on `dt` as an operation of `kind`: fetch-and-add
+/// (`FI_SUM`, base or fetch) and compare-and-swap (`FI_CSWAP`, compare) on 8-byte
+/// integers.
+pub(crate) fn atomic_supported(dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<()> {
+    let ok = matches!(dt, Datatype::Uint64 | Datatype::Int64)
+        && match kind {
+            AtomicKind::Base | AtomicKind::Fetch => op == AtomicOp::Sum,
+            AtomicKind::Compare => op == AtomicOp::Cswap,
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Errno::EOPNOTSUPP,
+            format!("{NAME}: verbs offers 8-byte fetch-and-add and compare-and-swap only"),
+        ))
+    }
+}
+
+impl DomainOps<Fabric> for Domain {
+    type Endpoint = Endpoint;
+    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.shared.engine.clone());
+    type Av = Unsupported;
+    type Mr = VerbsMr;
+
+    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
+        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
+        Endpoint::open(self.shared.clone(), info, context)
+    }
+
+    fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<VerbsMr> {
+        VerbsMr::register(self.shared.clone(), attr, flags)
+    }
+
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        let kind = ofi_kit::atomic::query_kind(flags)?;
+        atomic_supported(datatype, op, kind)?;
+        Ok(AtomicAttr { count: 1, size: 8 })
+    }
+}

@@ -1,0 +1,245 @@
+//! The control calls of an endpoint: binds, enable, CM (`fi_connect`, `fi_accept`,
+//! `fi_shutdown`, names), size-left queries, close, and the data calls from
+//! [`ofi_kit::dataops::DataPath`] (in `post`).
+//!
+//! Invariants: binds are refused after `fi_enable`; an endpoint is enabled only with an
+//! EQ and a CQ; close unroutes the connection and unregisters the endpoint from the
+//! domain's engine. Nothing here panics on application input.
+
+use std::net::SocketAddr;
+
+use ofi_core::provider::{BindTarget, EndpointOps};
+use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
+use ofi_rdma::cm::{ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
+
+use super::{lock, Conn, Endpoint};
+use crate::fabric::Fabric;
+use crate::NAME;
+
+fn bad(code: Errno, what: &str) -> Error {
+    Error::new(code, format!("{NAME}: {what}"))
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.enabled {
+            return Err(bad(Errno::EOPBADSTATE, "bind after fi_enable"));
+        }
+        let b = &mut st.b;
+        match target {
+            BindTarget::Cq(cq) => {
+                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION;
+                if !(flags - known).is_empty() || !flags.intersects(OpFlags::SEND | OpFlags::RECV) {
+                    return Err(bad(Errno::EBADFLAGS, "CQ bind flags"));
+                }
+                if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
+                    || (flags.contains(OpFlags::RECV) && b.rx_cq.is_some())
+                {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "a CQ for this direction is already bound",
+                    ));
+                }
+                let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
+                if flags.contains(OpFlags::SEND) {
+                    b.tx_cq = Some(cq.clone());
+                    b.tx_sel = sel;
+                }
+                if flags.contains(OpFlags::RECV) {
+                    b.rx_cq = Some(cq.clone());
+                    b.rx_sel = sel;
+                }
+            }
+            BindTarget::Cntr(c) => {
+                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::READ | OpFlags::WRITE;
+                if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
+                    return Err(bad(
+                        Errno::ENOSYS,
+                        "remote-access counters (FI_RMA_EVENT) are not supported",
+                    ));
+                }
+                if flags.is_empty() || !(flags - known).is_empty() {
+                    return Err(bad(Errno::EBADFLAGS, "counter bind flags"));
+                }
+                for (f, slot) in [
+                    (OpFlags::SEND, &mut b.c_send),
+                    (OpFlags::RECV, &mut b.c_recv),
+                    (OpFlags::READ, &mut b.c_read),
+                    (OpFlags::WRITE, &mut b.c_write),
+                ] {
+                    if flags.contains(f) {
+                        if slot.is_some() {
+                            return Err(bad(
+                                Errno::EINVAL,
+                                "a counter for this event is already bound",
+                            ));
+                        }
+                        *slot = Some(c.clone());
+                    }
+                }
+            }
+            BindTarget::Eq(eq) => {
+                if b.eq.is_some() {
+                    return Err(bad(Errno::EINVAL, "an event queue is already bound"));
+                }
+                b.eq = Some(eq.clone());
+            }
+            BindTarget::Av(_) => {
+                return Err(bad(
+                    Errno::EINVAL,
+                    "FI_EP_MSG endpoints take no address vector",
+                ))
+            }
+            BindTarget::Stx(_) | BindTarget::Srx(_) => {
+                return Err(bad(Errno::ENOSYS, "shared contexts are not supported"))
+            }
+        }
+        Ok(())
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.b.eq.is_none() {
+            return Err(bad(Errno::ENOEQ, "bind an event queue before fi_enable"));
+        }
+        if st.b.tx_cq.is_none() && st.b.rx_cq.is_none() {
+            return Err(bad(
+                Errno::ENOCQ,
+                "bind a completion queue before fi_enable",
+            ));
+        }
+        st.enabled = true;
+        if !st.registered {
+            st.registered = true;
+            drop(st);
+            self.inner.dom.engine.register(&self.inner);
+        }
+        Ok(())
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        Ok(lock(&self.inner.st).rx.left())
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        Ok(lock(&self.inner.st).tx.left())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(Address::from(crate::cm::listen_addr(&self.inner.info)).to_bytes())
+    }
+
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        match lock(&self.inner.st).peer {
+            Some(a) => Ok(Address::from(a).to_bytes()),
+            None => Err(bad(Errno::ENOTCONN, "not connected")),
+        }
+    }
+
+    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        if param.len() > CONNECT_PRIVATE_MAX {
+            return Err(bad(
+                Errno::EINVAL,
+                &format!(
+                    "CM data of {} bytes (at most {CONNECT_PRIVATE_MAX})",
+                    param.len()
+                ),
+            ));
+        }
+        let fmt = match addr.len() {
+            16 => AddrFormat::SOCKADDR_IN,
+            28 => AddrFormat::SOCKADDR_IN6,
+            n => return Err(bad(Errno::EINVAL, &format!("a {n}-byte address"))),
+        };
+        let peer: SocketAddr = Address::from_bytes(fmt, addr)?
+            .socket_addr()
+            .ok_or_else(|| bad(Errno::EINVAL, "not an IP address"))?;
+        self.enable()?;
+        let mut st = lock(&self.inner.st);
+        if st.conn != Conn::Idle {
+            return Err(bad(Errno::EISCONN, "already connecting or connected"));
+        }
+        let hub = &self.inner.dom.fabric.hub;
+        let id = hub
+            .channel
+            .connect(peer, &self.inner.cm_peer(param))
+            .map_err(|e| {
+                if e.code() == Errno::ENOENT {
+                    Error::new(Errno::ECONNREFUSED, e.to_string())
+                } else {
+                    e
+                }
+            })?;
+        hub.route_conn(id, &self.inner);
+        st.conn_id = Some(id);
+        st.conn = Conn::Connecting;
+        st.peer = Some(peer);
+        Ok(())
+    }
+
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        if param.len() > ACCEPT_PRIVATE_MAX {
+            return Err(bad(
+                Errno::EINVAL,
+                &format!(
+                    "CM data of {} bytes (at most {ACCEPT_PRIVATE_MAX})",
+                    param.len()
+                ),
+            ));
+        }
+        let Some(id) = self.inner.handle else {
+            return Err(bad(
+                Errno::EINVAL,
+                "fi_accept needs an endpoint opened with a connection request's info",
+            ));
+        };
+        self.enable()?;
+        let mut st = lock(&self.inner.st);
+        if st.conn != Conn::Idle {
+            return Err(bad(Errno::EISCONN, "already connecting or connected"));
+        }
+        let hub = &self.inner.dom.fabric.hub;
+        let Some(peer) = hub.take_pending(id) else {
+            return Err(bad(Errno::EINVAL, "no pending connection request"));
+        };
+        self.inner.connect_qp(&peer)?;
+        hub.route_conn(id, &self.inner);
+        st.conn_id = Some(id);
+        st.conn = Conn::Accepting;
+        hub.channel.accept(id, &self.inner.cm_peer(param))
+    }
+
+    fn shutdown(&self, _flags: u64) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
+            return Err(bad(Errno::ENOTCONN, "not connected"));
+        }
+        if let Some(id) = st.conn_id {
+            let _ = self.inner.dom.fabric.hub.channel.disconnect(id);
+        }
+        if st.conn == Conn::Connected {
+            self.inner.shut(&mut st);
+        } else {
+            st.conn = Conn::Shutdown;
+            self.inner.to_error();
+        }
+        Ok(())
+    }
+
+    ofi_kit::endpoint_data_ops!();
+
+    fn close(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if let Some(id) = st.conn_id.take() {
+            let hub = &self.inner.dom.fabric.hub;
+            let _ = hub.channel.disconnect(id);
+            hub.unroute_conn(id);
+        }
+        st.conn = Conn::Shutdown;
+        st.enabled = false;
+        drop(st);
+        self.inner.dom.engine.unregister(&self.inner);
+        Ok(())
+    }
+}

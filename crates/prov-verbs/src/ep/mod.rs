@@ -1,0 +1,590 @@
+//! The active endpoint: one RC queue pair, its device completion queue (with a
+//! completion channel), and the operations in flight.
+//!
+//! # State
+//!
+//! `Mutex<St>` holds the binds, the connection state and two slot tables (transmit and
+//! receive) naming each posted work request: its `wr_id` is the slot index (the top bit
+//! set for receives). A slot keeps what the completion needs (context, flags, length,
+//! buffer, counter) and any temporary registration of a buffer that lay outside every
+//! registered region (deregistered when the slot is freed, after the completion).
+//!
+//! # Progress
+//!
+//! The endpoint is a progress source of the domain's engine: a round polls the device
+//! completion queue and turns each work completion into a CQ entry or error entry
+//! ([`crate::cq::wc_errno`]) and counter updates. Waiting arms the completion queue and
+//! sleeps on the completion channel's fd (a completion that raced the arming is polled
+//! into a stash first, and the waiter then polls instead of sleeping).
+//!
+//! Nothing here panics on application or peer input.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::attr::Info;
+use ofi_core::cq::CqError;
+use ofi_core::eq::EqErrorEntry;
+use ofi_core::{Address, Errno, Error, OpFlags, Result};
+use ofi_kit::cntr::KitCntr;
+use ofi_kit::cq::KitCq;
+use ofi_kit::eq::KitEq;
+use ofi_kit::progress::{FdInterest, Progress};
+use ofi_rdma::{
+    Access, AhAttr, CmEventKind, CmPeer, CompChannel, CompletionQueue, MemoryRegion, QpAttr,
+    QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, Sge, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+
+use crate::cm::lock;
+use crate::domain::DomainShared;
+use crate::NAME;
+
+mod control;
+mod post;
+
+/// Largest inline send this provider asks a queue pair for.
+pub const INLINE_MAX: usize = 256;
+/// Work completions polled per round.
+const ROUND: usize = 16;
+/// The `wr_id` bit marking a receive.
+const RX_BIT: u64 = 1 << 63;
+
+/// Which counter an operation counts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CntrKind {
+    Send,
+    Recv,
+    Read,
+    Write,
+}
+
+/// A posted work request.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    ctx: usize,
+    flags: u64,
+    len: usize,
+    buf: usize,
+    /// Write a CQ entry on success (errors are always written).
+    report: bool,
+    cntr: CntrKind,
+    /// Temporary registrations of this operation's buffers.
+    _tmp: Vec<MemoryRegion>,
+    /// The 8-byte landing place of a non-fetching atomic's original value (after
+    /// `tmp`, so its registration goes first).
+    _scratch: Option<Box<u64>>,
+}
+
+/// A table of posted work requests.
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    used: usize,
+}
+
+impl Slots {
+    fn with_capacity(n: usize) -> Slots {
+        Slots {
+            slots: (0..n).map(|_| None).collect(),
+            free: (0..n).rev().collect(),
+            used: 0,
+        }
+    }
+
+    fn insert(&mut self, s: Slot) -> Option<usize> {
+        let i = self.free.pop()?;
+        self.slots[i] = Some(s);
+        self.used += 1;
+        Some(i)
+    }
+
+    fn remove(&mut self, i: usize) -> Option<Slot> {
+        let s = self.slots.get_mut(i)?.take()?;
+        self.free.push(i);
+        self.used -= 1;
+        Some(s)
+    }
+
+    fn left(&self) -> usize {
+        self.free.len()
+    }
+}
+
+/// Connection state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conn {
+    Idle,
+    Connecting,
+    Accepting,
+    Connected,
+    Shutdown,
+}
+
+/// What was bound.
+#[derive(Debug, Default)]
+pub(crate) struct Binds {
+    pub(crate) eq: Option<KitEq>,
+    pub(crate) tx_cq: Option<KitCq>,
+    pub(crate) rx_cq: Option<KitCq>,
+    pub(crate) tx_sel: bool,
+    pub(crate) rx_sel: bool,
+    pub(crate) c_send: Option<KitCntr>,
+    pub(crate) c_recv: Option<KitCntr>,
+    pub(crate) c_read: Option<KitCntr>,
+    pub(crate) c_write: Option<KitCntr>,
+}
+
+impl Binds {
+    fn cntr(&self, k: CntrKind) -> Option<&KitCntr> {
+        match k {
+            CntrKind::Send => self.c_send.as_ref(),
+            CntrKind::Recv => self.c_recv.as_ref(),
+            CntrKind::Read => self.c_read.as_ref(),
+            CntrKind::Write => self.c_write.as_ref(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct St {
+    pub(crate) b: Binds,
+    pub(crate) enabled: bool,
+    pub(crate) conn: Conn,
+    /// The connection manager's id of this endpoint's connection.
+    pub(crate) conn_id: Option<u64>,
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) tx: Slots,
+    pub(crate) rx: Slots,
+    /// Completions polled while arming for a wait.
+    stash: Vec<WorkCompletion>,
+    registered: bool,
+}
+
+/// The shared part of an endpoint.
+pub struct EpInner {
+    // Field order: the queue pair goes before its completion queue and channel.
+    pub(crate) qp: QueuePair,
+    pub(crate) cq: CompletionQueue,
+    pub(crate) channel: CompChannel,
+    pub(crate) dom: Arc<DomainShared>,
+    pub(crate) fid: usize,
+    /// The connect request this endpoint accepts (`info.handle`), if any.
+    pub(crate) handle: Option<u64>,
+    pub(crate) info: Info,
+    pub(crate) inline_size: usize,
+    pub(crate) tx_flags: OpFlags,
+    pub(crate) rx_flags: OpFlags,
+    pub(crate) st: Mutex<St>,
+}
+
+impl std::fmt::Debug for EpInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpInner")
+            .field("qpn", &self.qp.qp_num())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An active (`FI_EP_MSG`) endpoint.
+#[derive(Debug)]
+pub struct Endpoint {
+    pub(crate) inner: Arc<EpInner>,
+}
+
+fn access_all() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
+}
+
+impl Endpoint {
+    pub(crate) fn open(dom: Arc<DomainShared>, info: &Info, context: usize) -> Result<Endpoint> {
+        if !matches!(
+            info.ep_attr.ep_type,
+            ofi_core::EpType::Msg | ofi_core::EpType::Unspec
+        ) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: FI_EP_MSG endpoints only"),
+            ));
+        }
+        let s = &dom.fabric.settings;
+        // The info's sizes when given (0: the parameters'), at most what the device
+        // allows per queue.
+        let max_wr = dom.ctx.query_device()?.max_qp_wr as usize;
+        let pick = |asked: usize, dflt: usize| if asked == 0 { dflt } else { asked }.min(max_wr);
+        let tx = pick(info.tx_attr.size, s.tx_size);
+        let rx = pick(info.rx_attr.size, s.rx_size);
+        let channel = dom.ctx.create_comp_channel()?;
+        let cq = dom.ctx.create_cq((tx + rx) as u32, 0, Some(&channel))?;
+        let qp = dom.pd.create_qp(&QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: tx as u32,
+                max_recv_wr: rx as u32,
+                max_send_sge: crate::IOV_LIMIT as u32,
+                max_recv_sge: crate::IOV_LIMIT as u32,
+                max_inline_data: s.inline_size as u32,
+            },
+            sq_sig_all: true,
+        })?;
+        qp.modify(
+            &QpAttr {
+                qp_state: QpState::Init,
+                qp_access_flags: access_all(),
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::PORT
+                | QpAttrMask::ACCESS_FLAGS,
+        )?;
+        let inline_size = s.inline_size.min(qp.cap().max_inline_data as usize);
+        let handle = (info.handle != 0).then_some(info.handle as u64);
+        let inner = Arc::new(EpInner {
+            qp,
+            cq,
+            channel,
+            fid: context,
+            handle,
+            info: info.clone(),
+            inline_size,
+            tx_flags: info.tx_attr.op_flags,
+            rx_flags: info.rx_attr.op_flags,
+            st: Mutex::new(St {
+                b: Binds::default(),
+                enabled: false,
+                conn: Conn::Idle,
+                conn_id: None,
+                peer: info.dest_addr.as_ref().and_then(Address::socket_addr),
+                tx: Slots::with_capacity(tx),
+                rx: Slots::with_capacity(rx),
+                stash: Vec::with_capacity(ROUND),
+                registered: false,
+            }),
+            dom,
+        });
+        Ok(Endpoint { inner })
+    }
+}
+
+impl EpInner {
+    /// This side of the connection manager's exchange.
+    pub(crate) fn cm_peer(&self, data: &[u8]) -> CmPeer {
+        CmPeer {
+            gid: self.dom.gid,
+            qpn: self.qp.qp_num(),
+            private_data: data.to_vec(),
+        }
+    }
+
+    /// INIT → RTR → RTS towards the peer's queue pair.
+    pub(crate) fn connect_qp(&self, peer: &CmPeer) -> Result<()> {
+        let mtu = self.dom.ctx.query_port(1)?.active_mtu;
+        self.qp.modify(
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                path_mtu: mtu,
+                dest_qp_num: peer.qpn,
+                ah_attr: AhAttr {
+                    dgid: peer.gid,
+                    port_num: 1,
+                    ..AhAttr::default()
+                },
+                min_rnr_timer: 1,
+                max_dest_rd_atomic: 16,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER,
+        )?;
+        self.qp.modify(
+            &QpAttr {
+                qp_state: QpState::Rts,
+                timeout: 18,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                max_rd_atomic: 16,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC,
+        )
+    }
+
+    /// Move the queue pair to the error state (everything posted is flushed).
+    pub(crate) fn to_error(&self) {
+        let _ = self.qp.modify(
+            &QpAttr {
+                qp_state: QpState::Err,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE,
+        );
+    }
+
+    /// Enter the shutdown state: queue pair to error, `FI_SHUTDOWN` once.
+    pub(crate) fn shut(&self, st: &mut St) {
+        if st.conn == Conn::Shutdown {
+            return;
+        }
+        let was = st.conn;
+        st.conn = Conn::Shutdown;
+        self.to_error();
+        if let Some(id) = st.conn_id.take() {
+            self.dom.fabric.hub.unroute_conn(id);
+        }
+        if matches!(was, Conn::Connected) {
+            if let Some(eq) = &st.b.eq {
+                let _ = eq.shutdown(self.fid);
+            }
+        }
+    }
+
+    /// An event of this endpoint's connection (from the fabric's hub).
+    pub(crate) fn on_cm_event(&self, kind: CmEventKind) {
+        let mut st = lock(&self.st);
+        match kind {
+            CmEventKind::Established { peer } => match st.conn {
+                Conn::Connecting => {
+                    if let Err(e) = self.connect_qp(&peer) {
+                        self.fail_connect(&mut st, e.code(), Vec::new());
+                        return;
+                    }
+                    st.conn = Conn::Connected;
+                    if let Some(eq) = &st.b.eq {
+                        let _ = eq.connected(self.fid, peer.private_data);
+                    }
+                }
+                Conn::Accepting => {
+                    st.conn = Conn::Connected;
+                    if let Some(eq) = &st.b.eq {
+                        let _ = eq.connected(self.fid, Vec::new());
+                    }
+                }
+                _ => {}
+            },
+            CmEventKind::Rejected { private_data } => {
+                if st.conn == Conn::Connecting {
+                    self.fail_connect(&mut st, Errno::ECONNREFUSED, private_data);
+                }
+            }
+            CmEventKind::Disconnected => match st.conn {
+                Conn::Connecting | Conn::Accepting => {
+                    self.fail_connect(&mut st, Errno::ECONNREFUSED, Vec::new())
+                }
+                _ => self.shut(&mut st),
+            },
+            CmEventKind::ConnectRequest { .. } => {}
+        }
+    }
+
+    fn fail_connect(&self, st: &mut St, err: Errno, data: Vec<u8>) {
+        st.conn = Conn::Shutdown;
+        self.to_error();
+        if let Some(id) = st.conn_id.take() {
+            self.dom.fabric.hub.unroute_conn(id);
+        }
+        if let Some(eq) = &st.b.eq {
+            let _ = eq.push_err(EqErrorEntry {
+                fid: self.fid,
+                context: 0,
+                data: 0,
+                err,
+                prov_errno: 0,
+                err_data: data,
+            });
+        }
+    }
+
+    /// Report one work completion.
+    fn complete(&self, st: &mut St, wc: &WorkCompletion) {
+        let rx = wc.wr_id & RX_BIT != 0;
+        let idx = (wc.wr_id & !RX_BIT) as usize;
+        let slot = if rx {
+            st.rx.remove(idx)
+        } else {
+            st.tx.remove(idx)
+        };
+        let Some(slot) = slot else {
+            return;
+        };
+        let (cq, _sel) = if rx {
+            (st.b.rx_cq.as_ref(), st.b.rx_sel)
+        } else {
+            (st.b.tx_cq.as_ref(), st.b.tx_sel)
+        };
+        let imm = wc.wc_flags.contains(ofi_rdma::WcFlags::WITH_IMM);
+        let mut flags = slot.flags;
+        let mut len = slot.len;
+        let mut data = 0;
+        let mut cntr = slot.cntr;
+        if rx {
+            len = wc.byte_len as usize;
+            if imm {
+                flags |= OpFlags::REMOTE_CQ_DATA.bits();
+                data = u64::from(wc.imm_data);
+            }
+            if wc.opcode == WcOpcode::RecvRdmaWithImm && wc.status == WcStatus::Success {
+                flags = (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits();
+                len = 0;
+                cntr = CntrKind::Recv;
+            }
+        }
+        if wc.status == WcStatus::Success {
+            if let Some(c) = st.b.cntr(cntr) {
+                c.inc();
+            }
+            if slot.report || (rx && imm) {
+                if let Some(cq) = cq {
+                    let _ = cq.push_entry(&CqTaggedEntry {
+                        op_context: slot.ctx,
+                        flags,
+                        len,
+                        buf: if rx && len > 0 {
+                            slot.buf as *mut _
+                        } else {
+                            std::ptr::null_mut()
+                        },
+                        data,
+                        tag: 0,
+                    });
+                }
+            }
+        } else {
+            if let Some(c) = st.b.cntr(cntr) {
+                c.inc_err();
+            }
+            if let Some(cq) = cq {
+                let _ = cq.push_err(CqError {
+                    op_context: slot.ctx,
+                    flags: slot.flags,
+                    len: 0,
+                    buf: slot.buf,
+                    data: 0,
+                    tag: 0,
+                    olen: 0,
+                    err: crate::cq::wc_errno(wc.status),
+                    prov_errno: wc.status as i32,
+                    err_data: Vec::new(),
+                });
+            }
+        }
+        drop(slot);
+    }
+}
+
+impl Progress for EpInner {
+    fn progress(&self) -> usize {
+        let Ok(mut st) = self.st.try_lock() else {
+            return 0;
+        };
+        while self.channel.get_cq_event().is_some() {}
+        let mut work = 0;
+        let stash = std::mem::take(&mut st.stash);
+        for wc in &stash {
+            self.complete(&mut st, wc);
+            work += 1;
+        }
+        st.stash = stash;
+        st.stash.clear();
+        let mut wcs = [WorkCompletion::new(0, WcStatus::Success, WcOpcode::Send, 0); ROUND];
+        for _ in 0..4 {
+            let n = self.cq.poll(&mut wcs).unwrap_or(0);
+            for wc in &wcs[..n] {
+                self.complete(&mut st, wc);
+            }
+            work += n;
+            if n < ROUND {
+                break;
+            }
+        }
+        work
+    }
+
+    /// Arm the device completion queue and wait on its channel; a completion already
+    /// there is stashed for the next round, and the waiter polls instead.
+    fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
+        let Ok(mut st) = self.st.try_lock() else {
+            return false;
+        };
+        if self.cq.req_notify(false).is_err() {
+            return false;
+        }
+        let mut wcs = [WorkCompletion::new(0, WcStatus::Success, WcOpcode::Send, 0); ROUND];
+        let room = ROUND - st.stash.len().min(ROUND);
+        let n = self.cq.poll(&mut wcs[..room]).unwrap_or(0);
+        st.stash.extend_from_slice(&wcs[..n]);
+        if !st.stash.is_empty() {
+            return false;
+        }
+        out.push(FdInterest::read(self.channel.fd()));
+        true
+    }
+}
+
+/// A scatter list of at most [`crate::IOV_LIMIT`] entries for `iov`, registering
+/// buffers outside every registered region for the operation (kept in `tmp`).
+///
+/// # Safety
+/// Every `(address, length)` of `iov` must stay valid until the operation completes
+/// (the data calls' contract).
+pub(crate) unsafe fn sges(
+    dom: &DomainShared,
+    iov: &[(usize, usize)],
+    write: bool,
+    tmp: &mut Vec<MemoryRegion>,
+    out: &mut [Sge; crate::IOV_LIMIT],
+) -> Result<usize> {
+    let mut n = 0;
+    for &(p, len) in iov.iter().filter(|(_, l)| *l > 0) {
+        if n == out.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: more than {} iov entries", crate::IOV_LIMIT),
+            ));
+        }
+        let Ok(length) = u32::try_from(len) else {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: a {len}-byte buffer is too long"),
+            ));
+        };
+        let lkey = match dom.lkey_of(p, len) {
+            Some(k) => k,
+            None => {
+                let access = if write {
+                    Access::LOCAL_WRITE
+                } else {
+                    Access::empty()
+                };
+                // SAFETY: the caller keeps the buffer valid until completion; the
+                // registration lives in the operation's slot until then.
+                let mr = unsafe { dom.pd.reg_mr(p as *mut u8, len, access)? };
+                let k = mr.lkey();
+                tmp.push(mr);
+                k
+            }
+        };
+        out[n] = Sge {
+            addr: p as u64,
+            length,
+            lkey,
+        };
+        n += 1;
+    }
+    Ok(n)
+}

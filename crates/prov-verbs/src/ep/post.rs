@@ -1,0 +1,378 @@
+//! The data path: kit's [`DataPath`] shapes each data call into a request; here it
+//! becomes one work request on the queue pair (a send, an RDMA write or read, or an
+//! atomic), with a slot recording its completion.
+//!
+//! Invariants: an operation is posted only on a connected, enabled endpoint with a free
+//! slot (`FI_EAGAIN` otherwise); a slot is freed by the operation's completion. Nothing
+//! here panics.
+
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+use ofi_core::{Errno, Error, OpFlags, Result};
+use ofi_kit::dataops::DataPath;
+use ofi_kit::iov::IoList;
+use ofi_kit::request::{AtomicRequest, RmaDir, RmaRequest, SendRequest};
+use ofi_kit::tagmatch::PostedRecv;
+use ofi_rdma::{RecvWr, Remote, SendFlags, SendOp, SendWr, Sge};
+
+use super::{lock, sges, CntrKind, Conn, Endpoint, EpInner, Slot, St, RX_BIT};
+use crate::NAME;
+
+fn not_ready(st: &St) -> Result<()> {
+    if !st.enabled {
+        return Err(Error::new(
+            Errno::EOPBADSTATE,
+            format!("{NAME}: endpoint not enabled"),
+        ));
+    }
+    if st.conn != Conn::Connected {
+        return Err(Error::new(
+            Errno::ENOTCONN,
+            format!("{NAME}: endpoint not connected"),
+        ));
+    }
+    Ok(())
+}
+
+fn no_room() -> Error {
+    Error::new(Errno::EAGAIN, format!("{NAME}: send queue full"))
+}
+
+/// What a transmit operation posts.
+struct Tx<'a> {
+    iov: &'a [(usize, usize)],
+    op: SendOp,
+    /// Carry the data inline when it fits (`FI_INJECT`, `fi_inject*`).
+    inject: bool,
+    /// An `fi_inject*` call: no completion entry.
+    quiet: bool,
+    ctx: usize,
+    flags: u64,
+    report: bool,
+    cntr: CntrKind,
+    write_local: bool,
+    scratch: Option<Box<u64>>,
+}
+
+impl EpInner {
+    fn post_tx(&self, t: Tx<'_>) -> Result<()> {
+        let mut st = lock(&self.st);
+        not_ready(&st)?;
+        if st.tx.left() == 0 {
+            return Err(no_room());
+        }
+        let total: usize = t.iov.iter().map(|p| p.1).sum();
+        let mut list = [Sge::default(); crate::IOV_LIMIT];
+        let mut tmp = Vec::new();
+        let mut flags = SendFlags::SIGNALED;
+        let mut scratch = t.scratch;
+        let n = if t.inject && total <= self.inline_size {
+            flags |= SendFlags::INLINE;
+            let mut n = 0;
+            for &(p, len) in t.iov.iter().filter(|(_, l)| *l > 0) {
+                if n == list.len() {
+                    return Err(Error::new(Errno::EINVAL, format!("{NAME}: iov too long")));
+                }
+                list[n] = Sge {
+                    addr: p as u64,
+                    length: len as u32,
+                    lkey: 0,
+                };
+                n += 1;
+            }
+            n
+        } else if let Some(s) = scratch.as_mut() {
+            let p = (&mut **s as *mut u64) as usize;
+            // SAFETY: the box lives in the slot until the completion.
+            unsafe { sges(&self.dom, &[(p, 8)], true, &mut tmp, &mut list)? }
+        } else {
+            // SAFETY: the data calls' contract keeps the buffers valid until completion.
+            unsafe { sges(&self.dom, t.iov, t.write_local, &mut tmp, &mut list)? }
+        };
+        let first = t.iov.first().map_or(0, |p| p.0);
+        let slot = Slot {
+            ctx: t.ctx,
+            flags: t.flags,
+            len: total,
+            buf: first,
+            report: t.report && !t.quiet,
+            cntr: t.cntr,
+            _tmp: tmp,
+            _scratch: scratch,
+        };
+        let Some(i) = st.tx.insert(slot) else {
+            return Err(no_room());
+        };
+        let wr = SendWr {
+            wr_id: i as u64,
+            sg_list: &list[..n],
+            op: t.op,
+            send_flags: flags,
+            ud: None,
+        };
+        // SAFETY: inline sends read the application's buffers now (valid by the data
+        // calls' contract); the scatter list names registered memory.
+        if let Err(e) = unsafe { self.qp.post_send(&wr) } {
+            st.tx.remove(i);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn report(&self, flags: OpFlags, sel: bool) -> bool {
+        !sel || flags.contains(OpFlags::COMPLETION)
+    }
+
+    fn send_common(&self, req: &SendRequest) -> Result<()> {
+        if req.tag.is_some() {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                format!("{NAME}: tagged messages are not offered"),
+            ));
+        }
+        let sel = lock(&self.st).b.tx_sel;
+        let inject = req.inject || req.flags.contains(OpFlags::INJECT);
+        self.post_tx(Tx {
+            iov: req.iov.slice(),
+            op: match req.data {
+                Some(d) => SendOp::SendWithImm(d as u32),
+                None => SendOp::Send,
+            },
+            inject,
+            quiet: req.inject,
+            ctx: req.context,
+            flags: (OpFlags::SEND | OpFlags::MSG).bits(),
+            report: self.report(req.flags, sel),
+            cntr: CntrKind::Send,
+            write_local: false,
+            scratch: None,
+        })
+    }
+
+    fn recv_common(&self, recv: PostedRecv<IoList>) -> Result<()> {
+        if recv.tagged {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                format!("{NAME}: tagged messages are not offered"),
+            ));
+        }
+        let mut st = lock(&self.st);
+        if !st.enabled {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: endpoint not enabled"),
+            ));
+        }
+        if st.rx.left() == 0 {
+            return Err(Error::new(
+                Errno::EAGAIN,
+                format!("{NAME}: receive queue full"),
+            ));
+        }
+        let mut list = [Sge::default(); crate::IOV_LIMIT];
+        let mut tmp = Vec::new();
+        // SAFETY: the data calls' contract keeps the buffers valid until completion.
+        let n = unsafe { sges(&self.dom, recv.buf.slice(), true, &mut tmp, &mut list)? };
+        let slot = Slot {
+            ctx: recv.ctx,
+            flags: (OpFlags::RECV | OpFlags::MSG).bits(),
+            len: recv.len,
+            buf: recv.buf.slice().first().map_or(0, |p| p.0),
+            report: self.report(recv.flags, st.b.rx_sel),
+            cntr: CntrKind::Recv,
+            _tmp: tmp,
+            _scratch: None,
+        };
+        let Some(i) = st.rx.insert(slot) else {
+            return Err(Error::new(
+                Errno::EAGAIN,
+                format!("{NAME}: receive queue full"),
+            ));
+        };
+        let wr = RecvWr {
+            wr_id: i as u64 | RX_BIT,
+            sg_list: &list[..n],
+        };
+        if let Err(e) = self.qp.post_recv(&wr) {
+            st.rx.remove(i);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn rkey(key: u64) -> Result<u32> {
+        u32::try_from(key).map_err(|_| {
+            Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: key {key:#x} is not a verbs rkey"),
+            )
+        })
+    }
+
+    fn rma_common(&self, req: &RmaRequest<'_>) -> Result<()> {
+        let iov: Vec<(usize, usize)> = req
+            .local
+            .bufs
+            .iter()
+            .map(|v| (v.base as usize, v.len))
+            .collect();
+        let remote = Remote {
+            addr: req.remote.addr,
+            rkey: EpInner::rkey(req.remote.key)?,
+        };
+        let sel = lock(&self.st).b.tx_sel;
+        let (op, flags, cntr, write_local) = match req.dir {
+            RmaDir::Write => (
+                match req.data {
+                    Some(d) => SendOp::RdmaWriteWithImm(remote, d as u32),
+                    None => SendOp::RdmaWrite(remote),
+                },
+                OpFlags::RMA | OpFlags::WRITE,
+                CntrKind::Write,
+                false,
+            ),
+            RmaDir::Read => (
+                SendOp::RdmaRead(remote),
+                OpFlags::RMA | OpFlags::READ,
+                CntrKind::Read,
+                true,
+            ),
+        };
+        let inject = req.inject || req.flags.contains(OpFlags::INJECT);
+        self.post_tx(Tx {
+            iov: &iov,
+            op,
+            inject: inject && req.dir == RmaDir::Write,
+            quiet: req.inject,
+            ctx: req.context,
+            flags: flags.bits(),
+            report: self.report(req.flags, sel),
+            cntr,
+            write_local,
+            scratch: None,
+        })
+    }
+
+    /// # Safety
+    /// The request's iocs must be valid (the data calls' contract) until completion.
+    unsafe fn atomic_common(&self, req: &AtomicRequest<'_>) -> Result<()> {
+        crate::domain::atomic_supported(req.datatype, req.op, req.kind)?;
+        let count: usize = req.operands.bufs.iter().map(|i| i.count).sum();
+        if count != 1 || req.remote.count != 1 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: verbs atomics act on one 8-byte element"),
+            ));
+        }
+        let Some(opnd) = req.operands.bufs.iter().find(|i| i.count > 0) else {
+            return Err(Error::new(Errno::EINVAL, format!("{NAME}: no operand")));
+        };
+        // SAFETY: the operand is one valid 8-byte element (caller's contract).
+        let value = unsafe { std::ptr::read_unaligned(opnd.addr.cast::<u64>()) };
+        let remote = Remote {
+            addr: req.remote.addr,
+            rkey: EpInner::rkey(req.remote.key)?,
+        };
+        let op = match req.op {
+            AtomicOp::Cswap => {
+                let Some(c) = req.compare.bufs.iter().find(|i| i.count > 0) else {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!("{NAME}: no compare value"),
+                    ));
+                };
+                // SAFETY: as the operand.
+                let compare = unsafe { std::ptr::read_unaligned(c.addr.cast::<u64>()) };
+                SendOp::AtomicCmpSwap {
+                    remote,
+                    compare,
+                    swap: value,
+                }
+            }
+            _ => SendOp::AtomicFetchAdd { remote, add: value },
+        };
+        let sel = lock(&self.st).b.tx_sel;
+        let (result, scratch, flags, cntr) = match req.kind {
+            AtomicKind::Base => (
+                Vec::new(),
+                Some(Box::new(0u64)),
+                OpFlags::ATOMIC | OpFlags::WRITE,
+                CntrKind::Write,
+            ),
+            _ => {
+                let Some(r) = req.result.bufs.iter().find(|i| i.count > 0) else {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!("{NAME}: no result buffer"),
+                    ));
+                };
+                (
+                    vec![(r.addr as usize, 8)],
+                    None,
+                    OpFlags::ATOMIC | OpFlags::READ,
+                    CntrKind::Read,
+                )
+            }
+        };
+        self.post_tx(Tx {
+            iov: &result,
+            op,
+            inject: false,
+            quiet: req.inject,
+            ctx: req.context,
+            flags: flags.bits(),
+            report: self.report(req.flags, sel),
+            cntr,
+            write_local: true,
+            scratch,
+        })
+    }
+}
+
+/// The data calls (`endpoint_data_ops!`).
+impl DataPath for Endpoint {
+    const NAME: &'static str = NAME;
+    const RMA_IOV_LIMIT: usize = 1;
+    type Active = Endpoint;
+
+    fn active(&self) -> Result<&Endpoint> {
+        Ok(self)
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.inner.tx_flags
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.inner.rx_flags
+    }
+
+    fn recv_src(&self, _src: u64) -> u64 {
+        ofi_kit::tagmatch::ANY_SRC
+    }
+
+    fn inject_size(&self) -> usize {
+        self.inner.inline_size
+    }
+
+    fn submit_send(&self, _act: &Endpoint, req: SendRequest) -> Result<()> {
+        self.inner.send_common(&req)
+    }
+
+    fn submit_recv(&self, _act: &Endpoint, recv: PostedRecv<IoList>) -> Result<()> {
+        self.inner.recv_common(recv)
+    }
+
+    fn submit_rma(&self, _act: &Endpoint, req: RmaRequest<'_>) -> Result<()> {
+        self.inner.rma_common(&req)
+    }
+
+    fn submit_atomic(&self, _act: &Endpoint, req: AtomicRequest<'_>) -> Result<()> {
+        // SAFETY: kit built `req` from a data call whose contract keeps the iocs valid.
+        unsafe { self.inner.atomic_common(&req) }
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        crate::domain::atomic_supported(dt, op, kind)?;
+        Ok(1)
+    }
+}

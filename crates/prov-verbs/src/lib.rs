@@ -1,0 +1,314 @@
+//! ofi-prov-verbs: the `verbs` provider — `FI_EP_MSG` endpoints over reliable-connected
+//! (RC) queue pairs of an RDMA device, through the device layer `ofi-rdma` (rdma-core
+//! opened at run time, or the software device `soft0` with `FI_VERBS_DEVICE=soft`).
+//!
+//! # What it offers
+//!
+//! - one getinfo result per device (domain name = device name, fabric
+//!   `IB-0xfe80000000000000`), endpoint type `FI_EP_MSG`, address format
+//!   `FI_SOCKADDR_IN`; without rdma-core or without a device the provider does not
+//!   initialise, and its error is the one-line reason ("libibverbs.so.1 not found",
+//!   "no RDMA device");
+//! - capabilities `FI_MSG | FI_RMA | FI_ATOMIC | FI_REMOTE_CQ_DATA` with the direction
+//!   bits (no tagged messages: verbs RC has no tags), with mode `FI_RX_CQ_DATA`; a second
+//!   info per device without `FI_REMOTE_CQ_DATA` needs no mode;
+//! - connection management through the device layer's connection manager
+//!   (`ofi_rdma::CmChannel`; see [`cm`]): passive endpoints, `fi_connect` with up to 56
+//!   bytes of data, `FI_CONNREQ`, `fi_accept` (up to 196 bytes) / `fi_reject`,
+//!   `FI_CONNECTED`, `FI_SHUTDOWN`, `FI_ECONNREFUSED` error events;
+//! - messages as RC sends (`fi_inject` as an inline send up to the inline size); RMA
+//!   read / write / write with remote CQ data (write with immediate: 4 bytes of CQ
+//!   data, consuming a posted receive at the target, hence mode `FI_RX_CQ_DATA`); the
+//!   8-byte atomics verbs has (`FI_SUM` as fetch-and-add, `FI_CSWAP` as compare-and-swap,
+//!   on `FI_UINT64` / `FI_INT64`);
+//! - memory registration with `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+//!   FI_MR_PROV_KEY` (the key is the region's rkey); a local buffer outside every
+//!   registered region is registered for the duration of its operation;
+//! - completion queues are kit's, filled by the endpoint's progress from the device's
+//!   completion queue; waiting sleeps on the device's completion channel fd.
+//!
+//! Work completion statuses become `FI_*` errors by the table in [`cq`].
+//!
+//! # Parameters (`FI_VERBS_<NAME>`)
+//!
+//! `iface` (accepted; the software device has no interfaces), `device_name` (only this
+//! device), `inline_size` (default 64), `tx_size` / `rx_size` (default 384), and, read by
+//! the device layer, `FI_VERBS_DEVICE=soft`.
+//!
+//! # Module map
+//!
+//! [`fabric`] fabric; [`domain`] domain (device context, protection domain, region
+//! table); [`mr`] memory regions; [`cm`] connection management and the passive endpoint;
+//! [`ep`] the active endpoint; [`cq`] work completions → CQ entries.
+//!
+//! # Panics
+//!
+//! Nothing panics on application or peer input.
+
+pub mod cm;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod fabric;
+pub mod mr;
+
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
+use ofi_core::param::ParamType;
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{
+    AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
+    Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+};
+use ofi_rdma::{device_list, DeviceKind};
+
+pub use domain::Domain;
+pub use ep::Endpoint;
+pub use fabric::Fabric;
+
+/// The provider's name.
+pub const NAME: &str = "verbs";
+/// The fabric name every device is listed under (the default GID subnet prefix).
+pub const FABRIC_NAME: &str = "IB-0xfe80000000000000";
+/// Scatter/gather entries per operation.
+pub const IOV_LIMIT: usize = 4;
+
+/// What the parameters resolved to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Which implementation provides the devices.
+    pub kind: DeviceKind,
+    /// The devices offered (names).
+    pub devices: Vec<String>,
+    /// Largest inline send.
+    pub inline_size: usize,
+    /// Send queue depth.
+    pub tx_size: usize,
+    /// Receive queue depth.
+    pub rx_size: usize,
+    /// `FI_VERBS_IFACE`, as given.
+    pub iface: Option<String>,
+}
+
+/// The `verbs` provider.
+#[derive(Debug)]
+pub struct VerbsProvider {
+    settings: Settings,
+}
+
+impl VerbsProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn settings_from(host: &Host) -> Result<Settings> {
+        host.declare_param("iface", ParamType::String, "Network interface to use", None)?;
+        host.declare_param(
+            "device_name",
+            ParamType::String,
+            "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)",
+            None,
+        )?;
+        host.declare_param(
+            "inline_size",
+            ParamType::Size,
+            "Largest send carried inline in the work request",
+            Some("64"),
+        )?;
+        host.declare_param("tx_size", ParamType::Size, "Send queue depth", Some("384"))?;
+        host.declare_param(
+            "rx_size",
+            ParamType::Size,
+            "Receive queue depth",
+            Some("384"),
+        )?;
+        let kind = DeviceKind::from_env();
+        let mut devices: Vec<String> = device_list(kind)
+            .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
+            .iter()
+            .map(|d| d.name().to_string())
+            .collect();
+        if let Some(want) = host.param_str("device_name")? {
+            devices.retain(|d| *d == want);
+            if devices.is_empty() {
+                return Err(Error::new(
+                    Errno::ENODEV,
+                    format!(
+                        "FI_VERBS_DEVICE_NAME={:?}: no such RDMA device",
+                        ofi_kit::diag::shorten(&want, 64)
+                    ),
+                ));
+            }
+        }
+        if devices.is_empty() {
+            return Err(Error::new(Errno::ENODEV, "no RDMA device"));
+        }
+        let mut s = Settings {
+            kind,
+            devices,
+            inline_size: 64,
+            tx_size: 384,
+            rx_size: 384,
+            iface: host.param_str("iface")?.filter(|v| !v.is_empty()),
+        };
+        if let Some(v) = host.param_size("inline_size")? {
+            if v > ep::INLINE_MAX {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("FI_VERBS_INLINE_SIZE={v}: at most {}", ep::INLINE_MAX),
+                ));
+            }
+            s.inline_size = v;
+        }
+        for (name, slot) in [("tx_size", &mut s.tx_size), ("rx_size", &mut s.rx_size)] {
+            if let Some(v) = host.param_size(name)? {
+                if v == 0 || v > 16 << 10 {
+                    return Err(Error::new(
+                        Errno::EINVAL,
+                        format!("FI_VERBS_{}={v}: 1 to 16384", name.to_uppercase()),
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        Ok(s)
+    }
+
+    /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
+    /// mode it needs (a write with immediate consumes a posted receive).
+    fn template(&self, device: &str, cq_data: bool) -> Info {
+        let s = &self.settings;
+        let mut caps = Caps::MSG
+            | Caps::RMA
+            | Caps::ATOMIC
+            | Caps::REMOTE_CQ_DATA
+            | Caps::SEND
+            | Caps::RECV
+            | Caps::READ
+            | Caps::WRITE
+            | Caps::REMOTE_READ
+            | Caps::REMOTE_WRITE;
+        let mode = if cq_data {
+            Mode::RX_CQ_DATA
+        } else {
+            caps -= Caps::REMOTE_CQ_DATA;
+            Mode::empty()
+        };
+        let order = MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW | MsgOrder::WAS;
+        Info {
+            caps,
+            mode,
+            addr_format: AddrFormat::SOCKADDR_IN,
+            tx_attr: TxAttr {
+                caps: caps - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                mode: Mode::empty(),
+                op_flags: OpFlags::COMPLETION,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                inject_size: s.inline_size,
+                size: s.tx_size,
+                iov_limit: IOV_LIMIT,
+                rma_iov_limit: 1,
+                tclass: 0,
+            },
+            rx_attr: RxAttr {
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                mode,
+                op_flags: OpFlags::COMPLETION,
+                msg_order: order,
+                comp_order: CompOrder::NONE,
+                total_buffered_recv: 0,
+                size: s.rx_size,
+                iov_limit: IOV_LIMIT,
+            },
+            ep_attr: EpAttr {
+                ep_type: EpType::Msg,
+                protocol: Protocol::RDMA_CM_IB_RC,
+                protocol_version: 1,
+                max_msg_size: 1 << 30,
+                msg_prefix_size: 0,
+                max_order_raw_size: 1 << 30,
+                max_order_war_size: 0,
+                max_order_waw_size: 1 << 30,
+                mem_tag_format: 0,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                auth_key: None,
+            },
+            domain_attr: DomainAttr {
+                domain: 0,
+                name: Some(device.to_string()),
+                threading: Threading::Safe,
+                control_progress: Progress::Auto,
+                data_progress: Progress::Auto,
+                resource_mgmt: ResourceMgmt::Enabled,
+                av_type: AvType::Unspec,
+                mr_mode: MrMode::LOCAL | MrMode::VIRT_ADDR | MrMode::ALLOCATED | MrMode::PROV_KEY,
+                mr_key_size: 4,
+                cq_data_size: 4,
+                cq_cnt: 1024,
+                ep_cnt: 4096,
+                tx_ctx_cnt: 4096,
+                rx_ctx_cnt: 4096,
+                max_ep_tx_ctx: 1,
+                max_ep_rx_ctx: 1,
+                max_ep_stx_ctx: 0,
+                max_ep_srx_ctx: 0,
+                cntr_cnt: 1024,
+                mr_iov_limit: 1,
+                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
+                mode: Mode::empty(),
+                auth_key: None,
+                max_err_data: ofi_rdma::cm::ACCEPT_PRIVATE_MAX,
+                mr_cnt: 1 << 16,
+                tclass: 0,
+            },
+            fabric_attr: FabricAttr {
+                name: Some(FABRIC_NAME.to_string()),
+                ..FabricAttr::default()
+            },
+            ..Info::default()
+        }
+    }
+}
+
+impl Provider for VerbsProvider {
+    const NAME: &'static str = NAME;
+    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
+    const VERSION: Version = Version::new(1, 0);
+    type Fabric = Fabric;
+
+    fn init(host: &Host) -> Result<Self> {
+        Ok(VerbsProvider {
+            settings: VerbsProvider::settings_from(host)?,
+        })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        self.settings
+            .devices
+            .iter()
+            .flat_map(|d| [self.template(d, true), self.template(d, false)])
+            .collect()
+    }
+
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let mut out = getinfo::match_templates(
+            NAME,
+            Self::VERSION,
+            &self.info_templates(),
+            req,
+            &getinfo::IpResolver,
+        );
+        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
+        out
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Fabric> {
+        Fabric::open(self.settings.clone(), info)
+    }
+}
+
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(VerbsProvider);
