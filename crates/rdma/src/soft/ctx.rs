@@ -40,7 +40,7 @@ pub struct SoftFault {
 
 impl SoftFault {
     /// From `FI_VERBS_SOFT_UD_DROP` (percent, 0–100), `FI_VERBS_SOFT_UD_DELAY_US` (at most
-    /// [`MAX_UD_DELAY_US`]) and `FI_VERBS_SOFT_SEED`; unset or empty values are 0.
+    /// 10 s, `MAX_UD_DELAY_US`) and `FI_VERBS_SOFT_SEED`; unset or empty values are 0.
     ///
     /// Errors: `InvalidInput` naming the variable and its value when a value is not a
     /// decimal number or is out of range (a typo must not silently run without faults).
