@@ -305,7 +305,15 @@ pub fn core_hints(h: Option<&Info>) -> Info {
         m.src_addr.clone_from(&h.src_addr);
         m.dest_addr.clone_from(&h.dest_addr);
         if h.domain_attr.mr_mode != ofi_core::MrMode::empty() {
-            m.domain_attr.mr_mode = h.domain_attr.mr_mode;
+            // rxm is an RMA user of its core whatever the application asked: a
+            // rendezvous is the receiver reading the sender's buffer through the core.
+            // rxm handles the core's target bits itself (it sends virtual addresses when
+            // the core wants them, and the core's keys), so it accepts them even when
+            // the application's own mode, shaped for an application that is no RMA
+            // target, lacks them — otherwise a core such as verbs, whose keys only take
+            // virtual addresses, would drop FI_MR_VIRT_ADDR and rxm would send offsets.
+            m.domain_attr.mr_mode =
+                h.domain_attr.mr_mode | ofi_core::MrMode::VIRT_ADDR | ofi_core::MrMode::PROV_KEY;
         }
     }
     m
