@@ -13,7 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::cq::lock;
 use crate::verbs::Gid;
@@ -249,15 +249,20 @@ pub(crate) struct Conn {
     pub peer: Mutex<Option<Gid>>,
     backlog: Mutex<VecDeque<Vec<u8>>>,
     dead: AtomicBool,
+    /// The owning context's service-thread eventfd: written when the backlog becomes
+    /// non-empty, so the thread adds `POLLOUT` for this connection at once instead of at
+    /// its next timeout (a send that found the socket full used to wait up to a second).
+    wake: Arc<OwnedFd>,
 }
 
 impl Conn {
-    pub(crate) fn new(fd: OwnedFd, peer: Option<Gid>) -> Conn {
+    pub(crate) fn new(fd: OwnedFd, peer: Option<Gid>, wake: Arc<OwnedFd>) -> Conn {
         Conn {
             fd,
             peer: Mutex::new(peer),
             backlog: Mutex::new(VecDeque::new()),
             dead: AtomicBool::new(false),
+            wake,
         }
     }
 
@@ -314,7 +319,12 @@ impl Conn {
                 )
             };
         }
+        let was_empty = bl.is_empty();
         bl.push_back(copy);
+        drop(bl);
+        if was_empty {
+            super::cq::eventfd_add(self.wake.as_raw_fd());
+        }
         true
     }
 
@@ -387,5 +397,57 @@ impl Conn {
             Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
             _ => Err(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::soft::cq::{eventfd, eventfd_take};
+
+    /// A packet that finds the socket full goes to the backlog and wakes the service
+    /// thread (through the context's eventfd) once, when the backlog becomes non-empty;
+    /// the thread then polls the connection for `POLLOUT` and flushes.
+    #[test]
+    fn a_full_socket_wakes_the_service_thread() {
+        let mut fds = [0; 2];
+        // SAFETY: plain syscall writing two fds into a local array.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0, "socketpair: {}", std::io::Error::last_os_error());
+        // SAFETY: two new fds we own.
+        let (ours, _peer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let wake = Arc::new(eventfd(false).unwrap());
+        let conn = Conn::new(ours, None, wake.clone());
+        let packet = vec![0x5au8; 16 << 10];
+        let iov = [libc::iovec {
+            iov_base: packet.as_ptr() as *mut _,
+            iov_len: packet.len(),
+        }];
+        // Bounded: the socket holds at most a few MiB; nobody reads the other end.
+        let mut sent = 0;
+        while !conn.has_backlog() {
+            assert!(sent < 100_000, "the socket never filled");
+            assert!(!eventfd_take(wake.as_raw_fd()), "woken before the backlog");
+            // SAFETY: `packet` is alive for the call.
+            assert!(unsafe { conn.send(&iov) });
+            sent += 1;
+        }
+        assert!(
+            eventfd_take(wake.as_raw_fd()),
+            "no wake when the backlog began"
+        );
+        // SAFETY: as above.
+        assert!(unsafe { conn.send(&iov) });
+        assert!(
+            !eventfd_take(wake.as_raw_fd()),
+            "a second wake for the same backlog"
+        );
     }
 }

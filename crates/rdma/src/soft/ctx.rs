@@ -141,7 +141,7 @@ pub(crate) struct CtxShared {
     dir: PathBuf,
     path: PathBuf,
     listen: OwnedFd,
-    wake: OwnedFd,
+    wake: Arc<OwnedFd>,
     pub mrs: MrTable,
     pub async_ev: Arc<Notifier<AsyncEvent>>,
     pub tables: Mutex<Tables>,
@@ -179,7 +179,7 @@ impl CtxShared {
         // Connect without holding the tables (a connect may wait for the peer).
         let path = conn::gid_path(&self.dir, gid)?;
         let fd = conn::connect_to(&path).ok()?;
-        let c = Arc::new(Conn::new(fd, Some(*gid)));
+        let c = Arc::new(Conn::new(fd, Some(*gid), self.wake.clone()));
         let hello = Hdr {
             kind: Kind::Hello as u8,
             ..Hdr::default()
@@ -352,7 +352,7 @@ impl CtxOwner {
             dir,
             path,
             listen,
-            wake: eventfd(false)?,
+            wake: Arc::new(eventfd(false)?),
             mrs: MrTable::default(),
             async_ev: Arc::new(Notifier::new()?),
             tables: Mutex::new(Tables::default()),
@@ -478,7 +478,9 @@ fn service(ctx: &Arc<CtxShared>) {
         }
         if pfds[1].revents != 0 {
             while let Some(fd) = conn::accept_one(ctx.listen.as_raw_fd()) {
-                lock(&ctx.tables).conns.push(Arc::new(Conn::new(fd, None)));
+                lock(&ctx.tables)
+                    .conns
+                    .push(Arc::new(Conn::new(fd, None, ctx.wake.clone())));
             }
         }
         let mut rx = lock(&ctx.rx);
