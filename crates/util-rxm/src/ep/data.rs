@@ -168,8 +168,19 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
-        let n = ofi_kit::atomic::valid(op, dt, kind)?;
-        Ok(n.min(self.sh.dom.core_info.ep_attr.max_msg_size / dt.size().max(1)))
+        // rxm forwards atomics to its core: what the core's domain supports is the
+        // answer (verbs has two operations, tcp every one of kit's engine), so
+        // `fi_atomicvalid` here agrees with `fi_query_atomic` on rxm's domain.
+        ofi_kit::atomic::valid(op, dt, kind)?;
+        let flags = match kind {
+            AtomicKind::Base => 0,
+            AtomicKind::Fetch => ofi_kit::atomic::FETCH_ATOMIC,
+            AtomicKind::Compare => ofi_kit::atomic::COMPARE_ATOMIC,
+        };
+        let attr = self.sh.dom.core.query_atomic(dt, op, flags)?;
+        Ok(attr
+            .count
+            .min(self.sh.dom.core_info.ep_attr.max_msg_size / dt.size().max(1)))
     }
 }
 
