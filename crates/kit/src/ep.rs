@@ -38,7 +38,7 @@ use crate::cntr::KitCntr;
 use crate::cq::KitCq;
 use crate::eq::KitEq;
 use crate::iov::IoList;
-use crate::tagmatch::{Incoming, MatcherConfig, Placement, PostedRecv};
+use crate::tagmatch::{Incoming, MatcherConfig, Placement, PostAction, PostedRecv};
 
 /// A CQ bound for one direction.
 #[derive(Clone, Debug)]
@@ -131,6 +131,27 @@ pub struct Bindings<P = ()> {
     pub av: Option<Arc<KitAv<P>>>,
     /// The event queue.
     pub eq: Option<KitEq>,
+}
+
+/// An unexpected message [`Bound::carry_out`] hands the provider.
+#[derive(Debug)]
+pub enum Unexpected<'a, U> {
+    /// Deliver message `msg`, whose bytes `payload` holds, into `recv` at `place`;
+    /// `releases`: this completion releases a multi-receive buffer (`FI_MULTI_RECV`).
+    Deliver {
+        /// The receive.
+        recv: &'a PostedRecv<IoList>,
+        /// Where the data goes.
+        place: Placement,
+        /// The message.
+        msg: &'a Incoming,
+        /// The provider's hold on its bytes.
+        payload: U,
+        /// Whether this completion releases the buffer.
+        releases: bool,
+    },
+    /// `FI_DISCARD` removed the message: release what `payload` holds.
+    Discard(U),
 }
 
 /// What an enabled connectionless endpoint reports to: [`Bindings`] frozen by
@@ -234,6 +255,55 @@ impl<P> Bound<P> {
     /// the receive's flags and tag.
     pub fn cancelled<B>(&self, recv: &PostedRecv<B>) {
         self.rx_error(recv, Errno::ECANCELED);
+    }
+
+    /// Carries out what posting a receive answered ([`PostAction`]): peeks and
+    /// "no message" are reported here; each unexpected message to deliver (one, or the
+    /// several a multi-receive buffer takes, the last with `releases` when the buffer
+    /// was released) and each payload `FI_DISCARD` removed go to `unexpected`, which
+    /// knows the provider's payloads.
+    pub fn carry_out<U>(
+        &self,
+        action: PostAction<IoList, U>,
+        mut unexpected: impl FnMut(Unexpected<'_, U>),
+    ) {
+        match action {
+            PostAction::Queued => {}
+            PostAction::One {
+                recv,
+                place,
+                msg,
+                payload,
+            } => unexpected(Unexpected::Deliver {
+                recv: &recv,
+                place,
+                msg: &msg,
+                payload,
+                releases: false,
+            }),
+            PostAction::Multi {
+                recv,
+                released,
+                msgs,
+            } => {
+                let n = msgs.len();
+                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
+                    unexpected(Unexpected::Deliver {
+                        recv: &recv,
+                        place,
+                        msg: &msg,
+                        payload,
+                        releases: released && i + 1 == n,
+                    });
+                }
+            }
+            PostAction::Peeked { recv, msg } => self.peeked(recv, &msg, false),
+            PostAction::NoMessage { recv } => self.no_message(&recv),
+            PostAction::Discarded { recv, msg, payload } => {
+                unexpected(Unexpected::Discard(payload));
+                self.peeked(recv, &msg, true);
+            }
+        }
     }
 
     /// Report a peek that found nothing: an `FI_ENOMSG` error entry.

@@ -12,6 +12,7 @@
 //! Nothing here panics on application or peer input.
 
 use super::*;
+use ofi_kit::ep::Unexpected;
 
 impl Shared {
     // ---------------------------------------------------------------- receive side
@@ -384,37 +385,19 @@ impl Shared {
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        match posted? {
-            PostAction::Queued => {}
-            PostAction::One {
+        act.carry_out(posted?, |u| match u {
+            Unexpected::Deliver {
                 recv,
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(act, rx, Matched::new(&recv, place, false), &msg, payload),
-            PostAction::Multi {
-                recv,
-                released,
-                msgs,
-            } => {
-                let n = msgs.len();
-                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
-                    let last = released && i + 1 == n;
-                    self.deliver_unexp(act, rx, Matched::new(&recv, place, last), &msg, payload);
-                }
-            }
-            PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
-            PostAction::NoMessage { recv } => act.no_message(&recv),
-            PostAction::Discarded { recv, msg, payload } => {
-                if let Unexp::Rts {
-                    ring, claim, id, ..
-                } = payload
-                {
-                    self.push_ack(rx, ring, claim, id, 0);
-                }
-                act.peeked(recv, &msg, true);
-            }
-        }
+                releases,
+            } => self.deliver_unexp(act, rx, Matched::new(recv, place, releases), msg, payload),
+            Unexpected::Discard(Unexp::Rts {
+                ring, claim, id, ..
+            }) => self.push_ack(rx, ring, claim, id, 0),
+            Unexpected::Discard(_) => {}
+        });
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 //! Nothing here panics on peer input: lengths come from the engine, which checked them.
 
 use super::*;
+use ofi_kit::ep::Unexpected;
 
 /// An unexpected message: the whole message, rxd header included.
 pub(super) type Unexp = Vec<u8>;
@@ -350,32 +351,16 @@ impl Shared {
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        match posted? {
-            PostAction::Queued => {}
-            PostAction::One {
+        act.carry_out(posted?, |u| match u {
+            Unexpected::Deliver {
                 recv,
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(act, &recv, place, &msg, payload, false),
-            PostAction::Multi {
-                recv,
-                released,
-                msgs,
-            } => {
-                let n = msgs.len();
-                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
-                    let last = released && i + 1 == n;
-                    self.deliver_unexp(act, &recv, place, &msg, payload, last);
-                }
-            }
-            PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
-            PostAction::NoMessage { recv } => act.no_message(&recv),
-            PostAction::Discarded { recv, msg, payload } => {
-                self.discard_unexp(st, payload);
-                act.peeked(recv, &msg, true);
-            }
-        }
+                releases,
+            } => self.deliver_unexp(act, recv, place, msg, payload, releases),
+            Unexpected::Discard(payload) => self.discard_unexp(st, payload),
+        });
         Ok(())
     }
 }

@@ -9,6 +9,7 @@
 //!   limits the handshake set. Nothing here panics on peer input.
 
 use super::*;
+use ofi_kit::ep::Unexpected;
 
 /// The part of a message's first packet that differs by protocol.
 enum First<'a> {
@@ -598,47 +599,23 @@ impl Shared {
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        match posted? {
-            PostAction::Queued => {}
-            PostAction::One {
+        act.carry_out(posted?, |u| match u {
+            Unexpected::Deliver {
                 recv,
                 place,
                 msg,
                 payload,
-            } => self.deliver_unexp(
-                act,
-                st,
-                Landing {
-                    recv,
-                    place,
-                    released: false,
-                },
-                &msg,
-                payload,
-            ),
-            PostAction::Multi {
-                recv,
-                released,
-                msgs,
+                releases,
             } => {
-                let n = msgs.len();
-                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
-                    let last = released && i + 1 == n;
-                    let to = Landing {
-                        recv: recv.clone(),
-                        place,
-                        released: last,
-                    };
-                    self.deliver_unexp(act, st, to, &msg, payload);
-                }
+                let to = Landing {
+                    recv: recv.clone(),
+                    place,
+                    released: releases,
+                };
+                self.deliver_unexp(act, st, to, msg, payload);
             }
-            PostAction::Peeked { recv, msg } => act.peeked(recv, &msg, false),
-            PostAction::NoMessage { recv } => act.no_message(&recv),
-            PostAction::Discarded { recv, msg, payload } => {
-                self.discard_unexp(st, payload);
-                act.peeked(recv, &msg, true);
-            }
-        }
+            Unexpected::Discard(payload) => self.discard_unexp(st, payload),
+        });
         Ok(())
     }
 }
