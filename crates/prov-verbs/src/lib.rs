@@ -54,12 +54,12 @@ pub mod mr;
 
 use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::param::ParamType;
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
     AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
     Progress, Protocol, ResourceMgmt, Result, Threading, Version,
 };
+use ofi_kit::param::Params;
 use ofi_rdma::{device_list, DeviceKind};
 
 pub use domain::Domain;
@@ -103,33 +103,28 @@ impl VerbsProvider {
     }
 
     fn settings_from(host: &Host) -> Result<Settings> {
-        host.declare_param("iface", ParamType::String, "Network interface to use", None)?;
-        host.declare_param(
+        let p = Params::new(host, NAME);
+        let iface = p.text("iface", "Network interface to use", None)?;
+        let device_name = p.text(
             "device_name",
-            ParamType::String,
             "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)",
             None,
         )?;
-        host.declare_param(
+        let inline_size = p.size_in(
             "inline_size",
-            ParamType::Size,
             "Largest send carried inline in the work request",
-            Some("64"),
+            64,
+            0..=ep::INLINE_MAX,
         )?;
-        host.declare_param("tx_size", ParamType::Size, "Send queue depth", Some("384"))?;
-        host.declare_param(
-            "rx_size",
-            ParamType::Size,
-            "Receive queue depth",
-            Some("384"),
-        )?;
+        let tx_size = p.size_in("tx_size", "Send queue depth", 384, 1..=16 << 10)?;
+        let rx_size = p.size_in("rx_size", "Receive queue depth", 384, 1..=16 << 10)?;
         let kind = DeviceKind::from_env();
         let mut devices: Vec<String> = device_list(kind)
             .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
             .iter()
             .map(|d| d.name().to_string())
             .collect();
-        if let Some(want) = host.param_str("device_name")? {
+        if let Some(want) = device_name {
             devices.retain(|d| *d == want);
             if devices.is_empty() {
                 return Err(Error::new(
@@ -144,35 +139,14 @@ impl VerbsProvider {
         if devices.is_empty() {
             return Err(Error::new(Errno::ENODEV, "no RDMA device"));
         }
-        let mut s = Settings {
+        Ok(Settings {
             kind,
             devices,
-            inline_size: 64,
-            tx_size: 384,
-            rx_size: 384,
-            iface: host.param_str("iface")?.filter(|v| !v.is_empty()),
-        };
-        if let Some(v) = host.param_size("inline_size")? {
-            if v > ep::INLINE_MAX {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("FI_VERBS_INLINE_SIZE={v}: at most {}", ep::INLINE_MAX),
-                ));
-            }
-            s.inline_size = v;
-        }
-        for (name, slot) in [("tx_size", &mut s.tx_size), ("rx_size", &mut s.rx_size)] {
-            if let Some(v) = host.param_size(name)? {
-                if v == 0 || v > 16 << 10 {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("FI_VERBS_{}={v}: 1 to 16384", name.to_uppercase()),
-                    ));
-                }
-                *slot = v;
-            }
-        }
-        Ok(s)
+            inline_size,
+            tx_size,
+            rx_size,
+            iface,
+        })
     }
 
     /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
