@@ -856,7 +856,9 @@ fn wait_fds_become_readable_with_manual_progress() {
 
 /// The kernel's UDP sockets of this host as (local, remote) pairs, from
 /// /proc/net/udp{,6} (an unconnected socket's remote is the unspecified address,
-/// port 0).
+/// port 0). Each socket counts once, by its inode: the kernel's listing is read in
+/// pieces, and a socket added to a hash bucket between two reads (other tests run
+/// meanwhile) can make it print a socket of that bucket twice.
 fn kernel_udp_sockets() -> Vec<(SocketAddr, SocketAddr)> {
     fn parse(field: &str) -> Option<SocketAddr> {
         let (ip, port) = field.split_once(':')?;
@@ -876,27 +878,33 @@ fn kernel_udp_sockets() -> Vec<(SocketAddr, SocketAddr)> {
         };
         Some(SocketAddr::new(ip, port))
     }
-    let mut out = Vec::new();
+    let mut by_inode = std::collections::BTreeMap::new();
     for f in ["/proc/net/udp", "/proc/net/udp6"] {
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
         };
         for line in text.lines().skip(1) {
-            let mut it = line.split_whitespace().skip(1);
-            if let (Some(l), Some(r)) = (it.next().and_then(parse), it.next().and_then(parse)) {
-                out.push((l, r));
-            }
+            // sl, local, remote, st, tx:rx, tr:tm, retrnsmt, uid, timeout, inode, ...
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(l), Some(r), Some(inode)) = (
+                fields.get(1).and_then(|f| parse(f)),
+                fields.get(2).and_then(|f| parse(f)),
+                fields.get(9).and_then(|f| f.parse::<u64>().ok()),
+            ) else {
+                continue;
+            };
+            by_inode.insert(inode, (l, r));
         }
     }
-    out
+    by_inode.into_values().collect()
 }
 
-/// How many sockets bound to `local`'s port are connected to `remote`.
+/// How many sockets bound to `local` are connected to `remote`.
 fn connected_sockets(local: &Address, remote: &Address) -> usize {
     let (l, r) = (sock_addr(local), sock_addr(remote));
     kernel_udp_sockets()
         .iter()
-        .filter(|(kl, kr)| kl.port() == l.port() && kr == &r)
+        .filter(|(kl, kr)| kl == &l && kr == &r)
         .count()
 }
 
