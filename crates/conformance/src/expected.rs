@@ -93,8 +93,38 @@ const FULL_RDM: &[Capability] = &[
     TwoProcessRma,
 ];
 
-/// `shm`: a full RDM provider.
-pub const SHM: &[Capability] = FULL_RDM;
+/// `shm`: a full RDM provider with scalable endpoints.
+pub const SHM: &[Capability] = &[
+    Getinfo,
+    Domain,
+    Cq,
+    Av,
+    Msg,
+    Source,
+    Inject,
+    Eq,
+    Counters,
+    Mr,
+    Pairs,
+    Reliable,
+    CqData,
+    PairInject,
+    SelectiveCompletion,
+    Tagged,
+    Peek,
+    DirectedRecv,
+    MultiRecv,
+    Rma,
+    RmaCqData,
+    Atomic,
+    Scalable,
+    Rdm,
+    WaitSet,
+    PollSet,
+    TwoProcess,
+    TwoProcessTagged,
+    TwoProcessRma,
+];
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider.
 pub const RXM: &[Capability] = FULL_RDM;

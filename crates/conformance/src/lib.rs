@@ -944,6 +944,7 @@ macro_rules! conformance_suite {
                 pair_recv_too_small_is_etrunc,
                 pair_close_bound_is_ebusy,
                 scalable_ep_contexts,
+                scalable_ep_per_context_cqs,
                 shared_contexts,
                 rdm_send_to_self,
                 cq_sread_times_out_and_wakes,

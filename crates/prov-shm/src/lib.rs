@@ -129,6 +129,9 @@ mod provider {
     pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
     /// Largest message.
     pub const MAX_MSG_SIZE: usize = 64 << 20;
+    /// Most transmit (and receive) contexts of a scalable endpoint
+    /// (`max_ep_tx_ctx`, `max_ep_rx_ctx`).
+    pub const MAX_EP_CTX: usize = 64;
 
     /// What the parameters resolved to at init.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +237,7 @@ mod provider {
                 | Caps::REMOTE_READ
                 | Caps::REMOTE_WRITE
                 | Caps::ATOMIC
+                | Caps::NAMED_RX_CTX
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -282,6 +286,8 @@ mod provider {
                     av_type,
                     mr_iov_limit: IOV_LIMIT,
                     caps: Caps::LOCAL_COMM,
+                    max_ep_tx_ctx: MAX_EP_CTX,
+                    max_ep_rx_ctx: MAX_EP_CTX,
                     ..info::domain_attr(NAME)
                 },
                 fabric_attr: info::fabric_attr(NAME),

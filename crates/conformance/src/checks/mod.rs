@@ -113,6 +113,7 @@ table! {
     Pairs: ep::pair_recv_too_small_is_etrunc,
     Pairs: ep::pair_close_bound_is_ebusy,
     Scalable: contexts::scalable_ep_contexts,
+    Scalable: contexts::scalable_ep_per_context_cqs,
     SharedCtx: contexts::shared_contexts,
     Rdm: dgram::rdm_send_to_self,
     Pairs: multi::cq_sread_times_out_and_wakes,
