@@ -93,7 +93,7 @@ const FULL_RDM: &[Capability] = &[
     TwoProcessRma,
 ];
 
-/// `shm`: a full RDM provider with scalable endpoints.
+/// `shm`: a full RDM provider with scalable endpoints and shared contexts.
 pub const SHM: &[Capability] = &[
     Getinfo,
     Domain,
@@ -118,6 +118,7 @@ pub const SHM: &[Capability] = &[
     RmaCqData,
     Atomic,
     Scalable,
+    SharedCtx,
     Rdm,
     WaitSet,
     PollSet,

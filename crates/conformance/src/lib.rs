@@ -946,6 +946,7 @@ macro_rules! conformance_suite {
                 scalable_ep_contexts,
                 scalable_ep_per_context_cqs,
                 shared_contexts,
+                shared_rx_context_serves_many_endpoints,
                 rdm_send_to_self,
                 cq_sread_times_out_and_wakes,
                 many_endpoints_ring,

@@ -288,6 +288,8 @@ mod provider {
                     caps: Caps::LOCAL_COMM,
                     max_ep_tx_ctx: MAX_EP_CTX,
                     max_ep_rx_ctx: MAX_EP_CTX,
+                    max_ep_stx_ctx: MAX_EP_CTX,
+                    max_ep_srx_ctx: MAX_EP_CTX,
                     ..info::domain_attr(NAME)
                 },
                 fabric_attr: info::fabric_attr(NAME),

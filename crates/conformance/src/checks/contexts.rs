@@ -9,7 +9,9 @@
 //!   scalable endpoint's address without a context index is receive context 0;
 //!   closing the scalable endpoint with open contexts is `FI_EBUSY`;
 //! - two endpoints sharing one transmit and one receive context exchange a message
-//!   (receives are posted to the shared receive context).
+//!   (receives are posted to the shared receive context);
+//! - sixteen endpoints on one shared receive context: receives posted once to the
+//!   context take the messages sent to every endpoint.
 
 use ofi::av::AvAttr;
 use ofi::cq::CqAttr;
@@ -270,6 +272,87 @@ pub fn shared_contexts(s: &Subject) {
             }
             assert_eq!(seen, [true, true]);
             assert_eq!(&buf[..6], b"shared");
+        },
+    );
+}
+
+/// Sixteen endpoints bound to one shared receive context: receives posted once to the
+/// context take a message sent to each endpoint (every endpoint's messages are matched
+/// there, so the posted receives do not grow with the endpoints), reported on the
+/// endpoints' CQ with each message's source.
+pub fn shared_rx_context_serves_many_endpoints(s: &Subject) {
+    const N: usize = 16;
+    each_type(
+        s,
+        Caps::MSG,
+        |i| crate::connectionless(i.ep_type()) && i.domain_attr.max_ep_srx_ctx > 0,
+        |_t, mut info| {
+            let mut shared = info.clone();
+            shared.ep_attr.rx_ctx_cnt = SHARED_CONTEXT;
+            info.ep_attr.rx_ctx_cnt = 1;
+            let (_f, d) = fixture::open_domain(s, &info);
+            let srx = d
+                .srx_context(&shared.rx_attr)
+                .unwrap_or_else(|e| panic!("fi_srx_context: {e} ({})", e.code()));
+            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Msg)).unwrap();
+            let av = d.av_open(&AvAttr::default()).unwrap();
+            let mut eps = Vec::new();
+            for i in 0..N {
+                let ep = d
+                    .endpoint(&shared)
+                    .unwrap_or_else(|e| panic!("fi_endpoint (shared rx, {i}): {e}"));
+                ep.bind(&srx, OpFlags::empty())
+                    .unwrap_or_else(|e| panic!("fi_ep_bind srx ({i}): {e}"));
+                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+                ep.bind_av(&av).unwrap();
+                ep.enable()
+                    .unwrap_or_else(|e| panic!("fi_enable (shared rx, {i}): {e}"));
+                eps.push(ep);
+            }
+            let (sender, scq, sav) = fixture::unenabled_peer(&d, &info);
+            sender.enable().unwrap();
+            let names: Vec<_> = eps.iter().map(|e| fixture::name_of(e, &info)).collect();
+            let dests = sav.insert(&names).unwrap();
+            av.insert(&[fixture::name_of(&sender, &info)]).unwrap();
+            let left = srx.rx_size_left().ok();
+            let mut bufs = vec![vec![0u8; 64]; N];
+            for (i, b) in bufs.iter_mut().enumerate() {
+                post_recv(&srx, b, 0x100 + i).unwrap();
+            }
+            if let (Some(before), Ok(after)) = (left, srx.rx_size_left()) {
+                assert_eq!(before - after, N, "N receives posted once, to the context");
+            }
+            for (i, &dest) in dests.iter().enumerate() {
+                send(&sender, &pattern(8 + i, i as u8), dest, 0x200 + i)
+                    .unwrap_or_else(|e| panic!("fi_send to endpoint {i}: {e}"));
+                assert_eq!(
+                    wait_ok(&scq, "send to a shared-rx endpoint").op_context,
+                    0x200 + i
+                );
+            }
+            // Each receive takes one message (which one depends on the order the
+            // endpoints' rings are read in); message i is 8 + i bytes long.
+            let mut receives = [false; N];
+            let mut messages = [false; N];
+            for _ in 0..N {
+                let c = wait_ok(&cq, "receive through the shared receive context");
+                let k = c
+                    .op_context
+                    .checked_sub(0x100)
+                    .filter(|&k| k < N)
+                    .unwrap_or_else(|| panic!("unexpected context {:#x}", c.op_context));
+                assert!(!receives[k], "receive {k} completed twice");
+                receives[k] = true;
+                let m = c
+                    .len
+                    .checked_sub(8)
+                    .filter(|&m| m < N)
+                    .unwrap_or_else(|| panic!("receive {k}: a message of {} bytes", c.len));
+                assert!(!messages[m], "message {m} received twice");
+                messages[m] = true;
+                assert!(bufs[k][..c.len] == pattern(8 + m, m as u8)[..]);
+            }
+            fixture::assert_empty(&cq, "one completion per message");
         },
     );
 }

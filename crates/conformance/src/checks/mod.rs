@@ -115,6 +115,7 @@ table! {
     Scalable: contexts::scalable_ep_contexts,
     Scalable: contexts::scalable_ep_per_context_cqs,
     SharedCtx: contexts::shared_contexts,
+    SharedCtx: contexts::shared_rx_context_serves_many_endpoints,
     Rdm: dgram::rdm_send_to_self,
     Pairs: multi::cq_sread_times_out_and_wakes,
     Msg: multi::many_endpoints_ring,

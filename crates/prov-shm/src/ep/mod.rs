@@ -110,6 +110,7 @@ mod bounce;
 mod rma;
 mod rx;
 mod scalable;
+mod shared_ctx;
 mod slot;
 mod tx;
 
@@ -434,8 +435,10 @@ struct Shared {
 /// An `FI_EP_RDM` endpoint (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
-    /// Ordinary, scalable, or a scalable endpoint's context.
+    /// Ordinary, scalable, a scalable endpoint's context, or a shared context.
     role: scalable::Role,
+    /// The shared contexts bound to it.
+    shared_ctx: Mutex<shared_ctx::SharedBindings>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -575,7 +578,11 @@ impl Endpoint {
             },
         });
         engine.register(&sh);
-        Ok(Endpoint { sh, role })
+        Ok(Endpoint {
+            sh,
+            role,
+            shared_ctx: Mutex::default(),
+        })
     }
 
     /// The endpoint's region name.
@@ -646,7 +653,10 @@ fn recv_src(sh: &Shared, src: u64) -> u64 {
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
-        if let Some(r) = self.sep_bind(&target, flags) {
+        if let Some(r) = self
+            .sep_bind(&target, flags)
+            .or_else(|| self.shared_ctx_bind(&target, flags))
+        {
             return r;
         }
         if self.sh.active.get().is_some() {
@@ -659,7 +669,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn enable(&self) -> Result<()> {
-        if let Some(r) = self.sep_enable() {
+        if let Some(r) = self.sep_enable().or_else(|| self.shared_ctx_enable()) {
             return r;
         }
         if self.sh.active.get().is_some() {
@@ -667,7 +677,9 @@ impl EndpointOps<Fabric> for Endpoint {
         }
         let mut setup = lock(&self.sh.setup);
         self.inherit_av(&mut setup);
-        let _ = self.sh.active.set(setup.freeze(NAME)?);
+        let act = setup.freeze(NAME)?;
+        self.attach_srx(&act)?;
+        let _ = self.sh.active.set(act);
         Ok(())
     }
 

@@ -49,7 +49,7 @@ use crate::{Settings, ADDR_PREFIX, NAME};
 
 /// The geometry of a region that receives nothing (a transmit context's, a scalable
 /// endpoint's): one ring of two slots, one chunk of one line.
-const IDLE_GEOMETRY: Geometry = Geometry {
+pub(super) const IDLE_GEOMETRY: Geometry = Geometry {
     rings: 1,
     slots: 2,
     chunks: 1,
@@ -70,6 +70,10 @@ pub(crate) enum Role {
     Plain,
     /// A scalable endpoint.
     Sep(Arc<Scalable>),
+    /// A shared receive context (`fi_srx_context`, see `shared_ctx`).
+    Srx,
+    /// A shared transmit context (`fi_stx_context`).
+    Stx,
     /// A context of a scalable endpoint (transmit when `tx`), at `index`.
     Ctx {
         sep: Arc<Scalable>,
@@ -335,7 +339,7 @@ impl Endpoint {
             Role::Sep(sep) | Role::Ctx { sep, .. } => {
                 Address::Str(format!("{ADDR_PREFIX}{}", sep.base))
             }
-            Role::Plain => self.address(),
+            Role::Plain | Role::Srx | Role::Stx => self.address(),
         }
     }
 }
