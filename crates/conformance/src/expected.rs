@@ -117,6 +117,7 @@ pub const SHM: &[Capability] = &[
     Rma,
     RmaCqData,
     Atomic,
+    RmaEvent,
     Scalable,
     SharedCtx,
     Rdm,

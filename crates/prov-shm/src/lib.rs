@@ -238,6 +238,7 @@ mod provider {
                 | Caps::REMOTE_WRITE
                 | Caps::ATOMIC
                 | Caps::NAMED_RX_CTX
+                | Caps::RMA_EVENT
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -273,7 +274,8 @@ mod provider {
                         | Caps::RMA
                         | Caps::ATOMIC
                         | Caps::REMOTE_READ
-                        | Caps::REMOTE_WRITE,
+                        | Caps::REMOTE_WRITE
+                        | Caps::RMA_EVENT,
                     op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                     msg_order: order,
                     size: s.rx_size,

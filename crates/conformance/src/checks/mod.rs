@@ -18,6 +18,7 @@ pub mod multi;
 pub mod multirecv;
 pub mod pairs;
 pub mod rma;
+pub mod rma_event;
 pub mod tagged;
 pub mod teardown;
 pub mod waitset;
@@ -106,6 +107,7 @@ table! {
     Rma: rma::rma_bad_key_and_out_of_range,
     Atomic: atomic::atomic_valid_matches_query,
     Atomic: atomic::atomic_ops_match_reference,
+    RmaEvent: rma_event::rma_remote_counters,
     Pairs: ep::ep_enable_without_cq_or_av,
     Pairs: ep::ep_bind_after_enable_is_eopbadstate,
     SelectiveCompletion: ep::ep_bind_selective_alone_is_ebadflags,

@@ -107,6 +107,7 @@ use crate::ring::{Consumer, Producer, RingWords};
 use crate::{Settings, ADDR_PREFIX, IOV_LIMIT, NAME};
 
 mod bounce;
+mod remote_cntr;
 mod rma;
 mod rx;
 mod scalable;
@@ -430,6 +431,8 @@ struct Shared {
     tx_work: AtomicUsize,
     corrupt: AtomicU64,
     peek: PeekSet,
+    /// Counters of remote accesses (`remote_cntr`), set at `fi_enable`.
+    remote: OnceLock<remote_cntr::RemoteCntrs>,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
@@ -576,6 +579,7 @@ impl Endpoint {
                 more: AtomicBool::new(true),
                 calls: AtomicU64::new(1),
             },
+            remote: OnceLock::new(),
         });
         engine.register(&sh);
         Ok(Endpoint {

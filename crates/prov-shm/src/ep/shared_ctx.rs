@@ -44,18 +44,22 @@ use ofi_kit::mr::MrTable;
 use ofi_kit::progress::ProgressEngine;
 use ofi_kit::wait::lock;
 
+use super::remote_cntr::{RemoteCntrs, REMOTE_EVENTS};
 use super::scalable::{Role, IDLE_GEOMETRY};
 use super::{create_auto_named, Endpoint, Shared};
 use crate::fabric::Fabric;
 use crate::{Settings, NAME};
 
-/// The shared contexts an endpoint is bound to.
+/// The bindings shm keeps itself, beside the kit's: shared contexts and remote
+/// counters (`remote_cntr`).
 #[derive(Debug, Default)]
 pub(crate) struct SharedBindings {
     /// The shared receive context.
     srx: Option<Arc<Shared>>,
     /// Whether a shared transmit context is bound.
     stx: bool,
+    /// Counters of remote accesses.
+    pub(super) remote: RemoteCntrs,
 }
 
 impl std::fmt::Debug for Shared {
@@ -121,6 +125,9 @@ impl Endpoint {
         let (ctx, srx) = match target {
             BindTarget::Srx(c) => (*c, true),
             BindTarget::Stx(c) => (*c, false),
+            BindTarget::Cntr(c) if flags.intersects(REMOTE_EVENTS) => {
+                return Some(self.bind_remote_cntr(c, flags));
+            }
             _ => return None,
         };
         Some(self.bind_shared(ctx, srx, flags))
@@ -166,6 +173,25 @@ impl Endpoint {
         Ok(())
     }
 
+    /// A counter bind naming remote events: those are kept here, the others go to the
+    /// kit's bindings (checked there first, so a refused bind binds nothing).
+    fn bind_remote_cntr(&self, c: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: bind after fi_enable"),
+            ));
+        }
+        let local = flags - REMOTE_EVENTS;
+        let mut own = lock(&self.shared_ctx);
+        // Check the remote part before the kit binds the local one.
+        own.remote.clone().bind(c, flags & REMOTE_EVENTS)?;
+        if !local.is_empty() {
+            lock(&self.sh.setup).bind(BindTarget::<Fabric>::Cntr(c), local, &super::BIND_RULES)?;
+        }
+        own.remote.bind(c, flags & REMOTE_EVENTS)
+    }
+
     /// `fi_enable` of a shared context: nothing to do (`Some`); `None` for the
     /// others.
     pub(super) fn shared_ctx_enable(&self) -> Option<Result<()>> {
@@ -176,9 +202,12 @@ impl Endpoint {
     /// receive context if it has none yet, and route the endpoint's name to the
     /// context's region.
     pub(super) fn attach_srx(&self, act: &Bound) -> Result<()> {
-        let Some(srx) = lock(&self.shared_ctx).srx.clone() else {
+        let own = lock(&self.shared_ctx);
+        let _ = self.sh.remote.set(own.remote.clone());
+        let Some(srx) = own.srx.clone() else {
             return Ok(());
         };
+        drop(own);
         let _ = srx.active.set(Bound {
             av: act.av.clone(),
             txcq: None,
