@@ -15,7 +15,12 @@
 //!   and table) and MR table (`mr_mode` from the info, among `FI_MR_VIRT_ADDR`,
 //!   `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_LOCAL`; none by default);
 //! - data progress manual (reading a CQ polls the rings, at most [`ep::POLL_BUDGET`]
-//!   slots per ring per call) or auto (the kit's progress thread).
+//!   slots per ring per call) or auto (the kit's progress thread);
+//! - scalable endpoints (up to [`MAX_EP_CTX`] transmit and receive contexts, each an
+//!   endpoint of its own underneath, receive contexts named by `fi_rx_addr`), shared
+//!   receive contexts (the bound endpoints' names link to the context's region) and
+//!   shared transmit contexts, and `FI_RMA_EVENT` remote counters: see
+//!   `docs/providers/shm.md`.
 //!
 //! # The region ([`region`])
 //!
