@@ -36,23 +36,26 @@ pub fn rma_remote_counters(s: &Subject) {
             let data = pattern(64, 3);
             // SAFETY: `local` is registered and alive; nothing else touches it now.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, data.len()) };
-            // SAFETY: `local` lives until the completion is read.
-            unsafe {
-                p.a.ep.write(
-                    local.ptr,
-                    64,
-                    local.mr.desc(),
-                    p.a.peer,
-                    target.addr,
-                    target.mr.key(),
-                    1,
-                )
-            }
-            .unwrap_or_else(|e| panic!("fi_write: {e} ({})", e.code()));
+            // An fi_write of the 64 bytes of `local` to `target` with `key`.
+            let write = |key: u64, ctx: usize| {
+                // SAFETY: `local` lives until the completion is read.
+                unsafe {
+                    p.a.ep.write(
+                        local.ptr,
+                        64,
+                        local.mr.desc(),
+                        p.a.peer,
+                        target.addr,
+                        key,
+                        ctx,
+                    )
+                }
+            };
+            write(target.mr.key(), 1).unwrap_or_else(|e| panic!("fi_write: {e} ({})", e.code()));
             p.wait_ok(0, "fi_write");
             await_bytes(&p, &target, 0, &data, "fi_write");
             await_count(&p, 1, 1, "after one fi_write");
-            // SAFETY: as above.
+            // SAFETY: `local` lives until the completion is read.
             unsafe {
                 p.a.ep.read(
                     local.ptr,
@@ -68,19 +71,7 @@ pub fn rma_remote_counters(s: &Subject) {
             p.wait_ok(0, "fi_read");
             await_count(&p, 1, 2, "after an fi_write and an fi_read");
             // A bad key: an error at the initiator, nothing counted at the target.
-            // SAFETY: as above.
-            let r = unsafe {
-                p.a.ep.write(
-                    local.ptr,
-                    64,
-                    local.mr.desc(),
-                    p.a.peer,
-                    target.addr,
-                    target.mr.key() ^ 0x5a5a,
-                    3,
-                )
-            };
-            if r.is_ok() {
+            if write(target.mr.key() ^ 0x5a5a, 3).is_ok() {
                 p.wait_err(0, "fi_write with a bad key");
             }
             p.drive();
