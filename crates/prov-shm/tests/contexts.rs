@@ -161,6 +161,11 @@ fn context_indexes_are_checked_and_open_once() {
         // A context of a context, or of an ordinary endpoint, is refused.
         let plain = d.endpoint(&info).unwrap();
         assert!(plain.tx_context(0, &info.tx_attr).is_err());
+        // The scalable endpoint itself carries no data.
+        assert_eq!(
+            send(&sep, b"x", 0, 1).unwrap_err().code(),
+            Errno::EOPBADSTATE
+        );
         // The scalable endpoint binds an AV only.
         let c = cq(&d);
         assert_eq!(
@@ -265,6 +270,43 @@ fn two_threads_on_their_own_contexts() {
                 });
             }
         });
+    }
+    assert_eq!(own_regions(), 0, "regions left behind");
+}
+
+/// getinfo honours `tx_ctx_cnt` / `rx_ctx_cnt` up to the domain's 64; beyond,
+/// `FI_ENODATA`; `fi_scalable_ep` refuses more contexts than that.
+#[test]
+fn context_counts_are_honoured_up_to_the_domain_limit() {
+    let _serial = serial();
+    let reg = registry();
+    let ask = |tx: usize, rx: usize| {
+        let mut hints = Info::hints().with_ep_type(EpType::Rdm);
+        hints.fabric_attr.prov_name = Some("shm".into());
+        hints.ep_attr.tx_ctx_cnt = tx;
+        hints.ep_attr.rx_ctx_cnt = rx;
+        reg.getinfo(&GetinfoRequest {
+            hints: Some(hints),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+    };
+    let i = ask(64, 3).expect("64 transmit and 3 receive contexts")[0].clone();
+    assert_eq!((i.ep_attr.tx_ctx_cnt, i.ep_attr.rx_ctx_cnt), (64, 3));
+    assert_eq!(
+        (i.domain_attr.max_ep_tx_ctx, i.domain_attr.max_ep_rx_ctx),
+        (64, 64)
+    );
+    for (tx, rx) in [(65, 1), (1, 65)] {
+        assert_eq!(ask(tx, rx).unwrap_err().code(), Errno::ENODATA, "{tx}/{rx}");
+    }
+    {
+        let (_f, d) = open(&reg, &i);
+        let mut too_many = i.clone();
+        too_many.ep_attr.rx_ctx_cnt = 65;
+        assert_eq!(
+            d.scalable_ep(&too_many).map(|_| ()).unwrap_err().code(),
+            Errno::EINVAL
+        );
     }
     assert_eq!(own_regions(), 0, "regions left behind");
 }
