@@ -310,3 +310,47 @@ fn context_counts_are_honoured_up_to_the_domain_limit() {
     }
     assert_eq!(own_regions(), 0, "regions left behind");
 }
+
+/// Reading one context's CQ leaves the other contexts' rings alone (their own CQ
+/// reads, or any drive that is no CQ read, progress them).
+#[test]
+fn a_cq_read_progresses_only_its_own_contexts() {
+    let _serial = serial();
+    let reg = registry();
+    let info = info(&reg);
+    {
+        let (_f, d) = open(&reg, &info);
+        let (sep, av) = sep(&d, &info, 1);
+        let mut rxs = Vec::new();
+        for i in 0..2 {
+            let rx = sep.rx_context(i, &info.rx_attr).unwrap();
+            let c = cq(&d);
+            rx.bind(&c, OpFlags::RECV).unwrap();
+            rx.enable().unwrap();
+            rxs.push((rx, c));
+        }
+        let tx = sep.tx_context(0, &info.tx_attr).unwrap();
+        let tcq = cq(&d);
+        tx.bind(&tcq, OpFlags::TRANSMIT).unwrap();
+        tx.enable().unwrap();
+        sep.enable().unwrap();
+        let base = av.insert(&[name_of(&sep, &info)]).unwrap()[0];
+        let mut buf = vec![0u8; 8];
+        post_recv(&rxs[1].0, &mut buf, 5).unwrap();
+        let posted = rxs[1].0.rx_size_left().unwrap();
+        send(&tx, b"to 1", (1 << 63) | base, 6).unwrap();
+        let mut e = [CqMsgEntry::default()];
+        for _ in 0..100 {
+            assert_eq!(rxs[0].1.read(&mut e).unwrap_err().code(), Errno::EAGAIN);
+        }
+        assert_eq!(
+            rxs[1].0.rx_size_left().unwrap(),
+            posted,
+            "receive context 1 untouched by reads of context 0's CQ"
+        );
+        let (c, _) = wait_from(&rxs[1].1);
+        assert_eq!((c.op_context, c.len), (5, 4));
+        assert_eq!(rxs[1].0.rx_size_left().unwrap(), posted + 1);
+    }
+    assert_eq!(own_regions(), 0, "regions left behind");
+}

@@ -433,6 +433,9 @@ struct Shared {
     peek: PeekSet,
     /// Counters of remote accesses (`remote_cntr`), set at `fi_enable`.
     remote: OnceLock<remote_cntr::RemoteCntrs>,
+    /// A scalable endpoint's context: the CQs it is bound to (`scalable`), set at
+    /// `fi_enable`.
+    ctx_cqs: OnceLock<[usize; 2]>,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
@@ -580,6 +583,7 @@ impl Endpoint {
                 calls: AtomicU64::new(1),
             },
             remote: OnceLock::new(),
+            ctx_cqs: OnceLock::new(),
         });
         engine.register(&sh);
         Ok(Endpoint {
@@ -617,6 +621,9 @@ impl Progress for Shared {
         let Some(act) = self.active.get() else {
             return 0;
         };
+        if self.leaves_to_own_cqs() {
+            return 0;
+        }
         // The idle case — nothing published, nothing queued to send — costs a few
         // loads and no lock.
         let rx = if self.rx_may_have_work() {
@@ -683,6 +690,7 @@ impl EndpointOps<Fabric> for Endpoint {
         self.inherit_av(&mut setup);
         let act = setup.freeze(NAME)?;
         self.attach_srx(&act)?;
+        self.note_ctx_cqs(&act);
         let _ = self.sh.active.set(act);
         Ok(())
     }

@@ -29,6 +29,10 @@
 //! - Each index is open at most once at a time (`FI_EBUSY` for a second open).
 //! - A context bound to no AV of its own uses the scalable endpoint's, taken when the
 //!   context is enabled.
+//! - A context's progress runs when one of its own CQs is read, or when anything but a
+//!   CQ read drives the domain (a counter or EQ read, a wait, the auto thread): the read
+//!   of another context's CQ on another thread leaves it alone, so threads that each
+//!   read their own context's CQs do not poll (and lock) each other's rings.
 //!
 //! Nothing here panics.
 
@@ -132,6 +136,18 @@ pub(crate) fn public_name(name: &str) -> &str {
         }
     }
     name
+}
+
+impl super::Shared {
+    /// Whether this is a context and the drive now running is the read of a CQ it is
+    /// not bound to (see the module docs).
+    #[inline]
+    pub(super) fn leaves_to_own_cqs(&self) -> bool {
+        match (self.ctx_cqs.get(), ofi_kit::cq::reading_cq()) {
+            (Some(own), Some(reading)) => !own.contains(&reading),
+            _ => false,
+        }
+    }
 }
 
 /// A context count of the endpoint attributes: 0 (default) is 1.
@@ -264,6 +280,15 @@ impl Endpoint {
                 Errno::EINVAL,
                 format!("{NAME}: contexts are opened on a scalable endpoint"),
             )),
+        }
+    }
+
+    /// At `fi_enable` of a context: remember the CQs it reports to (its progress is
+    /// left to their reads, see the module docs).
+    pub(super) fn note_ctx_cqs(&self, act: &ofi_kit::ep::Bound) {
+        if let Role::Ctx { .. } = self.role {
+            let id = |b: &Option<ofi_kit::ep::CqBinding>| b.as_ref().map_or(0, |b| b.cq.id());
+            let _ = self.sh.ctx_cqs.set([id(&act.txcq), id(&act.rxcq)]);
         }
     }
 
