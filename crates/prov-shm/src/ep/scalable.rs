@@ -31,8 +31,8 @@
 //!   context is enabled.
 //! - A context's progress runs when one of its own CQs is read, or when anything but a
 //!   CQ read drives the domain (a counter or EQ read, a wait, the auto thread): the read
-//!   of another context's CQ on another thread leaves it alone, so threads that each
-//!   read their own context's CQs do not poll (and lock) each other's rings.
+//!   of a CQ it is not bound to leaves it alone, so threads that each read their own
+//!   context's CQs do not poll (and lock) each other's rings.
 //!
 //! Nothing here panics.
 
