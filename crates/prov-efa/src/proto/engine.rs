@@ -142,6 +142,11 @@ impl Engine {
         }
     }
 
+    /// Peers the engine keeps state for (asked by us, or proved by a checked cookie).
+    pub fn known_peers(&self) -> usize {
+        self.peers.len()
+    }
+
     /// Whether `peer` was declared lost.
     pub fn is_lost(&self, peer: PeerAddr) -> bool {
         self.peers.get(&peer).is_some_and(|p| p.failed)

@@ -502,3 +502,54 @@ impl Ctrl {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layout_round_trips() {
+        let hs = Hs {
+            max_version: 4,
+            features: FEAT_RDMA_READ,
+            cookie: 0xdead_beef,
+        };
+        let b = emit_hs(PktType::Handshake, &hs);
+        assert_eq!(Repr::parse(&b), Ok(Repr::Handshake(hs)));
+        let req = Req {
+            ty: PktType::MediumTag,
+            flags: F_CQ_DATA | F_DC,
+            msg_id: 0x0102_0304,
+            cookie: 5,
+            tag: 6,
+            total_len: 100,
+            seg_offset: 90,
+            send_id: 7,
+            key: 8,
+            cq_data: 9,
+            rma_offset: 10,
+        };
+        let b = emit_req(&req, &[1; 10]);
+        assert_eq!(b.len(), REQ_LEN + 10);
+        assert_eq!(&b[4..8], &[4, 3, 2, 1], "little endian");
+        assert_eq!(Repr::parse(&b), Ok(Repr::Req(req, &[1; 10][..])));
+        let mut c = Ctrl::new(PktType::Cts, 3);
+        c.recv_id = 4;
+        c.offset = 5;
+        c.length = 6;
+        let b = emit_ctrl(&c, &[]);
+        assert_eq!(Repr::parse(&b), Ok(Repr::Ctrl(c, &[][..])));
+    }
+
+    #[test]
+    fn every_known_type_number_maps_back() {
+        for b in 0..=255u8 {
+            if let Some(t) = PktType::from_u8(b) {
+                assert_eq!(t as u8, b);
+            }
+        }
+        assert_eq!(PktType::from_u8(1), None, "RTS is retired");
+        assert!(PktType::LongReadTag.is_req() && PktType::LongReadTag.is_tagged());
+        assert!(!PktType::EagerRtw.is_msg());
+    }
+}
