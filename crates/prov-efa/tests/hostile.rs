@@ -328,3 +328,32 @@ fn a_forged_peer_cannot_complete_another_peers_operation() {
     assert_eq!(s.nodes[0].events.len(), 1);
     assert_eq!(s.nodes[0].eng.outstanding(), Outstanding::default());
 }
+
+#[test]
+fn held_packets_are_bounded_by_the_window() {
+    let mut e = Engine::new(Config {
+        secret: SECRET,
+        recvwin_size: 4,
+        ..small_cfg(SECRET)
+    });
+    let c = cookie_for(SECRET, 5);
+    let mut r = req(PktType::MediumMsg, c, 1000);
+    r.msg_id = 2; // message 0 never comes: everything from 2 on is held
+    for i in 0..4 {
+        r.seg_offset = i * 10;
+        assert_eq!(e.handle_packet(0, 5, &wire::emit_req(&r, &[1; 10])), Ok(()));
+    }
+    assert_eq!(e.outstanding().held, 4);
+    r.seg_offset = 100;
+    assert!(
+        e.handle_packet(0, 5, &wire::emit_req(&r, &[1; 10]))
+            .is_err(),
+        "window full: RNR"
+    );
+    r.msg_id = 9; // too far ahead
+    assert!(e
+        .handle_packet(0, 5, &wire::emit_req(&r, &[1; 10]))
+        .is_err());
+    assert_eq!(e.stats().not_ready, 2);
+    assert_eq!(e.outstanding().held, 4);
+}

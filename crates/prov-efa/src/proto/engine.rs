@@ -508,7 +508,7 @@ impl Engine {
             p.failed = true;
             p.queue.clear();
             p.awaiting_hs.clear();
-            p.win.held.clear();
+            p.win.clear_held();
             p.work = 0;
             p.ops = 0;
             p.backoff.reset();

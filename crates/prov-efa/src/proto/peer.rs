@@ -17,8 +17,8 @@
 //! Message ids are per (sender, receiver), from 0, wrapping. [`RecvWindow`] records
 //! which ids were released to matching: every id below `base`, and those in `above`.
 //! With ordering (`FI_ORDER_SAS`) a message is released only when all earlier ones
-//! were: later ones are held (their packets kept) up to `recvwin_size` ids ahead;
-//! further ahead the packet is refused (the transport answers RNR and the sender tries
+//! were: later ones are held (their packets kept) up to `recvwin_size` ids ahead and
+//! `recvwin_size` packets in all; further ahead, or beyond that, the packet is refused (the transport answers RNR and the sender tries
 //! again later). Without ordering a message is released when it arrives. An id already
 //! released is a later segment of a multi-packet message, or a duplicate.
 
@@ -91,7 +91,9 @@ pub struct RecvWindow {
     /// Ids at or above `base` released (unordered only).
     above: BTreeSet<u32>,
     /// Held packets by id (ordered only), in arrival order per id.
-    pub held: BTreeMap<u32, Vec<Vec<u8>>>,
+    held: BTreeMap<u32, Vec<Vec<u8>>>,
+    /// Packets in `held`.
+    held_pkts: usize,
 }
 
 impl RecvWindow {
@@ -132,9 +134,34 @@ impl RecvWindow {
         }
     }
 
-    /// Bytes and packets held.
+    /// Packets held.
     pub fn held_len(&self) -> usize {
-        self.held.values().map(Vec::len).sum()
+        self.held_pkts
+    }
+
+    /// Hold a packet of message `id`.
+    pub fn hold(&mut self, id: u32, bytes: Vec<u8>) {
+        self.held.entry(id).or_default().push(bytes);
+        self.held_pkts += 1;
+    }
+
+    /// Take the packets held for `id`.
+    pub fn take_held(&mut self, id: u32) -> Option<Vec<Vec<u8>>> {
+        let v = self.held.remove(&id)?;
+        self.held_pkts -= v.len().min(self.held_pkts);
+        Some(v)
+    }
+
+    /// Put packets taken with [`RecvWindow::take_held`] back.
+    pub fn put_back(&mut self, id: u32, pkts: Vec<Vec<u8>>) {
+        self.held_pkts += pkts.len();
+        self.held.entry(id).or_default().splice(0..0, pkts);
+    }
+
+    /// Drop every held packet.
+    pub fn clear_held(&mut self) {
+        self.held.clear();
+        self.held_pkts = 0;
     }
 }
 

@@ -152,7 +152,7 @@ impl Engine {
             let held: Vec<PeerAddr> = self
                 .peers
                 .iter()
-                .filter(|(_, p)| !p.win.held.is_empty())
+                .filter(|(_, p)| p.win.held_len() > 0)
                 .map(|(&a, _)| a)
                 .collect();
             for a in held {
@@ -217,11 +217,11 @@ impl Engine {
                 Err(NotReady)
             }
             Arrival::Hold => {
-                p.win
-                    .held
-                    .entry(req.msg_id)
-                    .or_default()
-                    .push(bytes.to_vec());
+                if p.win.held_len() >= window as usize {
+                    self.stats.not_ready += 1;
+                    return Err(NotReady);
+                }
+                p.win.hold(req.msg_id, bytes.to_vec());
                 Ok(())
             }
             Arrival::Release => {
@@ -244,7 +244,7 @@ impl Engine {
                 return;
             };
             let base = p.win.base;
-            let Some(pkts) = p.win.held.remove(&base) else {
+            let Some(pkts) = p.win.take_held(base) else {
                 return;
             };
             let mut released = false;
@@ -256,7 +256,7 @@ impl Engine {
                     if self.release_msg(now, src, req, payload).is_err() {
                         // No room for it yet: keep it (and what follows) held.
                         if let Some(p) = self.peers.get_mut(&src) {
-                            p.win.held.insert(base, pkts[i..].to_vec());
+                            p.win.put_back(base, pkts[i..].to_vec());
                         }
                         return;
                     }
