@@ -10,7 +10,7 @@
 
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;
-use ofi_kit::tagmatch::{Incoming, Match, PostAction, PostedRecv};
+use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv};
 
 use super::engine::Engine;
 use super::peer::Arrival;
@@ -33,6 +33,18 @@ pub(crate) struct Target {
     pub offset: usize,
     pub truncated: bool,
     pub multi_released: bool,
+}
+
+impl Target {
+    fn new(ctx: u64, place: Placement, multi_released: bool) -> Target {
+        Target {
+            ctx,
+            place_len: place.len,
+            offset: place.offset,
+            truncated: place.truncated,
+            multi_released,
+        }
+    }
 }
 
 /// A message being received.
@@ -118,13 +130,7 @@ impl Engine {
                 payload,
                 ..
             } => {
-                let t = Target {
-                    ctx: recv.ctx as u64,
-                    place_len: place.len,
-                    offset: place.offset,
-                    truncated: place.truncated,
-                    multi_released: false,
-                };
+                let t = Target::new(recv.ctx as u64, place, false);
                 self.start_unexpected(now, payload, t);
             }
             PostAction::Multi {
@@ -134,13 +140,7 @@ impl Engine {
             } => {
                 let n = msgs.len();
                 for (i, (place, _, payload)) in msgs.into_iter().enumerate() {
-                    let t = Target {
-                        ctx: recv.ctx as u64,
-                        place_len: place.len,
-                        offset: place.offset,
-                        truncated: place.truncated,
-                        multi_released: released && i + 1 == n,
-                    };
+                    let t = Target::new(recv.ctx as u64, place, released && i + 1 == n);
                     self.start_unexpected(now, payload, t);
                 }
             }
@@ -287,20 +287,10 @@ impl Engine {
         };
         let target = match self.matcher.match_incoming(&inc) {
             Match::Unexpected => None,
-            Match::Recv { recv, place } => Some(Target {
-                ctx: recv.ctx as u64,
-                place_len: place.len,
-                offset: place.offset,
-                truncated: place.truncated,
-                multi_released: false,
-            }),
-            Match::Multi { buf, place } => Some(Target {
-                ctx: buf.recv().ctx as u64,
-                place_len: place.len,
-                offset: place.offset,
-                truncated: place.truncated,
-                multi_released: buf.is_released(),
-            }),
+            Match::Recv { recv, place } => Some(Target::new(recv.ctx as u64, place, false)),
+            Match::Multi { buf, place } => {
+                Some(Target::new(buf.recv().ctx as u64, place, buf.is_released()))
+            }
         };
         match target {
             Some(t) => {
