@@ -357,3 +357,31 @@ fn held_packets_are_bounded_by_the_window() {
     assert_eq!(e.stats().not_ready, 2);
     assert_eq!(e.outstanding().held, 4);
 }
+
+#[test]
+fn oversized_requests_and_write_floods_are_bounded() {
+    use ofi_prov_efa::proto::MAX_WRITES_IN_PROGRESS;
+    let mut e = engine();
+    let c = cookie_for(SECRET, 5);
+    let max = e.config().max_msg_size as u64;
+    let mut r = req(PktType::MediumMsg, c, max + 1);
+    assert_eq!(e.handle_packet(0, 5, &wire::emit_req(&r, &[0; 10])), Ok(()));
+    assert_eq!(e.stats().malformed, 1);
+    assert_eq!(e.known_peers(), 0);
+    // Writes that never finish: each holds a little state, up to the bound.
+    r = req(PktType::EagerRtw, c, 1000);
+    for id in 0..MAX_WRITES_IN_PROGRESS as u32 {
+        r.send_id = id;
+        assert_eq!(e.handle_packet(0, 5, &wire::emit_req(&r, &[0; 10])), Ok(()));
+    }
+    assert_eq!(e.outstanding().rma_state, MAX_WRITES_IN_PROGRESS);
+    r.send_id = u32::MAX;
+    assert!(
+        e.handle_packet(0, 5, &wire::emit_req(&r, &[0; 10]))
+            .is_err(),
+        "refused: RNR"
+    );
+    r.send_id = 3; // a write already in progress goes on
+    assert_eq!(e.handle_packet(0, 5, &wire::emit_req(&r, &[0; 10])), Ok(()));
+    assert_eq!(e.outstanding().rma_state, MAX_WRITES_IN_PROGRESS);
+}

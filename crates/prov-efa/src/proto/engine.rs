@@ -358,12 +358,15 @@ impl Engine {
                     self.stats.bad_cookie += 1;
                     return Ok(());
                 }
+                if req.total_len > self.cfg.max_msg_size as u64 {
+                    self.stats.malformed += 1;
+                    return Ok(());
+                }
                 self.peer_mut(now, src).last_progress = now;
                 if req.ty.is_msg() {
                     self.on_msg_req(now, src, req, payload, bytes)
                 } else {
-                    self.on_rma_req(now, src, req, payload);
-                    Ok(())
+                    self.on_rma_req(now, src, req, payload)
                 }
             }
             Repr::Ctrl(c, payload) => {

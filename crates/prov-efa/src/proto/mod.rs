@@ -45,7 +45,9 @@
 //!   waits makes the engine probe the peer after [`Config::probe_interval`], so a lost
 //!   peer is found within both).
 //! - Memory is bounded: unexpected messages by the matcher's limits, held packets by
-//!   the receive window, handshake answers by [`MAX_HS_REPLIES`].
+//!   the receive window, handshake answers by [`MAX_HS_REPLIES`], writes in progress by
+//!   [`MAX_WRITES_IN_PROGRESS`]; a request longer than [`Config::max_msg_size`] is
+//!   dropped as malformed.
 
 use ofi_core::error::Errno;
 use ofi_kit::tagmatch::MatcherConfig;
@@ -59,7 +61,7 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicOp};
+pub use rma::{Access, AtomicOp, MAX_WRITES_IN_PROGRESS};
 
 /// A peer's address as the transport names it (a device address handle, a simulated
 /// node).

@@ -13,7 +13,11 @@ use ofi_core::error::Errno;
 use super::engine::Engine;
 use super::tx::{blank_req, TxOp, READ_KEY_BIT};
 use super::wire::{Ctrl, PktType, Req, ATOMIC_LEN, CTRL_LEN};
-use super::{Nanos, PeerAddr, TxKind};
+use super::{Nanos, NotReady, PeerAddr, TxKind};
+
+/// Most emulated writes received at once (partly arrived); a segment of a new one
+/// beyond is refused with [`NotReady`] until one ends.
+pub const MAX_WRITES_IN_PROGRESS: usize = 1024;
 
 /// Remote access a region grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,9 +246,23 @@ impl Engine {
     }
 
     /// An RMA or atomic request from `src` (cookie checked).
-    pub(crate) fn on_rma_req(&mut self, _now: Nanos, src: PeerAddr, req: Req, payload: &[u8]) {
+    pub(crate) fn on_rma_req(
+        &mut self,
+        _now: Nanos,
+        src: PeerAddr,
+        req: Req,
+        payload: &[u8],
+    ) -> Result<(), NotReady> {
         match req.ty {
-            PktType::EagerRtw => self.on_write_seg(src, &req, payload),
+            PktType::EagerRtw => {
+                if self.rtw.len() >= MAX_WRITES_IN_PROGRESS
+                    && !self.rtw.contains_key(&(src, req.send_id))
+                {
+                    self.stats.not_ready += 1;
+                    return Err(NotReady);
+                }
+                self.on_write_seg(src, &req, payload)
+            }
             PktType::ShortRtr => {
                 match self.region_bytes(req.key, req.rma_offset, req.total_len as usize) {
                     Ok(data) => {
@@ -273,6 +291,7 @@ impl Engine {
             }
             _ => self.stats.stale += 1,
         }
+        Ok(())
     }
 
     fn apply_atomic(&mut self, req: &Req, payload: &[u8]) -> Result<u64, Errno> {
