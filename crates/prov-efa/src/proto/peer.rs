@@ -21,6 +21,8 @@
 //! `recvwin_size` packets in all; further ahead, or beyond that, the packet is refused (the transport answers RNR and the sender tries
 //! again later). Without ordering a message is released when it arrives. An id already
 //! released is a later segment of a multi-packet message, or a duplicate.
+//!
+//! Nothing here panics; id arithmetic wraps.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

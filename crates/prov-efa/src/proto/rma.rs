@@ -7,6 +7,8 @@
 //! without the access asked is `FI_EACCES`; a range outside it is `FI_EINVAL`. A
 //! refused request leaves the region untouched and the initiator's operation completes
 //! with that code. Writes are not ordered with messages.
+//!
+//! Nothing here panics: every range is checked (overflow included) before a copy.
 
 use ofi_core::error::Errno;
 

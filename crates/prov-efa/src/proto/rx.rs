@@ -7,6 +7,11 @@
 //! A message whose receive is not posted yet is unexpected: its first packet is kept in
 //! the matcher and its later segments beside it, both bounded by the matcher's limits
 //! (a message that finds them full is refused with [`NotReady`], the transport's RNR).
+//!
+//! Nothing here panics on a peer's packet: bytes are copied only where they fit the
+//! receive buffer, and a segment or `CTSDATA` outside its message or grant is counted
+//! stale. A hostile sender that repeats segments can make its own message complete
+//! early (with wrong bytes), never overrun a buffer.
 
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;

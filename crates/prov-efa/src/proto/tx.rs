@@ -5,6 +5,9 @@
 //! An operation completes once every packet it queued was taken by the transport, no
 //! data remains to be granted, and the answer it waits for (if any) arrived — or, with
 //! an error, once its packets are accounted for. Its completion is emitted exactly once.
+//!
+//! Nothing here panics on a peer's packet: every id, offset and length in an answer is
+//! checked against the operation it names before use (a mismatch is counted stale).
 
 use ofi_core::error::Errno;
 
