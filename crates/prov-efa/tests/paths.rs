@@ -314,3 +314,51 @@ fn send_errors() {
     assert!(!s.nodes[0].eng.is_lost(1));
     assert_eq!(s.nodes[0].eng.outstanding(), Outstanding::default());
 }
+
+#[test]
+fn directed_receives_take_only_their_source() {
+    let mut s = sim(
+        3,
+        |i| {
+            let mut c = small_cfg(i as u64 + 70);
+            c.matcher.directed_recv = true;
+            c
+        },
+        0,
+        srd(1_000),
+        14,
+    );
+    s.nodes[2]
+        .eng
+        .post_recv(
+            0,
+            RecvReq {
+                src: Some(1),
+                ..recv(1, 100)
+            },
+        )
+        .unwrap();
+    s.nodes[2]
+        .eng
+        .post_recv(
+            0,
+            RecvReq {
+                src: Some(0),
+                ..recv(0, 100)
+            },
+        )
+        .unwrap();
+    s.nodes[0].eng.send(0, send(2, 1, body(0, 0, 30))).unwrap();
+    s.nodes[1].eng.send(0, send(2, 1, body(1, 0, 30))).unwrap();
+    settle(&mut s, END);
+    let rx = rx_events(&s.nodes[2].events);
+    assert_eq!(rx.len(), 2);
+    for r in rx {
+        assert_eq!(
+            r.ctx, r.src,
+            "receive {} took a message from {}",
+            r.ctx, r.src
+        );
+        assert_eq!(check_body(&r.data).0 as u64, r.src);
+    }
+}
