@@ -2,6 +2,7 @@
 //! new peer asks with `HELLO` and holds its requests; the answer creates no state at the
 //! answering end; the request with the cookie does.
 
+use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::wire::{self, Repr};
 use ofi_prov_efa::proto::{Config, Engine, Event, RecvReq, SendReq, Transmit};
 
@@ -30,7 +31,7 @@ fn first_send_asks_then_sends_with_the_cookie() {
             len: 64,
             tag: None,
             src: None,
-            multi_recv: false,
+            flags: OpFlags::empty(),
         },
     )
     .unwrap();

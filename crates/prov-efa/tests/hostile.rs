@@ -6,6 +6,7 @@ mod common;
 
 use common::{body, settle, sim, small_cfg, srd};
 use ofi_core::error::Errno;
+use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::peer::cookie_for;
 use ofi_prov_efa::proto::wire::{self, Ctrl, Hs, PktType, Req, CTRL_LEN, HS_LEN, REQ_LEN};
 use ofi_prov_efa::proto::{Config, Engine, Outstanding, SendReq, MAX_HS_REPLIES};
@@ -320,7 +321,7 @@ fn a_forged_peer_cannot_complete_another_peers_operation() {
                 len: 9000,
                 tag: None,
                 src: None,
-                multi_recv: false,
+                flags: OpFlags::empty(),
             },
         )
         .unwrap();

@@ -6,6 +6,7 @@ mod common;
 
 use common::{body, check_body, settle, sim, small_cfg, srd};
 use ofi_core::error::Errno;
+use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::{Event, Outstanding, RecvReq, RxDone, SendReq};
 use ofi_testkit::simnet::Nanos;
 
@@ -29,7 +30,7 @@ fn recv(ctx: u64, len: usize) -> RecvReq {
         len,
         tag: None,
         src: None,
-        multi_recv: false,
+        flags: OpFlags::empty(),
     }
 }
 
@@ -184,7 +185,7 @@ fn multi_recv_packs_messages_and_releases_the_buffer() {
         .post_recv(
             0,
             RecvReq {
-                multi_recv: true,
+                flags: OpFlags::MULTI_RECV,
                 ..recv(5, 200)
             },
         )
@@ -361,4 +362,125 @@ fn directed_receives_take_only_their_source() {
         );
         assert_eq!(check_body(&r.data).0 as u64, r.src);
     }
+}
+
+fn peek(ctx: u64, tag: u64, flags: OpFlags) -> RecvReq {
+    RecvReq {
+        tag: Some((tag, 0)),
+        flags,
+        ..recv(ctx, 0)
+    }
+}
+
+#[test]
+fn peek_claim_and_discard() {
+    let mut s = sim(2, small_cfg_i, 0, srd(1_000), 15);
+    s.nodes[1]
+        .eng
+        .post_recv(0, peek(0x40, 0x99, OpFlags::PEEK))
+        .unwrap();
+    settle(&mut s, END);
+    let rx = rx_events(&s.nodes[1].events);
+    assert_eq!((rx[0].ctx, rx[0].result), (0x40, Err(Errno::ENOMSG)));
+    // A message arrives; a peek reports it and leaves it.
+    let tsend = |peer, ctx, tag, data| SendReq {
+        tag: Some(tag),
+        ..send(peer, ctx, data)
+    };
+    s.nodes[0]
+        .eng
+        .send(s.now, tsend(1, 1, 0x99, body(0, 0, 100)))
+        .unwrap();
+    settle(&mut s, END);
+    s.nodes[1]
+        .eng
+        .post_recv(s.now, peek(0x42, 0x99, OpFlags::PEEK))
+        .unwrap();
+    s.nodes[1]
+        .eng
+        .post_recv(s.now, peek(0x43, 0x99, OpFlags::PEEK | OpFlags::CLAIM))
+        .unwrap();
+    s.nodes[1]
+        .eng
+        .post_recv(s.now, peek(0x44, 0x99, OpFlags::PEEK))
+        .unwrap();
+    // The claimed message, received by its claiming context.
+    s.nodes[1]
+        .eng
+        .post_recv(
+            s.now,
+            RecvReq {
+                flags: OpFlags::CLAIM,
+                ..recv(0x43, 128)
+            },
+        )
+        .unwrap();
+    settle(&mut s, END);
+    let rx = rx_events(&s.nodes[1].events);
+    let got: Vec<(u64, Result<(), Errno>, usize, u64)> = rx
+        .iter()
+        .map(|r| (r.ctx, r.result, r.msg_len, r.tag))
+        .collect();
+    assert_eq!(
+        got[1..],
+        [
+            (0x42, Ok(()), 100, 0x99),
+            (0x43, Ok(()), 100, 0x99),
+            (0x44, Err(Errno::ENOMSG), 0, 0),
+            (0x43, Ok(()), 100, 0x99),
+        ]
+    );
+    assert_eq!(check_body(&rx[4].data), (0, 0));
+    // Discard: a long message by CTS and one by read — the senders complete, the
+    // receiver gets the discard's completion only, and a later peek misses.
+    s.nodes[0]
+        .eng
+        .send(s.now, tsend(1, 2, 0x55, body(0, 1, 5000)))
+        .unwrap();
+    s.nodes[0]
+        .eng
+        .send(s.now, tsend(1, 3, 0x55, body(0, 2, 9000)))
+        .unwrap();
+    settle(&mut s, END);
+    for ctx in [0x47, 0x48] {
+        s.nodes[1]
+            .eng
+            .post_recv(s.now, peek(ctx, 0x55, OpFlags::PEEK | OpFlags::DISCARD))
+            .unwrap();
+    }
+    settle(&mut s, END);
+    s.nodes[1]
+        .eng
+        .post_recv(s.now, peek(0x49, 0x55, OpFlags::PEEK))
+        .unwrap();
+    settle(&mut s, END);
+    let rx = rx_events(&s.nodes[1].events);
+    let got: Vec<(u64, Result<(), Errno>, usize)> = rx[5..]
+        .iter()
+        .map(|r| (r.ctx, r.result, r.msg_len))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0x47, Ok(()), 5000),
+            (0x48, Ok(()), 9000),
+            (0x49, Err(Errno::ENOMSG), 0)
+        ]
+    );
+    let mut tx = tx_results(&s.nodes[0].events);
+    tx.sort_unstable_by_key(|t| t.0);
+    assert_eq!(tx, vec![(1, Ok(())), (2, Ok(())), (3, Ok(()))]);
+    for n in &s.nodes {
+        assert_eq!(n.eng.outstanding(), Outstanding::default());
+    }
+    // Combinations the matcher refuses.
+    let e = &mut s.nodes[1].eng;
+    assert_eq!(
+        e.post_recv(s.now, peek(1, 0, OpFlags::DISCARD)),
+        Err(Errno::EBADFLAGS)
+    );
+    assert_eq!(
+        e.post_recv(s.now, peek(1, 0, OpFlags::PEEK | OpFlags::MULTI_RECV)),
+        Err(Errno::EBADFLAGS)
+    );
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use ofi_core::flags::OpFlags;
 use std::collections::HashMap;
 
 use common::{body, check_body, settle, sim, small_cfg, srd, Node};
@@ -119,7 +120,7 @@ fn drive(
                         len: 12_000,
                         tag,
                         src: None,
-                        multi_recv: false,
+                        flags: OpFlags::empty(),
                     };
                     s.nodes[i].eng.post_recv(now, r).expect("post");
                     b.posted[kind] += 1;
@@ -318,7 +319,7 @@ fn a_killed_peer_fails_its_operations_within_bounded_time() {
                     len: 12_000,
                     tag,
                     src: None,
-                    multi_recv: false,
+                    flags: OpFlags::empty(),
                 };
                 s.nodes[i].eng.post_recv(s.now, r).unwrap();
             }

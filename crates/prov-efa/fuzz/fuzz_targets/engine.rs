@@ -6,6 +6,7 @@
 //! refused in turn, stays consistent and never holds what it did not account for.
 #![no_main]
 
+use ofi_core::flags::OpFlags;
 use libfuzzer_sys::fuzz_target;
 use ofi_prov_efa::proto::peer::cookie_for;
 use ofi_prov_efa::proto::wire::{self, Repr, REQ_LEN};
@@ -29,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut e = Engine::new(cfg);
     let _ = e.register(1, vec![0; 256], Access::ALL);
-    let _ = e.post_recv(0, RecvReq { ctx: 1, len: 600, tag: None, src: None, multi_recv: true });
+    let _ = e.post_recv(0, RecvReq { ctx: 1, len: 600, tag: None, src: None, flags: OpFlags::MULTI_RECV });
     let _ = e.send(0, SendReq { ctx: 2, peer: PEER, data: vec![3; 1500], tag: Some(4), cq_data: None, delivery_complete: true });
     let mut now = 0u64;
     let mut rest = data;

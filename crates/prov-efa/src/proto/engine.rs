@@ -543,7 +543,9 @@ impl Engine {
         for id in rxs {
             if let Some(op) = self.rx.remove(&id) {
                 self.rx_by_msg.remove(&(addr, op.msg_id));
-                self.events.push_back(op.into_event(Err(err)));
+                if !op.target.silent {
+                    self.events.push_back(op.into_event(Err(err)));
+                }
             }
         }
         self.unexp_segs.retain(|(p, _), _| *p != addr);

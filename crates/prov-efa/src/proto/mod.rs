@@ -50,6 +50,7 @@
 //!   dropped as malformed.
 
 use ofi_core::error::Errno;
+use ofi_core::flags::OpFlags;
 use ofi_kit::tagmatch::MatcherConfig;
 
 mod engine;
@@ -69,6 +70,9 @@ pub type PeerAddr = u64;
 
 /// Time in nanoseconds, on whatever clock the caller keeps.
 pub type Nanos = u64;
+
+/// The `src` of a completion that names no message (`FI_ADDR_NOTAVAIL`).
+pub const NO_SRC: PeerAddr = u64::MAX;
 
 /// The error operations of a lost peer complete with.
 pub const LOST_PEER_ERRNO: Errno = Errno::EIO;
@@ -203,8 +207,10 @@ pub struct RecvReq {
     pub tag: Option<(u64, u64)>,
     /// Directed receive: only from this peer (with [`MatcherConfig::directed_recv`]).
     pub src: Option<PeerAddr>,
-    /// `FI_MULTI_RECV`: the buffer takes messages until it runs short.
-    pub multi_recv: bool,
+    /// Operation flags acted on: `FI_MULTI_RECV` (the buffer takes messages until it
+    /// runs short), `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` (kit's matcher's rules; a bad
+    /// combination is `FI_EBADFLAGS`). Others are ignored.
+    pub flags: OpFlags,
 }
 
 /// What a transmit-side operation was.
@@ -238,7 +244,10 @@ pub enum Event {
     Rx(RxDone),
 }
 
-/// A receive completion.
+/// A receive completion. A peek that found a message (`FI_PEEK`, with `FI_CLAIM` too)
+/// and a discard (`FI_DISCARD`) report the message's source, tag, length and CQ data
+/// with no data; a peek that found none completes with `FI_ENOMSG` and `src`
+/// [`NO_SRC`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RxDone {
     /// The receive's context.

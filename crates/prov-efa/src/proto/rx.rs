@@ -38,6 +38,8 @@ pub(crate) struct Target {
     pub offset: usize,
     pub truncated: bool,
     pub multi_released: bool,
+    /// A discarded message: no completion of its own.
+    pub silent: bool,
 }
 
 impl Target {
@@ -48,6 +50,7 @@ impl Target {
             offset: place.offset,
             truncated: place.truncated,
             multi_released,
+            silent: false,
         }
     }
 }
@@ -102,6 +105,22 @@ impl RxOp {
     }
 }
 
+/// A completion describing `msg` without data (peek, discard, a peek's miss).
+fn msg_info(ctx: u64, msg: &Incoming, result: Result<(), Errno>) -> Event {
+    Event::Rx(RxDone {
+        ctx,
+        result,
+        src: msg.src,
+        tag: msg.tag,
+        tagged: msg.tagged,
+        msg_len: msg.len,
+        data: Vec::new(),
+        offset: 0,
+        multi_recv_released: false,
+        cq_data: msg.data,
+    })
+}
+
 fn incoming(src: PeerAddr, req: &Req) -> Incoming {
     Incoming {
         src,
@@ -124,9 +143,8 @@ impl Engine {
         if let Some(src) = r.src {
             p = p.from_src(src);
         }
-        if r.multi_recv {
-            p = p.with_flags(OpFlags::MULTI_RECV);
-        }
+        let acted = OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD;
+        p = p.with_flags(r.flags & acted);
         match self.matcher.post(p).map_err(|e| e.code())? {
             PostAction::Queued => {}
             PostAction::One {
@@ -149,8 +167,36 @@ impl Engine {
                     self.start_unexpected(now, payload, t);
                 }
             }
-            // Peek, claim and discard are not offered (no such flags are passed).
-            _ => {}
+            PostAction::Peeked { recv, msg } => {
+                self.events
+                    .push_back(msg_info(recv.ctx as u64, &msg, Ok(())));
+            }
+            PostAction::NoMessage { recv } => {
+                let none = Incoming {
+                    src: super::NO_SRC,
+                    tag: 0,
+                    len: 0,
+                    data: None,
+                    tagged: recv.tagged,
+                };
+                self.events
+                    .push_back(msg_info(recv.ctx as u64, &none, Err(Errno::ENOMSG)));
+            }
+            PostAction::Discarded { recv, msg, payload } => {
+                self.events
+                    .push_back(msg_info(recv.ctx as u64, &msg, Ok(())));
+                // The rest of the message still comes (or is granted, or read) and is
+                // dropped as it does, so the sender completes.
+                let t = Target {
+                    ctx: recv.ctx as u64,
+                    place_len: 0,
+                    offset: 0,
+                    truncated: false,
+                    multi_released: false,
+                    silent: true,
+                };
+                self.start_unexpected(now, payload, t);
+            }
         }
         // Room in the unexpected queue may let held messages through.
         if self.cfg.ordered {
@@ -187,8 +233,10 @@ impl Engine {
                 got: 0,
                 granted_end: 0,
             };
-            self.events
-                .push_back(op.into_event(Err(super::LOST_PEER_ERRNO)));
+            if !t.silent {
+                self.events
+                    .push_back(op.into_event(Err(super::LOST_PEER_ERRNO)));
+            }
             return;
         }
         let id = self.start_rx(now, u.peer, u.req, &u.first, t);
@@ -514,6 +562,8 @@ impl Engine {
             c.status = status;
             self.queue_ctrl(peer, &c, &[]);
         }
-        self.events.push_back(op.into_event(result));
+        if !op.target.silent {
+            self.events.push_back(op.into_event(result));
+        }
     }
 }
