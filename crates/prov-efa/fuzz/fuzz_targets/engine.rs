@@ -6,8 +6,8 @@
 //! refused in turn, stays consistent and never holds what it did not account for.
 #![no_main]
 
-use ofi_core::flags::OpFlags;
 use libfuzzer_sys::fuzz_target;
+use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::peer::cookie_for;
 use ofi_prov_efa::proto::wire::{self, Repr, REQ_LEN};
 use ofi_prov_efa::proto::{Access, Config, Engine, RecvReq, SendReq, Transmit};
