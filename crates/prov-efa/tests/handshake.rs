@@ -119,3 +119,64 @@ fn an_unanswered_hello_is_asked_again() {
     let (_, _, again) = sent(a.poll_transmit(1_000));
     assert!(matches!(Repr::parse(&again), Ok(Repr::Hello(_))));
 }
+
+#[test]
+fn rnr_backoff_doubles_to_its_cap_and_resets_on_success() {
+    let cfg = Config {
+        rnr_backoff_initial_wait_time: 10,
+        rnr_backoff_wait_time_cap: 50,
+        ..Config::default()
+    };
+    let mut a = Engine::new(cfg);
+    let mut b = Engine::new(Config {
+        secret: 3,
+        ..Config::default()
+    });
+    let s = SendReq {
+        ctx: 1,
+        peer: 2,
+        data: vec![7; 10],
+        tag: None,
+        cq_data: None,
+        delivery_complete: false,
+    };
+    a.send(0, s.clone()).unwrap();
+    let (_, tok, hello) = sent(a.poll_transmit(0));
+    a.handle_send_done(0, tok);
+    b.handle_packet(0, 1, &hello).unwrap();
+    let (_, _, hs) = sent(b.poll_transmit(0));
+    a.handle_packet(0, 2, &hs).unwrap();
+    // The request is refused again and again: waits of 10, 20, 40, 50, 50 µs.
+    let mut now = 1_000;
+    let (_, mut tok, req) = sent(a.poll_transmit(now));
+    for wait_us in [10u64, 20, 40, 50, 50] {
+        a.handle_rnr(now, tok);
+        assert!(
+            a.poll_transmit(now).is_none(),
+            "nothing before the wait ends"
+        );
+        let due = now + wait_us * 1_000;
+        assert_eq!(a.poll_timeout(), Some(due));
+        assert!(a.poll_transmit(due - 1).is_none());
+        now = due;
+        a.handle_timeout(now);
+        let (_, t, again) = sent(a.poll_transmit(now));
+        assert_eq!(again, req, "the same packet again");
+        tok = t;
+    }
+    assert_eq!(a.stats().rnr, 5);
+    // Accepted: the next refusal starts from the first wait again.
+    a.handle_send_done(now, tok);
+    assert!(matches!(
+        a.poll_event(),
+        Some(Event::Tx {
+            ctx: 1,
+            result: Ok(()),
+            ..
+        })
+    ));
+    a.send(now, SendReq { ctx: 2, ..s }).unwrap();
+    let (_, tok, _) = sent(a.poll_transmit(now));
+    a.handle_rnr(now, tok);
+    assert_eq!(a.poll_timeout(), Some(now + 10_000));
+}
