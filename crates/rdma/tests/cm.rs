@@ -24,6 +24,7 @@ fn me(n: &Node, qp: &QueuePair, data: &[u8]) -> CmPeer {
         gid: n.gid(),
         qpn: qp.qp_num(),
         private_data: data.to_vec(),
+        source: None,
     }
 }
 
@@ -39,7 +40,13 @@ fn exchange_connects_two_queue_pairs() {
     let qb = b.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
-    let cid = client.connect(addr, &me(&a, &qa, b"hello")).unwrap();
+    // The requester names its own address (rdma_cm's IP header): the acceptor learns it.
+    let from: std::net::SocketAddr = "[fe80::1]:4791".parse().unwrap();
+    let hello = CmPeer {
+        source: Some(from),
+        ..me(&a, &qa, b"hello")
+    };
+    let cid = client.connect(addr, &hello).unwrap();
     // The channel's fd says there is something to read.
     let mut p = libc::pollfd {
         fd: server.fd(),
@@ -54,7 +61,10 @@ fn exchange_connects_two_queue_pairs() {
         panic!("{req:?}")
     };
     assert_eq!(listener, lid);
-    assert_eq!(peer, me(&a, &qa, b"hello"));
+    assert_eq!(
+        peer, hello,
+        "the request's queue pair, data and source address"
+    );
     // The acceptor's queue pair goes to RTS before it answers.
     rc_connect(&qb, peer.gid, peer.qpn, 0, 1);
     b.recv(&qb, 1, 0, 64);
@@ -64,7 +74,11 @@ fn exchange_connects_two_queue_pairs() {
     let CmEventKind::Established { peer } = est.kind else {
         panic!("{est:?}")
     };
-    assert_eq!(peer, me(&b, &qb, b"welcome"));
+    assert_eq!(
+        peer,
+        me(&b, &qb, b"welcome"),
+        "no source address given: none read"
+    );
     rc_connect(&qa, peer.gid, peer.qpn, 0, 1);
     let est = event(&server, "established (server)");
     assert_eq!(

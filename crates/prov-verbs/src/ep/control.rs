@@ -207,6 +207,9 @@ impl EndpointOps<Fabric> for Endpoint {
         hub.route_conn(id, &self.inner);
         st.conn_id = Some(id);
         st.conn = Conn::Accepting;
+        if peer.source.is_some() {
+            st.peer = peer.source;
+        }
         hub.channel.accept(id, &self.inner.cm_peer(param))
     }
 

@@ -279,6 +279,7 @@ impl EpInner {
             gid: self.dom.gid,
             qpn: self.qp.qp_num(),
             private_data: data.to_vec(),
+            source: Some(crate::cm::listen_addr(&self.info)),
         }
     }
 
