@@ -24,16 +24,18 @@ impl Semantics {
     /// `FI_ECONNRESET`) without touching the target.
     pub const ACCESS_ERROR_BREAKS_CONNECTION: Semantics = Semantics(1);
 
-    /// A message longer than the receive buffer breaks the connection (a verbs RC
-    /// queue pair: the receiver's `LOC_LEN_ERR`, the sender's `REM_INV_REQ_ERR`).
+    /// A message longer than the receive buffer breaks the connection of an `FI_EP_MSG`
+    /// endpoint (a verbs RC queue pair: the receiver's `LOC_LEN_ERR`, the sender's
+    /// `REM_INV_REQ_ERR`); other endpoint types are checked as written.
     /// Changed check: `pair_recv_too_small_is_etrunc` asserts the receiver's
     /// `FI_ETRUNC` with its context, the sender's completion (success, or an error
     /// with its context), and that a receive and a send posted afterwards complete in
     /// error (`FI_ECANCELED`), the receive buffer untouched.
     pub const TRUNCATION_BREAKS_CONNECTION: Semantics = Semantics(4);
 
-    /// A posted receive cannot be taken back (verbs has no such operation; C's verbs
-    /// provider answers `fi_cancel` with `FI_ENOSYS`). Changed check:
+    /// A receive posted on an `FI_EP_MSG` endpoint cannot be taken back (an RC queue
+    /// pair has no such operation; C's verbs provider answers `fi_cancel` with
+    /// `FI_ENOSYS`); other endpoint types are checked as written. Changed check:
     /// `pair_cancel_recv` asserts `fi_cancel` fails with `FI_ENOSYS`, no completion
     /// follows it, and the receive stays posted: the next message lands in it, with
     /// its context.

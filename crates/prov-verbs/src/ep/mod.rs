@@ -1,5 +1,6 @@
-//! The active endpoint: one RC queue pair, its device completion queue (with a
-//! completion channel), and the operations in flight.
+//! The active endpoint: one queue pair (RC for `FI_EP_MSG`, UD for `FI_EP_DGRAM`, see
+//! [`ud`]), its device completion queue (with a completion channel), and the operations
+//! in flight.
 //!
 //! # State
 //!
@@ -27,6 +28,7 @@ use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::eq::EqErrorEntry;
 use ofi_core::{Address, Errno, Error, OpFlags, Result};
+use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
@@ -43,6 +45,7 @@ use crate::NAME;
 
 mod control;
 mod post;
+pub mod ud;
 
 /// Largest inline send this provider asks a queue pair for.
 pub const INLINE_MAX: usize = 256;
@@ -135,6 +138,8 @@ pub(crate) struct Binds {
     pub(crate) c_recv: Option<KitCntr>,
     pub(crate) c_read: Option<KitCntr>,
     pub(crate) c_write: Option<KitCntr>,
+    /// The address vector (`FI_EP_DGRAM`).
+    pub(crate) av: Option<Arc<KitAv<Arc<ud::UdPeer>>>>,
 }
 
 impl Binds {
@@ -161,6 +166,8 @@ pub(crate) struct St {
     /// Completions polled while arming for a wait.
     stash: Vec<WorkCompletion>,
     registered: bool,
+    /// The receive side of an `FI_EP_DGRAM` endpoint.
+    pub(crate) ud: Option<ud::UdRx>,
 }
 
 /// The shared part of an endpoint.
@@ -175,6 +182,10 @@ pub struct EpInner {
     pub(crate) handle: Option<u64>,
     pub(crate) info: Info,
     pub(crate) inline_size: usize,
+    /// An `FI_EP_DGRAM` endpoint (a UD queue pair).
+    pub(crate) dgram: bool,
+    /// The largest datagram (the port's MTU); unused on `FI_EP_MSG`.
+    pub(crate) mtu: usize,
     pub(crate) tx_flags: OpFlags,
     pub(crate) rx_flags: OpFlags,
     pub(crate) st: Mutex<St>,
@@ -188,7 +199,7 @@ impl std::fmt::Debug for EpInner {
     }
 }
 
-/// An active (`FI_EP_MSG`) endpoint.
+/// An active endpoint (`FI_EP_MSG` over RC, `FI_EP_DGRAM` over UD).
 #[derive(Debug)]
 pub struct Endpoint {
     pub(crate) inner: Arc<EpInner>,
@@ -200,15 +211,16 @@ fn access_all() -> Access {
 
 impl Endpoint {
     pub(crate) fn open(dom: Arc<DomainShared>, info: &Info, context: usize) -> Result<Endpoint> {
-        if !matches!(
-            info.ep_attr.ep_type,
-            ofi_core::EpType::Msg | ofi_core::EpType::Unspec
-        ) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: FI_EP_MSG endpoints only"),
-            ));
-        }
+        let dgram = match info.ep_attr.ep_type {
+            ofi_core::EpType::Msg | ofi_core::EpType::Unspec => false,
+            ofi_core::EpType::Dgram => true,
+            other => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{NAME}: {other} endpoints are not supported (FI_EP_MSG, FI_EP_DGRAM)"),
+                ))
+            }
+        };
         let s = &dom.fabric.settings;
         // The info's sizes when given (0: the parameters'), at most what the device
         // allows per queue.
@@ -216,10 +228,11 @@ impl Endpoint {
         let pick = |asked: usize, dflt: usize| if asked == 0 { dflt } else { asked }.min(max_wr);
         let tx = pick(info.tx_attr.size, s.tx_size);
         let rx = pick(info.rx_attr.size, s.rx_size);
+        let mtu = (dom.ctx.query_port(1)?.active_mtu.bytes() as usize).min(crate::UD_MTU);
         let channel = dom.ctx.create_comp_channel()?;
         let cq = dom.ctx.create_cq((tx + rx) as u32, 0, Some(&channel))?;
         let qp = dom.pd.create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
+            qp_type: if dgram { QpType::Ud } else { QpType::Rc },
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,
@@ -227,22 +240,38 @@ impl Endpoint {
                 max_send_wr: tx as u32,
                 max_recv_wr: rx as u32,
                 max_send_sge: crate::IOV_LIMIT as u32,
-                max_recv_sge: crate::IOV_LIMIT as u32,
+                max_recv_sge: if dgram { 1 } else { crate::IOV_LIMIT as u32 },
                 max_inline_data: s.inline_size as u32,
             },
             sq_sig_all: true,
         })?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Init,
-                qp_access_flags: access_all(),
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-        )?;
+        if dgram {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qkey: ud::QKEY,
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+            )?;
+        } else {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qp_access_flags: access_all(),
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
+                    | QpAttrMask::ACCESS_FLAGS,
+            )?;
+        }
+        let ud_rx = if dgram {
+            Some(ud::UdRx::new(&dom.pd, rx, mtu)?)
+        } else {
+            None
+        };
         let inline_size = s.inline_size.min(qp.cap().max_inline_data as usize);
         let handle = (info.handle != 0).then_some(info.handle as u64);
         let inner = Arc::new(EpInner {
@@ -253,6 +282,8 @@ impl Endpoint {
             handle,
             info: info.clone(),
             inline_size,
+            dgram,
+            mtu,
             tx_flags: info.tx_attr.op_flags,
             rx_flags: info.rx_attr.op_flags,
             st: Mutex::new(St {
@@ -265,6 +296,7 @@ impl Endpoint {
                 rx: Slots::with_capacity(rx),
                 stash: Vec::with_capacity(ROUND),
                 registered: false,
+                ud: ud_rx,
             }),
             dom,
         });
@@ -415,6 +447,10 @@ impl EpInner {
     fn complete(&self, st: &mut St, wc: &WorkCompletion) {
         let rx = wc.wr_id & RX_BIT != 0;
         let idx = (wc.wr_id & !RX_BIT) as usize;
+        if rx && self.dgram {
+            self.datagram(st, idx, wc);
+            return;
+        }
         let slot = if rx {
             st.rx.remove(idx)
         } else {
