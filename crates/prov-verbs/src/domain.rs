@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use ofi_core::abi::raw::AtomicAttr;
-use ofi_core::attr::Info;
+use ofi_core::attr::{Info, RxAttr};
 use ofi_core::av::AvAttr;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::DomainOps;
@@ -146,6 +146,10 @@ impl DomainOps<Fabric> for Domain {
 
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<VerbsMr> {
         VerbsMr::register(self.shared.clone(), attr, flags)
+    }
+
+    fn srx_ctx(&self, attr: &RxAttr, context: usize) -> Result<Endpoint> {
+        Endpoint::open_srx(self.shared.clone(), attr, context)
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {

@@ -25,6 +25,8 @@
 //! - memory registration with `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 //!   FI_MR_PROV_KEY` (the key is the region's rkey); a local buffer outside every
 //!   registered region is registered for the duration of its operation;
+//! - shared receive contexts (`fi_srx_context`) over a shared receive queue for
+//!   `FI_EP_MSG` endpoints (their queue pairs are created at `fi_enable`, on it);
 //! - a third result per device, `FI_EP_DGRAM` over UD (`FI_MSG`, datagrams up to the
 //!   MTU, `FI_ADDR_IB_UD` names, kit's AV, no message prefix: see [`ep::ud`]);
 //! - completion queues are kit's, filled by the endpoint's progress from the device's
@@ -231,7 +233,7 @@ impl VerbsProvider {
                 max_ep_tx_ctx: 1,
                 max_ep_rx_ctx: 1,
                 max_ep_stx_ctx: 0,
-                max_ep_srx_ctx: 0,
+                max_ep_srx_ctx: 1,
                 cntr_cnt: 1024,
                 mr_iov_limit: 1,
                 caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
@@ -274,6 +276,7 @@ impl VerbsProvider {
         i.ep_attr.max_order_raw_size = 0;
         i.ep_attr.max_order_waw_size = 0;
         i.domain_attr.cq_data_size = 0;
+        i.domain_attr.max_ep_srx_ctx = 0;
         i
     }
 }

@@ -42,7 +42,7 @@ impl Endpoint {
                 "bind a completion queue or counter before fi_enable",
             ));
         }
-        let qp = &self.inner.qp;
+        let qp = self.inner.qp()?;
         qp.modify(
             &QpAttr {
                 qp_state: QpState::Rtr,
@@ -157,8 +157,35 @@ impl EndpointOps<Fabric> for Endpoint {
                 }
                 b.av = Some(av.kit().clone());
             }
-            BindTarget::Stx(_) | BindTarget::Srx(_) => {
-                return Err(bad(Errno::ENOSYS, "shared contexts are not supported"))
+            BindTarget::Srx(srx) => {
+                if self.inner.dgram || self.inner.srq.is_some() {
+                    return Err(bad(
+                        Errno::ENOSYS,
+                        "shared receive contexts bind to FI_EP_MSG endpoints only",
+                    ));
+                }
+                if srx.inner.srq.is_none() {
+                    return Err(bad(Errno::EINVAL, "not a shared receive context"));
+                }
+                if !std::sync::Arc::ptr_eq(&srx.inner.dom, &self.inner.dom) {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "a shared receive context of another domain",
+                    ));
+                }
+                if b.srx.is_some() {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "a shared receive context is already bound",
+                    ));
+                }
+                b.srx = Some(srx.inner.clone());
+            }
+            BindTarget::Stx(_) => {
+                return Err(bad(
+                    Errno::ENOSYS,
+                    "shared transmit contexts are not supported",
+                ))
             }
         }
         Ok(())
@@ -167,6 +194,10 @@ impl EndpointOps<Fabric> for Endpoint {
     fn enable(&self) -> Result<()> {
         if self.inner.dgram {
             return self.enable_datagram();
+        }
+        if self.inner.srq.is_some() {
+            // A shared receive context is usable from its creation.
+            return Ok(());
         }
         let st = lock(&self.inner.st);
         if st.b.eq.is_none() {
@@ -178,6 +209,8 @@ impl EndpointOps<Fabric> for Endpoint {
                 "bind a completion queue before fi_enable",
             ));
         }
+        let srq = st.b.srx.as_ref().and_then(|x| x.srq.as_ref());
+        self.inner.create_qp(srq)?;
         self.mark_enabled(st);
         Ok(())
     }
@@ -207,7 +240,7 @@ impl EndpointOps<Fabric> for Endpoint {
             let lid = self.inner.dom.ctx.query_port(1)?.lid;
             return Ok(super::ud::encode_name(
                 &self.inner.dom.gid,
-                self.inner.qp.qp_num(),
+                self.inner.qp()?.qp_num(),
                 lid,
             ));
         }
@@ -253,7 +286,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let hub = &self.inner.dom.fabric.hub;
         let id = hub
             .channel
-            .connect(peer, &self.inner.cm_peer(param))
+            .connect(peer, &self.inner.cm_peer(param)?)
             .map_err(|e| {
                 if e.code() == Errno::ENOENT {
                     Error::new(Errno::ECONNREFUSED, e.to_string())
@@ -303,7 +336,7 @@ impl EndpointOps<Fabric> for Endpoint {
         if peer.source.is_some() {
             st.peer = peer.source;
         }
-        hub.channel.accept(id, &self.inner.cm_peer(param))
+        hub.channel.accept(id, &self.inner.cm_peer(param)?)
     }
 
     fn shutdown(&self, _flags: u64) -> Result<()> {

@@ -1,6 +1,10 @@
-//! The active endpoint: one queue pair (RC for `FI_EP_MSG`, UD for `FI_EP_DGRAM`, see
-//! [`ud`]), its device completion queue (with a completion channel), and the operations
-//! in flight.
+//! The active endpoint: one queue pair (RC for `FI_EP_MSG`, created at `fi_enable` on
+//! the shared receive queue of a bound shared receive context if any; UD for
+//! `FI_EP_DGRAM`, created at `fi_endpoint`, see [`ud`]), its device completion queue
+//! (with a completion channel), and the operations in flight. A shared receive context
+//! (`fi_srx_context`) is an endpoint with a shared receive queue and no queue pair: its
+//! receive slots are taken by the completions of the endpoints bound to it (lock order:
+//! an endpoint, then its shared receive context).
 //!
 //! # State
 //!
@@ -21,7 +25,7 @@
 //! Nothing here panics on application or peer input.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::attr::Info;
@@ -35,8 +39,8 @@ use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_rdma::{
     Access, AhAttr, CmEventKind, CmPeer, CompChannel, CompletionQueue, MemoryRegion, QpAttr,
-    QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, Sge, SharedReceiveQueue, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 
 use crate::cm::lock;
@@ -140,6 +144,8 @@ pub(crate) struct Binds {
     pub(crate) c_write: Option<KitCntr>,
     /// The address vector (`FI_EP_DGRAM`).
     pub(crate) av: Option<Arc<KitAv<Arc<ud::UdPeer>>>>,
+    /// The shared receive context receives come from (`FI_EP_MSG`).
+    pub(crate) srx: Option<Arc<EpInner>>,
 }
 
 impl Binds {
@@ -172,8 +178,16 @@ pub(crate) struct St {
 
 /// The shared part of an endpoint.
 pub struct EpInner {
-    // Field order: the queue pair goes before its completion queue and channel.
-    pub(crate) qp: QueuePair,
+    // Field order: the queue pair goes before its completion queue and channel, and
+    // before the shared receive queue it may use.
+    /// The queue pair: created at `fi_endpoint` for `FI_EP_DGRAM`, at `fi_enable` for
+    /// `FI_EP_MSG` (a shared receive context bound before must be known); never for a
+    /// shared receive context.
+    qp: OnceLock<QueuePair>,
+    /// The queue sizes the queue pair is created with.
+    plan: QpCap,
+    /// The shared receive queue of a shared receive context (`fi_srx_context`).
+    pub(crate) srq: Option<SharedReceiveQueue>,
     pub(crate) cq: CompletionQueue,
     pub(crate) channel: CompChannel,
     pub(crate) dom: Arc<DomainShared>,
@@ -194,7 +208,7 @@ pub struct EpInner {
 impl std::fmt::Debug for EpInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EpInner")
-            .field("qpn", &self.qp.qp_num())
+            .field("qpn", &self.qp.get().map(QueuePair::qp_num))
             .finish_non_exhaustive()
     }
 }
@@ -231,51 +245,24 @@ impl Endpoint {
         let mtu = (dom.ctx.query_port(1)?.active_mtu.bytes() as usize).min(crate::UD_MTU);
         let channel = dom.ctx.create_comp_channel()?;
         let cq = dom.ctx.create_cq((tx + rx) as u32, 0, Some(&channel))?;
-        let qp = dom.pd.create_qp(&QpInitAttr {
-            qp_type: if dgram { QpType::Ud } else { QpType::Rc },
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: tx as u32,
-                max_recv_wr: rx as u32,
-                max_send_sge: crate::IOV_LIMIT as u32,
-                max_recv_sge: if dgram { 1 } else { crate::IOV_LIMIT as u32 },
-                max_inline_data: s.inline_size as u32,
-            },
-            sq_sig_all: true,
-        })?;
-        if dgram {
-            qp.modify(
-                &QpAttr {
-                    qp_state: QpState::Init,
-                    qkey: ud::QKEY,
-                    ..QpAttr::default()
-                },
-                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
-            )?;
-        } else {
-            qp.modify(
-                &QpAttr {
-                    qp_state: QpState::Init,
-                    qp_access_flags: access_all(),
-                    ..QpAttr::default()
-                },
-                QpAttrMask::STATE
-                    | QpAttrMask::PKEY_INDEX
-                    | QpAttrMask::PORT
-                    | QpAttrMask::ACCESS_FLAGS,
-            )?;
-        }
+        let plan = QpCap {
+            max_send_wr: tx as u32,
+            max_recv_wr: rx as u32,
+            max_send_sge: crate::IOV_LIMIT as u32,
+            max_recv_sge: if dgram { 1 } else { crate::IOV_LIMIT as u32 },
+            max_inline_data: s.inline_size as u32,
+        };
         let ud_rx = if dgram {
             Some(ud::UdRx::new(&dom.pd, rx, mtu)?)
         } else {
             None
         };
-        let inline_size = s.inline_size.min(qp.cap().max_inline_data as usize);
+        let inline_size = s.inline_size;
         let handle = (info.handle != 0).then_some(info.handle as u64);
         let inner = Arc::new(EpInner {
-            qp,
+            qp: OnceLock::new(),
+            plan,
+            srq: None,
             cq,
             channel,
             fid: context,
@@ -300,25 +287,144 @@ impl Endpoint {
             }),
             dom,
         });
+        if dgram {
+            inner.create_qp(None)?;
+        }
+        Ok(Endpoint { inner })
+    }
+
+    /// A shared receive context (`fi_srx_context`): a shared receive queue of
+    /// `attr.size` receives (the parameter's depth for 0) that `FI_EP_MSG` endpoints
+    /// bound to it receive from. Usable at once (no `fi_enable`).
+    pub(crate) fn open_srx(
+        dom: Arc<DomainShared>,
+        attr: &ofi_core::attr::RxAttr,
+        context: usize,
+    ) -> Result<Endpoint> {
+        let s = &dom.fabric.settings;
+        let max = dom.ctx.query_device()?.max_srq_wr as usize;
+        let size = if attr.size == 0 { s.rx_size } else { attr.size }.min(max);
+        if attr.iov_limit > crate::IOV_LIMIT {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{NAME}: iov_limit {} (at most {})",
+                    attr.iov_limit,
+                    crate::IOV_LIMIT
+                ),
+            ));
+        }
+        let srq = dom.pd.create_srq(&ofi_rdma::SrqInitAttr {
+            max_wr: size as u32,
+            max_sge: crate::IOV_LIMIT as u32,
+        })?;
+        // Completions of its receives arrive on the queues of the endpoints that
+        // consume them; its own queue stays empty.
+        let channel = dom.ctx.create_comp_channel()?;
+        let cq = dom.ctx.create_cq(1, 0, Some(&channel))?;
+        let info = Info {
+            rx_attr: attr.clone(),
+            ..Info::default()
+        };
+        let inner = Arc::new(EpInner {
+            qp: OnceLock::new(),
+            plan: QpCap::default(),
+            srq: Some(srq),
+            cq,
+            channel,
+            fid: context,
+            handle: None,
+            info,
+            inline_size: 0,
+            dgram: false,
+            mtu: 0,
+            tx_flags: OpFlags::empty(),
+            rx_flags: attr.op_flags,
+            st: Mutex::new(St {
+                b: Binds::default(),
+                enabled: true,
+                conn: Conn::Idle,
+                conn_id: None,
+                peer: None,
+                tx: Slots::with_capacity(0),
+                rx: Slots::with_capacity(size),
+                stash: Vec::new(),
+                registered: false,
+                ud: None,
+            }),
+            dom,
+        });
         Ok(Endpoint { inner })
     }
 }
 
 impl EpInner {
+    /// The queue pair (`FI_EOPBADSTATE` before it exists: an `FI_EP_MSG` endpoint not
+    /// enabled, or a shared receive context).
+    pub(crate) fn qp(&self) -> Result<&QueuePair> {
+        self.qp.get().ok_or_else(|| {
+            Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: no queue pair (endpoint not enabled)"),
+            )
+        })
+    }
+
+    /// Creates the queue pair (once; later calls do nothing), receiving from `srq` when
+    /// given, and moves it to INIT.
+    pub(crate) fn create_qp(&self, srq: Option<&SharedReceiveQueue>) -> Result<()> {
+        if self.qp.get().is_some() {
+            return Ok(());
+        }
+        let qp = self.dom.pd.create_qp(&QpInitAttr {
+            qp_type: if self.dgram { QpType::Ud } else { QpType::Rc },
+            send_cq: &self.cq,
+            recv_cq: &self.cq,
+            srq,
+            cap: self.plan,
+            sq_sig_all: true,
+        })?;
+        if self.dgram {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qkey: ud::QKEY,
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+            )?;
+        } else {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qp_access_flags: access_all(),
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
+                    | QpAttrMask::ACCESS_FLAGS,
+            )?;
+        }
+        let _ = self.qp.set(qp);
+        Ok(())
+    }
+
     /// This side of the connection manager's exchange.
-    pub(crate) fn cm_peer(&self, data: &[u8]) -> CmPeer {
-        CmPeer {
+    pub(crate) fn cm_peer(&self, data: &[u8]) -> Result<CmPeer> {
+        Ok(CmPeer {
             gid: self.dom.gid,
-            qpn: self.qp.qp_num(),
+            qpn: self.qp()?.qp_num(),
             private_data: data.to_vec(),
             source: Some(crate::cm::listen_addr(&self.info)),
-        }
+        })
     }
 
     /// INIT → RTR → RTS towards the peer's queue pair.
     pub(crate) fn connect_qp(&self, peer: &CmPeer) -> Result<()> {
         let mtu = self.dom.ctx.query_port(1)?.active_mtu;
-        self.qp.modify(
+        let qp = self.qp()?;
+        qp.modify(
             &QpAttr {
                 qp_state: QpState::Rtr,
                 path_mtu: mtu,
@@ -340,7 +446,7 @@ impl EpInner {
                 | QpAttrMask::MAX_DEST_RD_ATOMIC
                 | QpAttrMask::MIN_RNR_TIMER,
         )?;
-        self.qp.modify(
+        qp.modify(
             &QpAttr {
                 qp_state: QpState::Rts,
                 timeout: 18,
@@ -360,7 +466,10 @@ impl EpInner {
 
     /// Move the queue pair to the error state (everything posted is flushed).
     pub(crate) fn to_error(&self) {
-        let _ = self.qp.modify(
+        let Some(qp) = self.qp.get() else {
+            return;
+        };
+        let _ = qp.modify(
             &QpAttr {
                 qp_state: QpState::Err,
                 ..QpAttr::default()
@@ -451,14 +560,20 @@ impl EpInner {
             self.datagram(st, idx, wc);
             return;
         }
-        let slot = if rx {
-            st.rx.remove(idx)
-        } else {
-            st.tx.remove(idx)
+        let (slot, shared) = match (rx, &st.b.srx) {
+            // Lock order: an endpoint, then its shared receive context.
+            (true, Some(srx)) => (lock(&srx.st).rx.remove(idx), true),
+            (true, None) => (st.rx.remove(idx), false),
+            (false, _) => (st.tx.remove(idx), false),
         };
-        let Some(slot) = slot else {
+        let Some(mut slot) = slot else {
             return;
         };
+        if shared {
+            // Posted without knowing which endpoint's CQ (and its selective
+            // completion) would report it.
+            slot.report |= !st.b.rx_sel;
+        }
         let (cq, _sel) = if rx {
             (st.b.rx_cq.as_ref(), st.b.rx_sel)
         } else {

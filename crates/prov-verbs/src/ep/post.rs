@@ -120,7 +120,7 @@ impl EpInner {
         };
         // SAFETY: inline sends read the application's buffers now (valid by the data
         // calls' contract); the scatter list names registered memory.
-        if let Err(e) = unsafe { self.qp.post_send(&wr) } {
+        if let Err(e) = unsafe { self.qp()?.post_send(&wr) } {
             st.tx.remove(i);
             return Err(e);
         }
@@ -208,7 +208,19 @@ impl EpInner {
                 format!("{NAME}: receive queue full"),
             ));
         }
-        let report = self.report(recv.flags, st.b.rx_sel);
+        if st.b.srx.is_some() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: this endpoint receives from its shared receive context"),
+            ));
+        }
+        // A shared receive context does not know which endpoint's CQ reports the
+        // receive: unless asked for, the receiving endpoint's selection decides.
+        let report = if self.srq.is_some() {
+            recv.flags.contains(OpFlags::COMPLETION)
+        } else {
+            self.report(recv.flags, st.b.rx_sel)
+        };
         if let Some(u) = st.ud.as_mut() {
             if u.left() == 0 {
                 return Err(Error::new(
@@ -248,7 +260,11 @@ impl EpInner {
             wr_id: i as u64 | RX_BIT,
             sg_list: &list[..n],
         };
-        if let Err(e) = self.qp.post_recv(&wr) {
+        let posted = match &self.srq {
+            Some(srq) => srq.post_recv(&wr),
+            None => self.qp().and_then(|qp| qp.post_recv(&wr)),
+        };
+        if let Err(e) = posted {
             st.rx.remove(i);
             return Err(e);
         }

@@ -240,7 +240,7 @@ impl super::EpInner {
             return;
         };
         let landed = u.land(i, wc.byte_len as usize);
-        if let Err(e) = u.repost(&self.qp, i, super::RX_BIT) {
+        if let Err(e) = self.qp().and_then(|qp| u.repost(qp, i, super::RX_BIT)) {
             ofi_core::ofi_warn!(NAME, "ep_data", "reposting a datagram buffer: {e}");
         }
         let flags = (OpFlags::RECV | OpFlags::MSG).bits();
