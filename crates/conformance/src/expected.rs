@@ -120,11 +120,17 @@ pub const RXM: &[Capability] = FULL_RDM;
 pub const RXD: &[Capability] = FULL_RDM;
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
-/// CQ data by write with immediate) and the verbs atomics; no tagged messages.
+/// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
+/// datagrams (`FI_EP_DGRAM`) over UD queue pairs.
 pub const VERBS: &[Capability] = &[
     Getinfo,
     Domain,
     Cq,
+    Av,
+    Msg,
+    Dgram,
+    Inject,
+    TwoProcess,
     Eq,
     Counters,
     Mr,

@@ -79,6 +79,7 @@ pub mod expected;
 pub mod fixture;
 pub mod pair;
 pub mod plugin;
+pub mod semantics;
 pub mod twoproc;
 
 use std::fmt;
@@ -88,6 +89,7 @@ use std::time::Duration;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
 use ofi::{AddrFormat, Caps, EpType, Errno, Info, Result, API_VERSION};
+pub use semantics::Semantics;
 
 /// How long any single wait for a completion may take before a check fails.
 pub const WAIT: Duration = Duration::from_secs(2);
@@ -103,6 +105,8 @@ pub struct Expectations {
     pub rma_bad_key: Option<Errno>,
     /// The error code of an RMA access past the end of a region. `None`: any.
     pub rma_out_of_range: Option<Errno>,
+    /// Transport semantics some checks assert instead of their default behaviour.
+    pub semantics: Semantics,
 }
 
 impl Default for Expectations {
@@ -111,6 +115,7 @@ impl Default for Expectations {
             data_before_enable: Errno::EOPBADSTATE,
             rma_bad_key: None,
             rma_out_of_range: None,
+            semantics: Semantics::NONE,
         }
     }
 }
@@ -163,6 +168,18 @@ impl Subject {
     pub fn with_expectations(mut self, expect: Expectations) -> Subject {
         self.expect = expect;
         self
+    }
+
+    /// Builder-style: the transport semantics the provider inherits (see
+    /// [`Semantics`]).
+    pub fn with_semantics(mut self, semantics: Semantics) -> Subject {
+        self.expect.semantics = semantics;
+        self
+    }
+
+    /// Whether the subject states `semantics`.
+    pub fn has(&self, semantics: Semantics) -> bool {
+        self.expect.semantics.contains(semantics)
     }
 
     /// Builder-style: keep `guard` alive as long as the subject (e.g. the temporary

@@ -14,7 +14,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{count_or_code, ctl, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, AsFid, FidRef, Node};
 use crate::abi::raw::{
     CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, Obj, RawCqAttr,
 };
@@ -346,102 +346,6 @@ impl CompletionQueue {
                 "CQ read with an entry type that is not the CQ's format",
             ))
         }
-    }
-
-    /// `fi_cq_read`: fill `buf` with completions; the number read, `FI_EAGAIN` if none,
-    /// `FI_EAVAIL` if an error entry is next. An empty `buf` only drives progress.
-    #[inline]
-    pub fn read<E: CqEntryFormat>(&self, buf: &mut [E]) -> Result<usize> {
-        self.check::<E>()?;
-        // SAFETY: `buf` is valid for `len` entries of the CQ's format (checked above).
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.read(self.obj, buf.as_mut_ptr() as *mut c_void, buf.len())
-            )
-        })
-    }
-
-    /// `fi_cq_readerr`, C-shaped: the next error entry into `entry` (`FI_EAGAIN` if
-    /// none). With `entry.err_data` pointing to a buffer of yours and `err_data_size` > 0
-    /// the provider copies up to that many bytes of its error data there and sets
-    /// `err_data_size` to the number copied; with `err_data_size` 0, `err_data` is set
-    /// to the provider's own buffer, valid until the next read of this CQ. Prefer
-    /// [`readerr_owned`](Self::readerr_owned), which needs no raw pointers.
-    pub fn readerr(&self, entry: &mut CqErrEntry, flags: u64) -> Result<()> {
-        // SAFETY: `entry` is a valid, exclusive CqErrEntry; a non-null `err_data` with a
-        // non-zero size is the caller's buffer, which fi_cq(3) lets the provider fill.
-        count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, entry, flags)) })
-            .map(|_| ())
-    }
-
-    /// `fi_cq_readerr` with the error data copied out: the next error entry
-    /// (`FI_EAGAIN` if none). At most [`READERR_DATA_MAX`] bytes of error data are
-    /// returned.
-    pub fn readerr_owned(&self, flags: u64) -> Result<CqError> {
-        let mut data = vec![0u8; READERR_DATA_MAX];
-        let mut e = CqErrEntry {
-            err_data: data.as_mut_ptr() as *mut c_void,
-            err_data_size: data.len(),
-            ..CqErrEntry::default()
-        };
-        // SAFETY: `e` valid; its err_data buffer valid for err_data_size bytes.
-        count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, &mut e, flags)) })?;
-        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
-            data.truncate(e.err_data_size.min(READERR_DATA_MAX));
-            data
-        } else if e.err_data.is_null() || e.err_data_size == 0 {
-            Vec::new()
-        } else {
-            // A provider that ignored our buffer and returned its own.
-            // SAFETY: the provider's buffer, valid for err_data_size bytes until the next
-            // read of this CQ (fi_cq(3)).
-            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
-        };
-        Ok(CqError::from_raw(&e, err_data))
-    }
-
-    /// `fi_cq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
-    /// forever); `FI_EAGAIN` on time-out.
-    pub fn sread<E: CqEntryFormat>(&self, buf: &mut [E], timeout: i32) -> Result<usize> {
-        self.check::<E>()?;
-        // SAFETY: `buf` valid for its length; no condition.
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.sread(
-                    self.obj,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    std::ptr::null(),
-                    timeout
-                )
-            )
-        })
-    }
-
-    /// `fi_cq_sread` with a threshold (CQ opened with `CqWaitCond::Threshold`).
-    pub fn sread_threshold<E: CqEntryFormat>(
-        &self,
-        buf: &mut [E],
-        threshold: usize,
-        timeout: i32,
-    ) -> Result<usize> {
-        self.check::<E>()?;
-        let cond = &threshold as *const usize as *const c_void;
-        // SAFETY: `buf` valid; `cond` points to a usize that lives across the call.
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.sread(
-                    self.obj,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    cond,
-                    timeout
-                )
-            )
-        })
     }
 
     // ---- one method per entry of the list (`for_each_cq_op!`) ----

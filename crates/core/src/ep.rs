@@ -33,7 +33,6 @@ use crate::attr::{RxAttr, TxAttr};
 use crate::enums::{AtomicOp, Datatype};
 use crate::eq::EventQueue;
 use crate::error::{Errno, Error, Result};
-use crate::flags::OpFlags;
 
 /// An open active endpoint.
 pub struct Endpoint {
@@ -185,34 +184,6 @@ impl Endpoint {
     }
 
     // ---- control ----
-
-    /// `fi_ep_bind`: bind a completion queue, counter, address vector, event queue or
-    /// shared context of the same provider. Objects of another provider are refused
-    /// with `FI_EINVAL`. The bound object stays open until this endpoint closes.
-    pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: OpFlags) -> Result<()> {
-        let target = obj.as_fid();
-        self.node.check_peer(target.node(), "endpoint bind")?;
-        let raw = target.raw();
-        // SAFETY: our own object and table; `raw` names an open object of our family.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// Bind an address vector (`fi_ep_bind(ep, &av->fid, 0)`).
-    pub fn bind_av(&self, av: &crate::av::AddressVector) -> Result<()> {
-        self.bind(av, OpFlags::empty())
-    }
-
-    /// Bind a counter with `FI_SEND`, `FI_RECV`, `FI_READ`, `FI_WRITE`, … flags.
-    pub fn bind_cntr(&self, cntr: &crate::cntr::Counter, flags: OpFlags) -> Result<()> {
-        self.bind(cntr, flags)
-    }
-
-    /// Bind an event queue.
-    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
-        self.bind(eq, OpFlags::empty())
-    }
 
     /// [`Endpoint::join`] with the context a `FI_JOIN_COMPLETE` event on the endpoint's
     /// event queue carries.

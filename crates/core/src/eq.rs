@@ -147,7 +147,9 @@ impl EventQueue {
         unsafe { &*self.ops }
     }
 
-    fn read_with(
+    /// Read one event through `call` (a slot taking the event kind, a buffer and its
+    /// length), growing the buffer while the provider answers `FI_ETOOSMALL`.
+    pub(crate) fn read_with(
         &self,
         mut call: impl FnMut(*mut u32, *mut c_void, usize) -> isize,
     ) -> Result<Event> {
@@ -223,33 +225,6 @@ impl EventQueue {
                 })
             }
         }
-    }
-
-    /// `fi_eq_read`: the next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is
-    /// next).
-    pub fn read(&self) -> Result<Event> {
-        // SAFETY: the buffer and `event` are valid for the given length.
-        self.read_with(|e, b, l| unsafe {
-            call_slot!(self.t(), EqTable.read(self.obj, e, b, l, 0))
-        })
-    }
-
-    /// `fi_eq_read` with `FI_PEEK`: the next event, left queued.
-    pub fn peek(&self) -> Result<Event> {
-        let peek = crate::flags::OpFlags::PEEK.bits();
-        // SAFETY: as `read`.
-        self.read_with(|e, b, l| unsafe {
-            call_slot!(self.t(), EqTable.read(self.obj, e, b, l, peek))
-        })
-    }
-
-    /// `fi_eq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
-    /// forever); `FI_EAGAIN` on time-out.
-    pub fn sread(&self, timeout: i32) -> Result<Event> {
-        // SAFETY: as `read`.
-        self.read_with(|e, b, l| unsafe {
-            call_slot!(self.t(), EqTable.sread(self.obj, e, b, l, timeout, 0))
-        })
     }
 
     /// `fi_eq_strerror` with the event's error data: pass the `err_data` of the

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, ok_or_code, open_child, AsFid, FidRef, Node};
-use crate::abi::raw::{FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
+use crate::abi::object::{ctl, open_child, AsFid, FidRef, Node};
+use crate::abi::raw::{FidClass, Obj, RawInfoBox, RawObj};
 use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
 use crate::domain::Domain;
@@ -171,23 +171,5 @@ impl Fabric {
             ));
         }
         Ok(crate::poll::PollSet::new(self.obj, self.ops, &self.node))
-    }
-
-    /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, `FI_EAGAIN`
-    /// if progress is needed first. Objects of another provider are `FI_EINVAL`.
-    pub fn trywait(&self, objs: &[&dyn AsFid]) -> Result<()> {
-        let mut raw: Vec<RawFidRef> = Vec::with_capacity(objs.len());
-        for o in objs {
-            let f = o.as_fid();
-            self.node.check_peer(f.node(), "trywait")?;
-            raw.push(f.raw());
-        }
-        // SAFETY: `raw` lives across the call and names open objects of our family.
-        ok_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                FabricTable.trywait(self.obj, raw.as_ptr(), raw.len())
-            )
-        } as isize)
     }
 }

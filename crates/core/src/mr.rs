@@ -16,12 +16,10 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, AsFid, FidRef, Node};
+use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{Iov, Obj, RawMrAttr, RawStr};
-use crate::abi::tables::{call_slot, MrTable};
-use crate::cntr::Counter;
+use crate::abi::tables::MrTable;
 use crate::enums::HmemIface;
-use crate::ep::Endpoint;
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
 
@@ -103,9 +101,9 @@ impl<'a> MrAttr<'a> {
 
 /// An open memory region.
 pub struct MemoryRegion {
-    obj: Obj,
+    pub(crate) obj: Obj,
     ops: *const MrTable,
-    node: Arc<Node>,
+    pub(crate) node: Arc<Node>,
     owned: Option<OwnedMem>,
 }
 
@@ -253,25 +251,6 @@ impl MemoryRegion {
                 format!("bytes {offset}..+{len} are outside the region's {size} bytes"),
             )),
         }
-    }
-
-    fn bind_fid(&self, target: FidRef<'_>, flags: u64) -> Result<()> {
-        self.node.check_peer(target.node(), "MR bind")?;
-        let raw = target.raw();
-        // SAFETY: our own object; `raw` names an open object of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), MrTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
-    }
-
-    /// `fi_mr_bind` to an endpoint (`FI_MR_ENDPOINT`).
-    pub fn bind_ep(&self, ep: &Endpoint, flags: u64) -> Result<()> {
-        self.bind_fid(ep.as_fid(), flags)
-    }
-
-    /// `fi_mr_bind` to a counter (remote access counting).
-    pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
-        self.bind_fid(cntr.as_fid(), flags)
     }
 
     // ---- one method per entry of the list (`for_each_mr_op!`) ----

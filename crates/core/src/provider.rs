@@ -50,7 +50,6 @@ use crate::cq::CqAttr;
 use crate::enums::{AtomicOp, Datatype};
 use crate::eq::EqAttr;
 use crate::error::{Errno, Error, Result};
-use crate::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use crate::param::ParamType;
 use crate::version::Version;
 
@@ -98,20 +97,9 @@ pub trait Provider: Sized + Send + Sync + 'static {
     /// The templates [`Provider::getinfo`] matches requests against.
     fn info_templates(&self) -> Vec<Info>;
 
-    /// Answer a getinfo request. The default matches [`Provider::info_templates`] with
-    /// the framework's rules and the default IP resolver.
-    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        getinfo::match_templates(
-            Self::NAME,
-            Self::VERSION,
-            &self.info_templates(),
-            req,
-            &getinfo::IpResolver,
-        )
-    }
-
-    /// Open a fabric for `info` (one of this provider's results).
-    fn fabric(&self, info: &Info) -> Result<Self::Fabric>;
+    // `getinfo` (answer a getinfo request) and `fabric` (open a fabric), from the
+    // provider's list (`for_each_provider_op!`).
+    crate::for_each_provider_op!(crate::ctl_trait_methods);
 }
 
 /// The [`CqOps`] type of family `F`.

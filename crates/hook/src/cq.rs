@@ -144,134 +144,101 @@ impl<H: Hook> HookCq<H> {
     }
 }
 
-/// Read from the CQ beneath into the caller's buffer.
-fn read_inner(cq: &CompletionQueue, buf: &mut CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
-    match (buf, src) {
-        (CqBuf::Context(b), None) => cq.read(b),
-        (CqBuf::Context(b), Some(s)) => cq.readfrom(b, s),
-        (CqBuf::Msg(b), None) => cq.read(b),
-        (CqBuf::Msg(b), Some(s)) => cq.readfrom(b, s),
-        (CqBuf::Data(b), None) => cq.read(b),
-        (CqBuf::Data(b), Some(s)) => cq.readfrom(b, s),
-        (CqBuf::Tagged(b), None) => cq.read(b),
-        (CqBuf::Tagged(b), Some(s)) => cq.readfrom(b, s),
-    }
-}
-
-/// Blocking read from the CQ beneath.
-fn sread_inner(
-    cq: &CompletionQueue,
-    buf: &mut CqBuf<'_>,
-    src: Option<&mut [u64]>,
-    threshold: Option<usize>,
-    timeout: i32,
-) -> Result<usize> {
-    macro_rules! one {
-        ($b:expr) => {
-            match (src, threshold) {
-                (Some(s), _) => cq.sreadfrom($b, s, timeout),
-                (None, Some(t)) => cq.sread_threshold($b, t, timeout),
-                (None, None) => cq.sread($b, timeout),
-            }
-        };
-    }
-    match buf {
-        CqBuf::Context(b) => one!(b),
-        CqBuf::Msg(b) => one!(b),
-        CqBuf::Data(b) => one!(b),
-        CqBuf::Tagged(b) => one!(b),
-    }
-}
-
 impl<H: Hook> HookCq<H> {
     /// What the generated forwarders use: the hook, the name and the CQ beneath.
     fn forward(&self) -> (&Arc<H>, &ObjName, &CompletionQueue) {
         (&self.h, &self.core.name, &self.core.inner)
     }
-}
 
-impl<H: Hook> CqOps for HookCq<H> {
-    // One forwarder per `op` entry of the list (`for_each_cq_op!`).
-    ofi_core::for_each_cq_op!(ofi_core::ctl_forwarders);
-
-    fn read(&self, mut buf: CqBuf<'_>, mut src: Option<&mut [u64]>) -> Result<usize> {
-        self.h.read(&self.core.name, Op::CqRead, || {
-            if H::SENDS {
-                self.h.progress(&self.core);
-                if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
-                    return Ok(n);
-                }
-            }
-            let r = read_inner(&self.core.inner, &mut buf, src);
-            if H::CQ_EVENTS {
-                if let Ok(n) = r {
-                    self.h.cq_read(&self.core, &buf, n);
-                }
-            }
-            r
-        })
+    /// Whether the hook holds completions for this CQ, or work that will make some
+    /// (a waiter must read first).
+    pub(crate) fn hook_busy(&self) -> bool {
+        H::SENDS && (self.core.has_pending() || self.h.busy(&self.core))
     }
 
-    fn readerr(&self, flags: u64) -> Result<CqError> {
-        self.h.read(&self.core.name, Op::CqReaderr, || {
-            let r = self.core.inner.readerr_owned(flags);
-            if H::CQ_EVENTS {
-                if let Ok(e) = &r {
-                    self.h.cq_readerr(&self.core, e);
-                }
-            }
-            r
-        })
-    }
-
-    fn sread(
+    /// `read` (the list's `observe` clause): completions the hook holds come first
+    /// (a hook that sends has them), then those of the CQ beneath, which the hook sees
+    /// when it watches CQ events.
+    fn deliver(
         &self,
+        beneath: &CompletionQueue,
+        mut buf: CqBuf<'_>,
+        mut src: Option<&mut [u64]>,
+    ) -> Result<usize> {
+        if H::SENDS {
+            self.h.progress(&self.core);
+            if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
+                return Ok(n);
+            }
+        }
+        let r = beneath.read_into(&mut buf, src);
+        if H::CQ_EVENTS {
+            if let Ok(n) = r {
+                self.h.cq_read(&self.core, &buf, n);
+            }
+        }
+        r
+    }
+
+    /// `readerr` (the list's `observe` clause): the CQ beneath's next error entry,
+    /// seen by a hook that watches CQ events.
+    fn deliver_error(&self, beneath: &CompletionQueue, flags: u64) -> Result<CqError> {
+        let r = beneath.readerr_owned(flags);
+        if H::CQ_EVENTS {
+            if let Ok(e) = &r {
+                self.h.cq_readerr(&self.core, e);
+            }
+        }
+        r
+    }
+
+    /// `sread` (the list's `observe` clause): as [`deliver`](Self::deliver), waiting.
+    /// A hook that holds sends and completions of its own waits in short steps,
+    /// making progress between them.
+    fn deliver_waiting(
+        &self,
+        beneath: &CompletionQueue,
         mut buf: CqBuf<'_>,
         mut src: Option<&mut [u64]>,
         threshold: Option<usize>,
         timeout: i32,
     ) -> Result<usize> {
-        self.h.read(&self.core.name, Op::CqSread, || {
-            if !H::SENDS {
-                let r = sread_inner(&self.core.inner, &mut buf, src, threshold, timeout);
-                if H::CQ_EVENTS {
-                    if let Ok(n) = r {
-                        self.h.cq_read(&self.core, &buf, n);
-                    }
-                }
-                return r;
-            }
-            // The hook may hold sends and completions of its own: wait in short steps,
-            // making progress between them.
-            let deadline =
-                (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-            loop {
-                self.h.progress(&self.core);
-                if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
-                    return Ok(n);
-                }
-                let step = match deadline {
-                    Some(d) => {
-                        let left = d.saturating_duration_since(Instant::now()).as_millis();
-                        left.min(1) as i32
-                    }
-                    None => 1,
-                };
-                match sread_inner(
-                    &self.core.inner,
-                    &mut buf,
-                    src.as_deref_mut(),
-                    threshold,
-                    step,
-                ) {
-                    Err(e) if e.code() == Errno::EAGAIN => {
-                        if deadline.is_some_and(|d| Instant::now() >= d) {
-                            return Err(e);
-                        }
-                    }
-                    other => return other,
+        if !H::SENDS {
+            let r = beneath.sread_into(&mut buf, src, threshold, timeout);
+            if H::CQ_EVENTS {
+                if let Ok(n) = r {
+                    self.h.cq_read(&self.core, &buf, n);
                 }
             }
-        })
+            return r;
+        }
+        let deadline =
+            (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        loop {
+            self.h.progress(&self.core);
+            if let Some(n) = self.core.take_pending(&mut buf, src.as_deref_mut()) {
+                return Ok(n);
+            }
+            let step = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now()).as_millis();
+                    left.min(1) as i32
+                }
+                None => 1,
+            };
+            match beneath.sread_into(&mut buf, src.as_deref_mut(), threshold, step) {
+                Err(e) if e.code() == Errno::EAGAIN => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(e);
+                    }
+                }
+                other => return other,
+            }
+        }
     }
+}
+
+impl<H: Hook> CqOps for HookCq<H> {
+    // One forwarder per entry of the list (`for_each_cq_op!`).
+    ofi_core::for_each_cq_op!(ofi_core::ctl_forwarders);
 }

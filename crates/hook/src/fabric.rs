@@ -79,18 +79,25 @@ impl<H: Hook> FabricOps for HookFabric<H> {
         )?;
         Ok(HookEq::new(q, self.h.clone()))
     }
+}
 
-    fn trywait(&self, objs: &[TryWaitRef<'_, Self>]) -> Result<()> {
-        if H::SENDS {
-            let busy = objs.iter().any(|o| match o {
-                TryWaitRef::Cq(c) => c.core().has_pending() || self.h.busy(c.core()),
-                _ => false,
-            });
-            if busy {
-                return Err(Error::code_only(Errno::EAGAIN));
-            }
+/// The objects beneath those of a `trywait` (the list's `trywait` entry).
+pub(crate) trait BeneathIdle {
+    /// The objects beneath, or `FI_EAGAIN` when the hook itself holds completions for
+    /// one of the CQs, or work that will make some: the caller must read before it
+    /// waits.
+    fn beneath_idle(&self) -> Result<Vec<&dyn AsFid>>;
+}
+
+impl<H: Hook> BeneathIdle for [TryWaitRef<'_, HookFabric<H>>] {
+    fn beneath_idle(&self) -> Result<Vec<&dyn AsFid>> {
+        if self
+            .iter()
+            .any(|o| matches!(o, TryWaitRef::Cq(c) if c.hook_busy()))
+        {
+            return Err(Error::code_only(Errno::EAGAIN));
         }
-        let refs: Vec<&dyn AsFid> = objs
+        Ok(self
             .iter()
             .map(|o| match o {
                 TryWaitRef::Cq(c) => &c.core().inner as &dyn AsFid,
@@ -98,12 +105,6 @@ impl<H: Hook> FabricOps for HookFabric<H> {
                 TryWaitRef::Eq(e) => e.inner() as &dyn AsFid,
                 TryWaitRef::Wait(w) => w.inner() as &dyn AsFid,
             })
-            .collect();
-        self.h.ctl(
-            &self.name,
-            "trywait",
-            || format!("count={}", refs.len()),
-            || self.inner.trywait(&refs),
-        )
+            .collect())
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! # How a hook works
 //!
-//! A hook is a provider of kind [`ProviderKind::Hook`] (`ofi_hook_perf`, …). When
+//! A hook is a provider of kind [`ProviderKind::Hook`](ofi_core::abi::ProviderKind::Hook) (`ofi_hook_perf`, …). When
 //! `FI_HOOK` (or `Registry::set_hooks` of the host)
 //! names hooks, the core's `open_fabric` opens the real fabric and then opens each
-//! hook's fabric in order; a hook's [`Provider::fabric`] takes the fabric beneath it
+//! hook's fabric in order; a hook's [`Provider::fabric`](ofi_core::provider::Provider::fabric) takes the fabric beneath it
 //! with [`Host::hook_inner_fabric`] and wraps it. Every object the application opens
 //! from the hooked fabric is a wrapper ([`fabric`], [`domain`], [`ep`], [`cq`],
 //! [`objects`]) that holds the inner object as the core's public type
@@ -45,19 +45,17 @@ pub mod fault;
 pub mod noop;
 pub mod objects;
 pub mod perf;
+mod provider;
 pub mod trace;
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ofi_core::abi::ops::{OpFamily, OpKind};
-use ofi_core::abi::{self, PluginEntry, ProviderKind};
 use ofi_core::cq::{CqBuf, CqError};
 use ofi_core::fabric::Fabric;
-use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{Info, OpFlags, Result, Version};
 
 pub use cq::CqCore;
@@ -152,6 +150,10 @@ impl<'a, H: Hook> Hooked<'a, H> for HookEp<H> {
 }
 pub use ep::EpCore;
 pub use fabric::HookFabric;
+pub use provider::{
+    builtin_entries, DebugProvider, FaultProvider, HookProvider, NoopProvider, PerfProvider,
+    TraceProvider,
+};
 
 use cq::HookCq;
 use ep::HookEp;
@@ -432,69 +434,6 @@ pub trait Hook: Sized + Send + Sync + 'static {
     /// The fabric is closing (after all its objects): summaries go here.
     fn fabric_close(&self, _fabric: &ObjName) {}
 }
-
-/// The provider of hook `H`: registers as `H::NAME`, answers no getinfo (hooks are
-/// not selected, they are applied), and wraps the fabric beneath when opened.
-pub struct HookProvider<H: Hook> {
-    host: Host,
-    _h: PhantomData<fn() -> H>,
-}
-
-impl<H: Hook> Provider for HookProvider<H> {
-    const NAME: &'static str = H::NAME;
-    const VERSION: Version = VERSION;
-    const KIND: ProviderKind = ProviderKind::Hook;
-    type Fabric = HookFabric<H>;
-
-    fn init(host: &Host) -> Result<Self> {
-        H::declare(host)?;
-        Ok(HookProvider {
-            host: *host,
-            _h: PhantomData,
-        })
-    }
-
-    fn info_templates(&self) -> Vec<Info> {
-        Vec::new()
-    }
-
-    fn getinfo(&self, _req: &GetinfoRequest) -> GetinfoOutcome {
-        GetinfoOutcome::default()
-    }
-
-    fn fabric(&self, info: &Info) -> Result<HookFabric<H>> {
-        let inner = self.host.hook_inner_fabric(info.prov_name())?;
-        HookFabric::open(&self.host, info, inner)
-    }
-}
-
-/// The provider of the perf hook.
-pub type PerfProvider = HookProvider<perf::Perf>;
-/// The provider of the trace hook.
-pub type TraceProvider = HookProvider<trace::Trace>;
-/// The provider of the debug hook.
-pub type DebugProvider = HookProvider<debug::Debug>;
-/// The provider of the noop hook.
-pub type NoopProvider = HookProvider<noop::Noop>;
-/// The provider of the fault hook.
-pub type FaultProvider = HookProvider<fault::Fault>;
-
-/// The entries of the five hooks, to register as built-ins (the `ofi` crate does with
-/// its `hook` feature; tests pass them in `RegistryConfig::builtins`).
-pub fn builtin_entries() -> Vec<&'static PluginEntry> {
-    vec![
-        abi::entry_for::<PerfProvider>(),
-        abi::entry_for::<TraceProvider>(),
-        abi::entry_for::<DebugProvider>(),
-        abi::entry_for::<NoopProvider>(),
-        abi::entry_for::<FaultProvider>(),
-    ]
-}
-
-// A plugin build of this crate is the noop hook (one provider per library); a vendor
-// hook is its own cdylib crate exporting `HookProvider<TheirHook>`.
-#[cfg(feature = "plugin")]
-ofi_core::export_provider!(crate::NoopProvider);
 
 #[cfg(test)]
 mod tests {

@@ -5,11 +5,11 @@
 //! Limits: a counter read or wait error is reported as the C API allows for a `u64`
 //! read (0). Nothing here panics.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
-use ofi_core::eq::{Event, EventQueue};
+use ofi_core::eq::EventQueue;
 use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
@@ -19,15 +19,10 @@ use crate::fabric::HookFabric;
 use crate::{Hook, ObjName, Op};
 
 /// An EQ wrapped by hook `H`.
-///
-/// A blocking peek (`fi_eq_sread` with `FI_PEEK`, which the core's adapter uses for
-/// every `sread`) reads the event from the EQ beneath and keeps it here until a read
-/// without peek takes it: the public API has no blocking peek.
 pub struct HookEq<H: Hook> {
     inner: EventQueue,
     h: Arc<H>,
     name: ObjName,
-    kept: Mutex<Option<Event>>,
 }
 
 impl<H: Hook> HookEq<H> {
@@ -36,23 +31,12 @@ impl<H: Hook> HookEq<H> {
             inner,
             h,
             name: ObjName::new("eq"),
-            kept: Mutex::new(None),
         }
     }
 
     /// The EQ beneath.
     pub fn inner(&self) -> &EventQueue {
         &self.inner
-    }
-
-    /// The kept event, if any (taken unless `peek`).
-    fn kept(&self, peek: bool) -> Option<Event> {
-        let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if peek {
-            k.clone()
-        } else {
-            k.take()
-        }
     }
 }
 
@@ -66,42 +50,6 @@ impl<H: Hook> HookEq<H> {
 impl<H: Hook> EqOps for HookEq<H> {
     // One forwarder per `op` entry of the list (`for_each_eq_op!`).
     ofi_core::for_each_eq_op!(ofi_core::ctl_forwarders);
-
-    fn read(&self, peek: bool) -> Result<Event> {
-        self.h.ctl(
-            &self.name,
-            "eq_read",
-            || format!("peek={peek}"),
-            || {
-                if let Some(ev) = self.kept(peek) {
-                    return Ok(ev);
-                }
-                if peek {
-                    self.inner.peek()
-                } else {
-                    self.inner.read()
-                }
-            },
-        )
-    }
-
-    fn sread(&self, timeout: i32, peek: bool) -> Result<Event> {
-        self.h.ctl(
-            &self.name,
-            "eq_sread",
-            || format!("timeout={timeout} peek={peek}"),
-            || {
-                if let Some(ev) = self.kept(peek) {
-                    return Ok(ev);
-                }
-                let ev = self.inner.sread(timeout)?;
-                if peek {
-                    *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(ev.clone());
-                }
-                Ok(ev)
-            },
-        )
-    }
 }
 
 /// The state of a hooked counter that hooks see.
@@ -179,7 +127,7 @@ impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
     fn bind(&self, target: MrBindTarget<'_, HookFabric<H>>, flags: u64) -> Result<()> {
         self.h.ctl(
             &self.name,
-            "mr_bind",
+            "bind",
             || format!("flags={flags:#x}"),
             || match target {
                 MrBindTarget::Ep(ep) => self.inner.bind_ep(&ep.core().inner, flags),

@@ -4,9 +4,8 @@
 //! corrupted region. Every wait is bounded; every test checks that it leaves no
 //! region of its own in /dev/shm.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
@@ -19,6 +18,7 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::sendmsg;
+use ofi_testkit::child::{child_mode, hear, say, ChildProc};
 use ofi_testkit::TestRng;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
@@ -223,15 +223,9 @@ fn publish_slot(
 fn child_main(mode: &str) {
     let reg = registry();
     let n = node(&reg);
-    println!("CHILD ADDR {}", name_of(&n));
-    std::io::stdout().flush().unwrap();
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).unwrap();
-    let peer = line
-        .trim()
-        .strip_prefix("PEER ")
-        .expect("PEER line")
-        .to_string();
+    say(&format!("ADDR {}", name_of(&n)));
+    let line = hear();
+    let peer = line.strip_prefix("PEER ").expect("PEER line").to_string();
     let dest = insert(&n, &peer);
     match mode {
         // Receive one message of any size up to 8 MiB and send it back.
@@ -244,22 +238,20 @@ fn child_main(mode: &str) {
             send(&n, &buf, dest, 2).expect("child send");
             let c = wait_ok(&n.cq, "child send");
             assert_eq!(c.op_context, 2);
-            println!("CHILD DONE {}", r.len);
+            say(&format!("DONE {}", r.len));
         }
         // Start a 1 MiB send (through bounce chunks when CMA is disabled), then stop
         // progressing until killed.
         "send-then-sleep" => {
             let big = pattern(BEYOND_BOUNCE, 7);
             send(&n, &big, dest, 3).expect("child send");
-            println!("CHILD DONE 0");
-            std::io::stdout().flush().unwrap();
+            say("DONE 0");
             std::thread::sleep(Duration::from_secs(60));
             drop(big);
         }
         // Do nothing (never progress) until killed.
         "sleep" => {
-            println!("CHILD DONE 0");
-            std::io::stdout().flush().unwrap();
+            say("DONE 0");
             std::thread::sleep(Duration::from_secs(60));
         }
         other => panic!("unknown child mode {other}"),
@@ -268,96 +260,30 @@ fn child_main(mode: &str) {
 }
 
 /// In the child process of a two-process test (which runs itself again with
-/// `OFI_SHM_TEST_CHILD` naming the child's mode, see [`ChildProc::spawn`]): play the
+/// `OFI_SHM_TEST_CHILD` naming the child's mode, see [`spawn_child`]): play the
 /// child's side and return true.
 fn child_side() -> bool {
-    match std::env::var(CHILD_ENV) {
-        Ok(mode) => {
+    match child_mode(CHILD_ENV) {
+        Some(mode) => {
             child_main(&mode);
             true
         }
-        Err(_) => false,
+        None => false,
     }
 }
 
-struct ChildProc {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stdin: std::process::ChildStdin,
+/// Runs test `test` again as the child, in `mode`, with the extra environment `env`.
+fn spawn_child(test: &str, mode: &str, env: &[(&str, &str)]) -> ChildProc {
+    ChildProc::spawn(CHILD_ENV, test, mode, env, BOUND)
 }
 
-impl ChildProc {
-    /// Run test `test` of this binary again as the child, in `mode` (`test` calls
-    /// [`child_side`] first).
-    fn spawn(test: &str, mode: &str, env: &[(&str, &str)]) -> ChildProc {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, mode)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn child");
-        let out = child.stdout.take().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(i) = l.find("CHILD ") {
-                    if tx.send(l[i..].to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        ChildProc {
-            child,
-            lines: rx,
-            stdin,
-        }
-    }
-
-    fn line(&mut self, what: &str) -> String {
-        match self.lines.recv_timeout(BOUND) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("child: no {what} line ({e})");
-            }
-        }
-    }
-
-    fn addr(&mut self) -> String {
-        self.line("ADDR")
-            .strip_prefix("CHILD ADDR ")
-            .expect("ADDR line")
-            .trim()
-            .to_string()
-    }
-
-    fn peer(&mut self, me: &str) {
-        writeln!(self.stdin, "PEER {me}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn finish(mut self) {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "child exited with {st}");
-                return;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("child did not exit");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+/// The child's announced address.
+fn child_addr(c: &mut ChildProc) -> String {
+    c.line("ADDR")
+        .strip_prefix("ADDR ")
+        .expect("ADDR line")
+        .trim()
+        .to_string()
 }
 
 /// Send `len` bytes to an echoing child (test `test`, run again as the child) and check
@@ -365,12 +291,12 @@ impl ChildProc {
 fn echo_through_child(test: &str, len: usize, env: &[(&str, &str)]) {
     let reg = registry();
     let n = node(&reg);
-    let mut c = ChildProc::spawn(test, "echo", env);
-    let caddr = c.addr();
+    let mut c = spawn_child(test, "echo", env);
+    let caddr = child_addr(&mut c);
     let dest = insert(&n, &caddr);
     let mut back = vec![0u8; len];
     recv(&n, &mut back, 10);
-    c.peer(&name_of(&n));
+    c.send_line(&format!("PEER {}", name_of(&n)));
     let payload = pattern(len, len as u8);
     send(&n, &payload, dest, 11).expect("send");
     let (mut sent, mut got) = (false, None);
@@ -384,7 +310,7 @@ fn echo_through_child(test: &str, len: usize, env: &[(&str, &str)]) {
     }
     assert_eq!(got, Some(len));
     assert!(back == payload, "the echo of {len} bytes differs");
-    assert_eq!(c.line("DONE"), format!("CHILD DONE {len}"));
+    assert_eq!(c.line("DONE"), format!("DONE {len}"));
     c.finish();
 }
 
@@ -440,14 +366,14 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
     }
     let reg = registry();
     let n = node(&reg);
-    let mut c = ChildProc::spawn(
+    let mut c = spawn_child(
         "killed_peer_fails_pending_sends_and_its_region_is_reclaimed",
         "sleep",
         &[],
     );
-    let caddr = c.addr();
-    c.peer(&name_of(&n));
-    assert_eq!(c.line("DONE"), "CHILD DONE 0");
+    let caddr = child_addr(&mut c);
+    c.send_line(&format!("PEER {}", name_of(&n)));
+    assert_eq!(c.line("DONE"), "DONE 0");
     let dest = insert(&n, &caddr);
     // More than the bounce chunks hold needs the receiver, which never progresses:
     // pending.
@@ -1555,14 +1481,14 @@ fn sender_killed_mid_transfer_fails_the_receive() {
     let n = node(&reg);
     let mut buf = vec![0u8; BEYOND_BOUNCE];
     recv(&n, &mut buf, 21);
-    let mut c = ChildProc::spawn(
+    let mut c = spawn_child(
         "sender_killed_mid_transfer_fails_the_receive",
         "send-then-sleep",
         &[("FI_SHM_DISABLE_CMA", "1")],
     );
-    let _caddr = c.addr();
-    c.peer(&name_of(&n));
-    assert_eq!(c.line("DONE"), "CHILD DONE 0");
+    let _caddr = child_addr(&mut c);
+    c.send_line(&format!("PEER {}", name_of(&n)));
+    assert_eq!(c.line("DONE"), "DONE 0");
     c.child.kill().expect("SIGKILL the child");
     c.child.wait().expect("reap the child");
     match wait(&n.cq, "the interrupted receive") {

@@ -10,13 +10,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use ofi_core::abi::raw::AtomicAttr;
-use ofi_core::attr::Info;
+use ofi_core::attr::{Info, RxAttr};
+use ofi_core::av::AvAttr;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, Unsupported};
-use ofi_core::{AtomicKind, AtomicOp, Datatype, EpType, Errno, Error, Result};
+use ofi_core::provider::DomainOps;
+use ofi_core::{AddrFormat, AtomicKind, AtomicOp, Datatype, EpType, Errno, Error, Result};
+use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
 use ofi_rdma::{device_list, Context, Gid, ProtectionDomain};
 
+use crate::ep::ud::UdPeer;
 use crate::ep::Endpoint;
 use crate::fabric::{Fabric, FabricShared};
 use crate::mr::VerbsMr;
@@ -73,7 +76,9 @@ pub struct Domain {
 
 impl Domain {
     pub(crate) fn open(fabric: Arc<FabricShared>, info: &Info) -> Result<Domain> {
-        ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
+        if info.ep_attr.ep_type != EpType::Dgram {
+            ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
+        }
         let name = info
             .domain_attr
             .name
@@ -131,7 +136,7 @@ pub(crate) fn atomic_supported(dt: Datatype, op: AtomicOp, kind: AtomicKind) -> 
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     ofi_kit::kit_domain_cq_cntr_ops!(|d| d.shared.engine.clone());
-    type Av = Unsupported;
+    type Av = SharedAv<Arc<UdPeer>>;
     type Mr = VerbsMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
@@ -141,6 +146,18 @@ impl DomainOps<Fabric> for Domain {
 
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<VerbsMr> {
         VerbsMr::register(self.shared.clone(), attr, flags)
+    }
+
+    fn srx_ctx(&self, attr: &RxAttr, context: usize) -> Result<Endpoint> {
+        Endpoint::open_srx(self.shared.clone(), attr, context)
+    }
+
+    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
+        let pd = self.shared.pd.clone();
+        let kit = KitAv::open_with(attr, context, AvConfig::new(AddrFormat::IB_UD), move |a| {
+            crate::ep::ud::peer_from(&pd, a)
+        })?;
+        Ok(SharedAv::new(kit))
     }
 
     fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {

@@ -1,5 +1,6 @@
 //! ofi-prov-verbs: the `verbs` provider — `FI_EP_MSG` endpoints over reliable-connected
-//! (RC) queue pairs of an RDMA device, through the device layer `ofi-rdma` (rdma-core
+//! (RC) queue pairs and `FI_EP_DGRAM` endpoints over unreliable-datagram (UD) queue
+//! pairs of an RDMA device, through the device layer `ofi-rdma` (rdma-core
 //! opened at run time, or the software device `soft0` with `FI_VERBS_DEVICE=soft`).
 //!
 //! # What it offers
@@ -24,6 +25,10 @@
 //! - memory registration with `FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 //!   FI_MR_PROV_KEY` (the key is the region's rkey); a local buffer outside every
 //!   registered region is registered for the duration of its operation;
+//! - shared receive contexts (`fi_srx_context`) over a shared receive queue for
+//!   `FI_EP_MSG` endpoints (their queue pairs are created at `fi_enable`, on it);
+//! - a third result per device, `FI_EP_DGRAM` over UD (`FI_MSG`, datagrams up to the
+//!   MTU, `FI_ADDR_IB_UD` names, kit's AV, no message prefix: see [`ep::ud`]);
 //! - completion queues are kit's, filled by the endpoint's progress from the device's
 //!   completion queue; waiting sleeps on the device's completion channel fd.
 //!
@@ -228,7 +233,7 @@ impl VerbsProvider {
                 max_ep_tx_ctx: 1,
                 max_ep_rx_ctx: 1,
                 max_ep_stx_ctx: 0,
-                max_ep_srx_ctx: 0,
+                max_ep_srx_ctx: 1,
                 cntr_cnt: 1024,
                 mr_iov_limit: 1,
                 caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
@@ -247,6 +252,39 @@ impl VerbsProvider {
     }
 }
 
+impl VerbsProvider {
+    /// The `FI_EP_DGRAM` info of `device`: messages over a UD queue pair, datagrams up
+    /// to the port's MTU (4096 on the software device; a device with a smaller MTU
+    /// refuses longer sends with `FI_EMSGSIZE`), `FI_ADDR_IB_UD` names, no message
+    /// prefix (the provider keeps the GRH out of the application's buffers).
+    fn dgram_template(&self, device: &str) -> Info {
+        let mut i = self.template(device, false);
+        let caps = Caps::MSG | Caps::SEND | Caps::RECV;
+        i.caps = caps;
+        i.mode = Mode::empty();
+        i.addr_format = AddrFormat::IB_UD;
+        i.tx_attr.caps = Caps::MSG | Caps::SEND;
+        i.tx_attr.msg_order = MsgOrder::empty();
+        i.tx_attr.rma_iov_limit = 0;
+        i.tx_attr.inject_size = i.tx_attr.inject_size.min(UD_MTU);
+        i.rx_attr.caps = Caps::MSG | Caps::RECV;
+        i.rx_attr.mode = Mode::empty();
+        i.rx_attr.msg_order = MsgOrder::empty();
+        i.ep_attr.ep_type = EpType::Dgram;
+        i.ep_attr.protocol = Protocol::IB_UD;
+        i.ep_attr.max_msg_size = UD_MTU;
+        i.ep_attr.max_order_raw_size = 0;
+        i.ep_attr.max_order_waw_size = 0;
+        i.domain_attr.cq_data_size = 0;
+        i.domain_attr.max_ep_srx_ctx = 0;
+        i
+    }
+}
+
+/// The largest datagram offered (the software device's MTU, the largest InfiniBand
+/// MTU).
+pub const UD_MTU: usize = 4096;
+
 impl Provider for VerbsProvider {
     const NAME: &'static str = NAME;
     /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
@@ -263,7 +301,13 @@ impl Provider for VerbsProvider {
         self.settings
             .devices
             .iter()
-            .flat_map(|d| [self.template(d, true), self.template(d, false)])
+            .flat_map(|d| {
+                [
+                    self.template(d, true),
+                    self.template(d, false),
+                    self.dgram_template(d),
+                ]
+            })
             .collect()
     }
 

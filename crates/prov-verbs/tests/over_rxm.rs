@@ -1,5 +1,5 @@
-//! `verbs;ofi_rxm` over the software device, in the default test run (the whole
-//! conformance suite on it is opt-in, docs/providers/verbs.md).
+//! `verbs;ofi_rxm` over the software device, beyond the conformance suite
+//! (tests/conformance_rxm.rs).
 //!
 //! Messages past rxm's segmentation limit go by rendezvous, the receiver reading the sender's buffer through verbs RMA. verbs keys
 //! take virtual addresses only, so rxm must ask its core for `FI_MR_VIRT_ADDR` even when

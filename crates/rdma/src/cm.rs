@@ -38,6 +38,8 @@ const RTU: u8 = 3;
 const REJ: u8 = 4;
 const DREQ: u8 = 5;
 const HDR: usize = 24;
+/// The optional source address after the private data: family, 16 bytes, port.
+const ADDR_TRAILER: usize = 19;
 
 /// One side's part of the exchange: where its queue pair is, and private data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +50,10 @@ pub struct CmPeer {
     pub qpn: u32,
     /// Application data carried by the message.
     pub private_data: Vec<u8>,
+    /// The sender's IP address and port, as rdma_cm's IP header carries them outside
+    /// the application's private data (the accepting side's `fi_getpeer`). `None`
+    /// when the sender gave none or sent something unreadable.
+    pub source: Option<SocketAddr>,
 }
 
 /// What happened.
@@ -142,10 +148,38 @@ fn encode(kind: u8, peer: Option<&CmPeer>, private_data: &[u8]) -> Vec<u8> {
     let pd = peer.map_or(private_data, |p| &p.private_data);
     m.extend_from_slice(&(pd.len() as u16).to_le_bytes());
     m.extend_from_slice(pd);
+    if let Some(a) = peer.and_then(|p| p.source) {
+        encode_addr(&mut m, &a);
+    }
     m
 }
 
-/// Parses a message: type, queue pair, GID, private data.
+/// Appends the source address trailer: family (4 or 6), 16 address bytes, port.
+fn encode_addr(m: &mut Vec<u8>, a: &SocketAddr) {
+    let (family, ip) = match a.ip() {
+        std::net::IpAddr::V4(v4) => (4u8, v4.to_ipv6_mapped().octets()),
+        std::net::IpAddr::V6(v6) => (6u8, v6.octets()),
+    };
+    m.push(family);
+    m.extend_from_slice(&ip);
+    m.extend_from_slice(&a.port().to_le_bytes());
+}
+
+/// Parses the source address trailer; `None` when absent or malformed.
+fn decode_addr(t: &[u8]) -> Option<SocketAddr> {
+    let t: &[u8; ADDR_TRAILER] = t.get(..ADDR_TRAILER)?.try_into().ok()?;
+    let mut ip = [0u8; 16];
+    ip.copy_from_slice(&t[1..17]);
+    let v6 = std::net::Ipv6Addr::from(ip);
+    let ip = match t[0] {
+        4 => std::net::IpAddr::V4(v6.to_ipv4_mapped()?),
+        6 => std::net::IpAddr::V6(v6),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, u16::from_le_bytes([t[17], t[18]])))
+}
+
+/// Parses a message: type, queue pair, GID, private data, source address.
 fn decode(m: &[u8]) -> Option<(u8, CmPeer)> {
     let h = m.get(..HDR + 2)?;
     let len = u16::from_le_bytes([h[HDR], h[HDR + 1]]) as usize;
@@ -158,6 +192,7 @@ fn decode(m: &[u8]) -> Option<(u8, CmPeer)> {
             gid: Gid(gid),
             qpn: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
             private_data: pd.to_vec(),
+            source: m.get(HDR + 2 + len..).and_then(decode_addr),
         },
     ))
 }

@@ -183,6 +183,11 @@ impl QueuePair {
         match &self.inner {
             QpInner::Soft(q) => {
                 let o = self.pd.ctx.soft().ok_or_else(mixed)?;
+                if mask.contains(QpAttrMask::STATE) && attr.qp_state == QpState::Err {
+                    // Acknowledgements that already arrived complete their requests
+                    // before the flush (hardware processes what reached it).
+                    o.shared.settle();
+                }
                 q.modify(&o.shared, attr, mask)
             }
             QpInner::Sys(q) => q.modify(attr, mask),

@@ -24,6 +24,7 @@ fn me(n: &Node, qp: &QueuePair, data: &[u8]) -> CmPeer {
         gid: n.gid(),
         qpn: qp.qp_num(),
         private_data: data.to_vec(),
+        source: None,
     }
 }
 
@@ -39,7 +40,13 @@ fn exchange_connects_two_queue_pairs() {
     let qb = b.qp(QpType::Rc);
     rc_init(&qa);
     rc_init(&qb);
-    let cid = client.connect(addr, &me(&a, &qa, b"hello")).unwrap();
+    // The requester names its own address (rdma_cm's IP header): the acceptor learns it.
+    let from: std::net::SocketAddr = "[fe80::1]:4791".parse().unwrap();
+    let hello = CmPeer {
+        source: Some(from),
+        ..me(&a, &qa, b"hello")
+    };
+    let cid = client.connect(addr, &hello).unwrap();
     // The channel's fd says there is something to read.
     let mut p = libc::pollfd {
         fd: server.fd(),
@@ -54,7 +61,10 @@ fn exchange_connects_two_queue_pairs() {
         panic!("{req:?}")
     };
     assert_eq!(listener, lid);
-    assert_eq!(peer, me(&a, &qa, b"hello"));
+    assert_eq!(
+        peer, hello,
+        "the request's queue pair, data and source address"
+    );
     // The acceptor's queue pair goes to RTS before it answers.
     rc_connect(&qb, peer.gid, peer.qpn, 0, 1);
     b.recv(&qb, 1, 0, 64);
@@ -64,7 +74,11 @@ fn exchange_connects_two_queue_pairs() {
     let CmEventKind::Established { peer } = est.kind else {
         panic!("{est:?}")
     };
-    assert_eq!(peer, me(&b, &qb, b"welcome"));
+    assert_eq!(
+        peer,
+        me(&b, &qb, b"welcome"),
+        "no source address given: none read"
+    );
     rc_connect(&qa, peer.gid, peer.qpn, 0, 1);
     let est = event(&server, "established (server)");
     assert_eq!(
@@ -162,20 +176,19 @@ fn a_vanished_peer_is_a_disconnect() {
     );
 }
 
-#[test]
-fn garbage_at_a_listener_makes_no_event() {
-    let server = CmChannel::new().unwrap();
-    let (_lid, addr) = server.listen(any_port()).unwrap();
+/// The socket path of the listener at `addr`.
+fn listener_path(addr: SocketAddr) -> std::path::PathBuf {
     let dir = std::env::var("FI_VERBS_SOFT_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| {
             // SAFETY: plain syscall.
             std::path::PathBuf::from(format!("/tmp/ofi-rdma-soft-{}", unsafe { libc::getuid() }))
         });
-    let path = dir.join(format!("cm-{}-{}", addr.ip(), addr.port()));
-    let stream = std::os::unix::net::UnixStream::connect(&path);
-    // A stream socket cannot reach a seqpacket listener.
-    assert!(stream.is_err());
+    dir.join(format!("cm-{}-{}", addr.ip(), addr.port()))
+}
+
+/// A raw seqpacket connection to `path` (the caller closes the fd).
+fn raw_connect(path: &std::path::Path) -> i32 {
     // SAFETY: plain socket calls on our own fd and buffers.
     unsafe {
         let fd = libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0);
@@ -193,6 +206,73 @@ fn garbage_at_a_listener_makes_no_event() {
             ),
             0
         );
+        fd
+    }
+}
+
+#[test]
+fn a_malformed_source_address_is_read_as_none() {
+    let server = CmChannel::new().unwrap();
+    let (_lid, addr) = server.listen(any_port()).unwrap();
+    let path = listener_path(addr);
+    // A connect request: type 1, queue pair 77, GID 0, 2 bytes of private data.
+    let mut req = vec![0u8; 24];
+    req[0] = 1;
+    req[4] = 77;
+    req.extend_from_slice(&2u16.to_le_bytes());
+    req.extend_from_slice(b"pd");
+    let mut v4_mapped = [0u8; 16];
+    v4_mapped[10] = 0xff;
+    v4_mapped[11] = 0xff;
+    v4_mapped[12..].copy_from_slice(&[10, 0, 0, 7]);
+    let trailer = |family: u8, ip: [u8; 16], port: u16| -> Vec<u8> {
+        let mut t = vec![family];
+        t.extend_from_slice(&ip);
+        t.extend_from_slice(&port.to_le_bytes());
+        t
+    };
+    let cases: [(Vec<u8>, Option<SocketAddr>); 5] = [
+        (Vec::new(), None),
+        (trailer(9, v4_mapped, 1), None),
+        (trailer(4, v4_mapped, 1)[..10].to_vec(), None),
+        (trailer(4, [0xfe; 16], 1), None),
+        (
+            trailer(4, v4_mapped, 4791),
+            Some("10.0.0.7:4791".parse().unwrap()),
+        ),
+    ];
+    for (tail, want) in cases {
+        let mut m = req.clone();
+        m.extend_from_slice(&tail);
+        let fd = raw_connect(&path);
+        // SAFETY: sends our own buffer on our own fd.
+        unsafe { libc::send(fd, m.as_ptr().cast(), m.len(), libc::MSG_NOSIGNAL) };
+        let ev = event(&server, "request");
+        let CmEventKind::ConnectRequest { peer, .. } = ev.kind else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (peer.qpn, peer.private_data.as_slice(), peer.source),
+            (77, &b"pd"[..], want),
+            "trailer {tail:?}"
+        );
+        server.reject(ev.id, &[]).unwrap();
+        // SAFETY: our own fd.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[test]
+fn garbage_at_a_listener_makes_no_event() {
+    let server = CmChannel::new().unwrap();
+    let (_lid, addr) = server.listen(any_port()).unwrap();
+    let path = listener_path(addr);
+    let stream = std::os::unix::net::UnixStream::connect(&path);
+    // A stream socket cannot reach a seqpacket listener.
+    assert!(stream.is_err());
+    let fd = raw_connect(&path);
+    // SAFETY: sends our own buffers on our own fd.
+    unsafe {
         for m in [
             &[1u8][..],
             &[1u8; 25],

@@ -813,3 +813,42 @@ fn a_destroyed_peer_queue_pair_is_a_retry_error() {
     assert_eq!(qa.state(), QpState::Err);
     assert_eq!(b.buf.read(0, 8), vec![0; 8]);
 }
+
+/// An acknowledgement that reached the context before a modify to ERR completes its
+/// send successfully (hardware processes what reached it); only what was still
+/// outstanding is flushed.
+#[test]
+fn modify_to_error_completes_acknowledged_sends_first() {
+    let a = Node::all_access(4096);
+    let b = Node::all_access(4096);
+    let (qa, qb) = rc_pair(&a, &b, 7);
+    // One full exchange first: both contexts' connections are set up and known.
+    b.recv(&qb, 99, 0, 64);
+    a.post(&qa, 99, SendOp::Send, 0, 8);
+    assert_eq!(wait_wc(&b.rcq, "first receive").status, WcStatus::Success);
+    assert_eq!(wait_wc(&a.scq, "first send").status, WcStatus::Success);
+    for round in 0..20u64 {
+        b.recv(&qb, round, 0, 64);
+        a.post(&qa, 100 + round, SendOp::Send, 0, 8);
+        // The responder acknowledges before it reports the receive: once the receive
+        // is seen, the acknowledgement has reached a's context.
+        assert_eq!(wait_wc(&b.rcq, "receive").status, WcStatus::Success);
+    }
+    qa.modify(
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+    .unwrap();
+    for round in 0..20u64 {
+        let wc = wait_wc(&a.scq, "an acknowledged send");
+        assert_eq!(
+            (wc.wr_id, wc.status),
+            (100 + round, WcStatus::Success),
+            "a send acknowledged before the modify to ERR"
+        );
+    }
+    assert_empty(&a.scq, "nothing else");
+}

@@ -5,13 +5,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use ofi_rdma::*;
+use ofi_testkit::child::{child_mode, hear, say, ChildProc};
 
 const CHILD_ENV: &str = "OFI_RDMA_TEST_CHILD";
 
@@ -25,17 +23,6 @@ fn parse_gid(s: &str) -> Gid {
         *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).expect("hex GID");
     }
     Gid(g)
-}
-
-fn read_line() -> String {
-    let mut l = String::new();
-    std::io::stdin().read_line(&mut l).unwrap();
-    l.trim().to_string()
-}
-
-fn say(l: &str) {
-    println!("CHILD {l}");
-    std::io::stdout().flush().unwrap();
 }
 
 /// The child's part.
@@ -53,7 +40,7 @@ fn child_main(mode: &str) {
         n.buf.addr(),
         n.mr.rkey()
     ));
-    let peer = read_line();
+    let peer = hear();
     let mut it = peer.strip_prefix("PEER ").expect("PEER line").split(' ');
     let pgid = parse_gid(it.next().unwrap());
     let pqpn: u32 = it.next().unwrap().parse().unwrap();
@@ -68,7 +55,7 @@ fn child_main(mode: &str) {
             assert_eq!(r.status, WcStatus::Success);
             n.post(&qp, 2, SendOp::Send, 0, r.byte_len as usize);
             assert_eq!(wait_wc(&n.scq, "child send").status, WcStatus::Success);
-            assert_eq!(read_line(), "BYE");
+            assert_eq!(hear(), "BYE");
         }
         // Connect, never post a receive, wait to be killed.
         "hang" => {
@@ -86,7 +73,7 @@ fn child_main(mode: &str) {
             let to = n.ud_target(pgid, pqpn, 0x77);
             let c = n.ud_send(&qp, &to, 2, SendOp::Send, GRH_LEN, len);
             assert_eq!(c.status, WcStatus::Success);
-            assert_eq!(read_line(), "BYE");
+            assert_eq!(hear(), "BYE");
         }
         other => panic!("unknown child mode {other}"),
     }
@@ -94,19 +81,13 @@ fn child_main(mode: &str) {
 
 /// In the child process: play the child's part and return true.
 fn child_side() -> bool {
-    match std::env::var(CHILD_ENV) {
-        Ok(mode) => {
+    match child_mode(CHILD_ENV) {
+        Some(mode) => {
             child_main(&mode);
             true
         }
-        Err(_) => false,
+        None => false,
     }
-}
-
-struct ChildProc {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stdin: std::process::ChildStdin,
 }
 
 /// What the child announced.
@@ -117,93 +98,31 @@ struct ChildAddr {
     rkey: u32,
 }
 
-impl ChildProc {
-    fn spawn(test: &str, mode: &str) -> ChildProc {
-        ChildProc::spawn_with(Command::new(std::env::current_exe().unwrap()), test, mode)
-    }
+/// The harness's child, started for test `test` in `mode`.
+fn spawn(test: &str, mode: &str) -> ChildProc {
+    ChildProc::spawn(CHILD_ENV, test, mode, &[], BOUND)
+}
 
-    /// As [`ChildProc::spawn`], with `cmd` running this binary (e.g. in another
-    /// network namespace).
-    fn spawn_with(mut cmd: Command, test: &str, mode: &str) -> ChildProc {
-        let mut child = cmd
-            .args([test, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, mode)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn child");
-        let out = child.stdout.take().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(i) = l.find("CHILD ") {
-                    if tx.send(l[i + 6..].to_string()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        ChildProc {
-            child,
-            lines: rx,
-            stdin,
-        }
-    }
-
-    fn line(&mut self, what: &str) -> String {
-        match self.lines.recv_timeout(BOUND) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("child: no {what} line ({e})");
-            }
-        }
-    }
-
-    fn addr(&mut self) -> ChildAddr {
-        let l = self.line("ADDR");
-        let v: Vec<&str> = l
-            .strip_prefix("ADDR ")
-            .expect("ADDR line")
-            .split(' ')
-            .collect();
-        ChildAddr {
-            gid: parse_gid(v[0]),
-            qpn: v[1].parse().unwrap(),
-            addr: v[2].parse().unwrap(),
-            rkey: v[3].parse().unwrap(),
-        }
-    }
-
-    fn send_line(&mut self, l: &str) {
-        writeln!(self.stdin, "{l}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn finish(mut self) {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                assert!(st.success(), "child exited with {st}");
-                return;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("child did not exit");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+/// The child's announced address.
+fn child_addr(c: &mut ChildProc) -> ChildAddr {
+    let l = c.line("ADDR");
+    let v: Vec<&str> = l
+        .strip_prefix("ADDR ")
+        .expect("ADDR line")
+        .split(' ')
+        .collect();
+    ChildAddr {
+        gid: parse_gid(v[0]),
+        qpn: v[1].parse().unwrap(),
+        addr: v[2].parse().unwrap(),
+        rkey: v[3].parse().unwrap(),
     }
 }
 
 /// Takes the child's address, connects a new RC queue pair of a new node to it, tells
 /// the child, and waits until it is ready.
 fn rc_to_child(c: &mut ChildProc, len: usize) -> (Node, QueuePair, ChildAddr) {
-    let ca = c.addr();
+    let ca = child_addr(c);
     let n = Node::all_access(len);
     let qp = n.qp(QpType::Rc);
     rc_init(&qp);
@@ -235,7 +154,7 @@ fn rc_between_processes_send_write_read_atomic() {
     if child_side() {
         return;
     }
-    let mut c = ChildProc::spawn("rc_between_processes_send_write_read_atomic", "echo");
+    let mut c = spawn("rc_between_processes_send_write_read_atomic", "echo");
     let (n, qp, ca) = rc_to_child(&mut c, 1 << 16);
     // One-sided first: the child is blocked in its receive wait meanwhile.
     let data = write_then_read(&n, &qp, &ca, 3000);
@@ -288,7 +207,13 @@ fn rc_across_network_namespaces() {
         Err(why) => return ofi_testkit::netns::skip("rc_across_network_namespaces", &why),
     };
     let cmd = pair.b.command(std::env::current_exe().unwrap());
-    let mut c = ChildProc::spawn_with(cmd, "rc_across_network_namespaces", "echo");
+    let mut c = ChildProc::spawn_with(
+        cmd,
+        CHILD_ENV,
+        "rc_across_network_namespaces",
+        "echo",
+        BOUND,
+    );
     let (n, qp, ca) = rc_to_child(&mut c, 1 << 16);
     write_then_read(&n, &qp, &ca, 5000);
     n.recv(&qp, 9, 30_000, 4096);
@@ -305,7 +230,7 @@ fn killed_peer_fails_outstanding_work_and_raises_an_event() {
     if child_side() {
         return;
     }
-    let mut c = ChildProc::spawn(
+    let mut c = spawn(
         "killed_peer_fails_outstanding_work_and_raises_an_event",
         "hang",
     );
@@ -347,8 +272,8 @@ fn ud_between_processes() {
     if child_side() {
         return;
     }
-    let mut c = ChildProc::spawn("ud_between_processes", "ud-echo");
-    let ca = c.addr();
+    let mut c = spawn("ud_between_processes", "ud-echo");
+    let ca = child_addr(&mut c);
     let n = Node::all_access(1 << 14);
     let qp = n.qp(QpType::Ud);
     ud_ready(&qp, 0x77);

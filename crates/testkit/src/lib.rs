@@ -1,6 +1,8 @@
 //! ofi-testkit: test support shared by the workspace's tests (a dev-dependency only).
 //!
 //! - [`TestRng`]: the one seeded generator tests draw randomness from;
+//! - [`child`]: two-process tests, the test binary running one of its tests again as
+//!   the child and talking to it over stdin and stdout;
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
 //! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
 //!   or stream semantics, loss, duplication, reordering, broken links, killed nodes).
@@ -21,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod child;
 pub mod netns;
 pub mod simnet;
 

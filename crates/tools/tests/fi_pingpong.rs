@@ -3,8 +3,8 @@
 //! server, and `--self -c` (both sides on this host, integrity checks on) for every
 //! provider getinfo offers for each endpoint type: the example `unixdgram` plugin (built
 //! out of tree, loaded through `FI_PROVIDER_PATH`) and whatever providers this build
-//! links in. Providers are enumerated through `fi_info`, so new ones are picked up
-//! without edits here.
+//! links in (verbs over the software device, `FI_VERBS_DEVICE=soft`). Providers are
+//! enumerated through `fi_info`, so new ones are picked up without edits here.
 //!
 //! Every child runs under a watchdog (killed by its PID and reaped when over time), and
 //! after the `--self` runs no process carrying the run's marker is left.
@@ -36,6 +36,9 @@ fn command(exe: &str) -> Command {
     }
     c.env("FI_PROVIDER_PATH", plugins());
     c.env("OFI_PLUGINS_CONFIG", "/dev/null");
+    // verbs (and verbs;ofi_rxm) over the software device, so they are among the
+    // providers every run covers.
+    c.env("FI_VERBS_DEVICE", "soft");
     c
 }
 
@@ -313,6 +316,16 @@ fn self_runs_with_integrity_checks_for_every_provider() {
         ran.iter().any(|r| r.starts_with("unixdgram/dgram/msg")),
         "the example provider must be among them: {ran:?}"
     );
+    for want in [
+        "verbs/msg/msg",
+        "verbs;ofi_rxm/rdm/msg",
+        "verbs;ofi_rxm/rdm/tagged",
+    ] {
+        assert!(
+            ran.iter().any(|r| r == want),
+            "{want} (over the software device) must be among them: {ran:?}"
+        );
+    }
     assert_eq!(
         leftovers(&format!("--timeout {marker}")),
         Vec::<String>::new()
@@ -397,13 +410,20 @@ fn separate_server_and_client_processes() {
     table(&server.out, &refs, true);
 }
 
-/// Large messages between two processes over tcp (msg) and `tcp;ofi_rxm` (rdm), with
-/// integrity checks: on loopback these go as same-host copies (tcp's descriptors, and
-/// rxm's rendezvous reads that tcp's target copies), so this checks the cross-process
-/// copies byte for byte.
+/// Large messages between two processes (server and client started separately) over
+/// tcp (msg), `tcp;ofi_rxm` (rdm), and verbs (msg) and `verbs;ofi_rxm` (rdm) over the
+/// software device, with integrity checks: on loopback these go as same-host copies
+/// (tcp's descriptors, and rxm's rendezvous reads that tcp's target copies; the
+/// software device's RC queue pairs), so this checks the cross-process copies byte for
+/// byte.
 #[test]
-fn large_messages_between_processes_over_tcp_with_checks() {
-    for (prov, ep) in [("tcp", "msg"), ("tcp;ofi_rxm", "rdm")] {
+fn large_messages_between_processes_with_checks() {
+    for (prov, ep) in [
+        ("tcp", "msg"),
+        ("tcp;ofi_rxm", "rdm"),
+        ("verbs", "msg"),
+        ("verbs;ofi_rxm", "rdm"),
+    ] {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")

@@ -430,9 +430,9 @@ fn retry_parameters_bound_the_time_to_lose_a_peer() {
 
 /// A receiver whose application posts no receives holds at most
 /// `FI_OFI_RXD_UNEXP_MSGS` (4 here) unexpected messages and refuses the rest (receiver
-/// not ready): its sender's first four sends complete, the others wait — a second, far
-/// longer than it takes to lose a silent peer with these retries (~50 ms) — without
-/// failing, and
+/// not ready): its sender's first four sends complete, the others wait — a second, more
+/// than twice as long as it takes to lose a silent peer with these retries (at most
+/// 20 tries 10–20 ms apart, ~400 ms) — without failing, and
 /// once receives are posted all thirty arrive intact and in order. (On the old code all
 /// thirty were taken in and buffered at once, whatever their number.)
 #[test]
@@ -441,11 +441,13 @@ fn a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit() {
         return run_with_short_retries_and(
             "a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit",
             "RXD_RNR_CHILD",
-            // Retries 10–20 ms apart (a silent peer is lost within ~50 ms): short
-            // beside the second the sender is held, long beside a time slice, so a
-            // loaded machine that stalls this one-thread loop for a few ms does not
-            // lose the peer.
+            // Retries 10–20 ms apart, 20 of them (a silent peer is lost within
+            // ~400 ms): short beside the second the sender is held, long beside a time
+            // slice, so a loaded machine that stalls this one-thread loop between the
+            // sender's progress and the receiver's (each stall can cost the sender one
+            // unanswered try) does not lose the peer.
             &[
+                ("FI_OFI_RXD_RETRY_LIMIT", "20"),
                 ("FI_OFI_RXD_UNEXP_MSGS", "4"),
                 ("FI_OFI_RXD_RTO", "10000"),
                 ("FI_OFI_RXD_RTO_MAX", "20000"),

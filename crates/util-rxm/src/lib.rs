@@ -342,7 +342,13 @@ impl RxmProvider {
         d.data_progress = progress;
         d.resource_mgmt = ResourceMgmt::Enabled;
         d.av_type = AvType::Unspec;
-        d.cq_data_size = 8;
+        // rxm's own header carries 8 bytes of CQ data, but fi_writedata goes through
+        // the core's write with data: a core with less (verbs: 4, the immediate data)
+        // limits what rxm offers.
+        d.cq_data_size = match core.domain_attr.cq_data_size {
+            0 => 8,
+            n => n.min(8),
+        };
         d.max_ep_tx_ctx = 1;
         d.max_ep_rx_ctx = 1;
         d.max_ep_stx_ctx = 0;

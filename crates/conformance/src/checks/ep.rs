@@ -129,13 +129,21 @@ pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {
 
 /// A receive buffer smaller than the message: an error completion `FI_ETRUNC` with
 /// its context and `olen` = the bytes that did not fit; the part that fit is there;
-/// the pair keeps working.
+/// the pair keeps working. Under
+/// [`Semantics::TRUNCATION_BREAKS_CONNECTION`](crate::Semantics::TRUNCATION_BREAKS_CONNECTION):
+/// `FI_ETRUNC` with its context, then the connection is gone (see there).
 pub fn pair_recv_too_small_is_etrunc(s: &Subject) {
     each_pair(s, Caps::MSG, |p| {
         let mut small = [0u8; 16];
         post_recv(&p.b.ep, &mut small, 0x51).unwrap();
         let payload = pattern(64, 9);
         send(&p.a.ep, &payload, p.a.peer, 0x50).unwrap();
+        if s.has(crate::Semantics::TRUNCATION_BREAKS_CONNECTION)
+            && p.info.ep_type() == ofi::EpType::Msg
+        {
+            truncation_breaks_connection(p, &payload);
+            return;
+        }
         assert_eq!(p.wait_ok(0, "send completion").op_context, 0x50);
         let ee = p.wait_err(1, "truncated receive");
         assert_eq!(Errno(ee.err), Errno::ETRUNC, "error code");
@@ -144,6 +152,44 @@ pub fn pair_recv_too_small_is_etrunc(s: &Subject) {
         assert!(small[..] == payload[..16], "the part that fit");
         crate::checks::pairs::exchange(p, 0, b"still fine", 0x60);
     });
+}
+
+/// `pair_recv_too_small_is_etrunc` where an error breaks the connection: the sender's
+/// completion (success, or an error with its context), the receiver's `FI_ETRUNC`,
+/// then a receive and a send posted afterwards are flushed (`FI_ECANCELED`).
+fn truncation_breaks_connection(p: &Pair, payload: &[u8]) {
+    match p.wait(0) {
+        Some(Ok(e)) => assert_eq!(e.op_context, 0x50, "send completion context"),
+        Some(Err(ee)) => {
+            assert_eq!(ee.op_context, 0x50, "send error completion context");
+            assert_ne!(Errno(ee.err), Errno(0), "send error without a code");
+        }
+        None => panic!("send of a message too long for the receive: no completion"),
+    }
+    let ee = p.wait_err(1, "truncated receive");
+    assert_eq!(Errno(ee.err), Errno::ETRUNC, "error code");
+    assert_eq!(ee.op_context, 0x51, "error completion context");
+    let mut after = [0u8; 128];
+    post_recv(&p.b.ep, &mut after, 0x52).unwrap();
+    let ee = p.wait_err(1, "a receive posted on the broken connection");
+    assert_eq!(
+        (Errno(ee.err), ee.op_context),
+        (Errno::ECANCELED, 0x52),
+        "a receive posted after the error is flushed"
+    );
+    // The call may also refuse at once: the connection is known to be gone.
+    if send(&p.a.ep, payload, p.a.peer, 0x53).is_ok() {
+        let ee = p.wait_err(0, "a send posted on the broken connection");
+        assert_eq!(
+            (Errno(ee.err), ee.op_context),
+            (Errno::ECANCELED, 0x53),
+            "a send posted after the error is flushed"
+        );
+    }
+    assert!(
+        after.iter().all(|&b| b == 0),
+        "a flushed receive was written"
+    );
 }
 
 /// Closing a CQ, counter, AV or EQ bound to an open endpoint is `FI_EBUSY`; once the

@@ -342,11 +342,27 @@ pub fn pair_selective_completion(s: &Subject) {
 }
 
 /// A posted receive cancelled: an error completion `FI_ECANCELED` with its context;
-/// cancelling it again is `FI_ENOENT`; the pair still works.
+/// cancelling it again is `FI_ENOENT`; the pair still works. Under
+/// [`Semantics::NO_RECV_CANCEL`](crate::Semantics::NO_RECV_CANCEL): `fi_cancel` is
+/// `FI_ENOSYS`, nothing completes, and the receive takes the next message.
 pub fn pair_cancel_recv(s: &Subject) {
     each_pair(s, Caps::MSG, |p| {
         let mut buf = [0u8; 32];
         post_recv(&p.b.ep, &mut buf, 0x77).unwrap();
+        if s.has(crate::Semantics::NO_RECV_CANCEL) && p.info.ep_type() == EpType::Msg {
+            expect_errno(
+                p.b.ep.cancel(0x77),
+                Errno::ENOSYS,
+                "fi_cancel (NO_RECV_CANCEL)",
+            );
+            p.assert_quiet(1, 20, "an fi_cancel that is not supported");
+            send(&p.a.ep, b"still posted", p.a.peer, 0x78).unwrap();
+            assert_eq!(p.wait_ok(0, "send completion").op_context, 0x78);
+            let r = p.wait_ok(1, "the receive fi_cancel left posted");
+            check_recv(&r, 0x77, b"still posted", &buf);
+            exchange(p, 0, b"after cancel", 0x80);
+            return;
+        }
         p.b.ep
             .cancel(0x77)
             .unwrap_or_else(|e| panic!("fi_cancel: {e}"));

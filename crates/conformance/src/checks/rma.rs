@@ -396,8 +396,23 @@ pub fn rma_writedata_remote_cq_data(s: &Subject) {
 
 /// A write or read with a key no region has, or beyond the region's end: an error
 /// completion at the initiator (its context, the provider's documented code), and the
-/// target memory is untouched.
+/// target memory is untouched; a good write afterwards works. Under
+/// [`Semantics::ACCESS_ERROR_BREAKS_CONNECTION`](crate::Semantics::ACCESS_ERROR_BREAKS_CONNECTION)
+/// each bad access runs on a fresh pair and the write after it must complete in error
+/// (the connection is gone), the target still untouched.
 pub fn rma_bad_key_and_out_of_range(s: &Subject) {
+    if s.has(crate::Semantics::ACCESS_ERROR_BREAKS_CONNECTION) {
+        for case in 0..3 {
+            bad_accesses(s, &[case]);
+        }
+    } else {
+        bad_accesses(s, &[0, 1, 2]);
+    }
+}
+
+/// The bad accesses `cases` (indices of the three below) on each RMA pair, in order.
+fn bad_accesses(s: &Subject, cases: &[usize]) {
+    let breaks = s.has(crate::Semantics::ACCESS_ERROR_BREAKS_CONNECTION);
     each_rma_pair(
         s,
         Caps::RMA,
@@ -406,7 +421,7 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
             let target = Region::new(&p, 1, 4096, 0x11, REMOTE, 0x78);
             let local = Region::new(&p, 0, 4096, 0x22, LOCAL, 0x79);
             let bad_key = target.mr.key() ^ 0x5a5a_0000;
-            let cases: [(&str, u64, u64, usize, Option<Errno>); 3] = [
+            let all: [(&str, u64, u64, usize, Option<Errno>); 3] = [
                 (
                     "fi_write with a bad key",
                     target.addr,
@@ -429,7 +444,8 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
                     s.expect.rma_bad_key,
                 ),
             ];
-            for (i, (what, addr, key, read, want)) in cases.into_iter().enumerate() {
+            for &i in cases {
+                let (what, addr, key, read, want) = all[i];
                 let ctx = 0x500 + i;
                 // SAFETY: `local` lives until the completion.
                 let r = unsafe {
@@ -470,7 +486,7 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
                 // Operations that complete in error count as errors (fi_endpoint(3) NOTES).
                 assert_eq!(
                     c.readerr().unwrap(),
-                    3,
+                    cases.len() as u64,
                     "the FI_READ | FI_WRITE counter's errors"
                 );
                 assert_eq!(c.read().unwrap(), 0, "failed operations are not successes");
@@ -483,7 +499,6 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
                 local.bytes().iter().all(|&b| b == 0x22),
                 "a failed read changed the local buffer"
             );
-            // The pair still works.
             // SAFETY: as above.
             unsafe {
                 p.a.ep.write(
@@ -497,6 +512,24 @@ pub fn rma_bad_key_and_out_of_range(s: &Subject) {
                 )
             }
             .unwrap();
+            if breaks {
+                // The connection is gone: the write is flushed, the target untouched.
+                let ee = p.wait_err(0, "a write after the error (broken connection)");
+                assert_eq!(ee.op_context, 0x5ff, "flushed write's context");
+                assert!(
+                    [Errno::ECANCELED, Errno::ECONNRESET].contains(&Errno(ee.err)),
+                    "a write on the broken connection: {} instead of FI_ECANCELED or \
+                     FI_ECONNRESET",
+                    Errno(ee.err)
+                );
+                p.assert_quiet(1, 20, "a flushed write completes nothing at the target");
+                assert!(
+                    target.bytes().iter().all(|&b| b == 0x11),
+                    "a flushed write changed the target"
+                );
+                return;
+            }
+            // The pair still works.
             p.wait_ok(0, "a good write after the failures");
             await_bytes(
                 &p,

@@ -43,9 +43,9 @@
 //! close;                                                      // the class's fi_close
 //! /// doc
 //! fn [@N] name(c_arg: CType, …) -> CRet [=> adapter]         // C conversion by hand
-//!     [| [/// doc] [unsafe] fn(arg: Type, …) -> Ret [= default]
+//!     [| [/// doc] [unsafe] fn(arg: Type, …) -> Ret [= [@this] default]
 //!         [, forward | , forward [shown, …] |inner| expr [=> hooked[(extra, …)] | => method[(extra, …)]]
-//!          | , bypass [] |inner| expr]];
+//!          | , observe [] |inner| read_op => method | , bypass [] |inner| expr]];
 //! /// doc
 //! op name(arg: Type, … [; s[s_len]: Elem, … [; arg: Type, …]]) [with err] [via Variant]
 //!     [-> out T | -> val T | -> get T [fallback] | -> count usize | -> bytes Vec<u8> | -> fill usize]
@@ -64,7 +64,9 @@
 //!   adapter (`adapter`, or `hand::<name>` without one) and the host method that calls
 //!   the slot. After `|`, the provider method of the same name: its arguments after
 //!   `&self`, its return type and its default (without one it is required;
-//!   `Unsupported`'s is generated); its docs are the entry's and those after `|`.
+//!   `Unsupported`'s is generated; `= @this default`: a default that needs the
+//!   object, named `this` in it, as `self` cannot cross a macro's hygiene); its docs
+//!   are the entry's and those after `|`.
 //!   Then how the hook forwards it:
 //!   - `forward`: `Hook::ctl` named after the entry, showing every argument, calling
 //!     the method of the same name and arguments on the object beneath;
@@ -72,6 +74,10 @@
 //!     object beneath bound to `inner`; `=> hooked(extra, …)` wraps the object `expr`
 //!     made, with the extra values, through the hook crate's `Hooked` trait;
 //!     `=> method(extra, …)` hands it to `method` of the hook's type;
+//!   - `observe [] |inner| read_op => method`: the hooks see the call as a read
+//!     (`Hook::read` with `read_op`, an `ofi_hook::Op`), and `method` of the hook's
+//!     type does it, given the object beneath and every argument (the CQ reads, where
+//!     a hook merges completions of its own with those beneath);
 //!   - `bypass [] |inner| expr`: `expr`, without the hook (calls that cannot fail);
 //!   - nothing: the forwarder is written by hand.
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
@@ -248,7 +254,8 @@ macro_rules! for_each_cq_op {
                     /// source address of each entry (`fi_cq_readfrom` arrives here too). Returns the
                     /// number of entries; `FI_EAGAIN` when empty, `FI_EAVAIL` when an error entry is
                     /// next. Drives progress.
-                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>) -> $crate::Result<usize>;
+                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>) -> $crate::Result<usize>,
+                        observe [] |cq| Op::CqRead => deliver;
                 /// `fi_cq_readfrom`: also the source address of each entry.
                 fn readfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64) -> isize => cq_readfrom;
                 /// `fi_cq_readerr`.
@@ -257,12 +264,14 @@ macro_rules! for_each_cq_op {
                     /// owned. The adapter delivers the data by the C rules: copied into the caller's
                     /// buffer (up to its size) when one is given, else through a buffer the adapter
                     /// keeps until the next `readerr`.
-                    fn(flags: u64) -> $crate::Result<$crate::cq::CqError>;
+                    fn(flags: u64) -> $crate::Result<$crate::cq::CqError>,
+                        observe [] |cq| Op::CqReaderr => deliver_error;
                 /// `fi_cq_sread`; timeout in ms, -1 = forever.
                 fn sread(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sread
                     | /// As `read`, blocking up to `timeout` ms (-1 = forever) until `threshold` entries
                     /// (or one) are there; `FI_EAGAIN` on time-out (`fi_cq_sreadfrom` arrives here too).
-                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>, threshold: Option<usize>, timeout: i32) -> $crate::Result<usize> = $crate::provider::enosys_fast();
+                    fn(buf: $crate::cq::CqBuf<'_>, src: Option<&mut [u64]>, threshold: Option<usize>, timeout: i32) -> $crate::Result<usize> = $crate::provider::enosys_fast(),
+                        observe [] |cq| Op::CqSread => deliver_waiting;
                 /// `fi_cq_sreadfrom`.
                 fn sreadfrom(cq: $crate::abi::raw::Obj, buf: *mut ::std::ffi::c_void, count: usize, src_addr: *mut u64, cond: *const ::std::ffi::c_void, timeout: i32) -> isize => cq_sreadfrom;
                 /// `fi_cq_signal`: wake a thread blocked in `sread`.
@@ -296,7 +305,8 @@ macro_rules! for_each_eq_op {
                 fn read(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, flags: u64) -> isize => eq_read
                     | /// The next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is next); with
                     /// `peek` the event stays queued.
-                    fn(peek: bool) -> $crate::Result<$crate::eq::Event>;
+                    fn(peek: bool) -> $crate::Result<$crate::eq::Event>,
+                        forward [peek] |eq| if peek { eq.peek() } else { eq.read() };
                 /// `fi_eq_readerr`.
                 fn readerr(eq: $crate::abi::raw::Obj, buf: *mut $crate::abi::raw::EqErrEntry, flags: u64) -> isize => eq_readerr
                     | fn() -> $crate::Result<$crate::eq::EqErrorEntry>, forward;
@@ -308,7 +318,8 @@ macro_rules! for_each_eq_op {
                 /// `fi_eq_sread`.
                 fn sread(eq: $crate::abi::raw::Obj, event: *mut u32, buf: *mut ::std::ffi::c_void, len: usize, timeout: i32, flags: u64) -> isize => eq_sread
                     | /// As `read`, blocking up to `timeout` ms.
-                    fn(timeout: i32, peek: bool) -> $crate::Result<$crate::eq::Event> = $crate::provider::enosys("sread is not supported");
+                    fn(timeout: i32, peek: bool) -> $crate::Result<$crate::eq::Event> = $crate::provider::enosys("sread is not supported"),
+                        forward [timeout, peek] |eq| if peek { eq.sread_peek(timeout) } else { eq.sread(timeout) };
                 /// `fi_eq_strerror`.
                 fn strerror(eq: $crate::abi::raw::Obj, prov_errno: i32, err_data: *const ::std::ffi::c_void, buf: *mut u8, len: usize) -> isize => eq_strerror
                     | /// `err_data` is the error data of the last `readerr` when the caller passed it
@@ -406,7 +417,8 @@ macro_rules! for_each_fabric_op {
                 fn trywait(fab: $crate::abi::raw::Obj, objs: *const $crate::abi::raw::RawFidRef, count: usize) -> i32 => fab_trywait
                     | /// `Ok` if the caller may block on the objects' wait fds, else `FI_EAGAIN`
                     /// (progress first).
-                    fn(objs: &[$crate::provider::TryWaitRef<'_, Self>]) -> $crate::Result<()> = $crate::provider::enosys("trywait is not supported");
+                    fn(objs: &[$crate::provider::TryWaitRef<'_, Self>]) -> $crate::Result<()> = $crate::provider::enosys("trywait is not supported"),
+                        forward [] |fabric| fabric.trywait(&objs.beneath_idle()?);
             }
         }
     };
@@ -596,11 +608,23 @@ macro_rules! for_each_provider_op {
             provider ProviderTable Provider ProvAdapt ProviderHandle {
                 /// Answer a getinfo request; the result is owned by the provider until
                 /// `free_getinfo`. Returns 0 (the outcome, including errors, is in `out`).
-                fn getinfo(prov: $crate::abi::raw::Obj, req: *const $crate::abi::wire::RawGetinfoRequest, out: *mut $crate::abi::wire::RawGetinfoResult) -> i32 => prov_getinfo;
+                fn getinfo(prov: $crate::abi::raw::Obj, req: *const $crate::abi::wire::RawGetinfoRequest, out: *mut $crate::abi::wire::RawGetinfoResult) -> i32 => prov_getinfo
+                    | /// The default matches [`Provider::info_templates`] with the framework's
+                    /// rules and the default IP resolver.
+                    fn(req: &$crate::getinfo::GetinfoRequest) -> $crate::getinfo::GetinfoOutcome
+                        = @provider $crate::getinfo::match_templates(
+                            Self::NAME,
+                            Self::VERSION,
+                            &provider.info_templates(),
+                            req,
+                            &$crate::getinfo::IpResolver,
+                        );
                 /// Free a result `getinfo` produced.
                 fn free_getinfo(prov: $crate::abi::raw::Obj, out: *mut $crate::abi::wire::RawGetinfoResult) -> i32 => prov_free_getinfo;
                 /// Open a fabric for `info`.
-                fn fabric(prov: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => prov_fabric;
+                fn fabric(prov: $crate::abi::raw::Obj, info: *const $crate::abi::raw::RawInfo, context: usize, out: *mut $crate::abi::raw::RawObj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => prov_fabric
+                    | /// Open a fabric for `info` (one of this provider's results).
+                    fn(info: &$crate::Info) -> $crate::Result<Self::Fabric>;
                 /// Release the provider (after every object it created is closed).
                 fn cleanup(prov: $crate::abi::raw::Obj) -> i32 => prov_cleanup;
             }
@@ -638,6 +662,14 @@ macro_rules! __ctl_trait_method {
         $($doc)*
         #[allow(unused_variables, clippy::too_many_arguments)]
         $($unsafe)? fn $name(&self, $($p: $pt),*) -> $pr {
+            $def
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt [$($doc:tt)*] [$($unsafe:ident)?] ($($p:ident : $pt:ty),*) -> [$pr:ty] [@ $this:ident $def:expr] $fwd:tt) => {
+        $($doc)*
+        #[allow(unused_variables, clippy::too_many_arguments)]
+        $($unsafe)? fn $name(&self, $($p: $pt),*) -> $pr {
+            let $this = self;
             $def
         }
     };
@@ -715,6 +747,15 @@ macro_rules! __ctl_forwarder {
                 $fe
             })?;
             Ok($crate::__ctl_wrap!(self, h, made, $wrap $(, $($wx),*)?))
+        }
+    };
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [observe [] |$fi:ident| ($fe:expr) [$method:ident]]) => {
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            let (h, obj, inner) = self.forward();
+            h.read(obj, $fe, || {
+                let $fi = inner;
+                self.$method($fi, $($p),*)
+            })
         }
     };
     ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt [bypass [] |$fi:ident| ($fe:expr) []]) => {
@@ -830,13 +871,13 @@ macro_rules! __ctl_each {
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
+        | $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $(@ $this:ident)? $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [] ($($p: $pt),*) -> [$pr] [$($(@ $this)? $pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
-        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
+        | $(#[$pdoc:meta])* unsafe fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $(@ $this:ident)? $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?; $($rest:tt)*) => {
+        $($each)+! { $ctx fn $name [$($adapter)?] [$(#[$doc])* $(#[$pdoc])*] [unsafe] ($($p: $pt),*) -> [$pr] [$($(@ $this)? $pdef)?] [$($fwd $([$($show),*] |$fi| ($fe) [$($wrap $(($($wx),*))?)?])?)?] }
         $crate::__ctl_each! { [$($each)+] $ctx $($rest)* }
     };
     ([$($each:tt)+] $ctx:tt $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?; $($rest:tt)*) => {
@@ -993,7 +1034,7 @@ macro_rules! ctl_table {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn close(obj: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* fn $(@ $since:literal)? $name:ident ($($a:ident : $t:ty),* $(,)?) -> $r:ty $(=> $adapter:ident)?
-        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?)?; $($rest:tt)*) => {
+        $(| $(#[$pdoc:meta])* $(unsafe)? fn ($($p:ident : $pt:ty),* $(,)?) -> $pr:ty $(= $(@ $this:ident)? $pdef:expr)? $(, $fwd:ident $([$($show:ident),*] |$fi:ident| $fe:expr $(=> $wrap:ident $(($($wx:expr),*))?)?)?)?)?; $($rest:tt)*) => {
         $crate::abi::ctl_ops::ctl_table! { @munch $tdoc $Table [$($done)* $(#[$doc])* fn $(@ $since)? $name($($a: $t),*) -> $r;] $($rest)* }
     };
     (@munch $tdoc:tt $Table:ident [$($done:tt)*] $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),* $(,)?)

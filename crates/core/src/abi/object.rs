@@ -31,14 +31,10 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::abi::raw::{ErrBuf, FidClass, Obj, RawFidRef, RawInfoBox, RawObj};
-use crate::abi::tables::{call_slot, FabricTable, HostTable, ProviderTable};
-use crate::abi::wire::{outcome_from_raw, RawGetinfoResult, RequestBox};
+use crate::abi::raw::{ErrBuf, FidClass, Obj, RawFidRef, RawObj};
+use crate::abi::tables::{call_slot, HostTable, ProviderTable};
 use crate::abi::{check_entry, PluginEntry, ProviderInstance, ProviderKind};
-use crate::attr::Info;
 use crate::error::{Errno, Error, Result};
-use crate::fabric::Fabric;
-use crate::getinfo::{GetinfoOutcome, GetinfoRequest};
 use crate::version::Version;
 
 /// Size of the message buffer offered to control slots.
@@ -336,13 +332,13 @@ impl Drop for Node {
 }
 
 /// The state behind a [`ProviderHandle`]; also the keep-alive of every fabric it opens.
-struct ProvInner {
-    name: Arc<str>,
+pub(crate) struct ProvInner {
+    pub(crate) name: Arc<str>,
     version: Version,
     kind: ProviderKind,
     priority: i32,
-    ctx: Obj,
-    ops: *const ProviderTable,
+    pub(crate) ctx: Obj,
+    pub(crate) ops: *const ProviderTable,
     _keep: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -365,7 +361,7 @@ impl Drop for ProvInner {
 /// path either way. Cheap to clone.
 #[derive(Clone)]
 pub struct ProviderHandle {
-    inner: Arc<ProvInner>,
+    pub(crate) inner: Arc<ProvInner>,
 }
 
 impl std::fmt::Debug for ProviderHandle {
@@ -469,55 +465,6 @@ impl ProviderHandle {
     /// The provider family identity (its root table's address).
     pub(crate) fn family(&self) -> usize {
         self.inner.ops as usize
-    }
-
-    /// Ask the provider, across the boundary.
-    pub fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        let rb = RequestBox::new(req);
-        let mut out = RawGetinfoResult::empty();
-        let p = &*self.inner;
-        // SAFETY: the table and context came from the provider's init; `rb` and `out`
-        // live across the call.
-        let rc =
-            unsafe { call_slot!(&*p.ops, ProviderTable.getinfo(p.ctx, rb.as_ptr(), &mut out)) };
-        let outcome = if rc != 0 {
-            GetinfoOutcome {
-                infos: Vec::new(),
-                verdicts: Vec::new(),
-                error: Some(Error::from_status(rc as isize).context(format!("{} getinfo", p.name))),
-            }
-        } else {
-            // SAFETY: the provider filled `out` and keeps it until free_getinfo.
-            unsafe { outcome_from_raw(&out, &p.name) }
-        };
-        // SAFETY: hand the result back to the side that allocated it.
-        unsafe { call_slot!(&*p.ops, ProviderTable.free_getinfo(p.ctx, &mut out)) };
-        outcome
-    }
-
-    /// Open a fabric, across the boundary. The fabric keeps the provider alive.
-    pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
-        let ib = RawInfoBox::new(info);
-        let mut out = RawObj::empty();
-        let p = &*self.inner;
-        // SAFETY: as in `getinfo`; `ib` and `out` live across the call.
-        ctl(|eb| unsafe {
-            call_slot!(
-                &*p.ops,
-                ProviderTable.fabric(p.ctx, ib.as_ptr(), 0, &mut out, eb)
-            )
-        })
-        .map_err(|e| e.context(format!("{} fabric", p.name)))?;
-        let ops = out.ops as *const FabricTable;
-        let closer = close_of(out.obj, ops, "fabric")?;
-        let node = Node::root(
-            self.family(),
-            p.name.clone(),
-            closer,
-            Some(self.inner.clone() as Arc<dyn Any + Send + Sync>),
-        );
-        // SAFETY: `obj`/`ops` are the provider's fabric, owned from now on by `node`.
-        Ok(unsafe { Fabric::from_raw(out.obj, ops, node) })
     }
 }
 

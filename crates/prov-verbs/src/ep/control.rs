@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
 use ofi_rdma::cm::{ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
+use ofi_rdma::{QpAttr, QpAttrMask, QpState};
 
 use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
@@ -18,6 +19,62 @@ use crate::NAME;
 
 fn bad(code: Errno, what: &str) -> Error {
     Error::new(code, format!("{NAME}: {what}"))
+}
+
+impl Endpoint {
+    /// `fi_enable` of a datagram endpoint: an AV and a CQ or counter bound; the UD
+    /// queue pair to RTS and every bounce buffer posted.
+    fn enable_datagram(&self) -> Result<()> {
+        let mut st = lock(&self.inner.st);
+        if st.enabled {
+            return Ok(());
+        }
+        if st.b.av.is_none() {
+            return Err(bad(Errno::ENOAV, "bind an address vector before fi_enable"));
+        }
+        let b = &st.b;
+        let counted = [&b.c_send, &b.c_recv, &b.c_read, &b.c_write]
+            .iter()
+            .any(|c| c.is_some());
+        if b.tx_cq.is_none() && b.rx_cq.is_none() && !counted {
+            return Err(bad(
+                Errno::ENOCQ,
+                "bind a completion queue or counter before fi_enable",
+            ));
+        }
+        let qp = self.inner.qp()?;
+        qp.modify(
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE,
+        )?;
+        qp.modify(
+            &QpAttr {
+                qp_state: QpState::Rts,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE | QpAttrMask::SQ_PSN,
+        )?;
+        if let Some(u) = &st.ud {
+            u.post_all(qp, super::RX_BIT)?;
+        }
+        st.conn = Conn::Connected;
+        self.mark_enabled(st);
+        Ok(())
+    }
+
+    /// Marks the endpoint enabled and, the first time, registers it with the domain's
+    /// progress engine (after releasing the endpoint's lock).
+    fn mark_enabled(&self, mut st: std::sync::MutexGuard<'_, super::St>) {
+        st.enabled = true;
+        if !st.registered {
+            st.registered = true;
+            drop(st);
+            self.inner.dom.engine.register(&self.inner);
+        }
+    }
 }
 
 impl EndpointOps<Fabric> for Endpoint {
@@ -85,21 +142,64 @@ impl EndpointOps<Fabric> for Endpoint {
                 }
                 b.eq = Some(eq.clone());
             }
-            BindTarget::Av(_) => {
-                return Err(bad(
-                    Errno::EINVAL,
-                    "FI_EP_MSG endpoints take no address vector",
-                ))
+            BindTarget::Av(av) => {
+                if !self.inner.dgram {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "FI_EP_MSG endpoints take no address vector",
+                    ));
+                }
+                if !flags.is_empty() {
+                    return Err(bad(Errno::EBADFLAGS, "an AV binds with flags 0"));
+                }
+                if b.av.is_some() {
+                    return Err(bad(Errno::EINVAL, "an address vector is already bound"));
+                }
+                b.av = Some(av.kit().clone());
             }
-            BindTarget::Stx(_) | BindTarget::Srx(_) => {
-                return Err(bad(Errno::ENOSYS, "shared contexts are not supported"))
+            BindTarget::Srx(srx) => {
+                if self.inner.dgram || self.inner.srq.is_some() {
+                    return Err(bad(
+                        Errno::ENOSYS,
+                        "shared receive contexts bind to FI_EP_MSG endpoints only",
+                    ));
+                }
+                if srx.inner.srq.is_none() {
+                    return Err(bad(Errno::EINVAL, "not a shared receive context"));
+                }
+                if !std::sync::Arc::ptr_eq(&srx.inner.dom, &self.inner.dom) {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "a shared receive context of another domain",
+                    ));
+                }
+                if b.srx.is_some() {
+                    return Err(bad(
+                        Errno::EINVAL,
+                        "a shared receive context is already bound",
+                    ));
+                }
+                b.srx = Some(srx.inner.clone());
+            }
+            BindTarget::Stx(_) => {
+                return Err(bad(
+                    Errno::ENOSYS,
+                    "shared transmit contexts are not supported",
+                ))
             }
         }
         Ok(())
     }
 
     fn enable(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
+        if self.inner.dgram {
+            return self.enable_datagram();
+        }
+        if self.inner.srq.is_some() {
+            // A shared receive context is usable from its creation.
+            return Ok(());
+        }
+        let st = lock(&self.inner.st);
         if st.b.eq.is_none() {
             return Err(bad(Errno::ENOEQ, "bind an event queue before fi_enable"));
         }
@@ -109,17 +209,26 @@ impl EndpointOps<Fabric> for Endpoint {
                 "bind a completion queue before fi_enable",
             ));
         }
-        st.enabled = true;
-        if !st.registered {
-            st.registered = true;
-            drop(st);
-            self.inner.dom.engine.register(&self.inner);
-        }
+        let srq = st.b.srx.as_ref().and_then(|x| x.srq.as_ref());
+        self.inner.create_qp(srq)?;
+        self.mark_enabled(st);
         Ok(())
     }
 
     fn rx_size_left(&self) -> Result<usize> {
-        Ok(lock(&self.inner.st).rx.left())
+        let st = lock(&self.inner.st);
+        Ok(st.ud.as_ref().map_or(st.rx.left(), |u| u.left()))
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        if self.inner.dgram {
+            return self.inner.cancel_datagram_recv(context);
+        }
+        // An RC queue pair cannot take back a posted receive (as C's verbs provider).
+        Err(bad(
+            Errno::ENOSYS,
+            "a receive posted to an RC queue pair cannot be cancelled",
+        ))
     }
 
     fn tx_size_left(&self) -> Result<usize> {
@@ -127,10 +236,21 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
+        if self.inner.dgram {
+            let lid = self.inner.dom.ctx.query_port(1)?.lid;
+            return Ok(super::ud::encode_name(
+                &self.inner.dom.gid,
+                self.inner.qp()?.qp_num(),
+                lid,
+            ));
+        }
         Ok(Address::from(crate::cm::listen_addr(&self.inner.info)).to_bytes())
     }
 
     fn getpeer(&self) -> Result<Vec<u8>> {
+        if self.inner.dgram {
+            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints have no peer"));
+        }
         match lock(&self.inner.st).peer {
             Some(a) => Ok(Address::from(a).to_bytes()),
             None => Err(bad(Errno::ENOTCONN, "not connected")),
@@ -138,6 +258,9 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        if self.inner.dgram {
+            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
+        }
         if param.len() > CONNECT_PRIVATE_MAX {
             return Err(bad(
                 Errno::EINVAL,
@@ -163,7 +286,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let hub = &self.inner.dom.fabric.hub;
         let id = hub
             .channel
-            .connect(peer, &self.inner.cm_peer(param))
+            .connect(peer, &self.inner.cm_peer(param)?)
             .map_err(|e| {
                 if e.code() == Errno::ENOENT {
                     Error::new(Errno::ECONNREFUSED, e.to_string())
@@ -179,6 +302,9 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn accept(&self, param: &[u8]) -> Result<()> {
+        if self.inner.dgram {
+            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
+        }
         if param.len() > ACCEPT_PRIVATE_MAX {
             return Err(bad(
                 Errno::EINVAL,
@@ -207,10 +333,16 @@ impl EndpointOps<Fabric> for Endpoint {
         hub.route_conn(id, &self.inner);
         st.conn_id = Some(id);
         st.conn = Conn::Accepting;
-        hub.channel.accept(id, &self.inner.cm_peer(param))
+        if peer.source.is_some() {
+            st.peer = peer.source;
+        }
+        hub.channel.accept(id, &self.inner.cm_peer(param)?)
     }
 
     fn shutdown(&self, _flags: u64) -> Result<()> {
+        if self.inner.dgram {
+            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
+        }
         let mut st = lock(&self.inner.st);
         if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
             return Err(bad(Errno::ENOTCONN, "not connected"));

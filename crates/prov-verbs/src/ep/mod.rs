@@ -1,5 +1,10 @@
-//! The active endpoint: one RC queue pair, its device completion queue (with a
-//! completion channel), and the operations in flight.
+//! The active endpoint: one queue pair (RC for `FI_EP_MSG`, created at `fi_enable` on
+//! the shared receive queue of a bound shared receive context if any; UD for
+//! `FI_EP_DGRAM`, created at `fi_endpoint`, see [`ud`]), its device completion queue
+//! (with a completion channel), and the operations in flight. A shared receive context
+//! (`fi_srx_context`) is an endpoint with a shared receive queue and no queue pair: its
+//! receive slots are taken by the completions of the endpoints bound to it (lock order:
+//! an endpoint, then its shared receive context).
 //!
 //! # State
 //!
@@ -20,21 +25,22 @@
 //! Nothing here panics on application or peer input.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::eq::EqErrorEntry;
 use ofi_core::{Address, Errno, Error, OpFlags, Result};
+use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::cq::KitCq;
 use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_rdma::{
     Access, AhAttr, CmEventKind, CmPeer, CompChannel, CompletionQueue, MemoryRegion, QpAttr,
-    QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, Sge, WcOpcode, WcStatus,
-    WorkCompletion,
+    QpAttrMask, QpCap, QpInitAttr, QpState, QpType, QueuePair, Sge, SharedReceiveQueue, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 
 use crate::cm::lock;
@@ -43,6 +49,7 @@ use crate::NAME;
 
 mod control;
 mod post;
+pub mod ud;
 
 /// Largest inline send this provider asks a queue pair for.
 pub const INLINE_MAX: usize = 256;
@@ -135,6 +142,10 @@ pub(crate) struct Binds {
     pub(crate) c_recv: Option<KitCntr>,
     pub(crate) c_read: Option<KitCntr>,
     pub(crate) c_write: Option<KitCntr>,
+    /// The address vector (`FI_EP_DGRAM`).
+    pub(crate) av: Option<Arc<KitAv<Arc<ud::UdPeer>>>>,
+    /// The shared receive context receives come from (`FI_EP_MSG`).
+    pub(crate) srx: Option<Arc<EpInner>>,
 }
 
 impl Binds {
@@ -161,12 +172,22 @@ pub(crate) struct St {
     /// Completions polled while arming for a wait.
     stash: Vec<WorkCompletion>,
     registered: bool,
+    /// The receive side of an `FI_EP_DGRAM` endpoint.
+    pub(crate) ud: Option<ud::UdRx>,
 }
 
 /// The shared part of an endpoint.
 pub struct EpInner {
-    // Field order: the queue pair goes before its completion queue and channel.
-    pub(crate) qp: QueuePair,
+    // Field order: the queue pair goes before its completion queue and channel, and
+    // before the shared receive queue it may use.
+    /// The queue pair: created at `fi_endpoint` for `FI_EP_DGRAM`, at `fi_enable` for
+    /// `FI_EP_MSG` (a shared receive context bound before must be known); never for a
+    /// shared receive context.
+    qp: OnceLock<QueuePair>,
+    /// The queue sizes the queue pair is created with.
+    plan: QpCap,
+    /// The shared receive queue of a shared receive context (`fi_srx_context`).
+    pub(crate) srq: Option<SharedReceiveQueue>,
     pub(crate) cq: CompletionQueue,
     pub(crate) channel: CompChannel,
     pub(crate) dom: Arc<DomainShared>,
@@ -175,6 +196,10 @@ pub struct EpInner {
     pub(crate) handle: Option<u64>,
     pub(crate) info: Info,
     pub(crate) inline_size: usize,
+    /// An `FI_EP_DGRAM` endpoint (a UD queue pair).
+    pub(crate) dgram: bool,
+    /// The largest datagram (the port's MTU); unused on `FI_EP_MSG`.
+    pub(crate) mtu: usize,
     pub(crate) tx_flags: OpFlags,
     pub(crate) rx_flags: OpFlags,
     pub(crate) st: Mutex<St>,
@@ -183,12 +208,12 @@ pub struct EpInner {
 impl std::fmt::Debug for EpInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EpInner")
-            .field("qpn", &self.qp.qp_num())
+            .field("qpn", &self.qp.get().map(QueuePair::qp_num))
             .finish_non_exhaustive()
     }
 }
 
-/// An active (`FI_EP_MSG`) endpoint.
+/// An active endpoint (`FI_EP_MSG` over RC, `FI_EP_DGRAM` over UD).
 #[derive(Debug)]
 pub struct Endpoint {
     pub(crate) inner: Arc<EpInner>,
@@ -200,15 +225,16 @@ fn access_all() -> Access {
 
 impl Endpoint {
     pub(crate) fn open(dom: Arc<DomainShared>, info: &Info, context: usize) -> Result<Endpoint> {
-        if !matches!(
-            info.ep_attr.ep_type,
-            ofi_core::EpType::Msg | ofi_core::EpType::Unspec
-        ) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: FI_EP_MSG endpoints only"),
-            ));
-        }
+        let dgram = match info.ep_attr.ep_type {
+            ofi_core::EpType::Msg | ofi_core::EpType::Unspec => false,
+            ofi_core::EpType::Dgram => true,
+            other => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{NAME}: {other} endpoints are not supported (FI_EP_MSG, FI_EP_DGRAM)"),
+                ))
+            }
+        };
         let s = &dom.fabric.settings;
         // The info's sizes when given (0: the parameters'), at most what the device
         // allows per queue.
@@ -216,43 +242,35 @@ impl Endpoint {
         let pick = |asked: usize, dflt: usize| if asked == 0 { dflt } else { asked }.min(max_wr);
         let tx = pick(info.tx_attr.size, s.tx_size);
         let rx = pick(info.rx_attr.size, s.rx_size);
+        let mtu = (dom.ctx.query_port(1)?.active_mtu.bytes() as usize).min(crate::UD_MTU);
         let channel = dom.ctx.create_comp_channel()?;
         let cq = dom.ctx.create_cq((tx + rx) as u32, 0, Some(&channel))?;
-        let qp = dom.pd.create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: tx as u32,
-                max_recv_wr: rx as u32,
-                max_send_sge: crate::IOV_LIMIT as u32,
-                max_recv_sge: crate::IOV_LIMIT as u32,
-                max_inline_data: s.inline_size as u32,
-            },
-            sq_sig_all: true,
-        })?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Init,
-                qp_access_flags: access_all(),
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE
-                | QpAttrMask::PKEY_INDEX
-                | QpAttrMask::PORT
-                | QpAttrMask::ACCESS_FLAGS,
-        )?;
-        let inline_size = s.inline_size.min(qp.cap().max_inline_data as usize);
+        let plan = QpCap {
+            max_send_wr: tx as u32,
+            max_recv_wr: rx as u32,
+            max_send_sge: crate::IOV_LIMIT as u32,
+            max_recv_sge: if dgram { 1 } else { crate::IOV_LIMIT as u32 },
+            max_inline_data: s.inline_size as u32,
+        };
+        let ud_rx = if dgram {
+            Some(ud::UdRx::new(&dom.pd, rx, mtu)?)
+        } else {
+            None
+        };
+        let inline_size = s.inline_size;
         let handle = (info.handle != 0).then_some(info.handle as u64);
         let inner = Arc::new(EpInner {
-            qp,
+            qp: OnceLock::new(),
+            plan,
+            srq: None,
             cq,
             channel,
             fid: context,
             handle,
             info: info.clone(),
             inline_size,
+            dgram,
+            mtu,
             tx_flags: info.tx_attr.op_flags,
             rx_flags: info.rx_attr.op_flags,
             st: Mutex::new(St {
@@ -265,6 +283,74 @@ impl Endpoint {
                 rx: Slots::with_capacity(rx),
                 stash: Vec::with_capacity(ROUND),
                 registered: false,
+                ud: ud_rx,
+            }),
+            dom,
+        });
+        if dgram {
+            inner.create_qp(None)?;
+        }
+        Ok(Endpoint { inner })
+    }
+
+    /// A shared receive context (`fi_srx_context`): a shared receive queue of
+    /// `attr.size` receives (the parameter's depth for 0) that `FI_EP_MSG` endpoints
+    /// bound to it receive from. Usable at once (no `fi_enable`).
+    pub(crate) fn open_srx(
+        dom: Arc<DomainShared>,
+        attr: &ofi_core::attr::RxAttr,
+        context: usize,
+    ) -> Result<Endpoint> {
+        let s = &dom.fabric.settings;
+        let max = dom.ctx.query_device()?.max_srq_wr as usize;
+        let size = if attr.size == 0 { s.rx_size } else { attr.size }.min(max);
+        if attr.iov_limit > crate::IOV_LIMIT {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{NAME}: iov_limit {} (at most {})",
+                    attr.iov_limit,
+                    crate::IOV_LIMIT
+                ),
+            ));
+        }
+        let srq = dom.pd.create_srq(&ofi_rdma::SrqInitAttr {
+            max_wr: size as u32,
+            max_sge: crate::IOV_LIMIT as u32,
+        })?;
+        // Completions of its receives arrive on the queues of the endpoints that
+        // consume them; its own queue stays empty.
+        let channel = dom.ctx.create_comp_channel()?;
+        let cq = dom.ctx.create_cq(1, 0, Some(&channel))?;
+        let info = Info {
+            rx_attr: attr.clone(),
+            ..Info::default()
+        };
+        let inner = Arc::new(EpInner {
+            qp: OnceLock::new(),
+            plan: QpCap::default(),
+            srq: Some(srq),
+            cq,
+            channel,
+            fid: context,
+            handle: None,
+            info,
+            inline_size: 0,
+            dgram: false,
+            mtu: 0,
+            tx_flags: OpFlags::empty(),
+            rx_flags: attr.op_flags,
+            st: Mutex::new(St {
+                b: Binds::default(),
+                enabled: true,
+                conn: Conn::Idle,
+                conn_id: None,
+                peer: None,
+                tx: Slots::with_capacity(0),
+                rx: Slots::with_capacity(size),
+                stash: Vec::new(),
+                registered: false,
+                ud: None,
             }),
             dom,
         });
@@ -273,19 +359,72 @@ impl Endpoint {
 }
 
 impl EpInner {
-    /// This side of the connection manager's exchange.
-    pub(crate) fn cm_peer(&self, data: &[u8]) -> CmPeer {
-        CmPeer {
-            gid: self.dom.gid,
-            qpn: self.qp.qp_num(),
-            private_data: data.to_vec(),
+    /// The queue pair (`FI_EOPBADSTATE` before it exists: an `FI_EP_MSG` endpoint not
+    /// enabled, or a shared receive context).
+    pub(crate) fn qp(&self) -> Result<&QueuePair> {
+        self.qp.get().ok_or_else(|| {
+            Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: no queue pair (endpoint not enabled)"),
+            )
+        })
+    }
+
+    /// Creates the queue pair (once; later calls do nothing), receiving from `srq` when
+    /// given, and moves it to INIT.
+    pub(crate) fn create_qp(&self, srq: Option<&SharedReceiveQueue>) -> Result<()> {
+        if self.qp.get().is_some() {
+            return Ok(());
         }
+        let qp = self.dom.pd.create_qp(&QpInitAttr {
+            qp_type: if self.dgram { QpType::Ud } else { QpType::Rc },
+            send_cq: &self.cq,
+            recv_cq: &self.cq,
+            srq,
+            cap: self.plan,
+            sq_sig_all: true,
+        })?;
+        if self.dgram {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qkey: ud::QKEY,
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+            )?;
+        } else {
+            qp.modify(
+                &QpAttr {
+                    qp_state: QpState::Init,
+                    qp_access_flags: access_all(),
+                    ..QpAttr::default()
+                },
+                QpAttrMask::STATE
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
+                    | QpAttrMask::ACCESS_FLAGS,
+            )?;
+        }
+        let _ = self.qp.set(qp);
+        Ok(())
+    }
+
+    /// This side of the connection manager's exchange.
+    pub(crate) fn cm_peer(&self, data: &[u8]) -> Result<CmPeer> {
+        Ok(CmPeer {
+            gid: self.dom.gid,
+            qpn: self.qp()?.qp_num(),
+            private_data: data.to_vec(),
+            source: Some(crate::cm::listen_addr(&self.info)),
+        })
     }
 
     /// INIT → RTR → RTS towards the peer's queue pair.
     pub(crate) fn connect_qp(&self, peer: &CmPeer) -> Result<()> {
         let mtu = self.dom.ctx.query_port(1)?.active_mtu;
-        self.qp.modify(
+        let qp = self.qp()?;
+        qp.modify(
             &QpAttr {
                 qp_state: QpState::Rtr,
                 path_mtu: mtu,
@@ -307,7 +446,7 @@ impl EpInner {
                 | QpAttrMask::MAX_DEST_RD_ATOMIC
                 | QpAttrMask::MIN_RNR_TIMER,
         )?;
-        self.qp.modify(
+        qp.modify(
             &QpAttr {
                 qp_state: QpState::Rts,
                 timeout: 18,
@@ -327,7 +466,10 @@ impl EpInner {
 
     /// Move the queue pair to the error state (everything posted is flushed).
     pub(crate) fn to_error(&self) {
-        let _ = self.qp.modify(
+        let Some(qp) = self.qp.get() else {
+            return;
+        };
+        let _ = qp.modify(
             &QpAttr {
                 qp_state: QpState::Err,
                 ..QpAttr::default()
@@ -414,14 +556,24 @@ impl EpInner {
     fn complete(&self, st: &mut St, wc: &WorkCompletion) {
         let rx = wc.wr_id & RX_BIT != 0;
         let idx = (wc.wr_id & !RX_BIT) as usize;
-        let slot = if rx {
-            st.rx.remove(idx)
-        } else {
-            st.tx.remove(idx)
+        if rx && self.dgram {
+            self.datagram(st, idx, wc);
+            return;
+        }
+        let (slot, shared) = match (rx, &st.b.srx) {
+            // Lock order: an endpoint, then its shared receive context.
+            (true, Some(srx)) => (lock(&srx.st).rx.remove(idx), true),
+            (true, None) => (st.rx.remove(idx), false),
+            (false, _) => (st.tx.remove(idx), false),
         };
-        let Some(slot) = slot else {
+        let Some(mut slot) = slot else {
             return;
         };
+        if shared {
+            // Posted without knowing which endpoint's CQ (and its selective
+            // completion) would report it.
+            slot.report |= !st.b.rx_sel;
+        }
         let (cq, _sel) = if rx {
             (st.b.rx_cq.as_ref(), st.b.rx_sel)
         } else {

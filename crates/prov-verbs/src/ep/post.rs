@@ -12,8 +12,11 @@ use ofi_kit::dataops::DataPath;
 use ofi_kit::iov::IoList;
 use ofi_kit::request::{AtomicRequest, RmaDir, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::PostedRecv;
-use ofi_rdma::{RecvWr, Remote, SendFlags, SendOp, SendWr, Sge};
+use std::sync::Arc;
 
+use ofi_rdma::{RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest};
+
+use super::ud::{UdPeer, UserRecv};
 use super::{lock, sges, CntrKind, Conn, Endpoint, EpInner, Slot, St, RX_BIT};
 use crate::NAME;
 
@@ -51,6 +54,8 @@ struct Tx<'a> {
     cntr: CntrKind,
     write_local: bool,
     scratch: Option<Box<u64>>,
+    /// The destination of a datagram.
+    ud: Option<Arc<UdPeer>>,
 }
 
 impl EpInner {
@@ -107,11 +112,15 @@ impl EpInner {
             sg_list: &list[..n],
             op: t.op,
             send_flags: flags,
-            ud: None,
+            ud: t.ud.as_deref().map(|p| UdDest {
+                ah: &p.ah,
+                remote_qpn: p.qpn,
+                remote_qkey: p.qkey,
+            }),
         };
         // SAFETY: inline sends read the application's buffers now (valid by the data
         // calls' contract); the scatter list names registered memory.
-        if let Err(e) = unsafe { self.qp.post_send(&wr) } {
+        if let Err(e) = unsafe { self.qp()?.post_send(&wr) } {
             st.tx.remove(i);
             return Err(e);
         }
@@ -129,7 +138,10 @@ impl EpInner {
                 format!("{NAME}: tagged messages are not offered"),
             ));
         }
-        let sel = lock(&self.st).b.tx_sel;
+        let (sel, ud) = {
+            let st = lock(&self.st);
+            (st.b.tx_sel, self.datagram_dest(&st, req)?)
+        };
         let inject = req.inject || req.flags.contains(OpFlags::INJECT);
         self.post_tx(Tx {
             iov: req.iov.slice(),
@@ -145,6 +157,34 @@ impl EpInner {
             cntr: CntrKind::Send,
             write_local: false,
             scratch: None,
+            ud,
+        })
+    }
+
+    /// Where a datagram endpoint's send goes (`None` on a connected endpoint):
+    /// `FI_EMSGSIZE` over the MTU, `FI_EINVAL` for an address not in the AV.
+    fn datagram_dest(&self, st: &St, req: &SendRequest) -> Result<Option<Arc<UdPeer>>> {
+        if !self.dgram {
+            return Ok(None);
+        }
+        let len = req.iov.total();
+        if len > self.mtu {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: a {len}-byte datagram (at most {})", self.mtu),
+            ));
+        }
+        let av = st.b.av.as_ref().ok_or_else(|| {
+            Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: no address vector bound"),
+            )
+        })?;
+        av.peer(req.dest).map(Some).map_err(|_| {
+            Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: fabric address {:#x} is not in the AV", req.dest),
+            )
         })
     }
 
@@ -168,6 +208,34 @@ impl EpInner {
                 format!("{NAME}: receive queue full"),
             ));
         }
+        if st.b.srx.is_some() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: this endpoint receives from its shared receive context"),
+            ));
+        }
+        // A shared receive context does not know which endpoint's CQ reports the
+        // receive: unless asked for, the receiving endpoint's selection decides.
+        let report = if self.srq.is_some() {
+            recv.flags.contains(OpFlags::COMPLETION)
+        } else {
+            self.report(recv.flags, st.b.rx_sel)
+        };
+        if let Some(u) = st.ud.as_mut() {
+            if u.left() == 0 {
+                return Err(Error::new(
+                    Errno::EAGAIN,
+                    format!("{NAME}: receive queue full"),
+                ));
+            }
+            u.posted.push_back(UserRecv {
+                ctx: recv.ctx,
+                buf: recv.buf,
+                len: recv.len,
+                report,
+            });
+            return Ok(());
+        }
         let mut list = [Sge::default(); crate::IOV_LIMIT];
         let mut tmp = Vec::new();
         // SAFETY: the data calls' contract keeps the buffers valid until completion.
@@ -177,7 +245,7 @@ impl EpInner {
             flags: (OpFlags::RECV | OpFlags::MSG).bits(),
             len: recv.len,
             buf: recv.buf.slice().first().map_or(0, |p| p.0),
-            report: self.report(recv.flags, st.b.rx_sel),
+            report,
             cntr: CntrKind::Recv,
             _tmp: tmp,
             _scratch: None,
@@ -192,7 +260,11 @@ impl EpInner {
             wr_id: i as u64 | RX_BIT,
             sg_list: &list[..n],
         };
-        if let Err(e) = self.qp.post_recv(&wr) {
+        let posted = match &self.srq {
+            Some(srq) => srq.post_recv(&wr),
+            None => self.qp().and_then(|qp| qp.post_recv(&wr)),
+        };
+        if let Err(e) = posted {
             st.rx.remove(i);
             return Err(e);
         }
@@ -249,6 +321,7 @@ impl EpInner {
             cntr,
             write_local,
             scratch: None,
+            ud: None,
         })
     }
 
@@ -324,6 +397,7 @@ impl EpInner {
             cntr,
             write_local: true,
             scratch,
+            ud: None,
         })
     }
 }

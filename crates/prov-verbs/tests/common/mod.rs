@@ -1,7 +1,7 @@
 //! What the tests share: the `verbs` provider over the software device, linked in.
 
 use ofi::registry::{Registry, RegistryConfig};
-use ofi_conformance::Subject;
+use ofi_conformance::{Semantics, Subject};
 
 /// A registry with `verbs` linked in, `FI_VERBS_DEVICE=soft` set for this process.
 pub fn subject() -> Subject {
@@ -12,3 +12,11 @@ pub fn subject() -> Subject {
     });
     Subject::new(reg, "verbs")
 }
+
+/// What verbs inherits from RC queue pairs (C's verbs provider behaves the same way):
+/// an access error or a too-short receive puts the queue pair in the error state, and
+/// a posted receive cannot be taken back (`fi_cancel` is `FI_ENOSYS`).
+#[allow(dead_code)] // not every test binary runs the suite
+pub const VERBS_SEMANTICS: Semantics = Semantics::ACCESS_ERROR_BREAKS_CONNECTION
+    .union(Semantics::TRUNCATION_BREAKS_CONNECTION)
+    .union(Semantics::NO_RECV_CANCEL);

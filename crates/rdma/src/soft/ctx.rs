@@ -292,11 +292,24 @@ impl CtxShared {
     /// polling application does not wait for the service thread to be scheduled.
     /// Never blocks.
     pub(crate) fn progress(&self) {
-        let mut guard = match self.rx.try_lock() {
+        let guard = match self.rx.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return,
         };
+        self.drain_all(guard);
+    }
+
+    /// Handles everything that has arrived on every connection, waiting for the
+    /// service thread if it is reading: what the adapter has received (an
+    /// acknowledgement, say) is processed before a queue pair is moved to the error
+    /// state, as hardware processes what reached it. Takes the reader state, so the
+    /// caller must hold no queue pair lock (lock order).
+    pub(crate) fn settle(&self) {
+        self.drain_all(lock(&self.rx));
+    }
+
+    fn drain_all(&self, mut guard: std::sync::MutexGuard<'_, RxState>) {
         let RxState { buf, conns } = &mut *guard;
         conns.clear();
         conns.extend(lock(&self.tables).conns.iter().cloned());

@@ -61,22 +61,8 @@ impl Shared {
     ) {
         if e.op_context == 0 {
             // Remote CQ data of an RMA write at this target.
-            if err.is_none()
-                && OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_CQ_DATA)
-            {
-                if let Some(b) = &act.rxcq {
-                    let _ = b.cq.push_entry(&CqTaggedEntry {
-                        op_context: 0,
-                        flags: e.flags,
-                        len: 0,
-                        buf: std::ptr::null_mut(),
-                        data: e.data,
-                        tag: 0,
-                    });
-                }
-                if let Some(c) = &act.rxcntr {
-                    c.inc();
-                }
+            if err.is_none() {
+                self.remote_cq_data(act, e);
             }
             return;
         }
@@ -106,6 +92,13 @@ impl Shared {
                     // Flushed by a closing connection; the EQ reports the reason.
                     Some(_) => return,
                     None => {}
+                }
+                if OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_WRITE) {
+                    // A write with immediate data that consumed this bounce buffer (a
+                    // core with `FI_RX_CQ_DATA`, as verbs): no packet, just the data.
+                    self.remote_cq_data(act, e);
+                    self.repost(st, slot, b);
+                    return;
                 }
                 let len = e.len.min(self.settings.buffer_size);
                 let Some(buf) = m.bufs.get(b) else {
@@ -143,6 +136,27 @@ impl Shared {
                 self.read_done(act, st, idx, gen, err)
             }
             _ => {}
+        }
+    }
+
+    /// Reports the remote CQ data of an RMA write at this target (a core completion
+    /// with `FI_REMOTE_CQ_DATA`) on the receive CQ and counter.
+    fn remote_cq_data(&self, act: &Active, e: &CqTaggedEntry) {
+        if !OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_CQ_DATA) {
+            return;
+        }
+        if let Some(b) = &act.rxcq {
+            let _ = b.cq.push_entry(&CqTaggedEntry {
+                op_context: 0,
+                flags: e.flags,
+                len: 0,
+                buf: std::ptr::null_mut(),
+                data: e.data,
+                tag: 0,
+            });
+        }
+        if let Some(c) = &act.rxcntr {
+            c.inc();
         }
     }
 

@@ -207,12 +207,41 @@ crate::for_each_ep_ctl_op!(ctl_trampolines);
 // public method that calls the slot (the provider method and the hook forwarder
 // come from the list).
 
-use crate::abi::object::{ctl, ok_or_code};
+use crate::abi::object::{ctl, ok_or_code, AsFid};
 use crate::abi::tables::call_slot;
 use crate::addr::Address;
 use crate::ep::{Endpoint, Multicast};
+use crate::eq::EventQueue;
 
 impl Endpoint {
+    /// `fi_ep_bind`: bind a completion queue, counter, address vector, event queue or
+    /// shared context of the same provider. Objects of another provider are refused
+    /// with `FI_EINVAL`. The bound object stays open until this endpoint closes.
+    pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: OpFlags) -> Result<()> {
+        let target = obj.as_fid();
+        self.node.check_peer(target.node(), "endpoint bind")?;
+        let raw = target.raw();
+        // SAFETY: our own object and table; `raw` names an open object of our family.
+        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb)) })?;
+        self.node.add_binding(target.node());
+        Ok(())
+    }
+
+    /// Bind an address vector (`fi_ep_bind(ep, &av->fid, 0)`).
+    pub fn bind_av(&self, av: &crate::av::AddressVector) -> Result<()> {
+        self.bind(av, OpFlags::empty())
+    }
+
+    /// Bind a counter with `FI_SEND`, `FI_RECV`, `FI_READ`, `FI_WRITE`, … flags.
+    pub fn bind_cntr(&self, cntr: &crate::cntr::Counter, flags: OpFlags) -> Result<()> {
+        self.bind(cntr, flags)
+    }
+
+    /// Bind an event queue.
+    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
+        self.bind(eq, OpFlags::empty())
+    }
+
     /// `fi_cancel` the operation posted with `context`.
     pub fn cancel(&self, context: usize) -> Result<()> {
         // SAFETY: our own object.

@@ -296,6 +296,42 @@ use crate::eq::EqErrorEntry;
 use crate::eq::READ_WORDS;
 
 impl crate::eq::EventQueue {
+    /// `fi_eq_read`: the next event (`FI_EAGAIN` if none, `FI_EAVAIL` if an error is
+    /// next).
+    pub fn read(&self) -> Result<Event> {
+        self.read_flags(0)
+    }
+
+    /// `fi_eq_read` with `FI_PEEK`: the next event, left queued.
+    pub fn peek(&self) -> Result<Event> {
+        self.read_flags(OpFlags::PEEK.bits())
+    }
+
+    fn read_flags(&self, flags: u64) -> Result<Event> {
+        // SAFETY: the buffer and `event` are valid for the given length.
+        self.read_with(|e, b, l| unsafe {
+            call_slot!(self.t(), EqTable.read(self.obj, e, b, l, flags))
+        })
+    }
+
+    /// `fi_eq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
+    /// forever); `FI_EAGAIN` on time-out.
+    pub fn sread(&self, timeout: i32) -> Result<Event> {
+        self.sread_flags(timeout, 0)
+    }
+
+    /// `fi_eq_sread` with `FI_PEEK`: as [`sread`](Self::sread), the event left queued.
+    pub fn sread_peek(&self, timeout: i32) -> Result<Event> {
+        self.sread_flags(timeout, OpFlags::PEEK.bits())
+    }
+
+    fn sread_flags(&self, timeout: i32, flags: u64) -> Result<Event> {
+        // SAFETY: as `read_flags`.
+        self.read_with(|e, b, l| unsafe {
+            call_slot!(self.t(), EqTable.sread(self.obj, e, b, l, timeout, flags))
+        })
+    }
+
     /// `fi_eq_readerr`: the next error event.
     pub fn readerr(&self) -> Result<EqErrorEntry> {
         let mut data = vec![0u8; 256];

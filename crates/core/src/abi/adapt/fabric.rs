@@ -149,7 +149,7 @@ crate::for_each_fabric_op!(ctl_trampolines);
 // public method that calls the slot (the provider method and the hook forwarder
 // come from the list).
 
-use crate::abi::object::{ctl, open_child};
+use crate::abi::object::{ctl, ok_or_code, open_child, AsFid};
 use crate::abi::tables::call_slot;
 use crate::attr::Info;
 use crate::domain::Domain;
@@ -157,6 +157,24 @@ use crate::ep::PassiveEndpoint;
 use crate::eq::EventQueue;
 use crate::wait::WaitSet;
 impl crate::fabric::Fabric {
+    /// `fi_trywait`: `Ok` if the caller may block on the objects' wait fds, `FI_EAGAIN`
+    /// if progress is needed first. Objects of another provider are `FI_EINVAL`.
+    pub fn trywait(&self, objs: &[&dyn AsFid]) -> Result<()> {
+        let mut raw: Vec<RawFidRef> = Vec::with_capacity(objs.len());
+        for o in objs {
+            let f = o.as_fid();
+            self.node.check_peer(f.node(), "trywait")?;
+            raw.push(f.raw());
+        }
+        // SAFETY: `raw` lives across the call and names open objects of our family.
+        ok_or_code(unsafe {
+            call_slot!(
+                self.t(),
+                FabricTable.trywait(self.obj, raw.as_ptr(), raw.len())
+            )
+        } as isize)
+    }
+
     /// `fi_domain`.
     pub fn domain(&self, info: &Info) -> Result<Domain> {
         self.domain_with(info, 0)

@@ -371,7 +371,8 @@ pub struct EqBox<T> {
 /// `P`'s root table from its list: every slot is the entry's `prov_` adapter.
 macro_rules! prov_table {
     ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident {
-        $($(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),*) -> $r:ty => $adapter:ident;)*
+        $($(#[$doc:meta])* fn $name:ident ($($a:ident : $t:ty),*) -> $r:ty => $adapter:ident
+            $(| $(#[$pdoc:meta])* fn ($($p:ident : $pt:ty),*) -> $pr:ty $(= $(@ $this:ident)? $pdef:expr)?)?;)*
     }) => {
         &$Table {
             size: std::mem::size_of::<$Table>(),
@@ -841,3 +842,66 @@ macro_rules! boxed_objects {
 }
 
 use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines};
+
+// ---------------------------------------------------------------------------------------
+// The host side of the provider's root table: the public methods that call its slots
+// (the provider methods come from the list).
+
+use crate::abi::object::{close_of, ctl, Node};
+use crate::abi::tables::call_slot;
+use crate::abi::wire::{outcome_from_raw, RequestBox};
+use crate::attr::Info;
+use crate::fabric::Fabric;
+use crate::getinfo::GetinfoRequest;
+use std::sync::Arc;
+
+impl crate::abi::object::ProviderHandle {
+    /// Ask the provider, across the boundary.
+    pub fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let rb = RequestBox::new(req);
+        let mut out = RawGetinfoResult::empty();
+        let p = &*self.inner;
+        // SAFETY: the table and context came from the provider's init; `rb` and `out`
+        // live across the call.
+        let rc =
+            unsafe { call_slot!(&*p.ops, ProviderTable.getinfo(p.ctx, rb.as_ptr(), &mut out)) };
+        let outcome = if rc != 0 {
+            GetinfoOutcome {
+                infos: Vec::new(),
+                verdicts: Vec::new(),
+                error: Some(Error::from_status(rc as isize).context(format!("{} getinfo", p.name))),
+            }
+        } else {
+            // SAFETY: the provider filled `out` and keeps it until free_getinfo.
+            unsafe { outcome_from_raw(&out, &p.name) }
+        };
+        // SAFETY: hand the result back to the side that allocated it.
+        unsafe { call_slot!(&*p.ops, ProviderTable.free_getinfo(p.ctx, &mut out)) };
+        outcome
+    }
+
+    /// Open a fabric, across the boundary. The fabric keeps the provider alive.
+    pub fn open_fabric(&self, info: &Info) -> Result<Fabric> {
+        let ib = RawInfoBox::new(info);
+        let mut out = RawObj::empty();
+        let p = &*self.inner;
+        // SAFETY: as in `getinfo`; `ib` and `out` live across the call.
+        ctl(|eb| unsafe {
+            call_slot!(
+                &*p.ops,
+                ProviderTable.fabric(p.ctx, ib.as_ptr(), 0, &mut out, eb)
+            )
+        })
+        .map_err(|e| e.context(format!("{} fabric", p.name)))?;
+        let ops = out.ops as *const FabricTable;
+        let closer = close_of(out.obj, ops, "fabric")?;
+        let node = Node::root(
+            self.family(),
+            p.name.clone(),
+            closer,
+            Some(self.inner.clone() as Arc<dyn Any + Send + Sync>),
+        );
+        // SAFETY: `obj`/`ops` are the provider's fabric, owned from now on by `node`.
+        Ok(unsafe { Fabric::from_raw(out.obj, ops, node) })
+    }
+}

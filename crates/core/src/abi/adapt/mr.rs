@@ -31,3 +31,37 @@ boxed_objects!(MrOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_mr_op!(ctl_trampolines);
+
+// ---------------------------------------------------------------------------------------
+// The host side of the entries above whose C conversion is written by hand: the
+// public method that calls the slot (the provider method and the hook forwarder
+// come from the list).
+
+use crate::abi::object::{ctl, AsFid};
+use crate::abi::tables::call_slot;
+use crate::cntr::Counter;
+use crate::ep::Endpoint;
+
+impl crate::mr::MemoryRegion {
+    /// `fi_mr_bind` to an endpoint or a counter of the same provider (objects of
+    /// another provider are `FI_EINVAL`).
+    pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: u64) -> Result<()> {
+        let target = obj.as_fid();
+        self.node.check_peer(target.node(), "MR bind")?;
+        let raw = target.raw();
+        // SAFETY: our own object; `raw` names an open object of our family.
+        ctl(|e| unsafe { call_slot!(self.t(), MrTable.bind(self.obj, raw, flags, e)) })?;
+        self.node.add_binding(target.node());
+        Ok(())
+    }
+
+    /// `fi_mr_bind` to an endpoint (`FI_MR_ENDPOINT`).
+    pub fn bind_ep(&self, ep: &Endpoint, flags: u64) -> Result<()> {
+        self.bind(ep, flags)
+    }
+
+    /// `fi_mr_bind` to a counter (remote access counting).
+    pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
+        self.bind(cntr, flags)
+    }
+}

@@ -1,0 +1,365 @@
+//! RMA and atomics emulated over messages: registered regions, and both ends of the
+//! write (`EAGER_RTW` segments answered by one `RECEIPT`), read (`SHORT_RTR` answered by
+//! `READRSP` segments, or a `RECEIPT` with the error) and 8-byte atomic (`*_RTA`
+//! answered by `ATOMRSP`) requests.
+//!
+//! The target checks each request against the region: an unknown key or a region
+//! without the access asked is `FI_EACCES`; a range outside it is `FI_EINVAL`. A
+//! refused request leaves the region untouched and the initiator's operation completes
+//! with that code. Writes are not ordered with messages.
+//!
+//! Nothing here panics: every range is checked (overflow included) before a copy.
+
+use ofi_core::error::Errno;
+
+use super::engine::Engine;
+use super::tx::{blank_req, TxOp, READ_KEY_BIT};
+use super::wire::{Ctrl, PktType, Req, ATOMIC_LEN, CTRL_LEN};
+use super::{Nanos, NotReady, PeerAddr, TxKind};
+
+/// Most emulated writes received at once (partly arrived); a segment of a new one
+/// beyond is refused with [`NotReady`] until one ends.
+pub const MAX_WRITES_IN_PROGRESS: usize = 1024;
+
+/// Remote access a region grants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// Peers may read it (`FI_REMOTE_READ`).
+    pub remote_read: bool,
+    /// Peers may write it (`FI_REMOTE_WRITE`).
+    pub remote_write: bool,
+}
+
+impl Access {
+    /// Read and write.
+    pub const ALL: Access = Access {
+        remote_read: true,
+        remote_write: true,
+    };
+}
+
+/// The 8-byte (`u64`) atomic operations, numbered as `FI_*` ops on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// `FI_MIN`.
+    Min = 0,
+    /// `FI_MAX`.
+    Max = 1,
+    /// `FI_SUM` (wrapping).
+    Sum = 2,
+    /// `FI_BOR`.
+    Bor = 6,
+    /// `FI_BAND`.
+    Band = 7,
+    /// `FI_BXOR`.
+    Bxor = 9,
+    /// `FI_ATOMIC_READ` (fetch only).
+    Read = 10,
+    /// `FI_ATOMIC_WRITE`.
+    Write = 11,
+    /// `FI_CSWAP` (compare only).
+    Cswap = 12,
+}
+
+impl AtomicOp {
+    fn from_wire(v: u64) -> Option<AtomicOp> {
+        use AtomicOp::*;
+        Some(match v {
+            0 => Min,
+            1 => Max,
+            2 => Sum,
+            6 => Bor,
+            7 => Band,
+            9 => Bxor,
+            10 => Read,
+            11 => Write,
+            12 => Cswap,
+            _ => return None,
+        })
+    }
+
+    /// The new target value for `old` and `operand` (`compare` for CSWAP).
+    fn apply(self, old: u64, operand: u64, compare: u64) -> u64 {
+        match self {
+            AtomicOp::Min => old.min(operand),
+            AtomicOp::Max => old.max(operand),
+            AtomicOp::Sum => old.wrapping_add(operand),
+            AtomicOp::Bor => old | operand,
+            AtomicOp::Band => old & operand,
+            AtomicOp::Bxor => old ^ operand,
+            AtomicOp::Read => old,
+            AtomicOp::Write => operand,
+            AtomicOp::Cswap => {
+                if compare == old {
+                    operand
+                } else {
+                    old
+                }
+            }
+        }
+    }
+}
+
+/// A registered region.
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub data: Vec<u8>,
+    pub access: Access,
+}
+
+/// An emulated write being received: bytes accounted and the first error.
+#[derive(Debug)]
+pub(crate) struct RtwState {
+    pub total: u64,
+    pub got: u64,
+    pub status: u32,
+}
+
+fn range(off: u64, len: u64, cap: usize) -> Result<std::ops::Range<usize>, Errno> {
+    let end = off
+        .checked_add(len)
+        .filter(|&e| e <= cap as u64)
+        .ok_or(Errno::EINVAL)?;
+    Ok(off as usize..end as usize)
+}
+
+impl Engine {
+    /// Register `data` under `key` with `access`. Errors: `FI_EINVAL` for a key with
+    /// the top bit set (reserved) or already registered.
+    pub fn register(&mut self, key: u32, data: Vec<u8>, access: Access) -> Result<(), Errno> {
+        if key & READ_KEY_BIT != 0 || self.regions.contains_key(&key) {
+            return Err(Errno::EINVAL);
+        }
+        self.regions.insert(key, Region { data, access });
+        Ok(())
+    }
+
+    /// A registered region's bytes.
+    pub fn region(&self, key: u32) -> Option<&[u8]> {
+        self.regions.get(&key).map(|r| &r.data[..])
+    }
+
+    /// Remove a region, handing its bytes back.
+    pub fn deregister(&mut self, key: u32) -> Option<Vec<u8>> {
+        self.regions.remove(&key).map(|r| r.data)
+    }
+
+    pub(crate) fn region_bytes(&self, key: u32, offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        let r = self
+            .regions
+            .get(&key)
+            .filter(|r| r.access.remote_read)
+            .ok_or(Errno::EACCES)?;
+        Ok(r.data[range(offset, len as u64, r.data.len())?].to_vec())
+    }
+
+    fn rma_op(
+        &mut self,
+        now: Nanos,
+        ctx: u64,
+        peer: PeerAddr,
+        kind: TxKind,
+        data: Vec<u8>,
+        req: Req,
+    ) -> Result<(), Errno> {
+        if data.len() > self.cfg.max_msg_size || req.total_len > self.cfg.max_msg_size as u64 {
+            return Err(Errno::EMSGSIZE);
+        }
+        if self.peers.get(&peer).is_some_and(|p| p.failed) {
+            return Err(Errno::EHOSTUNREACH);
+        }
+        self.submit(now, TxOp::new(peer, ctx, kind, data, req));
+        Ok(())
+    }
+
+    /// Write `data` at `offset` of `peer`'s region `key` (emulated `fi_write`).
+    pub fn write(
+        &mut self,
+        now: Nanos,
+        ctx: u64,
+        peer: PeerAddr,
+        key: u32,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<(), Errno> {
+        let mut req = blank_req(PktType::EagerRtw);
+        req.key = key;
+        req.rma_offset = offset;
+        req.total_len = data.len() as u64;
+        if data.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        self.rma_op(now, ctx, peer, TxKind::Write, data, req)
+    }
+
+    /// Read `len` bytes at `offset` of `peer`'s region `key` (emulated `fi_read`); the
+    /// completion carries the data.
+    pub fn read(
+        &mut self,
+        now: Nanos,
+        ctx: u64,
+        peer: PeerAddr,
+        key: u32,
+        offset: u64,
+        len: usize,
+    ) -> Result<(), Errno> {
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut req = blank_req(PktType::ShortRtr);
+        req.key = key;
+        req.rma_offset = offset;
+        req.total_len = len as u64;
+        self.rma_op(now, ctx, peer, TxKind::Read, Vec::new(), req)
+    }
+
+    /// An 8-byte atomic on `peer`'s region `key` at `offset`: `compare` for CSWAP;
+    /// `fetch` to get the old value in the completion.
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic(
+        &mut self,
+        now: Nanos,
+        ctx: u64,
+        peer: PeerAddr,
+        key: u32,
+        offset: u64,
+        op: AtomicOp,
+        operand: u64,
+        compare: Option<u64>,
+        fetch: bool,
+    ) -> Result<(), Errno> {
+        let ty = match (op, compare.is_some(), fetch) {
+            (AtomicOp::Cswap, true, _) => PktType::CompareRta,
+            (AtomicOp::Cswap, false, _) | (_, true, _) => return Err(Errno::EINVAL),
+            (AtomicOp::Read, _, false) => return Err(Errno::EINVAL),
+            (_, false, true) => PktType::FetchRta,
+            (_, false, false) => PktType::WriteRta,
+        };
+        let mut data = operand.to_le_bytes().to_vec();
+        if let Some(c) = compare {
+            data.extend_from_slice(&c.to_le_bytes());
+        }
+        let mut req = blank_req(ty);
+        req.key = key;
+        req.rma_offset = offset;
+        req.tag = op as u64;
+        req.total_len = data.len() as u64;
+        self.rma_op(now, ctx, peer, TxKind::Atomic, data, req)
+    }
+
+    /// An RMA or atomic request from `src` (cookie checked).
+    pub(crate) fn on_rma_req(
+        &mut self,
+        _now: Nanos,
+        src: PeerAddr,
+        req: Req,
+        payload: &[u8],
+    ) -> Result<(), NotReady> {
+        match req.ty {
+            PktType::EagerRtw => {
+                if self.rtw.len() >= MAX_WRITES_IN_PROGRESS
+                    && !self.rtw.contains_key(&(src, req.send_id))
+                {
+                    self.stats.not_ready += 1;
+                    return Err(NotReady);
+                }
+                self.on_write_seg(src, &req, payload)
+            }
+            PktType::ShortRtr => {
+                match self.region_bytes(req.key, req.rma_offset, req.total_len as usize) {
+                    Ok(data) => {
+                        let room = self.cfg.mtu.saturating_sub(CTRL_LEN).max(1);
+                        for (i, chunk) in data.chunks(room).enumerate() {
+                            let mut c = Ctrl::new(PktType::ReadRsp, req.send_id);
+                            c.offset = (i * room) as u64;
+                            self.queue_ctrl(src, &c, chunk);
+                        }
+                    }
+                    Err(e) => {
+                        let mut c = Ctrl::new(PktType::Receipt, req.send_id);
+                        c.status = e.0 as u32;
+                        self.queue_ctrl(src, &c, &[]);
+                    }
+                }
+            }
+            PktType::WriteRta | PktType::FetchRta | PktType::CompareRta => {
+                let (status, old) = match self.apply_atomic(&req, payload) {
+                    Ok(old) => (0, old),
+                    Err(e) => (e.0 as u32, 0),
+                };
+                let mut c = Ctrl::new(PktType::AtomRsp, req.send_id);
+                c.status = status;
+                self.queue_ctrl(src, &c, &old.to_le_bytes());
+            }
+            _ => self.stats.stale += 1,
+        }
+        Ok(())
+    }
+
+    fn apply_atomic(&mut self, req: &Req, payload: &[u8]) -> Result<u64, Errno> {
+        let op = AtomicOp::from_wire(req.tag).ok_or(Errno::EOPNOTSUPP)?;
+        let word = |i: usize| {
+            let mut b = [0u8; ATOMIC_LEN];
+            if let Some(s) = payload.get(i * ATOMIC_LEN..(i + 1) * ATOMIC_LEN) {
+                b.copy_from_slice(s);
+            }
+            u64::from_le_bytes(b)
+        };
+        let (operand, compare) = (word(0), word(1));
+        let r = self
+            .regions
+            .get_mut(&req.key)
+            .filter(|r| {
+                r.access.remote_write && (req.ty == PktType::WriteRta || r.access.remote_read)
+            })
+            .ok_or(Errno::EACCES)?;
+        let rg = range(req.rma_offset, ATOMIC_LEN as u64, r.data.len())?;
+        let mut b = [0u8; ATOMIC_LEN];
+        b.copy_from_slice(&r.data[rg.clone()]);
+        let old = u64::from_le_bytes(b);
+        r.data[rg].copy_from_slice(&op.apply(old, operand, compare).to_le_bytes());
+        Ok(old)
+    }
+
+    fn on_write_seg(&mut self, src: PeerAddr, req: &Req, payload: &[u8]) {
+        let key = (src, req.send_id);
+        let st = self.rtw.entry(key).or_insert(RtwState {
+            total: req.total_len,
+            got: 0,
+            status: 0,
+        });
+        if st.total != req.total_len {
+            self.stats.stale += 1;
+            return;
+        }
+        if st.status == 0 {
+            let res = self
+                .regions
+                .get_mut(&req.key)
+                .filter(|r| r.access.remote_write)
+                .ok_or(Errno::EACCES)
+                .and_then(|r| {
+                    let base = req
+                        .rma_offset
+                        .checked_add(req.seg_offset)
+                        .ok_or(Errno::EINVAL)?;
+                    // The whole write must fit, not only this segment.
+                    range(req.rma_offset, req.total_len, r.data.len())?;
+                    let rg = range(base, payload.len() as u64, r.data.len())?;
+                    r.data[rg].copy_from_slice(payload);
+                    Ok(())
+                });
+            if let Err(e) = res {
+                st.status = e.0 as u32;
+            }
+        }
+        st.got = st.got.saturating_add(payload.len() as u64);
+        if st.got >= st.total {
+            let status = st.status;
+            self.rtw.remove(&key);
+            let mut c = Ctrl::new(PktType::Receipt, req.send_id);
+            c.status = status;
+            self.queue_ctrl(src, &c, &[]);
+        }
+    }
+}

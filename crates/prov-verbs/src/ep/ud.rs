@@ -1,0 +1,333 @@
+//! `FI_EP_DGRAM` over an unreliable-datagram (UD) queue pair.
+//!
+//! # Addresses
+//!
+//! An endpoint's name (`FI_ADDR_IB_UD`, [`UD_ADDR_LEN`] bytes): the port's GID (16),
+//! the queue pair number (4, little endian), its Q_Key (4, little endian), the port's
+//! LID (2, little endian) and 2 reserved bytes (0). Inserting a name into the AV creates
+//! the address handle its sends use ([`UdPeer`]); a name of another length or format is
+//! refused (`FI_EINVAL`: that AV slot stays `FI_ADDR_NOTAVAIL`).
+//!
+//! # Receives
+//!
+//! A UD receive lands behind the 40-byte GRH and must hold the whole datagram, so the
+//! endpoint does not give the application's buffers to the queue pair: it posts bounce
+//! buffers of `GRH + MTU` bytes (one per receive slot, registered once), keeps the
+//! application's receives in its own FIFO, and copies each datagram into the oldest
+//! one. That gives the `FI_MSG` semantics without a message prefix (no
+//! `FI_MSG_PREFIX` mode): a datagram longer than the receive fills it and completes
+//! with `FI_ETRUNC` (`olen` = the bytes that did not fit); a receive not yet matched
+//! can be cancelled (`FI_ECANCELED`); a datagram that finds no receive is dropped, as
+//! a UD queue pair without a posted receive drops it.
+//!
+//! # Invariants
+//!
+//! - A bounce buffer is posted to the queue pair or being copied out under the
+//!   endpoint's lock, never both; the device writes it only while posted, and it is read
+//!   only through raw-pointer copies after its completion.
+//! - The application's receive FIFO holds at most the receive depth.
+//!
+//! Nothing here panics on application or peer input.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::cq::CqError;
+use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
+use ofi_kit::iov::IoList;
+use ofi_rdma::{
+    Access, AddressHandle, AhAttr, Gid, MemoryRegion, ProtectionDomain, QueuePair, RecvWr, Sge,
+    WcStatus, WorkCompletion, GRH_LEN,
+};
+
+use crate::NAME;
+
+/// The length of a datagram endpoint's name.
+pub const UD_ADDR_LEN: usize = 28;
+/// The Q_Key every datagram endpoint of this provider uses.
+pub const QKEY: u32 = 0x6f66_6952;
+
+/// A peer in the AV: the address handle of its port, its queue pair and Q_Key.
+#[derive(Debug)]
+pub struct UdPeer {
+    pub(crate) ah: AddressHandle,
+    pub(crate) qpn: u32,
+    pub(crate) qkey: u32,
+}
+
+/// The name of queue pair `qpn` of the port with `gid` and `lid`.
+pub(crate) fn encode_name(gid: &Gid, qpn: u32, lid: u16) -> Vec<u8> {
+    let mut v = Vec::with_capacity(UD_ADDR_LEN);
+    v.extend_from_slice(&gid.0);
+    v.extend_from_slice(&qpn.to_le_bytes());
+    v.extend_from_slice(&QKEY.to_le_bytes());
+    v.extend_from_slice(&lid.to_le_bytes());
+    v.extend_from_slice(&[0, 0]);
+    v
+}
+
+/// The AV's constructor of a peer: parses `addr` and creates its address handle on `pd`.
+///
+/// # Errors
+/// `FI_EINVAL` for an address of another format or length; the device's error when
+/// the address handle cannot be created.
+pub(crate) fn peer_from(pd: &ProtectionDomain, addr: &Address) -> Result<Arc<UdPeer>> {
+    let bytes = match addr {
+        Address::Raw { format, bytes } if *format == AddrFormat::IB_UD => bytes,
+        other => {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: {other} is not an FI_ADDR_IB_UD address"),
+            ))
+        }
+    };
+    let Some(b) = bytes
+        .get(..UD_ADDR_LEN)
+        .filter(|_| bytes.len() == UD_ADDR_LEN)
+    else {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{NAME}: a {}-byte FI_ADDR_IB_UD address ({UD_ADDR_LEN} expected)",
+                bytes.len()
+            ),
+        ));
+    };
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[..16]);
+    let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let ah = pd.create_ah(&AhAttr {
+        dgid: Gid(gid),
+        dlid: u16::from_le_bytes([b[24], b[25]]),
+        port_num: 1,
+        ..AhAttr::default()
+    })?;
+    Ok(Arc::new(UdPeer {
+        ah,
+        qpn: word(16),
+        qkey: word(20),
+    }))
+}
+
+/// An application receive waiting for a datagram.
+#[derive(Debug)]
+pub(crate) struct UserRecv {
+    pub(crate) ctx: usize,
+    pub(crate) buf: IoList,
+    pub(crate) len: usize,
+    pub(crate) report: bool,
+}
+
+/// What a datagram did to the oldest receive.
+pub(crate) enum Landed {
+    /// No receive was posted: dropped.
+    Dropped,
+    /// Copied whole (`len` bytes).
+    Whole(UserRecv, usize),
+    /// Copied `recv.len` bytes; `olen` did not fit.
+    Truncated(UserRecv, usize),
+}
+
+/// The bounce buffers and the application's receives of a datagram endpoint.
+pub(crate) struct UdRx {
+    /// The registration (dropped before the memory it covers).
+    mr: MemoryRegion,
+    /// The bounce buffers' memory: owned here, touched through `base` only.
+    _mem: Box<[u8]>,
+    base: *mut u8,
+    slot_len: usize,
+    slots: usize,
+    pub(crate) posted: VecDeque<UserRecv>,
+}
+
+// SAFETY: `base` points into `_mem`, owned by this value; it is only dereferenced
+// under the endpoint's lock (the struct lives in the endpoint's `Mutex<St>`).
+unsafe impl Send for UdRx {}
+
+impl std::fmt::Debug for UdRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdRx")
+            .field("slots", &self.slots)
+            .field("posted", &self.posted.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl UdRx {
+    /// `slots` bounce buffers of `GRH + mtu` bytes, registered on `pd`.
+    pub(crate) fn new(pd: &ProtectionDomain, slots: usize, mtu: usize) -> Result<UdRx> {
+        let slot_len = GRH_LEN + mtu;
+        let mut mem = vec![0u8; slots * slot_len].into_boxed_slice();
+        let base = mem.as_mut_ptr();
+        // SAFETY: the memory is owned by the returned value, which drops the
+        // registration (field order) before the memory.
+        let mr = unsafe { pd.reg_mr(base, mem.len(), Access::LOCAL_WRITE)? };
+        Ok(UdRx {
+            mr,
+            _mem: mem,
+            base,
+            slot_len,
+            slots,
+            posted: VecDeque::with_capacity(slots),
+        })
+    }
+
+    /// How many application receives may still be posted.
+    pub(crate) fn left(&self) -> usize {
+        self.slots - self.posted.len().min(self.slots)
+    }
+
+    /// Posts bounce buffer `i` to `qp` (its `wr_id` is `tag | i`).
+    pub(crate) fn repost(&self, qp: &QueuePair, i: usize, tag: u64) -> Result<()> {
+        if i >= self.slots {
+            return Ok(());
+        }
+        let sge = [Sge {
+            // In range: `i < slots`, the memory is `slots * slot_len` bytes.
+            addr: self.base as u64 + (i * self.slot_len) as u64,
+            length: self.slot_len as u32,
+            lkey: self.mr.lkey(),
+        }];
+        qp.post_recv(&RecvWr {
+            wr_id: tag | i as u64,
+            sg_list: &sge,
+        })
+    }
+
+    /// Posts every bounce buffer.
+    pub(crate) fn post_all(&self, qp: &QueuePair, tag: u64) -> Result<()> {
+        (0..self.slots).try_for_each(|i| self.repost(qp, i, tag))
+    }
+
+    /// Bounce buffer `i` completed with `byte_len` bytes (GRH included): copies the
+    /// datagram into the oldest application receive.
+    pub(crate) fn land(&mut self, i: usize, byte_len: usize) -> Landed {
+        if i >= self.slots {
+            return Landed::Dropped;
+        }
+        let len = byte_len
+            .saturating_sub(GRH_LEN)
+            .min(self.slot_len - GRH_LEN);
+        let Some(r) = self.posted.pop_front() else {
+            return Landed::Dropped;
+        };
+        let n = len.min(r.len);
+        // SAFETY: the datagram lies in bounce buffer `i` (in range, completed, not
+        // posted now); the receive's buffers are valid until its completion (the data
+        // calls' contract), and `n` is at most their total.
+        unsafe {
+            r.buf
+                .scatter(0, self.base.add(i * self.slot_len + GRH_LEN), n)
+        };
+        if n < len {
+            Landed::Truncated(r, len - n)
+        } else {
+            Landed::Whole(r, len)
+        }
+    }
+}
+
+impl super::EpInner {
+    /// A completion of bounce buffer `i` of a datagram endpoint: the datagram goes to
+    /// the oldest receive (or is dropped), the buffer is posted again. A flushed buffer
+    /// (the endpoint closing, the queue pair in error) is not.
+    pub(super) fn datagram(&self, st: &mut super::St, i: usize, wc: &WorkCompletion) {
+        if wc.status != WcStatus::Success {
+            return;
+        }
+        let Some(u) = st.ud.as_mut() else {
+            return;
+        };
+        let landed = u.land(i, wc.byte_len as usize);
+        if let Err(e) = self.qp().and_then(|qp| u.repost(qp, i, super::RX_BIT)) {
+            ofi_core::ofi_warn!(NAME, "ep_data", "reposting a datagram buffer: {e}");
+        }
+        let flags = (OpFlags::RECV | OpFlags::MSG).bits();
+        let (r, result) = match landed {
+            Landed::Dropped => return,
+            Landed::Whole(r, len) => (r, Ok(len)),
+            Landed::Truncated(r, olen) => (r, Err(olen)),
+        };
+        let buf = r.buf.slice().first().map_or(0, |p| p.0);
+        let cntr = st.b.cntr(super::CntrKind::Recv);
+        match result {
+            Ok(len) => {
+                if let Some(c) = cntr {
+                    c.inc();
+                }
+                if let (true, Some(cq)) = (r.report, st.b.rx_cq.as_ref()) {
+                    let _ = cq.push_entry(&CqTaggedEntry {
+                        op_context: r.ctx,
+                        flags,
+                        len,
+                        buf: if len > 0 {
+                            buf as *mut _
+                        } else {
+                            std::ptr::null_mut()
+                        },
+                        data: 0,
+                        tag: 0,
+                    });
+                }
+            }
+            Err(olen) => {
+                if let Some(c) = cntr {
+                    c.inc_err();
+                }
+                self.recv_error(st, &r, Errno::ETRUNC, r.len, olen);
+            }
+        }
+    }
+
+    /// An error completion of application receive `r` on the receive CQ.
+    pub(super) fn recv_error(
+        &self,
+        st: &super::St,
+        r: &UserRecv,
+        err: Errno,
+        len: usize,
+        olen: usize,
+    ) {
+        if let Some(cq) = st.b.rx_cq.as_ref() {
+            let _ = cq.push_err(CqError {
+                op_context: r.ctx,
+                flags: (OpFlags::RECV | OpFlags::MSG).bits(),
+                len,
+                buf: r.buf.slice().first().map_or(0, |p| p.0),
+                data: 0,
+                tag: 0,
+                olen,
+                err,
+                prov_errno: 0,
+                err_data: Vec::new(),
+            });
+        }
+    }
+
+    /// `fi_cancel` of a datagram endpoint's receive `context` not yet matched: an
+    /// `FI_ECANCELED` error completion; `FI_ENOENT` when there is none.
+    pub(super) fn cancel_datagram_recv(&self, context: usize) -> Result<()> {
+        let mut st = super::lock(&self.st);
+        let Some(u) = st.ud.as_mut() else {
+            return Err(Error::new(
+                Errno::ENOENT,
+                format!("{NAME}: nothing to cancel"),
+            ));
+        };
+        let Some(at) = u.posted.iter().position(|r| r.ctx == context) else {
+            return Err(Error::new(
+                Errno::ENOENT,
+                format!("{NAME}: no posted receive with this context"),
+            ));
+        };
+        let Some(r) = u.posted.remove(at) else {
+            return Err(Error::new(
+                Errno::ENOENT,
+                format!("{NAME}: nothing to cancel"),
+            ));
+        };
+        self.recv_error(&st, &r, Errno::ECANCELED, 0, 0);
+        Ok(())
+    }
+}
