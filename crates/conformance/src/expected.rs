@@ -93,8 +93,25 @@ const FULL_RDM: &[Capability] = &[
     TwoProcessRma,
 ];
 
-/// `shm`: a full RDM provider.
-pub const SHM: &[Capability] = FULL_RDM;
+/// `shm`: a full RDM provider with remote counters, scalable endpoints and shared
+/// contexts.
+pub const SHM: &[Capability] = &SHM_AREAS;
+
+const SHM_AREAS: [Capability; FULL_RDM.len() + 3] =
+    joined(FULL_RDM, &[RmaEvent, Scalable, SharedCtx]);
+
+/// `a` then `b`, as an array of `N = a.len() + b.len()` areas (a declaration that adds
+/// areas to another's).
+const fn joined<const N: usize>(a: &[Capability], b: &[Capability]) -> [Capability; N] {
+    assert!(a.len() + b.len() == N, "N is the sum of the lengths");
+    let mut out = [Getinfo; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider.
 pub const RXM: &[Capability] = FULL_RDM;

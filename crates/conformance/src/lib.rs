@@ -540,6 +540,10 @@ impl Claims {
                 "no FI_RMA with FI_REMOTE_CQ_DATA",
             ),
             Capability::Atomic => any(Caps::ATOMIC, "no FI_ATOMIC"),
+            Capability::RmaEvent => need(
+                reliable(Caps::RMA | Caps::RMA_EVENT) && self.probes.cntr.is_ok(),
+                "no FI_RMA with FI_RMA_EVENT on a reliable type (or no counters)",
+            ),
             Capability::Scalable => need(
                 self.infos.iter().any(|i| {
                     connectionless(i.ep_type())
@@ -636,6 +640,8 @@ pub enum Capability {
     RmaCqData,
     /// `FI_ATOMIC`.
     Atomic,
+    /// `FI_RMA_EVENT`: counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ`.
+    RmaEvent,
     /// Scalable endpoints (only where the domain offers several contexts).
     Scalable,
     /// Shared transmit / receive contexts (only where offered).
@@ -650,7 +656,7 @@ pub enum Capability {
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 33] = [
+    pub const ALL: [Capability; 34] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -675,6 +681,7 @@ impl Capability {
         Capability::Rma,
         Capability::RmaCqData,
         Capability::Atomic,
+        Capability::RmaEvent,
         Capability::Scalable,
         Capability::SharedCtx,
         Capability::Rdm,
@@ -719,6 +726,7 @@ impl Capability {
             Capability::Rma => "`FI_RMA`",
             Capability::RmaCqData => "`FI_RMA` with `FI_REMOTE_CQ_DATA` and `cq_data_size > 0`",
             Capability::Atomic => "`FI_ATOMIC`",
+            Capability::RmaEvent => "`FI_RMA` with `FI_RMA_EVENT` on a reliable endpoint type",
             Capability::Scalable => {
                 "connectionless `FI_MSG` with `max_ep_tx_ctx` and `max_ep_rx_ctx > 1`"
             }
@@ -763,6 +771,7 @@ impl fmt::Display for Capability {
             Capability::Rma => "rma",
             Capability::RmaCqData => "rma-cq-data",
             Capability::Atomic => "atomic",
+            Capability::RmaEvent => "rma-event",
             Capability::Scalable => "scalable",
             Capability::SharedCtx => "shared-ctx",
             Capability::TwoProcessCm => "two-process-cm",
@@ -955,13 +964,16 @@ macro_rules! conformance_suite {
                 rma_bad_key_and_out_of_range,
                 atomic_valid_matches_query,
                 atomic_ops_match_reference,
+                rma_remote_counters,
                 ep_enable_without_cq_or_av,
                 ep_bind_after_enable_is_eopbadstate,
                 ep_bind_selective_alone_is_ebadflags,
                 pair_recv_too_small_is_etrunc,
                 pair_close_bound_is_ebusy,
                 scalable_ep_contexts,
+                scalable_ep_per_context_cqs,
                 shared_contexts,
+                shared_rx_context_serves_many_endpoints,
                 rdm_send_to_self,
                 cq_sread_times_out_and_wakes,
                 many_endpoints_ring,

@@ -99,6 +99,23 @@ impl DomainOps<Fabric> for Domain {
         )
     }
 
+    /// `fi_scalable_ep`: contexts per `ep_attr.tx_ctx_cnt` / `rx_ctx_cnt` (see
+    /// `ep::scalable`).
+    fn scalable_ep(&self, info: &Info, _context: usize) -> Result<Endpoint> {
+        check_ep_type(info)?;
+        Endpoint::open_scalable(self.settings, info, self.engine.clone(), self.mr.clone())
+    }
+
+    /// `fi_stx_context` (see `ep::shared_ctx`).
+    fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
+        Endpoint::open_stx(self.settings, attr, self.engine.clone(), self.mr.clone())
+    }
+
+    /// `fi_srx_context` (see `ep::shared_ctx`).
+    fn srx_ctx(&self, attr: &ofi_core::RxAttr, _context: usize) -> Result<Endpoint> {
+        Endpoint::open_srx(self.settings, attr, self.engine.clone(), self.mr.clone())
+    }
+
     /// Registration by the kit's MR table (which answers unknown access bits with
     /// `FI_EBADFLAGS`).
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {

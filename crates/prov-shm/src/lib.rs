@@ -15,7 +15,12 @@
 //!   and table) and MR table (`mr_mode` from the info, among `FI_MR_VIRT_ADDR`,
 //!   `FI_MR_PROV_KEY`, `FI_MR_ALLOCATED`, `FI_MR_LOCAL`; none by default);
 //! - data progress manual (reading a CQ polls the rings, at most [`ep::POLL_BUDGET`]
-//!   slots per ring per call) or auto (the kit's progress thread).
+//!   slots per ring per call) or auto (the kit's progress thread);
+//! - scalable endpoints (up to [`MAX_EP_CTX`] transmit and receive contexts, each an
+//!   endpoint of its own underneath, receive contexts named by `fi_rx_addr`), shared
+//!   receive contexts (the bound endpoints' names link to the context's region) and
+//!   shared transmit contexts, and `FI_RMA_EVENT` remote counters: see
+//!   `docs/providers/shm.md`.
 //!
 //! # The region ([`region`])
 //!
@@ -129,6 +134,9 @@ mod provider {
     pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
     /// Largest message.
     pub const MAX_MSG_SIZE: usize = 64 << 20;
+    /// Most transmit (and receive) contexts of a scalable endpoint
+    /// (`max_ep_tx_ctx`, `max_ep_rx_ctx`).
+    pub const MAX_EP_CTX: usize = 64;
 
     /// What the parameters resolved to at init.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +242,8 @@ mod provider {
                 | Caps::REMOTE_READ
                 | Caps::REMOTE_WRITE
                 | Caps::ATOMIC
+                | Caps::NAMED_RX_CTX
+                | Caps::RMA_EVENT
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -269,7 +279,8 @@ mod provider {
                         | Caps::RMA
                         | Caps::ATOMIC
                         | Caps::REMOTE_READ
-                        | Caps::REMOTE_WRITE,
+                        | Caps::REMOTE_WRITE
+                        | Caps::RMA_EVENT,
                     op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                     msg_order: order,
                     size: s.rx_size,
@@ -282,6 +293,10 @@ mod provider {
                     av_type,
                     mr_iov_limit: IOV_LIMIT,
                     caps: Caps::LOCAL_COMM,
+                    max_ep_tx_ctx: MAX_EP_CTX,
+                    max_ep_rx_ctx: MAX_EP_CTX,
+                    max_ep_stx_ctx: MAX_EP_CTX,
+                    max_ep_srx_ctx: MAX_EP_CTX,
                     ..info::domain_attr(NAME)
                 },
                 fabric_attr: info::fabric_attr(NAME),

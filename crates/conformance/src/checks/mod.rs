@@ -18,6 +18,7 @@ pub mod multi;
 pub mod multirecv;
 pub mod pairs;
 pub mod rma;
+pub mod rma_event;
 pub mod tagged;
 pub mod teardown;
 pub mod waitset;
@@ -106,6 +107,7 @@ table! {
     Rma: rma::rma_bad_key_and_out_of_range,
     Atomic: atomic::atomic_valid_matches_query,
     Atomic: atomic::atomic_ops_match_reference,
+    RmaEvent: rma_event::rma_remote_counters,
     Pairs: ep::ep_enable_without_cq_or_av,
     Pairs: ep::ep_bind_after_enable_is_eopbadstate,
     SelectiveCompletion: ep::ep_bind_selective_alone_is_ebadflags,
@@ -113,7 +115,9 @@ table! {
     Pairs: ep::pair_recv_too_small_is_etrunc,
     Pairs: ep::pair_close_bound_is_ebusy,
     Scalable: contexts::scalable_ep_contexts,
+    Scalable: contexts::scalable_ep_per_context_cqs,
     SharedCtx: contexts::shared_contexts,
+    SharedCtx: contexts::shared_rx_context_serves_many_endpoints,
     Rdm: dgram::rdm_send_to_self,
     Pairs: multi::cq_sread_times_out_and_wakes,
     Msg: multi::many_endpoints_ring,

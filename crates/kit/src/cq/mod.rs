@@ -231,6 +231,16 @@ thread_local! {
     static SINK: [Cell<Slot>; SINK_SLOTS] = const { [const { Cell::new(Slot::EMPTY) }; SINK_SLOTS] };
 }
 
+/// The CQ ([`KitCq::id`]) whose `fi_cq_read` is driving progress on this thread right
+/// now, if any (the innermost one when reads nest). A source bound to CQs of its own
+/// (a scalable endpoint's context) may leave the work of other CQs' reads to them;
+/// a drive from anything else (a counter or EQ read, a wait, the auto thread) gives
+/// `None`.
+pub fn reading_cq() -> Option<usize> {
+    let cq = SINK_TOP.get().cq;
+    (cq != 0).then_some(cq)
+}
+
 /// The sink of one read, open while it drives progress. [`close`](Self::close) restores
 /// the sink that was open before and hands over the entries; dropping it unclosed (a
 /// source panicked during the drive) restores it too and queues the entries as

@@ -76,6 +76,12 @@ impl KitCq {
         Ok(cq)
     }
 
+    /// This CQ's identity, as [`super::reading_cq`] reports it (its address; stable
+    /// while the CQ is open, never 0).
+    pub fn id(&self) -> usize {
+        self.inner.addr()
+    }
+
     /// The bound progress engine.
     pub fn progress_engine(&self) -> Option<&Arc<ProgressEngine>> {
         self.inner.links.engine()

@@ -894,3 +894,21 @@ fn readers_driving_on_several_threads_get_every_completion_once() {
         }
     }
 }
+
+#[test]
+fn reading_cq_names_the_cq_whose_read_drives() {
+    use std::sync::Mutex;
+    let seen: Arc<Mutex<Vec<Option<usize>>>> = Arc::default();
+    let log = seen.clone();
+    let q = driven(8, move |_q| {
+        log.lock().unwrap().push(reading_cq());
+        0
+    });
+    assert_eq!(reading_cq(), None, "no read drives here");
+    assert_eq!(code(read_ctx(&q, 1)), Errno::EAGAIN);
+    // A drive that is no CQ read (a counter's, a wait's, the auto thread's).
+    q.progress_engine().unwrap().drive();
+    assert_eq!(*seen.lock().unwrap(), vec![Some(q.id()), None]);
+    assert_ne!(q.id(), 0);
+    assert_eq!(reading_cq(), None, "the read's sink is closed again");
+}

@@ -107,8 +107,11 @@ use crate::ring::{Consumer, Producer, RingWords};
 use crate::{Settings, ADDR_PREFIX, IOV_LIMIT, NAME};
 
 mod bounce;
+mod remote_cntr;
 mod rma;
 mod rx;
+mod scalable;
+mod shared_ctx;
 mod slot;
 mod tx;
 
@@ -310,6 +313,8 @@ struct Tx {
     /// then, connection index).
     last_dest: Option<(u64, u64, PeerIdx)>,
     conns: Vec<Option<Conn>>,
+    /// (AV index, receive context) of the odd connection slots ([`Tx::peer_idx`]).
+    ctx_peers: Vec<(u32, usize)>,
     ops: Vec<Option<Op>>,
     gens: Vec<u32>,
     free: Vec<u32>,
@@ -319,6 +324,24 @@ struct Tx {
 }
 
 impl Tx {
+    /// The connection slot of AV index `index`, receive context `rx_ctx`: even slots
+    /// for context 0 (every ordinary peer), odd ones handed out in order for the other
+    /// receive contexts of scalable endpoints.
+    fn peer_idx(&mut self, index: u32, rx_ctx: usize) -> PeerIdx {
+        if rx_ctx == 0 {
+            return PeerIdx(2 * index as usize);
+        }
+        let key = (index, rx_ctx);
+        let n = match self.ctx_peers.iter().position(|k| *k == key) {
+            Some(n) => n,
+            None => {
+                self.ctx_peers.push(key);
+                self.ctx_peers.len() - 1
+            }
+        };
+        PeerIdx(2 * n + 1)
+    }
+
     /// The connection to peer `p`, if there is one.
     #[inline]
     fn conn(&self, p: PeerIdx) -> Option<&Conn> {
@@ -332,8 +355,8 @@ impl Tx {
     }
 }
 
-/// A peer this endpoint sends to: its index in the address vector, which is also
-/// its connection's slot in `Tx::conns`.
+/// A peer this endpoint sends to: its connection's slot in `Tx::conns`, derived from
+/// its index in the address vector ([`Tx::peer_idx`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerIdx(usize);
 
@@ -408,11 +431,20 @@ struct Shared {
     tx_work: AtomicUsize,
     corrupt: AtomicU64,
     peek: PeekSet,
+    /// Counters of remote accesses (`remote_cntr`), set at `fi_enable`.
+    remote: OnceLock<remote_cntr::RemoteCntrs>,
+    /// A scalable endpoint's context: the CQs it is bound to (`scalable`), set at
+    /// `fi_enable`.
+    ctx_cqs: OnceLock<[usize; 2]>,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
+    /// Ordinary, scalable, a scalable endpoint's context, or a shared context.
+    role: scalable::Role,
+    /// The shared contexts bound to it.
+    shared_ctx: Mutex<shared_ctx::SharedBindings>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -430,16 +462,22 @@ static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 /// same start, so a name already taken by a live owner moves on to the next number
 /// (at most [`AUTO_NAME_TRIES`] times).
 fn create_auto_named(geometry: region::Geometry) -> Result<Region> {
+    create_auto_named_base("", geometry).map(|(_, r)| r)
+}
+
+/// [`create_auto_named`] for a region named `<base><suffix>`: the generated base and
+/// the region.
+fn create_auto_named_base(suffix: &str, geometry: region::Geometry) -> Result<(String, Region)> {
     let mut last = None;
     for _ in 0..AUTO_NAME_TRIES {
-        let name = format!(
+        let base = format!(
             "{NAME_PREFIX}{}-{}",
             std::process::id(),
             NEXT_NAME.fetch_add(1, Ordering::Relaxed)
         );
-        match Region::create(&name, geometry) {
+        match Region::create(&format!("{base}{suffix}"), geometry) {
             Err(e) if e.code() == Errno::EADDRINUSE => last = Some(e),
-            other => return other,
+            other => return other.map(|r| (base, r)),
         }
     }
     Err(last
@@ -472,6 +510,19 @@ impl Endpoint {
             Some(a) => Region::create(region_name(a)?, settings.geometry)?,
             None => create_auto_named(settings.geometry)?,
         };
+        Endpoint::with_region(settings, info, engine, mr, region, scalable::Role::Plain)
+    }
+
+    /// An endpoint for `info` on `region` (created by the caller), registered with
+    /// `engine`.
+    fn with_region(
+        settings: Settings,
+        info: &Info,
+        engine: Arc<ProgressEngine>,
+        mr: Arc<MrTable>,
+        region: Region,
+        role: scalable::Role,
+    ) -> Result<Endpoint> {
         let region = Arc::new(region);
         let open = EpOpenInfo::new(info, settings.rx_size);
         let geo = settings.geometry;
@@ -506,6 +557,7 @@ impl Endpoint {
             tx: Mutex::new(Tx {
                 last_dest: None,
                 conns: Vec::new(),
+                ctx_peers: Vec::new(),
                 ops: Vec::new(),
                 gens: Vec::new(),
                 free: Vec::new(),
@@ -530,9 +582,15 @@ impl Endpoint {
                 more: AtomicBool::new(true),
                 calls: AtomicU64::new(1),
             },
+            remote: OnceLock::new(),
+            ctx_cqs: OnceLock::new(),
         });
         engine.register(&sh);
-        Ok(Endpoint { sh })
+        Ok(Endpoint {
+            sh,
+            role,
+            shared_ctx: Mutex::default(),
+        })
     }
 
     /// The endpoint's region name.
@@ -563,6 +621,9 @@ impl Progress for Shared {
         let Some(act) = self.active.get() else {
             return 0;
         };
+        if self.leaves_to_own_cqs() {
+            return 0;
+        }
         // The idle case — nothing published, nothing queued to send — costs a few
         // loads and no lock.
         let rx = if self.rx_may_have_work() {
@@ -603,6 +664,12 @@ fn recv_src(sh: &Shared, src: u64) -> u64 {
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
+        if let Some(r) = self
+            .sep_bind(&target, flags)
+            .or_else(|| self.shared_ctx_bind(&target, flags))
+        {
+            return r;
+        }
         if self.sh.active.get().is_some() {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
@@ -613,11 +680,18 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn enable(&self) -> Result<()> {
+        if let Some(r) = self.sep_enable().or_else(|| self.shared_ctx_enable()) {
+            return r;
+        }
         if self.sh.active.get().is_some() {
             return Ok(());
         }
-        let setup = lock(&self.sh.setup);
-        let _ = self.sh.active.set(setup.freeze(NAME)?);
+        let mut setup = lock(&self.sh.setup);
+        self.inherit_av(&mut setup);
+        let act = setup.freeze(NAME)?;
+        self.attach_srx(&act)?;
+        self.note_ctx_cqs(&act);
+        let _ = self.sh.active.set(act);
         Ok(())
     }
 
@@ -649,7 +723,19 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.address().to_bytes())
+        Ok(self.public_address().to_bytes())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.sep_close()
+    }
+
+    fn tx_ctx(&self, index: i32, attr: &ofi_core::TxAttr, _context: usize) -> Result<Self> {
+        self.tx_context(index, attr)
+    }
+
+    fn rx_ctx(&self, index: i32, attr: &ofi_core::RxAttr, _context: usize) -> Result<Self> {
+        self.rx_context(index, attr)
     }
 
     fn rx_size_left(&self) -> Result<usize> {

@@ -216,6 +216,7 @@ impl Shared {
         };
         if st == 0 {
             region.count_access();
+            self.count_remote(read);
             if let Some(data) = a.data {
                 if let Some(b) = &act.rxcq {
                     let e = CqTaggedEntry {
@@ -339,6 +340,7 @@ impl Shared {
         }
         drop(held);
         region.count_access();
+        self.count_remote(a.op == AtomicOp::AtomicRead);
         if fetch && bytes > 0 {
             let local = [(result.as_ptr() as usize, bytes)];
             let remote = [(a.bufs[2], bytes as u64)];

@@ -146,7 +146,10 @@ impl Shared {
             rr.ackp = Producer::new(geo.slots, ring.ack_tail_word().load(Ordering::Acquire));
             rr.pid = pid;
             rr.start = region::process_start(pid).unwrap_or(0);
-            rr.addr = Address::Str(format!("{ADDR_PREFIX}{name}"));
+            rr.addr = Address::Str(format!(
+                "{ADDR_PREFIX}{}",
+                super::scalable::public_name(&name)
+            ));
             rr.src = ADDR_NOTAVAIL;
             rr.asm = None;
             rr.wr = None;

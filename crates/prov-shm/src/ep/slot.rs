@@ -289,6 +289,7 @@ impl Shared {
             {
                 region.count_access();
             }
+            self.count_remote(false);
             if s.flags & F_DATA != 0 {
                 if let Some(b) = &act.rxcq {
                     let e = CqTaggedEntry {

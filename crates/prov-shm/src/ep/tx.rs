@@ -9,7 +9,7 @@
 //!   one operation's fragments contiguously and messages in order.
 //! - An operation id ([`OpId`]) names a slab entry and its generation: an ack for a
 //!   freed or reused entry matches nothing and is ignored.
-//! - A connection lives at its peer's [`PeerIdx`] (the AV index) in `Tx::conns`; it is
+//! - A connection lives at its peer's [`PeerIdx`] (from the AV index) in `Tx::conns`; it is
 //!   replaced when the AV entry names another region or its peer is gone.
 //! - Called with the `tx` lock held (never the `rx` lock).
 //!
@@ -132,20 +132,26 @@ impl Shared {
     pub(super) fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
         // The connection for this AV entry, if it is still for the same peer (no
         // allocation on this path: the address is compared in place).
+        // A receive context of a scalable endpoint (`fi_rx_addr`) has a connection
+        // of its own (see `scalable`).
+        let rx_ctx = act.av.rx_index(dest);
         let (idx, fresh) = act.av.with_entry(dest, |e| {
+            let idx = tx.peer_idx(e.index, rx_ctx);
             let ok = matches!(
-                (tx.conns.get(e.index as usize), e.addr),
-                (Some(Some(c)), Address::Str(a))
+                (tx.conn(idx), e.addr),
+                (Some(c), Address::Str(a))
                     if !c.dead && c.addr == *a && c.region.closed().load(Ordering::Relaxed) == 0
             );
             let fresh = if ok {
                 None
             } else {
-                region_name(e.addr).ok().map(str::to_string)
+                region_name(e.addr)
+                    .ok()
+                    .map(|n| (super::scalable::rx_region_name(n, rx_ctx), e.addr.clone()))
             };
-            (PeerIdx(e.index as usize), fresh)
+            (idx, fresh)
         })?;
-        if let Some(name) = fresh {
+        if let Some((name, av_addr)) = fresh {
             if tx.conn(idx).is_some() {
                 // Operations still waiting on the old connection can never complete.
                 self.fail_conn(act, tx, idx, Errno::ECONNRESET);
@@ -156,6 +162,11 @@ impl Shared {
                 }
             }
             self.connect(tx, idx, &name)?;
+            // The connection is known by the AV's address (a receive context's
+            // region has another name).
+            if let (Some(c), Address::Str(a)) = (tx.conn_mut(idx), av_addr) {
+                c.addr = a;
+            }
         }
         Ok(idx)
     }

@@ -13,7 +13,10 @@
 //! - `--pin CPU_A,CPU_B`: the server runs on CPU_A, the client on CPU_B (with `--self`
 //!   the default is two different CPUs when this process may use two);
 //! - `--timeout SECS`: the bound of every wait on a reliable endpoint (default 10);
-//! - `fi_bw` only: `-W N` / `--window N`, messages in flight (default 64).
+//! - `fi_bw` only: `-W N` / `--window N`, messages in flight (default 64);
+//! - `fi_bw` only: `--threads N`, the message rate of N threads on one scalable
+//!   endpoint pair of this process, one transmit and one receive context each
+//!   ([`threads`]; shm by default).
 //!
 //! Differences from C, on purpose: the control protocol is ours ([`ctrl`]); the server
 //! follows the client's sizes and iteration count; a bad `-S` or `-I` value is an error
@@ -29,6 +32,7 @@ pub mod ctrl;
 pub mod format;
 pub mod pin;
 pub mod session;
+pub mod threads;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -112,6 +116,8 @@ pub struct Opts {
     pub timeout: Duration,
     /// `-W` (fi_bw).
     pub window: usize,
+    /// `--threads` (fi_bw): run [`threads`] with this many threads.
+    pub threads: Option<usize>,
     /// The server's address (client only).
     pub server: Option<String>,
 }
@@ -138,6 +144,7 @@ impl Default for Opts {
             pin: None,
             timeout: Duration::from_secs(10),
             window: 64,
+            threads: None,
             server: None,
         }
     }
@@ -180,6 +187,7 @@ const SPECS: &[OptSpec] = &[
     long_only("pin", true),
     long_only("timeout", true),
     spec('W', Some("window"), true),
+    long_only("threads", true),
 ];
 
 /// A command-line error: the message (without the program name).
@@ -298,6 +306,17 @@ pub fn parse_args(tool: Tool, args: &[String]) -> Result<Opts, UsageError> {
                     }
                 }
             }
+            19 if tool == Tool::Bw => {
+                o.threads = match val.parse::<usize>() {
+                    Ok(n) if (1..=threads::MAX_THREADS).contains(&n) => Some(n),
+                    _ => {
+                        return Err(UsageError(format!(
+                            "invalid --threads: '{val}' (1 to {})",
+                            threads::MAX_THREADS
+                        )))
+                    }
+                }
+            }
             _ => {
                 return Err(UsageError(match SPECS[idx].short {
                     Some(c) => format!("invalid option -- '{c}'"),
@@ -380,6 +399,11 @@ pub fn usage(tool: Tool, prog: &str) -> String {
             " {:<21}{}\n",
             "-W <number>", "messages in flight (64)"
         ));
+        s.push_str(&format!(
+            " {:<21}{}\n",
+            "--threads <N>",
+            "N threads, one per context of a scalable endpoint pair in this process (shm)"
+        ));
     }
     s
 }
@@ -421,7 +445,9 @@ pub fn run(tool: Tool, args: &[OsString], out: &mut dyn Write, err: &mut dyn Wri
         let _ = write!(err, "{}", usage(tool, &prog));
         return 1;
     }
-    let result = if opts.self_run {
+    let result = if let Some(n) = opts.threads {
+        threads::run(&opts, n, out)
+    } else if opts.self_run {
         pin::run_self(tool, &opts, err)
     } else {
         bench::run(tool, &opts, out, err, None)
@@ -498,6 +524,8 @@ mod tests {
                 "2.5",
                 "-W",
                 "16",
+                "--threads",
+                "3",
                 "host",
             ],
         )
@@ -515,7 +543,10 @@ mod tests {
         assert_eq!(o.pin, Some((1, 0)));
         assert_eq!(o.timeout, Duration::from_millis(2500));
         assert_eq!(o.window, 16);
+        assert_eq!(o.threads, Some(3));
         assert_eq!(o.server.as_deref(), Some("host"));
+        assert!(p(Tool::Bw, &["--threads", "0"]).is_err());
+        assert!(p(Tool::PingPong, &["--threads", "2"]).is_err());
         // As in C, any mode but "msg" is tagged.
         assert!(p(Tool::PingPong, &["-m", "xyz"]).unwrap().tagged);
         assert!(!p(Tool::PingPong, &["-m", "msg"]).unwrap().tagged);

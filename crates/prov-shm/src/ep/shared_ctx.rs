@@ -1,0 +1,240 @@
+//! Shared transmit and receive contexts (`fi_stx_context`, `fi_srx_context`,
+//! `FI_SHARED_CONTEXT`).
+//!
+//! # Shared receive context
+//!
+//! A shared receive context is a receiving endpoint of its own: a region `SRX`, a tag
+//! matcher and its receive progress. An endpoint bound to it keeps its own address
+//! (`fi_shm://EP`, its region name) but, when it is enabled, that name is made a second
+//! link to the context's region (`/dev/shm/EP` → the inode of `/dev/shm/SRX`, swapped in
+//! with one `rename`). A peer that sends to the endpoint maps the context's region,
+//! claims a ring there, and its message is matched against the receives posted to the
+//! context: the posted receives, and the memory they hold, do not grow with the
+//! endpoints. The endpoint's own region stays mapped (it names the endpoint as a
+//! sender) but nobody reaches it any more.
+//!
+//! The context reports receives with the bindings of the first endpoint enabled on it
+//! (its receive CQ and counter, and its AV for `FI_SOURCE`): endpoints that share a
+//! receive context are expected to share those too. Receives are posted to the
+//! context (`fi_recv` on it), not to the endpoints.
+//!
+//! # Shared transmit context
+//!
+//! shm keeps a connection per destination and no per-endpoint transmit queues worth
+//! sharing: a shared transmit context is accepted and bound (it holds a small region
+//! that names it), and each endpoint bound to it sends on its own connections.
+//!
+//! # Invariants
+//!
+//! - The shared contexts' own data calls: receives on a shared receive context once an
+//!   endpoint bound to it is enabled (before, `FI_EOPBADSTATE`); none on a shared
+//!   transmit context (`FI_EOPBADSTATE`).
+//! - A link is removed when the endpoint closes (its region name is unlinked as
+//!   always); the context's region lives while a link or a mapping does.
+//!
+//! Nothing here panics.
+
+use std::sync::Arc;
+
+use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::provider::BindTarget;
+use ofi_core::{Errno, Error, OpFlags, Result};
+use ofi_kit::ep::Bound;
+use ofi_kit::mr::MrTable;
+use ofi_kit::progress::ProgressEngine;
+use ofi_kit::wait::lock;
+
+use super::remote_cntr::{RemoteCntrs, REMOTE_EVENTS};
+use super::scalable::{Role, IDLE_GEOMETRY};
+use super::{create_auto_named, Endpoint, Shared};
+use crate::fabric::Fabric;
+use crate::{Settings, NAME};
+
+/// The bindings shm keeps itself, beside the kit's: shared contexts and remote
+/// counters (`remote_cntr`).
+#[derive(Debug, Default)]
+pub(crate) struct SharedBindings {
+    /// The shared receive context.
+    srx: Option<Arc<Shared>>,
+    /// Whether a shared transmit context is bound.
+    stx: bool,
+    /// Counters of remote accesses.
+    pub(super) remote: RemoteCntrs,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// `fi_srx_context`: a receiving endpoint with receive attributes `attr`.
+    ///
+    /// # Errors
+    /// Failures creating its region.
+    pub fn open_srx(
+        settings: Settings,
+        attr: &RxAttr,
+        engine: Arc<ProgressEngine>,
+        mr: Arc<MrTable>,
+    ) -> Result<Endpoint> {
+        let info = Info {
+            caps: attr.caps,
+            rx_attr: attr.clone(),
+            ..Info::default()
+        };
+        let region = create_auto_named(settings.geometry)?;
+        Endpoint::with_region(settings, &info, engine, mr, region, Role::Srx)
+    }
+
+    /// `fi_stx_context`: a token endpoint (see the module docs) with transmit
+    /// attributes `attr`.
+    ///
+    /// # Errors
+    /// Failures creating its region.
+    pub fn open_stx(
+        settings: Settings,
+        attr: &TxAttr,
+        engine: Arc<ProgressEngine>,
+        mr: Arc<MrTable>,
+    ) -> Result<Endpoint> {
+        let info = Info {
+            tx_attr: attr.clone(),
+            ..Info::default()
+        };
+        let region = create_auto_named(IDLE_GEOMETRY)?;
+        Endpoint::with_region(settings, &info, engine, mr, region, Role::Stx)
+    }
+
+    /// `fi_ep_bind` of a shared context (`Some`), or of anything to a shared context
+    /// (`Some`: refused); `None` for the other binds.
+    pub(super) fn shared_ctx_bind(
+        &self,
+        target: &BindTarget<'_, Fabric>,
+        flags: OpFlags,
+    ) -> Option<Result<()>> {
+        if matches!(self.role, Role::Srx | Role::Stx) {
+            return Some(Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: a shared context takes no bindings (bind them to its endpoints)"),
+            )));
+        }
+        let (ctx, srx) = match target {
+            BindTarget::Srx(c) => (*c, true),
+            BindTarget::Stx(c) => (*c, false),
+            BindTarget::Cntr(c) if flags.intersects(REMOTE_EVENTS) => {
+                return Some(self.bind_remote_cntr(c, flags));
+            }
+            _ => return None,
+        };
+        Some(self.bind_shared(ctx, srx, flags))
+    }
+
+    fn bind_shared(&self, ctx: &Endpoint, srx: bool, flags: OpFlags) -> Result<()> {
+        let (want, what) = if srx {
+            (Role::Srx, "shared receive context")
+        } else {
+            (Role::Stx, "shared transmit context")
+        };
+        if std::mem::discriminant(&ctx.role) != std::mem::discriminant(&want) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: the object bound is not a {what}"),
+            ));
+        }
+        if !flags.is_empty() {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!("{NAME}: a {what} binds with flags 0"),
+            ));
+        }
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: bind after fi_enable"),
+            ));
+        }
+        let mut b = lock(&self.shared_ctx);
+        let taken = if srx { b.srx.is_some() } else { b.stx };
+        if taken {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: a {what} is already bound"),
+            ));
+        }
+        if srx {
+            b.srx = Some(ctx.sh.clone());
+        } else {
+            b.stx = true;
+        }
+        Ok(())
+    }
+
+    /// A counter bind naming remote events: those are kept here, the others go to the
+    /// kit's bindings (checked there first, so a refused bind binds nothing).
+    fn bind_remote_cntr(&self, c: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
+        if self.sh.active.get().is_some() {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: bind after fi_enable"),
+            ));
+        }
+        let local = flags - REMOTE_EVENTS;
+        let mut own = lock(&self.shared_ctx);
+        // Check the remote part before the kit binds the local one.
+        own.remote.clone().bind(c, flags & REMOTE_EVENTS)?;
+        if !local.is_empty() {
+            lock(&self.sh.setup).bind(BindTarget::<Fabric>::Cntr(c), local, &super::BIND_RULES)?;
+        }
+        own.remote.bind(c, flags & REMOTE_EVENTS)
+    }
+
+    /// `fi_enable` of a shared context: nothing to do (`Some`); `None` for the
+    /// others.
+    pub(super) fn shared_ctx_enable(&self) -> Option<Result<()>> {
+        matches!(self.role, Role::Srx | Role::Stx).then_some(Ok(()))
+    }
+
+    /// After this endpoint's bindings are frozen (`act`): hand them to its shared
+    /// receive context if it has none yet, and route the endpoint's name to the
+    /// context's region.
+    pub(super) fn attach_srx(&self, act: &Bound) -> Result<()> {
+        let own = lock(&self.shared_ctx);
+        let _ = self.sh.remote.set(own.remote.clone());
+        let Some(srx) = own.srx.clone() else {
+            return Ok(());
+        };
+        drop(own);
+        let _ = srx.active.set(Bound {
+            av: act.av.clone(),
+            txcq: None,
+            rxcq: act.rxcq.clone(),
+            txcntr: None,
+            rxcntr: act.rxcntr.clone(),
+            wcntr: None,
+            rcntr: None,
+        });
+        alias_region(&srx.name, &self.sh.name)
+    }
+}
+
+/// Make `/dev/shm/alias` a link to `/dev/shm/target`'s region, replacing what `alias`
+/// named in one `rename`.
+fn alias_region(target: &str, alias: &str) -> Result<()> {
+    let tmp = format!("/dev/shm/{alias}.link");
+    let io = |what: &str, e: std::io::Error| {
+        Error::new(
+            Errno::EIO,
+            format!("{NAME}: {what} for the shared receive context: {e}"),
+        )
+    };
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::hard_link(format!("/dev/shm/{target}"), &tmp).map_err(|e| io("link", e))?;
+    std::fs::rename(&tmp, format!("/dev/shm/{alias}")).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io("rename", e)
+    })
+}
