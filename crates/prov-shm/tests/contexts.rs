@@ -215,6 +215,18 @@ fn shared_context_bindings_follow_the_rules() {
             send(&stx, b"x", 0, 1).unwrap_err().code(),
             Errno::EOPBADSTATE
         );
+        // Enabled, the endpoint receives through the context: a receive posted to
+        // the endpoint itself would never match, so it is refused; the context
+        // takes it.
+        let av = d.av_open(&AvAttr::default()).expect("av");
+        ep.bind_av(&av).unwrap();
+        ep.bind(&c, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+        ep.enable().unwrap();
+        assert_eq!(
+            post_recv(&ep, &mut buf, 2).unwrap_err().code(),
+            Errno::EOPBADSTATE
+        );
+        post_recv(&srx, &mut buf, 3).expect("a receive on the shared context");
     }
     assert_eq!(own_regions(), 0, "regions left behind");
 }

@@ -436,6 +436,9 @@ struct Shared {
     /// A scalable endpoint's context: the CQs it is bound to (`scalable`), set at
     /// `fi_enable`.
     ctx_cqs: OnceLock<[usize; 2]>,
+    /// Set at `fi_enable` when the endpoint receives through a shared receive context:
+    /// its own receive calls are then refused (the context's receives match).
+    rx_via_srx: AtomicBool,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
@@ -584,6 +587,7 @@ impl Endpoint {
             },
             remote: OnceLock::new(),
             ctx_cqs: OnceLock::new(),
+            rx_via_srx: AtomicBool::new(false),
         });
         engine.register(&sh);
         Ok(Endpoint {
@@ -795,6 +799,14 @@ impl DataPath for Endpoint {
 
     #[inline]
     fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        if self.sh.rx_via_srx.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!(
+                    "{NAME}: this endpoint receives through its shared receive context: post receives there"
+                ),
+            ));
+        }
         self.sh.post_recv(act, recv)
     }
 

@@ -208,6 +208,9 @@ impl Endpoint {
             return Ok(());
         };
         drop(own);
+        self.sh
+            .rx_via_srx
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = srx.active.set(Bound {
             av: act.av.clone(),
             txcq: None,
