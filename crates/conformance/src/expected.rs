@@ -30,6 +30,7 @@ pub const UDP: &[Capability] = &[
     WaitSet,
     PollSet,
     TwoProcess,
+    Control,
 ];
 
 /// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics.
@@ -57,6 +58,7 @@ pub const TCP: &[Capability] = &[
     TwoProcessCm,
     TwoProcessTagged,
     TwoProcessRma,
+    Control,
 ];
 
 /// The areas of a full `FI_EP_RDM` provider: messages, tagged messages with peek and
@@ -91,6 +93,7 @@ const FULL_RDM: &[Capability] = &[
     TwoProcess,
     TwoProcessTagged,
     TwoProcessRma,
+    Control,
 ];
 
 /// `shm`: a full RDM provider.

@@ -257,6 +257,8 @@ pub struct Probes {
     pub wait: std::result::Result<(), String>,
     /// `fi_poll` over a CQ (the host's poll set asks the provider's `fi_trywait`).
     pub poll: std::result::Result<(), String>,
+    /// `fi_control(FI_GETOPSFLAG)` on an endpoint.
+    pub opsflag: std::result::Result<(), String>,
 }
 
 fn unsupported(e: &ofi::Error) -> bool {
@@ -281,6 +283,7 @@ impl Probes {
                     selective: no("selective completion"),
                     wait: no("wait sets"),
                     poll: no("poll sets"),
+                    opsflag: no("endpoint control"),
                 }
             }
         };
@@ -303,6 +306,7 @@ impl Probes {
                 selective: no("selective completion"),
                 wait,
                 poll: no("poll sets"),
+                opsflag: no("endpoint control"),
             };
         };
         let poll = (|| {
@@ -342,6 +346,10 @@ impl Probes {
             }
         })()
         .map_or(Ok(()), Err);
+        let opsflag = match domain.endpoint(info).map(|ep| ep.op_flags(true)) {
+            Ok(Err(e)) if unsupported(&e) => Err(format!("fi_control(FI_GETOPSFLAG): {e}")),
+            _ => Ok(()),
+        };
         Probes {
             eq,
             cntr,
@@ -349,6 +357,7 @@ impl Probes {
             selective,
             wait,
             poll,
+            opsflag,
         }
     }
 }
@@ -389,6 +398,7 @@ impl Claims {
                 selective: not_run(),
                 wait: not_run(),
                 poll: not_run(),
+                opsflag: not_run(),
             },
         }
     }
@@ -550,6 +560,10 @@ impl Claims {
                 "no FI_TAGGED on a reliable endpoint type",
             ),
             Capability::TwoProcessRma => need(reliable(Caps::RMA), "no FI_RMA"),
+            Capability::Control => {
+                any(Caps::MSG, "no endpoint type with FI_MSG")?;
+                self.probes.opsflag.clone()
+            }
         }
     }
 }
@@ -629,11 +643,14 @@ pub enum Capability {
     TwoProcessTagged,
     /// RMA between two processes.
     TwoProcessRma,
+    /// The endpoint's control surface: `FI_GETOPSFLAG` / `FI_SETOPSFLAG`, `fi_ep_alias`,
+    /// and the operation flags of the `*msg` calls checked.
+    Control,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 33] = [
+    pub const ALL: [Capability; 34] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -667,6 +684,7 @@ impl Capability {
         Capability::TwoProcessCm,
         Capability::TwoProcessTagged,
         Capability::TwoProcessRma,
+        Capability::Control,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -711,6 +729,7 @@ impl Capability {
             Capability::TwoProcessCm => "`FI_EP_MSG` with `FI_MSG`",
             Capability::TwoProcessTagged => "`FI_TAGGED` on a reliable endpoint type",
             Capability::TwoProcessRma => "`FI_RMA` on a reliable endpoint type",
+            Capability::Control => "`FI_MSG`, and `fi_control(FI_GETOPSFLAG)` on an endpoint works",
         }
     }
 }
@@ -751,6 +770,7 @@ impl fmt::Display for Capability {
             Capability::TwoProcessCm => "two-process-cm",
             Capability::TwoProcessTagged => "two-process-tagged",
             Capability::TwoProcessRma => "two-process-rma",
+            Capability::Control => "control",
         };
         f.write_str(s)
     }
@@ -958,6 +978,9 @@ macro_rules! conformance_suite {
                 wait_set_wakes_on_completion,
                 poll_set_reports_members,
                 poll_set_reports_completions,
+                control_get_set_ops_flags,
+                control_ops_flags_and_alias_decide_completions,
+                control_msg_calls_check_flags,
             );
 
             #[test]

@@ -7,6 +7,7 @@ pub mod av;
 pub mod cm;
 pub mod cntr;
 pub mod contexts;
+pub mod control;
 pub mod cq;
 pub mod dgram;
 pub mod domain;
@@ -126,6 +127,9 @@ table! {
     WaitSet: waitset::wait_set_wakes_on_completion,
     PollSet: waitset::poll_set_reports_members,
     PollSet: waitset::poll_set_reports_completions,
+    Control: control::control_get_set_ops_flags,
+    Control: control::control_ops_flags_and_alias_decide_completions,
+    Control: control::control_msg_calls_check_flags,
 }
 
 /// The check called `name`.

@@ -79,6 +79,7 @@
 //! Nothing here panics on application or peer input.
 
 use std::collections::VecDeque;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -93,6 +94,7 @@ use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::dataops::DataPath;
 use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC};
@@ -397,8 +399,6 @@ struct Shared {
     name: String,
     region: Arc<Region>,
     engine: Arc<ProgressEngine>,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     need_src: bool,
     directed: bool,
     setup: Mutex<Setup>,
@@ -413,6 +413,8 @@ struct Shared {
 /// An `FI_EP_RDM` endpoint (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -497,8 +499,6 @@ impl Endpoint {
             name: region.name().to_string(),
             region,
             engine: engine.clone(),
-            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
-            rx_op_flags: info.rx_attr.op_flags,
             need_src: open.need_src,
             directed: open.directed,
             setup: Mutex::new(Setup::default()),
@@ -532,7 +532,11 @@ impl Endpoint {
             },
         });
         engine.register(&sh);
-        Ok(Endpoint { sh })
+        let flags = DefaultOpFlags::new(
+            default_tx_flags(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+        );
+        Ok(Endpoint { sh, flags })
     }
 
     /// The endpoint's region name.
@@ -652,6 +656,26 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(self.address().to_bytes())
     }
 
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        unsafe {
+            self.flags
+                .endpoint_control(NAME, command, arg, <Self as DataPath>::OP_FLAGS)
+        }
+    }
+
+    /// `fi_ep_alias`: the same endpoint (region, queues, bindings) with its own default
+    /// flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as DataPath>::OP_FLAGS)?,
+        })
+    }
+
     fn rx_size_left(&self) -> Result<usize> {
         let rx = lock(&self.sh.rx);
         Ok(rx.m.config().max_posted.saturating_sub(rx.m.posted_len()))
@@ -678,12 +702,12 @@ impl DataPath for Endpoint {
 
     #[inline]
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     #[inline]
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     #[inline]

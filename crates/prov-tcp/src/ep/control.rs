@@ -202,6 +202,29 @@ impl EndpointOps<Fabric> for Endpoint {
             .saturating_sub(st.tx.len() + st.pending.len()))
     }
 
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        unsafe {
+            self.flags
+                .endpoint_control(NAME, command, arg, <Self as DataPath>::OP_FLAGS)
+        }
+    }
+
+    /// `fi_ep_alias`: the same connection and queues with their own default flags: a
+    /// copy of this handle's, then one side set from `flags`. Closing the alias leaves
+    /// the endpoint as it is.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            inner: Arc::clone(&self.inner),
+            cm: Arc::clone(&self.cm),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as DataPath>::OP_FLAGS)?,
+            alias: true,
+        })
+    }
+
     fn getname(&self) -> Result<Vec<u8>> {
         let st = lock(&self.inner.st);
         if let Some(s) = &st.sock {
@@ -371,6 +394,9 @@ impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::endpoint_data_ops!();
 
     fn close(&self) -> Result<()> {
+        if self.alias {
+            return Ok(());
+        }
         let mut st = lock(&self.inner.st);
         self.inner.cm_watch.store(-1, Ordering::Release);
         if let Some(s) = st.sock.take() {

@@ -25,11 +25,11 @@ impl DataPath for Endpoint {
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.inner.tx_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.inner.rx_flags
+        self.flags.rx()
     }
 
     fn recv_src(&self, _src: u64) -> u64 {

@@ -53,6 +53,7 @@ use ofi_kit::dataops::DataPath;
 use ofi_kit::eq::KitEq;
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
@@ -287,8 +288,6 @@ pub(crate) struct EpInner {
     fid: usize,
     dom: Arc<DomainShared>,
     info: Info,
-    tx_flags: OpFlags,
-    rx_flags: OpFlags,
     max_msg: usize,
     inject_size: usize,
     tx_size: usize,
@@ -311,6 +310,10 @@ pub struct Endpoint {
     inner: Arc<EpInner>,
     /// The connection-management source registered with the fabric's CM engine.
     cm: Arc<CmSource>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
+    /// An alias (`fi_ep_alias`): closing it leaves the endpoint open.
+    alias: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -398,8 +401,6 @@ impl Endpoint {
             fid: context,
             dom: dom.clone(),
             info: info.clone(),
-            tx_flags: info.tx_attr.op_flags,
-            rx_flags: info.rx_attr.op_flags,
             max_msg,
             inject_size: settings.inject_size,
             tx_size,
@@ -431,7 +432,13 @@ impl Endpoint {
         dom.engine.register(&inner);
         let cm = Arc::new(CmSource(Arc::downgrade(&inner)));
         dom.fabric.cm_engine.register(&cm);
-        Ok(Endpoint { inner, cm })
+        let flags = DefaultOpFlags::new(info.tx_attr.op_flags, info.rx_attr.op_flags);
+        Ok(Endpoint {
+            inner,
+            cm,
+            flags,
+            alias: false,
+        })
     }
 }
 

@@ -99,6 +99,7 @@ use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::ep::{BindRules, Bindings, CqBinding};
 use ofi_kit::eq::KitEq;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine};
 
 use crate::fabric::{Fabric, Peer};
@@ -212,8 +213,6 @@ struct Active {
 pub(crate) struct EpInner {
     settings: Settings,
     addr_format: AddrFormat,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     source: bool,
     source_err: bool,
     setup: Mutex<Setup>,
@@ -247,6 +246,10 @@ pub(crate) struct EpInner {
 /// An active endpoint (`FI_EP_DGRAM`).
 pub struct Endpoint {
     inner: Arc<EpInner>,
+    /// This handle's default operation flags (an alias has its own).
+    op_flags: DefaultOpFlags,
+    /// An alias (`fi_ep_alias`): closing it leaves the endpoint as it is.
+    alias: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -343,8 +346,6 @@ impl Endpoint {
         let inner = Arc::new(EpInner {
             settings,
             addr_format,
-            tx_op_flags: info.tx_attr.op_flags,
-            rx_op_flags: info.rx_attr.op_flags,
             source: rx_caps.contains(Caps::SOURCE),
             source_err: rx_caps.contains(Caps::SOURCE | Caps::SOURCE_ERR),
             setup: Mutex::new(Setup {
@@ -368,7 +369,11 @@ impl Endpoint {
         });
         inner.engine.register(&inner);
         inner.hub.add(&inner);
-        Ok(Endpoint { inner })
+        Ok(Endpoint {
+            inner,
+            op_flags: DefaultOpFlags::new(info.tx_attr.op_flags, info.rx_attr.op_flags),
+            alias: false,
+        })
     }
 
     /// Datagrams dropped because their header did not parse.

@@ -46,11 +46,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     fn directed(&self) -> bool {
@@ -60,6 +60,31 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_endpoint_ops!(Fabric);
+
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+    unsafe fn control(&self, command: i32, arg: *mut std::ffi::c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        unsafe {
+            self.flags.endpoint_control(
+                NAME,
+                command,
+                arg,
+                <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
+            )
+        }
+    }
+
+    /// `fi_ep_alias`: the same endpoint (peers, queues, bindings) with its own default
+    /// flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
+            alias: true,
+        })
+    }
 }
 
 impl ofi_kit::dataops::DataPath for Endpoint {

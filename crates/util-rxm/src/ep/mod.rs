@@ -75,6 +75,7 @@ use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::layered::RecvQueue;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
@@ -394,8 +395,6 @@ struct Shared {
     core_inject: usize,
     core_virt: bool,
     engine: Arc<ProgressEngine>,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     need_src: bool,
     directed: bool,
     setup: Mutex<Setup>,
@@ -405,6 +404,8 @@ struct Shared {
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -512,15 +513,17 @@ impl Endpoint {
             core_inject,
             core_virt,
             engine: engine.clone(),
-            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
-            rx_op_flags: info.rx_attr.op_flags,
             need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
             directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
         });
         engine.register(&sh);
-        Ok(Endpoint { sh })
+        let flags = DefaultOpFlags::new(
+            default_tx_flags(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+        );
+        Ok(Endpoint { sh, flags })
     }
 
     /// The endpoint's address (the core passive endpoint's name).
@@ -767,11 +770,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     fn directed(&self) -> bool {
@@ -781,6 +784,30 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_endpoint_ops!(Fabric);
+
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        unsafe {
+            self.flags.endpoint_control(
+                NAME,
+                command,
+                arg,
+                <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
+            )
+        }
+    }
+
+    /// `fi_ep_alias`: the same endpoint (connections, queues, bindings) with its own
+    /// default flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
+        })
+    }
 }
 
 #[cfg(test)]
