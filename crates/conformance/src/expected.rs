@@ -59,51 +59,58 @@ pub const TCP: &[Capability] = &[
     TwoProcessTagged,
     TwoProcessRma,
     Control,
+    Ordering,
+    Fence,
 ];
 
 /// The areas of a full `FI_EP_RDM` provider: messages, tagged messages with peek and
-/// directed receive, RMA, atomics; no `FI_EP_MSG`, no scalable endpoints or shared
-/// contexts.
-const FULL_RDM: &[Capability] = &[
-    Getinfo,
-    Domain,
-    Cq,
-    Av,
-    Msg,
-    Source,
-    Inject,
-    Eq,
-    Counters,
-    Mr,
-    Pairs,
-    Reliable,
-    CqData,
-    PairInject,
-    SelectiveCompletion,
-    Tagged,
-    Peek,
-    DirectedRecv,
-    MultiRecv,
-    Rma,
-    RmaCqData,
-    Atomic,
-    Rdm,
-    WaitSet,
-    PollSet,
-    TwoProcess,
-    TwoProcessTagged,
-    TwoProcessRma,
-    Control,
-];
+/// directed receive, RMA, atomics, the control surface; no `FI_EP_MSG`, no scalable
+/// endpoints or shared contexts; then the provider's `extra` areas.
+macro_rules! full_rdm {
+    ($($extra:ident),* $(,)?) => {
+        &[
+            Getinfo,
+            Domain,
+            Cq,
+            Av,
+            Msg,
+            Source,
+            Inject,
+            Eq,
+            Counters,
+            Mr,
+            Pairs,
+            Reliable,
+            CqData,
+            PairInject,
+            SelectiveCompletion,
+            Tagged,
+            Peek,
+            DirectedRecv,
+            MultiRecv,
+            Rma,
+            RmaCqData,
+            Atomic,
+            Rdm,
+            WaitSet,
+            PollSet,
+            TwoProcess,
+            TwoProcessTagged,
+            TwoProcessRma,
+            Control,
+            $($extra,)*
+        ]
+    };
+}
 
-/// `shm`: a full RDM provider.
-pub const SHM: &[Capability] = FULL_RDM;
+/// `shm`: a full RDM provider with `FI_FENCE`.
+pub const SHM: &[Capability] = full_rdm!(Fence);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider.
-pub const RXM: &[Capability] = FULL_RDM;
+pub const RXM: &[Capability] = full_rdm!();
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider.
-pub const RXD: &[Capability] = FULL_RDM;
+pub const RXD: &[Capability] = full_rdm!();
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages.
@@ -127,6 +134,7 @@ pub const VERBS: &[Capability] = &[
     PollSet,
     TwoProcessCm,
     TwoProcessRma,
+    Ordering,
 ];
 
 /// `unixdgram`, the out-of-tree example provider: datagrams, no EQs, counters, MRs,

@@ -87,7 +87,7 @@ use std::time::Duration;
 
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{AddrFormat, Caps, EpType, Errno, Info, Result, API_VERSION};
+use ofi::{AddrFormat, Caps, EpType, Errno, Info, MsgOrder, Result, API_VERSION};
 
 /// How long any single wait for a completion may take before a check fails.
 pub const WAIT: Duration = Duration::from_secs(2);
@@ -564,6 +564,17 @@ impl Claims {
                 any(Caps::MSG, "no endpoint type with FI_MSG")?;
                 self.probes.opsflag.clone()
             }
+            Capability::Ordering => need(
+                !self
+                    .types_where(Caps::RMA, |i| {
+                        i.tx_attr
+                            .msg_order
+                            .intersects(MsgOrder::RAW | MsgOrder::WAW | MsgOrder::WAR)
+                    })
+                    .is_empty(),
+                "no FI_RMA with FI_ORDER_RAW, FI_ORDER_WAW or FI_ORDER_WAR",
+            ),
+            Capability::Fence => any(Caps::RMA | Caps::FENCE, "no FI_RMA with FI_FENCE"),
         }
     }
 }
@@ -646,11 +657,15 @@ pub enum Capability {
     /// The endpoint's control surface: `FI_GETOPSFLAG` / `FI_SETOPSFLAG`, `fi_ep_alias`,
     /// and the operation flags of the `*msg` calls checked.
     Control,
+    /// RMA ordering (`FI_ORDER_RAW` / `FI_ORDER_WAW` / `FI_ORDER_WAR`) where claimed.
+    Ordering,
+    /// `FI_FENCE` with RMA.
+    Fence,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 34] = [
+    pub const ALL: [Capability; 36] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -685,6 +700,8 @@ impl Capability {
         Capability::TwoProcessTagged,
         Capability::TwoProcessRma,
         Capability::Control,
+        Capability::Ordering,
+        Capability::Fence,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -730,6 +747,10 @@ impl Capability {
             Capability::TwoProcessTagged => "`FI_TAGGED` on a reliable endpoint type",
             Capability::TwoProcessRma => "`FI_RMA` on a reliable endpoint type",
             Capability::Control => "`FI_MSG`, and `fi_control(FI_GETOPSFLAG)` on an endpoint works",
+            Capability::Ordering => {
+                "`FI_RMA` with `FI_ORDER_RAW`, `FI_ORDER_WAW` or `FI_ORDER_WAR`"
+            }
+            Capability::Fence => "`FI_RMA` with `FI_FENCE`",
         }
     }
 }
@@ -771,6 +792,8 @@ impl fmt::Display for Capability {
             Capability::TwoProcessTagged => "two-process-tagged",
             Capability::TwoProcessRma => "two-process-rma",
             Capability::Control => "control",
+            Capability::Ordering => "ordering",
+            Capability::Fence => "fence",
         };
         f.write_str(s)
     }
@@ -981,6 +1004,8 @@ macro_rules! conformance_suite {
                 control_get_set_ops_flags,
                 control_ops_flags_and_alias_decide_completions,
                 control_msg_calls_check_flags,
+                ordering_rma_claims_hold,
+                fence_read_after_writes,
             );
 
             #[test]

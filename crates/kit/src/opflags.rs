@@ -190,7 +190,9 @@ pub const PROVIDER_DEFAULT: OpFlags = TX_COMMON
 
 /// Every flag a transmit context's default `op_flags` may hold (`fi_tx_attr`,
 /// `FI_SETOPSFLAG` with `FI_TRANSMIT`): what the transmit calls without flags use.
+/// `FI_FENCE` is not one: a fence belongs to one operation (a `*msg` call).
 pub const TX_DEFAULTS: OpFlags = TX_COMMON
+    .difference(OpFlags::FENCE)
     .union(OpFlags::INJECT)
     .union(OpFlags::COMMIT_COMPLETE)
     .union(OpFlags::MATCH_COMPLETE);
@@ -388,6 +390,9 @@ mod tests {
         let e = check_defaults("p", false, OpFlags::INJECT, PROVIDER_DEFAULT).unwrap_err();
         assert_eq!(e.code(), Errno::EBADFLAGS);
         let e = check_defaults("p", true, OpFlags::MULTI_RECV, PROVIDER_DEFAULT).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+        // A fence belongs to one operation, never to the defaults.
+        let e = check_defaults("p", true, OpFlags::FENCE, OpFlags::all()).unwrap_err();
         assert_eq!(e.code(), Errno::EBADFLAGS);
     }
 }

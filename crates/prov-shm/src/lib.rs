@@ -234,6 +234,7 @@ mod provider {
                 | Caps::REMOTE_READ
                 | Caps::REMOTE_WRITE
                 | Caps::ATOMIC
+                | Caps::FENCE
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -246,7 +247,8 @@ mod provider {
                         | Caps::RMA
                         | Caps::ATOMIC
                         | Caps::READ
-                        | Caps::WRITE,
+                        | Caps::WRITE
+                        | Caps::FENCE,
                     op_flags: OpFlags::COMPLETION
                         | OpFlags::INJECT
                         | OpFlags::INJECT_COMPLETE

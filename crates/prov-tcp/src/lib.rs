@@ -287,7 +287,8 @@ impl TcpProvider {
             | Caps::READ
             | Caps::WRITE
             | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE;
+            | Caps::REMOTE_WRITE
+            | Caps::FENCE;
         let order = MsgOrder::SAS
             | MsgOrder::RAR
             | MsgOrder::RAW
@@ -312,7 +313,7 @@ impl TcpProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
                 size: s.rx_size,

@@ -17,6 +17,7 @@ pub mod getinfo;
 pub mod mr;
 pub mod multi;
 pub mod multirecv;
+pub mod ordering;
 pub mod pairs;
 pub mod rma;
 pub mod tagged;
@@ -130,6 +131,8 @@ table! {
     Control: control::control_get_set_ops_flags,
     Control: control::control_ops_flags_and_alias_decide_completions,
     Control: control::control_msg_calls_check_flags,
+    Ordering: ordering::ordering_rma_claims_hold,
+    Fence: ordering::fence_read_after_writes,
 }
 
 /// The check called `name`.

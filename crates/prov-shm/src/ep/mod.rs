@@ -693,7 +693,18 @@ impl EndpointOps<Fabric> for Endpoint {
 /// four submissions: each takes the whole operation as one request value.
 impl DataPath for Endpoint {
     const NAME: &'static str = crate::NAME;
+    /// Kit's default set and `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
     type Active = Active;
+
+    /// A fenced operation starts only when no earlier transmit operation is still in
+    /// the operation table (queued, streaming, or waiting for its peer).
+    fn fence_ready(&self, _act: &Active) -> Result<()> {
+        if lock(&self.sh.tx).live > 0 {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        Ok(())
+    }
 
     #[inline]
     fn active(&self) -> Result<&Active> {

@@ -301,6 +301,11 @@ impl EndpointOps<Fabric> for Endpoint {
         }
         let sock = Sock::stream(&peer).map_err(|e| io_err("socket", e))?;
         let _ = sock.set_nodelay();
+        // The endpoint's traffic class (checked when it opened).
+        if let Ok(Some(d)) = ofi_core::control::endpoint_dscp(&self.inner.info) {
+            sock.set_dscp(peer.is_ipv6(), d)
+                .map_err(|e| io_err("traffic class", e))?;
+        }
         let mut src_info = self.inner.info.clone();
         if src_info
             .src_addr

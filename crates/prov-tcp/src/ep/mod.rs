@@ -360,6 +360,8 @@ impl Endpoint {
         let mut st_conn = Conn::Idle;
         let mut sock = None;
         let mut peer = None;
+        // Checked before a pending connection is taken: a bad class leaves it pending.
+        let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
         if info.handle != 0 {
             let Some(c) = dom.fabric.take_pending(info.handle) else {
                 return Err(Error::new(
@@ -367,6 +369,11 @@ impl Endpoint {
                     format!("{NAME}: info.handle names no pending connection request"),
                 ));
             };
+            if let Some(d) = dscp {
+                c.sock
+                    .set_dscp(c.peer.is_ipv6(), d)
+                    .map_err(|e| io_err("traffic class", e))?;
+            }
             peer = Some(c.peer);
             sock = Some(c.sock);
             st_conn = Conn::Accepting;

@@ -211,6 +211,8 @@ struct Active {
 
 /// The endpoint's state, shared with the domain's progress engine.
 pub(crate) struct EpInner {
+    /// The DSCP value of the endpoint's traffic class, on each of its sockets.
+    dscp: Option<u8>,
     settings: Settings,
     addr_format: AddrFormat,
     source: bool,
@@ -288,10 +290,15 @@ fn addr_to_std(a: &Address) -> Result<SocketAddr> {
     })
 }
 
-/// A socket bound to `addr`, with the multicast interface set when configured.
-fn open_sock(settings: &Settings, addr: &SocketAddr) -> Result<UdpSock> {
+/// A socket bound to `addr`, with the multicast interface set when configured and the
+/// endpoint's traffic class (`dscp`).
+fn open_sock(settings: &Settings, dscp: Option<u8>, addr: &SocketAddr) -> Result<UdpSock> {
     let sock = UdpSock::bind(addr, settings.sndbuf, settings.rcvbuf)
         .map_err(|e| os_error(&e, &format!("cannot bind a socket to {addr}")))?;
+    if let Some(d) = dscp {
+        sock.set_dscp(d)
+            .map_err(|e| os_error(&e, "cannot set the traffic class"))?;
+    }
     if let (Some(ifaddr), false) = (settings.mcast_if, sock.is_v6()) {
         sock.multicast_v4_setup(ifaddr)
             .map_err(|e| os_error(&e, &format!("multicast interface {ifaddr}")))?;
@@ -342,9 +349,11 @@ impl Endpoint {
         };
         let rx_caps = caps | info.rx_attr.caps;
         let addr = bind_addr(info, addr_format)?;
-        let sock = open_sock(&settings, &addr)?;
+        let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
+        let sock = open_sock(&settings, dscp, &addr)?;
         let inner = Arc::new(EpInner {
             settings,
+            dscp,
             addr_format,
             source: rx_caps.contains(Caps::SOURCE),
             source_err: rx_caps.contains(Caps::SOURCE | Caps::SOURCE_ERR),

@@ -61,7 +61,7 @@ impl EndpointOps<Fabric> for Endpoint {
         };
         let act = Active {
             sock,
-            peers: PeerSocks::new(&me.settings, local),
+            peers: PeerSocks::new(&me.settings, local, me.dscp),
             local,
             av,
             tx_cq: s.b.txcq.clone(),
@@ -154,7 +154,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: fi_setname after fi_enable"),
             ));
         }
-        s.sock = Some(open_sock(&me.settings, &sa)?);
+        s.sock = Some(open_sock(&me.settings, me.dscp, &sa)?);
         Ok(())
     }
 
