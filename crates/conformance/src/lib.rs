@@ -1004,6 +1004,7 @@ macro_rules! conformance_suite {
                 control_get_set_ops_flags,
                 control_ops_flags_and_alias_decide_completions,
                 control_msg_calls_check_flags,
+                control_delivery_complete_default,
                 ordering_rma_claims_hold,
                 fence_read_after_writes,
             );

@@ -56,6 +56,18 @@ impl DefaultOpFlags {
         }
     }
 
+    /// The sets of an endpoint opened with these attribute flags, checked
+    /// ([`check_defaults`]: a flag the side does not take or the provider does not
+    /// implement is refused, never dropped).
+    ///
+    /// # Errors
+    /// `FI_EBADFLAGS` naming the refused flags.
+    pub fn from_attrs(prov: &str, tx: OpFlags, rx: OpFlags, supported: OpFlags) -> Result<Self> {
+        check_defaults(prov, true, tx, supported)?;
+        check_defaults(prov, false, rx, supported)?;
+        Ok(DefaultOpFlags::new(tx, rx))
+    }
+
     /// A copy (an alias starts with its endpoint's flags).
     pub fn snapshot(&self) -> Self {
         DefaultOpFlags::new(self.tx(), self.rx())
@@ -202,6 +214,19 @@ pub const TX_DEFAULTS: OpFlags = TX_COMMON
 pub const RX_DEFAULTS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::MORE)
     .union(OpFlags::MULTI_RECV);
+
+/// The default flags of the transmit calls without flags, from `tx_attr.op_flags`: a
+/// getinfo result without hints carries every completion level the provider
+/// supports; the weakest named one is the default then, so `FI_DELIVERY_COMPLETE`
+/// applies only when no weaker level (`FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`) is
+/// named with it.
+pub const fn default_tx(f: OpFlags) -> OpFlags {
+    if f.intersects(OpFlags::INJECT_COMPLETE.union(OpFlags::TRANSMIT_COMPLETE)) {
+        f.difference(OpFlags::DELIVERY_COMPLETE)
+    } else {
+        f
+    }
+}
 
 /// The flags a call of `kind` defines (see the [module docs](self)).
 pub const fn defined(kind: OpKind) -> OpFlags {
@@ -381,6 +406,38 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code(), Errno::EBADFLAGS);
+    }
+
+    #[test]
+    fn delivery_complete_is_a_default_only_when_alone() {
+        let all = OpFlags::COMPLETION
+            | OpFlags::INJECT_COMPLETE
+            | OpFlags::TRANSMIT_COMPLETE
+            | OpFlags::DELIVERY_COMPLETE;
+        assert!(!default_tx(all).contains(OpFlags::DELIVERY_COMPLETE));
+        let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+        assert_eq!(default_tx(dc), dc);
+    }
+
+    #[test]
+    fn attrs_are_checked() {
+        let ok = DefaultOpFlags::from_attrs(
+            "p",
+            OpFlags::COMPLETION | OpFlags::INJECT,
+            OpFlags::MULTI_RECV,
+            PROVIDER_DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(ok.tx(), OpFlags::COMPLETION | OpFlags::INJECT);
+        assert_eq!(ok.rx(), OpFlags::MULTI_RECV);
+        for (tx, rx) in [
+            (OpFlags::MULTI_RECV, OpFlags::empty()),
+            (OpFlags::empty(), OpFlags::DELIVERY_COMPLETE),
+            (OpFlags::COMMIT_COMPLETE, OpFlags::empty()),
+        ] {
+            let e = DefaultOpFlags::from_attrs("p", tx, rx, PROVIDER_DEFAULT).unwrap_err();
+            assert_eq!(e.code(), Errno::EBADFLAGS, "{tx} / {rx}");
+        }
     }
 
     #[test]

@@ -304,7 +304,12 @@ impl TcpProvider {
             tx_attr: TxAttr {
                 caps: caps
                     - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::MULTI_RECV),
-                op_flags: OpFlags::COMPLETION,
+                // Every completion level is honoured per operation (one in order
+                // stream: delivery is acknowledged by the peer).
+                op_flags: OpFlags::COMPLETION
+                    | OpFlags::INJECT_COMPLETE
+                    | OpFlags::TRANSMIT_COMPLETE
+                    | OpFlags::DELIVERY_COMPLETE,
                 msg_order: order,
                 inject_size: s.inject_size,
                 size: s.tx_size,

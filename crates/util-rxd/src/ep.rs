@@ -259,6 +259,13 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open leaves nothing registered.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            default_tx_flags(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Endpoint as ofi_kit::dataops::DataPath>::OP_FLAGS,
+        )?;
         let settings = dom.settings;
         let mut ci = dom.core_info.clone();
         ci.src_addr.clone_from(&info.src_addr);
@@ -358,10 +365,6 @@ impl Endpoint {
         }
         engine.register(&sh);
         spawn_watchdog(Arc::downgrade(&sh));
-        let flags = DefaultOpFlags::new(
-            default_tx_flags(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-        );
         Ok(Endpoint {
             sh,
             flags,

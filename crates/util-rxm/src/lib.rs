@@ -368,7 +368,8 @@ impl RxmProvider {
                 op_flags: OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
-                    | OpFlags::TRANSMIT_COMPLETE,
+                    | OpFlags::TRANSMIT_COMPLETE
+                    | OpFlags::DELIVERY_COMPLETE,
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,

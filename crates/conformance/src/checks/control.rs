@@ -223,3 +223,55 @@ pub fn control_msg_calls_check_flags(s: &Subject) {
         );
     });
 }
+
+/// Completion levels as defaults: where getinfo answers hints asking for
+/// `FI_DELIVERY_COMPLETE` in `tx_attr.op_flags` (reliable types; a provider that cannot
+/// honour it answers `FI_ENODATA`), an endpoint opened with that answer completes a
+/// plain `fi_send` only once the data is in the receive buffer.
+pub fn control_delivery_complete_default(s: &Subject) {
+    let types = s
+        .claimed()
+        .types_where(Caps::MSG, |i| i.ep_type() != ofi::EpType::Dgram);
+    let mut ran = 0;
+    for t in types {
+        let mut hints = s.base_hints().with_ep_type(t).with_caps(Caps::MSG);
+        hints.tx_attr.op_flags = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+        let info = match s.getinfo_with(Some(hints), ofi::GetinfoFlags::empty()) {
+            Ok(v) if !v.is_empty() => v[0].clone(),
+            Ok(_) => continue,
+            Err(e) if e.code() == Errno::ENODATA => {
+                println!("  {t}: FI_DELIVERY_COMPLETE as a default not offered");
+                continue;
+            }
+            Err(e) => panic!(
+                "getinfo with tx op_flags FI_DELIVERY_COMPLETE: {e} ({})",
+                e.code()
+            ),
+        };
+        assert!(
+            info.tx_attr.op_flags.contains(OpFlags::DELIVERY_COMPLETE),
+            "the answer dropped the FI_DELIVERY_COMPLETE asked for: {}",
+            info.tx_attr.op_flags
+        );
+        let spec = crate::pair::PairSpec::new(t, Caps::MSG);
+        let p = crate::pair::Pair::with_info(s, &spec, info);
+        let tx = p.a.ep.op_flags(true).unwrap();
+        assert!(
+            tx.contains(OpFlags::DELIVERY_COMPLETE),
+            "the endpoint's transmit defaults {tx} lost FI_DELIVERY_COMPLETE"
+        );
+        let payload = pattern(2000, 17);
+        let mut buf = vec![0u8; 2048];
+        post_recv(&p.b.ep, &mut buf, 0x381).unwrap();
+        send(&p.a.ep, &payload, p.a.peer, 0x380).unwrap();
+        let c = p.wait_ok(0, "the fi_send under FI_DELIVERY_COMPLETE defaults");
+        assert_eq!(c.op_context, 0x380);
+        assert!(
+            buf[..2000] == payload[..],
+            "fi_send under FI_DELIVERY_COMPLETE defaults completed before the data was delivered"
+        );
+        check_recv(&p.wait_ok(1, "the receive"), 0x381, &payload, &buf);
+        ran += 1;
+    }
+    println!("  ran on {ran} endpoint type(s)");
+}

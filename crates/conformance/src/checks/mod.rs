@@ -131,6 +131,7 @@ table! {
     Control: control::control_get_set_ops_flags,
     Control: control::control_ops_flags_and_alias_decide_completions,
     Control: control::control_msg_calls_check_flags,
+    Control: control::control_delivery_complete_default,
     Ordering: ordering::ordering_rma_claims_hold,
     Fence: ordering::fence_read_after_writes,
 }

@@ -462,6 +462,13 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open leaves nothing registered.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Self as DataPath>::OP_FLAGS,
+        )?;
         let removed = region::reclaim_stale();
         if !removed.is_empty() {
             ofi_core::ofi_info!(
@@ -532,10 +539,6 @@ impl Endpoint {
             },
         });
         engine.register(&sh);
-        let flags = DefaultOpFlags::new(
-            default_tx_flags(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-        );
         Ok(Endpoint { sh, flags })
     }
 
@@ -810,18 +813,6 @@ fn one_ioc(v: &[Ioc], may_be_empty: bool) -> Result<Option<(u64, usize)>> {
                 v.len()
             ),
         )),
-    }
-}
-
-/// The default flags of send, RMA and atomic calls without flags, from
-/// `tx_attr.op_flags`. A result of getinfo without hints carries every completion
-/// level the provider supports; the weakest named one is the default then, so
-/// `FI_DELIVERY_COMPLETE` applies only when it is the only level asked for.
-fn default_tx_flags(f: OpFlags) -> OpFlags {
-    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
-        f - OpFlags::DELIVERY_COMPLETE
-    } else {
-        f
     }
 }
 

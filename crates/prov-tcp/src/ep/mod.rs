@@ -360,7 +360,14 @@ impl Endpoint {
         let mut st_conn = Conn::Idle;
         let mut sock = None;
         let mut peer = None;
-        // Checked before a pending connection is taken: a bad class leaves it pending.
+        // Checked before a pending connection is taken: bad flags or a bad class leave
+        // it pending.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Endpoint as DataPath>::OP_FLAGS,
+        )?;
         let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
         if info.handle != 0 {
             let Some(c) = dom.fabric.take_pending(info.handle) else {
@@ -439,7 +446,6 @@ impl Endpoint {
         dom.engine.register(&inner);
         let cm = Arc::new(CmSource(Arc::downgrade(&inner)));
         dom.fabric.cm_engine.register(&cm);
-        let flags = DefaultOpFlags::new(info.tx_attr.op_flags, info.rx_attr.op_flags);
         Ok(Endpoint {
             inner,
             cm,

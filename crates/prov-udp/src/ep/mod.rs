@@ -349,6 +349,12 @@ impl Endpoint {
         };
         let rx_caps = caps | info.rx_attr.caps;
         let addr = bind_addr(info, addr_format)?;
+        let op_flags = DefaultOpFlags::from_attrs(
+            NAME,
+            info.tx_attr.op_flags,
+            info.rx_attr.op_flags,
+            ops::OP_FLAGS,
+        )?;
         let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
         let sock = open_sock(&settings, dscp, &addr)?;
         let inner = Arc::new(EpInner {
@@ -380,7 +386,7 @@ impl Endpoint {
         inner.hub.add(&inner);
         Ok(Endpoint {
             inner,
-            op_flags: DefaultOpFlags::new(info.tx_attr.op_flags, info.rx_attr.op_flags),
+            op_flags,
             alias: false,
         })
     }

@@ -430,6 +430,13 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open leaves nothing registered.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
+        )?;
         let settings = dom.settings;
         let core_eq = dom.fabric.eq_open(&EqAttr::default())?;
         let core_cq = dom.core.cq_open(&CqAttr {
@@ -519,10 +526,6 @@ impl Endpoint {
             active: OnceLock::new(),
         });
         engine.register(&sh);
-        let flags = DefaultOpFlags::new(
-            default_tx_flags(info.tx_attr.op_flags),
-            info.rx_attr.op_flags,
-        );
         Ok(Endpoint { sh, flags })
     }
 
@@ -548,14 +551,6 @@ fn is_conn_err(e: Errno) -> bool {
         e,
         Errno::ENOTCONN | Errno::ECONNRESET | Errno::ECONNABORTED | Errno::ESHUTDOWN | Errno(32)
     )
-}
-
-fn default_tx_flags(f: OpFlags) -> OpFlags {
-    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
-        f - OpFlags::DELIVERY_COMPLETE
-    } else {
-        f
-    }
 }
 
 /// `a` with an unspecified IP replaced by `ip` (or the loopback address of its family):
