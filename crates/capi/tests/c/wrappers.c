@@ -795,9 +795,9 @@ static void part_msg(void)
 		fi_freeinfo(info);
 		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 		OK(fi_endpoint(domain, info, &cli, NULL));
-		/* fi_setname: tcp takes the source address from the info (udp renames:
-		 * part three). */
-		EXPECT(fi_setname(&cli->fid, name, len), -FI_ENOSYS);
+		/* fi_setname: tcp names an endpoint before it connects (a name that is
+		 * no IP socket address is refused; udp renames: part three). */
+		EXPECT(fi_setname(&cli->fid, name, 3), -FI_EINVAL);
 		OK(fi_ep_bind(cli, &eq->fid, 0));
 		OK(fi_ep_bind(cli, &cq->fid, FI_TRANSMIT | FI_RECV));
 		OK(fi_enable(cli));

@@ -280,6 +280,8 @@ struct St {
     stage: RxStage,
     /// Same-host copies on this connection.
     local: Local,
+    /// The address `fi_setname` gave, before a connection exists.
+    name: Option<SocketAddr>,
 }
 
 /// The shared part of an endpoint (registered with both progress engines).
@@ -322,6 +324,27 @@ impl std::fmt::Debug for Endpoint {
             .field("id", &self.inner.id)
             .finish_non_exhaustive()
     }
+}
+
+/// The IP socket address an application's address bytes name (a `sockaddr_in` or a
+/// `sockaddr_in6`, told apart by length).
+///
+/// # Errors
+/// `FI_EINVAL` for any other length or content.
+pub(crate) fn ip_name(addr: &[u8]) -> Result<SocketAddr> {
+    let fmt = match addr.len() {
+        16 => AddrFormat::SOCKADDR_IN,
+        28 => AddrFormat::SOCKADDR_IN6,
+        n => {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
+            ))
+        }
+    };
+    Address::from_bytes(fmt, addr)?
+        .socket_addr()
+        .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: not an IP address")))
 }
 
 fn io_err(what: &str, e: io::Error) -> Error {
@@ -441,6 +464,7 @@ impl Endpoint {
                 scratch: Vec::new(),
                 stage: RxStage::new(settings.read_ahead),
                 local: Local::default(),
+                name: None,
             }),
         });
         dom.engine.register(&inner);
