@@ -215,6 +215,33 @@ pub const RX_DEFAULTS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::MORE)
     .union(OpFlags::MULTI_RECV);
 
+/// Inside `impl EndpointOps<F> for E`, where `E` implements
+/// [`DataPath`](crate::dataops::DataPath) and keeps its [`DefaultOpFlags`] in field
+/// `$field`: `fi_control` answering `FI_GETOPSFLAG` / `FI_SETOPSFLAG` with the data
+/// path's `NAME` and `OP_FLAGS` ([`DefaultOpFlags::endpoint_control`]), `FI_ENOSYS` for
+/// the other commands.
+#[macro_export]
+macro_rules! op_flags_control {
+    ($field:ident) => {
+        /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+        unsafe fn control(
+            &self,
+            command: i32,
+            arg: *mut ::std::ffi::c_void,
+        ) -> $crate::core::Result<()> {
+            // SAFETY: the caller's contract for `arg`, forwarded.
+            unsafe {
+                self.$field.endpoint_control(
+                    <Self as $crate::dataops::DataPath>::NAME,
+                    command,
+                    arg,
+                    <Self as $crate::dataops::DataPath>::OP_FLAGS,
+                )
+            }
+        }
+    };
+}
+
 /// The default flags of the transmit calls without flags, from `tx_attr.op_flags`: a
 /// getinfo result without hints carries every completion level the provider
 /// supports; the weakest named one is the default then, so `FI_DELIVERY_COMPLETE`

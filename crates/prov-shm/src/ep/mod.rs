@@ -79,7 +79,6 @@
 //! Nothing here panics on application or peer input.
 
 use std::collections::VecDeque;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -659,14 +658,7 @@ impl EndpointOps<Fabric> for Endpoint {
         Ok(self.address().to_bytes())
     }
 
-    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
-    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: the caller's contract for `arg`, forwarded.
-        unsafe {
-            self.flags
-                .endpoint_control(NAME, command, arg, <Self as DataPath>::OP_FLAGS)
-        }
-    }
+    ofi_kit::op_flags_control!(flags);
 
     /// `fi_ep_alias`: the same endpoint (region, queues, bindings) with its own default
     /// flags: a copy of this handle's, then one side set from `flags`.

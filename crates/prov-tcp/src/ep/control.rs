@@ -202,14 +202,7 @@ impl EndpointOps<Fabric> for Endpoint {
             .saturating_sub(st.tx.len() + st.pending.len()))
     }
 
-    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
-    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: the caller's contract for `arg`, forwarded.
-        unsafe {
-            self.flags
-                .endpoint_control(NAME, command, arg, <Self as DataPath>::OP_FLAGS)
-        }
-    }
+    ofi_kit::op_flags_control!(flags);
 
     /// `fi_ep_alias`: the same connection and queues with their own default flags: a
     /// copy of this handle's, then one side set from `flags`. Closing the alias leaves

@@ -780,18 +780,7 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_endpoint_ops!(Fabric);
 
-    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
-    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
-        // SAFETY: the caller's contract for `arg`, forwarded.
-        unsafe {
-            self.flags.endpoint_control(
-                NAME,
-                command,
-                arg,
-                <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
-            )
-        }
-    }
+    ofi_kit::op_flags_control!(flags);
 
     /// `fi_ep_alias`: the same endpoint (connections, queues, bindings) with its own
     /// default flags: a copy of this handle's, then one side set from `flags`.
