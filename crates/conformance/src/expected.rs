@@ -106,8 +106,8 @@ macro_rules! full_rdm {
 /// `shm`: a full RDM provider with `FI_FENCE`.
 pub const SHM: &[Capability] = full_rdm!(Fence);
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider.
-pub const RXM: &[Capability] = full_rdm!();
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`.
+pub const RXM: &[Capability] = full_rdm!(Fence);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider.
 pub const RXD: &[Capability] = full_rdm!();
