@@ -109,8 +109,8 @@ pub const SHM: &[Capability] = full_rdm!(Fence);
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`.
 pub const RXM: &[Capability] = full_rdm!(Fence);
 
-/// `udp;ofi_rxd`: rxd over udp, a full RDM provider.
-pub const RXD: &[Capability] = full_rdm!();
+/// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
+pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages.
