@@ -6,7 +6,7 @@ use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
-    /// Kit's default set and `FI_FENCE` ([`fence_ready`](Self::fence_ready)).
+    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
     const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
 
     /// A fenced operation starts only when no earlier transmit operation is still in
