@@ -30,6 +30,7 @@ pub const UDP: &[Capability] = &[
     WaitSet,
     PollSet,
     TwoProcess,
+    Control,
 ];
 
 /// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics.
@@ -57,67 +58,60 @@ pub const TCP: &[Capability] = &[
     TwoProcessCm,
     TwoProcessTagged,
     TwoProcessRma,
+    Control,
+    Ordering,
+    Fence,
 ];
 
 /// The areas of a full `FI_EP_RDM` provider: messages, tagged messages with peek and
-/// directed receive, RMA, atomics; no `FI_EP_MSG`, no scalable endpoints or shared
-/// contexts.
-const FULL_RDM: &[Capability] = &[
-    Getinfo,
-    Domain,
-    Cq,
-    Av,
-    Msg,
-    Source,
-    Inject,
-    Eq,
-    Counters,
-    Mr,
-    Pairs,
-    Reliable,
-    CqData,
-    PairInject,
-    SelectiveCompletion,
-    Tagged,
-    Peek,
-    DirectedRecv,
-    MultiRecv,
-    Rma,
-    RmaCqData,
-    Atomic,
-    Rdm,
-    WaitSet,
-    PollSet,
-    TwoProcess,
-    TwoProcessTagged,
-    TwoProcessRma,
-];
-
-/// `shm`: a full RDM provider with remote counters, scalable endpoints and shared
-/// contexts.
-pub const SHM: &[Capability] = &SHM_AREAS;
-
-const SHM_AREAS: [Capability; FULL_RDM.len() + 3] =
-    joined(FULL_RDM, &[RmaEvent, Scalable, SharedCtx]);
-
-/// `a` then `b`, as an array of `N = a.len() + b.len()` areas (a declaration that adds
-/// areas to another's).
-const fn joined<const N: usize>(a: &[Capability], b: &[Capability]) -> [Capability; N] {
-    assert!(a.len() + b.len() == N, "N is the sum of the lengths");
-    let mut out = [Getinfo; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
-        i += 1;
-    }
-    out
+/// directed receive, RMA, atomics, the control surface; no `FI_EP_MSG`, no scalable
+/// endpoints or shared contexts; then the provider's `extra` areas.
+macro_rules! full_rdm {
+    ($($extra:ident),* $(,)?) => {
+        &[
+            Getinfo,
+            Domain,
+            Cq,
+            Av,
+            Msg,
+            Source,
+            Inject,
+            Eq,
+            Counters,
+            Mr,
+            Pairs,
+            Reliable,
+            CqData,
+            PairInject,
+            SelectiveCompletion,
+            Tagged,
+            Peek,
+            DirectedRecv,
+            MultiRecv,
+            Rma,
+            RmaCqData,
+            Atomic,
+            Rdm,
+            WaitSet,
+            PollSet,
+            TwoProcess,
+            TwoProcessTagged,
+            TwoProcessRma,
+            Control,
+            $($extra,)*
+        ]
+    };
 }
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider.
-pub const RXM: &[Capability] = FULL_RDM;
+/// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints and
+/// shared contexts.
+pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx);
 
-/// `udp;ofi_rxd`: rxd over udp, a full RDM provider.
-pub const RXD: &[Capability] = FULL_RDM;
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`.
+pub const RXM: &[Capability] = full_rdm!(Fence);
+
+/// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
+pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
@@ -147,6 +141,7 @@ pub const VERBS: &[Capability] = &[
     PollSet,
     TwoProcessCm,
     TwoProcessRma,
+    Ordering,
 ];
 
 /// `unixdgram`, the out-of-tree example provider: datagrams, no EQs, counters, MRs,

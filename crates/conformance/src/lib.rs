@@ -88,7 +88,7 @@ use std::time::Duration;
 
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{AddrFormat, Caps, EpType, Errno, Info, Result, API_VERSION};
+use ofi::{AddrFormat, Caps, EpType, Errno, Info, MsgOrder, Result, API_VERSION};
 pub use semantics::Semantics;
 
 /// How long any single wait for a completion may take before a check fails.
@@ -274,6 +274,8 @@ pub struct Probes {
     pub wait: std::result::Result<(), String>,
     /// `fi_poll` over a CQ (the host's poll set asks the provider's `fi_trywait`).
     pub poll: std::result::Result<(), String>,
+    /// `fi_control(FI_GETOPSFLAG)` on an endpoint.
+    pub opsflag: std::result::Result<(), String>,
 }
 
 fn unsupported(e: &ofi::Error) -> bool {
@@ -298,6 +300,7 @@ impl Probes {
                     selective: no("selective completion"),
                     wait: no("wait sets"),
                     poll: no("poll sets"),
+                    opsflag: no("endpoint control"),
                 }
             }
         };
@@ -320,6 +323,7 @@ impl Probes {
                 selective: no("selective completion"),
                 wait,
                 poll: no("poll sets"),
+                opsflag: no("endpoint control"),
             };
         };
         let poll = (|| {
@@ -359,6 +363,10 @@ impl Probes {
             }
         })()
         .map_or(Ok(()), Err);
+        let opsflag = match domain.endpoint(info).map(|ep| ep.op_flags(true)) {
+            Ok(Err(e)) if unsupported(&e) => Err(format!("fi_control(FI_GETOPSFLAG): {e}")),
+            _ => Ok(()),
+        };
         Probes {
             eq,
             cntr,
@@ -366,6 +374,7 @@ impl Probes {
             selective,
             wait,
             poll,
+            opsflag,
         }
     }
 }
@@ -406,6 +415,7 @@ impl Claims {
                 selective: not_run(),
                 wait: not_run(),
                 poll: not_run(),
+                opsflag: not_run(),
             },
         }
     }
@@ -571,6 +581,21 @@ impl Claims {
                 "no FI_TAGGED on a reliable endpoint type",
             ),
             Capability::TwoProcessRma => need(reliable(Caps::RMA), "no FI_RMA"),
+            Capability::Control => {
+                any(Caps::MSG, "no endpoint type with FI_MSG")?;
+                self.probes.opsflag.clone()
+            }
+            Capability::Ordering => need(
+                !self
+                    .types_where(Caps::RMA, |i| {
+                        i.tx_attr
+                            .msg_order
+                            .intersects(MsgOrder::RAW | MsgOrder::WAW | MsgOrder::WAR)
+                    })
+                    .is_empty(),
+                "no FI_RMA with FI_ORDER_RAW, FI_ORDER_WAW or FI_ORDER_WAR",
+            ),
+            Capability::Fence => any(Caps::RMA | Caps::FENCE, "no FI_RMA with FI_FENCE"),
         }
     }
 }
@@ -652,11 +677,18 @@ pub enum Capability {
     TwoProcessTagged,
     /// RMA between two processes.
     TwoProcessRma,
+    /// The endpoint's control surface: `FI_GETOPSFLAG` / `FI_SETOPSFLAG`, `fi_ep_alias`,
+    /// and the operation flags of the `*msg` calls checked.
+    Control,
+    /// RMA ordering (`FI_ORDER_RAW` / `FI_ORDER_WAW` / `FI_ORDER_WAR`) where claimed.
+    Ordering,
+    /// `FI_FENCE` with RMA.
+    Fence,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 34] = [
+    pub const ALL: [Capability; 37] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -691,6 +723,9 @@ impl Capability {
         Capability::TwoProcessCm,
         Capability::TwoProcessTagged,
         Capability::TwoProcessRma,
+        Capability::Control,
+        Capability::Ordering,
+        Capability::Fence,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -736,6 +771,11 @@ impl Capability {
             Capability::TwoProcessCm => "`FI_EP_MSG` with `FI_MSG`",
             Capability::TwoProcessTagged => "`FI_TAGGED` on a reliable endpoint type",
             Capability::TwoProcessRma => "`FI_RMA` on a reliable endpoint type",
+            Capability::Control => "`FI_MSG`, and `fi_control(FI_GETOPSFLAG)` on an endpoint works",
+            Capability::Ordering => {
+                "`FI_RMA` with `FI_ORDER_RAW`, `FI_ORDER_WAW` or `FI_ORDER_WAR`"
+            }
+            Capability::Fence => "`FI_RMA` with `FI_FENCE`",
         }
     }
 }
@@ -777,6 +817,9 @@ impl fmt::Display for Capability {
             Capability::TwoProcessCm => "two-process-cm",
             Capability::TwoProcessTagged => "two-process-tagged",
             Capability::TwoProcessRma => "two-process-rma",
+            Capability::Control => "control",
+            Capability::Ordering => "ordering",
+            Capability::Fence => "fence",
         };
         f.write_str(s)
     }
@@ -987,6 +1030,12 @@ macro_rules! conformance_suite {
                 wait_set_wakes_on_completion,
                 poll_set_reports_members,
                 poll_set_reports_completions,
+                control_get_set_ops_flags,
+                control_ops_flags_and_alias_decide_completions,
+                control_msg_calls_check_flags,
+                control_delivery_complete_default,
+                ordering_rma_claims_hold,
+                fence_read_after_writes,
             );
 
             #[test]

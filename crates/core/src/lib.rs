@@ -1,7 +1,8 @@
 //! ofi-core: the thin core of ofi-rs, the OpenFabrics Interfaces in Rust.
 //!
 //! What lives here (DESIGN §1–§5, §9):
-//! - the vocabulary: [`error`], [`version`], [`flags`], [`enums`], [`addr`], [`attr`];
+//! - the vocabulary: [`error`], [`version`], [`flags`], [`enums`], [`addr`], [`attr`],
+//!   the `fi_control` commands ([`control`]);
 //! - getinfo matching, written once for every provider: [`getinfo`];
 //! - the C-ABI plugin boundary: [`abi`] (entry struct, ops tables, host table, adapters)
 //!   and the safe provider traits in [`provider`];
@@ -23,6 +24,7 @@ pub mod addr;
 pub mod attr;
 pub mod av;
 pub mod cntr;
+pub mod control;
 pub mod cq;
 pub mod domain;
 pub mod enums;

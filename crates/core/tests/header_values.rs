@@ -1,7 +1,8 @@
-//! Core's endpoint-option and atomic-query values against the installed libfabric 1.17
-//! headers: a C program printing each C constant is generated from the list below,
-//! compiled with `cc` and run; every line must equal the Rust value. Skipped (with a
-//! message) where the headers or a C compiler are missing.
+//! Core's endpoint-option, atomic-query, `fi_control` command and traffic-class values
+//! against the installed libfabric 1.17 headers: a C program printing each C constant
+//! is generated from the list below, compiled with `cc` and run; every line must equal
+//! the Rust value. Skipped (with a message) where the headers or a C compiler are
+//! missing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +27,35 @@ fn values() -> Vec<(String, i64)> {
     for (name, f) in AtomicQueryFlags::NAMED {
         // The 64-bit flags are compared as their bit pattern.
         v.push((name.to_string(), f.bits() as i64));
+    }
+    use ofi_core::control as c;
+    for (name, x) in [
+        ("FI_GETOPSFLAG", c::GETOPSFLAG as u32),
+        ("FI_SETOPSFLAG", c::SETOPSFLAG as u32),
+        ("FI_ALIAS", c::ALIAS as u32),
+        ("FI_GETWAIT", c::GETWAIT as u32),
+        ("FI_ENABLE", c::ENABLE as u32),
+        ("FI_BACKLOG", c::BACKLOG as u32),
+        ("FI_TC_UNSPEC", c::TC_UNSPEC),
+        ("FI_TC_DSCP", c::TC_DSCP),
+        ("FI_TC_LABEL", c::TC_LABEL),
+        ("FI_TC_BEST_EFFORT", c::TC_BEST_EFFORT),
+        ("FI_TC_LOW_LATENCY", c::TC_LOW_LATENCY),
+        ("FI_TC_DEDICATED_ACCESS", c::TC_DEDICATED_ACCESS),
+        ("FI_TC_BULK_DATA", c::TC_BULK_DATA),
+        ("FI_TC_SCAVENGER", c::TC_SCAVENGER),
+        ("FI_TC_NETWORK_CTRL", c::TC_NETWORK_CTRL),
+        ("fi_tc_dscp_set(46)", c::tc_dscp_set(46)),
+        (
+            "fi_tc_dscp_get(fi_tc_dscp_set(46))",
+            c::tc_dscp_get(c::tc_dscp_set(46)).into(),
+        ),
+        (
+            "fi_tc_dscp_get(FI_TC_LOW_LATENCY)",
+            c::tc_dscp_get(c::TC_LOW_LATENCY).into(),
+        ),
+    ] {
+        v.push((name.to_string(), x.into()));
     }
     v
 }

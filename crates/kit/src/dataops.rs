@@ -51,6 +51,11 @@ pub trait DataPath {
     /// The most remote buffers one RMA message may name (`FI_EINVAL` past it); 1 unless
     /// the provider takes more ([`RmaRequest::remote_iov`]).
     const RMA_IOV_LIMIT: usize = 1;
+    /// The operation flags the provider implements on `*msg` calls
+    /// ([`crate::opflags`]: a flag the call defines but the provider does not implement
+    /// is `FI_EBADFLAGS`; `FI_MORE` always passes). Add `FI_FENCE` where fences are
+    /// honoured.
+    const OP_FLAGS: OpFlags = crate::opflags::PROVIDER_DEFAULT;
     /// What an enabled endpoint hands its operations.
     type Active;
     /// The enabled state; `FI_EOPBADSTATE` before `fi_enable`.
@@ -76,6 +81,14 @@ pub trait DataPath {
                 ),
             ));
         }
+        Ok(())
+    }
+    /// `FI_FENCE` on a transmit `*msg` call (only reached when [`OP_FLAGS`](Self::OP_FLAGS)
+    /// has it): `FI_EAGAIN` while an earlier transmit operation of the endpoint has not
+    /// completed, so the fenced operation starts only after all of them (the caller
+    /// drives progress and posts again, as for any `FI_EAGAIN`).
+    fn fence_ready(&self, act: &Self::Active) -> Result<()> {
+        let _ = act;
         Ok(())
     }
     /// Submit a send (message or tagged message).
@@ -266,6 +279,27 @@ pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<
     }
 }
 
+/// The flags of a `*msg` call (none for the others), checked against what the call
+/// defines and the provider implements ([`crate::opflags::check_call`]); with
+/// `FI_FENCE`, `FI_EAGAIN` until the earlier operations completed
+/// ([`DataPath::fence_ready`]).
+#[inline(always)]
+fn msg_flags<T: DataPath + ?Sized>(
+    ep: &T,
+    act: &T::Active,
+    kind: OpKind,
+    a: &DataArgs<'_>,
+) -> Result<OpFlags> {
+    let flags = a.flags.unwrap_or(OpFlags::empty());
+    if !flags.is_empty() {
+        crate::opflags::check_call(T::NAME, kind, flags, T::OP_FLAGS)?;
+        if flags.contains(OpFlags::FENCE) {
+            ep.fence_ready(act)?;
+        }
+    }
+    Ok(flags)
+}
+
 /// A send: single buffer, vector, or message (`FI_REMOTE_CQ_DATA` decides the data,
 /// `FI_INJECT` is checked); injects are checked against `inject_size`.
 ///
@@ -315,7 +349,7 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
             return ep.submit_send(act, req);
         }
     };
-    let flags = a.flags.unwrap_or(OpFlags::empty());
+    let flags = msg_flags(ep, act, kind, a)?;
     // SAFETY: the C API's contract.
     let iov = unsafe { iov_slice::<T>(iov, count)? };
     let iov = IoList::from_iov(iov, T::NAME)?;
@@ -341,7 +375,7 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 #[inline(always)]
 unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
     let act = ep.active()?;
-    let flags = a.flags.unwrap_or(OpFlags::empty());
+    let flags = msg_flags(ep, act, kind, a)?;
     let r = match a.msg {
         MsgArg::Msg(m) => {
             // SAFETY: the C API's contract.
@@ -400,7 +434,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
         RmaDir::Write
     };
     if let MsgArg::Rma(m) = a.msg {
-        let flags = a.flags.unwrap_or(OpFlags::empty());
+        let flags = msg_flags(ep, act, kind, a)?;
         // SAFETY: the C API's contract.
         let bufs = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
         // SAFETY: as above.
@@ -485,7 +519,7 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
         desc: desc_arg(a.result_desc, &mut one_rdesc),
     };
     if let MsgArg::Atomic(m) = a.msg {
-        let flags = a.flags.unwrap_or(OpFlags::empty());
+        let flags = msg_flags(ep, act, kind, a)?;
         // SAFETY: the C API's contract for an atomic message (this function's own).
         let (bufs, remote, datatype, op) = unsafe { atomic_parts::<T>(m)? };
         // SAFETY: the C API's contract for the message's desc array.

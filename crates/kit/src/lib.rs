@@ -20,6 +20,8 @@
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
 //! - [`dataops`]: the forty data calls of an endpoint written from a few operations
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
+//! - [`opflags`]: which operation flags each data call takes, and the provider's set
+//!   (`FI_EBADFLAGS` for the rest, `FI_MORE` always accepted);
 //! - [`fabric`]: the fabric and domain methods every kit-built provider repeats
 //!   ([`kit_fabric_ops!`], [`kit_domain_cq_cntr_ops!`]) and their common checks;
 //! - [`info`]: the getinfo template values every provider shares, and the getinfo of
@@ -44,11 +46,12 @@
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in six places only: the `poll(2)` call of
+//! `unsafe` is allowed in seven places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
-//! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, and [`dataops`]'s
-//! reading of the C API's message arrays; everything else is safe code.
+//! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, [`dataops`]'s
+//! reading of the C API's message arrays, and [`opflags`]' read and write of
+//! `fi_control`'s flags argument; everything else is safe code.
 
 #![deny(unsafe_code)]
 
@@ -73,6 +76,8 @@ pub mod layered;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
+#[allow(unsafe_code)]
+pub mod opflags;
 pub mod param;
 pub mod progress;
 pub mod request;

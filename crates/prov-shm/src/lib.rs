@@ -244,6 +244,7 @@ mod provider {
                 | Caps::ATOMIC
                 | Caps::NAMED_RX_CTX
                 | Caps::RMA_EVENT
+                | Caps::FENCE
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -256,7 +257,8 @@ mod provider {
                         | Caps::RMA
                         | Caps::ATOMIC
                         | Caps::READ
-                        | Caps::WRITE,
+                        | Caps::WRITE
+                        | Caps::FENCE,
                     op_flags: OpFlags::COMPLETION
                         | OpFlags::INJECT
                         | OpFlags::INJECT_COMPLETE

@@ -546,6 +546,26 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         Ok(Address::from(self.inner.fabric.reachable(a)?).to_bytes())
     }
 
+    /// `fi_setname` before `fi_listen`: listen at `addr` instead (a new socket bound
+    /// there; `FI_EOPBADSTATE` once listening, the bind's error if the address is
+    /// taken or not local).
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let a = crate::ep::ip_name(addr)?;
+        let mut st = lock(&self.inner.st);
+        if st.listening {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_setname on a listening passive endpoint"),
+            ));
+        }
+        let sock = Sock::stream(&a).map_err(|e| io_err("socket", e))?;
+        sock.set_reuseaddr()
+            .map_err(|e| io_err("SO_REUSEADDR", e))?;
+        sock.bind(&a).map_err(|e| io_err(&format!("bind {a}"), e))?;
+        st.sock = sock;
+        Ok(())
+    }
+
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
         crate::ep::cm_getopt(level, optname, optval)
     }

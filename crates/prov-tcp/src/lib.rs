@@ -287,7 +287,8 @@ impl TcpProvider {
             | Caps::READ
             | Caps::WRITE
             | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE;
+            | Caps::REMOTE_WRITE
+            | Caps::FENCE;
         let order = MsgOrder::SAS
             | MsgOrder::RAR
             | MsgOrder::RAW
@@ -303,7 +304,12 @@ impl TcpProvider {
             tx_attr: TxAttr {
                 caps: caps
                     - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::MULTI_RECV),
-                op_flags: OpFlags::COMPLETION,
+                // Every completion level is honoured per operation (one in order
+                // stream: delivery is acknowledged by the peer).
+                op_flags: OpFlags::COMPLETION
+                    | OpFlags::INJECT_COMPLETE
+                    | OpFlags::TRANSMIT_COMPLETE
+                    | OpFlags::DELIVERY_COMPLETE,
                 msg_order: order,
                 inject_size: s.inject_size,
                 size: s.tx_size,
@@ -312,7 +318,7 @@ impl TcpProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
                 size: s.rx_size,

@@ -61,6 +61,17 @@ impl Sock {
         Ok(String::from_utf8_lossy(&b[..end]).into_owned())
     }
 
+    /// Mark the packets with DSCP value `dscp`: `IP_TOS` (IPv4) or `IPV6_TCLASS`
+    /// (IPv6) set to `dscp << 2` (the ECN bits stay 0).
+    pub fn set_dscp(&self, v6: bool, dscp: u8) -> io::Result<()> {
+        let tos = u32::from(dscp & 0x3f) << 2;
+        if v6 {
+            self.0.set_tclass_v6(tos)
+        } else {
+            self.0.set_tos_v4(tos)
+        }
+    }
+
     /// `SO_REUSEADDR` on.
     pub fn set_reuseaddr(&self) -> io::Result<()> {
         self.0.set_reuse_address(true)

@@ -89,6 +89,17 @@ impl UdpSock {
         Ok(UdpSock { sock, v6 })
     }
 
+    /// Mark the datagrams with DSCP value `dscp`: `IP_TOS` (IPv4) or `IPV6_TCLASS`
+    /// (IPv6) set to `dscp << 2` (the ECN bits stay 0).
+    pub fn set_dscp(&self, dscp: u8) -> io::Result<()> {
+        let tos = u32::from(dscp & 0x3f) << 2;
+        if self.v6 {
+            self.sock.set_tclass_v6(tos)
+        } else {
+            self.sock.set_tos_v4(tos)
+        }
+    }
+
     /// Whether this is an IPv6 socket.
     pub fn is_v6(&self) -> bool {
         self.v6

@@ -79,6 +79,7 @@ use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
@@ -190,8 +191,6 @@ struct Shared {
     inject_max: usize,
     base: Instant,
     engine: Arc<ProgressEngine>,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     need_src: bool,
     directed: bool,
     setup: Mutex<Setup>,
@@ -204,6 +203,10 @@ struct Shared {
 /// An `FI_EP_RDM` endpoint of `ofi_rxd` (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
+    /// An alias (`fi_ep_alias`): dropping it leaves the endpoint as it is.
+    alias: bool,
 }
 
 impl Drop for Endpoint {
@@ -211,6 +214,9 @@ impl Drop for Endpoint {
     /// last message this endpoint took does not retransmit it to a closed port and end
     /// its operation in error.
     fn drop(&mut self) {
+        if self.alias {
+            return;
+        }
         let now = self.sh.now();
         let mut st = lock(&self.sh.st);
         st.eng.flush_acks();
@@ -253,6 +259,13 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open leaves nothing registered.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            default_tx_flags(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Endpoint as ofi_kit::dataops::DataPath>::OP_FLAGS,
+        )?;
         let settings = dom.settings;
         let mut ci = dom.core_info.clone();
         ci.src_addr.clone_from(&info.src_addr);
@@ -335,8 +348,6 @@ impl Endpoint {
             inject_max,
             base: Instant::now(),
             engine: engine.clone(),
-            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
-            rx_op_flags: info.rx_attr.op_flags,
             need_src: open.need_src,
             directed: open.directed,
             setup: Mutex::new(Setup::default()),
@@ -354,7 +365,11 @@ impl Endpoint {
         }
         engine.register(&sh);
         spawn_watchdog(Arc::downgrade(&sh));
-        Ok(Endpoint { sh })
+        Ok(Endpoint {
+            sh,
+            flags,
+            alias: false,
+        })
     }
 
     /// The endpoint's address (the core endpoint's name).

@@ -276,7 +276,8 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::REMOTE_READ)
     .union(Caps::REMOTE_WRITE)
     .union(Caps::LOCAL_COMM)
-    .union(Caps::REMOTE_COMM);
+    .union(Caps::REMOTE_COMM)
+    .union(Caps::FENCE);
 
 /// The hint `prov_name` without rxd's own component (`udp;ofi_rxd` → `udp`,
 /// `ofi_rxd` → none).
@@ -366,7 +367,7 @@ impl RxdProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,
                 size: s.rx_size,

@@ -264,7 +264,9 @@ fn rdm_caps(core: Caps) -> Caps {
         // Peers on this host and on others alike (what a core's sockets reach); MPI
         // libraries ask for both (Open MPI's ofi MTL always does).
         | Caps::LOCAL_COMM
-        | Caps::REMOTE_COMM;
+        | Caps::REMOTE_COMM
+        // Fences are rxm's own (its operation table), whatever the core offers.
+        | Caps::FENCE;
     if core.contains(Caps::RMA) {
         c |= Caps::RMA | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
     }
@@ -374,7 +376,8 @@ impl RxmProvider {
                 op_flags: OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
-                    | OpFlags::TRANSMIT_COMPLETE,
+                    | OpFlags::TRANSMIT_COMPLETE
+                    | OpFlags::DELIVERY_COMPLETE,
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,
@@ -384,7 +387,7 @@ impl RxmProvider {
                 tclass: 0,
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 mode: ofi_core::Mode::empty(),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,

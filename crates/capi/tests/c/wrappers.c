@@ -593,9 +593,31 @@ static void part_rdm(void)
 		/* fi_setname: shm endpoints are named at open and cannot be renamed (tcp
 		 * takes a name: part two). */
 		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_ENOSYS);
-		/* fi_ep_alias (fi_alias, FI_ALIAS): the C layer and hooks forward it, but no
-		 * ofi-rs provider offers endpoint aliases. */
-		EXPECT(fi_ep_alias(a, &alias, 0), -FI_ENOSYS);
+		/* fi_ep_alias (fi_alias, FI_ALIAS): the flags must name FI_TRANSMIT or
+		 * FI_RECV; the alias has its own default flags (FI_GETOPSFLAG /
+		 * FI_SETOPSFLAG through fi_control), the endpoint keeps its own, and the
+		 * endpoint cannot close while the alias is open. */
+		EXPECT(fi_ep_alias(a, &alias, 0), -FI_EINVAL);
+		EXPECT(fi_ep_alias(a, &alias, FI_RECV | FI_INJECT), -FI_EBADFLAGS);
+		EXPECT(fi_ep_alias(a, &alias, FI_TRANSMIT | FI_COMPLETION), 0);
+		{
+			uint64_t f = FI_TRANSMIT;
+			EXPECT(fi_control(&alias->fid, FI_GETOPSFLAG, &f), 0);
+			CHECK(f == FI_COMPLETION, "alias tx flags %#llx", (unsigned long long)f);
+			f = FI_TRANSMIT | FI_RECV;
+			EXPECT(fi_control(&alias->fid, FI_GETOPSFLAG, &f), -FI_EINVAL);
+			f = FI_TRANSMIT | FI_INJECT_COMPLETE;
+			EXPECT(fi_control(&alias->fid, FI_SETOPSFLAG, &f), 0);
+			f = FI_TRANSMIT;
+			EXPECT(fi_control(&alias->fid, FI_GETOPSFLAG, &f), 0);
+			CHECK(f == FI_INJECT_COMPLETE, "alias tx flags after set %#llx",
+			      (unsigned long long)f);
+			f = FI_RECV | FI_INJECT;
+			EXPECT(fi_control(&a->fid, FI_SETOPSFLAG, &f), -FI_EBADFLAGS);
+		}
+		EXPECT(fi_close(&a->fid), -FI_EBUSY);
+		EXPECT(fi_close(&alias->fid), 0);
+		alias = (struct fid_ep *)0x1;
 		/* Scalable and shared contexts: no ofi-rs provider has them. */
 		EXPECT(fi_tx_context(a, 0, &tx_attr, &ctxep, NULL), -FI_ENOSYS);
 		CHECK(ctxep == NULL, "tx_context out");
@@ -773,9 +795,9 @@ static void part_msg(void)
 		fi_freeinfo(info);
 		OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 		OK(fi_endpoint(domain, info, &cli, NULL));
-		/* fi_setname: tcp takes the source address from the info (udp renames:
-		 * part three). */
-		EXPECT(fi_setname(&cli->fid, name, len), -FI_ENOSYS);
+		/* fi_setname: tcp names an endpoint before it connects (a name that is
+		 * no IP socket address is refused; udp renames: part three). */
+		EXPECT(fi_setname(&cli->fid, name, 3), -FI_EINVAL);
 		OK(fi_ep_bind(cli, &eq->fid, 0));
 		OK(fi_ep_bind(cli, &cq->fid, FI_TRANSMIT | FI_RECV));
 		OK(fi_enable(cli));

@@ -7,6 +7,7 @@ pub mod av;
 pub mod cm;
 pub mod cntr;
 pub mod contexts;
+pub mod control;
 pub mod cq;
 pub mod dgram;
 pub mod domain;
@@ -16,6 +17,7 @@ pub mod getinfo;
 pub mod mr;
 pub mod multi;
 pub mod multirecv;
+pub mod ordering;
 pub mod pairs;
 pub mod rma;
 pub mod rma_event;
@@ -130,6 +132,12 @@ table! {
     WaitSet: waitset::wait_set_wakes_on_completion,
     PollSet: waitset::poll_set_reports_members,
     PollSet: waitset::poll_set_reports_completions,
+    Control: control::control_get_set_ops_flags,
+    Control: control::control_ops_flags_and_alias_decide_completions,
+    Control: control::control_msg_calls_check_flags,
+    Control: control::control_delivery_complete_default,
+    Ordering: ordering::ordering_rma_claims_hold,
+    Fence: ordering::fence_read_after_writes,
 }
 
 /// The check called `name`.

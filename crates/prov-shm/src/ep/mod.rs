@@ -93,6 +93,7 @@ use ofi_kit::atomic::AtomicLocks;
 use ofi_kit::dataops::DataPath;
 use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC};
@@ -420,8 +421,6 @@ struct Shared {
     name: String,
     region: Arc<Region>,
     engine: Arc<ProgressEngine>,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     need_src: bool,
     directed: bool,
     setup: Mutex<Setup>,
@@ -446,8 +445,10 @@ pub struct Endpoint {
     sh: Arc<Shared>,
     /// Ordinary, scalable, a scalable endpoint's context, or a shared context.
     role: scalable::Role,
-    /// The shared contexts bound to it.
-    shared_ctx: Mutex<shared_ctx::SharedBindings>,
+    /// The shared contexts bound to it (an alias shares its endpoint's).
+    shared_ctx: Arc<Mutex<shared_ctx::SharedBindings>>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -501,6 +502,8 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open creates no region.
+        Endpoint::default_flags(info)?;
         let removed = region::reclaim_stale();
         if !removed.is_empty() {
             ofi_core::ofi_info!(
@@ -516,6 +519,17 @@ impl Endpoint {
         Endpoint::with_region(settings, info, engine, mr, region, scalable::Role::Plain)
     }
 
+    /// The default operation flags of `info`'s attributes (`FI_EBADFLAGS` for a flag
+    /// shm does not take as a default).
+    fn default_flags(info: &Info) -> Result<DefaultOpFlags> {
+        DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Self as DataPath>::OP_FLAGS,
+        )
+    }
+
     /// An endpoint for `info` on `region` (created by the caller), registered with
     /// `engine`.
     fn with_region(
@@ -526,6 +540,7 @@ impl Endpoint {
         region: Region,
         role: scalable::Role,
     ) -> Result<Endpoint> {
+        let flags = Endpoint::default_flags(info)?;
         let region = Arc::new(region);
         let open = EpOpenInfo::new(info, settings.rx_size);
         let geo = settings.geometry;
@@ -551,8 +566,6 @@ impl Endpoint {
             name: region.name().to_string(),
             region,
             engine: engine.clone(),
-            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
-            rx_op_flags: info.rx_attr.op_flags,
             need_src: open.need_src,
             directed: open.directed,
             setup: Mutex::new(Setup::default()),
@@ -593,7 +606,8 @@ impl Endpoint {
         Ok(Endpoint {
             sh,
             role,
-            shared_ctx: Mutex::default(),
+            shared_ctx: Arc::default(),
+            flags,
         })
     }
 
@@ -742,6 +756,29 @@ impl EndpointOps<Fabric> for Endpoint {
         self.rx_context(index, attr)
     }
 
+    ofi_kit::op_flags_control!(flags);
+
+    /// `fi_ep_alias`: the same endpoint (region, queues, bindings) with its own default
+    /// flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        if !matches!(self.role, scalable::Role::Plain) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!(
+                    "{NAME}: fi_ep_alias of a scalable endpoint, a context or a shared context is not supported"
+                ),
+            ));
+        }
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            role: scalable::Role::Plain,
+            shared_ctx: Arc::clone(&self.shared_ctx),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as DataPath>::OP_FLAGS)?,
+        })
+    }
+
     fn rx_size_left(&self) -> Result<usize> {
         let rx = lock(&self.sh.rx);
         Ok(rx.m.config().max_posted.saturating_sub(rx.m.posted_len()))
@@ -759,7 +796,18 @@ impl EndpointOps<Fabric> for Endpoint {
 /// four submissions: each takes the whole operation as one request value.
 impl DataPath for Endpoint {
     const NAME: &'static str = crate::NAME;
+    /// Kit's default set and `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
     type Active = Active;
+
+    /// A fenced operation starts only when no earlier transmit operation is still in
+    /// the operation table (queued, streaming, or waiting for its peer).
+    fn fence_ready(&self, _act: &Active) -> Result<()> {
+        if lock(&self.sh.tx).live > 0 {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        Ok(())
+    }
 
     #[inline]
     fn active(&self) -> Result<&Active> {
@@ -768,12 +816,12 @@ impl DataPath for Endpoint {
 
     #[inline]
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     #[inline]
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     #[inline]
@@ -873,18 +921,6 @@ fn one_ioc(v: &[Ioc], may_be_empty: bool) -> Result<Option<(u64, usize)>> {
                 v.len()
             ),
         )),
-    }
-}
-
-/// The default flags of send, RMA and atomic calls without flags, from
-/// `tx_attr.op_flags`. A result of getinfo without hints carries every completion
-/// level the provider supports; the weakest named one is the default then, so
-/// `FI_DELIVERY_COMPLETE` applies only when it is the only level asked for.
-fn default_tx_flags(f: OpFlags) -> OpFlags {
-    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
-        f - OpFlags::DELIVERY_COMPLETE
-    } else {
-        f
     }
 }
 

@@ -23,17 +23,6 @@ fn generated_names_skip_a_name_in_use() {
 }
 
 #[test]
-fn delivery_complete_is_a_default_only_when_alone() {
-    let all = OpFlags::COMPLETION
-        | OpFlags::INJECT_COMPLETE
-        | OpFlags::TRANSMIT_COMPLETE
-        | OpFlags::DELIVERY_COMPLETE;
-    assert!(!default_tx_flags(all).contains(OpFlags::DELIVERY_COMPLETE));
-    let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
-    assert_eq!(default_tx_flags(dc), dc);
-}
-
-#[test]
 fn io_lists_split_and_total() {
     let l = IoList::from_pairs(&[(100, 10), (200, 5), (300, 0), (400, 7)]);
     assert_eq!(l.total(), 22);

@@ -34,27 +34,20 @@ pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<u
     Ok(v.len())
 }
 
-/// `setopt` for the CM options: `FI_OPT_CM_DATA_SIZE` may be lowered, not raised.
-pub(crate) fn cm_setopt(level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-    if level != OPT_ENDPOINT || optname != OPT_CM_DATA_SIZE {
-        return Err(Error::new(
-            Errno::ENOPROTOOPT,
-            format!("{NAME}: option not supported"),
-        ));
-    }
-    let Ok(b) = <[u8; 8]>::try_from(optval) else {
+/// `setopt` for the CM options: `FI_OPT_CM_DATA_SIZE` is read only (fi_endpoint(3)):
+/// `FI_EINVAL`; any other option `FI_ENOPROTOOPT`.
+pub(crate) fn cm_setopt(level: i32, optname: i32, _optval: &[u8]) -> Result<()> {
+    if level == OPT_ENDPOINT && optname == OPT_CM_DATA_SIZE {
+        // fi_endpoint(3): "This option is read only."
         return Err(Error::new(
             Errno::EINVAL,
-            format!("{NAME}: FI_OPT_CM_DATA_SIZE takes a size_t"),
-        ));
-    };
-    if usize::from_ne_bytes(b) > CM_DATA_SIZE {
-        return Err(Error::new(
-            Errno::EINVAL,
-            format!("{NAME}: FI_OPT_CM_DATA_SIZE is at most {CM_DATA_SIZE}"),
+            format!("{NAME}: FI_OPT_CM_DATA_SIZE is read only (it is {CM_DATA_SIZE})"),
         ));
     }
-    Ok(())
+    Err(Error::new(
+        Errno::ENOPROTOOPT,
+        format!("{NAME}: option not supported"),
+    ))
 }
 
 /// Drives an endpoint's connection setup (connect / await response) from the fabric's

@@ -202,12 +202,46 @@ impl EndpointOps<Fabric> for Endpoint {
             .saturating_sub(st.tx.len() + st.pending.len()))
     }
 
+    ofi_kit::op_flags_control!(flags);
+
+    /// `fi_ep_alias`: the same connection and queues with their own default flags: a
+    /// copy of this handle's, then one side set from `flags`. Closing the alias leaves
+    /// the endpoint as it is.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            inner: Arc::clone(&self.inner),
+            cm: Arc::clone(&self.cm),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as DataPath>::OP_FLAGS)?,
+            alias: true,
+        })
+    }
+
+    /// `fi_setname` before the endpoint connects or accepts: the address its
+    /// connection is made from (`FI_EOPBADSTATE` later).
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let a = ip_name(addr)?;
+        let mut st = lock(&self.inner.st);
+        if st.conn != Conn::Idle {
+            return Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_setname on a connecting or connected endpoint"),
+            ));
+        }
+        st.name = Some(a);
+        Ok(())
+    }
+
     fn getname(&self) -> Result<Vec<u8>> {
         let st = lock(&self.inner.st);
         if let Some(s) = &st.sock {
             if let Ok(a) = s.local_addr() {
                 return Ok(Address::from(a).to_bytes());
             }
+        }
+        if let Some(a) = st.name {
+            return Ok(Address::from(a).to_bytes());
         }
         // Not connected yet: the address the connection will be made from (its port is
         // chosen at connect time, so 0 unless the info named one).
@@ -246,19 +280,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 ),
             ));
         }
-        let fmt = match addr.len() {
-            16 => AddrFormat::SOCKADDR_IN,
-            28 => AddrFormat::SOCKADDR_IN6,
-            n => {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
-                ))
-            }
-        };
-        let peer = Address::from_bytes(fmt, addr)?
-            .socket_addr()
-            .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: not an IP address")))?;
+        let peer = ip_name(addr)?;
         let mut st = lock(&self.inner.st);
         if !st.enabled {
             // fi_connect enables the endpoint implicitly when it is bound.
@@ -278,6 +300,11 @@ impl EndpointOps<Fabric> for Endpoint {
         }
         let sock = Sock::stream(&peer).map_err(|e| io_err("socket", e))?;
         let _ = sock.set_nodelay();
+        // The endpoint's traffic class (checked when it opened).
+        if let Ok(Some(d)) = ofi_core::control::endpoint_dscp(&self.inner.info) {
+            sock.set_dscp(peer.is_ipv6(), d)
+                .map_err(|e| io_err("traffic class", e))?;
+        }
         let mut src_info = self.inner.info.clone();
         if src_info
             .src_addr
@@ -292,7 +319,17 @@ impl EndpointOps<Fabric> for Endpoint {
         } else {
             AddrFormat::SOCKADDR_IN
         };
-        let src = bind_addr(&self.inner.dom.fabric, &src_info)?;
+        let src = match st.name {
+            // The name fi_setname gave (the family must be the peer's).
+            Some(a) if a.is_ipv6() != peer.is_ipv6() => {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!("{NAME}: the endpoint's name {a} and the peer {peer} differ in family"),
+                ))
+            }
+            Some(a) => a,
+            None => bind_addr(&self.inner.dom.fabric, &src_info)?,
+        };
         if !src.ip().is_unspecified() || src.port() != 0 {
             sock.bind(&src)
                 .map_err(|e| io_err(&format!("bind {src}"), e))?;
@@ -371,6 +408,9 @@ impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::endpoint_data_ops!();
 
     fn close(&self) -> Result<()> {
+        if self.alias {
+            return Ok(());
+        }
         let mut st = lock(&self.inner.st);
         self.inner.cm_watch.store(-1, Ordering::Release);
         if let Some(s) = st.sock.take() {

@@ -18,18 +18,30 @@ use super::*;
 impl DataPath for Endpoint {
     const NAME: &'static str = NAME;
     const RMA_IOV_LIMIT: usize = proto::RMA_IOV_LIMIT;
+    /// Kit's default set and `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
     type Active = Endpoint;
+
+    /// A fenced operation starts only when nothing earlier is queued or waiting for
+    /// its answer (an acknowledgement, read data or atomic result).
+    fn fence_ready(&self, _act: &Endpoint) -> Result<()> {
+        let st = lock(&self.inner.st);
+        if !st.tx.is_empty() || !st.pending.is_empty() {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        Ok(())
+    }
 
     fn active(&self) -> Result<&Endpoint> {
         Ok(self)
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.inner.tx_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.inner.rx_flags
+        self.flags.rx()
     }
 
     fn recv_src(&self, _src: u64) -> u64 {

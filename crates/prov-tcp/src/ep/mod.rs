@@ -53,6 +53,7 @@ use ofi_kit::dataops::DataPath;
 use ofi_kit::eq::KitEq;
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
@@ -279,6 +280,8 @@ struct St {
     stage: RxStage,
     /// Same-host copies on this connection.
     local: Local,
+    /// The address `fi_setname` gave, before a connection exists.
+    name: Option<SocketAddr>,
 }
 
 /// The shared part of an endpoint (registered with both progress engines).
@@ -287,8 +290,6 @@ pub(crate) struct EpInner {
     fid: usize,
     dom: Arc<DomainShared>,
     info: Info,
-    tx_flags: OpFlags,
-    rx_flags: OpFlags,
     max_msg: usize,
     inject_size: usize,
     tx_size: usize,
@@ -311,6 +312,10 @@ pub struct Endpoint {
     inner: Arc<EpInner>,
     /// The connection-management source registered with the fabric's CM engine.
     cm: Arc<CmSource>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
+    /// An alias (`fi_ep_alias`): closing it leaves the endpoint open.
+    alias: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -319,6 +324,27 @@ impl std::fmt::Debug for Endpoint {
             .field("id", &self.inner.id)
             .finish_non_exhaustive()
     }
+}
+
+/// The IP socket address an application's address bytes name (a `sockaddr_in` or a
+/// `sockaddr_in6`, told apart by length).
+///
+/// # Errors
+/// `FI_EINVAL` for any other length or content.
+pub(crate) fn ip_name(addr: &[u8]) -> Result<SocketAddr> {
+    let fmt = match addr.len() {
+        16 => AddrFormat::SOCKADDR_IN,
+        28 => AddrFormat::SOCKADDR_IN6,
+        n => {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: a {n}-byte address is neither sockaddr_in nor sockaddr_in6"),
+            ))
+        }
+    };
+    Address::from_bytes(fmt, addr)?
+        .socket_addr()
+        .ok_or_else(|| Error::new(Errno::EINVAL, format!("{NAME}: not an IP address")))
 }
 
 fn io_err(what: &str, e: io::Error) -> Error {
@@ -357,6 +383,15 @@ impl Endpoint {
         let mut st_conn = Conn::Idle;
         let mut sock = None;
         let mut peer = None;
+        // Checked before a pending connection is taken: bad flags or a bad class leave
+        // it pending.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Endpoint as DataPath>::OP_FLAGS,
+        )?;
+        let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
         if info.handle != 0 {
             let Some(c) = dom.fabric.take_pending(info.handle) else {
                 return Err(Error::new(
@@ -364,6 +399,11 @@ impl Endpoint {
                     format!("{NAME}: info.handle names no pending connection request"),
                 ));
             };
+            if let Some(d) = dscp {
+                c.sock
+                    .set_dscp(c.peer.is_ipv6(), d)
+                    .map_err(|e| io_err("traffic class", e))?;
+            }
             peer = Some(c.peer);
             sock = Some(c.sock);
             st_conn = Conn::Accepting;
@@ -398,8 +438,6 @@ impl Endpoint {
             fid: context,
             dom: dom.clone(),
             info: info.clone(),
-            tx_flags: info.tx_attr.op_flags,
-            rx_flags: info.rx_attr.op_flags,
             max_msg,
             inject_size: settings.inject_size,
             tx_size,
@@ -426,12 +464,18 @@ impl Endpoint {
                 scratch: Vec::new(),
                 stage: RxStage::new(settings.read_ahead),
                 local: Local::default(),
+                name: None,
             }),
         });
         dom.engine.register(&inner);
         let cm = Arc::new(CmSource(Arc::downgrade(&inner)));
         dom.fabric.cm_engine.register(&cm);
-        Ok(Endpoint { inner, cm })
+        Ok(Endpoint {
+            inner,
+            cm,
+            flags,
+            alias: false,
+        })
     }
 }
 

@@ -114,11 +114,16 @@ fn cm_options() {
         cm_getopt(0, 0, &mut v).unwrap_err().code(),
         Errno::ENOPROTOOPT
     );
-    assert!(cm_setopt(0, 1, &16usize.to_ne_bytes()).is_ok());
+    // Read only (fi_endpoint(3)), whatever the value.
+    for v in [16usize, CM_DATA_SIZE, 1000] {
+        assert_eq!(
+            cm_setopt(0, 1, &v.to_ne_bytes()).unwrap_err().code(),
+            Errno::EINVAL,
+            "{v}"
+        );
+    }
     assert_eq!(
-        cm_setopt(0, 1, &1000usize.to_ne_bytes())
-            .unwrap_err()
-            .code(),
-        Errno::EINVAL
+        cm_setopt(0, 0, &16usize.to_ne_bytes()).unwrap_err().code(),
+        Errno::ENOPROTOOPT
     );
 }

@@ -99,6 +99,7 @@ use ofi_kit::av::KitAv;
 use ofi_kit::cntr::KitCntr;
 use ofi_kit::ep::{BindRules, Bindings, CqBinding};
 use ofi_kit::eq::KitEq;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{FdInterest, Progress, ProgressEngine};
 
 use crate::fabric::{Fabric, Peer};
@@ -210,10 +211,10 @@ struct Active {
 
 /// The endpoint's state, shared with the domain's progress engine.
 pub(crate) struct EpInner {
+    /// The DSCP value of the endpoint's traffic class, on each of its sockets.
+    dscp: Option<u8>,
     settings: Settings,
     addr_format: AddrFormat,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     source: bool,
     source_err: bool,
     setup: Mutex<Setup>,
@@ -247,6 +248,10 @@ pub(crate) struct EpInner {
 /// An active endpoint (`FI_EP_DGRAM`).
 pub struct Endpoint {
     inner: Arc<EpInner>,
+    /// This handle's default operation flags (an alias has its own).
+    op_flags: DefaultOpFlags,
+    /// An alias (`fi_ep_alias`): closing it leaves the endpoint as it is.
+    alias: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -285,10 +290,15 @@ fn addr_to_std(a: &Address) -> Result<SocketAddr> {
     })
 }
 
-/// A socket bound to `addr`, with the multicast interface set when configured.
-fn open_sock(settings: &Settings, addr: &SocketAddr) -> Result<UdpSock> {
+/// A socket bound to `addr`, with the multicast interface set when configured and the
+/// endpoint's traffic class (`dscp`).
+fn open_sock(settings: &Settings, dscp: Option<u8>, addr: &SocketAddr) -> Result<UdpSock> {
     let sock = UdpSock::bind(addr, settings.sndbuf, settings.rcvbuf)
         .map_err(|e| os_error(&e, &format!("cannot bind a socket to {addr}")))?;
+    if let Some(d) = dscp {
+        sock.set_dscp(d)
+            .map_err(|e| os_error(&e, "cannot set the traffic class"))?;
+    }
     if let (Some(ifaddr), false) = (settings.mcast_if, sock.is_v6()) {
         sock.multicast_v4_setup(ifaddr)
             .map_err(|e| os_error(&e, &format!("multicast interface {ifaddr}")))?;
@@ -339,12 +349,18 @@ impl Endpoint {
         };
         let rx_caps = caps | info.rx_attr.caps;
         let addr = bind_addr(info, addr_format)?;
-        let sock = open_sock(&settings, &addr)?;
+        let op_flags = DefaultOpFlags::from_attrs(
+            NAME,
+            info.tx_attr.op_flags,
+            info.rx_attr.op_flags,
+            ops::OP_FLAGS,
+        )?;
+        let dscp = ofi_core::control::endpoint_dscp(info).map_err(|e| e.context(NAME))?;
+        let sock = open_sock(&settings, dscp, &addr)?;
         let inner = Arc::new(EpInner {
             settings,
+            dscp,
             addr_format,
-            tx_op_flags: info.tx_attr.op_flags,
-            rx_op_flags: info.rx_attr.op_flags,
             source: rx_caps.contains(Caps::SOURCE),
             source_err: rx_caps.contains(Caps::SOURCE | Caps::SOURCE_ERR),
             setup: Mutex::new(Setup {
@@ -368,7 +384,11 @@ impl Endpoint {
         });
         inner.engine.register(&inner);
         inner.hub.add(&inner);
-        Ok(Endpoint { inner })
+        Ok(Endpoint {
+            inner,
+            op_flags,
+            alias: false,
+        })
     }
 
     /// Datagrams dropped because their header did not parse.

@@ -6,6 +6,19 @@
 //! which freezes them into [`Active`]. Nothing here panics.
 
 use super::*;
+use ofi_core::abi::ops::OpKind;
+use ofi_kit::opflags::check_call;
+
+/// The operation flags udp's `fi_sendmsg` / `fi_recvmsg` implement (a datagram
+/// completes once handed to the kernel: no delivery, commit or match completion, no
+/// fence); `FI_MORE` passes as everywhere.
+pub const OP_FLAGS: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::INJECT)
+    .union(OpFlags::REMOTE_CQ_DATA)
+    .union(OpFlags::MULTICAST)
+    .union(OpFlags::MULTI_RECV)
+    .union(OpFlags::INJECT_COMPLETE)
+    .union(OpFlags::TRANSMIT_COMPLETE);
 
 const BIND_RULES: BindRules = BindRules {
     prov: NAME,
@@ -48,7 +61,7 @@ impl EndpointOps<Fabric> for Endpoint {
         };
         let act = Active {
             sock,
-            peers: PeerSocks::new(&me.settings, local),
+            peers: PeerSocks::new(&me.settings, local, me.dscp),
             local,
             av,
             tx_cq: s.b.txcq.clone(),
@@ -141,7 +154,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: fi_setname after fi_enable"),
             ));
         }
-        s.sock = Some(open_sock(&me.settings, &sa)?);
+        s.sock = Some(open_sock(&me.settings, me.dscp, &sa)?);
         Ok(())
     }
 
@@ -274,19 +287,37 @@ impl EndpointOps<Fabric> for Endpoint {
         context: usize,
     ) -> Result<()> {
         let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        let f = self.inner.tx_op_flags;
+        let f = self.op_flags.tx();
         // SAFETY: caller's contract.
         unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
     }
 
     unsafe fn sendv(&self, iov: &[Iov], _desc: &[Desc], dest: u64, context: usize) -> Result<()> {
         let iov = UserIov::from_iov(iov)?;
-        let f = self.inner.tx_op_flags;
+        let f = self.op_flags.tx();
         // SAFETY: caller's contract.
         unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
     }
 
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of the endpoint's default flags.
+    unsafe fn control(&self, command: i32, arg: *mut std::ffi::c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        unsafe { self.op_flags.endpoint_control(NAME, command, arg, OP_FLAGS) }
+    }
+
+    /// `fi_ep_alias`: the same socket and queues with their own default flags: a copy
+    /// of this handle's, then one side set from `flags`. Closing the alias leaves the
+    /// endpoint as it is.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            inner: Arc::clone(&self.inner),
+            op_flags: self.op_flags.alias(NAME, flags, OP_FLAGS)?,
+            alias: true,
+        })
+    }
+
     unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        check_call(NAME, OpKind::send(), flags, OP_FLAGS)?;
         // SAFETY: caller's contract for `msg`.
         let iov = unsafe { UserIov::from_msg(msg) }?;
         let data = flags.contains(OpFlags::REMOTE_CQ_DATA).then_some(msg.data);
@@ -316,7 +347,7 @@ impl EndpointOps<Fabric> for Endpoint {
         context: usize,
     ) -> Result<()> {
         let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        let f = self.inner.tx_op_flags;
+        let f = self.op_flags.tx();
         // SAFETY: caller's contract.
         unsafe {
             self.inner
@@ -342,15 +373,16 @@ impl EndpointOps<Fabric> for Endpoint {
         context: usize,
     ) -> Result<()> {
         let iov = UserIov::one(buf.cast(), len)?;
-        self.inner.post_recv(iov, context, self.inner.rx_op_flags)
+        self.inner.post_recv(iov, context, self.op_flags.rx())
     }
 
     unsafe fn recvv(&self, iov: &[Iov], _desc: &[Desc], _src: u64, context: usize) -> Result<()> {
         let iov = UserIov::from_iov(iov)?;
-        self.inner.post_recv(iov, context, self.inner.rx_op_flags)
+        self.inner.post_recv(iov, context, self.op_flags.rx())
     }
 
     unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
+        check_call(NAME, OpKind::recv(), flags, OP_FLAGS)?;
         // SAFETY: caller's contract for `msg`.
         let iov = unsafe { UserIov::from_msg(msg) }?;
         self.inner.post_recv(iov, msg.context, flags)
@@ -359,6 +391,9 @@ impl EndpointOps<Fabric> for Endpoint {
     /// Stops progress on the endpoint and forgets its posted receives (their buffers
     /// are the application's again; no completions are generated).
     fn close(&self) -> Result<()> {
+        if self.alias {
+            return Ok(());
+        }
         self.inner.engine.unregister(&self.inner);
         lock(&self.inner.rx).clear();
         Ok(())

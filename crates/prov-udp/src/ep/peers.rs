@@ -29,10 +29,12 @@ pub(super) struct PeerSocks {
     /// Socket buffer sizes (`FI_UDP_SNDBUF` / `FI_UDP_RCVBUF`; 0: the kernel's).
     sndbuf: usize,
     rcvbuf: usize,
+    /// The endpoint's DSCP value, on every peer socket too.
+    dscp: Option<u8>,
 }
 
 impl PeerSocks {
-    pub(super) fn new(settings: &Settings, local: SocketAddr) -> PeerSocks {
+    pub(super) fn new(settings: &Settings, local: SocketAddr, dscp: Option<u8>) -> PeerSocks {
         PeerSocks {
             slots: (0..settings.peer_sockets)
                 .map(|_| OnceLock::new())
@@ -42,6 +44,7 @@ impl PeerSocks {
             local,
             sndbuf: settings.sndbuf,
             rcvbuf: settings.rcvbuf,
+            dscp,
         }
     }
 
@@ -106,7 +109,12 @@ impl PeerSocks {
         let sock = match main
             .share_port()
             .and_then(|()| UdpSock::connected(&self.local, dst, self.sndbuf, self.rcvbuf))
-        {
+            .and_then(|s| {
+                if let Some(d) = self.dscp {
+                    s.set_dscp(d)?;
+                }
+                Ok(s)
+            }) {
             Ok(s) => Some(s),
             Err(e) => {
                 ofi_core::ofi_debug!(NAME, "ep_data", "no peer socket for {dst:?}: {e}");

@@ -46,11 +46,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     fn directed(&self) -> bool {
@@ -60,10 +60,36 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_endpoint_ops!(Fabric);
+
+    ofi_kit::op_flags_control!(flags);
+
+    /// `fi_ep_alias`: the same endpoint (peers, queues, bindings) with its own default
+    /// flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
+            alias: true,
+        })
+    }
 }
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
+    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+
+    /// A fenced operation starts only when no earlier transmit operation is still in
+    /// the operation table (every one stays there until its peer acknowledged or
+    /// answered it).
+    fn fence_ready(&self, _act: &Active) -> Result<()> {
+        if lock(&self.sh.st).live > 0 {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        Ok(())
+    }
 
     fn inject_size(&self) -> usize {
         self.sh.inject_max

@@ -6,6 +6,18 @@ use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
+    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+
+    /// A fenced operation starts only when no earlier transmit operation is still in
+    /// the operation table (waiting for its core completion, its peer's
+    /// acknowledgement or a rendezvous).
+    fn fence_ready(&self, _act: &Active) -> Result<()> {
+        if lock(&self.sh.st).live > 0 {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        Ok(())
+    }
 
     fn inject_size(&self) -> usize {
         self.sh.core_inject.saturating_sub(HDR_LEN)

@@ -75,6 +75,7 @@ use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::ep::{BindRules, Bindings, Bound};
 use ofi_kit::layered::RecvQueue;
+use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
@@ -394,8 +395,6 @@ struct Shared {
     core_inject: usize,
     core_virt: bool,
     engine: Arc<ProgressEngine>,
-    tx_op_flags: OpFlags,
-    rx_op_flags: OpFlags,
     need_src: bool,
     directed: bool,
     setup: Mutex<Setup>,
@@ -405,6 +404,8 @@ struct Shared {
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
 pub struct Endpoint {
     sh: Arc<Shared>,
+    /// This handle's default operation flags (an alias has its own).
+    flags: DefaultOpFlags,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -429,6 +430,13 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
+        // Checked first: a refused open leaves nothing registered.
+        let flags = DefaultOpFlags::from_attrs(
+            NAME,
+            ofi_kit::opflags::default_tx(info.tx_attr.op_flags),
+            info.rx_attr.op_flags,
+            <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
+        )?;
         let settings = dom.settings;
         let core_eq = dom.fabric.eq_open(&EqAttr::default())?;
         let core_cq = dom.core.cq_open(&CqAttr {
@@ -512,15 +520,13 @@ impl Endpoint {
             core_inject,
             core_virt,
             engine: engine.clone(),
-            tx_op_flags: default_tx_flags(info.tx_attr.op_flags),
-            rx_op_flags: info.rx_attr.op_flags,
             need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
             directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
         });
         engine.register(&sh);
-        Ok(Endpoint { sh })
+        Ok(Endpoint { sh, flags })
     }
 
     /// The endpoint's address (the core passive endpoint's name).
@@ -545,14 +551,6 @@ fn is_conn_err(e: Errno) -> bool {
         e,
         Errno::ENOTCONN | Errno::ECONNRESET | Errno::ECONNABORTED | Errno::ESHUTDOWN | Errno(32)
     )
-}
-
-fn default_tx_flags(f: OpFlags) -> OpFlags {
-    if f.intersects(OpFlags::INJECT_COMPLETE | OpFlags::TRANSMIT_COMPLETE) {
-        f - OpFlags::DELIVERY_COMPLETE
-    } else {
-        f
-    }
 }
 
 /// `a` with an unspecified IP replaced by `ip` (or the loopback address of its family):
@@ -767,11 +765,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     }
 
     fn tx_op_flags(&self) -> OpFlags {
-        self.sh.tx_op_flags
+        self.flags.tx()
     }
 
     fn rx_op_flags(&self) -> OpFlags {
-        self.sh.rx_op_flags
+        self.flags.rx()
     }
 
     fn directed(&self) -> bool {
@@ -781,6 +779,19 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_endpoint_ops!(Fabric);
+
+    ofi_kit::op_flags_control!(flags);
+
+    /// `fi_ep_alias`: the same endpoint (connections, queues, bindings) with its own
+    /// default flags: a copy of this handle's, then one side set from `flags`.
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
+        })
+    }
 }
 
 #[cfg(test)]

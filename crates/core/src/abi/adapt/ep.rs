@@ -257,6 +257,33 @@ impl Endpoint {
         ctl(|eb| unsafe { call_slot!(self.t(), EpTable.control(self.obj, command, arg, eb)) })
     }
 
+    /// `fi_control(FI_GETOPSFLAG)`: the endpoint's default operation flags of the
+    /// transmit (`transmit`) or receive side. `FI_ENOSYS` where the provider has none.
+    pub fn op_flags(&self, transmit: bool) -> Result<OpFlags> {
+        let mut v = if transmit {
+            OpFlags::TRANSMIT.bits()
+        } else {
+            OpFlags::RECV.bits()
+        };
+        // SAFETY: FI_GETOPSFLAG takes a `uint64_t *`, `v` lives across the call.
+        unsafe { self.control(crate::control::GETOPSFLAG, (&mut v as *mut u64).cast()) }?;
+        Ok(OpFlags::from_bits_retain(v))
+    }
+
+    /// `fi_control(FI_SETOPSFLAG)`: set the default operation flags of the transmit
+    /// (`transmit`) or receive side, used by the calls that take no flags.
+    /// `FI_EBADFLAGS` for a flag the side or the provider does not take.
+    pub fn set_op_flags(&self, transmit: bool, flags: OpFlags) -> Result<()> {
+        let side = if transmit {
+            OpFlags::TRANSMIT
+        } else {
+            OpFlags::RECV
+        };
+        let mut v = (flags | side).bits();
+        // SAFETY: FI_SETOPSFLAG takes a `uint64_t *`, `v` lives across the call.
+        unsafe { self.control(crate::control::SETOPSFLAG, (&mut v as *mut u64).cast()) }
+    }
+
     /// `fi_enable`.
     pub fn enable(&self) -> Result<()> {
         // SAFETY: our own object and table.

@@ -1,0 +1,482 @@
+//! Which operation flags a data call takes, checked once for every kit-built provider.
+//!
+//! A `*msg` call (`fi_sendmsg`, `fi_trecvmsg`, `fi_writemsg`, `fi_atomicmsg` …) and the
+//! endpoint's default `op_flags` (`fi_tx_attr` / `fi_rx_attr`, `FI_SETOPSFLAG`, an
+//! alias's flags) carry operation flags. A flag the call does not define, or one the
+//! provider does not implement, is refused with `FI_EBADFLAGS` (fi_getinfo(3): "the
+//! specified … operation flags are invalid") rather than silently dropped.
+//!
+//! What each call family defines ([`defined`]):
+//!
+//! | family | flags |
+//! | --- | --- |
+//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` |
+//! | send (tagged) | the above and `FI_MATCH_COMPLETE` |
+//! | receive (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_MULTI_RECV` |
+//! | receive (tagged) | `FI_COMPLETION`, `FI_MORE`, `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` |
+//! | RMA write | as a message send, and `FI_COMMIT_COMPLETE` |
+//! | RMA read | `FI_COMPLETION`, `FI_MORE`, `FI_FENCE` and the completion levels |
+//! | base atomic | `FI_COMPLETION`, `FI_MORE`, `FI_INJECT`, `FI_FENCE`, the completion levels |
+//! | fetch / compare atomic | as a base atomic without `FI_INJECT` |
+//!
+//! What a provider implements is its own set ([`PROVIDER_DEFAULT`] unless it says
+//! otherwise: every defined flag but `FI_FENCE`, `FI_COMMIT_COMPLETE` and
+//! `FI_MULTICAST`, which need work of their own). `FI_MORE` is a hint: every provider accepts it, whatever its
+//! set.
+//!
+//! [`DefaultOpFlags`] holds an endpoint's (or alias's) two default sets and answers
+//! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]).
+//!
+//! Nothing here panics.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ofi_core::abi::ops::{OpFamily, OpKind};
+use ofi_core::control::{ops_side, GETOPSFLAG, SETOPSFLAG};
+use ofi_core::{Errno, Error, OpFlags, Result};
+
+/// An endpoint's default operation flags, transmit and receive: what the data calls
+/// without flags use, changed by `FI_SETOPSFLAG` at any time (each call reads them
+/// once, with a relaxed load: the C API asks `fi_control` to be serialized against the
+/// endpoint's other calls).
+#[derive(Debug, Default)]
+pub struct DefaultOpFlags {
+    tx: AtomicU64,
+    rx: AtomicU64,
+}
+
+impl DefaultOpFlags {
+    /// The sets from the endpoint's attributes (`fi_tx_attr.op_flags`,
+    /// `fi_rx_attr.op_flags`), taken as they are (getinfo checked them).
+    pub fn new(tx: OpFlags, rx: OpFlags) -> Self {
+        DefaultOpFlags {
+            tx: AtomicU64::new(tx.bits()),
+            rx: AtomicU64::new(rx.bits()),
+        }
+    }
+
+    /// The sets of an endpoint opened with these attribute flags, checked
+    /// ([`check_defaults`]: a flag the side does not take or the provider does not
+    /// implement is refused, never dropped).
+    ///
+    /// # Errors
+    /// `FI_EBADFLAGS` naming the refused flags.
+    pub fn from_attrs(prov: &str, tx: OpFlags, rx: OpFlags, supported: OpFlags) -> Result<Self> {
+        check_defaults(prov, true, tx, supported)?;
+        check_defaults(prov, false, rx, supported)?;
+        Ok(DefaultOpFlags::new(tx, rx))
+    }
+
+    /// A copy (an alias starts with its endpoint's flags).
+    pub fn snapshot(&self) -> Self {
+        DefaultOpFlags::new(self.tx(), self.rx())
+    }
+
+    /// The transmit set.
+    #[inline(always)]
+    pub fn tx(&self) -> OpFlags {
+        OpFlags::from_bits_retain(self.tx.load(Ordering::Relaxed))
+    }
+
+    /// The receive set.
+    #[inline(always)]
+    pub fn rx(&self) -> OpFlags {
+        OpFlags::from_bits_retain(self.rx.load(Ordering::Relaxed))
+    }
+
+    /// Set one side from an argument naming it (`FI_TRANSMIT` or `FI_RECV` with the
+    /// flags OR'ed in: `FI_SETOPSFLAG`, `fi_ep_alias`).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` when `arg` names both sides or neither; `FI_EBADFLAGS` for a flag
+    /// the side does not take or the provider does not implement ([`check_defaults`]).
+    pub fn set(&self, prov: &str, arg: u64, supported: OpFlags) -> Result<()> {
+        let (transmit, flags) = ops_side(arg).map_err(|e| e.context(prov))?;
+        check_defaults(prov, transmit, flags, supported)?;
+        let slot = if transmit { &self.tx } else { &self.rx };
+        slot.store(flags.bits(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The set of the side `arg` names (`FI_GETOPSFLAG`).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` when `arg` names both sides or neither.
+    pub fn get(&self, prov: &str, arg: u64) -> Result<OpFlags> {
+        let (transmit, _) = ops_side(arg).map_err(|e| e.context(prov))?;
+        Ok(if transmit { self.tx() } else { self.rx() })
+    }
+
+    /// The flags of a new alias (`fi_ep_alias`): a copy of these, then the side `arg`
+    /// names set from it.
+    ///
+    /// # Errors
+    /// As [`set`](Self::set).
+    pub fn alias(&self, prov: &str, arg: u64, supported: OpFlags) -> Result<Self> {
+        let a = self.snapshot();
+        a.set(prov, arg, supported)?;
+        Ok(a)
+    }
+
+    /// An endpoint's whole `fi_control` when these two commands are all it answers:
+    /// [`control`](Self::control), and `FI_ENOSYS` for every other command.
+    ///
+    /// # Safety
+    /// As [`control`](Self::control).
+    pub unsafe fn endpoint_control(
+        &self,
+        prov: &str,
+        command: i32,
+        arg: *mut c_void,
+        supported: OpFlags,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.control(prov, command, arg, supported) }.unwrap_or_else(|| {
+            Err(Error::new(
+                Errno::ENOSYS,
+                format!("{prov}: fi_control command {command} not supported"),
+            ))
+        })
+    }
+
+    /// `fi_control` of an endpoint for `FI_GETOPSFLAG` and `FI_SETOPSFLAG`; `None` for
+    /// any other command (`arg` untouched), for the provider to answer.
+    ///
+    /// # Safety
+    /// For those two commands `arg` is null or valid for reads and writes of a `u64`
+    /// (the C API's `uint64_t *flags`) for the duration of the call.
+    pub unsafe fn control(
+        &self,
+        prov: &str,
+        command: i32,
+        arg: *mut c_void,
+        supported: OpFlags,
+    ) -> Option<Result<()>> {
+        if command != GETOPSFLAG && command != SETOPSFLAG {
+            return None;
+        }
+        let p = arg.cast::<u64>();
+        if p.is_null() {
+            return Some(Err(Error::new(
+                Errno::EINVAL,
+                format!("{prov}: fi_control: null flags argument"),
+            )));
+        }
+        // SAFETY: not null; the caller's contract: valid for a read of a u64. Read
+        // unaligned: a C caller's `uint64_t` is aligned, but nothing here relies on it.
+        let v = unsafe { p.read_unaligned() };
+        Some(if command == GETOPSFLAG {
+            self.get(prov, v).map(|f| {
+                // SAFETY: as above, valid for a write.
+                unsafe { p.write_unaligned(f.bits()) }
+            })
+        } else {
+            self.set(prov, v, supported)
+        })
+    }
+}
+
+/// The completion levels a transmit operation may ask for.
+pub const COMPLETION_LEVELS: OpFlags = OpFlags::INJECT_COMPLETE
+    .union(OpFlags::TRANSMIT_COMPLETE)
+    .union(OpFlags::DELIVERY_COMPLETE);
+
+/// What every transmit operation (send, RMA, atomic) defines.
+const TX_COMMON: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::MORE)
+    .union(OpFlags::FENCE)
+    .union(COMPLETION_LEVELS);
+
+/// The flags a provider implements unless it declares its own set: every flag some
+/// call defines, except `FI_FENCE`, `FI_COMMIT_COMPLETE` and `FI_MULTICAST`.
+pub const PROVIDER_DEFAULT: OpFlags = TX_COMMON
+    .union(OpFlags::INJECT)
+    .union(OpFlags::REMOTE_CQ_DATA)
+    .union(OpFlags::MATCH_COMPLETE)
+    .union(OpFlags::MULTI_RECV)
+    .union(OpFlags::PEEK)
+    .union(OpFlags::CLAIM)
+    .union(OpFlags::DISCARD)
+    .difference(OpFlags::FENCE);
+
+/// Every flag a transmit context's default `op_flags` may hold (`fi_tx_attr`,
+/// `FI_SETOPSFLAG` with `FI_TRANSMIT`): what the transmit calls without flags use.
+/// `FI_FENCE` is not one: a fence belongs to one operation (a `*msg` call).
+pub const TX_DEFAULTS: OpFlags = TX_COMMON
+    .difference(OpFlags::FENCE)
+    .union(OpFlags::INJECT)
+    .union(OpFlags::COMMIT_COMPLETE)
+    .union(OpFlags::MATCH_COMPLETE);
+
+/// Every flag a receive context's default `op_flags` may hold (`fi_rx_attr`,
+/// `FI_SETOPSFLAG` with `FI_RECV`).
+pub const RX_DEFAULTS: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::MORE)
+    .union(OpFlags::MULTI_RECV);
+
+/// Inside `impl EndpointOps<F> for E`, where `E` implements
+/// [`DataPath`](crate::dataops::DataPath) and keeps its [`DefaultOpFlags`] in field
+/// `$field`: `fi_control` answering `FI_GETOPSFLAG` / `FI_SETOPSFLAG` with the data
+/// path's `NAME` and `OP_FLAGS` ([`DefaultOpFlags::endpoint_control`]), `FI_ENOSYS` for
+/// the other commands.
+#[macro_export]
+macro_rules! op_flags_control {
+    ($field:ident) => {
+        /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags.
+        unsafe fn control(
+            &self,
+            command: i32,
+            arg: *mut ::std::ffi::c_void,
+        ) -> $crate::core::Result<()> {
+            // SAFETY: the caller's contract for `arg`, forwarded.
+            unsafe {
+                self.$field.endpoint_control(
+                    <Self as $crate::dataops::DataPath>::NAME,
+                    command,
+                    arg,
+                    <Self as $crate::dataops::DataPath>::OP_FLAGS,
+                )
+            }
+        }
+    };
+}
+
+/// The default flags of the transmit calls without flags, from `tx_attr.op_flags`: a
+/// getinfo result without hints carries every completion level the provider
+/// supports; the weakest named one is the default then, so `FI_DELIVERY_COMPLETE`
+/// applies only when no weaker level (`FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`) is
+/// named with it.
+pub const fn default_tx(f: OpFlags) -> OpFlags {
+    if f.intersects(OpFlags::INJECT_COMPLETE.union(OpFlags::TRANSMIT_COMPLETE)) {
+        f.difference(OpFlags::DELIVERY_COMPLETE)
+    } else {
+        f
+    }
+}
+
+/// The flags a call of `kind` defines (see the [module docs](self)).
+pub const fn defined(kind: OpKind) -> OpFlags {
+    match kind.family {
+        OpFamily::Send => {
+            let s = TX_COMMON
+                .union(OpFlags::INJECT)
+                .union(OpFlags::REMOTE_CQ_DATA)
+                .union(OpFlags::MULTICAST);
+            if kind.tagged {
+                s.union(OpFlags::MATCH_COMPLETE)
+            } else {
+                s
+            }
+        }
+        OpFamily::Recv => {
+            let r = OpFlags::COMPLETION.union(OpFlags::MORE);
+            if kind.tagged {
+                r.union(OpFlags::PEEK)
+                    .union(OpFlags::CLAIM)
+                    .union(OpFlags::DISCARD)
+            } else {
+                r.union(OpFlags::MULTI_RECV)
+            }
+        }
+        OpFamily::Write => TX_COMMON
+            .union(OpFlags::INJECT)
+            .union(OpFlags::REMOTE_CQ_DATA)
+            .union(OpFlags::COMMIT_COMPLETE),
+        OpFamily::Read => TX_COMMON,
+        OpFamily::Atomic => TX_COMMON.union(OpFlags::INJECT),
+        OpFamily::Fetch | OpFamily::Compare => TX_COMMON,
+    }
+}
+
+/// The name of a call family, for messages.
+const fn family_name(kind: OpKind) -> &'static str {
+    match (kind.family, kind.tagged) {
+        (OpFamily::Send, false) => "fi_sendmsg",
+        (OpFamily::Send, true) => "fi_tsendmsg",
+        (OpFamily::Recv, false) => "fi_recvmsg",
+        (OpFamily::Recv, true) => "fi_trecvmsg",
+        (OpFamily::Read, _) => "fi_readmsg",
+        (OpFamily::Write, _) => "fi_writemsg",
+        (OpFamily::Atomic, _) => "fi_atomicmsg",
+        (OpFamily::Fetch, _) => "fi_fetch_atomicmsg",
+        (OpFamily::Compare, _) => "fi_compare_atomicmsg",
+    }
+}
+
+/// Check the flags of a `*msg` call of `kind` against what the call defines and what
+/// the provider `prov` implements (`supported`; `FI_MORE` always passes).
+///
+/// # Errors
+/// `FI_EBADFLAGS` naming the refused flags: a flag the call does not define, or one
+/// the provider does not implement.
+#[inline(always)]
+pub fn check_call(prov: &str, kind: OpKind, flags: OpFlags, supported: OpFlags) -> Result<()> {
+    let allowed = defined(kind).intersection(supported.union(OpFlags::MORE));
+    let bad = flags.difference(allowed);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(refused(prov, family_name(kind), bad, defined(kind)))
+}
+
+/// Check default operation flags for one side (`FI_TRANSMIT` or `FI_RECV`): what
+/// `fi_tx_attr.op_flags` / `fi_rx_attr.op_flags`, `FI_SETOPSFLAG` and `fi_ep_alias` may
+/// set.
+///
+/// # Errors
+/// `FI_EBADFLAGS` naming the refused flags.
+pub fn check_defaults(
+    prov: &str,
+    transmit: bool,
+    flags: OpFlags,
+    supported: OpFlags,
+) -> Result<()> {
+    let side = if transmit { TX_DEFAULTS } else { RX_DEFAULTS };
+    let allowed = side.intersection(supported.union(OpFlags::MORE));
+    let bad = flags.difference(allowed);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let what = if transmit {
+        "transmit op_flags"
+    } else {
+        "receive op_flags"
+    };
+    Err(refused(prov, what, bad, side))
+}
+
+fn refused(prov: &str, what: &str, bad: OpFlags, defined: OpFlags) -> Error {
+    let why = if bad.intersects(defined) {
+        "not supported by this provider"
+    } else {
+        "not defined for this call"
+    };
+    Error::new(Errno::EBADFLAGS, format!("{prov}: {what}: {bad} {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(family: OpFamily, tagged: bool) -> OpKind {
+        OpKind {
+            family,
+            tagged,
+            data: false,
+            inject: false,
+            msg: true,
+        }
+    }
+
+    #[test]
+    fn more_passes_everywhere() {
+        for fam in [
+            OpFamily::Send,
+            OpFamily::Recv,
+            OpFamily::Read,
+            OpFamily::Write,
+            OpFamily::Atomic,
+            OpFamily::Fetch,
+            OpFamily::Compare,
+        ] {
+            for tagged in [false, true] {
+                check_call("p", kind(fam, tagged), OpFlags::MORE, OpFlags::empty()).unwrap();
+            }
+        }
+        check_defaults("p", true, OpFlags::MORE, OpFlags::empty()).unwrap();
+    }
+
+    #[test]
+    fn fence_needs_the_provider() {
+        let k = kind(OpFamily::Read, false);
+        let e = check_call("p", k, OpFlags::FENCE, PROVIDER_DEFAULT).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+        assert!(e.to_string().contains("FI_FENCE"), "{e}");
+        assert!(e.to_string().contains("not supported"), "{e}");
+        check_call("p", k, OpFlags::FENCE, PROVIDER_DEFAULT | OpFlags::FENCE).unwrap();
+    }
+
+    #[test]
+    fn undefined_flags_are_refused() {
+        let cases = [
+            (kind(OpFamily::Recv, false), OpFlags::PEEK),
+            (kind(OpFamily::Recv, true), OpFlags::MULTI_RECV),
+            (kind(OpFamily::Send, false), OpFlags::MULTI_RECV),
+            (kind(OpFamily::Send, false), OpFlags::MATCH_COMPLETE),
+            (kind(OpFamily::Fetch, false), OpFlags::INJECT),
+            (kind(OpFamily::Read, false), OpFlags::REMOTE_CQ_DATA),
+            (
+                kind(OpFamily::Write, false),
+                OpFlags::from_bits_retain(1 << 40),
+            ),
+            (kind(OpFamily::Atomic, false), OpFlags::SEND),
+        ];
+        for (k, f) in cases {
+            let e = check_call("p", k, f, OpFlags::all()).unwrap_err();
+            assert_eq!(e.code(), Errno::EBADFLAGS, "{k:?} {f}");
+            assert!(e.to_string().contains("not defined"), "{e}");
+        }
+    }
+
+    #[test]
+    fn defined_flags_pass() {
+        let send = OpFlags::COMPLETION | OpFlags::REMOTE_CQ_DATA | OpFlags::DELIVERY_COMPLETE;
+        check_call("p", kind(OpFamily::Send, false), send, PROVIDER_DEFAULT).unwrap();
+        let trecv = OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD;
+        check_call("p", kind(OpFamily::Recv, true), trecv, PROVIDER_DEFAULT).unwrap();
+        let e = check_call(
+            "p",
+            kind(OpFamily::Write, false),
+            OpFlags::COMMIT_COMPLETE,
+            PROVIDER_DEFAULT,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+    }
+
+    #[test]
+    fn delivery_complete_is_a_default_only_when_alone() {
+        let all = OpFlags::COMPLETION
+            | OpFlags::INJECT_COMPLETE
+            | OpFlags::TRANSMIT_COMPLETE
+            | OpFlags::DELIVERY_COMPLETE;
+        assert!(!default_tx(all).contains(OpFlags::DELIVERY_COMPLETE));
+        let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
+        assert_eq!(default_tx(dc), dc);
+    }
+
+    #[test]
+    fn attrs_are_checked() {
+        let ok = DefaultOpFlags::from_attrs(
+            "p",
+            OpFlags::COMPLETION | OpFlags::INJECT,
+            OpFlags::MULTI_RECV,
+            PROVIDER_DEFAULT,
+        )
+        .unwrap();
+        assert_eq!(ok.tx(), OpFlags::COMPLETION | OpFlags::INJECT);
+        assert_eq!(ok.rx(), OpFlags::MULTI_RECV);
+        for (tx, rx) in [
+            (OpFlags::MULTI_RECV, OpFlags::empty()),
+            (OpFlags::empty(), OpFlags::DELIVERY_COMPLETE),
+            (OpFlags::COMMIT_COMPLETE, OpFlags::empty()),
+        ] {
+            let e = DefaultOpFlags::from_attrs("p", tx, rx, PROVIDER_DEFAULT).unwrap_err();
+            assert_eq!(e.code(), Errno::EBADFLAGS, "{tx} / {rx}");
+        }
+    }
+
+    #[test]
+    fn defaults_per_side() {
+        check_defaults("p", true, OpFlags::DELIVERY_COMPLETE, PROVIDER_DEFAULT).unwrap();
+        check_defaults("p", false, OpFlags::MULTI_RECV, PROVIDER_DEFAULT).unwrap();
+        let e = check_defaults("p", false, OpFlags::INJECT, PROVIDER_DEFAULT).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+        let e = check_defaults("p", true, OpFlags::MULTI_RECV, PROVIDER_DEFAULT).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+        // A fence belongs to one operation, never to the defaults.
+        let e = check_defaults("p", true, OpFlags::FENCE, OpFlags::all()).unwrap_err();
+        assert_eq!(e.code(), Errno::EBADFLAGS);
+    }
+}
