@@ -6,7 +6,7 @@ mod common;
 
 use common::{settle, sim, small_cfg, srd, Node};
 use ofi_core::error::Errno;
-use ofi_prov_efa::proto::{Access, AtomicOp, Event, Outstanding, TxKind};
+use ofi_prov_efa::proto::{Access, AtomicArgs, AtomicOp, Event, Outstanding, TxKind};
 use ofi_testkit::simnet::{Nanos, Sim};
 
 const SPAN: Nanos = 200_000_000;
@@ -101,10 +101,34 @@ fn the_target_checks_key_access_and_bounds() {
     e.write(0, 3, 1, 1, 4090, vec![1; 300]).unwrap(); // past the end (several packets)
     e.read(0, 4, 1, 3, 0, 8).unwrap(); // write-only region
     e.read(0, 5, 1, 1, u64::MAX - 2, 8).unwrap(); // offset overflows
-    e.atomic(0, 6, 1, 1, 4092, AtomicOp::Sum, 1, None, false)
-        .unwrap(); // straddles the end
-    e.atomic(0, 7, 1, 3, 0, AtomicOp::Sum, 1, None, true)
-        .unwrap(); // fetch needs read access
+    e.atomic(
+        0,
+        6,
+        1,
+        1,
+        4092,
+        AtomicArgs {
+            op: AtomicOp::Sum,
+            operand: 1,
+            compare: None,
+            fetch: false,
+        },
+    )
+    .unwrap(); // straddles the end
+    e.atomic(
+        0,
+        7,
+        1,
+        3,
+        0,
+        AtomicArgs {
+            op: AtomicOp::Sum,
+            operand: 1,
+            compare: None,
+            fetch: true,
+        },
+    )
+    .unwrap(); // fetch needs read access
     settle(&mut s, SPAN);
     let mut d = done(&mut s);
     d.sort_by_key(|x| x.0);
@@ -154,7 +178,19 @@ fn eight_byte_atomics() {
     for (i, (op, operand, cmp, want_old, want_new)) in cases.into_iter().enumerate() {
         s.nodes[0]
             .eng
-            .atomic(s.now, i as u64, 1, 1, 16, op, operand, cmp, true)
+            .atomic(
+                s.now,
+                i as u64,
+                1,
+                1,
+                16,
+                AtomicArgs {
+                    op,
+                    operand,
+                    compare: cmp,
+                    fetch: true,
+                },
+            )
             .unwrap();
         settle(&mut s, SPAN);
         assert_eq!(old(&mut s), want_old, "{op:?}");
@@ -168,15 +204,51 @@ fn eight_byte_atomics() {
     // Calls that make no sense are refused at once.
     let e = &mut s.nodes[0].eng;
     assert_eq!(
-        e.atomic(0, 1, 1, 1, 0, AtomicOp::Cswap, 1, None, true),
+        e.atomic(
+            0,
+            1,
+            1,
+            1,
+            0,
+            AtomicArgs {
+                op: AtomicOp::Cswap,
+                operand: 1,
+                compare: None,
+                fetch: true
+            }
+        ),
         Err(Errno::EINVAL)
     );
     assert_eq!(
-        e.atomic(0, 1, 1, 1, 0, AtomicOp::Sum, 1, Some(2), true),
+        e.atomic(
+            0,
+            1,
+            1,
+            1,
+            0,
+            AtomicArgs {
+                op: AtomicOp::Sum,
+                operand: 1,
+                compare: Some(2),
+                fetch: true
+            }
+        ),
         Err(Errno::EINVAL)
     );
     assert_eq!(
-        e.atomic(0, 1, 1, 1, 0, AtomicOp::Read, 0, None, false),
+        e.atomic(
+            0,
+            1,
+            1,
+            1,
+            0,
+            AtomicArgs {
+                op: AtomicOp::Read,
+                operand: 0,
+                compare: None,
+                fetch: false
+            }
+        ),
         Err(Errno::EINVAL)
     );
     assert_eq!(e.write(0, 1, 1, 1, 0, Vec::new()), Err(Errno::EINVAL));

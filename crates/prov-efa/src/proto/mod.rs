@@ -62,7 +62,7 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicOp, MAX_WRITES_IN_PROGRESS};
+pub use rma::{Access, AtomicArgs, AtomicOp, MAX_WRITES_IN_PROGRESS};
 
 /// A peer's address as the transport names it (a device address handle, a simulated
 /// node).

@@ -123,6 +123,20 @@ fn range(off: u64, len: u64, cap: usize) -> Result<std::ops::Range<usize>, Errno
     Ok(off as usize..end as usize)
 }
 
+/// The operation of an 8-byte atomic: `op` with `operand`; `compare` for CSWAP (and only
+/// for it); `fetch` to get the old value in the completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicArgs {
+    /// The operation.
+    pub op: AtomicOp,
+    /// Its operand.
+    pub operand: u64,
+    /// The value to compare with (CSWAP).
+    pub compare: Option<u64>,
+    /// Whether the completion carries the old value.
+    pub fetch: bool,
+}
+
 impl Engine {
     /// Register `data` under `key` with `access`. Errors: `FI_EINVAL` for a key with
     /// the top bit set (reserved) or already registered.
@@ -213,9 +227,7 @@ impl Engine {
         self.rma_op(now, ctx, peer, TxKind::Read, Vec::new(), req)
     }
 
-    /// An 8-byte atomic on `peer`'s region `key` at `offset`: `compare` for CSWAP;
-    /// `fetch` to get the old value in the completion.
-    #[allow(clippy::too_many_arguments)]
+    /// An 8-byte atomic on `peer`'s region `key` at `offset` (see [`AtomicArgs`]).
     pub fn atomic(
         &mut self,
         now: Nanos,
@@ -223,11 +235,14 @@ impl Engine {
         peer: PeerAddr,
         key: u32,
         offset: u64,
-        op: AtomicOp,
-        operand: u64,
-        compare: Option<u64>,
-        fetch: bool,
+        args: AtomicArgs,
     ) -> Result<(), Errno> {
+        let AtomicArgs {
+            op,
+            operand,
+            compare,
+            fetch,
+        } = args;
         let ty = match (op, compare.is_some(), fetch) {
             (AtomicOp::Cswap, true, _) => PktType::CompareRta,
             (AtomicOp::Cswap, false, _) | (_, true, _) => return Err(Errno::EINVAL),
