@@ -18,6 +18,7 @@ pub const UDP: &[Capability] = &[
     Av,
     Msg,
     Source,
+    AvUserId,
     Dgram,
     Inject,
     Eq,

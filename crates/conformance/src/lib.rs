@@ -476,6 +476,10 @@ impl Claims {
                 msg && self.caps.contains(Caps::SOURCE),
                 "no FI_SOURCE with FI_MSG",
             ),
+            Capability::AvUserId => need(
+                msg && self.caps.contains(Caps::SOURCE | Caps::AV_USER_ID),
+                "no FI_AV_USER_ID with FI_SOURCE and FI_MSG",
+            ),
             Capability::TwoProcess => need(msg, "no FI_MSG on a connectionless endpoint type"),
             Capability::Pairs => any(Caps::MSG, "no endpoint type with FI_MSG"),
             Capability::PairInject => need(
@@ -624,6 +628,8 @@ pub enum Capability {
     Inject,
     /// `FI_SOURCE`: receives report the sender's fabric address.
     Source,
+    /// `FI_AV_USER_ID`: receives report the user id a peer was inserted with.
+    AvUserId,
     /// Messages between two processes (connectionless).
     TwoProcess,
     /// `FI_MSG` between a pair of endpoints, on every endpoint type offered.
@@ -688,13 +694,14 @@ pub enum Capability {
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 37] = [
+    pub const ALL: [Capability; 38] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
         Capability::Av,
         Capability::Msg,
         Capability::Source,
+        Capability::AvUserId,
         Capability::Dgram,
         Capability::Inject,
         Capability::Eq,
@@ -737,6 +744,9 @@ impl Capability {
             Capability::Dgram => "`FI_EP_DGRAM` with `FI_MSG`",
             Capability::Inject => "`FI_MSG` on a connectionless type with `inject_size > 0`",
             Capability::Source => "`FI_SOURCE` with `FI_MSG` (connectionless)",
+            Capability::AvUserId => {
+                "`FI_AV_USER_ID` with `FI_SOURCE` and `FI_MSG` (connectionless)"
+            }
             Capability::TwoProcess => "`FI_MSG` on a connectionless endpoint type",
             Capability::Pairs => "an endpoint type with `FI_MSG`",
             Capability::PairInject => "an endpoint type with `FI_MSG` and `inject_size > 0`",
@@ -791,6 +801,7 @@ impl fmt::Display for Capability {
             Capability::Dgram => "dgram",
             Capability::Inject => "inject",
             Capability::Source => "source",
+            Capability::AvUserId => "av-user-id",
             Capability::TwoProcess => "two-process",
             Capability::Pairs => "pairs",
             Capability::PairInject => "pair-inject",
@@ -969,6 +980,7 @@ macro_rules! conformance_suite {
                 msg_cancel_posted_recv_is_ecanceled,
                 msg_data_call_before_enable,
                 msg_source_address,
+                msg_source_user_id,
                 dgram_ep_type_results,
                 inject_up_to_inject_size,
                 teardown_drop_ep_before_cq,

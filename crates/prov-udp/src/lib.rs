@@ -138,6 +138,7 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::MULTI_RECV)
     .union(Caps::SOURCE)
     .union(Caps::SOURCE_ERR)
+    .union(Caps::AV_USER_ID)
     .union(Caps::REMOTE_CQ_DATA)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM)
@@ -302,6 +303,7 @@ impl UdpProvider {
                     | Caps::MULTI_RECV
                     | Caps::SOURCE
                     | Caps::SOURCE_ERR
+                    | Caps::AV_USER_ID
                     | Caps::REMOTE_CQ_DATA,
                 msg_order: MsgOrder::SAS,
                 size: s.rx_size,

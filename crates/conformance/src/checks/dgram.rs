@@ -1,7 +1,7 @@
 //! Messages on connectionless endpoints (`FI_EP_DGRAM`, `FI_EP_RDM`): to self and to a
 //! second endpoint, payload integrity, size limits (`FI_EMSGSIZE`), truncation
 //! (`FI_ETRUNC` with `olen`), cancel (`FI_ECANCELED`), inject limits, data calls before
-//! `fi_enable`, and `FI_SOURCE`.
+//! `fi_enable`, and `FI_SOURCE` (with `FI_AV_USER_ID` ids).
 //!
 //! Receive buffers are kept alive until their completion has been read, or until the
 //! endpoint is closed.
@@ -174,12 +174,73 @@ pub fn msg_source_address(s: &Subject) {
     post_recv(&b.ep, &mut buf, 5).unwrap();
     send(&a.ep, b"who", f.fi_addrs[1], 6).unwrap();
     wait_ok(&a.cq, "send completion");
+    let (e, src) = read_from(&b.cq);
+    assert_eq!(e.op_context, 5);
+    assert_eq!(src, f.fi_addrs[0], "the sender's fabric address");
+}
+
+/// `FI_AV_USER_ID`: a peer inserted with a user id (`fi_av_insert` with
+/// `FI_AV_USER_ID`, the ids in the `fi_addr` array on input) is reported by
+/// `fi_cq_readfrom` as that id, not by its fabric address, which the insert still
+/// returns and which still names it in sends.
+pub fn msg_source_user_id(s: &Subject) {
+    const ID: u64 = 0x5eed_0001;
+    let caps = ofi::Caps::MSG | ofi::Caps::SOURCE | ofi::Caps::AV_USER_ID;
+    let info = fixture::msg_info_with(s, caps);
+    assert!(
+        info.caps.contains(caps),
+        "asked for {caps}, got {}",
+        info.caps
+    );
+    let f = Fixture::with_info(s, info, 1);
+    let b = &f.peers[0];
+    // A second endpoint, inserted into b's AV with a user id.
+    let (c_ep, c_cq, c_av) = fixture::unenabled_peer(&f.domain, &f.info);
+    c_ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
+    let c_addr = fixture::name_of(&c_ep, &f.info);
+    let mut fi_addr = [ID];
+    let n =
+        b.av.insert_into(
+            std::slice::from_ref(&c_addr),
+            &mut fi_addr,
+            ofi::Caps::AV_USER_ID.bits(),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("fi_av_insert with FI_AV_USER_ID: {e}"));
+    assert_eq!(n, 1, "one address inserted");
+    assert_ne!(
+        fi_addr[0],
+        ofi::ADDR_NOTAVAIL,
+        "the insert returns a fabric address"
+    );
+    let b_at_c = c_av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let mut buf = [0u8; 16];
+    post_recv(&b.ep, &mut buf, 7).unwrap();
+    send(&c_ep, b"id?", b_at_c, 8).unwrap();
+    wait_ok(&c_cq, "send completion");
+    let (e, src) = read_from(&b.cq);
+    assert_eq!(e.op_context, 7);
+    assert_eq!(
+        src, ID,
+        "the user id given at insert, not the fabric address"
+    );
+    // b reaches c by its fabric address.
+    let mut back = [0u8; 16];
+    post_recv(&c_ep, &mut back, 9).unwrap();
+    send(&b.ep, b"yes", fi_addr[0], 10).unwrap();
+    wait_ok(&b.cq, "send to the user-id peer");
+    assert_eq!(wait_ok(&c_cq, "reply").op_context, 9);
+    assert_eq!(&back[..3], b"yes");
+}
+
+/// One completion read with `fi_cq_readfrom`, waited for up to [`crate::WAIT`].
+fn read_from(cq: &ofi::cq::CompletionQueue) -> (CqMsgEntry, u64) {
     let deadline = std::time::Instant::now() + crate::WAIT;
     let mut e = [CqMsgEntry::default()];
     let mut src = [0u64];
     loop {
-        match b.cq.readfrom(&mut e, &mut src) {
-            Ok(1) => break,
+        match cq.readfrom(&mut e, &mut src) {
+            Ok(1) => return (e[0], src[0]),
             Ok(n) => panic!("fi_cq_readfrom of one entry returned {n}"),
             Err(err) if err.code() == Errno::EAGAIN => {}
             Err(err) => panic!("fi_cq_readfrom: {err}"),
@@ -191,8 +252,6 @@ pub fn msg_source_address(s: &Subject) {
         );
         std::thread::yield_now();
     }
-    assert_eq!(e[0].op_context, 5);
-    assert_eq!(src[0], f.fi_addrs[0], "the sender's fabric address");
 }
 
 /// `FI_EP_DGRAM` results: asking for them gives only datagram endpoints, which open.

@@ -71,6 +71,7 @@ table! {
     Msg: dgram::msg_cancel_posted_recv_is_ecanceled,
     Msg: dgram::msg_data_call_before_enable,
     Source: dgram::msg_source_address,
+    AvUserId: dgram::msg_source_user_id,
     Dgram: dgram::dgram_ep_type_results,
     Inject: dgram::inject_up_to_inject_size,
     Msg: teardown::teardown_drop_ep_before_cq,
