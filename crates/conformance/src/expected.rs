@@ -76,6 +76,7 @@ macro_rules! full_rdm {
             Av,
             Msg,
             Source,
+            AvUserId,
             Inject,
             Eq,
             Counters,

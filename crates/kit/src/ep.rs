@@ -409,7 +409,7 @@ impl<P> Bound<P> {
                     data: inc.data.unwrap_or(0),
                     tag: inc.tag,
                 };
-                let _ = b.cq.push(&e, inc.src);
+                let _ = b.cq.push(&e, self.av.reported(inc.src));
             }
         }
         if let Some(c) = &self.rxcntr {

@@ -233,6 +233,7 @@ mod provider {
                 | Caps::SEND
                 | Caps::RECV
                 | Caps::SOURCE
+                | Caps::AV_USER_ID
                 | Caps::DIRECTED_RECV
                 | Caps::MULTI_RECV
                 | Caps::REMOTE_CQ_DATA
@@ -276,6 +277,7 @@ mod provider {
                         | Caps::TAGGED
                         | Caps::RECV
                         | Caps::SOURCE
+                        | Caps::AV_USER_ID
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV
                         | Caps::RMA

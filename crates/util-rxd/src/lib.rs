@@ -266,6 +266,7 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::SEND)
     .union(Caps::RECV)
     .union(Caps::SOURCE)
+    .union(Caps::AV_USER_ID)
     .union(Caps::DIRECTED_RECV)
     .union(Caps::MULTI_RECV)
     .union(Caps::REMOTE_CQ_DATA)
@@ -353,6 +354,7 @@ impl RxdProvider {
                         | Caps::REMOTE_READ
                         | Caps::REMOTE_WRITE
                         | Caps::SOURCE
+                        | Caps::AV_USER_ID
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
                 op_flags: OpFlags::COMPLETION

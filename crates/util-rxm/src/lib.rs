@@ -258,6 +258,7 @@ fn rdm_caps(core: Caps) -> Caps {
         | Caps::SEND
         | Caps::RECV
         | Caps::SOURCE
+        | Caps::AV_USER_ID
         | Caps::DIRECTED_RECV
         | Caps::MULTI_RECV
         | Caps::REMOTE_CQ_DATA
@@ -370,6 +371,7 @@ impl RxmProvider {
                         | Caps::REMOTE_READ
                         | Caps::REMOTE_WRITE
                         | Caps::SOURCE
+                        | Caps::AV_USER_ID
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
                 mode: ofi_core::Mode::empty(),

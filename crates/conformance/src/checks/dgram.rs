@@ -182,10 +182,19 @@ pub fn msg_source_address(s: &Subject) {
 /// `FI_AV_USER_ID`: a peer inserted with a user id (`fi_av_insert` with
 /// `FI_AV_USER_ID`, the ids in the `fi_addr` array on input) is reported by
 /// `fi_cq_readfrom` as that id, not by its fabric address, which the insert still
-/// returns and which still names it in sends.
+/// returns and which still names it in sends and (with `FI_DIRECTED_RECV`) in
+/// directed receives.
 pub fn msg_source_user_id(s: &Subject) {
     const ID: u64 = 0x5eed_0001;
     let caps = ofi::Caps::MSG | ofi::Caps::SOURCE | ofi::Caps::AV_USER_ID;
+    // With directed receives too, where the provider has them (a primary capability:
+    // only given when asked for).
+    let directed = caps | ofi::Caps::DIRECTED_RECV;
+    let caps = if s.claimed().types_with(directed).is_empty() {
+        caps
+    } else {
+        directed
+    };
     let info = fixture::msg_info_with(s, caps);
     assert!(
         info.caps.contains(caps),
@@ -224,6 +233,30 @@ pub fn msg_source_user_id(s: &Subject) {
         src, ID,
         "the user id given at insert, not the fabric address"
     );
+    if f.info.caps.contains(ofi::Caps::DIRECTED_RECV) {
+        // A receive naming the peer by its fabric address takes its message (matching
+        // uses fabric addresses); the completion still reports the id.
+        let mut directed = [0u8; 16];
+        // SAFETY: `directed` lives until its completion is read below.
+        unsafe {
+            b.ep.recv(
+                directed.as_mut_ptr(),
+                directed.len(),
+                std::ptr::null_mut(),
+                fi_addr[0],
+                11,
+            )
+        }
+        .unwrap_or_else(|e| panic!("fi_recv from one source: {e}"));
+        send(&c_ep, b"dir", b_at_c, 12).unwrap();
+        wait_ok(&c_cq, "send completion");
+        let (e, src) = read_from(&b.cq);
+        assert_eq!(
+            (e.op_context, src),
+            (11, ID),
+            "the directed receive, reported by id"
+        );
+    }
     // b reaches c by its fabric address.
     let mut back = [0u8; 16];
     post_recv(&c_ep, &mut back, 9).unwrap();

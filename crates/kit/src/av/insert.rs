@@ -152,6 +152,9 @@ impl<P> KitAv<P> {
         sink: Option<AvEventSink>,
     ) -> Vec<Result<u64>> {
         let use_ids = flags & INSERT_USER_ID != 0;
+        if use_ids {
+            self.has_user_ids.store(true, Ordering::Relaxed);
+        }
         let results: Vec<Result<u64>> = {
             let mut inner = self.write();
             self.changes.fetch_add(1, Ordering::Release);

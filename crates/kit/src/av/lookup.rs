@@ -177,6 +177,19 @@ impl<P> KitAv<P> {
         Some(self.encode(slot.generation, index))
     }
 
+    /// What a completion reports as the source of a message from fabric address
+    /// `fi_addr`: its `FI_AV_USER_ID` id if it was inserted with one, else `fi_addr`
+    /// itself (matching, directed receives included, uses the fabric address; only the
+    /// report changes). No lookup until the AV has seen a user id.
+    #[inline]
+    pub fn reported(&self, fi_addr: u64) -> u64 {
+        if fi_addr == ADDR_NOTAVAIL || !self.has_user_ids.load(Ordering::Relaxed) {
+            return fi_addr;
+        }
+        self.with_entry(fi_addr, |e| e.user_id.unwrap_or(fi_addr))
+            .unwrap_or(fi_addr)
+    }
+
     /// What a completion reports as the source of a message from `addr`: its
     /// `FI_AV_USER_ID` id if it has one, else its fabric address, else
     /// `FI_ADDR_NOTAVAIL` (unknown peer).

@@ -92,7 +92,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::addr::Address;
@@ -356,6 +356,9 @@ pub struct KitAv<P = ()> {
     inner: RwLock<AvInner<P>>,
     /// Bumped (under the write lock) by every insert and remove: see [`KitAv::changes`].
     changes: AtomicU64,
+    /// Set by the first insert with `FI_AV_USER_ID`: until then [`KitAv::reported`]
+    /// answers without a lookup.
+    has_user_ids: AtomicBool,
 }
 
 impl<P> fmt::Debug for KitAv<P> {
@@ -460,6 +463,7 @@ impl<P: Send + Sync + 'static> KitAv<P> {
             resolver,
             sink: Mutex::new(None),
             changes: AtomicU64::new(0),
+            has_user_ids: AtomicBool::new(false),
             inner: RwLock::new(AvInner {
                 slots: Vec::with_capacity(reserve.min(max_entries)),
                 free: BTreeSet::new(),

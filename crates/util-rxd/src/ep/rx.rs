@@ -107,7 +107,7 @@ impl Shared {
             cache[i] = Address::from_bytes(self.fmt, addr).ok();
         }
         match &cache[i] {
-            Some(a) => act.av.source_addr(a),
+            Some(a) => act.av.reverse_lookup(a).unwrap_or(ADDR_NOTAVAIL),
             None => ADDR_NOTAVAIL,
         }
     }

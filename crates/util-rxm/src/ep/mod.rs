@@ -655,7 +655,7 @@ impl St {
                     .with_entry(conn.src, |e| e.addr == a)
                     .unwrap_or(false)
                 {
-                    return act.av.source_addr(a);
+                    return conn.src;
                 }
             }
         }
@@ -663,7 +663,7 @@ impl St {
             if let Some(f) = act.av.reverse_lookup(a) {
                 conn.src = f;
                 conn.src_alias = k;
-                return act.av.source_addr(a);
+                return f;
             }
         }
         conn.src = ADDR_NOTAVAIL;
