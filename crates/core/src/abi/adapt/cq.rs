@@ -200,6 +200,19 @@ use crate::abi::object::count_or_code;
 use crate::abi::raw::CqEntryFormat;
 use crate::abi::tables::call_slot;
 use crate::cq::{CqError, READERR_DATA_MAX};
+/// `body` with `b` bound to the typed entries inside a [`CqBuf`], whichever of the four
+/// formats it holds.
+macro_rules! each_format {
+    ($buf:expr, |$b:ident| $body:expr) => {
+        match $buf {
+            CqBuf::Context($b) => $body,
+            CqBuf::Msg($b) => $body,
+            CqBuf::Data($b) => $body,
+            CqBuf::Tagged($b) => $body,
+        }
+    };
+}
+
 impl crate::cq::CompletionQueue {
     /// `fi_cq_read`: fill `buf` with completions; the number read, `FI_EAGAIN` if none,
     /// `FI_EAVAIL` if an error entry is next. An empty `buf` only drives progress.
@@ -300,20 +313,10 @@ impl crate::cq::CompletionQueue {
     /// `fi_cq_read` into a buffer of any of the four formats (the CQ's), with the
     /// entries' source addresses in `src` when given (`fi_cq_readfrom`).
     pub fn read_into(&self, buf: &mut CqBuf<'_>, src: Option<&mut [u64]>) -> Result<usize> {
-        macro_rules! one {
-            ($b:expr) => {
-                match src {
-                    Some(s) => self.readfrom($b, s),
-                    None => self.read($b),
-                }
-            };
-        }
-        match buf {
-            CqBuf::Context(b) => one!(b),
-            CqBuf::Msg(b) => one!(b),
-            CqBuf::Data(b) => one!(b),
-            CqBuf::Tagged(b) => one!(b),
-        }
+        each_format!(buf, |b| match src {
+            Some(s) => self.readfrom(b, s),
+            None => self.read(b),
+        })
     }
 
     /// `fi_cq_sread` into a buffer of any of the four formats, as
@@ -326,21 +329,11 @@ impl crate::cq::CompletionQueue {
         threshold: Option<usize>,
         timeout: i32,
     ) -> Result<usize> {
-        macro_rules! one {
-            ($b:expr) => {
-                match (src, threshold) {
-                    (Some(s), _) => self.sreadfrom($b, s, timeout),
-                    (None, Some(t)) => self.sread_threshold($b, t, timeout),
-                    (None, None) => self.sread($b, timeout),
-                }
-            };
-        }
-        match buf {
-            CqBuf::Context(b) => one!(b),
-            CqBuf::Msg(b) => one!(b),
-            CqBuf::Data(b) => one!(b),
-            CqBuf::Tagged(b) => one!(b),
-        }
+        each_format!(buf, |b| match (src, threshold) {
+            (Some(s), _) => self.sreadfrom(b, s, timeout),
+            (None, Some(t)) => self.sread_threshold(b, t, timeout),
+            (None, None) => self.sread(b, timeout),
+        })
     }
 
     /// `fi_cq_readfrom`: as [`read`](Self::read), with each entry's source address in
