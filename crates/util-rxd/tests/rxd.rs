@@ -706,9 +706,18 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
 fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     use ofi_util_rxd::peer::{Config, Event};
     if std::env::var_os("RXD_SILENT_CHILD").is_none() {
-        run_with_short_retries(
+        run_with_short_retries_and(
             "a_peer_lost_after_acknowledging_a_request_fails_it",
             "RXD_SILENT_CHILD",
+            // 10 tries 10–20 ms apart (a silent peer is lost within ~200 ms): a loaded
+            // machine that stalls this one-thread loop between the endpoint's progress
+            // and the fake peer's for a few ms must not lose the peer before it
+            // acknowledged the request.
+            &[
+                ("FI_OFI_RXD_RETRY_LIMIT", "10"),
+                ("FI_OFI_RXD_RTO", "10000"),
+                ("FI_OFI_RXD_RTO_MAX", "20000"),
+            ],
         );
         return;
     }

@@ -227,6 +227,10 @@ struct PeekSet {
     gen: AtomicU64,
     more: AtomicBool,
     calls: AtomicU64,
+    /// Set by the periodic call of `rx_may_have_work` (every 256th): the receive side
+    /// then checks its senders' liveness (time-gated by [`LIVENESS_EVERY`]) even when
+    /// idle, so a dead sender is noticed after 256 polls, not 256 × 256.
+    liveness_due: AtomicBool,
 }
 
 /// Serialises atomics applied by this process (across its endpoints and threads).
@@ -597,6 +601,7 @@ impl Endpoint {
                 gen: AtomicU64::new(u64::MAX),
                 more: AtomicBool::new(true),
                 calls: AtomicU64::new(1),
+                liveness_due: AtomicBool::new(false),
             },
             remote: OnceLock::new(),
             ctx_cqs: OnceLock::new(),

@@ -246,8 +246,11 @@ impl Shared {
         let p = &self.peek;
         let calls = p.calls.load(Ordering::Relaxed);
         p.calls.store(calls.wrapping_add(1), Ordering::Relaxed);
-        if calls.is_multiple_of(256)
-            || p.more.load(Ordering::Acquire)
+        if calls.is_multiple_of(256) {
+            p.liveness_due.store(true, Ordering::Relaxed);
+            return true;
+        }
+        if p.more.load(Ordering::Acquire)
             || self.region.claims_gen().load(Ordering::Acquire) != p.gen.load(Ordering::Relaxed)
         {
             return true;
@@ -346,7 +349,8 @@ impl Shared {
             }
         }
         rx.polls = rx.polls.wrapping_add(1);
-        if rx.polls.is_multiple_of(256) {
+        if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
+            self.peek.liveness_due.store(false, Ordering::Relaxed);
             work += self.check_liveness(act, rx);
         }
         self.publish_peek(rx, more);
@@ -354,7 +358,8 @@ impl Shared {
     }
 
     /// Release the drained rings whose sender closed or died, if [`LIVENESS_EVERY`] has
-    /// passed since the last check (out of line: one progress call in 256 gets here).
+    /// passed since the last check (out of line: one progress call in 256 gets here,
+    /// busy or idle).
     #[cold]
     #[inline(never)]
     pub(super) fn check_liveness(&self, act: &Active, rx: &mut Rx) -> usize {
