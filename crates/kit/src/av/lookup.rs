@@ -192,19 +192,11 @@ impl<P> KitAv<P> {
 
     /// What a completion reports as the source of a message from `addr`: its
     /// `FI_AV_USER_ID` id if it has one, else its fabric address, else
-    /// `FI_ADDR_NOTAVAIL` (unknown peer).
+    /// `FI_ADDR_NOTAVAIL` (unknown peer): [`reported`](Self::reported) of its
+    /// [`reverse_lookup`](Self::reverse_lookup).
     pub fn source_addr(&self, addr: &Address) -> u64 {
-        let inner = self.read();
-        let Some(&index) = inner.rev.get(addr) else {
-            return ADDR_NOTAVAIL;
-        };
-        match inner.slots.get(index as usize) {
-            Some(Slot {
-                generation,
-                entry: Some(e),
-            }) => e.user_id.unwrap_or(self.encode(*generation, index)),
-            _ => ADDR_NOTAVAIL,
-        }
+        self.reverse_lookup(addr)
+            .map_or(ADDR_NOTAVAIL, |fi_addr| self.reported(fi_addr))
     }
 
     /// Every live entry as `(fi_addr, address)`, in index order.

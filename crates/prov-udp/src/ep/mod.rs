@@ -458,10 +458,10 @@ impl EpInner {
             }
         }
         let a = self.to_address(sa);
-        let found = act.av.reverse_lookup(&a).and_then(|fi| {
-            let reported = act.av.with_entry(fi, |e| e.user_id.unwrap_or(e.fi_addr));
-            reported.ok().map(|r| (fi, r))
-        });
+        let found = act
+            .av
+            .reverse_lookup(&a)
+            .map(|fi| (fi, act.av.reported(fi)));
         *last = found.map(|(fi, _)| (sa, fi));
         (found.map_or(ADDR_NOTAVAIL, |(_, r)| r), Some(a))
     }
