@@ -502,7 +502,12 @@ impl EpInner {
         match kind {
             CmEventKind::Established { peer } => match st.conn {
                 Conn::Connecting => {
-                    if let Err(e) = self.connect_qp(&peer) {
+                    let moved = if self.dom.fabric.hub.channel.drives_qp() {
+                        Ok(())
+                    } else {
+                        self.connect_qp(&peer)
+                    };
+                    if let Err(e) = moved {
                         self.fail_connect(&mut st, e.code(), Vec::new());
                         return;
                     }
@@ -528,6 +533,10 @@ impl EpInner {
                 Conn::Connecting | Conn::Accepting => {
                     self.fail_connect(&mut st, Errno::ECONNREFUSED, Vec::new())
                 }
+                _ => self.shut(&mut st),
+            },
+            CmEventKind::Failed { err } => match st.conn {
+                Conn::Connecting | Conn::Accepting => self.fail_connect(&mut st, err, Vec::new()),
                 _ => self.shut(&mut st),
             },
             CmEventKind::ConnectRequest { .. } => {}
