@@ -11,7 +11,10 @@ use ofi::registry::{Registry, RegistryConfig};
 use ofi_conformance::{conformance_suite, expected, Semantics, Subject};
 
 fn linked() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
+    // `OFI_VERBS_TEST_HW` set: the rdma-core device instead (docs/providers/verbs.md).
+    if std::env::var_os("OFI_VERBS_TEST_HW").is_none() {
+        std::env::set_var("FI_VERBS_DEVICE", "soft");
+    }
     let _ = ofi::registry();
     let reg = Registry::build(RegistryConfig {
         builtins: vec![

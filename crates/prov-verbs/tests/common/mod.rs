@@ -3,9 +3,13 @@
 use ofi::registry::{Registry, RegistryConfig};
 use ofi_conformance::{Semantics, Subject};
 
-/// A registry with `verbs` linked in, `FI_VERBS_DEVICE=soft` set for this process.
+/// A registry with `verbs` linked in, `FI_VERBS_DEVICE=soft` set for this process
+/// (unless `OFI_VERBS_TEST_HW` is set: then the device is rdma-core's, chosen by
+/// `FI_VERBS_DEVICE_NAME` as usual, for running the suites on a host with a device).
 pub fn subject() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
+    if std::env::var_os("OFI_VERBS_TEST_HW").is_none() {
+        std::env::set_var("FI_VERBS_DEVICE", "soft");
+    }
     let reg = Registry::build(RegistryConfig {
         builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
         ..RegistryConfig::default()
