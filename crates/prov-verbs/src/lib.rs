@@ -256,18 +256,21 @@ impl VerbsProvider {
     /// The `FI_EP_DGRAM` info of `device`: messages over a UD queue pair, datagrams up
     /// to the port's MTU (4096 on the software device; a device with a smaller MTU
     /// refuses longer sends with `FI_EMSGSIZE`), `FI_ADDR_IB_UD` names, no message
-    /// prefix (the provider keeps the GRH out of the application's buffers).
+    /// prefix (the provider keeps the GRH out of the application's buffers); the
+    /// sender of each datagram (`FI_SOURCE`, `FI_SOURCE_ERR`) from its GRH, queue pair
+    /// and LID.
     fn dgram_template(&self, device: &str) -> Info {
         let mut i = self.template(device, false);
-        let caps = Caps::MSG | Caps::SEND | Caps::RECV;
+        let caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
         i.caps = caps;
         i.mode = Mode::empty();
         i.addr_format = AddrFormat::IB_UD;
         i.tx_attr.caps = Caps::MSG | Caps::SEND;
         i.tx_attr.msg_order = MsgOrder::empty();
         i.tx_attr.rma_iov_limit = 0;
-        i.tx_attr.inject_size = i.tx_attr.inject_size.min(UD_MTU);
-        i.rx_attr.caps = Caps::MSG | Caps::RECV;
+        // Injected datagrams over the inline size are copied to bounce buffers.
+        i.tx_attr.inject_size = UD_MTU;
+        i.rx_attr.caps = Caps::MSG | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
         i.rx_attr.mode = Mode::empty();
         i.rx_attr.msg_order = MsgOrder::empty();
         i.ep_attr.ep_type = EpType::Dgram;
