@@ -1,0 +1,211 @@
+//! The librdmacm backend driven through a stand-in library (tests/fake/librdmacm_fake.c,
+//! compiled here against the installed `<rdma/rdma_cma.h>` and loaded through
+//! `OFI_RDMA_RDMACM_LIB`): the passive side's calls and bookkeeping run for real —
+//! listening, a connect request taken from the event channel (its fd, its events
+//! acknowledged), rejected with framed data, a request for a closed listener refused,
+//! events of unknown ids ignored, ids destroyed only after their event is
+//! acknowledged, the channel destroyed last. The active side and accepting need an
+//! rdma-core queue pair, which needs a device: not here. Skipped (with a line saying
+//! so) without a C compiler or the header. The only test of this binary: the library
+//! is looked up once per process.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use ofi_core::Errno;
+use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind, Gid};
+
+/// Compiles the stand-in into a per-process directory next to the test binary.
+fn build_fake() -> Option<PathBuf> {
+    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
+        eprintln!("rdmacm_fake: SKIPPED: <rdma/rdma_cma.h> not installed (librdmacm-dev)");
+        return None;
+    }
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fake/librdmacm_fake.c");
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe
+        .parent()?
+        .join(format!("rdmacm-fake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let lib = dir.join("librdmacm_fake.so");
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=gnu11", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Some(lib),
+        Ok(o) => panic!("cc failed:\n{}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("rdmacm_fake: SKIPPED: no C compiler ({e})");
+            None
+        }
+    }
+}
+
+/// The stand-in's test controls.
+struct Controls {
+    _lib: libloading::Library,
+    connect_request: unsafe extern "C" fn(*const c_void, c_int, u32) -> c_int,
+    event: unsafe extern "C" fn(c_int, c_int) -> c_int,
+    log: unsafe extern "C" fn() -> *const c_char,
+}
+
+impl Controls {
+    fn open(path: &std::path::Path) -> Controls {
+        // SAFETY: the stand-in built above; loading it runs no constructor.
+        let lib = unsafe { libloading::Library::new(path) }.expect("load the stand-in");
+        // SAFETY: the C signatures of tests/fake/librdmacm_fake.c; the library stays
+        // loaded as long as the pointers (both in the returned value).
+        let (connect_request, event, log) = unsafe {
+            (
+                *lib.get(b"fake_connect_request\0").unwrap(),
+                *lib.get(b"fake_event\0").unwrap(),
+                *lib.get(b"fake_log\0").unwrap(),
+            )
+        };
+        Controls {
+            connect_request,
+            event,
+            log,
+            _lib: lib,
+        }
+    }
+
+    fn request(&self, data: &[u8], qpn: u32) {
+        // SAFETY: `data` is readable for its length; the stand-in copies it.
+        let rc = unsafe { (self.connect_request)(data.as_ptr().cast(), data.len() as c_int, qpn) };
+        assert_eq!(rc, 0, "no listener in the stand-in");
+    }
+
+    fn log(&self) -> String {
+        // SAFETY: the stand-in's NUL-terminated log buffer, static.
+        unsafe { CStr::from_ptr((self.log)()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The log lines after the first `from` of them.
+    fn log_since(&self, from: usize) -> Vec<String> {
+        self.log().lines().skip(from).map(str::to_owned).collect()
+    }
+}
+
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one pollfd on the stack, without waiting.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn the_passive_side_runs_against_a_stand_in_librdmacm() {
+    let Some(path) = build_fake() else {
+        return;
+    };
+    std::env::set_var("OFI_RDMA_RDMACM_LIB", &path);
+    let fake = Controls::open(&path);
+    let ch = CmChannel::open(DeviceKind::RdmaCore).expect("the stand-in's channel");
+    assert!(ch.drives_qp());
+    assert_eq!(
+        (ch.connect_private_max(), ch.accept_private_max()),
+        (55, 195)
+    );
+    assert_eq!(ch.get_event(), None, "nothing queued: EAGAIN, no block");
+    assert!(!readable(ch.fd()));
+
+    let (lid, at) = ch.listen("10.0.0.1:0".parse().unwrap()).unwrap();
+    assert_eq!(
+        at,
+        "10.0.0.1:7471".parse().unwrap(),
+        "the bound port read back"
+    );
+
+    // A request with framed private data ("hello"), padded to 56 on the wire.
+    let mut framed = vec![5u8];
+    framed.extend_from_slice(b"hello");
+    fake.request(&framed, 77);
+    assert!(readable(ch.fd()), "the channel's fd signals the event");
+    let ev = ch.wait_event(Duration::from_secs(5)).expect("the request");
+    assert_eq!(
+        ev.kind,
+        CmEventKind::ConnectRequest {
+            listener: lid,
+            peer: CmPeer {
+                gid: Gid([0x5a; 16]),
+                qpn: 77,
+                private_data: b"hello".to_vec(),
+                source: Some("10.0.0.5:5555".parse().unwrap()),
+            },
+        }
+    );
+    let mark = fake.log().lines().count();
+    ch.reject(ev.id, b"no").unwrap();
+    assert_eq!(
+        fake.log_since(mark),
+        ["reject len=3 02 6e 6f", "destroy_id"],
+        "the data framed, the id destroyed"
+    );
+    assert_eq!(ch.reject(ev.id, b"").unwrap_err().code(), Errno::ENOENT);
+    assert_eq!(
+        ch.reject(ev.id, &[0; 196]).unwrap_err().code(),
+        Errno::EINVAL,
+        "over 195 bytes"
+    );
+
+    // A request, then the listener closes: refused and destroyed after the ack.
+    fake.request(&[0], 78);
+    let mark = fake.log().lines().count();
+    ch.close_listener(lid);
+    assert_eq!(ch.get_event(), None, "no listener to report it to");
+    assert_eq!(
+        fake.log_since(mark),
+        [
+            "destroy_id",
+            "get_cm_event 4",
+            "reject len=0",
+            "ack_cm_event 4",
+            "destroy_id"
+        ]
+    );
+
+    // Events of ids the channel does not know: acknowledged, ignored.
+    let (lid2, _) = ch.listen("10.0.0.1:7000".parse().unwrap()).unwrap();
+    // SAFETY: plain C calls of the stand-in.
+    unsafe {
+        assert_eq!((fake.event)(10, 0), 0); // DISCONNECTED
+        assert_eq!((fake.event)(15, 0), 0); // TIMEWAIT_EXIT
+    }
+    assert_eq!(ch.get_event(), None);
+    assert!(!readable(ch.fd()), "both taken");
+
+    // A request disconnected before it is answered: destroyed without
+    // rdma_disconnect (there is no connection).
+    fake.request(&[1, 0xee], 79);
+    let ev = ch.wait_event(Duration::from_secs(5)).expect("the request");
+    assert!(matches!(
+        ev.kind,
+        CmEventKind::ConnectRequest { listener, ref peer }
+            if listener == lid2 && peer.private_data == [0xee]
+    ));
+    let mark = fake.log().lines().count();
+    ch.disconnect(ev.id).unwrap();
+    assert_eq!(fake.log_since(mark), ["destroy_id"]);
+
+    drop(ch);
+    let log = fake.log();
+    assert!(
+        !log.contains("UNACKED"),
+        "an id destroyed with its event taken:\n{log}"
+    );
+    assert!(
+        log.ends_with("destroy_id\ndestroy_event_channel\n"),
+        "{log}"
+    );
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
