@@ -9,41 +9,13 @@
 //! so) without a C compiler or the header. The only test of this binary: the library
 //! is looked up once per process.
 
+mod fake;
+
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use ofi_core::Errno;
 use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind, Gid};
-
-/// Compiles the stand-in into a per-process directory next to the test binary.
-fn build_fake() -> Option<PathBuf> {
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        eprintln!("rdmacm_fake: SKIPPED: <rdma/rdma_cma.h> not installed (librdmacm-dev)");
-        return None;
-    }
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fake/librdmacm_fake.c");
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe
-        .parent()?
-        .join(format!("rdmacm-fake-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let lib = dir.join("librdmacm_fake.so");
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=gnu11", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .output();
-    match out {
-        Ok(o) if o.status.success() => Some(lib),
-        Ok(o) => panic!("cc failed:\n{}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            eprintln!("rdmacm_fake: SKIPPED: no C compiler ({e})");
-            None
-        }
-    }
-}
 
 /// The stand-in's test controls.
 struct Controls {
@@ -105,7 +77,8 @@ fn readable(fd: std::os::fd::RawFd) -> bool {
 
 #[test]
 fn the_passive_side_runs_against_a_stand_in_librdmacm() {
-    let Some(path) = build_fake() else {
+    let dir = fake::dir("rdmacm-fake");
+    let Some(path) = fake::build("librdmacm_fake", "rdma/rdma_cma.h", &dir) else {
         return;
     };
     std::env::set_var("OFI_RDMA_RDMACM_LIB", &path);
@@ -207,5 +180,5 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
         log.ends_with("destroy_id\ndestroy_event_channel\n"),
         "{log}"
     );
-    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
 }

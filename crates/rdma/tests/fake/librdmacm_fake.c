@@ -1,4 +1,5 @@
-/* A stand-in for librdmacm, written for ofi-rs's tests (tests/rdmacm_fake.rs): the
+/* A stand-in for librdmacm, written for ofi-rs's tests (tests/rdmacm_fake.rs and
+ * tests/rdmacm_fake_active.rs, the latter with tests/fake/libibverbs_fake.c): the
  * entry points the connection manager resolves, over the installed header's structs,
  * with an event queue the test fills (fake_connect_request, fake_event) and a log of
  * the calls (fake_log). The event channel's fd is a pipe holding one byte per queued
@@ -19,6 +20,21 @@ static struct rdma_cm_event queue[64];
 static int q_head, q_tail;
 static struct rdma_cm_id *taken_for;
 static struct rdma_cm_id *last_listen;
+static struct rdma_cm_id *last_request;
+static struct rdma_cm_id *last_connect;
+static int resolve_error;
+/* The device ids resolve to (libibverbs_fake.c's device has the same name). */
+static struct ibv_device fake_dev = {.name = "fake0"};
+static struct ibv_context fake_ctx = {.device = &fake_dev};
+
+static void note(const char *fmt, ...);
+
+static void note_data(const char *what, const void *data, int len, uint32_t qpn) {
+    char hex[3 * 256 + 1] = "";
+    for (int i = 0; i < len; i++)
+        sprintf(hex + 3 * i, " %02x", ((const unsigned char *)data)[i]);
+    note("%s qpn=%u len=%d%s", what, qpn, len, hex);
+}
 
 static void note(const char *fmt, ...) {
     size_t used = strlen(log_buf);
@@ -54,6 +70,8 @@ int fake_connect_request(const void *data, int len, uint32_t qpn) {
     if (!last_listen)
         return -1;
     struct rdma_cm_id *id = new_id(last_listen->channel);
+    id->verbs = &fake_ctx;
+    last_request = id;
     struct sockaddr_in *dst = (struct sockaddr_in *)&id->route.addr.dst_storage;
     dst->sin_family = AF_INET;
     dst->sin_port = htons(5555);
@@ -80,6 +98,30 @@ int fake_event(int type, int status) {
     ev.id = new_id(last_listen->channel);
     ev.event = type;
     ev.status = status;
+    enqueue(ev);
+    return 0;
+}
+
+/* The next address resolution fails with an ADDR_ERROR of `status` (0: succeeds). */
+void fake_set_resolve_error(int status) { resolve_error = status; }
+
+/* An event of kind `type` on the last request (which = 0) or the last connecting id
+ * (which = 1), carrying `len` bytes of private data padded to 196 and `qpn`. */
+int fake_answer(int which, int type, int status, const void *data, int len, uint32_t qpn) {
+    struct rdma_cm_id *id = which ? last_connect : last_request;
+    if (!id)
+        return -1;
+    struct rdma_cm_event ev = {0};
+    ev.id = id;
+    ev.event = type;
+    ev.status = status;
+    if (len > 0) {
+        unsigned char *pd = calloc(1, 196);
+        memcpy(pd, data, len);
+        ev.param.conn.private_data = pd;
+        ev.param.conn.private_data_len = 196;
+    }
+    ev.param.conn.qp_num = qpn;
     enqueue(ev);
     return 0;
 }
@@ -169,19 +211,69 @@ int rdma_disconnect(struct rdma_cm_id *id) {
     return 0;
 }
 
-/* What the passive tests never reach: refuse, noted. */
-#define REFUSE(what) do { note(what); errno = ENOSYS; return -1; } while (0)
-int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *s, struct sockaddr *d, int ms) {
-    (void)id; (void)s; (void)d; (void)ms; REFUSE("resolve_addr");
+int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
+                      int ms) {
+    (void)src;
+    note("resolve_addr ms=%d", ms);
+    memcpy(&id->route.addr.dst_storage, dst, sizeof(struct sockaddr_in));
+    memset(id->route.addr.addr.ibaddr.dgid.raw, 0x5a, 16);
+    last_connect = id;
+    struct rdma_cm_event ev = {0};
+    ev.id = id;
+    if (resolve_error) {
+        ev.event = RDMA_CM_EVENT_ADDR_ERROR;
+        ev.status = resolve_error;
+        resolve_error = 0;
+    } else {
+        id->verbs = &fake_ctx;
+        ev.event = RDMA_CM_EVENT_ADDR_RESOLVED;
+    }
+    enqueue(ev);
+    return 0;
 }
-int rdma_resolve_route(struct rdma_cm_id *id, int ms) { (void)id; (void)ms; REFUSE("resolve_route"); }
-int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p) { (void)id; (void)p; REFUSE("connect"); }
-int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p) { (void)id; (void)p; REFUSE("accept"); }
-int rdma_establish(struct rdma_cm_id *id) { (void)id; REFUSE("establish"); }
+
+int rdma_resolve_route(struct rdma_cm_id *id, int ms) {
+    note("resolve_route ms=%d", ms);
+    struct rdma_cm_event ev = {0};
+    ev.id = id;
+    ev.event = RDMA_CM_EVENT_ROUTE_RESOLVED;
+    enqueue(ev);
+    return 0;
+}
+
+int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *a, int *mask) {
+    (void)id;
+    note("init_qp_attr state=%d", (int)a->qp_state);
+    *mask = IBV_QP_STATE;
+    if (a->qp_state == IBV_QPS_RTR) {
+        a->dest_qp_num = 0x99;
+        *mask |= IBV_QP_DEST_QPN;
+    }
+    return 0;
+}
+
+int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p) {
+    (void)id;
+    note_data("connect", p->private_data, p->private_data_len, p->qp_num);
+    note("connect srq=%d retry=%d rnr=%d", p->srq, p->retry_count, p->rnr_retry_count);
+    return 0;
+}
+
+int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p) {
+    (void)id;
+    note_data("accept", p->private_data, p->private_data_len, p->qp_num);
+    return 0;
+}
+
+int rdma_establish(struct rdma_cm_id *id) {
+    (void)id;
+    note("establish");
+    return 0;
+}
+
+/* Never reached by the tests: refuse, noted. */
+#define REFUSE(what) do { note(what); errno = ENOSYS; return -1; } while (0)
 int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *a) {
     (void)id; (void)pd; (void)a; REFUSE("create_qp");
 }
 void rdma_destroy_qp(struct rdma_cm_id *id) { (void)id; note("destroy_qp"); }
-int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *a, int *mask) {
-    (void)id; (void)a; (void)mask; REFUSE("init_qp_attr");
-}
