@@ -11,6 +11,7 @@
 //! device's answers. Skipped (with a line) without a C compiler or the headers. The
 //! only test of this binary: the libraries are looked up once per process.
 
+mod common;
 mod fake;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -145,23 +146,7 @@ fn connecting_and_accepting_run_against_stand_ins() {
     let ctx = dev.open().unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(64, 0, None).unwrap();
-    let rc_qp = || {
-        pd.create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 16,
-                max_recv_wr: 16,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: true,
-        })
-        .unwrap()
-    };
+    let rc_qp = || common::small_rc_qp(&pd, &cq, &cq);
     let qp = rc_qp();
     let qpn = qp.qp_num();
     let ch = CmChannel::open(DeviceKind::RdmaCore).unwrap();
@@ -330,22 +315,7 @@ fn connecting_and_accepting_run_against_stand_ins() {
     let soft = device_list(DeviceKind::Soft).unwrap()[0].open().unwrap();
     let spd = soft.alloc_pd().unwrap();
     let scq = soft.create_cq(16, 0, None).unwrap();
-    let sqp = spd
-        .create_qp(&QpInitAttr {
-            qp_type: QpType::Rc,
-            send_cq: &scq,
-            recv_cq: &scq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: true,
-        })
-        .unwrap();
+    let sqp = common::small_rc_qp(&spd, &scq, &scq);
     assert_eq!(
         ch.connect(dst, &me(b""), &sqp).unwrap_err().code(),
         Errno::EINVAL
