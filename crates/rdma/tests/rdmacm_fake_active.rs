@@ -311,6 +311,25 @@ fn connecting_and_accepting_run_against_stand_ins() {
     assert_eq!(&calls[calls.len() - 2..], ["disconnect", "destroy_id"]);
     assert!(fake.verbs_since(v6).0.is_empty());
 
+    // An answer the connector refuses: the acceptor's connection fails.
+    // SAFETY: `hello` is readable for its length; the stand-in copies it.
+    let rc = unsafe { (fake.request)(hello.as_ptr().cast(), hello.len() as c_int, 0x56) };
+    assert_eq!(rc, 0);
+    let req = ch.wait_event(WAIT).expect("a second request");
+    let qp3 = rc_qp();
+    ch.accept(req.id, &me(b""), &qp3).unwrap();
+    fake.answer(REQUEST, REJECTED, 28, &[], 0);
+    let ev = ch.wait_event(WAIT).expect("failed");
+    assert_eq!(
+        (ev.id, ev.kind),
+        (
+            req.id,
+            CmEventKind::Failed {
+                err: Errno::ECONNREFUSED
+            }
+        )
+    );
+
     // A queue pair of another device kind is refused.
     let soft = device_list(DeviceKind::Soft).unwrap()[0].open().unwrap();
     let spd = soft.alloc_pd().unwrap();
@@ -331,6 +350,6 @@ fn connecting_and_accepting_run_against_stand_ins() {
         all.last().map(String::as_str),
         Some("destroy_event_channel")
     );
-    drop((qp, qp2, cq, pd, ctx));
+    drop((qp, qp2, qp3, cq, pd, ctx));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -75,10 +75,11 @@ pub enum CmEventKind {
     },
     /// The other side disconnected, or its process ended.
     Disconnected,
-    /// Connecting failed before an answer (librdmacm: the address or route could not
-    /// be resolved, the peer was unreachable or did not answer in time, the device went
-    /// away): `err` is `FI_EHOSTUNREACH`, `FI_ETIMEDOUT`, `FI_ECONNREFUSED`,
-    /// `FI_ENODEV` or the like.
+    /// The connection failed (librdmacm only): connecting, the address or route could
+    /// not be resolved, or the peer was unreachable or did not answer in time;
+    /// accepting, the connector refused the answer or did not confirm it; at any time,
+    /// the device went away. `err` is `FI_EHOSTUNREACH`, `FI_ETIMEDOUT`,
+    /// `FI_ECONNREFUSED`, `FI_ENODEV` or the like.
     Failed {
         /// What went wrong.
         err: Errno,

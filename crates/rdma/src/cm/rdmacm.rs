@@ -706,6 +706,13 @@ impl RdmaCmChannel {
             (CmStep::Rejected(private_data), Role::Connecting { .. }) => {
                 (CmEventKind::Rejected { private_data }, true)
             }
+            // The connector refused the answer (its queue pair could not follow).
+            (CmStep::Rejected(_), Role::Accepted { .. }) => (
+                CmEventKind::Failed {
+                    err: Errno::ECONNREFUSED,
+                },
+                true,
+            ),
             // A listener's device went away or the like: no connection to tell.
             (CmStep::Failed(_) | CmStep::Disconnected, Role::Listener) => return None,
             (CmStep::Failed(err), _) => (CmEventKind::Failed { err }, true),
