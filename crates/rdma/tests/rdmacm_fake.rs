@@ -11,59 +11,11 @@
 
 mod fake;
 
-use std::ffi::{c_char, c_int, c_void, CStr};
 use std::time::Duration;
 
+use fake::{framed, StandIns};
 use ofi_core::Errno;
 use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind, Gid};
-
-/// The stand-in's test controls.
-struct Controls {
-    _lib: libloading::Library,
-    connect_request: unsafe extern "C" fn(*const c_void, c_int, u32) -> c_int,
-    event: unsafe extern "C" fn(c_int, c_int) -> c_int,
-    log: unsafe extern "C" fn() -> *const c_char,
-}
-
-impl Controls {
-    fn open(path: &std::path::Path) -> Controls {
-        // SAFETY: the stand-in built above; loading it runs no constructor.
-        let lib = unsafe { libloading::Library::new(path) }.expect("load the stand-in");
-        // SAFETY: the C signatures of tests/fake/librdmacm_fake.c; the library stays
-        // loaded as long as the pointers (both in the returned value).
-        let (connect_request, event, log) = unsafe {
-            (
-                *lib.get(b"fake_connect_request\0").unwrap(),
-                *lib.get(b"fake_event\0").unwrap(),
-                *lib.get(b"fake_log\0").unwrap(),
-            )
-        };
-        Controls {
-            connect_request,
-            event,
-            log,
-            _lib: lib,
-        }
-    }
-
-    fn request(&self, data: &[u8], qpn: u32) {
-        // SAFETY: `data` is readable for its length; the stand-in copies it.
-        let rc = unsafe { (self.connect_request)(data.as_ptr().cast(), data.len() as c_int, qpn) };
-        assert_eq!(rc, 0, "no listener in the stand-in");
-    }
-
-    fn log(&self) -> String {
-        // SAFETY: the stand-in's NUL-terminated log buffer, static.
-        unsafe { CStr::from_ptr((self.log)()) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
-    /// The log lines after the first `from` of them.
-    fn log_since(&self, from: usize) -> Vec<String> {
-        self.log().lines().skip(from).map(str::to_owned).collect()
-    }
-}
 
 fn readable(fd: std::os::fd::RawFd) -> bool {
     let mut p = libc::pollfd {
@@ -77,12 +29,9 @@ fn readable(fd: std::os::fd::RawFd) -> bool {
 
 #[test]
 fn the_passive_side_runs_against_a_stand_in_librdmacm() {
-    let dir = fake::dir("rdmacm-fake");
-    let Some(path) = fake::build("librdmacm_fake", "rdma/rdma_cma.h", &dir) else {
+    let Some(fake) = StandIns::install("rdmacm-fake", false) else {
         return;
     };
-    std::env::set_var("OFI_RDMA_RDMACM_LIB", &path);
-    let fake = Controls::open(&path);
     let ch = CmChannel::open(DeviceKind::RdmaCore).expect("the stand-in's channel");
     assert!(ch.drives_qp());
     assert_eq!(
@@ -100,9 +49,7 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
     );
 
     // A request with framed private data ("hello"), padded to 56 on the wire.
-    let mut framed = vec![5u8];
-    framed.extend_from_slice(b"hello");
-    fake.request(&framed, 77);
+    fake.request(&framed(b"hello"), 77);
     assert!(readable(ch.fd()), "the channel's fd signals the event");
     let ev = ch.wait_event(Duration::from_secs(5)).expect("the request");
     assert_eq!(
@@ -117,10 +64,10 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
             },
         }
     );
-    let mark = fake.log().lines().count();
+    let mark = fake.cm_log().len();
     ch.reject(ev.id, b"no").unwrap();
     assert_eq!(
-        fake.log_since(mark),
+        fake.cm_since(mark).0,
         ["reject len=3 02 6e 6f", "destroy_id"],
         "the data framed, the id destroyed"
     );
@@ -133,11 +80,11 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
 
     // A request, then the listener closes: refused and destroyed after the ack.
     fake.request(&[0], 78);
-    let mark = fake.log().lines().count();
+    let mark = fake.cm_log().len();
     ch.close_listener(lid);
     assert_eq!(ch.get_event(), None, "no listener to report it to");
     assert_eq!(
-        fake.log_since(mark),
+        fake.cm_since(mark).0,
         [
             "destroy_id",
             "get_cm_event 4",
@@ -149,11 +96,8 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
 
     // Events of ids the channel does not know: acknowledged, ignored.
     let (lid2, _) = ch.listen("10.0.0.1:7000".parse().unwrap()).unwrap();
-    // SAFETY: plain C calls of the stand-in.
-    unsafe {
-        assert_eq!((fake.event)(10, 0), 0); // DISCONNECTED
-        assert_eq!((fake.event)(15, 0), 0); // TIMEWAIT_EXIT
-    }
+    fake.stray_event(fake::DISCONNECTED);
+    fake.stray_event(fake::TIMEWAIT_EXIT);
     assert_eq!(ch.get_event(), None);
     assert!(!readable(ch.fd()), "both taken");
 
@@ -166,19 +110,19 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
         CmEventKind::ConnectRequest { listener, ref peer }
             if listener == lid2 && peer.private_data == [0xee]
     ));
-    let mark = fake.log().lines().count();
+    let mark = fake.cm_log().len();
     ch.disconnect(ev.id).unwrap();
-    assert_eq!(fake.log_since(mark), ["destroy_id"]);
+    assert_eq!(fake.cm_since(mark).0, ["destroy_id"]);
 
     drop(ch);
-    let log = fake.log();
+    let log = fake.cm_log();
     assert!(
-        !log.contains("UNACKED"),
-        "an id destroyed with its event taken:\n{log}"
+        !log.iter().any(|l| l.contains("UNACKED")),
+        "an id destroyed with its event taken: {log:?}"
     );
-    assert!(
-        log.ends_with("destroy_id\ndestroy_event_channel\n"),
-        "{log}"
+    assert_eq!(
+        &log[log.len() - 2..],
+        ["destroy_id", "destroy_event_channel"]
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    fake.clean_up();
 }

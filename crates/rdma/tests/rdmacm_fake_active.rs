@@ -14,110 +14,14 @@
 mod common;
 mod fake;
 
-use std::ffi::{c_char, c_int, c_void, CStr};
 use std::time::Duration;
 
+use fake::{framed, StandIns, CONNECTING, CONNECT_RESPONSE, DISCONNECTED, ESTABLISHED};
+use fake::{REJECTED, REQUEST};
 use ofi_core::Errno;
 use ofi_rdma::*;
 
 const WAIT: Duration = Duration::from_secs(5);
-
-/// The stand-ins' test controls.
-struct Controls {
-    _cm: libloading::Library,
-    _verbs: libloading::Library,
-    answer: unsafe extern "C" fn(c_int, c_int, c_int, *const c_void, c_int, u32) -> c_int,
-    request: unsafe extern "C" fn(*const c_void, c_int, u32) -> c_int,
-    resolve_error: unsafe extern "C" fn(c_int),
-    cm_log: unsafe extern "C" fn() -> *const c_char,
-    verbs_log: unsafe extern "C" fn() -> *const c_char,
-}
-
-/// `rdma_cm_event_type` numbers.
-const CONNECT_RESPONSE: c_int = 5;
-const REJECTED: c_int = 8;
-const ESTABLISHED: c_int = 9;
-const DISCONNECTED: c_int = 10;
-/// Which id `fake_answer` names.
-const REQUEST: c_int = 0;
-const CONNECTING: c_int = 1;
-
-impl Controls {
-    fn open(cm: &std::path::Path, verbs: &std::path::Path) -> Controls {
-        // SAFETY: the stand-ins built by this test; loading them runs no constructor.
-        let (cm, verbs) = unsafe {
-            (
-                libloading::Library::new(cm).expect("load the librdmacm stand-in"),
-                libloading::Library::new(verbs).expect("load the libibverbs stand-in"),
-            )
-        };
-        // SAFETY: the C signatures of tests/fake/*.c; the libraries stay loaded as long
-        // as the pointers (all in the returned value).
-        let (answer, request, resolve_error, cm_log, verbs_log) = unsafe {
-            (
-                *cm.get(b"fake_answer\0").unwrap(),
-                *cm.get(b"fake_connect_request\0").unwrap(),
-                *cm.get(b"fake_set_resolve_error\0").unwrap(),
-                *cm.get(b"fake_log\0").unwrap(),
-                *verbs.get(b"fake_verbs_log\0").unwrap(),
-            )
-        };
-        Controls {
-            _cm: cm,
-            _verbs: verbs,
-            answer,
-            request,
-            resolve_error,
-            cm_log,
-            verbs_log,
-        }
-    }
-
-    fn answer(&self, which: c_int, kind: c_int, status: c_int, data: &[u8], qpn: u32) {
-        // SAFETY: `data` is readable for its length; the stand-in copies it.
-        let rc = unsafe {
-            (self.answer)(
-                which,
-                kind,
-                status,
-                data.as_ptr().cast(),
-                data.len() as c_int,
-                qpn,
-            )
-        };
-        assert_eq!(rc, 0, "no such id in the stand-in");
-    }
-
-    fn lines(f: unsafe extern "C" fn() -> *const c_char) -> Vec<String> {
-        // SAFETY: a stand-in's NUL-terminated static log buffer.
-        unsafe { CStr::from_ptr(f()) }
-            .to_string_lossy()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// The librdmacm calls since the first `from`, and the count so far.
-    fn cm_since(&self, from: usize) -> (Vec<String>, usize) {
-        let all = Self::lines(self.cm_log);
-        let n = all.len();
-        (all.into_iter().skip(from).collect(), n)
-    }
-
-    /// The queue pair changes since the first `from`, and the count so far.
-    fn verbs_since(&self, from: usize) -> (Vec<String>, usize) {
-        let all = Self::lines(self.verbs_log);
-        let n = all.len();
-        (all.into_iter().skip(from).collect(), n)
-    }
-}
-
-/// Framed private data as it travels: the length byte, then the bytes.
-fn framed(data: &[u8]) -> Vec<u8> {
-    let mut v = vec![data.len() as u8];
-    v.extend_from_slice(data);
-    v
-}
 
 fn me(data: &[u8]) -> CmPeer {
     CmPeer {
@@ -130,16 +34,9 @@ fn me(data: &[u8]) -> CmPeer {
 
 #[test]
 fn connecting_and_accepting_run_against_stand_ins() {
-    let dir = fake::dir("rdmacm-fake-active");
-    let Some(cm) = fake::build("librdmacm_fake", "rdma/rdma_cma.h", &dir) else {
+    let Some(fake) = StandIns::install("rdmacm-fake-active", true) else {
         return;
     };
-    let Some(verbs) = fake::build("libibverbs_fake", "infiniband/verbs.h", &dir) else {
-        return;
-    };
-    std::env::set_var("OFI_RDMA_RDMACM_LIB", &cm);
-    std::env::set_var("OFI_RDMA_IBVERBS_LIB", &verbs);
-    let fake = Controls::open(&cm, &verbs);
 
     let dev = device_list(DeviceKind::RdmaCore).expect("the stand-in's device")[0].clone();
     assert_eq!(dev.name(), "fake0");
@@ -226,8 +123,7 @@ fn connecting_and_accepting_run_against_stand_ins() {
     );
 
     // An address that does not resolve in time: FI_ETIMEDOUT, nothing sent.
-    // SAFETY: a plain C call of the stand-in.
-    unsafe { (fake.resolve_error)(-libc::ETIMEDOUT) };
+    fake.fail_next_resolution(-libc::ETIMEDOUT);
     let id = ch.connect(dst, &me(b""), &qp).unwrap();
     let ev = ch.wait_event(WAIT).expect("failed");
     assert_eq!(
@@ -266,9 +162,7 @@ fn connecting_and_accepting_run_against_stand_ins() {
     let qp2 = rc_qp();
     let qpn2 = qp2.qp_num();
     let hello = framed(b"hello");
-    // SAFETY: `hello` is readable for its length; the stand-in copies it.
-    let rc = unsafe { (fake.request)(hello.as_ptr().cast(), hello.len() as c_int, 0x55) };
-    assert_eq!(rc, 0);
+    fake.request(&hello, 0x55);
     let req = ch.wait_event(WAIT).expect("the request");
     let CmEventKind::ConnectRequest { listener, peer } = req.kind else {
         panic!("{req:?}")
@@ -312,9 +206,7 @@ fn connecting_and_accepting_run_against_stand_ins() {
     assert!(fake.verbs_since(v6).0.is_empty());
 
     // An answer the connector refuses: the acceptor's connection fails.
-    // SAFETY: `hello` is readable for its length; the stand-in copies it.
-    let rc = unsafe { (fake.request)(hello.as_ptr().cast(), hello.len() as c_int, 0x56) };
-    assert_eq!(rc, 0);
+    fake.request(&hello, 0x56);
     let req = ch.wait_event(WAIT).expect("a second request");
     let qp3 = rc_qp();
     ch.accept(req.id, &me(b""), &qp3).unwrap();
@@ -351,5 +243,5 @@ fn connecting_and_accepting_run_against_stand_ins() {
         Some("destroy_event_channel")
     );
     drop((qp, qp2, qp3, cq, pd, ctx));
-    let _ = std::fs::remove_dir_all(&dir);
+    fake.clean_up();
 }
