@@ -2,7 +2,7 @@
  * one device "fake0" whose objects are plain allocations, enough for the connection
  * manager's active and accepting sides to create a queue pair and move it. Queue pair
  * state changes are logged (fake_verbs_log), as "modify_qp qpn=<n> state=<s> mask=<m>".
- * No data path: posting and polling are never reached. */
+ * The data path does nothing: posts are accepted and dropped, polls find nothing. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +30,35 @@ void ibv_free_device_list(struct ibv_device **list) { (void)list; }
 const char *ibv_get_device_name(struct ibv_device *d) { return d->name; }
 __be64 ibv_get_device_guid(struct ibv_device *d) { (void)d; return 0x1122334455667788ull; }
 
+static int poll_none(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
+    (void)cq; (void)n; (void)wc;
+    return 0;
+}
+static int notify(struct ibv_cq *cq, int solicited_only) {
+    (void)cq; (void)solicited_only;
+    return 0;
+}
+static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
+    (void)qp; (void)wr; (void)bad;
+    return 0;
+}
+static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
+    (void)qp; (void)wr; (void)bad;
+    return 0;
+}
+static int post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                         struct ibv_recv_wr **bad) {
+    (void)srq; (void)wr; (void)bad;
+    return 0;
+}
+
 struct ibv_context *ibv_open_device(struct ibv_device *d) {
     struct ibv_context *c = calloc(1, sizeof *c);
+    c->ops.poll_cq = poll_none;
+    c->ops.req_notify_cq = notify;
+    c->ops.post_send = post_send;
+    c->ops.post_recv = post_recv;
+    c->ops.post_srq_recv = post_srq_recv;
     int p[2];
     if (pipe(p))
         return NULL;
