@@ -17,8 +17,9 @@
 //!
 //! Invariants: every event is acknowledged before `get_event` returns and before any id
 //! it names is destroyed; ids are destroyed once, by the channel, and only after the
-//! event naming them is acknowledged (librdmacm's `rdma_destroy_id` waits for that).
-//! Peer input (private data, addresses) is bounded and parsed defensively: nothing here
+//! event naming them is acknowledged (librdmacm's `rdma_destroy_id` waits for that);
+//! an id is in the channel's tables before any event of it can be taken (the lock is
+//! held from its creation). Peer input (private data, addresses) is bounded and parsed defensively: nothing here
 //! panics on it.
 
 use std::collections::{HashMap, VecDeque};
@@ -389,6 +390,9 @@ impl RdmaCmChannel {
     }
 
     pub(crate) fn listen(&self, addr: SocketAddr) -> Result<(u64, SocketAddr)> {
+        // Held from the start: a request must not be taken from the channel (by another
+        // thread's get_event) before its listener is known.
+        let mut g = lock(&self.inner);
         let id = self.create_id()?;
         let mut sa = to_storage(&addr);
         // SAFETY: our id; a socket address of its family.
@@ -406,8 +410,7 @@ impl RdmaCmChannel {
         }
         // SAFETY: our id; librdmacm filled the bound address.
         let at = from_storage(unsafe { &(*id).route.addr.src_storage }).unwrap_or(addr);
-        let n = lock(&self.inner).add(id, Role::Listener);
-        Ok((n, at))
+        Ok((g.add(id, Role::Listener), at))
     }
 
     pub(crate) fn close_listener(&self, id: u64) {
@@ -433,6 +436,9 @@ impl RdmaCmChannel {
             ));
         }
         let qp = qp.sys().ok_or_else(mixed)?.clone();
+        // Held from the start: the resolution's event must not be taken (by another
+        // thread's get_event) before the id is known.
+        let mut g = lock(&self.inner);
         let id = self.create_id()?;
         let mut sa = to_storage(&dst);
         // SAFETY: our id; a socket address of its family; no source address.
@@ -450,7 +456,7 @@ impl RdmaCmChannel {
             return Err(e);
         }
         let data = frame(data);
-        Ok(lock(&self.inner).add(id, Role::Connecting { data, qp }))
+        Ok(g.add(id, Role::Connecting { data, qp }))
     }
 
     /// Moves `qp` to `state` with the attributes rdma_cm computes for `id`'s route.
