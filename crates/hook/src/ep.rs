@@ -18,14 +18,14 @@ use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::abi::raw::{Msg, MsgAtomic, MsgRma, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::ep::{Multicast, PassiveEndpoint};
-use ofi_core::provider::{BindTarget, EndpointOps, EqOf, PassiveEndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps, PassiveEndpointOps};
 use ofi_core::{AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result};
 
 use crate::cq::CqCore;
-use crate::fabric::HookFabric;
+use crate::fabric::{HookFabric, HookFamily};
 use crate::fault::Held;
-use crate::objects::CntrCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::objects::{CntrCore, HookEq};
+use crate::{Beneath, Hook, ObjName, Op, OpCall};
 
 /// A CQ an endpoint is bound to, for one direction.
 pub struct CqBinding<H: Hook> {
@@ -223,6 +223,35 @@ impl<H: Hook> HookEp<H> {
         }
     }
 
+    /// After a successful `fi_ep_bind` (`=> bound` in the list): a CQ is recorded for
+    /// the directions of `flags` (both without either), a counter for sends, so the
+    /// hooks know where the completions and counts of this endpoint go.
+    fn bound<F: HookFamily<H>>(&self, (): (), target: BindTarget<'_, F>, flags: OpFlags) {
+        match target {
+            BindTarget::Cq(cq) => {
+                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
+                let both = !flags.intersects(dirs);
+                let binding = || CqBinding {
+                    cq: cq.core().clone(),
+                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                };
+                if both || flags.contains(OpFlags::TRANSMIT) {
+                    let _ = self.core.tx_cq.set(binding());
+                }
+                if both || flags.contains(OpFlags::RECV) {
+                    let _ = self.core.rx_cq.set(binding());
+                }
+                if H::SENDS {
+                    cq.core().attach(&self.core);
+                }
+            }
+            BindTarget::Cntr(c) if flags.contains(OpFlags::SEND) => {
+                let _ = self.core.tx_cntr.set(c.core().clone());
+            }
+            _ => {}
+        }
+    }
+
     /// After a successful `fi_enable` (`=> enabled` in the list): data calls may flow.
     fn enabled(&self, (): ()) {
         self.core.enabled.store(true, Ordering::Release);
@@ -288,62 +317,7 @@ impl<H: Hook> Drop for HookEp<H> {
     }
 }
 
-impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
-    fn bind(&self, target: BindTarget<'_, HookFabric<H>>, flags: OpFlags) -> Result<()> {
-        let inner = &self.core.inner;
-        match target {
-            BindTarget::Cq(cq) => {
-                self.ctl(
-                    "bind",
-                    || format!("{} flags={flags:?}", cq.core().name),
-                    || inner.bind(&cq.core().inner, flags),
-                )?;
-                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
-                let both = !flags.intersects(dirs);
-                let binding = || CqBinding {
-                    cq: cq.core().clone(),
-                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
-                };
-                if both || flags.contains(OpFlags::TRANSMIT) {
-                    let _ = self.core.tx_cq.set(binding());
-                }
-                if both || flags.contains(OpFlags::RECV) {
-                    let _ = self.core.rx_cq.set(binding());
-                }
-                if H::SENDS {
-                    cq.core().attach(&self.core);
-                }
-                Ok(())
-            }
-            BindTarget::Cntr(c) => {
-                self.ctl(
-                    "bind",
-                    || format!("{} flags={flags:?}", c.core().name),
-                    || inner.bind(&c.core().inner, flags),
-                )?;
-                if flags.contains(OpFlags::SEND) {
-                    let _ = self.core.tx_cntr.set(c.core().clone());
-                }
-                Ok(())
-            }
-            BindTarget::Av(av) => self.ctl(
-                "bind",
-                || format!("av flags={flags:?}"),
-                || inner.bind(av.inner(), flags),
-            ),
-            BindTarget::Eq(eq) => self.ctl(
-                "bind",
-                || format!("eq flags={flags:?}"),
-                || inner.bind(eq.inner(), flags),
-            ),
-            BindTarget::Stx(ep) | BindTarget::Srx(ep) => self.ctl(
-                "bind",
-                || format!("{} flags={flags:?}", ep.core.name),
-                || inner.bind(&ep.core.inner, flags),
-            ),
-        }
-    }
-
+impl<H: Hook, F: HookFamily<H>> EndpointOps<F> for HookEp<H> {
     // ---- one forwarder per `op` entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
@@ -380,7 +354,7 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
     // One forwarder per `op` entry of the list (`for_each_pep_op!`).
     ofi_core::for_each_pep_op!(ofi_core::ctl_forwarders);
 
-    fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
+    fn bind_eq(&self, eq: &HookEq<H>, flags: u64) -> Result<()> {
         self.h.ctl(
             &self.name,
             "bind_eq",
@@ -388,4 +362,8 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
             || self.inner.bind_eq(eq.inner(), flags),
         )
     }
+}
+
+crate::beneath_and_name! {
+    HookEp |ep| (ep.core.inner, ep.core.name);
 }

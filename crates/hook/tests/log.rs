@@ -140,7 +140,7 @@ fn trace_logs_calls_with_arguments_and_results_rate_limited() {
         "{inject}"
     );
     assert!(
-        log.lines().any(|l| l.contains(" bind(cq #")),
+        log.lines().any(|l| l.contains(" bind(target=cq #")),
         "control calls are traced too"
     );
     // Every read is accounted for: traced, or counted in a "suppressed" note (only

@@ -155,7 +155,8 @@ macro_rules! for_each_ep_ctl_op {
                 close;
                 /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
                 fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind
-                    | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>;
+                    | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>,
+                        forward [target, flags] |ep| ep.bind(target.beneath(), flags) => bound(target, flags);
                 /// `fi_enable`.
                 fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable
                     | fn() -> $crate::Result<()> = Ok(()),
@@ -585,7 +586,8 @@ macro_rules! for_each_mr_op {
                 op desc() -> get *mut ::std::ffi::c_void [::std::ptr::null_mut()] = ::std::ptr::null_mut();
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind
-                    | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported");
+                    | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported"),
+                        forward [target, flags] |mr| mr.bind(target.beneath(), flags);
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
