@@ -14,9 +14,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, AsFid, Node};
 use crate::abi::raw::{
-    CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, Obj, RawCqAttr,
+    CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCqAttr,
 };
 use crate::abi::tables::{call_slot, CqTable};
 use crate::enums::{CqFormat, CqWaitCond, WaitObj};
@@ -272,19 +272,12 @@ impl<'a> CqBuf<'a> {
     }
 }
 
-/// An open completion queue.
-pub struct CompletionQueue {
-    pub(crate) obj: Obj,
-    ops: *const CqTable,
-    format: CqFormat,
-    node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open completion queue.
+    CompletionQueue(CqTable, "a completion queue") {
+        format: CqFormat,
+    }
 }
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread (providers' types are `Send + Sync`); the node is thread-safe.
-unsafe impl Send for CompletionQueue {}
-// SAFETY: see `Send`.
-unsafe impl Sync for CompletionQueue {}
 
 impl std::fmt::Debug for CompletionQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -296,41 +289,7 @@ impl std::fmt::Debug for CompletionQueue {
     }
 }
 
-impl AsFid for CompletionQueue {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(CompletionQueue: CqTable);
-
 impl CompletionQueue {
-    /// Wrap a provider's CQ.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a CQ and its table from the provider of `node`'s family,
-    /// opened with `format`, owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(
-        obj: Obj,
-        ops: *const CqTable,
-        format: CqFormat,
-        node: Arc<Node>,
-    ) -> Self {
-        CompletionQueue {
-            obj,
-            ops,
-            format,
-            node,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &CqTable {
-        // SAFETY: `ops` is the provider's table (valid while `node` holds the provider)
-        // or the static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// The entry format reads must use.
     pub fn format(&self) -> CqFormat {
         self.format
