@@ -46,7 +46,7 @@ pub(super) unsafe fn put_ep<F: FabricOps>(out: *mut RawEp, ep: EpOf<F>) -> Resul
 ///
 /// # Safety
 /// `out` null or valid for writes of `(*out).struct_size` bytes; `err` null or valid.
-unsafe fn open_ep<F: FabricOps>(
+pub(super) unsafe fn open_ep<F: FabricOps>(
     what: &'static str,
     out: *mut RawEp,
     err: *mut ErrBuf,
@@ -60,43 +60,11 @@ unsafe fn open_ep<F: FabricOps>(
     })
 }
 
-/// Slot `endpoint` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
-    dom: Obj,
-    info: *const RawInfo,
-    context: usize,
-    flags: u64,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `info` valid (contract).
-        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        d.endpoint(&info, context, flags)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.endpoint", out, err, open) }
-}
-
-/// Slot `scalable_ep` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
-    dom: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `info` valid (contract).
-        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        d.scalable_ep(&info, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.scalable_ep", out, err, open) }
+ep_open_slots! {
+    "domain.endpoint" fn dom_endpoint<DomainOf>(; info: *const RawInfo => info_from_raw; context: usize, flags: u64) => endpoint;
+    "domain.scalable_ep" fn dom_scalable_ep<DomainOf>(; info: *const RawInfo => info_from_raw; context: usize) => scalable_ep;
+    "domain.stx_ctx" fn dom_stx_ctx<DomainOf>(; attr: *const RawTxAttr => tx_attr_from_raw; context: usize) => stx_ctx;
+    "domain.srx_ctx" fn dom_srx_ctx<DomainOf>(; attr: *const RawRxAttr => rx_attr_from_raw; context: usize) => srx_ctx;
 }
 
 /// Slot `cq_open` of the domain table.
@@ -334,44 +302,6 @@ pub(super) unsafe extern "C" fn dom_query_atomic<F: FabricOps>(
             Ok(())
         }))
     })
-}
-
-/// Slot `stx_ctx` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawTxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `attr` valid or null (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), tx_attr_from_raw(attr)?) };
-        d.stx_ctx(&attr, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.stx_ctx", out, err, open) }
-}
-
-/// Slot `srx_ctx` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawRxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `attr` valid or null (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), rx_attr_from_raw(attr)?) };
-        d.srx_ctx(&attr, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.srx_ctx", out, err, open) }
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).

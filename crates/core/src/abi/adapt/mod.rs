@@ -841,7 +841,43 @@ macro_rules! boxed_objects {
     };
 }
 
-use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines};
+/// The slots that open an endpoint from C attributes (the domain's `endpoint`,
+/// `scalable_ep`, `stx_ctx`, `srx_ctx`; a scalable endpoint's `tx_ctx`, `rx_ctx`):
+/// the attributes from C (`conv`, an `unsafe fn` of the raw pointer), the provider
+/// method of the object (`Of<F>`) with the scalars before and after them as the slot
+/// has them, the endpoint handed out with the family's tables (`open_ep`).
+///
+/// ```text
+/// "what" fn slot<Of>(scalars…; attr: *const Raw => conv; scalars…) => method;
+/// ```
+macro_rules! ep_open_slots {
+    ($($what:literal fn $slot:ident<$Of:ident>($($a:ident: $at:ty),*; $attr:ident: *const $Raw:ty => $conv:ident; $($b:ident: $bt:ty),*) => $method:ident;)*) => {$(
+        #[doc = concat!("Slot `", $what, "`: opens an endpoint.")]
+        ///
+        /// # Safety
+        /// The object and the pointers as the slot contract says (see
+        /// [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            $($a: $at,)*
+            $attr: *const $Raw,
+            $($b: $bt,)*
+            out: *mut RawEp,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            let open = || {
+                // SAFETY: our boxed object (host contract); the attributes valid, or
+                // null where the slot allows it (contract).
+                let (o, $attr) = unsafe { (ob::<$Of<F>>(obj), $conv($attr)?) };
+                o.$method($($a,)* &$attr, $($b),*)
+            };
+            // SAFETY: `out` and `err` as the slot's contract says.
+            unsafe { open_ep::<F>($what, out, err, open) }
+        }
+    )*};
+}
+
+use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines, ep_open_slots};
 
 // ---------------------------------------------------------------------------------------
 // The host side of the provider's root table: the public methods that call its slots
