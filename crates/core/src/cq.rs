@@ -316,24 +316,15 @@ impl CompletionQueue {
     /// itself, not a copy: the provider recognises the data it handed out by its
     /// address, as the C call passes no length). Empty: no data.
     pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        let data = if err_data.is_empty() {
-            std::ptr::null()
-        } else {
-            err_data.as_ptr() as *const c_void
-        };
-        let mut buf = [0u8; 256];
-        // SAFETY: `buf` valid for its length; `data` null or valid for reads.
-        let n = unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.strerror(self.obj, prov_errno, data, buf.as_mut_ptr(), buf.len())
-            )
-        };
-        if n < 0 {
-            return crate::error::strerror(prov_errno).into_owned();
-        }
-        let n = (n as usize).min(buf.len() - 1);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
+            // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
+            unsafe {
+                call_slot!(
+                    self.t(),
+                    CqTable.strerror(self.obj, prov_errno, data, buf, len)
+                )
+            }
+        })
     }
 }
 

@@ -599,3 +599,25 @@ pub(crate) fn read_sized(mut f: impl FnMut(*mut u8, *mut usize) -> i32) -> Resul
         "the provider kept asking for a larger buffer",
     ))
 }
+
+/// The text of a queue's `strerror` slot for `prov_errno` with the error data
+/// `err_data` (empty: none, passed as null): `call(data, buf, len)` calls the slot;
+/// the library's text of `prov_errno` when it fails. (CQ and EQ.)
+pub(crate) fn strerror_text(
+    prov_errno: i32,
+    err_data: &[u8],
+    call: impl FnOnce(*const c_void, *mut u8, usize) -> isize,
+) -> String {
+    let data = if err_data.is_empty() {
+        std::ptr::null()
+    } else {
+        err_data.as_ptr() as *const c_void
+    };
+    let mut buf = [0u8; 256];
+    let n = call(data, buf.as_mut_ptr(), buf.len());
+    if n < 0 {
+        return crate::error::strerror(prov_errno).into_owned();
+    }
+    let n = (n as usize).min(buf.len() - 1);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}

@@ -332,6 +332,44 @@ impl ErrData {
         }
     }
 
+    /// [`ErrData::hand_out`] on the data a queue keeps in `kept` (locked: a panic while
+    /// it was held leaves plain data, still usable).
+    ///
+    /// # Safety
+    /// As [`ErrData::hand_out`].
+    unsafe fn hand_out_kept(
+        kept: &Mutex<ErrData>,
+        data: Vec<u8>,
+        user_buf: *mut c_void,
+        user_len: usize,
+    ) -> (*mut c_void, usize) {
+        let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: forwarded from this function's contract.
+        unsafe { kept.hand_out(data, user_buf, user_len) }
+    }
+
+    /// The body of a queue's `strerror` slot: `text` of the error data the queue keeps
+    /// in `kept` that `err_data` stands for ([`ErrData::lookup`]: the C call has no
+    /// length, so only data this queue handed out is known), put into `buf` as
+    /// [`put_text`] does.
+    ///
+    /// # Safety
+    /// `buf` null or valid for `len` bytes.
+    unsafe fn strerror_into(
+        kept: &Mutex<ErrData>,
+        err_data: *const c_void,
+        text: impl FnOnce(&[u8]) -> String,
+        buf: *mut u8,
+        len: usize,
+    ) -> isize {
+        let data = kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        // SAFETY: `buf` valid for `len` (contract).
+        unsafe { put_text(&text(&data), buf, len) }
+    }
+
     /// The bytes `p` stands for: the kept data when `p` is its address, what was copied
     /// when `p` is the caller's buffer it was copied into, else nothing (null or a
     /// pointer of unknown length, which is never read).
