@@ -14,7 +14,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, AsFid, Node};
+use crate::abi::object::Node;
 use crate::abi::raw::{
     CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCqAttr,
 };
@@ -343,25 +343,14 @@ pub(crate) fn open(
     if attr.format == CqFormat::Unspec {
         attr.format = CqFormat::Context;
     }
-    let mut raw = attr.to_raw();
-    let set = match set {
-        Some(set) => {
-            let f = set.as_fid();
-            parent.check_peer(f.node(), "cq_open in a wait set")?;
-            raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-            raw.wait_set = f.raw().obj;
-            Some(f.node())
-        }
-        None => None,
-    };
-    let mut out = crate::abi::raw::RawObj::empty();
-    ctl(|eb| call(&raw, &mut out, eb))?;
-    let ops = out.ops as *const CqTable;
-    let close = crate::abi::object::close_of(out.obj, ops, "completion queue")?;
-    let node = Node::child(parent, crate::abi::raw::FidClass::Cq, close);
-    if let Some(set) = set {
-        node.add_binding(set);
-    }
+    let (obj, ops, node) = crate::abi::object::open_signalling::<CqTable, _>(
+        parent,
+        attr.to_raw(),
+        set,
+        crate::abi::raw::FidClass::Cq,
+        "cq_open",
+        call,
+    )?;
     // SAFETY: the provider returned a CQ and its table for this open.
-    Ok(unsafe { CompletionQueue::from_raw(out.obj, ops, attr.format, node) })
+    Ok(unsafe { CompletionQueue::from_raw(obj, ops, attr.format, node) })
 }

@@ -4,7 +4,7 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use crate::abi::object::{close_of, ctl, open_child, AsFid, Node};
+use crate::abi::object::{close_of, ctl, open_signalling, AsFid, Node};
 use crate::abi::raw::RawInfoBox;
 use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawEp, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
@@ -128,31 +128,23 @@ impl Domain {
         set: Option<&WaitSet>,
         context: usize,
     ) -> Result<Counter> {
-        let mut raw = attr.to_raw();
-        let set = match set {
-            Some(set) => {
-                let f = set.as_fid();
-                self.node.check_peer(f.node(), "cntr_open in a wait set")?;
-                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-                raw.wait_set = f.raw().obj;
-                Some(f.node())
-            }
-            None => None,
-        };
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.cntr_open(self.obj, &raw, context, &mut out, e)
-            )
-        })?;
-        let (ops, node) = open_child::<CntrTable>(&self.node, &out, FidClass::Cntr, "counter")?;
-        if let Some(set) = set {
-            node.add_binding(set);
-        }
+        let (obj, ops, node) = open_signalling::<CntrTable, _>(
+            &self.node,
+            attr.to_raw(),
+            set,
+            FidClass::Cntr,
+            "cntr_open",
+            // SAFETY: our own object; the pointers `open_signalling` passes live
+            // across the call.
+            |raw, out, e| unsafe {
+                call_slot!(
+                    self.t(),
+                    DomainTable.cntr_open(self.obj, raw, context, out, e)
+                )
+            },
+        )?;
         // SAFETY: the provider returned a counter and its table.
-        Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
+        Ok(unsafe { Counter::from_raw(obj, ops, node) })
     }
 
     pub(crate) fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {

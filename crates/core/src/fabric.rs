@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, open_child, AsFid, Node};
+use crate::abi::object::{ctl, open_child, open_signalling, Node};
 use crate::abi::raw::{FidClass, Obj, RawInfoBox, RawObj};
 use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
@@ -92,31 +92,23 @@ impl Fabric {
         set: Option<&WaitSet>,
         context: usize,
     ) -> Result<EventQueue> {
-        let mut raw = attr.to_raw();
-        let set = match set {
-            Some(set) => {
-                let f = set.as_fid();
-                self.node.check_peer(f.node(), "eq_open in a wait set")?;
-                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-                raw.wait_set = f.raw().obj;
-                Some(f.node())
-            }
-            None => None,
-        };
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                FabricTable.eq_open(self.obj, &raw, context, &mut out, e)
-            )
-        })?;
-        let (ops, node) = open_child::<EqTable>(&self.node, &out, FidClass::Eq, "event queue")?;
-        if let Some(set) = set {
-            node.add_binding(set);
-        }
+        let (obj, ops, node) = open_signalling::<EqTable, _>(
+            &self.node,
+            attr.to_raw(),
+            set,
+            FidClass::Eq,
+            "eq_open",
+            // SAFETY: our own object; the pointers `open_signalling` passes live
+            // across the call.
+            |raw, out, e| unsafe {
+                call_slot!(
+                    self.t(),
+                    FabricTable.eq_open(self.obj, raw, context, out, e)
+                )
+            },
+        )?;
         // SAFETY: the provider returned an EQ and its table.
-        Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
+        Ok(unsafe { EventQueue::from_raw(obj, ops, node) })
     }
 
     /// `fi_poll_open`: a poll set for the CQs and counters of this fabric's domains

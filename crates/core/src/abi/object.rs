@@ -516,6 +516,61 @@ pub(crate) fn open_child<T: ClassTable>(
     Ok((ops, node))
 }
 
+/// The raw attributes of an object that can signal a wait set (`fi_cq_attr`,
+/// `fi_cntr_attr`, `fi_eq_attr`).
+pub(crate) trait SignalsWaitSet {
+    /// Signal the wait set `set` (`wait_obj` `FI_WAIT_SET`).
+    fn signal(&mut self, set: Obj);
+}
+
+macro_rules! signals_wait_set {
+    ($($Raw:ty),*) => {$(
+        impl SignalsWaitSet for $Raw {
+            fn signal(&mut self, set: Obj) {
+                self.wait_obj = crate::enums::WaitObj::Set.to_raw();
+                self.wait_set = set;
+            }
+        }
+    )*};
+}
+
+signals_wait_set!(
+    crate::abi::raw::RawCqAttr,
+    crate::abi::raw::RawCntrAttr,
+    crate::abi::raw::RawEqAttr
+);
+
+/// Open a child of `parent` (a CQ, counter or EQ) from the raw attributes `raw`,
+/// signalling the wait set `set` when given (`what`: the call, in messages):
+/// `call(raw, out, err)` calls the parent's open slot. The set must be of the same
+/// provider; the child is bound to it (the set cannot close first). Returns the
+/// child's object, table and node.
+pub(crate) fn open_signalling<T: ClassTable, A: SignalsWaitSet>(
+    parent: &Arc<Node>,
+    mut raw: A,
+    set: Option<&crate::wait::WaitSet>,
+    class: FidClass,
+    what: &str,
+    call: impl FnOnce(*const A, *mut RawObj, *mut ErrBuf) -> i32,
+) -> Result<(Obj, *const T, Arc<Node>)> {
+    let set = match set {
+        Some(set) => {
+            let f = set.as_fid();
+            parent.check_peer(f.node(), what)?;
+            raw.signal(f.raw().obj);
+            Some(f.node())
+        }
+        None => None,
+    };
+    let mut out = RawObj::empty();
+    ctl(|e| call(&raw, &mut out, e))?;
+    let (ops, node) = open_child::<T>(parent, &out, class, class.label())?;
+    if let Some(set) = set {
+        node.add_binding(set);
+    }
+    Ok((out.obj, ops, node))
+}
+
 /// Check a newly opened object and its class table, and make its closer.
 pub(crate) fn close_of<T: ClassTable>(obj: Obj, ops: *const T, what: &str) -> Result<Closer> {
     if obj.is_null() || ops.is_null() {
