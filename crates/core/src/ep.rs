@@ -386,18 +386,20 @@ mod tests {
         t
     };
 
+    /// A stub object and the root node of a provider `name` that closes it with
+    /// `close_ok`.
+    fn stub_root(name: &str) -> (Obj, Arc<Node>) {
+        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
+        let closer = Closer::Slot {
+            close: close_ok,
+            obj,
+        };
+        (obj, Node::root(1, name.into(), closer, None))
+    }
+
     #[test]
     fn slots_beyond_a_short_table_and_missing_groups_are_enosys() {
-        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
-        let root = Node::root(
-            1,
-            "short".into(),
-            Closer::Slot {
-                close: close_ok,
-                obj,
-            },
-            None,
-        );
+        let (obj, root) = stub_root("short");
         let mut raw = RawEp::empty();
         raw.obj = obj;
         raw.ep = &EP;
@@ -424,16 +426,7 @@ mod tests {
             t.size = 8;
             t
         };
-        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
-        let root = Node::root(
-            1,
-            "tiny".into(),
-            Closer::Slot {
-                close: close_ok,
-                obj,
-            },
-            None,
-        );
+        let (obj, root) = stub_root("tiny");
         let mut raw = RawEp::empty();
         raw.obj = obj;
         raw.ep = &TINY;

@@ -209,14 +209,10 @@ pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
             len,
         }];
         let attr = MrAttr {
-            iov: &iov,
-            access: OpFlags::from_bits_retain(access),
             offset,
             requested_key,
             context,
-            auth_key: None,
-            iface: HmemIface::System,
-            device: 0,
+            ..MrAttr::new(&iov, OpFlags::from_bits_retain(access))
         };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }
@@ -243,14 +239,10 @@ pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
         // SAFETY: `iov` valid for `count` (contract).
         let iov = unsafe { sl_req(iov, count, "mr_regv: null iov")? };
         let attr = MrAttr {
-            iov,
-            access: OpFlags::from_bits_retain(access),
             offset,
             requested_key,
             context,
-            auth_key: None,
-            iface: HmemIface::System,
-            device: 0,
+            ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
         };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }

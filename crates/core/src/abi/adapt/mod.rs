@@ -62,7 +62,7 @@ use crate::abi::ProviderInstance;
 use crate::av::AvAttr;
 use crate::cntr::CntrAttr;
 use crate::cq::{CqAttr, CqBuf};
-use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, HmemIface, WaitObj};
+use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, WaitObj};
 use crate::eq::{EqAttr, Event};
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
