@@ -15,7 +15,7 @@ use ofi_core::Result;
 use crate::cq::HookCq;
 use crate::ep::HookEp;
 use crate::fabric::HookFamily;
-use crate::objects::{HookAv, HookCntr, HookEq, HookMr, HookWait};
+use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
 use crate::{Hook, Hooked, ObjName};
 
 crate::hooked_objects! {
@@ -63,12 +63,5 @@ impl<H: Hook, F: HookFamily<H>> DomainOps<F> for HookDomain<H> {
         Ok(HookCntr::new(c, self.h.clone()))
     }
 
-    fn bind_eq(&self, eq: &HookEq<H>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "bind_eq",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("bind_eq");
 }

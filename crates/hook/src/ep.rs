@@ -24,7 +24,7 @@ use ofi_core::{AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result};
 use crate::cq::CqCore;
 use crate::fabric::{HookFabric, HookFamily};
 use crate::fault::Held;
-use crate::objects::{CntrCore, HookEq};
+use crate::objects::CntrCore;
 use crate::{Beneath, Hook, ObjName, Op, OpCall};
 
 /// A CQ an endpoint is bound to, for one direction.
@@ -354,14 +354,7 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
     // One forwarder per `op` entry of the list (`for_each_pep_op!`).
     ofi_core::for_each_pep_op!(ofi_core::ctl_forwarders);
 
-    fn bind_eq(&self, eq: &HookEq<H>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "bind_eq",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("bind_eq");
 }
 
 crate::beneath_and_name! {

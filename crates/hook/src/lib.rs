@@ -197,6 +197,25 @@ macro_rules! hooked_objects {
 
 pub(crate) use hooked_objects;
 
+/// The forwarder of `bind_eq` (a domain's, passive endpoint's or AV's: the provider
+/// method outside the lists that binds an EQ), seen by the hooks as the control call
+/// `what`; inside the impl of the class's trait for a type of `hooked_objects!`.
+macro_rules! bind_eq_forwarder {
+    ($what:literal) => {
+        fn bind_eq(&self, eq: &$crate::objects::HookEq<H>, flags: u64) -> ofi_core::Result<()> {
+            let (h, name, inner) = self.forward();
+            h.ctl(
+                name,
+                $what,
+                || format!("flags={flags:#x}"),
+                || inner.bind_eq(eq.inner(), flags),
+            )
+        }
+    };
+}
+
+pub(crate) use bind_eq_forwarder;
+
 impl<H: Hook> Hooked<'_, H> for HookCq<H> {
     /// The CQ beneath and its size.
     type Inner = (ofi_core::cq::CompletionQueue, usize);

@@ -13,7 +13,6 @@ use ofi_core::eq::EventQueue;
 use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::{AvOps, CntrOps, EqOps, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
-use ofi_core::Result;
 
 use crate::fabric::HookFamily;
 use crate::{Beneath, Hook, ObjName, Op};
@@ -81,14 +80,7 @@ impl<H: Hook, F: HookFamily<H>> AvOps<F> for HookAv<H> {
     // One forwarder per `op` entry of the list (`for_each_av_op!`).
     ofi_core::for_each_av_op!(ofi_core::ctl_forwarders);
 
-    fn bind_eq(&self, eq: &HookEq<H>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "av_bind",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("av_bind");
 }
 
 crate::hooked_objects! {
