@@ -203,13 +203,35 @@ impl<H: Hook> HookEp<H> {
         h: Arc<H>,
         class: &'static str,
     ) -> HookEp<H> {
+        HookEp::build(
+            inner,
+            class,
+            h,
+            info.is_some_and(|i| i.ep_attr.ep_type == EpType::Dgram),
+            info.map(|i| i.tx_attr.op_flags).unwrap_or_default(),
+            info.map(|i| i.rx_attr.op_flags).unwrap_or_default(),
+            info.map(|i| i.tx_attr.inject_size).unwrap_or(0),
+        )
+    }
+
+    /// A hooked endpoint over `inner` (named `class` in hook messages) with the
+    /// attributes the hooks read; not enabled, nothing bound, no membership.
+    fn build(
+        inner: Endpoint,
+        class: &'static str,
+        h: Arc<H>,
+        dgram: bool,
+        tx_op_flags: OpFlags,
+        rx_op_flags: OpFlags,
+        inject_size: usize,
+    ) -> HookEp<H> {
         let core = EpCore {
             inner,
             name: ObjName::new(class),
-            dgram: info.is_some_and(|i| i.ep_attr.ep_type == EpType::Dgram),
-            tx_op_flags: info.map(|i| i.tx_attr.op_flags).unwrap_or_default(),
-            rx_op_flags: info.map(|i| i.rx_attr.op_flags).unwrap_or_default(),
-            inject_size: info.map(|i| i.tx_attr.inject_size).unwrap_or(0),
+            dgram,
+            tx_op_flags,
+            rx_op_flags,
+            inject_size,
             enabled: AtomicBool::new(false),
             tx_cq: OnceLock::new(),
             rx_cq: OnceLock::new(),
@@ -269,24 +291,15 @@ impl<H: Hook> HookEp<H> {
     /// attributes.
     fn derived(&self, inner: Endpoint, class: &'static str) -> HookEp<H> {
         let p = &self.core;
-        let core = EpCore {
+        HookEp::build(
             inner,
-            name: ObjName::new(class),
-            dgram: p.dgram,
-            tx_op_flags: p.tx_op_flags,
-            rx_op_flags: p.rx_op_flags,
-            inject_size: p.inject_size,
-            enabled: AtomicBool::new(false),
-            tx_cq: OnceLock::new(),
-            rx_cq: OnceLock::new(),
-            tx_cntr: OnceLock::new(),
-            data: H::EpData::default(),
-        };
-        HookEp {
-            core: Arc::new(core),
-            h: self.h.clone(),
-            mcs: Mutex::new(Vec::new()),
-        }
+            class,
+            self.h.clone(),
+            p.dgram,
+            p.tx_op_flags,
+            p.rx_op_flags,
+            p.inject_size,
+        )
     }
 
     /// The endpoint's core (for hooks and tests).
