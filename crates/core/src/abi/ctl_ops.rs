@@ -82,7 +82,9 @@
 //!   - nothing: the forwarder is written by hand.
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
 //!   reaches the provider's object: a plain box, or a box with the CQ's format next to
-//!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
+//!   it); the host type has `obj` and implements `TableOf` for the table
+//!   (`host_object!` writes the host type of a class of one table: struct, `TableOf`,
+//!   `Detach`, `AsFid`, `from_raw`); the hook type
 //!   `fn forward(&self) -> (&Arc<H>, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars).

@@ -518,9 +518,13 @@ pub(crate) fn open_child<T: ClassTable>(
 
 /// The raw attributes of an object that can signal a wait set (`fi_cq_attr`,
 /// `fi_cntr_attr`, `fi_eq_attr`).
-pub(crate) trait SignalsWaitSet {
+pub(crate) trait SignalsWaitSet: Copy {
     /// Signal the wait set `set` (`wait_obj` `FI_WAIT_SET`).
     fn signal(&mut self, set: Obj);
+    /// The wait set named (null: none).
+    fn wait_set(&self) -> Obj;
+    /// The same attributes without the wait set (what the safe attributes hold).
+    fn without_set(self) -> Self;
 }
 
 macro_rules! signals_wait_set {
@@ -529,6 +533,15 @@ macro_rules! signals_wait_set {
             fn signal(&mut self, set: Obj) {
                 self.wait_obj = crate::enums::WaitObj::Set.to_raw();
                 self.wait_set = set;
+            }
+            fn wait_set(&self) -> Obj {
+                self.wait_set
+            }
+            fn without_set(self) -> Self {
+                Self {
+                    wait_set: std::ptr::null_mut(),
+                    ..self
+                }
             }
         }
     )*};

@@ -79,19 +79,17 @@ pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "domain.cq_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("cq_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
-        let mut attr = CqAttr::from_raw(&RawCqAttr {
-            wait_set: std::ptr::null_mut(),
-            ..raw
-        })?;
+        // SAFETY: our boxed domain; `attr` null or valid (contract).
+        let (d, (mut attr, set)) = unsafe {
+            let attrs = attrs_in_set(attr, "cq_open: null attributes", CqAttr::from_raw, |a| {
+                a.wait_obj
+            })?;
+            (ob::<F::Domain>(dom), attrs)
+        };
         if attr.format == CqFormat::Unspec {
             attr.format = CqFormat::Context;
         }
-        let cq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+        let cq = match set {
             // SAFETY: a wait set of this family, open (host contract).
             Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
             None => d.cq_open(&attr, context)?,
@@ -120,16 +118,17 @@ pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "domain.cntr_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("cntr_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
-        let attr = CntrAttr::from_raw(&RawCntrAttr {
-            wait_set: std::ptr::null_mut(),
-            ..raw
-        })?;
-        let c = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+        // SAFETY: our boxed domain; `attr` null or valid (contract).
+        let (d, (attr, set)) = unsafe {
+            let attrs = attrs_in_set(
+                attr,
+                "cntr_open: null attributes",
+                CntrAttr::from_raw,
+                |a| a.wait_obj,
+            )?;
+            (ob::<F::Domain>(dom), attrs)
+        };
+        let c = match set {
             // SAFETY: a wait set of this family, open (host contract).
             Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
             None => d.cntr_open(&attr, context)?,

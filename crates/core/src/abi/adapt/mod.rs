@@ -44,6 +44,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use crate::abi::object::SignalsWaitSet;
 use crate::abi::raw::{
     info_from_raw, rx_attr_from_raw, tx_attr_from_raw, AtomicAttr, CqErrEntry, EqCmEntry, EqEntry,
     EqErrEntry, ErrBuf, FidClass, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp,
