@@ -169,20 +169,6 @@ where
     }
 }
 
-/// Each variant shows as the object it holds.
-impl<F: FabricOps> fmt::Debug for MrBindTarget<'_, F>
-where
-    CntrOf<F>: fmt::Debug,
-    EpOf<F>: fmt::Debug,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MrBindTarget::Ep(ep) => ep.fmt(f),
-            MrBindTarget::Cntr(cntr) => cntr.fmt(f),
-        }
-    }
-}
-
 /// An object of the same family handed to [`FabricOps::trywait`].
 pub enum TryWaitRef<'a, F: FabricOps> {
     /// A completion queue.

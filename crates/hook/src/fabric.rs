@@ -81,8 +81,8 @@ impl<H: Hook> FabricOps for HookFabric<H> {
     }
 }
 
-/// The family of hook `H`'s objects, named by a type parameter: [`HookFabric<H>`],
-/// the only type that has these associated types.
+/// The family of hook `H`'s objects, named by a type parameter: implemented by
+/// [`HookFabric<H>`] alone.
 ///
 /// The hook's domain, endpoints, AVs and MRs implement the provider traits for every
 /// `F: HookFamily<H>` rather than for `HookFabric<H>` alone, so that the lists'

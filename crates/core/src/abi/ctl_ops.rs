@@ -589,7 +589,7 @@ macro_rules! for_each_mr_op {
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind
                     | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported"),
-                        forward [target, flags] |mr| mr.bind(target.beneath(), flags);
+                        forward [flags] |mr| mr.bind(target.beneath(), flags);
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
