@@ -313,6 +313,9 @@ struct Peer {
     sar: Option<SarRx>,
     /// First packets received from the peer so far.
     arrivals: u64,
+    /// The largest segmented message the peer may send (its handshake's SAR limit);
+    /// `None`: [`Config::sar_limit`].
+    sar_max: Option<usize>,
 }
 
 /// The protocol engine of one rxm endpoint (see the module docs).
@@ -509,6 +512,13 @@ impl Engine {
         self.peers
             .get(peer.0 as usize)
             .is_some_and(|p| !p.up && !p.queue.is_empty())
+    }
+
+    /// The peer's handshake said it segments messages up to `limit` bytes (its SAR
+    /// limit may differ from ours): segmented messages from it are checked against
+    /// that, at least [`Config::eager_max`].
+    pub fn set_peer_sar_limit(&mut self, peer: PeerId, limit: usize) {
+        self.peer(peer).sar_max = Some(limit);
     }
 
     /// The credits this side grants (for the handshake the driver sends).

@@ -123,18 +123,21 @@ impl Engine {
     /// ([`Engine::reset`]).
     #[inline]
     pub fn receive<'a>(&mut self, peer: PeerId, pkt: &'a [u8]) -> Result<Arrival<'a>, Violation> {
-        let lim = RxLimits {
-            eager_max: self.cfg.eager_max,
-            sar_max: self.cfg.sar_limit.max(self.cfg.eager_max),
-            max_msg: self.cfg.max_msg,
-        };
-        let (inb, returned) = Inbound::classify(pkt, &lim)
-            .map_err(|_| Violation("a packet out of protocol (header, size or limit)"))?;
         let grant = self.cfg.credits;
         let i = peer.0 as usize;
         let Some(p) = self.peers.get_mut(i) else {
             return Err(Violation("a packet from a peer never connected"));
         };
+        let lim = RxLimits {
+            eager_max: self.cfg.eager_max,
+            sar_max: p
+                .sar_max
+                .unwrap_or(self.cfg.sar_limit)
+                .max(self.cfg.eager_max),
+            max_msg: self.cfg.max_msg,
+        };
+        let (inb, returned) = Inbound::classify(pkt, &lim)
+            .map_err(|_| Violation("a packet out of protocol (header, size or limit)"))?;
         p.flow.returned(returned);
         if inb.is_credited() {
             // Segments of one message go back to back: a new message while one is
