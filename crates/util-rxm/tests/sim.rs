@@ -177,6 +177,7 @@ impl Driver {
                 arrival,
                 credit,
             } => {
+                let rts = rts.get().expect("the engine checked it");
                 assert_eq!(rts.n, 1, "the simulation's sends name one buffer");
                 let m = Assembling {
                     got: Got {

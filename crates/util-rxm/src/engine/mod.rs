@@ -469,7 +469,8 @@ impl Engine {
     /// the header of its one packet (credits filled in; the driver sends it with the
     /// `len` bytes at once and completes the send itself: there is no record of it).
     /// `None` otherwise (submit it with [`Engine::send_msg`]).
-    #[inline]
+    // On every small send's path (one call site in the endpoint).
+    #[inline(always)]
     pub fn send_now(&mut self, peer: PeerId, meta: MsgMeta, len: usize) -> Option<Hdr> {
         if meta.dc || len > self.cfg.eager_max {
             return None;
@@ -666,6 +667,17 @@ impl Engine {
         })
     }
 
+    /// Whether nothing concerns `peer` now: nothing to transmit to it (not even
+    /// operations waiting for a credit), no credits due back, no events. The cheap
+    /// test a driver makes after each packet.
+    #[inline]
+    pub fn is_quiet(&self, peer: PeerId) -> bool {
+        self.events.is_empty()
+            && self.peers.get(peer.0 as usize).is_none_or(|p| {
+                p.out.is_empty() && p.queue.is_empty() && !p.flow.credit_due(self.cfg.credits)
+            })
+    }
+
     fn head_is_forward(&self, p: &Peer) -> bool {
         p.queue
             .front()
@@ -816,6 +828,12 @@ impl Engine {
         self.ops
             .get(&op.0)
             .is_some_and(|o| o.peer == peer && o.state == TxState::AwaitDone)
+    }
+
+    /// Whether events wait for [`Engine::poll_event`].
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The next event.

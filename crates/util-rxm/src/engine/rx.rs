@@ -18,11 +18,9 @@
 
 use ofi_core::Errno;
 
-use crate::proto::Rts;
-
 use super::{
-    Control, CreditToken, Engine, Event, Inbound, MsgMeta, OpId, PeerId, RdState, ReadId, RxLimits,
-    SarCursor, SarRx, TxState,
+    Control, CreditToken, Engine, Event, Inbound, MsgMeta, OpId, PeerId, RdState, ReadId, RtsBody,
+    RxLimits, SarCursor, SarRx, TxState,
 };
 
 /// What an arriving packet brings the driver (see [`Engine::receive`]).
@@ -63,8 +61,9 @@ pub enum Arrival<'a> {
         meta: MsgMeta,
         /// The message's length.
         total: usize,
-        /// The sender's buffers.
-        rts: Rts,
+        /// The sender's buffers (checked; [`RtsBody::get`] reads them), kept as bytes
+        /// so that the common arrivals do not carry the larger parsed request around.
+        rts: RtsBody<'a>,
         /// The read, for [`Engine::handle_read_done`].
         read: ReadId,
         /// Its place among the peer's messages.
@@ -276,7 +275,7 @@ impl Engine {
                 Ok(Arrival::Rts {
                     meta,
                     total,
-                    rts,
+                    rts: body,
                     read,
                     arrival,
                     credit,

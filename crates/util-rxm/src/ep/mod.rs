@@ -84,8 +84,8 @@ use ofi_kit::tagmatch::{
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
 use crate::engine::{
-    Arrival, Config as EngineConfig, CreditToken, Engine, Event, MsgMeta, OpId, PeerId as EnginePeer,
-    Protocol, ReadId, Transmit,
+    Arrival, Config as EngineConfig, CreditToken, Engine, Event, MsgMeta, OpId,
+    PeerId as EnginePeer, Protocol, ReadId, Transmit,
 };
 use crate::fabric::{DomainShared, Fabric};
 use crate::proto::{self, Hello, Kind, Reason, Rts, HDR_LEN};

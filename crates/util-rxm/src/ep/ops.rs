@@ -339,7 +339,10 @@ impl Shared {
                 .get(c)
                 .and_then(Option::as_ref)
                 .is_some_and(|x| x.tx.is_some() && x.stalled.is_empty());
-            if let Some(h) = ready.then(|| st.eng.send_now(peer_of(c), meta, len)).flatten() {
+            if let Some(h) = ready
+                .then(|| st.eng.send_now(peer_of(c), meta, len))
+                .flatten()
+            {
                 // The endpoint's packet buffer (reused: no allocation, no zeroing of
                 // more than the packet).
                 let mut pkt = std::mem::take(&mut st.fast_pkt);

@@ -108,6 +108,9 @@ impl Shared {
                     len: total,
                     credit,
                 };
+                let rts = rts
+                    .get()
+                    .map_err(|e| Error::new(e, "a malformed rendezvous request"))?;
                 let req = RndvReq { rts, read, credit };
                 self.first_packet(act, st, c, head, First::Rts(req));
                 Ok(())
@@ -207,9 +210,8 @@ impl Shared {
             }
             (First::Rts(req), None) => {
                 let n = req.rts.n;
-                let _ = st
-                    .m
-                    .push_unexpected_sized(inc, Unexp::Rts(req), proto::rts_len(n));
+                let _ =
+                    st.m.push_unexpected_sized(inc, Unexp::Rts(req), proto::rts_len(n));
             }
         }
     }

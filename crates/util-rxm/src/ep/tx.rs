@@ -46,7 +46,24 @@ impl Shared {
     /// Carry out what the engine has for connection `c` (up), in order: first what
     /// the core refused before, then what the engine hands out now, until the core
     /// refuses or nothing is left; then the engine's events.
+    #[inline]
     pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
+        // The common case after a packet: nothing to send, nothing to report.
+        if st.eng.is_quiet(peer_of(c))
+            && st
+                .conns
+                .get(c)
+                .and_then(Option::as_ref)
+                .is_none_or(|x| x.stalled.is_empty())
+        {
+            return;
+        }
+        self.pump_conn_busy(act, st, c);
+    }
+
+    /// [`Shared::pump_conn`] past its quick test.
+    #[inline(never)]
+    fn pump_conn_busy(&self, act: &Active, st: &mut St, c: usize) {
         let peer = peer_of(c);
         loop {
             let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
@@ -77,11 +94,11 @@ impl Shared {
     }
 
     /// Whether connection `c` has something to transmit (stalled or from the engine).
+    #[inline]
     pub(super) fn conn_busy(st: &St, c: usize) -> bool {
-        st.conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .is_some_and(|x| x.tx.is_some() && (!x.stalled.is_empty() || st.eng.has_transmit(peer_of(c))))
+        st.conns.get(c).and_then(Option::as_ref).is_some_and(|x| {
+            x.tx.is_some() && (!x.stalled.is_empty() || st.eng.has_transmit(peer_of(c)))
+        })
     }
 
     /// The engine's events: sends it is done with, sends that failed.
