@@ -790,3 +790,151 @@ fn untagged_messages_and_cq_data_at_every_size() {
     let s = a.stats();
     assert_eq!((s.eager, s.sar, s.rndv), (4, 4, 4));
 }
+
+/// The engine's queue for a peer holds forwarded operations (RMA, atomics) in their
+/// place among the sends: one behind a send waiting for a credit waits too, and comes
+/// out (as `Transmit::Forward`, done for the engine when handed out) right after it.
+#[test]
+fn forwarded_operations_keep_their_place_behind_sends_waiting_for_credit() {
+    use ofi_util_rxm::proto::{Hdr, Op};
+    let peer = PeerId(1);
+    let mut e = Engine::new(cfg());
+    e.handle_conn_up(peer, 1);
+    let plain = MsgMeta::default();
+    e.send_msg(peer, OpId(1), plain, 10).expect("send");
+    e.send_msg(peer, OpId(2), plain, 20).expect("send");
+    e.forward(peer, OpId(3)).expect("forward");
+    assert_eq!(e.forward(peer, OpId(3)), Err(Errno::EINVAL), "a live id");
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data {
+            op: OpId(1),
+            offset: 0,
+            len: 10,
+            ..
+        })
+    ));
+    // No credit left: the second send and the operation behind it wait.
+    assert_eq!(e.poll_transmit_to(peer), None);
+    assert!(!e.has_transmit(peer));
+    // The peer hands a credit back.
+    let credit = Hdr {
+        credits: 1,
+        ..Hdr::new(Op::Credit, 0, 0, 0, 0)
+    };
+    assert!(matches!(
+        e.receive(peer, &credit.bytes()),
+        Ok(Arrival::Nothing)
+    ));
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data { op: OpId(2), .. })
+    ));
+    assert_eq!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Forward { op: OpId(3) })
+    );
+    let evs: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
+    assert_eq!(
+        evs,
+        [1, 2, 3].map(|k| Event::Sent { op: OpId(k) }),
+        "done when handed out (no acknowledgement asked)"
+    );
+    assert_eq!(e.live_ops(), 0);
+}
+
+/// `send_now` (the small-message fast path) takes a credit only when nothing waits
+/// before it and no acknowledgement is asked; `unsend` gives it back.
+#[test]
+fn send_now_only_when_the_peer_is_idle() {
+    let peer = PeerId(0);
+    let mut e = Engine::new(cfg());
+    let plain = MsgMeta::default();
+    assert_eq!(e.send_now(peer, plain, 8), None, "not connected");
+    e.handle_conn_up(peer, 2);
+    let h = e.send_now(peer, plain, 8).expect("idle and a credit");
+    assert_eq!((h.size, e.credits(peer)), (8, 1));
+    e.unsend(peer, &h);
+    assert_eq!(e.credits(peer), 2);
+    let dc = MsgMeta { dc: true, ..plain };
+    assert_eq!(e.send_now(peer, dc, 8), None, "an acknowledgement asked");
+    assert_eq!(e.send_now(peer, plain, 5000), None, "not eager");
+    e.send_msg(peer, OpId(7), dc, 8).expect("send");
+    assert_eq!(e.send_now(peer, plain, 8), None, "a send waits before it");
+}
+
+/// A reset that keeps the queue (the peer restarted, a new connection takes over)
+/// fails only what was in flight; the queued sends start from their first byte on the
+/// next connection, with that connection's credits.
+#[test]
+fn a_reset_keeping_the_queue_fails_only_what_was_in_flight() {
+    let peer = PeerId(2);
+    let mut e = Engine::new(cfg());
+    e.handle_conn_up(peer, 1);
+    e.send(peer, OpId(1), 1, 100).expect("send");
+    e.send(peer, OpId(2), 2, 5000).expect("send");
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data { op: OpId(1), .. })
+    ));
+    assert_eq!(e.poll_transmit_to(peer), None, "out of credits");
+    e.reset(peer, 0, Errno::ECONNRESET, true);
+    assert_eq!(
+        e.poll_event(),
+        Some(Event::Failed {
+            op: OpId(1),
+            err: Errno::ECONNRESET
+        })
+    );
+    assert_eq!(e.poll_event(), None, "the queued send stays");
+    assert!(e.wants_connection(peer));
+    e.handle_conn_up(peer, 4);
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data {
+            op: OpId(2),
+            offset: 0,
+            ..
+        })
+    ));
+}
+
+/// A rendezvous message the driver drops unread is answered "done" (the sender lets
+/// go of its buffer); a read reported after its connection broke is ignored.
+#[test]
+fn a_rendezvous_dropped_unread_is_answered_done() {
+    let (pa, pb) = (PeerId(1), PeerId(0));
+    let (mut a, mut da) = (Engine::new(cfg()), Driver::default());
+    let mut b = Engine::new(cfg());
+    a.handle_conn_up(pa, 4);
+    b.handle_conn_up(pb, 4);
+    da.send(&mut a, pa, OpId(9), MsgMeta::default(), vec![5; 20_000]);
+    let (_, t) = a.poll_transmit(0).expect("the RTS");
+    let pkt = packet_bytes(&da.bufs, t);
+    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt, 0) else {
+        panic!("an RTS");
+    };
+    b.handle_read_done(read, Ok(()));
+    b.consumed(credit);
+    let (_, done) = b.poll_transmit(0).expect("done");
+    let done = packet_bytes(&BTreeMap::new(), done);
+    assert!(matches!(a.handle_packet(pa, &done, 0), Arrival::Nothing));
+    assert_eq!(a.poll_event(), Some(Event::Sent { op: OpId(9) }));
+    // A second RTS; its connection breaks before the read is reported.
+    da.send(&mut a, pa, OpId(10), MsgMeta::default(), vec![6; 20_000]);
+    let (_, t) = a.poll_transmit(0).expect("the RTS");
+    let pkt = packet_bytes(&da.bufs, t);
+    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt, 0) else {
+        panic!("an RTS");
+    };
+    b.handle_conn_down(pb, 1);
+    assert!(matches!(
+        b.poll_event(),
+        Some(Event::RecvFailed { read: Some(r), .. }) if r == read
+    ));
+    b.handle_read_done(read, Ok(()));
+    assert!(
+        b.poll_transmit(0).is_none(),
+        "nothing goes on a broken connection"
+    );
+}

@@ -1,45 +1,59 @@
-//! The RDM endpoint over MSG connections.
+//! The RDM endpoint over MSG connections: a driver of the protocol engine.
 //!
 //! # Structure
 //!
-//! Every protocol decision comes from the rules in [`crate::engine`] that the sans-IO
-//! engine is built from and tested with: credits ([`Flow`]), the protocol of a message
-//! and its headers ([`Protocol`], [`MsgMeta`]), the checks on an arriving packet
-//! ([`Inbound::classify`]), segment reassembly ([`SarCursor`]), control packets
-//! ([`Control`]) and delivery acknowledgements ([`AckQueue`]). This module adds the I/O.
+//! The protocol's sequencing is [`crate::engine::Engine`]'s (`St::eng`, one engine
+//! peer per connection, numbered by the connection's index): the per-peer queue of
+//! operations waiting for a connection or a credit, credits both ways, delivery
+//! acknowledgements, the cursor of a segmented message being received, the rendezvous
+//! bookkeeping and the epochs of a reconnected peer. The endpoint feeds it (operations
+//! submitted, connections up and down, packets, finished reads, consumed messages)
+//! and carries out what it hands out, adding the I/O and the buffers the engine only
+//! names:
+//!
+//! - an operation's record (`TxOp`, its index and generation are the engine's
+//!   [`OpId`]) resolves the engine's [`Transmit`]s to the application's iovs — a
+//!   packet is one `sendv` of the header and the application's buffer, no copy — and
+//!   the buffers registered for a rendezvous; it completes when the engine is done
+//!   with it ([`Event::Sent`]) and the core completed what was posted for it;
+//! - an arriving packet's [`Arrival`] is placed where kit's tag matcher says: straight
+//!   into the matched receive, or copied out as an unexpected message; a rendezvous
+//!   request is read with the core's RMA into the receive;
+//! - completions and counters through kit, RMA and atomics forwarded to the peer's MSG
+//!   endpoint (they take their place in the engine's queue, [`Engine::forward`]), and
+//!   connections through the core's EQ with the connection manager
+//!   ([`crate::conn`], which decides when to connect; the engine's own connection
+//!   timing serves drivers without one, as the simulation's).
 //!
 //! An endpoint owns, in the core provider: a passive endpoint listening on its address
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
 //! connection to itself). Everything else is one mutex-protected state (`St`):
-//! connections by peer address, the MSG endpoint slots, the transmit operations, the
-//! rendezvous reads and the kit tag matcher.
+//! connections by peer address, the MSG endpoint slots, the engine, the operation
+//! records, the rendezvous reads and the kit tag matcher.
 //!
 //! # Paths
 //!
 //! - Send to a connected peer with credit and nothing queued: a message whose packet
-//!   fits the core's inject size is injected and completes at once; an eager message
-//!   goes as one `sendv` (header + the application's buffer, no copy); up to the SAR
-//!   limit as segments of one bounce-buffer size each; beyond as a rendezvous request
-//!   (the buffers registered with the core for remote read) completed by the receiver's
-//!   RNDV_DONE after it read the data with an RMA read.
+//!   fits the core's inject size is injected and completes at once (the engine's
+//!   [`Engine::send_now`]: no record); an eager message goes as one `sendv`; up to the
+//!   SAR limit as segments of one bounce-buffer size each; beyond as a rendezvous
+//!   request (the buffers registered with the core for remote read at submission)
+//!   completed by the receiver's RNDV_DONE after it read the data with an RMA read.
 //! - Anything else (peer not connected yet, no credit, operations queued ahead) waits in
-//!   the connection's FIFO, so messages to one peer keep their order; the connection
-//!   manager ([`crate::conn`]) decides when to connect.
-//! - RMA and atomics are forwarded to the peer's MSG endpoint (queued likewise while
-//!   connecting) and complete with the core's completion.
-//! - Receive: each MSG endpoint keeps `msg_rx_size` bounce buffers posted. A packet is
-//!   matched with the kit matcher: data goes straight into the matched receive, or is
-//!   copied out as an unexpected message; the buffer is reposted at once.
+//!   the engine's queue for the peer, so operations to one peer keep their order; what
+//!   the engine handed out and the core refused for now (`FI_EAGAIN`) waits in the
+//!   connection's `stalled` queue and goes first.
+//! - Receive: each MSG endpoint keeps `msg_rx_size` bounce buffers posted; the buffer
+//!   is reposted once its packet is placed.
 //! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
 //!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
-//!   next packet or in a CREDIT packet. The receiver counts what each peer holds (the
-//!   engine's [`Flow`], one per connection) and disconnects a peer that goes past the
-//!   grant (`FI_EPROTO`), so
-//!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
+//!   next packet or in a CREDIT packet. The engine counts what each peer holds and
+//!   refuses a packet past the grant (`FI_EPROTO`: the endpoint closes the connection),
+//!   so unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
 //!   entries hold no data) even when the peer ignores flow control.
 //! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
-//!   from the core CQ, connection timers, queued sends.
+//!   from the core CQ, connection timers, what the engine has for each connection.
 //!
 //! # Failure
 //!

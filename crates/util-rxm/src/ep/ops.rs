@@ -348,10 +348,15 @@ impl Shared {
                 let mut pkt = std::mem::take(&mut st.fast_pkt);
                 pkt.clear();
                 pkt.extend_from_slice(&h.bytes());
-                pkt.resize(HDR_LEN + len, 0);
+                pkt.reserve(len);
                 // SAFETY: the application's buffers are readable for their lengths (C
-                // contract); `pkt` has `len` bytes after the header.
-                unsafe { iov.gather(0, pkt[HDR_LEN..].as_mut_ptr(), len) };
+                // contract) and hold `len` bytes in all (`len` is their total); `pkt`
+                // has room for `len` bytes after the header, which the copy writes
+                // before the length covers them (no zeroing first).
+                unsafe {
+                    iov.gather(0, pkt.as_mut_ptr().add(HDR_LEN), len);
+                    pkt.set_len(HDR_LEN + len);
+                }
                 let r = match self.tx_ep(st, c) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
