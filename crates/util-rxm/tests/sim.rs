@@ -72,6 +72,21 @@ struct Assembling {
     credit: CreditToken,
 }
 
+impl Assembling {
+    /// The message from `from` whose first packet said `meta` and brought `data`.
+    fn new(from: PeerId, meta: MsgMeta, arrival: u64, credit: CreditToken, data: Vec<u8>) -> Self {
+        let got = Got {
+            from,
+            tag: meta.tag.unwrap_or(0),
+            tagged: meta.tag.is_some(),
+            cq_data: meta.data,
+            data,
+            arrival,
+        };
+        Assembling { got, credit }
+    }
+}
+
 /// The bytes of the engine's packet `t` to `peer`, resolved from the sends' buffers
 /// `bufs` (the driver's side of the handle).
 fn packet_bytes(bufs: &BTreeMap<OpId, Vec<u8>>, t: Transmit) -> Vec<u8> {
@@ -139,17 +154,7 @@ impl Driver {
             } => {
                 let mut data = Vec::with_capacity(total);
                 data.extend_from_slice(payload);
-                let m = Assembling {
-                    got: Got {
-                        from: peer,
-                        tag: meta.tag.unwrap_or(0),
-                        tagged: meta.tag.is_some(),
-                        cq_data: meta.data,
-                        data,
-                        arrival,
-                    },
-                    credit,
-                };
+                let m = Assembling::new(peer, meta, arrival, credit, data);
                 if done {
                     self.done.push((m.got, m.credit));
                 } else {
@@ -179,17 +184,7 @@ impl Driver {
             } => {
                 let rts = rts.get().expect("the engine checked it");
                 assert_eq!(rts.n, 1, "the simulation's sends name one buffer");
-                let m = Assembling {
-                    got: Got {
-                        from: peer,
-                        tag: meta.tag.unwrap_or(0),
-                        tagged: meta.tag.is_some(),
-                        cq_data: meta.data,
-                        data: Vec::new(),
-                        arrival,
-                    },
-                    credit,
-                };
+                let m = Assembling::new(peer, meta, arrival, credit, Vec::new());
                 self.reads.insert(read, (total, m));
                 self.read_q.push_back((peer, read, rts.iov[0]));
             }

@@ -184,17 +184,7 @@ impl Shared {
                         }
                         Posted::Blocked
                     }
-                    Err(e) => {
-                        // The engine counted the packet sent: the connection's state
-                        // is off from here, so the connection goes.
-                        let code = if is_conn_err(e.code()) {
-                            Errno::ECONNRESET
-                        } else {
-                            e.code()
-                        };
-                        self.fail_conn(act, st, c, code);
-                        Posted::Gone
-                    }
+                    Err(e) => self.post_failed(act, st, c, e.code()),
                 }
             }
             Transmit::Rts { hdr, op, .. } => {
@@ -377,15 +367,16 @@ impl Shared {
                 }
                 Posted::Blocked
             }
-            Err(e) => {
-                let code = if is_conn_err(e.code()) {
-                    Errno::ECONNRESET
-                } else {
-                    e.code()
-                };
-                self.fail_conn(act, st, c, code);
-                Posted::Gone
-            }
+            Err(e) => self.post_failed(act, st, c, e.code()),
         }
+    }
+
+    /// The core refused a packet of connection `c` for good (`e`, not `FI_EAGAIN`).
+    /// The engine counted it sent (credits, acknowledgements): the connection's state
+    /// is off from here, so the connection goes.
+    fn post_failed(&self, act: &Active, st: &mut St, c: usize, e: Errno) -> Posted {
+        let code = if is_conn_err(e) { Errno::ECONNRESET } else { e };
+        self.fail_conn(act, st, c, code);
+        Posted::Gone
     }
 }
