@@ -114,9 +114,22 @@ impl Shared {
                     }
                 }
                 Event::Failed { op, err } => {
-                    if let Some(i) = st.op_index(op) {
-                        if let Some(o) = st.free_op(i) {
-                            act.complete_tx(o.ctx, o.flags, o.want, Some(err));
+                    let Some(i) = st.op_index(op) else {
+                        continue;
+                    };
+                    match st.ops[i as usize].as_mut() {
+                        // The core still holds some of its buffers (a rendezvous
+                        // request the peer answered with an error): it completes, with
+                        // the error, at the core's last completion.
+                        Some(o) if o.outstanding > 0 => {
+                            o.err.get_or_insert(err);
+                            o.engine_done = true;
+                            o.posted = true;
+                        }
+                        _ => {
+                            if let Some(o) = st.free_op(i) {
+                                act.complete_tx(o.ctx, o.flags, o.want, Some(err));
+                            }
                         }
                     }
                 }
