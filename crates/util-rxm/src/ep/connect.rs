@@ -4,8 +4,8 @@
 //! # Invariants
 //!
 //! - A connection's operations are failed (queued and in flight) exactly once when it
-//!   breaks; a new connection to the same peer starts a new epoch, and credits or
-//!   receives of an older epoch are never counted against it.
+//!   breaks; the engine then starts a new epoch for the peer, and credits or receives
+//!   of an older epoch are never counted against the next connection.
 //! - A handshake from the peer is parsed with [`crate::proto::Hello::parse`]; a
 //!   malformed one is rejected (never a panic).
 

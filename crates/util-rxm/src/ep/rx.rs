@@ -1,12 +1,17 @@
-//! Receive: packet dispatch, matching, segmented reassembly, rendezvous reads and the
-//! unexpected-message queue; credits are returned as receives consume messages.
+//! Receive: what the engine makes of an arriving packet ([`Arrival`]) placed where kit's
+//! matcher says — straight into a posted receive, or kept as an unexpected message
+//! (a segmented one assembled while it arrives) — rendezvous reads with the core's RMA,
+//! and the messages' credits handed back to the engine as receives consume them.
 //!
 //! # Invariants
 //!
-//! - A peer holds at most its granted credits of unconsumed messages; past that the
-//!   packet is refused with `FI_EPROTO` (the connection closes).
-//! - Every packet is parsed before use; sizes are checked against the packet and the
-//!   limits the handshake set. Nothing here panics on peer input.
+//! - Every packet goes through [`Engine::receive`] before anything is taken from it:
+//!   parsed, sizes checked against the packet and the limits the handshake set, the
+//!   peer's credits counted (a peer past its grant is refused with `FI_EPROTO` and the
+//!   connection closes). Nothing here panics on peer input.
+//! - Each message's credit ([`CreditToken`]) goes back to the engine once, when the
+//!   message is consumed (placed, or discarded unread); one of an older connection
+//!   counts for nothing.
 
 use super::*;
 use ofi_kit::ep::Unexpected;
