@@ -1253,22 +1253,14 @@ fn over_a_plugin_core() {
     }
     let dir = ofi_conformance::plugin::build_intree("prov-tcp", "ofi_prov_tcp");
     let tmp = tmpdir("plugin");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "over_a_plugin_core",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("RXM_CHILD", "plugin-core")
-        .env("RXM_DIR", &tmp.0)
-        .env("RXM_RANK", "0")
-        .env("RXM_N", "1")
-        .env("FI_PROVIDER_PATH", &dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn child");
+    let mut child = child_command("over_a_plugin_core", "plugin-core", &tmp.0, 0, 1);
+    child.env("FI_PROVIDER_PATH", &dir);
+    await_child(child, "child over the plugin core");
+}
+
+/// Run `child` to its end (killed past 60 s) and assert that it succeeded.
+fn await_child(mut child: Command, what: &str) {
+    let mut child = child.spawn().expect("spawn child");
     let end = Instant::now() + Duration::from_secs(60);
     let st = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -1277,11 +1269,11 @@ fn over_a_plugin_core() {
         if Instant::now() > end {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("child over the plugin core did not finish");
+            panic!("{what} did not finish");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    assert!(st.success(), "child over the plugin core failed: {st}");
+    assert!(st.success(), "{what} failed: {st}");
 }
 
 /// A peer process is killed: operations to it complete in error within a bounded
@@ -1428,21 +1420,5 @@ fn a_core_that_refuses_for_now_delays_but_never_drops() {
         1,
     );
     child.env("FI_TCP_TX_SIZE", "2");
-    let mut child = child.spawn().expect("spawn child");
-    let end = Instant::now() + Duration::from_secs(60);
-    let st = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("child with a transmit queue of two did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert!(
-        st.success(),
-        "child with a transmit queue of two failed: {st}"
-    );
+    await_child(child, "child with a transmit queue of two");
 }

@@ -143,10 +143,7 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                    op.outstanding += 1;
-                    op.posted = true;
-                }
+                st.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
@@ -318,11 +315,7 @@ impl Shared {
                 OpFlags::MSG
             })
         .bits();
-        let want = !suppress
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = wants_completion(act, suppress, flags);
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
@@ -411,11 +404,7 @@ impl Shared {
                 _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
             },
         };
-        let want = !suppress
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = wants_completion(act, suppress, flags);
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
@@ -436,4 +425,15 @@ fn msg_rma(iov: &[Iov], desc: *const *mut c_void, rma: &RmaIov, ctx: usize, data
         context: ctx,
         data,
     }
+}
+
+/// Whether a transmit operation with `flags` reports a completion: not an inject call
+/// (`suppress`), and a transmit CQ bound that takes every completion or is selective
+/// and was asked for this one.
+fn wants_completion(act: &Active, suppress: bool, flags: OpFlags) -> bool {
+    !suppress
+        && act
+            .txcq
+            .as_ref()
+            .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION))
 }

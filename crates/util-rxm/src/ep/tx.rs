@@ -25,6 +25,14 @@ pub(super) enum Posted {
 }
 
 impl St {
+    /// Operation `i`'s last core operation was posted.
+    pub(super) fn posted_last(&mut self, i: u32) {
+        if let Some(op) = self.ops.get_mut(i as usize).and_then(Option::as_mut) {
+            op.outstanding += 1;
+            op.posted = true;
+        }
+    }
+
     /// The index of the live operation `op` names (`None` once it completed).
     pub(super) fn op_index(&self, op: OpId) -> Option<u32> {
         let i = (op.0 & 0xffff_ffff) as u32;
@@ -368,10 +376,7 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                    op.outstanding += 1;
-                    op.posted = true;
-                }
+                st.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => {
