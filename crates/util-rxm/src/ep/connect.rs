@@ -172,14 +172,25 @@ impl Shared {
             .collect();
         conn.stalled.clear();
         conn.instance = None;
-        let sar = conn.sar.take();
         for s in slots {
             self.drop_msg(st, Some(s));
         }
         // Operations in flight or queued on this connection: the engine's (queued,
         // awaiting the peer) and those it is done with but the core is not.
         self.fail_ops_of(act, st, c, e, false);
-        // Receives being filled from it.
+        self.fail_receives_of(act, st, c, e);
+        st.mgr.on_lost(c as PeerId, now);
+        self.run_actions(act, st);
+    }
+
+    /// Fail with `e` the receives being filled from connection `c`: a segmented
+    /// message placed into a receive, rendezvous reads.
+    fn fail_receives_of(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
+        let sar = st
+            .conns
+            .get_mut(c)
+            .and_then(Option::as_mut)
+            .and_then(|x| x.sar.take());
         if let Some(s) = sar {
             if let SarTarget::Recv {
                 recv,
@@ -204,8 +215,6 @@ impl Shared {
         }
         st.rd_waiting
             .retain(|i| st.rds.get(*i as usize).is_some_and(Option::is_some));
-        st.mgr.on_lost(c as PeerId, now);
-        self.run_actions(act, st);
     }
 
     /// Fail the operations on connection `c` with `e`: every one, or with
@@ -338,6 +347,7 @@ impl Shared {
                     });
                     self.drop_msg(st, old);
                     self.fail_ops_of(act, st, c, Errno::ECONNRESET, true);
+                    self.fail_receives_of(act, st, c, Errno::ECONNRESET);
                 }
                 self.run_actions(act, st);
                 match self.open_msg(st, &info, c) {
