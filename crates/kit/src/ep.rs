@@ -31,7 +31,7 @@ use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{Caps, OpFlags};
-use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
+use ofi_core::provider::{BindTarget, DomainOps, FabricOps, Unsupported};
 
 use crate::av::{KitAv, SharedAv};
 use crate::cntr::KitCntr;
@@ -110,6 +110,39 @@ pub struct BindRules {
     pub prov: &'static str,
     /// Whether an EQ may be bound (e.g. for `FI_JOIN_COMPLETE` events).
     pub eq: bool,
+}
+
+/// The AV type of a domain whose endpoints keep their bindings in [`Bindings`]: the
+/// kit's [`SharedAv`], or [`Unsupported`] for a domain without AVs (connected
+/// endpoints), which can never be bound.
+pub trait BindableAv<P> {
+    /// The kit AV to keep in [`Bindings::av`].
+    fn kit_av(&self) -> &Arc<KitAv<P>>;
+}
+
+impl<P> BindableAv<P> for SharedAv<P> {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        self.kit()
+    }
+}
+
+impl<P> BindableAv<P> for Unsupported {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        match *self {}
+    }
+}
+
+/// Which counter an operation counts on (an event `fi_ep_bind` binds a counter for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CounterKind {
+    /// `FI_SEND`: sends.
+    Send,
+    /// `FI_RECV`: receives.
+    Recv,
+    /// `FI_READ`: RMA reads and fetching atomics.
+    Read,
+    /// `FI_WRITE`: RMA writes and atomics.
+    Write,
 }
 
 /// The objects an endpoint was bound to (see the module docs).
@@ -480,7 +513,8 @@ impl<P> Bindings<P> {
     ) -> Result<()>
     where
         F: FabricOps<Eq = KitEq>,
-        F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr, Av = SharedAv<P>>,
+        F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr>,
+        <F::Domain as DomainOps<F>>::Av: BindableAv<P>,
     {
         let prov = rules.prov;
         let bad = |what: &str| {
@@ -560,7 +594,7 @@ impl<P> Bindings<P> {
                 if self.av.is_some() {
                     return Err(already(rules, "an address vector"));
                 }
-                self.av = Some(av.kit().clone());
+                self.av = Some(av.kit_av().clone());
                 Ok(())
             }
             BindTarget::Eq(eq) if rules.eq => {
@@ -594,6 +628,75 @@ impl<P> Bindings<P> {
             wcntr: self.wcntr.clone(),
             rcntr: self.rcntr.clone(),
         })
+    }
+
+    /// `fi_enable`'s checks for a connected endpoint: an EQ (`FI_ENOEQ`, for its
+    /// connection events) and a CQ (`FI_ENOCQ`) are bound.
+    ///
+    /// # Errors
+    /// `FI_ENOEQ`, `FI_ENOCQ`, with messages prefixed by `prov`.
+    pub fn require_for_connected(&self, prov: &str) -> Result<()> {
+        if self.eq.is_none() {
+            return Err(Error::new(
+                Errno::ENOEQ,
+                format!("{prov}: bind an event queue before fi_enable"),
+            ));
+        }
+        if self.txcq.is_none() && self.rxcq.is_none() {
+            return Err(Error::new(
+                Errno::ENOCQ,
+                format!("{prov}: bind a completion queue before fi_enable"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The counter bound for `kind`'s events.
+    #[inline]
+    pub fn counter(&self, kind: CounterKind) -> Option<&KitCntr> {
+        match kind {
+            CounterKind::Send => self.txcntr.as_ref(),
+            CounterKind::Recv => self.rxcntr.as_ref(),
+            CounterKind::Read => self.rcntr.as_ref(),
+            CounterKind::Write => self.wcntr.as_ref(),
+        }
+    }
+
+    /// Whether the transmit CQ was bound with `FI_SELECTIVE_COMPLETION`.
+    #[inline]
+    pub fn tx_selective(&self) -> bool {
+        self.txcq.as_ref().is_some_and(|b| b.selective)
+    }
+
+    /// Whether the receive CQ was bound with `FI_SELECTIVE_COMPLETION`.
+    #[inline]
+    pub fn rx_selective(&self) -> bool {
+        self.rxcq.as_ref().is_some_and(|b| b.selective)
+    }
+
+    /// The CQ bound for transmit operations.
+    #[inline]
+    pub fn tx_cq(&self) -> Option<&KitCq> {
+        self.txcq.as_ref().map(|b| &b.cq)
+    }
+
+    /// The CQ bound for receive operations.
+    #[inline]
+    pub fn rx_cq(&self) -> Option<&KitCq> {
+        self.rxcq.as_ref().map(|b| &b.cq)
+    }
+
+    /// Whether a transmit operation posted with `flags` is reported (no transmit CQ
+    /// bound counts as reported: counters and errors still follow).
+    #[inline]
+    pub fn tx_reports(&self, flags: OpFlags) -> bool {
+        self.txcq.as_ref().is_none_or(|b| b.wants(flags))
+    }
+
+    /// Whether a receive posted with `flags` is reported (as [`Bindings::tx_reports`]).
+    #[inline]
+    pub fn rx_reports(&self, flags: OpFlags) -> bool {
+        self.rxcq.as_ref().is_none_or(|b| b.wants(flags))
     }
 
     /// `fi_enable`'s checks for a connectionless endpoint: an AV (`FI_ENOAV`) and at

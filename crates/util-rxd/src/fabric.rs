@@ -18,64 +18,42 @@
 use std::sync::Arc;
 
 use ofi_core::attr::Info;
-use ofi_core::av::AvAttr;
 use ofi_core::domain::Domain as CoreDomain;
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, Host, Unsupported};
+use ofi_core::provider::DomainOps;
 use ofi_core::{AvType, Result};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
+use ofi_kit::layer::{LayeredFabric, Layering, UtilityDomain};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
 
 use crate::ep::Endpoint;
-use crate::{Settings, NAME};
+use crate::Settings;
 
-fn check_ep_type(info: &Info) -> Result<()> {
-    crate::LAYERING.check_ep_type(info)
-}
+/// A fabric: the DGRAM core's fabric, opened through the host (the kit's
+/// [`LayeredFabric`], whose domains are [`Domain`]s).
+pub type Fabric = LayeredFabric<Domain>;
 
-/// A fabric: the DGRAM core's fabric, opened through the host.
-#[derive(Debug)]
-pub struct Fabric {
-    settings: Settings,
-    core: ofi_kit::layer::CoreFabric,
-}
+impl UtilityDomain for Domain {
+    type Settings = Settings;
+    const LAYERING: Layering = crate::LAYERING;
 
-impl Fabric {
-    /// Open the fabric for `info` (a getinfo result of this utility).
-    ///
-    /// # Errors
-    /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
-    /// fabric-open errors.
-    pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
-        let core = crate::LAYERING.open_core(&host, info, crate::core_hints(Some(info)))?;
-        Ok(Fabric { settings, core })
-    }
-
-    /// The core's fabric.
-    pub fn core(&self) -> &CoreFabric {
-        &self.core.fabric
-    }
-}
-
-impl FabricOps for Fabric {
-    type Domain = Domain;
-    type PassiveEp = Unsupported;
-    ofi_kit::kit_fabric_ops!();
-
-    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        check_ep_type(info)?;
-        let (engine, core, ci) = self.core.domain(info)?;
+    fn open(
+        settings: Settings,
+        fabric: &ofi_kit::layer::CoreFabric,
+        info: &Info,
+    ) -> Result<Domain> {
+        let (engine, core, core_info) = fabric.domain(info)?;
         let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
+        let inner = DomainShared {
+            settings,
+            core_info,
+            core,
+            fabric: fabric.fabric.clone(),
+            mr: MrTable::new(cfg)?,
+        };
         Ok(Domain {
-            inner: Arc::new(DomainShared {
-                settings: self.settings,
-                core_info: ci,
-                core,
-                fabric: self.core.fabric.clone(),
-                mr: MrTable::new(cfg)?,
-            }),
+            inner: Arc::new(inner),
             engine: Arc::new(engine),
             av_type: info.domain_attr.av_type,
         })
@@ -107,22 +85,8 @@ pub struct Domain {
 }
 
 impl DomainOps<Fabric> for Domain {
-    type Endpoint = Endpoint;
-    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
-    type Av = SharedAv;
+    ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = KitMr;
-
-    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
-        check_ep_type(info)?;
-        Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
-    }
-
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let cfg = AvConfig::new(self.inner.core_info.addr_format)
-            .with_domain_type(self.av_type, AvType::Map);
-        Ok(SharedAv::new(KitAv::open(attr, context, cfg)?))
-    }
 
     /// Registration in the domain's kit MR table: rxd carries out RMA and atomics
     /// itself at the target, checked against it.

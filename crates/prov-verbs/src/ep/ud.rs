@@ -250,13 +250,13 @@ impl super::EpInner {
             Landed::Truncated(r, olen) => (r, Err(olen)),
         };
         let buf = r.buf.slice().first().map_or(0, |p| p.0);
-        let cntr = st.b.cntr(super::CntrKind::Recv);
+        let cntr = st.b.counter(super::CounterKind::Recv);
         match result {
             Ok(len) => {
                 if let Some(c) = cntr {
                     c.inc();
                 }
-                if let (true, Some(cq)) = (r.report, st.b.rx_cq.as_ref()) {
+                if let (true, Some(cq)) = (r.report, st.b.rx_cq()) {
                     let _ = cq.push_entry(&CqTaggedEntry {
                         op_context: r.ctx,
                         flags,
@@ -289,7 +289,7 @@ impl super::EpInner {
         len: usize,
         olen: usize,
     ) {
-        if let Some(cq) = st.b.rx_cq.as_ref() {
+        if let Some(cq) = st.b.rx_cq() {
             let _ = cq.push_err(CqError {
                 op_context: r.ctx,
                 flags: (OpFlags::RECV | OpFlags::MSG).bits(),
