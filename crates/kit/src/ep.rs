@@ -14,6 +14,11 @@
 //!   `FI_EINVAL` (nothing changes);
 //! - shared contexts are `FI_ENOSYS`.
 //!
+//! The domain's AV type only has to be [`BindableAv`]: the kit's [`SharedAv`], or
+//! [`Unsupported`] for connected endpoints (tcp), which then keep their bindings here
+//! too and check `fi_enable` with [`Bindings::require_for_connected`] (an EQ and a
+//! CQ); they read them through [`Bindings::tx_cq`], [`Bindings::counter`] and the like.
+//!
 //! Whether binding is still allowed (`FI_EOPBADSTATE` after `fi_enable`) is the
 //! endpoint's to check; [`Bindings::freeze`] gives `fi_enable`'s checks and the frozen
 //! [`Bound`], which then reports completions the way every kit provider does:

@@ -128,12 +128,7 @@ impl DomainOps<Fabric> for Domain {
         op: ofi_core::enums::AtomicOp,
         flags: u64,
     ) -> Result<ofi_core::abi::raw::AtomicAttr> {
-        let a = ofi_kit::atomic::query(op, datatype, flags)?;
-        let size = a.size.max(1);
-        Ok(ofi_core::abi::raw::AtomicAttr {
-            count: a.count.min(self.settings.max_msg_size / size),
-            size: a.size,
-        })
+        ofi_kit::atomic::query_within(op, datatype, flags, self.settings.max_msg_size)
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {

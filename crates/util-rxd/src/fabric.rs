@@ -100,11 +100,6 @@ impl DomainOps<Fabric> for Domain {
         op: ofi_core::enums::AtomicOp,
         flags: u64,
     ) -> Result<ofi_core::abi::raw::AtomicAttr> {
-        let a = ofi_kit::atomic::query(op, datatype, flags)?;
-        let size = a.size.max(1);
-        Ok(ofi_core::abi::raw::AtomicAttr {
-            count: a.count.min(crate::MAX_ATOMIC_BYTES / size),
-            size: a.size,
-        })
+        ofi_kit::atomic::query_within(op, datatype, flags, crate::MAX_ATOMIC_BYTES)
     }
 }

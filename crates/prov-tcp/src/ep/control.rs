@@ -178,15 +178,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if param.len() > CM_DATA_SIZE {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
-                    param.len()
-                ),
-            ));
-        }
+        crate::fabric::check_cm_data("CM data", param)?;
         let peer = ip_name(addr)?;
         let mut st = lock(&self.inner.st);
         if !st.enabled {
@@ -256,15 +248,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn accept(&self, param: &[u8]) -> Result<()> {
-        if param.len() > CM_DATA_SIZE {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
-                    param.len()
-                ),
-            ));
-        }
+        crate::fabric::check_cm_data("CM data", param)?;
         let mut st = lock(&self.inner.st);
         if st.conn != Conn::Accepting {
             return Err(Error::new(

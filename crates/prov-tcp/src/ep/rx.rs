@@ -705,15 +705,7 @@ impl EpInner {
             Sink::Write { status, .. } => {
                 if status == 0 && hdr.flags & FLAG_CQ_DATA != 0 {
                     if let Some(cq) = st.b.rx_cq() {
-                        let _ = cq.push_entry(&CqTaggedEntry {
-                            op_context: 0,
-                            flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
-                                .bits(),
-                            len: 0,
-                            buf: std::ptr::null_mut(),
-                            data: hdr.data,
-                            tag: 0,
-                        });
+                        let _ = cq.push_remote_write(0, hdr.data);
                     }
                 }
                 let mut ack = Hdr::new(Op::Ack);
