@@ -138,16 +138,19 @@ impl<P> BindableAv<P> for Unsupported {
 }
 
 /// Which counter an operation counts on (an event `fi_ep_bind` binds a counter for).
+/// Its value is the index of the counter in [`Bindings::counters`], so
+/// [`Bindings::counter`] is an offset, not a branch (tcp's data path asks it once per
+/// operation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CounterKind {
     /// `FI_SEND`: sends.
-    Send,
+    Send = 0,
     /// `FI_RECV`: receives.
     Recv,
-    /// `FI_READ`: RMA reads and fetching atomics.
-    Read,
     /// `FI_WRITE`: RMA writes and atomics.
     Write,
+    /// `FI_READ`: RMA reads and fetching atomics.
+    Read,
 }
 
 /// The objects an endpoint was bound to (see the module docs).
@@ -157,14 +160,8 @@ pub struct Bindings<P = ()> {
     pub txcq: Option<CqBinding>,
     /// Completion queue for receive operations.
     pub rxcq: Option<CqBinding>,
-    /// Counter of completed sends (`FI_SEND`).
-    pub txcntr: Option<KitCntr>,
-    /// Counter of completed receives (`FI_RECV`).
-    pub rxcntr: Option<KitCntr>,
-    /// Counter of completed RMA writes and atomics (`FI_WRITE`).
-    pub wcntr: Option<KitCntr>,
-    /// Counter of completed RMA reads and fetching atomics (`FI_READ`).
-    pub rcntr: Option<KitCntr>,
+    /// The counters, by [`CounterKind`] (read with [`Bindings::counter`]).
+    pub counters: [Option<KitCntr>; 4],
     /// The address vector.
     pub av: Option<Arc<KitAv<P>>>,
     /// The event queue.
@@ -491,10 +488,7 @@ impl<P> Default for Bindings<P> {
         Bindings {
             txcq: None,
             rxcq: None,
-            txcntr: None,
-            rxcntr: None,
-            wcntr: None,
-            rcntr: None,
+            counters: [None, None, None, None],
             av: None,
             eq: None,
         }
@@ -568,27 +562,18 @@ impl<P> Bindings<P> {
                         "a counter binds with FI_SEND, FI_RECV, FI_WRITE and/or FI_READ",
                     ));
                 }
-                let slots = [
-                    (OpFlags::SEND, &self.txcntr),
-                    (OpFlags::RECV, &self.rxcntr),
-                    (OpFlags::WRITE, &self.wcntr),
-                    (OpFlags::READ, &self.rcntr),
+                let events = [
+                    (OpFlags::SEND, CounterKind::Send),
+                    (OpFlags::RECV, CounterKind::Recv),
+                    (OpFlags::WRITE, CounterKind::Write),
+                    (OpFlags::READ, CounterKind::Read),
                 ];
-                if slots
-                    .iter()
-                    .any(|(f, slot)| flags.contains(*f) && slot.is_some())
-                {
+                let asked = events.iter().filter(|(f, _)| flags.contains(*f));
+                if asked.clone().any(|&(_, k)| self.counter(k).is_some()) {
                     return Err(already(rules, "a counter for this event"));
                 }
-                for (f, slot) in [
-                    (OpFlags::SEND, &mut self.txcntr),
-                    (OpFlags::RECV, &mut self.rxcntr),
-                    (OpFlags::WRITE, &mut self.wcntr),
-                    (OpFlags::READ, &mut self.rcntr),
-                ] {
-                    if flags.contains(f) {
-                        *slot = Some(c.clone());
-                    }
+                for &(_, k) in asked {
+                    self.counters[k as usize] = Some(c.clone());
                 }
                 Ok(())
             }
@@ -628,10 +613,10 @@ impl<P> Bindings<P> {
             av,
             txcq: self.txcq.clone(),
             rxcq: self.rxcq.clone(),
-            txcntr: self.txcntr.clone(),
-            rxcntr: self.rxcntr.clone(),
-            wcntr: self.wcntr.clone(),
-            rcntr: self.rcntr.clone(),
+            txcntr: self.counter(CounterKind::Send).cloned(),
+            rxcntr: self.counter(CounterKind::Recv).cloned(),
+            wcntr: self.counter(CounterKind::Write).cloned(),
+            rcntr: self.counter(CounterKind::Read).cloned(),
         })
     }
 
@@ -659,12 +644,7 @@ impl<P> Bindings<P> {
     /// The counter bound for `kind`'s events.
     #[inline]
     pub fn counter(&self, kind: CounterKind) -> Option<&KitCntr> {
-        match kind {
-            CounterKind::Send => self.txcntr.as_ref(),
-            CounterKind::Recv => self.rxcntr.as_ref(),
-            CounterKind::Read => self.rcntr.as_ref(),
-            CounterKind::Write => self.wcntr.as_ref(),
-        }
+        self.counters[kind as usize].as_ref()
     }
 
     /// Whether the transmit CQ was bound with `FI_SELECTIVE_COMPLETION`.
@@ -710,7 +690,7 @@ impl<P> Bindings<P> {
         let av = self.av.clone().ok_or_else(|| {
             Error::new(Errno::ENOAV, format!("{prov}: bind an AV before fi_enable"))
         })?;
-        let counters = [&self.txcntr, &self.rxcntr, &self.wcntr, &self.rcntr];
+        let counters = &self.counters;
         if self.txcq.is_none() && self.rxcq.is_none() && counters.iter().all(|c| c.is_none()) {
             return Err(Error::new(
                 Errno::ENOCQ,

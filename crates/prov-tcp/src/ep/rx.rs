@@ -150,7 +150,7 @@ impl EpInner {
                 e.olen = done.olen;
                 let _ = cq.push_err(e);
             }
-            if let Some(c) = &b.rxcntr {
+            if let Some(c) = b.counter(CounterKind::Recv) {
                 c.inc_err();
             }
             return;
@@ -167,7 +167,7 @@ impl EpInner {
                 });
             }
         }
-        if let Some(c) = &b.rxcntr {
+        if let Some(c) = b.counter(CounterKind::Recv) {
             c.inc();
         }
     }
@@ -620,7 +620,7 @@ impl EpInner {
             e.prov_errno = os;
             let _ = cq.push_err(e);
         }
-        if let Some(c) = &b.rxcntr {
+        if let Some(c) = b.counter(CounterKind::Recv) {
             c.inc_err();
         }
     }
