@@ -17,8 +17,10 @@
 
 use std::sync::Arc;
 
+use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
 use ofi_core::domain::Domain as CoreDomain;
+use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::DomainOps;
@@ -94,12 +96,7 @@ impl DomainOps<Fabric> for Domain {
         self.inner.mr.register(attr, flags)
     }
 
-    fn query_atomic(
-        &self,
-        datatype: ofi_core::enums::Datatype,
-        op: ofi_core::enums::AtomicOp,
-        flags: u64,
-    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
         ofi_kit::atomic::query_within(op, datatype, flags, crate::MAX_ATOMIC_BYTES)
     }
 }

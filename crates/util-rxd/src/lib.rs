@@ -279,8 +279,8 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::FENCE);
 
 /// The DGRAM hints rxd asks the cores with, for RDM hints `h` (the kit's
-/// [`Layering::core_hints`](ofi_kit::layer::Layering::core_hints) with rxd's
-/// [`LAYERING`]).
+/// [`Layering::core_hints`](ofi_kit::layer::Layering::core_hints) for `FI_EP_DGRAM`
+/// cores with `FI_SOURCE` and `FI_SOURCE_ERR`).
 pub fn core_hints(h: Option<&Info>) -> Info {
     LAYERING.core_hints(h)
 }

@@ -16,8 +16,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
 use ofi_core::domain::Domain as CoreDomain;
+use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::{MemoryRegion, MrAttr};
 use ofi_core::provider::{Desc, DomainOps, MrOps};
@@ -100,12 +102,7 @@ impl DomainOps<Fabric> for Domain {
         Ok(Mr { core })
     }
 
-    fn query_atomic(
-        &self,
-        datatype: ofi_core::enums::Datatype,
-        op: ofi_core::enums::AtomicOp,
-        flags: u64,
-    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
         self.inner.core.query_atomic(datatype, op, flags)
     }
 }
