@@ -4,9 +4,12 @@
 //! keeping the addresses the core resolved. The utility supplies how its template
 //! looks over one core info; this module does the rest, the same way for every utility:
 //! the hints for the cores ([`Layering::core_hints`]), the opening of the core fabric
-//! and domain ([`CoreFabric`]), the endpoint checks, the AV ([`open_av`]), the domain's plain methods
-//! ([`layered_domain_ops!`](crate::layered_domain_ops)) and the `Provider`
-//! implementation ([`layered_provider!`](crate::layered_provider)).
+//! and domain ([`CoreFabric`]), the fabric itself ([`LayeredFabric`]), the domain
+//! ([`layered_domain!`](crate::layered_domain) over [`UtilityDomainParts`], with what
+//! its endpoints share in [`UtilityDomainShared`]) and its plain methods
+//! ([`layered_domain_ops!`](crate::layered_domain_ops)), the endpoint checks, the AV
+//! ([`open_av`]) and the `Provider` implementation
+//! ([`layered_provider!`](crate::layered_provider)).
 //!
 //! Invariants: a hint for another endpoint type than the utility offers is rejected
 //! with a verdict naming `ep_attr.type`; `FI_PROV_ATTR_ONLY` answers without asking the
@@ -286,23 +289,63 @@ impl Layering {
     }
 }
 
+/// What a utility domain's endpoints share: the utility's settings, the core's info
+/// (manual progress), domain and fabric, and the utility's own part `X`, reached
+/// through `Deref` (rxd's MR table, rxm's key counter).
+#[derive(Debug)]
+pub struct UtilityDomainShared<S, X> {
+    /// The utility's parameters.
+    pub settings: S,
+    /// The core's info (manual progress).
+    pub core_info: Info,
+    /// The core's domain.
+    pub core: ofi_core::domain::Domain,
+    /// The core's fabric (for passive endpoints and EQs).
+    pub fabric: Arc<ofi_core::fabric::Fabric>,
+    /// The utility's own part.
+    pub own: X,
+}
+
+impl<S, X> std::ops::Deref for UtilityDomainShared<S, X> {
+    type Target = X;
+
+    fn deref(&self) -> &X {
+        &self.own
+    }
+}
+
+/// A utility domain as [`LayeredFabric`] opens it: what its endpoints share, the
+/// progress engine its CQs, counters and endpoints use, and the domain's AV type. A
+/// utility's `Domain` is a newtype over it ([`layered_domain!`](crate::layered_domain)).
+#[derive(Debug)]
+pub struct UtilityDomainParts<S, X> {
+    /// What the endpoints share.
+    pub inner: Arc<UtilityDomainShared<S, X>>,
+    /// The domain's progress engine (manual or auto, from the info).
+    pub engine: Arc<ProgressEngine>,
+    /// `domain_attr.av_type` (the AV's type when it leaves it open).
+    pub av_type: AvType,
+}
+
 /// A utility's domain type, opened over the core fabric by [`LayeredFabric`]; its CQs
 /// and counters are the kit's (as [`layered_domain_ops!`](crate::layered_domain_ops)
 /// makes them), which the fabric's `fi_trywait` relies on.
 pub trait UtilityDomain:
     DomainOps<LayeredFabric<Self>, Cq = crate::cq::KitCq, Cntr = crate::cntr::KitCntr>
+    + From<UtilityDomainParts<Self::Settings, Self::Own>>
 {
     /// The utility's parameters (resolved at init, copied into each fabric).
     type Settings: Copy + std::fmt::Debug + Send + Sync + 'static;
+    /// The utility's own part of what a domain's endpoints share.
+    type Own;
     /// The utility's layering (name, endpoint types), for the fabric's checks.
     const LAYERING: Layering;
 
-    /// Open the domain for `info` (of the endpoint type the utility offers) over the
-    /// core fabric `core` (see [`CoreFabric::domain`]).
+    /// The utility's own part of a domain for `info`.
     ///
     /// # Errors
-    /// Those of opening the core domain and the utility's own objects.
-    fn open(settings: Self::Settings, core: &CoreFabric, info: &Info) -> Result<Self>;
+    /// Those of making it (e.g. `FI_EINVAL` for an MR mode it cannot serve).
+    fn own(info: &Info) -> Result<Self::Own>;
 }
 
 /// A utility provider's fabric: the core's fabric, opened through the host; its EQs and
@@ -331,9 +374,23 @@ impl<D: UtilityDomain> FabricOps for LayeredFabric<D> {
     type PassiveEp = Unsupported;
     crate::kit_fabric_ops!();
 
+    /// The utility's domain over a core domain opened with manual progress
+    /// ([`CoreFabric::domain`]).
     fn domain(&self, info: &Info, _context: usize) -> Result<D> {
         D::LAYERING.check_ep_type(info)?;
-        D::open(self.settings, &self.core, info)
+        let (engine, core, core_info) = self.core.domain(info)?;
+        let inner = UtilityDomainShared {
+            settings: self.settings,
+            core_info,
+            core,
+            fabric: self.core.fabric.clone(),
+            own: D::own(info)?,
+        };
+        Ok(D::from(UtilityDomainParts {
+            inner: Arc::new(inner),
+            engine: Arc::new(engine),
+            av_type: info.domain_attr.av_type,
+        }))
     }
 }
 
@@ -408,21 +465,53 @@ macro_rules! layered_provider {
     };
 }
 
+/// A utility's domain type:
+/// `layered_domain!(#[doc] pub struct Domain(Settings, Own) over LAYERING, Own::new);`
+/// declares the newtype over [`UtilityDomainParts`]`<Settings, Own>` that
+/// [`LayeredFabric`] makes and [`layered_domain_ops!`](crate::layered_domain_ops)
+/// reads, and its [`UtilityDomain`] implementation: the utility's [`Layering`]
+/// `LAYERING`, and its own part made by `Own::new(&Info) -> Result<Own>`.
+#[macro_export]
+macro_rules! layered_domain {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($settings:ty, $own:ty) over $layering:path, $make:path;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        $vis struct $name($crate::layer::UtilityDomainParts<$settings, $own>);
+
+        impl From<$crate::layer::UtilityDomainParts<$settings, $own>> for $name {
+            fn from(parts: $crate::layer::UtilityDomainParts<$settings, $own>) -> $name {
+                $name(parts)
+            }
+        }
+
+        impl $crate::layer::UtilityDomain for $name {
+            type Settings = $settings;
+            type Own = $own;
+            const LAYERING: $crate::layer::Layering = $layering;
+
+            fn own(info: &$crate::core::Info) -> $crate::core::Result<$own> {
+                $make(info)
+            }
+        }
+    };
+}
+
 /// Inside `impl DomainOps<F> for Domain { … }` of a utility built on [`Layering`]: the
 /// kit's CQs and counters on the domain's progress engine
 /// ([`kit_domain_cq_cntr_ops!`](crate::kit_domain_cq_cntr_ops)), the endpoint (checked
 /// by [`Layering::check_endpoint`]) and the AV of [`open_av`].
 ///
-/// `layered_domain_ops!(L, E)` needs `Domain` to have the fields `engine`
-/// (`Arc<ProgressEngine>`), `av_type` (the domain's `AvType`) and `inner`, an `Arc` of
-/// what the domain's endpoints share, with the field `core_info` (the core's info); the
-/// endpoint type `E` has
+/// `layered_domain_ops!(L, E)` needs `Domain` to be a newtype over
+/// [`UtilityDomainParts`]; the endpoint type `E` has
 /// `fn open(inner, info: &Info, context: usize, engine) -> Result<E>`.
 #[macro_export]
 macro_rules! layered_domain_ops {
     ($layering:path, $endpoint:ty) => {
         type Endpoint = $endpoint;
-        $crate::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
+        $crate::kit_domain_cq_cntr_ops!(|d| d.0.engine.clone());
         type Av = $crate::av::SharedAv;
 
         fn endpoint(
@@ -432,7 +521,7 @@ macro_rules! layered_domain_ops {
             flags: u64,
         ) -> $crate::core::Result<$endpoint> {
             $layering.check_endpoint(info, flags)?;
-            <$endpoint>::open(self.inner.clone(), info, context, self.engine.clone())
+            <$endpoint>::open(self.0.inner.clone(), info, context, self.0.engine.clone())
         }
 
         fn av_open(
@@ -441,8 +530,8 @@ macro_rules! layered_domain_ops {
             context: usize,
         ) -> $crate::core::Result<$crate::av::SharedAv> {
             $crate::layer::open_av(
-                self.inner.core_info.addr_format,
-                self.av_type,
+                self.0.inner.core_info.addr_format,
+                self.0.av_type,
                 attr,
                 context,
             )

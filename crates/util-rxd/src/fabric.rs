@@ -19,15 +19,12 @@ use std::sync::Arc;
 
 use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
-use ofi_core::domain::Domain as CoreDomain;
 use ofi_core::enums::{AtomicOp, Datatype};
-use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::DomainOps;
-use ofi_core::{AvType, Result};
-use ofi_kit::layer::{LayeredFabric, Layering, UtilityDomain};
+use ofi_core::Result;
+use ofi_kit::layer::{LayeredFabric, UtilityDomainShared};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
-use ofi_kit::progress::ProgressEngine;
 
 use crate::ep::Endpoint;
 use crate::Settings;
@@ -36,54 +33,31 @@ use crate::Settings;
 /// [`LayeredFabric`], whose domains are [`Domain`]s).
 pub type Fabric = LayeredFabric<Domain>;
 
-impl UtilityDomain for Domain {
-    type Settings = Settings;
-    const LAYERING: Layering = crate::LAYERING;
+/// What a domain's endpoints share: the kit's part (settings, the core's info, domain
+/// and fabric) and rxd's memory registrations.
+pub type DomainShared = UtilityDomainShared<Settings, Registrations>;
 
-    fn open(
-        settings: Settings,
-        fabric: &ofi_kit::layer::CoreFabric,
-        info: &Info,
-    ) -> Result<Domain> {
-        let (engine, core, core_info) = fabric.domain(info)?;
+/// rxd's own part of a domain: its registrations, the targets of RMA and atomics that
+/// rxd carries out itself at the target, checked against the table.
+#[derive(Debug)]
+pub struct Registrations {
+    /// The MR table.
+    pub mr: Arc<MrTable>,
+}
+
+impl Registrations {
+    /// A kit MR table in the mode `info` asks for.
+    fn new(info: &Info) -> Result<Registrations> {
         let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
-        let inner = DomainShared {
-            settings,
-            core_info,
-            core,
-            fabric: fabric.fabric.clone(),
+        Ok(Registrations {
             mr: MrTable::new(cfg)?,
-        };
-        Ok(Domain {
-            inner: Arc::new(inner),
-            engine: Arc::new(engine),
-            av_type: info.domain_attr.av_type,
         })
     }
 }
 
-/// What a domain's endpoints share: the core domain and fabric, and the key counter of
-/// internal registrations.
-#[derive(Debug)]
-pub struct DomainShared {
-    /// Parameters.
-    pub settings: Settings,
-    /// The core's info (manual progress).
-    pub core_info: Info,
-    /// The core's domain.
-    pub core: CoreDomain,
-    /// The core's fabric.
-    pub fabric: Arc<CoreFabric>,
-    /// Memory registrations (targets of RMA and atomics).
-    pub mr: Arc<MrTable>,
-}
-
-/// A domain.
-#[derive(Debug)]
-pub struct Domain {
-    inner: Arc<DomainShared>,
-    engine: Arc<ProgressEngine>,
-    av_type: AvType,
+ofi_kit::layered_domain! {
+    /// A domain (the kit's parts of a utility domain).
+    pub struct Domain(Settings, Registrations) over crate::LAYERING, Registrations::new;
 }
 
 impl DomainOps<Fabric> for Domain {
@@ -93,7 +67,7 @@ impl DomainOps<Fabric> for Domain {
     /// Registration in the domain's kit MR table: rxd carries out RMA and atomics
     /// itself at the target, checked against it.
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
-        self.inner.mr.register(attr, flags)
+        self.0.inner.mr.register(attr, flags)
     }
 
     fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {

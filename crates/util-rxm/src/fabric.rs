@@ -14,18 +14,14 @@
 //! Nothing here panics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
-use ofi_core::domain::Domain as CoreDomain;
 use ofi_core::enums::{AtomicOp, Datatype};
-use ofi_core::fabric::Fabric as CoreFabric;
 use ofi_core::mr::{MemoryRegion, MrAttr};
 use ofi_core::provider::{Desc, DomainOps, MrOps};
-use ofi_core::{AvType, Result};
-use ofi_kit::layer::{LayeredFabric, Layering, UtilityDomain};
-use ofi_kit::progress::ProgressEngine;
+use ofi_core::Result;
+use ofi_kit::layer::{LayeredFabric, UtilityDomainShared};
 
 use crate::ep::Endpoint;
 use crate::Settings;
@@ -34,47 +30,24 @@ use crate::Settings;
 /// [`LayeredFabric`], whose domains are [`Domain`]s).
 pub type Fabric = LayeredFabric<Domain>;
 
-impl UtilityDomain for Domain {
-    type Settings = Settings;
-    const LAYERING: Layering = crate::LAYERING;
+/// What a domain's endpoints share: the kit's part (settings, the core's info, domain
+/// and fabric) and rxm's key counter.
+pub type DomainShared = UtilityDomainShared<Settings, InternalKeys>;
 
-    fn open(
-        settings: Settings,
-        fabric: &ofi_kit::layer::CoreFabric,
-        info: &Info,
-    ) -> Result<Domain> {
-        let (engine, core, core_info) = fabric.domain(info)?;
-        let inner = DomainShared {
-            settings,
-            core_info,
-            core,
-            fabric: fabric.fabric.clone(),
-            next_key: AtomicU64::new(1 << 60),
-        };
-        Ok(Domain {
-            inner: Arc::new(inner),
-            engine: Arc::new(engine),
-            av_type: info.domain_attr.av_type,
-        })
-    }
-}
-
-/// What a domain's endpoints share: the core domain and fabric, and the key counter of
-/// internal registrations.
+/// rxm's own part of a domain: the counter of the keys of its internal registrations.
 #[derive(Debug)]
-pub struct DomainShared {
-    /// Parameters.
-    pub settings: Settings,
-    /// The core's info (manual progress).
-    pub core_info: Info,
-    /// The core's domain.
-    pub core: CoreDomain,
-    /// The core's fabric (for passive endpoints and EQs).
-    pub fabric: Arc<CoreFabric>,
+pub struct InternalKeys {
     next_key: AtomicU64,
 }
 
-impl DomainShared {
+impl InternalKeys {
+    /// The counter of a new domain (its keys start at 2^60).
+    fn new(_info: &Info) -> Result<InternalKeys> {
+        Ok(InternalKeys {
+            next_key: AtomicU64::new(1 << 60),
+        })
+    }
+
     /// A key for an internal registration, distinct from application keys (which are
     /// below 2^60 in practice).
     pub fn internal_key(&self) -> u64 {
@@ -82,12 +55,9 @@ impl DomainShared {
     }
 }
 
-/// A domain.
-#[derive(Debug)]
-pub struct Domain {
-    inner: Arc<DomainShared>,
-    engine: Arc<ProgressEngine>,
-    av_type: AvType,
+ofi_kit::layered_domain! {
+    /// A domain (the kit's parts of a utility domain).
+    pub struct Domain(Settings, InternalKeys) over crate::LAYERING, InternalKeys::new;
 }
 
 impl DomainOps<Fabric> for Domain {
@@ -98,12 +68,12 @@ impl DomainOps<Fabric> for Domain {
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<Mr> {
         // SAFETY: the application's contract for fi_mr_reg* (memory valid until the
         // region is closed) carries over: the core region lives exactly as long as ours.
-        let core = unsafe { self.inner.core.mr_regattr(attr, flags)? };
+        let core = unsafe { self.0.inner.core.mr_regattr(attr, flags)? };
         Ok(Mr { core })
     }
 
     fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        self.inner.core.query_atomic(datatype, op, flags)
+        self.0.inner.core.query_atomic(datatype, op, flags)
     }
 }
 
