@@ -939,8 +939,15 @@ pub fn compare(subject: &Subject, expected: &[Capability]) -> std::result::Resul
 /// `expected_expr` is a `&'static [Capability]`: the areas the provider must claim
 /// (in tree, a declaration of [`expected`], e.g. `ofi_conformance::expected::UDP`;
 /// docs/CONFORMANCE.md is generated from those).
+///
+/// `conformance_suite!(expected = E; m1: subject1, m2: subject2, …)` instantiates one
+/// suite per `module: subject` pair, all expected to claim `E` (one provider reached
+/// several ways: linked in or as a plugin, over IPv4 or IPv6).
 #[macro_export]
 macro_rules! conformance_suite {
+    (expected = $expected:expr; $($m:ident: $subject:expr),+ $(,)?) => {
+        $($crate::conformance_suite!($m, $subject, $expected);)+
+    };
     ($m:ident, $subject:expr, $expected:expr $(,)?) => {
         mod $m {
             #[allow(unused_imports)]

@@ -9,6 +9,10 @@
 //! waits on, or disturbs, the build of the test that called it. Builds are serialised
 //! within a process and each crate is built at most once per process.
 //!
+//! [`linked_registry`] and [`plugin_registry`] give the registries the conformance
+//! tests run a provider from: linked in, or loaded as a plugin; [`layered_subject`] a
+//! utility provider over a linked-in core, either way.
+//!
 //! Panics (test support code) when cargo cannot run or the build fails, with cargo's
 //! output in the message.
 
@@ -16,6 +20,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
+
+use ofi::abi::PluginEntry;
+use ofi::provider::Provider;
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{AddrFormat, Info};
+
+use crate::Subject;
 
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
@@ -26,6 +37,59 @@ pub fn repo_root() -> PathBuf {
 /// The target directory of plugin builds.
 pub fn target_dir() -> PathBuf {
     repo_root().join("target").join("plugin-build")
+}
+
+/// A registry of the providers `builtins`, linked in (each from
+/// `ofi::abi::entry_for::<P>()`), in this order.
+pub fn linked_registry(builtins: &[&'static PluginEntry]) -> Registry {
+    Registry::build(RegistryConfig {
+        builtins: builtins.to_vec(),
+        ..RegistryConfig::default()
+    })
+}
+
+/// A registry that loads the in-tree provider crate `crates/<dir>` as a plugin
+/// ([`build_intree`]`(dir, lib_name)`), with the providers `builtins` linked in (the
+/// cores a utility plugin layers over).
+pub fn plugin_registry(dir: &str, lib_name: &str, builtins: &[&'static PluginEntry]) -> Registry {
+    Registry::build(RegistryConfig {
+        builtins: builtins.to_vec(),
+        plugin_dirs: vec![build_intree(dir, lib_name)],
+        ..RegistryConfig::default()
+    })
+}
+
+/// How a test reaches the utility provider of a layered stack (`tcp;ofi_rxm`).
+#[derive(Clone, Copy, Debug)]
+pub enum UtilityLink {
+    /// Linked in.
+    Linked,
+    /// Loaded as the in-tree plugin built from `crates/<dir>` (library
+    /// `ofi_<dir with '_' for '-'>`, e.g. `util-rxm` → `ofi_util_rxm`).
+    Plugin(&'static str),
+}
+
+/// The subject `C;U` (`tcp;ofi_rxm`): the utility provider `U` (reached as `utility`
+/// says) over the core provider `C`, linked in, asked with default hints in the
+/// address format `format`.
+///
+/// The utility reaches its core through the host table, which answers from the
+/// process-wide registry: `ofi::registry()` is built first so that the in-tree cores
+/// are there.
+pub fn layered_subject<C: Provider, U: Provider>(
+    utility: UtilityLink,
+    format: AddrFormat,
+) -> Subject {
+    let _ = ofi::registry();
+    let core = ofi::abi::entry_for::<C>();
+    let reg = match utility {
+        UtilityLink::Linked => linked_registry(&[core, ofi::abi::entry_for::<U>()]),
+        UtilityLink::Plugin(dir) => {
+            plugin_registry(dir, &format!("ofi_{}", dir.replace('-', "_")), &[core])
+        }
+    };
+    let stack = format!("{};{}", C::NAME, U::NAME);
+    Subject::new(reg, &stack).with_hints(Info::hints().with_addr_format(format))
 }
 
 static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);

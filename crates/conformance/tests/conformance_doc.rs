@@ -1,5 +1,7 @@
 //! docs/CONFORMANCE.md is generated from the declarations: every
-//! `conformance_suite!(name, subject, expected::X)` of the workspace's tests and the
+//! `conformance_suite!(name, subject, expected::X)` (or
+//! `conformance_suite!(expected = expected::X; name: subject, …)`) of the workspace's
+//! tests and the
 //! lists of `ofi_conformance::expected`. This test renders the document and fails when
 //! the committed file differs (or when an instantiation names no declaration).
 //! Regenerate it with
@@ -37,8 +39,9 @@ fn split_args(inner: &str) -> Vec<String> {
     let mut current = String::new();
     for ch in inner.chars() {
         match ch {
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' => depth -= 1,
+            // Generic arguments (`f::<A, B>(…)`) count as brackets too.
+            '(' | '[' | '{' | '<' => depth += 1,
+            ')' | ']' | '}' | '>' => depth -= 1,
             _ => {}
         }
         if ch == ',' && depth == 0 {
@@ -84,7 +87,22 @@ fn invocations(text: &str, file: &str) -> Vec<Instance> {
             }
         }
         let end = end.unwrap_or_else(|| panic!("{file}: unclosed conformance_suite!("));
-        {
+        if let Some(list) = body[..end].trim_start().strip_prefix("expected =") {
+            // conformance_suite!(expected = expected::X; name: subject, …)
+            let (declaration, suites) = list
+                .split_once(';')
+                .unwrap_or_else(|| panic!("{file}: conformance_suite!(expected = …; …) needs ';'"));
+            for entry in split_args(suites) {
+                let (suite, _subject) = entry
+                    .split_once(':')
+                    .unwrap_or_else(|| panic!("{file}: '{entry}' needs name: subject"));
+                out.push(Instance {
+                    suite: suite.trim().to_string(),
+                    file: file.to_string(),
+                    declaration: declaration.trim().to_string(),
+                });
+            }
+        } else {
             let args = split_args(&body[..end]);
             assert_eq!(
                 args.len(),
@@ -247,4 +265,15 @@ fn invocations_are_parsed() {
     assert_eq!(found[0].declaration, "expected::UDP");
     assert_eq!(expected::by_name("expected::UDP"), Some(expected::UDP));
     assert_eq!(expected::by_name("expected::NONE"), None);
+}
+
+#[test]
+fn list_invocations_are_parsed() {
+    let text = "conformance_suite!(expected = expected::RXM;\n    a: f::<A, B>(Linked, X),\n    b: g(h(1, 2)),\n);\n";
+    let found = invocations(text, "f.rs");
+    let names: Vec<(&str, &str)> = found
+        .iter()
+        .map(|i| (i.suite.as_str(), i.declaration.as_str()))
+        .collect();
+    assert_eq!(names, [("a", "expected::RXM"), ("b", "expected::RXM")]);
 }

@@ -542,7 +542,12 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
     let datatype = typed::<T, _>(a.datatype, "datatype")?;
     let op = typed::<T, _>(a.op, "operation")?;
     let mut one_desc = [std::ptr::null_mut(); 1];
-    if let IovArg::Ioc(bufs) = a.iov {
+    let one = |addr: usize| Ioc {
+        addr: addr as *mut c_void,
+        count: a.count,
+    };
+    let (operand_one, compare_one, result_one) = ([one(a.buf)], [one(a.compare)], [one(a.result)]);
+    let (operands, compare, result, count, inject) = if let IovArg::Ioc(bufs) = a.iov {
         let operands = Local {
             bufs,
             desc: desc_arg(a.desc, &mut one_desc),
@@ -553,57 +558,36 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
         } else {
             operands.count()
         };
-        let req = AtomicRequest {
-            kind: akind,
-            operands,
-            compare,
-            result,
-            peer: a.dest,
-            remote: RmaIoc {
-                addr: a.addr,
-                count,
-                key: a.key,
+        (operands, compare, result, count, false)
+    } else {
+        // A fetch with no operand (FI_ATOMIC_READ) sends none.
+        let operands = Local {
+            bufs: if akind == AtomicKind::Fetch && a.buf == 0 {
+                &[]
+            } else {
+                &operand_one[..]
             },
-            datatype,
-            op,
-            context: a.context,
-            flags: ep.tx_op_flags(),
-            inject: false,
+            desc: desc_arg(a.desc, &mut one_desc),
         };
-        return ep.submit_atomic(act, req);
-    }
-    let count = a.count;
-    let one = |addr: usize| Ioc {
-        addr: addr as *mut c_void,
-        count,
+        let compare = Local {
+            bufs: if akind == AtomicKind::Compare {
+                &compare_one[..]
+            } else {
+                &[]
+            },
+            ..compare
+        };
+        let result = Local {
+            bufs: if akind == AtomicKind::Base {
+                &[]
+            } else {
+                &result_one[..]
+            },
+            ..result
+        };
+        (operands, compare, result, a.count, kind.inject)
     };
-    let (operand_one, compare_one, result_one) = ([one(a.buf)], [one(a.compare)], [one(a.result)]);
-    // A fetch with no operand (FI_ATOMIC_READ) sends none.
-    let operands = Local {
-        bufs: if akind == AtomicKind::Fetch && a.buf == 0 {
-            &[]
-        } else {
-            &operand_one[..]
-        },
-        desc: desc_arg(a.desc, &mut one_desc),
-    };
-    let compare = Local {
-        bufs: if akind == AtomicKind::Compare {
-            &compare_one[..]
-        } else {
-            &[]
-        },
-        ..compare
-    };
-    let result = Local {
-        bufs: if akind == AtomicKind::Base {
-            &[]
-        } else {
-            &result_one[..]
-        },
-        ..result
-    };
-    let (context, flags) = if kind.inject {
+    let (context, flags) = if inject {
         (0, OpFlags::empty())
     } else {
         (a.context, ep.tx_op_flags())
@@ -623,7 +607,7 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
         op,
         context,
         flags,
-        inject: kind.inject,
+        inject,
     };
     ep.submit_atomic(act, req)
 }

@@ -14,6 +14,11 @@
 //!   `FI_EINVAL` (nothing changes);
 //! - shared contexts are `FI_ENOSYS`.
 //!
+//! The domain's AV type only has to be [`BindableAv`]: the kit's [`SharedAv`], or
+//! [`Unsupported`] for connected endpoints (tcp), which then keep their bindings here
+//! too and check `fi_enable` with [`Bindings::require_for_connected`] (an EQ and a
+//! CQ); they read them through [`Bindings::tx_cq`], [`Bindings::counter`] and the like.
+//!
 //! Whether binding is still allowed (`FI_EOPBADSTATE` after `fi_enable`) is the
 //! endpoint's to check; [`Bindings::freeze`] gives `fi_enable`'s checks and the frozen
 //! [`Bound`], which then reports completions the way every kit provider does:
@@ -31,7 +36,7 @@ use ofi_core::cq::CqError;
 use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{Caps, OpFlags};
-use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
+use ofi_core::provider::{BindTarget, DomainOps, FabricOps, Unsupported};
 
 use crate::av::{KitAv, SharedAv};
 use crate::cntr::KitCntr;
@@ -112,6 +117,42 @@ pub struct BindRules {
     pub eq: bool,
 }
 
+/// The AV type of a domain whose endpoints keep their bindings in [`Bindings`]: the
+/// kit's [`SharedAv`], or [`Unsupported`] for a domain without AVs (connected
+/// endpoints), which can never be bound.
+pub trait BindableAv<P> {
+    /// The kit AV to keep in [`Bindings::av`].
+    fn kit_av(&self) -> &Arc<KitAv<P>>;
+}
+
+impl<P> BindableAv<P> for SharedAv<P> {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        self.kit()
+    }
+}
+
+impl<P> BindableAv<P> for Unsupported {
+    fn kit_av(&self) -> &Arc<KitAv<P>> {
+        match *self {}
+    }
+}
+
+/// Which counter an operation counts on (an event `fi_ep_bind` binds a counter for).
+/// Its value is the index of the counter in [`Bindings::counters`], so
+/// [`Bindings::counter`] is an offset, not a branch (tcp's data path asks it once per
+/// operation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CounterKind {
+    /// `FI_SEND`: sends.
+    Send = 0,
+    /// `FI_RECV`: receives.
+    Recv,
+    /// `FI_WRITE`: RMA writes and atomics.
+    Write,
+    /// `FI_READ`: RMA reads and fetching atomics.
+    Read,
+}
+
 /// The objects an endpoint was bound to (see the module docs).
 #[derive(Debug)]
 pub struct Bindings<P = ()> {
@@ -119,14 +160,8 @@ pub struct Bindings<P = ()> {
     pub txcq: Option<CqBinding>,
     /// Completion queue for receive operations.
     pub rxcq: Option<CqBinding>,
-    /// Counter of completed sends (`FI_SEND`).
-    pub txcntr: Option<KitCntr>,
-    /// Counter of completed receives (`FI_RECV`).
-    pub rxcntr: Option<KitCntr>,
-    /// Counter of completed RMA writes and atomics (`FI_WRITE`).
-    pub wcntr: Option<KitCntr>,
-    /// Counter of completed RMA reads and fetching atomics (`FI_READ`).
-    pub rcntr: Option<KitCntr>,
+    /// The counters, by [`CounterKind`] (read with [`Bindings::counter`]).
+    pub counters: [Option<KitCntr>; 4],
     /// The address vector.
     pub av: Option<Arc<KitAv<P>>>,
     /// The event queue.
@@ -453,10 +488,7 @@ impl<P> Default for Bindings<P> {
         Bindings {
             txcq: None,
             rxcq: None,
-            txcntr: None,
-            rxcntr: None,
-            wcntr: None,
-            rcntr: None,
+            counters: [None, None, None, None],
             av: None,
             eq: None,
         }
@@ -480,7 +512,8 @@ impl<P> Bindings<P> {
     ) -> Result<()>
     where
         F: FabricOps<Eq = KitEq>,
-        F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr, Av = SharedAv<P>>,
+        F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr>,
+        <F::Domain as DomainOps<F>>::Av: BindableAv<P>,
     {
         let prov = rules.prov;
         let bad = |what: &str| {
@@ -529,27 +562,18 @@ impl<P> Bindings<P> {
                         "a counter binds with FI_SEND, FI_RECV, FI_WRITE and/or FI_READ",
                     ));
                 }
-                let slots = [
-                    (OpFlags::SEND, &self.txcntr),
-                    (OpFlags::RECV, &self.rxcntr),
-                    (OpFlags::WRITE, &self.wcntr),
-                    (OpFlags::READ, &self.rcntr),
+                let events = [
+                    (OpFlags::SEND, CounterKind::Send),
+                    (OpFlags::RECV, CounterKind::Recv),
+                    (OpFlags::WRITE, CounterKind::Write),
+                    (OpFlags::READ, CounterKind::Read),
                 ];
-                if slots
-                    .iter()
-                    .any(|(f, slot)| flags.contains(*f) && slot.is_some())
-                {
+                let asked = events.iter().filter(|(f, _)| flags.contains(*f));
+                if asked.clone().any(|&(_, k)| self.counter(k).is_some()) {
                     return Err(already(rules, "a counter for this event"));
                 }
-                for (f, slot) in [
-                    (OpFlags::SEND, &mut self.txcntr),
-                    (OpFlags::RECV, &mut self.rxcntr),
-                    (OpFlags::WRITE, &mut self.wcntr),
-                    (OpFlags::READ, &mut self.rcntr),
-                ] {
-                    if flags.contains(f) {
-                        *slot = Some(c.clone());
-                    }
+                for &(_, k) in asked {
+                    self.counters[k as usize] = Some(c.clone());
                 }
                 Ok(())
             }
@@ -560,7 +584,7 @@ impl<P> Bindings<P> {
                 if self.av.is_some() {
                     return Err(already(rules, "an address vector"));
                 }
-                self.av = Some(av.kit().clone());
+                self.av = Some(av.kit_av().clone());
                 Ok(())
             }
             BindTarget::Eq(eq) if rules.eq => {
@@ -589,11 +613,75 @@ impl<P> Bindings<P> {
             av,
             txcq: self.txcq.clone(),
             rxcq: self.rxcq.clone(),
-            txcntr: self.txcntr.clone(),
-            rxcntr: self.rxcntr.clone(),
-            wcntr: self.wcntr.clone(),
-            rcntr: self.rcntr.clone(),
+            txcntr: self.counter(CounterKind::Send).cloned(),
+            rxcntr: self.counter(CounterKind::Recv).cloned(),
+            wcntr: self.counter(CounterKind::Write).cloned(),
+            rcntr: self.counter(CounterKind::Read).cloned(),
         })
+    }
+
+    /// `fi_enable`'s checks for a connected endpoint: an EQ (`FI_ENOEQ`, for its
+    /// connection events) and a CQ (`FI_ENOCQ`) are bound.
+    ///
+    /// # Errors
+    /// `FI_ENOEQ`, `FI_ENOCQ`, with messages prefixed by `prov`.
+    pub fn require_for_connected(&self, prov: &str) -> Result<()> {
+        if self.eq.is_none() {
+            return Err(Error::new(
+                Errno::ENOEQ,
+                format!("{prov}: bind an event queue before fi_enable"),
+            ));
+        }
+        if self.txcq.is_none() && self.rxcq.is_none() {
+            return Err(Error::new(
+                Errno::ENOCQ,
+                format!("{prov}: bind a completion queue before fi_enable"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The counter bound for `kind`'s events.
+    #[inline]
+    pub fn counter(&self, kind: CounterKind) -> Option<&KitCntr> {
+        self.counters[kind as usize].as_ref()
+    }
+
+    /// Whether the transmit CQ was bound with `FI_SELECTIVE_COMPLETION`.
+    #[inline]
+    pub fn tx_selective(&self) -> bool {
+        self.txcq.as_ref().is_some_and(|b| b.selective)
+    }
+
+    /// Whether the receive CQ was bound with `FI_SELECTIVE_COMPLETION`.
+    #[inline]
+    pub fn rx_selective(&self) -> bool {
+        self.rxcq.as_ref().is_some_and(|b| b.selective)
+    }
+
+    /// The CQ bound for transmit operations.
+    #[inline]
+    pub fn tx_cq(&self) -> Option<&KitCq> {
+        self.txcq.as_ref().map(|b| &b.cq)
+    }
+
+    /// The CQ bound for receive operations.
+    #[inline]
+    pub fn rx_cq(&self) -> Option<&KitCq> {
+        self.rxcq.as_ref().map(|b| &b.cq)
+    }
+
+    /// Whether a transmit operation posted with `flags` is reported (no transmit CQ
+    /// bound counts as reported: counters and errors still follow).
+    #[inline]
+    pub fn tx_reports(&self, flags: OpFlags) -> bool {
+        self.txcq.as_ref().is_none_or(|b| b.wants(flags))
+    }
+
+    /// Whether a receive posted with `flags` is reported (as [`Bindings::tx_reports`]).
+    #[inline]
+    pub fn rx_reports(&self, flags: OpFlags) -> bool {
+        self.rxcq.as_ref().is_none_or(|b| b.wants(flags))
     }
 
     /// `fi_enable`'s checks for a connectionless endpoint: an AV (`FI_ENOAV`) and at
@@ -602,7 +690,7 @@ impl<P> Bindings<P> {
         let av = self.av.clone().ok_or_else(|| {
             Error::new(Errno::ENOAV, format!("{prov}: bind an AV before fi_enable"))
         })?;
-        let counters = [&self.txcntr, &self.rxcntr, &self.wcntr, &self.rcntr];
+        let counters = &self.counters;
         if self.txcq.is_none() && self.rxcq.is_none() && counters.iter().all(|c| c.is_none()) {
             return Err(Error::new(
                 Errno::ENOCQ,

@@ -14,8 +14,8 @@ use ofi::abi::raw::CqTaggedEntry;
 use ofi::av::AvAttr;
 use ofi::cq::CqAttr;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
+use ofi_conformance::pair::empty_entry;
 
 fn pin(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
@@ -30,10 +30,9 @@ fn main() {
     let child = std::env::var("PINGPONG_CHILD").is_ok();
     let only = std::env::var("PINGPONG_ONLY").unwrap_or_default();
     pin(if child { 1 } else { 0 });
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()],
-        ..RegistryConfig::default()
-    });
+    let reg = ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<
+        ofi_prov_shm::ShmProvider,
+    >()]);
     let mut hints = Info::hints().with_ep_type(EpType::Rdm).with_caps(Caps::MSG);
     hints.fabric_attr.prov_name = Some("shm".into());
     let info = reg
@@ -59,7 +58,7 @@ fn main() {
     };
     if only == "poll" {
         // The cost of one empty fi_cq_read (which drives progress).
-        let mut e = [e_default()];
+        let mut e = [empty_entry()];
         let n = 2_000_000;
         let t0 = Instant::now();
         for _ in 0..n {
@@ -94,14 +93,7 @@ fn main() {
     let dest = av.insert(&[Address::Str(peer)]).unwrap()[0];
     let mut rbuf = vec![0u8; 16 << 20];
     let sbuf = vec![1u8; 16 << 20];
-    let mut e = [CqTaggedEntry {
-        op_context: 0,
-        flags: 0,
-        len: 0,
-        buf: std::ptr::null_mut(),
-        data: 0,
-        tag: 0,
-    }];
+    let mut e = [empty_entry()];
     let sent_done = std::cell::Cell::new(0usize);
     let mut wait_recv = || loop {
         match cq.read(&mut e) {
@@ -127,45 +119,37 @@ fn main() {
             if i == warm {
                 t0 = Instant::now();
             }
+            // The child answers each message; the parent sends first.
             // SAFETY: the buffers outlive each operation (each is waited for).
             unsafe {
-                if child {
-                    ep.recv(
-                        rbuf.as_mut_ptr(),
-                        size,
-                        std::ptr::null_mut(),
-                        ofi::ADDR_UNSPEC,
-                        1,
-                    )
-                    .unwrap();
-                    wait_recv();
-                    while let Err(e) = ep.send(sbuf.as_ptr(), size, std::ptr::null_mut(), dest, 2) {
-                        assert_eq!(e.code(), Errno::EAGAIN);
-                        // A read of zero entries drives progress without taking any.
-                        let _ = cq.read::<CqTaggedEntry>(&mut []);
-                    }
-                } else {
-                    ep.recv(
-                        rbuf.as_mut_ptr(),
-                        size,
-                        std::ptr::null_mut(),
-                        ofi::ADDR_UNSPEC,
-                        1,
-                    )
-                    .unwrap();
-                    while let Err(e) = ep.send(sbuf.as_ptr(), size, std::ptr::null_mut(), dest, 2) {
-                        assert_eq!(e.code(), Errno::EAGAIN);
-                        // A read of zero entries drives progress without taking any.
-                        let _ = cq.read::<CqTaggedEntry>(&mut []);
-                    }
-                    wait_recv();
-                }
+                ep.recv(
+                    rbuf.as_mut_ptr(),
+                    size,
+                    std::ptr::null_mut(),
+                    ofi::ADDR_UNSPEC,
+                    1,
+                )
+                .unwrap();
+            }
+            if child {
+                wait_recv();
+            }
+            while let Err(e) =
+                // SAFETY: as above.
+                unsafe { ep.send(sbuf.as_ptr(), size, std::ptr::null_mut(), dest, 2) }
+            {
+                assert_eq!(e.code(), Errno::EAGAIN);
+                // A read of zero entries drives progress without taking any.
+                let _ = cq.read::<CqTaggedEntry>(&mut []);
+            }
+            if !child {
+                wait_recv();
             }
         }
         let t = t0.elapsed().as_secs_f64() / iters as f64;
         // Every send must complete before its buffer may go (a CMA peer reads it).
         while sent_done.get() < iters + warm {
-            let mut x = [e_default()];
+            let mut x = [empty_entry()];
             match cq.read(&mut x) {
                 Ok(_) => sent_done.set(sent_done.get() + 1),
                 Err(err) if err.code() == Errno::EAGAIN => {}
@@ -201,16 +185,5 @@ fn main() {
             2.0 * large as f64 / big / 1e9
         );
         c.wait().unwrap();
-    }
-}
-
-fn e_default() -> CqTaggedEntry {
-    CqTaggedEntry {
-        op_context: 0,
-        flags: 0,
-        len: 0,
-        buf: std::ptr::null_mut(),
-        data: 0,
-        tag: 0,
     }
 }

@@ -13,9 +13,11 @@
 
 use std::sync::Arc;
 
+use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
+use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
 use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
@@ -122,18 +124,8 @@ impl DomainOps<Fabric> for Domain {
         self.mr.register(attr, flags)
     }
 
-    fn query_atomic(
-        &self,
-        datatype: ofi_core::enums::Datatype,
-        op: ofi_core::enums::AtomicOp,
-        flags: u64,
-    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
-        let a = ofi_kit::atomic::query(op, datatype, flags)?;
-        let size = a.size.max(1);
-        Ok(ofi_core::abi::raw::AtomicAttr {
-            count: a.count.min(self.settings.max_msg_size / size),
-            size: a.size,
-        })
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        ofi_kit::atomic::query_within(op, datatype, flags, self.settings.max_msg_size)
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {

@@ -12,7 +12,7 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::{post_recv, send};
 
@@ -28,10 +28,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()],
-        ..RegistryConfig::default()
-    })
+    ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()])
 }
 
 /// An info with `FI_SOURCE`, two transmit and two receive contexts.

@@ -15,7 +15,7 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::sendmsg;
 use ofi_testkit::child::{child_mode, hear, say, ChildProc};
@@ -37,10 +37,7 @@ struct Node {
 }
 
 fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()],
-        ..RegistryConfig::default()
-    })
+    ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()])
 }
 
 fn info(reg: &Registry) -> Info {
@@ -92,14 +89,7 @@ fn insert(n: &Node, addr: &str) -> u64 {
 }
 
 fn poll(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, CqErrEntry>> {
-    let mut e = [CqTaggedEntry {
-        op_context: 0,
-        flags: 0,
-        len: 0,
-        buf: std::ptr::null_mut(),
-        data: 0,
-        tag: 0,
-    }];
+    let mut e = [ofi_conformance::pair::empty_entry()];
     match cq.read(&mut e) {
         Ok(_) => Some(Ok(e[0])),
         Err(err) if err.code() == Errno::EAGAIN => None,

@@ -40,6 +40,21 @@ pub const BACKLOG: i32 = 128;
 pub const CONNREQ_TIMEOUT: Duration = Duration::from_secs(5);
 /// `FI_OPT_ENDPOINT` (level).
 pub const OPT_ENDPOINT: i32 = 0;
+/// `FI_EINVAL` for `what` (the CM data of `fi_connect`, `fi_accept` or `fi_reject`)
+/// longer than tcp carries.
+pub(crate) fn check_cm_data(what: &str, param: &[u8]) -> Result<()> {
+    if param.len() > CM_DATA_SIZE {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{NAME}: {what} of {} bytes (at most {CM_DATA_SIZE})",
+                param.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `FI_OPT_CM_DATA_SIZE` (option name).
 pub const OPT_CM_DATA_SIZE: i32 = 1;
 
@@ -251,12 +266,8 @@ impl DomainOps<Fabric> for Domain {
     }
 
     fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
-        let a = ofi_kit::atomic::query(op, datatype, flags)?;
-        let max = self.shared.fabric.settings.max_msg_size / a.size.max(1);
-        Ok(AtomicAttr {
-            count: a.count.min(max),
-            size: a.size,
-        })
+        let max_bytes = self.shared.fabric.settings.max_msg_size;
+        ofi_kit::atomic::query_within(op, datatype, flags, max_bytes)
     }
 }
 
@@ -517,15 +528,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     }
 
     fn reject(&self, handle: usize, param: &[u8]) -> Result<()> {
-        if param.len() > CM_DATA_SIZE {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: reject data of {} bytes (at most {CM_DATA_SIZE})",
-                    param.len()
-                ),
-            ));
-        }
+        check_cm_data("reject data", param)?;
         let Some(c) = self.inner.fabric.take_pending(handle) else {
             return Err(Error::new(
                 Errno::EINVAL,

@@ -213,11 +213,12 @@ impl Sock {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn listen_connect_accept_on_loopback() {
+    /// A connected pair (client, accepted) of sockets on loopback, and the client's
+    /// address as the listener saw it; the client is writable.
+    pub(crate) fn loopback_pair() -> (Sock, Sock, SocketAddr) {
         let l_addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let l = Sock::stream(&l_addr).unwrap();
         l.bind(&l_addr).unwrap();
@@ -225,17 +226,20 @@ mod tests {
         let bound = l.local_addr().unwrap();
         let c = Sock::stream(&bound).unwrap();
         let _ = c.connect(&bound).unwrap();
-        let mut acc = None;
-        for _ in 0..200 {
-            if let Some(a) = l.accept().unwrap() {
-                acc = Some(a);
-                break;
+        for _ in 0..400 {
+            if let Some((s, peer)) = l.accept().unwrap() {
+                c.poll(libc::POLLOUT, 2000).unwrap();
+                return (c, s, peer);
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        let (s, peer) = acc.expect("accepted");
+        panic!("no connection accepted");
+    }
+
+    #[test]
+    fn listen_connect_accept_on_loopback() {
+        let (c, s, peer) = loopback_pair();
         assert_eq!(peer, c.local_addr().unwrap());
-        c.poll(libc::POLLOUT, 1000).unwrap();
         c.write_all_timeout(b"hi", 1000).unwrap();
         s.poll(libc::POLLIN, 1000).unwrap();
         let mut b = [0u8; 2];

@@ -49,23 +49,22 @@ fn two_namespaces_over_veth() {
         child(&addr);
         return;
     }
-    let pair = match ofi_testkit::netns::NetPair::root_and_namespace() {
-        Ok(p) => p,
-        Err(why) => return ofi_testkit::netns::skip("two_namespaces_over_veth", &why),
+    let Some(pair) =
+        ofi_testkit::netns::NetPair::root_and_namespace_or_skip("two_namespaces_over_veth")
+    else {
+        return;
     };
     // Only this process (the file has one test): the parent's source interface.
     std::env::set_var("FI_TCP_IFACE", &pair.a.iface);
     let reg = registry();
-    let mut info = info(&reg, false, Caps::MSG);
     // No source address from getinfo: the interface parameter decides.
-    info.src_addr = None;
     let Listening {
         fabric,
         domain,
         pep: _pep,
         eq: peq,
         addr: bound,
-    } = listen(&reg, &info);
+    } = listen_unbound(&reg, false);
     assert_eq!(
         bound.ip(),
         std::net::IpAddr::from(pair.a.ip),

@@ -24,21 +24,12 @@ const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_V6_CHILD";
 
 /// The listener, in the namespace: name, accept, one message.
 fn child() {
-    let reg = registry();
-    let mut info = info(&reg, true, Caps::MSG);
-    info.src_addr = None;
-    let Listening {
-        fabric,
-        domain,
-        pep: _pep,
-        eq: peq,
-        addr: name,
-    } = listen(&reg, &info);
+    let l = listen_unbound(&registry(), true);
     // Written whole, then renamed: the parent never reads half a name.
     let path = std::env::var(CHILD_ENV).unwrap();
-    std::fs::write(format!("{path}.tmp"), name.to_string()).unwrap();
+    std::fs::write(format!("{path}.tmp"), l.addr.to_string()).unwrap();
     std::fs::rename(format!("{path}.tmp"), &path).unwrap();
-    let (_, s, rb) = accept_with_recv(&fabric, &domain, &peq, 16);
+    let (_, s, rb) = accept_with_recv(&l.fabric, &l.domain, &l.eq, 16);
     let e = cq_wait(&s.cq, &[]).unwrap();
     assert_eq!(&rb[..e.len], b"over veth");
 }
@@ -50,9 +41,8 @@ fn an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach() {
         return;
     }
     let test = "an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach";
-    let pair = match ofi_testkit::netns::NetPair::root_and_namespace() {
-        Ok(p) => p,
-        Err(why) => return ofi_testkit::netns::skip(test, &why),
+    let Some(pair) = ofi_testkit::netns::NetPair::root_and_namespace_or_skip(test) else {
+        return;
     };
     // Named by the first non-loopback interface, then by FI_TCP_IFACE naming the veth
     // end (whose only IPv6 address is link-local).

@@ -41,13 +41,7 @@ fn endpoint_tclass_marks_the_connection() {
         info.tx_attr.tclass = tc_dscp_set(46);
         let fabric = reg.open_fabric(&info).expect("fabric");
         let domain = fabric.domain(&info).expect("domain");
-        let (pep, peq) = listener(&fabric, &info);
-        let addr = pep.getname().expect("pep getname");
-        let client = side(&fabric, &domain, &info);
-        client.ep.enable().expect("enable");
-        client.ep.connect(&addr, b"").expect("connect");
-        let req = eq_expect(&peq, EqEvent::ConnReq);
-        let mut rinfo = req.info.expect("connreq info");
+        let (client, listening, mut rinfo) = connect_request(&fabric, &domain, &info, b"");
         // An unknown class is refused, and leaves the request to accept.
         rinfo.tx_attr.tclass = TC_LABEL + 77;
         let e = domain
@@ -75,6 +69,6 @@ fn endpoint_tclass_marks_the_connection() {
             10,
             "server (v6 {v6}): FI_TC_BULK_DATA (AF11)"
         );
-        drop((client, server, pep));
+        drop((client, server, listening));
     }
 }

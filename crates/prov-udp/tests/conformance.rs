@@ -3,24 +3,18 @@
 //! `ofi_conformance::plugin::build_intree`), each over IPv4 and over IPv6; and linked in
 //! with `FI_ADDR_STR` addresses.
 
-use ofi::registry::{Registry, RegistryConfig};
+use ofi::registry::Registry;
 use ofi::{AddrFormat, Info};
+use ofi_conformance::plugin::{linked_registry, plugin_registry};
 use ofi_conformance::{conformance_suite, expected, Subject};
 use ofi_prov_udp::UdpProvider;
 
 fn linked() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<UdpProvider>()],
-        ..RegistryConfig::default()
-    })
+    linked_registry(&[ofi::abi::entry_for::<UdpProvider>()])
 }
 
 fn plugin() -> Registry {
-    let dir = ofi_conformance::plugin::build_intree("prov-udp", "ofi_prov_udp");
-    Registry::build(RegistryConfig {
-        plugin_dirs: vec![dir],
-        ..RegistryConfig::default()
-    })
+    plugin_registry("prov-udp", "ofi_prov_udp", &[])
 }
 
 fn hints(format: AddrFormat) -> Info {
@@ -29,30 +23,16 @@ fn hints(format: AddrFormat) -> Info {
     h
 }
 
-conformance_suite!(
-    udp_linked_ipv4,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN)),
-    expected::UDP
-);
-conformance_suite!(
-    udp_linked_ipv6,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6)),
-    expected::UDP
-);
-conformance_suite!(
-    udp_plugin_ipv4,
-    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN)),
-    expected::UDP
-);
-conformance_suite!(
-    udp_plugin_ipv6,
-    Subject::new(plugin(), "udp").with_hints(hints(AddrFormat::SOCKADDR_IN6)),
-    expected::UDP
-);
-conformance_suite!(
-    udp_linked_addr_str,
-    Subject::new(linked(), "udp").with_hints(hints(AddrFormat::STR)),
-    expected::UDP
+fn udp(reg: Registry, format: AddrFormat) -> Subject {
+    Subject::new(reg, "udp").with_hints(hints(format))
+}
+
+conformance_suite!(expected = expected::UDP;
+    udp_linked_ipv4: udp(linked(), AddrFormat::SOCKADDR_IN),
+    udp_linked_ipv6: udp(linked(), AddrFormat::SOCKADDR_IN6),
+    udp_plugin_ipv4: udp(plugin(), AddrFormat::SOCKADDR_IN),
+    udp_plugin_ipv6: udp(plugin(), AddrFormat::SOCKADDR_IN6),
+    udp_linked_addr_str: udp(linked(), AddrFormat::STR),
 );
 
 /// The multicast slots of interface minor 1 cross the plugin boundary: `fi_join` reaches

@@ -148,9 +148,8 @@ fn two_namespaces_over_veth() {
         child(&addr);
         return;
     }
-    let pair = match NetPair::root_and_namespace() {
-        Ok(p) => p,
-        Err(why) => return ofi_testkit::netns::skip("two_namespaces_over_veth", &why),
+    let Some(pair) = NetPair::root_and_namespace_or_skip("two_namespaces_over_veth") else {
+        return;
     };
     let reg = registry();
     let p = side(&reg, Some(SocketAddr::new(pair.a.ip.into(), 0)));

@@ -54,15 +54,9 @@ fn replies_from_several_peer_sockets_arrive_in_any_order() {
     }
     // Three connected sockets on a's port, none for the fourth peer.
     let port = a.addr.socket_addr().unwrap().port();
-    let hex = format!("{port:04X}");
-    let connected = std::fs::read_to_string("/proc/net/udp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 2 && f[1].ends_with(&format!(":{hex}")) && !f[2].ends_with(":0000")
-        })
+    let connected = common::udp_sockets_on_port(port)
+        .into_iter()
+        .filter(|&c| c)
         .count();
     assert_eq!(connected, 3, "peer sockets on a's port {port}");
 }

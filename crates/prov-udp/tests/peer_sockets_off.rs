@@ -28,16 +28,6 @@ fn with_peer_sockets_off_the_endpoint_keeps_one_socket() {
     }
     // Only the endpoint's own socket is bound to its port.
     let port = a.addr.socket_addr().unwrap().port();
-    let hex = format!(":{port:04X}");
-    let bound = std::fs::read_to_string("/proc/net/udp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .is_some_and(|f| f.ends_with(&hex))
-        })
-        .count();
+    let bound = common::udp_sockets_on_port(port).len();
     assert_eq!(bound, 1, "sockets on a's port {port}");
 }

@@ -170,6 +170,14 @@ impl NetPair {
         NetPair::make(false)
     }
 
+    /// [`NetPair::root_and_namespace`] for the test `test`, or `None` after printing
+    /// the test's [`skip`] line when the pair cannot be made.
+    pub fn root_and_namespace_or_skip(test: &str) -> Option<NetPair> {
+        NetPair::root_and_namespace()
+            .map_err(|why| skip(test, &why))
+            .ok()
+    }
+
     fn make(both: bool) -> Result<NetPair, String> {
         sweep();
         let pid = std::process::id();

@@ -148,6 +148,22 @@ pub fn info(i: &Info) -> Value {
     })
 }
 
+/// Keys every object of [`info`] has (a value, or `null` for an absent address or NIC),
+/// that readers of `fi_info --json -v` rely on.
+pub const INFO_KEYS: [&str; 11] = [
+    "caps",
+    "mode",
+    "addr_format",
+    "src_addr",
+    "dest_addr",
+    "tx_attr",
+    "rx_attr",
+    "ep_attr",
+    "domain_attr",
+    "fabric_attr",
+    "nic",
+];
+
 /// The six fields of the default `fi_info` listing.
 pub fn info_summary(i: &Info) -> Value {
     json!({
@@ -239,19 +255,7 @@ mod tests {
             .with_provider("tcp");
         i.src_addr = Some(Address::Str("fi_shm://12".into()));
         let v = info(&i);
-        for k in [
-            "caps",
-            "mode",
-            "addr_format",
-            "src_addr",
-            "dest_addr",
-            "tx_attr",
-            "rx_attr",
-            "ep_attr",
-            "domain_attr",
-            "fabric_attr",
-            "nic",
-        ] {
+        for k in INFO_KEYS {
             assert!(v.get(k).is_some(), "{k}");
         }
         assert_eq!(v["caps"], json!(["FI_MSG", "FI_RMA"]));

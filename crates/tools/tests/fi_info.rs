@@ -489,18 +489,7 @@ fn json_listing() {
         }
         let vv: serde_json::Value = serde_json::from_str(&fi_info(&["--json", "-v"]).out).unwrap();
         for i in vv.as_array().unwrap() {
-            for k in [
-                "caps",
-                "mode",
-                "addr_format",
-                "src_addr",
-                "tx_attr",
-                "rx_attr",
-                "ep_attr",
-                "domain_attr",
-                "fabric_attr",
-                "nic",
-            ] {
+            for k in ofi_tools::json::INFO_KEYS {
                 assert!(i.get(k).is_some(), "{k} in {i}");
             }
         }

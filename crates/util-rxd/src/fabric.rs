@@ -17,130 +17,60 @@
 
 use std::sync::Arc;
 
+use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
-use ofi_core::av::AvAttr;
-use ofi_core::domain::Domain as CoreDomain;
-use ofi_core::fabric::Fabric as CoreFabric;
+use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, Host, Unsupported};
-use ofi_core::{AvType, Result};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
+use ofi_core::provider::DomainOps;
+use ofi_core::Result;
+use ofi_kit::layer::{LayeredFabric, UtilityDomainShared};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
-use ofi_kit::progress::ProgressEngine;
 
 use crate::ep::Endpoint;
-use crate::{Settings, NAME};
+use crate::Settings;
 
-fn check_ep_type(info: &Info) -> Result<()> {
-    crate::LAYERING.check_ep_type(info)
-}
+/// A fabric: the DGRAM core's fabric, opened through the host (the kit's
+/// [`LayeredFabric`], whose domains are [`Domain`]s).
+pub type Fabric = LayeredFabric<Domain>;
 
-/// A fabric: the DGRAM core's fabric, opened through the host.
+/// What a domain's endpoints share: the kit's part (settings, the core's info, domain
+/// and fabric) and rxd's memory registrations.
+pub type DomainShared = UtilityDomainShared<Settings, Registrations>;
+
+/// rxd's own part of a domain: its registrations, the targets of RMA and atomics that
+/// rxd carries out itself at the target, checked against the table.
 #[derive(Debug)]
-pub struct Fabric {
-    settings: Settings,
-    core: ofi_kit::layer::CoreFabric,
+pub struct Registrations {
+    /// The MR table.
+    pub mr: Arc<MrTable>,
 }
 
-impl Fabric {
-    /// Open the fabric for `info` (a getinfo result of this utility).
-    ///
-    /// # Errors
-    /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
-    /// fabric-open errors.
-    pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
-        let core = crate::LAYERING.open_core(&host, info, crate::core_hints(Some(info)))?;
-        Ok(Fabric { settings, core })
-    }
-
-    /// The core's fabric.
-    pub fn core(&self) -> &CoreFabric {
-        &self.core.fabric
-    }
-}
-
-impl FabricOps for Fabric {
-    type Domain = Domain;
-    type PassiveEp = Unsupported;
-    ofi_kit::kit_fabric_ops!();
-
-    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        check_ep_type(info)?;
-        let (engine, core, ci) = self.core.domain(info)?;
+impl Registrations {
+    /// A kit MR table in the mode `info` asks for.
+    fn new(info: &Info) -> Result<Registrations> {
         let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
-        Ok(Domain {
-            inner: Arc::new(DomainShared {
-                settings: self.settings,
-                core_info: ci,
-                core,
-                fabric: self.core.fabric.clone(),
-                mr: MrTable::new(cfg)?,
-            }),
-            engine: Arc::new(engine),
-            av_type: info.domain_attr.av_type,
+        Ok(Registrations {
+            mr: MrTable::new(cfg)?,
         })
     }
 }
 
-/// What a domain's endpoints share: the core domain and fabric, and the key counter of
-/// internal registrations.
-#[derive(Debug)]
-pub struct DomainShared {
-    /// Parameters.
-    pub settings: Settings,
-    /// The core's info (manual progress).
-    pub core_info: Info,
-    /// The core's domain.
-    pub core: CoreDomain,
-    /// The core's fabric.
-    pub fabric: Arc<CoreFabric>,
-    /// Memory registrations (targets of RMA and atomics).
-    pub mr: Arc<MrTable>,
-}
-
-/// A domain.
-#[derive(Debug)]
-pub struct Domain {
-    inner: Arc<DomainShared>,
-    engine: Arc<ProgressEngine>,
-    av_type: AvType,
+ofi_kit::layered_domain! {
+    /// A domain (the kit's parts of a utility domain).
+    pub struct Domain(Settings, Registrations) over crate::LAYERING, Registrations::new;
 }
 
 impl DomainOps<Fabric> for Domain {
-    type Endpoint = Endpoint;
-    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
-    type Av = SharedAv;
+    ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = KitMr;
-
-    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
-        check_ep_type(info)?;
-        Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
-    }
-
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let cfg = AvConfig::new(self.inner.core_info.addr_format)
-            .with_domain_type(self.av_type, AvType::Map);
-        Ok(SharedAv::new(KitAv::open(attr, context, cfg)?))
-    }
 
     /// Registration in the domain's kit MR table: rxd carries out RMA and atomics
     /// itself at the target, checked against it.
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
-        self.inner.mr.register(attr, flags)
+        self.0.inner.mr.register(attr, flags)
     }
 
-    fn query_atomic(
-        &self,
-        datatype: ofi_core::enums::Datatype,
-        op: ofi_core::enums::AtomicOp,
-        flags: u64,
-    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
-        let a = ofi_kit::atomic::query(op, datatype, flags)?;
-        let size = a.size.max(1);
-        Ok(ofi_core::abi::raw::AtomicAttr {
-            count: a.count.min(crate::MAX_ATOMIC_BYTES / size),
-            size: a.size,
-        })
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        ofi_kit::atomic::query_within(op, datatype, flags, crate::MAX_ATOMIC_BYTES)
     }
 }

@@ -38,10 +38,8 @@ pub mod fabric;
 pub mod peer;
 pub mod proto;
 
-use ofi_core::abi::ProviderKind;
 use ofi_core::attr::{Info, RxAttr, TxAttr};
-use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
     Result, Threading, Version,
@@ -280,38 +278,11 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::REMOTE_COMM)
     .union(Caps::FENCE);
 
-/// The hint `prov_name` without rxd's own component (`udp;ofi_rxd` → `udp`,
-/// `ofi_rxd` → none).
-pub fn core_prov_name(hint: Option<&str>) -> Option<String> {
-    let h = hint?;
-    let rest: Vec<&str> = h
-        .split(';')
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(NAME))
-        .collect();
-    if rest.is_empty() {
-        None
-    } else {
-        Some(rest.join(";"))
-    }
-}
-
-/// The DGRAM hints rxd asks the cores with, for RDM hints `h`.
+/// The DGRAM hints rxd asks the cores with, for RDM hints `h` (the kit's
+/// [`Layering::core_hints`](ofi_kit::layer::Layering::core_hints) for `FI_EP_DGRAM`
+/// cores with `FI_SOURCE` and `FI_SOURCE_ERR`).
 pub fn core_hints(h: Option<&Info>) -> Info {
-    let mut m = Info::hints();
-    m.ep_attr.ep_type = EpType::Dgram;
-    // The datagram's source (FI_SOURCE, and FI_SOURCE_ERR for a source not yet in the
-    // AV) is how rxd knows a peer: a core without them cannot carry rxd safely.
-    m.caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
-    if let Some(h) = h {
-        m.addr_format = h.addr_format;
-        m.fabric_attr.name.clone_from(&h.fabric_attr.name);
-        m.domain_attr.name.clone_from(&h.domain_attr.name);
-        m.fabric_attr.prov_name = core_prov_name(h.fabric_attr.prov_name.as_deref());
-        m.src_addr.clone_from(&h.src_addr);
-        m.dest_addr.clone_from(&h.dest_addr);
-    }
-    m
+    LAYERING.core_hints(h)
 }
 
 impl RxdProvider {
@@ -393,9 +364,12 @@ impl RxdProvider {
 /// What this utility layers over (the getinfo it shares with the other utilities).
 pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     name: NAME,
-    version: <RxdProvider as Provider>::VERSION,
+    // Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
+    version: Version::new(1, 0),
     offers: EpType::Rdm,
     core_type: EpType::Dgram,
+    // The datagram's source (FI_SOURCE, and FI_SOURCE_ERR for a source not yet in the
+    // AV) is how rxd knows a peer: a core without them cannot carry rxd safely.
     core_caps: Caps::MSG
         .union(Caps::SEND)
         .union(Caps::RECV)
@@ -403,42 +377,7 @@ pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
         .union(Caps::SOURCE_ERR),
 };
 
-impl Provider for RxdProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    const KIND: ProviderKind = ProviderKind::Utility;
-    type Fabric = fabric::Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = Settings::from_host(host)?;
-        Ok(RxdProvider {
-            settings,
-            host: *host,
-        })
-    }
-
-    /// rxd has no fixed templates: it derives them from the DGRAM cores at each getinfo.
-    fn info_templates(&self) -> Vec<Info> {
-        Vec::new()
-    }
-
-    /// Ask the cores for `FI_EP_DGRAM` (with the request's node, service and flags),
-    /// then match one RDM template per DGRAM info against the application's hints;
-    /// addresses resolved by the core are kept.
-    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        LAYERING.getinfo(
-            &self.host,
-            req,
-            core_hints(req.hints.as_ref()),
-            |c, progress| self.template_over(c, progress),
-        )
-    }
-
-    fn fabric(&self, info: &Info) -> Result<fabric::Fabric> {
-        fabric::Fabric::open(self.settings, self.host, info)
-    }
-}
+ofi_kit::layered_provider!(RxdProvider, LAYERING, Settings, fabric::Fabric, core_hints);
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(RxdProvider);
@@ -448,19 +387,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            RxdProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
-    }
-
-    #[test]
-    fn core_names_drop_rxd() {
-        assert_eq!(core_prov_name(Some("udp;ofi_rxd")).as_deref(), Some("udp"));
-        assert_eq!(core_prov_name(Some("OFI_RXD")), None);
-        assert_eq!(core_prov_name(Some("udp")).as_deref(), Some("udp"));
-        assert_eq!(core_prov_name(None), None);
+    fn core_hints_drop_rxd_and_ask_for_sources() {
+        let mut h = Info::hints();
+        h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+        let m = core_hints(Some(&h));
+        assert_eq!(m.fabric_attr.prov_name.as_deref(), Some("udp"));
+        assert!(core_hints(None)
+            .caps
+            .contains(Caps::SOURCE | Caps::SOURCE_ERR));
     }
 
     #[test]

@@ -5,45 +5,14 @@
 //! rxd reaches its core through the host table, which answers from the process-wide
 //! registry: `ofi::registry()` is built first so that udp is there.
 
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, Info};
-use ofi_conformance::{conformance_suite, expected, Subject};
+use ofi::AddrFormat;
+use ofi_conformance::plugin::{layered_subject, UtilityLink::*};
+use ofi_conformance::{conformance_suite, expected};
+use ofi_prov_udp::UdpProvider as Core;
+use ofi_util_rxd::RxdProvider as Utility;
 
-fn hints() -> Info {
-    Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN)
-}
-
-fn linked() -> Subject {
-    linked_with(hints())
-}
-
-fn linked_ipv6() -> Subject {
-    linked_with(Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN6))
-}
-
-fn linked_with(hints: Info) -> Subject {
-    let _ = ofi::registry();
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![
-            ofi::abi::entry_for::<ofi_prov_udp::UdpProvider>(),
-            ofi::abi::entry_for::<ofi_util_rxd::RxdProvider>(),
-        ],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "udp;ofi_rxd").with_hints(hints)
-}
-
-fn plugin() -> Subject {
-    let _ = ofi::registry();
-    let dir = ofi_conformance::plugin::build_intree("util-rxd", "ofi_util_rxd");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_udp::UdpProvider>()],
-        plugin_dirs: vec![dir],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "udp;ofi_rxd").with_hints(hints())
-}
-
-conformance_suite!(rxd_linked, linked(), expected::RXD);
-conformance_suite!(rxd_linked_ipv6, linked_ipv6(), expected::RXD);
-conformance_suite!(rxd_plugin, plugin(), expected::RXD);
+conformance_suite!(expected = expected::RXD;
+    rxd_linked: layered_subject::<Core, Utility>(Linked, AddrFormat::SOCKADDR_IN),
+    rxd_linked_ipv6: layered_subject::<Core, Utility>(Linked, AddrFormat::SOCKADDR_IN6),
+    rxd_plugin: layered_subject::<Core, Utility>(Plugin("util-rxd"), AddrFormat::SOCKADDR_IN),
+);

@@ -14,10 +14,8 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
-use ofi::addr::Address;
-use ofi::av::AvAttr;
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::cq::CompletionQueue;
+use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
 use ofi_hook::fault::{self, FaultConfig};
 use ofi_testkit::TestRng;
 
@@ -55,10 +53,7 @@ fn read(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, (usize, Errno)>> {
 
 #[test]
 fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
-    let n: u64 = std::env::var("RXD_E2E_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5000);
+    let n: u64 = common::env_count("RXD_E2E_N", 5000);
     let _ = ofi::registry();
     ofi::apply_hooks_globally("fault").expect("fault hook");
     fault::set_config(Some(FaultConfig {
@@ -81,22 +76,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
         .remove(0);
     let fabric = ofi::fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let open = || {
-        let cq = domain
-            .cq_open(&CqAttr {
-                size: 4096,
-                ..CqAttr::with_format(CqFormat::Tagged)
-            })
-            .expect("cq");
-        let av = domain.av_open(&AvAttr::default()).expect("av");
-        let ep = domain.endpoint(&info).expect("endpoint");
-        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-            .expect("bind");
-        ep.bind_av(&av).expect("bind av");
-        ep.enable().expect("enable");
-        let addr = Address::from_bytes(info.addr_format, &ep.getname().expect("name")).unwrap();
-        (ep, cq, av, addr)
-    };
+    let open = || common::endpoint_in(&domain, &info);
     let (a_ep, a_cq, a_av, _a_addr) = open();
     let (b_ep, b_cq, _b_av, b_addr) = open();
     let to_b = a_av.insert(&[b_addr]).expect("insert")[0];

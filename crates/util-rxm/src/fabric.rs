@@ -14,87 +14,40 @@
 //! Nothing here panics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
+use ofi_core::abi::raw::AtomicAttr;
 use ofi_core::attr::Info;
-use ofi_core::av::AvAttr;
-use ofi_core::domain::Domain as CoreDomain;
-use ofi_core::fabric::Fabric as CoreFabric;
+use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::{MemoryRegion, MrAttr};
-use ofi_core::provider::{Desc, DomainOps, FabricOps, Host, MrOps, Unsupported};
-use ofi_core::{AvType, Result};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
-use ofi_kit::progress::ProgressEngine;
+use ofi_core::provider::{Desc, DomainOps, MrOps};
+use ofi_core::Result;
+use ofi_kit::layer::{LayeredFabric, UtilityDomainShared};
 
 use crate::ep::Endpoint;
-use crate::{Settings, NAME};
+use crate::Settings;
 
-fn check_ep_type(info: &Info) -> Result<()> {
-    crate::LAYERING.check_ep_type(info)
-}
+/// A fabric: the MSG core's fabric, opened through the host (the kit's
+/// [`LayeredFabric`], whose domains are [`Domain`]s).
+pub type Fabric = LayeredFabric<Domain>;
 
-/// A fabric: the MSG core's fabric, opened through the host.
+/// What a domain's endpoints share: the kit's part (settings, the core's info, domain
+/// and fabric) and rxm's key counter.
+pub type DomainShared = UtilityDomainShared<Settings, InternalKeys>;
+
+/// rxm's own part of a domain: the counter of the keys of its internal registrations.
 #[derive(Debug)]
-pub struct Fabric {
-    settings: Settings,
-    core: ofi_kit::layer::CoreFabric,
-}
-
-impl Fabric {
-    /// Open the fabric for `info` (a getinfo result of this utility).
-    ///
-    /// # Errors
-    /// `FI_EINVAL` for a non-RDM info; `FI_ENODATA` when the core is gone; the core's
-    /// fabric-open errors.
-    pub fn open(settings: Settings, host: Host, info: &Info) -> Result<Fabric> {
-        let core = crate::LAYERING.open_core(&host, info, crate::core_hints(Some(info)))?;
-        Ok(Fabric { settings, core })
-    }
-
-    /// The core's fabric.
-    pub fn core(&self) -> &CoreFabric {
-        &self.core.fabric
-    }
-}
-
-impl FabricOps for Fabric {
-    type Domain = Domain;
-    type PassiveEp = Unsupported;
-    ofi_kit::kit_fabric_ops!();
-
-    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        check_ep_type(info)?;
-        let (engine, core, ci) = self.core.domain(info)?;
-        Ok(Domain {
-            inner: Arc::new(DomainShared {
-                settings: self.settings,
-                core_info: ci,
-                core,
-                fabric: self.core.fabric.clone(),
-                next_key: AtomicU64::new(1 << 60),
-            }),
-            engine: Arc::new(engine),
-            av_type: info.domain_attr.av_type,
-        })
-    }
-}
-
-/// What a domain's endpoints share: the core domain and fabric, and the key counter of
-/// internal registrations.
-#[derive(Debug)]
-pub struct DomainShared {
-    /// Parameters.
-    pub settings: Settings,
-    /// The core's info (manual progress).
-    pub core_info: Info,
-    /// The core's domain.
-    pub core: CoreDomain,
-    /// The core's fabric (for passive endpoints and EQs).
-    pub fabric: Arc<CoreFabric>,
+pub struct InternalKeys {
     next_key: AtomicU64,
 }
 
-impl DomainShared {
+impl InternalKeys {
+    /// The counter of a new domain (its keys start at 2^60).
+    fn new(_info: &Info) -> Result<InternalKeys> {
+        Ok(InternalKeys {
+            next_key: AtomicU64::new(1 << 60),
+        })
+    }
+
     /// A key for an internal registration, distinct from application keys (which are
     /// below 2^60 in practice).
     pub fn internal_key(&self) -> u64 {
@@ -102,47 +55,25 @@ impl DomainShared {
     }
 }
 
-/// A domain.
-#[derive(Debug)]
-pub struct Domain {
-    inner: Arc<DomainShared>,
-    engine: Arc<ProgressEngine>,
-    av_type: AvType,
+ofi_kit::layered_domain! {
+    /// A domain (the kit's parts of a utility domain).
+    pub struct Domain(Settings, InternalKeys) over crate::LAYERING, InternalKeys::new;
 }
 
 impl DomainOps<Fabric> for Domain {
-    type Endpoint = Endpoint;
-    ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
-    type Av = SharedAv;
+    ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = Mr;
-
-    fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
-        ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
-        check_ep_type(info)?;
-        Endpoint::open(self.inner.clone(), info, context, self.engine.clone())
-    }
-
-    fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let cfg = AvConfig::new(self.inner.core_info.addr_format)
-            .with_domain_type(self.av_type, AvType::Map);
-        Ok(SharedAv::new(KitAv::open(attr, context, cfg)?))
-    }
 
     /// Registration with the core's domain (its key and descriptor are rxm's).
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<Mr> {
         // SAFETY: the application's contract for fi_mr_reg* (memory valid until the
         // region is closed) carries over: the core region lives exactly as long as ours.
-        let core = unsafe { self.inner.core.mr_regattr(attr, flags)? };
+        let core = unsafe { self.0.inner.core.mr_regattr(attr, flags)? };
         Ok(Mr { core })
     }
 
-    fn query_atomic(
-        &self,
-        datatype: ofi_core::enums::Datatype,
-        op: ofi_core::enums::AtomicOp,
-        flags: u64,
-    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
-        self.inner.core.query_atomic(datatype, op, flags)
+    fn query_atomic(&self, datatype: Datatype, op: AtomicOp, flags: u64) -> Result<AtomicAttr> {
+        self.0.inner.core.query_atomic(datatype, op, flags)
     }
 }
 

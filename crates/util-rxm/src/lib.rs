@@ -42,11 +42,9 @@ pub mod ep;
 pub mod fabric;
 pub mod proto;
 
-use ofi_core::abi::ProviderKind;
 use ofi_core::attr::{Info, RxAttr, TxAttr};
-use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest};
 use ofi_core::param::ParamType;
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
@@ -277,47 +275,22 @@ fn rdm_caps(core: Caps) -> Caps {
     c
 }
 
-/// The hint `prov_name` without rxm's own component (`tcp;ofi_rxm` → `tcp`,
-/// `ofi_rxm` → none).
-pub fn core_prov_name(hint: Option<&str>) -> Option<String> {
-    let h = hint?;
-    let rest: Vec<&str> = h
-        .split(';')
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case(NAME))
-        .collect();
-    if rest.is_empty() {
-        None
-    } else {
-        Some(rest.join(";"))
-    }
-}
-
 /// The MSG hints rxm asks the cores with, for RDM hints `h`.
 pub fn core_hints(h: Option<&Info>) -> Info {
-    let mut m = Info::hints();
-    m.ep_attr.ep_type = EpType::Msg;
-    // No caps: the core answers with everything it has; rxm's own matching applies the
-    // application's caps to what rxm builds from it.
-    m.caps = Caps::empty();
-    if let Some(h) = h {
-        m.addr_format = h.addr_format;
-        m.fabric_attr.name.clone_from(&h.fabric_attr.name);
-        m.domain_attr.name.clone_from(&h.domain_attr.name);
-        m.fabric_attr.prov_name = core_prov_name(h.fabric_attr.prov_name.as_deref());
-        m.src_addr.clone_from(&h.src_addr);
-        m.dest_addr.clone_from(&h.dest_addr);
-        if h.domain_attr.mr_mode != ofi_core::MrMode::empty() {
-            // rxm is an RMA user of its core whatever the application asked: a
-            // rendezvous is the receiver reading the sender's buffer through the core.
-            // rxm handles the core's target bits itself (it sends virtual addresses when
-            // the core wants them, and the core's keys), so it accepts them even when
-            // the application's own mode, shaped for an application that is no RMA
-            // target, lacks them — otherwise a core such as verbs, whose keys only take
-            // virtual addresses, would drop FI_MR_VIRT_ADDR and rxm would send offsets.
-            m.domain_attr.mr_mode =
-                h.domain_attr.mr_mode | ofi_core::MrMode::VIRT_ADDR | ofi_core::MrMode::PROV_KEY;
-        }
+    // The kit's hints for rxm's LAYERING; no caps: the core answers with everything it
+    // has, and rxm's own matching applies the application's caps to what rxm builds
+    // from it.
+    let mut m = LAYERING.core_hints(h);
+    if let Some(h) = h.filter(|h| h.domain_attr.mr_mode != ofi_core::MrMode::empty()) {
+        // rxm is an RMA user of its core whatever the application asked: a
+        // rendezvous is the receiver reading the sender's buffer through the core.
+        // rxm handles the core's target bits itself (it sends virtual addresses when
+        // the core wants them, and the core's keys), so it accepts them even when
+        // the application's own mode, shaped for an application that is no RMA
+        // target, lacks them — otherwise a core such as verbs, whose keys only take
+        // virtual addresses, would drop FI_MR_VIRT_ADDR and rxm would send offsets.
+        m.domain_attr.mr_mode =
+            h.domain_attr.mr_mode | ofi_core::MrMode::VIRT_ADDR | ofi_core::MrMode::PROV_KEY;
     }
     m
 }
@@ -422,48 +395,14 @@ impl RxmProvider {
 /// What this utility layers over (the getinfo it shares with the other utilities).
 pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     name: NAME,
-    version: <RxmProvider as Provider>::VERSION,
+    // Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
+    version: Version::new(1, 0),
     offers: EpType::Rdm,
     core_type: EpType::Msg,
     core_caps: Caps::empty(),
 };
 
-impl Provider for RxmProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    const KIND: ProviderKind = ProviderKind::Utility;
-    type Fabric = fabric::Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = Settings::from_host(host)?;
-        Ok(RxmProvider {
-            settings,
-            host: *host,
-        })
-    }
-
-    /// rxm has no fixed templates: it derives them from the MSG cores at each getinfo.
-    fn info_templates(&self) -> Vec<Info> {
-        Vec::new()
-    }
-
-    /// Ask the cores for `FI_EP_MSG` (with the request's node, service and flags), then
-    /// match one RDM template per MSG info against the application's hints; addresses
-    /// resolved by the core are kept.
-    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        LAYERING.getinfo(
-            &self.host,
-            req,
-            core_hints(req.hints.as_ref()),
-            |c, progress| self.template_over(c, progress),
-        )
-    }
-
-    fn fabric(&self, info: &Info) -> Result<fabric::Fabric> {
-        fabric::Fabric::open(self.settings, self.host, info)
-    }
-}
+ofi_kit::layered_provider!(RxmProvider, LAYERING, Settings, fabric::Fabric, core_hints);
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(RxmProvider);
@@ -473,19 +412,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn version_follows_the_crate_version() {
+    fn core_hints_drop_rxm_and_accept_the_cores_mr_bits() {
+        let mut h = Info::hints();
+        h.fabric_attr.prov_name = Some("tcp;OFI_RXM".into());
+        h.domain_attr.mr_mode = ofi_core::MrMode::LOCAL;
+        let m = core_hints(Some(&h));
+        assert_eq!(m.fabric_attr.prov_name.as_deref(), Some("tcp"));
+        assert_eq!(m.ep_attr.ep_type, EpType::Msg);
+        assert!(m.domain_attr.mr_mode.contains(ofi_core::MrMode::VIRT_ADDR));
         assert_eq!(
-            RxmProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
+            core_hints(None).domain_attr.mr_mode,
+            Info::hints().domain_attr.mr_mode
         );
-    }
-
-    #[test]
-    fn core_names_drop_rxm() {
-        assert_eq!(core_prov_name(Some("tcp;ofi_rxm")).as_deref(), Some("tcp"));
-        assert_eq!(core_prov_name(Some("OFI_RXM")), None);
-        assert_eq!(core_prov_name(Some("tcp")).as_deref(), Some("tcp"));
-        assert_eq!(core_prov_name(None), None);
     }
 
     #[test]

@@ -15,10 +15,9 @@
 
 use std::time::Instant;
 
-use ofi::abi::raw::MsgRma;
 use ofi::{Caps, Errno, MsgOrder, OpFlags};
 
-use crate::checks::rma::Region;
+use crate::checks::rma::{msg_rma, Region};
 use crate::fixture::pattern;
 use crate::pair::{each_pair_with, show, Pair};
 use crate::{Subject, WAIT};
@@ -81,16 +80,7 @@ fn readmsg(
     let iov = [local.iov(off, len)];
     let desc = [local.mr.desc()];
     let rma = [target.rma_iov(toff, len)];
-    let msg = MsgRma {
-        msg_iov: iov.as_ptr(),
-        desc: desc.as_ptr(),
-        iov_count: 1,
-        addr: p.a.peer,
-        rma_iov: rma.as_ptr(),
-        rma_iov_count: 1,
-        context: ctx,
-        data: 0,
-    };
+    let msg = msg_rma(p, &iov, &desc, &rma, ctx);
     post_retrying(p, &format!("fi_readmsg({flags})"), || {
         // SAFETY: the buffers are registered and outlive the completion; `msg` and its
         // arrays live across the call.

@@ -87,6 +87,28 @@ impl Region {
     }
 }
 
+/// The `fi_msg_rma` of an operation from `p`'s first endpoint to its peer: the local
+/// buffers `iov` (described by `desc`), the target ranges `rma`, context `ctx`, no
+/// data. It points into the arrays, which must outlive the call it is passed to.
+pub fn msg_rma(
+    p: &Pair,
+    iov: &[Iov],
+    desc: &[*mut std::ffi::c_void],
+    rma: &[RmaIov],
+    ctx: usize,
+) -> MsgRma {
+    MsgRma {
+        msg_iov: iov.as_ptr(),
+        desc: desc.as_ptr(),
+        iov_count: iov.len(),
+        addr: p.a.peer,
+        rma_iov: rma.as_ptr(),
+        rma_iov_count: rma.len(),
+        context: ctx,
+        data: 0,
+    }
+}
+
 /// Drive `p` until `region[off..]` equals `want` (a remote write has landed), within
 /// [`WAIT`].
 pub fn await_bytes(p: &Pair, region: &Region, off: usize, want: &[u8], what: &str) {
@@ -270,16 +292,7 @@ pub fn rma_iov_and_msg(s: &Subject) {
             if p.info.tx_attr.rma_iov_limit >= 2 {
                 let iov = [local.iov(0, 300)];
                 let rma = [target.rma_iov(3000, 100), target.rma_iov(3500, 200)];
-                let msg = MsgRma {
-                    msg_iov: iov.as_ptr(),
-                    desc: desc.as_ptr(),
-                    iov_count: 1,
-                    addr: p.a.peer,
-                    rma_iov: rma.as_ptr(),
-                    rma_iov_count: 2,
-                    context: 0x302,
-                    data: 0,
-                };
+                let msg = msg_rma(&p, &iov, &desc, &rma, 0x302);
                 // SAFETY: as above.
                 unsafe { p.a.ep.writemsg(&msg, 0) }
                     .unwrap_or_else(|e| panic!("fi_writemsg: {e} ({})", e.code()));

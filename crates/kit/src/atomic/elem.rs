@@ -54,20 +54,28 @@ pub(crate) trait Elem: Copy {
     fn step(op: AtomicOp, t: Self, o: Self, c: Self) -> Option<Step<Self>>;
 }
 
+/// `SIZE`, `load` and `store` of a primitive number type `$t` (native byte order, any
+/// alignment), for the element traits of integers and IEEE reals alike.
+macro_rules! ne_bytes_load_store {
+    ($t:ty) => {
+        const SIZE: usize = std::mem::size_of::<$t>();
+
+        fn load(b: &[u8]) -> Self {
+            let mut raw = [0u8; std::mem::size_of::<$t>()];
+            copy_prefix(&mut raw, b);
+            <$t>::from_ne_bytes(raw)
+        }
+
+        fn store(self, b: &mut [u8]) {
+            copy_prefix(b, &self.to_ne_bytes());
+        }
+    };
+}
+
 macro_rules! int_elem {
     ($($t:ty),* $(,)?) => {$(
         impl Elem for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-
-            fn load(b: &[u8]) -> Self {
-                let mut raw = [0u8; std::mem::size_of::<$t>()];
-                copy_prefix(&mut raw, b);
-                <$t>::from_ne_bytes(raw)
-            }
-
-            fn store(self, b: &mut [u8]) {
-                copy_prefix(b, &self.to_ne_bytes());
-            }
+            ne_bytes_load_store!($t);
 
             fn step(op: AtomicOp, t: Self, o: Self, c: Self) -> Option<Step<Self>> {
                 Some(match op {
@@ -137,19 +145,9 @@ pub(crate) trait Real: Copy {
 macro_rules! ieee_real {
     ($($t:ty),*) => {$(
         impl Real for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
+            ne_bytes_load_store!($t);
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
-
-            fn load(b: &[u8]) -> Self {
-                let mut raw = [0u8; std::mem::size_of::<$t>()];
-                copy_prefix(&mut raw, b);
-                <$t>::from_ne_bytes(raw)
-            }
-
-            fn store(self, b: &mut [u8]) {
-                copy_prefix(b, &self.to_ne_bytes());
-            }
 
             fn add(self, o: Self) -> Self {
                 self + o

@@ -195,6 +195,23 @@ pub fn query(op: AtomicOp, dt: Datatype, flags: u64) -> Result<AtomicAttr> {
     })
 }
 
+/// The domain's `fi_query_atomic` for a provider that carries at most `max_bytes` of
+/// operands in one operation: [`query`], its count capped to the elements that fit.
+///
+/// Errors: those of [`query`].
+pub fn query_within(
+    op: AtomicOp,
+    dt: Datatype,
+    flags: u64,
+    max_bytes: usize,
+) -> Result<ofi_core::abi::raw::AtomicAttr> {
+    let a = query(op, dt, flags)?;
+    Ok(ofi_core::abi::raw::AtomicAttr {
+        count: a.count.min(max_bytes / a.size.max(1)),
+        size: a.size,
+    })
+}
+
 /// One atomic operation: `op` on `count` elements of `datatype`, in call family `kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AtomicCall {

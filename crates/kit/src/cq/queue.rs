@@ -173,6 +173,21 @@ impl KitCq {
         self.inner.push(entry, ADDR_NOTAVAIL, false)
     }
 
+    /// Report, at the target, a remote RMA write of `len` bytes that carried remote CQ
+    /// data `data` (`FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA`, no context, no
+    /// source). `FI_EOVERRUN` as for [`push`](Self::push).
+    pub fn push_remote_write(&self, len: usize, data: u64) -> Result<()> {
+        let flags = OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA;
+        self.push_entry(&CqTaggedEntry {
+            op_context: 0,
+            flags: flags.bits(),
+            len,
+            buf: std::ptr::null_mut(),
+            data,
+            tag: 0,
+        })
+    }
+
     /// Report a failed operation; reads return `FI_EAVAIL` when it is next.
     /// `FI_EOVERRUN` as for [`push`](Self::push).
     pub fn push_err(&self, err: CqError) -> Result<()> {

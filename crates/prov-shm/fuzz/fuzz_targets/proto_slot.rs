@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
             } => assert!(chunk < 4 && clen <= 4096 && offset + clen <= total),
             Body::Rma { total, niov, .. } => assert!((1..=4).contains(&niov) && total <= 1 << 20),
             Body::WriteInline { len, .. } => assert!(len <= RMA_INLINE_CAP),
-            Body::Atomic { count, dt, .. } => assert!(count * dt.size() <= 1 << 20),
+            Body::Atomic(a) => assert!(a.count * a.dt.size() <= 1 << 20),
             Body::WriteFrag {
                 total,
                 offset,

@@ -83,7 +83,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{CqTaggedEntry, Ioc};
+use ofi_core::abi::raw::Ioc;
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
@@ -99,7 +99,7 @@ use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC};
 
 use crate::fabric::{region_name, Fabric};
-use crate::proto::{self, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
+use crate::proto::{self, AtomicSlot, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
 use crate::region::{self, cma_state, state, Region, NAME_PREFIX, SLOT_HDR};
 
 /// How many generated region names an endpoint tries before giving up.
@@ -186,18 +186,6 @@ enum RmaSource<'a> {
     Cma { pid: i32, iov: &'a [(u64, u64)] },
     /// Inline in the slot: bytes of a mapped region.
     Inline(*const u8),
-}
-
-/// An atomic request as the target sees it.
-struct AtomicReq {
-    count: usize,
-    key: u64,
-    raddr: u64,
-    op: AtomicOp,
-    dt: Datatype,
-    kind: AtomicKind,
-    bufs: [u64; 3],
-    inline: Option<*const u8>,
 }
 
 /// Bits of a ring's tail kept in a [`PeekSet`] word (the ring index takes the rest).

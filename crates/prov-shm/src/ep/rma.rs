@@ -219,16 +219,7 @@ impl Shared {
             self.count_remote(read);
             if let Some(data) = a.data {
                 if let Some(b) = &act.rxcq {
-                    let e = CqTaggedEntry {
-                        op_context: 0,
-                        flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
-                            .bits(),
-                        len: total,
-                        buf: std::ptr::null_mut(),
-                        data,
-                        tag: 0,
-                    };
-                    let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+                    let _ = b.cq.push_remote_write(total, data);
                 }
             }
         }
@@ -239,7 +230,7 @@ impl Shared {
     /// against the MR table, fetch operand and compare (inline or with CMA), apply under
     /// the process's atomic locks, and write fetched values back with CMA. Returns the
     /// ack status.
-    pub(super) fn atomic_target(&self, pid: i32, a: &AtomicReq) -> i32 {
+    pub(super) fn atomic_target(&self, pid: i32, a: &AtomicSlot, inline: Option<*const u8>) -> i32 {
         let Some(bytes) = a.count.checked_mul(a.dt.size()) else {
             return Errno::EMSGSIZE.0;
         };
@@ -271,11 +262,11 @@ impl Shared {
         } else {
             0
         };
-        if self.settings.disable_cma && (a.inline.is_none() || (fetch && bytes > 0)) {
+        if self.settings.disable_cma && (inline.is_none() || (fetch && bytes > 0)) {
             return Errno::EOPNOTSUPP.0;
         }
         let mut data = vec![0u8; operand_len + compare_len];
-        match a.inline {
+        match inline {
             Some(src) => {
                 // SAFETY: `src` holds operand + compare bytes inside the slot (checked
                 // by parse); `data` holds as many.
@@ -438,7 +429,7 @@ impl Shared {
             flags: if inject { 0 } else { F_ACK },
             tag: 0,
             data: 0,
-            body: Body::Atomic {
+            body: Body::Atomic(AtomicSlot {
                 count,
                 id,
                 key,
@@ -448,7 +439,7 @@ impl Shared {
                 kind,
                 inline,
                 bufs,
-            },
+            }),
         };
         let ring = conn.region.ring(conn.ring);
         let off = ring.slot_off(slot);

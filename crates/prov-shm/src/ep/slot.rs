@@ -107,7 +107,7 @@ impl Shared {
             }
             Body::Rts { .. } => self.on_rts(act, rx, &at, &s),
             Body::Rma { .. } => self.on_rma(act, rx, &at, &s),
-            Body::Atomic { .. } => self.on_atomic(rx, &at, &s),
+            Body::Atomic(_) => self.on_atomic(rx, &at, &s),
             Body::WriteFrag { .. } => self.on_write_fragment(act, rx, &at, &s),
             Body::WriteInline { .. } => self.on_write_inline(act, rx, &at, &s),
             Body::Bounce { .. } => self.on_bounce(act, rx, &at, &s),
@@ -185,18 +185,7 @@ impl Shared {
 
     /// An atomic: applied and, when the initiator wants it, acknowledged.
     fn on_atomic(&self, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
-        let Body::Atomic {
-            count,
-            id,
-            key,
-            raddr,
-            op,
-            dt,
-            kind,
-            inline,
-            bufs,
-        } = s.body
-        else {
+        let Body::Atomic(a) = s.body else {
             return self.skip_slot(at.r, "slot kind mismatch");
         };
         let SlotAt {
@@ -210,19 +199,9 @@ impl Shared {
         // SAFETY: inline data lies inside the slot (length checked by parse
         // against ATOMIC_INLINE_CAP), inside the mapping.
         let src = unsafe { map.base().add(slot_off + proto::ATOMIC_INLINE_OFF) };
-        let req = AtomicReq {
-            count,
-            key,
-            raddr,
-            op,
-            dt,
-            kind,
-            bufs,
-            inline: if inline { Some(src) } else { None },
-        };
-        let st = self.atomic_target(pid, &req);
+        let st = self.atomic_target(pid, &a, a.inline.then_some(src));
         if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, id, st);
+            self.push_ack(rx, r, claim, a.id, st);
         }
         true
     }
@@ -292,16 +271,7 @@ impl Shared {
             self.count_remote(false);
             if s.flags & F_DATA != 0 {
                 if let Some(b) = &act.rxcq {
-                    let e = CqTaggedEntry {
-                        op_context: 0,
-                        flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
-                            .bits(),
-                        len: total,
-                        buf: std::ptr::null_mut(),
-                        data: s.data,
-                        tag: 0,
-                    };
-                    let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+                    let _ = b.cq.push_remote_write(total, s.data);
                 }
             }
         }

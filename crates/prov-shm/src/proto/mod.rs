@@ -145,6 +145,29 @@ pub struct Slot {
     pub body: Body,
 }
 
+/// What an atomic slot carries ([`Body::Atomic`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicSlot {
+    /// Elements.
+    pub count: usize,
+    /// Operation id (acknowledged with `F_ACK`).
+    pub id: u64,
+    /// Memory key at the target.
+    pub key: u64,
+    /// Remote address (or offset) at the target.
+    pub raddr: u64,
+    /// The operation.
+    pub op: AtomicOp,
+    /// The datatype.
+    pub dt: Datatype,
+    /// The call family.
+    pub kind: AtomicKind,
+    /// Operand and compare bytes are in the slot.
+    pub inline: bool,
+    /// The initiator's operand, compare and result buffers.
+    pub bufs: [u64; 3],
+}
+
 /// A parsed slot body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body {
@@ -183,26 +206,7 @@ pub enum Body {
         clen: usize,
     },
     /// An atomic operation.
-    Atomic {
-        /// Elements.
-        count: usize,
-        /// Operation id (acknowledged with `F_ACK`).
-        id: u64,
-        /// Memory key at the target.
-        key: u64,
-        /// Remote address (or offset) at the target.
-        raddr: u64,
-        /// The operation.
-        op: AtomicOp,
-        /// The datatype.
-        dt: Datatype,
-        /// The call family.
-        kind: AtomicKind,
-        /// Operand and compare bytes are in the slot.
-        inline: bool,
-        /// The initiator's operand, compare and result buffers.
-        bufs: [u64; 3],
-    },
+    Atomic(AtomicSlot),
     /// RMA write with the data in the slot.
     WriteInline {
         /// Bytes (≤ [`RMA_INLINE_CAP`]).
@@ -608,7 +612,7 @@ impl Slot {
                         "inline atomic data over the slot capacity",
                     ));
                 }
-                Body::Atomic {
+                Body::Atomic(AtomicSlot {
                     count: count as usize,
                     id: v.id(),
                     key: v.key(),
@@ -618,7 +622,7 @@ impl Slot {
                     kind,
                     inline,
                     bufs: [v.operand(), v.compare(), v.result()],
-                }
+                })
             }
             KIND_WRITE_INLINE => {
                 let v = WriteInlineBody::new_checked(body)?;
@@ -662,7 +666,7 @@ impl Slot {
                 (if read { KIND_READ } else { KIND_WRITE }, niov as u8, 0)
             }
             Body::WriteInline { len, .. } => (KIND_WRITE_INLINE, 0, len as u32),
-            Body::Atomic { .. } => (KIND_ATOMIC, 0, 0),
+            Body::Atomic(_) => (KIND_ATOMIC, 0, 0),
             Body::WriteFrag { clen, .. } => (KIND_WRITE_FRAG, 0, clen as u32),
         };
         v.set_kind(kind);
@@ -735,29 +739,19 @@ impl Slot {
                 b.set_chunk(chunk as u32);
                 b.set_clen(clen as u32);
             }
-            Body::Atomic {
-                count,
-                id,
-                key,
-                raddr,
-                op,
-                dt,
-                kind,
-                inline,
-                bufs,
-            } => {
+            Body::Atomic(a) => {
                 let mut b = AtomicBody::new_checked(body)?;
-                b.set_count(count as u64);
-                b.set_id(id);
-                b.set_key(key);
-                b.set_raddr(raddr);
-                b.set_op(op.to_raw() as u8);
-                b.set_datatype(dt.to_raw() as u8);
-                b.set_family(kind_to_u8(kind));
-                b.set_inline(u8::from(inline));
-                b.set_operand(bufs[0]);
-                b.set_compare(bufs[1]);
-                b.set_result(bufs[2]);
+                b.set_count(a.count as u64);
+                b.set_id(a.id);
+                b.set_key(a.key);
+                b.set_raddr(a.raddr);
+                b.set_op(a.op.to_raw() as u8);
+                b.set_datatype(a.dt.to_raw() as u8);
+                b.set_family(kind_to_u8(a.kind));
+                b.set_inline(u8::from(a.inline));
+                b.set_operand(a.bufs[0]);
+                b.set_compare(a.bufs[1]);
+                b.set_result(a.bufs[2]);
             }
             Body::WriteInline {
                 len,

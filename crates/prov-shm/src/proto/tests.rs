@@ -78,7 +78,7 @@ fn samples() -> Vec<Slot> {
             flags: F_ACK,
             tag: 0,
             data: 0,
-            body: Body::Atomic {
+            body: Body::Atomic(AtomicSlot {
                 count: 2,
                 id: 9,
                 key: 3,
@@ -88,7 +88,7 @@ fn samples() -> Vec<Slot> {
                 kind: AtomicKind::Compare,
                 inline: true,
                 bufs: [1, 2, 3],
-            },
+            }),
         },
         Slot {
             flags: F_ACK | F_DATA,
@@ -317,7 +317,7 @@ proptest! {
                 }
                 Body::Rma { niov, total, .. } => prop_assert!((1..=4).contains(&niov) && total <= 1 << 20),
                 Body::WriteInline { len, .. } => prop_assert!(len <= RMA_INLINE_CAP),
-                Body::Atomic { count, dt, .. } => prop_assert!(count * dt.size() <= 1 << 20),
+                Body::Atomic(a) => prop_assert!(a.count * a.dt.size() <= 1 << 20),
                 Body::WriteFrag { total, offset, chunk, clen, .. } => {
                     prop_assert!(chunk < 4 && clen <= 4096 && offset + clen <= total);
                 }

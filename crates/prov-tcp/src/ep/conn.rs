@@ -304,7 +304,7 @@ impl EpInner {
         let posted: Vec<PostedRecv<RBuf>> = st.matcher.drain_posted().collect();
         for r in posted {
             EpInner::recv_canceled(&st.b, &r);
-            if let Some(c) = &st.b.c_recv {
+            if let Some(c) = st.b.counter(CounterKind::Recv) {
                 c.inc_err();
             }
         }

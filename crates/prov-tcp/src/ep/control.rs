@@ -12,6 +12,12 @@
 
 use super::*;
 
+/// What an endpoint's binds accept beyond CQs and counters: its EQ (connection events).
+const BIND_RULES: ofi_kit::ep::BindRules = ofi_kit::ep::BindRules {
+    prov: NAME,
+    eq: true,
+};
+
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
         let mut st = lock(&self.inner.st);
@@ -21,117 +27,18 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: bind after fi_enable"),
             ));
         }
-        let b = &mut st.b;
-        match target {
-            BindTarget::Cq(cq) => {
-                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION;
-                if !(flags - known).is_empty() || !flags.intersects(OpFlags::SEND | OpFlags::RECV) {
-                    return Err(Error::new(
-                        Errno::EBADFLAGS,
-                        format!("{NAME}: CQ bind flags"),
-                    ));
-                }
-                let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
-                if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
-                    || (flags.contains(OpFlags::RECV) && b.rx_cq.is_some())
-                {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("{NAME}: a CQ for this direction is already bound"),
-                    ));
-                }
-                if flags.contains(OpFlags::SEND) {
-                    b.tx_cq = Some(cq.clone());
-                    b.tx_sel = sel;
-                }
-                if flags.contains(OpFlags::RECV) {
-                    b.rx_cq = Some(cq.clone());
-                    b.rx_sel = sel;
-                }
-            }
-            BindTarget::Cntr(c) => {
-                let known = OpFlags::SEND
-                    | OpFlags::RECV
-                    | OpFlags::READ
-                    | OpFlags::WRITE
-                    | OpFlags::REMOTE_READ
-                    | OpFlags::REMOTE_WRITE;
-                if flags.is_empty() || !(flags - known).is_empty() {
-                    return Err(Error::new(
-                        Errno::EBADFLAGS,
-                        format!("{NAME}: counter bind flags"),
-                    ));
-                }
-                if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
-                    return Err(Error::new(
-                        Errno::ENOSYS,
-                        format!("{NAME}: remote-access counters (FI_RMA_EVENT) are not supported"),
-                    ));
-                }
-                let taken = [
-                    (OpFlags::SEND, b.c_send.is_some()),
-                    (OpFlags::RECV, b.c_recv.is_some()),
-                    (OpFlags::READ, b.c_read.is_some()),
-                    (OpFlags::WRITE, b.c_write.is_some()),
-                ];
-                if taken.iter().any(|(f, t)| *t && flags.contains(*f)) {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("{NAME}: a counter for this event is already bound"),
-                    ));
-                }
-                if flags.contains(OpFlags::SEND) {
-                    b.c_send = Some(c.clone());
-                }
-                if flags.contains(OpFlags::RECV) {
-                    b.c_recv = Some(c.clone());
-                }
-                if flags.contains(OpFlags::READ) {
-                    b.c_read = Some(c.clone());
-                }
-                if flags.contains(OpFlags::WRITE) {
-                    b.c_write = Some(c.clone());
-                }
-            }
-            BindTarget::Eq(eq) => {
-                if b.eq.is_some() {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("{NAME}: an event queue is already bound"),
-                    ));
-                }
-                b.eq = Some(eq.clone())
-            }
-            BindTarget::Av(_) => {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: FI_EP_MSG endpoints take no address vector"),
-                ))
-            }
-            BindTarget::Stx(_) | BindTarget::Srx(_) => {
-                return Err(Error::new(
-                    Errno::ENOSYS,
-                    format!("{NAME}: shared contexts are not supported"),
-                ))
-            }
+        if let BindTarget::Av(_) = target {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: FI_EP_MSG endpoints take no address vector"),
+            ));
         }
-        Ok(())
+        st.b.bind(target, flags, &BIND_RULES)
     }
 
     fn enable(&self) -> Result<()> {
         let mut st = lock(&self.inner.st);
-        if st.b.eq.is_none() {
-            return Err(Error::new(
-                Errno::ENOEQ,
-                format!("{NAME}: bind an event queue before fi_enable"),
-            ));
-        }
-        if st.b.tx_cq.is_none() && st.b.rx_cq.is_none() {
-            return Err(Error::new(
-                Errno::ENOCQ,
-                format!("{NAME}: bind a completion queue before fi_enable"),
-            ));
-        }
+        st.b.require_for_connected(NAME)?;
         st.enabled = true;
         Ok(())
     }
@@ -271,15 +178,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if param.len() > CM_DATA_SIZE {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
-                    param.len()
-                ),
-            ));
-        }
+        crate::fabric::check_cm_data("CM data", param)?;
         let peer = ip_name(addr)?;
         let mut st = lock(&self.inner.st);
         if !st.enabled {
@@ -349,15 +248,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn accept(&self, param: &[u8]) -> Result<()> {
-        if param.len() > CM_DATA_SIZE {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: CM data of {} bytes (at most {CM_DATA_SIZE})",
-                    param.len()
-                ),
-            ));
-        }
+        crate::fabric::check_cm_data("CM data", param)?;
         let mut st = lock(&self.inner.st);
         if st.conn != Conn::Accepting {
             return Err(Error::new(

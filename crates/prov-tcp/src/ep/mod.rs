@@ -47,10 +47,8 @@ use ofi_core::enums::ADDR_NOTAVAIL;
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
 use ofi_kit::dataops::DataPath;
-use ofi_kit::eq::KitEq;
+use ofi_kit::ep::CounterKind;
 use ofi_kit::iov::IoList;
 use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::opflags::DefaultOpFlags;
@@ -116,14 +114,6 @@ impl Payload {
     }
 }
 
-/// Which counter an operation counts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CntrKind {
-    Send,
-    Read,
-    Write,
-}
-
 /// The completion of a transmit-side operation.
 #[derive(Clone, Copy, Debug)]
 struct Comp {
@@ -133,7 +123,7 @@ struct Comp {
     buf: usize,
     /// Write a CQ entry (else only counters).
     report: bool,
-    cntr: CntrKind,
+    cntr: CounterKind,
 }
 
 /// A queued transmit.
@@ -249,18 +239,8 @@ enum Conn {
     Shutdown,
 }
 
-#[derive(Debug, Default)]
-struct Binds {
-    tx_cq: Option<KitCq>,
-    rx_cq: Option<KitCq>,
-    tx_sel: bool,
-    rx_sel: bool,
-    eq: Option<KitEq>,
-    c_send: Option<KitCntr>,
-    c_recv: Option<KitCntr>,
-    c_read: Option<KitCntr>,
-    c_write: Option<KitCntr>,
-}
+/// What the endpoint was bound to (the kit's bindings; tcp's domains have no AV).
+type Binds = ofi_kit::ep::Bindings;
 
 struct St {
     conn: Conn,

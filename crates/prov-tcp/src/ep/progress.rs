@@ -95,17 +95,9 @@ impl EpInner {
         self.fail(st, f);
     }
 
-    pub(super) fn cntr(b: &Binds, k: CntrKind) -> Option<&KitCntr> {
-        match k {
-            CntrKind::Send => b.c_send.as_ref(),
-            CntrKind::Read => b.c_read.as_ref(),
-            CntrKind::Write => b.c_write.as_ref(),
-        }
-    }
-
     pub(super) fn comp_ok(&self, b: &Binds, c: &Comp) {
         if c.report {
-            if let Some(cq) = &b.tx_cq {
+            if let Some(cq) = b.tx_cq() {
                 let _ = cq.push_entry(&CqTaggedEntry {
                     op_context: c.ctx,
                     flags: c.flags,
@@ -116,13 +108,13 @@ impl EpInner {
                 });
             }
         }
-        if let Some(k) = EpInner::cntr(b, c.cntr) {
+        if let Some(k) = b.counter(c.cntr) {
             k.inc();
         }
     }
 
     pub(super) fn comp_err(&self, b: &Binds, c: &Comp, code: Errno) {
-        if let Some(cq) = &b.tx_cq {
+        if let Some(cq) = b.tx_cq() {
             let mut e = CqError::new(c.ctx, code);
             e.flags = c.flags;
             e.len = c.len;
@@ -130,7 +122,7 @@ impl EpInner {
             e.prov_errno = code.0;
             let _ = cq.push_err(e);
         }
-        if let Some(k) = EpInner::cntr(b, c.cntr) {
+        if let Some(k) = b.counter(c.cntr) {
             k.inc_err();
         }
     }

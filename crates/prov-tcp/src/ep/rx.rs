@@ -115,7 +115,7 @@ impl EpInner {
     /// Report a posted receive canceled (`fi_cancel`, or the connection ended): an
     /// `FI_ECANCELED` error entry.
     pub(super) fn recv_canceled(b: &Binds, r: &PostedRecv<RBuf>) {
-        if let Some(cq) = &b.rx_cq {
+        if let Some(cq) = b.rx_cq() {
             let kind = if r.tagged {
                 OpFlags::TAGGED
             } else {
@@ -140,7 +140,7 @@ impl EpInner {
             f |= OpFlags::REMOTE_CQ_DATA;
         }
         if done.olen > 0 {
-            if let Some(cq) = &b.rx_cq {
+            if let Some(cq) = b.rx_cq() {
                 let mut e = CqError::new(done.ctx, Errno::ETRUNC);
                 e.flags = f.bits();
                 e.len = done.len;
@@ -150,13 +150,13 @@ impl EpInner {
                 e.olen = done.olen;
                 let _ = cq.push_err(e);
             }
-            if let Some(c) = &b.c_recv {
+            if let Some(c) = b.counter(CounterKind::Recv) {
                 c.inc_err();
             }
             return;
         }
         if done.report {
-            if let Some(cq) = &b.rx_cq {
+            if let Some(cq) = b.rx_cq() {
                 let _ = cq.push_entry(&CqTaggedEntry {
                     op_context: done.ctx,
                     flags: f.bits(),
@@ -167,7 +167,7 @@ impl EpInner {
                 });
             }
         }
-        if let Some(c) = &b.c_recv {
+        if let Some(c) = b.counter(CounterKind::Recv) {
             c.inc();
         }
     }
@@ -207,7 +207,7 @@ impl EpInner {
                 }
             }
             PostOutcome::Peeked { recv, msg } => {
-                if let Some(cq) = &b.rx_cq {
+                if let Some(cq) = b.rx_cq() {
                     let mut f = OpFlags::RECV | OpFlags::TAGGED;
                     if msg.data.is_some() {
                         f |= OpFlags::REMOTE_CQ_DATA;
@@ -223,14 +223,14 @@ impl EpInner {
                 }
             }
             PostOutcome::NoMessage { recv } => {
-                if let Some(cq) = &b.rx_cq {
+                if let Some(cq) = b.rx_cq() {
                     let mut e = CqError::new(recv.ctx, Errno::ENOMSG);
                     e.flags = (OpFlags::RECV | OpFlags::TAGGED).bits();
                     let _ = cq.push_err(e);
                 }
             }
             PostOutcome::Discarded { recv, msg } => {
-                if let Some(cq) = &b.rx_cq {
+                if let Some(cq) = b.rx_cq() {
                     let _ = cq.push_entry(&CqTaggedEntry {
                         op_context: recv.ctx,
                         flags: (OpFlags::RECV | OpFlags::TAGGED).bits(),
@@ -276,7 +276,7 @@ impl EpInner {
             olen: msg.msg.len.saturating_sub(n),
             data: msg.msg.data,
             tag: msg.msg.tagged.then_some(msg.msg.tag),
-            report: !b.rx_sel || recv.flags.contains(OpFlags::COMPLETION),
+            report: b.rx_reports(recv.flags),
         };
         self.rx_done(b, &done);
     }
@@ -607,7 +607,7 @@ impl EpInner {
         code: Errno,
         os: i32,
     ) {
-        if let Some(cq) = &b.rx_cq {
+        if let Some(cq) = b.rx_cq() {
             let kind = if hdr.op == Op::Tagged {
                 OpFlags::TAGGED
             } else {
@@ -620,7 +620,7 @@ impl EpInner {
             e.prov_errno = os;
             let _ = cq.push_err(e);
         }
-        if let Some(c) = &b.c_recv {
+        if let Some(c) = b.counter(CounterKind::Recv) {
             c.inc_err();
         }
     }
@@ -646,7 +646,7 @@ impl EpInner {
                 } else {
                     OpFlags::empty()
                 };
-                let report = !st.b.rx_sel || recv.flags.contains(OpFlags::COMPLETION);
+                let report = st.b.rx_reports(recv.flags);
                 let buf = if segs.n > 0 {
                     segs.base()
                 } else {
@@ -704,16 +704,8 @@ impl EpInner {
             }
             Sink::Write { status, .. } => {
                 if status == 0 && hdr.flags & FLAG_CQ_DATA != 0 {
-                    if let Some(cq) = &st.b.rx_cq {
-                        let _ = cq.push_entry(&CqTaggedEntry {
-                            op_context: 0,
-                            flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA)
-                                .bits(),
-                            len: 0,
-                            buf: std::ptr::null_mut(),
-                            data: hdr.data,
-                            tag: 0,
-                        });
+                    if let Some(cq) = st.b.rx_cq() {
+                        let _ = cq.push_remote_write(0, hdr.data);
                     }
                 }
                 let mut ack = Hdr::new(Op::Ack);

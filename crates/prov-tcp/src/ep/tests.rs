@@ -4,21 +4,8 @@ use super::*;
 
 /// A connected pair of sockets on loopback.
 fn pair() -> (Sock, Sock) {
-    let l_addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let l = Sock::stream(&l_addr).unwrap();
-    l.bind(&l_addr).unwrap();
-    l.listen(4).unwrap();
-    let bound = l.local_addr().unwrap();
-    let c = Sock::stream(&bound).unwrap();
-    let _ = c.connect(&bound).unwrap();
-    for _ in 0..400 {
-        if let Some((s, _)) = l.accept().unwrap() {
-            c.poll(libc::POLLOUT, 2000).unwrap();
-            return (c, s);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    panic!("no connection accepted");
+    let (c, s, _) = crate::sock::tests::loopback_pair();
+    (c, s)
 }
 
 const STAGE_LEN: usize = 16 * 1024;

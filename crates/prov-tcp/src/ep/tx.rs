@@ -221,8 +221,8 @@ impl EpInner {
             flags: req.completion_flags().bits(),
             len,
             buf: if segs.n > 0 { segs.base() } else { 0 },
-            report: !silent && (!st.b.tx_sel || flags.contains(OpFlags::COMPLETION)),
-            cntr: CntrKind::Send,
+            report: !silent && st.b.tx_reports(flags),
+            cntr: CounterKind::Send,
         };
         let mut tx_comp = Some(comp);
         // Same-host: a descriptor of the buffers instead of the payload.
@@ -336,16 +336,16 @@ impl EpInner {
         let id = st.take_op_id();
         h.id = id.0;
         let (f, cntr) = if write {
-            (OpFlags::RMA | OpFlags::WRITE, CntrKind::Write)
+            (OpFlags::RMA | OpFlags::WRITE, CounterKind::Write)
         } else {
-            (OpFlags::RMA | OpFlags::READ, CntrKind::Read)
+            (OpFlags::RMA | OpFlags::READ, CounterKind::Read)
         };
         let comp = Comp {
             ctx,
             flags: f.bits(),
             len,
             buf: if segs.n > 0 { segs.base() } else { 0 },
-            report: !silent && (!st.b.tx_sel || flags.contains(OpFlags::COMPLETION)),
+            report: !silent && st.b.tx_reports(flags),
             cntr,
         };
         st.pending.push_back(Pending {
@@ -515,16 +515,16 @@ impl EpInner {
         let id = st.take_op_id();
         h.id = id.0;
         let (f, cntr) = if kind == AtomicKind::Base {
-            (OpFlags::ATOMIC | OpFlags::WRITE, CntrKind::Write)
+            (OpFlags::ATOMIC | OpFlags::WRITE, CounterKind::Write)
         } else {
-            (OpFlags::ATOMIC | OpFlags::READ, CntrKind::Read)
+            (OpFlags::ATOMIC | OpFlags::READ, CounterKind::Read)
         };
         let comp = Comp {
             ctx,
             flags: f.bits(),
             len: 0,
             buf: 0,
-            report: !silent && (!st.b.tx_sel || flags.contains(OpFlags::COMPLETION)),
+            report: !silent && st.b.tx_reports(flags),
             cntr,
         };
         st.pending.push_back(Pending {

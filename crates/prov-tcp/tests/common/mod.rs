@@ -181,6 +181,14 @@ pub struct Listening {
     pub addr: std::net::SocketAddr,
 }
 
+/// [`listen`] on `FI_EP_MSG` info of `reg` (IPv6 with `v6`) without a source address:
+/// the provider names the listener (`FI_TCP_IFACE`, or the first interface up).
+pub fn listen_unbound(reg: &Registry, v6: bool) -> Listening {
+    let mut info = info(reg, v6, Caps::MSG);
+    info.src_addr = None;
+    listen(reg, &info)
+}
+
 /// Open a fabric, a domain and a listener for `info` (from `reg`).
 pub fn listen(reg: &Registry, info: &Info) -> Listening {
     let fabric = reg.open_fabric(info).expect("fabric");
@@ -241,18 +249,30 @@ pub fn connect_pair_progress(v6: bool, caps: Caps, progress: Progress) -> Pair {
     connect_pair_with(&reg, info)
 }
 
+/// A client of `info` that asked a new listener to connect, with `cm_data`: the
+/// client, the listener and its EQ (to keep open), and the request the listener got
+/// (its CM data checked).
+pub fn connect_request(
+    fabric: &Fabric,
+    domain: &Domain,
+    info: &Info,
+    cm_data: &[u8],
+) -> (Side, (PassiveEndpoint, EventQueue), Info) {
+    let (pep, peq) = listener(fabric, info);
+    let addr = pep.getname().expect("pep getname");
+    let client = side(fabric, domain, info);
+    client.ep.enable().expect("enable");
+    client.ep.connect(&addr, cm_data).expect("connect");
+    let req = eq_expect(&peq, EqEvent::ConnReq);
+    assert_eq!(req.cm_data, cm_data);
+    (client, (pep, peq), *req.info.expect("connreq info"))
+}
+
 /// A connected pair opened with `info` (from `reg`).
 pub fn connect_pair_with(reg: &Registry, info: Info) -> Pair {
     let fabric = reg.open_fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let (pep, peq) = listener(&fabric, &info);
-    let addr = pep.getname().expect("pep getname");
-    let client = side(&fabric, &domain, &info);
-    client.ep.enable().expect("enable");
-    client.ep.connect(&addr, b"hello").expect("connect");
-    let req = eq_expect(&peq, EqEvent::ConnReq);
-    assert_eq!(req.cm_data, b"hello");
-    let rinfo = req.info.expect("connreq info");
+    let (client, (pep, peq), rinfo) = connect_request(&fabric, &domain, &info, b"hello");
     let server = side(&fabric, &domain, &rinfo);
     server.ep.accept(b"welcome").expect("accept");
     let ev = eq_expect(&client.eq, EqEvent::Connected);
@@ -267,6 +287,31 @@ pub fn connect_pair_with(reg: &Registry, info: Info) -> Pair {
         fabric,
         info,
     }
+}
+
+/// Sends `n` patterned bytes from `p`'s client to its server and changes the first 16
+/// bytes of the source right after the send is posted — against the rule that a
+/// buffer stays untouched until its send completes, on purpose, to see when the data
+/// was taken (a same-host receiver copying at receive time sees the change; through
+/// the socket, the kernel took the old bytes at the send) — then receives them and
+/// waits for both completions. Returns the source before the change, the source after
+/// it, and the bytes received.
+pub fn send_changing_the_source(p: &Pair, n: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let null = std::ptr::null_mut();
+    let (c, s) = (&p.client, &p.server);
+    let mut src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let orig = src.clone();
+    // SAFETY: the buffer outlives the operation (its completion is awaited).
+    unsafe { c.ep.send(src.as_ptr(), n, null, 0, 1).unwrap() };
+    src[..16].copy_from_slice(b"changed-at-once!");
+    let mut dst = vec![0u8; n];
+    // SAFETY: the buffer outlives the operation (its completion is awaited).
+    unsafe { s.ep.recv(dst.as_mut_ptr(), n, null, 0, 2).unwrap() };
+    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
+    assert_eq!((e.op_context, e.len), (2, n));
+    let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
+    assert_eq!(e.op_context, 1);
+    (orig, src, dst)
 }
 
 /// A raw TCP peer connected (CM exchange done by hand) to an endpoint of the provider,

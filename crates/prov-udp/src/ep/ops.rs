@@ -66,8 +66,8 @@ impl EndpointOps<Fabric> for Endpoint {
             av,
             tx_cq: s.b.txcq.clone(),
             rx_cq: s.b.rxcq.clone(),
-            tx_cntr: s.b.txcntr.clone(),
-            rx_cntr: s.b.rxcntr.clone(),
+            tx_cntr: s.b.counter(ofi_kit::ep::CounterKind::Send).cloned(),
+            rx_cntr: s.b.counter(ofi_kit::ep::CounterKind::Recv).cloned(),
             eq: s.b.eq.clone(),
         };
         if me.active.set(act).is_err() {

@@ -140,3 +140,18 @@ pub fn send(ep: &Endpoint, data: &[u8], dest: u64) {
     // SAFETY: `data` lives across the call, which completes the send.
     unsafe { ep.send(data.as_ptr(), data.len(), std::ptr::null_mut(), dest, 2) }.unwrap()
 }
+
+/// The IPv4 UDP sockets of this host bound to local port `port`, from `/proc/net/udp`:
+/// for each, whether it is connected (has a remote port).
+pub fn udp_sockets_on_port(port: u16) -> Vec<bool> {
+    let local = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/udp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && f[1].ends_with(&local)).then(|| !f[2].ends_with(":0000"))
+        })
+        .collect()
+}

@@ -16,6 +16,13 @@ use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
 use crate::NAME;
 
+/// What an endpoint's binds accept beyond CQs, counters and an AV: its EQ (connection
+/// events).
+const BIND_RULES: ofi_kit::ep::BindRules = ofi_kit::ep::BindRules {
+    prov: NAME,
+    eq: true,
+};
+
 fn bad(code: Errno, what: &str) -> Error {
     Error::new(code, format!("{NAME}: {what}"))
 }
@@ -28,19 +35,7 @@ impl Endpoint {
         if st.enabled {
             return Ok(());
         }
-        if st.b.av.is_none() {
-            return Err(bad(Errno::ENOAV, "bind an address vector before fi_enable"));
-        }
-        let b = &st.b;
-        let counted = [&b.c_send, &b.c_recv, &b.c_read, &b.c_write]
-            .iter()
-            .any(|c| c.is_some());
-        if b.tx_cq.is_none() && b.rx_cq.is_none() && !counted {
-            return Err(bad(
-                Errno::ENOCQ,
-                "bind a completion queue or counter before fi_enable",
-            ));
-        }
+        st.b.require_for_enable(NAME)?;
         let qp = self.inner.qp()?;
         qp.modify(
             &QpAttr {
@@ -82,80 +77,11 @@ impl EndpointOps<Fabric> for Endpoint {
         if st.enabled {
             return Err(bad(Errno::EOPBADSTATE, "bind after fi_enable"));
         }
-        let b = &mut st.b;
         match target {
-            BindTarget::Cq(cq) => {
-                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::SELECTIVE_COMPLETION;
-                if !(flags - known).is_empty() || !flags.intersects(OpFlags::SEND | OpFlags::RECV) {
-                    return Err(bad(Errno::EBADFLAGS, "CQ bind flags"));
-                }
-                if (flags.contains(OpFlags::SEND) && b.tx_cq.is_some())
-                    || (flags.contains(OpFlags::RECV) && b.rx_cq.is_some())
-                {
-                    return Err(bad(
-                        Errno::EINVAL,
-                        "a CQ for this direction is already bound",
-                    ));
-                }
-                let sel = flags.contains(OpFlags::SELECTIVE_COMPLETION);
-                if flags.contains(OpFlags::SEND) {
-                    b.tx_cq = Some(cq.clone());
-                    b.tx_sel = sel;
-                }
-                if flags.contains(OpFlags::RECV) {
-                    b.rx_cq = Some(cq.clone());
-                    b.rx_sel = sel;
-                }
-            }
-            BindTarget::Cntr(c) => {
-                let known = OpFlags::SEND | OpFlags::RECV | OpFlags::READ | OpFlags::WRITE;
-                if flags.intersects(OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE) {
-                    return Err(bad(
-                        Errno::ENOSYS,
-                        "remote-access counters (FI_RMA_EVENT) are not supported",
-                    ));
-                }
-                if flags.is_empty() || !(flags - known).is_empty() {
-                    return Err(bad(Errno::EBADFLAGS, "counter bind flags"));
-                }
-                for (f, slot) in [
-                    (OpFlags::SEND, &mut b.c_send),
-                    (OpFlags::RECV, &mut b.c_recv),
-                    (OpFlags::READ, &mut b.c_read),
-                    (OpFlags::WRITE, &mut b.c_write),
-                ] {
-                    if flags.contains(f) {
-                        if slot.is_some() {
-                            return Err(bad(
-                                Errno::EINVAL,
-                                "a counter for this event is already bound",
-                            ));
-                        }
-                        *slot = Some(c.clone());
-                    }
-                }
-            }
-            BindTarget::Eq(eq) => {
-                if b.eq.is_some() {
-                    return Err(bad(Errno::EINVAL, "an event queue is already bound"));
-                }
-                b.eq = Some(eq.clone());
-            }
-            BindTarget::Av(av) => {
-                if !self.inner.dgram {
-                    return Err(bad(
-                        Errno::EINVAL,
-                        "FI_EP_MSG endpoints take no address vector",
-                    ));
-                }
-                if !flags.is_empty() {
-                    return Err(bad(Errno::EBADFLAGS, "an AV binds with flags 0"));
-                }
-                if b.av.is_some() {
-                    return Err(bad(Errno::EINVAL, "an address vector is already bound"));
-                }
-                b.av = Some(av.kit().clone());
-            }
+            BindTarget::Av(_) if !self.inner.dgram => Err(bad(
+                Errno::EINVAL,
+                "FI_EP_MSG endpoints take no address vector",
+            )),
             BindTarget::Srx(srx) => {
                 if self.inner.dgram || self.inner.srq.is_some() {
                     return Err(bad(
@@ -172,22 +98,17 @@ impl EndpointOps<Fabric> for Endpoint {
                         "a shared receive context of another domain",
                     ));
                 }
-                if b.srx.is_some() {
+                if st.srx.is_some() {
                     return Err(bad(
                         Errno::EINVAL,
                         "a shared receive context is already bound",
                     ));
                 }
-                b.srx = Some(srx.inner.clone());
+                st.srx = Some(srx.inner.clone());
+                Ok(())
             }
-            BindTarget::Stx(_) => {
-                return Err(bad(
-                    Errno::ENOSYS,
-                    "shared transmit contexts are not supported",
-                ))
-            }
+            target => st.b.bind(target, flags, &BIND_RULES),
         }
-        Ok(())
     }
 
     fn enable(&self) -> Result<()> {
@@ -199,16 +120,8 @@ impl EndpointOps<Fabric> for Endpoint {
             return Ok(());
         }
         let st = lock(&self.inner.st);
-        if st.b.eq.is_none() {
-            return Err(bad(Errno::ENOEQ, "bind an event queue before fi_enable"));
-        }
-        if st.b.tx_cq.is_none() && st.b.rx_cq.is_none() {
-            return Err(bad(
-                Errno::ENOCQ,
-                "bind a completion queue before fi_enable",
-            ));
-        }
-        let srq = st.b.srx.as_ref().and_then(|x| x.srq.as_ref());
+        st.b.require_for_connected(NAME)?;
+        let srq = st.srx.as_ref().and_then(|x| x.srq.as_ref());
         self.inner.create_qp(srq)?;
         self.mark_enabled(st);
         Ok(())

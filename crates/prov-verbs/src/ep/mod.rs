@@ -32,10 +32,7 @@ use ofi_core::attr::Info;
 use ofi_core::cq::CqError;
 use ofi_core::eq::EqErrorEntry;
 use ofi_core::{Address, Errno, Error, OpFlags, Result};
-use ofi_kit::av::KitAv;
-use ofi_kit::cntr::KitCntr;
-use ofi_kit::cq::KitCq;
-use ofi_kit::eq::KitEq;
+use ofi_kit::ep::CounterKind;
 use ofi_kit::progress::{FdInterest, Progress};
 use ofi_rdma::{
     Access, AhAttr, CmEventKind, CmPeer, CompChannel, CompletionQueue, MemoryRegion, QpAttr,
@@ -58,15 +55,6 @@ const ROUND: usize = 16;
 /// The `wr_id` bit marking a receive.
 const RX_BIT: u64 = 1 << 63;
 
-/// Which counter an operation counts on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CntrKind {
-    Send,
-    Recv,
-    Read,
-    Write,
-}
-
 /// A posted work request.
 #[derive(Debug)]
 pub(crate) struct Slot {
@@ -76,7 +64,7 @@ pub(crate) struct Slot {
     buf: usize,
     /// Write a CQ entry on success (errors are always written).
     report: bool,
-    cntr: CntrKind,
+    cntr: CounterKind,
     /// Temporary registrations of this operation's buffers.
     _tmp: Vec<MemoryRegion>,
     /// The 8-byte landing place of a non-fetching atomic's original value (after
@@ -130,38 +118,15 @@ pub(crate) enum Conn {
     Shutdown,
 }
 
-/// What was bound.
-#[derive(Debug, Default)]
-pub(crate) struct Binds {
-    pub(crate) eq: Option<KitEq>,
-    pub(crate) tx_cq: Option<KitCq>,
-    pub(crate) rx_cq: Option<KitCq>,
-    pub(crate) tx_sel: bool,
-    pub(crate) rx_sel: bool,
-    pub(crate) c_send: Option<KitCntr>,
-    pub(crate) c_recv: Option<KitCntr>,
-    pub(crate) c_read: Option<KitCntr>,
-    pub(crate) c_write: Option<KitCntr>,
-    /// The address vector (`FI_EP_DGRAM`).
-    pub(crate) av: Option<Arc<KitAv<Arc<ud::UdPeer>>>>,
-    /// The shared receive context receives come from (`FI_EP_MSG`).
-    pub(crate) srx: Option<Arc<EpInner>>,
-}
-
-impl Binds {
-    fn cntr(&self, k: CntrKind) -> Option<&KitCntr> {
-        match k {
-            CntrKind::Send => self.c_send.as_ref(),
-            CntrKind::Recv => self.c_recv.as_ref(),
-            CntrKind::Read => self.c_read.as_ref(),
-            CntrKind::Write => self.c_write.as_ref(),
-        }
-    }
-}
+/// What was bound (the kit's bindings; the AV, of `FI_EP_DGRAM` endpoints, keeps
+/// their peers' address handles).
+pub(crate) type Binds = ofi_kit::ep::Bindings<Arc<ud::UdPeer>>;
 
 #[derive(Debug)]
 pub(crate) struct St {
     pub(crate) b: Binds,
+    /// The shared receive context receives come from (`FI_EP_MSG`).
+    pub(crate) srx: Option<Arc<EpInner>>,
     pub(crate) enabled: bool,
     pub(crate) conn: Conn,
     /// The connection manager's id of this endpoint's connection.
@@ -281,6 +246,7 @@ impl Endpoint {
             rx_flags: info.rx_attr.op_flags,
             st: Mutex::new(St {
                 b: Binds::default(),
+                srx: None,
                 enabled: false,
                 conn: Conn::Idle,
                 conn_id: None,
@@ -349,6 +315,7 @@ impl Endpoint {
             rx_flags: attr.op_flags,
             st: Mutex::new(St {
                 b: Binds::default(),
+                srx: None,
                 enabled: true,
                 conn: Conn::Idle,
                 conn_id: None,
@@ -577,7 +544,7 @@ impl EpInner {
             self.datagram(st, idx, wc);
             return;
         }
-        let (slot, shared) = match (rx, &st.b.srx) {
+        let (slot, shared) = match (rx, &st.srx) {
             // Lock order: an endpoint, then its shared receive context.
             (true, Some(srx)) => (lock(&srx.st).rx.remove(idx), true),
             (true, None) => (st.rx.remove(idx), false),
@@ -589,12 +556,12 @@ impl EpInner {
         if shared {
             // Posted without knowing which endpoint's CQ (and its selective
             // completion) would report it.
-            slot.report |= !st.b.rx_sel;
+            slot.report |= !st.b.rx_selective();
         }
         let (cq, _sel) = if rx {
-            (st.b.rx_cq.as_ref(), st.b.rx_sel)
+            (st.b.rx_cq(), st.b.rx_selective())
         } else {
-            (st.b.tx_cq.as_ref(), st.b.tx_sel)
+            (st.b.tx_cq(), st.b.tx_selective())
         };
         let imm = wc.wc_flags.contains(ofi_rdma::WcFlags::WITH_IMM);
         let mut flags = slot.flags;
@@ -610,11 +577,11 @@ impl EpInner {
             if wc.opcode == WcOpcode::RecvRdmaWithImm && wc.status == WcStatus::Success {
                 flags = (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits();
                 len = 0;
-                cntr = CntrKind::Recv;
+                cntr = CounterKind::Recv;
             }
         }
         if wc.status == WcStatus::Success {
-            if let Some(c) = st.b.cntr(cntr) {
+            if let Some(c) = st.b.counter(cntr) {
                 c.inc();
             }
             if slot.report || (rx && imm) {
@@ -634,7 +601,7 @@ impl EpInner {
                 }
             }
         } else {
-            if let Some(c) = st.b.cntr(cntr) {
+            if let Some(c) = st.b.counter(cntr) {
                 c.inc_err();
             }
             if let Some(cq) = cq {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use ofi_rdma::{RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use super::ud::{UdPeer, UserRecv};
-use super::{lock, sges, CntrKind, Conn, Endpoint, EpInner, Slot, St, RX_BIT};
+use super::{lock, sges, Conn, CounterKind, Endpoint, EpInner, Slot, St, RX_BIT};
+
 use crate::NAME;
 
 fn not_ready(st: &St) -> Result<()> {
@@ -51,7 +52,7 @@ struct Tx<'a> {
     ctx: usize,
     flags: u64,
     report: bool,
-    cntr: CntrKind,
+    cntr: CounterKind,
     write_local: bool,
     scratch: Option<Box<u64>>,
     /// The destination of a datagram.
@@ -162,7 +163,7 @@ impl EpInner {
         }
         let (sel, ud) = {
             let st = lock(&self.st);
-            (st.b.tx_sel, self.datagram_dest(&st, req)?)
+            (st.b.tx_selective(), self.datagram_dest(&st, req)?)
         };
         let inject = req.inject || req.flags.contains(OpFlags::INJECT);
         self.post_tx(Tx {
@@ -176,7 +177,7 @@ impl EpInner {
             ctx: req.context,
             flags: (OpFlags::SEND | OpFlags::MSG).bits(),
             report: self.report(req.flags, sel),
-            cntr: CntrKind::Send,
+            cntr: CounterKind::Send,
             write_local: false,
             scratch: None,
             ud,
@@ -230,7 +231,7 @@ impl EpInner {
                 format!("{NAME}: receive queue full"),
             ));
         }
-        if st.b.srx.is_some() {
+        if st.srx.is_some() {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: this endpoint receives from its shared receive context"),
@@ -241,7 +242,7 @@ impl EpInner {
         let report = if self.srq.is_some() {
             recv.flags.contains(OpFlags::COMPLETION)
         } else {
-            self.report(recv.flags, st.b.rx_sel)
+            self.report(recv.flags, st.b.rx_selective())
         };
         if let Some(u) = st.ud.as_mut() {
             if u.left() == 0 {
@@ -268,7 +269,7 @@ impl EpInner {
             len: recv.len,
             buf: recv.buf.slice().first().map_or(0, |p| p.0),
             report,
-            cntr: CntrKind::Recv,
+            cntr: CounterKind::Recv,
             _tmp: tmp,
             _scratch: None,
         };
@@ -313,7 +314,7 @@ impl EpInner {
             addr: req.remote.addr,
             rkey: EpInner::rkey(req.remote.key)?,
         };
-        let sel = lock(&self.st).b.tx_sel;
+        let sel = lock(&self.st).b.tx_selective();
         let (op, flags, cntr, write_local) = match req.dir {
             RmaDir::Write => (
                 match req.data {
@@ -321,13 +322,13 @@ impl EpInner {
                     None => SendOp::RdmaWrite(remote),
                 },
                 OpFlags::RMA | OpFlags::WRITE,
-                CntrKind::Write,
+                CounterKind::Write,
                 false,
             ),
             RmaDir::Read => (
                 SendOp::RdmaRead(remote),
                 OpFlags::RMA | OpFlags::READ,
-                CntrKind::Read,
+                CounterKind::Read,
                 true,
             ),
         };
@@ -385,13 +386,13 @@ impl EpInner {
             }
             _ => SendOp::AtomicFetchAdd { remote, add: value },
         };
-        let sel = lock(&self.st).b.tx_sel;
+        let sel = lock(&self.st).b.tx_selective();
         let (result, scratch, flags, cntr) = match req.kind {
             AtomicKind::Base => (
                 Vec::new(),
                 Some(Box::new(0u64)),
                 OpFlags::ATOMIC | OpFlags::WRITE,
-                CntrKind::Write,
+                CounterKind::Write,
             ),
             _ => {
                 let Some(r) = req.result.bufs.iter().find(|i| i.count > 0) else {
@@ -404,7 +405,7 @@ impl EpInner {
                     vec![(r.addr as usize, 8)],
                     None,
                     OpFlags::ATOMIC | OpFlags::READ,
-                    CntrKind::Read,
+                    CounterKind::Read,
                 )
             }
         };

@@ -353,13 +353,13 @@ impl super::EpInner {
         };
         let buf = r.buf.slice().first().map_or(0, |p| p.0);
         let (src, unknown) = self.datagram_source(st, grh.as_ref(), wc);
-        let cntr = st.b.cntr(super::CntrKind::Recv);
+        let cntr = st.b.counter(super::CounterKind::Recv);
         match result {
             Ok(len) if unknown.is_some() => {
                 if let Some(c) = cntr {
                     c.inc_err();
                 }
-                if let Some(cq) = st.b.rx_cq.as_ref() {
+                if let Some(cq) = st.b.rx_cq() {
                     let _ = cq.push_err(CqError {
                         op_context: r.ctx,
                         flags,
@@ -378,7 +378,7 @@ impl super::EpInner {
                 if let Some(c) = cntr {
                     c.inc();
                 }
-                if let (true, Some(cq)) = (r.report, st.b.rx_cq.as_ref()) {
+                if let (true, Some(cq)) = (r.report, st.b.rx_cq()) {
                     let _ = cq.push(
                         &CqTaggedEntry {
                             op_context: r.ctx,
@@ -440,7 +440,7 @@ impl super::EpInner {
         len: usize,
         olen: usize,
     ) {
-        if let Some(cq) = st.b.rx_cq.as_ref() {
+        if let Some(cq) = st.b.rx_cq() {
             let _ = cq.push_err(CqError {
                 op_context: r.ctx,
                 flags: (OpFlags::RECV | OpFlags::MSG).bits(),

@@ -118,7 +118,7 @@ pub fn connect(host: &str, port: u16, src_port: u16, ipv6: bool) -> Result<Ctrl>
     };
     let what = format!("control socket: connect to {addr}");
     let sock = if src_port != 0 {
-        // std cannot bind a TcpStream before connecting: do it through libc.
+        // std cannot bind a TcpStream before connecting: do it through socket2.
         bound_connect(addr, src_port).map_err(|e| io_err(&what, e))?
     } else {
         TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| io_err(&what, e))?
@@ -128,76 +128,19 @@ pub fn connect(host: &str, port: u16, src_port: u16, ipv6: bool) -> Result<Ctrl>
 
 /// Connect from a fixed local port (`-B` on the client).
 fn bound_connect(addr: SocketAddr, src_port: u16) -> io::Result<TcpStream> {
-    use std::os::fd::FromRawFd;
-    let (family, local): (i32, SocketAddr) = if addr.is_ipv6() {
-        (
-            libc::AF_INET6,
-            (std::net::Ipv6Addr::UNSPECIFIED, src_port).into(),
-        )
+    let local: SocketAddr = if addr.is_ipv6() {
+        (std::net::Ipv6Addr::UNSPECIFIED, src_port).into()
     } else {
-        (
-            libc::AF_INET,
-            (std::net::Ipv4Addr::UNSPECIFIED, src_port).into(),
-        )
+        (std::net::Ipv4Addr::UNSPECIFIED, src_port).into()
     };
-    // SAFETY: plain socket(2) call; the result is checked.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket we own; TcpStream closes it on drop.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    let (sa, len) = sockaddr(&local);
-    // SAFETY: `sa` is a valid sockaddr of `len` bytes.
-    if unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let (sa, len) = sockaddr(&addr);
-    // SAFETY: as above; a blocking connect on our own socket.
-    if unsafe { libc::connect(fd, (&sa as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(stream)
-}
-
-fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match a {
-        SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(v4.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_in fits in sockaddr_storage.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            (
-                ss,
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        }
-        SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
-            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            (
-                ss,
-                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        }
-    }
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    sock.bind(&local.into())?;
+    sock.connect(&addr.into())?;
+    Ok(sock.into())
 }
 
 impl Ctrl {

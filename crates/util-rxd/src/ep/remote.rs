@@ -224,15 +224,7 @@ impl Shared {
         unsafe { segs.scatter(0, payload.as_ptr(), payload.len()) };
         region.count_access();
         if let (Some(d), Some(b)) = (cqdata, &act.rxcq) {
-            let e = CqTaggedEntry {
-                op_context: 0,
-                flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits(),
-                len: payload.len(),
-                buf: std::ptr::null_mut(),
-                data: d,
-                tag: 0,
-            };
-            let _ = b.cq.push(&e, ADDR_NOTAVAIL);
+            let _ = b.cq.push_remote_write(payload.len(), d);
         }
         0
     }

@@ -34,6 +34,24 @@ pub struct Node {
 pub fn node(info: &Info) -> Node {
     let fabric = ofi::fabric(info).expect("fi_fabric");
     let domain = fabric.domain(info).expect("fi_domain");
+    let (ep, cq, av, addr) = endpoint_in(&domain, info);
+    Node {
+        ep,
+        cq,
+        av,
+        addr,
+        _domain: domain,
+        _fabric: fabric,
+    }
+}
+
+/// An enabled endpoint of `domain` for `info`, with its own CQ (transmit and receive,
+/// `FI_CQ_FORMAT_TAGGED`, 4096 entries) and AV bound, and its name; panics (the test
+/// fails) on any error.
+pub fn endpoint_in(
+    domain: &Domain,
+    info: &Info,
+) -> (Endpoint, CompletionQueue, AddressVector, Address) {
     let cq = domain
         .cq_open(&CqAttr {
             size: 4096,
@@ -48,14 +66,16 @@ pub fn node(info: &Info) -> Node {
     ep.enable().expect("fi_enable");
     let addr =
         Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
-    Node {
-        ep,
-        cq,
-        av,
-        addr,
-        _domain: domain,
-        _fabric: fabric,
-    }
+    (ep, cq, av, addr)
+}
+
+/// The number in the environment variable `var`, else `default` (the size of a
+/// test's run).
+pub fn env_count<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Two rxd endpoints over udp (IPv4), each in the other's AV.
