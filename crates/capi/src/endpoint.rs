@@ -889,9 +889,19 @@ unsafe extern "C" fn pep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_in
     })
 }
 
+unsafe extern "C" fn pep_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: our passive endpoint.
+        let p = unsafe { PepObj::of(fid.cast()) };
+        // SAFETY: `arg` as the command requires (C API).
+        code(unsafe { p.r.control(command, arg) })
+    })
+}
+
 /// The `fi_ops` of a passive endpoint.
 pub static PEP_FI_OPS: FiOps = FiOps {
     bind: Some(pep_bind),
+    control: Some(pep_control),
     ..FiOps::with_close(pep_close)
 };
 

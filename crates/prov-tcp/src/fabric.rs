@@ -34,7 +34,7 @@ use crate::proto::{CmHdr, CmKind, CM_DATA_SIZE, CM_HDR_LEN};
 use crate::sock::Sock;
 use crate::{Settings, NAME};
 
-/// `FI_BACKLOG` (`rdma/fi_endpoint.h`): the listen backlog passive endpoints use.
+/// The listen backlog of a passive endpoint until `fi_control(FI_BACKLOG)` sets another.
 pub const BACKLOG: i32 = 128;
 /// A connection request that has not arrived whole within this time is dropped.
 pub const CONNREQ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -284,6 +284,8 @@ struct Incoming {
 struct PepState {
     sock: Sock,
     listening: bool,
+    /// The listen backlog (`FI_BACKLOG`; [`BACKLOG`] until set).
+    backlog: i32,
     eq: Option<KitEq>,
     incoming: Vec<Incoming>,
 }
@@ -352,6 +354,7 @@ impl PassiveEp {
             st: Mutex::new(PepState {
                 sock,
                 listening: false,
+                backlog: BACKLOG,
                 eq: None,
                 incoming: Vec::new(),
             }),
@@ -522,8 +525,43 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         if st.listening {
             return Ok(());
         }
-        st.sock.listen(BACKLOG).map_err(|e| io_err("listen", e))?;
+        st.sock
+            .listen(st.backlog)
+            .map_err(|e| io_err("listen", e))?;
         st.listening = true;
+        Ok(())
+    }
+
+    /// `FI_BACKLOG` (`int *`): the listen backlog, before `fi_listen` or after it (the
+    /// socket listens again with the new value, which the kernel caps at `somaxconn`).
+    /// A negative value is `FI_EINVAL`; other commands `FI_ENOSYS`.
+    unsafe fn control(&self, command: i32, arg: *mut std::ffi::c_void) -> Result<()> {
+        if command != ofi_core::control::BACKLOG {
+            return Err(Error::new(
+                Errno::ENOSYS,
+                format!("{NAME}: fi_control command {command} on a passive endpoint"),
+            ));
+        }
+        if arg.is_null() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: FI_BACKLOG without a value"),
+            ));
+        }
+        // SAFETY: FI_BACKLOG's argument is an `int *` (the caller's contract), non-null;
+        // read unaligned in case the caller's int is packed.
+        let backlog = unsafe { arg.cast::<i32>().read_unaligned() };
+        if backlog < 0 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: FI_BACKLOG {backlog}: a backlog is not negative"),
+            ));
+        }
+        let mut st = lock(&self.inner.st);
+        if st.listening {
+            st.sock.listen(backlog).map_err(|e| io_err("listen", e))?;
+        }
+        st.backlog = backlog;
         Ok(())
     }
 

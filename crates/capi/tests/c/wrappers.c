@@ -781,7 +781,18 @@ static void part_msg(void)
 	/* fi_cm.h: passive endpoint, connection, accept, shutdown. */
 	OK(fi_passive_ep(fabric, info, &pep, (void *)0xbeef));
 	OK(fi_pep_bind(pep, &eq->fid, 0));
+	{
+		/* fi_endpoint.h: FI_BACKLOG on a passive endpoint, before and after fi_listen. */
+		int backlog = 16;
+		OK(fi_control(&pep->fid, FI_BACKLOG, &backlog));
+		backlog = -1;
+		EXPECT(fi_control(&pep->fid, FI_BACKLOG, &backlog), -FI_EINVAL);
+	}
 	OK(fi_listen(pep));
+	{
+		int backlog = 64;
+		OK(fi_control(&pep->fid, FI_BACKLOG, &backlog));
+	}
 	OK(fi_getname(&pep->fid, name, &len));
 	OK(fi_domain(fabric, info, &domain, NULL));
 	/* fi_domain_bind: no ofi-rs provider reports asynchronous domain events. */

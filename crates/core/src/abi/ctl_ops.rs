@@ -516,6 +516,14 @@ macro_rules! for_each_pep_op {
                 op getopt(level: i32, optname: i32) -> fill usize = $crate::provider::enoprotoopt();
                 /// `fi_setopt`: set option `optname` of `level` to the bytes `optval`.
                 op setopt(level: i32, optname: i32; optval[optlen]: u8 as ::std::ffi::c_void) = $crate::provider::enoprotoopt();
+                /// `fi_control` of a passive endpoint (minor 3), e.g. `FI_BACKLOG`.
+                fn @3 control(pep: $crate::abi::raw::Obj, command: i32, arg: *mut ::std::ffi::c_void, err: *mut $crate::abi::raw::ErrBuf) -> i32 => pep_control
+                    | /// # Safety
+                    /// `arg` is what `command` expects (the C API's contract of that command: null, or
+                    /// valid for reads and writes of the command's argument type) for the duration of
+                    /// the call. An implementation may rely on it only for the commands it knows;
+                    /// unknown commands must be refused without touching `arg`.
+                    unsafe fn(command: i32, arg: *mut ::std::ffi::c_void) -> $crate::Result<()> = $crate::provider::enosys("control command not supported"), forward;
             }
         }
     };

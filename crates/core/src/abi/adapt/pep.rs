@@ -20,7 +20,50 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     })
 }
 
+/// Slot `control` of the `pep` table (minor 3).
+/// # Safety
+/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+pub(super) unsafe extern "C" fn pep_control<F: FabricOps>(
+    pep: Obj,
+    command: i32,
+    arg: *mut c_void,
+    err: *mut ErrBuf,
+) -> i32 {
+    guard_ctl(err, "pep.control", || {
+        // SAFETY: our boxed passive endpoint (host contract); `arg` is what `command`
+        // expects, by the C contract of `fi_control` that the host's
+        // `PassiveEndpoint::control` passes on to its (unsafe) caller.
+        unsafe { ob::<PepOf<F>>(pep).control(command, arg) }
+    })
+}
+
 boxed_objects!(PepOf<F>);
 
 // The table: the trampolines of the `op` entries, the adapters of the `fn` entries.
 crate::for_each_pep_op!(ctl_trampolines);
+
+// ---- host methods of the `fn` entries above ----
+
+use crate::abi::object::ctl;
+use crate::abi::tables::call_slot;
+use crate::ep::PassiveEndpoint;
+
+impl PassiveEndpoint {
+    /// `fi_control` with a provider-specific command. `FI_ENOSYS` from a provider built
+    /// before interface minor 3 (its table has no such slot).
+    ///
+    /// # Safety
+    /// `arg` must be what the provider documents for `command`.
+    pub unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: our own object; `arg` per the caller's contract.
+        ctl(|eb| unsafe { call_slot!(self.t(), PepTable.control(self.obj, command, arg, eb)) })
+    }
+
+    /// `fi_control(FI_BACKLOG)`: how many connection requests the listener queues
+    /// (before or after `fi_listen`). `FI_EINVAL` for a negative value.
+    pub fn set_backlog(&self, backlog: i32) -> Result<()> {
+        let mut value = backlog;
+        // SAFETY: FI_BACKLOG takes an `int *`; `value` lives across the call.
+        unsafe { self.control(crate::control::BACKLOG, (&mut value as *mut i32).cast()) }
+    }
+}
