@@ -11,9 +11,14 @@
 //! Peer input never panics: a packet for an unknown or mismatched queue pair, out of
 //! sequence, or with impossible offsets is dropped; a request breaking the rules gets a
 //! NAK and moves the responder's queue pair to the error state.
+//!
+//! SRD (in `srd`) is addressed like UD but reliable and unordered: see that module.
 
 mod requester;
 mod responder;
+mod srd;
+
+pub(crate) use srd::srd_nak_no_qp;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -106,6 +111,8 @@ struct QpInner {
     rq: VecDeque<RecvSlot>,
     expected: u32,
     inbound: Option<Inbound>,
+    /// SRD sends not yet answered, in posting order (completed in any order).
+    srd: VecDeque<srd::SrdSend>,
 }
 
 /// A shared receive queue.
@@ -232,7 +239,8 @@ impl SoftQp {
                 timeout: 0,
                 retry_cnt: 0,
                 rnr_retry: 0,
-                min_rnr_timer: 0,
+                // SRD: the device's own short timer (10 µs) unless set.
+                min_rnr_timer: u8::from(qp_type == QpType::Srd),
                 conn: None,
                 sq: VecDeque::with_capacity(cap.max_send_wr as usize),
                 next_msn: 0,
@@ -243,6 +251,11 @@ impl SoftQp {
                 rq: VecDeque::with_capacity(cap.max_recv_wr as usize),
                 expected: 0,
                 inbound: None,
+                srd: VecDeque::with_capacity(if qp_type == QpType::Srd {
+                    cap.max_send_wr as usize
+                } else {
+                    0
+                }),
             }),
         }
     }
@@ -361,6 +374,7 @@ impl SoftQp {
                 g.inbound = None;
                 g.resend_at = None;
                 g.conn = None;
+                g.srd.clear();
                 g.state = QpState::Reset;
             }
             QpState::Err if from != QpState::Err => self.enter_error(ctx, &mut g, None),
@@ -475,6 +489,9 @@ impl SoftQp {
         if self.qp_type == QpType::Ud {
             drop(g);
             return self.post_ud(ctx, wr, signaled, inline);
+        }
+        if self.qp_type == QpType::Srd {
+            return self.post_srd(ctx, &mut g, wr, signaled, inline);
         }
         if g.sq.len() >= self.cap.max_send_wr as usize {
             return Err(Error::new(Errno::ENOMEM, "send queue full"));
@@ -638,6 +655,10 @@ impl SoftQp {
         g.inbound = None;
         while let Some(s) = g.sq.pop_front() {
             let wc = WorkCompletion::new(s.wr_id, WcStatus::WrFlushErr, s.op.wc_opcode(), self.qpn);
+            self.send_cq.push(wc, false);
+        }
+        while let Some(s) = g.srd.pop_front() {
+            let wc = WorkCompletion::new(s.wr_id, WcStatus::WrFlushErr, WcOpcode::Send, self.qpn);
             self.send_cq.push(wc, false);
         }
         while let Some(r) = g.rq.pop_front() {
