@@ -115,6 +115,38 @@ pub const RXM: &[Capability] = full_rdm!(Fence);
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);
 
+/// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
+/// directed receive), multi-receive, `FI_SOURCE` and remote CQ data; no RMA or atomics
+/// yet.
+pub const EFA: &[Capability] = &[
+    Getinfo,
+    Domain,
+    Cq,
+    Av,
+    Msg,
+    Source,
+    AvUserId,
+    Inject,
+    Eq,
+    Counters,
+    Mr,
+    Pairs,
+    Reliable,
+    CqData,
+    PairInject,
+    SelectiveCompletion,
+    Tagged,
+    Peek,
+    DirectedRecv,
+    MultiRecv,
+    Rdm,
+    WaitSet,
+    PollSet,
+    TwoProcess,
+    TwoProcessTagged,
+    Control,
+];
+
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
 /// datagrams (`FI_EP_DGRAM`) over UD queue pairs.
@@ -171,6 +203,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("RXM", RXM),
     ("RXD", RXD),
     ("VERBS", VERBS),
+    ("EFA", EFA),
     ("UNIXDGRAM", UNIXDGRAM),
 ];
 

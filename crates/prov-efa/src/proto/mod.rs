@@ -8,7 +8,8 @@
 //! - what the transport reports: [`Engine::handle_packet`] (a datagram arrived; the
 //!   answer [`NotReady`] is the receiver-not-ready the transport gives the sender),
 //!   [`Engine::handle_send_done`] and [`Engine::handle_rnr`] (a packet the engine sent
-//!   was taken, or refused), [`Engine::handle_read_done`] (a read of a peer's memory
+//!   was taken, or refused), [`Engine::handle_send_failed`] (it cannot be delivered:
+//!   the peer is gone), [`Engine::handle_read_done`] (a read of a peer's memory
 //!   ended), and [`Engine::serve_read`] (the transport reading this endpoint's memory
 //!   for a peer);
 //! - time: [`Engine::poll_timeout`] says when [`Engine::handle_timeout`] is next due;
@@ -48,6 +49,8 @@
 //!   the receive window, handshake answers by [`MAX_HS_REPLIES`], writes in progress by
 //!   [`MAX_WRITES_IN_PROGRESS`]; a request longer than [`Config::max_msg_size`] is
 //!   dropped as malformed.
+
+#![forbid(unsafe_code)]
 
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;
