@@ -25,7 +25,9 @@
 //! - Completions: the engine's events become kit CQ entries and counter updates
 //!   (`Bound::complete_tx` / `complete_rx`), data copied into the application's buffer.
 //! - Progress (kit's [`ProgressEngine`], manual or auto): device completions, the
-//!   engine's timers, its packets, its events.
+//!   engine's timers, its packets, its events; and a watchdog thread per endpoint that
+//!   runs a round when the application has not for a millisecond (an injected message
+//!   may wait for a handshake after the application stopped calling in).
 //!
 //! # Invariants
 //!
@@ -42,6 +44,7 @@ mod ops;
 mod progress;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -191,6 +194,8 @@ struct Shared {
     rx_size: usize,
     inject_max: usize,
     base: Instant,
+    /// When the last round ran (ns since `base`), for the watchdog.
+    last_round: AtomicU64,
     engine: Arc<ProgressEngine>,
     directed: bool,
     setup: Mutex<Bindings>,
@@ -338,6 +343,7 @@ impl Endpoint {
             rx_size,
             inject_max,
             base: Instant::now(),
+            last_round: AtomicU64::new(0),
             engine: engine.clone(),
             directed: open.directed,
             setup: Mutex::new(Bindings::default()),
@@ -348,6 +354,7 @@ impl Endpoint {
             sh.post_rx(i)?;
         }
         engine.register(&sh);
+        progress::spawn_watchdog(Arc::downgrade(&sh));
         Ok(Endpoint {
             sh,
             flags,

@@ -9,6 +9,9 @@
 //!
 //! Nothing here panics.
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use ofi_core::ADDR_NOTAVAIL;
 use ofi_kit::progress::Progress;
 use ofi_kit::tagmatch::{Incoming, Placement, PostedRecv, ANY_SRC};
@@ -28,10 +31,60 @@ impl Progress for Shared {
     }
 }
 
+/// How often the watchdog looks at an endpoint with work under way.
+const WATCHDOG_BUSY: Duration = Duration::from_millis(1);
+/// How often it looks at an idle endpoint (a peer's first packets may be waiting).
+const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
+
+/// The watchdog: with manual progress an application may stop calling in as soon as it
+/// has its completions (or, for an inject, at once) while the protocol still has work:
+/// a handshake to finish before an injected message leaves, a peer's packets to take,
+/// a grant to answer. When no round ran for a watchdog period, it runs one. It holds
+/// the endpoint weakly and ends once the endpoint is closed.
+pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
+    let r = std::thread::Builder::new()
+        .name("efa-watchdog".into())
+        .spawn(move || {
+            let mut nap = WATCHDOG_IDLE;
+            loop {
+                std::thread::sleep(nap);
+                let Some(sh) = w.upgrade() else {
+                    return;
+                };
+                let Some(act) = sh.active.get() else {
+                    continue;
+                };
+                let since = sh
+                    .now()
+                    .saturating_sub(sh.last_round.load(Ordering::Relaxed));
+                if since < WATCHDOG_BUSY.as_nanos() as u64 {
+                    nap = WATCHDOG_BUSY;
+                    continue;
+                }
+                // Someone else is in a round: look again soon.
+                let Ok(mut st) = sh.st.try_lock() else {
+                    nap = WATCHDOG_BUSY;
+                    continue;
+                };
+                let did = sh.round(act, &mut st);
+                let busy = did > 0
+                    || st.eng.poll_timeout().is_some()
+                    || !st.tx_ops.is_empty()
+                    || st.pending.is_some()
+                    || !st.held.is_empty();
+                nap = if busy { WATCHDOG_BUSY } else { WATCHDOG_IDLE };
+            }
+        });
+    if let Err(e) = r {
+        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
+    }
+}
+
 impl Shared {
     /// One round: device completions, timers, packets out, events.
     pub(super) fn round(&self, act: &Bound, st: &mut St) -> usize {
         let now = self.now();
+        self.last_round.store(now, Ordering::Relaxed);
         let mut n = self.poll_recv(st, now);
         n += self.retry_held(st, now);
         n += self.poll_send(st, now);
