@@ -116,8 +116,8 @@ pub const RXM: &[Capability] = full_rdm!(Fence);
 pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
-/// directed receive), multi-receive, `FI_SOURCE` and remote CQ data; no RMA or atomics
-/// yet.
+/// directed receive), multi-receive, `FI_SOURCE`, remote CQ data and emulated RMA; no
+/// atomics yet.
 pub const EFA: &[Capability] = &[
     Getinfo,
     Domain,
@@ -139,11 +139,14 @@ pub const EFA: &[Capability] = &[
     Peek,
     DirectedRecv,
     MultiRecv,
+    Rma,
+    RmaCqData,
     Rdm,
     WaitSet,
     PollSet,
     TwoProcess,
     TwoProcessTagged,
+    TwoProcessRma,
     Control,
 ];
 

@@ -3,8 +3,8 @@
 //! and kit's MR table.
 //!
 //! Memory registration needs no device registration here: the protocol copies every
-//! message through the endpoint's own registered bounce buffers, so the application's
-//! regions only serve `fi_mr_desc` / `fi_mr_key` (no `FI_MR_LOCAL`).
+//! message through the endpoint's own registered bounce buffers (no `FI_MR_LOCAL`); the
+//! application's regions are the targets of emulated RMA, checked in kit's table.
 //!
 //! Nothing here panics.
 
@@ -72,7 +72,11 @@ impl Domain {
         let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.data_progress,
         ))?);
-        let mr = MrTable::new(MrConfig::for_domain(info.domain_attr.mr_mode, IOV_LIMIT))?;
+        // Keys of 4 bytes: the protocol's requests carry 32 bits.
+        let mr = MrTable::new(MrConfig {
+            key_size: 4,
+            ..MrConfig::for_domain(info.domain_attr.mr_mode, IOV_LIMIT)
+        })?;
         Ok(Domain {
             shared: Arc::new(DomainShared {
                 settings: settings.clone(),
@@ -96,7 +100,13 @@ impl DomainOps<Fabric> for Domain {
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)?;
-        Endpoint::open(self.shared.clone(), info, context, self.engine.clone())
+        Endpoint::open(
+            self.shared.clone(),
+            info,
+            context,
+            self.engine.clone(),
+            self.mr.clone(),
+        )
     }
 
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {

@@ -19,9 +19,10 @@
 //! # What it offers
 //!
 //! One `FI_EP_RDM` info per device: `FI_MSG`, `FI_TAGGED`, `FI_SOURCE`,
-//! `FI_DIRECTED_RECV`, `FI_MULTI_RECV`, `FI_REMOTE_CQ_DATA`, send-after-send order,
-//! delivery complete; addresses `FI_ADDR_EFA` ([`av`]); kit's CQs, counters, EQs and
-//! AV; memory registration in kit's table (no mode bits needed: the protocol copies).
+//! `FI_DIRECTED_RECV`, `FI_MULTI_RECV`, `FI_REMOTE_CQ_DATA`, `FI_RMA` (emulated by the
+//! protocol: writes with remote CQ data, reads), send-after-send order, delivery
+//! complete; addresses `FI_ADDR_EFA` ([`av`]); kit's CQs, counters, EQs and AV; memory
+//! registration in kit's table (no mode bits needed: the protocol copies).
 //!
 //! # Parameters (`FI_EFA_<NAME>`, see [`Settings`])
 //!
@@ -202,6 +203,11 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::DIRECTED_RECV)
     .union(Caps::MULTI_RECV)
     .union(Caps::REMOTE_CQ_DATA)
+    .union(Caps::RMA)
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM);
 
@@ -231,7 +237,7 @@ impl EfaProvider {
             resource_mgmt: ResourceMgmt::Enabled,
             av_type: AvType::Unspec,
             mr_mode: ofi_core::MrMode::empty(),
-            mr_key_size: 8,
+            mr_key_size: 4,
             cq_data_size: 8,
             mr_iov_limit: IOV_LIMIT,
             ..ofi_core::attr::DomainAttr::default()
@@ -257,11 +263,11 @@ impl EfaProvider {
                 inject_size: inject,
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
-                rma_iov_limit: 0,
+                rma_iov_limit: 1,
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: CAPS - Caps::SEND,
+                caps: CAPS - (Caps::SEND | Caps::READ | Caps::WRITE),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,
                 size: s.rx_size,

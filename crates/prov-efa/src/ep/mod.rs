@@ -42,6 +42,7 @@
 
 mod ops;
 mod progress;
+mod rma;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -142,6 +143,8 @@ struct TxOp {
     flags: u64,
     /// Whether a successful completion is written (selective completion, inject).
     want: bool,
+    /// A read's local buffers (the data comes with the completion).
+    read_into: Option<IoList>,
 }
 
 /// A receive of the application.
@@ -252,6 +255,7 @@ impl Endpoint {
         info: &Info,
         _context: usize,
         engine: Arc<ProgressEngine>,
+        mr_table: Arc<ofi_kit::mr::MrTable>,
     ) -> Result<Endpoint> {
         let flags = DefaultOpFlags::from_attrs(
             NAME,
@@ -353,6 +357,12 @@ impl Endpoint {
         for i in 0..rx_bufs as u32 {
             sh.post_rx(i)?;
         }
+        // The target side of RMA: the domain's registrations, as this endpoint sees them.
+        let ep_id = Arc::as_ptr(&sh) as usize as u64;
+        lock(&sh.st).eng.set_region_access(Box::new(rma::MrAccess {
+            table: mr_table,
+            ep: ep_id,
+        }));
         engine.register(&sh);
         progress::spawn_watchdog(Arc::downgrade(&sh));
         Ok(Endpoint {

@@ -1,6 +1,6 @@
 //! The endpoint's operations as the core calls them: kit's layered glue (binding,
 //! enabling, cancel, options, name, queue room) and kit's data path (sends and receives
-//! handed to the engine). RMA and atomics are not offered yet (`FI_EOPNOTSUPP`).
+//! handed to the engine, RMA in `rma`). Atomics are not offered yet (`FI_EOPNOTSUPP`).
 //!
 //! Nothing here panics on application input: bad arguments return `FI_EINVAL` or
 //! `FI_EMSGSIZE`; a full queue `FI_EAGAIN`.
@@ -185,6 +185,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 ctx: r.context,
                 flags: cq_flags,
                 want,
+                read_into: None,
             },
         );
         sh.round(act, &mut st);
@@ -241,11 +242,8 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         Ok(())
     }
 
-    fn submit_rma(&self, _act: &Bound, _req: RmaRequest<'_>) -> Result<()> {
-        Err(Error::new(
-            Errno::EOPNOTSUPP,
-            format!("{NAME}: RMA is not offered yet"),
-        ))
+    fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+        self.sh.submit_rma(act, req)
     }
 
     fn submit_atomic(&self, _act: &Bound, _req: AtomicRequest<'_>) -> Result<()> {

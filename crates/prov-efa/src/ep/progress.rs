@@ -278,12 +278,24 @@ impl Shared {
         while let Some(ev) = st.eng.poll_event() {
             n += 1;
             match ev {
-                Event::Tx { ctx, result, .. } => {
+                Event::Tx {
+                    ctx, result, data, ..
+                } => {
                     if let Some(op) = st.tx_ops.remove(&ctx) {
-                        act.complete_tx(op.ctx, op.flags, op.want, result.err());
+                        if let (Some(l), Ok(())) = (&op.read_into, result) {
+                            let n = data.len().min(l.total());
+                            // SAFETY: a read's local buffers are the application's,
+                            // writable until this completion (the C contract).
+                            unsafe { l.scatter(0, data.as_ptr(), n) };
+                        }
+                        let want = op.want || result.is_err();
+                        act.complete_tx(op.ctx, op.flags, want, result.err());
                     }
                 }
                 Event::Rx(done) => self.on_rx(act, st, done),
+                Event::RemoteWrite { src, len, cq_data } => {
+                    self.on_remote_write(act, st, src, len, cq_data)
+                }
             }
         }
         n

@@ -72,6 +72,8 @@ pub struct Engine {
     pub(crate) unexp_segs: HashMap<(PeerAddr, u32), Segments>,
     pub(crate) matcher: TagMatcher<(), Unexp>,
     pub(crate) regions: HashMap<u32, Region>,
+    /// The caller's regions, when it keeps them (then `regions` is not consulted).
+    pub(crate) region_access: Option<Box<dyn super::RegionAccess>>,
     pub(crate) rtw: HashMap<(PeerAddr, u32), RtwState>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) stats: Stats,
@@ -102,6 +104,7 @@ impl Engine {
             unexp_segs: HashMap::new(),
             matcher,
             regions: HashMap::new(),
+            region_access: None,
             rtw: HashMap::new(),
             events: VecDeque::new(),
             stats: Stats::default(),

@@ -65,7 +65,8 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicArgs, AtomicOp, MAX_WRITES_IN_PROGRESS};
+pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, MAX_WRITES_IN_PROGRESS};
+pub use tx::READ_KEY_BIT;
 
 /// A peer's address as the transport names it (a device address handle, a simulated
 /// node).
@@ -245,6 +246,15 @@ pub enum Event {
     },
     /// A message was received (or a receive failed).
     Rx(RxDone),
+    /// A peer's emulated write with remote CQ data (`fi_writedata`) was placed here.
+    RemoteWrite {
+        /// The writer.
+        src: PeerAddr,
+        /// Bytes written.
+        len: u64,
+        /// Its CQ data.
+        cq_data: u64,
+    },
 }
 
 /// A receive completion. A peek that found a message (`FI_PEEK`, with `FI_CLAIM` too)
