@@ -116,8 +116,8 @@ pub const RXM: &[Capability] = full_rdm!(Fence);
 pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
-/// directed receive), multi-receive, `FI_SOURCE`, remote CQ data and emulated RMA; no
-/// atomics yet.
+/// directed receive), multi-receive, `FI_SOURCE`, remote CQ data, emulated RMA and
+/// 8-byte atomics.
 pub const EFA: &[Capability] = &[
     Getinfo,
     Domain,
@@ -141,6 +141,7 @@ pub const EFA: &[Capability] = &[
     MultiRecv,
     Rma,
     RmaCqData,
+    Atomic,
     Rdm,
     WaitSet,
     PollSet,

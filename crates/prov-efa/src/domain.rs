@@ -119,4 +119,18 @@ impl DomainOps<Fabric> for Domain {
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<KitMr> {
         self.mr.register(attr, flags)
     }
+
+    fn query_atomic(
+        &self,
+        datatype: ofi_core::enums::Datatype,
+        op: ofi_core::enums::AtomicOp,
+        flags: u64,
+    ) -> Result<ofi_core::abi::raw::AtomicAttr> {
+        let kind = ofi_kit::atomic::query_kind(flags)?;
+        let count = crate::ep::atomic_max_count(datatype, op, kind)?;
+        Ok(ofi_core::abi::raw::AtomicAttr {
+            count,
+            size: datatype.size(),
+        })
+    }
 }

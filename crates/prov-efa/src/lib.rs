@@ -20,7 +20,9 @@
 //!
 //! One `FI_EP_RDM` info per device: `FI_MSG`, `FI_TAGGED`, `FI_SOURCE`,
 //! `FI_DIRECTED_RECV`, `FI_MULTI_RECV`, `FI_REMOTE_CQ_DATA`, `FI_RMA` (emulated by the
-//! protocol: writes with remote CQ data, reads), send-after-send order, delivery
+//! protocol: writes with remote CQ data, reads), `FI_ATOMIC` (emulated: one
+//! `FI_UINT64` element of the bitwise, min/max, sum, read/write and compare-and-swap
+//! operations), send-after-send order, delivery
 //! complete; addresses `FI_ADDR_EFA` ([`av`]); kit's CQs, counters, EQs and AV; memory
 //! registration in kit's table (no mode bits needed: the protocol copies).
 //!
@@ -204,6 +206,7 @@ pub const CAPS: Caps = Caps::MSG
     .union(Caps::MULTI_RECV)
     .union(Caps::REMOTE_CQ_DATA)
     .union(Caps::RMA)
+    .union(Caps::ATOMIC)
     .union(Caps::READ)
     .union(Caps::WRITE)
     .union(Caps::REMOTE_READ)

@@ -40,9 +40,12 @@
 //!
 //! Nothing here panics on application or peer input.
 
+mod atomic;
 mod ops;
 mod progress;
 mod rma;
+
+pub(crate) use atomic::max_count as atomic_max_count;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;

@@ -1,6 +1,6 @@
 //! The endpoint's operations as the core calls them: kit's layered glue (binding,
 //! enabling, cancel, options, name, queue room) and kit's data path (sends and receives
-//! handed to the engine, RMA in `rma`). Atomics are not offered yet (`FI_EOPNOTSUPP`).
+//! handed to the engine, RMA in `rma`, atomics in `atomic`).
 //!
 //! Nothing here panics on application input: bad arguments return `FI_EINVAL` or
 //! `FI_EMSGSIZE`; a full queue `FI_EAGAIN`.
@@ -246,17 +246,11 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.submit_rma(act, req)
     }
 
-    fn submit_atomic(&self, _act: &Bound, _req: AtomicRequest<'_>) -> Result<()> {
-        Err(Error::new(
-            Errno::EOPNOTSUPP,
-            format!("{NAME}: atomics are not offered yet"),
-        ))
+    fn submit_atomic(&self, act: &Bound, req: AtomicRequest<'_>) -> Result<()> {
+        self.sh.submit_atomic(act, req)
     }
 
-    fn atomic_max(&self, _dt: Datatype, _op: AtomicOp, _kind: AtomicKind) -> Result<usize> {
-        Err(Error::new(
-            Errno::EOPNOTSUPP,
-            format!("{NAME}: atomics are not offered yet"),
-        ))
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        super::atomic_max_count(dt, op, kind)
     }
 }
