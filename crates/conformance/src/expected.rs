@@ -117,13 +117,14 @@ pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
 /// directed receive), multi-receive, `FI_SOURCE`, remote CQ data, emulated RMA and
-/// 8-byte atomics.
+/// 8-byte atomics; and datagrams (`FI_EP_DGRAM`) over UD.
 pub const EFA: &[Capability] = &[
     Getinfo,
     Domain,
     Cq,
     Av,
     Msg,
+    Dgram,
     Source,
     AvUserId,
     Inject,

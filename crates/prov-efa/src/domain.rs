@@ -41,6 +41,14 @@ impl std::fmt::Debug for DomainShared {
     }
 }
 
+/// `FI_EP_RDM` or `FI_EP_DGRAM` (or unspecified).
+fn check_ep_type(info: &Info) -> Result<()> {
+    if info.ep_attr.ep_type == EpType::Dgram {
+        return Ok(());
+    }
+    ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)
+}
+
 /// A domain (one device).
 #[derive(Debug)]
 pub struct Domain {
@@ -52,7 +60,7 @@ pub struct Domain {
 
 impl Domain {
     pub(crate) fn open(settings: &Settings, info: &Info) -> Result<Domain> {
-        ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)?;
+        check_ep_type(info)?;
         let name = info
             .domain_attr
             .name
@@ -99,7 +107,7 @@ impl DomainOps<Fabric> for Domain {
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
-        ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)?;
+        check_ep_type(info)?;
         Endpoint::open(
             self.shared.clone(),
             info,

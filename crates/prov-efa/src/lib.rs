@@ -293,6 +293,29 @@ impl EfaProvider {
     }
 }
 
+impl EfaProvider {
+    /// The `FI_EP_DGRAM` info of `device`: messages over a UD queue pair, datagrams up
+    /// to [`libefa::DGRAM_MTU`], no message prefix (the provider keeps the GRH out of
+    /// the application's buffers), `FI_SOURCE`.
+    fn dgram_template(&self, device: &str) -> Info {
+        let mut i = self.rdm_template(device);
+        let caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE;
+        i.caps = caps;
+        i.tx_attr.caps = Caps::MSG | Caps::SEND;
+        i.tx_attr.op_flags = OpFlags::COMPLETION | OpFlags::INJECT | OpFlags::INJECT_COMPLETE;
+        i.tx_attr.msg_order = MsgOrder::empty();
+        i.tx_attr.inject_size = libefa::DGRAM_MTU;
+        i.tx_attr.rma_iov_limit = 0;
+        i.rx_attr.caps = Caps::MSG | Caps::RECV | Caps::SOURCE;
+        i.rx_attr.op_flags = OpFlags::COMPLETION;
+        i.rx_attr.msg_order = MsgOrder::empty();
+        i.ep_attr.ep_type = EpType::Dgram;
+        i.ep_attr.max_msg_size = libefa::DGRAM_MTU;
+        i.domain_attr.cq_data_size = 0;
+        i
+    }
+}
+
 impl Provider for EfaProvider {
     const NAME: &'static str = NAME;
     /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
@@ -309,7 +332,7 @@ impl Provider for EfaProvider {
         self.settings
             .devices
             .iter()
-            .map(|d| self.rdm_template(d))
+            .flat_map(|d| [self.rdm_template(d), self.dgram_template(d)])
             .collect()
     }
 

@@ -134,6 +134,10 @@ pub fn devices(kind: DeviceKind) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The largest UD datagram (`FI_EP_DGRAM`): the port MTU of the software device and
+/// of EFA's UD.
+pub const DGRAM_MTU: usize = 4096;
+
 /// The largest SRD datagram of devices of `kind`.
 pub fn mtu(kind: DeviceKind) -> usize {
     match kind {

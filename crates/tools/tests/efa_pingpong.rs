@@ -3,7 +3,7 @@
 //! as two processes of this host) with integrity checks (`-c`), messages and tagged
 //! messages, at sizes through every protocol path: eager, medium (several packets sent
 //! at once) and long (clear-to-send); also with the software device reordering SRD
-//! datagrams, and a server and client started separately.
+//! datagrams, and a server and client started separately; and `FI_EP_DGRAM` over UD.
 //!
 //! Every child runs bounded: killed by its PID and reaped when over time.
 
@@ -100,6 +100,33 @@ fn pingpong_and_bw_on_efa_rdm_with_integrity_checks() {
     for mode in ["msg", "tagged"] {
         self_run(env!("CARGO_BIN_EXE_fi_pingpong"), mode, &[]);
         self_run(env!("CARGO_BIN_EXE_fi_bw"), mode, &[]);
+    }
+}
+
+#[test]
+fn pingpong_and_bw_on_efa_dgram() {
+    // Datagrams over UD (unreliable in general; the software device loses none unless
+    // told to): every one counted.
+    for exe in [
+        env!("CARGO_BIN_EXE_fi_pingpong"),
+        env!("CARGO_BIN_EXE_fi_bw"),
+    ] {
+        let mut c = command(exe);
+        c.args([
+            "--self",
+            "-c",
+            "-e",
+            "dgram",
+            "-p",
+            "efa",
+            "-I",
+            "20",
+            "-S",
+            "0,64,1k,4k",
+        ]);
+        let r = run_bounded(c, Duration::from_secs(120));
+        assert_eq!(r.status, 0, "{exe}\nstdout: {}\nstderr: {}", r.out, r.err);
+        check_table(&r.out, &["0", "64", "1k", "4k"], "20");
     }
 }
 

@@ -1,5 +1,6 @@
 //! The `FI_EP_RDM` endpoint: the protocol engine ([`crate::proto::Engine`]) over one SRD
-//! queue pair.
+//! queue pair; and, sharing its structure, the `FI_EP_DGRAM` endpoint over one UD queue
+//! pair without the engine (`dgram`).
 //!
 //! # Structure
 //!
@@ -41,6 +42,7 @@
 //! Nothing here panics on application or peer input.
 
 mod atomic;
+mod dgram;
 mod ops;
 mod progress;
 mod rma;
@@ -180,6 +182,8 @@ struct St {
     held: VecDeque<(u32, PeerAddr, usize)>,
     /// A datagram copied out of its slot.
     scratch: Vec<u8>,
+    /// `FI_EP_DGRAM`: the application's receives, oldest first.
+    dgram_rx: VecDeque<RxOp>,
     wc: [WorkCompletion; WC_BATCH],
 }
 
@@ -194,6 +198,8 @@ struct Shared {
     st: Mutex<St>,
     me: EfaAddr,
     me_bytes: Vec<u8>,
+    /// `FI_EP_DGRAM` over UD (no protocol engine) rather than `FI_EP_RDM` over SRD.
+    dgram: bool,
     mtu: usize,
     rx_bufs: usize,
     tx_size: usize,
@@ -267,7 +273,12 @@ impl Endpoint {
             <Endpoint as ofi_kit::dataops::DataPath>::OP_FLAGS,
         )?;
         let s = &dom.settings;
-        let mtu = crate::libefa::mtu(s.kind);
+        let dgram = info.ep_attr.ep_type == ofi_core::EpType::Dgram;
+        let mtu = if dgram {
+            crate::libefa::DGRAM_MTU
+        } else {
+            crate::libefa::mtu(s.kind)
+        };
         let rx_slot = GRH_LEN + mtu;
         let (rx_bufs, tx_bufs) = (s.rx_bufs, s.tx_bufs);
         let bounce = Bounce::new(rx_bufs * rx_slot + tx_bufs * mtu);
@@ -276,7 +287,7 @@ impl Endpoint {
         let scq = dom.ctx.create_cq(tx_bufs as u32 + 16, 1, None)?;
         let rcq = dom.ctx.create_cq(rx_bufs as u32 + 16, 2, None)?;
         let qp = dom.pd.create_qp(&QpInitAttr {
-            qp_type: QpType::Srd,
+            qp_type: if dgram { QpType::Ud } else { QpType::Srd },
             send_cq: &scq,
             recv_cq: &rcq,
             srq: None,
@@ -289,7 +300,7 @@ impl Endpoint {
             },
             sq_sig_all: true,
         })?;
-        srd_ready(&qp, s.rnr_retry)?;
+        qp_ready(&qp, (!dgram).then_some(s.rnr_retry))?;
         let me = EfaAddr {
             gid: dom.gid,
             qpn: qp.qp_num(),
@@ -318,7 +329,11 @@ impl Endpoint {
             },
             secret: secret(),
         };
-        let inject_max = cfg.eager_capacity().min(4096);
+        let inject_max = if dgram {
+            mtu
+        } else {
+            cfg.eager_capacity().min(4096)
+        };
         let tx_size = s.tx_size;
         let rx_size = s.rx_size;
         let sh = Arc::new(Shared {
@@ -340,10 +355,12 @@ impl Endpoint {
                 pending: None,
                 held: VecDeque::new(),
                 scratch: Vec::with_capacity(mtu),
+                dgram_rx: VecDeque::new(),
                 wc: [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Recv, 0); WC_BATCH],
             }),
             me,
             me_bytes: me.to_bytes().to_vec(),
+            dgram,
             mtu,
             rx_bufs,
             tx_size,
@@ -386,8 +403,9 @@ impl Endpoint {
     }
 }
 
-/// RESET → INIT → RTR → RTS of an SRD queue pair with the endpoints' Q_Key.
-fn srd_ready(qp: &QueuePair, rnr_retry: u8) -> Result<()> {
+/// RESET → INIT → RTR → RTS of a datagram queue pair with the endpoints' Q_Key; SRD's
+/// with `rnr_retry`.
+fn qp_ready(qp: &QueuePair, rnr_retry: Option<u8>) -> Result<()> {
     qp.modify(
         &QpAttr {
             qp_state: QpState::Init,
@@ -403,13 +421,17 @@ fn srd_ready(qp: &QueuePair, rnr_retry: u8) -> Result<()> {
         },
         QpAttrMask::STATE,
     )?;
+    let mut mask = QpAttrMask::STATE | QpAttrMask::SQ_PSN;
+    if rnr_retry.is_some() {
+        mask |= QpAttrMask::RNR_RETRY;
+    }
     qp.modify(
         &QpAttr {
             qp_state: QpState::Rts,
-            rnr_retry,
+            rnr_retry: rnr_retry.unwrap_or(0),
             ..QpAttr::default()
         },
-        QpAttrMask::STATE | QpAttrMask::SQ_PSN | QpAttrMask::RNR_RETRY,
+        mask,
     )
 }
 

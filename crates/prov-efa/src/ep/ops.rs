@@ -24,6 +24,9 @@ struct RecvSide<'a> {
 
 impl RecvQueue for RecvSide<'_> {
     fn cancel(&mut self, context: usize) -> Option<PostedRecv<IoList>> {
+        if let Some(r) = Shared::dgram_cancel(self.st, context) {
+            return Some(r);
+        }
         let id = self
             .st
             .rx_ops
@@ -56,7 +59,8 @@ impl RecvQueue for RecvSide<'_> {
     }
 
     fn room(&self) -> usize {
-        self.rx_size.saturating_sub(self.st.rx_ops.len())
+        self.rx_size
+            .saturating_sub(self.st.rx_ops.len() + self.st.dgram_rx.len())
     }
 }
 
@@ -142,6 +146,9 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_send(&self, act: &Bound, r: SendRequest) -> Result<()> {
+        if self.sh.dgram {
+            return self.sh.dgram_send(act, &r);
+        }
         let len = r.iov.total();
         if len > MAX_MSG_SIZE {
             return Err(Error::new(
@@ -193,6 +200,9 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_recv(&self, act: &Bound, recv: PostedRecv<IoList>) -> Result<()> {
+        if self.sh.dgram {
+            return self.sh.dgram_recv(recv);
+        }
         let sh = &self.sh;
         let mut st = lock(&sh.st);
         if st.rx_ops.len() >= sh.rx_size {
@@ -243,10 +253,12 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+        self.sh.no_dgram("RMA")?;
         self.sh.submit_rma(act, req)
     }
 
     fn submit_atomic(&self, act: &Bound, req: AtomicRequest<'_>) -> Result<()> {
+        self.sh.no_dgram("atomics")?;
         self.sh.submit_atomic(act, req)
     }
 

@@ -85,9 +85,9 @@ impl Shared {
     pub(super) fn round(&self, act: &Bound, st: &mut St) -> usize {
         let now = self.now();
         self.last_round.store(now, Ordering::Relaxed);
-        let mut n = self.poll_recv(st, now);
+        let mut n = self.poll_recv(act, st, now);
         n += self.retry_held(st, now);
-        n += self.poll_send(st, now);
+        n += self.poll_send(act, st, now);
         if st.eng.poll_timeout().is_some_and(|t| t <= now) {
             st.eng.handle_timeout(now);
         }
@@ -97,7 +97,7 @@ impl Shared {
     }
 
     /// Receive completions: datagrams to the engine.
-    fn poll_recv(&self, st: &mut St, now: u64) -> usize {
+    fn poll_recv(&self, act: &Bound, st: &mut St, now: u64) -> usize {
         let mut n = 0;
         loop {
             let k = self.rcq.poll(&mut st.wc).unwrap_or(0);
@@ -119,6 +119,10 @@ impl Shared {
                     qpn: wc.src_qp,
                     qkey: QKEY,
                 };
+                if self.dgram {
+                    self.dgram_arrived(act, st, i, src, len);
+                    continue;
+                }
                 let peer = Self::peer_of(st, src);
                 self.offer(st, now, i, peer, len);
             }
@@ -163,7 +167,7 @@ impl Shared {
     }
 
     /// Send completions: the engine learns what became of each packet.
-    fn poll_send(&self, st: &mut St, now: u64) -> usize {
+    pub(super) fn poll_send(&self, act: &Bound, st: &mut St, now: u64) -> usize {
         let mut n = 0;
         loop {
             let k = self.scq.poll(&mut st.wc).unwrap_or(0);
@@ -175,6 +179,10 @@ impl Shared {
                 };
                 st.tx_free.push(slot);
                 n += 1;
+                if self.dgram {
+                    self.dgram_sent(act, st, token, wc.status);
+                    continue;
+                }
                 match send_outcome(wc.status) {
                     SendOutcome::Done => st.eng.handle_send_done(now, token),
                     SendOutcome::Rnr => st.eng.handle_rnr(now, token),
@@ -222,7 +230,13 @@ impl Shared {
     }
 
     /// Copies `bytes` into a free send slot and posts it to `peer`.
-    fn post_packet(&self, st: &mut St, peer: PeerAddr, token: u64, bytes: &[u8]) -> Result<()> {
+    pub(super) fn post_packet(
+        &self,
+        st: &mut St,
+        peer: PeerAddr,
+        token: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
         if bytes.len() > self.mtu {
             return Err(crate::einval("packet over the MTU"));
         }
