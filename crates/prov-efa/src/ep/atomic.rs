@@ -95,15 +95,7 @@ impl Shared {
             AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
             _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
         };
-        let mut st = lock(&self.st);
-        if st.tx_ops.len() >= self.tx_size {
-            drop(st);
-            self.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = self.peer_of_fi(act, &mut st, req.peer)?;
-        let id = st.next_tx;
-        st.next_tx = st.next_tx.wrapping_add(1).max(1);
+        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
             flags: cq_flags,

@@ -9,7 +9,7 @@
 //!
 //! Nothing here panics on application or peer input.
 
-use ofi_kit::tagmatch::{Incoming, Placement, PostedRecv, ANY_SRC};
+use ofi_kit::tagmatch::{Incoming, Placement, PostedRecv};
 
 use super::*;
 
@@ -37,19 +37,11 @@ impl Shared {
                 ),
             ));
         }
-        let mut st = lock(&self.st);
-        if st.tx_ops.len() >= self.tx_size || st.tx_free.is_empty() {
-            drop(st);
-            self.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = self.peer_of_fi(act, &mut st, r.dest)?;
+        let (mut st, peer, id) = self.begin_tx(act, r.dest)?;
         let mut data = vec![0u8; len];
         // SAFETY: the application's message, readable for its length during this
         // submitting call (the C contract `SendRequest` carries).
         unsafe { r.iov.gather(0, data.as_mut_ptr(), len) };
-        let id = st.next_tx;
-        st.next_tx = st.next_tx.wrapping_add(1).max(1);
         self.post_packet(&mut st, peer, id, &data)?;
         st.tx_ops.insert(
             id,
@@ -92,7 +84,7 @@ impl Shared {
             // SAFETY: the receive's buffers are the application's, writable until it
             // completes (the C contract the posted receive carries).
             unsafe { op.buf.scatter(0, st.scratch.as_ptr(), n) };
-            let recv = PostedRecv::msg(op.ctx, op.buf, op.buf.total()).with_flags(op.flags);
+            let recv = op.posted();
             let inc = Incoming {
                 src: act
                     .av
@@ -132,16 +124,6 @@ impl Shared {
     /// Takes back the queued datagram receive with `context`.
     pub(super) fn dgram_cancel(st: &mut St, context: usize) -> Option<PostedRecv<IoList>> {
         let i = st.dgram_rx.iter().position(|o| o.ctx == context)?;
-        let op = st.dgram_rx.remove(i)?;
-        Some(PostedRecv {
-            ctx: op.ctx,
-            src: ANY_SRC,
-            tag: 0,
-            ignore: 0,
-            flags: op.flags,
-            tagged: false,
-            buf: op.buf,
-            len: op.buf.total(),
-        })
+        Some(st.dgram_rx.remove(i)?.posted())
     }
 }

@@ -162,6 +162,22 @@ struct RxOp {
     flags: OpFlags,
 }
 
+impl RxOp {
+    /// The receive as kit's completion helpers take it.
+    fn posted(&self) -> ofi_kit::tagmatch::PostedRecv<IoList> {
+        ofi_kit::tagmatch::PostedRecv {
+            ctx: self.ctx,
+            src: ofi_kit::tagmatch::ANY_SRC,
+            tag: self.tag,
+            ignore: self.ignore,
+            flags: self.flags,
+            tagged: self.tagged,
+            buf: self.buf,
+            len: self.buf.total(),
+        }
+    }
+}
+
 /// The state behind the endpoint's lock.
 struct St {
     eng: Engine,
@@ -474,6 +490,26 @@ impl Shared {
         st.peers.push(PeerSlot { addr, ah: None });
         st.by_addr.insert((addr.gid, addr.qpn), p);
         p
+    }
+
+    /// Starts a transmit operation to `dest`: the state locked, the destination's engine
+    /// peer and the operation's id; `FI_EAGAIN` (after kicking progress) when `tx_size`
+    /// operations are under way (or, for datagrams, no send slot is free).
+    fn begin_tx(
+        &self,
+        act: &Bound,
+        dest: u64,
+    ) -> Result<(std::sync::MutexGuard<'_, St>, PeerAddr, u64)> {
+        let mut st = lock(&self.st);
+        if st.tx_ops.len() >= self.tx_size || (self.dgram && st.tx_free.is_empty()) {
+            drop(st);
+            self.engine.kick();
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let peer = self.peer_of_fi(act, &mut st, dest)?;
+        let id = st.next_tx;
+        st.next_tx = st.next_tx.wrapping_add(1).max(1);
+        Ok((st, peer, id))
     }
 
     /// The engine peer of fabric address `dest` (through the AV).

@@ -37,17 +37,7 @@ impl RecvQueue for RecvSide<'_> {
         if !self.st.eng.cancel_recv(id) {
             return None;
         }
-        let op = self.st.rx_ops.remove(&id)?;
-        Some(PostedRecv {
-            ctx: op.ctx,
-            src: ANY_SRC,
-            tag: op.tag,
-            ignore: op.ignore,
-            flags: op.flags,
-            tagged: op.tagged,
-            buf: op.buf,
-            len: op.buf.total(),
-        })
+        Some(self.st.rx_ops.remove(&id)?.posted())
     }
 
     fn min_multi_recv(&self) -> usize {
@@ -163,15 +153,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let want = act.tx_completion_wanted(r.inject, r.flags);
         let cq_flags = r.completion_flags().bits();
         let sh = &self.sh;
-        let mut st = lock(&sh.st);
-        if st.tx_ops.len() >= sh.tx_size {
-            drop(st);
-            sh.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = sh.peer_of_fi(act, &mut st, r.dest)?;
-        let id = st.next_tx;
-        st.next_tx = st.next_tx.wrapping_add(1).max(1);
+        let (mut st, peer, id) = sh.begin_tx(act, r.dest)?;
         let now = sh.now();
         st.eng
             .send(

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ofi_core::ADDR_NOTAVAIL;
 use ofi_kit::progress::Progress;
-use ofi_kit::tagmatch::{Incoming, Placement, PostedRecv, ANY_SRC};
+use ofi_kit::tagmatch::{Incoming, Placement};
 use ofi_rdma::{SendFlags, SendOp, SendWr, UdDest};
 
 use super::*;
@@ -320,16 +320,7 @@ impl Shared {
         let Some(op) = st.rx_ops.get(&done.ctx) else {
             return;
         };
-        let recv = PostedRecv {
-            ctx: op.ctx,
-            src: ANY_SRC,
-            tag: op.tag,
-            ignore: op.ignore,
-            flags: op.flags,
-            tagged: op.tagged,
-            buf: op.buf,
-            len: op.buf.total(),
-        };
+        let recv = op.posted();
         let multi = op.flags.contains(OpFlags::MULTI_RECV);
         let src = match st.peers.get(done.src as usize) {
             Some(p) if done.src != NO_SRC => act

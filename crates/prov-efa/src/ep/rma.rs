@@ -149,15 +149,7 @@ impl Shared {
         let want = act.tx_completion_wanted(req.inject, req.flags);
         let dir = if read { OpFlags::READ } else { OpFlags::WRITE };
         let cq_flags = (OpFlags::RMA | dir).bits();
-        let mut st = lock(&self.st);
-        if st.tx_ops.len() >= self.tx_size {
-            drop(st);
-            self.engine.kick();
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let peer = self.peer_of_fi(act, &mut st, req.peer)?;
-        let id = st.next_tx;
-        st.next_tx = st.next_tx.wrapping_add(1).max(1);
+        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
             flags: cq_flags,

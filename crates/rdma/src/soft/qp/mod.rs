@@ -205,6 +205,28 @@ fn send_hdr(conn: &Conn, h: &Hdr) -> bool {
     unsafe { conn.send(&iov) }
 }
 
+/// The destination and immediate data of a datagram (UD or SRD, named by `kind`) send:
+/// `EINVAL` without a destination or for another operation than a send.
+fn datagram_send<'a>(
+    wr: &SendWr<'a>,
+    kind: &str,
+) -> Result<(crate::verbs::UdDest<'a>, Option<u32>)> {
+    let Some(dest) = wr.ud else {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("{kind} send without a destination"),
+        ));
+    };
+    match wr.op {
+        SendOp::Send => Ok((dest, None)),
+        SendOp::SendWithImm(i) => Ok((dest, Some(i))),
+        _ => Err(Error::new(
+            Errno::EINVAL,
+            format!("{kind} offers only sends"),
+        )),
+    }
+}
+
 fn seq_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
@@ -543,14 +565,7 @@ impl SoftQp {
         signaled: bool,
         inline: Option<([u8; MAX_INLINE], usize)>,
     ) -> Result<()> {
-        let Some(dest) = wr.ud else {
-            return Err(Error::new(Errno::EINVAL, "UD send without a destination"));
-        };
-        let imm = match wr.op {
-            SendOp::Send => None,
-            SendOp::SendWithImm(i) => Some(i),
-            _ => return Err(Error::new(Errno::EINVAL, "UD offers only sends")),
-        };
+        let (dest, imm) = datagram_send(wr, "UD")?;
         let view = ctx.mrs.view();
         let (total, status) = match inline {
             Some((_, n)) => (n as u64, WcStatus::Success),

@@ -42,9 +42,7 @@ use super::super::mem::MrView;
 use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN};
 use super::super::SRD_MTU;
 use super::{rnr_delay, send_hdr, QpInner, SgList, SoftQp, MAX_INLINE, MAX_SGE};
-use crate::verbs::{
-    Gid, QpState, SendFlags, SendOp, SendWr, WcFlags, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
-};
+use crate::verbs::{Gid, QpState, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
 /// An SRD send not yet answered.
 pub(super) struct SrdSend {
@@ -89,14 +87,7 @@ impl SoftQp {
         signaled: bool,
         inline: Option<([u8; MAX_INLINE], usize)>,
     ) -> Result<()> {
-        let Some(dest) = wr.ud else {
-            return Err(Error::new(Errno::EINVAL, "SRD send without a destination"));
-        };
-        let imm = match wr.op {
-            SendOp::Send => None,
-            SendOp::SendWithImm(i) => Some(i),
-            _ => return Err(Error::new(Errno::EINVAL, "SRD offers only sends here")),
-        };
+        let (dest, imm) = super::datagram_send(wr, "SRD")?;
         let (total, local_err) = match inline {
             Some((_, n)) => (n as u64, None),
             None => match ctx.mrs.view().check_local(self.pd, wr.sg_list, false) {
@@ -253,39 +244,12 @@ impl SoftQp {
         let Some(r) = self.take_recv(&mut g) else {
             return answer(Kind::SrdNak, Nak::Rnr, g.min_rnr_timer);
         };
-        let view = ctx.mrs.view();
-        let mut wc = WorkCompletion::new(r.wr_id, WcStatus::Success, WcOpcode::Recv, self.qpn);
-        let refusal = match view.check_local(self.pd, r.sg.get(), true) {
-            Err(s) => {
-                wc.status = s;
-                Some(Nak::RemOp)
-            }
-            Ok(cap) if cap < (GRH_LEN + payload.len()) as u64 => {
-                wc.status = WcStatus::LocLenErr;
-                Some(Nak::InvReq)
-            }
-            Ok(_) => {
-                let mut grh = [0u8; GRH_LEN];
-                grh[0] = 0x60;
-                grh[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-                grh[8..24].copy_from_slice(&peer.0);
-                grh[24..40].copy_from_slice(&ctx.gid.0);
-                // SAFETY: checked under the held view.
-                unsafe {
-                    view.scatter(r.sg.get(), 0, &grh);
-                    view.scatter(r.sg.get(), GRH_LEN as u64, payload);
-                }
-                wc.byte_len = (GRH_LEN + payload.len()) as u32;
-                wc.src_qp = h.src_qpn;
-                wc.wc_flags = WcFlags::GRH;
-                if h.flags & F_IMM != 0 {
-                    wc.imm_data = h.imm;
-                    wc.wc_flags |= WcFlags::WITH_IMM;
-                }
-                None
-            }
+        let wc = self.place_datagram(ctx, peer, h, payload, &r);
+        let refusal = match wc.status {
+            WcStatus::Success => None,
+            WcStatus::LocLenErr => Some(Nak::InvReq),
+            _ => Some(Nak::RemOp),
         };
-        drop(view);
         drop(g);
         match refusal {
             // The `op` byte of an acknowledgement means nothing.
