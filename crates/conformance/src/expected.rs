@@ -118,39 +118,7 @@ pub const RXD: &[Capability] = full_rdm!(Fence);
 /// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
 /// directed receive), multi-receive, `FI_SOURCE`, remote CQ data, emulated RMA and
 /// 8-byte atomics; and datagrams (`FI_EP_DGRAM`) over UD.
-pub const EFA: &[Capability] = &[
-    Getinfo,
-    Domain,
-    Cq,
-    Av,
-    Msg,
-    Dgram,
-    Source,
-    AvUserId,
-    Inject,
-    Eq,
-    Counters,
-    Mr,
-    Pairs,
-    Reliable,
-    CqData,
-    PairInject,
-    SelectiveCompletion,
-    Tagged,
-    Peek,
-    DirectedRecv,
-    MultiRecv,
-    Rma,
-    RmaCqData,
-    Atomic,
-    Rdm,
-    WaitSet,
-    PollSet,
-    TwoProcess,
-    TwoProcessTagged,
-    TwoProcessRma,
-    Control,
-];
+pub const EFA: &[Capability] = full_rdm!(Dgram);
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
