@@ -181,6 +181,32 @@ fn a_killed_peer_fails_its_operations_with_eio() {
             }
         }
     }
-    // The endpoint still receives from others (its own loopback).
+    // Removed from the AV, the lost peer is forgotten: its address may be inserted
+    // again (a restarted peer), and a send to it starts over — here it fails again in
+    // its completion, the process being gone.
+    av.remove(&[peer], 0).unwrap();
+    assert!(
+        ofi_conformance::pair::poll(&cq).is_none(),
+        "nothing left to complete"
+    );
+    let addr = Address::from_bytes(info.addr_format, &name).unwrap();
+    let again = av.insert(&[addr]).unwrap()[0];
+    ofi_conformance::fixture::send(&ep, &buf, again, 0x94)
+        .expect("a send to a re-inserted address is accepted");
+    let t = Instant::now();
+    loop {
+        match ofi_conformance::pair::poll(&cq) {
+            Some(Err(ee)) => {
+                assert_eq!((ee.op_context, Errno(ee.err)), (0x94, Errno::EIO));
+                break;
+            }
+            Some(Ok(e)) => panic!("a send to a dead peer succeeded: {e:?}"),
+            None => assert!(
+                t.elapsed() < BOUND,
+                "no completion of the send after re-insert"
+            ),
+        }
+    }
+    // The endpoint still takes receives.
     post_recv(&ep, &mut buf, 0x93).unwrap();
 }

@@ -73,6 +73,10 @@ use crate::domain::DomainShared;
 use crate::proto::{self, Engine, PeerAddr, Transmit};
 use crate::{MAX_MSG_SIZE, NAME};
 
+/// Most peers an endpoint knows (senders and destinations); datagrams from further
+/// senders are dropped (counted) and sends to further destinations refused
+/// (`FI_ENOSPC`).
+pub const MAX_PEERS: usize = 1 << 16;
 /// Device completions read per batch.
 const WC_BATCH: usize = 32;
 /// Bit of a work request id naming a send slot (else a receive slot).
@@ -200,6 +204,10 @@ struct St {
     scratch: Vec<u8>,
     /// `FI_EP_DGRAM`: the application's receives, oldest first.
     dgram_rx: VecDeque<RxOp>,
+    /// The AV's change count when lost peers were last compared with it.
+    av_seen: u64,
+    /// Datagrams dropped because the peer table was full.
+    dropped_no_peer: u64,
     wc: [WorkCompletion; WC_BATCH],
 }
 
@@ -372,6 +380,8 @@ impl Endpoint {
                 held: VecDeque::new(),
                 scratch: Vec::with_capacity(mtu),
                 dgram_rx: VecDeque::new(),
+                av_seen: 0,
+                dropped_no_peer: 0,
                 wc: [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Recv, 0); WC_BATCH],
             }),
             me,
@@ -416,6 +426,11 @@ impl Endpoint {
     /// The protocol's counters (packets dropped, refused, peers lost).
     pub fn stats(&self) -> proto::Stats {
         lock(&self.sh.st).eng.stats().clone()
+    }
+
+    /// Datagrams dropped because [`MAX_PEERS`] senders were already known.
+    pub fn dropped_no_peer(&self) -> u64 {
+        lock(&self.sh.st).dropped_no_peer
     }
 }
 
@@ -481,15 +496,38 @@ impl Shared {
         })
     }
 
-    /// The engine peer of `addr` (made on first use).
-    fn peer_of(st: &mut St, addr: EfaAddr) -> PeerAddr {
+    /// The engine peer of `addr` (made on first use); `None` once [`MAX_PEERS`] exist.
+    fn peer_of(st: &mut St, addr: EfaAddr) -> Option<PeerAddr> {
         if let Some(&p) = st.by_addr.get(&(addr.gid, addr.qpn)) {
-            return p;
+            return Some(p);
+        }
+        if st.peers.len() >= MAX_PEERS {
+            return None;
         }
         let p = st.peers.len() as PeerAddr;
         st.peers.push(PeerSlot { addr, ah: None });
         st.by_addr.insert((addr.gid, addr.qpn), p);
-        p
+        Some(p)
+    }
+
+    /// After the AV changed: a lost peer whose address left the AV (`fi_av_remove`) is
+    /// forgotten by the engine, so the address can be used again (a restarted peer).
+    /// Looked at in every round and before every transmit operation; an address removed
+    /// and inserted again with neither in between stays lost (the AV gives the provider
+    /// no word of a removal).
+    pub(super) fn forget_removed(&self, act: &Bound, st: &mut St) {
+        let changes = act.av.changes();
+        if changes == st.av_seen {
+            return;
+        }
+        st.av_seen = changes;
+        let now = self.now();
+        for (i, p) in st.peers.iter().enumerate() {
+            let peer = i as PeerAddr;
+            if st.eng.is_lost(peer) && act.av.reverse_lookup(&p.addr.to_address()).is_none() {
+                st.eng.remove_peer(now, peer);
+            }
+        }
     }
 
     /// Starts a transmit operation to `dest`: the state locked, the destination's engine
@@ -506,6 +544,7 @@ impl Shared {
             self.engine.kick();
             return Err(Error::code_only(Errno::EAGAIN));
         }
+        self.forget_removed(act, &mut st);
         let peer = self.peer_of_fi(act, &mut st, dest)?;
         let id = st.next_tx;
         st.next_tx = st.next_tx.wrapping_add(1).max(1);
@@ -520,6 +559,11 @@ impl Shared {
                 format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
-        Ok(Self::peer_of(st, EfaAddr::from_address(&a)?))
+        Self::peer_of(st, EfaAddr::from_address(&a)?).ok_or_else(|| {
+            Error::new(
+                Errno::ENOSPC,
+                format!("{NAME}: {MAX_PEERS} peers already known"),
+            )
+        })
     }
 }

@@ -85,6 +85,7 @@ impl Shared {
     pub(super) fn round(&self, act: &Bound, st: &mut St) -> usize {
         let now = self.now();
         self.last_round.store(now, Ordering::Relaxed);
+        self.forget_removed(act, st);
         let mut n = self.poll_recv(act, st, now);
         n += self.retry_held(st, now);
         n += self.poll_send(act, st, now);
@@ -123,7 +124,11 @@ impl Shared {
                     self.dgram_arrived(act, st, i, src, len);
                     continue;
                 }
-                let peer = Self::peer_of(st, src);
+                let Some(peer) = Self::peer_of(st, src) else {
+                    st.dropped_no_peer += 1;
+                    let _ = self.post_rx(i);
+                    continue;
+                };
                 self.offer(st, now, i, peer, len);
             }
             if k < WC_BATCH {
