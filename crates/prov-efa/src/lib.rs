@@ -83,7 +83,10 @@ pub struct Settings {
     /// `FI_EFA_RNR_RETRY` (default 3): times the device sends a refused packet again
     /// before it reports RNR to the protocol (7: for ever).
     pub rnr_retry: u8,
-    /// `FI_EFA_RECVWIN_SIZE` (default 16384): message ids a receiver holds ahead.
+    /// `FI_EFA_RECVWIN_SIZE` (default 16384): message ids a receiver holds ahead; at
+    /// least `tx_bufs` (a receiver must hold every datagram a peer has in flight behind
+    /// one its device refused: the device took them already, so the receiver may not
+    /// refuse them in turn).
     pub recvwin_size: u32,
     /// `FI_EFA_TX_MIN_CREDITS` (default 32): packets per clear-to-send grant.
     pub tx_min_credits: usize,
@@ -176,6 +179,14 @@ impl Settings {
             256,
             1..=16384,
         )?;
+        if (recvwin_size as usize) < tx_bufs {
+            // A receiver must be able to hold, for order, every datagram a peer can have
+            // in flight behind a refused one: its device took them already.
+            return Err(crate::einval(format!(
+                "FI_EFA_RECVWIN_SIZE={recvwin_size} is below FI_EFA_TX_BUFS={tx_bufs} \
+                 (datagrams in flight per endpoint)"
+            )));
+        }
         let devices = libefa::devices(kind)?;
         Ok(Settings {
             kind,

@@ -19,10 +19,14 @@
 //!   free up. The operation completes when the engine says so (the device took every
 //!   packet; with `FI_DELIVERY_COMPLETE`, the receiver placed the data).
 //! - Receive: each receive completion's datagram (the sender named by the GRH's GID
-//!   and the completion's source queue pair) goes to the engine. When the engine cannot
-//!   take it now (its unexpected queue is full: receiver not ready), the slot is kept
-//!   and offered again at the next rounds, not posted again: once every slot is held,
-//!   the device itself refuses senders with RNR, and their engines back off.
+//!   and the completion's source queue pair) goes to the engine. The device took it
+//!   already (its sender counts it delivered), so a datagram the engine cannot take now
+//!   (its unexpected queue or its window for order is full: receiver not ready) is
+//!   kept and offered again each round: copied aside, up to the window's size in
+//!   packets, so that the slot is posted again — a datagram waiting for an earlier one
+//!   must not keep the slot the earlier one needs — and beyond, in its slot, not posted
+//!   again: once every slot is held, the device itself refuses senders with RNR, and
+//!   their engines back off.
 //! - Completions: the engine's events become kit CQ entries and counter updates
 //!   (`Bound::complete_tx` / `complete_rx`), data copied into the application's buffer.
 //! - Progress (kit's [`ProgressEngine`], manual or auto): device completions, the
@@ -34,7 +38,8 @@
 //!
 //! - The bounce region is only touched through raw copies (the device writes it).
 //! - A send slot is in exactly one place: free, or posted with the engine token it
-//!   carries; a receive slot is posted, or held with its datagram.
+//!   carries; a receive slot is posted, or held with its datagram. At most
+//!   `copied_max` refused datagrams are copied aside.
 //! - Lock order: `St`, then kit's CQ / counter / AV locks.
 //! - Fields of `Shared` drop in order: the queue pair first (no more device writes),
 //!   the region, then the memory.
@@ -182,6 +187,16 @@ impl RxOp {
     }
 }
 
+/// A datagram the engine refused for now (receiver not ready).
+enum Held {
+    /// Still in receive slot `.0` (not posted), from `.1`, `.2` bytes: once enough are
+    /// held so, the device refuses new datagrams itself (RNR).
+    Slot(u32, PeerAddr, usize),
+    /// Copied aside, its slot posted again: a datagram that waits for an earlier one
+    /// (order) must not keep the slot that earlier one needs to arrive.
+    Copied(PeerAddr, Vec<u8>),
+}
+
 /// The state behind the endpoint's lock.
 struct St {
     eng: Engine,
@@ -197,9 +212,10 @@ struct St {
     tx_token: Vec<u64>,
     /// A packet waiting for a free send slot.
     pending: Option<Transmit>,
-    /// Receive slots whose datagram the engine refused (slot, peer, length), in
-    /// arrival order.
-    held: VecDeque<(u32, PeerAddr, usize)>,
+    /// Datagrams the engine refused, in arrival order, offered again each round.
+    held: VecDeque<Held>,
+    /// How many of them are copied aside.
+    copied: usize,
     /// A datagram copied out of its slot.
     scratch: Vec<u8>,
     /// `FI_EP_DGRAM`: the application's receives, oldest first.
@@ -226,6 +242,9 @@ struct Shared {
     dgram: bool,
     mtu: usize,
     rx_bufs: usize,
+    /// Most refused datagrams copied aside (the protocol's receive window in packets:
+    /// as many as it may hold for order itself).
+    copied_max: usize,
     tx_size: usize,
     rx_size: usize,
     inject_max: usize,
@@ -378,6 +397,7 @@ impl Endpoint {
                 tx_token: vec![0; tx_bufs],
                 pending: None,
                 held: VecDeque::new(),
+                copied: 0,
                 scratch: Vec::with_capacity(mtu),
                 dgram_rx: VecDeque::new(),
                 av_seen: 0,
@@ -389,6 +409,7 @@ impl Endpoint {
             dgram,
             mtu,
             rx_bufs,
+            copied_max: s.recvwin_size as usize,
             tx_size,
             rx_size,
             inject_max,

@@ -137,35 +137,49 @@ impl Shared {
         }
     }
 
-    /// Hands the datagram in receive slot `i` to the engine: posted again when taken,
-    /// held when refused. Returns whether it was taken.
+    /// Hands the datagram in receive slot `i` to the engine: posted again when taken;
+    /// when refused, copied aside (the slot posted again) while fewer than
+    /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
     fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
         st.scratch.resize(len, 0);
         self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
         let St { eng, scratch, .. } = st;
-        match eng.handle_packet(now, peer, scratch) {
-            Ok(()) => {
-                if let Err(e) = self.post_rx(i) {
-                    ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
-                }
-                true
-            }
-            Err(proto::NotReady) => {
-                st.held.push_back((i, peer, len));
-                false
-            }
+        let taken = eng.handle_packet(now, peer, scratch).is_ok();
+        if !taken && st.copied >= self.copied_max {
+            st.held.push_back(Held::Slot(i, peer, len));
+            return false;
         }
+        if !taken {
+            st.copied += 1;
+            st.held.push_back(Held::Copied(peer, st.scratch.clone()));
+        }
+        if let Err(e) = self.post_rx(i) {
+            ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
+        }
+        taken
     }
 
-    /// Offers the held datagrams again (each once per round).
+    /// Offers the refused datagrams again, oldest first (each once per round).
     fn retry_held(&self, st: &mut St, now: u64) -> usize {
         let mut n = 0;
         for _ in 0..st.held.len() {
-            let Some((i, peer, len)) = st.held.pop_front() else {
+            let Some(h) = st.held.pop_front() else {
                 break;
             };
-            if self.offer(st, now, i, peer, len) {
-                n += 1;
+            match h {
+                Held::Slot(i, peer, len) => {
+                    if self.offer(st, now, i, peer, len) {
+                        n += 1;
+                    }
+                }
+                Held::Copied(peer, bytes) => {
+                    if st.eng.handle_packet(now, peer, &bytes).is_ok() {
+                        st.copied -= 1;
+                        n += 1;
+                    } else {
+                        st.held.push_back(Held::Copied(peer, bytes));
+                    }
+                }
             }
         }
         n
