@@ -17,7 +17,7 @@ use ofi::{AddrFormat, Address, AvFlags, AvType, Errno, Error};
 use crate::fid::{FiOps, Fid, ENOSYS};
 use crate::info::opt_str;
 use crate::obj::{cast_fid, code, fid_header, put, CObj, DomainObj, FidDomain, EINVAL};
-use crate::queues::{entries, eq_of, null_out, text_out};
+use crate::queues::{entries, eq_of, text_out};
 use crate::{guard, status};
 
 /// `struct fi_av_attr`.
@@ -337,15 +337,8 @@ unsafe extern "C" fn av_straddr(
     })
 }
 
-unsafe extern "C" fn av_set_enosys(
-    _: *mut FidAv,
-    _: *mut c_void,
-    out: *mut *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    // SAFETY: per the C API.
-    unsafe { null_out(out) };
-    ENOSYS
+crate::queues::enosys_out_slots! {
+    fn av_set_enosys(*mut FidAv, *mut c_void; out: *mut *mut c_void; *mut c_void);
 }
 
 /// The `fi_ops_av` of an AV.

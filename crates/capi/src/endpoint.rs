@@ -594,20 +594,6 @@ unsafe extern "C" fn ep_setopt(
     })
 }
 
-unsafe extern "C" fn ctx_enosys(
-    _: *mut FidEp,
-    _: c_int,
-    _: *mut c_void,
-    out: *mut *mut FidEp,
-    _: *mut c_void,
-) -> c_int {
-    if !out.is_null() {
-        // SAFETY: per the C API.
-        unsafe { out.write(ptr::null_mut()) };
-    }
-    ENOSYS
-}
-
 unsafe extern "C" fn ep_rx_size_left(ep: *mut FidEp) -> isize {
     // SAFETY: our endpoint.
     guard(|| match unsafe { EpObj::of(ep) }.r.ep.rx_size_left() {
@@ -778,17 +764,10 @@ unsafe extern "C" fn ep_join(
         }
     })
 }
-/// A passive endpoint joins no group.
-unsafe extern "C" fn join_enosys(
-    _: *mut FidEp,
-    _: *const c_void,
-    _: u64,
-    out: *mut *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    // SAFETY: per the C API.
-    unsafe { crate::queues::null_out(out) };
-    ENOSYS
+crate::queues::enosys_out_slots! {
+    /// A passive endpoint joins no group.
+    fn join_enosys(*mut FidEp, *const c_void, u64; out: *mut *mut c_void; *mut c_void);
+    fn ctx_enosys(*mut FidEp, c_int, *mut c_void; out: *mut *mut FidEp; *mut c_void);
 }
 unsafe extern "C" fn getpeer_enosys(_: *mut FidEp, _: *mut c_void, _: *mut usize) -> c_int {
     ENOSYS

@@ -112,26 +112,6 @@ pub struct FiOpsDomain {
     ) -> c_int,
 }
 
-unsafe extern "C" fn scalable_ep_enosys(
-    _: *mut FidDomain,
-    _: *mut FiInfo,
-    out: *mut *mut crate::endpoint::FidEp,
-    _: *mut c_void,
-) -> c_int {
-    // SAFETY: per the C API.
-    unsafe { null_out(out) };
-    ENOSYS
-}
-unsafe extern "C" fn ctx_enosys(
-    _: *mut FidDomain,
-    _: *mut c_void,
-    out: *mut *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    // SAFETY: per the C API.
-    unsafe { null_out(out) };
-    ENOSYS
-}
 unsafe extern "C" fn query_collective_enosys(
     _: *mut FidDomain,
     _: u32,
@@ -139,6 +119,27 @@ unsafe extern "C" fn query_collective_enosys(
     _: u64,
 ) -> c_int {
     ENOSYS
+}
+
+/// Slots of the C tables this library does not implement that hand out an object:
+/// each clears its out-pointer argument (`out`, when the program gave one) and
+/// returns `-FI_ENOSYS`. `fn name(types before; out: *mut *mut T; types after);`
+macro_rules! enosys_out_slots {
+    ($($(#[$doc:meta])* fn $name:ident($($pre:ty),+; out: *mut *mut $ot:ty $(; $($post:ty),+)?);)*) => {$(
+        $(#[$doc])*
+        unsafe extern "C" fn $name($(_: $pre,)+ out: *mut *mut $ot, $($(_: $post),+)?) -> c_int {
+            // SAFETY: per the C API (`out` null or writable).
+            unsafe { $crate::queues::null_out(out) };
+            ENOSYS
+        }
+    )*};
+}
+
+pub(crate) use enosys_out_slots;
+
+enosys_out_slots! {
+    fn scalable_ep_enosys(*mut FidDomain, *mut FiInfo; out: *mut *mut crate::endpoint::FidEp; *mut c_void);
+    fn ctx_enosys(*mut FidDomain, *mut c_void; out: *mut *mut c_void; *mut c_void);
 }
 
 /// Clears an out pointer when the program gave one.

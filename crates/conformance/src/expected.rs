@@ -122,7 +122,8 @@ pub const EFA: &[Capability] = full_rdm!(Dgram);
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
-/// datagrams (`FI_EP_DGRAM`) over UD queue pairs.
+/// datagrams (`FI_EP_DGRAM`) over UD queue pairs, with each datagram's source
+/// (`FI_SOURCE`, from its GRH).
 pub const VERBS: &[Capability] = &[
     Getinfo,
     Domain,
@@ -130,6 +131,7 @@ pub const VERBS: &[Capability] = &[
     Av,
     Msg,
     Dgram,
+    Source,
     Inject,
     TwoProcess,
     Eq,

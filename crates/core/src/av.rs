@@ -5,10 +5,8 @@
 //! `FI_ADDR_NOTAVAIL` ([`crate::enums::ADDR_NOTAVAIL`]) for an address that could not be
 //! inserted. Nothing here panics.
 
-use std::sync::Arc;
-
-use crate::abi::object::{AsFid, FidRef, Node};
-use crate::abi::raw::{Obj, RawAddr, RawAvAttr, RawStr};
+use crate::abi::object::AsFid;
+use crate::abi::raw::{RawAddr, RawAvAttr, RawStr};
 use crate::abi::tables::{call_slot, AvTable};
 use crate::addr::Address;
 use crate::enums::AvType;
@@ -67,32 +65,9 @@ impl AvAttr {
     }
 }
 
-/// An open address vector.
-pub struct AddressVector {
-    pub(crate) obj: Obj,
-    ops: *const AvTable,
-    node: Arc<Node>,
-}
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe.
-unsafe impl Send for AddressVector {}
-// SAFETY: see `Send`.
-unsafe impl Sync for AddressVector {}
-
-impl std::fmt::Debug for AddressVector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AddressVector")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-impl AsFid for AddressVector {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
+crate::abi::ctl_ops::host_object! {
+    /// An open address vector.
+    AddressVector(AvTable, "an address vector");
 }
 
 pub(crate) fn av_status(rc: i32) -> Result<usize> {
@@ -103,24 +78,7 @@ pub(crate) fn av_status(rc: i32) -> Result<usize> {
     }
 }
 
-crate::abi::ctl_ops::detach_one_table!(AddressVector: AvTable);
-
 impl AddressVector {
-    /// Wrap a provider's AV.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be an AV and its table from the provider of `node`'s family,
-    /// owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const AvTable, node: Arc<Node>) -> AddressVector {
-        AddressVector { obj, ops, node }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &AvTable {
-        // SAFETY: the provider's table or the static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// `fi_av_insert` with flags and context, into `fi_addr` (same length as `addrs`);
     /// returns the number inserted.
     pub fn insert_into(

@@ -5,9 +5,6 @@
 //! updates are one indirect call into the provider: no allocation, no lock. Nothing
 //! here panics.
 
-use std::sync::Arc;
-
-use crate::abi::object::{AsFid, FidRef, Node};
 use crate::abi::raw::{Obj, RawCntrAttr};
 use crate::abi::tables::CntrTable;
 use crate::enums::WaitObj;
@@ -57,53 +54,12 @@ impl CntrAttr {
     }
 }
 
-/// An open counter.
-pub struct Counter {
-    obj: Obj,
-    ops: *const CntrTable,
-    node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open counter.
+    Counter(CntrTable, "a counter");
 }
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe.
-unsafe impl Send for Counter {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Counter {}
-
-impl std::fmt::Debug for Counter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Counter")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-impl AsFid for Counter {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(Counter: CntrTable);
 
 impl Counter {
-    /// Wrap a provider's counter.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a counter and its table from the provider of `node`'s
-    /// family, owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const CntrTable, node: Arc<Node>) -> Counter {
-        Counter { obj, ops, node }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &CntrTable {
-        // SAFETY: the provider's table (valid while the node holds the provider) or the
-        // static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// The provider object and table (for the host's poll sets).
     pub(crate) fn raw_parts(&self) -> (Obj, *const CntrTable) {
         (self.obj, self.ops)

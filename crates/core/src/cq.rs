@@ -14,9 +14,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, AsFid, FidRef, Node};
+use crate::abi::object::Node;
 use crate::abi::raw::{
-    CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, Obj, RawCqAttr,
+    CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCqAttr,
 };
 use crate::abi::tables::{call_slot, CqTable};
 use crate::enums::{CqFormat, CqWaitCond, WaitObj};
@@ -272,19 +272,12 @@ impl<'a> CqBuf<'a> {
     }
 }
 
-/// An open completion queue.
-pub struct CompletionQueue {
-    pub(crate) obj: Obj,
-    ops: *const CqTable,
-    format: CqFormat,
-    node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open completion queue.
+    CompletionQueue(CqTable, "a completion queue") {
+        format: CqFormat,
+    }
 }
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread (providers' types are `Send + Sync`); the node is thread-safe.
-unsafe impl Send for CompletionQueue {}
-// SAFETY: see `Send`.
-unsafe impl Sync for CompletionQueue {}
 
 impl std::fmt::Debug for CompletionQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -296,41 +289,7 @@ impl std::fmt::Debug for CompletionQueue {
     }
 }
 
-impl AsFid for CompletionQueue {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(CompletionQueue: CqTable);
-
 impl CompletionQueue {
-    /// Wrap a provider's CQ.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a CQ and its table from the provider of `node`'s family,
-    /// opened with `format`, owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(
-        obj: Obj,
-        ops: *const CqTable,
-        format: CqFormat,
-        node: Arc<Node>,
-    ) -> Self {
-        CompletionQueue {
-            obj,
-            ops,
-            format,
-            node,
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &CqTable {
-        // SAFETY: `ops` is the provider's table (valid while `node` holds the provider)
-        // or the static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// The entry format reads must use.
     pub fn format(&self) -> CqFormat {
         self.format
@@ -357,24 +316,15 @@ impl CompletionQueue {
     /// itself, not a copy: the provider recognises the data it handed out by its
     /// address, as the C call passes no length). Empty: no data.
     pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        let data = if err_data.is_empty() {
-            std::ptr::null()
-        } else {
-            err_data.as_ptr() as *const c_void
-        };
-        let mut buf = [0u8; 256];
-        // SAFETY: `buf` valid for its length; `data` null or valid for reads.
-        let n = unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.strerror(self.obj, prov_errno, data, buf.as_mut_ptr(), buf.len())
-            )
-        };
-        if n < 0 {
-            return crate::error::strerror(prov_errno).into_owned();
-        }
-        let n = (n as usize).min(buf.len() - 1);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
+            // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
+            unsafe {
+                call_slot!(
+                    self.t(),
+                    CqTable.strerror(self.obj, prov_errno, data, buf, len)
+                )
+            }
+        })
     }
 }
 
@@ -393,25 +343,14 @@ pub(crate) fn open(
     if attr.format == CqFormat::Unspec {
         attr.format = CqFormat::Context;
     }
-    let mut raw = attr.to_raw();
-    let set = match set {
-        Some(set) => {
-            let f = set.as_fid();
-            parent.check_peer(f.node(), "cq_open in a wait set")?;
-            raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-            raw.wait_set = f.raw().obj;
-            Some(f.node())
-        }
-        None => None,
-    };
-    let mut out = crate::abi::raw::RawObj::empty();
-    ctl(|eb| call(&raw, &mut out, eb))?;
-    let ops = out.ops as *const CqTable;
-    let close = crate::abi::object::close_of(out.obj, ops, "completion queue")?;
-    let node = Node::child(parent, crate::abi::raw::FidClass::Cq, close);
-    if let Some(set) = set {
-        node.add_binding(set);
-    }
+    let (obj, ops, node) = crate::abi::object::open_signalling::<CqTable, _>(
+        parent,
+        attr.to_raw(),
+        set,
+        crate::abi::raw::FidClass::Cq,
+        "cq_open",
+        call,
+    )?;
     // SAFETY: the provider returned a CQ and its table for this open.
-    Ok(unsafe { CompletionQueue::from_raw(out.obj, ops, attr.format, node) })
+    Ok(unsafe { CompletionQueue::from_raw(obj, ops, attr.format, node) })
 }

@@ -4,11 +4,9 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use std::sync::Arc;
-
-use crate::abi::object::{close_of, ctl, open_child, AsFid, FidRef, Node};
+use crate::abi::object::{close_of, ctl, open_signalling, AsFid, Node};
 use crate::abi::raw::RawInfoBox;
-use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawEp, RawMr, RawObj};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawEp, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
 use crate::cntr::{CntrAttr, Counter};
@@ -20,53 +18,12 @@ use crate::flags::OpFlags;
 use crate::mr::MemoryRegion;
 use crate::wait::WaitSet;
 
-/// An open domain.
-pub struct Domain {
-    pub(crate) obj: Obj,
-    ops: *const DomainTable,
-    pub(crate) node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open domain.
+    Domain(DomainTable, "a domain");
 }
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe.
-unsafe impl Send for Domain {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Domain {}
-
-impl std::fmt::Debug for Domain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Domain")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-impl AsFid for Domain {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(Domain: DomainTable);
 
 impl Domain {
-    /// Wrap a provider's domain.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a domain and its table from the provider of `node`'s family,
-    /// owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const DomainTable, node: Arc<Node>) -> Domain {
-        Domain { obj, ops, node }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &DomainTable {
-        // SAFETY: the provider's table (valid while the node holds the provider) or the
-        // static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     // ---- one method per `op` and `close` entry of the list (`for_each_domain_op!`) ----
     crate::for_each_domain_op!(crate::abi::ctl_ops::ctl_wrappers);
 
@@ -171,31 +128,23 @@ impl Domain {
         set: Option<&WaitSet>,
         context: usize,
     ) -> Result<Counter> {
-        let mut raw = attr.to_raw();
-        let set = match set {
-            Some(set) => {
-                let f = set.as_fid();
-                self.node.check_peer(f.node(), "cntr_open in a wait set")?;
-                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-                raw.wait_set = f.raw().obj;
-                Some(f.node())
-            }
-            None => None,
-        };
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.cntr_open(self.obj, &raw, context, &mut out, e)
-            )
-        })?;
-        let (ops, node) = open_child::<CntrTable>(&self.node, &out, FidClass::Cntr, "counter")?;
-        if let Some(set) = set {
-            node.add_binding(set);
-        }
+        let (obj, ops, node) = open_signalling::<CntrTable, _>(
+            &self.node,
+            attr.to_raw(),
+            set,
+            FidClass::Cntr,
+            "cntr_open",
+            // SAFETY: our own object; the pointers `open_signalling` passes live
+            // across the call.
+            |raw, out, e| unsafe {
+                call_slot!(
+                    self.t(),
+                    DomainTable.cntr_open(self.obj, raw, context, out, e)
+                )
+            },
+        )?;
         // SAFETY: the provider returned a counter and its table.
-        Ok(unsafe { Counter::from_raw(out.obj, ops, node) })
+        Ok(unsafe { Counter::from_raw(obj, ops, node) })
     }
 
     pub(crate) fn mr_from(&self, out: &RawMr) -> Result<MemoryRegion> {
@@ -206,7 +155,7 @@ impl Domain {
             close_of::<MrTable>(out.obj, ops, "memory region")?,
         );
         // SAFETY: the provider returned an MR and its table.
-        Ok(unsafe { MemoryRegion::from_raw(out.obj, ops, node) })
+        Ok(unsafe { MemoryRegion::from_raw(out.obj, ops, None, node) })
     }
 
     /// Register a buffer the region takes ownership of (safe: the buffer lives until

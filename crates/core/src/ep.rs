@@ -300,49 +300,12 @@ impl Multicast {
     }
 }
 
-/// An open passive endpoint (listens for connection requests).
-pub struct PassiveEndpoint {
-    obj: Obj,
-    ops: *const PepTable,
-    node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open passive endpoint (listens for connection requests).
+    PassiveEndpoint(PepTable, "a passive endpoint");
 }
-
-// SAFETY: as for `Endpoint`.
-unsafe impl Send for PassiveEndpoint {}
-// SAFETY: as for `Endpoint`.
-unsafe impl Sync for PassiveEndpoint {}
-
-impl std::fmt::Debug for PassiveEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PassiveEndpoint")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(PassiveEndpoint: PepTable);
 
 impl PassiveEndpoint {
-    /// Wrap a provider's passive endpoint.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a passive endpoint and its table from the provider of
-    /// `node`'s family, owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(
-        obj: Obj,
-        ops: *const PepTable,
-        node: Arc<Node>,
-    ) -> PassiveEndpoint {
-        PassiveEndpoint { obj, ops, node }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &PepTable {
-        // SAFETY: the provider's table or the static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// Bind the event queue connection requests are reported to.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
         let target = eq.as_fid();
@@ -423,18 +386,20 @@ mod tests {
         t
     };
 
+    /// A stub object and the root node of a provider `name` that closes it with
+    /// `close_ok`.
+    fn stub_root(name: &str) -> (Obj, Arc<Node>) {
+        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
+        let closer = Closer::Slot {
+            close: close_ok,
+            obj,
+        };
+        (obj, Node::root(1, name.into(), closer, None))
+    }
+
     #[test]
     fn slots_beyond_a_short_table_and_missing_groups_are_enosys() {
-        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
-        let root = Node::root(
-            1,
-            "short".into(),
-            Closer::Slot {
-                close: close_ok,
-                obj,
-            },
-            None,
-        );
+        let (obj, root) = stub_root("short");
         let mut raw = RawEp::empty();
         raw.obj = obj;
         raw.ep = &EP;
@@ -461,16 +426,7 @@ mod tests {
             t.size = 8;
             t
         };
-        let obj = std::ptr::NonNull::<u64>::dangling().as_ptr() as Obj;
-        let root = Node::root(
-            1,
-            "tiny".into(),
-            Closer::Slot {
-                close: close_ok,
-                obj,
-            },
-            None,
-        );
+        let (obj, root) = stub_root("tiny");
         let mut raw = RawEp::empty();
         raw.obj = obj;
         raw.ep = &TINY;

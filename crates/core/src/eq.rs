@@ -11,10 +11,8 @@
 //! the returned [`Event`] and the provider's copy released at once. Nothing here panics.
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
-use crate::abi::object::{AsFid, FidRef, Node};
-use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, Obj, RawEqAttr};
+use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, RawEqAttr};
 use crate::abi::tables::{call_slot, EqTable};
 use crate::attr::Info;
 use crate::enums::{EqEvent, WaitObj};
@@ -97,56 +95,15 @@ pub struct EqErrorEntry {
     pub err_data: Vec<u8>,
 }
 
-/// An open event queue.
-pub struct EventQueue {
-    pub(crate) obj: Obj,
-    ops: *const EqTable,
-    node: Arc<Node>,
-}
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe.
-unsafe impl Send for EventQueue {}
-// SAFETY: see `Send`.
-unsafe impl Sync for EventQueue {}
-
-impl std::fmt::Debug for EventQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventQueue")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-impl AsFid for EventQueue {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
+crate::abi::ctl_ops::host_object! {
+    /// An open event queue.
+    EventQueue(EqTable, "an event queue");
 }
 
 /// Read buffer for one event: 8-byte aligned.
 pub(crate) const READ_WORDS: usize = 64;
 
-crate::abi::ctl_ops::detach_one_table!(EventQueue: EqTable);
-
 impl EventQueue {
-    /// Wrap a provider's EQ.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be an EQ and its table from the provider of `node`'s family,
-    /// owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const EqTable, node: Arc<Node>) -> EventQueue {
-        EventQueue { obj, ops, node }
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &EqTable {
-        // SAFETY: the provider's table (valid while the node holds the provider) or the
-        // static CLOSED table.
-        unsafe { &*self.ops }
-    }
-
     /// Read one event through `call` (a slot taking the event kind, a buffer and its
     /// length), growing the buffer while the provider answers `FI_ETOOSMALL`.
     pub(crate) fn read_with(
@@ -232,24 +189,15 @@ impl EventQueue {
     /// not a copy: the provider recognises the data it handed out by its address, as the
     /// C call passes no length). Empty: no data.
     pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        let data = if err_data.is_empty() {
-            std::ptr::null()
-        } else {
-            err_data.as_ptr() as *const c_void
-        };
-        let mut buf = [0u8; 256];
-        // SAFETY: `buf` valid for its length; `data` null or valid for reads.
-        let n = unsafe {
-            call_slot!(
-                self.t(),
-                EqTable.strerror(self.obj, prov_errno, data, buf.as_mut_ptr(), buf.len())
-            )
-        };
-        if n < 0 {
-            return crate::error::strerror(prov_errno).into_owned();
-        }
-        let n = (n as usize).min(buf.len() - 1);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
+            // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
+            unsafe {
+                call_slot!(
+                    self.t(),
+                    EqTable.strerror(self.obj, prov_errno, data, buf, len)
+                )
+            }
+        })
     }
 
     // ---- one method per entry of the list (`for_each_eq_op!`) ----

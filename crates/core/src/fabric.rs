@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, open_child, AsFid, FidRef, Node};
+use crate::abi::object::{ctl, open_child, open_signalling, Node};
 use crate::abi::raw::{FidClass, Obj, RawInfoBox, RawObj};
 use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
 use crate::attr::Info;
@@ -20,46 +20,12 @@ use crate::eq::{EqAttr, EventQueue};
 use crate::error::{Errno, Error, Result};
 use crate::wait::WaitSet;
 
-/// An open fabric.
-pub struct Fabric {
-    pub(crate) obj: Obj,
-    ops: *const FabricTable,
-    pub(crate) node: Arc<Node>,
+crate::abi::ctl_ops::host_object! {
+    /// An open fabric.
+    Fabric(FabricTable, "a fabric");
 }
-
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe.
-unsafe impl Send for Fabric {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Fabric {}
-
-impl std::fmt::Debug for Fabric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fabric")
-            .field("provider", &self.node.prov())
-            .field("closed", &self.node.is_closed())
-            .finish()
-    }
-}
-
-impl AsFid for Fabric {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(Fabric: FabricTable);
 
 impl Fabric {
-    /// Wrap a provider's fabric.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be a fabric and its table, owned from now on by the root node
-    /// `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const FabricTable, node: Arc<Node>) -> Fabric {
-        Fabric { obj, ops, node }
-    }
-
     /// Give up the handle without closing: the object, its table and the node that
     /// will close it (used to hand a fabric to a plugin through the host table).
     pub(crate) fn into_raw_parts(self) -> (Obj, *const FabricTable, Arc<Node>) {
@@ -67,13 +33,6 @@ impl Fabric {
         // SAFETY: `me` is never dropped, so the Arc is moved out exactly once.
         let node = unsafe { std::ptr::read(&me.node) };
         (me.obj, me.ops, node)
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &FabricTable {
-        // SAFETY: the provider's table (valid while the node holds the provider) or the
-        // static CLOSED table.
-        unsafe { &*self.ops }
     }
 
     // ---- one method per `op` and `close` entry of the list (`for_each_fabric_op!`) ----
@@ -133,31 +92,23 @@ impl Fabric {
         set: Option<&WaitSet>,
         context: usize,
     ) -> Result<EventQueue> {
-        let mut raw = attr.to_raw();
-        let set = match set {
-            Some(set) => {
-                let f = set.as_fid();
-                self.node.check_peer(f.node(), "eq_open in a wait set")?;
-                raw.wait_obj = crate::enums::WaitObj::Set.to_raw();
-                raw.wait_set = f.raw().obj;
-                Some(f.node())
-            }
-            None => None,
-        };
-        let mut out = RawObj::empty();
-        // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                FabricTable.eq_open(self.obj, &raw, context, &mut out, e)
-            )
-        })?;
-        let (ops, node) = open_child::<EqTable>(&self.node, &out, FidClass::Eq, "event queue")?;
-        if let Some(set) = set {
-            node.add_binding(set);
-        }
+        let (obj, ops, node) = open_signalling::<EqTable, _>(
+            &self.node,
+            attr.to_raw(),
+            set,
+            FidClass::Eq,
+            "eq_open",
+            // SAFETY: our own object; the pointers `open_signalling` passes live
+            // across the call.
+            |raw, out, e| unsafe {
+                call_slot!(
+                    self.t(),
+                    FabricTable.eq_open(self.obj, raw, context, out, e)
+                )
+            },
+        )?;
         // SAFETY: the provider returned an EQ and its table.
-        Ok(unsafe { EventQueue::from_raw(out.obj, ops, node) })
+        Ok(unsafe { EventQueue::from_raw(obj, ops, node) })
     }
 
     /// `fi_poll_open`: a poll set for the CQs and counters of this fabric's domains

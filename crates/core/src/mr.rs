@@ -14,10 +14,7 @@
 //! [`MemoryRegion::write_owned`]); [`MemoryRegion::owned_ptr`] gives its address.
 //! Nothing here panics.
 
-use std::sync::Arc;
-
-use crate::abi::object::{AsFid, FidRef, Node};
-use crate::abi::raw::{Iov, Obj, RawMrAttr, RawStr};
+use crate::abi::raw::{Iov, RawMrAttr, RawStr};
 use crate::abi::tables::MrTable;
 use crate::enums::HmemIface;
 use crate::error::{Errno, Error, Result};
@@ -99,12 +96,11 @@ impl<'a> MrAttr<'a> {
     }
 }
 
-/// An open memory region.
-pub struct MemoryRegion {
-    pub(crate) obj: Obj,
-    ops: *const MrTable,
-    pub(crate) node: Arc<Node>,
-    owned: Option<OwnedMem>,
+crate::abi::ctl_ops::host_object! {
+    /// An open memory region.
+    MemoryRegion(MrTable, "a memory region") {
+        owned: Option<OwnedMem>,
+    }
 }
 
 /// Memory a region owns: a heap block taken from a `Vec` and returned to the allocator
@@ -145,12 +141,6 @@ impl Drop for OwnedMem {
     }
 }
 
-// SAFETY: the object and table are required by the interface to be usable from any
-// thread; the node is thread-safe; `owned` is plain memory.
-unsafe impl Send for MemoryRegion {}
-// SAFETY: see `Send`.
-unsafe impl Sync for MemoryRegion {}
-
 impl std::fmt::Debug for MemoryRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryRegion")
@@ -160,37 +150,9 @@ impl std::fmt::Debug for MemoryRegion {
     }
 }
 
-impl AsFid for MemoryRegion {
-    fn as_fid(&self) -> FidRef<'_> {
-        FidRef::new(&self.node, self.obj)
-    }
-}
-
-crate::abi::ctl_ops::detach_one_table!(MemoryRegion: MrTable);
-
 impl MemoryRegion {
-    /// Wrap a provider's MR.
-    ///
-    /// # Safety
-    /// `obj`/`ops` must be an MR and its table from the provider of `node`'s family,
-    /// owned from now on by `node`.
-    pub(crate) unsafe fn from_raw(obj: Obj, ops: *const MrTable, node: Arc<Node>) -> MemoryRegion {
-        MemoryRegion {
-            obj,
-            ops,
-            node,
-            owned: None,
-        }
-    }
-
     pub(crate) fn set_owned(&mut self, mem: OwnedMem) {
         self.owned = Some(mem);
-    }
-
-    #[inline(always)]
-    pub(crate) fn t(&self) -> &MrTable {
-        // SAFETY: the provider's table or the static CLOSED table.
-        unsafe { &*self.ops }
     }
 
     /// Base address and length of the memory a region registered with

@@ -41,6 +41,7 @@
 
 use std::any::Any;
 use std::ffi::c_void;
+use std::fmt;
 use std::sync::Arc;
 
 use crate::abi::{self, PluginEntry, ProviderKind};
@@ -145,6 +146,27 @@ pub enum MrBindTarget<'a, F: FabricOps> {
     Ep(&'a EpOf<F>),
     /// A counter.
     Cntr(&'a CntrOf<F>),
+}
+
+/// Each variant shows as the object it holds (a hook's trace line names the bound
+/// object).
+impl<F: FabricOps> fmt::Debug for BindTarget<'_, F>
+where
+    CqOf<F>: fmt::Debug,
+    CntrOf<F>: fmt::Debug,
+    AvOf<F>: fmt::Debug,
+    EqOf<F>: fmt::Debug,
+    EpOf<F>: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BindTarget::Cq(cq) => cq.fmt(f),
+            BindTarget::Cntr(cntr) => cntr.fmt(f),
+            BindTarget::Av(av) => av.fmt(f),
+            BindTarget::Eq(eq) => eq.fmt(f),
+            BindTarget::Stx(ep) | BindTarget::Srx(ep) => ep.fmt(f),
+        }
+    }
 }
 
 /// An object of the same family handed to [`FabricOps::trywait`].

@@ -1028,6 +1028,17 @@ fn binding_an_object_of_another_provider_is_einval() {
     assert_eq!(r.fabric.trywait(&[&ocq]).unwrap_err().code(), Errno::EINVAL);
 }
 
+/// The next error entry of `cq`, its error data copied into `buf`.
+fn readerr_into(cq: &ofi_core::cq::CompletionQueue, buf: &mut [u8]) -> CqErrEntry {
+    let mut e = CqErrEntry {
+        err_data: buf.as_mut_ptr() as *mut std::ffi::c_void,
+        err_data_size: buf.len(),
+        ..CqErrEntry::default()
+    };
+    cq.readerr(&mut e, 0).unwrap();
+    e
+}
+
 #[test]
 fn cq_readerr_copies_error_data_into_the_callers_buffer() {
     let h = handle();
@@ -1035,12 +1046,7 @@ fn cq_readerr_copies_error_data_into_the_callers_buffer() {
     let cq = r.domain.cq_open(&CqAttr::default()).unwrap();
     // Room for all of it: copied, size set to the copied length.
     let mut buf = [0xAAu8; 64];
-    let mut e = CqErrEntry {
-        err_data: buf.as_mut_ptr() as *mut std::ffi::c_void,
-        err_data_size: buf.len(),
-        ..CqErrEntry::default()
-    };
-    cq.readerr(&mut e, 0).unwrap();
+    let e = readerr_into(&cq, &mut buf);
     let want = loop_err_data(1);
     assert_eq!((e.op_context, e.err, e.prov_errno), (1, Errno::EIO.0, 101));
     assert_eq!(e.err_data, buf.as_mut_ptr() as *mut std::ffi::c_void);
@@ -1053,12 +1059,7 @@ fn cq_readerr_copies_error_data_into_the_callers_buffer() {
 
     // A smaller buffer: truncated to its size.
     let mut small = [0u8; 4];
-    let mut e = CqErrEntry {
-        err_data: small.as_mut_ptr() as *mut std::ffi::c_void,
-        err_data_size: small.len(),
-        ..CqErrEntry::default()
-    };
-    cq.readerr(&mut e, 0).unwrap();
+    let e = readerr_into(&cq, &mut small);
     assert_eq!(e.err_data_size, 4);
     assert_eq!(&small, b"loop");
     assert_eq!(cq.strerror_with_data(102, &small), "loop 102 [loop]");

@@ -242,3 +242,7 @@ impl<H: Hook> CqOps for HookCq<H> {
     // One forwarder per entry of the list (`for_each_cq_op!`).
     ofi_core::for_each_cq_op!(ofi_core::ctl_forwarders);
 }
+
+crate::beneath_and_name! {
+    HookCq |cq| (cq.core.inner, cq.core.name);
+}

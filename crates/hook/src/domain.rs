@@ -9,12 +9,12 @@ use std::sync::Arc;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain;
-use ofi_core::provider::{DomainOps, EqOf};
+use ofi_core::provider::DomainOps;
 use ofi_core::Result;
 
 use crate::cq::HookCq;
 use crate::ep::HookEp;
-use crate::fabric::HookFabric;
+use crate::fabric::HookFamily;
 use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
 use crate::{Hook, Hooked, ObjName};
 
@@ -23,7 +23,7 @@ crate::hooked_objects! {
     HookDomain(Domain, "domain");
 }
 
-impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
+impl<H: Hook, F: HookFamily<H>> DomainOps<F> for HookDomain<H> {
     // One forwarder per `op` and `close` entry of the list (`for_each_domain_op!`).
     ofi_core::for_each_domain_op!(ofi_core::ctl_forwarders);
 
@@ -63,12 +63,5 @@ impl<H: Hook> DomainOps<HookFabric<H>> for HookDomain<H> {
         Ok(HookCntr::new(c, self.h.clone()))
     }
 
-    fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "bind_eq",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("bind_eq");
 }

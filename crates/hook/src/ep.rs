@@ -18,14 +18,14 @@ use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::abi::raw::{Msg, MsgAtomic, MsgRma, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::ep::{Multicast, PassiveEndpoint};
-use ofi_core::provider::{BindTarget, EndpointOps, EqOf, PassiveEndpointOps};
+use ofi_core::provider::{BindTarget, EndpointOps, PassiveEndpointOps};
 use ofi_core::{AtomicOp, Datatype, EpType, Errno, Error, Info, OpFlags, Result};
 
 use crate::cq::CqCore;
-use crate::fabric::HookFabric;
+use crate::fabric::{HookFabric, HookFamily};
 use crate::fault::Held;
 use crate::objects::CntrCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::{Beneath, Hook, ObjName, Op, OpCall};
 
 /// A CQ an endpoint is bound to, for one direction.
 pub struct CqBinding<H: Hook> {
@@ -203,13 +203,35 @@ impl<H: Hook> HookEp<H> {
         h: Arc<H>,
         class: &'static str,
     ) -> HookEp<H> {
+        HookEp::build(
+            inner,
+            class,
+            h,
+            info.is_some_and(|i| i.ep_attr.ep_type == EpType::Dgram),
+            info.map(|i| i.tx_attr.op_flags).unwrap_or_default(),
+            info.map(|i| i.rx_attr.op_flags).unwrap_or_default(),
+            info.map(|i| i.tx_attr.inject_size).unwrap_or(0),
+        )
+    }
+
+    /// A hooked endpoint over `inner` (named `class` in hook messages) with the
+    /// attributes the hooks read; not enabled, nothing bound, no membership.
+    fn build(
+        inner: Endpoint,
+        class: &'static str,
+        h: Arc<H>,
+        dgram: bool,
+        tx_op_flags: OpFlags,
+        rx_op_flags: OpFlags,
+        inject_size: usize,
+    ) -> HookEp<H> {
         let core = EpCore {
             inner,
             name: ObjName::new(class),
-            dgram: info.is_some_and(|i| i.ep_attr.ep_type == EpType::Dgram),
-            tx_op_flags: info.map(|i| i.tx_attr.op_flags).unwrap_or_default(),
-            rx_op_flags: info.map(|i| i.rx_attr.op_flags).unwrap_or_default(),
-            inject_size: info.map(|i| i.tx_attr.inject_size).unwrap_or(0),
+            dgram,
+            tx_op_flags,
+            rx_op_flags,
+            inject_size,
             enabled: AtomicBool::new(false),
             tx_cq: OnceLock::new(),
             rx_cq: OnceLock::new(),
@@ -220,6 +242,35 @@ impl<H: Hook> HookEp<H> {
             core: Arc::new(core),
             h,
             mcs: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// After a successful `fi_ep_bind` (`=> bound` in the list): a CQ is recorded for
+    /// the directions of `flags` (both without either), a counter for sends, so the
+    /// hooks know where the completions and counts of this endpoint go.
+    fn bound<F: HookFamily<H>>(&self, (): (), target: BindTarget<'_, F>, flags: OpFlags) {
+        match target {
+            BindTarget::Cq(cq) => {
+                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
+                let both = !flags.intersects(dirs);
+                let binding = || CqBinding {
+                    cq: cq.core().clone(),
+                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
+                };
+                if both || flags.contains(OpFlags::TRANSMIT) {
+                    let _ = self.core.tx_cq.set(binding());
+                }
+                if both || flags.contains(OpFlags::RECV) {
+                    let _ = self.core.rx_cq.set(binding());
+                }
+                if H::SENDS {
+                    cq.core().attach(&self.core);
+                }
+            }
+            BindTarget::Cntr(c) if flags.contains(OpFlags::SEND) => {
+                let _ = self.core.tx_cntr.set(c.core().clone());
+            }
+            _ => {}
         }
     }
 
@@ -240,24 +291,15 @@ impl<H: Hook> HookEp<H> {
     /// attributes.
     fn derived(&self, inner: Endpoint, class: &'static str) -> HookEp<H> {
         let p = &self.core;
-        let core = EpCore {
+        HookEp::build(
             inner,
-            name: ObjName::new(class),
-            dgram: p.dgram,
-            tx_op_flags: p.tx_op_flags,
-            rx_op_flags: p.rx_op_flags,
-            inject_size: p.inject_size,
-            enabled: AtomicBool::new(false),
-            tx_cq: OnceLock::new(),
-            rx_cq: OnceLock::new(),
-            tx_cntr: OnceLock::new(),
-            data: H::EpData::default(),
-        };
-        HookEp {
-            core: Arc::new(core),
-            h: self.h.clone(),
-            mcs: Mutex::new(Vec::new()),
-        }
+            class,
+            self.h.clone(),
+            p.dgram,
+            p.tx_op_flags,
+            p.rx_op_flags,
+            p.inject_size,
+        )
     }
 
     /// The endpoint's core (for hooks and tests).
@@ -288,62 +330,7 @@ impl<H: Hook> Drop for HookEp<H> {
     }
 }
 
-impl<H: Hook> EndpointOps<HookFabric<H>> for HookEp<H> {
-    fn bind(&self, target: BindTarget<'_, HookFabric<H>>, flags: OpFlags) -> Result<()> {
-        let inner = &self.core.inner;
-        match target {
-            BindTarget::Cq(cq) => {
-                self.ctl(
-                    "bind",
-                    || format!("{} flags={flags:?}", cq.core().name),
-                    || inner.bind(&cq.core().inner, flags),
-                )?;
-                let dirs = OpFlags::TRANSMIT | OpFlags::RECV;
-                let both = !flags.intersects(dirs);
-                let binding = || CqBinding {
-                    cq: cq.core().clone(),
-                    selective: flags.contains(OpFlags::SELECTIVE_COMPLETION),
-                };
-                if both || flags.contains(OpFlags::TRANSMIT) {
-                    let _ = self.core.tx_cq.set(binding());
-                }
-                if both || flags.contains(OpFlags::RECV) {
-                    let _ = self.core.rx_cq.set(binding());
-                }
-                if H::SENDS {
-                    cq.core().attach(&self.core);
-                }
-                Ok(())
-            }
-            BindTarget::Cntr(c) => {
-                self.ctl(
-                    "bind",
-                    || format!("{} flags={flags:?}", c.core().name),
-                    || inner.bind(&c.core().inner, flags),
-                )?;
-                if flags.contains(OpFlags::SEND) {
-                    let _ = self.core.tx_cntr.set(c.core().clone());
-                }
-                Ok(())
-            }
-            BindTarget::Av(av) => self.ctl(
-                "bind",
-                || format!("av flags={flags:?}"),
-                || inner.bind(av.inner(), flags),
-            ),
-            BindTarget::Eq(eq) => self.ctl(
-                "bind",
-                || format!("eq flags={flags:?}"),
-                || inner.bind(eq.inner(), flags),
-            ),
-            BindTarget::Stx(ep) | BindTarget::Srx(ep) => self.ctl(
-                "bind",
-                || format!("{} flags={flags:?}", ep.core.name),
-                || inner.bind(&ep.core.inner, flags),
-            ),
-        }
-    }
-
+impl<H: Hook, F: HookFamily<H>> EndpointOps<F> for HookEp<H> {
     // ---- one forwarder per `op` entry of the lists (`for_each_ep_ctl_op!`,
     // `for_each_cm_op!`) ----
 
@@ -380,12 +367,9 @@ impl<H: Hook> PassiveEndpointOps<HookFabric<H>> for HookPep<H> {
     // One forwarder per `op` entry of the list (`for_each_pep_op!`).
     ofi_core::for_each_pep_op!(ofi_core::ctl_forwarders);
 
-    fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "bind_eq",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("bind_eq");
+}
+
+crate::beneath_and_name! {
+    HookEp |ep| (ep.core.inner, ep.core.name);
 }

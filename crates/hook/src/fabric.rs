@@ -15,7 +15,7 @@ use ofi_core::{Errno, Error, Info, Result};
 use crate::domain::HookDomain;
 use crate::ep::HookPep;
 use crate::objects::{HookEq, HookWait};
-use crate::{Hook, Hooked, ObjName};
+use crate::{Beneath, Hook, Hooked, ObjName};
 
 /// A fabric wrapped by hook `H`.
 pub struct HookFabric<H: Hook> {
@@ -81,6 +81,22 @@ impl<H: Hook> FabricOps for HookFabric<H> {
     }
 }
 
+/// The family of hook `H`'s objects, named by a type parameter: implemented by
+/// [`HookFabric<H>`] alone.
+///
+/// The hook's domain, endpoints, AVs and MRs implement the provider traits for every
+/// `F: HookFamily<H>` rather than for `HookFabric<H>` alone, so that the lists'
+/// declarations, which spell the family as the traits' parameter `F`
+/// (`BindTarget<'_, F>` of `ep.bind`), are the hook's signatures as they stand: their
+/// forwarders are generated like the others. Inside those impls `CqOf<F>` and the
+/// like are the hook's own types (`HookCq<H>`, …).
+pub trait HookFamily<H: Hook>:
+    FabricOps<Domain = HookDomain<H>, Eq = HookEq<H>, Wait = HookWait<H>>
+{
+}
+
+impl<H: Hook> HookFamily<H> for HookFabric<H> {}
+
 /// The objects beneath those of a `trywait` (the list's `trywait` entry).
 pub(crate) trait BeneathIdle {
     /// The objects beneath, or `FI_EAGAIN` when the hook itself holds completions for
@@ -100,10 +116,10 @@ impl<H: Hook> BeneathIdle for [TryWaitRef<'_, HookFabric<H>>] {
         Ok(self
             .iter()
             .map(|o| match o {
-                TryWaitRef::Cq(c) => &c.core().inner as &dyn AsFid,
-                TryWaitRef::Cntr(c) => &c.core().inner as &dyn AsFid,
-                TryWaitRef::Eq(e) => e.inner() as &dyn AsFid,
-                TryWaitRef::Wait(w) => w.inner() as &dyn AsFid,
+                TryWaitRef::Cq(c) => c.beneath(),
+                TryWaitRef::Cntr(c) => c.beneath(),
+                TryWaitRef::Eq(e) => e.beneath(),
+                TryWaitRef::Wait(w) => w.beneath(),
             })
             .collect())
     }

@@ -52,10 +52,13 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ofi_core::abi::object::AsFid;
 use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::cq::{CqBuf, CqError};
 use ofi_core::fabric::Fabric;
-use ofi_core::provider::Host;
+use ofi_core::provider::{
+    AvOf, BindTarget, CntrOf, CqOf, EpOf, EqOf, FabricOps, Host, MrBindTarget,
+};
 use ofi_core::{Info, OpFlags, Result, Version};
 
 pub use cq::CqCore;
@@ -83,8 +86,70 @@ macro_rules! hooked_by_new {
 }
 
 hooked_by_new! {
-    HookEq: ofi_core::eq::EventQueue;
     HookCntr: ofi_core::cntr::Counter;
+}
+
+/// A hooked object as a bind or a trywait hands it on: the object beneath, as the
+/// call beneath takes it.
+pub trait Beneath {
+    /// The object beneath.
+    fn beneath(&self) -> &dyn AsFid;
+}
+
+/// `Beneath` and `Debug` (the object's name in hook messages) of hooked types, from
+/// where each keeps the object beneath and its name (`|this| (beneath, name)`).
+/// Invoked in the module of the type (its fields stay private there).
+macro_rules! beneath_and_name {
+    ($($Type:ident |$this:ident| ($inner:expr, $name:expr);)*) => {$(
+        impl<H: Hook> $crate::Beneath for $Type<H> {
+            fn beneath(&self) -> &dyn ::ofi_core::abi::object::AsFid {
+                let $this = self;
+                &$inner
+            }
+        }
+
+        impl<H: Hook> ::std::fmt::Debug for $Type<H> {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                let $this = self;
+                ::std::fmt::Display::fmt(&$name, f)
+            }
+        }
+    )*};
+}
+
+pub(crate) use beneath_and_name;
+
+/// The objects a bind hands on are the ones beneath those of the hook's family.
+impl<F: FabricOps> Beneath for BindTarget<'_, F>
+where
+    CqOf<F>: Beneath,
+    CntrOf<F>: Beneath,
+    AvOf<F>: Beneath,
+    EqOf<F>: Beneath,
+    EpOf<F>: Beneath,
+{
+    fn beneath(&self) -> &dyn AsFid {
+        match self {
+            BindTarget::Cq(cq) => cq.beneath(),
+            BindTarget::Cntr(cntr) => cntr.beneath(),
+            BindTarget::Av(av) => av.beneath(),
+            BindTarget::Eq(eq) => eq.beneath(),
+            BindTarget::Stx(ep) | BindTarget::Srx(ep) => ep.beneath(),
+        }
+    }
+}
+
+impl<F: FabricOps> Beneath for MrBindTarget<'_, F>
+where
+    CntrOf<F>: Beneath,
+    EpOf<F>: Beneath,
+{
+    fn beneath(&self) -> &dyn AsFid {
+        match self {
+            MrBindTarget::Ep(ep) => ep.beneath(),
+            MrBindTarget::Cntr(cntr) => cntr.beneath(),
+        }
+    }
 }
 
 /// Hooked types that hold only the object beneath, the hook's state and a name: the
@@ -132,6 +197,25 @@ macro_rules! hooked_objects {
 
 pub(crate) use hooked_objects;
 
+/// The forwarder of `bind_eq` (a domain's, passive endpoint's or AV's: the provider
+/// method outside the lists that binds an EQ), seen by the hooks as the control call
+/// `what`; inside the impl of the class's trait for a type of `hooked_objects!`.
+macro_rules! bind_eq_forwarder {
+    ($what:literal) => {
+        fn bind_eq(&self, eq: &$crate::objects::HookEq<H>, flags: u64) -> ofi_core::Result<()> {
+            let (h, name, inner) = self.forward();
+            h.ctl(
+                name,
+                $what,
+                || format!("flags={flags:#x}"),
+                || inner.bind_eq(eq.inner(), flags),
+            )
+        }
+    };
+}
+
+pub(crate) use bind_eq_forwarder;
+
 impl<H: Hook> Hooked<'_, H> for HookCq<H> {
     /// The CQ beneath and its size.
     type Inner = (ofi_core::cq::CompletionQueue, usize);
@@ -157,7 +241,7 @@ pub use provider::{
 
 use cq::HookCq;
 use ep::HookEp;
-use objects::{HookCntr, HookEq};
+use objects::HookCntr;
 
 /// The hooks' provider version (`prov_version`).
 pub const VERSION: Version = Version::new(1, 0);

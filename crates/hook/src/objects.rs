@@ -11,40 +11,15 @@ use ofi_core::av::AddressVector;
 use ofi_core::cntr::Counter;
 use ofi_core::eq::EventQueue;
 use ofi_core::mr::MemoryRegion;
-use ofi_core::provider::{AvOps, CntrOps, EqOf, EqOps, MrBindTarget, MrOps, WaitOps};
+use ofi_core::provider::{AvOps, CntrOps, EqOps, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
-use ofi_core::Result;
 
-use crate::fabric::HookFabric;
-use crate::{Hook, ObjName, Op};
+use crate::fabric::HookFamily;
+use crate::{Beneath, Hook, ObjName, Op};
 
-/// An EQ wrapped by hook `H`.
-pub struct HookEq<H: Hook> {
-    inner: EventQueue,
-    h: Arc<H>,
-    name: ObjName,
-}
-
-impl<H: Hook> HookEq<H> {
-    pub(crate) fn new(inner: EventQueue, h: Arc<H>) -> HookEq<H> {
-        HookEq {
-            inner,
-            h,
-            name: ObjName::new("eq"),
-        }
-    }
-
-    /// The EQ beneath.
-    pub fn inner(&self) -> &EventQueue {
-        &self.inner
-    }
-}
-
-impl<H: Hook> HookEq<H> {
-    /// What the generated forwarders use: the hook, the name and the EQ beneath.
-    fn forward(&self) -> (&Arc<H>, &ObjName, &EventQueue) {
-        (&self.h, &self.name, &self.inner)
-    }
+crate::hooked_objects! {
+    /// An EQ wrapped by hook `H`.
+    HookEq(EventQueue, "eq");
 }
 
 impl<H: Hook> EqOps for HookEq<H> {
@@ -101,18 +76,11 @@ crate::hooked_objects! {
     HookAv(AddressVector, "av");
 }
 
-impl<H: Hook> AvOps<HookFabric<H>> for HookAv<H> {
+impl<H: Hook, F: HookFamily<H>> AvOps<F> for HookAv<H> {
     // One forwarder per `op` entry of the list (`for_each_av_op!`).
     ofi_core::for_each_av_op!(ofi_core::ctl_forwarders);
 
-    fn bind_eq(&self, eq: &EqOf<HookFabric<H>>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "av_bind",
-            || format!("flags={flags:#x}"),
-            || self.inner.bind_eq(eq.inner(), flags),
-        )
-    }
+    crate::bind_eq_forwarder!("av_bind");
 }
 
 crate::hooked_objects! {
@@ -120,21 +88,9 @@ crate::hooked_objects! {
     HookMr(MemoryRegion, "mr");
 }
 
-impl<H: Hook> MrOps<HookFabric<H>> for HookMr<H> {
-    // One forwarder per `op` entry of the list (`for_each_mr_op!`).
+impl<H: Hook, F: HookFamily<H>> MrOps<F> for HookMr<H> {
+    // One forwarder per entry of the list (`for_each_mr_op!`).
     ofi_core::for_each_mr_op!(ofi_core::ctl_forwarders);
-
-    fn bind(&self, target: MrBindTarget<'_, HookFabric<H>>, flags: u64) -> Result<()> {
-        self.h.ctl(
-            &self.name,
-            "bind",
-            || format!("flags={flags:#x}"),
-            || match target {
-                MrBindTarget::Ep(ep) => self.inner.bind_ep(&ep.core().inner, flags),
-                MrBindTarget::Cntr(c) => self.inner.bind_cntr(&c.core().inner, flags),
-            },
-        )
-    }
 }
 
 crate::hooked_objects! {
@@ -145,4 +101,11 @@ crate::hooked_objects! {
 impl<H: Hook> WaitOps for HookWait<H> {
     // One forwarder per operation of the list (`for_each_wait_op!`).
     ofi_core::for_each_wait_op!(ofi_core::ctl_forwarders);
+}
+
+crate::beneath_and_name! {
+    HookEq |q| (q.inner, q.name);
+    HookCntr |c| (c.core.inner, c.core.name);
+    HookAv |av| (av.inner, av.name);
+    HookWait |w| (w.inner, w.name);
 }

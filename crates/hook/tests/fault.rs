@@ -6,7 +6,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{drain, next, pair, registry, Pair, WAIT};
+use common::{drain, next, pair, post_recv, registry, Pair, WAIT};
 use ofi::{EpType, Errno, OpFlags};
 use ofi_hook::fault::{self, FaultConfig};
 
@@ -21,21 +21,19 @@ fn with_config<T>(cfg: FaultConfig, f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// Run `f` on a udp pair under the fault hook configured with `cfg`.
+fn on_faulty_pair<T>(cfg: FaultConfig, f: impl FnOnce(&Pair) -> T) -> T {
+    with_config(cfg, || {
+        let reg = registry("fault");
+        let p = pair(&reg, "udp", EpType::Dgram);
+        f(&p)
+    })
+}
+
 /// Post `n` 64-byte receives on b (contexts 1000 + i).
 fn post_recvs(p: &Pair, bufs: &mut [[u8; 64]]) {
     for (i, b) in bufs.iter_mut().enumerate() {
-        // SAFETY: the buffers outlive the pair's use of them (drained before drop).
-        unsafe {
-            p.b.ep
-                .recv(
-                    b.as_mut_ptr(),
-                    b.len(),
-                    std::ptr::null_mut(),
-                    p.to_a,
-                    1000 + i,
-                )
-                .expect("recv")
-        };
+        post_recv(p, b, 1000 + i);
     }
 }
 
@@ -75,21 +73,19 @@ fn seqs(bufs: &[[u8; 64]], done: &[ofi::abi::raw::CqDataEntry]) -> Vec<u64> {
 #[test]
 fn drop_completes_to_the_sender_and_loses_the_datagram() {
     const N: usize = 100;
-    let (tx, rx, dropped) = with_config(
+    let (tx, rx, dropped) = on_faulty_pair(
         FaultConfig {
             seed: 7,
             drop: 0.3,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
+        |p| {
             let mut bufs = vec![[0u8; 64]; N];
-            post_recvs(&p, &mut bufs);
+            post_recvs(p, &mut bufs);
             let before = fault::totals().dropped;
             let m = msgs(N);
-            send_all(&p, &m);
-            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            send_all(p, &m);
+            let (ca, cb) = drain(p, Duration::from_millis(400));
             let got = seqs(&bufs, &cb);
             (ca, got, fault::totals().dropped - before)
         },
@@ -174,19 +170,17 @@ fn dropped_sends_follow_selective_completion_and_counters() {
 #[test]
 fn same_seed_same_faults() {
     let run = || {
-        with_config(
+        on_faulty_pair(
             FaultConfig {
                 seed: 42,
                 drop: 0.5,
                 ..FaultConfig::default()
             },
-            || {
-                let reg = registry("fault");
-                let p = pair(&reg, "udp", EpType::Dgram);
+            |p| {
                 let mut bufs = vec![[0u8; 64]; 64];
-                post_recvs(&p, &mut bufs);
-                send_all(&p, &msgs(64));
-                let (_, cb) = drain(&p, Duration::from_millis(300));
+                post_recvs(p, &mut bufs);
+                send_all(p, &msgs(64));
+                let (_, cb) = drain(p, Duration::from_millis(300));
                 let mut s = seqs(&bufs, &cb);
                 s.sort_unstable();
                 s
@@ -201,18 +195,16 @@ fn same_seed_same_faults() {
 #[test]
 fn dup_delivers_twice_and_completes_once() {
     const N: usize = 20;
-    let (tx, rx) = with_config(
+    let (tx, rx) = on_faulty_pair(
         FaultConfig {
             dup: 1.0,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
+        |p| {
             let mut bufs = vec![[0u8; 64]; 2 * N + 5];
-            post_recvs(&p, &mut bufs);
-            send_all(&p, &msgs(N));
-            let (ca, cb) = drain(&p, Duration::from_millis(300));
+            post_recvs(p, &mut bufs);
+            send_all(p, &msgs(N));
+            let (ca, cb) = drain(p, Duration::from_millis(300));
             (ca, seqs(&bufs, &cb))
         },
     );
@@ -226,20 +218,18 @@ fn dup_delivers_twice_and_completes_once() {
 #[test]
 fn reorder_changes_the_order_and_loses_nothing() {
     const N: usize = 60;
-    let rx = with_config(
+    let rx = on_faulty_pair(
         FaultConfig {
             seed: 3,
             reorder: 0.3,
             delay_for: Duration::from_millis(50),
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
+        |p| {
             let mut bufs = vec![[0u8; 64]; N];
-            post_recvs(&p, &mut bufs);
-            send_all(&p, &msgs(N));
-            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            post_recvs(p, &mut bufs);
+            send_all(p, &msgs(N));
+            let (ca, cb) = drain(p, Duration::from_millis(400));
             assert_eq!(ca.len(), N, "every send completes");
             seqs(&bufs, &cb)
         },
@@ -253,18 +243,16 @@ fn reorder_changes_the_order_and_loses_nothing() {
 
 #[test]
 fn delay_holds_a_send_until_progress_after_the_delay() {
-    let (early, late) = with_config(
+    let (early, late) = on_faulty_pair(
         FaultConfig {
             delay: 1.0,
             delay_for: Duration::from_millis(100),
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
+        |p| {
             let mut bufs = vec![[0u8; 64]; 1];
-            post_recvs(&p, &mut bufs);
-            send_all(&p, &msgs(1));
+            post_recvs(p, &mut bufs);
+            send_all(p, &msgs(1));
             // The held send is work a read must release: no blocking now.
             let e = p.fabric.trywait(&[&p.a.cq]).unwrap_err();
             assert_eq!(e.code(), Errno::EAGAIN);
@@ -272,7 +260,7 @@ fn delay_holds_a_send_until_progress_after_the_delay() {
             // due: however much the receiver polls meanwhile, nothing arrives.
             let early = next(&p.b.cq, Duration::from_millis(40));
             // The sender's CQ reads release it once due.
-            let (ca, cb) = drain(&p, Duration::from_millis(400));
+            let (ca, cb) = drain(p, Duration::from_millis(400));
             assert_eq!(ca.len(), 1);
             (early, cb.len())
         },
@@ -281,48 +269,43 @@ fn delay_holds_a_send_until_progress_after_the_delay() {
     assert_eq!(late, 1);
 }
 
+/// The code of a send from a to b that the fault hook fails (a panic if it passes).
+fn failed_send(p: &Pair) -> Errno {
+    let m = [1u8; 8];
+    // SAFETY: `m` outlives the call (the call fails before reaching udp).
+    let r = unsafe {
+        p.a.ep
+            .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1)
+    };
+    r.expect_err("the fault hook fails sends").code()
+}
+
 #[test]
 fn fail_ops_return_the_chosen_code() {
-    with_config(
+    on_faulty_pair(
         FaultConfig {
             fail_ops: vec![ofi_hook::Op::Send],
             fail_code: Errno::EIO,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
-            let m = [1u8; 8];
-            // SAFETY: `m` outlives the call (the call fails before reaching udp).
-            let e = unsafe {
-                p.a.ep
-                    .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1)
-            }
-            .unwrap_err();
-            assert_eq!(e.code(), Errno::EIO);
+        |p| {
+            assert_eq!(failed_send(p), Errno::EIO);
             // Other operations are untouched.
-            p.a.ep.inject(&m, p.to_b).expect("inject is not listed");
+            p.a.ep
+                .inject(&[1u8; 8], p.to_b)
+                .expect("inject is not listed");
         },
     );
     // A code of its own per operation.
-    with_config(
+    on_faulty_pair(
         FaultConfig {
             fail_ops: vec![ofi_hook::Op::Send, ofi_hook::Op::CqRead],
             fail_codes: vec![(ofi_hook::Op::CqRead, Errno::EAGAIN)],
             fail_code: Errno::ECANCELED,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let p = pair(&reg, "udp", EpType::Dgram);
-            let m = [1u8; 8];
-            // SAFETY: `m` outlives the call (the call fails before reaching udp).
-            let e = unsafe {
-                p.a.ep
-                    .send(m.as_ptr(), m.len(), std::ptr::null_mut(), p.to_b, 1)
-            }
-            .unwrap_err();
-            assert_eq!(e.code(), Errno::ECANCELED);
+        |p| {
+            assert_eq!(failed_send(p), Errno::ECANCELED);
             let mut e = [ofi::abi::raw::CqDataEntry::default()];
             assert_eq!(p.a.cq.read(&mut e).unwrap_err().code(), Errno::EAGAIN);
             let before = fault::totals().failed;

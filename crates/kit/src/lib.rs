@@ -39,6 +39,7 @@
 //!   interface addresses) for the socket-based providers;
 //! - [`netif`]: network interfaces and the default source address of IP endpoints
 //!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source);
+//! - [`nic`]: the NIC behind an IP address (`fi_info::nic`) read from sysfs;
 //! - [`diag`]: diagnostics of untrusted input — long values shortened for messages,
 //!   warnings about peers rate-limited per peer;
 //! - [`wire`]: the one wire-format convention — named field ranges, checked views
@@ -76,6 +77,7 @@ pub mod layered;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
+pub mod nic;
 #[allow(unsafe_code)]
 pub mod opflags;
 pub mod param;

@@ -371,8 +371,12 @@ impl Provider for TcpProvider {
     /// The framework's matcher; then data progress becomes manual unless the hints
     /// asked for auto (as the C provider answers): a busy-polling application gets no
     /// progress thread competing with it.
+    /// The framework's matcher with the IP resolver; each result names the NIC of its
+    /// source address (`ofi_kit::nic`).
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
+        let mut out = info::getinfo_preferring_manual(self, req, &getinfo::IpResolver);
+        ofi_kit::nic::fill(&mut out.infos);
+        out
     }
 
     fn fabric(&self, info: &Info) -> Result<Fabric> {
@@ -426,6 +430,22 @@ mod tests {
         assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_ok());
         let hints = Info::hints().with_ep_type(EpType::Dgram);
         assert!(check_info(&t[0], &hints, ofi_core::version::API_VERSION).is_err());
+    }
+
+    #[test]
+    fn each_result_names_the_nic_of_its_source_address() {
+        let mut hints = Info::hints().with_ep_type(EpType::Msg);
+        hints.addr_format = AddrFormat::SOCKADDR_IN;
+        hints.src_addr = Some(ofi_core::Address::Inet("127.0.0.1:0".parse().unwrap()));
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.hints = Some(hints);
+        let out = prov().getinfo(&req);
+        assert!(!out.infos.is_empty(), "{:?}", out.error);
+        for info in &out.infos {
+            let nic = info.nic.as_ref().expect("a NIC");
+            assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
+            assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
+        }
     }
 
     /// Data progress is manual unless the hints ask for auto.

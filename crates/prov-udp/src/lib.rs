@@ -440,8 +440,9 @@ impl Provider for UdpProvider {
     /// The framework's matcher with the IP resolver; then data progress becomes manual
     /// unless the hints asked for auto, and every result gets the source address its
     /// endpoint binds ("Source address" in the crate docs): `FI_UDP_IFACE`'s, the
-    /// route's to the destination, or the first up non-loopback interface's. An
-    /// `FI_UDP_IFACE` that names no interface is `FI_ENODATA` naming it.
+    /// route's to the destination, or the first up non-loopback interface's, and the NIC
+    /// of that address (`ofi_kit::nic`). An `FI_UDP_IFACE` that names no interface is
+    /// `FI_ENODATA` naming it.
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         let mut out = info::getinfo_preferring_manual(self, req, &IpResolver);
         let iface = self.settings.iface.as_ref();
@@ -479,6 +480,7 @@ impl Provider for UdpProvider {
                 ));
             }
         }
+        ofi_kit::nic::fill(&mut kept);
         out.infos = kept;
         out
     }
@@ -601,6 +603,20 @@ mod tests {
             out.infos[0].src_addr,
             Some(Address::Inet("127.0.0.1:7471".parse().unwrap()))
         );
+    }
+
+    #[test]
+    fn each_result_names_the_nic_of_its_source_address() {
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.node = Some("127.0.0.1".into());
+        req.service = Some("7471".into());
+        let out = prov().getinfo(&req);
+        assert!(!out.infos.is_empty());
+        for info in &out.infos {
+            let nic = info.nic.as_ref().expect("a NIC");
+            assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
+            assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
+        }
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //! peer's `fi_shutdown`, or its process ended) moves the queue pair to the error state
 //! (flushing what is posted) and reports `FI_SHUTDOWN`.
 //!
+//! On rdma-core devices the channel is librdmacm's: it resolves the address and route,
+//! and moves the queue pairs through INIT, RTR and RTS itself with what rdma_cm
+//! computes for the route (`CmChannel::drives_qp`); failures before an answer
+//! (unreachable, timed out) come as `Failed` and become error events with that code.
+//!
 //! Invariants: the hub's tables are locked only to look a route up; handlers run with no
 //! hub lock held. Nothing here panics on peer input (the channel parses it).
 
@@ -24,7 +29,7 @@ use ofi_core::provider::PassiveEndpointOps;
 use ofi_core::{Address, EpType, Errno, Error, Result};
 use ofi_kit::eq::KitEq;
 use ofi_kit::progress::{FdInterest, Progress};
-use ofi_rdma::{CmChannel, CmEventKind, CmPeer};
+use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind};
 
 use crate::ep::EpInner;
 use crate::fabric::{Fabric, FabricShared};
@@ -58,9 +63,10 @@ impl std::fmt::Debug for CmHub {
 }
 
 impl CmHub {
-    pub(crate) fn new() -> Result<CmHub> {
+    /// The hub of devices of `kind` (librdmacm's event channel for rdma-core).
+    pub(crate) fn new(kind: DeviceKind) -> Result<CmHub> {
         Ok(CmHub {
-            channel: CmChannel::new()?,
+            channel: CmChannel::open(kind).map_err(|e| e.context(NAME))?,
             routes: Mutex::new(Routes::default()),
         })
     }
@@ -166,6 +172,21 @@ pub struct PassiveEp {
     inner: Arc<PepInner>,
 }
 
+/// The address a passive endpoint of `info` binds on devices of `kind`: rdma_cm
+/// (hardware) takes `src_addr` as given, the wildcard listening on every RDMA device;
+/// the software device's connection manager names listeners by address, so there the
+/// wildcard means [`listen_addr`]'s 127.0.0.1.
+pub(crate) fn bind_addr(info: &Info, kind: DeviceKind) -> SocketAddr {
+    match kind {
+        DeviceKind::RdmaCore => info
+            .src_addr
+            .as_ref()
+            .and_then(Address::socket_addr)
+            .unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)),
+        DeviceKind::Soft => listen_addr(info),
+    }
+}
+
 /// The address a passive endpoint of `info` listens at: its `src_addr`, the wildcard
 /// and a missing address meaning 127.0.0.1 (the software device's connection manager
 /// names listeners by address; peers use `fi_getname`'s answer).
@@ -225,7 +246,9 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
             return Ok(());
         }
         let hub = &self.inner.fabric.hub;
-        let (id, at) = hub.channel.listen(listen_addr(&self.inner.info))?;
+        let (id, at) = hub
+            .channel
+            .listen(bind_addr(&self.inner.info, hub.channel.kind()))?;
         lock(&hub.routes)
             .listeners
             .insert(id, Arc::downgrade(&self.inner));

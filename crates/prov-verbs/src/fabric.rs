@@ -45,7 +45,7 @@ impl Fabric {
         let cm_engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.control_progress,
         ))?);
-        let hub = Arc::new(CmHub::new()?);
+        let hub = Arc::new(CmHub::new(settings.kind)?);
         cm_engine.register(&hub);
         Ok(Fabric {
             shared: Arc::new(FabricShared {

@@ -14,9 +14,11 @@
 //!   bits (no tagged messages: verbs RC has no tags), with mode `FI_RX_CQ_DATA`; a second
 //!   info per device without `FI_REMOTE_CQ_DATA` needs no mode;
 //! - connection management through the device layer's connection manager
-//!   (`ofi_rdma::CmChannel`; see [`cm`]): passive endpoints, `fi_connect` with up to 56
-//!   bytes of data, `FI_CONNREQ`, `fi_accept` (up to 196 bytes) / `fi_reject`,
-//!   `FI_CONNECTED`, `FI_SHUTDOWN`, `FI_ECONNREFUSED` error events;
+//!   (`ofi_rdma::CmChannel`, librdmacm's on rdma-core devices, an equivalent exchange
+//!   on the software device; see [`cm`]): passive endpoints, `fi_connect` with up to 56
+//!   bytes of data (55 on rdma-core), `FI_CONNREQ`, `fi_accept` (up to 196 bytes, 195)
+//!   / `fi_reject`, `FI_CONNECTED`, `FI_SHUTDOWN`, `FI_ECONNREFUSED`, `FI_ETIMEDOUT`,
+//!   `FI_EHOSTUNREACH` error events;
 //! - messages as RC sends (`fi_inject` as an inline send up to the inline size); RMA
 //!   read / write / write with remote CQ data (write with immediate: 4 bytes of CQ
 //!   data, consuming a posted receive at the target, hence mode `FI_RX_CQ_DATA`); the
@@ -28,7 +30,9 @@
 //! - shared receive contexts (`fi_srx_context`) over a shared receive queue for
 //!   `FI_EP_MSG` endpoints (their queue pairs are created at `fi_enable`, on it);
 //! - a third result per device, `FI_EP_DGRAM` over UD (`FI_MSG`, datagrams up to the
-//!   MTU, `FI_ADDR_IB_UD` names, kit's AV, no message prefix: see [`ep::ud`]);
+//!   MTU, injected up to the MTU, `FI_ADDR_IB_UD` names, kit's AV, `FI_SOURCE` /
+//!   `FI_SOURCE_ERR` from each datagram's GRH, no message prefix: see [`ep::ud`]), under
+//!   `ofi_rxd` too;
 //! - completion queues are kit's, filled by the endpoint's progress from the device's
 //!   completion queue; waiting sleeps on the device's completion channel fd.
 //!
@@ -256,18 +260,21 @@ impl VerbsProvider {
     /// The `FI_EP_DGRAM` info of `device`: messages over a UD queue pair, datagrams up
     /// to the port's MTU (4096 on the software device; a device with a smaller MTU
     /// refuses longer sends with `FI_EMSGSIZE`), `FI_ADDR_IB_UD` names, no message
-    /// prefix (the provider keeps the GRH out of the application's buffers).
+    /// prefix (the provider keeps the GRH out of the application's buffers); the
+    /// sender of each datagram (`FI_SOURCE`, `FI_SOURCE_ERR`) from its GRH, queue pair
+    /// and LID.
     fn dgram_template(&self, device: &str) -> Info {
         let mut i = self.template(device, false);
-        let caps = Caps::MSG | Caps::SEND | Caps::RECV;
+        let caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
         i.caps = caps;
         i.mode = Mode::empty();
         i.addr_format = AddrFormat::IB_UD;
         i.tx_attr.caps = Caps::MSG | Caps::SEND;
         i.tx_attr.msg_order = MsgOrder::empty();
         i.tx_attr.rma_iov_limit = 0;
-        i.tx_attr.inject_size = i.tx_attr.inject_size.min(UD_MTU);
-        i.rx_attr.caps = Caps::MSG | Caps::RECV;
+        // Injected datagrams over the inline size are copied to bounce buffers.
+        i.tx_attr.inject_size = UD_MTU;
+        i.rx_attr.caps = Caps::MSG | Caps::RECV | Caps::SOURCE | Caps::SOURCE_ERR;
         i.rx_attr.mode = Mode::empty();
         i.rx_attr.msg_order = MsgOrder::empty();
         i.ep_attr.ep_type = EpType::Dgram;

@@ -7,20 +7,16 @@
 //! breaks the verbs connection underneath: the subject states
 //! `Semantics::ACCESS_ERROR_BREAKS_CONNECTION`.
 
-use ofi::registry::{Registry, RegistryConfig};
+mod common;
+
 use ofi_conformance::{conformance_suite, expected, Semantics, Subject};
 
 fn linked() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
-    let _ = ofi::registry();
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![
-            ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>(),
-            ofi::abi::entry_for::<ofi_util_rxm::RxmProvider>(),
-        ],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "verbs;ofi_rxm").with_semantics(Semantics::ACCESS_ERROR_BREAKS_CONNECTION)
+    common::layered(
+        ofi::abi::entry_for::<ofi_util_rxm::RxmProvider>(),
+        "verbs;ofi_rxm",
+    )
+    .with_semantics(Semantics::ACCESS_ERROR_BREAKS_CONNECTION)
 }
 
 conformance_suite!(verbs_rxm_soft_linked, linked(), expected::RXM);

@@ -49,6 +49,14 @@ enum QpInner {
 }
 
 impl QueuePair {
+    /// The rdma-core queue pair behind this one (`None` on the software device).
+    pub(crate) fn sys(&self) -> Option<&Arc<SysQp>> {
+        match &self.inner {
+            QpInner::Sys(q) => Some(q),
+            QpInner::Soft(_) => None,
+        }
+    }
+
     pub(crate) fn create(pd: &ProtectionDomain, a: &QpInitAttr<'_>) -> Result<QueuePair> {
         if a.qp_type == QpType::Uc {
             return Err(Error::new(

@@ -46,7 +46,7 @@ fn exchange_connects_two_queue_pairs() {
         source: Some(from),
         ..me(&a, &qa, b"hello")
     };
-    let cid = client.connect(addr, &hello).unwrap();
+    let cid = client.connect(addr, &hello, &qa).unwrap();
     // The channel's fd says there is something to read.
     let mut p = libc::pollfd {
         fd: server.fd(),
@@ -68,7 +68,9 @@ fn exchange_connects_two_queue_pairs() {
     // The acceptor's queue pair goes to RTS before it answers.
     rc_connect(&qb, peer.gid, peer.qpn, 0, 1);
     b.recv(&qb, 1, 0, 64);
-    server.accept(req.id, &me(&b, &qb, b"welcome")).unwrap();
+    server
+        .accept(req.id, &me(&b, &qb, b"welcome"), &qb)
+        .unwrap();
     let est = event(&client, "established (client)");
     assert_eq!(est.id, cid);
     let CmEventKind::Established { peer } = est.kind else {
@@ -102,7 +104,10 @@ fn exchange_connects_two_queue_pairs() {
     );
     // The connection is gone: answering it is refused.
     assert_eq!(
-        server.accept(req.id, &me(&b, &qb, b"")).unwrap_err().code(),
+        server
+            .accept(req.id, &me(&b, &qb, b""), &qb)
+            .unwrap_err()
+            .code(),
         Errno::ENOENT
     );
 }
@@ -114,7 +119,7 @@ fn reject_carries_private_data_and_nobody_listening_is_refused() {
     let (_lid, addr) = server.listen(any_port()).unwrap();
     let a = Node::all_access(64);
     let qa = a.qp(QpType::Rc);
-    let cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
+    let cid = client.connect(addr, &me(&a, &qa, b""), &qa).unwrap();
     let req = event(&server, "request");
     server.reject(req.id, b"no room").unwrap();
     let r = event(&client, "rejected");
@@ -133,12 +138,12 @@ fn reject_carries_private_data_and_nobody_listening_is_refused() {
         ..me(&a, &qa, b"")
     };
     assert_eq!(
-        client.connect(addr, &big).unwrap_err().code(),
+        client.connect(addr, &big, &qa).unwrap_err().code(),
         Errno::EINVAL
     );
     // Nobody at this address (an address no test listens at).
     let nobody: SocketAddr = format!("127.9.9.9:{}", addr.port()).parse().unwrap();
-    let e = client.connect(nobody, &me(&a, &qa, b"")).unwrap_err();
+    let e = client.connect(nobody, &me(&a, &qa, b""), &qa).unwrap_err();
     assert!(
         e.code() == Errno::ECONNREFUSED || e.code() == Errno::ENOENT,
         "{e}"
@@ -154,9 +159,9 @@ fn a_vanished_peer_is_a_disconnect() {
     let a = Node::all_access(64);
     let qa = a.qp(QpType::Rc);
     let client = CmChannel::new().unwrap();
-    let _cid = client.connect(addr, &me(&a, &qa, b"")).unwrap();
+    let _cid = client.connect(addr, &me(&a, &qa, b""), &qa).unwrap();
     let req = event(&server, "request");
-    server.accept(req.id, &me(&a, &qa, b"")).unwrap();
+    server.accept(req.id, &me(&a, &qa, b""), &qa).unwrap();
     assert!(matches!(
         event(&client, "established").kind,
         CmEventKind::Established { .. }
@@ -296,7 +301,7 @@ fn garbage_at_a_listener_makes_no_event() {
     let client = CmChannel::new().unwrap();
     let a = Node::all_access(64);
     let qa = a.qp(QpType::Rc);
-    client.connect(addr, &me(&a, &qa, b"x")).unwrap();
+    client.connect(addr, &me(&a, &qa, b"x"), &qa).unwrap();
     assert!(matches!(
         event(&server, "request").kind,
         CmEventKind::ConnectRequest { .. }

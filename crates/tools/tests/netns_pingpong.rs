@@ -43,9 +43,22 @@ fn pingpong(end: &End, args: &[&str], vars: &[(&str, String)], out: &Path) -> Ch
         .expect("spawn fi_pingpong")
 }
 
+/// Whether process `pid` has left this test's network namespace (`ip netns exec` starts
+/// in ours and enters the other one before it runs the program).
+fn in_other_namespace(pid: u32) -> bool {
+    let ns = |path: &str| std::fs::read_link(path).ok();
+    let theirs = ns(&format!("/proc/{pid}/ns/net"));
+    theirs.is_some() && theirs != ns("/proc/self/ns/net")
+}
+
 /// Whether process `pid`'s network namespace has a TCP socket listening on `port`
-/// (`/proc/<pid>/net/tcp` lists the sockets of the process's namespace).
+/// (`/proc/<pid>/net/tcp` lists the sockets of the process's namespace). Asked only once
+/// the process is in its own namespace: before that the table is ours, where another
+/// program may listen on the same port.
 fn listening(pid: u32, port: u16) -> bool {
+    if !in_other_namespace(pid) {
+        return false;
+    }
     let Ok(table) = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")) else {
         return false;
     };

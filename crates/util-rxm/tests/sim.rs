@@ -2,6 +2,11 @@
 //! in stream mode: connections reliable and in order, which can break) with a virtual
 //! clock.
 //!
+//! The engine names bytes instead of owning them; the test's driver ([`Node`]) owns
+//! them: each send's message as a `Vec<u8>` it resolves [`Transmit`] handles to, and
+//! each message being received, assembled where [`Arrival`] says. It serves the reads
+//! of its rendezvous sends while the engine says the peer may read them.
+//!
 //! The big run: 10^4 messages of mixed sizes (eager, segmented, rendezvous) among 8
 //! peers, with connection storms (many links reset at once), credit exhaustion
 //! (receivers that take messages in late, a grant of 4) and one peer killed while a
@@ -16,8 +21,10 @@ use std::collections::{BTreeMap, VecDeque};
 use ofi_core::Errno;
 use ofi_testkit::simnet::{Mode, Nanos, NodeId, Sim, SimNode};
 use ofi_testkit::TestRng;
-use ofi_util_rxm::engine::{Config, CreditToken, Engine, Event, OpId, PeerId, ReadId};
-use ofi_util_rxm::proto::{Hello, Kind, Reason, VERSION};
+use ofi_util_rxm::engine::{
+    Arrival, Config, CreditToken, Engine, Event, MsgMeta, OpId, PeerId, ReadId, Transmit,
+};
+use ofi_util_rxm::proto::{Hello, Kind, Reason, Rts, RTS_IOVS, VERSION};
 
 /// What travels between two simulated endpoints.
 #[derive(Clone, Debug)]
@@ -53,12 +60,208 @@ fn hello(kind: Kind, grant: u32) -> Vec<u8> {
 struct Got {
     from: PeerId,
     tag: u64,
+    tagged: bool,
+    cq_data: Option<u64>,
     data: Vec<u8>,
     arrival: u64,
 }
 
+/// A message being received: where its bytes are assembled.
+struct Assembling {
+    got: Got,
+    credit: CreditToken,
+}
+
+impl Assembling {
+    /// The message from `from` whose first packet said `meta` and brought `data`.
+    fn new(from: PeerId, meta: MsgMeta, arrival: u64, credit: CreditToken, data: Vec<u8>) -> Self {
+        let got = Got {
+            from,
+            tag: meta.tag.unwrap_or(0),
+            tagged: meta.tag.is_some(),
+            cq_data: meta.data,
+            data,
+            arrival,
+        };
+        Assembling { got, credit }
+    }
+}
+
+/// The bytes of the engine's packet `t` to `peer`, resolved from the sends' buffers
+/// `bufs` (the driver's side of the handle).
+fn packet_bytes(bufs: &BTreeMap<OpId, Vec<u8>>, t: Transmit) -> Vec<u8> {
+    match t {
+        Transmit::Control(h) => h.bytes().to_vec(),
+        Transmit::Data {
+            hdr,
+            op,
+            offset,
+            len,
+        } => {
+            let mut b = hdr.bytes().to_vec();
+            b.extend_from_slice(&bufs[&op][offset..offset + len]);
+            b
+        }
+        Transmit::Rts { hdr, op, len } => {
+            // The "registration": address = the operation, key = its length.
+            let mut iov = [(0, 0, 0); RTS_IOVS];
+            iov[0] = (op.0, len as u64, len as u64);
+            let mut b = hdr.bytes().to_vec();
+            Rts {
+                id: op.0,
+                iov,
+                n: 1,
+            }
+            .encode(&mut b);
+            b
+        }
+        Transmit::Forward { .. } => panic!("the simulation forwards nothing"),
+    }
+}
+
+/// A driver that owns its messages' bytes.
+#[derive(Default)]
+struct Driver {
+    /// Sends' bytes, until the engine is done with them.
+    bufs: BTreeMap<OpId, Vec<u8>>,
+    /// Messages being received by segments, per peer.
+    open: BTreeMap<PeerId, Assembling>,
+    /// Rendezvous messages being read.
+    reads: BTreeMap<ReadId, (usize, Assembling)>,
+    /// Reads to ask of peers: (peer, read, remote buffer).
+    read_q: VecDeque<(PeerId, ReadId, (u64, u64, u64))>,
+    /// Whole messages, with their credits.
+    done: Vec<(Got, CreditToken)>,
+}
+
+impl Driver {
+    fn send(&mut self, eng: &mut Engine, peer: PeerId, op: OpId, meta: MsgMeta, data: Vec<u8>) {
+        eng.send_msg(peer, op, meta, data.len()).expect("send");
+        self.bufs.insert(op, data);
+    }
+
+    /// Place what `eng.handle_packet` brought.
+    fn arrived(&mut self, peer: PeerId, a: Arrival<'_>) {
+        match a {
+            Arrival::Nothing => {}
+            Arrival::First {
+                meta,
+                total,
+                payload,
+                done,
+                arrival,
+                credit,
+            } => {
+                let mut data = Vec::with_capacity(total);
+                data.extend_from_slice(payload);
+                let m = Assembling::new(peer, meta, arrival, credit, data);
+                if done {
+                    self.done.push((m.got, m.credit));
+                } else {
+                    self.open.insert(peer, m);
+                }
+            }
+            Arrival::Segment {
+                offset,
+                payload,
+                done,
+            } => {
+                let m = self.open.get_mut(&peer).expect("an open message");
+                assert_eq!(m.got.data.len(), offset, "segments in order");
+                m.got.data.extend_from_slice(payload);
+                if done {
+                    let m = self.open.remove(&peer).expect("open");
+                    self.done.push((m.got, m.credit));
+                }
+            }
+            Arrival::Rts {
+                meta,
+                total,
+                rts,
+                read,
+                arrival,
+                credit,
+            } => {
+                let rts = rts.get().expect("the engine checked it");
+                assert_eq!(rts.n, 1, "the simulation's sends name one buffer");
+                let m = Assembling::new(peer, meta, arrival, credit, Vec::new());
+                self.reads.insert(read, (total, m));
+                self.read_q.push_back((peer, read, rts.iov[0]));
+            }
+        }
+    }
+
+    /// Serve `peer`'s read of `remote` (what the core's RMA does at the target): the
+    /// bytes of a rendezvous send the engine says the peer may read.
+    fn serve_read(
+        &self,
+        eng: &Engine,
+        peer: PeerId,
+        remote: (u64, u64, u64),
+    ) -> Result<Vec<u8>, Errno> {
+        let (addr, len, key) = remote;
+        let op = OpId(addr);
+        match self.bufs.get(&op) {
+            Some(b) if eng.is_readable(peer, op) && b.len() as u64 == len && key == len => {
+                Ok(b.clone())
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// The read `id` answered: the message is whole, or failed (its credit goes back at
+    /// once). Reads already failed by a broken connection are ignored.
+    fn read_done(
+        &mut self,
+        eng: &mut Engine,
+        id: ReadId,
+        result: Result<Vec<u8>, Errno>,
+    ) -> Option<(PeerId, u64)> {
+        let (total, mut m) = self.reads.remove(&id)?;
+        let result = result.and_then(|d| {
+            if d.len() == total {
+                Ok(d)
+            } else {
+                Err(Errno::EIO)
+            }
+        });
+        eng.handle_read_done(id, result.as_ref().map(|_| ()).map_err(|e| *e));
+        match result {
+            Ok(d) => {
+                m.got.data = d;
+                self.done.push((m.got, m.credit));
+                None
+            }
+            Err(_) => {
+                eng.consumed(m.credit);
+                Some((m.got.from, m.got.tag))
+            }
+        }
+    }
+
+    /// An engine event: a send's bytes are no longer needed; a failed reception is
+    /// forgotten. What the event says is returned to the caller too.
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::Sent { op } | Event::Failed { op, .. } => {
+                self.bufs.remove(op);
+            }
+            Event::RecvFailed { peer, read, .. } => match read {
+                Some(r) => {
+                    self.reads.remove(r);
+                }
+                None => {
+                    self.open.remove(peer);
+                }
+            },
+            Event::ProtocolError { .. } => {}
+        }
+    }
+}
+
 struct Node {
     eng: Engine,
+    drv: Driver,
     outbox: VecDeque<(NodeId, Pkt)>,
     got: Vec<Got>,
     sent: Vec<OpId>,
@@ -74,29 +277,18 @@ struct Node {
 
 impl Node {
     fn drain_events(&mut self, now: Nanos) {
+        for (g, credit) in self.drv.done.drain(..) {
+            self.got.push(g);
+            let due = now + self.rng.below(self.consume_delay + 1);
+            // Taken in in order (a FIFO of receives).
+            let due = due.max(self.backlog.back().map_or(0, |b| b.0));
+            self.backlog.push_back((due, credit));
+        }
         while let Some(ev) = self.eng.poll_event() {
+            self.drv.event(&ev);
             match ev {
                 Event::Sent { op } => self.sent.push(op),
                 Event::Failed { op, err } => self.failed.push((op, err)),
-                Event::Received {
-                    peer,
-                    tag,
-                    data,
-                    arrival,
-                    credit,
-                    ..
-                } => {
-                    self.got.push(Got {
-                        from: peer,
-                        tag,
-                        data,
-                        arrival,
-                    });
-                    let due = now + self.rng.below(self.consume_delay + 1);
-                    // Taken in in order (a FIFO of receives).
-                    let due = due.max(self.backlog.back().map_or(0, |b| b.0));
-                    self.backlog.push_back((due, credit));
-                }
                 Event::RecvFailed { peer, tag, .. } => self.recv_failed.push((peer, tag)),
                 Event::ProtocolError { .. } => self.protocol_errors += 1,
             }
@@ -118,16 +310,12 @@ impl SimNode for Node {
             self.outbox
                 .push_back((p.0 as NodeId, Pkt::Cm(hello(Kind::Connect, grant))));
         }
-        while let Some(r) = self.eng.poll_read() {
-            self.outbox.push_back((
-                r.peer.0 as NodeId,
-                Pkt::ReadReq {
-                    id: r.id.0,
-                    remote: r.remote,
-                },
-            ));
+        while let Some((peer, id, remote)) = self.drv.read_q.pop_front() {
+            self.outbox
+                .push_back((peer.0 as NodeId, Pkt::ReadReq { id: id.0, remote }));
         }
-        while let Some((p, b)) = self.eng.poll_transmit(now) {
+        while let Some((p, t)) = self.eng.poll_transmit(now) {
+            let b = packet_bytes(&self.drv.bufs, t);
             self.outbox.push_back((p.0 as NodeId, Pkt::Msg(b)));
         }
         for (dst, pkt) in self.outbox.drain(..) {
@@ -148,12 +336,19 @@ impl SimNode for Node {
                         .push_back((src, Pkt::Cm(hello(Kind::Accept, grant))));
                 }
             }
-            Pkt::Msg(b) => self.eng.handle_packet(peer, &b, now),
+            Pkt::Msg(b) => {
+                let a = self.eng.handle_packet(peer, &b, now);
+                self.drv.arrived(peer, a);
+            }
             Pkt::ReadReq { id, remote } => {
-                let result = self.eng.serve_read(peer, remote);
+                let result = self.drv.serve_read(&self.eng, peer, remote);
                 self.outbox.push_back((src, Pkt::ReadResp { id, result }));
             }
-            Pkt::ReadResp { id, result } => self.eng.handle_read_done(ReadId(id), result),
+            Pkt::ReadResp { id, result } => {
+                if let Some(f) = self.drv.read_done(&mut self.eng, ReadId(id), result) {
+                    self.recv_failed.push(f);
+                }
+            }
         }
         self.drain_events(now);
     }
@@ -219,6 +414,7 @@ fn run(seed: u64) -> Outcome {
     let nodes = (0..NODES)
         .map(|i| Node {
             eng: Engine::new(cfg()),
+            drv: Driver::default(),
             outbox: VecDeque::new(),
             got: Vec::new(),
             sent: Vec::new(),
@@ -292,10 +488,19 @@ fn run(seed: u64) -> Outcome {
             continue;
         }
         route.insert(k, (from, to));
-        sim.nodes[from]
-            .eng
-            .send(PeerId(to as u32), OpId(k), k, payload(seed, k))
-            .expect("send");
+        let n = &mut sim.nodes[from];
+        let meta = MsgMeta {
+            tag: Some(k),
+            data: None,
+            dc: true,
+        };
+        n.drv.send(
+            &mut n.eng,
+            PeerId(to as u32),
+            OpId(k),
+            meta,
+            payload(seed, k),
+        );
     }
     sim.run(Nanos::MAX);
     let (dead, reader) = killed.expect("a rendezvous was in flight at some point");
@@ -310,6 +515,8 @@ fn run(seed: u64) -> Outcome {
         assert_eq!(n.protocol_errors, 0, "seed {seed}: node {i}");
         assert_eq!(n.eng.live_ops(), 0, "seed {seed}: node {i} not idle");
         assert_eq!(n.eng.reads_in_flight(), 0, "seed {seed}: node {i} reading");
+        assert!(n.drv.bufs.is_empty(), "seed {seed}: node {i} holds bytes");
+        assert!(n.drv.reads.is_empty(), "seed {seed}: node {i} awaits reads");
         for op in &n.sent {
             assert!(
                 outcome.insert(op.0, Ok(())).is_none(),
@@ -437,23 +644,22 @@ fn hostile_packets_are_protocol_errors_never_panics() {
     let peer = PeerId(1);
     let mut e = Engine::new(cfg());
     e.handle_conn_up(peer, 4);
+    let mut firsts = 0;
     for k in 0..4u64 {
         let mut b = Hdr::new(Op::Eager, F_TAGGED | F_DC, 3, k, 0)
             .bytes()
             .to_vec();
         b.extend_from_slice(b"abc");
-        e.handle_packet(peer, &b, 0);
+        if let Arrival::First { payload, done, .. } = e.handle_packet(peer, &b, 0) {
+            assert_eq!((payload, done), (&b"abc"[..], true));
+            firsts += 1;
+        }
     }
+    assert_eq!(firsts, 4);
     let mut b = Hdr::new(Op::Eager, F_TAGGED, 3, 9, 0).bytes().to_vec();
     b.extend_from_slice(b"abc");
-    e.handle_packet(peer, &b, 0);
+    assert!(matches!(e.handle_packet(peer, &b, 0), Arrival::Nothing));
     let evs: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
-    assert_eq!(
-        evs.iter()
-            .filter(|ev| matches!(ev, Event::Received { .. }))
-            .count(),
-        4
-    );
     assert!(matches!(evs.last(), Some(Event::ProtocolError { .. })));
     assert!(!e.is_up(peer));
 
@@ -463,7 +669,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
     for round in 0..300u64 {
         let mut e = Engine::new(cfg());
         e.handle_conn_up(peer, 4);
-        e.send(peer, OpId(round), 1, vec![7; r.below(20_000) as usize])
+        e.send(peer, OpId(round), 1, r.below(20_000) as usize)
             .expect("send");
         while e.poll_transmit(0).is_some() {}
         for _ in 0..8 {
@@ -482,7 +688,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
                     b.extend(r.bytes(n));
                 }
             }
-            e.handle_packet(peer, &b, round);
+            let _ = e.handle_packet(peer, &b, round);
             if !e.is_up(peer) {
                 e.handle_conn_up(peer, 4);
             }
@@ -500,10 +706,9 @@ fn hostile_packets_are_protocol_errors_never_panics() {
 /// sees what the sender's meta said, and every send completes once.
 #[test]
 fn untagged_messages_and_cq_data_at_every_size() {
-    use ofi_util_rxm::engine::MsgMeta;
     let (pa, pb) = (PeerId(1), PeerId(0));
-    let mut a = Engine::new(cfg());
-    let mut b = Engine::new(cfg());
+    let (mut a, mut da) = (Engine::new(cfg()), Driver::default());
+    let (mut b, mut db) = (Engine::new(cfg()), Driver::default());
     a.handle_conn_up(pa, 4);
     b.handle_conn_up(pb, 4);
     // Each size with and without a delivery acknowledgement asked (without, a send
@@ -532,37 +737,31 @@ fn untagged_messages_and_cq_data_at_every_size() {
         .collect();
     for (k, &(len, meta)) in cases.iter().enumerate() {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
-        a.send_msg(pa, OpId(k as u64), meta, data.clone())
-            .expect("send");
+        da.send(&mut a, pa, OpId(k as u64), meta, data.clone());
         let mut got = None;
         let mut sent = 0;
         // Drive both by hand (a reliable, in-order link), bounded.
         for _ in 0..100 {
-            while let Some((_, pkt)) = a.poll_transmit(0) {
-                b.handle_packet(pb, &pkt, 0);
+            while let Some((_, t)) = a.poll_transmit(0) {
+                let pkt = packet_bytes(&da.bufs, t);
+                let arr = b.handle_packet(pb, &pkt, 0);
+                db.arrived(pb, arr);
             }
-            while let Some(r) = b.poll_read() {
-                let bytes = a.serve_read(pa, r.remote);
-                b.handle_read_done(r.id, bytes);
+            while let Some((_, id, remote)) = db.read_q.pop_front() {
+                let bytes = da.serve_read(&a, pa, remote);
+                assert_eq!(db.read_done(&mut b, id, bytes), None, "case {k}");
             }
-            while let Some((_, pkt)) = b.poll_transmit(0) {
-                a.handle_packet(pa, &pkt, 0);
+            while let Some((_, t)) = b.poll_transmit(0) {
+                let pkt = packet_bytes(&db.bufs, t);
+                let arr = a.handle_packet(pa, &pkt, 0);
+                da.arrived(pa, arr);
             }
-            while let Some(ev) = b.poll_event() {
-                if let Event::Received {
-                    tag,
-                    tagged,
-                    cq_data,
-                    data,
-                    credit,
-                    ..
-                } = ev
-                {
-                    got = Some((tag, tagged, cq_data, data));
-                    b.consumed(credit);
-                }
+            for (g, credit) in db.done.drain(..) {
+                got = Some((g.tag, g.tagged, g.cq_data, g.data));
+                b.consumed(credit);
             }
             while let Some(ev) = a.poll_event() {
+                da.event(&ev);
                 assert_eq!(ev, Event::Sent { op: OpId(k as u64) }, "case {k}");
                 sent += 1;
             }
@@ -571,6 +770,10 @@ fn untagged_messages_and_cq_data_at_every_size() {
             }
         }
         assert_eq!(sent, 1, "case {k}: the send completed once");
+        assert!(
+            da.bufs.is_empty(),
+            "case {k}: the driver let go of the bytes"
+        );
         let (tag, tagged, cq_data, bytes) = got.expect("received");
         assert_eq!(
             (tag, tagged, cq_data),
@@ -581,4 +784,152 @@ fn untagged_messages_and_cq_data_at_every_size() {
     }
     let s = a.stats();
     assert_eq!((s.eager, s.sar, s.rndv), (4, 4, 4));
+}
+
+/// The engine's queue for a peer holds forwarded operations (RMA, atomics) in their
+/// place among the sends: one behind a send waiting for a credit waits too, and comes
+/// out (as `Transmit::Forward`, done for the engine when handed out) right after it.
+#[test]
+fn forwarded_operations_keep_their_place_behind_sends_waiting_for_credit() {
+    use ofi_util_rxm::proto::{Hdr, Op};
+    let peer = PeerId(1);
+    let mut e = Engine::new(cfg());
+    e.handle_conn_up(peer, 1);
+    let plain = MsgMeta::default();
+    e.send_msg(peer, OpId(1), plain, 10).expect("send");
+    e.send_msg(peer, OpId(2), plain, 20).expect("send");
+    e.forward(peer, OpId(3)).expect("forward");
+    assert_eq!(e.forward(peer, OpId(3)), Err(Errno::EINVAL), "a live id");
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data {
+            op: OpId(1),
+            offset: 0,
+            len: 10,
+            ..
+        })
+    ));
+    // No credit left: the second send and the operation behind it wait.
+    assert_eq!(e.poll_transmit_to(peer), None);
+    assert!(!e.has_transmit(peer));
+    // The peer hands a credit back.
+    let credit = Hdr {
+        credits: 1,
+        ..Hdr::new(Op::Credit, 0, 0, 0, 0)
+    };
+    assert!(matches!(
+        e.receive(peer, &credit.bytes()),
+        Ok(Arrival::Nothing)
+    ));
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data { op: OpId(2), .. })
+    ));
+    assert_eq!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Forward { op: OpId(3) })
+    );
+    let evs: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
+    assert_eq!(
+        evs,
+        [1, 2, 3].map(|k| Event::Sent { op: OpId(k) }),
+        "done when handed out (no acknowledgement asked)"
+    );
+    assert_eq!(e.live_ops(), 0);
+}
+
+/// `send_now` (the small-message fast path) takes a credit only when nothing waits
+/// before it and no acknowledgement is asked; `unsend` gives it back.
+#[test]
+fn send_now_only_when_the_peer_is_idle() {
+    let peer = PeerId(0);
+    let mut e = Engine::new(cfg());
+    let plain = MsgMeta::default();
+    assert_eq!(e.send_now(peer, plain, 8), None, "not connected");
+    e.handle_conn_up(peer, 2);
+    let h = e.send_now(peer, plain, 8).expect("idle and a credit");
+    assert_eq!((h.size, e.credits(peer)), (8, 1));
+    e.unsend(peer, &h);
+    assert_eq!(e.credits(peer), 2);
+    let dc = MsgMeta { dc: true, ..plain };
+    assert_eq!(e.send_now(peer, dc, 8), None, "an acknowledgement asked");
+    assert_eq!(e.send_now(peer, plain, 5000), None, "not eager");
+    e.send_msg(peer, OpId(7), dc, 8).expect("send");
+    assert_eq!(e.send_now(peer, plain, 8), None, "a send waits before it");
+}
+
+/// A reset that keeps the queue (the peer restarted, a new connection takes over)
+/// fails only what was in flight; the queued sends start from their first byte on the
+/// next connection, with that connection's credits.
+#[test]
+fn a_reset_keeping_the_queue_fails_only_what_was_in_flight() {
+    let peer = PeerId(2);
+    let mut e = Engine::new(cfg());
+    e.handle_conn_up(peer, 1);
+    e.send(peer, OpId(1), 1, 100).expect("send");
+    e.send(peer, OpId(2), 2, 5000).expect("send");
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data { op: OpId(1), .. })
+    ));
+    assert_eq!(e.poll_transmit_to(peer), None, "out of credits");
+    e.reset(peer, 0, Errno::ECONNRESET, true);
+    assert_eq!(
+        e.poll_event(),
+        Some(Event::Failed {
+            op: OpId(1),
+            err: Errno::ECONNRESET
+        })
+    );
+    assert_eq!(e.poll_event(), None, "the queued send stays");
+    assert!(e.wants_connection(peer));
+    e.handle_conn_up(peer, 4);
+    assert!(matches!(
+        e.poll_transmit_to(peer),
+        Some(Transmit::Data {
+            op: OpId(2),
+            offset: 0,
+            ..
+        })
+    ));
+}
+
+/// A rendezvous message the driver drops unread is answered "done" (the sender lets
+/// go of its buffer); a read reported after its connection broke is ignored.
+#[test]
+fn a_rendezvous_dropped_unread_is_answered_done() {
+    let (pa, pb) = (PeerId(1), PeerId(0));
+    let (mut a, mut da) = (Engine::new(cfg()), Driver::default());
+    let mut b = Engine::new(cfg());
+    a.handle_conn_up(pa, 4);
+    b.handle_conn_up(pb, 4);
+    da.send(&mut a, pa, OpId(9), MsgMeta::default(), vec![5; 20_000]);
+    let (_, t) = a.poll_transmit(0).expect("the RTS");
+    let pkt = packet_bytes(&da.bufs, t);
+    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt, 0) else {
+        panic!("an RTS");
+    };
+    b.handle_read_done(read, Ok(()));
+    b.consumed(credit);
+    let (_, done) = b.poll_transmit(0).expect("done");
+    let done = packet_bytes(&BTreeMap::new(), done);
+    assert!(matches!(a.handle_packet(pa, &done, 0), Arrival::Nothing));
+    assert_eq!(a.poll_event(), Some(Event::Sent { op: OpId(9) }));
+    // A second RTS; its connection breaks before the read is reported.
+    da.send(&mut a, pa, OpId(10), MsgMeta::default(), vec![6; 20_000]);
+    let (_, t) = a.poll_transmit(0).expect("the RTS");
+    let pkt = packet_bytes(&da.bufs, t);
+    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt, 0) else {
+        panic!("an RTS");
+    };
+    b.handle_conn_down(pb, 1);
+    assert!(matches!(
+        b.poll_event(),
+        Some(Event::RecvFailed { read: Some(r), .. }) if r == read
+    ));
+    b.handle_read_done(read, Ok(()));
+    assert!(
+        b.poll_transmit(0).is_none(),
+        "nothing goes on a broken connection"
+    );
 }

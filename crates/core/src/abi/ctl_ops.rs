@@ -82,7 +82,9 @@
 //!   - nothing: the forwarder is written by hand.
 //! - The class's adapter file defines `this::<F>(obj) -> &ProviderType` (how a slot
 //!   reaches the provider's object: a plain box, or a box with the CQ's format next to
-//!   it); the host type has `obj` and implements `TableOf` for the table; the hook type
+//!   it); the host type has `obj` and implements `TableOf` for the table
+//!   (`host_object!` writes the host type of a class of one table: struct, `TableOf`,
+//!   `Detach`, `AsFid`, `from_raw`); the hook type
 //!   `fn forward(&self) -> (&Arc<H>, &ObjName, &Inner)`.
 //! - An `op` entry is generated whole. Its arguments are passed unchanged, by value,
 //!   from the host method through the slot to the provider method (scalars).
@@ -155,7 +157,8 @@ macro_rules! for_each_ep_ctl_op {
                 close;
                 /// `fi_ep_bind` (CQ, counter, AV, EQ, shared contexts).
                 fn bind(ep: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_bind
-                    | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>;
+                    | fn(target: $crate::provider::BindTarget<'_, F>, flags: $crate::OpFlags) -> $crate::Result<()>,
+                        forward [target, flags] |ep| ep.bind(target.beneath(), flags) => bound(target, flags);
                 /// `fi_enable`.
                 fn enable(ep: $crate::abi::raw::Obj, err: *mut $crate::abi::raw::ErrBuf) -> i32 => ep_enable
                     | fn() -> $crate::Result<()> = Ok(()),
@@ -585,7 +588,8 @@ macro_rules! for_each_mr_op {
                 op desc() -> get *mut ::std::ffi::c_void [::std::ptr::null_mut()] = ::std::ptr::null_mut();
                 /// `fi_mr_bind` (an endpoint or counter, with `FI_MR_ENDPOINT`).
                 fn bind(mr: $crate::abi::raw::Obj, target: $crate::abi::raw::RawFidRef, flags: u64, err: *mut $crate::abi::raw::ErrBuf) -> i32 => mr_bind
-                    | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported");
+                    | fn(target: $crate::provider::MrBindTarget<'_, F>, flags: u64) -> $crate::Result<()> = $crate::provider::enosys("MR bind is not supported"),
+                        forward [flags] |mr| mr.bind(target.beneath(), flags);
                 /// `fi_mr_refresh`: the region's pages are now `iov`.
                 op refresh(; iov[count]: $crate::abi::raw::Iov; flags: u64) = $crate::provider::enosys("MR refresh is not supported");
                 /// `fi_mr_enable`.
@@ -1139,20 +1143,98 @@ pub(crate) trait Detach {
     fn detach(&mut self);
 }
 
-/// The `Detach` impl of a type with one table in its `ops` field (invoked in the
-/// type's module: the fields are private).
-macro_rules! detach_one_table {
-    ($Host:ty: $T:ty) => {
+/// A public type over one provider object with one ops table (invoked in the type's
+/// module: `ops` stays private there): the struct (`obj`, `ops`, `node` and the
+/// type's own fields), `Send` and `Sync`, `AsFid`, `Detach` (forget the object, point
+/// `ops` at the `CLOSED` table), `TableOf` and `t()` (the table), and
+/// `from_raw(obj, ops, own fields…, node)`. A type without fields of its own also gets
+/// its `Debug` (the provider and whether it is closed); one with them writes its own,
+/// showing them.
+///
+/// Invariant: `ops` is the provider's table (valid while `node` holds the provider)
+/// or the static `CLOSED` one; the provider's object and table are usable from any
+/// thread (the interface requires it: providers' types are `Send + Sync`) and the
+/// node is thread-safe, hence `Send` and `Sync`.
+macro_rules! host_object {
+    ($(#[$doc:meta])* $Host:ident($Table:ident, $what:literal);) => {
+        $crate::abi::ctl_ops::host_object! { @type [$(#[$doc])*] $Host $Table $what {} }
+
+        impl ::std::fmt::Debug for $Host {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($Host))
+                    .field("provider", &self.node.prov())
+                    .field("closed", &self.node.is_closed())
+                    .finish()
+            }
+        }
+    };
+    ($(#[$doc:meta])* $Host:ident($Table:ident, $what:literal) { $($(#[$fdoc:meta])* $field:ident: $fty:ty),+ $(,)? }) => {
+        $crate::abi::ctl_ops::host_object! { @type [$(#[$doc])*] $Host $Table $what { $($(#[$fdoc])* $field: $fty),+ } }
+    };
+    (@type [$($doc:tt)*] $Host:ident $Table:ident $what:literal { $($(#[$fdoc:meta])* $field:ident: $fty:ty),* }) => {
+        $($doc)*
+        pub struct $Host {
+            pub(crate) obj: $crate::abi::raw::Obj,
+            ops: *const $crate::abi::tables::$Table,
+            pub(crate) node: ::std::sync::Arc<$crate::abi::object::Node>,
+            $($(#[$fdoc])* $field: $fty,)*
+        }
+
+        // SAFETY: the object and table are required by the interface to be usable
+        // from any thread (providers' types are `Send + Sync`); the node is
+        // thread-safe; the type's own fields are plain values.
+        unsafe impl Send for $Host {}
+        // SAFETY: see `Send`.
+        unsafe impl Sync for $Host {}
+
+        impl $crate::abi::object::AsFid for $Host {
+            fn as_fid(&self) -> $crate::abi::object::FidRef<'_> {
+                $crate::abi::object::FidRef::new(&self.node, self.obj)
+            }
+        }
+
         impl $crate::abi::ctl_ops::Detach for $Host {
             fn detach(&mut self) {
-                self.ops = <$T>::CLOSED;
+                self.ops = $crate::abi::tables::$Table::CLOSED;
                 self.obj = ::std::ptr::null_mut();
+            }
+        }
+
+        impl $crate::abi::ctl_ops::TableOf<$crate::abi::tables::$Table> for $Host {
+            #[inline(always)]
+            fn table(&self) -> &$crate::abi::tables::$Table {
+                self.t()
+            }
+        }
+
+        impl $Host {
+            #[doc = concat!("Wrap a provider's ", $what, ".")]
+            ///
+            /// # Safety
+            #[doc = concat!("`obj`/`ops` must be ", $what, " and its table from the provider of")]
+            /// `node`'s family (with the type's own fields as it was opened), owned
+            /// from now on by `node`.
+            #[allow(clippy::too_many_arguments)]
+            pub(crate) unsafe fn from_raw(
+                obj: $crate::abi::raw::Obj,
+                ops: *const $crate::abi::tables::$Table,
+                $($field: $fty,)*
+                node: ::std::sync::Arc<$crate::abi::object::Node>,
+            ) -> $Host {
+                $Host { obj, ops, node, $($field),* }
+            }
+
+            #[inline(always)]
+            pub(crate) fn t(&self) -> &$crate::abi::tables::$Table {
+                // SAFETY: `ops` is the provider's table (valid while `node` holds the
+                // provider) or the static CLOSED table.
+                unsafe { &*self.ops }
             }
         }
     };
 }
 
-pub(crate) use detach_one_table;
+pub(crate) use host_object;
 
 /// `TableOf` impls from the types' own accessors.
 macro_rules! table_of {
@@ -1166,16 +1248,9 @@ macro_rules! table_of {
     )*};
 }
 
+// The endpoint's two tables of control operations (the types of one table get theirs
+// from `host_object!`).
 table_of! {
-    crate::cq::CompletionQueue: crate::abi::tables::CqTable = t;
-    crate::eq::EventQueue: crate::abi::tables::EqTable = t;
-    crate::cntr::Counter: crate::abi::tables::CntrTable = t;
-    crate::wait::WaitSet: crate::abi::tables::WaitTable = t;
     crate::ep::Endpoint: crate::abi::tables::EpTable = t;
     crate::ep::Endpoint: crate::abi::tables::CmTable = c;
-    crate::ep::PassiveEndpoint: crate::abi::tables::PepTable = t;
-    crate::mr::MemoryRegion: crate::abi::tables::MrTable = t;
-    crate::av::AddressVector: crate::abi::tables::AvTable = t;
-    crate::domain::Domain: crate::abi::tables::DomainTable = t;
-    crate::fabric::Fabric: crate::abi::tables::FabricTable = t;
 }

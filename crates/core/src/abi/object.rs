@@ -516,6 +516,74 @@ pub(crate) fn open_child<T: ClassTable>(
     Ok((ops, node))
 }
 
+/// The raw attributes of an object that can signal a wait set (`fi_cq_attr`,
+/// `fi_cntr_attr`, `fi_eq_attr`).
+pub(crate) trait SignalsWaitSet: Copy {
+    /// Signal the wait set `set` (`wait_obj` `FI_WAIT_SET`).
+    fn signal(&mut self, set: Obj);
+    /// The wait set named (null: none).
+    fn wait_set(&self) -> Obj;
+    /// The same attributes without the wait set (what the safe attributes hold).
+    fn without_set(self) -> Self;
+}
+
+macro_rules! signals_wait_set {
+    ($($Raw:ty),*) => {$(
+        impl SignalsWaitSet for $Raw {
+            fn signal(&mut self, set: Obj) {
+                self.wait_obj = crate::enums::WaitObj::Set.to_raw();
+                self.wait_set = set;
+            }
+            fn wait_set(&self) -> Obj {
+                self.wait_set
+            }
+            fn without_set(self) -> Self {
+                Self {
+                    wait_set: std::ptr::null_mut(),
+                    ..self
+                }
+            }
+        }
+    )*};
+}
+
+signals_wait_set!(
+    crate::abi::raw::RawCqAttr,
+    crate::abi::raw::RawCntrAttr,
+    crate::abi::raw::RawEqAttr
+);
+
+/// Open a child of `parent` (a CQ, counter or EQ) from the raw attributes `raw`,
+/// signalling the wait set `set` when given (`what`: the call, in messages):
+/// `call(raw, out, err)` calls the parent's open slot. The set must be of the same
+/// provider; the child is bound to it (the set cannot close first). Returns the
+/// child's object, table and node.
+pub(crate) fn open_signalling<T: ClassTable, A: SignalsWaitSet>(
+    parent: &Arc<Node>,
+    mut raw: A,
+    set: Option<&crate::wait::WaitSet>,
+    class: FidClass,
+    what: &str,
+    call: impl FnOnce(*const A, *mut RawObj, *mut ErrBuf) -> i32,
+) -> Result<(Obj, *const T, Arc<Node>)> {
+    let set = match set {
+        Some(set) => {
+            let f = set.as_fid();
+            parent.check_peer(f.node(), what)?;
+            raw.signal(f.raw().obj);
+            Some(f.node())
+        }
+        None => None,
+    };
+    let mut out = RawObj::empty();
+    ctl(|e| call(&raw, &mut out, e))?;
+    let (ops, node) = open_child::<T>(parent, &out, class, class.label())?;
+    if let Some(set) = set {
+        node.add_binding(set);
+    }
+    Ok((out.obj, ops, node))
+}
+
 /// Check a newly opened object and its class table, and make its closer.
 pub(crate) fn close_of<T: ClassTable>(obj: Obj, ops: *const T, what: &str) -> Result<Closer> {
     if obj.is_null() || ops.is_null() {
@@ -598,4 +666,26 @@ pub(crate) fn read_sized(mut f: impl FnMut(*mut u8, *mut usize) -> i32) -> Resul
         Errno::ETOOSMALL,
         "the provider kept asking for a larger buffer",
     ))
+}
+
+/// The text of a queue's `strerror` slot for `prov_errno` with the error data
+/// `err_data` (empty: none, passed as null): `call(data, buf, len)` calls the slot;
+/// the library's text of `prov_errno` when it fails. (CQ and EQ.)
+pub(crate) fn strerror_text(
+    prov_errno: i32,
+    err_data: &[u8],
+    call: impl FnOnce(*const c_void, *mut u8, usize) -> isize,
+) -> String {
+    let data = if err_data.is_empty() {
+        std::ptr::null()
+    } else {
+        err_data.as_ptr() as *const c_void
+    };
+    let mut buf = [0u8; 256];
+    let n = call(data, buf.as_mut_ptr(), buf.len());
+    if n < 0 {
+        return crate::error::strerror(prov_errno).into_owned();
+    }
+    let n = (n as usize).min(buf.len() - 1);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }

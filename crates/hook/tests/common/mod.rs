@@ -139,3 +139,20 @@ pub fn drain(p: &Pair, wait: Duration) -> (Vec<CqDataEntry>, Vec<CqDataEntry>) {
     }
     (ca, cb)
 }
+
+/// Post a receive of `buf` on b, from a, with context `ctx`.
+pub fn post_recv(p: &Pair, buf: &mut [u8], ctx: usize) {
+    // SAFETY: the callers keep `buf` alive until the pair is dropped (or its
+    // completions drained).
+    unsafe {
+        p.b.ep
+            .recv(
+                buf.as_mut_ptr(),
+                buf.len(),
+                std::ptr::null_mut(),
+                p.to_a,
+                ctx,
+            )
+            .expect("recv")
+    };
+}

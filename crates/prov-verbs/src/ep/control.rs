@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_rdma::cm::{ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
 use ofi_rdma::{QpAttr, QpAttrMask, QpState};
 
 use super::{lock, Conn, Endpoint};
@@ -261,13 +260,11 @@ impl EndpointOps<Fabric> for Endpoint {
         if self.inner.dgram {
             return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
         }
-        if param.len() > CONNECT_PRIVATE_MAX {
+        let max = self.inner.dom.fabric.hub.channel.connect_private_max();
+        if param.len() > max {
             return Err(bad(
                 Errno::EINVAL,
-                &format!(
-                    "CM data of {} bytes (at most {CONNECT_PRIVATE_MAX})",
-                    param.len()
-                ),
+                &format!("CM data of {} bytes (at most {max})", param.len()),
             ));
         }
         let fmt = match addr.len() {
@@ -286,7 +283,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let hub = &self.inner.dom.fabric.hub;
         let id = hub
             .channel
-            .connect(peer, &self.inner.cm_peer(param)?)
+            .connect(peer, &self.inner.cm_peer(param)?, self.inner.qp()?)
             .map_err(|e| {
                 if e.code() == Errno::ENOENT {
                     Error::new(Errno::ECONNREFUSED, e.to_string())
@@ -305,13 +302,11 @@ impl EndpointOps<Fabric> for Endpoint {
         if self.inner.dgram {
             return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
         }
-        if param.len() > ACCEPT_PRIVATE_MAX {
+        let max = self.inner.dom.fabric.hub.channel.accept_private_max();
+        if param.len() > max {
             return Err(bad(
                 Errno::EINVAL,
-                &format!(
-                    "CM data of {} bytes (at most {ACCEPT_PRIVATE_MAX})",
-                    param.len()
-                ),
+                &format!("CM data of {} bytes (at most {max})", param.len()),
             ));
         }
         let Some(id) = self.inner.handle else {
@@ -329,14 +324,17 @@ impl EndpointOps<Fabric> for Endpoint {
         let Some(peer) = hub.take_pending(id) else {
             return Err(bad(Errno::EINVAL, "no pending connection request"));
         };
-        self.inner.connect_qp(&peer)?;
+        if !hub.channel.drives_qp() {
+            self.inner.connect_qp(&peer)?;
+        }
         hub.route_conn(id, &self.inner);
         st.conn_id = Some(id);
         st.conn = Conn::Accepting;
         if peer.source.is_some() {
             st.peer = peer.source;
         }
-        hub.channel.accept(id, &self.inner.cm_peer(param)?)
+        hub.channel
+            .accept(id, &self.inner.cm_peer(param)?, self.inner.qp()?)
     }
 
     fn shutdown(&self, _flags: u64) -> Result<()> {

@@ -174,6 +174,9 @@ pub(crate) struct St {
     registered: bool,
     /// The receive side of an `FI_EP_DGRAM` endpoint.
     pub(crate) ud: Option<ud::UdRx>,
+    /// An `FI_EP_DGRAM` endpoint's send bounce buffers (one MTU per send slot): an
+    /// injected datagram longer than the inline size is copied into its slot's.
+    pub(crate) ud_tx: Option<ud::BouncePool>,
 }
 
 /// The shared part of an endpoint.
@@ -252,10 +255,13 @@ impl Endpoint {
             max_recv_sge: if dgram { 1 } else { crate::IOV_LIMIT as u32 },
             max_inline_data: s.inline_size as u32,
         };
-        let ud_rx = if dgram {
-            Some(ud::UdRx::new(&dom.pd, rx, mtu)?)
+        let (ud_rx, ud_tx) = if dgram {
+            (
+                Some(ud::UdRx::new(&dom.pd, rx, mtu)?),
+                Some(ud::BouncePool::new(&dom.pd, tx, mtu, Access::empty())?),
+            )
         } else {
-            None
+            (None, None)
         };
         let inline_size = s.inline_size;
         let handle = (info.handle != 0).then_some(info.handle as u64);
@@ -284,6 +290,7 @@ impl Endpoint {
                 stash: Vec::with_capacity(ROUND),
                 registered: false,
                 ud: ud_rx,
+                ud_tx,
             }),
             dom,
         });
@@ -351,6 +358,7 @@ impl Endpoint {
                 stash: Vec::new(),
                 registered: false,
                 ud: None,
+                ud_tx: None,
             }),
             dom,
         });
@@ -502,7 +510,12 @@ impl EpInner {
         match kind {
             CmEventKind::Established { peer } => match st.conn {
                 Conn::Connecting => {
-                    if let Err(e) = self.connect_qp(&peer) {
+                    let moved = if self.dom.fabric.hub.channel.drives_qp() {
+                        Ok(())
+                    } else {
+                        self.connect_qp(&peer)
+                    };
+                    if let Err(e) = moved {
                         self.fail_connect(&mut st, e.code(), Vec::new());
                         return;
                     }
@@ -528,6 +541,10 @@ impl EpInner {
                 Conn::Connecting | Conn::Accepting => {
                     self.fail_connect(&mut st, Errno::ECONNREFUSED, Vec::new())
                 }
+                _ => self.shut(&mut st),
+            },
+            CmEventKind::Failed { err } => match st.conn {
+                Conn::Connecting | Conn::Accepting => self.fail_connect(&mut st, err, Vec::new()),
                 _ => self.shut(&mut st),
             },
             CmEventKind::ConnectRequest { .. } => {}

@@ -70,7 +70,12 @@ impl EpInner {
         let mut tmp = Vec::new();
         let mut flags = SendFlags::SIGNALED;
         let mut scratch = t.scratch;
-        let n = if t.inject && total <= self.inline_size {
+        // An injected datagram over the inline size: copied into the send slot's
+        // bounce buffer once the slot is known (below).
+        let bounce = t.inject && total > self.inline_size && t.ud.is_some();
+        let mut n = if bounce {
+            0
+        } else if t.inject && total <= self.inline_size {
             flags |= SendFlags::INLINE;
             let mut n = 0;
             for &(p, len) in t.iov.iter().filter(|(_, l)| *l > 0) {
@@ -107,6 +112,23 @@ impl EpInner {
         let Some(i) = st.tx.insert(slot) else {
             return Err(no_room());
         };
+        if bounce {
+            // SAFETY: the data calls' contract: the iov is readable now; send slot `i`
+            // is free, so its bounce buffer is not posted.
+            match st.ud_tx.as_ref().and_then(|b| unsafe { b.fill(i, t.iov) }) {
+                Some(sge) => {
+                    list[0] = sge;
+                    n = 1;
+                }
+                None => {
+                    st.tx.remove(i);
+                    return Err(Error::new(
+                        Errno::EMSGSIZE,
+                        format!("{NAME}: a {total}-byte datagram (at most {})", self.mtu),
+                    ));
+                }
+            }
+        }
         let wr = SendWr {
             wr_id: i as u64,
             sg_list: &list[..n],
@@ -425,7 +447,12 @@ impl DataPath for Endpoint {
     }
 
     fn inject_size(&self) -> usize {
-        self.inner.inline_size
+        // Datagrams are injected through bounce buffers up to the MTU.
+        if self.inner.dgram {
+            self.inner.mtu
+        } else {
+            self.inner.inline_size
+        }
     }
 
     fn submit_send(&self, _act: &Endpoint, req: SendRequest) -> Result<()> {

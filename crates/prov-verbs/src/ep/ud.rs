@@ -20,6 +20,19 @@
 //! can be cancelled (`FI_ECANCELED`); a datagram that finds no receive is dropped, as
 //! a UD queue pair without a posted receive drops it.
 //!
+//! # Sources (`FI_SOURCE`, `FI_SOURCE_ERR`)
+//!
+//! The sender's name is rebuilt from the completion and the GRH the device wrote in
+//! front of the datagram: the source GID (bytes 8..24 of an IPv6-style GRH; for RoCE v2
+//! over IPv4, whose GRH area ends with the IPv4 header, the IPv4-mapped GID of the
+//! header's source address), the work completion's source queue pair and LID, and the
+//! provider's Q_Key. Every send of this provider carries a GRH (its address handles
+//! are global: a port's GID is never zero), so the GRH is there whenever the sender is
+//! one of ours; without it ([`WcFlags::GRH`] clear) the source is unknown. The AV's
+//! reverse lookup of that name is the completion's source; an unknown one is
+//! `FI_ADDR_NOTAVAIL`, or with `FI_SOURCE_ERR` an `FI_EADDRNOTAVAIL` error completion
+//! whose `err_data` is the name.
+//!
 //! # Invariants
 //!
 //! - A bounce buffer is posted to the queue pair or being copied out under the
@@ -34,11 +47,13 @@ use std::sync::Arc;
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::cq::CqError;
+use ofi_core::Caps;
+use ofi_core::ADDR_NOTAVAIL;
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
 use ofi_kit::iov::IoList;
 use ofi_rdma::{
     Access, AddressHandle, AhAttr, Gid, MemoryRegion, ProtectionDomain, QueuePair, RecvWr, Sge,
-    WcStatus, WorkCompletion, GRH_LEN,
+    WcFlags, WcStatus, WorkCompletion, GRH_LEN,
 };
 
 use crate::NAME;
@@ -65,6 +80,25 @@ pub(crate) fn encode_name(gid: &Gid, qpn: u32, lid: u16) -> Vec<u8> {
     v.extend_from_slice(&lid.to_le_bytes());
     v.extend_from_slice(&[0, 0]);
     v
+}
+
+/// The source GID a GRH names: IPv6-style (version 6 in its first nibble) at bytes
+/// 8..24; RoCE v2 over IPv4 (an IPv4 header in the last 20 bytes, version 4) as the
+/// IPv4-mapped GID of the header's source address; `None` for anything else.
+pub(crate) fn grh_source_gid(grh: &[u8; GRH_LEN]) -> Option<Gid> {
+    if grh[0] >> 4 == 6 {
+        let mut g = [0u8; 16];
+        g.copy_from_slice(&grh[8..24]);
+        return Some(Gid(g));
+    }
+    if grh[20] >> 4 == 4 {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..16].copy_from_slice(&grh[32..36]);
+        return Some(Gid(g));
+    }
+    None
 }
 
 /// The AV's constructor of a peer: parses `addr` and creates its address handle on `pd`.
@@ -129,27 +163,101 @@ pub(crate) enum Landed {
     Truncated(UserRecv, usize),
 }
 
-/// The bounce buffers and the application's receives of a datagram endpoint.
-pub(crate) struct UdRx {
+/// Registered bounce buffers: `slots` buffers of `slot_len` bytes, registered once.
+pub(crate) struct BouncePool {
     /// The registration (dropped before the memory it covers).
     mr: MemoryRegion,
-    /// The bounce buffers' memory: owned here, touched through `base` only.
+    /// The buffers' memory: owned here, touched through `base` only.
     _mem: Box<[u8]>,
     base: *mut u8,
     slot_len: usize,
     slots: usize,
-    pub(crate) posted: VecDeque<UserRecv>,
 }
 
 // SAFETY: `base` points into `_mem`, owned by this value; it is only dereferenced
-// under the endpoint's lock (the struct lives in the endpoint's `Mutex<St>`).
-unsafe impl Send for UdRx {}
+// under the endpoint's lock (the pool lives in the endpoint's `Mutex<St>`).
+unsafe impl Send for BouncePool {}
+
+impl BouncePool {
+    /// `slots` buffers of `slot_len` bytes, registered on `pd` with `access`.
+    pub(crate) fn new(
+        pd: &ProtectionDomain,
+        slots: usize,
+        slot_len: usize,
+        access: Access,
+    ) -> Result<BouncePool> {
+        let mut mem = vec![0u8; slots * slot_len].into_boxed_slice();
+        let base = mem.as_mut_ptr();
+        // SAFETY: the memory is owned by the returned value, which drops the
+        // registration (field order) before the memory.
+        let mr = unsafe { pd.reg_mr(base, mem.len(), access)? };
+        Ok(BouncePool {
+            mr,
+            _mem: mem,
+            base,
+            slot_len,
+            slots,
+        })
+    }
+
+    /// The scatter element covering the first `len` bytes of buffer `i` (`None` out
+    /// of range).
+    fn sge(&self, i: usize, len: usize) -> Option<Sge> {
+        (i < self.slots && len <= self.slot_len).then(|| Sge {
+            // In range: `i < slots`, the memory is `slots * slot_len` bytes.
+            addr: self.base as u64 + (i * self.slot_len) as u64,
+            length: len as u32,
+            lkey: self.mr.lkey(),
+        })
+    }
+
+    /// Buffer `i` (`None` out of range).
+    fn at(&self, i: usize) -> Option<*mut u8> {
+        // SAFETY: in range: `i < slots`, the memory is `slots * slot_len` bytes.
+        (i < self.slots).then(|| unsafe { self.base.add(i * self.slot_len) })
+    }
+
+    /// Copies the bytes `iov` names into buffer `i` and returns its scatter element;
+    /// `None` when `i` is out of range or the bytes do not fit.
+    ///
+    /// # Safety
+    /// Every `(address, length)` of `iov` is readable, and buffer `i` is not posted.
+    pub(crate) unsafe fn fill(&self, i: usize, iov: &[(usize, usize)]) -> Option<Sge> {
+        let total: usize = iov.iter().map(|p| p.1).sum();
+        let sge = self.sge(i, total)?;
+        let mut at = self.at(i)?;
+        for &(p, len) in iov {
+            // SAFETY: the caller guarantees the source; the destination is buffer `i`
+            // (not posted), `total <= slot_len` bytes in all.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p as *const u8, at, len);
+                at = at.add(len);
+            }
+        }
+        Some(sge)
+    }
+}
+
+/// The bounce buffers and the application's receives of a datagram endpoint.
+pub(crate) struct UdRx {
+    pool: BouncePool,
+    pub(crate) posted: VecDeque<UserRecv>,
+}
 
 impl std::fmt::Debug for UdRx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdRx")
-            .field("slots", &self.slots)
+            .field("slots", &self.pool.slots)
             .field("posted", &self.posted.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for BouncePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BouncePool")
+            .field("slots", &self.slots)
+            .field("slot_len", &self.slot_len)
             .finish_non_exhaustive()
     }
 }
@@ -157,38 +265,24 @@ impl std::fmt::Debug for UdRx {
 impl UdRx {
     /// `slots` bounce buffers of `GRH + mtu` bytes, registered on `pd`.
     pub(crate) fn new(pd: &ProtectionDomain, slots: usize, mtu: usize) -> Result<UdRx> {
-        let slot_len = GRH_LEN + mtu;
-        let mut mem = vec![0u8; slots * slot_len].into_boxed_slice();
-        let base = mem.as_mut_ptr();
-        // SAFETY: the memory is owned by the returned value, which drops the
-        // registration (field order) before the memory.
-        let mr = unsafe { pd.reg_mr(base, mem.len(), Access::LOCAL_WRITE)? };
         Ok(UdRx {
-            mr,
-            _mem: mem,
-            base,
-            slot_len,
-            slots,
+            pool: BouncePool::new(pd, slots, GRH_LEN + mtu, Access::LOCAL_WRITE)?,
             posted: VecDeque::with_capacity(slots),
         })
     }
 
     /// How many application receives may still be posted.
     pub(crate) fn left(&self) -> usize {
-        self.slots - self.posted.len().min(self.slots)
+        let slots = self.pool.slots;
+        slots - self.posted.len().min(slots)
     }
 
     /// Posts bounce buffer `i` to `qp` (its `wr_id` is `tag | i`).
     pub(crate) fn repost(&self, qp: &QueuePair, i: usize, tag: u64) -> Result<()> {
-        if i >= self.slots {
+        let Some(sge) = self.pool.sge(i, self.pool.slot_len) else {
             return Ok(());
-        }
-        let sge = [Sge {
-            // In range: `i < slots`, the memory is `slots * slot_len` bytes.
-            addr: self.base as u64 + (i * self.slot_len) as u64,
-            length: self.slot_len as u32,
-            lkey: self.mr.lkey(),
-        }];
+        };
+        let sge = [sge];
         qp.post_recv(&RecvWr {
             wr_id: tag | i as u64,
             sg_list: &sge,
@@ -197,18 +291,28 @@ impl UdRx {
 
     /// Posts every bounce buffer.
     pub(crate) fn post_all(&self, qp: &QueuePair, tag: u64) -> Result<()> {
-        (0..self.slots).try_for_each(|i| self.repost(qp, i, tag))
+        (0..self.pool.slots).try_for_each(|i| self.repost(qp, i, tag))
+    }
+
+    /// The GRH at the start of bounce buffer `i` (in range, completed, not posted).
+    pub(crate) fn grh(&self, i: usize) -> Option<[u8; GRH_LEN]> {
+        let at = self.pool.at(i)?;
+        let mut grh = [0u8; GRH_LEN];
+        // SAFETY: bounce buffer `i` is in range (`slot_len >= GRH_LEN`), completed and
+        // not posted, so the device does not write it; copied through raw pointers.
+        unsafe { std::ptr::copy_nonoverlapping(at, grh.as_mut_ptr(), GRH_LEN) };
+        Some(grh)
     }
 
     /// Bounce buffer `i` completed with `byte_len` bytes (GRH included): copies the
     /// datagram into the oldest application receive.
     pub(crate) fn land(&mut self, i: usize, byte_len: usize) -> Landed {
-        if i >= self.slots {
+        let Some(at) = self.pool.at(i) else {
             return Landed::Dropped;
-        }
+        };
         let len = byte_len
             .saturating_sub(GRH_LEN)
-            .min(self.slot_len - GRH_LEN);
+            .min(self.pool.slot_len - GRH_LEN);
         let Some(r) = self.posted.pop_front() else {
             return Landed::Dropped;
         };
@@ -216,10 +320,7 @@ impl UdRx {
         // SAFETY: the datagram lies in bounce buffer `i` (in range, completed, not
         // posted now); the receive's buffers are valid until its completion (the data
         // calls' contract), and `n` is at most their total.
-        unsafe {
-            r.buf
-                .scatter(0, self.base.add(i * self.slot_len + GRH_LEN), n)
-        };
+        unsafe { r.buf.scatter(0, at.add(GRH_LEN), n) };
         if n < len {
             Landed::Truncated(r, len - n)
         } else {
@@ -239,6 +340,7 @@ impl super::EpInner {
         let Some(u) = st.ud.as_mut() else {
             return;
         };
+        let grh = u.grh(i).filter(|_| wc.wc_flags.contains(WcFlags::GRH));
         let landed = u.land(i, wc.byte_len as usize);
         if let Err(e) = self.qp().and_then(|qp| u.repost(qp, i, super::RX_BIT)) {
             ofi_core::ofi_warn!(NAME, "ep_data", "reposting a datagram buffer: {e}");
@@ -250,25 +352,48 @@ impl super::EpInner {
             Landed::Truncated(r, olen) => (r, Err(olen)),
         };
         let buf = r.buf.slice().first().map_or(0, |p| p.0);
+        let (src, unknown) = self.datagram_source(st, grh.as_ref(), wc);
         let cntr = st.b.cntr(super::CntrKind::Recv);
         match result {
+            Ok(len) if unknown.is_some() => {
+                if let Some(c) = cntr {
+                    c.inc_err();
+                }
+                if let Some(cq) = st.b.rx_cq.as_ref() {
+                    let _ = cq.push_err(CqError {
+                        op_context: r.ctx,
+                        flags,
+                        len,
+                        buf,
+                        data: 0,
+                        tag: 0,
+                        olen: 0,
+                        err: Errno::EADDRNOTAVAIL,
+                        prov_errno: 0,
+                        err_data: unknown.unwrap_or_default(),
+                    });
+                }
+            }
             Ok(len) => {
                 if let Some(c) = cntr {
                     c.inc();
                 }
                 if let (true, Some(cq)) = (r.report, st.b.rx_cq.as_ref()) {
-                    let _ = cq.push_entry(&CqTaggedEntry {
-                        op_context: r.ctx,
-                        flags,
-                        len,
-                        buf: if len > 0 {
-                            buf as *mut _
-                        } else {
-                            std::ptr::null_mut()
+                    let _ = cq.push(
+                        &CqTaggedEntry {
+                            op_context: r.ctx,
+                            flags,
+                            len,
+                            buf: if len > 0 {
+                                buf as *mut _
+                            } else {
+                                std::ptr::null_mut()
+                            },
+                            data: 0,
+                            tag: 0,
                         },
-                        data: 0,
-                        tag: 0,
-                    });
+                        src,
+                    );
                 }
             }
             Err(olen) => {
@@ -278,6 +403,32 @@ impl super::EpInner {
                 self.recv_error(st, &r, Errno::ETRUNC, r.len, olen);
             }
         }
+    }
+
+    /// The source a datagram's completion reports, from its GRH and `wc`
+    /// (`FI_ADDR_NOTAVAIL` without `FI_SOURCE`, or when unknown); with `FI_SOURCE_ERR`
+    /// an unknown sender's name, for the error completion that replaces the entry.
+    fn datagram_source(
+        &self,
+        st: &super::St,
+        grh: Option<&[u8; GRH_LEN]>,
+        wc: &WorkCompletion,
+    ) -> (u64, Option<Vec<u8>>) {
+        let caps = self.info.caps | self.info.rx_attr.caps;
+        if !caps.contains(Caps::SOURCE) {
+            return (ADDR_NOTAVAIL, None);
+        }
+        let name = grh
+            .and_then(grh_source_gid)
+            .map(|gid| encode_name(&gid, wc.src_qp, wc.slid));
+        let src = match (&name, st.b.av.as_ref()) {
+            (Some(n), Some(av)) => Address::from_bytes(AddrFormat::IB_UD, n)
+                .map_or(ADDR_NOTAVAIL, |a| av.source_addr(&a)),
+            _ => ADDR_NOTAVAIL,
+        };
+        let unknown = (src == ADDR_NOTAVAIL && caps.contains(Caps::SOURCE_ERR))
+            .then(|| name.unwrap_or_default());
+        (src, unknown)
     }
 
     /// An error completion of application receive `r` on the receive CQ.
@@ -329,5 +480,32 @@ impl super::EpInner {
         };
         self.recv_error(&st, &r, Errno::ECANCELED, 0, 0);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grh_names_the_source_gid() {
+        // InfiniBand / RoCE v1 / RoCE v2 over IPv6: version 6, SGID at 8..24.
+        let mut grh = [0u8; GRH_LEN];
+        grh[0] = 0x60;
+        grh[8..24].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            grh_source_gid(&grh),
+            Some(Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]))
+        );
+        // RoCE v2 over IPv4: the IPv4 header in the last 20 bytes, source at 12..16.
+        let mut grh = [0u8; GRH_LEN];
+        grh[20] = 0x45;
+        grh[32..36].copy_from_slice(&[192, 168, 7, 9]);
+        let mut want = [0u8; 16];
+        want[10..12].copy_from_slice(&[0xff, 0xff]);
+        want[12..].copy_from_slice(&[192, 168, 7, 9]);
+        assert_eq!(grh_source_gid(&grh), Some(Gid(want)));
+        // Neither: unknown.
+        assert_eq!(grh_source_gid(&[0u8; GRH_LEN]), None);
     }
 }

@@ -3,9 +3,19 @@
 use ofi::registry::{Registry, RegistryConfig};
 use ofi_conformance::{Semantics, Subject};
 
-/// A registry with `verbs` linked in, `FI_VERBS_DEVICE=soft` set for this process.
+/// Sets `FI_VERBS_DEVICE=soft` for this process, unless `OFI_VERBS_TEST_HW` is set:
+/// then the device is rdma-core's, chosen by `FI_VERBS_DEVICE_NAME` as usual, for
+/// running the suites on a host with a device (docs/providers/verbs.md).
+pub fn choose_device() {
+    if std::env::var_os("OFI_VERBS_TEST_HW").is_none() {
+        std::env::set_var("FI_VERBS_DEVICE", "soft");
+    }
+}
+
+/// A registry with `verbs` linked in, on the device [`choose_device`] picks.
+#[allow(dead_code)] // not every test binary uses verbs alone
 pub fn subject() -> Subject {
-    std::env::set_var("FI_VERBS_DEVICE", "soft");
+    choose_device();
     let reg = Registry::build(RegistryConfig {
         builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
         ..RegistryConfig::default()
@@ -20,3 +30,20 @@ pub fn subject() -> Subject {
 pub const VERBS_SEMANTICS: Semantics = Semantics::ACCESS_ERROR_BREAKS_CONNECTION
     .union(Semantics::TRUNCATION_BREAKS_CONNECTION)
     .union(Semantics::NO_RECV_CANCEL);
+
+/// `upper;verbs` (`name`) with `verbs` and the utility provider `upper` linked in, on the
+/// device [`choose_device`] picks. The utility reaches verbs through the process-wide
+/// registry, built first (after the device is chosen).
+#[allow(dead_code)] // not every test binary layers
+pub fn layered(upper: &'static ofi_core::abi::PluginEntry, name: &str) -> Subject {
+    choose_device();
+    let _ = ofi::registry();
+    let reg = Registry::build(RegistryConfig {
+        builtins: vec![
+            ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>(),
+            upper,
+        ],
+        ..RegistryConfig::default()
+    });
+    Subject::new(reg, name)
+}

@@ -633,6 +633,26 @@ impl SysQp {
         Ok(())
     }
 
+    /// The name of the device the queue pair lives on.
+    pub(crate) fn device_name(&self) -> &str {
+        &self.pd.ctx.name
+    }
+
+    /// Applies attributes as rdma-core's own struct (those `rdma_init_qp_attr` filled).
+    pub(crate) fn modify_raw(&self, attr: &mut IbvQpAttr, mask: libc::c_int) -> Result<()> {
+        // SAFETY: our QP and a filled attribute struct.
+        let rc = unsafe { (self.lib().modify_qp)(self.ptr, attr, mask) };
+        if rc != 0 {
+            return Err(rc_error(rc, "ibv_modify_qp"));
+        }
+        Ok(())
+    }
+
+    /// Whether the queue pair takes its receives from a shared receive queue.
+    pub(crate) fn has_srq(&self) -> bool {
+        self._srq.is_some()
+    }
+
     /// # Safety
     /// As [`QueuePair::post_send`](crate::QueuePair::post_send).
     pub(crate) unsafe fn post_send(&self, wr: &SendWr<'_>, ah: Option<&SysAh>) -> Result<()> {

@@ -21,6 +21,10 @@ pub const RDMACM_LIB: &str = "librdmacm.so.1";
 
 /// `RDMA_PS_TCP`: reliable connected port space.
 pub const RDMA_PS_TCP: u32 = 0x0106;
+/// `RDMA_MAX_RESP_RES` / `RDMA_MAX_INIT_DEPTH`: "as many as the device allows" in
+/// `struct rdma_conn_param`.
+pub const RDMA_MAX_RD_ATOMIC: u8 = 0xff;
+
 /// `RDMA_PS_UDP`: datagram port space.
 pub const RDMA_PS_UDP: u32 = 0x0111;
 
@@ -162,6 +166,7 @@ entry_points! {
     accept = "rdma_accept": fn(*mut RdmaCmId, *mut RdmaConnParam) -> c_int;
     reject = "rdma_reject": fn(*mut RdmaCmId, *const c_void, u8) -> c_int;
     disconnect = "rdma_disconnect": fn(*mut RdmaCmId) -> c_int;
+    establish = "rdma_establish": fn(*mut RdmaCmId) -> c_int;
     get_cm_event = "rdma_get_cm_event": fn(*mut RdmaEventChannel, *mut *mut RdmaCmEvent) -> c_int;
     ack_cm_event = "rdma_ack_cm_event": fn(*mut RdmaCmEvent) -> c_int;
     create_qp = "rdma_create_qp": fn(*mut RdmaCmId, *mut IbvPd, *mut IbvQpInitAttr) -> c_int;

@@ -2,27 +2,38 @@
 //! segmentation (SAR), rendezvous and connection epochs, over connections a driver
 //! provides, speaking the wire format of [`crate::proto`].
 //!
-//! The engine does no I/O and reads no clock. A driver feeds it what happened —
-//! [`Engine::handle_conn_up`] / [`Engine::handle_conn_down`] (a connection to a peer came
-//! up with the peer's credit grant, or broke), [`Engine::handle_packet`] (a packet arrived
-//! on a peer's connection), [`Engine::handle_read_done`] (a rendezvous read finished),
-//! [`Engine::send`] / [`Engine::consumed`] (the application submitted a message, or took
-//! one in) — and asks it what to do: [`Engine::poll_connect`] (connect to this peer),
-//! [`Engine::poll_transmit`] (send this packet on that peer's connection),
-//! [`Engine::poll_read`] (read the peer's registered buffer: the core's RMA),
-//! [`Engine::poll_event`] (completions and received messages) and
+//! The engine does no I/O, reads no clock and holds no message bytes: it names them.
+//! A send is a handle ([`OpId`]) with a length; when the engine hands out a packet
+//! ([`Engine::poll_transmit`]) it says which bytes of which send follow the header
+//! ([`Transmit::Data`]), and the driver resolves the handle to its buffers (the
+//! endpoint: the application's iovs, sent without a copy; `tests/sim.rs`: an owned
+//! `Vec<u8>`). An arriving packet is checked and classified by [`Engine::receive`],
+//! which returns where its bytes belong ([`Arrival`]): the driver chooses a message's
+//! target at its first packet (the endpoint: kit's tag matcher, then straight into the
+//! application's receive) and places the later segments at the offsets the engine
+//! gives.
+//!
+//! A driver feeds the engine what happened — [`Engine::handle_conn_up`] /
+//! [`Engine::handle_conn_down`] (a connection to a peer came up with the peer's credit
+//! grant, or broke), [`Engine::receive`] (a packet arrived on a peer's connection),
+//! [`Engine::handle_read_done`] (a rendezvous read finished), [`Engine::send`] /
+//! [`Engine::send_msg`] / [`Engine::forward`] / [`Engine::consumed`] (the application
+//! submitted an operation, or took a message in) — and asks it what to do:
+//! [`Engine::poll_connect`] (connect to this peer), [`Engine::poll_transmit`] (send
+//! this packet on that peer's connection, or post this forwarded operation),
+//! [`Engine::poll_event`] (sends completed or failed, receptions failed) and
 //! [`Engine::poll_timeout`] (when to call [`Engine::handle_timeout`]). Every call that
 //! depends on time takes `now` (nanoseconds on any monotonic clock) as an argument, so
 //! the engine runs on a simulated network with a virtual clock
-//! (`ofi_testkit::simnet`, `tests/sim.rs`).
+//! (`ofi_testkit::simnet`, `tests/sim.rs`). A driver with its own connection manager
+//! (the endpoint: [`crate::conn`]) never calls [`Engine::poll_connect`] and reports a
+//! peer it gave up on with [`Engine::fail_waiting`].
 //!
-//! The protocol's rules live once, here, and the endpoint ([`crate::ep`]) uses the same
-//! code: credit accounting ([`Flow`]), the protocol a message takes ([`Protocol`]), the
-//! headers of its packets ([`MsgMeta`]), the checks on an arriving packet
-//! ([`Inbound::classify`]) and the reassembly bookkeeping of a segmented message
-//! ([`SarCursor`]). What the endpoint adds is I/O: zero-copy sends from the
-//! application's buffers, placement straight into matched receives, the core's RMA for
-//! rendezvous reads. Both speak the wire format of [`crate::proto`].
+//! The rules the engine is built from are their own types: credit accounting
+//! ([`Flow`]), the protocol a message takes ([`Protocol`]), the headers of its packets
+//! ([`MsgMeta`]), the checks on an arriving packet ([`Inbound::classify`]), the
+//! reassembly bookkeeping of a segmented message ([`SarCursor`]), control packets
+//! ([`Control`]) and delivery acknowledgements ([`AckQueue`]).
 //!
 //! # Protocol
 //!
@@ -37,22 +48,31 @@
 //!   handed to the driver.
 //! - Credits: a peer may have at most the grant it was given (its handshake's credits)
 //!   of messages (eager, first segment, RTS) the receiver has not consumed; consuming
-//!   returns credits, piggybacked on the next packet or in a CREDIT packet. A peer
-//!   going past its grant breaks the protocol.
+//!   returns credits, piggybacked on the next packet, or in a CREDIT packet once half
+//!   the grant is owed. A peer going past its grant breaks the protocol.
+//! - A forwarded operation ([`Engine::forward`]: RMA or atomic, posted by the driver on
+//!   the peer's connection) takes its place in the peer's queue like a send, so it
+//!   waits for the connection and for the sends before it; it needs no credit and is
+//!   done, for the engine, when it is handed out.
 //!
 //! # Invariants
 //!
-//! - Every [`Engine::send`] ends in exactly one [`Event::Sent`] or [`Event::Failed`].
-//! - Every message whose first packet arrived ends in exactly one [`Event::Received`]
-//!   or [`Event::RecvFailed`], in the order the first packets arrived
-//!   ([`Event::Received::arrival`] numbers them per peer).
-//! - Messages to one peer leave in the order submitted; a connection that breaks fails
+//! - Every [`Engine::send_msg`] and [`Engine::forward`] ends in exactly one
+//!   [`Event::Sent`] or [`Event::Failed`]; a send taken by [`Engine::send_now`] has no
+//!   record and no event (the driver completes it).
+//! - Every message whose first packet [`Engine::receive`] returned as
+//!   [`Arrival::First`] or [`Arrival::Rts`] is, for the engine, either complete (the
+//!   last segment came, or the driver reported the read done) or reported by one
+//!   [`Event::RecvFailed`]; [`Arrival`]s carry `arrival`, the message's place among
+//!   the peer's messages by first packet.
+//! - Operations to one peer leave in the order submitted; a connection that breaks fails
 //!   every operation queued or in flight to that peer with `FI_ECONNRESET`, and a new
 //!   connection starts a new epoch: credits, acknowledgements and consumed-tokens of an
 //!   older epoch count for nothing.
-//! - Peer input never panics: a malformed or out-of-protocol packet is
-//!   [`Event::ProtocolError`] (the driver closes that connection), then handled as a
-//!   broken connection.
+//! - Peer input never panics: a malformed or out-of-protocol packet is an error of
+//!   [`Engine::receive`] (`FI_EPROTO`; the driver closes that connection) or, through
+//!   [`Engine::handle_packet`], an [`Event::ProtocolError`] with the connection handled
+//!   as broken.
 
 mod flow;
 mod packet;
@@ -64,18 +84,21 @@ use ofi_core::Errno;
 
 pub use flow::Flow;
 pub use packet::{AckQueue, Control, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor};
+pub use rx::{Arrival, Violation};
 
-use crate::proto::{Hdr, HdrView, Rts, HDR_LEN, RTS_IOVS};
+use crate::proto::{Hdr, HDR_LEN};
 
 /// A peer of the engine (the driver's index for a remote endpoint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PeerId(pub u32);
 
-/// An application operation, named by the application (unique among those live).
+/// An application operation, named by the driver (unique among those live). A
+/// rendezvous request carries it on the wire (RNDV_DONE echoes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OpId(pub u64);
 
-/// A connection's generation with one peer: bumped each time a connection comes up.
+/// A connection's generation with one peer: bumped each time a connection comes up or
+/// goes down.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Epoch(pub u64);
 
@@ -89,6 +112,13 @@ pub struct ReadId(pub u64);
 pub struct CreditToken {
     peer: PeerId,
     epoch: Epoch,
+}
+
+impl CreditToken {
+    /// The peer the message came from.
+    pub fn peer(&self) -> PeerId {
+        self.peer
+    }
 }
 
 /// The engine's limits.
@@ -127,36 +157,21 @@ impl Default for Config {
 /// What the engine reports.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event {
-    /// The send `op` was delivered (the receiver acknowledged it).
+    /// The engine is done with `op`: a delivery-complete send was acknowledged, a
+    /// rendezvous send answered "done", another send's last packet or a forwarded
+    /// operation was handed out.
     Sent {
         /// The operation.
         op: OpId,
     },
-    /// The send `op` failed (it may or may not have been delivered once).
+    /// The operation `op` failed (a send may or may not have been delivered once).
     Failed {
         /// The operation.
         op: OpId,
         /// Why (`FI_ECONNRESET`, a status the receiver sent, …).
         err: Errno,
     },
-    /// A whole message arrived.
-    Received {
-        /// From whom.
-        peer: PeerId,
-        /// Its tag (0 for an untagged message).
-        tag: u64,
-        /// Whether it is tagged.
-        tagged: bool,
-        /// Its remote CQ data.
-        cq_data: Option<u64>,
-        /// Its bytes.
-        data: Vec<u8>,
-        /// Its place among the messages from `peer` (by first packet), from 0.
-        arrival: u64,
-        /// Hand back with [`Engine::consumed`] when taken in.
-        credit: CreditToken,
-    },
-    /// A message that had begun to arrive will not complete.
+    /// A message that had begun to arrive will not complete (its connection broke).
     RecvFailed {
         /// From whom.
         peer: PeerId,
@@ -164,11 +179,13 @@ pub enum Event {
         tag: u64,
         /// Its place among the messages from `peer`.
         arrival: u64,
+        /// The rendezvous read it waited for, if it is a rendezvous message.
+        read: Option<ReadId>,
         /// Why.
         err: Errno,
     },
     /// The peer broke the protocol on the current connection: close it (the engine
-    /// already handled it as broken).
+    /// already handled it as broken). Only from [`Engine::handle_packet`].
     ProtocolError {
         /// The peer.
         peer: PeerId,
@@ -177,15 +194,40 @@ pub enum Event {
     },
 }
 
-/// A read of a peer's registered buffer the driver must carry out (the core's RMA).
+/// What to put on a peer's connection (see [`Engine::poll_transmit`]). Headers come
+/// with the credits they hand back already filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadRequest {
-    /// Which read (for [`Engine::handle_read_done`]).
-    pub id: ReadId,
-    /// Whose buffer.
-    pub peer: PeerId,
-    /// Remote address, length and key, as the RTS named them.
-    pub remote: (u64, u64, u64),
+pub enum Transmit {
+    /// A control packet: the header alone.
+    Control(Hdr),
+    /// A packet of a message: the header, then the bytes `offset..offset + len` of the
+    /// message of send `op`.
+    Data {
+        /// The header.
+        hdr: Hdr,
+        /// The send.
+        op: OpId,
+        /// Where its bytes start in the message.
+        offset: usize,
+        /// How many.
+        len: usize,
+    },
+    /// A rendezvous request for send `op` of `len` bytes: the header, then an RTS body
+    /// ([`crate::proto::Rts`]) with id `op.0` naming the send's buffers, readable by the
+    /// peer until the send completes.
+    Rts {
+        /// The header.
+        hdr: Hdr,
+        /// The send.
+        op: OpId,
+        /// The message's length.
+        len: usize,
+    },
+    /// The forwarded operation `op`: post it on the peer's connection now.
+    Forward {
+        /// The operation.
+        op: OpId,
+    },
 }
 
 /// Where a send is.
@@ -202,20 +244,25 @@ enum TxState {
     AwaitDone,
 }
 
+/// What an operation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxKind {
+    /// A message of `len` bytes.
+    Msg { meta: MsgMeta, len: usize },
+    /// An operation the driver posts on the connection (RMA, atomics).
+    Forward,
+}
+
 struct TxOp {
-    op: OpId,
     peer: PeerId,
-    meta: MsgMeta,
-    data: Vec<u8>,
+    kind: TxKind,
     state: TxState,
-    epoch: Epoch,
 }
 
 /// A segmented message being received.
 struct SarRx {
     meta: MsgMeta,
     cursor: SarCursor,
-    data: Vec<u8>,
     arrival: u64,
 }
 
@@ -226,21 +273,21 @@ struct RdState {
     meta: MsgMeta,
     /// The sender's operation (echoed in RNDV_DONE).
     remote_op: u64,
-    len: usize,
     arrival: u64,
 }
 
-/// A packet ready to go, and the send it completes when handed to the driver (the
-/// last packet of a send that asks no delivery acknowledgement).
+/// A packet or operation ready to go, and the send it completes when handed to the
+/// driver (the last packet of a send that asks no delivery acknowledgement, a
+/// forwarded operation).
 struct Out {
-    bytes: Vec<u8>,
-    completes: Option<u64>,
+    tx: Transmit,
+    completes: Option<OpId>,
 }
 
-impl From<Vec<u8>> for Out {
-    fn from(bytes: Vec<u8>) -> Out {
+impl From<Hdr> for Out {
+    fn from(h: Hdr) -> Out {
         Out {
-            bytes,
+            tx: Transmit::Control(h),
             completes: None,
         }
     }
@@ -255,17 +302,20 @@ struct Peer {
     /// Not before this time may a new attempt start.
     retry_at: u64,
     epoch: Epoch,
-    /// Credits both ways (the endpoint's type).
+    /// Credits both ways.
     flow: Flow,
     /// Packets ready to go on the connection.
     out: VecDeque<Out>,
-    /// Sends not yet started (internal ids), in order.
-    queue: VecDeque<u64>,
+    /// Operations not yet started, in order.
+    queue: VecDeque<OpId>,
     /// Sends waiting for DC_ACK, in order sent.
-    await_ack: AckQueue<u64>,
+    await_ack: AckQueue<OpId>,
     sar: Option<SarRx>,
     /// First packets received from the peer so far.
     arrivals: u64,
+    /// The largest segmented message the peer may send (its handshake's SAR limit);
+    /// `None`: [`Config::sar_limit`].
+    sar_max: Option<usize>,
 }
 
 /// The protocol engine of one rxm endpoint (see the module docs).
@@ -273,10 +323,8 @@ pub struct Engine {
     cfg: Config,
     peers: Vec<Peer>,
     ops: BTreeMap<u64, TxOp>,
-    next_op: u64,
     reads: BTreeMap<ReadId, RdState>,
     next_read: u64,
-    read_q: VecDeque<ReadRequest>,
     events: VecDeque<Event>,
     /// Round-robin start of [`Engine::poll_transmit`].
     rr: usize,
@@ -288,7 +336,7 @@ pub struct Engine {
 pub struct Stats {
     /// Times a send waited for want of a credit.
     pub credit_stalls: u64,
-    /// Eager messages sent.
+    /// Eager messages sent (those of [`Engine::send_now`] included).
     pub eager: u64,
     /// Segmented messages sent.
     pub sar: u64,
@@ -303,10 +351,8 @@ impl Engine {
             cfg,
             peers: Vec::new(),
             ops: BTreeMap::new(),
-            next_op: 1,
             reads: BTreeMap::new(),
             next_read: 1,
-            read_q: VecDeque::new(),
             events: VecDeque::new(),
             rr: 0,
             stats: Stats::default(),
@@ -327,11 +373,21 @@ impl Engine {
     }
 
     /// Whether the connection to `p` is up.
+    #[inline]
     pub fn is_up(&self, p: PeerId) -> bool {
         self.peers.get(p.0 as usize).is_some_and(|x| x.up)
     }
 
-    /// Sends not yet completed.
+    /// Whether a message that came with `credit` came on the current connection of its
+    /// peer (else that connection broke since, and whatever it awaited failed).
+    #[inline]
+    pub fn is_current(&self, credit: CreditToken) -> bool {
+        self.peers
+            .get(credit.peer.0 as usize)
+            .is_some_and(|p| p.up && p.epoch == credit.epoch)
+    }
+
+    /// Operations not yet done (queued, in flight or awaiting the peer).
     pub fn live_ops(&self) -> usize {
         self.ops.len()
     }
@@ -341,56 +397,106 @@ impl Engine {
         self.reads.len()
     }
 
-    /// Submit a tagged message of `data` with `tag` to `peer`, reported as `op`.
+    /// The credits this side may still spend towards `p`.
+    pub fn credits(&self, p: PeerId) -> u32 {
+        self.peers.get(p.0 as usize).map_or(0, |x| x.flow.credits())
+    }
+
+    /// Submit a tagged, delivery-complete message of `len` bytes with `tag` to `peer`,
+    /// reported as `op`.
     ///
     /// # Errors
     /// `FI_EMSGSIZE` past [`Config::max_msg`].
-    pub fn send(&mut self, peer: PeerId, op: OpId, tag: u64, data: Vec<u8>) -> Result<(), Errno> {
+    pub fn send(&mut self, peer: PeerId, op: OpId, tag: u64, len: usize) -> Result<(), Errno> {
         let meta = MsgMeta {
             tag: Some(tag),
             data: None,
             dc: true,
         };
-        self.send_msg(peer, op, meta, data)
+        self.send_msg(peer, op, meta, len)
     }
 
-    /// Submit a message of `data` to `peer` with `meta`'s tag (or none) and remote CQ
-    /// data, reported as `op`. With `meta.dc` an eager or segmented send completes when
-    /// the receiver acknowledges it (delivery complete); without, when its last packet
-    /// is handed to the driver (transmit complete). A rendezvous send completes on
-    /// RNDV_DONE either way.
+    /// Submit a message of `len` bytes to `peer` with `meta`'s tag (or none) and remote
+    /// CQ data, reported as `op`; its bytes stay the driver's, named by `op` in
+    /// [`Transmit::Data`] and [`Transmit::Rts`]. With `meta.dc` an eager or segmented
+    /// send completes when the receiver acknowledges it (delivery complete); without,
+    /// when its last packet is handed to the driver (transmit complete). A rendezvous
+    /// send completes on RNDV_DONE either way.
     ///
     /// # Errors
-    /// `FI_EMSGSIZE` past [`Config::max_msg`].
+    /// `FI_EMSGSIZE` past [`Config::max_msg`]; `FI_EINVAL` if `op` is live already.
     pub fn send_msg(
         &mut self,
         peer: PeerId,
         op: OpId,
         meta: MsgMeta,
-        data: Vec<u8>,
+        len: usize,
     ) -> Result<(), Errno> {
-        if data.len() > self.cfg.max_msg {
+        if len > self.cfg.max_msg {
             return Err(Errno::EMSGSIZE);
         }
-        let id = self.next_op;
-        self.next_op += 1;
+        self.submit(peer, op, TxKind::Msg { meta, len })
+    }
+
+    /// Submit an operation the driver posts on `peer`'s connection itself (RMA,
+    /// atomics), reported as `op`: it waits in the peer's queue like a send and comes
+    /// out as [`Transmit::Forward`].
+    ///
+    /// # Errors
+    /// `FI_EINVAL` if `op` is live already.
+    pub fn forward(&mut self, peer: PeerId, op: OpId) -> Result<(), Errno> {
+        self.submit(peer, op, TxKind::Forward)
+    }
+
+    fn submit(&mut self, peer: PeerId, op: OpId, kind: TxKind) -> Result<(), Errno> {
+        if self.ops.contains_key(&op.0) {
+            return Err(Errno::EINVAL);
+        }
         self.ops.insert(
-            id,
+            op.0,
             TxOp {
-                op,
                 peer,
-                meta,
-                data,
+                kind,
                 state: TxState::Queued,
-                epoch: Epoch::default(),
             },
         );
-        self.peer(peer).queue.push_back(id);
+        self.peer(peer).queue.push_back(op);
         Ok(())
     }
 
-    /// A peer the driver should connect to now (it has sends waiting and no connection
-    /// or attempt); the attempt counts from `now`.
+    /// The fast path of a small message: when `peer` is up with nothing waiting and a
+    /// credit to spend, and the message is eager without a delivery acknowledgement,
+    /// the header of its one packet (credits filled in; the driver sends it with the
+    /// `len` bytes at once and completes the send itself: there is no record of it).
+    /// `None` otherwise (submit it with [`Engine::send_msg`]).
+    // On every small send's path (one call site in the endpoint).
+    #[inline(always)]
+    pub fn send_now(&mut self, peer: PeerId, meta: MsgMeta, len: usize) -> Option<Hdr> {
+        if meta.dc || len > self.cfg.eager_max {
+            return None;
+        }
+        let p = self.peers.get_mut(peer.0 as usize)?;
+        if !p.up || !p.queue.is_empty() || !p.out.is_empty() || !p.flow.take() {
+            return None;
+        }
+        let mut h = meta.eager(len);
+        h.credits = p.flow.piggyback();
+        self.stats.eager += 1;
+        Some(h)
+    }
+
+    /// The packet `hdr` of [`Engine::send_now`] was not sent after all: its credits go
+    /// back.
+    pub fn unsend(&mut self, peer: PeerId, hdr: &Hdr) {
+        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+            p.flow.untake();
+            p.flow.unpiggyback(hdr.credits);
+            self.stats.eager = self.stats.eager.saturating_sub(1);
+        }
+    }
+
+    /// A peer the driver should connect to now (it has operations waiting and no
+    /// connection or attempt); the attempt counts from `now`.
     pub fn poll_connect(&mut self, now: u64) -> Option<PeerId> {
         self.handle_timeout(now);
         for (i, p) in self.peers.iter_mut().enumerate() {
@@ -402,13 +508,28 @@ impl Engine {
         None
     }
 
+    /// Whether operations wait for a connection to `peer` (it is not up).
+    pub fn wants_connection(&self, peer: PeerId) -> bool {
+        self.peers
+            .get(peer.0 as usize)
+            .is_some_and(|p| !p.up && !p.queue.is_empty())
+    }
+
+    /// The peer's handshake said it segments messages up to `limit` bytes (its SAR
+    /// limit may differ from ours): segmented messages from it are checked against
+    /// that, at least [`Config::eager_max`].
+    pub fn set_peer_sar_limit(&mut self, peer: PeerId, limit: usize) {
+        self.peer(peer).sar_max = Some(limit);
+    }
+
     /// The credits this side grants (for the handshake the driver sends).
     pub fn grant(&self) -> u32 {
         self.cfg.credits
     }
 
     /// A connection to `peer` came up; the peer granted `peer_grant` credits. A second
-    /// call while it is up (both sides connected at once) changes nothing.
+    /// call while it is up (both sides connected at once, one connection taking over
+    /// from the other) changes nothing: credits are counted per peer on both sides.
     pub fn handle_conn_up(&mut self, peer: PeerId, peer_grant: u32) {
         let p = self.peer(peer);
         if p.up {
@@ -420,22 +541,48 @@ impl Engine {
         p.flow = Flow::new(peer_grant);
     }
 
-    /// The connection to `peer` broke: every send queued or in flight to it fails with
-    /// `FI_ECONNRESET`, messages being received from it fail, and a new attempt may
+    /// The connection to `peer` broke: every operation queued or in flight to it fails
+    /// with `FI_ECONNRESET`, messages being received from it fail, and a new attempt may
     /// start after [`Config::reconnect_delay`]. An attempt that broke before it was up
-    /// is tried again after the delay (its sends keep waiting); with neither, nothing
-    /// happens.
+    /// is tried again after the delay (its operations keep waiting); with neither,
+    /// nothing happens.
     pub fn handle_conn_down(&mut self, peer: PeerId, now: u64) {
         let delay = self.cfg.reconnect_delay;
         let p = self.peer(peer);
         if p.up {
-            self.conn_down(peer, now, Errno::ECONNRESET);
+            self.conn_down(peer, now, Errno::ECONNRESET, true);
         } else if p.connecting.take().is_some() {
             p.retry_at = now + delay;
         }
     }
 
-    fn conn_down(&mut self, peer: PeerId, now: u64, err: Errno) {
+    /// The connection to `peer` is gone for `err` (up or not): every operation queued or
+    /// in flight fails with `err`, or, with `keep_queued`, only those in flight (the
+    /// peer restarted and a new connection takes the queued ones). Messages being
+    /// received fail; a new epoch starts.
+    pub fn reset(&mut self, peer: PeerId, now: u64, err: Errno, keep_queued: bool) {
+        self.conn_down(peer, now, err, !keep_queued);
+    }
+
+    /// The driver gave up connecting to `peer`: the operations waiting for it fail with
+    /// `err`.
+    pub fn fail_waiting(&mut self, peer: PeerId, err: Errno) {
+        let Some(p) = self.peers.get_mut(peer.0 as usize) else {
+            return;
+        };
+        if p.up {
+            return;
+        }
+        p.connecting = None;
+        let queued: Vec<OpId> = p.queue.drain(..).collect();
+        for op in queued {
+            if self.ops.remove(&op.0).is_some() {
+                self.events.push_back(Event::Failed { op, err });
+            }
+        }
+    }
+
+    fn conn_down(&mut self, peer: PeerId, now: u64, err: Errno, fail_queued: bool) {
         let delay = self.cfg.reconnect_delay;
         let p = self.peer(peer);
         p.up = false;
@@ -445,26 +592,37 @@ impl Engine {
         p.flow = Flow::default();
         p.out.clear();
         p.await_ack.clear();
-        let queued: Vec<u64> = p.queue.drain(..).collect();
-        let sar = p.sar.take();
-        if let Some(s) = sar {
+        let queued: Vec<OpId> = if fail_queued {
+            p.queue.drain(..).collect()
+        } else {
+            Vec::new()
+        };
+        let kept: Vec<OpId> = p.queue.iter().copied().collect();
+        if let Some(s) = p.sar.take() {
             self.events.push_back(Event::RecvFailed {
                 peer,
                 tag: s.meta.tag.unwrap_or(0),
                 arrival: s.arrival,
+                read: None,
                 err,
             });
         }
-        // Sends to the peer: queued and in flight.
+        // Operations to the peer: queued and in flight (queued ones that stay start
+        // again from the beginning on the next connection).
         let mine: Vec<u64> = self
             .ops
             .iter()
-            .filter(|(_, o)| o.peer == peer)
+            .filter(|(k, o)| o.peer == peer && !kept.contains(&OpId(**k)))
             .map(|(&k, _)| k)
             .collect();
-        for k in queued.into_iter().chain(mine) {
-            if let Some(o) = self.ops.remove(&k) {
-                self.events.push_back(Event::Failed { op: o.op, err });
+        for k in queued.into_iter().map(|o| o.0).chain(mine) {
+            if self.ops.remove(&k).is_some() {
+                self.events.push_back(Event::Failed { op: OpId(k), err });
+            }
+        }
+        for k in kept {
+            if let Some(o) = self.ops.get_mut(&k.0) {
+                o.state = TxState::Queued;
             }
         }
         // Reads from the peer.
@@ -480,101 +638,158 @@ impl Engine {
                     peer,
                     tag: r.meta.tag.unwrap_or(0),
                     arrival: r.arrival,
+                    read: Some(k),
                     err,
                 });
             }
         }
-        self.read_q.retain(|r| r.peer != peer);
     }
 
     /// The application took in the message `credit` came with: the credit goes back to
     /// its sender (unless that connection is gone).
+    #[inline]
     pub fn consumed(&mut self, credit: CreditToken) {
-        let p = self.peer(credit.peer);
-        if p.up && p.epoch == credit.epoch {
-            p.flow.consumed();
+        if let Some(p) = self.peers.get_mut(credit.peer.0 as usize) {
+            if p.up && p.epoch == credit.epoch {
+                p.flow.consumed();
+            }
         }
     }
 
-    /// The next packet to send: (peer, bytes) on that peer's current connection.
-    pub fn poll_transmit(&mut self, _now: u64) -> Option<(PeerId, Vec<u8>)> {
+    /// Whether [`Engine::poll_transmit_to`] has something for `peer` now (packets or
+    /// operations ready, sends that a credit lets start, or credits due back).
+    #[inline]
+    pub fn has_transmit(&self, peer: PeerId) -> bool {
+        self.peers.get(peer.0 as usize).is_some_and(|p| {
+            p.up && (!p.out.is_empty()
+                || (!p.queue.is_empty() && (p.flow.credits() > 0 || self.head_is_forward(p)))
+                || p.flow.credit_due(self.cfg.credits))
+        })
+    }
+
+    /// Whether nothing concerns `peer` now: nothing to transmit to it (not even
+    /// operations waiting for a credit), no credits due back, no events. The cheap
+    /// test a driver makes after each packet.
+    #[inline]
+    pub fn is_quiet(&self, peer: PeerId) -> bool {
+        self.events.is_empty()
+            && self.peers.get(peer.0 as usize).is_none_or(|p| {
+                p.out.is_empty() && p.queue.is_empty() && !p.flow.credit_due(self.cfg.credits)
+            })
+    }
+
+    fn head_is_forward(&self, p: &Peer) -> bool {
+        p.queue
+            .front()
+            .and_then(|o| self.ops.get(&o.0))
+            .is_some_and(|o| o.kind == TxKind::Forward)
+    }
+
+    /// The next thing to put on some peer's current connection (peers taken in turn).
+    pub fn poll_transmit(&mut self, _now: u64) -> Option<(PeerId, Transmit)> {
         let n = self.peers.len();
         for k in 0..n {
             let i = (self.rr + k) % n;
-            if !self.peers[i].up {
-                continue;
+            if let Some(t) = self.poll_transmit_to(PeerId(i as u32)) {
+                self.rr = (i + 1) % n;
+                return Some((PeerId(i as u32), t));
             }
-            if self.peers[i].out.is_empty() {
-                self.start_sends(i);
-            }
-            let p = &mut self.peers[i];
-            let pkt = match p.out.pop_front() {
-                Some(Out {
-                    mut bytes,
-                    completes,
-                }) => {
-                    if let Ok(mut v) = HdrView::new_checked(&mut bytes[..]) {
-                        v.set_credits(p.flow.piggyback());
-                    }
-                    if let Some(o) = completes.and_then(|id| self.ops.remove(&id)) {
-                        self.events.push_back(Event::Sent { op: o.op });
-                    }
-                    bytes
-                }
-                None if p.flow.owed() > 0 => {
-                    let give = p.flow.piggyback();
-                    Hdr {
-                        credits: give,
-                        ..Control::credit()
-                    }
-                    .bytes()
-                    .to_vec()
-                }
-                None => continue,
-            };
-            self.rr = (i + 1) % n;
-            return Some((PeerId(i as u32), pkt));
         }
         None
     }
 
-    /// Turn queued sends of peer `i` into packets while credits last.
+    /// The next thing to put on `peer`'s current connection: a packet (its header's
+    /// credits filled in) or a forwarded operation, in the order the operations were
+    /// submitted; a credit packet when half the grant is owed and nothing else goes.
+    /// What is handed out is the driver's to send: if the connection cannot take it
+    /// yet, the driver keeps it and sends it before asking again.
+    pub fn poll_transmit_to(&mut self, peer: PeerId) -> Option<Transmit> {
+        let i = peer.0 as usize;
+        if !self.peers.get(i)?.up {
+            return None;
+        }
+        if self.peers[i].out.is_empty() {
+            self.start_sends(i);
+        }
+        let grant = self.cfg.credits;
+        let p = &mut self.peers[i];
+        match p.out.pop_front() {
+            Some(Out { mut tx, completes }) => {
+                match &mut tx {
+                    Transmit::Control(h)
+                    | Transmit::Data { hdr: h, .. }
+                    | Transmit::Rts { hdr: h, .. } => {
+                        h.credits = p.flow.piggyback();
+                    }
+                    Transmit::Forward { .. } => {}
+                }
+                if let Some(op) = completes {
+                    if self.ops.remove(&op.0).is_some() {
+                        self.events.push_back(Event::Sent { op });
+                    }
+                }
+                Some(tx)
+            }
+            None if p.flow.credit_due(grant) => {
+                let give = p.flow.piggyback();
+                Some(Transmit::Control(Hdr {
+                    credits: give,
+                    ..Control::credit()
+                }))
+            }
+            None => None,
+        }
+    }
+
+    /// Turn queued operations of peer `i` into packets while credits last.
     fn start_sends(&mut self, i: usize) {
         loop {
             let Some(&id) = self.peers[i].queue.front() else {
                 return;
             };
-            if !self.peers[i].flow.take() {
+            let Some(op) = self.ops.get_mut(&id.0) else {
+                self.peers[i].queue.pop_front();
+                continue;
+            };
+            let p = &mut self.peers[i];
+            let (meta, len) = match op.kind {
+                TxKind::Forward => {
+                    p.queue.pop_front();
+                    op.state = TxState::AwaitTransmit;
+                    p.out.push_back(Out {
+                        tx: Transmit::Forward { op: id },
+                        completes: Some(id),
+                    });
+                    continue;
+                }
+                TxKind::Msg { meta, len } => (meta, len),
+            };
+            if !p.flow.take() {
                 self.stats.credit_stalls += 1;
                 return;
             }
-            self.peers[i].queue.pop_front();
-            let p = &mut self.peers[i];
-            let Some(op) = self.ops.get_mut(&id) else {
-                p.flow.untake();
-                continue;
-            };
-            op.epoch = p.epoch;
-            let len = op.data.len();
-            let meta = op.meta;
+            p.queue.pop_front();
             match Protocol::of(len, self.cfg.eager_max, self.cfg.sar_limit) {
                 Protocol::Eager | Protocol::Segmented => {
                     let eager = len <= self.cfg.eager_max;
                     let mut off = 0;
                     loop {
-                        let (h, n) = if eager {
+                        let (hdr, n) = if eager {
                             (meta.eager(len), len)
                         } else {
                             meta.segment(off, len, self.cfg.seg_size)
                         };
-                        let mut b = h.bytes().to_vec();
-                        b.extend_from_slice(&op.data[off..off + n]);
-                        off += n;
-                        let last = off >= len;
+                        let last = off + n >= len;
                         p.out.push_back(Out {
-                            bytes: b,
+                            tx: Transmit::Data {
+                                hdr,
+                                op: id,
+                                offset: off,
+                                len: n,
+                            },
                             completes: (last && !meta.dc).then_some(id),
                         });
+                        off += n;
                         if last {
                             break;
                         }
@@ -592,11 +807,14 @@ impl Engine {
                     }
                 }
                 Protocol::Rendezvous => {
-                    let mut iov = [(0, 0, 0); RTS_IOVS];
-                    iov[0] = (id, len as u64, op.epoch.0);
-                    let mut b = meta.rts(len).bytes().to_vec();
-                    Rts { id, iov, n: 1 }.encode(&mut b);
-                    p.out.push_back(b.into());
+                    p.out.push_back(Out {
+                        tx: Transmit::Rts {
+                            hdr: meta.rts(len),
+                            op: id,
+                            len,
+                        },
+                        completes: None,
+                    });
                     op.state = TxState::AwaitDone;
                     self.stats.rndv += 1;
                 }
@@ -604,33 +822,22 @@ impl Engine {
         }
     }
 
-    /// Serve a read of this side's registered buffer by `peer` (what the core's RMA
-    /// does on the target): the bytes at `remote` if it names a rendezvous send to
-    /// `peer` of the current connection.
-    ///
-    /// # Errors
-    /// `FI_EINVAL` for a key, address or length that names no such buffer.
-    pub fn serve_read(&self, peer: PeerId, remote: (u64, u64, u64)) -> Result<Vec<u8>, Errno> {
-        let (addr, len, key) = remote;
-        match self.ops.get(&addr) {
-            Some(o)
-                if o.peer == peer
-                    && o.state == TxState::AwaitDone
-                    && o.epoch.0 == key
-                    && o.data.len() as u64 == len =>
-            {
-                Ok(o.data.clone())
-            }
-            _ => Err(Errno::EINVAL),
-        }
+    /// Whether `op` is a rendezvous send to `peer` whose request went out and whose
+    /// "done" has not come: its buffers may be read by the peer now.
+    pub fn is_readable(&self, peer: PeerId, op: OpId) -> bool {
+        self.ops
+            .get(&op.0)
+            .is_some_and(|o| o.peer == peer && o.state == TxState::AwaitDone)
     }
 
-    /// The next rendezvous read to carry out.
-    pub fn poll_read(&mut self) -> Option<ReadRequest> {
-        self.read_q.pop_front()
+    /// Whether events wait for [`Engine::poll_event`].
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The next event.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -668,7 +875,7 @@ impl Engine {
             .map(|(i, _)| PeerId(i as u32))
             .collect();
         for p in late {
-            self.conn_down(p, now, Errno::ETIMEDOUT);
+            self.conn_down(p, now, Errno::ETIMEDOUT, true);
         }
     }
 

@@ -4,8 +4,8 @@
 //! # Invariants
 //!
 //! - A connection's operations are failed (queued and in flight) exactly once when it
-//!   breaks; a new connection to the same peer starts a new epoch, and credits or
-//!   receives of an older epoch are never counted against it.
+//!   breaks; the engine then starts a new epoch for the peer, and credits or receives
+//!   of an older epoch are never counted against the next connection.
 //! - A handshake from the peer is parsed with [`crate::proto::Hello::parse`]; a
 //!   malformed one is rejected (never a panic).
 
@@ -149,19 +149,11 @@ impl Shared {
         st.next_timer = st.mgr.poll_timeout();
     }
 
-    /// Fail every operation queued (not yet posted) for `c`.
+    /// Fail every operation waiting for a connection to `c` (the connection manager
+    /// gave up on the peer).
     pub(super) fn fail_queued(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        let q: Vec<u32> = st
-            .conns
-            .get_mut(c)
-            .and_then(Option::as_mut)
-            .map(|x| x.queue.drain(..).collect())
-            .unwrap_or_default();
-        for i in q {
-            if let Some(op) = st.free_op(i) {
-                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
-            }
-        }
+        st.eng.fail_waiting(peer_of(c), e);
+        self.drain_events(act, st);
     }
 
     /// The connection to `c` is gone: fail what was queued or in flight on it.
@@ -178,34 +170,27 @@ impl Shared {
             .chain(conn.accepting.take())
             .chain(conn.extra.drain(..))
             .collect();
-        conn.flow = Flow::default();
-        conn.ctrl.clear();
-        conn.dc_wait.clear();
+        conn.stalled.clear();
         conn.instance = None;
-        let sar = conn.sar.take();
-        conn.epoch = {
-            st.epoch += 1;
-            st.epoch
-        };
         for s in slots {
             self.drop_msg(st, Some(s));
         }
-        // Operations in flight or queued on this connection.
-        let ids: Vec<u32> = st
-            .ops
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| o.as_ref().filter(|o| o.conn == c).map(|_| i as u32))
-            .collect();
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.queue.clear();
-        }
-        for i in ids {
-            if let Some(op) = st.free_op(i) {
-                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
-            }
-        }
-        // Receives being filled from it.
+        // Operations in flight or queued on this connection: the engine's (queued,
+        // awaiting the peer) and those it is done with but the core is not.
+        self.fail_ops_of(act, st, c, e, false);
+        self.fail_receives_of(act, st, c, e);
+        st.mgr.on_lost(c as PeerId, now);
+        self.run_actions(act, st);
+    }
+
+    /// Fail with `e` the receives being filled from connection `c`: a segmented
+    /// message placed into a receive, rendezvous reads.
+    fn fail_receives_of(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
+        let sar = st
+            .conns
+            .get_mut(c)
+            .and_then(Option::as_mut)
+            .and_then(|x| x.sar.take());
         if let Some(s) = sar {
             if let SarTarget::Recv {
                 recv,
@@ -230,8 +215,30 @@ impl Shared {
         }
         st.rd_waiting
             .retain(|i| st.rds.get(*i as usize).is_some_and(Option::is_some));
-        st.mgr.on_lost(c as PeerId, now);
-        self.run_actions(act, st);
+    }
+
+    /// Fail the operations on connection `c` with `e`: every one, or with
+    /// `keep_queued` those the engine has not started (they go on the next
+    /// connection). The engine starts a new epoch for the peer.
+    fn fail_ops_of(&self, act: &Active, st: &mut St, c: usize, e: Errno, keep_queued: bool) {
+        st.eng.reset(peer_of(c), 0, e, keep_queued);
+        let ids: Vec<u32> = st
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| {
+                o.as_ref()
+                    .filter(|o| o.conn == c && (o.started || !keep_queued))
+                    .map(|_| i as u32)
+            })
+            .collect();
+        for i in ids {
+            if let Some(op) = st.free_op(i) {
+                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
+            }
+        }
+        // The engine's failures of the same operations find them gone.
+        self.drain_events(act, st);
     }
 
     pub(super) fn handle_connreq(
@@ -332,28 +339,15 @@ impl Shared {
             }
             ConnDecision::Accept | ConnDecision::Replace => {
                 if decision == ConnDecision::Replace {
-                    // The peer restarted: what was in flight on the old connection is lost.
-                    let old = st.conns[c].as_mut().and_then(|x| x.tx.take());
-                    let q: Vec<u32> = st.conns[c]
-                        .as_ref()
-                        .map(|x| x.queue.iter().copied().collect())
-                        .unwrap_or_default();
+                    // The peer restarted: what was in flight on the old connection is
+                    // lost; what was queued goes on the new one.
+                    let old = st.conns[c].as_mut().and_then(|x| {
+                        x.stalled.clear();
+                        x.tx.take()
+                    });
                     self.drop_msg(st, old);
-                    let ids: Vec<u32> = st
-                        .ops
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, o)| {
-                            o.as_ref()
-                                .filter(|o| o.conn == c && !q.contains(&(i as u32)))
-                                .map(|_| i as u32)
-                        })
-                        .collect();
-                    for i in ids {
-                        if let Some(op) = st.free_op(i) {
-                            act.complete_tx(op.ctx, op.flags, op.want, Some(Errno::ECONNRESET));
-                        }
-                    }
+                    self.fail_ops_of(act, st, c, Errno::ECONNRESET, true);
+                    self.fail_receives_of(act, st, c, Errno::ECONNRESET);
                 }
                 self.run_actions(act, st);
                 match self.open_msg(st, &info, c) {
@@ -446,16 +440,18 @@ impl Shared {
             return;
         };
         let old = conn.tx.replace(slot);
+        let peer_sar = conn.peer_sar;
+        conn.instance = instance;
         // Credits are counted per peer on both sides (the receiver's `held`), not per
         // MSG connection: when a second connection of the same epoch takes over (both
         // sides connected at once), the messages sent on the first one still hold
-        // credits at the peer, so the grant of the new handshake must not refill them.
+        // credits at the peer, so the grant of the new handshake must not refill them
+        // (the engine ignores a second "up").
         if old.is_none() {
-            conn.flow.set_credits(credits as u32);
+            st.eng.handle_conn_up(peer_of(c), credits as u32);
         }
-        conn.instance = instance;
-        if conn.loopback {
-            // A connection to ourselves: both MSG endpoints are ours.
+        if peer_sar > 0 {
+            st.eng.set_peer_sar_limit(peer_of(c), peer_sar);
         }
         self.drop_msg(st, old);
         self.post_bufs(st, slot);

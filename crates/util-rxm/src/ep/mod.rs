@@ -1,45 +1,59 @@
-//! The RDM endpoint over MSG connections.
+//! The RDM endpoint over MSG connections: a driver of the protocol engine.
 //!
 //! # Structure
 //!
-//! Every protocol decision comes from the rules in [`crate::engine`] that the sans-IO
-//! engine is built from and tested with: credits ([`Flow`]), the protocol of a message
-//! and its headers ([`Protocol`], [`MsgMeta`]), the checks on an arriving packet
-//! ([`Inbound::classify`]), segment reassembly ([`SarCursor`]), control packets
-//! ([`Control`]) and delivery acknowledgements ([`AckQueue`]). This module adds the I/O.
+//! The protocol's sequencing is [`crate::engine::Engine`]'s (`St::eng`, one engine
+//! peer per connection, numbered by the connection's index): the per-peer queue of
+//! operations waiting for a connection or a credit, credits both ways, delivery
+//! acknowledgements, the cursor of a segmented message being received, the rendezvous
+//! bookkeeping and the epochs of a reconnected peer. The endpoint feeds it (operations
+//! submitted, connections up and down, packets, finished reads, consumed messages)
+//! and carries out what it hands out, adding the I/O and the buffers the engine only
+//! names:
+//!
+//! - an operation's record (`TxOp`, its index and generation are the engine's
+//!   [`OpId`]) resolves the engine's [`Transmit`]s to the application's iovs — a
+//!   packet is one `sendv` of the header and the application's buffer, no copy — and
+//!   the buffers registered for a rendezvous; it completes when the engine is done
+//!   with it ([`Event::Sent`]) and the core completed what was posted for it;
+//! - an arriving packet's [`Arrival`] is placed where kit's tag matcher says: straight
+//!   into the matched receive, or copied out as an unexpected message; a rendezvous
+//!   request is read with the core's RMA into the receive;
+//! - completions and counters through kit, RMA and atomics forwarded to the peer's MSG
+//!   endpoint (they take their place in the engine's queue, [`Engine::forward`]), and
+//!   connections through the core's EQ with the connection manager
+//!   ([`crate::conn`], which decides when to connect; the engine's own connection
+//!   timing serves drivers without one, as the simulation's).
 //!
 //! An endpoint owns, in the core provider: a passive endpoint listening on its address
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
 //! connection to itself). Everything else is one mutex-protected state (`St`):
-//! connections by peer address, the MSG endpoint slots, the transmit operations, the
-//! rendezvous reads and the kit tag matcher.
+//! connections by peer address, the MSG endpoint slots, the engine, the operation
+//! records, the rendezvous reads and the kit tag matcher.
 //!
 //! # Paths
 //!
 //! - Send to a connected peer with credit and nothing queued: a message whose packet
-//!   fits the core's inject size is injected and completes at once; an eager message
-//!   goes as one `sendv` (header + the application's buffer, no copy); up to the SAR
-//!   limit as segments of one bounce-buffer size each; beyond as a rendezvous request
-//!   (the buffers registered with the core for remote read) completed by the receiver's
-//!   RNDV_DONE after it read the data with an RMA read.
+//!   fits the core's inject size is injected and completes at once (the engine's
+//!   [`Engine::send_now`]: no record); an eager message goes as one `sendv`; up to the
+//!   SAR limit as segments of one bounce-buffer size each; beyond as a rendezvous
+//!   request (the buffers registered with the core for remote read at submission)
+//!   completed by the receiver's RNDV_DONE after it read the data with an RMA read.
 //! - Anything else (peer not connected yet, no credit, operations queued ahead) waits in
-//!   the connection's FIFO, so messages to one peer keep their order; the connection
-//!   manager ([`crate::conn`]) decides when to connect.
-//! - RMA and atomics are forwarded to the peer's MSG endpoint (queued likewise while
-//!   connecting) and complete with the core's completion.
-//! - Receive: each MSG endpoint keeps `msg_rx_size` bounce buffers posted. A packet is
-//!   matched with the kit matcher: data goes straight into the matched receive, or is
-//!   copied out as an unexpected message; the buffer is reposted at once.
+//!   the engine's queue for the peer, so operations to one peer keep their order; what
+//!   the engine handed out and the core refused for now (`FI_EAGAIN`) waits in the
+//!   connection's `stalled` queue and goes first.
+//! - Receive: each MSG endpoint keeps `msg_rx_size` bounce buffers posted; the buffer
+//!   is reposted once its packet is placed.
 //! - Flow control: a peer may have at most the granted `credits` messages (eager, SAR,
 //!   RTS) not yet consumed by a receive; consumption returns credits, piggybacked on the
-//!   next packet or in a CREDIT packet. The receiver counts what each peer holds (the
-//!   engine's [`Flow`], one per connection) and disconnects a peer that goes past the
-//!   grant (`FI_EPROTO`), so
-//!   unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
+//!   next packet or in a CREDIT packet. The engine counts what each peer holds and
+//!   refuses a packet past the grant (`FI_EPROTO`: the endpoint closes the connection),
+//!   so unexpected data held per peer is bounded by `credits × sar_limit` bytes (and RTS
 //!   entries hold no data) even when the peer ignores flow control.
 //! - Progress ([`Progress::progress`]): connection events from the core EQ, completions
-//!   from the core CQ, connection timers, queued sends.
+//!   from the core CQ, connection timers, what the engine has for each connection.
 //!
 //! # Failure
 //!
@@ -84,10 +98,11 @@ use ofi_kit::tagmatch::{
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
 use crate::engine::{
-    AckQueue, Control, Flow, Inbound, MsgMeta, Protocol, RtsBody, RxLimits, SarCursor,
+    Arrival, Config as EngineConfig, CreditToken, Engine, Event, MsgMeta, OpId,
+    PeerId as EnginePeer, Protocol, ReadId, Transmit,
 };
 use crate::fabric::{DomainShared, Fabric};
-use crate::proto::{self, Hdr, Hello, Kind, Reason, Rts, HDR_LEN};
+use crate::proto::{self, Hello, Kind, Reason, Rts, HDR_LEN};
 use crate::{Settings, IOV_LIMIT, NAME};
 
 /// Core completions read per progress call.
@@ -129,6 +144,18 @@ fn mk_ctx(kind: u64, idx: u32, gen: u32) -> usize {
 fn split_ctx(c: usize) -> (u64, u32, u32) {
     let c = c as u64;
     (c & 3, ((c >> 2) & 0xffff_ffff) as u32, (c >> 34) as u32)
+}
+
+/// The engine's name for operation `i` of generation `gen` (also the id a rendezvous
+/// request carries).
+fn op_id(i: u32, gen: u32) -> OpId {
+    OpId((u64::from(gen) << 32) | u64::from(i))
+}
+
+/// The engine's peer for connection `c`.
+#[inline]
+fn peer_of(c: usize) -> EnginePeer {
+    EnginePeer(c as u32)
 }
 
 /// MSG endpoint contexts (EQ events): slot + 1 and generation.
@@ -173,13 +200,12 @@ struct MsgEp {
     posted: bool,
 }
 
-/// A segmented message being received.
+/// A segmented message being received (the engine keeps its cursor): where its bytes
+/// go, and its credit.
 struct SarRx {
     inc: Incoming,
-    cursor: SarCursor,
     target: SarTarget,
-    /// The sender waits for a delivery acknowledgement once the last segment is in.
-    dc: bool,
+    credit: CreditToken,
 }
 
 enum SarTarget {
@@ -207,23 +233,26 @@ struct Landing {
     released: bool,
 }
 
-/// What an unexpected message holds.
+/// What an unexpected message holds, and its credit (its peer, and the connection
+/// it came on: [`Engine::is_current`]).
 enum Unexp {
     Data {
         data: Vec<u8>,
-        conn: usize,
-        epoch: u64,
+        credit: CreditToken,
     },
     Sar {
         buf: Arc<Mutex<SarBuf>>,
-        conn: usize,
-        epoch: u64,
+        credit: CreditToken,
     },
-    Rts {
-        rts: Rts,
-        conn: usize,
-        epoch: u64,
-    },
+    Rts(RndvReq),
+}
+
+/// A rendezvous request as the engine handed it out: the sender's buffers, the
+/// engine's read and the message's credit.
+struct RndvReq {
+    rts: Rts,
+    read: ReadId,
+    credit: CreditToken,
 }
 
 struct Conn {
@@ -232,22 +261,17 @@ struct Conn {
     /// The normalised address (unspecified IP made concrete): the connection's key and
     /// where it connects to.
     key: Vec<u8>,
-    epoch: u64,
     tx: Option<usize>,
     attempt: Option<usize>,
     accepting: Option<usize>,
     extra: Vec<usize>,
-    /// Credits both ways (the engine's [`Flow`]).
-    flow: Flow,
     accept_credits: usize,
     /// The peer's SAR limit (from its handshake): its segmented messages are at most
     /// this long.
     peer_sar: usize,
-    queue: VecDeque<u32>,
-    ctrl: VecDeque<Hdr>,
-    /// Delivery-complete operations sent on this connection whose acknowledgement has
-    /// not come (index, generation), in the order sent.
-    dc_wait: AckQueue<(u32, u32)>,
+    /// What the engine handed out for this connection that the core did not take yet
+    /// (`FI_EAGAIN`), in order: sent before anything else.
+    stalled: VecDeque<Transmit>,
     sar: Option<SarRx>,
     src: u64,
     src_alias: usize,
@@ -287,17 +311,16 @@ enum Fwd {
 // until the operation completes, whatever thread progresses it.
 unsafe impl Send for Fwd {}
 
+/// What an operation's handle resolves to: a message's buffers (the engine has its
+/// tag and data), or a forwarded RMA or atomic operation.
 enum Body {
-    Send {
-        iov: IoList,
-        len: usize,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-    },
+    Send { iov: IoList, len: usize },
     Fwd(Fwd),
 }
 
+/// The driver's record of an operation: the buffers its handle ([`OpId`]) resolves to
+/// and what its completion needs. Where it is in the protocol (queued, waiting for a
+/// credit, an acknowledgement or "done") is the engine's.
 struct TxOp {
     gen: u32,
     conn: usize,
@@ -307,16 +330,14 @@ struct TxOp {
     body: Body,
     /// Data copied at an inject call (the application's buffer may be reused).
     owned: Option<Vec<u8>>,
+    /// Core operations posted and not completed.
     outstanding: u32,
-    await_done: bool,
-    /// `FI_DELIVERY_COMPLETE` asked for: an eager or segmented message carries
-    /// [`proto::F_DC`] and completes on the receiver's [`Op::DcAck`] (a rendezvous one
-    /// completes on "done" anyway).
-    dc: bool,
-    /// Its message is out; its delivery acknowledgement has not come.
-    await_ack: bool,
+    /// The engine handed out its first packet (or the operation itself).
+    started: bool,
+    /// Its last packet (or the operation itself) went to the core.
     posted: bool,
-    sent: usize,
+    /// The engine is done with it ([`Event::Sent`]).
+    engine_done: bool,
     err: Option<Errno>,
     /// Packet headers in flight; boxed so their addresses stay put while the vector
     /// grows (the core holds pointers to them until completion).
@@ -334,7 +355,9 @@ struct RdOp {
     place: Placement,
     inc: Incoming,
     released: bool,
-    id: u64,
+    /// The engine's read (RNDV_DONE goes when it is reported done).
+    read: ReadId,
+    credit: CreditToken,
     pieces: Vec<(usize, usize, u64, u64)>,
     posted: usize,
     outstanding: usize,
@@ -372,9 +395,11 @@ struct St {
     rd_free: Vec<u32>,
     rd_waiting: Vec<u32>,
     m: TagMatcher<IoList, Unexp>,
+    /// The protocol's sequencing (peer = connection index): per-peer queues, credits,
+    /// acknowledgements, segment cursors, rendezvous bookkeeping, epochs.
+    eng: Engine,
     mgr: Manager,
     next_timer: Option<Instant>,
-    epoch: u64,
     /// When the core EQ was last read.
     last_eq: Instant,
     /// Progress calls so far.
@@ -503,9 +528,18 @@ impl Endpoint {
                 rd_free: Vec::new(),
                 rd_waiting: Vec::new(),
                 m,
+                eng: Engine::new(EngineConfig {
+                    credits: settings.credits as u32,
+                    eager_max: settings.eager_limit(),
+                    seg_size: settings.eager_limit(),
+                    sar_limit: settings.sar_limit,
+                    max_msg: crate::MAX_MSG_SIZE,
+                    // Connections are the connection manager's ([`crate::conn`]).
+                    reconnect_delay: 0,
+                    connect_timeout: u64::MAX,
+                }),
                 mgr,
                 next_timer: None,
-                epoch: 1,
                 last_eq: Instant::now(),
                 polls: 0,
             }),
@@ -605,22 +639,16 @@ impl St {
             }
             return c;
         }
-        let epoch = self.epoch;
-        self.epoch += 1;
         let c = Conn {
             aliases: vec![addr.clone()],
             key: key.clone(),
-            epoch,
             tx: None,
             attempt: None,
             accepting: None,
             extra: Vec::new(),
-            flow: Flow::default(),
             accept_credits: 0,
             peer_sar: 0,
-            queue: VecDeque::new(),
-            ctrl: VecDeque::new(),
-            dc_wait: AckQueue::default(),
+            stalled: VecDeque::new(),
             sar: None,
             src: ADDR_NOTAVAIL,
             src_alias: 0,

@@ -27,8 +27,7 @@ pub(super) struct FwdRequest {
 
 impl TxOp {
     /// A new operation on connection `c`, not posted yet: `flags` and `want` for its
-    /// completion, `owned` a copy of its data (inject), `dc` whether it waits for a
-    /// delivery acknowledgement.
+    /// completion, `owned` a copy of its data (inject).
     fn new(
         c: usize,
         ctx: usize,
@@ -36,7 +35,6 @@ impl TxOp {
         want: bool,
         body: Body,
         owned: Option<Vec<u8>>,
-        dc: bool,
     ) -> TxOp {
         TxOp {
             gen: 0,
@@ -47,11 +45,9 @@ impl TxOp {
             body,
             owned,
             outstanding: 0,
-            await_done: false,
-            dc,
-            await_ack: false,
+            started: false,
             posted: false,
-            sent: 0,
+            engine_done: false,
             err: None,
             hdrs: Vec::new(),
             bounce: Vec::new(),
@@ -69,7 +65,7 @@ impl Shared {
             return Posted::Done;
         };
         let Some(ep) = self.tx_ep(st, op.conn) else {
-            return Posted::Blocked;
+            return Posted::Gone;
         };
         let dp = |d: &Vec<usize>| -> *const *mut c_void {
             if d.is_empty() {
@@ -147,10 +143,7 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                    op.outstanding += 1;
-                    op.posted = true;
-                }
+                st.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
@@ -177,8 +170,10 @@ impl Shared {
         let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
             return;
         };
-        if !op.posted || op.outstanding > 0 || ((op.await_done || op.await_ack) && op.err.is_none())
-        {
+        // Done when the engine is (acknowledged, "done", or handed out) and the core
+        // completed what was posted; an error of the core's ends it once nothing is
+        // outstanding.
+        if !op.posted || op.outstanding > 0 || (!op.engine_done && op.err.is_none()) {
             return;
         }
         if let Some(op) = st.free_op(i) {
@@ -186,28 +181,49 @@ impl Shared {
         }
     }
 
-    /// Submit a new operation: post it now if its connection allows, else queue it.
-    pub(super) fn submit(&self, act: &Active, st: &mut St, op: TxOp) -> Result<()> {
+    /// Submit a new operation to the engine (a message with `meta`, or a forwarded
+    /// one): it goes now if its connection is up and nothing waits before it, else
+    /// when the engine hands it out; a peer not connected is connected.
+    pub(super) fn submit(
+        &self,
+        act: &Active,
+        st: &mut St,
+        mut op: TxOp,
+        meta: Option<MsgMeta>,
+    ) -> Result<()> {
         if st.live >= self.settings.tx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         let c = op.conn;
-        let i = st.alloc_op(op);
-        let ready = st
-            .conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .is_some_and(|x| x.tx.is_some() && x.queue.is_empty());
-        if ready {
-            if let Posted::Blocked = self.try_post(act, st, i) {
-                if let Some(conn) = st.conns[c].as_mut() {
-                    conn.queue.push_back(i);
+        if let (Some(_), Body::Send { len, .. }) = (meta, &op.body) {
+            let rndv = Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit)
+                == Protocol::Rendezvous;
+            if rndv {
+                if let Err(e) = self.register_rndv(&mut op) {
+                    act.complete_tx(op.ctx, op.flags, op.want, Some(e.code()));
+                    return Ok(());
                 }
             }
+        }
+        let len = match &op.body {
+            Body::Send { len, .. } => *len,
+            Body::Fwd(_) => 0,
+        };
+        let i = st.alloc_op(op);
+        let gen = st.ops[i as usize].as_ref().map_or(0, |o| o.gen);
+        let id = op_id(i, gen);
+        let peer = peer_of(c);
+        let r = match meta {
+            Some(m) => st.eng.send_msg(peer, id, m, len),
+            None => st.eng.forward(peer, id),
+        };
+        if let Err(e) = r {
+            st.free_op(i);
+            return Err(Error::new(e, format!("{NAME}: operation refused")));
+        }
+        if st.eng.is_up(peer) {
+            self.pump_conn(act, st, c);
         } else {
-            if let Some(conn) = st.conns[c].as_mut() {
-                conn.queue.push_back(i);
-            }
             st.mgr.want(c as PeerId, Instant::now());
             self.run_actions(act, st);
         }
@@ -299,39 +315,41 @@ impl Shared {
                 OpFlags::MSG
             })
         .bits();
-        let want = !suppress
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = wants_completion(act, suppress, flags);
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
-        // Fast path: a packet that fits the core's inject size, connection idle.
+        let meta = MsgMeta {
+            tag: tagged.then_some(tag),
+            data,
+            dc: delivery,
+        };
+        // Fast path: a packet that fits the core's inject size, connection idle (the
+        // engine's `send_now`: up, nothing queued, a credit).
         if !delivery && len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
             let ready = st
                 .conns
                 .get(c)
                 .and_then(Option::as_ref)
-                .is_some_and(|x| x.tx.is_some() && x.queue.is_empty() && x.flow.credits() > 0);
-            if ready {
-                let give = Self::take_credit(st, c).unwrap_or(0);
-                let meta = MsgMeta {
-                    tag: tagged.then_some(tag),
-                    data,
-                    dc: false,
-                };
-                let mut h = meta.eager(len);
-                h.credits = give;
+                .is_some_and(|x| x.tx.is_some() && x.stalled.is_empty());
+            if let Some(h) = ready
+                .then(|| st.eng.send_now(peer_of(c), meta, len))
+                .flatten()
+            {
                 // The endpoint's packet buffer (reused: no allocation, no zeroing of
                 // more than the packet).
                 let mut pkt = std::mem::take(&mut st.fast_pkt);
                 pkt.clear();
                 pkt.extend_from_slice(&h.bytes());
-                pkt.resize(HDR_LEN + len, 0);
+                pkt.reserve(len);
                 // SAFETY: the application's buffers are readable for their lengths (C
-                // contract); `pkt` has `len` bytes after the header.
-                unsafe { iov.gather(0, pkt[HDR_LEN..].as_mut_ptr(), len) };
+                // contract) and hold `len` bytes in all (`len` is their total); `pkt`
+                // has room for `len` bytes after the header, which the copy writes
+                // before the length covers them (no zeroing first).
+                unsafe {
+                    iov.gather(0, pkt.as_mut_ptr().add(HDR_LEN), len);
+                    pkt.set_len(HDR_LEN + len);
+                }
                 let r = match self.tx_ep(st, c) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
@@ -345,7 +363,7 @@ impl Shared {
                         return Ok(());
                     }
                     Err(e) => {
-                        Self::untake_credit(st, c, give);
+                        st.eng.unsend(peer_of(c), &h);
                         if is_conn_err(e.code()) {
                             self.fail_conn(act, st, c, Errno::ECONNRESET);
                         } else if e.code() != Errno::EAGAIN {
@@ -363,15 +381,9 @@ impl Shared {
         } else {
             None
         };
-        let body = Body::Send {
-            iov,
-            len,
-            tag,
-            data,
-            tagged,
-        };
-        let op = TxOp::new(c, ctx, cq_flags, want, body, owned, delivery);
-        self.submit(act, st, op)
+        let body = Body::Send { iov, len };
+        let op = TxOp::new(c, ctx, cq_flags, want, body, owned);
+        self.submit(act, st, op, Some(meta))
     }
 
     /// Submit an RMA or atomic operation forwarded to the peer's MSG endpoint.
@@ -392,16 +404,12 @@ impl Shared {
                 _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
             },
         };
-        let want = !suppress
-            && act
-                .txcq
-                .as_ref()
-                .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION));
+        let want = wants_completion(act, suppress, flags);
         let mut g = lock(&self.st);
         let st = &mut *g;
         let c = self.conn_of(act, st, dest)?;
-        let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned, false);
-        self.submit(act, st, op)
+        let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned);
+        self.submit(act, st, op, None)
     }
 }
 
@@ -417,4 +425,15 @@ fn msg_rma(iov: &[Iov], desc: *const *mut c_void, rma: &RmaIov, ctx: usize, data
         context: ctx,
         data,
     }
+}
+
+/// Whether a transmit operation with `flags` reports a completion: not an inject call
+/// (`suppress`), and a transmit CQ bound that takes every completion or is selective
+/// and was asked for this one.
+fn wants_completion(act: &Active, suppress: bool, flags: OpFlags) -> bool {
+    !suppress
+        && act
+            .txcq
+            .as_ref()
+            .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION))
 }

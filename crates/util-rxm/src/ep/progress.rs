@@ -193,16 +193,10 @@ impl Shared {
             }
         }
         // Queued work on connected peers (credits may have come back).
-        let mut busy: Vec<usize> = Vec::new();
-        for (i, c) in st.conns.iter().enumerate() {
-            if let Some(c) = c {
-                if c.tx.is_some() && (!c.queue.is_empty() || !c.ctrl.is_empty()) {
-                    busy.push(i);
-                }
+        for c in 0..st.conns.len() {
+            if Self::conn_busy(st, c) {
+                self.pump_conn(act, st, c);
             }
-        }
-        for c in busy {
-            self.pump_conn(act, st, c);
         }
         n
     }

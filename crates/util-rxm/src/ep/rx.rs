@@ -1,12 +1,17 @@
-//! Receive: packet dispatch, matching, segmented reassembly, rendezvous reads and the
-//! unexpected-message queue; credits are returned as receives consume messages.
+//! Receive: what the engine makes of an arriving packet ([`Arrival`]) placed where kit's
+//! matcher says — straight into a posted receive, or kept as an unexpected message
+//! (a segmented one assembled while it arrives) — rendezvous reads with the core's RMA,
+//! and the messages' credits handed back to the engine as receives consume them.
 //!
 //! # Invariants
 //!
-//! - A peer holds at most its granted credits of unconsumed messages; past that the
-//!   packet is refused with `FI_EPROTO` (the connection closes).
-//! - Every packet is parsed before use; sizes are checked against the packet and the
-//!   limits the handshake set. Nothing here panics on peer input.
+//! - Every packet goes through [`Engine::receive`] before anything is taken from it:
+//!   parsed, sizes checked against the packet and the limits the handshake set, the
+//!   peer's credits counted (a peer past its grant is refused with `FI_EPROTO` and the
+//!   connection closes). Nothing here panics on peer input.
+//! - Each message's credit ([`CreditToken`]) goes back to the engine once, when the
+//!   message is consumed (placed, or discarded unread); one of an older connection
+//!   counts for nothing.
 
 use super::*;
 use ofi_kit::ep::Unexpected;
@@ -14,47 +19,34 @@ use ofi_kit::ep::Unexpected;
 /// The part of a message's first packet that differs by protocol.
 enum First<'a> {
     Eager(&'a [u8]),
-    Sar { payload: &'a [u8], last: bool },
-    Rts(RtsBody<'a>),
+    Sar(&'a [u8]),
+    Rts(RndvReq),
+}
+
+/// What a message's first packet says besides its bytes.
+struct Head {
+    meta: MsgMeta,
+    len: usize,
+    credit: CreditToken,
 }
 
 // ---------------------------------------------------------------------------------------
 // Receive.
 
 impl Shared {
-    pub(super) fn return_credit(st: &mut St, c: usize, epoch: u64) {
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            if conn.epoch == epoch {
-                conn.flow.consumed();
-            }
+    /// A message that came with `credit` was taken in: the engine returns its credit
+    /// (piggybacked, or a credit packet once half the grant is owed).
+    pub(super) fn consumed(&self, act: &Active, st: &mut St, credit: CreditToken) {
+        st.eng.consumed(credit);
+        let c = credit.peer().0 as usize;
+        if Self::conn_busy(st, c) {
+            self.pump_conn(act, st, c);
         }
     }
 
-    /// Count a credited message of the peer on `c`; `FI_EPROTO` if the peer has more
-    /// of them unreturned than we granted (it ignores flow control: refusing it bounds
-    /// what one peer can make us buffer).
-    pub(super) fn hold_credit(&self, st: &mut St, c: usize) -> Result<()> {
-        let grant = self.settings.credits as u32;
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.flow.arrive(grant).map_err(|e| {
-                Error::new(
-                    e,
-                    format!("peer sent beyond the {grant} credits granted to it"),
-                )
-            })?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn conn_epoch(st: &St, c: usize) -> u64 {
-        st.conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .map_or(0, |x| x.epoch)
-    }
-
-    /// A packet arrived on MSG slot `slot` (of connection `c`): checked by the
-    /// protocol's rules ([`Inbound::classify`]), then dispatched.
+    /// A packet arrived on a MSG endpoint of connection `c`: checked by the engine
+    /// (credits, limits, segment order, acknowledgements), then placed where the
+    /// message goes.
     pub(super) fn handle_packet(
         &self,
         act: &Active,
@@ -62,87 +54,81 @@ impl Shared {
         c: usize,
         pkt: &[u8],
     ) -> Result<()> {
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+        let peer = peer_of(c);
+        if !st.eng.is_up(peer) {
+            // A packet of a connection already handled as broken.
             return Ok(());
-        };
-        let lim = RxLimits {
-            eager_max: self.settings.eager_limit(),
-            sar_max: conn.peer_sar.max(self.settings.buffer_size),
-            max_msg: crate::MAX_MSG_SIZE,
-        };
-        let (inb, returned) = Inbound::classify(pkt, &lim)
-            .map_err(|e| Error::new(e, "a packet out of protocol (header, size or limit)"))?;
-        conn.flow.returned(returned);
-        let (meta, len, first) = match inb {
-            Inbound::Eager { meta, payload } => (meta, payload.len(), First::Eager(payload)),
-            Inbound::SarFirst {
+        }
+        let arrival = st
+            .eng
+            .receive(peer, pkt)
+            .map_err(|v| Error::new(v.errno(), v.to_string()))?;
+        match arrival {
+            Arrival::Nothing => {
+                // Acknowledgements and "done"s complete sends.
+                self.drain_events(act, st);
+                Ok(())
+            }
+            Arrival::First {
                 meta,
                 total,
                 payload,
-                last,
-            } => (meta, total, First::Sar { payload, last }),
-            Inbound::Rts { meta, total, body } => (meta, total, First::Rts(body)),
-            Inbound::Credit => return Ok(()),
-            Inbound::DcAck { count } => return self.on_dc_ack(act, st, c, count),
-            Inbound::RndvDone { op: id, err } => {
-                let i = (id & 0xffff_ffff) as u32;
-                let gen = (id >> 32) as u32;
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                    if op.gen == gen && op.await_done && op.conn == c {
-                        op.await_done = false;
-                        // The peer's status: an FI code or FI_EPROTO, never as it came.
-                        if let Some(e) = err {
-                            op.err.get_or_insert(e);
-                        }
-                        op.mrs.clear();
-                        self.maybe_finish(act, st, i);
-                    }
-                }
-                return Ok(());
+                done,
+                credit,
+                ..
+            } => {
+                // A message whole in its first packet (eager, or one segment) lands
+                // like an eager one.
+                let first = if done {
+                    First::Eager(payload)
+                } else {
+                    First::Sar(payload)
+                };
+                let head = Head {
+                    meta,
+                    len: total,
+                    credit,
+                };
+                self.first_packet(act, st, c, head, first);
+                Ok(())
             }
-            seg @ Inbound::SarNext { .. } => return self.next_segment(act, st, c, seg),
-        };
-        self.first_packet(act, st, c, meta, len, first)
+            Arrival::Segment {
+                offset,
+                payload,
+                done,
+            } => {
+                self.next_segment(act, st, c, offset, payload, done);
+                Ok(())
+            }
+            Arrival::Rts {
+                meta,
+                total,
+                rts,
+                read,
+                credit,
+                ..
+            } => {
+                let head = Head {
+                    meta,
+                    len: total,
+                    credit,
+                };
+                let rts = rts
+                    .get()
+                    .map_err(|e| Error::new(e, "a malformed rendezvous request"))?;
+                let req = RndvReq { rts, read, credit };
+                self.first_packet(act, st, c, head, First::Rts(req));
+                Ok(())
+            }
+        }
     }
 
     /// The first (credited) packet of a message of `len` bytes: matched with a posted
     /// receive and placed, or queued as unexpected.
-    // One call site, on every message's path.
+    // One call site per protocol, on every message's path.
     #[inline(always)]
-    fn first_packet(
-        &self,
-        act: &Active,
-        st: &mut St,
-        c: usize,
-        meta: MsgMeta,
-        len: usize,
-        first: First<'_>,
-    ) -> Result<()> {
-        self.hold_credit(st, c)?;
-        let rts = match first {
-            First::Rts(body) => Some(body.get().map_err(|e| Error::new(e, "bad RTS"))?),
-            _ => None,
-        };
-        let sar = match first {
-            First::Sar { payload, last } => {
-                if st
-                    .conns
-                    .get(c)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|x| x.sar.is_some())
-                {
-                    return Err(Error::new(
-                        Errno::EPROTO,
-                        "segmented message while another is open",
-                    ));
-                }
-                let (cursor, done) =
-                    SarCursor::first(meta.tag.unwrap_or(0), len, payload.len(), last)
-                        .map_err(|e| Error::new(e, "bad first segment"))?;
-                Some((cursor, done))
-            }
-            _ => None,
-        };
+    fn first_packet(&self, act: &Active, st: &mut St, c: usize, head: Head, first: First<'_>) {
+        let Head { meta, len, credit } = head;
         let src = st_src(self, act, st, c);
         let inc = Incoming {
             src,
@@ -151,7 +137,6 @@ impl Shared {
             data: meta.data,
             tagged: meta.tag.is_some(),
         };
-        let epoch = Self::conn_epoch(st, c);
         let target = match st.m.match_incoming(&inc) {
             Match::Unexpected => None,
             Match::Recv { recv, place } => Some((recv, place, false)),
@@ -164,7 +149,6 @@ impl Shared {
                 Some((r, place, rel))
             }
         };
-        let dc = meta.dc;
         match (first, target) {
             (First::Eager(payload), Some((recv, place, rel))) => {
                 let n = place.len.min(payload.len());
@@ -172,27 +156,16 @@ impl Shared {
                 // length (the placement lies within it); `payload` has n bytes.
                 unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
                 act.complete_rx(&recv, place, &inc, rel, None);
-                Self::return_credit(st, c, epoch);
-                if dc {
-                    self.ack_dc(st, c);
-                }
+                st.eng.consumed(credit);
             }
             (First::Eager(payload), None) => {
                 let u = Unexp::Data {
                     data: payload.to_vec(),
-                    conn: c,
-                    epoch,
+                    credit,
                 };
                 let _ = st.m.push_unexpected(inc, u);
-                // Buffered is taken in (libfabric's delivery complete).
-                if dc {
-                    self.ack_dc(st, c);
-                }
             }
-            (First::Sar { payload, .. }, target) => {
-                let Some((cursor, done)) = sar else {
-                    return Ok(());
-                };
+            (First::Sar(payload), target) => {
                 let target = match target {
                     Some((recv, place, rel)) => {
                         let n = place.len.min(payload.len());
@@ -218,8 +191,7 @@ impl Shared {
                         }));
                         let u = Unexp::Sar {
                             buf: buf.clone(),
-                            conn: c,
-                            epoch,
+                            credit,
                         };
                         let _ = st.m.push_unexpected(inc, u);
                         SarTarget::Buffer(buf)
@@ -228,64 +200,45 @@ impl Shared {
                 if let Some(conn) = st.conns[c].as_mut() {
                     conn.sar = Some(SarRx {
                         inc,
-                        cursor,
                         target,
-                        dc,
+                        credit,
                     });
                 }
-                if done {
-                    self.finish_sar(act, st, c);
-                }
             }
-            (First::Rts(_), Some((recv, place, rel))) => {
-                let Some(rts) = rts else {
-                    return Ok(());
-                };
+            (First::Rts(req), Some((recv, place, rel))) => {
                 let to = Landing {
                     recv,
                     place,
                     released: rel,
                 };
-                self.start_read(act, st, c, to, inc, rts);
+                self.start_read(act, st, c, to, inc, req);
             }
-            (First::Rts(_), None) => {
-                let Some(rts) = rts else {
-                    return Ok(());
-                };
-                let u = Unexp::Rts {
-                    rts,
-                    conn: c,
-                    epoch,
-                };
-                let _ = st.m.push_unexpected_sized(inc, u, proto::rts_len(rts.n));
+            (First::Rts(req), None) => {
+                let n = req.rts.n;
+                let _ =
+                    st.m.push_unexpected_sized(inc, Unexp::Rts(req), proto::rts_len(n));
             }
         }
-        Ok(())
     }
 
-    /// A later segment (`seg`, an [`Inbound::SarNext`]) of the segmented message open
-    /// on `c`.
-    fn next_segment(&self, act: &Active, st: &mut St, c: usize, seg: Inbound<'_>) -> Result<()> {
-        let Inbound::SarNext {
-            tag,
-            offset,
-            payload,
-            last,
-        } = seg
+    /// Bytes at `off` of the segmented message open on `c` (`done`: its last ones).
+    fn next_segment(
+        &self,
+        act: &Active,
+        st: &mut St,
+        c: usize,
+        off: usize,
+        payload: &[u8],
+        done: bool,
+    ) {
+        let Some(sar) = st
+            .conns
+            .get_mut(c)
+            .and_then(Option::as_mut)
+            .and_then(|x| x.sar.as_mut())
         else {
-            return Ok(());
+            return;
         };
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
-            return Ok(());
-        };
-        let Some(sar) = conn.sar.as_mut() else {
-            return Err(Error::new(Errno::EPROTO, "segment without a first segment"));
-        };
-        let off = sar.cursor.got();
-        let done = sar
-            .cursor
-            .next(tag, offset, payload.len(), last)
-            .map_err(|e| Error::new(e, "segment out of order"))?;
         match &sar.target {
             SarTarget::Recv { recv, place, .. } => {
                 if off < place.len {
@@ -301,9 +254,9 @@ impl Shared {
         if done {
             self.finish_sar(act, st, c);
         }
-        Ok(())
     }
 
+    /// The segmented message open on `c` is whole (the engine acknowledges it if asked).
     pub(super) fn finish_sar(&self, act: &Active, st: &mut St, c: usize) {
         let Some(sar) = st
             .conns
@@ -313,7 +266,6 @@ impl Shared {
         else {
             return;
         };
-        let epoch = Self::conn_epoch(st, c);
         match sar.target {
             SarTarget::Recv {
                 recv,
@@ -321,7 +273,7 @@ impl Shared {
                 released,
             } => {
                 act.complete_rx(&recv, place, &sar.inc, released, None);
-                Self::return_credit(st, c, epoch);
+                st.eng.consumed(sar.credit);
             }
             SarTarget::Buffer(b) => {
                 let mut g = lock(&b);
@@ -332,16 +284,12 @@ impl Shared {
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
                     act.complete_rx(&recv, place, &sar.inc, rel, None);
-                    Self::return_credit(st, c, epoch);
+                    st.eng.consumed(sar.credit);
                 } else if g.discarded {
                     drop(g);
-                    Self::return_credit(st, c, epoch);
+                    st.eng.consumed(sar.credit);
                 }
             }
-        }
-        // The whole message is in (a receive, or assembled): taken in.
-        if sar.dc {
-            self.ack_dc(st, c);
         }
     }
 
@@ -353,8 +301,9 @@ impl Shared {
         c: usize,
         to: Landing,
         inc: Incoming,
-        rts: Rts,
+        req: RndvReq,
     ) {
+        let RndvReq { rts, read, credit } = req;
         let Landing {
             recv,
             place,
@@ -388,7 +337,8 @@ impl Shared {
             place,
             inc,
             released,
-            id: rts.id,
+            read,
+            credit,
             pieces,
             posted: 0,
             outstanding: 0,
@@ -473,14 +423,12 @@ impl Shared {
         st.rd_free.push(i);
         st.rd_waiting.retain(|x| *x != i);
         act.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
-
-        let epoch = Self::conn_epoch(st, r.conn);
-        Self::return_credit(st, r.conn, epoch);
-        self.send_ctrl(
-            st,
-            r.conn,
-            Control::rndv_done(r.id, r.err.map_or(Ok(()), Err)),
-        );
+        // RNDV_DONE with the status, and the message's credit back.
+        st.eng.handle_read_done(r.read, r.err.map_or(Ok(()), Err));
+        st.eng.consumed(r.credit);
+        if Self::conn_busy(st, r.conn) {
+            self.pump_conn(act, st, r.conn);
+        }
     }
 
     pub(super) fn read_done(
@@ -519,15 +467,14 @@ impl Shared {
             released,
         } = to;
         match payload {
-            Unexp::Data { data, conn, epoch } => {
+            Unexp::Data { data, credit } => {
                 let n = place.len.min(data.len());
                 // SAFETY: as in handle_packet.
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
                 act.complete_rx(&recv, place, inc, released, None);
-                Self::return_credit(st, conn, epoch);
-                self.maybe_credit(st, conn);
+                self.consumed(act, st, credit);
             }
-            Unexp::Sar { buf, conn, epoch } => {
+            Unexp::Sar { buf, credit } => {
                 let mut g = lock(&buf);
                 if g.complete {
                     let n = place.len.min(g.data.len());
@@ -535,29 +482,23 @@ impl Shared {
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
                     act.complete_rx(&recv, place, inc, released, None);
-                    Self::return_credit(st, conn, epoch);
-                    self.maybe_credit(st, conn);
-                } else if Self::conn_epoch(st, conn) == epoch {
+                    self.consumed(act, st, credit);
+                } else if st.eng.is_current(credit) {
                     g.matched = Some((recv, place, released));
                 } else {
                     drop(g);
                     act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
             }
-            Unexp::Rts { rts, conn, epoch } => {
-                if Self::conn_epoch(st, conn) == epoch {
-                    self.start_read(
-                        act,
-                        st,
-                        conn,
-                        Landing {
-                            recv,
-                            place,
-                            released,
-                        },
-                        *inc,
-                        rts,
-                    );
+            Unexp::Rts(req) => {
+                if st.eng.is_current(req.credit) {
+                    let c = req.credit.peer().0 as usize;
+                    let to = Landing {
+                        recv,
+                        place,
+                        released,
+                    };
+                    self.start_read(act, st, c, to, *inc, req);
                 } else {
                     act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
@@ -565,27 +506,22 @@ impl Shared {
         }
     }
 
-    pub(super) fn discard_unexp(&self, st: &mut St, payload: Unexp) {
+    pub(super) fn discard_unexp(&self, act: &Active, st: &mut St, payload: Unexp) {
         match payload {
-            Unexp::Data { conn, epoch, .. } => {
-                Self::return_credit(st, conn, epoch);
-                self.maybe_credit(st, conn);
-            }
-            Unexp::Sar { buf, conn, epoch } => {
+            Unexp::Data { credit, .. } => self.consumed(act, st, credit),
+            Unexp::Sar { buf, credit } => {
                 let mut g = lock(&buf);
                 if g.complete {
                     drop(g);
-                    Self::return_credit(st, conn, epoch);
-                    self.maybe_credit(st, conn);
+                    self.consumed(act, st, credit);
                 } else {
                     g.discarded = true;
                 }
             }
-            Unexp::Rts { rts, conn, epoch } => {
-                if Self::conn_epoch(st, conn) == epoch {
-                    Self::return_credit(st, conn, epoch);
-                    self.send_ctrl(st, conn, Control::rndv_done(rts.id, Ok(())));
-                }
+            Unexp::Rts(req) => {
+                // The sender's buffer is not needed: "done" at once.
+                st.eng.handle_read_done(req.read, Ok(()));
+                self.consumed(act, st, req.credit);
             }
         }
     }
@@ -614,7 +550,7 @@ impl Shared {
                 };
                 self.deliver_unexp(act, st, to, msg, payload);
             }
-            Unexpected::Discard(payload) => self.discard_unexp(st, payload),
+            Unexpected::Discard(payload) => self.discard_unexp(act, st, payload),
         });
         Ok(())
     }

@@ -1,25 +1,48 @@
-//! Transmit paths: control packets, credits, and the three ways a message goes —
-//! eager (one packet), segmented (SAR, bounce-buffer-sized segments) and rendezvous
-//! (an RTS the receiver answers by reading the buffers).
+//! Transmit: carrying out what the engine hands out for a connection — control
+//! packets, the packets of eager and segmented messages (header + the bytes the engine
+//! names, straight from the application's buffers), rendezvous requests (naming the
+//! buffers registered with the core) and forwarded RMA and atomic operations — and the
+//! engine's events about sends.
 //!
 //! # Invariants
 //!
-//! - A message packet (eager, first segment, RTS) goes only with a credit taken from its
-//!   connection; a failed post gives the credit back.
-//! - Operations to one peer leave in the order submitted (a blocked one blocks those
-//!   queued after it).
+//! - Everything the engine hands out for a connection goes to the core in that order:
+//!   what the core refuses for now (`FI_EAGAIN`) waits in the connection's `stalled`
+//!   queue and goes before anything newer.
+//! - An operation completes once: when the engine is done with it and the core has
+//!   completed what was posted for it, or at the first failure.
 
 use super::*;
 
-// ---------------------------------------------------------------------------------------
-// Transmit.
-
-/// What posting an operation did.
+/// What posting one transmit did.
 pub(super) enum Posted {
-    /// Fully handed to the core (or completed).
+    /// Handed to the core (or dropped: its operation is gone).
     Done,
-    /// Not (fully) posted: no credit or the core queue is full; try again later.
+    /// The core cannot take it now (`FI_EAGAIN`); try again later.
     Blocked,
+    /// The connection failed (and was handled as such).
+    Gone,
+}
+
+impl St {
+    /// Operation `i`'s last core operation was posted.
+    pub(super) fn posted_last(&mut self, i: u32) {
+        if let Some(op) = self.ops.get_mut(i as usize).and_then(Option::as_mut) {
+            op.outstanding += 1;
+            op.posted = true;
+        }
+    }
+
+    /// The index of the live operation `op` names (`None` once it completed).
+    pub(super) fn op_index(&self, op: OpId) -> Option<u32> {
+        let i = (op.0 & 0xffff_ffff) as u32;
+        let gen = (op.0 >> 32) as u32;
+        self.ops
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|o| o.gen == gen)
+            .then_some(i)
+    }
 }
 
 impl Shared {
@@ -28,139 +51,178 @@ impl Shared {
         st.msgs.get(slot)?.as_ref().map(|m| &m.ep)
     }
 
-    /// Send a control header (no credit needed).
-    pub(super) fn send_ctrl(&self, st: &mut St, c: usize, mut h: Hdr) {
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
-            return;
-        };
-        if conn.tx.is_none() {
+    /// Carry out what the engine has for connection `c` (up), in order: first what
+    /// the core refused before, then what the engine hands out now, until the core
+    /// refuses or nothing is left; then the engine's events.
+    #[inline]
+    pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
+        // The common case after a packet: nothing to send, nothing to report.
+        if st.eng.is_quiet(peer_of(c))
+            && st
+                .conns
+                .get(c)
+                .and_then(Option::as_ref)
+                .is_none_or(|x| x.stalled.is_empty())
+        {
             return;
         }
-        h.credits = conn.flow.piggyback();
-        if !conn.ctrl.is_empty() {
-            conn.ctrl.push_back(h);
-            return;
-        }
-        let b = h.bytes();
-        let r = match self.tx_ep(st, c) {
-            // SAFETY: `b` is valid for the call; inject copies it.
-            Some(ep) => unsafe { ep.inject_raw(b.as_ptr(), HDR_LEN, ADDR_UNSPEC) },
-            None => return,
-        };
-        if let Err(e) = r {
-            if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-                if e.code() == Errno::EAGAIN {
-                    conn.ctrl.push_back(h);
-                } else {
-                    ofi_core::ofi_info!(NAME, "ep_data", "control packet: {e}");
-                }
-            }
-        }
+        self.pump_conn_busy(act, st, c);
     }
 
-    pub(super) fn flush_ctrl(&self, st: &mut St, c: usize) {
+    /// [`Shared::pump_conn`] past its quick test.
+    #[inline(never)]
+    fn pump_conn_busy(&self, act: &Active, st: &mut St, c: usize) {
+        let peer = peer_of(c);
         loop {
-            let Some(h) = st
-                .conns
-                .get_mut(c)
-                .and_then(Option::as_mut)
-                .and_then(|x| x.ctrl.front().copied())
-            else {
+            let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
                 return;
             };
-            let b = h.bytes();
-            let r = match self.tx_ep(st, c) {
-                // SAFETY: as in send_ctrl.
-                Some(ep) => unsafe { ep.inject_raw(b.as_ptr(), HDR_LEN, ADDR_UNSPEC) },
-                None => return,
-            };
-            match r {
-                Err(e) if e.code() == Errno::EAGAIN => return,
-                _ => {
-                    if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-                        conn.ctrl.pop_front();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Return credits to `c` when enough are owed.
-    pub(super) fn maybe_credit(&self, st: &mut St, c: usize) {
-        let grant = self.settings.credits as u32;
-        if st
-            .conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .is_some_and(|x| x.flow.credit_due(grant) && x.tx.is_some())
-        {
-            self.send_ctrl(st, c, Control::credit());
-        }
-    }
-
-    /// Post queued operations of `c` in order while possible.
-    pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
-        // The common case after a packet: nothing queued, no credit due.
-        let grant = self.settings.credits as u32;
-        let Some(conn) = st.conns.get(c).and_then(Option::as_ref) else {
-            return;
-        };
-        if conn.queue.is_empty() && conn.ctrl.is_empty() && !conn.flow.credit_due(grant) {
-            return;
-        }
-        self.flush_ctrl(st, c);
-        while let Some(&i) = st
-            .conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .and_then(|x| x.queue.front())
-        {
-            if st.conns[c].as_ref().is_some_and(|x| x.tx.is_none()) {
+            if conn.tx.is_none() {
                 break;
             }
-            match self.try_post(act, st, i) {
-                Posted::Done => {
-                    if let Some(conn) = st.conns[c].as_mut() {
-                        conn.queue.pop_front();
+            let t = match conn.stalled.pop_front() {
+                Some(t) => t,
+                None => match st.eng.poll_transmit_to(peer) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            match self.post_transmit(act, st, c, t) {
+                Posted::Done => {}
+                Posted::Blocked => {
+                    if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+                        conn.stalled.push_front(t);
                     }
+                    break;
                 }
-                Posted::Blocked => break,
+                Posted::Gone => break,
             }
         }
-        self.maybe_credit(st, c);
+        self.drain_events(act, st);
     }
 
-    /// Take a credit of `c` (with the owed credits to piggyback); None without credit.
-    pub(super) fn take_credit(st: &mut St, c: usize) -> Option<u16> {
-        let conn = st.conns.get_mut(c)?.as_mut()?;
-        if !conn.flow.take() {
-            return None;
-        }
-        Some(conn.flow.piggyback())
+    /// Whether connection `c` has something to transmit (stalled or from the engine).
+    #[inline]
+    pub(super) fn conn_busy(st: &St, c: usize) -> bool {
+        st.conns.get(c).and_then(Option::as_ref).is_some_and(|x| {
+            x.tx.is_some() && (!x.stalled.is_empty() || st.eng.has_transmit(peer_of(c)))
+        })
     }
 
-    pub(super) fn untake_credit(st: &mut St, c: usize, give: u16) {
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.flow.untake();
-            conn.flow.unpiggyback(give);
-        }
-    }
-
-    /// Try to post operation `i` (its connection is up).
-    pub(super) fn try_post(&self, act: &Active, st: &mut St, i: u32) -> Posted {
-        let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
-            return Posted::Done;
-        };
-        let c = op.conn;
-        let gen = op.gen;
-        let ctx = mk_ctx(K_TX, i, gen);
-        match &op.body {
-            Body::Fwd(_) => self.post_fwd(act, st, i, ctx),
-            Body::Send { len, .. } => {
-                match Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit) {
-                    Protocol::Eager | Protocol::Segmented => self.post_message(act, st, i, c, ctx),
-                    Protocol::Rendezvous => self.post_rts(act, st, i, c, ctx),
+    /// The engine's events: sends it is done with, sends that failed.
+    pub(super) fn drain_events(&self, act: &Active, st: &mut St) {
+        while let Some(ev) = st.eng.poll_event() {
+            match ev {
+                Event::Sent { op } => {
+                    if let Some(i) = st.op_index(op) {
+                        if let Some(o) = st.ops[i as usize].as_mut() {
+                            o.engine_done = true;
+                        }
+                        self.maybe_finish(act, st, i);
+                    }
                 }
+                Event::Failed { op, err } => {
+                    let Some(i) = st.op_index(op) else {
+                        continue;
+                    };
+                    match st.ops[i as usize].as_mut() {
+                        // The core still holds some of its buffers (a rendezvous
+                        // request the peer answered with an error): it completes, with
+                        // the error, at the core's last completion.
+                        Some(o) if o.outstanding > 0 => {
+                            o.err.get_or_insert(err);
+                            o.engine_done = true;
+                            o.posted = true;
+                        }
+                        _ => {
+                            if let Some(o) = st.free_op(i) {
+                                act.complete_tx(o.ctx, o.flags, o.want, Some(err));
+                            }
+                        }
+                    }
+                }
+                // Receives being filled are the endpoint's (failed with their
+                // connection); protocol errors come from `receive` as errors.
+                Event::RecvFailed { .. } | Event::ProtocolError { .. } => {}
+            }
+        }
+    }
+
+    /// Hand one transmit of connection `c` to the core.
+    fn post_transmit(&self, act: &Active, st: &mut St, c: usize, t: Transmit) -> Posted {
+        match t {
+            Transmit::Control(h) => {
+                let b = h.bytes();
+                let r = match self.tx_ep(st, c) {
+                    // SAFETY: `b` is valid for the call; inject copies it.
+                    Some(ep) => unsafe { ep.inject_raw(b.as_ptr(), HDR_LEN, ADDR_UNSPEC) },
+                    None => return Posted::Gone,
+                };
+                match r {
+                    Ok(()) => Posted::Done,
+                    Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
+                    Err(e) if is_conn_err(e.code()) => {
+                        self.fail_conn(act, st, c, Errno::ECONNRESET);
+                        Posted::Gone
+                    }
+                    Err(e) => {
+                        ofi_core::ofi_info!(NAME, "ep_data", "control packet: {e}");
+                        Posted::Done
+                    }
+                }
+            }
+            Transmit::Data {
+                hdr,
+                op,
+                offset,
+                len,
+            } => {
+                let Some(i) = st.op_index(op) else {
+                    return Posted::Done;
+                };
+                let ctx = mk_ctx(K_TX, i, (op.0 >> 32) as u32);
+                if let Some(o) = st.ops[i as usize].as_mut() {
+                    o.started = true;
+                }
+                let bounced = st.ops[i as usize].as_ref().map_or(0, |o| o.bounce.len());
+                match self.post_packet(st, i, c, ctx, hdr, offset..offset + len) {
+                    Ok(()) => {
+                        if let Some(o) = st.ops[i as usize].as_mut() {
+                            o.outstanding += 1;
+                            let Body::Send { len: total, .. } = o.body else {
+                                return Posted::Done;
+                            };
+                            if offset + len >= total {
+                                o.posted = true;
+                            }
+                        }
+                        Posted::Done
+                    }
+                    Err(e) if e.code() == Errno::EAGAIN => {
+                        if let Some(o) = st.ops[i as usize].as_mut() {
+                            o.hdrs.pop();
+                            o.bounce.truncate(bounced);
+                        }
+                        Posted::Blocked
+                    }
+                    Err(e) => self.post_failed(act, st, c, e.code()),
+                }
+            }
+            Transmit::Rts { hdr, op, .. } => {
+                let Some(i) = st.op_index(op) else {
+                    return Posted::Done;
+                };
+                self.post_rts(act, st, i, c, hdr)
+            }
+            Transmit::Forward { op } => {
+                let Some(i) = st.op_index(op) else {
+                    return Posted::Done;
+                };
+                if let Some(o) = st.ops[i as usize].as_mut() {
+                    o.started = true;
+                }
+                let ctx = mk_ctx(K_TX, i, (op.0 >> 32) as u32);
+                self.post_fwd(act, st, i, ctx)
             }
         }
     }
@@ -174,63 +236,13 @@ impl Shared {
                 .map(|o| o.conn)
             {
                 self.fail_conn(act, st, c, Errno::ECONNRESET);
-                return Posted::Done;
+                return Posted::Gone;
             }
         }
         if let Some(op) = st.free_op(i) {
             act.complete_tx(op.ctx, op.flags, op.want, Some(e));
         }
         Posted::Done
-    }
-
-    /// Operation `i` (generation `gen`) waits for a delivery acknowledgement on
-    /// connection `c`; they come in the order the messages were sent.
-    pub(super) fn wait_for_ack(st: &mut St, c: usize, i: u32, gen: u32) {
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
-            conn.dc_wait.expect((i, gen));
-        }
-    }
-
-    /// The peer acknowledges `n` more delivery-complete messages of connection `c`.
-    pub(super) fn on_dc_ack(&self, act: &Active, st: &mut St, c: usize, n: u64) -> Result<()> {
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
-            return Ok(());
-        };
-        // Usually one; the operations are finished after the queue is let go.
-        let acked: Vec<(u32, u32)> = conn
-            .dc_wait
-            .acked(n)
-            .map_err(|e| Error::new(e, "delivery acknowledgement of a message never sent"))?
-            .collect();
-        for (i, gen) in acked {
-            if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                if op.gen == gen && op.conn == c && op.await_ack {
-                    op.await_ack = false;
-                    self.maybe_finish(act, st, i);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Acknowledge one delivery-complete message taken in from connection `c`.
-    pub(super) fn ack_dc(&self, st: &mut St, c: usize) {
-        self.send_ctrl(st, c, Control::dc_ack(1));
-    }
-
-    /// What a send's packets carry besides its bytes (the headers come from the
-    /// protocol's rules, [`MsgMeta`]).
-    pub(super) fn send_meta(op: &TxOp) -> MsgMeta {
-        match &op.body {
-            Body::Send {
-                tag, data, tagged, ..
-            } => MsgMeta {
-                tag: tagged.then_some(*tag),
-                data: *data,
-                dc: op.dc,
-            },
-            Body::Fwd(_) => MsgMeta::default(),
-        }
     }
 
     /// Post one packet of send `i` on connection `c`: the header `h` and the bytes
@@ -244,7 +256,7 @@ impl Shared {
         i: u32,
         c: usize,
         ctx: usize,
-        h: Hdr,
+        h: proto::Hdr,
         range: std::ops::Range<usize>,
     ) -> Result<()> {
         let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
@@ -296,155 +308,49 @@ impl Shared {
         }
     }
 
-    /// Post an eager send (one packet) or a segmented one (its segments back to back)
-    /// from where it stopped; the first packet takes a credit. The send then waits for
-    /// the core's completions, and for the receiver's acknowledgement if it asked for
-    /// delivery complete.
-    pub(super) fn post_message(
-        &self,
-        act: &Active,
-        st: &mut St,
-        i: u32,
-        c: usize,
-        ctx: usize,
-    ) -> Posted {
-        let seg = self.settings.eager_limit();
-        loop {
-            let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
-                return Posted::Done;
-            };
-            let meta = Self::send_meta(op);
-            let Body::Send { len, .. } = op.body else {
-                return Posted::Done;
-            };
-            let off = op.sent;
-            if off >= len && op.posted {
-                return Posted::Done;
-            }
-            let bounced = op.bounce.len();
-            let first = off == 0;
-            let give = if first {
-                match Self::take_credit(st, c) {
-                    Some(g) => g,
-                    None => return Posted::Blocked,
-                }
-            } else {
-                st.conns[c].as_mut().map_or(0, |x| x.flow.piggyback())
-            };
-            let (mut h, n) = if len <= seg {
-                (meta.eager(len), len)
-            } else {
-                meta.segment(off, len, seg)
-            };
-            let last = off + n >= len;
-            h.credits = give;
-            let r = self.post_packet(st, i, c, ctx, h, off..off + n);
-            match r {
-                Ok(()) => {
-                    if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                        op.outstanding += 1;
-                        op.sent = off + n;
-                        if last {
-                            op.posted = true;
-                            // The receiver acknowledges once the whole message is in:
-                            // queued now, the order of the acknowledgements.
-                            if op.dc {
-                                op.await_ack = true;
-                                let gen = op.gen;
-                                Self::wait_for_ack(st, c, i, gen);
-                            }
-                            return Posted::Done;
-                        }
-                    }
-                }
-                Err(e) if e.code() == Errno::EAGAIN => {
-                    if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                        op.hdrs.pop();
-                        op.bounce.truncate(bounced);
-                    }
-                    if first {
-                        Self::untake_credit(st, c, give);
-                    } else if let Some(conn) = st.conns[c].as_mut() {
-                        conn.flow.unpiggyback(give);
-                    }
-                    return Posted::Blocked;
-                }
-                Err(e) => {
-                    if first {
-                        Self::untake_credit(st, c, give);
-                        return self.fail_op(act, st, i, e.code());
-                    }
-                    // Segments already went: the connection is broken.
-                    self.fail_conn(act, st, c, e.code());
-                    return Posted::Done;
-                }
-            }
+    /// Register the buffers of a rendezvous send `op` with the core for remote read
+    /// (done when it is submitted, so a refused registration fails only that send).
+    pub(super) fn register_rndv(&self, op: &mut TxOp) -> Result<()> {
+        let src: IoList = match (&op.owned, &op.body) {
+            (Some(v), _) => IoList::one(v.as_ptr() as usize, v.len()),
+            (None, Body::Send { iov, .. }) => *iov,
+            _ => return Ok(()),
+        };
+        // Empty iov entries are not registered: nothing is read from them (and a
+        // zero-length registration is refused by tcp with FI_EINVAL).
+        for &(a, l) in src.slice().iter().filter(|&&(_, l)| l > 0) {
+            // SAFETY: the buffer stays valid until the operation completes (C API
+            // contract), and the registration is closed at completion.
+            let m = unsafe {
+                self.dom.core.mr_reg(
+                    a as *const u8,
+                    l,
+                    OpFlags::REMOTE_READ,
+                    0,
+                    self.dom.internal_key(),
+                    0,
+                )
+            }?;
+            op.mrs.push(m);
         }
+        Ok(())
     }
 
-    pub(super) fn post_rts(
-        &self,
-        act: &Active,
-        st: &mut St,
-        i: u32,
-        c: usize,
-        ctx: usize,
-    ) -> Posted {
-        // Register the buffers once (on the first try).
-        let need_reg = st.ops[i as usize]
-            .as_ref()
-            .is_some_and(|o| o.mrs.is_empty());
-        if need_reg {
-            let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
-                return Posted::Done;
-            };
-            let src: IoList = match (&op.owned, &op.body) {
-                (Some(v), _) => IoList::one(v.as_ptr() as usize, v.len()),
-                (None, Body::Send { iov, .. }) => *iov,
-                _ => return Posted::Done,
-            };
-            let mut mrs = Vec::new();
-            // Empty iov entries are not registered: nothing is read from them (and a
-            // zero-length registration is refused by tcp with FI_EINVAL).
-            for &(a, l) in src.slice().iter().filter(|&&(_, l)| l > 0) {
-                // SAFETY: the buffer stays valid until the operation completes (C API
-                // contract), and the registration is closed at completion.
-                let r = unsafe {
-                    self.dom.core.mr_reg(
-                        a as *const u8,
-                        l,
-                        OpFlags::REMOTE_READ,
-                        0,
-                        self.dom.internal_key(),
-                        0,
-                    )
-                };
-                match r {
-                    Ok(m) => mrs.push(m),
-                    Err(e) => return self.fail_op(act, st, i, e.code()),
-                }
-            }
-            if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                op.mrs = mrs;
-            }
-        }
-        let Some(give) = Self::take_credit(st, c) else {
-            return Posted::Blocked;
-        };
+    /// Post the rendezvous request of send `i` (header `h` from the engine) on
+    /// connection `c`: its body names the buffers registered at submission.
+    fn post_rts(&self, act: &Active, st: &mut St, i: u32, c: usize, h: proto::Hdr) -> Posted {
         let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
-        let meta = Self::send_meta(op);
+        op.started = true;
+        let ctx = mk_ctx(K_TX, i, op.gen);
         let src: IoList = match (&op.owned, &op.body) {
             (Some(v), _) => IoList::one(v.as_ptr() as usize, v.len()),
             (None, Body::Send { iov, .. }) => *iov,
             _ => return Posted::Done,
         };
-        let len = src.total();
-        let mut h = meta.rts(len);
-        h.credits = give;
         let mut rts = Rts {
-            id: (u64::from(op.gen) << 32) | u64::from(i),
+            id: op_id(i, op.gen).0,
             iov: [(0, 0, 0); proto::RTS_IOVS],
             n: src.len(),
         };
@@ -470,24 +376,25 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
-                    op.outstanding += 1;
-                    op.await_done = true;
-                    op.posted = true;
-                }
+                st.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => {
                 if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
                     op.bounce.pop();
                 }
-                Self::untake_credit(st, c, give);
                 Posted::Blocked
             }
-            Err(e) => {
-                Self::untake_credit(st, c, give);
-                self.fail_op(act, st, i, e.code())
-            }
+            Err(e) => self.post_failed(act, st, c, e.code()),
         }
+    }
+
+    /// The core refused a packet of connection `c` for good (`e`, not `FI_EAGAIN`).
+    /// The engine counted it sent (credits, acknowledgements): the connection's state
+    /// is off from here, so the connection goes.
+    fn post_failed(&self, act: &Active, st: &mut St, c: usize, e: Errno) -> Posted {
+        let code = if is_conn_err(e) { Errno::ECONNRESET } else { e };
+        self.fail_conn(act, st, c, code);
+        Posted::Gone
     }
 }

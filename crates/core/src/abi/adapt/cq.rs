@@ -74,9 +74,9 @@ pub(super) unsafe extern "C" fn cq_readerr<F: FabricOps>(
                 let user_buf = (*entry).err_data;
                 let user_len = (*entry).err_data_size;
                 let e = b.inner.readerr(flags)?;
-                let mut keep = b.err_data.lock().unwrap_or_else(|p| p.into_inner());
                 let mut raw = e.to_raw();
-                (raw.err_data, raw.err_data_size) = keep.hand_out(e.err_data, user_buf, user_len);
+                (raw.err_data, raw.err_data_size) =
+                    ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
                 entry.write(raw);
             }
             Ok(1)
@@ -175,15 +175,9 @@ pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
     guard("cq.strerror", || {
         // SAFETY: our boxed CQ (host contract).
         let b = unsafe { ob::<CqBox<CqOf<F>>>(cq) };
-        // `err_data` has no length in the C call: only data this CQ handed out is known.
-        let data = b
-            .err_data
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lookup(err_data);
-        let text = b.inner.strerror(prov_errno, &data);
+        let text = |data: &[u8]| b.inner.strerror(prov_errno, data);
         // SAFETY: `buf` valid for `len` (contract).
-        unsafe { put_text(&text, buf, len) }
+        unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) }
     })
 }
 
@@ -270,20 +264,7 @@ impl crate::cq::CompletionQueue {
     /// `fi_cq_sread`: as [`read`](Self::read), blocking up to `timeout` ms (-1 =
     /// forever); `FI_EAGAIN` on time-out.
     pub fn sread<E: CqEntryFormat>(&self, buf: &mut [E], timeout: i32) -> Result<usize> {
-        self.check::<E>()?;
-        // SAFETY: `buf` valid for its length; no condition.
-        count_or_code(unsafe {
-            call_slot!(
-                self.t(),
-                CqTable.sread(
-                    self.obj,
-                    buf.as_mut_ptr() as *mut c_void,
-                    buf.len(),
-                    std::ptr::null(),
-                    timeout
-                )
-            )
-        })
+        self.sread_cond(buf, None, timeout)
     }
 
     /// `fi_cq_sread` with a threshold (CQ opened with `CqWaitCond::Threshold`).
@@ -293,9 +274,20 @@ impl crate::cq::CompletionQueue {
         threshold: usize,
         timeout: i32,
     ) -> Result<usize> {
+        self.sread_cond(buf, Some(&threshold), timeout)
+    }
+
+    /// `fi_cq_sread` with the wait condition `threshold` (none: null).
+    fn sread_cond<E: CqEntryFormat>(
+        &self,
+        buf: &mut [E],
+        threshold: Option<&usize>,
+        timeout: i32,
+    ) -> Result<usize> {
         self.check::<E>()?;
-        let cond = &threshold as *const usize as *const c_void;
-        // SAFETY: `buf` valid; `cond` points to a usize that lives across the call.
+        let cond = threshold.map_or(std::ptr::null(), |t| t as *const usize as *const c_void);
+        // SAFETY: `buf` valid for its length; `cond` null or a usize that lives across
+        // the call.
         count_or_code(unsafe {
             call_slot!(
                 self.t(),
@@ -308,6 +300,24 @@ impl crate::cq::CompletionQueue {
                 )
             )
         })
+    }
+
+    /// The checks of a read with source addresses (`what`): the entry format, and a
+    /// slot of `src` for each entry of `buf`.
+    fn check_from<E: CqEntryFormat>(
+        &self,
+        buf: &[E],
+        src: &[u64],
+        what: &'static str,
+    ) -> Result<()> {
+        self.check::<E>()?;
+        if src.len() < buf.len() {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{what}: fewer address slots than entries"),
+            ));
+        }
+        Ok(())
     }
 
     /// `fi_cq_read` into a buffer of any of the four formats (the CQ's), with the
@@ -339,13 +349,7 @@ impl crate::cq::CompletionQueue {
     /// `fi_cq_readfrom`: as [`read`](Self::read), with each entry's source address in
     /// `src` (which must be at least as long as `buf`).
     pub fn readfrom<E: CqEntryFormat>(&self, buf: &mut [E], src: &mut [u64]) -> Result<usize> {
-        self.check::<E>()?;
-        if src.len() < buf.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "readfrom: fewer address slots than entries",
-            ));
-        }
+        self.check_from(buf, src, "readfrom")?;
         // SAFETY: `buf` valid for its length; `src` for at least as many.
         count_or_code(unsafe {
             call_slot!(
@@ -367,13 +371,7 @@ impl crate::cq::CompletionQueue {
         src: &mut [u64],
         timeout: i32,
     ) -> Result<usize> {
-        self.check::<E>()?;
-        if src.len() < buf.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "sreadfrom: fewer address slots than entries",
-            ));
-        }
+        self.check_from(buf, src, "sreadfrom")?;
         // SAFETY: `buf` valid; `src` at least as long.
         count_or_code(unsafe {
             call_slot!(

@@ -46,7 +46,7 @@ pub(super) unsafe fn put_ep<F: FabricOps>(out: *mut RawEp, ep: EpOf<F>) -> Resul
 ///
 /// # Safety
 /// `out` null or valid for writes of `(*out).struct_size` bytes; `err` null or valid.
-unsafe fn open_ep<F: FabricOps>(
+pub(super) unsafe fn open_ep<F: FabricOps>(
     what: &'static str,
     out: *mut RawEp,
     err: *mut ErrBuf,
@@ -60,43 +60,11 @@ unsafe fn open_ep<F: FabricOps>(
     })
 }
 
-/// Slot `endpoint` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_endpoint<F: FabricOps>(
-    dom: Obj,
-    info: *const RawInfo,
-    context: usize,
-    flags: u64,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `info` valid (contract).
-        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        d.endpoint(&info, context, flags)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.endpoint", out, err, open) }
-}
-
-/// Slot `scalable_ep` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_scalable_ep<F: FabricOps>(
-    dom: Obj,
-    info: *const RawInfo,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `info` valid (contract).
-        let (d, info) = unsafe { (ob::<F::Domain>(dom), info_from_raw(info)?) };
-        d.scalable_ep(&info, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.scalable_ep", out, err, open) }
+ep_open_slots! {
+    "domain.endpoint" fn dom_endpoint<DomainOf>(; info: *const RawInfo => info_from_raw; context: usize, flags: u64) => endpoint;
+    "domain.scalable_ep" fn dom_scalable_ep<DomainOf>(; info: *const RawInfo => info_from_raw; context: usize) => scalable_ep;
+    "domain.stx_ctx" fn dom_stx_ctx<DomainOf>(; attr: *const RawTxAttr => tx_attr_from_raw; context: usize) => stx_ctx;
+    "domain.srx_ctx" fn dom_srx_ctx<DomainOf>(; attr: *const RawRxAttr => rx_attr_from_raw; context: usize) => srx_ctx;
 }
 
 /// Slot `cq_open` of the domain table.
@@ -111,19 +79,17 @@ pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "domain.cq_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("cq_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
-        let mut attr = CqAttr::from_raw(&RawCqAttr {
-            wait_set: std::ptr::null_mut(),
-            ..raw
-        })?;
+        // SAFETY: our boxed domain; `attr` null or valid (contract).
+        let (d, (mut attr, set)) = unsafe {
+            let attrs = attrs_in_set(attr, "cq_open: null attributes", CqAttr::from_raw, |a| {
+                a.wait_obj
+            })?;
+            (ob::<F::Domain>(dom), attrs)
+        };
         if attr.format == CqFormat::Unspec {
             attr.format = CqFormat::Context;
         }
-        let cq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+        let cq = match set {
             // SAFETY: a wait set of this family, open (host contract).
             Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
             None => d.cq_open(&attr, context)?,
@@ -152,16 +118,17 @@ pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "domain.cntr_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("cntr_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, raw) = unsafe { (ob::<F::Domain>(dom), *attr) };
-        let attr = CntrAttr::from_raw(&RawCntrAttr {
-            wait_set: std::ptr::null_mut(),
-            ..raw
-        })?;
-        let c = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+        // SAFETY: our boxed domain; `attr` null or valid (contract).
+        let (d, (attr, set)) = unsafe {
+            let attrs = attrs_in_set(
+                attr,
+                "cntr_open: null attributes",
+                CntrAttr::from_raw,
+                |a| a.wait_obj,
+            )?;
+            (ob::<F::Domain>(dom), attrs)
+        };
+        let c = match set {
             // SAFETY: a wait set of this family, open (host contract).
             Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
             None => d.cntr_open(&attr, context)?,
@@ -241,14 +208,10 @@ pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
             len,
         }];
         let attr = MrAttr {
-            iov: &iov,
-            access: OpFlags::from_bits_retain(access),
             offset,
             requested_key,
             context,
-            auth_key: None,
-            iface: HmemIface::System,
-            device: 0,
+            ..MrAttr::new(&iov, OpFlags::from_bits_retain(access))
         };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }
@@ -275,14 +238,10 @@ pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
         // SAFETY: `iov` valid for `count` (contract).
         let iov = unsafe { sl_req(iov, count, "mr_regv: null iov")? };
         let attr = MrAttr {
-            iov,
-            access: OpFlags::from_bits_retain(access),
             offset,
             requested_key,
             context,
-            auth_key: None,
-            iface: HmemIface::System,
-            device: 0,
+            ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
         };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }
@@ -334,44 +293,6 @@ pub(super) unsafe extern "C" fn dom_query_atomic<F: FabricOps>(
             Ok(())
         }))
     })
-}
-
-/// Slot `stx_ctx` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_stx_ctx<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawTxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `attr` valid or null (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), tx_attr_from_raw(attr)?) };
-        d.stx_ctx(&attr, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.stx_ctx", out, err, open) }
-}
-
-/// Slot `srx_ctx` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_srx_ctx<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawRxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    let open = || {
-        // SAFETY: our boxed domain; `attr` valid or null (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), rx_attr_from_raw(attr)?) };
-        d.srx_ctx(&attr, context)
-    };
-    // SAFETY: `out` and `err` as the slot's contract says.
-    unsafe { open_ep::<F>("domain.srx_ctx", out, err, open) }
 }
 
 // The table (every entry of the list is a `fn` entry: no trampolines yet).

@@ -92,48 +92,9 @@ pub(super) unsafe extern "C" fn ep_cancel<F: FabricOps>(ep: Obj, context: usize)
     })
 }
 
-/// Slot `tx_ctx` of the `ep` table.
-/// # Safety
-/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_tx_ctx<F: FabricOps>(
-    sep: Obj,
-    index: i32,
-    attr: *const RawTxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.tx_ctx", || {
-        need_out(out)?;
-        // SAFETY: `attr` null or valid (contract).
-        let attr = unsafe { tx_attr_from_raw(attr) }?;
-        // SAFETY: our boxed endpoint.
-        let c = unsafe { ob::<EpOf<F>>(sep) }.tx_ctx(index, &attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, c) }
-    })
-}
-
-/// Slot `rx_ctx` of the `ep` table.
-/// # Safety
-/// `sep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_rx_ctx<F: FabricOps>(
-    sep: Obj,
-    index: i32,
-    attr: *const RawRxAttr,
-    context: usize,
-    out: *mut RawEp,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.rx_ctx", || {
-        need_out(out)?;
-        // SAFETY: `attr` null or valid (contract).
-        let attr = unsafe { rx_attr_from_raw(attr) }?;
-        // SAFETY: our boxed endpoint.
-        let c = unsafe { ob::<EpOf<F>>(sep) }.rx_ctx(index, &attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_ep::<F>(out, c) }
-    })
+ep_open_slots! {
+    "ep.tx_ctx" fn ep_tx_ctx<EpOf>(index: i32; attr: *const RawTxAttr => tx_attr_from_raw; context: usize) => tx_ctx;
+    "ep.rx_ctx" fn ep_rx_ctx<EpOf>(index: i32; attr: *const RawRxAttr => rx_attr_from_raw; context: usize) => rx_ctx;
 }
 
 /// A multicast membership as the adapters hand it out (`out_mc` of `join`): the

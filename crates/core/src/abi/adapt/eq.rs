@@ -156,11 +156,8 @@ pub(super) unsafe extern "C" fn eq_readerr<F: FabricOps>(
                 let e = b.inner.readerr()?;
                 let user_buf = (*entry).err_data;
                 let user_len = (*entry).err_data_size;
-                let (ptr, size) = b
-                    .err_data
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .hand_out(e.err_data, user_buf, user_len);
+                let (ptr, size) =
+                    ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
                 entry.write(EqErrEntry {
                     fid: e.fid,
                     context: e.context,
@@ -252,15 +249,9 @@ pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
     guard("eq.strerror", || {
         // SAFETY: our boxed EQ.
         let b = unsafe { ob::<EqBox<EqOf<F>>>(eq) };
-        // As cq_strerror: only data this EQ handed out is known.
-        let data = b
-            .err_data
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .lookup(err_data);
-        let text = b.inner.strerror(prov_errno, &data);
+        let text = |data: &[u8]| b.inner.strerror(prov_errno, data);
         // SAFETY: `buf` valid for `len` (contract).
-        unsafe { put_text(&text, buf, len) }
+        unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) }
     })
 }
 

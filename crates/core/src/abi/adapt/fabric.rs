@@ -46,16 +46,14 @@ pub(super) unsafe extern "C" fn fab_eq_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "fabric.eq_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("eq_open: null attributes");
-        }
-        // SAFETY: our boxed fabric; `attr` non-null and valid (contract).
-        let (f, raw) = unsafe { (ob::<F>(fab), *attr) };
-        let attr = EqAttr::from_raw(&RawEqAttr {
-            wait_set: std::ptr::null_mut(),
-            ..raw
-        })?;
-        let eq = match wait_set_of(raw.wait_set, attr.wait_obj)? {
+        // SAFETY: our boxed fabric; `attr` null or valid (contract).
+        let (f, (attr, set)) = unsafe {
+            let attrs = attrs_in_set(attr, "eq_open: null attributes", EqAttr::from_raw, |a| {
+                a.wait_obj
+            })?;
+            (ob::<F>(fab), attrs)
+        };
+        let eq = match set {
             // SAFETY: a wait set of this family, open (host contract).
             Some(set) => f.eq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
             None => f.eq_open(&attr, context)?,
@@ -69,6 +67,29 @@ pub(super) unsafe extern "C" fn fab_eq_open<F: FabricOps>(
         unsafe { put_obj(out, b, Adapt::<F>::EQ as *const _ as *const c_void) };
         Ok(())
     })
+}
+
+/// The attributes of an open that may name a wait set (`cq_open`, `cntr_open`,
+/// `eq_open`): `A` from the raw attributes (`conv`, given them without the set; null
+/// attributes are `FI_EINVAL`, `null_msg`) and the wait set they name, checked against
+/// the wait object (`wait_obj` of `A`, see [`wait_set_of`]).
+///
+/// # Safety
+/// `attr` null or valid for a read.
+pub(super) unsafe fn attrs_in_set<R: SignalsWaitSet, A>(
+    attr: *const R,
+    null_msg: &'static str,
+    conv: impl FnOnce(&R) -> Result<A>,
+    wait_obj: impl FnOnce(&A) -> WaitObj,
+) -> Result<(A, Option<Obj>)> {
+    if attr.is_null() {
+        return einval(null_msg);
+    }
+    // SAFETY: non-null and valid (contract).
+    let raw = unsafe { *attr };
+    let a = conv(&raw.without_set())?;
+    let set = wait_set_of(raw.wait_set(), wait_obj(&a))?;
+    Ok((a, set))
 }
 
 /// The wait set named by an attribute's `wait_set`, checked against its `wait_obj`:

@@ -44,6 +44,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use crate::abi::object::SignalsWaitSet;
 use crate::abi::raw::{
     info_from_raw, rx_attr_from_raw, tx_attr_from_raw, AtomicAttr, CqErrEntry, EqCmEntry, EqEntry,
     EqErrEntry, ErrBuf, FidClass, Iov, Obj, RawAddr, RawAvAttr, RawCntrAttr, RawCqAttr, RawEp,
@@ -62,7 +63,7 @@ use crate::abi::ProviderInstance;
 use crate::av::AvAttr;
 use crate::cntr::CntrAttr;
 use crate::cq::{CqAttr, CqBuf};
-use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, HmemIface, WaitObj};
+use crate::enums::{AtomicOp, CqFormat, CqWaitCond, Datatype, EqEvent, WaitObj};
 use crate::eq::{EqAttr, Event};
 use crate::error::{Errno, Error, Result};
 use crate::flags::OpFlags;
@@ -330,6 +331,44 @@ impl ErrData {
                 (self.data.as_mut_ptr() as *mut c_void, self.data.len())
             }
         }
+    }
+
+    /// [`ErrData::hand_out`] on the data a queue keeps in `kept` (locked: a panic while
+    /// it was held leaves plain data, still usable).
+    ///
+    /// # Safety
+    /// As [`ErrData::hand_out`].
+    unsafe fn hand_out_kept(
+        kept: &Mutex<ErrData>,
+        data: Vec<u8>,
+        user_buf: *mut c_void,
+        user_len: usize,
+    ) -> (*mut c_void, usize) {
+        let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: forwarded from this function's contract.
+        unsafe { kept.hand_out(data, user_buf, user_len) }
+    }
+
+    /// The body of a queue's `strerror` slot: `text` of the error data the queue keeps
+    /// in `kept` that `err_data` stands for ([`ErrData::lookup`]: the C call has no
+    /// length, so only data this queue handed out is known), put into `buf` as
+    /// [`put_text`] does.
+    ///
+    /// # Safety
+    /// `buf` null or valid for `len` bytes.
+    unsafe fn strerror_into(
+        kept: &Mutex<ErrData>,
+        err_data: *const c_void,
+        text: impl FnOnce(&[u8]) -> String,
+        buf: *mut u8,
+        len: usize,
+    ) -> isize {
+        let data = kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lookup(err_data);
+        // SAFETY: `buf` valid for `len` (contract).
+        unsafe { put_text(&text(&data), buf, len) }
     }
 
     /// The bytes `p` stands for: the kept data when `p` is its address, what was copied
@@ -841,7 +880,43 @@ macro_rules! boxed_objects {
     };
 }
 
-use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines};
+/// The slots that open an endpoint from C attributes (the domain's `endpoint`,
+/// `scalable_ep`, `stx_ctx`, `srx_ctx`; a scalable endpoint's `tx_ctx`, `rx_ctx`):
+/// the attributes from C (`conv`, an `unsafe fn` of the raw pointer), the provider
+/// method of the object (`Of<F>`) with the scalars before and after them as the slot
+/// has them, the endpoint handed out with the family's tables (`open_ep`).
+///
+/// ```text
+/// "what" fn slot<Of>(scalars…; attr: *const Raw => conv; scalars…) => method;
+/// ```
+macro_rules! ep_open_slots {
+    ($($what:literal fn $slot:ident<$Of:ident>($($a:ident: $at:ty),*; $attr:ident: *const $Raw:ty => $conv:ident; $($b:ident: $bt:ty),*) => $method:ident;)*) => {$(
+        #[doc = concat!("Slot `", $what, "`: opens an endpoint.")]
+        ///
+        /// # Safety
+        /// The object and the pointers as the slot contract says (see
+        /// [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            $($a: $at,)*
+            $attr: *const $Raw,
+            $($b: $bt,)*
+            out: *mut RawEp,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            let open = || {
+                // SAFETY: our boxed object (host contract); the attributes valid, or
+                // null where the slot allows it (contract).
+                let (o, $attr) = unsafe { (ob::<$Of<F>>(obj), $conv($attr)?) };
+                o.$method($($a,)* &$attr, $($b),*)
+            };
+            // SAFETY: `out` and `err` as the slot's contract says.
+            unsafe { open_ep::<F>($what, out, err, open) }
+        }
+    )*};
+}
+
+use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines, ep_open_slots};
 
 // ---------------------------------------------------------------------------------------
 // The host side of the provider's root table: the public methods that call its slots

@@ -5,8 +5,8 @@
 //!
 //! Every endpoint of the exchange is a `SOCK_SEQPACKET` unix socket in the software
 //! device's directory: a listener for address `ip:port` is bound at `cm-<ip>-<port>`.
-//! A [`CmChannel`] is driven by its user (no thread): [`CmChannel::get_event`] reads
-//! whatever arrived and returns the next event; [`CmChannel::fd`] (an epoll fd) is
+//! A [`SoftCm`] is driven by its user (no thread): [`SoftCm::get_event`] reads
+//! whatever arrived and returns the next event; [`SoftCm::fd`] (an epoll fd) is
 //! readable while a socket of the channel has something to read, so the channel can
 //! sit in a wait set. A peer whose process ends (its sockets close) gives
 //! [`CmEventKind::Disconnected`] for each connection it had.
@@ -23,14 +23,10 @@ use std::sync::Mutex;
 
 use ofi_core::{Errno, Error, Result};
 
+use super::{CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
 use crate::soft::conn;
 use crate::soft::cq::lock;
 use crate::verbs::Gid;
-
-/// Most private-data bytes of a connect request (InfiniBand's REQ limit).
-pub const CONNECT_PRIVATE_MAX: usize = 56;
-/// Most private-data bytes of an accept or reject (InfiniBand's REP limit).
-pub const ACCEPT_PRIVATE_MAX: usize = 196;
 
 const REQ: u8 = 1;
 const REP: u8 = 2;
@@ -40,58 +36,6 @@ const DREQ: u8 = 5;
 const HDR: usize = 24;
 /// The optional source address after the private data: family, 16 bytes, port.
 const ADDR_TRAILER: usize = 19;
-
-/// One side's part of the exchange: where its queue pair is, and private data.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CmPeer {
-    /// The GID of the queue pair's context.
-    pub gid: Gid,
-    /// The queue pair number.
-    pub qpn: u32,
-    /// Application data carried by the message.
-    pub private_data: Vec<u8>,
-    /// The sender's IP address and port, as rdma_cm's IP header carries them outside
-    /// the application's private data (the accepting side's `fi_getpeer`). `None`
-    /// when the sender gave none or sent something unreadable.
-    pub source: Option<SocketAddr>,
-}
-
-/// What happened.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CmEventKind {
-    /// A connect request arrived at listener `listener`; the event's id names the new
-    /// connection, to accept or reject.
-    ConnectRequest {
-        /// The listener it arrived at.
-        listener: u64,
-        /// The requester's queue pair and private data.
-        peer: CmPeer,
-    },
-    /// The connection is up. On the connecting side, `peer` is the acceptor's queue
-    /// pair and private data (move the queue pair to RTR and RTS now); on the accepting
-    /// side, the requester's again.
-    Established {
-        /// The other side.
-        peer: CmPeer,
-    },
-    /// The other side rejected the request.
-    Rejected {
-        /// The rejecter's private data.
-        private_data: Vec<u8>,
-    },
-    /// The other side disconnected, or its process ended.
-    Disconnected,
-}
-
-/// An event of a connection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CmEvent {
-    /// The connection (as returned by [`CmChannel::connect`] or named by a
-    /// connect request).
-    pub id: u64,
-    /// What happened.
-    pub kind: CmEventKind,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -127,8 +71,8 @@ struct Inner {
     next_id: u64,
 }
 
-/// A set of listeners and connections with their events (`struct rdma_event_channel`).
-pub struct CmChannel {
+/// The software device's channel: listeners and connections with their events.
+pub(crate) struct SoftCm {
     epfd: OwnedFd,
     dir: PathBuf,
     inner: Mutex<Inner>,
@@ -213,15 +157,15 @@ fn send_msg(fd: RawFd, m: &[u8]) -> Result<()> {
     Ok(())
 }
 
-impl CmChannel {
+impl SoftCm {
     /// A new channel (in the software device's socket directory).
-    pub fn new() -> Result<CmChannel> {
+    pub(crate) fn new() -> Result<SoftCm> {
         // SAFETY: plain syscall.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
             return Err(std::io::Error::last_os_error().into());
         }
-        Ok(CmChannel {
+        Ok(SoftCm {
             // SAFETY: a new fd we own.
             epfd: unsafe { OwnedFd::from_raw_fd(ep) },
             dir: conn::socket_dir(),
@@ -233,8 +177,8 @@ impl CmChannel {
     }
 
     /// The fd: readable while a socket of the channel has input (call
-    /// [`CmChannel::get_event`] then). Events already taken in are not signalled by it.
-    pub fn fd(&self) -> RawFd {
+    /// [`SoftCm::get_event`] then). Events already taken in are not signalled by it.
+    pub(crate) fn fd(&self) -> RawFd {
         self.epfd.as_raw_fd()
     }
 
@@ -261,7 +205,7 @@ impl CmChannel {
 
     /// Listens at `addr` (`rdma_listen`); port 0 picks a free one. Returns the
     /// listener's id and the address it listens at.
-    pub fn listen(&self, addr: SocketAddr) -> Result<(u64, SocketAddr)> {
+    pub(crate) fn listen(&self, addr: SocketAddr) -> Result<(u64, SocketAddr)> {
         let ports: Vec<u16> = if addr.port() == 0 {
             let base = 20_000 + (std::process::id() % 20_000) as u16;
             (0..2000u16)
@@ -324,7 +268,7 @@ impl CmChannel {
     }
 
     /// Stops a listener (its pending, unanswered requests stay).
-    pub fn close_listener(&self, id: u64) {
+    pub(crate) fn close_listener(&self, id: u64) {
         let mut g = lock(&self.inner);
         if let Some(l) = g.listeners.remove(&id) {
             g.by_fd.remove(&l.fd.as_raw_fd());
@@ -336,7 +280,7 @@ impl CmChannel {
     /// Sends a connect request to the listener at `dst` with the local queue pair and
     /// private data (`rdma_connect`); the answer comes as an event of the returned id.
     /// `ECONNREFUSED` when nobody listens there.
-    pub fn connect(&self, dst: SocketAddr, local: &CmPeer) -> Result<u64> {
+    pub(crate) fn connect(&self, dst: SocketAddr, local: &CmPeer) -> Result<u64> {
         if local.private_data.len() > CONNECT_PRIVATE_MAX {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -366,7 +310,7 @@ impl CmChannel {
 
     /// Accepts request `id` with the local queue pair and private data (`rdma_accept`);
     /// [`CmEventKind::Established`] follows when the requester is ready.
-    pub fn accept(&self, id: u64, local: &CmPeer) -> Result<()> {
+    pub(crate) fn accept(&self, id: u64, local: &CmPeer) -> Result<()> {
         if local.private_data.len() > ACCEPT_PRIVATE_MAX {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -377,7 +321,7 @@ impl CmChannel {
     }
 
     /// Rejects request `id` (`rdma_reject`).
-    pub fn reject(&self, id: u64, private_data: &[u8]) -> Result<()> {
+    pub(crate) fn reject(&self, id: u64, private_data: &[u8]) -> Result<()> {
         if private_data.len() > ACCEPT_PRIVATE_MAX {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -391,7 +335,7 @@ impl CmChannel {
 
     /// Disconnects `id` (`rdma_disconnect`); the other side gets
     /// [`CmEventKind::Disconnected`]. Forgets the connection.
-    pub fn disconnect(&self, id: u64) -> Result<()> {
+    pub(crate) fn disconnect(&self, id: u64) -> Result<()> {
         {
             let g = lock(&self.inner);
             let c = g
@@ -413,7 +357,7 @@ impl CmChannel {
     }
 
     /// Reads what arrived and returns the next event, if any (never blocks).
-    pub fn get_event(&self) -> Option<CmEvent> {
+    pub(crate) fn get_event(&self) -> Option<CmEvent> {
         let mut g = lock(&self.inner);
         if let Some(e) = g.events.pop_front() {
             return Some(e);
@@ -433,11 +377,6 @@ impl CmChannel {
             }
         }
         g.events.pop_front()
-    }
-
-    /// Waits up to `timeout` for an event.
-    pub fn wait_event(&self, timeout: std::time::Duration) -> Option<CmEvent> {
-        crate::soft::cq::wait_on(self.fd(), timeout, || self.get_event())
     }
 
     /// Registers a new connection (watched by the epoll set) and returns its id.
@@ -557,7 +496,7 @@ impl CmChannel {
     }
 }
 
-impl Drop for CmChannel {
+impl Drop for SoftCm {
     fn drop(&mut self) {
         let g = lock(&self.inner);
         for l in g.listeners.values() {
