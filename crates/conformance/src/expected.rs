@@ -115,6 +115,11 @@ pub const RXM: &[Capability] = full_rdm!(Fence);
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);
 
+/// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
+/// directed receive), multi-receive, `FI_SOURCE`, remote CQ data, emulated RMA and
+/// 8-byte atomics; and datagrams (`FI_EP_DGRAM`) over UD.
+pub const EFA: &[Capability] = full_rdm!(Dgram);
+
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and
 /// datagrams (`FI_EP_DGRAM`) over UD queue pairs, with each datagram's source
@@ -173,6 +178,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("RXM", RXM),
     ("RXD", RXD),
     ("VERBS", VERBS),
+    ("EFA", EFA),
     ("UNIXDGRAM", UNIXDGRAM),
 ];
 

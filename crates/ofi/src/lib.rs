@@ -92,6 +92,8 @@ fn register_builtins() {
         ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
         #[cfg(feature = "verbs")]
         ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_verbs::VerbsProvider>());
+        #[cfg(feature = "efa")]
+        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_efa::EfaProvider>());
         // Utility providers: they layer over the core providers above (and plugins).
         #[cfg(feature = "rxm")]
         ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxm::RxmProvider>());

@@ -1,17 +1,386 @@
-//! ofi-prov-efa: the efa provider's RDM protocol (issue #30, part 1).
+//! ofi-prov-efa: the `efa` provider — `FI_EP_RDM` over SRD queue pairs (AWS's Elastic
+//! Fabric Adapter), through the device layer `ofi-rdma`.
 //!
-//! AWS's Elastic Fabric Adapter offers SRD ("scalable reliable datagram") queue pairs:
-//! datagrams are delivered reliably but in any order, each at most one MTU, and a
-//! receiver without a posted buffer answers "receiver not ready" (RNR) instead of taking
-//! the packet. The C provider builds `FI_EP_RDM` on top of that with its own protocol;
-//! [`proto`] is this crate's version of it, written sans-IO: a state machine that takes
-//! packets, transport reports and the current time as arguments and hands back packets
-//! to send, reads to perform and completions. Nothing here does I/O or reads a clock.
+//! EFA's SRD ("scalable reliable datagram") queue pairs deliver datagrams reliably but
+//! in any order, each at most one MTU, and a receiver without a posted buffer answers
+//! "receiver not ready" (RNR). The provider builds `FI_EP_RDM` on that with its own
+//! protocol, [`proto`]: a sans-IO state machine (handshake, eager / medium / long
+//! messages, order rebuilt per peer, RNR back-off, lost peers), driven by the endpoint
+//! ([`ep`]) over one SRD queue pair.
 //!
-//! Not yet here (see docs/providers/efa.md): the provider object model (fabric, domain,
-//! endpoint) over the RDMA layer's software device with SRD, libefa on hardware, and
-//! registration with `ofi`.
+//! # Devices
+//!
+//! `FI_EFA_DEVICE=soft` selects the RDMA layer's software device (`soft0`), whose SRD
+//! queue pairs behave as EFA's do (see `ofi_rdma::soft`); otherwise the provider needs
+//! libefa ([`libefa`]: `libefa.so.1`, opened at run time) and an EFA device, and without
+//! them it does not initialise: its error is the one-line reason
+//! ("libefa.so.1 not found", "no EFA device"), shown by `fi_info -l` and `--explain`.
+//!
+//! # What it offers
+//!
+//! One `FI_EP_RDM` info per device: `FI_MSG`, `FI_TAGGED`, `FI_SOURCE`,
+//! `FI_DIRECTED_RECV`, `FI_MULTI_RECV`, `FI_REMOTE_CQ_DATA`, `FI_RMA` (emulated by the
+//! protocol: writes with remote CQ data, reads), `FI_ATOMIC` (emulated: one
+//! `FI_UINT64` element of the bitwise, min/max, sum, read/write and compare-and-swap
+//! operations), send-after-send order, delivery
+//! complete; addresses `FI_ADDR_EFA` ([`av`]); kit's CQs, counters, EQs and AV; memory
+//! registration in kit's table (no mode bits needed: the protocol copies).
+//!
+//! # Parameters (`FI_EFA_<NAME>`, see [`Settings`])
+//!
+//! # Module map
+//!
+//! [`fabric`] fabric; [`domain`] domain (device context, protection domain, AV, MR);
+//! [`av`] the address format; [`cq`] work completion statuses; [`ep`] the RDM endpoint;
+//! [`libefa`] the library on hardware; [`proto`] the protocol.
+//!
+//! # Panics
+//!
+//! Nothing panics on application or peer input.
 
-#![forbid(unsafe_code)]
-
+pub mod av;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod fabric;
+pub mod libefa;
 pub mod proto;
+
+use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
+use ofi_core::provider::{Host, Provider};
+use ofi_core::{
+    AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
+    ResourceMgmt, Result, Threading, Version,
+};
+use ofi_kit::param::Params;
+use ofi_rdma::DeviceKind;
+
+pub use domain::Domain;
+pub use ep::Endpoint;
+pub use fabric::Fabric;
+
+/// The provider's name.
+pub const NAME: &str = "efa";
+/// The fabric name every device is listed under.
+pub const FABRIC_NAME: &str = "efa";
+/// Largest I/O vector of one operation.
+pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
+/// Largest message offered.
+pub const MAX_MSG_SIZE: usize = 64 << 20;
+
+/// What the parameters resolved to at init.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `FI_EFA_DEVICE` (`soft`: the software device; else libefa's devices).
+    pub kind: DeviceKind,
+    /// The devices offered (names).
+    pub devices: Vec<String>,
+    /// `FI_EFA_TX_SIZE` (default 1024): transmit operations outstanding per endpoint.
+    pub tx_size: usize,
+    /// `FI_EFA_RX_SIZE` (default 1024): receives posted per endpoint.
+    pub rx_size: usize,
+    /// `FI_EFA_RNR_RETRY` (default 3): times the device sends a refused packet again
+    /// before it reports RNR to the protocol (7: for ever).
+    pub rnr_retry: u8,
+    /// `FI_EFA_RECVWIN_SIZE` (default 16384): message ids a receiver holds ahead; at
+    /// least `tx_bufs` (a receiver must hold every datagram a peer has in flight behind
+    /// one its device refused: the device took them already, so the receiver may not
+    /// refuse them in turn).
+    pub recvwin_size: u32,
+    /// `FI_EFA_TX_MIN_CREDITS` (default 32): packets per clear-to-send grant.
+    pub tx_min_credits: usize,
+    /// `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (default 65536).
+    pub max_medium_msg_size: usize,
+    /// `FI_EFA_RNR_BACKOFF_INITIAL_WAIT_TIME` (µs, default 0: random).
+    pub rnr_backoff_initial_wait_time: u64,
+    /// `FI_EFA_RNR_BACKOFF_WAIT_TIME_CAP` (µs, default 1000000).
+    pub rnr_backoff_wait_time_cap: u64,
+    /// `FI_EFA_PEER_TIMEOUT` (ms, default 10000; this provider's): a peer with packets
+    /// in flight silent this long is lost.
+    pub peer_timeout_ms: u64,
+    /// `FI_EFA_RX_BUFS` (default 256; this provider's): datagram buffers posted on the
+    /// queue pair.
+    pub rx_bufs: usize,
+    /// `FI_EFA_TX_BUFS` (default 256; this provider's): datagrams in flight on the
+    /// queue pair.
+    pub tx_bufs: usize,
+}
+
+impl Settings {
+    fn from_host(host: &Host) -> Result<Settings> {
+        let p = Params::new(host, NAME);
+        let device = p.text(
+            "device",
+            "soft: the software device of the RDMA layer (SRD between processes of this host)",
+            None,
+        )?;
+        let kind = match device.as_deref() {
+            Some(d) if d.eq_ignore_ascii_case("soft") => DeviceKind::Soft,
+            _ => DeviceKind::RdmaCore,
+        };
+        let tx_size = p.size_in(
+            "tx_size",
+            "Transmit operations per endpoint",
+            1024,
+            1..=1 << 16,
+        )?;
+        let rx_size = p.size_in("rx_size", "Receives posted per endpoint", 1024, 1..=1 << 16)?;
+        let rnr_retry = p.size_in(
+            "rnr_retry",
+            "Device retries of a packet refused for lack of a receive (7: for ever)",
+            3,
+            0..=7,
+        )? as u8;
+        let recvwin_size = p.size_in(
+            "recvwin_size",
+            "Message ids a receiver holds ahead of the next in order",
+            16384,
+            1..=1 << 20,
+        )? as u32;
+        let tx_min_credits = p.size_in(
+            "tx_min_credits",
+            "Packets per clear-to-send grant of a long message",
+            32,
+            1..=4096,
+        )?;
+        let max_medium_msg_size = p.size_in(
+            "inter_max_medium_message_size",
+            "Largest message sent as medium (all packets at once)",
+            65536,
+            0..=MAX_MSG_SIZE,
+        )?;
+        let rnr_backoff_initial_wait_time = p.size(
+            "rnr_backoff_initial_wait_time",
+            "First wait after an RNR in microseconds (0: random in 40-120)",
+            0,
+        )? as u64;
+        let rnr_backoff_wait_time_cap = p.size_in(
+            "rnr_backoff_wait_time_cap",
+            "Longest wait after RNRs in a row, microseconds",
+            1_000_000,
+            1..=60_000_000,
+        )? as u64;
+        let peer_timeout_ms = p.size_in(
+            "peer_timeout",
+            "Milliseconds a peer with packets in flight may stay silent before it is lost",
+            10_000,
+            1..=3_600_000,
+        )? as u64;
+        let rx_bufs = p.size_in(
+            "rx_bufs",
+            "Datagram buffers posted on the queue pair",
+            256,
+            2..=16384,
+        )?;
+        let tx_bufs = p.size_in(
+            "tx_bufs",
+            "Datagrams in flight on the queue pair",
+            256,
+            1..=16384,
+        )?;
+        if (recvwin_size as usize) < tx_bufs {
+            // A receiver must be able to hold, for order, every datagram a peer can have
+            // in flight behind a refused one: its device took them already.
+            return Err(crate::einval(format!(
+                "FI_EFA_RECVWIN_SIZE={recvwin_size} is below FI_EFA_TX_BUFS={tx_bufs} \
+                 (datagrams in flight per endpoint)"
+            )));
+        }
+        let devices = libefa::devices(kind)?;
+        Ok(Settings {
+            kind,
+            devices,
+            tx_size,
+            rx_size,
+            rnr_retry,
+            recvwin_size,
+            tx_min_credits,
+            max_medium_msg_size,
+            rnr_backoff_initial_wait_time,
+            rnr_backoff_wait_time_cap,
+            peer_timeout_ms,
+            rx_bufs,
+            tx_bufs,
+        })
+    }
+}
+
+/// The capabilities of the RDM endpoint.
+pub const CAPS: Caps = Caps::MSG
+    .union(Caps::TAGGED)
+    .union(Caps::SEND)
+    .union(Caps::RECV)
+    .union(Caps::SOURCE)
+    .union(Caps::AV_USER_ID)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::MULTI_RECV)
+    .union(Caps::REMOTE_CQ_DATA)
+    .union(Caps::RMA)
+    .union(Caps::ATOMIC)
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE)
+    .union(Caps::LOCAL_COMM)
+    .union(Caps::REMOTE_COMM);
+
+/// The `efa` provider.
+#[derive(Debug)]
+pub struct EfaProvider {
+    settings: Settings,
+}
+
+impl EfaProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The RDM info of `device`.
+    fn rdm_template(&self, device: &str) -> Info {
+        let s = &self.settings;
+        let order = MsgOrder::SAS;
+        let mtu = libefa::mtu(s.kind);
+        let inject = mtu.saturating_sub(proto::wire::REQ_LEN).min(4096);
+        let mut d = ofi_core::attr::DomainAttr {
+            name: Some(device.to_string()),
+            threading: Threading::Safe,
+            control_progress: Progress::Auto,
+            data_progress: Progress::Auto,
+            resource_mgmt: ResourceMgmt::Enabled,
+            av_type: AvType::Unspec,
+            mr_mode: ofi_core::MrMode::empty(),
+            mr_key_size: 4,
+            cq_data_size: 8,
+            mr_iov_limit: IOV_LIMIT,
+            ..ofi_core::attr::DomainAttr::default()
+        };
+        d.max_ep_tx_ctx = 1;
+        d.max_ep_rx_ctx = 1;
+        Info {
+            caps: CAPS,
+            addr_format: AddrFormat::EFA,
+            tx_attr: TxAttr {
+                caps: CAPS
+                    - (Caps::RECV
+                        | Caps::SOURCE
+                        | Caps::AV_USER_ID
+                        | Caps::DIRECTED_RECV
+                        | Caps::MULTI_RECV),
+                op_flags: OpFlags::COMPLETION
+                    | OpFlags::INJECT
+                    | OpFlags::INJECT_COMPLETE
+                    | OpFlags::TRANSMIT_COMPLETE
+                    | OpFlags::DELIVERY_COMPLETE,
+                msg_order: order,
+                inject_size: inject,
+                size: s.tx_size,
+                iov_limit: IOV_LIMIT,
+                rma_iov_limit: 1,
+                ..TxAttr::default()
+            },
+            rx_attr: RxAttr {
+                caps: CAPS - (Caps::SEND | Caps::READ | Caps::WRITE),
+                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+                msg_order: order,
+                size: s.rx_size,
+                iov_limit: IOV_LIMIT,
+                ..RxAttr::default()
+            },
+            ep_attr: ofi_kit::info::ep_attr(
+                EpType::Rdm,
+                Protocol::EFA,
+                u32::from(proto::wire::VERSION),
+                MAX_MSG_SIZE,
+            ),
+            domain_attr: d,
+            fabric_attr: ofi_core::attr::FabricAttr {
+                name: Some(FABRIC_NAME.to_string()),
+                ..ofi_core::attr::FabricAttr::default()
+            },
+            ..Info::default()
+        }
+    }
+}
+
+impl EfaProvider {
+    /// The `FI_EP_DGRAM` info of `device`: messages over a UD queue pair, datagrams up
+    /// to [`libefa::DGRAM_MTU`], no message prefix (the provider keeps the GRH out of
+    /// the application's buffers), `FI_SOURCE`.
+    fn dgram_template(&self, device: &str) -> Info {
+        let mut i = self.rdm_template(device);
+        let caps = Caps::MSG | Caps::SEND | Caps::RECV | Caps::SOURCE;
+        i.caps = caps;
+        i.tx_attr.caps = Caps::MSG | Caps::SEND;
+        i.tx_attr.op_flags = OpFlags::COMPLETION | OpFlags::INJECT | OpFlags::INJECT_COMPLETE;
+        i.tx_attr.msg_order = MsgOrder::empty();
+        i.tx_attr.inject_size = libefa::DGRAM_MTU;
+        i.tx_attr.rma_iov_limit = 0;
+        i.rx_attr.caps = Caps::MSG | Caps::RECV | Caps::SOURCE;
+        i.rx_attr.op_flags = OpFlags::COMPLETION;
+        i.rx_attr.msg_order = MsgOrder::empty();
+        i.ep_attr.ep_type = EpType::Dgram;
+        i.ep_attr.max_msg_size = libefa::DGRAM_MTU;
+        i.domain_attr.cq_data_size = 0;
+        i
+    }
+}
+
+impl Provider for EfaProvider {
+    const NAME: &'static str = NAME;
+    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
+    const VERSION: Version = Version::new(1, 0);
+    type Fabric = Fabric;
+
+    fn init(host: &Host) -> Result<Self> {
+        Ok(EfaProvider {
+            settings: Settings::from_host(host)?,
+        })
+    }
+
+    fn info_templates(&self) -> Vec<Info> {
+        self.settings
+            .devices
+            .iter()
+            .flat_map(|d| [self.rdm_template(d), self.dgram_template(d)])
+            .collect()
+    }
+
+    fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
+        let mut out = getinfo::match_templates(
+            NAME,
+            Self::VERSION,
+            &self.info_templates(),
+            req,
+            &getinfo::IpResolver,
+        );
+        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
+        out
+    }
+
+    fn fabric(&self, info: &Info) -> Result<Fabric> {
+        Fabric::open(self.settings.clone(), info)
+    }
+}
+
+/// `FI_EINVAL` with the provider's name.
+pub(crate) fn einval(msg: impl std::fmt::Display) -> Error {
+    Error::new(Errno::EINVAL, format!("{NAME}: {msg}"))
+}
+
+#[cfg(feature = "plugin")]
+ofi_core::export_provider!(EfaProvider);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_follows_the_crate_version() {
+        assert_eq!(
+            EfaProvider::VERSION,
+            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! (verbs, later efa) use, with two implementations:
 //!
 //! - a **software device** (`soft0`, [`DeviceKind::Soft`], chosen by
-//!   `FI_VERBS_DEVICE=soft`): RC and UD queue pairs between processes of this host over
+//!   `FI_VERBS_DEVICE=soft`): RC, UD and SRD (EFA's reliable unordered datagrams)
+//!   queue pairs between processes of this host over
 //!   unix `SOCK_SEQPACKET` sockets, with a per-context service thread that serves RDMA
 //!   reads, writes and atomics without the target application, checks keys, bounds,
 //!   protection domains and access flags, applies receiver-not-ready and retry rules,

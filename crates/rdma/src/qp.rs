@@ -120,6 +120,12 @@ impl QueuePair {
                 lock(&shared.tables).qps.insert(qpn, qp.clone());
                 QpInner::Soft(qp)
             }
+            (PdInner::Sys(_), _) if a.qp_type == QpType::Srd => {
+                return Err(Error::new(
+                    Errno::EOPNOTSUPP,
+                    "SRD queue pairs are created through libefa",
+                ))
+            }
             (PdInner::Sys(p), _) => {
                 let (CqInner::Sys(scq), CqInner::Sys(rcq)) = (&a.send_cq.inner, &a.recv_cq.inner)
                 else {

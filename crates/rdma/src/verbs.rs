@@ -151,7 +151,8 @@ raw_enum!(
 );
 
 raw_enum!(
-    /// Queue pair transport types (`enum ibv_qp_type`; only RC and UD are offered).
+    /// Queue pair transport types (`enum ibv_qp_type`; RC and UD are offered, and SRD on
+    /// the software device).
     QpType {
         /// `IBV_QPT_RC`: reliable connected.
         Rc = 2,
@@ -159,6 +160,12 @@ raw_enum!(
         Uc = 3,
         /// `IBV_QPT_UD`: unreliable datagram.
         Ud = 4,
+        /// `IBV_QPT_DRIVER`: EFA's scalable reliable datagram (SRD) — addressed like UD,
+        /// but each datagram the device accepted is delivered once (or its send completes
+        /// in error), in any order, receiver-not-ready retried by the device. On hardware
+        /// it is created by libefa (`efadv_create_qp_ex`); the software device offers it
+        /// directly.
+        Srd = 0xff,
     }
 );
 

@@ -72,6 +72,8 @@ pub struct Engine {
     pub(crate) unexp_segs: HashMap<(PeerAddr, u32), Segments>,
     pub(crate) matcher: TagMatcher<(), Unexp>,
     pub(crate) regions: HashMap<u32, Region>,
+    /// The caller's regions, when it keeps them (then `regions` is not consulted).
+    pub(crate) region_access: Option<Box<dyn super::RegionAccess>>,
     pub(crate) rtw: HashMap<(PeerAddr, u32), RtwState>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) stats: Stats,
@@ -102,6 +104,7 @@ impl Engine {
             unexp_segs: HashMap::new(),
             matcher,
             regions: HashMap::new(),
+            region_access: None,
             rtw: HashMap::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -278,6 +281,39 @@ impl Engine {
         if let Owner::Tx(id) = f.owner {
             self.tx_packet_done(id);
         }
+    }
+
+    /// The transport could not deliver the packet `token` and will not (the peer's
+    /// device, context or queue pair is gone): the peer is declared lost at once, as
+    /// [`Config::peer_timeout`] would later, and its operations complete with
+    /// [`LOST_PEER_ERRNO`]. A handshake answer that failed is only forgotten (the
+    /// asker asks again).
+    pub fn handle_send_failed(&mut self, now: Nanos, token: u64) {
+        self.now = self.now.max(now);
+        let Some(f) = self.flights.remove(&token) else {
+            return;
+        };
+        if !f.tracked || self.peers.get(&f.peer).is_none_or(|p| p.failed) {
+            return;
+        }
+        self.stats.peers_lost += 1;
+        self.fail_peer(now, f.peer, LOST_PEER_ERRNO);
+    }
+
+    /// Take back the queued receive posted with `ctx` (`fi_cancel`): true when one was
+    /// queued (it completes with no event; the caller reports the cancellation).
+    pub fn cancel_recv(&mut self, ctx: u64) -> bool {
+        self.matcher.cancel(ctx as usize).is_some()
+    }
+
+    /// `FI_OPT_MIN_MULTI_RECV` of the receive side.
+    pub fn min_multi_recv(&self) -> usize {
+        self.matcher.config().min_multi_recv
+    }
+
+    /// Set `FI_OPT_MIN_MULTI_RECV` for multi-receive buffers posted from now on.
+    pub fn set_min_multi_recv(&mut self, min: usize) {
+        self.matcher.set_min_multi_recv(min);
     }
 
     /// The peer refused the packet `token` (receiver not ready): back off, then send it

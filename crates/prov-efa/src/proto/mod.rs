@@ -8,7 +8,8 @@
 //! - what the transport reports: [`Engine::handle_packet`] (a datagram arrived; the
 //!   answer [`NotReady`] is the receiver-not-ready the transport gives the sender),
 //!   [`Engine::handle_send_done`] and [`Engine::handle_rnr`] (a packet the engine sent
-//!   was taken, or refused), [`Engine::handle_read_done`] (a read of a peer's memory
+//!   was taken, or refused), [`Engine::handle_send_failed`] (it cannot be delivered:
+//!   the peer is gone), [`Engine::handle_read_done`] (a read of a peer's memory
 //!   ended), and [`Engine::serve_read`] (the transport reading this endpoint's memory
 //!   for a peer);
 //! - time: [`Engine::poll_timeout`] says when [`Engine::handle_timeout`] is next due;
@@ -49,6 +50,8 @@
 //!   [`MAX_WRITES_IN_PROGRESS`]; a request longer than [`Config::max_msg_size`] is
 //!   dropped as malformed.
 
+#![forbid(unsafe_code)]
+
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;
 use ofi_kit::tagmatch::MatcherConfig;
@@ -62,7 +65,8 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicArgs, AtomicOp, MAX_WRITES_IN_PROGRESS};
+pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, MAX_WRITES_IN_PROGRESS};
+pub use tx::READ_KEY_BIT;
 
 /// A peer's address as the transport names it (a device address handle, a simulated
 /// node).
@@ -242,6 +246,15 @@ pub enum Event {
     },
     /// A message was received (or a receive failed).
     Rx(RxDone),
+    /// A peer's emulated write with remote CQ data (`fi_writedata`) was placed here.
+    RemoteWrite {
+        /// The writer.
+        src: PeerAddr,
+        /// Bytes written.
+        len: u64,
+        /// Its CQ data.
+        cq_data: u64,
+    },
 }
 
 /// A receive completion. A peek that found a message (`FI_PEEK`, with `FI_CLAIM` too)

@@ -8,6 +8,11 @@
 //! refused request leaves the region untouched and the initiator's operation completes
 //! with that code. Writes are not ordered with messages.
 //!
+//! The regions are the engine's own (`Engine::register`: bytes it holds), or, once the
+//! caller installed a [`RegionAccess`] (a provider, whose regions are the application's
+//! registered memory), that: every target access of a key without
+//! `READ_KEY_BIT` then goes through it, checked there.
+//!
 //! Nothing here panics: every range is checked (overflow included) before a copy.
 
 use ofi_core::error::Errno;
@@ -100,6 +105,30 @@ impl AtomicOp {
     }
 }
 
+/// The target side's memory when the caller keeps the regions (keys are the wire's
+/// 32 bits, offsets the RMA addresses as the caller's registrations define them). Each
+/// call checks the key, the access and the whole range; errors are the codes the
+/// initiator's operation completes with.
+pub trait RegionAccess: Send + std::fmt::Debug {
+    /// `len` bytes at `offset` of region `key` (remote read access).
+    fn read(&self, key: u32, offset: u64, len: usize) -> Result<Vec<u8>, Errno>;
+    /// Whether `len` bytes at `offset` of `key` may be written (checked once per write,
+    /// for the whole range, before any segment is placed).
+    fn check_write(&self, key: u32, offset: u64, len: u64) -> Result<(), Errno>;
+    /// Place `data` at `offset` of `key` (remote write access).
+    fn write(&self, key: u32, offset: u64, data: &[u8]) -> Result<(), Errno>;
+    /// Replace the 8-byte little-endian word at `offset` of `key` by `f(old)`
+    /// atomically, returning `old`; `fetch`: the old value goes back to the initiator
+    /// (remote read access needed too).
+    fn atomic(
+        &self,
+        key: u32,
+        offset: u64,
+        fetch: bool,
+        f: &dyn Fn(u64) -> u64,
+    ) -> Result<u64, Errno>;
+}
+
 /// A registered region.
 #[derive(Debug)]
 pub(crate) struct Region {
@@ -113,6 +142,8 @@ pub(crate) struct RtwState {
     pub total: u64,
     pub got: u64,
     pub status: u32,
+    /// Remote CQ data the write carries (reported with [`super::Event::RemoteWrite`]).
+    pub cq_data: Option<u64>,
 }
 
 fn range(off: u64, len: u64, cap: usize) -> Result<std::ops::Range<usize>, Errno> {
@@ -138,6 +169,12 @@ pub struct AtomicArgs {
 }
 
 impl Engine {
+    /// Take the target side's regions from `access` from now on (see
+    /// [`RegionAccess`]); the engine's own regions are no longer consulted.
+    pub fn set_region_access(&mut self, access: Box<dyn RegionAccess>) {
+        self.region_access = Some(access);
+    }
+
     /// Register `data` under `key` with `access`. Errors: `FI_EINVAL` for a key with
     /// the top bit set (reserved) or already registered.
     pub fn register(&mut self, key: u32, data: Vec<u8>, access: Access) -> Result<(), Errno> {
@@ -159,6 +196,9 @@ impl Engine {
     }
 
     pub(crate) fn region_bytes(&self, key: u32, offset: u64, len: usize) -> Result<Vec<u8>, Errno> {
+        if let Some(a) = &self.region_access {
+            return a.read(key, offset, len);
+        }
         let r = self
             .regions
             .get(&key)
@@ -196,7 +236,27 @@ impl Engine {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<(), Errno> {
+        self.write_data(now, ctx, peer, key, offset, data, None)
+    }
+
+    /// [`Engine::write`] with remote CQ data (`fi_writedata`): the target reports
+    /// [`super::Event::RemoteWrite`] with it once the whole write is placed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_data(
+        &mut self,
+        now: Nanos,
+        ctx: u64,
+        peer: PeerAddr,
+        key: u32,
+        offset: u64,
+        data: Vec<u8>,
+        cq_data: Option<u64>,
+    ) -> Result<(), Errno> {
         let mut req = blank_req(PktType::EagerRtw);
+        if let Some(d) = cq_data {
+            req.flags |= super::wire::F_CQ_DATA;
+            req.cq_data = d;
+        }
         req.key = key;
         req.rma_offset = offset;
         req.total_len = data.len() as u64;
@@ -321,6 +381,12 @@ impl Engine {
             u64::from_le_bytes(b)
         };
         let (operand, compare) = (word(0), word(1));
+        if let Some(a) = &self.region_access {
+            let fetch = req.ty != PktType::WriteRta;
+            return a.atomic(req.key, req.rma_offset, fetch, &|old| {
+                op.apply(old, operand, compare)
+            });
+        }
         let r = self
             .regions
             .get_mut(&req.key)
@@ -342,36 +408,54 @@ impl Engine {
             total: req.total_len,
             got: 0,
             status: 0,
+            cq_data: (req.flags & super::wire::F_CQ_DATA != 0).then_some(req.cq_data),
         });
         if st.total != req.total_len {
             self.stats.stale += 1;
             return;
         }
         if st.status == 0 {
-            let res = self
-                .regions
-                .get_mut(&req.key)
-                .filter(|r| r.access.remote_write)
-                .ok_or(Errno::EACCES)
-                .and_then(|r| {
-                    let base = req
-                        .rma_offset
-                        .checked_add(req.seg_offset)
-                        .ok_or(Errno::EINVAL)?;
-                    // The whole write must fit, not only this segment.
-                    range(req.rma_offset, req.total_len, r.data.len())?;
-                    let rg = range(base, payload.len() as u64, r.data.len())?;
-                    r.data[rg].copy_from_slice(payload);
-                    Ok(())
-                });
+            let res = match &self.region_access {
+                Some(a) => req
+                    .rma_offset
+                    .checked_add(req.seg_offset)
+                    .ok_or(Errno::EINVAL)
+                    .and_then(|base| {
+                        a.check_write(req.key, req.rma_offset, req.total_len)?;
+                        a.write(req.key, base, payload)
+                    }),
+                None => self
+                    .regions
+                    .get_mut(&req.key)
+                    .filter(|r| r.access.remote_write)
+                    .ok_or(Errno::EACCES)
+                    .and_then(|r| {
+                        let base = req
+                            .rma_offset
+                            .checked_add(req.seg_offset)
+                            .ok_or(Errno::EINVAL)?;
+                        // The whole write must fit, not only this segment.
+                        range(req.rma_offset, req.total_len, r.data.len())?;
+                        let rg = range(base, payload.len() as u64, r.data.len())?;
+                        r.data[rg].copy_from_slice(payload);
+                        Ok(())
+                    }),
+            };
             if let Err(e) = res {
                 st.status = e.0 as u32;
             }
         }
         st.got = st.got.saturating_add(payload.len() as u64);
         if st.got >= st.total {
-            let status = st.status;
+            let (status, cq_data, total) = (st.status, st.cq_data, st.total);
             self.rtw.remove(&key);
+            if let (0, Some(data)) = (status, cq_data) {
+                self.events.push_back(super::Event::RemoteWrite {
+                    src,
+                    len: total,
+                    cq_data: data,
+                });
+            }
             let mut c = Ctrl::new(PktType::Receipt, req.send_id);
             c.status = status;
             self.queue_ctrl(src, &c, &[]);

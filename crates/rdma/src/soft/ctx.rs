@@ -27,20 +27,25 @@ use super::qp::{SoftQp, SoftSrq};
 use super::wire::{Hdr, Kind, FRAG, HDR_LEN};
 use crate::verbs::{AsyncEvent, Gid};
 
-/// Fault injection on UD sends of one context.
+/// Fault injection on UD and SRD sends of one context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SoftFault {
     /// Percentage (0..=100) of UD datagrams dropped at the sender.
     pub ud_drop_percent: u32,
     /// Delay added to every UD datagram before it leaves.
     pub ud_delay: Duration,
-    /// Seed of the drop decisions.
+    /// Seed of the drop and delay decisions.
     pub seed: u64,
+    /// SRD reordering: each SRD datagram (first sends and resends alike) leaves after a
+    /// random delay from 0 to this, so later ones overtake earlier ones. Zero: sent at
+    /// once, in posting order.
+    pub srd_reorder: Duration,
 }
 
 impl SoftFault {
     /// From `FI_VERBS_SOFT_UD_DROP` (percent, 0–100), `FI_VERBS_SOFT_UD_DELAY_US` (at most
-    /// 10 s, `MAX_UD_DELAY_US`) and `FI_VERBS_SOFT_SEED`; unset or empty values are 0.
+    /// 10 s, `MAX_UD_DELAY_US`), `FI_VERBS_SOFT_SRD_REORDER_US` (at most 10 s) and
+    /// `FI_VERBS_SOFT_SEED`; unset or empty values are 0.
     ///
     /// Errors: `InvalidInput` naming the variable and its value when a value is not a
     /// decimal number or is out of range (a typo must not silently run without faults).
@@ -50,6 +55,10 @@ impl SoftFault {
             ud_drop_percent: num("FI_VERBS_SOFT_UD_DROP", 100)? as u32,
             ud_delay: Duration::from_micros(num("FI_VERBS_SOFT_UD_DELAY_US", MAX_UD_DELAY_US)?),
             seed: num("FI_VERBS_SOFT_SEED", u64::MAX)?,
+            srd_reorder: Duration::from_micros(num(
+                "FI_VERBS_SOFT_SRD_REORDER_US",
+                MAX_UD_DELAY_US,
+            )?),
         })
     }
 }
@@ -106,18 +115,31 @@ pub(crate) struct FaultState {
 }
 
 impl FaultState {
-    /// True when this datagram is to be dropped.
-    pub(crate) fn drop_now(&mut self) -> bool {
-        if self.cfg.ud_drop_percent == 0 {
-            return false;
-        }
-        // xorshift64*
+    /// The next pseudo-random number (xorshift64*, upper bits).
+    fn next(&mut self) -> u64 {
         let mut x = self.rng;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
         self.rng = x;
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % 100 < u64::from(self.cfg.ud_drop_percent)
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33
+    }
+
+    /// True when this datagram is to be dropped.
+    pub(crate) fn drop_now(&mut self) -> bool {
+        if self.cfg.ud_drop_percent == 0 {
+            return false;
+        }
+        self.next() % 100 < u64::from(self.cfg.ud_drop_percent)
+    }
+
+    /// How long this SRD datagram waits before it leaves (zero without reordering).
+    pub(crate) fn srd_delay(&mut self) -> Duration {
+        let max = self.cfg.srd_reorder.as_micros() as u64;
+        if max == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(self.next() % (max + 1))
     }
 }
 
@@ -250,11 +272,18 @@ impl CtxShared {
             if h.kind == Kind::Req as u8 {
                 super::qp::nak_no_qp(&out, &h);
             }
+            if h.kind == Kind::Srd as u8 {
+                super::qp::srd_nak_no_qp(&out, &h);
+            }
             return;
         };
         match h.kind {
             k if k == Kind::Req as u8 => qp.on_request(self, &out, &peer, &h, payload),
             k if k == Kind::Ud as u8 => qp.on_datagram(self, &peer, &h, payload),
+            k if k == Kind::Srd as u8 => qp.on_srd_datagram(self, &out, &peer, &h, payload),
+            k if k == Kind::SrdAck as u8 || k == Kind::SrdNak as u8 => {
+                qp.on_srd_answer(self, &peer, &h)
+            }
             k if k == Kind::Ack as u8
                 || k == Kind::Nak as u8
                 || k == Kind::ReadResp as u8

@@ -1,4 +1,4 @@
-//! The software device (`soft0`): RC and UD queue pairs between processes of this host,
+//! The software device (`soft0`): RC, UD and SRD queue pairs between processes of this host,
 //! with the semantics of verbs — one-sided operations served by a per-context service
 //! thread without the target application, keys/bounds/access checked, receiver-not-ready
 //! and retry behaviour, error states that flush, lost peers, UD loss and delay.
@@ -17,5 +17,8 @@ pub use ctx::SoftFault;
 
 /// The software device's name.
 pub const SOFT_DEVICE_NAME: &str = "soft0";
+/// The largest SRD datagram (payload bytes) the software device carries; a longer send
+/// is refused at posting (`EINVAL`).
+pub const SRD_MTU: usize = 8192;
 /// The software device's node GUID.
 pub const SOFT_NODE_GUID: u64 = 0x0200_5eff_fe00_0001;

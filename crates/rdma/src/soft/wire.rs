@@ -26,6 +26,13 @@ pub enum Kind {
     AtomicResp = 6,
     /// A UD datagram.
     Ud = 7,
+    /// An SRD datagram (`msn`: the sender's number for it; `value`: the Q_Key).
+    Srd = 8,
+    /// The SRD receiver took datagram `msn`.
+    SrdAck = 9,
+    /// The SRD receiver refused datagram `msn` (`op` = [`Nak`] code; `rnr_timer` with
+    /// [`Nak::Rnr`]).
+    SrdNak = 10,
 }
 
 /// Request operations (the `op` byte of a [`Kind::Req`]).

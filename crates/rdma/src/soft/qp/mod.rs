@@ -11,9 +11,14 @@
 //! Peer input never panics: a packet for an unknown or mismatched queue pair, out of
 //! sequence, or with impossible offsets is dropped; a request breaking the rules gets a
 //! NAK and moves the responder's queue pair to the error state.
+//!
+//! SRD (in `srd`) is addressed like UD but reliable and unordered: see that module.
 
 mod requester;
 mod responder;
+mod srd;
+
+pub(crate) use srd::srd_nak_no_qp;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -106,6 +111,8 @@ struct QpInner {
     rq: VecDeque<RecvSlot>,
     expected: u32,
     inbound: Option<Inbound>,
+    /// SRD sends not yet answered, in posting order (completed in any order).
+    srd: VecDeque<srd::SrdSend>,
 }
 
 /// A shared receive queue.
@@ -198,6 +205,28 @@ fn send_hdr(conn: &Conn, h: &Hdr) -> bool {
     unsafe { conn.send(&iov) }
 }
 
+/// The destination and immediate data of a datagram (UD or SRD, named by `kind`) send:
+/// `EINVAL` without a destination or for another operation than a send.
+fn datagram_send<'a>(
+    wr: &SendWr<'a>,
+    kind: &str,
+) -> Result<(crate::verbs::UdDest<'a>, Option<u32>)> {
+    let Some(dest) = wr.ud else {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("{kind} send without a destination"),
+        ));
+    };
+    match wr.op {
+        SendOp::Send => Ok((dest, None)),
+        SendOp::SendWithImm(i) => Ok((dest, Some(i))),
+        _ => Err(Error::new(
+            Errno::EINVAL,
+            format!("{kind} offers only sends"),
+        )),
+    }
+}
+
 fn seq_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
@@ -232,7 +261,8 @@ impl SoftQp {
                 timeout: 0,
                 retry_cnt: 0,
                 rnr_retry: 0,
-                min_rnr_timer: 0,
+                // SRD: the device's own short timer (10 µs) unless set.
+                min_rnr_timer: u8::from(qp_type == QpType::Srd),
                 conn: None,
                 sq: VecDeque::with_capacity(cap.max_send_wr as usize),
                 next_msn: 0,
@@ -243,6 +273,11 @@ impl SoftQp {
                 rq: VecDeque::with_capacity(cap.max_recv_wr as usize),
                 expected: 0,
                 inbound: None,
+                srd: VecDeque::with_capacity(if qp_type == QpType::Srd {
+                    cap.max_send_wr as usize
+                } else {
+                    0
+                }),
             }),
         }
     }
@@ -361,6 +396,7 @@ impl SoftQp {
                 g.inbound = None;
                 g.resend_at = None;
                 g.conn = None;
+                g.srd.clear();
                 g.state = QpState::Reset;
             }
             QpState::Err if from != QpState::Err => self.enter_error(ctx, &mut g, None),
@@ -476,6 +512,9 @@ impl SoftQp {
             drop(g);
             return self.post_ud(ctx, wr, signaled, inline);
         }
+        if self.qp_type == QpType::Srd {
+            return self.post_srd(ctx, &mut g, wr, signaled, inline);
+        }
         if g.sq.len() >= self.cap.max_send_wr as usize {
             return Err(Error::new(Errno::ENOMEM, "send queue full"));
         }
@@ -526,14 +565,7 @@ impl SoftQp {
         signaled: bool,
         inline: Option<([u8; MAX_INLINE], usize)>,
     ) -> Result<()> {
-        let Some(dest) = wr.ud else {
-            return Err(Error::new(Errno::EINVAL, "UD send without a destination"));
-        };
-        let imm = match wr.op {
-            SendOp::Send => None,
-            SendOp::SendWithImm(i) => Some(i),
-            _ => return Err(Error::new(Errno::EINVAL, "UD offers only sends")),
-        };
+        let (dest, imm) = datagram_send(wr, "UD")?;
         let view = ctx.mrs.view();
         let (total, status) = match inline {
             Some((_, n)) => (n as u64, WcStatus::Success),
@@ -638,6 +670,10 @@ impl SoftQp {
         g.inbound = None;
         while let Some(s) = g.sq.pop_front() {
             let wc = WorkCompletion::new(s.wr_id, WcStatus::WrFlushErr, s.op.wc_opcode(), self.qpn);
+            self.send_cq.push(wc, false);
+        }
+        while let Some(s) = g.srd.pop_front() {
+            let wc = WorkCompletion::new(s.wr_id, WcStatus::WrFlushErr, WcOpcode::Send, self.qpn);
             self.send_cq.push(wc, false);
         }
         while let Some(r) = g.rq.pop_front() {

@@ -167,6 +167,9 @@ impl SoftQp {
     /// Pops the head of the send queue with `status`, reporting it when due.
     /// Timers: RNR resend and the transport timeout. Returns the next deadline.
     pub(crate) fn on_timer(&self, ctx: &CtxShared, now: Instant) -> Option<Instant> {
+        if self.qp_type == QpType::Srd {
+            return self.srd_timer(ctx, now);
+        }
         let mut g = lock(&self.inner);
         if g.state != QpState::Rts {
             return None;
@@ -198,6 +201,9 @@ impl SoftQp {
 
     /// The peer at `gid` is gone.
     pub(crate) fn on_peer_lost(&self, ctx: &CtxShared, gid: &Gid) {
+        if self.qp_type == QpType::Srd {
+            return self.srd_peer_lost(gid);
+        }
         let mut g = lock(&self.inner);
         if self.qp_type != QpType::Rc || g.dest.map(|d| d.0) != Some(*gid) {
             return;

@@ -8,7 +8,7 @@ use super::super::mem::{atomic_raw, write_raw};
 use super::super::wire::{
     Hdr, Kind, Nak, ReqOp, FRAG, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN,
 };
-use super::{nak_no_qp, send_hdr, Inbound, QpInner, SoftQp, UD_MTU};
+use super::{nak_no_qp, send_hdr, Inbound, QpInner, RecvSlot, SoftQp, UD_MTU};
 use crate::verbs::{
     Access, EventType, Gid, QpState, QpType, WcFlags, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
 };
@@ -263,6 +263,22 @@ impl SoftQp {
         let Some(r) = self.take_recv(&mut g) else {
             return;
         };
+        let wc = self.place_datagram(ctx, peer, h, payload, &r);
+        self.recv_cq.push(wc, h.flags & F_SOLICITED != 0);
+    }
+
+    /// Places a datagram (`payload` from `peer`, header `h`) into receive `r` behind a
+    /// GRH naming both GIDs, as UD and SRD receives get it: the receive's completion,
+    /// `LOC_LEN_ERR` when the buffer cannot hold GRH and payload, or the buffer's local
+    /// error.
+    pub(super) fn place_datagram(
+        &self,
+        ctx: &CtxShared,
+        peer: &Gid,
+        h: &Hdr,
+        payload: &[u8],
+        r: &RecvSlot,
+    ) -> WorkCompletion {
         let view = ctx.mrs.view();
         let mut wc = WorkCompletion::new(r.wr_id, WcStatus::Success, WcOpcode::Recv, self.qpn);
         match view.check_local(self.pd, r.sg.get(), true) {
@@ -288,7 +304,6 @@ impl SoftQp {
                 }
             }
         }
-        drop(view);
-        self.recv_cq.push(wc, h.flags & F_SOLICITED != 0);
+        wc
     }
 }

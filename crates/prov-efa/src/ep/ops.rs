@@ -1,0 +1,250 @@
+//! The endpoint's operations as the core calls them: kit's layered glue (binding,
+//! enabling, cancel, options, name, queue room) and kit's data path (sends and receives
+//! handed to the engine, RMA in `rma`, atomics in `atomic`).
+//!
+//! Nothing here panics on application input: bad arguments return `FI_EINVAL` or
+//! `FI_EMSGSIZE`; a full queue `FI_EAGAIN`.
+
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+use ofi_core::provider::EndpointOps;
+use ofi_kit::layered::{LayeredEndpoint, RecvQueue};
+use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
+use ofi_kit::tagmatch::{PostedRecv, ANY_SRC};
+
+use super::*;
+use crate::fabric::Fabric;
+use crate::proto::{RecvReq, SendReq};
+
+/// The receive side as kit's glue sees it: the engine's matcher and the provider's
+/// receives.
+struct RecvSide<'a> {
+    st: &'a mut St,
+    rx_size: usize,
+}
+
+impl RecvQueue for RecvSide<'_> {
+    fn cancel(&mut self, context: usize) -> Option<PostedRecv<IoList>> {
+        if let Some(r) = Shared::dgram_cancel(self.st, context) {
+            return Some(r);
+        }
+        let id = self
+            .st
+            .rx_ops
+            .iter()
+            .filter(|(_, o)| o.ctx == context)
+            .map(|(&id, _)| id)
+            .min()?;
+        if !self.st.eng.cancel_recv(id) {
+            return None;
+        }
+        Some(self.st.rx_ops.remove(&id)?.posted())
+    }
+
+    fn min_multi_recv(&self) -> usize {
+        self.st.eng.min_multi_recv()
+    }
+
+    fn set_min_multi_recv(&mut self, min: usize) {
+        self.st.eng.set_min_multi_recv(min);
+    }
+
+    fn room(&self) -> usize {
+        self.rx_size
+            .saturating_sub(self.st.rx_ops.len() + self.st.dgram_rx.len())
+    }
+}
+
+impl ofi_kit::mr::MrEndpointTarget for Endpoint {
+    fn mr_endpoint_id(&self) -> u64 {
+        Arc::as_ptr(&self.sh) as usize as u64
+    }
+}
+
+impl LayeredEndpoint for Endpoint {
+    const NAME: &'static str = NAME;
+
+    fn bindings(&self) -> &Mutex<Bindings> {
+        &self.sh.setup
+    }
+
+    fn bound(&self) -> &OnceLock<Bound> {
+        &self.sh.active
+    }
+
+    fn bind_rules(&self) -> &BindRules {
+        &BIND_RULES
+    }
+
+    fn engine(&self) -> &ProgressEngine {
+        &self.sh.engine
+    }
+
+    fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
+        let mut st = lock(&self.sh.st);
+        f(&mut RecvSide {
+            st: &mut st,
+            rx_size: self.sh.rx_size,
+        })
+    }
+
+    fn tx_room(&self) -> usize {
+        self.sh
+            .tx_size
+            .saturating_sub(lock(&self.sh.st).tx_ops.len())
+    }
+
+    fn name_bytes(&self) -> &[u8] {
+        &self.sh.me_bytes
+    }
+
+    fn tx_op_flags(&self) -> OpFlags {
+        self.flags.tx()
+    }
+
+    fn rx_op_flags(&self) -> OpFlags {
+        self.flags.rx()
+    }
+
+    fn directed(&self) -> bool {
+        self.sh.directed
+    }
+}
+
+impl EndpointOps<Fabric> for Endpoint {
+    ofi_kit::layered_endpoint_ops!(Fabric);
+
+    ofi_kit::op_flags_control!(flags);
+
+    /// `fi_ep_alias`: the same endpoint with its own default flags (a copy of this
+    /// handle's, then one side set from `flags`).
+    fn alias(&self, flags: u64) -> Result<Self> {
+        Ok(Endpoint {
+            sh: Arc::clone(&self.sh),
+            flags: self
+                .flags
+                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
+            alias: true,
+        })
+    }
+}
+
+impl ofi_kit::dataops::DataPath for Endpoint {
+    ofi_kit::layered_data_path!();
+
+    fn inject_size(&self) -> usize {
+        self.sh.inject_max
+    }
+
+    fn submit_send(&self, act: &Bound, r: SendRequest) -> Result<()> {
+        if self.sh.dgram {
+            return self.sh.dgram_send(act, &r);
+        }
+        let len = r.iov.total();
+        if len > MAX_MSG_SIZE {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+            ));
+        }
+        let mut data = vec![0u8; len];
+        // SAFETY: `iov` is the application's message, readable for its length during
+        // this submitting call (the C contract `SendRequest` carries).
+        unsafe { r.iov.gather(0, data.as_mut_ptr(), len) };
+        let want = act.tx_completion_wanted(r.inject, r.flags);
+        let cq_flags = r.completion_flags().bits();
+        let sh = &self.sh;
+        let (mut st, peer, id) = sh.begin_tx(act, r.dest)?;
+        let now = sh.now();
+        st.eng
+            .send(
+                now,
+                SendReq {
+                    ctx: id,
+                    peer,
+                    data,
+                    tag: r.tag,
+                    cq_data: r.data,
+                    delivery_complete: r.flags.contains(OpFlags::DELIVERY_COMPLETE),
+                },
+            )
+            .map_err(|e| Error::new(e, format!("{NAME}: send refused")))?;
+        st.tx_ops.insert(
+            id,
+            TxOp {
+                ctx: r.context,
+                flags: cq_flags,
+                want,
+                read_into: None,
+            },
+        );
+        sh.round(act, &mut st);
+        Ok(())
+    }
+
+    fn submit_recv(&self, act: &Bound, recv: PostedRecv<IoList>) -> Result<()> {
+        if self.sh.dgram {
+            return self.sh.dgram_recv(recv);
+        }
+        let sh = &self.sh;
+        let mut st = lock(&sh.st);
+        if st.rx_ops.len() >= sh.rx_size {
+            drop(st);
+            sh.engine.kick();
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let src = if recv.src == ANY_SRC {
+            None
+        } else {
+            Some(sh.peer_of_fi(act, &mut st, recv.src)?)
+        };
+        let id = if recv.flags.contains(OpFlags::CLAIM) {
+            recv.ctx as u64
+        } else {
+            let id = RX_ID_BIT | st.next_rx;
+            st.next_rx = st.next_rx.wrapping_add(1) & !RX_ID_BIT;
+            id
+        };
+        st.rx_ops.insert(
+            id,
+            RxOp {
+                ctx: recv.ctx,
+                buf: recv.buf,
+                tag: recv.tag,
+                ignore: recv.ignore,
+                tagged: recv.tagged,
+                flags: recv.flags,
+            },
+        );
+        let now = sh.now();
+        let r = st.eng.post_recv(
+            now,
+            RecvReq {
+                ctx: id,
+                len: recv.buf.total(),
+                tag: recv.tagged.then_some((recv.tag, recv.ignore)),
+                src,
+                flags: recv.flags,
+            },
+        );
+        if let Err(e) = r {
+            st.rx_ops.remove(&id);
+            return Err(Error::new(e, format!("{NAME}: receive refused")));
+        }
+        sh.round(act, &mut st);
+        Ok(())
+    }
+
+    fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+        self.sh.no_dgram("RMA")?;
+        self.sh.submit_rma(act, req)
+    }
+
+    fn submit_atomic(&self, act: &Bound, req: AtomicRequest<'_>) -> Result<()> {
+        self.sh.no_dgram("atomics")?;
+        self.sh.submit_atomic(act, req)
+    }
+
+    fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {
+        super::atomic_max_count(dt, op, kind)
+    }
+}

@@ -1,0 +1,391 @@
+//! Progress: device completions into the engine, the engine's timers, its packets to
+//! the device, its events to the application's CQs and counters.
+//!
+//! # Invariants
+//!
+//! - A receive slot is posted again only once the engine took its datagram.
+//! - Each engine event is handled once; an operation leaves `St::tx_ops` / `rx_ops` with
+//!   its last completion.
+//!
+//! Nothing here panics.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ofi_core::ADDR_NOTAVAIL;
+use ofi_kit::progress::Progress;
+use ofi_kit::tagmatch::{Incoming, Placement};
+use ofi_rdma::{SendFlags, SendOp, SendWr, UdDest};
+
+use super::*;
+use crate::cq::{send_outcome, SendOutcome};
+use crate::proto::{Event, RxDone, NO_SRC};
+
+impl Progress for Shared {
+    fn progress(&self) -> usize {
+        let Some(act) = self.active.get() else {
+            return 0;
+        };
+        let mut st = lock(&self.st);
+        self.round(act, &mut st)
+    }
+}
+
+/// How often the watchdog looks at an endpoint with work under way.
+const WATCHDOG_BUSY: Duration = Duration::from_millis(1);
+/// How often it looks at an idle endpoint (a peer's first packets may be waiting).
+const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
+
+/// The watchdog: with manual progress an application may stop calling in as soon as it
+/// has its completions (or, for an inject, at once) while the protocol still has work:
+/// a handshake to finish before an injected message leaves, a peer's packets to take,
+/// a grant to answer. When no round ran for a watchdog period, it runs one. It holds
+/// the endpoint weakly and ends once the endpoint is closed.
+pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
+    let r = std::thread::Builder::new()
+        .name("efa-watchdog".into())
+        .spawn(move || {
+            let mut nap = WATCHDOG_IDLE;
+            loop {
+                std::thread::sleep(nap);
+                let Some(sh) = w.upgrade() else {
+                    return;
+                };
+                let Some(act) = sh.active.get() else {
+                    continue;
+                };
+                let since = sh
+                    .now()
+                    .saturating_sub(sh.last_round.load(Ordering::Relaxed));
+                if since < WATCHDOG_BUSY.as_nanos() as u64 {
+                    nap = WATCHDOG_BUSY;
+                    continue;
+                }
+                // Someone else is in a round: look again soon.
+                let Ok(mut st) = sh.st.try_lock() else {
+                    nap = WATCHDOG_BUSY;
+                    continue;
+                };
+                let did = sh.round(act, &mut st);
+                let busy = did > 0
+                    || st.eng.poll_timeout().is_some()
+                    || !st.tx_ops.is_empty()
+                    || st.pending.is_some()
+                    || !st.held.is_empty();
+                nap = if busy { WATCHDOG_BUSY } else { WATCHDOG_IDLE };
+            }
+        });
+    if let Err(e) = r {
+        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
+    }
+}
+
+impl Shared {
+    /// One round: device completions, timers, packets out, events.
+    pub(super) fn round(&self, act: &Bound, st: &mut St) -> usize {
+        let now = self.now();
+        self.last_round.store(now, Ordering::Relaxed);
+        self.forget_removed(act, st);
+        let mut n = self.poll_recv(act, st, now);
+        n += self.retry_held(st, now);
+        n += self.poll_send(act, st, now);
+        if st.eng.poll_timeout().is_some_and(|t| t <= now) {
+            st.eng.handle_timeout(now);
+        }
+        n += self.flush(st, now);
+        n += self.handle_events(act, st);
+        n
+    }
+
+    /// Receive completions: datagrams to the engine.
+    fn poll_recv(&self, act: &Bound, st: &mut St, now: u64) -> usize {
+        let mut n = 0;
+        loop {
+            let k = self.rcq.poll(&mut st.wc).unwrap_or(0);
+            for j in 0..k {
+                let wc = st.wc[j];
+                let i = wc.wr_id as u32;
+                n += 1;
+                if wc.status != WcStatus::Success {
+                    if wc.status != WcStatus::WrFlushErr {
+                        let _ = self.post_rx(i);
+                    }
+                    continue;
+                }
+                let len = (wc.byte_len as usize).saturating_sub(GRH_LEN).min(self.mtu);
+                let mut gid = [0u8; 16];
+                self.bounce.read(self.rx_off(i) + 8, &mut gid);
+                let src = EfaAddr {
+                    gid: Gid(gid),
+                    qpn: wc.src_qp,
+                    qkey: QKEY,
+                };
+                if self.dgram {
+                    self.dgram_arrived(act, st, i, src, len);
+                    continue;
+                }
+                let Some(peer) = Self::peer_of(st, src) else {
+                    st.dropped_no_peer += 1;
+                    let _ = self.post_rx(i);
+                    continue;
+                };
+                self.offer(st, now, i, peer, len);
+            }
+            if k < WC_BATCH {
+                return n;
+            }
+        }
+    }
+
+    /// Hands the datagram in receive slot `i` to the engine: posted again when taken;
+    /// when refused, copied aside (the slot posted again) while fewer than
+    /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
+    fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
+        st.scratch.resize(len, 0);
+        self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
+        let St { eng, scratch, .. } = st;
+        let taken = eng.handle_packet(now, peer, scratch).is_ok();
+        if !taken && st.copied >= self.copied_max {
+            st.held.push_back(Held::Slot(i, peer, len));
+            return false;
+        }
+        if !taken {
+            st.copied += 1;
+            st.held.push_back(Held::Copied(peer, st.scratch.clone()));
+        }
+        if let Err(e) = self.post_rx(i) {
+            ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
+        }
+        taken
+    }
+
+    /// Offers the refused datagrams again, oldest first (each once per round).
+    fn retry_held(&self, st: &mut St, now: u64) -> usize {
+        let mut n = 0;
+        for _ in 0..st.held.len() {
+            let Some(h) = st.held.pop_front() else {
+                break;
+            };
+            match h {
+                Held::Slot(i, peer, len) => {
+                    if self.offer(st, now, i, peer, len) {
+                        n += 1;
+                    }
+                }
+                Held::Copied(peer, bytes) => {
+                    if st.eng.handle_packet(now, peer, &bytes).is_ok() {
+                        st.copied -= 1;
+                        n += 1;
+                    } else {
+                        st.held.push_back(Held::Copied(peer, bytes));
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Send completions: the engine learns what became of each packet.
+    pub(super) fn poll_send(&self, act: &Bound, st: &mut St, now: u64) -> usize {
+        let mut n = 0;
+        loop {
+            let k = self.scq.poll(&mut st.wc).unwrap_or(0);
+            for j in 0..k {
+                let wc = st.wc[j];
+                let slot = (wc.wr_id & 0xffff_ffff) as u32;
+                let Some(&token) = st.tx_token.get(slot as usize) else {
+                    continue;
+                };
+                st.tx_free.push(slot);
+                n += 1;
+                if self.dgram {
+                    self.dgram_sent(act, st, token, wc.status);
+                    continue;
+                }
+                match send_outcome(wc.status) {
+                    SendOutcome::Done => st.eng.handle_send_done(now, token),
+                    SendOutcome::Rnr => st.eng.handle_rnr(now, token),
+                    SendOutcome::Flushed => {}
+                    SendOutcome::Failed => {
+                        ofi_core::ofi_info!(NAME, "ep_data", "send failed: {:?}", wc.status);
+                        st.eng.handle_send_failed(now, token);
+                    }
+                }
+            }
+            if k < WC_BATCH {
+                return n;
+            }
+        }
+    }
+
+    /// The engine's packets to the device while send slots are free.
+    fn flush(&self, st: &mut St, now: u64) -> usize {
+        let mut n = 0;
+        loop {
+            if st.tx_free.is_empty() {
+                return n;
+            }
+            let t = match st.pending.take() {
+                Some(t) => t,
+                None => match st.eng.poll_transmit(now) {
+                    Some(t) => t,
+                    None => return n,
+                },
+            };
+            match t {
+                Transmit::Send { peer, token, bytes } => {
+                    n += 1;
+                    if let Err(e) = self.post_packet(st, peer, token, &bytes) {
+                        ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
+                        st.eng.handle_send_failed(now, token);
+                    }
+                }
+                Transmit::Read { token, .. } => {
+                    // Never asked for: the engine is configured without reads.
+                    st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
+                }
+            }
+        }
+    }
+
+    /// Copies `bytes` into a free send slot and posts it to `peer`.
+    pub(super) fn post_packet(
+        &self,
+        st: &mut St,
+        peer: PeerAddr,
+        token: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        if bytes.len() > self.mtu {
+            return Err(crate::einval("packet over the MTU"));
+        }
+        let Some(p) = st.peers.get_mut(peer as usize) else {
+            return Err(crate::einval("unknown peer"));
+        };
+        if p.ah.is_none() {
+            p.ah = Some(self.dom.pd.create_ah(&ofi_rdma::AhAttr {
+                dgid: p.addr.gid,
+                port_num: 1,
+                ..ofi_rdma::AhAttr::default()
+            })?);
+        }
+        let (qpn, qkey) = (p.addr.qpn, p.addr.qkey);
+        let Some(ah) = p.ah.as_ref() else {
+            return Err(crate::einval("no address handle"));
+        };
+        let Some(slot) = st.tx_free.pop() else {
+            return Err(Error::code_only(Errno::EAGAIN));
+        };
+        let off = self.tx_off(slot);
+        self.bounce.write(off, bytes);
+        let sge = Sge {
+            addr: self.bounce.ptr as u64 + off as u64,
+            length: bytes.len() as u32,
+            lkey: self.mr.lkey(),
+        };
+        st.tx_token[slot as usize] = token;
+        // SAFETY: the slot lies in the registered bounce region, which outlives the
+        // queue pair; it is not written again until its completion frees it.
+        let r = unsafe {
+            self.qp.post_send(&SendWr {
+                wr_id: TX_BIT | u64::from(slot),
+                sg_list: &[sge],
+                op: SendOp::Send,
+                send_flags: SendFlags::SIGNALED,
+                ud: Some(UdDest {
+                    ah,
+                    remote_qpn: qpn,
+                    remote_qkey: qkey,
+                }),
+            })
+        };
+        if r.is_err() {
+            st.tx_free.push(slot);
+        }
+        r
+    }
+
+    /// The engine's events to the application.
+    fn handle_events(&self, act: &Bound, st: &mut St) -> usize {
+        let mut n = 0;
+        while let Some(ev) = st.eng.poll_event() {
+            n += 1;
+            match ev {
+                Event::Tx {
+                    ctx, result, data, ..
+                } => {
+                    if let Some(op) = st.tx_ops.remove(&ctx) {
+                        if let (Some(l), Ok(())) = (&op.read_into, result) {
+                            let n = data.len().min(l.total());
+                            // SAFETY: a read's local buffers are the application's,
+                            // writable until this completion (the C contract).
+                            unsafe { l.scatter(0, data.as_ptr(), n) };
+                        }
+                        let want = op.want || result.is_err();
+                        act.complete_tx(op.ctx, op.flags, want, result.err());
+                    }
+                }
+                Event::Rx(done) => self.on_rx(act, st, done),
+                Event::RemoteWrite { src, len, cq_data } => {
+                    self.on_remote_write(act, st, src, len, cq_data)
+                }
+            }
+        }
+        n
+    }
+
+    /// A receive completion of the engine.
+    fn on_rx(&self, act: &Bound, st: &mut St, done: RxDone) {
+        let Some(op) = st.rx_ops.get(&done.ctx) else {
+            return;
+        };
+        let recv = op.posted();
+        let multi = op.flags.contains(OpFlags::MULTI_RECV);
+        let src = match st.peers.get(done.src as usize) {
+            Some(p) if done.src != NO_SRC => act
+                .av
+                .reverse_lookup(&p.addr.to_address())
+                .unwrap_or(ADDR_NOTAVAIL),
+            _ => ADDR_NOTAVAIL,
+        };
+        let inc = Incoming {
+            src,
+            tag: done.tag,
+            len: done.msg_len,
+            data: done.cq_data,
+            tagged: done.tagged,
+        };
+        if recv.flags.intersects(OpFlags::PEEK | OpFlags::DISCARD) {
+            st.rx_ops.remove(&done.ctx);
+            match done.result {
+                Err(Errno::ENOMSG) => act.no_message(&recv),
+                _ => {
+                    let discarded = recv.flags.contains(OpFlags::DISCARD);
+                    act.peeked(recv, &inc, discarded)
+                }
+            }
+            return;
+        }
+        let n = done
+            .data
+            .len()
+            .min(recv.buf.total().saturating_sub(done.offset));
+        // SAFETY: the receive's buffers are the application's, writable until the
+        // receive completes (the C contract the posted receive carries); `offset + n`
+        // lies within them.
+        unsafe { recv.buf.scatter(done.offset, done.data.as_ptr(), n) };
+        let place = Placement {
+            offset: done.offset,
+            len: n,
+            truncated: done.result == Err(Errno::ETRUNC),
+        };
+        let err = match done.result {
+            Ok(()) | Err(Errno::ETRUNC) => None,
+            Err(e) => Some(e),
+        };
+        if !multi || done.multi_recv_released {
+            st.rx_ops.remove(&done.ctx);
+        }
+        act.complete_rx(&recv, place, &inc, done.multi_recv_released, err);
+    }
+}

@@ -1,0 +1,214 @@
+//! RMA, emulated by the protocol (`EAGER_RTW` writes, `SHORT_RTR` reads): the
+//! initiator's calls, and the target's side over the domain's kit MR table
+//! ([`MrAccess`], the engine's [`RegionAccess`]).
+//!
+//! Keys are the MR table's (`mr_key_size` 4: the wire carries 32 bits; a key with the
+//! top bit set is the protocol's own and never an application region); addresses are
+//! offsets in the region unless the domain has `FI_MR_VIRT_ADDR` (kit's rules).
+//! Every access is checked by the table (key, endpoint, access, whole range) before a
+//! raw copy into or out of the application's memory.
+//!
+//! Nothing here panics on application or peer input.
+
+use std::sync::atomic::AtomicU64;
+
+use ofi_core::abi::raw::CqTaggedEntry;
+use ofi_core::ADDR_NOTAVAIL;
+use ofi_kit::mr::{MrTable, RemoteRegion};
+use ofi_kit::request::RmaRequest;
+
+use super::*;
+use crate::proto::RegionAccess;
+
+/// The target side of emulated RMA: the domain's MR table, as seen by one endpoint.
+#[derive(Debug)]
+pub(super) struct MrAccess {
+    pub(super) table: Arc<MrTable>,
+    /// The endpoint's id for `FI_MR_ENDPOINT` lookups.
+    pub(super) ep: u64,
+}
+
+/// Serialises atomics on words that are not 8-byte aligned (aligned ones are atomic
+/// operations on the word itself).
+static UNALIGNED: Mutex<()> = Mutex::new(());
+
+impl MrAccess {
+    /// The checked region for `len` bytes at `offset` of `key` with `access`, as one
+    /// list of local buffers.
+    fn region(
+        &self,
+        key: u32,
+        offset: u64,
+        len: usize,
+        access: OpFlags,
+    ) -> std::result::Result<(RemoteRegion, IoList), Errno> {
+        let r = self
+            .table
+            .lookup_remote_ep(self.ep, u64::from(key), offset, len, access)
+            .map_err(|e| e.code())?;
+        let mut segs = [(0usize, 0usize); ofi_kit::iov::IOV_LIMIT];
+        let mut n = 0;
+        for seg in r.segments() {
+            let Some(slot) = segs.get_mut(n) else {
+                return Err(Errno::EINVAL);
+            };
+            *slot = seg;
+            n += 1;
+        }
+        Ok((r, IoList::from_pairs(&segs[..n])))
+    }
+}
+
+impl RegionAccess for MrAccess {
+    fn read(&self, key: u32, offset: u64, len: usize) -> std::result::Result<Vec<u8>, Errno> {
+        let (r, segs) = self.region(key, offset, len, OpFlags::REMOTE_READ)?;
+        let mut v = vec![0u8; len];
+        // SAFETY: the segments are registered memory the table checked for `len` bytes
+        // of remote read access; the registration is live (the application's contract:
+        // memory stays valid until deregistered); raw copy.
+        unsafe { segs.gather(0, v.as_mut_ptr(), len) };
+        r.count_access();
+        Ok(v)
+    }
+
+    fn check_write(&self, key: u32, offset: u64, len: u64) -> std::result::Result<(), Errno> {
+        let len = usize::try_from(len).map_err(|_| Errno::EINVAL)?;
+        self.region(key, offset, len, OpFlags::REMOTE_WRITE)
+            .map(drop)
+    }
+
+    fn write(&self, key: u32, offset: u64, data: &[u8]) -> std::result::Result<(), Errno> {
+        let (_, segs) = self.region(key, offset, data.len(), OpFlags::REMOTE_WRITE)?;
+        // SAFETY: as in `read`, for remote write access; raw copy.
+        unsafe { segs.scatter(0, data.as_ptr(), data.len()) };
+        Ok(())
+    }
+
+    fn atomic(
+        &self,
+        key: u32,
+        offset: u64,
+        fetch: bool,
+        f: &dyn Fn(u64) -> u64,
+    ) -> std::result::Result<u64, Errno> {
+        let access = if fetch {
+            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
+        } else {
+            OpFlags::REMOTE_WRITE
+        };
+        let (r, segs) = self.region(key, offset, 8, access)?;
+        let [(p, 8)] = segs.slice() else {
+            return Err(Errno::EINVAL);
+        };
+        let p = *p;
+        let old = if p % 8 == 0 {
+            // SAFETY: 8 bytes of live registered memory (checked), 8-byte aligned; the
+            // application may access it concurrently, which atomics allow.
+            let w = unsafe { AtomicU64::from_ptr(p as *mut u64) };
+            let r = w.fetch_update(
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+                |v| Some(f(u64::from_le(v)).to_le()),
+            );
+            u64::from_le(r.unwrap_or_else(|v| v))
+        } else {
+            let _g = lock(&UNALIGNED);
+            let mut b = [0u8; 8];
+            // SAFETY: 8 bytes of live registered memory (checked); raw copies.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p as *const u8, b.as_mut_ptr(), 8);
+                let old = u64::from_le_bytes(b);
+                let new = f(old).to_le_bytes();
+                std::ptr::copy_nonoverlapping(new.as_ptr(), p as *mut u8, 8);
+                old
+            }
+        };
+        r.count_access();
+        Ok(old)
+    }
+}
+
+impl Shared {
+    /// An RMA read or write of the application.
+    pub(super) fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+        let read = req.is_read();
+        let l = IoList::from_iov(req.local.bufs, NAME)?;
+        let total = l.total();
+        if total != req.remote.len {
+            return Err(crate::einval(format!(
+                "{total} local bytes for a remote buffer of {}",
+                req.remote.len
+            )));
+        }
+        if total > MAX_MSG_SIZE {
+            return Err(Error::new(
+                Errno::EMSGSIZE,
+                format!("{NAME}: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
+            ));
+        }
+        let want = act.tx_completion_wanted(req.inject, req.flags);
+        let dir = if read { OpFlags::READ } else { OpFlags::WRITE };
+        let cq_flags = (OpFlags::RMA | dir).bits();
+        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
+        let op = TxOp {
+            ctx: req.context,
+            flags: cq_flags,
+            want,
+            read_into: read.then_some(l),
+        };
+        let now = self.now();
+        // A key the wire cannot carry names no region: the operation fails as one
+        // with an unknown key would (in its completion).
+        let key = u32::try_from(req.remote.key)
+            .ok()
+            .filter(|k| k & proto::READ_KEY_BIT == 0);
+        let r = match key {
+            None => Err(Errno::ENOKEY),
+            // Nothing to move: done at once.
+            Some(_) if total == 0 => Err(Errno::ENODATA),
+            Some(key) if read => st.eng.read(now, id, peer, key, req.remote.addr, total),
+            Some(key) => {
+                let mut data = vec![0u8; total];
+                // SAFETY: the application's buffers, readable for their lengths during
+                // this submitting call (the C contract `RmaRequest` carries).
+                unsafe { l.gather(0, data.as_mut_ptr(), total) };
+                st.eng
+                    .write_data(now, id, peer, key, req.remote.addr, data, req.data)
+            }
+        };
+        match r {
+            Ok(()) => {
+                st.tx_ops.insert(id, op);
+            }
+            Err(Errno::ENODATA) => act.complete_tx(op.ctx, op.flags, op.want, None),
+            Err(e @ (Errno::ENOKEY | Errno::EHOSTUNREACH)) => {
+                // Reported as the operation's completion.
+                act.complete_tx(op.ctx, op.flags, true, Some(e));
+            }
+            Err(e) => return Err(Error::new(e, format!("{NAME}: RMA refused"))),
+        }
+        self.round(act, &mut st);
+        Ok(())
+    }
+
+    /// A peer's write with remote CQ data was placed here: a receive-side entry.
+    pub(super) fn on_remote_write(&self, act: &Bound, st: &St, src: PeerAddr, len: u64, data: u64) {
+        let Some(b) = &act.rxcq else {
+            return;
+        };
+        let from = st
+            .peers
+            .get(src as usize)
+            .and_then(|p| act.av.reverse_lookup(&p.addr.to_address()))
+            .unwrap_or(ADDR_NOTAVAIL);
+        let e = CqTaggedEntry {
+            op_context: 0,
+            flags: (OpFlags::RMA | OpFlags::REMOTE_WRITE | OpFlags::REMOTE_CQ_DATA).bits(),
+            len: len as usize,
+            buf: std::ptr::null_mut(),
+            data,
+            tag: 0,
+        };
+        let _ = b.cq.push(&e, from);
+    }
+}

@@ -1,0 +1,212 @@
+//! A peer process killed (SIGKILL) with operations under way: within a bounded time
+//! (the probe interval plus the device's report) every operation with it completes with
+//! `FI_EIO` — a long message waiting for the peer's clear-to-send, a message sent with
+//! delivery complete the peer's application never received — and a send after that
+//! is refused (`FI_EHOSTUNREACH`) or completes in
+//! error. The test binary runs itself again as the child (`child_side`, active only
+//! with `EFA_CHILD` set).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ofi::registry::{Registry, RegistryConfig};
+use ofi::{Address, Caps, EpType, Errno, OpFlags};
+use ofi_conformance::fixture::{open_domain, post_recv};
+use ofi_conformance::pair::{info_for, open_side, PairSpec, CTX_A, CTX_B};
+use ofi_conformance::Subject;
+
+const CHILD_ENV: &str = "EFA_CHILD";
+/// How long the whole failure may take to be noticed (the probe comes after 50 ms).
+const BOUND: Duration = Duration::from_secs(10);
+
+fn subject() -> Subject {
+    std::env::set_var("FI_EFA_DEVICE", "soft");
+    // A peer with work waiting is probed after a tenth of this: 50 ms.
+    std::env::set_var("FI_EFA_PEER_TIMEOUT", "500");
+    let reg = Registry::build(RegistryConfig {
+        builtins: vec![ofi::abi::entry_for::<ofi_prov_efa::EfaProvider>()],
+        ..RegistryConfig::default()
+    });
+    Subject::new(reg, "efa")
+}
+
+/// The child process, killed and reaped if the test panics before it does.
+struct ChildGuard(std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The child: an RDM endpoint that prints its name and then keeps making progress
+/// (answering handshakes) without posting a receive, until killed (bounded: it exits
+/// by itself after 30 s).
+#[test]
+fn child_side() {
+    if std::env::var(CHILD_ENV).is_err() {
+        return;
+    }
+    let s = subject();
+    let info = info_for(&s, EpType::Rdm, Caps::MSG).expect("efa RDM info");
+    let (_fabric, domain) = open_domain(&s, &info);
+    let spec = PairSpec::new(EpType::Rdm, Caps::MSG);
+    let (ep, cq, _, _av) = open_side(&domain, &info, &spec, CTX_A, None);
+    ep.enable().unwrap();
+    println!("ADDR {}", hex(&ep.getname().unwrap()));
+    std::io::stdout().flush().unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        let _ = ofi_conformance::pair::poll(&cq);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_killed_peer_fails_its_operations_with_eio() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let s = subject();
+    let info = info_for(&s, EpType::Rdm, Caps::MSG).expect("efa RDM info");
+    let (_fabric, domain) = open_domain(&s, &info);
+    let spec = PairSpec::new(EpType::Rdm, Caps::MSG);
+    let (ep, cq, _, av) = open_side(&domain, &info, &spec, CTX_B, None);
+    let av = av.expect("an RDM side has an AV");
+    ep.enable().unwrap();
+    let mut child = ChildGuard(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_side", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    let name = loop {
+        line.clear();
+        assert_ne!(
+            out.read_line(&mut line).unwrap(),
+            0,
+            "the child ended without its address"
+        );
+        // The harness may print "test child_side ... " on the same line first.
+        if let Some(at) = line.find("ADDR ") {
+            break unhex(line[at + 5..].trim());
+        }
+    };
+    let addr = Address::from_bytes(info.addr_format, &name).unwrap();
+    let peer = av.insert(&[addr]).unwrap()[0];
+    // A long message (clear-to-send: the child posts no receive, so none comes).
+    let long = vec![5u8; 256 << 10];
+    ofi_conformance::fixture::send(&ep, &long, peer, 0x90).unwrap();
+    // A small message with delivery complete: the child's application never takes it.
+    let small = [6u8; 64];
+    let iov = [ofi::abi::raw::Iov {
+        base: small.as_ptr() as *mut _,
+        len: small.len(),
+    }];
+    let msg = ofi::abi::raw::Msg {
+        msg_iov: iov.as_ptr(),
+        desc: std::ptr::null_mut(),
+        iov_count: 1,
+        addr: peer,
+        context: 0x91,
+        data: 0,
+    };
+    // SAFETY: the iov and its buffer outlive the operation's completion, awaited below.
+    unsafe {
+        ep.sendmsg(
+            &msg,
+            (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
+        )
+    }
+    .unwrap();
+    // Let the handshake and the first packets happen: the child answers.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        assert!(
+            ofi_conformance::pair::poll(&cq).is_none(),
+            "a completion before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let killed = Instant::now();
+    let mut errs = Vec::new();
+    while errs.len() < 2 && killed.elapsed() < BOUND {
+        match ofi_conformance::pair::poll(&cq) {
+            Some(Ok(e)) => panic!("a successful completion after the peer died: {e:?}"),
+            Some(Err(ee)) => errs.push((ee.op_context, Errno(ee.err))),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    println!("after the kill, within {:?}: {errs:?}", killed.elapsed());
+    errs.sort_unstable_by_key(|e| e.0);
+    assert_eq!(
+        errs,
+        vec![(0x90, Errno::EIO), (0x91, Errno::EIO)],
+        "both sends fail with FI_EIO within {BOUND:?}"
+    );
+    // A new operation with the lost peer: refused, or completed in error.
+    let mut buf = [0u8; 16];
+    match ofi_conformance::fixture::send(&ep, &buf, peer, 0x92) {
+        Err(e) => assert_eq!(e.code(), Errno::EHOSTUNREACH, "{e}"),
+        Ok(()) => {
+            let t = Instant::now();
+            loop {
+                match ofi_conformance::pair::poll(&cq) {
+                    Some(Err(ee)) => {
+                        assert_eq!(ee.op_context, 0x92);
+                        break;
+                    }
+                    Some(Ok(e)) => panic!("a send to a lost peer succeeded: {e:?}"),
+                    None => assert!(t.elapsed() < BOUND, "no completion of the late send"),
+                }
+            }
+        }
+    }
+    // Removed from the AV, the lost peer is forgotten: its address may be inserted
+    // again (a restarted peer), and a send to it starts over — here it fails again in
+    // its completion, the process being gone.
+    av.remove(&[peer], 0).unwrap();
+    assert!(
+        ofi_conformance::pair::poll(&cq).is_none(),
+        "nothing left to complete"
+    );
+    let addr = Address::from_bytes(info.addr_format, &name).unwrap();
+    let again = av.insert(&[addr]).unwrap()[0];
+    ofi_conformance::fixture::send(&ep, &buf, again, 0x94)
+        .expect("a send to a re-inserted address is accepted");
+    let t = Instant::now();
+    loop {
+        match ofi_conformance::pair::poll(&cq) {
+            Some(Err(ee)) => {
+                assert_eq!((ee.op_context, Errno(ee.err)), (0x94, Errno::EIO));
+                break;
+            }
+            Some(Ok(e)) => panic!("a send to a dead peer succeeded: {e:?}"),
+            None => assert!(
+                t.elapsed() < BOUND,
+                "no completion of the send after re-insert"
+            ),
+        }
+    }
+    // The endpoint still takes receives.
+    post_recv(&ep, &mut buf, 0x93).unwrap();
+}

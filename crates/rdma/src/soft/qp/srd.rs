@@ -1,0 +1,347 @@
+//! SRD queue pairs of the software device: EFA's scalable reliable datagram.
+//!
+//! Addressed like UD (an address handle, a remote queue pair number and Q_Key per send),
+//! but:
+//!
+//! - **reliable**: a send completes successfully only once the receiving queue pair took
+//!   the datagram into a posted receive (the receiver answers `SrdAck`); each datagram is
+//!   delivered at most once (the connection under it is reliable and a datagram is sent
+//!   again only after the receiver refused it);
+//! - **unordered**: sends complete in whatever order their answers come, and with
+//!   [`SoftFault::srd_reorder`](crate::SoftFault) each datagram leaves after a random
+//!   delay, so later datagrams overtake earlier ones;
+//! - **MTU-limited**: a send longer than [`SRD_MTU`](crate::soft::SRD_MTU) is refused at
+//!   posting (`EINVAL`);
+//! - **receiver not ready**: a datagram finding no posted receive is refused (`SrdNak`
+//!   RNR with the receiver's `min_rnr_timer`); the sender sends it again after that
+//!   timer, up to `rnr_retry` times (7: for ever), then completes it with
+//!   `RNR_RETRY_EXC_ERR`, as EFA does;
+//! - **lost peers**: a send to a context that cannot be reached, or whose process ended
+//!   while the send was outstanding, or to a queue pair that does not exist there,
+//!   completes with `RETRY_EXC_ERR`. Unlike RC, the queue pair stays usable: one lost
+//!   peer does not affect the others.
+//!
+//! A receive starts with a 40-byte GRH holding the sender's GID (as UD's do on this
+//! device; `WcFlags::GRH`), the completion's `src_qp` names the sending queue pair. EFA
+//! hardware has no GRH: there the sender is found by `efadv_wc_read_sgid` or the address
+//! handle number — a difference the provider keeps in its device layer.
+//!
+//! RDMA read is not offered on SRD by this device (sends only).
+//!
+//! Peer input never panics: a datagram whose length disagrees with its header or
+//! exceeds the MTU is dropped; answers naming no outstanding send are ignored.
+
+use std::time::Instant;
+
+use ofi_core::{Errno, Error, Result};
+
+use super::super::conn::Conn;
+use super::super::cq::lock;
+use super::super::ctx::CtxShared;
+use super::super::mem::MrView;
+use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN};
+use super::super::SRD_MTU;
+use super::{rnr_delay, send_hdr, QpInner, SgList, SoftQp, MAX_INLINE, MAX_SGE};
+use crate::verbs::{Gid, QpState, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion};
+
+/// An SRD send not yet answered.
+pub(super) struct SrdSend {
+    pub(super) wr_id: u64,
+    sg: SgList,
+    inline: Option<([u8; MAX_INLINE], usize)>,
+    imm: Option<u32>,
+    solicited: bool,
+    signaled: bool,
+    msn: u32,
+    total: u64,
+    /// Destination GID, queue pair and Q_Key.
+    dest: (Gid, u32, u32),
+    rnr_left: u8,
+    /// Waiting out a receiver-not-ready until then.
+    resend_at: Option<Instant>,
+}
+
+/// Answers an SRD datagram for a queue pair that does not exist here.
+pub(crate) fn srd_nak_no_qp(conn: &Conn, h: &Hdr) {
+    send_hdr(
+        conn,
+        &Hdr {
+            kind: Kind::SrdNak as u8,
+            op: Nak::NoQp as u8,
+            dst_qpn: h.src_qpn,
+            src_qpn: h.dst_qpn,
+            msn: h.msn,
+            ..Hdr::default()
+        },
+    );
+}
+
+impl SoftQp {
+    /// Posts an SRD send (the caller holds the queue pair in RTS and checked the
+    /// element count; `inline` holds the data of an `INLINE` send).
+    pub(super) fn post_srd(
+        &self,
+        ctx: &CtxShared,
+        g: &mut QpInner,
+        wr: &SendWr<'_>,
+        signaled: bool,
+        inline: Option<([u8; MAX_INLINE], usize)>,
+    ) -> Result<()> {
+        let (dest, imm) = super::datagram_send(wr, "SRD")?;
+        let (total, local_err) = match inline {
+            Some((_, n)) => (n as u64, None),
+            None => match ctx.mrs.view().check_local(self.pd, wr.sg_list, false) {
+                Ok(t) => (t, None),
+                Err(s) => (0, Some(s)),
+            },
+        };
+        if total > SRD_MTU as u64 {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("SRD send of {total} bytes over the MTU ({SRD_MTU})"),
+            ));
+        }
+        if g.srd.len() >= self.cap.max_send_wr as usize {
+            return Err(Error::new(Errno::ENOMEM, "send queue full"));
+        }
+        if let Some(status) = local_err {
+            let wc = WorkCompletion::new(wr.wr_id, status, WcOpcode::Send, self.qpn);
+            self.send_cq.push(wc, false);
+            return Ok(());
+        }
+        let msn = g.next_msn;
+        g.next_msn = msn.wrapping_add(1);
+        let s = SrdSend {
+            wr_id: wr.wr_id,
+            sg: SgList::new(wr.sg_list),
+            inline,
+            imm,
+            solicited: wr.send_flags.contains(SendFlags::SOLICITED),
+            signaled,
+            msn,
+            total,
+            dest: (dest.ah.dgid(), dest.remote_qpn, dest.remote_qkey),
+            rnr_left: g.rnr_retry,
+            resend_at: None,
+        };
+        match self.srd_transmit(ctx, &s) {
+            Ok(()) => g.srd.push_back(s),
+            Err(status) => self.srd_complete(&s, status),
+        }
+        Ok(())
+    }
+
+    /// Sends one SRD datagram (now, or after the reordering delay).
+    fn srd_transmit(&self, ctx: &CtxShared, s: &SrdSend) -> std::result::Result<(), WcStatus> {
+        let Some(conn) = ctx.conn_to(&s.dest.0) else {
+            return Err(WcStatus::RetryExcErr);
+        };
+        let view = ctx.mrs.view();
+        if s.inline.is_none() && view.check_local(self.pd, s.sg.get(), false).is_err() {
+            // Deregistered since the post: nothing is read from it.
+            return Err(WcStatus::LocProtErr);
+        }
+        let h = Hdr {
+            kind: Kind::Srd as u8,
+            flags: F_FIRST
+                | F_LAST
+                | if s.imm.is_some() { F_IMM } else { 0 }
+                | if s.solicited { F_SOLICITED } else { 0 },
+            dst_qpn: s.dest.1,
+            src_qpn: self.qpn,
+            msn: s.msn,
+            imm: s.imm.unwrap_or(0),
+            total: s.total,
+            value: u64::from(s.dest.2),
+            ..Hdr::default()
+        }
+        .emit();
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SGE + 1];
+        iov[0] = libc::iovec {
+            iov_base: h.as_ptr() as *mut _,
+            iov_len: HDR_LEN,
+        };
+        let n = match &s.inline {
+            Some((b, len)) => {
+                iov[1] = libc::iovec {
+                    iov_base: b.as_ptr() as *mut _,
+                    iov_len: *len,
+                };
+                1
+            }
+            None => MrView::gather(s.sg.get(), 0, s.total, &mut iov[1..]),
+        };
+        let delay = lock(&ctx.fault).srd_delay();
+        if delay.is_zero() {
+            // SAFETY: header and inline data are alive; the rest lies in registered
+            // memory checked under the view held here.
+            if !unsafe { conn.send(&iov[..=n]) } {
+                return Err(WcStatus::RetryExcErr);
+            }
+        } else {
+            let mut p = Vec::with_capacity(HDR_LEN + s.total as usize);
+            for v in &iov[..=n] {
+                // SAFETY: as above; copied raw.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) };
+                p.extend_from_slice(bytes);
+            }
+            lock(&ctx.delayed).push((Instant::now() + delay, conn, p));
+            ctx.wake();
+        }
+        Ok(())
+    }
+
+    /// Reports the end of send `s` when due.
+    fn srd_complete(&self, s: &SrdSend, status: WcStatus) {
+        if s.signaled || status != WcStatus::Success {
+            let mut wc = WorkCompletion::new(s.wr_id, status, WcOpcode::Send, self.qpn);
+            wc.byte_len = s.total as u32;
+            self.send_cq.push(wc, false);
+        }
+    }
+
+    /// An SRD datagram for this queue pair: placed into the next receive (and
+    /// acknowledged), or refused.
+    pub(crate) fn on_srd_datagram(
+        &self,
+        ctx: &CtxShared,
+        conn: &Conn,
+        peer: &Gid,
+        h: &Hdr,
+        payload: &[u8],
+    ) {
+        let answer = |kind: Kind, op: Nak, rnr: u8| {
+            send_hdr(
+                conn,
+                &Hdr {
+                    kind: kind as u8,
+                    op: op as u8,
+                    rnr_timer: rnr,
+                    dst_qpn: h.src_qpn,
+                    src_qpn: self.qpn,
+                    msn: h.msn,
+                    ..Hdr::default()
+                },
+            );
+        };
+        let mut g = lock(&self.inner);
+        if self.qp_type != crate::verbs::QpType::Srd
+            || !matches!(g.state, QpState::Rtr | QpState::Rts)
+        {
+            return answer(Kind::SrdNak, Nak::NoQp, 0);
+        }
+        if payload.len() as u64 != h.total || h.total > SRD_MTU as u64 {
+            // Malformed: dropped (a real sender never sends it).
+            return;
+        }
+        if h.value != u64::from(g.qkey) {
+            return answer(Kind::SrdNak, Nak::InvReq, 0);
+        }
+        let Some(r) = self.take_recv(&mut g) else {
+            return answer(Kind::SrdNak, Nak::Rnr, g.min_rnr_timer);
+        };
+        let wc = self.place_datagram(ctx, peer, h, payload, &r);
+        let refusal = match wc.status {
+            WcStatus::Success => None,
+            WcStatus::LocLenErr => Some(Nak::InvReq),
+            _ => Some(Nak::RemOp),
+        };
+        drop(g);
+        match refusal {
+            // The `op` byte of an acknowledgement means nothing.
+            None => answer(Kind::SrdAck, Nak::Rnr, 0),
+            Some(nak) => answer(Kind::SrdNak, nak, 0),
+        }
+        self.recv_cq.push(wc, h.flags & F_SOLICITED != 0);
+    }
+
+    /// The receiver's answer to one of this queue pair's SRD sends.
+    pub(crate) fn on_srd_answer(&self, ctx: &CtxShared, peer: &Gid, h: &Hdr) {
+        let mut g = lock(&self.inner);
+        if self.qp_type != crate::verbs::QpType::Srd {
+            return;
+        }
+        let Some(i) = g
+            .srd
+            .iter()
+            .position(|s| s.msn == h.msn && s.dest.0 == *peer && s.dest.1 == h.src_qpn)
+        else {
+            return;
+        };
+        if g.srd[i].resend_at.is_some() {
+            // Waiting to be sent again: nothing of it is in flight.
+            return;
+        }
+        let status = if h.kind == Kind::SrdAck as u8 {
+            WcStatus::Success
+        } else {
+            match h.op {
+                x if x == Nak::Rnr as u8 => {
+                    let forever = g.rnr_retry == 7;
+                    let s = &mut g.srd[i];
+                    if forever || s.rnr_left > 0 {
+                        if !forever {
+                            s.rnr_left -= 1;
+                        }
+                        s.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
+                        ctx.wake();
+                        return;
+                    }
+                    WcStatus::RnrRetryExcErr
+                }
+                x if x == Nak::InvReq as u8 => WcStatus::RemInvReqErr,
+                x if x == Nak::RemOp as u8 => WcStatus::RemOpErr,
+                _ => WcStatus::RetryExcErr,
+            }
+        };
+        if let Some(s) = g.srd.remove(i) {
+            self.srd_complete(&s, status);
+        }
+    }
+
+    /// Sends again what waited out its RNR timer; returns the next deadline.
+    pub(super) fn srd_timer(&self, ctx: &CtxShared, now: Instant) -> Option<Instant> {
+        let mut g = lock(&self.inner);
+        if g.state != QpState::Rts {
+            return None;
+        }
+        let mut next: Option<Instant> = None;
+        let mut i = 0;
+        while i < g.srd.len() {
+            match g.srd[i].resend_at {
+                Some(t) if t <= now => {
+                    g.srd[i].resend_at = None;
+                    if let Err(status) = self.srd_transmit(ctx, &g.srd[i]) {
+                        if let Some(s) = g.srd.remove(i) {
+                            self.srd_complete(&s, status);
+                        }
+                        continue;
+                    }
+                }
+                Some(t) => next = Some(next.map_or(t, |n| n.min(t))),
+                None => {}
+            }
+            i += 1;
+        }
+        next
+    }
+
+    /// The context at `gid` is gone: every send to it completes with `RETRY_EXC_ERR`.
+    pub(super) fn srd_peer_lost(&self, gid: &Gid) {
+        let mut g = lock(&self.inner);
+        let mut i = 0;
+        while i < g.srd.len() {
+            if g.srd[i].dest.0 == *gid {
+                if let Some(s) = g.srd.remove(i) {
+                    self.srd_complete(&s, WcStatus::RetryExcErr);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! SRD queue pairs on the software device: reliable (a send completes once the receiver
+//! took it), unordered (with the reordering fault), MTU-limited, receiver-not-ready
+//! retried then reported, lost peers and absent queue pairs completing in error.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use common::*;
+use ofi_rdma::soft::SRD_MTU;
+use ofi_rdma::*;
+
+/// An SRD queue pair on `n`'s queues, ready to send, with `rnr_retry` and the
+/// receiver-side timer code `min_rnr_timer`.
+fn srd_qp(n: &Node, qkey: u32, rnr_retry: u8, min_rnr_timer: u8) -> QueuePair {
+    let qp = n.qp(QpType::Srd);
+    ud_ready(&qp, qkey);
+    qp.modify(
+        &QpAttr {
+            qp_state: QpState::Rts,
+            rnr_retry,
+            min_rnr_timer,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE | QpAttrMask::RNR_RETRY | QpAttrMask::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    qp
+}
+
+/// Posts a signaled SRD send of `[off, off + len)` to `to` without waiting.
+fn post_srd(
+    n: &Node,
+    qp: &QueuePair,
+    to: &UdTarget,
+    wr_id: u64,
+    op: SendOp,
+    off: usize,
+    len: usize,
+) -> Result<(), ofi_core::Error> {
+    let sg = [n.sge(off, len)];
+    // SAFETY: the range lies in the registered buffer.
+    unsafe {
+        qp.post_send(&SendWr {
+            wr_id,
+            sg_list: &sg,
+            op,
+            send_flags: SendFlags::SIGNALED,
+            ud: Some(UdDest {
+                ah: &to.ah,
+                remote_qpn: to.qpn,
+                remote_qkey: to.qkey,
+            }),
+        })
+    }
+}
+
+#[test]
+fn srd_send_completes_once_received_with_grh_source_and_immediate() {
+    let a = Node::all_access(32768);
+    let b = Node::all_access(32768);
+    let qa = srd_qp(&a, 0x11, 0, 1);
+    let qb = srd_qp(&b, 0x22, 0, 1);
+    b.recv(&qb, 1, 0, SRD_MTU + 40);
+    a.buf.write(0, &pattern(SRD_MTU, 3));
+    let to = a.ud_target(b.gid(), qb.qp_num(), 0x22);
+    let c = a.ud_send(&qa, &to, 7, SendOp::SendWithImm(99), 0, SRD_MTU);
+    assert_eq!((c.wr_id, c.status), (7, WcStatus::Success));
+    let r = wait_wc(&b.rcq, "srd recv");
+    assert_eq!(
+        (r.wr_id, r.status, r.byte_len, r.src_qp, r.imm_data),
+        (1, WcStatus::Success, (SRD_MTU + 40) as u32, qa.qp_num(), 99)
+    );
+    assert!(r.wc_flags.contains(WcFlags::GRH | WcFlags::WITH_IMM));
+    assert_eq!(b.buf.read(8, 16), a.gid().0.to_vec(), "GRH source GID");
+    assert_eq!(b.buf.read(40, SRD_MTU), pattern(SRD_MTU, 3));
+}
+
+#[test]
+fn srd_send_over_the_mtu_is_refused_at_posting() {
+    let a = Node::all_access(32768);
+    let b = Node::all_access(4096);
+    let qa = srd_qp(&a, 1, 0, 1);
+    let qb = srd_qp(&b, 1, 0, 1);
+    let to = a.ud_target(b.gid(), qb.qp_num(), 1);
+    let e = post_srd(&a, &qa, &to, 1, SendOp::Send, 0, SRD_MTU + 1).unwrap_err();
+    assert_eq!(e.code(), ofi_core::Errno::EINVAL);
+    assert_empty(&a.scq, "refused send");
+    // Only sends: an RDMA write is refused too.
+    let r = Remote {
+        addr: b.buf.addr(),
+        rkey: b.mr.rkey(),
+    };
+    assert!(post_srd(&a, &qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
+}
+
+#[test]
+fn srd_receiver_not_ready_is_retried_then_reported() {
+    let a = Node::all_access(4096);
+    let b = Node::all_access(4096);
+    // Two retries 10 µs apart, then RNR_RETRY_EXC_ERR; the receiver's queue pair is fine.
+    let qa = srd_qp(&a, 5, 2, 1);
+    let qb = srd_qp(&b, 5, 0, 1);
+    let to = a.ud_target(b.gid(), qb.qp_num(), 5);
+    let c = a.ud_send(&qa, &to, 1, SendOp::Send, 0, 64);
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::RnrRetryExcErr));
+    assert_empty(&b.rcq, "refused datagram");
+    // Retried for ever (7): taken once a receive is posted, exactly once.
+    let qa7 = srd_qp(&a, 5, 7, 1);
+    post_srd(&a, &qa7, &to, 2, SendOp::SendWithImm(2), 0, 64).unwrap();
+    // Let it be refused a few times first.
+    std::thread::sleep(Duration::from_millis(20));
+    b.recv(&qb, 10, 0, 1024);
+    assert_eq!(wait_wc(&a.scq, "retried send").status, WcStatus::Success);
+    let r = wait_wc(&b.rcq, "late receive");
+    assert_eq!((r.wr_id, r.imm_data), (10, 2));
+    assert_empty(&b.rcq, "a duplicate");
+    // The first queue pair still works.
+    b.recv(&qb, 11, 0, 1024);
+    assert_eq!(
+        a.ud_send(&qa, &to, 3, SendOp::Send, 0, 8).status,
+        WcStatus::Success
+    );
+}
+
+#[test]
+fn srd_reordering_delivers_each_datagram_once_in_another_order() {
+    const N: u64 = 64;
+    let a = Node::all_access(4096);
+    let b = Node::all_access(N as usize * 128);
+    a.ctx
+        .set_soft_fault(SoftFault {
+            srd_reorder: Duration::from_millis(3),
+            seed: 42,
+            ..SoftFault::default()
+        })
+        .unwrap();
+    let qa = srd_qp(&a, 9, 7, 1);
+    let qb = srd_qp(&b, 9, 0, 1);
+    for i in 0..N {
+        b.recv(&qb, i, i as usize * 128, 128);
+    }
+    let to = a.ud_target(b.gid(), qb.qp_num(), 9);
+    for i in 0..N {
+        post_srd(&a, &qa, &to, i, SendOp::SendWithImm(i as u32), 0, 8).unwrap();
+    }
+    let mut sent = HashSet::new();
+    let mut got = Vec::new();
+    for _ in 0..N {
+        let s = wait_wc(&a.scq, "send");
+        assert_eq!(s.status, WcStatus::Success);
+        assert!(sent.insert(s.wr_id), "send {} completed twice", s.wr_id);
+        let r = wait_wc(&b.rcq, "recv");
+        assert_eq!(r.status, WcStatus::Success);
+        got.push(r.imm_data);
+    }
+    assert_empty(&b.rcq, "a duplicate");
+    let mut sorted = got.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (0..N as u32).collect::<Vec<_>>(),
+        "each exactly once"
+    );
+    assert_ne!(got, sorted, "the device reordered nothing");
+}
+
+#[test]
+fn srd_sends_to_lost_peers_or_absent_queue_pairs_complete_in_error() {
+    let a = Node::all_access(4096);
+    let qa = srd_qp(&a, 3, 7, 1);
+    // A queue pair number that does not exist at a live peer.
+    let b = Node::all_access(4096);
+    let qb = srd_qp(&b, 3, 0, 1);
+    let nowhere = a.ud_target(b.gid(), qb.qp_num() + 1000, 3);
+    assert_eq!(
+        a.ud_send(&qa, &nowhere, 1, SendOp::Send, 0, 8).status,
+        WcStatus::RetryExcErr
+    );
+    // A send waiting for a receive (retried for ever) when the peer's context closes.
+    let to = a.ud_target(b.gid(), qb.qp_num(), 3);
+    post_srd(&a, &qa, &to, 2, SendOp::Send, 0, 8).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let gone = b.gid();
+    drop(qb);
+    drop(b);
+    let c = wait_wc(&a.scq, "send to a lost peer");
+    assert_eq!((c.wr_id, c.status), (2, WcStatus::RetryExcErr));
+    // A peer that is gone already.
+    let gone_to = a.ud_target(gone, 1, 3);
+    assert_eq!(
+        a.ud_send(&qa, &gone_to, 3, SendOp::Send, 0, 8).status,
+        WcStatus::RetryExcErr
+    );
+    // The queue pair stays usable for the others.
+    assert_eq!(qa.state(), QpState::Rts);
+    let c2 = Node::all_access(4096);
+    let qc = srd_qp(&c2, 3, 0, 1);
+    c2.recv(&qc, 1, 0, 128);
+    let to_c = a.ud_target(c2.gid(), qc.qp_num(), 3);
+    assert_eq!(
+        a.ud_send(&qa, &to_c, 4, SendOp::Send, 0, 8).status,
+        WcStatus::Success
+    );
+}

@@ -1,0 +1,175 @@
+//! `fi_pingpong` and `fi_bw` on `efa` (`FI_EP_RDM` over SRD on the software device,
+//! `FI_EFA_DEVICE=soft`) between two processes (`--self` runs the server and the client
+//! as two processes of this host) with integrity checks (`-c`), messages and tagged
+//! messages, at sizes through every protocol path: eager, medium (several packets sent
+//! at once) and long (clear-to-send); also with the software device reordering SRD
+//! datagrams, and a server and client started separately; and `FI_EP_DGRAM` over UD.
+//!
+//! Every child runs bounded: killed by its PID and reaped when over time.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Run {
+    status: i32,
+    out: String,
+    err: String,
+}
+
+fn command(exe: &str) -> Command {
+    let mut c = Command::new(exe);
+    for var in ["FI_PROVIDER", "FI_LOG_LEVEL", "FI_HOOK", "FI_PROVIDER_PATH"] {
+        c.env_remove(var);
+    }
+    c.env("OFI_PLUGINS_CONFIG", "/dev/null");
+    c.env("FI_EFA_DEVICE", "soft");
+    c
+}
+
+/// Runs `c` to its end, or kills it (by PID) and reaps it after `limit`.
+fn run_bounded(mut c: Command, limit: Duration) -> Run {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (o, e) = (dir.path().join("out"), dir.path().join("err"));
+    c.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).expect("out file"))
+        .stderr(std::fs::File::create(&e).expect("err file"));
+    let mut child = c.spawn().expect("spawn");
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st.code().unwrap_or(-1);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
+                std::fs::read_to_string(&o).unwrap_or_default(),
+                std::fs::read_to_string(&e).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status,
+        out: std::fs::read_to_string(&o).unwrap_or_default(),
+        err: std::fs::read_to_string(&e).unwrap_or_default(),
+    }
+}
+
+/// Checks the table: the header, one row per size, every message acknowledged.
+fn check_table(out: &str, sizes: &[&str], iters: &str) {
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"),
+        "{out}"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), sizes.len(), "{out}");
+    for (row, size) in rows.iter().zip(sizes) {
+        assert_eq!(row.len(), 8, "{out}");
+        assert_eq!(row[0], *size, "{out}");
+        assert_eq!(row[1], iters, "{out}");
+        assert_eq!(row[2], format!("={iters}"), "{out}");
+    }
+}
+
+const SIZES: &str = "0,64,4k,8k,64k,256k";
+const SIZE_LIST: &[&str] = &["0", "64", "4k", "8k", "64k", "256k"];
+
+fn self_run(exe: &str, mode: &str, extra_env: &[(&str, &str)]) {
+    let mut c = command(exe);
+    c.args([
+        "--self", "-c", "-e", "rdm", "-p", "efa", "-m", mode, "-I", "20", "-S", SIZES,
+    ]);
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    let r = run_bounded(c, Duration::from_secs(120));
+    assert_eq!(
+        r.status, 0,
+        "{exe} {mode} {extra_env:?}\nstdout: {}\nstderr: {}",
+        r.out, r.err
+    );
+    check_table(&r.out, SIZE_LIST, "20");
+}
+
+#[test]
+fn pingpong_and_bw_on_efa_rdm_with_integrity_checks() {
+    for mode in ["msg", "tagged"] {
+        self_run(env!("CARGO_BIN_EXE_fi_pingpong"), mode, &[]);
+        self_run(env!("CARGO_BIN_EXE_fi_bw"), mode, &[]);
+    }
+}
+
+#[test]
+fn pingpong_and_bw_on_efa_dgram() {
+    // Datagrams over UD (unreliable in general; the software device loses none unless
+    // told to): every one counted.
+    for exe in [
+        env!("CARGO_BIN_EXE_fi_pingpong"),
+        env!("CARGO_BIN_EXE_fi_bw"),
+    ] {
+        let mut c = command(exe);
+        c.args([
+            "--self",
+            "-c",
+            "-e",
+            "dgram",
+            "-p",
+            "efa",
+            "-I",
+            "20",
+            "-S",
+            "0,64,1k,4k",
+        ]);
+        let r = run_bounded(c, Duration::from_secs(120));
+        assert_eq!(r.status, 0, "{exe}\nstdout: {}\nstderr: {}", r.out, r.err);
+        check_table(&r.out, &["0", "64", "1k", "4k"], "20");
+    }
+}
+
+#[test]
+fn pingpong_on_efa_with_the_device_reordering_datagrams() {
+    // Every SRD datagram leaves after a random delay of up to 200 µs: the protocol
+    // puts messages and their segments back in order.
+    self_run(
+        env!("CARGO_BIN_EXE_fi_pingpong"),
+        "tagged",
+        &[
+            ("FI_VERBS_SOFT_SRD_REORDER_US", "200"),
+            ("FI_VERBS_SOFT_SEED", "7"),
+        ],
+    );
+}
+
+#[test]
+fn server_and_client_started_separately() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    let exe = env!("CARGO_BIN_EXE_fi_pingpong");
+    let args = ["-c", "-e", "rdm", "-p", "efa", "-I", "20", "-S", "64,64k"];
+    let mut server = command(exe);
+    server.args(args).args(["-B", &port]);
+    let server = std::thread::spawn(move || run_bounded(server, Duration::from_secs(120)));
+    // The client retries its control connection until the server listens.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let client = loop {
+        let mut c = command(exe);
+        c.args(args).args(["-P", &port, "127.0.0.1"]);
+        let r = run_bounded(c, Duration::from_secs(120));
+        if r.status == 111 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        break r;
+    };
+    let server = server.join().expect("server thread");
+    assert_eq!(client.status, 0, "client: {}\n{}", client.out, client.err);
+    assert_eq!(server.status, 0, "server: {}\n{}", server.out, server.err);
+    check_table(&client.out, &["64", "64k"], "20");
+}
