@@ -14,6 +14,11 @@
 //! and in order, or its send completes in error (then it arrived at most once); the
 //! engines end idle; it spans more than a second of virtual time. Several seeds.
 //!
+//! Connections are made the way the endpoint makes them: by rxm's connection manager
+//! ([`ofi_util_rxm::conn::Manager`]: connect on first use, handshake time-outs,
+//! retries with back-off, simultaneous connects resolved by address, a restarted peer
+//! replacing its old connection), on the virtual clock.
+//!
 //! `RXM_SIM_SEEDS` sets how many seeds (default 3).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -21,6 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use ofi_core::Errno;
 use ofi_testkit::simnet::{Mode, Nanos, NodeId, Sim, SimNode};
 use ofi_testkit::TestRng;
+use ofi_util_rxm::conn::{self, Action, Incoming, Manager};
 use ofi_util_rxm::engine::{
     Arrival, Config, CreditToken, Engine, Event, MsgMeta, OpId, PeerId, ReadId, Transmit,
 };
@@ -41,15 +47,16 @@ enum Pkt {
     },
 }
 
-fn hello(kind: Kind, grant: u32) -> Vec<u8> {
+/// A handshake of `kind` from the endpoint `instance`, granting `grant` credits.
+fn hello(kind: Kind, reason: Reason, grant: u32, instance: u64) -> Vec<u8> {
     Hello {
         kind,
         version: VERSION,
-        reason: Reason::None,
+        reason,
         buffer_size: 1024,
         credits: grant,
         sar_limit: 8192,
-        instance: 1,
+        instance,
         addr: Vec::new(),
     }
     .encode()
@@ -260,7 +267,13 @@ impl Driver {
 }
 
 struct Node {
+    /// This node's id (its address, for simultaneous connects).
+    me: NodeId,
+    /// This incarnation of the node (a restarted node has a new one).
+    instance: u64,
     eng: Engine,
+    /// When to connect, time-outs and retries: the endpoint's connection manager.
+    mgr: Manager,
     drv: Driver,
     outbox: VecDeque<(NodeId, Pkt)>,
     got: Vec<Got>,
@@ -276,6 +289,82 @@ struct Node {
 }
 
 impl Node {
+    /// A fresh node `me` (incarnation `instance`).
+    fn new(me: NodeId, instance: u64, seed: u64) -> Node {
+        Node {
+            me,
+            instance,
+            eng: Engine::new(cfg()),
+            mgr: Manager::new(conn_cfg()),
+            drv: Driver::default(),
+            outbox: VecDeque::new(),
+            got: Vec::new(),
+            sent: Vec::new(),
+            failed: Vec::new(),
+            recv_failed: Vec::new(),
+            protocol_errors: 0,
+            backlog: VecDeque::new(),
+            rng: TestRng::seeded(seed ^ (me as u64 + 1) << 48 ^ instance),
+            consume_delay: 400_000,
+        }
+    }
+
+    /// Ask the manager for connections the engine waits for, and carry out what it
+    /// decides (as the endpoint's `run_actions` does).
+    fn run_connections(&mut self, now: Nanos) {
+        for p in 0..NODES {
+            if p != self.me && self.eng.wants_connection(PeerId(p as u32)) {
+                self.mgr.want(p as conn::PeerId, now);
+            }
+        }
+        while let Some(a) = self.mgr.poll_action() {
+            match a {
+                Action::Connect(p) => {
+                    let h = hello(Kind::Connect, Reason::None, self.eng.grant(), self.instance);
+                    self.outbox.push_back((p as NodeId, Pkt::Cm(h)));
+                }
+                // An abandoned attempt: its answer, if one comes, finds the manager
+                // elsewhere (the simulated link is the connection).
+                Action::Abort(_) | Action::AbortAccept(_) => {}
+                Action::Fail(p, e) => self.eng.fail_waiting(PeerId(p), e),
+            }
+        }
+    }
+
+    /// A handshake from `src` arrived.
+    fn handshake(&mut self, now: Nanos, src: NodeId, h: Hello) {
+        let peer = PeerId(src as u32);
+        let p = src as conn::PeerId;
+        match h.kind {
+            Kind::Connect => {
+                let wins = conn::self_wins(&[self.me as u8], &[src as u8]);
+                match self.mgr.on_incoming(p, h.instance, wins, now) {
+                    d @ (Incoming::Accept | Incoming::Replace) => {
+                        if d == Incoming::Replace {
+                            // A restarted peer: what was in flight on the old
+                            // connection fails; what is queued goes on the new one.
+                            self.eng.reset(peer, Errno::ECONNRESET, true);
+                        }
+                        self.eng.handle_conn_up(peer, h.credits);
+                        self.mgr.on_connected(p, None, now);
+                        let a = hello(Kind::Accept, Reason::None, self.eng.grant(), self.instance);
+                        self.outbox.push_back((src, Pkt::Cm(a)));
+                    }
+                    Incoming::RejectAlready => {
+                        let r = hello(Kind::Reject, Reason::Already, 0, self.instance);
+                        self.outbox.push_back((src, Pkt::Cm(r)));
+                    }
+                }
+            }
+            Kind::Accept => {
+                self.mgr.on_connected(p, Some(h.instance), now);
+                self.eng.handle_conn_up(peer, h.credits);
+            }
+            Kind::Reject => self.mgr.on_refused(p, Errno::ECONNREFUSED, h.reason, now),
+        }
+        self.run_connections(now);
+    }
+
     fn drain_events(&mut self, now: Nanos) {
         for (g, credit) in self.drv.done.drain(..) {
             self.got.push(g);
@@ -305,11 +394,7 @@ impl SimNode for Node {
                 self.eng.consumed(c);
             }
         }
-        while let Some(p) = self.eng.poll_connect(now) {
-            let grant = self.eng.grant();
-            self.outbox
-                .push_back((p.0 as NodeId, Pkt::Cm(hello(Kind::Connect, grant))));
-        }
+        self.run_connections(now);
         while let Some((peer, id, remote)) = self.drv.read_q.pop_front() {
             self.outbox
                 .push_back((peer.0 as NodeId, Pkt::ReadReq { id: id.0, remote }));
@@ -329,15 +414,10 @@ impl SimNode for Node {
         match pkt {
             Pkt::Cm(b) => {
                 let h = Hello::parse(&b).expect("a well-formed handshake");
-                self.eng.handle_conn_up(peer, h.credits);
-                if h.kind == Kind::Connect {
-                    let grant = self.eng.grant();
-                    self.outbox
-                        .push_back((src, Pkt::Cm(hello(Kind::Accept, grant))));
-                }
+                self.handshake(now, src, h);
             }
             Pkt::Msg(b) => {
-                let a = self.eng.handle_packet(peer, &b, now);
+                let a = self.eng.handle_packet(peer, &b);
                 self.drv.arrived(peer, a);
             }
             Pkt::ReadReq { id, remote } => {
@@ -355,19 +435,22 @@ impl SimNode for Node {
 
     fn next_timeout(&self) -> Option<Nanos> {
         let backlog = self.backlog.front().map(|b| b.0);
-        match (self.eng.poll_timeout(), backlog) {
+        match (self.mgr.poll_timeout(), backlog) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
     fn timeout(&mut self, now: Nanos) {
-        self.eng.handle_timeout(now);
+        self.mgr.handle_timeout(now);
+        self.run_connections(now);
         self.drain_events(now);
     }
 
     fn link_down(&mut self, now: Nanos, peer: NodeId) {
-        self.eng.handle_conn_down(PeerId(peer as u32), now);
+        self.eng.handle_conn_down(PeerId(peer as u32));
+        self.mgr.on_lost(peer as conn::PeerId, now);
+        self.run_connections(now);
         self.drain_events(now);
     }
 }
@@ -382,8 +465,18 @@ fn cfg() -> Config {
         seg_size: 1024,
         sar_limit: 8192,
         max_msg: 1 << 20,
-        reconnect_delay: 200_000,
-        connect_timeout: 5_000_000,
+    }
+}
+
+/// The connection manager's limits on the virtual clock: a handshake unanswered for
+/// 5 ms is abandoned, retried once after 200 µs, then its sends fail.
+fn conn_cfg() -> conn::Config {
+    conn::Config {
+        timeout: std::time::Duration::from_millis(5),
+        retries: 2,
+        backoff: std::time::Duration::from_micros(200),
+        backoff_max: std::time::Duration::from_millis(2),
+        max_in_flight: 4,
     }
 }
 
@@ -411,21 +504,7 @@ struct Outcome {
 }
 
 fn run(seed: u64) -> Outcome {
-    let nodes = (0..NODES)
-        .map(|i| Node {
-            eng: Engine::new(cfg()),
-            drv: Driver::default(),
-            outbox: VecDeque::new(),
-            got: Vec::new(),
-            sent: Vec::new(),
-            failed: Vec::new(),
-            recv_failed: Vec::new(),
-            protocol_errors: 0,
-            backlog: VecDeque::new(),
-            rng: TestRng::seeded(seed ^ (i as u64 + 1) << 48),
-            consume_delay: 400_000,
-        })
-        .collect();
+    let nodes = (0..NODES).map(|i| Node::new(i, 1, seed)).collect();
     let mut sim = Sim::new(
         nodes,
         Mode::Stream {
@@ -650,7 +729,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
             .bytes()
             .to_vec();
         b.extend_from_slice(b"abc");
-        if let Arrival::First { payload, done, .. } = e.handle_packet(peer, &b, 0) {
+        if let Arrival::First { payload, done, .. } = e.handle_packet(peer, &b) {
             assert_eq!((payload, done), (&b"abc"[..], true));
             firsts += 1;
         }
@@ -658,7 +737,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
     assert_eq!(firsts, 4);
     let mut b = Hdr::new(Op::Eager, F_TAGGED, 3, 9, 0).bytes().to_vec();
     b.extend_from_slice(b"abc");
-    assert!(matches!(e.handle_packet(peer, &b, 0), Arrival::Nothing));
+    assert!(matches!(e.handle_packet(peer, &b), Arrival::Nothing));
     let evs: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
     assert!(matches!(evs.last(), Some(Event::ProtocolError { .. })));
     assert!(!e.is_up(peer));
@@ -688,12 +767,12 @@ fn hostile_packets_are_protocol_errors_never_panics() {
                     b.extend(r.bytes(n));
                 }
             }
-            let _ = e.handle_packet(peer, &b, round);
+            let _ = e.handle_packet(peer, &b);
             if !e.is_up(peer) {
                 e.handle_conn_up(peer, 4);
             }
         }
-        e.handle_conn_down(peer, round);
+        e.handle_conn_down(peer);
         let reported = std::iter::from_fn(|| e.poll_event())
             .filter(|ev| matches!(ev, Event::Sent { .. } | Event::Failed { .. }))
             .count();
@@ -744,7 +823,7 @@ fn untagged_messages_and_cq_data_at_every_size() {
         for _ in 0..100 {
             while let Some((_, t)) = a.poll_transmit(0) {
                 let pkt = packet_bytes(&da.bufs, t);
-                let arr = b.handle_packet(pb, &pkt, 0);
+                let arr = b.handle_packet(pb, &pkt);
                 db.arrived(pb, arr);
             }
             while let Some((_, id, remote)) = db.read_q.pop_front() {
@@ -753,7 +832,7 @@ fn untagged_messages_and_cq_data_at_every_size() {
             }
             while let Some((_, t)) = b.poll_transmit(0) {
                 let pkt = packet_bytes(&db.bufs, t);
-                let arr = a.handle_packet(pa, &pkt, 0);
+                let arr = a.handle_packet(pa, &pkt);
                 da.arrived(pa, arr);
             }
             for (g, credit) in db.done.drain(..) {
@@ -873,7 +952,7 @@ fn a_reset_keeping_the_queue_fails_only_what_was_in_flight() {
         Some(Transmit::Data { op: OpId(1), .. })
     ));
     assert_eq!(e.poll_transmit_to(peer), None, "out of credits");
-    e.reset(peer, 0, Errno::ECONNRESET, true);
+    e.reset(peer, Errno::ECONNRESET, true);
     assert_eq!(
         e.poll_event(),
         Some(Event::Failed {
@@ -906,23 +985,23 @@ fn a_rendezvous_dropped_unread_is_answered_done() {
     da.send(&mut a, pa, OpId(9), MsgMeta::default(), vec![5; 20_000]);
     let (_, t) = a.poll_transmit(0).expect("the RTS");
     let pkt = packet_bytes(&da.bufs, t);
-    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt, 0) else {
+    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt) else {
         panic!("an RTS");
     };
     b.handle_read_done(read, Ok(()));
     b.consumed(credit);
     let (_, done) = b.poll_transmit(0).expect("done");
     let done = packet_bytes(&BTreeMap::new(), done);
-    assert!(matches!(a.handle_packet(pa, &done, 0), Arrival::Nothing));
+    assert!(matches!(a.handle_packet(pa, &done), Arrival::Nothing));
     assert_eq!(a.poll_event(), Some(Event::Sent { op: OpId(9) }));
     // A second RTS; its connection breaks before the read is reported.
     da.send(&mut a, pa, OpId(10), MsgMeta::default(), vec![6; 20_000]);
     let (_, t) = a.poll_transmit(0).expect("the RTS");
     let pkt = packet_bytes(&da.bufs, t);
-    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt, 0) else {
+    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt) else {
         panic!("an RTS");
     };
-    b.handle_conn_down(pb, 1);
+    b.handle_conn_down(pb);
     assert!(matches!(
         b.poll_event(),
         Some(Event::RecvFailed { read: Some(r), .. }) if r == read

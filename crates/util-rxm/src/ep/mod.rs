@@ -399,7 +399,10 @@ struct St {
     /// acknowledgements, segment cursors, rendezvous bookkeeping, epochs.
     eng: Engine,
     mgr: Manager,
-    next_timer: Option<Instant>,
+    /// The connection manager's next deadline, on its clock ([`St::now`]).
+    next_timer: Option<conn::Nanos>,
+    /// The origin of the connection manager's clock.
+    clock: Instant,
     /// When the core EQ was last read.
     last_eq: Instant,
     /// Progress calls so far.
@@ -534,12 +537,10 @@ impl Endpoint {
                     seg_size: settings.eager_limit(),
                     sar_limit: settings.sar_limit,
                     max_msg: crate::MAX_MSG_SIZE,
-                    // Connections are the connection manager's ([`crate::conn`]).
-                    reconnect_delay: 0,
-                    connect_timeout: u64::MAX,
                 }),
                 mgr,
                 next_timer: None,
+                clock: Instant::now(),
                 last_eq: Instant::now(),
                 polls: 0,
             }),
@@ -627,6 +628,16 @@ impl Shared {
 // Connections.
 
 impl St {
+    /// `t` on the connection manager's clock (nanoseconds since the endpoint was made).
+    fn clock_at(&self, t: Instant) -> conn::Nanos {
+        u64::try_from(t.saturating_duration_since(self.clock).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The time now on the connection manager's clock.
+    fn now(&self) -> conn::Nanos {
+        self.clock_at(Instant::now())
+    }
+
     /// The connection for peer `addr` (created idle if new); `addr` becomes one of its
     /// aliases (the forms the AV may hold it under).
     fn conn_for_addr(&mut self, addr: &Address) -> usize {

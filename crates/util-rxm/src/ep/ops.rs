@@ -224,7 +224,8 @@ impl Shared {
         if st.eng.is_up(peer) {
             self.pump_conn(act, st, c);
         } else {
-            st.mgr.want(c as PeerId, Instant::now());
+            let now = st.now();
+            st.mgr.want(c as PeerId, now);
             self.run_actions(act, st);
         }
         Ok(())
