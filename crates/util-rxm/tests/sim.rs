@@ -1012,3 +1012,186 @@ fn a_rendezvous_dropped_unread_is_answered_done() {
         "nothing goes on a broken connection"
     );
 }
+
+/// What the restarting peer leaves in flight in [`a_restarted_peer_fails_the_old_connection_once`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InFlight {
+    /// A segmented message from the survivor, partly received by the peer.
+    SegmentsToIt,
+    /// A segmented message from the peer, partly received by the survivor.
+    SegmentsFromIt,
+    /// The survivor reads the peer's rendezvous buffer.
+    SurvivorReads,
+    /// The peer reads the survivor's rendezvous buffer.
+    PeerReads,
+}
+
+const SURVIVOR: usize = 0;
+const RESTARTING: usize = 1;
+
+/// Whether `sim` shows `what` in flight (the first packets there, the rest not).
+fn in_flight(sim: &Sim<Node>, what: InFlight) -> bool {
+    let (s, r) = (&sim.nodes[SURVIVOR], &sim.nodes[RESTARTING]);
+    let (ps, pr) = (PeerId(SURVIVOR as u32), PeerId(RESTARTING as u32));
+    match what {
+        InFlight::SegmentsToIt => r.drv.open.contains_key(&ps),
+        InFlight::SegmentsFromIt => s.drv.open.contains_key(&pr),
+        InFlight::SurvivorReads => s.eng.reading_from().contains(&pr),
+        InFlight::PeerReads => r.eng.reading_from().contains(&ps),
+    }
+}
+
+/// One restart: `what` is caught in flight, the peer restarts (a new instance) and the
+/// old connection either breaks first (`replace` false: the survivor sees it go down)
+/// or is replaced by the new incarnation's connection request before the survivor saw
+/// anything. The old connection's operation ends in error exactly once at the survivor
+/// (a send fails, a reception is reported failed), nothing hangs (both engines end
+/// idle, every send reported), and messages both ways on the new connection arrive.
+fn restart_case(what: InFlight, replace: bool, seed: u64) {
+    let nodes = vec![Node::new(SURVIVOR, 1, seed), Node::new(RESTARTING, 1, seed)];
+    let mut sim = Sim::new(
+        nodes,
+        Mode::Stream {
+            latency: 5_000,
+            jitter: 20_000,
+        },
+        seed,
+    );
+    let (from, to, len) = match what {
+        InFlight::SegmentsToIt => (SURVIVOR, RESTARTING, 7000),
+        InFlight::SegmentsFromIt => (RESTARTING, SURVIVOR, 7000),
+        InFlight::SurvivorReads => (RESTARTING, SURVIVOR, 20_000),
+        InFlight::PeerReads => (SURVIVOR, RESTARTING, 20_000),
+    };
+    // Messages of the protocol caught in flight (segmented or rendezvous).
+    let msg = |k: u64| {
+        let mut d = payload(seed, k);
+        d.resize(len, k as u8);
+        d
+    };
+    let meta = |k: u64| MsgMeta {
+        tag: Some(k),
+        data: None,
+        dc: true,
+    };
+    // Send messages one at a time and step the clock finely until one is caught in
+    // flight (bounded).
+    let mut caught = None;
+    'attempts: for k in 0..50u64 {
+        let n = &mut sim.nodes[from];
+        n.drv
+            .send(&mut n.eng, PeerId(to as u32), OpId(k), meta(k), msg(k));
+        for _ in 0..2_000 {
+            let t = sim.now + 250;
+            sim.run_to(t);
+            if in_flight(&sim, what) {
+                caught = Some(k);
+                break 'attempts;
+            }
+            if sim.nodes[from].sent.contains(&OpId(k)) {
+                break;
+            }
+        }
+    }
+    let k = caught.unwrap_or_else(|| panic!("{what:?}: never caught in flight"));
+
+    // The restart.
+    if !replace {
+        sim.break_link(SURVIVOR, RESTARTING);
+    }
+    sim.nodes[RESTARTING] = Node::new(RESTARTING, 2, seed);
+    let (ps, pr) = (PeerId(SURVIVOR as u32), PeerId(RESTARTING as u32));
+    // The new incarnation talks first (its connection request replaces the old
+    // connection, or finds it gone).
+    let n = &mut sim.nodes[RESTARTING];
+    n.drv
+        .send(&mut n.eng, ps, OpId(1000), meta(1000), payload(seed, 1000));
+    sim.run(Nanos::MAX);
+    // Then both ways, every protocol, on the new connection.
+    for (i, k) in [(SURVIVOR, 2000u64), (RESTARTING, 1001), (SURVIVOR, 2001)] {
+        let peer = if i == SURVIVOR { pr } else { ps };
+        let n = &mut sim.nodes[i];
+        let mut data = payload(seed, k);
+        data.resize([10, 7000, 20_000][k as usize % 3], 7);
+        n.drv.send(&mut n.eng, peer, OpId(k), meta(k), data);
+    }
+    sim.run(Nanos::MAX);
+
+    let (s, r) = (&sim.nodes[SURVIVOR], &sim.nodes[RESTARTING]);
+    let ctx = format!("{what:?}, replace {replace}, seed {seed}");
+    // The old connection's operation: an error, once.
+    match what {
+        InFlight::SegmentsToIt | InFlight::PeerReads => {
+            let fails: Vec<_> = s.failed.iter().filter(|(op, _)| *op == OpId(k)).collect();
+            assert_eq!(fails, [&(OpId(k), Errno::ECONNRESET)], "{ctx}");
+            assert!(!s.sent.contains(&OpId(k)), "{ctx}: reported sent too");
+            assert!(
+                r.got.iter().all(|g| g.tag != k),
+                "{ctx}: the new peer got it"
+            );
+        }
+        InFlight::SegmentsFromIt | InFlight::SurvivorReads => {
+            let fails = s.recv_failed.iter().filter(|f| **f == (pr, k)).count();
+            assert_eq!(fails, 1, "{ctx}: {:?}", s.recv_failed);
+            assert!(s.got.iter().all(|g| g.tag != k), "{ctx}: delivered too");
+        }
+    }
+    // Nothing hangs: both idle, every send of the survivor reported once.
+    for (name, n) in [("survivor", s), ("restarted", r)] {
+        assert_eq!(n.protocol_errors, 0, "{ctx}: {name}");
+        assert_eq!(n.eng.live_ops(), 0, "{ctx}: {name} not idle");
+        assert_eq!(n.eng.reads_in_flight(), 0, "{ctx}: {name} reading");
+        assert!(n.drv.bufs.is_empty(), "{ctx}: {name} holds bytes");
+        assert!(
+            n.drv.reads.is_empty() && n.drv.open.is_empty(),
+            "{ctx}: {name}"
+        );
+    }
+    let mut reported: Vec<u64> = s
+        .sent
+        .iter()
+        .chain(s.failed.iter().map(|f| &f.0))
+        .map(|o| o.0)
+        .collect();
+    reported.sort_unstable();
+    let mut expect: Vec<u64> = if from == SURVIVOR {
+        (0..=k).collect()
+    } else {
+        Vec::new()
+    };
+    expect.extend([2000, 2001]);
+    assert_eq!(reported, expect, "{ctx}: the survivor's sends, each once");
+    // The new connection works both ways.
+    assert_eq!(r.sent, [OpId(1000), OpId(1001)], "{ctx}");
+    // By arrival (a rendezvous message is whole only after its read).
+    let tags = |n: &Node| {
+        let mut g: Vec<&Got> = n.got.iter().filter(|g| g.tag >= 1000).collect();
+        g.sort_by_key(|g| g.arrival);
+        g.iter().map(|g| g.tag).collect::<Vec<_>>()
+    };
+    assert_eq!(tags(s), [1000, 1001], "{ctx}");
+    assert_eq!(tags(r), [2000, 2001], "{ctx}");
+    assert!(
+        s.sent.contains(&OpId(2000)) && s.sent.contains(&OpId(2001)),
+        "{ctx}"
+    );
+}
+
+/// A peer that restarts while a segmented message or a rendezvous read is in flight on
+/// its connection: whether the old connection is seen to break first or the new
+/// incarnation's connection request replaces it, the old connection's operation ends in
+/// error once, nothing hangs, and the new connection carries messages both ways. (A
+/// segmented message from the peer whose last segments are already on the wire when
+/// it is replaced still arrives whole: only the broken-link variant loses it.)
+#[test]
+fn a_restarted_peer_fails_the_old_connection_once() {
+    use InFlight::*;
+    for seed in 0..4u64 {
+        for what in [SegmentsToIt, SegmentsFromIt, SurvivorReads, PeerReads] {
+            restart_case(what, false, 0x7e57 + seed);
+            if what != SegmentsFromIt {
+                restart_case(what, true, 0x7e57 + seed);
+            }
+        }
+    }
+}
