@@ -268,11 +268,14 @@ fn rdm_caps(core: Caps) -> Caps {
         | Caps::REMOTE_COMM
         // Fences are rxm's own (its operation table), whatever the core offers.
         | Caps::FENCE;
+    // Remote-access counters (FI_RMA_EVENT) are rxm's own: the initiator reports each
+    // forwarded access done to a target that counts them.
+    let remote = Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::RMA_EVENT;
     if core.contains(Caps::RMA) {
-        c |= Caps::RMA | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        c |= Caps::RMA | Caps::READ | Caps::WRITE | remote;
     }
     if core.contains(Caps::ATOMIC) {
-        c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | remote;
     }
     c
 }

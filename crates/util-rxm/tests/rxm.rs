@@ -686,6 +686,7 @@ fn fake_hello(instance: u64) -> (Address, ofi_util_rxm::proto::Hello) {
         credits: 8,
         sar_limit: 131072,
         instance,
+        rma_event: false,
         addr: addr.to_bytes(),
     };
     (addr, hello)
@@ -864,6 +865,7 @@ fn malformed_handshake_is_refused() {
         credits: 8,
         sar_limit: 131072,
         instance: 99,
+        rma_event: false,
         addr: vec![2, 0, 0, 1, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
     };
     let mut wrong_version = good.clone();

@@ -57,6 +57,7 @@ fn hello(kind: Kind, reason: Reason, grant: u32, instance: u64) -> Vec<u8> {
         credits: grant,
         sar_limit: 8192,
         instance,
+        rma_event: false,
         addr: Vec::new(),
     }
     .encode()
@@ -261,7 +262,7 @@ impl Driver {
                     self.open.remove(peer);
                 }
             },
-            Event::ProtocolError { .. } => {}
+            Event::ProtocolError { .. } | Event::RemoteAccess { .. } => {}
         }
     }
 }
@@ -380,6 +381,7 @@ impl Node {
                 Event::Failed { op, err } => self.failed.push((op, err)),
                 Event::RecvFailed { peer, tag, .. } => self.recv_failed.push((peer, tag)),
                 Event::ProtocolError { .. } => self.protocol_errors += 1,
+                Event::RemoteAccess { .. } => {}
             }
         }
     }
@@ -1194,4 +1196,55 @@ fn a_restarted_peer_fails_the_old_connection_once() {
             }
         }
     }
+}
+
+/// `FI_RMA_EVENT`: an initiator reports each access done to the target (a control
+/// packet, no credit); the target's engine reports it as an event of the right kind.
+/// A report of no known kind breaks the protocol; nothing goes on a connection that is
+/// down.
+#[test]
+fn remote_access_reports_travel_as_control_packets() {
+    let (pa, pb) = (PeerId(1), PeerId(0));
+    let mut a = Engine::new(cfg());
+    let mut b = Engine::new(cfg());
+    a.handle_conn_up(pa, 1);
+    b.handle_conn_up(pb, 1);
+    a.remote_access_done(pa, false);
+    a.remote_access_done(pa, true);
+    let mut evs = Vec::new();
+    while let Some((_, t)) = a.poll_transmit(0) {
+        let pkt = packet_bytes(&BTreeMap::new(), t);
+        assert!(matches!(b.handle_packet(pb, &pkt), Arrival::Nothing));
+        evs.extend(std::iter::from_fn(|| b.poll_event()));
+    }
+    assert_eq!(
+        evs,
+        [
+            Event::RemoteAccess {
+                peer: pb,
+                read: false
+            },
+            Event::RemoteAccess {
+                peer: pb,
+                read: true
+            }
+        ]
+    );
+    assert_eq!(a.credits(pa), 1, "no credit spent");
+    // An unknown kind.
+    use ofi_util_rxm::proto::{Hdr, Op};
+    let bad = Hdr::new(Op::RemoteAccess, 0, 0, 2, 0);
+    assert!(matches!(
+        b.handle_packet(pb, &bad.bytes()),
+        Arrival::Nothing
+    ));
+    assert!(matches!(
+        b.poll_event(),
+        Some(Event::ProtocolError { peer, .. }) if peer == pb
+    ));
+    assert!(!b.is_up(pb));
+    // Down: nothing to send.
+    a.handle_conn_down(pa);
+    a.remote_access_done(pa, false);
+    assert!(a.poll_transmit(0).is_none());
 }

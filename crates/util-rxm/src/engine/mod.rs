@@ -54,6 +54,10 @@
 //!   the peer's connection) takes its place in the peer's queue like a send, so it
 //!   waits for the connection and for the sends before it; it needs no credit and is
 //!   done, for the engine, when it is handed out.
+//! - Remote-access reports (`FI_RMA_EVENT`): the driver of an initiator whose forwarded
+//!   access completed calls [`Engine::remote_access_done`] (a control packet on the
+//!   peer's connection, no credit); the target's engine reports it as
+//!   [`Event::RemoteAccess`] for its driver to count.
 //!
 //! # Invariants
 //!
@@ -185,6 +189,14 @@ pub enum Event {
         peer: PeerId,
         /// What was wrong (`FI_EPROTO`).
         err: Errno,
+    },
+    /// One of the peer's RMA or atomics on our memory is done (the peer says so
+    /// because our handshake asked: `FI_RMA_EVENT`).
+    RemoteAccess {
+        /// The peer.
+        peer: PeerId,
+        /// A read (else a write or an atomic).
+        read: bool,
     },
 }
 
@@ -533,6 +545,17 @@ impl Engine {
     /// received fail; a new epoch starts.
     pub fn reset(&mut self, peer: PeerId, err: Errno, keep_queued: bool) {
         self.conn_down(peer, err, !keep_queued);
+    }
+
+    /// One access of ours to `peer`'s memory (a forwarded RMA or atomic) is done: tell
+    /// the peer (a control packet, no credit; nothing if the connection is down). For a
+    /// peer that counts remote accesses (`FI_RMA_EVENT`).
+    pub fn remote_access_done(&mut self, peer: PeerId, read: bool) {
+        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+            if p.up {
+                p.out.push_back(Control::remote_access(read).into());
+            }
+        }
     }
 
     /// The driver gave up connecting to `peer`: the operations waiting for it fail with

@@ -154,6 +154,10 @@ impl Engine {
         };
         match inb {
             Inbound::Credit => Ok(Arrival::Nothing),
+            Inbound::RemoteAccess { read } => {
+                self.events.push_back(Event::RemoteAccess { peer, read });
+                Ok(Arrival::Nothing)
+            }
             Inbound::DcAck { count } => {
                 let acked = p
                     .await_ack

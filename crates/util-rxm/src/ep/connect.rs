@@ -371,6 +371,7 @@ impl Shared {
                                 conn.peer_sar =
                                     h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
                                 conn.instance = Some(h.instance);
+                                conn.peer_rma_event = h.rma_event;
                                 self.drop_msg(st, prev);
                             }
                         }
@@ -408,6 +409,7 @@ impl Shared {
                         && h.credits > 0 =>
                 {
                     conn.peer_sar = h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
+                    conn.peer_rma_event = h.rma_event;
                     (h.credits as usize, Some(h.instance))
                 }
                 Ok(h) => {
