@@ -126,13 +126,15 @@ where
     let remote = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     if let BindTarget::Cntr(c) = &target {
         if flags.intersects(remote) {
-            // The local events go to the kit's bindings first (their checks), then the
-            // remote ones to the endpoint.
+            // The remote events to the endpoint first (an endpoint without remote
+            // counters refuses the whole bind, binding nothing), then the local ones to
+            // the kit's bindings.
+            ep.bind_remote_cntr(c, flags & remote)?;
             let local = flags - remote;
-            if !local.is_empty() {
-                lock(ep.bindings()).bind(BindTarget::<F>::Cntr(*c), local, ep.bind_rules())?;
+            if local.is_empty() {
+                return Ok(());
             }
-            return ep.bind_remote_cntr(c, flags & remote);
+            return lock(ep.bindings()).bind(BindTarget::<F>::Cntr(*c), local, ep.bind_rules());
         }
     }
     lock(ep.bindings()).bind(target, flags, ep.bind_rules())

@@ -1508,3 +1508,36 @@ fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
         let _ = b2.cq.read::<CqTaggedEntry>(&mut []);
     }
 }
+
+/// `FI_RMA_EVENT` bind rules: one counter per remote event (a second for the same
+/// event is `FI_EINVAL`), bound with the local events in one call or alone; after
+/// `fi_enable`, `FI_EOPBADSTATE`.
+#[test]
+fn remote_counter_binds() {
+    let mut info = rxm_info();
+    info.caps |= Caps::RMA_EVENT;
+    let fabric = ofi::fabric(&info).expect("fi_fabric");
+    let domain = fabric.domain(&info).expect("fi_domain");
+    let attr = ofi::cntr::CntrAttr::default();
+    let (c1, c2) = (
+        domain.cntr_open(&attr).expect("fi_cntr_open"),
+        domain.cntr_open(&attr).expect("fi_cntr_open"),
+    );
+    let ep = domain.endpoint(&info).expect("fi_endpoint");
+    ep.bind(&c1, OpFlags::REMOTE_WRITE | OpFlags::WRITE)
+        .expect("remote and local events in one bind");
+    let again = ep.bind(&c2, OpFlags::REMOTE_WRITE).unwrap_err();
+    assert_eq!(again.code(), Errno::EINVAL, "{again}");
+    ep.bind(&c2, OpFlags::REMOTE_READ)
+        .expect("the other remote event");
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("fi_cq_open");
+    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().expect("fi_enable");
+    let c3 = domain.cntr_open(&attr).expect("fi_cntr_open");
+    let late = ep.bind(&c3, OpFlags::REMOTE_READ).unwrap_err();
+    assert_eq!(late.code(), Errno::EOPBADSTATE, "{late}");
+}
