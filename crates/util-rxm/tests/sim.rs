@@ -313,11 +313,19 @@ impl Node {
     /// Ask the manager for connections the engine waits for, and carry out what it
     /// decides (as the endpoint's `run_actions` does).
     fn run_connections(&mut self, now: Nanos) {
+        // The manager's verdicts first (a peer given up on fails its waiting sends, so
+        // it wants no new connection), then new wants.
+        self.carry_out_actions();
         for p in 0..NODES {
             if p != self.me && self.eng.wants_connection(PeerId(p as u32)) {
                 self.mgr.want(p as conn::PeerId, now);
             }
         }
+        self.carry_out_actions();
+    }
+
+    /// What the manager decided: handshakes to send, sends to fail.
+    fn carry_out_actions(&mut self) {
         while let Some(a) = self.mgr.poll_action() {
             match a {
                 Action::Connect(p) => {
@@ -1245,4 +1253,45 @@ fn remote_access_reports_travel_as_control_packets() {
     a.handle_conn_down(pa);
     a.remote_access_done(pa, false);
     assert!(a.poll_transmit(0).is_none());
+}
+
+/// Connection timing is the connection manager's on the virtual clock too: sends to a
+/// peer that never answers wait for the handshake, which times out and is retried
+/// after a back-off, then fail with `FI_ETIMEDOUT`, each once, within the manager's
+/// bound (2 attempts of 5 ms and one 200 µs back-off); a later send starts over.
+#[test]
+fn sends_to_a_silent_peer_time_out_through_the_connection_manager() {
+    let mut sim = stream_sim(vec![Node::new(0, 1, 9), Node::new(1, 1, 9)], 9);
+    sim.set_silent(1, true);
+    let meta = MsgMeta {
+        tag: Some(0),
+        data: None,
+        dc: true,
+    };
+    for k in 0..3u64 {
+        let n = &mut sim.nodes[0];
+        n.drv
+            .send(&mut n.eng, PeerId(1), OpId(k), meta, vec![k as u8; 100]);
+    }
+    let t0 = sim.now;
+    sim.run(Nanos::MAX);
+    let n = &sim.nodes[0];
+    let want: Vec<(OpId, Errno)> = (0..3).map(|k| (OpId(k), Errno::ETIMEDOUT)).collect();
+    assert_eq!(n.failed, want);
+    assert!(n.sent.is_empty());
+    let took = sim.now - t0;
+    assert!(
+        (10_000_000..=10_200_000 + 1_000_000).contains(&took),
+        "two 5 ms attempts and a back-off: {took} ns"
+    );
+    assert_eq!(n.eng.live_ops(), 0);
+    assert!(n.drv.bufs.is_empty());
+    // The peer is heard again: a new send connects and is delivered.
+    sim.set_silent(1, false);
+    let n = &mut sim.nodes[0];
+    n.drv
+        .send(&mut n.eng, PeerId(1), OpId(7), meta, vec![7; 100]);
+    sim.run(Nanos::MAX);
+    assert_eq!(sim.nodes[0].sent, [OpId(7)]);
+    assert_eq!(sim.nodes[1].got.len(), 1);
 }
