@@ -57,6 +57,21 @@ pub trait LayeredEndpoint {
     fn rx_op_flags(&self) -> OpFlags;
     /// Whether receives honour their source address (`FI_DIRECTED_RECV`).
     fn directed(&self) -> bool;
+    /// A counter bound with `FI_REMOTE_READ` / `FI_REMOTE_WRITE` (`flags` holds only
+    /// those): an endpoint that counts remote accesses (`FI_RMA_EVENT`) keeps it; the
+    /// default refuses, as the kit's bindings do (`FI_ENOSYS`).
+    ///
+    /// # Errors
+    /// `FI_ENOSYS` by default; the endpoint's own refusals.
+    fn bind_remote_cntr(&self, _cntr: &KitCntr, _flags: OpFlags) -> Result<()> {
+        Err(Error::new(
+            Errno::ENOSYS,
+            format!(
+                "{}: remote-access counters (FI_RMA_EVENT) are not supported",
+                Self::NAME
+            ),
+        ))
+    }
 }
 
 /// What the glue asks of an endpoint's matcher, whatever it keeps for unexpected
@@ -107,6 +122,20 @@ where
             Errno::EOPBADSTATE,
             format!("{}: bind after fi_enable", E::NAME),
         ));
+    }
+    let remote = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
+    if let BindTarget::Cntr(c) = &target {
+        if flags.intersects(remote) {
+            // The remote events to the endpoint first (an endpoint without remote
+            // counters refuses the whole bind, binding nothing), then the local ones to
+            // the kit's bindings.
+            ep.bind_remote_cntr(c, flags & remote)?;
+            let local = flags - remote;
+            if local.is_empty() {
+                return Ok(());
+            }
+            return lock(ep.bindings()).bind(BindTarget::<F>::Cntr(*c), local, ep.bind_rules());
+        }
     }
     lock(ep.bindings()).bind(target, flags, ep.bind_rules())
 }

@@ -32,12 +32,21 @@
 //! here panics.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi_core::Errno;
 
 /// A peer, as the endpoint numbers them.
 pub type PeerId = u32;
+
+/// A point in time: nanoseconds on any monotonic clock the driver chooses (the
+/// endpoint: since it was enabled; `tests/sim.rs`: the simulation's virtual clock).
+pub type Nanos = u64;
+
+/// `d` in nanoseconds (saturating).
+fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Manager limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,22 +85,22 @@ pub enum State {
     /// Our request is out; answer due by `deadline`.
     Connecting {
         /// When it times out.
-        deadline: Instant,
+        deadline: Nanos,
     },
     /// We accepted the peer's request; waiting for it to complete.
     Accepting {
         /// When it times out.
-        deadline: Instant,
+        deadline: Nanos,
     },
     /// The peer said its own request wins; waiting for it.
     AwaitPeer {
         /// When we give up waiting and try ourselves.
-        deadline: Instant,
+        deadline: Nanos,
     },
     /// Waiting to retry.
     Backoff {
         /// When to retry.
-        until: Instant,
+        until: Nanos,
     },
     /// Connected.
     Connected,
@@ -199,7 +208,7 @@ impl Manager {
     }
 
     /// Start handshakes while slots are free.
-    fn pump(&mut self, now: Instant) {
+    fn pump(&mut self, now: Nanos) {
         while self.in_flight < self.cfg.max_in_flight {
             let Some(p) = self.queue.pop_front() else {
                 return;
@@ -211,14 +220,14 @@ impl Manager {
             self.set(
                 p,
                 State::Connecting {
-                    deadline: now + self.cfg.timeout,
+                    deadline: now.saturating_add(nanos(self.cfg.timeout)),
                 },
             );
             self.actions.push_back(Action::Connect(p));
         }
     }
 
-    fn enqueue(&mut self, p: PeerId, now: Instant) {
+    fn enqueue(&mut self, p: PeerId, now: Nanos) {
         self.set(p, State::Queued);
         self.queue.push_back(p);
         self.pump(now);
@@ -226,7 +235,7 @@ impl Manager {
 
     /// The application has something for `p`: connect unless already connected or
     /// under way.
-    pub fn want(&mut self, p: PeerId, now: Instant) {
+    pub fn want(&mut self, p: PeerId, now: Nanos) {
         if self.state(p) == State::Idle {
             self.peer(p).attempts = 0;
             self.enqueue(p, now);
@@ -235,7 +244,7 @@ impl Manager {
 
     /// The connection to `p` is up (our request was accepted, or the request we
     /// accepted completed), with the peer `instance`.
-    pub fn on_connected(&mut self, p: PeerId, instance: Option<u64>, now: Instant) {
+    pub fn on_connected(&mut self, p: PeerId, instance: Option<u64>, now: Nanos) {
         let pe = self.peer(p);
         pe.attempts = 0;
         if instance.is_some() {
@@ -247,13 +256,7 @@ impl Manager {
 
     /// Our attempt to `p` was refused (`reason` from the peer's reject data) or failed
     /// with `err` (e.g. `FI_ECONNREFUSED` for nobody listening).
-    pub fn on_refused(
-        &mut self,
-        p: PeerId,
-        err: Errno,
-        reason: crate::proto::Reason,
-        now: Instant,
-    ) {
+    pub fn on_refused(&mut self, p: PeerId, err: Errno, reason: crate::proto::Reason, now: Nanos) {
         use crate::proto::Reason;
         if !matches!(self.state(p), State::Connecting { .. }) {
             return;
@@ -263,7 +266,7 @@ impl Manager {
                 self.set(
                     p,
                     State::AwaitPeer {
-                        deadline: now + self.cfg.timeout,
+                        deadline: now.saturating_add(nanos(self.cfg.timeout)),
                     },
                 );
             }
@@ -279,7 +282,7 @@ impl Manager {
         self.pump(now);
     }
 
-    fn retry_or_fail(&mut self, p: PeerId, now: Instant) {
+    fn retry_or_fail(&mut self, p: PeerId, now: Nanos) {
         let (attempts, err) = {
             let pe = self.peer(p);
             (pe.attempts, pe.last_err)
@@ -295,7 +298,12 @@ impl Manager {
             .backoff
             .saturating_mul(1u32 << shift)
             .min(self.cfg.backoff_max);
-        self.set(p, State::Backoff { until: now + b });
+        self.set(
+            p,
+            State::Backoff {
+                until: now.saturating_add(nanos(b)),
+            },
+        );
     }
 
     /// A connection request from `p` (peer `instance`) arrived. `self_wins` is
@@ -305,11 +313,11 @@ impl Manager {
         p: PeerId,
         instance: u64,
         self_wins: bool,
-        now: Instant,
+        now: Nanos,
     ) -> Incoming {
         let st = self.state(p);
         let known = self.peers.get(&p).and_then(|x| x.instance);
-        let deadline = now + self.cfg.timeout;
+        let deadline = now.saturating_add(nanos(self.cfg.timeout));
         match st {
             State::Connected | State::Accepting { .. } if known == Some(instance) => {
                 Incoming::RejectAlready
@@ -342,7 +350,7 @@ impl Manager {
     }
 
     /// The connection to `p` was lost (shutdown, error): back to idle.
-    pub fn on_lost(&mut self, p: PeerId, now: Instant) {
+    pub fn on_lost(&mut self, p: PeerId, now: Nanos) {
         if let Some(pe) = self.peers.get_mut(&p) {
             pe.instance = None;
         }
@@ -351,14 +359,14 @@ impl Manager {
     }
 
     /// Forget `p` entirely (its slot is reused).
-    pub fn remove(&mut self, p: PeerId, now: Instant) {
+    pub fn remove(&mut self, p: PeerId, now: Nanos) {
         self.leave_connecting(p);
         self.peers.remove(&p);
         self.pump(now);
     }
 
     /// When [`Manager::handle_timeout`] should run next.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         self.peers
             .values()
             .filter_map(|p| match p.state {
@@ -372,7 +380,7 @@ impl Manager {
     }
 
     /// Act on every deadline that has passed at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Nanos) {
         let due: Vec<(PeerId, State)> = self
             .peers
             .iter()
@@ -441,7 +449,7 @@ mod tests {
 
     #[test]
     fn handshakes_in_flight_are_bounded_and_queue_in_order() {
-        let t = Instant::now();
+        let t: Nanos = 0;
         let mut m = Manager::new(cfg(2));
         for p in 0..5 {
             m.want(p, t);
@@ -458,7 +466,7 @@ mod tests {
 
     #[test]
     fn timeouts_retry_with_backoff_then_fail() {
-        let t0 = Instant::now();
+        let t0: Nanos = 0;
         let mut m = Manager::new(cfg(4));
         m.want(7, t0);
         assert_eq!(drain(&mut m), vec![Action::Connect(7)]);
@@ -484,12 +492,16 @@ mod tests {
         assert_eq!(m.state(7), State::Idle);
         assert_eq!(m.in_flight(), 0);
         // Bounded: 3 time-outs of 100 ms plus back-offs of 10 and 20 ms.
-        assert!(now - t0 <= Duration::from_millis(330), "{:?}", now - t0);
+        assert!(
+            now - t0 <= nanos(Duration::from_millis(330)),
+            "{} ns",
+            now - t0
+        );
     }
 
     #[test]
     fn protocol_refusals_fail_at_once() {
-        let t = Instant::now();
+        let t: Nanos = 0;
         let mut m = Manager::new(cfg(4));
         m.want(1, t);
         drain(&mut m);
@@ -500,7 +512,7 @@ mod tests {
 
     #[test]
     fn simultaneous_connect_keeps_the_lower_address_connection() {
-        let t = Instant::now();
+        let t: Nanos = 0;
         // Endpoint "a" (address 1) and "b" (address 2) connect to each other at once.
         let (a_addr, b_addr) = ([1u8], [2u8]);
         let mut a = Manager::new(cfg(4));
@@ -544,7 +556,7 @@ mod tests {
         }
         let mut rng = ofi_testkit::TestRng::seeded(seed);
         let mut rand = move |m: u64| rng.below(m);
-        let t0 = Instant::now();
+        let t0: Nanos = 0;
         let c = Config {
             timeout: Duration::from_millis(50),
             retries: 50,
@@ -559,7 +571,7 @@ mod tests {
         let mut conn: Vec<HashMap<u32, (u32, u64)>> = vec![HashMap::new(); n as usize];
         let mut accepted: Vec<HashMap<u32, (u32, u64)>> = vec![HashMap::new(); n as usize];
         let mut next_att = 1u64;
-        let mut net: Vec<(Instant, u32, Msg)> = Vec::new();
+        let mut net: Vec<(Nanos, u32, Msg)> = Vec::new();
         for i in 0..n {
             for j in 0..n {
                 if i != j {
@@ -581,7 +593,7 @@ mod tests {
                             if rand(100) >= loss_pct {
                                 let copies = if rand(100) < dup_pct { 2 } else { 1 };
                                 for _ in 0..copies {
-                                    let d = Duration::from_micros(rand(3000));
+                                    let d = rand(3000) * 1000;
                                     let from = i as u32;
                                     net.push((now + d, p, Msg::Req { from, att }));
                                 }
@@ -619,7 +631,7 @@ mod tests {
                     let (t, to, msg) = net.remove(0);
                     now = t;
                     let me = to as usize;
-                    let d = Duration::from_micros(rand(3000));
+                    let d = rand(3000) * 1000;
                     match msg {
                         Msg::Req { from, att } => {
                             let wins = self_wins(&[to as u8], &[from as u8]);
@@ -681,8 +693,8 @@ mod tests {
             }
         }
         assert!(
-            now - t0 < Duration::from_secs(30),
-            "bounded: {:?}",
+            now - t0 < nanos(Duration::from_secs(30)),
+            "bounded: {} ns",
             now - t0
         );
     }

@@ -19,13 +19,13 @@
 //!   in flight, time-outs, back-off, deterministic simultaneous-connect resolution),
 //!   driven with the current time as an argument and tested on a virtual clock.
 //! - [`engine`]: the message protocol (credits, eager, segmentation, rendezvous,
-//!   connection epochs) as a sans-IO state machine, time as an argument, tested on the
-//!   shared simulated network (`tests/sim.rs`).
+//!   connection epochs) as a sans-IO state machine without timers (connection timing is
+//!   [`conn`]'s alone), tested on the shared simulated network (`tests/sim.rs`).
 //! - [`fabric`]: fabric, domain, AV and MR objects (kit AV; MRs are registered with the
 //!   MSG domain so RMA keys work end to end).
 //! - [`ep`]: the RDM endpoint: connections, eager / segmented / rendezvous protocols,
 //!   credit-based flow control, tag matching (kit), RMA and atomics forwarded to the
-//!   connection, progress.
+//!   connection, remote-access counters (`FI_RMA_EVENT`), progress.
 //!
 //! # Parameters (environment `FI_OFI_RXM_<NAME>`, or `plugins.toml`)
 //!
@@ -266,11 +266,14 @@ fn rdm_caps(core: Caps) -> Caps {
         | Caps::REMOTE_COMM
         // Fences are rxm's own (its operation table), whatever the core offers.
         | Caps::FENCE;
+    // Remote-access counters (FI_RMA_EVENT) are rxm's own: the initiator reports each
+    // forwarded access done to a target that counts them.
+    let remote = Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::RMA_EVENT;
     if core.contains(Caps::RMA) {
-        c |= Caps::RMA | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        c |= Caps::RMA | Caps::READ | Caps::WRITE | remote;
     }
     if core.contains(Caps::ATOMIC) {
-        c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | Caps::REMOTE_READ | Caps::REMOTE_WRITE;
+        c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | remote;
     }
     c
 }

@@ -1,7 +1,8 @@
 //! rxm-specific tests over tcp (through the process-wide registry, as an application):
 //! protocol sizes (eager, segmented, rendezvous; expected and unexpected), credit flow
 //! control, simultaneous connects, a malformed or wrong-version handshake refused,
-//! selection by name, a killed peer, and an all-to-all among processes (a connect storm).
+//! selection by name, a killed peer, a restarted peer, and an all-to-all among processes
+//! (a connect storm).
 //!
 //! Multi-process tests re-execute this test binary with `RXM_CHILD` set (see `child`).
 
@@ -685,6 +686,7 @@ fn fake_hello(instance: u64) -> (Address, ofi_util_rxm::proto::Hello) {
         credits: 8,
         sar_limit: 131072,
         instance,
+        rma_event: false,
         addr: addr.to_bytes(),
     };
     (addr, hello)
@@ -863,6 +865,7 @@ fn malformed_handshake_is_refused() {
         credits: 8,
         sar_limit: 131072,
         instance: 99,
+        rma_event: false,
         addr: vec![2, 0, 0, 1, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
     };
     let mut wrong_version = good.clone();
@@ -1421,4 +1424,120 @@ fn a_core_that_refuses_for_now_delays_but_never_drops() {
     );
     child.env("FI_TCP_TX_SIZE", "2");
     await_child(child, "child with a transmit queue of two");
+}
+
+/// A peer that restarts (closes, and a new endpoint opens at the same address) while a
+/// rendezvous message it never read is in flight to it: the old connection's send
+/// completes once, in error, nothing hangs, and the new endpoint at that address is
+/// reached through the same fabric address both ways at every protocol size. Whether
+/// the survivor sees the old connection shut down first or the new endpoint's request
+/// replace it is up to timing; both end the same.
+#[test]
+fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
+    let info = rxm_info();
+    let a = node(&info);
+    let b = node(&info);
+    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    // Connect, then a rendezvous send that b leaves unread (no receive posted).
+    let hello = pattern(32, 1);
+    let mut got = vec![0u8; 32];
+    recv(&b, &mut got, 0xb0);
+    send(&a, &hello, ab, 1).unwrap();
+    wait(&a.cq, &[&b.cq], "first send").expect("first send ok");
+    wait(&b.cq, &[&a.cq], "first receive").expect("first receive ok");
+    let big = pattern(512 << 10, 2);
+    send(&a, &big, ab, 2).unwrap();
+    for _ in 0..200 {
+        assert!(poll(&a.cq).is_none(), "the unread rendezvous completed");
+        let _ = b.cq.read::<CqTaggedEntry>(&mut []);
+    }
+    // The restart: b goes, a new endpoint opens at b's address.
+    let b_addr = b.addr.clone();
+    drop(b);
+    let mut again = info.clone();
+    again.src_addr = Some(b_addr.clone());
+    let b2 = node(&again);
+    assert_eq!(b2.addr, b_addr, "the new endpoint has the old address");
+    let ba = b2.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+    // The new endpoint talks first (its request may reach a before the shutdown).
+    let from_b2 = pattern(100, 3);
+    let mut at_a = vec![0u8; 100];
+    recv(&a, &mut at_a, 0xa0);
+    send(&b2, &from_b2, ba, 0xb2).unwrap();
+    // The old rendezvous send: once, in error.
+    let mut old = None;
+    let mut others = Vec::new();
+    let end = Instant::now() + WAIT;
+    while old.is_none() || others.is_empty() {
+        assert!(Instant::now() < end, "nothing hangs: {old:?} {others:?}");
+        let _ = b2.cq.read::<CqTaggedEntry>(&mut []);
+        match poll(&a.cq) {
+            Some(Err((2, e))) => {
+                assert!(old.is_none(), "the old send completed twice");
+                old = Some(e);
+            }
+            Some(Ok(e)) if e.op_context == 2 => panic!("the unread rendezvous succeeded"),
+            Some(d) => others.push(d),
+            None => std::thread::yield_now(),
+        }
+    }
+    assert!(
+        matches!(old, Some(Errno::ECONNRESET | Errno::ECONNABORTED)),
+        "{old:?}"
+    );
+    assert!(
+        matches!(others[..], [Ok(e)] if e.op_context == 0xa0),
+        "{others:?}"
+    );
+    assert_eq!(at_a, from_b2);
+    wait(&b2.cq, &[&a.cq], "b2's send").expect("b2's send ok");
+    // Every protocol size, a to the new endpoint through the old fabric address.
+    for (k, len) in [64usize, 40_000, 300 << 10].into_iter().enumerate() {
+        let msg = pattern(len, 10 + k as u8);
+        let mut buf = vec![0u8; len];
+        recv(&b2, &mut buf, 0x100 + k);
+        send(&a, &msg, ab, 0x200 + k).unwrap();
+        let r = wait(&b2.cq, &[&a.cq], "b2 receives").expect("b2 receives");
+        assert_eq!(r.op_context, 0x100 + k);
+        let s = wait(&a.cq, &[&b2.cq], "a's send").expect("a's send ok");
+        assert_eq!(s.op_context, 0x200 + k);
+        assert_eq!(buf, msg, "size {len}");
+    }
+    for _ in 0..100 {
+        assert!(poll(&a.cq).is_none(), "a completion too many");
+        let _ = b2.cq.read::<CqTaggedEntry>(&mut []);
+    }
+}
+
+/// `FI_RMA_EVENT` bind rules: one counter per remote event (a second for the same
+/// event is `FI_EINVAL`), bound with the local events in one call or alone; after
+/// `fi_enable`, `FI_EOPBADSTATE`.
+#[test]
+fn remote_counter_binds() {
+    let mut info = rxm_info();
+    info.caps |= Caps::RMA_EVENT;
+    let fabric = ofi::fabric(&info).expect("fi_fabric");
+    let domain = fabric.domain(&info).expect("fi_domain");
+    let attr = ofi::cntr::CntrAttr::default();
+    let (c1, c2) = (
+        domain.cntr_open(&attr).expect("fi_cntr_open"),
+        domain.cntr_open(&attr).expect("fi_cntr_open"),
+    );
+    let ep = domain.endpoint(&info).expect("fi_endpoint");
+    ep.bind(&c1, OpFlags::REMOTE_WRITE | OpFlags::WRITE)
+        .expect("remote and local events in one bind");
+    let again = ep.bind(&c2, OpFlags::REMOTE_WRITE).unwrap_err();
+    assert_eq!(again.code(), Errno::EINVAL, "{again}");
+    ep.bind(&c2, OpFlags::REMOTE_READ)
+        .expect("the other remote event");
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("fi_cq_open");
+    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().expect("fi_enable");
+    let c3 = domain.cntr_open(&attr).expect("fi_cntr_open");
+    let late = ep.bind(&c3, OpFlags::REMOTE_READ).unwrap_err();
+    assert_eq!(late.code(), Errno::EOPBADSTATE, "{late}");
 }

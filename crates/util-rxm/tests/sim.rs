@@ -14,6 +14,11 @@
 //! and in order, or its send completes in error (then it arrived at most once); the
 //! engines end idle; it spans more than a second of virtual time. Several seeds.
 //!
+//! Connections are made the way the endpoint makes them: by rxm's connection manager
+//! ([`ofi_util_rxm::conn::Manager`]: connect on first use, handshake time-outs,
+//! retries with back-off, simultaneous connects resolved by address, a restarted peer
+//! replacing its old connection), on the virtual clock.
+//!
 //! `RXM_SIM_SEEDS` sets how many seeds (default 3).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -21,6 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use ofi_core::Errno;
 use ofi_testkit::simnet::{Mode, Nanos, NodeId, Sim, SimNode};
 use ofi_testkit::TestRng;
+use ofi_util_rxm::conn::{self, Action, Incoming, Manager};
 use ofi_util_rxm::engine::{
     Arrival, Config, CreditToken, Engine, Event, MsgMeta, OpId, PeerId, ReadId, Transmit,
 };
@@ -41,15 +47,17 @@ enum Pkt {
     },
 }
 
-fn hello(kind: Kind, grant: u32) -> Vec<u8> {
+/// A handshake of `kind` from the endpoint `instance`, granting `grant` credits.
+fn hello(kind: Kind, reason: Reason, grant: u32, instance: u64) -> Vec<u8> {
     Hello {
         kind,
         version: VERSION,
-        reason: Reason::None,
+        reason,
         buffer_size: 1024,
         credits: grant,
         sar_limit: 8192,
-        instance: 1,
+        instance,
+        rma_event: false,
         addr: Vec::new(),
     }
     .encode()
@@ -254,13 +262,19 @@ impl Driver {
                     self.open.remove(peer);
                 }
             },
-            Event::ProtocolError { .. } => {}
+            Event::ProtocolError { .. } | Event::RemoteAccess { .. } => {}
         }
     }
 }
 
 struct Node {
+    /// This node's id (its address, for simultaneous connects).
+    me: NodeId,
+    /// This incarnation of the node (a restarted node has a new one).
+    instance: u64,
     eng: Engine,
+    /// When to connect, time-outs and retries: the endpoint's connection manager.
+    mgr: Manager,
     drv: Driver,
     outbox: VecDeque<(NodeId, Pkt)>,
     got: Vec<Got>,
@@ -276,6 +290,90 @@ struct Node {
 }
 
 impl Node {
+    /// A fresh node `me` (incarnation `instance`).
+    fn new(me: NodeId, instance: u64, seed: u64) -> Node {
+        Node {
+            me,
+            instance,
+            eng: Engine::new(cfg()),
+            mgr: Manager::new(conn_cfg()),
+            drv: Driver::default(),
+            outbox: VecDeque::new(),
+            got: Vec::new(),
+            sent: Vec::new(),
+            failed: Vec::new(),
+            recv_failed: Vec::new(),
+            protocol_errors: 0,
+            backlog: VecDeque::new(),
+            rng: TestRng::seeded(seed ^ (me as u64 + 1) << 48 ^ instance),
+            consume_delay: 400_000,
+        }
+    }
+
+    /// Ask the manager for connections the engine waits for, and carry out what it
+    /// decides (as the endpoint's `run_actions` does).
+    fn run_connections(&mut self, now: Nanos) {
+        // The manager's verdicts first (a peer given up on fails its waiting sends, so
+        // it wants no new connection), then new wants.
+        self.carry_out_actions();
+        for p in 0..NODES {
+            if p != self.me && self.eng.wants_connection(PeerId(p as u32)) {
+                self.mgr.want(p as conn::PeerId, now);
+            }
+        }
+        self.carry_out_actions();
+    }
+
+    /// What the manager decided: handshakes to send, sends to fail.
+    fn carry_out_actions(&mut self) {
+        while let Some(a) = self.mgr.poll_action() {
+            match a {
+                Action::Connect(p) => {
+                    let h = hello(Kind::Connect, Reason::None, self.eng.grant(), self.instance);
+                    self.outbox.push_back((p as NodeId, Pkt::Cm(h)));
+                }
+                // An abandoned attempt: its answer, if one comes, finds the manager
+                // elsewhere (the simulated link is the connection).
+                Action::Abort(_) | Action::AbortAccept(_) => {}
+                Action::Fail(p, e) => self.eng.fail_waiting(PeerId(p), e),
+            }
+        }
+    }
+
+    /// A handshake from `src` arrived.
+    fn handshake(&mut self, now: Nanos, src: NodeId, h: Hello) {
+        let peer = PeerId(src as u32);
+        let p = src as conn::PeerId;
+        match h.kind {
+            Kind::Connect => {
+                let wins = conn::self_wins(&[self.me as u8], &[src as u8]);
+                match self.mgr.on_incoming(p, h.instance, wins, now) {
+                    d @ (Incoming::Accept | Incoming::Replace) => {
+                        if d == Incoming::Replace {
+                            // A restarted peer: what was in flight on the old
+                            // connection fails; what is queued goes on the new one.
+                            self.eng.reset(peer, Errno::ECONNRESET, true);
+                        }
+                        self.eng.handle_conn_up(peer, h.credits);
+                        self.mgr.on_connected(p, None, now);
+                        let a = hello(Kind::Accept, Reason::None, self.eng.grant(), self.instance);
+                        self.outbox.push_back((src, Pkt::Cm(a)));
+                    }
+                    Incoming::RejectAlready => {
+                        let r = hello(Kind::Reject, Reason::Already, 0, self.instance);
+                        self.outbox.push_back((src, Pkt::Cm(r)));
+                    }
+                }
+            }
+            Kind::Accept => {
+                self.mgr.on_connected(p, Some(h.instance), now);
+                self.eng.handle_conn_up(peer, h.credits);
+            }
+            Kind::Reject => self.mgr.on_refused(p, Errno::ECONNREFUSED, h.reason, now),
+        }
+        self.run_connections(now);
+    }
+
     fn drain_events(&mut self, now: Nanos) {
         for (g, credit) in self.drv.done.drain(..) {
             self.got.push(g);
@@ -291,6 +389,7 @@ impl Node {
                 Event::Failed { op, err } => self.failed.push((op, err)),
                 Event::RecvFailed { peer, tag, .. } => self.recv_failed.push((peer, tag)),
                 Event::ProtocolError { .. } => self.protocol_errors += 1,
+                Event::RemoteAccess { .. } => {}
             }
         }
     }
@@ -305,11 +404,7 @@ impl SimNode for Node {
                 self.eng.consumed(c);
             }
         }
-        while let Some(p) = self.eng.poll_connect(now) {
-            let grant = self.eng.grant();
-            self.outbox
-                .push_back((p.0 as NodeId, Pkt::Cm(hello(Kind::Connect, grant))));
-        }
+        self.run_connections(now);
         while let Some((peer, id, remote)) = self.drv.read_q.pop_front() {
             self.outbox
                 .push_back((peer.0 as NodeId, Pkt::ReadReq { id: id.0, remote }));
@@ -329,15 +424,10 @@ impl SimNode for Node {
         match pkt {
             Pkt::Cm(b) => {
                 let h = Hello::parse(&b).expect("a well-formed handshake");
-                self.eng.handle_conn_up(peer, h.credits);
-                if h.kind == Kind::Connect {
-                    let grant = self.eng.grant();
-                    self.outbox
-                        .push_back((src, Pkt::Cm(hello(Kind::Accept, grant))));
-                }
+                self.handshake(now, src, h);
             }
             Pkt::Msg(b) => {
-                let a = self.eng.handle_packet(peer, &b, now);
+                let a = self.eng.handle_packet(peer, &b);
                 self.drv.arrived(peer, a);
             }
             Pkt::ReadReq { id, remote } => {
@@ -355,19 +445,22 @@ impl SimNode for Node {
 
     fn next_timeout(&self) -> Option<Nanos> {
         let backlog = self.backlog.front().map(|b| b.0);
-        match (self.eng.poll_timeout(), backlog) {
+        match (self.mgr.poll_timeout(), backlog) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
     fn timeout(&mut self, now: Nanos) {
-        self.eng.handle_timeout(now);
+        self.mgr.handle_timeout(now);
+        self.run_connections(now);
         self.drain_events(now);
     }
 
     fn link_down(&mut self, now: Nanos, peer: NodeId) {
-        self.eng.handle_conn_down(PeerId(peer as u32), now);
+        self.eng.handle_conn_down(PeerId(peer as u32));
+        self.mgr.on_lost(peer as conn::PeerId, now);
+        self.run_connections(now);
         self.drain_events(now);
     }
 }
@@ -382,8 +475,18 @@ fn cfg() -> Config {
         seg_size: 1024,
         sar_limit: 8192,
         max_msg: 1 << 20,
-        reconnect_delay: 200_000,
-        connect_timeout: 5_000_000,
+    }
+}
+
+/// The connection manager's limits on the virtual clock: a handshake unanswered for
+/// 5 ms is abandoned, retried once after 200 µs, then its sends fail.
+fn conn_cfg() -> conn::Config {
+    conn::Config {
+        timeout: std::time::Duration::from_millis(5),
+        retries: 2,
+        backoff: std::time::Duration::from_micros(200),
+        backoff_max: std::time::Duration::from_millis(2),
+        max_in_flight: 4,
     }
 }
 
@@ -410,30 +513,21 @@ struct Outcome {
     classes: (u64, u64, u64),
 }
 
-fn run(seed: u64) -> Outcome {
-    let nodes = (0..NODES)
-        .map(|i| Node {
-            eng: Engine::new(cfg()),
-            drv: Driver::default(),
-            outbox: VecDeque::new(),
-            got: Vec::new(),
-            sent: Vec::new(),
-            failed: Vec::new(),
-            recv_failed: Vec::new(),
-            protocol_errors: 0,
-            backlog: VecDeque::new(),
-            rng: TestRng::seeded(seed ^ (i as u64 + 1) << 48),
-            consume_delay: 400_000,
-        })
-        .collect();
-    let mut sim = Sim::new(
+/// `nodes` on reliable, in-order links (5 µs, up to 20 µs more), randomness from
+/// `seed`.
+fn stream_sim(nodes: Vec<Node>, seed: u64) -> Sim<Node> {
+    Sim::new(
         nodes,
         Mode::Stream {
             latency: 5_000,
             jitter: 20_000,
         },
         seed,
-    );
+    )
+}
+
+fn run(seed: u64) -> Outcome {
+    let mut sim = stream_sim((0..NODES).map(|i| Node::new(i, 1, seed)).collect(), seed);
     let mut rng = TestRng::seeded(seed.wrapping_mul(31) ^ 0x51);
     // Message k: (from, to).
     let mut route: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
@@ -650,7 +744,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
             .bytes()
             .to_vec();
         b.extend_from_slice(b"abc");
-        if let Arrival::First { payload, done, .. } = e.handle_packet(peer, &b, 0) {
+        if let Arrival::First { payload, done, .. } = e.handle_packet(peer, &b) {
             assert_eq!((payload, done), (&b"abc"[..], true));
             firsts += 1;
         }
@@ -658,7 +752,7 @@ fn hostile_packets_are_protocol_errors_never_panics() {
     assert_eq!(firsts, 4);
     let mut b = Hdr::new(Op::Eager, F_TAGGED, 3, 9, 0).bytes().to_vec();
     b.extend_from_slice(b"abc");
-    assert!(matches!(e.handle_packet(peer, &b, 0), Arrival::Nothing));
+    assert!(matches!(e.handle_packet(peer, &b), Arrival::Nothing));
     let evs: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
     assert!(matches!(evs.last(), Some(Event::ProtocolError { .. })));
     assert!(!e.is_up(peer));
@@ -688,12 +782,12 @@ fn hostile_packets_are_protocol_errors_never_panics() {
                     b.extend(r.bytes(n));
                 }
             }
-            let _ = e.handle_packet(peer, &b, round);
+            let _ = e.handle_packet(peer, &b);
             if !e.is_up(peer) {
                 e.handle_conn_up(peer, 4);
             }
         }
-        e.handle_conn_down(peer, round);
+        e.handle_conn_down(peer);
         let reported = std::iter::from_fn(|| e.poll_event())
             .filter(|ev| matches!(ev, Event::Sent { .. } | Event::Failed { .. }))
             .count();
@@ -744,7 +838,7 @@ fn untagged_messages_and_cq_data_at_every_size() {
         for _ in 0..100 {
             while let Some((_, t)) = a.poll_transmit(0) {
                 let pkt = packet_bytes(&da.bufs, t);
-                let arr = b.handle_packet(pb, &pkt, 0);
+                let arr = b.handle_packet(pb, &pkt);
                 db.arrived(pb, arr);
             }
             while let Some((_, id, remote)) = db.read_q.pop_front() {
@@ -753,7 +847,7 @@ fn untagged_messages_and_cq_data_at_every_size() {
             }
             while let Some((_, t)) = b.poll_transmit(0) {
                 let pkt = packet_bytes(&db.bufs, t);
-                let arr = a.handle_packet(pa, &pkt, 0);
+                let arr = a.handle_packet(pa, &pkt);
                 da.arrived(pa, arr);
             }
             for (g, credit) in db.done.drain(..) {
@@ -873,7 +967,7 @@ fn a_reset_keeping_the_queue_fails_only_what_was_in_flight() {
         Some(Transmit::Data { op: OpId(1), .. })
     ));
     assert_eq!(e.poll_transmit_to(peer), None, "out of credits");
-    e.reset(peer, 0, Errno::ECONNRESET, true);
+    e.reset(peer, Errno::ECONNRESET, true);
     assert_eq!(
         e.poll_event(),
         Some(Event::Failed {
@@ -906,23 +1000,23 @@ fn a_rendezvous_dropped_unread_is_answered_done() {
     da.send(&mut a, pa, OpId(9), MsgMeta::default(), vec![5; 20_000]);
     let (_, t) = a.poll_transmit(0).expect("the RTS");
     let pkt = packet_bytes(&da.bufs, t);
-    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt, 0) else {
+    let Arrival::Rts { read, credit, .. } = b.handle_packet(pb, &pkt) else {
         panic!("an RTS");
     };
     b.handle_read_done(read, Ok(()));
     b.consumed(credit);
     let (_, done) = b.poll_transmit(0).expect("done");
     let done = packet_bytes(&BTreeMap::new(), done);
-    assert!(matches!(a.handle_packet(pa, &done, 0), Arrival::Nothing));
+    assert!(matches!(a.handle_packet(pa, &done), Arrival::Nothing));
     assert_eq!(a.poll_event(), Some(Event::Sent { op: OpId(9) }));
     // A second RTS; its connection breaks before the read is reported.
     da.send(&mut a, pa, OpId(10), MsgMeta::default(), vec![6; 20_000]);
     let (_, t) = a.poll_transmit(0).expect("the RTS");
     let pkt = packet_bytes(&da.bufs, t);
-    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt, 0) else {
+    let Arrival::Rts { read, .. } = b.handle_packet(pb, &pkt) else {
         panic!("an RTS");
     };
-    b.handle_conn_down(pb, 1);
+    b.handle_conn_down(pb);
     assert!(matches!(
         b.poll_event(),
         Some(Event::RecvFailed { read: Some(r), .. }) if r == read
@@ -932,4 +1026,272 @@ fn a_rendezvous_dropped_unread_is_answered_done() {
         b.poll_transmit(0).is_none(),
         "nothing goes on a broken connection"
     );
+}
+
+/// What the restarting peer leaves in flight in [`a_restarted_peer_fails_the_old_connection_once`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InFlight {
+    /// A segmented message from the survivor, partly received by the peer.
+    SegmentsToIt,
+    /// A segmented message from the peer, partly received by the survivor.
+    SegmentsFromIt,
+    /// The survivor reads the peer's rendezvous buffer.
+    SurvivorReads,
+    /// The peer reads the survivor's rendezvous buffer.
+    PeerReads,
+}
+
+const SURVIVOR: usize = 0;
+const RESTARTING: usize = 1;
+
+/// Whether `sim` shows `what` in flight (the first packets there, the rest not).
+fn in_flight(sim: &Sim<Node>, what: InFlight) -> bool {
+    let (s, r) = (&sim.nodes[SURVIVOR], &sim.nodes[RESTARTING]);
+    let (ps, pr) = (PeerId(SURVIVOR as u32), PeerId(RESTARTING as u32));
+    match what {
+        InFlight::SegmentsToIt => r.drv.open.contains_key(&ps),
+        InFlight::SegmentsFromIt => s.drv.open.contains_key(&pr),
+        InFlight::SurvivorReads => s.eng.reading_from().contains(&pr),
+        InFlight::PeerReads => r.eng.reading_from().contains(&ps),
+    }
+}
+
+/// One restart: `what` is caught in flight, the peer restarts (a new instance) and the
+/// old connection either breaks first (`replace` false: the survivor sees it go down)
+/// or is replaced by the new incarnation's connection request before the survivor saw
+/// anything. The old connection's operation ends in error exactly once at the survivor
+/// (a send fails, a reception is reported failed), nothing hangs (both engines end
+/// idle, every send reported), and messages both ways on the new connection arrive.
+fn restart_case(what: InFlight, replace: bool, seed: u64) {
+    let nodes = vec![Node::new(SURVIVOR, 1, seed), Node::new(RESTARTING, 1, seed)];
+    let mut sim = stream_sim(nodes, seed);
+    let (from, to, len) = match what {
+        InFlight::SegmentsToIt => (SURVIVOR, RESTARTING, 7000),
+        InFlight::SegmentsFromIt => (RESTARTING, SURVIVOR, 7000),
+        InFlight::SurvivorReads => (RESTARTING, SURVIVOR, 20_000),
+        InFlight::PeerReads => (SURVIVOR, RESTARTING, 20_000),
+    };
+    // Messages of the protocol caught in flight (segmented or rendezvous).
+    let msg = |k: u64| {
+        let mut d = payload(seed, k);
+        d.resize(len, k as u8);
+        d
+    };
+    let meta = |k: u64| MsgMeta {
+        tag: Some(k),
+        data: None,
+        dc: true,
+    };
+    // Send messages one at a time and step the clock finely until one is caught in
+    // flight (bounded).
+    let mut caught = None;
+    'attempts: for k in 0..50u64 {
+        let n = &mut sim.nodes[from];
+        n.drv
+            .send(&mut n.eng, PeerId(to as u32), OpId(k), meta(k), msg(k));
+        for _ in 0..2_000 {
+            let t = sim.now + 250;
+            sim.run_to(t);
+            if in_flight(&sim, what) {
+                caught = Some(k);
+                break 'attempts;
+            }
+            if sim.nodes[from].sent.contains(&OpId(k)) {
+                break;
+            }
+        }
+    }
+    let k = caught.unwrap_or_else(|| panic!("{what:?}: never caught in flight"));
+
+    // The restart.
+    if !replace {
+        sim.break_link(SURVIVOR, RESTARTING);
+    }
+    sim.nodes[RESTARTING] = Node::new(RESTARTING, 2, seed);
+    let (ps, pr) = (PeerId(SURVIVOR as u32), PeerId(RESTARTING as u32));
+    // The new incarnation talks first (its connection request replaces the old
+    // connection, or finds it gone).
+    let n = &mut sim.nodes[RESTARTING];
+    n.drv
+        .send(&mut n.eng, ps, OpId(1000), meta(1000), payload(seed, 1000));
+    sim.run(Nanos::MAX);
+    // Then both ways, every protocol, on the new connection.
+    for (i, k) in [(SURVIVOR, 2000u64), (RESTARTING, 1001), (SURVIVOR, 2001)] {
+        let peer = if i == SURVIVOR { pr } else { ps };
+        let n = &mut sim.nodes[i];
+        let mut data = payload(seed, k);
+        data.resize([10, 7000, 20_000][k as usize % 3], 7);
+        n.drv.send(&mut n.eng, peer, OpId(k), meta(k), data);
+    }
+    sim.run(Nanos::MAX);
+
+    let (s, r) = (&sim.nodes[SURVIVOR], &sim.nodes[RESTARTING]);
+    let ctx = format!("{what:?}, replace {replace}, seed {seed}");
+    // The old connection's operation: an error, once.
+    match what {
+        InFlight::SegmentsToIt | InFlight::PeerReads => {
+            let fails: Vec<_> = s.failed.iter().filter(|(op, _)| *op == OpId(k)).collect();
+            assert_eq!(fails, [&(OpId(k), Errno::ECONNRESET)], "{ctx}");
+            assert!(!s.sent.contains(&OpId(k)), "{ctx}: reported sent too");
+            assert!(
+                r.got.iter().all(|g| g.tag != k),
+                "{ctx}: the new peer got it"
+            );
+        }
+        InFlight::SegmentsFromIt | InFlight::SurvivorReads => {
+            let fails = s.recv_failed.iter().filter(|f| **f == (pr, k)).count();
+            assert_eq!(fails, 1, "{ctx}: {:?}", s.recv_failed);
+            assert!(s.got.iter().all(|g| g.tag != k), "{ctx}: delivered too");
+        }
+    }
+    // Nothing hangs: both idle, every send of the survivor reported once.
+    for (name, n) in [("survivor", s), ("restarted", r)] {
+        assert_eq!(n.protocol_errors, 0, "{ctx}: {name}");
+        assert_eq!(n.eng.live_ops(), 0, "{ctx}: {name} not idle");
+        assert_eq!(n.eng.reads_in_flight(), 0, "{ctx}: {name} reading");
+        assert!(n.drv.bufs.is_empty(), "{ctx}: {name} holds bytes");
+        assert!(
+            n.drv.reads.is_empty() && n.drv.open.is_empty(),
+            "{ctx}: {name}"
+        );
+    }
+    let mut reported: Vec<u64> = s
+        .sent
+        .iter()
+        .chain(s.failed.iter().map(|f| &f.0))
+        .map(|o| o.0)
+        .collect();
+    reported.sort_unstable();
+    let mut expect: Vec<u64> = if from == SURVIVOR {
+        (0..=k).collect()
+    } else {
+        Vec::new()
+    };
+    expect.extend([2000, 2001]);
+    assert_eq!(reported, expect, "{ctx}: the survivor's sends, each once");
+    // The new connection works both ways.
+    assert_eq!(r.sent, [OpId(1000), OpId(1001)], "{ctx}");
+    // By arrival (a rendezvous message is whole only after its read).
+    let tags = |n: &Node| {
+        let mut g: Vec<&Got> = n.got.iter().filter(|g| g.tag >= 1000).collect();
+        g.sort_by_key(|g| g.arrival);
+        g.iter().map(|g| g.tag).collect::<Vec<_>>()
+    };
+    assert_eq!(tags(s), [1000, 1001], "{ctx}");
+    assert_eq!(tags(r), [2000, 2001], "{ctx}");
+    assert!(
+        s.sent.contains(&OpId(2000)) && s.sent.contains(&OpId(2001)),
+        "{ctx}"
+    );
+}
+
+/// A peer that restarts while a segmented message or a rendezvous read is in flight on
+/// its connection: whether the old connection is seen to break first or the new
+/// incarnation's connection request replaces it, the old connection's operation ends in
+/// error once, nothing hangs, and the new connection carries messages both ways. (A
+/// segmented message from the peer whose last segments are already on the wire when
+/// it is replaced still arrives whole: only the broken-link variant loses it.)
+#[test]
+fn a_restarted_peer_fails_the_old_connection_once() {
+    use InFlight::*;
+    for seed in 0..4u64 {
+        for what in [SegmentsToIt, SegmentsFromIt, SurvivorReads, PeerReads] {
+            restart_case(what, false, 0x7e57 + seed);
+            if what != SegmentsFromIt {
+                restart_case(what, true, 0x7e57 + seed);
+            }
+        }
+    }
+}
+
+/// `FI_RMA_EVENT`: an initiator reports each access done to the target (a control
+/// packet, no credit); the target's engine reports it as an event of the right kind.
+/// A report of no known kind breaks the protocol; nothing goes on a connection that is
+/// down.
+#[test]
+fn remote_access_reports_travel_as_control_packets() {
+    let (pa, pb) = (PeerId(1), PeerId(0));
+    let mut a = Engine::new(cfg());
+    let mut b = Engine::new(cfg());
+    a.handle_conn_up(pa, 1);
+    b.handle_conn_up(pb, 1);
+    a.remote_access_done(pa, false);
+    a.remote_access_done(pa, true);
+    let mut evs = Vec::new();
+    while let Some((_, t)) = a.poll_transmit(0) {
+        let pkt = packet_bytes(&BTreeMap::new(), t);
+        assert!(matches!(b.handle_packet(pb, &pkt), Arrival::Nothing));
+        evs.extend(std::iter::from_fn(|| b.poll_event()));
+    }
+    assert_eq!(
+        evs,
+        [
+            Event::RemoteAccess {
+                peer: pb,
+                read: false
+            },
+            Event::RemoteAccess {
+                peer: pb,
+                read: true
+            }
+        ]
+    );
+    assert_eq!(a.credits(pa), 1, "no credit spent");
+    // An unknown kind.
+    use ofi_util_rxm::proto::{Hdr, Op};
+    let bad = Hdr::new(Op::RemoteAccess, 0, 0, 2, 0);
+    assert!(matches!(
+        b.handle_packet(pb, &bad.bytes()),
+        Arrival::Nothing
+    ));
+    assert!(matches!(
+        b.poll_event(),
+        Some(Event::ProtocolError { peer, .. }) if peer == pb
+    ));
+    assert!(!b.is_up(pb));
+    // Down: nothing to send.
+    a.handle_conn_down(pa);
+    a.remote_access_done(pa, false);
+    assert!(a.poll_transmit(0).is_none());
+}
+
+/// Connection timing is the connection manager's on the virtual clock too: sends to a
+/// peer that never answers wait for the handshake, which times out and is retried
+/// after a back-off, then fail with `FI_ETIMEDOUT`, each once, within the manager's
+/// bound (2 attempts of 5 ms and one 200 µs back-off); a later send starts over.
+#[test]
+fn sends_to_a_silent_peer_time_out_through_the_connection_manager() {
+    let mut sim = stream_sim(vec![Node::new(0, 1, 9), Node::new(1, 1, 9)], 9);
+    sim.set_silent(1, true);
+    let meta = MsgMeta {
+        tag: Some(0),
+        data: None,
+        dc: true,
+    };
+    for k in 0..3u64 {
+        let n = &mut sim.nodes[0];
+        n.drv
+            .send(&mut n.eng, PeerId(1), OpId(k), meta, vec![k as u8; 100]);
+    }
+    let t0 = sim.now;
+    sim.run(Nanos::MAX);
+    let n = &sim.nodes[0];
+    let want: Vec<(OpId, Errno)> = (0..3).map(|k| (OpId(k), Errno::ETIMEDOUT)).collect();
+    assert_eq!(n.failed, want);
+    assert!(n.sent.is_empty());
+    let took = sim.now - t0;
+    assert!(
+        (10_000_000..=10_200_000 + 1_000_000).contains(&took),
+        "two 5 ms attempts and a back-off: {took} ns"
+    );
+    assert_eq!(n.eng.live_ops(), 0);
+    assert!(n.drv.bufs.is_empty());
+    // The peer is heard again: a new send connects and is delivered.
+    sim.set_silent(1, false);
+    let n = &mut sim.nodes[0];
+    n.drv
+        .send(&mut n.eng, PeerId(1), OpId(7), meta, vec![7; 100]);
+    sim.run(Nanos::MAX);
+    assert_eq!(sim.nodes[0].sent, [OpId(7)]);
+    assert_eq!(sim.nodes[1].got.len(), 1);
 }

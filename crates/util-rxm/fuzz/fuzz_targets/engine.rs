@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(Arrival::Rts { rts, .. }) => assert!(rts.get().is_ok()),
             Ok(Arrival::Nothing) => {}
             Err(v) => {
-                e.reset(peer, 0, v.errno(), false);
+                e.reset(peer, v.errno(), false);
                 open = None;
                 e.handle_conn_up(peer, 4);
             }

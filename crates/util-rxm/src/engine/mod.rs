@@ -19,15 +19,15 @@
 //! [`Engine::handle_read_done`] (a rendezvous read finished), [`Engine::send`] /
 //! [`Engine::send_msg`] / [`Engine::forward`] / [`Engine::consumed`] (the application
 //! submitted an operation, or took a message in) — and asks it what to do:
-//! [`Engine::poll_connect`] (connect to this peer), [`Engine::poll_transmit`] (send
-//! this packet on that peer's connection, or post this forwarded operation),
-//! [`Engine::poll_event`] (sends completed or failed, receptions failed) and
-//! [`Engine::poll_timeout`] (when to call [`Engine::handle_timeout`]). Every call that
-//! depends on time takes `now` (nanoseconds on any monotonic clock) as an argument, so
-//! the engine runs on a simulated network with a virtual clock
-//! (`ofi_testkit::simnet`, `tests/sim.rs`). A driver with its own connection manager
-//! (the endpoint: [`crate::conn`]) never calls [`Engine::poll_connect`] and reports a
-//! peer it gave up on with [`Engine::fail_waiting`].
+//! [`Engine::poll_transmit`] (send this packet on that peer's connection, or post this
+//! forwarded operation) and [`Engine::poll_event`] (sends completed or failed,
+//! receptions failed). The engine keeps no timers: when to connect, how long a
+//! handshake may take and when to try again is the connection manager's
+//! ([`crate::conn::Manager`], time as an argument), which every driver uses — the
+//! endpoint and the simulated network with its virtual clock (`ofi_testkit::simnet`,
+//! `tests/sim.rs`) alike. A driver asks [`Engine::wants_connection`] whether a peer
+//! needs a connection, tells the manager, and reports a peer the manager gave up on
+//! with [`Engine::fail_waiting`].
 //!
 //! The rules the engine is built from are their own types: credit accounting
 //! ([`Flow`]), the protocol a message takes ([`Protocol`]), the headers of its packets
@@ -54,6 +54,10 @@
 //!   the peer's connection) takes its place in the peer's queue like a send, so it
 //!   waits for the connection and for the sends before it; it needs no credit and is
 //!   done, for the engine, when it is handed out.
+//! - Remote-access reports (`FI_RMA_EVENT`): the driver of an initiator whose forwarded
+//!   access completed calls [`Engine::remote_access_done`] (a control packet on the
+//!   peer's connection, no credit); the target's engine reports it as
+//!   [`Event::RemoteAccess`] for its driver to count.
 //!
 //! # Invariants
 //!
@@ -134,10 +138,6 @@ pub struct Config {
     pub sar_limit: usize,
     /// Largest message accepted.
     pub max_msg: usize,
-    /// Wait after a connection broke or failed before connecting again.
-    pub reconnect_delay: u64,
-    /// A connection attempt not up after this long is given up and tried again.
-    pub connect_timeout: u64,
 }
 
 impl Default for Config {
@@ -148,8 +148,6 @@ impl Default for Config {
             seg_size: 16384 - HDR_LEN,
             sar_limit: 128 << 10,
             max_msg: 256 << 20,
-            reconnect_delay: 1_000_000,
-            connect_timeout: 100_000_000,
         }
     }
 }
@@ -191,6 +189,14 @@ pub enum Event {
         peer: PeerId,
         /// What was wrong (`FI_EPROTO`).
         err: Errno,
+    },
+    /// One of the peer's RMA or atomics on our memory is done (the peer says so
+    /// because our handshake asked: `FI_RMA_EVENT`).
+    RemoteAccess {
+        /// The peer.
+        peer: PeerId,
+        /// A read (else a write or an atomic).
+        read: bool,
     },
 }
 
@@ -297,10 +303,6 @@ impl From<Hdr> for Out {
 #[derive(Default)]
 struct Peer {
     up: bool,
-    /// A connection attempt in flight since this time.
-    connecting: Option<u64>,
-    /// Not before this time may a new attempt start.
-    retry_at: u64,
     epoch: Epoch,
     /// Credits both ways.
     flow: Flow,
@@ -495,19 +497,6 @@ impl Engine {
         }
     }
 
-    /// A peer the driver should connect to now (it has operations waiting and no
-    /// connection or attempt); the attempt counts from `now`.
-    pub fn poll_connect(&mut self, now: u64) -> Option<PeerId> {
-        self.handle_timeout(now);
-        for (i, p) in self.peers.iter_mut().enumerate() {
-            if !p.up && p.connecting.is_none() && !p.queue.is_empty() && now >= p.retry_at {
-                p.connecting = Some(now);
-                return Some(PeerId(i as u32));
-            }
-        }
-        None
-    }
-
     /// Whether operations wait for a connection to `peer` (it is not up).
     pub fn wants_connection(&self, peer: PeerId) -> bool {
         self.peers
@@ -536,23 +525,17 @@ impl Engine {
             return;
         }
         p.up = true;
-        p.connecting = None;
         p.epoch.0 += 1;
         p.flow = Flow::new(peer_grant);
     }
 
     /// The connection to `peer` broke: every operation queued or in flight to it fails
-    /// with `FI_ECONNRESET`, messages being received from it fail, and a new attempt may
-    /// start after [`Config::reconnect_delay`]. An attempt that broke before it was up
-    /// is tried again after the delay (its operations keep waiting); with neither,
-    /// nothing happens.
-    pub fn handle_conn_down(&mut self, peer: PeerId, now: u64) {
-        let delay = self.cfg.reconnect_delay;
-        let p = self.peer(peer);
-        if p.up {
-            self.conn_down(peer, now, Errno::ECONNRESET, true);
-        } else if p.connecting.take().is_some() {
-            p.retry_at = now + delay;
+    /// with `FI_ECONNRESET` and messages being received from it fail. An attempt that
+    /// broke before it was up changes nothing here: its operations keep waiting for the
+    /// connection manager's next attempt (or its verdict, [`Engine::fail_waiting`]).
+    pub fn handle_conn_down(&mut self, peer: PeerId) {
+        if self.peer(peer).up {
+            self.conn_down(peer, Errno::ECONNRESET, true);
         }
     }
 
@@ -560,8 +543,19 @@ impl Engine {
     /// in flight fails with `err`, or, with `keep_queued`, only those in flight (the
     /// peer restarted and a new connection takes the queued ones). Messages being
     /// received fail; a new epoch starts.
-    pub fn reset(&mut self, peer: PeerId, now: u64, err: Errno, keep_queued: bool) {
-        self.conn_down(peer, now, err, !keep_queued);
+    pub fn reset(&mut self, peer: PeerId, err: Errno, keep_queued: bool) {
+        self.conn_down(peer, err, !keep_queued);
+    }
+
+    /// One access of ours to `peer`'s memory (a forwarded RMA or atomic) is done: tell
+    /// the peer (a control packet, no credit; nothing if the connection is down). For a
+    /// peer that counts remote accesses (`FI_RMA_EVENT`).
+    pub fn remote_access_done(&mut self, peer: PeerId, read: bool) {
+        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+            if p.up {
+                p.out.push_back(Control::remote_access(read).into());
+            }
+        }
     }
 
     /// The driver gave up connecting to `peer`: the operations waiting for it fail with
@@ -573,7 +567,6 @@ impl Engine {
         if p.up {
             return;
         }
-        p.connecting = None;
         let queued: Vec<OpId> = p.queue.drain(..).collect();
         for op in queued {
             if self.ops.remove(&op.0).is_some() {
@@ -582,12 +575,9 @@ impl Engine {
         }
     }
 
-    fn conn_down(&mut self, peer: PeerId, now: u64, err: Errno, fail_queued: bool) {
-        let delay = self.cfg.reconnect_delay;
+    fn conn_down(&mut self, peer: PeerId, err: Errno, fail_queued: bool) {
         let p = self.peer(peer);
         p.up = false;
-        p.connecting = None;
-        p.retry_at = now + delay;
         p.epoch.0 += 1;
         p.flow = Flow::default();
         p.out.clear();
@@ -840,43 +830,6 @@ impl Engine {
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
-    }
-
-    /// When [`Engine::handle_timeout`] is next needed: a reconnection that may start or
-    /// a connection attempt that times out (`None`: nothing waits on time).
-    pub fn poll_timeout(&self) -> Option<u64> {
-        self.peers
-            .iter()
-            .filter_map(|p| {
-                if let Some(t) = p.connecting {
-                    Some(t + self.cfg.connect_timeout)
-                } else if !p.up && !p.queue.is_empty() {
-                    Some(p.retry_at)
-                } else {
-                    None
-                }
-            })
-            .min()
-    }
-
-    /// Time `now` came: a connection attempt older than [`Config::connect_timeout`]
-    /// fails what waits for that peer with `FI_ETIMEDOUT` (a reconnection is then
-    /// offered by [`Engine::poll_connect`] after the delay, if sends wait again).
-    pub fn handle_timeout(&mut self, now: u64) {
-        let timeout = self.cfg.connect_timeout;
-        let late: Vec<PeerId> = self
-            .peers
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| {
-                p.connecting
-                    .is_some_and(|t| now.saturating_sub(t) >= timeout)
-            })
-            .map(|(i, _)| PeerId(i as u32))
-            .collect();
-        for p in late {
-            self.conn_down(p, now, Errno::ETIMEDOUT, true);
-        }
     }
 
     /// The peers whose buffers are being read (rendezvous in progress here).

@@ -151,6 +151,13 @@ impl Control {
         Hdr::new(Op::DcAck, 0, count, 0, 0)
     }
 
+    /// One access of ours to the peer's memory is done: a read (`read`) or a write
+    /// or atomic.
+    #[inline]
+    pub fn remote_access(read: bool) -> Hdr {
+        Hdr::new(Op::RemoteAccess, 0, 0, u64::from(read), 0)
+    }
+
     /// The rendezvous read of the sender's operation `op` finished: success, or the
     /// error as a negated `FI_*` code.
     #[inline]
@@ -233,6 +240,11 @@ pub struct RxLimits {
 pub enum Inbound<'a> {
     /// Credits only.
     Credit,
+    /// One of the peer's accesses to our memory is done.
+    RemoteAccess {
+        /// A read (else a write or an atomic).
+        read: bool,
+    },
     /// `count` more delivery-complete messages were taken in by the peer.
     DcAck {
         /// How many.
@@ -319,6 +331,11 @@ impl<'a> Inbound<'a> {
         let last = h.flags & proto::F_LAST != 0;
         let inb = match h.op {
             Op::Credit => Inbound::Credit,
+            Op::RemoteAccess => match h.tag {
+                0 => Inbound::RemoteAccess { read: false },
+                1 => Inbound::RemoteAccess { read: true },
+                _ => return Err(Errno::EPROTO),
+            },
             Op::DcAck => Inbound::DcAck { count: h.size },
             Op::RndvDone => Inbound::RndvDone {
                 op: h.tag,

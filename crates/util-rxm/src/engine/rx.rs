@@ -91,10 +91,10 @@ impl std::fmt::Display for Violation {
 }
 
 impl Engine {
-    /// A packet arrived on the current connection to `peer` at `now`; what it brings,
+    /// A packet arrived on the current connection to `peer`; what it brings,
     /// or [`Event::ProtocolError`] and the connection handled as broken (then
     /// [`Arrival::Nothing`]).
-    pub fn handle_packet<'a>(&mut self, peer: PeerId, pkt: &'a [u8], now: u64) -> Arrival<'a> {
+    pub fn handle_packet<'a>(&mut self, peer: PeerId, pkt: &'a [u8]) -> Arrival<'a> {
         if !self.is_up(peer) {
             // A packet of a connection already handled as broken.
             return Arrival::Nothing;
@@ -106,7 +106,7 @@ impl Engine {
                     peer,
                     err: v.errno(),
                 });
-                self.reset(peer, now, Errno::ECONNRESET, false);
+                self.reset(peer, Errno::ECONNRESET, false);
                 Arrival::Nothing
             }
         }
@@ -154,6 +154,10 @@ impl Engine {
         };
         match inb {
             Inbound::Credit => Ok(Arrival::Nothing),
+            Inbound::RemoteAccess { read } => {
+                self.events.push_back(Event::RemoteAccess { peer, read });
+                Ok(Arrival::Nothing)
+            }
             Inbound::DcAck { count } => {
                 let acked = p
                     .await_ack

@@ -79,7 +79,7 @@ impl Shared {
 
     /// Carry out the connection manager's actions.
     pub(super) fn run_actions(&self, act: &Active, st: &mut St) {
-        let now = Instant::now();
+        let now = st.now();
         while let Some(a) = st.mgr.poll_action() {
             match a {
                 Action::Connect(p) => {
@@ -158,7 +158,7 @@ impl Shared {
 
     /// The connection to `c` is gone: fail what was queued or in flight on it.
     pub(super) fn fail_conn(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        let now = Instant::now();
+        let now = st.now();
         let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
             return;
         };
@@ -221,7 +221,7 @@ impl Shared {
     /// `keep_queued` those the engine has not started (they go on the next
     /// connection). The engine starts a new epoch for the peer.
     fn fail_ops_of(&self, act: &Active, st: &mut St, c: usize, e: Errno, keep_queued: bool) {
-        st.eng.reset(peer_of(c), 0, e, keep_queued);
+        st.eng.reset(peer_of(c), e, keep_queued);
         let ids: Vec<u32> = st
             .ops
             .iter()
@@ -305,7 +305,7 @@ impl Shared {
             Ok(a) => a,
             Err(e) => return reject(Reason::Malformed, &format!("bad peer address: {e}")),
         };
-        let now = Instant::now();
+        let now = st.now();
         // An unspecified IP in the peer's name (it listens on every interface) is the
         // IP its connection comes from.
         let src_ip = info
@@ -371,6 +371,7 @@ impl Shared {
                                 conn.peer_sar =
                                     h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
                                 conn.instance = Some(h.instance);
+                                conn.peer_rma_event = h.rma_event;
                                 self.drop_msg(st, prev);
                             }
                         }
@@ -387,7 +388,7 @@ impl Shared {
     }
 
     pub(super) fn handle_connected(&self, act: &Active, st: &mut St, slot: usize, data: &[u8]) {
-        let now = Instant::now();
+        let now = st.now();
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };
@@ -408,6 +409,7 @@ impl Shared {
                         && h.credits > 0 =>
                 {
                     conn.peer_sar = h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
+                    conn.peer_rma_event = h.rma_event;
                     (h.credits as usize, Some(h.instance))
                 }
                 Ok(h) => {
@@ -470,7 +472,7 @@ impl Shared {
     ) {
         // As for FI_SHUTDOWN: what arrived before the error is completed first.
         self.progress_cq(act, st);
-        let now = Instant::now();
+        let now = st.now();
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };

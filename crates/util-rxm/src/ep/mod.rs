@@ -277,6 +277,19 @@ struct Conn {
     src_alias: usize,
     instance: Option<u64>,
     loopback: bool,
+    /// The peer counts our accesses to its memory (its handshake asked,
+    /// `FI_RMA_EVENT`): each forwarded RMA or atomic that completes is told to it.
+    peer_rma_event: bool,
+}
+
+/// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
+/// count the peers' accesses to this endpoint's memory as the peers report them done
+/// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
+/// (which asks peers for those reports).
+#[derive(Default)]
+struct RemoteCntrs {
+    write: Option<ofi_kit::cntr::KitCntr>,
+    read: Option<ofi_kit::cntr::KitCntr>,
 }
 
 enum Fwd {
@@ -303,6 +316,18 @@ enum Fwd {
         res: Vec<Ioc>,
         rdesc: Vec<usize>,
     },
+}
+
+impl Fwd {
+    /// Whether the peer counts it as a read of its memory (`FI_REMOTE_READ`): an RMA
+    /// read or an atomic read; else a write (`FI_REMOTE_WRITE`: writes and atomics).
+    fn is_remote_read(&self) -> bool {
+        match self {
+            Fwd::Read { .. } => true,
+            Fwd::Write { .. } => false,
+            Fwd::Atomic { op, .. } => *op == AtomicOp::AtomicRead,
+        }
+    }
 }
 
 // SAFETY: the raw pointers in `Fwd` are the application's buffer addresses (and
@@ -399,7 +424,10 @@ struct St {
     /// acknowledgements, segment cursors, rendezvous bookkeeping, epochs.
     eng: Engine,
     mgr: Manager,
-    next_timer: Option<Instant>,
+    /// The connection manager's next deadline, on its clock ([`St::now`]).
+    next_timer: Option<conn::Nanos>,
+    /// The origin of the connection manager's clock.
+    clock: Instant,
     /// When the core EQ was last read.
     last_eq: Instant,
     /// Progress calls so far.
@@ -424,6 +452,8 @@ struct Shared {
     directed: bool,
     setup: Mutex<Setup>,
     active: OnceLock<Active>,
+    /// Remote-access counters (locked after `st` where both are held).
+    remote: Mutex<RemoteCntrs>,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -534,12 +564,10 @@ impl Endpoint {
                     seg_size: settings.eager_limit(),
                     sar_limit: settings.sar_limit,
                     max_msg: crate::MAX_MSG_SIZE,
-                    // Connections are the connection manager's ([`crate::conn`]).
-                    reconnect_delay: 0,
-                    connect_timeout: u64::MAX,
                 }),
                 mgr,
                 next_timer: None,
+                clock: Instant::now(),
                 last_eq: Instant::now(),
                 polls: 0,
             }),
@@ -558,6 +586,7 @@ impl Endpoint {
             directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
+            remote: Mutex::new(RemoteCntrs::default()),
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -617,9 +646,23 @@ impl Shared {
             credits: self.settings.credits as u32,
             sar_limit: self.settings.sar_limit as u64,
             instance: self.instance,
+            rma_event: {
+                let r = lock(&self.remote);
+                r.write.is_some() || r.read.is_some()
+            },
             addr: self.me_bytes.clone(),
         }
         .encode()
+    }
+
+    /// A peer reported one of its accesses to our memory done: the remote counter of
+    /// its kind counts it.
+    fn count_remote_access(&self, read: bool) {
+        let r = lock(&self.remote);
+        let c = if read { &r.read } else { &r.write };
+        if let Some(c) = c {
+            c.inc();
+        }
     }
 }
 
@@ -627,6 +670,16 @@ impl Shared {
 // Connections.
 
 impl St {
+    /// `t` on the connection manager's clock (nanoseconds since the endpoint was made).
+    fn clock_at(&self, t: Instant) -> conn::Nanos {
+        u64::try_from(t.saturating_duration_since(self.clock).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The time now on the connection manager's clock.
+    fn now(&self) -> conn::Nanos {
+        self.clock_at(Instant::now())
+    }
+
     /// The connection for peer `addr` (created idle if new); `addr` becomes one of its
     /// aliases (the forms the AV may hold it under).
     fn conn_for_addr(&mut self, addr: &Address) -> usize {
@@ -654,6 +707,7 @@ impl St {
             src_alias: 0,
             instance: None,
             loopback: false,
+            peer_rma_event: false,
         };
         let idx = match self.conns.iter().position(Option::is_none) {
             Some(i) => {
@@ -802,6 +856,27 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
     fn directed(&self) -> bool {
         self.sh.directed
+    }
+
+    /// `FI_RMA_EVENT`: counters of the peers' RMA and atomics on this endpoint's memory
+    /// (`FI_REMOTE_WRITE`: writes and atomics, `FI_REMOTE_READ`: reads), one per kind.
+    fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
+        let mut r = lock(&self.sh.remote);
+        let taken = (flags.contains(OpFlags::REMOTE_WRITE) && r.write.is_some())
+            || (flags.contains(OpFlags::REMOTE_READ) && r.read.is_some());
+        if taken {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{NAME}: a remote-access counter is already bound"),
+            ));
+        }
+        if flags.contains(OpFlags::REMOTE_WRITE) {
+            r.write = Some(cntr.clone());
+        }
+        if flags.contains(OpFlags::REMOTE_READ) {
+            r.read = Some(cntr.clone());
+        }
+        Ok(())
     }
 }
 

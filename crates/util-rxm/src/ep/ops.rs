@@ -176,8 +176,23 @@ impl Shared {
         if !op.posted || op.outstanding > 0 || (!op.engine_done && op.err.is_none()) {
             return;
         }
+        // A forwarded RMA or atomic done at a peer that counts remote accesses
+        // (`FI_RMA_EVENT`): tell it, on the connection the access went on (after it).
+        let told = match (&op.body, op.err) {
+            (Body::Fwd(f), None) => st
+                .conns
+                .get(op.conn)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.peer_rma_event)
+                .then(|| (op.conn, f.is_remote_read())),
+            _ => None,
+        };
         if let Some(op) = st.free_op(i) {
             act.complete_tx(op.ctx, op.flags, op.want, op.err);
+        }
+        if let Some((c, read)) = told {
+            st.eng.remote_access_done(peer_of(c), read);
+            self.pump_conn(act, st, c);
         }
     }
 
@@ -224,7 +239,8 @@ impl Shared {
         if st.eng.is_up(peer) {
             self.pump_conn(act, st, c);
         } else {
-            st.mgr.want(c as PeerId, Instant::now());
+            let now = st.now();
+            st.mgr.want(c as PeerId, now);
             self.run_actions(act, st);
         }
         Ok(())

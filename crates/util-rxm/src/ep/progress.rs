@@ -180,6 +180,7 @@ impl Shared {
         }
         n += self.progress_cq(act, st);
         if let (Some(t), Some(now)) = (st.next_timer, now) {
+            let now = st.clock_at(now);
             if t <= now {
                 st.mgr.handle_timeout(now);
                 self.run_actions(act, st);

@@ -144,6 +144,7 @@ impl Shared {
                 // Receives being filled are the endpoint's (failed with their
                 // connection); protocol errors come from `receive` as errors.
                 Event::RecvFailed { .. } | Event::ProtocolError { .. } => {}
+                Event::RemoteAccess { read, .. } => self.count_remote_access(read),
             }
         }
     }

@@ -113,8 +113,9 @@ wire_header! {
         KIND: u8 = 5..6 => kind, set_kind;
         /// Reject reason ([`Reason`](super::Reason)).
         REASON: u8 = 6..7 => reason, set_reason;
-        /// Reserved, zero.
-        RESERVED0: u8 = 7..8 => reserved0, set_reserved0;
+        /// Feature bits ([`FEATURE_RMA_EVENT`](super::FEATURE_RMA_EVENT); others
+        /// reserved, zero, ignored when read).
+        FEATURES: u8 = 7..8 => features, set_features;
         /// Bounce buffer size.
         BUFFER_SIZE: u32 = 8..12 => buffer_size, set_buffer_size;
         /// Credits granted.
@@ -260,9 +261,15 @@ pub struct Hello {
     pub sar_limit: u64,
     /// The sending endpoint instance (tells a restarted peer from a stale request).
     pub instance: u64,
+    /// The sender counts the RMA and atomics its peers carry out on its memory
+    /// (`FI_RMA_EVENT`): tell it each one, once done ([`Op::RemoteAccess`]).
+    pub rma_event: bool,
     /// Sender's RDM address bytes.
     pub addr: Vec<u8>,
 }
+
+/// Handshake feature bit: [`Hello::rma_event`].
+pub const FEATURE_RMA_EVENT: u8 = 1;
 
 impl Hello {
     /// Write the fixed part (the address length as `min(addr.len(), MAX_ADDR)`); the
@@ -272,7 +279,7 @@ impl Hello {
         v.set_version(self.version);
         v.set_kind(self.kind as u8);
         v.set_reason(self.reason as u8);
-        v.set_reserved0(0);
+        v.set_features(if self.rma_event { FEATURE_RMA_EVENT } else { 0 });
         v.set_buffer_size(self.buffer_size);
         v.set_credits(self.credits);
         v.set_sar_limit(self.sar_limit);
@@ -321,6 +328,7 @@ impl Hello {
             credits: v.credits(),
             sar_limit: v.sar_limit(),
             instance: v.instance(),
+            rma_event: v.features() & FEATURE_RMA_EVENT != 0,
             addr: addr.to_vec(),
         })
     }
@@ -344,6 +352,10 @@ pub enum Op {
     /// Delivery acknowledgements: `size` = how many more [`F_DC`] messages of this
     /// connection the receiver has taken in (they are taken in the order sent).
     DcAck = 7,
+    /// One RMA or atomic of the sender on the receiver's memory, carried out over this
+    /// connection, is done (`tag` 0: a write or an atomic, 1: a read); sent only to a
+    /// peer whose handshake asked ([`Hello::rma_event`]), after the access completed.
+    RemoteAccess = 8,
 }
 
 impl Op {
@@ -356,6 +368,7 @@ impl Op {
             5 => Op::RndvDone,
             6 => Op::Credit,
             7 => Op::DcAck,
+            8 => Op::RemoteAccess,
             _ => return None,
         })
     }

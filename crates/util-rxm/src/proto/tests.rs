@@ -24,6 +24,7 @@ fn hello() -> Hello {
         credits: 64,
         sar_limit: 131072,
         instance: 77,
+        rma_event: true,
         addr: vec![1, 2, 3, 4],
     }
 }
@@ -136,7 +137,9 @@ fn wire_bytes_are_pinned() {
     let b = h.encode();
     let mut want = Vec::new();
     want.extend_from_slice(b"RXMh");
-    want.extend_from_slice(&[VERSION, 3, 4, 0]);
+    // Byte 7: the feature bits (reserved and zero before FI_RMA_EVENT; a peer that
+    // predates them ignores the byte and never sets it).
+    want.extend_from_slice(&[VERSION, 3, 4, FEATURE_RMA_EVENT]);
     want.extend_from_slice(&16384u32.to_le_bytes());
     want.extend_from_slice(&64u32.to_le_bytes());
     want.extend_from_slice(&131072u64.to_le_bytes());
@@ -154,6 +157,13 @@ fn wire_bytes_are_pinned() {
     want.extend_from_slice(&0x3344u64.to_le_bytes());
     want.extend_from_slice(&0x5566u64.to_le_bytes());
     assert_eq!(hdr.bytes().to_vec(), want);
+    // A remote-access report: op 8, the kind in the tag.
+    let ra = Hdr::new(Op::RemoteAccess, 0, 0, 1, 0);
+    assert_eq!(ra.bytes()[..2], [VERSION, 8]);
+    assert_eq!(
+        Hdr::parse(&ra.bytes()).map(|h| (h.op, h.tag)),
+        Ok((Op::RemoteAccess, 1))
+    );
 
     let r = Rts {
         id: 9,
