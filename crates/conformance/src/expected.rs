@@ -105,9 +105,9 @@ macro_rules! full_rdm {
     };
 }
 
-/// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints and
-/// shared contexts.
-pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx);
+/// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
+/// shared contexts and triggered operations.
+pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`.
 pub const RXM: &[Capability] = full_rdm!(Fence);

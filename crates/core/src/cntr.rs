@@ -111,7 +111,6 @@ impl TriggeredContext {
     }
 }
 
-
 impl Counter {
     /// The provider object and table (for the host's poll sets).
     pub(crate) fn raw_parts(&self) -> (Obj, *const CntrTable) {
