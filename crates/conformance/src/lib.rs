@@ -1062,6 +1062,7 @@ macro_rules! conformance_suite {
                 trigger_chain_rma_and_atomic,
                 trigger_bad_arguments,
                 trigger_close_cancels,
+                trigger_failure_completes_as_error,
             );
 
             #[test]

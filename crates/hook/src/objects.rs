@@ -70,7 +70,7 @@ impl<H: Hook> CntrOps for HookCntr<H> {
     // `Hook::read`, the rest through `Hook::ctl`.
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
 
-    /// Registered for triggered calls ([`crate::trigger`]).
+    /// Registered for triggered calls (the crate's `trigger` module).
     fn published(&self) {
         crate::trigger::publish(self as *const Self as usize, &self.core);
     }

@@ -12,7 +12,9 @@
 //! `FI_MULTI_RECV` with exactly one buffer, and the receive flags a posted receive keeps
 //! (`FI_COMPLETION`, `FI_MULTI_RECV`; tagged: `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`).
 //! RMA messages take one remote buffer (up to [`DataPath::RMA_IOV_LIMIT`]), atomic
-//! messages one remote ioc.
+//! messages one remote ioc. A `*msg` transmit call with `FI_TRIGGER` goes to
+//! [`crate::trigger`] (kept until its counter reaches the threshold) when the provider
+//! takes the flag ([`DataPath::triggers`]).
 //!
 //! Used by `ofi_rxm` and `ofi_rxd`. Nothing here panics.
 

@@ -144,6 +144,7 @@ table! {
     Trigger: trigger::trigger_chain_rma_and_atomic,
     Trigger: trigger::trigger_bad_arguments,
     Trigger: trigger::trigger_close_cancels,
+    Trigger: trigger::trigger_failure_completes_as_error,
 }
 
 /// The check called `name`.

@@ -14,6 +14,8 @@
 //!   anything; at most `tx_size` wait (`FI_EAGAIN` beyond).
 //! - [`trigger_close_cancels`]: closing an endpoint with a waiting triggered send
 //!   completes it with `FI_ECANCELED`.
+//! - [`trigger_failure_completes_as_error`]: a triggered RMA write with a bad key
+//!   fails once it goes: an error completion reporting its triggered context.
 //!
 //! "Does not go" is checked after a fixed number of progress rounds on both sides
 //! (no sleeping); every wait is bounded by [`crate::WAIT`].
@@ -333,6 +335,62 @@ pub fn trigger_close_cancels(s: &Subject) {
             c.add(1).unwrap();
             drop(b);
             drop(cq);
+        },
+    );
+}
+
+/// A triggered write with a bad key completes as an error once its counter moves.
+pub fn trigger_failure_completes_as_error(s: &Subject) {
+    const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
+    each_pair_with(
+        s,
+        Caps::RMA | Caps::TRIGGER,
+        reliable,
+        |_| {},
+        |p| {
+            let c = counter(&p);
+            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0xa1);
+            let local = Region::new(&p, 0, 4096, 7, OpFlags::READ | OpFlags::WRITE, 0xa2);
+            let trig = Box::new(TriggeredContext::threshold(&c, 1));
+            let liov = [Iov {
+                base: local.ptr.cast(),
+                len: 32,
+            }];
+            let desc = [local.mr.desc()];
+            let riov = [RmaIov {
+                addr: target.addr,
+                len: 32,
+                key: target.mr.key() ^ 0x5a5a,
+            }];
+            let wmsg = MsgRma {
+                msg_iov: liov.as_ptr(),
+                desc: desc.as_ptr(),
+                iov_count: 1,
+                addr: p.a.peer,
+                rma_iov: riov.as_ptr(),
+                rma_iov_count: 1,
+                context: ctx_of(&trig),
+                data: 0,
+            };
+            // SAFETY: `local` lives until the completion is read; the arrays across the call.
+            unsafe {
+                p.a.ep
+                    .writemsg(&wmsg, (OpFlags::TRIGGER | OpFlags::COMPLETION).bits())
+            }
+            .unwrap_or_else(|e| panic!("fi_writemsg(FI_TRIGGER): {e} ({})", e.code()));
+            assert_nothing_yet(&p, "before the counter moves");
+            c.add(1).unwrap();
+            let ee = p.wait_err(0, "the triggered write with a bad key");
+            assert_eq!(
+                ee.op_context,
+                ctx_of(&trig),
+                "the error reports the triggered context"
+            );
+            assert_ne!(ee.err, 0, "an error code");
+            assert!(
+                target.bytes()[..32].iter().all(|&b| b == 0),
+                "nothing was written"
+            );
         },
     );
 }
