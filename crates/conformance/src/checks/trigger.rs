@@ -62,6 +62,45 @@ fn ctx_of(t: &TriggeredContext) -> usize {
     t as *const TriggeredContext as usize
 }
 
+/// An `fi_writemsg` with `FI_TRIGGER` of the first `len` bytes of `local` to the start
+/// of `target` with `key`, triggered by `trig`.
+fn triggered_write(
+    p: &Pair,
+    local: &Region,
+    target: &Region,
+    len: usize,
+    key: u64,
+    trig: &TriggeredContext,
+) {
+    let liov = [Iov {
+        base: local.ptr.cast(),
+        len,
+    }];
+    let desc = [local.mr.desc()];
+    let riov = [RmaIov {
+        addr: target.addr,
+        len,
+        key,
+    }];
+    let wmsg = MsgRma {
+        msg_iov: liov.as_ptr(),
+        desc: desc.as_ptr(),
+        iov_count: 1,
+        addr: p.a.peer,
+        rma_iov: riov.as_ptr(),
+        rma_iov_count: 1,
+        context: ctx_of(trig),
+        data: 0,
+    };
+    // SAFETY: the caller keeps `local` until the completion is read; the arrays live
+    // across the call (the provider copies them).
+    unsafe {
+        p.a.ep
+            .writemsg(&wmsg, (OpFlags::TRIGGER | OpFlags::COMPLETION).bits())
+    }
+    .unwrap_or_else(|e| panic!("fi_writemsg(FI_TRIGGER): {e} ({})", e.code()));
+}
+
 /// A send triggered at threshold 2 goes only when the counter reaches 2.
 pub fn trigger_send_waits_for_threshold(s: &Subject) {
     each_pair_with(
@@ -139,32 +178,8 @@ pub fn trigger_chain_rma_and_atomic(s: &Subject) {
             )
             .unwrap_or_else(|e| panic!("fi_sendmsg(FI_TRIGGER): {e} ({})", e.code()));
 
-            let liov = [Iov {
-                base: local.ptr.cast(),
-                len: 64,
-            }];
             let desc = [local.mr.desc()];
-            let riov = [RmaIov {
-                addr: target.addr,
-                len: 64,
-                key: target.mr.key(),
-            }];
-            let wmsg = MsgRma {
-                msg_iov: liov.as_ptr(),
-                desc: desc.as_ptr(),
-                iov_count: 1,
-                addr: p.a.peer,
-                rma_iov: riov.as_ptr(),
-                rma_iov_count: 1,
-                context: ctx_of(&t_write),
-                data: 0,
-            };
-            // SAFETY: `local` lives until the completion is read; the arrays across the call.
-            unsafe {
-                p.a.ep
-                    .writemsg(&wmsg, (OpFlags::TRIGGER | OpFlags::COMPLETION).bits())
-            }
-            .unwrap_or_else(|e| panic!("fi_writemsg(FI_TRIGGER): {e} ({})", e.code()));
+            triggered_write(&p, &local, &target, 64, target.mr.key(), &t_write);
 
             let aiov = [Ioc {
                 // SAFETY: inside the 4096 bytes of `local`.
@@ -352,32 +367,7 @@ pub fn trigger_failure_completes_as_error(s: &Subject) {
             let target = Region::new(&p, 1, 4096, 0, REMOTE, 0xa1);
             let local = Region::new(&p, 0, 4096, 7, OpFlags::READ | OpFlags::WRITE, 0xa2);
             let trig = Box::new(TriggeredContext::threshold(&c, 1));
-            let liov = [Iov {
-                base: local.ptr.cast(),
-                len: 32,
-            }];
-            let desc = [local.mr.desc()];
-            let riov = [RmaIov {
-                addr: target.addr,
-                len: 32,
-                key: target.mr.key() ^ 0x5a5a,
-            }];
-            let wmsg = MsgRma {
-                msg_iov: liov.as_ptr(),
-                desc: desc.as_ptr(),
-                iov_count: 1,
-                addr: p.a.peer,
-                rma_iov: riov.as_ptr(),
-                rma_iov_count: 1,
-                context: ctx_of(&trig),
-                data: 0,
-            };
-            // SAFETY: `local` lives until the completion is read; the arrays across the call.
-            unsafe {
-                p.a.ep
-                    .writemsg(&wmsg, (OpFlags::TRIGGER | OpFlags::COMPLETION).bits())
-            }
-            .unwrap_or_else(|e| panic!("fi_writemsg(FI_TRIGGER): {e} ({})", e.code()));
+            triggered_write(&p, &local, &target, 32, target.mr.key() ^ 0x5a5a, &trig);
             assert_nothing_yet(&p, "before the counter moves");
             c.add(1).unwrap();
             let ee = p.wait_err(0, "the triggered write with a bad key");
