@@ -348,6 +348,28 @@ impl OwnedCall {
     }
 }
 
+/// The flags of the completion of a call of `kind`: `FI_SEND` with `FI_MSG` or
+/// `FI_TAGGED`, `FI_RMA` with `FI_READ` or `FI_WRITE`, `FI_ATOMIC` with `FI_WRITE`
+/// (base) or `FI_READ` (fetch, compare).
+pub fn completion_flags(kind: OpKind) -> u64 {
+    use ofi_core::abi::ops::OpFamily;
+    let f = match kind.family {
+        OpFamily::Send | OpFamily::Recv => {
+            OpFlags::SEND
+                | if kind.tagged {
+                    OpFlags::TAGGED
+                } else {
+                    OpFlags::MSG
+                }
+        }
+        OpFamily::Read => OpFlags::RMA | OpFlags::READ,
+        OpFamily::Write => OpFlags::RMA | OpFlags::WRITE,
+        OpFamily::Atomic => OpFlags::ATOMIC | OpFlags::WRITE,
+        OpFamily::Fetch | OpFamily::Compare => OpFlags::ATOMIC | OpFlags::READ,
+    };
+    f.bits()
+}
+
 /// One waiting call.
 #[derive(Debug)]
 struct Pending {
@@ -471,6 +493,40 @@ impl TriggerQueue {
         }
         self.put_back(back);
         (issued, failed)
+    }
+
+    /// [`fire_ready`](Self::fire_ready), each failed call handed to `complete` with its
+    /// context, its completion flags ([`completion_flags`]) and error code (for an
+    /// error completion). The number of calls issued or failed.
+    ///
+    /// # Safety
+    /// As [`fire_ready`](Self::fire_ready).
+    pub unsafe fn fire_ready_completing<T: DataPath + ?Sized>(
+        &self,
+        ep: &T,
+        mut complete: impl FnMut(usize, u64, Errno),
+    ) -> usize {
+        // SAFETY: the caller's contract.
+        let (issued, failed) = unsafe { self.fire_ready(ep) };
+        let n = issued + failed.len();
+        for f in failed {
+            ofi_core::ofi_info!(
+                T::NAME,
+                "ep_data",
+                "triggered operation failed when issued: {}",
+                f.error
+            );
+            complete(f.context, completion_flags(f.kind), f.error.code());
+        }
+        n
+    }
+
+    /// [`cancel_all`](Self::cancel_all), each call handed to `complete` with its
+    /// context, completion flags and `FI_ECANCELED`.
+    pub fn cancel_all_completing(&self, mut complete: impl FnMut(usize, u64, Errno)) {
+        for (context, kind) in self.cancel_all() {
+            complete(context, completion_flags(kind), Errno::ECANCELED);
+        }
     }
 
     /// Remove every waiting call (endpoint close): their contexts and kinds, for the

@@ -446,7 +446,7 @@ struct Shared {
     /// Triggered operations waiting for their counters (`trigger`).
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
-    me: std::sync::Weak<Shared>,
+    this: std::sync::Weak<Shared>,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
@@ -570,9 +570,9 @@ impl Endpoint {
             .collect();
         let m = TagMatcher::new(open.matcher_config());
         let tx_size = settings.tx_size;
-        let sh = Arc::new_cyclic(|me| Shared {
+        let sh = Arc::new_cyclic(|this| Shared {
             triggers: ofi_kit::trigger::TriggerQueue::new(tx_size),
-            me: me.clone(),
+            this: this.clone(),
             settings,
             mr,
             name: region.name().to_string(),
