@@ -313,8 +313,8 @@ fn msg_flags<T: DataPath + ?Sized>(
     Ok(flags)
 }
 
-/// A `*msg` call made with `FI_TRIGGER` ([`crate::trigger`]): its counter resolved
-/// and checked, then issued at once when the counter has reached the threshold
+/// A `*msg` call made with `FI_TRIGGER` ([`crate::trigger`]; with `FI_INJECT`:
+/// `FI_EBADFLAGS`): its counter resolved and checked, then issued at once when the counter has reached the threshold
 /// already, otherwise kept in the endpoint's queue.
 ///
 /// # Safety
@@ -332,6 +332,14 @@ unsafe fn defer<T: DataPath + ?Sized>(
             format!("{}: FI_TRIGGER is not supported", T::NAME),
         ));
     };
+    if flags.contains(OpFlags::INJECT) {
+        // The buffer of an inject is the caller's again on return; a deferred call
+        // would read it later.
+        return Err(Error::new(
+            Errno::EBADFLAGS,
+            format!("{}: FI_INJECT with FI_TRIGGER is not supported", T::NAME),
+        ));
+    }
     let context = match a.msg {
         MsgArg::Msg(m) => m.context,
         MsgArg::Tagged(m) => m.context,

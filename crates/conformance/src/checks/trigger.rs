@@ -10,7 +10,8 @@
 //!   triggered by the same counter at the next value: one `fi_cntr_add` starts the
 //!   chain; each lands and completes in order.
 //! - [`trigger_bad_arguments`]: threshold 0, a counter of another domain and a null
-//!   context are `FI_EINVAL`; `FI_TRIGGER` on a receive is `FI_EBADFLAGS`; none posts
+//!   context are `FI_EINVAL`; `FI_TRIGGER` on a receive, or with `FI_INJECT` (whose
+//!   buffer is the caller's again on return), is `FI_EBADFLAGS`; none posts
 //!   anything; at most `tx_size` wait (`FI_EAGAIN` beyond).
 //! - [`trigger_close_cancels`]: closing an endpoint with a waiting triggered send
 //!   completes it with `FI_ECANCELED`.
@@ -271,6 +272,18 @@ pub fn trigger_bad_arguments(s: &Subject) {
                 sendmsg(&p.a.ep, &payload, p.a.peer, 0, OpFlags::TRIGGER),
                 Errno::EINVAL,
                 "a null triggered context",
+            );
+            let one = Box::new(TriggeredContext::threshold(&c, 1));
+            expect_errno(
+                sendmsg(
+                    &p.a.ep,
+                    &payload,
+                    p.a.peer,
+                    ctx_of(&one),
+                    OpFlags::TRIGGER | OpFlags::INJECT,
+                ),
+                Errno::EBADFLAGS,
+                "FI_TRIGGER with FI_INJECT (the buffer is free on return)",
             );
             let mut scratch = [0u8; 16];
             let rtrig = Box::new(TriggeredContext::threshold(&c, 1));
