@@ -162,6 +162,16 @@ pub mod data {
                     // panic, and the provider's slot catches its own panics.
                     // SAFETY: the slot sits in our endpoints' tables only.
                     let e = &unsafe { super::EpObj::of(ep) }.r.ep;
+                    // A `*msg` call with `FI_TRIGGER`: the provider's counter in its
+                    // triggered context (`crate::trigger`); a constant 0 for the others.
+                    #[allow(clippy::identity_op)]
+                    let trig_flags: u64 = 0 $(| c_data_slots!(@flags $c $c))*;
+                    if trig_flags & ::ofi::OpFlags::TRIGGER.bits() != 0 {
+                        #[allow(clippy::identity_op)]
+                        let trig_ctx: usize = 0 $(| c_data_slots!(@ctx $c $c))*;
+                        // SAFETY: the program's contract for a triggered call.
+                        unsafe { crate::trigger::lower_trigger(trig_flags, trig_ctx) };
+                    }
                     $(let $c = c_data_slots!(@arg $c $(, $hty)?);)*
                     // SAFETY: the program upholds the operation's contract.
                     match unsafe { e.$host($($c),*) } {
@@ -181,6 +191,13 @@ pub mod data {
                 )*)*
             }
         };
+        (@flags flags $v:ident) => { $v };
+        (@flags $other:ident $v:ident) => { 0 };
+        (@ctx msg $v:ident) => {{
+            // SAFETY: the message is null or readable (the program's contract).
+            unsafe { crate::trigger::MsgContext::msg_context($v) }
+        }};
+        (@ctx $other:ident $v:ident) => { 0 };
         (@arg $c:ident) => { $c };
         (@arg $c:ident, $hty:ty) => {
             match <$hty>::from_raw($c) {

@@ -52,6 +52,7 @@ pub mod params;
 pub mod queues;
 pub mod sets;
 pub mod tostr;
+pub mod trigger;
 
 /// `FI_EOTHER`: the code a caught panic becomes.
 pub const FI_EOTHER: c_int = 256;

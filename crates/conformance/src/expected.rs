@@ -105,13 +105,13 @@ macro_rules! full_rdm {
     };
 }
 
-/// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints and
-/// shared contexts.
-pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx);
+/// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
+/// shared contexts and triggered operations.
+pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger);
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE` and remote
-/// counters.
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent);
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters
+/// and triggered operations.
+pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

@@ -600,6 +600,10 @@ impl Claims {
                 "no FI_RMA with FI_ORDER_RAW, FI_ORDER_WAW or FI_ORDER_WAR",
             ),
             Capability::Fence => any(Caps::RMA | Caps::FENCE, "no FI_RMA with FI_FENCE"),
+            Capability::Trigger => need(
+                reliable(Caps::MSG | Caps::TRIGGER) && self.probes.cntr.is_ok(),
+                "no FI_MSG with FI_TRIGGER on a reliable type (or no counters)",
+            ),
         }
     }
 }
@@ -690,11 +694,14 @@ pub enum Capability {
     Ordering,
     /// `FI_FENCE` with RMA.
     Fence,
+    /// Triggered operations (`FI_TRIGGER`, fi_trigger(3)): `*msg` calls that start
+    /// when a counter reaches a threshold.
+    Trigger,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 38] = [
+    pub const ALL: [Capability; 39] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -733,6 +740,7 @@ impl Capability {
         Capability::Control,
         Capability::Ordering,
         Capability::Fence,
+        Capability::Trigger,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -786,6 +794,7 @@ impl Capability {
                 "`FI_RMA` with `FI_ORDER_RAW`, `FI_ORDER_WAW` or `FI_ORDER_WAR`"
             }
             Capability::Fence => "`FI_RMA` with `FI_FENCE`",
+            Capability::Trigger => "`FI_MSG` with `FI_TRIGGER` on a reliable type, with counters",
         }
     }
 }
@@ -831,6 +840,7 @@ impl fmt::Display for Capability {
             Capability::Control => "control",
             Capability::Ordering => "ordering",
             Capability::Fence => "fence",
+            Capability::Trigger => "trigger",
         };
         f.write_str(s)
     }
@@ -1055,6 +1065,11 @@ macro_rules! conformance_suite {
                 control_delivery_complete_default,
                 ordering_rma_claims_hold,
                 fence_read_after_writes,
+                trigger_send_waits_for_threshold,
+                trigger_chain_rma_and_atomic,
+                trigger_bad_arguments,
+                trigger_close_cancels,
+                trigger_failure_completes_as_error,
             );
 
             #[test]

@@ -335,6 +335,13 @@ pub trait EqOps: Sized + Send + Sync + 'static {
 pub trait CntrOps: Sized + Send + Sync + 'static {
     // ---- one method per operation of the list (`for_each_cntr_op!`) ----
     crate::for_each_cntr_op!(crate::ctl_trait_methods);
+
+    /// Called once, after the counter was placed where the host's object pointer
+    /// points (`&self` is at that address until the counter is closed): a provider
+    /// that resolves the counter named by a triggered operation's
+    /// [`TriggeredContext`](crate::cntr::TriggeredContext) records the address here.
+    /// Does nothing by default.
+    fn published(&self) {}
 }
 
 /// An address vector (`fid_av`).

@@ -178,6 +178,8 @@ macro_rules! hook_forwarders {
                         return r;
                     }
                 }
+                // SAFETY: the caller's contract for a triggered call's context.
+                unsafe { crate::trigger::lower_trigger(call.flags, call.context) };
                 // SAFETY: the caller of this data method upholds the C API's contract
                 // for the same buffers, which the endpoint beneath receives unchanged.
                 unsafe { self.core.inner.$host($($low),*) }

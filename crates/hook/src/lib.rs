@@ -47,6 +47,7 @@ pub mod objects;
 pub mod perf;
 mod provider;
 pub mod trace;
+mod trigger;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

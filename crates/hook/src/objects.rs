@@ -69,6 +69,11 @@ impl<H: Hook> CntrOps for HookCntr<H> {
     // One forwarder per operation of the list (`for_each_cntr_op!`); reads through
     // `Hook::read`, the rest through `Hook::ctl`.
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
+
+    /// Registered for triggered calls (the crate's `trigger` module).
+    fn published(&self) {
+        crate::trigger::publish(self as *const Self as usize, &self.core);
+    }
 }
 
 crate::hooked_objects! {

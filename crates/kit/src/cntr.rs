@@ -32,7 +32,7 @@
 //! Nothing: bad input is an `Error`, poisoned locks are recovered.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
@@ -197,7 +197,45 @@ impl KitCntr {
 
 crate::wait::queue_handle_waiting!(KitCntr, "counter");
 
+/// The live published counters: the address each was published at
+/// (`CntrOps::published`) and the counter. What a triggered operation's counter
+/// pointer is looked up in ([`crate::trigger`]), so that pointer is never
+/// dereferenced.
+static PUBLISHED: Mutex<Vec<(usize, Weak<CntrShared>)>> = Mutex::new(Vec::new());
+
+impl KitCntr {
+    /// The live counter published at `addr` (see [`crate::trigger`]), if any.
+    pub fn published_at(addr: usize) -> Option<KitCntr> {
+        if addr == 0 {
+            return None;
+        }
+        let list = lock(&PUBLISHED);
+        list.iter()
+            .rev()
+            .find(|(a, _)| *a == addr)
+            .and_then(|(_, w)| w.upgrade())
+            .map(|inner| KitCntr { inner })
+    }
+
+    /// Whether this counter drives `engine` (belongs to the domain that owns it).
+    pub fn in_domain(&self, engine: &Arc<ProgressEngine>) -> bool {
+        self.inner
+            .links
+            .engine()
+            .is_some_and(|e| Arc::ptr_eq(e, engine))
+    }
+}
+
 impl CntrOps for KitCntr {
+    /// Record where the host's object pointer points, for triggered operations
+    /// ([`KitCntr::published_at`]); entries of counters gone since are dropped.
+    fn published(&self) {
+        let addr = self as *const KitCntr as usize;
+        let mut list = lock(&PUBLISHED);
+        list.retain(|(a, w)| *a != addr && w.strong_count() > 0);
+        list.push((addr, Arc::downgrade(&self.inner)));
+    }
+
     fn read(&self) -> u64 {
         self.inner.drive();
         self.inner.seen();

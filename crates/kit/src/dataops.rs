@@ -12,7 +12,9 @@
 //! `FI_MULTI_RECV` with exactly one buffer, and the receive flags a posted receive keeps
 //! (`FI_COMPLETION`, `FI_MULTI_RECV`; tagged: `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`).
 //! RMA messages take one remote buffer (up to [`DataPath::RMA_IOV_LIMIT`]), atomic
-//! messages one remote ioc.
+//! messages one remote ioc. A `*msg` transmit call with `FI_TRIGGER` goes to
+//! [`crate::trigger`] (kept until its counter reaches the threshold) when the provider
+//! takes the flag ([`DataPath::triggers`]).
 //!
 //! Used by `ofi_rxm` and `ofi_rxd`. Nothing here panics.
 
@@ -90,6 +92,17 @@ pub trait DataPath {
     fn fence_ready(&self, act: &Self::Active) -> Result<()> {
         let _ = act;
         Ok(())
+    }
+    /// The endpoint's queue of triggered operations and its domain's progress
+    /// engine ([`crate::trigger`]); `None` (the default) for a provider that does not
+    /// take `FI_TRIGGER` (it is not in its [`OP_FLAGS`](Self::OP_FLAGS) either).
+    fn triggers(
+        &self,
+    ) -> Option<(
+        &crate::trigger::TriggerQueue,
+        &std::sync::Arc<crate::progress::ProgressEngine>,
+    )> {
+        None
     }
     /// Submit a send (message or tagged message).
     fn submit_send(&self, act: &Self::Active, req: SendRequest) -> Result<()>;
@@ -300,6 +313,55 @@ fn msg_flags<T: DataPath + ?Sized>(
     Ok(flags)
 }
 
+/// A `*msg` call made with `FI_TRIGGER` ([`crate::trigger`]; with `FI_INJECT`:
+/// `FI_EBADFLAGS`): its counter resolved and checked, then issued at once when the counter has reached the threshold
+/// already, otherwise kept in the endpoint's queue.
+///
+/// # Safety
+/// As [`dispatch`].
+#[cold]
+unsafe fn defer<T: DataPath + ?Sized>(
+    ep: &T,
+    kind: OpKind,
+    flags: OpFlags,
+    a: &DataArgs<'_>,
+) -> Result<()> {
+    let Some((queue, engine)) = ep.triggers() else {
+        return Err(Error::new(
+            Errno::EBADFLAGS,
+            format!("{}: FI_TRIGGER is not supported", T::NAME),
+        ));
+    };
+    if flags.contains(OpFlags::INJECT) {
+        // The buffer of an inject is the caller's again on return; a deferred call
+        // would read it later.
+        return Err(Error::new(
+            Errno::EBADFLAGS,
+            format!("{}: FI_INJECT with FI_TRIGGER is not supported", T::NAME),
+        ));
+    }
+    let context = match a.msg {
+        MsgArg::Msg(m) => m.context,
+        MsgArg::Tagged(m) => m.context,
+        MsgArg::Rma(m) => m.context,
+        MsgArg::Atomic(m) => m.context,
+        MsgArg::None => 0,
+    };
+    // SAFETY: the C API's contract: the context of a triggered call is its
+    // `struct fi_triggered_context`; the message's arrays hold their counts.
+    let ((cntr, threshold), call) = unsafe {
+        (
+            crate::trigger::resolve_counter(T::NAME, context, engine)?,
+            crate::trigger::OwnedCall::capture(T::NAME, kind, flags, a)?,
+        )
+    };
+    if cntr.value() >= threshold {
+        // SAFETY: the buffers are the caller's contract, as for any call.
+        return unsafe { call.issue(ep) };
+    }
+    queue.push(T::NAME, cntr, threshold, call)
+}
+
 /// A send: single buffer, vector, or message (`FI_REMOTE_CQ_DATA` decides the data,
 /// `FI_INJECT` is checked); injects are checked against `inject_size`.
 ///
@@ -350,6 +412,10 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
         }
     };
     let flags = msg_flags(ep, act, kind, a)?;
+    if flags.contains(OpFlags::TRIGGER) {
+        // SAFETY: forwarded.
+        return unsafe { defer(ep, kind, flags, a) };
+    }
     // SAFETY: the C API's contract.
     let iov = unsafe { iov_slice::<T>(iov, count)? };
     let iov = IoList::from_iov(iov, T::NAME)?;
@@ -435,6 +501,10 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
     };
     if let MsgArg::Rma(m) = a.msg {
         let flags = msg_flags(ep, act, kind, a)?;
+        if flags.contains(OpFlags::TRIGGER) {
+            // SAFETY: forwarded.
+            return unsafe { defer(ep, kind, flags, a) };
+        }
         // SAFETY: the C API's contract.
         let bufs = unsafe { iov_slice::<T>(m.msg_iov, m.iov_count)? };
         // SAFETY: as above.
@@ -520,6 +590,10 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
     };
     if let MsgArg::Atomic(m) = a.msg {
         let flags = msg_flags(ep, act, kind, a)?;
+        if flags.contains(OpFlags::TRIGGER) {
+            // SAFETY: forwarded.
+            return unsafe { defer(ep, kind, flags, a) };
+        }
         // SAFETY: the C API's contract for an atomic message (this function's own).
         let (bufs, remote, datatype, op) = unsafe { atomic_parts::<T>(m)? };
         // SAFETY: the C API's contract for the message's desc array.

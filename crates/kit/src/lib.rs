@@ -47,12 +47,13 @@
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in seven places only: the `poll(2)` call of
+//! `unsafe` is allowed in eight places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
 //! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, [`dataops`]'s
-//! reading of the C API's message arrays, and [`opflags`]' read and write of
-//! `fi_control`'s flags argument; everything else is safe code.
+//! reading of the C API's message arrays, [`opflags`]' read and write of
+//! `fi_control`'s flags argument, and [`trigger`]'s read of a triggered context and
+//! copies of a deferred call's arrays; everything else is safe code.
 
 #![deny(unsafe_code)]
 
@@ -86,6 +87,8 @@ pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;
+#[allow(unsafe_code)]
+pub mod trigger;
 pub mod wait;
 pub mod wire;
 

@@ -10,17 +10,17 @@
 //!
 //! | family | flags |
 //! | --- | --- |
-//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` |
+//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` |
 //! | send (tagged) | the above and `FI_MATCH_COMPLETE` |
 //! | receive (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_MULTI_RECV` |
 //! | receive (tagged) | `FI_COMPLETION`, `FI_MORE`, `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` |
 //! | RMA write | as a message send, and `FI_COMMIT_COMPLETE` |
-//! | RMA read | `FI_COMPLETION`, `FI_MORE`, `FI_FENCE` and the completion levels |
-//! | base atomic | `FI_COMPLETION`, `FI_MORE`, `FI_INJECT`, `FI_FENCE`, the completion levels |
+//! | RMA read | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_FENCE` and the completion levels |
+//! | base atomic | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_FENCE`, the completion levels |
 //! | fetch / compare atomic | as a base atomic without `FI_INJECT` |
 //!
 //! What a provider implements is its own set ([`PROVIDER_DEFAULT`] unless it says
-//! otherwise: every defined flag but `FI_FENCE`, `FI_COMMIT_COMPLETE` and
+//! otherwise: every defined flag but `FI_FENCE`, `FI_COMMIT_COMPLETE`, `FI_TRIGGER` and
 //! `FI_MULTICAST`, which need work of their own). `FI_MORE` is a hint: every provider accepts it, whatever its
 //! set.
 //!
@@ -188,6 +188,10 @@ const TX_COMMON: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::FENCE)
     .union(COMPLETION_LEVELS);
 
+/// What every transmit `*msg` call defines beyond [`TX_COMMON`]: `FI_TRIGGER`
+/// (fi_trigger(3)), never a default flag.
+const TX_CALL: OpFlags = TX_COMMON.union(OpFlags::TRIGGER);
+
 /// The flags a provider implements unless it declares its own set: every flag some
 /// call defines, except `FI_FENCE`, `FI_COMMIT_COMPLETE` and `FI_MULTICAST`.
 pub const PROVIDER_DEFAULT: OpFlags = TX_COMMON
@@ -259,7 +263,7 @@ pub const fn default_tx(f: OpFlags) -> OpFlags {
 pub const fn defined(kind: OpKind) -> OpFlags {
     match kind.family {
         OpFamily::Send => {
-            let s = TX_COMMON
+            let s = TX_CALL
                 .union(OpFlags::INJECT)
                 .union(OpFlags::REMOTE_CQ_DATA)
                 .union(OpFlags::MULTICAST);
@@ -279,13 +283,13 @@ pub const fn defined(kind: OpKind) -> OpFlags {
                 r.union(OpFlags::MULTI_RECV)
             }
         }
-        OpFamily::Write => TX_COMMON
+        OpFamily::Write => TX_CALL
             .union(OpFlags::INJECT)
             .union(OpFlags::REMOTE_CQ_DATA)
             .union(OpFlags::COMMIT_COMPLETE),
-        OpFamily::Read => TX_COMMON,
-        OpFamily::Atomic => TX_COMMON.union(OpFlags::INJECT),
-        OpFamily::Fetch | OpFamily::Compare => TX_COMMON,
+        OpFamily::Read => TX_CALL,
+        OpFamily::Atomic => TX_CALL.union(OpFlags::INJECT),
+        OpFamily::Fetch | OpFamily::Compare => TX_CALL,
     }
 }
 

@@ -246,6 +246,7 @@ mod provider {
                 | Caps::NAMED_RX_CTX
                 | Caps::RMA_EVENT
                 | Caps::FENCE
+                | Caps::TRIGGER
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -259,7 +260,8 @@ mod provider {
                         | Caps::ATOMIC
                         | Caps::READ
                         | Caps::WRITE
-                        | Caps::FENCE,
+                        | Caps::FENCE
+                        | Caps::TRIGGER,
                     op_flags: OpFlags::COMPLETION
                         | OpFlags::INJECT
                         | OpFlags::INJECT_COMPLETE

@@ -264,8 +264,10 @@ fn rdm_caps(core: Caps) -> Caps {
         // libraries ask for both (Open MPI's ofi MTL always does).
         | Caps::LOCAL_COMM
         | Caps::REMOTE_COMM
-        // Fences are rxm's own (its operation table), whatever the core offers.
-        | Caps::FENCE;
+        // Fences are rxm's own (its operation table), whatever the core offers; so
+        // are triggered operations (kit's queue, fired from rxm's progress).
+        | Caps::FENCE
+        | Caps::TRIGGER;
     // Remote-access counters (FI_RMA_EVENT) are rxm's own: the initiator reports each
     // forwarded access done to a target that counts them.
     let remote = Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::RMA_EVENT;
@@ -365,7 +367,7 @@ impl RxmProvider {
                 tclass: 0,
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
+                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
                 mode: ofi_core::Mode::empty(),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,

@@ -23,6 +23,7 @@ pub mod rma;
 pub mod rma_event;
 pub mod tagged;
 pub mod teardown;
+pub mod trigger;
 pub mod waitset;
 
 use crate::{Capability, Subject};
@@ -139,6 +140,11 @@ table! {
     Control: control::control_delivery_complete_default,
     Ordering: ordering::ordering_rma_claims_hold,
     Fence: ordering::fence_read_after_writes,
+    Trigger: trigger::trigger_send_waits_for_threshold,
+    Trigger: trigger::trigger_chain_rma_and_atomic,
+    Trigger: trigger::trigger_bad_arguments,
+    Trigger: trigger::trigger_close_cancels,
+    Trigger: trigger::trigger_failure_completes_as_error,
 }
 
 /// The check called `name`.

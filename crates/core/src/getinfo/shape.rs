@@ -6,7 +6,7 @@
 //!
 //! What changes, with hints:
 //! - `caps`: the hint's caps, the modifiers their primary caps imply (taken from the
-//!   template), and the template's secondary caps — `FI_SOURCE` / `FI_SOURCE_ERR` only
+//!   template), and the template's secondary caps — `FI_SOURCE` / `FI_SOURCE_ERR` and `FI_TRIGGER` only
 //!   if hinted (they cost performance). A hint without primary caps keeps the template's
 //!   primaries. Remote RMA modifiers are dropped when the application's `mr_mode` does
 //!   not accept the registration bits an RMA target needs. Without hint caps the
@@ -199,7 +199,7 @@ pub(crate) fn shape_caps(offered: Caps, asked: Caps) -> Caps {
         let m = offered & RMA_MODIFIERS;
         caps |= if m.is_empty() { RMA_MODIFIERS } else { m };
     }
-    caps |= (offered & Caps::SECONDARY) - (Caps::SOURCE | Caps::SOURCE_ERR);
+    caps |= (offered & Caps::SECONDARY) - (Caps::SOURCE | Caps::SOURCE_ERR | Caps::TRIGGER);
     caps
 }
 

@@ -114,6 +114,7 @@ mod rx;
 mod scalable;
 mod shared_ctx;
 mod slot;
+mod trigger;
 mod tx;
 
 use tx::{private_copy, want_tx_cq, OneBuf, OpId};
@@ -430,6 +431,10 @@ struct Shared {
     /// Set at `fi_enable` when the endpoint receives through a shared receive context:
     /// its own receive calls are then refused (the context's receives match).
     rx_via_srx: AtomicBool,
+    /// Triggered operations waiting for their counters (`trigger`).
+    triggers: ofi_kit::trigger::TriggerQueue,
+    /// This endpoint, for issuing triggered operations from progress (`trigger`).
+    this: std::sync::Weak<Shared>,
 }
 
 /// An `FI_EP_RDM` endpoint (see the module docs).
@@ -552,7 +557,10 @@ impl Endpoint {
             })
             .collect();
         let m = TagMatcher::new(open.matcher_config());
-        let sh = Arc::new(Shared {
+        let tx_size = settings.tx_size;
+        let sh = Arc::new_cyclic(|this| Shared {
+            triggers: ofi_kit::trigger::TriggerQueue::new(tx_size),
+            this: this.clone(),
             settings,
             mr,
             name: region.name().to_string(),
@@ -647,7 +655,14 @@ impl Progress for Shared {
         } else {
             0
         };
-        rx + tx
+        // Triggered operations go once their counters (changed above or by the
+        // application) reach their thresholds: one load when none waits.
+        let fired = if self.triggers.is_empty() {
+            0
+        } else {
+            self.fire_triggers(act)
+        };
+        rx + tx + fired
     }
 }
 
@@ -738,7 +753,9 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn close(&self) -> Result<()> {
-        self.sep_close()
+        self.sep_close()?;
+        self.cancel_triggers();
+        Ok(())
     }
 
     fn tx_ctx(&self, index: i32, attr: &ofi_core::TxAttr, _context: usize) -> Result<Self> {
@@ -789,9 +806,17 @@ impl EndpointOps<Fabric> for Endpoint {
 /// four submissions: each takes the whole operation as one request value.
 impl DataPath for Endpoint {
     const NAME: &'static str = crate::NAME;
-    /// Kit's default set and `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)).
-    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+    /// Kit's default set, `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)) and
+    /// `FI_TRIGGER` ([`triggers`](DataPath::triggers)).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
+        .union(OpFlags::FENCE)
+        .union(OpFlags::TRIGGER);
     type Active = Active;
+
+    /// Triggered operations wait in the endpoint's queue (module `trigger`).
+    fn triggers(&self) -> Option<(&ofi_kit::trigger::TriggerQueue, &Arc<ProgressEngine>)> {
+        Some((&self.sh.triggers, &self.sh.engine))
+    }
 
     /// A fenced operation starts only when no earlier transmit operation is still in
     /// the operation table (queued, streaming, or waiting for its peer).

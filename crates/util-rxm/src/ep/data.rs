@@ -6,8 +6,21 @@ use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
-    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
-    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+    /// Kit's default set, `FI_FENCE` (see `fence_ready`) and `FI_TRIGGER` (see
+    /// `triggers`).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
+        .union(OpFlags::FENCE)
+        .union(OpFlags::TRIGGER);
+
+    /// Triggered operations wait in the endpoint's queue (module `trigger`).
+    fn triggers(
+        &self,
+    ) -> Option<(
+        &ofi_kit::trigger::TriggerQueue,
+        &Arc<ofi_kit::progress::ProgressEngine>,
+    )> {
+        Some((&self.sh.triggers, &self.sh.engine))
+    }
 
     /// A fenced operation starts only when no earlier transmit operation is still in
     /// the operation table (waiting for its core completion, its peer's

@@ -131,6 +131,7 @@ mod data;
 mod ops;
 mod progress;
 mod rx;
+mod trigger;
 mod tx;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -454,6 +455,10 @@ struct Shared {
     active: OnceLock<Active>,
     /// Remote-access counters (locked after `st` where both are held).
     remote: Mutex<RemoteCntrs>,
+    /// Triggered operations waiting for their counters (`trigger`).
+    triggers: ofi_kit::trigger::TriggerQueue,
+    /// This endpoint, for issuing triggered operations from progress (`trigger`).
+    this: std::sync::Weak<Shared>,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -540,7 +545,10 @@ impl Endpoint {
             .domain_attr
             .mr_mode
             .contains(MrMode::VIRT_ADDR);
-        let sh = Arc::new(Shared {
+        let tx_size = settings.tx_size;
+        let sh = Arc::new_cyclic(|this| Shared {
+            triggers: ofi_kit::trigger::TriggerQueue::new(tx_size),
+            this: this.clone(),
             st: Mutex::new(St {
                 conns: Vec::new(),
                 by_addr: HashMap::new(),
@@ -801,12 +809,20 @@ impl Progress for Shared {
         let Some(act) = self.active.get() else {
             return 0;
         };
-        self.progress_all(act)
+        let n = self.progress_all(act);
+        // Triggered operations go once their counters reach their thresholds: one
+        // load when none waits.
+        if self.triggers.is_empty() {
+            n
+        } else {
+            n + self.fire_triggers(act)
+        }
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        self.cancel_triggers();
         // MSG endpoints go first (they are bound to the CQ and EQ dropped after us).
         let st = self.st.get_mut().unwrap_or_else(PoisonError::into_inner);
         st.msgs.clear();

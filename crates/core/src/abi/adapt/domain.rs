@@ -135,6 +135,8 @@ pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
         };
         // SAFETY: `out` checked.
         unsafe { put_obj(out, c, Adapt::<F>::CNTR as *const _ as *const c_void) };
+        // SAFETY: `put_obj` just boxed the counter at `(*out).obj`.
+        unsafe { ob::<CntrOf<F>>((*out).obj).published() };
         Ok(())
     })
 }
