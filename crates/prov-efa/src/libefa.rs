@@ -51,6 +51,42 @@ pub const CAPS_RDMA_READ: u32 = 1 << 0;
 /// `EFADV_DEVICE_ATTR_CAPS_RNR_RETRY`: SRD queue pairs take an RNR retry count.
 pub const CAPS_RNR_RETRY: u32 = 1 << 1;
 
+/// `EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID`: completions name the sender's GID
+/// (`efadv_wc_read_sgid`).
+pub const CAPS_CQ_WITH_SGID: u32 = 1 << 2;
+
+/// `EFADV_QP_DRIVER_TYPE_SRD`: the driver queue pair type of `efadv_create_qp_ex`.
+pub const QP_DRIVER_TYPE_SRD: u32 = 0;
+
+/// `EFADV_WC_EX_WITH_SGID`: asks extended completion queues for the sender's GID.
+pub const WC_EX_WITH_SGID: u64 = 1 << 0;
+
+/// `struct efadv_qp_init_attr` (efadv_create_qp_ex(3)): the EFA part of a queue pair's
+/// creation.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EfadvQpInitAttr {
+    /// Compatibility mask (0).
+    pub comp_mask: u64,
+    /// [`QP_DRIVER_TYPE_SRD`].
+    pub driver_qp_type: u32,
+    /// Reserved (0).
+    pub reserved: [u8; 4],
+}
+
+/// `struct efadv_ah_attr` (efadv_query_ah(3)): the device's number of an address handle,
+/// which names the sender of a receive where completions carry no GID.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EfadvAhAttr {
+    /// Compatibility mask (out).
+    pub comp_mask: u64,
+    /// The address handle number.
+    pub ahn: u16,
+    /// Reserved.
+    pub reserved: [u8; 6],
+}
+
 /// The loaded library and the entry points the provider uses on hardware.
 pub struct LibEfa {
     _lib: libloading::Library,

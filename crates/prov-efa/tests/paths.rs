@@ -484,3 +484,83 @@ fn peek_claim_and_discard() {
         Err(Errno::EBADFLAGS)
     );
 }
+
+/// Every packet `from` has to send, delivered to `to` (which takes each) and completed.
+fn pass(
+    from: &mut ofi_prov_efa::proto::Engine,
+    from_addr: u64,
+    to: &mut ofi_prov_efa::proto::Engine,
+) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(0) {
+        let ofi_prov_efa::proto::Transmit::Send { token, bytes, .. } = t else {
+            panic!("a read: {t:?}");
+        };
+        to.handle_packet(0, from_addr, &bytes).expect("taken");
+        from.handle_send_done(0, token);
+        out.push(bytes);
+    }
+    out
+}
+
+fn cts_offset(bytes: &[u8]) -> Option<u64> {
+    match ofi_prov_efa::proto::wire::Repr::parse(bytes) {
+        Ok(ofi_prov_efa::proto::wire::Repr::Ctrl(c, _))
+            if c.ty == ofi_prov_efa::proto::wire::PktType::Cts =>
+        {
+            Some(c.offset)
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn the_next_grant_goes_when_half_the_window_arrived() {
+    use ofi_prov_efa::proto::wire::{PktType, Repr};
+    use ofi_prov_efa::proto::Engine;
+    let (a_addr, b_addr) = (1u64, 2u64);
+    let cfg = |secret| ofi_prov_efa::proto::Config {
+        rdma_read: false,
+        ..small_cfg(secret)
+    };
+    let (mut a, mut b) = (Engine::new(cfg(1)), Engine::new(cfg(2)));
+    b.post_recv(0, recv(7, 6000)).unwrap();
+    a.send(0, send(b_addr, 5, vec![3; 6000])).unwrap();
+    pass(&mut a, a_addr, &mut b); // HELLO
+    pass(&mut b, b_addr, &mut a); // HANDSHAKE
+    pass(&mut a, a_addr, &mut b); // the request with the first piece
+    let grants = pass(&mut b, b_addr, &mut a);
+    assert_eq!(grants.len(), 1, "one grant of 4 packets");
+    let first_end = cts_offset(&grants[0]).expect("a CTS");
+    // A answers with 4 CTSDATA; B gets them one by one.
+    let mut data = Vec::new();
+    while let Some(t) = a.poll_transmit(0) {
+        let ofi_prov_efa::proto::Transmit::Send { token, bytes, .. } = t else {
+            panic!("a read");
+        };
+        a.handle_send_done(0, token);
+        data.push(bytes);
+    }
+    assert_eq!(data.len(), 4);
+    assert!(data
+        .iter()
+        .all(|d| matches!(Repr::parse(d), Ok(Repr::Ctrl(c, _)) if c.ty == PktType::CtsData)));
+    b.handle_packet(0, a_addr, &data[0]).unwrap();
+    assert!(b.poll_transmit(0).is_none(), "no grant after 1 of 4");
+    b.handle_packet(0, a_addr, &data[1]).unwrap();
+    let next = pass(&mut b, b_addr, &mut a);
+    assert_eq!(next.len(), 1, "the next grant after 2 of 4 packets");
+    assert!(cts_offset(&next[0]).is_some_and(|o| o > first_end));
+    // The rest flows to completion.
+    for d in &data[2..] {
+        b.handle_packet(0, a_addr, d).unwrap();
+    }
+    for _ in 0..20 {
+        pass(&mut a, a_addr, &mut b);
+        pass(&mut b, b_addr, &mut a);
+    }
+    let done: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+    assert!(done.iter().any(
+        |e| matches!(e, Event::Rx(r) if r.ctx == 7 && r.result.is_ok() && r.data == vec![3; 6000])
+    ));
+}

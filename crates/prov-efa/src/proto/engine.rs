@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use ofi_core::error::Errno;
 use ofi_kit::tagmatch::TagMatcher;
 
-use super::peer::{cookie_for, Owner, Peer, Queued, TxHandshake};
+use super::peer::{cookie_for, in_window, msg_id_of, Owner, Peer, Queued, TxHandshake};
 use super::rma::{Region, RtwState};
 use super::rnr::RANDOM_INITIAL_US;
 use super::rx::{RxOp, Unexp};
@@ -31,6 +31,8 @@ pub(crate) struct Flight {
     pub owner: Owner,
     /// Counted in the peer's work (false: a handshake answer to a peer without state).
     pub tracked: bool,
+    /// The message id of a message request (counted in the peer's `unacked`).
+    pub msg_id: Option<u32>,
 }
 
 /// What the engine holds, for leak checks.
@@ -191,7 +193,7 @@ impl Engine {
         if !p.busy() {
             p.last_progress = self.now; // the lost-peer clock starts
         }
-        p.queue.push_back(Queued { bytes, owner });
+        p.queue.push(Queued { bytes, owner });
         if !p.in_active {
             p.in_active = true;
             self.active.push_back(addr);
@@ -216,6 +218,7 @@ impl Engine {
                     bytes: Vec::new(),
                     owner: Owner::None,
                     tracked: false,
+                    msg_id: None,
                 },
             );
             return Some(Transmit::Send { peer, token, bytes });
@@ -232,15 +235,28 @@ impl Engine {
                 p.in_active = false;
                 continue;
             }
+            let window = self.cfg.recvwin_size;
+            let oldest = p.unacked.oldest();
+            if !p.queue.ready(|q| in_window(q, oldest, window)) {
+                // Only requests beyond the window: `handle_send_done` makes the peer
+                // active again.
+                p.in_active = false;
+                continue;
+            }
             if p.backoff.blocks(now) {
                 self.active.push_back(addr);
                 continue;
             }
-            let Some(q) = p.queue.pop_front() else {
+            let Some((q, was_refused)) = p.queue.pop(|q| in_window(q, oldest, window)) else {
                 continue;
             };
+            let msg_id = msg_id_of(&q.bytes);
+            if let (Some(id), false) = (msg_id, was_refused) {
+                p.unacked.sent(id);
+            }
             p.add_work(now);
-            if p.queue.is_empty() {
+            let oldest = p.unacked.oldest();
+            if !p.queue.ready(|q| in_window(q, oldest, window)) {
                 p.in_active = false;
             } else {
                 self.active.push_back(addr);
@@ -253,6 +269,7 @@ impl Engine {
                     bytes: q.bytes.clone(),
                     owner: q.owner,
                     tracked: true,
+                    msg_id,
                 },
             );
             return Some(Transmit::Send {
@@ -277,6 +294,14 @@ impl Engine {
             p.end_work();
             p.backoff.reset();
             p.last_progress = now;
+            if let Some(id) = f.msg_id {
+                p.unacked.taken(id);
+                if !p.queue.is_empty() && !p.in_active && !p.failed {
+                    // Requests held back by the window may go now.
+                    p.in_active = true;
+                    self.active.push_back(f.peer);
+                }
+            }
         }
         if let Owner::Tx(id) = f.owner {
             self.tx_packet_done(id);
@@ -341,7 +366,7 @@ impl Engine {
         }
         p.last_progress = now;
         p.backoff.on_rnr(now, initial, cap, random);
-        p.queue.push_front(Queued {
+        p.queue.push_refused(Queued {
             bytes: f.bytes,
             owner: f.owner,
         });
@@ -546,6 +571,7 @@ impl Engine {
         if let Some(p) = self.peers.get_mut(&addr) {
             p.failed = true;
             p.queue.clear();
+            p.unacked.clear();
             p.awaiting_hs.clear();
             p.win.clear_held();
             p.work = 0;

@@ -22,11 +22,31 @@
 //! again later). Without ordering a message is released when it arrives. An id already
 //! released is a later segment of a multi-packet message, or a duplicate.
 //!
+//! # The sender's window
+//!
+//! The transport takes a datagram before the peer's protocol sees it, so what the
+//! peer's engine refuses it must keep (copied aside, then in its receive slots); only
+//! the peer's device can refuse (RNR), and only once the peer keeps all it can. Were a
+//! sender to send on regardless, reordering and each refusal cycle would put ever more
+//! later messages at the peer ahead of one it waits for (for order), until the peer
+//! held only later ones and the one it waits for found no room: each would wait for the
+//! other. So a sender sends the first packet of message `i` to a peer only while `i` is
+//! less than `recvwin_size` ids ahead of the oldest message with a packet the peer's
+//! device has not taken yet ([`in_window`], [`Unacked`]): the peer's window for order holds
+//! every message ahead of one it waits for, and it refuses for order nothing the sender
+//! sends. Both ends take `recvwin_size` from their own configuration (the same
+//! `FI_EFA_RECVWIN_SIZE`); it is not exchanged. Refused packets go again first, and
+//! control packets (grants, their data, answers, handshakes) are never held back: they
+//! complete what the peer holds already (a peer whose receive waits for the data of a
+//! granted long message can release nothing before that data comes). RMA and atomic
+//! requests carry no message id and are bounded by the target instead.
+//!
 //! Nothing here panics; id arithmetic wraps.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::rnr::Backoff;
+use super::wire::PktType;
 use super::{Nanos, PeerAddr};
 
 /// The cookie `secret` gives the peer at `addr` (splitmix64 finalizer over both; never
@@ -70,6 +90,142 @@ pub struct Queued {
     pub bytes: Vec<u8>,
     /// Who counts it.
     pub owner: Owner,
+}
+
+/// The message id of a message request (`None` for every other packet).
+pub fn msg_id_of(bytes: &[u8]) -> Option<u32> {
+    let t = PktType::from_u8(*bytes.first()?)?;
+    if !(t.is_req() && t.is_msg()) {
+        return None;
+    }
+    let id = bytes.get(4..8)?;
+    Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
+}
+
+/// Whether packet `q` may go now under the sender's window of `window` message ids
+/// (module docs): it is not a message request, or its id is less than `window` ahead
+/// of `oldest`, the oldest message not taken.
+pub fn in_window(q: &Queued, oldest: Option<u32>, window: u32) -> bool {
+    let Some(id) = msg_id_of(&q.bytes) else {
+        return true;
+    };
+    oldest.is_none_or(|o| id.wrapping_sub(o) < window.max(1))
+}
+
+/// The packets waiting to go to one peer: refused ones to send again, control packets,
+/// and requests (in message id order; see the module docs on the sender's window).
+#[derive(Debug, Default)]
+pub struct SendQueue {
+    refused: VecDeque<Queued>,
+    ctrl: VecDeque<Queued>,
+    requests: VecDeque<Queued>,
+}
+
+impl SendQueue {
+    /// Queue a new packet (a request or a control packet, told by its type byte).
+    pub fn push(&mut self, q: Queued) {
+        let req = q
+            .bytes
+            .first()
+            .and_then(|&b| PktType::from_u8(b))
+            .is_some_and(PktType::is_req);
+        if req {
+            self.requests.push_back(q);
+        } else {
+            self.ctrl.push_back(q);
+        }
+    }
+
+    /// Queue a packet the peer refused, to go again before anything else.
+    pub fn push_refused(&mut self, q: Queued) {
+        self.refused.push_back(q);
+    }
+
+    /// The next packet to send and whether it is one the peer refused before; the next
+    /// request only when `may_send` allows it.
+    pub fn pop(&mut self, may_send: impl Fn(&Queued) -> bool) -> Option<(Queued, bool)> {
+        if let Some(q) = self.refused.pop_front() {
+            return Some((q, true));
+        }
+        if let Some(q) = self.ctrl.pop_front() {
+            return Some((q, false));
+        }
+        if self.requests.front().is_some_and(may_send) {
+            return self.requests.pop_front().map(|q| (q, false));
+        }
+        None
+    }
+
+    /// Whether [`SendQueue::pop`] would return a packet.
+    pub fn ready(&self, may_send: impl Fn(&Queued) -> bool) -> bool {
+        !self.refused.is_empty()
+            || !self.ctrl.is_empty()
+            || self.requests.front().is_some_and(may_send)
+    }
+
+    /// Packets waiting.
+    pub fn len(&self) -> usize {
+        self.refused.len() + self.ctrl.len() + self.requests.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drop everything.
+    pub fn clear(&mut self) {
+        self.refused.clear();
+        self.ctrl.clear();
+        self.requests.clear();
+    }
+}
+
+/// The messages with packets sent (or refused) to a peer and not taken by its device
+/// yet: the sender's window (module docs).
+#[derive(Debug, Default)]
+pub struct Unacked {
+    /// Packets not taken, per message id.
+    pending: HashMap<u32, usize>,
+    /// Those ids in sending order (ids no longer pending are skipped lazily).
+    order: VecDeque<u32>,
+}
+
+impl Unacked {
+    /// A packet of message `id` was handed to the transport.
+    pub fn sent(&mut self, id: u32) {
+        *self.pending.entry(id).or_insert(0) += 1;
+        if self.order.back() != Some(&id) {
+            self.order.push_back(id);
+        }
+    }
+
+    /// A packet of message `id` was taken.
+    pub fn taken(&mut self, id: u32) {
+        if let Some(n) = self.pending.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending.remove(&id);
+            }
+        }
+    }
+
+    /// The oldest message with a packet not taken.
+    pub fn oldest(&mut self) -> Option<u32> {
+        while let Some(&f) = self.order.front() {
+            if self.pending.contains_key(&f) {
+                return Some(f);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// Forget everything (the peer is lost).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.order.clear();
+    }
 }
 
 /// What [`RecvWindow::arrive`] decided for a message id.
@@ -177,7 +333,9 @@ pub struct Peer {
     /// Received message ids.
     pub win: RecvWindow,
     /// Packets ready to go.
-    pub queue: VecDeque<Queued>,
+    pub queue: SendQueue,
+    /// Messages not fully taken by the peer's device (the sender's window).
+    pub unacked: Unacked,
     /// Transmit operations whose requests wait for the handshake.
     pub awaiting_hs: Vec<u32>,
     /// RNR backoff.
@@ -201,7 +359,8 @@ impl Peer {
             hs: TxHandshake::None,
             next_msg_id: 0,
             win: RecvWindow::default(),
-            queue: VecDeque::new(),
+            queue: SendQueue::default(),
+            unacked: Unacked::default(),
             awaiting_hs: Vec::new(),
             backoff: Backoff::default(),
             last_progress: now,

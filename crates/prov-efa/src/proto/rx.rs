@@ -428,10 +428,14 @@ impl Engine {
         Some(id)
     }
 
+    /// The bytes one clear-to-send grant gives: `tx_min_credits` packets of data.
+    fn grant_room(&self) -> u64 {
+        (self.cfg.mtu.saturating_sub(CTRL_LEN).max(1) * self.cfg.tx_min_credits.max(1)) as u64
+    }
+
     /// Grant the next window of a long-CTS message.
     fn grant(&mut self, id: u32) {
-        let room =
-            (self.cfg.mtu.saturating_sub(CTRL_LEN).max(1) * self.cfg.tx_min_credits.max(1)) as u64;
+        let room = self.grant_room();
         let Some(op) = self.rx.get_mut(&id) else {
             return;
         };
@@ -480,6 +484,7 @@ impl Engine {
 
     /// `CTSDATA` for a long-CTS receive.
     pub(crate) fn on_cts_data(&mut self, _now: Nanos, src: PeerAddr, c: Ctrl, payload: &[u8]) {
+        let half_room = self.grant_room() / 2;
         let Some(op) = self.rx.get_mut(&c.recv_id).filter(|o| o.peer == src) else {
             self.stats.stale += 1;
             return;
@@ -493,9 +498,15 @@ impl Engine {
             return;
         }
         op.place(c.offset, payload);
+        // The next window goes once at most half a window of granted data is to come,
+        // so the sender never waits a round trip between windows (at most 1.5 windows
+        // outstanding). Grants stay in order at the sender: each next one is sent only
+        // after data the sender sent in answer to the previous one.
+        let ahead = op.granted_end.saturating_sub(op.got);
+        let more = op.granted_end < op.req.total_len;
         if op.complete() {
             self.finish_rx(c.recv_id, Ok(()));
-        } else if op.got >= op.granted_end {
+        } else if more && ahead <= half_room {
             self.grant(c.recv_id);
         }
     }
