@@ -6,8 +6,15 @@ mod common;
 
 use common::{settle, sim, small_cfg, srd, Node};
 use ofi_core::error::Errno;
-use ofi_prov_efa::proto::{Access, AtomicArgs, AtomicOp, Event, Outstanding, TxKind};
+use ofi_prov_efa::proto::{
+    Access, AtomicArgs, AtomicOp, Event, Outstanding, PeerAddr, RemoteRegion, TxKind,
+};
 use ofi_testkit::simnet::{Nanos, Sim};
+
+/// Region `key` of `peer`, at `offset`.
+fn region(peer: PeerAddr, key: u32, offset: u64) -> RemoteRegion {
+    RemoteRegion { peer, key, offset }
+}
 
 const SPAN: Nanos = 200_000_000;
 
@@ -66,8 +73,14 @@ fn done(s: &mut Sim<Node>) -> Vec<Done> {
 fn writes_and_reads_of_one_and_many_packets() {
     let mut s = pair(1);
     let big: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
-    s.nodes[0].eng.write(0, 1, 1, 1, 100, big.clone()).unwrap();
-    s.nodes[0].eng.write(0, 2, 1, 1, 4000, vec![5; 96]).unwrap();
+    s.nodes[0]
+        .eng
+        .write(0, 1, region(1, 1, 100), big.clone())
+        .unwrap();
+    s.nodes[0]
+        .eng
+        .write(0, 2, region(1, 1, 4000), vec![5; 96])
+        .unwrap();
     settle(&mut s, SPAN);
     let mut d = done(&mut s);
     d.sort_by_key(|x| x.0);
@@ -79,8 +92,11 @@ fn writes_and_reads_of_one_and_many_packets() {
     assert_eq!(&r[100..3100], &big[..]);
     assert_eq!(&r[4000..], &[5; 96][..]);
     assert!(r[..100].iter().all(|&b| b == 0));
-    s.nodes[0].eng.read(s.now, 3, 1, 1, 50, 3100).unwrap();
-    s.nodes[0].eng.read(s.now, 4, 1, 2, 0, 64).unwrap();
+    s.nodes[0]
+        .eng
+        .read(s.now, 3, region(1, 1, 50), 3100)
+        .unwrap();
+    s.nodes[0].eng.read(s.now, 4, region(1, 2, 0), 64).unwrap();
     settle(&mut s, SPAN);
     let mut d = done(&mut s);
     d.sort_by_key(|x| x.0);
@@ -96,17 +112,15 @@ fn writes_and_reads_of_one_and_many_packets() {
 fn the_target_checks_key_access_and_bounds() {
     let mut s = pair(2);
     let e = &mut s.nodes[0].eng;
-    e.write(0, 1, 1, 77, 0, vec![1; 8]).unwrap(); // no such key
-    e.write(0, 2, 1, 2, 0, vec![1; 8]).unwrap(); // read-only region
-    e.write(0, 3, 1, 1, 4090, vec![1; 300]).unwrap(); // past the end (several packets)
-    e.read(0, 4, 1, 3, 0, 8).unwrap(); // write-only region
-    e.read(0, 5, 1, 1, u64::MAX - 2, 8).unwrap(); // offset overflows
+    e.write(0, 1, region(1, 77, 0), vec![1; 8]).unwrap(); // no such key
+    e.write(0, 2, region(1, 2, 0), vec![1; 8]).unwrap(); // read-only region
+    e.write(0, 3, region(1, 1, 4090), vec![1; 300]).unwrap(); // past the end (several packets)
+    e.read(0, 4, region(1, 3, 0), 8).unwrap(); // write-only region
+    e.read(0, 5, region(1, 1, u64::MAX - 2), 8).unwrap(); // offset overflows
     e.atomic(
         0,
         6,
-        1,
-        1,
-        4092,
+        region(1, 1, 4092),
         AtomicArgs {
             op: AtomicOp::Sum,
             operand: 1,
@@ -118,9 +132,7 @@ fn the_target_checks_key_access_and_bounds() {
     e.atomic(
         0,
         7,
-        1,
-        3,
-        0,
+        region(1, 3, 0),
         AtomicArgs {
             op: AtomicOp::Sum,
             operand: 1,
@@ -181,9 +193,7 @@ fn eight_byte_atomics() {
             .atomic(
                 s.now,
                 i as u64,
-                1,
-                1,
-                16,
+                region(1, 1, 16),
                 AtomicArgs {
                     op,
                     operand,
@@ -207,9 +217,7 @@ fn eight_byte_atomics() {
         e.atomic(
             0,
             1,
-            1,
-            1,
-            0,
+            region(1, 1, 0),
             AtomicArgs {
                 op: AtomicOp::Cswap,
                 operand: 1,
@@ -223,9 +231,7 @@ fn eight_byte_atomics() {
         e.atomic(
             0,
             1,
-            1,
-            1,
-            0,
+            region(1, 1, 0),
             AtomicArgs {
                 op: AtomicOp::Sum,
                 operand: 1,
@@ -239,9 +245,7 @@ fn eight_byte_atomics() {
         e.atomic(
             0,
             1,
-            1,
-            1,
-            0,
+            region(1, 1, 0),
             AtomicArgs {
                 op: AtomicOp::Read,
                 operand: 0,
@@ -251,6 +255,9 @@ fn eight_byte_atomics() {
         ),
         Err(Errno::EINVAL)
     );
-    assert_eq!(e.write(0, 1, 1, 1, 0, Vec::new()), Err(Errno::EINVAL));
+    assert_eq!(
+        e.write(0, 1, region(1, 1, 0), Vec::new()),
+        Err(Errno::EINVAL)
+    );
     assert_eq!(e.register(1 << 31, vec![], Access::ALL), Err(Errno::EINVAL));
 }

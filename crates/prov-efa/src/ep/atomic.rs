@@ -12,7 +12,7 @@ use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_kit::request::AtomicRequest;
 
 use super::*;
-use crate::proto::{AtomicArgs, AtomicOp as WireOp};
+use crate::proto::{AtomicArgs, AtomicOp as WireOp, RemoteRegion};
 
 /// The protocol's operation for `op` on `dt` as an atomic of `kind`, when offered.
 pub(crate) fn offered(dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Option<WireOp> {
@@ -111,9 +111,11 @@ impl Shared {
             Some(key) => st.eng.atomic(
                 now,
                 id,
-                peer,
-                key,
-                req.remote.addr,
+                RemoteRegion {
+                    peer,
+                    key,
+                    offset: req.remote.addr,
+                },
                 AtomicArgs {
                     op: wire_op,
                     operand,

@@ -18,7 +18,7 @@ use ofi_kit::mr::{MrTable, RemoteRegion};
 use ofi_kit::request::RmaRequest;
 
 use super::*;
-use crate::proto::RegionAccess;
+use crate::proto::{RegionAccess, RemoteRegion as Target};
 
 /// The target side of emulated RMA: the domain's MR table, as seen by one endpoint.
 #[derive(Debug)]
@@ -162,18 +162,22 @@ impl Shared {
         let key = u32::try_from(req.remote.key)
             .ok()
             .filter(|k| k & proto::READ_KEY_BIT == 0);
+        let at = |key| Target {
+            peer,
+            key,
+            offset: req.remote.addr,
+        };
         let r = match key {
             None => Err(Errno::ENOKEY),
             // Nothing to move: done at once.
             Some(_) if total == 0 => Err(Errno::ENODATA),
-            Some(key) if read => st.eng.read(now, id, peer, key, req.remote.addr, total),
+            Some(key) if read => st.eng.read(now, id, at(key), total),
             Some(key) => {
                 let mut data = vec![0u8; total];
                 // SAFETY: the application's buffers, readable for their lengths during
                 // this submitting call (the C contract `RmaRequest` carries).
                 unsafe { l.gather(0, data.as_mut_ptr(), total) };
-                st.eng
-                    .write_data(now, id, peer, key, req.remote.addr, data, req.data)
+                st.eng.write_data(now, id, at(key), data, req.data)
             }
         };
         match r {

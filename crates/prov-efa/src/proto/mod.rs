@@ -65,7 +65,7 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, MAX_WRITES_IN_PROGRESS};
+pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, RemoteRegion, MAX_WRITES_IN_PROGRESS};
 pub use tx::READ_KEY_BIT;
 
 /// A peer's address as the transport names it (a device address handle, a simulated

@@ -154,6 +154,17 @@ fn range(off: u64, len: u64, cap: usize) -> Result<std::ops::Range<usize>, Errno
     Ok(off as usize..end as usize)
 }
 
+/// Where an emulated RMA or atomic goes: `peer`'s region `key`, at byte `offset` of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteRegion {
+    /// The target endpoint.
+    pub peer: PeerAddr,
+    /// The key of the target's registered region.
+    pub key: u32,
+    /// The offset in the region (or its virtual address, as the target's MR mode says).
+    pub offset: u64,
+}
+
 /// The operation of an 8-byte atomic: `op` with `operand`; `compare` for CSWAP (and only
 /// for it); `fetch` to get the old value in the completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,29 +237,24 @@ impl Engine {
         Ok(())
     }
 
-    /// Write `data` at `offset` of `peer`'s region `key` (emulated `fi_write`).
+    /// Write `data` into `at` (emulated `fi_write`).
     pub fn write(
         &mut self,
         now: Nanos,
         ctx: u64,
-        peer: PeerAddr,
-        key: u32,
-        offset: u64,
+        at: RemoteRegion,
         data: Vec<u8>,
     ) -> Result<(), Errno> {
-        self.write_data(now, ctx, peer, key, offset, data, None)
+        self.write_data(now, ctx, at, data, None)
     }
 
     /// [`Engine::write`] with remote CQ data (`fi_writedata`): the target reports
     /// [`super::Event::RemoteWrite`] with it once the whole write is placed.
-    #[allow(clippy::too_many_arguments)]
     pub fn write_data(
         &mut self,
         now: Nanos,
         ctx: u64,
-        peer: PeerAddr,
-        key: u32,
-        offset: u64,
+        at: RemoteRegion,
         data: Vec<u8>,
         cq_data: Option<u64>,
     ) -> Result<(), Errno> {
@@ -257,46 +263,42 @@ impl Engine {
             req.flags |= super::wire::F_CQ_DATA;
             req.cq_data = d;
         }
-        req.key = key;
-        req.rma_offset = offset;
+        req.key = at.key;
+        req.rma_offset = at.offset;
         req.total_len = data.len() as u64;
         if data.is_empty() {
             return Err(Errno::EINVAL);
         }
-        self.rma_op(now, ctx, peer, TxKind::Write, data, req)
+        self.rma_op(now, ctx, at.peer, TxKind::Write, data, req)
     }
 
-    /// Read `len` bytes at `offset` of `peer`'s region `key` (emulated `fi_read`); the
-    /// completion carries the data.
+    /// Read `len` bytes at `at` (emulated `fi_read`); the completion carries the data.
     pub fn read(
         &mut self,
         now: Nanos,
         ctx: u64,
-        peer: PeerAddr,
-        key: u32,
-        offset: u64,
+        at: RemoteRegion,
         len: usize,
     ) -> Result<(), Errno> {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
         let mut req = blank_req(PktType::ShortRtr);
-        req.key = key;
-        req.rma_offset = offset;
+        req.key = at.key;
+        req.rma_offset = at.offset;
         req.total_len = len as u64;
-        self.rma_op(now, ctx, peer, TxKind::Read, Vec::new(), req)
+        self.rma_op(now, ctx, at.peer, TxKind::Read, Vec::new(), req)
     }
 
-    /// An 8-byte atomic on `peer`'s region `key` at `offset` (see [`AtomicArgs`]).
+    /// An 8-byte atomic at `at` (see [`AtomicArgs`]).
     pub fn atomic(
         &mut self,
         now: Nanos,
         ctx: u64,
-        peer: PeerAddr,
-        key: u32,
-        offset: u64,
+        at: RemoteRegion,
         args: AtomicArgs,
     ) -> Result<(), Errno> {
+        let RemoteRegion { peer, key, offset } = at;
         let AtomicArgs {
             op,
             operand,
