@@ -152,6 +152,20 @@ impl Node {
 
     /// Posts a signaled send work request over `[off, off+len)`.
     pub fn post(&self, qp: &QueuePair, wr_id: u64, op: SendOp, off: usize, len: usize) {
+        self.post_signaled(qp, wr_id, op, off, len, None);
+    }
+
+    /// Posts a signaled send work request over `[off, off+len)`, to `ud` on a UD
+    /// queue pair.
+    fn post_signaled(
+        &self,
+        qp: &QueuePair,
+        wr_id: u64,
+        op: SendOp,
+        off: usize,
+        len: usize,
+        ud: Option<UdDest>,
+    ) {
         let sg = [self.sge(off, len)];
         // SAFETY: the range lies in the registered buffer.
         unsafe {
@@ -160,7 +174,7 @@ impl Node {
                 sg_list: &sg,
                 op,
                 send_flags: SendFlags::SIGNALED,
-                ud: None,
+                ud,
             })
         }
         .unwrap();
@@ -199,23 +213,12 @@ impl Node {
         off: usize,
         len: usize,
     ) -> WorkCompletion {
-        let sg = [self.sge(off, len)];
         let ud = UdDest {
             ah: &to.ah,
             remote_qpn: to.qpn,
             remote_qkey: to.qkey,
         };
-        // SAFETY: the range lies in the registered buffer.
-        unsafe {
-            qp.post_send(&SendWr {
-                wr_id,
-                sg_list: &sg,
-                op,
-                send_flags: SendFlags::SIGNALED,
-                ud: Some(ud),
-            })
-        }
-        .unwrap();
+        self.post_signaled(qp, wr_id, op, off, len, Some(ud));
         wait_wc(&self.scq, "ud send")
     }
 }
