@@ -152,12 +152,12 @@ impl Node {
 
     /// Posts a signaled send work request over `[off, off+len)`.
     pub fn post(&self, qp: &QueuePair, wr_id: u64, op: SendOp, off: usize, len: usize) {
-        self.post_signaled(qp, wr_id, op, off, len, None);
+        self.try_post(qp, wr_id, op, off, len, None).unwrap();
     }
 
-    /// Posts a signaled send work request over `[off, off+len)`, to `ud` on a UD
-    /// queue pair.
-    fn post_signaled(
+    /// Posts a signaled send work request over `[off, off+len)`, to `ud` on a UD or
+    /// SRD queue pair, without waiting; the post's own error, if any.
+    pub fn try_post(
         &self,
         qp: &QueuePair,
         wr_id: u64,
@@ -165,7 +165,7 @@ impl Node {
         off: usize,
         len: usize,
         ud: Option<UdDest>,
-    ) {
+    ) -> Result<(), ofi_core::Error> {
         let sg = [self.sge(off, len)];
         // SAFETY: the range lies in the registered buffer.
         unsafe {
@@ -177,7 +177,6 @@ impl Node {
                 ud,
             })
         }
-        .unwrap();
     }
 }
 
@@ -186,6 +185,17 @@ pub struct UdTarget {
     pub ah: AddressHandle,
     pub qpn: u32,
     pub qkey: u32,
+}
+
+impl UdTarget {
+    /// The work request's destination.
+    pub fn dest(&self) -> UdDest<'_> {
+        UdDest {
+            ah: &self.ah,
+            remote_qpn: self.qpn,
+            remote_qkey: self.qkey,
+        }
+    }
 }
 
 impl Node {
@@ -213,12 +223,8 @@ impl Node {
         off: usize,
         len: usize,
     ) -> WorkCompletion {
-        let ud = UdDest {
-            ah: &to.ah,
-            remote_qpn: to.qpn,
-            remote_qkey: to.qkey,
-        };
-        self.post_signaled(qp, wr_id, op, off, len, Some(ud));
+        self.try_post(qp, wr_id, op, off, len, Some(to.dest()))
+            .unwrap();
         wait_wc(&self.scq, "ud send")
     }
 }
