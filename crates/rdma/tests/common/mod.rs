@@ -317,17 +317,8 @@ pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_tim
         max_dest_rd_atomic: 16,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
+    qp.modify(&a, QpAttrMask::STATE | QpAttrMask::RC_TO_RTR)
+        .unwrap();
     let a = QpAttr {
         qp_state: QpState::Rts,
         timeout: 14,
@@ -336,16 +327,8 @@ pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_tim
         max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    qp.modify(&a, QpAttrMask::STATE | QpAttrMask::RC_TO_RTS)
+        .unwrap();
 }
 
 /// Two RC queue pairs of nodes `a` and `b` connected to each other.
