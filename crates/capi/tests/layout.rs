@@ -1,11 +1,12 @@
 //! Layout: every C structure and table this library fills or reads, compared with the
 //! installed libfabric 1.17 headers. The C program is generated from the list below
 //! (C name, Rust type, C field = Rust field), compiled with `cc` against
-//! `<rdma/fabric.h>` and run; its `sizeof`/`offsetof` must equal the Rust ones.
+//! `<rdma/fabric.h>` and run; its `sizeof`/`_Alignof`/`offsetof` must equal the Rust ones
+//! (`ofi_testkit::c_layout`).
 
 mod common;
 
-use std::mem::{offset_of, size_of};
+use std::mem::size_of;
 
 use ofi::abi::raw::{
     AtomicAttr, CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, Ioc, Iov, Msg,
@@ -28,23 +29,8 @@ use ofi_capi::queues::{
     FidEq,
 };
 use ofi_capi::sets::{FiOpsPoll, FiOpsWait, FidPoll, FidWait};
-
-/// One structure: its C name, Rust size, and (C field, Rust offset) pairs.
-struct Layout {
-    c_name: &'static str,
-    size: usize,
-    fields: Vec<(&'static str, usize)>,
-}
-
-macro_rules! layout {
-    ($c:literal = $T:ty { $($cf:literal = $rf:ident),* $(,)? }) => {
-        Layout {
-            c_name: $c,
-            size: size_of::<$T>(),
-            fields: vec![$(($cf, offset_of!($T, $rf))),*],
-        }
-    };
-}
+use ofi_testkit::c_layout::{assert_probe_output, probe_program, Layout};
+use ofi_testkit::layout;
 
 fn layouts() -> Vec<Layout> {
     vec![
@@ -264,69 +250,31 @@ fn layouts() -> Vec<Layout> {
             "op" = op, "context" = context, "data" = data,
         }),
         layout!("struct fi_atomic_attr" = AtomicAttr { "count" = count, "size" = size }),
+        // Read only up to `name`: its size is not compared.
         layout!("struct fi_provider" = FiProviderHead {
             "version" = version, "fi_version" = fi_version, "context" = context,
             "name" = name,
-        }),
+        })
+        .prefix_only(),
     ]
 }
 
-/// The C program printing `<name> <number>` per line, and the lines Rust expects.
-fn program_and_expected(list: &[Layout]) -> (String, Vec<String>) {
-    let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <sys/uio.h>\n\
-         #include <rdma/fabric.h>\n#include <rdma/fi_domain.h>\n#include <rdma/fi_endpoint.h>\n\
-         #include <rdma/fi_cm.h>\n#include <rdma/fi_eq.h>\n#include <rdma/fi_rma.h>\n\
-         #include <rdma/fi_tagged.h>\n#include <rdma/fi_atomic.h>\n#include <rdma/fi_collective.h>\n\
-         #include <rdma/providers/fi_prov.h>\nint main(void)\n{\n",
-    );
-    let mut expected = Vec::new();
-    for l in list {
-        // `struct fi_provider` is read only up to `name`: compare that prefix.
-        if l.c_name != "struct fi_provider" {
-            c.push_str(&format!(
-                "\tprintf(\"{0} %zu\\n\", sizeof({0}));\n",
-                l.c_name
-            ));
-            expected.push(format!("{} {}", l.c_name, l.size));
-        }
-        for (f, off) in &l.fields {
-            c.push_str(&format!(
-                "\tprintf(\"{0}.{1} %zu\\n\", offsetof({0}, {1}));\n",
-                l.c_name, f
-            ));
-            expected.push(format!("{}.{} {}", l.c_name, f, off));
-        }
-    }
-    c.push_str("\treturn 0;\n}\n");
-    (c, expected)
-}
+/// The headers the probe includes.
+const INCLUDES: &str = "#include <sys/uio.h>\n#include <rdma/fabric.h>\n\
+    #include <rdma/fi_domain.h>\n#include <rdma/fi_endpoint.h>\n#include <rdma/fi_cm.h>\n\
+    #include <rdma/fi_eq.h>\n#include <rdma/fi_rma.h>\n#include <rdma/fi_tagged.h>\n\
+    #include <rdma/fi_atomic.h>\n#include <rdma/fi_collective.h>\n\
+    #include <rdma/providers/fi_prov.h>\n";
 
 #[test]
 fn rust_layouts_match_the_installed_headers() {
-    let list = layouts();
-    let (src, expected) = program_and_expected(&list);
+    let (src, expected) = probe_program(INCLUDES, &layouts(), &[]);
     let Some(mut probe) = common::c_program("layout", &src) else {
         return;
     };
     let out = probe.output().expect("run layout probe");
     assert!(out.status.success());
-    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let mismatches: Vec<String> = expected
-        .iter()
-        .zip(&got)
-        .filter(|(e, g)| e != g)
-        .map(|(e, g)| format!("rust: {e}   C: {g}"))
-        .collect();
-    assert_eq!(got.len(), expected.len(), "line count differs");
-    assert!(
-        mismatches.is_empty(),
-        "layout mismatches:\n{}",
-        mismatches.join("\n")
-    );
+    assert_probe_output(&String::from_utf8_lossy(&out.stdout), &expected);
     // Every slot of a table built here is set (never a null pointer).
     let ops = FiOps::with_close(dummy_close);
     assert!(ops.close.is_some() && ops.bind.is_some() && ops.control.is_some());

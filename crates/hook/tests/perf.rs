@@ -88,23 +88,14 @@ fn summary_counts_equal_the_operations() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf-%p.json");
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "summary_counts_equal_the_operations",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("OFI_HOOK_TEST_CHILD", "1")
-        .env("FI_OFI_HOOK_PERF_FILE", &file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let mut cmd = ofi_testkit::child::test_command(
+        "OFI_HOOK_TEST_CHILD",
+        "summary_counts_equal_the_operations",
     );
+    cmd.env("FI_OFI_HOOK_PERF_FILE", &file);
+    let run = ofi_testkit::child::run_to_end(cmd, std::time::Duration::from_secs(120));
+    run.assert_ok_printing("CQREADS ");
+    let stdout = &run.stdout;
     let reads: Vec<u64> = stdout
         .lines()
         .find_map(|l| l.split("CQREADS ").nth(1))

@@ -5,6 +5,7 @@
 mod common;
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use common::{info, registry};
 use ofi::abi::ProviderKind;
@@ -12,6 +13,10 @@ use ofi::getinfo::GetinfoRequest;
 use ofi::provider::{Host, Provider, Unsupported};
 use ofi::registry::{parse_hook_list, MAX_HOOKS};
 use ofi::{EpType, Errno, Error, Info, Result, Version, API_VERSION};
+use ofi_testkit::child;
+
+/// How long a child process of these tests may run.
+const CHILD_BOUND: Duration = Duration::from_secs(120);
 
 #[test]
 fn hook_list_grammar() {
@@ -142,24 +147,12 @@ fn global_registry_takes_fi_hook() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf.json");
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "global_registry_takes_fi_hook",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("OFI_HOOK_TEST_CHILD", "1")
-        .env("FI_HOOK", "noop;bogus,perf")
-        .env("FI_OFI_HOOK_PERF_FILE", &file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "{stdout}\n{stderr}"
-    );
+    let mut cmd = child::test_command("OFI_HOOK_TEST_CHILD", "global_registry_takes_fi_hook");
+    cmd.env("FI_HOOK", "noop;bogus,perf")
+        .env("FI_OFI_HOOK_PERF_FILE", &file);
+    let run = child::run_to_end(cmd, CHILD_BOUND);
+    run.assert_ok_printing("CHILD OK");
+    let stderr = &run.stderr;
     assert!(
         stderr.contains("FI_HOOK names 'ofi_hook_bogus', which is not a registered hook provider"),
         "{stderr}"
@@ -213,23 +206,14 @@ fn a_fi_hook_past_the_limit_warns_once_and_applies_none() {
     if std::env::var_os("OFI_HOOK_TEST_LONG_CHILD").is_some() {
         return child_long_fi_hook();
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_fi_hook_past_the_limit_warns_once_and_applies_none",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("OFI_HOOK_TEST_LONG_CHILD", "1")
-        .env("FI_HOOK", vec!["noop"; 5000].join(","))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "{stdout}\n{stderr}"
+    let mut cmd = child::test_command(
+        "OFI_HOOK_TEST_LONG_CHILD",
+        "a_fi_hook_past_the_limit_warns_once_and_applies_none",
     );
+    cmd.env("FI_HOOK", vec!["noop"; 5000].join(","));
+    let run = child::run_to_end(cmd, CHILD_BOUND);
+    run.assert_ok_printing("CHILD OK");
+    let stderr = &run.stderr;
     let warned: Vec<&str> = stderr.lines().filter(|l| l.contains("FI_HOOK")).collect();
     assert_eq!(warned.len(), 1, "{stderr}");
     assert!(warned[0].contains("5000 hooks"), "{stderr}");

@@ -51,23 +51,14 @@ fn bad_connection_requests_are_logged_at_a_bounded_rate() {
     if std::env::var_os("OFI_TCP_BAD_REQ_CHILD").is_some() {
         return child_bad_requests();
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "bad_connection_requests_are_logged_at_a_bounded_rate",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("OFI_TCP_BAD_REQ_CHILD", "1")
-        .env("FI_LOG_LEVEL", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "{stdout}\n{stderr}"
+    let mut cmd = ofi_testkit::child::test_command(
+        "OFI_TCP_BAD_REQ_CHILD",
+        "bad_connection_requests_are_logged_at_a_bounded_rate",
     );
+    cmd.env("FI_LOG_LEVEL", "warn");
+    let run = ofi_testkit::child::run_to_end(cmd, Duration::from_secs(120));
+    run.assert_ok_printing("CHILD OK");
+    let stderr = &run.stderr;
     let lines = stderr
         .lines()
         .filter(|l| l.contains("bad connection request"))

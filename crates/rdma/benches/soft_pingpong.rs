@@ -77,13 +77,7 @@ fn connect(s: &Side, gid: Gid, qpn: u32) {
         min_rnr_timer: 1,
         ..QpAttr::default()
     };
-    let m = QpAttrMask::STATE
-        | QpAttrMask::AV
-        | QpAttrMask::PATH_MTU
-        | QpAttrMask::DEST_QPN
-        | QpAttrMask::RQ_PSN
-        | QpAttrMask::MAX_DEST_RD_ATOMIC
-        | QpAttrMask::MIN_RNR_TIMER;
+    let m = QpAttrMask::STATE | QpAttrMask::RC_TO_RTR;
     s.qp.modify(&a, m).unwrap();
     let a = QpAttr {
         qp_state: QpState::Rts,
@@ -92,12 +86,7 @@ fn connect(s: &Side, gid: Gid, qpn: u32) {
         rnr_retry: 7,
         ..QpAttr::default()
     };
-    let m = QpAttrMask::STATE
-        | QpAttrMask::SQ_PSN
-        | QpAttrMask::TIMEOUT
-        | QpAttrMask::RETRY_CNT
-        | QpAttrMask::RNR_RETRY
-        | QpAttrMask::MAX_QP_RD_ATOMIC;
+    let m = QpAttrMask::STATE | QpAttrMask::RC_TO_RTS;
     s.qp.modify(&a, m).unwrap();
 }
 

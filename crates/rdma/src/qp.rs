@@ -190,9 +190,8 @@ impl QueuePair {
 
     /// Modifies attributes and state (`ibv_modify_qp`). Transitions and the attributes
     /// each needs: RESET→INIT `STATE|PKEY_INDEX|PORT|ACCESS_FLAGS` (RC) or `…|QKEY`
-    /// (UD); INIT→RTR (RC) `AV|PATH_MTU|DEST_QPN|RQ_PSN|MAX_DEST_RD_ATOMIC|MIN_RNR_TIMER`;
-    /// RTR→RTS `SQ_PSN` and for RC `TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC`; any
-    /// state →RESET or →ERR. Anything else is `EINVAL`.
+    /// (UD); INIT→RTR (RC) [`QpAttrMask::RC_TO_RTR`]; RTR→RTS `SQ_PSN`, for RC
+    /// [`QpAttrMask::RC_TO_RTS`]; any state →RESET or →ERR. Anything else is `EINVAL`.
     pub fn modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         match &self.inner {
             QpInner::Soft(q) => {

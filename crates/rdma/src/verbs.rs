@@ -340,6 +340,26 @@ bitflags! {
     }
 }
 
+impl QpAttrMask {
+    /// The attributes a reliable-connected queue pair must be given to move from INIT
+    /// to RTR (besides [`QpAttrMask::STATE`]): the path to the remote queue pair and
+    /// the responder's resources.
+    pub const RC_TO_RTR: QpAttrMask = QpAttrMask::AV
+        .union(QpAttrMask::PATH_MTU)
+        .union(QpAttrMask::DEST_QPN)
+        .union(QpAttrMask::RQ_PSN)
+        .union(QpAttrMask::MAX_DEST_RD_ATOMIC)
+        .union(QpAttrMask::MIN_RNR_TIMER);
+    /// The attributes a reliable-connected queue pair must be given to move from RTR
+    /// to RTS (besides [`QpAttrMask::STATE`]): the requester's timers, retries and
+    /// resources.
+    pub const RC_TO_RTS: QpAttrMask = QpAttrMask::SQ_PSN
+        .union(QpAttrMask::TIMEOUT)
+        .union(QpAttrMask::RETRY_CNT)
+        .union(QpAttrMask::RNR_RETRY)
+        .union(QpAttrMask::MAX_QP_RD_ATOMIC);
+}
+
 /// A 128-bit global identifier (`union ibv_gid`), in network byte order.
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]

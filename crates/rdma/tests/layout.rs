@@ -4,30 +4,15 @@
 //! `sizeof`/`offsetof`/values must equal the Rust ones. Skipped (with a line saying so)
 //! when the header is not installed (`libibverbs-dev`).
 
-use std::mem::{offset_of, size_of};
+use std::mem::offset_of;
 use std::path::PathBuf;
 use std::process::Command;
 
+use ofi_testkit::c_layout::{assert_probe_output, probe_program, Layout};
+use ofi_testkit::layout;
+
 use ofi_rdma::sys::ffi::*;
 use ofi_rdma::*;
-
-struct Layout {
-    c_name: &'static str,
-    size: usize,
-    align: usize,
-    fields: Vec<(&'static str, usize)>,
-}
-
-macro_rules! layout {
-    ($c:literal = $T:ty { $($cf:literal = $rf:ident),* $(,)? } $(+ { $($xf:literal = $xo:expr),* $(,)? })?) => {
-        Layout {
-            c_name: $c,
-            size: size_of::<$T>(),
-            align: std::mem::align_of::<$T>(),
-            fields: vec![$(($cf, offset_of!($T, $rf))),* $($(, ($xf, $xo))*)?],
-        }
-    };
-}
 
 fn layouts() -> Vec<Layout> {
     vec![
@@ -288,43 +273,6 @@ fn values() -> Vec<(String, u64)> {
     v
 }
 
-fn program_and_expected(
-    includes: &str,
-    list: Vec<Layout>,
-    values: Vec<(String, u64)>,
-) -> (String, Vec<String>) {
-    let mut c = format!("#include <stdio.h>\n#include <stddef.h>\n{includes}int main(void)\n{{\n");
-    let mut expected = Vec::new();
-    for l in list {
-        c.push_str(&format!(
-            "\tprintf(\"{0} %zu\\n\", sizeof({0}));\n",
-            l.c_name
-        ));
-        expected.push(format!("{} {}", l.c_name, l.size));
-        c.push_str(&format!(
-            "\tprintf(\"align {0} %zu\\n\", _Alignof({0}));\n",
-            l.c_name
-        ));
-        expected.push(format!("align {} {}", l.c_name, l.align));
-        for (f, off) in &l.fields {
-            c.push_str(&format!(
-                "\tprintf(\"{0}.{1} %zu\\n\", offsetof({0}, {1}));\n",
-                l.c_name, f
-            ));
-            expected.push(format!("{}.{} {}", l.c_name, f, off));
-        }
-    }
-    for (name, val) in values {
-        c.push_str(&format!(
-            "\tprintf(\"{0} %llu\\n\", (unsigned long long){0});\n",
-            name
-        ));
-        expected.push(format!("{name} {val}"));
-    }
-    c.push_str("\treturn 0;\n}\n");
-    (c, expected)
-}
-
 /// Compiles and runs the probe `name`, and compares its lines with `expected`.
 fn run_probe(name: &str, src: &str, expected: &[String]) {
     let exe = std::env::current_exe().unwrap();
@@ -350,18 +298,7 @@ fn run_probe(name: &str, src: &str, expected: &[String]) {
     let _ = std::fs::remove_file(&bin);
     let _ = std::fs::remove_file(&c_path);
     assert!(run.status.success());
-    let got: Vec<String> = String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(got.len(), expected.len(), "line count differs");
-    let bad: Vec<String> = expected
-        .iter()
-        .zip(&got)
-        .filter(|(e, g)| e != g)
-        .map(|(e, g)| format!("rust: {e}   C: {g}"))
-        .collect();
-    assert!(bad.is_empty(), "mismatches:\n{}", bad.join("\n"));
+    assert_probe_output(&String::from_utf8_lossy(&run.stdout), expected);
 }
 
 #[test]
@@ -372,8 +309,7 @@ fn mirrors_and_values_match_the_installed_verbs_header() {
         );
         return;
     }
-    let (src, expected) =
-        program_and_expected("#include <infiniband/verbs.h>\n", layouts(), values());
+    let (src, expected) = probe_program("#include <infiniband/verbs.h>\n", &layouts(), &values());
     run_probe("verbs_layout", &src, &expected);
 }
 
@@ -435,7 +371,6 @@ fn rdmacm_mirrors_match_the_installed_header() {
         .collect();
     values.push(("RDMA_PS_TCP".into(), RDMA_PS_TCP.into()));
     values.push(("RDMA_PS_UDP".into(), RDMA_PS_UDP.into()));
-    let (src, expected) =
-        program_and_expected("#include <rdma/rdma_cma.h>\n", rdmacm_layouts(), values);
+    let (src, expected) = probe_program("#include <rdma/rdma_cma.h>\n", &rdmacm_layouts(), &values);
     run_probe("rdmacm_layout", &src, &expected);
 }

@@ -39,21 +39,7 @@ fn post_srd(
     off: usize,
     len: usize,
 ) -> Result<(), ofi_core::Error> {
-    let sg = [n.sge(off, len)];
-    // SAFETY: the range lies in the registered buffer.
-    unsafe {
-        qp.post_send(&SendWr {
-            wr_id,
-            sg_list: &sg,
-            op,
-            send_flags: SendFlags::SIGNALED,
-            ud: Some(UdDest {
-                ah: &to.ah,
-                remote_qpn: to.qpn,
-                remote_qkey: to.qkey,
-            }),
-        })
-    }
+    n.try_post(qp, wr_id, op, off, len, Some(to.dest()))
 }
 
 #[test]

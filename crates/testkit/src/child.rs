@@ -10,12 +10,17 @@
 //! time, or does not exit in time, is killed (by its own handle) and reaped before the
 //! test fails, so no process is left behind.
 //!
+//! A child that only needs to run to its end (a test whose process-wide settings,
+//! read once, must differ, or whose log the parent reads) is started with
+//! [`test_command`] and waited for with [`run_to_end`], also bounded: the parent reads
+//! its whole stdout and stderr afterwards.
+//!
 //! # What may panic
 //!
 //! This is test support: spawning failures, a missing line within the bound, a child
 //! that exits unsuccessfully, and broken pipes panic with a message saying which.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -148,5 +153,81 @@ impl ChildProc {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+/// A command running test `test` of this binary again as a child process, alone and
+/// with its output shown, with `env_var` set to `1` (the child's cue); add the child's
+/// environment to it, then run it with [`run_to_end`].
+pub fn test_command(env_var: &str, test: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env_var, "1");
+    cmd
+}
+
+/// What a child run to its end left: whether it exited successfully, and everything it
+/// printed.
+#[derive(Debug)]
+pub struct ChildRun {
+    /// The child exited with status 0.
+    pub success: bool,
+    /// Its whole standard output.
+    pub stdout: String,
+    /// Its whole standard error.
+    pub stderr: String,
+}
+
+impl ChildRun {
+    /// Asserts that the child exited successfully and printed `line` (anywhere in its
+    /// stdout); the failure shows both outputs.
+    pub fn assert_ok_printing(&self, line: &str) {
+        assert!(
+            self.success && self.stdout.contains(line),
+            "child failed (or printed no {line:?}):\n{}\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+/// Runs `cmd` (see [`test_command`]) to its end and collects its output; a child still
+/// running after `bound` is killed (by its own handle) and reaped, then the test fails.
+pub fn run_to_end(mut cmd: Command, bound: Duration) -> ChildRun {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = read_all(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = read_all(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + bound;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "child did not exit within {bound:?}:\n{}\n{}",
+                out.join().unwrap_or_default(),
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    ChildRun {
+        success: status.success(),
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
     }
 }

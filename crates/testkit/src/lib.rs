@@ -1,6 +1,8 @@
 //! ofi-testkit: test support shared by the workspace's tests (a dev-dependency only).
 //!
 //! - [`TestRng`]: the one seeded generator tests draw randomness from;
+//! - [`c_layout`]: C layout probes, Rust mirrors of C structures and constants checked
+//!   against the installed headers;
 //! - [`child`]: two-process tests, the test binary running one of its tests again as
 //!   the child and talking to it over stdin and stdout;
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
@@ -23,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod c_layout;
 pub mod child;
 pub mod netns;
 pub mod simnet;

@@ -7,14 +7,11 @@
 //!
 //! Every child runs bounded: killed by its PID and reaped when over time.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-struct Run {
-    status: i32,
-    out: String,
-    err: String,
-}
+use common::{check_table, run_bounded};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 fn command(exe: &str) -> Command {
     let mut c = Command::new(exe);
@@ -24,55 +21,6 @@ fn command(exe: &str) -> Command {
     c.env("OFI_PLUGINS_CONFIG", "/dev/null");
     c.env("FI_EFA_DEVICE", "soft");
     c
-}
-
-/// Runs `c` to its end, or kills it (by PID) and reaps it after `limit`.
-fn run_bounded(mut c: Command, limit: Duration) -> Run {
-    let started = Instant::now();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let (o, e) = (dir.path().join("out"), dir.path().join("err"));
-    c.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&o).expect("out file"))
-        .stderr(std::fs::File::create(&e).expect("err file"));
-    let mut child = c.spawn().expect("spawn");
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st.code().unwrap_or(-1);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
-                std::fs::read_to_string(&o).unwrap_or_default(),
-                std::fs::read_to_string(&e).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        status,
-        out: std::fs::read_to_string(&o).unwrap_or_default(),
-        err: std::fs::read_to_string(&e).unwrap_or_default(),
-    }
-}
-
-/// Checks the table: the header, one row per size, every message acknowledged.
-fn check_table(out: &str, sizes: &[&str], iters: &str) {
-    let mut lines = out.lines();
-    assert_eq!(
-        lines.next(),
-        Some("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"),
-        "{out}"
-    );
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(rows.len(), sizes.len(), "{out}");
-    for (row, size) in rows.iter().zip(sizes) {
-        assert_eq!(row.len(), 8, "{out}");
-        assert_eq!(row[0], *size, "{out}");
-        assert_eq!(row[1], iters, "{out}");
-        assert_eq!(row[2], format!("={iters}"), "{out}");
-    }
 }
 
 const SIZES: &str = "0,64,4k,8k,64k,256k";

@@ -6,14 +6,12 @@
 //! against real results, and a filter that excludes everything must fail with the
 //! C tool's `fi_getinfo: -61 ...` form and status 61.
 
+mod common;
+
+use common::Run;
 use std::path::Path;
 use std::process::Command;
-
-struct Run {
-    status: i32,
-    out: String,
-    err: String,
-}
+use std::time::Duration;
 
 #[allow(dead_code)]
 #[path = "../../ofi/tests/vendor/mod.rs"]
@@ -36,13 +34,9 @@ fn command() -> Command {
     c
 }
 
-fn run_cmd(mut c: Command) -> Run {
-    let o = c.output().expect("spawn fi_info");
-    Run {
-        status: o.status.code().unwrap_or(-1),
-        out: String::from_utf8_lossy(&o.stdout).into_owned(),
-        err: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+/// Runs `c` (an `fi_info`) to its end, bounded by a minute.
+fn run_cmd(c: Command) -> Run {
+    common::run_bounded(c, Duration::from_secs(60))
 }
 
 fn fi_info(args: &[&str]) -> Run {

@@ -9,20 +9,16 @@
 //! Every child runs under a watchdog (killed by its PID and reaped when over time), and
 //! after the `--self` runs no process carrying the run's marker is left.
 
+mod common;
+
+use common::{run_bounded, table, Run};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[allow(dead_code)]
 #[path = "../../ofi/tests/vendor/mod.rs"]
 mod vendor;
-
-struct Run {
-    status: i32,
-    out: String,
-    err: String,
-    took: Duration,
-}
 
 fn plugins() -> &'static Path {
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
@@ -40,38 +36,6 @@ fn command(exe: &str) -> Command {
     // providers every run covers.
     c.env("FI_VERBS_DEVICE", "soft");
     c
-}
-
-/// Run `c` to its end, or kill it (by PID) and reap it after `limit`.
-fn run_bounded(mut c: Command, limit: Duration) -> Run {
-    let started = Instant::now();
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let (o, e) = (dir.path().join("out"), dir.path().join("err"));
-    c.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&o).expect("out file"))
-        .stderr(std::fs::File::create(&e).expect("err file"));
-    let mut child = c.spawn().expect("spawn");
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            break st.code().unwrap_or(-1);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "still running after {limit:?}; stdout:\n{}\nstderr:\n{}",
-                std::fs::read_to_string(&o).unwrap_or_default(),
-                std::fs::read_to_string(&e).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        status,
-        out: std::fs::read_to_string(&o).unwrap_or_default(),
-        err: std::fs::read_to_string(&e).unwrap_or_default(),
-        took: started.elapsed(),
-    }
 }
 
 fn pingpong(args: &[&str]) -> Run {
@@ -212,35 +176,6 @@ fn providers(ep_type: &str, caps: &str) -> Vec<String> {
         .collect();
     v.dedup();
     v
-}
-
-/// Splits a table, checking the header and each row's shape; returns the rows' fields.
-fn table(out: &str, sizes: &[&str], lossy: bool) -> Vec<Vec<String>> {
-    let mut lines = out.lines();
-    assert_eq!(
-        lines.next(),
-        Some("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec"),
-        "{out}"
-    );
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect();
-    assert_eq!(rows.len(), sizes.len(), "{out}");
-    for (row, size) in rows.iter().zip(sizes) {
-        assert_eq!(row.len(), 8, "{out}");
-        assert_eq!(row[0], *size, "{out}");
-        let sent = &row[1];
-        if lossy {
-            assert!(row[2].starts_with('=') || row[2].starts_with('-'), "{out}");
-        } else {
-            assert_eq!(row[2], format!("={sent}"), "{out}");
-        }
-        assert!(row[4].ends_with('s'), "{out}");
-        for f in &row[5..] {
-            f.parse::<f64>().unwrap_or_else(|_| panic!("{f} in {out}"));
-        }
-    }
-    rows
 }
 
 /// A marker in the command line, to find leftovers in /proc.

@@ -513,21 +513,13 @@ fn run_with_short_retries(name: &str, marker: &str) {
 
 /// [`run_with_short_retries`] with more variables for the child.
 fn run_with_short_retries_and(name: &str, marker: &str, vars: &[(&str, &str)]) {
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(marker, "1")
-        .env("FI_OFI_RXD_RETRY_LIMIT", "3")
+    let mut cmd = ofi_testkit::child::test_command(marker, name);
+    cmd.env("FI_OFI_RXD_RETRY_LIMIT", "3")
         .env("FI_OFI_RXD_RTO", "1000")
         .env("FI_OFI_RXD_RTO_MAX", "2000")
-        .envs(vars.iter().copied())
-        .output()
-        .expect("run the child");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains(&format!("{marker}_OK")),
-        "child failed: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .envs(vars.iter().copied());
+    ofi_testkit::child::run_to_end(cmd, std::time::Duration::from_secs(120))
+        .assert_ok_printing(&format!("{marker}_OK"));
 }
 
 #[test]

@@ -413,13 +413,7 @@ impl EpInner {
                 max_dest_rd_atomic: 16,
                 ..QpAttr::default()
             },
-            QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
+            QpAttrMask::STATE | QpAttrMask::RC_TO_RTR,
         )?;
         qp.modify(
             &QpAttr {
@@ -430,12 +424,7 @@ impl EpInner {
                 max_rd_atomic: 16,
                 ..QpAttr::default()
             },
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
+            QpAttrMask::STATE | QpAttrMask::RC_TO_RTS,
         )
     }
 

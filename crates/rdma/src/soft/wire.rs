@@ -1,5 +1,6 @@
 //! The software device's packet format between contexts: a fixed 64-byte little-endian
-//! header followed by the payload. Parsing never panics: a short or unknown packet is
+//! header followed by the payload, declared in the kit's wire convention
+//! ([`HdrView`], `ofi_kit::wire`). Parsing never panics: a short or unknown packet is
 //! `None` and the caller drops it. Public so that hostile-peer tests and tools can forge
 //! packets; not a stable interface.
 
@@ -113,25 +114,63 @@ pub struct Hdr {
     pub swap: u64,
 }
 
+ofi_kit::wire_header! {
+    /// A checked view of a packet header (the layout of [`Hdr`]).
+    pub struct HdrView;
+    endian: little;
+    len: HDR_LEN;
+    /// Where each field of a packet header lies.
+    pub mod field {
+        /// [`Kind`].
+        KIND: u8 = 0..1 => kind, set_kind;
+        /// [`ReqOp`] or [`Nak`].
+        OP: u8 = 1..2 => op, set_op;
+        /// `F_*` flags.
+        FLAGS: u8 = 2..3 => flags, set_flags;
+        /// RNR timer code (NAK).
+        RNR_TIMER: u8 = 3..4 => rnr_timer, set_rnr_timer;
+        /// Destination queue pair.
+        DST_QPN: u32 = 4..8 => dst_qpn, set_dst_qpn;
+        /// Source queue pair.
+        SRC_QPN: u32 = 8..12 => src_qpn, set_src_qpn;
+        /// Message sequence number.
+        MSN: u32 = 12..16 => msn, set_msn;
+        /// Immediate data.
+        IMM: u32 = 16..20 => imm, set_imm;
+        /// Remote key.
+        RKEY: u32 = 20..24 => rkey, set_rkey;
+        /// Remote address.
+        RADDR: u64 = 24..32 => raddr, set_raddr;
+        /// Message length.
+        TOTAL: u64 = 32..40 => total, set_total;
+        /// Offset of this fragment's payload in the message.
+        OFFSET: u64 = 40..48 => offset, set_offset;
+        /// Compare value / add value / atomic original / UD qkey.
+        VALUE: u64 = 48..56 => value, set_value;
+        /// Swap value.
+        SWAP: u64 = 56..64 => swap, set_swap;
+    }
+}
+
 impl Hdr {
     /// The header's bytes.
     pub fn emit(&self) -> [u8; HDR_LEN] {
-        let mut b = [0u8; HDR_LEN];
-        b[0] = self.kind;
-        b[1] = self.op;
-        b[2] = self.flags;
-        b[3] = self.rnr_timer;
-        b[4..8].copy_from_slice(&self.dst_qpn.to_le_bytes());
-        b[8..12].copy_from_slice(&self.src_qpn.to_le_bytes());
-        b[12..16].copy_from_slice(&self.msn.to_le_bytes());
-        b[16..20].copy_from_slice(&self.imm.to_le_bytes());
-        b[20..24].copy_from_slice(&self.rkey.to_le_bytes());
-        b[24..32].copy_from_slice(&self.raddr.to_le_bytes());
-        b[32..40].copy_from_slice(&self.total.to_le_bytes());
-        b[40..48].copy_from_slice(&self.offset.to_le_bytes());
-        b[48..56].copy_from_slice(&self.value.to_le_bytes());
-        b[56..64].copy_from_slice(&self.swap.to_le_bytes());
-        b
+        let mut v = HdrView::zeroed();
+        v.set_kind(self.kind);
+        v.set_op(self.op);
+        v.set_flags(self.flags);
+        v.set_rnr_timer(self.rnr_timer);
+        v.set_dst_qpn(self.dst_qpn);
+        v.set_src_qpn(self.src_qpn);
+        v.set_msn(self.msn);
+        v.set_imm(self.imm);
+        v.set_rkey(self.rkey);
+        v.set_raddr(self.raddr);
+        v.set_total(self.total);
+        v.set_offset(self.offset);
+        v.set_value(self.value);
+        v.set_swap(self.swap);
+        v.into_inner()
     }
 
     /// A packet: the header's bytes, then `payload`.
@@ -143,28 +182,22 @@ impl Hdr {
 
     /// Parses a packet: the header and the payload, or `None` when too short.
     pub fn parse(pkt: &[u8]) -> Option<(Hdr, &[u8])> {
-        let b = pkt.get(..HDR_LEN)?;
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(a)
-        };
+        let v = HdrView::new_checked(pkt).ok()?;
         let h = Hdr {
-            kind: b[0],
-            op: b[1],
-            flags: b[2],
-            rnr_timer: b[3],
-            dst_qpn: u32_at(4),
-            src_qpn: u32_at(8),
-            msn: u32_at(12),
-            imm: u32_at(16),
-            rkey: u32_at(20),
-            raddr: u64_at(24),
-            total: u64_at(32),
-            offset: u64_at(40),
-            value: u64_at(48),
-            swap: u64_at(56),
+            kind: v.kind(),
+            op: v.op(),
+            flags: v.flags(),
+            rnr_timer: v.rnr_timer(),
+            dst_qpn: v.dst_qpn(),
+            src_qpn: v.src_qpn(),
+            msn: v.msn(),
+            imm: v.imm(),
+            rkey: v.rkey(),
+            raddr: v.raddr(),
+            total: v.total(),
+            offset: v.offset(),
+            value: v.value(),
+            swap: v.swap(),
         };
         Some((h, &pkt[HDR_LEN..]))
     }

@@ -152,6 +152,20 @@ impl Node {
 
     /// Posts a signaled send work request over `[off, off+len)`.
     pub fn post(&self, qp: &QueuePair, wr_id: u64, op: SendOp, off: usize, len: usize) {
+        self.try_post(qp, wr_id, op, off, len, None).unwrap();
+    }
+
+    /// Posts a signaled send work request over `[off, off+len)`, to `ud` on a UD or
+    /// SRD queue pair, without waiting; the post's own error, if any.
+    pub fn try_post(
+        &self,
+        qp: &QueuePair,
+        wr_id: u64,
+        op: SendOp,
+        off: usize,
+        len: usize,
+        ud: Option<UdDest>,
+    ) -> Result<(), ofi_core::Error> {
         let sg = [self.sge(off, len)];
         // SAFETY: the range lies in the registered buffer.
         unsafe {
@@ -160,10 +174,9 @@ impl Node {
                 sg_list: &sg,
                 op,
                 send_flags: SendFlags::SIGNALED,
-                ud: None,
+                ud,
             })
         }
-        .unwrap();
     }
 }
 
@@ -172,6 +185,17 @@ pub struct UdTarget {
     pub ah: AddressHandle,
     pub qpn: u32,
     pub qkey: u32,
+}
+
+impl UdTarget {
+    /// The work request's destination.
+    pub fn dest(&self) -> UdDest<'_> {
+        UdDest {
+            ah: &self.ah,
+            remote_qpn: self.qpn,
+            remote_qkey: self.qkey,
+        }
+    }
 }
 
 impl Node {
@@ -199,23 +223,8 @@ impl Node {
         off: usize,
         len: usize,
     ) -> WorkCompletion {
-        let sg = [self.sge(off, len)];
-        let ud = UdDest {
-            ah: &to.ah,
-            remote_qpn: to.qpn,
-            remote_qkey: to.qkey,
-        };
-        // SAFETY: the range lies in the registered buffer.
-        unsafe {
-            qp.post_send(&SendWr {
-                wr_id,
-                sg_list: &sg,
-                op,
-                send_flags: SendFlags::SIGNALED,
-                ud: Some(ud),
-            })
-        }
-        .unwrap();
+        self.try_post(qp, wr_id, op, off, len, Some(to.dest()))
+            .unwrap();
         wait_wc(&self.scq, "ud send")
     }
 }
@@ -308,17 +317,8 @@ pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_tim
         max_dest_rd_atomic: 16,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .unwrap();
+    qp.modify(&a, QpAttrMask::STATE | QpAttrMask::RC_TO_RTR)
+        .unwrap();
     let a = QpAttr {
         qp_state: QpState::Rts,
         timeout: 14,
@@ -327,16 +327,8 @@ pub fn rc_connect(qp: &QueuePair, gid: Gid, qpn: u32, rnr_retry: u8, min_rnr_tim
         max_rd_atomic: 16,
         ..QpAttr::default()
     };
-    qp.modify(
-        &a,
-        QpAttrMask::STATE
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+    qp.modify(&a, QpAttrMask::STATE | QpAttrMask::RC_TO_RTS)
+        .unwrap();
 }
 
 /// Two RC queue pairs of nodes `a` and `b` connected to each other.

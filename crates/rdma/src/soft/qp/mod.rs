@@ -319,25 +319,12 @@ impl SoftQp {
             (QpState::Init, QpState::Init) => {}
             (QpState::Init, QpState::Rtr) => {
                 if rc {
-                    need(
-                        QpAttrMask::AV
-                            | QpAttrMask::PATH_MTU
-                            | QpAttrMask::DEST_QPN
-                            | QpAttrMask::RQ_PSN
-                            | QpAttrMask::MAX_DEST_RD_ATOMIC
-                            | QpAttrMask::MIN_RNR_TIMER,
-                    )?;
+                    need(QpAttrMask::RC_TO_RTR)?;
                 }
             }
             (QpState::Rtr, QpState::Rts) => {
                 if rc {
-                    need(
-                        QpAttrMask::SQ_PSN
-                            | QpAttrMask::TIMEOUT
-                            | QpAttrMask::RETRY_CNT
-                            | QpAttrMask::RNR_RETRY
-                            | QpAttrMask::MAX_QP_RD_ATOMIC,
-                    )?;
+                    need(QpAttrMask::RC_TO_RTS)?;
                 } else {
                     need(QpAttrMask::SQ_PSN)?;
                 }
