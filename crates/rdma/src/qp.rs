@@ -8,7 +8,7 @@ use crate::cq::{CompletionQueue, CqInner};
 use crate::device::{mixed, CtxInner};
 use crate::pd::{AhInner, PdInner, ProtectionDomain};
 use crate::soft::cq::lock;
-use crate::soft::qp::{SoftQp, SoftSrq, MAX_INLINE, MAX_SGE};
+use crate::soft::qp::{SoftQp, SoftQpInit, SoftSrq, MAX_INLINE, MAX_SGE};
 use crate::sys::objects::{QpCreate, SysQp, SysSrq};
 use crate::verbs::{QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr, SendWr};
 
@@ -109,13 +109,15 @@ impl QueuePair {
                     & 0x00ff_ffff;
                 let qp = Arc::new(SoftQp::new(
                     qpn,
-                    a.qp_type,
                     *id,
-                    c,
-                    a.sq_sig_all,
-                    scq.clone(),
-                    rcq.clone(),
-                    srq,
+                    SoftQpInit {
+                        qp_type: a.qp_type,
+                        cap: c,
+                        sq_sig_all: a.sq_sig_all,
+                        send_cq: scq.clone(),
+                        recv_cq: rcq.clone(),
+                        srq,
+                    },
                 ));
                 lock(&shared.tables).qps.insert(qpn, qp.clone());
                 QpInner::Soft(qp)

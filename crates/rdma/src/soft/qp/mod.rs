@@ -231,18 +231,28 @@ fn seq_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
 
+/// What a software queue pair is created with: `ibv_create_qp`'s attributes, with the
+/// queues resolved to the software device's own.
+pub(crate) struct SoftQpInit {
+    pub(crate) qp_type: QpType,
+    pub(crate) cap: QpCap,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) send_cq: Arc<SoftCq>,
+    pub(crate) recv_cq: Arc<SoftCq>,
+    pub(crate) srq: Option<Arc<SoftSrq>>,
+}
+
 impl SoftQp {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        qpn: u32,
-        qp_type: QpType,
-        pd: u32,
-        cap: QpCap,
-        sq_sig_all: bool,
-        send_cq: Arc<SoftCq>,
-        recv_cq: Arc<SoftCq>,
-        srq: Option<Arc<SoftSrq>>,
-    ) -> SoftQp {
+    /// Queue pair `qpn` of protection domain `pd`, in the reset state.
+    pub(crate) fn new(qpn: u32, pd: u32, init: SoftQpInit) -> SoftQp {
+        let SoftQpInit {
+            qp_type,
+            cap,
+            sq_sig_all,
+            send_cq,
+            recv_cq,
+            srq,
+        } = init;
         SoftQp {
             qpn,
             qp_type,
