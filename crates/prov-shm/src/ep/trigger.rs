@@ -20,6 +20,8 @@ use super::{scalable, Active, Endpoint, Shared};
 impl Shared {
     /// Issue the waiting calls whose counters reached their thresholds; complete
     /// the ones that fail as errors. The number of calls handled.
+    #[cold]
+    #[inline(never)]
     pub(super) fn fire_triggers(&self, act: &Active) -> usize {
         let Some(sh) = self.this.upgrade() else {
             return 0;
