@@ -13,16 +13,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_prov.h>
 #include <rdma/providers/fi_log.h>
+#include "check.h"
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
 
 static void check_strerror(void)
 {

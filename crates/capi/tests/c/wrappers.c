@@ -24,21 +24,8 @@
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_errno.h>
+#include "check.h"
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL line %d: %s: ", __LINE__, #cond);    \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
-#define OK(call)                                                               \
-	do {                                                                   \
-		long _r = (long)(call);                                        \
-		CHECK(_r == 0, "%s = %ld (%s)", #call, _r, fi_strerror((int)-_r)); \
-	} while (0)
 
 #define SPIN 2000000
 

@@ -64,6 +64,7 @@ pub fn compile_c(name: &str, src: &str) -> PathBuf {
     cc.args(["-std=gnu11", "-Wall", "-Werror", "-O1", "-o"])
         .arg(&exe)
         .arg(&c_path)
+        .arg(concat!("-I", env!("CARGO_MANIFEST_DIR"), "/tests/c"))
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .args(["-lfabric", "-ldl"]);
