@@ -319,15 +319,7 @@ impl Provider for VerbsProvider {
     }
 
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-        let mut out = getinfo::match_templates(
-            NAME,
-            Self::VERSION,
-            &self.info_templates(),
-            req,
-            &getinfo::IpResolver,
-        );
-        ofi_kit::progress::prefer_manual_data_progress(req, &mut out.infos);
-        out
+        ofi_kit::info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
     }
 
     fn fabric(&self, info: &Info) -> Result<Fabric> {
