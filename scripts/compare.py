@@ -480,6 +480,10 @@ def markdown(res, settings, cells, sizes, tools, places, meta):
         "(scripts/linkprobe.c; TCP ping-pong of that size for shm/tcp/rxm rows, UDP for "
         "udp/rxd rows up to 65507 B).",
     ]
+    if meta.get("calibrated"):
+        lines += ["", "Iterations (`-I`) per cell, size and place: " + "; ".join(
+            f"{label} {size} B {place} {count}"
+            for label, size, place, count in meta["calibrated"]) + "."]
     for filled in meta.get("filled", []):
         lines += ["", f"Cells taken {filled}."]
     if meta.get("retried"):
@@ -960,6 +964,7 @@ def measure(res, args, cells, sizes, tools, bw_tools, places, pin, probe, base_e
                     slowest = max(usec for _, usec in counts)
                     iters[(cell[0], size, place.short)] = count
                     limits[(cell[0], size, place.short)] = limit_for(count, slowest)
+                    meta.setdefault("calibrated", []).append([cell[0], size, place.short, count])
                 print(f"calibrated {place.short} {cell[0]} {size} B: -I "
                       f"{iters.get((cell[0], size, place.short), 'n/a')}", file=sys.stderr)
         if probe:
