@@ -25,7 +25,7 @@ use ofi::{Error, Info, OpFlags, Version};
 
 use crate::fid::{CloseFn, FiOps, Fid, ENOSYS};
 use crate::info::{info_from_c, FiFabricAttr, FiInfo};
-use crate::{guard, status};
+use crate::{guard, guard_try, status};
 
 /// A C object: the C structure `C` (which starts with `struct fid`) and the ofi object.
 #[repr(C)]
@@ -128,6 +128,19 @@ pub unsafe fn put<T>(out: *mut T, value: T) -> c_int {
     0
 }
 
+/// Writes the value of `r` to the out pointer `out` (refusing null), returning 0, or
+/// returns the code of its error.
+///
+/// # Safety
+/// `out` is null or writable.
+pub unsafe fn put_result<T>(out: *mut T, r: ofi::Result<T>) -> c_int {
+    match r {
+        // SAFETY: the caller's contract.
+        Ok(value) => unsafe { put(out, value) },
+        Err(e) => status(&e),
+    }
+}
+
 /// The Rust info of a C info argument (null is `-FI_EINVAL`).
 ///
 /// # Safety
@@ -214,42 +227,33 @@ unsafe extern "C" fn fabric_domain2(
     flags: u64,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)) };
-        let info = match info {
-            Ok(i) => i,
-            Err(c) => return c,
-        };
+        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
         if flags != 0 {
-            return -libc::ENOSYS;
+            return Err(ENOSYS);
         }
-        match f.r.domain_with(&info, context as usize) {
-            Ok(d) => {
-                let c = FidDomain {
-                    fid: fid_header(crate::fid::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),
-                    ops: &crate::queues::DOMAIN_OPS,
-                    mr: &MR_OPS,
-                };
-                let api_version = if info.fabric_attr.api_version == Version::default() {
-                    Version::from_raw(f.c.api_version)
-                } else {
-                    info.fabric_attr.api_version
-                };
-                let obj = DomainObj::into_c(
-                    c,
-                    DomainState {
-                        domain: d,
-                        addr_format: info.addr_format.to_raw(),
-                        api_version,
-                        fabric,
-                    },
-                );
-                // SAFETY: `dom` per the C API.
-                unsafe { put(dom, obj) }
-            }
-            Err(e) => status(&e),
-        }
+        let opened = f.r.domain_with(&info, context as usize).map(|d| {
+            let c = FidDomain {
+                fid: fid_header(crate::fid::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),
+                ops: &crate::queues::DOMAIN_OPS,
+                mr: &MR_OPS,
+            };
+            let api_version = if info.fabric_attr.api_version == Version::default() {
+                Version::from_raw(f.c.api_version)
+            } else {
+                info.fabric_attr.api_version
+            };
+            let state = DomainState {
+                domain: d,
+                addr_format: info.addr_format.to_raw(),
+                api_version,
+                fabric,
+            };
+            DomainObj::into_c(c, state)
+        });
+        // SAFETY: `dom` per the C API.
+        Ok(unsafe { put_result(dom, opened) })
     })
 }
 
@@ -325,21 +329,16 @@ pub unsafe fn open_fabric(
         info.fabric_attr.api_version = ofi::API_VERSION;
     }
     let api_version = info.fabric_attr.api_version.to_raw();
-    match ofi::fabric(&info) {
-        Ok(f) => {
-            let c = FidFabric {
-                fid: fid_header(crate::fid::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
-                ops: &FABRIC_OPS,
-                api_version,
-            };
-            // SAFETY: checked non-null; writable per the contract.
-            unsafe { put(fabric, FabricObj::into_c(c, f)) }
-        }
-        Err(e) => {
-            ofi::ofi_debug!("core", "fabric", "fi_fabric: {e}");
-            status(&e)
-        }
-    }
+    let opened = ofi::fabric(&info).inspect_err(|e| {
+        ofi::ofi_debug!("core", "fabric", "fi_fabric: {e}");
+    });
+    let c = FidFabric {
+        fid: fid_header(crate::fid::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
+        ops: &FABRIC_OPS,
+        api_version,
+    };
+    // SAFETY: checked non-null; writable per the contract.
+    unsafe { put_result(fabric, opened.map(|f| FabricObj::into_c(c, f))) }
 }
 
 // ---------------------------------------------------------------------------------
@@ -556,11 +555,8 @@ fn mr_to_c(mr: MemoryRegion, context: *mut c_void) -> *mut FidMr {
 }
 
 fn mr_result(r: ofi::Result<MemoryRegion>, out: *mut *mut FidMr, context: *mut c_void) -> c_int {
-    match r {
-        // SAFETY: `out` was checked non-null by the caller.
-        Ok(mr) => unsafe { put(out, mr_to_c(mr, context)) },
-        Err(e) => status(&e),
-    }
+    // SAFETY: `out` was checked non-null by the caller.
+    unsafe { put_result(out, r.map(|mr| mr_to_c(mr, context))) }
 }
 
 #[allow(clippy::too_many_arguments)]
