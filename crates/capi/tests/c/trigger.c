@@ -20,26 +20,11 @@
 #include <rdma/fi_trigger.h>
 #include <rdma/fi_errno.h>
 #include "check.h"
+#include "progress.h"
 
-
-#define SPIN 2000000
 #define ROUNDS 64
 
 static struct fid_cq *cq_a, *cq_b;
-
-/* One tagged-format completion of `cq` (driving the other CQ meanwhile). */
-static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagged_entry *out)
-{
-	ssize_t r = -FI_EAGAIN;
-	int n;
-
-	for (n = 0; n < SPIN && r == -FI_EAGAIN; n++) {
-		r = fi_cq_read(cq, out, 1);
-		if (r == -FI_EAGAIN)
-			fi_cq_read(other, NULL, 0);
-	}
-	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
-}
 
 /* Drives both CQs ROUNDS times; neither may have a completion. */
 static void nothing_yet(const char *what)
@@ -87,7 +72,6 @@ int main(void)
 	struct fi_rma_iov riov;
 	struct fi_msg_rma rmsg;
 	ssize_t r;
-	int n;
 
 	hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_RDM;
@@ -176,22 +160,13 @@ int main(void)
 	OK(sendmsg_triggered(a, "never", 6, addr[1], &t_cancel));
 	nothing_yet("before close");
 	OK(fi_close(&a->fid));
-	r = -FI_EAGAIN;
-	for (n = 0; n < ROUNDS && r == -FI_EAGAIN; n++)
-		r = fi_cq_read(cq_a, &comp, 1);
+	r = read_until(cq_a, NULL, &comp, ROUNDS);
 	CHECK(r == -FI_EAVAIL, "an error entry after close: %zd", r);
 	CHECK(fi_cq_readerr(cq_a, &err, 0) == 1, "readerr");
 	CHECK(err.err == FI_ECANCELED && err.op_context == &t_cancel, "cancelled: err %d", err.err);
 
-	OK(fi_close(&b->fid));
-	OK(fi_close(&mr->fid));
-	OK(fi_close(&txc->fid));
-	OK(fi_close(&start->fid));
-	OK(fi_close(&av->fid));
-	OK(fi_close(&cq_a->fid));
-	OK(fi_close(&cq_b->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	CLOSE_ALL(&b->fid, &mr->fid, &txc->fid, &start->fid, &av->fid, &cq_a->fid, &cq_b->fid,
+		  &domain->fid, &fabric->fid);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	printf("trigger ok\nall ok\n");
