@@ -569,12 +569,8 @@ unsafe fn getopt_out(
 /// # Safety
 /// `p` holds `len` bytes when non-null.
 unsafe fn bytes<'a>(p: *const c_void, len: usize) -> &'a [u8] {
-    if p.is_null() || len == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
-    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::obj::c_slice(p.cast::<u8>(), len) }.unwrap_or(&[])
 }
 
 /// The option and name slots (`getopt`, `setopt` of `fi_ops_ep`; `setname`, `getname`

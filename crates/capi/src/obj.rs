@@ -141,6 +141,22 @@ pub unsafe fn put_result<T>(out: *mut T, r: ofi::Result<T>) -> c_int {
     }
 }
 
+/// The `count` entries at `p`: empty for a zero count, `None` for a null `p` with
+/// entries (which the caller answers with `-FI_EINVAL`).
+///
+/// # Safety
+/// `p` holds `count` valid entries when it is not null.
+pub unsafe fn c_slice<'a, T>(p: *const T, count: usize) -> Option<&'a [T]> {
+    if count == 0 {
+        Some(&[])
+    } else if p.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        Some(unsafe { std::slice::from_raw_parts(p, count) })
+    }
+}
+
 /// The Rust info of a C info argument (null is `-FI_EINVAL`).
 ///
 /// # Safety
@@ -453,14 +469,9 @@ unsafe fn mr_refresh(mr: &MrObj, m: *const FiMrModify) -> c_int {
     let Some(m) = (unsafe { m.as_ref() }) else {
         return EINVAL;
     };
-    if m.attr.mr_iov.is_null() && m.attr.iov_count > 0 {
+    // SAFETY: `iov_count` entries (the caller's contract).
+    let Some(iovs) = (unsafe { c_slice(m.attr.mr_iov, m.attr.iov_count) }) else {
         return EINVAL;
-    }
-    let iovs = if m.attr.iov_count == 0 {
-        &[][..]
-    } else {
-        // SAFETY: `iov_count` entries (the caller's contract).
-        unsafe { std::slice::from_raw_parts(m.attr.mr_iov, m.attr.iov_count) }
     };
     code(mr.r.refresh(iovs, m.flags))
 }
@@ -605,17 +616,15 @@ unsafe extern "C" fn mr_regv(
     context: *mut c_void,
 ) -> c_int {
     guard(|| {
-        if mr.is_null() || (iov.is_null() && count > 0) {
+        if mr.is_null() {
             return EINVAL;
         }
+        // SAFETY: `count` entries per the C API.
+        let Some(iovs) = (unsafe { c_slice(iov, count) }) else {
+            return EINVAL;
+        };
         // SAFETY: the `mr` table sits in our domains only.
         let d = unsafe { DomainObj::of(fid.cast()) };
-        let iovs = if count == 0 {
-            &[][..]
-        } else {
-            // SAFETY: `count` entries per the C API.
-            unsafe { std::slice::from_raw_parts(iov, count) }
-        };
         // SAFETY: the memory per the C API.
         let r = unsafe {
             d.r.domain.mr_regv(
