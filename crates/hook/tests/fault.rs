@@ -327,13 +327,18 @@ fn bad_config_fails_the_fabric_open() {
             dup: 0.7,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let info = common::info(&reg, "udp", EpType::Dgram);
-            let e = reg.open_fabric(&info).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{e}");
-        },
+        open_refused,
     );
+}
+
+/// Opens the udp fabric under the fault hook, which must refuse it (a bad
+/// configuration) with `FI_EINVAL`; returns the error.
+fn open_refused() -> ofi::Error {
+    let reg = registry("fault");
+    let info = common::info(&reg, "udp", EpType::Dgram);
+    let e = reg.open_fabric(&info).unwrap_err();
+    assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    e
 }
 
 /// Whether this process is the child of a test of this file (see [`run_child`]).
@@ -356,10 +361,7 @@ fn env_drop_all_child() {
 /// The child side of `parameters_from_the_environment` for a bad parameter: it fails
 /// the fabric open with `FI_EINVAL` naming the variable `var` (`OFI_HOOK_TEST_EXPECT`).
 fn env_bad_config_child(var: &str) {
-    let reg = registry("fault");
-    let info = common::info(&reg, "udp", EpType::Dgram);
-    let e = reg.open_fabric(&info).unwrap_err();
-    assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    let e = open_refused();
     assert!(e.to_string().contains(var), "{e}");
 }
 
