@@ -565,9 +565,26 @@ fn mr_to_c(mr: MemoryRegion, context: *mut c_void) -> *mut FidMr {
     MrObj::into_c(c, mr)
 }
 
-fn mr_result(r: ofi::Result<MemoryRegion>, out: *mut *mut FidMr, context: *mut c_void) -> c_int {
-    // SAFETY: `out` was checked non-null by the caller.
-    unsafe { put_result(out, r.map(|mr| mr_to_c(mr, context))) }
+/// What the registration slots share: a null `out` is `-FI_EINVAL`; else `reg` registers
+/// on the domain behind `fid` and the region goes to `out` for C.
+///
+/// # Safety
+/// `fid` is a domain of this library (the `mr` table sits in our domains only); `out`
+/// is null or writable.
+unsafe fn register(
+    fid: *mut Fid,
+    out: *mut *mut FidMr,
+    context: *mut c_void,
+    reg: impl FnOnce(&Domain) -> ofi::Result<MemoryRegion>,
+) -> c_int {
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    let d = unsafe { DomainObj::of(fid.cast()) };
+    let made = reg(&d.r.domain).map(|mr| mr_to_c(mr, context));
+    // SAFETY: checked non-null.
+    unsafe { put_result(out, made) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -582,24 +599,13 @@ unsafe extern "C" fn mr_reg(
     mr: *mut *mut FidMr,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        if mr.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: the `mr` table sits in our domains only.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        // SAFETY: the memory per the C API (the program keeps it registered).
-        let r = unsafe {
-            d.r.domain.mr_reg(
-                buf.cast(),
-                len,
-                OpFlags::from_bits_retain(access),
-                offset,
-                requested_key,
-                flags,
-            )
-        };
-        mr_result(r, mr, context)
+    let access = OpFlags::from_bits_retain(access);
+    // SAFETY: the slot of our domains' `mr` table; the memory per the C API (the
+    // program keeps it registered).
+    guard(|| unsafe {
+        register(fid, mr, context, |d| {
+            d.mr_reg(buf.cast(), len, access, offset, requested_key, flags)
+        })
     })
 }
 
@@ -615,27 +621,18 @@ unsafe extern "C" fn mr_regv(
     mr: *mut *mut FidMr,
     context: *mut c_void,
 ) -> c_int {
+    let access = OpFlags::from_bits_retain(access);
     guard(|| {
-        if mr.is_null() {
-            return EINVAL;
-        }
         // SAFETY: `count` entries per the C API.
         let Some(iovs) = (unsafe { c_slice(iov, count) }) else {
             return EINVAL;
         };
-        // SAFETY: the `mr` table sits in our domains only.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        // SAFETY: the memory per the C API.
-        let r = unsafe {
-            d.r.domain.mr_regv(
-                iovs,
-                OpFlags::from_bits_retain(access),
-                offset,
-                requested_key,
-                flags,
-            )
-        };
-        mr_result(r, mr, context)
+        // SAFETY: the slot of our domains' `mr` table; the memory per the C API.
+        unsafe {
+            register(fid, mr, context, |d| {
+                d.mr_regv(iovs, access, offset, requested_key, flags)
+            })
+        }
     })
 }
 
