@@ -68,7 +68,8 @@ pub struct Pair {
     pub info: Info,
 }
 
-fn peer(domain: &Domain, info: &Info) -> Peer {
+/// An enabled endpoint of `domain` with its own CQ and AV.
+pub fn peer(domain: &Domain, info: &Info) -> Peer {
     let cq = domain
         .cq_open(&CqAttr {
             wait_obj: WaitObj::None,
