@@ -38,6 +38,16 @@ static void nothing_yet(const char *what)
 	}
 }
 
+/* Makes `t` a trigger at `threshold` of counter `cntr`. */
+static void threshold_trigger(struct fi_triggered_context *t, struct fid_cntr *cntr,
+			      size_t threshold)
+{
+	memset(t, 0, sizeof(*t));
+	t->event_type = FI_TRIGGER_THRESHOLD;
+	t->trigger.threshold.cntr = cntr;
+	t->trigger.threshold.threshold = threshold;
+}
+
 static ssize_t sendmsg_triggered(struct fid_ep *ep, const void *buf, size_t len,
 				 fi_addr_t to, struct fi_triggered_context *t)
 {
@@ -106,10 +116,7 @@ int main(void)
 	}
 
 	/* Threshold 0: refused, nothing posted. */
-	memset(&t_zero, 0, sizeof(t_zero));
-	t_zero.event_type = FI_TRIGGER_THRESHOLD;
-	t_zero.trigger.threshold.cntr = start;
-	t_zero.trigger.threshold.threshold = 0;
+	threshold_trigger(&t_zero, start, 0);
 	r = sendmsg_triggered(a, "zz", 3, addr[1], &t_zero);
 	CHECK(r == -FI_EINVAL, "threshold 0: %zd", r);
 	CHECK(t_zero.trigger.threshold.cntr == start || t_zero.trigger.threshold.cntr != NULL,
@@ -118,15 +125,9 @@ int main(void)
 	/* A send at threshold 2 of `start`, and a write at threshold 1 of `txc` (which
 	 * counts the send's completion). */
 	OK(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, NULL));
-	memset(&t_send, 0, sizeof(t_send));
-	t_send.event_type = FI_TRIGGER_THRESHOLD;
-	t_send.trigger.threshold.cntr = start;
-	t_send.trigger.threshold.threshold = 2;
+	threshold_trigger(&t_send, start, 2);
 	OK(sendmsg_triggered(a, "trig", 5, addr[1], &t_send));
-	memset(&t_write, 0, sizeof(t_write));
-	t_write.event_type = FI_TRIGGER_THRESHOLD;
-	t_write.trigger.threshold.cntr = txc;
-	t_write.trigger.threshold.threshold = 1;
+	threshold_trigger(&t_write, txc, 1);
 	riov.addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
 	riov.len = sizeof(local);
 	riov.key = fi_mr_key(mr);
@@ -153,10 +154,7 @@ int main(void)
 	CHECK(fi_cntr_read(txc) == 2, "tx counter %lu", (unsigned long)fi_cntr_read(txc));
 
 	/* Close with a triggered send waiting: FI_ECANCELED. */
-	memset(&t_cancel, 0, sizeof(t_cancel));
-	t_cancel.event_type = FI_TRIGGER_THRESHOLD;
-	t_cancel.trigger.threshold.cntr = start;
-	t_cancel.trigger.threshold.threshold = 100;
+	threshold_trigger(&t_cancel, start, 100);
 	OK(sendmsg_triggered(a, "never", 6, addr[1], &t_cancel));
 	nothing_yet("before close");
 	OK(fi_close(&a->fid));
