@@ -577,7 +577,10 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize) -> &'a [u8] {
 /// of `fi_ops_cm`), which both endpoint kinds forward alike to the ofi object `$target`
 /// of their wrapper `$o`. `Obj |o| target => getopt, setopt, setname, getname;`
 macro_rules! opt_and_name_slots {
-    ($Obj:ident |$o:ident| $target:expr => $getopt:ident, $setopt:ident, $setname:ident, $getname:ident;) => {
+    (
+        $Obj:ident |$o:ident| $target:expr =>
+            $getopt:ident, $setopt:ident, $setname:ident, $getname:ident;
+    ) => {
         unsafe extern "C" fn $getopt(
             fid: *mut Fid,
             level: c_int,

@@ -564,8 +564,8 @@ unsafe fn opt_bytes(p: *const u8, len: usize) -> Option<Vec<u8>> {
     }
 }
 
-fn closed_enum<T>(v: Option<T>, field: &str, raw: u32) -> Result<T> {
-    v.ok_or_else(|| Error::new(Errno::EINVAL, format!("{field}: unknown value {raw}")))
+fn closed_enum<T>(from_raw: fn(u32) -> Option<T>, raw: u32, field: &str) -> Result<T> {
+    from_raw(raw).ok_or_else(|| Error::new(Errno::EINVAL, format!("{field}: unknown value {raw}")))
 }
 
 /// # Safety
@@ -658,7 +658,7 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
 /// `auth_key` is null or valid for `auth_key_size` bytes.
 pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
     Ok(ofi::__attr_literal!(EpAttr, EpAttr from e {
-        ep_type: closed_enum(EpType::from_raw(e.ep_type), "ep_attr.type", e.ep_type)?,
+        ep_type: closed_enum(EpType::from_raw, e.ep_type, "ep_attr.type")?,
         protocol: Protocol(e.protocol),
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(e.auth_key, e.auth_key_size) },
@@ -674,27 +674,23 @@ pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
         domain: d.domain as usize,
         // SAFETY: the caller's contract.
         name: unsafe { opt_str(d.name) },
-        threading: closed_enum(
-            Threading::from_raw(d.threading),
-            "domain_attr.threading",
-            d.threading,
-        )?,
+        threading: closed_enum(Threading::from_raw, d.threading, "domain_attr.threading")?,
         control_progress: closed_enum(
-            Progress::from_raw(d.control_progress),
-            "domain_attr.control_progress",
+            Progress::from_raw,
             d.control_progress,
+            "domain_attr.control_progress",
         )?,
         data_progress: closed_enum(
-            Progress::from_raw(d.data_progress),
-            "domain_attr.data_progress",
+            Progress::from_raw,
             d.data_progress,
+            "domain_attr.data_progress",
         )?,
         resource_mgmt: closed_enum(
-            ResourceMgmt::from_raw(d.resource_mgmt),
-            "domain_attr.resource_mgmt",
+            ResourceMgmt::from_raw,
             d.resource_mgmt,
+            "domain_attr.resource_mgmt",
         )?,
-        av_type: closed_enum(AvType::from_raw(d.av_type), "domain_attr.av_type", d.av_type)?,
+        av_type: closed_enum(AvType::from_raw, d.av_type, "domain_attr.av_type")?,
         mr_mode: MrMode::from_bits_retain(d.mr_mode as u32),
         caps: Caps::from_bits_retain(d.caps),
         mode: Mode::from_bits_retain(d.mode),
