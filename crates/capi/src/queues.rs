@@ -530,6 +530,16 @@ pub struct EqState {
     pub err_data: Mutex<Vec<u8>>,
 }
 
+impl EqState {
+    /// The state of a newly opened EQ: no error data kept yet.
+    pub fn new(eq: EventQueue) -> EqState {
+        EqState {
+            eq,
+            err_data: Mutex::new(Vec::new()),
+        }
+    }
+}
+
 /// An EQ object.
 pub type EqObj = CObj<FidEq, EqState>;
 
@@ -848,13 +858,7 @@ pub unsafe extern "C" fn fabric_eq_open(
             fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),
             ops: &EQ_OPS,
         };
-        let made = opened.map(|q| {
-            let state = EqState {
-                eq: q,
-                err_data: Mutex::new(Vec::new()),
-            };
-            EqObj::into_c(c, state).cast()
-        });
+        let made = opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast());
         // SAFETY: `eq` per the C API.
         Ok(unsafe { put_result(eq, made) })
     })
