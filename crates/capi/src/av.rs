@@ -14,9 +14,9 @@ use std::ptr;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::{AddrFormat, Address, AvFlags, AvType, Errno, Error};
 
-use crate::fid::{FiOps, Fid, ENOSYS};
+use crate::fid::{FiOps, Fid};
 use crate::info::opt_str;
-use crate::obj::{cast_fid, code, fid_header, put, CObj, DomainObj, FidDomain, EINVAL};
+use crate::obj::{cast_fid, code, fid_header, put_result, CObj, DomainObj, FidDomain, EINVAL};
 use crate::queues::{entries, eq_of, text_out};
 use crate::{guard, status};
 
@@ -380,21 +380,19 @@ pub unsafe extern "C" fn domain_av_open(
             map_addr: attr.map_addr as usize,
             flags: AvFlags::from_bits_retain(attr.flags),
         };
-        match d.r.domain.av_open(&a) {
-            Ok(v) => {
-                let c = FidAv {
-                    fid: fid_header(crate::fid::FI_CLASS_AV, context, &AV_FI_OPS),
-                    ops: &AV_OPS,
-                };
-                let state = AvState {
-                    av: v,
-                    addr_format: AddrFormat(d.r.addr_format),
-                };
-                // SAFETY: `av` per the C API.
-                unsafe { put(av, AvObj::into_c(c, state)) }
-            }
-            Err(e) => status(&e),
-        }
+        let made = d.r.domain.av_open(&a).map(|v| {
+            let c = FidAv {
+                fid: fid_header(crate::fid::FI_CLASS_AV, context, &AV_FI_OPS),
+                ops: &AV_OPS,
+            };
+            let state = AvState {
+                av: v,
+                addr_format: AddrFormat(d.r.addr_format),
+            };
+            AvObj::into_c(c, state)
+        });
+        // SAFETY: `av` per the C API.
+        unsafe { put_result(av, made) }
     })
 }
 

@@ -28,14 +28,14 @@ use ofi::ep::{Endpoint, PassiveEndpoint};
 use ofi::{AddrFormat, AtomicOp, Datatype, OpFlags};
 
 use crate::av::av_of;
-use crate::fid::{FiOps, Fid, ENOSYS, FI_CLASS_EP, FI_CLASS_PEP};
+use crate::fid::{FiOps, Fid, FI_CLASS_EP, FI_CLASS_PEP};
 use crate::info::FiInfo;
 use crate::obj::{
-    cast_fid, code, fid_header, info_arg, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
-    FI_ENABLE,
+    cast_fid, code, fid_header, info_arg, put_result, CObj, DomainObj, FabricObj, FidDomain,
+    FidFabric, EINVAL, FI_ENABLE,
 };
 use crate::queues::{cntr_of, cq_of, eq_of};
-use crate::{guard, status};
+use crate::{guard, guard_try, status};
 
 /// `struct fid_ep`.
 #[repr(C)]
@@ -336,8 +336,8 @@ pub struct FiOpsCollective {
     pub slots: [CollectiveFn; 11],
 }
 
-unsafe extern "C" fn collective_enosys() -> isize {
-    ENOSYS as isize
+crate::fid::enosys_slots! {
+    fn collective_enosys() -> isize;
 }
 
 /// The `fi_ops_msg` of an endpoint.
@@ -397,11 +397,8 @@ macro_rules! valid_slot {
                 else {
                     return EINVAL;
                 };
-                match e.$method(dt, op) {
-                    // SAFETY: `count` per the C API.
-                    Ok(n) => unsafe { crate::obj::put(count, n) },
-                    Err(err) => status(&err),
-                }
+                // SAFETY: `count` per the C API.
+                unsafe { put_result(count, e.$method(dt, op)) }
             })
         }
     };
@@ -504,21 +501,19 @@ unsafe fn ep_alias(fid: *mut Fid, a: *const FiAlias) -> c_int {
     }
     // SAFETY: writable per the C API.
     unsafe { crate::queues::null_out(a.fid) };
-    match e.r.ep.alias(a.flags) {
-        Ok(alias) => {
-            let c = FidEp {
-                fid: fid_header(FI_CLASS_EP, e.c.fid.context, &EP_FI_OPS),
-                ..e.c
-            };
-            let state = EpState {
-                ep: alias,
-                addr_format: e.r.addr_format,
-            };
-            // SAFETY: checked non-null.
-            unsafe { crate::obj::put(a.fid.cast::<*mut FidEp>(), EpObj::into_c(c, state)) }
-        }
-        Err(err) => status(&err),
-    }
+    let made = e.r.ep.alias(a.flags).map(|alias| {
+        let c = FidEp {
+            fid: fid_header(FI_CLASS_EP, e.c.fid.context, &EP_FI_OPS),
+            ..e.c
+        };
+        let state = EpState {
+            ep: alias,
+            addr_format: e.r.addr_format,
+        };
+        EpObj::into_c(c, state)
+    });
+    // SAFETY: checked non-null.
+    unsafe { put_result(a.fid.cast::<*mut FidEp>(), made) }
 }
 
 /// The `fi_ops` of an endpoint.
@@ -574,41 +569,73 @@ unsafe fn getopt_out(
 /// # Safety
 /// `p` holds `len` bytes when non-null.
 unsafe fn bytes<'a>(p: *const c_void, len: usize) -> &'a [u8] {
-    if p.is_null() || len == 0 {
-        &[]
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
-    }
+    // SAFETY: the caller's contract.
+    unsafe { crate::obj::c_slice(p.cast::<u8>(), len) }.unwrap_or(&[])
 }
 
-unsafe extern "C" fn ep_getopt(
-    fid: *mut Fid,
-    level: c_int,
-    name: c_int,
-    optval: *mut c_void,
-    optlen: *mut usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: our endpoint; the buffers per the C API.
-        let e = &unsafe { EpObj::of(fid.cast()) }.r.ep;
-        // SAFETY: as above.
-        unsafe { getopt_out(|b| e.getopt(level, name, b), optval, optlen) }
-    })
+/// The option and name slots (`getopt`, `setopt` of `fi_ops_ep`; `setname`, `getname`
+/// of `fi_ops_cm`), which both endpoint kinds forward alike to the ofi object `$target`
+/// of their wrapper `$o`. `Obj |o| target => getopt, setopt, setname, getname;`
+macro_rules! opt_and_name_slots {
+    (
+        $Obj:ident |$o:ident| $target:expr =>
+            $getopt:ident, $setopt:ident, $setname:ident, $getname:ident;
+    ) => {
+        unsafe extern "C" fn $getopt(
+            fid: *mut Fid,
+            level: c_int,
+            name: c_int,
+            optval: *mut c_void,
+            optlen: *mut usize,
+        ) -> c_int {
+            guard(|| {
+                // SAFETY: the slot sits in this kind's tables only.
+                let $o = unsafe { $Obj::of(fid.cast()) };
+                let t = &$target;
+                // SAFETY: the buffers per the C API.
+                unsafe { getopt_out(|b| t.getopt(level, name, b), optval, optlen) }
+            })
+        }
+
+        unsafe extern "C" fn $setopt(
+            fid: *mut Fid,
+            level: c_int,
+            name: c_int,
+            optval: *const c_void,
+            optlen: usize,
+        ) -> c_int {
+            guard(|| {
+                // SAFETY: our object (as above); the buffer per the C API.
+                let ($o, v) = unsafe { ($Obj::of(fid.cast()), bytes(optval, optlen)) };
+                code($target.setopt(level, name, v))
+            })
+        }
+
+        unsafe extern "C" fn $setname(fid: *mut Fid, addr: *mut c_void, addrlen: usize) -> c_int {
+            guard(|| {
+                // SAFETY: our object (as above); the address per the C API.
+                let ($o, name) = unsafe { ($Obj::of(fid.cast()), bytes(addr, addrlen)) };
+                code($target.setname(name))
+            })
+        }
+
+        unsafe extern "C" fn $getname(
+            fid: *mut Fid,
+            addr: *mut c_void,
+            addrlen: *mut usize,
+        ) -> c_int {
+            guard(|| {
+                // SAFETY: our object (as above).
+                let $o = unsafe { $Obj::of(fid.cast()) };
+                // SAFETY: the buffers per the C API.
+                unsafe { name_out($target.getname(), addr, addrlen) }
+            })
+        }
+    };
 }
 
-unsafe extern "C" fn ep_setopt(
-    fid: *mut Fid,
-    level: c_int,
-    name: c_int,
-    optval: *const c_void,
-    optlen: usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: our endpoint; the buffer per the C API.
-        let (e, v) = unsafe { (&EpObj::of(fid.cast()).r.ep, bytes(optval, optlen)) };
-        code(e.setopt(level, name, v))
-    })
+opt_and_name_slots! {
+    EpObj |e| e.r.ep => ep_getopt, ep_setopt, ep_setname, ep_getname;
 }
 
 unsafe extern "C" fn ep_rx_size_left(ep: *mut FidEp) -> isize {
@@ -667,16 +694,6 @@ unsafe fn name_out(r: ofi::Result<Vec<u8>>, addr: *mut c_void, addrlen: *mut usi
     }
 }
 
-unsafe extern "C" fn ep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: usize) -> c_int {
-    // SAFETY: our endpoint; the address per the C API.
-    guard(|| code(unsafe { EpObj::of(fid.cast()).r.ep.setname(bytes(addr, addrlen)) }))
-}
-
-unsafe extern "C" fn ep_getname(fid: *mut Fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
-    // SAFETY: our endpoint; the buffers per the C API.
-    guard(|| unsafe { name_out(EpObj::of(fid.cast()).r.ep.getname(), addr, addrlen) })
-}
-
 unsafe extern "C" fn ep_getpeer(ep: *mut FidEp, addr: *mut c_void, addrlen: *mut usize) -> c_int {
     // SAFETY: our endpoint; the buffers per the C API.
     guard(|| unsafe { name_out(EpObj::of(ep).r.ep.getpeer(), addr, addrlen) })
@@ -714,17 +731,6 @@ unsafe extern "C" fn ep_shutdown(ep: *mut FidEp, flags: u64) -> c_int {
     guard(|| code(unsafe { EpObj::of(ep) }.r.ep.shutdown(flags)))
 }
 
-unsafe extern "C" fn listen_enosys(_: *mut FidPep) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn reject_enosys(
-    _: *mut FidPep,
-    _: *mut Fid,
-    _: *const c_void,
-    _: usize,
-) -> c_int {
-    ENOSYS
-}
 /// `FI_CLASS_MC`.
 pub const FI_CLASS_MC: usize = 19;
 
@@ -768,17 +774,15 @@ unsafe extern "C" fn ep_join(
             Ok(mut v) => v.remove(0),
             Err(err) => return status(&err),
         };
-        match e.r.ep.join_with(&group, flags, context as usize) {
-            Ok(m) => {
-                let c = FidMc {
-                    fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),
-                    fi_addr: m.fi_addr(),
-                };
-                // SAFETY: checked non-null.
-                unsafe { crate::obj::put(out.cast::<*mut FidMc>(), McObj::into_c(c, m)) }
-            }
-            Err(err) => status(&err),
-        }
+        let joined = e.r.ep.join_with(&group, flags, context as usize).map(|m| {
+            let c = FidMc {
+                fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),
+                fi_addr: m.fi_addr(),
+            };
+            McObj::into_c(c, m)
+        });
+        // SAFETY: checked non-null.
+        unsafe { put_result(out.cast::<*mut FidMc>(), joined) }
     })
 }
 crate::queues::enosys_out_slots! {
@@ -786,22 +790,15 @@ crate::queues::enosys_out_slots! {
     fn join_enosys(*mut FidEp, *const c_void, u64; out: *mut *mut c_void; *mut c_void);
     fn ctx_enosys(*mut FidEp, c_int, *mut c_void; out: *mut *mut FidEp; *mut c_void);
 }
-unsafe extern "C" fn getpeer_enosys(_: *mut FidEp, _: *mut c_void, _: *mut usize) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn connect_enosys(
-    _: *mut FidEp,
-    _: *const c_void,
-    _: *const c_void,
-    _: usize,
-) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn accept_enosys(_: *mut FidEp, _: *const c_void, _: usize) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn shutdown_enosys(_: *mut FidEp, _: u64) -> c_int {
-    ENOSYS
+crate::fid::enosys_slots! {
+    /// An active endpoint neither listens nor rejects.
+    fn listen_enosys(*mut FidPep) -> c_int;
+    fn reject_enosys(*mut FidPep, *mut Fid, *const c_void, usize) -> c_int;
+    /// A passive endpoint has no peer and no connection of its own.
+    fn getpeer_enosys(*mut FidEp, *mut c_void, *mut usize) -> c_int;
+    fn connect_enosys(*mut FidEp, *const c_void, *const c_void, usize) -> c_int;
+    fn accept_enosys(*mut FidEp, *const c_void, usize) -> c_int;
+    fn shutdown_enosys(*mut FidEp, u64) -> c_int;
 }
 
 /// The `fi_ops_cm` of an endpoint.
@@ -852,15 +849,11 @@ pub unsafe extern "C" fn domain_endpoint2(
     flags: u64,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our domain; `info` per the C API.
-        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)) };
-        let info = match info {
-            Ok(i) => i,
-            Err(c) => return c,
-        };
+        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)?) };
         if ep.is_null() {
-            return EINVAL;
+            return Err(EINVAL);
         }
         let c = FidEp {
             fid: fid_header(FI_CLASS_EP, context, &EP_FI_OPS),
@@ -879,11 +872,8 @@ pub unsafe extern "C" fn domain_endpoint2(
                 addr_format: info.addr_format,
             })
         });
-        match made {
-            // SAFETY: checked non-null.
-            Ok(p) => unsafe { crate::obj::put(ep, p) },
-            Err(e) => status(&e),
-        }
+        // SAFETY: checked non-null.
+        Ok(unsafe { put_result(ep, made) })
     })
 }
 
@@ -922,41 +912,14 @@ pub static PEP_FI_OPS: FiOps = FiOps {
     ..FiOps::with_close(pep_close)
 };
 
-unsafe extern "C" fn pep_cancel(_: *mut Fid, _: *mut c_void) -> isize {
-    ENOSYS as isize
+crate::fid::enosys_slots! {
+    /// A passive endpoint has no operations to cancel or queues to size.
+    fn pep_cancel(*mut Fid, *mut c_void) -> isize;
+    fn size_left_enosys(*mut FidEp) -> isize;
 }
 
-unsafe extern "C" fn pep_getopt(
-    fid: *mut Fid,
-    level: c_int,
-    name: c_int,
-    optval: *mut c_void,
-    optlen: *mut usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: our passive endpoint; the buffers per the C API.
-        let p = &unsafe { PepObj::of(fid.cast()) }.r;
-        // SAFETY: as above.
-        unsafe { getopt_out(|b| p.getopt(level, name, b), optval, optlen) }
-    })
-}
-
-unsafe extern "C" fn pep_setopt(
-    fid: *mut Fid,
-    level: c_int,
-    name: c_int,
-    optval: *const c_void,
-    optlen: usize,
-) -> c_int {
-    guard(|| {
-        // SAFETY: our passive endpoint; the buffer per the C API.
-        let (p, v) = unsafe { (PepObj::of(fid.cast()), bytes(optval, optlen)) };
-        code(p.r.setopt(level, name, v))
-    })
-}
-
-unsafe extern "C" fn size_left_enosys(_: *mut FidEp) -> isize {
-    ENOSYS as isize
+opt_and_name_slots! {
+    PepObj |p| p.r => pep_getopt, pep_setopt, pep_setname, pep_getname;
 }
 
 /// The `fi_ops_ep` of a passive endpoint.
@@ -970,16 +933,6 @@ pub static PEP_OPS: FiOpsEp = FiOpsEp {
     rx_size_left: size_left_enosys,
     tx_size_left: size_left_enosys,
 };
-
-unsafe extern "C" fn pep_setname(fid: *mut Fid, addr: *mut c_void, addrlen: usize) -> c_int {
-    // SAFETY: our passive endpoint; the address per the C API.
-    guard(|| code(unsafe { PepObj::of(fid.cast()).r.setname(bytes(addr, addrlen)) }))
-}
-
-unsafe extern "C" fn pep_getname(fid: *mut Fid, addr: *mut c_void, addrlen: *mut usize) -> c_int {
-    // SAFETY: our passive endpoint; the buffers per the C API.
-    guard(|| unsafe { name_out(PepObj::of(fid.cast()).r.getname(), addr, addrlen) })
-}
 
 unsafe extern "C" fn pep_listen(pep: *mut FidPep) -> c_int {
     // SAFETY: our passive endpoint.
@@ -1023,15 +976,11 @@ pub unsafe extern "C" fn fabric_passive_ep(
     pep: *mut *mut c_void,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)) };
-        let info = match info {
-            Ok(i) => i,
-            Err(c) => return c,
-        };
+        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
         if pep.is_null() {
-            return EINVAL;
+            return Err(EINVAL);
         }
         let c = FidPep {
             fid: fid_header(FI_CLASS_PEP, context, &PEP_FI_OPS),
@@ -1039,10 +988,8 @@ pub unsafe extern "C" fn fabric_passive_ep(
             cm: &PEP_CM_OPS,
         };
         // The ofi context is the C object: connection requests name it in their `fid`.
-        match PepObj::into_c_with(c, |me| f.r.passive_ep_with(&info, me)) {
-            // SAFETY: checked non-null.
-            Ok(p) => unsafe { crate::obj::put(pep, p.cast()) },
-            Err(e) => status(&e),
-        }
+        let made = PepObj::into_c_with(c, |me| f.r.passive_ep_with(&info, me));
+        // SAFETY: checked non-null.
+        Ok(unsafe { put_result(pep, made.map(|p| p.cast())) })
     })
 }

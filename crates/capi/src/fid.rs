@@ -87,32 +87,27 @@ pub struct FiOps {
 /// `-FI_ENOSYS` as the `int` the slots return.
 pub const ENOSYS: c_int = -(libc::ENOSYS);
 
-unsafe extern "C" fn bind_enosys(_: *mut Fid, _: *mut Fid, _: u64) -> c_int {
-    ENOSYS
+/// Slots of the C tables this library does not implement: each ignores its arguments
+/// and returns `-FI_ENOSYS` in the slot's return type (`int` or `ssize_t`).
+/// `fn name(argument types) -> return type;`
+macro_rules! enosys_slots {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ty),*) -> $ret:ty;)*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::unnecessary_cast)]
+        unsafe extern "C" fn $name($(_: $arg),*) -> $ret {
+            $crate::fid::ENOSYS as $ret
+        }
+    )*};
 }
-unsafe extern "C" fn control_enosys(_: *mut Fid, _: c_int, _: *mut c_void) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn ops_open_enosys(
-    _: *mut Fid,
-    _: *const c_char,
-    _: u64,
-    _: *mut *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn tostr_enosys(_: *const Fid, _: *mut c_char, _: usize) -> c_int {
-    ENOSYS
-}
-unsafe extern "C" fn ops_set_enosys(
-    _: *mut Fid,
-    _: *const c_char,
-    _: u64,
-    _: *mut c_void,
-    _: *mut c_void,
-) -> c_int {
-    ENOSYS
+
+pub(crate) use enosys_slots;
+
+enosys_slots! {
+    fn bind_enosys(*mut Fid, *mut Fid, u64) -> c_int;
+    fn control_enosys(*mut Fid, c_int, *mut c_void) -> c_int;
+    fn ops_open_enosys(*mut Fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int;
+    fn tostr_enosys(*const Fid, *mut c_char, usize) -> c_int;
+    fn ops_set_enosys(*mut Fid, *const c_char, u64, *mut c_void, *mut c_void) -> c_int;
 }
 
 impl FiOps {

@@ -564,8 +564,8 @@ unsafe fn opt_bytes(p: *const u8, len: usize) -> Option<Vec<u8>> {
     }
 }
 
-fn closed_enum<T>(v: Option<T>, field: &str, raw: u32) -> Result<T> {
-    v.ok_or_else(|| Error::new(Errno::EINVAL, format!("{field}: unknown value {raw}")))
+fn closed_enum<T>(from_raw: fn(u32) -> Option<T>, raw: u32, field: &str) -> Result<T> {
+    from_raw(raw).ok_or_else(|| Error::new(Errno::EINVAL, format!("{field}: unknown value {raw}")))
 }
 
 /// # Safety
@@ -658,7 +658,7 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
 /// `auth_key` is null or valid for `auth_key_size` bytes.
 pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
     Ok(ofi::__attr_literal!(EpAttr, EpAttr from e {
-        ep_type: closed_enum(EpType::from_raw(e.ep_type), "ep_attr.type", e.ep_type)?,
+        ep_type: closed_enum(EpType::from_raw, e.ep_type, "ep_attr.type")?,
         protocol: Protocol(e.protocol),
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(e.auth_key, e.auth_key_size) },
@@ -674,27 +674,23 @@ pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
         domain: d.domain as usize,
         // SAFETY: the caller's contract.
         name: unsafe { opt_str(d.name) },
-        threading: closed_enum(
-            Threading::from_raw(d.threading),
-            "domain_attr.threading",
-            d.threading,
-        )?,
+        threading: closed_enum(Threading::from_raw, d.threading, "domain_attr.threading")?,
         control_progress: closed_enum(
-            Progress::from_raw(d.control_progress),
-            "domain_attr.control_progress",
+            Progress::from_raw,
             d.control_progress,
+            "domain_attr.control_progress",
         )?,
         data_progress: closed_enum(
-            Progress::from_raw(d.data_progress),
-            "domain_attr.data_progress",
+            Progress::from_raw,
             d.data_progress,
+            "domain_attr.data_progress",
         )?,
         resource_mgmt: closed_enum(
-            ResourceMgmt::from_raw(d.resource_mgmt),
-            "domain_attr.resource_mgmt",
+            ResourceMgmt::from_raw,
             d.resource_mgmt,
+            "domain_attr.resource_mgmt",
         )?,
-        av_type: closed_enum(AvType::from_raw(d.av_type), "domain_attr.av_type", d.av_type)?,
+        av_type: closed_enum(AvType::from_raw, d.av_type, "domain_attr.av_type")?,
         mr_mode: MrMode::from_bits_retain(d.mr_mode as u32),
         caps: Caps::from_bits_retain(d.caps),
         mode: Mode::from_bits_retain(d.mode),
@@ -931,6 +927,21 @@ pub unsafe fn dup(src: *const FiInfo) -> *mut FiInfo {
     p
 }
 
+/// A C copy, made by `copy`, of the attribute at `src` (null when `src` is null); `ok`
+/// turns false when memory ran short.
+///
+/// # Safety
+/// `src` is null or valid.
+unsafe fn dup_attr<T: Copy>(src: *const T, ok: &mut bool, copy: impl FnOnce(&T) -> T) -> *mut T {
+    // SAFETY: the caller's contract.
+    let Some(s) = (unsafe { src.as_ref() }) else {
+        return ptr::null_mut();
+    };
+    let p = c_box(copy(s));
+    *ok &= !p.is_null();
+    p
+}
+
 /// Copies `s` into the zeroed `out`; false when memory ran short (what was copied is
 /// owned by `out`).
 ///
@@ -956,37 +967,22 @@ unsafe fn dup_into(out: &mut FiInfo, s: &FiInfo) -> bool {
         } else {
             s.dest_addrlen
         };
-        if let Some(t) = s.tx_attr.as_ref() {
-            out.tx_attr = c_box(*t);
-            ok &= !out.tx_attr.is_null();
-        }
-        if let Some(r) = s.rx_attr.as_ref() {
-            out.rx_attr = c_box(*r);
-            ok &= !out.rx_attr.is_null();
-        }
-        if let Some(e) = s.ep_attr.as_ref() {
-            out.ep_attr = c_box(FiEpAttr {
-                auth_key: dup_bytes(e.auth_key.cast(), e.auth_key_size).cast(),
-                ..*e
-            });
-            ok &= !out.ep_attr.is_null();
-        }
-        if let Some(d) = s.domain_attr.as_ref() {
-            out.domain_attr = c_box(FiDomainAttr {
-                name: dup_cstr(d.name),
-                auth_key: dup_bytes(d.auth_key.cast(), d.auth_key_size).cast(),
-                ..*d
-            });
-            ok &= !out.domain_attr.is_null();
-        }
-        if let Some(f) = s.fabric_attr.as_ref() {
-            out.fabric_attr = c_box(FiFabricAttr {
-                name: dup_cstr(f.name),
-                prov_name: dup_cstr(f.prov_name),
-                ..*f
-            });
-            ok &= !out.fabric_attr.is_null();
-        }
+        out.tx_attr = dup_attr(s.tx_attr, &mut ok, |t| *t);
+        out.rx_attr = dup_attr(s.rx_attr, &mut ok, |r| *r);
+        out.ep_attr = dup_attr(s.ep_attr, &mut ok, |e| FiEpAttr {
+            auth_key: dup_bytes(e.auth_key.cast(), e.auth_key_size).cast(),
+            ..*e
+        });
+        out.domain_attr = dup_attr(s.domain_attr, &mut ok, |d| FiDomainAttr {
+            name: dup_cstr(d.name),
+            auth_key: dup_bytes(d.auth_key.cast(), d.auth_key_size).cast(),
+            ..*d
+        });
+        out.fabric_attr = dup_attr(s.fabric_attr, &mut ok, |f| FiFabricAttr {
+            name: dup_cstr(f.name),
+            prov_name: dup_cstr(f.prov_name),
+            ..*f
+        });
         if !s.nic.is_null() {
             out.nic = dup_nic(s.nic);
             ok &= !out.nic.is_null();

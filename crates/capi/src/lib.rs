@@ -116,6 +116,17 @@ pub fn guard<R: PanicValue>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// [`guard`] for a body that leaves early with `Err(value)`, so that it can use `?`:
+/// the value is what the function returns ([`or_status`] turns an ofi error into one).
+pub fn guard_try<R: PanicValue>(f: impl FnOnce() -> Result<R, R>) -> R {
+    guard(|| f().unwrap_or_else(|early| early))
+}
+
+/// An ofi result with its error as the C status ([`status`]), for `?` in [`guard_try`].
+pub fn or_status<T>(r: ofi::Result<T>) -> Result<T, c_int> {
+    r.map_err(|e| status(&e))
+}
+
 /// The C status of an error (`-FI_x`).
 pub fn status(e: &ofi::Error) -> c_int {
     e.to_status() as c_int

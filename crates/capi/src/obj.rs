@@ -25,7 +25,7 @@ use ofi::{Error, Info, OpFlags, Version};
 
 use crate::fid::{CloseFn, FiOps, Fid, ENOSYS};
 use crate::info::{info_from_c, FiFabricAttr, FiInfo};
-use crate::{guard, status};
+use crate::{guard, guard_try, status};
 
 /// A C object: the C structure `C` (which starts with `struct fid`) and the ofi object.
 #[repr(C)]
@@ -128,6 +128,35 @@ pub unsafe fn put<T>(out: *mut T, value: T) -> c_int {
     0
 }
 
+/// Writes the value of `r` to the out pointer `out` (refusing null), returning 0, or
+/// returns the code of its error.
+///
+/// # Safety
+/// `out` is null or writable.
+pub unsafe fn put_result<T>(out: *mut T, r: ofi::Result<T>) -> c_int {
+    match r {
+        // SAFETY: the caller's contract.
+        Ok(value) => unsafe { put(out, value) },
+        Err(e) => status(&e),
+    }
+}
+
+/// The `count` entries at `p`: empty for a zero count, `None` for a null `p` with
+/// entries (which the caller answers with `-FI_EINVAL`).
+///
+/// # Safety
+/// `p` holds `count` valid entries when it is not null.
+pub unsafe fn c_slice<'a, T>(p: *const T, count: usize) -> Option<&'a [T]> {
+    if count == 0 {
+        Some(&[])
+    } else if p.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's contract.
+        Some(unsafe { std::slice::from_raw_parts(p, count) })
+    }
+}
+
 /// The Rust info of a C info argument (null is `-FI_EINVAL`).
 ///
 /// # Safety
@@ -214,42 +243,33 @@ unsafe extern "C" fn fabric_domain2(
     flags: u64,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)) };
-        let info = match info {
-            Ok(i) => i,
-            Err(c) => return c,
-        };
+        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
         if flags != 0 {
-            return -libc::ENOSYS;
+            return Err(ENOSYS);
         }
-        match f.r.domain_with(&info, context as usize) {
-            Ok(d) => {
-                let c = FidDomain {
-                    fid: fid_header(crate::fid::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),
-                    ops: &crate::queues::DOMAIN_OPS,
-                    mr: &MR_OPS,
-                };
-                let api_version = if info.fabric_attr.api_version == Version::default() {
-                    Version::from_raw(f.c.api_version)
-                } else {
-                    info.fabric_attr.api_version
-                };
-                let obj = DomainObj::into_c(
-                    c,
-                    DomainState {
-                        domain: d,
-                        addr_format: info.addr_format.to_raw(),
-                        api_version,
-                        fabric,
-                    },
-                );
-                // SAFETY: `dom` per the C API.
-                unsafe { put(dom, obj) }
-            }
-            Err(e) => status(&e),
-        }
+        let opened = f.r.domain_with(&info, context as usize).map(|d| {
+            let c = FidDomain {
+                fid: fid_header(crate::fid::FI_CLASS_DOMAIN, context, &DOMAIN_FI_OPS),
+                ops: &crate::queues::DOMAIN_OPS,
+                mr: &MR_OPS,
+            };
+            let api_version = if info.fabric_attr.api_version == Version::default() {
+                Version::from_raw(f.c.api_version)
+            } else {
+                info.fabric_attr.api_version
+            };
+            let state = DomainState {
+                domain: d,
+                addr_format: info.addr_format.to_raw(),
+                api_version,
+                fabric,
+            };
+            DomainObj::into_c(c, state)
+        });
+        // SAFETY: `dom` per the C API.
+        Ok(unsafe { put_result(dom, opened) })
     })
 }
 
@@ -325,21 +345,16 @@ pub unsafe fn open_fabric(
         info.fabric_attr.api_version = ofi::API_VERSION;
     }
     let api_version = info.fabric_attr.api_version.to_raw();
-    match ofi::fabric(&info) {
-        Ok(f) => {
-            let c = FidFabric {
-                fid: fid_header(crate::fid::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
-                ops: &FABRIC_OPS,
-                api_version,
-            };
-            // SAFETY: checked non-null; writable per the contract.
-            unsafe { put(fabric, FabricObj::into_c(c, f)) }
-        }
-        Err(e) => {
-            ofi::ofi_debug!("core", "fabric", "fi_fabric: {e}");
-            status(&e)
-        }
-    }
+    let opened = ofi::fabric(&info).inspect_err(|e| {
+        ofi::ofi_debug!("core", "fabric", "fi_fabric: {e}");
+    });
+    let c = FidFabric {
+        fid: fid_header(crate::fid::FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
+        ops: &FABRIC_OPS,
+        api_version,
+    };
+    // SAFETY: checked non-null; writable per the contract.
+    unsafe { put_result(fabric, opened.map(|f| FabricObj::into_c(c, f))) }
 }
 
 // ---------------------------------------------------------------------------------
@@ -454,14 +469,9 @@ unsafe fn mr_refresh(mr: &MrObj, m: *const FiMrModify) -> c_int {
     let Some(m) = (unsafe { m.as_ref() }) else {
         return EINVAL;
     };
-    if m.attr.mr_iov.is_null() && m.attr.iov_count > 0 {
+    // SAFETY: `iov_count` entries (the caller's contract).
+    let Some(iovs) = (unsafe { c_slice(m.attr.mr_iov, m.attr.iov_count) }) else {
         return EINVAL;
-    }
-    let iovs = if m.attr.iov_count == 0 {
-        &[][..]
-    } else {
-        // SAFETY: `iov_count` entries (the caller's contract).
-        unsafe { std::slice::from_raw_parts(m.attr.mr_iov, m.attr.iov_count) }
     };
     code(mr.r.refresh(iovs, m.flags))
 }
@@ -555,12 +565,26 @@ fn mr_to_c(mr: MemoryRegion, context: *mut c_void) -> *mut FidMr {
     MrObj::into_c(c, mr)
 }
 
-fn mr_result(r: ofi::Result<MemoryRegion>, out: *mut *mut FidMr, context: *mut c_void) -> c_int {
-    match r {
-        // SAFETY: `out` was checked non-null by the caller.
-        Ok(mr) => unsafe { put(out, mr_to_c(mr, context)) },
-        Err(e) => status(&e),
+/// What the registration slots share: a null `out` is `-FI_EINVAL`; else `reg` registers
+/// on the domain behind `fid` and the region goes to `out` for C.
+///
+/// # Safety
+/// `fid` is a domain of this library (the `mr` table sits in our domains only); `out`
+/// is null or writable.
+unsafe fn register(
+    fid: *mut Fid,
+    out: *mut *mut FidMr,
+    context: *mut c_void,
+    reg: impl FnOnce(&Domain) -> ofi::Result<MemoryRegion>,
+) -> c_int {
+    if out.is_null() {
+        return EINVAL;
     }
+    // SAFETY: the caller's contract.
+    let d = unsafe { DomainObj::of(fid.cast()) };
+    let made = reg(&d.r.domain).map(|mr| mr_to_c(mr, context));
+    // SAFETY: checked non-null.
+    unsafe { put_result(out, made) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -575,24 +599,13 @@ unsafe extern "C" fn mr_reg(
     mr: *mut *mut FidMr,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        if mr.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: the `mr` table sits in our domains only.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        // SAFETY: the memory per the C API (the program keeps it registered).
-        let r = unsafe {
-            d.r.domain.mr_reg(
-                buf.cast(),
-                len,
-                OpFlags::from_bits_retain(access),
-                offset,
-                requested_key,
-                flags,
-            )
-        };
-        mr_result(r, mr, context)
+    let access = OpFlags::from_bits_retain(access);
+    // SAFETY: the slot of our domains' `mr` table; the memory per the C API (the
+    // program keeps it registered).
+    guard(|| unsafe {
+        register(fid, mr, context, |d| {
+            d.mr_reg(buf.cast(), len, access, offset, requested_key, flags)
+        })
     })
 }
 
@@ -608,29 +621,18 @@ unsafe extern "C" fn mr_regv(
     mr: *mut *mut FidMr,
     context: *mut c_void,
 ) -> c_int {
+    let access = OpFlags::from_bits_retain(access);
     guard(|| {
-        if mr.is_null() || (iov.is_null() && count > 0) {
+        // SAFETY: `count` entries per the C API.
+        let Some(iovs) = (unsafe { c_slice(iov, count) }) else {
             return EINVAL;
+        };
+        // SAFETY: the slot of our domains' `mr` table; the memory per the C API.
+        unsafe {
+            register(fid, mr, context, |d| {
+                d.mr_regv(iovs, access, offset, requested_key, flags)
+            })
         }
-        // SAFETY: the `mr` table sits in our domains only.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        let iovs = if count == 0 {
-            &[][..]
-        } else {
-            // SAFETY: `count` entries per the C API.
-            unsafe { std::slice::from_raw_parts(iov, count) }
-        };
-        // SAFETY: the memory per the C API.
-        let r = unsafe {
-            d.r.domain.mr_regv(
-                iovs,
-                OpFlags::from_bits_retain(access),
-                offset,
-                requested_key,
-                flags,
-            )
-        };
-        mr_result(r, mr, context)
     })
 }
 

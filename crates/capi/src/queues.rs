@@ -22,17 +22,19 @@ use ofi::abi::object::AsFid;
 use ofi::abi::raw::{
     CqDataEntry, CqEntry, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCntrAttr, RawCqAttr, RawEqAttr,
 };
-use ofi::cntr::{CntrAttr, Counter};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::eq::{EqAttr, Event, EventQueue};
+use ofi::cntr::Counter;
+use ofi::cq::CompletionQueue;
+use ofi::eq::{Event, EventQueue};
 use ofi::{AtomicOp, CqFormat, Datatype, EqEvent, Errno, Version};
 
 use crate::fid::{FiOps, Fid, ENOSYS};
 use crate::info::{list_to_c, FiInfo};
 use crate::obj::{
-    cast_fid, code, fid_header, put, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
+    cast_fid, code, fid_header, put, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
+    EINVAL,
 };
-use crate::{guard, interned_ptr, status};
+use crate::sets::wait_and_attr;
+use crate::{guard, guard_try, interned_ptr, status};
 
 fn etoosmall() -> isize {
     -(Errno::ETOOSMALL.0 as isize)
@@ -112,13 +114,8 @@ pub struct FiOpsDomain {
     ) -> c_int,
 }
 
-unsafe extern "C" fn query_collective_enosys(
-    _: *mut FidDomain,
-    _: u32,
-    _: *mut c_void,
-    _: u64,
-) -> c_int {
-    ENOSYS
+crate::fid::enosys_slots! {
+    fn query_collective_enosys(*mut FidDomain, u32, *mut c_void, u64) -> c_int;
 }
 
 /// Slots of the C tables this library does not implement that hand out an object:
@@ -130,7 +127,7 @@ macro_rules! enosys_out_slots {
         unsafe extern "C" fn $name($(_: $pre,)+ out: *mut *mut $ot, $($(_: $post),+)?) -> c_int {
             // SAFETY: per the C API (`out` null or writable).
             unsafe { $crate::queues::null_out(out) };
-            ENOSYS
+            $crate::fid::ENOSYS
         }
     )*};
 }
@@ -166,11 +163,8 @@ unsafe extern "C" fn domain_query_atomic(
         let (Some(dt), Some(op)) = (Datatype::from_raw(datatype), AtomicOp::from_raw(op)) else {
             return EINVAL;
         };
-        match d.r.domain.query_atomic(dt, op, flags) {
-            // SAFETY: `attr` per the C API.
-            Ok(a) => unsafe { put(attr, a) },
-            Err(e) => status(&e),
-        }
+        // SAFETY: `attr` per the C API.
+        unsafe { put_result(attr, d.r.domain.query_atomic(dt, op, flags)) }
     })
 }
 
@@ -473,26 +467,15 @@ unsafe extern "C" fn domain_cq_open(
     cq: *mut *mut FidCq,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our domain; `attr` per the C API.
         let (d, attr) = unsafe { (DomainObj::of(domain), attr.as_mut()) };
-        let Some(attr) = attr else { return EINVAL };
+        let Some(attr) = attr else { return Err(EINVAL) };
         if cq.is_null() {
-            return EINVAL;
+            return Err(EINVAL);
         }
         // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        let plain = RawCqAttr {
-            wait_set: ptr::null_mut(),
-            ..*attr
-        };
-        let mut a = match CqAttr::from_raw(&plain) {
-            Ok(a) => a,
-            Err(e) => return status(&e),
-        };
+        let (set, mut a) = unsafe { wait_and_attr(&*attr) }?;
         if a.format == CqFormat::Unspec {
             a.format = CqFormat::Context;
             attr.format = CqFormat::Context.to_raw();
@@ -501,22 +484,20 @@ unsafe extern "C" fn domain_cq_open(
             Some(w) => d.r.domain.cq_open_in(&a, &w.r, context as usize),
             None => d.r.domain.cq_open_with(&a, context as usize),
         };
-        match opened {
-            Ok(q) => {
-                let c = FidCq {
-                    fid: fid_header(crate::fid::FI_CLASS_CQ, context, &CQ_FI_OPS),
-                    ops: &CQ_OPS,
-                };
-                let state = CqState {
-                    cq: q,
-                    format: a.format,
-                    api_version: d.r.api_version,
-                };
-                // SAFETY: checked non-null.
-                unsafe { put(cq, CqObj::into_c(c, state)) }
-            }
-            Err(e) => status(&e),
-        }
+        let c = FidCq {
+            fid: fid_header(crate::fid::FI_CLASS_CQ, context, &CQ_FI_OPS),
+            ops: &CQ_OPS,
+        };
+        let made = opened.map(|q| {
+            let state = CqState {
+                cq: q,
+                format: a.format,
+                api_version: d.r.api_version,
+            };
+            CqObj::into_c(c, state)
+        });
+        // SAFETY: checked non-null.
+        Ok(unsafe { put_result(cq, made) })
     })
 }
 
@@ -547,6 +528,16 @@ pub struct EqState {
     pub eq: EventQueue,
     /// The error data of the last error entry read, until the next read.
     pub err_data: Mutex<Vec<u8>>,
+}
+
+impl EqState {
+    /// The state of a newly opened EQ: no error data kept yet.
+    pub fn new(eq: EventQueue) -> EqState {
+        EqState {
+            eq,
+            err_data: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 /// An EQ object.
@@ -853,45 +844,23 @@ pub unsafe extern "C" fn fabric_eq_open(
     eq: *mut *mut c_void,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our fabric; `attr` per the C API.
         let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawEqAttr>().as_ref()) };
-        let Some(attr) = attr else { return EINVAL };
+        let Some(attr) = attr else { return Err(EINVAL) };
         // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        let plain = RawEqAttr {
-            wait_set: ptr::null_mut(),
-            ..*attr
-        };
-        let a: EqAttr = match EqAttr::from_raw(&plain) {
-            Ok(a) => a,
-            Err(e) => return status(&e),
-        };
+        let (set, a) = unsafe { wait_and_attr(attr) }?;
         let opened = match set {
             Some(w) => f.r.eq_open_in(&a, &w.r, context as usize),
             None => f.r.eq_open_with(&a, context as usize),
         };
-        match opened {
-            Ok(q) => {
-                let c = FidEq {
-                    fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),
-                    ops: &EQ_OPS,
-                };
-                let obj = EqObj::into_c(
-                    c,
-                    EqState {
-                        eq: q,
-                        err_data: Mutex::new(Vec::new()),
-                    },
-                );
-                // SAFETY: `eq` per the C API.
-                unsafe { put(eq, obj.cast()) }
-            }
-            Err(e) => status(&e),
-        }
+        let c = FidEq {
+            fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),
+            ops: &EQ_OPS,
+        };
+        let made = opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast());
+        // SAFETY: `eq` per the C API.
+        Ok(unsafe { put_result(eq, made) })
     })
 }
 
@@ -998,38 +967,22 @@ unsafe extern "C" fn domain_cntr_open(
     cntr: *mut *mut FidCntr,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: our domain; `attr` per the C API.
         let (d, attr) = unsafe { (DomainObj::of(domain), attr.as_ref()) };
-        let Some(attr) = attr else { return EINVAL };
+        let Some(attr) = attr else { return Err(EINVAL) };
         // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let set = match unsafe { crate::sets::set_of_attr(attr.wait_obj, attr.wait_set) } {
-            Ok(s) => s,
-            Err(c) => return c,
-        };
-        let plain = RawCntrAttr {
-            wait_set: ptr::null_mut(),
-            ..*attr
-        };
-        let a = match CntrAttr::from_raw(&plain) {
-            Ok(a) => a,
-            Err(e) => return status(&e),
-        };
+        let (set, a) = unsafe { wait_and_attr(attr) }?;
         let opened = match set {
             Some(w) => d.r.domain.cntr_open_in(&a, &w.r, context as usize),
             None => d.r.domain.cntr_open_with(&a, context as usize),
         };
-        match opened {
-            Ok(k) => {
-                let c = FidCntr {
-                    fid: fid_header(crate::fid::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
-                    ops: &CNTR_OPS,
-                };
-                // SAFETY: `cntr` per the C API.
-                unsafe { put(cntr, CntrObj::into_c(c, k)) }
-            }
-            Err(e) => status(&e),
-        }
+        let c = FidCntr {
+            fid: fid_header(crate::fid::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
+            ops: &CNTR_OPS,
+        };
+        // SAFETY: `cntr` per the C API.
+        Ok(unsafe { put_result(cntr, opened.map(|k| CntrObj::into_c(c, k))) })
     })
 }
 

@@ -22,9 +22,11 @@ use ofi::poll::PollSet;
 use ofi::wait::{WaitAttr, WaitSet};
 
 use crate::fid::{FiOps, Fid};
-use crate::obj::{code, fid_header, put, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL};
+use crate::obj::{
+    code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
+};
 use crate::queues::{cntr_of, cq_of};
-use crate::{guard, status};
+use crate::{guard, guard_try, or_status, status};
 
 /// `FI_CLASS_WAIT`.
 pub const FI_CLASS_WAIT: usize = 16;
@@ -90,31 +92,24 @@ pub(crate) unsafe extern "C" fn fabric_wait_open(
     attr: *mut c_void,
     out: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
+    guard_try(|| {
         // SAFETY: per the C API.
         unsafe { crate::queues::null_out(out) };
         // SAFETY: our fabric; `attr` is null or a `struct fi_wait_attr` (C API), whose
         // layout `RawWaitAttr` has.
         let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawWaitAttr>().as_ref()) };
-        let Some(attr) = attr else { return EINVAL };
+        let Some(attr) = attr else { return Err(EINVAL) };
         if out.is_null() {
-            return EINVAL;
+            return Err(EINVAL);
         }
-        let a = match WaitAttr::from_raw(attr) {
-            Ok(a) => a,
-            Err(e) => return status(&e),
+        let a = or_status(WaitAttr::from_raw(attr))?;
+        let c = FidWait {
+            fid: fid_header(FI_CLASS_WAIT, std::ptr::null_mut(), &WAIT_FI_OPS),
+            ops: &WAIT_OPS,
         };
-        match f.r.wait_open(&a) {
-            Ok(w) => {
-                let c = FidWait {
-                    fid: fid_header(FI_CLASS_WAIT, std::ptr::null_mut(), &WAIT_FI_OPS),
-                    ops: &WAIT_OPS,
-                };
-                // SAFETY: checked non-null.
-                unsafe { put(out.cast::<*mut FidWait>(), WaitObj::into_c(c, w)) }
-            }
-            Err(e) => status(&e),
-        }
+        let made = f.r.wait_open(&a).map(|w| WaitObj::into_c(c, w));
+        // SAFETY: checked non-null.
+        Ok(unsafe { put_result(out.cast::<*mut FidWait>(), made) })
     })
 }
 
@@ -130,11 +125,8 @@ unsafe extern "C" fn wait_control(fid: *mut Fid, command: c_int, arg: *mut c_voi
         }
         // SAFETY: our wait set.
         let w = unsafe { WaitObj::of(fid.cast()) };
-        match w.r.fd() {
-            // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
-            Ok(fd) => unsafe { put(arg.cast::<c_int>(), fd) },
-            Err(e) => status(&e),
-        }
+        // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
+        unsafe { put_result(arg.cast::<c_int>(), w.r.fd()) }
     })
 }
 
@@ -174,6 +166,58 @@ pub unsafe fn set_of_attr(
     }
 }
 
+/// A C queue attribute that may name a wait set (`struct fi_cq_attr`, `fi_eq_attr`,
+/// `fi_cntr_attr`): what [`wait_and_attr`] reads.
+pub trait WaitSetAttr {
+    /// The attribute ofi opens the queue with.
+    type Attr;
+    /// `wait_obj` and `wait_set`.
+    fn wait(&self) -> (u32, *mut c_void);
+    /// The ofi attribute of this one without its wait set (a C object ofi does not
+    /// read).
+    fn to_attr(&self) -> ofi::Result<Self::Attr>;
+}
+
+/// Implements [`WaitSetAttr`] for raw attributes with `wait_obj` and `wait_set` fields.
+macro_rules! wait_set_attr {
+    ($($Raw:ident => $Attr:ty;)*) => {$(
+        impl WaitSetAttr for ofi::abi::raw::$Raw {
+            type Attr = $Attr;
+            fn wait(&self) -> (u32, *mut c_void) {
+                (self.wait_obj, self.wait_set)
+            }
+            fn to_attr(&self) -> ofi::Result<$Attr> {
+                let plain = ofi::abi::raw::$Raw {
+                    wait_set: std::ptr::null_mut(),
+                    ..*self
+                };
+                <$Attr>::from_raw(&plain)
+            }
+        }
+    )*};
+}
+
+wait_set_attr! {
+    RawCqAttr => ofi::cq::CqAttr;
+    RawEqAttr => ofi::eq::EqAttr;
+    RawCntrAttr => ofi::cntr::CntrAttr;
+}
+
+/// The wait set a queue attribute names ([`set_of_attr`]) and its ofi attribute; `Err`
+/// is the status to return (a foreign wait set, an attribute ofi refuses).
+///
+/// # Safety
+/// The attribute's `wait_set` is a valid `struct fid_wait` when `wait_obj` is
+/// `FI_WAIT_SET`.
+pub unsafe fn wait_and_attr<A: WaitSetAttr>(
+    attr: &A,
+) -> Result<(Option<&'static WaitObj>, A::Attr), c_int> {
+    let (wait_obj, wait_set) = attr.wait();
+    // SAFETY: the caller's contract.
+    let set = unsafe { set_of_attr(wait_obj, wait_set) }?;
+    Ok((set, crate::or_status(attr.to_attr())?))
+}
+
 // ---------------------------------------------------------------------------------
 // Poll sets.
 
@@ -193,17 +237,13 @@ pub(crate) unsafe extern "C" fn domain_poll_open(
         let d = unsafe { DomainObj::of(domain) };
         // SAFETY: the fabric outlives its domains (closing it answers FI_EBUSY).
         let f = unsafe { FabricObj::of(d.r.fabric) };
-        match f.r.poll_open() {
-            Ok(p) => {
-                let c = FidPoll {
-                    fid: fid_header(FI_CLASS_POLL, std::ptr::null_mut(), &POLL_FI_OPS),
-                    ops: &POLL_OPS,
-                };
-                // SAFETY: checked non-null.
-                unsafe { put(out.cast::<*mut FidPoll>(), PollObj::into_c(c, p)) }
-            }
-            Err(e) => status(&e),
-        }
+        let c = FidPoll {
+            fid: fid_header(FI_CLASS_POLL, std::ptr::null_mut(), &POLL_FI_OPS),
+            ops: &POLL_OPS,
+        };
+        let made = f.r.poll_open().map(|p| PollObj::into_c(c, p));
+        // SAFETY: checked non-null.
+        unsafe { put_result(out.cast::<*mut FidPoll>(), made) }
     })
 }
 

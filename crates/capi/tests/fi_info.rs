@@ -35,6 +35,13 @@ fn fi_info_ok(args: &[&str]) -> Option<String> {
     Some(out)
 }
 
+/// Asserts that `out` has lines `<key>: <value>` and that `ok` holds for every value.
+fn assert_every_value(out: &str, key: &str, ok: impl Fn(&str) -> bool) {
+    let found = values(out, key);
+    assert!(!found.is_empty(), "no {key}:\n{out}");
+    assert!(found.iter().all(|v| ok(v)), "{key}: {found:?}");
+}
+
 /// The values of the lines `<key>: <value>` of `out` (indentation ignored).
 fn values<'a>(out: &'a str, key: &str) -> Vec<&'a str> {
     out.lines()
@@ -57,12 +64,7 @@ fn provider_filter_keeps_tcp_and_its_layers() {
     let Some(out) = fi_info_ok(&["-p", "tcp"]) else {
         return;
     };
-    let provs = values(&out, "provider");
-    assert!(!provs.is_empty(), "{out}");
-    assert!(
-        provs.iter().all(|p| *p == "tcp" || *p == "tcp;ofi_rxm"),
-        "{provs:?}"
-    );
+    assert_every_value(&out, "provider", |p| p == "tcp" || p == "tcp;ofi_rxm");
     assert!(out.contains("type: FI_EP_MSG"), "{out}");
     assert!(out.contains("protocol: FI_PROTO_SOCK_TCP"), "{out}");
 }
@@ -72,9 +74,7 @@ fn ep_type_filter_returns_only_rdm() {
     let Some(out) = fi_info_ok(&["-t", "FI_EP_RDM"]) else {
         return;
     };
-    let types = values(&out, "type");
-    assert!(!types.is_empty(), "{out}");
-    assert!(types.iter().all(|t| *t == "FI_EP_RDM"), "{types:?}");
+    assert_every_value(&out, "type", |t| t == "FI_EP_RDM");
     for p in ["shm", "tcp;ofi_rxm", "udp;ofi_rxd"] {
         assert!(
             out.contains(&format!("provider: {p}\n")),

@@ -7,10 +7,8 @@ mod common;
 
 #[test]
 fn c_program_triggers_operations() {
-    let Some(mut cmd) = common::c_program("trigger", include_str!("c/trigger.c")) else {
+    let Some(stdout) = common::run_c_test("trigger", include_str!("c/trigger.c"), 60) else {
         return;
     };
-    cmd.env_remove("FI_PROVIDER").env("FI_LOG_LEVEL", "warn");
-    let (stdout, _stderr) = common::run_c_program_ok(&mut cmd, 60);
     assert!(stdout.contains("trigger ok"), "{stdout}");
 }

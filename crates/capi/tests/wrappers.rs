@@ -9,11 +9,9 @@ mod common;
 
 #[test]
 fn c_program_calls_every_wrapper() {
-    let Some(mut cmd) = common::c_program("wrappers", include_str!("c/wrappers.c")) else {
+    let Some(stdout) = common::run_c_test("wrappers", include_str!("c/wrappers.c"), 120) else {
         return;
     };
-    cmd.env_remove("FI_PROVIDER").env("FI_LOG_LEVEL", "warn");
-    let (stdout, _stderr) = common::run_c_program_ok(&mut cmd, 120);
     for part in ["rdm ok", "msg ok", "ip av ok"] {
         assert!(stdout.contains(part), "no {part:?}\n{stdout}");
     }

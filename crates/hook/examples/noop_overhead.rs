@@ -9,44 +9,20 @@
 use std::time::Instant;
 
 use ofi::abi::raw::CqDataEntry;
-use ofi::av::AvAttr;
-use ofi::cq::CqAttr;
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{CqFormat, EpType, Info, OpFlags, WaitObj, API_VERSION};
+use ofi::EpType;
+
+/// The tests' registry and endpoint fixtures.
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 const N: u32 = 2_000_000;
 
 fn per_call(hooks: &str) -> (f64, f64) {
-    let mut builtins = vec![ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()];
-    builtins.extend(ofi_hook::builtin_entries());
-    let reg = Registry::build(RegistryConfig {
-        builtins,
-        ..RegistryConfig::default()
-    });
-    reg.set_hooks(hooks).expect("hooks");
-    let mut h = Info::hints().with_ep_type(EpType::Rdm);
-    h.fabric_attr.prov_name = Some("shm".into());
-    let info = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo")
-        .remove(0);
+    let reg = common::registry(hooks);
+    let info = common::info(&reg, "shm", EpType::Rdm);
     let fabric = reg.open_fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let cq = domain
-        .cq_open(&CqAttr {
-            wait_obj: WaitObj::None,
-            ..CqAttr::with_format(CqFormat::Data)
-        })
-        .expect("cq");
-    let av = domain.av_open(&AvAttr::default()).expect("av");
-    let ep = domain.endpoint(&info).expect("ep");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
+    let common::Peer { ep, cq, av: _av } = common::peer(&domain, &info);
     let mut e = [CqDataEntry::default()];
     let t = Instant::now();
     for _ in 0..N {

@@ -10,12 +10,11 @@ use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
 use ofi_core::domain::Domain;
 use ofi_core::provider::DomainOps;
-use ofi_core::Result;
 
 use crate::cq::HookCq;
 use crate::ep::HookEp;
 use crate::fabric::HookFamily;
-use crate::objects::{HookAv, HookCntr, HookMr, HookWait};
+use crate::objects::{HookAv, HookCntr, HookMr};
 use crate::{Hook, Hooked, ObjName};
 
 crate::hooked_objects! {
@@ -33,34 +32,10 @@ impl<H: Hook, F: HookFamily<H>> DomainOps<F> for HookDomain<H> {
     type Av = HookAv<H>;
     type Mr = HookMr<H>;
 
-    fn cq_open_in_set(
-        &self,
-        attr: &CqAttr,
-        set: &HookWait<H>,
-        context: usize,
-    ) -> Result<HookCq<H>> {
-        let cq = self.h.ctl(
-            &self.name,
-            "cq_open",
-            || format!("attr={attr:?} wait_set context={context:#x}"),
-            || self.inner.cq_open_in(attr, set.inner(), context),
-        )?;
-        Ok(HookCq::new(cq, attr.size, self.h.clone()))
-    }
-
-    fn cntr_open_in_set(
-        &self,
-        attr: &CntrAttr,
-        set: &HookWait<H>,
-        context: usize,
-    ) -> Result<HookCntr<H>> {
-        let c = self.h.ctl(
-            &self.name,
-            "cntr_open",
-            || format!("attr={attr:?} wait_set context={context:#x}"),
-            || self.inner.cntr_open_in(attr, set.inner(), context),
-        )?;
-        Ok(HookCntr::new(c, self.h.clone()))
+    crate::open_in_set_forwarders! {
+        fn cq_open_in_set(&CqAttr) -> HookCq<H> = cq_open_in, "cq_open",
+            |cq, attr: &CqAttr| (cq, attr.size);
+        fn cntr_open_in_set(&CntrAttr) -> HookCntr<H> = cntr_open_in, "cntr_open", |c, _| c;
     }
 
     crate::bind_eq_forwarder!("bind_eq");

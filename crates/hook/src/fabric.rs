@@ -65,19 +65,8 @@ impl<H: Hook> FabricOps for HookFabric<H> {
     type Eq = HookEq<H>;
     type Wait = HookWait<H>;
 
-    fn eq_open_in_set(
-        &self,
-        attr: &EqAttr,
-        set: &HookWait<H>,
-        context: usize,
-    ) -> Result<HookEq<H>> {
-        let q = self.h.ctl(
-            &self.name,
-            "eq_open",
-            || format!("attr={attr:?} wait_set context={context:#x}"),
-            || self.inner.eq_open_in(attr, set.inner(), context),
-        )?;
-        Ok(HookEq::new(q, self.h.clone()))
+    crate::open_in_set_forwarders! {
+        fn eq_open_in_set(&EqAttr) -> HookEq<H> = eq_open_in, "eq_open", |q, _| q;
     }
 }
 

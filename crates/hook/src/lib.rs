@@ -217,6 +217,34 @@ macro_rules! bind_eq_forwarder {
 
 pub(crate) use bind_eq_forwarder;
 
+/// Writes provider-trait methods outside the lists that open a queue in a hooked wait
+/// set (they name the hook's wait set type): the object beneath opens it with
+/// `$beneath` in the set beneath, seen by the hooks as the control call `$what`;
+/// `$inner` makes what [`Hooked`] wraps of the queue beneath and the attribute. Inside
+/// the impl of the class's trait for a type with a `forward()` method.
+/// `fn method(&Attr) -> Out = beneath, "what", |queue, attr| inner;`
+macro_rules! open_in_set_forwarders {
+    ($(fn $method:ident(&$Attr:ty) -> $Out:ty = $beneath:ident, $what:literal, $inner:expr;)*) => {$(
+        fn $method(
+            &self,
+            attr: &$Attr,
+            set: &$crate::objects::HookWait<H>,
+            context: usize,
+        ) -> ofi_core::Result<$Out> {
+            let (h, name, inner) = self.forward();
+            let q = h.ctl(
+                name,
+                $what,
+                || format!("attr={attr:?} wait_set context={context:#x}"),
+                || inner.$beneath(attr, set.inner(), context),
+            )?;
+            Ok(<$Out as $crate::Hooked<'_, H>>::hooked(($inner)(q, attr), h.clone()))
+        }
+    )*};
+}
+
+pub(crate) use open_in_set_forwarders;
+
 impl<H: Hook> Hooked<'_, H> for HookCq<H> {
     /// The CQ beneath and its size.
     type Inner = (ofi_core::cq::CompletionQueue, usize);

@@ -76,6 +76,22 @@ impl Trace {
         }
     }
 
+    /// Runs `f` and, when tracing is on, writes the line `call = result` under
+    /// `subsys` (`call` names the call with its arguments; it runs only then).
+    #[inline]
+    fn traced<R: fmt::Debug>(
+        &self,
+        subsys: &str,
+        call: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let r = f();
+        if Self::on() {
+            self.line(subsys, || format!("{} = {}", call(), result(&r)));
+        }
+        r
+    }
+
     /// Lines written so far (for tests and diagnostics).
     pub fn lines(&self) -> u64 {
         self.lines.load(Ordering::Relaxed)
@@ -114,13 +130,8 @@ impl Hook for Trace {
         args: impl FnOnce() -> String,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let r = f();
-        if Self::on() {
-            self.line("ep_data", || {
-                format!("{} {}({}) = {}", ep.name, call.op, args(), result(&r))
-            });
-        }
-        r
+        let call = || format!("{} {}({})", ep.name, call.op, args());
+        self.traced("ep_data", call, f)
     }
 
     #[inline]
@@ -131,13 +142,7 @@ impl Hook for Trace {
         args: impl FnOnce() -> String,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let r = f();
-        if Self::on() {
-            self.line("ep_ctrl", || {
-                format!("{obj} {what}({}) = {}", args(), result(&r))
-            });
-        }
-        r
+        self.traced("ep_ctrl", || format!("{obj} {what}({})", args()), f)
     }
 
     #[inline]
@@ -147,10 +152,6 @@ impl Hook for Trace {
         op: Op,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let r = f();
-        if Self::on() {
-            self.line("cq", || format!("{obj} {op}() = {}", result(&r)));
-        }
-        r
+        self.traced("cq", || format!("{obj} {op}()"), f)
     }
 }

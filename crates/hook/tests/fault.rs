@@ -6,7 +6,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{drain, next, pair, post_recv, registry, Pair, WAIT};
+use common::{drain, is_child, next, pair, post_recv, registry, run_child, Pair, WAIT};
 use ofi::{EpType, Errno, OpFlags};
 use ofi_hook::fault::{self, FaultConfig};
 
@@ -327,18 +327,18 @@ fn bad_config_fails_the_fabric_open() {
             dup: 0.7,
             ..FaultConfig::default()
         },
-        || {
-            let reg = registry("fault");
-            let info = common::info(&reg, "udp", EpType::Dgram);
-            let e = reg.open_fabric(&info).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{e}");
-        },
+        open_refused,
     );
 }
 
-/// Whether this process is the child of a test of this file (see [`run_child`]).
-fn is_child() -> bool {
-    std::env::var_os("OFI_HOOK_TEST_CHILD").is_some()
+/// Opens the udp fabric under the fault hook, which must refuse it (a bad
+/// configuration) with `FI_EINVAL`; returns the error.
+fn open_refused() -> ofi::Error {
+    let reg = registry("fault");
+    let info = common::info(&reg, "udp", EpType::Dgram);
+    let e = reg.open_fabric(&info).unwrap_err();
+    assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    e
 }
 
 /// The child side of `parameters_from_the_environment`: the parameters come from
@@ -356,10 +356,7 @@ fn env_drop_all_child() {
 /// The child side of `parameters_from_the_environment` for a bad parameter: it fails
 /// the fabric open with `FI_EINVAL` naming the variable `var` (`OFI_HOOK_TEST_EXPECT`).
 fn env_bad_config_child(var: &str) {
-    let reg = registry("fault");
-    let info = common::info(&reg, "udp", EpType::Dgram);
-    let e = reg.open_fabric(&info).unwrap_err();
-    assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    let e = open_refused();
     assert!(e.to_string().contains(var), "{e}");
 }
 
@@ -392,26 +389,7 @@ fn apply_globally_hooks_the_process_registry() {
         apply_globally_child();
         return;
     }
-    let out = run_child("apply_globally_hooks_the_process_registry", &[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Run test `test` of this binary again in a child process (`OFI_HOOK_TEST_CHILD` set,
-/// plus `env`), where it plays its child side; the child's output.
-fn run_child(test: &str, env: &[(&str, &str)]) -> std::process::Output {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env("OFI_HOOK_TEST_CHILD", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("spawn child")
+    run_child("apply_globally_hooks_the_process_registry", |_| {}).assert_ok_printing("CHILD OK");
 }
 
 #[test]
@@ -424,19 +402,11 @@ fn parameters_from_the_environment() {
         env_drop_all_child();
         return;
     }
-    let out = run_child(
-        "parameters_from_the_environment",
-        &[
-            ("FI_OFI_HOOK_FAULT_DROP", "1"),
-            ("FI_OFI_HOOK_FAULT_SEED", "9"),
-        ],
-    );
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_child("parameters_from_the_environment", |c| {
+        c.env("FI_OFI_HOOK_FAULT_DROP", "1")
+            .env("FI_OFI_HOOK_FAULT_SEED", "9");
+    })
+    .assert_ok_printing("1 passed");
     for (var, value) in [
         ("FI_OFI_HOOK_FAULT_DROP", "1.5"),
         ("FI_OFI_HOOK_FAULT_DUP", "often"),
@@ -445,15 +415,14 @@ fn parameters_from_the_environment() {
         ("FI_OFI_HOOK_FAULT_FAIL_OPS", "send,sned"),
         ("FI_OFI_HOOK_FAULT_FAIL_CODE", "EWHATEVER"),
     ] {
-        let out = run_child(
-            "parameters_from_the_environment",
-            &[(var, value), ("OFI_HOOK_TEST_EXPECT", var)],
-        );
+        let run = run_child("parameters_from_the_environment", |c| {
+            c.env(var, value).env("OFI_HOOK_TEST_EXPECT", var);
+        });
         assert!(
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            run.success && run.stdout.contains("1 passed"),
             "{var}={value}:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            run.stdout,
+            run.stderr
         );
     }
 }

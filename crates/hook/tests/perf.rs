@@ -82,18 +82,15 @@ fn perf_workload_child() {
 
 #[test]
 fn summary_counts_equal_the_operations() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_some() {
+    if common::is_child() {
         perf_workload_child();
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf-%p.json");
-    let mut cmd = ofi_testkit::child::test_command(
-        "OFI_HOOK_TEST_CHILD",
-        "summary_counts_equal_the_operations",
-    );
-    cmd.env("FI_OFI_HOOK_PERF_FILE", &file);
-    let run = ofi_testkit::child::run_to_end(cmd, std::time::Duration::from_secs(120));
+    let run = common::run_child("summary_counts_equal_the_operations", |c| {
+        c.env("FI_OFI_HOOK_PERF_FILE", &file);
+    });
     run.assert_ok_printing("CQREADS ");
     let stdout = &run.stdout;
     let reads: Vec<u64> = stdout

@@ -5,18 +5,14 @@
 mod common;
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
-use common::{info, registry};
+use common::{info, registry, CHILD_BOUND};
 use ofi::abi::ProviderKind;
 use ofi::getinfo::GetinfoRequest;
 use ofi::provider::{Host, Provider, Unsupported};
 use ofi::registry::{parse_hook_list, MAX_HOOKS};
 use ofi::{EpType, Errno, Error, Info, Result, Version, API_VERSION};
 use ofi_testkit::child;
-
-/// How long a child process of these tests may run.
-const CHILD_BOUND: Duration = Duration::from_secs(120);
 
 #[test]
 fn hook_list_grammar() {
@@ -141,16 +137,16 @@ fn global_fi_hook_child() {
 
 #[test]
 fn global_registry_takes_fi_hook() {
-    if std::env::var_os("OFI_HOOK_TEST_CHILD").is_some() {
+    if common::is_child() {
         global_fi_hook_child();
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("perf.json");
-    let mut cmd = child::test_command("OFI_HOOK_TEST_CHILD", "global_registry_takes_fi_hook");
-    cmd.env("FI_HOOK", "noop;bogus,perf")
-        .env("FI_OFI_HOOK_PERF_FILE", &file);
-    let run = child::run_to_end(cmd, CHILD_BOUND);
+    let run = common::run_child("global_registry_takes_fi_hook", |c| {
+        c.env("FI_HOOK", "noop;bogus,perf")
+            .env("FI_OFI_HOOK_PERF_FILE", &file);
+    });
     run.assert_ok_printing("CHILD OK");
     let stderr = &run.stderr;
     assert!(

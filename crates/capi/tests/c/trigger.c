@@ -20,26 +20,11 @@
 #include <rdma/fi_trigger.h>
 #include <rdma/fi_errno.h>
 #include "check.h"
+#include "progress.h"
 
-
-#define SPIN 2000000
 #define ROUNDS 64
 
 static struct fid_cq *cq_a, *cq_b;
-
-/* One tagged-format completion of `cq` (driving the other CQ meanwhile). */
-static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagged_entry *out)
-{
-	ssize_t r = -FI_EAGAIN;
-	int n;
-
-	for (n = 0; n < SPIN && r == -FI_EAGAIN; n++) {
-		r = fi_cq_read(cq, out, 1);
-		if (r == -FI_EAGAIN)
-			fi_cq_read(other, NULL, 0);
-	}
-	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
-}
 
 /* Drives both CQs ROUNDS times; neither may have a completion. */
 static void nothing_yet(const char *what)
@@ -51,6 +36,16 @@ static void nothing_yet(const char *what)
 		CHECK(fi_cq_read(cq_a, &e, 1) == -FI_EAGAIN, "%s: side a completed", what);
 		CHECK(fi_cq_read(cq_b, &e, 1) == -FI_EAGAIN, "%s: side b completed", what);
 	}
+}
+
+/* Makes `t` a trigger at `threshold` of counter `cntr`. */
+static void threshold_trigger(struct fi_triggered_context *t, struct fid_cntr *cntr,
+			      size_t threshold)
+{
+	memset(t, 0, sizeof(*t));
+	t->event_type = FI_TRIGGER_THRESHOLD;
+	t->trigger.threshold.cntr = cntr;
+	t->trigger.threshold.threshold = threshold;
 }
 
 static ssize_t sendmsg_triggered(struct fid_ep *ep, const void *buf, size_t len,
@@ -87,7 +82,6 @@ int main(void)
 	struct fi_rma_iov riov;
 	struct fi_msg_rma rmsg;
 	ssize_t r;
-	int n;
 
 	hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_RDM;
@@ -122,10 +116,7 @@ int main(void)
 	}
 
 	/* Threshold 0: refused, nothing posted. */
-	memset(&t_zero, 0, sizeof(t_zero));
-	t_zero.event_type = FI_TRIGGER_THRESHOLD;
-	t_zero.trigger.threshold.cntr = start;
-	t_zero.trigger.threshold.threshold = 0;
+	threshold_trigger(&t_zero, start, 0);
 	r = sendmsg_triggered(a, "zz", 3, addr[1], &t_zero);
 	CHECK(r == -FI_EINVAL, "threshold 0: %zd", r);
 	CHECK(t_zero.trigger.threshold.cntr == start || t_zero.trigger.threshold.cntr != NULL,
@@ -134,15 +125,9 @@ int main(void)
 	/* A send at threshold 2 of `start`, and a write at threshold 1 of `txc` (which
 	 * counts the send's completion). */
 	OK(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, NULL));
-	memset(&t_send, 0, sizeof(t_send));
-	t_send.event_type = FI_TRIGGER_THRESHOLD;
-	t_send.trigger.threshold.cntr = start;
-	t_send.trigger.threshold.threshold = 2;
+	threshold_trigger(&t_send, start, 2);
 	OK(sendmsg_triggered(a, "trig", 5, addr[1], &t_send));
-	memset(&t_write, 0, sizeof(t_write));
-	t_write.event_type = FI_TRIGGER_THRESHOLD;
-	t_write.trigger.threshold.cntr = txc;
-	t_write.trigger.threshold.threshold = 1;
+	threshold_trigger(&t_write, txc, 1);
 	riov.addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)target : 0;
 	riov.len = sizeof(local);
 	riov.key = fi_mr_key(mr);
@@ -169,29 +154,17 @@ int main(void)
 	CHECK(fi_cntr_read(txc) == 2, "tx counter %lu", (unsigned long)fi_cntr_read(txc));
 
 	/* Close with a triggered send waiting: FI_ECANCELED. */
-	memset(&t_cancel, 0, sizeof(t_cancel));
-	t_cancel.event_type = FI_TRIGGER_THRESHOLD;
-	t_cancel.trigger.threshold.cntr = start;
-	t_cancel.trigger.threshold.threshold = 100;
+	threshold_trigger(&t_cancel, start, 100);
 	OK(sendmsg_triggered(a, "never", 6, addr[1], &t_cancel));
 	nothing_yet("before close");
 	OK(fi_close(&a->fid));
-	r = -FI_EAGAIN;
-	for (n = 0; n < ROUNDS && r == -FI_EAGAIN; n++)
-		r = fi_cq_read(cq_a, &comp, 1);
+	r = read_until(cq_a, NULL, &comp, ROUNDS);
 	CHECK(r == -FI_EAVAIL, "an error entry after close: %zd", r);
 	CHECK(fi_cq_readerr(cq_a, &err, 0) == 1, "readerr");
 	CHECK(err.err == FI_ECANCELED && err.op_context == &t_cancel, "cancelled: err %d", err.err);
 
-	OK(fi_close(&b->fid));
-	OK(fi_close(&mr->fid));
-	OK(fi_close(&txc->fid));
-	OK(fi_close(&start->fid));
-	OK(fi_close(&av->fid));
-	OK(fi_close(&cq_a->fid));
-	OK(fi_close(&cq_b->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	CLOSE_ALL(&b->fid, &mr->fid, &txc->fid, &start->fid, &av->fid, &cq_a->fid, &cq_b->fid,
+		  &domain->fid, &fabric->fid);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	printf("trigger ok\nall ok\n");

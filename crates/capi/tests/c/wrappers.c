@@ -25,9 +25,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_errno.h>
 #include "check.h"
-
-
-#define SPIN 2000000
+#include "progress.h"
 
 /* Checks `call` returns `want`, reporting every mismatch (not only the first); the part
  * ends with CHECK(expect_failures == 0). */
@@ -55,20 +53,6 @@ static struct fid_cq *cq_a, *cq_b;
 		}                                                              \
 		CHECK(_r == 0, "%s = %ld (%s)", #call, _r, fi_strerror((int)-_r)); \
 	} while (0)
-
-/* Reads one tagged-format completion from `cq`, progressing the other CQ meanwhile. */
-static void wait_comp(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_tagged_entry *out)
-{
-	int n;
-	ssize_t r = -FI_EAGAIN;
-
-	for (n = 0; n < SPIN && r == -FI_EAGAIN; n++) {
-		r = fi_cq_read(cq, out, 1);
-		if (r == -FI_EAGAIN && other)
-			fi_cq_read(other, NULL, 0);
-	}
-	CHECK(r == 1, "cq read: %zd (%s)", r, fi_strerror((int)-r));
-}
 
 /* fi_wait_open / fi_wait with a CQ and a counter in the set, and fi_poll_open /
  * fi_poll_add / fi_poll / fi_poll_del over the same two: endpoint `c` (opened here,
@@ -168,10 +152,7 @@ static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *dom
 		      event == FI_NOTIFY && entry.context == (void *)0xe0, "eq event after fi_wait");
 		OK(fi_close(&eq_w->fid));
 	}
-	OK(fi_close(&c->fid));
-	OK(fi_close(&cq_w->fid));
-	OK(fi_close(&cntr_w->fid));
-	OK(fi_close(&ws->fid));
+	CLOSE_ALL(&c->fid, &cq_w->fid, &cntr_w->fid, &ws->fid);
 	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
 }
 
@@ -338,11 +319,8 @@ static void part_rdm(void)
 	POST(fi_recv(b, rbuf, 2, NULL, FI_ADDR_UNSPEC, &ctx[0]));
 	POST(fi_send(a, "toolong", 8, NULL, addr[1], &ctx[1]));
 	{
-		ssize_t r = -FI_EAGAIN;
-		for (i = 0; i < SPIN && r == -FI_EAGAIN; i++) {
-			r = fi_cq_read(cq_b, &comp, 1);
-			fi_cq_read(cq_a, NULL, 0);
-		}
+		ssize_t r = read_until(cq_b, cq_a, &comp, SPIN);
+
 		CHECK(r == -FI_EAVAIL, "truncation read %zd", r);
 		memset(&err, 0, sizeof(err));
 		CHECK(fi_cq_readerr(cq_b, &err, 0) == 1, "readerr");
@@ -357,9 +335,8 @@ static void part_rdm(void)
 	POST(fi_recv(b, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &ctx[2]));
 	OK(fi_cancel(&b->fid, &ctx[2]));
 	{
-		ssize_t r = -FI_EAGAIN;
-		for (i = 0; i < SPIN && r == -FI_EAGAIN; i++)
-			r = fi_cq_read(cq_b, &comp, 1);
+		ssize_t r = read_until(cq_b, NULL, &comp, SPIN);
+
 		CHECK(r == -FI_EAVAIL, "cancel read %zd", r);
 		memset(&err, 0, sizeof(err));
 		CHECK(fi_cq_readerr(cq_b, &err, 0) == 1 && err.err == FI_ECANCELED &&
@@ -691,17 +668,8 @@ static void part_rdm(void)
 	CHECK(fi_cq_signal(cq_a) == 0 || fi_cq_signal(cq_a) == -FI_ENOSYS, "signal");
 
 	OK(fi_av_remove(av, &addr[0], 1, 0));
-	OK(fi_close(&a->fid));
-	OK(fi_close(&b->fid));
-	OK(fi_close(&mr->fid));
-	OK(fi_close(&mr2->fid));
-	OK(fi_close(&mr3->fid));
-	OK(fi_close(&cntr->fid));
-	OK(fi_close(&av->fid));
-	OK(fi_close(&cq_a->fid));
-	OK(fi_close(&cq_b->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	CLOSE_ALL(&a->fid, &b->fid, &mr->fid, &mr2->fid, &mr3->fid, &cntr->fid, &av->fid,
+		  &cq_a->fid, &cq_b->fid, &domain->fid, &fabric->fid);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	printf("rdm ok\n");
@@ -853,14 +821,9 @@ static void part_msg(void)
 		OK(fi_shutdown(cli, 0));
 		wait_event(eq, FI_SHUTDOWN, &ev, sizeof(ev));
 		CHECK(ev.cm.fid == &srv->fid || ev.cm.fid == &cli->fid, "shutdown names an endpoint");
-		OK(fi_close(&cli->fid));
-		OK(fi_close(&srv->fid));
-		OK(fi_close(&cq->fid));
+		CLOSE_ALL(&cli->fid, &srv->fid, &cq->fid);
 	}
-	OK(fi_close(&pep->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&eq->fid));
-	OK(fi_close(&fabric->fid));
+	CLOSE_ALL(&pep->fid, &domain->fid, &eq->fid, &fabric->fid);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);
@@ -924,9 +887,7 @@ static void part_ip_av(void)
 		      "membership fid");
 		CHECK(fi_mc_addr(mc) != FI_ADDR_NOTAVAIL, "group address");
 		CHECK(fi_close(&ep->fid) == -FI_EBUSY, "closing a joined endpoint");
-		OK(fi_close(&mc->fid));
-		OK(fi_close(&ep->fid));
-		OK(fi_close(&cq->fid));
+		CLOSE_ALL(&mc->fid, &ep->fid, &cq->fid);
 	}
 	EXPECT(fi_av_insertsvc(av, "127.0.0.1", "4000", &fa[0], 0, NULL), 1);
 	slen = sizeof(sin);
@@ -937,9 +898,7 @@ static void part_ip_av(void)
 	slen = sizeof(sin);
 	OK(fi_av_lookup(av, fa[1], &sin, &slen));
 	CHECK(sin.sin_port == htons(5001), "insertsym second service %u", ntohs(sin.sin_port));
-	OK(fi_close(&av->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	CLOSE_ALL(&av->fid, &domain->fid, &fabric->fid);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	CHECK(expect_failures == 0, "%d mismatches above", expect_failures);

@@ -83,13 +83,24 @@ fn output_ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
-/// The C test program `name` (source `src`) compiled and ready to run, or `None`
-/// (with the reason printed) when the headers are absent.
+/// The C test program `name` (source `src`) compiled and ready to run in the
+/// environment every C test starts from (no `FI_PROVIDER` filter, warnings logged), or
+/// `None` (with the reason printed) when the headers are absent.
 pub fn c_program(name: &str, src: &str) -> Option<Command> {
     if skip_without_headers(name) {
         return None;
     }
-    Some(Command::new(compile_c(name, src)))
+    let mut cmd = Command::new(compile_c(name, src));
+    cmd.env_remove("FI_PROVIDER").env("FI_LOG_LEVEL", "warn");
+    Some(cmd)
+}
+
+/// Compiles and runs the C test program `name` (source `src`) as [`c_program`] prepares
+/// it, within `limit_secs`; its stdout once it succeeded and printed `all ok` (see
+/// [`run_c_program_ok`]), or `None` when the headers are absent.
+pub fn run_c_test(name: &str, src: &str, limit_secs: u32) -> Option<String> {
+    let mut cmd = c_program(name, src)?;
+    Some(run_c_program_ok(&mut cmd, limit_secs).0)
 }
 
 /// Runs the C test program `cmd` over our library (bounded by `limit_secs`), asserts

@@ -1,6 +1,7 @@
 //! Shared test helpers: registries with the hooks, and a connectionless endpoint pair.
 #![allow(dead_code)]
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqDataEntry;
@@ -12,9 +13,30 @@ use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, OpFlags, WaitObj, API_VERSION};
+use ofi_testkit::child::{self, ChildRun};
 
 /// Every wait is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(5);
+
+/// The variable that tells a test binary it runs as the child of one of its tests.
+pub const CHILD_VAR: &str = "OFI_HOOK_TEST_CHILD";
+
+/// How long a child test may run.
+pub const CHILD_BOUND: Duration = Duration::from_secs(120);
+
+/// Whether this process is the child of a test of its binary (see [`run_child`]).
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_VAR).is_some()
+}
+
+/// Runs test `test` of this binary again as a child process ([`CHILD_VAR`] set, and
+/// what `setup` adds to its command), where it plays its child side; what it left once
+/// it ended (within [`CHILD_BOUND`]).
+pub fn run_child(test: &str, setup: impl FnOnce(&mut Command)) -> ChildRun {
+    let mut cmd = child::test_command(CHILD_VAR, test);
+    setup(&mut cmd);
+    child::run_to_end(cmd, CHILD_BOUND)
+}
 
 /// A registry with the in-tree core providers and the five hooks, wrapping fabrics in
 /// `hooks`.
@@ -68,7 +90,8 @@ pub struct Pair {
     pub info: Info,
 }
 
-fn peer(domain: &Domain, info: &Info) -> Peer {
+/// An enabled endpoint of `domain` with its own CQ and AV.
+pub fn peer(domain: &Domain, info: &Info) -> Peer {
     let cq = domain
         .cq_open(&CqAttr {
             wait_obj: WaitObj::None,
