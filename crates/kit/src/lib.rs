@@ -83,6 +83,7 @@ pub mod nic;
 pub mod opflags;
 pub mod param;
 pub mod progress;
+mod queue_common;
 pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;

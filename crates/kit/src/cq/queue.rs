@@ -13,23 +13,8 @@ impl KitCq {
             CqFormat::Unspec => CqFormat::Context,
             f => f,
         };
-        let size = match attr.size {
-            0 => DEFAULT_CQ_SIZE,
-            s if s > MAX_CQ_SIZE => {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("CQ size {s} is over the limit of {MAX_CQ_SIZE}"),
-                ))
-            }
-            s => s,
-        };
-        let unknown = attr.flags & !OpFlags::AFFINITY.bits();
-        if unknown != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("CQ flags {unknown:#x} are not supported"),
-            ));
-        }
+        let size = open_size("CQ", attr.size, DEFAULT_CQ_SIZE, MAX_CQ_SIZE)?;
+        check_open_flags("CQ", attr.flags, OpFlags::AFFINITY)?;
         let mode = WaitMode::resolve(attr.wait_obj)?;
         Ok(KitCq {
             inner: Arc::new(CqShared {
@@ -39,11 +24,9 @@ impl KitCq {
                 threshold_cond: attr.wait_cond == ofi_core::enums::CqWaitCond::Threshold,
                 state: Mutex::new(CqState {
                     ring: VecDeque::with_capacity(size),
-                    errs: VecDeque::new(),
+                    errors: ErrorEntries::new(),
                     head: 0,
                     reserved: 0,
-                    overrun: Overrun::No,
-                    dropped: 0,
                     wake: false,
                     sleepers: 0,
                 }),
@@ -110,7 +93,7 @@ impl KitCq {
     /// Entries queued (successes and errors).
     pub fn len(&self) -> usize {
         let st = lock(&self.inner.state);
-        st.ring.len() + st.errs.len()
+        st.ring.len() + st.errors.len()
     }
 
     /// True if nothing is queued.
@@ -128,7 +111,7 @@ impl KitCq {
     /// How many more completions fit.
     pub fn room(&self) -> usize {
         let st = lock(&self.inner.state);
-        if st.overrun != Overrun::No {
+        if st.errors.overrun != Overrun::No {
             return 0;
         }
         self.inner.size.saturating_sub(st.used())
@@ -136,19 +119,19 @@ impl KitCq {
 
     /// True once the CQ has been overrun.
     pub fn is_overrun(&self) -> bool {
-        lock(&self.inner.state).overrun != Overrun::No
+        lock(&self.inner.state).errors.overrun != Overrun::No
     }
 
     /// Completions dropped because the CQ was full or overrun.
     pub fn dropped(&self) -> u64 {
-        lock(&self.inner.state).dropped
+        lock(&self.inner.state).errors.dropped
     }
 
     /// Reserve room for one completion (resource management): `FI_EAGAIN` if full,
     /// `FI_EOVERRUN` if overrun. Dropping the reservation unused gives the room back.
     pub fn reserve(&self) -> Result<CqReservation> {
         let mut st = lock(&self.inner.state);
-        if st.overrun != Overrun::No {
+        if st.errors.overrun != Overrun::No {
             return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
         }
         if st.used() >= self.inner.size {
