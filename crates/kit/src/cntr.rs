@@ -39,7 +39,7 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::provider::CntrOps;
 
 use crate::progress::ProgressEngine;
-use crate::wait::{lock, wait_for, BlockingWait, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, wait_for, BlockingWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -151,25 +151,6 @@ impl KitCntr {
         })
     }
 
-    /// [`KitCntr::new`], bound to `engine`.
-    pub fn with_progress(attr: &CntrAttr, engine: Arc<ProgressEngine>) -> Result<KitCntr> {
-        let c = KitCntr::new(attr)?;
-        c.bind_progress(engine)?;
-        Ok(c)
-    }
-
-    /// [`KitCntr::with_progress`], attached to wait set `set`: what a provider's
-    /// `DomainOps::cntr_open_in_set` returns.
-    pub fn with_progress_in(
-        attr: &CntrAttr,
-        engine: Arc<ProgressEngine>,
-        set: &KitWait,
-    ) -> Result<KitCntr> {
-        let c = KitCntr::with_progress(attr, engine)?;
-        c.attach_wait(set);
-        Ok(c)
-    }
-
     /// Count one completed operation.
     #[inline]
     pub fn inc(&self) {
@@ -196,6 +177,7 @@ impl KitCntr {
 }
 
 crate::wait::queue_handle_waiting!(KitCntr, "counter");
+crate::wait::queue_open_with_progress!(KitCntr, CntrAttr, "counter", "cntr_open_in_set");
 
 /// The live published counters: the address each was published at
 /// (`CntrOps::published`) and the counter. What a triggered operation's counter
@@ -344,6 +326,7 @@ impl CntrOps for KitCntr {
 mod tests {
     use super::*;
     use crate::progress::Progress;
+    use crate::wait::KitWait;
     use ofi_core::enums::WaitObj;
     use std::thread;
     use std::time::{Duration, Instant};

@@ -52,7 +52,7 @@ use ofi_core::provider::EqOps;
 
 use crate::cq::StrerrorFn;
 use crate::queue_common::{check_open_flags, open_size, ErrorEntries, Overrun};
-use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -171,19 +171,7 @@ impl EqShared {
     }
 }
 
-impl Waitable for EqShared {
-    fn drive_progress(&self) -> usize {
-        self.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
-}
+crate::wait::locked_queue_waitable!(EqShared);
 
 /// An event queue (see the module docs). Clones share the queue.
 #[derive(Clone)]
@@ -437,6 +425,7 @@ impl EqOps for KitEq {
 mod tests {
     use super::*;
     use crate::progress::ProgressEngine;
+    use crate::wait::Waitable;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;

@@ -256,6 +256,60 @@ macro_rules! queue_handle_waiting {
 }
 pub(crate) use queue_handle_waiting;
 
+/// The openers of a kit queue handle bound to the domain's progress engine (`KitCq`,
+/// `KitCntr`): `$handle::new($attr)` opens it; writes `with_progress` and
+/// `with_progress_in`. `$what` names the object and `$in_set` the domain operation
+/// that returns the latter, in the docs.
+macro_rules! queue_open_with_progress {
+    ($handle:ident, $attr:ty, $what:literal, $in_set:literal) => {
+        impl $handle {
+            #[doc = concat!("[`", stringify!($handle), "::new`], bound to `engine`.")]
+            pub fn with_progress(
+                attr: &$attr,
+                engine: std::sync::Arc<$crate::progress::ProgressEngine>,
+            ) -> ofi_core::error::Result<$handle> {
+                let q = $handle::new(attr)?;
+                q.bind_progress(engine)?;
+                Ok(q)
+            }
+
+            #[doc = concat!("[`", stringify!($handle), "::with_progress`], attached to wait set `set`: what a provider's `DomainOps::", $in_set, "` returns (the ", $what, " then blocks internally).")]
+            pub fn with_progress_in(
+                attr: &$attr,
+                engine: std::sync::Arc<$crate::progress::ProgressEngine>,
+                set: &$crate::wait::KitWait,
+            ) -> ofi_core::error::Result<$handle> {
+                let q = $handle::with_progress(attr, engine)?;
+                q.attach_wait(set);
+                Ok(q)
+            }
+        }
+    };
+}
+pub(crate) use queue_open_with_progress;
+
+/// [`Waitable`] for the shared state `$shared` of a queue kept under a lock (the CQ's,
+/// the EQ's): it has `drive()` (progress), `links: Links` and `state: Mutex<S>` whose
+/// `S` has `ready()` (a read would not return `FI_EAGAIN`).
+macro_rules! locked_queue_waitable {
+    ($shared:ty) => {
+        impl $crate::wait::Waitable for $shared {
+            fn drive_progress(&self) -> usize {
+                self.drive()
+            }
+
+            fn is_ready(&self) -> bool {
+                $crate::wait::lock(&self.state).ready()
+            }
+
+            fn needs_polling(&self) -> bool {
+                self.links.needs_polling()
+            }
+        }
+    };
+}
+pub(crate) use locked_queue_waitable;
+
 /// A queue's state that counts the readers asleep on it (pushes wake them only then).
 pub(crate) trait SleeperCount {
     /// The number of readers asleep on the queue's condition variable or descriptors.

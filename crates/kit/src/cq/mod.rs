@@ -100,7 +100,7 @@ use ofi_core::provider::CqOps;
 
 use crate::progress::ProgressEngine;
 use crate::queue_common::{check_open_flags, open_size, ErrorEntries, Overrun};
-use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
+use crate::wait::{lock, BlockingWait, Links, SleeperCount, WaitFd, WaitMode};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -556,19 +556,7 @@ impl CqShared {
     }
 }
 
-impl Waitable for CqShared {
-    fn drive_progress(&self) -> usize {
-        self.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
-}
+crate::wait::locked_queue_waitable!(CqShared);
 
 /// A completion queue (see the module docs). Clones share the queue: the domain hands
 /// one to the host and endpoints keep others to push completions.

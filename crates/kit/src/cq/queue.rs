@@ -3,6 +3,8 @@
 
 use super::*;
 
+crate::wait::queue_open_with_progress!(KitCq, CqAttr, "CQ", "cq_open_in_set");
+
 impl KitCq {
     /// Open a CQ: format `Unspec` means `Context`, size 0 means [`DEFAULT_CQ_SIZE`].
     /// `FI_EINVAL` for a size over [`MAX_CQ_SIZE`] or flags other than `FI_AFFINITY`;
@@ -38,25 +40,6 @@ impl KitCq {
                 strerror: OnceLock::new(),
             }),
         })
-    }
-
-    /// [`KitCq::new`], bound to `engine`.
-    pub fn with_progress(attr: &CqAttr, engine: Arc<ProgressEngine>) -> Result<KitCq> {
-        let cq = KitCq::new(attr)?;
-        cq.bind_progress(engine)?;
-        Ok(cq)
-    }
-
-    /// [`KitCq::with_progress`], attached to wait set `set`: what a provider's
-    /// `DomainOps::cq_open_in_set` returns.
-    pub fn with_progress_in(
-        attr: &CqAttr,
-        engine: Arc<ProgressEngine>,
-        set: &KitWait,
-    ) -> Result<KitCq> {
-        let cq = KitCq::with_progress(attr, engine)?;
-        cq.attach_wait(set);
-        Ok(cq)
     }
 
     /// This CQ's identity, as [`super::reading_cq`] reports it (its address; stable

@@ -1,6 +1,7 @@
 //! Unit tests of the `cq` module (in their own file; they see its private items).
 
 use super::*;
+use crate::wait::{KitWait, Waitable};
 use ofi_core::abi::raw::{CqDataEntry, CqEntry, CqMsgEntry};
 use ofi_core::enums::{CqWaitCond, WaitObj};
 use std::sync::atomic::AtomicUsize;
