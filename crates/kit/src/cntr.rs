@@ -326,7 +326,7 @@ impl CntrOps for KitCntr {
 mod tests {
     use super::*;
     use crate::progress::Progress;
-    use crate::wait::KitWait;
+    use crate::test_support::{fd_wait_set, in_a_moment};
     use ofi_core::enums::WaitObj;
     use std::thread;
     use std::time::{Duration, Instant};
@@ -440,8 +440,7 @@ mod tests {
         let c = cntr(WaitObj::Fd);
         c.adderr(1).unwrap(); // before the wait: not counted
         let c2 = c.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             c2.inc_err();
         });
         assert_eq!(code(c.wait(10, 5_000)), Errno::EAVAIL);
@@ -519,19 +518,14 @@ mod tests {
     #[test]
     fn wait_set_is_signalled_by_updates() {
         use ofi_core::provider::WaitOps;
-        let set = KitWait::new(&ofi_core::wait::WaitAttr {
-            wait_obj: WaitObj::Fd,
-            flags: 0,
-        })
-        .unwrap();
+        let set = fd_wait_set();
         let c = cntr(WaitObj::None);
         c.attach_wait(&set);
         c.attach_wait(&set);
         assert_eq!(set.len(), 1);
         assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
         let c2 = c.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             c2.inc();
         });
         set.wait(5_000).unwrap();

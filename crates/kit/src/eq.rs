@@ -425,10 +425,10 @@ impl EqOps for KitEq {
 mod tests {
     use super::*;
     use crate::progress::ProgressEngine;
+    use crate::test_support::{fd_wait_set, in_a_moment};
     use crate::wait::Waitable;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::thread;
     use std::time::{Duration, Instant};
 
     fn eq(size: usize, wait_obj: WaitObj) -> KitEq {
@@ -599,8 +599,7 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(50));
         assert!(t.elapsed() < Duration::from_secs(5));
         let q2 = q.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             q2.push(notify(7)).unwrap();
         });
         let t = Instant::now();
@@ -670,11 +669,7 @@ mod tests {
         q.readerr().unwrap();
         assert!(!fd.readable());
 
-        let set = KitWait::new(&ofi_core::wait::WaitAttr {
-            wait_obj: WaitObj::Fd,
-            flags: 0,
-        })
-        .unwrap();
+        let set = fd_wait_set();
         q.attach_wait(&set);
         q.attach_wait(&set);
         assert_eq!(set.len(), 1);

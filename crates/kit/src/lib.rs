@@ -88,6 +88,8 @@ pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;
+#[cfg(test)]
+mod test_support;
 #[allow(unsafe_code)]
 pub mod trigger;
 pub mod wait;

@@ -921,8 +921,8 @@ impl KitPollSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::in_a_moment;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::thread;
 
     /// A member whose readiness the test sets.
     #[derive(Default)]
@@ -1063,8 +1063,7 @@ mod tests {
         w.add(weak(&a));
         let (w2, a2) = (w.clone(), a.clone());
         let t = Instant::now();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             a2.ready.store(true, Ordering::SeqCst);
             w2.signal();
         });
