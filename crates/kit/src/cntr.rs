@@ -36,9 +36,11 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
 use ofi_core::provider::CntrOps;
 
 use crate::progress::ProgressEngine;
+use crate::queue_common::check_open_flags;
 use crate::wait::{lock, wait_for, BlockingWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
@@ -120,12 +122,7 @@ impl std::fmt::Debug for KitCntr {
 impl KitCntr {
     /// Open a counter (see the module docs for the errors).
     pub fn new(attr: &CntrAttr) -> Result<KitCntr> {
-        if attr.flags != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("counter flags {:#x}: must be 0", attr.flags),
-            ));
-        }
+        check_open_flags("counter", attr.flags, OpFlags::empty())?;
         if attr.events != 0 {
             return Err(Error::new(
                 Errno::EINVAL,

@@ -1,6 +1,6 @@
 //! What the completion queue ([`crate::cq`]) and the event queue ([`crate::eq`]) share:
-//! the checks of their open attributes, their error entries kept in their place among
-//! the successes, and the overrun state.
+//! the checks of their open attributes (the counter's and the wait set's too), their
+//! error entries kept in their place among the successes, and the overrun state.
 //!
 //! # Invariants
 //!

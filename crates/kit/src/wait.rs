@@ -52,10 +52,12 @@ use std::time::{Duration, Instant};
 
 use ofi_core::enums::WaitObj;
 use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
 use ofi_core::provider::WaitOps;
 use ofi_core::wait::WaitAttr;
 
 use crate::progress::{idle_slice, Backoff, FdWake, ProgressEngine, LONG_SLICE};
+use crate::queue_common::check_open_flags;
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
 /// consistent across panics: every critical section leaves it valid; a provider that
@@ -701,12 +703,7 @@ impl KitWait {
     /// `FI_WAIT_MUTEX_COND`/`FI_WAIT_YIELD` (without); other wait objects and non-zero
     /// flags are `FI_EINVAL`.
     pub fn new(attr: &WaitAttr) -> Result<KitWait> {
-        if attr.flags != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("wait set flags {:#x}: must be 0", attr.flags),
-            ));
-        }
+        check_open_flags("wait set", attr.flags, OpFlags::empty())?;
         let mode = match attr.wait_obj {
             WaitObj::Fd | WaitObj::Unspec => WaitMode::Fd,
             WaitObj::MutexCond | WaitObj::Yield => WaitMode::Internal,
