@@ -36,10 +36,12 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use ofi_core::cntr::CntrAttr;
 use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
 use ofi_core::provider::CntrOps;
 
 use crate::progress::ProgressEngine;
-use crate::wait::{lock, wait_for, BlockingWait, KitWait, Links, WaitFd, WaitMode, Waitable};
+use crate::queue_common::check_open_flags;
+use crate::wait::{lock, wait_for, BlockingWait, Links, WaitFd, WaitMode, Waitable};
 
 struct CntrShared {
     value: AtomicU64,
@@ -120,12 +122,7 @@ impl std::fmt::Debug for KitCntr {
 impl KitCntr {
     /// Open a counter (see the module docs for the errors).
     pub fn new(attr: &CntrAttr) -> Result<KitCntr> {
-        if attr.flags != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("counter flags {:#x}: must be 0", attr.flags),
-            ));
-        }
+        check_open_flags("counter", attr.flags, OpFlags::empty())?;
         if attr.events != 0 {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -149,25 +146,6 @@ impl KitCntr {
                 links: Links::default(),
             }),
         })
-    }
-
-    /// [`KitCntr::new`], bound to `engine`.
-    pub fn with_progress(attr: &CntrAttr, engine: Arc<ProgressEngine>) -> Result<KitCntr> {
-        let c = KitCntr::new(attr)?;
-        c.bind_progress(engine)?;
-        Ok(c)
-    }
-
-    /// [`KitCntr::with_progress`], attached to wait set `set`: what a provider's
-    /// `DomainOps::cntr_open_in_set` returns.
-    pub fn with_progress_in(
-        attr: &CntrAttr,
-        engine: Arc<ProgressEngine>,
-        set: &KitWait,
-    ) -> Result<KitCntr> {
-        let c = KitCntr::with_progress(attr, engine)?;
-        c.attach_wait(set);
-        Ok(c)
     }
 
     /// Count one completed operation.
@@ -196,6 +174,7 @@ impl KitCntr {
 }
 
 crate::wait::queue_handle_waiting!(KitCntr, "counter");
+crate::wait::queue_open_with_progress!(KitCntr, CntrAttr, "counter", "cntr_open_in_set");
 
 /// The live published counters: the address each was published at
 /// (`CntrOps::published`) and the counter. What a triggered operation's counter
@@ -344,6 +323,7 @@ impl CntrOps for KitCntr {
 mod tests {
     use super::*;
     use crate::progress::Progress;
+    use crate::test_support::{fd_wait_set, in_a_moment};
     use ofi_core::enums::WaitObj;
     use std::thread;
     use std::time::{Duration, Instant};
@@ -457,8 +437,7 @@ mod tests {
         let c = cntr(WaitObj::Fd);
         c.adderr(1).unwrap(); // before the wait: not counted
         let c2 = c.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             c2.inc_err();
         });
         assert_eq!(code(c.wait(10, 5_000)), Errno::EAVAIL);
@@ -536,19 +515,14 @@ mod tests {
     #[test]
     fn wait_set_is_signalled_by_updates() {
         use ofi_core::provider::WaitOps;
-        let set = KitWait::new(&ofi_core::wait::WaitAttr {
-            wait_obj: WaitObj::Fd,
-            flags: 0,
-        })
-        .unwrap();
+        let set = fd_wait_set();
         let c = cntr(WaitObj::None);
         c.attach_wait(&set);
         c.attach_wait(&set);
         assert_eq!(set.len(), 1);
         assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
         let c2 = c.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             c2.inc();
         });
         set.wait(5_000).unwrap();

@@ -243,36 +243,53 @@ pub fn getopt_min_multi_recv(
     optval: &mut [u8],
     value: impl FnOnce() -> usize,
 ) -> Result<usize> {
+    only_min_multi_recv(prov, level, optname)?;
+    put_size_opt(prov, "FI_OPT_MIN_MULTI_RECV", optval, value())
+}
+
+/// `fi_setopt` of `FI_OPT_MIN_MULTI_RECV`: the value in `optval` (`FI_EINVAL` unless it
+/// is exactly a `size_t`); any other option is `FI_ENOPROTOOPT`.
+pub fn setopt_min_multi_recv(prov: &str, level: i32, optname: i32, optval: &[u8]) -> Result<usize> {
+    only_min_multi_recv(prov, level, optname)?;
+    take_size_opt(prov, "FI_OPT_MIN_MULTI_RECV", optval)
+}
+
+/// `FI_ENOPROTOOPT` naming `prov` unless the option is `FI_OPT_MIN_MULTI_RECV`.
+fn only_min_multi_recv(prov: &str, level: i32, optname: i32) -> Result<()> {
     if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
         return Err(Error::new(
             Errno::ENOPROTOOPT,
             format!("{prov}: option {level}/{optname} is not supported"),
         ));
     }
-    let b = value().to_ne_bytes();
+    Ok(())
+}
+
+/// `fi_getopt` of a `size_t` option (`name`, as `FI_OPT_…`): `value` written into
+/// `optval`, its length returned; `FI_ETOOSMALL` naming `prov` if it does not fit.
+pub fn put_size_opt(prov: &str, name: &str, optval: &mut [u8], value: usize) -> Result<usize> {
+    let b = value.to_ne_bytes();
     let Some(dst) = optval.get_mut(..b.len()) else {
         return Err(Error::new(
             Errno::ETOOSMALL,
-            format!("{prov}: FI_OPT_MIN_MULTI_RECV needs a size_t"),
+            format!("{prov}: {name} needs a size_t"),
         ));
     };
     dst.copy_from_slice(&b);
     Ok(b.len())
 }
 
-/// `fi_setopt` of `FI_OPT_MIN_MULTI_RECV`: the value in `optval` (`FI_EINVAL` unless it
-/// is exactly a `size_t`); any other option is `FI_ENOPROTOOPT`.
-pub fn setopt_min_multi_recv(prov: &str, level: i32, optname: i32, optval: &[u8]) -> Result<usize> {
-    if level != OPT_ENDPOINT || optname != OPT_MIN_MULTI_RECV {
-        return Err(Error::new(
-            Errno::ENOPROTOOPT,
-            format!("{prov}: option {level}/{optname} is not supported"),
-        ));
-    }
+/// `fi_setopt` of a `size_t` option (`name`, as `FI_OPT_…`): the value in `optval`;
+/// `FI_EINVAL` naming `prov` unless `optval` is exactly a `size_t`.
+pub fn take_size_opt(prov: &str, name: &str, optval: &[u8]) -> Result<usize> {
     let b: [u8; std::mem::size_of::<usize>()] = optval.try_into().map_err(|_| {
         Error::new(
             Errno::EINVAL,
-            format!("{prov}: FI_OPT_MIN_MULTI_RECV takes a size_t"),
+            format!(
+                "{prov}: {name} takes a size_t ({} bytes), got {}",
+                std::mem::size_of::<usize>(),
+                optval.len()
+            ),
         )
     })?;
     Ok(usize::from_ne_bytes(b))

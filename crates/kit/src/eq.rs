@@ -50,8 +50,9 @@ use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::OpFlags;
 use ofi_core::provider::EqOps;
 
-use crate::cq::{Overrun, StrerrorFn};
-use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
+use crate::cq::StrerrorFn;
+use crate::queue_common::{check_open_flags, open_size, ErrorEntries, Overrun};
+use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode};
 
 /// The size of an EQ opened with size 0.
 pub const DEFAULT_EQ_SIZE: usize = 1024;
@@ -60,12 +61,10 @@ pub const MAX_EQ_SIZE: usize = 1 << 20;
 
 struct EqState {
     events: VecDeque<Event>,
-    /// Error events with the number of events pushed before them.
-    errs: VecDeque<(u64, EqErrorEntry)>,
+    /// Error events in their place among the events; the overrun state.
+    errors: ErrorEntries<EqErrorEntry>,
     /// Events ever removed from `events`.
     head: u64,
-    overrun: Overrun,
-    dropped: u64,
     sleepers: usize,
 }
 
@@ -76,39 +75,20 @@ impl SleeperCount for EqState {
 }
 
 impl EqState {
-    fn avail(&self) -> usize {
-        match self.errs.front() {
-            Some((seq, _)) => (seq.saturating_sub(self.head) as usize).min(self.events.len()),
-            None => self.events.len(),
-        }
-    }
-
+    /// Events and error events counted against the size.
     fn used(&self) -> usize {
-        self.events.len() + self.errs.len()
+        self.events.len() + self.errors.len()
     }
 
-    fn blocked(&self) -> bool {
-        !self.errs.is_empty() || self.overrun != Overrun::No
-    }
-
-    fn empty_error(&self) -> Error {
-        if !self.errs.is_empty() || self.overrun == Overrun::Pending {
-            Error::code_only(Errno::EAVAIL)
-        } else if self.overrun == Overrun::Reported {
-            Error::new(Errno::EOVERRUN, "the EQ was overrun")
-        } else {
-            Error::code_only(Errno::EAGAIN)
-        }
-    }
-
+    /// True if a read would not return `FI_EAGAIN`.
     fn ready(&self) -> bool {
-        !self.events.is_empty() || self.blocked()
+        !self.events.is_empty() || self.errors.blocked()
     }
 
     /// The next event (removed unless `peek`), or the error of an empty read.
     fn next(&mut self, peek: bool) -> Result<Event> {
-        if self.avail() == 0 {
-            return Err(self.empty_error());
+        if self.errors.readable(self.head, self.events.len()) == 0 {
+            return Err(self.errors.empty_error("EQ"));
         }
         if peek {
             return self
@@ -165,16 +145,12 @@ impl EqShared {
     fn enqueue(&self, item: std::result::Result<Event, EqErrorEntry>, app: bool) -> Result<()> {
         {
             let mut st = lock(&self.state);
-            if st.overrun != Overrun::No {
-                st.dropped += 1;
-                return Err(Error::new(Errno::EOVERRUN, "the EQ was overrun"));
-            }
+            st.errors.refuse_if_overrun("EQ")?;
             if st.used() >= self.size {
                 if app {
                     return Err(Error::new(Errno::EAGAIN, "the EQ is full"));
                 }
-                st.dropped += 1;
-                st.overrun = Overrun::Pending;
+                st.errors.overflow();
                 self.notify_locked(&st);
                 return Err(Error::new(
                     Errno::EOVERRUN,
@@ -185,7 +161,7 @@ impl EqShared {
                 Ok(ev) => st.events.push_back(ev),
                 Err(e) => {
                     let seq = st.head + st.events.len() as u64;
-                    st.errs.push_back((seq, e));
+                    st.errors.push(seq, e);
                 }
             }
             self.notify_locked(&st);
@@ -195,19 +171,7 @@ impl EqShared {
     }
 }
 
-impl Waitable for EqShared {
-    fn drive_progress(&self) -> usize {
-        self.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
-}
+crate::wait::locked_queue_waitable!(EqShared);
 
 /// An event queue (see the module docs). Clones share the queue.
 #[derive(Clone)]
@@ -221,8 +185,7 @@ impl std::fmt::Debug for KitEq {
         f.debug_struct("KitEq")
             .field("size", &self.inner.size)
             .field("queued", &st.events.len())
-            .field("errors", &st.errs.len())
-            .field("overrun", &st.overrun)
+            .field("errors", &st.errors)
             .finish()
     }
 }
@@ -230,23 +193,8 @@ impl std::fmt::Debug for KitEq {
 impl KitEq {
     /// Open an EQ (see the module docs for the errors).
     pub fn new(attr: &EqAttr) -> Result<KitEq> {
-        let size = match attr.size {
-            0 => DEFAULT_EQ_SIZE,
-            s if s > MAX_EQ_SIZE => {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("EQ size {s} is over the limit of {MAX_EQ_SIZE}"),
-                ))
-            }
-            s => s,
-        };
-        let unknown = attr.flags & !(OpFlags::WRITE | OpFlags::AFFINITY).bits();
-        if unknown != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("EQ flags {unknown:#x} are not supported"),
-            ));
-        }
+        let size = open_size("EQ", attr.size, DEFAULT_EQ_SIZE, MAX_EQ_SIZE)?;
+        check_open_flags("EQ", attr.flags, OpFlags::WRITE | OpFlags::AFFINITY)?;
         let mode = WaitMode::resolve(attr.wait_obj)?;
         Ok(KitEq {
             inner: Arc::new(EqShared {
@@ -255,10 +203,8 @@ impl KitEq {
                 writable: attr.flags & OpFlags::WRITE.bits() != 0,
                 state: Mutex::new(EqState {
                     events: VecDeque::new(),
-                    errs: VecDeque::new(),
+                    errors: ErrorEntries::new(),
                     head: 0,
-                    overrun: Overrun::No,
-                    dropped: 0,
                     sleepers: 0,
                 }),
                 cv: Condvar::new(),
@@ -304,12 +250,12 @@ impl KitEq {
 
     /// True once the EQ has been overrun.
     pub fn is_overrun(&self) -> bool {
-        lock(&self.inner.state).overrun != Overrun::No
+        lock(&self.inner.state).errors.overrun != Overrun::No
     }
 
     /// Events dropped because the EQ was full or overrun.
     pub fn dropped(&self) -> u64 {
-        lock(&self.inner.state).dropped
+        lock(&self.inner.state).errors.dropped
     }
 
     /// Report an event. `FI_EOVERRUN` if it did not fit (it is dropped and the EQ is
@@ -407,19 +353,15 @@ impl EqOps for KitEq {
     fn readerr(&self) -> Result<EqErrorEntry> {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
-        let e = if let Some((_, e)) = st.errs.pop_front() {
-            e
-        } else if st.overrun == Overrun::Pending {
-            st.overrun = Overrun::Reported;
-            EqErrorEntry {
-                fid: 0,
-                context: 0,
-                data: 0,
-                err: Errno::EOVERRUN,
-                prov_errno: 0,
-                err_data: Vec::new(),
-            }
-        } else {
+        let overrun_entry = || EqErrorEntry {
+            fid: 0,
+            context: 0,
+            data: 0,
+            err: Errno::EOVERRUN,
+            prov_errno: 0,
+            err_data: Vec::new(),
+        };
+        let Some(e) = st.errors.take(overrun_entry) else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
         inner.refresh_fd(&st);
@@ -483,9 +425,10 @@ impl EqOps for KitEq {
 mod tests {
     use super::*;
     use crate::progress::ProgressEngine;
+    use crate::test_support::{fd_wait_set, in_a_moment};
+    use crate::wait::Waitable;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::thread;
     use std::time::{Duration, Instant};
 
     fn eq(size: usize, wait_obj: WaitObj) -> KitEq {
@@ -656,8 +599,7 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(50));
         assert!(t.elapsed() < Duration::from_secs(5));
         let q2 = q.clone();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             q2.push(notify(7)).unwrap();
         });
         let t = Instant::now();
@@ -727,11 +669,7 @@ mod tests {
         q.readerr().unwrap();
         assert!(!fd.readable());
 
-        let set = KitWait::new(&ofi_core::wait::WaitAttr {
-            wait_obj: WaitObj::Fd,
-            flags: 0,
-        })
-        .unwrap();
+        let set = fd_wait_set();
         q.attach_wait(&set);
         q.attach_wait(&set);
         assert_eq!(set.len(), 1);

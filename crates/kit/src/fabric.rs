@@ -159,55 +159,29 @@ macro_rules! kit_domain_cq_cntr_ops {
     (|$d:ident| $engine:expr) => {
         type Cq = $crate::cq::KitCq;
         type Cntr = $crate::cntr::KitCntr;
-        fn cq_open(
-            &self,
-            attr: &$crate::core::cq::CqAttr,
-            _context: usize,
-        ) -> $crate::core::Result<$crate::cq::KitCq> {
-            $crate::cq::KitCq::with_progress(attr, {
-                let $d = self;
-                $engine
-            })
+        $crate::kit_domain_cq_cntr_ops!(
+            @open cq_open, cq_open_in_set, $crate::core::cq::CqAttr, $crate::cq::KitCq,
+            |$d| $engine
+        );
+        $crate::kit_domain_cq_cntr_ops!(
+            @open cntr_open, cntr_open_in_set, $crate::core::cntr::CntrAttr,
+            $crate::cntr::KitCntr, |$d| $engine
+        );
+    };
+    // The two openers of one kind of object (`$kind`, opened from a `$attr`).
+    (@open $open:ident, $open_in_set:ident, $attr:ty, $kind:ty, |$d:ident| $engine:expr) => {
+        fn $open(&self, attr: &$attr, _context: usize) -> $crate::core::Result<$kind> {
+            let $d = self;
+            <$kind>::with_progress(attr, $engine)
         }
-        fn cntr_open(
+        fn $open_in_set(
             &self,
-            attr: &$crate::core::cntr::CntrAttr,
-            _context: usize,
-        ) -> $crate::core::Result<$crate::cntr::KitCntr> {
-            $crate::cntr::KitCntr::with_progress(attr, {
-                let $d = self;
-                $engine
-            })
-        }
-        fn cq_open_in_set(
-            &self,
-            attr: &$crate::core::cq::CqAttr,
+            attr: &$attr,
             set: &$crate::wait::KitWait,
             _context: usize,
-        ) -> $crate::core::Result<$crate::cq::KitCq> {
-            $crate::cq::KitCq::with_progress_in(
-                attr,
-                {
-                    let $d = self;
-                    $engine
-                },
-                set,
-            )
-        }
-        fn cntr_open_in_set(
-            &self,
-            attr: &$crate::core::cntr::CntrAttr,
-            set: &$crate::wait::KitWait,
-            _context: usize,
-        ) -> $crate::core::Result<$crate::cntr::KitCntr> {
-            $crate::cntr::KitCntr::with_progress_in(
-                attr,
-                {
-                    let $d = self;
-                    $engine
-                },
-                set,
-            )
+        ) -> $crate::core::Result<$kind> {
+            let $d = self;
+            <$kind>::with_progress_in(attr, $engine, set)
         }
     };
 }

@@ -83,10 +83,13 @@ pub mod nic;
 pub mod opflags;
 pub mod param;
 pub mod progress;
+mod queue_common;
 pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;
+#[cfg(test)]
+mod test_support;
 #[allow(unsafe_code)]
 pub mod trigger;
 pub mod wait;

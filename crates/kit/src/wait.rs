@@ -52,10 +52,12 @@ use std::time::{Duration, Instant};
 
 use ofi_core::enums::WaitObj;
 use ofi_core::error::{Errno, Error, Result};
+use ofi_core::flags::OpFlags;
 use ofi_core::provider::WaitOps;
 use ofi_core::wait::WaitAttr;
 
 use crate::progress::{idle_slice, Backoff, FdWake, ProgressEngine, LONG_SLICE};
+use crate::queue_common::check_open_flags;
 
 /// Lock a mutex, recovering it if a panicking thread poisoned it (the kit's state stays
 /// consistent across panics: every critical section leaves it valid; a provider that
@@ -255,6 +257,60 @@ macro_rules! queue_handle_waiting {
     };
 }
 pub(crate) use queue_handle_waiting;
+
+/// The openers of a kit queue handle bound to the domain's progress engine (`KitCq`,
+/// `KitCntr`): `$handle::new($attr)` opens it; writes `with_progress` and
+/// `with_progress_in`. `$what` names the object and `$in_set` the domain operation
+/// that returns the latter, in the docs.
+macro_rules! queue_open_with_progress {
+    ($handle:ident, $attr:ty, $what:literal, $in_set:literal) => {
+        impl $handle {
+            #[doc = concat!("[`", stringify!($handle), "::new`], bound to `engine`.")]
+            pub fn with_progress(
+                attr: &$attr,
+                engine: std::sync::Arc<$crate::progress::ProgressEngine>,
+            ) -> ofi_core::error::Result<$handle> {
+                let q = $handle::new(attr)?;
+                q.bind_progress(engine)?;
+                Ok(q)
+            }
+
+            #[doc = concat!("[`", stringify!($handle), "::with_progress`], attached to wait set `set`: what a provider's `DomainOps::", $in_set, "` returns (the ", $what, " then blocks internally).")]
+            pub fn with_progress_in(
+                attr: &$attr,
+                engine: std::sync::Arc<$crate::progress::ProgressEngine>,
+                set: &$crate::wait::KitWait,
+            ) -> ofi_core::error::Result<$handle> {
+                let q = $handle::with_progress(attr, engine)?;
+                q.attach_wait(set);
+                Ok(q)
+            }
+        }
+    };
+}
+pub(crate) use queue_open_with_progress;
+
+/// [`Waitable`] for the shared state `$shared` of a queue kept under a lock (the CQ's,
+/// the EQ's): it has `drive()` (progress), `links: Links` and `state: Mutex<S>` whose
+/// `S` has `ready()` (a read would not return `FI_EAGAIN`).
+macro_rules! locked_queue_waitable {
+    ($shared:ty) => {
+        impl $crate::wait::Waitable for $shared {
+            fn drive_progress(&self) -> usize {
+                self.drive()
+            }
+
+            fn is_ready(&self) -> bool {
+                $crate::wait::lock(&self.state).ready()
+            }
+
+            fn needs_polling(&self) -> bool {
+                self.links.needs_polling()
+            }
+        }
+    };
+}
+pub(crate) use locked_queue_waitable;
 
 /// A queue's state that counts the readers asleep on it (pushes wake them only then).
 pub(crate) trait SleeperCount {
@@ -647,12 +703,7 @@ impl KitWait {
     /// `FI_WAIT_MUTEX_COND`/`FI_WAIT_YIELD` (without); other wait objects and non-zero
     /// flags are `FI_EINVAL`.
     pub fn new(attr: &WaitAttr) -> Result<KitWait> {
-        if attr.flags != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("wait set flags {:#x}: must be 0", attr.flags),
-            ));
-        }
+        check_open_flags("wait set", attr.flags, OpFlags::empty())?;
         let mode = match attr.wait_obj {
             WaitObj::Fd | WaitObj::Unspec => WaitMode::Fd,
             WaitObj::MutexCond | WaitObj::Yield => WaitMode::Internal,
@@ -867,8 +918,8 @@ impl KitPollSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::in_a_moment;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::thread;
 
     /// A member whose readiness the test sets.
     #[derive(Default)]
@@ -1009,8 +1060,7 @@ mod tests {
         w.add(weak(&a));
         let (w2, a2) = (w.clone(), a.clone());
         let t = Instant::now();
-        let h = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(20));
+        let h = in_a_moment(move || {
             a2.ready.store(true, Ordering::SeqCst);
             w2.signal();
         });

@@ -227,23 +227,21 @@ mod tests {
         Address::Str(x.into())
     }
 
+    /// Insert the addresses `names` into `av`: the count inserted, and their fabric
+    /// addresses.
+    fn insert_names(av: &Av, names: &[&str]) -> (usize, Vec<u64>) {
+        let addrs: Vec<Address> = names.iter().map(|n| s(n)).collect();
+        let mut out = vec![0u64; names.len()];
+        let n = av.insert(&addrs, &mut out, 0, 0).unwrap();
+        (n, out)
+    }
+
     #[test]
     fn insert_lookup_remove() {
         let av = av();
         assert_eq!(av.av_type(), AvType::Map);
-        let mut out = [0u64; 3];
-        let n = av
-            .insert(
-                &[
-                    s("fi_unixdgram://a"),
-                    s("fi_unixdgram://b"),
-                    s("fi_unixdgram://a"),
-                ],
-                &mut out,
-                0,
-                0,
-            )
-            .unwrap();
+        let names = ["fi_unixdgram://a", "fi_unixdgram://b", "fi_unixdgram://a"];
+        let (n, out) = insert_names(&av, &names);
         assert_eq!(n, 3);
         assert_eq!(out, [0, 1, 0], "a name inserted twice keeps its address");
         assert_eq!(av.lookup(1).unwrap(), s("fi_unixdgram://b"));
@@ -254,27 +252,14 @@ mod tests {
         assert!(av.shared.sockaddr(1).is_none());
         assert_eq!(av.shared.reverse(b"b"), ADDR_NOTAVAIL);
         // Removed addresses are never reused.
-        av.insert(&[s("fi_unixdgram://c")], &mut out[..1], 0, 0)
-            .unwrap();
-        assert_eq!(out[0], 2);
+        assert_eq!(insert_names(&av, &["fi_unixdgram://c"]), (1, vec![2]));
     }
 
     #[test]
     fn bad_addresses_get_notavail() {
         let av = av();
-        let mut out = [0u64; 3];
-        let n = av
-            .insert(
-                &[
-                    s("fi_unixdgram://ok"),
-                    s("fi_other://x"),
-                    s("fi_unixdgram://a b"),
-                ],
-                &mut out,
-                0,
-                0,
-            )
-            .unwrap();
+        let names = ["fi_unixdgram://ok", "fi_other://x", "fi_unixdgram://a b"];
+        let (n, out) = insert_names(&av, &names);
         assert_eq!(n, 1);
         assert_eq!(out, [0, ADDR_NOTAVAIL, ADDR_NOTAVAIL]);
     }

@@ -165,31 +165,20 @@ impl DgramSocket {
     /// `WouldBlock` when the peer's queue is full; `ECONNREFUSED` when no socket has
     /// that name; `EMSGSIZE` when the datagram exceeds the send buffer.
     pub fn send_to(&self, iov: &[libc::iovec], dest: &SockAddr) -> io::Result<usize> {
-        // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_name = (&dest.sa as *const libc::sockaddr_un).cast_mut().cast();
-        msg.msg_namelen = dest.len;
-        msg.msg_iov = iov.as_ptr().cast_mut();
-        msg.msg_iovlen = iov.len() as _;
-        loop {
+        let name = (&dest.sa as *const libc::sockaddr_un).cast_mut().cast();
+        let msg = msghdr(name, dest.len, iov);
+        retry_interrupted(|| {
             // SAFETY: `msg` points at `dest` and `iov`, both alive for the call; the
             // kernel only reads through them. The iovecs describe caller-owned memory
             // (the `EndpointOps` contract).
-            let n = unsafe {
+            unsafe {
                 libc::sendmsg(
                     self.fd.as_raw_fd(),
                     &msg,
                     libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
                 )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
             }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        })
     }
 
     /// Receive one datagram scattered into `iov`, and its sender into `src`.
@@ -197,35 +186,58 @@ impl DgramSocket {
     /// is the datagram's real length: larger than the buffers when it was truncated (the
     /// rest is discarded, as datagram sockets do).
     pub fn recv_from(&self, iov: &[libc::iovec], src: &mut SockAddr) -> io::Result<Option<usize>> {
-        // SAFETY: an all-zero msghdr is valid.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_name = (&mut src.sa as *mut libc::sockaddr_un).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        msg.msg_iov = iov.as_ptr().cast_mut();
-        msg.msg_iovlen = iov.len() as _;
-        loop {
+        let name_room = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let mut msg = msghdr(
+            (&mut src.sa as *mut libc::sockaddr_un).cast(),
+            name_room,
+            iov,
+        );
+        let got = retry_interrupted(|| {
             // SAFETY: `msg` points at `src` (writable, its size given) and at the iovecs,
             // which describe caller-owned writable memory (the `EndpointOps` contract).
             // MSG_TRUNC makes the kernel return the datagram's real length.
-            let n = unsafe {
+            unsafe {
                 libc::recvmsg(
                     self.fd.as_raw_fd(),
                     &mut msg,
                     libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 )
-            };
-            if n >= 0 {
-                src.len = msg
-                    .msg_namelen
-                    .min(size_of::<libc::sockaddr_un>() as libc::socklen_t);
-                return Ok(Some(n as usize));
             }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(None),
-                _ => return Err(e),
+        });
+        match got {
+            Ok(n) => {
+                src.len = msg.msg_namelen.min(name_room);
+                Ok(Some(n))
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A `msghdr` for `sendmsg`/`recvmsg`: the socket address at `name` (`namelen`
+/// bytes) and the buffers `iov`; no control data, no flags.
+fn msghdr(name: *mut libc::c_void, namelen: libc::socklen_t, iov: &[libc::iovec]) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = name;
+    msg.msg_namelen = namelen;
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len() as _;
+    msg
+}
+
+/// Make the transfer `call` (a `sendmsg`/`recvmsg` returning a byte count, or -1 with
+/// `errno` set) again while a signal interrupts it; its byte count or its error.
+fn retry_interrupted(mut call: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = call();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }

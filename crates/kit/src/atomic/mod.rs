@@ -639,26 +639,12 @@ mod tests {
             assert_eq!(i32s(&nt), want, "{op:?}");
             assert_eq!(r, t, "{op:?}: result holds the original target");
         }
-        // Signed comparison: -1 < 5 for Int32, but 0xFFFFFFFF > 5 for Uint32.
-        let c = i32b(&[-1]);
-        let (nt, _) = run1(
-            O::CswapLt,
-            D::Int32,
-            K::Compare,
-            &i32b(&[5]),
-            &i32b(&[9]),
-            &c,
-        );
-        assert_eq!(i32s(&nt), [9]);
-        let (nt, _) = run1(
-            O::CswapLt,
-            D::Uint32,
-            K::Compare,
-            &i32b(&[5]),
-            &i32b(&[9]),
-            &c,
-        );
-        assert_eq!(i32s(&nt), [5]);
+        // Signed comparison: -1 < 5 for Int32 (swaps), but 0xFFFFFFFF > 5 for Uint32.
+        for (dt, want) in [(D::Int32, 9), (D::Uint32, 5)] {
+            let (t, o, c) = (i32b(&[5]), i32b(&[9]), i32b(&[-1]));
+            let (nt, _) = run1(O::CswapLt, dt, K::Compare, &t, &o, &c);
+            assert_eq!(i32s(&nt), [want], "{dt:?}");
+        }
     }
 
     #[test]
@@ -764,27 +750,18 @@ mod tests {
 
     #[test]
     fn copies_keep_operand_bits() {
-        // A signalling NaN payload survives WRITE and CSWAP untouched.
+        // A signalling NaN payload survives WRITE and CSWAP untouched; the result holds
+        // the original target.
         let snan = 0x7FF0_0000_0000_0001u64;
-        let (t, r) = run1(
-            O::AtomicWrite,
-            D::Double,
-            K::Fetch,
-            &f64b(&[1.0]),
-            &u64b(&[snan]),
-            &[],
-        );
-        assert_eq!(t, u64b(&[snan]));
-        assert_eq!(f64s(&r), [1.0]);
-        let (t, _) = run1(
-            O::CswapNe,
-            D::Double,
-            K::Compare,
-            &f64b(&[1.0]),
-            &u64b(&[snan]),
-            &f64b(&[2.0]),
-        );
-        assert_eq!(t, u64b(&[snan]));
+        let (target, operand) = (f64b(&[1.0]), u64b(&[snan]));
+        for (op, kind, compare) in [
+            (O::AtomicWrite, K::Fetch, Vec::new()),
+            (O::CswapNe, K::Compare, f64b(&[2.0])),
+        ] {
+            let (t, r) = run1(op, D::Double, kind, &target, &operand, &compare);
+            assert_eq!(t, operand, "{op:?}");
+            assert_eq!(f64s(&r), [1.0], "{op:?}");
+        }
     }
 
     #[test]
@@ -794,71 +771,37 @@ mod tests {
                 .flat_map(|(a, b)| a.to_ne_bytes().into_iter().chain(b.to_ne_bytes()))
                 .collect()
         };
-        let (t, _) = run1(
-            O::Prod,
-            D::FloatComplex,
-            K::Base,
-            &c(&[(1.0, 2.0)]),
-            &c(&[(3.0, 4.0)]),
-            &[],
-        );
-        assert_eq!(t, c(&[(-5.0, 10.0)]));
-        let (t, _) = run1(
-            O::Sum,
-            D::FloatComplex,
-            K::Base,
-            &c(&[(1.0, 2.0)]),
-            &c(&[(3.0, -4.0)]),
-            &[],
-        );
-        assert_eq!(t, c(&[(4.0, -2.0)]));
-        // 0+3i is true; 0+0i is false; results are 1+0i / 0+0i.
-        let (t, _) = run1(
-            O::Land,
-            D::FloatComplex,
-            K::Base,
-            &c(&[(0.0, 3.0)]),
-            &c(&[(2.0, 0.0)]),
-            &[],
-        );
-        assert_eq!(t, c(&[(1.0, 0.0)]));
-        let (t, _) = run1(
-            O::Lor,
-            D::FloatComplex,
-            K::Base,
-            &c(&[(0.0, -0.0)]),
-            &c(&[(0.0, 0.0)]),
-            &[],
-        );
-        assert_eq!(t, c(&[(0.0, 0.0)]));
-        let (t, _) = run1(
-            O::Lxor,
-            D::FloatComplex,
-            K::Base,
-            &c(&[(0.0, 1.0)]),
-            &c(&[(0.0, 0.0)]),
-            &[],
-        );
-        assert_eq!(t, c(&[(1.0, 0.0)]));
-        // Equality needs both parts equal.
-        let (t, _) = run1(
-            O::Cswap,
-            D::FloatComplex,
-            K::Compare,
-            &c(&[(1.0, 2.0), (1.0, 2.0)]),
-            &c(&[(9.0, 9.0), (9.0, 9.0)]),
-            &c(&[(1.0, 2.0), (1.0, 3.0)]),
-        );
-        assert_eq!(t, c(&[(9.0, 9.0), (1.0, 2.0)]));
-        let (t, _) = run1(
-            O::CswapNe,
-            D::FloatComplex,
-            K::Compare,
-            &c(&[(1.0, 2.0), (1.0, 2.0)]),
-            &c(&[(9.0, 9.0), (9.0, 9.0)]),
-            &c(&[(1.0, 2.0), (1.0, 3.0)]),
-        );
-        assert_eq!(t, c(&[(1.0, 2.0), (9.0, 9.0)]));
+        // (op, target, operand, the target after); 0+3i is true, 0+0i false, and the
+        // logical operations give 1+0i or 0+0i.
+        let cases = [
+            (O::Prod, (1.0, 2.0), (3.0, 4.0), (-5.0, 10.0)),
+            (O::Sum, (1.0, 2.0), (3.0, -4.0), (4.0, -2.0)),
+            (O::Land, (0.0, 3.0), (2.0, 0.0), (1.0, 0.0)),
+            (O::Lor, (0.0, -0.0), (0.0, 0.0), (0.0, 0.0)),
+            (O::Lxor, (0.0, 1.0), (0.0, 0.0), (1.0, 0.0)),
+        ];
+        for (op, target, operand, want) in cases {
+            let (t, _) = run1(
+                op,
+                D::FloatComplex,
+                K::Base,
+                &c(&[target]),
+                &c(&[operand]),
+                &[],
+            );
+            assert_eq!(t, c(&[want]), "{op:?}");
+        }
+        // Equality needs both parts equal: only the first element equals the compare value.
+        let target = c(&[(1.0, 2.0), (1.0, 2.0)]);
+        let operand = c(&[(9.0, 9.0), (9.0, 9.0)]);
+        let compare = c(&[(1.0, 2.0), (1.0, 3.0)]);
+        for (op, want) in [
+            (O::Cswap, [(9.0, 9.0), (1.0, 2.0)]),
+            (O::CswapNe, [(1.0, 2.0), (9.0, 9.0)]),
+        ] {
+            let (t, _) = run1(op, D::FloatComplex, K::Compare, &target, &operand, &compare);
+            assert_eq!(t, c(&want), "{op:?}");
+        }
         // Double complex product, exact small values.
         let d = |v: (f64, f64)| -> Vec<u8> { f64b(&[v.0, v.1]) };
         let (t, _) = run1(

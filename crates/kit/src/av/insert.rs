@@ -12,12 +12,7 @@ impl<P> KitAv<P> {
     /// `FI_EBADFLAGS` for non-zero `flags` (reserved, fi_av(3)); `FI_EINVAL` if a
     /// sink is already bound.
     pub fn bind_sink(&self, sink: AvEventSink, flags: u64) -> Result<()> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("av bind: flags {flags:#x} are reserved and must be 0"),
-            ));
-        }
+        reserved_flags("av bind", flags)?;
         let mut s = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
         if s.is_some() {
             return einval("av bind: an event queue is already bound");
@@ -262,12 +257,7 @@ impl<P> KitAv<P> {
     /// `FI_EBADFLAGS` for non-zero `flags` (reserved); `FI_EINVAL` naming the first
     /// address that is not live, or an entry removed more often than it was inserted.
     pub fn remove(&self, fi_addrs: &[u64], flags: u64) -> Result<()> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("av remove: flags {flags:#x} are reserved and must be 0"),
-            ));
-        }
+        reserved_flags("av remove", flags)?;
         let mut inner = self.write();
         self.changes.fetch_add(1, Ordering::Release);
         let mut tally: HashMap<u32, u32> = HashMap::new();

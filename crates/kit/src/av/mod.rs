@@ -128,6 +128,18 @@ fn einval<T>(msg: impl Into<std::borrow::Cow<'static, str>>) -> Result<T> {
     Err(Error::new(Errno::EINVAL, msg))
 }
 
+/// `FI_EBADFLAGS` for non-zero `flags` of `call` (`"av bind"`, `"av remove"`), whose
+/// flags are reserved (fi_av(3)).
+fn reserved_flags(call: &str, flags: u64) -> Result<()> {
+    if flags != 0 {
+        return Err(Error::new(
+            Errno::EBADFLAGS,
+            format!("{call}: flags {flags:#x} are reserved and must be 0"),
+        ));
+    }
+    Ok(())
+}
+
 /// Turns node and service strings into an address (see [`resolve_node_service`]).
 pub type AvResolver = Arc<dyn Fn(&str, &str) -> Result<Address> + Send + Sync>;
 

@@ -155,12 +155,8 @@ where
     }
 
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()> {
-        if flags != 0 {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("av bind: flags {flags:#x} are reserved and must be 0"),
-            ));
-        }
+        // Checked before the EQ is asked for its sink: bad flags win over a bad EQ.
+        reserved_flags("av bind", flags)?;
         self.bind_sink(eq.av_event_sink()?, flags)
     }
 }

@@ -623,37 +623,27 @@ fn kit_eq_takes_av_events() {
 #[test]
 fn resolve_node_and_service() {
     let r = |f, n, s| resolve_node_service(f, n, s);
-    assert_eq!(
-        r(AddrFormat::SOCKADDR_IN, "10.1.2.3", "80").unwrap(),
-        v4("10.1.2.3:80")
-    );
-    assert_eq!(
-        r(AddrFormat::SOCKADDR_IN, "10.1.2.3", "").unwrap(),
-        v4("10.1.2.3:0")
-    );
     let six = Address::Inet6("[fe80::1]:9".parse().unwrap());
-    assert_eq!(r(AddrFormat::SOCKADDR_IN6, "fe80::1", "9").unwrap(), six);
-    assert_eq!(r(AddrFormat::SOCKADDR, "[fe80::1]", "9").unwrap(), six);
-    assert_eq!(
-        r(AddrFormat::UNSPEC, "10.1.2.3", "1").unwrap(),
-        v4("10.1.2.3:1")
-    );
-    assert_eq!(
-        r(AddrFormat::SOCKADDR_IN, "localhost", "7").unwrap(),
-        v4("127.0.0.1:7")
-    );
-    assert_eq!(
-        r(AddrFormat::SOCKADDR_IN, "fi_sockaddr_in://10.0.0.1:4", "").unwrap(),
-        v4("10.0.0.1:4")
-    );
-    assert_eq!(
-        r(AddrFormat::STR, "fi_shm://42", "").unwrap(),
-        Address::Str("fi_shm://42".into())
-    );
-    assert_eq!(
-        r(AddrFormat::STR, "peer7", "").unwrap(),
-        Address::Str("peer7".into())
-    );
+    let str_addr = |s: &str| Address::Str(s.into());
+    // (format, node, service, the address).
+    for (f, n, s, want) in [
+        (AddrFormat::SOCKADDR_IN, "10.1.2.3", "80", v4("10.1.2.3:80")),
+        (AddrFormat::SOCKADDR_IN, "10.1.2.3", "", v4("10.1.2.3:0")),
+        (AddrFormat::SOCKADDR_IN6, "fe80::1", "9", six.clone()),
+        (AddrFormat::SOCKADDR, "[fe80::1]", "9", six),
+        (AddrFormat::UNSPEC, "10.1.2.3", "1", v4("10.1.2.3:1")),
+        (AddrFormat::SOCKADDR_IN, "localhost", "7", v4("127.0.0.1:7")),
+        (
+            AddrFormat::SOCKADDR_IN,
+            "fi_sockaddr_in://10.0.0.1:4",
+            "",
+            v4("10.0.0.1:4"),
+        ),
+        (AddrFormat::STR, "fi_shm://42", "", str_addr("fi_shm://42")),
+        (AddrFormat::STR, "peer7", "", str_addr("peer7")),
+    ] {
+        assert_eq!(r(f, n, s).unwrap(), want, "{n:?} {s:?}");
+    }
     for (f, n, s, want) in [
         (AddrFormat::SOCKADDR_IN, "", "1", "node"),
         (AddrFormat::SOCKADDR_IN, "10.0.0.1", "http", "port number"),

@@ -99,7 +99,8 @@ use ofi_core::flags::OpFlags;
 use ofi_core::provider::CqOps;
 
 use crate::progress::ProgressEngine;
-use crate::wait::{lock, BlockingWait, KitWait, Links, SleeperCount, WaitFd, WaitMode, Waitable};
+use crate::queue_common::{check_open_flags, open_size, ErrorEntries, Overrun};
+use crate::wait::{lock, BlockingWait, Links, SleeperCount, WaitFd, WaitMode};
 
 /// The size of a CQ opened with size 0.
 pub const DEFAULT_CQ_SIZE: usize = 1024;
@@ -159,17 +160,6 @@ impl Slot {
             tag: self.tag,
         }
     }
-}
-
-/// Overrun state of a CQ or EQ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Overrun {
-    /// Never overrun.
-    No,
-    /// Overrun; the `FI_EOVERRUN` error entry has not been read yet.
-    Pending,
-    /// Overrun and reported: every read fails with `FI_EOVERRUN`.
-    Reported,
 }
 
 /// Entries a thread's sinks hold at most (all nested reads together).
@@ -306,16 +296,12 @@ impl Drop for SinkFrame<'_> {
 struct CqState {
     /// Successful completions, oldest first.
     ring: VecDeque<Slot>,
-    /// Error entries, each with the number of successes pushed before it (its place in
-    /// the stream).
-    errs: VecDeque<(u64, CqError)>,
+    /// Error entries in their place among the successes; the overrun state.
+    errors: ErrorEntries<CqError>,
     /// Successes ever removed from `ring` (the sequence number of its front).
     head: u64,
     /// Slots promised to reservations.
     reserved: usize,
-    overrun: Overrun,
-    /// Completions dropped by overrun.
-    dropped: u64,
     /// `fi_cq_signal` pending.
     wake: bool,
     /// Threads blocked in `sread`.
@@ -330,38 +316,19 @@ impl SleeperCount for CqState {
 
 impl CqState {
     /// Successes readable before the next error entry.
+    #[inline]
     fn avail(&self) -> usize {
-        match self.errs.front() {
-            Some((seq, _)) => (seq.saturating_sub(self.head) as usize).min(self.ring.len()),
-            None => self.ring.len(),
-        }
+        self.errors.readable(self.head, self.ring.len())
     }
 
     /// Entries counted against the size.
     fn used(&self) -> usize {
-        self.ring.len() + self.errs.len() + self.reserved
-    }
-
-    /// True if nothing more can be read past what is queued (an error or overrun is
-    /// next).
-    fn blocked(&self) -> bool {
-        !self.errs.is_empty() || self.overrun != Overrun::No
-    }
-
-    /// The error of a read that finds no success to return.
-    fn empty_error(&self) -> Error {
-        if !self.errs.is_empty() || self.overrun == Overrun::Pending {
-            Error::code_only(Errno::EAVAIL)
-        } else if self.overrun == Overrun::Reported {
-            Error::new(Errno::EOVERRUN, "the CQ was overrun")
-        } else {
-            Error::code_only(Errno::EAGAIN)
-        }
+        self.ring.len() + self.errors.len() + self.reserved
     }
 
     /// True if a read would not return `FI_EAGAIN`, or a signal is pending.
     fn ready(&self) -> bool {
-        !self.ring.is_empty() || self.blocked() || self.wake
+        !self.ring.is_empty() || self.errors.blocked() || self.wake
     }
 }
 
@@ -371,7 +338,7 @@ struct CqShared {
     mode: WaitMode,
     threshold_cond: bool,
     state: Mutex<CqState>,
-    /// `!ring.is_empty() || blocked()` as of the last change of `state` (written under
+    /// `!ring.is_empty() || errors.blocked()` as of the last change of `state` (written under
     /// its lock by `refresh_fd`): false means a read returns `FI_EAGAIN`.
     readable: AtomicBool,
     /// `overrun || used() >= size` as of the last change of `state` (written under its
@@ -393,8 +360,10 @@ impl CqShared {
     /// lock held, after every change of the queue).
     #[inline]
     fn refresh_fd(&self, st: &CqState) {
-        self.readable
-            .store(!st.ring.is_empty() || st.blocked(), Ordering::Release);
+        self.readable.store(
+            !st.ring.is_empty() || st.errors.blocked(),
+            Ordering::Release,
+        );
         self.refresh_room(st);
         if let Some(fd) = &self.fd {
             fd.update(st.ready());
@@ -406,7 +375,7 @@ impl CqShared {
     #[inline]
     fn refresh_room(&self, st: &CqState) {
         self.full.store(
-            st.overrun != Overrun::No || st.used() >= self.size,
+            st.errors.overrun != Overrun::No || st.used() >= self.size,
             Ordering::Release,
         );
     }
@@ -426,9 +395,7 @@ impl CqShared {
     }
 
     fn overflow(&self, st: &mut CqState) -> Error {
-        st.dropped += 1;
-        if st.overrun == Overrun::No {
-            st.overrun = Overrun::Pending;
+        if st.errors.overflow() {
             self.notify_locked(st);
         }
         Error::new(
@@ -487,10 +454,7 @@ impl CqShared {
         if reserved {
             st.reserved = st.reserved.saturating_sub(1);
         }
-        if st.overrun != Overrun::No {
-            st.dropped += 1;
-            return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
-        }
+        st.errors.refuse_if_overrun("CQ")?;
         if st.used() >= self.size {
             return Err(self.overflow(st));
         }
@@ -515,7 +479,7 @@ impl CqShared {
             let mut st = lock(&self.state);
             self.admit(&mut st, reserved)?;
             let seq = st.head + st.ring.len() as u64;
-            st.errs.push_back((seq, e));
+            st.errors.push(seq, e);
             self.notify_locked(&st);
         }
         self.notify_sets();
@@ -530,7 +494,7 @@ impl CqShared {
         src: Option<&mut [u64]>,
     ) -> Result<usize> {
         if st.avail() == 0 {
-            return Err(st.empty_error());
+            return Err(st.errors.empty_error("CQ"));
         }
         Ok(self.take_from(st, buf, src, 0))
     }
@@ -592,19 +556,7 @@ impl CqShared {
     }
 }
 
-impl Waitable for CqShared {
-    fn drive_progress(&self) -> usize {
-        self.drive()
-    }
-
-    fn is_ready(&self) -> bool {
-        lock(&self.state).ready()
-    }
-
-    fn needs_polling(&self) -> bool {
-        self.links.needs_polling()
-    }
-}
+crate::wait::locked_queue_waitable!(CqShared);
 
 /// A completion queue (see the module docs). Clones share the queue: the domain hands
 /// one to the host and endpoints keep others to push completions.
@@ -620,8 +572,7 @@ impl std::fmt::Debug for KitCq {
             .field("format", &self.inner.format)
             .field("size", &self.inner.size)
             .field("queued", &st.ring.len())
-            .field("errors", &st.errs.len())
-            .field("overrun", &st.overrun)
+            .field("errors", &st.errors)
             .finish()
     }
 }

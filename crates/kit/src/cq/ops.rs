@@ -26,12 +26,7 @@ impl CqOps for KitCq {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
         let st = &mut *st;
-        let e = if let Some((_, e)) = st.errs.pop_front() {
-            e
-        } else if st.overrun == Overrun::Pending {
-            st.overrun = Overrun::Reported;
-            CqError::new(0, Errno::EOVERRUN)
-        } else {
+        let Some(e) = st.errors.take(|| CqError::new(0, Errno::EOVERRUN)) else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
         inner.refresh_fd(st);
@@ -64,12 +59,12 @@ impl CqOps for KitCq {
             let mut st = lock(&inner.state);
             let avail = st.avail();
             let expired = w.expired();
-            if avail > 0 && (avail >= want || st.blocked() || st.wake || expired) {
+            if avail > 0 && (avail >= want || st.errors.blocked() || st.wake || expired) {
                 st.wake = false;
                 return inner.take(&mut st, &mut buf, src);
             }
-            if avail == 0 && st.blocked() {
-                return Err(st.empty_error());
+            if avail == 0 && st.errors.blocked() {
+                return Err(st.errors.empty_error("CQ"));
             }
             if st.wake {
                 st.wake = false;
@@ -86,7 +81,7 @@ impl CqOps for KitCq {
                 &inner.cv,
                 &inner.links,
                 work,
-                |st: &CqState| !st.wake && !st.blocked() && st.avail() < want,
+                |st: &CqState| !st.wake && !st.errors.blocked() && st.avail() < want,
             );
         }
     }

@@ -3,6 +3,8 @@
 
 use super::*;
 
+crate::wait::queue_open_with_progress!(KitCq, CqAttr, "CQ", "cq_open_in_set");
+
 impl KitCq {
     /// Open a CQ: format `Unspec` means `Context`, size 0 means [`DEFAULT_CQ_SIZE`].
     /// `FI_EINVAL` for a size over [`MAX_CQ_SIZE`] or flags other than `FI_AFFINITY`;
@@ -13,23 +15,8 @@ impl KitCq {
             CqFormat::Unspec => CqFormat::Context,
             f => f,
         };
-        let size = match attr.size {
-            0 => DEFAULT_CQ_SIZE,
-            s if s > MAX_CQ_SIZE => {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("CQ size {s} is over the limit of {MAX_CQ_SIZE}"),
-                ))
-            }
-            s => s,
-        };
-        let unknown = attr.flags & !OpFlags::AFFINITY.bits();
-        if unknown != 0 {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("CQ flags {unknown:#x} are not supported"),
-            ));
-        }
+        let size = open_size("CQ", attr.size, DEFAULT_CQ_SIZE, MAX_CQ_SIZE)?;
+        check_open_flags("CQ", attr.flags, OpFlags::AFFINITY)?;
         let mode = WaitMode::resolve(attr.wait_obj)?;
         Ok(KitCq {
             inner: Arc::new(CqShared {
@@ -39,11 +26,9 @@ impl KitCq {
                 threshold_cond: attr.wait_cond == ofi_core::enums::CqWaitCond::Threshold,
                 state: Mutex::new(CqState {
                     ring: VecDeque::with_capacity(size),
-                    errs: VecDeque::new(),
+                    errors: ErrorEntries::new(),
                     head: 0,
                     reserved: 0,
-                    overrun: Overrun::No,
-                    dropped: 0,
                     wake: false,
                     sleepers: 0,
                 }),
@@ -55,25 +40,6 @@ impl KitCq {
                 strerror: OnceLock::new(),
             }),
         })
-    }
-
-    /// [`KitCq::new`], bound to `engine`.
-    pub fn with_progress(attr: &CqAttr, engine: Arc<ProgressEngine>) -> Result<KitCq> {
-        let cq = KitCq::new(attr)?;
-        cq.bind_progress(engine)?;
-        Ok(cq)
-    }
-
-    /// [`KitCq::with_progress`], attached to wait set `set`: what a provider's
-    /// `DomainOps::cq_open_in_set` returns.
-    pub fn with_progress_in(
-        attr: &CqAttr,
-        engine: Arc<ProgressEngine>,
-        set: &KitWait,
-    ) -> Result<KitCq> {
-        let cq = KitCq::with_progress(attr, engine)?;
-        cq.attach_wait(set);
-        Ok(cq)
     }
 
     /// This CQ's identity, as [`super::reading_cq`] reports it (its address; stable
@@ -110,7 +76,7 @@ impl KitCq {
     /// Entries queued (successes and errors).
     pub fn len(&self) -> usize {
         let st = lock(&self.inner.state);
-        st.ring.len() + st.errs.len()
+        st.ring.len() + st.errors.len()
     }
 
     /// True if nothing is queued.
@@ -128,7 +94,7 @@ impl KitCq {
     /// How many more completions fit.
     pub fn room(&self) -> usize {
         let st = lock(&self.inner.state);
-        if st.overrun != Overrun::No {
+        if st.errors.overrun != Overrun::No {
             return 0;
         }
         self.inner.size.saturating_sub(st.used())
@@ -136,19 +102,19 @@ impl KitCq {
 
     /// True once the CQ has been overrun.
     pub fn is_overrun(&self) -> bool {
-        lock(&self.inner.state).overrun != Overrun::No
+        lock(&self.inner.state).errors.overrun != Overrun::No
     }
 
     /// Completions dropped because the CQ was full or overrun.
     pub fn dropped(&self) -> u64 {
-        lock(&self.inner.state).dropped
+        lock(&self.inner.state).errors.dropped
     }
 
     /// Reserve room for one completion (resource management): `FI_EAGAIN` if full,
     /// `FI_EOVERRUN` if overrun. Dropping the reservation unused gives the room back.
     pub fn reserve(&self) -> Result<CqReservation> {
         let mut st = lock(&self.inner.state);
-        if st.overrun != Overrun::No {
+        if st.errors.overrun != Overrun::No {
             return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
         }
         if st.used() >= self.inner.size {

@@ -1,6 +1,8 @@
 //! Unit tests of the `cq` module (in their own file; they see its private items).
 
 use super::*;
+use crate::test_support::{fd_wait_set, in_a_moment};
+use crate::wait::Waitable;
 use ofi_core::abi::raw::{CqDataEntry, CqEntry, CqMsgEntry};
 use ofi_core::enums::{CqWaitCond, WaitObj};
 use std::sync::atomic::AtomicUsize;
@@ -34,6 +36,12 @@ fn tagged(ctx: usize) -> CqTaggedEntry {
 
 fn code<T: std::fmt::Debug>(r: Result<T>) -> Errno {
     r.unwrap_err().code()
+}
+
+/// The error of a blocking read of one context entry with time-out `timeout` ms.
+fn sread_err(q: &KitCq, timeout: i32) -> Errno {
+    let mut b = [CqEntry::default(); 1];
+    code(q.sread(CqBuf::Context(&mut b), None, None, timeout))
 }
 
 fn read_ctx(q: &KitCq, n: usize) -> Result<Vec<usize>> {
@@ -342,11 +350,7 @@ fn every_read_drives_progress_even_of_zero_entries() {
 #[test]
 fn sread_errors() {
     let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::None)).unwrap();
-    let mut b = [CqEntry::default(); 1];
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
-        Errno::ENOSYS
-    );
+    assert_eq!(sread_err(&q, 0), Errno::ENOSYS);
     assert_eq!(code(q.signal()), Errno::ENOSYS);
     assert_eq!(code(q.wait_fd()), Errno::ENOSYS);
     let q = cq(CqFormat::Context, 8);
@@ -359,21 +363,14 @@ fn sread_errors() {
         code(q.sread(CqBuf::Msg(&mut m), None, None, 0)),
         Errno::EINVAL
     );
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 0), Errno::EAGAIN);
 }
 
 #[test]
 fn sread_times_out_with_eagain() {
     let q = cq(CqFormat::Context, 8);
-    let mut b = [CqEntry::default(); 1];
     let t = Instant::now();
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 50)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 50), Errno::EAGAIN);
     let el = t.elapsed();
     assert!(el >= Duration::from_millis(50), "{el:?}");
     assert!(el < Duration::from_secs(5), "{el:?}");
@@ -383,8 +380,7 @@ fn sread_times_out_with_eagain() {
 fn sread_is_woken_by_a_push_from_another_thread() {
     let q = cq(CqFormat::Context, 8);
     let q2 = q.clone();
-    let h = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(20));
+    let h = in_a_moment(move || {
         q2.push_entry(&tagged(5)).unwrap();
     });
     let mut b = [CqEntry::default(); 4];
@@ -399,31 +395,20 @@ fn sread_is_woken_by_a_push_from_another_thread() {
 fn sread_with_infinite_timeout_is_woken_by_signal() {
     let q = cq(CqFormat::Context, 8);
     let q2 = q.clone();
-    let h = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(20));
+    let h = in_a_moment(move || {
         q2.signal().unwrap();
     });
-    let mut b = [CqEntry::default(); 1];
     let t = Instant::now();
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, -1)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, -1), Errno::EAGAIN);
     assert!(t.elapsed() < Duration::from_secs(4));
     h.join().unwrap();
     // A signal with nobody waiting makes the next sread return at once.
     q.signal().unwrap();
     let t = Instant::now();
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 5_000)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 5_000), Errno::EAGAIN);
     assert!(t.elapsed() < Duration::from_secs(1));
     // ... once.
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 10)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 10), Errno::EAGAIN);
 }
 
 #[test]
@@ -436,8 +421,7 @@ fn sread_threshold_waits_for_enough_or_returns_what_is_there() {
     assert_eq!(n, 1);
     q.push_entry(&tagged(2)).unwrap();
     let q2 = q.clone();
-    let h = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(20));
+    let h = in_a_moment(move || {
         q2.push_entry(&tagged(3)).unwrap();
     });
     let n = q
@@ -454,10 +438,7 @@ fn sread_threshold_waits_for_enough_or_returns_what_is_there() {
         .sread(CqBuf::Context(&mut b), Some(&mut src), Some(3), 5_000)
         .unwrap();
     assert_eq!((n, src[0]), (1, ADDR_NOTAVAIL));
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 5_000)),
-        Errno::EAVAIL
-    );
+    assert_eq!(sread_err(&q, 5_000), Errno::EAVAIL);
 }
 
 #[test]
@@ -467,8 +448,7 @@ fn sread_drives_a_manual_engine_while_waiting() {
         KitCq::with_progress(&attr(CqFormat::Context, 8, WaitObj::Fd), engine_with(&src)).unwrap();
     *lock(&src.cq) = Some(q.clone());
     let src2 = src.clone();
-    let h = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(20));
+    let h = in_a_moment(move || {
         // Work appears in the transport; only progress moves it to the CQ.
         lock(&src2.pending).push(8);
     });
@@ -497,37 +477,25 @@ fn wait_fd_follows_the_state() {
     assert!(!fd.readable());
     q.signal().unwrap();
     assert!(fd.readable(), "a signal makes the fd readable");
-    let mut b = [CqEntry::default(); 1];
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 0), Errno::EAGAIN);
     assert!(!fd.readable());
     // MUTEX_COND: blocking allowed, no fd.
     let q = KitCq::new(&attr(CqFormat::Context, 8, WaitObj::MutexCond)).unwrap();
     assert_eq!(code(q.wait_fd()), Errno::ENOSYS);
-    assert_eq!(
-        code(q.sread(CqBuf::Context(&mut b), None, None, 0)),
-        Errno::EAGAIN
-    );
+    assert_eq!(sread_err(&q, 0), Errno::EAGAIN);
 }
 
 #[test]
 fn wait_set_is_signalled_by_pushes() {
     use ofi_core::provider::WaitOps;
-    let set = KitWait::new(&ofi_core::wait::WaitAttr {
-        wait_obj: WaitObj::Fd,
-        flags: 0,
-    })
-    .unwrap();
+    let set = fd_wait_set();
     let q = cq(CqFormat::Context, 8);
     q.attach_wait(&set);
     q.attach_wait(&set);
     assert_eq!(set.len(), 1);
     assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
     let q2 = q.clone();
-    let h = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(20));
+    let h = in_a_moment(move || {
         q2.push_entry(&tagged(1)).unwrap();
     });
     let t = Instant::now();

@@ -23,15 +23,7 @@ pub(crate) fn cm_getopt(level: i32, optname: i32, optval: &mut [u8]) -> Result<u
             format!("{NAME}: option not supported"),
         ));
     }
-    let v = CM_DATA_SIZE.to_ne_bytes();
-    let Some(out) = optval.get_mut(..v.len()) else {
-        return Err(Error::new(
-            Errno::ETOOSMALL,
-            format!("{NAME}: FI_OPT_CM_DATA_SIZE needs a size_t"),
-        ));
-    };
-    out.copy_from_slice(&v);
-    Ok(v.len())
+    ofi_kit::ep::put_size_opt(NAME, "FI_OPT_CM_DATA_SIZE", optval, CM_DATA_SIZE)
 }
 
 /// `setopt` for the CM options: `FI_OPT_CM_DATA_SIZE` is read only (fi_endpoint(3)):

@@ -59,34 +59,16 @@ impl EndpointOps<Fabric> for Endpoint {
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
         if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
-            let v = lock(&self.inner.st)
-                .matcher
-                .config()
-                .min_multi_recv
-                .to_ne_bytes();
-            let Some(out) = optval.get_mut(..v.len()) else {
-                return Err(Error::new(
-                    Errno::ETOOSMALL,
-                    format!("{NAME}: FI_OPT_MIN_MULTI_RECV needs a size_t"),
-                ));
-            };
-            out.copy_from_slice(&v);
-            return Ok(v.len());
+            let v = lock(&self.inner.st).matcher.config().min_multi_recv;
+            return ofi_kit::ep::put_size_opt(NAME, "FI_OPT_MIN_MULTI_RECV", optval, v);
         }
         cm_getopt(level, optname, optval)
     }
 
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
         if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
-            let Ok(b) = <[u8; 8]>::try_from(optval) else {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: FI_OPT_MIN_MULTI_RECV takes a size_t"),
-                ));
-            };
-            lock(&self.inner.st)
-                .matcher
-                .set_min_multi_recv(usize::from_ne_bytes(b));
+            let v = ofi_kit::ep::take_size_opt(NAME, "FI_OPT_MIN_MULTI_RECV", optval)?;
+            lock(&self.inner.st).matcher.set_min_multi_recv(v);
             return Ok(());
         }
         cm_setopt(level, optname, optval)

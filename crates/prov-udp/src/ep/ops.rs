@@ -85,47 +85,14 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
-        if level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV {
-            return Err(Error::new(
-                Errno::ENOPROTOOPT,
-                format!("{NAME}: option {level}/{optname} is not supported"),
-            ));
-        }
-        let v = self
-            .inner
-            .min_multi_recv
-            .load(Ordering::Relaxed)
-            .to_ne_bytes();
-        let Some(dst) = optval.get_mut(..v.len()) else {
-            return Err(Error::new(
-                Errno::ETOOSMALL,
-                format!("{NAME}: FI_OPT_MIN_MULTI_RECV needs {} bytes", v.len()),
-            ));
-        };
-        dst.copy_from_slice(&v);
-        Ok(v.len())
+        ofi_kit::ep::getopt_min_multi_recv(NAME, level, optname, optval, || {
+            self.inner.min_multi_recv.load(Ordering::Relaxed)
+        })
     }
 
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
-        if level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV {
-            return Err(Error::new(
-                Errno::ENOPROTOOPT,
-                format!("{NAME}: option {level}/{optname} is not supported"),
-            ));
-        }
-        let Ok(b) = <[u8; std::mem::size_of::<usize>()]>::try_from(optval) else {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: FI_OPT_MIN_MULTI_RECV takes a size_t ({} bytes), got {}",
-                    std::mem::size_of::<usize>(),
-                    optval.len()
-                ),
-            ));
-        };
-        self.inner
-            .min_multi_recv
-            .store(usize::from_ne_bytes(b), Ordering::Relaxed);
+        let v = ofi_kit::ep::setopt_min_multi_recv(NAME, level, optname, optval)?;
+        self.inner.min_multi_recv.store(v, Ordering::Relaxed);
         Ok(())
     }
 
