@@ -33,6 +33,8 @@
 //!   core fabric and domain beneath them;
 //! - [`layered`]: the endpoint glue of those utilities (bind, enable, cancel, options,
 //!   the plain parts of the data path), once for all of them;
+//! - [`layered_handle`]: the accessors, `fi_control` flag commands and `fi_ep_alias` of
+//!   the endpoint handles built on that glue ([`layered_handle_ops!`]);
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
@@ -75,6 +77,7 @@ pub mod info;
 pub mod iov;
 pub mod layer;
 pub mod layered;
+pub mod layered_handle;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
