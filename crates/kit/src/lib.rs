@@ -14,6 +14,7 @@
 //! - [`cq`]: the completion queue — all four formats, error entries, source
 //!   addresses, blocking reads, signal, overrun and reservations, wait fd;
 //! - [`cntr`]: counters — values and errors, `fi_cntr_wait`, wait fd;
+//! - [`remote_cntr`]: the remote-access counters of an endpoint (`FI_RMA_EVENT`);
 //! - [`eq`]: the event queue — CM, AV and MR events, application writes, errors,
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
@@ -86,6 +87,7 @@ pub mod nic;
 pub mod opflags;
 pub mod param;
 pub mod progress;
+pub mod remote_cntr;
 pub mod request;
 #[allow(unsafe_code)]
 pub mod sock;

@@ -283,16 +283,6 @@ struct Conn {
     peer_rma_event: bool,
 }
 
-/// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
-/// count the peers' accesses to this endpoint's memory as the peers report them done
-/// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
-/// (which asks peers for those reports).
-#[derive(Default)]
-struct RemoteCntrs {
-    write: Option<ofi_kit::cntr::KitCntr>,
-    read: Option<ofi_kit::cntr::KitCntr>,
-}
-
 enum Fwd {
     Read {
         iov: Vec<Iov>,
@@ -454,7 +444,11 @@ struct Shared {
     setup: Mutex<Setup>,
     active: OnceLock<Active>,
     /// Remote-access counters (locked after `st` where both are held).
-    remote: Mutex<RemoteCntrs>,
+    /// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
+    /// count the peers' accesses to this endpoint's memory as the peers report them done
+    /// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
+    /// (which asks peers for those reports).
+    remote: Mutex<ofi_kit::remote_cntr::RemoteCntrs>,
     /// Triggered operations waiting for their counters (`trigger`).
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
@@ -594,7 +588,7 @@ impl Endpoint {
             directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
-            remote: Mutex::new(RemoteCntrs::default()),
+            remote: Mutex::default(),
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -654,10 +648,7 @@ impl Shared {
             credits: self.settings.credits as u32,
             sar_limit: self.settings.sar_limit as u64,
             instance: self.instance,
-            rma_event: {
-                let r = lock(&self.remote);
-                r.write.is_some() || r.read.is_some()
-            },
+            rma_event: lock(&self.remote).any(),
             addr: self.me_bytes.clone(),
         }
         .encode()
@@ -666,11 +657,7 @@ impl Shared {
     /// A peer reported one of its accesses to our memory done: the remote counter of
     /// its kind counts it.
     fn count_remote_access(&self, read: bool) {
-        let r = lock(&self.remote);
-        let c = if read { &r.read } else { &r.write };
-        if let Some(c) = c {
-            c.inc();
-        }
+        lock(&self.remote).count(read);
     }
 }
 
@@ -848,22 +835,7 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     /// `FI_RMA_EVENT`: counters of the peers' RMA and atomics on this endpoint's memory
     /// (`FI_REMOTE_WRITE`: writes and atomics, `FI_REMOTE_READ`: reads), one per kind.
     fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
-        let mut r = lock(&self.sh.remote);
-        let taken = (flags.contains(OpFlags::REMOTE_WRITE) && r.write.is_some())
-            || (flags.contains(OpFlags::REMOTE_READ) && r.read.is_some());
-        if taken {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a remote-access counter is already bound"),
-            ));
-        }
-        if flags.contains(OpFlags::REMOTE_WRITE) {
-            r.write = Some(cntr.clone());
-        }
-        if flags.contains(OpFlags::REMOTE_READ) {
-            r.read = Some(cntr.clone());
-        }
-        Ok(())
+        lock(&self.sh.remote).bind(NAME, cntr, flags)
     }
 }
 
