@@ -19,6 +19,8 @@
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
+//! - [`watchdog`]: an endpoint's watchdog thread, for protocols that need progress the
+//!   application may not make;
 //! - [`dataops`]: the forty data calls of an endpoint written from a few operations
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
 //! - [`opflags`]: which operation flags each data call takes, and the provider's set
@@ -95,6 +97,7 @@ pub mod tagmatch;
 #[allow(unsafe_code)]
 pub mod trigger;
 pub mod wait;
+pub mod watchdog;
 pub mod wire;
 
 pub use ofi_core as core;
