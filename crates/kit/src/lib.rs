@@ -91,6 +91,7 @@ pub mod param;
 pub mod progress;
 pub mod remote_cntr;
 pub mod request;
+pub mod request_checks;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;

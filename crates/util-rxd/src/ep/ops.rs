@@ -71,18 +71,8 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             inject,
             ..
         } = req;
-        let iov = local.bufs;
-        let l = IoList::from_iov(iov, NAME)?;
-        let total = l.total();
-        if total != rma.len {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: {total} local bytes for a remote buffer of {}",
-                    rma.len
-                ),
-            ));
-        }
+        let l = IoList::from_iov(local.bufs, NAME)?;
+        let total = req.matched_len(NAME)?;
         if total > MAX_MSG_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
@@ -140,18 +130,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let (iov, cmp, res) = (operands.bufs, compare.bufs, result.bufs);
         ofi_kit::atomic::valid(op, dt, kind)?;
         let size = dt.size();
-        let count: usize = iov.iter().map(|v| v.count).sum();
-        let count = if op == AtomicOp::AtomicRead && count == 0 {
-            res.iter().map(|v| v.count).sum()
-        } else {
-            count
-        };
-        if count != rma.count {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: local and remote atomic element counts differ"),
-            ));
-        }
+        let count = req.matched_count(NAME)?;
         let bytes = count.saturating_mul(size);
         if bytes > crate::MAX_ATOMIC_BYTES {
             return Err(Error::new(
