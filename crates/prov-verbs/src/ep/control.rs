@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_rdma::{QpAttr, QpAttrMask, QpState};
 
 use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
@@ -37,20 +36,7 @@ impl Endpoint {
         }
         st.b.require_for_enable(NAME)?;
         let qp = self.inner.qp()?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE,
-        )?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Rts,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-        )?;
+        qp.datagram_ready(None)?;
         if let Some(u) = &st.ud {
             u.post_all(qp, super::RX_BIT)?;
         }
