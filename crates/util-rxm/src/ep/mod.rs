@@ -665,6 +665,16 @@ impl Shared {
 // Connections.
 
 impl St {
+    /// Connection `c`, if it is open.
+    fn conn(&self, c: usize) -> Option<&Conn> {
+        self.conns.get(c)?.as_ref()
+    }
+
+    /// Connection `c`, writable, if it is open.
+    fn conn_mut(&mut self, c: usize) -> Option<&mut Conn> {
+        self.conns.get_mut(c)?.as_mut()
+    }
+
     /// `t` on the connection manager's clock (nanoseconds since the endpoint was made).
     fn clock_at(&self, t: Instant) -> conn::Nanos {
         u64::try_from(t.saturating_duration_since(self.clock).as_nanos()).unwrap_or(u64::MAX)
@@ -680,7 +690,7 @@ impl St {
     fn conn_for_addr(&mut self, addr: &Address) -> usize {
         let key = norm_addr(addr, None).to_bytes();
         if let Some(&c) = self.by_addr.get(&key) {
-            if let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) {
+            if let Some(conn) = self.conn_mut(c) {
                 if !conn.aliases.contains(addr) {
                     conn.aliases.push(addr.clone());
                 }
