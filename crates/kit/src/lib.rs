@@ -38,6 +38,7 @@
 //!   the plain parts of the data path), once for all of them;
 //! - [`layered_handle`]: the accessors, `fi_control` flag commands and `fi_ep_alias` of
 //!   the endpoint handles built on that glue ([`layered_handle_ops!`]);
+//! - [`cm`]: the checks before connection calls (an event queue bound);
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
@@ -65,6 +66,7 @@
 pub mod atomic;
 pub mod av;
 pub mod bufpool;
+pub mod cm;
 #[allow(unsafe_code)]
 pub mod cma;
 pub mod cntr;
