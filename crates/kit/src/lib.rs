@@ -14,10 +14,13 @@
 //! - [`cq`]: the completion queue — all four formats, error entries, source
 //!   addresses, blocking reads, signal, overrun and reservations, wait fd;
 //! - [`cntr`]: counters — values and errors, `fi_cntr_wait`, wait fd;
+//! - [`remote_cntr`]: the remote-access counters of an endpoint (`FI_RMA_EVENT`);
 //! - [`eq`]: the event queue — CM, AV and MR events, application writes, errors,
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
 //! - [`progress`]: the per-domain progress engine, manual or with its own thread;
+//! - [`watchdog`]: an endpoint's watchdog thread, for protocols that need progress the
+//!   application may not make;
 //! - [`dataops`]: the forty data calls of an endpoint written from a few operations
 //!   ([`dataops::DataPath`], [`endpoint_data_ops!`]);
 //! - [`opflags`]: which operation flags each data call takes, and the provider's set
@@ -33,6 +36,9 @@
 //!   core fabric and domain beneath them;
 //! - [`layered`]: the endpoint glue of those utilities (bind, enable, cancel, options,
 //!   the plain parts of the data path), once for all of them;
+//! - [`layered_handle`]: the accessors, `fi_control` flag commands and `fi_ep_alias` of
+//!   the endpoint handles built on that glue ([`layered_handle_ops!`]);
+//! - [`cm`]: the checks before connection calls (an event queue bound);
 //! - [`cma`]: cross-memory attach (`process_vm_readv` / `process_vm_writev`) and the
 //!   probe that proves it works towards a peer, for the providers' same-host paths;
 //! - [`sock`]: socket helpers (C socket addresses, errno conversion, options,
@@ -60,6 +66,7 @@
 pub mod atomic;
 pub mod av;
 pub mod bufpool;
+pub mod cm;
 #[allow(unsafe_code)]
 pub mod cma;
 pub mod cntr;
@@ -75,6 +82,7 @@ pub mod info;
 pub mod iov;
 pub mod layer;
 pub mod layered;
+pub mod layered_handle;
 pub mod mr;
 #[allow(unsafe_code)]
 pub mod netif;
@@ -84,7 +92,9 @@ pub mod opflags;
 pub mod param;
 pub mod progress;
 mod queue_common;
+pub mod remote_cntr;
 pub mod request;
+pub mod request_checks;
 #[allow(unsafe_code)]
 pub mod sock;
 pub mod tagmatch;
@@ -93,6 +103,7 @@ mod test_support;
 #[allow(unsafe_code)]
 pub mod trigger;
 pub mod wait;
+pub mod watchdog;
 pub mod wire;
 
 pub use ofi_core as core;

@@ -14,11 +14,11 @@ use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::DomainOps;
-use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
+use ofi_core::{AddrFormat, AvType, EpType, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
-use ofi_rdma::{device_list, Context, Gid, ProtectionDomain};
+use ofi_rdma::{Context, DomainDevice, Gid, ProtectionDomain};
 
 use crate::av::EfaAddr;
 use crate::ep::Endpoint;
@@ -61,22 +61,12 @@ pub struct Domain {
 impl Domain {
     pub(crate) fn open(settings: &Settings, info: &Info) -> Result<Domain> {
         check_ep_type(info)?;
-        let name = info
-            .domain_attr
-            .name
-            .clone()
-            .or_else(|| settings.devices.first().cloned())
-            .unwrap_or_default();
-        if !settings.devices.contains(&name) {
-            return Err(crate::einval(format!("no domain named {name:?}")));
-        }
-        let dev = device_list(settings.kind)?
-            .into_iter()
-            .find(|d| d.name() == name)
-            .ok_or_else(|| Error::new(Errno::ENODEV, format!("{NAME}: {name} is gone")))?;
-        let ctx = dev.open()?;
-        let pd = ctx.alloc_pd()?;
-        let gid = ctx.query_gid(1, 0)?;
+        let DomainDevice { ctx, pd, gid } = DomainDevice::open(
+            NAME,
+            settings.kind,
+            &settings.devices,
+            info.domain_attr.name.as_deref(),
+        )?;
         let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.data_progress,
         ))?);

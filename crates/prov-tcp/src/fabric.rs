@@ -516,12 +516,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
 
     fn listen(&self) -> Result<()> {
         let mut st = lock(&self.inner.st);
-        if st.eq.is_none() {
-            return Err(Error::new(
-                Errno::ENOEQ,
-                format!("{NAME}: bind an event queue before fi_listen"),
-            ));
-        }
+        ofi_kit::cm::bound_eq(NAME, st.eq.as_ref(), "fi_listen")?;
         if st.listening {
             return Ok(());
         }

@@ -17,7 +17,7 @@ use ofi_core::provider::DomainOps;
 use ofi_core::{AddrFormat, AtomicKind, AtomicOp, Datatype, EpType, Errno, Error, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
-use ofi_rdma::{device_list, Context, Gid, ProtectionDomain};
+use ofi_rdma::{Context, DomainDevice, Gid, ProtectionDomain};
 
 use crate::ep::ud::UdPeer;
 use crate::ep::Endpoint;
@@ -79,25 +79,12 @@ impl Domain {
         if info.ep_attr.ep_type != EpType::Dgram {
             ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
         }
-        let name = info
-            .domain_attr
-            .name
-            .clone()
-            .or_else(|| fabric.settings.devices.first().cloned())
-            .unwrap_or_default();
-        if !fabric.settings.devices.contains(&name) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: no domain named {name:?}"),
-            ));
-        }
-        let dev = device_list(fabric.settings.kind)?
-            .into_iter()
-            .find(|d| d.name() == name)
-            .ok_or_else(|| Error::new(Errno::ENODEV, format!("{NAME}: {name} is gone")))?;
-        let ctx = dev.open()?;
-        let pd = ctx.alloc_pd()?;
-        let gid = ctx.query_gid(1, 0)?;
+        let DomainDevice { ctx, pd, gid } = DomainDevice::open(
+            NAME,
+            fabric.settings.kind,
+            &fabric.settings.devices,
+            info.domain_attr.name.as_deref(),
+        )?;
         let engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.data_progress,
         ))?);

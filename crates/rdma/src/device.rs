@@ -98,6 +98,52 @@ impl Device {
     }
 }
 
+/// A device opened for a provider's domain: the context, its protection domain and the
+/// GID the providers publish (port 1, index 0).
+#[derive(Debug)]
+pub struct DomainDevice {
+    /// The device context.
+    pub ctx: Context,
+    /// The protection domain the domain's objects are made in.
+    pub pd: ProtectionDomain,
+    /// GID index 0 of port 1.
+    pub gid: Gid,
+}
+
+impl DomainDevice {
+    /// Opens the device a domain asks for: `asked` (its `domain_attr.name`), or the first
+    /// of `offered` when it names none. `offered` are the names of the devices of `kind`
+    /// the provider `prov` found at init.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` ("`prov`: no domain named …") for a name not offered; `FI_ENODEV` for
+    /// a device gone since; the device's errors opening it.
+    pub fn open(
+        prov: &str,
+        kind: DeviceKind,
+        offered: &[String],
+        asked: Option<&str>,
+    ) -> Result<DomainDevice> {
+        let name = asked
+            .or_else(|| offered.first().map(String::as_str))
+            .unwrap_or_default();
+        if !offered.iter().any(|d| d == name) {
+            return Err(Error::new(
+                Errno::EINVAL,
+                format!("{prov}: no domain named {name:?}"),
+            ));
+        }
+        let dev = device_list(kind)?
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| Error::new(Errno::ENODEV, format!("{prov}: {name} is gone")))?;
+        let ctx = dev.open()?;
+        let pd = ctx.alloc_pd()?;
+        let gid = ctx.query_gid(1, 0)?;
+        Ok(DomainDevice { ctx, pd, gid })
+    }
+}
+
 /// An open device context (`struct ibv_context`). Every object created from it keeps it
 /// alive; the device's service (for the software device, a thread) stops when the last
 /// one goes.

@@ -41,7 +41,7 @@ pub mod verbs;
 
 pub use cm::{CmChannel, CmEvent, CmEventKind, CmPeer};
 pub use cq::{CompChannel, CompletionQueue};
-pub use device::{device_list, Context, Device, DeviceKind};
+pub use device::{device_list, Context, Device, DeviceKind, DomainDevice};
 pub use mr::MemoryRegion;
 pub use pd::{AddressHandle, ProtectionDomain};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue, SrqInitAttr};

@@ -209,6 +209,33 @@ impl QueuePair {
         }
     }
 
+    /// INIT → RTR → RTS of a datagram (UD or SRD) queue pair: no path to set, send PSN 0,
+    /// and for SRD the `rnr_retry` count (`None`: the default).
+    ///
+    /// # Errors
+    /// As [`modify`](Self::modify): `EINVAL` unless the queue pair is in INIT.
+    pub fn datagram_ready(&self, rnr_retry: Option<u8>) -> Result<()> {
+        self.modify(
+            &QpAttr {
+                qp_state: QpState::Rtr,
+                ..QpAttr::default()
+            },
+            QpAttrMask::STATE,
+        )?;
+        let mut mask = QpAttrMask::STATE | QpAttrMask::SQ_PSN;
+        if rnr_retry.is_some() {
+            mask |= QpAttrMask::RNR_RETRY;
+        }
+        self.modify(
+            &QpAttr {
+                qp_state: QpState::Rts,
+                rnr_retry: rnr_retry.unwrap_or(0),
+                ..QpAttr::default()
+            },
+            mask,
+        )
+    }
+
     /// Posts a send work request (`ibv_post_send`). Does not allocate. In ERROR the
     /// request completes at once with `WR_FLUSH_ERR`; before RTS it is refused.
     /// Problems found with the buffers or the remote side come as error completions.

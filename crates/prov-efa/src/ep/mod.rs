@@ -466,25 +466,7 @@ fn qp_ready(qp: &QueuePair, rnr_retry: Option<u8>) -> Result<()> {
         },
         QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
     )?;
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Rtr,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )?;
-    let mut mask = QpAttrMask::STATE | QpAttrMask::SQ_PSN;
-    if rnr_retry.is_some() {
-        mask |= QpAttrMask::RNR_RETRY;
-    }
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Rts,
-            rnr_retry: rnr_retry.unwrap_or(0),
-            ..QpAttr::default()
-        },
-        mask,
-    )
+    qp.datagram_ready(rnr_retry)
 }
 
 impl Shared {

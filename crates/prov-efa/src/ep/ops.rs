@@ -63,21 +63,7 @@ impl ofi_kit::mr::MrEndpointTarget for Endpoint {
 impl LayeredEndpoint for Endpoint {
     const NAME: &'static str = NAME;
 
-    fn bindings(&self) -> &Mutex<Bindings> {
-        &self.sh.setup
-    }
-
-    fn bound(&self) -> &OnceLock<Bound> {
-        &self.sh.active
-    }
-
-    fn bind_rules(&self) -> &BindRules {
-        &BIND_RULES
-    }
-
-    fn engine(&self) -> &ProgressEngine {
-        &self.sh.engine
-    }
+    ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
         let mut st = lock(&self.sh.st);
@@ -92,40 +78,10 @@ impl LayeredEndpoint for Endpoint {
             .tx_size
             .saturating_sub(lock(&self.sh.st).tx_ops.len())
     }
-
-    fn name_bytes(&self) -> &[u8] {
-        &self.sh.me_bytes
-    }
-
-    fn tx_op_flags(&self) -> OpFlags {
-        self.flags.tx()
-    }
-
-    fn rx_op_flags(&self) -> OpFlags {
-        self.flags.rx()
-    }
-
-    fn directed(&self) -> bool {
-        self.sh.directed
-    }
 }
 
 impl EndpointOps<Fabric> for Endpoint {
-    ofi_kit::layered_endpoint_ops!(Fabric);
-
-    ofi_kit::op_flags_control!(flags);
-
-    /// `fi_ep_alias`: the same endpoint with its own default flags (a copy of this
-    /// handle's, then one side set from `flags`).
-    fn alias(&self, flags: u64) -> Result<Self> {
-        Ok(Endpoint {
-            sh: Arc::clone(&self.sh),
-            flags: self
-                .flags
-                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
-            alias: true,
-        })
-    }
+    ofi_kit::layered_handle_ops!(Fabric, shared: sh, flags: flags, alias: true);
 }
 
 impl ofi_kit::dataops::DataPath for Endpoint {

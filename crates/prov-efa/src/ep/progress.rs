@@ -42,42 +42,32 @@ const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
 /// a grant to answer. When no round ran for a watchdog period, it runs one. It holds
 /// the endpoint weakly and ends once the endpoint is closed.
 pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
-    let r = std::thread::Builder::new()
-        .name("efa-watchdog".into())
-        .spawn(move || {
-            let mut nap = WATCHDOG_IDLE;
-            loop {
-                std::thread::sleep(nap);
-                let Some(sh) = w.upgrade() else {
-                    return;
-                };
-                let Some(act) = sh.active.get() else {
-                    continue;
-                };
-                let since = sh
-                    .now()
-                    .saturating_sub(sh.last_round.load(Ordering::Relaxed));
-                if since < WATCHDOG_BUSY.as_nanos() as u64 {
-                    nap = WATCHDOG_BUSY;
-                    continue;
-                }
-                // Someone else is in a round: look again soon.
-                let Ok(mut st) = sh.st.try_lock() else {
-                    nap = WATCHDOG_BUSY;
-                    continue;
-                };
-                let did = sh.round(act, &mut st);
-                let busy = did > 0
-                    || st.eng.poll_timeout().is_some()
-                    || !st.tx_ops.is_empty()
-                    || st.pending.is_some()
-                    || !st.held.is_empty();
-                nap = if busy { WATCHDOG_BUSY } else { WATCHDOG_IDLE };
-            }
-        });
-    if let Err(e) = r {
-        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
-    }
+    ofi_kit::watchdog::spawn_watchdog(NAME, "efa-watchdog", w, WATCHDOG_IDLE, |sh| {
+        let Some(act) = sh.active.get() else {
+            return WATCHDOG_IDLE;
+        };
+        let since = sh
+            .now()
+            .saturating_sub(sh.last_round.load(Ordering::Relaxed));
+        if since < WATCHDOG_BUSY.as_nanos() as u64 {
+            return WATCHDOG_BUSY;
+        }
+        // Someone else is in a round: look again soon.
+        let Ok(mut st) = sh.st.try_lock() else {
+            return WATCHDOG_BUSY;
+        };
+        let did = sh.round(act, &mut st);
+        let busy = did > 0
+            || st.eng.poll_timeout().is_some()
+            || !st.tx_ops.is_empty()
+            || st.pending.is_some()
+            || !st.held.is_empty();
+        if busy {
+            WATCHDOG_BUSY
+        } else {
+            WATCHDOG_IDLE
+        }
+    });
 }
 
 impl Shared {

@@ -133,13 +133,7 @@ impl Shared {
     pub(super) fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
         let read = req.is_read();
         let l = IoList::from_iov(req.local.bufs, NAME)?;
-        let total = l.total();
-        if total != req.remote.len {
-            return Err(crate::einval(format!(
-                "{total} local bytes for a remote buffer of {}",
-                req.remote.len
-            )));
-        }
+        let total = req.matched_len(NAME)?;
         if total > MAX_MSG_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,

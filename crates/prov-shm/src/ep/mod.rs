@@ -347,6 +347,13 @@ impl Tx {
     fn conn_mut(&mut self, p: PeerIdx) -> Option<&mut Conn> {
         self.conns.get_mut(p.0)?.as_mut()
     }
+
+    /// The connection to peer `p`, writable, which [`Shared::conn_for`] found or made
+    /// under the same lock: `FI_EIO` if it is gone all the same.
+    fn live_conn(&mut self, p: PeerIdx) -> Result<&mut Conn> {
+        self.conn_mut(p)
+            .ok_or_else(|| Error::new(Errno::EIO, format!("{NAME}: connection vanished")))
+    }
 }
 
 /// A peer this endpoint sends to: its connection's slot in `Tx::conns`, derived from

@@ -54,12 +54,7 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         // Writes too large for a slot stream through the bounce chunks below the CMA
         // threshold, or always when CMA is disabled or refused, or the write is an
         // inject (streamed from a private copy).
@@ -106,12 +101,7 @@ impl Shared {
             };
             self.await_op(tx, op)?.wire()
         };
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         let mut hflags = if data.is_some() { F_DATA } else { 0 };
         if !inject {
             hflags |= F_ACK;
@@ -400,12 +390,7 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         if !conn.fifo.is_empty() {
             return Err(Error::code_only(Errno::EAGAIN));
         }
@@ -419,12 +404,7 @@ impl Shared {
             };
             self.await_op(tx, op)?.wire()
         };
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         let s = Slot {
             flags: if inject { 0 } else { F_ACK },
             tag: 0,

@@ -185,11 +185,11 @@ impl Endpoint {
         let local = flags - REMOTE_EVENTS;
         let mut own = lock(&self.shared_ctx);
         // Check the remote part before the kit binds the local one.
-        own.remote.clone().bind(c, flags & REMOTE_EVENTS)?;
+        own.remote.clone().bind(NAME, c, flags & REMOTE_EVENTS)?;
         if !local.is_empty() {
             lock(&self.sh.setup).bind(BindTarget::<Fabric>::Cntr(c), local, &super::BIND_RULES)?;
         }
-        own.remote.bind(c, flags & REMOTE_EVENTS)
+        own.remote.bind(NAME, c, flags & REMOTE_EVENTS)
     }
 
     /// `fi_enable` of a shared context: nothing to do (`Some`); `None` for the

@@ -165,12 +165,7 @@ impl EndpointOps<Fabric> for Endpoint {
         let mut st = lock(&self.inner.st);
         if !st.enabled {
             // fi_connect enables the endpoint implicitly when it is bound.
-            if st.b.eq.is_none() {
-                return Err(Error::new(
-                    Errno::ENOEQ,
-                    format!("{NAME}: bind an event queue first"),
-                ));
-            }
+            ofi_kit::cm::bound_eq(NAME, st.b.eq.as_ref(), "fi_connect")?;
             st.enabled = true;
         }
         if st.conn != Conn::Idle {
@@ -238,12 +233,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: fi_accept needs an endpoint opened from a connection request"),
             ));
         }
-        if st.b.eq.is_none() {
-            return Err(Error::new(
-                Errno::ENOEQ,
-                format!("{NAME}: bind an event queue first"),
-            ));
-        }
+        ofi_kit::cm::bound_eq(NAME, st.b.eq.as_ref(), "fi_accept")?;
         st.enabled = true;
         let msg = proto::cm_message(CmKind::ConnResp, param);
         let r = match &st.sock {

@@ -399,6 +399,24 @@ impl EpInner {
         }
     }
 
+    /// A response that carries no payload (an ack, a failed response, a same-host read
+    /// response) is all in with its header: it completes `comp` with the header's status.
+    /// A payload after it is `FI_EPROTO` ("`what` with a payload").
+    fn finish_bodiless(
+        &self,
+        st: &mut St,
+        hdr: &Hdr,
+        comp: &Comp,
+        what: &str,
+    ) -> std::result::Result<Step, Fail> {
+        if hdr.size != 0 {
+            return Err(Fail::Error(Errno::EPROTO, format!("{what} with a payload")));
+        }
+        self.comp_status(&st.b, comp, hdr.status);
+        st.rx = Rx::Hdr { got: 0 };
+        Ok(Step::Finished)
+    }
+
     /// A header (and its remote iovs) is in: decide where the payload goes.
     pub(super) fn start_body(&self, st: &mut St, hdr: Hdr) -> std::result::Result<Step, Fail> {
         let size = usize::try_from(hdr.size).unwrap_or(usize::MAX);
@@ -497,32 +515,15 @@ impl EpInner {
                 return Ok(Step::Finished);
             }
             Op::ReadRsp => {
-                let Some(i) = st
-                    .pending
-                    .iter()
-                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Read)
-                else {
-                    return Err(perr("read response for no pending read"));
-                };
-                let Some(p) = st.pending.remove(i) else {
+                let Some(p) = take_pending(st, &hdr, PendKind::Read) else {
                     return Err(perr("read response for no pending read"));
                 };
                 if hdr.flags & FLAG_LOCAL != 0 {
                     // The target copied into our buffers already.
-                    if hdr.size != 0 {
-                        return Err(perr("same-host read response with a payload"));
-                    }
-                    self.comp_status(&st.b, &p.comp, hdr.status);
-                    st.rx = Rx::Hdr { got: 0 };
-                    return Ok(Step::Finished);
+                    return self.finish_bodiless(st, &hdr, &p.comp, "same-host read response");
                 }
                 if hdr.status != 0 {
-                    if hdr.size != 0 {
-                        return Err(perr("failed read response with a payload"));
-                    }
-                    self.comp_status(&st.b, &p.comp, hdr.status);
-                    st.rx = Rx::Hdr { got: 0 };
-                    return Ok(Step::Finished);
+                    return self.finish_bodiless(st, &hdr, &p.comp, "failed read response");
                 }
                 if size != p.comp.len {
                     return Err(perr("read response of the wrong length"));
@@ -533,18 +534,10 @@ impl EpInner {
                 if hdr.size != 0 {
                     return Err(perr("ack with a payload"));
                 }
-                let Some(i) = st
-                    .pending
-                    .iter()
-                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Ack)
-                else {
+                let Some(p) = take_pending(st, &hdr, PendKind::Ack) else {
                     return Err(perr("ack for no pending operation"));
                 };
-                if let Some(p) = st.pending.remove(i) {
-                    self.comp_status(&st.b, &p.comp, hdr.status);
-                }
-                st.rx = Rx::Hdr { got: 0 };
-                return Ok(Step::Finished);
+                return self.finish_bodiless(st, &hdr, &p.comp, "ack");
             }
             Op::Atomic | Op::AtomicFetch | Op::AtomicCompare => {
                 if size > self.max_msg.saturating_mul(2) {
@@ -553,24 +546,12 @@ impl EpInner {
                 Sink::Atomic(Vec::with_capacity(size))
             }
             Op::AtomicRsp => {
-                let Some(i) = st
-                    .pending
-                    .iter()
-                    .position(|p| p.id == OpId(hdr.id) && p.kind == PendKind::Atomic)
-                else {
-                    return Err(perr("atomic response for no pending atomic"));
-                };
-                let Some(p) = st.pending.remove(i) else {
+                let Some(p) = take_pending(st, &hdr, PendKind::Atomic) else {
                     return Err(perr("atomic response for no pending atomic"));
                 };
                 let want = p.read.map(|r| r.total().unwrap_or(0)).unwrap_or(0);
                 if hdr.status != 0 {
-                    if hdr.size != 0 {
-                        return Err(perr("failed atomic response with a payload"));
-                    }
-                    self.comp_status(&st.b, &p.comp, hdr.status);
-                    st.rx = Rx::Hdr { got: 0 };
-                    return Ok(Step::Finished);
+                    return self.finish_bodiless(st, &hdr, &p.comp, "failed atomic response");
                 }
                 if size != want {
                     return Err(perr("atomic response of the wrong length"));
@@ -739,4 +720,14 @@ impl EpInner {
             EpInner::respond(st, ack, Segs::default());
         }
     }
+}
+
+/// Takes the pending operation the response `hdr` names (its id) if it waits for a
+/// response of `kind`; `None` when there is none (a peer's protocol error).
+fn take_pending(st: &mut St, hdr: &Hdr, kind: PendKind) -> Option<Pending> {
+    let i = st
+        .pending
+        .iter()
+        .position(|p| p.id == OpId(hdr.id) && p.kind == kind)?;
+    st.pending.remove(i)
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{AddrFormat, Address, Errno, Error, OpFlags, Result};
-use ofi_rdma::{QpAttr, QpAttrMask, QpState};
+use ofi_rdma::CmChannel;
 
 use super::{lock, Conn, Endpoint};
 use crate::fabric::Fabric;
@@ -37,25 +37,29 @@ impl Endpoint {
         }
         st.b.require_for_enable(NAME)?;
         let qp = self.inner.qp()?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE,
-        )?;
-        qp.modify(
-            &QpAttr {
-                qp_state: QpState::Rts,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE | QpAttrMask::SQ_PSN,
-        )?;
+        qp.datagram_ready(None)?;
         if let Some(u) = &st.ud {
             u.post_all(qp, super::RX_BIT)?;
         }
         st.conn = Conn::Connected;
         self.mark_enabled(st);
+        Ok(())
+    }
+
+    /// What `fi_connect` and `fi_accept` check first: a connected (not datagram)
+    /// endpoint, and CM data within what the connection manager carries with the call
+    /// (`max_of` reads that limit from the channel).
+    fn check_cm_call(&self, param: &[u8], max_of: impl Fn(&CmChannel) -> usize) -> Result<()> {
+        if self.inner.dgram {
+            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
+        }
+        let max = max_of(&self.inner.dom.fabric.hub.channel);
+        if param.len() > max {
+            return Err(bad(
+                Errno::EINVAL,
+                &format!("CM data of {} bytes (at most {max})", param.len()),
+            ));
+        }
         Ok(())
     }
 
@@ -170,16 +174,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if self.inner.dgram {
-            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
-        }
-        let max = self.inner.dom.fabric.hub.channel.connect_private_max();
-        if param.len() > max {
-            return Err(bad(
-                Errno::EINVAL,
-                &format!("CM data of {} bytes (at most {max})", param.len()),
-            ));
-        }
+        self.check_cm_call(param, |c| c.connect_private_max())?;
         let fmt = match addr.len() {
             16 => AddrFormat::SOCKADDR_IN,
             28 => AddrFormat::SOCKADDR_IN6,
@@ -212,16 +207,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn accept(&self, param: &[u8]) -> Result<()> {
-        if self.inner.dgram {
-            return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
-        }
-        let max = self.inner.dom.fabric.hub.channel.accept_private_max();
-        if param.len() > max {
-            return Err(bad(
-                Errno::EINVAL,
-                &format!("CM data of {} bytes (at most {max})", param.len()),
-            ));
-        }
+        self.check_cm_call(param, |c| c.accept_private_max())?;
         let Some(id) = self.inner.handle else {
             return Err(bad(
                 Errno::EINVAL,

@@ -35,6 +35,18 @@ pub const CONNECT_PRIVATE_MAX: usize = 56;
 /// Most private-data bytes of an accept or reject (InfiniBand's REP limit).
 pub const ACCEPT_PRIVATE_MAX: usize = 196;
 
+/// `EINVAL` ("`call` private data over `max` bytes") for private data longer than the
+/// connection manager carries with `call` (`connect`, `accept`, `reject`).
+pub(crate) fn check_private_data(call: &str, data: &[u8], max: usize) -> Result<()> {
+    if data.len() > max {
+        return Err(ofi_core::Error::new(
+            Errno::EINVAL,
+            format!("{call} private data over {max} bytes"),
+        ));
+    }
+    Ok(())
+}
+
 /// One side's part of the exchange: where its queue pair is, and private data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmPeer {

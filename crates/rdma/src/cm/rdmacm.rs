@@ -30,7 +30,9 @@ use std::sync::{Arc, Mutex};
 use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage};
 use ofi_core::{Errno, Error, Result};
 
-use super::{CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
+use super::{
+    check_private_data, CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX,
+};
 use crate::device::mixed;
 use crate::qp::QueuePair;
 use crate::soft::cq::lock;
@@ -429,12 +431,7 @@ impl RdmaCmChannel {
     }
 
     pub(crate) fn connect(&self, dst: SocketAddr, data: &[u8], qp: &QueuePair) -> Result<u64> {
-        if data.len() > HW_CONNECT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("connect private data over {HW_CONNECT_PRIVATE_MAX} bytes"),
-            ));
-        }
+        check_private_data("connect", data, HW_CONNECT_PRIVATE_MAX)?;
         let qp = qp.sys().ok_or_else(mixed)?.clone();
         // Held from the start: the resolution's event must not be taken (by another
         // thread's get_event) before the id is known.
@@ -505,12 +502,7 @@ impl RdmaCmChannel {
     }
 
     pub(crate) fn accept(&self, id: u64, data: &[u8], qp: &QueuePair) -> Result<()> {
-        if data.len() > HW_ACCEPT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("accept private data over {HW_ACCEPT_PRIVATE_MAX} bytes"),
-            ));
-        }
+        check_private_data("accept", data, HW_ACCEPT_PRIVATE_MAX)?;
         let qp = qp.sys().ok_or_else(mixed)?.clone();
         let mut g = lock(&self.inner);
         let c = g
@@ -539,12 +531,7 @@ impl RdmaCmChannel {
     }
 
     pub(crate) fn reject(&self, id: u64, data: &[u8]) -> Result<()> {
-        if data.len() > HW_ACCEPT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("reject private data over {HW_ACCEPT_PRIVATE_MAX} bytes"),
-            ));
-        }
+        check_private_data("reject", data, HW_ACCEPT_PRIVATE_MAX)?;
         let mut g = lock(&self.inner);
         match g.ids.get(&id) {
             None => return Err(Error::new(Errno::ENOENT, "no such connection")),

@@ -23,7 +23,9 @@ use std::sync::Mutex;
 
 use ofi_core::{Errno, Error, Result};
 
-use super::{CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX};
+use super::{
+    check_private_data, CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX,
+};
 use crate::soft::conn;
 use crate::soft::cq::lock;
 use crate::verbs::Gid;
@@ -281,12 +283,7 @@ impl SoftCm {
     /// private data (`rdma_connect`); the answer comes as an event of the returned id.
     /// `ECONNREFUSED` when nobody listens there.
     pub(crate) fn connect(&self, dst: SocketAddr, local: &CmPeer) -> Result<u64> {
-        if local.private_data.len() > CONNECT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "connect private data over 56 bytes",
-            ));
-        }
+        check_private_data("connect", &local.private_data, CONNECT_PRIVATE_MAX)?;
         let fd = conn::connect_to(&cm_path(&self.dir, &dst))
             .map_err(|e| Error::from(e).context(format!("connect to {dst}")))?;
         send_msg(fd.as_raw_fd(), &encode(REQ, Some(local), &[]))?;
@@ -311,23 +308,13 @@ impl SoftCm {
     /// Accepts request `id` with the local queue pair and private data (`rdma_accept`);
     /// [`CmEventKind::Established`] follows when the requester is ready.
     pub(crate) fn accept(&self, id: u64, local: &CmPeer) -> Result<()> {
-        if local.private_data.len() > ACCEPT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "accept private data over 196 bytes",
-            ));
-        }
+        check_private_data("accept", &local.private_data, ACCEPT_PRIVATE_MAX)?;
         self.answer(id, &encode(REP, Some(local), &[]), State::RepSent)
     }
 
     /// Rejects request `id` (`rdma_reject`).
     pub(crate) fn reject(&self, id: u64, private_data: &[u8]) -> Result<()> {
-        if private_data.len() > ACCEPT_PRIVATE_MAX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "reject private data over 196 bytes",
-            ));
-        }
+        check_private_data("reject", private_data, ACCEPT_PRIVATE_MAX)?;
         self.answer(id, &encode(REJ, None, private_data), State::Closed)?;
         self.forget(id);
         Ok(())

@@ -36,13 +36,21 @@ fn rc_error(rc: libc::c_int, what: &str) -> Error {
     Error::from(std::io::Error::from_raw_os_error(code)).context(what.to_string())
 }
 
-/// Declares an owner of one rdma-core pointer, `Send + Sync`, destroyed on drop.
+/// Declares an owner of one rdma-core pointer, `Send + Sync`, destroyed on drop with
+/// `$destroy`, and its `lib()`: the library it came from, reached through the field
+/// path after `lib` (the context, or what keeps the context alive).
 macro_rules! owner {
-    ($(#[$m:meta])* $name:ident($t:ty) { $($f:ident: $ft:ty),* } drop $destroy:ident) => {
+    ($(#[$m:meta])* $name:ident($t:ty) { $($f:ident: $ft:ty),* } drop $destroy:ident,
+     lib $($lib:ident).+) => {
         $(#[$m])*
         pub(crate) struct $name {
             pub ptr: *mut $t,
             $(pub $f: $ft,)*
+        }
+        impl $name {
+            fn lib(&self) -> &IbVerbs {
+                self.$($lib).+
+            }
         }
         // SAFETY: rdma-core's objects may be used from any thread (its verbs are
         // thread-safe); the pointer is only freed in drop.
@@ -62,73 +70,38 @@ macro_rules! owner {
 
 owner!(
     /// An open device context.
-    SysContext(IbvContext) { lib: &'static IbVerbs, name: String } drop close_device
+    SysContext(IbvContext) { lib: &'static IbVerbs, name: String } drop close_device, lib lib
 );
-impl SysContext {
-    fn lib(&self) -> &IbVerbs {
-        self.lib
-    }
-}
 
 owner!(
     /// A protection domain.
-    SysPd(IbvPd) { ctx: Arc<SysContext> } drop dealloc_pd
+    SysPd(IbvPd) { ctx: Arc<SysContext> } drop dealloc_pd, lib ctx.lib
 );
-impl SysPd {
-    fn lib(&self) -> &IbVerbs {
-        self.ctx.lib
-    }
-}
 
 owner!(
     /// A memory region.
-    SysMr(IbvMr) { pd: Arc<SysPd> } drop dereg_mr
+    SysMr(IbvMr) { pd: Arc<SysPd> } drop dereg_mr, lib pd.ctx.lib
 );
-impl SysMr {
-    fn lib(&self) -> &IbVerbs {
-        self.pd.ctx.lib
-    }
-}
 
 owner!(
     /// A completion channel.
-    SysChannel(IbvCompChannel) { ctx: Arc<SysContext> } drop destroy_comp_channel
+    SysChannel(IbvCompChannel) { ctx: Arc<SysContext> } drop destroy_comp_channel, lib ctx.lib
 );
-impl SysChannel {
-    fn lib(&self) -> &IbVerbs {
-        self.ctx.lib
-    }
-}
 
 owner!(
     /// A completion queue.
-    SysCq(IbvCq) { ctx: Arc<SysContext>, _channel: Option<Arc<SysChannel>> } drop destroy_cq
+    SysCq(IbvCq) { ctx: Arc<SysContext>, _channel: Option<Arc<SysChannel>> } drop destroy_cq, lib ctx.lib
 );
-impl SysCq {
-    fn lib(&self) -> &IbVerbs {
-        self.ctx.lib
-    }
-}
 
 owner!(
     /// A shared receive queue.
-    SysSrq(IbvSrq) { pd: Arc<SysPd> } drop destroy_srq
+    SysSrq(IbvSrq) { pd: Arc<SysPd> } drop destroy_srq, lib pd.ctx.lib
 );
-impl SysSrq {
-    fn lib(&self) -> &IbVerbs {
-        self.pd.ctx.lib
-    }
-}
 
 owner!(
     /// An address handle.
-    SysAh(IbvAh) { pd: Arc<SysPd> } drop destroy_ah
+    SysAh(IbvAh) { pd: Arc<SysPd> } drop destroy_ah, lib pd.ctx.lib
 );
-impl SysAh {
-    fn lib(&self) -> &IbVerbs {
-        self.pd.ctx.lib
-    }
-}
 
 owner!(
     /// A queue pair.
@@ -139,13 +112,8 @@ owner!(
         _srq: Option<Arc<SysSrq>>,
         qp_type: QpType,
         cap: QpCap
-    } drop destroy_qp
+    } drop destroy_qp, lib pd.ctx.lib
 );
-impl SysQp {
-    fn lib(&self) -> &IbVerbs {
-        self.pd.ctx.lib
-    }
-}
 
 /// Opens the rdma-core device called `name`.
 pub(crate) fn open(lib: &'static IbVerbs, name: &str) -> Result<Arc<SysContext>> {

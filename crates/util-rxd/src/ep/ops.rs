@@ -16,21 +16,7 @@ impl MrEndpointTarget for Endpoint {
 impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     const NAME: &'static str = NAME;
 
-    fn bindings(&self) -> &Mutex<Setup> {
-        &self.sh.setup
-    }
-
-    fn bound(&self) -> &OnceLock<Active> {
-        &self.sh.active
-    }
-
-    fn bind_rules(&self) -> &BindRules {
-        &BIND_RULES
-    }
-
-    fn engine(&self) -> &ProgressEngine {
-        &self.sh.engine
-    }
+    ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn ofi_kit::layered::RecvQueue) -> R) -> R {
         f(&mut lock(&self.sh.st).m)
@@ -40,40 +26,10 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         let st = lock(&self.sh.st);
         self.sh.settings.tx_size.saturating_sub(st.live)
     }
-
-    fn name_bytes(&self) -> &[u8] {
-        &self.sh.me_bytes
-    }
-
-    fn tx_op_flags(&self) -> OpFlags {
-        self.flags.tx()
-    }
-
-    fn rx_op_flags(&self) -> OpFlags {
-        self.flags.rx()
-    }
-
-    fn directed(&self) -> bool {
-        self.sh.directed
-    }
 }
 
 impl EndpointOps<Fabric> for Endpoint {
-    ofi_kit::layered_endpoint_ops!(Fabric);
-
-    ofi_kit::op_flags_control!(flags);
-
-    /// `fi_ep_alias`: the same endpoint (peers, queues, bindings) with its own default
-    /// flags: a copy of this handle's, then one side set from `flags`.
-    fn alias(&self, flags: u64) -> Result<Self> {
-        Ok(Endpoint {
-            sh: Arc::clone(&self.sh),
-            flags: self
-                .flags
-                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
-            alias: true,
-        })
-    }
+    ofi_kit::layered_handle_ops!(Fabric, shared: sh, flags: flags, alias: true);
 }
 
 impl ofi_kit::dataops::DataPath for Endpoint {
@@ -115,18 +71,8 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             inject,
             ..
         } = req;
-        let iov = local.bufs;
-        let l = IoList::from_iov(iov, NAME)?;
-        let total = l.total();
-        if total != rma.len {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: {total} local bytes for a remote buffer of {}",
-                    rma.len
-                ),
-            ));
-        }
+        let l = IoList::from_iov(local.bufs, NAME)?;
+        let total = req.matched_len(NAME)?;
         if total > MAX_MSG_SIZE {
             return Err(Error::new(
                 Errno::EMSGSIZE,
@@ -184,18 +130,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let (iov, cmp, res) = (operands.bufs, compare.bufs, result.bufs);
         ofi_kit::atomic::valid(op, dt, kind)?;
         let size = dt.size();
-        let count: usize = iov.iter().map(|v| v.count).sum();
-        let count = if op == AtomicOp::AtomicRead && count == 0 {
-            res.iter().map(|v| v.count).sum()
-        } else {
-            count
-        };
-        if count != rma.count {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: local and remote atomic element counts differ"),
-            ));
-        }
+        let count = req.matched_count(NAME)?;
         let bytes = count.saturating_mul(size);
         if bytes > crate::MAX_ATOMIC_BYTES {
             return Err(Error::new(

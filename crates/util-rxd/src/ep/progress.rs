@@ -24,41 +24,32 @@ pub(super) const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
 /// timer of the engine is due, the watchdog runs one round. It sleeps otherwise, and
 /// ends when the endpoint is closed.
 pub(super) fn spawn_watchdog(w: Weak<Shared>) {
-    let r = std::thread::Builder::new()
-        .name("ofi_rxd-watchdog".into())
-        .spawn(move || {
-            let mut nap = WATCHDOG_PERIOD;
-            loop {
-                std::thread::sleep(nap);
-                let Some(sh) = w.upgrade() else {
-                    return;
-                };
-                let Some(act) = sh.active.get() else {
-                    continue;
-                };
-                let now = sh.now();
-                let last = sh.last_progress.load(AtomicOrdering::Relaxed);
-                if now.saturating_sub(last) < WATCHDOG_PERIOD.as_nanos() as u64 {
-                    continue;
-                }
-                // Busy (someone is progressing): look again soon.
-                let deadline = match sh.st.try_lock() {
-                    Ok(g) => g.eng.poll_timeout(),
-                    Err(_) => Some(u64::MAX),
-                };
-                nap = if deadline.is_none() {
-                    WATCHDOG_IDLE
-                } else {
-                    WATCHDOG_PERIOD
-                };
-                if deadline.is_some_and(|d| d <= now) {
-                    sh.progress_all(act);
-                }
-            }
-        });
-    if let Err(e) = r {
-        ofi_core::ofi_warn!(NAME, "ep_ctrl", "no watchdog thread: {e}");
-    }
+    // The nap stays as it was while progress ran lately (or before `fi_enable`).
+    let mut nap = WATCHDOG_PERIOD;
+    ofi_kit::watchdog::spawn_watchdog(NAME, "ofi_rxd-watchdog", w, nap, move |sh| {
+        let Some(act) = sh.active.get() else {
+            return nap;
+        };
+        let now = sh.now();
+        let last = sh.last_progress.load(AtomicOrdering::Relaxed);
+        if now.saturating_sub(last) < WATCHDOG_PERIOD.as_nanos() as u64 {
+            return nap;
+        }
+        // Busy (someone is progressing): look again soon.
+        let deadline = match sh.st.try_lock() {
+            Ok(g) => g.eng.poll_timeout(),
+            Err(_) => Some(u64::MAX),
+        };
+        nap = if deadline.is_none() {
+            WATCHDOG_IDLE
+        } else {
+            WATCHDOG_PERIOD
+        };
+        if deadline.is_some_and(|d| d <= now) {
+            sh.progress_all(act);
+        }
+        nap
+    });
 }
 
 impl Shared {

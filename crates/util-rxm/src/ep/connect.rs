@@ -84,12 +84,7 @@ impl Shared {
             match a {
                 Action::Connect(p) => {
                     let c = p as usize;
-                    let Some(addr) = st
-                        .conns
-                        .get(c)
-                        .and_then(Option::as_ref)
-                        .map(|x| x.key.clone())
-                    else {
+                    let Some(addr) = st.conn(c).map(|x| x.key.clone()) else {
                         st.mgr.remove(p, now);
                         continue;
                     };
@@ -127,17 +122,13 @@ impl Shared {
                 }
                 Action::Abort(p) | Action::AbortAccept(p) => {
                     let outgoing = matches!(a, Action::Abort(_));
-                    let slot = st
-                        .conns
-                        .get_mut(p as usize)
-                        .and_then(Option::as_mut)
-                        .and_then(|c| {
-                            if outgoing {
-                                c.attempt.take()
-                            } else {
-                                c.accepting.take()
-                            }
-                        });
+                    let slot = st.conn_mut(p as usize).and_then(|c| {
+                        if outgoing {
+                            c.attempt.take()
+                        } else {
+                            c.accepting.take()
+                        }
+                    });
                     self.drop_msg(st, slot);
                 }
                 Action::Fail(p, e) => {
@@ -159,7 +150,7 @@ impl Shared {
     /// The connection to `c` is gone: fail what was queued or in flight on it.
     pub(super) fn fail_conn(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
         let now = st.now();
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+        let Some(conn) = st.conn_mut(c) else {
             return;
         };
         let slots: Vec<usize> = conn
@@ -186,11 +177,7 @@ impl Shared {
     /// Fail with `e` the receives being filled from connection `c`: a segmented
     /// message placed into a receive, rendezvous reads.
     fn fail_receives_of(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        let sar = st
-            .conns
-            .get_mut(c)
-            .and_then(Option::as_mut)
-            .and_then(|x| x.sar.take());
+        let sar = st.conn_mut(c).and_then(|x| x.sar.take());
         if let Some(s) = sar {
             if let SarTarget::Recv {
                 recv,
@@ -315,7 +302,7 @@ impl Shared {
             .map(|a| a.ip());
         let actual = norm_addr(&addr, src_ip);
         let c = st.conn_for_addr(&actual);
-        if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+        if let Some(conn) = st.conn_mut(c) {
             if !conn.aliases.contains(&addr) {
                 conn.aliases.push(addr.clone());
             }
@@ -392,7 +379,7 @@ impl Shared {
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+        let Some(conn) = st.conn_mut(c) else {
             return;
         };
         if conn.extra.contains(&slot) {
@@ -476,7 +463,7 @@ impl Shared {
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+        let Some(conn) = st.conn_mut(c) else {
             return;
         };
         if conn.attempt == Some(slot) {
@@ -510,7 +497,7 @@ impl Shared {
         let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
             return;
         };
-        let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+        let Some(conn) = st.conn_mut(c) else {
             return;
         };
         if conn.tx == Some(slot) {

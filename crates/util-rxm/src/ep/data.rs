@@ -58,16 +58,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         } = req;
         let iov = local.bufs.to_vec();
         let desc = local.desc_words();
-        let total: usize = iov.iter().map(|v| v.len).sum();
-        if total != rma.len {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: {total} local bytes for a remote buffer of {}",
-                    rma.len
-                ),
-            ));
-        }
+        let total = req.matched_len(NAME)?;
         if iov.len() > IOV_LIMIT {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -141,18 +132,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         let (cmp, cdesc) = (compare.bufs, compare.desc_words());
         let (res, rdesc) = (result.bufs, result.desc_words());
         ofi_kit::atomic::valid(op, dt, kind)?;
-        let count: usize = iov.iter().map(|v| v.count).sum();
-        let count = if op == AtomicOp::AtomicRead && count == 0 {
-            res.iter().map(|v| v.count).sum()
-        } else {
-            count
-        };
-        if count != rma.count {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: local and remote atomic element counts differ"),
-            ));
-        }
+        let count = req.matched_count(NAME)?;
         let mut owned = None;
         let mut iov = iov.to_vec();
         let mut desc = desc;

@@ -283,16 +283,6 @@ struct Conn {
     peer_rma_event: bool,
 }
 
-/// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
-/// count the peers' accesses to this endpoint's memory as the peers report them done
-/// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
-/// (which asks peers for those reports).
-#[derive(Default)]
-struct RemoteCntrs {
-    write: Option<ofi_kit::cntr::KitCntr>,
-    read: Option<ofi_kit::cntr::KitCntr>,
-}
-
 enum Fwd {
     Read {
         iov: Vec<Iov>,
@@ -454,7 +444,11 @@ struct Shared {
     setup: Mutex<Setup>,
     active: OnceLock<Active>,
     /// Remote-access counters (locked after `st` where both are held).
-    remote: Mutex<RemoteCntrs>,
+    /// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
+    /// count the peers' accesses to this endpoint's memory as the peers report them done
+    /// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
+    /// (which asks peers for those reports).
+    remote: Mutex<ofi_kit::remote_cntr::RemoteCntrs>,
     /// Triggered operations waiting for their counters (`trigger`).
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
@@ -594,7 +588,7 @@ impl Endpoint {
             directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
-            remote: Mutex::new(RemoteCntrs::default()),
+            remote: Mutex::default(),
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -654,10 +648,7 @@ impl Shared {
             credits: self.settings.credits as u32,
             sar_limit: self.settings.sar_limit as u64,
             instance: self.instance,
-            rma_event: {
-                let r = lock(&self.remote);
-                r.write.is_some() || r.read.is_some()
-            },
+            rma_event: lock(&self.remote).any(),
             addr: self.me_bytes.clone(),
         }
         .encode()
@@ -666,11 +657,7 @@ impl Shared {
     /// A peer reported one of its accesses to our memory done: the remote counter of
     /// its kind counts it.
     fn count_remote_access(&self, read: bool) {
-        let r = lock(&self.remote);
-        let c = if read { &r.read } else { &r.write };
-        if let Some(c) = c {
-            c.inc();
-        }
+        lock(&self.remote).count(read);
     }
 }
 
@@ -678,6 +665,16 @@ impl Shared {
 // Connections.
 
 impl St {
+    /// Connection `c`, if it is open.
+    fn conn(&self, c: usize) -> Option<&Conn> {
+        self.conns.get(c)?.as_ref()
+    }
+
+    /// Connection `c`, writable, if it is open.
+    fn conn_mut(&mut self, c: usize) -> Option<&mut Conn> {
+        self.conns.get_mut(c)?.as_mut()
+    }
+
     /// `t` on the connection manager's clock (nanoseconds since the endpoint was made).
     fn clock_at(&self, t: Instant) -> conn::Nanos {
         u64::try_from(t.saturating_duration_since(self.clock).as_nanos()).unwrap_or(u64::MAX)
@@ -693,7 +690,7 @@ impl St {
     fn conn_for_addr(&mut self, addr: &Address) -> usize {
         let key = norm_addr(addr, None).to_bytes();
         if let Some(&c) = self.by_addr.get(&key) {
-            if let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) {
+            if let Some(conn) = self.conn_mut(c) {
                 if !conn.aliases.contains(addr) {
                     conn.aliases.push(addr.clone());
                 }
@@ -833,21 +830,8 @@ impl Drop for Shared {
 
 impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     const NAME: &'static str = NAME;
-    fn bindings(&self) -> &Mutex<Setup> {
-        &self.sh.setup
-    }
 
-    fn bound(&self) -> &OnceLock<Active> {
-        &self.sh.active
-    }
-
-    fn bind_rules(&self) -> &BindRules {
-        &BIND_RULES
-    }
-
-    fn engine(&self) -> &ProgressEngine {
-        &self.sh.engine
-    }
+    ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
         f(&mut lock(&self.sh.st).m)
@@ -858,59 +842,15 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         self.sh.settings.tx_size.saturating_sub(st.live)
     }
 
-    fn name_bytes(&self) -> &[u8] {
-        &self.sh.me_bytes
-    }
-
-    fn tx_op_flags(&self) -> OpFlags {
-        self.flags.tx()
-    }
-
-    fn rx_op_flags(&self) -> OpFlags {
-        self.flags.rx()
-    }
-
-    fn directed(&self) -> bool {
-        self.sh.directed
-    }
-
     /// `FI_RMA_EVENT`: counters of the peers' RMA and atomics on this endpoint's memory
     /// (`FI_REMOTE_WRITE`: writes and atomics, `FI_REMOTE_READ`: reads), one per kind.
     fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
-        let mut r = lock(&self.sh.remote);
-        let taken = (flags.contains(OpFlags::REMOTE_WRITE) && r.write.is_some())
-            || (flags.contains(OpFlags::REMOTE_READ) && r.read.is_some());
-        if taken {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a remote-access counter is already bound"),
-            ));
-        }
-        if flags.contains(OpFlags::REMOTE_WRITE) {
-            r.write = Some(cntr.clone());
-        }
-        if flags.contains(OpFlags::REMOTE_READ) {
-            r.read = Some(cntr.clone());
-        }
-        Ok(())
+        lock(&self.sh.remote).bind(NAME, cntr, flags)
     }
 }
 
 impl EndpointOps<Fabric> for Endpoint {
-    ofi_kit::layered_endpoint_ops!(Fabric);
-
-    ofi_kit::op_flags_control!(flags);
-
-    /// `fi_ep_alias`: the same endpoint (connections, queues, bindings) with its own
-    /// default flags: a copy of this handle's, then one side set from `flags`.
-    fn alias(&self, flags: u64) -> Result<Self> {
-        Ok(Endpoint {
-            sh: Arc::clone(&self.sh),
-            flags: self
-                .flags
-                .alias(NAME, flags, <Self as ofi_kit::dataops::DataPath>::OP_FLAGS)?,
-        })
-    }
+    ofi_kit::layered_handle_ops!(Fabric, shared: sh, flags: flags);
 }
 
 #[cfg(test)]

@@ -231,12 +231,7 @@ impl Shared {
         payload: &[u8],
         done: bool,
     ) {
-        let Some(sar) = st
-            .conns
-            .get_mut(c)
-            .and_then(Option::as_mut)
-            .and_then(|x| x.sar.as_mut())
-        else {
+        let Some(sar) = st.conn_mut(c).and_then(|x| x.sar.as_mut()) else {
             return;
         };
         match &sar.target {
@@ -258,12 +253,7 @@ impl Shared {
 
     /// The segmented message open on `c` is whole (the engine acknowledges it if asked).
     pub(super) fn finish_sar(&self, act: &Active, st: &mut St, c: usize) {
-        let Some(sar) = st
-            .conns
-            .get_mut(c)
-            .and_then(Option::as_mut)
-            .and_then(|x| x.sar.take())
-        else {
+        let Some(sar) = st.conn_mut(c).and_then(|x| x.sar.take()) else {
             return;
         };
         match sar.target {

@@ -205,6 +205,83 @@ fn send_hdr(conn: &Conn, h: &Hdr) -> bool {
     unsafe { conn.send(&iov) }
 }
 
+/// One packet as a gather list: the emitted header, then `len` bytes from offset `off`
+/// of the payload — the work request's inline bytes, or else its scatter-gather list in
+/// registered memory (checked by the caller, under the MR view it holds while sending).
+struct Frame<'a> {
+    iov: [libc::iovec; MAX_SGE + 1],
+    n: usize,
+    /// The header and inline bytes the entries point at.
+    _bytes: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> Frame<'a> {
+    /// The frame of `hdr` and the payload piece `[off, off + len)`; inline bytes hold the
+    /// whole payload (`off + len` within them).
+    fn new(
+        hdr: &'a [u8; HDR_LEN],
+        inline: Option<&'a [u8]>,
+        sg: &[Sge],
+        off: u64,
+        len: u64,
+    ) -> Frame<'a> {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SGE + 1];
+        iov[0] = libc::iovec {
+            iov_base: hdr.as_ptr() as *mut _,
+            iov_len: HDR_LEN,
+        };
+        let n = match inline {
+            Some(b) => {
+                let piece = &b[off as usize..][..len as usize];
+                iov[1] = libc::iovec {
+                    iov_base: piece.as_ptr() as *mut _,
+                    iov_len: piece.len(),
+                };
+                1
+            }
+            None => MrView::gather(sg, off, len, &mut iov[1..]),
+        };
+        Frame {
+            iov,
+            n,
+            _bytes: std::marker::PhantomData,
+        }
+    }
+
+    /// The packet's pieces, header first.
+    fn pieces(&self) -> &[libc::iovec] {
+        &self.iov[..=self.n]
+    }
+
+    /// Sends the packet on `conn` now or, with a fault `delay`, a copy of it once the
+    /// delay is over (the context's service sends it). False when the connection is
+    /// dead; a delayed packet counts as sent.
+    ///
+    /// # Safety
+    /// The scatter-gather pieces point at registered memory readable for the call (the
+    /// caller holds the MR view it checked them under).
+    unsafe fn send(&self, ctx: &CtxShared, conn: Arc<Conn>, delay: Duration) -> bool {
+        if delay.is_zero() {
+            // SAFETY: header and inline bytes are borrowed for the frame's life; the
+            // rest is the caller's contract.
+            return unsafe { conn.send(self.pieces()) };
+        }
+        let mut p = Vec::with_capacity(self.pieces().iter().map(|v| v.iov_len).sum());
+        for v in self.pieces() {
+            // SAFETY: as above; copied raw.
+            p.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len)
+            });
+        }
+        lock(&ctx.delayed).push((Instant::now() + delay, conn, p));
+        ctx.wake();
+        true
+    }
+}
+
 /// The destination and immediate data of a datagram (UD or SRD, named by `kind`) send:
 /// `EINVAL` without a destination or for another operation than a send.
 fn datagram_send<'a>(
@@ -598,41 +675,11 @@ impl SoftQp {
                     ..Hdr::default()
                 }
                 .emit();
-                let mut iov = [libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                }; MAX_SGE + 1];
-                iov[0] = libc::iovec {
-                    iov_base: h.as_ptr() as *mut _,
-                    iov_len: HDR_LEN,
-                };
-                let n = match &inline {
-                    Some((b, len)) => {
-                        iov[1] = libc::iovec {
-                            iov_base: b.as_ptr() as *mut _,
-                            iov_len: *len,
-                        };
-                        1
-                    }
-                    None => MrView::gather(wr.sg_list, 0, total, &mut iov[1..]),
-                };
-                if delay.is_zero() {
-                    // SAFETY: header and inline buffer are locals; the rest lies in checked
-                    // registered memory under the held view.
-                    unsafe { conn.send(&iov[..=n]) };
-                } else {
-                    let mut p = Vec::with_capacity(HDR_LEN + total as usize);
-                    for v in &iov[..=n] {
-                        // SAFETY: as above; copied raw.
-                        let s = unsafe {
-                            std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len)
-                        }
-                        .to_vec();
-                        p.extend_from_slice(&s);
-                    }
-                    lock(&ctx.delayed).push((Instant::now() + delay, conn, p));
-                    ctx.wake();
-                }
+                let inline = inline.as_ref().map(|(b, len)| &b[..*len]);
+                let frame = Frame::new(&h, inline, wr.sg_list, 0, total);
+                // SAFETY: the scatter-gather list lies in registered memory checked under
+                // the view held here. A datagram may be lost: the result does not matter.
+                unsafe { frame.send(ctx, conn, delay) };
             }
         }
         drop(view);

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use super::super::conn::Conn;
 use super::super::cq::lock;
 use super::super::ctx::CtxShared;
-use super::super::mem::MrView;
-use super::super::wire::{Hdr, Kind, Nak, ReqOp, FRAG, F_FIRST, F_LAST, F_SOLICITED, HDR_LEN};
-use super::{rnr_delay, send_hdr, seq_le, QpInner, SendSlot, SoftQp, MAX_SGE};
+use super::super::wire::{Hdr, Kind, Nak, ReqOp, FRAG, F_FIRST, F_LAST, F_SOLICITED};
+use super::{rnr_delay, send_hdr, seq_le, Frame, QpInner, SendSlot, SoftQp};
 use crate::verbs::{EventType, Gid, QpState, QpType, SendOp, WcStatus};
 
 impl SoftQp {
@@ -134,27 +133,11 @@ impl SoftQp {
                 | if off == 0 { F_FIRST } else { 0 }
                 | if off + len == s.total { F_LAST } else { 0 };
             let hb = h.emit();
-            let mut iov = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; MAX_SGE + 1];
-            iov[0] = libc::iovec {
-                iov_base: hb.as_ptr() as *mut _,
-                iov_len: HDR_LEN,
-            };
-            let n = match &s.inline {
-                Some((b, _)) => {
-                    iov[1] = libc::iovec {
-                        iov_base: b[off as usize..].as_ptr() as *mut _,
-                        iov_len: len as usize,
-                    };
-                    1
-                }
-                None => MrView::gather(s.sg.get(), off, len, &mut iov[1..]),
-            };
+            let inline = s.inline.as_ref().map(|(b, _)| &b[..]);
+            let frame = Frame::new(&hb, inline, s.sg.get(), off, len);
             // SAFETY: header and inline data are alive; the rest lies in registered
             // memory checked under the view held here.
-            if !unsafe { conn.send(&iov[..=n]) } {
+            if !unsafe { conn.send(frame.pieces()) } {
                 return Err(WcStatus::RetryExcErr);
             }
             off += len;

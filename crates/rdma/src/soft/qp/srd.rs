@@ -38,10 +38,9 @@ use ofi_core::{Errno, Error, Result};
 use super::super::conn::Conn;
 use super::super::cq::lock;
 use super::super::ctx::CtxShared;
-use super::super::mem::MrView;
-use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN};
+use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED};
 use super::super::SRD_MTU;
-use super::{rnr_delay, send_hdr, QpInner, SgList, SoftQp, MAX_INLINE, MAX_SGE};
+use super::{rnr_delay, send_hdr, Frame, QpInner, SgList, SoftQp, MAX_INLINE};
 use crate::verbs::{Gid, QpState, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion};
 
 /// An SRD send not yet answered.
@@ -156,41 +155,13 @@ impl SoftQp {
             ..Hdr::default()
         }
         .emit();
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_SGE + 1];
-        iov[0] = libc::iovec {
-            iov_base: h.as_ptr() as *mut _,
-            iov_len: HDR_LEN,
-        };
-        let n = match &s.inline {
-            Some((b, len)) => {
-                iov[1] = libc::iovec {
-                    iov_base: b.as_ptr() as *mut _,
-                    iov_len: *len,
-                };
-                1
-            }
-            None => MrView::gather(s.sg.get(), 0, s.total, &mut iov[1..]),
-        };
+        let inline = s.inline.as_ref().map(|(b, len)| &b[..*len]);
+        let frame = Frame::new(&h, inline, s.sg.get(), 0, s.total);
         let delay = lock(&ctx.fault).srd_delay();
-        if delay.is_zero() {
-            // SAFETY: header and inline data are alive; the rest lies in registered
-            // memory checked under the view held here.
-            if !unsafe { conn.send(&iov[..=n]) } {
-                return Err(WcStatus::RetryExcErr);
-            }
-        } else {
-            let mut p = Vec::with_capacity(HDR_LEN + s.total as usize);
-            for v in &iov[..=n] {
-                // SAFETY: as above; copied raw.
-                let bytes =
-                    unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) };
-                p.extend_from_slice(bytes);
-            }
-            lock(&ctx.delayed).push((Instant::now() + delay, conn, p));
-            ctx.wake();
+        // SAFETY: the scatter-gather list lies in registered memory checked under the
+        // view held here.
+        if !unsafe { frame.send(ctx, conn, delay) } {
+            return Err(WcStatus::RetryExcErr);
         }
         Ok(())
     }
