@@ -66,6 +66,33 @@ pub enum Address {
     },
 }
 
+impl AddrFormat {
+    /// True for the formats whose C binary form [`Address::from_bytes`] decodes into a
+    /// structured address (`FI_SOCKADDR`, `FI_SOCKADDR_IN`, `FI_SOCKADDR_IN6`,
+    /// `FI_ADDR_STR`); every other format stays [`Address::Raw`].
+    pub const fn has_structured_form(self) -> bool {
+        matches!(
+            self,
+            AddrFormat::SOCKADDR
+                | AddrFormat::SOCKADDR_IN
+                | AddrFormat::SOCKADDR_IN6
+                | AddrFormat::STR
+        )
+    }
+
+    /// True for the socket address formats, the ones `FI_SOCKADDR` stands for:
+    /// `FI_SOCKADDR` itself, `FI_SOCKADDR_IN`, `FI_SOCKADDR_IN6` and `FI_SOCKADDR_IB`.
+    pub const fn is_socket(self) -> bool {
+        matches!(
+            self,
+            AddrFormat::SOCKADDR
+                | AddrFormat::SOCKADDR_IN
+                | AddrFormat::SOCKADDR_IN6
+                | AddrFormat::SOCKADDR_IB
+        )
+    }
+}
+
 impl Address {
     /// The address format: `SOCKADDR_IN`, `SOCKADDR_IN6`, `STR`, or the `Raw` format.
     pub fn format(&self) -> AddrFormat {
@@ -194,13 +221,7 @@ impl Address {
             }
             Address::Str(s) => s.clone(),
             Address::Raw { format, bytes } => {
-                if matches!(
-                    *format,
-                    AddrFormat::SOCKADDR
-                        | AddrFormat::SOCKADDR_IN
-                        | AddrFormat::SOCKADDR_IN6
-                        | AddrFormat::STR
-                ) {
+                if format.has_structured_form() {
                     if let Ok(a) = Address::from_bytes(*format, bytes) {
                         return a.to_addr_str();
                     }
@@ -351,15 +372,7 @@ fn raw_format_for_scheme(lower: &str) -> Option<AddrFormat> {
     AddrFormat::ALL
         .iter()
         .copied()
-        .filter(|f| {
-            !matches!(
-                *f,
-                AddrFormat::SOCKADDR
-                    | AddrFormat::SOCKADDR_IN
-                    | AddrFormat::SOCKADDR_IN6
-                    | AddrFormat::STR
-            )
-        })
+        .filter(|f| !f.has_structured_form())
         .find(|f| f.name().eq_ignore_ascii_case(lower))
 }
 

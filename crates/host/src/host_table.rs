@@ -110,6 +110,29 @@ unsafe extern "C" fn h_param_declare(
     })
 }
 
+/// The shared body of the `param_get_*` slots: looks the parameter (`prov`, `name`) up
+/// with `get`; 0 when it is not set, else what `store` answers after writing the value
+/// to the caller.
+///
+/// # Safety
+/// `prov` and `name` valid for the call (contract).
+unsafe fn param_get<T>(
+    err: *mut ErrBuf,
+    what: &str,
+    (prov, name): (RawStr, RawStr),
+    get: fn(Option<&str>, &str) -> Result<Option<T>>,
+    store: impl FnOnce(T) -> Result<i32>,
+) -> i32 {
+    host_slot(err, what, || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match get(p, n)? {
+            None => Ok(0),
+            Some(v) => store(v),
+        }
+    })
+}
+
 unsafe extern "C" fn h_param_get_str(
     prov: RawStr,
     name: RawStr,
@@ -118,26 +141,29 @@ unsafe extern "C" fn h_param_get_str(
     len: *mut usize,
     err: *mut ErrBuf,
 ) -> i32 {
-    host_slot(err, "param_get_str", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_str(p, n)? {
-            None => Ok(0),
-            Some(v) => {
-                if len.is_null() {
-                    return Err(Error::new(Errno::EINVAL, "len: null"));
-                }
-                // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
-                unsafe {
-                    *len = v.len();
-                    if v.len() <= cap && !buf.is_null() {
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
-                    }
-                }
-                Ok(1)
+    let store = |v: String| {
+        if len.is_null() {
+            return Err(Error::new(Errno::EINVAL, "len: null"));
+        }
+        // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
+        unsafe {
+            *len = v.len();
+            if v.len() <= cap && !buf.is_null() {
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
             }
         }
-    })
+        Ok(1)
+    };
+    // SAFETY: strings valid for the call (contract).
+    unsafe {
+        param_get(
+            err,
+            "param_get_str",
+            (prov, name),
+            crate::param::get_str,
+            store,
+        )
+    }
 }
 
 /// # Safety
@@ -157,15 +183,16 @@ unsafe extern "C" fn h_param_get_int(
     out: *mut i64,
     err: *mut ErrBuf,
 ) -> i32 {
-    host_slot(err, "param_get_int", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_int(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
-        }
-    })
+    // SAFETY: strings valid for the call, `out` for a write (contract).
+    unsafe {
+        param_get(
+            err,
+            "param_get_int",
+            (prov, name),
+            crate::param::get_int,
+            |v| put(out, v),
+        )
+    }
 }
 
 unsafe extern "C" fn h_param_get_size(
@@ -174,15 +201,16 @@ unsafe extern "C" fn h_param_get_size(
     out: *mut usize,
     err: *mut ErrBuf,
 ) -> i32 {
-    host_slot(err, "param_get_size", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_size(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
-        }
-    })
+    // SAFETY: strings valid for the call, `out` for a write (contract).
+    unsafe {
+        param_get(
+            err,
+            "param_get_size",
+            (prov, name),
+            crate::param::get_size,
+            |v| put(out, v),
+        )
+    }
 }
 
 unsafe extern "C" fn h_param_get_bool(
@@ -191,15 +219,16 @@ unsafe extern "C" fn h_param_get_bool(
     out: *mut u8,
     err: *mut ErrBuf,
 ) -> i32 {
-    host_slot(err, "param_get_bool", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_bool(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v as u8) },
-        }
-    })
+    // SAFETY: strings valid for the call, `out` for a write (contract).
+    unsafe {
+        param_get(
+            err,
+            "param_get_bool",
+            (prov, name),
+            crate::param::get_bool,
+            |v| put(out, u8::from(v)),
+        )
+    }
 }
 
 unsafe extern "C" fn h_getinfo(

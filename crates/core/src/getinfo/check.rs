@@ -106,13 +106,7 @@ pub fn addr_format_accepts(offered: AddrFormat, asked: AddrFormat) -> bool {
         return true;
     }
     match offered {
-        AddrFormat::SOCKADDR => matches!(
-            asked,
-            AddrFormat::SOCKADDR
-                | AddrFormat::SOCKADDR_IN
-                | AddrFormat::SOCKADDR_IN6
-                | AddrFormat::SOCKADDR_IB
-        ),
+        AddrFormat::SOCKADDR => asked.is_socket(),
         AddrFormat::SOCKADDR_IN => matches!(asked, AddrFormat::SOCKADDR | AddrFormat::SOCKADDR_IN),
         AddrFormat::SOCKADDR_IN6 => {
             matches!(asked, AddrFormat::SOCKADDR | AddrFormat::SOCKADDR_IN6)
