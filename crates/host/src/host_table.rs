@@ -177,58 +177,28 @@ unsafe fn put<T>(out: *mut T, v: T) -> Result<i32> {
     Ok(1)
 }
 
-unsafe extern "C" fn h_param_get_int(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut i64,
-    err: *mut ErrBuf,
-) -> i32 {
-    // SAFETY: strings valid for the call, `out` for a write (contract).
-    unsafe {
-        param_get(
-            err,
-            "param_get_int",
-            (prov, name),
-            crate::param::get_int,
-            |v| put(out, v),
-        )
-    }
+/// Writes the typed `param_get_*` slots: each looks the parameter up with its getter
+/// and writes the value, converted to the slot's C type, to `*out` (1), or answers 0
+/// when the parameter is not set.
+macro_rules! typed_param_get_slots {
+    ($($slot:ident($cty:ty) = $get:ident, |$v:ident| $to_c:expr;)*) => {$(
+        unsafe extern "C" fn $slot(
+            prov: RawStr,
+            name: RawStr,
+            out: *mut $cty,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            let what = concat!("param_", stringify!($get));
+            // SAFETY: strings valid for the call, `out` for a write (contract).
+            unsafe { param_get(err, what, (prov, name), crate::param::$get, |$v| put(out, $to_c)) }
+        }
+    )*};
 }
 
-unsafe extern "C" fn h_param_get_size(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    // SAFETY: strings valid for the call, `out` for a write (contract).
-    unsafe {
-        param_get(
-            err,
-            "param_get_size",
-            (prov, name),
-            crate::param::get_size,
-            |v| put(out, v),
-        )
-    }
-}
-
-unsafe extern "C" fn h_param_get_bool(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut u8,
-    err: *mut ErrBuf,
-) -> i32 {
-    // SAFETY: strings valid for the call, `out` for a write (contract).
-    unsafe {
-        param_get(
-            err,
-            "param_get_bool",
-            (prov, name),
-            crate::param::get_bool,
-            |v| put(out, u8::from(v)),
-        )
-    }
+typed_param_get_slots! {
+    h_param_get_int(i64) = get_int, |v| v;
+    h_param_get_size(usize) = get_size, |v| v;
+    h_param_get_bool(u8) = get_bool, |v| u8::from(v);
 }
 
 unsafe extern "C" fn h_getinfo(

@@ -103,14 +103,23 @@ fn bracket(names: &[&str]) -> String {
     format!("[ {} ]", names.join(", "))
 }
 
+/// The names of the flags of a printer's `order` table that `is_set` holds, in the
+/// table's order.
+fn names_in_order<F: Copy>(
+    order: &[(F, &'static str)],
+    is_set: impl Fn(F) -> bool,
+) -> Vec<&'static str> {
+    order
+        .iter()
+        .filter(|(f, _)| is_set(*f))
+        .map(|(_, n)| *n)
+        .collect()
+}
+
 /// The names of the capabilities set in `caps`, in `fi_tostr` order (see the module
 /// docs for the newer capabilities).
 pub fn caps_names(caps: Caps) -> Vec<&'static str> {
-    CAPS_ORDER
-        .iter()
-        .filter(|(f, _)| caps.contains(*f))
-        .map(|(_, n)| *n)
-        .collect()
+    names_in_order(CAPS_ORDER, |f| caps.contains(f))
 }
 
 /// Capabilities as `fi_tostr` prints them: `[ FI_MSG, FI_RMA ]`, `[  ]` when empty.
@@ -121,11 +130,7 @@ pub fn caps_str(caps: Caps) -> String {
 /// The names of the operation flags set in `flags` that the C printer shows as
 /// operation flags, in its order.
 pub fn op_flags_names(flags: OpFlags) -> Vec<&'static str> {
-    OP_FLAGS_ORDER
-        .iter()
-        .filter(|(f, _)| flags.contains(*f))
-        .map(|(_, n)| *n)
-        .collect()
+    names_in_order(OP_FLAGS_ORDER, |f| flags.contains(f))
 }
 
 /// Operation flags as `fi_tostr` prints them, e.g. `[ FI_COMPLETION ]`.
