@@ -305,38 +305,36 @@ impl From<SocketAddrV6> for Address {
     }
 }
 
-fn decode_in(b: &[u8]) -> Res<Address> {
-    if b.len() < SOCKADDR_IN_LEN {
-        return einval(format!(
-            "sockaddr_in too short: {} bytes, need {SOCKADDR_IN_LEN}",
-            b.len()
-        ));
+/// The head a `sockaddr_in` and a `sockaddr_in6` (`kind`) share: at least `len` bytes,
+/// the family field `family` (`family_name`), then the port in network order, which is
+/// returned.
+fn sockaddr_port(b: &[u8], kind: &str, len: usize, family: u16, family_name: &str) -> Res<u16> {
+    if b.len() < len {
+        return einval(format!("{kind} too short: {} bytes, need {len}", b.len()));
     }
     let fam = u16::from_ne_bytes([b[0], b[1]]);
-    if fam != FAMILY_INET {
+    if fam != family {
         return einval(format!(
-            "sockaddr_in has family {fam}, expected AF_INET ({FAMILY_INET})"
+            "{kind} has family {fam}, expected {family_name} ({family})"
         ));
     }
-    let port = u16::from_be_bytes([b[2], b[3]]);
+    Ok(u16::from_be_bytes([b[2], b[3]]))
+}
+
+fn decode_in(b: &[u8]) -> Res<Address> {
+    let port = sockaddr_port(b, "sockaddr_in", SOCKADDR_IN_LEN, FAMILY_INET, "AF_INET")?;
     let ip = Ipv4Addr::new(b[4], b[5], b[6], b[7]);
     Ok(Address::Inet(SocketAddrV4::new(ip, port)))
 }
 
 fn decode_in6(b: &[u8]) -> Res<Address> {
-    if b.len() < SOCKADDR_IN6_LEN {
-        return einval(format!(
-            "sockaddr_in6 too short: {} bytes, need {SOCKADDR_IN6_LEN}",
-            b.len()
-        ));
-    }
-    let fam = u16::from_ne_bytes([b[0], b[1]]);
-    if fam != FAMILY_INET6 {
-        return einval(format!(
-            "sockaddr_in6 has family {fam}, expected AF_INET6 ({FAMILY_INET6})"
-        ));
-    }
-    let port = u16::from_be_bytes([b[2], b[3]]);
+    let port = sockaddr_port(
+        b,
+        "sockaddr_in6",
+        SOCKADDR_IN6_LEN,
+        FAMILY_INET6,
+        "AF_INET6",
+    )?;
     let flow = u32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
     let mut octets = [0u8; 16];
     octets.copy_from_slice(&b[8..24]);
@@ -682,6 +680,26 @@ mod tests {
         assert_eq!(
             Address::from_bytes(AddrFormat::SOCKADDR_IN6, &long).unwrap(),
             a
+        );
+    }
+
+    #[test]
+    fn format_sets() {
+        for f in AddrFormat::ALL.iter().copied().chain([AddrFormat(99)]) {
+            // The structured formats are exactly those `from_bytes` does not keep raw.
+            let bytes = [0u8; 64];
+            let kept_raw = matches!(Address::from_bytes(f, &bytes), Ok(Address::Raw { .. }));
+            assert_eq!(f.has_structured_form(), !kept_raw, "{f}");
+        }
+        let sockets: Vec<_> = AddrFormat::ALL.iter().filter(|f| f.is_socket()).collect();
+        assert_eq!(
+            sockets,
+            [
+                &AddrFormat::SOCKADDR,
+                &AddrFormat::SOCKADDR_IN,
+                &AddrFormat::SOCKADDR_IN6,
+                &AddrFormat::SOCKADDR_IB
+            ]
         );
     }
 
