@@ -625,6 +625,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `e`, the error for `input`, is `FI_EINVAL` and its text mentions `what`.
+    fn assert_einval_mentions(e: &Error, input: &str, what: &str) {
+        assert_eq!(e.code(), Errno::EINVAL, "{input}");
+        assert!(
+            e.to_string().contains(what),
+            "{input}: {e} should mention {what}"
+        );
+    }
+
     fn v4(s: &str) -> Address {
         Address::Inet(s.parse().unwrap())
     }
@@ -729,8 +738,7 @@ mod tests {
         ];
         for (f, b, what) in cases {
             let e = Address::from_bytes(f, &b).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{f} {b:?}");
-            assert!(e.to_string().contains(what), "{e} should mention {what}");
+            assert_einval_mentions(&e, &format!("{f} {b:?}"), what);
         }
     }
 
@@ -857,12 +865,7 @@ mod tests {
             ("fi_sockaddr_in://1.2.3.4:1?flowinfo=3", "IPv6"),
             ("fi_sockaddr_in6://[::1:1", "']'"),
         ] {
-            let e = Address::parse_addr_str(s).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{s}");
-            assert!(
-                e.to_string().contains(what),
-                "{s}: {e} should mention {what}"
-            );
+            assert_einval_mentions(&Address::parse_addr_str(s).unwrap_err(), s, what);
         }
     }
 
@@ -914,12 +917,7 @@ mod tests {
             ("fi_x://a]:1", "']'"),
             ("fi_x://h?=v", "no key"),
         ] {
-            let e = AddrStr::parse(s).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{s}");
-            assert!(
-                e.to_string().contains(what),
-                "{s}: {e} should mention {what}"
-            );
+            assert_einval_mentions(&AddrStr::parse(s).unwrap_err(), s, what);
         }
     }
 
