@@ -226,6 +226,21 @@ def files_naming(op, cls=None):
     return sorted(hits)
 
 
+# The forms of a list's entry lines: (pattern, the groups that name the operation,
+# whether its plumbing is generated).
+ENTRY_FORMS = [
+    # A data operation (`name / host / Variant`): its C name.
+    (r"\s*(\w+) / (\w+) / (\w+)", (1,), True),
+    # A query: its slot and its method are two names of one operation.
+    (r"\s*(\w+) / (\w+);", (1, 2), True),
+    # A `close` entry: the class's generic close.
+    (r"\s*(close);\s*$", (1,), True),
+    (r"\s*op (\w+)\(", (1,), True),
+    # A `fn` entry, written by hand.
+    (r"\s*fn (?:@\d+ )?(\w+)\(", (1,), False),
+]
+
+
 def list_ops():
     """(class, name, generated) of every entry of the lists: the data operations and
     queries of `for_each_ep_data_op!`, and every class list of `abi/ctl_ops.rs`
@@ -246,28 +261,11 @@ def list_ops():
                 if g:
                     cls = GROUP_CLASS.get(g.group(1), g.group(1))
                     continue
-                e = re.match(r"\s*(\w+) / (\w+) / (\w+)", line)
-                if e:
-                    ops.append((cls, e.group(1), True))
-                    continue
-                q = re.match(r"\s*(\w+) / (\w+);", line)
-                if q:
-                    # A query: its slot and its method are two names of one operation.
-                    ops.append((cls, q.group(1), True))
-                    ops.append((cls, q.group(2), True))
-                    continue
-                c = re.match(r"\s*(close);\s*$", line)
-                if c:
-                    # A `close` entry: the class's generic close.
-                    ops.append((cls, c.group(1), True))
-                    continue
-                o = re.match(r"\s*op (\w+)\(", line)
-                if o:
-                    ops.append((cls, o.group(1), True))
-                    continue
-                h = re.match(r"\s*fn (?:@\d+ )?(\w+)\(", line)
-                if h:
-                    ops.append((cls, h.group(1), False))
+                for pattern, names, generated in ENTRY_FORMS:
+                    entry = re.match(pattern, line)
+                    if entry:
+                        ops.extend((cls, entry.group(k), generated) for k in names)
+                        break
     return ops
 
 

@@ -145,11 +145,9 @@ pub mod data {
     /// endpoint's raw method) and its type `sig::name`.
     macro_rules! c_data_slots {
         ($($group:ident $Table:ident {
-            $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-                ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-                => ($($p:ident : $pty:ty = $from:expr),*)
-                <= ($($low:expr),*);)*
-        } $(+ queries { $($q:tt)* })?)*) => {
+            $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt
+                ($($c:ident : $cty:ty $(as $hty:ty)?),*) $p:tt $low:tt;)*
+        } $queries:tt)*) => {
             $($(
                 $(#[$doc])*
                 ///

@@ -66,6 +66,33 @@ pub enum Address {
     },
 }
 
+impl AddrFormat {
+    /// True for the formats whose C binary form [`Address::from_bytes`] decodes into a
+    /// structured address (`FI_SOCKADDR`, `FI_SOCKADDR_IN`, `FI_SOCKADDR_IN6`,
+    /// `FI_ADDR_STR`); every other format stays [`Address::Raw`].
+    pub const fn has_structured_form(self) -> bool {
+        matches!(
+            self,
+            AddrFormat::SOCKADDR
+                | AddrFormat::SOCKADDR_IN
+                | AddrFormat::SOCKADDR_IN6
+                | AddrFormat::STR
+        )
+    }
+
+    /// True for the socket address formats, the ones `FI_SOCKADDR` stands for:
+    /// `FI_SOCKADDR` itself, `FI_SOCKADDR_IN`, `FI_SOCKADDR_IN6` and `FI_SOCKADDR_IB`.
+    pub const fn is_socket(self) -> bool {
+        matches!(
+            self,
+            AddrFormat::SOCKADDR
+                | AddrFormat::SOCKADDR_IN
+                | AddrFormat::SOCKADDR_IN6
+                | AddrFormat::SOCKADDR_IB
+        )
+    }
+}
+
 impl Address {
     /// The address format: `SOCKADDR_IN`, `SOCKADDR_IN6`, `STR`, or the `Raw` format.
     pub fn format(&self) -> AddrFormat {
@@ -194,13 +221,7 @@ impl Address {
             }
             Address::Str(s) => s.clone(),
             Address::Raw { format, bytes } => {
-                if matches!(
-                    *format,
-                    AddrFormat::SOCKADDR
-                        | AddrFormat::SOCKADDR_IN
-                        | AddrFormat::SOCKADDR_IN6
-                        | AddrFormat::STR
-                ) {
+                if format.has_structured_form() {
                     if let Ok(a) = Address::from_bytes(*format, bytes) {
                         return a.to_addr_str();
                     }
@@ -284,38 +305,36 @@ impl From<SocketAddrV6> for Address {
     }
 }
 
-fn decode_in(b: &[u8]) -> Res<Address> {
-    if b.len() < SOCKADDR_IN_LEN {
-        return einval(format!(
-            "sockaddr_in too short: {} bytes, need {SOCKADDR_IN_LEN}",
-            b.len()
-        ));
+/// The head a `sockaddr_in` and a `sockaddr_in6` (`kind`) share: at least `len` bytes,
+/// the family field `family` (`family_name`), then the port in network order, which is
+/// returned.
+fn sockaddr_port(b: &[u8], kind: &str, len: usize, family: u16, family_name: &str) -> Res<u16> {
+    if b.len() < len {
+        return einval(format!("{kind} too short: {} bytes, need {len}", b.len()));
     }
     let fam = u16::from_ne_bytes([b[0], b[1]]);
-    if fam != FAMILY_INET {
+    if fam != family {
         return einval(format!(
-            "sockaddr_in has family {fam}, expected AF_INET ({FAMILY_INET})"
+            "{kind} has family {fam}, expected {family_name} ({family})"
         ));
     }
-    let port = u16::from_be_bytes([b[2], b[3]]);
+    Ok(u16::from_be_bytes([b[2], b[3]]))
+}
+
+fn decode_in(b: &[u8]) -> Res<Address> {
+    let port = sockaddr_port(b, "sockaddr_in", SOCKADDR_IN_LEN, FAMILY_INET, "AF_INET")?;
     let ip = Ipv4Addr::new(b[4], b[5], b[6], b[7]);
     Ok(Address::Inet(SocketAddrV4::new(ip, port)))
 }
 
 fn decode_in6(b: &[u8]) -> Res<Address> {
-    if b.len() < SOCKADDR_IN6_LEN {
-        return einval(format!(
-            "sockaddr_in6 too short: {} bytes, need {SOCKADDR_IN6_LEN}",
-            b.len()
-        ));
-    }
-    let fam = u16::from_ne_bytes([b[0], b[1]]);
-    if fam != FAMILY_INET6 {
-        return einval(format!(
-            "sockaddr_in6 has family {fam}, expected AF_INET6 ({FAMILY_INET6})"
-        ));
-    }
-    let port = u16::from_be_bytes([b[2], b[3]]);
+    let port = sockaddr_port(
+        b,
+        "sockaddr_in6",
+        SOCKADDR_IN6_LEN,
+        FAMILY_INET6,
+        "AF_INET6",
+    )?;
     let flow = u32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
     let mut octets = [0u8; 16];
     octets.copy_from_slice(&b[8..24]);
@@ -351,15 +370,7 @@ fn raw_format_for_scheme(lower: &str) -> Option<AddrFormat> {
     AddrFormat::ALL
         .iter()
         .copied()
-        .filter(|f| {
-            !matches!(
-                *f,
-                AddrFormat::SOCKADDR
-                    | AddrFormat::SOCKADDR_IN
-                    | AddrFormat::SOCKADDR_IN6
-                    | AddrFormat::STR
-            )
-        })
+        .filter(|f| !f.has_structured_form())
         .find(|f| f.name().eq_ignore_ascii_case(lower))
 }
 
@@ -614,6 +625,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `e`, the error for `input`, is `FI_EINVAL` and its text mentions `what`.
+    fn assert_einval_mentions(e: &Error, input: &str, what: &str) {
+        assert_eq!(e.code(), Errno::EINVAL, "{input}");
+        assert!(
+            e.to_string().contains(what),
+            "{input}: {e} should mention {what}"
+        );
+    }
+
     fn v4(s: &str) -> Address {
         Address::Inet(s.parse().unwrap())
     }
@@ -673,6 +693,26 @@ mod tests {
     }
 
     #[test]
+    fn format_sets() {
+        for f in AddrFormat::ALL.iter().copied().chain([AddrFormat(99)]) {
+            // The structured formats are exactly those `from_bytes` does not keep raw.
+            let bytes = [0u8; 64];
+            let kept_raw = matches!(Address::from_bytes(f, &bytes), Ok(Address::Raw { .. }));
+            assert_eq!(f.has_structured_form(), !kept_raw, "{f}");
+        }
+        let sockets: Vec<_> = AddrFormat::ALL.iter().filter(|f| f.is_socket()).collect();
+        assert_eq!(
+            sockets,
+            [
+                &AddrFormat::SOCKADDR,
+                &AddrFormat::SOCKADDR_IN,
+                &AddrFormat::SOCKADDR_IN6,
+                &AddrFormat::SOCKADDR_IB
+            ]
+        );
+    }
+
+    #[test]
     fn from_bytes_errors() {
         let in4 = v4("1.2.3.4:5").to_bytes();
         let in6 = Address::Inet6("[::1]:5".parse().unwrap()).to_bytes();
@@ -698,8 +738,7 @@ mod tests {
         ];
         for (f, b, what) in cases {
             let e = Address::from_bytes(f, &b).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{f} {b:?}");
-            assert!(e.to_string().contains(what), "{e} should mention {what}");
+            assert_einval_mentions(&e, &format!("{f} {b:?}"), what);
         }
     }
 
@@ -826,12 +865,7 @@ mod tests {
             ("fi_sockaddr_in://1.2.3.4:1?flowinfo=3", "IPv6"),
             ("fi_sockaddr_in6://[::1:1", "']'"),
         ] {
-            let e = Address::parse_addr_str(s).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{s}");
-            assert!(
-                e.to_string().contains(what),
-                "{s}: {e} should mention {what}"
-            );
+            assert_einval_mentions(&Address::parse_addr_str(s).unwrap_err(), s, what);
         }
     }
 
@@ -883,12 +917,7 @@ mod tests {
             ("fi_x://a]:1", "']'"),
             ("fi_x://h?=v", "no key"),
         ] {
-            let e = AddrStr::parse(s).unwrap_err();
-            assert_eq!(e.code(), Errno::EINVAL, "{s}");
-            assert!(
-                e.to_string().contains(what),
-                "{s}: {e} should mention {what}"
-            );
+            assert_einval_mentions(&AddrStr::parse(s).unwrap_err(), s, what);
         }
     }
 

@@ -34,12 +34,7 @@ impl CntrAttr {
 
     /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
     pub fn from_raw(r: &RawCntrAttr) -> Result<CntrAttr> {
-        if !r.wait_set.is_null() {
-            return Err(Error::new(
-                Errno::ENOSYS,
-                "counter attribute wait_set is not supported",
-            ));
-        }
+        crate::wait::refuse_raw_wait_set(r.wait_set, "counter")?;
         if r.events != 0 {
             return Err(Error::new(
                 Errno::EINVAL,

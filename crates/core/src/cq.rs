@@ -64,12 +64,7 @@ impl CqAttr {
     /// From the raw form; unknown enumeration values are `FI_EINVAL`, a wait set is
     /// `FI_ENOSYS` (not supported through this interface yet).
     pub fn from_raw(r: &RawCqAttr) -> Result<CqAttr> {
-        if !r.wait_set.is_null() {
-            return Err(Error::new(
-                Errno::ENOSYS,
-                "CQ attribute wait_set is not supported",
-            ));
-        }
+        crate::wait::refuse_raw_wait_set(r.wait_set, "CQ")?;
         Ok(CqAttr {
             size: r.size,
             flags: r.flags,

@@ -84,13 +84,11 @@ fn or_enosys<T>(p: *const T, fallback: &'static T) -> *const T {
 /// entry's typed arguments (`as` in the list) are lowered with `to_raw()`.
 macro_rules! data_wrappers {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*) $p:tt $low:tt;)*
+    } { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })*) => {$(
         $(
-        safe_inject! { $name $host [$($kind)+] ($($c : $cty $(as $hty)?),*) $(#[$doc])* }
+        safe_inject! { $name $host $kind ($($c : $cty $(as $hty)?),*) $(#[$doc])* }
 
         $(#[$doc])*
         ///
@@ -109,7 +107,7 @@ macro_rules! data_wrappers {
             })
         }
         )*
-        $($(
+        $(
             $(#[$qdoc])*
             pub fn $qname(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
                 let mut n = 0usize;
@@ -119,7 +117,7 @@ macro_rules! data_wrappers {
                 };
                 ok_or_code(rc as isize).map(|_| n)
             }
-        )*)?
+        )*
     )*};
 }
 

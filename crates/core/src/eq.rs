@@ -11,6 +11,7 @@
 //! the returned [`Event`] and the provider's copy released at once. Nothing here panics.
 
 use std::ffi::c_void;
+use std::time::{Duration, Instant};
 
 use crate::abi::raw::{info_from_raw, EqCmEntry, EqEntry, RawEqAttr};
 use crate::abi::tables::{call_slot, EqTable};
@@ -45,12 +46,7 @@ impl EqAttr {
 
     /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
     pub fn from_raw(r: &RawEqAttr) -> Result<EqAttr> {
-        if !r.wait_set.is_null() {
-            return Err(Error::new(
-                Errno::ENOSYS,
-                "EQ attribute wait_set is not supported",
-            ));
-        }
+        crate::wait::refuse_raw_wait_set(r.wait_set, "EQ")?;
         Ok(EqAttr {
             size: r.size,
             flags: r.flags,
@@ -203,4 +199,48 @@ impl EventQueue {
     // ---- one method per entry of the list (`for_each_eq_op!`) ----
 
     crate::for_each_eq_op!(crate::abi::ctl_ops::ctl_wrappers);
+}
+
+/// Why [`EventQueue::poll_for`] returned without the event it waited for.
+#[derive(Debug)]
+pub enum EqWaitError {
+    /// Another event came first (it has been read).
+    Unexpected(Event),
+    /// An error entry came first (it has been read with `fi_eq_readerr`).
+    ErrorEntry(EqErrorEntry),
+    /// Reading the queue failed (neither `FI_EAGAIN` nor `FI_EAVAIL`).
+    Read(Error),
+    /// No event within the time limit.
+    TimedOut,
+}
+
+impl EventQueue {
+    /// Polls the queue (`fi_eq_read` every 200 µs, for at most `limit`) until the next
+    /// event arrives: `Ok` when it is `want`, else why not. For queues whose provider
+    /// has no blocking read; the wait is bounded.
+    pub fn poll_for(
+        &self,
+        want: EqEvent,
+        limit: Duration,
+    ) -> std::result::Result<Event, EqWaitError> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.read() {
+                Ok(ev) if ev.event == want => return Ok(ev),
+                Ok(ev) => return Err(EqWaitError::Unexpected(ev)),
+                Err(e) if e.code() == Errno::EAVAIL => {
+                    return Err(match self.readerr() {
+                        Ok(entry) => EqWaitError::ErrorEntry(entry),
+                        Err(e) => EqWaitError::Read(e),
+                    });
+                }
+                Err(e) if e.code() == Errno::EAGAIN => {}
+                Err(e) => return Err(EqWaitError::Read(e)),
+            }
+            if Instant::now() >= deadline {
+                return Err(EqWaitError::TimedOut);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
 }

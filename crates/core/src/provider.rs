@@ -259,11 +259,9 @@ pub trait DomainOps<F: FabricOps>: Sized + Send + Sync + 'static {
 /// `FI_ENOSYS` by default.
 macro_rules! data_trait_methods {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt $c:tt
+            ($($p:ident : $pty:ty = $from:expr),*) $low:tt;)*
+    } { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })*) => {$(
         $(
             $(#[$doc])*
             ///
@@ -277,12 +275,12 @@ macro_rules! data_trait_methods {
                 enosys_fast()
             }
         )*
-        $($(
+        $(
             $(#[$qdoc])*
             fn $qname(&self, _datatype: Datatype, _op: AtomicOp) -> Result<usize> {
                 enosys_fast()
             }
-        )*)?
+        )*
     )*};
 }
 

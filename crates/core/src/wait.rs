@@ -1,9 +1,23 @@
 //! Wait sets (`fi_wait`): attributes and the public [`WaitSet`]. Nothing here panics.
 
-use crate::abi::raw::RawWaitAttr;
+use crate::abi::raw::{Obj, RawWaitAttr};
 use crate::abi::tables::WaitTable;
 use crate::enums::WaitObj;
-use crate::error::Result;
+use crate::error::{Errno, Error, Result};
+
+/// The check the raw attributes of an object that can signal a wait set (CQ, EQ,
+/// counter) share: a `wait_set` in them is `FI_ENOSYS` (`object`'s attribute is not
+/// supported through this interface yet; the `*_open_in` calls take the set).
+pub(crate) fn refuse_raw_wait_set(wait_set: Obj, object: &str) -> Result<()> {
+    if wait_set.is_null() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Errno::ENOSYS,
+            format!("{object} attribute wait_set is not supported"),
+        ))
+    }
+}
 
 /// Wait set attributes (`struct fi_wait_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

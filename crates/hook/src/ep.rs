@@ -152,14 +152,12 @@ macro_rules! trace_args {
 /// [`Hook::ctl`].
 macro_rules! hook_forwarders {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {$(
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt $c:tt
+            ($($p:ident : $pty:ty = $from:expr),*) ($($low:expr),*);)*
+    } { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })*) => {$(
         $(
         unsafe fn $name(&self, $($p: $pty),*) -> Result<()> {
-            const KIND: OpKind = ofi_core::op_kind!($($kind)+);
+            const KIND: OpKind = ofi_core::op_kind!($kind);
             let args = ofi_core::data_args!($($p),*);
             let call = OpCall {
                 op: Op::$V,
@@ -186,7 +184,7 @@ macro_rules! hook_forwarders {
             })
         }
         )*
-        $($(
+        $(
             fn $qname(&self, datatype: Datatype, op: AtomicOp) -> Result<usize> {
                 self.ctl(
                     stringify!($qname),
@@ -194,7 +192,7 @@ macro_rules! hook_forwarders {
                     || self.core.inner.$qname(datatype, op),
                 )
             }
-        )*)?
+        )*
     )*};
 }
 

@@ -608,17 +608,15 @@ macro_rules! replay_if {
 /// through the host call of its own operation.
 macro_rules! hook_replay {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*) $p:tt $low:tt;)*
+    } $queries:tt)*) => {
         impl Replay<'_> {
             /// # Safety
             /// The held buffers are valid.
             unsafe fn issue(&self, ep: &Endpoint) -> Result<()> {
                 let r = self;
-                $($( replay_if!(r, ep, [$($kind)+] $V $host ($($c),*)); )*)*
+                $($( replay_if!(r, ep, $kind $V $host ($($c),*)); )*)*
                 Err(Error::new(
                     Errno::EINVAL,
                     format!("fault hook: {} is not a message send", r.held.op),

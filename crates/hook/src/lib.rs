@@ -280,11 +280,8 @@ pub const VERSION: Version = Version::new(1, 0);
 /// then the CQ and counter reads), its names and its kinds.
 macro_rules! hook_ops {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt $c:tt $p:tt $low:tt;)*
+    } $queries:tt)*) => {
         /// A data operation, as hooks see it (one per data call of the C API, in the
         /// order of the list of operations), and the reads of CQs and counters.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -324,7 +321,7 @@ macro_rules! hook_ops {
             /// list); `None` for the CQ and counter reads.
             pub const fn kind(self) -> Option<OpKind> {
                 match self {
-                    $($(Op::$V => Some(ofi_core::op_kind!($($kind)+)),)*)*
+                    $($(Op::$V => Some(ofi_core::op_kind!($kind)),)*)*
                     Op::CqRead | Op::CqReaderr | Op::CqSread | Op::CntrRead => None,
                 }
             }

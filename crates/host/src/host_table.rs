@@ -110,6 +110,29 @@ unsafe extern "C" fn h_param_declare(
     })
 }
 
+/// The shared body of the `param_get_*` slots: looks the parameter (`prov`, `name`) up
+/// with `get`; 0 when it is not set, else what `store` answers after writing the value
+/// to the caller.
+///
+/// # Safety
+/// `prov` and `name` valid for the call (contract).
+unsafe fn param_get<T>(
+    err: *mut ErrBuf,
+    what: &str,
+    (prov, name): (RawStr, RawStr),
+    get: fn(Option<&str>, &str) -> Result<Option<T>>,
+    store: impl FnOnce(T) -> Result<i32>,
+) -> i32 {
+    host_slot(err, what, || {
+        // SAFETY: strings valid for the call (contract).
+        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
+        match get(p, n)? {
+            None => Ok(0),
+            Some(v) => store(v),
+        }
+    })
+}
+
 unsafe extern "C" fn h_param_get_str(
     prov: RawStr,
     name: RawStr,
@@ -118,26 +141,29 @@ unsafe extern "C" fn h_param_get_str(
     len: *mut usize,
     err: *mut ErrBuf,
 ) -> i32 {
-    host_slot(err, "param_get_str", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_str(p, n)? {
-            None => Ok(0),
-            Some(v) => {
-                if len.is_null() {
-                    return Err(Error::new(Errno::EINVAL, "len: null"));
-                }
-                // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
-                unsafe {
-                    *len = v.len();
-                    if v.len() <= cap && !buf.is_null() {
-                        std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
-                    }
-                }
-                Ok(1)
+    let store = |v: String| {
+        if len.is_null() {
+            return Err(Error::new(Errno::EINVAL, "len: null"));
+        }
+        // SAFETY: `len` non-null, `buf` valid for `cap` bytes (contract).
+        unsafe {
+            *len = v.len();
+            if v.len() <= cap && !buf.is_null() {
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len());
             }
         }
-    })
+        Ok(1)
+    };
+    // SAFETY: strings valid for the call (contract).
+    unsafe {
+        param_get(
+            err,
+            "param_get_str",
+            (prov, name),
+            crate::param::get_str,
+            store,
+        )
+    }
 }
 
 /// # Safety
@@ -151,55 +177,28 @@ unsafe fn put<T>(out: *mut T, v: T) -> Result<i32> {
     Ok(1)
 }
 
-unsafe extern "C" fn h_param_get_int(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut i64,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_int", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_int(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
+/// Writes the typed `param_get_*` slots: each looks the parameter up with its getter
+/// and writes the value, converted to the slot's C type, to `*out` (1), or answers 0
+/// when the parameter is not set.
+macro_rules! typed_param_get_slots {
+    ($($slot:ident($cty:ty) = $get:ident, |$v:ident| $to_c:expr;)*) => {$(
+        unsafe extern "C" fn $slot(
+            prov: RawStr,
+            name: RawStr,
+            out: *mut $cty,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            let what = concat!("param_", stringify!($get));
+            // SAFETY: strings valid for the call, `out` for a write (contract).
+            unsafe { param_get(err, what, (prov, name), crate::param::$get, |$v| put(out, $to_c)) }
         }
-    })
+    )*};
 }
 
-unsafe extern "C" fn h_param_get_size(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut usize,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_size", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_size(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v) },
-        }
-    })
-}
-
-unsafe extern "C" fn h_param_get_bool(
-    prov: RawStr,
-    name: RawStr,
-    out: *mut u8,
-    err: *mut ErrBuf,
-) -> i32 {
-    host_slot(err, "param_get_bool", || {
-        // SAFETY: strings valid for the call (contract).
-        let (p, n) = unsafe { (prov_name(prov)?, req_str(name, "name")?) };
-        match crate::param::get_bool(p, n)? {
-            None => Ok(0),
-            // SAFETY: `out` valid (contract).
-            Some(v) => unsafe { put(out, v as u8) },
-        }
-    })
+typed_param_get_slots! {
+    h_param_get_int(i64) = get_int, |v| v;
+    h_param_get_size(usize) = get_size, |v| v;
+    h_param_get_bool(u8) = get_bool, |v| u8::from(v);
 }
 
 unsafe extern "C" fn h_getinfo(

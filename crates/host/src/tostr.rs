@@ -103,14 +103,23 @@ fn bracket(names: &[&str]) -> String {
     format!("[ {} ]", names.join(", "))
 }
 
+/// The names of the flags of a printer's `order` table that `is_set` holds, in the
+/// table's order.
+fn names_in_order<F: Copy>(
+    order: &[(F, &'static str)],
+    is_set: impl Fn(F) -> bool,
+) -> Vec<&'static str> {
+    order
+        .iter()
+        .filter(|(f, _)| is_set(*f))
+        .map(|(_, n)| *n)
+        .collect()
+}
+
 /// The names of the capabilities set in `caps`, in `fi_tostr` order (see the module
 /// docs for the newer capabilities).
 pub fn caps_names(caps: Caps) -> Vec<&'static str> {
-    CAPS_ORDER
-        .iter()
-        .filter(|(f, _)| caps.contains(*f))
-        .map(|(_, n)| *n)
-        .collect()
+    names_in_order(CAPS_ORDER, |f| caps.contains(f))
 }
 
 /// Capabilities as `fi_tostr` prints them: `[ FI_MSG, FI_RMA ]`, `[  ]` when empty.
@@ -121,11 +130,7 @@ pub fn caps_str(caps: Caps) -> String {
 /// The names of the operation flags set in `flags` that the C printer shows as
 /// operation flags, in its order.
 pub fn op_flags_names(flags: OpFlags) -> Vec<&'static str> {
-    OP_FLAGS_ORDER
-        .iter()
-        .filter(|(f, _)| flags.contains(*f))
-        .map(|(_, n)| *n)
-        .collect()
+    names_in_order(OP_FLAGS_ORDER, |f| flags.contains(f))
 }
 
 /// Operation flags as `fi_tostr` prints them, e.g. `[ FI_COMPLETION ]`.
@@ -269,13 +274,7 @@ pub fn addr_str(addr: Option<&Address>) -> String {
         Address::Inet6(a) => format!("fi_sockaddr_in6://[{}]:{}", a.ip(), a.port()),
         Address::Str(s) => s.clone(),
         Address::Raw { format, bytes } => {
-            if matches!(
-                *format,
-                AddrFormat::SOCKADDR
-                    | AddrFormat::SOCKADDR_IN
-                    | AddrFormat::SOCKADDR_IN6
-                    | AddrFormat::STR
-            ) {
+            if format.has_structured_form() {
                 return match Address::from_bytes(*format, bytes) {
                     Ok(decoded) => addr_str(Some(&decoded)),
                     Err(_) => addr.to_addr_str(),
@@ -483,47 +482,42 @@ pub fn info_to_string(info: &Info) -> String {
     out
 }
 
+/// What `write` prints for `value` as a top-level block (no indent before its header).
+fn top_level<T>(value: T, write: impl FnOnce(&mut String, T, &str)) -> String {
+    let mut out = String::new();
+    write(&mut out, value, "");
+    out
+}
+
 /// The `fi_tostr(FI_TYPE_TX_ATTR)` text: `fi_tx_attr:` and 4-space indented fields.
 pub fn tx_attr_to_string(attr: &TxAttr) -> String {
-    let mut out = String::new();
-    write_tx_attr(&mut out, attr, "");
-    out
+    top_level(attr, write_tx_attr)
 }
 
 /// The `fi_tostr(FI_TYPE_RX_ATTR)` text: `fi_rx_attr:` and 4-space indented fields.
 pub fn rx_attr_to_string(attr: &RxAttr) -> String {
-    let mut out = String::new();
-    write_rx_attr(&mut out, attr, "");
-    out
+    top_level(attr, write_rx_attr)
 }
 
 /// The `fi_tostr(FI_TYPE_EP_ATTR)` text: `fi_ep_attr:` and 4-space indented fields.
 pub fn ep_attr_to_string(attr: &EpAttr) -> String {
-    let mut out = String::new();
-    write_ep_attr(&mut out, attr, "");
-    out
+    top_level(attr, write_ep_attr)
 }
 
 /// The `fi_tostr(FI_TYPE_DOMAIN_ATTR)` text: `fi_domain_attr:` and indented fields.
 pub fn domain_attr_to_string(attr: &DomainAttr) -> String {
-    let mut out = String::new();
-    write_domain_attr(&mut out, attr, "");
-    out
+    top_level(attr, write_domain_attr)
 }
 
 /// The `fi_tostr(FI_TYPE_FABRIC_ATTR)` text: `fi_fabric_attr:` and indented fields.
 pub fn fabric_attr_to_string(attr: &FabricAttr) -> String {
-    let mut out = String::new();
-    write_fabric_attr(&mut out, attr, "");
-    out
+    top_level(attr, write_fabric_attr)
 }
 
 /// A NIC as the C library's NIC printer shows it: `nic:` then the device, bus and
 /// link blocks (4-space steps); `nic: (nil)` for `None`.
 pub fn nic_to_string(nic: Option<&Nic>) -> String {
-    let mut out = String::new();
-    write_nic(&mut out, nic, "");
-    out
+    top_level(nic, write_nic)
 }
 
 #[cfg(test)]
@@ -854,34 +848,27 @@ fi_info:
             bytes: words.clone(),
         };
         // Expected texts are what the C 1.17 printer gives for the same bytes.
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::PSMX))),
-            "fi_addr_psmx://102030405060708"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::GNI))),
-            "fi_addr_gni://102030405060708"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::PSMX2))),
-            "fi_addr_psmx2://102030405060708:20406080a0c0e10"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::PSMX3))),
-            "fi_addr_psmx3://102030405060708:20406080a0c0e10:306090c0f121518:4080c1014181c20"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::OPX))),
-            "fi_addr_opx://0102030405060708"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::CXI))),
-            "fi_addr_cxi://0x05060708"
-        );
-        assert_eq!(
-            addr_str(Some(&raw(AddrFormat::EFA))),
-            "fi_addr_efa://[807:605:403:201:100e:c0a:806:402]:5400:50727180"
-        );
+        let expected = [
+            (AddrFormat::PSMX, "fi_addr_psmx://102030405060708"),
+            (AddrFormat::GNI, "fi_addr_gni://102030405060708"),
+            (
+                AddrFormat::PSMX2,
+                "fi_addr_psmx2://102030405060708:20406080a0c0e10",
+            ),
+            (
+                AddrFormat::PSMX3,
+                "fi_addr_psmx3://102030405060708:20406080a0c0e10:306090c0f121518:4080c1014181c20",
+            ),
+            (AddrFormat::OPX, "fi_addr_opx://0102030405060708"),
+            (AddrFormat::CXI, "fi_addr_cxi://0x05060708"),
+            (
+                AddrFormat::EFA,
+                "fi_addr_efa://[807:605:403:201:100e:c0a:806:402]:5400:50727180",
+            ),
+        ];
+        for (format, text) in expected {
+            assert_eq!(addr_str(Some(&raw(format))), text, "{format:?}");
+        }
         assert_eq!(addr_str(Some(&raw(AddrFormat::UNSPEC))), "");
         assert_eq!(addr_str(Some(&raw(AddrFormat(99)))), "");
         // Formats whose C text is a pointer use the FI_ADDR_STR form instead.

@@ -694,17 +694,15 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
 #[macro_export]
 macro_rules! __kit_data_methods {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($q:tt)* })?)*) => {$($(
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt $c:tt
+            ($($p:ident : $pty:ty = $from:expr),*) $low:tt;)*
+    } $queries:tt)*) => {$($(
         unsafe fn $name(&self, $($p: $pty),*) -> $crate::dataops::p::Result<()> {
             // SAFETY: the C API's contract for this call, forwarded.
             unsafe {
                 $crate::dataops::dispatch::<Self>(
                     self,
-                    $crate::dataops::p::op_kind!($($kind)+),
+                    $crate::dataops::p::op_kind!($kind),
                     &$crate::dataops::p::data_args!($($p),*),
                 )
             }

@@ -20,7 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{ctx, Opts, Peer as ChildProc};
-use ofi::safe::{EpAddr, Fabric, Hints, Rdm, RemoteRegion, RemoteWrite};
+use ofi::safe::{EpAddr, Hints, Rdm, RemoteRegion, RemoteWrite};
 use ofi::Caps;
 
 const USAGE: &str = "usage: atomic_counter [--procs N] [-n ADDS] [--timeout SECS]";
@@ -30,9 +30,7 @@ fn hints() -> Hints<Rdm> {
 }
 
 fn parent(o: &Opts) -> Result<(), String> {
-    let info = hints().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_hinted(hints())?;
     let mut ep = domain.endpoint(&info).build().map_err(ctx("endpoint"))?;
     let counter = domain
         .register_remote_writable(vec![0u8; 8])
@@ -91,9 +89,7 @@ fn parent(o: &Opts) -> Result<(), String> {
 
 fn child(o: &Opts) -> Result<(), String> {
     let (addr, counter): (EpAddr, RemoteRegion<RemoteWrite>) = common::hear()?;
-    let info = hints().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_hinted(hints())?;
     let mut ep = domain.endpoint(&info).build().map_err(ctx("endpoint"))?;
     let peer = ep.insert_peer(&addr).map_err(ctx("insert peer"))?;
     let mut values = Vec::with_capacity(o.count);

@@ -18,7 +18,7 @@ mod common;
 use std::time::Instant;
 
 use common::{complete_all, ctx, Opts, Peer as ChildProc};
-use ofi::safe::{EpAddr, Fabric, Hints, Listener, Msg, OpKind};
+use ofi::safe::{EpAddr, Hints, Listener, Msg, OpKind};
 
 const USAGE: &str = "usage: msg_client_server [-n COUNT] [--timeout SECS]";
 
@@ -27,13 +27,11 @@ fn request(i: usize) -> Vec<u8> {
 }
 
 fn server(o: &Opts) -> Result<(), String> {
-    let info = Hints::<Msg>::new()
-        .node_service(Some("127.0.0.1"), Some("0"))
-        .source()
-        .first()
-        .map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, fabric, domain) = common::open_hinted(
+        Hints::<Msg>::new()
+            .node_service(Some("127.0.0.1"), Some("0"))
+            .source(),
+    )?;
     let mut listener = Listener::bind(&fabric, &info).map_err(ctx("listen"))?;
     let mut child = ChildProc::spawn(&common::child_args(o))?;
     child.send(listener.addr())?;

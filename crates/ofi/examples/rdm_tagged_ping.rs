@@ -19,7 +19,7 @@ mod common;
 use std::time::Instant;
 
 use common::{complete_all, ctx, Opts, Peer as ChildProc};
-use ofi::safe::{Ep, EpAddr, Fabric, Hints, OpKind, Rdm};
+use ofi::safe::{Ep, EpAddr, Hints, OpKind, Rdm};
 use ofi::Caps;
 
 const PONG: u64 = 1 << 63;
@@ -30,12 +30,7 @@ fn payload(i: usize) -> Vec<u8> {
 }
 
 fn open() -> Result<(ofi::safe::Domain, Ep<Rdm>), String> {
-    let info = Hints::<Rdm>::new()
-        .caps(Caps::TAGGED)
-        .first()
-        .map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, _fabric, domain) = common::open_hinted(Hints::<Rdm>::new().caps(Caps::TAGGED))?;
     let ep = domain
         .endpoint(&info)
         .cq_size(256)

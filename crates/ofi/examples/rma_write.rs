@@ -36,9 +36,7 @@ fn hints() -> Hints<Rdm> {
 
 /// Fabric, domain and an endpoint whose CQ holds every completion of the run.
 fn open(o: &Opts) -> Result<(Fabric, Domain, Ep<Rdm>), String> {
-    let info = hints().first().map_err(ctx("getinfo"))?;
-    let fabric = Fabric::open(&info).map_err(ctx("fabric"))?;
-    let domain = fabric.domain(&info).map_err(ctx("domain"))?;
+    let (info, fabric, domain) = common::open_hinted(hints())?;
     let ep = domain
         .endpoint(&info)
         .cq_size(o.count + 16)

@@ -83,22 +83,24 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 fn register_builtins() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // In-tree providers, one cargo feature each.
-        #[cfg(feature = "udp")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_udp::UdpProvider>());
-        #[cfg(feature = "tcp")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
-        #[cfg(feature = "shm")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_shm::ShmProvider>());
-        #[cfg(feature = "verbs")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_verbs::VerbsProvider>());
-        #[cfg(feature = "efa")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_prov_efa::EfaProvider>());
-        // Utility providers: they layer over the core providers above (and plugins).
-        #[cfg(feature = "rxm")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxm::RxmProvider>());
-        #[cfg(feature = "rxd")]
-        ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<ofi_util_rxd::RxdProvider>());
+        /// Registers each provider type whose cargo feature is enabled, in order.
+        macro_rules! add_builtins {
+            ($($feature:literal => $provider:ty,)*) => {$(
+                #[cfg(feature = $feature)]
+                ofi_host::registry::add_builtin(ofi_core::abi::entry_for::<$provider>());
+            )*};
+        }
+        add_builtins! {
+            // In-tree providers, one cargo feature each.
+            "udp" => ofi_prov_udp::UdpProvider,
+            "tcp" => ofi_prov_tcp::TcpProvider,
+            "shm" => ofi_prov_shm::ShmProvider,
+            "verbs" => ofi_prov_verbs::VerbsProvider,
+            "efa" => ofi_prov_efa::EfaProvider,
+            // Utility providers: they layer over the core providers above (and plugins).
+            "rxm" => ofi_util_rxm::RxmProvider,
+            "rxd" => ofi_util_rxd::RxdProvider,
+        }
         // Hooks (perf, trace, debug, noop, fault), applied when FI_HOOK names them.
         #[cfg(feature = "hook")]
         for entry in ofi_hook::builtin_entries() {

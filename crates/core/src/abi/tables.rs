@@ -219,11 +219,9 @@ abi_table! {
 /// and returns `isize` (0 or `-FI_x`).
 macro_rules! data_tables {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident [$($since:literal)?] $kind:tt
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*) $p:tt $low:tt;)*
+    } { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })*) => {
         abi_table! {$(
             #[doc = concat!("The `", stringify!($group), "` data operations of an endpoint (generated from [`for_each_ep_data_op!`](crate::for_each_ep_data_op)).")]
             pub struct $Table {
@@ -231,10 +229,10 @@ macro_rules! data_tables {
                     $(#[$doc])*
                     fn $(@ $since)? $name(ep: Obj, $($c: $cty),*) -> isize;
                 )*
-                $($(
+                $(
                     $(#[$qdoc])*
                     fn $qslot(ep: Obj, datatype: u32, op: u32, count: *mut usize) -> i32;
-                )*)?
+                )*
             }
         )*}
     };

@@ -164,13 +164,7 @@ pub fn validate_request(req: &GetinfoRequest) -> Result<()> {
 fn addr_agrees(fmt: AddrFormat, a: &Address) -> bool {
     let af = a.format();
     if fmt == AddrFormat::SOCKADDR {
-        matches!(
-            af,
-            AddrFormat::SOCKADDR
-                | AddrFormat::SOCKADDR_IN
-                | AddrFormat::SOCKADDR_IN6
-                | AddrFormat::SOCKADDR_IB
-        )
+        af.is_socket()
     } else {
         af == fmt
     }

@@ -235,21 +235,24 @@ pub fn main(
 
 /// The first getinfo result for endpoint kind `K` (no other hints), its fabric and a
 /// domain.
-pub fn open_first<K: ofi::safe::EpKind>() -> Result<
-    (
-        ofi::safe::FabricInfo<K>,
-        ofi::safe::Fabric,
-        ofi::safe::Domain,
-    ),
-    String,
-> {
-    let info = ofi::safe::Hints::<K>::new()
-        .first()
-        .map_err(ctx("getinfo"))?;
+pub fn open_first<K: ofi::safe::EpKind>() -> Result<Opened<K>, String> {
+    open_hinted(ofi::safe::Hints::<K>::new())
+}
+
+/// The first getinfo result for `hints`, its fabric and a domain.
+pub fn open_hinted<K: ofi::safe::EpKind>(hints: ofi::safe::Hints<K>) -> Result<Opened<K>, String> {
+    let info = hints.first().map_err(ctx("getinfo"))?;
     let fabric = ofi::safe::Fabric::open(&info).map_err(ctx("fabric"))?;
     let domain = fabric.domain(&info).map_err(ctx("domain"))?;
     Ok((info, fabric, domain))
 }
+
+/// What [`open_hinted`] opens: the getinfo result, its fabric and a domain.
+pub type Opened<K> = (
+    ofi::safe::FabricInfo<K>,
+    ofi::safe::Fabric,
+    ofi::safe::Domain,
+);
 
 /// Shorthand: an error with context.
 pub fn ctx<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {

@@ -40,7 +40,7 @@ use super::kind::{Connectionless, EpKind, Msg, Reliable};
 use crate::abi::raw::CqTaggedEntry;
 use crate::av::{AddressVector, AvAttr};
 use crate::cq::{CompletionQueue, CqAttr};
-use crate::eq::{EqAttr, EventQueue};
+use crate::eq::{EqAttr, EqWaitError, EventQueue};
 use crate::{
     AtomicOp, CqFormat, Datatype, EqEvent, Errno, Error, Info, OpFlags, Result, WaitObj,
     ADDR_NOTAVAIL, ADDR_UNSPEC,
@@ -171,37 +171,24 @@ pub(crate) fn eq_wait(
     want: EqEvent,
     timeout: Duration,
 ) -> Result<crate::eq::Event> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match eq.read() {
-            Ok(ev) if ev.event == want => return Ok(ev),
-            Ok(ev) => {
-                return Err(Error::new(
-                    Errno::EOTHER,
-                    format!("unexpected event {:?} while waiting for {want:?}", ev.event),
-                ))
-            }
-            Err(e) if e.code() == Errno::EAVAIL => {
-                let ee = eq.readerr()?;
-                return Err(Error::new(
-                    ee.err,
-                    format!(
-                        "waiting for {want:?}: {}",
-                        eq.strerror_with_data(ee.prov_errno, &ee.err_data)
-                    ),
-                ));
-            }
-            Err(e) if e.code() == Errno::EAGAIN => {}
-            Err(e) => return Err(e),
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(
-                Errno::ETIMEDOUT,
-                format!("no {want:?} event within {timeout:?}"),
-            ));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    eq.poll_for(want, timeout).map_err(|why| match why {
+        EqWaitError::Unexpected(ev) => Error::new(
+            Errno::EOTHER,
+            format!("unexpected event {:?} while waiting for {want:?}", ev.event),
+        ),
+        EqWaitError::ErrorEntry(ee) => Error::new(
+            ee.err,
+            format!(
+                "waiting for {want:?}: {}",
+                eq.strerror_with_data(ee.prov_errno, &ee.err_data)
+            ),
+        ),
+        EqWaitError::Read(e) => e,
+        EqWaitError::TimedOut => Error::new(
+            Errno::ETIMEDOUT,
+            format!("no {want:?} event within {timeout:?}"),
+        ),
+    })
 }
 
 impl EpBuilder<Msg> {

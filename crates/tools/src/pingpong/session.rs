@@ -26,7 +26,7 @@ use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::{Endpoint, PassiveEndpoint};
-use ofi::eq::{EqAttr, EventQueue};
+use ofi::eq::{EqAttr, EqWaitError, EventQueue};
 use ofi::fabric::Fabric;
 use ofi::mr::MemoryRegion;
 use ofi::{AddrFormat, Address, CqFormat, EpType, EqEvent, Errno, Error, Info, MrMode, OpFlags};
@@ -291,37 +291,26 @@ fn eq_wait(
     limit: Duration,
     what: &str,
 ) -> ofi::Result<ofi::eq::Event> {
-    let deadline = Instant::now() + limit;
-    loop {
-        match eq.read() {
-            Ok(ev) if ev.event == want => return Ok(ev),
-            Ok(ev) => {
-                return Err(Error::new(
-                    Errno::EOTHER,
-                    format!("{what}: unexpected event {:?} (wanted {want:?})", ev.event),
-                ))
-            }
-            Err(e) if e.code() == Errno::EAVAIL => {
-                let ee = eq.readerr()?;
-                let cause = provider_cause(ee.prov_errno, || {
-                    eq.strerror_with_data(ee.prov_errno, &ee.err_data)
-                });
-                return Err(Error::new(
-                    ee.err,
-                    format!("{what}: {}{cause}", ofi::error::strerror(ee.err.0)),
-                ));
-            }
-            Err(e) if e.code() == Errno::EAGAIN => {}
-            Err(e) => return Err(ctx_err(&format!("{what}: fi_eq_read"), e)),
+    eq.poll_for(want, limit).map_err(|why| match why {
+        EqWaitError::Unexpected(ev) => Error::new(
+            Errno::EOTHER,
+            format!("{what}: unexpected event {:?} (wanted {want:?})", ev.event),
+        ),
+        EqWaitError::ErrorEntry(ee) => {
+            let cause = provider_cause(ee.prov_errno, || {
+                eq.strerror_with_data(ee.prov_errno, &ee.err_data)
+            });
+            Error::new(
+                ee.err,
+                format!("{what}: {}{cause}", ofi::error::strerror(ee.err.0)),
+            )
         }
-        if Instant::now() >= deadline {
-            return Err(Error::new(
-                Errno::ETIMEDOUT,
-                format!("{what}: no event within {limit:?}"),
-            ));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+        EqWaitError::Read(e) => ctx_err(&format!("{what}: fi_eq_read"), e),
+        EqWaitError::TimedOut => Error::new(
+            Errno::ETIMEDOUT,
+            format!("{what}: no event within {limit:?}"),
+        ),
+    })
 }
 
 /// Sizes of one side's queues.

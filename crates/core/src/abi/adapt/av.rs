@@ -12,11 +12,12 @@ pub(super) unsafe extern "C" fn av_bind<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "av.bind", || {
-        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
-            return einval("AV bind: only an event queue can be bound");
+        // SAFETY: our boxed AV and, when of class EQ, an EQ of this family (host
+        // contract).
+        unsafe {
+            let eq = bound_eq::<F>(target, "AV bind: only an event queue can be bound")?;
+            ob::<AvOf<F>>(av).bind_eq(eq, flags)
         }
-        // SAFETY: our boxed AV and an EQ of this family (host contract).
-        unsafe { ob::<AvOf<F>>(av).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
     })
 }
 

@@ -15,11 +15,9 @@ pub(super) trait DataSlots<F: FabricOps>: 'static {
 /// table's [`DataSlots`] impl.
 macro_rules! data_trampolines {
     ($($group:ident $Table:ident {
-        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $(@ $since:literal)? [$($kind:ident)+]
-            ($($c:ident : $cty:ty $(as $hty:ty)?),*)
-            => ($($p:ident : $pty:ty = $from:expr),*)
-            <= ($($low:expr),*);)*
-    } $(+ queries { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })?)*) => {
+        $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt
+            ($($c:ident : $cty:ty $(as $hty:ty)?),*) ($($p:ident : $pty:ty = $from:expr),*) $low:tt;)*
+    } { $($(#[$qdoc:meta])* $qslot:ident / $qname:ident;)* })*) => {
         /// The trampolines of the data slots (one per entry of the list).
         mod data_slots {
             use super::*;
@@ -52,7 +50,7 @@ macro_rules! data_trampolines {
         /// The trampolines of the queries (the `*atomicvalid` slots).
         mod query_slots {
             use super::*;
-            $($($(
+            $($(
                 /// The slot of this query: the endpoint's answer into `*count`.
                 ///
                 /// # Safety
@@ -72,7 +70,7 @@ macro_rules! data_trampolines {
                         })
                     })
                 }
-            )*)?)*
+            )*)*
         }
 
         $(
@@ -81,7 +79,7 @@ macro_rules! data_trampolines {
                 const TABLE: &'static $Table = &$Table {
                     size: std::mem::size_of::<$Table>(),
                     $($name: data_slots::$name::<F>,)*
-                    $($($qslot: query_slots::$qslot::<F>,)*)?
+                    $($qslot: query_slots::$qslot::<F>,)*
                     ..*$Table::ENOSYS
                 };
             }

@@ -12,11 +12,12 @@ pub(super) unsafe extern "C" fn dom_bind<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "domain.bind", || {
-        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
-            return einval("domain bind: only an event queue can be bound");
+        // SAFETY: our boxed domain and, when of class EQ, an EQ of this family (host
+        // contract).
+        unsafe {
+            let eq = bound_eq::<F>(target, "domain bind: only an event queue can be bound")?;
+            ob::<F::Domain>(dom).bind_eq(eq, flags)
         }
-        // SAFETY: our boxed domain and an EQ of this family (host contract).
-        unsafe { ob::<F::Domain>(dom).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
     })
 }
 

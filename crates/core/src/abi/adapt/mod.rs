@@ -230,6 +230,23 @@ unsafe fn ob<'a, T>(p: Obj) -> &'a T {
     unsafe { &*(p as *const T) }
 }
 
+/// The event queue handed to the `bind` slot of a domain, AV or passive endpoint (the
+/// only class they bind); anything else is `FI_EINVAL` with `refusal`.
+///
+/// # Safety
+/// A non-null `target` of class EQ is an EQ this adapter boxed for family `F`, open
+/// for `'a` (the host's contract for a bind).
+unsafe fn bound_eq<'a, F: FabricOps>(
+    target: RawFidRef,
+    refusal: &'static str,
+) -> Result<&'a EqOf<F>> {
+    if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
+        return einval(refusal);
+    }
+    // SAFETY: an EQ of this family (caller's contract).
+    Ok(unsafe { &ob::<EqBox<EqOf<F>>>(target.obj).inner })
+}
+
 /// Box `v` and store it as an opened object with table `ops`.
 ///
 /// # Safety

@@ -12,11 +12,15 @@ pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "pep.bind", || {
-        if target.obj.is_null() || FidClass::from_raw(target.class) != Some(FidClass::Eq) {
-            return einval("passive endpoint bind: only an event queue can be bound");
+        // SAFETY: our boxed passive endpoint and, when of class EQ, an EQ of this
+        // family (host contract).
+        unsafe {
+            let eq = bound_eq::<F>(
+                target,
+                "passive endpoint bind: only an event queue can be bound",
+            )?;
+            ob::<F::PassiveEp>(pep).bind_eq(eq, flags)
         }
-        // SAFETY: our boxed passive endpoint and an EQ of this family (host contract).
-        unsafe { ob::<F::PassiveEp>(pep).bind_eq(&ob::<EqBox<EqOf<F>>>(target.obj).inner, flags) }
     })
 }
 
