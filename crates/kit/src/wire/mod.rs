@@ -14,6 +14,10 @@
 //!    `parse(&view) -> Result<Repr, WireError>` (every validation: magic, version, known
 //!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field).
 //!
+//! A field whose values name things (a packet type, an operation code) is an enum
+//! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
+//! variant, and the conversion from the raw field is generated from the same list.
+//!
 //! Every parser of untrusted bytes returns the one error type of this module,
 //! [`WireError`]: small, `Copy`, built without allocating (a hot receive path may refuse
 //! a packet per call), and its [`Display`](fmt::Display) names the field at fault. At
@@ -109,6 +113,9 @@ use std::fmt;
 
 use ofi_core::{Errno, Error};
 
+mod enums;
+pub use enums::{atomic_kind_code, atomic_kind_of_code};
+
 /// Why bytes from the wire were refused.
 ///
 /// `Copy` and allocation-free: a parser on the receive path may build one per packet.
@@ -158,6 +165,49 @@ impl WireError {
         WireError::Version {
             got: got.into(),
             want: want.into(),
+        }
+    }
+
+    /// `Ok` if the field `field` holds `want` (a magic number), else a
+    /// [`WireError::Field`] error for it holding `got`.
+    #[inline]
+    pub fn check_magic<V: Copy + PartialEq + Into<u64>>(
+        field: &'static str,
+        got: V,
+        want: V,
+    ) -> Result<(), WireError> {
+        if got == want {
+            Ok(())
+        } else {
+            Err(WireError::field(field, got))
+        }
+    }
+
+    /// `Ok` if `got` is the protocol version this side speaks (`want`), else
+    /// [`WireError::Version`].
+    #[inline]
+    pub fn check_version<V: Copy + PartialEq + Into<u64>>(
+        got: V,
+        want: V,
+    ) -> Result<(), WireError> {
+        if got == want {
+            Ok(())
+        } else {
+            Err(WireError::version(got, want))
+        }
+    }
+
+    /// `flags` if it sets no bit outside `known`, else a [`WireError::Field`] error for
+    /// `field` holding the unknown bits.
+    #[inline]
+    pub fn check_flags<F: Copy + Into<u64>>(
+        field: &'static str,
+        flags: F,
+        known: F,
+    ) -> Result<F, WireError> {
+        match flags.into() & !known.into() {
+            0 => Ok(flags),
+            unknown => Err(WireError::field(field, unknown)),
         }
     }
 

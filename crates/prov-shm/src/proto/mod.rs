@@ -42,28 +42,10 @@
 
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 
-use ofi_kit::wire::WireError;
+use ofi_kit::wire::{atomic_kind_code, atomic_kind_of_code, WireError};
 use ofi_kit::wire_header;
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
-
-/// Wire value of an atomic call family.
-pub fn kind_to_u8(k: AtomicKind) -> u8 {
-    match k {
-        AtomicKind::Base => 0,
-        AtomicKind::Fetch => 1,
-        AtomicKind::Compare => 2,
-    }
-}
-
-fn kind_from_u8(v: u8) -> Option<AtomicKind> {
-    Some(match v {
-        0 => AtomicKind::Base,
-        1 => AtomicKind::Fetch,
-        2 => AtomicKind::Compare,
-        _ => return None,
-    })
-}
 
 /// Operand + compare bytes an atomic carries (`count` elements of `dt`).
 pub fn atomic_data_len(
@@ -511,12 +493,7 @@ impl Slot {
         WireError::check_len(b, PARSE_LEN)?;
         let h = SlotHeader::new_checked(b)?;
         let (kind, flags, niov, len) = (h.kind(), h.flags(), h.niov() as usize, h.length());
-        if flags & !(F_TAGGED | F_DATA | F_ACK) != 0 {
-            return Err(WireError::field(
-                "flags",
-                flags & !(F_TAGGED | F_DATA | F_ACK),
-            ));
-        }
+        WireError::check_flags("flags", flags, F_TAGGED | F_DATA | F_ACK)?;
         let body = h.payload();
         if kind == KIND_INLINE {
             if len as usize > INLINE_CAP {
@@ -584,8 +561,8 @@ impl Slot {
                     .ok_or(WireError::field("atomic op", v.op()))?;
                 let dt = Datatype::from_raw(u32::from(v.datatype()))
                     .ok_or(WireError::field("datatype", v.datatype()))?;
-                let kind =
-                    kind_from_u8(v.family()).ok_or(WireError::field("family", v.family()))?;
+                let kind = atomic_kind_of_code(v.family())
+                    .ok_or(WireError::field("family", v.family()))?;
                 let inline = match v.inline() {
                     0 => false,
                     1 => true,
@@ -707,7 +684,7 @@ impl Slot {
                 let mut t = AtomicTail::new_checked(rest)?;
                 t.set_op(a.op.to_raw() as u8);
                 t.set_datatype(a.dt.to_raw() as u8);
-                t.set_family(kind_to_u8(a.kind));
+                t.set_family(atomic_kind_code(a.kind));
                 t.set_inline(u8::from(a.inline));
                 t.set_operand(a.bufs[0]);
                 t.set_compare(a.bufs[1]);
