@@ -106,7 +106,9 @@ impl Header {
     /// Validate and parse the header of `p`.
     #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Header, WireError> {
-        WireError::check_magic("udp.magic", p.magic(), MAGIC)?;
+        if p.magic() != MAGIC {
+            return Err(WireError::field("udp.magic", p.magic()));
+        }
         WireError::check_version(p.version(), VERSION)?;
         let flags = WireError::check_flags("udp.flags", p.flags(), KNOWN_FLAGS)?;
         let data = p.data();

@@ -180,7 +180,9 @@ impl Hdr {
 
     /// Validate and parse the header of `p`: magic, version, type and flags.
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Hdr, WireError> {
-        WireError::check_magic("rxd.magic", p.magic(), MAGIC)?;
+        if p.magic() != MAGIC {
+            return Err(WireError::field("rxd.magic", p.magic()));
+        }
         WireError::check_version(p.version(), VERSION)?;
         let ty = PktType::from_field("rxd.type", p.ty())?;
         let flags = WireError::check_flags("rxd.flags", p.flags(), KNOWN_FLAGS)?;

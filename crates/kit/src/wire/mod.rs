@@ -12,7 +12,9 @@
 //!    The view checks no value: it reads whatever the bytes say.
 //! 3. **A parsed representation**, `Repr`, written by hand for each format, with
 //!    `parse(&view) -> Result<Repr, WireError>` (every validation: magic, version, known
-//!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field).
+//!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field). A
+//!    header with nothing to validate may have the macro generate it instead (a
+//!    `record:`, see [`wire_header!`](crate::wire_header)).
 //!
 //! A field whose values name things (a packet type, an operation code) is an enum
 //! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
@@ -165,21 +167,6 @@ impl WireError {
         WireError::Version {
             got: got.into(),
             want: want.into(),
-        }
-    }
-
-    /// `Ok` if the field `field` holds `want` (a magic number), else a
-    /// [`WireError::Field`] error for it holding `got`.
-    #[inline]
-    pub fn check_magic<V: Copy + PartialEq + Into<u64>>(
-        field: &'static str,
-        got: V,
-        want: V,
-    ) -> Result<(), WireError> {
-        if got == want {
-            Ok(())
-        } else {
-            Err(WireError::field(field, got))
         }
     }
 
@@ -342,7 +329,20 @@ impl<const N: usize> Field for [u8; N] {
 /// }
 /// ```
 ///
-/// generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
+/// A header whose parsed form is nothing but its fields (no value to check, nothing
+/// derived) may end with a record declaration after the field module:
+///
+/// ```text
+///     /// docs and derives of the record
+///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///     record: pub struct Hdr;
+/// ```
+///
+/// which adds `pub struct Hdr { pub getter: type, … }` (a field per header field, named
+/// by its getter, with its docs), `Hdr::read(&view)` and `hdr.write(&mut view)`: the
+/// field list is written once, not again in a struct, a parser and an emitter.
+///
+/// The macro generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
 /// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own), `into_inner`, `header`, `payload`,
 /// a getter per field, and for `T: AsMut<[u8]>` a setter per field, `header_mut` and
 /// `payload_mut`. Field types are those implementing [`wire::Field`](Field)
@@ -350,6 +350,60 @@ impl<const N: usize> Field for [u8; N] {
 /// ends within `len`. See the [module documentation](self) for an example.
 #[macro_export]
 macro_rules! wire_header {
+    (
+        $(#[$vattr:meta])*
+        $vis:vis struct $view:ident;
+        endian: $endian:ident;
+        len: $len:expr;
+        $(#[$fattr:meta])*
+        $fvis:vis mod $fmod:ident {
+            $(
+                $(#[$attr:meta])*
+                $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
+            )+
+        }
+        $(#[$rattr:meta])*
+        record: $rvis:vis struct $rec:ident;
+    ) => {
+        $crate::wire_header! {
+            $(#[$vattr])*
+            $vis struct $view;
+            endian: $endian;
+            len: $len;
+            $(#[$fattr])*
+            $fvis mod $fmod {
+                $(
+                    $(#[$attr])*
+                    $name : $ty = $start .. $end => $get, $set;
+                )+
+            }
+        }
+
+        $(#[$rattr])*
+        $rvis struct $rec {
+            $(
+                $(#[$attr])*
+                pub $get: $ty,
+            )+
+        }
+
+        #[allow(dead_code)]
+        impl $rec {
+            /// Every field of `view`, as the bytes say (no value is checked).
+            #[inline]
+            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
+                $rec {
+                    $( $get: view.$get(), )+
+                }
+            }
+
+            /// Write every field into `view`.
+            #[inline]
+            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
+                $( view.$set(self.$get); )+
+            }
+        }
+    };
     (
         $(#[$vattr:meta])*
         $vis:vis struct $view:ident;
