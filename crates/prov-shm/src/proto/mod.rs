@@ -375,6 +375,7 @@ const _: () = assert!(SLOT_HDR + RMA_HEAD_LEN + AtomicTail::<&[u8]>::LEN == ATOM
 
 /// The `n` buffer entries at the start of `entries`, checked: 1..=[`RTS_IOVS`] of
 /// them, their lengths summing to `total` without overflow, `total` within `max_msg`.
+#[inline]
 fn read_iovs(
     entries: &[u8],
     n: usize,
@@ -406,6 +407,7 @@ fn read_iovs(
 
 /// Write the first `n` of `iov` as buffer entries at the start of `entries` (entries
 /// that do not fit are left out: the caller passes a whole slot).
+#[inline]
 fn write_iovs(entries: &mut [u8], iov: &[(u64, u64); RTS_IOVS], n: usize) {
     for (i, &(a, l)) in iov.iter().enumerate().take(n.min(RTS_IOVS)) {
         let from = IovEntry::<&[u8]>::LEN * i;
@@ -426,6 +428,7 @@ struct Placement {
 /// The [`Fragment`] at the start of `b` of a message or write of `total` bytes, checked:
 /// `total` within `max_msg`, `chunk` one of the region's, `clen` in 1..=chunk size, the
 /// fragment inside the `total` bytes.
+#[inline]
 fn read_fragment(
     b: &[u8],
     geo: &Geometry,
@@ -454,6 +457,7 @@ fn read_fragment(
 }
 
 /// Write a [`Fragment`] at the start of `b`.
+#[inline]
 fn write_fragment(b: &mut [u8], offset: usize, chunk: usize, clen: usize) -> Result<(), WireError> {
     let mut v = Fragment::new_checked(b)?;
     v.set_offset(offset as u64);
@@ -463,6 +467,7 @@ fn write_fragment(b: &mut [u8], offset: usize, chunk: usize, clen: usize) -> Res
 }
 
 /// Write a [`BodyHead`] at the start of `body`; the bytes after it.
+#[inline]
 fn write_head(body: &mut [u8], total: usize, id: u64) -> Result<&mut [u8], WireError> {
     let mut v = BodyHead::new_checked(body)?;
     v.set_total(total as u64);
@@ -472,6 +477,7 @@ fn write_head(body: &mut [u8], total: usize, id: u64) -> Result<&mut [u8], WireE
 
 /// Write a [`BodyHead`] and an [`RmaTarget`] at the start of `body`; the bytes after
 /// them.
+#[inline]
 fn write_rma_head(
     body: &mut [u8],
     total: usize,
