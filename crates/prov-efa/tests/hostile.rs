@@ -75,7 +75,7 @@ fn samples() -> Vec<Vec<u8>> {
 fn every_sample_parses_and_every_truncation_is_refused() {
     for p in samples() {
         assert!(wire::Repr::parse(&p).is_ok(), "{:?}", &p[..1]);
-        let hdr = match PktType::from_u8(p[0]).unwrap() {
+        let hdr = match PktType::from_wire(p[0]).unwrap() {
             t if t.is_handshake() => HS_LEN,
             t if t.is_req() => REQ_LEN,
             _ => CTRL_LEN,

@@ -72,7 +72,7 @@
 //! this module panics (fuzzed by `fuzz/fuzz_targets/proto.rs` and an inline test).
 
 use ofi_kit::wire::WireError;
-use ofi_kit::wire_header;
+use ofi_kit::{wire_enum, wire_header};
 
 /// Version of the operation header and the CM messages.
 pub const PROTO_VERSION: u8 = 2;
@@ -176,62 +176,42 @@ wire_header! {
     }
 }
 
-/// Operation codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Op {
-    /// An untagged message.
-    Msg = 1,
-    /// A tagged message.
-    Tagged = 2,
-    /// An RMA write.
-    Write = 3,
-    /// An RMA read request.
-    ReadReq = 4,
-    /// The data of an RMA read (or its error status).
-    ReadRsp = 5,
-    /// Completion of a write or of a delivery-complete message.
-    Ack = 6,
-    /// A base atomic.
-    Atomic = 7,
-    /// A fetching atomic.
-    AtomicFetch = 8,
-    /// A compare atomic.
-    AtomicCompare = 9,
-    /// The answer to an atomic.
-    AtomicRsp = 10,
-    /// Same-host copies: a nonce the peer should prove it holds.
-    LocalOffer = 11,
-    /// Same-host copies: the prover's pid and the address holding the nonce.
-    LocalProof = 12,
-    /// Same-host copies: whether the proof held.
-    LocalOk = 13,
-    /// An RMA read the target answers by copying into the initiator's memory.
-    LocalReadReq = 14,
+wire_enum! {
+    /// Operation codes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Op: u8 {
+        /// An untagged message.
+        Msg = 1,
+        /// A tagged message.
+        Tagged = 2,
+        /// An RMA write.
+        Write = 3,
+        /// An RMA read request.
+        ReadReq = 4,
+        /// The data of an RMA read (or its error status).
+        ReadRsp = 5,
+        /// Completion of a write or of a delivery-complete message.
+        Ack = 6,
+        /// A base atomic.
+        Atomic = 7,
+        /// A fetching atomic.
+        AtomicFetch = 8,
+        /// A compare atomic.
+        AtomicCompare = 9,
+        /// The answer to an atomic.
+        AtomicRsp = 10,
+        /// Same-host copies: a nonce the peer should prove it holds.
+        LocalOffer = 11,
+        /// Same-host copies: the prover's pid and the address holding the nonce.
+        LocalProof = 12,
+        /// Same-host copies: whether the proof held.
+        LocalOk = 13,
+        /// An RMA read the target answers by copying into the initiator's memory.
+        LocalReadReq = 14,
+    }
 }
 
 impl Op {
-    /// From the wire byte.
-    pub fn from_u8(v: u8) -> Result<Op, WireError> {
-        Ok(match v {
-            1 => Op::Msg,
-            2 => Op::Tagged,
-            3 => Op::Write,
-            4 => Op::ReadReq,
-            5 => Op::ReadRsp,
-            6 => Op::Ack,
-            7 => Op::Atomic,
-            8 => Op::AtomicFetch,
-            9 => Op::AtomicCompare,
-            10 => Op::AtomicRsp,
-            11 => Op::LocalOffer,
-            12 => Op::LocalProof,
-            13 => Op::LocalOk,
-            14 => Op::LocalReadReq,
-            _ => return Err(WireError::field("op", v)),
-        })
-    }
-
     /// Whether this is an answer to an earlier request (matched by `id`).
     pub fn is_response(self) -> bool {
         matches!(self, Op::ReadRsp | Op::Ack | Op::AtomicRsp)
@@ -339,14 +319,9 @@ impl Hdr {
     /// As [`Hdr::parse`].
     #[inline]
     pub fn parse_view<T: AsRef<[u8]>>(v: &HdrView<T>) -> Result<Hdr, WireError> {
-        if v.version() != PROTO_VERSION {
-            return Err(WireError::version(v.version(), PROTO_VERSION));
-        }
-        let op = Op::from_u8(v.op())?;
-        let flags = v.flags();
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(WireError::field("flags", flags & !KNOWN_FLAGS));
-        }
+        WireError::check_version(v.version(), PROTO_VERSION)?;
+        let op = Op::from_field("op", v.op())?;
+        let flags = WireError::check_flags("flags", v.flags(), KNOWN_FLAGS)?;
         let rma_cnt = v.rma_cnt();
         let local = flags & FLAG_LOCAL != 0;
         if local && !matches!(op, Op::Msg | Op::Tagged | Op::ReadRsp) {
@@ -434,16 +409,17 @@ impl RmaIov {
     }
 }
 
-/// CM message kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CmKind {
-    /// Connection request (initiator → listener).
-    ConnReq = 1,
-    /// Accepted (listener → initiator).
-    ConnResp = 2,
-    /// Rejected (listener → initiator; the listener then closes).
-    Reject = 3,
+wire_enum! {
+    /// CM message kinds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CmKind: u8 {
+        /// Connection request (initiator → listener).
+        ConnReq = 1,
+        /// Accepted (listener → initiator).
+        ConnResp = 2,
+        /// Rejected (listener → initiator; the listener then closes).
+        Reject = 3,
+    }
 }
 
 /// A parsed CM header.
@@ -483,15 +459,8 @@ impl CmHdr {
         if v.magic() != CM_MAGIC {
             return Err(WireError::field("magic", u32::from_le_bytes(v.magic())));
         }
-        if v.version() != PROTO_VERSION {
-            return Err(WireError::version(v.version(), PROTO_VERSION));
-        }
-        let kind = match v.kind() {
-            1 => CmKind::ConnReq,
-            2 => CmKind::ConnResp,
-            3 => CmKind::Reject,
-            k => return Err(WireError::field("kind", k)),
-        };
+        WireError::check_version(v.version(), PROTO_VERSION)?;
+        let kind = CmKind::from_field("kind", v.kind())?;
         let data_len = v.data_len();
         if usize::from(data_len) > CM_DATA_SIZE {
             return Err(WireError::field("data_len", data_len));

@@ -109,13 +109,8 @@ impl Header {
         if p.magic() != MAGIC {
             return Err(WireError::field("udp.magic", p.magic()));
         }
-        if p.version() != VERSION {
-            return Err(WireError::version(p.version(), VERSION));
-        }
-        let flags = p.flags();
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(WireError::field("udp.flags", flags & !KNOWN_FLAGS));
-        }
+        WireError::check_version(p.version(), VERSION)?;
+        let flags = WireError::check_flags("udp.flags", p.flags(), KNOWN_FLAGS)?;
         let data = p.data();
         if flags & FLAG_CQ_DATA == 0 && data != 0 {
             return Err(WireError::Malformed(

@@ -44,7 +44,7 @@
 
 use ofi_core::enums::AtomicKind;
 use ofi_kit::wire::WireError;
-use ofi_kit::wire_header;
+use ofi_kit::{wire_enum, wire_header};
 
 use crate::MSG_HDR;
 
@@ -122,41 +122,20 @@ wire_header! {
     }
 }
 
-/// Packet types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PktType {
-    /// Open a connection (body: the cookie, 0 for none).
-    Connect,
-    /// Accept a connection.
-    Accept,
-    /// A message segment.
-    Data,
-    /// A standalone acknowledgement.
-    Ack,
-    /// Prove you receive at your address: echo this cookie in a new `CONNECT`.
-    Challenge,
-}
-
-impl PktType {
-    fn to_u8(self) -> u8 {
-        match self {
-            PktType::Connect => 1,
-            PktType::Accept => 2,
-            PktType::Data => 3,
-            PktType::Ack => 4,
-            PktType::Challenge => 5,
-        }
-    }
-
-    fn from_u8(v: u8) -> Result<PktType, WireError> {
-        Ok(match v {
-            1 => PktType::Connect,
-            2 => PktType::Accept,
-            3 => PktType::Data,
-            4 => PktType::Ack,
-            5 => PktType::Challenge,
-            _ => return Err(WireError::field("rxd.type", v)),
-        })
+wire_enum! {
+    /// Packet types.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum PktType: u8 {
+        /// Open a connection (body: the cookie, 0 for none).
+        Connect = 1,
+        /// Accept a connection.
+        Accept = 2,
+        /// A message segment.
+        Data = 3,
+        /// A standalone acknowledgement.
+        Ack = 4,
+        /// Prove you receive at your address: echo this cookie in a new `CONNECT`.
+        Challenge = 5,
     }
 }
 
@@ -204,14 +183,9 @@ impl Hdr {
         if p.magic() != MAGIC {
             return Err(WireError::field("rxd.magic", p.magic()));
         }
-        if p.version() != VERSION {
-            return Err(WireError::version(p.version(), VERSION));
-        }
-        let ty = PktType::from_u8(p.ty())?;
-        let flags = p.flags();
-        if flags & !KNOWN_FLAGS != 0 {
-            return Err(WireError::field("rxd.flags", flags & !KNOWN_FLAGS));
-        }
+        WireError::check_version(p.version(), VERSION)?;
+        let ty = PktType::from_field("rxd.type", p.ty())?;
+        let flags = WireError::check_flags("rxd.flags", p.flags(), KNOWN_FLAGS)?;
         Ok(Hdr {
             ty,
             flags,
@@ -236,7 +210,7 @@ impl Hdr {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
         p.set_magic(MAGIC);
         p.set_version(VERSION);
-        p.set_ty(self.ty.to_u8());
+        p.set_ty(self.ty as u8);
         p.set_flags(self.flags);
         p.set_dst_id(self.dst_id);
         p.set_src_id(self.src_id);
@@ -484,23 +458,12 @@ impl RmaReq {
     }
 }
 
-/// The wire code of an atomic kind.
-pub fn kind_code(k: AtomicKind) -> u8 {
-    match k {
-        AtomicKind::Base => 0,
-        AtomicKind::Fetch => 1,
-        AtomicKind::Compare => 2,
-    }
-}
+/// The wire code of an atomic kind: the kit's one code for it.
+pub use ofi_kit::wire::atomic_kind_code as kind_code;
 
 /// The atomic kind of a wire code.
 pub fn kind_of(c: u8) -> Result<AtomicKind, WireError> {
-    Ok(match c {
-        0 => AtomicKind::Base,
-        1 => AtomicKind::Fetch,
-        2 => AtomicKind::Compare,
-        _ => return Err(WireError::field("rxd.rma.kind", c)),
-    })
+    ofi_kit::wire::atomic_kind_of_code(c).ok_or(WireError::field("rxd.rma.kind", c))
 }
 
 /// Set the acknowledgement fields of the packet in `b` (see [`Hdr::write_ack`]).

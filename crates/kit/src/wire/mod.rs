@@ -12,7 +12,13 @@
 //!    The view checks no value: it reads whatever the bytes say.
 //! 3. **A parsed representation**, `Repr`, written by hand for each format, with
 //!    `parse(&view) -> Result<Repr, WireError>` (every validation: magic, version, known
-//!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field).
+//!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field). A
+//!    header with nothing to validate may have the macro generate it instead (a
+//!    `record:`, see [`wire_header!`](crate::wire_header)).
+//!
+//! A field whose values name things (a packet type, an operation code) is an enum
+//! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
+//! variant, and the conversion from the raw field is generated from the same list.
 //!
 //! Every parser of untrusted bytes returns the one error type of this module,
 //! [`WireError`]: small, `Copy`, built without allocating (a hot receive path may refuse
@@ -109,6 +115,9 @@ use std::fmt;
 
 use ofi_core::{Errno, Error};
 
+mod enums;
+pub use enums::{atomic_kind_code, atomic_kind_of_code};
+
 /// Why bytes from the wire were refused.
 ///
 /// `Copy` and allocation-free: a parser on the receive path may build one per packet.
@@ -158,6 +167,34 @@ impl WireError {
         WireError::Version {
             got: got.into(),
             want: want.into(),
+        }
+    }
+
+    /// `Ok` if `got` is the protocol version this side speaks (`want`), else
+    /// [`WireError::Version`].
+    #[inline]
+    pub fn check_version<V: Copy + PartialEq + Into<u64>>(
+        got: V,
+        want: V,
+    ) -> Result<(), WireError> {
+        if got == want {
+            Ok(())
+        } else {
+            Err(WireError::version(got, want))
+        }
+    }
+
+    /// `flags` if it sets no bit outside `known`, else a [`WireError::Field`] error for
+    /// `field` holding the unknown bits.
+    #[inline]
+    pub fn check_flags<F: Copy + Into<u64>>(
+        field: &'static str,
+        flags: F,
+        known: F,
+    ) -> Result<F, WireError> {
+        match flags.into() & !known.into() {
+            0 => Ok(flags),
+            unknown => Err(WireError::field(field, unknown)),
         }
     }
 
@@ -292,7 +329,20 @@ impl<const N: usize> Field for [u8; N] {
 /// }
 /// ```
 ///
-/// generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
+/// A header whose parsed form is nothing but its fields (no value to check, nothing
+/// derived) may end with a record declaration after the field module:
+///
+/// ```text
+///     /// docs and derives of the record
+///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///     record: pub struct Hdr;
+/// ```
+///
+/// which adds `pub struct Hdr { pub getter: type, … }` (a field per header field, named
+/// by its getter, with its docs), `Hdr::read(&view)` and `hdr.write(&mut view)`: the
+/// field list is written once, not again in a struct, a parser and an emitter.
+///
+/// The macro generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
 /// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own), `into_inner`, `header`, `payload`,
 /// a getter per field, and for `T: AsMut<[u8]>` a setter per field, `header_mut` and
 /// `payload_mut`. Field types are those implementing [`wire::Field`](Field)
@@ -300,6 +350,60 @@ impl<const N: usize> Field for [u8; N] {
 /// ends within `len`. See the [module documentation](self) for an example.
 #[macro_export]
 macro_rules! wire_header {
+    (
+        $(#[$vattr:meta])*
+        $vis:vis struct $view:ident;
+        endian: $endian:ident;
+        len: $len:expr;
+        $(#[$fattr:meta])*
+        $fvis:vis mod $fmod:ident {
+            $(
+                $(#[$attr:meta])*
+                $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
+            )+
+        }
+        $(#[$rattr:meta])*
+        record: $rvis:vis struct $rec:ident;
+    ) => {
+        $crate::wire_header! {
+            $(#[$vattr])*
+            $vis struct $view;
+            endian: $endian;
+            len: $len;
+            $(#[$fattr])*
+            $fvis mod $fmod {
+                $(
+                    $(#[$attr])*
+                    $name : $ty = $start .. $end => $get, $set;
+                )+
+            }
+        }
+
+        $(#[$rattr])*
+        $rvis struct $rec {
+            $(
+                $(#[$attr])*
+                pub $get: $ty,
+            )+
+        }
+
+        #[allow(dead_code)]
+        impl $rec {
+            /// Every field of `view`, as the bytes say (no value is checked).
+            #[inline]
+            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
+                $rec {
+                    $( $get: view.$get(), )+
+                }
+            }
+
+            /// Write every field into `view`.
+            #[inline]
+            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
+                $( view.$set(self.$get); )+
+            }
+        }
+    };
     (
         $(#[$vattr:meta])*
         $vis:vis struct $view:ident;

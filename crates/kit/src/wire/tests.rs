@@ -172,3 +172,100 @@ fn arbitrary_bytes_read_back_what_was_written() {
         assert_eq!(out, want);
     }
 }
+
+crate::wire_enum! {
+    /// A test enum with gaps between its values and a 16-bit field.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Code: u16 {
+        /// The first.
+        One = 1,
+        /// After a gap.
+        Five = 5,
+        /// Past a byte.
+        Big = 0x1234,
+    }
+}
+
+#[test]
+fn wire_enum_converts_exactly_the_declared_values() {
+    for (raw, want) in [(1u16, Code::One), (5, Code::Five), (0x1234, Code::Big)] {
+        assert_eq!(Code::from_wire(raw), Some(want));
+        assert_eq!(want as u16, raw);
+    }
+    for raw in [0u16, 2, 4, 6, 0x34, 0x1233, u16::MAX] {
+        assert_eq!(Code::from_wire(raw), None, "{raw:#x}");
+    }
+    assert_eq!(std::mem::size_of::<Code>(), 2);
+}
+
+#[test]
+fn atomic_kind_codes_round_trip_and_other_bytes_are_refused() {
+    use ofi_core::enums::AtomicKind;
+    let all = [AtomicKind::Base, AtomicKind::Fetch, AtomicKind::Compare];
+    for (code, k) in all.into_iter().enumerate() {
+        assert_eq!(atomic_kind_code(k), code as u8);
+        assert_eq!(atomic_kind_of_code(code as u8), Some(k));
+    }
+    for c in 3..=u8::MAX {
+        assert_eq!(atomic_kind_of_code(c), None);
+    }
+}
+
+#[test]
+fn field_checks_pass_good_values_and_name_bad_ones() {
+    assert_eq!(WireError::check_version(2u8, 2), Ok(()));
+    assert_eq!(
+        WireError::check_version(3u8, 2),
+        Err(WireError::version(3u8, 2u8))
+    );
+    assert_eq!(WireError::check_flags("flags", 0b101u8, 0b111), Ok(0b101));
+    assert_eq!(WireError::check_flags("flags", 0u16, 0), Ok(0));
+    // The error holds the unknown bits only.
+    assert_eq!(
+        WireError::check_flags("flags", 0b1101u8, 0b0101),
+        Err(WireError::field("flags", 0b1000u8))
+    );
+    assert_eq!(
+        WireError::check_flags("flags", u64::MAX, 1),
+        Err(WireError::field("flags", u64::MAX - 1))
+    );
+}
+
+#[test]
+fn wire_enum_from_field_names_the_field() {
+    assert_eq!(Code::from_field("code", 5), Ok(Code::Five));
+    assert_eq!(
+        Code::from_field("code", 6),
+        Err(WireError::field("code", 6u16))
+    );
+}
+
+crate::wire_header! {
+    /// A header declared with its record.
+    pub struct RecHdr;
+    endian: big;
+    len: 6;
+    /// Its fields.
+    pub mod rec_field {
+        /// A byte.
+        KIND: u8 = 0..1 => kind, set_kind;
+        /// Four bytes (byte 1 is in no field).
+        SEQ: u32 = 2..6 => seq, set_seq;
+    }
+    /// The record of every field.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    record: pub struct Rec;
+}
+
+#[test]
+fn a_record_reads_and_writes_every_field_and_nothing_else() {
+    let r = Rec {
+        kind: 7,
+        seq: 0x0102_0304,
+    };
+    let mut buf = [0xeeu8; 8];
+    r.write(&mut RecHdr::new_checked(&mut buf[..]).unwrap());
+    assert_eq!(buf, [7, 0xee, 1, 2, 3, 4, 0xee, 0xee]);
+    assert_eq!(Rec::read(&RecHdr::new_checked(&buf[..]).unwrap()), r);
+    assert_eq!(Rec::default(), Rec { kind: 0, seq: 0 });
+}

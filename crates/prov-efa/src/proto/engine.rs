@@ -583,26 +583,12 @@ impl Engine {
         self.reads
             .retain(|r| !matches!(r, Transmit::Read { peer, .. } if *peer == addr));
         self.hs_replies.retain(|(p, _)| *p != addr);
-        let mut txs: Vec<u32> = self
-            .tx
-            .iter()
-            .filter(|(_, o)| o.peer == addr)
-            .map(|(&id, _)| id)
-            .collect();
-        txs.sort_unstable();
-        for id in txs {
+        for id in ids_of_peer(&self.tx, addr, |o| o.peer) {
             if let Some(op) = self.tx.remove(&id) {
                 self.events.push_back(op.into_event(Err(err)));
             }
         }
-        let mut rxs: Vec<u32> = self
-            .rx
-            .iter()
-            .filter(|(_, o)| o.peer == addr)
-            .map(|(&id, _)| id)
-            .collect();
-        rxs.sort_unstable();
-        for id in rxs {
+        for id in ids_of_peer(&self.rx, addr, |o| o.peer) {
             if let Some(op) = self.rx.remove(&id) {
                 self.rx_by_msg.remove(&(addr, op.msg_id));
                 if !op.target.silent {
@@ -613,4 +599,21 @@ impl Engine {
         self.unexp_segs.retain(|(p, _), _| *p != addr);
         self.rtw.retain(|(p, _), _| *p != addr);
     }
+}
+
+/// The ids of the operations in `ops` that `peer_of` says are `addr`'s, ascending (so
+/// that what is done with them, as the events a failed peer's operations complete
+/// with, happens in a fixed order).
+fn ids_of_peer<O>(
+    ops: &HashMap<u32, O>,
+    addr: PeerAddr,
+    peer_of: impl Fn(&O) -> PeerAddr,
+) -> Vec<u32> {
+    let mut ids: Vec<u32> = ops
+        .iter()
+        .filter(|(_, o)| peer_of(o) == addr)
+        .map(|(&id, _)| id)
+        .collect();
+    ids.sort_unstable();
+    ids
 }

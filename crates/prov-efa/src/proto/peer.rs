@@ -94,7 +94,7 @@ pub struct Queued {
 
 /// The message id of a message request (`None` for every other packet).
 pub fn msg_id_of(bytes: &[u8]) -> Option<u32> {
-    let t = PktType::from_u8(*bytes.first()?)?;
+    let t = PktType::from_wire(*bytes.first()?)?;
     if !(t.is_req() && t.is_msg()) {
         return None;
     }
@@ -127,7 +127,7 @@ impl SendQueue {
         let req = q
             .bytes
             .first()
-            .and_then(|&b| PktType::from_u8(b))
+            .and_then(|&b| PktType::from_wire(b))
             .is_some_and(PktType::is_req);
         if req {
             self.requests.push_back(q);

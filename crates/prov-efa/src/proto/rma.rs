@@ -43,46 +43,32 @@ impl Access {
     };
 }
 
-/// The 8-byte (`u64`) atomic operations, numbered as `FI_*` ops on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AtomicOp {
-    /// `FI_MIN`.
-    Min = 0,
-    /// `FI_MAX`.
-    Max = 1,
-    /// `FI_SUM` (wrapping).
-    Sum = 2,
-    /// `FI_BOR`.
-    Bor = 6,
-    /// `FI_BAND`.
-    Band = 7,
-    /// `FI_BXOR`.
-    Bxor = 9,
-    /// `FI_ATOMIC_READ` (fetch only).
-    Read = 10,
-    /// `FI_ATOMIC_WRITE`.
-    Write = 11,
-    /// `FI_CSWAP` (compare only).
-    Cswap = 12,
+ofi_kit::wire_enum! {
+    /// The 8-byte (`u64`) atomic operations, numbered as `FI_*` ops on the wire.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum AtomicOp: u64 {
+        /// `FI_MIN`.
+        Min = 0,
+        /// `FI_MAX`.
+        Max = 1,
+        /// `FI_SUM` (wrapping).
+        Sum = 2,
+        /// `FI_BOR`.
+        Bor = 6,
+        /// `FI_BAND`.
+        Band = 7,
+        /// `FI_BXOR`.
+        Bxor = 9,
+        /// `FI_ATOMIC_READ` (fetch only).
+        Read = 10,
+        /// `FI_ATOMIC_WRITE`.
+        Write = 11,
+        /// `FI_CSWAP` (compare only).
+        Cswap = 12,
+    }
 }
 
 impl AtomicOp {
-    fn from_wire(v: u64) -> Option<AtomicOp> {
-        use AtomicOp::*;
-        Some(match v {
-            0 => Min,
-            1 => Max,
-            2 => Sum,
-            6 => Bor,
-            7 => Band,
-            9 => Bxor,
-            10 => Read,
-            11 => Write,
-            12 => Cswap,
-            _ => return None,
-        })
-    }
-
     /// The new target value for `old` and `operand` (`compare` for CSWAP).
     fn apply(self, old: u64, operand: u64, compare: u64) -> u64 {
         match self {

@@ -30,7 +30,7 @@
 //! is a [`WireError`].
 
 use ofi_kit::wire::WireError;
-use ofi_kit::wire_header;
+use ofi_kit::{wire_enum, wire_header};
 
 /// The protocol version every packet carries.
 pub const VERSION: u8 = 4;
@@ -140,84 +140,56 @@ wire_header! {
     }
 }
 
-/// Packet types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PktType {
-    /// Clear to send: the receiver of a long-CTS message grants a window.
-    Cts = 3,
-    /// Data of a long-CTS message, within a grant.
-    CtsData = 4,
-    /// Data answering an emulated read.
-    ReadRsp = 5,
-    /// End of read: the receiver of a long-read message has read it (status).
-    Eor = 7,
-    /// Answer to an emulated atomic (status, old value).
-    AtomRsp = 8,
-    /// Handshake answer: features and the cookie.
-    Handshake = 9,
-    /// Receipt: delivery complete, an emulated write done, or an operation refused.
-    Receipt = 10,
-    /// Handshake question.
-    Hello = 13,
-    /// Untagged message in one packet.
-    EagerMsg = 64,
-    /// Tagged message in one packet.
-    EagerTag = 65,
-    /// Untagged message in several packets.
-    MediumMsg = 66,
-    /// Tagged message in several packets.
-    MediumTag = 67,
-    /// Untagged long message, rest by clear-to-send.
-    LongCtsMsg = 68,
-    /// Tagged long message, rest by clear-to-send.
-    LongCtsTag = 69,
-    /// Emulated write, one segment.
-    EagerRtw = 70,
-    /// Emulated read request.
-    ShortRtr = 72,
-    /// Emulated atomic without result.
-    WriteRta = 74,
-    /// Emulated atomic returning the old value.
-    FetchRta = 75,
-    /// Emulated compare-and-swap.
-    CompareRta = 76,
-    /// Untagged long message, read by the receiver.
-    LongReadMsg = 128,
-    /// Tagged long message, read by the receiver.
-    LongReadTag = 129,
+wire_enum! {
+    /// Packet types.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum PktType: u8 {
+        /// Clear to send: the receiver of a long-CTS message grants a window.
+        Cts = 3,
+        /// Data of a long-CTS message, within a grant.
+        CtsData = 4,
+        /// Data answering an emulated read.
+        ReadRsp = 5,
+        /// End of read: the receiver of a long-read message has read it (status).
+        Eor = 7,
+        /// Answer to an emulated atomic (status, old value).
+        AtomRsp = 8,
+        /// Handshake answer: features and the cookie.
+        Handshake = 9,
+        /// Receipt: delivery complete, an emulated write done, or an operation refused.
+        Receipt = 10,
+        /// Handshake question.
+        Hello = 13,
+        /// Untagged message in one packet.
+        EagerMsg = 64,
+        /// Tagged message in one packet.
+        EagerTag = 65,
+        /// Untagged message in several packets.
+        MediumMsg = 66,
+        /// Tagged message in several packets.
+        MediumTag = 67,
+        /// Untagged long message, rest by clear-to-send.
+        LongCtsMsg = 68,
+        /// Tagged long message, rest by clear-to-send.
+        LongCtsTag = 69,
+        /// Emulated write, one segment.
+        EagerRtw = 70,
+        /// Emulated read request.
+        ShortRtr = 72,
+        /// Emulated atomic without result.
+        WriteRta = 74,
+        /// Emulated atomic returning the old value.
+        FetchRta = 75,
+        /// Emulated compare-and-swap.
+        CompareRta = 76,
+        /// Untagged long message, read by the receiver.
+        LongReadMsg = 128,
+        /// Tagged long message, read by the receiver.
+        LongReadTag = 129,
+    }
 }
 
 impl PktType {
-    /// The type for byte `b`.
-    pub fn from_u8(b: u8) -> Option<PktType> {
-        use PktType::*;
-        Some(match b {
-            3 => Cts,
-            4 => CtsData,
-            5 => ReadRsp,
-            7 => Eor,
-            8 => AtomRsp,
-            9 => Handshake,
-            10 => Receipt,
-            13 => Hello,
-            64 => EagerMsg,
-            65 => EagerTag,
-            66 => MediumMsg,
-            67 => MediumTag,
-            68 => LongCtsMsg,
-            69 => LongCtsTag,
-            70 => EagerRtw,
-            72 => ShortRtr,
-            74 => WriteRta,
-            75 => FetchRta,
-            76 => CompareRta,
-            128 => LongReadMsg,
-            129 => LongReadTag,
-            _ => return None,
-        })
-    }
-
     /// Whether the type uses the handshake layout.
     pub fn is_handshake(self) -> bool {
         matches!(self, PktType::Hello | PktType::Handshake)
@@ -323,10 +295,8 @@ impl<'a> Repr<'a> {
     /// Parse and check one packet.
     pub fn parse(buf: &'a [u8]) -> Result<Repr<'a>, WireError> {
         WireError::check_len(buf, 4)?;
-        let ty = PktType::from_u8(buf[0]).ok_or(WireError::field("type", buf[0]))?;
-        if buf[1] != VERSION {
-            return Err(WireError::version(buf[1], VERSION));
-        }
+        let ty = PktType::from_field("type", buf[0])?;
+        WireError::check_version(buf[1], VERSION)?;
         if ty.is_handshake() {
             let p = HsPacket::new_checked(buf)?;
             if p.flags() != 0 {
@@ -544,11 +514,11 @@ mod tests {
     #[test]
     fn every_known_type_number_maps_back() {
         for b in 0..=255u8 {
-            if let Some(t) = PktType::from_u8(b) {
+            if let Some(t) = PktType::from_wire(b) {
                 assert_eq!(t as u8, b);
             }
         }
-        assert_eq!(PktType::from_u8(1), None, "RTS is retired");
+        assert_eq!(PktType::from_wire(1), None, "RTS is retired");
         assert!(PktType::LongReadTag.is_req() && PktType::LongReadTag.is_tagged());
         assert!(!PktType::EagerRtw.is_msg());
     }

@@ -28,40 +28,24 @@
 //! `+0 seq u64, +8 message id u64, +16 status i32` (0, or a positive `FI_*` code).
 //!
 //! The layout is declared once with kit's wire convention ([`ofi_kit::wire`]): the
-//! header's named field ranges in [`header`], each body kind's in its own module
-//! ([`inline_body`], [`rts_body`], [`iov_entry`], [`bounce_body`], [`rma_body`],
-//! [`write_frag_body`], [`atomic_body`], [`write_inline_body`]; offsets from the body's
-//! start, `SLOT_HDR` into the slot), read and written through the checked views they
-//! generate; [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`])
-//! and a refused slot is a [`WireError`] naming the field.
+//! header's named field ranges in [`header`], then the parts bodies are made of, each
+//! declared once and shared by the kinds that carry it: [`inline_body`] (inline);
+//! [`body_head`] (total and id, every other kind); after it [`iov_entry`]s (RTS), a
+//! [`fragment`] (bounce) or an [`rma_target`] (the RMA and atomic kinds), which buffer
+//! entries (read, write), a [`fragment`] (write fragment) or an [`atomic_tail`] (atomic)
+//! follow. They are read and written through the checked views they generate;
+//! [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`]) and a
+//! refused slot is a [`WireError`] naming the field.
 //!
 //! [`Slot::parse`] never panics; every field is checked against the limits of the receiving
 //! region's geometry before the caller uses it.
 
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 
-use ofi_kit::wire::WireError;
+use ofi_kit::wire::{atomic_kind_code, atomic_kind_of_code, WireError};
 use ofi_kit::wire_header;
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
-
-/// Wire value of an atomic call family.
-pub fn kind_to_u8(k: AtomicKind) -> u8 {
-    match k {
-        AtomicKind::Base => 0,
-        AtomicKind::Fetch => 1,
-        AtomicKind::Compare => 2,
-    }
-}
-
-fn kind_from_u8(v: u8) -> Option<AtomicKind> {
-    Some(match v {
-        0 => AtomicKind::Base,
-        1 => AtomicKind::Fetch,
-        2 => AtomicKind::Compare,
-        _ => return None,
-    })
-}
 
 /// Operand + compare bytes an atomic carries (`count` elements of `dt`).
 pub fn atomic_data_len(
@@ -291,16 +275,35 @@ wire_header! {
 }
 
 wire_header! {
-    /// The body of an RTS slot; [`RTS_IOVS`] [`IovEntry`]s follow.
-    pub struct RtsBody;
+    /// The start of every body but an inline one: the operation's size and id. What
+    /// follows depends on the kind: buffer entries (RTS), a [`Fragment`] (bounce), or an
+    /// [`RmaTarget`] (the RMA and atomic kinds).
+    pub struct BodyHead;
     endian: little;
     len: 16;
-    /// Where each field of an RTS body lies (from the body's start).
-    pub mod rts_body {
-        /// Message length (the sum of the buffers' lengths).
+    /// Where each field of a body head lies (from the body's start).
+    pub mod body_head {
+        /// Message or RMA length in bytes; an atomic's element count.
         TOTAL: u64 = 0..8 => total, set_total;
-        /// Message id.
+        /// Message or operation id.
         ID: u64 = 8..16 => id, set_id;
+    }
+}
+
+wire_header! {
+    /// Where an RMA or atomic operates at the target, after the [`BodyHead`]. What
+    /// follows depends on the kind: buffer entries (CMA read, write), a [`Fragment`]
+    /// (write fragment), an [`AtomicTail`] (atomic) or nothing (inline write, whose data
+    /// is at [`RMA_INLINE_OFF`] from the slot).
+    pub struct RmaTarget;
+    endian: little;
+    len: 16;
+    /// Where each field of an RMA target lies (from its start, 16 into the body).
+    pub mod rma_target {
+        /// Memory key at the target.
+        KEY: u64 = 0..8 => key, set_key;
+        /// Remote address (or offset) at the target.
+        RADDR: u64 = 8..16 => raddr, set_raddr;
     }
 }
 
@@ -319,131 +322,62 @@ wire_header! {
 }
 
 wire_header! {
-    /// The body of a bounce fragment.
-    pub struct BounceBody;
+    /// Where a fragment through a bounce chunk goes: the end of a bounce body (after
+    /// its [`BodyHead`]) and of an RMA write fragment's (after its [`RmaTarget`]).
+    pub struct Fragment;
+    endian: little;
+    len: 16;
+    /// Where each field of a fragment's placement lies (from its start).
+    pub mod fragment {
+        /// Where this fragment goes in the message (or write).
+        OFFSET: u64 = 0..8 => offset, set_offset;
+        /// The chunk holding it.
+        CHUNK: u32 = 8..12 => chunk, set_chunk;
+        /// Its length.
+        CLEN: u32 = 12..16 => clen, set_clen;
+    }
+}
+
+wire_header! {
+    /// The end of an atomic body, after its [`RmaTarget`]; inline operand then compare
+    /// bytes follow at [`ATOMIC_INLINE_OFF`] from the slot.
+    pub struct AtomicTail;
     endian: little;
     len: 32;
-    /// Where each field of a bounce body lies (from the body's start).
-    pub mod bounce_body {
-        /// Message length.
-        TOTAL: u64 = 0..8 => total, set_total;
-        /// Message id.
-        ID: u64 = 8..16 => id, set_id;
-        /// Where this fragment goes in the message.
-        OFFSET: u64 = 16..24 => offset, set_offset;
-        /// The chunk holding it.
-        CHUNK: u32 = 24..28 => chunk, set_chunk;
-        /// Its length.
-        CLEN: u32 = 28..32 => clen, set_clen;
-    }
-}
-
-wire_header! {
-    /// The body of a CMA RMA slot (read or write); [`RTS_IOVS`] [`IovEntry`]s follow.
-    pub struct RmaBody;
-    endian: little;
-    len: 32;
-    /// Where each field of an RMA body lies (from the body's start).
-    pub mod rma_body {
-        /// Bytes (the sum of the initiator's buffers).
-        TOTAL: u64 = 0..8 => total, set_total;
-        /// Operation id.
-        ID: u64 = 8..16 => id, set_id;
-        /// Memory key at the target.
-        KEY: u64 = 16..24 => key, set_key;
-        /// Remote address (or offset) at the target.
-        RADDR: u64 = 24..32 => raddr, set_raddr;
-    }
-}
-
-wire_header! {
-    /// The body of an RMA write fragment.
-    pub struct WriteFragBody;
-    endian: little;
-    len: 48;
-    /// Where each field of a write fragment's body lies (from the body's start).
-    pub mod write_frag_body {
-        /// Bytes of the whole write.
-        TOTAL: u64 = 0..8 => total, set_total;
-        /// Operation id.
-        ID: u64 = 8..16 => id, set_id;
-        /// Memory key at the target.
-        KEY: u64 = 16..24 => key, set_key;
-        /// Remote address (or offset) of the whole write.
-        RADDR: u64 = 24..32 => raddr, set_raddr;
-        /// Where this fragment goes in the write.
-        OFFSET: u64 = 32..40 => offset, set_offset;
-        /// The chunk holding it.
-        CHUNK: u32 = 40..44 => chunk, set_chunk;
-        /// Its length.
-        CLEN: u32 = 44..48 => clen, set_clen;
-    }
-}
-
-wire_header! {
-    /// The body of an atomic slot; inline operand then compare bytes follow at
-    /// [`ATOMIC_INLINE_OFF`] from the slot.
-    pub struct AtomicBody;
-    endian: little;
-    len: 64;
-    /// Where each field of an atomic body lies (from the body's start).
-    pub mod atomic_body {
-        /// Elements.
-        COUNT: u64 = 0..8 => count, set_count;
-        /// Operation id.
-        ID: u64 = 8..16 => id, set_id;
-        /// Memory key at the target.
-        KEY: u64 = 16..24 => key, set_key;
-        /// Remote address (or offset) at the target.
-        RADDR: u64 = 24..32 => raddr, set_raddr;
+    /// Where each field of an atomic body's end lies (from its start, 32 into the body).
+    pub mod atomic_tail {
         /// The operation (`FI_*` value).
-        OP: u8 = 32..33 => op, set_op;
+        OP: u8 = 0..1 => op, set_op;
         /// The datatype (`FI_*` value).
-        DATATYPE: u8 = 33..34 => datatype, set_datatype;
+        DATATYPE: u8 = 1..2 => datatype, set_datatype;
         /// The call family: 0 base, 1 fetch, 2 compare.
-        FAMILY: u8 = 34..35 => family, set_family;
+        FAMILY: u8 = 2..3 => family, set_family;
         /// 1 when operand and compare bytes are in the slot, else 0.
-        INLINE: u8 = 35..36 => inline, set_inline;
+        INLINE: u8 = 3..4 => inline, set_inline;
         /// Unused (not written).
-        PAD: u32 = 36..40 => pad, set_pad;
+        PAD: u32 = 4..8 => pad, set_pad;
         /// The initiator's operand buffer.
-        OPERAND: u64 = 40..48 => operand, set_operand;
+        OPERAND: u64 = 8..16 => operand, set_operand;
         /// The initiator's compare buffer.
-        COMPARE: u64 = 48..56 => compare, set_compare;
+        COMPARE: u64 = 16..24 => compare, set_compare;
         /// The initiator's result buffer.
-        RESULT: u64 = 56..64 => result, set_result;
+        RESULT: u64 = 24..32 => result, set_result;
     }
 }
 
-wire_header! {
-    /// The body of an inline RMA write; the data follows at [`RMA_INLINE_OFF`] from
-    /// the slot.
-    pub struct WriteInlineBody;
-    endian: little;
-    len: 32;
-    /// Where each field of an inline write's body lies (from the body's start).
-    pub mod write_inline_body {
-        /// Bytes.
-        LEN: u64 = 0..8 => length, set_length;
-        /// Operation id.
-        ID: u64 = 8..16 => id, set_id;
-        /// Memory key at the target.
-        KEY: u64 = 16..24 => key, set_key;
-        /// Remote address (or offset) at the target.
-        RADDR: u64 = 24..32 => raddr, set_raddr;
-    }
-}
+/// Bytes of a [`BodyHead`].
+const BODY_HEAD_LEN: usize = BodyHead::<&[u8]>::LEN;
+/// Bytes of a [`BodyHead`] and an [`RmaTarget`]: where what is particular to an RMA
+/// or atomic kind starts (from the body's start).
+const RMA_HEAD_LEN: usize = BODY_HEAD_LEN + RmaTarget::<&[u8]>::LEN;
+const _: () = assert!(SLOT_HDR + RMA_HEAD_LEN == RMA_INLINE_OFF);
+const _: () = assert!(SLOT_HDR + RMA_HEAD_LEN + AtomicTail::<&[u8]>::LEN == ATOMIC_INLINE_OFF);
 
-/// Where an RTS body's buffer entries start (from the body's start).
-const RTS_IOV_AT: usize = RtsBody::<&[u8]>::LEN;
-/// Where a CMA RMA body's buffer entries start (from the body's start).
-const RMA_IOV_AT: usize = RmaBody::<&[u8]>::LEN;
-
-/// The `n` buffer entries at `at` of `body`, checked: 1..=[`RTS_IOVS`] of them, their
-/// lengths summing to `total` without overflow, `total` within `max_msg`.
+/// The `n` buffer entries at the start of `entries`, checked: 1..=[`RTS_IOVS`] of
+/// them, their lengths summing to `total` without overflow, `total` within `max_msg`.
+#[inline]
 fn read_iovs(
-    body: &[u8],
-    at: usize,
+    entries: &[u8],
     n: usize,
     total: u64,
     max_msg: usize,
@@ -454,7 +388,7 @@ fn read_iovs(
     let mut iov = [(0u64, 0u64); RTS_IOVS];
     let mut sum: u64 = 0;
     for (i, e) in iov.iter_mut().enumerate().take(n) {
-        let v = IovEntry::new_checked(body.get(at + IovEntry::<&[u8]>::LEN * i..).unwrap_or(&[]))?;
+        let v = IovEntry::new_checked(entries.get(IovEntry::<&[u8]>::LEN * i..).unwrap_or(&[]))?;
         sum = sum
             .checked_add(v.length())
             .ok_or(WireError::Malformed("buffer lengths overflow"))?;
@@ -471,27 +405,41 @@ fn read_iovs(
     Ok(iov)
 }
 
-/// Write the first `n` of `iov` as buffer entries at `at` of `body` (entries that do
-/// not fit are left out: the caller passes a whole slot).
-fn write_iovs(body: &mut [u8], at: usize, iov: &[(u64, u64); RTS_IOVS], n: usize) {
+/// Write the first `n` of `iov` as buffer entries at the start of `entries` (entries
+/// that do not fit are left out: the caller passes a whole slot).
+#[inline]
+fn write_iovs(entries: &mut [u8], iov: &[(u64, u64); RTS_IOVS], n: usize) {
     for (i, &(a, l)) in iov.iter().enumerate().take(n.min(RTS_IOVS)) {
-        let from = at + IovEntry::<&[u8]>::LEN * i;
-        if let Some(Ok(mut v)) = body.get_mut(from..).map(IovEntry::new_checked) {
+        let from = IovEntry::<&[u8]>::LEN * i;
+        if let Some(Ok(mut v)) = entries.get_mut(from..).map(IovEntry::new_checked) {
             v.set_addr(a);
             v.set_length(l);
         }
     }
 }
 
-/// A bounce or write fragment's placement, checked: `chunk` one of the region's,
-/// `clen` in 1..=chunk size, the fragment inside the `total` bytes.
-fn check_fragment(
+/// A fragment's place, as [`read_fragment`] checked it.
+struct Placement {
+    offset: usize,
+    chunk: usize,
+    clen: usize,
+}
+
+/// The [`Fragment`] at the start of `b` of a message or write of `total` bytes, checked:
+/// `total` within `max_msg`, `chunk` one of the region's, `clen` in 1..=chunk size, the
+/// fragment inside the `total` bytes.
+#[inline]
+fn read_fragment(
+    b: &[u8],
     geo: &Geometry,
     total: u64,
-    offset: u64,
-    chunk: u32,
-    clen: u32,
-) -> Result<(), WireError> {
+    max_msg: usize,
+) -> Result<Placement, WireError> {
+    let v = Fragment::new_checked(b)?;
+    let (offset, chunk, clen) = (v.offset(), v.chunk(), v.clen());
+    if total > max_msg as u64 {
+        return Err(WireError::field("total", total));
+    }
     if chunk as usize >= geo.chunks {
         return Err(WireError::field("chunk", chunk));
     }
@@ -499,9 +447,48 @@ fn check_fragment(
         return Err(WireError::field("chunk length", clen));
     }
     match offset.checked_add(u64::from(clen)) {
-        Some(end) if end <= total => Ok(()),
+        Some(end) if end <= total => Ok(Placement {
+            offset: offset as usize,
+            chunk: chunk as usize,
+            clen: clen as usize,
+        }),
         _ => Err(WireError::Malformed("fragment beyond its message")),
     }
+}
+
+/// Write a [`Fragment`] at the start of `b`.
+#[inline]
+fn write_fragment(b: &mut [u8], offset: usize, chunk: usize, clen: usize) -> Result<(), WireError> {
+    let mut v = Fragment::new_checked(b)?;
+    v.set_offset(offset as u64);
+    v.set_chunk(chunk as u32);
+    v.set_clen(clen as u32);
+    Ok(())
+}
+
+/// Write a [`BodyHead`] at the start of `body`; the bytes after it.
+#[inline]
+fn write_head(body: &mut [u8], total: usize, id: u64) -> Result<&mut [u8], WireError> {
+    let mut v = BodyHead::new_checked(body)?;
+    v.set_total(total as u64);
+    v.set_id(id);
+    Ok(&mut v.into_inner()[BODY_HEAD_LEN..])
+}
+
+/// Write a [`BodyHead`] and an [`RmaTarget`] at the start of `body`; the bytes after
+/// them.
+#[inline]
+fn write_rma_head(
+    body: &mut [u8],
+    total: usize,
+    id: u64,
+    key: u64,
+    raddr: u64,
+) -> Result<&mut [u8], WireError> {
+    let mut v = RmaTarget::new_checked(write_head(body, total, id)?)?;
+    v.set_key(key);
+    v.set_raddr(raddr);
+    Ok(&mut v.into_inner()[RmaTarget::<&[u8]>::LEN..])
 }
 
 impl Slot {
@@ -512,90 +499,76 @@ impl Slot {
         WireError::check_len(b, PARSE_LEN)?;
         let h = SlotHeader::new_checked(b)?;
         let (kind, flags, niov, len) = (h.kind(), h.flags(), h.niov() as usize, h.length());
-        if flags & !(F_TAGGED | F_DATA | F_ACK) != 0 {
-            return Err(WireError::field(
-                "flags",
-                flags & !(F_TAGGED | F_DATA | F_ACK),
-            ));
-        }
+        WireError::check_flags("flags", flags, F_TAGGED | F_DATA | F_ACK)?;
         let body = h.payload();
-        let max = max_msg as u64;
-        let body = match kind {
-            KIND_INLINE => {
-                if len as usize > INLINE_CAP {
-                    return Err(WireError::field("length", len));
-                }
-                Body::Inline {
+        if kind == KIND_INLINE {
+            if len as usize > INLINE_CAP {
+                return Err(WireError::field("length", len));
+            }
+            let id = InlineBody::new_checked(body)?.id();
+            return Ok(Slot {
+                flags,
+                tag: h.tag(),
+                data: h.data(),
+                body: Body::Inline {
                     len: len as usize,
-                    id: InlineBody::new_checked(body)?.id(),
-                }
-            }
-            KIND_RTS => {
-                let v = RtsBody::new_checked(body)?;
-                let total = v.total();
-                let iov = read_iovs(body, RTS_IOV_AT, niov, total, max_msg)?;
-                Body::Rts {
-                    total: total as usize,
-                    id: v.id(),
-                    iov,
-                    niov,
-                }
-            }
+                    id,
+                },
+            });
+        }
+        let head = BodyHead::new_checked(body)?;
+        let (total, id) = (head.total(), head.id());
+        // Meaningful for the RMA and atomic kinds only.
+        let target = RmaTarget::new_checked(&body[BODY_HEAD_LEN..])?;
+        let (key, raddr) = (target.key(), target.raddr());
+        let rma_tail = &body[RMA_HEAD_LEN..];
+        let body = match kind {
+            KIND_RTS => Body::Rts {
+                total: total as usize,
+                id,
+                iov: read_iovs(&body[BODY_HEAD_LEN..], niov, total, max_msg)?,
+                niov,
+            },
             KIND_BOUNCE => {
-                let v = BounceBody::new_checked(body)?;
-                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
-                if total > max {
-                    return Err(WireError::field("total", total));
-                }
-                check_fragment(geo, total, offset, chunk, clen)?;
+                let p = read_fragment(&body[BODY_HEAD_LEN..], geo, total, max_msg)?;
                 Body::Bounce {
                     total: total as usize,
-                    id: v.id(),
-                    offset: offset as usize,
-                    chunk: chunk as usize,
-                    clen: clen as usize,
+                    id,
+                    offset: p.offset,
+                    chunk: p.chunk,
+                    clen: p.clen,
                 }
             }
-            KIND_WRITE | KIND_READ => {
-                let v = RmaBody::new_checked(body)?;
-                let total = v.total();
-                let iov = read_iovs(body, RMA_IOV_AT, niov, total, max_msg)?;
-                Body::Rma {
-                    read: kind == KIND_READ,
-                    total: total as usize,
-                    id: v.id(),
-                    key: v.key(),
-                    raddr: v.raddr(),
-                    iov,
-                    niov,
-                }
-            }
+            KIND_WRITE | KIND_READ => Body::Rma {
+                read: kind == KIND_READ,
+                total: total as usize,
+                id,
+                key,
+                raddr,
+                iov: read_iovs(rma_tail, niov, total, max_msg)?,
+                niov,
+            },
             KIND_WRITE_FRAG => {
-                let v = WriteFragBody::new_checked(body)?;
-                let (total, offset, chunk, clen) = (v.total(), v.offset(), v.chunk(), v.clen());
-                if total > max {
-                    return Err(WireError::field("total", total));
-                }
-                check_fragment(geo, total, offset, chunk, clen)?;
+                let p = read_fragment(rma_tail, geo, total, max_msg)?;
                 Body::WriteFrag {
                     total: total as usize,
-                    id: v.id(),
-                    key: v.key(),
-                    raddr: v.raddr(),
-                    offset: offset as usize,
-                    chunk: chunk as usize,
-                    clen: clen as usize,
+                    id,
+                    key,
+                    raddr,
+                    offset: p.offset,
+                    chunk: p.chunk,
+                    clen: p.clen,
                 }
             }
             KIND_ATOMIC => {
-                let v = AtomicBody::new_checked(body)?;
-                let count = v.count();
+                let v = AtomicTail::new_checked(rma_tail)?;
+                let count = total;
                 let op = AtomicOp::from_raw(u32::from(v.op()))
                     .ok_or(WireError::field("atomic op", v.op()))?;
                 let dt = Datatype::from_raw(u32::from(v.datatype()))
                     .ok_or(WireError::field("datatype", v.datatype()))?;
-                let kind =
-                    kind_from_u8(v.family()).ok_or(WireError::field("family", v.family()))?;
+                let kind = atomic_kind_of_code(v.family())
+                    .ok_or(WireError::field("family", v.family()))?;
                 let inline = match v.inline() {
                     0 => false,
                     1 => true,
@@ -603,7 +576,7 @@ impl Slot {
                 };
                 (count as usize)
                     .checked_mul(dt.size())
-                    .filter(|&n| n <= max_msg && count <= max)
+                    .filter(|&n| n <= max_msg && count <= max_msg as u64)
                     .ok_or(WireError::field("count", count))?;
                 let data = atomic_data_len(op, dt, kind, count as usize)
                     .ok_or(WireError::field("count", count))?;
@@ -614,9 +587,9 @@ impl Slot {
                 }
                 Body::Atomic(AtomicSlot {
                     count: count as usize,
-                    id: v.id(),
-                    key: v.key(),
-                    raddr: v.raddr(),
+                    id,
+                    key,
+                    raddr,
                     op,
                     dt,
                     kind,
@@ -625,19 +598,17 @@ impl Slot {
                 })
             }
             KIND_WRITE_INLINE => {
-                let v = WriteInlineBody::new_checked(body)?;
-                let l = v.length();
-                if l > RMA_INLINE_CAP as u64 {
-                    return Err(WireError::field("length", l));
+                if total > RMA_INLINE_CAP as u64 {
+                    return Err(WireError::field("length", total));
                 }
-                if u64::from(len) != l {
+                if u64::from(len) != total {
                     return Err(WireError::Malformed("inline write lengths differ"));
                 }
                 Body::WriteInline {
-                    len: l as usize,
-                    id: v.id(),
-                    key: v.key(),
-                    raddr: v.raddr(),
+                    len: total as usize,
+                    id,
+                    key,
+                    raddr,
                 }
             }
             _ => return Err(WireError::field("kind", kind)),
@@ -685,26 +656,14 @@ impl Slot {
                 id,
                 iov,
                 niov,
-            } => {
-                let mut b = RtsBody::new_checked(&mut *body)?;
-                b.set_total(total as u64);
-                b.set_id(id);
-                write_iovs(body, RTS_IOV_AT, &iov, niov);
-            }
+            } => write_iovs(write_head(body, total, id)?, &iov, niov),
             Body::Bounce {
                 total,
                 id,
                 offset,
                 chunk,
                 clen,
-            } => {
-                let mut b = BounceBody::new_checked(body)?;
-                b.set_total(total as u64);
-                b.set_id(id);
-                b.set_offset(offset as u64);
-                b.set_chunk(chunk as u32);
-                b.set_clen(clen as u32);
-            }
+            } => write_fragment(write_head(body, total, id)?, offset, chunk, clen)?,
             Body::Rma {
                 total,
                 id,
@@ -713,14 +672,7 @@ impl Slot {
                 iov,
                 niov,
                 ..
-            } => {
-                let mut b = RmaBody::new_checked(&mut *body)?;
-                b.set_total(total as u64);
-                b.set_id(id);
-                b.set_key(key);
-                b.set_raddr(raddr);
-                write_iovs(body, RMA_IOV_AT, &iov, niov);
-            }
+            } => write_iovs(write_rma_head(body, total, id, key, raddr)?, &iov, niov),
             Body::WriteFrag {
                 total,
                 id,
@@ -730,28 +682,19 @@ impl Slot {
                 chunk,
                 clen,
             } => {
-                let mut b = WriteFragBody::new_checked(body)?;
-                b.set_total(total as u64);
-                b.set_id(id);
-                b.set_key(key);
-                b.set_raddr(raddr);
-                b.set_offset(offset as u64);
-                b.set_chunk(chunk as u32);
-                b.set_clen(clen as u32);
+                let rest = write_rma_head(body, total, id, key, raddr)?;
+                write_fragment(rest, offset, chunk, clen)?;
             }
             Body::Atomic(a) => {
-                let mut b = AtomicBody::new_checked(body)?;
-                b.set_count(a.count as u64);
-                b.set_id(a.id);
-                b.set_key(a.key);
-                b.set_raddr(a.raddr);
-                b.set_op(a.op.to_raw() as u8);
-                b.set_datatype(a.dt.to_raw() as u8);
-                b.set_family(kind_to_u8(a.kind));
-                b.set_inline(u8::from(a.inline));
-                b.set_operand(a.bufs[0]);
-                b.set_compare(a.bufs[1]);
-                b.set_result(a.bufs[2]);
+                let rest = write_rma_head(body, a.count, a.id, a.key, a.raddr)?;
+                let mut t = AtomicTail::new_checked(rest)?;
+                t.set_op(a.op.to_raw() as u8);
+                t.set_datatype(a.dt.to_raw() as u8);
+                t.set_family(atomic_kind_code(a.kind));
+                t.set_inline(u8::from(a.inline));
+                t.set_operand(a.bufs[0]);
+                t.set_compare(a.bufs[1]);
+                t.set_result(a.bufs[2]);
             }
             Body::WriteInline {
                 len,
@@ -759,11 +702,7 @@ impl Slot {
                 key,
                 raddr,
             } => {
-                let mut b = WriteInlineBody::new_checked(body)?;
-                b.set_length(len as u64);
-                b.set_id(id);
-                b.set_key(key);
-                b.set_raddr(raddr);
+                write_rma_head(body, len, id, key, raddr)?;
             }
         }
         Ok(())
@@ -870,7 +809,7 @@ pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - HEAD_WORD] {
 /// (the parser reads nothing of a bounce body beyond it).
 pub fn encoded_len(body: &Body) -> usize {
     match body {
-        Body::Bounce { .. } => SLOT_HDR + BounceBody::<&[u8]>::LEN,
+        Body::Bounce { .. } => SLOT_HDR + BODY_HEAD_LEN + Fragment::<&[u8]>::LEN,
         _ => PARSE_LEN,
     }
 }

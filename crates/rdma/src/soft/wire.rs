@@ -1,6 +1,7 @@
 //! The software device's packet format between contexts: a fixed 64-byte little-endian
 //! header followed by the payload, declared in the kit's wire convention
-//! ([`HdrView`], `ofi_kit::wire`). Parsing never panics: a short or unknown packet is
+//! ([`HdrView`], `ofi_kit::wire`), with the parsed header [`Hdr`] generated from the same
+//! field list. Parsing never panics: a short or unknown packet is
 //! `None` and the caller drops it. Public so that hostile-peer tests and tools can forge
 //! packets; not a stable interface.
 
@@ -81,39 +82,6 @@ pub const F_SOLICITED: u8 = 4;
 /// Flag: immediate data present (UD).
 pub const F_IMM: u8 = 8;
 
-/// A parsed header.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hdr {
-    /// [`Kind`].
-    pub kind: u8,
-    /// [`ReqOp`] or [`Nak`].
-    pub op: u8,
-    /// `F_*` flags.
-    pub flags: u8,
-    /// RNR timer code (NAK).
-    pub rnr_timer: u8,
-    /// Destination queue pair.
-    pub dst_qpn: u32,
-    /// Source queue pair.
-    pub src_qpn: u32,
-    /// Message sequence number.
-    pub msn: u32,
-    /// Immediate data.
-    pub imm: u32,
-    /// Remote key.
-    pub rkey: u32,
-    /// Remote address.
-    pub raddr: u64,
-    /// Message length.
-    pub total: u64,
-    /// Offset of this fragment's payload in the message.
-    pub offset: u64,
-    /// Compare value / add value / atomic original / UD qkey.
-    pub value: u64,
-    /// Swap value.
-    pub swap: u64,
-}
-
 ofi_kit::wire_header! {
     /// A checked view of a packet header (the layout of [`Hdr`]).
     pub struct HdrView;
@@ -150,26 +118,17 @@ ofi_kit::wire_header! {
         /// Swap value.
         SWAP: u64 = 56..64 => swap, set_swap;
     }
+    /// A parsed header: every field of [`HdrView`], unchecked (the receiver checks
+    /// what each kind uses).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    record: pub struct Hdr;
 }
 
 impl Hdr {
     /// The header's bytes.
     pub fn emit(&self) -> [u8; HDR_LEN] {
         let mut v = HdrView::zeroed();
-        v.set_kind(self.kind);
-        v.set_op(self.op);
-        v.set_flags(self.flags);
-        v.set_rnr_timer(self.rnr_timer);
-        v.set_dst_qpn(self.dst_qpn);
-        v.set_src_qpn(self.src_qpn);
-        v.set_msn(self.msn);
-        v.set_imm(self.imm);
-        v.set_rkey(self.rkey);
-        v.set_raddr(self.raddr);
-        v.set_total(self.total);
-        v.set_offset(self.offset);
-        v.set_value(self.value);
-        v.set_swap(self.swap);
+        self.write(&mut v);
         v.into_inner()
     }
 
@@ -183,23 +142,7 @@ impl Hdr {
     /// Parses a packet: the header and the payload, or `None` when too short.
     pub fn parse(pkt: &[u8]) -> Option<(Hdr, &[u8])> {
         let v = HdrView::new_checked(pkt).ok()?;
-        let h = Hdr {
-            kind: v.kind(),
-            op: v.op(),
-            flags: v.flags(),
-            rnr_timer: v.rnr_timer(),
-            dst_qpn: v.dst_qpn(),
-            src_qpn: v.src_qpn(),
-            msn: v.msn(),
-            imm: v.imm(),
-            rkey: v.rkey(),
-            raddr: v.raddr(),
-            total: v.total(),
-            offset: v.offset(),
-            value: v.value(),
-            swap: v.swap(),
-        };
-        Some((h, &pkt[HDR_LEN..]))
+        Some((Hdr::read(&v), &pkt[HDR_LEN..]))
     }
 }
 

@@ -61,7 +61,7 @@
 //!   move to the kit convention (the tests pin them).
 
 use ofi_kit::wire::WireError;
-use ofi_kit::wire_header;
+use ofi_kit::{wire_enum, wire_header};
 
 /// Protocol version carried by the handshake and every packet (2: delivery
 /// acknowledgements, [`F_DC`] and [`Op::DcAck`]).
@@ -191,56 +191,35 @@ wire_header! {
     }
 }
 
-/// Handshake kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `fi_connect` data.
-    Connect = 1,
-    /// `fi_accept` data.
-    Accept = 2,
-    /// `fi_reject` data.
-    Reject = 3,
-}
-
-impl Kind {
-    fn from_u8(v: u8) -> Option<Kind> {
-        Some(match v {
-            1 => Kind::Connect,
-            2 => Kind::Accept,
-            3 => Kind::Reject,
-            _ => return None,
-        })
+wire_enum! {
+    /// Handshake kinds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Kind: u8 {
+        /// `fi_connect` data.
+        Connect = 1,
+        /// `fi_accept` data.
+        Accept = 2,
+        /// `fi_reject` data.
+        Reject = 3,
     }
 }
 
-/// Why a connection request was rejected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    /// Not a reject.
-    None = 0,
-    /// Simultaneous connect: the peer's own connection wins; wait for it.
-    Already = 1,
-    /// Malformed handshake.
-    Malformed = 2,
-    /// Another protocol version.
-    Version = 3,
-    /// Incompatible parameters (buffer size).
-    Params = 4,
-    /// The endpoint is closing or cannot take connections.
-    Refused = 5,
-}
-
-impl Reason {
-    fn from_u8(v: u8) -> Option<Reason> {
-        Some(match v {
-            0 => Reason::None,
-            1 => Reason::Already,
-            2 => Reason::Malformed,
-            3 => Reason::Version,
-            4 => Reason::Params,
-            5 => Reason::Refused,
-            _ => return None,
-        })
+wire_enum! {
+    /// Why a connection request was rejected.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Reason: u8 {
+        /// Not a reject.
+        None = 0,
+        /// Simultaneous connect: the peer's own connection wins; wait for it.
+        Already = 1,
+        /// Malformed handshake.
+        Malformed = 2,
+        /// Another protocol version.
+        Version = 3,
+        /// Incompatible parameters (buffer size).
+        Params = 4,
+        /// The endpoint is closing or cannot take connections.
+        Refused = 5,
     }
 }
 
@@ -310,8 +289,8 @@ impl Hello {
         if v.magic() != MAGIC {
             return Err(WireError::field("magic", u32::from_le_bytes(v.magic())));
         }
-        let kind = Kind::from_u8(v.kind()).ok_or(WireError::field("kind", v.kind()))?;
-        let reason = Reason::from_u8(v.reason()).ok_or(WireError::field("reason", v.reason()))?;
+        let kind = Kind::from_field("kind", v.kind())?;
+        let reason = Reason::from_field("reason", v.reason())?;
         let n = usize::from(v.addr_len());
         if n > MAX_ADDR {
             return Err(WireError::field("addr_len", v.addr_len()));
@@ -334,43 +313,29 @@ impl Hello {
     }
 }
 
-/// Packet operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// A whole message in one packet.
-    Eager = 1,
-    /// The first segment of a segmented message (`size` = total length).
-    SarFirst = 2,
-    /// A later segment (`size` = its offset).
-    SarNext = 3,
-    /// Rendezvous request: the receiver reads the sender's buffers.
-    Rts = 4,
-    /// Rendezvous done (`tag` = operation id, `data` = status).
-    RndvDone = 5,
-    /// Credits only.
-    Credit = 6,
-    /// Delivery acknowledgements: `size` = how many more [`F_DC`] messages of this
-    /// connection the receiver has taken in (they are taken in the order sent).
-    DcAck = 7,
-    /// One RMA or atomic of the sender on the receiver's memory, carried out over this
-    /// connection, is done (`tag` 0: a write or an atomic, 1: a read); sent only to a
-    /// peer whose handshake asked ([`Hello::rma_event`]), after the access completed.
-    RemoteAccess = 8,
-}
-
-impl Op {
-    fn from_u8(v: u8) -> Option<Op> {
-        Some(match v {
-            1 => Op::Eager,
-            2 => Op::SarFirst,
-            3 => Op::SarNext,
-            4 => Op::Rts,
-            5 => Op::RndvDone,
-            6 => Op::Credit,
-            7 => Op::DcAck,
-            8 => Op::RemoteAccess,
-            _ => return None,
-        })
+wire_enum! {
+    /// Packet operations.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Op: u8 {
+        /// A whole message in one packet.
+        Eager = 1,
+        /// The first segment of a segmented message (`size` = total length).
+        SarFirst = 2,
+        /// A later segment (`size` = its offset).
+        SarNext = 3,
+        /// Rendezvous request: the receiver reads the sender's buffers.
+        Rts = 4,
+        /// Rendezvous done (`tag` = operation id, `data` = status).
+        RndvDone = 5,
+        /// Credits only.
+        Credit = 6,
+        /// Delivery acknowledgements: `size` = how many more [`F_DC`] messages of this
+        /// connection the receiver has taken in (they are taken in the order sent).
+        DcAck = 7,
+        /// One RMA or atomic of the sender on the receiver's memory, carried out over this
+        /// connection, is done (`tag` 0: a write or an atomic, 1: a read); sent only to a
+        /// peer whose handshake asked ([`Hello::rma_event`]), after the access completed.
+        RemoteAccess = 8,
     }
 }
 
@@ -441,13 +406,9 @@ impl Hdr {
     #[inline]
     pub fn parse(b: &[u8]) -> Result<Hdr, WireError> {
         let v = HdrView::new_checked(b)?;
-        if v.version() != VERSION {
-            return Err(WireError::version(v.version(), VERSION));
-        }
-        let op = Op::from_u8(v.op()).ok_or(WireError::field("op", v.op()))?;
-        if v.flags() & !F_KNOWN != 0 {
-            return Err(WireError::field("flags", v.flags() & !F_KNOWN));
-        }
+        WireError::check_version(v.version(), VERSION)?;
+        let op = Op::from_field("op", v.op())?;
+        WireError::check_flags("flags", v.flags(), F_KNOWN)?;
         Ok(Hdr {
             op,
             flags: v.flags(),

@@ -15,6 +15,21 @@ impl EdgeCode for WireError {
     }
 }
 
+/// Each `(offset, byte)` written over a copy of `good` makes `parse` refuse it, with
+/// `FI_EPROTO` at the edge.
+fn each_corruption_is_eproto<T: std::fmt::Debug>(
+    good: &[u8],
+    corruptions: &[(usize, u8)],
+    parse: impl Fn(&[u8]) -> Result<T, WireError>,
+) {
+    for &(at, byte) in corruptions {
+        let mut m = good.to_vec();
+        m[at] = byte;
+        let e = parse(&m).expect_err(&format!("byte {at} = {byte:#x} is refused"));
+        assert_eq!(e.code(), Errno::EPROTO);
+    }
+}
+
 fn hello() -> Hello {
     Hello {
         kind: Kind::Connect,
@@ -41,18 +56,8 @@ fn malformed_hellos_are_eproto() {
     for cut in 0..HELLO_LEN + 4 {
         assert_eq!(Hello::parse(&b[..cut]).unwrap_err().code(), Errno::EPROTO);
     }
-    let mut m = b.clone();
-    m[0] = b'X';
-    assert_eq!(Hello::parse(&m).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b.clone();
-    m[5] = 9;
-    assert_eq!(Hello::parse(&m).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b.clone();
-    m[6] = 77;
-    assert_eq!(Hello::parse(&m).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b;
-    m[24] = 200;
-    assert_eq!(Hello::parse(&m).unwrap_err().code(), Errno::EPROTO);
+    // Magic, kind, reason, address length.
+    each_corruption_is_eproto(&b, &[(0, b'X'), (5, 9), (6, 77), (24, 200)], Hello::parse);
 }
 
 #[test]
@@ -64,15 +69,8 @@ fn header_round_trips_and_rejects_garbage() {
     assert_eq!(Hdr::parse(&h.bytes()).unwrap(), h);
     let b = h.bytes();
     assert_eq!(Hdr::parse(&b[..31]).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b;
-    m[0] = 9;
-    assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b;
-    m[1] = 0;
-    assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
-    let mut m = b;
-    m[2] = 0x80;
-    assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
+    // Version, op, flags.
+    each_corruption_is_eproto(&b, &[(0, 9), (1, 0), (2, 0x80)], Hdr::parse);
 }
 
 #[test]
@@ -81,9 +79,7 @@ fn delivery_flag_and_acknowledgement_round_trip() {
     assert_eq!(Hdr::parse(&h.bytes()).unwrap(), h);
     let a = Hdr::new(Op::DcAck, 0, 3, 0, 0);
     assert_eq!(Hdr::parse(&a.bytes()).unwrap(), a);
-    let mut m = a.bytes();
-    m[2] = 0x10;
-    assert_eq!(Hdr::parse(&m).unwrap_err().code(), Errno::EPROTO);
+    each_corruption_is_eproto(&a.bytes(), &[(2, 0x10)], Hdr::parse);
 }
 
 #[test]
