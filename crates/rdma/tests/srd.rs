@@ -74,10 +74,7 @@ fn srd_send_over_the_mtu_is_refused_at_posting() {
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     assert_empty(&a.scq, "refused send");
     // Only sends: an RDMA write is refused too.
-    let r = Remote {
-        addr: b.buf.addr(),
-        rkey: b.mr.rkey(),
-    };
+    let r = b.remote(0);
     assert!(post_srd(&a, &qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
 }
 
