@@ -77,10 +77,12 @@
 pub mod checks;
 pub mod expected;
 pub mod fixture;
+pub mod node;
 pub mod pair;
 pub mod plugin;
 pub mod semantics;
 pub mod twoproc;
+pub mod unavailable;
 
 use std::fmt;
 use std::sync::OnceLock;
