@@ -192,6 +192,18 @@ fn read_one(cq: &CompletionQueue, read: ofi::Result<usize>) -> Option<Result<(),
     }
 }
 
+/// Drives the progress of each of `cqs` (reading none of their entries) for `span`:
+/// messages in flight arrive meanwhile, e.g. as unexpected messages before their
+/// receive is posted.
+pub fn drive_for(cqs: &[&CompletionQueue], span: Duration) {
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        for cq in cqs {
+            let _ = cq.read::<CqTaggedEntry>(&mut []);
+        }
+    }
+}
+
 /// The first `Some` of `poll` within `bound`, reading the `others` (to drive their
 /// progress) between tries; panics naming `what` when none comes in time.
 pub fn wait_for<T>(

@@ -16,7 +16,7 @@ use ofi::{Address, Caps, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::sendmsg;
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
-use ofi_testkit::child::{child_mode, hear, say, ChildProc};
+use ofi_testkit::child::{hear, played_child, say, ChildProc};
 use ofi_testkit::TestRng;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
@@ -181,13 +181,7 @@ fn child_main(mode: &str) {
 /// `OFI_SHM_TEST_CHILD` naming the child's mode, see [`spawn_child`]): play the
 /// child's side and return true.
 fn child_side() -> bool {
-    match child_mode(CHILD_ENV) {
-        Some(mode) => {
-            child_main(&mode);
-            true
-        }
-        None => false,
-    }
+    played_child(CHILD_ENV, child_main)
 }
 
 /// Runs test `test` again as the child, in `mode`, with the extra environment `env`.

@@ -29,19 +29,6 @@ fn srd_qp(n: &Node, qkey: u32, rnr_retry: u8, min_rnr_timer: u8) -> QueuePair {
     qp
 }
 
-/// Posts a signaled SRD send of `[off, off + len)` to `to` without waiting.
-fn post_srd(
-    n: &Node,
-    qp: &QueuePair,
-    to: &UdTarget,
-    wr_id: u64,
-    op: SendOp,
-    off: usize,
-    len: usize,
-) -> Result<(), ofi_core::Error> {
-    n.try_post(qp, wr_id, op, off, len, Some(to.dest()))
-}
-
 #[test]
 fn srd_send_completes_once_received_with_grh_source_and_immediate() {
     let a = Node::all_access(32768);
@@ -70,12 +57,14 @@ fn srd_send_over_the_mtu_is_refused_at_posting() {
     let qa = srd_qp(&a, 1, 0, 1);
     let qb = srd_qp(&b, 1, 0, 1);
     let to = a.ud_target(b.gid(), qb.qp_num(), 1);
-    let e = post_srd(&a, &qa, &to, 1, SendOp::Send, 0, SRD_MTU + 1).unwrap_err();
+    let e = a
+        .ud_post(&qa, &to, 1, SendOp::Send, 0, SRD_MTU + 1)
+        .unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     assert_empty(&a.scq, "refused send");
     // Only sends: an RDMA write is refused too.
     let r = b.remote(0);
-    assert!(post_srd(&a, &qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
+    assert!(a.ud_post(&qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
 }
 
 #[test]
@@ -91,7 +80,8 @@ fn srd_receiver_not_ready_is_retried_then_reported() {
     assert_empty(&b.rcq, "refused datagram");
     // Retried for ever (7): taken once a receive is posted, exactly once.
     let qa7 = srd_qp(&a, 5, 7, 1);
-    post_srd(&a, &qa7, &to, 2, SendOp::SendWithImm(2), 0, 64).unwrap();
+    a.ud_post(&qa7, &to, 2, SendOp::SendWithImm(2), 0, 64)
+        .unwrap();
     // Let it be refused a few times first.
     std::thread::sleep(Duration::from_millis(20));
     b.recv(&qb, 10, 0, 1024);
@@ -126,7 +116,8 @@ fn srd_reordering_delivers_each_datagram_once_in_another_order() {
     }
     let to = a.ud_target(b.gid(), qb.qp_num(), 9);
     for i in 0..N {
-        post_srd(&a, &qa, &to, i, SendOp::SendWithImm(i as u32), 0, 8).unwrap();
+        a.ud_post(&qa, &to, i, SendOp::SendWithImm(i as u32), 0, 8)
+            .unwrap();
     }
     let mut sent = HashSet::new();
     let mut got = Vec::new();
@@ -163,7 +154,7 @@ fn srd_sends_to_lost_peers_or_absent_queue_pairs_complete_in_error() {
     );
     // A send waiting for a receive (retried for ever) when the peer's context closes.
     let to = a.ud_target(b.gid(), qb.qp_num(), 3);
-    post_srd(&a, &qa, &to, 2, SendOp::Send, 0, 8).unwrap();
+    a.ud_post(&qa, &to, 2, SendOp::Send, 0, 8).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let gone = b.gid();
     drop(qb);

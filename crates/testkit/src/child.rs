@@ -36,6 +36,20 @@ pub fn child_mode(env_var: &str) -> Option<String> {
     std::env::var(env_var).ok()
 }
 
+/// In the child process of a two-process test (`env_var` set): runs `child_main` with
+/// the child's mode and returns true; in the parent returns false. A test starts with
+/// `if played_child(VAR, child_main) { return; }`, so the child plays its part in the
+/// test's stead.
+pub fn played_child(env_var: &str, child_main: impl FnOnce(&str)) -> bool {
+    match child_mode(env_var) {
+        Some(mode) => {
+            child_main(&mode);
+            true
+        }
+        None => false,
+    }
+}
+
 /// In the child: send `line` to the parent (printed as `CHILD <line>`, flushed).
 pub fn say(line: &str) {
     let mut out = std::io::stdout().lock();

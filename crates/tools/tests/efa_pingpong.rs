@@ -94,11 +94,7 @@ fn pingpong_on_efa_with_the_device_reordering_datagrams() {
 
 #[test]
 fn server_and_client_started_separately() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
+    let port = ofi_testkit::free_tcp_port().to_string();
     let exe = env!("CARGO_BIN_EXE_fi_pingpong");
     let args = ["-c", "-e", "rdm", "-p", "efa", "-I", "20", "-S", "64,64k"];
     let mut server = command(exe);

@@ -129,11 +129,7 @@ fn help_prints_usage_on_stderr_with_status_1_like_c() {
 #[test]
 fn client_without_server_fails_fast_with_connection_refused() {
     // A port nobody listens on: bind one, note it, close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
+    let port = ofi_testkit::free_tcp_port().to_string();
     for r in [
         pingpong(&["-P", &port, "127.0.0.1"]),
         bw(&["-P", &port, "127.0.0.1"]),
@@ -300,11 +296,7 @@ fn json_gives_one_object_per_size() {
 
 #[test]
 fn separate_server_and_client_processes() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
+    let port = ofi_testkit::free_tcp_port().to_string();
     let mut s = command(env!("CARGO_BIN_EXE_fi_pingpong"));
     s.args(["-p", "unixdgram", "-B", &port]);
     let server = std::thread::spawn(move || run_bounded(s, Duration::from_secs(60)));
@@ -359,11 +351,7 @@ fn large_messages_between_processes_with_checks() {
         ("verbs", "msg"),
         ("verbs;ofi_rxm", "rdm"),
     ] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
-            .to_string();
+        let port = ofi_testkit::free_tcp_port().to_string();
         let args = |extra: &[&str]| -> Vec<String> {
             let mut v: Vec<String> = ["-p", prov, "-e", ep, "-c", "-I", "20", "-S", "64k,1m,4m"]
                 .iter()

@@ -14,7 +14,7 @@ use ofi::addr::Address;
 use ofi::cq::CompletionQueue;
 use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::pattern;
-use ofi_conformance::node::{pair_of, poll_from, rdm_info, wait_for, DoneFrom, Node};
+use ofi_conformance::node::{drive_for, pair_of, poll_from, rdm_info, wait_for, DoneFrom, Node};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -69,11 +69,7 @@ fn messages_of_every_size_both_ways_expected_and_unexpected() {
             from.send(&data, dest, 200 + k).expect("fi_send");
             if !early {
                 // Let it arrive unexpected first.
-                let end = Instant::now() + Duration::from_millis(20);
-                while Instant::now() < end {
-                    let _ = from.cq.read::<CqTaggedEntry>(&mut []);
-                    let _ = to.cq.read::<CqTaggedEntry>(&mut []);
-                }
+                drive_for(&[&from.cq, &to.cq], Duration::from_millis(20));
                 to.recv(&mut buf, 100 + k);
             }
             let (r, src) = wait(&to.cq, &[&from.cq], "receive").expect("receive ok");
@@ -310,11 +306,7 @@ fn long_messages_into_short_receives_are_truncated() {
         }
         a.send(&data, b_at_a, 6).expect("send");
         if !early {
-            let end = Instant::now() + Duration::from_millis(50);
-            while Instant::now() < end {
-                let _ = a.cq.read::<CqTaggedEntry>(&mut []);
-                let _ = b.cq.read::<CqTaggedEntry>(&mut []);
-            }
+            drive_for(&[&a.cq, &b.cq], Duration::from_millis(50));
             b.recv(&mut buf, 5);
         }
         match wait(&b.cq, &[&a.cq], "truncated receive") {

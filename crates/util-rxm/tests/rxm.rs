@@ -22,7 +22,7 @@ use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
 };
 use ofi_conformance::fixture::{pattern, sendmsg};
-use ofi_conformance::node::{pair_of, poll, rdm_info, wait_for, Done, Node};
+use ofi_conformance::node::{drive_for, pair_of, poll, rdm_info, wait_for, Done, Node};
 
 /// How long a test waits for one completion before it fails: a bound on failure only (on a
 /// loaded machine a first handshake can take seconds).
@@ -161,6 +161,19 @@ fn self_node() -> (Node, u64) {
     (a, me)
 }
 
+/// `msg` from `a` to `b` (at `ab` in a's AV) arrives in a receive of b with context
+/// `ctx`: what tests check of a peer a failure elsewhere must not affect.
+fn assert_reaches(a: &Node, b: &Node, ab: u64, msg: &[u8], ctx: usize) {
+    let mut buf = vec![0u8; msg.len()];
+    b.recv(&mut buf, ctx);
+    a.send(msg, ab, ctx + 1).unwrap();
+    assert_eq!(
+        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
+        ctx
+    );
+    assert_eq!(buf, msg);
+}
+
 /// The contexts of the next `n` completions of `cq` (all successful), sorted.
 fn contexts(cq: &CompletionQueue, n: usize, what: &str) -> Vec<usize> {
     let mut seen: Vec<usize> = (0..n)
@@ -197,11 +210,7 @@ fn every_protocol_size_expected_and_unexpected() {
             a.send(&payload, ab, 0x2000 + k).unwrap();
             if unexpected {
                 // Let the message (or its RTS) arrive before the receive is posted.
-                let end = Instant::now() + Duration::from_millis(20);
-                while Instant::now() < end {
-                    let _ = b.cq.read::<CqTaggedEntry>(&mut []);
-                    let _ = a.cq.read::<CqTaggedEntry>(&mut []);
-                }
+                drive_for(&[&b.cq, &a.cq], Duration::from_millis(20));
                 b.recv(&mut buf, 0x1000 + k);
             }
             let r = wait(&b.cq, &[&a.cq], "receive").expect("receive ok");
@@ -848,10 +857,7 @@ fn malformed_handshake_is_refused() {
 fn unreachable_peer_fails_bounded() {
     let (a, b, ab, _) = pair();
     // A port nobody listens on: bind a socket, note its port, close it.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = ofi_testkit::free_tcp_port();
     let dead: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let d = a.av.insert(&[Address::from(dead)]).unwrap()[0];
     let t0 = Instant::now();
@@ -863,13 +869,7 @@ fn unreachable_peer_fails_bounded() {
         "bounded: {:?}",
         t0.elapsed()
     );
-    let mut buf = vec![0u8; 8];
-    b.recv(&mut buf, 1);
-    a.send(b"still ok", ab, 2).unwrap();
-    assert_eq!(
-        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
-        1
-    );
+    assert_reaches(&a, &b, ab, b"still ok", 1);
 }
 
 /// `FI_PROVIDER`-style names: hints `tcp;ofi_rxm` and `ofi_rxm` find rxm over tcp;
@@ -1022,11 +1022,7 @@ fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
 /// In a child process of the multi-process tests (each runs itself again with
 /// `RXM_CHILD` naming the role): play the role and return true.
 fn child_side() -> bool {
-    let Ok(role) = std::env::var("RXM_CHILD") else {
-        return false;
-    };
-    child_role(&role);
-    true
+    ofi_testkit::child::played_child("RXM_CHILD", child_role)
 }
 
 /// The child side of the multi-process tests, in `role`.
@@ -1220,14 +1216,7 @@ fn killed_peer_fails_its_operations_only() {
         t0.elapsed()
     );
     // The other peer is unaffected.
-    let mut buf = vec![0u8; 16];
-    b.recv(&mut buf, 9);
-    a.send(&small, ab, 10).unwrap();
-    assert_eq!(
-        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
-        9
-    );
-    assert_eq!(buf, small);
+    assert_reaches(&a, &b, ab, &small, 9);
 }
 
 /// Message `k` of [`a_core_that_refuses_for_now_delays_but_never_drops`]: its length

@@ -86,49 +86,41 @@ impl Region {
         self.mr.write_owned(off, data).expect("inside the region");
     }
 
-    /// `fi_write` of this (local) region's first `len` bytes from `p`'s first endpoint
-    /// to its peer's `addr` under `key`, with context `ctx`; the call's answer.
+    /// `fi_write` (`dir` [`Rma::Write`]) of this (local) region's first `len` bytes
+    /// from `p`'s first endpoint to its peer's `addr` under `key`, or `fi_read`
+    /// ([`Rma::Read`]) from there into them, with context `ctx`; the call's answer.
     ///
     /// # Safety
     ///
     /// This region lives until the operation's completion has been read.
-    pub unsafe fn write_to(
+    pub unsafe fn rma(
         &self,
         p: &Pair,
+        dir: Rma,
         len: usize,
         addr: u64,
         key: u64,
         ctx: usize,
     ) -> ofi::Result<()> {
+        let (ep, desc, peer) = (&p.a.ep, self.mr.desc(), p.a.peer);
         // SAFETY: `len` bytes of this registered region, which the caller keeps alive
         // until the completion.
         unsafe {
-            p.a.ep
-                .write(self.ptr, len, self.mr.desc(), p.a.peer, addr, key, ctx)
+            match dir {
+                Rma::Write => ep.write(self.ptr, len, desc, peer, addr, key, ctx),
+                Rma::Read => ep.read(self.ptr, len, desc, peer, addr, key, ctx),
+            }
         }
     }
+}
 
-    /// `fi_read` into this (local) region's first `len` bytes by `p`'s first endpoint
-    /// from its peer's `addr` under `key`, with context `ctx`; the call's answer.
-    ///
-    /// # Safety
-    ///
-    /// This region lives until the operation's completion has been read.
-    pub unsafe fn read_from(
-        &self,
-        p: &Pair,
-        len: usize,
-        addr: u64,
-        key: u64,
-        ctx: usize,
-    ) -> ofi::Result<()> {
-        // SAFETY: `len` bytes of this registered region, which the caller keeps alive
-        // until the completion.
-        unsafe {
-            p.a.ep
-                .read(self.ptr, len, self.mr.desc(), p.a.peer, addr, key, ctx)
-        }
-    }
+/// Which way an RMA operation of [`Region::rma`] moves the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rma {
+    /// `fi_write`: from the local region to the peer's.
+    Write,
+    /// `fi_read`: from the peer's region to the local one.
+    Read,
 }
 
 /// The `fi_msg_rma` of an operation from `p`'s first endpoint to its peer: the local
@@ -216,7 +208,7 @@ pub fn rma_write_read_sizes(s: &Subject) {
                 // SAFETY: `local` is registered and alive; nothing else touches it now.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, len) };
                 // SAFETY: `local` lives until the completion is read.
-                unsafe { local.write_to(&p, len, target.addr, target.mr.key(), 0x100 + i) }
+                unsafe { local.rma(&p, Rma::Write, len, target.addr, target.mr.key(), 0x100 + i) }
                     .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
                 let c = p.wait_ok(0, &format!("fi_write of {len} bytes"));
                 assert_eq!(c.op_context, 0x100 + i);
@@ -225,7 +217,7 @@ pub fn rma_write_read_sizes(s: &Subject) {
                 let back = pattern(len, 200 - i as u8);
                 target.set(0, &back);
                 // SAFETY: as above.
-                unsafe { local.read_from(&p, len, target.addr, target.mr.key(), 0x200 + i) }
+                unsafe { local.rma(&p, Rma::Read, len, target.addr, target.mr.key(), 0x200 + i) }
                     .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
                 let c = p.wait_ok(0, &format!("fi_read of {len} bytes"));
                 assert_eq!(c.op_context, 0x200 + i);
@@ -537,7 +529,7 @@ fn bad_accesses(s: &Subject, cases: &[usize]) {
                 "a failed read changed the local buffer"
             );
             // SAFETY: as above.
-            unsafe { local.write_to(&p, 8, target.addr, target.mr.key(), 0x5ff) }.unwrap();
+            unsafe { local.rma(&p, Rma::Write, 8, target.addr, target.mr.key(), 0x5ff) }.unwrap();
             if breaks {
                 // The connection is gone: the write is flushed, the target untouched.
                 let ee = p.wait_err(0, "a write after the error (broken connection)");

@@ -298,7 +298,8 @@ pub fn trigger_bad_arguments(s: &Subject) {
             return;
         }
         let far_off = Box::new(TriggeredContext::threshold(&c, 1 << 40));
-        for k in 0..size {
+        // A triggered send waiting for a threshold the counter never reaches.
+        let send_waiting = || {
             sendmsg(
                 &p.a.ep,
                 &payload,
@@ -306,16 +307,12 @@ pub fn trigger_bad_arguments(s: &Subject) {
                 ctx_of(&far_off),
                 OpFlags::TRIGGER,
             )
-            .unwrap_or_else(|e| panic!("waiting triggered send {k} of {size}: {e}"));
+        };
+        for k in 0..size {
+            send_waiting().unwrap_or_else(|e| panic!("waiting triggered send {k} of {size}: {e}"));
         }
         expect_errno(
-            sendmsg(
-                &p.a.ep,
-                &payload,
-                p.a.peer,
-                ctx_of(&far_off),
-                OpFlags::TRIGGER,
-            ),
+            send_waiting(),
             Errno::EAGAIN,
             "one triggered send beyond tx_size",
         );
