@@ -58,13 +58,15 @@ fn srd_send_over_the_mtu_is_refused_at_posting() {
     let qb = srd_qp(&b, 1, 0, 1);
     let to = a.ud_target(b.gid(), qb.qp_num(), 1);
     let e = a
-        .ud_post(&qa, &to, 1, SendOp::Send, 0, SRD_MTU + 1)
+        .try_post(&qa, 1, SendOp::Send, 0, SRD_MTU + 1, Some(to.dest()))
         .unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     assert_empty(&a.scq, "refused send");
     // Only sends: an RDMA write is refused too.
     let r = b.remote(0);
-    assert!(a.ud_post(&qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
+    assert!(a
+        .try_post(&qa, 2, SendOp::RdmaWrite(r), 0, 8, Some(to.dest()))
+        .is_err());
 }
 
 #[test]
@@ -80,7 +82,7 @@ fn srd_receiver_not_ready_is_retried_then_reported() {
     assert_empty(&b.rcq, "refused datagram");
     // Retried for ever (7): taken once a receive is posted, exactly once.
     let qa7 = srd_qp(&a, 5, 7, 1);
-    a.ud_post(&qa7, &to, 2, SendOp::SendWithImm(2), 0, 64)
+    a.try_post(&qa7, 2, SendOp::SendWithImm(2), 0, 64, Some(to.dest()))
         .unwrap();
     // Let it be refused a few times first.
     std::thread::sleep(Duration::from_millis(20));
@@ -116,7 +118,7 @@ fn srd_reordering_delivers_each_datagram_once_in_another_order() {
     }
     let to = a.ud_target(b.gid(), qb.qp_num(), 9);
     for i in 0..N {
-        a.ud_post(&qa, &to, i, SendOp::SendWithImm(i as u32), 0, 8)
+        a.try_post(&qa, i, SendOp::SendWithImm(i as u32), 0, 8, Some(to.dest()))
             .unwrap();
     }
     let mut sent = HashSet::new();
@@ -154,7 +156,8 @@ fn srd_sends_to_lost_peers_or_absent_queue_pairs_complete_in_error() {
     );
     // A send waiting for a receive (retried for ever) when the peer's context closes.
     let to = a.ud_target(b.gid(), qb.qp_num(), 3);
-    a.ud_post(&qa, &to, 2, SendOp::Send, 0, 8).unwrap();
+    a.try_post(&qa, 2, SendOp::Send, 0, 8, Some(to.dest()))
+        .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let gone = b.gid();
     drop(qb);

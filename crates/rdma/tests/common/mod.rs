@@ -250,20 +250,6 @@ impl Node {
         UdTarget { ah, qpn, qkey }
     }
 
-    /// Posts a signaled UD (or SRD) send of `[off, off + len)` to `to` without
-    /// waiting; the post's own error, if any.
-    pub fn ud_post(
-        &self,
-        qp: &QueuePair,
-        to: &UdTarget,
-        wr_id: u64,
-        op: SendOp,
-        off: usize,
-        len: usize,
-    ) -> Result<(), ofi_core::Error> {
-        self.try_post(qp, wr_id, op, off, len, Some(to.dest()))
-    }
-
     /// Posts a signaled UD send of `[off, off + len)` to `to` and waits for its
     /// completion.
     pub fn ud_send(
@@ -275,7 +261,8 @@ impl Node {
         off: usize,
         len: usize,
     ) -> WorkCompletion {
-        self.ud_post(qp, to, wr_id, op, off, len).unwrap();
+        self.try_post(qp, wr_id, op, off, len, Some(to.dest()))
+            .unwrap();
         wait_wc(&self.scq, "ud send")
     }
 }
