@@ -190,9 +190,9 @@ fn empty(cq: &CompletionQueue, what: &str) {
 }
 
 fn recv(ep: &Endpoint, buf: &mut [u8], ctx: usize) -> ofi::Result<()> {
-    // SAFETY: each test keeps `buf` alive until the receive completes or the endpoint
-    // is dropped.
-    unsafe { common::recv_into(ep, buf, ctx) }
+    // Each test keeps `buf` alive until the receive completes or the endpoint is
+    // dropped.
+    ofi_conformance::fixture::post_recv(ep, buf, ctx)
 }
 
 fn send(ep: &Endpoint, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {

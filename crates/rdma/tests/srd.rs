@@ -29,6 +29,15 @@ fn srd_qp(n: &Node, qkey: u32, rnr_retry: u8, min_rnr_timer: u8) -> QueuePair {
     qp
 }
 
+/// An SRD queue pair of `a` (retrying a receiver that is not ready `rnr_retry`
+/// times) and one of `b`, both with `qkey`, and the target of b's from a.
+fn srd_link(a: &Node, b: &Node, qkey: u32, rnr_retry: u8) -> (QueuePair, QueuePair, UdTarget) {
+    let qa = srd_qp(a, qkey, rnr_retry, 1);
+    let qb = srd_qp(b, qkey, 0, 1);
+    let to = a.ud_target(b.gid(), qb.qp_num(), qkey);
+    (qa, qb, to)
+}
+
 #[test]
 fn srd_send_completes_once_received_with_grh_source_and_immediate() {
     let a = Node::all_access(32768);
@@ -54,9 +63,7 @@ fn srd_send_completes_once_received_with_grh_source_and_immediate() {
 fn srd_send_over_the_mtu_is_refused_at_posting() {
     let a = Node::all_access(32768);
     let b = Node::all_access(4096);
-    let qa = srd_qp(&a, 1, 0, 1);
-    let qb = srd_qp(&b, 1, 0, 1);
-    let to = a.ud_target(b.gid(), qb.qp_num(), 1);
+    let (qa, _qb, to) = srd_link(&a, &b, 1, 0);
     let e = a
         .try_post(&qa, 1, SendOp::Send, 0, SRD_MTU + 1, Some(to.dest()))
         .unwrap_err();
@@ -74,9 +81,7 @@ fn srd_receiver_not_ready_is_retried_then_reported() {
     let a = Node::all_access(4096);
     let b = Node::all_access(4096);
     // Two retries 10 µs apart, then RNR_RETRY_EXC_ERR; the receiver's queue pair is fine.
-    let qa = srd_qp(&a, 5, 2, 1);
-    let qb = srd_qp(&b, 5, 0, 1);
-    let to = a.ud_target(b.gid(), qb.qp_num(), 5);
+    let (qa, qb, to) = srd_link(&a, &b, 5, 2);
     let c = a.ud_send(&qa, &to, 1, SendOp::Send, 0, 64);
     assert_eq!((c.wr_id, c.status), (1, WcStatus::RnrRetryExcErr));
     assert_empty(&b.rcq, "refused datagram");
@@ -111,12 +116,10 @@ fn srd_reordering_delivers_each_datagram_once_in_another_order() {
             ..SoftFault::default()
         })
         .unwrap();
-    let qa = srd_qp(&a, 9, 7, 1);
-    let qb = srd_qp(&b, 9, 0, 1);
+    let (qa, qb, to) = srd_link(&a, &b, 9, 7);
     for i in 0..N {
         b.recv(&qb, i, i as usize * 128, 128);
     }
-    let to = a.ud_target(b.gid(), qb.qp_num(), 9);
     for i in 0..N {
         a.try_post(&qa, i, SendOp::SendWithImm(i as u32), 0, 8, Some(to.dest()))
             .unwrap();

@@ -21,7 +21,7 @@ use ofi::fabric::Fabric;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
 };
-use ofi_conformance::fixture::{pattern, sendmsg};
+use ofi_conformance::fixture::{pattern, post_recv, sendmsg};
 use ofi_conformance::node::{drive_for, pair_of, poll, rdm_info, wait_for, Done, Node};
 
 /// How long a test waits for one completion before it fails: a bound on failure only (on a
@@ -611,17 +611,8 @@ fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     let c = msg_client();
     let (fake_addr, hello) = fake_hello(77);
     let mut pkt = vec![0u8; 4096];
-    // SAFETY: `pkt` outlives the receive (completed, or the endpoint closed, below).
-    unsafe {
-        c.ep.recv(
-            pkt.as_mut_ptr(),
-            pkt.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            1,
-        )
-    }
-    .unwrap();
+    // `pkt` outlives the receive (completed, or the endpoint closed, below).
+    post_recv(&c.ep, &mut pkt, 1).unwrap();
     c.ep.connect(&target.addr.to_bytes(), &hello.encode())
         .unwrap();
     wait_accepted(&c, &target);
