@@ -61,7 +61,16 @@ fn wait_recv(cq: &CompletionQueue) {
 
 fn post(ep: &Endpoint, buf: &mut [u8]) {
     // SAFETY: the buffer lives until the completion is read (the loop below).
-    unsafe { common::recv_into(ep, buf, 1).unwrap() };
+    unsafe {
+        ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ofi::ADDR_NOTAVAIL,
+            1,
+        )
+    }
+    .unwrap();
 }
 
 fn xmit(ep: &Endpoint, buf: &[u8], dest: u64, inject: bool) {
