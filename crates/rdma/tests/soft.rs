@@ -251,9 +251,7 @@ fn bad_local_key_is_a_local_protection_error() {
     assert_eq!(wait_wc(&a.scq, "bad lkey").status, WcStatus::LocProtErr);
     assert_eq!(qa.state(), QpState::Err);
     // Beyond the region's end.
-    let c = Node::all_access(4096);
-    let d = Node::all_access(4096);
-    let (qc, _qd) = rc_pair(&c, &d, 0);
+    let (c, _d, qc, _qd) = rc_nodes(0);
     c.post(&qc, 5, SendOp::Send, 4000, 200);
     assert_eq!(
         wait_wc(&c.scq, "out of region").status,
@@ -284,10 +282,8 @@ fn receiver_not_ready_exhausts_rnr_retry() {
 
 #[test]
 fn receiver_not_ready_then_ready_delivers_in_order() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
     // rnr_retry 7: retry for ever; the responder's timer code 1 (10 µs).
-    let (qa, qb) = rc_pair(&a, &b, 7);
+    let (a, b, qa, qb) = rc_nodes(7);
     a.buf.write(0, b"first...second..");
     a.post(&qa, 1, SendOp::Send, 0, 8);
     a.post(&qa, 2, SendOp::Send, 8, 8);
