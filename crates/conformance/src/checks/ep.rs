@@ -26,14 +26,12 @@ pub fn ep_enable_without_cq_or_av(s: &Subject) {
             if crate::connectionless(t) {
                 let av = d.av_open(&AvAttr::default()).unwrap();
                 ep.bind_av(&av).unwrap();
-                let e = ep.enable().expect_err("fi_enable without a CQ");
-                assert_eq!(e.code(), Errno::ENOCQ, "fi_enable without a CQ: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable without a CQ");
                 ep.close().unwrap();
                 let ep = d.endpoint(&info).unwrap();
                 let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
                 ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                let e = ep.enable().expect_err("fi_enable without an AV");
-                assert_eq!(e.code(), Errno::ENOAV, "fi_enable without an AV: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOAV, "fi_enable without an AV");
             } else {
                 // FI_EP_MSG: with an EQ but no CQ, FI_ENOCQ; with a CQ but no EQ, FI_ENOEQ.
                 let eq = f.eq_open(&ofi::eq::EqAttr::default()).unwrap();
@@ -48,8 +46,7 @@ pub fn ep_enable_without_cq_or_av(s: &Subject) {
                 let ep = d.endpoint(&info).unwrap();
                 let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
                 ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                let e = ep.enable().expect_err("fi_enable without an EQ");
-                assert_eq!(e.code(), Errno::ENOEQ, "fi_enable with a CQ but no EQ: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOEQ, "fi_enable with a CQ but no EQ");
             }
         },
     );
@@ -214,22 +211,17 @@ pub fn pair_close_bound_is_ebusy(s: &Subject) {
                 ..
             } = p;
             for (i, mut side) in [a, b].into_iter().enumerate() {
-                let e = side.cq.close().expect_err("a bound CQ");
-                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound CQ: {e}");
+                fixture::expect_errno(side.cq.close(), Errno::EBUSY, "fi_close of a bound CQ");
                 if let Some(c) = side.cntr.as_mut() {
-                    let e = c.close().expect_err("a bound counter");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound counter: {e}");
+                    fixture::expect_errno(c.close(), Errno::EBUSY, "fi_close of a bound counter");
                 }
                 if let Some(av) = side.av.as_mut() {
-                    let e = av.close().expect_err("a bound AV");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound AV: {e}");
+                    fixture::expect_errno(av.close(), Errno::EBUSY, "fi_close of a bound AV");
                 }
                 if let Some(eq) = side.eq.as_mut() {
-                    let e = eq.close().expect_err("a bound EQ");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound EQ: {e}");
+                    fixture::expect_errno(eq.close(), Errno::EBUSY, "fi_close of a bound EQ");
                 }
-                let e = domain.close().expect_err("a domain with open endpoints");
-                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a busy domain: {e}");
+                fixture::expect_errno(domain.close(), Errno::EBUSY, "fi_close of a busy domain");
                 side.ep
                     .close()
                     .unwrap_or_else(|e| panic!("fi_close(ep): {e}"));

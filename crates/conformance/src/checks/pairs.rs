@@ -394,23 +394,13 @@ pub fn pair_bad_input(s: &Subject) {
         }
         let mut one = [0u8; 8];
         let n = p.info.tx_attr.iov_limit + 1;
-        let iov: Vec<Iov> = (0..n)
-            .map(|_| Iov {
-                base: one.as_mut_ptr().cast(),
-                len: 1,
-            })
-            .collect();
+        let iov = vec![iov_of(&mut one[..1]); n];
         // SAFETY: the call must fail; the buffers outlive it regardless.
         let e = unsafe { p.a.ep.sendv(iov.as_ptr(), std::ptr::null(), n, p.a.peer, 2) }
             .expect_err("fi_sendv over iov_limit");
         assert_eq!(e.code(), Errno::EINVAL, "fi_sendv of {n} entries: {e}");
         let n = p.info.rx_attr.iov_limit + 1;
-        let iov: Vec<Iov> = (0..n)
-            .map(|_| Iov {
-                base: one.as_mut_ptr().cast(),
-                len: 1,
-            })
-            .collect();
+        let iov = vec![iov_of(&mut one[..1]); n];
         // SAFETY: as above.
         let e = unsafe {
             p.b.ep
