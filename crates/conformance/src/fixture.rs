@@ -319,10 +319,11 @@ pub fn recvmsg(ep: &Endpoint, buf: &mut [u8], context: usize, flags: OpFlags) ->
     unsafe { ep.recvmsg(&msg, flags.bits()) }
 }
 
-/// A recognisable payload of `len` bytes (varies with `seed`).
+/// A recognisable payload of `len` bytes (varies with `seed`); each 2 KiB block of a
+/// longer one differs from the others too, so a segment put in the wrong place shows.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
         .collect()
 }
 

@@ -77,10 +77,12 @@
 pub mod checks;
 pub mod expected;
 pub mod fixture;
+pub mod node;
 pub mod pair;
 pub mod plugin;
 pub mod semantics;
 pub mod twoproc;
+pub mod unavailable;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -559,21 +561,11 @@ impl Claims {
                 "no FI_RMA with FI_RMA_EVENT on a reliable type (or no counters)",
             ),
             Capability::Scalable => need(
-                self.infos.iter().any(|i| {
-                    connectionless(i.ep_type())
-                        && i.caps.contains(Caps::MSG)
-                        && i.domain_attr.max_ep_tx_ctx > 1
-                        && i.domain_attr.max_ep_rx_ctx > 1
-                }),
+                self.infos.iter().any(offers_scalable),
                 "no scalable endpoints (max_ep_tx_ctx / max_ep_rx_ctx <= 1)",
             ),
             Capability::SharedCtx => need(
-                self.infos.iter().any(|i| {
-                    connectionless(i.ep_type())
-                        && i.caps.contains(Caps::MSG)
-                        && i.domain_attr.max_ep_stx_ctx > 0
-                        && i.domain_attr.max_ep_srx_ctx > 0
-                }),
+                self.infos.iter().any(offers_shared_contexts),
                 "no shared contexts (max_ep_stx_ctx / max_ep_srx_ctx 0)",
             ),
             Capability::TwoProcessCm => need(
@@ -611,6 +603,26 @@ impl Claims {
 /// Whether endpoints of `t` address peers through an AV (no connection).
 pub fn connectionless(t: EpType) -> bool {
     matches!(t, EpType::Dgram | EpType::Rdm)
+}
+
+/// Whether `i` offers scalable endpoints: a connectionless type with `FI_MSG` and more
+/// than one transmit and one receive context per endpoint (what claims
+/// [`Capability::Scalable`], and the results its checks run on).
+pub fn offers_scalable(i: &Info) -> bool {
+    connectionless(i.ep_type())
+        && i.caps.contains(Caps::MSG)
+        && i.domain_attr.max_ep_tx_ctx > 1
+        && i.domain_attr.max_ep_rx_ctx > 1
+}
+
+/// Whether `i` offers shared contexts: a connectionless type with `FI_MSG` and shared
+/// transmit and receive contexts (what claims [`Capability::SharedCtx`], and the
+/// results its checks run on).
+pub fn offers_shared_contexts(i: &Info) -> bool {
+    connectionless(i.ep_type())
+        && i.caps.contains(Caps::MSG)
+        && i.domain_attr.max_ep_stx_ctx > 0
+        && i.domain_attr.max_ep_srx_ctx > 0
 }
 
 /// The areas the suite checks; each check needs one.

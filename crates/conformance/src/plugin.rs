@@ -10,7 +10,8 @@
 //! within a process and each crate is built at most once per process.
 //!
 //! [`linked_registry`] and [`plugin_registry`] give the registries the conformance
-//! tests run a provider from: linked in, or loaded as a plugin; [`layered_subject`] a
+//! tests run a provider from: linked in, or loaded as a plugin ([`linked_subject`]: a
+//! provider linked in alone); [`layered_subject`] a
 //! utility provider over a linked-in core, either way.
 //!
 //! Panics (test support code) when cargo cannot run or the build fails, with cargo's
@@ -46,6 +47,11 @@ pub fn linked_registry(builtins: &[&'static PluginEntry]) -> Registry {
         builtins: builtins.to_vec(),
         ..RegistryConfig::default()
     })
+}
+
+/// The subject `P` (named `P::NAME`), linked in alone.
+pub fn linked_subject<P: Provider>() -> Subject {
+    Subject::new(linked_registry(&[ofi::abi::entry_for::<P>()]), P::NAME)
 }
 
 /// A registry that loads the in-tree provider crate `crates/<dir>` as a plugin

@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 use ofi::abi::raw::CqMsgEntry;
 use ofi::{Address, Errno};
 
+use ofi_testkit::child::{hex, unhex};
+
 use crate::fixture::{self, Fixture};
 use crate::Subject;
 
@@ -178,20 +180,6 @@ pub fn test_name(module: &str, f: &str) -> String {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 /// The next completion within `bound` (panics on an error entry or time-out).
 fn wait_long(cq: &ofi::cq::CompletionQueue, bound: Duration, what: &str) -> CqMsgEntry {
     match fixture::wait_within(cq, bound, Duration::from_micros(200)) {
@@ -287,11 +275,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hex_round_trip_and_names() {
-        let b = [0u8, 1, 0xab, 0xff];
-        assert_eq!(unhex(&hex(&b)).unwrap(), b);
-        assert!(unhex("abc").is_none());
-        assert!(unhex("zz").is_none());
+    fn test_names() {
         assert_eq!(test_name("crate_x::suite", "c"), "suite::c");
         assert_eq!(test_name("crate_x", "c"), "c");
     }

@@ -378,6 +378,16 @@ fn send(r: &Rig, dest: u64, ctx: usize) -> Result<()> {
     }
 }
 
+/// An error entry whose provider-specific data goes into `buf` (the caller's buffer
+/// for `fi_cq_readerr`).
+fn err_entry_into(buf: &mut [u8]) -> CqErrEntry {
+    CqErrEntry {
+        err_data: buf.as_mut_ptr().cast(),
+        err_data_size: buf.len(),
+        ..CqErrEntry::default()
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Tests.
 
@@ -457,11 +467,7 @@ fn kit_cq_error_data_reaches_the_callers_buffer() {
 
     // A buffer with room: the data is copied into it, the size is the copied length.
     let mut mine = [0u8; 64];
-    let mut e = CqErrEntry {
-        err_data: mine.as_mut_ptr() as *mut std::ffi::c_void,
-        err_data_size: mine.len(),
-        ..CqErrEntry::default()
-    };
+    let mut e = err_entry_into(&mut mine);
     r.cq.readerr(&mut e, 0).unwrap();
     assert_eq!(e.op_context, 31);
     assert_eq!(e.err_data, mine.as_mut_ptr() as *mut std::ffi::c_void);
@@ -470,11 +476,7 @@ fn kit_cq_error_data_reaches_the_callers_buffer() {
 
     // A short buffer: truncated to its size.
     let mut short = [0u8; 4];
-    let mut e = CqErrEntry {
-        err_data: short.as_mut_ptr() as *mut std::ffi::c_void,
-        err_data_size: short.len(),
-        ..CqErrEntry::default()
-    };
+    let mut e = err_entry_into(&mut short);
     r.cq.readerr(&mut e, 0).unwrap();
     assert_eq!((e.op_context, e.err_data_size), (32, 4));
     assert_eq!(&short, &ERR_DATA[..4]);

@@ -13,10 +13,10 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::registry::{Registry, RegistryConfig};
 use ofi::{Caps, EpType, Errno};
 use ofi_conformance::fixture::{open_domain, post_recv, send};
 use ofi_conformance::pair::{info_for, open_side, poll, PairSpec, CTX_A, CTX_B};
+use ofi_conformance::plugin::linked_subject;
 use ofi_conformance::Subject;
 use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::wire::Repr;
@@ -37,11 +37,7 @@ fn subject() -> Subject {
     std::env::set_var("FI_EFA_TX_BUFS", "32");
     // Back-offs of at most 5 ms (1 s by default), to keep the test short.
     std::env::set_var("FI_EFA_RNR_BACKOFF_WAIT_TIME_CAP", "5000");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_efa::EfaProvider>()],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "efa")
+    linked_subject::<ofi_prov_efa::EfaProvider>()
 }
 
 fn payload(i: usize) -> [u8; LEN] {

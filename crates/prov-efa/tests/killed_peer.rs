@@ -6,49 +6,59 @@
 //! error. The test binary runs itself again as the child (`child_side`, active only
 //! with `EFA_CHILD` set).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{Address, Caps, EpType, Errno, OpFlags};
+use ofi::av::AddressVector;
+use ofi::cq::CompletionQueue;
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
+use ofi::fabric::Fabric;
+use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
 use ofi_conformance::fixture::{open_domain, post_recv};
 use ofi_conformance::pair::{info_for, open_side, PairSpec, CTX_A, CTX_B};
+use ofi_conformance::plugin::linked_subject;
 use ofi_conformance::Subject;
+use ofi_testkit::child::{child_mode, hex, say, unhex, ChildProc};
 
 const CHILD_ENV: &str = "EFA_CHILD";
 /// How long the whole failure may take to be noticed (the probe comes after 50 ms).
 const BOUND: Duration = Duration::from_secs(10);
+/// How long the child may take to open its endpoint and say its address.
+const CHILD_BOUND: Duration = Duration::from_secs(30);
 
 fn subject() -> Subject {
     std::env::set_var("FI_EFA_DEVICE", "soft");
     // A peer with work waiting is probed after a tenth of this: 50 ms.
     std::env::set_var("FI_EFA_PEER_TIMEOUT", "500");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_efa::EfaProvider>()],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "efa")
+    linked_subject::<ofi_prov_efa::EfaProvider>()
 }
 
-/// The child process, killed and reaped if the test panics before it does.
-struct ChildGuard(std::process::Child);
+/// An enabled RDM endpoint with its CQ and AV, in its own fabric and domain (field
+/// order = drop order).
+struct RdmSide {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    av: AddressVector,
+    info: Info,
+    _domain: Domain,
+    _fabric: Fabric,
+}
 
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// The [`RdmSide`] of `s` with context `context`.
+fn rdm_side(s: &Subject, context: usize) -> RdmSide {
+    let info = info_for(s, EpType::Rdm, Caps::MSG).expect("efa RDM info");
+    let (fabric, domain) = open_domain(s, &info);
+    let spec = PairSpec::new(EpType::Rdm, Caps::MSG);
+    let (ep, cq, _, av) = open_side(&domain, &info, &spec, context, None);
+    ep.enable().unwrap();
+    RdmSide {
+        ep,
+        cq,
+        av: av.expect("an RDM side has an AV"),
+        info,
+        _domain: domain,
+        _fabric: fabric,
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The child: an RDM endpoint that prints its name and then keeps making progress
@@ -56,64 +66,39 @@ fn unhex(s: &str) -> Vec<u8> {
 /// by itself after 30 s).
 #[test]
 fn child_side() {
-    if std::env::var(CHILD_ENV).is_err() {
+    if child_mode(CHILD_ENV).is_none() {
         return;
     }
-    let s = subject();
-    let info = info_for(&s, EpType::Rdm, Caps::MSG).expect("efa RDM info");
-    let (_fabric, domain) = open_domain(&s, &info);
-    let spec = PairSpec::new(EpType::Rdm, Caps::MSG);
-    let (ep, cq, _, _av) = open_side(&domain, &info, &spec, CTX_A, None);
-    ep.enable().unwrap();
-    println!("ADDR {}", hex(&ep.getname().unwrap()));
-    std::io::stdout().flush().unwrap();
+    let side = rdm_side(&subject(), CTX_A);
+    let RdmSide { ep, cq, .. } = &side;
+    say(&format!("ADDR {}", hex(&ep.getname().unwrap())));
     let end = Instant::now() + Duration::from_secs(30);
     while Instant::now() < end {
-        let _ = ofi_conformance::pair::poll(&cq);
+        let _ = ofi_conformance::pair::poll(cq);
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
 #[test]
 fn a_killed_peer_fails_its_operations_with_eio() {
-    if std::env::var(CHILD_ENV).is_ok() {
+    if child_mode(CHILD_ENV).is_some() {
         return;
     }
-    let s = subject();
-    let info = info_for(&s, EpType::Rdm, Caps::MSG).expect("efa RDM info");
-    let (_fabric, domain) = open_domain(&s, &info);
-    let spec = PairSpec::new(EpType::Rdm, Caps::MSG);
-    let (ep, cq, _, av) = open_side(&domain, &info, &spec, CTX_B, None);
-    let av = av.expect("an RDM side has an AV");
-    ep.enable().unwrap();
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_side", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut line = String::new();
-    let name = loop {
-        line.clear();
-        assert_ne!(
-            out.read_line(&mut line).unwrap(),
-            0,
-            "the child ended without its address"
-        );
-        // The harness may print "test child_side ... " on the same line first.
-        if let Some(at) = line.find("ADDR ") {
-            break unhex(line[at + 5..].trim());
-        }
-    };
+    let side = rdm_side(&subject(), CTX_B);
+    let RdmSide {
+        ep, cq, av, info, ..
+    } = &side;
+    let mut child = ChildProc::spawn(CHILD_ENV, "child_side", "1", &[], CHILD_BOUND);
+    let line = child.line("address");
+    let name = line
+        .strip_prefix("ADDR ")
+        .and_then(unhex)
+        .unwrap_or_else(|| panic!("not an address line: {line:?}"));
     let addr = Address::from_bytes(info.addr_format, &name).unwrap();
     let peer = av.insert(&[addr]).unwrap()[0];
     // A long message (clear-to-send: the child posts no receive, so none comes).
     let long = vec![5u8; 256 << 10];
-    ofi_conformance::fixture::send(&ep, &long, peer, 0x90).unwrap();
+    ofi_conformance::fixture::send(ep, &long, peer, 0x90).unwrap();
     // A small message with delivery complete: the child's application never takes it.
     let small = [6u8; 64];
     let iov = [ofi::abi::raw::Iov {
@@ -140,17 +125,17 @@ fn a_killed_peer_fails_its_operations_with_eio() {
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(100) {
         assert!(
-            ofi_conformance::pair::poll(&cq).is_none(),
+            ofi_conformance::pair::poll(cq).is_none(),
             "a completion before the kill"
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+    child.child.kill().expect("SIGKILL the child");
+    child.child.wait().expect("reap the child");
     let killed = Instant::now();
     let mut errs = Vec::new();
     while errs.len() < 2 && killed.elapsed() < BOUND {
-        match ofi_conformance::pair::poll(&cq) {
+        match ofi_conformance::pair::poll(cq) {
             Some(Ok(e)) => panic!("a successful completion after the peer died: {e:?}"),
             Some(Err(ee)) => errs.push((ee.op_context, Errno(ee.err))),
             None => std::thread::sleep(Duration::from_millis(1)),
@@ -165,12 +150,12 @@ fn a_killed_peer_fails_its_operations_with_eio() {
     );
     // A new operation with the lost peer: refused, or completed in error.
     let mut buf = [0u8; 16];
-    match ofi_conformance::fixture::send(&ep, &buf, peer, 0x92) {
+    match ofi_conformance::fixture::send(ep, &buf, peer, 0x92) {
         Err(e) => assert_eq!(e.code(), Errno::EHOSTUNREACH, "{e}"),
         Ok(()) => {
             let t = Instant::now();
             loop {
-                match ofi_conformance::pair::poll(&cq) {
+                match ofi_conformance::pair::poll(cq) {
                     Some(Err(ee)) => {
                         assert_eq!(ee.op_context, 0x92);
                         break;
@@ -186,16 +171,16 @@ fn a_killed_peer_fails_its_operations_with_eio() {
     // its completion, the process being gone.
     av.remove(&[peer], 0).unwrap();
     assert!(
-        ofi_conformance::pair::poll(&cq).is_none(),
+        ofi_conformance::pair::poll(cq).is_none(),
         "nothing left to complete"
     );
     let addr = Address::from_bytes(info.addr_format, &name).unwrap();
     let again = av.insert(&[addr]).unwrap()[0];
-    ofi_conformance::fixture::send(&ep, &buf, again, 0x94)
+    ofi_conformance::fixture::send(ep, &buf, again, 0x94)
         .expect("a send to a re-inserted address is accepted");
     let t = Instant::now();
     loop {
-        match ofi_conformance::pair::poll(&cq) {
+        match ofi_conformance::pair::poll(cq) {
             Some(Err(ee)) => {
                 assert_eq!((ee.op_context, Errno(ee.err)), (0x94, Errno::EIO));
                 break;
@@ -208,5 +193,5 @@ fn a_killed_peer_fails_its_operations_with_eio() {
         }
     }
     // The endpoint still takes receives.
-    post_recv(&ep, &mut buf, 0x93).unwrap();
+    post_recv(ep, &mut buf, 0x93).unwrap();
 }

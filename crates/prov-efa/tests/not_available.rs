@@ -3,54 +3,23 @@
 //! providers work as before. With the software device (`FI_EFA_DEVICE=soft`) libefa is
 //! not needed.
 
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{EpType, Info};
+use ofi_conformance::unavailable::{check_missing_library, MissingLibrary};
 
-fn registry() -> Registry {
-    Registry::build(RegistryConfig {
-        builtins: vec![
-            ofi::abi::entry_for::<ofi_prov_efa::EfaProvider>(),
-            ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>(),
-        ],
-        ..RegistryConfig::default()
-    })
-}
+const EFA: MissingLibrary = MissingLibrary {
+    provider: ofi::abi::entry_for::<ofi_prov_efa::EfaProvider>(),
+    name: "efa",
+    device_var: "FI_EFA_DEVICE",
+    lib_var: "OFI_EFA_LIB",
+    missing_file: "libefa-does-not-exist.so.1",
+};
 
 #[test]
 fn a_missing_libefa_is_one_reason_line_and_nothing_else_changes() {
-    std::env::remove_var("FI_EFA_DEVICE");
-    std::env::set_var("OFI_EFA_LIB", "libefa-does-not-exist.so.1");
-    let reg = registry();
-    let names: Vec<String> = reg.providers().iter().map(|p| p.name.clone()).collect();
-    assert_eq!(names, vec!["tcp".to_string()], "only tcp is registered");
-    let lines: Vec<String> = reg.load_report().iter().map(|r| r.to_string()).collect();
-    assert_eq!(
-        lines,
-        vec![
-            "built-in efa: init failed: provider efa: libefa-does-not-exist.so.1 not found \
-             (No such device)"
-                .to_string()
-        ]
-    );
-    // tcp still answers and opens.
-    let hints = Info::hints().with_ep_type(EpType::Msg);
-    let infos = reg
-        .getinfo(&ofi::GetinfoRequest {
-            version: ofi::API_VERSION,
-            node: None,
-            service: None,
-            flags: ofi::GetinfoFlags::empty(),
-            hints: Some(hints),
-        })
-        .expect("tcp answers");
-    assert!(infos
-        .iter()
-        .all(|i| i.fabric_attr.prov_name.as_deref() == Some("tcp")));
-    let fabric = reg.open_fabric(&infos[0]).expect("tcp fabric");
-    fabric.domain(&infos[0]).expect("tcp domain");
+    let tcp = ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>();
+    check_missing_library(&EFA, tcp);
     // The software device needs no libefa.
     std::env::set_var("FI_EFA_DEVICE", "soft");
-    let reg = registry();
+    let reg = EFA.registry(tcp);
     let names: Vec<String> = reg.providers().iter().map(|p| p.name.clone()).collect();
     assert!(names.contains(&"efa".to_string()), "{names:?}");
     std::env::remove_var("FI_EFA_DEVICE");

@@ -213,48 +213,27 @@ fn eight_byte_atomics() {
     }
     // Calls that make no sense are refused at once.
     let e = &mut s.nodes[0].eng;
-    assert_eq!(
-        e.atomic(
-            0,
-            1,
-            region(1, 1, 0),
-            AtomicArgs {
-                op: AtomicOp::Cswap,
-                operand: 1,
-                compare: None,
-                fetch: true
-            }
-        ),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        e.atomic(
-            0,
-            1,
-            region(1, 1, 0),
-            AtomicArgs {
-                op: AtomicOp::Sum,
-                operand: 1,
-                compare: Some(2),
-                fetch: true
-            }
-        ),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        e.atomic(
-            0,
-            1,
-            region(1, 1, 0),
-            AtomicArgs {
-                op: AtomicOp::Read,
-                operand: 0,
-                compare: None,
-                fetch: false
-            }
-        ),
-        Err(Errno::EINVAL)
-    );
+    let senseless = [
+        // A compare-and-swap without the value to compare.
+        (AtomicOp::Cswap, 1, None, true),
+        // A value to compare for an operation that compares nothing.
+        (AtomicOp::Sum, 1, Some(2), true),
+        // A read that fetches nothing.
+        (AtomicOp::Read, 0, None, false),
+    ];
+    for (op, operand, compare, fetch) in senseless {
+        let args = AtomicArgs {
+            op,
+            operand,
+            compare,
+            fetch,
+        };
+        assert_eq!(
+            e.atomic(0, 1, region(1, 1, 0), args),
+            Err(Errno::EINVAL),
+            "{op:?} with operand {operand}, compare {compare:?}, fetch {fetch}"
+        );
+    }
     assert_eq!(
         e.write(0, 1, region(1, 1, 0), Vec::new()),
         Err(Errno::EINVAL)

@@ -57,6 +57,20 @@ fn open(reg: &Registry, info: &Info) -> (Fabric, Domain) {
     (fabric, domain)
 }
 
+/// Runs `f` with an shm domain opened for [`info`] (alone among the tests that count
+/// this process's regions), then asserts that closing it all left no region of this
+/// process behind.
+fn in_domain(f: impl FnOnce(&Info, &Domain)) {
+    let _serial = serial();
+    let reg = registry();
+    let info = info(&reg);
+    {
+        let (_f, d) = open(&reg, &info);
+        f(&info, &d);
+    }
+    assert_eq!(own_regions(), 0, "regions left behind");
+}
+
 fn cq(d: &Domain) -> CompletionQueue {
     d.cq_open(&CqAttr::with_format(CqFormat::Msg)).expect("cq")
 }
@@ -107,44 +121,35 @@ fn sep(d: &Domain, info: &Info, bits: i32) -> (Endpoint, AddressVector) {
 
 #[test]
 fn a_transmit_context_sends_as_its_scalable_endpoint() {
-    let _serial = serial();
-    let reg = registry();
-    let info = info(&reg);
-    {
-        let (_f, d) = open(&reg, &info);
-        let (sep, sav) = sep(&d, &info, 1);
+    in_domain(|info, d| {
+        let (sep, sav) = sep(d, info, 1);
         let tx = sep.tx_context(1, &info.tx_attr).expect("tx_context 1");
-        let txcq = cq(&d);
+        let txcq = cq(d);
         tx.bind(&txcq, OpFlags::TRANSMIT).unwrap();
         tx.enable().unwrap();
         sep.enable().unwrap();
         // A plain receiver that knows the scalable endpoint's address.
-        let rcq = cq(&d);
+        let rcq = cq(d);
         let rav = d.av_open(&AvAttr::default()).unwrap();
-        let rx = d.endpoint(&info).unwrap();
+        let rx = d.endpoint(info).unwrap();
         rx.bind(&rcq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
         rx.bind_av(&rav).unwrap();
         rx.enable().unwrap();
-        let sep_addr = rav.insert(&[name_of(&sep, &info)]).unwrap()[0];
-        let dest = sav.insert(&[name_of(&rx, &info)]).unwrap()[0];
+        let sep_addr = rav.insert(&[name_of(&sep, info)]).unwrap()[0];
+        let dest = sav.insert(&[name_of(&rx, info)]).unwrap()[0];
         let mut buf = vec![0u8; 16];
         post_recv(&rx, &mut buf, 7).unwrap();
         send(&tx, b"from tx 1", dest, 8).unwrap();
         let (c, src) = wait_from(&rcq);
         assert_eq!((c.op_context, c.len), (7, 9));
         assert_eq!(src, sep_addr, "the source is the scalable endpoint");
-    }
-    assert_eq!(own_regions(), 0, "regions left behind");
+    });
 }
 
 #[test]
 fn context_indexes_are_checked_and_open_once() {
-    let _serial = serial();
-    let reg = registry();
-    let info = info(&reg);
-    {
-        let (_f, d) = open(&reg, &info);
-        let (sep, _av) = sep(&d, &info, 1);
+    in_domain(|info, d| {
+        let (sep, _av) = sep(d, info, 1);
         let code = |r: ofi::Result<Endpoint>| r.map(|_| ()).unwrap_err().code();
         assert_eq!(code(sep.tx_context(2, &info.tx_attr)), Errno::EINVAL);
         assert_eq!(code(sep.rx_context(-1, &info.rx_attr)), Errno::EINVAL);
@@ -156,7 +161,7 @@ fn context_indexes_are_checked_and_open_once() {
             .rx_context(0, &info.rx_attr)
             .expect("rx_context 0 again");
         // A context of a context, or of an ordinary endpoint, is refused.
-        let plain = d.endpoint(&info).unwrap();
+        let plain = d.endpoint(info).unwrap();
         assert!(plain.tx_context(0, &info.tx_attr).is_err());
         // The scalable endpoint itself carries no data.
         assert_eq!(
@@ -164,25 +169,20 @@ fn context_indexes_are_checked_and_open_once() {
             Errno::EOPBADSTATE
         );
         // The scalable endpoint binds an AV only.
-        let c = cq(&d);
+        let c = cq(d);
         assert_eq!(
             sep.bind(&c, OpFlags::TRANSMIT).unwrap_err().code(),
             Errno::EINVAL
         );
-    }
-    assert_eq!(own_regions(), 0, "regions left behind");
+    });
 }
 
 #[test]
 fn shared_context_bindings_follow_the_rules() {
-    let _serial = serial();
-    let reg = registry();
-    let info = info(&reg);
-    {
-        let (_f, d) = open(&reg, &info);
+    in_domain(|info, d| {
         let srx = d.srx_context(&info.rx_attr).expect("srx_context");
         let stx = d.stx_context(&info.tx_attr).expect("stx_context");
-        let c = cq(&d);
+        let c = cq(d);
         // Nothing binds to a shared context.
         assert_eq!(
             srx.bind(&c, OpFlags::RECV).unwrap_err().code(),
@@ -194,7 +194,7 @@ fn shared_context_bindings_follow_the_rules() {
             post_recv(&srx, &mut buf, 1).unwrap_err().code(),
             Errno::EOPBADSTATE
         );
-        let ep = d.endpoint(&info).unwrap();
+        let ep = d.endpoint(info).unwrap();
         // An stx is not an srx, and flags are refused.
         assert_eq!(
             ep.bind(&stx, OpFlags::RECV).unwrap_err().code(),
@@ -224,25 +224,20 @@ fn shared_context_bindings_follow_the_rules() {
             Errno::EOPBADSTATE
         );
         post_recv(&srx, &mut buf, 3).expect("a receive on the shared context");
-    }
-    assert_eq!(own_regions(), 0, "regions left behind");
+    });
 }
 
 /// Two threads, each on its own transmit and receive context, at once.
 #[test]
 fn two_threads_on_their_own_contexts() {
     const MSGS: usize = 2000;
-    let _serial = serial();
-    let reg = registry();
-    let info = info(&reg);
-    {
-        let (_f, d) = open(&reg, &info);
-        let (sep, av) = sep(&d, &info, 1);
+    in_domain(|info, d| {
+        let (sep, av) = sep(d, info, 1);
         let mut lanes = Vec::new();
         for i in 0..2 {
             let tx = sep.tx_context(i, &info.tx_attr).unwrap();
             let rx = sep.rx_context(i, &info.rx_attr).unwrap();
-            let (tcq, rcq) = (cq(&d), cq(&d));
+            let (tcq, rcq) = (cq(d), cq(d));
             tx.bind(&tcq, OpFlags::TRANSMIT).unwrap();
             rx.bind(&rcq, OpFlags::RECV).unwrap();
             tx.enable().unwrap();
@@ -250,7 +245,7 @@ fn two_threads_on_their_own_contexts() {
             lanes.push((tx, tcq, rx, rcq));
         }
         sep.enable().unwrap();
-        let base = av.insert(&[name_of(&sep, &info)]).unwrap()[0];
+        let base = av.insert(&[name_of(&sep, info)]).unwrap()[0];
         std::thread::scope(|s| {
             for (i, (tx, tcq, rx, rcq)) in lanes.iter().enumerate() {
                 let dest = ((i as u64) << 63) | base;
@@ -279,8 +274,7 @@ fn two_threads_on_their_own_contexts() {
                 });
             }
         });
-    }
-    assert_eq!(own_regions(), 0, "regions left behind");
+    });
 }
 
 /// getinfo honours `tx_ctx_cnt` / `rx_ctx_cnt` up to the domain's 64; beyond,
@@ -324,26 +318,22 @@ fn context_counts_are_honoured_up_to_the_domain_limit() {
 /// reads, or any drive that is no CQ read, progress them).
 #[test]
 fn a_cq_read_progresses_only_its_own_contexts() {
-    let _serial = serial();
-    let reg = registry();
-    let info = info(&reg);
-    {
-        let (_f, d) = open(&reg, &info);
-        let (sep, av) = sep(&d, &info, 1);
+    in_domain(|info, d| {
+        let (sep, av) = sep(d, info, 1);
         let mut rxs = Vec::new();
         for i in 0..2 {
             let rx = sep.rx_context(i, &info.rx_attr).unwrap();
-            let c = cq(&d);
+            let c = cq(d);
             rx.bind(&c, OpFlags::RECV).unwrap();
             rx.enable().unwrap();
             rxs.push((rx, c));
         }
         let tx = sep.tx_context(0, &info.tx_attr).unwrap();
-        let tcq = cq(&d);
+        let tcq = cq(d);
         tx.bind(&tcq, OpFlags::TRANSMIT).unwrap();
         tx.enable().unwrap();
         sep.enable().unwrap();
-        let base = av.insert(&[name_of(&sep, &info)]).unwrap()[0];
+        let base = av.insert(&[name_of(&sep, info)]).unwrap()[0];
         let mut buf = vec![0u8; 8];
         post_recv(&rxs[1].0, &mut buf, 5).unwrap();
         let posted = rxs[1].0.rx_size_left().unwrap();
@@ -360,6 +350,5 @@ fn a_cq_read_progresses_only_its_own_contexts() {
         let (c, _) = wait_from(&rxs[1].1);
         assert_eq!((c.op_context, c.len), (5, 4));
         assert_eq!(rxs[1].0.rx_size_left().unwrap(), posted + 1);
-    }
-    assert_eq!(own_regions(), 0, "regions left behind");
+    });
 }

@@ -9,16 +9,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
-use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::domain::Domain;
-use ofi::ep::Endpoint;
-use ofi::fabric::Fabric;
+use ofi::cq::CompletionQueue;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
+use ofi::{Address, Caps, EpType, Errno, Info, OpFlags, API_VERSION};
 use ofi_conformance::fixture::sendmsg;
-use ofi_testkit::child::{child_mode, hear, say, ChildProc};
+use ofi_conformance::node::{endpoint_in, wait_for, Node};
+use ofi_conformance::pair::poll;
+use ofi_testkit::child::{hear, played_child, say, ChildProc};
 use ofi_testkit::TestRng;
 
 const CHILD_ENV: &str = "OFI_SHM_TEST_CHILD";
@@ -26,15 +24,6 @@ const BOUND: Duration = Duration::from_secs(20);
 /// A message longer than a ring's bounce chunks hold (16 × 64 KiB by default) and not
 /// above the CMA threshold: its transfer needs the receiver to free chunks.
 const BEYOND_BOUNCE: usize = 2 << 20;
-
-/// One endpoint with its objects (field order = drop order).
-struct Node {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: AddressVector,
-    _domain: Domain,
-    _fabric: Fabric,
-}
 
 fn registry() -> Registry {
     ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()])
@@ -54,31 +43,15 @@ fn info(reg: &Registry) -> Info {
     infos[0].clone()
 }
 
+/// A [`Node`] of shm in a fabric of its own, from `reg`.
 fn node(reg: &Registry) -> Node {
     let info = info(reg);
-    let fabric = reg.open_fabric(&info).expect("fabric");
-    let domain = fabric.domain(&info).expect("domain");
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("cq");
-    let av = domain.av_open(&AvAttr::default()).expect("av");
-    let ep = domain.endpoint(&info).expect("endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
-    Node {
-        ep,
-        cq,
-        av,
-        _domain: domain,
-        _fabric: fabric,
-    }
+    Node::in_fabric(reg.open_fabric(&info).expect("fabric"), &info)
 }
 
 fn name_of(n: &Node) -> String {
-    match Address::from_bytes(AddrFormat::STR, &n.ep.getname().unwrap()).unwrap() {
-        Address::Str(s) => s,
+    match &n.addr {
+        Address::Str(s) => s.clone(),
         other => panic!("not a string address: {other:?}"),
     }
 }
@@ -88,32 +61,8 @@ fn insert(n: &Node, addr: &str) -> u64 {
         .expect("av insert")[0]
 }
 
-fn poll(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, CqErrEntry>> {
-    let mut e = [ofi_conformance::pair::empty_entry()];
-    match cq.read(&mut e) {
-        Ok(_) => Some(Ok(e[0])),
-        Err(err) if err.code() == Errno::EAGAIN => None,
-        Err(err) if err.code() == Errno::EAVAIL => {
-            let mut ee = CqErrEntry::default();
-            cq.readerr(&mut ee, 0).expect("readerr");
-            Some(Err(ee))
-        }
-        Err(err) => panic!("cq read: {err}"),
-    }
-}
-
 fn wait(cq: &CompletionQueue, what: &str) -> Result<CqTaggedEntry, CqErrEntry> {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        if let Some(c) = poll(cq) {
-            return c;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: nothing within {BOUND:?}"
-        );
-        std::thread::yield_now();
-    }
+    wait_for(&[], BOUND, what, || poll(cq))
 }
 
 fn wait_ok(cq: &CompletionQueue, what: &str) -> CqTaggedEntry {
@@ -127,27 +76,6 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| ((i * 7 + i / 251) as u8).wrapping_add(seed))
         .collect()
-}
-
-fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
-    // SAFETY: callers keep `buf` until the send's completion.
-    unsafe {
-        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
-    }
-}
-
-fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
-    // SAFETY: callers keep `buf` until the receive's completion.
-    unsafe {
-        n.ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            ctx,
-        )
-    }
-    .expect("recv")
 }
 
 fn our_files(pid: u32) -> Vec<String> {
@@ -165,8 +93,8 @@ fn our_files(pid: u32) -> Vec<String> {
 /// One message from `from` to `to` (AV index `dest` at `from`), checked on both sides.
 fn one_good_message(from: &Node, to: &Node, dest: u64, msg: &[u8]) {
     let mut got = vec![0u8; msg.len()];
-    recv(to, &mut got, 0x600d);
-    send(from, msg, dest, 0x600e).expect("send");
+    to.recv(&mut got, 0x600d);
+    from.send(msg, dest, 0x600e).expect("send");
     assert_eq!(wait_ok(&to.cq, "the receive").op_context, 0x600d);
     assert_eq!(got, msg);
     assert_eq!(wait_ok(&from.cq, "the send").op_context, 0x600e);
@@ -221,11 +149,11 @@ fn child_main(mode: &str) {
         // Receive one message of any size up to 8 MiB and send it back.
         "echo" => {
             let mut buf = vec![0u8; 8 << 20];
-            recv(&n, &mut buf, 1);
+            n.recv(&mut buf, 1);
             let r = wait_ok(&n.cq, "child receive");
             assert_eq!(r.op_context, 1);
             buf.truncate(r.len);
-            send(&n, &buf, dest, 2).expect("child send");
+            n.send(&buf, dest, 2).expect("child send");
             let c = wait_ok(&n.cq, "child send");
             assert_eq!(c.op_context, 2);
             say(&format!("DONE {}", r.len));
@@ -234,7 +162,7 @@ fn child_main(mode: &str) {
         // progressing until killed.
         "send-then-sleep" => {
             let big = pattern(BEYOND_BOUNCE, 7);
-            send(&n, &big, dest, 3).expect("child send");
+            n.send(&big, dest, 3).expect("child send");
             say("DONE 0");
             std::thread::sleep(Duration::from_secs(60));
             drop(big);
@@ -253,13 +181,7 @@ fn child_main(mode: &str) {
 /// `OFI_SHM_TEST_CHILD` naming the child's mode, see [`spawn_child`]): play the
 /// child's side and return true.
 fn child_side() -> bool {
-    match child_mode(CHILD_ENV) {
-        Some(mode) => {
-            child_main(&mode);
-            true
-        }
-        None => false,
-    }
+    played_child(CHILD_ENV, child_main)
 }
 
 /// Runs test `test` again as the child, in `mode`, with the extra environment `env`.
@@ -285,10 +207,10 @@ fn echo_through_child(test: &str, len: usize, env: &[(&str, &str)]) {
     let caddr = child_addr(&mut c);
     let dest = insert(&n, &caddr);
     let mut back = vec![0u8; len];
-    recv(&n, &mut back, 10);
+    n.recv(&mut back, 10);
     c.send_line(&format!("PEER {}", name_of(&n)));
     let payload = pattern(len, len as u8);
-    send(&n, &payload, dest, 11).expect("send");
+    n.send(&payload, dest, 11).expect("send");
     let (mut sent, mut got) = (false, None);
     while !(sent && got.is_some()) {
         let e = wait_ok(&n.cq, "parent");
@@ -368,7 +290,7 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
     // More than the bounce chunks hold needs the receiver, which never progresses:
     // pending.
     let big = pattern(BEYOND_BOUNCE, 1);
-    send(&n, &big, dest, 77).expect("send");
+    n.send(&big, dest, 77).expect("send");
     assert!(
         poll(&n.cq).is_none(),
         "nothing completes while the peer sleeps"
@@ -384,7 +306,7 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
         Ok(e) => panic!("expected an error completion, got context {}", e.op_context),
     }
     // A send to the dead peer now fails at once.
-    let e = send(&n, b"x", dest, 78).expect_err("send to a dead peer");
+    let e = n.send(b"x", dest, 78).expect_err("send to a dead peer");
     assert_eq!(e.code(), Errno::ECONNREFUSED, "{e}");
     // The child's region is stale (SIGKILL left it); the next endpoint opened on the
     // host reclaims it. (Another test of this binary opening an endpoint meanwhile
@@ -458,7 +380,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
     put(&r4);
     let mut buf = [0u8; 64];
-    recv(&b, &mut buf, 5);
+    b.recv(&mut buf, 5);
     let e = wait_ok(&b.cq, "the good message");
     assert_eq!((e.op_context, e.len), (5, 2));
     assert_eq!(&buf[..2], b"ok");
@@ -485,7 +407,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     let total = geo.slots + ACK_BACKLOG_MAX + 40;
     let mut bufs = vec![[0u8; 8]; total];
     for (k, buf) in bufs.iter_mut().enumerate() {
-        recv(&b, buf, 1000 + k);
+        b.recv(buf, 1000 + k);
     }
     let mut p = Producer::new(geo.slots, 0);
     let put = |p: &mut Producer, k: usize| -> bool {
@@ -624,7 +546,7 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
         let b_file = name_of(&b)["fi_shm://".len()..].to_string();
         let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
         let mr = b
-            ._domain
+            .domain()
             .mr_reg_owned(vec![0u8; 4096], access, 0x4242)
             .expect("mr_reg");
         let post = |k: usize, buf: &mut Vec<u8>| {
@@ -1192,8 +1114,8 @@ fn no_region_files_remain_after_close() {
     let b = node(&reg);
     let dest = insert(&a, &name_of(&b));
     let mut buf = [0u8; 8];
-    recv(&b, &mut buf, 1);
-    send(&a, b"hi", dest, 2).unwrap();
+    b.recv(&mut buf, 1);
+    a.send(b"hi", dest, 2).unwrap();
     wait_ok(&a.cq, "send");
     wait_ok(&b.cq, "recv");
     let (na, nb) = (name_of(&a), name_of(&b));
@@ -1217,24 +1139,9 @@ fn auto_progress_delivers_without_cq_reads() {
     inf.domain_attr.data_progress = ofi::Progress::Auto;
     let fabric = reg.open_fabric(&inf).expect("fabric");
     let domain = fabric.domain(&inf).expect("domain");
-    let mk = || {
-        let cq = domain
-            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-            .unwrap();
-        let av = domain.av_open(&AvAttr::default()).unwrap();
-        let ep = domain.endpoint(&inf).unwrap();
-        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        (ep, cq, av)
-    };
-    let (ea, ca, aa) = mk();
-    let (eb, cb, _ab) = mk();
-    let bname = match Address::from_bytes(AddrFormat::STR, &eb.getname().unwrap()).unwrap() {
-        Address::Str(s) => s,
-        _ => unreachable!(),
-    };
-    let dest = aa.insert(&[Address::Str(bname)]).unwrap()[0];
+    let (ea, ca, aa, _) = endpoint_in(&domain, &inf);
+    let (eb, cb, _ab, bname) = endpoint_in(&domain, &inf);
+    let dest = aa.insert(&[bname]).unwrap()[0];
     for len in [40usize, 5000, 300_000] {
         let mut buf = vec![0u8; len];
         // SAFETY: `buf` outlives the receive (its completion is read below).
@@ -1284,7 +1191,7 @@ fn delivery_complete_waits_for_the_receiver() {
     let dest = insert(&a, &name_of(&b));
     for len in [64usize, 100_000] {
         let mut buf = vec![0u8; len];
-        recv(&b, &mut buf, 1);
+        b.recv(&mut buf, 1);
         let payload = pattern(len, 3);
         // `payload` lives until the send's completion is read.
         sendmsg(
@@ -1337,7 +1244,7 @@ fn delivery_complete_of_unexpected_messages() {
                     "{len}: completed before a receive had it"
                 );
             }
-            recv(&b, &mut buf, 50 + k);
+            b.recv(&mut buf, 50 + k);
         }
         let deadline = Instant::now() + BOUND;
         let done = loop {
@@ -1351,7 +1258,7 @@ fn delivery_complete_of_unexpected_messages() {
         };
         assert_eq!(done.op_context, 40 + k);
         if !by_cma {
-            recv(&b, &mut buf, 50 + k);
+            b.recv(&mut buf, 50 + k);
         }
         let r = wait_ok(&b.cq, "receive");
         assert_eq!((r.op_context, r.len), (50 + k, len));
@@ -1372,12 +1279,12 @@ fn queued_sends_keep_their_order() {
     let mut r1 = vec![0u8; 1 << 20];
     let mut r2 = vec![0u8; 16];
     let mut r3 = vec![0u8; 16];
-    recv(&b, &mut r1, 1);
-    recv(&b, &mut r2, 2);
-    recv(&b, &mut r3, 3);
-    send(&a, &big, dest, 11).unwrap();
-    send(&a, &[], dest, 12).unwrap();
-    send(&a, &small, dest, 13).unwrap();
+    b.recv(&mut r1, 1);
+    b.recv(&mut r2, 2);
+    b.recv(&mut r3, 3);
+    a.send(&big, dest, 11).unwrap();
+    a.send(&[], dest, 12).unwrap();
+    a.send(&small, dest, 13).unwrap();
     let mut got = Vec::new();
     let mut sent = 0;
     let deadline = Instant::now() + BOUND;
@@ -1425,10 +1332,10 @@ fn small_and_large_bounce_messages_interleaved_arrive_in_order() {
     // The first half's receives are posted first (expected); the rest arrive before
     // theirs (unexpected, held in the sender's chunks or copied out).
     for (k, buf) in bufs.iter_mut().enumerate().take(half) {
-        recv(&b, buf, 1000 + k);
+        b.recv(buf, 1000 + k);
     }
     for (k, m) in msgs.iter().enumerate() {
-        send(&a, m, dest, k).expect("send");
+        a.send(m, dest, k).expect("send");
     }
     let (mut got, mut sent) = (Vec::new(), 0);
     let mut posted = half;
@@ -1449,7 +1356,7 @@ fn small_and_large_bounce_messages_interleaved_arrive_in_order() {
         }
         if posted < msgs.len() && got.len() == half {
             for (k, buf) in bufs.iter_mut().enumerate().skip(half) {
-                recv(&b, buf, 1000 + k);
+                b.recv(buf, 1000 + k);
             }
             posted = msgs.len();
         }
@@ -1473,7 +1380,7 @@ fn sender_killed_mid_transfer_fails_the_receive() {
     let reg = registry();
     let n = node(&reg);
     let mut buf = vec![0u8; BEYOND_BOUNCE];
-    recv(&n, &mut buf, 21);
+    n.recv(&mut buf, 21);
     let mut c = spawn_child(
         "sender_killed_mid_transfer_fails_the_receive",
         "send-then-sleep",
@@ -1516,38 +1423,22 @@ fn a_peer_restarted_under_the_same_name_is_reached() {
     let named = |reg: &Registry| {
         let mut inf = info(reg);
         inf.src_addr = Some(Address::Str(format!("fi_shm://{name}")));
-        let fabric = reg.open_fabric(&inf).expect("fabric");
-        let domain = fabric.domain(&inf).expect("domain");
-        let cq = domain
-            .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-            .unwrap();
-        let av = domain.av_open(&AvAttr::default()).unwrap();
-        let ep = domain.endpoint(&inf).expect("endpoint with a given name");
-        ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-        ep.bind_av(&av).unwrap();
-        ep.enable().unwrap();
-        Node {
-            ep,
-            cq,
-            av,
-            _domain: domain,
-            _fabric: fabric,
-        }
+        Node::in_fabric(reg.open_fabric(&inf).expect("fabric"), &inf)
     };
     let dest = insert(&a, &format!("fi_shm://{name}"));
     for round in 0..2u8 {
         let b = named(&reg);
         assert_eq!(name_of(&b), format!("fi_shm://{name}"));
         let mut buf = [0u8; 8];
-        recv(&b, &mut buf, 1);
-        send(&a, &[round; 8], dest, 2).expect("send");
+        b.recv(&mut buf, 1);
+        a.send(&[round; 8], dest, 2).expect("send");
         wait_ok(&a.cq, "send");
         assert_eq!(wait_ok(&b.cq, "recv").len, 8);
         assert_eq!(buf, [round; 8]);
         drop(b);
     }
     // Nobody under that name now: refused at once.
-    let e = send(&a, b"x", dest, 3).expect_err("send to a closed peer");
+    let e = a.send(b"x", dest, 3).expect_err("send to a closed peer");
     assert_eq!(e.code(), Errno::ECONNREFUSED, "{e}");
     assert!(!std::path::Path::new("/dev/shm").join(&name).exists());
 }
@@ -1564,7 +1455,7 @@ fn rma_writes_through_bounce_chunks() {
     let size = 300_000usize;
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     let target = b
-        ._domain
+        .domain()
         .mr_reg_owned(vec![0u8; size], access, 0x4242)
         .expect("mr_reg");
     let src = pattern(size, 4);
@@ -1633,7 +1524,7 @@ fn atomic_msg_calls() {
     let dest = insert(&a, &name_of(&b));
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     let init: Vec<u8> = [10u64, 20].iter().flat_map(|v| v.to_ne_bytes()).collect();
-    let target = b._domain.mr_reg_owned(init, access, 0x77).expect("mr_reg");
+    let target = b.domain().mr_reg_owned(init, access, 0x77).expect("mr_reg");
     let operand: Vec<u8> = [1u64, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
     let ioc = [Ioc {
         addr: operand.as_ptr() as *mut _,
@@ -1724,7 +1615,7 @@ fn large_injects_survive_buffer_reuse_and_busy_chunks() {
     );
     let mut rbufs: Vec<Vec<u8>> = (0..N).map(|_| vec![0u8; size]).collect();
     for (i, r) in rbufs.iter_mut().enumerate() {
-        recv(&b, r, 100 + i);
+        b.recv(r, 100 + i);
     }
     let deadline = Instant::now() + BOUND;
     let mut got = Vec::new();
@@ -1776,19 +1667,8 @@ fn tsendmsg_with_fi_inject_copies_the_data() {
     unsafe { a.ep.tsendmsg(&msg, OpFlags::INJECT.bits()) }.expect("tsendmsg");
     data.fill(0);
     let mut r = vec![0u8; 4096];
-    // SAFETY: `r` outlives the receive (its completion is read below).
-    unsafe {
-        b.ep.trecv(
-            r.as_mut_ptr(),
-            r.len(),
-            std::ptr::null_mut(),
-            u64::MAX,
-            7,
-            0,
-            32,
-        )
-    }
-    .expect("trecv");
+    // `r` outlives the receive (its completion is read below).
+    b.trecv(&mut r, 7, 32);
     let mut sent = false;
     let mut got = None;
     let deadline = Instant::now() + BOUND;
@@ -1818,7 +1698,7 @@ fn large_inject_writes_land() {
     let size = 4096;
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     let target = b
-        ._domain
+        .domain()
         .mr_reg_owned(vec![0u8; 2 * size], access, 0x77)
         .expect("mr_reg");
     let mut src = pattern(size, 3);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ofi::abi::raw::CqTaggedEntry;
-use ofi::{Address, Caps, EqEvent, Errno};
+use ofi::{Caps, EqEvent, Errno};
 use ofi_prov_tcp::proto;
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
@@ -141,12 +141,7 @@ fn sigkill_child_role(addr: &str) {
     let sa: std::net::SocketAddr = addr.parse().unwrap();
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let c = side(&fabric, &domain, &info);
-    c.ep.connect(&Address::from(sa).to_bytes(), b"child")
-        .unwrap();
-    eq_expect(&c.eq, EqEvent::Connected);
+    let (_fabric, _domain, c) = connected_client(&reg, &info, sa, b"child");
     let end = Instant::now() + Duration::from_secs(20);
     while Instant::now() < end {
         let _ = c.cq.read(&mut Vec::<CqTaggedEntry>::new());

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use ofi::abi::raw::{Iov, Msg, MsgTagged};
+use ofi::abi::raw::{Iov, MsgTagged};
 use ofi::{Caps, Errno, OpFlags};
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
@@ -98,26 +98,9 @@ fn inject_limits_and_delivery_complete() {
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { s.ep.recv(rb.as_mut_ptr(), 8, NULL, 0, 1).unwrap() };
     let data = *b"deliver!";
-    let iov = [Iov {
-        base: data.as_ptr() as *mut _,
-        len: 8,
-    }];
-    let m = Msg {
-        msg_iov: iov.as_ptr(),
-        desc: std::ptr::null(),
-        iov_count: 1,
-        addr: 0,
-        context: 0x55,
-        data: 0,
-    };
-    // SAFETY: the buffers outlive the operation (its completion is awaited).
-    unsafe {
-        c.ep.sendmsg(
-            &m,
-            (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
-        )
-        .unwrap()
-    };
+    // `data` outlives the operation (its completion is awaited).
+    let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+    ofi_conformance::fixture::sendmsg(&c.ep, &data, 0, 0x55, flags).unwrap();
     let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
     assert_eq!(e.op_context, 1);
     let e = cq_wait(&c.cq, &[&s.cq]).unwrap();

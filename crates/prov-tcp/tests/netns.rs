@@ -23,12 +23,7 @@ fn child(addr: &str) {
     let reg = registry();
     let mut info = info(&reg, false, Caps::MSG);
     info.src_addr = None;
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
-    let c = side(&fabric, &domain, &info);
-    c.ep.connect(&Address::from(sa).to_bytes(), b"from the namespace")
-        .unwrap();
-    eq_expect(&c.eq, EqEvent::Connected);
+    let (_fabric, _domain, c) = connected_client(&reg, &info, sa, b"from the namespace");
     c.ep.inject(b"over veth", 0).unwrap();
     // Stay until the parent closes the connection (bounded).
     let end = Instant::now() + Duration::from_secs(10);

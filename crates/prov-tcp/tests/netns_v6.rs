@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ofi::{Address, Caps, EqEvent};
+use ofi::Caps;
 
 const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_V6_CHILD";
 
@@ -89,11 +89,7 @@ fn listen_in_namespace(test: &str, pair: &ofi_testkit::netns::NetPair, iface: Op
         let reg = registry();
         let mut info = info(&reg, true, Caps::MSG);
         info.src_addr = None;
-        let fabric = reg.open_fabric(&info).unwrap();
-        let domain = fabric.domain(&info).unwrap();
-        let c = side(&fabric, &domain, &info);
-        c.ep.connect(&Address::from(name).to_bytes(), b"").unwrap();
-        eq_expect(&c.eq, EqEvent::Connected);
+        let (_fabric, _domain, c) = connected_client(&reg, &info, name, b"");
         c.ep.inject(b"over veth", 0).unwrap();
         // The child exits once it has the message (bounded); drive our side meanwhile.
         let end = Instant::now() + Duration::from_secs(20);

@@ -8,15 +8,6 @@ mod common;
 use common::*;
 use ofi::{AddrFormat, Address, Caps, EqEvent, Errno};
 
-/// A port free on 127.0.0.1 now (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn name(a: std::net::SocketAddr) -> Vec<u8> {
     Address::from(a).to_bytes()
 }
@@ -37,7 +28,9 @@ fn setname_moves_listener_and_connection_source() {
     let peq = fabric.eq_open(&ofi::eq::EqAttr::default()).unwrap();
     let pep = fabric.passive_ep(&info).expect("passive_ep");
     pep.bind_eq(&peq, 0).unwrap();
-    let listen_at: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen_at: std::net::SocketAddr = format!("127.0.0.1:{}", ofi_testkit::free_tcp_port())
+        .parse()
+        .unwrap();
     pep.setname(&name(listen_at)).expect("pep setname");
     assert_eq!(
         addr(&pep.getname().unwrap()),
@@ -56,7 +49,9 @@ fn setname_moves_listener_and_connection_source() {
     );
 
     let client = side(&fabric, &domain, &info);
-    let from: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let from: std::net::SocketAddr = format!("127.0.0.1:{}", ofi_testkit::free_tcp_port())
+        .parse()
+        .unwrap();
     client.ep.setname(&name(from)).expect("ep setname");
     assert_eq!(
         addr(&client.ep.getname().unwrap()),

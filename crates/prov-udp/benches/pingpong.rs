@@ -59,11 +59,6 @@ fn wait_recv(cq: &CompletionQueue) {
     }
 }
 
-fn post(ep: &Endpoint, buf: &mut [u8]) {
-    // SAFETY: the buffer lives until the completion is read (the loop below).
-    unsafe { common::recv_into(ep, buf, 1).unwrap() };
-}
-
 fn xmit(ep: &Endpoint, buf: &[u8], dest: u64, inject: bool) {
     loop {
         let r = if inject {
@@ -93,7 +88,7 @@ fn run(reg: &Registry, info: &Info, size: usize, iters: usize, inject: bool) -> 
         let mut rbuf = vec![0u8; size];
         let sbuf = vec![2u8; size];
         for _ in 0..total {
-            post(&b.ep, &mut rbuf);
+            common::post_recv(&b.ep, &mut rbuf);
             wait_recv(&b.cq);
             xmit(&b.ep, &sbuf, to_a, inject);
         }
@@ -106,7 +101,7 @@ fn run(reg: &Registry, info: &Info, size: usize, iters: usize, inject: bool) -> 
         if i == warm {
             start = Instant::now();
         }
-        post(&a.ep, &mut rbuf);
+        common::post_recv(&a.ep, &mut rbuf);
         xmit(&a.ep, &sbuf, to_b, inject);
         wait_recv(&a.cq);
     }

@@ -50,9 +50,9 @@ fn next(cq: &CompletionQueue, limit: Duration) -> Option<usize> {
 
 /// Post a receive of `buf` (the caller keeps it alive longer than the endpoint).
 fn post(ep: &Endpoint, buf: &mut [u8], ctx: usize) {
-    // SAFETY: the test declares its buffers before its endpoints, so they outlive every
+    // The test declares its buffers before its endpoints, so they outlive every
     // receive posted on them.
-    unsafe { common::recv_into(ep, buf, ctx).unwrap() };
+    ofi_conformance::fixture::post_recv(ep, buf, ctx).unwrap();
 }
 
 #[test]

@@ -113,8 +113,8 @@ fn next(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
 
 /// Post a receive into `buf`.
 fn post_recv(s: &Side, buf: &mut [u8], ctx: usize) {
-    // SAFETY: every caller waits for the receive's completion before `buf` goes away.
-    unsafe { common::recv_into(&s.ep, buf, ctx).unwrap() };
+    // Every caller waits for the receive's completion before `buf` goes away.
+    ofi_conformance::fixture::post_recv(&s.ep, buf, ctx).unwrap();
 }
 
 /// The child's fixed port (its own namespace: nothing else uses it).

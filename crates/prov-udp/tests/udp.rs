@@ -127,6 +127,16 @@ fn pair_with(info: &Info, cq_flags: OpFlags, b_knows_a: bool) -> Pair {
     }
 }
 
+impl Pair {
+    /// Posts a receive into `buf` at b with context `ctx`, then sends `msg` from a to
+    /// b with context `ctx + 1` (the datagram is in b's receive, or b's error
+    /// completion, when b's CQ is read).
+    fn a_sends_to_b(&self, buf: &mut [u8], msg: &[u8], ctx: usize) {
+        recv(&self.b.ep, buf, ctx).unwrap();
+        send(&self.a.ep, msg, self.to_b, ctx + 1).unwrap();
+    }
+}
+
 fn pair(caps: Caps) -> Pair {
     pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, true)
 }
@@ -180,9 +190,9 @@ fn empty(cq: &CompletionQueue, what: &str) {
 }
 
 fn recv(ep: &Endpoint, buf: &mut [u8], ctx: usize) -> ofi::Result<()> {
-    // SAFETY: each test keeps `buf` alive until the receive completes or the endpoint
-    // is dropped.
-    unsafe { common::recv_into(ep, buf, ctx) }
+    // Each test keeps `buf` alive until the receive completes or the endpoint is
+    // dropped.
+    ofi_conformance::fixture::post_recv(ep, buf, ctx)
 }
 
 fn send(ep: &Endpoint, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
@@ -559,8 +569,7 @@ fn source_err_reports_unknown_senders_with_their_address() {
     let caps = Caps::MSG | Caps::SOURCE | Caps::SOURCE_ERR;
     let p = pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, false);
     let mut buf = [0u8; 16];
-    recv(&p.b.ep, &mut buf, 3).unwrap();
-    send(&p.a.ep, b"stranger", p.to_b, 4).unwrap();
+    p.a_sends_to_b(&mut buf, b"stranger", 3);
     let e = err(&p.b.cq, "unknown sender");
     assert_eq!(e.err, Errno::EADDRNOTAVAIL);
     assert_eq!(e.op_context, 3);
@@ -569,8 +578,7 @@ fn source_err_reports_unknown_senders_with_their_address() {
     assert_eq!(&buf[..8], b"stranger");
     // Once inserted, the sender is known.
     let fa = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
-    recv(&p.b.ep, &mut buf, 5).unwrap();
-    send(&p.a.ep, b"friend", p.to_b, 6).unwrap();
+    p.a_sends_to_b(&mut buf, b"friend", 5);
     let (r, src) = ok(&p.b.cq, "known sender");
     assert_eq!(r.op_context, 5);
     assert_eq!(src, fa);
@@ -585,14 +593,12 @@ fn a_remembered_source_follows_the_av() {
     let p = pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, true);
     let mut buf = [0u8; 16];
     for ctx in [3, 5] {
-        recv(&p.b.ep, &mut buf, ctx).unwrap();
-        send(&p.a.ep, b"known", p.to_b, ctx + 1).unwrap();
+        p.a_sends_to_b(&mut buf, b"known", ctx);
         let (r, src) = ok(&p.b.cq, "known sender");
         assert_eq!((r.op_context, src), (ctx, p.to_a));
     }
     p.b.av.remove(&[p.to_a], 0).unwrap();
-    recv(&p.b.ep, &mut buf, 7).unwrap();
-    send(&p.a.ep, b"removed", p.to_b, 8).unwrap();
+    p.a_sends_to_b(&mut buf, b"removed", 7);
     let e = err(&p.b.cq, "removed sender");
     assert_eq!((e.err, e.op_context), (Errno::EADDRNOTAVAIL, 7));
     assert_eq!(e.err_data, p.a.addr.to_bytes());
@@ -601,8 +607,7 @@ fn a_remembered_source_follows_the_av() {
     let other = p.b.av.insert(std::slice::from_ref(&p.b.addr)).unwrap()[0];
     let again = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
     assert_ne!(again, other);
-    recv(&p.b.ep, &mut buf, 9).unwrap();
-    send(&p.a.ep, b"back", p.to_b, 10).unwrap();
+    p.a_sends_to_b(&mut buf, b"back", 9);
     let (r, src) = ok(&p.b.cq, "re-inserted sender");
     assert_eq!((r.op_context, src), (9, again));
 }
@@ -615,8 +620,7 @@ fn source_without_source_err_is_addr_notavail() {
         false,
     );
     let mut buf = [0u8; 16];
-    recv(&p.b.ep, &mut buf, 3).unwrap();
-    send(&p.a.ep, b"who?", p.to_b, 4).unwrap();
+    p.a_sends_to_b(&mut buf, b"who?", 3);
     let (r, src) = ok(&p.b.cq, "unknown sender");
     assert_eq!(r.op_context, 3);
     assert_eq!(src, ADDR_NOTAVAIL);
@@ -642,8 +646,7 @@ fn ipv6_and_addr_str_exchange_with_source() {
             (a, f) => panic!("{f}: unexpected address {a:?}"),
         }
         let mut buf = [0u8; 16];
-        recv(&p.b.ep, &mut buf, 1).unwrap();
-        send(&p.a.ep, b"v6", p.to_b, 2).unwrap();
+        p.a_sends_to_b(&mut buf, b"v6", 1);
         let (r, src) = ok(&p.b.cq, "receive");
         assert_eq!(r.len, 2);
         assert_eq!(src, p.to_a, "{format}: the sender's fabric address");
@@ -743,8 +746,7 @@ fn auto_progress_completes_without_reads() {
     assert_eq!(i.domain_attr.data_progress, Progress::Auto);
     let p = pair_with(&i, OpFlags::TRANSMIT | OpFlags::RECV, true);
     let mut buf = [0u8; 16];
-    recv(&p.b.ep, &mut buf, 1).unwrap();
-    send(&p.a.ep, b"auto", p.to_b, 2).unwrap();
+    p.a_sends_to_b(&mut buf, b"auto", 1);
     // Nobody reads b's CQ: the progress thread must fill the receive.
     let deadline = Instant::now() + WAIT;
     let seen = |b: &[u8; 16]| {
@@ -924,8 +926,7 @@ fn peer_socket_carries_a_conversation_and_others_still_arrive() {
         );
         let mut buf = [0u8; 16];
         for round in 0..20u8 {
-            recv(&p.b.ep, &mut buf, 1).unwrap();
-            send(&p.a.ep, &[round; 3], p.to_b, 2).unwrap();
+            p.a_sends_to_b(&mut buf, &[round; 3], 1);
             let (r, src) = ok(&p.b.cq, "b's receive");
             assert_eq!((r.len, src, buf[0]), (3, p.to_a, round), "{format}");
             ok(&p.a.cq, "a's send");

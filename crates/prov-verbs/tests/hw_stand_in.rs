@@ -13,10 +13,10 @@ mod fake;
 
 use fake::{framed, StandIns, CONNECTING, CONNECT_RESPONSE, DISCONNECTED, ESTABLISHED, REQUEST};
 use ofi::eq::EqAttr;
-use ofi::registry::{Registry, RegistryConfig};
 use ofi::{Caps, EpType, EqEvent, Errno, OpFlags};
+use ofi_conformance::fixture;
 use ofi_conformance::pair::{self, EqPoller, CTX_A, CTX_B};
-use ofi_conformance::{fixture, Subject};
+use ofi_conformance::plugin::linked_subject;
 
 #[test]
 fn connections_go_through_librdmacm_on_an_rdma_core_device() {
@@ -24,11 +24,7 @@ fn connections_go_through_librdmacm_on_an_rdma_core_device() {
     let Some(fake) = StandIns::install("verbs-hw-stand-in", true) else {
         return;
     };
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
-        ..RegistryConfig::default()
-    });
-    let s = Subject::new(reg, "verbs");
+    let s = linked_subject::<ofi_prov_verbs::VerbsProvider>();
     let info = pair::info_for(&s, EpType::Msg, Caps::MSG).expect("verbs on the stand-in");
     assert_eq!(info.domain_attr.name.as_deref(), Some("fake0"));
     let (fabric, domain) = fixture::open_domain(&s, &info);

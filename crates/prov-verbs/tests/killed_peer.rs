@@ -3,8 +3,6 @@
 //! error, and the EQ reports `FI_SHUTDOWN`. The test binary runs itself again as the
 //! child (`child_side`, active only with `VERBS_CHILD_ADDR` set).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
@@ -14,36 +12,19 @@ use common::subject;
 use ofi::{Caps, EpType, EqEvent, Errno};
 use ofi_conformance::fixture::{open_domain, post_recv};
 use ofi_conformance::pair::{info_for, listen, open_side, EqPoller, PairSpec, CTX_A, CTX_B};
+use ofi_testkit::child::{child_mode, hex, say, unhex, ChildProc};
 
 const CHILD_ENV: &str = "VERBS_CHILD_ADDR";
 /// How long the whole failure may take to be noticed.
 const BOUND: Duration = Duration::from_secs(10);
-
-/// The child process, killed and reaped if the test panics before it does.
-struct ChildGuard(std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
+/// How long the child may take to connect and say it is ready.
+const CHILD_BOUND: Duration = Duration::from_secs(30);
 
 /// The child: connect to the parent's listener, say READY, then wait to be killed
 /// (bounded: it exits by itself after 30 s).
 #[test]
 fn child_side() {
-    let Ok(addr) = std::env::var(CHILD_ENV) else {
+    let Some(addr) = child_mode(CHILD_ENV) else {
         return;
     };
     let s = subject();
@@ -53,10 +34,10 @@ fn child_side() {
     let spec = PairSpec::new(EpType::Msg, Caps::MSG);
     let (ep, cq, _, _) = open_side(&domain, &info, &spec, CTX_A, Some(&eq));
     ep.enable().unwrap();
-    ep.connect(&unhex(&addr), b"").unwrap();
+    ep.connect(&unhex(&addr).expect("the parent's name in hex"), b"")
+        .unwrap();
     EqPoller::new(1).expect(&[&eq], 0, &[&cq], EqEvent::Connected, "child");
-    println!("READY");
-    std::io::stdout().flush().unwrap();
+    say("READY");
     let end = Instant::now() + Duration::from_secs(30);
     while Instant::now() < end {
         let mut none: [CqTaggedEntry; 0] = [];
@@ -67,22 +48,19 @@ fn child_side() {
 
 #[test]
 fn a_killed_peer_fails_posted_work_and_raises_shutdown() {
-    if std::env::var(CHILD_ENV).is_ok() {
+    if child_mode(CHILD_ENV).is_some() {
         return;
     }
     let s = subject();
     let info = info_for(&s, EpType::Msg, Caps::MSG).expect("verbs MSG info");
     let (fabric, domain) = open_domain(&s, &info);
     let (_pep, peq, name) = listen(&fabric, &info);
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_side", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, hex(&name))
-            .env("FI_VERBS_DEVICE", "soft")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut child = ChildProc::spawn(
+        CHILD_ENV,
+        "child_side",
+        &hex(&name),
+        &[("FI_VERBS_DEVICE", "soft")],
+        CHILD_BOUND,
     );
     let mut poll = EqPoller::new(1);
     let start = Instant::now();
@@ -100,22 +78,13 @@ fn a_killed_peer_fails_posted_work_and_raises_shutdown() {
     ep.accept(b"").unwrap();
     poll.expect(&[&peq], 0, &[&cq], EqEvent::Connected, "server");
     // Wait for the child's READY, then kill it.
-    // (The harness prints its own lines first; the child exits within 30 s, so EOF
-    // bounds the loop.)
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("READY") {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            panic!("the child ended without READY");
-        }
-    }
+    assert_eq!(child.line("READY"), "READY");
     let mut bufs = [[0u8; 32]; 2];
     for (i, b) in bufs.iter_mut().enumerate() {
         post_recv(&ep, b, 0x70 + i).unwrap();
     }
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+    child.child.kill().expect("SIGKILL the child");
+    child.child.wait().expect("reap the child");
     let killed = Instant::now();
     // A send after the peer died completes in error too.
     let msg = [7u8; 16];

@@ -2,45 +2,16 @@
 //! is not listed, the registry's load report gives the one-line reason, and the other
 //! providers work as before.
 
-use ofi::registry::{Registry, RegistryConfig};
-use ofi::{EpType, Info};
+use ofi_conformance::unavailable::{check_missing_library, MissingLibrary};
 
 #[test]
 fn a_missing_libibverbs_is_one_reason_line_and_nothing_else_changes() {
-    std::env::remove_var("FI_VERBS_DEVICE");
-    std::env::set_var("OFI_RDMA_IBVERBS_LIB", "libibverbs-does-not-exist.so.1");
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![
-            ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>(),
-            ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>(),
-        ],
-        ..RegistryConfig::default()
-    });
-    let names: Vec<String> = reg.providers().iter().map(|p| p.name.clone()).collect();
-    assert_eq!(names, vec!["tcp".to_string()], "only tcp is registered");
-    let lines: Vec<String> = reg.load_report().iter().map(|r| r.to_string()).collect();
-    assert_eq!(
-        lines,
-        vec![
-            "built-in verbs: init failed: provider verbs: libibverbs-does-not-exist.so.1 not found \
-             (No such device)"
-                .to_string()
-        ]
-    );
-    // tcp still answers and opens.
-    let hints = Info::hints().with_ep_type(EpType::Msg);
-    let infos = reg
-        .getinfo(&ofi::GetinfoRequest {
-            version: ofi::API_VERSION,
-            node: None,
-            service: None,
-            flags: ofi::GetinfoFlags::empty(),
-            hints: Some(hints),
-        })
-        .expect("tcp answers");
-    assert!(infos
-        .iter()
-        .all(|i| i.fabric_attr.prov_name.as_deref() == Some("tcp")));
-    let fabric = reg.open_fabric(&infos[0]).expect("tcp fabric");
-    fabric.domain(&infos[0]).expect("tcp domain");
+    let verbs = MissingLibrary {
+        provider: ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>(),
+        name: "verbs",
+        device_var: "FI_VERBS_DEVICE",
+        lib_var: "OFI_RDMA_IBVERBS_LIB",
+        missing_file: "libibverbs-does-not-exist.so.1",
+    };
+    check_missing_library(&verbs, ofi::abi::entry_for::<ofi_prov_tcp::TcpProvider>());
 }

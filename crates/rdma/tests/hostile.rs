@@ -156,9 +156,7 @@ fn still_works(a: &Node, b: &Node) {
 
 #[test]
 fn garbage_and_unannounced_packets_are_dropped() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, _qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, _qb) = rc_nodes(0);
     let fd = connect(&path_of(&a.gid()));
     let mut rng = TestRng::from_env("OFI_RDMA_HOSTILE_SEED", 29);
     // Requests before any hello: ignored even when well formed.
@@ -202,9 +200,7 @@ fn garbage_and_unannounced_packets_are_dropped() {
 
 #[test]
 fn forged_requests_are_checked_like_real_ones() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, qb) = rc_nodes(0);
     // A stranger's request for a queue pair that does not exist gets "no queue pair"
     // (a's answers to an unknown peer go back over the stranger's own connection).
     let stranger = connect(&path_of(&a.gid()));

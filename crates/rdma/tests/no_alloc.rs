@@ -51,10 +51,7 @@ fn posting_and_polling_do_not_allocate() {
     let a = Node::all_access(1 << 16);
     let b = Node::all_access(1 << 16);
     let (qa, qb) = rc_pair(&a, &b, 7);
-    let remote = Remote {
-        addr: b.buf.addr(),
-        rkey: b.mr.rkey(),
-    };
+    let remote = b.remote(0);
     let mut wc = [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Send, 0); 8];
     // The counter itself sees allocations.
     let (v, n) = counted(|| Vec::<u8>::with_capacity(16));

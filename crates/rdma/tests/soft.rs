@@ -70,10 +70,7 @@ fn large_messages_cross_in_fragments() {
     assert_eq!(wait_wc(&b.rcq, "recv").byte_len as usize, len);
     assert_eq!(b.buf.read(0, len), msg);
     // Write it to b's upper half, read it back into a's upper half.
-    let remote = Remote {
-        addr: b.buf.addr() + len as u64,
-        rkey: b.mr.rkey(),
-    };
+    let remote = b.remote(len as u64);
     a.post(&qa, 2, SendOp::RdmaWrite(remote), 0, len);
     assert_eq!(wait_wc(&a.scq, "write").status, WcStatus::Success);
     assert_eq!(b.buf.read(len, len), msg);
@@ -93,10 +90,7 @@ fn rdma_write_with_immediate_consumes_a_receive() {
     let (qa, qb) = rc_pair(&a, &b, 0);
     a.buf.write(0, b"written!");
     b.recv(&qb, 77, 4096, 16);
-    let remote = Remote {
-        addr: b.buf.addr() + 100,
-        rkey: b.mr.rkey(),
-    };
+    let remote = b.remote(100);
     a.post(&qa, 5, SendOp::RdmaWriteWithImm(remote, 42), 0, 8);
     assert_eq!(wait_wc(&a.scq, "write imm").opcode, WcOpcode::RdmaWrite);
     let r = wait_wc(&b.rcq, "recv imm");
@@ -111,14 +105,9 @@ fn rdma_write_with_immediate_consumes_a_receive() {
 
 #[test]
 fn atomics_fetch_add_and_compare_swap() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, _qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, _qb) = rc_nodes(0);
     b.buf.write(64, &100u64.to_le_bytes());
-    let remote = Remote {
-        addr: b.buf.addr() + 64,
-        rkey: b.mr.rkey(),
-    };
+    let remote = b.remote(64);
     a.post(&qa, 1, SendOp::AtomicFetchAdd { remote, add: 5 }, 0, 8);
     let c = wait_wc(&a.scq, "fetch add");
     assert_eq!(
@@ -157,13 +146,8 @@ fn atomics_fetch_add_and_compare_swap() {
 
 #[test]
 fn misaligned_atomic_is_an_invalid_request() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
-    let remote = Remote {
-        addr: b.buf.addr() + 3,
-        rkey: b.mr.rkey(),
-    };
+    let (a, b, qa, qb) = rc_nodes(0);
+    let remote = b.remote(3);
     a.post(&qa, 1, SendOp::AtomicFetchAdd { remote, add: 1 }, 0, 8);
     assert_eq!(wait_wc(&a.scq, "atomic").status, WcStatus::RemInvReqErr);
     assert_eq!(qa.state(), QpState::Err);
@@ -218,12 +202,7 @@ fn bad_rkey_is_a_remote_access_error() {
 fn out_of_bounds_write_is_a_remote_access_error() {
     remote_violation(
         Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        |b| {
-            SendOp::RdmaWrite(Remote {
-                addr: b.buf.addr() + 4090,
-                rkey: b.mr.rkey(),
-            })
-        },
+        |b| SendOp::RdmaWrite(b.remote(4090)),
         WcStatus::RemAccessErr,
     );
 }
@@ -232,12 +211,7 @@ fn out_of_bounds_write_is_a_remote_access_error() {
 fn read_without_remote_read_access_is_refused() {
     remote_violation(
         Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        |b| {
-            SendOp::RdmaRead(Remote {
-                addr: b.buf.addr(),
-                rkey: b.mr.rkey(),
-            })
-        },
+        |b| SendOp::RdmaRead(b.remote(0)),
         WcStatus::RemAccessErr,
     );
 }
@@ -246,12 +220,7 @@ fn read_without_remote_read_access_is_refused() {
 fn write_without_remote_write_access_is_refused() {
     remote_violation(
         Access::LOCAL_WRITE | Access::REMOTE_READ,
-        |b| {
-            SendOp::RdmaWrite(Remote {
-                addr: b.buf.addr(),
-                rkey: b.mr.rkey(),
-            })
-        },
+        |b| SendOp::RdmaWrite(b.remote(0)),
         WcStatus::RemAccessErr,
     );
 }
@@ -261,10 +230,7 @@ fn atomic_without_remote_atomic_access_is_refused() {
     remote_violation(
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         |b| SendOp::AtomicFetchAdd {
-            remote: Remote {
-                addr: b.buf.addr(),
-                rkey: b.mr.rkey(),
-            },
+            remote: b.remote(0),
             add: 1,
         },
         WcStatus::RemAccessErr,
@@ -273,9 +239,7 @@ fn atomic_without_remote_atomic_access_is_refused() {
 
 #[test]
 fn bad_local_key_is_a_local_protection_error() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, qb) = rc_nodes(0);
     b.recv(&qb, 1, 0, 64);
     let sg = [Sge {
         addr: a.buf.addr(),
@@ -283,22 +247,11 @@ fn bad_local_key_is_a_local_protection_error() {
         lkey: a.mr.lkey() ^ 0x100,
     }];
     // SAFETY: keys are checked; nothing is read from an unchecked range.
-    unsafe {
-        qa.post_send(&SendWr {
-            wr_id: 4,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::SIGNALED,
-            ud: None,
-        })
-    }
-    .unwrap();
+    unsafe { post_sg(&qa, 4, &sg, SendOp::Send, SendFlags::SIGNALED, None) }.unwrap();
     assert_eq!(wait_wc(&a.scq, "bad lkey").status, WcStatus::LocProtErr);
     assert_eq!(qa.state(), QpState::Err);
     // Beyond the region's end.
-    let c = Node::all_access(4096);
-    let d = Node::all_access(4096);
-    let (qc, _qd) = rc_pair(&c, &d, 0);
+    let (c, _d, qc, _qd) = rc_nodes(0);
     c.post(&qc, 5, SendOp::Send, 4000, 200);
     assert_eq!(
         wait_wc(&c.scq, "out of region").status,
@@ -308,9 +261,7 @@ fn bad_local_key_is_a_local_protection_error() {
 
 #[test]
 fn message_longer_than_the_receive_is_a_length_error() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, qb) = rc_nodes(0);
     b.recv(&qb, 8, 0, 16);
     a.post(&qa, 1, SendOp::Send, 0, 100);
     assert_eq!(wait_wc(&a.scq, "too long").status, WcStatus::RemInvReqErr);
@@ -320,9 +271,7 @@ fn message_longer_than_the_receive_is_a_length_error() {
 
 #[test]
 fn receiver_not_ready_exhausts_rnr_retry() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, _qb) = rc_pair(&a, &b, 2);
+    let (a, _b, qa, _qb) = rc_nodes(2);
     a.post(&qa, 1, SendOp::Send, 0, 8);
     a.post(&qa, 2, SendOp::Send, 0, 8);
     let c = wait_wc(&a.scq, "rnr");
@@ -333,10 +282,8 @@ fn receiver_not_ready_exhausts_rnr_retry() {
 
 #[test]
 fn receiver_not_ready_then_ready_delivers_in_order() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
     // rnr_retry 7: retry for ever; the responder's timer code 1 (10 µs).
-    let (qa, qb) = rc_pair(&a, &b, 7);
+    let (a, b, qa, qb) = rc_nodes(7);
     a.buf.write(0, b"first...second..");
     a.post(&qa, 1, SendOp::Send, 0, 8);
     a.post(&qa, 2, SendOp::Send, 8, 8);
@@ -417,19 +364,10 @@ fn shared_receive_queue_serves_two_queue_pairs() {
 
 #[test]
 fn queue_pair_in_error_flushes_posted_work() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, qb) = rc_nodes(0);
     b.recv(&qb, 1, 0, 8);
     b.recv(&qb, 2, 8, 8);
-    qb.modify(
-        &QpAttr {
-            qp_state: QpState::Err,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
+    set_state(&qb, QpState::Err).unwrap();
     for id in [1, 2] {
         let r = wait_wc(&b.rcq, "flush");
         assert_eq!(
@@ -450,14 +388,7 @@ fn queue_pair_in_error_flushes_posted_work() {
         WcStatus::RetryExcErr
     );
     // RESET then INIT again.
-    qb.modify(
-        &QpAttr {
-            qp_state: QpState::Reset,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
+    set_state(&qb, QpState::Reset).unwrap();
     rc_init(&qb);
     assert_eq!(qb.state(), QpState::Init);
 }
@@ -466,48 +397,16 @@ fn queue_pair_in_error_flushes_posted_work() {
 fn transitions_need_their_attributes() {
     let a = Node::all_access(4096);
     let q = a.qp(QpType::Rc);
-    let e = q
-        .modify(
-            &QpAttr {
-                qp_state: QpState::Rts,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE,
-        )
-        .unwrap_err();
+    let e = set_state(&q, QpState::Rts).unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
-    let e = q
-        .modify(
-            &QpAttr {
-                qp_state: QpState::Init,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE,
-        )
-        .unwrap_err();
+    let e = set_state(&q, QpState::Init).unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     rc_init(&q);
-    let e = q
-        .modify(
-            &QpAttr {
-                qp_state: QpState::Rtr,
-                ..QpAttr::default()
-            },
-            QpAttrMask::STATE,
-        )
-        .unwrap_err();
+    let e = set_state(&q, QpState::Rtr).unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     let sg = [a.sge(0, 8)];
     // SAFETY: registered range.
-    let e = unsafe {
-        q.post_send(&SendWr {
-            wr_id: 1,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::SIGNALED,
-            ud: None,
-        })
-    };
+    let e = unsafe { post_sg(&q, 1, &sg, SendOp::Send, SendFlags::SIGNALED, None) };
     assert_eq!(e.unwrap_err().code(), ofi_core::Errno::EINVAL);
     // SAFETY: registration of a dangling range is refused before use.
     let e = unsafe { a.pd.reg_mr(a.buf.ptr(), 16, Access::REMOTE_WRITE) };
@@ -516,9 +415,7 @@ fn transitions_need_their_attributes() {
 
 #[test]
 fn inline_and_unsignaled_sends() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 0);
+    let (a, b, qa, qb) = rc_nodes(0);
     b.recv(&qb, 1, 0, 64);
     b.recv(&qb, 2, 64, 64);
     let local = *b"inline data, no key";
@@ -528,16 +425,7 @@ fn inline_and_unsignaled_sends() {
         lkey: 0,
     }];
     // SAFETY: INLINE reads the local array now.
-    unsafe {
-        qa.post_send(&SendWr {
-            wr_id: 1,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::INLINE,
-            ud: None,
-        })
-    }
-    .unwrap();
+    unsafe { post_sg(&qa, 1, &sg, SendOp::Send, SendFlags::INLINE, None) }.unwrap();
     a.post(&qa, 2, SendOp::Send, 0, 4);
     // Only the signaled one completes visibly.
     assert_eq!(wait_wc(&a.scq, "signaled").wr_id, 2);
@@ -550,15 +438,7 @@ fn inline_and_unsignaled_sends() {
         lkey: 0,
     }];
     // SAFETY: as above.
-    let e = unsafe {
-        qa.post_send(&SendWr {
-            wr_id: 3,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::INLINE,
-            ud: None,
-        })
-    };
+    let e = unsafe { post_sg(&qa, 3, &sg, SendOp::Send, SendFlags::INLINE, None) };
     assert_eq!(e.unwrap_err().code(), ofi_core::Errno::EINVAL);
 }
 
@@ -622,13 +502,14 @@ fn completion_channel_fd_signals_armed_queue() {
     let sg = [a.sge(0, 4)];
     // SAFETY: registered range.
     unsafe {
-        qa.post_send(&SendWr {
-            wr_id: 4,
-            sg_list: &sg,
-            op: SendOp::Send,
-            send_flags: SendFlags::SIGNALED | SendFlags::SOLICITED,
-            ud: None,
-        })
+        post_sg(
+            &qa,
+            4,
+            &sg,
+            SendOp::Send,
+            SendFlags::SIGNALED | SendFlags::SOLICITED,
+            None,
+        )
     }
     .unwrap();
     assert_eq!(ch.wait_cq_event(BOUND), Some(0xc0));
@@ -772,14 +653,7 @@ fn completion_queue_overrun_raises_an_async_event() {
         .unwrap();
     }
     // Three flushed receives into a queue of two.
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Err,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
+    set_state(&qp, QpState::Err).unwrap();
     assert_eq!(
         ctx.get_async_event(),
         Some(AsyncEvent {
@@ -794,20 +668,9 @@ fn completion_queue_overrun_raises_an_async_event() {
 
 #[test]
 fn a_destroyed_peer_queue_pair_is_a_retry_error() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 7);
+    let (a, b, qa, qb) = rc_nodes(7);
     drop(qb);
-    a.post(
-        &qa,
-        1,
-        SendOp::RdmaWrite(Remote {
-            addr: b.buf.addr(),
-            rkey: b.mr.rkey(),
-        }),
-        0,
-        8,
-    );
+    a.post(&qa, 1, SendOp::RdmaWrite(b.remote(0)), 0, 8);
     let c = wait_wc(&a.scq, "write to a destroyed queue pair");
     assert_eq!((c.wr_id, c.status), (1, WcStatus::RetryExcErr));
     assert_eq!(qa.state(), QpState::Err);
@@ -819,9 +682,7 @@ fn a_destroyed_peer_queue_pair_is_a_retry_error() {
 /// outstanding is flushed.
 #[test]
 fn modify_to_error_completes_acknowledged_sends_first() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let (qa, qb) = rc_pair(&a, &b, 7);
+    let (a, b, qa, qb) = rc_nodes(7);
     // One full exchange first: both contexts' connections are set up and known.
     b.recv(&qb, 99, 0, 64);
     a.post(&qa, 99, SendOp::Send, 0, 8);
@@ -834,14 +695,7 @@ fn modify_to_error_completes_acknowledged_sends_first() {
         // is seen, the acknowledgement has reached a's context.
         assert_eq!(wait_wc(&b.rcq, "receive").status, WcStatus::Success);
     }
-    qa.modify(
-        &QpAttr {
-            qp_state: QpState::Err,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
+    set_state(&qa, QpState::Err).unwrap();
     for round in 0..20u64 {
         let wc = wait_wc(&a.scq, "an acknowledged send");
         assert_eq!(

@@ -29,17 +29,13 @@ fn srd_qp(n: &Node, qkey: u32, rnr_retry: u8, min_rnr_timer: u8) -> QueuePair {
     qp
 }
 
-/// Posts a signaled SRD send of `[off, off + len)` to `to` without waiting.
-fn post_srd(
-    n: &Node,
-    qp: &QueuePair,
-    to: &UdTarget,
-    wr_id: u64,
-    op: SendOp,
-    off: usize,
-    len: usize,
-) -> Result<(), ofi_core::Error> {
-    n.try_post(qp, wr_id, op, off, len, Some(to.dest()))
+/// An SRD queue pair of `a` (retrying a receiver that is not ready `rnr_retry`
+/// times) and one of `b`, both with `qkey`, and the target of b's from a.
+fn srd_link(a: &Node, b: &Node, qkey: u32, rnr_retry: u8) -> (QueuePair, QueuePair, UdTarget) {
+    let qa = srd_qp(a, qkey, rnr_retry, 1);
+    let qb = srd_qp(b, qkey, 0, 1);
+    let to = a.ud_target(b.gid(), qb.qp_num(), qkey);
+    (qa, qb, to)
 }
 
 #[test]
@@ -67,18 +63,17 @@ fn srd_send_completes_once_received_with_grh_source_and_immediate() {
 fn srd_send_over_the_mtu_is_refused_at_posting() {
     let a = Node::all_access(32768);
     let b = Node::all_access(4096);
-    let qa = srd_qp(&a, 1, 0, 1);
-    let qb = srd_qp(&b, 1, 0, 1);
-    let to = a.ud_target(b.gid(), qb.qp_num(), 1);
-    let e = post_srd(&a, &qa, &to, 1, SendOp::Send, 0, SRD_MTU + 1).unwrap_err();
+    let (qa, _qb, to) = srd_link(&a, &b, 1, 0);
+    let e = a
+        .try_post(&qa, 1, SendOp::Send, 0, SRD_MTU + 1, Some(to.dest()))
+        .unwrap_err();
     assert_eq!(e.code(), ofi_core::Errno::EINVAL);
     assert_empty(&a.scq, "refused send");
     // Only sends: an RDMA write is refused too.
-    let r = Remote {
-        addr: b.buf.addr(),
-        rkey: b.mr.rkey(),
-    };
-    assert!(post_srd(&a, &qa, &to, 2, SendOp::RdmaWrite(r), 0, 8).is_err());
+    let r = b.remote(0);
+    assert!(a
+        .try_post(&qa, 2, SendOp::RdmaWrite(r), 0, 8, Some(to.dest()))
+        .is_err());
 }
 
 #[test]
@@ -86,15 +81,14 @@ fn srd_receiver_not_ready_is_retried_then_reported() {
     let a = Node::all_access(4096);
     let b = Node::all_access(4096);
     // Two retries 10 µs apart, then RNR_RETRY_EXC_ERR; the receiver's queue pair is fine.
-    let qa = srd_qp(&a, 5, 2, 1);
-    let qb = srd_qp(&b, 5, 0, 1);
-    let to = a.ud_target(b.gid(), qb.qp_num(), 5);
+    let (qa, qb, to) = srd_link(&a, &b, 5, 2);
     let c = a.ud_send(&qa, &to, 1, SendOp::Send, 0, 64);
     assert_eq!((c.wr_id, c.status), (1, WcStatus::RnrRetryExcErr));
     assert_empty(&b.rcq, "refused datagram");
     // Retried for ever (7): taken once a receive is posted, exactly once.
     let qa7 = srd_qp(&a, 5, 7, 1);
-    post_srd(&a, &qa7, &to, 2, SendOp::SendWithImm(2), 0, 64).unwrap();
+    a.try_post(&qa7, 2, SendOp::SendWithImm(2), 0, 64, Some(to.dest()))
+        .unwrap();
     // Let it be refused a few times first.
     std::thread::sleep(Duration::from_millis(20));
     b.recv(&qb, 10, 0, 1024);
@@ -122,14 +116,13 @@ fn srd_reordering_delivers_each_datagram_once_in_another_order() {
             ..SoftFault::default()
         })
         .unwrap();
-    let qa = srd_qp(&a, 9, 7, 1);
-    let qb = srd_qp(&b, 9, 0, 1);
+    let (qa, qb, to) = srd_link(&a, &b, 9, 7);
     for i in 0..N {
         b.recv(&qb, i, i as usize * 128, 128);
     }
-    let to = a.ud_target(b.gid(), qb.qp_num(), 9);
     for i in 0..N {
-        post_srd(&a, &qa, &to, i, SendOp::SendWithImm(i as u32), 0, 8).unwrap();
+        a.try_post(&qa, i, SendOp::SendWithImm(i as u32), 0, 8, Some(to.dest()))
+            .unwrap();
     }
     let mut sent = HashSet::new();
     let mut got = Vec::new();
@@ -166,7 +159,8 @@ fn srd_sends_to_lost_peers_or_absent_queue_pairs_complete_in_error() {
     );
     // A send waiting for a receive (retried for ever) when the peer's context closes.
     let to = a.ud_target(b.gid(), qb.qp_num(), 3);
-    post_srd(&a, &qa, &to, 2, SendOp::Send, 0, 8).unwrap();
+    a.try_post(&qa, 2, SendOp::Send, 0, 8, Some(to.dest()))
+        .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let gone = b.gid();
     drop(qb);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ofi_rdma::*;
-use ofi_testkit::child::{child_mode, hear, say, ChildProc};
+use ofi_testkit::child::{hear, played_child, say, ChildProc};
 
 const CHILD_ENV: &str = "OFI_RDMA_TEST_CHILD";
 
@@ -81,13 +81,7 @@ fn child_main(mode: &str) {
 
 /// In the child process: play the child's part and return true.
 fn child_side() -> bool {
-    match child_mode(CHILD_ENV) {
-        Some(mode) => {
-            child_main(&mode);
-            true
-        }
-        None => false,
-    }
+    played_child(CHILD_ENV, child_main)
 }
 
 /// What the child announced.

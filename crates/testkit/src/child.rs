@@ -15,6 +15,8 @@
 //! [`test_command`] and waited for with [`run_to_end`], also bounded: the parent reads
 //! its whole stdout and stderr afterwards.
 //!
+//! Bytes (an endpoint's name) travel in a line as [`hex`], read back with [`unhex`].
+//!
 //! # What may panic
 //!
 //! This is test support: spawning failures, a missing line within the bound, a child
@@ -34,6 +36,20 @@ pub fn child_mode(env_var: &str) -> Option<String> {
     std::env::var(env_var).ok()
 }
 
+/// In the child process of a two-process test (`env_var` set): runs `child_main` with
+/// the child's mode and returns true; in the parent returns false. A test starts with
+/// `if played_child(VAR, child_main) { return; }`, so the child plays its part in the
+/// test's stead.
+pub fn played_child(env_var: &str, child_main: impl FnOnce(&str)) -> bool {
+    match child_mode(env_var) {
+        Some(mode) => {
+            child_main(&mode);
+            true
+        }
+        None => false,
+    }
+}
+
 /// In the child: send `line` to the parent (printed as `CHILD <line>`, flushed).
 pub fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -50,7 +66,25 @@ pub fn hear() -> String {
     l.trim().to_string()
 }
 
-/// The parent's handle on a child process running one test of this binary.
+/// `bytes` as lowercase hexadecimal, two digits a byte (to send them in a line).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of [`hex`] text `s`; `None` when `s` has an odd length or a character
+/// that is not a hexadecimal digit.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The parent's handle on a child process running one test of this binary; dropping
+/// it kills and reaps the child (so a failing test leaves no process behind).
 #[derive(Debug)]
 pub struct ChildProc {
     /// The process (to kill it on purpose, e.g. a killed-peer test).
@@ -156,6 +190,12 @@ impl ChildProc {
     }
 }
 
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// A command running test `test` of this binary again as a child process, alone and
 /// with its output shown, with `env_var` set to `1` (the child's cue); add the child's
 /// environment to it, then run it with [`run_to_end`].
@@ -229,5 +269,19 @@ pub fn run_to_end(mut cmd: Command, bound: Duration) -> ChildRun {
         success: status.success(),
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_refuses_what_is_not_hex() {
+        let b = [0u8, 1, 0xab, 0xff];
+        assert_eq!(hex(&b), "0001abff");
+        assert_eq!(unhex(&hex(&b)).unwrap(), b);
+        assert!(unhex("abc").is_none());
+        assert!(unhex("zz").is_none());
     }
 }

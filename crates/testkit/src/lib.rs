@@ -6,6 +6,7 @@
 //! - [`child`]: two-process tests, the test binary running one of its tests again as
 //!   the child and talking to it over stdin and stdout;
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
+//! - [`free_tcp_port`]: a TCP port nobody listens on;
 //! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
 //!   or stream semantics, loss, duplication, reordering, broken links, killed nodes).
 //!
@@ -140,6 +141,16 @@ fn parse_seed(text: &str) -> Option<u64> {
         Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
         None => text.replace('_', "").parse().ok(),
     }
+}
+
+/// A TCP port free on 127.0.0.1 now: bound, read and released (another process may
+/// take it before the test uses it; tests use it to find a port nobody listens on, or
+/// to start a server on one).
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
 }
 
 #[cfg(test)]

@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::{check_table, run_bounded};
+use common::{check_table, run_bounded, server_then_client};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn command(exe: &str) -> Command {
     let mut c = Command::new(exe);
@@ -94,29 +94,14 @@ fn pingpong_on_efa_with_the_device_reordering_datagrams() {
 
 #[test]
 fn server_and_client_started_separately() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
-    let exe = env!("CARGO_BIN_EXE_fi_pingpong");
     let args = ["-c", "-e", "rdm", "-p", "efa", "-I", "20", "-S", "64,64k"];
-    let mut server = command(exe);
-    server.args(args).args(["-B", &port]);
-    let server = std::thread::spawn(move || run_bounded(server, Duration::from_secs(120)));
     // The client retries its control connection until the server listens.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client = loop {
-        let mut c = command(exe);
-        c.args(args).args(["-P", &port, "127.0.0.1"]);
-        let r = run_bounded(c, Duration::from_secs(120));
-        if r.status == 111 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
-        break r;
-    };
-    let server = server.join().expect("server thread");
+    let (client, server) = server_then_client(
+        || command(env!("CARGO_BIN_EXE_fi_pingpong")),
+        &args,
+        &args,
+        Duration::from_secs(120),
+    );
     assert_eq!(client.status, 0, "client: {}\n{}", client.out, client.err);
     assert_eq!(server.status, 0, "server: {}\n{}", server.out, server.err);
     check_table(&client.out, &["64", "64k"], "20");

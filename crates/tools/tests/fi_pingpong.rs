@@ -11,10 +11,10 @@
 
 mod common;
 
-use common::{run_bounded, table, Run};
+use common::{run_bounded, server_then_client, table, Run};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(dead_code)]
 #[path = "../../ofi/tests/vendor/mod.rs"]
@@ -129,11 +129,7 @@ fn help_prints_usage_on_stderr_with_status_1_like_c() {
 #[test]
 fn client_without_server_fails_fast_with_connection_refused() {
     // A port nobody listens on: bind one, note it, close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
+    let port = ofi_testkit::free_tcp_port().to_string();
     for r in [
         pingpong(&["-P", &port, "127.0.0.1"]),
         bw(&["-P", &port, "127.0.0.1"]),
@@ -300,34 +296,13 @@ fn json_gives_one_object_per_size() {
 
 #[test]
 fn separate_server_and_client_processes() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-        .to_string();
-    let mut s = command(env!("CARGO_BIN_EXE_fi_pingpong"));
-    s.args(["-p", "unixdgram", "-B", &port]);
-    let server = std::thread::spawn(move || run_bounded(s, Duration::from_secs(60)));
-    // Retry the client while the server comes up (each attempt is refused at once).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client = loop {
-        let r = pingpong(&[
-            "-p",
-            "unixdgram",
-            "-P",
-            &port,
-            "-I",
-            "30",
-            "-S",
-            "all",
-            "127.0.0.1",
-        ]);
-        if r.status != 111 || Instant::now() > deadline {
-            break r;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let server = server.join().expect("server thread");
+    // The client is retried while the server comes up (each attempt refused at once).
+    let (client, server) = server_then_client(
+        || command(env!("CARGO_BIN_EXE_fi_pingpong")),
+        &["-p", "unixdgram"],
+        &["-p", "unixdgram", "-I", "30", "-S", "all"],
+        Duration::from_secs(120),
+    );
     assert_eq!(client.status, 0, "{}", client.err);
     assert_eq!(server.status, 0, "{}", server.err);
     // -S all, up to the example's max_msg_size (64k): 0 1 2 3 4 6 8 ... 48k 64k.
@@ -359,33 +334,13 @@ fn large_messages_between_processes_with_checks() {
         ("verbs", "msg"),
         ("verbs;ofi_rxm", "rdm"),
     ] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
-            .to_string();
-        let args = |extra: &[&str]| -> Vec<String> {
-            let mut v: Vec<String> = ["-p", prov, "-e", ep, "-c", "-I", "20", "-S", "64k,1m,4m"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            v.extend(extra.iter().map(|s| s.to_string()));
-            v
-        };
-        let mut s = command(env!("CARGO_BIN_EXE_fi_pingpong"));
-        s.args(args(&["-B", &port]));
-        let server = std::thread::spawn(move || run_bounded(s, Duration::from_secs(60)));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let client = loop {
-            let a = args(&["-P", &port, "127.0.0.1"]);
-            let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-            let r = pingpong(&refs);
-            if r.status != 111 || Instant::now() > deadline {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let server = server.join().expect("server thread");
+        let args = ["-p", prov, "-e", ep, "-c", "-I", "20", "-S", "64k,1m,4m"];
+        let (client, server) = server_then_client(
+            || command(env!("CARGO_BIN_EXE_fi_pingpong")),
+            &args,
+            &args,
+            Duration::from_secs(120),
+        );
         assert_eq!(client.status, 0, "{prov}: {}", client.err);
         assert_eq!(server.status, 0, "{prov}: {}", server.err);
         let rows = table(&client.out, &["64k", "1m", "4m"], false);

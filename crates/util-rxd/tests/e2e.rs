@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
-use ofi::cq::CompletionQueue;
-use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::{Errno, OpFlags};
+use ofi_conformance::fixture::post_recv;
+use ofi_conformance::node::{endpoint_in, poll};
 use ofi_hook::fault::{self, FaultConfig};
 use ofi_testkit::TestRng;
 
@@ -46,11 +47,6 @@ fn checksum(b: &[u8]) -> u64 {
     })
 }
 
-/// The next completion of `cq`, without its source.
-fn read(cq: &CompletionQueue) -> Option<Result<CqTaggedEntry, (usize, Errno)>> {
-    common::poll(cq).map(|r| r.map(|(e, _)| e))
-}
-
 #[test]
 fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     let n: u64 = common::env_count("RXD_E2E_N", 5000);
@@ -66,17 +62,10 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
         ..FaultConfig::default()
     }));
 
-    let mut h = Info::hints()
-        .with_addr_format(AddrFormat::SOCKADDR_IN)
-        .with_caps(Caps::MSG);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
-    let info = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .expect("getinfo udp;ofi_rxd")
-        .remove(0);
+    let info = common::rxd_msg_info();
     let fabric = ofi::fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let open = || common::endpoint_in(&domain, &info);
+    let open = || endpoint_in(&domain, &info);
     let (a_ep, a_cq, a_av, _a_addr) = open();
     let (b_ep, b_cq, _b_av, b_addr) = open();
     let to_b = a_av.insert(&[b_addr]).expect("insert")[0];
@@ -85,8 +74,8 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     let mut bufs: Vec<Vec<u8>> = (0..WINDOW).map(|_| vec![0u8; MAX]).collect();
     // Receive slot i is posted with context i; slots are reposted in completion order.
     for (i, b) in bufs.iter_mut().enumerate() {
-        // SAFETY: the buffers live until the end of the test, past every completion.
-        unsafe { common::recv_into(&b_ep, b, i) };
+        // The buffers live until the end of the test, past every completion.
+        post_recv(&b_ep, b, i).expect("fi_recv");
     }
     let mut inflight: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     let (mut next_send, mut next_recv, mut sends_done) = (0u64, 0u64, 0u64);
@@ -117,14 +106,14 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
                 Err(e) => panic!("send {next_send}: {e}"),
             }
         }
-        while let Some(r) = read(&a_cq) {
+        while let Some(r) = poll(&a_cq) {
             let e = r.unwrap_or_else(|(c, e)| panic!("send {c} failed: {e:?}"));
             // Sends complete in order (acknowledged in sequence order).
             let (k, _) = inflight.pop_front().expect("a send was outstanding");
             assert_eq!(e.op_context as u64, k, "send completion order");
             sends_done += 1;
         }
-        while let Some(r) = read(&b_cq) {
+        while let Some(r) = poll(&b_cq) {
             let e = r.unwrap_or_else(|(c, e)| panic!("receive {c} failed: {e:?}"));
             let slot = e.op_context;
             let b = &bufs[slot];
@@ -136,8 +125,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
             assert_eq!(checksum(&b[16..e.len]), sum, "checksum of message {k}");
             next_recv += 1;
             let b = &mut bufs[slot];
-            // SAFETY: as above.
-            unsafe { common::recv_into(&b_ep, b, slot) };
+            post_recv(&b_ep, b, slot).expect("fi_recv");
         }
     }
     let el = start.elapsed();
@@ -160,7 +148,7 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     let key = mr.key();
     let wait_a = |what: &str| loop {
         assert!(start.elapsed() < limit, "{what}: stuck");
-        if let Some(r) = read(&a_cq) {
+        if let Some(r) = poll(&a_cq) {
             return r.unwrap_or_else(|(c, e)| panic!("{what} {c} failed: {e:?}"));
         }
         let _ = b_cq.read::<CqTaggedEntry>(&mut []);
@@ -238,5 +226,5 @@ fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
     // The network really was lossy.
     assert!(totals.dropped > 0 && totals.duplicated > 0, "{totals:?}");
     fault::set_config(None);
-    assert!(read(&b_cq).is_none(), "an extra message arrived");
+    assert!(poll(&b_cq).is_none(), "an extra message arrived");
 }

@@ -7,13 +7,14 @@
 //! `tests/e2e.rs`.
 
 mod common;
-use common::{node, poll, Done, Node};
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::cq::CompletionQueue;
 use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi_conformance::fixture::pattern;
+use ofi_conformance::node::{drive_for, pair_of, poll_from, rdm_info, wait_for, DoneFrom, Node};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -25,76 +26,12 @@ fn rxd_info_with(fmt: AddrFormat) -> Info {
 }
 
 fn rxd_info_caps(fmt: AddrFormat, caps: Caps) -> Info {
-    let mut h = Info::hints().with_addr_format(fmt).with_caps(caps);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
-    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .unwrap_or_else(|e| panic!("getinfo udp;ofi_rxd: {e}"));
-    assert_eq!(infos[0].prov_name(), "udp;ofi_rxd");
-    infos[0].clone()
+    rdm_info("udp;ofi_rxd", fmt, caps)
 }
 
 /// Wait for one completion on `cq`, driving the `others` too.
-fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> Done {
-    let end = Instant::now() + WAIT;
-    loop {
-        if let Some(d) = poll(cq) {
-            return d;
-        }
-        for o in others {
-            let _ = o.read::<CqTaggedEntry>(&mut []);
-        }
-        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
-        std::thread::yield_now();
-    }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
-        .collect()
-}
-
-fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
-    // SAFETY: callers keep `buf` until the send completes.
-    unsafe {
-        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
-    }
-}
-
-fn tsend(n: &Node, buf: &[u8], dest: u64, tag: u64, ctx: usize) -> ofi::Result<()> {
-    // SAFETY: callers keep `buf` until the send completes.
-    unsafe {
-        n.ep.tsend(
-            buf.as_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            dest,
-            tag,
-            ctx,
-        )
-    }
-}
-
-fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
-    // SAFETY: callers keep `buf` until the receive completes.
-    unsafe { common::recv_into(&n.ep, buf, ctx) };
-}
-
-fn trecv(n: &Node, buf: &mut [u8], tag: u64, ctx: usize) {
-    // SAFETY: callers keep `buf` until the receive completes.
-    unsafe {
-        n.ep.trecv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            tag,
-            0,
-            ctx,
-        )
-    }
-    .expect("fi_trecv");
+fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> DoneFrom {
+    wait_for(others, WAIT, what, || poll_from(cq))
 }
 
 fn pair() -> (Node, Node, u64, u64) {
@@ -103,12 +40,7 @@ fn pair() -> (Node, Node, u64, u64) {
 
 fn pair_with(fmt: AddrFormat) -> (Node, Node, u64, u64) {
     let _ = ofi::registry();
-    let info = rxd_info_with(fmt);
-    let a = node(&info);
-    let b = node(&info);
-    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
-    let a_at_b = b.av.insert(std::slice::from_ref(&a.addr)).expect("insert")[0];
-    (a, b, b_at_a, a_at_b)
+    pair_of(&rxd_info_with(fmt))
 }
 
 #[test]
@@ -132,17 +64,13 @@ fn messages_of_every_size_both_ways_expected_and_unexpected() {
             let mut buf = vec![0u8; len + 16];
             let early = k % 2 == 0;
             if early {
-                recv(to, &mut buf, 100 + k);
+                to.recv(&mut buf, 100 + k);
             }
-            send(from, &data, dest, 200 + k).expect("fi_send");
+            from.send(&data, dest, 200 + k).expect("fi_send");
             if !early {
                 // Let it arrive unexpected first.
-                let end = Instant::now() + Duration::from_millis(20);
-                while Instant::now() < end {
-                    let _ = from.cq.read::<CqTaggedEntry>(&mut []);
-                    let _ = to.cq.read::<CqTaggedEntry>(&mut []);
-                }
-                recv(to, &mut buf, 100 + k);
+                drive_for(&[&from.cq, &to.cq], Duration::from_millis(20));
+                to.recv(&mut buf, 100 + k);
             }
             let (r, src) = wait(&to.cq, &[&from.cq], "receive").expect("receive ok");
             assert_eq!(r.op_context, 100 + k);
@@ -161,14 +89,14 @@ fn tagged_messages_match_by_tag_in_order() {
     let (a, b, b_at_a, _) = pair();
     let msgs: Vec<Vec<u8>> = (0..6).map(|i| pattern(100 + i * 3000, i as u8)).collect();
     for (i, m) in msgs.iter().enumerate() {
-        tsend(&a, m, b_at_a, 10 + (i as u64 % 2), i).expect("fi_tsend");
+        a.tsend(m, b_at_a, 10 + (i as u64 % 2), i);
     }
     // Receive tag 11 first, then tag 10: each tag's messages keep their order.
     let mut bufs: Vec<Vec<u8>> = (0..6).map(|_| vec![0u8; 20_000]).collect();
     let order = [1usize, 3, 5, 0, 2, 4];
     for &i in &order {
         let tag = 10 + (i as u64 % 2);
-        trecv(&b, &mut bufs[i], tag, 100 + i);
+        b.trecv(&mut bufs[i], tag, 100 + i);
         let (r, _) = wait(&b.cq, &[&a.cq], "trecv").expect("trecv ok");
         assert_eq!(r.op_context, 100 + i);
         assert_eq!(r.tag, tag);
@@ -184,11 +112,11 @@ fn tagged_messages_match_by_tag_in_order() {
 fn echo_after_receive_like_two_processes() {
     let (a, b, b_at_a, a_at_b) = pair();
     let mut buf = vec![0u8; 4096];
-    recv(&b, &mut buf, 1);
+    b.recv(&mut buf, 1);
     let mut abuf = vec![0u8; 4096];
-    recv(&a, &mut abuf, 10);
+    a.recv(&mut abuf, 10);
     let data = pattern(1000, 3);
-    send(&a, &data, b_at_a, 11).expect("send");
+    a.send(&data, b_at_a, 11).expect("send");
     // The child is busy elsewhere for a while: the parent's connection request waits.
     let end = Instant::now() + Duration::from_millis(50);
     while Instant::now() < end {
@@ -198,7 +126,7 @@ fn echo_after_receive_like_two_processes() {
     let (r, _) = wait(&b.cq, &[&a.cq], "child receive").expect("ok");
     let mut back = buf[..r.len].to_vec();
     back.reverse();
-    send(&b, &back, a_at_b, 2).expect("send back");
+    b.send(&back, a_at_b, 2).expect("send back");
     let (s, _) = wait(&b.cq, &[&a.cq], "child send").expect("child send ok");
     assert_eq!(s.op_context, 2);
 }
@@ -209,8 +137,8 @@ fn a_vanished_peer_fails_sends_with_eio_in_bounded_time() {
     drop(b);
     let data = pattern(5000, 1);
     let start = Instant::now();
-    send(&a, &data, b_at_a, 7).expect("send");
-    send(&a, &data[..10], b_at_a, 8).expect("send");
+    a.send(&data, b_at_a, 7).expect("send");
+    a.send(&data[..10], b_at_a, 8).expect("send");
     for ctx in [7, 8] {
         match wait(&a.cq, &[], "failed send") {
             Err((c, e)) => {
@@ -263,13 +191,10 @@ fn bad_arguments_get_clear_errors() {
     // Over max_msg_size.
     let max = ofi_util_rxd::MAX_MSG_SIZE;
     let big = vec![0u8; max + 1];
-    assert_eq!(
-        send(&a, &big, b_at_a, 2).unwrap_err().code(),
-        Errno::EMSGSIZE
-    );
+    assert_eq!(a.send(&big, b_at_a, 2).unwrap_err().code(), Errno::EMSGSIZE);
     // A destination not in the AV.
     assert_eq!(
-        send(&a, &data[..8], 0x1234_5678, 1).unwrap_err().code(),
+        a.send(&data[..8], 0x1234_5678, 1).unwrap_err().code(),
         Errno::EINVAL
     );
 }
@@ -281,8 +206,8 @@ fn every_address_format_of_the_core_works() {
         for (from, to, dest) in [(&a, &b, b_at_a), (&b, &a, a_at_b)] {
             let data = pattern(70_000, 9);
             let mut buf = vec![0u8; 70_000];
-            recv(to, &mut buf, 1);
-            send(from, &data, dest, 2).expect("send");
+            to.recv(&mut buf, 1);
+            from.send(&data, dest, 2).expect("send");
             let (r, _) = wait(&to.cq, &[&from.cq], "receive").expect("receive ok");
             assert_eq!(r.len, data.len(), "{fmt:?}");
             assert!(buf == data, "{fmt:?}: payload differs");
@@ -297,7 +222,7 @@ fn all_to_all_at_once_keeps_per_peer_order() {
     const MSGS: usize = 20;
     let _ = ofi::registry();
     let info = rxd_info_with(AddrFormat::SOCKADDR_IN);
-    let nodes: Vec<Node> = (0..N).map(|_| node(&info)).collect();
+    let nodes: Vec<Node> = (0..N).map(|_| Node::open(&info)).collect();
     // fi_addrs[i][j]: node j in node i's AV.
     let fi_addrs: Vec<Vec<u64>> = nodes
         .iter()
@@ -320,7 +245,7 @@ fn all_to_all_at_once_keeps_per_peer_order() {
                 if to != from {
                     out.push(msg(from, to, k));
                     let m = out.last().unwrap();
-                    send(n, m, dest, 0).expect("send");
+                    n.send(m, dest, 0).expect("send");
                 }
             }
         }
@@ -332,7 +257,7 @@ fn all_to_all_at_once_keeps_per_peer_order() {
         let mut buf = vec![0u8; 4096];
         let mut got = 0;
         while got < (N - 1) * MSGS {
-            recv(n, &mut buf, 1);
+            n.recv(&mut buf, 1);
             loop {
                 let (e, src) = wait(&n.cq, &cqs, "all-to-all").expect("completion ok");
                 if e.op_context == 0 {
@@ -360,7 +285,7 @@ fn all_to_all_at_once_keeps_per_peer_order() {
             for c in &cqs {
                 let _ = c.read::<CqTaggedEntry>(&mut []);
             }
-            while let Some(d) = poll(&n.cq) {
+            while let Some(d) = poll_from(&n.cq) {
                 let (e, _) = d.expect("send ok");
                 assert_eq!(e.op_context, 0);
                 done += 1;
@@ -377,16 +302,12 @@ fn long_messages_into_short_receives_are_truncated() {
         let data = pattern(300_000, 4);
         let mut buf = vec![0u8; 100_000];
         if early {
-            recv(&b, &mut buf, 5);
+            b.recv(&mut buf, 5);
         }
-        send(&a, &data, b_at_a, 6).expect("send");
+        a.send(&data, b_at_a, 6).expect("send");
         if !early {
-            let end = Instant::now() + Duration::from_millis(50);
-            while Instant::now() < end {
-                let _ = a.cq.read::<CqTaggedEntry>(&mut []);
-                let _ = b.cq.read::<CqTaggedEntry>(&mut []);
-            }
-            recv(&b, &mut buf, 5);
+            drive_for(&[&a.cq, &b.cq], Duration::from_millis(50));
+            b.recv(&mut buf, 5);
         }
         match wait(&b.cq, &[&a.cq], "truncated receive") {
             Err((ctx, e)) => {
@@ -411,7 +332,7 @@ fn retry_parameters_bound_the_time_to_lose_a_peer() {
         let (a, b, b_at_a, _) = pair();
         drop(b);
         let start = Instant::now();
-        send(&a, b"hello", b_at_a, 3).expect("send");
+        a.send(b"hello", b_at_a, 3).expect("send");
         match wait(&a.cq, &[], "failed send") {
             Err((3, Errno::EIO)) => {}
             other => panic!("expected FI_EIO for context 3, got {other:?}"),
@@ -458,12 +379,12 @@ fn a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit() {
     let (a, b, b_at_a, _) = pair();
     let msgs: Vec<Vec<u8>> = (0..N).map(|k| pattern(1000, k as u8)).collect();
     for (k, m) in msgs.iter().enumerate() {
-        send(&a, m, b_at_a, k).expect("send");
+        a.send(m, b_at_a, k).expect("send");
     }
     let mut sent = Vec::new();
     let until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < until {
-        if let Some(d) = poll(&a.cq) {
+        if let Some(d) = poll_from(&a.cq) {
             match d {
                 Ok((e, _)) => sent.push(e.op_context),
                 Err(e) => panic!("a send failed while the receiver was not ready: {e:?}"),
@@ -478,7 +399,7 @@ fn a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit() {
     );
     let mut bufs = vec![vec![0u8; 1000]; N];
     for (k, buf) in bufs.iter_mut().enumerate() {
-        recv(&b, buf, 100 + k);
+        b.recv(buf, 100 + k);
     }
     let mut got = Vec::new();
     let end = Instant::now() + WAIT;
@@ -489,10 +410,10 @@ fn a_receiver_without_receives_holds_its_sender_at_the_unexpected_limit() {
             got.len(),
             sent.len()
         );
-        if let Some(d) = poll(&b.cq) {
+        if let Some(d) = poll_from(&b.cq) {
             got.push(d.expect("receive").0.op_context - 100);
         }
-        if let Some(d) = poll(&a.cq) {
+        if let Some(d) = poll_from(&a.cq) {
             sent.push(d.expect("send").0.op_context);
         }
     }
@@ -535,13 +456,13 @@ fn auto_progress_needs_no_calls_from_the_sender() {
         .expect("getinfo with auto progress")
         .remove(0);
     assert_eq!(info.domain_attr.data_progress, ofi::Progress::Auto);
-    let a = node(&info);
-    let b = node(&info);
-    let b_at_a = a.av.insert(std::slice::from_ref(&b.addr)).expect("insert")[0];
+    let a = Node::open(&info);
+    let b = Node::open(&info);
+    let b_at_a = a.insert(&b.addr);
     let data = pattern(200_000, 8);
     let mut buf = vec![0u8; 200_000];
-    recv(&b, &mut buf, 1);
-    send(&a, &data, b_at_a, 2).expect("send");
+    b.recv(&mut buf, 1);
+    a.send(&data, b_at_a, 2).expect("send");
     // Only b's CQ is read: a's connection, window and retransmissions run on their own.
     let (r, _) = wait(&b.cq, &[], "receive").expect("receive ok");
     assert_eq!(r.len, data.len());
@@ -559,7 +480,7 @@ fn delivery_complete_into_posted_receives() {
     for (k, len) in [0usize, 100, 65_459, 140_000].into_iter().enumerate() {
         let payload = pattern(len, 90 + k as u8);
         let mut buf = vec![0u8; len.max(1)];
-        recv(&b, &mut buf, 0xde00 + k);
+        b.recv(&mut buf, 0xde00 + k);
         let ctx = 0xdf00 + k;
         // `payload` lives until the send's completion is read below.
         ofi_conformance::fixture::sendmsg(&a.ep, &payload, ab, ctx, OpFlags::DELIVERY_COMPLETE)
@@ -659,16 +580,16 @@ fn a_response_status_that_is_no_fi_code_is_eproto() {
     use ofi_util_rxd::peer::{Config, Event};
     use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, OP_READ, OP_RESP};
     let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
-    let a = node(&info);
+    let a = Node::open(&info);
     let mut fake = FakePeer::new(Config::default(), 9);
-    let peer = a.av.insert(std::slice::from_ref(&fake.addr)).expect("av")[0];
+    let peer = a.insert(&fake.addr);
     let mut into = vec![0u8; 64];
     post_read(&a, &mut into, peer, 0x61);
     let mut answered = false;
     let end = Instant::now() + WAIT;
     let done = loop {
         assert!(Instant::now() < end, "no completion of the read");
-        if let Some(d) = poll(&a.cq) {
+        if let Some(d) = poll_from(&a.cq) {
             break d;
         }
         fake.pump(|eng, ev, now| {
@@ -714,7 +635,7 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
         return;
     }
     let info = rxd_info_caps(AddrFormat::SOCKADDR_IN, Caps::MSG | Caps::RMA | Caps::READ);
-    let a = node(&info);
+    let a = Node::open(&info);
     let mut fake = FakePeer::new(
         Config {
             seg_size: 60_000,
@@ -722,14 +643,14 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
         },
         7,
     );
-    let peer = a.av.insert(std::slice::from_ref(&fake.addr)).expect("av")[0];
+    let peer = a.insert(&fake.addr);
     let mut into = vec![0u8; 64];
     post_read(&a, &mut into, peer, 0x5e);
     // Play the peer for a while: accept, acknowledge the request, never answer.
     let mut got_request = false;
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
-        if let Some(d) = poll(&a.cq) {
+        if let Some(d) = poll_from(&a.cq) {
             panic!("the read completed without an answer: {d:?}");
         }
         fake.pump(|_, ev, _| got_request |= matches!(ev, Event::Message { .. }));
@@ -738,7 +659,7 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
     assert!(got_request, "the fake peer never got the read request");
     // Now silent: a send to it exhausts its retries, the peer is lost, and both the send
     // and the acknowledged-but-unanswered read fail.
-    send(&a, b"anyone?", peer, 0x5f).expect("send");
+    a.send(b"anyone?", peer, 0x5f).expect("send");
     let mut failed = Vec::new();
     while failed.len() < 2 {
         match wait(&a.cq, &[], "failures") {
@@ -758,21 +679,19 @@ fn a_peer_lost_after_acknowledging_a_request_fails_it() {
 #[test]
 fn a_reused_fabric_address_sends_to_its_new_endpoint() {
     let (a, b, b_at_a, _) = pair();
-    let c = node(&rxd_info_with(AddrFormat::SOCKADDR_IN));
+    let c = Node::open(&rxd_info_with(AddrFormat::SOCKADDR_IN));
     let mut bbuf = vec![0u8; 64];
     let mut cbuf = vec![0u8; 64];
-    recv(&b, &mut bbuf, 1);
-    send(&a, b"to b", b_at_a, 2).expect("send to b");
+    b.recv(&mut bbuf, 1);
+    a.send(b"to b", b_at_a, 2).expect("send to b");
     let (r, _) = wait(&b.cq, &[&a.cq], "b's receive").expect("b receives");
     assert_eq!((r.op_context, &bbuf[..4]), (1, &b"to b"[..]));
     a.av.remove(&[b_at_a], 0).expect("remove b");
-    let c_at_a =
-        a.av.insert(std::slice::from_ref(&c.addr))
-            .expect("insert c")[0];
-    recv(&b, &mut bbuf, 3);
-    recv(&c, &mut cbuf, 4);
-    send(&a, b"to c", c_at_a, 5).expect("send to c");
+    let c_at_a = a.insert(&c.addr);
+    b.recv(&mut bbuf, 3);
+    c.recv(&mut cbuf, 4);
+    a.send(b"to c", c_at_a, 5).expect("send to c");
     let (r, _) = wait(&c.cq, &[&a.cq, &b.cq], "c's receive").expect("c receives");
     assert_eq!((r.op_context, &cbuf[..4]), (4, &b"to c"[..]));
-    assert!(poll(&b.cq).is_none(), "b got c's message");
+    assert!(poll_from(&b.cq).is_none(), "b got c's message");
 }

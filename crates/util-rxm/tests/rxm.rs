@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
-use ofi::av::{AddressVector, AvAttr};
+use ofi::av::AvAttr;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
@@ -21,122 +21,28 @@ use ofi::fabric::Fabric;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
 };
-use ofi_conformance::fixture::sendmsg;
+use ofi_conformance::fixture::{pattern, post_recv, sendmsg};
+use ofi_conformance::node::{drive_for, pair_of, poll, rdm_info, wait_for, Done, Node};
 
 /// How long a test waits for one completion before it fails: a bound on failure only (on a
 /// loaded machine a first handshake can take seconds).
 const WAIT: Duration = Duration::from_secs(30);
 
 fn rxm_info() -> Info {
-    let mut h = Info::hints()
-        .with_addr_format(AddrFormat::SOCKADDR_IN)
-        .with_caps(Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::SOURCE | Caps::DIRECTED_RECV);
-    h.ep_attr.ep_type = EpType::Rdm;
-    h.fabric_attr.prov_name = Some("tcp;ofi_rxm".into());
-    let infos = ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h))
-        .unwrap_or_else(|e| panic!("getinfo tcp;ofi_rxm: {e}"));
-    assert_eq!(infos[0].prov_name(), "tcp;ofi_rxm");
-    infos[0].clone()
-}
-
-struct Node {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: AddressVector,
-    addr: Address,
-    _domain: Domain,
-    _fabric: Fabric,
-}
-
-fn node(info: &Info) -> Node {
-    let fabric = ofi::fabric(info).expect("fi_fabric");
-    let domain = fabric.domain(info).expect("fi_domain");
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("fi_cq_open");
-    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(info).expect("fi_endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("fi_enable");
-    let addr =
-        Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
-    Node {
-        ep,
-        cq,
-        av,
-        addr,
-        _domain: domain,
-        _fabric: fabric,
-    }
-}
-
-type Done = Result<CqTaggedEntry, (usize, Errno)>;
-
-fn poll(cq: &CompletionQueue) -> Option<Done> {
-    let mut e = [CqTaggedEntry::default()];
-    match cq.read(&mut e) {
-        Ok(1) => Some(Ok(e[0])),
-        Ok(_) => None,
-        Err(err) if err.code() == Errno::EAGAIN => None,
-        Err(err) if err.code() == Errno::EAVAIL => {
-            let ee = cq.readerr_owned(0).expect("readerr");
-            Some(Err((ee.op_context, ee.err)))
-        }
-        Err(err) => panic!("cq read: {err}"),
-    }
+    rdm_info(
+        "tcp;ofi_rxm",
+        AddrFormat::SOCKADDR_IN,
+        Caps::MSG | Caps::TAGGED | Caps::RMA | Caps::SOURCE | Caps::DIRECTED_RECV,
+    )
 }
 
 /// Wait for one completion on `cq`, driving the `others` too.
 fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> Done {
-    let end = Instant::now() + WAIT;
-    loop {
-        if let Some(d) = poll(cq) {
-            return d;
-        }
-        for o in others {
-            let _ = o.read::<CqTaggedEntry>(&mut []);
-        }
-        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
-        std::thread::yield_now();
-    }
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
-        .collect()
-}
-
-fn send(n: &Node, buf: &[u8], dest: u64, ctx: usize) -> ofi::Result<()> {
-    // SAFETY: callers keep `buf` until the send completes.
-    unsafe {
-        n.ep.send(buf.as_ptr(), buf.len(), std::ptr::null_mut(), dest, ctx)
-    }
-}
-
-fn recv(n: &Node, buf: &mut [u8], ctx: usize) {
-    // SAFETY: callers keep `buf` until the receive completes.
-    unsafe {
-        n.ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            ctx,
-        )
-    }
-    .expect("fi_recv");
+    wait_for(others, WAIT, what, || poll(cq))
 }
 
 fn pair() -> (Node, Node, u64, u64) {
-    let info = rxm_info();
-    let a = node(&info);
-    let b = node(&info);
-    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
-    let ba = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
-    (a, b, ab, ba)
+    pair_of(&rxm_info())
 }
 
 /// The endpoint caches the connection of each fabric address; an address removed from
@@ -145,26 +51,26 @@ fn pair() -> (Node, Node, u64, u64) {
 #[test]
 fn a_reused_av_slot_reaches_the_new_peer() {
     let info = rxm_info();
-    let a = node(&info);
-    let b = node(&info);
-    let c = node(&info);
-    let to_b = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let a = Node::open(&info);
+    let b = Node::open(&info);
+    let c = Node::open(&info);
+    let to_b = a.insert(&b.addr);
     let msg_b = pattern(64, 1);
     let mut got_b = vec![0u8; 64];
-    recv(&b, &mut got_b, 0xb0);
-    send(&a, &msg_b, to_b, 0xa0).expect("send to b");
+    b.recv(&mut got_b, 0xb0);
+    a.send(&msg_b, to_b, 0xa0).expect("send to b");
     wait(&a.cq, &[&b.cq], "send to b").expect("send to b completes");
     wait(&b.cq, &[&a.cq], "b receives").expect("b receives");
     assert_eq!(got_b, msg_b);
 
     a.av.remove(&[to_b], 0).expect("fi_av_remove");
-    let to_c = a.av.insert(std::slice::from_ref(&c.addr)).unwrap()[0];
+    let to_c = a.insert(&c.addr);
     let msg_c = pattern(64, 2);
     let mut got_c = vec![0u8; 64];
     let mut late_b = vec![0u8; 64];
-    recv(&c, &mut got_c, 0xc0);
-    recv(&b, &mut late_b, 0xb1);
-    send(&a, &msg_c, to_c, 0xa1).expect("send to c");
+    c.recv(&mut got_c, 0xc0);
+    b.recv(&mut late_b, 0xb1);
+    a.send(&msg_c, to_c, 0xa1).expect("send to c");
     wait(&a.cq, &[&c.cq, &b.cq], "send to c").expect("send to c completes");
     let d = wait(&c.cq, &[&a.cq, &b.cq], "c receives").expect("c receives");
     assert_eq!(d.op_context, 0xc0);
@@ -188,8 +94,8 @@ fn delivery_complete_means_the_receiver_took_it_in() {
     let (a, b, ab, _ba) = pair();
     // A first exchange sets the connection up.
     let mut first = [0u8; 8];
-    recv(&b, &mut first, 0xdb00);
-    send(&a, b"hello rx", ab, 0xdb01).expect("send");
+    b.recv(&mut first, 0xdb00);
+    a.send(b"hello rx", ab, 0xdb01).expect("send");
     wait(&a.cq, &[&b.cq], "first send").expect("first send");
     wait(&b.cq, &[&a.cq], "first receive").expect("first receive");
     for (k, len) in [0usize, 100, EAGER_LIMIT + 1000, 300_000]
@@ -222,7 +128,7 @@ fn delivery_complete_means_the_receiver_took_it_in() {
                 assert!(poll(&b.cq).is_none(), "{len} B: receive side completed");
                 std::thread::yield_now();
             }
-            recv(&b, &mut buf, 0xdd00 + k);
+            b.recv(&mut buf, 0xdd00 + k);
         }
         let d = wait(&a.cq, &[&b.cq], "delivery-complete send").expect("send completion");
         assert_eq!(d.op_context, ctx);
@@ -232,7 +138,7 @@ fn delivery_complete_means_the_receiver_took_it_in() {
                 "{len} B: completed before placement"
             );
         } else {
-            recv(&b, &mut buf, 0xdd00 + k);
+            b.recv(&mut buf, 0xdd00 + k);
         }
         let r = wait(&b.cq, &[&a.cq], "receive").expect("receive completion");
         assert_eq!((r.op_context, r.len), (0xdd00 + k, len));
@@ -245,6 +151,37 @@ const EAGER_LIMIT: usize = 16384 - 32;
 /// rxm's default `FI_OFI_RXM_SAR_LIMIT` (8 × the buffer size): larger messages go by
 /// rendezvous.
 const SAR_LIMIT: usize = 8 * 16384;
+/// One message size per protocol: eager, segmented, rendezvous.
+const ONE_PER_PROTOCOL: [usize; 3] = [10, 40_000, 2 << 20];
+
+/// A node that has itself in its AV, and its own index there.
+fn self_node() -> (Node, u64) {
+    let a = Node::open(&rxm_info());
+    let me = a.insert(&a.addr);
+    (a, me)
+}
+
+/// `msg` from `a` to `b` (at `ab` in a's AV) arrives in a receive of b with context
+/// `ctx`: what tests check of a peer a failure elsewhere must not affect.
+fn assert_reaches(a: &Node, b: &Node, ab: u64, msg: &[u8], ctx: usize) {
+    let mut buf = vec![0u8; msg.len()];
+    b.recv(&mut buf, ctx);
+    a.send(msg, ab, ctx + 1).unwrap();
+    assert_eq!(
+        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
+        ctx
+    );
+    assert_eq!(buf, msg);
+}
+
+/// The contexts of the next `n` completions of `cq` (all successful), sorted.
+fn contexts(cq: &CompletionQueue, n: usize, what: &str) -> Vec<usize> {
+    let mut seen: Vec<usize> = (0..n)
+        .map(|_| wait(cq, &[], what).expect("ok").op_context)
+        .collect();
+    seen.sort();
+    seen
+}
 
 /// Eager, segmented and rendezvous messages, with the receive posted before and after
 /// the send, arrive intact; the receiver's completion names the sender (FI_SOURCE).
@@ -268,17 +205,13 @@ fn every_protocol_size_expected_and_unexpected() {
             let payload = pattern(len, k as u8 + u8::from(unexpected));
             let mut buf = vec![0u8; len + 16];
             if !unexpected {
-                recv(&b, &mut buf, 0x1000 + k);
+                b.recv(&mut buf, 0x1000 + k);
             }
-            send(&a, &payload, ab, 0x2000 + k).unwrap();
+            a.send(&payload, ab, 0x2000 + k).unwrap();
             if unexpected {
                 // Let the message (or its RTS) arrive before the receive is posted.
-                let end = Instant::now() + Duration::from_millis(20);
-                while Instant::now() < end {
-                    let _ = b.cq.read::<CqTaggedEntry>(&mut []);
-                    let _ = a.cq.read::<CqTaggedEntry>(&mut []);
-                }
-                recv(&b, &mut buf, 0x1000 + k);
+                drive_for(&[&b.cq, &a.cq], Duration::from_millis(20));
+                b.recv(&mut buf, 0x1000 + k);
             }
             let r = wait(&b.cq, &[&a.cq], "receive").expect("receive ok");
             assert_eq!(r.op_context, 0x1000 + k);
@@ -297,8 +230,8 @@ fn every_protocol_size_expected_and_unexpected() {
     let mut buf = vec![0u8; 8];
     let mut e = [CqTaggedEntry::default()];
     let mut src = [0u64];
-    recv(&a, &mut buf, 7);
-    send(&b, b"back", ba, 8).unwrap();
+    a.recv(&mut buf, 7);
+    b.send(b"back", ba, 8).unwrap();
     let end = Instant::now() + WAIT;
     loop {
         let _ = b.cq.read::<CqTaggedEntry>(&mut []);
@@ -317,14 +250,14 @@ fn every_protocol_size_expected_and_unexpected() {
 fn auto_progress_moves_data_without_polling() {
     let mut info = rxm_info();
     info.domain_attr.data_progress = ofi::Progress::Auto;
-    let a = node(&info);
-    let b = node(&info);
-    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let a = Node::open(&info);
+    let b = Node::open(&info);
+    let ab = a.insert(&b.addr);
     for len in [10usize, 300_000] {
         let payload = pattern(len, 5);
         let mut buf = vec![0u8; len];
-        recv(&b, &mut buf, 1);
-        send(&a, &payload, ab, 2).unwrap();
+        b.recv(&mut buf, 1);
+        a.send(&payload, ab, 2).unwrap();
         let r = wait(&b.cq, &[], "receive with auto progress").expect("ok");
         assert_eq!((r.op_context, r.len), (1, len));
         assert!(buf == payload);
@@ -339,8 +272,8 @@ fn auto_progress_moves_data_without_polling() {
 #[test]
 fn concrete_ip_aliases_of_wildcard_names() {
     let info = rxm_info();
-    let a = node(&info);
-    let b = node(&info);
+    let a = Node::open(&info);
+    let b = Node::open(&info);
     let concrete = |x: &Address| {
         let mut sa = x.socket_addr().unwrap();
         if sa.ip().is_unspecified() {
@@ -352,8 +285,8 @@ fn concrete_ip_aliases_of_wildcard_names() {
     let ba = b.av.insert(&[concrete(&a.addr)]).unwrap()[0];
     for round in 0..3 {
         let (mut rb, mut ra) = (vec![0u8; 8], vec![0u8; 8]);
-        recv(&b, &mut rb, 1);
-        send(&a, b"ping", ab, 2).unwrap();
+        b.recv(&mut rb, 1);
+        a.send(b"ping", ab, 2).unwrap();
         let mut e = [CqTaggedEntry::default()];
         let mut src = [0u64];
         let end = Instant::now() + WAIT;
@@ -368,8 +301,8 @@ fn concrete_ip_aliases_of_wildcard_names() {
             src[0], ba,
             "round {round}: FI_SOURCE of a wildcard-named sender"
         );
-        recv(&a, &mut ra, 3);
-        send(&b, b"pong", ba, 4).unwrap();
+        a.recv(&mut ra, 3);
+        b.send(b"pong", ba, 4).unwrap();
         let mut seen = 0;
         while seen < 3 {
             for cq in [&a.cq, &b.cq] {
@@ -388,20 +321,13 @@ fn concrete_ip_aliases_of_wildcard_names() {
 /// two MSG endpoints).
 #[test]
 fn send_to_self_every_protocol() {
-    let info = rxm_info();
-    let a = node(&info);
-    let me = a.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
-    for (k, len) in [10usize, 40_000, 2 << 20].into_iter().enumerate() {
+    let (a, me) = self_node();
+    for (k, len) in ONE_PER_PROTOCOL.into_iter().enumerate() {
         let payload = pattern(len, 11);
         let mut buf = vec![0u8; len];
-        recv(&a, &mut buf, 0x10 + k);
-        send(&a, &payload, me, 0x20 + k).unwrap();
-        let mut seen = Vec::new();
-        while seen.len() < 2 {
-            seen.push(wait(&a.cq, &[], "self").expect("ok").op_context);
-        }
-        seen.sort();
-        assert_eq!(seen, vec![0x10 + k, 0x20 + k]);
+        a.recv(&mut buf, 0x10 + k);
+        a.send(&payload, me, 0x20 + k).unwrap();
+        assert_eq!(contexts(&a.cq, 2, "self"), vec![0x10 + k, 0x20 + k]);
         assert!(buf == payload, "{len} bytes to myself");
     }
 }
@@ -411,15 +337,13 @@ fn send_to_self_every_protocol() {
 /// acknowledges it) and the data arrives.
 #[test]
 fn delivery_complete_to_self() {
-    let info = rxm_info();
-    let a = node(&info);
-    let me = a.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
-    for (k, len) in [10usize, 40_000, 2 << 20].into_iter().enumerate() {
+    let (a, me) = self_node();
+    for (k, len) in ONE_PER_PROTOCOL.into_iter().enumerate() {
         let payload = pattern(len, 12);
         let mut buf = vec![0u8; len];
         let rendezvous = len > SAR_LIMIT;
         if rendezvous {
-            recv(&a, &mut buf, 0x30 + k);
+            a.recv(&mut buf, 0x30 + k);
         }
         // `payload` lives until the send's completion is read below.
         sendmsg(&a.ep, &payload, me, 0x40 + k, OpFlags::DELIVERY_COMPLETE).expect("sendmsg");
@@ -428,19 +352,14 @@ fn delivery_complete_to_self() {
                 wait(&a.cq, &[], "DC to self").expect("ok").op_context,
                 0x40 + k
             );
-            recv(&a, &mut buf, 0x30 + k);
+            a.recv(&mut buf, 0x30 + k);
         }
-        let mut seen = Vec::new();
-        while seen.len() < if rendezvous { 2 } else { 1 } {
-            seen.push(wait(&a.cq, &[], "self").expect("ok").op_context);
-        }
-        seen.sort();
         let want = if rendezvous {
             vec![0x30 + k, 0x40 + k]
         } else {
             vec![0x30 + k]
         };
-        assert_eq!(seen, want);
+        assert_eq!(contexts(&a.cq, want.len(), "self"), want);
         assert!(buf == payload, "{len} bytes to myself");
     }
 }
@@ -458,19 +377,8 @@ fn tagged_with_data_every_protocol() {
         .collect();
     let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
     for (k, b_) in bufs.iter_mut().enumerate().rev() {
-        // SAFETY: the buffers outlive the receives.
-        unsafe {
-            b.ep.trecv(
-                b_.as_mut_ptr(),
-                b_.len(),
-                std::ptr::null_mut(),
-                ofi::ADDR_UNSPEC,
-                0x500 + k as u64,
-                0,
-                0x50 + k,
-            )
-        }
-        .unwrap();
+        // The buffers outlive the receives.
+        b.trecv(b_, 0x500 + k as u64, 0x50 + k);
     }
     for (k, p) in payloads.iter().enumerate() {
         // SAFETY: the payloads outlive the sends.
@@ -536,7 +444,7 @@ fn large_messages_truncate() {
             )
         }
         .unwrap();
-        send(&a, &payload, ab, 0x20 + k).unwrap();
+        a.send(&payload, ab, 0x20 + k).unwrap();
         let r = wait(&b.cq, &[&a.cq], "truncated receive");
         assert_eq!(r.unwrap_err(), (0x10 + k, Errno::ETRUNC));
         assert_eq!(buf[..1000], payload[..1000]);
@@ -554,7 +462,7 @@ fn unexpected_flood_is_bounded_by_credits() {
     const N: usize = 200;
     let bufs: Vec<Vec<u8>> = (0..N).map(|i| pattern(1000, i as u8)).collect();
     for (i, p) in bufs.iter().enumerate() {
-        send(&a, p, ab, i + 1).unwrap();
+        a.send(p, ab, i + 1).unwrap();
     }
     let mut done = 0;
     let end = Instant::now() + Duration::from_millis(500);
@@ -568,7 +476,7 @@ fn unexpected_flood_is_bounded_by_credits() {
     assert_eq!(done, 64, "only the credited messages left the sender");
     let mut rbufs: Vec<Vec<u8>> = (0..N).map(|_| vec![0u8; 1000]).collect();
     for (i, r) in rbufs.iter_mut().enumerate() {
-        recv(&b, r, 10_000 + i);
+        b.recv(r, 10_000 + i);
     }
     let mut got = 0;
     let end = Instant::now() + WAIT;
@@ -595,16 +503,16 @@ fn unexpected_flood_is_bounded_by_credits() {
 fn simultaneous_connect() {
     let info = rxm_info();
     for round in 0..10 {
-        let a = node(&info);
-        let b = node(&info);
-        let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
-        let ba = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+        let a = Node::open(&info);
+        let b = Node::open(&info);
+        let ab = a.insert(&b.addr);
+        let ba = b.insert(&a.addr);
         let (mut ra, mut rb) = (vec![0u8; 64], vec![0u8; 64]);
-        recv(&a, &mut ra, 1);
-        recv(&b, &mut rb, 2);
+        a.recv(&mut ra, 1);
+        b.recv(&mut rb, 2);
         let (pa, pb) = (pattern(40, round), pattern(50, round + 1));
-        send(&a, &pa, ab, 3).unwrap();
-        send(&b, &pb, ba, 4).unwrap();
+        a.send(&pa, ab, 3).unwrap();
+        b.send(&pb, ba, 4).unwrap();
         let mut seen = Vec::new();
         let end = Instant::now() + WAIT;
         while seen.len() < 4 {
@@ -699,28 +607,19 @@ fn fake_hello(instance: u64) -> (Address, ofi_util_rxm::proto::Hello) {
 #[test]
 fn a_rendezvous_status_that_is_no_fi_code_is_eproto() {
     use ofi_util_rxm::proto::{Hdr, Op, Rts, HDR_LEN};
-    let target = node(&rxm_info());
+    let target = Node::open(&rxm_info());
     let c = msg_client();
     let (fake_addr, hello) = fake_hello(77);
     let mut pkt = vec![0u8; 4096];
-    // SAFETY: `pkt` outlives the receive (completed, or the endpoint closed, below).
-    unsafe {
-        c.ep.recv(
-            pkt.as_mut_ptr(),
-            pkt.len(),
-            std::ptr::null_mut(),
-            ofi::ADDR_UNSPEC,
-            1,
-        )
-    }
-    .unwrap();
+    // `pkt` outlives the receive (completed, or the endpoint closed, below).
+    post_recv(&c.ep, &mut pkt, 1).unwrap();
     c.ep.connect(&target.addr.to_bytes(), &hello.encode())
         .unwrap();
     wait_accepted(&c, &target);
     // The target sends the fake a message beyond the SAR limit: a rendezvous request.
-    let to_fake = target.av.insert(std::slice::from_ref(&fake_addr)).unwrap()[0];
+    let to_fake = target.insert(&fake_addr);
     let big = pattern(300_000, 3);
-    send(&target, &big, to_fake, 0x71).expect("send");
+    target.send(&big, to_fake, 0x71).expect("send");
     let end = Instant::now() + WAIT;
     let rts = loop {
         assert!(Instant::now() < end, "no rendezvous request");
@@ -760,7 +659,7 @@ fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
     use ofi_util_rxm::proto::{Hdr, Hello, Op};
     const EXTRA: usize = 10;
     const LEN: usize = 100;
-    let target = node(&rxm_info());
+    let target = Node::open(&rxm_info());
     // The packets outlive the client's endpoint (declared first, dropped last).
     let mut pkts: Vec<Vec<u8>> = Vec::new();
     let c = msg_client();
@@ -815,7 +714,7 @@ fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
     // What the target buffered: exactly the grant, in order.
     let mut bufs = vec![vec![0u8; LEN]; grant + EXTRA];
     for (k, b) in bufs.iter_mut().enumerate() {
-        recv(&target, b, 1000 + k);
+        target.recv(b, 1000 + k);
     }
     let mut got = Vec::new();
     let quiet = Duration::from_millis(300);
@@ -837,10 +736,10 @@ fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
         assert_eq!(bufs[i], pattern(LEN, i as u8), "message {i}");
     }
     // A well-behaved peer is still served (it takes one of the receives left).
-    let good = node(&rxm_info());
-    let to_target = good.av.insert(std::slice::from_ref(&target.addr)).unwrap()[0];
+    let good = Node::open(&rxm_info());
+    let to_target = good.insert(&target.addr);
     let msg = pattern(LEN, 0xee);
-    send(&good, &msg, to_target, 7).expect("send");
+    good.send(&msg, to_target, 7).expect("send");
     let d = wait(&target.cq, &[&good.cq], "the good peer's message").expect("received");
     assert_eq!(d.len, LEN);
     assert_eq!(bufs[d.op_context - 1000], msg);
@@ -856,7 +755,7 @@ fn a_peer_that_ignores_its_credits_is_cut_off_at_the_grant() {
 #[test]
 fn malformed_handshake_is_refused() {
     let rinfo = rxm_info();
-    let target = node(&rinfo);
+    let target = Node::open(&rinfo);
     let good = ofi_util_rxm::proto::Hello {
         kind: ofi_util_rxm::proto::Kind::Connect,
         version: ofi_util_rxm::proto::VERSION,
@@ -930,11 +829,11 @@ fn malformed_handshake_is_refused() {
         );
     }
     // The rxm endpoint still works for others.
-    let other = node(&rinfo);
-    let t = other.av.insert(std::slice::from_ref(&target.addr)).unwrap()[0];
+    let other = Node::open(&rinfo);
+    let t = other.insert(&target.addr);
     let mut buf = vec![0u8; 4];
-    recv(&target, &mut buf, 1);
-    send(&other, b"fine", t, 2).unwrap();
+    target.recv(&mut buf, 1);
+    other.send(b"fine", t, 2).unwrap();
     assert_eq!(
         wait(&target.cq, &[&other.cq], "after the bad peer")
             .expect("ok")
@@ -949,14 +848,11 @@ fn malformed_handshake_is_refused() {
 fn unreachable_peer_fails_bounded() {
     let (a, b, ab, _) = pair();
     // A port nobody listens on: bind a socket, note its port, close it.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = ofi_testkit::free_tcp_port();
     let dead: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let d = a.av.insert(&[Address::from(dead)]).unwrap()[0];
     let t0 = Instant::now();
-    send(&a, b"anyone?", d, 0x77).unwrap();
+    a.send(b"anyone?", d, 0x77).unwrap();
     let r = wait(&a.cq, &[], "refused send");
     assert_eq!(r.unwrap_err(), (0x77, Errno::ECONNREFUSED));
     assert!(
@@ -964,13 +860,7 @@ fn unreachable_peer_fails_bounded() {
         "bounded: {:?}",
         t0.elapsed()
     );
-    let mut buf = vec![0u8; 8];
-    recv(&b, &mut buf, 1);
-    send(&a, b"still ok", ab, 2).unwrap();
-    assert_eq!(
-        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
-        1
-    );
+    assert_reaches(&a, &b, ab, b"still ok", 1);
 }
 
 /// `FI_PROVIDER`-style names: hints `tcp;ofi_rxm` and `ofi_rxm` find rxm over tcp;
@@ -1063,7 +953,7 @@ fn await_file(dir: &Path, name: &str, end: Instant) -> Vec<u8> {
 fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
     let end = Instant::now() + Duration::from_secs(60);
     let info = rxm_info();
-    let me = node(&info);
+    let me = Node::open(&info);
     publish(dir, &format!("addr{rank}"), &me.addr.to_bytes());
     let addrs: Vec<Address> = (0..n)
         .map(|r| {
@@ -1075,19 +965,8 @@ fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
     let mut rbufs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; 256]).collect();
     for (r, b) in rbufs.iter_mut().enumerate() {
         if r != rank {
-            // SAFETY: `b` lives until the receive completes (below).
-            unsafe {
-                me.ep.trecv(
-                    b.as_mut_ptr(),
-                    b.len(),
-                    std::ptr::null_mut(),
-                    ofi::ADDR_UNSPEC,
-                    r as u64,
-                    0,
-                    0x1000 + r,
-                )
-            }
-            .unwrap();
+            // `b` lives until the receive completes (below).
+            me.trecv(b, r as u64, 0x1000 + r);
         }
     }
     let msgs: Vec<Vec<u8>> = (0..n)
@@ -1095,18 +974,8 @@ fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
         .collect();
     for r in 0..n {
         if r != rank {
-            // SAFETY: `msgs` lives until the sends complete.
-            unsafe {
-                me.ep.tsend(
-                    msgs[r].as_ptr(),
-                    msgs[r].len(),
-                    std::ptr::null_mut(),
-                    fi[r],
-                    rank as u64,
-                    0x2000 + r,
-                )
-            }
-            .unwrap();
+            // `msgs` lives until the sends complete.
+            me.tsend(&msgs[r], fi[r], rank as u64, 0x2000 + r);
         }
     }
     let (mut sent, mut got) = (0, 0);
@@ -1144,11 +1013,7 @@ fn all_to_all_rank(dir: &Path, rank: usize, n: usize) {
 /// In a child process of the multi-process tests (each runs itself again with
 /// `RXM_CHILD` naming the role): play the role and return true.
 fn child_side() -> bool {
-    let Ok(role) = std::env::var("RXM_CHILD") else {
-        return false;
-    };
-    child_role(&role);
-    true
+    ofi_testkit::child::played_child("RXM_CHILD", child_role)
 }
 
 /// The child side of the multi-process tests, in `role`.
@@ -1160,10 +1025,10 @@ fn child_role(role: &str) {
         "a2a" => all_to_all_rank(&dir, rank, n),
         "victim" => {
             let info = rxm_info();
-            let me = node(&info);
+            let me = Node::open(&info);
             let mut bufs: Vec<Vec<u8>> = (0..4).map(|_| vec![0u8; 64]).collect();
             for (i, b) in bufs.iter_mut().enumerate() {
-                recv(&me, b, i);
+                me.recv(b, i);
             }
             publish(&dir, "victim", &me.addr.to_bytes());
             // Serve until killed (bounded).
@@ -1188,8 +1053,8 @@ fn child_role(role: &str) {
             for len in [100usize, 200_000] {
                 let payload = pattern(len, 9);
                 let mut buf = vec![0u8; len];
-                recv(&b, &mut buf, 1);
-                send(&a, &payload, ab, 2).unwrap();
+                b.recv(&mut buf, 1);
+                a.send(&payload, ab, 2).unwrap();
                 wait(&b.cq, &[&a.cq], "receive over the plugin core").expect("ok");
                 wait(&a.cq, &[&b.cq], "send over the plugin core").expect("ok");
                 assert!(buf == payload);
@@ -1305,7 +1170,7 @@ fn killed_peer_fails_its_operations_only() {
             .unwrap()[0];
     // A first message connects.
     let hello = pattern(32, 1);
-    send(&a, &hello, v, 1).unwrap();
+    a.send(&hello, v, 1).unwrap();
     wait(&a.cq, &[], "send to the victim").expect("first send ok");
     victim.kill().unwrap();
     let _ = victim.wait();
@@ -1313,8 +1178,8 @@ fn killed_peer_fails_its_operations_only() {
     let big = pattern(1 << 20, 2);
     let small = pattern(16, 3);
     let t0 = Instant::now();
-    let _ = send(&a, &big, v, 2);
-    let _ = send(&a, &small, v, 3);
+    let _ = a.send(&big, v, 2);
+    let _ = a.send(&small, v, 3);
     let mut errs = Vec::new();
     while errs.len() < 2 {
         match wait(&a.cq, &[], "error completions for the dead peer") {
@@ -1342,14 +1207,7 @@ fn killed_peer_fails_its_operations_only() {
         t0.elapsed()
     );
     // The other peer is unaffected.
-    let mut buf = vec![0u8; 16];
-    recv(&b, &mut buf, 9);
-    send(&a, &small, ab, 10).unwrap();
-    assert_eq!(
-        wait(&b.cq, &[&a.cq], "other peer").expect("ok").op_context,
-        9
-    );
-    assert_eq!(buf, small);
+    assert_reaches(&a, &b, ab, &small, 9);
 }
 
 /// Message `k` of [`a_core_that_refuses_for_now_delays_but_never_drops`]: its length
@@ -1374,10 +1232,10 @@ fn tiny_core_queue() {
         .collect();
     let mut bufs: Vec<Vec<u8>> = (0..N).map(|k| vec![0u8; tiny_queue_len(k)]).collect();
     for (k, buf) in bufs.iter_mut().enumerate() {
-        recv(&b, buf, k);
+        b.recv(buf, k);
     }
     for (k, p) in payloads.iter().enumerate() {
-        send(&a, p, ab, 1000 + k).expect("fi_send");
+        a.send(p, ab, 1000 + k).expect("fi_send");
     }
     // Completions may come out of order (a rendezvous completes on the receiver's
     // read); each comes once, and message k lands in receive k (matching keeps order).
@@ -1435,18 +1293,18 @@ fn a_core_that_refuses_for_now_delays_but_never_drops() {
 #[test]
 fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
     let info = rxm_info();
-    let a = node(&info);
-    let b = node(&info);
-    let ab = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
+    let a = Node::open(&info);
+    let b = Node::open(&info);
+    let ab = a.insert(&b.addr);
     // Connect, then a rendezvous send that b leaves unread (no receive posted).
     let hello = pattern(32, 1);
     let mut got = vec![0u8; 32];
-    recv(&b, &mut got, 0xb0);
-    send(&a, &hello, ab, 1).unwrap();
+    b.recv(&mut got, 0xb0);
+    a.send(&hello, ab, 1).unwrap();
     wait(&a.cq, &[&b.cq], "first send").expect("first send ok");
     wait(&b.cq, &[&a.cq], "first receive").expect("first receive ok");
     let big = pattern(512 << 10, 2);
-    send(&a, &big, ab, 2).unwrap();
+    a.send(&big, ab, 2).unwrap();
     for _ in 0..200 {
         assert!(poll(&a.cq).is_none(), "the unread rendezvous completed");
         let _ = b.cq.read::<CqTaggedEntry>(&mut []);
@@ -1456,14 +1314,14 @@ fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
     drop(b);
     let mut again = info.clone();
     again.src_addr = Some(b_addr.clone());
-    let b2 = node(&again);
+    let b2 = Node::open(&again);
     assert_eq!(b2.addr, b_addr, "the new endpoint has the old address");
-    let ba = b2.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
+    let ba = b2.insert(&a.addr);
     // The new endpoint talks first (its request may reach a before the shutdown).
     let from_b2 = pattern(100, 3);
     let mut at_a = vec![0u8; 100];
-    recv(&a, &mut at_a, 0xa0);
-    send(&b2, &from_b2, ba, 0xb2).unwrap();
+    a.recv(&mut at_a, 0xa0);
+    b2.send(&from_b2, ba, 0xb2).unwrap();
     // The old rendezvous send: once, in error.
     let mut old = None;
     let mut others = Vec::new();
@@ -1495,8 +1353,8 @@ fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
     for (k, len) in [64usize, 40_000, 300 << 10].into_iter().enumerate() {
         let msg = pattern(len, 10 + k as u8);
         let mut buf = vec![0u8; len];
-        recv(&b2, &mut buf, 0x100 + k);
-        send(&a, &msg, ab, 0x200 + k).unwrap();
+        b2.recv(&mut buf, 0x100 + k);
+        a.send(&msg, ab, 0x200 + k).unwrap();
         let r = wait(&b2.cq, &[&a.cq], "b2 receives").expect("b2 receives");
         assert_eq!(r.op_context, 0x100 + k);
         let s = wait(&a.cq, &[&b2.cq], "a's send").expect("a's send ok");

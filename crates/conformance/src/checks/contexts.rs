@@ -34,32 +34,23 @@ fn each_scalable(
     bits: u32,
     f: impl Fn(&ofi::Info, u32, &ofi::domain::Domain, &ofi::av::AddressVector, ofi::ep::Endpoint),
 ) {
-    each_type(
-        s,
-        Caps::MSG,
-        |i| {
-            crate::connectionless(i.ep_type())
-                && i.domain_attr.max_ep_tx_ctx > 1
-                && i.domain_attr.max_ep_rx_ctx > 1
-        },
-        |_t, mut info| {
-            info.ep_attr.tx_ctx_cnt = 2;
-            info.ep_attr.rx_ctx_cnt = 2;
-            let (_f, d) = fixture::open_domain(s, &info);
-            let av = d
-                .av_open(&AvAttr {
-                    rx_ctx_bits: bits as i32,
-                    ..AvAttr::default()
-                })
-                .unwrap_or_else(|e| panic!("fi_av_open (rx_ctx_bits {bits}): {e}"));
-            let sep = d
-                .scalable_ep(&info)
-                .unwrap_or_else(|e| panic!("fi_scalable_ep: {e} ({})", e.code()));
-            sep.bind_av(&av)
-                .unwrap_or_else(|e| panic!("fi_scalable_ep_bind AV: {e}"));
-            f(&info, bits, &d, &av, sep);
-        },
-    );
+    each_type(s, Caps::MSG, crate::offers_scalable, |_t, mut info| {
+        info.ep_attr.tx_ctx_cnt = 2;
+        info.ep_attr.rx_ctx_cnt = 2;
+        let (_f, d) = fixture::open_domain(s, &info);
+        let av = d
+            .av_open(&AvAttr {
+                rx_ctx_bits: bits as i32,
+                ..AvAttr::default()
+            })
+            .unwrap_or_else(|e| panic!("fi_av_open (rx_ctx_bits {bits}): {e}"));
+        let sep = d
+            .scalable_ep(&info)
+            .unwrap_or_else(|e| panic!("fi_scalable_ep: {e} ({})", e.code()));
+        sep.bind_av(&av)
+            .unwrap_or_else(|e| panic!("fi_scalable_ep_bind AV: {e}"));
+        f(&info, bits, &d, &av, sep);
+    });
 }
 
 /// A message from transmit context 0 to receive context 1 of one scalable endpoint.
@@ -209,11 +200,7 @@ pub fn shared_contexts(s: &Subject) {
     each_type(
         s,
         Caps::MSG,
-        |i| {
-            crate::connectionless(i.ep_type())
-                && i.domain_attr.max_ep_stx_ctx > 0
-                && i.domain_attr.max_ep_srx_ctx > 0
-        },
+        crate::offers_shared_contexts,
         |_t, mut info| {
             info.ep_attr.tx_ctx_cnt = SHARED_CONTEXT;
             info.ep_attr.rx_ctx_cnt = SHARED_CONTEXT;

@@ -26,30 +26,22 @@ pub fn ep_enable_without_cq_or_av(s: &Subject) {
             if crate::connectionless(t) {
                 let av = d.av_open(&AvAttr::default()).unwrap();
                 ep.bind_av(&av).unwrap();
-                let e = ep.enable().expect_err("fi_enable without a CQ");
-                assert_eq!(e.code(), Errno::ENOCQ, "fi_enable without a CQ: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable without a CQ");
                 ep.close().unwrap();
                 let ep = d.endpoint(&info).unwrap();
                 let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
                 ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                let e = ep.enable().expect_err("fi_enable without an AV");
-                assert_eq!(e.code(), Errno::ENOAV, "fi_enable without an AV: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOAV, "fi_enable without an AV");
             } else {
                 // FI_EP_MSG: with an EQ but no CQ, FI_ENOCQ; with a CQ but no EQ, FI_ENOEQ.
                 let eq = f.eq_open(&ofi::eq::EqAttr::default()).unwrap();
                 ep.bind_eq(&eq).unwrap();
-                let e = ep.enable().expect_err("fi_enable without a CQ");
-                assert_eq!(
-                    e.code(),
-                    Errno::ENOCQ,
-                    "fi_enable with an EQ but no CQ: {e}"
-                );
+                fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable with an EQ but no CQ");
                 ep.close().unwrap();
                 let ep = d.endpoint(&info).unwrap();
                 let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
                 ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                let e = ep.enable().expect_err("fi_enable without an EQ");
-                assert_eq!(e.code(), Errno::ENOEQ, "fi_enable with a CQ but no EQ: {e}");
+                fixture::expect_errno(ep.enable(), Errno::ENOEQ, "fi_enable with a CQ but no EQ");
             }
         },
     );
@@ -88,16 +80,18 @@ pub fn ep_bind_cq_twice_is_einval(s: &Subject) {
             let cq1 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
             let cq2 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
             let ep = d.endpoint(&info).unwrap();
-            let e = ep
-                .bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ)
-                .expect_err("a CQ bound with FI_READ");
-            assert_eq!(e.code(), Errno::EBADFLAGS, "CQ bind with FI_READ: {e}");
+            fixture::expect_errno(
+                ep.bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ),
+                Errno::EBADFLAGS,
+                "CQ bind with FI_READ",
+            );
             ep.bind(&cq1, OpFlags::TRANSMIT)
                 .unwrap_or_else(|e| panic!("first CQ for FI_TRANSMIT: {e}"));
-            let e = ep
-                .bind(&cq2, OpFlags::TRANSMIT)
-                .expect_err("a second CQ for FI_TRANSMIT");
-            assert_eq!(e.code(), Errno::EINVAL, "second CQ for FI_TRANSMIT: {e}");
+            fixture::expect_errno(
+                ep.bind(&cq2, OpFlags::TRANSMIT),
+                Errno::EINVAL,
+                "second CQ for FI_TRANSMIT",
+            );
             ep.bind(&cq2, OpFlags::RECV)
                 .unwrap_or_else(|e| panic!("a CQ for FI_RECV after the refusal: {e}"));
         },
@@ -115,13 +109,10 @@ pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {
             let (_f, d) = fixture::open_domain(s, &info);
             let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
             let ep = d.endpoint(&info).unwrap();
-            let e = ep
-                .bind(&cq, OpFlags::SELECTIVE_COMPLETION)
-                .expect_err("FI_SELECTIVE_COMPLETION alone");
-            assert_eq!(
-                e.code(),
+            fixture::expect_errno(
+                ep.bind(&cq, OpFlags::SELECTIVE_COMPLETION),
                 Errno::EBADFLAGS,
-                "FI_SELECTIVE_COMPLETION without FI_TRANSMIT / FI_RECV: {e}"
+                "FI_SELECTIVE_COMPLETION without FI_TRANSMIT / FI_RECV",
             );
         },
     );
@@ -214,22 +205,17 @@ pub fn pair_close_bound_is_ebusy(s: &Subject) {
                 ..
             } = p;
             for (i, mut side) in [a, b].into_iter().enumerate() {
-                let e = side.cq.close().expect_err("a bound CQ");
-                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound CQ: {e}");
+                fixture::expect_errno(side.cq.close(), Errno::EBUSY, "fi_close of a bound CQ");
                 if let Some(c) = side.cntr.as_mut() {
-                    let e = c.close().expect_err("a bound counter");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound counter: {e}");
+                    fixture::expect_errno(c.close(), Errno::EBUSY, "fi_close of a bound counter");
                 }
                 if let Some(av) = side.av.as_mut() {
-                    let e = av.close().expect_err("a bound AV");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound AV: {e}");
+                    fixture::expect_errno(av.close(), Errno::EBUSY, "fi_close of a bound AV");
                 }
                 if let Some(eq) = side.eq.as_mut() {
-                    let e = eq.close().expect_err("a bound EQ");
-                    assert_eq!(e.code(), Errno::EBUSY, "fi_close of a bound EQ: {e}");
+                    fixture::expect_errno(eq.close(), Errno::EBUSY, "fi_close of a bound EQ");
                 }
-                let e = domain.close().expect_err("a domain with open endpoints");
-                assert_eq!(e.code(), Errno::EBUSY, "fi_close of a busy domain: {e}");
+                fixture::expect_errno(domain.close(), Errno::EBUSY, "fi_close of a busy domain");
                 side.ep
                     .close()
                     .unwrap_or_else(|e| panic!("fi_close(ep): {e}"));

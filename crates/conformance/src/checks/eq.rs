@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ofi::eq::{EqAttr, Event, EventQueue};
 use ofi::{EqEvent, Errno, OpFlags};
 
+use crate::fixture::expect_errno;
 use crate::{Subject, WAIT};
 
 fn writable_eq(s: &Subject) -> (ofi::fabric::Fabric, EventQueue) {
@@ -64,20 +65,16 @@ pub fn eq_write_read_peek(s: &Subject) {
             .unwrap_or_else(|e| panic!("fi_eq_read #{n}: {e} ({})", e.code()));
         same(&got, &event(n), &format!("event #{n}"));
     }
-    let e = eq.read().expect_err("the EQ is empty again");
-    assert_eq!(e.code(), Errno::EAGAIN, "fi_eq_read of an empty EQ: {e}");
+    expect_errno(eq.read(), Errno::EAGAIN, "fi_eq_read of an empty EQ");
 }
 
 /// An empty EQ: `fi_eq_read`, `FI_PEEK` and `fi_eq_readerr` are `FI_EAGAIN`;
 /// `fi_eq_sread` with a 100 ms time-out is `FI_EAGAIN` after at least ~100 ms.
 pub fn eq_empty_is_eagain_and_sread_times_out(s: &Subject) {
     let (_fabric, eq) = writable_eq(s);
-    let e = eq.read().expect_err("an empty EQ");
-    assert_eq!(e.code(), Errno::EAGAIN, "fi_eq_read: {e}");
-    let e = eq.peek().expect_err("an empty EQ");
-    assert_eq!(e.code(), Errno::EAGAIN, "fi_eq_read FI_PEEK: {e}");
-    let e = eq.readerr().expect_err("no error event");
-    assert_eq!(e.code(), Errno::EAGAIN, "fi_eq_readerr: {e}");
+    expect_errno(eq.read(), Errno::EAGAIN, "fi_eq_read");
+    expect_errno(eq.peek(), Errno::EAGAIN, "fi_eq_read FI_PEEK");
+    expect_errno(eq.readerr(), Errno::EAGAIN, "fi_eq_readerr");
     let t = Instant::now();
     let e = eq.sread(100).expect_err("fi_eq_sread of an empty EQ");
     let took = t.elapsed();

@@ -85,6 +85,42 @@ impl Region {
     pub fn set(&mut self, off: usize, data: &[u8]) {
         self.mr.write_owned(off, data).expect("inside the region");
     }
+
+    /// `fi_write` (`dir` [`Rma::Write`]) of this (local) region's first `len` bytes
+    /// from `p`'s first endpoint to its peer's `addr` under `key`, or `fi_read`
+    /// ([`Rma::Read`]) from there into them, with context `ctx`; the call's answer.
+    ///
+    /// # Safety
+    ///
+    /// This region lives until the operation's completion has been read.
+    pub unsafe fn rma(
+        &self,
+        p: &Pair,
+        dir: Rma,
+        len: usize,
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> ofi::Result<()> {
+        let (ep, desc, peer) = (&p.a.ep, self.mr.desc(), p.a.peer);
+        // SAFETY: `len` bytes of this registered region, which the caller keeps alive
+        // until the completion.
+        unsafe {
+            match dir {
+                Rma::Write => ep.write(self.ptr, len, desc, peer, addr, key, ctx),
+                Rma::Read => ep.read(self.ptr, len, desc, peer, addr, key, ctx),
+            }
+        }
+    }
+}
+
+/// Which way an RMA operation of [`Region::rma`] moves the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rma {
+    /// `fi_write`: from the local region to the peer's.
+    Write,
+    /// `fi_read`: from the peer's region to the local one.
+    Read,
 }
 
 /// The `fi_msg_rma` of an operation from `p`'s first endpoint to its peer: the local
@@ -172,18 +208,8 @@ pub fn rma_write_read_sizes(s: &Subject) {
                 // SAFETY: `local` is registered and alive; nothing else touches it now.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), local.ptr, len) };
                 // SAFETY: `local` lives until the completion is read.
-                unsafe {
-                    p.a.ep.write(
-                        local.ptr,
-                        len,
-                        local.mr.desc(),
-                        p.a.peer,
-                        target.addr,
-                        target.mr.key(),
-                        0x100 + i,
-                    )
-                }
-                .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
+                unsafe { local.rma(&p, Rma::Write, len, target.addr, target.mr.key(), 0x100 + i) }
+                    .unwrap_or_else(|e| panic!("fi_write of {len} bytes: {e} ({})", e.code()));
                 let c = p.wait_ok(0, &format!("fi_write of {len} bytes"));
                 assert_eq!(c.op_context, 0x100 + i);
                 assert_flags(&c, OpFlags::RMA | OpFlags::WRITE, "fi_write completion");
@@ -191,18 +217,8 @@ pub fn rma_write_read_sizes(s: &Subject) {
                 let back = pattern(len, 200 - i as u8);
                 target.set(0, &back);
                 // SAFETY: as above.
-                unsafe {
-                    p.a.ep.read(
-                        local.ptr,
-                        len,
-                        local.mr.desc(),
-                        p.a.peer,
-                        target.addr,
-                        target.mr.key(),
-                        0x200 + i,
-                    )
-                }
-                .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
+                unsafe { local.rma(&p, Rma::Read, len, target.addr, target.mr.key(), 0x200 + i) }
+                    .unwrap_or_else(|e| panic!("fi_read of {len} bytes: {e} ({})", e.code()));
                 let c = p.wait_ok(0, &format!("fi_read of {len} bytes"));
                 assert_eq!(c.op_context, 0x200 + i);
                 assert_flags(&c, OpFlags::RMA | OpFlags::READ, "fi_read completion");
@@ -513,18 +529,7 @@ fn bad_accesses(s: &Subject, cases: &[usize]) {
                 "a failed read changed the local buffer"
             );
             // SAFETY: as above.
-            unsafe {
-                p.a.ep.write(
-                    local.ptr,
-                    8,
-                    local.mr.desc(),
-                    p.a.peer,
-                    target.addr,
-                    target.mr.key(),
-                    0x5ff,
-                )
-            }
-            .unwrap();
+            unsafe { local.rma(&p, Rma::Write, 8, target.addr, target.mr.key(), 0x5ff) }.unwrap();
             if breaks {
                 // The connection is gone: the write is flushed, the target untouched.
                 let ee = p.wait_err(0, "a write after the error (broken connection)");

@@ -6,7 +6,7 @@
 
 use ofi::{AtomicOp, Caps, Datatype, OpFlags};
 
-use crate::checks::rma::{await_bytes, Region};
+use crate::checks::rma::{await_bytes, Region, Rma};
 use crate::fixture::pattern;
 use crate::pair::{each_pair_with, Pair};
 use crate::{Subject, WAIT};
@@ -46,35 +46,15 @@ pub fn rma_remote_counters(s: &Subject) {
             // An fi_write of the 64 bytes of `local` to `target` with `key`.
             let write = |key: u64, ctx: usize| {
                 // SAFETY: `local` lives until the completion is read.
-                unsafe {
-                    p.a.ep.write(
-                        local.ptr,
-                        64,
-                        local.mr.desc(),
-                        p.a.peer,
-                        target.addr,
-                        key,
-                        ctx,
-                    )
-                }
+                unsafe { local.rma(&p, Rma::Write, 64, target.addr, key, ctx) }
             };
             write(target.mr.key(), 1).unwrap_or_else(|e| panic!("fi_write: {e} ({})", e.code()));
             p.wait_ok(0, "fi_write");
             await_bytes(&p, &target, 0, &data, "fi_write");
             await_count(&p, 1, 1, "after one fi_write");
             // SAFETY: `local` lives until the completion is read.
-            unsafe {
-                p.a.ep.read(
-                    local.ptr,
-                    64,
-                    local.mr.desc(),
-                    p.a.peer,
-                    target.addr + 64,
-                    target.mr.key(),
-                    2,
-                )
-            }
-            .unwrap_or_else(|e| panic!("fi_read: {e} ({})", e.code()));
+            unsafe { local.rma(&p, Rma::Read, 64, target.addr + 64, target.mr.key(), 2) }
+                .unwrap_or_else(|e| panic!("fi_read: {e} ({})", e.code()));
             p.wait_ok(0, "fi_read");
             await_count(&p, 1, 2, "after an fi_write and an fi_read");
             if p.info.caps.contains(Caps::ATOMIC) {

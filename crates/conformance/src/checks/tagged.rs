@@ -283,19 +283,8 @@ pub fn tagged_directed_recv(s: &Subject) {
             let f = crate::fixture::Fixture::with_info(s, info, 3);
             let (r, x, y) = (&f.peers[0], &f.peers[1], &f.peers[2]);
             let mut from_y = vec![0u8; 16];
-            // SAFETY: `from_y` lives until its completion is read.
-            unsafe {
-                r.ep.trecv(
-                    from_y.as_mut_ptr(),
-                    from_y.len(),
-                    std::ptr::null_mut(),
-                    f.fi_addrs[2],
-                    0x5,
-                    0,
-                    0x70,
-                )
-            }
-            .unwrap_or_else(|e| panic!("fi_trecv from one source: {e}"));
+            // `from_y` lives until its completion is read.
+            trecv(&r.ep, &mut from_y, f.fi_addrs[2], 0x5, 0, 0x70);
             tsend(&x.ep, b"from x", f.fi_addrs[0], 0x5, 0x71);
             tsend(&y.ep, b"from y", f.fi_addrs[0], 0x5, 0x72);
             crate::fixture::wait_ok(&x.cq, "send from x");
@@ -308,19 +297,7 @@ pub fn tagged_directed_recv(s: &Subject) {
                 "the directed receive took another source's message"
             );
             let mut any = vec![0u8; 16];
-            // SAFETY: as above.
-            unsafe {
-                r.ep.trecv(
-                    any.as_mut_ptr(),
-                    any.len(),
-                    std::ptr::null_mut(),
-                    ofi::ADDR_UNSPEC,
-                    0x5,
-                    0,
-                    0x73,
-                )
-            }
-            .unwrap();
+            trecv(&r.ep, &mut any, ofi::ADDR_UNSPEC, 0x5, 0, 0x73);
             let c = crate::fixture::wait_ok(&r.cq, "receive from any source");
             assert_eq!(c.op_context, 0x73);
             assert_eq!(&any[..6], b"from x");

@@ -37,6 +37,12 @@ fn reliable(i: &ofi::Info) -> bool {
     i.ep_type() != EpType::Dgram
 }
 
+/// Run `f` on a pair of every reliable endpoint type with `caps` (see
+/// [`crate::pair::each_pair`]).
+fn each_reliable_pair(s: &Subject, caps: Caps, f: impl FnMut(Pair)) -> usize {
+    each_pair_with(s, caps, reliable, |_| {}, f)
+}
+
 /// A counter of the pair's domain.
 fn counter(p: &Pair) -> Counter {
     p.domain
@@ -104,40 +110,34 @@ fn triggered_write(
 
 /// A send triggered at threshold 2 goes only when the counter reaches 2.
 pub fn trigger_send_waits_for_threshold(s: &Subject) {
-    each_pair_with(
-        s,
-        Caps::MSG | Caps::TRIGGER,
-        reliable,
-        |_| {},
-        |p| {
-            assert!(p.info.caps.contains(Caps::TRIGGER), "asked for FI_TRIGGER");
-            let c = counter(&p);
-            let payload = pattern(48, 9);
-            let mut rbuf = vec![0u8; 64];
-            post_recv(&p.b.ep, &mut rbuf, 0x71).unwrap();
-            let trig = Box::new(TriggeredContext::threshold(&c, 2));
-            sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&trig), OpFlags::TRIGGER)
-                .unwrap_or_else(|e| panic!("fi_sendmsg(FI_TRIGGER): {e} ({})", e.code()));
-            assert_nothing_yet(&p, "counter at 0");
-            c.add(1).unwrap();
-            assert_nothing_yet(&p, "counter at 1 of 2");
-            c.add(1).unwrap();
-            let e = p.wait_ok(1, "the triggered message");
-            assert_eq!(e.len, 48, "received length");
-            assert_eq!(rbuf[..48], payload[..], "received bytes");
-            let e = p.wait_ok(0, "the triggered send's completion");
-            assert_eq!(
-                e.op_context,
-                ctx_of(&trig),
-                "the completion reports the triggered context"
-            );
-            assert_eq!(
-                c.read().unwrap(),
-                2,
-                "the trigger counter is not changed by the send"
-            );
-        },
-    );
+    each_reliable_pair(s, Caps::MSG | Caps::TRIGGER, |p| {
+        assert!(p.info.caps.contains(Caps::TRIGGER), "asked for FI_TRIGGER");
+        let c = counter(&p);
+        let payload = pattern(48, 9);
+        let mut rbuf = vec![0u8; 64];
+        post_recv(&p.b.ep, &mut rbuf, 0x71).unwrap();
+        let trig = Box::new(TriggeredContext::threshold(&c, 2));
+        sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&trig), OpFlags::TRIGGER)
+            .unwrap_or_else(|e| panic!("fi_sendmsg(FI_TRIGGER): {e} ({})", e.code()));
+        assert_nothing_yet(&p, "counter at 0");
+        c.add(1).unwrap();
+        assert_nothing_yet(&p, "counter at 1 of 2");
+        c.add(1).unwrap();
+        let e = p.wait_ok(1, "the triggered message");
+        assert_eq!(e.len, 48, "received length");
+        assert_eq!(rbuf[..48], payload[..], "received bytes");
+        let e = p.wait_ok(0, "the triggered send's completion");
+        assert_eq!(
+            e.op_context,
+            ctx_of(&trig),
+            "the completion reports the triggered context"
+        );
+        assert_eq!(
+            c.read().unwrap(),
+            2,
+            "the trigger counter is not changed by the send"
+        );
+    });
 }
 
 /// A chain: a send triggered by a domain counter; an RMA write and an atomic
@@ -243,157 +243,136 @@ pub fn trigger_chain_rma_and_atomic(s: &Subject) {
 
 /// Bad triggers are refused and post nothing; the queue is bounded by `tx_size`.
 pub fn trigger_bad_arguments(s: &Subject) {
-    each_pair_with(
-        s,
-        Caps::MSG | Caps::TRIGGER,
-        reliable,
-        |_| {},
-        |p| {
-            let c = counter(&p);
-            let payload = pattern(16, 3);
-            let zero = Box::new(TriggeredContext::threshold(&c, 0));
-            expect_errno(
-                sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&zero), OpFlags::TRIGGER),
-                Errno::EINVAL,
-                "threshold 0",
-            );
-            let other = p
-                .fabric
-                .domain(&p.info)
-                .unwrap_or_else(|e| panic!("a second fi_domain: {e}"));
-            let foreign = other.cntr_open(&CntrAttr::default()).unwrap();
-            let far = Box::new(TriggeredContext::threshold(&foreign, 1));
-            expect_errno(
-                sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&far), OpFlags::TRIGGER),
-                Errno::EINVAL,
-                "a counter of another domain",
-            );
-            expect_errno(
-                sendmsg(&p.a.ep, &payload, p.a.peer, 0, OpFlags::TRIGGER),
-                Errno::EINVAL,
-                "a null triggered context",
-            );
-            let one = Box::new(TriggeredContext::threshold(&c, 1));
-            expect_errno(
-                sendmsg(
-                    &p.a.ep,
-                    &payload,
-                    p.a.peer,
-                    ctx_of(&one),
-                    OpFlags::TRIGGER | OpFlags::INJECT,
-                ),
-                Errno::EBADFLAGS,
-                "FI_TRIGGER with FI_INJECT (the buffer is free on return)",
-            );
-            let mut scratch = [0u8; 16];
-            let rtrig = Box::new(TriggeredContext::threshold(&c, 1));
-            expect_errno(
-                recvmsg(&p.b.ep, &mut scratch, ctx_of(&rtrig), OpFlags::TRIGGER),
-                Errno::EBADFLAGS,
-                "fi_recvmsg(FI_TRIGGER)",
-            );
-            c.add(5).unwrap();
-            assert_nothing_yet(&p, "after refused triggers");
-            drop(foreign);
-            drop(other);
-            // At most tx_size wait.
-            let size = p.info.tx_attr.size;
-            if size == 0 || size > 4096 {
-                println!("  tx_size {size}: bound not checked");
-                return;
-            }
-            let far_off = Box::new(TriggeredContext::threshold(&c, 1 << 40));
-            for k in 0..size {
-                sendmsg(
-                    &p.a.ep,
-                    &payload,
-                    p.a.peer,
-                    ctx_of(&far_off),
-                    OpFlags::TRIGGER,
-                )
-                .unwrap_or_else(|e| panic!("waiting triggered send {k} of {size}: {e}"));
-            }
-            expect_errno(
-                sendmsg(
-                    &p.a.ep,
-                    &payload,
-                    p.a.peer,
-                    ctx_of(&far_off),
-                    OpFlags::TRIGGER,
-                ),
-                Errno::EAGAIN,
-                "one triggered send beyond tx_size",
-            );
-            // The endpoint closes with them waiting (their completions are FI_ECANCELED).
-            drop(p);
-        },
-    );
+    each_reliable_pair(s, Caps::MSG | Caps::TRIGGER, |p| {
+        let c = counter(&p);
+        let payload = pattern(16, 3);
+        let zero = Box::new(TriggeredContext::threshold(&c, 0));
+        expect_errno(
+            sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&zero), OpFlags::TRIGGER),
+            Errno::EINVAL,
+            "threshold 0",
+        );
+        let other = p
+            .fabric
+            .domain(&p.info)
+            .unwrap_or_else(|e| panic!("a second fi_domain: {e}"));
+        let foreign = other.cntr_open(&CntrAttr::default()).unwrap();
+        let far = Box::new(TriggeredContext::threshold(&foreign, 1));
+        expect_errno(
+            sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&far), OpFlags::TRIGGER),
+            Errno::EINVAL,
+            "a counter of another domain",
+        );
+        expect_errno(
+            sendmsg(&p.a.ep, &payload, p.a.peer, 0, OpFlags::TRIGGER),
+            Errno::EINVAL,
+            "a null triggered context",
+        );
+        let one = Box::new(TriggeredContext::threshold(&c, 1));
+        expect_errno(
+            sendmsg(
+                &p.a.ep,
+                &payload,
+                p.a.peer,
+                ctx_of(&one),
+                OpFlags::TRIGGER | OpFlags::INJECT,
+            ),
+            Errno::EBADFLAGS,
+            "FI_TRIGGER with FI_INJECT (the buffer is free on return)",
+        );
+        let mut scratch = [0u8; 16];
+        let rtrig = Box::new(TriggeredContext::threshold(&c, 1));
+        expect_errno(
+            recvmsg(&p.b.ep, &mut scratch, ctx_of(&rtrig), OpFlags::TRIGGER),
+            Errno::EBADFLAGS,
+            "fi_recvmsg(FI_TRIGGER)",
+        );
+        c.add(5).unwrap();
+        assert_nothing_yet(&p, "after refused triggers");
+        drop(foreign);
+        drop(other);
+        // At most tx_size wait.
+        let size = p.info.tx_attr.size;
+        if size == 0 || size > 4096 {
+            println!("  tx_size {size}: bound not checked");
+            return;
+        }
+        let far_off = Box::new(TriggeredContext::threshold(&c, 1 << 40));
+        // A triggered send waiting for a threshold the counter never reaches.
+        let send_waiting = || {
+            sendmsg(
+                &p.a.ep,
+                &payload,
+                p.a.peer,
+                ctx_of(&far_off),
+                OpFlags::TRIGGER,
+            )
+        };
+        for k in 0..size {
+            send_waiting().unwrap_or_else(|e| panic!("waiting triggered send {k} of {size}: {e}"));
+        }
+        expect_errno(
+            send_waiting(),
+            Errno::EAGAIN,
+            "one triggered send beyond tx_size",
+        );
+        // The endpoint closes with them waiting (their completions are FI_ECANCELED).
+        drop(p);
+    });
 }
 
 /// Closing an endpoint with a waiting triggered send completes it with
 /// `FI_ECANCELED`.
 pub fn trigger_close_cancels(s: &Subject) {
-    each_pair_with(
-        s,
-        Caps::MSG | Caps::TRIGGER,
-        reliable,
-        |_| {},
-        |p| {
-            let c = counter(&p);
-            let payload = pattern(16, 4);
-            let trig = Box::new(TriggeredContext::threshold(&c, 1));
-            sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&trig), OpFlags::TRIGGER).unwrap();
-            assert_nothing_yet(&p, "before close");
-            let Pair { a, b, .. } = p;
-            let cq = a.cq;
-            drop(a.ep);
-            match poll(&cq) {
-                Some(Err(ee)) => {
-                    assert_eq!(
-                        Errno(ee.err),
-                        Errno::ECANCELED,
-                        "the cancelled send's error"
-                    );
-                    assert_eq!(ee.op_context, ctx_of(&trig), "the cancelled send's context");
-                }
-                Some(Ok(e)) => panic!("expected FI_ECANCELED, got {}", show(&e)),
-                None => panic!("closing the endpoint left no completion for its triggered send"),
+    each_reliable_pair(s, Caps::MSG | Caps::TRIGGER, |p| {
+        let c = counter(&p);
+        let payload = pattern(16, 4);
+        let trig = Box::new(TriggeredContext::threshold(&c, 1));
+        sendmsg(&p.a.ep, &payload, p.a.peer, ctx_of(&trig), OpFlags::TRIGGER).unwrap();
+        assert_nothing_yet(&p, "before close");
+        let Pair { a, b, .. } = p;
+        let cq = a.cq;
+        drop(a.ep);
+        match poll(&cq) {
+            Some(Err(ee)) => {
+                assert_eq!(
+                    Errno(ee.err),
+                    Errno::ECANCELED,
+                    "the cancelled send's error"
+                );
+                assert_eq!(ee.op_context, ctx_of(&trig), "the cancelled send's context");
             }
-            // The counter moving now starts nothing.
-            c.add(1).unwrap();
-            drop(b);
-            drop(cq);
-        },
-    );
+            Some(Ok(e)) => panic!("expected FI_ECANCELED, got {}", show(&e)),
+            None => panic!("closing the endpoint left no completion for its triggered send"),
+        }
+        // The counter moving now starts nothing.
+        c.add(1).unwrap();
+        drop(b);
+        drop(cq);
+    });
 }
 
 /// A triggered write with a bad key completes as an error once its counter moves.
 pub fn trigger_failure_completes_as_error(s: &Subject) {
     const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
-    each_pair_with(
-        s,
-        Caps::RMA | Caps::TRIGGER,
-        reliable,
-        |_| {},
-        |p| {
-            let c = counter(&p);
-            let target = Region::new(&p, 1, 4096, 0, REMOTE, 0xa1);
-            let local = Region::new(&p, 0, 4096, 7, OpFlags::READ | OpFlags::WRITE, 0xa2);
-            let trig = Box::new(TriggeredContext::threshold(&c, 1));
-            triggered_write(&p, &local, &target, 32, target.mr.key() ^ 0x5a5a, &trig);
-            assert_nothing_yet(&p, "before the counter moves");
-            c.add(1).unwrap();
-            let ee = p.wait_err(0, "the triggered write with a bad key");
-            assert_eq!(
-                ee.op_context,
-                ctx_of(&trig),
-                "the error reports the triggered context"
-            );
-            assert_ne!(ee.err, 0, "an error code");
-            assert!(
-                target.bytes()[..32].iter().all(|&b| b == 0),
-                "nothing was written"
-            );
-        },
-    );
+    each_reliable_pair(s, Caps::RMA | Caps::TRIGGER, |p| {
+        let c = counter(&p);
+        let target = Region::new(&p, 1, 4096, 0, REMOTE, 0xa1);
+        let local = Region::new(&p, 0, 4096, 7, OpFlags::READ | OpFlags::WRITE, 0xa2);
+        let trig = Box::new(TriggeredContext::threshold(&c, 1));
+        triggered_write(&p, &local, &target, 32, target.mr.key() ^ 0x5a5a, &trig);
+        assert_nothing_yet(&p, "before the counter moves");
+        c.add(1).unwrap();
+        let ee = p.wait_err(0, "the triggered write with a bad key");
+        assert_eq!(
+            ee.op_context,
+            ctx_of(&trig),
+            "the error reports the triggered context"
+        );
+        assert_ne!(ee.err, 0, "an error code");
+        assert!(
+            target.bytes()[..32].iter().all(|&b| b == 0),
+            "nothing was written"
+        );
+    });
 }

@@ -153,6 +153,23 @@ pub fn side(fabric: &Fabric, domain: &Domain, info: &Info) -> Side {
     Side { ep, cq, eq }
 }
 
+/// A client of `reg` for `info`, in a fabric and domain of its own, connected to `to`
+/// with connection data `data` (its `FI_CONNECTED` read): `(fabric, domain, side)`.
+pub fn connected_client(
+    reg: &Registry,
+    info: &Info,
+    to: std::net::SocketAddr,
+    data: &[u8],
+) -> (Fabric, Domain, Side) {
+    let fabric = reg.open_fabric(info).unwrap();
+    let domain = fabric.domain(info).unwrap();
+    let c = side(&fabric, &domain, info);
+    c.ep.connect(&ofi::Address::from(to).to_bytes(), data)
+        .unwrap();
+    eq_expect(&c.eq, EqEvent::Connected);
+    (fabric, domain, c)
+}
+
 /// A listening passive endpoint and its EQ.
 pub fn listener(fabric: &Fabric, info: &Info) -> (PassiveEndpoint, EventQueue) {
     let eq = fabric.eq_open(&EqAttr::default()).expect("eq_open");

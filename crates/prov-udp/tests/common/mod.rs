@@ -15,8 +15,7 @@ use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
 use ofi::{
-    AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, ADDR_NOTAVAIL,
-    API_VERSION,
+    AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, API_VERSION,
 };
 use ofi_prov_udp::UdpProvider;
 
@@ -93,24 +92,6 @@ pub fn info_v4(reg: &Registry, caps: Caps) -> Info {
     })
     .expect("getinfo")
     .remove(0)
-}
-
-/// Post a receive of `buf` from any source with context `ctx`.
-///
-/// # Safety
-///
-/// `buf` stays valid until the receive completes or the endpoint is closed.
-pub unsafe fn recv_into(ep: &Endpoint, buf: &mut [u8], ctx: usize) -> Result<()> {
-    // SAFETY: the caller keeps `buf` valid as long as the provider may write it.
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-    }
 }
 
 /// The next completion of `cq` within 2 s: (length, source); panics on an error

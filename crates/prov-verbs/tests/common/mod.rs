@@ -1,6 +1,6 @@
 //! What the tests share: the `verbs` provider over the software device, linked in.
 
-use ofi::registry::{Registry, RegistryConfig};
+use ofi_conformance::plugin::{linked_registry, linked_subject};
 use ofi_conformance::{Semantics, Subject};
 
 /// Sets `FI_VERBS_DEVICE=soft` for this process, unless `OFI_VERBS_TEST_HW` is set:
@@ -16,11 +16,7 @@ pub fn choose_device() {
 #[allow(dead_code)] // not every test binary uses verbs alone
 pub fn subject() -> Subject {
     choose_device();
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>()],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, "verbs")
+    linked_subject::<ofi_prov_verbs::VerbsProvider>()
 }
 
 /// What verbs inherits from RC queue pairs (C's verbs provider behaves the same way):
@@ -38,12 +34,6 @@ pub const VERBS_SEMANTICS: Semantics = Semantics::ACCESS_ERROR_BREAKS_CONNECTION
 pub fn layered(upper: &'static ofi_core::abi::PluginEntry, name: &str) -> Subject {
     choose_device();
     let _ = ofi::registry();
-    let reg = Registry::build(RegistryConfig {
-        builtins: vec![
-            ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>(),
-            upper,
-        ],
-        ..RegistryConfig::default()
-    });
-    Subject::new(reg, name)
+    let verbs = ofi::abi::entry_for::<ofi_prov_verbs::VerbsProvider>();
+    Subject::new(linked_registry(&[verbs, upper]), name)
 }

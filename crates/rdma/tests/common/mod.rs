@@ -141,6 +141,15 @@ impl Node {
             .unwrap()
     }
 
+    /// The remote address of byte `off` of this node's buffer, under its key (for a
+    /// peer's RDMA or atomic operation).
+    pub fn remote(&self, off: u64) -> Remote {
+        Remote {
+            addr: self.buf.addr() + off,
+            rkey: self.mr.rkey(),
+        }
+    }
+
     /// Posts a receive of `len` bytes at `off`.
     pub fn recv(&self, qp: &QueuePair, wr_id: u64, off: usize, len: usize) {
         qp.post_recv(&RecvWr {
@@ -166,17 +175,46 @@ impl Node {
         len: usize,
         ud: Option<UdDest>,
     ) -> Result<(), ofi_core::Error> {
-        let sg = [self.sge(off, len)];
         // SAFETY: the range lies in the registered buffer.
         unsafe {
-            qp.post_send(&SendWr {
+            post_sg(
+                qp,
                 wr_id,
-                sg_list: &sg,
+                &[self.sge(off, len)],
                 op,
-                send_flags: SendFlags::SIGNALED,
+                SendFlags::SIGNALED,
                 ud,
-            })
+            )
         }
+    }
+}
+
+/// Posts a send work request of the scatter list `sg` with `op` and `flags` on `qp`,
+/// to `ud` on a UD or SRD queue pair, without waiting; the post's own error, if any.
+///
+/// # Safety
+///
+/// Every element of `sg` names memory valid for as long as the device may read it:
+/// until the work request completes, or only during this call with
+/// [`SendFlags::INLINE`]. (A key that does not match fails the request, so memory
+/// behind a wrong key is never read.)
+pub unsafe fn post_sg(
+    qp: &QueuePair,
+    wr_id: u64,
+    sg: &[Sge],
+    op: SendOp,
+    send_flags: SendFlags,
+    ud: Option<UdDest>,
+) -> Result<(), ofi_core::Error> {
+    // SAFETY: the caller keeps every element of `sg` valid as long as it is read.
+    unsafe {
+        qp.post_send(&SendWr {
+            wr_id,
+            sg_list: sg,
+            op,
+            send_flags,
+            ud,
+        })
     }
 }
 
@@ -285,6 +323,18 @@ pub fn assert_empty(cq: &CompletionQueue, what: &str) {
     assert_eq!(n, 0, "unexpected completion for {what}: {:?}", wc[0]);
 }
 
+/// Moves `qp` to `state`, setting no other attribute (mask `STATE` alone); the
+/// modify's own error, if any.
+pub fn set_state(qp: &QueuePair, state: QpState) -> Result<(), ofi_core::Error> {
+    qp.modify(
+        &QpAttr {
+            qp_state: state,
+            ..QpAttr::default()
+        },
+        QpAttrMask::STATE,
+    )
+}
+
 /// RC attributes to INIT.
 pub fn rc_init(qp: &QueuePair) {
     let a = QpAttr {
@@ -342,6 +392,15 @@ pub fn rc_pair(a: &Node, b: &Node, rnr_retry: u8) -> (QueuePair, QueuePair) {
     (qa, qb)
 }
 
+/// Two nodes with 4 KiB buffers open to every access (see [`Node::all_access`]) and
+/// an RC queue pair of each connected to the other (see [`rc_pair`]).
+pub fn rc_nodes(rnr_retry: u8) -> (Node, Node, QueuePair, QueuePair) {
+    let a = Node::all_access(4096);
+    let b = Node::all_access(4096);
+    let (qa, qb) = rc_pair(&a, &b, rnr_retry);
+    (a, b, qa, qb)
+}
+
 /// UD queue pair through RESET → INIT → RTR → RTS with `qkey`.
 pub fn ud_ready(qp: &QueuePair, qkey: u32) {
     let a = QpAttr {
@@ -354,14 +413,7 @@ pub fn ud_ready(qp: &QueuePair, qkey: u32) {
         QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
     )
     .unwrap();
-    qp.modify(
-        &QpAttr {
-            qp_state: QpState::Rtr,
-            ..QpAttr::default()
-        },
-        QpAttrMask::STATE,
-    )
-    .unwrap();
+    set_state(qp, QpState::Rtr).unwrap();
     qp.modify(
         &QpAttr {
             qp_state: QpState::Rts,

@@ -53,6 +53,34 @@ pub fn run_bounded(mut c: Command, limit: Duration) -> Run {
     }
 }
 
+/// A server and its client on 127.0.0.1, each a command from `make` (the test's tool
+/// and environment): the server with `server_args` and `-B <port>` in a thread, then
+/// the client with `client_args` and `-P <port> 127.0.0.1`, retried while the server
+/// comes up (an attempt it does not answer yet ends with status 111) for up to 30 s;
+/// each run bounded by `limit`. The client's run, then the server's.
+pub fn server_then_client(
+    make: impl Fn() -> Command,
+    server_args: &[&str],
+    client_args: &[&str],
+    limit: Duration,
+) -> (Run, Run) {
+    let port = ofi_testkit::free_tcp_port().to_string();
+    let mut s = make();
+    s.args(server_args).args(["-B", &port]);
+    let server = std::thread::spawn(move || run_bounded(s, limit));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let client = loop {
+        let mut c = make();
+        c.args(client_args).args(["-P", &port, "127.0.0.1"]);
+        let r = run_bounded(c, limit);
+        if r.status != 111 || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (client, server.join().expect("server thread"))
+}
+
 /// Splits a result table, checking the header and each row's shape: one row per entry
 /// of `sizes`, every message acknowledged (or, when `lossy`, acknowledged or counted
 /// lost), a time and numeric rates; returns the rows' fields.
