@@ -200,32 +200,54 @@ pub fn msg_listener_serves_several_connections(s: &Subject) {
     let cqs: Vec<&ofi::cq::CompletionQueue> = clients.iter().map(|c| &c.1).collect();
     let mut servers: Vec<Option<(ofi::ep::Endpoint, ofi::cq::CompletionQueue)>> =
         (0..n).map(|_| None).collect();
-    for _ in 0..n {
-        let req = poll.expect(&eqs, server_eq, &cqs, EqEvent::ConnReq, "listener");
-        let i = usize::from(req.cm_data[0]);
-        assert!(
-            i < n && req.cm_data[..4] == [i as u8; 4],
-            "connect data {:?}",
-            req.cm_data
-        );
-        let req_info = req.info.as_deref().cloned().expect("FI_CONNREQ info");
-        let (ep, cq, _c, _av) =
-            crate::pair::open_side(&domain, &req_info, &spec, 0x200 + i, Some(&eq_s));
-        ep.accept(&[])
-            .unwrap_or_else(|e| panic!("fi_accept #{i}: {e}"));
-        assert!(servers[i].is_none(), "two FI_CONNREQ for connection {i}");
-        servers[i] = Some((ep, cq));
+    // The listener and the accepted endpoints share `eq_s`, so an accepted endpoint's
+    // FI_CONNECTED may come before the next FI_CONNREQ: take them in any order, each
+    // FI_CONNECTED for an endpoint already accepted and at most once.
+    let mut connected = vec![false; n];
+    let mut requests = 0;
+    while requests < n || connected.iter().any(|done| !done) {
+        let mut all_cqs = cqs.clone();
+        all_cqs.extend(servers.iter().flatten().map(|(_, cq)| cq));
+        let ev = match poll.next(&eqs, server_eq, &all_cqs) {
+            Some(Ok(ev)) => ev,
+            Some(Err(ee)) => panic!("listener: error event {} {ee:?}", ee.err),
+            None => panic!(
+                "listener: {requests} of {n} FI_CONNREQ and {} of {n} FI_CONNECTED within {WAIT:?}",
+                connected.iter().filter(|done| **done).count()
+            ),
+        };
+        match ev.event {
+            EqEvent::ConnReq => {
+                let i = usize::from(ev.cm_data[0]);
+                assert!(
+                    i < n && ev.cm_data[..4] == [i as u8; 4],
+                    "connect data {:?}",
+                    ev.cm_data
+                );
+                assert!(servers[i].is_none(), "two FI_CONNREQ for connection {i}");
+                let req_info = ev.info.as_deref().cloned().expect("FI_CONNREQ info");
+                let (ep, cq, _c, _av) =
+                    crate::pair::open_side(&domain, &req_info, &spec, 0x200 + i, Some(&eq_s));
+                ep.accept(&[])
+                    .unwrap_or_else(|e| panic!("fi_accept #{i}: {e}"));
+                servers[i] = Some((ep, cq));
+                requests += 1;
+            }
+            EqEvent::Connected => {
+                let i = ev.fid.wrapping_sub(0x200);
+                assert!(
+                    i < n && servers[i].is_some(),
+                    "server FI_CONNECTED fid {:#x} of no accepted endpoint",
+                    ev.fid
+                );
+                assert!(!connected[i], "two FI_CONNECTED for server endpoint {i}");
+                connected[i] = true;
+            }
+            other => panic!("listener: unexpected {other:?}"),
+        }
     }
     let mut all_cqs = cqs.clone();
     all_cqs.extend(servers.iter().map(|x| &x.as_ref().unwrap().1));
-    for _ in 0..n {
-        let ev = poll.expect(&eqs, server_eq, &all_cqs, EqEvent::Connected, "server side");
-        assert!(
-            (0x200..0x200 + n).contains(&ev.fid),
-            "server FI_CONNECTED fid {:#x}",
-            ev.fid
-        );
-    }
     for i in 0..n {
         let ev = poll.expect(&eqs, i, &all_cqs, EqEvent::Connected, "client side");
         assert_eq!(ev.fid, 0x100 + i, "client FI_CONNECTED fid");
