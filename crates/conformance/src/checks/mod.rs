@@ -8,6 +8,7 @@ pub mod cm;
 pub mod cntr;
 pub mod contexts;
 pub mod control;
+pub mod control_wait;
 pub mod cq;
 pub mod dgram;
 pub mod domain;
@@ -138,6 +139,7 @@ table! {
     Control: control::control_ops_flags_and_alias_decide_completions,
     Control: control::control_msg_calls_check_flags,
     Control: control::control_delivery_complete_default,
+    Control: control_wait::control_getwait_polls_readable,
     Ordering: ordering::ordering_rma_claims_hold,
     Fence: ordering::fence_read_after_writes,
     Trigger: trigger::trigger_send_waits_for_threshold,
