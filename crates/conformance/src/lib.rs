@@ -688,8 +688,8 @@ pub enum Capability {
     /// RMA between two processes.
     TwoProcessRma,
     /// The endpoint's control surface: `FI_GETOPSFLAG` / `FI_SETOPSFLAG`, `fi_ep_alias`,
-    /// the operation flags of the `*msg` calls checked, and `FI_GETWAIT` where the
-    /// provider answers it (not `FI_ENOSYS`).
+    /// the operation flags of the `*msg` calls checked, and `FI_GETWAIT` and
+    /// `fi_setname` where the provider answers them (not `FI_ENOSYS`).
     Control,
     /// RMA ordering (`FI_ORDER_RAW` / `FI_ORDER_WAW` / `FI_ORDER_WAR`) where claimed.
     Ordering,
@@ -1065,6 +1065,7 @@ macro_rules! conformance_suite {
                 control_msg_calls_check_flags,
                 control_delivery_complete_default,
                 control_getwait_polls_readable,
+                setname_after_enable_and_bad_names,
                 ordering_rma_claims_hold,
                 fence_read_after_writes,
                 trigger_send_waits_for_threshold,

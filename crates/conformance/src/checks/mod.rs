@@ -22,6 +22,7 @@ pub mod ordering;
 pub mod pairs;
 pub mod rma;
 pub mod rma_event;
+pub mod setname;
 pub mod tagged;
 pub mod teardown;
 pub mod trigger;
@@ -140,6 +141,7 @@ table! {
     Control: control::control_msg_calls_check_flags,
     Control: control::control_delivery_complete_default,
     Control: control_wait::control_getwait_polls_readable,
+    Control: setname::setname_after_enable_and_bad_names,
     Ordering: ordering::ordering_rma_claims_hold,
     Fence: ordering::fence_read_after_writes,
     Trigger: trigger::trigger_send_waits_for_threshold,
