@@ -4,22 +4,11 @@
 //! live endpoint holds `FI_EADDRINUSE`, the endpoint keeping its own.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use ofi::abi::raw::CqTaggedEntry;
-use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
-use ofi::{AddrFormat, Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
-
-/// An endpoint with its CQ and AV bound, not enabled (field order = drop order).
-struct Node {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: AddressVector,
-}
+use ofi::{AddrFormat, Address, Caps, EpType, Errno, Info, API_VERSION};
+use ofi_conformance::fixture::{unenabled_peer, wait_ok};
 
 fn info(reg: &ofi::registry::Registry) -> Info {
     let mut hints = Info::hints().with_ep_type(EpType::Rdm).with_caps(Caps::MSG);
@@ -30,18 +19,6 @@ fn info(reg: &ofi::registry::Registry) -> Info {
     })
     .expect("getinfo shm")
     .remove(0)
-}
-
-fn node(domain: &Domain, info: &Info) -> Node {
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("cq");
-    let av = domain.av_open(&AvAttr::default()).expect("av");
-    let ep = domain.endpoint(info).expect("endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    Node { ep, cq, av }
 }
 
 /// The endpoint's address as a string (`fi_shm://<name>`).
@@ -60,21 +37,6 @@ fn region_file(addr: &str) -> String {
     format!("/dev/shm/{}", addr.strip_prefix("fi_shm://").unwrap())
 }
 
-/// The next completion of `cq` within 10 s.
-fn wait(cq: &CompletionQueue) -> CqTaggedEntry {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut e = [CqTaggedEntry::default()];
-        match cq.read(&mut e) {
-            Ok(_) => return e[0],
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) => panic!("cq read: {err}"),
-        }
-        assert!(Instant::now() < end, "no completion within 10 s");
-        std::thread::yield_now();
-    }
-}
-
 #[test]
 fn an_endpoint_named_before_enable_is_reached_at_that_name() {
     let reg = ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<
@@ -83,12 +45,13 @@ fn an_endpoint_named_before_enable_is_reached_at_that_name() {
     let info = info(&reg);
     let fabric = reg.open_fabric(&info).expect("fabric");
     let domain = fabric.domain(&info).expect("domain");
-    let (a, b) = (node(&domain, &info), node(&domain, &info));
-    let old = name_of(&b.ep);
-    let new = format!("fi_shm://ctlsurf-setname-{}", std::process::id());
-    b.ep.setname(&addr_bytes(&new))
-        .expect("setname before enable");
-    assert_eq!(name_of(&b.ep), new, "getname after setname");
+    // Each with a CQ and an AV bound, not enabled.
+    let (a, a_cq, a_av) = unenabled_peer(&domain, &info);
+    let (b, b_cq, _b_av) = unenabled_peer(&domain, &info);
+    let old = name_of(&b);
+    let new = format!("fi_shm://setname-test-{}", std::process::id());
+    b.setname(&addr_bytes(&new)).expect("setname before enable");
+    assert_eq!(name_of(&b), new, "getname after setname");
     assert!(
         Path::new(&region_file(&new)).exists(),
         "no region at the new name"
@@ -98,7 +61,7 @@ fn an_endpoint_named_before_enable_is_reached_at_that_name() {
         "the old name is left"
     );
     // Naming it its own name again changes nothing.
-    b.ep.setname(&addr_bytes(&new))
+    b.setname(&addr_bytes(&new))
         .expect("setname to the same name");
 
     // Bad input leaves the name as it is.
@@ -109,32 +72,32 @@ fn an_endpoint_named_before_enable_is_reached_at_that_name() {
         ),
         (&addr_bytes("fi_shm://../escape"), Errno::EINVAL),
         (&[0xff, 0xfe, 0], Errno::EINVAL),
-        (&addr_bytes(&name_of(&a.ep)), Errno::EADDRINUSE),
+        (&addr_bytes(&name_of(&a)), Errno::EADDRINUSE),
     ];
     for (bytes, code) in bad {
-        let e = b.ep.setname(bytes).expect_err("a bad name");
+        let e = b.setname(bytes).expect_err("a bad name");
         assert_eq!(e.code(), code, "{bytes:?}: {e}");
-        assert_eq!(name_of(&b.ep), new, "{bytes:?} changed the name");
+        assert_eq!(name_of(&b), new, "{bytes:?} changed the name");
     }
 
-    a.ep.enable().unwrap();
-    b.ep.enable().unwrap();
-    let e =
-        b.ep.setname(&addr_bytes(&old))
-            .expect_err("setname after enable");
+    a.enable().unwrap();
+    b.enable().unwrap();
+    let e = b
+        .setname(&addr_bytes(&old))
+        .expect_err("setname after enable");
     assert_eq!(e.code(), Errno::EOPBADSTATE, "{e}");
-    assert_eq!(name_of(&b.ep), new);
+    assert_eq!(name_of(&b), new);
 
-    let to_b = a.av.insert(&[Address::Str(new.clone())]).expect("insert")[0];
+    let to_b = a_av.insert(&[Address::Str(new.clone())]).expect("insert")[0];
     let msg = b"at the new name";
     let mut buf = [0u8; 32];
     let null = std::ptr::null_mut();
     // SAFETY: `buf` and `msg` outlive the operations, whose completions are read below.
-    unsafe { b.ep.recv(buf.as_mut_ptr(), buf.len(), null, 0, 1) }.unwrap();
+    unsafe { b.recv(buf.as_mut_ptr(), buf.len(), null, 0, 1) }.unwrap();
     // SAFETY: as above.
-    unsafe { a.ep.send(msg.as_ptr(), msg.len(), null, to_b, 2) }.unwrap();
-    assert_eq!(wait(&a.cq).op_context, 2);
-    let got = wait(&b.cq);
+    unsafe { a.send(msg.as_ptr(), msg.len(), null, to_b, 2) }.unwrap();
+    assert_eq!(wait_ok(&a_cq, "send completion").op_context, 2);
+    let got = wait_ok(&b_cq, "receive at the new name");
     assert_eq!(got.len, msg.len());
     assert_eq!(&buf[..msg.len()], msg);
 

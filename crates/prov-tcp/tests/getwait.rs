@@ -5,29 +5,8 @@
 mod common;
 
 use common::*;
-use ofi::ep::Endpoint;
-use ofi::{Caps, Errno, Result};
-
-/// `fi_control(FI_GETWAIT)`: the endpoint's wait descriptor.
-fn getwait(ep: &Endpoint) -> Result<i32> {
-    let mut fd: i32 = -1;
-    // SAFETY: FI_GETWAIT writes an `int` into `arg`; `fd` lives across the call.
-    unsafe { ep.control(ofi::control::GETWAIT, (&mut fd as *mut i32).cast()) }?;
-    Ok(fd)
-}
-
-/// Whether `fd` polls readable within `timeout_ms` (one bounded `poll(2)`).
-fn readable_within(fd: i32, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
-    n == 1 && p.revents & libc::POLLIN != 0
-}
+use ofi::{Caps, Errno};
+use ofi_conformance::checks::control_wait::{readable_within, wait_fd};
 
 #[test]
 fn getwait_is_refused_before_a_connection_and_without_an_argument() {
@@ -37,7 +16,7 @@ fn getwait_is_refused_before_a_connection_and_without_an_argument() {
     let domain = fabric.domain(&info).expect("domain");
     let s = side(&fabric, &domain, &info);
     s.ep.enable().unwrap();
-    let e = getwait(&s.ep).expect_err("FI_GETWAIT before fi_connect");
+    let e = wait_fd(&s.ep).expect_err("FI_GETWAIT before fi_connect");
     assert_eq!(e.code(), Errno::EOPBADSTATE, "{e}");
     let p = connect_pair(false, Caps::MSG);
     // SAFETY: a null argument is refused before anything is written.
@@ -70,9 +49,9 @@ fn pair_in_two_domains() -> (Side, Side, ofi::ep::PassiveEndpoint) {
 #[test]
 fn the_wait_fd_polls_readable_when_a_message_arrives() {
     let (client, server, _pep) = pair_in_two_domains();
-    let fd = getwait(&server.ep).unwrap();
+    let fd = wait_fd(&server.ep).unwrap();
     assert_eq!(
-        getwait(&server.ep).unwrap(),
+        wait_fd(&server.ep).unwrap(),
         fd,
         "the same descriptor each time"
     );

@@ -7,58 +7,42 @@ mod common;
 
 use common::*;
 use ofi::cq::CqAttr;
-use ofi::ep::Endpoint;
-use ofi::{Caps, CqFormat, Errno, Result};
+use ofi::domain::Domain;
+use ofi::fabric::Fabric;
+use ofi::{Caps, CqFormat, Errno, Info};
+use ofi_conformance::checks::control_wait::{readable_within, wait_fd};
 
-/// `fi_control(FI_GETWAIT)`: the endpoint's wait descriptor.
-fn getwait(ep: &Endpoint) -> Result<i32> {
-    let mut fd: i32 = -1;
-    // SAFETY: FI_GETWAIT writes an `int` into `arg`; `fd` lives across the call.
-    unsafe { ep.control(ofi::control::GETWAIT, (&mut fd as *mut i32).cast()) }?;
-    Ok(fd)
-}
-
-/// Whether `fd` polls readable within `timeout_ms` (one bounded `poll(2)`).
-fn readable_within(fd: i32, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
-    n == 1 && p.revents & libc::POLLIN != 0
-}
-
-#[test]
-fn getwait_is_refused_before_enable_and_without_an_argument() {
+/// A domain of the udp provider's first (default) info, its fabric, and that info.
+fn open_domain() -> (Fabric, Domain, Info) {
     let reg = registry();
     let info = getinfo(&reg, Caps::empty()).unwrap().remove(0);
     let fabric = reg.open_fabric(&info).unwrap();
     let domain = fabric.domain(&info).unwrap();
+    (fabric, domain, info)
+}
+
+#[test]
+fn getwait_is_refused_before_enable_and_without_an_argument() {
+    let (_fabric, domain, info) = open_domain();
     let (ep, _cq, _av) = bound_endpoint(&domain, &info, &CqAttr::with_format(CqFormat::Data));
-    let e = getwait(&ep).expect_err("FI_GETWAIT before fi_enable");
+    let e = wait_fd(&ep).expect_err("FI_GETWAIT before fi_enable");
     assert_eq!(e.code(), Errno::EOPBADSTATE, "{e}");
     ep.enable().unwrap();
     // SAFETY: a null argument is refused before anything is written.
     let e = unsafe { ep.control(ofi::control::GETWAIT, std::ptr::null_mut()) }
         .expect_err("FI_GETWAIT with a null argument");
     assert_eq!(e.code(), Errno::EINVAL, "{e}");
-    assert!(getwait(&ep).unwrap() >= 0);
+    assert!(wait_fd(&ep).unwrap() >= 0);
 }
 
 #[test]
 fn the_wait_fd_polls_readable_when_a_datagram_arrives() {
-    let reg = registry();
-    let info = getinfo(&reg, Caps::empty()).unwrap().remove(0);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
+    let (_fabric, domain, info) = open_domain();
     let (a, b) = (node(&domain, &info), node(&domain, &info));
     let to_b = a.av.insert(std::slice::from_ref(&b.addr)).unwrap()[0];
     let to_a = b.av.insert(std::slice::from_ref(&a.addr)).unwrap()[0];
-    let fd = getwait(&b.ep).unwrap();
-    assert_eq!(getwait(&b.ep).unwrap(), fd, "the same descriptor each time");
+    let fd = wait_fd(&b.ep).unwrap();
+    assert_eq!(wait_fd(&b.ep).unwrap(), fd, "the same descriptor each time");
     assert!(!readable_within(fd, 0), "readable with nothing sent");
 
     // Through b's own socket.

@@ -6,6 +6,7 @@
 //! endpoint — with no receive posted and no CQ read on the receiving side in between —
 //! after which the message is received as usual.
 
+use ofi::ep::Endpoint;
 use ofi::{Caps, Errno};
 
 use crate::checks::pairs::check_recv;
@@ -16,8 +17,17 @@ use crate::Subject;
 /// How long the descriptor may take to become readable.
 const READABLE_WITHIN_MS: i32 = 5000;
 
-/// Whether `fd` polls readable within `timeout_ms` (one bounded `poll(2)`).
-fn readable_within(fd: i32, timeout_ms: i32) -> bool {
+/// `fi_control(FI_GETWAIT)` on `ep`: the descriptor the provider writes into the `int`
+/// the argument points to (also for the providers' own tests).
+pub fn wait_fd(ep: &Endpoint) -> ofi::Result<i32> {
+    let mut fd: i32 = -1;
+    // SAFETY: FI_GETWAIT writes an `int` into `arg`; `fd` lives across the call.
+    unsafe { ep.control(ofi::control::GETWAIT, (&mut fd as *mut i32).cast()) }?;
+    Ok(fd)
+}
+
+/// Whether `fd` polls readable within `timeout_ms` (one bounded `poll(2)`; 0: now).
+pub fn readable_within(fd: i32, timeout_ms: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -33,13 +43,11 @@ fn readable_within(fd: i32, timeout_ms: i32) -> bool {
 pub fn control_getwait_polls_readable(s: &Subject) {
     each_pair(s, Caps::MSG, |p| {
         let ep = &p.b.ep;
-        let mut fd: i32 = -1;
-        // SAFETY: FI_GETWAIT writes an `int` into `arg`; `fd` lives across the call.
-        match unsafe { ep.control(ofi::control::GETWAIT, (&mut fd as *mut i32).cast()) } {
+        let fd = match wait_fd(ep) {
             Err(e) if e.code() == Errno::ENOSYS => return,
             Err(e) => panic!("fi_control(FI_GETWAIT): {e} ({})", e.code()),
-            Ok(()) => {}
-        }
+            Ok(fd) => fd,
+        };
         assert!(fd >= 0, "FI_GETWAIT gave descriptor {fd}");
         // SAFETY: a null argument must be refused before anything is written.
         let r = unsafe { ep.control(ofi::control::GETWAIT, std::ptr::null_mut()) };
