@@ -700,7 +700,8 @@ pub enum Capability {
     /// RMA between two processes.
     TwoProcessRma,
     /// The endpoint's control surface: `FI_GETOPSFLAG` / `FI_SETOPSFLAG`, `fi_ep_alias`,
-    /// and the operation flags of the `*msg` calls checked.
+    /// the operation flags of the `*msg` calls checked, and `FI_GETWAIT` and
+    /// `fi_setname` where the provider answers them (not `FI_ENOSYS`).
     Control,
     /// RMA ordering (`FI_ORDER_RAW` / `FI_ORDER_WAW` / `FI_ORDER_WAR`) where claimed.
     Ordering,
@@ -1075,6 +1076,8 @@ macro_rules! conformance_suite {
                 control_ops_flags_and_alias_decide_completions,
                 control_msg_calls_check_flags,
                 control_delivery_complete_default,
+                control_getwait_polls_readable,
+                setname_after_enable_and_bad_names,
                 ordering_rma_claims_hold,
                 fence_read_after_writes,
                 trigger_send_waits_for_threshold,

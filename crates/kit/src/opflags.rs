@@ -25,7 +25,8 @@
 //! set.
 //!
 //! [`DefaultOpFlags`] holds an endpoint's (or alias's) two default sets and answers
-//! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]).
+//! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]); a socket
+//! endpoint's `FI_GETWAIT` is [`getwait_control`].
 //!
 //! Nothing here panics.
 
@@ -359,6 +360,37 @@ fn refused(prov: &str, what: &str, bad: OpFlags, defined: OpFlags) -> Error {
     Error::new(Errno::EBADFLAGS, format!("{prov}: {what}: {bad} {why}"))
 }
 
+/// `fi_control(FI_GETWAIT)` of a socket endpoint: the descriptor `fd` gives, written
+/// into `arg` (the C API's `int *`); `None` for any other command (`arg` untouched), for
+/// the provider to answer. A null `arg` is `FI_EINVAL` naming `prov`; `fd`'s error (an
+/// endpoint without a socket yet, say) is returned as it is, `arg` untouched.
+///
+/// # Safety
+/// For `FI_GETWAIT`, `arg` is null or valid for a write of an `int` for the duration
+/// of the call.
+pub unsafe fn getwait_control(
+    prov: &str,
+    command: i32,
+    arg: *mut c_void,
+    fd: impl FnOnce() -> Result<i32>,
+) -> Option<Result<()>> {
+    if command != ofi_core::control::GETWAIT {
+        return None;
+    }
+    let p = arg.cast::<std::ffi::c_int>();
+    if p.is_null() {
+        return Some(Err(Error::new(
+            Errno::EINVAL,
+            format!("{prov}: fi_control(FI_GETWAIT): null argument"),
+        )));
+    }
+    Some(fd().map(|fd| {
+        // SAFETY: not null; the caller's contract: valid for a write of an `int`
+        // (written unaligned: nothing here relies on the C caller's alignment).
+        unsafe { p.write_unaligned(fd) }
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,5 +514,41 @@ mod tests {
         // A fence belongs to one operation, never to the defaults.
         let e = check_defaults("p", true, OpFlags::FENCE, OpFlags::all()).unwrap_err();
         assert_eq!(e.code(), Errno::EBADFLAGS);
+    }
+
+    #[test]
+    fn getwait_control_writes_the_fd_and_refuses_a_null_argument() {
+        let mut fd: i32 = -1;
+        let arg = (&mut fd as *mut i32).cast::<c_void>();
+        // SAFETY: `arg` points to a live `int`.
+        let r = unsafe { getwait_control("p", GETOPSFLAG, arg, || Ok(7)) };
+        assert!(r.is_none(), "another command is the provider's");
+        // SAFETY: as above.
+        unsafe { getwait_control("p", ofi_core::control::GETWAIT, arg, || Ok(7)) }
+            .unwrap()
+            .unwrap();
+        assert_eq!(fd, 7);
+        // SAFETY: as above.
+        let e = unsafe {
+            getwait_control("p", ofi_core::control::GETWAIT, arg, || {
+                Err(Error::new(Errno::EOPBADSTATE, "no socket"))
+            })
+        }
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EOPBADSTATE);
+        assert_eq!(fd, 7, "untouched on failure");
+        // SAFETY: a null argument is refused before any write.
+        let e = unsafe {
+            getwait_control(
+                "p",
+                ofi_core::control::GETWAIT,
+                std::ptr::null_mut(),
+                || Ok(7),
+            )
+        }
+        .unwrap()
+        .unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
     }
 }

@@ -8,6 +8,7 @@ pub mod cm;
 pub mod cntr;
 pub mod contexts;
 pub mod control;
+pub mod control_wait;
 pub mod cq;
 pub mod dgram;
 pub mod domain;
@@ -21,6 +22,7 @@ pub mod ordering;
 pub mod pairs;
 pub mod rma;
 pub mod rma_event;
+pub mod setname;
 pub mod tagged;
 pub mod teardown;
 pub mod trigger;
@@ -138,6 +140,8 @@ table! {
     Control: control::control_ops_flags_and_alias_decide_completions,
     Control: control::control_msg_calls_check_flags,
     Control: control::control_delivery_complete_default,
+    Control: control_wait::control_getwait_polls_readable,
+    Control: setname::setname_after_enable_and_bad_names,
     Ordering: ordering::ordering_rma_claims_hold,
     Fence: ordering::fence_read_after_writes,
     Trigger: trigger::trigger_send_waits_for_threshold,

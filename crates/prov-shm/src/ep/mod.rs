@@ -108,6 +108,7 @@ use crate::ring::{Consumer, Producer, RingWords};
 use crate::{Settings, ADDR_PREFIX, IOV_LIMIT, NAME};
 
 mod bounce;
+mod name;
 mod remote_cntr;
 mod rma;
 mod rx;
@@ -418,7 +419,9 @@ struct Rx {
 struct Shared {
     settings: Settings,
     mr: Arc<MrTable>,
-    name: String,
+    /// The region's name: the endpoint's address. `fi_setname` may change it before
+    /// `fi_enable` (`name`), so it is read through [`Shared::name`].
+    name: Mutex<String>,
     region: Arc<Region>,
     engine: Arc<ProgressEngine>,
     need_src: bool,
@@ -458,7 +461,7 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("name", &self.sh.name)
+            .field("name", &self.sh.name())
             .finish_non_exhaustive()
     }
 }
@@ -570,7 +573,7 @@ impl Endpoint {
             this: this.clone(),
             settings,
             mr,
-            name: region.name().to_string(),
+            name: Mutex::new(region.name().to_string()),
             region,
             engine: engine.clone(),
             need_src: open.need_src,
@@ -620,13 +623,13 @@ impl Endpoint {
     }
 
     /// The endpoint's region name.
-    pub fn name(&self) -> &str {
-        &self.sh.name
+    pub fn name(&self) -> String {
+        self.sh.name()
     }
 
     /// The endpoint's address.
     pub fn address(&self) -> Address {
-        Address::Str(format!("{ADDR_PREFIX}{}", self.sh.name))
+        Address::Str(format!("{ADDR_PREFIX}{}", self.sh.name()))
     }
 
     /// Slots received that failed validation and were skipped.
@@ -683,7 +686,7 @@ impl Drop for Shared {
             }
         }
         self.region.closed().store(1, Ordering::Release);
-        region::unlink(&self.name);
+        region::unlink(&self.name());
     }
 }
 
@@ -757,6 +760,12 @@ impl EndpointOps<Fabric> for Endpoint {
 
     fn getname(&self) -> Result<Vec<u8>> {
         Ok(self.public_address().to_bytes())
+    }
+
+    /// `fi_setname` before `fi_enable`: the endpoint's region moves to the name of
+    /// `addr` (see `name`).
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        self.set_name(addr)
     }
 
     fn close(&self) -> Result<()> {

@@ -220,7 +220,7 @@ impl Endpoint {
             wcntr: None,
             rcntr: None,
         });
-        alias_region(&srx.name, &self.sh.name)
+        alias_region(&srx.name(), &self.sh.name())
     }
 }
 

@@ -74,7 +74,7 @@ impl Shared {
             let tail = ring.tail_word().load(Ordering::Acquire);
             let ack_tail = ring.ack_tail_word().load(Ordering::Acquire);
             let (pa, pv) = ofi_kit::cma::probe_word();
-            ring.write_identity(me as i32, &self.name, pa, pv);
+            ring.write_identity(me as i32, &self.name(), pa, pv);
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
             if tx.conns.len() <= idx.0 {

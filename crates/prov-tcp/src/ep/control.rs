@@ -1,6 +1,7 @@
 //! The control calls of an endpoint (`fi_ep_bind`, `fi_enable`, `fi_cancel`,
-//! `fi_getopt` / `fi_setopt`, the size-left queries, names, `fi_connect`, `fi_accept`,
-//! `fi_shutdown`, close) and `endpoint_data_ops!`, which writes the data calls from
+//! `fi_getopt` / `fi_setopt`, the size-left queries, `fi_control` (`FI_GETOPSFLAG`,
+//! `FI_SETOPSFLAG`, `FI_GETWAIT`), names, `fi_connect`, `fi_accept`, `fi_shutdown`,
+//! close) and `endpoint_data_ops!`, which writes the data calls from
 //! [`DataPath`] (in `datapath`).
 //!
 //! Invariants: binds are refused after `fi_enable` (or after `fi_connect` /
@@ -17,6 +18,23 @@ const BIND_RULES: ofi_kit::ep::BindRules = ofi_kit::ep::BindRules {
     prov: NAME,
     eq: true,
 };
+
+impl Endpoint {
+    /// The connection's socket descriptor, for `FI_GETWAIT`: readable when bytes of
+    /// the peer wait on it (progress, a CQ read, takes them), writable while the
+    /// kernel has room. It exists from `fi_connect` / `fi_accept` until the
+    /// connection ends (`FI_EOPBADSTATE` otherwise).
+    fn wait_fd(&self) -> Result<i32> {
+        let st = lock(&self.inner.st);
+        match &st.sock {
+            Some(s) if st.conn != Conn::Shutdown => Ok(s.fd()),
+            _ => Err(Error::new(
+                Errno::EOPBADSTATE,
+                format!("{NAME}: fi_control(FI_GETWAIT): no connection (before fi_connect / fi_accept, or ended)"),
+            )),
+        }
+    }
+}
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
@@ -91,7 +109,19 @@ impl EndpointOps<Fabric> for Endpoint {
             .saturating_sub(st.tx.len() + st.pending.len()))
     }
 
-    ofi_kit::op_flags_control!(flags);
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags, and
+    /// `FI_GETWAIT`: the connection's socket (`FI_EOPBADSTATE` before `fi_connect` /
+    /// `fi_accept` made one, and after it is gone).
+    unsafe fn control(&self, command: i32, arg: *mut c_void) -> Result<()> {
+        // SAFETY: the caller's contract for `arg`, forwarded.
+        let getwait =
+            unsafe { ofi_kit::opflags::getwait_control(NAME, command, arg, || self.wait_fd()) };
+        // SAFETY: as above.
+        getwait.unwrap_or_else(|| unsafe {
+            self.flags
+                .endpoint_control(NAME, command, arg, <Self as DataPath>::OP_FLAGS)
+        })
+    }
 
     /// `fi_ep_alias`: the same connection and queues with their own default flags: a
     /// copy of this handle's, then one side set from `flags`. Closing the alias leaves

@@ -80,7 +80,7 @@
 //! This file holds the endpoint's state ([`Endpoint`], `EpInner`, what `fi_enable`
 //! froze in `Active`) and its opening; `iov` the application's buffers in kernel form,
 //! `peers` the peer sockets, `tx` the send path, `rx` the receive queue and progress,
-//! `ops` the `fi_ops` entry points.
+//! `ops` the `fi_ops` entry points, `wait` the wait descriptor of `FI_GETWAIT`.
 
 use std::collections::VecDeque;
 use std::io;
@@ -160,6 +160,7 @@ mod ops;
 mod peers;
 mod rx;
 mod tx;
+mod wait;
 
 use iov::UserIov;
 use peers::PeerSocks;
@@ -236,6 +237,9 @@ pub(crate) struct EpInner {
     /// The watcher left this endpoint's socket out (no receive posted): the next
     /// posted receive wakes it.
     unwatched: AtomicBool,
+    /// The wait descriptor `FI_GETWAIT` gave (an epoll set of the endpoint's sockets,
+    /// see `wait`), made at the first such call.
+    wait_set: Mutex<Option<std::os::fd::OwnedFd>>,
     /// With peer sockets (touched only under the `rx` lock, so relaxed): the socket
     /// read first, the rounds until another is read, the current gap between such
     /// reads, the last "other" socket read.
@@ -377,6 +381,7 @@ impl Endpoint {
             groups: Mutex::new(Vec::new()),
             hub,
             unwatched: AtomicBool::new(false),
+            wait_set: Mutex::new(None),
             rx_hot: AtomicUsize::new(0),
             rx_wait: AtomicUsize::new(0),
             rx_gap: AtomicUsize::new(1),

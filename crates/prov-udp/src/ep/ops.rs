@@ -266,10 +266,18 @@ impl EndpointOps<Fabric> for Endpoint {
         unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
     }
 
-    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of the endpoint's default flags.
+    /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of the endpoint's default flags, and
+    /// `FI_GETWAIT`: a descriptor readable while a datagram waits on one of the
+    /// endpoint's sockets (`FI_EOPBADSTATE` before `fi_enable`; see `ep::wait`).
     unsafe fn control(&self, command: i32, arg: *mut std::ffi::c_void) -> Result<()> {
         // SAFETY: the caller's contract for `arg`, forwarded.
-        unsafe { self.op_flags.endpoint_control(NAME, command, arg, OP_FLAGS) }
+        let getwait = unsafe {
+            ofi_kit::opflags::getwait_control(NAME, command, arg, || self.inner.wait_fd())
+        };
+        // SAFETY: as above.
+        getwait.unwrap_or_else(|| unsafe {
+            self.op_flags.endpoint_control(NAME, command, arg, OP_FLAGS)
+        })
     }
 
     /// `fi_ep_alias`: the same socket and queues with their own default flags: a copy

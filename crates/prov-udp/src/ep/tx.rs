@@ -37,6 +37,7 @@ impl EpInner {
             // Waiters asleep on the endpoint's sockets must add the new one.
             self.engine.kick();
             self.hub.wake();
+            self.peer_socket_made();
         }) {
             Some(peer) => (peer, None),
             None => (&act.sock, Some(&dst)),
