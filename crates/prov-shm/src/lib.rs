@@ -154,6 +154,9 @@ mod provider {
         pub rx_size: usize,
         /// Sends an endpoint may have outstanding (beyond inline ones).
         pub tx_size: usize,
+        /// The authorization tag of the endpoint's key (set per endpoint by the
+        /// domain; [`ofi_kit::auth::AuthTag::NONE`] without a key).
+        pub auth: ofi_kit::auth::AuthTag,
     }
 
     impl Default for Settings {
@@ -170,6 +173,7 @@ mod provider {
                 max_msg_size: MAX_MSG_SIZE,
                 rx_size: 1024,
                 tx_size: 1024,
+                auth: ofi_kit::auth::AuthTag::NONE,
             }
         }
     }
@@ -328,14 +332,19 @@ mod provider {
 
         /// The framework's matcher with the resolver for non-IP addresses: a `node`
         /// `fi_shm://NAME` becomes the destination (with `FI_SOURCE`, the source).
+        /// Authorization keys of 1 to [`ofi_kit::auth::AUTH_KEY_MAX`] bytes are taken
+        /// (`ofi_kit::auth::match_with_auth_key`).
         fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-            getinfo::match_templates(
-                NAME,
-                Self::VERSION,
-                &self.info_templates(),
-                req,
-                &NoResolver,
-            )
+            let max = ofi_kit::auth::AUTH_KEY_MAX;
+            ofi_kit::auth::match_with_auth_key(NAME, req, max, |req| {
+                getinfo::match_templates(
+                    NAME,
+                    Self::VERSION,
+                    &self.info_templates(),
+                    req,
+                    &NoResolver,
+                )
+            })
         }
 
         fn fabric(&self, info: &Info) -> Result<Fabric> {

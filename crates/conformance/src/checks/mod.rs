@@ -3,6 +3,7 @@
 //! not conform. [`ALL`] lists them; [`crate::conformance_suite!`] makes one test each.
 
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod cm;
 pub mod cntr;
@@ -145,6 +146,8 @@ table! {
     Trigger: trigger::trigger_bad_arguments,
     Trigger: trigger::trigger_close_cancels,
     Trigger: trigger::trigger_failure_completes_as_error,
+    AuthKey: auth::auth_key_separates_endpoints,
+    AuthKey: auth::auth_key_too_long_is_einval,
 }
 
 /// The check called `name`.
