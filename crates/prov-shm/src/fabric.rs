@@ -9,7 +9,8 @@
 //!   its own `ep_attr.auth_key` or else the domain's, and exchanges data only with
 //!   endpoints of the same key (see `region`). Keys longer than
 //!   [`ofi_kit::auth::AUTH_KEY_MAX`] are `FI_EINVAL`; keys are never logged.
-//! - The AV is the kit's `SharedAv`, a `KitAv` endpoints share. Inserted
+//! - The AV is [`crate::av::ShmAv`]: the kit's `SharedAv`, a `KitAv` endpoints share,
+//!   shared by name between processes when opened with one (`FI_SHARED_AV`). Inserted
 //!   addresses must be `fi_shm://NAME` with a valid region name (else `FI_EINVAL` for
 //!   that address).
 //!
@@ -24,12 +25,12 @@ use ofi_core::av::AvAttr;
 use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
-use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
+use ofi_core::{AvType, EpType, Errno, Error, Result};
 use ofi_kit::auth::{self, AuthKey, AuthTag, AUTH_KEY_MAX};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
 
+use crate::av::ShmAv;
 use crate::ep::Endpoint;
 use crate::{Settings, ADDR_PREFIX, NAME};
 
@@ -112,7 +113,7 @@ impl Domain {
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
-    type Av = SharedAv;
+    type Av = ShmAv;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
@@ -155,10 +156,9 @@ impl DomainOps<Fabric> for Domain {
         ofi_kit::atomic::query_within(op, datatype, flags, self.settings.max_msg_size)
     }
 
+    /// A private AV, or a named one shared between processes (see `av`).
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let cfg = AvConfig::new(AddrFormat::STR).with_domain_type(self.av_type, AvType::Table);
-        let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
-        Ok(SharedAv::new(kit))
+        ShmAv::open(attr, context, self.av_type)
     }
 }
 

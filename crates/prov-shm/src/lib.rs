@@ -20,7 +20,10 @@
 //!   endpoint of its own underneath, receive contexts named by `fi_rx_addr`), shared
 //!   receive contexts (the bound endpoints' names link to the context's region) and
 //!   shared transmit contexts, and `FI_RMA_EVENT` remote counters: see
-//!   `docs/providers/shm.md`.
+//!   `docs/providers/shm.md`;
+//! - named AVs shared by the processes of the host (`FI_SHARED_AV`, [`av`]) and
+//!   authorization keys (`auth_key`: endpoints of different keys cannot reach each
+//!   other, see [`region`]).
 //!
 //! # The region ([`region`])
 //!
@@ -99,6 +102,8 @@
 //! Nothing on application or peer input: bad arguments are errors with the C library's
 //! codes; bad shared memory is logged and skipped.
 
+#[cfg(not(all(loom, test)))]
+pub mod av;
 #[cfg(not(all(loom, test)))]
 pub mod ep;
 #[cfg(not(all(loom, test)))]
@@ -251,6 +256,7 @@ mod provider {
                 | Caps::RMA_EVENT
                 | Caps::FENCE
                 | Caps::TRIGGER
+                | Caps::SHARED_AV
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -302,7 +308,7 @@ mod provider {
                     data_progress: Progress::Manual,
                     av_type,
                     mr_iov_limit: IOV_LIMIT,
-                    caps: Caps::LOCAL_COMM,
+                    caps: Caps::LOCAL_COMM | Caps::SHARED_AV,
                     max_ep_tx_ctx: MAX_EP_CTX,
                     max_ep_rx_ctx: MAX_EP_CTX,
                     max_ep_stx_ctx: MAX_EP_CTX,

@@ -201,6 +201,60 @@ fn os_err(what: &str) -> Error {
 }
 
 impl Mapping {
+    /// Create the shared-memory file `name` (exclusively, mode 0600) of `len` bytes
+    /// and map it; it is unlinked again if mapping fails. Used for files other than
+    /// regions (a shared AV's table).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad name; `FI_EADDRINUSE` when the name exists; OS failures.
+    pub fn create_file(name: &str, len: usize) -> Result<Mapping> {
+        check_name(name)?;
+        let path = shm_path(name)?;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe {
+            libc::shm_open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            return Err(os_err("shm_open (create)"));
+        }
+        let res = (|| {
+            // SAFETY: `fd` is an open shm fd.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+                return Err(os_err("ftruncate"));
+            }
+            Mapping::map(fd, len)
+        })();
+        // SAFETY: `fd` is ours; the mapping (if any) keeps the memory.
+        unsafe { libc::close(fd) };
+        if res.is_err() {
+            unlink(name);
+        }
+        res
+    }
+
+    /// Map the whole existing shared-memory file `name` (see [`Mapping::create_file`]).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad name; `FI_ENOENT` when there is none; `FI_EPROTO` when it
+    /// is shorter than a header; OS failures.
+    pub fn open_file(name: &str) -> Result<Mapping> {
+        check_name(name)?;
+        let path = shm_path(name)?;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe { libc::shm_open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(os_err("shm_open"));
+        }
+        let res = fd_size(fd).and_then(|len| Mapping::map(fd, len));
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        res
+    }
+
     /// Map `len` bytes of `fd` shared, read-write. A mapping is never shorter than a
     /// header (`FI_EPROTO` otherwise): the header accessors rely on it.
     fn map(fd: libc::c_int, len: usize) -> Result<Mapping> {
