@@ -106,10 +106,11 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts, triggered operations and authorization keys.
-pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey);
+/// shared contexts, triggered operations, authorization keys and shared AVs.
+pub const SHM: &[Capability] =
+    full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
 /// triggered operations and authorization keys.
 pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey);
 

@@ -612,6 +612,10 @@ impl Claims {
                 "no FI_MSG with FI_TRIGGER on a reliable type (or no counters)",
             ),
             Capability::AuthKey => self.probes.auth_key.clone(),
+            Capability::SharedAv => need(
+                msg && self.caps.contains(Caps::SHARED_AV),
+                "no FI_SHARED_AV with FI_MSG on a connectionless type",
+            ),
         }
     }
 }
@@ -707,11 +711,13 @@ pub enum Capability {
     Trigger,
     /// Authorization keys (`domain_attr.auth_key` / `ep_attr.auth_key`) on `FI_EP_RDM`.
     AuthKey,
+    /// Named AVs opened again read-only by name (`FI_SHARED_AV`).
+    SharedAv,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 40] = [
+    pub const ALL: [Capability; 41] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -752,6 +758,7 @@ impl Capability {
         Capability::Fence,
         Capability::Trigger,
         Capability::AuthKey,
+        Capability::SharedAv,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -807,6 +814,7 @@ impl Capability {
             Capability::Fence => "`FI_RMA` with `FI_FENCE`",
             Capability::Trigger => "`FI_MSG` with `FI_TRIGGER` on a reliable type, with counters",
             Capability::AuthKey => "getinfo takes a `domain_attr.auth_key` hint for `FI_EP_RDM`",
+            Capability::SharedAv => "`FI_SHARED_AV` with `FI_MSG` on a connectionless type",
         }
     }
 }
@@ -854,6 +862,7 @@ impl fmt::Display for Capability {
             Capability::Fence => "fence",
             Capability::Trigger => "trigger",
             Capability::AuthKey => "auth-key",
+            Capability::SharedAv => "shared-av",
         };
         f.write_str(s)
     }
@@ -1085,6 +1094,7 @@ macro_rules! conformance_suite {
                 trigger_failure_completes_as_error,
                 auth_key_separates_endpoints,
                 auth_key_too_long_is_einval,
+                shared_av_view_resolves_and_sends,
             );
 
             #[test]

@@ -22,6 +22,7 @@ pub mod ordering;
 pub mod pairs;
 pub mod rma;
 pub mod rma_event;
+pub mod shared_av;
 pub mod tagged;
 pub mod teardown;
 pub mod trigger;
@@ -148,6 +149,7 @@ table! {
     Trigger: trigger::trigger_failure_completes_as_error,
     AuthKey: auth::auth_key_separates_endpoints,
     AuthKey: auth::auth_key_too_long_is_einval,
+    SharedAv: shared_av::shared_av_view_resolves_and_sends,
 }
 
 /// The check called `name`.
