@@ -1,18 +1,16 @@
 //! `FI_SHARED_AV`: a named AV created by one process and opened read-only (`FI_READ`)
 //! by another, which finds the creator's addresses at the same `fi_addr_t`s and
 //! sends through them. Two processes (the test binary re-runs itself as the child),
-//! every wait bounded, and no file left in /dev/shm.
+//! every wait bounded (the child's lines by [`BOUND`], completions by the
+//! conformance fixture's `WAIT`), and no file left in /dev/shm.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi::av::AvAttr;
-use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{
-    AddrFormat, Address, AvFlags, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION,
-};
-use ofi_conformance::fixture::{post_recv, send};
+use ofi::{AddrFormat, Address, AvFlags, Caps, EpType, Errno, Info, API_VERSION};
+use ofi_conformance::fixture::{post_recv, send, unenabled_peer_on, wait_ok};
 use ofi_testkit::child::{child_mode, hear, say, ChildProc};
 
 const CHILD_ENV: &str = "OFI_SHM_SHARED_AV_CHILD";
@@ -38,22 +36,6 @@ fn named(name: &str, flags: AvFlags) -> AvAttr {
         name: Some(name.to_string()),
         flags,
         ..AvAttr::default()
-    }
-}
-
-/// The next completion of `cq` within [`BOUND`], which must succeed.
-fn completes(cq: &CompletionQueue, what: &str) -> usize {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match ofi_conformance::pair::poll(cq) {
-            Some(Ok(e)) => return e.op_context,
-            Some(Err(ee)) => panic!("{what}: error completion {}", Errno(ee.err)),
-            None => assert!(
-                Instant::now() < deadline,
-                "{what}: nothing within {BOUND:?}"
-            ),
-        }
-        std::thread::yield_now();
     }
 }
 
@@ -88,16 +70,10 @@ fn child_main(name: &str) {
         .insert(&[Address::Str("fi_shm://ofi-shm-not-here".into())])
         .expect_err("insert into a read-only view");
     say(&format!("insert {}", e.code()));
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("cq");
-    let ep = domain.endpoint(&info).expect("endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&view).expect("bind the view");
+    let (ep, cq) = unenabled_peer_on(&domain, &info, &view);
     ep.enable().expect("enable");
     send(&ep, b"through the view", fi_addrs[0], 0x5e).expect("send");
-    assert_eq!(completes(&cq, "the child's send"), 0x5e);
+    assert_eq!(wait_ok(&cq, "the child's send").op_context, 0x5e);
     say("sent");
     hear();
 }
@@ -123,13 +99,7 @@ fn a_named_av_is_seen_by_another_process() {
         .av_open(&named(&name, AvFlags::empty()))
         .expect_err("a second creator of one name");
     assert_eq!(e.code(), Errno::EADDRINUSE);
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("cq");
-    let ep = domain.endpoint(&info).expect("endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
+    let (ep, cq) = unenabled_peer_on(&domain, &info, &av);
     ep.enable().expect("enable");
     let me = Address::from_bytes(AddrFormat::STR, &ep.getname().unwrap()).unwrap();
     let addrs = [
@@ -159,7 +129,7 @@ fn a_named_av_is_seen_by_another_process() {
         format!("insert {}", Errno::EOPNOTSUPP)
     );
     assert_eq!(child.line("the child's send"), "sent");
-    assert_eq!(completes(&cq, "the receive"), 0x7e);
+    assert_eq!(wait_ok(&cq, "the receive").op_context, 0x7e);
     assert_eq!(&got[..16], b"through the view");
     child.send_line("bye");
     let status = child.child.wait().expect("wait for the child");

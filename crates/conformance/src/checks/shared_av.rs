@@ -3,13 +3,10 @@
 //! another process) is a read-only view in which the creator's `fi_addr_t`s name the
 //! same addresses, and an endpoint bound to the view reaches them.
 
-use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::domain::Domain;
-use ofi::ep::Endpoint;
-use ofi::{AvFlags, CqFormat, OpFlags};
+use ofi::av::AvAttr;
+use ofi::AvFlags;
 
-use crate::fixture::{self, expect_ok};
+use crate::fixture::{self, unenabled_peer_on};
 use crate::Subject;
 
 fn named(name: &str, flags: AvFlags) -> AvAttr {
@@ -18,26 +15,6 @@ fn named(name: &str, flags: AvFlags) -> AvAttr {
         flags,
         ..AvAttr::default()
     }
-}
-
-/// An enabled endpoint of `domain` on `av` with a tagged-format CQ.
-fn endpoint_on(
-    domain: &Domain,
-    info: &ofi::Info,
-    av: &AddressVector,
-) -> (Endpoint, CompletionQueue) {
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .unwrap_or_else(|e| panic!("fi_cq_open: {e}"));
-    let ep = domain
-        .endpoint(info)
-        .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .unwrap_or_else(|e| panic!("fi_ep_bind CQ: {e}"));
-    ep.bind_av(av)
-        .unwrap_or_else(|e| panic!("fi_ep_bind AV: {e}"));
-    ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
-    (ep, cq)
 }
 
 /// The view resolves the creator's `fi_addr_t` to the same address, refuses inserts,
@@ -53,7 +30,8 @@ pub fn shared_av_view_resolves_and_sends(s: &Subject) {
     let av = domain
         .av_open(&named(&name, AvFlags::empty()))
         .unwrap_or_else(|e| panic!("fi_av_open named {name:?}: {e}"));
-    let (ep_a, cq_a) = endpoint_on(&domain, &info, &av);
+    let (ep_a, cq_a) = unenabled_peer_on(&domain, &info, &av);
+    ep_a.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
     let me = fixture::name_of(&ep_a, &info);
     let fa = av
         .insert(std::slice::from_ref(&me))
@@ -76,30 +54,14 @@ pub fn shared_av_view_resolves_and_sends(s: &Subject) {
         view.insert(std::slice::from_ref(&me)).is_err(),
         "an insert into a read-only (FI_READ) AV succeeded"
     );
-    let (ep_b, cq_b) = endpoint_on(&other, &info, &view);
+    let (ep_b, cq_b) = unenabled_peer_on(&other, &info, &view);
+    ep_b.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
     let mut got = [0u8; 16];
     fixture::post_recv(&ep_a, &mut got, 0xa1).expect("recv");
     fixture::send(&ep_b, b"via shared av", fa, 0xb1).expect("send through the view");
-    let wait = |cq: &CompletionQueue, peer: &CompletionQueue, what: &str| {
-        let deadline = std::time::Instant::now() + crate::WAIT;
-        loop {
-            if let Some(c) = crate::pair::poll(cq) {
-                return expect_ok(Some(c), what);
-            }
-            crate::pair::drive(peer);
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{what}: nothing within {:?}",
-                crate::WAIT
-            );
-            std::thread::yield_now();
-        }
-    };
-    assert_eq!(
-        wait(&cq_b, &cq_a, "the send through the view").op_context,
-        0xb1
-    );
-    assert_eq!(wait(&cq_a, &cq_b, "the receive").op_context, 0xa1);
+    let sent = fixture::wait_ok(&cq_b, "the send through the view");
+    assert_eq!(sent.op_context, 0xb1);
+    assert_eq!(fixture::wait_ok(&cq_a, "the receive").op_context, 0xa1);
     assert_eq!(&got[..13], b"via shared av");
     drop((ep_b, cq_b, view, ep_a, cq_a, av));
     assert!(
