@@ -14,7 +14,8 @@
 //! `fi_av_lookup` / `fi_av_straddr` of the view.
 //!
 //! The table: a 64-byte header (magic `OFIRSAV1` u64, version u32, capacity u32,
-//! count u32 — atomic, entries published —, AV type u32), then `capacity` entries of
+//! count u32 — atomic, entries published —, AV type u32, creator pid u32 at 24 and
+//! start time u64 at 32), then `capacity` entries of
 //! 128 bytes (`fi_addr_t` u64, address length u32 — atomic, written last —, 4 bytes
 //! reserved, the `fi_shm://` address). The creator's inserts are serialized, so the
 //! table's order is the order of its `fi_addr_t`s. Capacity: `attr.count` (at least
@@ -26,7 +27,8 @@
 //! insert by service or symbolically (`FI_EOPNOTSUPP`: the view could not replay
 //! them); a named AV does not take `FI_EVENT` (`FI_EINVAL`). The creator unlinks the
 //! table when its AV closes; views keep their mapping. A creator that dies leaves the
-//! table behind (unlink `/dev/shm/ofi-shmav-NAME`).
+//! table behind, until the next creator of the name replaces it (the header names the
+//! creator's pid and start time; a live creator's table is never replaced).
 //!
 //! Every byte read from the table is checked (count within the capacity, lengths
 //! within an entry, addresses valid `fi_shm://` names): a corrupt table is `FI_EPROTO`,
@@ -65,6 +67,8 @@ const H_VERSION: usize = 8;
 const H_CAPACITY: usize = 12;
 const H_COUNT: usize = 16;
 const H_AV_TYPE: usize = 20;
+const H_PID: usize = 24;
+const H_START: usize = 32;
 const ENTRY: usize = 128;
 const E_FI_ADDR: usize = 0;
 const E_LEN: usize = 8;
@@ -115,7 +119,14 @@ impl Table {
     }
 
     fn create(file: String, capacity: usize, av_type: AvType) -> Result<Table> {
-        let map = Mapping::create_file(&file, HDR + capacity * ENTRY)?;
+        let len = HDR + capacity * ENTRY;
+        let map = match Mapping::create_file(&file, len) {
+            Err(e) if e.code() == Errno::EADDRINUSE && Table::creator_gone(&file) => {
+                region::unlink(&file);
+                Mapping::create_file(&file, len)?
+            }
+            other => other?,
+        };
         let t = Table {
             map,
             capacity,
@@ -128,8 +139,26 @@ impl Table {
             .store(capacity as u32, Ordering::Relaxed);
         t.u32_at(H_AV_TYPE)?
             .store(u32::from(av_type == AvType::Map), Ordering::Relaxed);
+        let pid = std::process::id() as i32;
+        t.u32_at(H_PID)?.store(pid as u32, Ordering::Relaxed);
+        let start = t.map.u64_at(H_START).ok_or_else(|| proto("no header"))?;
+        start.store(region::process_start(pid).unwrap_or(0), Ordering::Relaxed);
         magic.store(MAGIC, Ordering::Release);
         Ok(t)
+    }
+
+    /// Whether the existing table `file` is a table of this provider whose creator is
+    /// dead (then it may be replaced); anything else is kept.
+    fn creator_gone(file: &str) -> bool {
+        let Ok(map) = Mapping::open_file(file) else {
+            return false;
+        };
+        let word = |off| map.u64_at(off).map(|w| w.load(Ordering::Acquire));
+        let pid = map.u32_at(H_PID).map(|w| w.load(Ordering::Relaxed) as i32);
+        match (word(H_MAGIC), pid, word(H_START)) {
+            (Some(MAGIC), Some(pid), Some(start)) => !region::pid_alive(pid, start),
+            _ => false,
+        }
     }
 
     /// Open the table `file` and validate its header: the table and the creator's AV
@@ -484,6 +513,39 @@ mod tests {
         drop(t);
         drop(creator);
         let file = format!("{TABLE_PREFIX}{n}");
+        assert!(!std::path::Path::new("/dev/shm").join(file).exists());
+    }
+
+    /// A table left by a dead creator is replaced by the next creator of the name; a
+    /// live creator's is not.
+    #[test]
+    fn a_dead_creators_table_is_replaced() {
+        let n = name("dead");
+        let first = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
+        let e = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap_err();
+        assert_eq!(
+            e.code(),
+            Errno::EADDRINUSE,
+            "a live creator's table is kept"
+        );
+        let Role::Creator(t) = &first.role else {
+            panic!("a creator")
+        };
+        // Pose as a creator that died: no process has pid i32::MAX.
+        lock(t)
+            .u32_at(H_PID)
+            .unwrap()
+            .store(i32::MAX as u32, Ordering::Relaxed);
+        let second = ShmAv::open(&named(&n, AvFlags::empty()), 0, AvType::Table).unwrap();
+        let Role::Creator(t) = &first.role else {
+            panic!("a creator")
+        };
+        // The first's table is the second's now: only the second unlinks it.
+        lock(t).owner = false;
+        drop(first);
+        let file = format!("{TABLE_PREFIX}{n}");
+        assert!(std::path::Path::new("/dev/shm").join(&file).exists());
+        drop(second);
         assert!(!std::path::Path::new("/dev/shm").join(file).exists());
     }
 
