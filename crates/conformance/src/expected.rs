@@ -106,12 +106,13 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts and triggered operations.
-pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger);
+/// shared contexts, triggered operations, authorization keys and shared AVs.
+pub const SHM: &[Capability] =
+    full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters
-/// and triggered operations.
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger);
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
+/// triggered operations and authorization keys.
+pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

@@ -89,20 +89,31 @@ pub fn close_domain(mut fabric: Fabric, mut domain: Domain) {
 
 /// An endpoint of `domain` with a fresh CQ and AV bound, not yet enabled.
 pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_MSG): {e}"));
     let av = domain
         .av_open(&AvAttr::default())
         .unwrap_or_else(|e| panic!("fi_av_open: {e}"));
+    let (ep, cq) = unenabled_peer_on(domain, info, &av);
+    (ep, cq, av)
+}
+
+/// An endpoint of `domain` with a fresh CQ (`FI_CQ_FORMAT_MSG`) and `av` bound, not
+/// yet enabled.
+pub fn unenabled_peer_on(
+    domain: &Domain,
+    info: &Info,
+    av: &AddressVector,
+) -> (Endpoint, CompletionQueue) {
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Msg))
+        .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_MSG): {e}"));
     let ep = domain
         .endpoint(info)
         .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
     ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
         .unwrap_or_else(|e| panic!("fi_ep_bind CQ: {e}"));
-    ep.bind_av(&av)
+    ep.bind_av(av)
         .unwrap_or_else(|e| panic!("fi_ep_bind AV: {e}"));
-    (ep, cq, av)
+    (ep, cq)
 }
 
 /// The address of `ep` (`fi_getname`), in `info`'s format.

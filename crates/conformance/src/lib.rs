@@ -278,6 +278,8 @@ pub struct Probes {
     pub poll: std::result::Result<(), String>,
     /// `fi_control(FI_GETOPSFLAG)` on an endpoint.
     pub opsflag: std::result::Result<(), String>,
+    /// getinfo with a `domain_attr.auth_key` hint ([`checks::auth::takes_auth_key`]).
+    pub auth_key: std::result::Result<(), String>,
 }
 
 fn unsupported(e: &ofi::Error) -> bool {
@@ -287,6 +289,7 @@ fn unsupported(e: &ofi::Error) -> bool {
 impl Probes {
     /// Open each probed object once with `info`'s fabric and domain.
     pub fn run(registry: &Registry, info: &Info) -> Probes {
+        let auth_key = checks::auth::takes_auth_key(registry, info);
         let no = |what: &str| {
             Err(format!(
                 "could not open a fabric and domain to probe {what}"
@@ -303,6 +306,7 @@ impl Probes {
                     wait: no("wait sets"),
                     poll: no("poll sets"),
                     opsflag: no("endpoint control"),
+                    auth_key,
                 }
             }
         };
@@ -326,6 +330,7 @@ impl Probes {
                 wait,
                 poll: no("poll sets"),
                 opsflag: no("endpoint control"),
+                auth_key,
             };
         };
         let poll = (|| {
@@ -377,6 +382,7 @@ impl Probes {
             wait,
             poll,
             opsflag,
+            auth_key,
         }
     }
 }
@@ -418,6 +424,7 @@ impl Claims {
                 wait: not_run(),
                 poll: not_run(),
                 opsflag: not_run(),
+                auth_key: not_run(),
             },
         }
     }
@@ -596,6 +603,11 @@ impl Claims {
                 reliable(Caps::MSG | Caps::TRIGGER) && self.probes.cntr.is_ok(),
                 "no FI_MSG with FI_TRIGGER on a reliable type (or no counters)",
             ),
+            Capability::AuthKey => self.probes.auth_key.clone(),
+            Capability::SharedAv => need(
+                msg && self.caps.contains(Caps::SHARED_AV),
+                "no FI_SHARED_AV with FI_MSG on a connectionless type",
+            ),
         }
     }
 }
@@ -710,11 +722,15 @@ pub enum Capability {
     /// Triggered operations (`FI_TRIGGER`, fi_trigger(3)): `*msg` calls that start
     /// when a counter reaches a threshold.
     Trigger,
+    /// Authorization keys (`domain_attr.auth_key` / `ep_attr.auth_key`) on `FI_EP_RDM`.
+    AuthKey,
+    /// Named AVs opened again read-only by name (`FI_SHARED_AV`).
+    SharedAv,
 }
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 39] = [
+    pub const ALL: [Capability; 41] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -754,6 +770,8 @@ impl Capability {
         Capability::Ordering,
         Capability::Fence,
         Capability::Trigger,
+        Capability::AuthKey,
+        Capability::SharedAv,
     ];
 
     /// When a provider claims this area (what [`Claims::check`] asks of its answers).
@@ -808,6 +826,8 @@ impl Capability {
             }
             Capability::Fence => "`FI_RMA` with `FI_FENCE`",
             Capability::Trigger => "`FI_MSG` with `FI_TRIGGER` on a reliable type, with counters",
+            Capability::AuthKey => "getinfo takes a `domain_attr.auth_key` hint for `FI_EP_RDM`",
+            Capability::SharedAv => "`FI_SHARED_AV` with `FI_MSG` on a connectionless type",
         }
     }
 }
@@ -854,6 +874,8 @@ impl fmt::Display for Capability {
             Capability::Ordering => "ordering",
             Capability::Fence => "fence",
             Capability::Trigger => "trigger",
+            Capability::AuthKey => "auth-key",
+            Capability::SharedAv => "shared-av",
         };
         f.write_str(s)
     }
@@ -1085,6 +1107,9 @@ macro_rules! conformance_suite {
                 trigger_bad_arguments,
                 trigger_close_cancels,
                 trigger_failure_completes_as_error,
+                auth_key_separates_endpoints,
+                auth_key_too_long_is_einval,
+                shared_av_view_resolves_and_sends,
             );
 
             #[test]

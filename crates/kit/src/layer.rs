@@ -413,6 +413,17 @@ impl<D: UtilityDomain> FabricOps for LayeredFabric<D> {
 #[macro_export]
 macro_rules! layered_provider {
     ($prov:ident, $layering:path, $settings:ty, $fabric:ty, $core_hints:path) => {
+        $crate::layered_provider!(
+            $prov,
+            $layering,
+            $settings,
+            $fabric,
+            $core_hints,
+            auth_key_max = 0
+        );
+    };
+    ($prov:ident, $layering:path, $settings:ty, $fabric:ty, $core_hints:path,
+     auth_key_max = $auth_key_max:expr) => {
         impl $crate::core::provider::Provider for $prov {
             const NAME: &'static str = $layering.name;
             const VERSION: $crate::core::Version = $layering.version;
@@ -435,21 +446,39 @@ macro_rules! layered_provider {
             /// Ask the cores (with the request's node, service and flags), then match one
             /// template per usable core answer against the application's hints; addresses
             /// resolved by the core are kept.
+            /// With `auth_key_max` > 0, authorization keys of 1 to that many bytes are
+            /// taken ([`auth::match_with_auth_key`](crate::auth::match_with_auth_key))
+            /// and never passed to the core.
             fn getinfo(
                 &self,
                 req: &$crate::core::getinfo::GetinfoRequest,
             ) -> $crate::core::getinfo::GetinfoOutcome {
-                $layering.getinfo(
-                    &self.host,
-                    req,
-                    $core_hints(req.hints.as_ref()),
-                    |core, progress| self.template_over(core, progress),
-                )
+                let layered = |req: &$crate::core::getinfo::GetinfoRequest| {
+                    $layering.getinfo(
+                        &self.host,
+                        req,
+                        $core_hints(req.hints.as_ref()),
+                        |core, progress| self.template_over(core, progress),
+                    )
+                };
+                match $auth_key_max {
+                    0 => layered(req),
+                    max => $crate::auth::match_with_auth_key($layering.name, req, max, layered),
+                }
             }
 
-            /// Open the core fabric beneath `info` (`Layering::open_core`).
+            /// Open the core fabric beneath `info` (`Layering::open_core`); the core is
+            /// asked without the utility's authorization keys when it takes them.
             fn fabric(&self, info: &$crate::core::Info) -> $crate::core::Result<$fabric> {
-                let core = $layering.open_core(&self.host, info, $core_hints(Some(info)))?;
+                let bare;
+                let for_core = match $auth_key_max {
+                    0 => info,
+                    _ => {
+                        bare = $crate::auth::without_keys(info);
+                        &bare
+                    }
+                };
+                let core = $layering.open_core(&self.host, info, $core_hints(Some(for_core)))?;
                 Ok(<$fabric>::new(self.settings, core))
             }
         }

@@ -7,6 +7,8 @@
 //! - [`tagmatch`]: the tag matcher — posted and unexpected queues, tag/ignore masks,
 //!   directed receive, peek/claim/discard, multi-receive, cancel, bounded memory;
 //! - [`bufpool`]: buffer pools with stable indices usable as context ids;
+//! - [`auth`]: authorization keys — length checks, the tag peers compare, getinfo
+//!   for keys of any length up to a maximum;
 //! - [`av`]: the address vector — map/table fabric addresses, per-peer state, reverse
 //!   lookup, insertsvc/insertsym, asynchronous inserts;
 //! - [`mr`]: the MR table — provider/user keys, mode state machines, checked remote
@@ -64,6 +66,7 @@
 #![deny(unsafe_code)]
 
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod bufpool;
 pub mod cm;

@@ -5,7 +5,12 @@
 //! - [`Domain`] owns the domain's `ProgressEngine` (manual, or auto with its own thread,
 //!   from `domain_attr.data_progress`); its CQs (`KitCq`) and counters (`KitCntr`) are
 //!   bound to it, and every endpoint registers with it.
-//! - The AV is the kit's `SharedAv`, a `KitAv` endpoints share. Inserted
+//! - Authorization keys: the domain keeps `domain_attr.auth_key`; each endpoint uses
+//!   its own `ep_attr.auth_key` or else the domain's, and exchanges data only with
+//!   endpoints of the same key (see `region`). Keys longer than
+//!   [`ofi_kit::auth::AUTH_KEY_MAX`] are `FI_EINVAL`; keys are never logged.
+//! - The AV is [`crate::av::ShmAv`]: the kit's `SharedAv`, a `KitAv` endpoints share,
+//!   shared by name between processes when opened with one (`FI_SHARED_AV`). Inserted
 //!   addresses must be `fi_shm://NAME` with a valid region name (else `FI_EINVAL` for
 //!   that address).
 //!
@@ -20,11 +25,12 @@ use ofi_core::av::AvAttr;
 use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
-use ofi_core::{AddrFormat, AvType, EpType, Errno, Error, Result};
-use ofi_kit::av::{AvConfig, KitAv, SharedAv};
+use ofi_core::{AvType, EpType, Errno, Error, Result};
+use ofi_kit::auth::{self, AuthKey, AuthTag, AUTH_KEY_MAX};
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
 
+use crate::av::ShmAv;
 use crate::ep::Endpoint;
 use crate::{Settings, ADDR_PREFIX, NAME};
 
@@ -56,13 +62,19 @@ impl FabricOps for Fabric {
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
         check_ep_type(info)?;
+        let auth_key = AuthKey::new(info.domain_attr.auth_key.as_deref());
+        auth::check_key(NAME, "domain_attr.auth_key", auth_key.get(), AUTH_KEY_MAX)?;
         let engine = ProgressEngine::for_domain(info)?;
         let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
         Ok(Domain {
-            settings: self.settings,
+            settings: Settings {
+                auth: auth_key.tag(),
+                ..self.settings
+            },
             engine,
             av_type: info.domain_attr.av_type,
             mr: MrTable::new(cfg)?,
+            auth_key,
         })
     }
 }
@@ -74,6 +86,8 @@ pub struct Domain {
     engine: Arc<ProgressEngine>,
     av_type: AvType,
     mr: Arc<MrTable>,
+    /// `domain_attr.auth_key` (its tag is `settings.auth`).
+    auth_key: AuthKey,
 }
 
 impl Domain {
@@ -81,19 +95,32 @@ impl Domain {
     pub fn engine(&self) -> &Arc<ProgressEngine> {
         &self.engine
     }
+
+    /// The settings of an endpoint opened with `info`: the domain's, with the tag of
+    /// the endpoint's key (`ep_attr.auth_key`, else the domain's).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a key longer than [`AUTH_KEY_MAX`].
+    fn endpoint_settings(&self, info: &Info) -> Result<Settings> {
+        let key = auth::endpoint_key(NAME, info, self.auth_key.get(), AUTH_KEY_MAX)?;
+        Ok(Settings {
+            auth: AuthTag::of(key),
+            ..self.settings
+        })
+    }
 }
 
 impl DomainOps<Fabric> for Domain {
     type Endpoint = Endpoint;
     ofi_kit::kit_domain_cq_cntr_ops!(|d| d.engine.clone());
-    type Av = SharedAv;
+    type Av = ShmAv;
     type Mr = KitMr;
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
         check_ep_type(info)?;
         Endpoint::open(
-            self.settings,
+            self.endpoint_settings(info)?,
             info,
             context,
             self.engine.clone(),
@@ -105,7 +132,8 @@ impl DomainOps<Fabric> for Domain {
     /// `ep::scalable`).
     fn scalable_ep(&self, info: &Info, _context: usize) -> Result<Endpoint> {
         check_ep_type(info)?;
-        Endpoint::open_scalable(self.settings, info, self.engine.clone(), self.mr.clone())
+        let settings = self.endpoint_settings(info)?;
+        Endpoint::open_scalable(settings, info, self.engine.clone(), self.mr.clone())
     }
 
     /// `fi_stx_context` (see `ep::shared_ctx`).
@@ -128,10 +156,9 @@ impl DomainOps<Fabric> for Domain {
         ofi_kit::atomic::query_within(op, datatype, flags, self.settings.max_msg_size)
     }
 
+    /// A private AV, or a named one shared between processes (see `av`).
     fn av_open(&self, attr: &AvAttr, context: usize) -> Result<Self::Av> {
-        let cfg = AvConfig::new(AddrFormat::STR).with_domain_type(self.av_type, AvType::Table);
-        let kit = KitAv::open_with(attr, context, cfg, |a: &Address| region_name(a).map(|_| ()))?;
-        Ok(SharedAv::new(kit))
+        ShmAv::open(attr, context, self.av_type)
     }
 }
 

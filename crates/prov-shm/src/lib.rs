@@ -20,7 +20,10 @@
 //!   endpoint of its own underneath, receive contexts named by `fi_rx_addr`), shared
 //!   receive contexts (the bound endpoints' names link to the context's region) and
 //!   shared transmit contexts, and `FI_RMA_EVENT` remote counters: see
-//!   `docs/providers/shm.md`.
+//!   `docs/providers/shm.md`;
+//! - named AVs shared by the processes of the host (`FI_SHARED_AV`, [`av`]) and
+//!   authorization keys (`auth_key`: endpoints of different keys cannot reach each
+//!   other, see [`region`]).
 //!
 //! # The region ([`region`])
 //!
@@ -100,6 +103,8 @@
 //! codes; bad shared memory is logged and skipped.
 
 #[cfg(not(all(loom, test)))]
+pub mod av;
+#[cfg(not(all(loom, test)))]
 pub mod ep;
 #[cfg(not(all(loom, test)))]
 pub mod fabric;
@@ -154,6 +159,9 @@ mod provider {
         pub rx_size: usize,
         /// Sends an endpoint may have outstanding (beyond inline ones).
         pub tx_size: usize,
+        /// The authorization tag of the endpoint's key (set per endpoint by the
+        /// domain; [`ofi_kit::auth::AuthTag::NONE`] without a key).
+        pub auth: ofi_kit::auth::AuthTag,
     }
 
     impl Default for Settings {
@@ -170,6 +178,7 @@ mod provider {
                 max_msg_size: MAX_MSG_SIZE,
                 rx_size: 1024,
                 tx_size: 1024,
+                auth: ofi_kit::auth::AuthTag::NONE,
             }
         }
     }
@@ -247,6 +256,7 @@ mod provider {
                 | Caps::RMA_EVENT
                 | Caps::FENCE
                 | Caps::TRIGGER
+                | Caps::SHARED_AV
                 | Caps::LOCAL_COMM;
             let order = MsgOrder::SAS;
             Info {
@@ -298,7 +308,7 @@ mod provider {
                     data_progress: Progress::Manual,
                     av_type,
                     mr_iov_limit: IOV_LIMIT,
-                    caps: Caps::LOCAL_COMM,
+                    caps: Caps::LOCAL_COMM | Caps::SHARED_AV,
                     max_ep_tx_ctx: MAX_EP_CTX,
                     max_ep_rx_ctx: MAX_EP_CTX,
                     max_ep_stx_ctx: MAX_EP_CTX,
@@ -328,14 +338,19 @@ mod provider {
 
         /// The framework's matcher with the resolver for non-IP addresses: a `node`
         /// `fi_shm://NAME` becomes the destination (with `FI_SOURCE`, the source).
+        /// Authorization keys of 1 to [`ofi_kit::auth::AUTH_KEY_MAX`] bytes are taken
+        /// (`ofi_kit::auth::match_with_auth_key`).
         fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
-            getinfo::match_templates(
-                NAME,
-                Self::VERSION,
-                &self.info_templates(),
-                req,
-                &NoResolver,
-            )
+            let max = ofi_kit::auth::AUTH_KEY_MAX;
+            ofi_kit::auth::match_with_auth_key(NAME, req, max, |req| {
+                getinfo::match_templates(
+                    NAME,
+                    Self::VERSION,
+                    &self.info_templates(),
+                    req,
+                    &NoResolver,
+                )
+            })
         }
 
         fn fabric(&self, info: &Info) -> Result<Fabric> {

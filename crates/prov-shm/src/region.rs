@@ -13,11 +13,13 @@
 //!        +40 slots/ring u32  +44 chunks/ring u32  +48 chunk size u32
 //!        +52 ready u32 (atomic; 1 once the header is complete)  +56 closed u32 (atomic)
 //!        +64 claims generation u64 (atomic, own cache line)
+//!        +128 the owner's authorization tag u64 (0: no key; see `ofi_kit::auth`)
 //! 256    ring 0, ring 1, … each `ring_stride` bytes:
 //!        +0   control line: claim u64 (atomic: 0 free, else pid<<32|token),
 //!             state u32 (atomic: 0 free, 1 attaching, 2 ready, 3 closed by sender),
 //!             cma u32 (atomic: 0 unknown, 1 usable, 2 refused), sender pid u32,
-//!             name length u32, probe address u64, probe value u64
+//!             name length u32, probe address u64, probe value u64,
+//!             +40 the sender's authorization tag u64
 //!        +64  sender's name (up to NAME_MAX bytes)
 //!        +128 head u64 (sender, informational)          — own cache line
 //!        +192 tail u64 (receiver: released positions)   — own cache line
@@ -44,6 +46,10 @@
 //!   the unchecked forms are `unsafe fn`.
 //! - Shared bytes are never borrowed as `&[u8]`/`&T`: a peer may write them at any
 //!   moment. Words are atomics; payloads are copied through raw pointers.
+//! - Authorization keys: a peer's region is mapped for sending only when its header
+//!   carries the sender's tag ([`Region::open_peer_keyed`]: `FI_EACCES` otherwise), and
+//!   the receiver attaches a ring only when the sender's identity carries its own tag
+//!   ([`Ring::auth`]). Tags, never keys, are in shared memory.
 //! - A region's name is unlinked when its owner closes it; a region whose owner is
 //!   dead is unlinked by the next process that opens a region ([`reclaim_stale`]); a
 //!   region whose owner is alive is never touched.
@@ -57,6 +63,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use ofi_core::{Errno, Error, Result};
+use ofi_kit::auth::AuthTag;
 
 use crate::ring::RingWords;
 use crate::NAME;
@@ -194,6 +201,60 @@ fn os_err(what: &str) -> Error {
 }
 
 impl Mapping {
+    /// Create the shared-memory file `name` (exclusively, mode 0600) of `len` bytes
+    /// and map it; it is unlinked again if mapping fails. Used for files other than
+    /// regions (a shared AV's table).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad name; `FI_EADDRINUSE` when the name exists; OS failures.
+    pub fn create_file(name: &str, len: usize) -> Result<Mapping> {
+        check_name(name)?;
+        let path = shm_path(name)?;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe {
+            libc::shm_open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            return Err(os_err("shm_open (create)"));
+        }
+        let res = (|| {
+            // SAFETY: `fd` is an open shm fd.
+            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+                return Err(os_err("ftruncate"));
+            }
+            Mapping::map(fd, len)
+        })();
+        // SAFETY: `fd` is ours; the mapping (if any) keeps the memory.
+        unsafe { libc::close(fd) };
+        if res.is_err() {
+            unlink(name);
+        }
+        res
+    }
+
+    /// Map the whole existing shared-memory file `name` (see [`Mapping::create_file`]).
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a bad name; `FI_ENOENT` when there is none; `FI_EPROTO` when it
+    /// is shorter than a header; OS failures.
+    pub fn open_file(name: &str) -> Result<Mapping> {
+        check_name(name)?;
+        let path = shm_path(name)?;
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe { libc::shm_open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(os_err("shm_open"));
+        }
+        let res = fd_size(fd).and_then(|len| Mapping::map(fd, len));
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        res
+    }
+
     /// Map `len` bytes of `fd` shared, read-write. A mapping is never shorter than a
     /// header (`FI_EPROTO` otherwise): the header accessors rely on it.
     fn map(fd: libc::c_int, len: usize) -> Result<Mapping> {
@@ -380,6 +441,7 @@ const H_CHUNK_SIZE: usize = 48;
 const H_READY: usize = 52;
 const H_CLOSED: usize = 56;
 const H_CLAIMS_GEN: usize = 64;
+const H_AUTH: usize = 128;
 
 // Ring control offsets.
 const R_CLAIM: usize = 0;
@@ -389,6 +451,7 @@ const R_PID: usize = 16;
 const R_NAME_LEN: usize = 20;
 const R_PROBE_ADDR: usize = 24;
 const R_PROBE_VAL: usize = 32;
+const R_AUTH: usize = 40;
 const R_NAME: usize = 64;
 const R_HEAD: usize = 128;
 const R_TAIL: usize = 192;
@@ -430,6 +493,8 @@ pub struct Region {
     name: String,
     owner_pid: i32,
     owner_start: u64,
+    /// The owner's authorization tag (read once from the header of a peer's region).
+    auth: AuthTag,
 }
 
 /// One ring of a region: a view that computes offsets from the region's geometry.
@@ -610,6 +675,17 @@ impl<'a> Ring<'a> {
         let pv = self.ctl_u64::<R_PROBE_VAL>().load(Ordering::Relaxed);
         Some((pid, name, pa, pv))
     }
+
+    /// Write the sender's authorization tag (with its identity, before `READY`).
+    pub fn write_auth(&self, tag: AuthTag) {
+        self.ctl_u64::<R_AUTH>()
+            .store(tag.wire(), Ordering::Relaxed);
+    }
+
+    /// The sender's authorization tag (read after seeing `READY`).
+    pub fn auth(&self) -> AuthTag {
+        AuthTag::from_wire(self.ctl_u64::<R_AUTH>().load(Ordering::Relaxed))
+    }
 }
 
 impl Region {
@@ -664,6 +740,15 @@ impl Region {
     /// `FI_EINVAL` for a bad name; `FI_EADDRINUSE` when a live process owns the name
     /// (or the file is not a region of this provider); OS failures.
     pub fn create(name: &str, geo: Geometry) -> Result<Region> {
+        Region::create_keyed(name, geo, AuthTag::NONE)
+    }
+
+    /// [`Region::create`] for an endpoint whose authorization tag is `auth`: only
+    /// senders with the same tag may use it.
+    ///
+    /// # Errors
+    /// As [`Region::create`].
+    pub fn create_keyed(name: &str, geo: Geometry, auth: AuthTag) -> Result<Region> {
         check_name(name)?;
         geo.validate(usize::MAX)?;
         let path = shm_path(name)?;
@@ -738,6 +823,8 @@ impl Region {
             .store(geo.chunks as u32, Ordering::Relaxed);
         map.header_u32::<H_CHUNK_SIZE>()
             .store(geo.chunk_size as u32, Ordering::Relaxed);
+        map.header_u64::<H_AUTH>()
+            .store(auth.wire(), Ordering::Relaxed);
         map.header_u32::<H_READY>().store(1, Ordering::Release);
         Ok(Region {
             map,
@@ -746,7 +833,31 @@ impl Region {
             name: name.to_string(),
             owner_pid: pid,
             owner_start: start,
+            auth,
         })
+    }
+
+    /// [`Region::open_peer`] for a sender whose authorization tag is `auth`.
+    ///
+    /// # Errors
+    /// As [`Region::open_peer`]; `FI_EACCES` when the region's owner has another key
+    /// (the keys themselves are never in the message).
+    pub fn open_peer_keyed(name: &str, auth: AuthTag) -> Result<Region> {
+        let region = Region::open_peer(name)?;
+        if region.auth != auth {
+            return Err(Error::new(
+                Errno::EACCES,
+                format!(
+                    "{NAME}: region {name:?} belongs to an endpoint with another authorization key"
+                ),
+            ));
+        }
+        Ok(region)
+    }
+
+    /// The owner's authorization tag.
+    pub fn auth(&self) -> AuthTag {
+        self.auth
     }
 
     /// Map the region `name` of a peer, validating its header against the file size.
@@ -834,6 +945,7 @@ impl Region {
                 format!("{NAME}: region {name:?}: its owner (pid {pid}) closed it or is gone"),
             ));
         }
+        let auth = AuthTag::from_wire(map.header_u64::<H_AUTH>().load(Ordering::Relaxed));
         Ok(Region {
             map,
             geo,
@@ -841,6 +953,7 @@ impl Region {
             name: name.to_string(),
             owner_pid: pid,
             owner_start: start,
+            auth,
         })
     }
 
@@ -1052,6 +1165,43 @@ pub(crate) mod tests {
 
     fn exists(name: &str) -> bool {
         std::path::Path::new("/dev/shm").join(name).exists()
+    }
+
+    /// A peer maps a keyed region only with the same tag (`FI_EACCES` otherwise, the
+    /// key never in the message); a ring carries its sender's tag.
+    #[test]
+    fn keyed_regions_admit_only_their_tag() {
+        let name = uniq("auth");
+        let key = AuthTag::of(Some(b"job-a"));
+        let r = Region::create_keyed(&name, small(), key).unwrap();
+        let e = Region::open_peer_keyed(&name, AuthTag::of(Some(b"job-b"))).unwrap_err();
+        assert_eq!(e.code(), Errno::EACCES);
+        assert!(!e.message().contains("job-"), "{}", e.message());
+        let e = Region::open_peer_keyed(&name, AuthTag::NONE).unwrap_err();
+        assert_eq!(e.code(), Errno::EACCES);
+        let p = Region::open_peer_keyed(&name, key).unwrap();
+        assert_eq!(p.auth(), key);
+        p.ring(1).write_auth(key);
+        assert_eq!(r.ring(1).auth(), key);
+        assert_eq!(r.ring(0).auth(), AuthTag::NONE);
+        drop((p, r));
+        unlink(&name);
+        assert!(!exists(&name));
+        let plain = uniq("noauth");
+        let r = Region::create(&plain, small()).unwrap();
+        assert_eq!(
+            Region::open_peer_keyed(&plain, AuthTag::NONE)
+                .unwrap()
+                .auth(),
+            AuthTag::NONE
+        );
+        assert_eq!(
+            Region::open_peer_keyed(&plain, key).unwrap_err().code(),
+            Errno::EACCES
+        );
+        drop(r);
+        unlink(&plain);
+        assert!(!exists(&plain));
     }
 
     #[test]

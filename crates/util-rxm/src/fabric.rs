@@ -34,17 +34,31 @@ pub type Fabric = LayeredFabric<Domain>;
 /// and fabric) and rxm's key counter.
 pub type DomainShared = UtilityDomainShared<Settings, InternalKeys>;
 
-/// rxm's own part of a domain: the counter of the keys of its internal registrations.
+/// rxm's own part of a domain: the counter of the keys of its internal registrations,
+/// and the domain's authorization key (`domain_attr.auth_key`, see [`crate::auth`]).
 #[derive(Debug)]
 pub struct InternalKeys {
     next_key: AtomicU64,
+    /// The domain's authorization key (`Debug` shows its length only).
+    pub auth_key: ofi_kit::auth::AuthKey,
 }
 
 impl InternalKeys {
-    /// The counter of a new domain (its keys start at 2^60).
-    fn new(_info: &Info) -> Result<InternalKeys> {
+    /// The counter of a new domain (its keys start at 2^60) and its authorization key.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for a key longer than [`ofi_kit::auth::AUTH_KEY_MAX`].
+    fn new(info: &Info) -> Result<InternalKeys> {
+        let auth_key = ofi_kit::auth::AuthKey::new(info.domain_attr.auth_key.as_deref());
+        ofi_kit::auth::check_key(
+            crate::NAME,
+            "domain_attr.auth_key",
+            auth_key.get(),
+            ofi_kit::auth::AUTH_KEY_MAX,
+        )?;
         Ok(InternalKeys {
             next_key: AtomicU64::new(1 << 60),
+            auth_key,
         })
     }
 

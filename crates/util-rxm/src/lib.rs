@@ -36,6 +36,7 @@
 //! Nothing on application, peer or network input: bad arguments are errors with the C
 //! library's codes; malformed packets or handshakes are refused and logged.
 
+pub mod auth;
 pub mod conn;
 pub mod engine;
 pub mod ep;
@@ -407,7 +408,14 @@ pub(crate) const LAYERING: ofi_kit::layer::Layering = ofi_kit::layer::Layering {
     core_caps: Caps::empty(),
 };
 
-ofi_kit::layered_provider!(RxmProvider, LAYERING, Settings, fabric::Fabric, core_hints);
+ofi_kit::layered_provider!(
+    RxmProvider,
+    LAYERING,
+    Settings,
+    fabric::Fabric,
+    core_hints,
+    auth_key_max = ofi_kit::auth::AUTH_KEY_MAX
+);
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(RxmProvider);

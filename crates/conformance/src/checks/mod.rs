@@ -3,6 +3,7 @@
 //! not conform. [`ALL`] lists them; [`crate::conformance_suite!`] makes one test each.
 
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod cm;
 pub mod cntr;
@@ -23,6 +24,7 @@ pub mod pairs;
 pub mod rma;
 pub mod rma_event;
 pub mod setname;
+pub mod shared_av;
 pub mod tagged;
 pub mod teardown;
 pub mod trigger;
@@ -149,6 +151,9 @@ table! {
     Trigger: trigger::trigger_bad_arguments,
     Trigger: trigger::trigger_close_cancels,
     Trigger: trigger::trigger_failure_completes_as_error,
+    AuthKey: auth::auth_key_separates_endpoints,
+    AuthKey: auth::auth_key_too_long_is_einval,
+    SharedAv: shared_av::shared_av_view_resolves_and_sends,
 }
 
 /// The check called `name`.

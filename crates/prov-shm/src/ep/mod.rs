@@ -90,6 +90,7 @@ use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::provider::{BindTarget, EndpointOps};
 use ofi_core::{Errno, Error, OpFlags, Result, ADDR_NOTAVAIL};
 use ofi_kit::atomic::AtomicLocks;
+use ofi_kit::auth::AuthTag;
 use ofi_kit::dataops::DataPath;
 use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::mr::{MrEndpointTarget, MrTable};
@@ -471,14 +472,19 @@ static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 /// A region under a generated name `ofi-shm-<pid>-<n>`. Another copy of this
 /// provider in the same process (linked in and loaded as a plugin) counts from the
 /// same start, so a name already taken by a live owner moves on to the next number
-/// (at most [`AUTO_NAME_TRIES`] times).
-fn create_auto_named(geometry: region::Geometry) -> Result<Region> {
-    create_auto_named_base("", geometry).map(|(_, r)| r)
+/// (at most [`AUTO_NAME_TRIES`] times). Only senders with authorization tag `auth`
+/// may use it.
+fn create_auto_named(geometry: region::Geometry, auth: AuthTag) -> Result<Region> {
+    create_auto_named_base("", geometry, auth).map(|(_, r)| r)
 }
 
 /// [`create_auto_named`] for a region named `<base><suffix>`: the generated base and
 /// the region.
-fn create_auto_named_base(suffix: &str, geometry: region::Geometry) -> Result<(String, Region)> {
+fn create_auto_named_base(
+    suffix: &str,
+    geometry: region::Geometry,
+    auth: AuthTag,
+) -> Result<(String, Region)> {
     let mut last = None;
     for _ in 0..AUTO_NAME_TRIES {
         let base = format!(
@@ -486,7 +492,7 @@ fn create_auto_named_base(suffix: &str, geometry: region::Geometry) -> Result<(S
             std::process::id(),
             NEXT_NAME.fetch_add(1, Ordering::Relaxed)
         );
-        match Region::create(&format!("{base}{suffix}"), geometry) {
+        match Region::create_keyed(&format!("{base}{suffix}"), geometry, auth) {
             Err(e) if e.code() == Errno::EADDRINUSE => last = Some(e),
             other => return other.map(|r| (base, r)),
         }
@@ -520,8 +526,8 @@ impl Endpoint {
             );
         }
         let region = match &info.src_addr {
-            Some(a) => Region::create(region_name(a)?, settings.geometry)?,
-            None => create_auto_named(settings.geometry)?,
+            Some(a) => Region::create_keyed(region_name(a)?, settings.geometry, settings.auth)?,
+            None => create_auto_named(settings.geometry, settings.auth)?,
         };
         Endpoint::with_region(settings, info, engine, mr, region, scalable::Role::Plain)
     }

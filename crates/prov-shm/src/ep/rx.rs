@@ -133,6 +133,10 @@ impl Shared {
                 self.corrupt.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            if ring.auth() != self.settings.auth {
+                // A sender with another key: its messages are never taken.
+                continue;
+            }
             let cma = if self.settings.disable_cma || !ofi_kit::cma::probe(pid, pa, pv) {
                 cma_state::REFUSED
             } else {

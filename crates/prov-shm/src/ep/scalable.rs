@@ -187,9 +187,12 @@ impl Endpoint {
                 let base = region_name(a)?.to_string();
                 let own = format!("{base}{SEP_SUFFIX}");
                 crate::region::check_name(&own)?;
-                (base, Region::create(&own, IDLE_GEOMETRY)?)
+                (
+                    base,
+                    Region::create_keyed(&own, IDLE_GEOMETRY, settings.auth)?,
+                )
             }
-            None => create_auto_named_base(SEP_SUFFIX, IDLE_GEOMETRY)?,
+            None => create_auto_named_base(SEP_SUFFIX, IDLE_GEOMETRY, settings.auth)?,
         };
         let sep = Arc::new(Scalable {
             base,
@@ -249,7 +252,7 @@ impl Endpoint {
             (rx_region_name(&sep.base, index), sep.settings.geometry)
         };
         crate::region::check_name(&name)?;
-        let region = Region::create(&name, geometry)?;
+        let region = Region::create_keyed(&name, geometry, sep.settings.auth)?;
         Endpoint::with_region(
             sep.settings,
             &ctx_info,

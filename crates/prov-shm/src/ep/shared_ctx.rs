@@ -86,7 +86,7 @@ impl Endpoint {
             rx_attr: attr.clone(),
             ..Info::default()
         };
-        let region = create_auto_named(settings.geometry)?;
+        let region = create_auto_named(settings.geometry, settings.auth)?;
         Endpoint::with_region(settings, &info, engine, mr, region, Role::Srx)
     }
 
@@ -105,7 +105,7 @@ impl Endpoint {
             tx_attr: attr.clone(),
             ..Info::default()
         };
-        let region = create_auto_named(IDLE_GEOMETRY)?;
+        let region = create_auto_named(IDLE_GEOMETRY, settings.auth)?;
         Endpoint::with_region(settings, &info, engine, mr, region, Role::Stx)
     }
 

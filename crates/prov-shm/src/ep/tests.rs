@@ -14,7 +14,7 @@ fn generated_names_skip_a_name_in_use() {
             Region::create(&name, geo).unwrap()
         })
         .collect();
-    let got = create_auto_named(geo).unwrap();
+    let got = create_auto_named(geo, ofi_kit::auth::AuthTag::NONE).unwrap();
     let reused = taken.iter().any(|t| t.name() == got.name());
     for r in taken.iter().chain([&got]) {
         region::unlink(r.name());

@@ -57,7 +57,7 @@ impl OpId {
 
 impl Shared {
     pub(super) fn connect(&self, tx: &mut Tx, idx: PeerIdx, name: &str) -> Result<()> {
-        let region = Arc::new(Region::open_peer(name)?);
+        let region = Arc::new(Region::open_peer_keyed(name, self.settings.auth)?);
         let geo = region.geometry();
         let me = std::process::id() as u64;
         let token = (me << 32) | (Arc::as_ptr(&self.region) as u64 & 0xffff_fff0) | 1;
@@ -75,6 +75,7 @@ impl Shared {
             let ack_tail = ring.ack_tail_word().load(Ordering::Acquire);
             let (pa, pv) = ofi_kit::cma::probe_word();
             ring.write_identity(me as i32, &self.name(), pa, pv);
+            ring.write_auth(self.settings.auth);
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
             if tx.conns.len() <= idx.0 {

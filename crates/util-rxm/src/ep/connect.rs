@@ -288,6 +288,9 @@ impl Shared {
         if h.credits == 0 {
             return reject(Reason::Params, "peer grants no credits");
         }
+        if !crate::auth::carries(data, h.addr.len(), self.auth) {
+            return reject(Reason::Params, "peer's authorization key differs");
+        }
         let addr = match Address::from_bytes(self.dom.core_info.addr_format, &h.addr) {
             Ok(a) => a,
             Err(e) => return reject(Reason::Malformed, &format!("bad peer address: {e}")),

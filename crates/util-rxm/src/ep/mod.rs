@@ -453,6 +453,8 @@ struct Shared {
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
     this: std::sync::Weak<Shared>,
+    /// The tag of this endpoint's authorization key (`crate::auth`).
+    auth: ofi_kit::auth::AuthTag,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -491,6 +493,12 @@ impl Endpoint {
             info.rx_attr.op_flags,
             <Self as ofi_kit::dataops::DataPath>::OP_FLAGS,
         )?;
+        let auth = ofi_kit::auth::AuthTag::of(ofi_kit::auth::endpoint_key(
+            NAME,
+            info,
+            dom.auth_key.get(),
+            ofi_kit::auth::AUTH_KEY_MAX,
+        )?);
         let settings = dom.settings;
         let core_eq = dom.fabric.eq_open(&EqAttr::default())?;
         let core_cq = dom.core.cq_open(&CqAttr {
@@ -543,6 +551,7 @@ impl Endpoint {
         let sh = Arc::new_cyclic(|this| Shared {
             triggers: ofi_kit::trigger::TriggerQueue::new(tx_size),
             this: this.clone(),
+            auth,
             st: Mutex::new(St {
                 conns: Vec::new(),
                 by_addr: HashMap::new(),
@@ -640,7 +649,7 @@ fn norm_addr(a: &Address, ip: Option<std::net::IpAddr>) -> Address {
 
 impl Shared {
     fn hello(&self, kind: Kind, reason: Reason) -> Vec<u8> {
-        Hello {
+        let mut b = Hello {
             kind,
             version: proto::VERSION,
             reason,
@@ -651,7 +660,9 @@ impl Shared {
             rma_event: lock(&self.remote).any(),
             addr: self.me_bytes.clone(),
         }
-        .encode()
+        .encode();
+        crate::auth::append_tag(&mut b, self.auth);
+        b
     }
 
     /// A peer reported one of its accesses to our memory done: the remote counter of
