@@ -109,9 +109,9 @@ macro_rules! full_rdm {
 /// shared contexts and triggered operations.
 pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger);
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters
-/// and triggered operations.
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger);
+/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
+/// triggered operations and shared contexts.
+pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, SharedCtx);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

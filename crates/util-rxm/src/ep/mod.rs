@@ -92,9 +92,7 @@ use ofi_kit::layered::RecvQueue;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
-use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
-};
+use ofi_kit::tagmatch::{Incoming, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher};
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
 use crate::engine::{
@@ -131,6 +129,7 @@ mod data;
 mod ops;
 mod progress;
 mod rx;
+mod shared_ctx;
 mod trigger;
 mod tx;
 
@@ -453,6 +452,9 @@ struct Shared {
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
     this: std::sync::Weak<Shared>,
+    /// What this object is (an endpoint or a shared context) and its shared-context
+    /// bindings (`shared_ctx`).
+    ctx: shared_ctx::CtxState,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -483,6 +485,16 @@ impl Endpoint {
         info: &Info,
         _context: usize,
         engine: Arc<ProgressEngine>,
+    ) -> Result<Endpoint> {
+        Self::open_as(dom, info, engine, shared_ctx::Role::Endpoint)
+    }
+
+    /// [`Endpoint::open`] of an endpoint or a shared context (`role`).
+    fn open_as(
+        dom: Arc<DomainShared>,
+        info: &Info,
+        engine: Arc<ProgressEngine>,
+        role: shared_ctx::Role,
     ) -> Result<Endpoint> {
         // Checked first: a refused open leaves nothing registered.
         let flags = DefaultOpFlags::from_attrs(
@@ -589,6 +601,7 @@ impl Endpoint {
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             remote: Mutex::default(),
+            ctx: shared_ctx::CtxState::new(role),
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -846,6 +859,22 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     /// (`FI_REMOTE_WRITE`: writes and atomics, `FI_REMOTE_READ`: reads), one per kind.
     fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
         lock(&self.sh.remote).bind(NAME, cntr, flags)
+    }
+
+    /// A shared receive or transmit context (`shared_ctx`).
+    fn bind_shared_ctx(&self, ctx: &dyn std::any::Any, srx: bool, flags: OpFlags) -> Result<()> {
+        self.sh.bind_shared_ctx(ctx, srx, flags)
+    }
+
+    /// A shared context has no bindings of its own: enabling it does nothing.
+    fn enable_instead(&self) -> Option<Result<()>> {
+        self.sh.ctx.is_context().then_some(Ok(()))
+    }
+
+    /// An endpoint bound to a shared receive context joins it (`shared_ctx`).
+    fn on_enable(&self, bound: &Bound) -> Result<()> {
+        self.sh.join_srx(bound);
+        Ok(())
     }
 }
 

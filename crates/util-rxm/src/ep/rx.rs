@@ -137,17 +137,11 @@ impl Shared {
             data: meta.data,
             tagged: meta.tag.is_some(),
         };
-        let target = match st.m.match_incoming(&inc) {
-            Match::Unexpected => None,
-            Match::Recv { recv, place } => Some((recv, place, false)),
-            Match::Multi { buf, place } => {
-                let rel = buf.is_released();
-                let r = match buf {
-                    MultiBuf::Posted(p) => p.clone(),
-                    MultiBuf::Released(p) => p,
-                };
-                Some((r, place, rel))
-            }
+        // An endpoint bound to a shared receive context holds no receive of its own:
+        // the context's are looked at when its own matcher has none.
+        let target = match shared_ctx::take_match(&mut st.m, &inc) {
+            None => self.srx_match(&inc),
+            found => found,
         };
         match (first, target) {
             (First::Eager(payload), Some((recv, place, rel))) => {
@@ -517,8 +511,20 @@ impl Shared {
     }
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        if self.ctx.routes_recv() {
+            return self.post_shared_recv(recv);
+        }
         let mut g = lock(&self.st);
-        let st = &mut *g;
+        self.post_locked(act, &mut g, recv)
+    }
+
+    /// [`Shared::post_recv`] to this endpoint's own matcher, its state locked.
+    pub(super) fn post_locked(
+        &self,
+        act: &Active,
+        st: &mut St,
+        recv: PostedRecv<IoList>,
+    ) -> Result<()> {
         // The common answer, Queued, is tested in place and returns before anything
         // is moved out of the (large) result.
         let posted = st.m.post(recv);
