@@ -139,7 +139,7 @@ impl Shared {
         };
         // An endpoint bound to a shared receive context holds no receive of its own:
         // the context's are looked at when its own matcher has none.
-        let target = match shared_ctx::take_match(&mut st.m, &inc) {
+        let target = match st.m.match_incoming(&inc).into_owned() {
             None => self.srx_match(&inc),
             found => found,
         };

@@ -50,9 +50,9 @@ use ofi_core::attr::{Info, RxAttr, TxAttr};
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
 use ofi_kit::progress::ProgressEngine;
-use ofi_kit::tagmatch::{Incoming, Match, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher};
+use ofi_kit::tagmatch::{Incoming, Placement, PostAction, PostedRecv};
 
-use super::{lock, Endpoint, IoList, Shared, Unexp};
+use super::{lock, Endpoint, IoList, Shared};
 use crate::fabric::DomainShared;
 use crate::NAME;
 
@@ -159,28 +159,6 @@ impl Endpoint {
             ));
         }
         Ok(())
-    }
-}
-
-/// The receive `m` has for `inc`, taken (a multi-receive buffer's slice, the buffer
-/// staying posted unless released): the receive, where the message goes in it and
-/// whether the message releases it.
-#[inline(always)]
-pub(super) fn take_match(
-    m: &mut TagMatcher<IoList, Unexp>,
-    inc: &Incoming,
-) -> Option<(PostedRecv<IoList>, Placement, bool)> {
-    match m.match_incoming(inc) {
-        Match::Unexpected => None,
-        Match::Recv { recv, place } => Some((recv, place, false)),
-        Match::Multi { buf, place } => {
-            let rel = buf.is_released();
-            let r = match buf {
-                MultiBuf::Posted(p) => p.clone(),
-                MultiBuf::Released(p) => p,
-            };
-            Some((r, place, rel))
-        }
     }
 }
 
@@ -321,12 +299,12 @@ impl Shared {
     }
 
     /// The receive of this endpoint's shared receive context for `inc`, taken, when its
-    /// own matcher had none (see [`take_match`]).
+    /// own matcher had none.
     pub(super) fn srx_match(
         &self,
         inc: &Incoming,
     ) -> Option<(PostedRecv<IoList>, Placement, bool)> {
         let srx = self.ctx.joined.get()?;
-        take_match(&mut lock(&srx.st).m, inc)
+        lock(&srx.st).m.match_incoming(inc).into_owned()
     }
 }
