@@ -138,10 +138,24 @@ impl Shared {
             tagged: meta.tag.is_some(),
         };
         // An endpoint bound to a shared receive context holds no receive of its own:
-        // the context's are looked at when its own matcher has none.
-        let target = match st.m.match_incoming(&inc).into_owned() {
-            None => self.srx_match(&inc),
-            found => found,
+        // the context's matcher has them (locked for the match only).
+        let target = {
+            let mut srx_state;
+            let m = match self.ctx.srx() {
+                None => &mut st.m,
+                Some(srx) => {
+                    srx_state = lock(&srx.st);
+                    &mut srx_state.m
+                }
+            };
+            match m.match_incoming(&inc) {
+                Match::Unexpected => None,
+                Match::Recv { recv, place } => Some((recv, place, false)),
+                Match::Multi { buf, place } => {
+                    let (recv, released) = buf.into_owned();
+                    Some((recv, place, released))
+                }
+            }
         };
         match (first, target) {
             (First::Eager(payload), Some((recv, place, rel))) => {
@@ -511,6 +525,8 @@ impl Shared {
     }
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        // Receives of a shared context, and of an endpoint bound to a shared receive
+        // context (`shared_ctx`).
         if self.ctx.routes_recv() {
             return self.post_shared_recv(recv);
         }
@@ -519,6 +535,7 @@ impl Shared {
     }
 
     /// [`Shared::post_recv`] to this endpoint's own matcher, its state locked.
+    #[inline(always)]
     pub(super) fn post_locked(
         &self,
         act: &Active,

@@ -50,7 +50,7 @@ use ofi_core::attr::{Info, RxAttr, TxAttr};
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
 use ofi_kit::progress::ProgressEngine;
-use ofi_kit::tagmatch::{Incoming, Placement, PostAction, PostedRecv};
+use ofi_kit::tagmatch::{PostAction, PostedRecv};
 
 use super::{lock, Endpoint, IoList, Shared};
 use crate::fabric::DomainShared;
@@ -96,6 +96,12 @@ impl CtxState {
             members: Mutex::default(),
             joined: OnceLock::new(),
         }
+    }
+
+    /// An endpoint's shared receive context, once the endpoint is enabled with one.
+    #[inline]
+    pub(super) fn srx(&self) -> Option<&Arc<Shared>> {
+        self.joined.get()
     }
 
     /// Whether receives posted here go to a shared receive context's matcher (or are
@@ -228,6 +234,8 @@ impl Shared {
 
     /// A receive posted where [`CtxState::routes_recv`]: to a shared receive context
     /// (this one or the endpoint's); a shared transmit context refuses it.
+    #[cold]
+    #[inline(never)]
     pub(super) fn post_shared_recv(&self, recv: PostedRecv<IoList>) -> Result<()> {
         match (self.ctx.role, self.ctx.joined.get()) {
             (Role::Srx, _) => self.post_to_srx(recv),
@@ -296,15 +304,5 @@ impl Shared {
                 ofi_core::ofi_warn!(NAME, "ep_data", "returning a shared receive: {e}");
             }
         }
-    }
-
-    /// The receive of this endpoint's shared receive context for `inc`, taken, when its
-    /// own matcher had none.
-    pub(super) fn srx_match(
-        &self,
-        inc: &Incoming,
-    ) -> Option<(PostedRecv<IoList>, Placement, bool)> {
-        let srx = self.ctx.joined.get()?;
-        lock(&srx.st).m.match_incoming(inc).into_owned()
     }
 }
