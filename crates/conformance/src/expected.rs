@@ -110,7 +110,8 @@ macro_rules! full_rdm {
 pub const SHM: &[Capability] = full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations and shared contexts.
+/// triggered operations and shared contexts; no scalable endpoints yet (a receive
+/// context's index would have to travel in rxm's packets or handshake).
 pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, SharedCtx);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.

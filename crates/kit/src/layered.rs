@@ -85,10 +85,11 @@ pub trait LayeredEndpoint {
             format!("{}: shared contexts are not supported", Self::NAME),
         ))
     }
-    /// `fi_enable`, before the bindings are frozen: `Some` answers the call instead of
-    /// the glue (a shared context, which has no bindings of its own); `None` by default.
-    fn enable_instead(&self) -> Option<Result<()>> {
-        None
+    /// Whether this is a shared context (`fi_stx_context`, `fi_srx_context`): it takes
+    /// no bindings (`FI_EINVAL`: they go to its endpoints) and `fi_enable` does nothing
+    /// to it. `false` by default.
+    fn is_shared_ctx(&self) -> bool {
+        false
     }
     /// `fi_enable`, once the bindings are frozen into `bound` and before they take
     /// effect: an error fails the call and leaves the endpoint disabled. `Ok` by default.
@@ -143,6 +144,15 @@ where
     F: FabricOps<Eq = KitEq>,
     F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr, Av = SharedAv>,
 {
+    if ep.is_shared_ctx() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{}: a shared context takes no bindings (bind them to its endpoints)",
+                E::NAME
+            ),
+        ));
+    }
     if ep.bound().get().is_some() {
         return Err(Error::new(
             Errno::EOPBADSTATE,
@@ -176,10 +186,7 @@ where
 /// # Errors
 /// What [`Bindings::freeze`] refuses (no CQ, no AV, …).
 pub fn enable<E: LayeredEndpoint>(ep: &E) -> Result<()> {
-    if let Some(r) = ep.enable_instead() {
-        return r;
-    }
-    if ep.bound().get().is_some() {
+    if ep.is_shared_ctx() || ep.bound().get().is_some() {
         return Ok(());
     }
     let setup = lock(ep.bindings());

@@ -338,6 +338,14 @@ fn shared_contexts_refuse_what_they_cannot_do() {
         Errno::EINVAL,
         "a context bound to a context",
     );
+    let cq = domain
+        .cq_open(&CqAttr::with_format(CqFormat::Msg))
+        .expect("fi_cq_open");
+    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
+    for (what, ctx) in [("srx", &srx), ("stx", &stx)] {
+        expect_errno(ctx.bind(&cq, OpFlags::RECV), Errno::EINVAL, what);
+        expect_errno(ctx.bind_av(&av), Errno::EINVAL, what);
+    }
     ep.bind(&srx, OpFlags::empty()).expect("bind srx");
     expect_errno(
         ep.bind(&srx, OpFlags::empty()),
@@ -345,10 +353,6 @@ fn shared_contexts_refuse_what_they_cannot_do() {
         "a second srx",
     );
     ep.bind(&stx, OpFlags::empty()).expect("bind stx");
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .expect("fi_cq_open");
-    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
     ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
         .expect("bind cq");
     ep.bind_av(&av).expect("bind av");

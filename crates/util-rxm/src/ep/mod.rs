@@ -868,9 +868,8 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         self.sh.bind_shared_ctx(ctx, srx, flags)
     }
 
-    /// A shared context has no bindings of its own: enabling it does nothing.
-    fn enable_instead(&self) -> Option<Result<()>> {
-        self.sh.ctx.is_context().then_some(Ok(()))
+    fn is_shared_ctx(&self) -> bool {
+        self.sh.ctx.is_context()
     }
 
     /// An endpoint bound to a shared receive context joins it (`shared_ctx`).

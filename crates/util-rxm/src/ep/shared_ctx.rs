@@ -33,6 +33,9 @@
 //! it sends on its own connections, within its own `tx_size`. Every data call on the
 //! context itself is `FI_EOPBADSTATE`.
 //!
+//! A shared context takes no bindings (`FI_EINVAL`, from kit's glue: they go to its
+//! endpoints), and `fi_enable` does nothing to it.
+//!
 //! # Invariants
 //!
 //! - Lock order: an endpoint's state, then its context's state.
@@ -176,12 +179,6 @@ impl Shared {
         } else {
             (Role::Stx, "shared transmit context")
         };
-        if self.ctx.is_context() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a shared context takes no bindings (bind them to its endpoints)"),
-            ));
-        }
         let Some(ctx) = ctx
             .downcast_ref::<Endpoint>()
             .filter(|c| c.sh.ctx.role == want)
