@@ -2,8 +2,9 @@
 //! cover): messages of every protocol size (eager, segmented, rendezvous) left
 //! unexpected at two endpoints before the receives are posted to their shared receive
 //! context; tagged receives on the context matched across endpoints; receives posted
-//! to a bound endpoint going to its context; and the refusals (`FI_EOPBADSTATE`,
-//! `FI_EBADFLAGS`, `FI_EINVAL`).
+//! to a bound endpoint going to its context; receives posted from one thread while
+//! messages arrive at four endpoints; and the refusals (`FI_EOPBADSTATE`,
+//! `FI_EBADFLAGS`, `FI_EINVAL`, `FI_EBUSY`).
 //!
 //! The sender is an endpoint of another domain, so every message crosses a tcp
 //! connection of its own.
@@ -422,4 +423,72 @@ fn contexts_close_after_their_endpoints() {
     }
     srx.close().expect("fi_close srx");
     stx.close().expect("fi_close stx");
+}
+
+/// Receives posted to the context from one thread while messages arrive at four
+/// endpoints (progressed by another): every message meets a receive, whichever comes
+/// first (a message arriving while a receive is being offered must not be left
+/// unexpected next to it). Half the receives are posted at once; the other half once
+/// the first half completed, while the rest of the messages are arriving or waiting
+/// unexpected.
+#[test]
+fn receives_posted_while_messages_arrive_all_complete() {
+    const K: usize = 200;
+    let info = shared_info();
+    let g = group(&info, 4);
+    let s = sender(&g, &info);
+    let msgs: Vec<Vec<u8>> = (0..K).map(|i| pattern(16 + i % 48, i as u8)).collect();
+    let mut bufs = vec![vec![0u8; 64]; K];
+    let mut received = Vec::new();
+    let mut sent = Vec::new();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let srx = &g.srx;
+        let bufs = &mut bufs;
+        let done = &done;
+        scope.spawn(move || {
+            let end = Instant::now() + WAIT;
+            for (k, b) in bufs.iter_mut().enumerate() {
+                while k >= K / 2 && done.load(std::sync::atomic::Ordering::Acquire) < K / 2 {
+                    assert!(Instant::now() < end, "the first half never completed");
+                    std::thread::yield_now();
+                }
+                post_recv(srx, b, 0x1000 + k).unwrap_or_else(|e| panic!("recv {k}: {e}"));
+            }
+        });
+        for (i, m) in msgs.iter().enumerate() {
+            send(&s.ep, m, s.dests[i % 4], 0x2000 + i).unwrap_or_else(|e| panic!("send {i}: {e}"));
+        }
+        let end = Instant::now() + WAIT;
+        while received.len() < K || sent.len() < K {
+            if let Some(c) = poll_one(&g.cq) {
+                received.push(c);
+                done.store(received.len(), std::sync::atomic::Ordering::Release);
+            }
+            if let Some(c) = poll_one(&s.cq) {
+                sent.push(c.op_context);
+            }
+            assert!(
+                Instant::now() < end,
+                "{} of {K} received, {} sent",
+                received.len(),
+                sent.len()
+            );
+            std::thread::yield_now();
+        }
+    });
+    let mut taken = [false; K];
+    for c in &received {
+        let k = c.op_context - 0x1000;
+        let m = msgs
+            .iter()
+            .position(|m| m.len() == c.len && bufs[k][..c.len] == m[..])
+            .unwrap_or_else(|| panic!("receive {k}: no message matches its {} bytes", c.len));
+        assert!(!taken[m], "message {m} received twice");
+        taken[m] = true;
+    }
+    assert!(taken.iter().all(|&t| t));
+    sent.sort_unstable();
+    assert_eq!(sent, (0x2000..0x2000 + K).collect::<Vec<_>>());
+    assert_empty(&g.cq, "one completion per message");
 }
