@@ -528,7 +528,8 @@ impl Shared {
         // Receives of a shared context, and of an endpoint bound to a shared receive
         // context (`shared_ctx`).
         if self.ctx.routes_recv() {
-            return self.post_shared_recv(recv);
+            // By reference: the common path keeps the receive where it is.
+            return self.post_shared_recv(&recv);
         }
         let mut g = lock(&self.st);
         self.post_locked(act, &mut g, recv)

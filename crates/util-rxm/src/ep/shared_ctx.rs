@@ -233,10 +233,10 @@ impl Shared {
     /// (this one or the endpoint's); a shared transmit context refuses it.
     #[cold]
     #[inline(never)]
-    pub(super) fn post_shared_recv(&self, recv: PostedRecv<IoList>) -> Result<()> {
+    pub(super) fn post_shared_recv(&self, recv: &PostedRecv<IoList>) -> Result<()> {
         match (self.ctx.role, self.ctx.joined.get()) {
-            (Role::Srx, _) => self.post_to_srx(recv),
-            (Role::Endpoint, Some(srx)) => srx.post_to_srx(recv),
+            (Role::Srx, _) => self.post_to_srx(recv.clone()),
+            (Role::Endpoint, Some(srx)) => srx.post_to_srx(recv.clone()),
             _ => Err(bad_state("a shared transmit context takes no receive")),
         }
     }
