@@ -24,6 +24,7 @@ use ofi::{
 use ofi_conformance::checks::tagged::{trecv, tsend};
 use ofi_conformance::fixture::{
     assert_empty, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send,
+    unenabled_peer,
 };
 
 /// `tcp;ofi_rxm` over IPv4 with both contexts shared.
@@ -106,14 +107,7 @@ fn sender(g: &Group, info: &Info) -> Sender {
     own.ep_attr.rx_ctx_cnt = 1;
     let fabric = ofi::fabric(&own).expect("fi_fabric (sender)");
     let domain = fabric.domain(&own).expect("fi_domain (sender)");
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .expect("fi_cq_open");
-    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(&own).expect("fi_endpoint (sender)");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
+    let (ep, cq, av) = unenabled_peer(&domain, &own);
     ep.enable().expect("fi_enable (sender)");
     let names: Vec<_> = g.eps.iter().map(|e| name_of(e, info)).collect();
     let dests = av.insert(&names).expect("fi_av_insert");
