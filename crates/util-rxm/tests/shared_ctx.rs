@@ -24,7 +24,7 @@ use ofi::{
 use ofi_conformance::checks::tagged::{trecv, tsend};
 use ofi_conformance::fixture::{
     assert_empty, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send,
-    unenabled_peer,
+    unenabled_peer, wait_err,
 };
 
 /// `tcp;ofi_rxm` over IPv4 with both contexts shared.
@@ -96,7 +96,7 @@ struct Sender {
     ep: Endpoint,
     cq: CompletionQueue,
     dests: Vec<u64>,
-    _av: AddressVector,
+    av: AddressVector,
     _domain: Domain,
     _fabric: Fabric,
 }
@@ -115,7 +115,7 @@ fn sender(g: &Group, info: &Info) -> Sender {
         ep,
         cq,
         dests,
-        _av: av,
+        av,
         _domain: domain,
         _fabric: fabric,
     }
@@ -485,4 +485,24 @@ fn receives_posted_while_messages_arrive_all_complete() {
     sent.sort_unstable();
     assert_eq!(sent, (0x2000..0x2000 + K).collect::<Vec<_>>());
     assert_empty(&g.cq, "one completion per message");
+}
+
+/// A shared context is reached through its endpoints only: a send to the name of a
+/// receive context fails (its passive endpoint does not listen).
+#[test]
+fn a_shared_context_cannot_be_connected_to() {
+    let info = shared_info();
+    let g = group(&info, 1);
+    let s = sender(&g, &info);
+    let name = g.srx.getname().expect("fi_getname of an srx");
+    let addr = ofi::addr::Address::from_bytes(info.addr_format, &name).expect("its address");
+    let to_srx = s.av.insert(&[addr]).expect("fi_av_insert")[0];
+    send(&s.ep, b"nobody", to_srx, 0x77).expect("send to the srx's name");
+    let e = wait_err(&s.cq, "a send to a shared context");
+    assert_eq!(e.op_context, 0x77);
+    assert!(
+        [Errno::ECONNREFUSED, Errno::ETIMEDOUT].contains(&Errno(e.err)),
+        "error {}",
+        e.err
+    );
 }

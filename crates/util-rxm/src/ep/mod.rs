@@ -516,7 +516,10 @@ impl Endpoint {
         pi.dest_addr = None;
         let pep = dom.fabric.passive_ep_with(&pi, CTX_PEP)?;
         pep.bind_eq(&core_eq, 0)?;
-        pep.listen()?;
+        if role == shared_ctx::Role::Endpoint {
+            // A shared context is reached through its endpoints, never connected to.
+            pep.listen()?;
+        }
         let me_bytes = pep.getname()?;
         let me = Address::from_bytes(dom.core_info.addr_format, &me_bytes)?;
         let caps = if info.caps.is_empty() {

@@ -41,8 +41,8 @@
 //! - Lock order: an endpoint's state, then its context's state.
 //! - A bound endpoint's matcher holds no posted receive outside
 //!   [`Shared::offer_unexpected`].
-//! - A shared context holds the same core objects as an endpoint (a listening passive
-//!   endpoint whose name nobody is given); nobody connects to it.
+//! - A shared context holds the same core objects as an endpoint, but its passive
+//!   endpoint does not listen: nobody can connect to it.
 //!
 //! Nothing here panics.
 
