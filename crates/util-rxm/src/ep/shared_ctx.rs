@@ -24,7 +24,9 @@
 //! - The context takes receives once an endpoint bound to it is enabled (before,
 //!   `FI_EOPBADSTATE`), and no transmit operation (`FI_EOPBADSTATE`). It does not take
 //!   `FI_MULTI_RECV` buffers (`FI_EBADFLAGS`): a multi-receive buffer could not be
-//!   offered to several endpoints' unexpected messages in turn.
+//!   offered to several endpoints' unexpected messages in turn; nor `FI_PEEK`,
+//!   `FI_CLAIM` or `FI_DISCARD` (`FI_EBADFLAGS`: the unexpected messages are the
+//!   endpoints', not the context's).
 //!
 //! # Shared transmit context
 //!
@@ -244,10 +246,14 @@ impl Shared {
     /// A receive posted to this shared receive context: queued, then offered to the
     /// unexpected messages of every bound endpoint.
     fn post_to_srx(&self, recv: PostedRecv<IoList>) -> Result<()> {
-        if recv.flags.contains(OpFlags::MULTI_RECV) {
+        let unsupported = OpFlags::MULTI_RECV | OpFlags::PEEK | OpFlags::CLAIM | OpFlags::DISCARD;
+        if recv.flags.intersects(unsupported) {
             return Err(Error::new(
                 Errno::EBADFLAGS,
-                format!("{NAME}: a shared receive context takes no FI_MULTI_RECV buffer"),
+                format!(
+                    "{NAME}: a shared receive context takes no FI_MULTI_RECV buffer and no \
+                     FI_PEEK / FI_CLAIM / FI_DISCARD"
+                ),
             ));
         }
         {
