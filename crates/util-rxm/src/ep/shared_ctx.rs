@@ -176,35 +176,15 @@ impl Endpoint {
 impl Shared {
     /// `fi_ep_bind` of a shared context (see [`ofi_kit::layered::LayeredEndpoint`]).
     pub(super) fn bind_shared_ctx(&self, ctx: &dyn Any, srx: bool, flags: OpFlags) -> Result<()> {
-        let (want, what) = if srx {
-            (Role::Srx, "shared receive context")
-        } else {
-            (Role::Stx, "shared transmit context")
-        };
-        let Some(ctx) = ctx
+        let want = if srx { Role::Srx } else { Role::Stx };
+        let ctx = ctx
             .downcast_ref::<Endpoint>()
-            .filter(|c| c.sh.ctx.role == want)
-        else {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: the object bound is not an {NAME} {what}"),
-            ));
-        };
-        if !flags.is_empty() {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("{NAME}: a {what} binds with flags 0"),
-            ));
-        }
+            .filter(|c| c.sh.ctx.role == want);
         let mut b = lock(&self.ctx.binds);
         let slot = if srx { &mut b.srx } else { &mut b.stx };
-        if slot.is_some() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a {what} is already bound"),
-            ));
-        }
-        *slot = Some(ctx.sh.clone());
+        ofi_kit::shared_ctx::check_bind(NAME, srx, ctx.is_some(), flags, slot.is_some())?;
+        // Checked: `ctx` is the context.
+        *slot = ctx.map(|c| c.sh.clone());
         Ok(())
     }
 
