@@ -111,8 +111,9 @@ pub const SHM: &[Capability] =
     full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations and authorization keys.
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey);
+/// triggered operations, authorization keys and shared contexts; no scalable endpoints
+/// yet (a receive context's index would have to travel in rxm's packets or handshake).
+pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

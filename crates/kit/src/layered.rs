@@ -19,6 +19,7 @@
 //! Nothing here panics; a poisoned lock is taken over (the state stays consistent under
 //! every lock holder's own rules).
 
+use std::any::Any;
 use std::sync::{Mutex, OnceLock};
 
 use ofi_core::provider::{BindTarget, DomainOps, FabricOps};
@@ -72,6 +73,32 @@ pub trait LayeredEndpoint {
             ),
         ))
     }
+    /// `fi_ep_bind` of a shared context `ctx` (the provider's endpoint type, as `Any`;
+    /// `srx`: a shared receive context, else a shared transmit context): the default
+    /// refuses (`FI_ENOSYS`).
+    ///
+    /// # Errors
+    /// `FI_ENOSYS` by default; the endpoint's own refusals.
+    fn bind_shared_ctx(&self, _ctx: &dyn Any, _srx: bool, _flags: OpFlags) -> Result<()> {
+        Err(Error::new(
+            Errno::ENOSYS,
+            format!("{}: shared contexts are not supported", Self::NAME),
+        ))
+    }
+    /// Whether this is a shared context (`fi_stx_context`, `fi_srx_context`): it takes
+    /// no bindings (`FI_EINVAL`: they go to its endpoints) and `fi_enable` does nothing
+    /// to it. `false` by default.
+    fn is_shared_ctx(&self) -> bool {
+        false
+    }
+    /// `fi_enable`, once the bindings are frozen into `bound` and before they take
+    /// effect: an error fails the call and leaves the endpoint disabled. `Ok` by default.
+    ///
+    /// # Errors
+    /// The endpoint's own.
+    fn on_enable(&self, _bound: &Bound) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What the glue asks of an endpoint's matcher, whatever it keeps for unexpected
@@ -117,6 +144,15 @@ where
     F: FabricOps<Eq = KitEq>,
     F::Domain: DomainOps<F, Cq = KitCq, Cntr = KitCntr, Av = SharedAv>,
 {
+    if ep.is_shared_ctx() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{}: a shared context takes no bindings (bind them to its endpoints)",
+                E::NAME
+            ),
+        ));
+    }
     if ep.bound().get().is_some() {
         return Err(Error::new(
             Errno::EOPBADSTATE,
@@ -137,6 +173,11 @@ where
             return lock(ep.bindings()).bind(BindTarget::<F>::Cntr(*c), local, ep.bind_rules());
         }
     }
+    match &target {
+        BindTarget::Srx(c) => return ep.bind_shared_ctx(*c, true, flags),
+        BindTarget::Stx(c) => return ep.bind_shared_ctx(*c, false, flags),
+        _ => {}
+    }
     lock(ep.bindings()).bind(target, flags, ep.bind_rules())
 }
 
@@ -145,11 +186,13 @@ where
 /// # Errors
 /// What [`Bindings::freeze`] refuses (no CQ, no AV, …).
 pub fn enable<E: LayeredEndpoint>(ep: &E) -> Result<()> {
-    if ep.bound().get().is_some() {
+    if ep.is_shared_ctx() || ep.bound().get().is_some() {
         return Ok(());
     }
     let setup = lock(ep.bindings());
-    let _ = ep.bound().set(setup.freeze(E::NAME)?);
+    let bound = setup.freeze(E::NAME)?;
+    ep.on_enable(&bound)?;
+    let _ = ep.bound().set(bound);
     ep.engine().kick();
     Ok(())
 }

@@ -78,6 +78,16 @@ impl DomainOps<Fabric> for Domain {
     ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = Mr;
 
+    /// `fi_stx_context` (see `ep::shared_ctx`).
+    fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
+        Endpoint::open_stx(self.0.inner.clone(), attr, self.0.engine.clone())
+    }
+
+    /// `fi_srx_context` (see `ep::shared_ctx`).
+    fn srx_ctx(&self, attr: &ofi_core::RxAttr, _context: usize) -> Result<Endpoint> {
+        Endpoint::open_srx(self.0.inner.clone(), attr, self.0.engine.clone())
+    }
+
     /// Registration with the core's domain (its key and descriptor are rxm's).
     fn mr_reg(&self, attr: &MrAttr<'_>, flags: u64) -> Result<Mr> {
         // SAFETY: the application's contract for fi_mr_reg* (memory valid until the

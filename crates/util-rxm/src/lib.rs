@@ -333,8 +333,10 @@ impl RxmProvider {
         };
         d.max_ep_tx_ctx = 1;
         d.max_ep_rx_ctx = 1;
-        d.max_ep_stx_ctx = 0;
-        d.max_ep_srx_ctx = 0;
+        // One shared transmit and one shared receive context per endpoint
+        // (`ep::shared_ctx`).
+        d.max_ep_stx_ctx = 1;
+        d.max_ep_srx_ctx = 1;
         d.domain = 0;
         let order = MsgOrder::SAS;
         Info {

@@ -298,7 +298,9 @@ pub fn shared_rx_context_serves_many_endpoints(s: &Subject) {
                 assert_eq!(before - after, N, "N receives posted once, to the context");
             }
             for (i, &dest) in dests.iter().enumerate() {
-                send(&sender, &pattern(8 + i, i as u8), dest, 0x200 + i)
+                // Kept until the send completes (a provider may read it later).
+                let msg = pattern(8 + i, i as u8);
+                send(&sender, &msg, dest, 0x200 + i)
                     .unwrap_or_else(|e| panic!("fi_send to endpoint {i}: {e}"));
                 assert_eq!(
                     wait_ok(&scq, "send to a shared-rx endpoint").op_context,

@@ -237,6 +237,17 @@ impl<B> MultiBuf<'_, B> {
     }
 }
 
+impl<B: Clone> MultiBuf<'_, B> {
+    /// The receive, owned (cloned while still posted), and whether it was released.
+    #[inline]
+    pub fn into_owned(self) -> (PostedRecv<B>, bool) {
+        match self {
+            MultiBuf::Posted(p) => (p.clone(), false),
+            MultiBuf::Released(p) => (p, true),
+        }
+    }
+}
+
 /// A [`PostOutcome`] that no longer borrows the matcher (a still-posted multi-receive
 /// buffer is cloned), so the provider can deliver while it changes its own state.
 #[derive(Debug)]
@@ -299,11 +310,7 @@ impl<B: Clone, U> PostOutcome<'_, B, U> {
                 payload: msg.payload,
             },
             PostOutcome::MultiMatched { buf, msgs } => {
-                let released = buf.is_released();
-                let recv = match buf {
-                    MultiBuf::Posted(p) => p.clone(),
-                    MultiBuf::Released(p) => p,
-                };
+                let (recv, released) = buf.into_owned();
                 PostAction::Multi {
                     recv,
                     released,
@@ -347,6 +354,23 @@ pub enum Match<'a, B> {
         /// Where the data goes.
         place: Placement,
     },
+}
+
+impl<B: Clone> Match<'_, B> {
+    /// The receive the message goes to, owned (a multi-receive buffer still posted is
+    /// cloned), where the message goes in it, and whether the message releases it (a
+    /// multi-receive buffer's last use); `None` for [`Match::Unexpected`].
+    #[inline]
+    pub fn into_owned(self) -> Option<(PostedRecv<B>, Placement, bool)> {
+        match self {
+            Match::Unexpected => None,
+            Match::Recv { recv, place } => Some((recv, place, false)),
+            Match::Multi { buf, place } => {
+                let (recv, released) = buf.into_owned();
+                Some((recv, place, released))
+            }
+        }
+    }
 }
 
 /// What posting a receive did ([`TagMatcher::post_recv`]).

@@ -134,23 +134,8 @@ impl Endpoint {
     }
 
     fn bind_shared(&self, ctx: &Endpoint, srx: bool, flags: OpFlags) -> Result<()> {
-        let (want, what) = if srx {
-            (Role::Srx, "shared receive context")
-        } else {
-            (Role::Stx, "shared transmit context")
-        };
-        if std::mem::discriminant(&ctx.role) != std::mem::discriminant(&want) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: the object bound is not a {what}"),
-            ));
-        }
-        if !flags.is_empty() {
-            return Err(Error::new(
-                Errno::EBADFLAGS,
-                format!("{NAME}: a {what} binds with flags 0"),
-            ));
-        }
+        let want = if srx { Role::Srx } else { Role::Stx };
+        let is_kind = std::mem::discriminant(&ctx.role) == std::mem::discriminant(&want);
         if self.sh.active.get().is_some() {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
@@ -159,12 +144,7 @@ impl Endpoint {
         }
         let mut b = lock(&self.shared_ctx);
         let taken = if srx { b.srx.is_some() } else { b.stx };
-        if taken {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!("{NAME}: a {what} is already bound"),
-            ));
-        }
+        ofi_kit::shared_ctx::check_bind(NAME, srx, is_kind, flags, taken)?;
         if srx {
             b.srx = Some(ctx.sh.clone());
         } else {

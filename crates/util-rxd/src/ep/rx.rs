@@ -61,26 +61,6 @@ pub(super) struct RxParts<'a> {
     pub(super) deferred: &'a mut Vec<(PeerId, Vec<u8>)>,
 }
 
-/// The posted receive an incoming message goes to, with its placement and whether a
-/// multi-receive buffer was released by it.
-pub(super) fn match_recv(
-    m: &mut TagMatcher<IoList, Unexp>,
-    inc: &Incoming,
-) -> Option<(PostedRecv<IoList>, Placement, bool)> {
-    match m.match_incoming(inc) {
-        Match::Unexpected => None,
-        Match::Recv { recv, place } => Some((recv, place, false)),
-        Match::Multi { buf, place } => {
-            let rel = buf.is_released();
-            let r = match buf {
-                MultiBuf::Posted(p) => p.clone(),
-                MultiBuf::Released(p) => p,
-            };
-            Some((r, place, rel))
-        }
-    }
-}
-
 impl Shared {
     pub(super) fn src_of(&self, act: &Active, st: &mut St, peer: PeerId) -> u64 {
         let St { eng, peer_addr, .. } = st;
@@ -152,7 +132,7 @@ impl Shared {
             data: cqdata,
             tagged,
         };
-        match match_recv(m, &inc) {
+        match m.match_incoming(&inc).into_owned() {
             Some((recv, place, rel)) => {
                 let payload = &data[MSG_HDR..];
                 let n = place.len.min(payload.len());
@@ -245,7 +225,7 @@ impl Shared {
                         data: cqdata,
                         tagged: op == OP_TAGGED,
                     };
-                    match match_recv(m, &inc) {
+                    match m.match_incoming(&inc).into_owned() {
                         Some((recv, place, released)) => RxTarget::Recv {
                             recv,
                             place,

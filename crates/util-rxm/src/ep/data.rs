@@ -37,6 +37,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+        self.refuse_tx_on_context()?;
         self.sh.send(act, req)
     }
 
@@ -45,6 +46,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+        self.refuse_tx_on_context()?;
         let read = req.is_read();
         let RmaRequest {
             local,
@@ -115,6 +117,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     }
 
     fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+        self.refuse_tx_on_context()?;
         let AtomicRequest {
             kind,
             operands,

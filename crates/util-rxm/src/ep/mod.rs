@@ -93,7 +93,7 @@ use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, MultiBuf, Placement, PostAction, PostedRecv, TagMatcher,
+    Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher,
 };
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
@@ -131,6 +131,7 @@ mod data;
 mod ops;
 mod progress;
 mod rx;
+mod shared_ctx;
 mod trigger;
 mod tx;
 
@@ -455,6 +456,9 @@ struct Shared {
     this: std::sync::Weak<Shared>,
     /// The tag of this endpoint's authorization key (`crate::auth`).
     auth: ofi_kit::auth::AuthTag,
+    /// What this object is (an endpoint or a shared context) and its shared-context
+    /// bindings (`shared_ctx`).
+    ctx: shared_ctx::CtxState,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -486,6 +490,16 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
+        Self::open_as(dom, info, engine, shared_ctx::Role::Endpoint)
+    }
+
+    /// [`Endpoint::open`] of an endpoint or a shared context (`role`).
+    fn open_as(
+        dom: Arc<DomainShared>,
+        info: &Info,
+        engine: Arc<ProgressEngine>,
+        role: shared_ctx::Role,
+    ) -> Result<Endpoint> {
         // Checked first: a refused open leaves nothing registered.
         let flags = DefaultOpFlags::from_attrs(
             NAME,
@@ -510,7 +524,10 @@ impl Endpoint {
         pi.dest_addr = None;
         let pep = dom.fabric.passive_ep_with(&pi, CTX_PEP)?;
         pep.bind_eq(&core_eq, 0)?;
-        pep.listen()?;
+        if role == shared_ctx::Role::Endpoint {
+            // A shared context is reached through its endpoints, never connected to.
+            pep.listen()?;
+        }
         let me_bytes = pep.getname()?;
         let me = Address::from_bytes(dom.core_info.addr_format, &me_bytes)?;
         let caps = if info.caps.is_empty() {
@@ -598,6 +615,7 @@ impl Endpoint {
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             remote: Mutex::default(),
+            ctx: shared_ctx::CtxState::new(role),
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -857,6 +875,21 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     /// (`FI_REMOTE_WRITE`: writes and atomics, `FI_REMOTE_READ`: reads), one per kind.
     fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
         lock(&self.sh.remote).bind(NAME, cntr, flags)
+    }
+
+    /// A shared receive or transmit context (`shared_ctx`).
+    fn bind_shared_ctx(&self, ctx: &dyn std::any::Any, srx: bool, flags: OpFlags) -> Result<()> {
+        self.sh.bind_shared_ctx(ctx, srx, flags)
+    }
+
+    fn is_shared_ctx(&self) -> bool {
+        self.sh.ctx.is_context()
+    }
+
+    /// An endpoint bound to a shared receive context joins it (`shared_ctx`).
+    fn on_enable(&self, bound: &Bound) -> Result<()> {
+        self.sh.join_srx(bound);
+        Ok(())
     }
 }
 

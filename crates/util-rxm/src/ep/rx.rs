@@ -137,16 +137,24 @@ impl Shared {
             data: meta.data,
             tagged: meta.tag.is_some(),
         };
-        let target = match st.m.match_incoming(&inc) {
-            Match::Unexpected => None,
-            Match::Recv { recv, place } => Some((recv, place, false)),
-            Match::Multi { buf, place } => {
-                let rel = buf.is_released();
-                let r = match buf {
-                    MultiBuf::Posted(p) => p.clone(),
-                    MultiBuf::Released(p) => p,
-                };
-                Some((r, place, rel))
+        // An endpoint bound to a shared receive context holds no receive of its own:
+        // the context's matcher has them (locked for the match only).
+        let target = {
+            let mut srx_state;
+            let m = match self.ctx.srx() {
+                None => &mut st.m,
+                Some(srx) => {
+                    srx_state = lock(&srx.st);
+                    &mut srx_state.m
+                }
+            };
+            match m.match_incoming(&inc) {
+                Match::Unexpected => None,
+                Match::Recv { recv, place } => Some((recv, place, false)),
+                Match::Multi { buf, place } => {
+                    let (recv, released) = buf.into_owned();
+                    Some((recv, place, released))
+                }
             }
         };
         match (first, target) {
@@ -517,8 +525,24 @@ impl Shared {
     }
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        // Receives of a shared context, and of an endpoint bound to a shared receive
+        // context (`shared_ctx`).
+        if self.ctx.routes_recv() {
+            // By reference: the common path keeps the receive where it is.
+            return self.post_shared_recv(&recv);
+        }
         let mut g = lock(&self.st);
-        let st = &mut *g;
+        self.post_locked(act, &mut g, recv)
+    }
+
+    /// [`Shared::post_recv`] to this endpoint's own matcher, its state locked.
+    #[inline(always)]
+    pub(super) fn post_locked(
+        &self,
+        act: &Active,
+        st: &mut St,
+        recv: PostedRecv<IoList>,
+    ) -> Result<()> {
         // The common answer, Queued, is tested in place and returns before anything
         // is moved out of the (large) result.
         let posted = st.m.post(recv);
