@@ -554,9 +554,9 @@ static void part_rdm(void)
 		void *ops = (void *)0x1;
 		int fd = -1;
 
-		/* fi_setname: shm endpoints are named at open and cannot be renamed (tcp
-		 * takes a name: part two). */
-		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_ENOSYS);
+		/* fi_setname: shm takes a new name only before fi_enable; this endpoint
+		 * is enabled (tcp takes a name: part two). */
+		EXPECT(fi_setname(&a->fid, name_a, len_a), -FI_EOPBADSTATE);
 		/* fi_ep_alias (fi_alias, FI_ALIAS): the flags must name FI_TRANSMIT or
 		 * FI_RECV; the alias has its own default flags (FI_GETOPSFLAG /
 		 * FI_SETOPSFLAG through fi_control), the endpoint keeps its own, and the
