@@ -134,10 +134,12 @@ pub fn scalable_ep_per_context_cqs(s: &Subject) {
         for (i, ((rx, _), b)) in rxs.iter().zip(bufs.iter_mut()).enumerate() {
             post_recv(rx, b, 0x30 + i).unwrap();
         }
-        // Transmit context i sends to receive context 1 - i.
-        for (i, (tx, _)) in txs.iter().enumerate() {
+        // Transmit context i sends to receive context 1 - i. The payloads live until
+        // the sends complete (fi_send may read the buffer until then).
+        let payloads: Vec<Vec<u8>> = (0..txs.len()).map(|i| pattern(20 + i, i as u8)).collect();
+        for (i, ((tx, _), payload)) in txs.iter().zip(&payloads).enumerate() {
             let dest = rx_addr(base, 1 - i as u64, bits);
-            send(tx, &pattern(20 + i, i as u8), dest, 0x40 + i)
+            send(tx, payload, dest, 0x40 + i)
                 .unwrap_or_else(|e| panic!("fi_send from tx {i}: {e}"));
         }
         for (i, (_, tcq)) in txs.iter().enumerate() {
