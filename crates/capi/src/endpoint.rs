@@ -452,6 +452,10 @@ unsafe extern "C" fn ep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int
                 code(e.bind(&k.r, flags))
             } else if let Some(q) = eq_of(bfid) {
                 code(e.bind(&q.r.eq, flags))
+            } else if let Some(shared) = ep_of(bfid) {
+                // A shared transmit or receive context (the provider refuses other
+                // endpoints).
+                code(e.bind(&shared.r.ep, flags))
             } else {
                 EINVAL
             }
@@ -658,8 +662,8 @@ pub static EP_OPS: FiOpsEp = FiOpsEp {
     cancel: ep_cancel,
     getopt: ep_getopt,
     setopt: ep_setopt,
-    tx_ctx: ctx_enosys,
-    rx_ctx: ctx_enosys,
+    tx_ctx: crate::contexts::ep_tx_ctx,
+    rx_ctx: crate::contexts::ep_rx_ctx,
     rx_size_left: ep_rx_size_left,
     tx_size_left: ep_tx_size_left,
 };
@@ -822,6 +826,22 @@ pub unsafe fn ep_of(fid: *const Fid) -> Option<&'static EpObj> {
     unsafe { cast_fid(fid, &EP_FI_OPS) }
 }
 
+/// The C object of an endpoint of `class`: an active endpoint, a scalable endpoint or a
+/// context ([`crate::contexts`]). All carry the same tables; the provider refuses the
+/// calls an object of its kind does not take.
+pub fn ep_header(class: usize, context: *mut c_void) -> FidEp {
+    FidEp {
+        fid: fid_header(class, context, &EP_FI_OPS),
+        ops: &EP_OPS,
+        cm: &EP_CM_OPS,
+        msg: &MSG_OPS,
+        rma: &RMA_OPS,
+        tagged: &TAGGED_OPS,
+        atomic: &ATOMIC_OPS,
+        collective: &COLLECTIVE_OPS,
+    }
+}
+
 /// `fi_endpoint` (the domain table's slot).
 ///
 /// # Safety
@@ -853,18 +873,8 @@ pub unsafe extern "C" fn domain_endpoint2(
         if ep.is_null() {
             return Err(EINVAL);
         }
-        let c = FidEp {
-            fid: fid_header(FI_CLASS_EP, context, &EP_FI_OPS),
-            ops: &EP_OPS,
-            cm: &EP_CM_OPS,
-            msg: &MSG_OPS,
-            rma: &RMA_OPS,
-            tagged: &TAGGED_OPS,
-            atomic: &ATOMIC_OPS,
-            collective: &COLLECTIVE_OPS,
-        };
         // The ofi context is the C object: events name it in their `fid`.
-        let made = EpObj::into_c_with(c, |me| {
+        let made = EpObj::into_c_with(ep_header(FI_CLASS_EP, context), |me| {
             d.r.domain.endpoint_with(&info, me, flags).map(|e| EpState {
                 ep: e,
                 addr_format: info.addr_format,

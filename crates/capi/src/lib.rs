@@ -43,6 +43,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 pub mod av;
+pub mod contexts;
 pub mod endpoint;
 pub mod entry;
 pub mod fid;

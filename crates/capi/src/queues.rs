@@ -134,11 +134,6 @@ macro_rules! enosys_out_slots {
 
 pub(crate) use enosys_out_slots;
 
-enosys_out_slots! {
-    fn scalable_ep_enosys(*mut FidDomain, *mut FiInfo; out: *mut *mut crate::endpoint::FidEp; *mut c_void);
-    fn ctx_enosys(*mut FidDomain, *mut c_void; out: *mut *mut c_void; *mut c_void);
-}
-
 /// Clears an out pointer when the program gave one.
 ///
 /// # Safety
@@ -174,11 +169,11 @@ pub static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
     av_open: crate::av::domain_av_open,
     cq_open: domain_cq_open,
     endpoint: crate::endpoint::domain_endpoint,
-    scalable_ep: scalable_ep_enosys,
+    scalable_ep: crate::contexts::domain_scalable_ep,
     cntr_open: domain_cntr_open,
     poll_open: crate::sets::domain_poll_open,
-    stx_ctx: ctx_enosys,
-    srx_ctx: ctx_enosys,
+    stx_ctx: crate::contexts::domain_stx_ctx,
+    srx_ctx: crate::contexts::domain_srx_ctx,
     query_atomic: domain_query_atomic,
     query_collective: query_collective_enosys,
     endpoint2: crate::endpoint::domain_endpoint2,
