@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg};
+use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg, MsgTagged};
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
@@ -328,6 +328,32 @@ pub fn recvmsg(ep: &Endpoint, buf: &mut [u8], context: usize, flags: OpFlags) ->
     // callers keep `buf` alive and untouched until the receive's completion has been
     // read (or the multi-receive buffer is released), as for `post_recv`.
     unsafe { ep.recvmsg(&msg, flags.bits()) }
+}
+
+/// `fi_trecvmsg` of `buf` (no iov when it is empty) for `tag` under `ignore`, with
+/// `flags`.
+pub fn trecvmsg(
+    ep: &Endpoint,
+    buf: &mut [u8],
+    tag: u64,
+    ignore: u64,
+    context: usize,
+    flags: OpFlags,
+) -> ofi::Result<()> {
+    let iov = [iov_of(buf)];
+    let msg = MsgTagged {
+        msg_iov: iov.as_ptr(),
+        desc: std::ptr::null(),
+        iov_count: if buf.is_empty() { 0 } else { 1 },
+        addr: ofi::ADDR_UNSPEC,
+        tag,
+        ignore,
+        context,
+        data: 0,
+    };
+    // SAFETY: as in `recvmsg`: `iov` and `msg` live across the call; callers keep `buf`
+    // alive until the receive's completion has been read.
+    unsafe { ep.trecvmsg(&msg, flags.bits()) }
 }
 
 /// A recognisable payload of `len` bytes (varies with `seed`); each 2 KiB block of a

@@ -10,6 +10,28 @@ use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
 use ofi_core::{Caps, EpType, Progress, Protocol, ResourceMgmt, Threading};
 
+/// What every RDM provider of the kit offers for messages: untagged and tagged sends and
+/// receives, the source of each receive (`FI_SOURCE`) and user ids in the AV, directed
+/// and multi-buffer receives, remote CQ data.
+pub const RDM_MSG_CAPS: Caps = Caps::MSG
+    .union(Caps::TAGGED)
+    .union(Caps::SEND)
+    .union(Caps::RECV)
+    .union(Caps::SOURCE)
+    .union(Caps::AV_USER_ID)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::MULTI_RECV)
+    .union(Caps::REMOTE_CQ_DATA);
+
+/// RMA and atomics in both directions: what an RDM provider that has them adds to
+/// [`RDM_MSG_CAPS`].
+pub const RDM_RMA_ATOMIC_CAPS: Caps = Caps::RMA
+    .union(Caps::ATOMIC)
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE);
+
 /// A domain as the kit's objects provide it: thread safe, both progress modes offered
 /// (`FI_PROGRESS_AUTO`, so hints asking for either match; see
 /// [`getinfo_preferring_manual`]), resource management on, 8-byte MR keys and CQ data,

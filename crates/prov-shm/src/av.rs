@@ -425,7 +425,6 @@ impl AvOps<Fabric> for ShmAv {
         AvOps::<Fabric>::insertsvc(&self.av, node, service, fi_addr, flags, context)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn insertsym(
         &self,
         node: &str,

@@ -237,21 +237,8 @@ mod provider {
 
         fn template(&self, av_type: AvType) -> Info {
             let s = &self.settings;
-            let caps = Caps::MSG
-                | Caps::TAGGED
-                | Caps::SEND
-                | Caps::RECV
-                | Caps::SOURCE
-                | Caps::AV_USER_ID
-                | Caps::DIRECTED_RECV
-                | Caps::MULTI_RECV
-                | Caps::REMOTE_CQ_DATA
-                | Caps::RMA
-                | Caps::READ
-                | Caps::WRITE
-                | Caps::REMOTE_READ
-                | Caps::REMOTE_WRITE
-                | Caps::ATOMIC
+            let caps = ofi_kit::info::RDM_MSG_CAPS
+                | ofi_kit::info::RDM_RMA_ATOMIC_CAPS
                 | Caps::NAMED_RX_CTX
                 | Caps::RMA_EVENT
                 | Caps::FENCE

@@ -259,21 +259,8 @@ pub struct RxdProvider {
 }
 
 /// The capabilities rxd offers.
-pub const CAPS: Caps = Caps::MSG
-    .union(Caps::TAGGED)
-    .union(Caps::SEND)
-    .union(Caps::RECV)
-    .union(Caps::SOURCE)
-    .union(Caps::AV_USER_ID)
-    .union(Caps::DIRECTED_RECV)
-    .union(Caps::MULTI_RECV)
-    .union(Caps::REMOTE_CQ_DATA)
-    .union(Caps::RMA)
-    .union(Caps::ATOMIC)
-    .union(Caps::READ)
-    .union(Caps::WRITE)
-    .union(Caps::REMOTE_READ)
-    .union(Caps::REMOTE_WRITE)
+pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
+    .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM)
     .union(Caps::FENCE);

@@ -252,15 +252,7 @@ pub struct RxmProvider {
 /// The capabilities rxm offers on top of a MSG core (RMA and atomics only where the core
 /// has them).
 fn rdm_caps(core: Caps) -> Caps {
-    let mut c = Caps::MSG
-        | Caps::TAGGED
-        | Caps::SEND
-        | Caps::RECV
-        | Caps::SOURCE
-        | Caps::AV_USER_ID
-        | Caps::DIRECTED_RECV
-        | Caps::MULTI_RECV
-        | Caps::REMOTE_CQ_DATA
+    let mut c = ofi_kit::info::RDM_MSG_CAPS
         // Peers on this host and on others alike (what a core's sockets reach); MPI
         // libraries ask for both (Open MPI's ofi MTL always does).
         | Caps::LOCAL_COMM

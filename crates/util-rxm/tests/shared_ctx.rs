@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqMsgEntry, MsgTagged};
+use ofi::abi::raw::CqMsgEntry;
 use ofi::av::{AddressVector, AvAttr};
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
@@ -23,7 +23,7 @@ use ofi::{
 };
 use ofi_conformance::checks::tagged::{trecv, tsend};
 use ofi_conformance::fixture::{
-    assert_empty, expect_errno, iov_of, name_of, pattern, poll_one, post_recv, recvmsg, send,
+    assert_empty, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send, trecvmsg,
     unenabled_peer, wait_err,
 };
 
@@ -372,19 +372,7 @@ fn shared_contexts_refuse_what_they_cannot_do() {
         OpFlags::CLAIM,
         OpFlags::PEEK | OpFlags::DISCARD,
     ] {
-        let iov = [iov_of(&mut buf)];
-        let msg = MsgTagged {
-            msg_iov: iov.as_ptr(),
-            desc: std::ptr::null(),
-            iov_count: 1,
-            addr: ofi::ADDR_UNSPEC,
-            tag: 1,
-            ignore: 0,
-            context: 6,
-            data: 0,
-        };
-        // SAFETY: `msg` and `buf` outlive the call, which is refused (nothing posted).
-        let r = unsafe { srx.trecvmsg(&msg, flag.bits()) };
+        let r = trecvmsg(&srx, &mut buf, 1, 0, 6, flag);
         expect_errno(r, Errno::EBADFLAGS, "peek, claim or discard on an srx");
     }
     let me = av.insert(&[name_of(&ep, &info)]).expect("fi_av_insert")[0];

@@ -5,11 +5,10 @@
 //! implement) is `FI_EBADFLAGS`, never silently dropped; `FI_MORE` is a hint every
 //! call accepts.
 
-use ofi::abi::raw::MsgTagged;
 use ofi::{Caps, Errno, OpFlags};
 
 use crate::checks::pairs::check_recv;
-use crate::fixture::{expect_errno, iov_of, pattern, post_recv, recvmsg, send, sendmsg};
+use crate::fixture::{expect_errno, pattern, post_recv, recvmsg, send, sendmsg, trecvmsg};
 use crate::pair::{each_pair, each_pair_spec, show};
 use crate::Subject;
 
@@ -177,19 +176,7 @@ pub fn control_msg_calls_check_flags(s: &Subject) {
             );
         }
         if p.info.caps.contains(Caps::TAGGED) {
-            let iov = [iov_of(&mut scratch)];
-            let m = MsgTagged {
-                msg_iov: iov.as_ptr(),
-                desc: std::ptr::null(),
-                iov_count: 1,
-                addr: ofi::ADDR_UNSPEC,
-                tag: 1,
-                ignore: 0,
-                context: 0x332,
-                data: 0,
-            };
-            // SAFETY: the call must fail before posting; `scratch` outlives it anyway.
-            let r = unsafe { p.b.ep.trecvmsg(&m, OpFlags::MULTI_RECV.bits()) };
+            let r = trecvmsg(&p.b.ep, &mut scratch, 1, 0, 0x332, OpFlags::MULTI_RECV);
             expect_errno(r, Errno::EBADFLAGS, "fi_trecvmsg(FI_MULTI_RECV)");
         }
         // FI_MORE: a hint; the message goes (at the latest with the next one). The

@@ -3,7 +3,6 @@
 //! matching untagged receives, `FI_PEEK` (`FI_ENOMSG` on a miss), `FI_CLAIM`,
 //! `FI_DISCARD`, cancel of a tagged receive, and directed receive (`FI_DIRECTED_RECV`, connectionless).
 
-use ofi::abi::raw::MsgTagged;
 use ofi::{Caps, EpType, Errno, OpFlags};
 
 use crate::fixture::pattern;
@@ -46,7 +45,7 @@ pub fn tsend(ep: &ofi::ep::Endpoint, buf: &[u8], dest: u64, tag: u64, ctx: usize
     .unwrap_or_else(|e| panic!("fi_tsend tag {tag:#x}: {e} ({})", e.code()));
 }
 
-/// `fi_trecvmsg` with `flags` (a peek / claim / discard); `buf` may be empty.
+/// `fi_trecvmsg` on side b with `flags` (a peek / claim / discard); `buf` may be empty.
 fn trecvmsg(
     p: &Pair,
     buf: &mut [u8],
@@ -55,19 +54,7 @@ fn trecvmsg(
     ctx: usize,
     flags: OpFlags,
 ) -> ofi::Result<()> {
-    let iov = [crate::fixture::iov_of(buf)];
-    let msg = MsgTagged {
-        msg_iov: iov.as_ptr(),
-        desc: std::ptr::null(),
-        iov_count: if buf.is_empty() { 0 } else { 1 },
-        addr: ofi::ADDR_UNSPEC,
-        tag,
-        ignore,
-        context: ctx,
-        data: 0,
-    };
-    // SAFETY: `buf` outlives the operation (callers read its completion first).
-    unsafe { p.b.ep.trecvmsg(&msg, flags.bits()) }
+    crate::fixture::trecvmsg(&p.b.ep, buf, tag, ignore, ctx, flags)
 }
 
 /// Tags match under the ignore mask; receives take the message with their tag, not

@@ -49,7 +49,6 @@ where
         AvOps::<F>::insertsvc(&*self.0, node, service, fi_addr, flags, context)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn insertsym(
         &self,
         node: &str,
