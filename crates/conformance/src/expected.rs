@@ -34,7 +34,8 @@ pub const UDP: &[Capability] = &[
     Control,
 ];
 
-/// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics.
+/// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics;
+/// `FI_COMMIT_COMPLETE` (as delivery complete: no persistent memory).
 pub const TCP: &[Capability] = &[
     Getinfo,
     Domain,
@@ -62,6 +63,7 @@ pub const TCP: &[Capability] = &[
     Control,
     Ordering,
     Fence,
+    CommitComplete,
 ];
 
 /// The areas of a full `FI_EP_RDM` provider: messages, tagged messages with peek and
@@ -106,14 +108,25 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts, triggered operations, authorization keys and shared AVs.
-pub const SHM: &[Capability] =
-    full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
+/// shared contexts, triggered operations, authorization keys, shared AVs and
+/// `FI_COMMIT_COMPLETE`.
+pub const SHM: &[Capability] = full_rdm!(
+    Fence,
+    RmaEvent,
+    Scalable,
+    SharedCtx,
+    Trigger,
+    AuthKey,
+    SharedAv,
+    CommitComplete
+);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations, authorization keys and shared contexts; no scalable endpoints
+/// triggered operations, authorization keys, shared contexts and `FI_COMMIT_COMPLETE`;
+/// no scalable endpoints
 /// yet (a receive context's index would have to travel in rxm's packets or handshake).
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx);
+pub const RXM: &[Capability] =
+    full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, CommitComplete);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

@@ -10,11 +10,11 @@
 //!
 //! | family | flags |
 //! | --- | --- |
-//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` |
+//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE`, `FI_COMMIT_COMPLETE` |
 //! | send (tagged) | the above and `FI_MATCH_COMPLETE` |
 //! | receive (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_MULTI_RECV` |
 //! | receive (tagged) | `FI_COMPLETION`, `FI_MORE`, `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` |
-//! | RMA write | as a message send, and `FI_COMMIT_COMPLETE` |
+//! | RMA write | as a message send, without `FI_MULTICAST` |
 //! | RMA read | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_FENCE` and the completion levels |
 //! | base atomic | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_FENCE`, the completion levels |
 //! | fetch / compare atomic | as a base atomic without `FI_INJECT` |
@@ -23,6 +23,12 @@
 //! otherwise: every defined flag but `FI_FENCE`, `FI_COMMIT_COMPLETE`, `FI_TRIGGER` and
 //! `FI_MULTICAST`, which need work of their own). `FI_MORE` is a hint: every provider accepts it, whatever its
 //! set.
+//!
+//! `FI_COMMIT_COMPLETE` asks that the result be persistent at the target before the
+//! completion. No kit-built provider registers persistent memory (none claims
+//! `FI_RMA_PMEM`), so a provider that adds the flag to its set honours it as delivery
+//! complete, the flush being empty: [`waits_for_target`] says whether a transmit must
+//! wait for the target's acknowledgement (docs/API.md, "FI_COMMIT_COMPLETE").
 //!
 //! [`DefaultOpFlags`] holds an endpoint's (or alias's) two default sets and answers
 //! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]); a socket
@@ -183,6 +189,18 @@ pub const COMPLETION_LEVELS: OpFlags = OpFlags::INJECT_COMPLETE
     .union(OpFlags::TRANSMIT_COMPLETE)
     .union(OpFlags::DELIVERY_COMPLETE);
 
+/// The completion levels that complete only once the target has placed the data
+/// (`FI_DELIVERY_COMPLETE`, and `FI_COMMIT_COMPLETE`, delivery complete plus the
+/// flush to persistence that memory without `FI_RMA_PMEM` does not need).
+pub const TARGET_LEVELS: OpFlags = OpFlags::DELIVERY_COMPLETE.union(OpFlags::COMMIT_COMPLETE);
+
+/// Whether a transmit with `flags` completes only on the target's acknowledgement
+/// ([`TARGET_LEVELS`]): one test of the flags, as cheap as testing one level.
+#[inline(always)]
+pub const fn waits_for_target(flags: OpFlags) -> bool {
+    flags.intersects(TARGET_LEVELS)
+}
+
 /// What every transmit operation (send, RMA, atomic) defines.
 const TX_COMMON: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::MORE)
@@ -251,10 +269,12 @@ macro_rules! op_flags_control {
 /// getinfo result without hints carries every completion level the provider
 /// supports; the weakest named one is the default then, so `FI_DELIVERY_COMPLETE`
 /// applies only when no weaker level (`FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`) is
-/// named with it.
+/// named with it, and `FI_COMMIT_COMPLETE` only when it is the one level named.
 pub const fn default_tx(f: OpFlags) -> OpFlags {
     if f.intersects(OpFlags::INJECT_COMPLETE.union(OpFlags::TRANSMIT_COMPLETE)) {
-        f.difference(OpFlags::DELIVERY_COMPLETE)
+        f.difference(TARGET_LEVELS)
+    } else if f.contains(OpFlags::DELIVERY_COMPLETE) {
+        f.difference(OpFlags::COMMIT_COMPLETE)
     } else {
         f
     }
@@ -267,7 +287,8 @@ pub const fn defined(kind: OpKind) -> OpFlags {
             let s = TX_CALL
                 .union(OpFlags::INJECT)
                 .union(OpFlags::REMOTE_CQ_DATA)
-                .union(OpFlags::MULTICAST);
+                .union(OpFlags::MULTICAST)
+                .union(OpFlags::COMMIT_COMPLETE);
             if kind.tagged {
                 s.union(OpFlags::MATCH_COMPLETE)
             } else {
@@ -480,6 +501,35 @@ mod tests {
         assert!(!default_tx(all).contains(OpFlags::DELIVERY_COMPLETE));
         let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
         assert_eq!(default_tx(dc), dc);
+        assert_eq!(default_tx(dc | OpFlags::COMMIT_COMPLETE), dc);
+        let commit = OpFlags::COMPLETION | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(default_tx(commit), commit);
+        assert!(!default_tx(all | OpFlags::COMMIT_COMPLETE).intersects(TARGET_LEVELS));
+    }
+
+    #[test]
+    fn commit_complete_is_defined_on_sends_and_writes_only() {
+        for fam in [OpFamily::Send, OpFamily::Write] {
+            let k = kind(fam, fam == OpFamily::Send);
+            check_call("p", k, OpFlags::COMMIT_COMPLETE, OpFlags::COMMIT_COMPLETE).unwrap();
+        }
+        for fam in [OpFamily::Read, OpFamily::Atomic, OpFamily::Recv] {
+            let e = check_call(
+                "p",
+                kind(fam, false),
+                OpFlags::COMMIT_COMPLETE,
+                OpFlags::all(),
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("not defined"), "{fam:?}: {e}");
+        }
+        assert!(waits_for_target(
+            OpFlags::COMMIT_COMPLETE | OpFlags::COMPLETION
+        ));
+        assert!(waits_for_target(OpFlags::DELIVERY_COMPLETE));
+        assert!(!waits_for_target(
+            OpFlags::TRANSMIT_COMPLETE | OpFlags::INJECT
+        ));
     }
 
     #[test]

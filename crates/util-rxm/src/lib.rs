@@ -352,7 +352,8 @@ impl RxmProvider {
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
                     | OpFlags::TRANSMIT_COMPLETE
-                    | OpFlags::DELIVERY_COMPLETE,
+                    | OpFlags::DELIVERY_COMPLETE
+                    | OpFlags::COMMIT_COMPLETE,
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,

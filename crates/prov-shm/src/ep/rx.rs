@@ -85,8 +85,12 @@ impl Shared {
             place,
             released,
         } = to;
+        let via = match &payload {
+            Unexp::Data { via, .. } | Unexp::Rts { via, .. } => via.clone(),
+        };
+        let act = via.as_deref().unwrap_or(act);
         match payload {
-            Unexp::Data { data } => {
+            Unexp::Data { data, .. } => {
                 let n = place.len.min(data.len());
                 // SAFETY: `data` holds n bytes; the receive buffer is the
                 // application's, writable for its length (placement within it).
@@ -100,6 +104,7 @@ impl Shared {
                 iov,
                 niov,
                 id,
+                ..
             } => {
                 let dst = recv.buf.sub(place.offset, place.len);
                 // SAFETY: `dst` is the placement's part of a posted receive buffer,
@@ -158,8 +163,18 @@ impl Shared {
             rr.asm = None;
             rr.wr = None;
             rr.backlog.clear();
+            rr.via = self.srx_route(ring.dest());
             rx.active.push(r);
         }
+    }
+
+    /// On a shared receive context, the bindings of its endpoint whose name has
+    /// `digest` (see [`Ring::dest`](region::Ring::dest)); `None` for the context's own
+    /// (another endpoint, or no digest).
+    fn srx_route(&self, digest: u64) -> Option<Arc<Active>> {
+        let routes = lock(&self.srx_routes);
+        let (_, b) = routes.iter().find(|(d, _)| *d == digest)?;
+        Some(b.clone())
     }
 
     pub(super) fn release_ring(&self, act: &Active, rx: &mut Rx, r: usize) {
@@ -167,6 +182,8 @@ impl Shared {
         let Some(rr) = rx.rings.get_mut(r) else {
             return;
         };
+        let via = rr.via.take();
+        let act = via.as_deref().unwrap_or(act);
         if let Some(a) = rr.asm.take() {
             if let AsmTarget::Recv {
                 recv,
@@ -203,6 +220,7 @@ impl Shared {
         act: &Active,
         rx: &mut Rx,
         inc: &Incoming,
+        r: usize,
         ack: Option<(usize, u64, u64)>,
         payload: *const u8,
     ) -> bool {
@@ -229,7 +247,12 @@ impl Shared {
                 let mut data = vec![0u8; len];
                 // SAFETY: the payload per the contract; `data` holds len bytes.
                 unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                if rx.m.push_unexpected(*inc, Unexp::Data { data }).is_err() {
+                let via = rx.rings[r].via.clone();
+                if rx
+                    .m
+                    .push_unexpected(*inc, Unexp::Data { data, via })
+                    .is_err()
+                {
                     return false;
                 }
             }
@@ -321,6 +344,10 @@ impl Shared {
             let r = rx.active[k];
             k += 1;
             let ring = self.region.ring(r);
+            // Through a shared receive context, reported with the bindings of the
+            // endpoint the sender addressed (looked up once per ring and poll).
+            let via = rx.rings[r].via.clone();
+            let act = via.as_deref().unwrap_or(act);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;

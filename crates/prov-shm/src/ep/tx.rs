@@ -76,6 +76,7 @@ impl Shared {
             let (pa, pv) = ofi_kit::cma::probe_word();
             ring.write_identity(me as i32, &self.name(), pa, pv);
             ring.write_auth(self.settings.auth);
+            ring.write_dest(region::name_digest(name));
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
             if tx.conns.len() <= idx.0 {
@@ -304,7 +305,7 @@ impl Shared {
         if data.is_some() {
             hflags |= F_DATA;
         }
-        let delivery = flags.contains(OpFlags::DELIVERY_COMPLETE) && !inject;
+        let delivery = ofi_kit::opflags::waits_for_target(flags) && !inject;
         if delivery {
             hflags |= F_ACK;
         }

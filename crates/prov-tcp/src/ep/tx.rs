@@ -231,7 +231,7 @@ impl EpInner {
             h.flags |= FLAG_LOCAL;
             h.rma_cnt = segs.n as u8;
         }
-        if (flags.contains(OpFlags::DELIVERY_COMPLETE) && !silent) || local {
+        if (ofi_kit::opflags::waits_for_target(flags) && !silent) || local {
             h.flags |= FLAG_ACK_REQ;
             let id = st.take_op_id();
             h.id = id.0;
