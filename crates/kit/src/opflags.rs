@@ -27,8 +27,10 @@
 //! `FI_COMMIT_COMPLETE` asks that the result be persistent at the target before the
 //! completion. No kit-built provider registers persistent memory (none claims
 //! `FI_RMA_PMEM`), so a provider that adds the flag to its set honours it as delivery
-//! complete, the flush being empty: [`waits_for_target`] says whether a transmit must
-//! wait for the target's acknowledgement (docs/API.md, "FI_COMMIT_COMPLETE").
+//! complete, the flush being empty (docs/API.md, "FI_COMMIT_COMPLETE"). The flags
+//! reach the provider with `FI_DELIVERY_COMPLETE` added ([`with_implied`]: the
+//! defaults when they are set, a `*msg` call's flags once checked), so its data path
+//! tests one bit, as before, and an ordinary send pays nothing for the level.
 //!
 //! [`DefaultOpFlags`] holds an endpoint's (or alias's) two default sets and answers
 //! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]); a socket
@@ -47,9 +49,13 @@ use ofi_core::{Errno, Error, OpFlags, Result};
 /// without flags use, changed by `FI_SETOPSFLAG` at any time (each call reads them
 /// once, with a relaxed load: the C API asks `fi_control` to be serialized against the
 /// endpoint's other calls).
+///
+/// The transmit set is kept twice: as named (what `FI_GETOPSFLAG` answers) and with
+/// what it implies ([`with_implied`], what the data calls read).
 #[derive(Debug, Default)]
 pub struct DefaultOpFlags {
     tx: AtomicU64,
+    tx_named: AtomicU64,
     rx: AtomicU64,
 }
 
@@ -58,7 +64,8 @@ impl DefaultOpFlags {
     /// `fi_rx_attr.op_flags`), taken as they are (getinfo checked them).
     pub fn new(tx: OpFlags, rx: OpFlags) -> Self {
         DefaultOpFlags {
-            tx: AtomicU64::new(tx.bits()),
+            tx: AtomicU64::new(with_implied(tx).bits()),
+            tx_named: AtomicU64::new(tx.bits()),
             rx: AtomicU64::new(rx.bits()),
         }
     }
@@ -77,13 +84,19 @@ impl DefaultOpFlags {
 
     /// A copy (an alias starts with its endpoint's flags).
     pub fn snapshot(&self) -> Self {
-        DefaultOpFlags::new(self.tx(), self.rx())
+        DefaultOpFlags::new(self.tx_named(), self.rx())
     }
 
-    /// The transmit set.
+    /// The transmit set the data calls use: as named, with what it implies
+    /// ([`with_implied`]).
     #[inline(always)]
     pub fn tx(&self) -> OpFlags {
         OpFlags::from_bits_retain(self.tx.load(Ordering::Relaxed))
+    }
+
+    /// The transmit set as named (attributes, `FI_SETOPSFLAG`, an alias).
+    pub fn tx_named(&self) -> OpFlags {
+        OpFlags::from_bits_retain(self.tx_named.load(Ordering::Relaxed))
     }
 
     /// The receive set.
@@ -101,8 +114,12 @@ impl DefaultOpFlags {
     pub fn set(&self, prov: &str, arg: u64, supported: OpFlags) -> Result<()> {
         let (transmit, flags) = ops_side(arg).map_err(|e| e.context(prov))?;
         check_defaults(prov, transmit, flags, supported)?;
-        let slot = if transmit { &self.tx } else { &self.rx };
-        slot.store(flags.bits(), Ordering::Relaxed);
+        if transmit {
+            self.tx_named.store(flags.bits(), Ordering::Relaxed);
+            self.tx.store(with_implied(flags).bits(), Ordering::Relaxed);
+        } else {
+            self.rx.store(flags.bits(), Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -112,7 +129,7 @@ impl DefaultOpFlags {
     /// `FI_EINVAL` when `arg` names both sides or neither.
     pub fn get(&self, prov: &str, arg: u64) -> Result<OpFlags> {
         let (transmit, _) = ops_side(arg).map_err(|e| e.context(prov))?;
-        Ok(if transmit { self.tx() } else { self.rx() })
+        Ok(if transmit { self.tx_named() } else { self.rx() })
     }
 
     /// The flags of a new alias (`fi_ep_alias`): a copy of these, then the side `arg`
@@ -194,11 +211,16 @@ pub const COMPLETION_LEVELS: OpFlags = OpFlags::INJECT_COMPLETE
 /// flush to persistence that memory without `FI_RMA_PMEM` does not need).
 pub const TARGET_LEVELS: OpFlags = OpFlags::DELIVERY_COMPLETE.union(OpFlags::COMMIT_COMPLETE);
 
-/// Whether a transmit with `flags` completes only on the target's acknowledgement
-/// ([`TARGET_LEVELS`]): one test of the flags, as cheap as testing one level.
+/// `flags` with what they imply for a kit-built provider's data path: with
+/// `FI_COMMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` too (the provider waits for the
+/// target's acknowledgement; see the [module docs](self)).
 #[inline(always)]
-pub const fn waits_for_target(flags: OpFlags) -> bool {
-    flags.intersects(TARGET_LEVELS)
+pub const fn with_implied(flags: OpFlags) -> OpFlags {
+    if flags.contains(OpFlags::COMMIT_COMPLETE) {
+        flags.union(OpFlags::DELIVERY_COMPLETE)
+    } else {
+        flags
+    }
 }
 
 /// What every transmit operation (send, RMA, atomic) defines.
@@ -523,13 +545,26 @@ mod tests {
             .unwrap_err();
             assert!(e.to_string().contains("not defined"), "{fam:?}: {e}");
         }
-        assert!(waits_for_target(
-            OpFlags::COMMIT_COMPLETE | OpFlags::COMPLETION
-        ));
-        assert!(waits_for_target(OpFlags::DELIVERY_COMPLETE));
-        assert!(!waits_for_target(
-            OpFlags::TRANSMIT_COMPLETE | OpFlags::INJECT
-        ));
+        let commit = OpFlags::COMMIT_COMPLETE | OpFlags::COMPLETION;
+        assert_eq!(with_implied(commit), commit | OpFlags::DELIVERY_COMPLETE);
+        assert_eq!(with_implied(OpFlags::INJECT), OpFlags::INJECT);
+        // The defaults: the data path reads the implied set, FI_GETOPSFLAG the named one.
+        let d = DefaultOpFlags::new(commit, OpFlags::empty());
+        assert_eq!(d.tx(), commit | OpFlags::DELIVERY_COMPLETE);
+        assert_eq!(d.tx_named(), commit);
+        let supported = PROVIDER_DEFAULT | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(d.get("p", OpFlags::TRANSMIT.bits()).unwrap(), commit);
+        assert_eq!(d.snapshot().tx(), d.tx());
+        d.set(
+            "p",
+            (OpFlags::TRANSMIT | OpFlags::COMPLETION).bits(),
+            supported,
+        )
+        .unwrap();
+        assert_eq!(d.tx(), OpFlags::COMPLETION);
+        let set = OpFlags::TRANSMIT | commit;
+        d.set("p", set.bits(), supported).unwrap();
+        assert_eq!((d.tx(), d.tx_named()), (with_implied(commit), commit));
     }
 
     #[test]

@@ -367,11 +367,11 @@ enum Unexp {
     /// Copied out of the ring (a delivery-complete sender was acknowledged then).
     Data {
         data: Vec<u8>,
-        /// The ring's [`RxRing::via`] when it arrived.
+        /// The ring's [`Rx::via`] when it arrived.
         via: Option<Arc<Active>>,
     },
     Rts {
-        /// The ring's [`RxRing::via`] when it arrived.
+        /// The ring's [`Rx::via`] when it arrived.
         via: Option<Arc<Active>>,
         ring: usize,
         claim: u64,
@@ -412,9 +412,6 @@ struct RxRing {
     /// The RMA write being streamed in: its id and status so far.
     wr: Option<(u64, i32)>,
     backlog: VecDeque<(u64, i32)>,
-    /// On a shared receive context: the bindings of the endpoint this ring's sender
-    /// addressed (`None`: the context's own, those of its first endpoint).
-    via: Option<Arc<Active>>,
 }
 
 struct Rx {
@@ -424,6 +421,13 @@ struct Rx {
     gen: u64,
     polls: u64,
     last_check: Instant,
+    /// Per ring, on a shared receive context: the bindings of the endpoint the ring's
+    /// sender addressed (`None`: the context's own, those of its first endpoint). Kept
+    /// beside `rings`, not in them, so that every other endpoint's rings keep their
+    /// layout.
+    via: Vec<Option<Arc<Active>>>,
+    /// Whether a ring has bindings in `via`: chooses the poll loop that looks them up.
+    routed: bool,
 }
 
 struct Shared {
@@ -583,7 +587,6 @@ impl Endpoint {
                 asm: None,
                 wr: None,
                 backlog: VecDeque::new(),
-                via: None,
             })
             .collect();
         let m = TagMatcher::new(open.matcher_config());
@@ -618,6 +621,8 @@ impl Endpoint {
                 gen: u64::MAX,
                 polls: 0,
                 last_check: Instant::now(),
+                via: vec![None; geo.rings],
+                routed: false,
             }),
             tx_work: AtomicUsize::new(0),
             corrupt: AtomicU64::new(0),
@@ -845,7 +850,7 @@ impl DataPath for Endpoint {
     const NAME: &'static str = crate::NAME;
     /// Kit's default set, `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)),
     /// `FI_TRIGGER` ([`triggers`](DataPath::triggers)) and `FI_COMMIT_COMPLETE` (as
-    /// delivery complete: [`ofi_kit::opflags::waits_for_target`]).
+    /// delivery complete: [`ofi_kit::opflags::with_implied`]).
     const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
         .union(OpFlags::FENCE)
         .union(OpFlags::TRIGGER)

@@ -163,7 +163,8 @@ impl Shared {
             rr.asm = None;
             rr.wr = None;
             rr.backlog.clear();
-            rr.via = self.srx_route(ring.dest());
+            rx.via[r] = self.srx_route(ring.dest());
+            rx.routed |= rx.via[r].is_some();
             rx.active.push(r);
         }
     }
@@ -179,11 +180,11 @@ impl Shared {
 
     pub(super) fn release_ring(&self, act: &Active, rx: &mut Rx, r: usize) {
         let ring = self.region.ring(r);
+        let via = rx.via.get_mut(r).and_then(Option::take);
+        let act = via.as_deref().unwrap_or(act);
         let Some(rr) = rx.rings.get_mut(r) else {
             return;
         };
-        let via = rr.via.take();
-        let act = via.as_deref().unwrap_or(act);
         if let Some(a) = rr.asm.take() {
             if let AsmTarget::Recv {
                 recv,
@@ -247,7 +248,7 @@ impl Shared {
                 let mut data = vec![0u8; len];
                 // SAFETY: the payload per the contract; `data` holds len bytes.
                 unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                let via = rx.rings[r].via.clone();
+                let via = rx.via[r].clone();
                 if rx
                     .m
                     .push_unexpected(*inc, Unexp::Data { data, via })
@@ -335,6 +336,27 @@ impl Shared {
             rx.gen = gen;
             self.attach_rings(rx);
         }
+        // A shared receive context looks up per ring the bindings of the endpoint the
+        // sender addressed; every other endpoint polls without the lookup.
+        let (mut work, more) = if rx.routed {
+            self.poll_rings::<true>(act, rx)
+        } else {
+            self.poll_rings::<false>(act, rx)
+        };
+        rx.polls = rx.polls.wrapping_add(1);
+        if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
+            self.peek.liveness_due.store(false, Ordering::Relaxed);
+            work += self.check_liveness(act, rx);
+        }
+        self.publish_peek(rx, more);
+        work
+    }
+
+    /// Drain the active rings (a bounded number of slots each): how many slots were
+    /// taken, and whether work is left. With `ROUTED`, a ring's messages are reported
+    /// with its [`Rx::via`] bindings when it has some.
+    #[inline(always)]
+    fn poll_rings<const ROUTED: bool>(&self, act: &Active, rx: &mut Rx) -> (usize, bool) {
         let geo = self.region.geometry();
         let max_msg = self.settings.max_msg_size;
         let mut work = 0;
@@ -344,9 +366,7 @@ impl Shared {
             let r = rx.active[k];
             k += 1;
             let ring = self.region.ring(r);
-            // Through a shared receive context, reported with the bindings of the
-            // endpoint the sender addressed (looked up once per ring and poll).
-            let via = rx.rings[r].via.clone();
+            let via = if ROUTED { rx.via[r].clone() } else { None };
             let act = via.as_deref().unwrap_or(act);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
@@ -379,13 +399,7 @@ impl Shared {
                 more |= !rx.rings[r].backlog.is_empty();
             }
         }
-        rx.polls = rx.polls.wrapping_add(1);
-        if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
-            self.peek.liveness_due.store(false, Ordering::Relaxed);
-            work += self.check_liveness(act, rx);
-        }
-        self.publish_peek(rx, more);
-        work
+        (work, more)
     }
 
     /// Release the drained rings whose sender closed or died, if [`LIVENESS_EVERY`] has

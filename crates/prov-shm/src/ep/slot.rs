@@ -133,7 +133,7 @@ impl Shared {
         let inc = at.incoming(s, total);
         let pid = rx.rings[r].pid;
         let payload = Unexp::Rts {
-            via: rx.rings[r].via.clone(),
+            via: rx.via[r].clone(),
             ring: r,
             claim,
             pid,
@@ -439,7 +439,7 @@ impl Shared {
                 let inc = a.inc;
                 let payload = Unexp::Data {
                     data,
-                    via: rx.rings[r].via.clone(),
+                    via: rx.via[r].clone(),
                 };
                 let m = taken(rx.m.match_incoming(&inc));
                 // Placed or buffered is taken in (as above): acknowledged now;

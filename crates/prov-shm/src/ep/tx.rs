@@ -305,7 +305,7 @@ impl Shared {
         if data.is_some() {
             hflags |= F_DATA;
         }
-        let delivery = ofi_kit::opflags::waits_for_target(flags) && !inject;
+        let delivery = flags.contains(OpFlags::DELIVERY_COMPLETE) && !inject;
         if delivery {
             hflags |= F_ACK;
         }

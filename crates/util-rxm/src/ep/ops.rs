@@ -323,7 +323,7 @@ impl Shared {
         // delivery-complete one waits for the receiver's word that it has taken the
         // message in (into a receive, or buffered), so it needs an operation record:
         // not the fast path.
-        let delivery = !inject && ofi_kit::opflags::waits_for_target(flags);
+        let delivery = !inject && flags.contains(OpFlags::DELIVERY_COMPLETE);
         let cq_flags = (OpFlags::SEND
             | if tagged {
                 OpFlags::TAGGED
