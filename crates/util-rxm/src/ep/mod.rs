@@ -76,11 +76,11 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, MsgAtomic, MsgRma, RmaIoc, RmaIov};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, Msg, MsgAtomic, MsgRma, RmaIoc, RmaIov};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::cq::{CompletionQueue, CqAttr};
-use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, EpOption, OptLevel, ADDR_UNSPEC};
 use ofi_core::ep::{Endpoint as CoreEp, PassiveEndpoint};
 use ofi_core::eq::{EqAttr, EventQueue};
 use ofi_core::mr::MemoryRegion;
@@ -126,6 +126,7 @@ const K_RX: u64 = 0;
 const K_TX: u64 = 1;
 const K_RD: u64 = 2;
 
+mod bounce;
 mod connect;
 mod data;
 mod ops;
@@ -439,6 +440,8 @@ struct Shared {
     instance: u64,
     core_inject: usize,
     core_virt: bool,
+    /// How the bounce buffers on the core's MSG endpoints are laid out (`bounce`).
+    bounce: bounce::Bounce,
     engine: Arc<ProgressEngine>,
     need_src: bool,
     directed: bool,
@@ -559,6 +562,7 @@ impl Endpoint {
         let instance = (u64::from(std::process::id()) << 32)
             | NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let core_inject = dom.core_info.tx_attr.inject_size;
+        let bounce = bounce::Bounce::new(&settings, dom.core_info.caps);
         let core_virt = dom
             .core_info
             .domain_attr
@@ -609,6 +613,7 @@ impl Endpoint {
             instance,
             core_inject,
             core_virt,
+            bounce,
             engine: engine.clone(),
             need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
             directed,
