@@ -1399,3 +1399,13 @@ fn remote_counter_binds() {
     let late = ep.bind(&c3, OpFlags::REMOTE_READ).unwrap_err();
     assert_eq!(late.code(), Errno::EOPBADSTATE, "{late}");
 }
+
+/// `fi_setname` before `fi_enable` is where rxm listens: a peer connects to the new name.
+#[test]
+fn setname_before_enable_moves_the_listener() {
+    let at = std::net::SocketAddr::from(([127, 0, 0, 1], ofi_testkit::free_tcp_port()));
+    ofi_conformance::checks::setname::named_before_enable_is_reached(
+        &rxm_info(),
+        &Address::from(at).to_bytes(),
+    );
+}
