@@ -692,8 +692,9 @@ impl Shared {
 
     /// `fi_setname` (before `fi_enable`, the kit's glue checks): a passive endpoint
     /// listening at `addr` replaces the current one, and its name becomes the
-    /// endpoint's. Connection requests the old one queued are still answered (on the
-    /// EQ they share); the old one stops listening. Naming the endpoint what it is
+    /// endpoint's; the old one is closed (a peer that connected to the old name
+    /// before the rename gets no answer the protocol relies on: its connection manager
+    /// retries or fails as for any refused connection). Naming the endpoint what it is
     /// already called changes nothing.
     ///
     /// # Errors
