@@ -153,6 +153,14 @@ pub fn free_tcp_port() -> u16 {
         .port()
 }
 
+/// A UDP port on 127.0.0.1 free a moment ago (for a test binding an endpoint there).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port on 127.0.0.1")
+        .port()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

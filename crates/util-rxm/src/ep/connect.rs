@@ -219,7 +219,7 @@ impl Shared {
                     ofi_kit::diag::suppressed_note(n)
                 );
             }
-            let _ = self.pep.reject(handle, &self.hello(Kind::Reject, reason));
+            self.reject(handle, reason);
         };
         let h = match Hello::parse(data) {
             Ok(h) => h,
@@ -272,22 +272,17 @@ impl Shared {
                 conn.aliases.push(addr.clone());
             }
         }
-        let loopback = h.addr == self.me_bytes;
+        let me = self.me_bytes.to_vec();
+        let loopback = h.addr == me;
         let decision = if loopback {
             ConnDecision::Accept
         } else {
-            st.mgr.on_incoming(
-                c as PeerId,
-                h.instance,
-                conn::self_wins(&self.me_bytes, &h.addr),
-                now,
-            )
+            st.mgr
+                .on_incoming(c as PeerId, h.instance, conn::self_wins(&me, &h.addr), now)
         };
         match decision {
             ConnDecision::RejectAlready => {
-                let _ = self
-                    .pep
-                    .reject(handle, &self.hello(Kind::Reject, Reason::Already));
+                self.reject(handle, Reason::Already);
             }
             ConnDecision::Accept | ConnDecision::Replace => {
                 if decision == ConnDecision::Replace {
@@ -330,9 +325,7 @@ impl Shared {
                     }
                     Err(e) => {
                         ofi_core::ofi_warn!(NAME, "ep_ctrl", "opening an accepting endpoint: {e}");
-                        let _ = self
-                            .pep
-                            .reject(handle, &self.hello(Kind::Reject, Reason::Refused));
+                        self.reject(handle, Reason::Refused);
                     }
                 }
             }
