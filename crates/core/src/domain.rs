@@ -6,7 +6,7 @@
 
 use crate::abi::object::{close_of, ctl, open_signalling, AsFid, Node};
 use crate::abi::raw::RawInfoBox;
-use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawEp, RawMr, RawObj};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
 use crate::cntr::{CntrAttr, Counter};
@@ -35,43 +35,31 @@ impl Domain {
     /// `fi_endpoint2` with a context (reported in its events) and flags.
     pub fn endpoint_with(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        Endpoint::open_child(&self.node, FidClass::Ep, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                DomainTable.endpoint(self.obj, ib.as_ptr(), context, flags, &mut out, e)
+                DomainTable.endpoint(self.obj, ib.as_ptr(), context, flags, out, e)
             )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+        })
     }
 
     /// `fi_stx_context`: a shared transmit context.
     pub fn stx_context(&self, attr: &TxAttr) -> Result<Endpoint> {
         let raw = tx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.stx_ctx(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::StxCtx)
+        Endpoint::open_child(&self.node, FidClass::StxCtx, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.stx_ctx(self.obj, &raw, 0, out, e))
+        })
     }
 
     /// `fi_srx_context`: a shared receive context.
     pub fn srx_context(&self, attr: &RxAttr) -> Result<Endpoint> {
         let raw = rx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.srx_ctx(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::SrxCtx)
+        Endpoint::open_child(&self.node, FidClass::SrxCtx, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.srx_ctx(self.obj, &raw, 0, out, e))
+        })
     }
 
     /// `fi_cq_open` with a context.

@@ -503,17 +503,19 @@ class_tables!(
     WaitTable
 );
 
-/// The child a provider just opened through an open-style slot (`out`): its class
-/// table, checked, and the node of `parent`'s that closes it through that table.
+/// Run an open-style control call (it fills the [`RawObj`] it is given) and take the
+/// child the provider opened: the object, its class table (checked), and the node of
+/// `parent`'s that closes it through that table.
 pub(crate) fn open_child<T: ClassTable>(
     parent: &Arc<Node>,
-    out: &RawObj,
     class: FidClass,
-    what: &str,
-) -> Result<(*const T, Arc<Node>)> {
+    call: impl FnOnce(&mut RawObj, *mut ErrBuf) -> i32,
+) -> Result<(Obj, *const T, Arc<Node>)> {
+    let mut out = RawObj::empty();
+    ctl(|e| call(&mut out, e))?;
     let ops = out.ops as *const T;
-    let node = Node::child(parent, class, close_of(out.obj, ops, what)?);
-    Ok((ops, node))
+    let node = Node::child(parent, class, close_of(out.obj, ops, class.label())?);
+    Ok((out.obj, ops, node))
 }
 
 /// The raw attributes of an object that can signal a wait set (`fi_cq_attr`,
@@ -575,13 +577,11 @@ pub(crate) fn open_signalling<T: ClassTable, A: SignalsWaitSet>(
         }
         None => None,
     };
-    let mut out = RawObj::empty();
-    ctl(|e| call(&raw, &mut out, e))?;
-    let (ops, node) = open_child::<T>(parent, &out, class, class.label())?;
+    let (obj, ops, node) = open_child::<T>(parent, class, |out, e| call(&raw, out, e))?;
     if let Some(set) = set {
         node.add_binding(set);
     }
-    Ok((out.obj, ops, node))
+    Ok((obj, ops, node))
 }
 
 /// Check a newly opened object and its class table, and make its closer.

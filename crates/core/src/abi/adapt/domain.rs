@@ -397,17 +397,12 @@ impl crate::domain::Domain {
     /// `fi_av_open`.
     pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
         let raw = attr.to_raw();
-        let mut out = RawObj::empty();
         // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
-            )
+        let (obj, ops, node) = open_child(&self.node, FidClass::Av, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.av_open(self.obj, &raw, 0, out, e))
         })?;
-        let (ops, node) = open_child::<AvTable>(&self.node, &out, FidClass::Av, "address vector")?;
         // SAFETY: the provider returned an AV and its table.
-        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
+        Ok(unsafe { AddressVector::from_raw(obj, ops, node) })
     }
 
     /// `fi_mr_reg`: register `len` bytes at `buf`.
@@ -454,15 +449,13 @@ impl crate::domain::Domain {
     /// `fi_scalable_ep`.
     pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        Endpoint::open_child(&self.node, FidClass::Sep, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
+                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, out, e)
             )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
+        })
     }
 
     /// `fi_cq_open`.

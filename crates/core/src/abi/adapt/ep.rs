@@ -262,9 +262,9 @@ impl Endpoint {
 
     /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
     pub fn alias(&self, flags: u64) -> Result<Endpoint> {
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `out` lives across the call.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+        Endpoint::open_child(&self.node, FidClass::Ep, |out, eb| unsafe {
+            call_slot!(self.t(), EpTable.alias(self.obj, flags, out, eb))
+        })
     }
 }
