@@ -4,7 +4,7 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use crate::abi::object::{close_of, ctl, open_signalling, AsFid, Node};
+use crate::abi::object::{close_of, open_signalling, AsFid, Node};
 use crate::abi::raw::RawInfoBox;
 use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
@@ -167,12 +167,9 @@ impl Domain {
 
     /// `fi_domain_bind` an event queue.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
-        let target = eq.as_fid();
-        self.node.check_peer(target.node(), "domain bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open EQ of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node.bind(eq.as_fid(), "domain bind", |raw, e| unsafe {
+            call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e))
+        })
     }
 }

@@ -309,14 +309,11 @@ crate::abi::ctl_ops::host_object! {
 impl PassiveEndpoint {
     /// Bind the event queue connection requests are reported to.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
-        let target = eq.as_fid();
-        self.node
-            .check_peer(target.node(), "passive endpoint bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open EQ of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node
+            .bind(eq.as_fid(), "passive endpoint bind", |raw, e| unsafe {
+                call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e))
+            })
     }
 
     // ---- one method per entry of the list (`for_each_pep_op!`) ----

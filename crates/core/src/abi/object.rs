@@ -239,6 +239,23 @@ impl Node {
             .push(target.clone());
     }
 
+    /// Bind `target` to this node's object through the provider's `bind` slot (the
+    /// `fi_*_bind` calls): refuses a target of another provider family or one already
+    /// closed (`what` names the call in that error), runs `call` with the target's raw
+    /// reference, and on success records the binding, so the target stays open while
+    /// this object is.
+    pub(crate) fn bind(
+        &self,
+        target: FidRef<'_>,
+        what: &str,
+        call: impl FnOnce(RawFidRef, *mut ErrBuf) -> i32,
+    ) -> Result<()> {
+        self.check_peer(target.node(), what)?;
+        ctl(|e| call(target.raw(), e))?;
+        self.add_binding(target.node());
+        Ok(())
+    }
+
     /// Undo one [`Node::add_binding`] to `target`; false if there was none.
     pub(crate) fn remove_binding(&self, target: &Arc<Node>) -> bool {
         let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());

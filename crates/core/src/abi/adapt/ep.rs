@@ -179,13 +179,11 @@ impl Endpoint {
     /// shared context of the same provider. Objects of another provider are refused
     /// with `FI_EINVAL`. The bound object stays open until this endpoint closes.
     pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: OpFlags) -> Result<()> {
-        let target = obj.as_fid();
-        self.node.check_peer(target.node(), "endpoint bind")?;
-        let raw = target.raw();
         // SAFETY: our own object and table; `raw` names an open object of our family.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node
+            .bind(obj.as_fid(), "endpoint bind", |raw, eb| unsafe {
+                call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb))
+            })
     }
 
     /// Bind an address vector (`fi_ep_bind(ep, &av->fid, 0)`).
