@@ -2,24 +2,13 @@
 
 use super::*;
 
-/// Slot `bind` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_bind<F: FabricOps>(
-    dom: Obj,
-    target: RawFidRef,
-    flags: u64,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.bind", || {
-        // SAFETY: our boxed domain and, when of class EQ, an EQ of this family (host
-        // contract).
-        unsafe {
-            let eq = bound_eq::<F>(target, "domain bind: only an event queue can be bound")?;
-            ob::<F::Domain>(dom).bind_eq(eq, flags)
-        }
-    })
-}
+eq_bind_slot!(
+    /// Slot `bind` of the domain table.
+    dom_bind,
+    F::Domain,
+    "domain.bind",
+    "domain bind: only an event queue can be bound"
+);
 
 /// Fill an endpoint out-parameter with `ep` and the family's endpoint tables.
 ///
