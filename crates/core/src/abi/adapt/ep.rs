@@ -47,22 +47,12 @@ pub(super) unsafe extern "C" fn ep_enable<F: FabricOps>(ep: Obj, err: *mut ErrBu
     guard_ctl(err, "ep.enable", || unsafe { ob::<EpOf<F>>(ep) }.enable())
 }
 
-/// Slot `control` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_control<F: FabricOps>(
-    ep: Obj,
-    command: i32,
-    arg: *mut c_void,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.control", || {
-        // SAFETY: our boxed endpoint (host contract); `arg` is what `command` expects,
-        // by the C contract of `fi_control` that the host's `Endpoint::control` passes
-        // on to its (unsafe) caller.
-        unsafe { ob::<EpOf<F>>(ep).control(command, arg) }
-    })
-}
+control_slot!(
+    /// Slot `control` of the `ep` table.
+    ep_control,
+    EpOf<F>,
+    "ep.control"
+);
 
 /// Slot `alias` of the `ep` table.
 /// # Safety

@@ -100,6 +100,29 @@ macro_rules! eq_bind_slot {
     };
 }
 
+/// Declares the `control` slot of an endpoint class (active or passive): `fi_control`
+/// forwarded to the boxed `$Obj`'s `control`. `$what` names the slot for panics.
+macro_rules! control_slot {
+    ($(#[$doc:meta])* $slot:ident, $Obj:ty, $what:literal) => {
+        $(#[$doc])*
+        /// # Safety
+        /// `obj` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            command: i32,
+            arg: *mut c_void,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                // SAFETY: our boxed object (host contract); `arg` is what `command`
+                // expects, by the C contract of `fi_control` that the host's `control`
+                // passes on to its (unsafe) caller.
+                unsafe { ob::<$Obj>(obj).control(command, arg) }
+            })
+        }
+    };
+}
+
 mod av;
 mod cm;
 mod cntr;

@@ -10,22 +10,12 @@ eq_bind_slot!(
     "passive endpoint bind: only an event queue can be bound"
 );
 
-/// Slot `control` of the `pep` table (minor 3).
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_control<F: FabricOps>(
-    pep: Obj,
-    command: i32,
-    arg: *mut c_void,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "pep.control", || {
-        // SAFETY: our boxed passive endpoint (host contract); `arg` is what `command`
-        // expects, by the C contract of `fi_control` that the host's
-        // `PassiveEndpoint::control` passes on to its (unsafe) caller.
-        unsafe { ob::<PepOf<F>>(pep).control(command, arg) }
-    })
-}
+control_slot!(
+    /// Slot `control` of the `pep` table (minor 3).
+    pep_control,
+    PepOf<F>,
+    "pep.control"
+);
 
 boxed_objects!(PepOf<F>);
 
