@@ -103,9 +103,20 @@ pub fn unenabled_peer_on(
     info: &Info,
     av: &AddressVector,
 ) -> (Endpoint, CompletionQueue) {
+    unenabled_endpoint(domain, info, &CqAttr::with_format(CqFormat::Msg), av)
+}
+
+/// An endpoint of `domain` for `info` with a fresh CQ opened with `cq_attr` (bound for
+/// transmit and receive) and `av` bound, not yet enabled.
+pub fn unenabled_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq_attr: &CqAttr,
+    av: &AddressVector,
+) -> (Endpoint, CompletionQueue) {
     let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_MSG): {e}"));
+        .cq_open(cq_attr)
+        .unwrap_or_else(|e| panic!("fi_cq_open ({:?}): {e}", cq_attr.format));
     let ep = domain
         .endpoint(info)
         .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
@@ -114,6 +125,21 @@ pub fn unenabled_peer_on(
     ep.bind_av(av)
         .unwrap_or_else(|e| panic!("fi_ep_bind AV: {e}"));
     (ep, cq)
+}
+
+/// An enabled endpoint of `domain` for `info` with a fresh CQ opened with `cq_attr`
+/// (bound for transmit and receive) and a fresh AV of its own bound.
+pub fn enabled_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq_attr: &CqAttr,
+) -> (Endpoint, CompletionQueue, AddressVector) {
+    let av = domain
+        .av_open(&AvAttr::default())
+        .unwrap_or_else(|e| panic!("fi_av_open: {e}"));
+    let (ep, cq) = unenabled_endpoint(domain, info, cq_attr, &av);
+    ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
+    (ep, cq, av)
 }
 
 /// The address of `ep` (`fi_getname`), in `info`'s format.

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
-use ofi::av::{AddressVector, AvAttr};
+use ofi::av::AddressVector;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, API_VERSION};
 
 use crate::checks::tagged;
 use crate::fixture;
@@ -117,18 +117,11 @@ pub fn endpoint_in(
     domain: &Domain,
     info: &Info,
 ) -> (Endpoint, CompletionQueue, AddressVector, Address) {
-    let cq = domain
-        .cq_open(&CqAttr {
-            size: CQ_SIZE,
-            ..CqAttr::with_format(CqFormat::Tagged)
-        })
-        .expect("fi_cq_open");
-    let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(info).expect("fi_endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("fi_enable");
+    let cq_attr = CqAttr {
+        size: CQ_SIZE,
+        ..CqAttr::with_format(CqFormat::Tagged)
+    };
+    let (ep, cq, av) = fixture::enabled_endpoint(domain, info, &cq_attr);
     let addr =
         Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");
     (ep, cq, av, addr)
