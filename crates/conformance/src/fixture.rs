@@ -8,9 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg, MsgTagged};
+use ofi::abi::raw::{CqEntryFormat, CqErrEntry, CqMsgEntry, Iov, Msg, MsgTagged};
 use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::cq::{CompletionQueue, CqAttr, CqError};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
@@ -191,6 +191,49 @@ impl Fixture {
             fabric,
             info,
         }
+    }
+}
+
+/// The next completion of `cq` with its source address (`fi_cq_readfrom`, entries of
+/// format `E`) within `bound`: the entry and its source, the error entry after
+/// `FI_EAVAIL`, or `None` when nothing came. Any other read error panics.
+pub fn read_from_within<E: CqEntryFormat>(
+    cq: &CompletionQueue,
+    bound: Duration,
+) -> Option<std::result::Result<(E, u64), CqError>> {
+    let deadline = Instant::now() + bound;
+    loop {
+        let mut e = [E::default()];
+        let mut src = [0u64];
+        match cq.readfrom(&mut e, &mut src) {
+            Ok(1) => return Some(Ok((e[0], src[0]))),
+            Ok(n) => panic!("fi_cq_readfrom of one entry returned {n}"),
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            Err(err) if err.code() == Errno::EAVAIL => {
+                return Some(Err(cq
+                    .readerr_owned(0)
+                    .unwrap_or_else(|e| panic!("fi_cq_readerr after FI_EAVAIL: {e}"))));
+            }
+            Err(err) => panic!("fi_cq_readfrom: {err}"),
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The next completion of `cq` with its source address within `bound` (see
+/// [`read_from_within`]), which must come and succeed; `what` names it in a failure.
+pub fn wait_from_ok<E: CqEntryFormat>(
+    cq: &CompletionQueue,
+    bound: Duration,
+    what: &str,
+) -> (E, u64) {
+    match read_from_within(cq, bound) {
+        Some(Ok(c)) => c,
+        Some(Err(ee)) => panic!("{what}: error completion {ee:?}"),
+        None => panic!("{what}: no completion within {bound:?}"),
     }
 }
 

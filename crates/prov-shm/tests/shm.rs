@@ -510,15 +510,9 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
 
     const FINAL_TAG: u64 = 0xf1a1_7a90_0000_0001;
     const FINAL: &[u8; 16] = b"well-behaved-end";
-    let env = |k: &str, d: u64| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let mut rng = TestRng::from_env("OFI_SHM_FUZZ_SEED", 0x5eed_f00d);
     let seed = rng.seed();
-    let per_receiver = env("OFI_SHM_FUZZ_SLOTS", 600) as usize;
+    let per_receiver: usize = ofi_testkit::env_count("OFI_SHM_FUZZ_SLOTS", 600);
     let mut sleeper = Command::new("sleep")
         .arg("60")
         .spawn()

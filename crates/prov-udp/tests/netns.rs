@@ -96,19 +96,7 @@ fn name(s: &Side) -> SocketAddr {
 
 /// The next successful completion with its source, within [`WAIT`].
 fn next(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
-    let end = Instant::now() + WAIT;
-    loop {
-        let mut e = [CqDataEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return (e[0], src[0]),
-            Ok(n) => panic!("{what}: read of one entry returned {n}"),
-            Err(x) if x.code() == Errno::EAGAIN => {}
-            Err(x) => panic!("{what}: {x}"),
-        }
-        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    ofi_conformance::fixture::wait_from_ok(cq, WAIT, what)
 }
 
 /// Post a receive into `buf`.

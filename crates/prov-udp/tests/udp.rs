@@ -145,24 +145,7 @@ type Completion = Result<(CqDataEntry, u64), ofi::cq::CqError>;
 
 /// The next completion of `cq` (with its source address) within [`WAIT`].
 fn next(cq: &CompletionQueue) -> Option<Completion> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut e = [CqDataEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return Some(Ok((e[0], src[0]))),
-            Ok(n) => panic!("read of one entry returned {n}"),
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) if err.code() == Errno::EAVAIL => {
-                return Some(Err(cq.readerr_owned(0).expect("readerr after FI_EAVAIL")))
-            }
-            Err(err) => panic!("cq read: {err}"),
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::yield_now();
-    }
+    ofi_conformance::fixture::read_from_within(cq, WAIT)
 }
 
 fn ok(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {

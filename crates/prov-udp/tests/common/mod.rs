@@ -97,17 +97,9 @@ pub fn info_v4(reg: &Registry, caps: Caps) -> Info {
 /// The next completion of `cq` within 2 s: (length, source); panics on an error
 /// completion (with its entry) or a time-out.
 pub fn next(cq: &CompletionQueue) -> (usize, u64) {
-    let end = Instant::now() + Duration::from_secs(2);
-    let mut e = [CqDataEntry::default()];
-    let mut src = [0u64];
-    loop {
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(_) => return (e[0].len, src[0]),
-            Err(x) if x.code() == Errno::EAGAIN && Instant::now() < end => {}
-            Err(x) if x.code() == Errno::EAVAIL => panic!("error: {:?}", cq.readerr_owned(0)),
-            Err(x) => panic!("{x}"),
-        }
-    }
+    let (e, src): (CqDataEntry, u64) =
+        ofi_conformance::fixture::wait_from_ok(cq, Duration::from_secs(2), "a completion");
+    (e.len, src)
 }
 
 /// Post a receive into `buf` (context 1).

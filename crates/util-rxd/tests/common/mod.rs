@@ -11,14 +11,7 @@ use ofi_conformance::node::rdm_info;
 pub use ofi_conformance::node::Node;
 use ofi_util_rxd::proto::{Hdr, PktType};
 
-/// The number in the environment variable `var`, else `default` (the size of a
-/// test's run).
-pub fn env_count<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+pub use ofi_testkit::env_count;
 
 /// The first answer for rxd over udp (IPv4), `FI_EP_RDM` with `FI_MSG`.
 pub fn rxd_msg_info() -> ofi::Info {
