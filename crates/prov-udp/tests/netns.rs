@@ -28,7 +28,7 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, ADDR_NOTAVAIL, API_VERSION};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Info, ADDR_NOTAVAIL, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 use ofi_testkit::netns::NetPair;
 

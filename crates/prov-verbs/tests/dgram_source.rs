@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi::abi::raw::CqMsgEntry;
 use ofi::cq::CompletionQueue;

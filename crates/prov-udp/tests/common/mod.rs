@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi::abi::raw::CqDataEntry;
 use ofi::av::{AddressVector, AvAttr};
@@ -14,9 +14,7 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{
-    AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, API_VERSION,
-};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Info, OpFlags, Result, WaitObj, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 
 /// A fresh registry with only the udp provider (which reads its parameters now).
