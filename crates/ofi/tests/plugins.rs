@@ -149,32 +149,21 @@ fn next(cq: &CompletionQueue) -> CqMsgEntry {
     }
 }
 
-/// `fi_recv` of the whole of `buf` on `ep` from any source with context `ctx`; panics
-/// when refused.
-///
-/// # Safety
-///
-/// `buf` must stay alive and untouched until the receive's completion has been read.
-unsafe fn post_recv(ep: &Endpoint, buf: &mut [u8], ctx: usize) {
-    // SAFETY: the caller keeps `buf` until the receive completes.
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-    }
-    .expect("fi_recv");
-}
-
 /// Endpoint 0 sends `payload` to endpoint 1 with `inject`; returns what 1 received.
 fn inject_across(p: &Pair, payload: &[u8]) -> Vec<u8> {
     let (a, b) = (&p.eps[0], &p.eps[1]);
     let mut buf = vec![0u8; 256];
     // SAFETY: `buf` outlives the receive, whose completion is read below.
-    unsafe { post_recv(&b.0, &mut buf, 1) };
+    unsafe {
+        b.0.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            1,
+        )
+    }
+    .expect("recv");
     a.0.inject(payload, 1).expect("inject");
     let c = next(&b.1);
     buf.truncate(c.len);
@@ -214,7 +203,14 @@ fn the_vendor_plugin_builds_out_of_tree_and_loads_from_a_plugin_directory() {
     let msg = *b"sent";
     // SAFETY: the buffers outlive the operations, completed below.
     unsafe {
-        post_recv(&b.0, &mut buf, 2);
+        b.0.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            2,
+        )
+        .unwrap();
         a.0.send(msg.as_ptr(), msg.len(), std::ptr::null_mut(), 1, 3)
             .unwrap();
     }

@@ -122,27 +122,6 @@ fn next(cq: &CompletionQueue) -> Result<(CqMsgEntry, u64), CqErrEntry> {
     }
 }
 
-/// `fi_recv` of the whole of `buf` on `ep` from any source with context `ctx`; panics
-/// when refused.
-///
-/// # Safety
-///
-/// `buf` must stay alive and untouched until the receive's completion has been read
-/// (or the receive is cancelled).
-unsafe fn post_recv(ep: &Endpoint, buf: &mut [u8], ctx: usize) {
-    // SAFETY: the caller keeps `buf` until the receive completes.
-    unsafe {
-        ep.recv(
-            buf.as_mut_ptr(),
-            buf.len(),
-            std::ptr::null_mut(),
-            ADDR_NOTAVAIL,
-            ctx,
-        )
-    }
-    .expect("fi_recv");
-}
-
 #[test]
 fn loopback_send_recv_with_source_addresses() {
     let w = world(2, msg_cq());
@@ -161,7 +140,14 @@ fn loopback_send_recv_with_source_addresses() {
         let mut inb = vec![0u8; 4096];
         // SAFETY: both buffers outlive the operations, whose completions are read below.
         unsafe {
-            post_recv(&b.ep, &mut inb, 100 + round as usize);
+            b.ep.recv(
+                inb.as_mut_ptr(),
+                inb.len(),
+                std::ptr::null_mut(),
+                ADDR_NOTAVAIL,
+                100 + round as usize,
+            )
+            .unwrap();
             a.ep.send(
                 out.as_ptr(),
                 out.len(),
@@ -258,7 +244,16 @@ fn vectored_and_msg_forms_and_inject() {
     // inject: no send completion, the buffer is free at once.
     let mut r = [0u8; 8];
     // SAFETY: `r` outlives the receive.
-    unsafe { post_recv(&b.ep, &mut r, 9) };
+    unsafe {
+        b.ep.recv(
+            r.as_mut_ptr(),
+            r.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            9,
+        )
+        .unwrap()
+    };
     a.ep.inject(b"inj", 1).unwrap();
     assert_eq!(next(&b.cq).unwrap().0.len, 3);
     let mut e = [CqMsgEntry::default()];
@@ -369,7 +364,14 @@ fn a_receive_too_small_completes_with_etrunc_and_olen() {
     let payload = [7u8; 25];
     // SAFETY: buffers outlive the operations.
     unsafe {
-        post_recv(&b.ep, &mut small, 5);
+        b.ep.recv(
+            small.as_mut_ptr(),
+            small.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            5,
+        )
+        .unwrap();
         a.ep.send(payload.as_ptr(), payload.len(), std::ptr::null_mut(), 1, 6)
             .unwrap();
     }
@@ -386,7 +388,16 @@ fn cancel_completes_with_ecanceled() {
     let a = &w.nodes[0];
     let mut buf = [0u8; 8];
     // SAFETY: the receive is cancelled before `buf` goes away.
-    unsafe { post_recv(&a.ep, &mut buf, 77) };
+    unsafe {
+        a.ep.recv(
+            buf.as_mut_ptr(),
+            buf.len(),
+            std::ptr::null_mut(),
+            ADDR_NOTAVAIL,
+            77,
+        )
+        .unwrap()
+    };
     assert_eq!(a.ep.rx_size_left().unwrap(), w.info.rx_attr.size - 1);
     a.ep.cancel(77).unwrap();
     let err = next(&a.cq).unwrap_err();

@@ -35,20 +35,6 @@ impl Run {
             self.err
         );
     }
-
-    /// Asserts that the run exited with `status` and its stdout starts with `text`.
-    pub fn assert_out_starts_with(&self, status: i32, text: &str) {
-        assert_eq!(
-            self.status, status,
-            "stdout: {}\nstderr: {}",
-            self.out, self.err
-        );
-        assert!(
-            self.out.starts_with(text),
-            "stdout does not start with {text:?}:\n{}",
-            self.out
-        );
-    }
 }
 
 /// Runs `c` to its end, or kills it (by PID) and reaps it after `limit`.
