@@ -156,6 +156,16 @@ fn ok(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
     }
 }
 
+/// The next completion of `cq` must succeed, with context `ctx`, from source `src`.
+fn expect_from(cq: &CompletionQueue, what: &str, ctx: usize, src: u64) {
+    let (r, from) = ok(cq, what);
+    assert_eq!(
+        (r.op_context, from),
+        (ctx, src),
+        "{what}: context and source"
+    );
+}
+
 fn err(cq: &CompletionQueue, what: &str) -> ofi::cq::CqError {
     match next(cq) {
         Some(Err(e)) => e,
@@ -562,9 +572,7 @@ fn source_err_reports_unknown_senders_with_their_address() {
     // Once inserted, the sender is known.
     let fa = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
     p.a_sends_to_b(&mut buf, b"friend", 5);
-    let (r, src) = ok(&p.b.cq, "known sender");
-    assert_eq!(r.op_context, 5);
-    assert_eq!(src, fa);
+    expect_from(&p.b.cq, "known sender", 5, fa);
 }
 
 /// The source of a sender seen before (the endpoint remembers the last one) follows the
@@ -573,12 +581,11 @@ fn source_err_reports_unknown_senders_with_their_address() {
 #[test]
 fn a_remembered_source_follows_the_av() {
     let caps = Caps::MSG | Caps::SOURCE | Caps::SOURCE_ERR;
-    let p = pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, true);
+    let p = pair(caps);
     let mut buf = [0u8; 16];
     for ctx in [3, 5] {
         p.a_sends_to_b(&mut buf, b"known", ctx);
-        let (r, src) = ok(&p.b.cq, "known sender");
-        assert_eq!((r.op_context, src), (ctx, p.to_a));
+        expect_from(&p.b.cq, "known sender", ctx, p.to_a);
     }
     p.b.av.remove(&[p.to_a], 0).unwrap();
     p.a_sends_to_b(&mut buf, b"removed", 7);
@@ -591,8 +598,7 @@ fn a_remembered_source_follows_the_av() {
     let again = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
     assert_ne!(again, other);
     p.a_sends_to_b(&mut buf, b"back", 9);
-    let (r, src) = ok(&p.b.cq, "re-inserted sender");
-    assert_eq!((r.op_context, src), (9, again));
+    expect_from(&p.b.cq, "re-inserted sender", 9, again);
 }
 
 #[test]
@@ -604,9 +610,7 @@ fn source_without_source_err_is_addr_notavail() {
     );
     let mut buf = [0u8; 16];
     p.a_sends_to_b(&mut buf, b"who?", 3);
-    let (r, src) = ok(&p.b.cq, "unknown sender");
-    assert_eq!(r.op_context, 3);
-    assert_eq!(src, ADDR_NOTAVAIL);
+    expect_from(&p.b.cq, "unknown sender", 3, ADDR_NOTAVAIL);
 }
 
 #[test]
