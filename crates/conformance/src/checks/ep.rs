@@ -34,12 +34,12 @@ pub fn ep_enable_without_cq_or_av(s: &Subject) {
     each_msg_domain(s, |t, info, f, d| {
         // A fresh endpoint with only a CQ bound: `fi_enable` fails with `missing`.
         let enable_with_only_a_cq = |missing: Errno, what: &str| {
-            let ep = d.endpoint(&info).unwrap();
+            let ep = d.endpoint(info).unwrap();
             let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
             ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
             fixture::expect_errno(ep.enable(), missing, what);
         };
-        let mut ep = d.endpoint(&info).unwrap();
+        let mut ep = d.endpoint(info).unwrap();
         if crate::connectionless(t) {
             let av = d.av_open(&AvAttr::default()).unwrap();
             ep.bind_av(&av).unwrap();
@@ -84,7 +84,7 @@ pub fn ep_bind_cq_twice_is_einval(s: &Subject) {
     each_msg_domain(s, |_t, info, _f, d| {
         let cq1 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
         let cq2 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-        let ep = d.endpoint(&info).unwrap();
+        let ep = d.endpoint(info).unwrap();
         fixture::expect_errno(
             ep.bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ),
             Errno::EBADFLAGS,
@@ -107,7 +107,7 @@ pub fn ep_bind_cq_twice_is_einval(s: &Subject) {
 pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {
     each_msg_domain(s, |_t, info, _f, d| {
         let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-        let ep = d.endpoint(&info).unwrap();
+        let ep = d.endpoint(info).unwrap();
         fixture::expect_errno(
             ep.bind(&cq, OpFlags::SELECTIVE_COMPLETION),
             Errno::EBADFLAGS,
