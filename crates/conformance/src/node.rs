@@ -24,7 +24,7 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, API_VERSION};
 
 use crate::checks::tagged;
 use crate::fixture;
@@ -137,17 +137,12 @@ pub fn endpoint_named_in(
     info: &Info,
     name: Option<&[u8]>,
 ) -> (Endpoint, CompletionQueue, AddressVector, Address) {
-    let cq = domain
-        .cq_open(&CqAttr {
-            size: CQ_SIZE,
-            ..CqAttr::with_format(CqFormat::Tagged)
-        })
-        .expect("fi_cq_open");
+    let cq_attr = CqAttr {
+        size: CQ_SIZE,
+        ..CqAttr::with_format(CqFormat::Tagged)
+    };
     let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(info).expect("fi_endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
+    let (ep, cq) = fixture::unenabled_endpoint(domain, info, &cq_attr, &av);
     if let Some(name) = name {
         ep.setname(name).expect("fi_setname before fi_enable");
     }

@@ -134,6 +134,15 @@ impl Drop for TestRng {
     }
 }
 
+/// The number in the environment variable `var`, else `default` (how big a test's run
+/// is: seeds, messages, iterations). A value that does not parse counts as unset.
+pub fn env_count<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A seed written in decimal or in hex with `0x`.
 fn parse_seed(text: &str) -> Option<u64> {
     let text = text.trim();

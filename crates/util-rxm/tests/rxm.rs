@@ -1078,10 +1078,7 @@ fn all_to_all_processes() {
     if child_side() {
         return;
     }
-    let n: usize = std::env::var("RXM_A2A_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let n: usize = ofi_testkit::env_count("RXM_A2A_N", 64);
     let tmp = tmpdir("a2a");
     let dir = tmp.0.clone();
     let start = Instant::now();
