@@ -43,6 +43,7 @@ fn samples() -> Vec<Vec<u8>> {
         max_version: 4,
         features: 3,
         cookie: 0,
+        recvwin: 16,
     };
     let mut v = vec![
         wire::emit_hs(PktType::Hello, &hs),
@@ -136,6 +137,7 @@ fn bad_version_type_flags_and_lengths_are_dropped_and_counted() {
             max_version: 4,
             features: 0,
             cookie: 0,
+            recvwin: 16,
         },
     );
     h.push(0);
@@ -175,6 +177,7 @@ fn a_forged_cookie_creates_no_state_and_a_hello_only_an_answer() {
             max_version: 4,
             features: 0,
             cookie: 0,
+            recvwin: 16,
         },
     );
     for src in 0..(MAX_HS_REPLIES as u64 + 100) {
@@ -201,6 +204,7 @@ fn a_forged_cookie_creates_no_state_and_a_hello_only_an_answer() {
             max_version: 4,
             features: 0,
             cookie: 9,
+            recvwin: 16,
         },
     );
     assert_eq!(e.handle_packet(0, 77, &hs), Ok(()));

@@ -81,6 +81,15 @@ pub const NO_SRC: PeerAddr = u64::MAX;
 /// The error operations of a lost peer complete with.
 pub const LOST_PEER_ERRNO: Errno = Errno::EIO;
 
+/// Largest receive window a peer's handshake is taken at (larger announcements are
+/// clamped to it; message ids compare modulo 2^32, so a window must stay far below
+/// 2^31). An engine announces at most this much too.
+pub const MAX_RECVWIN: u32 = 1 << 20;
+
+/// The error a peer's operations complete with when its handshake announces no receive
+/// window (it could never take a message).
+pub const BAD_HANDSHAKE_ERRNO: Errno = Errno::EPROTO;
+
 /// Most handshake answers waiting to be sent (more `HELLO`s are dropped: the askers
 /// ask again).
 pub const MAX_HS_REPLIES: usize = 1024;
@@ -98,7 +107,9 @@ pub struct Config {
     pub min_read_msg_size: usize,
     /// Packets per clear-to-send grant [`FI_EFA_TX_MIN_CREDITS`, 32].
     pub tx_min_credits: usize,
-    /// How many message ids ahead a receiver holds [`FI_EFA_RECVWIN_SIZE`, 16384].
+    /// How many message ids ahead a receiver holds [`FI_EFA_RECVWIN_SIZE`, 16384]:
+    /// announced to peers in the handshake (at most [`MAX_RECVWIN`]); a sender keeps
+    /// within the room its peer announced, whatever its own setting.
     pub recvwin_size: u32,
     /// First RNR wait, µs; 0 random [`FI_EFA_RNR_BACKOFF_INITIAL_WAIT_TIME`, 0].
     pub rnr_backoff_initial_wait_time: u64,
@@ -307,4 +318,9 @@ pub struct Stats {
     pub hello_dropped: u64,
     /// Peers declared lost.
     pub peers_lost: u64,
+    /// Handshakes refused because they announced no receive window (the peer's
+    /// operations completed with [`BAD_HANDSHAKE_ERRNO`]).
+    pub bad_handshake: u64,
+    /// Handshakes whose receive window was above [`MAX_RECVWIN`] (taken at that).
+    pub recvwin_clamped: u64,
 }

@@ -167,7 +167,9 @@ impl Engine {
         let Some(op) = self.tx.get(&id) else {
             return;
         };
-        let Some(TxHandshake::Known { features, cookie }) = self.peers.get(&op.peer).map(|p| p.hs)
+        let Some(TxHandshake::Known {
+            features, cookie, ..
+        }) = self.peers.get(&op.peer).map(|p| p.hs)
         else {
             return;
         };
