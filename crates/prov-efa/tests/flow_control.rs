@@ -425,13 +425,16 @@ fn an_absurd_announced_room_is_clamped() {
     assert_eq!(a.stats().recvwin_clamped, 1);
     // Both messages go (the window is large) and arrive in order.
     for i in 0..2u64 {
-        b.post_recv(0, RecvReq {
-            ctx: 100 + i,
-            len: 64,
-            tag: None,
-            src: None,
-            flags: OpFlags::empty(),
-        })
+        b.post_recv(
+            0,
+            RecvReq {
+                ctx: 100 + i,
+                len: 64,
+                tag: None,
+                src: None,
+                flags: OpFlags::empty(),
+            },
+        )
         .unwrap();
     }
     while let Some(t) = a.poll_transmit(0) {

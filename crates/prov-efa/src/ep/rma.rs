@@ -10,15 +10,16 @@
 //!
 //! Nothing here panics on application or peer input.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::ADDR_NOTAVAIL;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall, AtomicLocks};
 use ofi_kit::mr::{MrTable, RemoteRegion};
 use ofi_kit::request::RmaRequest;
 
 use super::*;
-use crate::proto::{RegionAccess, RemoteRegion as Target};
+use crate::proto::{atomic_access, RegionAccess, RemoteRegion as Target};
 
 /// The target side of emulated RMA: the domain's MR table, as seen by one endpoint.
 #[derive(Debug)]
@@ -27,10 +28,6 @@ pub(super) struct MrAccess {
     /// The endpoint's id for `FI_MR_ENDPOINT` lookups.
     pub(super) ep: u64,
 }
-
-/// Serialises atomics on words that are not 8-byte aligned (aligned ones are atomic
-/// operations on the word itself).
-static UNALIGNED: Mutex<()> = Mutex::new(());
 
 impl MrAccess {
     /// The checked region for `len` bytes at `offset` of `key` with `access`, as one
@@ -88,45 +85,49 @@ impl RegionAccess for MrAccess {
         &self,
         key: u32,
         offset: u64,
-        fetch: bool,
-        f: &dyn Fn(u64) -> u64,
-    ) -> std::result::Result<u64, Errno> {
-        let access = if fetch {
-            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
-        } else {
-            OpFlags::REMOTE_WRITE
-        };
-        let (r, segs) = self.region(key, offset, 8, access)?;
-        let [(p, 8)] = segs.slice() else {
+        call: AtomicCall,
+        operand: &[u8],
+        compare: &[u8],
+    ) -> std::result::Result<Vec<u8>, Errno> {
+        let need = atomic_access(&call);
+        let mut access = OpFlags::empty();
+        if need.remote_read {
+            access |= OpFlags::REMOTE_READ;
+        }
+        if need.remote_write {
+            access |= OpFlags::REMOTE_WRITE;
+        }
+        let bytes = operand.len();
+        let (r, segs) = self.region(key, offset, bytes, access)?;
+        // The table hands back one segment for a range inside one registration.
+        let [(target, len)] = segs.slice() else {
             return Err(Errno::EINVAL);
         };
-        let p = *p;
-        let old = if p % 8 == 0 {
-            // SAFETY: 8 bytes of live registered memory (checked), 8-byte aligned; the
-            // application may access it concurrently, which atomics allow.
-            let w = unsafe { AtomicU64::from_ptr(p as *mut u64) };
-            let r = w.fetch_update(
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-                |v| Some(f(u64::from_le(v)).to_le()),
-            );
-            u64::from_le(r.unwrap_or_else(|v| v))
-        } else {
-            let _g = lock(&UNALIGNED);
-            let mut b = [0u8; 8];
-            // SAFETY: 8 bytes of live registered memory (checked); raw copies.
-            unsafe {
-                std::ptr::copy_nonoverlapping(p as *const u8, b.as_mut_ptr(), 8);
-                let old = u64::from_le_bytes(b);
-                let new = f(old).to_le_bytes();
-                std::ptr::copy_nonoverlapping(new.as_ptr(), p as *mut u8, 8);
-                old
-            }
-        };
+        let mut result = vec![0u8; if need.remote_read { bytes } else { 0 }];
+        let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
+        // SAFETY: `[target, target + len)` is live registered memory the table checked
+        // for the access this call needs (readable; writable unless the call is
+        // ATOMIC_READ, which writes nothing); the registration stays valid during the
+        // call (the application's contract). The application may touch those bytes
+        // concurrently: the engine copies through raw pointers only.
+        unsafe {
+            locks.apply_raw(
+                *target as *mut u8,
+                *len,
+                call,
+                AtomicArgs::new(operand, compare, &mut result),
+            )
+        }
+        .map_err(|e| e.code())?;
         r.count_access();
-        Ok(old)
+        Ok(result)
     }
 }
+
+/// Atomics applied by this process's efa endpoints are serialised per address stripe
+/// (kit's lock set): concurrent atomics from several peers on one element are atomic
+/// with respect to each other.
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
 
 impl Shared {
     /// An RMA read or write of the application.

@@ -16,8 +16,8 @@ use super::rx::{RxOp, Unexp};
 use super::tx::TxOp;
 use super::wire::{self, Ctrl, Hs, PktType, Repr};
 use super::{
-    Config, Event, Nanos, NotReady, PeerAddr, Stats, Transmit, LOST_PEER_ERRNO, MAX_HS_REPLIES,
-    BAD_HANDSHAKE_ERRNO, MAX_RECVWIN,
+    Config, Event, Nanos, NotReady, PeerAddr, Stats, Transmit, BAD_HANDSHAKE_ERRNO,
+    LOST_PEER_ERRNO, MAX_HS_REPLIES, MAX_RECVWIN,
 };
 
 /// Later segments of an unexpected medium message: (offset, bytes).

@@ -65,7 +65,11 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, RemoteRegion, MAX_WRITES_IN_PROGRESS};
+pub use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+pub use ofi_kit::atomic::AtomicCall;
+pub use rma::{
+    atomic_access, Access, RegionAccess, RemoteAtomic, RemoteRegion, MAX_WRITES_IN_PROGRESS,
+};
 pub use tx::READ_KEY_BIT;
 
 /// A peer's address as the transport names it (a device address handle, a simulated
@@ -136,6 +140,16 @@ impl Config {
     /// Bytes of message one packet carries: messages up to this go eager.
     pub fn eager_capacity(&self) -> usize {
         self.mtu.saturating_sub(wire::REQ_LEN)
+    }
+
+    /// Most target bytes one atomic of family `kind` covers: its operands (and compare
+    /// values) fit one request, its original elements one answer.
+    pub fn max_atomic_bytes(&self, kind: AtomicKind) -> usize {
+        let operands = match kind {
+            AtomicKind::Compare => self.eager_capacity() / 2,
+            _ => self.eager_capacity(),
+        };
+        operands.min(self.mtu.saturating_sub(wire::CTRL_LEN))
     }
 }
 

@@ -28,7 +28,7 @@
 //! [`Repr::parse`] checks everything a peer controls that can be checked without state:
 //! the version, the type, the flags, and that each payload fits its operation (an
 //! eager request carries exactly its message, a segment never reaches past its total
-//! length, an atomic carries exactly its operands). Nothing here panics; a bad packet
+//! length, an atomic carries whole operands, twice as many bytes for a compare). Nothing here panics; a bad packet
 //! is a [`WireError`].
 
 use ofi_kit::wire::WireError;
@@ -55,9 +55,6 @@ pub const KNOWN_FLAGS: u16 = F_CQ_DATA | F_DC;
 pub const FEAT_RDMA_READ: u64 = 1 << 0;
 /// Feature bit: the endpoint answers `F_DC` requests with a `RECEIPT`.
 pub const FEAT_DELIVERY_COMPLETE: u64 = 1 << 1;
-
-/// Bytes of an atomic operand (the 8-byte operations only).
-pub const ATOMIC_LEN: usize = 8;
 
 wire_header! {
     /// A checked view of a handshake packet (`HELLO`, `HANDSHAKE`).
@@ -358,7 +355,7 @@ impl<'a> Repr<'a> {
         let payload = &buf[CTRL_LEN..];
         let ok = match ty {
             PktType::Cts | PktType::Eor | PktType::Receipt => payload.is_empty(),
-            PktType::AtomRsp => payload.len() == ATOMIC_LEN,
+            PktType::AtomRsp => true, // the original elements, or nothing
             _ => !payload.is_empty(),
         };
         if !ok {
@@ -393,16 +390,10 @@ fn check_req(req: &Req, payload: usize) -> Result<(), WireError> {
         MediumMsg | MediumTag | EagerRtw => payload > 0,
         LongCtsMsg | LongCtsTag => req.seg_offset == 0,
         LongReadMsg | LongReadTag | ShortRtr => payload == 0 && req.seg_offset == 0,
-        WriteRta | FetchRta => payload == ATOMIC_LEN && req.total_len == ATOMIC_LEN as u64,
+        // Whole operands (then compare values, as many): the initiator's elements.
+        WriteRta | FetchRta => req.seg_offset == 0 && end == req.total_len && payload > 0,
         CompareRta => {
-            // Operand then compare value; the operation's length is one operand.
-            return if payload == 2 * ATOMIC_LEN && req.total_len == 2 * ATOMIC_LEN as u64 {
-                Ok(())
-            } else {
-                Err(WireError::Malformed(
-                    "compare atomic without its two operands",
-                ))
-            };
+            req.seg_offset == 0 && end == req.total_len && payload > 0 && payload.is_multiple_of(2)
         }
         _ => false,
     };
