@@ -363,3 +363,26 @@ fn atomic_calls_that_make_no_sense_are_refused_at_once() {
     assert_eq!(e.register(1 << 31, vec![], Access::ALL), Err(Errno::EINVAL));
     assert!(done(&mut s).is_empty(), "nothing was sent");
 }
+
+#[test]
+fn the_target_reports_each_remote_access_done_once() {
+    let mut s = pair(6);
+    let e = &mut s.nodes[0].eng;
+    e.write(0, 1, region(1, 1, 0), vec![1; 600]).unwrap(); // several packets, one access
+    e.read(0, 2, region(1, 1, 0), 600).unwrap();
+    let sum = u64_atomic(AtomicOp::Sum, AtomicKind::Base, &[1], &[]);
+    e.atomic(0, 3, region(1, 1, 0), sum).unwrap();
+    e.write(0, 4, region(1, 2, 0), vec![1; 8]).unwrap(); // refused: not counted
+    settle(&mut s, SPAN);
+    let accesses: Vec<(PeerAddr, bool)> = s.nodes[1]
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::RemoteAccess { src, read } => Some((*src, *read)),
+            _ => None,
+        })
+        .collect();
+    let reads = accesses.iter().filter(|a| a.1).count();
+    assert_eq!((accesses.len(), reads), (3, 1), "{accesses:?}");
+    assert!(accesses.iter().all(|a| a.0 == 0), "from node 0");
+}

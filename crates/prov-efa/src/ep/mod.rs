@@ -65,6 +65,7 @@ use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::iov::IoList;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::ProgressEngine;
+use ofi_kit::remote_cntr::RemoteCntrs;
 use ofi_kit::tagmatch::MatcherConfig;
 use ofi_kit::wait::lock;
 use ofi_rdma::{
@@ -224,6 +225,8 @@ struct St {
     av_seen: u64,
     /// Datagrams dropped because the peer table was full.
     dropped_no_peer: u64,
+    /// Counters of peers' RMA and atomics on this endpoint's memory (`FI_RMA_EVENT`).
+    remote_cntrs: RemoteCntrs,
     wc: [WorkCompletion; WC_BATCH],
 }
 
@@ -240,6 +243,8 @@ struct Shared {
     me_bytes: Vec<u8>,
     /// `FI_EP_DGRAM` over UD (no protocol engine) rather than `FI_EP_RDM` over SRD.
     dgram: bool,
+    /// The endpoint's info has `FI_FENCE` (else `FI_FENCE` on a call is refused).
+    fence: bool,
     mtu: usize,
     rx_bufs: usize,
     /// Most refused datagrams copied aside (the protocol's receive window in packets:
@@ -390,6 +395,7 @@ impl Endpoint {
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
                 tx_ops: HashMap::new(),
+                remote_cntrs: RemoteCntrs::default(),
                 next_tx: 1,
                 rx_ops: HashMap::new(),
                 next_rx: 1,
@@ -407,6 +413,7 @@ impl Endpoint {
             me,
             me_bytes: me.to_bytes().to_vec(),
             dgram,
+            fence: info.caps.contains(ofi_core::Caps::FENCE),
             mtu,
             rx_bufs,
             copied_max: s.recvwin_size as usize,

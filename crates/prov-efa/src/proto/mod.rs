@@ -280,6 +280,15 @@ pub enum Event {
         /// Its CQ data.
         cq_data: u64,
     },
+    /// A peer's emulated RMA or atomic on this endpoint's memory is done (for remote
+    /// counters, `FI_RMA_EVENT`): one per operation, after [`Event::RemoteWrite`] where
+    /// both apply.
+    RemoteAccess {
+        /// The peer.
+        src: PeerAddr,
+        /// A read (`fi_read`); otherwise a write or an atomic.
+        read: bool,
+    },
 }
 
 /// A receive completion. A peek that found a message (`FI_PEEK`, with `FI_CLAIM` too)

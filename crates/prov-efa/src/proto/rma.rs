@@ -348,6 +348,8 @@ impl Engine {
             PktType::ShortRtr => {
                 match self.region_bytes(req.key, req.rma_offset, req.total_len as usize) {
                     Ok(data) => {
+                        self.events
+                            .push_back(super::Event::RemoteAccess { src, read: true });
                         let room = self.cfg.mtu.saturating_sub(CTRL_LEN).max(1);
                         for (i, chunk) in data.chunks(room).enumerate() {
                             let mut c = Ctrl::new(PktType::ReadRsp, req.send_id);
@@ -364,10 +366,17 @@ impl Engine {
             }
             PktType::WriteRta | PktType::FetchRta | PktType::CompareRta => {
                 let mut c = Ctrl::new(PktType::AtomRsp, req.send_id);
-                let result = self.apply_atomic(&req, payload).unwrap_or_else(|e| {
-                    c.status = e.0 as u32;
-                    Vec::new()
-                });
+                let result = match self.apply_atomic(&req, payload) {
+                    Ok(result) => {
+                        self.events
+                            .push_back(super::Event::RemoteAccess { src, read: false });
+                        result
+                    }
+                    Err(e) => {
+                        c.status = e.0 as u32;
+                        Vec::new()
+                    }
+                };
                 self.queue_ctrl(src, &c, &result);
             }
             _ => self.stats.stale += 1,
@@ -454,6 +463,10 @@ impl Engine {
                     len: total,
                     cq_data: data,
                 });
+            }
+            if status == 0 {
+                self.events
+                    .push_back(super::Event::RemoteAccess { src, read: false });
             }
             let mut c = Ctrl::new(PktType::Receipt, req.send_id);
             c.status = status;
