@@ -123,6 +123,7 @@ impl Shared {
         let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
+            peer,
             flags: cq_flags,
             want,
             read_into: result,

@@ -157,6 +157,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             id,
             TxOp {
                 ctx: r.context,
+                peer,
                 flags: cq_flags,
                 want,
                 read_into: None,
