@@ -328,6 +328,19 @@ impl Endpoint {
         )?;
         let s = &dom.settings;
         let dgram = info.ep_attr.ep_type == ofi_core::EpType::Dgram;
+        if !dgram && s.kind == ofi_rdma::DeviceKind::RdmaCore {
+            // The device layer creates SRD queue pairs through libefa, but this
+            // endpoint names the sender of a receive from its GRH, which EFA's SRD
+            // receives lack: the sender comes from `efadv_wc_read_sgid` on an extended
+            // completion queue, not bound yet. Refused rather than misread.
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                format!(
+                    "{NAME}: FI_EP_RDM on an EFA device needs the sender of each SRD \
+                     receive (efadv_wc_read_sgid), not bound yet"
+                ),
+            ));
+        }
         let mtu = if dgram {
             crate::libefa::DGRAM_MTU
         } else {

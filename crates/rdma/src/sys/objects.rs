@@ -166,6 +166,24 @@ fn c_text(b: &[libc::c_char]) -> String {
 }
 
 impl SysContext {
+    /// `efadv_query_device`: the EFA attributes of this (EFA) device.
+    pub(crate) fn efa_query_device(&self) -> Result<super::efadv::EfadvDeviceAttr> {
+        let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
+        let mut attr = super::efadv::EfadvDeviceAttr::default();
+        // SAFETY: our open context and an attribute struct of `inlen` bytes to fill.
+        let rc = unsafe {
+            (efa.query_device)(
+                self.ptr,
+                &mut attr,
+                std::mem::size_of::<super::efadv::EfadvDeviceAttr>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(rc_error(rc, "efadv_query_device"));
+        }
+        Ok(attr)
+    }
+
     pub(crate) fn query_device(&self) -> Result<DeviceAttr> {
         // SAFETY: all-zero is a valid attribute struct to fill.
         let mut a: IbvDeviceAttr = unsafe { std::mem::zeroed() };
@@ -553,6 +571,73 @@ pub(crate) fn create_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>>
         _srq: c.srq.cloned(),
         qp_type: c.qp_type,
         cap,
+    }))
+}
+
+/// An SRD queue pair of an EFA device, created through libefa (`efadv_create_qp_ex`
+/// with `EFADV_QP_DRIVER_TYPE_SRD`); `FI_ENODEV`-style one-line errors without libefa.
+pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>> {
+    let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
+    let mut a = IbvQpInitAttrEx {
+        qp_context: std::ptr::null_mut(),
+        send_cq: c.send_cq.ptr,
+        recv_cq: c.recv_cq.ptr,
+        srq: c.srq.map_or(std::ptr::null_mut(), |s| s.ptr),
+        cap: IbvQpCap {
+            max_send_wr: c.cap.max_send_wr,
+            max_recv_wr: c.cap.max_recv_wr,
+            max_send_sge: c.cap.max_send_sge,
+            max_recv_sge: c.cap.max_recv_sge,
+            max_inline_data: c.cap.max_inline_data,
+        },
+        qp_type: IBV_QPT_DRIVER,
+        sq_sig_all: libc::c_int::from(c.sq_sig_all),
+        comp_mask: IBV_QP_INIT_ATTR_PD,
+        pd: pd.ptr,
+        xrcd: std::ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: std::ptr::null_mut(),
+        rx_hash_conf: IbvRxHashConf {
+            rx_hash_function: 0,
+            rx_hash_key_len: 0,
+            rx_hash_key: std::ptr::null_mut(),
+            rx_hash_fields_mask: 0,
+        },
+        source_qpn: 0,
+        send_ops_flags: 0,
+    };
+    let mut efa_attr = super::efadv::EfadvQpInitAttr {
+        driver_qp_type: super::efadv::QP_DRIVER_TYPE_SRD,
+        ..Default::default()
+    };
+    // SAFETY: our open context, domain, CQs and SRQ; filled attribute structs (the
+    // driver writes the granted capacities back into `a`), `inlen` their size.
+    let q = unsafe {
+        (efa.create_qp_ex)(
+            pd.ctx.ptr,
+            &mut a,
+            &mut efa_attr,
+            std::mem::size_of::<super::efadv::EfadvQpInitAttr>() as u32,
+        )
+    };
+    if q.is_null() {
+        return Err(errno_error("efadv_create_qp_ex"));
+    }
+    Ok(Arc::new(SysQp {
+        ptr: q,
+        pd: pd.clone(),
+        _send_cq: c.send_cq.clone(),
+        _recv_cq: c.recv_cq.clone(),
+        _srq: c.srq.cloned(),
+        qp_type: c.qp_type,
+        cap: QpCap {
+            max_send_wr: a.cap.max_send_wr,
+            max_recv_wr: a.cap.max_recv_wr,
+            max_send_sge: a.cap.max_send_sge,
+            max_recv_sge: a.cap.max_recv_sge,
+            max_inline_data: a.cap.max_inline_data,
+        },
     }))
 }
 
