@@ -167,8 +167,9 @@ fn sent(t: Option<Transmit>) -> (u64, Vec<u8>) {
     }
 }
 
-/// A and B with the handshake done (B's answer taken by A).
-fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
+/// A, having sent message 0 to B, and B, having answered A's `HELLO`: B's
+/// `HANDSHAKE`, not yet given to A.
+fn hello_answered(a_cfg: Config, b_cfg: Config) -> (Engine, Engine, Vec<u8>) {
     let mut a = Engine::new(a_cfg);
     let mut b = Engine::new(b_cfg);
     a.send(0, send_req(0, 0)).unwrap();
@@ -177,6 +178,12 @@ fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
     b.handle_packet(0, A, &hello).unwrap();
     let (tok, hs) = sent(b.poll_transmit(0));
     b.handle_send_done(0, tok);
+    (a, b, hs)
+}
+
+/// A and B with the handshake done (B's answer taken by A).
+fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
+    let (mut a, b, hs) = hello_answered(a_cfg, b_cfg);
     a.handle_packet(0, B, &hs).unwrap();
     (a, b)
 }
@@ -373,23 +380,15 @@ fn a_storm_of_refusals_never_leaves_sender_and_receiver_waiting_for_each_other()
     }
 }
 
-/// B's `HANDSHAKE` as A receives it, with its receive window replaced by `recvwin`.
+/// A with messages 0 and 1 waiting for B's handshake, B, and B's `HANDSHAKE` as A
+/// receives it, with its receive window replaced by `recvwin`.
 fn handshake_announcing(recvwin: u32) -> (Engine, Engine, Vec<u8>) {
-    let mut a = Engine::new(Config {
-        secret: 1,
+    let secret = |secret| Config {
+        secret,
         ..Config::default()
-    });
-    let mut b = Engine::new(Config {
-        secret: 2,
-        ..Config::default()
-    });
-    a.send(0, send_req(0, 0)).unwrap();
+    };
+    let (mut a, b, hs) = hello_answered(secret(1), secret(2));
     a.send(0, send_req(1, 1)).unwrap();
-    let (tok, hello) = sent(a.poll_transmit(0));
-    a.handle_send_done(0, tok);
-    b.handle_packet(0, A, &hello).unwrap();
-    let (tok, hs) = sent(b.poll_transmit(0));
-    b.handle_send_done(0, tok);
     let Ok(Repr::Handshake(mut h)) = Repr::parse(&hs) else {
         panic!("not a handshake")
     };

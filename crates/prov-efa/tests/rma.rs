@@ -213,51 +213,52 @@ fn atomics_of_many_elements_and_other_datatypes() {
         .collect();
     // Base SUM of four i32 at 100; fetch PROD of two f64 at 200 (after a write);
     // ATOMIC_READ of the four i32 back; MSWAP (compare = mask) of two u16 at 300.
-    let e = &mut s.nodes[0].eng;
-    let call = |op, dt, kind, count| AtomicCall::new(op, dt, kind, count);
-    let plain = |call, operand: &[u8], compare: &[u8]| RemoteAtomic {
-        call,
-        operand: operand.to_vec(),
-        compare: compare.to_vec(),
+    // (context, offset, operation, datatype, family, elements, operands, compare values)
+    type Case = (
+        u64,
+        u64,
+        AtomicOp,
+        Datatype,
+        AtomicKind,
+        usize,
+        Vec<u8>,
+        Vec<u8>,
+    );
+    let submit = |s: &mut Sim<Node>, cases: Vec<Case>| {
+        for (ctx, offset, op, dt, kind, count, operand, compare) in cases {
+            let call = AtomicCall::new(op, dt, kind, count);
+            let args = RemoteAtomic {
+                call,
+                operand,
+                compare,
+            };
+            s.nodes[0]
+                .eng
+                .atomic(s.now, ctx, region(1, 1, offset), args)
+                .unwrap();
+        }
     };
-    e.atomic(
-        0,
-        1,
-        region(1, 1, 100),
-        plain(
-            call(AtomicOp::Sum, Datatype::Int32, AtomicKind::Base, 4),
-            &ints,
-            &[],
-        ),
-    )
-    .unwrap();
-    e.write(0, 2, region(1, 1, 200), floats.clone()).unwrap();
+    let (base, fetch) = (AtomicKind::Base, AtomicKind::Fetch);
+    submit(
+        &mut s,
+        vec![(
+            1,
+            100,
+            AtomicOp::Sum,
+            Datatype::Int32,
+            base,
+            4,
+            ints.clone(),
+            vec![],
+        )],
+    );
+    s.nodes[0]
+        .eng
+        .write(s.now, 2, region(1, 1, 200), floats.clone())
+        .unwrap();
     settle(&mut s, SPAN);
     assert!(done(&mut s).iter().all(|d| d.2.is_ok()));
-    let e = &mut s.nodes[0].eng;
     let twos: Vec<u8> = [2.0f64, 4.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
-    e.atomic(
-        0,
-        3,
-        region(1, 1, 200),
-        plain(
-            call(AtomicOp::Prod, Datatype::Double, AtomicKind::Fetch, 2),
-            &twos,
-            &[],
-        ),
-    )
-    .unwrap();
-    e.atomic(
-        0,
-        4,
-        region(1, 1, 100),
-        plain(
-            call(AtomicOp::AtomicRead, Datatype::Int32, AtomicKind::Fetch, 4),
-            &[],
-            &[],
-        ),
-    )
-    .unwrap();
     let ones: Vec<u8> = [0xffffu16, 0xffff]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -266,17 +267,42 @@ fn atomics_of_many_elements_and_other_datatypes() {
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect();
-    e.atomic(
-        0,
-        5,
-        region(1, 1, 300),
-        plain(
-            call(AtomicOp::Mswap, Datatype::Uint16, AtomicKind::Compare, 2),
-            &ones,
-            &mask,
-        ),
-    )
-    .unwrap();
+    let compare = AtomicKind::Compare;
+    submit(
+        &mut s,
+        vec![
+            (
+                3,
+                200,
+                AtomicOp::Prod,
+                Datatype::Double,
+                fetch,
+                2,
+                twos,
+                vec![],
+            ),
+            (
+                4,
+                100,
+                AtomicOp::AtomicRead,
+                Datatype::Int32,
+                fetch,
+                4,
+                vec![],
+                vec![],
+            ),
+            (
+                5,
+                300,
+                AtomicOp::Mswap,
+                Datatype::Uint16,
+                compare,
+                2,
+                ones,
+                mask,
+            ),
+        ],
+    );
     settle(&mut s, SPAN);
     let mut d = done(&mut s);
     d.sort_by_key(|x| x.0);
@@ -295,6 +321,13 @@ fn atomics_of_many_elements_and_other_datatypes() {
 fn atomic_calls_that_make_no_sense_are_refused_at_once() {
     let mut s = pair(5);
     let e = &mut s.nodes[0].eng;
+    // An atomic of `count` elements of `dt` with `bytes` of operands.
+    let raw = |op, dt, kind, count, bytes| RemoteAtomic {
+        call: AtomicCall::new(op, dt, kind, count),
+        operand: vec![0; bytes],
+        compare: vec![],
+    };
+    let (sum, base) = (AtomicOp::Sum, AtomicKind::Base);
     let refused = [
         // A compare-and-swap without the values to compare.
         (
@@ -303,12 +336,12 @@ fn atomic_calls_that_make_no_sense_are_refused_at_once() {
         ),
         // Compare values for an operation that compares nothing.
         (
-            u64_atomic(AtomicOp::Sum, AtomicKind::Fetch, &[1], &[2]),
+            u64_atomic(sum, AtomicKind::Fetch, &[1], &[2]),
             Errno::EINVAL,
         ),
         // ATOMIC_READ is a fetch call only; CSWAP a compare call only.
         (
-            u64_atomic(AtomicOp::AtomicRead, AtomicKind::Base, &[], &[]),
+            u64_atomic(AtomicOp::AtomicRead, base, &[], &[]),
             Errno::EOPNOTSUPP,
         ),
         (
@@ -317,40 +350,15 @@ fn atomic_calls_that_make_no_sense_are_refused_at_once() {
         ),
         // Bitwise operations on floating point.
         (
-            RemoteAtomic {
-                call: AtomicCall::new(AtomicOp::Bor, Datatype::Float, AtomicKind::Base, 1),
-                operand: vec![0; 4],
-                compare: vec![],
-            },
+            raw(AtomicOp::Bor, Datatype::Float, base, 1, 4),
             Errno::EOPNOTSUPP,
         ),
         // Operands not matching the count.
-        (
-            RemoteAtomic {
-                call: AtomicCall::new(AtomicOp::Sum, Datatype::Uint64, AtomicKind::Base, 2),
-                operand: vec![0; 8],
-                compare: vec![],
-            },
-            Errno::EINVAL,
-        ),
+        (raw(sum, Datatype::Uint64, base, 2, 8), Errno::EINVAL),
         // No elements.
-        (
-            RemoteAtomic {
-                call: AtomicCall::new(AtomicOp::Sum, Datatype::Uint64, AtomicKind::Base, 0),
-                operand: vec![],
-                compare: vec![],
-            },
-            Errno::EINVAL,
-        ),
+        (raw(sum, Datatype::Uint64, base, 0, 0), Errno::EINVAL),
         // More than one packet's operands.
-        (
-            RemoteAtomic {
-                call: AtomicCall::new(AtomicOp::Sum, Datatype::Uint8, AtomicKind::Base, 9000),
-                operand: vec![0; 9000],
-                compare: vec![],
-            },
-            Errno::EMSGSIZE,
-        ),
+        (raw(sum, Datatype::Uint8, base, 9000, 9000), Errno::EMSGSIZE),
     ];
     for (args, want) in refused {
         let what = format!("{:?}", args.call);
