@@ -20,7 +20,7 @@ use ofi_kit::atomic::AtomicCall;
 use ofi_kit::request::AtomicRequest;
 
 use super::*;
-use crate::proto::{RemoteAtomic, RemoteRegion};
+use crate::proto::RemoteAtomic;
 
 /// The protocol settings atomics are sized by: the smallest SRD MTU of the devices
 /// (see `libefa::mtu`), so a count answered for the domain holds on every endpoint.
@@ -115,50 +115,25 @@ impl Shared {
                 Some(list)
             }
         };
-        let want = act.tx_completion_wanted(req.inject, req.flags);
         let cq_flags = match kind {
             AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
             _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
         };
-        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
-            peer,
+            peer: 0, // set by `start_remote`
             flags: cq_flags,
-            want,
+            want: act.tx_completion_wanted(req.inject, req.flags),
             read_into: result,
         };
-        let key = u32::try_from(req.remote.key)
-            .ok()
-            .filter(|k| k & proto::READ_KEY_BIT == 0);
-        let now = self.now();
-        let r = match key {
-            None => Err(Errno::ENOKEY),
-            Some(key) => st.eng.atomic(
-                now,
-                id,
-                RemoteRegion {
-                    peer,
-                    key,
-                    offset: req.remote.addr,
-                },
-                RemoteAtomic {
-                    call: AtomicCall::new(req.op, dt, kind, count),
-                    operand,
-                    compare,
-                },
-            ),
+        let remote = (req.peer, req.remote.key, req.remote.addr);
+        let args = RemoteAtomic {
+            call: AtomicCall::new(req.op, dt, kind, count),
+            operand,
+            compare,
         };
-        match r {
-            Ok(()) => {
-                st.tx_ops.insert(id, op);
-            }
-            Err(e @ (Errno::ENOKEY | Errno::EHOSTUNREACH)) => {
-                act.complete_tx(op.ctx, op.flags, true, Some(e));
-            }
-            Err(e) => return Err(Error::new(e, format!("{NAME}: atomic refused"))),
-        }
-        self.round(act, &mut st);
-        Ok(())
+        self.start_remote(act, remote, op, "atomic", |eng, now, id, at| {
+            eng.atomic(now, id, at, args)
+        })
     }
 }

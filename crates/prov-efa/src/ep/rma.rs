@@ -141,40 +141,61 @@ impl Shared {
                 format!("{NAME}: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
-        let want = act.tx_completion_wanted(req.inject, req.flags);
         let dir = if read { OpFlags::READ } else { OpFlags::WRITE };
-        let cq_flags = (OpFlags::RMA | dir).bits();
-        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
-            peer,
-            flags: cq_flags,
-            want,
+            peer: 0, // set by `start_remote`
+            flags: (OpFlags::RMA | dir).bits(),
+            want: act.tx_completion_wanted(req.inject, req.flags),
             read_into: read.then_some(l),
         };
-        let now = self.now();
-        // A key the wire cannot carry names no region: the operation fails as one
-        // with an unknown key would (in its completion).
-        let key = u32::try_from(req.remote.key)
-            .ok()
-            .filter(|k| k & proto::READ_KEY_BIT == 0);
-        let at = |key| Target {
-            peer,
-            key,
-            offset: req.remote.addr,
-        };
-        let r = match key {
-            None => Err(Errno::ENOKEY),
+        let remote = (req.peer, req.remote.key, req.remote.addr);
+        self.start_remote(act, remote, op, "RMA", |eng, now, id, at| match () {
             // Nothing to move: done at once.
-            Some(_) if total == 0 => Err(Errno::ENODATA),
-            Some(key) if read => st.eng.read(now, id, at(key), total),
-            Some(key) => {
+            () if total == 0 => Err(Errno::ENODATA),
+            () if read => eng.read(now, id, at, total),
+            () => {
                 let mut data = vec![0u8; total];
                 // SAFETY: the application's buffers, readable for their lengths during
                 // this submitting call (the C contract `RmaRequest` carries).
                 unsafe { l.gather(0, data.as_mut_ptr(), total) };
-                st.eng.write_data(now, id, at(key), data, req.data)
+                eng.write_data(now, id, at, data, req.data)
             }
+        })
+    }
+
+    /// Starts the application's emulated RMA or atomic `op` to `(fabric address, key,
+    /// address)`: `submit` hands it to the engine with its id and target region. A key
+    /// the wire cannot carry names no region: the operation fails in its completion as
+    /// one with an unknown key would (`FI_ENOKEY`); so does one to a lost peer
+    /// (`FI_EHOSTUNREACH`); `FI_ENODATA` from `submit` completes it at once with
+    /// success (nothing to move). Other refusals are the call's error.
+    pub(super) fn start_remote(
+        &self,
+        act: &Bound,
+        (dest, key, addr): (u64, u64, u64),
+        mut op: TxOp,
+        what: &str,
+        submit: impl FnOnce(&mut Engine, proto::Nanos, u64, Target) -> std::result::Result<(), Errno>,
+    ) -> Result<()> {
+        let (mut st, peer, id) = self.begin_tx(act, dest)?;
+        op.peer = peer;
+        let key = u32::try_from(key)
+            .ok()
+            .filter(|k| k & proto::READ_KEY_BIT == 0);
+        let now = self.now();
+        let r = match key {
+            None => Err(Errno::ENOKEY),
+            Some(key) => submit(
+                &mut st.eng,
+                now,
+                id,
+                Target {
+                    peer,
+                    key,
+                    offset: addr,
+                },
+            ),
         };
         match r {
             Ok(()) => {
@@ -185,7 +206,7 @@ impl Shared {
                 // Reported as the operation's completion.
                 act.complete_tx(op.ctx, op.flags, true, Some(e));
             }
-            Err(e) => return Err(Error::new(e, format!("{NAME}: RMA refused"))),
+            Err(e) => return Err(Error::new(e, format!("{NAME}: {what} refused"))),
         }
         self.round(act, &mut st);
         Ok(())
