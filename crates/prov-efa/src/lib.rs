@@ -209,6 +209,8 @@ impl Settings {
 /// The capabilities of the RDM endpoint.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
     .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(Caps::RMA_EVENT)
+    .union(Caps::FENCE)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM);
 
@@ -268,7 +270,7 @@ impl EfaProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: CAPS - (Caps::SEND | Caps::READ | Caps::WRITE),
+                caps: CAPS - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
                 msg_order: order,
                 size: s.rx_size,
