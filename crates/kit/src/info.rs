@@ -32,29 +32,6 @@ pub const RDM_RMA_ATOMIC_CAPS: Caps = Caps::RMA
     .union(Caps::REMOTE_READ)
     .union(Caps::REMOTE_WRITE);
 
-/// The default transmit flags an RDM provider reports when it honours every completion
-/// level per operation: completions, inject, and `FI_INJECT_COMPLETE`,
-/// `FI_TRANSMIT_COMPLETE` and `FI_DELIVERY_COMPLETE`.
-pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
-    .union(OpFlags::INJECT)
-    .union(OpFlags::INJECT_COMPLETE)
-    .union(OpFlags::TRANSMIT_COMPLETE)
-    .union(OpFlags::DELIVERY_COMPLETE);
-
-/// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
-/// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most
-/// `iov_limit` buffers each; no mode bits, no completion order, nothing buffered.
-pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
-    RxAttr {
-        caps,
-        op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-        msg_order,
-        size,
-        iov_limit,
-        ..RxAttr::default()
-    }
-}
-
 /// A domain as the kit's objects provide it: thread safe, both progress modes offered
 /// (`FI_PROGRESS_AUTO`, so hints asking for either match; see
 /// [`getinfo_preferring_manual`]), resource management on, 8-byte MR keys and CQ data,
@@ -101,6 +78,28 @@ pub fn ep_attr(
         tx_ctx_cnt: 1,
         rx_ctx_cnt: 1,
         ..EpAttr::default()
+    }
+}
+
+/// The default transmit flags an RDM provider reports when it honours every completion
+/// level per operation: completions, inject, and each level of
+/// [`COMPLETION_LEVELS`](crate::opflags::COMPLETION_LEVELS) (inject, transmit and
+/// delivery complete).
+pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::INJECT)
+    .union(crate::opflags::COMPLETION_LEVELS);
+
+/// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
+/// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most
+/// `iov_limit` buffers each; no mode bits, no completion order, nothing buffered.
+pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
+    RxAttr {
+        caps,
+        op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+        msg_order,
+        size,
+        iov_limit,
+        ..RxAttr::default()
     }
 }
 
