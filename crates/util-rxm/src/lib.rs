@@ -43,12 +43,12 @@ pub mod ep;
 pub mod fabric;
 pub mod proto;
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{Info, TxAttr};
 use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{
-    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
-    ResourceMgmt, Result, Threading, Version,
+    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, Progress, Protocol, ResourceMgmt,
+    Result, Threading, Version,
 };
 
 /// The provider's name.
@@ -348,11 +348,7 @@ impl RxmProvider {
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
                 mode: ofi_core::Mode::empty(),
-                op_flags: OpFlags::COMPLETION
-                    | OpFlags::INJECT
-                    | OpFlags::INJECT_COMPLETE
-                    | OpFlags::TRANSMIT_COMPLETE
-                    | OpFlags::DELIVERY_COMPLETE,
+                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS,
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,
@@ -361,16 +357,12 @@ impl RxmProvider {
                 rma_iov_limit: 1,
                 tclass: 0,
             },
-            rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
-                mode: ofi_core::Mode::empty(),
-                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-                msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-            },
+            rx_attr: ofi_kit::info::rdm_rx_attr(
+                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
+                order,
+                s.rx_size,
+                IOV_LIMIT,
+            ),
             ep_attr: ofi_core::attr::EpAttr {
                 ep_type: EpType::Rdm,
                 protocol: Protocol::RXM,
