@@ -424,7 +424,21 @@ impl Shared {
     /// `FI_EINVAL` for bytes that are no address of the core's format; the core's
     /// `fi_setname` errors (`FI_EADDRINUSE`, …), the old name then kept.
     fn bind_at(&self, addr: &[u8]) -> Result<()> {
-        Address::from_bytes(self.fmt, addr)?;
+        if let Address::Raw { .. } = Address::from_bytes(self.fmt, addr)? {
+            // A raw format has one length (the core's own name's): other bytes are no
+            // address of it, whatever the core would make of them.
+            let want = self.me_bytes.to_vec().len();
+            if addr.len() != want {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!(
+                        "{NAME}: fi_setname: {} bytes are no {} address ({want} bytes)",
+                        addr.len(),
+                        self.fmt
+                    ),
+                ));
+            }
+        }
         self.core_ep.setname(addr)?;
         self.me_bytes.set(core_name(&self.core_ep, self.fmt)?);
         Ok(())
