@@ -133,8 +133,8 @@ pub const RXD: &[Capability] = full_rdm!(Fence);
 
 /// `efa`: an RDM provider over SRD with messages, tagged messages (peek, claim, discard,
 /// directed receive), multi-receive, `FI_SOURCE`, remote CQ data, emulated RMA and
-/// 8-byte atomics; and datagrams (`FI_EP_DGRAM`) over UD.
-pub const EFA: &[Capability] = full_rdm!(Dgram);
+/// atomics, `FI_FENCE` and remote counters; and datagrams (`FI_EP_DGRAM`) over UD.
+pub const EFA: &[Capability] = full_rdm!(Fence, RmaEvent, Dgram);
 
 /// `verbs`: connections (`FI_EP_MSG`) over RC queue pairs with messages, RMA (remote
 /// CQ data by write with immediate) and the verbs atomics; no tagged messages; and

@@ -8,9 +8,9 @@
 
 use std::time::{Duration, Instant};
 
-use ofi::abi::raw::{CqErrEntry, CqMsgEntry, Iov, Msg, MsgTagged};
+use ofi::abi::raw::{CqEntryFormat, CqErrEntry, CqMsgEntry, Iov, Msg, MsgTagged};
 use ofi::av::{AddressVector, AvAttr};
-use ofi::cq::{CompletionQueue, CqAttr};
+use ofi::cq::{CompletionQueue, CqAttr, CqError};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
@@ -103,9 +103,20 @@ pub fn unenabled_peer_on(
     info: &Info,
     av: &AddressVector,
 ) -> (Endpoint, CompletionQueue) {
+    unenabled_endpoint(domain, info, &CqAttr::with_format(CqFormat::Msg), av)
+}
+
+/// An endpoint of `domain` for `info` with a fresh CQ opened with `cq_attr` (bound for
+/// transmit and receive) and `av` bound, not yet enabled.
+pub fn unenabled_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq_attr: &CqAttr,
+    av: &AddressVector,
+) -> (Endpoint, CompletionQueue) {
     let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Msg))
-        .unwrap_or_else(|e| panic!("fi_cq_open (FI_CQ_FORMAT_MSG): {e}"));
+        .cq_open(cq_attr)
+        .unwrap_or_else(|e| panic!("fi_cq_open ({:?}): {e}", cq_attr.format));
     let ep = domain
         .endpoint(info)
         .unwrap_or_else(|e| panic!("fi_endpoint: {e}"));
@@ -114,6 +125,21 @@ pub fn unenabled_peer_on(
     ep.bind_av(av)
         .unwrap_or_else(|e| panic!("fi_ep_bind AV: {e}"));
     (ep, cq)
+}
+
+/// An enabled endpoint of `domain` for `info` with a fresh CQ opened with `cq_attr`
+/// (bound for transmit and receive) and a fresh AV of its own bound.
+pub fn enabled_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq_attr: &CqAttr,
+) -> (Endpoint, CompletionQueue, AddressVector) {
+    let av = domain
+        .av_open(&AvAttr::default())
+        .unwrap_or_else(|e| panic!("fi_av_open: {e}"));
+    let (ep, cq) = unenabled_endpoint(domain, info, cq_attr, &av);
+    ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
+    (ep, cq, av)
 }
 
 /// The address of `ep` (`fi_getname`), in `info`'s format.
@@ -165,6 +191,49 @@ impl Fixture {
             fabric,
             info,
         }
+    }
+}
+
+/// The next completion of `cq` with its source address (`fi_cq_readfrom`, entries of
+/// format `E`) within `bound`: the entry and its source, the error entry after
+/// `FI_EAVAIL`, or `None` when nothing came. Any other read error panics.
+pub fn read_from_within<E: CqEntryFormat>(
+    cq: &CompletionQueue,
+    bound: Duration,
+) -> Option<std::result::Result<(E, u64), CqError>> {
+    let deadline = Instant::now() + bound;
+    loop {
+        let mut e = [E::default()];
+        let mut src = [0u64];
+        match cq.readfrom(&mut e, &mut src) {
+            Ok(1) => return Some(Ok((e[0], src[0]))),
+            Ok(n) => panic!("fi_cq_readfrom of one entry returned {n}"),
+            Err(err) if err.code() == Errno::EAGAIN => {}
+            Err(err) if err.code() == Errno::EAVAIL => {
+                return Some(Err(cq
+                    .readerr_owned(0)
+                    .unwrap_or_else(|e| panic!("fi_cq_readerr after FI_EAVAIL: {e}"))));
+            }
+            Err(err) => panic!("fi_cq_readfrom: {err}"),
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The next completion of `cq` with its source address within `bound` (see
+/// [`read_from_within`]), which must come and succeed; `what` names it in a failure.
+pub fn wait_from_ok<E: CqEntryFormat>(
+    cq: &CompletionQueue,
+    bound: Duration,
+    what: &str,
+) -> (E, u64) {
+    match read_from_within(cq, bound) {
+        Some(Ok(c)) => c,
+        Some(Err(ee)) => panic!("{what}: error completion {ee:?}"),
+        None => panic!("{what}: no completion within {bound:?}"),
     }
 }
 

@@ -469,6 +469,18 @@ impl Claims {
         let need = |ok: bool, why: &str| if ok { Ok(()) } else { Err(why.to_string()) };
         let msg = self.caps.contains(Caps::MSG) && self.connectionless_type().is_some();
         let any = |caps: Caps, why: &str| need(!self.types_with(caps).is_empty(), why);
+        // Some endpoint type has a result with every bit of `caps` that also passes `extra`.
+        let any_where = |caps: Caps, extra: fn(&Info) -> bool, why: &str| {
+            need(!self.types_where(caps, extra).is_empty(), why)
+        };
+        // Some endpoint type has `caps` with FI_REMOTE_CQ_DATA and a cq_data_size > 0.
+        let any_with_cq_data = |caps: Caps, why: &str| {
+            any_where(
+                caps | Caps::REMOTE_CQ_DATA,
+                |i| i.domain_attr.cq_data_size > 0,
+                why,
+            )
+        };
         let reliable = |caps: Caps| {
             self.types_with(caps)
                 .into_iter()
@@ -499,10 +511,9 @@ impl Claims {
             ),
             Capability::TwoProcess => need(msg, "no FI_MSG on a connectionless endpoint type"),
             Capability::Pairs => any(Caps::MSG, "no endpoint type with FI_MSG"),
-            Capability::PairInject => need(
-                !self
-                    .types_where(Caps::MSG, |i| i.tx_attr.inject_size > 0)
-                    .is_empty(),
+            Capability::PairInject => any_where(
+                Caps::MSG,
+                |i| i.tx_attr.inject_size > 0,
                 "no endpoint type with FI_MSG and inject_size > 0",
             ),
             Capability::Reliable => need(
@@ -541,14 +552,7 @@ impl Claims {
                 any(Caps::MSG, "no endpoint type with FI_MSG")?;
                 self.probes.selective.clone()
             }
-            Capability::CqData => need(
-                !self
-                    .types_where(Caps::MSG | Caps::REMOTE_CQ_DATA, |i| {
-                        i.domain_attr.cq_data_size > 0
-                    })
-                    .is_empty(),
-                "no FI_REMOTE_CQ_DATA with FI_MSG and cq_data_size > 0",
-            ),
+            Capability::CqData => any_with_cq_data(Caps::MSG, "no FI_REMOTE_CQ_DATA with FI_MSG and cq_data_size > 0"),
             Capability::Tagged => any(Caps::TAGGED, "no FI_TAGGED"),
             Capability::Peek => need(
                 reliable(Caps::TAGGED),
@@ -562,14 +566,7 @@ impl Claims {
             ),
             Capability::MultiRecv => any(Caps::MSG | Caps::MULTI_RECV, "no FI_MULTI_RECV with FI_MSG"),
             Capability::Rma => any(Caps::RMA, "no FI_RMA"),
-            Capability::RmaCqData => need(
-                !self
-                    .types_where(Caps::RMA | Caps::REMOTE_CQ_DATA, |i| {
-                        i.domain_attr.cq_data_size > 0
-                    })
-                    .is_empty(),
-                "no FI_RMA with FI_REMOTE_CQ_DATA",
-            ),
+            Capability::RmaCqData => any_with_cq_data(Caps::RMA, "no FI_RMA with FI_REMOTE_CQ_DATA"),
             Capability::Atomic => any(Caps::ATOMIC, "no FI_ATOMIC"),
             Capability::RmaEvent => need(
                 reliable(Caps::RMA | Caps::RMA_EVENT) && self.probes.cntr.is_ok(),
@@ -596,14 +593,13 @@ impl Claims {
                 any(Caps::MSG, "no endpoint type with FI_MSG")?;
                 self.probes.opsflag.clone()
             }
-            Capability::Ordering => need(
-                !self
-                    .types_where(Caps::RMA, |i| {
-                        i.tx_attr
-                            .msg_order
-                            .intersects(MsgOrder::RAW | MsgOrder::WAW | MsgOrder::WAR)
-                    })
-                    .is_empty(),
+            Capability::Ordering => any_where(
+                Caps::RMA,
+                |i| {
+                    i.tx_attr
+                        .msg_order
+                        .intersects(MsgOrder::RAW | MsgOrder::WAW | MsgOrder::WAR)
+                },
                 "no FI_RMA with FI_ORDER_RAW, FI_ORDER_WAW or FI_ORDER_WAR",
             ),
             Capability::Fence => any(Caps::RMA | Caps::FENCE, "no FI_RMA with FI_FENCE"),

@@ -24,7 +24,7 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, OpFlags, API_VERSION};
+use ofi::{AddrFormat, Caps, CqFormat, EpType, Errno, GetinfoFlags, Info, API_VERSION};
 
 use crate::checks::tagged;
 use crate::fixture;
@@ -58,8 +58,18 @@ impl Node {
     /// A node for `info` in `fabric` (e.g. opened from a registry of the test's own),
     /// with a domain of its own.
     pub fn in_fabric(fabric: Fabric, info: &Info) -> Node {
+        Node::named_in(fabric, info, None)
+    }
+
+    /// A node for `info` whose endpoint is named `name` (`fi_setname`) before it is
+    /// enabled, in a fabric of its own.
+    pub fn named(info: &Info, name: &[u8]) -> Node {
+        Node::named_in(ofi::fabric(info).expect("fi_fabric"), info, Some(name))
+    }
+
+    fn named_in(fabric: Fabric, info: &Info, name: Option<&[u8]>) -> Node {
         let domain = fabric.domain(info).expect("fi_domain");
-        let (ep, cq, av, addr) = endpoint_in(&domain, info);
+        let (ep, cq, av, addr) = endpoint_named_in(&domain, info, name);
         Node {
             ep,
             cq,
@@ -117,17 +127,25 @@ pub fn endpoint_in(
     domain: &Domain,
     info: &Info,
 ) -> (Endpoint, CompletionQueue, AddressVector, Address) {
-    let cq = domain
-        .cq_open(&CqAttr {
-            size: CQ_SIZE,
-            ..CqAttr::with_format(CqFormat::Tagged)
-        })
-        .expect("fi_cq_open");
+    endpoint_named_in(domain, info, None)
+}
+
+/// As [`endpoint_in`], the endpoint named `name` (`fi_setname`) before it is enabled
+/// when one is given.
+pub fn endpoint_named_in(
+    domain: &Domain,
+    info: &Info,
+    name: Option<&[u8]>,
+) -> (Endpoint, CompletionQueue, AddressVector, Address) {
+    let cq_attr = CqAttr {
+        size: CQ_SIZE,
+        ..CqAttr::with_format(CqFormat::Tagged)
+    };
     let av = domain.av_open(&AvAttr::default()).expect("fi_av_open");
-    let ep = domain.endpoint(info).expect("fi_endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
+    let (ep, cq) = fixture::unenabled_endpoint(domain, info, &cq_attr, &av);
+    if let Some(name) = name {
+        ep.setname(name).expect("fi_setname before fi_enable");
+    }
     ep.enable().expect("fi_enable");
     let addr =
         Address::from_bytes(info.addr_format, &ep.getname().expect("getname")).expect("addr");

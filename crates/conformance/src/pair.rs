@@ -601,6 +601,30 @@ impl Pair {
         fixture::expect_ok(self.wait(i), what)
     }
 
+    /// The next completion of side `i`, which must succeed and carry `context`.
+    pub fn wait_ok_ctx(&self, i: usize, context: usize, what: &str) -> CqTaggedEntry {
+        let c = self.wait_ok(i, what);
+        assert_eq!(
+            c.op_context,
+            context,
+            "{what}: wrong completion {}",
+            show(&c)
+        );
+        c
+    }
+
+    /// `fi_cancel` of the receive posted on side `b` with `context`: it must complete
+    /// with an `FI_ECANCELED` error entry carrying `context`.
+    pub fn cancel_recv(&self, context: usize, what: &str) {
+        self.b
+            .ep
+            .cancel(context)
+            .unwrap_or_else(|e| panic!("fi_cancel ({what}): {e}"));
+        let ee = self.wait_err(1, what);
+        assert_eq!(Errno(ee.err), Errno::ECANCELED, "{what}: error code");
+        assert_eq!(ee.op_context, context, "{what}: context");
+    }
+
     /// The next completion of side `i`, which must be an error entry.
     pub fn wait_err(&self, i: usize, what: &str) -> CqErrEntry {
         match self.wait(i) {

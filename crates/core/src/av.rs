@@ -118,15 +118,10 @@ impl AddressVector {
 
     /// `fi_av_bind` an event queue (asynchronous inserts).
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
-        let target = eq.as_fid();
-        self.node.check_peer(target.node(), "AV bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open EQ of our family.
-        crate::abi::object::ctl(|e| unsafe {
+        self.node.bind(eq.as_fid(), "AV bind", |raw, e| unsafe {
             call_slot!(self.t(), AvTable.bind(self.obj, raw, flags, e))
-        })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        })
     }
 
     // ---- one method per entry of the list (`for_each_av_op!`) ----

@@ -4,9 +4,9 @@
 //! A domain keeps its fabric alive; [`Domain::close`] is `FI_EBUSY` while any object it
 //! opened is still open. Nothing here panics.
 
-use crate::abi::object::{close_of, ctl, open_signalling, AsFid, Node};
+use crate::abi::object::{close_of, open_signalling, AsFid, Node};
 use crate::abi::raw::RawInfoBox;
-use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawEp, RawMr, RawObj};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, RawMr, RawObj};
 use crate::abi::tables::{call_slot, CntrTable, DomainTable, MrTable};
 use crate::attr::{Info, RxAttr, TxAttr};
 use crate::cntr::{CntrAttr, Counter};
@@ -35,43 +35,31 @@ impl Domain {
     /// `fi_endpoint2` with a context (reported in its events) and flags.
     pub fn endpoint_with(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        Endpoint::open_child(&self.node, FidClass::Ep, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                DomainTable.endpoint(self.obj, ib.as_ptr(), context, flags, &mut out, e)
+                DomainTable.endpoint(self.obj, ib.as_ptr(), context, flags, out, e)
             )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+        })
     }
 
     /// `fi_stx_context`: a shared transmit context.
     pub fn stx_context(&self, attr: &TxAttr) -> Result<Endpoint> {
         let raw = tx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.stx_ctx(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::StxCtx)
+        Endpoint::open_child(&self.node, FidClass::StxCtx, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.stx_ctx(self.obj, &raw, 0, out, e))
+        })
     }
 
     /// `fi_srx_context`: a shared receive context.
     pub fn srx_context(&self, attr: &RxAttr) -> Result<Endpoint> {
         let raw = rx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.srx_ctx(self.obj, &raw, 0, &mut out, e)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::SrxCtx)
+        Endpoint::open_child(&self.node, FidClass::SrxCtx, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.srx_ctx(self.obj, &raw, 0, out, e))
+        })
     }
 
     /// `fi_cq_open` with a context.
@@ -179,12 +167,9 @@ impl Domain {
 
     /// `fi_domain_bind` an event queue.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
-        let target = eq.as_fid();
-        self.node.check_peer(target.node(), "domain bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open EQ of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node.bind(eq.as_fid(), "domain bind", |raw, e| unsafe {
+            call_slot!(self.t(), DomainTable.bind(self.obj, raw, flags, e))
+        })
     }
 }

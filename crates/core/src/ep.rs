@@ -24,7 +24,7 @@
 use std::sync::Arc;
 
 use crate::abi::object::{close_of, ctl, ok_or_code, AsFid, Closer, FidRef, Node};
-use crate::abi::raw::{rx_to_raw, tx_to_raw, FidClass, Obj, RawAddr, RawEp};
+use crate::abi::raw::{rx_to_raw, tx_to_raw, ErrBuf, FidClass, Obj, RawAddr, RawEp};
 use crate::abi::tables::{
     call_slot, AtomicTable, CmTable, EpTable, MsgTable, PepTable, RmaTable, TaggedTable,
 };
@@ -143,6 +143,19 @@ macro_rules! safe_inject {
 }
 
 impl Endpoint {
+    /// Run a control call that opens an endpoint-like object (an endpoint, scalable
+    /// endpoint, alias, or a transmit, receive or shared context) into the [`RawEp`] it
+    /// is given, and wrap the result as a child of `parent` of class `class`.
+    pub(crate) fn open_child(
+        parent: &Arc<Node>,
+        class: FidClass,
+        call: impl FnOnce(&mut RawEp, *mut ErrBuf) -> i32,
+    ) -> Result<Endpoint> {
+        let mut out = RawEp::empty();
+        ctl(|eb| call(&mut out, eb))?;
+        Endpoint::from_raw_ep(&out, parent, class)
+    }
+
     /// Wrap a provider's endpoint.
     pub(crate) fn from_raw_ep(
         out: &RawEp,
@@ -218,29 +231,19 @@ impl Endpoint {
     /// `fi_tx_context` of a scalable endpoint.
     pub fn tx_context(&self, index: i32, attr: &TxAttr) -> Result<Endpoint> {
         let raw = tx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|eb| unsafe {
-            call_slot!(
-                self.t(),
-                EpTable.tx_ctx(self.obj, index, &raw, 0, &mut out, eb)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::TxCtx)
+        Endpoint::open_child(&self.node, FidClass::TxCtx, |out, eb| unsafe {
+            call_slot!(self.t(), EpTable.tx_ctx(self.obj, index, &raw, 0, out, eb))
+        })
     }
 
     /// `fi_rx_context` of a scalable endpoint.
     pub fn rx_context(&self, index: i32, attr: &RxAttr) -> Result<Endpoint> {
         let raw = rx_to_raw(attr);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|eb| unsafe {
-            call_slot!(
-                self.t(),
-                EpTable.rx_ctx(self.obj, index, &raw, 0, &mut out, eb)
-            )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::RxCtx)
+        Endpoint::open_child(&self.node, FidClass::RxCtx, |out, eb| unsafe {
+            call_slot!(self.t(), EpTable.rx_ctx(self.obj, index, &raw, 0, out, eb))
+        })
     }
 
     // ---- connection management ----
@@ -306,37 +309,21 @@ crate::abi::ctl_ops::host_object! {
 impl PassiveEndpoint {
     /// Bind the event queue connection requests are reported to.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
-        let target = eq.as_fid();
-        self.node
-            .check_peer(target.node(), "passive endpoint bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open EQ of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node
+            .bind(eq.as_fid(), "passive endpoint bind", |raw, e| unsafe {
+                call_slot!(self.t(), PepTable.bind(self.obj, raw, flags, e))
+            })
     }
 
     // ---- one method per entry of the list (`for_each_pep_op!`) ----
     crate::for_each_pep_op!(crate::abi::ctl_ops::ctl_wrappers);
 }
 
-/// Open a passive endpoint node (shared by `Fabric::passive_ep`).
-pub(crate) fn pep_from(
-    out: &crate::abi::raw::RawObj,
-    parent: &Arc<Node>,
-) -> Result<PassiveEndpoint> {
-    let ops = out.ops as *const PepTable;
-    let close = close_of(out.obj, ops, "passive endpoint")?;
-    let node = Node::child(parent, FidClass::Pep, close);
-    // SAFETY: the provider returned a passive endpoint and its table.
-    Ok(unsafe { PassiveEndpoint::from_raw(out.obj, ops, node) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::abi::object::Closer;
-    use crate::abi::raw::ErrBuf;
     use crate::error::Errno;
     use crate::provider::Desc;
 

@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{ctl, open_child, open_signalling, Node};
-use crate::abi::raw::{FidClass, Obj, RawInfoBox, RawObj};
-use crate::abi::tables::{call_slot, DomainTable, EqTable, FabricTable};
+use crate::abi::object::{open_child, open_signalling, Node};
+use crate::abi::raw::{FidClass, Obj, RawInfoBox};
+use crate::abi::tables::{call_slot, EqTable, FabricTable};
 use crate::attr::Info;
 use crate::domain::Domain;
 use crate::ep::PassiveEndpoint;
@@ -46,31 +46,29 @@ impl Fabric {
     /// `fi_domain` with a context.
     pub fn domain_with(&self, info: &Info, context: usize) -> Result<Domain> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawObj::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        let (obj, ops, node) = open_child(&self.node, FidClass::Domain, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                FabricTable.domain(self.obj, ib.as_ptr(), context, &mut out, e)
+                FabricTable.domain(self.obj, ib.as_ptr(), context, out, e)
             )
         })?;
-        let (ops, node) = open_child::<DomainTable>(&self.node, &out, FidClass::Domain, "domain")?;
         // SAFETY: the provider returned a domain and its table.
-        Ok(unsafe { Domain::from_raw(out.obj, ops, node) })
+        Ok(unsafe { Domain::from_raw(obj, ops, node) })
     }
 
     /// `fi_passive_ep` with a context (reported as the `fid` of its events).
     pub fn passive_ep_with(&self, info: &Info, context: usize) -> Result<PassiveEndpoint> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawObj::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        let (obj, ops, node) = open_child(&self.node, FidClass::Pep, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                FabricTable.passive_ep(self.obj, ib.as_ptr(), context, &mut out, e)
+                FabricTable.passive_ep(self.obj, ib.as_ptr(), context, out, e)
             )
         })?;
-        crate::ep::pep_from(&out, &self.node)
+        // SAFETY: the provider returned a passive endpoint and its table.
+        Ok(unsafe { PassiveEndpoint::from_raw(obj, ops, node) })
     }
 
     /// `fi_eq_open` with a context.

@@ -366,8 +366,7 @@ pub unsafe extern "C" fn host_log_sink(
 mod tests {
     use super::*;
     use std::cell::RefCell;
-    use std::sync::{Arc, Mutex};
-    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+    use tracing_subscriber::layer::SubscriberExt;
 
     #[test]
     fn level_numbers_round_trip() {
@@ -388,26 +387,9 @@ mod tests {
         assert_eq!(filter_from_u8(3), LevelFilter::INFO);
     }
 
-    /// A layer that records every event it sees.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<(FlatEvent, String)>>>);
-
-    impl<S: Subscriber> Layer<S> for Capture {
-        fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
-            let target = event.metadata().target().to_owned();
-            self.0.lock().unwrap().push((flatten_event(event), target));
-        }
-    }
-
-    impl Capture {
-        fn take(&self) -> Vec<(FlatEvent, String)> {
-            std::mem::take(&mut *self.0.lock().unwrap())
-        }
-    }
-
     #[test]
     fn flatten_keeps_prov_subsys_and_extra_fields() {
-        let cap = Capture::default();
+        let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
             crate::ofi_info!("shm", "av", "inserted {} addresses", 3);
@@ -432,6 +414,13 @@ mod tests {
         assert_eq!(got[2].0.message, "answer=42");
         assert_eq!(got[2].0.prov, "");
         assert_eq!(got[2].0.level, LEVEL_ERROR);
+    }
+
+    /// A layer recording each event flattened by this build's [`flatten_event`] (the
+    /// host's copy of this crate is another instance, with its own `FlatEvent`), with
+    /// its target.
+    fn capture() -> ofi_host::log::EventCapture<(FlatEvent, String)> {
+        ofi_host::log::EventCapture::new(|e| (flatten_event(e), e.metadata().target().to_owned()))
     }
 
     thread_local! {
@@ -498,7 +487,7 @@ mod tests {
 
     #[test]
     fn host_sink_re_emits_with_fields() {
-        let cap = Capture::default();
+        let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
             let (p, s, m) = ("verbs", "domain", "no device");
@@ -552,7 +541,7 @@ mod tests {
             crate::ofi_warn!("ofi_rxd", "ep_data", "retransmit seq={}", 9);
         });
         let crossed = SUNK.with(|v| std::mem::take(&mut *v.borrow_mut()));
-        let cap = Capture::default();
+        let cap = capture();
         let host = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(host, || {
             for e in &crossed {

@@ -1,5 +1,6 @@
-//! Applying hooks: `Registry::set_hooks` / `with_hooks`, the `FI_HOOK` grammar, the
-//! global registry's `FI_HOOK` (in a child process), fabrics opened for layering
+//! Applying hooks: `Registry::set_hooks` / `with_hooks` (the `FI_HOOK` grammar itself,
+//! `parse_hook_list`, is tested in the host's registry module), the global registry's
+//! `FI_HOOK` (in a child process), fabrics opened for layering
 //! (through the host table) hooked too, and the errors.
 
 mod common;
@@ -10,18 +11,9 @@ use common::{info, registry, CHILD_BOUND};
 use ofi::abi::ProviderKind;
 use ofi::getinfo::GetinfoRequest;
 use ofi::provider::{Host, Provider, Unsupported};
-use ofi::registry::{parse_hook_list, MAX_HOOKS};
+use ofi::registry::MAX_HOOKS;
 use ofi::{EpType, Errno, Error, Info, Result, Version, API_VERSION};
 use ofi_testkit::child;
-
-#[test]
-fn hook_list_grammar() {
-    assert_eq!(
-        parse_hook_list("perf;Trace, ,ofi_hook_debug,"),
-        vec!["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_debug"]
-    );
-    assert!(parse_hook_list(" ; , ").is_empty());
-}
 
 #[test]
 fn hooks_wrap_in_order_and_only_when_asked() {

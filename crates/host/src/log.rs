@@ -51,7 +51,7 @@
 use std::fmt::{self, Write as _};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
@@ -408,6 +408,65 @@ pub fn installed() -> bool {
     INIT.get().copied().unwrap_or(false)
 }
 
+/// A layer that records every event it sees as what `record` makes of it (for
+/// [`EventCapture::flattened`]: the event flattened as for the plugin boundary,
+/// [`flatten_event`], with its target): for tests and tools that check what was logged.
+/// Clones share one record.
+pub struct EventCapture<T> {
+    events: Arc<Mutex<Vec<T>>>,
+    record: fn(&Event<'_>) -> T,
+}
+
+impl<T> EventCapture<T> {
+    /// A capture that records `record(event)` for every event.
+    pub fn new(record: fn(&Event<'_>) -> T) -> Self {
+        EventCapture {
+            events: Arc::default(),
+            record,
+        }
+    }
+
+    /// The events recorded so far, oldest first; the record is left empty.
+    pub fn take(&self) -> Vec<T> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl EventCapture<(FlatEvent, String)> {
+    /// A capture that records each event flattened ([`flatten_event`]) with its target.
+    pub fn flattened() -> Self {
+        EventCapture::new(|e| (flatten_event(e), e.metadata().target().to_owned()))
+    }
+}
+
+impl<T> Clone for EventCapture<T> {
+    fn clone(&self) -> Self {
+        EventCapture {
+            events: Arc::clone(&self.events),
+            record: self.record,
+        }
+    }
+}
+
+impl<T> fmt::Debug for EventCapture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = self.events.lock().map_or(0, |v| v.len());
+        f.debug_struct("EventCapture")
+            .field("events", &held)
+            .finish()
+    }
+}
+
+impl<S: Subscriber, T: Send + 'static> Layer<S> for EventCapture<T> {
+    fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
+        let item = (self.record)(event);
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(item);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,26 +544,9 @@ mod tests {
         assert!(f.warnings()[0].contains("bogus"));
     }
 
-    /// A layer that records every event it sees.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<(FlatEvent, String)>>>);
-
-    impl<S: Subscriber> Layer<S> for Capture {
-        fn on_event(&self, event: &Event<'_>, _cx: Context<'_, S>) {
-            let target = event.metadata().target().to_owned();
-            self.0.lock().unwrap().push((flatten_event(event), target));
-        }
-    }
-
-    impl Capture {
-        fn take(&self) -> Vec<(FlatEvent, String)> {
-            std::mem::take(&mut *self.0.lock().unwrap())
-        }
-    }
-
     #[test]
     fn filter_as_a_layer_filter() {
-        let cap = Capture::default();
+        let cap = EventCapture::flattened();
         let filter = LogFilter::from_env_values(Some("debug"), Some("^udp"), Some("^mr"));
         let sub = tracing_subscriber::registry().with(cap.clone().with_filter(filter));
         tracing::subscriber::with_default(sub, || {

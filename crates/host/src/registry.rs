@@ -814,13 +814,26 @@ pub fn open_fabric(info: &Info) -> Result<Fabric> {
 mod tests {
     use super::*;
 
+    /// The `FI_HOOK` grammar: `;` or `,` between names, blanks and empty names
+    /// skipped, short names and any case taken (the cases of the hook crate's
+    /// integration test included).
     #[test]
     fn hook_list_accepts_both_separators_and_short_names() {
-        assert_eq!(
-            parse_hook_list(" perf ;TRACE,,ofi_hook_noop"),
-            vec!["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_noop"]
-        );
-        assert!(parse_hook_list("").is_empty());
+        let cases: [(&str, &[&str]); 4] = [
+            (
+                " perf ;TRACE,,ofi_hook_noop",
+                &["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_noop"],
+            ),
+            (
+                "perf;Trace, ,ofi_hook_debug,",
+                &["ofi_hook_perf", "ofi_hook_trace", "ofi_hook_debug"],
+            ),
+            ("", &[]),
+            (" ; , ", &[]),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(parse_hook_list(spec), want, "FI_HOOK={spec:?}");
+        }
     }
 
     #[test]

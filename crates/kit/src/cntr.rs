@@ -323,7 +323,7 @@ impl CntrOps for KitCntr {
 mod tests {
     use super::*;
     use crate::progress::Progress;
-    use crate::test_support::{fd_wait_set, in_a_moment};
+    use crate::test_support::{assert_signals_wait_set, in_a_moment};
     use ofi_core::enums::WaitObj;
     use std::thread;
     use std::time::{Duration, Instant};
@@ -515,19 +515,11 @@ mod tests {
     #[test]
     fn wait_set_is_signalled_by_updates() {
         use ofi_core::provider::WaitOps;
-        let set = fd_wait_set();
         let c = cntr(WaitObj::None);
-        c.attach_wait(&set);
-        c.attach_wait(&set);
-        assert_eq!(set.len(), 1);
-        assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
         let c2 = c.clone();
-        let h = in_a_moment(move || {
-            c2.inc();
-        });
-        set.wait(5_000).unwrap();
-        h.join().unwrap();
+        let set = assert_signals_wait_set(|set| c.attach_wait(set), move || c2.inc());
         assert_eq!(c.read(), 1);
+        // The wake-up consumed the signal.
         assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
     }
 }

@@ -5,10 +5,10 @@
 //! it differs with struct-update syntax (`DomainAttr { mr_key_size: 0,
 //! ..info::domain_attr(NAME) }`). Nothing here panics.
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info};
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr};
 use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
-use ofi_core::{Caps, EpType, Progress, Protocol, ResourceMgmt, Threading};
+use ofi_core::{Caps, EpType, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt, Threading};
 
 /// What every RDM provider of the kit offers for messages: untagged and tagged sends and
 /// receives, the source of each receive (`FI_SOURCE`) and user ids in the AV, directed
@@ -78,6 +78,28 @@ pub fn ep_attr(
         tx_ctx_cnt: 1,
         rx_ctx_cnt: 1,
         ..EpAttr::default()
+    }
+}
+
+/// The default transmit flags an RDM provider reports when it honours every completion
+/// level per operation: completions, inject, and each level of
+/// [`COMPLETION_LEVELS`](crate::opflags::COMPLETION_LEVELS) (inject, transmit and
+/// delivery complete).
+pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
+    .union(OpFlags::INJECT)
+    .union(crate::opflags::COMPLETION_LEVELS);
+
+/// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
+/// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most
+/// `iov_limit` buffers each; no mode bits, no completion order, nothing buffered.
+pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
+    RxAttr {
+        caps,
+        op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+        msg_order,
+        size,
+        iov_limit,
+        ..RxAttr::default()
     }
 }
 

@@ -51,7 +51,7 @@ pub trait LayeredEndpoint {
     /// Transmit operations the endpoint can still take.
     fn tx_room(&self) -> usize;
     /// The endpoint's name (`fi_getname`).
-    fn name_bytes(&self) -> &[u8];
+    fn name_bytes(&self) -> Vec<u8>;
     /// Default transmit operation flags (`fi_tx_attr.op_flags`).
     fn tx_op_flags(&self) -> OpFlags;
     /// Default receive operation flags (`fi_rx_attr.op_flags`).
@@ -98,6 +98,42 @@ pub trait LayeredEndpoint {
     /// The endpoint's own.
     fn on_enable(&self, _bound: &Bound) -> Result<()> {
         Ok(())
+    }
+    /// `fi_setname` on an endpoint not enabled yet ([`setname`], which refuses it later): the
+    /// endpoint takes the name `addr` (what it will bind), or refuses bytes that are no
+    /// address of its format (`FI_EINVAL`). The default answers `FI_ENOSYS`.
+    ///
+    /// # Errors
+    /// `FI_ENOSYS` by default; `FI_EINVAL` for a malformed name; the core's errors
+    /// binding the new name.
+    fn rename(&self, _addr: &[u8]) -> Result<()> {
+        Err(Error::new(
+            Errno::ENOSYS,
+            format!("{}: fi_setname is not supported", Self::NAME),
+        ))
+    }
+}
+
+/// An endpoint's name that `fi_setname` may replace until the endpoint is enabled
+/// ([`LayeredEndpoint::rename`]); read by `fi_getname` and the endpoint's own cold
+/// paths (handshakes), never per message.
+#[derive(Debug)]
+pub struct SettableName(Mutex<Vec<u8>>);
+
+impl SettableName {
+    /// A name, first `bytes`.
+    pub fn new(bytes: Vec<u8>) -> SettableName {
+        SettableName(Mutex::new(bytes))
+    }
+
+    /// The name now (a copy).
+    pub fn to_vec(&self) -> Vec<u8> {
+        lock(&self.0).clone()
+    }
+
+    /// Replace the name.
+    pub fn set(&self, bytes: Vec<u8>) {
+        *lock(&self.0) = bytes;
     }
 }
 
@@ -195,6 +231,33 @@ pub fn enable<E: LayeredEndpoint>(ep: &E) -> Result<()> {
     let _ = ep.bound().set(bound);
     ep.engine().kick();
     Ok(())
+}
+
+/// `fi_setname` of an endpoint that implements [`LayeredEndpoint::rename`] (its
+/// `EndpointOps::setname` calls this; one that does not keeps the core's `FI_ENOSYS`
+/// answer whatever its state): before `fi_enable`, the rename; after it,
+/// `FI_EOPBADSTATE` with the name left as it was. A shared context has no name of its
+/// own (`FI_EINVAL`). Serialised with [`enable`] by the bindings' lock, so a name is
+/// never set on an endpoint being enabled.
+///
+/// # Errors
+/// `FI_EOPBADSTATE` after `fi_enable`; `FI_EINVAL` on a shared context; what
+/// [`LayeredEndpoint::rename`] refuses.
+pub fn setname<E: LayeredEndpoint>(ep: &E, addr: &[u8]) -> Result<()> {
+    if ep.is_shared_ctx() {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("{}: a shared context has no name to set", E::NAME),
+        ));
+    }
+    let _setup = lock(ep.bindings());
+    if ep.bound().get().is_some() {
+        return Err(Error::new(
+            Errno::EOPBADSTATE,
+            format!("{}: fi_setname after fi_enable", E::NAME),
+        ));
+    }
+    ep.rename(addr)
 }
 
 /// What `fi_enable` froze.
@@ -303,7 +366,7 @@ macro_rules! layered_endpoint_ops {
         }
 
         fn getname(&self) -> $crate::core::Result<Vec<u8>> {
-            Ok($crate::layered::LayeredEndpoint::name_bytes(self).to_vec())
+            Ok($crate::layered::LayeredEndpoint::name_bytes(self))
         }
 
         fn rx_size_left(&self) -> $crate::core::Result<usize> {

@@ -9,7 +9,7 @@
 //! | `setup`    | `Mutex<`[`Bindings`](crate::ep::Bindings)`>` | the bindings made before `fi_enable` |
 //! | `active`   | `OnceLock<`[`Bound`](crate::ep::Bound)`>`    | what `fi_enable` froze               |
 //! | `engine`   | `Arc<`[`ProgressEngine`](crate::progress::ProgressEngine)`>` | the domain's progress engine |
-//! | `me_bytes` | `Vec<u8>`                              | the endpoint's name (`fi_getname`)   |
+//! | `me_bytes` | `Vec<u8>` or [`SettableName`](crate::layered::SettableName) | the endpoint's name (`fi_getname`) |
 //! | `directed` | `bool`                                 | `FI_DIRECTED_RECV` honoured          |
 //!
 //! Two macros then write what every such handle spelled out again:
@@ -45,8 +45,8 @@ macro_rules! layered_endpoint_state {
             &self.$shared.engine
         }
 
-        fn name_bytes(&self) -> &[u8] {
-            &self.$shared.me_bytes
+        fn name_bytes(&self) -> ::std::vec::Vec<u8> {
+            self.$shared.me_bytes.to_vec()
         }
 
         fn tx_op_flags(&self) -> $crate::core::OpFlags {

@@ -1,7 +1,10 @@
 //! Helpers shared by kit's unit tests (compiled only for them).
 
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use ofi_core::provider::WaitOps;
+use ofi_core::Errno;
 
 use ofi_core::enums::WaitObj;
 use ofi_core::wait::WaitAttr;
@@ -24,4 +27,30 @@ pub(crate) fn fd_wait_set() -> KitWait {
         flags: 0,
     })
     .expect("an FI_WAIT_FD wait set opens")
+}
+
+/// Checks that an object `attach` adds to a wait set (called twice: still one member)
+/// signals the set when `update` runs on another thread a moment later: the set times
+/// out before, and wakes well within its 5 s bound after. Returns the set, for the
+/// caller's further checks (and of what `update` left in the object).
+pub(crate) fn assert_signals_wait_set(
+    attach: impl Fn(&KitWait),
+    update: impl FnOnce() + Send + 'static,
+) -> KitWait {
+    let set = fd_wait_set();
+    attach(&set);
+    attach(&set);
+    assert_eq!(set.len(), 1, "attached twice, one member");
+    let before = set.wait(0).expect_err("no signal before the update");
+    assert_eq!(before.code(), Errno::ETIMEDOUT, "{before}");
+    let h = in_a_moment(update);
+    let t = Instant::now();
+    set.wait(5_000).expect("the update signals the set");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "woken late: {:?}",
+        t.elapsed()
+    );
+    h.join().unwrap();
+    set
 }

@@ -46,7 +46,7 @@ pub mod fabric;
 pub mod libefa;
 pub mod proto;
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{Info, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
@@ -209,6 +209,8 @@ impl Settings {
 /// The capabilities of the RDM endpoint.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
     .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(Caps::RMA_EVENT)
+    .union(Caps::FENCE)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM);
 
@@ -255,11 +257,7 @@ impl EfaProvider {
                         | Caps::AV_USER_ID
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
-                op_flags: OpFlags::COMPLETION
-                    | OpFlags::INJECT
-                    | OpFlags::INJECT_COMPLETE
-                    | OpFlags::TRANSMIT_COMPLETE
-                    | OpFlags::DELIVERY_COMPLETE,
+                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS,
                 msg_order: order,
                 inject_size: inject,
                 size: s.tx_size,
@@ -267,14 +265,12 @@ impl EfaProvider {
                 rma_iov_limit: 1,
                 ..TxAttr::default()
             },
-            rx_attr: RxAttr {
-                caps: CAPS - (Caps::SEND | Caps::READ | Caps::WRITE),
-                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-                msg_order: order,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-                ..RxAttr::default()
-            },
+            rx_attr: ofi_kit::info::rdm_rx_attr(
+                CAPS - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
+                order,
+                s.rx_size,
+                IOV_LIMIT,
+            ),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::EFA,

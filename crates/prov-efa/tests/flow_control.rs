@@ -19,7 +19,7 @@ use ofi_conformance::pair::{info_for, open_side, poll, PairSpec, CTX_A, CTX_B};
 use ofi_conformance::plugin::linked_subject;
 use ofi_conformance::Subject;
 use ofi_core::flags::OpFlags;
-use ofi_prov_efa::proto::wire::Repr;
+use ofi_prov_efa::proto::wire::{self, PktType, Repr};
 use ofi_prov_efa::proto::{Config, Engine, Event, RecvReq, SendReq, Transmit};
 use ofi_testkit::TestRng;
 
@@ -167,8 +167,9 @@ fn sent(t: Option<Transmit>) -> (u64, Vec<u8>) {
     }
 }
 
-/// A and B with the handshake done (B's answer taken by A).
-fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
+/// A, having sent message 0 to B, and B, having answered A's `HELLO`: B's
+/// `HANDSHAKE`, not yet given to A.
+fn hello_answered(a_cfg: Config, b_cfg: Config) -> (Engine, Engine, Vec<u8>) {
     let mut a = Engine::new(a_cfg);
     let mut b = Engine::new(b_cfg);
     a.send(0, send_req(0, 0)).unwrap();
@@ -177,22 +178,30 @@ fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
     b.handle_packet(0, A, &hello).unwrap();
     let (tok, hs) = sent(b.poll_transmit(0));
     b.handle_send_done(0, tok);
+    (a, b, hs)
+}
+
+/// A and B with the handshake done (B's answer taken by A).
+fn handshaken(a_cfg: Config, b_cfg: Config) -> (Engine, Engine) {
+    let (mut a, b, hs) = hello_answered(a_cfg, b_cfg);
     a.handle_packet(0, B, &hs).unwrap();
     (a, b)
 }
 
 #[test]
 fn a_sender_stays_within_the_window_of_its_oldest_message_not_taken() {
+    // The window is the receiver's (4 ids, announced in its handshake), not the
+    // sender's own setting (the default, 16384).
     let cfg = Config {
         rnr_backoff_initial_wait_time: 10,
         rnr_backoff_wait_time_cap: 10,
-        recvwin_size: 4,
         secret: 1,
         ..Config::default()
     };
     let (mut a, _b) = handshaken(
         cfg,
         Config {
+            recvwin_size: 4,
             secret: 2,
             ..Config::default()
         },
@@ -241,23 +250,27 @@ fn a_sender_stays_within_the_window_of_its_oldest_message_not_taken() {
 /// random and every one when it holds `device_room` datagrams its engine refused (the
 /// receive slots and copies of the provider's endpoint); B's engine keeps at most 4
 /// unexpected messages and holds 8 ids ahead for order. B's application posts nothing
-/// for the first `quiet` rounds, then keeps 4 receives posted. Returns the rounds
-/// taken, or what was stuck after `max_rounds`.
-fn storm(seed: u64, n: u32, in_flight: usize, device_room: usize) -> Result<u64, String> {
+/// for the first `quiet` rounds, then keeps 4 receives posted. A's own
+/// `recvwin_size` is `a_recvwin`: its sender's window is B's 8, announced in B's
+/// handshake, whatever A's setting. Returns the rounds taken, or what was stuck after
+/// `max_rounds`.
+fn storm(
+    seed: u64,
+    n: u32,
+    in_flight: usize,
+    device_room: usize,
+    a_recvwin: u32,
+) -> Result<u64, String> {
     let mut rng = TestRng::from_env("EFA_FLOW_SEED", seed);
     let a_cfg = Config {
         rnr_backoff_initial_wait_time: 2,
         rnr_backoff_wait_time_cap: 16,
+        recvwin_size: a_recvwin,
         secret: 1,
         ..Config::default()
     };
-    // The sender's window: 8 ids, as the receiver's (without it the same storm leaves
-    // the two waiting for each other: message 2 refused, the receiver full of later
-    // ones).
-    let a_cfg = Config {
-        recvwin_size: 8,
-        ..a_cfg
-    };
+    // B's window: 8 ids (were A to send beyond it, the same storm would leave the two
+    // waiting for each other: message 2 refused, the receiver full of later ones).
     let mut b_cfg = Config {
         recvwin_size: 8,
         secret: 2,
@@ -357,10 +370,82 @@ fn storm(seed: u64, n: u32, in_flight: usize, device_room: usize) -> Result<u64,
 fn a_storm_of_refusals_never_leaves_sender_and_receiver_waiting_for_each_other() {
     // 16 datagrams in flight, room for 16 refused ones at the receiver's device (and
     // 8 ids held for order, 4 unexpected messages in its engine).
-    for seed in [1u64, 2, 3] {
-        match storm(seed, 3_000, 16, 16) {
+    // A's own window is the default (16384) or smaller than B's (2): either way it
+    // keeps within the 8 ids B announced.
+    for (seed, a_recvwin) in [(1u64, 16384), (2, 2), (3, 16384), (4, 2)] {
+        match storm(seed, 3_000, 16, 16, a_recvwin) {
             Ok(rounds) => println!("seed {seed}: all delivered in {rounds} rounds"),
             Err(e) => panic!("seed {seed} (EFA_FLOW_SEED replays it): {e}"),
         }
     }
+}
+
+/// A with messages 0 and 1 waiting for B's handshake, B, and B's `HANDSHAKE` as A
+/// receives it, with its receive window replaced by `recvwin`.
+fn handshake_announcing(recvwin: u32) -> (Engine, Engine, Vec<u8>) {
+    let secret = |secret| Config {
+        secret,
+        ..Config::default()
+    };
+    let (mut a, b, hs) = hello_answered(secret(1), secret(2));
+    a.send(0, send_req(1, 1)).unwrap();
+    let Ok(Repr::Handshake(mut h)) = Repr::parse(&hs) else {
+        panic!("not a handshake")
+    };
+    h.recvwin = recvwin;
+    (a, b, wire::emit_hs(PktType::Handshake, &h))
+}
+
+#[test]
+fn a_handshake_announcing_no_room_fails_the_peers_operations_with_eproto() {
+    let (mut a, _b, hs) = handshake_announcing(0);
+    a.handle_packet(0, B, &hs).unwrap();
+    assert_eq!(a.stats().bad_handshake, 1);
+    let mut failed = 0;
+    while let Some(ev) = a.poll_event() {
+        if let Event::Tx { result, .. } = ev {
+            assert_eq!(result.unwrap_err(), Errno::EPROTO);
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 2, "both sends waiting for the handshake fail");
+    assert!(a.poll_transmit(0).is_none(), "nothing sent to B");
+    assert_eq!(
+        a.send(0, send_req(2, 2)).unwrap_err(),
+        Errno::EHOSTUNREACH,
+        "B stays refused until removed"
+    );
+}
+
+#[test]
+fn an_absurd_announced_room_is_clamped() {
+    let (mut a, mut b, hs) = handshake_announcing(u32::MAX);
+    a.handle_packet(0, B, &hs).unwrap();
+    assert_eq!(a.stats().recvwin_clamped, 1);
+    // Both messages go (the window is large) and arrive in order.
+    for i in 0..2u64 {
+        b.post_recv(
+            0,
+            RecvReq {
+                ctx: 100 + i,
+                len: 64,
+                tag: None,
+                src: None,
+                flags: OpFlags::empty(),
+            },
+        )
+        .unwrap();
+    }
+    while let Some(t) = a.poll_transmit(0) {
+        let (tok, bytes) = sent(Some(t));
+        b.handle_packet(0, A, &bytes).unwrap();
+        a.handle_send_done(0, tok);
+    }
+    let got: Vec<u64> = std::iter::from_fn(|| b.poll_event())
+        .filter_map(|e| match e {
+            Event::Rx(r) => Some(r.ctx),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, [100, 101]);
 }

@@ -37,12 +37,21 @@ fn req(ty: PktType, cookie: u64, total: u64) -> Req {
     }
 }
 
+/// Handshake fields of version 4, no features, a window of 16 and `cookie`.
+fn hs_fields(cookie: u64) -> Hs {
+    Hs {
+        max_version: 4,
+        features: 0,
+        cookie,
+        recvwin: 16,
+    }
+}
+
 fn samples() -> Vec<Vec<u8>> {
     let c = cookie_for(SECRET, 5);
     let hs = Hs {
-        max_version: 4,
         features: 3,
-        cookie: 0,
+        ..hs_fields(0)
     };
     let mut v = vec![
         wire::emit_hs(PktType::Hello, &hs),
@@ -130,14 +139,7 @@ fn bad_version_type_flags_and_lengths_are_dropped_and_counted() {
     bad.push(wire::emit_ctrl(&Ctrl::new(PktType::CtsData, 1), &[]));
     bad.push(wire::emit_ctrl(&Ctrl::new(PktType::Receipt, 1), &[1]));
     // A handshake with trailing bytes.
-    let mut h = wire::emit_hs(
-        PktType::Hello,
-        &Hs {
-            max_version: 4,
-            features: 0,
-            cookie: 0,
-        },
-    );
+    let mut h = wire::emit_hs(PktType::Hello, &hs_fields(0));
     h.push(0);
     bad.push(h);
     let mut e = engine();
@@ -169,14 +171,7 @@ fn a_forged_cookie_creates_no_state_and_a_hello_only_an_answer() {
     assert_eq!(e.stats().bad_cookie, 2);
     assert_eq!(e.known_peers(), 0);
     // HELLOs from many (forged) sources: answered up to the cap, no peer state.
-    let hello = wire::emit_hs(
-        PktType::Hello,
-        &Hs {
-            max_version: 4,
-            features: 0,
-            cookie: 0,
-        },
-    );
+    let hello = wire::emit_hs(PktType::Hello, &hs_fields(0));
     for src in 0..(MAX_HS_REPLIES as u64 + 100) {
         assert_eq!(e.handle_packet(0, src, &hello), Ok(()));
     }
@@ -195,14 +190,7 @@ fn a_forged_cookie_creates_no_state_and_a_hello_only_an_answer() {
         t => panic!("{t:?}"),
     }
     // An unsolicited handshake is stale.
-    let hs = wire::emit_hs(
-        PktType::Handshake,
-        &Hs {
-            max_version: 4,
-            features: 0,
-            cookie: 9,
-        },
-    );
+    let hs = wire::emit_hs(PktType::Handshake, &hs_fields(9));
     assert_eq!(e.handle_packet(0, 77, &hs), Ok(()));
     assert_eq!(e.stats().stale, 1);
     assert_eq!(e.known_peers(), 0);

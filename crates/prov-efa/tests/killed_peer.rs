@@ -5,6 +5,12 @@
 //! is refused (`FI_EHOSTUNREACH`) or completes in
 //! error. The test binary runs itself again as the child (`child_side`, active only
 //! with `EFA_CHILD` set).
+//!
+//! And `fi_av_remove` of a live peer (in this process) with operations under way: they
+//! complete at the next CQ read with `FI_ECANCELED`, a send to the removed fabric
+//! address is `FI_EINVAL` at the call, and the address inserted again goes on where it
+//! was (the peer's message ids continue: what it holds and what comes next arrive in
+//! order).
 
 use std::time::{Duration, Instant};
 
@@ -14,8 +20,8 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
-use ofi_conformance::fixture::{open_domain, post_recv};
-use ofi_conformance::pair::{info_for, open_side, PairSpec, CTX_A, CTX_B};
+use ofi_conformance::fixture::{open_domain, post_recv, send};
+use ofi_conformance::pair::{info_for, open_side, poll, PairSpec, CTX_A, CTX_B};
 use ofi_conformance::plugin::linked_subject;
 use ofi_conformance::Subject;
 use ofi_testkit::child::{child_mode, hex, say, unhex, ChildProc};
@@ -61,6 +67,32 @@ fn rdm_side(s: &Subject, context: usize) -> RdmSide {
     }
 }
 
+/// A send of `buf` to `dest` with delivery complete (it completes only once the
+/// receiver's application took it).
+fn send_dc(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) {
+    let iov = [ofi::abi::raw::Iov {
+        base: buf.as_ptr() as *mut _,
+        len: buf.len(),
+    }];
+    let msg = ofi::abi::raw::Msg {
+        msg_iov: iov.as_ptr(),
+        desc: std::ptr::null_mut(),
+        iov_count: 1,
+        addr: dest,
+        context,
+        data: 0,
+    };
+    // SAFETY: the iov lives across the call; the caller keeps `buf` until the
+    // operation completed (or was canceled) and its completion was read.
+    unsafe {
+        ep.sendmsg(
+            &msg,
+            (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
+        )
+    }
+    .unwrap();
+}
+
 /// The child: an RDM endpoint that prints its name and then keeps making progress
 /// (answering handshakes) without posting a receive, until killed (bounded: it exits
 /// by itself after 30 s).
@@ -101,26 +133,7 @@ fn a_killed_peer_fails_its_operations_with_eio() {
     ofi_conformance::fixture::send(ep, &long, peer, 0x90).unwrap();
     // A small message with delivery complete: the child's application never takes it.
     let small = [6u8; 64];
-    let iov = [ofi::abi::raw::Iov {
-        base: small.as_ptr() as *mut _,
-        len: small.len(),
-    }];
-    let msg = ofi::abi::raw::Msg {
-        msg_iov: iov.as_ptr(),
-        desc: std::ptr::null_mut(),
-        iov_count: 1,
-        addr: peer,
-        context: 0x91,
-        data: 0,
-    };
-    // SAFETY: the iov and its buffer outlive the operation's completion, awaited below.
-    unsafe {
-        ep.sendmsg(
-            &msg,
-            (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
-        )
-    }
-    .unwrap();
+    send_dc(ep, &small, peer, 0x91);
     // Let the handshake and the first packets happen: the child answers.
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(100) {
@@ -194,4 +207,95 @@ fn a_killed_peer_fails_its_operations_with_eio() {
     }
     // The endpoint still takes receives.
     post_recv(ep, &mut buf, 0x93).unwrap();
+}
+
+/// `b`'s fabric address in `a`'s AV.
+fn insert(a: &RdmSide, b: &RdmSide) -> u64 {
+    let name = b.ep.getname().unwrap();
+    let addr = Address::from_bytes(a.info.addr_format, &name).unwrap();
+    a.av.insert(&[addr]).unwrap()[0]
+}
+
+#[test]
+fn removing_a_live_peer_cancels_its_operations_at_once() {
+    if child_mode(CHILD_ENV).is_some() {
+        return;
+    }
+    let s = subject();
+    let (a, b) = (rdm_side(&s, CTX_A), rdm_side(&s, CTX_B));
+    let peer = insert(&a, &b);
+    insert(&b, &a);
+    // B posts nothing: the long message waits for its clear-to-send, the small one for
+    // B's application (delivery complete).
+    let long = vec![5u8; 256 << 10];
+    send(&a.ep, &long, peer, 0x90).unwrap();
+    let small = [6u8; 64];
+    send_dc(&a.ep, &small, peer, 0x91);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(50) {
+        assert!(poll(&a.cq).is_none(), "a completion before the removal");
+        let _ = poll(&b.cq);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    a.av.remove(&[peer], 0).unwrap();
+    let mut errs = Vec::new();
+    let t = Instant::now();
+    while errs.len() < 2 && t.elapsed() < BOUND {
+        match poll(&a.cq) {
+            Some(Ok(e)) => panic!("a successful completion after the removal: {e:?}"),
+            Some(Err(ee)) => errs.push((ee.op_context, Errno(ee.err))),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    errs.sort_unstable_by_key(|e| e.0);
+    assert_eq!(
+        errs,
+        vec![(0x90, Errno::ECANCELED), (0x91, Errno::ECANCELED)],
+        "both sends canceled"
+    );
+    let e = send(&a.ep, &small, peer, 0x92).unwrap_err();
+    assert_eq!(
+        e.code(),
+        Errno::EINVAL,
+        "a send to the removed address: {e}"
+    );
+    // Inserted again: B receives what it held and what comes next, in order.
+    let again = insert(&a, &b);
+    let third = [7u8; 32];
+    send(&a.ep, &third, again, 0x93).unwrap();
+    let mut bufs = [
+        vec![0u8; 256 << 10],
+        vec![0u8; 256 << 10],
+        vec![0u8; 256 << 10],
+    ];
+    for (i, buf) in bufs.iter_mut().enumerate() {
+        post_recv(&b.ep, buf, 0xb0 + i).unwrap();
+    }
+    let (mut got, mut sent) = (Vec::new(), false);
+    let t = Instant::now();
+    while (got.len() < 3 || !sent) && t.elapsed() < BOUND {
+        match poll(&b.cq) {
+            Some(Ok(e)) => got.push((e.op_context, e.len)),
+            Some(Err(ee)) => panic!("a receive failed: {ee:?}"),
+            None => {}
+        }
+        match poll(&a.cq) {
+            Some(Ok(e)) => {
+                assert_eq!(e.op_context, 0x93, "only the new send completes");
+                sent = true;
+            }
+            Some(Err(ee)) => panic!("the new send failed: {ee:?}"),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert!(sent, "the send after re-insert completed");
+    // Receives match in send order (the long one completes last, once its data came).
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        vec![(0xb0, long.len()), (0xb1, small.len()), (0xb2, third.len())],
+        "matched in send order"
+    );
+    assert_eq!(&bufs[0][..long.len()], &long[..]);
+    assert_eq!(&bufs[2][..third.len()], &third[..]);
 }

@@ -90,7 +90,7 @@ fn drive(
                             Err(e) => b.tx_failed.push((t, ctx, e)),
                         }
                     }
-                    Event::RemoteWrite { .. } => {}
+                    Event::RemoteWrite { .. } | Event::RemoteAccess { .. } => {}
                     Event::Rx(r) => {
                         b.posted[usize::from(r.tagged)] -= 1;
                         if let Err(e) = r.result {

@@ -167,11 +167,7 @@ fn main() {
         0.0
     };
     // PINGPONG_LARGE=<bytes> changes the large size (at most 16 MiB).
-    let large: usize = std::env::var("PINGPONG_LARGE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 20)
-        .min(16 << 20);
+    let large: usize = ofi_testkit::env_count("PINGPONG_LARGE", 1 << 20).min(16 << 20);
     let big = if only != "small" {
         run(large, (2_000 * (1 << 20) / large).max(20), 20)
     } else {

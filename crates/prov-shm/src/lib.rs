@@ -121,7 +121,7 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, Info, RxAttr, TxAttr};
+    use ofi_core::attr::{DomainAttr, Info, TxAttr};
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::{Host, Provider};
     use ofi_core::{
@@ -261,12 +261,9 @@ mod provider {
                         | Caps::WRITE
                         | Caps::FENCE
                         | Caps::TRIGGER,
-                    op_flags: OpFlags::COMPLETION
-                        | OpFlags::INJECT
-                        | OpFlags::INJECT_COMPLETE
-                        | OpFlags::TRANSMIT_COMPLETE
-                        | OpFlags::DELIVERY_COMPLETE
-                        | OpFlags::COMMIT_COMPLETE,
+                    // Every level of the RDM set, and commit complete (as delivery
+                    // complete: no persistent memory).
+                    op_flags: info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
                     msg_order: order,
                     inject_size: crate::proto::INJECT_SIZE,
                     size: s.tx_size,
@@ -274,8 +271,8 @@ mod provider {
                     rma_iov_limit: 1,
                     ..TxAttr::default()
                 },
-                rx_attr: RxAttr {
-                    caps: Caps::MSG
+                rx_attr: info::rdm_rx_attr(
+                    Caps::MSG
                         | Caps::TAGGED
                         | Caps::RECV
                         | Caps::SOURCE
@@ -287,12 +284,10 @@ mod provider {
                         | Caps::REMOTE_READ
                         | Caps::REMOTE_WRITE
                         | Caps::RMA_EVENT,
-                    op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-                    msg_order: order,
-                    size: s.rx_size,
-                    iov_limit: IOV_LIMIT,
-                    ..RxAttr::default()
-                },
+                    order,
+                    s.rx_size,
+                    IOV_LIMIT,
+                ),
                 ep_attr: info::ep_attr(EpType::Rdm, Protocol::SHM, 1, s.max_msg_size),
                 domain_attr: DomainAttr {
                     data_progress: Progress::Manual,

@@ -88,14 +88,7 @@ impl Producer {
     pub fn reserve<W: RingWords + ?Sized>(&mut self, w: &W) -> Result<Option<usize>, Corrupt> {
         let n = self.mask + 1;
         if self.head - self.cached_tail >= n {
-            let tail = w.tail().load(Ordering::Acquire);
-            if tail > self.head || self.head - tail > n {
-                return Err(Corrupt {
-                    head: self.head,
-                    tail,
-                });
-            }
-            self.cached_tail = tail;
+            let tail = self.refresh_tail(w)?;
             if self.head - tail >= n {
                 return Ok(None);
             }
@@ -107,16 +100,25 @@ impl Producer {
     pub fn has_room<W: RingWords + ?Sized>(&mut self, w: &W, k: u64) -> Result<bool, Corrupt> {
         let n = self.mask + 1;
         if self.head - self.cached_tail + k > n {
-            let tail = w.tail().load(Ordering::Acquire);
-            if tail > self.head || self.head - tail > n {
-                return Err(Corrupt {
-                    head: self.head,
-                    tail,
-                });
-            }
-            self.cached_tail = tail;
+            self.refresh_tail(w)?;
         }
         Ok(self.head - self.cached_tail + k <= n)
+    }
+
+    /// Read the consumer's tail into the cached copy and return it; a tail ahead of
+    /// the head, or more than the ring's size behind it, is [`Corrupt`] (the cached
+    /// copy is then left as it was).
+    #[inline(always)]
+    fn refresh_tail<W: RingWords + ?Sized>(&mut self, w: &W) -> Result<u64, Corrupt> {
+        let tail = w.tail().load(Ordering::Acquire);
+        if tail > self.head || self.head - tail > self.mask + 1 {
+            return Err(Corrupt {
+                head: self.head,
+                tail,
+            });
+        }
+        self.cached_tail = tail;
+        Ok(tail)
     }
 
     /// Publish the slot returned by [`Producer::reserve`] (its body written).
@@ -168,20 +170,20 @@ impl Consumer {
     }
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
+/// The words of a ring in ordinary memory, for the tests (std's atomics, or loom's under
+/// `--cfg loom`): `n` sequence words, the tail, and one body word per slot.
+#[cfg(test)]
+mod test_words {
     use super::*;
-    use proptest::prelude::*;
-    use std::collections::VecDeque;
 
-    struct Words {
-        seq: Vec<AtomicU64>,
-        tail: AtomicU64,
-        body: Vec<AtomicU64>,
+    pub(super) struct Words {
+        pub(super) seq: Vec<AtomicU64>,
+        pub(super) tail: AtomicU64,
+        pub(super) body: Vec<AtomicU64>,
     }
 
     impl Words {
-        fn new(n: usize) -> Words {
+        pub(super) fn new(n: usize) -> Words {
             Words {
                 seq: (0..n).map(|_| AtomicU64::new(0)).collect(),
                 tail: AtomicU64::new(0),
@@ -198,6 +200,14 @@ mod tests {
             &self.tail
         }
     }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::test_words::Words;
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
 
     #[test]
     fn fills_then_refuses_then_drains() {
@@ -222,23 +232,19 @@ mod tests {
 
     #[test]
     fn a_tail_ahead_of_head_is_corrupt() {
-        let w = Words::new(4);
-        let mut p = Producer::new(4, 0);
-        for _ in 0..4 {
-            p.reserve(&w).unwrap().unwrap();
-            p.publish(&w);
+        // (the producer's first position, the tail written once the ring is full): a
+        // tail ahead of the head, then one further behind it than n.
+        for (start, tail) in [(0, 99), (10, 1)] {
+            let w = Words::new(4);
+            let mut p = Producer::new(4, start);
+            for _ in 0..4 {
+                p.reserve(&w).unwrap().unwrap();
+                p.publish(&w);
+            }
+            w.tail.store(tail, Ordering::Relaxed);
+            let head = start + 4;
+            assert_eq!(p.reserve(&w), Err(Corrupt { head, tail }));
         }
-        w.tail.store(99, Ordering::Relaxed);
-        assert_eq!(p.reserve(&w), Err(Corrupt { head: 4, tail: 99 }));
-        // A tail further behind than n is corrupt too.
-        let w2 = Words::new(4);
-        let mut p2 = Producer::new(4, 10);
-        for _ in 0..4 {
-            p2.reserve(&w2).unwrap().unwrap();
-            p2.publish(&w2);
-        }
-        w2.tail.store(1, Ordering::Relaxed);
-        assert_eq!(p2.reserve(&w2), Err(Corrupt { head: 14, tail: 1 }));
     }
 
     #[test]
@@ -316,23 +322,9 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
+    use super::test_words::Words;
     use super::*;
     use loom::sync::Arc;
-
-    struct Words {
-        seq: Vec<AtomicU64>,
-        tail: AtomicU64,
-        body: Vec<AtomicU64>,
-    }
-
-    impl RingWords for Words {
-        fn seq(&self, i: usize) -> &AtomicU64 {
-            &self.seq[i]
-        }
-        fn tail(&self) -> &AtomicU64 {
-            &self.tail
-        }
-    }
 
     /// Three messages through a ring of two slots: the consumer always sees the body
     /// the producer wrote before publishing (the body is written with `Relaxed`
@@ -341,11 +333,7 @@ mod loom_tests {
     #[test]
     fn spsc_hand_off_is_ordered_and_complete() {
         loom::model(|| {
-            let w = Arc::new(Words {
-                seq: (0..2).map(|_| AtomicU64::new(0)).collect(),
-                tail: AtomicU64::new(0),
-                body: (0..2).map(|_| AtomicU64::new(0)).collect(),
-            });
+            let w = Arc::new(Words::new(2));
             let w2 = w.clone();
             let prod = loom::thread::spawn(move || {
                 let mut p = Producer::new(2, 0);

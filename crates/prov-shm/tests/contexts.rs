@@ -81,18 +81,7 @@ fn name_of(ep: &Endpoint, info: &Info) -> Address {
 
 /// The next completion of `cq` with its source, within [`BOUND`].
 fn wait_from(cq: &CompletionQueue) -> (CqMsgEntry, u64) {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        let mut e = [CqMsgEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return (e[0], src[0]),
-            Ok(n) => panic!("readfrom of one entry returned {n}"),
-            Err(err) => assert_eq!(err.code(), Errno::EAGAIN, "{err}"),
-        }
-        assert!(Instant::now() < deadline, "no completion within {BOUND:?}");
-        std::thread::yield_now();
-    }
+    ofi_conformance::fixture::wait_from_ok(cq, BOUND, "a completion with its source")
 }
 
 fn own_regions() -> usize {

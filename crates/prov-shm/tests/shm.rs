@@ -122,6 +122,14 @@ fn claim_ring_0(region: &ofi_prov_shm::region::Region, pid: i32) -> ofi_prov_shm
     ring
 }
 
+/// The bytes of a whole slot holding `slot`, as a sender writes them (the rest zero).
+fn slot_bytes(slot: &ofi_prov_shm::proto::Slot) -> [u8; ofi_prov_shm::region::SLOT_SIZE] {
+    let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
+    let mut view = ofi_prov_shm::proto::SlotHeader::new_checked(&mut raw[..]).unwrap();
+    slot.emit(&mut view).expect("a slot the sender can write");
+    raw
+}
+
 /// Write `raw` (a whole slot's bytes; its sequence word is the producer's to write) into
 /// slot `i` of `ring`, reserved by `p`, and publish it, as a sender does.
 fn publish_slot(
@@ -357,9 +365,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
             clen: 10,
         },
     };
-    let mut r2 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
-    bad.emit(&mut proto::SlotHeader::new_checked(&mut r2[..]).unwrap())
-        .unwrap();
+    let mut r2 = slot_bytes(&bad);
     // The chunk index sits at body offset 24.
     r2[56..60].copy_from_slice(&999u32.to_le_bytes());
     put(&r2);
@@ -374,9 +380,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
         data: 0,
         body: Body::Inline { len: 2, id: 0 },
     };
-    let mut r4 = [0u8; ofi_prov_shm::region::SLOT_SIZE];
-    good.emit(&mut proto::SlotHeader::new_checked(&mut r4[..]).unwrap())
-        .unwrap();
+    let mut r4 = slot_bytes(&good);
     r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
     put(&r4);
     let mut buf = [0u8; 64];
@@ -414,7 +418,6 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
         let Some(i) = p.reserve(&ring).expect("ring words") else {
             return false;
         };
-        let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
         let msg = Slot {
             flags: F_ACK,
             tag: 0,
@@ -424,8 +427,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
                 id: k as u64 + 1,
             },
         };
-        msg.emit(&mut proto::SlotHeader::new_checked(&mut raw[..]).unwrap())
-            .unwrap();
+        let mut raw = slot_bytes(&msg);
         raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
         publish_slot(&region, &ring, p, i, &raw);
         true
@@ -510,15 +512,9 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
 
     const FINAL_TAG: u64 = 0xf1a1_7a90_0000_0001;
     const FINAL: &[u8; 16] = b"well-behaved-end";
-    let env = |k: &str, d: u64| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let mut rng = TestRng::from_env("OFI_SHM_FUZZ_SEED", 0x5eed_f00d);
     let seed = rng.seed();
-    let per_receiver = env("OFI_SHM_FUZZ_SLOTS", 600) as usize;
+    let per_receiver: usize = ofi_testkit::env_count("OFI_SHM_FUZZ_SLOTS", 600);
     let mut sleeper = Command::new("sleep")
         .arg("60")
         .spawn()

@@ -67,8 +67,7 @@ fn atomics_at_the_target() {
         )
         .unwrap()
     };
-    let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-    assert_eq!(e.op_context, 1);
+    let e = cq_expect_ctx(&c.cq, &[&s.cq], 1);
     assert_eq!(e.flags, (OpFlags::ATOMIC | OpFlags::WRITE).bits());
     assert_eq!(u64s(&mr.owned_to_vec().unwrap()), [10, 25, 36, 40]);
     // Fetch-add on element 0: the original value comes back.

@@ -38,10 +38,7 @@ fn accept_and_getpeer_ipv6() {
 
 #[test]
 fn reject_with_data_is_econnrefused_with_the_data() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
+    let (info, fabric, domain) = open_msg_domain(Caps::MSG);
     let (pep, peq) = listener(&fabric, &info);
     let c = side(&fabric, &domain, &info);
     c.ep.connect(&pep.getname().unwrap(), b"please").unwrap();
@@ -63,10 +60,7 @@ fn reject_with_data_is_econnrefused_with_the_data() {
 
 #[test]
 fn connect_to_nobody_is_an_error_event() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
+    let (info, fabric, domain) = open_msg_domain(Caps::MSG);
     // A port nobody listens on: bind a listener, take its address, close it.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -106,10 +100,7 @@ fn cm_data_size_option() {
     assert_eq!(p.client.ep.getopt(0, 1, &mut v).unwrap(), 8);
     assert_eq!(usize::from_ne_bytes(v), 256);
     assert_eq!(p.pep.getopt(0, 1, &mut v).unwrap(), 8);
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).unwrap();
-    let domain = fabric.domain(&info).unwrap();
+    let (info, fabric, domain) = open_msg_domain(Caps::MSG);
     let c = side(&fabric, &domain, &info);
     let too_big = [0u8; 257];
     assert_eq!(

@@ -142,17 +142,13 @@ fn sigkill_child_role(addr: &str) {
     let reg = registry();
     let info = info(&reg, false, Caps::MSG);
     let (_fabric, _domain, c) = connected_client(&reg, &info, sa, b"child");
-    let end = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < end {
-        let _ = c.cq.read(&mut Vec::<CqTaggedEntry>::new());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    // Until the parent kills this process (bounded).
+    serve_until(&c, Duration::from_secs(20), |_| false);
 }
 
 #[test]
 fn sigkill_peer_mid_transfer() {
-    if let Ok(addr) = std::env::var(CHILD_ENV) {
-        sigkill_child_role(&addr);
+    if ofi_testkit::child::played_child(CHILD_ENV, sigkill_child_role) {
         return;
     }
     let (info, l) = listen_v4_msg();

@@ -10,10 +10,7 @@ use ofi_conformance::checks::control_wait::{readable_within, wait_fd};
 
 #[test]
 fn getwait_is_refused_before_a_connection_and_without_an_argument() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).expect("fabric");
-    let domain = fabric.domain(&info).expect("domain");
+    let (info, fabric, domain) = open_msg_domain(Caps::MSG);
     let s = side(&fabric, &domain, &info);
     s.ep.enable().unwrap();
     let e = wait_fd(&s.ep).expect_err("FI_GETWAIT before fi_connect");

@@ -107,6 +107,15 @@ fn prove(r: &mut Raw, word: &std::sync::atomic::AtomicU64) -> u64 {
     ok.data
 }
 
+/// A raw peer whose proof the endpoint accepted, with the word it proved with (boxed:
+/// the endpoint read it at its address, which must stay the same).
+fn verified_peer() -> (Raw, Box<std::sync::atomic::AtomicU64>) {
+    let mut r = raw_peer();
+    let word = Box::new(std::sync::atomic::AtomicU64::new(r.nonce));
+    assert_eq!(prove(&mut r, &word), 1, "the proof of a same-host peer");
+    (r, word)
+}
+
 fn descriptor(tag_op: Op, id: u64, bufs: &[(u64, u64)]) -> (Hdr, Vec<RmaIov>) {
     let mut h = Hdr::new(tag_op);
     h.flags = FLAG_LOCAL | FLAG_ACK_REQ;
@@ -141,9 +150,7 @@ fn a_forged_proof_is_refused_and_its_descriptors_close_the_connection() {
 
 #[test]
 fn a_proof_nobody_asked_for_is_a_protocol_error() {
-    let mut r = raw_peer();
-    let word = std::sync::atomic::AtomicU64::new(r.nonce);
-    assert_eq!(prove(&mut r, &word), 1);
+    let (mut r, word) = verified_peer();
     // A second proof: the endpoint offered once.
     let mut p = Hdr::new(Op::LocalProof);
     p.data = u64::from(std::process::id());
@@ -154,9 +161,7 @@ fn a_proof_nobody_asked_for_is_a_protocol_error() {
 
 #[test]
 fn a_verified_peer_s_descriptors_are_copied_and_a_failed_copy_is_eio() {
-    let mut r = raw_peer();
-    let word = std::sync::atomic::AtomicU64::new(r.nonce);
-    assert_eq!(prove(&mut r, &word), 1);
+    let (mut r, _word) = verified_peer();
     // Tagged message from two buffers.
     let a: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
     let b: Vec<u8> = (0..5000u32).map(|i| (i % 13) as u8).collect();
@@ -215,9 +220,7 @@ fn a_verified_peer_s_descriptors_are_copied_and_a_failed_copy_is_eio() {
 
 #[test]
 fn a_same_host_read_is_copied_into_the_initiator_after_the_target_s_checks() {
-    let mut r = raw_peer();
-    let word = std::sync::atomic::AtomicU64::new(r.nonce);
-    assert_eq!(prove(&mut r, &word), 1);
+    let (mut r, _word) = verified_peer();
     let content: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 256) as u8).collect();
     let mr = r
         .domain
@@ -301,8 +304,7 @@ fn large_messages_are_read_from_the_sender_s_memory_at_receive_time() {
         let mut rd = vec![0u8; n];
         // SAFETY: the buffer outlives the operation (its completion is awaited).
         unsafe { c.ep.read(rd.as_mut_ptr(), n, NULL, 0, 0, 0x9, 3).unwrap() };
-        let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-        assert_eq!(e.op_context, 3);
+        cq_expect_ctx(&c.cq, &[&s.cq], 3);
         assert!(rd == src);
         drop(mr);
         let mut small = vec![0u8; 100_000];

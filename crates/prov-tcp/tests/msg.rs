@@ -22,11 +22,9 @@ fn expected_and_unexpected_messages() {
         let msg = *b"hello, world";
         // SAFETY: the buffers outlive the operation (its completion is awaited).
         unsafe { c.ep.send(msg.as_ptr(), msg.len(), NULL, 0, 2).unwrap() };
-        let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-        assert_eq!(e.op_context, 2);
+        let e = cq_expect_ctx(&c.cq, &[&s.cq], 2);
         assert_eq!(e.flags, (OpFlags::SEND | OpFlags::MSG).bits());
-        let e = cq_wait(&s.cq, &[]).unwrap();
-        assert_eq!(e.op_context, 1);
+        let e = cq_expect_ctx(&s.cq, &[], 1);
         assert_eq!(e.len, 12);
         assert_eq!(e.flags, (OpFlags::RECV | OpFlags::MSG).bits());
         assert_eq!(&rb[..12], b"hello, world");
@@ -52,8 +50,7 @@ fn expected_and_unexpected_messages() {
         ];
         // SAFETY: the buffers outlive the operation (its completion is awaited).
         unsafe { s.ep.recvv(iov.as_ptr(), std::ptr::null(), 2, 0, 4).unwrap() };
-        let e = cq_wait(&s.cq, &[]).unwrap();
-        assert_eq!(e.op_context, 4);
+        let e = cq_expect_ctx(&s.cq, &[], 4);
         assert_eq!(e.len, 12);
         assert_eq!(e.data, 0xabc);
         assert!(e.flags & OpFlags::REMOTE_CQ_DATA.bits() != 0);
@@ -83,8 +80,7 @@ fn truncation_is_etrunc_with_olen() {
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { s.ep.recv(rb2.as_mut_ptr(), 3, NULL, 0, 10).unwrap() };
     c.ep.inject(b"xyz", 0).unwrap();
-    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
-    assert_eq!(e.op_context, 10);
+    cq_expect_ctx(&s.cq, &[&c.cq], 10);
     assert_eq!(&rb2, b"xyz");
 }
 
@@ -101,10 +97,8 @@ fn inject_limits_and_delivery_complete() {
     // `data` outlives the operation (its completion is awaited).
     let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
     ofi_conformance::fixture::sendmsg(&c.ep, &data, 0, 0x55, flags).unwrap();
-    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
-    assert_eq!(e.op_context, 1);
-    let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-    assert_eq!(e.op_context, 0x55);
+    cq_expect_ctx(&s.cq, &[&c.cq], 1);
+    cq_expect_ctx(&c.cq, &[&s.cq], 0x55);
     assert_eq!(&rb, b"deliver!");
 }
 
@@ -157,8 +151,7 @@ fn large_messages_both_ways() {
     }
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { s.ep.recv(dst2.as_mut_ptr(), n, NULL, 0, 4).unwrap() };
-    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
-    assert_eq!(e.op_context, 4);
+    let e = cq_expect_ctx(&s.cq, &[&c.cq], 4);
     assert_eq!(e.len, n);
     assert!(src == dst2);
 }
@@ -175,8 +168,7 @@ fn tagged_matching_peek_claim_discard() {
             .unwrap()
     };
     c.ep.tinject(b"tag1", 0, 0x1234).unwrap();
-    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
-    assert_eq!(e.op_context, 1);
+    let e = cq_expect_ctx(&s.cq, &[&c.cq], 1);
     assert_eq!(e.tag, 0x1234);
     assert_eq!(e.flags, (OpFlags::RECV | OpFlags::TAGGED).bits());
     assert_eq!(&rb, b"tag1");
@@ -215,8 +207,7 @@ fn tagged_matching_peek_claim_discard() {
     peek(OpFlags::PEEK | OpFlags::CLAIM, 11, &mut pb).unwrap();
     cq_wait(&s.cq, &[]).unwrap();
     peek(OpFlags::CLAIM, 11, &mut pb).unwrap();
-    let e = cq_wait(&s.cq, &[]).unwrap();
-    assert_eq!(e.op_context, 11);
+    cq_expect_ctx(&s.cq, &[], 11);
     assert_eq!(&pb, b"tag2");
     // Nothing left: peek is ENOMSG.
     peek(OpFlags::PEEK, 12, &mut pb).unwrap_err_or_enomsg(&s.cq);
@@ -226,13 +217,11 @@ fn tagged_matching_peek_claim_discard() {
         let _ = s.cq.read(&mut Vec::<ofi::abi::raw::CqTaggedEntry>::new());
     }
     peek(OpFlags::PEEK | OpFlags::DISCARD, 13, &mut pb).unwrap();
-    let e = cq_wait(&s.cq, &[]).unwrap();
-    assert_eq!(e.op_context, 13);
+    cq_expect_ctx(&s.cq, &[], 13);
     peek(OpFlags::PEEK, 14, &mut pb).unwrap_err_or_enomsg(&s.cq);
     // The untagged receive is still posted and takes an untagged message.
     c.ep.inject(b"untg", 0).unwrap();
-    let e = cq_wait(&s.cq, &[&c.cq]).unwrap();
-    assert_eq!(e.op_context, 2);
+    cq_expect_ctx(&s.cq, &[&c.cq], 2);
     assert_eq!(&ub, b"untg");
 }
 
@@ -287,8 +276,7 @@ fn auto_progress_places_data_without_reads() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(seen(), moves, "{progress:?}");
-        let e = cq_wait(&s.cq, &[]).unwrap();
-        assert_eq!(e.op_context, 1);
+        cq_expect_ctx(&s.cq, &[], 1);
         assert_eq!(&rb, b"autodata");
     }
 }

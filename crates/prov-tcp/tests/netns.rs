@@ -13,7 +13,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ofi::abi::raw::CqTaggedEntry;
 use ofi::{AddrFormat, Address, Caps, EqEvent};
 
 const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_CHILD_ADDR";
@@ -26,22 +25,14 @@ fn child(addr: &str) {
     let (_fabric, _domain, c) = connected_client(&reg, &info, sa, b"from the namespace");
     c.ep.inject(b"over veth", 0).unwrap();
     // Stay until the parent closes the connection (bounded).
-    let end = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < end {
-        if let Ok(ev) = c.eq.read() {
-            if ev.event == EqEvent::Shutdown {
-                break;
-            }
-        }
-        let _ = c.cq.read(&mut Vec::<CqTaggedEntry>::new());
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    serve_until(&c, Duration::from_secs(10), |c| {
+        c.eq.read().is_ok_and(|ev| ev.event == EqEvent::Shutdown)
+    });
 }
 
 #[test]
 fn two_namespaces_over_veth() {
-    if let Ok(addr) = std::env::var(CHILD_ENV) {
-        child(&addr);
+    if ofi_testkit::child::played_child(CHILD_ENV, child) {
         return;
     }
     let Some(pair) =

@@ -22,13 +22,12 @@ use ofi::Caps;
 
 const CHILD_ENV: &str = "OFI_TCP_TEST_NETNS_V6_CHILD";
 
-/// The listener, in the namespace: name, accept, one message.
-fn child() {
+/// The listener, in the namespace: name (left in the file `path`), accept, one message.
+fn child(path: &str) {
     let l = listen_unbound(&registry(), true);
     // Written whole, then renamed: the parent never reads half a name.
-    let path = std::env::var(CHILD_ENV).unwrap();
     std::fs::write(format!("{path}.tmp"), l.addr.to_string()).unwrap();
-    std::fs::rename(format!("{path}.tmp"), &path).unwrap();
+    std::fs::rename(format!("{path}.tmp"), path).unwrap();
     let (_, s, rb) = accept_with_recv(&l.fabric, &l.domain, &l.eq, 16);
     let e = cq_wait(&s.cq, &[]).unwrap();
     assert_eq!(&rb[..e.len], b"over veth");
@@ -36,8 +35,7 @@ fn child() {
 
 #[test]
 fn an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach() {
-    if std::env::var_os(CHILD_ENV).is_some() {
-        child();
+    if ofi_testkit::child::played_child(CHILD_ENV, child) {
         return;
     }
     let test = "an_ipv6_wildcard_listener_is_named_by_an_address_other_hosts_reach";

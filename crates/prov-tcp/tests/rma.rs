@@ -26,8 +26,7 @@ fn write_read_and_bad_accesses() {
     let data = *b"abcde";
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { c.ep.write(data.as_ptr(), 5, NULL, 0, 10, key, 1).unwrap() };
-    let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-    assert_eq!(e.op_context, 1);
+    let e = cq_expect_ctx(&c.cq, &[&s.cq], 1);
     assert_eq!(e.flags, (OpFlags::RMA | OpFlags::WRITE).bits());
     assert_eq!(&mr.owned_to_vec().unwrap()[10..15], b"abcde");
     // writedata: the target's CQ gets the data.
@@ -46,8 +45,7 @@ fn write_read_and_bad_accesses() {
     let mut rb = [0u8; 25];
     // SAFETY: the buffers outlive the operation (its completion is awaited).
     unsafe { c.ep.read(rb.as_mut_ptr(), 25, NULL, 0, 10, key, 3).unwrap() };
-    let e = cq_wait(&c.cq, &[&s.cq]).unwrap();
-    assert_eq!(e.op_context, 3);
+    let e = cq_expect_ctx(&c.cq, &[&s.cq], 3);
     assert_eq!(e.flags, (OpFlags::RMA | OpFlags::READ).bits());
     assert_eq!(&rb[..5], b"abcde");
     assert_eq!(&rb[10..15], b"abcde");

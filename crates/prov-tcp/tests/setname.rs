@@ -21,10 +21,7 @@ fn addr(b: &[u8]) -> std::net::SocketAddr {
 
 #[test]
 fn setname_moves_listener_and_connection_source() {
-    let reg = registry();
-    let info = info(&reg, false, Caps::MSG);
-    let fabric = reg.open_fabric(&info).expect("fabric");
-    let domain = fabric.domain(&info).expect("domain");
+    let (info, fabric, domain) = open_msg_domain(Caps::MSG);
     let peq = fabric.eq_open(&ofi::eq::EqAttr::default()).unwrap();
     let pep = fabric.passive_ep(&info).expect("passive_ep");
     pep.bind_eq(&peq, 0).unwrap();

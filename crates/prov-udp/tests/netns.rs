@@ -28,7 +28,7 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, Address, Caps, CqFormat, Errno, Info, ADDR_NOTAVAIL, API_VERSION};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Info, ADDR_NOTAVAIL, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 use ofi_testkit::netns::NetPair;
 
@@ -96,19 +96,7 @@ fn name(s: &Side) -> SocketAddr {
 
 /// The next successful completion with its source, within [`WAIT`].
 fn next(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
-    let end = Instant::now() + WAIT;
-    loop {
-        let mut e = [CqDataEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return (e[0], src[0]),
-            Ok(n) => panic!("{what}: read of one entry returned {n}"),
-            Err(x) if x.code() == Errno::EAGAIN => {}
-            Err(x) => panic!("{what}: {x}"),
-        }
-        assert!(Instant::now() < end, "{what}: nothing within {WAIT:?}");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    ofi_conformance::fixture::wait_from_ok(cq, WAIT, what)
 }
 
 /// Post a receive into `buf`.
@@ -144,8 +132,7 @@ fn child(parent: &str) {
 
 #[test]
 fn two_namespaces_over_veth() {
-    if let Ok(addr) = std::env::var(CHILD_ENV) {
-        child(&addr);
+    if ofi_testkit::child::played_child(CHILD_ENV, child) {
         return;
     }
     let Some(pair) = NetPair::root_and_namespace_or_skip("two_namespaces_over_veth") else {

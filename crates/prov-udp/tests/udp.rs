@@ -22,6 +22,7 @@ use ofi::{
     AddrFormat, Address, Caps, CqFormat, Errno, GetinfoFlags, Info, OpFlags, Progress, WaitObj,
     ADDR_NOTAVAIL, API_VERSION,
 };
+use ofi_conformance::fixture;
 use ofi_prov_udp::ep::{FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV};
 use ofi_prov_udp::{UdpProvider, MAX_MSG_SIZE};
 
@@ -145,24 +146,7 @@ type Completion = Result<(CqDataEntry, u64), ofi::cq::CqError>;
 
 /// The next completion of `cq` (with its source address) within [`WAIT`].
 fn next(cq: &CompletionQueue) -> Option<Completion> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut e = [CqDataEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return Some(Ok((e[0], src[0]))),
-            Ok(n) => panic!("read of one entry returned {n}"),
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) if err.code() == Errno::EAVAIL => {
-                return Some(Err(cq.readerr_owned(0).expect("readerr after FI_EAVAIL")))
-            }
-            Err(err) => panic!("cq read: {err}"),
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::yield_now();
-    }
+    fixture::read_from_within(cq, WAIT)
 }
 
 fn ok(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
@@ -171,6 +155,16 @@ fn ok(cq: &CompletionQueue, what: &str) -> (CqDataEntry, u64) {
         Some(Err(e)) => panic!("{what}: error completion {:?}", e),
         None => panic!("{what}: nothing within {WAIT:?}"),
     }
+}
+
+/// The next completion of `cq` must succeed, with context `ctx`, from source `src`.
+fn expect_from(cq: &CompletionQueue, what: &str, ctx: usize, src: u64) {
+    let (r, from) = ok(cq, what);
+    assert_eq!(
+        (r.op_context, from),
+        (ctx, src),
+        "{what}: context and source"
+    );
 }
 
 fn err(cq: &CompletionQueue, what: &str) -> ofi::cq::CqError {
@@ -211,6 +205,19 @@ fn msg_of(iov: &[Iov], dest: u64, ctx: usize, data: u64) -> Msg {
     }
 }
 
+/// `fi_sendmsg` of `payload` from `p`'s `a` to `b` with context `ctx`, CQ data `data`
+/// and `flags`; panics when refused. udp has the bytes when the call returns.
+fn sendmsg_a_to_b(p: &Pair, payload: &[u8], ctx: usize, data: u64, flags: OpFlags) {
+    let iov = [Iov {
+        base: payload.as_ptr() as *mut _,
+        len: payload.len(),
+    }];
+    let m = msg_of(&iov, p.to_b, ctx, data);
+    // SAFETY: `m`, its iov and `payload` live across the call, which copies the bytes.
+    unsafe { p.a.ep.sendmsg(&m, flags.bits()) }
+        .unwrap_or_else(|e| panic!("fi_sendmsg (context {ctx}): {e}"));
+}
+
 fn remote_cq_data(e: &CqDataEntry) -> bool {
     OpFlags::from_bits_retain(e.flags).contains(OpFlags::REMOTE_CQ_DATA)
 }
@@ -240,18 +247,9 @@ fn senddata_injectdata_and_sendmsg_carry_remote_cq_data() {
             .unwrap();
     }
     p.a.ep.injectdata(b"two", u64::MAX, p.to_b).unwrap();
-    let payload = *b"three";
-    let iov = [Iov {
-        base: payload.as_ptr() as *mut _,
-        len: 5,
-    }];
-    let m = msg_of(&iov, p.to_b, 13, 42);
-    // SAFETY: `m` and its iov live across the call.
-    unsafe { p.a.ep.sendmsg(&m, OpFlags::REMOTE_CQ_DATA.bits()).unwrap() };
+    sendmsg_a_to_b(&p, b"three", 13, 42, OpFlags::REMOTE_CQ_DATA);
     // Without the flag, msg.data is not sent.
-    let m = msg_of(&iov, p.to_b, 14, 43);
-    // SAFETY: as above.
-    unsafe { p.a.ep.sendmsg(&m, 0).unwrap() };
+    sendmsg_a_to_b(&p, b"three", 14, 43, OpFlags::empty());
 
     let (s, _) = ok(&p.a.cq, "senddata completion");
     assert_eq!(s.op_context, 11);
@@ -313,14 +311,7 @@ fn selective_completion_reports_only_flagged_operations() {
     recv(&p.b.ep, &mut b1[0], 2).unwrap();
     // No FI_COMPLETION in the endpoint's default op_flags: no completion.
     send(&p.a.ep, b"quiet", p.to_b, 10).unwrap();
-    let payload = *b"loud";
-    let iov = [Iov {
-        base: payload.as_ptr() as *mut _,
-        len: 4,
-    }];
-    let m = msg_of(&iov, p.to_b, 11, 0);
-    // SAFETY: `m` and its iov live across the call.
-    unsafe { p.a.ep.sendmsg(&m, OpFlags::COMPLETION.bits()).unwrap() };
+    sendmsg_a_to_b(&p, b"loud", 11, 0, OpFlags::COMPLETION);
     let (e, _) = ok(&p.a.cq, "the flagged send");
     assert_eq!(e.op_context, 11);
     empty(&p.a.cq, "the unflagged send");
@@ -366,13 +357,8 @@ fn multi_recv_consumes_the_buffer_and_releases_it() {
 
     // 400 bytes, released when fewer than 100 are left.
     let mut big = vec![0u8; 400];
-    let iov = [Iov {
-        base: big.as_mut_ptr().cast(),
-        len: big.len(),
-    }];
-    let m = msg_of(&iov, ADDR_NOTAVAIL, 0x77, 0);
-    // SAFETY: `big` outlives every completion read below.
-    unsafe { ep.recvmsg(&m, OpFlags::MULTI_RECV.bits()).unwrap() };
+    // `big` outlives every completion read below.
+    fixture::recvmsg(ep, &mut big, 0x77, OpFlags::MULTI_RECV).unwrap();
     let base = big.as_ptr() as usize;
     for i in 0..4u8 {
         send(&p.a.ep, &[i + 1; 90], p.to_b, i as usize).unwrap();
@@ -405,13 +391,8 @@ fn multi_recv_releases_early_when_the_next_datagram_does_not_fit() {
     .unwrap();
     let mut small = vec![0u8; 100];
     let mut next_buf = vec![0u8; 100];
-    let iov = [Iov {
-        base: small.as_mut_ptr().cast(),
-        len: small.len(),
-    }];
-    let m = msg_of(&iov, ADDR_NOTAVAIL, 0x10, 0);
-    // SAFETY: both buffers outlive the completions read below.
-    unsafe { ep.recvmsg(&m, OpFlags::MULTI_RECV.bits()).unwrap() };
+    // Both buffers outlive the completions read below.
+    fixture::recvmsg(ep, &mut small, 0x10, OpFlags::MULTI_RECV).unwrap();
     recv(ep, &mut next_buf, 0x20).unwrap();
     send(&p.a.ep, &[1; 60], p.to_b, 1).unwrap();
     send(&p.a.ep, &[2; 60], p.to_b, 2).unwrap();
@@ -430,19 +411,15 @@ fn multi_recv_releases_early_when_the_next_datagram_does_not_fit() {
 fn cancel_of_a_multi_recv_buffer() {
     let p = pair(Caps::MSG | Caps::MULTI_RECV);
     let mut big = vec![0u8; 256];
-    let iov = [Iov {
-        base: big.as_mut_ptr().cast(),
-        len: big.len(),
-    }];
-    let m = msg_of(&iov, ADDR_NOTAVAIL, 0x5, 0);
-    // SAFETY: `big` outlives the cancel.
-    unsafe { p.b.ep.recvmsg(&m, OpFlags::MULTI_RECV.bits()).unwrap() };
+    // `big` outlives the cancel.
+    fixture::recvmsg(&p.b.ep, &mut big, 0x5, OpFlags::MULTI_RECV).unwrap();
     p.b.ep.cancel(0x5).unwrap();
     let e = err(&p.b.cq, "cancelled");
     assert_eq!(e.err, Errno::ECANCELED);
     assert!(OpFlags::from_bits_retain(e.flags).contains(OpFlags::MULTI_RECV));
     // Two buffers for FI_MULTI_RECV: refused.
-    let iov2 = [iov[0], iov[0]];
+    let whole = fixture::iov_of(&mut big);
+    let iov2 = [whole, whole];
     let m = msg_of(&iov2, ADDR_NOTAVAIL, 0x6, 0);
     // SAFETY: refused before anything is kept.
     let e = unsafe { p.b.ep.recvmsg(&m, OpFlags::MULTI_RECV.bits()) }.unwrap_err();
@@ -579,9 +556,7 @@ fn source_err_reports_unknown_senders_with_their_address() {
     // Once inserted, the sender is known.
     let fa = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
     p.a_sends_to_b(&mut buf, b"friend", 5);
-    let (r, src) = ok(&p.b.cq, "known sender");
-    assert_eq!(r.op_context, 5);
-    assert_eq!(src, fa);
+    expect_from(&p.b.cq, "known sender", 5, fa);
 }
 
 /// The source of a sender seen before (the endpoint remembers the last one) follows the
@@ -590,12 +565,11 @@ fn source_err_reports_unknown_senders_with_their_address() {
 #[test]
 fn a_remembered_source_follows_the_av() {
     let caps = Caps::MSG | Caps::SOURCE | Caps::SOURCE_ERR;
-    let p = pair_with(&info(caps), OpFlags::TRANSMIT | OpFlags::RECV, true);
+    let p = pair(caps);
     let mut buf = [0u8; 16];
     for ctx in [3, 5] {
         p.a_sends_to_b(&mut buf, b"known", ctx);
-        let (r, src) = ok(&p.b.cq, "known sender");
-        assert_eq!((r.op_context, src), (ctx, p.to_a));
+        expect_from(&p.b.cq, "known sender", ctx, p.to_a);
     }
     p.b.av.remove(&[p.to_a], 0).unwrap();
     p.a_sends_to_b(&mut buf, b"removed", 7);
@@ -608,8 +582,7 @@ fn a_remembered_source_follows_the_av() {
     let again = p.b.av.insert(std::slice::from_ref(&p.a.addr)).unwrap()[0];
     assert_ne!(again, other);
     p.a_sends_to_b(&mut buf, b"back", 9);
-    let (r, src) = ok(&p.b.cq, "re-inserted sender");
-    assert_eq!((r.op_context, src), (9, again));
+    expect_from(&p.b.cq, "re-inserted sender", 9, again);
 }
 
 #[test]
@@ -621,9 +594,7 @@ fn source_without_source_err_is_addr_notavail() {
     );
     let mut buf = [0u8; 16];
     p.a_sends_to_b(&mut buf, b"who?", 3);
-    let (r, src) = ok(&p.b.cq, "unknown sender");
-    assert_eq!(r.op_context, 3);
-    assert_eq!(src, ADDR_NOTAVAIL);
+    expect_from(&p.b.cq, "unknown sender", 3, ADDR_NOTAVAIL);
 }
 
 #[test]

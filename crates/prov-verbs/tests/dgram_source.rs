@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi::abi::raw::CqMsgEntry;
 use ofi::cq::CompletionQueue;
@@ -20,22 +20,7 @@ type Completion = Result<(CqMsgEntry, u64), ofi::cq::CqError>;
 
 /// The next completion of `cq` with its source, within [`WAIT`].
 fn next(cq: &CompletionQueue, what: &str) -> Completion {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let mut e = [CqMsgEntry::default()];
-        let mut src = [0u64];
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(1) => return Ok((e[0], src[0])),
-            Ok(n) => panic!("{what}: a read of one entry returned {n}"),
-            Err(err) if err.code() == Errno::EAGAIN => {}
-            Err(err) if err.code() == Errno::EAVAIL => {
-                return Err(cq.readerr_owned(0).expect("readerr after FI_EAVAIL"))
-            }
-            Err(err) => panic!("{what}: cq read: {err}"),
-        }
-        assert!(Instant::now() < deadline, "{what}: nothing within {WAIT:?}");
-        std::thread::yield_now();
-    }
+    fixture::read_from_within(cq, WAIT).unwrap_or_else(|| panic!("{what}: nothing within {WAIT:?}"))
 }
 
 #[test]

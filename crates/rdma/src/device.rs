@@ -204,6 +204,19 @@ impl Context {
         }
     }
 
+    /// EFA attributes (`efadv_query_device` through libefa) of an rdma-core EFA device;
+    /// `FI_EOPNOTSUPP` on the software device (whose SRD has no RDMA read) or without
+    /// libefa, the device's error on a device that is not EFA's.
+    pub fn efa_query_device(&self) -> Result<crate::sys::efadv::EfadvDeviceAttr> {
+        match &self.inner {
+            CtxInner::Soft(_) => Err(Error::new(
+                Errno::EOPNOTSUPP,
+                "the software device has no EFA attributes",
+            )),
+            CtxInner::Sys(c) => c.efa_query_device(),
+        }
+    }
+
     /// Port attributes (`ibv_query_port`); the software device has port 1.
     pub fn query_port(&self, port: u8) -> Result<PortAttr> {
         match &self.inner {

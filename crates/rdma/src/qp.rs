@@ -122,12 +122,6 @@ impl QueuePair {
                 lock(&shared.tables).qps.insert(qpn, qp.clone());
                 QpInner::Soft(qp)
             }
-            (PdInner::Sys(_), _) if a.qp_type == QpType::Srd => {
-                return Err(Error::new(
-                    Errno::EOPNOTSUPP,
-                    "SRD queue pairs are created through libefa",
-                ))
-            }
             (PdInner::Sys(p), _) => {
                 let (CqInner::Sys(scq), CqInner::Sys(rcq)) = (&a.send_cq.inner, &a.recv_cq.inner)
                 else {
@@ -138,17 +132,20 @@ impl QueuePair {
                     Some(SrqInner::Sys(s)) => Some(s),
                     Some(SrqInner::Soft(_)) => return Err(mixed()),
                 };
-                QpInner::Sys(crate::sys::objects::create_qp(
-                    p,
-                    &QpCreate {
-                        qp_type: a.qp_type,
-                        send_cq: scq,
-                        recv_cq: rcq,
-                        srq,
-                        cap: c,
-                        sq_sig_all: a.sq_sig_all,
-                    },
-                )?)
+                let create = QpCreate {
+                    qp_type: a.qp_type,
+                    send_cq: scq,
+                    recv_cq: rcq,
+                    srq,
+                    cap: c,
+                    sq_sig_all: a.sq_sig_all,
+                };
+                // SRD is EFA's own queue pair type: libefa creates it.
+                QpInner::Sys(if a.qp_type == QpType::Srd {
+                    crate::sys::objects::create_srd_qp(p, &create)?
+                } else {
+                    crate::sys::objects::create_qp(p, &create)?
+                })
             }
             _ => return Err(mixed()),
         };

@@ -130,6 +130,18 @@ fn layouts() -> Vec<Layout> {
             "qp_context" = qp_context, "send_cq" = send_cq, "recv_cq" = recv_cq, "srq" = srq,
             "cap" = cap, "qp_type" = qp_type, "sq_sig_all" = sq_sig_all,
         }),
+        layout!("struct ibv_rx_hash_conf" = IbvRxHashConf {
+            "rx_hash_function" = rx_hash_function, "rx_hash_key_len" = rx_hash_key_len,
+            "rx_hash_key" = rx_hash_key, "rx_hash_fields_mask" = rx_hash_fields_mask,
+        }),
+        layout!("struct ibv_qp_init_attr_ex" = IbvQpInitAttrEx {
+            "qp_context" = qp_context, "send_cq" = send_cq, "recv_cq" = recv_cq, "srq" = srq,
+            "cap" = cap, "qp_type" = qp_type, "sq_sig_all" = sq_sig_all,
+            "comp_mask" = comp_mask, "pd" = pd, "xrcd" = xrcd, "create_flags" = create_flags,
+            "max_tso_header" = max_tso_header, "rwq_ind_tbl" = rwq_ind_tbl,
+            "rx_hash_conf" = rx_hash_conf, "source_qpn" = source_qpn,
+            "send_ops_flags" = send_ops_flags,
+        }),
         layout!("struct ibv_qp_attr" = IbvQpAttr {
             "qp_state" = qp_state, "cur_qp_state" = cur_qp_state, "path_mtu" = path_mtu,
             "path_mig_state" = path_mig_state, "qkey" = qkey, "rq_psn" = rq_psn,
@@ -270,6 +282,9 @@ fn values() -> Vec<(String, u64)> {
     for (n, f) in QpAttrMask::all().iter_names() {
         v.push((format!("IBV_QP_{n}"), f.bits().into()));
     }
+    // What SRD queue pairs are created with (`ofi_rdma::sys::efadv`).
+    v.push(("IBV_QP_INIT_ATTR_PD".into(), IBV_QP_INIT_ATTR_PD.into()));
+    v.push(("IBV_QPT_DRIVER".into(), IBV_QPT_DRIVER.into()));
     v
 }
 

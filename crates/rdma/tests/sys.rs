@@ -62,3 +62,23 @@ fn a_missing_rdmacm_is_named_in_one_line() {
         assert_eq!(e, "librdmacm.so.1 not found");
     }
 }
+
+/// libefa, where installed: every entry point the device layer calls resolves (the
+/// calls themselves need an EFA device, which this machine kind has not).
+#[test]
+fn libefa_resolves_every_entry_point_where_installed() {
+    match sys::efadv::load(sys::efadv::LIBEFA) {
+        Ok(lib) => {
+            let _ = (lib.query_device, lib.create_qp_ex, lib.query_ah);
+        }
+        Err(e) => {
+            assert_eq!(
+                e, "libefa.so.1 not found",
+                "only a missing library may fail"
+            );
+            println!("skipped: {e}");
+        }
+    }
+    let e = sys::efadv::load("libefa-does-not-exist.so.1").unwrap_err();
+    assert_eq!(e, "libefa-does-not-exist.so.1 not found");
+}

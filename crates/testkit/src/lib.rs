@@ -134,6 +134,15 @@ impl Drop for TestRng {
     }
 }
 
+/// The number in the environment variable `var`, else `default` (how big a test's run
+/// is: seeds, messages, iterations). A value that does not parse counts as unset.
+pub fn env_count<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A seed written in decimal or in hex with `0x`.
 fn parse_seed(text: &str) -> Option<u64> {
     let text = text.trim();
@@ -150,6 +159,14 @@ pub fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// A UDP port on 127.0.0.1 free a moment ago (for a test binding an endpoint there).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port on 127.0.0.1")
         .port()
 }
 

@@ -94,13 +94,7 @@ fn bad_options_exit_1_with_the_message_and_usage() {
         assert_usage_error(&pingpong(args), message);
     }
     let r = bw(&["-W", "0"]);
-    assert_eq!(r.status, 1, "{}", r.err);
-    assert!(
-        r.err
-            .contains("fi_bw: invalid window for -W: '0' (1 to 4096)"),
-        "{}",
-        r.err
-    );
+    r.assert_err_has(1, "fi_bw: invalid window for -W: '0' (1 to 4096)");
 }
 
 #[test]
@@ -150,12 +144,9 @@ fn client_without_server_fails_fast_with_connection_refused() {
 #[test]
 fn unknown_provider_is_enodata_with_the_reason() {
     let r = pingpong(&["--self", "-p", "no_such_provider"]);
-    assert_eq!(r.status, 61, "{}", r.err);
-    assert!(
-        r.err
-            .contains("fi_getinfo (FI_EP_DGRAM endpoint, provider no_such_provider)"),
-        "{}",
-        r.err
+    r.assert_err_has(
+        61,
+        "fi_getinfo (FI_EP_DGRAM endpoint, provider no_such_provider)",
     );
 }
 

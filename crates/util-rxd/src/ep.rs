@@ -183,8 +183,9 @@ struct Shared {
     st: Mutex<St>,
     settings: Settings,
     fmt: AddrFormat,
-    me: Address,
-    me_bytes: Vec<u8>,
+    /// The endpoint's name: the core endpoint's, its unspecified IP made concrete
+    /// (`norm_addr`); `fi_setname` before `fi_enable` sets it ([`Shared::bind_at`]).
+    me_bytes: ofi_kit::layered::SettableName,
     buf_size: usize,
     inject_max: usize,
     base: Instant,
@@ -225,7 +226,7 @@ impl Drop for Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("addr", &self.sh.me)
+            .field("addr", &self.sh.me_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -247,7 +248,8 @@ static NEXT_INSTANCE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU3
 
 impl Endpoint {
     /// Open an endpoint: the core DGRAM endpoint (at `info.src_addr` if given) with its
-    /// AV and CQ, enabled, with the datagram buffers posted.
+    /// AV and CQ; `fi_enable` enables it and posts the datagram buffers (until then
+    /// `fi_setname` may still name it).
     ///
     /// # Errors
     /// The core's errors opening those objects.
@@ -285,11 +287,8 @@ impl Endpoint {
         let core_ep = dom.core.endpoint(&ci)?;
         core_ep.bind(&core_cq, OpFlags::TRANSMIT | OpFlags::RECV)?;
         core_ep.bind_av(&core_av)?;
-        core_ep.enable()?;
         let fmt = dom.core_info.addr_format;
-        let raw = core_ep.getname()?;
-        let me = norm_addr(&Address::from_bytes(fmt, &raw)?);
-        let me_bytes = me.to_bytes();
+        let me_bytes = core_name(&core_ep, fmt)?;
         let open = EpOpenInfo::new(info, settings.rx_size);
         let m = TagMatcher::new(MatcherConfig {
             max_unexpected: usize::MAX / 2,
@@ -340,8 +339,7 @@ impl Endpoint {
             }),
             settings,
             fmt,
-            me,
-            me_bytes,
+            me_bytes: ofi_kit::layered::SettableName::new(me_bytes),
             buf_size,
             inject_max,
             base: Instant::now(),
@@ -353,14 +351,6 @@ impl Endpoint {
             last_progress: AtomicU64::new(0),
             _dom: dom,
         });
-        {
-            let mut g = lock(&sh.st);
-            let st = &mut *g;
-            for i in 0..settings.rx_bufs {
-                st.bufs.push(vec![0u8; buf_size].into_boxed_slice());
-                sh.repost(st, i);
-            }
-        }
         engine.register(&sh);
         spawn_watchdog(Arc::downgrade(&sh));
         Ok(Endpoint {
@@ -371,14 +361,24 @@ impl Endpoint {
     }
 
     /// The endpoint's address (the core endpoint's name).
-    pub fn address(&self) -> &Address {
-        &self.sh.me
+    ///
+    /// # Errors
+    /// `FI_EINVAL` if the core's name is no address of its format.
+    pub fn address(&self) -> Result<Address> {
+        Address::from_bytes(self.sh.fmt, &self.sh.me_bytes.to_vec())
     }
 
     /// The engine's counters (packets sent, retransmitted, received, dropped).
     pub fn stats(&self) -> crate::peer::Stats {
         lock(&self.sh.st).eng.stats()
     }
+}
+
+/// The name of core endpoint `ep` as this endpoint gives it: its unspecified IP made
+/// concrete ([`norm_addr`]).
+fn core_name(ep: &CoreEp, fmt: AddrFormat) -> Result<Vec<u8>> {
+    let raw = ep.getname()?;
+    Ok(norm_addr(&Address::from_bytes(fmt, &raw)?).to_bytes())
 }
 
 fn seed_time() -> u32 {
@@ -398,6 +398,50 @@ fn default_tx_flags(f: OpFlags) -> OpFlags {
 impl Shared {
     fn now(&self) -> u64 {
         self.base.elapsed().as_nanos() as u64
+    }
+
+    /// `fi_enable`: the core endpoint is enabled (it was not, so that `fi_setname` could
+    /// still name it) and the datagram buffers are posted on it.
+    ///
+    /// # Errors
+    /// The core's `fi_enable` errors.
+    fn start_core(&self) -> Result<()> {
+        self.core_ep.enable()?;
+        let mut g = lock(&self.st);
+        let st = &mut *g;
+        for i in st.bufs.len()..self.settings.rx_bufs {
+            st.bufs.push(vec![0u8; self.buf_size].into_boxed_slice());
+            self.repost(st, i);
+        }
+        Ok(())
+    }
+
+    /// `fi_setname` (before `fi_enable`, the kit's glue checks): the core endpoint,
+    /// not enabled yet, takes the name `addr` (the core decides what it accepts), and
+    /// its name becomes this endpoint's.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for bytes that are no address of the core's format; the core's
+    /// `fi_setname` errors (`FI_EADDRINUSE`, …), the old name then kept.
+    fn bind_at(&self, addr: &[u8]) -> Result<()> {
+        if let Address::Raw { .. } = Address::from_bytes(self.fmt, addr)? {
+            // A raw format has one length (the core's own name's): other bytes are no
+            // address of it, whatever the core would make of them.
+            let want = self.me_bytes.to_vec().len();
+            if addr.len() != want {
+                return Err(Error::new(
+                    Errno::EINVAL,
+                    format!(
+                        "{NAME}: fi_setname: {} bytes are no {} address ({want} bytes)",
+                        addr.len(),
+                        self.fmt
+                    ),
+                ));
+            }
+        }
+        self.core_ep.setname(addr)?;
+        self.me_bytes.set(core_name(&self.core_ep, self.fmt)?);
+        Ok(())
     }
 
     /// Post datagram buffer `i` on the core endpoint again.

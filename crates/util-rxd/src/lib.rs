@@ -38,7 +38,7 @@ pub mod fabric;
 pub mod peer;
 pub mod proto;
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{Info, TxAttr};
 use ofi_core::provider::Host;
 use ofi_core::{
     AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
@@ -326,14 +326,12 @@ impl RxdProvider {
                 rma_iov_limit: 1,
                 ..TxAttr::default()
             },
-            rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
-                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-                msg_order: order,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-                ..RxAttr::default()
-            },
+            rx_attr: ofi_kit::info::rdm_rx_attr(
+                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
+                order,
+                s.rx_size,
+                IOV_LIMIT,
+            ),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::RXD,

@@ -49,7 +49,7 @@ fn checksum(b: &[u8]) -> u64 {
 
 #[test]
 fn lossy_udp_delivers_every_message_once_intact_and_in_order() {
-    let n: u64 = common::env_count("RXD_E2E_N", 5000);
+    let n: u64 = ofi_testkit::env_count("RXD_E2E_N", 5000);
     let _ = ofi::registry();
     ofi::apply_hooks_globally("fault").expect("fault hook");
     fault::set_config(Some(FaultConfig {

@@ -100,7 +100,7 @@ fn a_forged_connect_naming_a_live_peer_from_another_socket_changes_nothing() {
 
 #[test]
 fn a_flood_of_forged_connects_during_a_ping_pong_changes_nothing() {
-    let n: u32 = common::env_count("RXD_FLOOD_N", 100_000);
+    let n: u32 = ofi_testkit::env_count("RXD_FLOOD_N", 100_000);
     let (a, b, b_at_a, a_at_b) = pair();
     one_way(&a, &b, b_at_a, 0);
     one_way(&b, &a, a_at_b, 0);

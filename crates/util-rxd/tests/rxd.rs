@@ -700,3 +700,15 @@ fn a_reused_fabric_address_sends_to_its_new_endpoint() {
     assert_eq!((r.op_context, &cbuf[..4]), (4, &b"to c"[..]));
     assert!(poll_from(&b.cq).is_none(), "b got c's message");
 }
+
+/// `fi_setname` before `fi_enable` names rxd's core datagram endpoint: a peer's
+/// datagrams reach the new name.
+#[test]
+fn setname_before_enable_binds_the_core_endpoint() {
+    let _ = ofi::registry();
+    let at = std::net::SocketAddr::from(([127, 0, 0, 1], ofi_testkit::free_udp_port()));
+    ofi_conformance::checks::setname::named_before_enable_is_reached(
+        &rxd_info_with(AddrFormat::SOCKADDR_IN),
+        &Address::from(at).to_bytes(),
+    );
+}

@@ -256,10 +256,7 @@ fn lost_within(c: &Config) -> u64 {
 }
 
 fn seeds() -> u64 {
-    std::env::var("RXD_SIM_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+    ofi_testkit::env_count("RXD_SIM_SEEDS", 300)
 }
 
 #[test]

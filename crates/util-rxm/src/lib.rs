@@ -43,7 +43,7 @@ pub mod ep;
 pub mod fabric;
 pub mod proto;
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{Info, TxAttr};
 use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{
@@ -348,12 +348,9 @@ impl RxmProvider {
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
                 mode: ofi_core::Mode::empty(),
-                op_flags: OpFlags::COMPLETION
-                    | OpFlags::INJECT
-                    | OpFlags::INJECT_COMPLETE
-                    | OpFlags::TRANSMIT_COMPLETE
-                    | OpFlags::DELIVERY_COMPLETE
-                    | OpFlags::COMMIT_COMPLETE,
+                // Every level of the RDM set, and commit complete (as delivery
+                // complete: no persistent memory).
+                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,
@@ -362,16 +359,12 @@ impl RxmProvider {
                 rma_iov_limit: 1,
                 tclass: 0,
             },
-            rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
-                mode: ofi_core::Mode::empty(),
-                op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
-                msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-            },
+            rx_attr: ofi_kit::info::rdm_rx_attr(
+                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
+                order,
+                s.rx_size,
+                IOV_LIMIT,
+            ),
             ep_attr: ofi_core::attr::EpAttr {
                 ep_type: EpType::Rdm,
                 protocol: Protocol::RXM,

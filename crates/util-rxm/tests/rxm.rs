@@ -1078,10 +1078,7 @@ fn all_to_all_processes() {
     if child_side() {
         return;
     }
-    let n: usize = std::env::var("RXM_A2A_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let n: usize = ofi_testkit::env_count("RXM_A2A_N", 64);
     let tmp = tmpdir("a2a");
     let dir = tmp.0.clone();
     let start = Instant::now();
@@ -1398,4 +1395,50 @@ fn remote_counter_binds() {
     let c3 = domain.cntr_open(&attr).expect("fi_cntr_open");
     let late = ep.bind(&c3, OpFlags::REMOTE_READ).unwrap_err();
     assert_eq!(late.code(), Errno::EOPBADSTATE, "{late}");
+}
+
+/// `fi_setname` before `fi_enable` is where rxm listens: a peer connects to the new name.
+#[test]
+fn setname_before_enable_moves_the_listener() {
+    let at = std::net::SocketAddr::from(([127, 0, 0, 1], ofi_testkit::free_tcp_port()));
+    ofi_conformance::checks::setname::named_before_enable_is_reached(
+        &rxm_info(),
+        &Address::from(at).to_bytes(),
+    );
+}
+
+/// `fi_setname` to an address another endpoint listens at fails with the core's error
+/// and keeps the endpoint's name and listener: it is still reached at its first name.
+#[test]
+fn setname_to_a_taken_address_keeps_the_old_listener() {
+    let info = rxm_info();
+    let taken = Node::open(&info);
+    let fabric = ofi::fabric(&info).expect("fi_fabric");
+    let domain = fabric.domain(&info).expect("fi_domain");
+    let fresh = domain.endpoint(&info).expect("fi_endpoint");
+    let before = fresh.getname().unwrap();
+    let e = fresh
+        .setname(&taken.addr.to_bytes())
+        .expect_err("fi_setname to a listening address");
+    assert_eq!(e.code(), Errno::EADDRINUSE, "{e}");
+    assert_eq!(fresh.getname().unwrap(), before, "a failed fi_setname");
+    let cq = domain
+        .cq_open(&CqAttr {
+            size: 64,
+            ..CqAttr::with_format(CqFormat::Tagged)
+        })
+        .unwrap();
+    let av = domain.av_open(&AvAttr::default()).unwrap();
+    fresh.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    fresh.bind_av(&av).unwrap();
+    fresh.enable().unwrap();
+    let sender = Node::open(&info);
+    let at = sender.insert(&Address::from_bytes(info.addr_format, &before).unwrap());
+    let msg = b"still at its first name";
+    let mut buf = [0u8; 23];
+    post_recv(&fresh, &mut buf, 40).unwrap();
+    sender.send(msg, at, 41).unwrap();
+    let got = wait(&cq, &[&sender.cq], "the receive at the first name");
+    assert_eq!(got.expect("receive").op_context, 40);
+    assert_eq!(&buf, msg);
 }

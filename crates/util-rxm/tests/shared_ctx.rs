@@ -340,6 +340,9 @@ fn shared_contexts_refuse_what_they_cannot_do() {
     for (what, ctx) in [("srx", &srx), ("stx", &stx)] {
         expect_errno(ctx.bind(&cq, OpFlags::RECV), Errno::EINVAL, what);
         expect_errno(ctx.bind_av(&av), Errno::EINVAL, what);
+        // A shared context has no name of its own.
+        let name = ep.getname().expect("fi_getname");
+        expect_errno(ctx.setname(&name), Errno::EINVAL, what);
     }
     ep.bind(&srx, OpFlags::empty()).expect("bind srx");
     expect_errno(

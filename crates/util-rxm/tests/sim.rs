@@ -697,10 +697,7 @@ fn run(seed: u64) -> Outcome {
 }
 
 fn seeds() -> u64 {
-    std::env::var("RXM_SIM_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+    ofi_testkit::env_count("RXM_SIM_SEEDS", 3)
 }
 
 #[test]

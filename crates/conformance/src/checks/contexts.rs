@@ -21,6 +21,63 @@ use crate::fixture::{self, pattern, post_recv, send, wait_ok};
 use crate::pair::each_type;
 use crate::Subject;
 
+/// A shared receive context of `d` (`fi_srx_context` with `rx`), and the CQ
+/// (`FI_CQ_FORMAT_MSG`) and AV its endpoints bind.
+fn srx_with_cq_and_av(
+    d: &ofi::domain::Domain,
+    rx: &ofi::RxAttr,
+) -> (
+    ofi::ep::Endpoint,
+    ofi::cq::CompletionQueue,
+    ofi::av::AddressVector,
+) {
+    let srx = d
+        .srx_context(rx)
+        .unwrap_or_else(|e| panic!("fi_srx_context: {e} ({})", e.code()));
+    let cq = d.cq_open(&CqAttr::with_format(CqFormat::Msg)).unwrap();
+    let av = d.av_open(&AvAttr::default()).unwrap();
+    (srx, cq, av)
+}
+
+/// An endpoint of `d` opened with `info`, bound to the shared contexts `shared` (an
+/// `fi_stx_context` and/or `fi_srx_context`), to `cq` for both directions and to `av`,
+/// then enabled; `what` names the endpoint in a failure.
+fn endpoint_on_shared(
+    d: &ofi::domain::Domain,
+    info: &ofi::Info,
+    shared: &[&ofi::ep::Endpoint],
+    cq: &ofi::cq::CompletionQueue,
+    av: &ofi::av::AddressVector,
+    what: &str,
+) -> ofi::ep::Endpoint {
+    let ep = d
+        .endpoint(info)
+        .unwrap_or_else(|e| panic!("fi_endpoint ({what}): {e}"));
+    for (k, ctx) in shared.iter().enumerate() {
+        ep.bind(*ctx, OpFlags::empty())
+            .unwrap_or_else(|e| panic!("fi_ep_bind shared context #{k} ({what}): {e}"));
+    }
+    ep.bind(cq, OpFlags::TRANSMIT | OpFlags::RECV)
+        .unwrap_or_else(|e| panic!("fi_ep_bind CQ ({what}): {e}"));
+    ep.bind_av(av)
+        .unwrap_or_else(|e| panic!("fi_ep_bind AV ({what}): {e}"));
+    ep.enable()
+        .unwrap_or_else(|e| panic!("fi_enable ({what}): {e}"));
+    ep
+}
+
+/// `value - base` as an index into `seen`, which must be in range and not seen before
+/// (it is marked seen); `what` names the value in a failure.
+fn first_sighting(seen: &mut [bool], value: usize, base: usize, what: &str) -> usize {
+    let i = value
+        .checked_sub(base)
+        .filter(|&i| i < seen.len())
+        .unwrap_or_else(|| panic!("unexpected {what} {value:#x}"));
+    assert!(!seen[i], "{what} {value:#x} seen twice");
+    seen[i] = true;
+    i
+}
+
 /// `fi_rx_addr`: the fabric address of receive context `index` of `addr`.
 pub fn rx_addr(addr: u64, index: u64, rx_ctx_bits: u32) -> u64 {
     (index << (64 - rx_ctx_bits)) | addr
@@ -210,26 +267,13 @@ pub fn shared_contexts(s: &Subject) {
             let stx = d
                 .stx_context(&info.tx_attr)
                 .unwrap_or_else(|e| panic!("fi_stx_context: {e} ({})", e.code()));
-            let srx = d
-                .srx_context(&info.rx_attr)
-                .unwrap_or_else(|e| panic!("fi_srx_context: {e} ({})", e.code()));
-            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Msg)).unwrap();
-            let av = d.av_open(&AvAttr::default()).unwrap();
-            let mut eps = Vec::new();
-            for i in 0..2 {
-                let ep = d
-                    .endpoint(&info)
-                    .unwrap_or_else(|e| panic!("fi_endpoint (shared contexts): {e}"));
-                ep.bind(&stx, OpFlags::empty())
-                    .unwrap_or_else(|e| panic!("fi_ep_bind stx ({i}): {e}"));
-                ep.bind(&srx, OpFlags::empty())
-                    .unwrap_or_else(|e| panic!("fi_ep_bind srx ({i}): {e}"));
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                ep.bind_av(&av).unwrap();
-                ep.enable()
-                    .unwrap_or_else(|e| panic!("fi_enable (shared contexts): {e}"));
-                eps.push(ep);
-            }
+            let (srx, cq, av) = srx_with_cq_and_av(&d, &info.rx_attr);
+            let eps: Vec<_> = (0..2)
+                .map(|i| {
+                    let what = format!("shared contexts, {i}");
+                    endpoint_on_shared(&d, &info, &[&stx, &srx], &cq, &av, &what)
+                })
+                .collect();
             let names: Vec<_> = eps.iter().map(|e| fixture::name_of(e, &info)).collect();
             let addrs = av.insert(&names).unwrap();
             let mut buf = vec![0u8; 64];
@@ -268,24 +312,13 @@ pub fn shared_rx_context_serves_many_endpoints(s: &Subject) {
             shared.ep_attr.rx_ctx_cnt = SHARED_CONTEXT;
             info.ep_attr.rx_ctx_cnt = 1;
             let (_f, d) = fixture::open_domain(s, &info);
-            let srx = d
-                .srx_context(&shared.rx_attr)
-                .unwrap_or_else(|e| panic!("fi_srx_context: {e} ({})", e.code()));
-            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Msg)).unwrap();
-            let av = d.av_open(&AvAttr::default()).unwrap();
-            let mut eps = Vec::new();
-            for i in 0..N {
-                let ep = d
-                    .endpoint(&shared)
-                    .unwrap_or_else(|e| panic!("fi_endpoint (shared rx, {i}): {e}"));
-                ep.bind(&srx, OpFlags::empty())
-                    .unwrap_or_else(|e| panic!("fi_ep_bind srx ({i}): {e}"));
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                ep.bind_av(&av).unwrap();
-                ep.enable()
-                    .unwrap_or_else(|e| panic!("fi_enable (shared rx, {i}): {e}"));
-                eps.push(ep);
-            }
+            let (srx, cq, av) = srx_with_cq_and_av(&d, &shared.rx_attr);
+            let eps: Vec<_> = (0..N)
+                .map(|i| {
+                    let what = format!("shared rx, {i}");
+                    endpoint_on_shared(&d, &shared, &[&srx], &cq, &av, &what)
+                })
+                .collect();
             let (sender, scq, sav) = fixture::unenabled_peer(&d, &info);
             sender.enable().unwrap();
             let names: Vec<_> = eps.iter().map(|e| fixture::name_of(e, &info)).collect();
@@ -315,20 +348,8 @@ pub fn shared_rx_context_serves_many_endpoints(s: &Subject) {
             let mut messages = [false; N];
             for _ in 0..N {
                 let c = wait_ok(&cq, "receive through the shared receive context");
-                let k = c
-                    .op_context
-                    .checked_sub(0x100)
-                    .filter(|&k| k < N)
-                    .unwrap_or_else(|| panic!("unexpected context {:#x}", c.op_context));
-                assert!(!receives[k], "receive {k} completed twice");
-                receives[k] = true;
-                let m = c
-                    .len
-                    .checked_sub(8)
-                    .filter(|&m| m < N)
-                    .unwrap_or_else(|| panic!("receive {k}: a message of {} bytes", c.len));
-                assert!(!messages[m], "message {m} received twice");
-                messages[m] = true;
+                let k = first_sighting(&mut receives, c.op_context, 0x100, "receive context");
+                let m = first_sighting(&mut messages, c.len, 8, "message length");
                 assert!(bufs[k][..c.len] == pattern(8 + m, m as u8)[..]);
             }
             fixture::assert_empty(&cq, "one completion per message");

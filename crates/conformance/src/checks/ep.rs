@@ -7,44 +7,54 @@
 
 use ofi::av::AvAttr;
 use ofi::cq::CqAttr;
-use ofi::{Caps, CqFormat, Errno, OpFlags};
+use ofi::domain::Domain;
+use ofi::fabric::Fabric;
+use ofi::{Caps, CqFormat, EpType, Errno, Info, OpFlags};
 
 use crate::fixture::{pattern, post_recv, send};
 use crate::pair::{each_pair, each_type, Pair, PairSpec};
 use crate::{fixture, Subject};
 
-/// `fi_enable` without a CQ: `FI_ENOCQ`; connectionless without an AV: `FI_ENOAV`;
-/// `FI_EP_MSG` without an EQ: `FI_ENOEQ`.
-pub fn ep_enable_without_cq_or_av(s: &Subject) {
+/// Run `f` on a fresh fabric and domain of every endpoint type with `FI_MSG`.
+fn each_msg_domain(s: &Subject, mut f: impl FnMut(EpType, &Info, &Fabric, &Domain)) {
     each_type(
         s,
         Caps::MSG,
         |_| true,
         |t, info| {
-            let (f, d) = fixture::open_domain(s, &info);
-            let mut ep = d.endpoint(&info).unwrap();
-            if crate::connectionless(t) {
-                let av = d.av_open(&AvAttr::default()).unwrap();
-                ep.bind_av(&av).unwrap();
-                fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable without a CQ");
-                ep.close().unwrap();
-                let ep = d.endpoint(&info).unwrap();
-                let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                fixture::expect_errno(ep.enable(), Errno::ENOAV, "fi_enable without an AV");
-            } else {
-                // FI_EP_MSG: with an EQ but no CQ, FI_ENOCQ; with a CQ but no EQ, FI_ENOEQ.
-                let eq = f.eq_open(&ofi::eq::EqAttr::default()).unwrap();
-                ep.bind_eq(&eq).unwrap();
-                fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable with an EQ but no CQ");
-                ep.close().unwrap();
-                let ep = d.endpoint(&info).unwrap();
-                let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-                ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-                fixture::expect_errno(ep.enable(), Errno::ENOEQ, "fi_enable with a CQ but no EQ");
-            }
+            let (fabric, domain) = fixture::open_domain(s, &info);
+            f(t, &info, &fabric, &domain);
         },
     );
+}
+
+/// `fi_enable` without a CQ: `FI_ENOCQ`; connectionless without an AV: `FI_ENOAV`;
+/// `FI_EP_MSG` without an EQ: `FI_ENOEQ`.
+pub fn ep_enable_without_cq_or_av(s: &Subject) {
+    each_msg_domain(s, |t, info, f, d| {
+        // A fresh endpoint with only a CQ bound: `fi_enable` fails with `missing`.
+        let enable_with_only_a_cq = |missing: Errno, what: &str| {
+            let ep = d.endpoint(info).unwrap();
+            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+            ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+            fixture::expect_errno(ep.enable(), missing, what);
+        };
+        let mut ep = d.endpoint(info).unwrap();
+        if crate::connectionless(t) {
+            let av = d.av_open(&AvAttr::default()).unwrap();
+            ep.bind_av(&av).unwrap();
+            fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable without a CQ");
+            ep.close().unwrap();
+            enable_with_only_a_cq(Errno::ENOAV, "fi_enable without an AV");
+        } else {
+            // FI_EP_MSG: with an EQ but no CQ, FI_ENOCQ; with a CQ but no EQ, FI_ENOEQ.
+            let eq = f.eq_open(&ofi::eq::EqAttr::default()).unwrap();
+            ep.bind_eq(&eq).unwrap();
+            fixture::expect_errno(ep.enable(), Errno::ENOCQ, "fi_enable with an EQ but no CQ");
+            ep.close().unwrap();
+            enable_with_only_a_cq(Errno::ENOEQ, "fi_enable with a CQ but no EQ");
+        }
+    });
 }
 
 /// Binding a CQ to an enabled endpoint is `FI_EOPBADSTATE` (objects "must be bound
@@ -71,51 +81,39 @@ pub fn ep_bind_after_enable_is_eopbadstate(s: &Subject) {
 /// A second CQ for a direction that has one is `FI_EINVAL` (a CQ for the other
 /// direction still binds); a CQ bound with an unknown flag is `FI_EBADFLAGS`.
 pub fn ep_bind_cq_twice_is_einval(s: &Subject) {
-    each_type(
-        s,
-        Caps::MSG,
-        |_| true,
-        |_t, info| {
-            let (_f, d) = fixture::open_domain(s, &info);
-            let cq1 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-            let cq2 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-            let ep = d.endpoint(&info).unwrap();
-            fixture::expect_errno(
-                ep.bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ),
-                Errno::EBADFLAGS,
-                "CQ bind with FI_READ",
-            );
-            ep.bind(&cq1, OpFlags::TRANSMIT)
-                .unwrap_or_else(|e| panic!("first CQ for FI_TRANSMIT: {e}"));
-            fixture::expect_errno(
-                ep.bind(&cq2, OpFlags::TRANSMIT),
-                Errno::EINVAL,
-                "second CQ for FI_TRANSMIT",
-            );
-            ep.bind(&cq2, OpFlags::RECV)
-                .unwrap_or_else(|e| panic!("a CQ for FI_RECV after the refusal: {e}"));
-        },
-    );
+    each_msg_domain(s, |_t, info, _f, d| {
+        let cq1 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+        let cq2 = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+        let ep = d.endpoint(info).unwrap();
+        fixture::expect_errno(
+            ep.bind(&cq1, OpFlags::TRANSMIT | OpFlags::READ),
+            Errno::EBADFLAGS,
+            "CQ bind with FI_READ",
+        );
+        ep.bind(&cq1, OpFlags::TRANSMIT)
+            .unwrap_or_else(|e| panic!("first CQ for FI_TRANSMIT: {e}"));
+        fixture::expect_errno(
+            ep.bind(&cq2, OpFlags::TRANSMIT),
+            Errno::EINVAL,
+            "second CQ for FI_TRANSMIT",
+        );
+        ep.bind(&cq2, OpFlags::RECV)
+            .unwrap_or_else(|e| panic!("a CQ for FI_RECV after the refusal: {e}"));
+    });
 }
 
 /// A CQ bound with `FI_SELECTIVE_COMPLETION` but neither `FI_TRANSMIT` nor `FI_RECV`
 /// ("must be OR'ed with FI_TRANSMIT and/or FI_RECV") is `FI_EBADFLAGS`.
 pub fn ep_bind_selective_alone_is_ebadflags(s: &Subject) {
-    each_type(
-        s,
-        Caps::MSG,
-        |_| true,
-        |_t, info| {
-            let (_f, d) = fixture::open_domain(s, &info);
-            let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
-            let ep = d.endpoint(&info).unwrap();
-            fixture::expect_errno(
-                ep.bind(&cq, OpFlags::SELECTIVE_COMPLETION),
-                Errno::EBADFLAGS,
-                "FI_SELECTIVE_COMPLETION without FI_TRANSMIT / FI_RECV",
-            );
-        },
-    );
+    each_msg_domain(s, |_t, info, _f, d| {
+        let cq = d.cq_open(&CqAttr::with_format(CqFormat::Tagged)).unwrap();
+        let ep = d.endpoint(info).unwrap();
+        fixture::expect_errno(
+            ep.bind(&cq, OpFlags::SELECTIVE_COMPLETION),
+            Errno::EBADFLAGS,
+            "FI_SELECTIVE_COMPLETION without FI_TRANSMIT / FI_RECV",
+        );
+    });
 }
 
 /// A receive buffer smaller than the message: an error completion `FI_ETRUNC` with

@@ -363,12 +363,7 @@ pub fn pair_cancel_recv(s: &Subject) {
             exchange(p, 0, b"after cancel", 0x80);
             return;
         }
-        p.b.ep
-            .cancel(0x77)
-            .unwrap_or_else(|e| panic!("fi_cancel: {e}"));
-        let ee = p.wait_err(1, "cancelled receive");
-        assert_eq!(Errno(ee.err), Errno::ECANCELED, "error code");
-        assert_eq!(ee.op_context, 0x77);
+        p.cancel_recv(0x77, "cancelled receive");
         expect_errno(p.b.ep.cancel(0x77), Errno::ENOENT, "nothing left to cancel");
         exchange(p, 0, b"after cancel", 0x80);
         assert!(

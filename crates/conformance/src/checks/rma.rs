@@ -112,6 +112,35 @@ impl Region {
             }
         }
     }
+
+    /// `fi_writev` ([`Rma::Write`]) of the local buffers `iov` (which lie in this
+    /// region) to `p`'s peer at `addr` under `key`, or `fi_readv` ([`Rma::Read`]) from
+    /// there into them, with context `ctx`; the call's answer.
+    ///
+    /// # Safety
+    ///
+    /// This region lives until the operation's completion has been read.
+    pub unsafe fn rmav(
+        &self,
+        p: &Pair,
+        dir: Rma,
+        iov: &[Iov],
+        addr: u64,
+        key: u64,
+        ctx: usize,
+    ) -> ofi::Result<()> {
+        let (ep, peer) = (&p.a.ep, p.a.peer);
+        let desc = vec![self.mr.desc(); iov.len()];
+        let (iov, desc, n) = (iov.as_ptr(), desc.as_ptr(), iov.len());
+        // SAFETY: the buffers of `iov` lie in this registered region, which the caller
+        // keeps alive until the completion; `desc` has one entry per buffer.
+        unsafe {
+            match dir {
+                Rma::Write => ep.writev(iov, desc, n, peer, addr, key, ctx),
+                Rma::Read => ep.readv(iov, desc, n, peer, addr, key, ctx),
+            }
+        }
+    }
 }
 
 /// Which way an RMA operation of [`Region::rma`] moves the bytes.
@@ -269,36 +298,17 @@ pub fn rma_iov_and_msg(s: &Subject) {
             let desc = [local.mr.desc(), local.mr.desc()];
             if p.info.tx_attr.iov_limit >= 2 {
                 let iov = [local.iov(0, 100), local.iov(100, 200)];
-                // SAFETY: buffers alive until the completion.
-                unsafe {
-                    p.a.ep.writev(
-                        iov.as_ptr(),
-                        desc.as_ptr(),
-                        2,
-                        p.a.peer,
-                        target.addr,
-                        target.mr.key(),
-                        0x300,
-                    )
-                }
-                .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
-                assert_eq!(p.wait_ok(0, "fi_writev").op_context, 0x300);
+                let (addr, key) = (target.addr, target.mr.key());
+                // SAFETY: `local` lives until the completion.
+                unsafe { local.rmav(&p, Rma::Write, &iov, addr, key, 0x300) }
+                    .unwrap_or_else(|e| panic!("fi_writev: {e} ({})", e.code()));
+                p.wait_ok_ctx(0, 0x300, "fi_writev");
                 await_bytes(&p, &target, 0, &data, "fi_writev");
                 let iov = [local.iov(1000, 150), local.iov(2000, 150)];
                 // SAFETY: as above.
-                unsafe {
-                    p.a.ep.readv(
-                        iov.as_ptr(),
-                        desc.as_ptr(),
-                        2,
-                        p.a.peer,
-                        target.addr,
-                        target.mr.key(),
-                        0x301,
-                    )
-                }
-                .unwrap_or_else(|e| panic!("fi_readv: {e} ({})", e.code()));
-                assert_eq!(p.wait_ok(0, "fi_readv").op_context, 0x301);
+                unsafe { local.rmav(&p, Rma::Read, &iov, addr, key, 0x301) }
+                    .unwrap_or_else(|e| panic!("fi_readv: {e} ({})", e.code()));
+                p.wait_ok_ctx(0, 0x301, "fi_readv");
                 let l = local.bytes();
                 assert!(
                     l[1000..1150] == data[..150] && l[2000..2150] == data[150..300],

@@ -48,3 +48,28 @@ pub fn setname_after_enable_and_bad_names(s: &Subject) {
         );
     });
 }
+
+/// For a provider's own tests, which know a free address of its format: an endpoint
+/// named `name` before `fi_enable` is called that ([`crate::node::Node::named`]), a
+/// peer reaches it there with a message, and naming it again once enabled is
+/// `FI_EOPBADSTATE` with its name left as it was.
+pub fn named_before_enable_is_reached(info: &ofi::Info, name: &[u8]) {
+    use crate::node::{poll, wait_for, Node};
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+    let b = Node::named(info, name);
+    assert_eq!(b.addr.to_bytes(), name, "fi_getname after fi_setname");
+    let a = Node::open(info);
+    let b_at_a = a.insert(&b.addr);
+    let msg = b"to the name set before fi_enable";
+    let mut buf = [0u8; 32];
+    b.recv(&mut buf, 7);
+    a.send(msg, b_at_a, 8).expect("fi_send");
+    let got = wait_for(&[&a.cq], WAIT, "the renamed endpoint's receive", || {
+        poll(&b.cq)
+    });
+    assert_eq!(got.expect("receive").op_context, 7);
+    assert_eq!(&buf, msg);
+    let e = b.ep.setname(name).expect_err("fi_setname after fi_enable");
+    assert_eq!(e.code(), Errno::EOPBADSTATE, "{e}");
+    assert_eq!(b.ep.getname().unwrap(), name, "a refused fi_setname");
+}

@@ -8,27 +8,37 @@ use crate::fixture::expect_errno;
 use crate::fixture::{self, wait_ok, Fixture};
 use crate::Subject;
 
-/// Move one message between the endpoints of `f` (a sign of life).
-fn alive(f: &Fixture) {
-    let (a, b) = (&f.peers[0], &f.peers[1]);
+/// Move `msg` (at most 8 bytes) from the first peer to the second (a sign of life);
+/// `fi_addrs` are the peers' fabric addresses.
+fn alive(peers: &[fixture::Peer], fi_addrs: &[u64], msg: &[u8]) {
+    let (a, b) = (&peers[0], &peers[1]);
     let mut buf = [0u8; 8];
     fixture::post_recv(&b.ep, &mut buf, 1).unwrap();
-    fixture::send(&a.ep, b"ping", f.fi_addrs[1], 2).unwrap();
+    fixture::send(&a.ep, msg, fi_addrs[1], 2).unwrap();
     wait_ok(&a.cq, "send completion");
-    assert_eq!(wait_ok(&b.cq, "receive completion").len, 4);
-    assert_eq!(&buf[..4], b"ping");
+    assert_eq!(wait_ok(&b.cq, "receive completion").len, msg.len());
+    assert_eq!(&buf[..msg.len()], msg);
 }
 
-/// Drop the endpoints, then the CQs, AVs, domain and fabric.
-pub fn teardown_drop_ep_before_cq(s: &Subject) {
+/// A two-endpoint fixture, after a sign of life, taken apart: its peers, domain and
+/// fabric (to be dropped in the order a check wants).
+fn taken_apart_alive(
+    s: &Subject,
+) -> (Vec<fixture::Peer>, ofi::domain::Domain, ofi::fabric::Fabric) {
     let f = Fixture::new(s, 2);
-    alive(&f);
+    alive(&f.peers, &f.fi_addrs, b"ping");
     let Fixture {
         peers,
         domain,
         fabric,
         ..
     } = f;
+    (peers, domain, fabric)
+}
+
+/// Drop the endpoints, then the CQs, AVs, domain and fabric.
+pub fn teardown_drop_ep_before_cq(s: &Subject) {
+    let (peers, domain, fabric) = taken_apart_alive(s);
     for p in peers {
         let fixture::Peer { ep, cq, av, .. } = p;
         drop(ep);
@@ -41,14 +51,7 @@ pub fn teardown_drop_ep_before_cq(s: &Subject) {
 
 /// Drop the CQs and AVs while their endpoints are open, then the endpoints.
 pub fn teardown_drop_cq_before_ep(s: &Subject) {
-    let f = Fixture::new(s, 2);
-    alive(&f);
-    let Fixture {
-        peers,
-        domain,
-        fabric,
-        ..
-    } = f;
+    let (peers, domain, fabric) = taken_apart_alive(s);
     let mut eps = Vec::new();
     for p in peers {
         let fixture::Peer { ep, cq, av, .. } = p;
@@ -63,23 +66,16 @@ pub fn teardown_drop_cq_before_ep(s: &Subject) {
 
 /// Drop the fabric and domain handles first: the endpoints keep working.
 pub fn teardown_drop_domain_first(s: &Subject) {
-    let f = Fixture::new(s, 2);
     let Fixture {
         peers,
         fi_addrs,
         domain,
         fabric,
         info,
-    } = f;
+    } = Fixture::new(s, 2);
     drop(domain);
     drop(fabric);
-    let (a, b) = (&peers[0], &peers[1]);
-    let mut buf = [0u8; 8];
-    fixture::post_recv(&b.ep, &mut buf, 1).unwrap();
-    fixture::send(&a.ep, b"orphan", fi_addrs[1], 2).unwrap();
-    wait_ok(&a.cq, "send completion");
-    assert_eq!(wait_ok(&b.cq, "receive completion").len, 6);
-    assert_eq!(&buf[..6], b"orphan");
+    alive(&peers, &fi_addrs, b"orphan");
     drop(info);
     drop(peers);
 }
@@ -87,13 +83,12 @@ pub fn teardown_drop_domain_first(s: &Subject) {
 /// Closing a CQ or AV bound to an open endpoint is `FI_EBUSY`; after the endpoint is
 /// closed they close.
 pub fn teardown_close_bound_cq_is_ebusy(s: &Subject) {
-    let f = Fixture::new(s, 1);
     let Fixture {
         peers,
         domain,
         fabric,
         ..
-    } = f;
+    } = Fixture::new(s, 1);
     for p in peers {
         let fixture::Peer {
             mut ep,

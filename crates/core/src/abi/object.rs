@@ -239,6 +239,23 @@ impl Node {
             .push(target.clone());
     }
 
+    /// Bind `target` to this node's object through the provider's `bind` slot (the
+    /// `fi_*_bind` calls): refuses a target of another provider family or one already
+    /// closed (`what` names the call in that error), runs `call` with the target's raw
+    /// reference, and on success records the binding, so the target stays open while
+    /// this object is.
+    pub(crate) fn bind(
+        &self,
+        target: FidRef<'_>,
+        what: &str,
+        call: impl FnOnce(RawFidRef, *mut ErrBuf) -> i32,
+    ) -> Result<()> {
+        self.check_peer(target.node(), what)?;
+        ctl(|e| call(target.raw(), e))?;
+        self.add_binding(target.node());
+        Ok(())
+    }
+
     /// Undo one [`Node::add_binding`] to `target`; false if there was none.
     pub(crate) fn remove_binding(&self, target: &Arc<Node>) -> bool {
         let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
@@ -503,17 +520,19 @@ class_tables!(
     WaitTable
 );
 
-/// The child a provider just opened through an open-style slot (`out`): its class
-/// table, checked, and the node of `parent`'s that closes it through that table.
+/// Run an open-style control call (it fills the [`RawObj`] it is given) and take the
+/// child the provider opened: the object, its class table (checked), and the node of
+/// `parent`'s that closes it through that table.
 pub(crate) fn open_child<T: ClassTable>(
     parent: &Arc<Node>,
-    out: &RawObj,
     class: FidClass,
-    what: &str,
-) -> Result<(*const T, Arc<Node>)> {
+    call: impl FnOnce(&mut RawObj, *mut ErrBuf) -> i32,
+) -> Result<(Obj, *const T, Arc<Node>)> {
+    let mut out = RawObj::empty();
+    ctl(|e| call(&mut out, e))?;
     let ops = out.ops as *const T;
-    let node = Node::child(parent, class, close_of(out.obj, ops, what)?);
-    Ok((ops, node))
+    let node = Node::child(parent, class, close_of(out.obj, ops, class.label())?);
+    Ok((out.obj, ops, node))
 }
 
 /// The raw attributes of an object that can signal a wait set (`fi_cq_attr`,
@@ -575,13 +594,11 @@ pub(crate) fn open_signalling<T: ClassTable, A: SignalsWaitSet>(
         }
         None => None,
     };
-    let mut out = RawObj::empty();
-    ctl(|e| call(&raw, &mut out, e))?;
-    let (ops, node) = open_child::<T>(parent, &out, class, class.label())?;
+    let (obj, ops, node) = open_child::<T>(parent, class, |out, e| call(&raw, out, e))?;
     if let Some(set) = set {
         node.add_binding(set);
     }
-    Ok((out.obj, ops, node))
+    Ok((obj, ops, node))
 }
 
 /// Check a newly opened object and its class table, and make its closer.

@@ -142,6 +142,20 @@ fn tmpl_b() -> Info {
     }
 }
 
+/// Template A demanding a shared transmit context (`tx_ctx_cnt` FI_SHARED_CONTEXT).
+fn tmpl_a_shared_tx() -> Info {
+    let mut t = tmpl_a();
+    t.ep_attr.tx_ctx_cnt = SHARED_CONTEXT;
+    t
+}
+
+/// Template A with a transmit mode requirement (FI_ASYNC_IOV).
+fn tmpl_a_tx_async_iov() -> Info {
+    let mut t = tmpl_a();
+    t.tx_attr.mode = Mode::ASYNC_IOV;
+    t
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Want {
     /// Success with this many infos.
@@ -534,21 +548,13 @@ fn rule7_ep_attr() {
         ("rx ctx shared unsupported", tmpl_b, |h| h.ep_attr.rx_ctx_cnt = SHARED_CONTEXT, Want::Err(NODATA, "ep_attr.rx_ctx_cnt")),
         (
             "template demands shared",
-            || {
-                let mut t = tmpl_a();
-                t.ep_attr.tx_ctx_cnt = SHARED_CONTEXT;
-                t
-            },
+            tmpl_a_shared_tx,
             |h| h.ep_attr.tx_ctx_cnt = 1,
             Want::Err(NODATA, "ep_attr.tx_ctx_cnt"),
         ),
         (
             "template demands shared, given",
-            || {
-                let mut t = tmpl_a();
-                t.ep_attr.tx_ctx_cnt = SHARED_CONTEXT;
-                t
-            },
+            tmpl_a_shared_tx,
             |h| h.ep_attr.tx_ctx_cnt = SHARED_CONTEXT,
             Want::Ok(1),
         ),
@@ -639,21 +645,13 @@ fn rule9_tx_attr() {
         ("caps missing", tmpl_a, |h| h.tx_attr.caps = Caps::ATOMIC, Want::Err(NODATA, "tx_attr.caps")),
         (
             "mode missing",
-            || {
-                let mut t = tmpl_a();
-                t.tx_attr.mode = Mode::ASYNC_IOV;
-                t
-            },
+            tmpl_a_tx_async_iov,
             |h| h.tx_attr.mode = Mode::CONTEXT,
             Want::Err(NODATA, "tx_attr.mode"),
         ),
         (
             "mode from info",
-            || {
-                let mut t = tmpl_a();
-                t.tx_attr.mode = Mode::ASYNC_IOV;
-                t
-            },
+            tmpl_a_tx_async_iov,
             |h| h.tx_attr.mode = Mode::empty(),
             Want::Ok(1),
         ),

@@ -5,14 +5,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ofi::abi::raw::CqDataEntry;
-use ofi::av::{AddressVector, AvAttr};
+use ofi::av::AddressVector;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, OpFlags, WaitObj, API_VERSION};
+use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, WaitObj, API_VERSION};
 use ofi_testkit::child::{self, ChildRun};
 
 /// Every wait is bounded by this.
@@ -92,18 +92,11 @@ pub struct Pair {
 
 /// An enabled endpoint of `domain` with its own CQ and AV.
 pub fn peer(domain: &Domain, info: &Info) -> Peer {
-    let cq = domain
-        .cq_open(&CqAttr {
-            wait_obj: WaitObj::None,
-            ..CqAttr::with_format(CqFormat::Data)
-        })
-        .expect("cq");
-    let av = domain.av_open(&AvAttr::default()).expect("av");
-    let ep = domain.endpoint(info).expect("endpoint");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV)
-        .expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
+    let cq_attr = CqAttr {
+        wait_obj: WaitObj::None,
+        ..CqAttr::with_format(CqFormat::Data)
+    };
+    let (ep, cq, av) = ofi_conformance::fixture::enabled_endpoint(domain, info, &cq_attr);
     Peer { ep, cq, av }
 }
 

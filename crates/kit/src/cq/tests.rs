@@ -1,7 +1,7 @@
 //! Unit tests of the `cq` module (in their own file; they see its private items).
 
 use super::*;
-use crate::test_support::{fd_wait_set, in_a_moment};
+use crate::test_support::{assert_signals_wait_set, in_a_moment};
 use crate::wait::Waitable;
 use ofi_core::abi::raw::{CqDataEntry, CqEntry, CqMsgEntry};
 use ofi_core::enums::{CqWaitCond, WaitObj};
@@ -487,21 +487,12 @@ fn wait_fd_follows_the_state() {
 
 #[test]
 fn wait_set_is_signalled_by_pushes() {
-    use ofi_core::provider::WaitOps;
-    let set = fd_wait_set();
     let q = cq(CqFormat::Context, 8);
-    q.attach_wait(&set);
-    q.attach_wait(&set);
-    assert_eq!(set.len(), 1);
-    assert_eq!(code(set.wait(0)), Errno::ETIMEDOUT);
     let q2 = q.clone();
-    let h = in_a_moment(move || {
-        q2.push_entry(&tagged(1)).unwrap();
-    });
-    let t = Instant::now();
-    set.wait(5_000).unwrap();
-    assert!(t.elapsed() < Duration::from_secs(4));
-    h.join().unwrap();
+    assert_signals_wait_set(
+        |set| q.attach_wait(set),
+        move || q2.push_entry(&tagged(1)).unwrap(),
+    );
     assert_eq!(read_ctx(&q, 1).unwrap(), vec![1]);
 }
 

@@ -47,6 +47,7 @@ impl Shared {
             id,
             TxOp {
                 ctx: r.context,
+                peer,
                 flags: r.completion_flags().bits(),
                 want: act.tx_completion_wanted(r.inject, r.flags),
                 read_into: None,

@@ -30,9 +30,12 @@
 //! - Completions: the engine's events become kit CQ entries and counter updates
 //!   (`Bound::complete_tx` / `complete_rx`), data copied into the application's buffer.
 //! - Progress (kit's [`ProgressEngine`], manual or auto): device completions, the
-//!   engine's timers, its packets, its events; and a watchdog thread per endpoint that
-//!   runs a round when the application has not for a millisecond (an injected message
-//!   may wait for a handshake after the application stopped calling in).
+//!   engine's timers (`Engine::poll_timeout`, handled in every round), its packets, its
+//!   events. With auto progress kit's thread runs the rounds; with manual progress a
+//!   watchdog thread per endpoint runs one when the application has not for a
+//!   millisecond (an injected message may wait for a handshake after the application
+//!   stopped calling in; manual progress lets it, and then only a thread of the
+//!   provider's own moves the handshake on).
 //!
 //! # Invariants
 //!
@@ -65,6 +68,7 @@ use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::iov::IoList;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::ProgressEngine;
+use ofi_kit::remote_cntr::RemoteCntrs;
 use ofi_kit::tagmatch::MatcherConfig;
 use ofi_kit::wait::lock;
 use ofi_rdma::{
@@ -153,6 +157,9 @@ struct PeerSlot {
 /// A transmit operation of the application.
 struct TxOp {
     ctx: usize,
+    /// The destination's engine peer (its operations end when its address leaves the
+    /// AV).
+    peer: PeerAddr,
     /// The completion's flags.
     flags: u64,
     /// Whether a successful completion is written (selective completion, inject).
@@ -224,6 +231,8 @@ struct St {
     av_seen: u64,
     /// Datagrams dropped because the peer table was full.
     dropped_no_peer: u64,
+    /// Counters of peers' RMA and atomics on this endpoint's memory (`FI_RMA_EVENT`).
+    remote_cntrs: RemoteCntrs,
     wc: [WorkCompletion; WC_BATCH],
 }
 
@@ -240,6 +249,8 @@ struct Shared {
     me_bytes: Vec<u8>,
     /// `FI_EP_DGRAM` over UD (no protocol engine) rather than `FI_EP_RDM` over SRD.
     dgram: bool,
+    /// The endpoint's info has `FI_FENCE` (else `FI_FENCE` on a call is refused).
+    fence: bool,
     mtu: usize,
     rx_bufs: usize,
     /// Most refused datagrams copied aside (the protocol's receive window in packets:
@@ -317,6 +328,19 @@ impl Endpoint {
         )?;
         let s = &dom.settings;
         let dgram = info.ep_attr.ep_type == ofi_core::EpType::Dgram;
+        if !dgram && s.kind == ofi_rdma::DeviceKind::RdmaCore {
+            // The device layer creates SRD queue pairs through libefa, but this
+            // endpoint names the sender of a receive from its GRH, which EFA's SRD
+            // receives lack: the sender comes from `efadv_wc_read_sgid` on an extended
+            // completion queue, not bound yet. Refused rather than misread.
+            return Err(Error::new(
+                Errno::EOPNOTSUPP,
+                format!(
+                    "{NAME}: FI_EP_RDM on an EFA device needs the sender of each SRD \
+                     receive (efadv_wc_read_sgid), not bound yet"
+                ),
+            ));
+        }
         let mtu = if dgram {
             crate::libefa::DGRAM_MTU
         } else {
@@ -390,6 +414,7 @@ impl Endpoint {
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
                 tx_ops: HashMap::new(),
+                remote_cntrs: RemoteCntrs::default(),
                 next_tx: 1,
                 rx_ops: HashMap::new(),
                 next_rx: 1,
@@ -407,6 +432,7 @@ impl Endpoint {
             me,
             me_bytes: me.to_bytes().to_vec(),
             dgram,
+            fence: info.caps.contains(ofi_core::Caps::FENCE),
             mtu,
             rx_bufs,
             copied_max: s.recvwin_size as usize,
@@ -431,7 +457,11 @@ impl Endpoint {
             ep: ep_id,
         }));
         engine.register(&sh);
-        progress::spawn_watchdog(Arc::downgrade(&sh));
+        if engine.mode() == ofi_kit::progress::ProgressMode::Manual {
+            // With auto progress kit's thread runs rounds (at most a millisecond
+            // apart when idle); only manual progress needs the watchdog.
+            progress::spawn_watchdog(Arc::downgrade(&sh));
+        }
         Ok(Endpoint {
             sh,
             flags,
@@ -513,11 +543,18 @@ impl Shared {
         Some(p)
     }
 
-    /// After the AV changed: a lost peer whose address left the AV (`fi_av_remove`) is
-    /// forgotten by the engine, so the address can be used again (a restarted peer).
-    /// Looked at in every round and before every transmit operation; an address removed
-    /// and inserted again with neither in between stays lost (the AV gives the provider
-    /// no word of a removal).
+    /// After the AV changed (`fi_av_remove`): for each peer whose address left the AV,
+    /// the application's transmit operations to it still pending complete at once with
+    /// `FI_ECANCELED` (the engine's later word on them is ignored; packets its device
+    /// took already may still arrive — the peer's protocol state is kept, so the
+    /// address inserted again goes on where it was), and a lost one is forgotten by the
+    /// engine, so the address can be used again (a restarted peer). New operations to a
+    /// removed fabric address fail at the call (`FI_EINVAL`: not in the AV).
+    ///
+    /// Looked at in every round (each CQ or counter read drives one; with auto progress
+    /// kit's thread does) and before every transmit operation; an address removed and
+    /// inserted again with neither in between is not seen as removed (the AV gives the
+    /// provider no word of a removal, only its change count).
     pub(super) fn forget_removed(&self, act: &Bound, st: &mut St) {
         let changes = act.av.changes();
         if changes == st.av_seen {
@@ -525,10 +562,30 @@ impl Shared {
         }
         st.av_seen = changes;
         let now = self.now();
+        let mut removed = Vec::new();
         for (i, p) in st.peers.iter().enumerate() {
-            let peer = i as PeerAddr;
-            if st.eng.is_lost(peer) && act.av.reverse_lookup(&p.addr.to_address()).is_none() {
+            if act.av.reverse_lookup(&p.addr.to_address()).is_none() {
+                removed.push(i as PeerAddr);
+            }
+        }
+        for peer in removed {
+            if st.eng.is_lost(peer) {
                 st.eng.remove_peer(now, peer);
+            }
+            if self.dgram {
+                continue; // a datagram's send slot is freed by its device completion
+            }
+            let mut gone: Vec<u64> = st
+                .tx_ops
+                .iter()
+                .filter(|(_, o)| o.peer == peer)
+                .map(|(&id, _)| id)
+                .collect();
+            gone.sort_unstable();
+            for id in gone {
+                if let Some(op) = st.tx_ops.remove(&id) {
+                    act.complete_tx(op.ctx, op.flags, true, Some(Errno::ECANCELED));
+                }
             }
         }
     }

@@ -73,6 +73,14 @@ impl LayeredEndpoint for Endpoint {
         })
     }
 
+    /// `FI_RMA_EVENT`: counters of peers' RMA reads (`FI_REMOTE_READ`) and writes and
+    /// atomics (`FI_REMOTE_WRITE`) on this endpoint's memory, counted as the engine
+    /// reports each done.
+    fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
+        self.sh.no_dgram("remote-access counters")?;
+        lock(&self.sh.st).remote_cntrs.bind(NAME, cntr, flags)
+    }
+
     fn tx_room(&self) -> usize {
         self.sh
             .tx_size
@@ -86,6 +94,27 @@ impl EndpointOps<Fabric> for Endpoint {
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
+
+    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+
+    /// `FI_FENCE`: the fenced operation waits (`FI_EAGAIN`) until every earlier
+    /// transmit operation of the endpoint completed, injected ones included;
+    /// `FI_EBADFLAGS` on an endpoint without the `FI_FENCE` capability (`FI_EP_DGRAM`,
+    /// or an info that did not ask for it).
+    fn fence_ready(&self, _act: &Bound) -> Result<()> {
+        if !self.sh.fence {
+            return Err(Error::new(
+                Errno::EBADFLAGS,
+                format!("{NAME}: FI_FENCE without the FI_FENCE capability"),
+            ));
+        }
+        if lock(&self.sh.st).tx_ops.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::code_only(Errno::EAGAIN))
+        }
+    }
 
     fn inject_size(&self) -> usize {
         self.sh.inject_max
@@ -128,6 +157,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             id,
             TxOp {
                 ctx: r.context,
+                peer,
                 flags: cq_flags,
                 want,
                 read_into: None,

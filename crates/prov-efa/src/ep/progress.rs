@@ -319,6 +319,7 @@ impl Shared {
                 Event::RemoteWrite { src, len, cq_data } => {
                     self.on_remote_write(act, st, src, len, cq_data)
                 }
+                Event::RemoteAccess { read, .. } => st.remote_cntrs.count(read),
             }
         }
         n

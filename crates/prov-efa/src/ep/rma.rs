@@ -10,15 +10,16 @@
 //!
 //! Nothing here panics on application or peer input.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 
 use ofi_core::abi::raw::CqTaggedEntry;
 use ofi_core::ADDR_NOTAVAIL;
+use ofi_kit::atomic::{AtomicArgs, AtomicCall, AtomicLocks};
 use ofi_kit::mr::{MrTable, RemoteRegion};
 use ofi_kit::request::RmaRequest;
 
 use super::*;
-use crate::proto::{RegionAccess, RemoteRegion as Target};
+use crate::proto::{atomic_access, RegionAccess, RemoteRegion as Target};
 
 /// The target side of emulated RMA: the domain's MR table, as seen by one endpoint.
 #[derive(Debug)]
@@ -27,10 +28,6 @@ pub(super) struct MrAccess {
     /// The endpoint's id for `FI_MR_ENDPOINT` lookups.
     pub(super) ep: u64,
 }
-
-/// Serialises atomics on words that are not 8-byte aligned (aligned ones are atomic
-/// operations on the word itself).
-static UNALIGNED: Mutex<()> = Mutex::new(());
 
 impl MrAccess {
     /// The checked region for `len` bytes at `offset` of `key` with `access`, as one
@@ -88,45 +85,49 @@ impl RegionAccess for MrAccess {
         &self,
         key: u32,
         offset: u64,
-        fetch: bool,
-        f: &dyn Fn(u64) -> u64,
-    ) -> std::result::Result<u64, Errno> {
-        let access = if fetch {
-            OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
-        } else {
-            OpFlags::REMOTE_WRITE
-        };
-        let (r, segs) = self.region(key, offset, 8, access)?;
-        let [(p, 8)] = segs.slice() else {
+        call: AtomicCall,
+        operand: &[u8],
+        compare: &[u8],
+    ) -> std::result::Result<Vec<u8>, Errno> {
+        let need = atomic_access(&call);
+        let mut access = OpFlags::empty();
+        if need.remote_read {
+            access |= OpFlags::REMOTE_READ;
+        }
+        if need.remote_write {
+            access |= OpFlags::REMOTE_WRITE;
+        }
+        let bytes = operand.len();
+        let (r, segs) = self.region(key, offset, bytes, access)?;
+        // The table hands back one segment for a range inside one registration.
+        let [(target, len)] = segs.slice() else {
             return Err(Errno::EINVAL);
         };
-        let p = *p;
-        let old = if p % 8 == 0 {
-            // SAFETY: 8 bytes of live registered memory (checked), 8-byte aligned; the
-            // application may access it concurrently, which atomics allow.
-            let w = unsafe { AtomicU64::from_ptr(p as *mut u64) };
-            let r = w.fetch_update(
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-                |v| Some(f(u64::from_le(v)).to_le()),
-            );
-            u64::from_le(r.unwrap_or_else(|v| v))
-        } else {
-            let _g = lock(&UNALIGNED);
-            let mut b = [0u8; 8];
-            // SAFETY: 8 bytes of live registered memory (checked); raw copies.
-            unsafe {
-                std::ptr::copy_nonoverlapping(p as *const u8, b.as_mut_ptr(), 8);
-                let old = u64::from_le_bytes(b);
-                let new = f(old).to_le_bytes();
-                std::ptr::copy_nonoverlapping(new.as_ptr(), p as *mut u8, 8);
-                old
-            }
-        };
+        let mut result = vec![0u8; if need.remote_read { bytes } else { 0 }];
+        let locks = ATOMIC_LOCKS.get_or_init(AtomicLocks::new);
+        // SAFETY: `[target, target + len)` is live registered memory the table checked
+        // for the access this call needs (readable; writable unless the call is
+        // ATOMIC_READ, which writes nothing); the registration stays valid during the
+        // call (the application's contract). The application may touch those bytes
+        // concurrently: the engine copies through raw pointers only.
+        unsafe {
+            locks.apply_raw(
+                *target as *mut u8,
+                *len,
+                call,
+                AtomicArgs::new(operand, compare, &mut result),
+            )
+        }
+        .map_err(|e| e.code())?;
         r.count_access();
-        Ok(old)
+        Ok(result)
     }
 }
+
+/// Atomics applied by this process's efa endpoints are serialised per address stripe
+/// (kit's lock set): concurrent atomics from several peers on one element are atomic
+/// with respect to each other.
+static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
 
 impl Shared {
     /// An RMA read or write of the application.
@@ -140,39 +141,61 @@ impl Shared {
                 format!("{NAME}: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
             ));
         }
-        let want = act.tx_completion_wanted(req.inject, req.flags);
         let dir = if read { OpFlags::READ } else { OpFlags::WRITE };
-        let cq_flags = (OpFlags::RMA | dir).bits();
-        let (mut st, peer, id) = self.begin_tx(act, req.peer)?;
         let op = TxOp {
             ctx: req.context,
-            flags: cq_flags,
-            want,
+            peer: 0, // set by `start_remote`
+            flags: (OpFlags::RMA | dir).bits(),
+            want: act.tx_completion_wanted(req.inject, req.flags),
             read_into: read.then_some(l),
         };
-        let now = self.now();
-        // A key the wire cannot carry names no region: the operation fails as one
-        // with an unknown key would (in its completion).
-        let key = u32::try_from(req.remote.key)
-            .ok()
-            .filter(|k| k & proto::READ_KEY_BIT == 0);
-        let at = |key| Target {
-            peer,
-            key,
-            offset: req.remote.addr,
-        };
-        let r = match key {
-            None => Err(Errno::ENOKEY),
+        let remote = (req.peer, req.remote.key, req.remote.addr);
+        self.start_remote(act, remote, op, "RMA", |eng, now, id, at| match () {
             // Nothing to move: done at once.
-            Some(_) if total == 0 => Err(Errno::ENODATA),
-            Some(key) if read => st.eng.read(now, id, at(key), total),
-            Some(key) => {
+            () if total == 0 => Err(Errno::ENODATA),
+            () if read => eng.read(now, id, at, total),
+            () => {
                 let mut data = vec![0u8; total];
                 // SAFETY: the application's buffers, readable for their lengths during
                 // this submitting call (the C contract `RmaRequest` carries).
                 unsafe { l.gather(0, data.as_mut_ptr(), total) };
-                st.eng.write_data(now, id, at(key), data, req.data)
+                eng.write_data(now, id, at, data, req.data)
             }
+        })
+    }
+
+    /// Starts the application's emulated RMA or atomic `op` to `(fabric address, key,
+    /// address)`: `submit` hands it to the engine with its id and target region. A key
+    /// the wire cannot carry names no region: the operation fails in its completion as
+    /// one with an unknown key would (`FI_ENOKEY`); so does one to a lost peer
+    /// (`FI_EHOSTUNREACH`); `FI_ENODATA` from `submit` completes it at once with
+    /// success (nothing to move). Other refusals are the call's error.
+    pub(super) fn start_remote(
+        &self,
+        act: &Bound,
+        (dest, key, addr): (u64, u64, u64),
+        mut op: TxOp,
+        what: &str,
+        submit: impl FnOnce(&mut Engine, proto::Nanos, u64, Target) -> std::result::Result<(), Errno>,
+    ) -> Result<()> {
+        let (mut st, peer, id) = self.begin_tx(act, dest)?;
+        op.peer = peer;
+        let key = u32::try_from(key)
+            .ok()
+            .filter(|k| k & proto::READ_KEY_BIT == 0);
+        let now = self.now();
+        let r = match key {
+            None => Err(Errno::ENOKEY),
+            Some(key) => submit(
+                &mut st.eng,
+                now,
+                id,
+                Target {
+                    peer,
+                    key,
+                    offset: addr,
+                },
+            ),
         };
         match r {
             Ok(()) => {
@@ -183,7 +206,7 @@ impl Shared {
                 // Reported as the operation's completion.
                 act.complete_tx(op.ctx, op.flags, true, Some(e));
             }
-            Err(e) => return Err(Error::new(e, format!("{NAME}: RMA refused"))),
+            Err(e) => return Err(Error::new(e, format!("{NAME}: {what} refused"))),
         }
         self.round(act, &mut st);
         Ok(())

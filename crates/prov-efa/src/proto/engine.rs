@@ -16,7 +16,8 @@ use super::rx::{RxOp, Unexp};
 use super::tx::TxOp;
 use super::wire::{self, Ctrl, Hs, PktType, Repr};
 use super::{
-    Config, Event, Nanos, NotReady, PeerAddr, Stats, Transmit, LOST_PEER_ERRNO, MAX_HS_REPLIES,
+    Config, Event, Nanos, NotReady, PeerAddr, Stats, Transmit, BAD_HANDSHAKE_ERRNO,
+    LOST_PEER_ERRNO, MAX_HS_REPLIES, MAX_RECVWIN,
 };
 
 /// Later segments of an unexpected medium message: (offset, bytes).
@@ -235,7 +236,7 @@ impl Engine {
                 p.in_active = false;
                 continue;
             }
-            let window = self.cfg.recvwin_size;
+            let window = p.hs.send_window();
             let oldest = p.unacked.oldest();
             if !p.queue.ready(|q| in_window(q, oldest, window)) {
                 // Only requests beyond the window: `handle_send_done` makes the peer
@@ -450,11 +451,7 @@ impl Engine {
             return;
         }
         self.stats.hello_answered += 1;
-        let hs = Hs {
-            max_version: u32::from(wire::VERSION),
-            features: self.features(),
-            cookie: cookie_for(self.cfg.secret, src),
-        };
+        let hs = self.own_hs(cookie_for(self.cfg.secret, src));
         self.hs_replies
             .push_back((src, wire::emit_hs(PktType::Handshake, &hs)));
     }
@@ -473,9 +470,23 @@ impl Engine {
             return;
         }
         p.last_progress = now;
+        if hs.recvwin == 0 {
+            // A peer with no room could never take a message: its operations fail
+            // rather than wait for ever.
+            self.stats.bad_handshake += 1;
+            self.fail_peer(now, src, BAD_HANDSHAKE_ERRNO);
+            return;
+        }
+        if hs.recvwin > MAX_RECVWIN {
+            self.stats.recvwin_clamped += 1;
+        }
+        let Some(p) = self.peers.get_mut(&src) else {
+            return;
+        };
         p.hs = TxHandshake::Known {
             features: hs.features,
             cookie: hs.cookie,
+            recvwin: hs.recvwin.min(MAX_RECVWIN),
         };
         let waiting = std::mem::take(&mut p.awaiting_hs);
         for id in waiting {
@@ -494,12 +505,19 @@ impl Engine {
     }
 
     fn send_hello(&mut self, addr: PeerAddr) {
-        let hs = Hs {
+        let hs = self.own_hs(0);
+        self.queue(addr, wire::emit_hs(PktType::Hello, &hs), Owner::None);
+    }
+
+    /// This endpoint's handshake fields with `cookie` (0 in `HELLO`): its version, its
+    /// features and its receive window (at most [`MAX_RECVWIN`]).
+    fn own_hs(&self, cookie: u64) -> Hs {
+        Hs {
             max_version: u32::from(wire::VERSION),
             features: self.features(),
-            cookie: 0,
-        };
-        self.queue(addr, wire::emit_hs(PktType::Hello, &hs), Owner::None);
+            cookie,
+            recvwin: self.cfg.recvwin_size.clamp(1, MAX_RECVWIN),
+        }
     }
 
     /// When [`Engine::handle_timeout`] is next due.

@@ -65,7 +65,11 @@ mod tx;
 pub mod wire;
 
 pub use engine::{Engine, Outstanding};
-pub use rma::{Access, AtomicArgs, AtomicOp, RegionAccess, RemoteRegion, MAX_WRITES_IN_PROGRESS};
+pub use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
+pub use ofi_kit::atomic::AtomicCall;
+pub use rma::{
+    atomic_access, Access, RegionAccess, RemoteAtomic, RemoteRegion, MAX_WRITES_IN_PROGRESS,
+};
 pub use tx::READ_KEY_BIT;
 
 /// A peer's address as the transport names it (a device address handle, a simulated
@@ -80,6 +84,15 @@ pub const NO_SRC: PeerAddr = u64::MAX;
 
 /// The error operations of a lost peer complete with.
 pub const LOST_PEER_ERRNO: Errno = Errno::EIO;
+
+/// Largest receive window a peer's handshake is taken at (larger announcements are
+/// clamped to it; message ids compare modulo 2^32, so a window must stay far below
+/// 2^31). An engine announces at most this much too.
+pub const MAX_RECVWIN: u32 = 1 << 20;
+
+/// The error a peer's operations complete with when its handshake announces no receive
+/// window (it could never take a message).
+pub const BAD_HANDSHAKE_ERRNO: Errno = Errno::EPROTO;
 
 /// Most handshake answers waiting to be sent (more `HELLO`s are dropped: the askers
 /// ask again).
@@ -98,7 +111,9 @@ pub struct Config {
     pub min_read_msg_size: usize,
     /// Packets per clear-to-send grant [`FI_EFA_TX_MIN_CREDITS`, 32].
     pub tx_min_credits: usize,
-    /// How many message ids ahead a receiver holds [`FI_EFA_RECVWIN_SIZE`, 16384].
+    /// How many message ids ahead a receiver holds [`FI_EFA_RECVWIN_SIZE`, 16384]:
+    /// announced to peers in the handshake (at most [`MAX_RECVWIN`]); a sender keeps
+    /// within the room its peer announced, whatever its own setting.
     pub recvwin_size: u32,
     /// First RNR wait, µs; 0 random [`FI_EFA_RNR_BACKOFF_INITIAL_WAIT_TIME`, 0].
     pub rnr_backoff_initial_wait_time: u64,
@@ -125,6 +140,16 @@ impl Config {
     /// Bytes of message one packet carries: messages up to this go eager.
     pub fn eager_capacity(&self) -> usize {
         self.mtu.saturating_sub(wire::REQ_LEN)
+    }
+
+    /// Most target bytes one atomic of family `kind` covers: its operands (and compare
+    /// values) fit one request, its original elements one answer.
+    pub fn max_atomic_bytes(&self, kind: AtomicKind) -> usize {
+        let operands = match kind {
+            AtomicKind::Compare => self.eager_capacity() / 2,
+            _ => self.eager_capacity(),
+        };
+        operands.min(self.mtu.saturating_sub(wire::CTRL_LEN))
     }
 }
 
@@ -255,6 +280,15 @@ pub enum Event {
         /// Its CQ data.
         cq_data: u64,
     },
+    /// A peer's emulated RMA or atomic on this endpoint's memory is done (for remote
+    /// counters, `FI_RMA_EVENT`): one per operation, after [`Event::RemoteWrite`] where
+    /// both apply.
+    RemoteAccess {
+        /// The peer.
+        src: PeerAddr,
+        /// A read (`fi_read`); otherwise a write or an atomic.
+        read: bool,
+    },
 }
 
 /// A receive completion. A peek that found a message (`FI_PEEK`, with `FI_CLAIM` too)
@@ -307,4 +341,9 @@ pub struct Stats {
     pub hello_dropped: u64,
     /// Peers declared lost.
     pub peers_lost: u64,
+    /// Handshakes refused because they announced no receive window (the peer's
+    /// operations completed with [`BAD_HANDSHAKE_ERRNO`]).
+    pub bad_handshake: u64,
+    /// Handshakes whose receive window was above [`MAX_RECVWIN`] (taken at that).
+    pub recvwin_clamped: u64,
 }

@@ -34,8 +34,8 @@
 //! less than `recvwin_size` ids ahead of the oldest message with a packet the peer's
 //! device has not taken yet ([`in_window`], [`Unacked`]): the peer's window for order holds
 //! every message ahead of one it waits for, and it refuses for order nothing the sender
-//! sends. Both ends take `recvwin_size` from their own configuration (the same
-//! `FI_EFA_RECVWIN_SIZE`); it is not exchanged. Refused packets go again first, and
+//! sends. That `recvwin_size` is the peer's: each end announces its own in its
+//! `HANDSHAKE` ([`TxHandshake::Known`]), so the two ends may differ. Refused packets go again first, and
 //! control packets (grants, their data, answers, handshakes) are never held back: they
 //! complete what the peer holds already (a peer whose receive waits for the data of a
 //! granted long message can release nothing before that data comes). RMA and atomic
@@ -71,7 +71,21 @@ pub enum TxHandshake {
         features: u64,
         /// The cookie to put in requests.
         cookie: u64,
+        /// The peer's receive window in message ids, as announced, clamped to
+        /// `1..=MAX_RECVWIN`: the sender's window towards it.
+        recvwin: u32,
     },
+}
+
+impl TxHandshake {
+    /// The sender's window towards this peer: its announced receive window once known
+    /// (no message request is queued before that; 1 then).
+    pub fn send_window(&self) -> u32 {
+        match *self {
+            TxHandshake::Known { recvwin, .. } => recvwin,
+            _ => 1,
+        }
+    }
 }
 
 /// Who is waiting for a packet's transport completion.

@@ -1,7 +1,13 @@
 //! RMA and atomics emulated over messages: registered regions, and both ends of the
 //! write (`EAGER_RTW` segments answered by one `RECEIPT`), read (`SHORT_RTR` answered by
-//! `READRSP` segments, or a `RECEIPT` with the error) and 8-byte atomic (`*_RTA`
-//! answered by `ATOMRSP`) requests.
+//! `READRSP` segments, or a `RECEIPT` with the error) and atomic (`*_RTA` answered by
+//! `ATOMRSP`) requests. Atomics are every operation × datatype kit's atomic engine
+//! defines (`ofi_kit::atomic`), `count` elements in one packet: the request's tag
+//! carries the operation (low 32 bits) and the datatype (high 32 bits), its payload the
+//! operands then (compare calls) the compare values, in the initiator's byte order (the
+//! protocol assumes peers of one byte order, as C's does); the answer carries the
+//! original target elements (fetch and compare calls). The target applies them through
+//! kit's engine, which checks every length before it writes a byte.
 //!
 //! The target checks each request against the region: an unknown key or a region
 //! without the access asked is `FI_EACCES`; a range outside it is `FI_EINVAL`. A
@@ -15,11 +21,13 @@
 //!
 //! Nothing here panics: every range is checked (overflow included) before a copy.
 
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 use ofi_core::error::Errno;
+use ofi_kit::atomic::AtomicCall;
 
 use super::engine::Engine;
 use super::tx::{blank_req, TxOp, READ_KEY_BIT};
-use super::wire::{Ctrl, PktType, Req, ATOMIC_LEN, CTRL_LEN};
+use super::wire::{Ctrl, PktType, Req, CTRL_LEN};
 use super::{Nanos, NotReady, PeerAddr, TxKind};
 
 /// Most emulated writes received at once (partly arrived); a segment of a new one
@@ -43,52 +51,37 @@ impl Access {
     };
 }
 
-ofi_kit::wire_enum! {
-    /// The 8-byte (`u64`) atomic operations, numbered as `FI_*` ops on the wire.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum AtomicOp: u64 {
-        /// `FI_MIN`.
-        Min = 0,
-        /// `FI_MAX`.
-        Max = 1,
-        /// `FI_SUM` (wrapping).
-        Sum = 2,
-        /// `FI_BOR`.
-        Bor = 6,
-        /// `FI_BAND`.
-        Band = 7,
-        /// `FI_BXOR`.
-        Bxor = 9,
-        /// `FI_ATOMIC_READ` (fetch only).
-        Read = 10,
-        /// `FI_ATOMIC_WRITE`.
-        Write = 11,
-        /// `FI_CSWAP` (compare only).
-        Cswap = 12,
+/// The remote access an atomic needs at its target: `FI_ATOMIC_READ` reads only, the
+/// other fetch and compare calls read and write, base calls write.
+pub fn atomic_access(call: &AtomicCall) -> Access {
+    let reads = call.kind != AtomicKind::Base;
+    Access {
+        remote_read: reads,
+        remote_write: call.op != AtomicOp::AtomicRead,
     }
 }
 
-impl AtomicOp {
-    /// The new target value for `old` and `operand` (`compare` for CSWAP).
-    fn apply(self, old: u64, operand: u64, compare: u64) -> u64 {
-        match self {
-            AtomicOp::Min => old.min(operand),
-            AtomicOp::Max => old.max(operand),
-            AtomicOp::Sum => old.wrapping_add(operand),
-            AtomicOp::Bor => old | operand,
-            AtomicOp::Band => old & operand,
-            AtomicOp::Bxor => old ^ operand,
-            AtomicOp::Read => old,
-            AtomicOp::Write => operand,
-            AtomicOp::Cswap => {
-                if compare == old {
-                    operand
-                } else {
-                    old
-                }
-            }
-        }
+/// The request tag naming `op` on `datatype`.
+fn atomic_tag(op: AtomicOp, datatype: Datatype) -> u64 {
+    u64::from(op.to_raw()) | u64::from(datatype.to_raw()) << 32
+}
+
+/// The call a received atomic request names (`FI_EOPNOTSUPP` for an operation or
+/// datatype unknown or not offered for its family; `FI_EINVAL` when the operands do not
+/// make whole elements).
+fn atomic_call(req: &Req, payload_len: usize) -> Result<AtomicCall, Errno> {
+    let op = AtomicOp::from_raw(req.tag as u32).ok_or(Errno::EOPNOTSUPP)?;
+    let datatype = Datatype::from_raw((req.tag >> 32) as u32).ok_or(Errno::EOPNOTSUPP)?;
+    let (kind, bytes) = match req.ty {
+        PktType::CompareRta => (AtomicKind::Compare, payload_len / 2),
+        PktType::FetchRta => (AtomicKind::Fetch, payload_len),
+        _ => (AtomicKind::Base, payload_len),
+    };
+    ofi_kit::atomic::valid(op, datatype, kind).map_err(|e| e.code())?;
+    if !bytes.is_multiple_of(datatype.size()) {
+        return Err(Errno::EINVAL);
     }
+    Ok(AtomicCall::new(op, datatype, kind, bytes / datatype.size()))
 }
 
 /// The target side's memory when the caller keeps the regions (keys are the wire's
@@ -103,16 +96,18 @@ pub trait RegionAccess: Send + std::fmt::Debug {
     fn check_write(&self, key: u32, offset: u64, len: u64) -> Result<(), Errno>;
     /// Place `data` at `offset` of `key` (remote write access).
     fn write(&self, key: u32, offset: u64, data: &[u8]) -> Result<(), Errno>;
-    /// Replace the 8-byte little-endian word at `offset` of `key` by `f(old)`
-    /// atomically, returning `old`; `fetch`: the old value goes back to the initiator
-    /// (remote read access needed too).
+    /// Apply `call` to the elements at `offset` of `key` with the initiator's
+    /// `operand` and `compare` bytes, atomically with respect to other atomics,
+    /// returning the original elements (fetch and compare calls; empty for base calls).
+    /// Needs the access [`atomic_access`] names; on error nothing is written.
     fn atomic(
         &self,
         key: u32,
         offset: u64,
-        fetch: bool,
-        f: &dyn Fn(u64) -> u64,
-    ) -> Result<u64, Errno>;
+        call: AtomicCall,
+        operand: &[u8],
+        compare: &[u8],
+    ) -> Result<Vec<u8>, Errno>;
 }
 
 /// A registered region.
@@ -151,18 +146,18 @@ pub struct RemoteRegion {
     pub offset: u64,
 }
 
-/// The operation of an 8-byte atomic: `op` with `operand`; `compare` for CSWAP (and only
-/// for it); `fetch` to get the old value in the completion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AtomicArgs {
-    /// The operation.
-    pub op: AtomicOp,
-    /// Its operand.
-    pub operand: u64,
-    /// The value to compare with (CSWAP).
-    pub compare: Option<u64>,
-    /// Whether the completion carries the old value.
-    pub fetch: bool,
+/// An atomic for [`Engine::atomic`]: `call` (operation, datatype, family, element
+/// count) with the initiator's operand and compare bytes (native byte order,
+/// `count` × the datatype's size each; `operand` may be empty for `FI_ATOMIC_READ`,
+/// `compare` is empty except for compare calls).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteAtomic {
+    /// What to apply.
+    pub call: AtomicCall,
+    /// The operands.
+    pub operand: Vec<u8>,
+    /// The compare values (the mask of `FI_MSWAP`).
+    pub compare: Vec<u8>,
 }
 
 impl Engine {
@@ -276,38 +271,60 @@ impl Engine {
         self.rma_op(now, ctx, at.peer, TxKind::Read, Vec::new(), req)
     }
 
-    /// An 8-byte atomic at `at` (see [`AtomicArgs`]).
+    /// An atomic at `at` (emulated `fi_atomic`, `fi_fetch_atomic`,
+    /// `fi_compare_atomic`); fetch and compare calls complete with the original target
+    /// elements. Errors at once: `FI_EOPNOTSUPP` for a combination kit's atomic engine
+    /// does not define; `FI_EINVAL` for no elements or buffers of the wrong length;
+    /// `FI_EMSGSIZE` when the operands do not fit one packet
+    /// ([`super::Config::max_atomic_bytes`]).
     pub fn atomic(
         &mut self,
         now: Nanos,
         ctx: u64,
         at: RemoteRegion,
-        args: AtomicArgs,
+        args: RemoteAtomic,
     ) -> Result<(), Errno> {
-        let RemoteRegion { peer, key, offset } = at;
-        let AtomicArgs {
-            op,
-            operand,
+        let RemoteAtomic {
+            call,
+            mut operand,
             compare,
-            fetch,
         } = args;
-        let ty = match (op, compare.is_some(), fetch) {
-            (AtomicOp::Cswap, true, _) => PktType::CompareRta,
-            (AtomicOp::Cswap, false, _) | (_, true, _) => return Err(Errno::EINVAL),
-            (AtomicOp::Read, _, false) => return Err(Errno::EINVAL),
-            (_, false, true) => PktType::FetchRta,
-            (_, false, false) => PktType::WriteRta,
-        };
-        let mut data = operand.to_le_bytes().to_vec();
-        if let Some(c) = compare {
-            data.extend_from_slice(&c.to_le_bytes());
+        ofi_kit::atomic::valid(call.op, call.datatype, call.kind).map_err(|e| e.code())?;
+        let bytes = call
+            .count
+            .checked_mul(call.datatype.size())
+            .ok_or(Errno::EMSGSIZE)?;
+        if bytes == 0 {
+            return Err(Errno::EINVAL);
         }
+        if call.op == AtomicOp::AtomicRead && operand.is_empty() {
+            // The target learns the element count from the operand bytes.
+            operand = vec![0; bytes];
+        }
+        let compare_len = if call.kind == AtomicKind::Compare {
+            bytes
+        } else {
+            0
+        };
+        if operand.len() != bytes || compare.len() != compare_len {
+            return Err(Errno::EINVAL);
+        }
+        if bytes > self.cfg.max_atomic_bytes(call.kind) {
+            return Err(Errno::EMSGSIZE);
+        }
+        let ty = match call.kind {
+            AtomicKind::Base => PktType::WriteRta,
+            AtomicKind::Fetch => PktType::FetchRta,
+            AtomicKind::Compare => PktType::CompareRta,
+        };
+        let mut data = operand;
+        data.extend_from_slice(&compare);
         let mut req = blank_req(ty);
-        req.key = key;
-        req.rma_offset = offset;
-        req.tag = op as u64;
+        req.key = at.key;
+        req.rma_offset = at.offset;
+        req.tag = atomic_tag(call.op, call.datatype);
         req.total_len = data.len() as u64;
-        self.rma_op(now, ctx, peer, TxKind::Atomic, data, req)
+        self.rma_op(now, ctx, at.peer, TxKind::Atomic, data, req)
     }
 
     /// An RMA or atomic request from `src` (cookie checked).
@@ -331,6 +348,8 @@ impl Engine {
             PktType::ShortRtr => {
                 match self.region_bytes(req.key, req.rma_offset, req.total_len as usize) {
                     Ok(data) => {
+                        self.events
+                            .push_back(super::Event::RemoteAccess { src, read: true });
                         let room = self.cfg.mtu.saturating_sub(CTRL_LEN).max(1);
                         for (i, chunk) in data.chunks(room).enumerate() {
                             let mut c = Ctrl::new(PktType::ReadRsp, req.send_id);
@@ -346,48 +365,49 @@ impl Engine {
                 }
             }
             PktType::WriteRta | PktType::FetchRta | PktType::CompareRta => {
-                let (status, old) = match self.apply_atomic(&req, payload) {
-                    Ok(old) => (0, old),
-                    Err(e) => (e.0 as u32, 0),
-                };
                 let mut c = Ctrl::new(PktType::AtomRsp, req.send_id);
-                c.status = status;
-                self.queue_ctrl(src, &c, &old.to_le_bytes());
+                let result = match self.apply_atomic(&req, payload) {
+                    Ok(result) => {
+                        self.events
+                            .push_back(super::Event::RemoteAccess { src, read: false });
+                        result
+                    }
+                    Err(e) => {
+                        c.status = e.0 as u32;
+                        Vec::new()
+                    }
+                };
+                self.queue_ctrl(src, &c, &result);
             }
             _ => self.stats.stale += 1,
         }
         Ok(())
     }
 
-    fn apply_atomic(&mut self, req: &Req, payload: &[u8]) -> Result<u64, Errno> {
-        let op = AtomicOp::from_wire(req.tag).ok_or(Errno::EOPNOTSUPP)?;
-        let word = |i: usize| {
-            let mut b = [0u8; ATOMIC_LEN];
-            if let Some(s) = payload.get(i * ATOMIC_LEN..(i + 1) * ATOMIC_LEN) {
-                b.copy_from_slice(s);
-            }
-            u64::from_le_bytes(b)
+    /// Apply a received atomic; the original elements (fetch and compare calls).
+    fn apply_atomic(&mut self, req: &Req, payload: &[u8]) -> Result<Vec<u8>, Errno> {
+        let call = atomic_call(req, payload.len())?;
+        let (operand, compare) = match call.kind {
+            AtomicKind::Compare => payload.split_at(payload.len() / 2),
+            _ => (payload, &[][..]),
         };
-        let (operand, compare) = (word(0), word(1));
         if let Some(a) = &self.region_access {
-            let fetch = req.ty != PktType::WriteRta;
-            return a.atomic(req.key, req.rma_offset, fetch, &|old| {
-                op.apply(old, operand, compare)
-            });
+            return a.atomic(req.key, req.rma_offset, call, operand, compare);
         }
+        let need = atomic_access(&call);
         let r = self
             .regions
             .get_mut(&req.key)
             .filter(|r| {
-                r.access.remote_write && (req.ty == PktType::WriteRta || r.access.remote_read)
+                (r.access.remote_read || !need.remote_read)
+                    && (r.access.remote_write || !need.remote_write)
             })
             .ok_or(Errno::EACCES)?;
-        let rg = range(req.rma_offset, ATOMIC_LEN as u64, r.data.len())?;
-        let mut b = [0u8; ATOMIC_LEN];
-        b.copy_from_slice(&r.data[rg.clone()]);
-        let old = u64::from_le_bytes(b);
-        r.data[rg].copy_from_slice(&op.apply(old, operand, compare).to_le_bytes());
-        Ok(old)
+        let rg = range(req.rma_offset, operand.len() as u64, r.data.len())?;
+        let mut result = vec![0; if need.remote_read { operand.len() } else { 0 }];
+        let args = ofi_kit::atomic::AtomicArgs::new(operand, compare, &mut result);
+        ofi_kit::atomic::apply(call, &mut r.data[rg], args).map_err(|e| e.code())?;
+        Ok(result)
     }
 
     fn on_write_seg(&mut self, src: PeerAddr, req: &Req, payload: &[u8]) {
@@ -443,6 +463,10 @@ impl Engine {
                     len: total,
                     cq_data: data,
                 });
+            }
+            if status == 0 {
+                self.events
+                    .push_back(super::Event::RemoteAccess { src, read: false });
             }
             let mut c = Ctrl::new(PktType::Receipt, req.send_id);
             c.status = status;

@@ -167,7 +167,9 @@ impl Engine {
         let Some(op) = self.tx.get(&id) else {
             return;
         };
-        let Some(TxHandshake::Known { features, cookie }) = self.peers.get(&op.peer).map(|p| p.hs)
+        let Some(TxHandshake::Known {
+            features, cookie, ..
+        }) = self.peers.get(&op.peer).map(|p| p.hs)
         else {
             return;
         };
@@ -338,6 +340,16 @@ impl Engine {
                 }
                 op.waiting_answer = false;
                 op.error = Errno::from_peer_status(i64::from(c.status));
+                // The original elements: as many bytes as the target covers, for
+                // fetch and compare calls (a compare request carries two sets).
+                let want = match op.req.ty {
+                    PktType::FetchRta => op.req.total_len,
+                    PktType::CompareRta => op.req.total_len / 2,
+                    _ => 0,
+                };
+                if op.error.is_none() && payload.len() as u64 != want {
+                    op.error = Some(Errno::EPROTO);
+                }
                 op.result_data = payload.to_vec();
                 self.maybe_complete_tx(c.send_id);
             }

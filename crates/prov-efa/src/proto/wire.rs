@@ -7,8 +7,10 @@
 //!
 //! - **handshake** ([`HsPacket`], [`HS_LEN`] bytes): `HELLO` (the question a sender
 //!   puts to a peer it has no handshake from) and `HANDSHAKE` (the answer): the highest
-//!   version spoken, the feature bits ([`FEAT_RDMA_READ`], [`FEAT_DELIVERY_COMPLETE`])
-//!   and, in `HANDSHAKE`, the cookie the asker must put in every request it sends.
+//!   version spoken, the feature bits ([`FEAT_RDMA_READ`], [`FEAT_DELIVERY_COMPLETE`]),
+//!   in `HANDSHAKE` the cookie the asker must put in every request it sends, and the
+//!   sender's receive window (how many message ids ahead of the oldest one it waits
+//!   for it holds for order: the room a sender to it keeps within).
 //! - **request** ([`ReqPacket`], [`REQ_LEN`] bytes), the first packet(s) of an operation
 //!   (C's "REQ" packets: RTM, RTW, RTR, RTA): message id, cookie, tag (or the atomic
 //!   operation), total length, offset of this payload in the operation, the sender's
@@ -26,7 +28,7 @@
 //! [`Repr::parse`] checks everything a peer controls that can be checked without state:
 //! the version, the type, the flags, and that each payload fits its operation (an
 //! eager request carries exactly its message, a segment never reaches past its total
-//! length, an atomic carries exactly its operands). Nothing here panics; a bad packet
+//! length, an atomic carries whole operands, twice as many bytes for a compare). Nothing here panics; a bad packet
 //! is a [`WireError`].
 
 use ofi_kit::wire::WireError;
@@ -35,7 +37,7 @@ use ofi_kit::{wire_enum, wire_header};
 /// The protocol version every packet carries.
 pub const VERSION: u8 = 4;
 /// Length of the handshake header.
-pub const HS_LEN: usize = 24;
+pub const HS_LEN: usize = 28;
 /// Length of the request header.
 pub const REQ_LEN: usize = 64;
 /// Length of the control header.
@@ -53,9 +55,6 @@ pub const KNOWN_FLAGS: u16 = F_CQ_DATA | F_DC;
 pub const FEAT_RDMA_READ: u64 = 1 << 0;
 /// Feature bit: the endpoint answers `F_DC` requests with a `RECEIPT`.
 pub const FEAT_DELIVERY_COMPLETE: u64 = 1 << 1;
-
-/// Bytes of an atomic operand (the 8-byte operations only).
-pub const ATOMIC_LEN: usize = 8;
 
 wire_header! {
     /// A checked view of a handshake packet (`HELLO`, `HANDSHAKE`).
@@ -76,6 +75,8 @@ wire_header! {
         FEATURES: u64 = 8..16 => features, set_features;
         /// `HANDSHAKE`: the cookie the asker must echo in its requests; `HELLO`: zero.
         COOKIE: u64 = 16..24 => cookie, set_cookie;
+        /// The sender's receive window in message ids (its `recvwin_size`).
+        RECVWIN: u32 = 24..28 => recvwin, set_recvwin;
     }
 }
 
@@ -232,6 +233,9 @@ pub struct Hs {
     pub features: u64,
     /// The cookie (`HANDSHAKE`), 0 in `HELLO`.
     pub cookie: u64,
+    /// The sender's receive window in message ids, as announced (the receiving engine
+    /// clamps it, or refuses 0: see `Engine`'s handshake).
+    pub recvwin: u32,
 }
 
 /// A parsed request header.
@@ -309,6 +313,7 @@ impl<'a> Repr<'a> {
                 max_version: p.max_version(),
                 features: p.features(),
                 cookie: p.cookie(),
+                recvwin: p.recvwin(),
             };
             return Ok(if ty == PktType::Hello {
                 Repr::Hello(hs)
@@ -350,7 +355,7 @@ impl<'a> Repr<'a> {
         let payload = &buf[CTRL_LEN..];
         let ok = match ty {
             PktType::Cts | PktType::Eor | PktType::Receipt => payload.is_empty(),
-            PktType::AtomRsp => payload.len() == ATOMIC_LEN,
+            PktType::AtomRsp => true, // the original elements, or nothing
             _ => !payload.is_empty(),
         };
         if !ok {
@@ -385,16 +390,10 @@ fn check_req(req: &Req, payload: usize) -> Result<(), WireError> {
         MediumMsg | MediumTag | EagerRtw => payload > 0,
         LongCtsMsg | LongCtsTag => req.seg_offset == 0,
         LongReadMsg | LongReadTag | ShortRtr => payload == 0 && req.seg_offset == 0,
-        WriteRta | FetchRta => payload == ATOMIC_LEN && req.total_len == ATOMIC_LEN as u64,
+        // Whole operands (then compare values, as many): the initiator's elements.
+        WriteRta | FetchRta => req.seg_offset == 0 && end == req.total_len && payload > 0,
         CompareRta => {
-            // Operand then compare value; the operation's length is one operand.
-            return if payload == 2 * ATOMIC_LEN && req.total_len == 2 * ATOMIC_LEN as u64 {
-                Ok(())
-            } else {
-                Err(WireError::Malformed(
-                    "compare atomic without its two operands",
-                ))
-            };
+            req.seg_offset == 0 && end == req.total_len && payload > 0 && payload.is_multiple_of(2)
         }
         _ => false,
     };
@@ -417,6 +416,7 @@ pub fn emit_hs(ty: PktType, hs: &Hs) -> Vec<u8> {
         p.set_max_version(hs.max_version);
         p.set_features(hs.features);
         p.set_cookie(hs.cookie);
+        p.set_recvwin(hs.recvwin);
     }
     v
 }
@@ -483,6 +483,7 @@ mod tests {
             max_version: 4,
             features: FEAT_RDMA_READ,
             cookie: 0xdead_beef,
+            recvwin: 77,
         };
         let b = emit_hs(PktType::Handshake, &hs);
         assert_eq!(Repr::parse(&b), Ok(Repr::Handshake(hs)));

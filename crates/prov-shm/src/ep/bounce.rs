@@ -103,13 +103,7 @@ impl Shared {
                 // the mapping; the application's buffers are readable (C contract).
                 unsafe { op.iov.gather(0, map.base().add(off + INLINE_OFF), op.len) };
                 conn.prod.publish(&ring);
-                conn.fifo.pop_front();
-                if op.hflags & F_ACK != 0 {
-                    op.stage = Stage::AwaitAck;
-                    conn.waiting += 1;
-                } else if let Some(op) = self.free_op(tx, oi) {
-                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
-                }
+                self.sent_whole(act, tx, idx, oi);
                 continue;
             }
             // Messages that fit one bounce chunk go eagerly through it (the send
@@ -190,13 +184,7 @@ impl Shared {
                 }
                 op.sent += n;
             }
-            conn.fifo.pop_front();
-            if op.hflags & F_ACK != 0 {
-                op.stage = Stage::AwaitAck;
-                conn.waiting += 1;
-            } else if let Some(op) = self.free_op(tx, oi) {
-                act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
-            }
+            self.sent_whole(act, tx, idx, oi);
         }
         // Stopped for want of room (the receiver frees slots and chunks as it reads),
         // or because the connection broke on the way: then what is queued on it can
@@ -207,6 +195,23 @@ impl Shared {
                 let why = c.why;
                 self.fail_conn(act, tx, idx, why);
             }
+        }
+    }
+
+    /// Operation `oi`, at the head of connection `idx`'s queue, has gone whole into the
+    /// ring: it leaves the queue, then waits for the receiver's ack (`F_ACK`) or
+    /// completes now.
+    fn sent_whole(&self, act: &Active, tx: &mut Tx, idx: PeerIdx, oi: usize) {
+        let (Some(Some(conn)), Some(Some(op))) = (tx.conns.get_mut(idx.0), tx.ops.get_mut(oi))
+        else {
+            return;
+        };
+        conn.fifo.pop_front();
+        if op.hflags & F_ACK != 0 {
+            op.stage = Stage::AwaitAck;
+            conn.waiting += 1;
+        } else if let Some(op) = self.free_op(tx, oi) {
+            act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
         }
     }
 

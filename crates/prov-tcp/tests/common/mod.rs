@@ -47,6 +47,16 @@ pub fn info(reg: &Registry, v6: bool, caps: Caps) -> Info {
     info_progress(reg, v6, caps, Progress::Manual)
 }
 
+/// A fabric and a domain for tcp's FI_EP_MSG with `caps` on IPv4 loopback (manual
+/// data progress), with the info they were opened with.
+pub fn open_msg_domain(caps: Caps) -> (Info, Fabric, Domain) {
+    let reg = registry();
+    let info = info(&reg, false, caps);
+    let fabric = reg.open_fabric(&info).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    (info, fabric, domain)
+}
+
 /// As [`info`] with data progress `progress`.
 pub fn info_progress(reg: &Registry, v6: bool, caps: Caps, progress: Progress) -> Info {
     let mut hints = Info::hints()
@@ -123,6 +133,22 @@ pub fn cq_wait(cq: &CompletionQueue, others: &[&CompletionQueue]) -> Comp {
     }
 }
 
+/// The next completion of `cq` within [`WAIT`] (driving `others` too), which must
+/// succeed and carry `context`.
+pub fn cq_expect_ctx(
+    cq: &CompletionQueue,
+    others: &[&CompletionQueue],
+    context: usize,
+) -> CqTaggedEntry {
+    match cq_wait(cq, others) {
+        Ok(e) => {
+            assert_eq!(e.op_context, context, "completion {e:?}");
+            e
+        }
+        Err(ee) => panic!("expected the completion of {context:#x}, got error entry {ee:?}"),
+    }
+}
+
 /// One side of a connection.
 pub struct Side {
     pub ep: Endpoint,
@@ -151,6 +177,16 @@ pub fn side(fabric: &Fabric, domain: &Domain, info: &Info) -> Side {
         .expect("bind cq");
     ep.bind_eq(&eq).expect("bind eq");
     Side { ep, cq, eq }
+}
+
+/// Keep `s`'s connection served for at most `bound`: read (and drop) its completions
+/// every millisecond until `done(s)` says to stop.
+pub fn serve_until(s: &Side, bound: Duration, mut done: impl FnMut(&Side) -> bool) {
+    let end = Instant::now() + bound;
+    while Instant::now() < end && !done(s) {
+        let _ = s.cq.read(&mut Vec::<CqTaggedEntry>::new());
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// A client of `reg` for `info`, in a fabric and domain of its own, connected to `to`
@@ -345,10 +381,7 @@ pub struct RawConn {
 pub fn raw_connection(caps: Caps) -> RawConn {
     use ofi_prov_tcp::proto::{self, CmKind};
     use std::io::{Read, Write};
-    let reg = registry();
-    let info = info(&reg, false, caps);
-    let fabric = reg.open_fabric(&info).expect("fabric");
-    let domain = fabric.domain(&info).expect("domain");
+    let (info, fabric, domain) = open_msg_domain(caps);
     let (pep, peq) = listener(&fabric, &info);
     let addr = ofi::Address::from_bytes(AddrFormat::SOCKADDR_IN, &pep.getname().unwrap())
         .unwrap()

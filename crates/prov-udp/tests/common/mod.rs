@@ -5,7 +5,7 @@
 
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ofi::abi::raw::CqDataEntry;
 use ofi::av::{AddressVector, AvAttr};
@@ -14,9 +14,7 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{
-    AddrFormat, Address, Caps, CqFormat, Errno, Info, OpFlags, Result, WaitObj, API_VERSION,
-};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Info, OpFlags, Result, WaitObj, API_VERSION};
 use ofi_prov_udp::UdpProvider;
 
 /// A fresh registry with only the udp provider (which reads its parameters now).
@@ -97,17 +95,9 @@ pub fn info_v4(reg: &Registry, caps: Caps) -> Info {
 /// The next completion of `cq` within 2 s: (length, source); panics on an error
 /// completion (with its entry) or a time-out.
 pub fn next(cq: &CompletionQueue) -> (usize, u64) {
-    let end = Instant::now() + Duration::from_secs(2);
-    let mut e = [CqDataEntry::default()];
-    let mut src = [0u64];
-    loop {
-        match cq.readfrom(&mut e, &mut src) {
-            Ok(_) => return (e[0].len, src[0]),
-            Err(x) if x.code() == Errno::EAGAIN && Instant::now() < end => {}
-            Err(x) if x.code() == Errno::EAVAIL => panic!("error: {:?}", cq.readerr_owned(0)),
-            Err(x) => panic!("{x}"),
-        }
-    }
+    let (e, src): (CqDataEntry, u64) =
+        ofi_conformance::fixture::wait_from_ok(cq, Duration::from_secs(2), "a completion");
+    (e.len, src)
 }
 
 /// Post a receive into `buf` (context 1).

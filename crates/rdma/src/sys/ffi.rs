@@ -415,6 +415,43 @@ pub struct IbvQpInitAttr {
     pub sq_sig_all: c_int,
 }
 
+/// `struct ibv_rx_hash_conf` (inside [`IbvQpInitAttrEx`]; unused: zero).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvRxHashConf {
+    pub rx_hash_function: u8,
+    pub rx_hash_key_len: u8,
+    pub rx_hash_key: *mut u8,
+    pub rx_hash_fields_mask: u64,
+}
+
+/// `struct ibv_qp_init_attr_ex` (what `efadv_create_qp_ex` takes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvQpInitAttrEx {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut IbvSrq,
+    pub cap: IbvQpCap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: IbvRxHashConf,
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+/// `IBV_QP_INIT_ATTR_PD`: [`IbvQpInitAttrEx::pd`] is set.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `IBV_QPT_DRIVER`: a queue pair type of the driver's own (EFA's SRD).
+pub const IBV_QPT_DRIVER: u32 = 0xff;
+
 /// `struct ibv_qp_attr`
 #[repr(C)]
 #[derive(Clone, Copy, Default)]

@@ -45,6 +45,7 @@ macro_rules! entry_points {
     };
 }
 
+pub mod efadv;
 pub mod rdmacm;
 
 entry_points! {

@@ -166,6 +166,24 @@ fn c_text(b: &[libc::c_char]) -> String {
 }
 
 impl SysContext {
+    /// `efadv_query_device`: the EFA attributes of this (EFA) device.
+    pub(crate) fn efa_query_device(&self) -> Result<super::efadv::EfadvDeviceAttr> {
+        let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
+        let mut attr = super::efadv::EfadvDeviceAttr::default();
+        // SAFETY: our open context and an attribute struct of `inlen` bytes to fill.
+        let rc = unsafe {
+            (efa.query_device)(
+                self.ptr,
+                &mut attr,
+                std::mem::size_of::<super::efadv::EfadvDeviceAttr>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(rc_error(rc, "efadv_query_device"));
+        }
+        Ok(attr)
+    }
+
     pub(crate) fn query_device(&self) -> Result<DeviceAttr> {
         // SAFETY: all-zero is a valid attribute struct to fill.
         let mut a: IbvDeviceAttr = unsafe { std::mem::zeroed() };
@@ -516,44 +534,103 @@ pub(crate) struct QpCreate<'a> {
     pub sq_sig_all: bool,
 }
 
+impl QpCreate<'_> {
+    /// rdma-core's base creation attributes of this queue pair.
+    fn init_attr(&self) -> IbvQpInitAttr {
+        IbvQpInitAttr {
+            qp_context: std::ptr::null_mut(),
+            send_cq: self.send_cq.ptr,
+            recv_cq: self.recv_cq.ptr,
+            srq: self.srq.map_or(std::ptr::null_mut(), |s| s.ptr),
+            cap: IbvQpCap {
+                max_send_wr: self.cap.max_send_wr,
+                max_recv_wr: self.cap.max_recv_wr,
+                max_send_sge: self.cap.max_send_sge,
+                max_recv_sge: self.cap.max_recv_sge,
+                max_inline_data: self.cap.max_inline_data,
+            },
+            qp_type: self.qp_type as u32,
+            sq_sig_all: libc::c_int::from(self.sq_sig_all),
+        }
+    }
+
+    /// The queue pair rdma-core created as `q`, with the capacities it granted.
+    fn created(&self, pd: &Arc<SysPd>, q: *mut IbvQp, granted: &IbvQpCap) -> Arc<SysQp> {
+        Arc::new(SysQp {
+            ptr: q,
+            pd: pd.clone(),
+            _send_cq: self.send_cq.clone(),
+            _recv_cq: self.recv_cq.clone(),
+            _srq: self.srq.cloned(),
+            qp_type: self.qp_type,
+            cap: QpCap {
+                max_send_wr: granted.max_send_wr,
+                max_recv_wr: granted.max_recv_wr,
+                max_send_sge: granted.max_send_sge,
+                max_recv_sge: granted.max_recv_sge,
+                max_inline_data: granted.max_inline_data,
+            },
+        })
+    }
+}
+
 pub(crate) fn create_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>> {
-    let mut a = IbvQpInitAttr {
-        qp_context: std::ptr::null_mut(),
-        send_cq: c.send_cq.ptr,
-        recv_cq: c.recv_cq.ptr,
-        srq: c.srq.map_or(std::ptr::null_mut(), |s| s.ptr),
-        cap: IbvQpCap {
-            max_send_wr: c.cap.max_send_wr,
-            max_recv_wr: c.cap.max_recv_wr,
-            max_send_sge: c.cap.max_send_sge,
-            max_recv_sge: c.cap.max_recv_sge,
-            max_inline_data: c.cap.max_inline_data,
-        },
-        qp_type: c.qp_type as u32,
-        sq_sig_all: libc::c_int::from(c.sq_sig_all),
-    };
+    let mut a = c.init_attr();
     // SAFETY: our domain, CQs and SRQ; a filled attribute struct (rdma-core writes the
     // granted capacities back into it).
     let q = unsafe { (pd.lib().create_qp)(pd.ptr, &mut a) };
     if q.is_null() {
         return Err(errno_error("ibv_create_qp"));
     }
-    let cap = QpCap {
-        max_send_wr: a.cap.max_send_wr,
-        max_recv_wr: a.cap.max_recv_wr,
-        max_send_sge: a.cap.max_send_sge,
-        max_recv_sge: a.cap.max_recv_sge,
-        max_inline_data: a.cap.max_inline_data,
+    Ok(c.created(pd, q, &a.cap))
+}
+
+/// An SRD queue pair of an EFA device, created through libefa (`efadv_create_qp_ex`
+/// with `EFADV_QP_DRIVER_TYPE_SRD`); `FI_ENODEV`-style one-line errors without libefa.
+pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>> {
+    let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
+    let base = c.init_attr();
+    let mut a = IbvQpInitAttrEx {
+        qp_context: base.qp_context,
+        send_cq: base.send_cq,
+        recv_cq: base.recv_cq,
+        srq: base.srq,
+        cap: base.cap,
+        qp_type: IBV_QPT_DRIVER,
+        sq_sig_all: base.sq_sig_all,
+        comp_mask: IBV_QP_INIT_ATTR_PD,
+        pd: pd.ptr,
+        xrcd: std::ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: std::ptr::null_mut(),
+        rx_hash_conf: IbvRxHashConf {
+            rx_hash_function: 0,
+            rx_hash_key_len: 0,
+            rx_hash_key: std::ptr::null_mut(),
+            rx_hash_fields_mask: 0,
+        },
+        source_qpn: 0,
+        send_ops_flags: 0,
     };
-    Ok(Arc::new(SysQp {
-        ptr: q,
-        pd: pd.clone(),
-        _send_cq: c.send_cq.clone(),
-        _recv_cq: c.recv_cq.clone(),
-        _srq: c.srq.cloned(),
-        qp_type: c.qp_type,
-        cap,
-    }))
+    let mut efa_attr = super::efadv::EfadvQpInitAttr {
+        driver_qp_type: super::efadv::QP_DRIVER_TYPE_SRD,
+        ..Default::default()
+    };
+    // SAFETY: our open context, domain, CQs and SRQ; filled attribute structs (the
+    // driver writes the granted capacities back into `a`), `inlen` their size.
+    let q = unsafe {
+        (efa.create_qp_ex)(
+            pd.ctx.ptr,
+            &mut a,
+            &mut efa_attr,
+            std::mem::size_of::<super::efadv::EfadvQpInitAttr>() as u32,
+        )
+    };
+    if q.is_null() {
+        return Err(errno_error("efadv_create_qp_ex"));
+    }
+    Ok(c.created(pd, q, &a.cap))
 }
 
 impl SysQp {

@@ -21,6 +21,22 @@ pub struct Run {
     pub took: Duration,
 }
 
+impl Run {
+    /// Asserts that the run exited with `status` and wrote `text` somewhere on stderr.
+    pub fn assert_err_has(&self, status: i32, text: &str) {
+        assert_eq!(
+            self.status, status,
+            "stdout: {}\nstderr: {}",
+            self.out, self.err
+        );
+        assert!(
+            self.err.contains(text),
+            "stderr lacks {text:?}:\n{}",
+            self.err
+        );
+    }
+}
+
 /// Runs `c` to its end, or kills it (by PID) and reaps it after `limit`.
 pub fn run_bounded(mut c: Command, limit: Duration) -> Run {
     let started = Instant::now();

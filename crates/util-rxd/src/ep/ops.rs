@@ -26,10 +26,25 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         let st = lock(&self.sh.st);
         self.sh.settings.tx_size.saturating_sub(st.live)
     }
+
+    /// `fi_setname` before `fi_enable`: the core endpoint's name.
+    fn rename(&self, addr: &[u8]) -> Result<()> {
+        self.sh.bind_at(addr)
+    }
+
+    /// The core endpoint is enabled and its buffers posted only now.
+    fn on_enable(&self, _bound: &Active) -> Result<()> {
+        self.sh.start_core()
+    }
 }
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_handle_ops!(Fabric, shared: sh, flags: flags, alias: true);
+
+    /// `fi_setname`: before `fi_enable` only (the kit's glue), see `rename`.
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        ofi_kit::layered::setname(self, addr)
+    }
 }
 
 impl ofi_kit::dataops::DataPath for Endpoint {

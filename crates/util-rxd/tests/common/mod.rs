@@ -1,7 +1,7 @@
 //! What rxd's tests over real udp (and the `forged_flood` example, which includes this
 //! file) share: a pair of rxd endpoints that know each other (the endpoint itself,
-//! [`Node`], is conformance's, as are reading completions); the size of a test's run
-//! from the environment; a forged rxd `CONNECT` datagram.
+//! [`Node`], is conformance's, as are reading completions); a forged rxd `CONNECT`
+//! datagram.
 
 // Each test binary (and the example) uses part of this file.
 #![allow(dead_code)]
@@ -10,15 +10,6 @@ use ofi::{AddrFormat, Caps};
 use ofi_conformance::node::rdm_info;
 pub use ofi_conformance::node::Node;
 use ofi_util_rxd::proto::{Hdr, PktType};
-
-/// The number in the environment variable `var`, else `default` (the size of a
-/// test's run).
-pub fn env_count<T: std::str::FromStr>(var: &str, default: T) -> T {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The first answer for rxd over udp (IPv4), `FI_EP_RDM` with `FI_MSG`.
 pub fn rxd_msg_info() -> ofi::Info {

@@ -30,44 +30,6 @@ impl Shared {
         Ok(s)
     }
 
-    pub(super) fn post_bufs(&self, st: &mut St, slot: usize) {
-        let size = self.settings.buffer_size;
-        let n = self.settings.msg_rx_size;
-        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
-            return;
-        };
-        if m.posted {
-            return;
-        }
-        m.posted = true;
-        for b in 0..n {
-            m.bufs.push(vec![0u8; size].into_boxed_slice());
-            let p = m.bufs[b].as_mut_ptr();
-            let ctx = mk_ctx(K_RX, ((slot as u32) << 12) | b as u32, m.gen);
-            // SAFETY: the buffer is owned by the slot and lives until the MSG endpoint is
-            // dropped (the endpoint is dropped first: `ep` is declared before `bufs`).
-            if let Err(e) = unsafe { m.ep.recv(p, size, std::ptr::null_mut(), ADDR_UNSPEC, ctx) } {
-                ofi_core::ofi_warn!(NAME, "ep_data", "posting a bounce buffer: {e}");
-            }
-        }
-    }
-
-    pub(super) fn repost(&self, st: &mut St, slot: usize, b: usize) {
-        let size = self.settings.buffer_size;
-        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
-            return;
-        };
-        let Some(buf) = m.bufs.get_mut(b) else {
-            return;
-        };
-        let p = buf.as_mut_ptr();
-        let ctx = mk_ctx(K_RX, ((slot as u32) << 12) | b as u32, m.gen);
-        // SAFETY: as in post_bufs.
-        if let Err(e) = unsafe { m.ep.recv(p, size, std::ptr::null_mut(), ADDR_UNSPEC, ctx) } {
-            ofi_core::ofi_warn!(NAME, "ep_data", "reposting a bounce buffer: {e}");
-        }
-    }
-
     pub(super) fn drop_msg(&self, st: &mut St, slot: Option<usize>) {
         if let Some(s) = slot {
             if let Some(m) = st.msgs.get_mut(s).and_then(Option::take) {
@@ -257,7 +219,7 @@ impl Shared {
                     ofi_kit::diag::suppressed_note(n)
                 );
             }
-            let _ = self.pep.reject(handle, &self.hello(Kind::Reject, reason));
+            self.reject(handle, reason);
         };
         let h = match Hello::parse(data) {
             Ok(h) => h,
@@ -310,22 +272,17 @@ impl Shared {
                 conn.aliases.push(addr.clone());
             }
         }
-        let loopback = h.addr == self.me_bytes;
+        let me = self.me_bytes.to_vec();
+        let loopback = h.addr == me;
         let decision = if loopback {
             ConnDecision::Accept
         } else {
-            st.mgr.on_incoming(
-                c as PeerId,
-                h.instance,
-                conn::self_wins(&self.me_bytes, &h.addr),
-                now,
-            )
+            st.mgr
+                .on_incoming(c as PeerId, h.instance, conn::self_wins(&me, &h.addr), now)
         };
         match decision {
             ConnDecision::RejectAlready => {
-                let _ = self
-                    .pep
-                    .reject(handle, &self.hello(Kind::Reject, Reason::Already));
+                self.reject(handle, Reason::Already);
             }
             ConnDecision::Accept | ConnDecision::Replace => {
                 if decision == ConnDecision::Replace {
@@ -368,9 +325,7 @@ impl Shared {
                     }
                     Err(e) => {
                         ofi_core::ofi_warn!(NAME, "ep_ctrl", "opening an accepting endpoint: {e}");
-                        let _ = self
-                            .pep
-                            .reject(handle, &self.hello(Kind::Reject, Reason::Refused));
+                        self.reject(handle, Reason::Refused);
                     }
                 }
             }

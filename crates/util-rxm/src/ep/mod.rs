@@ -76,11 +76,11 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, MsgAtomic, MsgRma, RmaIoc, RmaIov};
+use ofi_core::abi::raw::{CqTaggedEntry, Ioc, Iov, Msg, MsgAtomic, MsgRma, RmaIoc, RmaIov};
 use ofi_core::addr::Address;
 use ofi_core::attr::Info;
 use ofi_core::cq::{CompletionQueue, CqAttr};
-use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, ADDR_UNSPEC};
+use ofi_core::enums::{AtomicKind, AtomicOp, Datatype, EpOption, OptLevel, ADDR_UNSPEC};
 use ofi_core::ep::{Endpoint as CoreEp, PassiveEndpoint};
 use ofi_core::eq::{EqAttr, EventQueue};
 use ofi_core::mr::MemoryRegion;
@@ -126,6 +126,7 @@ const K_RX: u64 = 0;
 const K_TX: u64 = 1;
 const K_RD: u64 = 2;
 
+mod bounce;
 mod connect;
 mod data;
 mod ops;
@@ -433,12 +434,17 @@ struct Shared {
     settings: Settings,
     core_cq: CompletionQueue,
     core_eq: EventQueue,
-    pep: PassiveEndpoint,
-    me: Address,
-    me_bytes: Vec<u8>,
+    /// The listening passive endpoint; `fi_setname` before `fi_enable` replaces it by
+    /// one listening at the new name ([`Shared::listen_at`]). Locked alone (nothing is
+    /// taken under it).
+    pep: Mutex<PassiveEndpoint>,
+    /// The endpoint's name: its passive endpoint's.
+    me_bytes: ofi_kit::layered::SettableName,
     instance: u64,
     core_inject: usize,
     core_virt: bool,
+    /// How the bounce buffers on the core's MSG endpoints are laid out (`bounce`).
+    bounce: bounce::Bounce,
     engine: Arc<ProgressEngine>,
     need_src: bool,
     directed: bool,
@@ -471,7 +477,7 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("addr", &self.sh.me)
+            .field("addr", &self.sh.me_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -529,7 +535,6 @@ impl Endpoint {
             pep.listen()?;
         }
         let me_bytes = pep.getname()?;
-        let me = Address::from_bytes(dom.core_info.addr_format, &me_bytes)?;
         let caps = if info.caps.is_empty() {
             Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
         } else {
@@ -559,6 +564,7 @@ impl Endpoint {
         let instance = (u64::from(std::process::id()) << 32)
             | NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let core_inject = dom.core_info.tx_attr.inject_size;
+        let bounce = bounce::Bounce::new(&settings, dom.core_info.caps);
         let core_virt = dom
             .core_info
             .domain_attr
@@ -603,12 +609,12 @@ impl Endpoint {
             settings,
             core_cq,
             core_eq,
-            pep,
-            me,
-            me_bytes,
+            pep: Mutex::new(pep),
+            me_bytes: ofi_kit::layered::SettableName::new(me_bytes),
             instance,
             core_inject,
             core_virt,
+            bounce,
             engine: engine.clone(),
             need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
             directed,
@@ -622,8 +628,14 @@ impl Endpoint {
     }
 
     /// The endpoint's address (the core passive endpoint's name).
-    pub fn address(&self) -> &Address {
-        &self.sh.me
+    ///
+    /// # Errors
+    /// `FI_EINVAL` if the core's name is no address of its format.
+    pub fn address(&self) -> Result<Address> {
+        Address::from_bytes(
+            self.sh.dom.core_info.addr_format,
+            &self.sh.me_bytes.to_vec(),
+        )
     }
 
     /// Connections currently up.
@@ -676,11 +688,44 @@ impl Shared {
             sar_limit: self.settings.sar_limit as u64,
             instance: self.instance,
             rma_event: lock(&self.remote).any(),
-            addr: self.me_bytes.clone(),
+            addr: self.me_bytes.to_vec(),
         }
         .encode();
         crate::auth::append_tag(&mut b, self.auth);
         b
+    }
+
+    /// `fi_setname` (before `fi_enable`, the kit's glue checks): a passive endpoint
+    /// listening at `addr` replaces the current one, and its name becomes the
+    /// endpoint's; the old one is closed (a peer that connected to the old name
+    /// before the rename gets no answer the protocol relies on: its connection manager
+    /// retries or fails as for any refused connection). Naming the endpoint what it is
+    /// already called changes nothing.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for bytes that are no address of the core's format; the core's
+    /// errors listening there (`FI_EADDRINUSE`, …), the old listener then kept.
+    fn listen_at(&self, addr: &[u8]) -> Result<()> {
+        let fmt = self.dom.core_info.addr_format;
+        let a = Address::from_bytes(fmt, addr)?;
+        if a.to_bytes() == self.me_bytes.to_vec() {
+            return Ok(());
+        }
+        let mut pi = self.dom.core_info.clone();
+        pi.src_addr = Some(a);
+        pi.dest_addr = None;
+        let pep = self.dom.fabric.passive_ep_with(&pi, CTX_PEP)?;
+        pep.bind_eq(&self.core_eq, 0)?;
+        pep.listen()?;
+        let name = pep.getname()?;
+        *lock(&self.pep) = pep;
+        self.me_bytes.set(name);
+        Ok(())
+    }
+
+    /// Refuse the connection request `handle` on the passive endpoint, saying why.
+    fn reject(&self, handle: usize, reason: Reason) {
+        let _ = lock(&self.pep).reject(handle, &self.hello(Kind::Reject, reason));
     }
 
     /// A peer reported one of its accesses to our memory done: the remote counter of
@@ -886,6 +931,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         self.sh.ctx.is_context()
     }
 
+    /// `fi_setname` before `fi_enable`: listen at `addr` instead.
+    fn rename(&self, addr: &[u8]) -> Result<()> {
+        self.sh.listen_at(addr)
+    }
+
     /// An endpoint bound to a shared receive context joins it (`shared_ctx`).
     fn on_enable(&self, bound: &Bound) -> Result<()> {
         self.sh.join_srx(bound);
@@ -895,6 +945,11 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::layered_handle_ops!(Fabric, shared: sh, flags: flags);
+
+    /// `fi_setname`: before `fi_enable` only (the kit's glue), see `rename`.
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        ofi_kit::layered::setname(self, addr)
+    }
 }
 
 #[cfg(test)]

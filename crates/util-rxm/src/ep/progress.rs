@@ -93,15 +93,28 @@ impl Shared {
                     Some(_) => return,
                     None => {}
                 }
+                let released = self.bounce.released(e.flags);
                 if OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_WRITE) {
                     // A write with immediate data that consumed this bounce buffer (a
                     // core with `FI_RX_CQ_DATA`, as verbs): no packet, just the data.
                     self.remote_cq_data(act, e);
-                    self.repost(st, slot, b);
+                    if released {
+                        self.repost(st, slot, b);
+                    }
                     return;
                 }
-                let len = e.len.min(self.settings.buffer_size);
                 let Some(buf) = m.bufs.get(b) else {
+                    return;
+                };
+                let Some(pkt) = self.bounce.packet(buf, e) else {
+                    ofi_core::ofi_warn!(
+                        NAME,
+                        "ep_data",
+                        "closing a connection after a packet the core placed outside its \
+                         bounce buffer or longer than {} bytes",
+                        self.bounce.packet_max
+                    );
+                    self.fail_conn(act, st, c, Errno::EPROTO);
                     return;
                 };
                 // SAFETY: the packet lies in a bounce buffer, a `Box<[u8]>` owned by MSG
@@ -109,12 +122,15 @@ impl Shared {
                 // the box pointer) and are freed only when the slot is dropped.
                 // `handle_packet` never drops MSG slots (it reports a broken connection
                 // by returning an error; `fail_conn` runs after it returns), and the core
-                // does not write the buffer until it is reposted below. The raw slice
-                // only detaches the borrow from `st` so `handle_packet` can take it.
-                let pkt: &[u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), len) };
+                // does not write this packet's bytes again until the buffer is posted
+                // again below. The raw slice only detaches the borrow from `st` so
+                // `handle_packet` can take it.
+                let pkt: &[u8] = unsafe { std::slice::from_raw_parts(pkt.as_ptr(), pkt.len()) };
                 match self.handle_packet(act, st, c, pkt) {
                     Ok(()) => {
-                        self.repost(st, slot, b);
+                        if released {
+                            self.repost(st, slot, b);
+                        }
                         self.pump_conn(act, st, c);
                     }
                     Err(err) => {

@@ -2,24 +2,13 @@
 
 use super::*;
 
-/// Slot `bind` of the `av` table.
-/// # Safety
-/// `av` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn av_bind<F: FabricOps>(
-    av: Obj,
-    target: RawFidRef,
-    flags: u64,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "av.bind", || {
-        // SAFETY: our boxed AV and, when of class EQ, an EQ of this family (host
-        // contract).
-        unsafe {
-            let eq = bound_eq::<F>(target, "AV bind: only an event queue can be bound")?;
-            ob::<AvOf<F>>(av).bind_eq(eq, flags)
-        }
-    })
-}
+eq_bind_slot!(
+    /// Slot `bind` of the `av` table.
+    av_bind,
+    AvOf<F>,
+    "av.bind",
+    "AV bind: only an event queue can be bound"
+);
 
 /// Count result as the AV's `i32` status.
 pub(super) fn av_count(r: Result<usize>) -> i32 {

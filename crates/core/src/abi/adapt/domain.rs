@@ -2,24 +2,13 @@
 
 use super::*;
 
-/// Slot `bind` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_bind<F: FabricOps>(
-    dom: Obj,
-    target: RawFidRef,
-    flags: u64,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.bind", || {
-        // SAFETY: our boxed domain and, when of class EQ, an EQ of this family (host
-        // contract).
-        unsafe {
-            let eq = bound_eq::<F>(target, "domain bind: only an event queue can be bound")?;
-            ob::<F::Domain>(dom).bind_eq(eq, flags)
-        }
-    })
-}
+eq_bind_slot!(
+    /// Slot `bind` of the domain table.
+    dom_bind,
+    F::Domain,
+    "domain.bind",
+    "domain bind: only an event queue can be bound"
+);
 
 /// Fill an endpoint out-parameter with `ep` and the family's endpoint tables.
 ///
@@ -397,17 +386,12 @@ impl crate::domain::Domain {
     /// `fi_av_open`.
     pub fn av_open(&self, attr: &AvAttr) -> Result<AddressVector> {
         let raw = attr.to_raw();
-        let mut out = RawObj::empty();
         // SAFETY: our own object; `raw` (pointing into `attr`) and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.av_open(self.obj, &raw, 0, &mut out, e)
-            )
+        let (obj, ops, node) = open_child(&self.node, FidClass::Av, |out, e| unsafe {
+            call_slot!(self.t(), DomainTable.av_open(self.obj, &raw, 0, out, e))
         })?;
-        let (ops, node) = open_child::<AvTable>(&self.node, &out, FidClass::Av, "address vector")?;
         // SAFETY: the provider returned an AV and its table.
-        Ok(unsafe { AddressVector::from_raw(out.obj, ops, node) })
+        Ok(unsafe { AddressVector::from_raw(obj, ops, node) })
     }
 
     /// `fi_mr_reg`: register `len` bytes at `buf`.
@@ -454,15 +438,13 @@ impl crate::domain::Domain {
     /// `fi_scalable_ep`.
     pub fn scalable_ep(&self, info: &Info) -> Result<Endpoint> {
         let ib = RawInfoBox::new(info);
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `ib` and `out` live across the call.
-        ctl(|e| unsafe {
+        Endpoint::open_child(&self.node, FidClass::Sep, |out, e| unsafe {
             call_slot!(
                 self.t(),
-                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, &mut out, e)
+                DomainTable.scalable_ep(self.obj, ib.as_ptr(), 0, out, e)
             )
-        })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Sep)
+        })
     }
 
     /// `fi_cq_open`.

@@ -47,22 +47,12 @@ pub(super) unsafe extern "C" fn ep_enable<F: FabricOps>(ep: Obj, err: *mut ErrBu
     guard_ctl(err, "ep.enable", || unsafe { ob::<EpOf<F>>(ep) }.enable())
 }
 
-/// Slot `control` of the `ep` table.
-/// # Safety
-/// `ep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn ep_control<F: FabricOps>(
-    ep: Obj,
-    command: i32,
-    arg: *mut c_void,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "ep.control", || {
-        // SAFETY: our boxed endpoint (host contract); `arg` is what `command` expects,
-        // by the C contract of `fi_control` that the host's `Endpoint::control` passes
-        // on to its (unsafe) caller.
-        unsafe { ob::<EpOf<F>>(ep).control(command, arg) }
-    })
-}
+control_slot!(
+    /// Slot `control` of the `ep` table.
+    ep_control,
+    EpOf<F>,
+    "ep.control"
+);
 
 /// Slot `alias` of the `ep` table.
 /// # Safety
@@ -179,13 +169,11 @@ impl Endpoint {
     /// shared context of the same provider. Objects of another provider are refused
     /// with `FI_EINVAL`. The bound object stays open until this endpoint closes.
     pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: OpFlags) -> Result<()> {
-        let target = obj.as_fid();
-        self.node.check_peer(target.node(), "endpoint bind")?;
-        let raw = target.raw();
         // SAFETY: our own object and table; `raw` names an open object of our family.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node
+            .bind(obj.as_fid(), "endpoint bind", |raw, eb| unsafe {
+                call_slot!(self.t(), EpTable.bind(self.obj, raw, flags.bits(), eb))
+            })
     }
 
     /// Bind an address vector (`fi_ep_bind(ep, &av->fid, 0)`).
@@ -262,9 +250,9 @@ impl Endpoint {
 
     /// `fi_ep_alias`: another handle to the same endpoint with other default flags.
     pub fn alias(&self, flags: u64) -> Result<Endpoint> {
-        let mut out = RawEp::empty();
         // SAFETY: our own object; `out` lives across the call.
-        ctl(|eb| unsafe { call_slot!(self.t(), EpTable.alias(self.obj, flags, &mut out, eb)) })?;
-        Endpoint::from_raw_ep(&out, &self.node, FidClass::Ep)
+        Endpoint::open_child(&self.node, FidClass::Ep, |out, eb| unsafe {
+            call_slot!(self.t(), EpTable.alias(self.obj, flags, out, eb))
+        })
     }
 }

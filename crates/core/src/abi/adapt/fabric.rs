@@ -170,7 +170,7 @@ crate::for_each_fabric_op!(ctl_trampolines);
 // public method that calls the slot (the provider method and the hook forwarder
 // come from the list).
 
-use crate::abi::object::{ctl, ok_or_code, open_child, AsFid};
+use crate::abi::object::{ok_or_code, open_child, AsFid};
 use crate::abi::tables::call_slot;
 use crate::attr::Info;
 use crate::domain::Domain;
@@ -214,13 +214,11 @@ impl crate::fabric::Fabric {
     /// `fi_wait_open`.
     pub fn wait_open(&self, attr: &WaitAttr) -> Result<WaitSet> {
         let raw = attr.to_raw();
-        let mut out = RawObj::empty();
         // SAFETY: our own object; `raw` and `out` live across the call.
-        ctl(|e| unsafe {
-            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, &mut out, e))
+        let (obj, ops, node) = open_child(&self.node, FidClass::Wait, |out, e| unsafe {
+            call_slot!(self.t(), FabricTable.wait_open(self.obj, &raw, out, e))
         })?;
-        let (ops, node) = open_child::<WaitTable>(&self.node, &out, FidClass::Wait, "wait set")?;
         // SAFETY: the provider returned a wait set and its table.
-        Ok(unsafe { WaitSet::from_raw(out.obj, ops, node) })
+        Ok(unsafe { WaitSet::from_raw(obj, ops, node) })
     }
 }

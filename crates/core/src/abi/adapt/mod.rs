@@ -76,6 +76,53 @@ use crate::provider::{
 };
 use crate::wait::WaitAttr;
 
+/// Declares the `bind` slot of a class that binds only an event queue (domain, AV,
+/// passive endpoint): `$slot` is `fn(obj, target, flags, err)` over the boxed `$Obj`
+/// (a type naming the family `F`), whose `bind_eq` takes the queue; any other target is
+/// `FI_EINVAL` with `$refusal` (see `bound_eq`). `$what` names the slot for panics.
+macro_rules! eq_bind_slot {
+    ($(#[$doc:meta])* $slot:ident, $Obj:ty, $what:literal, $refusal:literal) => {
+        $(#[$doc])*
+        /// # Safety
+        /// `obj` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            target: RawFidRef,
+            flags: u64,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                // SAFETY: our boxed object and, when of class EQ, an EQ of this family
+                // (host contract).
+                unsafe { ob::<$Obj>(obj).bind_eq(bound_eq::<F>(target, $refusal)?, flags) }
+            })
+        }
+    };
+}
+
+/// Declares the `control` slot of an endpoint class (active or passive): `fi_control`
+/// forwarded to the boxed `$Obj`'s `control`. `$what` names the slot for panics.
+macro_rules! control_slot {
+    ($(#[$doc:meta])* $slot:ident, $Obj:ty, $what:literal) => {
+        $(#[$doc])*
+        /// # Safety
+        /// `obj` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            command: i32,
+            arg: *mut c_void,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                // SAFETY: our boxed object (host contract); `arg` is what `command`
+                // expects, by the C contract of `fi_control` that the host's `control`
+                // passes on to its (unsafe) caller.
+                unsafe { ob::<$Obj>(obj).control(command, arg) }
+            })
+        }
+    };
+}
+
 mod av;
 mod cm;
 mod cntr;

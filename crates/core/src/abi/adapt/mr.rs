@@ -37,7 +37,7 @@ crate::for_each_mr_op!(ctl_trampolines);
 // public method that calls the slot (the provider method and the hook forwarder
 // come from the list).
 
-use crate::abi::object::{ctl, AsFid};
+use crate::abi::object::AsFid;
 use crate::abi::tables::call_slot;
 use crate::cntr::Counter;
 use crate::ep::Endpoint;
@@ -46,13 +46,10 @@ impl crate::mr::MemoryRegion {
     /// `fi_mr_bind` to an endpoint or a counter of the same provider (objects of
     /// another provider are `FI_EINVAL`).
     pub fn bind<B: AsFid + ?Sized>(&self, obj: &B, flags: u64) -> Result<()> {
-        let target = obj.as_fid();
-        self.node.check_peer(target.node(), "MR bind")?;
-        let raw = target.raw();
         // SAFETY: our own object; `raw` names an open object of our family.
-        ctl(|e| unsafe { call_slot!(self.t(), MrTable.bind(self.obj, raw, flags, e)) })?;
-        self.node.add_binding(target.node());
-        Ok(())
+        self.node.bind(obj.as_fid(), "MR bind", |raw, e| unsafe {
+            call_slot!(self.t(), MrTable.bind(self.obj, raw, flags, e))
+        })
     }
 
     /// `fi_mr_bind` to an endpoint (`FI_MR_ENDPOINT`).

@@ -2,44 +2,20 @@
 
 use super::*;
 
-/// Slot `bind` of the `pep` table.
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_bind<F: FabricOps>(
-    pep: Obj,
-    target: RawFidRef,
-    flags: u64,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "pep.bind", || {
-        // SAFETY: our boxed passive endpoint and, when of class EQ, an EQ of this
-        // family (host contract).
-        unsafe {
-            let eq = bound_eq::<F>(
-                target,
-                "passive endpoint bind: only an event queue can be bound",
-            )?;
-            ob::<F::PassiveEp>(pep).bind_eq(eq, flags)
-        }
-    })
-}
+eq_bind_slot!(
+    /// Slot `bind` of the `pep` table.
+    pep_bind,
+    F::PassiveEp,
+    "pep.bind",
+    "passive endpoint bind: only an event queue can be bound"
+);
 
-/// Slot `control` of the `pep` table (minor 3).
-/// # Safety
-/// `pep` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn pep_control<F: FabricOps>(
-    pep: Obj,
-    command: i32,
-    arg: *mut c_void,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "pep.control", || {
-        // SAFETY: our boxed passive endpoint (host contract); `arg` is what `command`
-        // expects, by the C contract of `fi_control` that the host's
-        // `PassiveEndpoint::control` passes on to its (unsafe) caller.
-        unsafe { ob::<PepOf<F>>(pep).control(command, arg) }
-    })
-}
+control_slot!(
+    /// Slot `control` of the `pep` table (minor 3).
+    pep_control,
+    PepOf<F>,
+    "pep.control"
+);
 
 boxed_objects!(PepOf<F>);
 

@@ -178,21 +178,40 @@ fn rnr_delay(code: u8) -> Duration {
     Duration::from_micros(u64::from(US[usize::from(code & 31)]))
 }
 
+/// Whether a send refused with RNR goes again, under the queue pair's `rnr_retry`
+/// (7: for ever) with `left` retries left (counted down here).
+pub(crate) fn rnr_retry_again(rnr_retry: u8, left: &mut u8) -> bool {
+    if rnr_retry == 7 {
+        return true;
+    }
+    if *left == 0 {
+        return false;
+    }
+    *left -= 1;
+    true
+}
+
 /// Answers a request for a queue pair that does not exist here.
 pub(crate) fn nak_no_qp(conn: &Conn, h: &Hdr) {
     if h.flags & F_FIRST != 0 {
-        send_hdr(
-            conn,
-            &Hdr {
-                kind: Kind::Nak as u8,
-                op: Nak::NoQp as u8,
-                dst_qpn: h.src_qpn,
-                src_qpn: h.dst_qpn,
-                msn: h.msn,
-                ..Hdr::default()
-            },
-        );
+        answer_no_qp(conn, h, Kind::Nak);
     }
+}
+
+/// Answers `h` with a `kind` (`Nak` for RC and UD, `SrdNak` for SRD) saying its queue
+/// pair does not exist here.
+pub(crate) fn answer_no_qp(conn: &Conn, h: &Hdr, kind: Kind) {
+    send_hdr(
+        conn,
+        &Hdr {
+            kind: kind as u8,
+            op: Nak::NoQp as u8,
+            dst_qpn: h.src_qpn,
+            src_qpn: h.dst_qpn,
+            msn: h.msn,
+            ..Hdr::default()
+        },
+    );
 }
 
 fn send_hdr(conn: &Conn, h: &Hdr) -> bool {

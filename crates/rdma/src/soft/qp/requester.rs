@@ -8,7 +8,7 @@ use super::super::conn::Conn;
 use super::super::cq::lock;
 use super::super::ctx::CtxShared;
 use super::super::wire::{Hdr, Kind, Nak, ReqOp, FRAG, F_FIRST, F_LAST, F_SOLICITED};
-use super::{rnr_delay, send_hdr, seq_le, Frame, QpInner, SendSlot, SoftQp};
+use super::{rnr_delay, rnr_retry_again, send_hdr, seq_le, Frame, QpInner, SendSlot, SoftQp};
 use crate::verbs::{EventType, Gid, QpState, QpType, SendOp, WcStatus};
 
 impl SoftQp {
@@ -281,10 +281,8 @@ impl SoftQp {
                 }
                 let status = match h.op {
                     x if x == Nak::Rnr as u8 => {
-                        if g.rnr_retry == 7 || g.rnr_left > 0 {
-                            if g.rnr_retry != 7 {
-                                g.rnr_left -= 1;
-                            }
+                        let rnr_retry = g.rnr_retry;
+                        if rnr_retry_again(rnr_retry, &mut g.rnr_left) {
                             g.sent = 0;
                             g.sq[0].read_got = 0;
                             g.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));

@@ -62,17 +62,7 @@ pub(super) struct SrdSend {
 
 /// Answers an SRD datagram for a queue pair that does not exist here.
 pub(crate) fn srd_nak_no_qp(conn: &Conn, h: &Hdr) {
-    send_hdr(
-        conn,
-        &Hdr {
-            kind: Kind::SrdNak as u8,
-            op: Nak::NoQp as u8,
-            dst_qpn: h.src_qpn,
-            src_qpn: h.dst_qpn,
-            msn: h.msn,
-            ..Hdr::default()
-        },
-    );
+    super::answer_no_qp(conn, h, Kind::SrdNak);
 }
 
 impl SoftQp {
@@ -252,12 +242,9 @@ impl SoftQp {
         } else {
             match h.op {
                 x if x == Nak::Rnr as u8 => {
-                    let forever = g.rnr_retry == 7;
+                    let rnr_retry = g.rnr_retry;
                     let s = &mut g.srd[i];
-                    if forever || s.rnr_left > 0 {
-                        if !forever {
-                            s.rnr_left -= 1;
-                        }
+                    if super::rnr_retry_again(rnr_retry, &mut s.rnr_left) {
                         s.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
                         ctx.wake();
                         return;
