@@ -98,6 +98,7 @@ mod queue_common;
 pub mod remote_cntr;
 pub mod request;
 pub mod request_checks;
+pub mod scalable;
 pub mod shared_ctx;
 #[allow(unsafe_code)]
 pub mod sock;

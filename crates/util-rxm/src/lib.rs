@@ -41,6 +41,7 @@ pub mod conn;
 pub mod engine;
 pub mod ep;
 pub mod fabric;
+pub mod hello_ext;
 pub mod proto;
 
 use ofi_core::attr::{Info, RxAttr, TxAttr};
@@ -58,6 +59,26 @@ pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
 /// Largest message rxm offers (capped below the core's: one rendezvous transfer of this
 /// size takes well under a second over tcp here).
 pub const MAX_MSG_SIZE: usize = 256 << 20;
+/// Transmit and receive contexts of a scalable endpoint at most (each a whole
+/// endpoint with its own core objects).
+pub const MAX_EP_CTX: usize = 16;
+
+/// The transmit and receive contexts a scalable endpoint over the core `core` may have:
+/// [`MAX_EP_CTX`], or 1 (no scalable endpoints) over a core whose connection data is
+/// RDMA CM's 56 bytes (verbs), which a request with an IPv4 address and a key fills
+/// already: there is no room for the extensions that address a receive context
+/// ([`hello_ext`]).
+pub fn max_ep_ctx(core: &Info) -> usize {
+    let rdma_cm = matches!(
+        core.ep_attr.protocol,
+        Protocol::RDMA_CM_IB_RC | Protocol::IWARP
+    );
+    if rdma_cm {
+        1
+    } else {
+        MAX_EP_CTX
+    }
+}
 
 /// What the parameters resolved to at init.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,8 +344,10 @@ impl RxmProvider {
             0 => 8,
             n => n.min(8),
         };
-        d.max_ep_tx_ctx = 1;
-        d.max_ep_rx_ctx = 1;
+        // Scalable endpoints (`ep::scalable`), where the core's connection data holds
+        // the request's extensions.
+        d.max_ep_tx_ctx = max_ep_ctx(core);
+        d.max_ep_rx_ctx = max_ep_ctx(core);
         // One shared transmit and one shared receive context per endpoint
         // (`ep::shared_ctx`).
         d.max_ep_stx_ctx = 1;
