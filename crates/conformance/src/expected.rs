@@ -183,6 +183,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("TCP", TCP),
     ("SHM", SHM),
     ("RXM", RXM),
+    ("RXM_OVER_VERBS", RXM_OVER_VERBS),
     ("RXD", RXD),
     ("VERBS", VERBS),
     ("EFA", EFA),

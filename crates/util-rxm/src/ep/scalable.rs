@@ -105,7 +105,7 @@ pub(super) enum Membership {
     /// An ordinary endpoint or a shared context.
     None,
     /// A scalable endpoint.
-    Scalable(SepState),
+    Scalable(Box<SepState>),
     /// A context of a scalable endpoint.
     Context(CtxLink),
 }
@@ -195,7 +195,7 @@ impl Endpoint {
             info,
             engine,
             Role::Scalable,
-            Membership::Scalable(state),
+            Membership::Scalable(Box::new(state)),
         )
     }
 
