@@ -122,20 +122,13 @@ pub fn append(hello: &mut Vec<u8>, tag: AuthTag, ext: &Extensions) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{Hello, Kind, Reason, VERSION};
+    use crate::proto::Hello;
     use ofi_testkit::TestRng;
 
     fn hello(addr: &[u8]) -> Vec<u8> {
         Hello {
-            kind: Kind::Connect,
-            version: VERSION,
-            reason: Reason::None,
-            buffer_size: 16384,
-            credits: 8,
-            sar_limit: 1 << 20,
-            instance: 7,
-            rma_event: false,
             addr: addr.to_vec(),
+            ..crate::proto::tests::hello()
         }
         .encode()
     }

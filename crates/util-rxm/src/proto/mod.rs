@@ -495,4 +495,4 @@ impl Rts {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
