@@ -270,9 +270,9 @@ pub struct RxmProvider {
     host: Host,
 }
 
-/// The capabilities rxm offers on top of a MSG core (RMA and atomics only where the core
-/// has them).
-fn rdm_caps(core: Caps) -> Caps {
+/// The capabilities rxm offers on top of the MSG core `core` (RMA and atomics only where
+/// the core has them; `FI_NAMED_RX_CTX` where scalable endpoints are, [`max_ep_ctx`]).
+fn rdm_caps(core: &Info) -> Caps {
     let mut c = ofi_kit::info::RDM_MSG_CAPS
         // Peers on this host and on others alike (what a core's sockets reach); MPI
         // libraries ask for both (Open MPI's ofi MTL always does).
@@ -285,11 +285,14 @@ fn rdm_caps(core: Caps) -> Caps {
     // Remote-access counters (FI_RMA_EVENT) are rxm's own: the initiator reports each
     // forwarded access done to a target that counts them.
     let remote = Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::RMA_EVENT;
-    if core.contains(Caps::RMA) {
+    if core.caps.contains(Caps::RMA) {
         c |= Caps::RMA | Caps::READ | Caps::WRITE | remote;
     }
-    if core.contains(Caps::ATOMIC) {
+    if core.caps.contains(Caps::ATOMIC) {
         c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | remote;
+    }
+    if max_ep_ctx(core) > 1 {
+        c |= Caps::NAMED_RX_CTX;
     }
     c
 }
@@ -323,7 +326,7 @@ impl RxmProvider {
     /// The RDM template rxm offers over the MSG info `core`.
     pub fn template_over(&self, core: &Info, progress: Progress) -> Info {
         let s = &self.settings;
-        let caps = rdm_caps(core.caps);
+        let caps = rdm_caps(core);
         let inject = core
             .tx_attr
             .inject_size
