@@ -4,8 +4,9 @@
 //! scalable endpoint; a receive context index past the count refused (the sender's
 //! operations fail with `FI_ECONNREFUSED`, the sender keeps working); forged
 //! connection requests (an index past the count, a malformed extension) refused with
-//! the right reason and a good one accepted; the calls a scalable endpoint and its
-//! contexts refuse.
+//! the right reason and a good one accepted; an ordinary peer of another fabric
+//! talking with the contexts both ways; the calls a scalable endpoint and its contexts
+//! refuse.
 
 mod common;
 
@@ -44,7 +45,7 @@ fn info() -> Info {
 /// drop order).
 struct Scalable {
     sep: Endpoint,
-    _av: AddressVector,
+    av: AddressVector,
     domain: Domain,
     _fabric: Fabric,
     info: Info,
@@ -72,7 +73,7 @@ fn scalable(n: usize, bits: u32) -> Scalable {
     let base = av.insert(std::slice::from_ref(&name)).expect("insert")[0];
     Scalable {
         sep,
-        _av: av,
+        av,
         domain,
         _fabric: fabric,
         info,
@@ -227,6 +228,68 @@ fn an_index_past_the_count_fails_the_send_with_econnrefused() {
     assert_eq!(&buf[..12], b"to context 1");
     assert!(poll(&rx[0].cq).is_none(), "context 0 got nothing");
     drop((ep, cq, av, plain, rx));
+}
+
+/// An ordinary endpoint of another fabric and a scalable endpoint talk both ways: it
+/// reaches each receive context (its AV with receive-context bits), and each transmit
+/// context's reply reaches it reported from the scalable endpoint's AV entry
+/// (`FI_SOURCE`: the transmit context's request carries that name as an alias).
+#[test]
+fn an_ordinary_peer_and_a_scalable_endpoint_talk_both_ways() {
+    let s = scalable(2, 1);
+    let ctxs: Vec<(Ctx, Ctx)> = (0..2)
+        .map(|i| (s.context(true, i), s.context(false, i)))
+        .collect();
+    let peer = Node::open(&s.info);
+    let sep_av = peer
+        .domain()
+        .av_open(&AvAttr {
+            rx_ctx_bits: 1,
+            ..AvAttr::default()
+        })
+        .expect("fi_av_open");
+    let ep = peer.domain().endpoint(&s.info).expect("fi_endpoint");
+    let cq = peer
+        .domain()
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("fi_cq_open");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.bind_av(&sep_av).unwrap();
+    ep.enable().unwrap();
+    let base = sep_av.insert(std::slice::from_ref(&s.name)).unwrap()[0];
+    let at_sep =
+        s.av.insert(&[name_of(&ep, &s.info)])
+            .expect("insert the peer")[0];
+    let all: Vec<&CompletionQueue> = ctxs.iter().flat_map(|(t, r)| [&t.cq, &r.cq]).collect();
+    for (i, (tx, rx)) in ctxs.iter().enumerate() {
+        let mut got = [0u8; 32];
+        post_recv(&rx.ep, &mut got, 0x60 + i).unwrap();
+        let msg = pattern(20 + i, i as u8);
+        send(&ep, &msg, rx_addr(base, i as u64, 1), 0x70 + i).expect("fi_send");
+        let d = wait_for(&all, WAIT, "the peer's send", || poll(&cq));
+        assert_eq!(d.expect("sent").op_context, 0x70 + i);
+        let d = wait_for(&[&cq], WAIT, "the receive context", || poll(&rx.cq));
+        assert_eq!(
+            d.expect("received").op_context,
+            0x60 + i,
+            "receive context {i}"
+        );
+        assert_eq!(&got[..20 + i], &msg[..]);
+        let mut back = [0u8; 32];
+        post_recv(&ep, &mut back, 0x80 + i).unwrap();
+        let reply = pattern(10 + i, 0x40 + i as u8);
+        send(&tx.ep, &reply, at_sep, 0x90 + i).expect("the reply");
+        let d = wait_for(&[&cq], WAIT, "the reply's send", || poll(&tx.cq));
+        assert_eq!(d.expect("sent").op_context, 0x90 + i);
+        let (e, src) = wait_for(&all, WAIT, "the reply", || poll_from(&cq)).expect("the reply");
+        assert_eq!((e.op_context, e.len), (0x80 + i, 10 + i));
+        assert_eq!(&back[..10 + i], &reply[..]);
+        assert_eq!(
+            src, base,
+            "FI_SOURCE of transmit context {i}: the scalable endpoint"
+        );
+    }
+    drop((ep, cq, sep_av, peer, ctxs));
 }
 
 /// The answer to a hand-made connection request `data` to the scalable endpoint,
