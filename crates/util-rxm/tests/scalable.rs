@@ -5,8 +5,8 @@
 //! operations fail with `FI_ECONNREFUSED`, the sender keeps working); forged
 //! connection requests (an index past the count, a malformed extension) refused with
 //! the right reason and a good one accepted; an ordinary peer of another fabric
-//! talking with the contexts both ways; the calls a scalable endpoint and its contexts
-//! refuse.
+//! talking with the contexts both ways; authorization keys with contexts; the calls a
+//! scalable endpoint and its contexts refuse.
 
 mod common;
 
@@ -55,7 +55,11 @@ struct Scalable {
 }
 
 fn scalable(n: usize, bits: u32) -> Scalable {
-    let mut info = info();
+    scalable_with(info(), n, bits)
+}
+
+/// [`scalable`] for `info` (e.g. with an authorization key).
+fn scalable_with(mut info: Info, n: usize, bits: u32) -> Scalable {
     info.ep_attr.tx_ctx_cnt = n;
     info.ep_attr.rx_ctx_cnt = n;
     let fabric = ofi::fabric(&info).expect("fi_fabric");
@@ -114,6 +118,44 @@ impl Scalable {
     /// Receive context `i`'s fabric address.
     fn rx(&self, i: u64) -> u64 {
         rx_addr(self.base, i, self.bits)
+    }
+}
+
+/// An ordinary endpoint for `info` in a fabric of its own, its AV with `bits`
+/// receive-context bits and a scalable endpoint's name in it at `sep` (field order =
+/// drop order).
+struct Peer {
+    ep: Endpoint,
+    cq: CompletionQueue,
+    _av: AddressVector,
+    sep: u64,
+    _node: Node,
+}
+
+fn peer(info: &Info, bits: u32, sep_name: &Address) -> Peer {
+    let node = Node::open(info);
+    let av = node
+        .domain()
+        .av_open(&AvAttr {
+            rx_ctx_bits: bits as i32,
+            ..AvAttr::default()
+        })
+        .expect("fi_av_open");
+    let ep = node.domain().endpoint(info).expect("fi_endpoint");
+    let cq = node
+        .domain()
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .expect("fi_cq_open");
+    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    let sep = av.insert(std::slice::from_ref(sep_name)).unwrap()[0];
+    Peer {
+        ep,
+        cq,
+        _av: av,
+        sep,
+        _node: node,
     }
 }
 
@@ -194,40 +236,25 @@ fn two_contexts_each_driven_by_its_own_thread() {
 fn an_index_past_the_count_fails_the_send_with_econnrefused() {
     let s = scalable(2, 2);
     let rx: Vec<Ctx> = (0..2).map(|i| s.context(false, i)).collect();
-    let plain = Node::open(&s.info);
-    let av = plain
-        .domain()
-        .av_open(&AvAttr {
-            rx_ctx_bits: 2,
-            ..AvAttr::default()
-        })
-        .expect("fi_av_open");
-    let ep = plain.domain().endpoint(&s.info).expect("fi_endpoint");
-    let cq = plain
-        .domain()
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("fi_cq_open");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    let base = av.insert(std::slice::from_ref(&s.name)).unwrap()[0];
+    let p = peer(&s.info, 2, &s.name);
+    let (ep, cq, base) = (&p.ep, &p.cq, p.sep);
     let others = [&rx[0].cq, &rx[1].cq];
-    send(&ep, b"to nobody", rx_addr(base, 3, 2), 0x31).expect("fi_send");
-    let d: Done = wait_for(&others, WAIT, "the refused send", || poll(&cq));
+    send(ep, b"to nobody", rx_addr(base, 3, 2), 0x31).expect("fi_send");
+    let d: Done = wait_for(&others, WAIT, "the refused send", || poll(cq));
     assert_eq!(
         d.expect_err("a send to context 3 of 2"),
         (0x31, Errno::ECONNREFUSED)
     );
     let mut buf = [0u8; 16];
     post_recv(&rx[1].ep, &mut buf, 0x32).unwrap();
-    send(&ep, b"to context 1", rx_addr(base, 1, 2), 0x33).expect("fi_send");
-    let d = wait_for(&others, WAIT, "the send to context 1", || poll(&cq));
+    send(ep, b"to context 1", rx_addr(base, 1, 2), 0x33).expect("fi_send");
+    let d = wait_for(&others, WAIT, "the send to context 1", || poll(cq));
     assert_eq!(d.expect("sent").op_context, 0x33);
-    let d = wait_for(&[&cq], WAIT, "context 1 receives", || poll(&rx[1].cq));
+    let d = wait_for(&[cq], WAIT, "context 1 receives", || poll(&rx[1].cq));
     assert_eq!(d.expect("received").len, 12);
     assert_eq!(&buf[..12], b"to context 1");
     assert!(poll(&rx[0].cq).is_none(), "context 0 got nothing");
-    drop((ep, cq, av, plain, rx));
+    drop((p, rx));
 }
 
 /// An ordinary endpoint of another fabric and a scalable endpoint talk both ways: it
@@ -240,35 +267,20 @@ fn an_ordinary_peer_and_a_scalable_endpoint_talk_both_ways() {
     let ctxs: Vec<(Ctx, Ctx)> = (0..2)
         .map(|i| (s.context(true, i), s.context(false, i)))
         .collect();
-    let peer = Node::open(&s.info);
-    let sep_av = peer
-        .domain()
-        .av_open(&AvAttr {
-            rx_ctx_bits: 1,
-            ..AvAttr::default()
-        })
-        .expect("fi_av_open");
-    let ep = peer.domain().endpoint(&s.info).expect("fi_endpoint");
-    let cq = peer
-        .domain()
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .expect("fi_cq_open");
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.bind_av(&sep_av).unwrap();
-    ep.enable().unwrap();
-    let base = sep_av.insert(std::slice::from_ref(&s.name)).unwrap()[0];
+    let p = peer(&s.info, 1, &s.name);
+    let (ep, cq, base) = (&p.ep, &p.cq, p.sep);
     let at_sep =
-        s.av.insert(&[name_of(&ep, &s.info)])
+        s.av.insert(&[name_of(ep, &s.info)])
             .expect("insert the peer")[0];
     let all: Vec<&CompletionQueue> = ctxs.iter().flat_map(|(t, r)| [&t.cq, &r.cq]).collect();
     for (i, (tx, rx)) in ctxs.iter().enumerate() {
         let mut got = [0u8; 32];
         post_recv(&rx.ep, &mut got, 0x60 + i).unwrap();
         let msg = pattern(20 + i, i as u8);
-        send(&ep, &msg, rx_addr(base, i as u64, 1), 0x70 + i).expect("fi_send");
-        let d = wait_for(&all, WAIT, "the peer's send", || poll(&cq));
+        send(ep, &msg, rx_addr(base, i as u64, 1), 0x70 + i).expect("fi_send");
+        let d = wait_for(&all, WAIT, "the peer's send", || poll(cq));
         assert_eq!(d.expect("sent").op_context, 0x70 + i);
-        let d = wait_for(&[&cq], WAIT, "the receive context", || poll(&rx.cq));
+        let d = wait_for(&[cq], WAIT, "the receive context", || poll(&rx.cq));
         assert_eq!(
             d.expect("received").op_context,
             0x60 + i,
@@ -276,12 +288,12 @@ fn an_ordinary_peer_and_a_scalable_endpoint_talk_both_ways() {
         );
         assert_eq!(&got[..20 + i], &msg[..]);
         let mut back = [0u8; 32];
-        post_recv(&ep, &mut back, 0x80 + i).unwrap();
+        post_recv(ep, &mut back, 0x80 + i).unwrap();
         let reply = pattern(10 + i, 0x40 + i as u8);
         send(&tx.ep, &reply, at_sep, 0x90 + i).expect("the reply");
-        let d = wait_for(&[&cq], WAIT, "the reply's send", || poll(&tx.cq));
+        let d = wait_for(&[cq], WAIT, "the reply's send", || poll(&tx.cq));
         assert_eq!(d.expect("sent").op_context, 0x90 + i);
-        let (e, src) = wait_for(&all, WAIT, "the reply", || poll_from(&cq)).expect("the reply");
+        let (e, src) = wait_for(&all, WAIT, "the reply", || poll_from(cq)).expect("the reply");
         assert_eq!((e.op_context, e.len), (0x80 + i, 10 + i));
         assert_eq!(&back[..10 + i], &reply[..]);
         assert_eq!(
@@ -289,7 +301,47 @@ fn an_ordinary_peer_and_a_scalable_endpoint_talk_both_ways() {
             "FI_SOURCE of transmit context {i}: the scalable endpoint"
         );
     }
-    drop((ep, cq, sep_av, peer, ctxs));
+    drop((p, ctxs));
+}
+
+/// A scalable endpoint with an authorization key: a peer with the same key reaches
+/// receive context 1 (the request carries the key's tag, then the index) and gets the
+/// transmit context's reply (the tag, then the alias); a peer with another key is
+/// refused (`FI_ECONNREFUSED`) and nothing reaches the contexts.
+#[test]
+fn a_key_separates_scalable_endpoints() {
+    let keyed = |key: &[u8]| {
+        let mut i = info();
+        i.domain_attr.auth_key = Some(key.to_vec());
+        i
+    };
+    let s = scalable_with(keyed(b"job-a"), 2, 1);
+    let (tx, rx) = (s.context(true, 0), s.context(false, 1));
+    let same = peer(&keyed(b"job-a"), 1, &s.name);
+    let other = peer(&keyed(b"job-b"), 1, &s.name);
+    let mut got = [0u8; 16];
+    post_recv(&rx.ep, &mut got, 0xa0).unwrap();
+    send(&other.ep, b"wrong key", rx_addr(other.sep, 1, 1), 0xa1).expect("fi_send");
+    let d = wait_for(&[&rx.cq], WAIT, "the refused send", || poll(&other.cq));
+    assert_eq!(d.expect_err("another key"), (0xa1, Errno::ECONNREFUSED));
+    send(&same.ep, b"right key", rx_addr(same.sep, 1, 1), 0xa2).expect("fi_send");
+    let d = wait_for(&[&same.cq], WAIT, "receive context 1", || poll(&rx.cq));
+    assert_eq!(
+        d.expect("received").op_context,
+        0xa0,
+        "the right key's message only"
+    );
+    assert_eq!(&got[..9], b"right key");
+    let d = wait_for(&[&rx.cq], WAIT, "the right key's send", || poll(&same.cq));
+    assert_eq!(d.expect("sent").op_context, 0xa2);
+    let mut back = [0u8; 16];
+    post_recv(&same.ep, &mut back, 0xa3).unwrap();
+    let at_sep = s.av.insert(&[name_of(&same.ep, &s.info)]).unwrap()[0];
+    send(&tx.ep, b"reply", at_sep, 0xa4).expect("the reply");
+    let (e, src) = wait_for(&[&tx.cq], WAIT, "the reply", || poll_from(&same.cq)).expect("reply");
+    assert_eq!((e.op_context, src), (0xa3, same.sep));
+    assert_eq!(&back[..5], b"reply");
+    drop((tx, rx, same, other));
 }
 
 /// The answer to a hand-made connection request `data` to the scalable endpoint,
