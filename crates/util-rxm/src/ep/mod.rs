@@ -942,6 +942,7 @@ impl Progress for Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         self.cancel_triggers();
+        self.refuse_unrouted();
         // MSG endpoints go first (they are bound to the CQ and EQ dropped after us).
         let st = self.st.get_mut().unwrap_or_else(PoisonError::into_inner);
         st.msgs.clear();

@@ -36,7 +36,8 @@
 //!   context's lock only with `try_lock`, and at most once per [`FOREIGN_INTERVAL`]:
 //!   so threads that each read their own context's CQ do not wait for each other's
 //!   locks on the data path, and a context nobody reads still answers connection
-//!   requests within a millisecond or so.
+//!   requests (more slowly: its EQ step comes every 64th progress call, so within
+//!   some tens of milliseconds).
 //!
 //! # Invariants
 //!
@@ -392,6 +393,28 @@ impl Shared {
                 Ok(ev) => {
                     if let (EqEvent::ConnReq, Some(info)) = (ev.event, ev.info) {
                         self.route(state, info, ev.cm_data);
+                    }
+                }
+                Err(e) if e.code() == Errno::EAVAIL => {
+                    let _ = self.core_eq.readerr();
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// At a scalable endpoint's end (its contexts are closed, their inboxes refused):
+    /// refuse the connection requests its EQ still holds, whose connections would
+    /// otherwise wait in the core until the fabric closes. Nothing for other objects.
+    pub(super) fn refuse_unrouted(&self) {
+        if !self.is_scalable() {
+            return;
+        }
+        for _ in 0..INBOX_MAX {
+            match self.core_eq.read() {
+                Ok(ev) => {
+                    if let (EqEvent::ConnReq, Some(info)) = (ev.event, ev.info) {
+                        self.reject(info.handle, Reason::Refused);
                     }
                 }
                 Err(e) if e.code() == Errno::EAVAIL => {
