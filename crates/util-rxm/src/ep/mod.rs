@@ -29,8 +29,11 @@
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
 //! connection to itself). Everything else is one mutex-protected state (`St`):
-//! connections by peer address, the MSG endpoint slots, the engine, the operation
-//! records, the rendezvous reads and the kit tag matcher.
+//! connections by peer address (and receive context index), the MSG endpoint slots,
+//! the engine, the operation records, the rendezvous reads and the kit tag matcher.
+//! Shared contexts (`shared_ctx`) and a scalable endpoint's contexts (`scalable`) are
+//! such endpoints too; a scalable endpoint owns the listener its receive contexts
+//! answer through.
 //!
 //! # Paths
 //!
