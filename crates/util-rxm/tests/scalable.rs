@@ -5,8 +5,8 @@
 //! operations fail with `FI_ECONNREFUSED`, the sender keeps working); forged
 //! connection requests (an index past the count, a malformed extension) refused with
 //! the right reason and a good one accepted; an ordinary peer of another fabric
-//! talking with the contexts both ways; authorization keys with contexts; the calls a
-//! scalable endpoint and its contexts refuse.
+//! talking with the contexts both ways; authorization keys with contexts; auto
+//! progress; the calls a scalable endpoint and its contexts refuse.
 
 mod common;
 
@@ -342,6 +342,29 @@ fn a_key_separates_scalable_endpoints() {
     assert_eq!((e.op_context, src), (0xa3, same.sep));
     assert_eq!(&back[..5], b"reply");
     drop((tx, rx, same, other));
+}
+
+/// With `FI_PROGRESS_AUTO` the domain's thread drives the contexts (a drive that is
+/// no CQ read: in full): a message of each protocol from transmit context 0 reaches
+/// receive context 1 while only receive context 1's CQ is read.
+#[test]
+fn auto_progress_drives_the_contexts() {
+    let mut auto = info();
+    auto.domain_attr.data_progress = ofi::Progress::Auto;
+    let s = scalable_with(auto, 2, 1);
+    let (tx, rx) = (s.context(true, 0), s.context(false, 1));
+    for (k, len) in SIZES.into_iter().enumerate() {
+        let payload = pattern(len, k as u8);
+        let mut buf = vec![0u8; len];
+        post_recv(&rx.ep, &mut buf, 0xb0 + k).unwrap();
+        send(&tx.ep, &payload, s.rx(1), 0xc0 + k).expect("fi_send");
+        let d = wait_for(&[], WAIT, "receive with auto progress", || poll(&rx.cq));
+        assert_eq!(d.expect("received").op_context, 0xb0 + k, "{len} B");
+        assert!(buf == payload, "{len} B");
+        let d = wait_for(&[], WAIT, "send with auto progress", || poll(&tx.cq));
+        assert_eq!(d.expect("sent").op_context, 0xc0 + k, "{len} B");
+    }
+    drop((tx, rx));
 }
 
 /// The answer to a hand-made connection request `data` to the scalable endpoint,
