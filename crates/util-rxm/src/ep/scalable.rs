@@ -115,15 +115,8 @@ impl Drop for CtxLink {
     fn drop(&mut self) {
         if let Membership::Scalable(state) = &self.sep.sep {
             state.slots.release(self.tx, self.index);
-            if !self.tx {
-                let left: Vec<Request> = state
-                    .inbox
-                    .get(self.index)
-                    .map(|q| lock(q).drain(..).collect())
-                    .unwrap_or_default();
-                for r in left {
-                    self.sep.reject(r.info.handle, Reason::Refused);
-                }
+            if let Some(q) = state.inbox.get(self.index).filter(|_| !self.tx) {
+                self.sep.refuse_waiting(q);
             }
         }
     }
@@ -403,12 +396,16 @@ impl Shared {
         }
     }
 
-    /// At a scalable endpoint's end (its contexts are closed, their inboxes refused):
-    /// refuse the connection requests its EQ still holds, whose connections would
-    /// otherwise wait in the core until the fabric closes. Nothing for other objects.
+    /// At a scalable endpoint's end (its contexts are closed): refuse the connection
+    /// requests its EQ and its inboxes still hold (one routed while its context was
+    /// closing), whose connections would otherwise wait in the core until the fabric
+    /// closes. Nothing for other objects.
     pub(super) fn refuse_unrouted(&self) {
-        if !self.is_scalable() {
+        let Membership::Scalable(state) = &self.sep else {
             return;
+        };
+        for q in &state.inbox {
+            self.refuse_waiting(q);
         }
         for _ in 0..INBOX_MAX {
             match self.core_eq.read() {
@@ -422,6 +419,15 @@ impl Shared {
                 }
                 Err(_) => break,
             }
+        }
+    }
+
+    /// Refuse (reason "refused") the requests waiting in the inbox `q` of this scalable
+    /// endpoint.
+    fn refuse_waiting(&self, q: &Mutex<VecDeque<Request>>) {
+        let left: Vec<Request> = lock(q).drain(..).collect();
+        for r in left {
+            self.reject(r.info.handle, Reason::Refused);
         }
     }
 
