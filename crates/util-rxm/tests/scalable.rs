@@ -6,7 +6,8 @@
 //! connection requests (an index past the count, a malformed extension) refused with
 //! the right reason and a good one accepted; an ordinary peer of another fabric
 //! talking with the contexts both ways; authorization keys with contexts; auto
-//! progress; the calls a scalable endpoint and its contexts refuse.
+//! progress; a receive context on a shared receive context; the calls a scalable
+//! endpoint and its contexts refuse.
 
 mod common;
 
@@ -365,6 +366,44 @@ fn auto_progress_drives_the_contexts() {
         assert_eq!(d.expect("sent").op_context, 0xc0 + k, "{len} B");
     }
     drop((tx, rx));
+}
+
+/// A receive context bound to a shared receive context: receives posted to the shared
+/// context, or on the receive context (which hands them to it), take the messages sent
+/// to that receive context; completions go to the receive context's CQ.
+#[test]
+fn a_receive_context_on_a_shared_receive_context() {
+    let s = scalable(2, 1);
+    let srx = s
+        .domain
+        .srx_context(&s.info.rx_attr)
+        .expect("fi_srx_context");
+    let rx = s.sep.rx_context(1, &s.info.rx_attr).expect("fi_rx_context");
+    let rcq = s
+        .domain
+        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
+        .unwrap();
+    rx.bind(&srx, OpFlags::empty())
+        .expect("bind the shared receive context");
+    rx.bind(&rcq, OpFlags::RECV).unwrap();
+    rx.enable().unwrap();
+    let tx = s.context(true, 0);
+    let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+    post_recv(&srx, &mut a, 0xd0).expect("a receive on the shared context");
+    post_recv(&rx, &mut b, 0xd1).expect("a receive on the receive context");
+    for (k, m) in [b"first!!!", b"second!!"].iter().enumerate() {
+        send(&tx.ep, *m, s.rx(1), 0xe0 + k).expect("fi_send");
+    }
+    for k in 0..2 {
+        let d = wait_for(&[&tx.cq], WAIT, "a receive", || poll(&rcq));
+        assert_eq!(d.expect("received").op_context, 0xd0 + k, "posting order");
+    }
+    assert_eq!((&a, &b), (b"first!!!", b"second!!"));
+    for k in 0..2 {
+        let d = wait_for(&[&rcq], WAIT, "a send", || poll(&tx.cq));
+        assert_eq!(d.expect("sent").op_context, 0xe0 + k);
+    }
+    drop((tx, rx, rcq, srx));
 }
 
 /// The answer to a hand-made connection request `data` to the scalable endpoint,

@@ -246,7 +246,7 @@ impl Shared {
     pub(super) fn post_shared_recv(&self, recv: &PostedRecv<IoList>) -> Result<()> {
         match (self.ctx.role, self.ctx.joined.get()) {
             (Role::Srx, _) => self.post_to_srx(recv.clone()),
-            (Role::Endpoint, Some(srx)) => srx.post_to_srx(recv.clone()),
+            (Role::Endpoint | Role::RxCtx, Some(srx)) => srx.post_to_srx(recv.clone()),
             _ => Err(bad_state(
                 "a shared transmit context or a transmit context takes no receive",
             )),
