@@ -111,9 +111,13 @@ pub const SHM: &[Capability] =
     full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations, authorization keys and shared contexts; no scalable endpoints
-/// yet (a receive context's index would have to travel in rxm's packets or handshake).
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx);
+/// triggered operations, authorization keys, shared contexts and scalable endpoints
+/// (a receive context's index travels in rxm's connection request).
+pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, Scalable);
+
+/// `verbs;ofi_rxm`: rxm over verbs, as [`RXM`] but without scalable endpoints (RDMA
+/// CM's 56 bytes of connect data leave no room to address a receive context).
+pub const RXM_OVER_VERBS: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);
@@ -179,6 +183,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("TCP", TCP),
     ("SHM", SHM),
     ("RXM", RXM),
+    ("RXM_OVER_VERBS", RXM_OVER_VERBS),
     ("RXD", RXD),
     ("VERBS", VERBS),
     ("EFA", EFA),
