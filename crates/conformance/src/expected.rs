@@ -122,10 +122,22 @@ pub const SHM: &[Capability] = full_rdm!(
 );
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations, authorization keys, shared contexts and `FI_COMMIT_COMPLETE`;
-/// no scalable endpoints
-/// yet (a receive context's index would have to travel in rxm's packets or handshake).
-pub const RXM: &[Capability] =
+/// triggered operations, authorization keys, shared contexts, scalable endpoints (a
+/// receive context's index travels in rxm's connection request) and
+/// `FI_COMMIT_COMPLETE`.
+pub const RXM: &[Capability] = full_rdm!(
+    Fence,
+    RmaEvent,
+    Trigger,
+    AuthKey,
+    SharedCtx,
+    Scalable,
+    CommitComplete
+);
+
+/// `verbs;ofi_rxm`: rxm over verbs, as [`RXM`] but without scalable endpoints (RDMA
+/// CM's 56 bytes of connect data leave no room to address a receive context).
+pub const RXM_OVER_VERBS: &[Capability] =
     full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, CommitComplete);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
@@ -192,6 +204,7 @@ pub const ALL: &[(&str, &[Capability])] = &[
     ("TCP", TCP),
     ("SHM", SHM),
     ("RXM", RXM),
+    ("RXM_OVER_VERBS", RXM_OVER_VERBS),
     ("RXD", RXD),
     ("VERBS", VERBS),
     ("EFA", EFA),

@@ -112,6 +112,16 @@ pub trait LayeredEndpoint {
             format!("{}: fi_setname is not supported", Self::NAME),
         ))
     }
+    /// Whether this is a scalable endpoint (`fi_scalable_ep`): it binds an AV only
+    /// (anything else is `FI_EINVAL`: CQs and counters go to its contexts), and
+    /// `fi_enable` only checks that the AV is bound (`FI_ENOAV`). `false` by default.
+    fn is_scalable(&self) -> bool {
+        false
+    }
+    /// At `fi_enable`, before the bindings `setup` are frozen: what the endpoint takes
+    /// from elsewhere (a scalable endpoint's context, its endpoint's AV when it has none
+    /// of its own). Nothing by default.
+    fn inherit(&self, _setup: &mut Bindings) {}
 }
 
 /// An endpoint's name that `fi_setname` may replace until the endpoint is enabled
@@ -195,6 +205,16 @@ where
             format!("{}: bind after fi_enable", E::NAME),
         ));
     }
+    if ep.is_scalable() && !matches!(target, BindTarget::Av(_)) {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "{}: a scalable endpoint binds an AV only (bind CQs and counters to its \
+                 contexts)",
+                E::NAME
+            ),
+        ));
+    }
     let remote = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     if let BindTarget::Cntr(c) = &target {
         if flags.intersects(remote) {
@@ -217,15 +237,30 @@ where
     lock(ep.bindings()).bind(target, flags, ep.bind_rules())
 }
 
-/// `fi_enable`: freeze the bindings (once) and start progress.
+/// `fi_enable`: freeze the bindings (once, after [`LayeredEndpoint::inherit`]) and
+/// start progress; of a scalable endpoint, check that its AV is bound.
 ///
 /// # Errors
-/// What [`Bindings::freeze`] refuses (no CQ, no AV, …).
+/// What [`Bindings::freeze`] refuses (no CQ, no AV, …); `FI_ENOAV` for a scalable
+/// endpoint without an AV.
 pub fn enable<E: LayeredEndpoint>(ep: &E) -> Result<()> {
     if ep.is_shared_ctx() || ep.bound().get().is_some() {
         return Ok(());
     }
-    let setup = lock(ep.bindings());
+    let mut setup = lock(ep.bindings());
+    if ep.is_scalable() {
+        if setup.av.is_none() {
+            return Err(Error::new(
+                Errno::ENOAV,
+                format!(
+                    "{}: bind an AV to the scalable endpoint before fi_enable",
+                    E::NAME
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    ep.inherit(&mut setup);
     let bound = setup.freeze(E::NAME)?;
     ep.on_enable(&bound)?;
     let _ = ep.bound().set(bound);

@@ -17,6 +17,8 @@
 //!   addresses, blocking reads, signal, overrun and reservations, wait fd;
 //! - [`cntr`]: counters — values and errors, `fi_cntr_wait`, wait fd;
 //! - [`remote_cntr`]: the remote-access counters of an endpoint (`FI_RMA_EVENT`);
+//! - [`scalable`]: what every scalable endpoint does alike — context counts, which
+//!   contexts are open (`FI_EBUSY`), a context's attributes;
 //! - [`eq`]: the event queue — CM, AV and MR events, application writes, errors,
 //!   `FI_PEEK`, blocking reads, wait fd;
 //! - [`wait`]: wait objects, wait fds, wait sets, poll sets and `fi_trywait`;
@@ -98,6 +100,7 @@ mod queue_common;
 pub mod remote_cntr;
 pub mod request;
 pub mod request_checks;
+pub mod scalable;
 pub mod shared_ctx;
 #[allow(unsafe_code)]
 pub mod sock;

@@ -11,6 +11,14 @@
 //!   header and payload — so the choice costs nothing: the instruction counts of a
 //!   fixed-iteration `fi_pingpong` run are unchanged by this module's move to
 //!   `socket2` (callgrind, see the branch's report).
+//! - The data path's reads (`recvfrom`, `readv`), issued with `syscall(2)`: an idle
+//!   endpoint polls with them and most polls find nothing, so that answer must be cheap.
+//!   Through `socket2` (or libc's `recv`) it built an `io::Error`, classified it by kind
+//!   and dropped it, and ran the cancellation-point bookkeeping of libc's wrappers
+//!   around the call (a nonblocking read never waits, so there is nothing to cancel):
+//!   about 70 instructions of a poll's 550 (callgrind, `fi_pingpong -p tcp -e msg -S 64`,
+//!   20,000 and 120,000 round trips). [`ReadError`] says "nothing waits" without an
+//!   `io::Error`.
 //! - `poll` (neither `std` nor `socket2` waits on one descriptor with a time-out).
 //!
 //! Every socket is created `SOCK_NONBLOCK | SOCK_CLOEXEC`; sends use `MSG_NOSIGNAL` so
@@ -187,12 +195,7 @@ impl Sock {
     /// stream, [`ReadError::Empty`] when nothing waits.
     ///
     /// An idle endpoint polls with this read, and most polls find nothing, so that
-    /// answer costs no `io::Error` (built, classified by kind and dropped: about 40
-    /// instructions a poll) and no cancellation-point bookkeeping around the system
-    /// call (the `recv` wrapper's, about 30 more; a nonblocking read never waits, so it
-    /// has nothing to cancel). Measured with callgrind on `fi_pingpong -p tcp -e msg -S
-    /// 64` and `-p "tcp;ofi_rxm"`, 20,000 and 120,000 round trips: see
-    /// docs/PERFORMANCE.md.
+    /// answer costs no `io::Error` and no cancellation-point bookkeeping (module docs).
     pub fn read_data(&self, buf: &mut [u8]) -> Result<usize, ReadError> {
         // SAFETY: `buf` is writable for its length; the null address arguments ask for
         // no source address.

@@ -19,4 +19,4 @@ fn linked() -> Subject {
     .with_semantics(Semantics::ACCESS_ERROR_BREAKS_CONNECTION)
 }
 
-conformance_suite!(verbs_rxm_soft_linked, linked(), expected::RXM);
+conformance_suite!(verbs_rxm_soft_linked, linked(), expected::RXM_OVER_VERBS);

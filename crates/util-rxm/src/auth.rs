@@ -52,20 +52,13 @@ pub fn carries(data: &[u8], addr_len: usize, tag: AuthTag) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{Hello, Kind, Reason};
+    use crate::proto::Hello;
 
     #[test]
     fn the_tag_travels_after_the_address_and_parsing_ignores_it() {
         let h = Hello {
-            kind: Kind::Connect,
-            version: crate::proto::VERSION,
-            reason: Reason::None,
-            buffer_size: 16384,
-            credits: 8,
-            sar_limit: 1 << 20,
-            instance: 7,
-            rma_event: false,
             addr: vec![1, 2, 3],
+            ..crate::proto::tests::hello()
         };
         let plain = h.encode();
         let mut keyed = plain.clone();

@@ -78,6 +78,11 @@ impl DomainOps<Fabric> for Domain {
     ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = Mr;
 
+    /// `fi_scalable_ep` (see `ep::scalable`).
+    fn scalable_ep(&self, info: &Info, _context: usize) -> Result<Endpoint> {
+        Endpoint::open_scalable(self.0.inner.clone(), info, self.0.engine.clone())
+    }
+
     /// `fi_stx_context` (see `ep::shared_ctx`).
     fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
         Endpoint::open_stx(self.0.inner.clone(), attr, self.0.engine.clone())

@@ -41,6 +41,7 @@ pub mod conn;
 pub mod engine;
 pub mod ep;
 pub mod fabric;
+pub mod hello_ext;
 pub mod proto;
 
 use ofi_core::attr::{Info, TxAttr};
@@ -58,6 +59,26 @@ pub const IOV_LIMIT: usize = ofi_kit::iov::IOV_LIMIT;
 /// Largest message rxm offers (capped below the core's: one rendezvous transfer of this
 /// size takes well under a second over tcp here).
 pub const MAX_MSG_SIZE: usize = 256 << 20;
+/// Transmit and receive contexts of a scalable endpoint at most (each a whole
+/// endpoint with its own core objects).
+pub const MAX_EP_CTX: usize = 16;
+
+/// The transmit and receive contexts a scalable endpoint over the core `core` may have:
+/// [`MAX_EP_CTX`], or 1 (no scalable endpoints) over a core whose connection data is
+/// RDMA CM's 56 bytes (verbs), which a request with an IPv4 address and a key fills
+/// already: there is no room for the extensions that address a receive context
+/// ([`hello_ext`]).
+pub fn max_ep_ctx(core: &Info) -> usize {
+    let rdma_cm = matches!(
+        core.ep_attr.protocol,
+        Protocol::RDMA_CM_IB_RC | Protocol::IWARP
+    );
+    if rdma_cm {
+        1
+    } else {
+        MAX_EP_CTX
+    }
+}
 
 /// What the parameters resolved to at init.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,9 +270,9 @@ pub struct RxmProvider {
     host: Host,
 }
 
-/// The capabilities rxm offers on top of a MSG core (RMA and atomics only where the core
-/// has them).
-fn rdm_caps(core: Caps) -> Caps {
+/// The capabilities rxm offers on top of the MSG core `core` (RMA and atomics only where
+/// the core has them; `FI_NAMED_RX_CTX` where scalable endpoints are, [`max_ep_ctx`]).
+fn rdm_caps(core: &Info) -> Caps {
     let mut c = ofi_kit::info::RDM_MSG_CAPS
         // Peers on this host and on others alike (what a core's sockets reach); MPI
         // libraries ask for both (Open MPI's ofi MTL always does).
@@ -264,11 +285,14 @@ fn rdm_caps(core: Caps) -> Caps {
     // Remote-access counters (FI_RMA_EVENT) are rxm's own: the initiator reports each
     // forwarded access done to a target that counts them.
     let remote = Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::RMA_EVENT;
-    if core.contains(Caps::RMA) {
+    if core.caps.contains(Caps::RMA) {
         c |= Caps::RMA | Caps::READ | Caps::WRITE | remote;
     }
-    if core.contains(Caps::ATOMIC) {
+    if core.caps.contains(Caps::ATOMIC) {
         c |= Caps::ATOMIC | Caps::READ | Caps::WRITE | remote;
+    }
+    if max_ep_ctx(core) > 1 {
+        c |= Caps::NAMED_RX_CTX;
     }
     c
 }
@@ -302,7 +326,7 @@ impl RxmProvider {
     /// The RDM template rxm offers over the MSG info `core`.
     pub fn template_over(&self, core: &Info, progress: Progress) -> Info {
         let s = &self.settings;
-        let caps = rdm_caps(core.caps);
+        let caps = rdm_caps(core);
         let inject = core
             .tx_attr
             .inject_size
@@ -323,8 +347,10 @@ impl RxmProvider {
             0 => 8,
             n => n.min(8),
         };
-        d.max_ep_tx_ctx = 1;
-        d.max_ep_rx_ctx = 1;
+        // Scalable endpoints (`ep::scalable`), where the core's connection data holds
+        // the request's extensions.
+        d.max_ep_tx_ctx = max_ep_ctx(core);
+        d.max_ep_rx_ctx = max_ep_ctx(core);
         // One shared transmit and one shared receive context per endpoint
         // (`ep::shared_ctx`).
         d.max_ep_stx_ctx = 1;

@@ -6,6 +6,10 @@
 //!
 //! Multi-process tests re-execute this test binary with `RXM_CHILD` set (see `child`).
 
+mod common;
+
+use common::{fake_hello, msg_client, MsgClient};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,10 +18,6 @@ use ofi::abi::raw::CqTaggedEntry;
 use ofi::addr::Address;
 use ofi::av::AvAttr;
 use ofi::cq::{CompletionQueue, CqAttr};
-use ofi::domain::Domain;
-use ofi::ep::Endpoint;
-use ofi::eq::EqAttr;
-use ofi::fabric::Fabric;
 use ofi::{
     AddrFormat, Caps, CqFormat, EpType, EqEvent, Errno, GetinfoFlags, Info, OpFlags, API_VERSION,
 };
@@ -530,41 +530,6 @@ fn simultaneous_connect() {
     }
 }
 
-/// A plain tcp MSG endpoint, with its EQ and CQ, that speaks to rxm endpoints by hand
-/// (field order = drop order).
-struct MsgClient {
-    ep: Endpoint,
-    eq: ofi::eq::EventQueue,
-    cq: CompletionQueue,
-    _domain: Domain,
-    _fabric: Fabric,
-}
-
-fn msg_client() -> MsgClient {
-    let mut h = Info::hints().with_addr_format(AddrFormat::SOCKADDR_IN);
-    h.ep_attr.ep_type = EpType::Msg;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    let minfo =
-        ofi::getinfo(API_VERSION, None, None, GetinfoFlags::empty(), Some(&h)).unwrap()[0].clone();
-    let fabric = ofi::fabric(&minfo).unwrap();
-    let domain = fabric.domain(&minfo).unwrap();
-    let eq = fabric.eq_open(&EqAttr::default()).unwrap();
-    let cq = domain
-        .cq_open(&CqAttr::with_format(CqFormat::Tagged))
-        .unwrap();
-    let ep = domain.endpoint(&minfo).unwrap();
-    ep.bind_eq(&eq).unwrap();
-    ep.bind(&cq, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
-    ep.enable().unwrap();
-    MsgClient {
-        ep,
-        eq,
-        cq,
-        _domain: domain,
-        _fabric: fabric,
-    }
-}
-
 /// Wait, driving `target`, for the answer to `c`'s connect; the accept's CM data.
 fn wait_accepted(c: &MsgClient, target: &Node) -> Vec<u8> {
     let end = Instant::now() + WAIT;
@@ -579,25 +544,6 @@ fn wait_accepted(c: &MsgClient, target: &Node) -> Vec<u8> {
         }
         assert!(Instant::now() < end, "no answer to the handshake");
     }
-}
-
-/// The handshake of a fake rxm peer (a [`msg_client`] speaking rxm by hand) whose rxm
-/// address is an unused loopback port (it never listens), with that address.
-fn fake_hello(instance: u64) -> (Address, ofi_util_rxm::proto::Hello) {
-    use ofi_util_rxm::proto::{Hello, Kind, Reason, VERSION};
-    let addr = Address::from(std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
-    let hello = Hello {
-        kind: Kind::Connect,
-        version: VERSION,
-        reason: Reason::None,
-        buffer_size: 16384,
-        credits: 8,
-        sar_limit: 131072,
-        instance,
-        rma_event: false,
-        addr: addr.to_bytes(),
-    };
-    (addr, hello)
 }
 
 /// A rendezvous "done" whose status is no FI code (a peer breaking the protocol;

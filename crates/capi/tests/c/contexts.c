@@ -1,6 +1,7 @@
 /*
  * Scalable endpoints and shared contexts from C (fi_endpoint.h) on libfabric.so.1 over
- * ofi-rs's shm, the way an MPI library uses them:
+ * ofi-rs's shm, or the provider named by the environment variable CONTEXTS_PROV
+ * ("tcp;ofi_rxm"), the way an MPI library uses them:
  *  - part one: a scalable endpoint with two transmit and two receive contexts, each with
  *    its own CQ; transmit context i sends to receive context 1 - i through fi_rx_addr,
  *    each completion lands on its own context's CQ only; closing the scalable endpoint
@@ -25,16 +26,17 @@
 
 #define BITS 1
 
-static struct fi_info *shm_info(size_t tx_ctx_cnt, size_t rx_ctx_cnt, uint64_t caps)
+static struct fi_info *prov_info(size_t tx_ctx_cnt, size_t rx_ctx_cnt, uint64_t caps)
 {
 	struct fi_info *hints, *info;
+	const char *prov = getenv("CONTEXTS_PROV");
 
 	hints = fi_allocinfo();
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = caps;
 	hints->ep_attr->tx_ctx_cnt = tx_ctx_cnt;
 	hints->ep_attr->rx_ctx_cnt = rx_ctx_cnt;
-	hints->fabric_attr->prov_name = strdup("shm");
+	hints->fabric_attr->prov_name = strdup(prov ? prov : "shm");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	fi_freeinfo(hints);
 	return info;
@@ -42,7 +44,7 @@ static struct fi_info *shm_info(size_t tx_ctx_cnt, size_t rx_ctx_cnt, uint64_t c
 
 static void part_scalable(void)
 {
-	struct fi_info *info = shm_info(2, 2, FI_MSG | FI_NAMED_RX_CTX);
+	struct fi_info *info = prov_info(2, 2, FI_MSG | FI_NAMED_RX_CTX);
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;
@@ -124,7 +126,7 @@ static void part_scalable(void)
 
 static void part_shared(void)
 {
-	struct fi_info *info = shm_info(FI_SHARED_CONTEXT, FI_SHARED_CONTEXT, FI_MSG);
+	struct fi_info *info = prov_info(FI_SHARED_CONTEXT, FI_SHARED_CONTEXT, FI_MSG);
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;

@@ -44,6 +44,7 @@ use ofi_core::provider::BindTarget;
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::mr::MrTable;
 use ofi_kit::progress::ProgressEngine;
+use ofi_kit::scalable::{context_counts, merge_rx, merge_tx, ContextSlots};
 use ofi_kit::wait::lock;
 
 use super::{create_auto_named_base, Endpoint, Setup, BIND_RULES};
@@ -89,20 +90,9 @@ pub(crate) enum Role {
 impl Drop for Role {
     fn drop(&mut self) {
         if let Role::Ctx { sep, tx, index } = self {
-            let mut open = lock(&sep.open);
-            let v = if *tx { &mut open.tx } else { &mut open.rx };
-            if let Some(slot) = v.get_mut(*index) {
-                *slot = false;
-            }
+            sep.slots.release(*tx, *index);
         }
     }
-}
-
-/// Which contexts are open.
-#[derive(Debug)]
-struct Open {
-    tx: Vec<bool>,
-    rx: Vec<bool>,
 }
 
 /// A scalable endpoint's state, shared with its contexts.
@@ -114,7 +104,8 @@ pub(crate) struct Scalable {
     engine: Arc<ProgressEngine>,
     mr: Arc<MrTable>,
     setup: Mutex<Setup>,
-    open: Mutex<Open>,
+    /// Which contexts are open.
+    slots: ContextSlots,
 }
 
 /// The region name of receive context `index` of the scalable endpoint named `base`.
@@ -151,11 +142,6 @@ impl super::Shared {
     }
 }
 
-/// A context count of the endpoint attributes: 0 (default) is 1.
-fn ctx_count(n: usize) -> usize {
-    n.max(1)
-}
-
 impl Endpoint {
     /// Open a scalable endpoint for `info` (`fi_scalable_ep`): reserve its name and
     /// remember what its contexts need.
@@ -169,19 +155,7 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
-        let (ntx, nrx) = (
-            ctx_count(info.ep_attr.tx_ctx_cnt),
-            ctx_count(info.ep_attr.rx_ctx_cnt),
-        );
-        if ntx > crate::MAX_EP_CTX || nrx > crate::MAX_EP_CTX {
-            return Err(Error::new(
-                Errno::EINVAL,
-                format!(
-                    "{NAME}: {ntx} transmit and {nrx} receive contexts (at most {} each)",
-                    crate::MAX_EP_CTX
-                ),
-            ));
-        }
+        let (ntx, nrx) = context_counts(NAME, info, crate::MAX_EP_CTX)?;
         let (base, region) = match &info.src_addr {
             Some(a) => {
                 let base = region_name(a)?.to_string();
@@ -201,10 +175,7 @@ impl Endpoint {
             engine: engine.clone(),
             mr: mr.clone(),
             setup: Mutex::new(Setup::default()),
-            open: Mutex::new(Open {
-                tx: vec![false; ntx],
-                rx: vec![false; nrx],
-            }),
+            slots: ContextSlots::new(ntx, nrx),
         });
         Endpoint::with_region(settings, info, engine, mr, region, Role::Sep(sep))
     }
@@ -217,29 +188,7 @@ impl Endpoint {
                 format!("{NAME}: contexts are opened on a scalable endpoint"),
             ));
         };
-        let what = if tx { "transmit" } else { "receive" };
-        let index = usize::try_from(index)
-            .map_err(|_| Error::new(Errno::EINVAL, format!("{NAME}: {what} context {index}")))?;
-        {
-            let mut open = lock(&sep.open);
-            let v = if tx { &mut open.tx } else { &mut open.rx };
-            let n = v.len();
-            match v.get_mut(index) {
-                None => {
-                    return Err(Error::new(
-                        Errno::EINVAL,
-                        format!("{NAME}: {what} context {index} of {n}"),
-                    ))
-                }
-                Some(true) => {
-                    return Err(Error::new(
-                        Errno::EBUSY,
-                        format!("{NAME}: {what} context {index} is open"),
-                    ))
-                }
-                Some(slot) => *slot = true,
-            }
-        }
+        let index = sep.slots.claim(NAME, tx, index)?;
         // From here the role frees the index if opening fails.
         let role = Role::Ctx {
             sep: sep.clone(),
@@ -348,17 +297,10 @@ impl Endpoint {
 
     /// `fi_close` of a scalable endpoint with open contexts: `FI_EBUSY`.
     pub(super) fn sep_close(&self) -> Result<()> {
-        if let Role::Sep(sep) = &self.role {
-            let open = lock(&sep.open);
-            let n = open.tx.iter().chain(&open.rx).filter(|&&o| o).count();
-            if n > 0 {
-                return Err(Error::new(
-                    Errno::EBUSY,
-                    format!("{NAME}: the scalable endpoint has {n} open contexts"),
-                ));
-            }
+        match &self.role {
+            Role::Sep(sep) => sep.slots.check_close(NAME),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The address `fi_getname` reports: the scalable endpoint's for it and its
@@ -370,29 +312,6 @@ impl Endpoint {
             }
             Role::Plain | Role::Srx | Role::Stx => self.address(),
         }
-    }
-}
-
-/// A context's transmit attributes: the scalable endpoint's, with what `attr` sets.
-fn merge_tx(base: &mut TxAttr, attr: &TxAttr) {
-    if !attr.op_flags.is_empty() {
-        base.op_flags = attr.op_flags;
-    }
-    if !attr.caps.is_empty() {
-        base.caps = attr.caps;
-    }
-}
-
-/// A context's receive attributes: the scalable endpoint's, with what `attr` sets.
-fn merge_rx(base: &mut RxAttr, attr: &RxAttr) {
-    if !attr.op_flags.is_empty() {
-        base.op_flags = attr.op_flags;
-    }
-    if !attr.caps.is_empty() {
-        base.caps = attr.caps;
-    }
-    if attr.size != 0 {
-        base.size = attr.size;
     }
 }
 

@@ -4,7 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ofi_kit::auth::AuthTag;
 use ofi_util_rxm::engine::{Inbound, RxLimits};
+use ofi_util_rxm::hello_ext::{self, Extensions};
 use ofi_util_rxm::proto::{Hdr, Hello, Rts, HDR_LEN, MAX_ADDR, RTS_IOVS};
 
 /// The default limits (a 16 KiB buffer size).
@@ -17,6 +19,14 @@ const LIM: RxLimits = RxLimits {
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = Hello::parse(data) {
         assert!(h.addr.len() <= MAX_ADDR);
+        // A connection request's extensions (receive context index, alias): what
+        // parses round-trips through `append` (after a tag's place of zeros).
+        if let Ok(ext) = Extensions::parse(data, h.addr.len()) {
+            assert!(ext.alias.as_ref().map_or(true, |a| !a.is_empty() && a.len() <= MAX_ADDR));
+            let mut again = h.encode();
+            hello_ext::append(&mut again, AuthTag::NONE, &ext);
+            assert_eq!(Extensions::parse(&again, h.addr.len()).ok(), Some(ext));
+        }
         assert_eq!(Hello::parse(&h.encode()).ok(), Some(h));
     }
     if let Ok(h) = Hdr::parse(data) {

@@ -46,21 +46,23 @@ impl Shared {
             match a {
                 Action::Connect(p) => {
                     let c = p as usize;
-                    let Some(addr) = st.conn(c).map(|x| x.key.clone()) else {
+                    let Some((addr, rx_index)) = st.conn(c).map(|x| (x.key.clone(), x.rx_index))
+                    else {
                         st.mgr.remove(p, now);
                         continue;
                     };
+                    let hello = self.hello_with(
+                        Kind::Connect,
+                        Reason::None,
+                        &self.request_extensions(rx_index),
+                    );
                     let mut ci = self.dom.core_info.clone();
                     ci.dest_addr = None;
                     ci.src_addr = None;
                     let r = self.open_msg(st, &ci, c).and_then(|slot| {
                         let res = st.msgs[slot]
                             .as_ref()
-                            .map(|m| {
-                                m.ep.enable().and_then(|_| {
-                                    m.ep.connect(&addr, &self.hello(Kind::Connect, Reason::None))
-                                })
-                            })
+                            .map(|m| m.ep.enable().and_then(|_| m.ep.connect(&addr, &hello)))
                             .unwrap_or(Ok(()));
                         match res {
                             Ok(()) => Ok(slot),
@@ -206,21 +208,7 @@ impl Shared {
             .as_ref()
             .map(|a| a.to_bytes())
             .unwrap_or_default();
-        let reject = |reason: Reason, why: &str| {
-            // At most 5 lines per requesting address per 10 s.
-            static LOG: OnceLock<ofi_kit::diag::RateLimit<Vec<u8>>> = OnceLock::new();
-            let log =
-                LOG.get_or_init(|| ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024));
-            if let Some(n) = log.admit(&from, Instant::now()) {
-                ofi_core::ofi_warn!(
-                    NAME,
-                    "ep_ctrl",
-                    "refused a connection request: {why}{}",
-                    ofi_kit::diag::suppressed_note(n)
-                );
-            }
-            self.reject(handle, reason);
-        };
+        let reject = |reason: Reason, why: &str| self.refuse(handle, &from, reason, why);
         let h = match Hello::parse(data) {
             Ok(h) => h,
             Err(e) => return reject(Reason::Malformed, &format!("malformed handshake: {e}")),
@@ -253,6 +241,22 @@ impl Shared {
         if !crate::auth::carries(data, h.addr.len(), self.auth) {
             return reject(Reason::Params, "peer's authorization key differs");
         }
+        let ext = match crate::hello_ext::Extensions::parse(data, h.addr.len()) {
+            Ok(ext) => ext,
+            Err(e) => return reject(Reason::Malformed, &format!("malformed handshake: {e}")),
+        };
+        // A peer's index is checked before anything else uses it (a scalable
+        // endpoint's receive context gets only its own, routed; an ordinary endpoint is
+        // receive context 0).
+        if !self.answers_index(ext.index()) {
+            return reject(
+                Reason::Params,
+                &format!(
+                    "peer addresses receive context {}, which is not here",
+                    ext.index()
+                ),
+            );
+        }
         let addr = match Address::from_bytes(self.dom.core_info.addr_format, &h.addr) {
             Ok(a) => a,
             Err(e) => return reject(Reason::Malformed, &format!("bad peer address: {e}")),
@@ -267,9 +271,22 @@ impl Shared {
             .map(|a| a.ip());
         let actual = norm_addr(&addr, src_ip);
         let c = st.conn_for_addr(&actual);
+        // A transmit context of a scalable endpoint is known in the AVs by its
+        // scalable endpoint's name (`FI_SOURCE`).
+        let alias = ext
+            .alias
+            .as_deref()
+            .and_then(|a| Address::from_bytes(self.dom.core_info.addr_format, a).ok());
         if let Some(conn) = st.conn_mut(c) {
-            if !conn.aliases.contains(&addr) {
-                conn.aliases.push(addr.clone());
+            let forms = [
+                Some(addr.clone()),
+                alias.as_ref().map(|a| norm_addr(a, src_ip)),
+                alias,
+            ];
+            for a in forms.into_iter().flatten() {
+                if !conn.aliases.contains(&a) {
+                    conn.aliases.push(a);
+                }
             }
         }
         let me = self.me_bytes.to_vec();
@@ -470,7 +487,8 @@ impl Shared {
     }
 
     pub(super) fn progress_eq(&self, act: &Active, st: &mut St) -> usize {
-        let mut n = 0;
+        // A scalable endpoint's receive context: the requests routed to it.
+        let mut n = self.take_routed_requests(act, st);
         for _ in 0..EQ_BUDGET {
             match self.core_eq.read() {
                 Ok(ev) => {

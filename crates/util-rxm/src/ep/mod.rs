@@ -29,8 +29,11 @@
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
 //! connection to itself). Everything else is one mutex-protected state (`St`):
-//! connections by peer address, the MSG endpoint slots, the engine, the operation
-//! records, the rendezvous reads and the kit tag matcher.
+//! connections by peer address (and receive context index), the MSG endpoint slots,
+//! the engine, the operation records, the rendezvous reads and the kit tag matcher.
+//! Shared contexts (`shared_ctx`) and a scalable endpoint's contexts (`scalable`) are
+//! such endpoints too; a scalable endpoint owns the listener its receive contexts
+//! answer through.
 //!
 //! # Paths
 //!
@@ -132,6 +135,7 @@ mod data;
 mod ops;
 mod progress;
 mod rx;
+mod scalable;
 mod shared_ctx;
 mod trigger;
 mod tx;
@@ -264,6 +268,9 @@ struct Conn {
     /// The normalised address (unspecified IP made concrete): the connection's key and
     /// where it connects to.
     key: Vec<u8>,
+    /// The peer's receive context this connection reaches (`fi_rx_addr`; 0 for an
+    /// endpoint that is no scalable one), asked for in the connection request.
+    rx_index: u16,
     tx: Option<usize>,
     attempt: Option<usize>,
     accepting: Option<usize>,
@@ -392,7 +399,8 @@ unsafe impl Send for CqBuf {}
 
 struct St {
     conns: Vec<Option<Conn>>,
-    by_addr: HashMap<Vec<u8>, usize>,
+    /// Connections by (normalised address, receive context index).
+    by_addr: HashMap<(Vec<u8>, u16), usize>,
     by_fi: HashMap<u64, usize>,
     /// (fabric address, the AV's change count then, connection) by the address's low
     /// 32 bits (the AV index), for the first [`DEST_FAST_MAX`] indexes:
@@ -465,6 +473,9 @@ struct Shared {
     /// What this object is (an endpoint or a shared context) and its shared-context
     /// bindings (`shared_ctx`).
     ctx: shared_ctx::CtxState,
+    /// A scalable endpoint's state, or a context's link to its scalable endpoint
+    /// (`scalable`).
+    sep: scalable::Membership,
 }
 
 /// An `FI_EP_RDM` endpoint of `ofi_rxm` (see the module docs).
@@ -496,15 +507,23 @@ impl Endpoint {
         _context: usize,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
-        Self::open_as(dom, info, engine, shared_ctx::Role::Endpoint)
+        Self::open_as(
+            dom,
+            info,
+            engine,
+            shared_ctx::Role::Endpoint,
+            scalable::Membership::None,
+        )
     }
 
-    /// [`Endpoint::open`] of an endpoint or a shared context (`role`).
+    /// [`Endpoint::open`] of an endpoint, a shared context, a scalable endpoint or one
+    /// of its contexts (`role`, `sep`).
     fn open_as(
         dom: Arc<DomainShared>,
         info: &Info,
         engine: Arc<ProgressEngine>,
         role: shared_ctx::Role,
+        sep: scalable::Membership,
     ) -> Result<Endpoint> {
         // Checked first: a refused open leaves nothing registered.
         let flags = DefaultOpFlags::from_attrs(
@@ -530,8 +549,9 @@ impl Endpoint {
         pi.dest_addr = None;
         let pep = dom.fabric.passive_ep_with(&pi, CTX_PEP)?;
         pep.bind_eq(&core_eq, 0)?;
-        if role == shared_ctx::Role::Endpoint {
-            // A shared context is reached through its endpoints, never connected to.
+        if role.listens() {
+            // A shared context is reached through its endpoints, a scalable endpoint's
+            // context through the scalable endpoint: never connected to.
             pep.listen()?;
         }
         let me_bytes = pep.getname()?;
@@ -622,6 +642,7 @@ impl Endpoint {
             active: OnceLock::new(),
             remote: Mutex::default(),
             ctx: shared_ctx::CtxState::new(role),
+            sep,
         });
         engine.register(&sh);
         Ok(Endpoint { sh, flags })
@@ -679,6 +700,16 @@ fn norm_addr(a: &Address, ip: Option<std::net::IpAddr>) -> Address {
 
 impl Shared {
     fn hello(&self, kind: Kind, reason: Reason) -> Vec<u8> {
+        self.hello_with(kind, reason, &crate::hello_ext::Extensions::default())
+    }
+
+    /// [`Shared::hello`] with handshake extensions (`crate::hello_ext`).
+    fn hello_with(
+        &self,
+        kind: Kind,
+        reason: Reason,
+        ext: &crate::hello_ext::Extensions,
+    ) -> Vec<u8> {
         let mut b = Hello {
             kind,
             version: proto::VERSION,
@@ -691,7 +722,7 @@ impl Shared {
             addr: self.me_bytes.to_vec(),
         }
         .encode();
-        crate::auth::append_tag(&mut b, self.auth);
+        crate::hello_ext::append(&mut b, self.auth, ext);
         b
     }
 
@@ -723,9 +754,27 @@ impl Shared {
         Ok(())
     }
 
-    /// Refuse the connection request `handle` on the passive endpoint, saying why.
+    /// Refuse the connection request `handle` on the passive endpoint it arrived at
+    /// ([`Shared::listener`]), saying why.
     fn reject(&self, handle: usize, reason: Reason) {
-        let _ = lock(&self.pep).reject(handle, &self.hello(Kind::Reject, reason));
+        let _ = lock(&self.listener().pep).reject(handle, &self.hello(Kind::Reject, reason));
+    }
+
+    /// [`Shared::reject`], with a warning naming `why` (at most 5 lines per requesting
+    /// address `from` per 10 s).
+    fn refuse(&self, handle: usize, from: &[u8], reason: Reason, why: &str) {
+        static LOG: OnceLock<ofi_kit::diag::RateLimit<Vec<u8>>> = OnceLock::new();
+        let log =
+            LOG.get_or_init(|| ofi_kit::diag::RateLimit::new(5, Duration::from_secs(10), 1024));
+        if let Some(n) = log.admit(&from.to_vec(), Instant::now()) {
+            ofi_core::ofi_warn!(
+                NAME,
+                "ep_ctrl",
+                "refused a connection request: {why}{}",
+                ofi_kit::diag::suppressed_note(n)
+            );
+        }
+        self.reject(handle, reason);
     }
 
     /// A peer reported one of its accesses to our memory done: the remote counter of
@@ -762,7 +811,13 @@ impl St {
     /// The connection for peer `addr` (created idle if new); `addr` becomes one of its
     /// aliases (the forms the AV may hold it under).
     fn conn_for_addr(&mut self, addr: &Address) -> usize {
-        let key = norm_addr(addr, None).to_bytes();
+        self.conn_for_target(addr, 0)
+    }
+
+    /// [`St::conn_for_addr`] for receive context `rx_index` of the peer: each index
+    /// has its connection.
+    fn conn_for_target(&mut self, addr: &Address, rx_index: u16) -> usize {
+        let key = (norm_addr(addr, None).to_bytes(), rx_index);
         if let Some(&c) = self.by_addr.get(&key) {
             if let Some(conn) = self.conn_mut(c) {
                 if !conn.aliases.contains(addr) {
@@ -773,7 +828,8 @@ impl St {
         }
         let c = Conn {
             aliases: vec![addr.clone()],
-            key: key.clone(),
+            key: key.0.clone(),
+            rx_index,
             tx: None,
             attempt: None,
             accepting: None,
@@ -880,7 +936,7 @@ impl Progress for Shared {
         let Some(act) = self.active.get() else {
             return 0;
         };
-        let n = self.progress_all(act);
+        let n = self.progress_now(act);
         // Triggered operations go once their counters reach their thresholds: one
         // load when none waits.
         if self.triggers.is_empty() {
@@ -894,6 +950,7 @@ impl Progress for Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         self.cancel_triggers();
+        self.refuse_unrouted();
         // MSG endpoints go first (they are bound to the CQ and EQ dropped after us).
         let st = self.st.get_mut().unwrap_or_else(PoisonError::into_inner);
         st.msgs.clear();
@@ -931,15 +988,29 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
         self.sh.ctx.is_context()
     }
 
-    /// `fi_setname` before `fi_enable`: listen at `addr` instead.
+    /// `fi_setname` before `fi_enable`: listen at `addr` instead (not on a scalable
+    /// endpoint's context, nor on a scalable endpoint with open contexts).
     fn rename(&self, addr: &[u8]) -> Result<()> {
+        self.sh.check_rename()?;
         self.sh.listen_at(addr)
     }
 
-    /// An endpoint bound to a shared receive context joins it (`shared_ctx`).
+    /// An endpoint bound to a shared receive context joins it (`shared_ctx`); a
+    /// scalable endpoint's context notes its CQs (`scalable`).
     fn on_enable(&self, bound: &Bound) -> Result<()> {
         self.sh.join_srx(bound);
+        self.sh.note_ctx_cqs(bound);
         Ok(())
+    }
+
+    /// A scalable endpoint binds an AV only (`scalable`).
+    fn is_scalable(&self) -> bool {
+        self.sh.is_scalable()
+    }
+
+    /// A scalable endpoint's context takes its AV when it has none (`scalable`).
+    fn inherit(&self, setup: &mut Bindings) {
+        self.sh.inherit_av(setup);
     }
 }
 
@@ -949,6 +1020,21 @@ impl EndpointOps<Fabric> for Endpoint {
     /// `fi_setname`: before `fi_enable` only (the kit's glue), see `rename`.
     fn setname(&self, addr: &[u8]) -> Result<()> {
         ofi_kit::layered::setname(self, addr)
+    }
+
+    /// `fi_close`: `FI_EBUSY` for a scalable endpoint with open contexts.
+    fn close(&self) -> Result<()> {
+        self.sh.sep_close()
+    }
+
+    /// `fi_tx_context` on a scalable endpoint (`scalable`).
+    fn tx_ctx(&self, index: i32, attr: &ofi_core::TxAttr, _context: usize) -> Result<Self> {
+        self.tx_context(index, attr)
+    }
+
+    /// `fi_rx_context` on a scalable endpoint (`scalable`).
+    fn rx_ctx(&self, index: i32, attr: &ofi_core::RxAttr, _context: usize) -> Result<Self> {
+        self.rx_context(index, attr)
     }
 }
 

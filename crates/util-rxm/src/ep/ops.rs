@@ -287,7 +287,10 @@ impl Shared {
                 format!("{NAME}: fabric address {dest:#x} is not in the AV"),
             )
         })?;
-        let c = st.conn_for_addr(&addr);
+        // Each receive context of a scalable peer (`fi_rx_addr`) has its connection;
+        // the AV's receive-context bits never exceed 16.
+        let rx_index = u16::try_from(act.av.rx_index(dest)).unwrap_or(u16::MAX);
+        let c = st.conn_for_target(&addr, rx_index);
         st.by_fi.insert(dest, c);
         Ok(c)
     }

@@ -176,9 +176,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn progress_all(&self, act: &Active) -> usize {
-        let mut g = lock(&self.st);
-        let st = &mut *g;
+    pub(super) fn progress_all(&self, act: &Active, st: &mut St) -> usize {
         // Connection events are read every EQ_INTERVAL (the clock is looked at every
         // EQ_CHECK_EVERY calls), or at every call while a handshake or timer is pending
         // (reading the core EQ costs the core's CM poll).

@@ -70,6 +70,20 @@ pub(super) enum Role {
     Srx,
     /// A shared transmit context (`fi_stx_context`).
     Stx,
+    /// A scalable endpoint (`fi_scalable_ep`, see `scalable`).
+    Scalable,
+    /// A scalable endpoint's transmit context (`fi_tx_context`): no receive.
+    TxCtx,
+    /// A scalable endpoint's receive context (`fi_rx_context`): no transmit.
+    RxCtx,
+}
+
+impl Role {
+    /// Whether the object's passive endpoint listens (peers connect to it): an
+    /// endpoint's and a scalable endpoint's.
+    pub(super) fn listens(self) -> bool {
+        matches!(self, Role::Endpoint | Role::Scalable)
+    }
 }
 
 /// An object's role and its shared-context bindings.
@@ -113,12 +127,13 @@ impl CtxState {
     /// refused): a context's, and those of an endpoint enabled with one.
     #[inline]
     pub(super) fn routes_recv(&self) -> bool {
-        self.role != Role::Endpoint || self.joined.get().is_some()
+        !matches!(self.role, Role::Endpoint | Role::RxCtx) || self.joined.get().is_some()
     }
 
-    /// Whether the object is a shared context (not an endpoint).
+    /// Whether the object is a shared context (not an endpoint, nor a scalable one or
+    /// its context).
     pub(super) fn is_context(&self) -> bool {
-        self.role != Role::Endpoint
+        matches!(self.role, Role::Srx | Role::Stx)
     }
 }
 
@@ -142,7 +157,13 @@ impl Endpoint {
             rx_attr: attr.clone(),
             ..Info::default()
         };
-        Self::open_as(dom, &info, engine, Role::Srx)
+        Self::open_as(
+            dom,
+            &info,
+            engine,
+            Role::Srx,
+            super::scalable::Membership::None,
+        )
     }
 
     /// `fi_stx_context`: a shared transmit context with transmit attributes `attr`
@@ -159,14 +180,21 @@ impl Endpoint {
             tx_attr: attr.clone(),
             ..Info::default()
         };
-        Self::open_as(dom, &info, engine, Role::Stx)
+        Self::open_as(
+            dom,
+            &info,
+            engine,
+            Role::Stx,
+            super::scalable::Membership::None,
+        )
     }
 
-    /// Refuse a transmit operation on a shared context (`FI_EOPBADSTATE`).
+    /// Refuse a transmit operation on a shared context or a scalable endpoint's
+    /// receive context (`FI_EOPBADSTATE`).
     pub(super) fn refuse_tx_on_context(&self) -> Result<()> {
-        if self.sh.ctx.is_context() {
+        if !matches!(self.sh.ctx.role, Role::Endpoint | Role::TxCtx) {
             return Err(bad_state(
-                "a shared context takes no transmit operation (use its endpoints)",
+                "a shared context or a receive context takes no transmit operation",
             ));
         }
         Ok(())
@@ -218,8 +246,10 @@ impl Shared {
     pub(super) fn post_shared_recv(&self, recv: &PostedRecv<IoList>) -> Result<()> {
         match (self.ctx.role, self.ctx.joined.get()) {
             (Role::Srx, _) => self.post_to_srx(recv.clone()),
-            (Role::Endpoint, Some(srx)) => srx.post_to_srx(recv.clone()),
-            _ => Err(bad_state("a shared transmit context takes no receive")),
+            (Role::Endpoint | Role::RxCtx, Some(srx)) => srx.post_to_srx(recv.clone()),
+            _ => Err(bad_state(
+                "a shared transmit context or a transmit context takes no receive",
+            )),
         }
     }
 

@@ -28,6 +28,9 @@
 //! | 28 | 8 | instance: identifies the sending endpoint (pid and a counter) |
 //! | 36 | n | the sender's RDM address (its listening name) |
 //!
+//! then, optionally, the sender's authorization tag ([`crate::auth`]) and a connection
+//! request's extensions ([`crate::hello_ext`]: a receive context index, an alias).
+//!
 //! A peer whose magic, length or kind is wrong is refused (`FI_EPROTO`); one with
 //! another version or buffer size with reason [`Reason::Version`] / [`Reason::Params`]
 //! (the rejecting side answers with a reject hello, the connecting side completes its
@@ -495,4 +498,4 @@ impl Rts {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

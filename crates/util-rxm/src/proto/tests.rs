@@ -30,7 +30,8 @@ fn each_corruption_is_eproto<T: std::fmt::Debug>(
     }
 }
 
-fn hello() -> Hello {
+/// A connection request of the tests (here and in the handshake trailers' tests).
+pub(crate) fn hello() -> Hello {
     Hello {
         kind: Kind::Connect,
         version: VERSION,
