@@ -18,8 +18,8 @@ use std::ptr;
 
 use ofi::{
     AddrFormat, Address, AvType, Caps, CompOrder, DomainAttr, EpAttr, EpType, Errno, Error,
-    FabricAttr, Info, Mode, MrMode, MsgOrder, Nic, OpFlags, Progress, Protocol, ResourceMgmt,
-    Result, RxAttr, Threading, TxAttr, Version,
+    FabricAttr, Info, Mode, MrMode, MsgOrder, Nic, OpFlags, PciAddress, Progress, Protocol,
+    ResourceMgmt, Result, RxAttr, Threading, TxAttr, Version,
 };
 
 use crate::fid::{FiOps, Fid, FI_CLASS_NIC};
@@ -242,6 +242,45 @@ pub struct FiLinkAttr {
 pub const FI_LINK_DOWN: u32 = 1;
 /// `FI_LINK_UP`.
 pub const FI_LINK_UP: u32 = 2;
+/// `FI_BUS_UNKNOWN` (`FI_BUS_UNSPEC`).
+pub const FI_BUS_UNKNOWN: u32 = 0;
+/// `FI_BUS_PCI`.
+pub const FI_BUS_PCI: u32 = 1;
+
+impl FiBusAttr {
+    /// The C form of `bus`.
+    pub fn from_bus(bus: ofi::Bus) -> FiBusAttr {
+        let (bus_type, a) = match bus {
+            ofi::Bus::Unknown => (FI_BUS_UNKNOWN, PciAddress::default()),
+            ofi::Bus::Pci(a) => (FI_BUS_PCI, a),
+        };
+        FiBusAttr {
+            bus_type,
+            pci: FiPciAttr {
+                domain_id: a.domain,
+                bus_id: a.bus,
+                device_id: a.device,
+                function_id: a.function,
+            },
+        }
+    }
+
+    /// The bus this describes: a PCI address out of range (device 32 or more,
+    /// function 8 or more) or another bus type is [`ofi::Bus::Unknown`].
+    pub fn bus(&self) -> ofi::Bus {
+        let p = self.pci;
+        if self.bus_type == FI_BUS_PCI && p.device_id < 32 && p.function_id < 8 {
+            ofi::Bus::Pci(PciAddress {
+                domain: p.domain_id,
+                bus: p.bus_id,
+                device: p.device_id,
+                function: p.function_id,
+            })
+        } else {
+            ofi::Bus::Unknown
+        }
+    }
+}
 
 /// `struct fid_nic`.
 #[repr(C)]
@@ -480,7 +519,7 @@ fn nic_to_c(nic: &Nic) -> *mut FidNic {
         driver: malloc_str(nic.driver.as_deref()),
         firmware: malloc_str(nic.firmware.as_deref()),
     });
-    let bus = calloc_one::<FiBusAttr>();
+    let bus = c_box(FiBusAttr::from_bus(nic.bus));
     let link = c_box(FiLinkAttr {
         address: malloc_str(nic.link_address.as_deref()),
         mtu: nic.mtu,
@@ -715,13 +754,13 @@ pub unsafe fn fabric_from_c(f: &FiFabricAttr) -> FabricAttr {
     }
 }
 
-/// The Rust form of a C `fid_nic` (the bus attribute has no Rust counterpart).
+/// The Rust form of a C `fid_nic`.
 ///
 /// # Safety
 /// Every non-null pointer of `n` and of its attributes is valid.
 pub unsafe fn nic_from_c(n: &FidNic) -> Nic {
     let mut nic = Nic::default();
-    // SAFETY: the caller's contract (device and link attributes and their strings).
+    // SAFETY: the caller's contract (device, bus and link attributes and strings).
     unsafe {
         if let Some(d) = n.device_attr.as_ref() {
             nic.device_name = opt_str(d.name);
@@ -737,6 +776,9 @@ pub unsafe fn nic_from_c(n: &FidNic) -> Nic {
             nic.speed = l.speed;
             nic.link_up = l.state == FI_LINK_UP;
             nic.network_type = opt_str(l.network_type);
+        }
+        if let Some(b) = n.bus_attr.as_ref() {
+            nic.bus = b.bus();
         }
     }
     nic

@@ -41,6 +41,12 @@ fn list_round_trips_every_attribute() {
         mtu: 1500,
         speed: 10_000_000_000,
         link_up: true,
+        bus: ofi::Bus::Pci(ofi::PciAddress {
+            domain: 1,
+            bus: 0x3b,
+            device: 0,
+            function: 1,
+        }),
         ..Nic::default()
     });
     infos[0].ep_attr.auth_key = Some(vec![1, 2, 3]);

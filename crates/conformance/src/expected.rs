@@ -34,7 +34,8 @@ pub const UDP: &[Capability] = &[
     Control,
 ];
 
-/// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics.
+/// `tcp`: connections (`FI_EP_MSG`) with tagged messages, RMA and atomics;
+/// `FI_COMMIT_COMPLETE` (as delivery complete: no persistent memory).
 pub const TCP: &[Capability] = &[
     Getinfo,
     Domain,
@@ -62,6 +63,7 @@ pub const TCP: &[Capability] = &[
     Control,
     Ordering,
     Fence,
+    CommitComplete,
 ];
 
 /// The areas of a full `FI_EP_RDM` provider: messages, tagged messages with peek and
@@ -106,18 +108,37 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts, triggered operations, authorization keys and shared AVs.
-pub const SHM: &[Capability] =
-    full_rdm!(Fence, RmaEvent, Scalable, SharedCtx, Trigger, AuthKey, SharedAv);
+/// shared contexts, triggered operations, authorization keys, shared AVs and
+/// `FI_COMMIT_COMPLETE`.
+pub const SHM: &[Capability] = full_rdm!(
+    Fence,
+    RmaEvent,
+    Scalable,
+    SharedCtx,
+    Trigger,
+    AuthKey,
+    SharedAv,
+    CommitComplete
+);
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations, authorization keys, shared contexts and scalable endpoints
-/// (a receive context's index travels in rxm's connection request).
-pub const RXM: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, Scalable);
+/// triggered operations, authorization keys, shared contexts, scalable endpoints (a
+/// receive context's index travels in rxm's connection request) and
+/// `FI_COMMIT_COMPLETE`.
+pub const RXM: &[Capability] = full_rdm!(
+    Fence,
+    RmaEvent,
+    Trigger,
+    AuthKey,
+    SharedCtx,
+    Scalable,
+    CommitComplete
+);
 
 /// `verbs;ofi_rxm`: rxm over verbs, as [`RXM`] but without scalable endpoints (RDMA
 /// CM's 56 bytes of connect data leave no room to address a receive context).
-pub const RXM_OVER_VERBS: &[Capability] = full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx);
+pub const RXM_OVER_VERBS: &[Capability] =
+    full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, CommitComplete);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

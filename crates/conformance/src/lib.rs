@@ -280,6 +280,9 @@ pub struct Probes {
     pub opsflag: std::result::Result<(), String>,
     /// getinfo with a `domain_attr.auth_key` hint ([`checks::auth::takes_auth_key`]).
     pub auth_key: std::result::Result<(), String>,
+    /// getinfo with `FI_COMMIT_COMPLETE` in `tx_attr.op_flags`
+    /// ([`checks::commit::takes_commit_complete`]).
+    pub commit: std::result::Result<(), String>,
 }
 
 fn unsupported(e: &ofi::Error) -> bool {
@@ -290,6 +293,7 @@ impl Probes {
     /// Open each probed object once with `info`'s fabric and domain.
     pub fn run(registry: &Registry, info: &Info) -> Probes {
         let auth_key = checks::auth::takes_auth_key(registry, info);
+        let commit = checks::commit::takes_commit_complete(registry, info);
         let no = |what: &str| {
             Err(format!(
                 "could not open a fabric and domain to probe {what}"
@@ -307,6 +311,7 @@ impl Probes {
                     poll: no("poll sets"),
                     opsflag: no("endpoint control"),
                     auth_key,
+                    commit,
                 }
             }
         };
@@ -331,6 +336,7 @@ impl Probes {
                 poll: no("poll sets"),
                 opsflag: no("endpoint control"),
                 auth_key,
+                commit,
             };
         };
         let poll = (|| {
@@ -383,6 +389,7 @@ impl Probes {
             poll,
             opsflag,
             auth_key,
+            commit,
         }
     }
 }
@@ -425,6 +432,7 @@ impl Claims {
                 poll: not_run(),
                 opsflag: not_run(),
                 auth_key: not_run(),
+                commit: not_run(),
             },
         }
     }
@@ -595,6 +603,7 @@ impl Claims {
                 "no FI_RMA with FI_ORDER_RAW, FI_ORDER_WAW or FI_ORDER_WAR",
             ),
             Capability::Fence => any(Caps::RMA | Caps::FENCE, "no FI_RMA with FI_FENCE"),
+            Capability::CommitComplete => self.probes.commit.clone(),
             Capability::Trigger => need(
                 reliable(Caps::MSG | Caps::TRIGGER) && self.probes.cntr.is_ok(),
                 "no FI_MSG with FI_TRIGGER on a reliable type (or no counters)",
@@ -715,6 +724,9 @@ pub enum Capability {
     Ordering,
     /// `FI_FENCE` with RMA.
     Fence,
+    /// `FI_COMMIT_COMPLETE` per operation and as a default (completes once the target
+    /// holds the data; see `checks::commit`).
+    CommitComplete,
     /// Triggered operations (`FI_TRIGGER`, fi_trigger(3)): `*msg` calls that start
     /// when a counter reaches a threshold.
     Trigger,
@@ -726,7 +738,7 @@ pub enum Capability {
 
 impl Capability {
     /// Every area, in the order the suite lists them.
-    pub const ALL: [Capability; 41] = [
+    pub const ALL: [Capability; 42] = [
         Capability::Getinfo,
         Capability::Domain,
         Capability::Cq,
@@ -765,6 +777,7 @@ impl Capability {
         Capability::Control,
         Capability::Ordering,
         Capability::Fence,
+        Capability::CommitComplete,
         Capability::Trigger,
         Capability::AuthKey,
         Capability::SharedAv,
@@ -821,6 +834,9 @@ impl Capability {
                 "`FI_RMA` with `FI_ORDER_RAW`, `FI_ORDER_WAW` or `FI_ORDER_WAR`"
             }
             Capability::Fence => "`FI_RMA` with `FI_FENCE`",
+            Capability::CommitComplete => {
+                "getinfo answers `FI_COMMIT_COMPLETE` in `tx_attr.op_flags` for a reliable type with `FI_MSG`"
+            }
             Capability::Trigger => "`FI_MSG` with `FI_TRIGGER` on a reliable type, with counters",
             Capability::AuthKey => "getinfo takes a `domain_attr.auth_key` hint for `FI_EP_RDM`",
             Capability::SharedAv => "`FI_SHARED_AV` with `FI_MSG` on a connectionless type",
@@ -869,6 +885,7 @@ impl fmt::Display for Capability {
             Capability::Control => "control",
             Capability::Ordering => "ordering",
             Capability::Fence => "fence",
+            Capability::CommitComplete => "commit-complete",
             Capability::Trigger => "trigger",
             Capability::AuthKey => "auth-key",
             Capability::SharedAv => "shared-av",
@@ -1094,6 +1111,8 @@ macro_rules! conformance_suite {
                 control_ops_flags_and_alias_decide_completions,
                 control_msg_calls_check_flags,
                 control_delivery_complete_default,
+                commit_complete_send_and_write,
+                commit_complete_as_default,
                 control_getwait_polls_readable,
                 setname_after_enable_and_bad_names,
                 ordering_rma_claims_hold,

@@ -192,6 +192,66 @@ pub struct Nic {
     pub link_up: bool,
     /// Network type (e.g. `Ethernet`).
     pub network_type: Option<String>,
+    /// The bus the device sits on (`fi_bus_attr`).
+    pub bus: Bus,
+}
+
+/// The bus a NIC sits on (`struct fi_bus_attr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Bus {
+    /// `FI_BUS_UNKNOWN`: none known (a virtual device: loopback, veth, a bridge).
+    #[default]
+    Unknown,
+    /// `FI_BUS_PCI`, at this address.
+    Pci(PciAddress),
+}
+
+/// A PCI function's address (`struct fi_pci_attr`), written as sysfs names it:
+/// `DDDD:BB:DD.F` (domain, bus, device, function, in hexadecimal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PciAddress {
+    /// PCI domain (segment).
+    pub domain: u16,
+    /// Bus number.
+    pub bus: u8,
+    /// Device number (0 to 31).
+    pub device: u8,
+    /// Function number (0 to 7).
+    pub function: u8,
+}
+
+impl PciAddress {
+    /// Parse `DDDD:BB:DD.F` (4, 2, 2 and 1 hexadecimal digits; device below 32,
+    /// function below 8); `None` for anything else.
+    pub fn parse(text: &str) -> Option<PciAddress> {
+        let (domain, rest) = text.split_once(':')?;
+        let (bus, rest) = rest.split_once(':')?;
+        let (device, function) = rest.split_once('.')?;
+        let hex = |s: &str, digits: usize| {
+            (s.len() == digits && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u16::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        let small = |s: &str, digits: usize, below: u16| {
+            hex(s, digits).filter(|v| *v < below).map(|v| v as u8)
+        };
+        Some(PciAddress {
+            domain: hex(domain, 4)?,
+            bus: small(bus, 2, 256)?,
+            device: small(device, 2, 32)?,
+            function: small(function, 1, 8)?,
+        })
+    }
+}
+
+impl std::fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
 }
 
 /// One fabric service that can reach a peer (`struct fi_info`): what getinfo returns,
@@ -331,4 +391,43 @@ macro_rules! __attr_literal {
     (@lit plain, $T:ident, $src:ident, [] [$($p:ident),*] { $($rest:tt)* }) => {
         $T { $($p: $src.$p,)* $($rest)* }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_parse_as_sysfs_writes_them() {
+        let a = PciAddress::parse("0000:00:03.0").expect("an address");
+        assert_eq!(
+            a,
+            PciAddress {
+                domain: 0,
+                bus: 0,
+                device: 3,
+                function: 0
+            }
+        );
+        assert_eq!(a.to_string(), "0000:00:03.0");
+        let b = PciAddress::parse("10de:af:1f.7").expect("an address");
+        assert_eq!(
+            (b.domain, b.bus, b.device, b.function),
+            (0x10de, 0xaf, 0x1f, 7)
+        );
+        for bad in [
+            "",
+            "virtio2",
+            "0000:00:03",
+            "0000:00:20.0",
+            "0000:00:03.8",
+            "000:00:03.0",
+            "0000:0g:03.0",
+            "0000:00:03.0.1",
+            "+000:00:03.0",
+            "pci0000:00",
+        ] {
+            assert_eq!(PciAddress::parse(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -44,7 +44,7 @@ pub mod version;
 pub mod wait;
 
 pub use addr::Address;
-pub use attr::{DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
+pub use attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, PciAddress, RxAttr, TxAttr};
 pub use enums::*;
 pub use error::{Errno, Error, Result};
 pub use flags::*;

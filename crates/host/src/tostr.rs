@@ -33,7 +33,7 @@
 use std::fmt::Write as _;
 
 use crate::addr::Address;
-use crate::attr::{DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
+use crate::attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
 use crate::enums::{AddrFormat, EpType, Protocol, SHARED_CONTEXT};
 use crate::flags::{Caps, CompOrder, Mode, MrMode, MsgOrder, OpFlags};
 
@@ -418,7 +418,18 @@ fn write_nic(out: &mut String, nic: Option<&Nic>, prefix: &str) {
     field(out, &p1, "driver", opt(&n.driver));
     field(out, &p1, "firmware", opt(&n.firmware));
     let _ = writeln!(out, "{p1}fi_bus_attr:");
-    field(out, &p1, "bus_type", "FI_BUS_UNKNOWN");
+    match n.bus {
+        Bus::Unknown => field(out, &p1, "bus_type", "FI_BUS_UNKNOWN"),
+        Bus::Pci(a) => {
+            field(out, &p1, "bus_type", "FI_BUS_PCI");
+            let p2 = format!("{p1}{TAB}");
+            let _ = writeln!(out, "{p2}fi_pci_attr:");
+            field(out, &p2, "domain_id", a.domain);
+            field(out, &p2, "bus_id", a.bus);
+            field(out, &p2, "device_id", a.device);
+            field(out, &p2, "function_id", a.function);
+        }
+    }
     let _ = writeln!(out, "{p1}fi_link_attr:");
     field(out, &p1, "address", opt(&n.link_address));
     field(out, &p1, "mtu", n.mtu);
@@ -960,6 +971,27 @@ fi_info:
             ..nic
         };
         assert!(nic_to_string(Some(&down)).contains("    state: FI_LINK_DOWN\n"));
+        let pci = Nic {
+            bus: Bus::Pci(crate::attr::PciAddress {
+                domain: 0,
+                bus: 0x3b,
+                device: 3,
+                function: 1,
+            }),
+            ..Nic::default()
+        };
+        let s = nic_to_string(Some(&pci));
+        let bus = "\
+    fi_bus_attr:
+        bus_type: FI_BUS_PCI
+        fi_pci_attr:
+            domain_id: 0
+            bus_id: 59
+            device_id: 3
+            function_id: 1
+    fi_link_attr:
+";
+        assert!(s.contains(bus), "{s}");
     }
 
     #[test]

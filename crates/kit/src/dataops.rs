@@ -293,9 +293,9 @@ pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<
 }
 
 /// The flags of a `*msg` call (none for the others), checked against what the call
-/// defines and the provider implements ([`crate::opflags::check_call`]); with
-/// `FI_FENCE`, `FI_EAGAIN` until the earlier operations completed
-/// ([`DataPath::fence_ready`]).
+/// defines and the provider implements ([`crate::opflags::check_call`]), then with what
+/// they imply ([`crate::opflags::with_implied`]); with `FI_FENCE`, `FI_EAGAIN` until
+/// the earlier operations completed ([`DataPath::fence_ready`]).
 #[inline(always)]
 fn msg_flags<T: DataPath + ?Sized>(
     ep: &T,
@@ -304,13 +304,14 @@ fn msg_flags<T: DataPath + ?Sized>(
     a: &DataArgs<'_>,
 ) -> Result<OpFlags> {
     let flags = a.flags.unwrap_or(OpFlags::empty());
-    if !flags.is_empty() {
-        crate::opflags::check_call(T::NAME, kind, flags, T::OP_FLAGS)?;
-        if flags.contains(OpFlags::FENCE) {
-            ep.fence_ready(act)?;
-        }
+    if flags.is_empty() {
+        return Ok(flags);
     }
-    Ok(flags)
+    crate::opflags::check_call(T::NAME, kind, flags, T::OP_FLAGS)?;
+    if flags.contains(OpFlags::FENCE) {
+        ep.fence_ready(act)?;
+    }
+    Ok(crate::opflags::with_implied(flags))
 }
 
 /// A `*msg` call made with `FI_TRIGGER` ([`crate::trigger`]; with `FI_INJECT`:

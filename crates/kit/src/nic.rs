@@ -15,6 +15,7 @@
 //! | `speed` | `speed` (Mb/s) in bits per second; 0 where the kernel knows none (virtual links say -1) |
 //! | `link_up` | `operstate` is `up`, or `unknown` on an interface that is up and running (loopback) |
 //! | `network_type` | `type`: `Ethernet` (1), `InfiniBand` (32), `Loopback` (772), else none |
+//! | `bus` | `FI_BUS_PCI` when `device` resolves to a PCI function (`DDDD:BB:DD.F`), or to a device right under one (a virtio NIC); else `FI_BUS_UNKNOWN` (loopback, veth, bridges: no `device`) |
 //!
 //! Invariants: every file is read through a bound ([`FILE_MAX`] bytes; a longer one
 //! counts as unreadable) and parsed defensively: what is missing or malformed is left
@@ -24,7 +25,7 @@ use std::io::Read;
 use std::net::IpAddr;
 use std::path::Path;
 
-use ofi_core::{AddrFormat, Address, Info, Nic};
+use ofi_core::{AddrFormat, Address, Bus, Info, Nic, PciAddress};
 
 use crate::netif::{self, IfAddr};
 
@@ -108,8 +109,29 @@ pub fn describe(root: &Path, iface: &IfAddr) -> Nic {
         speed: speed_mbps.map_or(0, |s| s.saturating_mul(1_000_000)),
         link_up: up,
         network_type: network_type.map(str::to_owned),
+        bus: bus_of(&dir),
         ..Nic::default()
     }
+}
+
+/// How many directories up from the resolved `device` link a PCI address is looked
+/// for: the device itself (a PCI NIC), or its parent (a virtio NIC sits under its
+/// PCI function). Further up is a bridge or a controller, not the NIC (a USB NIC's
+/// host controller is no bus of the NIC's).
+const PCI_DEPTH: usize = 2;
+
+/// The bus of the interface whose sysfs directory is `dir`: its `device` link
+/// resolved (one bounded `canonicalize`), then the first of [`PCI_DEPTH`] path
+/// components named as a PCI address.
+fn bus_of(dir: &Path) -> Bus {
+    let Ok(device) = std::fs::canonicalize(dir.join("device")) else {
+        return Bus::Unknown;
+    };
+    device
+        .ancestors()
+        .take(PCI_DEPTH)
+        .find_map(|p| PciAddress::parse(p.file_name()?.to_str()?))
+        .map_or(Bus::Unknown, Bus::Pci)
 }
 
 /// The trimmed text of `path`; `None` when it cannot be read, is empty, is not UTF-8
@@ -178,6 +200,45 @@ mod tests {
         assert_eq!(nic.vendor_id.as_deref(), Some("0x15b3"));
         assert_eq!(nic.device_id.as_deref(), Some("0x1017"));
         assert_eq!(nic.driver.as_deref(), Some("mlx5_core"));
+        assert_eq!(nic.bus, Bus::Unknown, "device is no PCI address here");
+    }
+
+    /// `device` resolving to a PCI function, or to a virtio device under one: a PCI
+    /// bus with that address; a device further down (USB) or none: no bus.
+    #[test]
+    fn the_bus_is_the_pci_function_the_device_resolves_to() {
+        let root = tree(&[
+            ("devices/pci0000:00/0000:00:03.0/virtio2/.keep", ""),
+            ("devices/pci0000:00/0000:3b:00.1/.keep", ""),
+            ("devices/pci0000:00/0000:00:14.0/usb1/1-1/.keep", ""),
+            ("net/vnic/mtu", "1500\n"),
+            ("net/pnic/mtu", "1500\n"),
+            ("net/unic/mtu", "1500\n"),
+            ("net/lo/mtu", "65536\n"),
+        ]);
+        let link = |name: &str, to: &str| {
+            std::os::unix::fs::symlink(
+                root.path().join("devices/pci0000:00").join(to),
+                root.path().join("net").join(name).join("device"),
+            )
+            .expect("symlink")
+        };
+        link("vnic", "0000:00:03.0/virtio2");
+        link("pnic", "0000:3b:00.1");
+        link("unic", "0000:00:14.0/usb1/1-1");
+        let net = root.path().join("net");
+        let pci = |d, b, f| {
+            Bus::Pci(PciAddress {
+                domain: 0,
+                bus: b,
+                device: d,
+                function: f,
+            })
+        };
+        assert_eq!(describe(&net, &iface("vnic", true)).bus, pci(3, 0, 0));
+        assert_eq!(describe(&net, &iface("pnic", true)).bus, pci(0, 0x3b, 1));
+        assert_eq!(describe(&net, &iface("unic", true)).bus, Bus::Unknown);
+        assert_eq!(describe(&net, &iface("lo", true)).bus, Bus::Unknown);
     }
 
     #[test]
@@ -229,6 +290,7 @@ mod tests {
             .expect("a number");
         assert_eq!(nic.mtu, mtu);
         assert_eq!(nic.network_type.as_deref(), Some("Loopback"));
+        assert_eq!(nic.bus, Bus::Unknown, "the loopback device sits on no bus");
         assert!(nic.link_up);
         assert_eq!(of_ip(IpAddr::from([192, 0, 2, 77])), None, "TEST-NET-1");
     }

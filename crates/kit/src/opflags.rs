@@ -10,11 +10,11 @@
 //!
 //! | family | flags |
 //! | --- | --- |
-//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` |
+//! | send (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_REMOTE_CQ_DATA`, `FI_MULTICAST`, `FI_FENCE`, `FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`, `FI_DELIVERY_COMPLETE`, `FI_COMMIT_COMPLETE` |
 //! | send (tagged) | the above and `FI_MATCH_COMPLETE` |
 //! | receive (msg) | `FI_COMPLETION`, `FI_MORE`, `FI_MULTI_RECV` |
 //! | receive (tagged) | `FI_COMPLETION`, `FI_MORE`, `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD` |
-//! | RMA write | as a message send, and `FI_COMMIT_COMPLETE` |
+//! | RMA write | as a message send, without `FI_MULTICAST` |
 //! | RMA read | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_FENCE` and the completion levels |
 //! | base atomic | `FI_COMPLETION`, `FI_MORE`, `FI_TRIGGER`, `FI_INJECT`, `FI_FENCE`, the completion levels |
 //! | fetch / compare atomic | as a base atomic without `FI_INJECT` |
@@ -23,6 +23,14 @@
 //! otherwise: every defined flag but `FI_FENCE`, `FI_COMMIT_COMPLETE`, `FI_TRIGGER` and
 //! `FI_MULTICAST`, which need work of their own). `FI_MORE` is a hint: every provider accepts it, whatever its
 //! set.
+//!
+//! `FI_COMMIT_COMPLETE` asks that the result be persistent at the target before the
+//! completion. No kit-built provider registers persistent memory (none claims
+//! `FI_RMA_PMEM`), so a provider that adds the flag to its set honours it as delivery
+//! complete, the flush being empty (docs/API.md, "FI_COMMIT_COMPLETE"). The flags
+//! reach the provider with `FI_DELIVERY_COMPLETE` added ([`with_implied`]: the
+//! defaults when they are set, a `*msg` call's flags once checked), so its data path
+//! tests one bit, as before, and an ordinary send pays nothing for the level.
 //!
 //! [`DefaultOpFlags`] holds an endpoint's (or alias's) two default sets and answers
 //! `FI_GETOPSFLAG` / `FI_SETOPSFLAG` ([`DefaultOpFlags::control`]); a socket
@@ -41,9 +49,13 @@ use ofi_core::{Errno, Error, OpFlags, Result};
 /// without flags use, changed by `FI_SETOPSFLAG` at any time (each call reads them
 /// once, with a relaxed load: the C API asks `fi_control` to be serialized against the
 /// endpoint's other calls).
+///
+/// The transmit set is kept twice: as named (what `FI_GETOPSFLAG` answers) and with
+/// what it implies ([`with_implied`], what the data calls read).
 #[derive(Debug, Default)]
 pub struct DefaultOpFlags {
     tx: AtomicU64,
+    tx_named: AtomicU64,
     rx: AtomicU64,
 }
 
@@ -52,7 +64,8 @@ impl DefaultOpFlags {
     /// `fi_rx_attr.op_flags`), taken as they are (getinfo checked them).
     pub fn new(tx: OpFlags, rx: OpFlags) -> Self {
         DefaultOpFlags {
-            tx: AtomicU64::new(tx.bits()),
+            tx: AtomicU64::new(with_implied(tx).bits()),
+            tx_named: AtomicU64::new(tx.bits()),
             rx: AtomicU64::new(rx.bits()),
         }
     }
@@ -71,13 +84,19 @@ impl DefaultOpFlags {
 
     /// A copy (an alias starts with its endpoint's flags).
     pub fn snapshot(&self) -> Self {
-        DefaultOpFlags::new(self.tx(), self.rx())
+        DefaultOpFlags::new(self.tx_named(), self.rx())
     }
 
-    /// The transmit set.
+    /// The transmit set the data calls use: as named, with what it implies
+    /// ([`with_implied`]).
     #[inline(always)]
     pub fn tx(&self) -> OpFlags {
         OpFlags::from_bits_retain(self.tx.load(Ordering::Relaxed))
+    }
+
+    /// The transmit set as named (attributes, `FI_SETOPSFLAG`, an alias).
+    pub fn tx_named(&self) -> OpFlags {
+        OpFlags::from_bits_retain(self.tx_named.load(Ordering::Relaxed))
     }
 
     /// The receive set.
@@ -95,8 +114,12 @@ impl DefaultOpFlags {
     pub fn set(&self, prov: &str, arg: u64, supported: OpFlags) -> Result<()> {
         let (transmit, flags) = ops_side(arg).map_err(|e| e.context(prov))?;
         check_defaults(prov, transmit, flags, supported)?;
-        let slot = if transmit { &self.tx } else { &self.rx };
-        slot.store(flags.bits(), Ordering::Relaxed);
+        if transmit {
+            self.tx_named.store(flags.bits(), Ordering::Relaxed);
+            self.tx.store(with_implied(flags).bits(), Ordering::Relaxed);
+        } else {
+            self.rx.store(flags.bits(), Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -106,7 +129,7 @@ impl DefaultOpFlags {
     /// `FI_EINVAL` when `arg` names both sides or neither.
     pub fn get(&self, prov: &str, arg: u64) -> Result<OpFlags> {
         let (transmit, _) = ops_side(arg).map_err(|e| e.context(prov))?;
-        Ok(if transmit { self.tx() } else { self.rx() })
+        Ok(if transmit { self.tx_named() } else { self.rx() })
     }
 
     /// The flags of a new alias (`fi_ep_alias`): a copy of these, then the side `arg`
@@ -183,6 +206,23 @@ pub const COMPLETION_LEVELS: OpFlags = OpFlags::INJECT_COMPLETE
     .union(OpFlags::TRANSMIT_COMPLETE)
     .union(OpFlags::DELIVERY_COMPLETE);
 
+/// The completion levels that complete only once the target has placed the data
+/// (`FI_DELIVERY_COMPLETE`, and `FI_COMMIT_COMPLETE`, delivery complete plus the
+/// flush to persistence that memory without `FI_RMA_PMEM` does not need).
+pub const TARGET_LEVELS: OpFlags = OpFlags::DELIVERY_COMPLETE.union(OpFlags::COMMIT_COMPLETE);
+
+/// `flags` with what they imply for a kit-built provider's data path: with
+/// `FI_COMMIT_COMPLETE`, `FI_DELIVERY_COMPLETE` too (the provider waits for the
+/// target's acknowledgement; see the [module docs](self)).
+#[inline(always)]
+pub const fn with_implied(flags: OpFlags) -> OpFlags {
+    if flags.contains(OpFlags::COMMIT_COMPLETE) {
+        flags.union(OpFlags::DELIVERY_COMPLETE)
+    } else {
+        flags
+    }
+}
+
 /// What every transmit operation (send, RMA, atomic) defines.
 const TX_COMMON: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::MORE)
@@ -251,10 +291,12 @@ macro_rules! op_flags_control {
 /// getinfo result without hints carries every completion level the provider
 /// supports; the weakest named one is the default then, so `FI_DELIVERY_COMPLETE`
 /// applies only when no weaker level (`FI_INJECT_COMPLETE`, `FI_TRANSMIT_COMPLETE`) is
-/// named with it.
+/// named with it, and `FI_COMMIT_COMPLETE` only when it is the one level named.
 pub const fn default_tx(f: OpFlags) -> OpFlags {
     if f.intersects(OpFlags::INJECT_COMPLETE.union(OpFlags::TRANSMIT_COMPLETE)) {
-        f.difference(OpFlags::DELIVERY_COMPLETE)
+        f.difference(TARGET_LEVELS)
+    } else if f.contains(OpFlags::DELIVERY_COMPLETE) {
+        f.difference(OpFlags::COMMIT_COMPLETE)
     } else {
         f
     }
@@ -267,7 +309,8 @@ pub const fn defined(kind: OpKind) -> OpFlags {
             let s = TX_CALL
                 .union(OpFlags::INJECT)
                 .union(OpFlags::REMOTE_CQ_DATA)
-                .union(OpFlags::MULTICAST);
+                .union(OpFlags::MULTICAST)
+                .union(OpFlags::COMMIT_COMPLETE);
             if kind.tagged {
                 s.union(OpFlags::MATCH_COMPLETE)
             } else {
@@ -480,6 +523,48 @@ mod tests {
         assert!(!default_tx(all).contains(OpFlags::DELIVERY_COMPLETE));
         let dc = OpFlags::COMPLETION | OpFlags::DELIVERY_COMPLETE;
         assert_eq!(default_tx(dc), dc);
+        assert_eq!(default_tx(dc | OpFlags::COMMIT_COMPLETE), dc);
+        let commit = OpFlags::COMPLETION | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(default_tx(commit), commit);
+        assert!(!default_tx(all | OpFlags::COMMIT_COMPLETE).intersects(TARGET_LEVELS));
+    }
+
+    #[test]
+    fn commit_complete_is_defined_on_sends_and_writes_only() {
+        for fam in [OpFamily::Send, OpFamily::Write] {
+            let k = kind(fam, fam == OpFamily::Send);
+            check_call("p", k, OpFlags::COMMIT_COMPLETE, OpFlags::COMMIT_COMPLETE).unwrap();
+        }
+        for fam in [OpFamily::Read, OpFamily::Atomic, OpFamily::Recv] {
+            let e = check_call(
+                "p",
+                kind(fam, false),
+                OpFlags::COMMIT_COMPLETE,
+                OpFlags::all(),
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains("not defined"), "{fam:?}: {e}");
+        }
+        let commit = OpFlags::COMMIT_COMPLETE | OpFlags::COMPLETION;
+        assert_eq!(with_implied(commit), commit | OpFlags::DELIVERY_COMPLETE);
+        assert_eq!(with_implied(OpFlags::INJECT), OpFlags::INJECT);
+        // The defaults: the data path reads the implied set, FI_GETOPSFLAG the named one.
+        let d = DefaultOpFlags::new(commit, OpFlags::empty());
+        assert_eq!(d.tx(), commit | OpFlags::DELIVERY_COMPLETE);
+        assert_eq!(d.tx_named(), commit);
+        let supported = PROVIDER_DEFAULT | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(d.get("p", OpFlags::TRANSMIT.bits()).unwrap(), commit);
+        assert_eq!(d.snapshot().tx(), d.tx());
+        d.set(
+            "p",
+            (OpFlags::TRANSMIT | OpFlags::COMPLETION).bits(),
+            supported,
+        )
+        .unwrap();
+        assert_eq!(d.tx(), OpFlags::COMPLETION);
+        let set = OpFlags::TRANSMIT | commit;
+        d.set("p", set.bits(), supported).unwrap();
+        assert_eq!((d.tx(), d.tx_named()), (with_implied(commit), commit));
     }
 
     #[test]

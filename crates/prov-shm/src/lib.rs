@@ -6,7 +6,8 @@
 //! - endpoint type `FI_EP_RDM`; capabilities `FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC |
 //!   FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
 //!   FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_REMOTE_CQ_DATA | FI_LOCAL_COMM`
-//!   (no `FI_REMOTE_COMM`: peers are processes of this host); `FI_DELIVERY_COMPLETE`;
+//!   (no `FI_REMOTE_COMM`: peers are processes of this host); `FI_DELIVERY_COMPLETE`
+//!   and `FI_COMMIT_COMPLETE` (as delivery complete: no persistent memory);
 //! - addresses `FI_ADDR_STR`: `fi_shm://<name>`, where `<name>` is the endpoint's region
 //!   in `/dev/shm` (given as the info's `src_addr`, or generated as
 //!   `ofi-shm-<pid>-<n>`);
@@ -67,7 +68,8 @@
 //!   a process-wide lock set; operand and compare bytes travel in the slot when they
 //!   fit ([`proto::ATOMIC_INLINE_CAP`]), else by CMA; fetched values return by CMA.
 //!
-//! `FI_DELIVERY_COMPLETE` asks the receiver for an ack once it has taken the message
+//! `FI_DELIVERY_COMPLETE` (and `FI_COMMIT_COMPLETE`, the same here: docs/API.md)
+//! asks the receiver for an ack once it has taken the message
 //! in: copied into a receive, or buffered as unexpected (libfabric's delivery
 //! complete); a message read by CMA is read when a receive matches it, so it is
 //! acknowledged then.
@@ -123,8 +125,8 @@ mod provider {
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::{Host, Provider};
     use ofi_core::{
-        AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, Progress, Protocol, Result,
-        Version,
+        AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
+        Result, Version,
     };
     use ofi_kit::{info, param::Params};
 
@@ -259,7 +261,9 @@ mod provider {
                         | Caps::WRITE
                         | Caps::FENCE
                         | Caps::TRIGGER,
-                    op_flags: info::RDM_TX_OP_FLAGS,
+                    // Every level of the RDM set, and commit complete (as delivery
+                    // complete: no persistent memory).
+                    op_flags: info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
                     msg_order: order,
                     inject_size: crate::proto::INJECT_SIZE,
                     size: s.tx_size,

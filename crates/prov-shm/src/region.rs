@@ -19,7 +19,9 @@
 //!             state u32 (atomic: 0 free, 1 attaching, 2 ready, 3 closed by sender),
 //!             cma u32 (atomic: 0 unknown, 1 usable, 2 refused), sender pid u32,
 //!             name length u32, probe address u64, probe value u64,
-//!             +40 the sender's authorization tag u64
+//!             +40 the sender's authorization tag u64,
+//!             +48 the digest u64 of the name the sender addressed ([`name_digest`];
+//!             0: unknown): a shared receive context reports by it
 //!        +64  sender's name (up to NAME_MAX bytes)
 //!        +128 head u64 (sender, informational)          — own cache line
 //!        +192 tail u64 (receiver: released positions)   — own cache line
@@ -452,6 +454,7 @@ const R_NAME_LEN: usize = 20;
 const R_PROBE_ADDR: usize = 24;
 const R_PROBE_VAL: usize = 32;
 const R_AUTH: usize = 40;
+const R_DEST: usize = 48;
 const R_NAME: usize = 64;
 const R_HEAD: usize = 128;
 const R_TAIL: usize = 192;
@@ -686,6 +689,26 @@ impl<'a> Ring<'a> {
     pub fn auth(&self) -> AuthTag {
         AuthTag::from_wire(self.ctl_u64::<R_AUTH>().load(Ordering::Relaxed))
     }
+
+    /// Write the digest of the name the sender opened this region by (with its
+    /// identity, before `READY`): under a shared receive context several names lead
+    /// to one region, and the digest says which endpoint the sender addressed.
+    pub fn write_dest(&self, digest: u64) {
+        self.ctl_u64::<R_DEST>().store(digest, Ordering::Relaxed);
+    }
+
+    /// The digest [`Ring::write_dest`] wrote (read after seeing `READY`; 0: none).
+    pub fn dest(&self) -> u64 {
+        self.ctl_u64::<R_DEST>().load(Ordering::Relaxed)
+    }
+}
+
+/// The digest of region name `name` a sender leaves in its ring ([`Ring::write_dest`]):
+/// the FNV-1a digest authorization tags use, never 0. Two names of one shared receive
+/// context could share a digest only by a 64-bit collision; the context would then
+/// report both endpoints' messages with the first one's bindings.
+pub fn name_digest(name: &str) -> u64 {
+    AuthTag::of(Some(name.as_bytes())).wire()
 }
 
 impl Region {

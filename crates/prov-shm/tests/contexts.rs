@@ -341,3 +341,68 @@ fn a_cq_read_progresses_only_its_own_contexts() {
         assert_eq!(rxs[1].0.rx_size_left().unwrap(), posted + 1);
     });
 }
+
+/// fi_endpoint(3), shared contexts: a message received through a shared receive
+/// context completes on the receive CQ of the endpoint it was addressed to. Two
+/// endpoints with separate CQs share one context; a third endpoint sends to each,
+/// once into a receive posted before the message, once as an unexpected message whose
+/// receive is posted after it arrived.
+#[test]
+fn a_shared_receive_context_reports_to_the_addressed_endpoints_cq() {
+    in_domain(|info, d| {
+        let srx = d.srx_context(&info.rx_attr).expect("srx_context");
+        let mut eps = Vec::new();
+        for _ in 0..2 {
+            let ep = d.endpoint(info).unwrap();
+            let (c, av) = (cq(d), d.av_open(&AvAttr::default()).expect("av"));
+            ep.bind(&srx, OpFlags::empty()).unwrap();
+            ep.bind_av(&av).unwrap();
+            ep.bind(&c, OpFlags::TRANSMIT | OpFlags::RECV).unwrap();
+            ep.enable().unwrap();
+            eps.push((ep, c, av));
+        }
+        let sender = d.endpoint(info).unwrap();
+        let (scq, sav) = (cq(d), d.av_open(&AvAttr::default()).expect("av"));
+        sender.bind_av(&sav).unwrap();
+        sender
+            .bind(&scq, OpFlags::TRANSMIT | OpFlags::RECV)
+            .unwrap();
+        sender.enable().unwrap();
+        let names: Vec<Address> = eps.iter().map(|(ep, ..)| name_of(ep, info)).collect();
+        let dest = sav.insert(&names).unwrap();
+        let mut bufs = [[0u8; 16]; 4];
+        let [b0, b1, b2, b3] = &mut bufs;
+        // Expected: the receives are posted first, in the order opposite to the sends.
+        post_recv(&srx, b0, 0x10).unwrap();
+        post_recv(&srx, b1, 0x11).unwrap();
+        for (k, to) in [(0usize, 1usize), (1, 0)] {
+            send(&sender, format!("to ep{to}").as_bytes(), dest[to], 0x20 + k).unwrap();
+            let (c, _) = wait_from(&eps[to].1);
+            assert_eq!(c.len, 6, "the message to ep{to} on ep{to}'s CQ");
+            let (s, _) = wait_from(&scq);
+            assert_eq!(s.op_context, 0x20 + k);
+        }
+        let mut e = [CqMsgEntry::default()];
+        for (_, c, _) in &eps {
+            assert_eq!(
+                c.read(&mut e).unwrap_err().code(),
+                Errno::EAGAIN,
+                "one each"
+            );
+        }
+        // Unexpected: the message is in before its receive is posted.
+        send(&sender, b"late ep1", dest[1], 0x30).unwrap();
+        assert_eq!(wait_from(&scq).0.op_context, 0x30);
+        post_recv(&srx, b2, 0x12).unwrap();
+        let (c, _) = wait_from(&eps[1].1);
+        assert_eq!((c.op_context, c.len), (0x12, 8));
+        assert_eq!(&b2[..8], b"late ep1");
+        assert_eq!(eps[0].1.read(&mut e).unwrap_err().code(), Errno::EAGAIN);
+        post_recv(&srx, b3, 0x13).unwrap();
+        send(&sender, b"late ep0", dest[0], 0x31).unwrap();
+        assert_eq!(wait_from(&scq).0.op_context, 0x31);
+        let (c, _) = wait_from(&eps[0].1);
+        assert_eq!((c.op_context, c.len), (0x13, 8));
+        assert_eq!(eps[1].1.read(&mut e).unwrap_err().code(), Errno::EAGAIN);
+    });
+}

@@ -34,7 +34,8 @@
 //!   (fetch and compare with the original values);
 //! - completion semantics: sends complete when the whole message has been handed to
 //!   the kernel (`FI_INJECT_COMPLETE`/`FI_TRANSMIT_COMPLETE`); with
-//!   `FI_DELIVERY_COMPLETE` when the target acknowledges placement. Ordering: TCP is one
+//!   `FI_DELIVERY_COMPLETE` or `FI_COMMIT_COMPLETE` (no persistent memory: the same,
+//!   docs/API.md) when the target acknowledges placement. Ordering: TCP is one
 //!   byte stream and the target handles operations in arrival order, so
 //!   `FI_ORDER_SAS` and the RMA orderings (RAR, RAW, WAR, WAW, SAR, SAW, RAS, WAS) hold;
 //! - progress: `FI_PROGRESS_MANUAL` (reading a CQ, counter or EQ polls the nonblocking
@@ -309,7 +310,8 @@ impl TcpProvider {
                 op_flags: OpFlags::COMPLETION
                     | OpFlags::INJECT_COMPLETE
                     | OpFlags::TRANSMIT_COMPLETE
-                    | OpFlags::DELIVERY_COMPLETE,
+                    | OpFlags::DELIVERY_COMPLETE
+                    | OpFlags::COMMIT_COMPLETE,
                 msg_order: order,
                 inject_size: s.inject_size,
                 size: s.tx_size,
@@ -445,6 +447,7 @@ mod tests {
             let nic = info.nic.as_ref().expect("a NIC");
             assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
             assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
+            assert_eq!(nic.bus, ofi_core::Bus::Unknown, "loopback sits on no bus");
         }
     }
 

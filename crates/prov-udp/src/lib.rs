@@ -616,6 +616,7 @@ mod tests {
             let nic = info.nic.as_ref().expect("a NIC");
             assert_eq!(nic.network_type.as_deref(), Some("Loopback"), "{nic:?}");
             assert!(nic.mtu > 0 && nic.link_up, "{nic:?}");
+            assert_eq!(nic.bus, ofi_core::Bus::Unknown, "loopback sits on no bus");
         }
     }
 

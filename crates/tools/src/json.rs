@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use ofi::attr::{DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
+use ofi::attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
 use ofi::loader::{LoadOutcome, LoadRecord};
 use ofi::param::ParamEntry;
 use ofi::registry::ProviderRecord;
@@ -125,6 +125,18 @@ fn nic(n: &Nic) -> Value {
         "speed": n.speed,
         "link_up": n.link_up,
         "network_type": opt_str(&n.network_type),
+        "bus": match n.bus {
+            Bus::Unknown => json!({ "bus_type": "FI_BUS_UNKNOWN" }),
+            Bus::Pci(a) => json!({
+                "bus_type": "FI_BUS_PCI",
+                "pci": {
+                    "domain_id": a.domain,
+                    "bus_id": a.bus,
+                    "device_id": a.device,
+                    "function_id": a.function,
+                },
+            }),
+        },
     })
 }
 

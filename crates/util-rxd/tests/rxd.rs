@@ -471,25 +471,30 @@ fn auto_progress_needs_no_calls_from_the_sender() {
     assert_eq!(s.op_context, 2);
 }
 
-/// `FI_DELIVERY_COMPLETE` into posted receives, one packet and several: the send's
+/// `FI_DELIVERY_COMPLETE` and `FI_COMMIT_COMPLETE` (delivery complete here: no
+/// persistent memory) into posted receives, one packet and several: the send's
 /// completion comes with the data in place (the peer acknowledges a packet after
 /// placing it).
 #[test]
 fn delivery_complete_into_posted_receives() {
     let (a, b, ab, _ba) = pair();
-    for (k, len) in [0usize, 100, 65_459, 140_000].into_iter().enumerate() {
+    let sizes = [0usize, 100, 65_459, 140_000];
+    let cases = [OpFlags::DELIVERY_COMPLETE, OpFlags::COMMIT_COMPLETE]
+        .into_iter()
+        .flat_map(|level| sizes.map(|len| (level, len)));
+    for (k, (level, len)) in cases.enumerate() {
         let payload = pattern(len, 90 + k as u8);
         let mut buf = vec![0u8; len.max(1)];
         b.recv(&mut buf, 0xde00 + k);
         let ctx = 0xdf00 + k;
         // `payload` lives until the send's completion is read below.
-        ofi_conformance::fixture::sendmsg(&a.ep, &payload, ab, ctx, OpFlags::DELIVERY_COMPLETE)
-            .unwrap_or_else(|e| panic!("fi_sendmsg DC {len} B: {e}"));
+        ofi_conformance::fixture::sendmsg(&a.ep, &payload, ab, ctx, level)
+            .unwrap_or_else(|e| panic!("fi_sendmsg {level} {len} B: {e}"));
         let (d, _) = wait(&a.cq, &[&b.cq], "delivery-complete send").expect("send completion");
         assert_eq!(d.op_context, ctx);
         assert!(
             buf[..len] == payload[..],
-            "{len} B: completed before the data was in place"
+            "{level} {len} B: completed before the data was in place"
         );
         let (r, _) = wait(&b.cq, &[&a.cq], "receive").expect("receive completion");
         assert_eq!((r.op_context, r.len), (0xde00 + k, len));

@@ -48,8 +48,8 @@ use ofi_core::attr::{Info, TxAttr};
 use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{
-    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, Progress, Protocol, ResourceMgmt,
-    Result, Threading, Version,
+    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
+    ResourceMgmt, Result, Threading, Version,
 };
 
 /// The provider's name.
@@ -374,7 +374,9 @@ impl RxmProvider {
                         | Caps::DIRECTED_RECV
                         | Caps::MULTI_RECV),
                 mode: ofi_core::Mode::empty(),
-                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS,
+                // Every level of the RDM set, and commit complete (as delivery
+                // complete: no persistent memory).
+                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
                 msg_order: order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,

@@ -103,6 +103,72 @@ static void check_getinfo(void)
 	printf("getinfo ok (%d shm results)\n", n);
 }
 
+/* The PCI address sysfs gives interface `ifname`: its resolved `device` link, or that
+ * link's parent (a virtio NIC), named DDDD:BB:DD.F. 0 when there is none. */
+static int sysfs_pci(const char *ifname, unsigned v[4])
+{
+	char link[256], path[4096], tail[8], *base;
+	int up;
+
+	snprintf(link, sizeof link, "/sys/class/net/%s/device", ifname);
+	if (!realpath(link, path))
+		return 0;
+	for (up = 0; up < 2; up++) {
+		base = strrchr(path, '/');
+		if (!base)
+			return 0;
+		if (sscanf(base + 1, "%4x:%2x:%2x.%1x%7s", &v[0], &v[1], &v[2], &v[3], tail) == 4)
+			return 1;
+		*base = '\0';
+	}
+	return 0;
+}
+
+/* fi_nic's bus_attr on tcp's results: the loopback interface's (127.0.0.1) and the
+ * default interface's, each as sysfs describes it. */
+static void check_nic_bus(void)
+{
+	const char *nodes[] = { "127.0.0.1", NULL };
+	struct fi_info *hints, *info;
+	int k, ret;
+
+	hints = fi_allocinfo();
+	CHECK(hints, "allocinfo");
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->mode = ~0ULL;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	for (k = 0; k < 2; k++) {
+		struct fi_bus_attr *bus;
+		const char *name;
+		unsigned v[4];
+
+		ret = fi_getinfo(FI_VERSION(1, 17), nodes[k], NULL, nodes[k] ? FI_SOURCE : 0,
+				 hints, &info);
+		CHECK(ret == 0, "fi_getinfo tcp %s: %d", nodes[k] ? nodes[k] : "(default)", ret);
+		CHECK(info->nic && info->nic->device_attr && info->nic->bus_attr, "a nic with a bus");
+		name = info->nic->device_attr->name;
+		bus = info->nic->bus_attr;
+		printf("nic %s: bus_type %d", name, (int)bus->bus_type);
+		if (bus->bus_type == FI_BUS_PCI)
+			printf(" %04x:%02x:%02x.%x", bus->attr.pci.domain_id, bus->attr.pci.bus_id,
+			       bus->attr.pci.device_id, bus->attr.pci.function_id);
+		printf("\n");
+		if (sysfs_pci(name, v)) {
+			CHECK(bus->bus_type == FI_BUS_PCI && bus->attr.pci.domain_id == v[0] &&
+			      bus->attr.pci.bus_id == v[1] && bus->attr.pci.device_id == v[2] &&
+			      bus->attr.pci.function_id == v[3],
+			      "%s: sysfs says PCI %04x:%02x:%02x.%x", name, v[0], v[1], v[2], v[3]);
+		} else {
+			CHECK(bus->bus_type == FI_BUS_UNKNOWN, "%s: no PCI device in sysfs", name);
+		}
+		if (nodes[k])
+			CHECK(!strcmp(name, "lo") && bus->bus_type == FI_BUS_UNKNOWN, "%s", name);
+		fi_freeinfo(info);
+	}
+	fi_freeinfo(hints);
+	printf("nic bus ok\n");
+}
+
 static void check_tostr(void)
 {
 	uint64_t caps = FI_MSG | FI_RMA;
@@ -195,6 +261,7 @@ int main(void)
 {
 	check_strerror();
 	check_getinfo();
+	check_nic_bus();
 	check_tostr();
 	check_params();
 	check_log_and_open();

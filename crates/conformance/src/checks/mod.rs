@@ -7,6 +7,7 @@ pub mod auth;
 pub mod av;
 pub mod cm;
 pub mod cntr;
+pub mod commit;
 pub mod contexts;
 pub mod control;
 pub mod control_wait;
@@ -142,6 +143,8 @@ table! {
     Control: control::control_ops_flags_and_alias_decide_completions,
     Control: control::control_msg_calls_check_flags,
     Control: control::control_delivery_complete_default,
+    CommitComplete: commit::commit_complete_send_and_write,
+    CommitComplete: commit::commit_complete_as_default,
     Control: control_wait::control_getwait_polls_readable,
     Control: setname::setname_after_enable_and_bad_names,
     Ordering: ordering::ordering_rma_claims_hold,

@@ -72,8 +72,10 @@ pub const ABI_MAJOR: u32 = 2;
 ///
 /// History: 1 added multicast (`join`, `mc_close`); 2 added the host's `hook_inner`
 /// (hook providers, `FI_HOOK`). Major 2 continues these minors (its tables are those of
-/// 1.2). 3 added a passive endpoint's `control` (`FI_BACKLOG`).
-pub const ABI_MINOR: u32 = 3;
+/// 1.2). 3 added a passive endpoint's `control` (`FI_BACKLOG`). 4 appended the NIC's
+/// bus to `RawNic` (`bus_type` and the PCI address); a NIC from an older plugin has
+/// none ([`crate::Bus::Unknown`]).
+pub const ABI_MINOR: u32 = 4;
 /// The name of the static a plugin exports.
 pub const ENTRY_SYMBOL: &str = "OFI_RS_PLUGIN_ENTRY";
 
@@ -463,14 +465,16 @@ mod tests {
     /// The fingerprints of interface 2.0, 2.1 and 2.2 as computed before the tables were
     /// generated from the lists of operations (`abi/ops`): a generated layout identical
     /// to the hand-written one must hash to the same values, or plugins built before
-    /// would be refused. 2.3 (a passive endpoint's `control`) is pinned as first built.
+    /// would be refused. 2.3 (a passive endpoint's `control`) and 2.4 (the NIC's bus) are
+    /// pinned as first built.
     #[test]
     fn fingerprints_are_pinned() {
         assert_eq!(fingerprint_for_minor(0), 0x332b_e2b9_b141_8ec8);
         assert_eq!(fingerprint_for_minor(1), 0x6ff7_175c_5757_6c9c);
         assert_eq!(fingerprint_for_minor(2), 0x0512_9866_4a3a_b381);
         assert_eq!(fingerprint_for_minor(3), 0xd6ef_f8e1_dfdf_df9b);
-        assert_eq!(ABI_MINOR, 3, "a new minor pins its own value here");
+        assert_eq!(fingerprint_for_minor(4), 0x1ef9_bb48_a2a8_bd5d);
+        assert_eq!(ABI_MINOR, 4, "a new minor pins its own value here");
     }
 
     #[test]

@@ -365,8 +365,14 @@ struct PeerIdx(usize);
 
 enum Unexp {
     /// Copied out of the ring (a delivery-complete sender was acknowledged then).
-    Data { data: Vec<u8> },
+    Data {
+        data: Vec<u8>,
+        /// The ring's [`Rx::via`] when it arrived.
+        via: Option<Arc<Active>>,
+    },
     Rts {
+        /// The ring's [`Rx::via`] when it arrived.
+        via: Option<Arc<Active>>,
         ring: usize,
         claim: u64,
         pid: i32,
@@ -415,6 +421,13 @@ struct Rx {
     gen: u64,
     polls: u64,
     last_check: Instant,
+    /// Per ring, on a shared receive context: the bindings of the endpoint the ring's
+    /// sender addressed (`None`: the context's own, those of its first endpoint). Kept
+    /// beside `rings`, not in them, so that every other endpoint's rings keep their
+    /// layout.
+    via: Vec<Option<Arc<Active>>>,
+    /// Whether a ring has bindings in `via`: chooses the poll loop that looks them up.
+    routed: bool,
 }
 
 struct Shared {
@@ -442,6 +455,10 @@ struct Shared {
     /// Set at `fi_enable` when the endpoint receives through a shared receive context:
     /// its own receive calls are then refused (the context's receives match).
     rx_via_srx: AtomicBool,
+    /// A shared receive context's endpoints: the digest of each one's name
+    /// ([`region::name_digest`]) and its bindings, where the messages addressed to it
+    /// are reported (`shared_ctx`).
+    srx_routes: Mutex<Vec<(u64, Arc<Active>)>>,
     /// Triggered operations waiting for their counters (`trigger`).
     triggers: ofi_kit::trigger::TriggerQueue,
     /// This endpoint, for issuing triggered operations from progress (`trigger`).
@@ -604,6 +621,8 @@ impl Endpoint {
                 gen: u64::MAX,
                 polls: 0,
                 last_check: Instant::now(),
+                via: vec![None; geo.rings],
+                routed: false,
             }),
             tx_work: AtomicUsize::new(0),
             corrupt: AtomicU64::new(0),
@@ -618,6 +637,7 @@ impl Endpoint {
             remote: OnceLock::new(),
             ctx_cqs: OnceLock::new(),
             rx_via_srx: AtomicBool::new(false),
+            srx_routes: Mutex::new(Vec::new()),
         });
         engine.register(&sh);
         Ok(Endpoint {
@@ -828,11 +848,13 @@ impl EndpointOps<Fabric> for Endpoint {
 /// four submissions: each takes the whole operation as one request value.
 impl DataPath for Endpoint {
     const NAME: &'static str = crate::NAME;
-    /// Kit's default set, `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)) and
-    /// `FI_TRIGGER` ([`triggers`](DataPath::triggers)).
+    /// Kit's default set, `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)),
+    /// `FI_TRIGGER` ([`triggers`](DataPath::triggers)) and `FI_COMMIT_COMPLETE` (as
+    /// delivery complete: [`ofi_kit::opflags::with_implied`]).
     const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
         .union(OpFlags::FENCE)
-        .union(OpFlags::TRIGGER);
+        .union(OpFlags::TRIGGER)
+        .union(OpFlags::COMMIT_COMPLETE);
     type Active = Active;
 
     /// Triggered operations wait in the endpoint's queue (module `trigger`).

@@ -85,8 +85,12 @@ impl Shared {
             place,
             released,
         } = to;
+        let via = match &payload {
+            Unexp::Data { via, .. } | Unexp::Rts { via, .. } => via.clone(),
+        };
+        let act = via.as_deref().unwrap_or(act);
         match payload {
-            Unexp::Data { data } => {
+            Unexp::Data { data, .. } => {
                 let n = place.len.min(data.len());
                 // SAFETY: `data` holds n bytes; the receive buffer is the
                 // application's, writable for its length (placement within it).
@@ -100,6 +104,7 @@ impl Shared {
                 iov,
                 niov,
                 id,
+                ..
             } => {
                 let dst = recv.buf.sub(place.offset, place.len);
                 // SAFETY: `dst` is the placement's part of a posted receive buffer,
@@ -158,12 +163,25 @@ impl Shared {
             rr.asm = None;
             rr.wr = None;
             rr.backlog.clear();
+            rx.via[r] = self.srx_route(ring.dest());
+            rx.routed |= rx.via[r].is_some();
             rx.active.push(r);
         }
     }
 
+    /// On a shared receive context, the bindings of its endpoint whose name has
+    /// `digest` (see [`Ring::dest`](region::Ring::dest)); `None` for the context's own
+    /// (another endpoint, or no digest).
+    fn srx_route(&self, digest: u64) -> Option<Arc<Active>> {
+        let routes = lock(&self.srx_routes);
+        let (_, b) = routes.iter().find(|(d, _)| *d == digest)?;
+        Some(b.clone())
+    }
+
     pub(super) fn release_ring(&self, act: &Active, rx: &mut Rx, r: usize) {
         let ring = self.region.ring(r);
+        let via = rx.via.get_mut(r).and_then(Option::take);
+        let act = via.as_deref().unwrap_or(act);
         let Some(rr) = rx.rings.get_mut(r) else {
             return;
         };
@@ -203,6 +221,7 @@ impl Shared {
         act: &Active,
         rx: &mut Rx,
         inc: &Incoming,
+        r: usize,
         ack: Option<(usize, u64, u64)>,
         payload: *const u8,
     ) -> bool {
@@ -229,7 +248,12 @@ impl Shared {
                 let mut data = vec![0u8; len];
                 // SAFETY: the payload per the contract; `data` holds len bytes.
                 unsafe { std::ptr::copy_nonoverlapping(payload, data.as_mut_ptr(), len) };
-                if rx.m.push_unexpected(*inc, Unexp::Data { data }).is_err() {
+                let via = rx.via[r].clone();
+                if rx
+                    .m
+                    .push_unexpected(*inc, Unexp::Data { data, via })
+                    .is_err()
+                {
                     return false;
                 }
             }
@@ -312,6 +336,27 @@ impl Shared {
             rx.gen = gen;
             self.attach_rings(rx);
         }
+        // A shared receive context looks up per ring the bindings of the endpoint the
+        // sender addressed; every other endpoint polls without the lookup.
+        let (mut work, more) = if rx.routed {
+            self.poll_rings::<true>(act, rx)
+        } else {
+            self.poll_rings::<false>(act, rx)
+        };
+        rx.polls = rx.polls.wrapping_add(1);
+        if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
+            self.peek.liveness_due.store(false, Ordering::Relaxed);
+            work += self.check_liveness(act, rx);
+        }
+        self.publish_peek(rx, more);
+        work
+    }
+
+    /// Drain the active rings (a bounded number of slots each): how many slots were
+    /// taken, and whether work is left. With `ROUTED`, a ring's messages are reported
+    /// with its [`Rx::via`] bindings when it has some.
+    #[inline(always)]
+    fn poll_rings<const ROUTED: bool>(&self, act: &Active, rx: &mut Rx) -> (usize, bool) {
         let geo = self.region.geometry();
         let max_msg = self.settings.max_msg_size;
         let mut work = 0;
@@ -321,6 +366,8 @@ impl Shared {
             let r = rx.active[k];
             k += 1;
             let ring = self.region.ring(r);
+            let via = if ROUTED { rx.via[r].clone() } else { None };
+            let act = via.as_deref().unwrap_or(act);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;
@@ -352,13 +399,7 @@ impl Shared {
                 more |= !rx.rings[r].backlog.is_empty();
             }
         }
-        rx.polls = rx.polls.wrapping_add(1);
-        if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
-            self.peek.liveness_due.store(false, Ordering::Relaxed);
-            work += self.check_liveness(act, rx);
-        }
-        self.publish_peek(rx, more);
-        work
+        (work, more)
     }
 
     /// Release the drained rings whose sender closed or died, if [`LIVENESS_EVERY`] has

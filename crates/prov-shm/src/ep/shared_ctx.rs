@@ -13,10 +13,15 @@
 //! endpoints. The endpoint's own region stays mapped (it names the endpoint as a
 //! sender) but nobody reaches it any more.
 //!
-//! The context reports receives with the bindings of the first endpoint enabled on it
-//! (its receive CQ and counter, and its AV for `FI_SOURCE`): endpoints that share a
-//! receive context are expected to share those too. Receives are posted to the
-//! context (`fi_recv` on it), not to the endpoints.
+//! The context reports a message with the receive bindings of the endpoint its sender
+//! addressed (fi_endpoint(3): the endpoint's receive CQ and counter, and its AV for
+//! `FI_SOURCE`): a sender leaves the digest of the name it opened in its ring
+//! (`region::name_digest`), and the context, attaching the ring, finds the endpoint
+//! of that name among those enabled on it. A ring without a known digest (an
+//! endpoint's name changed after the sender connected, say) reports with the first
+//! endpoint's bindings. Receives are posted to the context (`fi_recv` on it), not to
+//! the endpoints; a posted receive's completion goes to the CQ of the endpoint the
+//! message that filled it was addressed to.
 //!
 //! # Shared transmit context
 //!
@@ -48,6 +53,7 @@ use super::remote_cntr::{RemoteCntrs, REMOTE_EVENTS};
 use super::scalable::{Role, IDLE_GEOMETRY};
 use super::{create_auto_named, Endpoint, Shared};
 use crate::fabric::Fabric;
+use crate::region::name_digest;
 use crate::{Settings, NAME};
 
 /// The bindings shm keeps itself, beside the kit's: shared contexts and remote
@@ -191,7 +197,7 @@ impl Endpoint {
         self.sh
             .rx_via_srx
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = srx.active.set(Bound {
+        let receive_side = || Bound {
             av: act.av.clone(),
             txcq: None,
             rxcq: act.rxcq.clone(),
@@ -199,8 +205,11 @@ impl Endpoint {
             rxcntr: act.rxcntr.clone(),
             wcntr: None,
             rcntr: None,
-        });
-        alias_region(&srx.name(), &self.sh.name())
+        };
+        let _ = srx.active.set(receive_side());
+        let name = self.sh.name();
+        lock(&srx.srx_routes).push((name_digest(&name), Arc::new(receive_side())));
+        alias_region(&srx.name(), &name)
     }
 }
 

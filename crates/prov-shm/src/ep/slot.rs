@@ -74,7 +74,7 @@ impl Shared {
         // parser), inside the mapping.
         unsafe {
             let payload = self.region.map().base().add(slot_off + INLINE_OFF);
-            self.deliver_whole(act, rx, &inc, ack, payload)
+            self.deliver_whole(act, rx, &inc, r, ack, payload)
         }
     }
 
@@ -133,6 +133,7 @@ impl Shared {
         let inc = at.incoming(s, total);
         let pid = rx.rings[r].pid;
         let payload = Unexp::Rts {
+            via: rx.via[r].clone(),
             ring: r,
             claim,
             pid,
@@ -345,7 +346,7 @@ impl Shared {
             // parse, so the chunk's `total` bytes lie inside the mapping.
             let done = unsafe {
                 let src = map.base().add(ring.chunk_off(chunk));
-                self.deliver_whole(act, rx, &inc, ack, src)
+                self.deliver_whole(act, rx, &inc, r, ack, src)
             };
             if done {
                 ring.chunk_state(chunk).store(0, Ordering::Release);
@@ -436,7 +437,10 @@ impl Shared {
             AsmTarget::Unexp(data) => {
                 // A receive may have been posted while the message streamed in.
                 let inc = a.inc;
-                let payload = Unexp::Data { data };
+                let payload = Unexp::Data {
+                    data,
+                    via: rx.via[r].clone(),
+                };
                 let m = taken(rx.m.match_incoming(&inc));
                 // Placed or buffered is taken in (as above): acknowledged now;
                 // a message the full queue drops fails its sender.

@@ -76,6 +76,7 @@ impl Shared {
             let (pa, pv) = ofi_kit::cma::probe_word();
             ring.write_identity(me as i32, &self.name(), pa, pv);
             ring.write_auth(self.settings.auth);
+            ring.write_dest(region::name_digest(name));
             ring.state().store(state::READY, Ordering::Release);
             region.claims_gen().fetch_add(1, Ordering::AcqRel);
             if tx.conns.len() <= idx.0 {

@@ -18,8 +18,11 @@ use super::*;
 impl DataPath for Endpoint {
     const NAME: &'static str = NAME;
     const RMA_IOV_LIMIT: usize = proto::RMA_IOV_LIMIT;
-    /// Kit's default set and `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)).
-    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+    /// Kit's default set, `FI_FENCE` ([`fence_ready`](DataPath::fence_ready)) and
+    /// `FI_COMMIT_COMPLETE` (as delivery complete).
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
+        .union(OpFlags::FENCE)
+        .union(OpFlags::COMMIT_COMPLETE);
     type Active = Endpoint;
 
     /// A fenced operation starts only when nothing earlier is queued or waiting for

@@ -49,8 +49,12 @@ impl EndpointOps<Fabric> for Endpoint {
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
-    /// Kit's default set and `FI_FENCE` (see `fence_ready`).
-    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT.union(OpFlags::FENCE);
+    /// Kit's default set, `FI_FENCE` (see `fence_ready`) and `FI_COMMIT_COMPLETE` per
+    /// operation (as delivery complete: the peer acknowledges a packet once placed; no
+    /// persistent memory). Neither level is offered as a default.
+    const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
+        .union(OpFlags::FENCE)
+        .union(OpFlags::COMMIT_COMPLETE);
 
     /// A fenced operation starts only when no earlier transmit operation is still in
     /// the operation table (every one stays there until its peer acknowledged or

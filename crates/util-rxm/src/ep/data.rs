@@ -6,11 +6,12 @@ use super::*;
 
 impl ofi_kit::dataops::DataPath for Endpoint {
     ofi_kit::layered_data_path!();
-    /// Kit's default set, `FI_FENCE` (see `fence_ready`) and `FI_TRIGGER` (see
-    /// `triggers`).
+    /// Kit's default set, `FI_FENCE` (see `fence_ready`), `FI_TRIGGER` (see
+    /// `triggers`) and `FI_COMMIT_COMPLETE` (as delivery complete).
     const OP_FLAGS: OpFlags = ofi_kit::opflags::PROVIDER_DEFAULT
         .union(OpFlags::FENCE)
-        .union(OpFlags::TRIGGER);
+        .union(OpFlags::TRIGGER)
+        .union(OpFlags::COMMIT_COMPLETE);
 
     /// Triggered operations wait in the endpoint's queue (module `trigger`).
     fn triggers(

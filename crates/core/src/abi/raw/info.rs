@@ -187,6 +187,16 @@ abi_struct! {
         pub link_up: u32,
         /// `network_type`.
         pub network_type: RawStr,
+        /// `bus`: 0 unknown, 1 PCI (the C library's `enum fi_bus_type`; minor 4).
+        pub @4 bus_type: u32,
+        /// The PCI domain (`bus_type` 1; minor 4).
+        pub @4 pci_domain: u16,
+        /// The PCI bus (minor 4).
+        pub @4 pci_bus: u8,
+        /// The PCI device (minor 4).
+        pub @4 pci_device: u8,
+        /// The PCI function (minor 4).
+        pub @4 pci_function: u8,
     }
 
     /// Raw `Info`. Attribute pointers may be null (all-default attributes); `nic` null
@@ -320,6 +330,10 @@ impl RawInfoBox {
             api_version: f.api_version.to_raw(),
         });
         let nic = info.nic.as_ref().map(|n| {
+            let (bus_type, pci) = match n.bus {
+                Bus::Unknown => (BUS_UNKNOWN, PciAddress::default()),
+                Bus::Pci(a) => (BUS_PCI, a),
+            };
             Box::new(RawNic {
                 struct_size: std::mem::size_of::<RawNic>(),
                 device_name: st.str(&n.device_name),
@@ -333,6 +347,11 @@ impl RawInfoBox {
                 speed: n.speed,
                 link_up: n.link_up as u32,
                 network_type: st.str(&n.network_type),
+                bus_type,
+                pci_domain: pci.domain,
+                pci_bus: pci.bus,
+                pci_device: pci.device,
+                pci_function: pci.function,
             })
         });
         let raw = Box::new(RawInfo {
@@ -440,6 +459,39 @@ pub(super) unsafe fn sub<'a, T>(p: *const T, min: usize, what: &str) -> Result<O
     Ok(Some(unsafe { &*p }))
 }
 
+/// `RawNic::bus_type` of [`Bus::Unknown`].
+const BUS_UNKNOWN: u32 = 0;
+/// `RawNic::bus_type` of [`Bus::Pci`].
+const BUS_PCI: u32 = 1;
+
+/// The bus of a raw NIC: [`Bus::Unknown`] from a producer older than minor 4 (its
+/// `struct_size` ends before the bus fields, which are then never read).
+fn bus_from_raw(n: &RawNic) -> Result<Bus> {
+    if n.struct_size < RawNic::LAYOUT.size_for_minor(4) {
+        return Ok(Bus::Unknown);
+    }
+    match n.bus_type {
+        BUS_UNKNOWN => Ok(Bus::Unknown),
+        BUS_PCI if n.pci_device < 32 && n.pci_function < 8 => Ok(Bus::Pci(PciAddress {
+            domain: n.pci_domain,
+            bus: n.pci_bus,
+            device: n.pci_device,
+            function: n.pci_function,
+        })),
+        BUS_PCI => Err(Error::new(
+            Errno::EINVAL,
+            format!(
+                "nic: PCI device {} function {} out of range",
+                n.pci_device, n.pci_function
+            ),
+        )),
+        other => Err(Error::new(
+            Errno::EINVAL,
+            format!("nic.bus_type: invalid value {other}"),
+        )),
+    }
+}
+
 pub(super) fn closed_enum<T>(raw: u32, from: fn(u32) -> Option<T>, what: &str) -> Result<T> {
     from(raw).ok_or_else(|| Error::new(Errno::EINVAL, format!("{what}: invalid value {raw}")))
 }
@@ -533,6 +585,7 @@ pub unsafe fn info_from_raw(p: *const RawInfo) -> Result<Info> {
                 speed: n.speed,
                 link_up: n.link_up != 0,
                 network_type: n.network_type.to_string_opt("nic.network_type")?,
+                bus: bus_from_raw(n)?,
             });
         }
     }

@@ -35,7 +35,7 @@ use std::ffi::c_void;
 use crate::abi::layout::abi_struct;
 use crate::abi::tables::{AtomicTable, CmTable, EpTable, MrTable, MsgTable, RmaTable, TaggedTable};
 use crate::addr::Address;
-use crate::attr::{DomainAttr, EpAttr, FabricAttr, Info, Nic, RxAttr, TxAttr};
+use crate::attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, PciAddress, RxAttr, TxAttr};
 use crate::enums::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
 use crate::error::{Errno, Error, Result};
 use crate::flags::{Caps, CompOrder, Mode, MrMode, MsgOrder, OpFlags};

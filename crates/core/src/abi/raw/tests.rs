@@ -86,11 +86,14 @@ prop_compose! {
 
 prop_compose! {
     fn nic()(s in proptest::collection::vec(opt_string(), 8), mtu in any::<usize>(), speed in any::<usize>(),
-             up in any::<bool>()) -> Nic {
+             up in any::<bool>(), pci in proptest::option::of((any::<u16>(), any::<u8>(), 0..32u8, 0..8u8))) -> Nic {
         Nic {
             device_name: s[0].clone(), device_id: s[1].clone(), device_version: s[2].clone(),
             vendor_id: s[3].clone(), driver: s[4].clone(), firmware: s[5].clone(),
             link_address: s[6].clone(), mtu, speed, link_up: up, network_type: s[7].clone(),
+            bus: pci.map_or(Bus::Unknown, |(domain, bus, device, function)| {
+                Bus::Pci(PciAddress { domain, bus, device, function })
+            }),
         }
     }
 }
@@ -131,6 +134,47 @@ fn default_and_empty_strings_survive() {
     let b = RawInfoBox::new(&i);
     // SAFETY: the box keeps every pointer valid.
     assert_eq!(unsafe { info_from_raw(b.as_ptr()) }.unwrap(), i);
+}
+
+/// A NIC from a plugin of minor 3 (its `struct_size` ends before the bus fields)
+/// reads as no bus, whatever lies past its end; a bad bus from a newer one is
+/// `FI_EINVAL`.
+#[test]
+fn a_nic_before_minor_4_has_no_bus() {
+    let mut i = Info::new();
+    i.nic = Some(Nic {
+        device_name: Some("eth0".into()),
+        bus: Bus::Pci(PciAddress {
+            domain: 0,
+            bus: 0,
+            device: 3,
+            function: 0,
+        }),
+        ..Nic::default()
+    });
+    let b = RawInfoBox::new(&i);
+    // SAFETY: the box's nic pointer is valid.
+    let mut old = unsafe { *b.raw.nic };
+    old.struct_size = RawNic::LAYOUT.size_for_minor(3);
+    let mut boxed = RawInfoBox::new(&i);
+    boxed.raw.nic = &old;
+    // SAFETY: every pointer is valid (old lives on this frame).
+    let back = unsafe { info_from_raw(boxed.as_ptr()) }.unwrap();
+    let nic = back.nic.expect("a nic");
+    assert_eq!(nic.bus, Bus::Unknown);
+    assert_eq!(nic.device_name.as_deref(), Some("eth0"));
+    assert!(RawNic::LAYOUT.size_for_minor(3) < RawNic::LAYOUT.size_for_minor(4));
+    for (ty, device) in [(2, 0), (1, 32)] {
+        let mut bad = old;
+        bad.struct_size = std::mem::size_of::<RawNic>();
+        bad.bus_type = ty;
+        bad.pci_device = device;
+        let mut boxed = RawInfoBox::new(&i);
+        boxed.raw.nic = &bad;
+        // SAFETY: as above.
+        let e = unsafe { info_from_raw(boxed.as_ptr()) }.unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL, "{e}");
+    }
 }
 
 #[test]
