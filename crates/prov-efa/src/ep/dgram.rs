@@ -80,7 +80,7 @@ impl Shared {
     pub(super) fn dgram_arrived(&self, act: &Bound, st: &mut St, i: u32, src: EfaAddr, len: usize) {
         if let Some(op) = st.dgram_rx.pop_front() {
             st.scratch.resize(len, 0);
-            self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
+            self.bounce.read(self.rx_payload(i), &mut st.scratch);
             let n = len.min(op.buf.total());
             // SAFETY: the receive's buffers are the application's, writable until it
             // completes (the C contract the posted receive carries).

@@ -102,20 +102,23 @@ impl Shared {
                     }
                     continue;
                 }
-                let len = (wc.byte_len as usize).saturating_sub(GRH_LEN).min(self.mtu);
-                let mut gid = [0u8; 16];
-                self.bounce.read(self.rx_off(i) + 8, &mut gid);
-                let src = EfaAddr {
-                    gid: Gid(gid),
-                    qpn: wc.src_qp,
-                    qkey: QKEY,
+                let Some(len) = self.rx_len(&wc) else {
+                    st.peers.count_dropped();
+                    let _ = self.post_rx(i);
+                    continue;
                 };
+                let grh_gid = || self.grh_sgid(i);
                 if self.dgram {
-                    self.dgram_arrived(act, st, i, src, len);
+                    match st.peers.sender_addr(&wc, grh_gid) {
+                        Some(src) => self.dgram_arrived(act, st, i, src, len),
+                        None => {
+                            st.peers.count_dropped();
+                            let _ = self.post_rx(i);
+                        }
+                    }
                     continue;
                 }
-                let Some(peer) = Self::peer_of(st, src) else {
-                    st.dropped_no_peer += 1;
+                let Some(peer) = st.peers.sender(&wc, grh_gid) else {
                     let _ = self.post_rx(i);
                     continue;
                 };
@@ -127,12 +130,34 @@ impl Shared {
         }
     }
 
+    /// The datagram length of the successful receive `wc`: its bytes less the GRH where
+    /// the device wrote one. `None` for a GRH where the slot has no room for one (a
+    /// device that writes GRHs on SRD after all): nothing of it can be trusted.
+    fn rx_len(&self, wc: &WorkCompletion) -> Option<usize> {
+        let grh = if wc.wc_flags.contains(WcFlags::GRH) {
+            GRH_LEN
+        } else {
+            0
+        };
+        if grh > self.rx_prefix {
+            return None;
+        }
+        Some((wc.byte_len as usize).saturating_sub(grh).min(self.mtu))
+    }
+
+    /// The sender's GID in the GRH of receive slot `i` (bytes 8..24).
+    fn grh_sgid(&self, i: u32) -> Gid {
+        let mut gid = [0u8; 16];
+        self.bounce.read(self.rx_off(i) + 8, &mut gid);
+        Gid(gid)
+    }
+
     /// Hands the datagram in receive slot `i` to the engine: posted again when taken;
     /// when refused, copied aside (the slot posted again) while fewer than
     /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
     fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
         st.scratch.resize(len, 0);
-        self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
+        self.bounce.read(self.rx_payload(i), &mut st.scratch);
         let St { eng, scratch, .. } = st;
         let taken = eng.handle_packet(now, peer, scratch).is_ok();
         if !taken && st.copied >= self.copied_max {
@@ -253,12 +278,22 @@ impl Shared {
             return Err(crate::einval("unknown peer"));
         };
         if p.ah.is_none() {
-            p.ah = Some(self.dom.pd.create_ah(&ofi_rdma::AhAttr {
+            let ah = self.dom.pd.create_ah(&ofi_rdma::AhAttr {
                 dgid: p.addr.gid,
                 port_num: 1,
                 ..ofi_rdma::AhAttr::default()
-            })?);
+            })?;
+            let (gid, ahn) = (p.addr.gid, ah.efa_ahn());
+            p.ah = Some(ah);
+            // On EFA hardware a receive from this GID now names its sender by this
+            // handle's number (the software device's have none: their GRH names it).
+            if let Ok(ahn) = ahn {
+                st.peers.note_ahn(ahn, gid);
+            }
         }
+        let Some(p) = st.peers.get_mut(peer as usize) else {
+            return Err(crate::einval("unknown peer"));
+        };
         let (qpn, qkey) = (p.addr.qpn, p.addr.qkey);
         let Some(ah) = p.ah.as_ref() else {
             return Err(crate::einval("no address handle"));
