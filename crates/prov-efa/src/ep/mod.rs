@@ -41,7 +41,8 @@
 //!
 //! # Invariants
 //!
-//! - The bounce region is only touched through raw copies (the device writes it).
+//! - The bounce region is only touched through raw copies (the device writes it), or
+//!   read in place from a receive slot that is not posted, until it is posted again.
 //! - A send slot is in exactly one place: free, or posted with the engine token it
 //!   carries; a receive slot is posted, or held with its datagram. At most
 //!   `copied_max` refused datagrams are copied aside.
@@ -132,6 +133,19 @@ impl Bounce {
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), out.as_mut_ptr(), out.len()) };
     }
 
+    /// The `len` bytes at `off` (empty when out of range), read in place.
+    ///
+    /// # Safety
+    /// The device must not write the range while the slice lives: it lies in a receive
+    /// slot not posted (and not posted again before the slice is dropped).
+    unsafe fn slot_bytes(&self, off: usize, len: usize) -> &[u8] {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return &[];
+        }
+        // SAFETY: inside the allocation (checked); the caller keeps the device off it.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
+    }
+
     /// Copies `data` in at `off` (nothing when out of range).
     fn write(&self, off: usize, data: &[u8]) {
         if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
@@ -219,8 +233,6 @@ struct St {
     held: VecDeque<Held>,
     /// How many of them are copied aside.
     copied: usize,
-    /// A datagram copied out of its slot.
-    scratch: Vec<u8>,
     /// `FI_EP_DGRAM`: the application's receives, oldest first.
     dgram_rx: VecDeque<RxOp>,
     /// The AV's change count when lost peers were last compared with it.
@@ -419,7 +431,6 @@ impl Endpoint {
                 pending: None,
                 held: VecDeque::new(),
                 copied: 0,
-                scratch: Vec::with_capacity(mtu),
                 dgram_rx: VecDeque::new(),
                 av_seen: 0,
                 wc: [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Recv, 0); WC_BATCH],

@@ -156,17 +156,17 @@ impl Shared {
     /// when refused, copied aside (the slot posted again) while fewer than
     /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
     fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
-        st.scratch.resize(len, 0);
-        self.bounce.read(self.rx_payload(i), &mut st.scratch);
-        let St { eng, scratch, .. } = st;
-        let taken = eng.handle_packet(now, peer, scratch).is_ok();
+        // SAFETY: slot `i` is not posted (its completion was read, or it is held), and
+        // is posted again only below, after the last use of `bytes`.
+        let bytes = unsafe { self.bounce.slot_bytes(self.rx_payload(i), len) };
+        let taken = st.eng.handle_packet(now, peer, bytes).is_ok();
         if !taken && st.copied >= self.copied_max {
             st.held.push_back(Held::Slot(i, peer, len));
             return false;
         }
         if !taken {
             st.copied += 1;
-            st.held.push_back(Held::Copied(peer, st.scratch.clone()));
+            st.held.push_back(Held::Copied(peer, bytes.to_vec()));
         }
         if let Err(e) = self.post_rx(i) {
             ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");

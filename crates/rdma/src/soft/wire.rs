@@ -35,6 +35,9 @@ pub enum Kind {
     /// The SRD receiver refused datagram `msn` (`op` = [`Nak`] code; `rnr_timer` with
     /// [`Nak::Rnr`]).
     SrdNak = 10,
+    /// Several [`Kind::SrdAck`]s in one packet (what the receiver took in one read of
+    /// its connection): the payload is their headers, [`HDR_LEN`] bytes each.
+    SrdAcks = 11,
 }
 
 /// Request operations (the `op` byte of a [`Kind::Req`]).

@@ -18,7 +18,7 @@ mod requester;
 mod responder;
 mod srd;
 
-pub(crate) use srd::srd_nak_no_qp;
+pub(crate) use srd::{acks_in, srd_nak_no_qp, PendingAcks};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -215,13 +215,7 @@ pub(crate) fn answer_no_qp(conn: &Conn, h: &Hdr, kind: Kind) {
 }
 
 fn send_hdr(conn: &Conn, h: &Hdr) -> bool {
-    let b = h.emit();
-    let iov = [libc::iovec {
-        iov_base: b.as_ptr() as *mut _,
-        iov_len: HDR_LEN,
-    }];
-    // SAFETY: a local header alive for the call.
-    unsafe { conn.send(&iov) }
+    conn.send_packet(&h.emit(), &[])
 }
 
 /// One packet as a gather list: the emitted header, then `len` bytes from offset `off`

@@ -28,9 +28,15 @@
 //!
 //! RDMA read is not offered on SRD by this device (sends only).
 //!
+//! The receiver acknowledges what one read of a connection brought in one packet
+//! ([`PendingAcks`], `Kind::SrdAcks`) rather than one packet per datagram: on this device
+//! a packet (a system call at each end and a wake-up) costs far more than its bytes.
+//!
 //! Peer input never panics: a datagram whose length disagrees with its header or
-//! exceeds the MTU is dropped; answers naming no outstanding send are ignored.
+//! exceeds the MTU is dropped; answers naming no outstanding send are ignored; an
+//! acknowledgement packet whose length is not a whole number of headers is dropped.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ofi_core::{Errno, Error, Result};
@@ -38,7 +44,7 @@ use ofi_core::{Errno, Error, Result};
 use super::super::conn::Conn;
 use super::super::cq::lock;
 use super::super::ctx::CtxShared;
-use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED};
+use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN};
 use super::super::SRD_MTU;
 use super::{rnr_delay, send_hdr, Frame, QpInner, SgList, SoftQp, MAX_INLINE};
 use crate::verbs::{Gid, QpState, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion};
@@ -58,6 +64,74 @@ pub(super) struct SrdSend {
     rnr_left: u8,
     /// Waiting out a receiver-not-ready until then.
     resend_at: Option<Instant>,
+}
+
+/// Most acknowledgements one `Kind::SrdAcks` packet carries.
+const ACKS_PER_PACKET: usize = 64;
+
+/// The SRD acknowledgements a context owes while it reads its connections, by the
+/// connection they go back on: sent when the read of a connection ends
+/// ([`PendingAcks::flush`]) or a packet's worth is owed, as one packet — a lone one as
+/// a plain `Kind::SrdAck`. Buffers are kept between reads (no allocation once warm).
+#[derive(Default)]
+pub(crate) struct PendingAcks {
+    to: Vec<(Arc<Conn>, Vec<u8>)>,
+}
+
+impl PendingAcks {
+    /// Owes `ack` on `conn`.
+    fn add(&mut self, conn: &Arc<Conn>, ack: &Hdr) {
+        let i = match self.to.iter().position(|(c, _)| Arc::ptr_eq(c, conn)) {
+            Some(i) => i,
+            None => {
+                self.to
+                    .push((conn.clone(), Vec::with_capacity(ACKS_PER_PACKET * HDR_LEN)));
+                self.to.len() - 1
+            }
+        };
+        let owed = &mut self.to[i].1;
+        owed.extend_from_slice(&ack.emit());
+        if owed.len() >= ACKS_PER_PACKET * HDR_LEN {
+            send_acks(conn, owed);
+            owed.clear();
+        }
+    }
+
+    /// Sends everything owed; forgets connections that ended.
+    pub(crate) fn flush(&mut self) {
+        for (conn, owed) in &mut self.to {
+            if !owed.is_empty() {
+                send_acks(conn, owed);
+                owed.clear();
+            }
+        }
+        self.to.retain(|(c, _)| !c.is_dead());
+    }
+}
+
+/// Sends the acknowledgement headers `acks` on `conn` as one packet.
+fn send_acks(conn: &Conn, acks: &[u8]) {
+    if acks.len() == HDR_LEN {
+        conn.send_packet(acks, &[]);
+        return;
+    }
+    let h = Hdr {
+        kind: Kind::SrdAcks as u8,
+        total: acks.len() as u64,
+        ..Hdr::default()
+    };
+    conn.send_packet(&h.emit(), acks);
+}
+
+/// The acknowledgements of a `Kind::SrdAcks` packet's payload, or nothing when it is not
+/// a whole number of headers; entries that are not acknowledgements are skipped.
+pub(crate) fn acks_in(payload: &[u8]) -> impl Iterator<Item = Hdr> + '_ {
+    let whole = payload.len().is_multiple_of(HDR_LEN);
+    payload
+        .chunks_exact(HDR_LEN)
+        .filter(move |_| whole)
+        .filter_map(|a| Hdr::parse(a).map(|(h, _)| h))
+        .filter(|h| h.kind == Kind::SrdAck as u8)
 }
 
 /// Answers an SRD datagram for a queue pair that does not exist here.
@@ -166,28 +240,27 @@ impl SoftQp {
     }
 
     /// An SRD datagram for this queue pair: placed into the next receive (and
-    /// acknowledged), or refused.
+    /// acknowledged, in `acks`), or refused (at once).
     pub(crate) fn on_srd_datagram(
         &self,
         ctx: &CtxShared,
-        conn: &Conn,
+        conn: &Arc<Conn>,
         peer: &Gid,
         h: &Hdr,
         payload: &[u8],
+        acks: &mut PendingAcks,
     ) {
+        let reply = |kind: Kind, op: Nak, rnr: u8| Hdr {
+            kind: kind as u8,
+            op: op as u8,
+            rnr_timer: rnr,
+            dst_qpn: h.src_qpn,
+            src_qpn: self.qpn,
+            msn: h.msn,
+            ..Hdr::default()
+        };
         let answer = |kind: Kind, op: Nak, rnr: u8| {
-            send_hdr(
-                conn,
-                &Hdr {
-                    kind: kind as u8,
-                    op: op as u8,
-                    rnr_timer: rnr,
-                    dst_qpn: h.src_qpn,
-                    src_qpn: self.qpn,
-                    msn: h.msn,
-                    ..Hdr::default()
-                },
-            );
+            send_hdr(conn, &reply(kind, op, rnr));
         };
         let mut g = lock(&self.inner);
         if self.qp_type != crate::verbs::QpType::Srd
@@ -214,7 +287,7 @@ impl SoftQp {
         drop(g);
         match refusal {
             // The `op` byte of an acknowledgement means nothing.
-            None => answer(Kind::SrdAck, Nak::Rnr, 0),
+            None => acks.add(conn, &reply(Kind::SrdAck, Nak::Rnr, 0)),
             Some(nak) => answer(Kind::SrdNak, nak, 0),
         }
         self.recv_cq.push(wc, h.flags & F_SOLICITED != 0);
