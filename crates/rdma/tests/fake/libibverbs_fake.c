@@ -189,12 +189,15 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a) {
     return NULL;
 }
 int ibv_destroy_srq(struct ibv_srq *srq) { (void)srq; return 0; }
+/* Address handles (for tests/efa_cq_fake.rs, whose libefa stand-in numbers them). */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a) {
-    (void)pd; (void)a;
-    errno = ENOSYS;
-    return NULL;
+    (void)a;
+    struct ibv_ah *ah = calloc(1, sizeof *ah);
+    ah->context = pd->context;
+    ah->pd = pd;
+    return ah;
 }
-int ibv_destroy_ah(struct ibv_ah *ah) { (void)ah; return 0; }
+int ibv_destroy_ah(struct ibv_ah *ah) { free(ah); return 0; }
 int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *e) {
     (void)c; (void)e;
     errno = EAGAIN;
