@@ -59,6 +59,8 @@ mod progress;
 mod rma;
 mod senders;
 
+pub(crate) use senders::AhNumbers;
+
 pub(crate) use atomic::max_count as atomic_max_count;
 
 use std::collections::{HashMap, VecDeque};
@@ -420,7 +422,7 @@ impl Endpoint {
             bounce,
             st: Mutex::new(St {
                 eng: Engine::new(cfg),
-                peers: senders::PeerTable::new(MAX_PEERS),
+                peers: senders::PeerTable::new(MAX_PEERS, dom.ah_numbers.clone()),
                 tx_ops: HashMap::new(),
                 remote_cntrs: RemoteCntrs::default(),
                 next_tx: 1,

@@ -9,15 +9,16 @@
 //! - the GID in the completion itself (an EFA extended completion queue, when the
 //!   receiver has no address handle for the sender): [`WorkCompletion::sgid`];
 //! - else, on EFA, the number of the receiver's address handle for the sender, in
-//!   `slid`: mapped back to the GID through the handles this endpoint made
-//!   ([`PeerTable::note_ahn`]).
+//!   `slid`: mapped back to the GID through the handles the domain's endpoints made
+//!   ([`AhNumbers`], shared by them: their handles are of one protection domain).
 //!
 //! With the completion's source queue pair that is the peer. A receive whose sender
-//! cannot be named (no GRH, no GID, an address handle number this endpoint did not
-//! make) or a new sender beyond the table's capacity is dropped and counted
+//! cannot be named (no GRH, no GID, an address handle number the domain's endpoints
+//! did not make) or a new sender beyond the table's capacity is dropped and counted
 //! ([`PeerTable::dropped`]), never a panic.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use ofi_rdma::{AddressHandle, Gid, WcFlags, WorkCompletion};
 
@@ -31,23 +32,40 @@ pub(super) struct PeerSlot {
     pub(super) ah: Option<AddressHandle>,
 }
 
-/// The engine's peers by index and by address, and the GIDs of the address handle
-/// numbers this endpoint's handles have.
+/// The GID each address handle number leads to, for every handle the endpoints of one
+/// domain made (a handle made later under a number replaces what it led to before:
+/// the device reuses the numbers of handles destroyed).
+#[derive(Debug, Default)]
+pub(crate) struct AhNumbers(Mutex<HashMap<u16, Gid>>);
+
+impl AhNumbers {
+    fn note(&self, ahn: u16, gid: Gid) {
+        ofi_kit::wait::lock(&self.0).insert(ahn, gid);
+    }
+
+    fn gid(&self, ahn: u16) -> Option<Gid> {
+        ofi_kit::wait::lock(&self.0).get(&ahn).copied()
+    }
+}
+
+/// The engine's peers by index and by address, and the domain's address handle
+/// numbers.
 pub(super) struct PeerTable {
     slots: Vec<PeerSlot>,
     by_addr: HashMap<(Gid, u32), PeerAddr>,
-    gid_of_ahn: HashMap<u16, Gid>,
+    ah_numbers: Arc<AhNumbers>,
     max: usize,
     dropped: u64,
 }
 
 impl PeerTable {
-    /// An empty table of at most `max` peers.
-    pub(super) fn new(max: usize) -> PeerTable {
+    /// An empty table of at most `max` peers, naming senders by the domain's
+    /// `ah_numbers` where a completion gives a handle's number.
+    pub(super) fn new(max: usize, ah_numbers: Arc<AhNumbers>) -> PeerTable {
         PeerTable {
             slots: Vec::new(),
             by_addr: HashMap::new(),
-            gid_of_ahn: HashMap::new(),
+            ah_numbers,
             max,
             dropped: 0,
         }
@@ -82,9 +100,10 @@ impl PeerTable {
         Some(p)
     }
 
-    /// Records that this endpoint's address handle numbered `ahn` leads to `gid`.
+    /// Records that the address handle numbered `ahn` (this endpoint's, of the
+    /// domain's protection domain) leads to `gid`.
     pub(super) fn note_ahn(&mut self, ahn: u16, gid: Gid) {
-        self.gid_of_ahn.insert(ahn, gid);
+        self.ah_numbers.note(ahn, gid);
     }
 
     /// The address of the sender of the successful receive `wc`, or `None` when the
@@ -100,7 +119,7 @@ impl PeerTable {
         } else if let Some(gid) = wc.sgid {
             gid
         } else {
-            *self.gid_of_ahn.get(&wc.slid)?
+            self.ah_numbers.gid(wc.slid)?
         };
         Some(EfaAddr {
             gid,
@@ -147,6 +166,11 @@ mod tests {
         Gid([b; 16])
     }
 
+    /// A table of at most `max` peers, with address handle numbers of its own.
+    fn table(max: usize) -> PeerTable {
+        PeerTable::new(max, Arc::default())
+    }
+
     /// A successful receive from queue pair `src_qp`, naming the sender by nothing yet.
     fn recv(src_qp: u32) -> WorkCompletion {
         let mut wc = WorkCompletion::new(0, WcStatus::Success, WcOpcode::Recv, 1);
@@ -182,7 +206,7 @@ mod tests {
 
     #[test]
     fn a_grh_names_the_sender() {
-        let mut t = PeerTable::new(8);
+        let mut t = table(8);
         let wc = WorkCompletion {
             wc_flags: WcFlags::GRH,
             ..recv(5)
@@ -196,7 +220,7 @@ mod tests {
 
     #[test]
     fn the_completion_s_gid_names_the_sender_without_a_grh() {
-        let mut t = PeerTable::new(8);
+        let mut t = table(8);
         let p = t.sender(&with_sgid(6, gid(2)), no_grh).unwrap();
         assert_eq!(addr_of(&t, p), (gid(2), 6));
         // A sender known from a send before (same GID and queue pair): that peer.
@@ -212,7 +236,7 @@ mod tests {
 
     #[test]
     fn an_address_handle_number_names_a_sender_this_endpoint_has_a_handle_for() {
-        let mut t = PeerTable::new(8);
+        let mut t = table(8);
         t.note_ahn(42, gid(4));
         let p = t.sender(&with_ahn(9, 42), no_grh).unwrap();
         assert_eq!(addr_of(&t, p), (gid(4), 9));
@@ -223,8 +247,22 @@ mod tests {
     }
 
     #[test]
+    fn an_address_handle_number_another_endpoint_of_the_domain_made_names_the_sender() {
+        let domain = Arc::new(AhNumbers::default());
+        let mut made_it = PeerTable::new(8, domain.clone());
+        let mut other = PeerTable::new(8, domain);
+        made_it.note_ahn(7, gid(5));
+        let p = other.sender(&with_ahn(3, 7), no_grh).unwrap();
+        assert_eq!(addr_of(&other, p), (gid(5), 3));
+        // A number made again leads to its new GID.
+        made_it.note_ahn(7, gid(6));
+        let q = other.sender(&with_ahn(3, 7), no_grh).unwrap();
+        assert_eq!(addr_of(&other, q), (gid(6), 3));
+    }
+
+    #[test]
     fn an_unknown_sender_is_dropped_and_counted() {
-        let mut t = PeerTable::new(8);
+        let mut t = table(8);
         t.note_ahn(1, gid(1));
         // An address handle number this endpoint never made; then nothing at all.
         assert_eq!(t.sender(&with_ahn(3, 2), no_grh), None);
@@ -235,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_new_sender_beyond_the_table_is_dropped_and_counted() {
-        let mut t = PeerTable::new(2);
+        let mut t = table(2);
         for qpn in 0..4 {
             let got = t.sender(&with_sgid(qpn, gid(9)), no_grh);
             assert_eq!(got.is_some(), qpn < 2, "sender {qpn}");
