@@ -23,8 +23,9 @@
 //!
 //! A receive starts with a 40-byte GRH holding the sender's GID (as UD's do on this
 //! device; `WcFlags::GRH`), the completion's `src_qp` names the sending queue pair. EFA
-//! hardware has no GRH: there the sender is found by `efadv_wc_read_sgid` or the address
-//! handle number — a difference the provider keeps in its device layer.
+//! hardware has no GRH on SRD: there the sender is named by the extended completion
+//! queue (`Context::create_efa_cq`: `WorkCompletion::sgid`, or the address handle
+//! number in `slid`), and the efa provider reads whichever the completion gives.
 //!
 //! RDMA read is not offered on SRD by this device (sends only).
 //!
