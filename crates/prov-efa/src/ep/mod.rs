@@ -545,11 +545,6 @@ impl Shared {
         })
     }
 
-    /// The engine peer of `addr` (made on first use); `None` once [`MAX_PEERS`] exist.
-    fn peer_of(st: &mut St, addr: EfaAddr) -> Option<PeerAddr> {
-        st.peers.peer_of(addr)
-    }
-
     /// After the AV changed (`fi_av_remove`): for each peer whose address left the AV,
     /// the application's transmit operations to it still pending complete at once with
     /// `FI_ECANCELED` (the engine's later word on them is ignored; packets its device
@@ -626,7 +621,7 @@ impl Shared {
                 format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
-        Self::peer_of(st, EfaAddr::from_address(&a)?).ok_or_else(|| {
+        st.peers.peer_of(EfaAddr::from_address(&a)?).ok_or_else(|| {
             Error::new(
                 Errno::ENOSPC,
                 format!("{NAME}: {MAX_PEERS} peers already known"),

@@ -283,17 +283,13 @@ impl Shared {
                 port_num: 1,
                 ..ofi_rdma::AhAttr::default()
             })?;
-            let (gid, ahn) = (p.addr.gid, ah.efa_ahn());
-            p.ah = Some(ah);
             // On EFA hardware a receive from this GID now names its sender by this
             // handle's number (the software device's have none: their GRH names it).
-            if let Ok(ahn) = ahn {
-                st.peers.note_ahn(ahn, gid);
+            if let Ok(ahn) = ah.efa_ahn() {
+                self.dom.ah_numbers.note(ahn, p.addr.gid);
             }
+            p.ah = Some(ah);
         }
-        let Some(p) = st.peers.get_mut(peer as usize) else {
-            return Err(crate::einval("unknown peer"));
-        };
         let (qpn, qkey) = (p.addr.qpn, p.addr.qkey);
         let Some(ah) = p.ah.as_ref() else {
             return Err(crate::einval("no address handle"));

@@ -10,7 +10,8 @@
 //!   receiver has no address handle for the sender): [`WorkCompletion::sgid`];
 //! - else, on EFA, the number of the receiver's address handle for the sender, in
 //!   `slid`: mapped back to the GID through the handles the domain's endpoints made
-//!   ([`AhNumbers`], shared by them: their handles are of one protection domain).
+//!   ([`AhNumbers`], shared by them: their handles are of one protection domain;
+//!   each endpoint records the number of every handle it makes).
 //!
 //! With the completion's source queue pair that is the peer. A receive whose sender
 //! cannot be named (no GRH, no GID, an address handle number the domain's endpoints
@@ -39,7 +40,8 @@ pub(super) struct PeerSlot {
 pub(crate) struct AhNumbers(Mutex<HashMap<u16, Gid>>);
 
 impl AhNumbers {
-    fn note(&self, ahn: u16, gid: Gid) {
+    /// Records that the address handle numbered `ahn` leads to `gid`.
+    pub(crate) fn note(&self, ahn: u16, gid: Gid) {
         ofi_kit::wait::lock(&self.0).insert(ahn, gid);
     }
 
@@ -98,12 +100,6 @@ impl PeerTable {
         self.slots.push(PeerSlot { addr, ah: None });
         self.by_addr.insert((addr.gid, addr.qpn), p);
         Some(p)
-    }
-
-    /// Records that the address handle numbered `ahn` (this endpoint's, of the
-    /// domain's protection domain) leads to `gid`.
-    pub(super) fn note_ahn(&mut self, ahn: u16, gid: Gid) {
-        self.ah_numbers.note(ahn, gid);
     }
 
     /// The address of the sender of the successful receive `wc`, or `None` when the
@@ -169,6 +165,11 @@ mod tests {
     /// A table of at most `max` peers, with address handle numbers of its own.
     fn table(max: usize) -> PeerTable {
         PeerTable::new(max, Arc::default())
+    }
+
+    /// Records, for `t`'s domain, that address handle number `ahn` leads to `gid`.
+    fn note_ahn(t: &PeerTable, ahn: u16, gid: Gid) {
+        t.ah_numbers.note(ahn, gid);
     }
 
     /// A successful receive from queue pair `src_qp`, naming the sender by nothing yet.
@@ -237,7 +238,7 @@ mod tests {
     #[test]
     fn an_address_handle_number_names_a_sender_this_endpoint_has_a_handle_for() {
         let mut t = table(8);
-        t.note_ahn(42, gid(4));
+        note_ahn(&t, 42, gid(4));
         let p = t.sender(&with_ahn(9, 42), no_grh).unwrap();
         assert_eq!(addr_of(&t, p), (gid(4), 9));
         // The same GID from another queue pair is another peer.
@@ -249,21 +250,21 @@ mod tests {
     #[test]
     fn an_address_handle_number_another_endpoint_of_the_domain_made_names_the_sender() {
         let domain = Arc::new(AhNumbers::default());
-        let mut made_it = PeerTable::new(8, domain.clone());
-        let mut other = PeerTable::new(8, domain);
-        made_it.note_ahn(7, gid(5));
-        let p = other.sender(&with_ahn(3, 7), no_grh).unwrap();
-        assert_eq!(addr_of(&other, p), (gid(5), 3));
+        let mut t = PeerTable::new(8, domain.clone());
+        // Another endpoint of the domain made the handle.
+        domain.note(7, gid(5));
+        let p = t.sender(&with_ahn(3, 7), no_grh).unwrap();
+        assert_eq!(addr_of(&t, p), (gid(5), 3));
         // A number made again leads to its new GID.
-        made_it.note_ahn(7, gid(6));
-        let q = other.sender(&with_ahn(3, 7), no_grh).unwrap();
-        assert_eq!(addr_of(&other, q), (gid(6), 3));
+        domain.note(7, gid(6));
+        let q = t.sender(&with_ahn(3, 7), no_grh).unwrap();
+        assert_eq!(addr_of(&t, q), (gid(6), 3));
     }
 
     #[test]
     fn an_unknown_sender_is_dropped_and_counted() {
         let mut t = table(8);
-        t.note_ahn(1, gid(1));
+        note_ahn(&t, 1, gid(1));
         // An address handle number this endpoint never made; then nothing at all.
         assert_eq!(t.sender(&with_ahn(3, 2), no_grh), None);
         assert_eq!(t.sender(&recv(3), no_grh), None);
