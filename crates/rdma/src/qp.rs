@@ -259,6 +259,29 @@ impl QueuePair {
         }
     }
 
+    /// Posts `wrs` in order as one batch (`ibv_post_send` of a list: one doorbell). On
+    /// the software device the SRD datagrams of a batch bound for one context travel in
+    /// one packet. Ok when every one was posted; else the index of the first refused
+    /// and why (the ones before it were posted, the ones after it not).
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_send`], for each.
+    pub unsafe fn post_send_batch(
+        &self,
+        wrs: &[SendWr<'_>],
+    ) -> std::result::Result<(), (usize, Error)> {
+        if let QpInner::Soft(q) = &self.inner {
+            let o = self.pd.ctx.soft().ok_or_else(|| (0, mixed()))?;
+            // SAFETY: caller's contract.
+            return unsafe { q.post_send_batch(&o.shared, wrs) };
+        }
+        for (i, wr) in wrs.iter().enumerate() {
+            // SAFETY: caller's contract, for each.
+            unsafe { self.post_send(wr) }.map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
     /// Posts a receive (`ibv_post_recv`). The buffers are checked against the registered
     /// regions when a message lands (`LOC_PROT_ERR` then).
     pub fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {

@@ -582,3 +582,85 @@ fn srd_acknowledgement_packets_are_checked() {
     drop(listen);
     let _ = std::fs::remove_file(&path);
 }
+
+/// SRD datagrams in one packet (`SrdBundle`) from a peer that lies: each well-formed
+/// datagram is placed into its own receive and acknowledged; an entry of another kind
+/// is skipped; reading stops at an entry longer than what is left.
+#[test]
+fn srd_bundles_are_read_up_to_their_first_lie() {
+    let a = Node::all_access(4096);
+    let qa = a.qp(QpType::Srd);
+    ud_ready(&qa, 5);
+    set_state(&qa, QpState::Rts).unwrap();
+    for wr_id in 0..4 {
+        a.recv(&qa, wr_id, wr_id as usize * 1024, 1024);
+    }
+    let fd = connect(&path_of(&a.gid()));
+    let me = fake_gid(4343);
+    hello(&fd, &me);
+    let datagram = |msn: u32, body: &[u8]| {
+        H {
+            kind: Kind::Srd as u8,
+            flags: FIRST | LAST,
+            dst_qpn: qa.qp_num(),
+            src_qpn: 66,
+            msn,
+            total: body.len() as u64,
+            value: 5,
+            ..H::default()
+        }
+        .packet(body)
+    };
+    let mut body = datagram(1, b"first");
+    body.extend(
+        H {
+            kind: UD,
+            ..H::default()
+        }
+        .packet(&[]),
+    );
+    body.extend(datagram(2, b"second"));
+    // Claims 100 bytes where 3 are left: the rest of the bundle is not read.
+    let mut lie = datagram(3, b"end");
+    lie[32..40].copy_from_slice(&100u64.to_le_bytes());
+    body.extend(lie);
+    let bundle = H {
+        kind: Kind::SrdBundle as u8,
+        total: body.len() as u64,
+        ..H::default()
+    }
+    .packet(&body);
+    send(&fd, &bundle);
+    for (wr_id, text) in [(0u64, &b"first"[..]), (1, &b"second"[..])] {
+        let c = wait_wc(&a.rcq, "bundled datagram");
+        assert_eq!(
+            (c.wr_id, c.status, c.src_qp),
+            (wr_id, WcStatus::Success, 66)
+        );
+        assert_eq!(c.byte_len as usize, GRH_LEN + text.len());
+        assert_eq!(
+            a.buf.read(wr_id as usize * 1024 + GRH_LEN, text.len()),
+            text
+        );
+    }
+    assert_empty(&a.rcq, "after the lie");
+    // Both acknowledged (one packet of acknowledgements, or each on its own).
+    let mut acked = Vec::new();
+    while acked.len() < 2 {
+        let p = recv(&fd);
+        let (h, payload) = Hdr::parse(&p).unwrap();
+        if h.kind == Kind::SrdAck as u8 {
+            acked.push(h.msn);
+        } else if h.kind == Kind::SrdAcks as u8 {
+            acked.extend(
+                payload
+                    .chunks(64)
+                    .filter_map(|a| Hdr::parse(a))
+                    .map(|(a, _)| a.msn),
+            );
+        }
+    }
+    acked.sort_unstable();
+    assert_eq!(acked, [1, 2]);
+    assert_eq!(qa.state(), QpState::Rts);
+}

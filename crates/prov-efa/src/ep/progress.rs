@@ -31,6 +31,17 @@ impl Progress for Shared {
     }
 }
 
+/// Most packets posted to the device at once (one batch, `post_send_batch`).
+const POST_BATCH: usize = 16;
+
+/// A packet copied into send slot `slot`, for `peer`, `len` bytes.
+#[derive(Clone, Copy, Default)]
+struct Staged {
+    slot: u32,
+    peer: PeerAddr,
+    len: u32,
+}
+
 /// How often the watchdog looks at an endpoint with work under way.
 const WATCHDOG_BUSY: Duration = Duration::from_millis(1);
 /// How often it looks at an idle endpoint (a peer's first packets may be waiting).
@@ -233,32 +244,50 @@ impl Shared {
         }
     }
 
-    /// The engine's packets to the device while send slots are free.
+    /// The engine's packets to the device while send slots are free, posted in
+    /// batches of up to [`POST_BATCH`] (one doorbell each).
     fn flush(&self, st: &mut St, now: u64) -> usize {
         let mut n = 0;
+        let mut batch = [Staged::default(); POST_BATCH];
         loop {
-            if st.tx_free.is_empty() {
-                return n;
-            }
-            let t = match st.pending.take() {
-                Some(t) => t,
-                None => match st.eng.poll_transmit(now) {
+            let mut k = 0;
+            while k < POST_BATCH && !st.tx_free.is_empty() {
+                let t = match st.pending.take() {
                     Some(t) => t,
-                    None => return n,
-                },
-            };
-            match t {
-                Transmit::Send { peer, token, bytes } => {
-                    n += 1;
-                    if let Err(e) = self.post_packet(st, peer, token, &bytes) {
-                        ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
-                        st.eng.handle_send_failed(now, token);
+                    None => match st.eng.poll_transmit(now) {
+                        Some(t) => t,
+                        None => break,
+                    },
+                };
+                match t {
+                    Transmit::Send { peer, token, bytes } => {
+                        n += 1;
+                        match self.stage_packet(st, peer, token, &bytes) {
+                            Ok(s) => {
+                                batch[k] = s;
+                                k += 1;
+                            }
+                            Err(e) => {
+                                ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
+                                st.eng.handle_send_failed(now, token);
+                            }
+                        }
+                    }
+                    Transmit::Read { token, .. } => {
+                        // Never asked for: the engine is configured without reads.
+                        st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
                     }
                 }
-                Transmit::Read { token, .. } => {
-                    // Never asked for: the engine is configured without reads.
-                    st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
+            }
+            if let Err((i, e)) = self.post_staged(st, &batch[..k]) {
+                ofi_core::ofi_info!(NAME, "ep_data", "posting a send: {e}");
+                for s in &batch[i..k] {
+                    st.tx_free.push(s.slot);
+                    st.eng.handle_send_failed(now, st.tx_token[s.slot as usize]);
                 }
+            }
+            if k < POST_BATCH {
+                return n;
             }
         }
     }
@@ -271,6 +300,22 @@ impl Shared {
         token: u64,
         bytes: &[u8],
     ) -> Result<()> {
+        let staged = self.stage_packet(st, peer, token, bytes)?;
+        self.post_staged(st, &[staged]).map_err(|(_, e)| {
+            st.tx_free.push(staged.slot);
+            e
+        })
+    }
+
+    /// Copies `bytes` into a free send slot for `peer` (whose address handle is made on
+    /// first use), which carries `token` from here.
+    fn stage_packet(
+        &self,
+        st: &mut St,
+        peer: PeerAddr,
+        token: u64,
+        bytes: &[u8],
+    ) -> Result<Staged> {
         if bytes.len() > self.mtu {
             return Err(crate::einval("packet over the MTU"));
         }
@@ -290,40 +335,55 @@ impl Shared {
             }
             p.ah = Some(ah);
         }
-        let (qpn, qkey) = (p.addr.qpn, p.addr.qkey);
-        let Some(ah) = p.ah.as_ref() else {
-            return Err(crate::einval("no address handle"));
-        };
         let Some(slot) = st.tx_free.pop() else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
-        let off = self.tx_off(slot);
-        self.bounce.write(off, bytes);
-        let sge = Sge {
-            addr: self.bounce.ptr as u64 + off as u64,
-            length: bytes.len() as u32,
-            lkey: self.mr.lkey(),
-        };
+        self.bounce.write(self.tx_off(slot), bytes);
         st.tx_token[slot as usize] = token;
-        // SAFETY: the slot lies in the registered bounce region, which outlives the
-        // queue pair; it is not written again until its completion frees it.
-        let r = unsafe {
-            self.qp.post_send(&SendWr {
-                wr_id: TX_BIT | u64::from(slot),
-                sg_list: &[sge],
+        Ok(Staged {
+            slot,
+            peer,
+            len: bytes.len() as u32,
+        })
+    }
+
+    /// Posts the staged send slots as one batch; on a refusal, the index of the first
+    /// not posted and why (its slot and the later ones' are still taken).
+    fn post_staged(&self, st: &St, staged: &[Staged]) -> std::result::Result<(), (usize, Error)> {
+        if staged.is_empty() {
+            return Ok(());
+        }
+        let mut sges = [Sge::default(); POST_BATCH];
+        let mut wrs = Vec::with_capacity(staged.len());
+        for (i, (s, sge)) in staged.iter().zip(&mut sges).enumerate() {
+            let Some((p, ah)) = st
+                .peers
+                .get(s.peer as usize)
+                .and_then(|p| Some((p, p.ah.as_ref()?)))
+            else {
+                // Staged only with its handle made: cannot happen.
+                return Err((i, crate::einval("no address handle")));
+            };
+            *sge = Sge {
+                addr: self.bounce.ptr as u64 + self.tx_off(s.slot) as u64,
+                length: s.len,
+                lkey: self.mr.lkey(),
+            };
+            wrs.push(SendWr {
+                wr_id: TX_BIT | u64::from(s.slot),
+                sg_list: std::slice::from_ref(sge),
                 op: SendOp::Send,
                 send_flags: SendFlags::SIGNALED,
                 ud: Some(UdDest {
                     ah,
-                    remote_qpn: qpn,
-                    remote_qkey: qkey,
+                    remote_qpn: p.addr.qpn,
+                    remote_qkey: p.addr.qkey,
                 }),
-            })
-        };
-        if r.is_err() {
-            st.tx_free.push(slot);
+            });
         }
-        r
+        // SAFETY: the slots lie in the registered bounce region, which outlives the
+        // queue pair; they are not written again until their completions free them.
+        unsafe { self.qp.post_send_batch(&wrs) }
     }
 
     /// The engine's events to the application.

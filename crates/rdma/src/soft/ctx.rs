@@ -24,7 +24,7 @@ use super::conn::{self, Conn};
 use super::cq::{eventfd, eventfd_add, eventfd_take, lock, Notifier};
 use super::mem::MrTable;
 use super::qp::{PendingAcks, SoftQp, SoftSrq};
-use super::wire::{Hdr, Kind, FRAG, HDR_LEN};
+use super::wire::{Hdr, Kind, MAX_PACKET};
 use crate::verbs::{AsyncEvent, Gid};
 
 /// Fault injection on UD and SRD sends of one context.
@@ -259,6 +259,15 @@ impl CtxShared {
         // over one connection, so the peer sees it in the order it was sent (an answer
         // is never overtaken by a later request, as on one wire).
         let out = self.conn_to(&peer).unwrap_or_else(|| conn.clone());
+        if h.kind == Kind::SrdBundle as u8 {
+            for (d, payload) in super::qp::bundled(payload) {
+                match self.qp(d.dst_qpn) {
+                    Some(qp) => qp.on_srd_datagram(self, &out, &peer, &d, payload, acks),
+                    None => super::qp::srd_nak_no_qp(&out, &d),
+                }
+            }
+            return;
+        }
         if h.kind == Kind::SrdAcks as u8 {
             for a in super::qp::acks_in(payload) {
                 if let Some(qp) = self.qp(a.dst_qpn) {
@@ -406,7 +415,7 @@ impl CtxOwner {
             }),
             delayed: Mutex::new(Vec::new()),
             rx: Mutex::new(RxState {
-                buf: vec![0u8; HDR_LEN + FRAG + 256],
+                buf: vec![0u8; MAX_PACKET],
                 // Room for the connections of a busy context: the snapshot an
                 // application thread takes does not allocate.
                 conns: Vec::with_capacity(64),

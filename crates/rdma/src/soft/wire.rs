@@ -9,6 +9,8 @@
 pub const HDR_LEN: usize = 64;
 /// Most payload bytes one packet carries (messages are split into fragments).
 pub const FRAG: usize = 32 * 1024;
+/// The longest packet a context reads (longer ones are dropped).
+pub const MAX_PACKET: usize = HDR_LEN + FRAG + 256;
 
 /// Packet kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +40,9 @@ pub enum Kind {
     /// Several [`Kind::SrdAck`]s in one packet (what the receiver took in one read of
     /// its connection): the payload is their headers, [`HDR_LEN`] bytes each.
     SrdAcks = 11,
+    /// Several [`Kind::Srd`] datagrams in one packet (posted in one batch to one
+    /// context): the payload is each datagram's packet, header then `total` bytes.
+    SrdBundle = 12,
 }
 
 /// Request operations (the `op` byte of a [`Kind::Req`]).

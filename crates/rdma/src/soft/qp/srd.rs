@@ -29,13 +29,20 @@
 //!
 //! RDMA read is not offered on SRD by this device (sends only).
 //!
+//! Datagrams posted in one batch (`QueuePair::post_send_batch`) to one context leave in
+//! one packet ([`SrdOut`], `Kind::SrdBundle`), as hardware takes a list of work requests
+//! at one doorbell; a send whose connection turns out dead there completes when the
+//! context sees the peer lost (`RETRY_EXC_ERR`), not at once.
+//!
 //! The receiver acknowledges what one read of a connection brought in one packet
 //! ([`PendingAcks`], `Kind::SrdAcks`) rather than one packet per datagram: on this device
 //! a packet (a system call at each end and a wake-up) costs far more than its bytes.
 //!
 //! Peer input never panics: a datagram whose length disagrees with its header or
 //! exceeds the MTU is dropped; answers naming no outstanding send are ignored; an
-//! acknowledgement packet whose length is not a whole number of headers is dropped.
+//! acknowledgement packet whose length is not a whole number of headers is dropped; a
+//! bundle is read up to its first datagram that does not fit, and entries of another
+//! kind in it are skipped.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,7 +52,9 @@ use ofi_core::{Errno, Error, Result};
 use super::super::conn::Conn;
 use super::super::cq::lock;
 use super::super::ctx::CtxShared;
-use super::super::wire::{Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN};
+use super::super::wire::{
+    Hdr, Kind, Nak, F_FIRST, F_IMM, F_LAST, F_SOLICITED, HDR_LEN, MAX_PACKET,
+};
 use super::super::SRD_MTU;
 use super::{rnr_delay, send_hdr, Frame, QpInner, SgList, SoftQp, MAX_INLINE};
 use crate::verbs::{Gid, QpState, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion};
@@ -135,6 +144,84 @@ pub(crate) fn acks_in(payload: &[u8]) -> impl Iterator<Item = Hdr> + '_ {
         .filter(|h| h.kind == Kind::SrdAck as u8)
 }
 
+/// Most bytes of datagram packets one `Kind::SrdBundle` carries (a reader takes
+/// [`MAX_PACKET`] bytes).
+const BUNDLE_MAX: usize = MAX_PACKET - HDR_LEN;
+
+/// The SRD datagrams of a batch being posted, gathered for one context at a time: sent
+/// as one packet when the batch ends, or the next goes to another context or would not
+/// fit (a lone datagram as itself).
+#[derive(Default)]
+pub(super) struct SrdOut {
+    conn: Option<Arc<Conn>>,
+    packets: Vec<u8>,
+    count: usize,
+}
+
+impl SrdOut {
+    /// Adds the packet `frame` for `conn`.
+    ///
+    /// # Safety
+    /// The frame's pieces are readable for the call (the caller holds the MR view it
+    /// checked them under); they are copied.
+    unsafe fn add(&mut self, conn: Arc<Conn>, frame: &Frame<'_>) {
+        let len: usize = frame.pieces().iter().map(|v| v.iov_len).sum();
+        let same = self.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn));
+        if !same || self.packets.len() + len > BUNDLE_MAX {
+            self.send();
+        }
+        for v in frame.pieces() {
+            // SAFETY: the caller's contract; copied raw.
+            self.packets.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len)
+            });
+        }
+        self.conn = Some(conn);
+        self.count += 1;
+    }
+
+    /// Sends what was gathered.
+    pub(super) fn send(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if self.count == 1 {
+            conn.send_packet(&self.packets, &[]);
+        } else {
+            let h = Hdr {
+                kind: Kind::SrdBundle as u8,
+                total: self.packets.len() as u64,
+                ..Hdr::default()
+            };
+            conn.send_packet(&h.emit(), &self.packets);
+        }
+        self.packets.clear();
+        self.count = 0;
+    }
+}
+
+/// The datagrams of a `Kind::SrdBundle` packet's payload, each its header and `total`
+/// bytes: read up to the first that does not fit; entries of another kind are skipped.
+pub(crate) fn bundled(payload: &[u8]) -> impl Iterator<Item = (Hdr, &[u8])> {
+    let mut rest = payload;
+    std::iter::from_fn(move || loop {
+        let whole = Hdr::parse(rest).and_then(|(h, after)| {
+            let n = usize::try_from(h.total)
+                .ok()
+                .filter(|&n| n <= after.len())?;
+            Some((h, after.split_at(n)))
+        });
+        let Some((h, (body, tail))) = whole else {
+            rest = &[];
+            return None;
+        };
+        rest = tail;
+        if h.kind == Kind::Srd as u8 {
+            return Some((h, body));
+        }
+    })
+}
+
 /// Answers an SRD datagram for a queue pair that does not exist here.
 pub(crate) fn srd_nak_no_qp(conn: &Conn, h: &Hdr) {
     super::answer_no_qp(conn, h, Kind::SrdNak);
@@ -188,15 +275,21 @@ impl SoftQp {
             rnr_left: g.rnr_retry,
             resend_at: None,
         };
-        match self.srd_transmit(ctx, &s) {
+        match self.srd_transmit(ctx, &s, g.srd_out.as_mut()) {
             Ok(()) => g.srd.push_back(s),
             Err(status) => self.srd_complete(&s, status),
         }
         Ok(())
     }
 
-    /// Sends one SRD datagram (now, or after the reordering delay).
-    fn srd_transmit(&self, ctx: &CtxShared, s: &SrdSend) -> std::result::Result<(), WcStatus> {
+    /// Sends one SRD datagram (now, or after the reordering delay), or adds it to `out`,
+    /// the batch being posted.
+    fn srd_transmit(
+        &self,
+        ctx: &CtxShared,
+        s: &SrdSend,
+        out: Option<&mut SrdOut>,
+    ) -> std::result::Result<(), WcStatus> {
         let Some(conn) = ctx.conn_to(&s.dest.0) else {
             return Err(WcStatus::RetryExcErr);
         };
@@ -223,6 +316,12 @@ impl SoftQp {
         let inline = s.inline.as_ref().map(|(b, len)| &b[..*len]);
         let frame = Frame::new(&h, inline, s.sg.get(), 0, s.total);
         let delay = lock(&ctx.fault).srd_delay();
+        if let Some(out) = out.filter(|_| delay.is_zero()) {
+            // SAFETY: the scatter-gather list lies in registered memory checked under
+            // the view held here.
+            unsafe { out.add(conn, &frame) };
+            return Ok(());
+        }
         // SAFETY: the scatter-gather list lies in registered memory checked under the
         // view held here.
         if !unsafe { frame.send(ctx, conn, delay) } {
@@ -347,7 +446,7 @@ impl SoftQp {
             match g.srd[i].resend_at {
                 Some(t) if t <= now => {
                     g.srd[i].resend_at = None;
-                    if let Err(status) = self.srd_transmit(ctx, &g.srd[i]) {
+                    if let Err(status) = self.srd_transmit(ctx, &g.srd[i], None) {
                         if let Some(s) = g.srd.remove(i) {
                             self.srd_complete(&s, status);
                         }
