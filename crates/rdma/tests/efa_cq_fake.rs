@@ -5,7 +5,8 @@
 //! of `start_poll` / `next_poll` / `end_poll` never longer than asked for, and each
 //! completion's fields come through the reads — the sender by GID where the
 //! completion has one, else by address handle number (`slid`), immediate data in host
-//! order, only `vendor_err` for a failed one. What the stand-ins cannot show is a real
+//! order, only `vendor_err` for a failed one; a batch of sends is one `post_send` of a
+//! linked list. What the stand-ins cannot show is a real
 //! device's answers. Skipped (with a line) without a C compiler or the headers. The
 //! only test of this binary: the libraries are looked up once per process.
 
@@ -39,6 +40,19 @@ fn an_efa_completion_queue_is_polled_through_its_reads() {
         text.lines().map(str::to_owned).collect()
     };
 
+    // SAFETY: as above.
+    let verbs_lib = unsafe { libloading::Library::new(&verbs) }.expect("load the stand-in");
+    // SAFETY: as above.
+    let verbs_log_fn =
+        *unsafe { verbs_lib.get::<unsafe extern "C" fn() -> *const c_char>(b"fake_verbs_log\0") }
+            .unwrap();
+    let verbs_log = || -> Vec<String> {
+        // SAFETY: the stand-in's NUL-terminated log buffer.
+        let text = unsafe { CStr::from_ptr(verbs_log_fn()) }
+            .to_string_lossy()
+            .into_owned();
+        text.lines().map(str::to_owned).collect()
+    };
     let ctx = device_list(DeviceKind::RdmaCore).expect("the stand-in's device")[0]
         .open()
         .unwrap();
@@ -101,6 +115,42 @@ fn an_efa_completion_queue_is_polled_through_its_reads() {
         })
         .unwrap();
     assert_eq!(ah.efa_ahn().unwrap(), 42);
+
+    // A batch of sends is one ibv_post_send of a linked list; a refusal names its index.
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            qp_type: QpType::Ud,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: true,
+        })
+        .unwrap();
+    let send = |wr_id: u64| SendWr {
+        wr_id,
+        sg_list: &[],
+        op: SendOp::Send,
+        send_flags: SendFlags::SIGNALED,
+        ud: Some(UdDest {
+            ah: &ah,
+            remote_qpn: 7,
+            remote_qkey: 5,
+        }),
+    };
+    // SAFETY: no buffers (the stand-in reads nothing).
+    unsafe { qp.post_send_batch(&[send(1), send(2), send(3)]) }.unwrap();
+    assert!(verbs_log().contains(&"post_send n=3".to_string()));
+    // SAFETY: as above.
+    let (at, e) = unsafe { qp.post_send_batch(&[send(4), send(0xbad), send(6)]) }.unwrap_err();
+    assert_eq!((at, e.code()), (1, ofi_core::Errno::EINVAL));
+    drop(qp);
     // A plain queue does not go through libefa.
     let plain = ctx.create_cq(64, 1, None).unwrap();
     assert_eq!(plain.poll(&mut wc).unwrap(), 0);

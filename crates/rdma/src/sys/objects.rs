@@ -666,6 +666,77 @@ pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<Sys
     Ok(c.created(pd, q, &a.cap))
 }
 
+/// rdma-core's form of `wr` (`ah`: its address handle, for a datagram send), linked to
+/// nothing.
+fn ibv_send_wr(wr: &SendWr<'_>, ah: Option<&SysAh>) -> IbvSendWr {
+    let (imm, op) = match wr.op {
+        SendOp::SendWithImm(i) | SendOp::RdmaWriteWithImm(_, i) => (i.to_be(), wr.op),
+        o => (0, o),
+    };
+    let rdma = |r: crate::verbs::Remote| IbvSendWrOp {
+        rdma: IbvRdmaWr {
+            remote_addr: r.addr,
+            rkey: r.rkey,
+        },
+    };
+    let wr_op = match op {
+        SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) | SendOp::RdmaRead(r) => rdma(r),
+        SendOp::AtomicCmpSwap {
+            remote,
+            compare,
+            swap,
+        } => IbvSendWrOp {
+            atomic: IbvAtomicWr {
+                remote_addr: remote.addr,
+                compare_add: compare,
+                swap,
+                rkey: remote.rkey,
+            },
+        },
+        SendOp::AtomicFetchAdd { remote, add } => IbvSendWrOp {
+            atomic: IbvAtomicWr {
+                remote_addr: remote.addr,
+                compare_add: add,
+                swap: 0,
+                rkey: remote.rkey,
+            },
+        },
+        SendOp::Send | SendOp::SendWithImm(_) => match (wr.ud, ah) {
+            (Some(d), Some(ah)) => IbvSendWrOp {
+                ud: IbvUdWr {
+                    ah: ah.ptr,
+                    remote_qpn: d.remote_qpn,
+                    remote_qkey: d.remote_qkey,
+                },
+            },
+            _ => IbvSendWrOp {
+                rdma: IbvRdmaWr {
+                    remote_addr: 0,
+                    rkey: 0,
+                },
+            },
+        },
+    };
+    IbvSendWr {
+        wr_id: wr.wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: wr.sg_list.as_ptr() as *mut IbvSge,
+        num_sge: wr.sg_list.len() as libc::c_int,
+        opcode: op.opcode() as u32,
+        send_flags: wr.send_flags.bits(),
+        imm_data: imm,
+        wr: wr_op,
+        remote_srqn: 0,
+        ext: IbvSendWrExt {
+            tso: IbvTsoWr {
+                hdr: std::ptr::null_mut(),
+                hdr_sz: 0,
+                mss: 0,
+            },
+        },
+    }
+}
+
 impl SysQp {
     fn ops(&self) -> &IbvContextOps {
         // SAFETY: the context of our QP is open while we live.
@@ -737,72 +808,7 @@ impl SysQp {
         let Some(f) = self.ops().post_send else {
             return Err(Error::new(Errno::ENOSYS, "driver has no post_send"));
         };
-        let (imm, op) = match wr.op {
-            SendOp::SendWithImm(i) | SendOp::RdmaWriteWithImm(_, i) => (i.to_be(), wr.op),
-            o => (0, o),
-        };
-        let rdma = |r: crate::verbs::Remote| IbvSendWrOp {
-            rdma: IbvRdmaWr {
-                remote_addr: r.addr,
-                rkey: r.rkey,
-            },
-        };
-        let wr_op = match op {
-            SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) | SendOp::RdmaRead(r) => rdma(r),
-            SendOp::AtomicCmpSwap {
-                remote,
-                compare,
-                swap,
-            } => IbvSendWrOp {
-                atomic: IbvAtomicWr {
-                    remote_addr: remote.addr,
-                    compare_add: compare,
-                    swap,
-                    rkey: remote.rkey,
-                },
-            },
-            SendOp::AtomicFetchAdd { remote, add } => IbvSendWrOp {
-                atomic: IbvAtomicWr {
-                    remote_addr: remote.addr,
-                    compare_add: add,
-                    swap: 0,
-                    rkey: remote.rkey,
-                },
-            },
-            SendOp::Send | SendOp::SendWithImm(_) => match (wr.ud, ah) {
-                (Some(d), Some(ah)) => IbvSendWrOp {
-                    ud: IbvUdWr {
-                        ah: ah.ptr,
-                        remote_qpn: d.remote_qpn,
-                        remote_qkey: d.remote_qkey,
-                    },
-                },
-                _ => IbvSendWrOp {
-                    rdma: IbvRdmaWr {
-                        remote_addr: 0,
-                        rkey: 0,
-                    },
-                },
-            },
-        };
-        let mut w = IbvSendWr {
-            wr_id: wr.wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: wr.sg_list.as_ptr() as *mut IbvSge,
-            num_sge: wr.sg_list.len() as libc::c_int,
-            opcode: op.opcode() as u32,
-            send_flags: wr.send_flags.bits(),
-            imm_data: imm,
-            wr: wr_op,
-            remote_srqn: 0,
-            ext: IbvSendWrExt {
-                tso: IbvTsoWr {
-                    hdr: std::ptr::null_mut(),
-                    hdr_sz: 0,
-                    mss: 0,
-                },
-            },
-        };
+        let mut w = ibv_send_wr(wr, ah);
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP and one request; the caller's contract covers the buffers.
         let rc = unsafe { f(self.ptr, &mut w, &mut bad) };
@@ -810,6 +816,48 @@ impl SysQp {
             return Err(rc_error(rc, "ibv_post_send"));
         }
         Ok(())
+    }
+
+    /// `ibv_post_send` of the list `wrs` (`ahs[i]`: the address handle of `wrs[i]`), one
+    /// call: on a refusal, the index of the request the driver names (those before it
+    /// were posted).
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_send`](crate::QueuePair::post_send), for each.
+    pub(crate) unsafe fn post_send_list(
+        &self,
+        wrs: &[SendWr<'_>],
+        ahs: &[Option<&SysAh>],
+    ) -> std::result::Result<(), (usize, Error)> {
+        let Some(f) = self.ops().post_send else {
+            return Err((0, Error::new(Errno::ENOSYS, "driver has no post_send")));
+        };
+        let mut list: Vec<IbvSendWr> = wrs
+            .iter()
+            .zip(ahs)
+            .map(|(wr, ah)| ibv_send_wr(wr, *ah))
+            .collect();
+        if list.is_empty() {
+            return Ok(());
+        }
+        // Linked once the list no longer moves.
+        let base = list.as_mut_ptr();
+        for i in 1..list.len() {
+            // SAFETY: `i` is within the list.
+            list[i - 1].next = unsafe { base.add(i) };
+        }
+        let mut bad: *mut IbvSendWr = std::ptr::null_mut();
+        // SAFETY: our QP and a linked list of requests alive for the call; the caller's
+        // contract covers the buffers.
+        let rc = unsafe { f(self.ptr, base, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let at = (bad as usize)
+            .checked_sub(base as usize)
+            .map_or(0, |d| d / std::mem::size_of::<IbvSendWr>())
+            .min(list.len() - 1);
+        Err((at, rc_error(rc, "ibv_post_send")))
     }
 
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {

@@ -38,8 +38,20 @@ static int notify(struct ibv_cq *cq, int solicited_only) {
     (void)cq; (void)solicited_only;
     return 0;
 }
+/* Sends are dropped; each call is logged "post_send n=<requests>", and a request whose
+ * wr_id is 0xbad is refused (EINVAL, named in *bad) with those before it taken. */
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-    (void)qp; (void)wr; (void)bad;
+    (void)qp;
+    int n = 0;
+    for (; wr; wr = wr->next, n++) {
+        if (wr->wr_id == 0xbad) {
+            *bad = wr;
+            return EINVAL;
+        }
+    }
+    char line[64];
+    snprintf(line, sizeof line, "post_send n=%d", n);
+    note(line);
     return 0;
 }
 static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
