@@ -204,7 +204,7 @@ fn garbage_and_unannounced_packets_are_dropped() {
         if rng.chance(50) {
             p[4..8].copy_from_slice(&qa.qp_num().to_le_bytes());
         }
-        p[0] = rng.pick(&[0, 3, 4, 5, 6, 7, 8, 200]);
+        p[0] = rng.pick(&[0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 200]);
         send(&fd, &p);
     }
     // Longer than any packet the device sends.
