@@ -17,7 +17,7 @@
 //!
 //! - Send: the message is copied into the engine at the call (so `fi_inject` is the same
 //!   path without a completion); the engine's packets go to the device as send slots
-//!   free up. The operation completes when the engine says so (the device took every
+//!   free up, posted in batches (one doorbell each). The operation completes when the engine says so (the device took every
 //!   packet; with `FI_DELIVERY_COMPLETE`, the receiver placed the data).
 //! - Receive: each receive completion's datagram (the sender named by the GRH's GID,
 //!   or on EFA hardware by the completion's GID or address handle number, and the
