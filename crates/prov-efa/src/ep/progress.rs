@@ -347,15 +347,24 @@ impl Shared {
         })
     }
 
-    /// Posts the staged send slots as one batch; on a refusal, the index of the first
-    /// not posted and why (its slot and the later ones' are still taken).
+    /// Posts the staged send slots (at most [`POST_BATCH`]) as one batch, without
+    /// allocating; on a refusal, the index of the first not posted and why (its slot
+    /// and the later ones' are still taken).
     fn post_staged(&self, st: &St, staged: &[Staged]) -> std::result::Result<(), (usize, Error)> {
-        if staged.is_empty() {
-            return Ok(());
+        if staged.len() > POST_BATCH {
+            return Err((0, crate::einval("more packets than one batch")));
         }
         let mut sges = [Sge::default(); POST_BATCH];
-        let mut wrs = Vec::with_capacity(staged.len());
-        for (i, (s, sge)) in staged.iter().zip(&mut sges).enumerate() {
+        let unused = SendWr {
+            wr_id: 0,
+            sg_list: &[],
+            op: SendOp::Send,
+            send_flags: SendFlags::empty(),
+            ud: None,
+        };
+        let mut wrs = [unused; POST_BATCH];
+        let slots = staged.iter().zip(&mut sges).zip(&mut wrs);
+        for (i, ((s, sge), wr)) in slots.enumerate() {
             let Some((p, ah)) = st
                 .peers
                 .get(s.peer as usize)
@@ -369,7 +378,7 @@ impl Shared {
                 length: s.len,
                 lkey: self.mr.lkey(),
             };
-            wrs.push(SendWr {
+            *wr = SendWr {
                 wr_id: TX_BIT | u64::from(s.slot),
                 sg_list: std::slice::from_ref(sge),
                 op: SendOp::Send,
@@ -379,11 +388,11 @@ impl Shared {
                     remote_qpn: p.addr.qpn,
                     remote_qkey: p.addr.qkey,
                 }),
-            });
+            };
         }
         // SAFETY: the slots lie in the registered bounce region, which outlives the
         // queue pair; they are not written again until their completions free them.
-        unsafe { self.qp.post_send_batch(&wrs) }
+        unsafe { self.qp.post_send_batch(&wrs[..staged.len()]) }
     }
 
     /// The engine's events to the application.
