@@ -208,7 +208,7 @@ fn garbage_and_unannounced_packets_are_dropped() {
         send(&fd, &p);
     }
     // Longer than any packet the device sends.
-    send(&fd, &vec![7u8; 66_000]);
+    send(&fd, &vec![7u8; ofi_rdma::soft::wire::MAX_PACKET + 1]);
     drop(fd);
     assert_eq!(
         a.buf.read(0, 4096),

@@ -9,8 +9,10 @@
 pub const HDR_LEN: usize = 64;
 /// Most payload bytes one packet carries (messages are split into fragments).
 pub const FRAG: usize = 32 * 1024;
-/// The longest packet a context reads (longer ones are dropped).
-pub const MAX_PACKET: usize = HDR_LEN + FRAG + 256;
+/// The longest packet a context reads (longer ones are dropped): room for a bundle of
+/// SRD datagrams ([`Kind::SrdBundle`], 15 of 8 KiB); other packets carry at most
+/// [`FRAG`] bytes.
+pub const MAX_PACKET: usize = HDR_LEN + 4 * FRAG + 256;
 
 /// Packet kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
