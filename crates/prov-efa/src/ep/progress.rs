@@ -31,8 +31,9 @@ impl Progress for Shared {
     }
 }
 
-/// Most packets posted to the device at once (one batch, `post_send_batch`).
-const POST_BATCH: usize = 16;
+/// Most packets posted to the device at once (one batch, `post_send_batch`): two of
+/// the software device's bundles of 8 KiB datagrams.
+const POST_BATCH: usize = 30;
 
 /// A packet copied into send slot `slot`, for `peer`, `len` bytes.
 #[derive(Clone, Copy, Default)]
