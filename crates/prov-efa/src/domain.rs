@@ -21,7 +21,7 @@ use ofi_kit::progress::{ProgressEngine, ProgressMode};
 use ofi_rdma::{Context, DomainDevice, Gid, ProtectionDomain};
 
 use crate::av::EfaAddr;
-use crate::ep::Endpoint;
+use crate::ep::{AhNumbers, Endpoint};
 use crate::fabric::Fabric;
 use crate::{Settings, IOV_LIMIT, NAME};
 
@@ -31,6 +31,9 @@ pub(crate) struct DomainShared {
     pub(crate) pd: ProtectionDomain,
     pub(crate) ctx: Context,
     pub(crate) gid: Gid,
+    /// Where the address handles the endpoints made lead (EFA names a known sender by
+    /// its handle's number).
+    pub(crate) ah_numbers: Arc<AhNumbers>,
 }
 
 impl std::fmt::Debug for DomainShared {
@@ -81,6 +84,7 @@ impl Domain {
                 pd,
                 ctx,
                 gid,
+                ah_numbers: Arc::default(),
             }),
             engine,
             mr,

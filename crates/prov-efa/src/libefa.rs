@@ -3,14 +3,16 @@
 //!
 //! On hardware the provider needs libefa for what plain verbs cannot do: query the
 //! device's EFA attributes (`efadv_query_device`: RDMA read, RNR retry, the largest
-//! RDMA size) and create SRD queue pairs (`efadv_create_qp_ex` with
-//! `EFADV_QP_DRIVER_TYPE_SRD`). Nothing is linked: a process without libefa starts and
+//! RDMA size), create SRD queue pairs (`efadv_create_qp_ex` with
+//! `EFADV_QP_DRIVER_TYPE_SRD`), and name the sender of an SRD receive, which carries no
+//! GRH on hardware (extended completion queues by `efadv_create_cq`, read with
+//! `efadv_wc_read_sgid`; address handle numbers by `efadv_query_ah`). Nothing is linked: a process without libefa starts and
 //! the provider answers one line saying why it has no device. The name can be
 //! overridden with `OFI_EFA_LIB` (tests point it at a library that does not exist).
 //!
 //! The binding itself (the structures, the loading, the calls) is the device layer's
-//! (`ofi_rdma::sys::efadv`), whose rdma-core backend creates SRD queue pairs with it;
-//! it is re-exported here. What runs without hardware is the loading and symbol
+//! (`ofi_rdma::sys::efadv`), whose rdma-core backend creates SRD queue pairs and the
+//! endpoint's receive completion queue with it; it is re-exported here. What runs without hardware is the loading and symbol
 //! resolution; the calls themselves need an EFA device (see docs/providers/efa.md).
 //!
 //! Nothing here panics.
@@ -19,8 +21,8 @@ use ofi_core::{Errno, Error, Result};
 use ofi_rdma::{device_list, DeviceKind};
 
 pub use ofi_rdma::sys::efadv::{
-    libefa, load, EfadvAhAttr, EfadvDeviceAttr, EfadvQpInitAttr, LibEfa, CAPS_CQ_WITH_SGID,
-    CAPS_RDMA_READ, CAPS_RNR_RETRY, LIBEFA, QP_DRIVER_TYPE_SRD, WC_EX_WITH_SGID,
+    libefa, load, EfadvAhAttr, EfadvCq, EfadvCqInitAttr, EfadvDeviceAttr, EfadvQpInitAttr, LibEfa,
+    CAPS_CQ_WITH_SGID, CAPS_RDMA_READ, CAPS_RNR_RETRY, LIBEFA, QP_DRIVER_TYPE_SRD, WC_EX_WITH_SGID,
 };
 
 /// Whether an rdma-core device name is an EFA device's (`efa_0`, or the older

@@ -282,6 +282,36 @@ impl Context {
         user: u64,
         channel: Option<&CompChannel>,
     ) -> Result<CompletionQueue> {
+        self.make_cq(cqe, user, channel, false)
+    }
+
+    /// As [`Context::create_cq`], for the queue pairs of an EFA device: on rdma-core an
+    /// extended completion queue made by libefa (`efadv_create_cq`), whose receive
+    /// completions name the sender where no GRH does ([`WorkCompletion::sgid`], or the
+    /// number of the receiver's address handle for it in `slid`); on the software
+    /// device, whose SRD receives carry a GRH, a plain one.
+    ///
+    /// # Errors
+    /// As [`Context::create_cq`]; `EOPNOTSUPP` without libefa; the device's error on a
+    /// device that is not EFA's.
+    ///
+    /// [`WorkCompletion::sgid`]: crate::WorkCompletion::sgid
+    pub fn create_efa_cq(
+        &self,
+        cqe: u32,
+        user: u64,
+        channel: Option<&CompChannel>,
+    ) -> Result<CompletionQueue> {
+        self.make_cq(cqe, user, channel, true)
+    }
+
+    fn make_cq(
+        &self,
+        cqe: u32,
+        user: u64,
+        channel: Option<&CompChannel>,
+        efa: bool,
+    ) -> Result<CompletionQueue> {
         if cqe == 0 || cqe > self.query_device()?.max_cqe {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -307,7 +337,15 @@ impl Context {
                     Some(ChannelInner::Sys(ch)) => Some(ch),
                     Some(ChannelInner::Soft { .. }) => return Err(mixed()),
                 };
-                CqInner::Sys(crate::sys::objects::create_cq(c, cqe, user, ch)?)
+                if efa {
+                    let caps = c.efa_query_device()?.device_caps;
+                    let with_sgid = caps & crate::sys::efadv::CAPS_CQ_WITH_SGID != 0;
+                    CqInner::Sys(crate::sys::cq_ex::create_efa_cq(
+                        c, cqe, user, ch, with_sgid,
+                    )?)
+                } else {
+                    CqInner::Sys(crate::sys::objects::create_cq(c, cqe, user, ch)?)
+                }
             }
         };
         Ok(CompletionQueue { inner, user })

@@ -138,4 +138,18 @@ impl AddressHandle {
     pub fn attr(&self) -> &AhAttr {
         &self.attr
     }
+
+    /// The EFA device's number for this handle (`efadv_query_ah`): how an EFA receive
+    /// completion names a sender the receiver has this handle for (in `slid`).
+    /// `EOPNOTSUPP` on the software device (whose receives name the sender in a GRH)
+    /// or without libefa; the device's error on a device that is not EFA's.
+    pub fn efa_ahn(&self) -> Result<u16> {
+        match &self.inner {
+            AhInner::Soft(_) => Err(Error::new(
+                Errno::EOPNOTSUPP,
+                "the software device has no address handle numbers",
+            )),
+            AhInner::Sys(ah) => ah.efa_ahn(),
+        }
+    }
 }

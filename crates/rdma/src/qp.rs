@@ -9,7 +9,7 @@ use crate::device::{mixed, CtxInner};
 use crate::pd::{AhInner, PdInner, ProtectionDomain};
 use crate::soft::cq::lock;
 use crate::soft::qp::{SoftQp, SoftQpInit, SoftSrq, MAX_INLINE, MAX_SGE};
-use crate::sys::objects::{QpCreate, SysQp, SysSrq};
+use crate::sys::objects::{QpCreate, SysAh, SysQp, SysSrq};
 use crate::verbs::{QpAttr, QpAttrMask, QpCap, QpState, QpType, RecvWr, SendWr};
 
 /// Creation attributes of a queue pair (`struct ibv_qp_init_attr`).
@@ -46,6 +46,16 @@ pub struct QueuePair {
 enum QpInner {
     Soft(Arc<SoftQp>),
     Sys(Arc<SysQp>),
+}
+
+/// The rdma-core address handle of a datagram send (none for other sends); an error
+/// for a handle of the software device.
+fn sys_ah<'a>(wr: &SendWr<'a>) -> Result<Option<&'a SysAh>> {
+    match wr.ud.map(|d| &d.ah.inner) {
+        None => Ok(None),
+        Some(AhInner::Sys(ah)) => Ok(Some(&**ah)),
+        Some(AhInner::Soft(_)) => Err(mixed()),
+    }
 }
 
 impl QueuePair {
@@ -248,13 +258,37 @@ impl QueuePair {
                 unsafe { q.post_send(&o.shared, wr) }
             }
             QpInner::Sys(q) => {
-                let ah = match wr.ud.map(|d| &d.ah.inner) {
-                    None => None,
-                    Some(AhInner::Sys(ah)) => Some(&**ah),
-                    Some(AhInner::Soft(_)) => return Err(mixed()),
-                };
+                let ah = sys_ah(wr)?;
                 // SAFETY: caller's contract.
                 unsafe { q.post_send(wr, ah) }
+            }
+        }
+    }
+
+    /// Posts `wrs` in order as one batch (`ibv_post_send` of a list: one doorbell). On
+    /// the software device the SRD datagrams of a batch bound for one context travel in
+    /// one packet. Ok when every one was posted; else the index of the first refused
+    /// and why (the ones before it were posted, the ones after it not).
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_send`], for each.
+    pub unsafe fn post_send_batch(
+        &self,
+        wrs: &[SendWr<'_>],
+    ) -> std::result::Result<(), (usize, Error)> {
+        match &self.inner {
+            QpInner::Soft(q) => {
+                let o = self.pd.ctx.soft().ok_or_else(|| (0, mixed()))?;
+                // SAFETY: caller's contract.
+                unsafe { q.post_send_batch(&o.shared, wrs) }
+            }
+            QpInner::Sys(q) => {
+                let mut ahs = Vec::with_capacity(wrs.len());
+                for (i, wr) in wrs.iter().enumerate() {
+                    ahs.push(sys_ah(wr).map_err(|e| (i, e))?);
+                }
+                // SAFETY: caller's contract.
+                unsafe { q.post_send_list(wrs, &ahs) }
             }
         }
     }

@@ -674,6 +674,12 @@ pub struct WorkCompletion {
     pub sl: u8,
     /// Destination LID path bits.
     pub dlid_path_bits: u8,
+    /// The sender's GID where the device names it in the completion rather than in a
+    /// GRH: an EFA extended completion queue's receives from a sender the receiver has
+    /// no address handle for (`efadv_wc_read_sgid`). `None` everywhere else; a sender
+    /// the receiver has an address handle for is named by that handle's number in
+    /// `slid` on EFA.
+    pub sgid: Option<Gid>,
 }
 
 impl WorkCompletion {
@@ -693,6 +699,7 @@ impl WorkCompletion {
             slid: 0,
             sl: 0,
             dlid_path_bits: 0,
+            sgid: None,
         }
     }
 }

@@ -140,6 +140,27 @@ fn hello(fd: &OwnedFd, as_gid: &Gid) {
     );
 }
 
+/// Accepts `a`'s connection on the fake peer's `listen`, takes its hello and answers
+/// as `gid`.
+fn accept_hello(listen: &OwnedFd, a: &Node, gid: &Gid) -> OwnedFd {
+    // SAFETY: accept on our listening socket.
+    let cfd = unsafe {
+        libc::accept(
+            listen.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert!(cfd >= 0);
+    // SAFETY: a new fd.
+    let conn = unsafe { OwnedFd::from_raw_fd(cfd) };
+    let hi = recv(&conn);
+    assert_eq!(hi[0], HELLO);
+    assert_eq!(&hi[64..80], &a.gid().0);
+    hello(&conn, gid);
+    conn
+}
+
 /// Checks that a and b still exchange a message over a fresh pair of queue pairs.
 fn still_works(a: &Node, b: &Node) {
     let (qa, qb) = rc_pair(a, b, 0);
@@ -183,11 +204,11 @@ fn garbage_and_unannounced_packets_are_dropped() {
         if rng.chance(50) {
             p[4..8].copy_from_slice(&qa.qp_num().to_le_bytes());
         }
-        p[0] = rng.pick(&[0, 3, 4, 5, 6, 7, 8, 200]);
+        p[0] = rng.pick(&[0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 200]);
         send(&fd, &p);
     }
     // Longer than any packet the device sends.
-    send(&fd, &vec![7u8; 66_000]);
+    send(&fd, &vec![7u8; ofi_rdma::soft::wire::MAX_PACKET + 1]);
     drop(fd);
     assert_eq!(
         a.buf.read(0, 4096),
@@ -335,21 +356,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
     let qa = a.qp(QpType::Rc);
     rc_init(&qa);
     rc_connect(&qa, gid, 77, 0, 1);
-    // SAFETY: accept on our listening socket.
-    let cfd = unsafe {
-        libc::accept(
-            listen.as_raw_fd(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    assert!(cfd >= 0);
-    // SAFETY: a new fd.
-    let conn = unsafe { OwnedFd::from_raw_fd(cfd) };
-    let hi = recv(&conn);
-    assert_eq!(hi[0], HELLO);
-    assert_eq!(&hi[64..80], &a.gid().0);
-    hello(&conn, &gid);
+    let conn = accept_hello(&listen, &a, &gid);
     a.buf.write(0, &[0x55; 256]);
     a.post(
         &qa,
@@ -500,4 +507,160 @@ fn a_silent_responder_runs_out_the_transport_timeout() {
     assert_eq!(qa.state(), QpState::Err);
     drop(listen);
     let _ = std::fs::remove_file(&path);
+}
+
+/// SRD acknowledgements in one packet (`SrdAcks`) from a peer that lies: a packet whose
+/// length is not a whole number of headers acknowledges nothing, entries of another
+/// kind or naming no outstanding send are skipped, and a well-formed one completes each
+/// send it names once, however often it names it.
+#[test]
+fn srd_acknowledgement_packets_are_checked() {
+    let a = Node::all_access(4096);
+    let (gid, path, listen) = fake_peer(0x7ffe_0000 + std::process::id() % 1000);
+    let qa = a.qp(QpType::Srd);
+    ud_ready(&qa, 5);
+    set_state(&qa, QpState::Rts).unwrap();
+    let to = a.ud_target(gid, 77, 5);
+    a.buf.write(0, b"datagram");
+    for wr_id in [1, 2] {
+        a.try_post(&qa, wr_id, SendOp::Send, 0, 8, Some(to.dest()))
+            .unwrap();
+    }
+    let conn = accept_hello(&listen, &a, &gid);
+    let msns: Vec<u32> = (0..2)
+        .map(|_| {
+            let (h, payload) = Hdr::parse(&recv(&conn))
+                .map(|(h, p)| (h, p.to_vec()))
+                .unwrap();
+            assert_eq!(
+                (h.kind, payload.as_slice()),
+                (Kind::Srd as u8, &b"datagram"[..])
+            );
+            h.msn
+        })
+        .collect();
+    let ack = |kind: Kind, msn: u32| {
+        H {
+            kind: kind as u8,
+            dst_qpn: qa.qp_num(),
+            src_qpn: 77,
+            msn,
+            ..H::default()
+        }
+        .emit()
+    };
+    let bundle = |entries: &[[u8; 64]], extra: usize| {
+        let mut body: Vec<u8> = entries.concat();
+        body.extend(std::iter::repeat_n(0u8, extra));
+        H {
+            kind: Kind::SrdAcks as u8,
+            total: body.len() as u64,
+            ..H::default()
+        }
+        .packet(&body)
+    };
+    // Not a whole number of headers: nothing in it counts.
+    send(&conn, &bundle(&[ack(Kind::SrdAck, msns[0])], 10));
+    // Another kind inside, and an acknowledgement of a send never made: skipped.
+    let skipped = [ack(Kind::SrdNak, msns[0]), ack(Kind::SrdAck, 999)];
+    send(&conn, &bundle(&skipped, 0));
+    // The second send, twice: it completes, once; the packets before it on the
+    // connection were handled first, and completed nothing.
+    let second = [ack(Kind::SrdAck, msns[1]), ack(Kind::SrdAck, msns[1])];
+    send(&conn, &bundle(&second, 0));
+    let c = wait_wc(&a.scq, "second send");
+    assert_eq!((c.wr_id, c.status), (2, WcStatus::Success));
+    assert_empty(&a.scq, "after acknowledgements that acknowledge nothing");
+    // Now the first (with the second again, long done).
+    let first = [ack(Kind::SrdAck, msns[0]), ack(Kind::SrdAck, msns[1])];
+    send(&conn, &bundle(&first, 0));
+    let c = wait_wc(&a.scq, "first send");
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
+    assert_empty(&a.scq, "after the acknowledgements");
+    assert_eq!(qa.state(), QpState::Rts);
+    drop(conn);
+    drop(listen);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// SRD datagrams in one packet (`SrdBundle`) from a peer that lies: each well-formed
+/// datagram is placed into its own receive and acknowledged; an entry of another kind
+/// is skipped; reading stops at an entry longer than what is left.
+#[test]
+fn srd_bundles_are_read_up_to_their_first_lie() {
+    let a = Node::all_access(4096);
+    let qa = a.qp(QpType::Srd);
+    ud_ready(&qa, 5);
+    set_state(&qa, QpState::Rts).unwrap();
+    for wr_id in 0..4 {
+        a.recv(&qa, wr_id, wr_id as usize * 1024, 1024);
+    }
+    let fd = connect(&path_of(&a.gid()));
+    let me = fake_gid(4343);
+    hello(&fd, &me);
+    let datagram = |msn: u32, body: &[u8]| {
+        H {
+            kind: Kind::Srd as u8,
+            flags: FIRST | LAST,
+            dst_qpn: qa.qp_num(),
+            src_qpn: 66,
+            msn,
+            total: body.len() as u64,
+            value: 5,
+            ..H::default()
+        }
+        .packet(body)
+    };
+    let mut body = datagram(1, b"first");
+    body.extend(
+        H {
+            kind: UD,
+            ..H::default()
+        }
+        .packet(&[]),
+    );
+    body.extend(datagram(2, b"second"));
+    // Claims 100 bytes where 3 are left: the rest of the bundle is not read.
+    let mut lie = datagram(3, b"end");
+    lie[32..40].copy_from_slice(&100u64.to_le_bytes());
+    body.extend(lie);
+    let bundle = H {
+        kind: Kind::SrdBundle as u8,
+        total: body.len() as u64,
+        ..H::default()
+    }
+    .packet(&body);
+    send(&fd, &bundle);
+    for (wr_id, text) in [(0u64, &b"first"[..]), (1, &b"second"[..])] {
+        let c = wait_wc(&a.rcq, "bundled datagram");
+        assert_eq!(
+            (c.wr_id, c.status, c.src_qp),
+            (wr_id, WcStatus::Success, 66)
+        );
+        assert_eq!(c.byte_len as usize, GRH_LEN + text.len());
+        assert_eq!(
+            a.buf.read(wr_id as usize * 1024 + GRH_LEN, text.len()),
+            text
+        );
+    }
+    assert_empty(&a.rcq, "after the lie");
+    // Both acknowledged (one packet of acknowledgements, or each on its own).
+    let mut acked = Vec::new();
+    while acked.len() < 2 {
+        let p = recv(&fd);
+        let (h, payload) = Hdr::parse(&p).unwrap();
+        if h.kind == Kind::SrdAck as u8 {
+            acked.push(h.msn);
+        } else if h.kind == Kind::SrdAcks as u8 {
+            acked.extend(
+                payload
+                    .chunks(64)
+                    .filter_map(|a| Hdr::parse(a))
+                    .map(|(a, _)| a.msn),
+            );
+        }
+    }
+    acked.sort_unstable();
+    assert_eq!(acked, [1, 2]);
+    assert_eq!(qa.state(), QpState::Rts);
 }

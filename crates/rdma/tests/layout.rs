@@ -11,6 +11,7 @@ use std::process::Command;
 use ofi_testkit::c_layout::{assert_probe_output, probe_program, Layout};
 use ofi_testkit::layout;
 
+use ofi_rdma::sys::efadv::{EfadvCq, EfadvCqInitAttr};
 use ofi_rdma::sys::ffi::*;
 use ofi_rdma::*;
 
@@ -165,6 +166,41 @@ fn layouts() -> Vec<Layout> {
             "element" = element, "event_type" = event_type,
         }),
         layout!("union ibv_gid" = IbvGid { "raw" = raw }),
+        layout!("struct ibv_poll_cq_attr" = IbvPollCqAttr { "comp_mask" = comp_mask }),
+        layout!("struct ibv_cq_init_attr_ex" = IbvCqInitAttrEx {
+            "cqe" = cqe, "cq_context" = cq_context, "channel" = channel,
+            "comp_vector" = comp_vector, "wc_flags" = wc_flags, "comp_mask" = comp_mask,
+            "flags" = flags, "parent_domain" = parent_domain,
+        }),
+        layout!("struct ibv_cq_ex" = IbvCqEx {
+            "context" = cq, "comp_mask" = comp_mask,
+            "status" = status, "wr_id" = wr_id, "start_poll" = start_poll,
+            "next_poll" = next_poll, "end_poll" = end_poll, "read_opcode" = read_opcode,
+            "read_vendor_err" = read_vendor_err, "read_byte_len" = read_byte_len,
+            "read_imm_data" = read_imm_data, "read_qp_num" = read_qp_num,
+            "read_src_qp" = read_src_qp, "read_wc_flags" = read_wc_flags,
+            "read_slid" = read_slid, "read_sl" = read_sl,
+            "read_dlid_path_bits" = read_dlid_path_bits,
+            "read_completion_ts" = read_completion_ts, "read_cvlan" = read_cvlan,
+            "read_flow_tag" = read_flow_tag, "read_tm_info" = read_tm_info,
+            "read_completion_wallclock_ns" = read_completion_wallclock_ns,
+        } + {
+            // The head is a `struct ibv_cq` (checked above) with nothing after its end.
+            "async_events_completed" = offset_of!(IbvCqEx, cq) + offset_of!(IbvCq, async_events_completed),
+        }),
+    ]
+}
+
+/// The libefa mirrors of extended completion queues (`ofi_rdma::sys::efadv`; the
+/// efa provider's `tests/efadv_layout.rs` checks the others).
+fn efadv_layouts() -> Vec<Layout> {
+    vec![
+        layout!("struct efadv_cq" = EfadvCq {
+            "comp_mask" = comp_mask, "wc_read_sgid" = wc_read_sgid,
+        }),
+        layout!("struct efadv_cq_init_attr" = EfadvCqInitAttr {
+            "comp_mask" = comp_mask, "wc_flags" = wc_flags,
+        }),
     ]
 }
 
@@ -285,6 +321,8 @@ fn values() -> Vec<(String, u64)> {
     // What SRD queue pairs are created with (`ofi_rdma::sys::efadv`).
     v.push(("IBV_QP_INIT_ATTR_PD".into(), IBV_QP_INIT_ATTR_PD.into()));
     v.push(("IBV_QPT_DRIVER".into(), IBV_QPT_DRIVER.into()));
+    // What EFA's extended completion queues are created with (`sys::cq_ex`).
+    v.push(("IBV_WC_STANDARD_FLAGS".into(), IBV_WC_STANDARD_FLAGS));
     v
 }
 
@@ -316,16 +354,34 @@ fn run_probe(name: &str, src: &str, expected: &[String]) {
     assert_probe_output(&String::from_utf8_lossy(&run.stdout), expected);
 }
 
-#[test]
-fn mirrors_and_values_match_the_installed_verbs_header() {
-    if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
-        eprintln!(
-            "layout: SKIPPED: /usr/include/infiniband/verbs.h not found (install libibverbs-dev)"
-        );
+/// Checks `layouts` and `values` against the installed `/usr/include/<header>` (the
+/// probe `name`), or says the check is skipped when the header (from `package`) is not
+/// installed.
+fn check_header(
+    header: &str,
+    package: &str,
+    name: &str,
+    layouts: &[Layout],
+    values: &[(String, u64)],
+) {
+    let path = format!("/usr/include/{header}");
+    if !std::path::Path::new(&path).exists() {
+        eprintln!("layout: SKIPPED: {path} not found (install {package})");
         return;
     }
-    let (src, expected) = probe_program("#include <infiniband/verbs.h>\n", &layouts(), &values());
-    run_probe("verbs_layout", &src, &expected);
+    let (src, expected) = probe_program(&format!("#include <{header}>\n"), layouts, values);
+    run_probe(name, &src, &expected);
+}
+
+#[test]
+fn mirrors_and_values_match_the_installed_verbs_header() {
+    check_header(
+        "infiniband/verbs.h",
+        "libibverbs-dev",
+        "verbs_layout",
+        &layouts(),
+        &values(),
+    );
 }
 
 fn rdmacm_layouts() -> Vec<Layout> {
@@ -373,12 +429,6 @@ fn rdmacm_layouts() -> Vec<Layout> {
 #[test]
 fn rdmacm_mirrors_match_the_installed_header() {
     use ofi_rdma::sys::rdmacm::*;
-    if !std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists() {
-        eprintln!(
-            "layout: SKIPPED: /usr/include/rdma/rdma_cma.h not found (install librdmacm-dev)"
-        );
-        return;
-    }
     let mut values: Vec<(String, u64)> = RDMA_CM_EVENTS
         .iter()
         .enumerate()
@@ -386,6 +436,26 @@ fn rdmacm_mirrors_match_the_installed_header() {
         .collect();
     values.push(("RDMA_PS_TCP".into(), RDMA_PS_TCP.into()));
     values.push(("RDMA_PS_UDP".into(), RDMA_PS_UDP.into()));
-    let (src, expected) = probe_program("#include <rdma/rdma_cma.h>\n", &rdmacm_layouts(), &values);
-    run_probe("rdmacm_layout", &src, &expected);
+    check_header(
+        "rdma/rdma_cma.h",
+        "librdmacm-dev",
+        "rdmacm_layout",
+        &rdmacm_layouts(),
+        &values,
+    );
+}
+
+#[test]
+fn efa_completion_queue_mirrors_match_the_installed_efadv_header() {
+    let values = [(
+        "EFADV_WC_EX_WITH_SGID".to_string(),
+        ofi_rdma::sys::efadv::WC_EX_WITH_SGID,
+    )];
+    check_header(
+        "infiniband/efadv.h",
+        "libibverbs-dev",
+        "efadv_layout",
+        &efadv_layouts(),
+        &values,
+    );
 }

@@ -184,3 +184,56 @@ fn srd_sends_to_lost_peers_or_absent_queue_pairs_complete_in_error() {
         WcStatus::Success
     );
 }
+
+/// A signaled send `10 + i` of `sg` to `to`.
+fn send_wr<'a>(i: usize, sg: &'a [Sge], to: &'a UdTarget) -> SendWr<'a> {
+    SendWr {
+        wr_id: 10 + i as u64,
+        sg_list: sg,
+        op: SendOp::Send,
+        send_flags: SendFlags::SIGNALED,
+        ud: Some(to.dest()),
+    }
+}
+
+/// A batch of SRD sends (`post_send_batch`): each arrives once, whole, and completes;
+/// a refused one stops the batch there (the ones before it are posted, the rest not).
+#[test]
+fn srd_batches_arrive_whole_and_stop_at_a_refusal() {
+    let a = Node::all_access(6 * SRD_MTU);
+    let b = Node::all_access(6 * (SRD_MTU + 40));
+    let (qa, qb, to) = srd_link(&a, &b, 1, 0);
+    for i in 0..6 {
+        b.recv(&qb, i as u64, i * (SRD_MTU + 40), SRD_MTU + 40);
+        a.buf.write(i * SRD_MTU, &pattern(SRD_MTU, i as u8));
+    }
+    let sges: Vec<Sge> = (0..6).map(|i| a.sge(i * SRD_MTU, SRD_MTU)).collect();
+    let batch: Vec<SendWr> = (0..4).map(|i| send_wr(i, &sges[i..=i], &to)).collect();
+    // SAFETY: the buffers are registered and live for the test.
+    unsafe { qa.post_send_batch(&batch) }.unwrap();
+    let mut done: Vec<u64> = (0..4)
+        .map(|_| wait_wc(&a.scq, "batched send").wr_id)
+        .collect();
+    done.sort_unstable();
+    assert_eq!(done, [10, 11, 12, 13]);
+    for _ in 0..4 {
+        let r = wait_wc(&b.rcq, "batched datagram");
+        assert_eq!(r.status, WcStatus::Success);
+        let at = r.wr_id as usize * (SRD_MTU + 40) + 40;
+        assert_eq!(b.buf.read(at, SRD_MTU), pattern(SRD_MTU, r.wr_id as u8));
+    }
+    // The second of three is over the MTU: refused, the third not posted.
+    let too_long = [a.sge(0, SRD_MTU + 1)];
+    let batch = [
+        send_wr(4, &sges[4..=4], &to),
+        send_wr(5, &too_long, &to),
+        send_wr(5, &sges[5..=5], &to),
+    ];
+    // SAFETY: as above.
+    let (i, e) = unsafe { qa.post_send_batch(&batch) }.unwrap_err();
+    assert_eq!((i, e.code()), (1, ofi_core::Errno::EINVAL));
+    assert_eq!(wait_wc(&a.scq, "the one before").wr_id, 14);
+    assert_eq!(wait_wc(&b.rcq, "its datagram").wr_id, 4);
+    assert_empty(&a.scq, "nothing after the refusal");
+    assert_empty(&b.rcq, "nothing after the refusal");
+}

@@ -70,6 +70,7 @@ fn libefa_resolves_every_entry_point_where_installed() {
     match sys::efadv::load(sys::efadv::LIBEFA) {
         Ok(lib) => {
             let _ = (lib.query_device, lib.create_qp_ex, lib.query_ah);
+            let _ = (lib.create_cq, lib.cq_from_ibv_cq_ex);
         }
         Err(e) => {
             assert_eq!(

@@ -79,12 +79,13 @@ impl Shared {
     /// receive, or dropped; the slot is posted again.
     pub(super) fn dgram_arrived(&self, act: &Bound, st: &mut St, i: u32, src: EfaAddr, len: usize) {
         if let Some(op) = st.dgram_rx.pop_front() {
-            st.scratch.resize(len, 0);
-            self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
-            let n = len.min(op.buf.total());
+            // SAFETY: slot `i` is not posted (its completion was just read); it is
+            // posted again below, after the copy out of it.
+            let bytes = unsafe { self.bounce.slot_bytes(self.rx_payload(i), len) };
+            let n = len.min(op.buf.total()).min(bytes.len());
             // SAFETY: the receive's buffers are the application's, writable until it
             // completes (the C contract the posted receive carries).
-            unsafe { op.buf.scatter(0, st.scratch.as_ptr(), n) };
+            unsafe { op.buf.scatter(0, bytes.as_ptr(), n) };
             let recv = op.posted();
             let inc = Incoming {
                 src: act

@@ -5,21 +5,23 @@
 //! # Structure
 //!
 //! An endpoint owns an SRD queue pair with its two device completion queues and one
-//! registered bounce region: `rx_bufs` receive slots (a 40-byte GRH, then one MTU) that
-//! stay posted, and `tx_bufs` send slots (one MTU each). Everything else is one
-//! mutex-protected state (`St`): the engine, the peers the engine knows (its
-//! `PeerAddr` is an index into `St::peers`: the peer's GID, queue pair, Q_Key and
-//! address handle), and the application's operations by the id the engine reports
-//! them with.
+//! registered bounce region: `rx_bufs` receive slots that stay posted, and `tx_bufs`
+//! send slots (one MTU each). A receive slot is one MTU after room for a 40-byte GRH
+//! where the device writes one (UD; SRD on the software device) and one MTU alone
+//! where it does not (SRD on EFA hardware). Everything else is one mutex-protected
+//! state (`St`): the engine, the peers the engine knows (`senders`: its `PeerAddr` is
+//! an index into that table of GID, queue pair, Q_Key and address handle), and the
+//! application's operations by the id the engine reports them with.
 //!
 //! # Paths
 //!
 //! - Send: the message is copied into the engine at the call (so `fi_inject` is the same
 //!   path without a completion); the engine's packets go to the device as send slots
-//!   free up. The operation completes when the engine says so (the device took every
+//!   free up, posted in batches (one doorbell each). The operation completes when the engine says so (the device took every
 //!   packet; with `FI_DELIVERY_COMPLETE`, the receiver placed the data).
-//! - Receive: each receive completion's datagram (the sender named by the GRH's GID
-//!   and the completion's source queue pair) goes to the engine. The device took it
+//! - Receive: each receive completion's datagram (the sender named by the GRH's GID,
+//!   or on EFA hardware by the completion's GID or address handle number, and the
+//!   completion's source queue pair; see `senders`) goes to the engine. The device took it
 //!   already (its sender counts it delivered), so a datagram the engine cannot take now
 //!   (its unexpected queue or its window for order is full: receiver not ready) is
 //!   kept and offered again each round: copied aside, up to the window's size in
@@ -39,7 +41,8 @@
 //!
 //! # Invariants
 //!
-//! - The bounce region is only touched through raw copies (the device writes it).
+//! - The bounce region is only touched through raw copies (the device writes it), or
+//!   read in place from a receive slot that is not posted, until it is posted again.
 //! - A send slot is in exactly one place: free, or posted with the engine token it
 //!   carries; a receive slot is posted, or held with its datagram. At most
 //!   `copied_max` refused datagrams are copied aside.
@@ -54,6 +57,9 @@ mod dgram;
 mod ops;
 mod progress;
 mod rma;
+mod senders;
+
+pub(crate) use senders::AhNumbers;
 
 pub(crate) use atomic::max_count as atomic_max_count;
 
@@ -72,9 +78,8 @@ use ofi_kit::remote_cntr::RemoteCntrs;
 use ofi_kit::tagmatch::MatcherConfig;
 use ofi_kit::wait::lock;
 use ofi_rdma::{
-    Access, AddressHandle, CompletionQueue, Gid, MemoryRegion, QpAttr, QpAttrMask, QpCap,
-    QpInitAttr, QpState, QpType, QueuePair, RecvWr, Sge, WcOpcode, WcStatus, WorkCompletion,
-    GRH_LEN,
+    Access, CompletionQueue, Gid, MemoryRegion, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpState,
+    QpType, QueuePair, RecvWr, Sge, WcFlags, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
 };
 
 use crate::av::{EfaAddr, QKEY};
@@ -130,6 +135,19 @@ impl Bounce {
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), out.as_mut_ptr(), out.len()) };
     }
 
+    /// The `len` bytes at `off` (empty when out of range), read in place.
+    ///
+    /// # Safety
+    /// The device must not write the range while the slice lives: it lies in a receive
+    /// slot not posted (and not posted again before the slice is dropped).
+    unsafe fn slot_bytes(&self, off: usize, len: usize) -> &[u8] {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return &[];
+        }
+        // SAFETY: inside the allocation (checked); the caller keeps the device off it.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
+    }
+
     /// Copies `data` in at `off` (nothing when out of range).
     fn write(&self, off: usize, data: &[u8]) {
         if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
@@ -146,12 +164,6 @@ impl Drop for Bounce {
         // it are gone (declared before it in `Shared`).
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
     }
-}
-
-/// A peer as the engine names it (its `PeerAddr` is the index in `St::peers`).
-struct PeerSlot {
-    addr: EfaAddr,
-    ah: Option<AddressHandle>,
 }
 
 /// A transmit operation of the application.
@@ -207,8 +219,8 @@ enum Held {
 /// The state behind the endpoint's lock.
 struct St {
     eng: Engine,
-    peers: Vec<PeerSlot>,
-    by_addr: HashMap<(Gid, u32), PeerAddr>,
+    /// The engine's peers (its `PeerAddr` is an index here) and who sent a receive.
+    peers: senders::PeerTable,
     tx_ops: HashMap<u64, TxOp>,
     next_tx: u64,
     rx_ops: HashMap<u64, RxOp>,
@@ -223,14 +235,10 @@ struct St {
     held: VecDeque<Held>,
     /// How many of them are copied aside.
     copied: usize,
-    /// A datagram copied out of its slot.
-    scratch: Vec<u8>,
     /// `FI_EP_DGRAM`: the application's receives, oldest first.
     dgram_rx: VecDeque<RxOp>,
     /// The AV's change count when lost peers were last compared with it.
     av_seen: u64,
-    /// Datagrams dropped because the peer table was full.
-    dropped_no_peer: u64,
     /// Counters of peers' RMA and atomics on this endpoint's memory (`FI_RMA_EVENT`).
     remote_cntrs: RemoteCntrs,
     wc: [WorkCompletion; WC_BATCH],
@@ -252,6 +260,9 @@ struct Shared {
     /// The endpoint's info has `FI_FENCE` (else `FI_FENCE` on a call is refused).
     fence: bool,
     mtu: usize,
+    /// Bytes before the datagram in a receive slot: room for the GRH the device
+    /// writes ([`GRH_LEN`]), or 0 where it writes none (SRD on EFA hardware).
+    rx_prefix: usize,
     rx_bufs: usize,
     /// Most refused datagrams copied aside (the protocol's receive window in packets:
     /// as many as it may hold for order itself).
@@ -328,31 +339,31 @@ impl Endpoint {
         )?;
         let s = &dom.settings;
         let dgram = info.ep_attr.ep_type == ofi_core::EpType::Dgram;
-        if !dgram && s.kind == ofi_rdma::DeviceKind::RdmaCore {
-            // The device layer creates SRD queue pairs through libefa, but this
-            // endpoint names the sender of a receive from its GRH, which EFA's SRD
-            // receives lack: the sender comes from `efadv_wc_read_sgid` on an extended
-            // completion queue, not bound yet. Refused rather than misread.
-            return Err(Error::new(
-                Errno::EOPNOTSUPP,
-                format!(
-                    "{NAME}: FI_EP_RDM on an EFA device needs the sender of each SRD \
-                     receive (efadv_wc_read_sgid), not bound yet"
-                ),
-            ));
-        }
+        // SRD receives on EFA hardware carry no GRH: the sender is named by the
+        // extended completion queue the device layer makes there (see `senders`).
+        let rx_prefix = if !dgram && s.kind == ofi_rdma::DeviceKind::RdmaCore {
+            0
+        } else {
+            GRH_LEN
+        };
         let mtu = if dgram {
             crate::libefa::DGRAM_MTU
         } else {
             crate::libefa::mtu(s.kind)
         };
-        let rx_slot = GRH_LEN + mtu;
+        let rx_slot = rx_prefix + mtu;
         let (rx_bufs, tx_bufs) = (s.rx_bufs, s.tx_bufs);
         let bounce = Bounce::new(rx_bufs * rx_slot + tx_bufs * mtu);
         // SAFETY: the memory outlives the region (declared after it in `Shared`).
         let mr = unsafe { dom.pd.reg_mr(bounce.ptr, bounce.len, Access::LOCAL_WRITE)? };
         let scq = dom.ctx.create_cq(tx_bufs as u32 + 16, 1, None)?;
-        let rcq = dom.ctx.create_cq(rx_bufs as u32 + 16, 2, None)?;
+        // On EFA hardware an extended queue: SRD receives there name their sender in
+        // the completion, not in a GRH.
+        let rcq = if dgram {
+            dom.ctx.create_cq(rx_bufs as u32 + 16, 2, None)?
+        } else {
+            dom.ctx.create_efa_cq(rx_bufs as u32 + 16, 2, None)?
+        };
         let qp = dom.pd.create_qp(&QpInitAttr {
             qp_type: if dgram { QpType::Ud } else { QpType::Srd },
             send_cq: &scq,
@@ -411,8 +422,7 @@ impl Endpoint {
             bounce,
             st: Mutex::new(St {
                 eng: Engine::new(cfg),
-                peers: Vec::new(),
-                by_addr: HashMap::new(),
+                peers: senders::PeerTable::new(MAX_PEERS, dom.ah_numbers.clone()),
                 tx_ops: HashMap::new(),
                 remote_cntrs: RemoteCntrs::default(),
                 next_tx: 1,
@@ -423,10 +433,8 @@ impl Endpoint {
                 pending: None,
                 held: VecDeque::new(),
                 copied: 0,
-                scratch: Vec::with_capacity(mtu),
                 dgram_rx: VecDeque::new(),
                 av_seen: 0,
-                dropped_no_peer: 0,
                 wc: [WorkCompletion::new(0, WcStatus::GeneralErr, WcOpcode::Recv, 0); WC_BATCH],
             }),
             me,
@@ -434,6 +442,7 @@ impl Endpoint {
             dgram,
             fence: info.caps.contains(ofi_core::Caps::FENCE),
             mtu,
+            rx_prefix,
             rx_bufs,
             copied_max: s.recvwin_size as usize,
             tx_size,
@@ -479,9 +488,11 @@ impl Endpoint {
         lock(&self.sh.st).eng.stats().clone()
     }
 
-    /// Datagrams dropped because [`MAX_PEERS`] senders were already known.
+    /// Datagrams dropped because their sender could not be named (on EFA hardware: a
+    /// completion with neither the sender's GID nor the number of an address handle
+    /// this endpoint made) or [`MAX_PEERS`] senders were already known.
     pub fn dropped_no_peer(&self) -> u64 {
-        lock(&self.sh.st).dropped_no_peer
+        lock(&self.sh.st).peers.dropped()
     }
 }
 
@@ -505,7 +516,12 @@ impl Shared {
     }
 
     fn rx_slot_len(&self) -> usize {
-        GRH_LEN + self.mtu
+        self.rx_prefix + self.mtu
+    }
+
+    /// Where the datagram in receive slot `i` starts.
+    fn rx_payload(&self, i: u32) -> usize {
+        self.rx_off(i) + self.rx_prefix
     }
 
     fn rx_off(&self, i: u32) -> usize {
@@ -527,20 +543,6 @@ impl Shared {
             wr_id: u64::from(i),
             sg_list: &[sge],
         })
-    }
-
-    /// The engine peer of `addr` (made on first use); `None` once [`MAX_PEERS`] exist.
-    fn peer_of(st: &mut St, addr: EfaAddr) -> Option<PeerAddr> {
-        if let Some(&p) = st.by_addr.get(&(addr.gid, addr.qpn)) {
-            return Some(p);
-        }
-        if st.peers.len() >= MAX_PEERS {
-            return None;
-        }
-        let p = st.peers.len() as PeerAddr;
-        st.peers.push(PeerSlot { addr, ah: None });
-        st.by_addr.insert((addr.gid, addr.qpn), p);
-        Some(p)
     }
 
     /// After the AV changed (`fi_av_remove`): for each peer whose address left the AV,
@@ -619,7 +621,7 @@ impl Shared {
                 format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
-        Self::peer_of(st, EfaAddr::from_address(&a)?).ok_or_else(|| {
+        st.peers.peer_of(EfaAddr::from_address(&a)?).ok_or_else(|| {
             Error::new(
                 Errno::ENOSPC,
                 format!("{NAME}: {MAX_PEERS} peers already known"),

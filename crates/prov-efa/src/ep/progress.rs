@@ -31,6 +31,18 @@ impl Progress for Shared {
     }
 }
 
+/// Most packets posted to the device at once (one batch, `post_send_batch`): two of
+/// the software device's bundles of 8 KiB datagrams.
+const POST_BATCH: usize = 30;
+
+/// A packet copied into send slot `slot`, for `peer`, `len` bytes.
+#[derive(Clone, Copy, Default)]
+struct Staged {
+    slot: u32,
+    peer: PeerAddr,
+    len: u32,
+}
+
 /// How often the watchdog looks at an endpoint with work under way.
 const WATCHDOG_BUSY: Duration = Duration::from_millis(1);
 /// How often it looks at an idle endpoint (a peer's first packets may be waiting).
@@ -102,20 +114,23 @@ impl Shared {
                     }
                     continue;
                 }
-                let len = (wc.byte_len as usize).saturating_sub(GRH_LEN).min(self.mtu);
-                let mut gid = [0u8; 16];
-                self.bounce.read(self.rx_off(i) + 8, &mut gid);
-                let src = EfaAddr {
-                    gid: Gid(gid),
-                    qpn: wc.src_qp,
-                    qkey: QKEY,
+                let Some(len) = self.rx_len(&wc) else {
+                    st.peers.count_dropped();
+                    let _ = self.post_rx(i);
+                    continue;
                 };
+                let grh_gid = || self.grh_sgid(i);
                 if self.dgram {
-                    self.dgram_arrived(act, st, i, src, len);
+                    match st.peers.sender_addr(&wc, grh_gid) {
+                        Some(src) => self.dgram_arrived(act, st, i, src, len),
+                        None => {
+                            st.peers.count_dropped();
+                            let _ = self.post_rx(i);
+                        }
+                    }
                     continue;
                 }
-                let Some(peer) = Self::peer_of(st, src) else {
-                    st.dropped_no_peer += 1;
+                let Some(peer) = st.peers.sender(&wc, grh_gid) else {
                     let _ = self.post_rx(i);
                     continue;
                 };
@@ -127,21 +142,43 @@ impl Shared {
         }
     }
 
+    /// The datagram length of the successful receive `wc`: its bytes less the GRH where
+    /// the device wrote one. `None` for a GRH where the slot has no room for one (a
+    /// device that writes GRHs on SRD after all): nothing of it can be trusted.
+    fn rx_len(&self, wc: &WorkCompletion) -> Option<usize> {
+        let grh = if wc.wc_flags.contains(WcFlags::GRH) {
+            GRH_LEN
+        } else {
+            0
+        };
+        if grh > self.rx_prefix {
+            return None;
+        }
+        Some((wc.byte_len as usize).saturating_sub(grh).min(self.mtu))
+    }
+
+    /// The sender's GID in the GRH of receive slot `i` (bytes 8..24).
+    fn grh_sgid(&self, i: u32) -> Gid {
+        let mut gid = [0u8; 16];
+        self.bounce.read(self.rx_off(i) + 8, &mut gid);
+        Gid(gid)
+    }
+
     /// Hands the datagram in receive slot `i` to the engine: posted again when taken;
     /// when refused, copied aside (the slot posted again) while fewer than
     /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
     fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
-        st.scratch.resize(len, 0);
-        self.bounce.read(self.rx_off(i) + GRH_LEN, &mut st.scratch);
-        let St { eng, scratch, .. } = st;
-        let taken = eng.handle_packet(now, peer, scratch).is_ok();
+        // SAFETY: slot `i` is not posted (its completion was read, or it is held), and
+        // is posted again only below, after the last use of `bytes`.
+        let bytes = unsafe { self.bounce.slot_bytes(self.rx_payload(i), len) };
+        let taken = st.eng.handle_packet(now, peer, bytes).is_ok();
         if !taken && st.copied >= self.copied_max {
             st.held.push_back(Held::Slot(i, peer, len));
             return false;
         }
         if !taken {
             st.copied += 1;
-            st.held.push_back(Held::Copied(peer, st.scratch.clone()));
+            st.held.push_back(Held::Copied(peer, bytes.to_vec()));
         }
         if let Err(e) = self.post_rx(i) {
             ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
@@ -208,32 +245,50 @@ impl Shared {
         }
     }
 
-    /// The engine's packets to the device while send slots are free.
+    /// The engine's packets to the device while send slots are free, posted in
+    /// batches of up to [`POST_BATCH`] (one doorbell each).
     fn flush(&self, st: &mut St, now: u64) -> usize {
         let mut n = 0;
+        let mut batch = [Staged::default(); POST_BATCH];
         loop {
-            if st.tx_free.is_empty() {
-                return n;
-            }
-            let t = match st.pending.take() {
-                Some(t) => t,
-                None => match st.eng.poll_transmit(now) {
+            let mut k = 0;
+            while k < POST_BATCH && !st.tx_free.is_empty() {
+                let t = match st.pending.take() {
                     Some(t) => t,
-                    None => return n,
-                },
-            };
-            match t {
-                Transmit::Send { peer, token, bytes } => {
-                    n += 1;
-                    if let Err(e) = self.post_packet(st, peer, token, &bytes) {
-                        ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
-                        st.eng.handle_send_failed(now, token);
+                    None => match st.eng.poll_transmit(now) {
+                        Some(t) => t,
+                        None => break,
+                    },
+                };
+                match t {
+                    Transmit::Send { peer, token, bytes } => {
+                        n += 1;
+                        match self.stage_packet(st, peer, token, &bytes) {
+                            Ok(s) => {
+                                batch[k] = s;
+                                k += 1;
+                            }
+                            Err(e) => {
+                                ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
+                                st.eng.handle_send_failed(now, token);
+                            }
+                        }
+                    }
+                    Transmit::Read { token, .. } => {
+                        // Never asked for: the engine is configured without reads.
+                        st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
                     }
                 }
-                Transmit::Read { token, .. } => {
-                    // Never asked for: the engine is configured without reads.
-                    st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
+            }
+            if let Err((i, e)) = self.post_staged(st, &batch[..k]) {
+                ofi_core::ofi_info!(NAME, "ep_data", "posting a send: {e}");
+                for s in &batch[i..k] {
+                    st.tx_free.push(s.slot);
+                    st.eng.handle_send_failed(now, st.tx_token[s.slot as usize]);
                 }
+            }
+            if k < POST_BATCH {
+                return n;
             }
         }
     }
@@ -246,6 +301,22 @@ impl Shared {
         token: u64,
         bytes: &[u8],
     ) -> Result<()> {
+        let staged = self.stage_packet(st, peer, token, bytes)?;
+        self.post_staged(st, &[staged]).map_err(|(_, e)| {
+            st.tx_free.push(staged.slot);
+            e
+        })
+    }
+
+    /// Copies `bytes` into a free send slot for `peer` (whose address handle is made on
+    /// first use), which carries `token` from here.
+    fn stage_packet(
+        &self,
+        st: &mut St,
+        peer: PeerAddr,
+        token: u64,
+        bytes: &[u8],
+    ) -> Result<Staged> {
         if bytes.len() > self.mtu {
             return Err(crate::einval("packet over the MTU"));
         }
@@ -253,46 +324,76 @@ impl Shared {
             return Err(crate::einval("unknown peer"));
         };
         if p.ah.is_none() {
-            p.ah = Some(self.dom.pd.create_ah(&ofi_rdma::AhAttr {
+            let ah = self.dom.pd.create_ah(&ofi_rdma::AhAttr {
                 dgid: p.addr.gid,
                 port_num: 1,
                 ..ofi_rdma::AhAttr::default()
-            })?);
+            })?;
+            // On EFA hardware a receive from this GID now names its sender by this
+            // handle's number (the software device's have none: their GRH names it).
+            if let Ok(ahn) = ah.efa_ahn() {
+                self.dom.ah_numbers.note(ahn, p.addr.gid);
+            }
+            p.ah = Some(ah);
         }
-        let (qpn, qkey) = (p.addr.qpn, p.addr.qkey);
-        let Some(ah) = p.ah.as_ref() else {
-            return Err(crate::einval("no address handle"));
-        };
         let Some(slot) = st.tx_free.pop() else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
-        let off = self.tx_off(slot);
-        self.bounce.write(off, bytes);
-        let sge = Sge {
-            addr: self.bounce.ptr as u64 + off as u64,
-            length: bytes.len() as u32,
-            lkey: self.mr.lkey(),
-        };
+        self.bounce.write(self.tx_off(slot), bytes);
         st.tx_token[slot as usize] = token;
-        // SAFETY: the slot lies in the registered bounce region, which outlives the
-        // queue pair; it is not written again until its completion frees it.
-        let r = unsafe {
-            self.qp.post_send(&SendWr {
-                wr_id: TX_BIT | u64::from(slot),
-                sg_list: &[sge],
+        Ok(Staged {
+            slot,
+            peer,
+            len: bytes.len() as u32,
+        })
+    }
+
+    /// Posts the staged send slots (at most [`POST_BATCH`]) as one batch, without
+    /// allocating; on a refusal, the index of the first not posted and why (its slot
+    /// and the later ones' are still taken).
+    fn post_staged(&self, st: &St, staged: &[Staged]) -> std::result::Result<(), (usize, Error)> {
+        if staged.len() > POST_BATCH {
+            return Err((0, crate::einval("more packets than one batch")));
+        }
+        let mut sges = [Sge::default(); POST_BATCH];
+        let unused = SendWr {
+            wr_id: 0,
+            sg_list: &[],
+            op: SendOp::Send,
+            send_flags: SendFlags::empty(),
+            ud: None,
+        };
+        let mut wrs = [unused; POST_BATCH];
+        let slots = staged.iter().zip(&mut sges).zip(&mut wrs);
+        for (i, ((s, sge), wr)) in slots.enumerate() {
+            let Some((p, ah)) = st
+                .peers
+                .get(s.peer as usize)
+                .and_then(|p| Some((p, p.ah.as_ref()?)))
+            else {
+                // Staged only with its handle made: cannot happen.
+                return Err((i, crate::einval("no address handle")));
+            };
+            *sge = Sge {
+                addr: self.bounce.ptr as u64 + self.tx_off(s.slot) as u64,
+                length: s.len,
+                lkey: self.mr.lkey(),
+            };
+            *wr = SendWr {
+                wr_id: TX_BIT | u64::from(s.slot),
+                sg_list: std::slice::from_ref(sge),
                 op: SendOp::Send,
                 send_flags: SendFlags::SIGNALED,
                 ud: Some(UdDest {
                     ah,
-                    remote_qpn: qpn,
-                    remote_qkey: qkey,
+                    remote_qpn: p.addr.qpn,
+                    remote_qkey: p.addr.qkey,
                 }),
-            })
-        };
-        if r.is_err() {
-            st.tx_free.push(slot);
+            };
         }
-        r
+        // SAFETY: the slots lie in the registered bounce region, which outlives the
+        // queue pair; they are not written again until their completions free them.
+        unsafe { self.qp.post_send_batch(&wrs[..staged.len()]) }
     }
 
     /// The engine's events to the application.

@@ -328,6 +328,16 @@ impl Conn {
         true
     }
 
+    /// Sends `head` then `body` as one packet; false when the connection is dead.
+    pub(crate) fn send_packet(&self, head: &[u8], body: &[u8]) -> bool {
+        let iov = [head, body].map(|piece| libc::iovec {
+            iov_base: piece.as_ptr() as *mut _,
+            iov_len: piece.len(),
+        });
+        // SAFETY: both pieces are borrowed slices, readable for the call.
+        unsafe { self.send(&iov) }
+    }
+
     /// # Safety
     /// As [`Conn::send`].
     unsafe fn sendmsg(&self, iov: &[libc::iovec]) -> std::io::Result<()> {

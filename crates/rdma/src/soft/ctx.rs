@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use super::conn::{self, Conn};
 use super::cq::{eventfd, eventfd_add, eventfd_take, lock, Notifier};
 use super::mem::MrTable;
-use super::qp::{SoftQp, SoftSrq};
-use super::wire::{Hdr, Kind, FRAG, HDR_LEN};
+use super::qp::{PendingAcks, SoftQp, SoftSrq};
+use super::wire::{Hdr, Kind, MAX_PACKET};
 use crate::verbs::{AsyncEvent, Gid};
 
 /// Fault injection on UD and SRD sends of one context.
@@ -181,6 +181,8 @@ pub(crate) struct CtxShared {
 struct RxState {
     buf: Vec<u8>,
     conns: Vec<Arc<Conn>>,
+    /// SRD acknowledgements owed while reading (sent as each connection's read ends).
+    acks: PendingAcks,
 }
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
@@ -207,18 +209,7 @@ impl CtxShared {
             ..Hdr::default()
         }
         .emit();
-        let iov = [
-            libc::iovec {
-                iov_base: hello.as_ptr() as *mut _,
-                iov_len: HDR_LEN,
-            },
-            libc::iovec {
-                iov_base: self.gid.0.as_ptr() as *mut _,
-                iov_len: 16,
-            },
-        ];
-        // SAFETY: both pieces are locals alive for the call.
-        if !unsafe { c.send(&iov) } {
+        if !c.send_packet(&hello, &self.gid.0) {
             return None;
         }
         let mut t = lock(&self.tables);
@@ -244,7 +235,7 @@ impl CtxShared {
     }
 
     /// Dispatches one received packet.
-    fn handle(&self, conn: &Arc<Conn>, pkt: &[u8]) {
+    fn handle(&self, conn: &Arc<Conn>, pkt: &[u8], acks: &mut PendingAcks) {
         let Some((h, payload)) = Hdr::parse(pkt) else {
             return;
         };
@@ -268,6 +259,23 @@ impl CtxShared {
         // over one connection, so the peer sees it in the order it was sent (an answer
         // is never overtaken by a later request, as on one wire).
         let out = self.conn_to(&peer).unwrap_or_else(|| conn.clone());
+        if h.kind == Kind::SrdBundle as u8 {
+            for (d, payload) in super::qp::bundled(payload) {
+                match self.qp(d.dst_qpn) {
+                    Some(qp) => qp.on_srd_datagram(self, &out, &peer, &d, payload, acks),
+                    None => super::qp::srd_nak_no_qp(&out, &d),
+                }
+            }
+            return;
+        }
+        if h.kind == Kind::SrdAcks as u8 {
+            for a in super::qp::acks_in(payload) {
+                if let Some(qp) = self.qp(a.dst_qpn) {
+                    qp.on_srd_answer(self, &peer, &a);
+                }
+            }
+            return;
+        }
         let Some(qp) = self.qp(h.dst_qpn) else {
             if h.kind == Kind::Req as u8 {
                 super::qp::nak_no_qp(&out, &h);
@@ -280,7 +288,7 @@ impl CtxShared {
         match h.kind {
             k if k == Kind::Req as u8 => qp.on_request(self, &out, &peer, &h, payload),
             k if k == Kind::Ud as u8 => qp.on_datagram(self, &peer, &h, payload),
-            k if k == Kind::Srd as u8 => qp.on_srd_datagram(self, &out, &peer, &h, payload),
+            k if k == Kind::Srd as u8 => qp.on_srd_datagram(self, &out, &peer, &h, payload, acks),
             k if k == Kind::SrdAck as u8 || k == Kind::SrdNak as u8 => {
                 qp.on_srd_answer(self, &peer, &h)
             }
@@ -295,13 +303,14 @@ impl CtxShared {
         }
     }
 
-    /// Reads what is pending on `c` (at most 256 packets) and handles it; the caller
-    /// holds the reader state. A connection that ended is reported lost.
-    fn drain(&self, c: &Arc<Conn>, buf: &mut [u8]) {
+    /// Reads what is pending on `c` (at most 256 packets) and handles it, then sends
+    /// the acknowledgements that earned; the caller holds the reader state. A
+    /// connection that ended is reported lost.
+    fn drain(&self, c: &Arc<Conn>, buf: &mut [u8], acks: &mut PendingAcks) {
         let mut ended = false;
         for _ in 0..256 {
             match c.recv(buf) {
-                Ok(Some(n)) if n <= buf.len() => self.handle(c, &buf[..n]),
+                Ok(Some(n)) if n <= buf.len() => self.handle(c, &buf[..n], acks),
                 // Longer than any packet we send: dropped.
                 Ok(Some(_)) => {}
                 Ok(None) => break,
@@ -311,6 +320,7 @@ impl CtxShared {
                 }
             }
         }
+        acks.flush();
         if ended || c.is_dead() {
             self.lost(c);
         }
@@ -339,11 +349,11 @@ impl CtxShared {
     }
 
     fn drain_all(&self, mut guard: std::sync::MutexGuard<'_, RxState>) {
-        let RxState { buf, conns } = &mut *guard;
+        let RxState { buf, conns, acks } = &mut *guard;
         conns.clear();
         conns.extend(lock(&self.tables).conns.iter().cloned());
         for c in conns.iter() {
-            self.drain(c, buf);
+            self.drain(c, buf, acks);
         }
         conns.clear();
     }
@@ -405,10 +415,11 @@ impl CtxOwner {
             }),
             delayed: Mutex::new(Vec::new()),
             rx: Mutex::new(RxState {
-                buf: vec![0u8; HDR_LEN + FRAG + 256],
+                buf: vec![0u8; MAX_PACKET],
                 // Room for the connections of a busy context: the snapshot an
                 // application thread takes does not allocate.
                 conns: Vec::with_capacity(64),
+                acks: PendingAcks::default(),
             }),
             stop: AtomicBool::new(false),
         });
@@ -491,12 +502,7 @@ fn service(ctx: &Arc<CtxShared>) {
             while i < d.len() {
                 if d[i].0 <= now {
                     let (_, c, p) = d.swap_remove(i);
-                    let iov = [libc::iovec {
-                        iov_base: p.as_ptr() as *mut _,
-                        iov_len: p.len(),
-                    }];
-                    // SAFETY: the owned packet is alive for the call.
-                    unsafe { c.send(&iov) };
+                    c.send_packet(&p, &[]);
                 } else {
                     next = Some(next.map_or(d[i].0, |n| n.min(d[i].0)));
                     i += 1;
@@ -526,12 +532,13 @@ fn service(ctx: &Arc<CtxShared>) {
             }
         }
         let mut rx = lock(&ctx.rx);
+        let RxState { buf, acks, .. } = &mut *rx;
         for (c, p) in conns.iter().zip(&pfds[2..]) {
             if p.revents & libc::POLLOUT != 0 {
                 c.flush();
             }
             if p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-                ctx.drain(c, &mut rx.buf);
+                ctx.drain(c, buf, acks);
             }
         }
         drop(rx);

@@ -9,6 +9,10 @@
 pub const HDR_LEN: usize = 64;
 /// Most payload bytes one packet carries (messages are split into fragments).
 pub const FRAG: usize = 32 * 1024;
+/// The longest packet a context reads (longer ones are dropped): room for a bundle of
+/// SRD datagrams ([`Kind::SrdBundle`], 15 of 8 KiB); other packets carry at most
+/// [`FRAG`] bytes.
+pub const MAX_PACKET: usize = HDR_LEN + 4 * FRAG + 256;
 
 /// Packet kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +39,12 @@ pub enum Kind {
     /// The SRD receiver refused datagram `msn` (`op` = [`Nak`] code; `rnr_timer` with
     /// [`Nak::Rnr`]).
     SrdNak = 10,
+    /// Several [`Kind::SrdAck`]s in one packet (what the receiver took in one read of
+    /// its connection): the payload is their headers, [`HDR_LEN`] bytes each.
+    SrdAcks = 11,
+    /// Several [`Kind::Srd`] datagrams in one packet (posted in one batch to one
+    /// context): the payload is each datagram's packet, header then `total` bytes.
+    SrdBundle = 12,
 }
 
 /// Request operations (the `op` byte of a [`Kind::Req`]).

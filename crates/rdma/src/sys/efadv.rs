@@ -2,7 +2,10 @@
 //! like libibverbs: what plain verbs cannot do on EFA — the device's EFA attributes
 //! (`efadv_query_device`: RDMA read, RNR retry, the largest RDMA size, whether
 //! completions can name the sender's GID), SRD queue pairs (`efadv_create_qp_ex` with
-//! [`QP_DRIVER_TYPE_SRD`]) and an address handle's number (`efadv_query_ah`).
+//! [`QP_DRIVER_TYPE_SRD`]), an address handle's number (`efadv_query_ah`) and extended
+//! completion queues whose receive completions name the sender (`efadv_create_cq` with
+//! [`WC_EX_WITH_SGID`]; `efadv_wc_read_sgid` is inline in C: it calls
+//! [`EfadvCq::wc_read_sgid`], reached by `efadv_cq_from_ibv_cq_ex`).
 //!
 //! The structures are mirrors of `<infiniband/efadv.h>` (rdma-core 44, x86-64 Linux),
 //! checked against the installed header by the efa provider's `tests/efadv_layout.rs`;
@@ -10,16 +13,13 @@
 //! linked: without libefa the caller gets one line saying why. The name can be
 //! overridden with `OFI_EFA_LIB` (tests point it at a library that does not exist).
 //!
-//! Not mirrored: extended completion queues (`efadv_create_cq`, whose
-//! `efadv_wc_read_sgid` names the sender of a receive on hardware without a GRH).
-//!
 //! Nothing here panics.
 
 use std::sync::OnceLock;
 
 use libc::c_int;
 
-use super::ffi::{IbvAh, IbvContext, IbvQp, IbvQpInitAttrEx};
+use super::ffi::{IbvAh, IbvContext, IbvCqEx, IbvCqInitAttrEx, IbvGid, IbvQp, IbvQpInitAttrEx};
 
 /// The library name looked for.
 pub const LIBEFA: &str = "libefa.so.1";
@@ -89,11 +89,35 @@ pub struct EfadvAhAttr {
     pub reserved: [u8; 6],
 }
 
+/// `struct efadv_cq`: the EFA part of an extended completion queue.
+#[repr(C)]
+pub struct EfadvCq {
+    /// Compatibility mask.
+    pub comp_mask: u64,
+    /// What `efadv_wc_read_sgid` calls: the current receive completion's sender GID
+    /// into the second argument; 0 when the completion names it, nonzero when not (the
+    /// device names a sender it has an address handle for by that handle's number,
+    /// `ibv_wc_read_slid`, instead).
+    pub wc_read_sgid: Option<unsafe extern "C" fn(*mut EfadvCq, *mut IbvGid) -> c_int>,
+}
+
+/// `struct efadv_cq_init_attr` (efadv_create_cq(3)).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EfadvCqInitAttr {
+    /// Compatibility mask (0).
+    pub comp_mask: u64,
+    /// `EFADV_WC_EX_WITH_*`: [`WC_EX_WITH_SGID`].
+    pub wc_flags: u64,
+}
+
 entry_points! {
     LibEfa, resolve, "infiniband/efadv.h";
     query_device = "efadv_query_device": fn(*mut IbvContext, *mut EfadvDeviceAttr, u32) -> c_int;
     create_qp_ex = "efadv_create_qp_ex": fn(*mut IbvContext, *mut IbvQpInitAttrEx, *mut EfadvQpInitAttr, u32) -> *mut IbvQp;
     query_ah = "efadv_query_ah": fn(*mut IbvAh, *mut EfadvAhAttr, u32) -> c_int;
+    create_cq = "efadv_create_cq": fn(*mut IbvContext, *mut IbvCqInitAttrEx, *mut EfadvCqInitAttr, u32) -> *mut IbvCqEx;
+    cq_from_ibv_cq_ex = "efadv_cq_from_ibv_cq_ex": fn(*mut IbvCqEx) -> *mut EfadvCq;
 }
 
 impl std::fmt::Debug for LibEfa {

@@ -524,3 +524,64 @@ pub struct IbvAsyncEvent {
 pub struct IbvGid {
     pub raw: [u8; 16],
 }
+
+/// `struct ibv_poll_cq_attr` (what `start_poll` takes; `comp_mask` 0).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct IbvPollCqAttr {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_cq_init_attr_ex` (what `efadv_create_cq` takes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvCqInitAttrEx {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut IbvCompChannel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut IbvPd,
+}
+
+/// A `read_*` slot of [`IbvCqEx`]: one field of the current completion.
+pub type CqExRead<T> = Option<unsafe extern "C" fn(*mut IbvCqEx) -> T>;
+
+/// `struct ibv_cq_ex`: an extended completion queue. Its head is a `struct ibv_cq` (in C
+/// the same fields spelled out; a pointer to one is a pointer to the other, as
+/// `ibv_cq_ex_to_cq` casts); the inline
+/// `ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll` and `ibv_wc_read_*` call through
+/// the function pointers after it, and read the current completion's `status` and
+/// `wr_id` from its fields.
+#[repr(C)]
+pub struct IbvCqEx {
+    pub cq: IbvCq,
+    pub comp_mask: u32,
+    pub status: u32,
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut IbvCqEx, *mut IbvPollCqAttr) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut IbvCqEx) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut IbvCqEx)>,
+    pub read_opcode: CqExRead<u32>,
+    pub read_vendor_err: CqExRead<u32>,
+    pub read_byte_len: CqExRead<u32>,
+    /// Network order.
+    pub read_imm_data: CqExRead<u32>,
+    pub read_qp_num: CqExRead<u32>,
+    pub read_src_qp: CqExRead<u32>,
+    pub read_wc_flags: CqExRead<c_uint>,
+    pub read_slid: CqExRead<u32>,
+    pub read_sl: CqExRead<u8>,
+    pub read_dlid_path_bits: CqExRead<u8>,
+    pub read_completion_ts: CqExRead<u64>,
+    pub read_cvlan: CqExRead<u16>,
+    pub read_flow_tag: CqExRead<u32>,
+    pub read_tm_info: Unused,
+    pub read_completion_wallclock_ns: CqExRead<u64>,
+}
+
+/// `IBV_WC_STANDARD_FLAGS`: byte length, immediate data, queue pair numbers, source LID,
+/// service level and path bits can be read from an extended completion.
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;

@@ -5,6 +5,7 @@
 //! Nothing is linked: a process without rdma-core starts and gets one line saying why
 //! there is no device.
 
+pub(crate) mod cq_ex;
 pub mod ffi;
 pub(crate) mod objects;
 

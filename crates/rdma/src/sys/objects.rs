@@ -13,6 +13,7 @@ use std::sync::Arc;
 use libc::c_void;
 use ofi_core::{Errno, Error, Result};
 
+use super::efadv::LibEfa;
 use super::ffi::*;
 use super::IbVerbs;
 use crate::verbs::{
@@ -21,7 +22,7 @@ use crate::verbs::{
     WorkCompletion,
 };
 
-fn errno_error(what: &str) -> Error {
+pub(super) fn errno_error(what: &str) -> Error {
     Error::from(std::io::Error::last_os_error()).context(what.to_string())
 }
 
@@ -89,8 +90,13 @@ owner!(
 );
 
 owner!(
-    /// A completion queue.
-    SysCq(IbvCq) { ctx: Arc<SysContext>, _channel: Option<Arc<SysChannel>> } drop destroy_cq, lib ctx.lib
+    /// A completion queue: plain, or (with `efa` set) an EFA extended one whose
+    /// `ptr` is the `struct ibv_cq` head of its `struct ibv_cq_ex`.
+    SysCq(IbvCq) {
+        ctx: Arc<SysContext>,
+        _channel: Option<Arc<SysChannel>>,
+        efa: Option<super::cq_ex::EfaCq>
+    } drop destroy_cq, lib ctx.lib
 );
 
 owner!(
@@ -165,23 +171,33 @@ fn c_text(b: &[libc::c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// The process's libefa, or `EOPNOTSUPP` with the one-line reason there is none.
+pub(super) fn libefa() -> Result<&'static LibEfa> {
+    super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))
+}
+
+/// Runs the libefa query `what`: `call` fills a default `T` through the pointer, told
+/// its size (`inlen`), and returns rdma-core's code.
+fn efa_query<T: Default>(
+    what: &str,
+    call: impl FnOnce(&LibEfa, *mut T, u32) -> libc::c_int,
+) -> Result<T> {
+    let efa = libefa()?;
+    let mut attr = T::default();
+    let rc = call(efa, &mut attr, std::mem::size_of::<T>() as u32);
+    if rc != 0 {
+        return Err(rc_error(rc, what));
+    }
+    Ok(attr)
+}
+
 impl SysContext {
     /// `efadv_query_device`: the EFA attributes of this (EFA) device.
     pub(crate) fn efa_query_device(&self) -> Result<super::efadv::EfadvDeviceAttr> {
-        let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
-        let mut attr = super::efadv::EfadvDeviceAttr::default();
-        // SAFETY: our open context and an attribute struct of `inlen` bytes to fill.
-        let rc = unsafe {
-            (efa.query_device)(
-                self.ptr,
-                &mut attr,
-                std::mem::size_of::<super::efadv::EfadvDeviceAttr>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(rc_error(rc, "efadv_query_device"));
-        }
-        Ok(attr)
+        efa_query("efadv_query_device", |efa, attr, inlen| {
+            // SAFETY: our open context and an attribute struct of `inlen` bytes to fill.
+            unsafe { (efa.query_device)(self.ptr, attr, inlen) }
+        })
     }
 
     pub(crate) fn query_device(&self) -> Result<DeviceAttr> {
@@ -376,6 +392,7 @@ pub(crate) fn create_cq(
         ptr: c,
         ctx: ctx.clone(),
         _channel: channel.cloned(),
+        efa: None,
     }))
 }
 
@@ -394,6 +411,7 @@ fn wc_from(w: &IbvWc) -> WorkCompletion {
         slid: w.slid,
         sl: w.sl,
         dlid_path_bits: w.dlid_path_bits,
+        sgid: None,
     }
 }
 
@@ -403,8 +421,12 @@ impl SysCq {
         unsafe { &(*(*self.ptr).context).ops }
     }
 
-    /// `ibv_poll_cq` through the context's ops, 16 at a time, on the stack.
+    /// `ibv_poll_cq` through the context's ops, 16 at a time, on the stack; an EFA
+    /// extended queue is polled by `ibv_start_poll` and its reads instead.
     pub(crate) fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        if let Some(efa) = &self.efa {
+            return efa.poll(self.ptr.cast(), out);
+        }
         let Some(poll) = self.ops().poll_cq else {
             return Err(Error::new(Errno::ENOSYS, "driver has no poll_cq"));
         };
@@ -525,6 +547,17 @@ pub(crate) fn create_ah(pd: &Arc<SysPd>, a: &AhAttr) -> Result<Arc<SysAh>> {
     }))
 }
 
+impl SysAh {
+    /// `efadv_query_ah`: the EFA device's number for this address handle.
+    pub(crate) fn efa_ahn(&self) -> Result<u16> {
+        let attr: super::efadv::EfadvAhAttr = efa_query("efadv_query_ah", |efa, attr, inlen| {
+            // SAFETY: our live address handle and an attribute struct of `inlen` bytes.
+            unsafe { (efa.query_ah)(self.ptr, attr, inlen) }
+        })?;
+        Ok(attr.ahn)
+    }
+}
+
 pub(crate) struct QpCreate<'a> {
     pub qp_type: QpType,
     pub send_cq: &'a Arc<SysCq>,
@@ -588,7 +621,7 @@ pub(crate) fn create_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>>
 /// An SRD queue pair of an EFA device, created through libefa (`efadv_create_qp_ex`
 /// with `EFADV_QP_DRIVER_TYPE_SRD`); `FI_ENODEV`-style one-line errors without libefa.
 pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>> {
-    let efa = super::efadv::libefa().map_err(|why| Error::new(Errno::EOPNOTSUPP, why))?;
+    let efa = libefa()?;
     let base = c.init_attr();
     let mut a = IbvQpInitAttrEx {
         qp_context: base.qp_context,
@@ -631,6 +664,77 @@ pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<Sys
         return Err(errno_error("efadv_create_qp_ex"));
     }
     Ok(c.created(pd, q, &a.cap))
+}
+
+/// rdma-core's form of `wr` (`ah`: its address handle, for a datagram send), linked to
+/// nothing.
+fn ibv_send_wr(wr: &SendWr<'_>, ah: Option<&SysAh>) -> IbvSendWr {
+    let (imm, op) = match wr.op {
+        SendOp::SendWithImm(i) | SendOp::RdmaWriteWithImm(_, i) => (i.to_be(), wr.op),
+        o => (0, o),
+    };
+    let rdma = |r: crate::verbs::Remote| IbvSendWrOp {
+        rdma: IbvRdmaWr {
+            remote_addr: r.addr,
+            rkey: r.rkey,
+        },
+    };
+    let wr_op = match op {
+        SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) | SendOp::RdmaRead(r) => rdma(r),
+        SendOp::AtomicCmpSwap {
+            remote,
+            compare,
+            swap,
+        } => IbvSendWrOp {
+            atomic: IbvAtomicWr {
+                remote_addr: remote.addr,
+                compare_add: compare,
+                swap,
+                rkey: remote.rkey,
+            },
+        },
+        SendOp::AtomicFetchAdd { remote, add } => IbvSendWrOp {
+            atomic: IbvAtomicWr {
+                remote_addr: remote.addr,
+                compare_add: add,
+                swap: 0,
+                rkey: remote.rkey,
+            },
+        },
+        SendOp::Send | SendOp::SendWithImm(_) => match (wr.ud, ah) {
+            (Some(d), Some(ah)) => IbvSendWrOp {
+                ud: IbvUdWr {
+                    ah: ah.ptr,
+                    remote_qpn: d.remote_qpn,
+                    remote_qkey: d.remote_qkey,
+                },
+            },
+            _ => IbvSendWrOp {
+                rdma: IbvRdmaWr {
+                    remote_addr: 0,
+                    rkey: 0,
+                },
+            },
+        },
+    };
+    IbvSendWr {
+        wr_id: wr.wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: wr.sg_list.as_ptr() as *mut IbvSge,
+        num_sge: wr.sg_list.len() as libc::c_int,
+        opcode: op.opcode() as u32,
+        send_flags: wr.send_flags.bits(),
+        imm_data: imm,
+        wr: wr_op,
+        remote_srqn: 0,
+        ext: IbvSendWrExt {
+            tso: IbvTsoWr {
+                hdr: std::ptr::null_mut(),
+                hdr_sz: 0,
+                mss: 0,
+            },
+        },
+    }
 }
 
 impl SysQp {
@@ -704,72 +808,7 @@ impl SysQp {
         let Some(f) = self.ops().post_send else {
             return Err(Error::new(Errno::ENOSYS, "driver has no post_send"));
         };
-        let (imm, op) = match wr.op {
-            SendOp::SendWithImm(i) | SendOp::RdmaWriteWithImm(_, i) => (i.to_be(), wr.op),
-            o => (0, o),
-        };
-        let rdma = |r: crate::verbs::Remote| IbvSendWrOp {
-            rdma: IbvRdmaWr {
-                remote_addr: r.addr,
-                rkey: r.rkey,
-            },
-        };
-        let wr_op = match op {
-            SendOp::RdmaWrite(r) | SendOp::RdmaWriteWithImm(r, _) | SendOp::RdmaRead(r) => rdma(r),
-            SendOp::AtomicCmpSwap {
-                remote,
-                compare,
-                swap,
-            } => IbvSendWrOp {
-                atomic: IbvAtomicWr {
-                    remote_addr: remote.addr,
-                    compare_add: compare,
-                    swap,
-                    rkey: remote.rkey,
-                },
-            },
-            SendOp::AtomicFetchAdd { remote, add } => IbvSendWrOp {
-                atomic: IbvAtomicWr {
-                    remote_addr: remote.addr,
-                    compare_add: add,
-                    swap: 0,
-                    rkey: remote.rkey,
-                },
-            },
-            SendOp::Send | SendOp::SendWithImm(_) => match (wr.ud, ah) {
-                (Some(d), Some(ah)) => IbvSendWrOp {
-                    ud: IbvUdWr {
-                        ah: ah.ptr,
-                        remote_qpn: d.remote_qpn,
-                        remote_qkey: d.remote_qkey,
-                    },
-                },
-                _ => IbvSendWrOp {
-                    rdma: IbvRdmaWr {
-                        remote_addr: 0,
-                        rkey: 0,
-                    },
-                },
-            },
-        };
-        let mut w = IbvSendWr {
-            wr_id: wr.wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: wr.sg_list.as_ptr() as *mut IbvSge,
-            num_sge: wr.sg_list.len() as libc::c_int,
-            opcode: op.opcode() as u32,
-            send_flags: wr.send_flags.bits(),
-            imm_data: imm,
-            wr: wr_op,
-            remote_srqn: 0,
-            ext: IbvSendWrExt {
-                tso: IbvTsoWr {
-                    hdr: std::ptr::null_mut(),
-                    hdr_sz: 0,
-                    mss: 0,
-                },
-            },
-        };
+        let mut w = ibv_send_wr(wr, ah);
         let mut bad = std::ptr::null_mut();
         // SAFETY: our QP and one request; the caller's contract covers the buffers.
         let rc = unsafe { f(self.ptr, &mut w, &mut bad) };
@@ -777,6 +816,48 @@ impl SysQp {
             return Err(rc_error(rc, "ibv_post_send"));
         }
         Ok(())
+    }
+
+    /// `ibv_post_send` of the list `wrs` (`ahs[i]`: the address handle of `wrs[i]`), one
+    /// call: on a refusal, the index of the request the driver names (those before it
+    /// were posted).
+    ///
+    /// # Safety
+    /// As [`QueuePair::post_send`](crate::QueuePair::post_send), for each.
+    pub(crate) unsafe fn post_send_list(
+        &self,
+        wrs: &[SendWr<'_>],
+        ahs: &[Option<&SysAh>],
+    ) -> std::result::Result<(), (usize, Error)> {
+        let Some(f) = self.ops().post_send else {
+            return Err((0, Error::new(Errno::ENOSYS, "driver has no post_send")));
+        };
+        let mut list: Vec<IbvSendWr> = wrs
+            .iter()
+            .zip(ahs)
+            .map(|(wr, ah)| ibv_send_wr(wr, *ah))
+            .collect();
+        if list.is_empty() {
+            return Ok(());
+        }
+        // Linked once the list no longer moves.
+        let base = list.as_mut_ptr();
+        for i in 1..list.len() {
+            // SAFETY: `i` is within the list.
+            list[i - 1].next = unsafe { base.add(i) };
+        }
+        let mut bad: *mut IbvSendWr = std::ptr::null_mut();
+        // SAFETY: our QP and a linked list of requests alive for the call; the caller's
+        // contract covers the buffers.
+        let rc = unsafe { f(self.ptr, base, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let at = (bad as usize)
+            .checked_sub(base as usize)
+            .map_or(0, |d| d / std::mem::size_of::<IbvSendWr>())
+            .min(list.len() - 1);
+        Err((at, rc_error(rc, "ibv_post_send")))
     }
 
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {

@@ -38,8 +38,20 @@ static int notify(struct ibv_cq *cq, int solicited_only) {
     (void)cq; (void)solicited_only;
     return 0;
 }
+/* Sends are dropped; each call is logged "post_send n=<requests>", and a request whose
+ * wr_id is 0xbad is refused (EINVAL, named in *bad) with those before it taken. */
 static int post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
-    (void)qp; (void)wr; (void)bad;
+    (void)qp;
+    int n = 0;
+    for (; wr; wr = wr->next, n++) {
+        if (wr->wr_id == 0xbad) {
+            *bad = wr;
+            return EINVAL;
+        }
+    }
+    char line[64];
+    snprintf(line, sizeof line, "post_send n=%d", n);
+    note(line);
     return 0;
 }
 static int post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad) {
@@ -189,12 +201,15 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a) {
     return NULL;
 }
 int ibv_destroy_srq(struct ibv_srq *srq) { (void)srq; return 0; }
+/* Address handles (for tests/efa_cq_fake.rs, whose libefa stand-in numbers them). */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a) {
-    (void)pd; (void)a;
-    errno = ENOSYS;
-    return NULL;
+    (void)a;
+    struct ibv_ah *ah = calloc(1, sizeof *ah);
+    ah->context = pd->context;
+    ah->pd = pd;
+    return ah;
 }
-int ibv_destroy_ah(struct ibv_ah *ah) { (void)ah; return 0; }
+int ibv_destroy_ah(struct ibv_ah *ah) { free(ah); return 0; }
 int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *e) {
     (void)c; (void)e;
     errno = EAGAIN;

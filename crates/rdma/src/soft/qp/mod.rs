@@ -18,7 +18,7 @@ mod requester;
 mod responder;
 mod srd;
 
-pub(crate) use srd::srd_nak_no_qp;
+pub(crate) use srd::{acks_in, bundled, srd_nak_no_qp, PendingAcks};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -113,6 +113,9 @@ struct QpInner {
     inbound: Option<Inbound>,
     /// SRD sends not yet answered, in posting order (completed in any order).
     srd: VecDeque<srd::SrdSend>,
+    /// While a batch is posted ([`SoftQp::post_send_batch`]): its SRD datagrams, sent
+    /// together when it ends.
+    srd_out: Option<srd::SrdOut>,
 }
 
 /// A shared receive queue.
@@ -215,13 +218,7 @@ pub(crate) fn answer_no_qp(conn: &Conn, h: &Hdr, kind: Kind) {
 }
 
 fn send_hdr(conn: &Conn, h: &Hdr) -> bool {
-    let b = h.emit();
-    let iov = [libc::iovec {
-        iov_base: b.as_ptr() as *mut _,
-        iov_len: HDR_LEN,
-    }];
-    // SAFETY: a local header alive for the call.
-    unsafe { conn.send(&iov) }
+    conn.send_packet(&h.emit(), &[])
 }
 
 /// One packet as a gather list: the emitted header, then `len` bytes from offset `off`
@@ -384,6 +381,7 @@ impl SoftQp {
                 } else {
                     0
                 }),
+                srd_out: None,
             }),
         }
     }
@@ -536,6 +534,44 @@ impl SoftQp {
     /// # Safety
     /// With `INLINE`, the elements' ranges are readable now; otherwise they lie in
     /// registered memory (checked against the keys).
+    /// Posts `wrs` in order as one batch: the SRD datagrams of it bound for one context
+    /// leave in one packet. Ok when every one was posted; else the index of the first
+    /// refused and why (the ones before it were posted, the ones after it not).
+    ///
+    /// # Safety
+    /// As [`SoftQp::post_send`], for each.
+    pub(crate) unsafe fn post_send_batch(
+        &self,
+        ctx: &CtxShared,
+        wrs: &[SendWr<'_>],
+    ) -> std::result::Result<(), (usize, Error)> {
+        // Gathered by this call unless another batch on this queue pair is gathering
+        // (it sends these too).
+        let gathering = self.qp_type == QpType::Srd && wrs.len() > 1 && {
+            let mut g = lock(&self.inner);
+            let free = g.srd_out.is_none();
+            if free {
+                g.srd_out = Some(srd::SrdOut::default());
+            }
+            free
+        };
+        let mut posted = Ok(());
+        for (i, wr) in wrs.iter().enumerate() {
+            // SAFETY: the caller's contract, for each.
+            if let Err(e) = unsafe { self.post_send(ctx, wr) } {
+                posted = Err((i, e));
+                break;
+            }
+        }
+        if gathering {
+            let out = lock(&self.inner).srd_out.take();
+            if let Some(mut out) = out {
+                out.send();
+            }
+        }
+        posted
+    }
+
     pub(crate) unsafe fn post_send(&self, ctx: &CtxShared, wr: &SendWr<'_>) -> Result<()> {
         if wr.sg_list.len() > (self.cap.max_send_sge as usize).min(MAX_SGE) {
             return Err(Error::new(
