@@ -108,10 +108,11 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts, triggered operations, authorization keys, shared AVs and
-/// `FI_COMMIT_COMPLETE`.
+/// shared contexts, triggered operations, authorization keys, shared AVs,
+/// `FI_COMMIT_COMPLETE` and RMA ordering (one ring per peer, carried out in order).
 pub const SHM: &[Capability] = full_rdm!(
     Fence,
+    Ordering,
     RmaEvent,
     Scalable,
     SharedCtx,
@@ -123,10 +124,11 @@ pub const SHM: &[Capability] = full_rdm!(
 
 /// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
 /// triggered operations, authorization keys, shared contexts, scalable endpoints (a
-/// receive context's index travels in rxm's connection request) and
-/// `FI_COMMIT_COMPLETE`.
+/// receive context's index travels in rxm's connection request), `FI_COMMIT_COMPLETE`
+/// and the RMA ordering tcp claims (operations reach the core in issue order).
 pub const RXM: &[Capability] = full_rdm!(
     Fence,
+    Ordering,
     RmaEvent,
     Trigger,
     AuthKey,
@@ -136,9 +138,17 @@ pub const RXM: &[Capability] = full_rdm!(
 );
 
 /// `verbs;ofi_rxm`: rxm over verbs, as [`RXM`] but without scalable endpoints (RDMA
-/// CM's 56 bytes of connect data leave no room to address a receive context).
-pub const RXM_OVER_VERBS: &[Capability] =
-    full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, CommitComplete);
+/// CM's 56 bytes of connect data leave no room to address a receive context); the
+/// ordering is verbs' (RAW and WAW).
+pub const RXM_OVER_VERBS: &[Capability] = full_rdm!(
+    Fence,
+    Ordering,
+    RmaEvent,
+    Trigger,
+    AuthKey,
+    SharedCtx,
+    CommitComplete
+);
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);
