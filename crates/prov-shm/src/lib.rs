@@ -145,8 +145,9 @@ mod provider {
     /// (`max_ep_tx_ctx`, `max_ep_rx_ctx`).
     pub const MAX_EP_CTX: usize = 64;
 
-    /// The ordering claimed in `tx_attr.msg_order` and `rx_attr.msg_order`, at every
-    /// size (`max_order_*_size` = `max_msg_size`).
+    /// The ordering claimed in `tx_attr.msg_order` and `rx_attr.msg_order`: every
+    /// `FI_ORDER_*` bit (sends, RMA and atomics against each other), at every size
+    /// (`max_order_*_size` = `max_msg_size`).
     ///
     /// Why it holds: everything an endpoint (or a transmit context) issues to one peer
     /// enters that peer's region through one ring, the sender's own single-producer
@@ -159,23 +160,7 @@ mod provider {
     /// slot that must wait (an unexpected message without room) stalls the ring, so
     /// nothing passes it. Hence every pair of RMA, atomic and send operations to a peer
     /// keeps its order.
-    pub const ORDER: MsgOrder = MsgOrder::SAS
-        .union(MsgOrder::RAR)
-        .union(MsgOrder::RAW)
-        .union(MsgOrder::WAR)
-        .union(MsgOrder::WAW)
-        .union(MsgOrder::SAR)
-        .union(MsgOrder::SAW)
-        .union(MsgOrder::RAS)
-        .union(MsgOrder::WAS)
-        .union(MsgOrder::RMA_RAR)
-        .union(MsgOrder::RMA_RAW)
-        .union(MsgOrder::RMA_WAR)
-        .union(MsgOrder::RMA_WAW)
-        .union(MsgOrder::ATOMIC_RAR)
-        .union(MsgOrder::ATOMIC_RAW)
-        .union(MsgOrder::ATOMIC_WAR)
-        .union(MsgOrder::ATOMIC_WAW);
+    pub const ORDER: MsgOrder = MsgOrder::all();
 
     /// What the parameters resolved to at init.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

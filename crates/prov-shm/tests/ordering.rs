@@ -12,11 +12,8 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use ofi::getinfo::GetinfoRequest;
-use ofi::registry::Registry;
-use ofi::{Address, Caps, EpType, Errno, Info, OpFlags, API_VERSION};
-use ofi_conformance::node::Node;
-use ofi_conformance::pair::poll;
+use ofi::{AddrFormat, Caps, Errno, OpFlags};
+use ofi_conformance::node::{pair_of, poll, rdm_info, Node};
 
 const BOUND: Duration = Duration::from_secs(20);
 /// Longer than a ring's bounce chunks hold (16 × 64 KiB by default) and not above the
@@ -24,33 +21,14 @@ const BOUND: Duration = Duration::from_secs(20);
 const STREAMED: usize = 2 << 20;
 const KEY: u64 = 0x5157;
 
-fn registry() -> Registry {
-    ofi_conformance::plugin::linked_registry(&[ofi::abi::entry_for::<ofi_prov_shm::ShmProvider>()])
-}
-
-fn node(reg: &Registry) -> Node {
-    let mut hints = Info::hints()
-        .with_ep_type(EpType::Rdm)
-        .with_caps(Caps::RMA | Caps::ATOMIC);
-    hints.fabric_attr.prov_name = Some("shm".into());
-    let info = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(hints),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo shm")[0]
-        .clone();
-    Node::in_fabric(reg.open_fabric(&info).expect("fabric"), &info)
-}
-
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
-/// An initiator `a`, a target `b` with a `STREAMED`-byte region of zeros registered
-/// under [`KEY`], and `b`'s address in `a`'s AV.
+/// An initiator `a` and a target `b` (shm linked into `ofi`), `b` at `dest` in `a`'s
+/// AV, with a `STREAMED`-byte region of zeros registered under [`KEY`].
 struct Setup {
     a: Node,
     b: Node,
@@ -61,15 +39,8 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let reg = registry();
-    let a = node(&reg);
-    let b = node(&reg);
-    let Address::Str(name) = &b.addr else {
-        panic!("shm addresses are strings")
-    };
-    let dest =
-        a.av.insert(&[Address::Str(name.clone())])
-            .expect("av insert")[0];
+    let info = rdm_info("shm", AddrFormat::STR, Caps::RMA | Caps::ATOMIC);
+    let (a, b, dest, _) = pair_of(&info);
     let access = OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE;
     let target = b
         .domain()
@@ -85,22 +56,36 @@ fn setup() -> Setup {
 }
 
 impl Setup {
+    /// `fi_read` (`read`) or `fi_write` of `len` bytes at `buf` from / to the target's
+    /// offset `at`, with context `ctx`.
+    ///
+    /// # Safety
+    /// `buf` is valid for `len` bytes (writable for a read) until the completion.
+    unsafe fn rma(
+        &self,
+        read: bool,
+        buf: *mut u8,
+        len: usize,
+        at: usize,
+        ctx: usize,
+    ) -> ofi::Result<()> {
+        let (ep, desc, at) = (&self.a.ep, std::ptr::null_mut(), at as u64);
+        // SAFETY: by the caller's contract.
+        unsafe {
+            if read {
+                ep.read(buf, len, desc, self.dest, at, KEY, ctx)
+            } else {
+                ep.write(buf, len, desc, self.dest, at, KEY, ctx)
+            }
+        }
+    }
+
     /// `fi_write` of all of `src` to the target's offset 0, context 1; the target does
     /// not progress, so the write stays queued (its chunks full).
     fn streamed_write(&self, src: &[u8]) {
         // SAFETY: `src` outlives the write (the caller waits for its completion).
-        unsafe {
-            self.a.ep.write(
-                src.as_ptr(),
-                src.len(),
-                std::ptr::null_mut(),
-                self.dest,
-                0,
-                KEY,
-                1,
-            )
-        }
-        .expect("the streamed fi_write");
+        unsafe { self.rma(false, src.as_ptr().cast_mut(), src.len(), 0, 1) }
+            .expect("the streamed fi_write");
         // The initiator's own progress moves the write on as far as chunks allow.
         for _ in 0..16 {
             assert!(poll(&self.a.cq).is_none(), "the write completed early");
@@ -112,28 +97,25 @@ impl Setup {
         let _ = poll(&self.b.cq);
         match poll(&self.a.cq) {
             Some(Ok(e)) => self.done.borrow_mut().push(e.op_context),
-            Some(Err(ee)) => panic!("context {}: {}", ee.op_context, Errno(ee.err)),
+            Some(Err((ctx, e))) => panic!("context {ctx}: {e}"),
             None => {}
         }
     }
 
-    /// Post with `post` while the streamed write is still queued (shm answers
-    /// `FI_EAGAIN` until it has gone whole into the ring); on `FI_EAGAIN`, drive both
-    /// sides and post again, within [`BOUND`].
-    fn post_behind_the_write(&self, what: &str, mut post: impl FnMut() -> ofi::Result<()>) {
+    /// Post the read or write of `buf` at the target's offset `at` (context 2) while
+    /// the streamed write is still queued (shm answers `FI_EAGAIN` until it has gone
+    /// whole into the ring): on `FI_EAGAIN`, drive both sides and post again, within
+    /// [`BOUND`]; then drive both until both operations completed.
+    fn behind_the_write(&self, read: bool, buf: &mut [u8], at: usize) {
         let deadline = Instant::now() + BOUND;
         loop {
-            match post() {
-                Ok(()) => return,
+            // SAFETY: `buf` outlives the operation: its completion is awaited below.
+            match unsafe { self.rma(read, buf.as_mut_ptr(), buf.len(), at, 2) } {
+                Ok(()) => break,
                 Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => self.drive(),
-                Err(e) => panic!("{what}: {e}"),
+                Err(e) => panic!("the operation behind the write: {e}"),
             }
         }
-    }
-
-    /// Drive both sides until `a` has the completions of contexts 1 and 2.
-    fn wait_both(&self) {
-        let deadline = Instant::now() + BOUND;
         while self.done.borrow().len() < 2 {
             let so_far = self.done.borrow().clone();
             assert!(Instant::now() < deadline, "completions so far: {so_far:?}");
@@ -154,22 +136,7 @@ fn a_read_after_a_streamed_write_waits_and_sees_it() {
     s.streamed_write(&src);
     const LEN: usize = 4096;
     let mut got = vec![0u8; LEN];
-    let at = (STREAMED - LEN) as u64;
-    s.post_behind_the_write("the read", || {
-        // SAFETY: `got` outlives the read (its completion is awaited below).
-        unsafe {
-            s.a.ep.read(
-                got.as_mut_ptr(),
-                LEN,
-                std::ptr::null_mut(),
-                s.dest,
-                at,
-                KEY,
-                2,
-            )
-        }
-    });
-    s.wait_both();
+    s.behind_the_write(true, &mut got, STREAMED - LEN);
     assert!(
         got[..] == src[STREAMED - LEN..],
         "the read did not see the write"
@@ -184,23 +151,9 @@ fn an_inline_write_after_a_streamed_write_lands_last() {
     let src = pattern(STREAMED, 9);
     s.streamed_write(&src);
     const LEN: usize = 64;
-    let small = pattern(LEN, 200);
+    let mut small = pattern(LEN, 200);
     let at = STREAMED - LEN;
-    s.post_behind_the_write("the inline write", || {
-        // SAFETY: `small` outlives the write (its completion is awaited below).
-        unsafe {
-            s.a.ep.write(
-                small.as_ptr(),
-                LEN,
-                std::ptr::null_mut(),
-                s.dest,
-                at as u64,
-                KEY,
-                2,
-            )
-        }
-    });
-    s.wait_both();
+    s.behind_the_write(false, &mut small, at);
     let t = s.target.owned_to_vec().expect("target bytes");
     assert!(t[at..] == small[..], "the earlier write landed last");
     assert!(t[..at] == src[..at], "the rest of the streamed write");

@@ -278,22 +278,7 @@ impl Settings {
 /// scalable endpoint's transmit context has connections of its own: the order is per
 /// context, as `fi_endpoint(3)` defines it. So operations reach the core in issue
 /// order, and the core keeps the order it claims.
-pub const FORWARDED_ORDER: MsgOrder = MsgOrder::RAR
-    .union(MsgOrder::RAW)
-    .union(MsgOrder::WAR)
-    .union(MsgOrder::WAW)
-    .union(MsgOrder::SAR)
-    .union(MsgOrder::SAW)
-    .union(MsgOrder::RAS)
-    .union(MsgOrder::WAS)
-    .union(MsgOrder::RMA_RAR)
-    .union(MsgOrder::RMA_RAW)
-    .union(MsgOrder::RMA_WAR)
-    .union(MsgOrder::RMA_WAW)
-    .union(MsgOrder::ATOMIC_RAR)
-    .union(MsgOrder::ATOMIC_RAW)
-    .union(MsgOrder::ATOMIC_WAR)
-    .union(MsgOrder::ATOMIC_WAW);
+pub const FORWARDED_ORDER: MsgOrder = MsgOrder::all().difference(MsgOrder::SAS);
 
 /// The provider (`NAME` `"ofi_rxm"`, a utility provider).
 #[derive(Debug)]
