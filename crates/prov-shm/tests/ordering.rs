@@ -38,6 +38,15 @@ struct Setup {
     done: RefCell<Vec<usize>>,
 }
 
+/// A [`Setup`] whose initiator has a write of `STREAMED` bytes of pattern `seed`
+/// queued to the target's offset 0 (context 1), and those bytes.
+fn with_a_queued_write(seed: u8) -> (Setup, Vec<u8>) {
+    let s = setup();
+    let src = pattern(STREAMED, seed);
+    s.streamed_write(&src);
+    (s, src)
+}
+
 fn setup() -> Setup {
     let info = rdm_info("shm", AddrFormat::STR, Caps::RMA | Caps::ATOMIC);
     let (a, b, dest, _) = pair_of(&info);
@@ -131,9 +140,7 @@ impl Setup {
 /// streamed write waits for it and sees its last bytes.
 #[test]
 fn a_read_after_a_streamed_write_waits_and_sees_it() {
-    let s = setup();
-    let src = pattern(STREAMED, 7);
-    s.streamed_write(&src);
+    let (s, src) = with_a_queued_write(7);
     const LEN: usize = 4096;
     let mut got = vec![0u8; LEN];
     s.behind_the_write(true, &mut got, STREAMED - LEN);
@@ -147,9 +154,7 @@ fn a_read_after_a_streamed_write_waits_and_sees_it() {
 /// range (those of its last fragment, not yet in the ring) waits for it and lands last.
 #[test]
 fn an_inline_write_after_a_streamed_write_lands_last() {
-    let s = setup();
-    let src = pattern(STREAMED, 9);
-    s.streamed_write(&src);
+    let (s, src) = with_a_queued_write(9);
     const LEN: usize = 64;
     let mut small = pattern(LEN, 200);
     let at = STREAMED - LEN;
