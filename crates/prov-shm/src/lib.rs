@@ -158,8 +158,9 @@ mod provider {
     /// in order and carries each RMA or atomic out before the next (its CMA copy, the
     /// inline copy, a streamed write's fragment, an atomic under the atomic locks); a
     /// slot that must wait (an unexpected message without room) stalls the ring, so
-    /// nothing passes it. Hence every pair of RMA, atomic and send operations to a peer
-    /// keeps its order.
+    /// nothing passes it; a send's data is copied into its matched receive as its slots
+    /// are taken (a CMA send's by the receiver at once). Hence every pair of RMA,
+    /// atomic and send operations to a peer keeps its order.
     pub const ORDER: MsgOrder = MsgOrder::all();
 
     /// What the parameters resolved to at init.

@@ -265,8 +265,8 @@ impl Settings {
 
 /// The orderings rxm passes through from its core (what it claims of them is what the
 /// core claims, and nothing the core does not): those of RMA and atomic operations
-/// against each other and against sends. `FI_ORDER_SAS` is rxm's own (its sequence of
-/// messages per connection).
+/// against each other, and of sends after them. `FI_ORDER_SAS` is rxm's own (its
+/// sequence of messages per connection).
 ///
 /// Why they hold: every transmit operation to a peer (a send, or an RMA or atomic
 /// forwarded to the core) joins that peer's one queue in the engine in issue order and
@@ -278,7 +278,14 @@ impl Settings {
 /// scalable endpoint's transmit context has connections of its own: the order is per
 /// context, as `fi_endpoint(3)` defines it. So operations reach the core in issue
 /// order, and the core keeps the order it claims.
-pub const FORWARDED_ORDER: MsgOrder = MsgOrder::all().difference(MsgOrder::SAS);
+///
+/// Not `FI_ORDER_RAS` nor `FI_ORDER_WAS`: a rendezvous send's data is not in the
+/// stream; the receiver reads it from the sender after the request arrived, so an RMA
+/// posted after the send can act at the target before the send's data lands there.
+pub const FORWARDED_ORDER: MsgOrder = MsgOrder::all()
+    .difference(MsgOrder::SAS)
+    .difference(MsgOrder::RAS)
+    .difference(MsgOrder::WAS);
 
 /// The provider (`NAME` `"ofi_rxm"`, a utility provider).
 #[derive(Debug)]
@@ -472,7 +479,8 @@ mod tests {
     }
 
     /// rxm claims SAS and, of the RMA and atomic orderings, what its core claims per
-    /// direction (never a bit the core lacks), within the core's `max_order_*_size`.
+    /// direction (never a bit the core lacks, and never RAS or WAS: rendezvous), within
+    /// the core's `max_order_*_size`.
     #[test]
     fn ordering_is_the_cores_intersected() {
         let rxm = RxmProvider {
@@ -484,7 +492,8 @@ mod tests {
             ..Info::default()
         };
         core.ep_attr.max_msg_size = 1 << 20;
-        core.tx_attr.msg_order = MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW;
+        core.tx_attr.msg_order =
+            MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW | MsgOrder::WAS;
         core.rx_attr.msg_order = MsgOrder::SAS | MsgOrder::RAW;
         core.ep_attr.max_order_raw_size = 1 << 40;
         core.ep_attr.max_order_waw_size = 4096;
