@@ -7,12 +7,13 @@
 //!
 //! The conformance check `ordering_rma_claims_hold` posts 4 KiB operations back to back,
 //! which stream at once; these tests hold a write in the queue on purpose, where an
-//! operation that overtook it would be seen. Every wait is bounded.
+//! operation that overtook it would be seen (each test fails if the `FI_EAGAIN` guard
+//! of its kind in `ep/rma.rs` is taken out). Every wait is bounded.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use ofi::{AddrFormat, Caps, Errno, OpFlags};
+use ofi::{AddrFormat, AtomicOp, Caps, Datatype, Errno, OpFlags};
 use ofi_conformance::node::{pair_of, poll, rdm_info, Node};
 
 const BOUND: Duration = Duration::from_secs(20);
@@ -111,15 +112,25 @@ impl Setup {
         }
     }
 
-    /// Post the read or write of `buf` at the target's offset `at` (context 2) while
-    /// the streamed write is still queued (shm answers `FI_EAGAIN` until it has gone
-    /// whole into the ring): on `FI_EAGAIN`, drive both sides and post again, within
-    /// [`BOUND`]; then drive both until both operations completed.
-    fn behind_the_write(&self, read: bool, buf: &mut [u8], at: usize) {
+    /// Post the read or write of `buf` at the target's offset `at` (context 2) behind the
+    /// queued write (see [`Setup::post_behind_the_write`]).
+    fn rma_behind_the_write(&self, read: bool, buf: &mut [u8], at: usize) {
+        let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+        self.post_behind_the_write(|| {
+            // SAFETY: `buf` outlives the operation: `post_behind_the_write` waits for
+            // its completion.
+            unsafe { self.rma(read, ptr, len, at, 2) }
+        });
+    }
+
+    /// Post with `post` (an operation with context 2) while the streamed write is still
+    /// queued (shm answers `FI_EAGAIN` until it has gone whole into the ring): on
+    /// `FI_EAGAIN`, drive both sides and post again, within [`BOUND`]; then drive both
+    /// until both operations completed.
+    fn post_behind_the_write(&self, mut post: impl FnMut() -> ofi::Result<()>) {
         let deadline = Instant::now() + BOUND;
         loop {
-            // SAFETY: `buf` outlives the operation: its completion is awaited below.
-            match unsafe { self.rma(read, buf.as_mut_ptr(), buf.len(), at, 2) } {
+            match post() {
                 Ok(()) => break,
                 Err(e) if e.code() == Errno::EAGAIN && Instant::now() < deadline => self.drive(),
                 Err(e) => panic!("the operation behind the write: {e}"),
@@ -143,7 +154,7 @@ fn a_read_after_a_streamed_write_waits_and_sees_it() {
     let (s, src) = with_a_queued_write(7);
     const LEN: usize = 4096;
     let mut got = vec![0u8; LEN];
-    s.behind_the_write(true, &mut got, STREAMED - LEN);
+    s.rma_behind_the_write(true, &mut got, STREAMED - LEN);
     assert!(
         got[..] == src[STREAMED - LEN..],
         "the read did not see the write"
@@ -158,8 +169,41 @@ fn an_inline_write_after_a_streamed_write_lands_last() {
     const LEN: usize = 64;
     let mut small = pattern(LEN, 200);
     let at = STREAMED - LEN;
-    s.behind_the_write(false, &mut small, at);
+    s.rma_behind_the_write(false, &mut small, at);
     let t = s.target.owned_to_vec().expect("target bytes");
     assert!(t[at..] == small[..], "the earlier write landed last");
     assert!(t[..at] == src[..at], "the rest of the streamed write");
+}
+
+/// Atomics after RMA (`FI_ORDER_WAW` covers both): an atomic add (one slot) to the last
+/// word of a streamed write's range waits for the write and adds to what it wrote.
+#[test]
+fn an_atomic_after_a_streamed_write_acts_on_what_it_wrote() {
+    let (s, src) = with_a_queued_write(11);
+    let at = STREAMED - 8;
+    let one = 1u64;
+    s.post_behind_the_write(|| {
+        // SAFETY: `one` outlives the atomic: `post_behind_the_write` waits for it.
+        unsafe {
+            s.a.ep.atomic(
+                (&one as *const u64).cast(),
+                1,
+                std::ptr::null_mut(),
+                s.dest,
+                at as u64,
+                KEY,
+                Datatype::Uint64,
+                AtomicOp::Sum,
+                2,
+            )
+        }
+    });
+    let t = s.target.owned_to_vec().expect("target bytes");
+    let written = u64::from_ne_bytes(src[at..].try_into().unwrap());
+    let now = u64::from_ne_bytes(t[at..].try_into().unwrap());
+    assert_eq!(
+        now,
+        written.wrapping_add(1),
+        "the atomic acted before the write"
+    );
 }
