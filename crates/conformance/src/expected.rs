@@ -108,10 +108,11 @@ macro_rules! full_rdm {
 }
 
 /// `shm`: a full RDM provider with `FI_FENCE`, remote counters, scalable endpoints,
-/// shared contexts, triggered operations, authorization keys, shared AVs and
-/// `FI_COMMIT_COMPLETE`.
+/// shared contexts, triggered operations, authorization keys, shared AVs,
+/// `FI_COMMIT_COMPLETE` and RMA ordering (one ring per peer, carried out in order).
 pub const SHM: &[Capability] = full_rdm!(
     Fence,
+    Ordering,
     RmaEvent,
     Scalable,
     SharedCtx,
@@ -121,24 +122,33 @@ pub const SHM: &[Capability] = full_rdm!(
     CommitComplete
 );
 
-/// `tcp;ofi_rxm`: rxm over tcp, a full RDM provider with `FI_FENCE`, remote counters,
-/// triggered operations, authorization keys, shared contexts, scalable endpoints (a
-/// receive context's index travels in rxm's connection request) and
-/// `FI_COMMIT_COMPLETE`.
-pub const RXM: &[Capability] = full_rdm!(
-    Fence,
-    RmaEvent,
-    Trigger,
-    AuthKey,
-    SharedCtx,
-    Scalable,
-    CommitComplete
-);
+/// The areas of rxm over any core: a full RDM provider with `FI_FENCE`, remote counters,
+/// triggered operations, authorization keys, shared contexts, `FI_COMMIT_COMPLETE` and
+/// the RMA ordering its core claims (operations reach the core in issue order); then
+/// the `extra` areas of that core.
+macro_rules! rxm {
+    ($($extra:ident),* $(,)?) => {
+        full_rdm!(
+            Fence,
+            Ordering,
+            RmaEvent,
+            Trigger,
+            AuthKey,
+            SharedCtx,
+            CommitComplete,
+            $($extra,)*
+        )
+    };
+}
+
+/// `tcp;ofi_rxm`: rxm over tcp, with scalable endpoints (a receive context's index
+/// travels in rxm's connection request).
+pub const RXM: &[Capability] = rxm!(Scalable);
 
 /// `verbs;ofi_rxm`: rxm over verbs, as [`RXM`] but without scalable endpoints (RDMA
-/// CM's 56 bytes of connect data leave no room to address a receive context).
-pub const RXM_OVER_VERBS: &[Capability] =
-    full_rdm!(Fence, RmaEvent, Trigger, AuthKey, SharedCtx, CommitComplete);
+/// CM's 56 bytes of connect data leave no room to address a receive context); the
+/// ordering is verbs' (RAW and WAW).
+pub const RXM_OVER_VERBS: &[Capability] = rxm!();
 
 /// `udp;ofi_rxd`: rxd over udp, a full RDM provider with `FI_FENCE`.
 pub const RXD: &[Capability] = full_rdm!(Fence);

@@ -121,7 +121,7 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, Info, TxAttr};
+    use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::{Host, Provider};
     use ofi_core::{
@@ -144,6 +144,24 @@ mod provider {
     /// Most transmit (and receive) contexts of a scalable endpoint
     /// (`max_ep_tx_ctx`, `max_ep_rx_ctx`).
     pub const MAX_EP_CTX: usize = 64;
+
+    /// The ordering claimed in `tx_attr.msg_order` and `rx_attr.msg_order`: every
+    /// `FI_ORDER_*` bit (sends, RMA and atomics against each other), at every size
+    /// (`max_order_*_size` = `max_msg_size`).
+    ///
+    /// Why it holds: everything an endpoint (or a transmit context) issues to one peer
+    /// enters that peer's region through one ring, the sender's own single-producer
+    /// queue, in issue order — a slot (inline message, inline write, RMA by CMA,
+    /// atomic) is published only while no queued operation waits for that ring
+    /// (otherwise the post is `FI_EAGAIN`), and queued operations (bounce-streamed
+    /// sends and writes) go out in the order queued. The target takes a ring's slots
+    /// in order and carries each RMA or atomic out before the next (its CMA copy, the
+    /// inline copy, a streamed write's fragment, an atomic under the atomic locks); a
+    /// slot that must wait (an unexpected message without room) stalls the ring, so
+    /// nothing passes it; a send's data is copied into its matched receive as its slots
+    /// are taken (a CMA send's by the receiver at once). Hence every pair of RMA,
+    /// atomic and send operations to a peer keeps its order.
+    pub const ORDER: MsgOrder = MsgOrder::all();
 
     /// What the parameters resolved to at init.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +265,7 @@ mod provider {
                 | Caps::TRIGGER
                 | Caps::SHARED_AV
                 | Caps::LOCAL_COMM;
-            let order = MsgOrder::SAS;
+            let order = ORDER;
             Info {
                 caps,
                 addr_format: AddrFormat::STR,
@@ -288,7 +306,13 @@ mod provider {
                     s.rx_size,
                     IOV_LIMIT,
                 ),
-                ep_attr: info::ep_attr(EpType::Rdm, Protocol::SHM, 1, s.max_msg_size),
+                // Ordered at every size (see `ORDER`).
+                ep_attr: EpAttr {
+                    max_order_raw_size: s.max_msg_size,
+                    max_order_war_size: s.max_msg_size,
+                    max_order_waw_size: s.max_msg_size,
+                    ..info::ep_attr(EpType::Rdm, Protocol::SHM, 1, s.max_msg_size)
+                },
                 domain_attr: DomainAttr {
                     data_progress: Progress::Manual,
                     av_type,

@@ -263,6 +263,30 @@ impl Settings {
     }
 }
 
+/// The orderings rxm passes through from its core (what it claims of them is what the
+/// core claims, and nothing the core does not): those of RMA and atomic operations
+/// against each other, and of sends after them. `FI_ORDER_SAS` is rxm's own (its
+/// sequence of messages per connection).
+///
+/// Why they hold: every transmit operation to a peer (a send, or an RMA or atomic
+/// forwarded to the core) joins that peer's one queue in the engine in issue order and
+/// leaves it in that order, each forwarded operation as one operation on the core's MSG
+/// endpoint of the peer's connection; what the core refuses for now waits at the head
+/// of the connection's `stalled` queue, before anything newer (`ep::tx`). The send fast
+/// path passes only an idle connection (nothing stalled or queued), and a fenced
+/// operation is refused (`FI_EAGAIN`) rather than held while later ones pass. A
+/// scalable endpoint's transmit context has connections of its own: the order is per
+/// context, as `fi_endpoint(3)` defines it. So operations reach the core in issue
+/// order, and the core keeps the order it claims.
+///
+/// Not `FI_ORDER_RAS` nor `FI_ORDER_WAS`: a rendezvous send's data is not in the
+/// stream; the receiver reads it from the sender after the request arrived, so an RMA
+/// posted after the send can act at the target before the send's data lands there.
+pub const FORWARDED_ORDER: MsgOrder = MsgOrder::all()
+    .difference(MsgOrder::SAS)
+    .difference(MsgOrder::RAS)
+    .difference(MsgOrder::WAS);
+
 /// The provider (`NAME` `"ofi_rxm"`, a utility provider).
 #[derive(Debug)]
 pub struct RxmProvider {
@@ -356,7 +380,8 @@ impl RxmProvider {
         d.max_ep_stx_ctx = 1;
         d.max_ep_srx_ctx = 1;
         d.domain = 0;
-        let order = MsgOrder::SAS;
+        let tx_order = MsgOrder::SAS | (core.tx_attr.msg_order & FORWARDED_ORDER);
+        let rx_order = MsgOrder::SAS | (core.rx_attr.msg_order & FORWARDED_ORDER);
         Info {
             caps,
             mode: ofi_core::Mode::empty(),
@@ -377,7 +402,7 @@ impl RxmProvider {
                 // Every level of the RDM set, and commit complete (as delivery
                 // complete: no persistent memory).
                 op_flags: ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
-                msg_order: order,
+                msg_order: tx_order,
                 comp_order: CompOrder::NONE,
                 inject_size: inject,
                 size: s.tx_size,
@@ -387,7 +412,7 @@ impl RxmProvider {
             },
             rx_attr: ofi_kit::info::rdm_rx_attr(
                 caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
-                order,
+                rx_order,
                 s.rx_size,
                 IOV_LIMIT,
             ),
@@ -397,9 +422,9 @@ impl RxmProvider {
                 protocol_version: proto::VERSION as u32,
                 max_msg_size: core.ep_attr.max_msg_size.min(MAX_MSG_SIZE),
                 msg_prefix_size: 0,
-                max_order_raw_size: 0,
-                max_order_war_size: 0,
-                max_order_waw_size: 0,
+                max_order_raw_size: core.ep_attr.max_order_raw_size.min(MAX_MSG_SIZE),
+                max_order_war_size: core.ep_attr.max_order_war_size.min(MAX_MSG_SIZE),
+                max_order_waw_size: core.ep_attr.max_order_waw_size.min(MAX_MSG_SIZE),
                 mem_tag_format: u64::MAX,
                 tx_ctx_cnt: 1,
                 rx_ctx_cnt: 1,
@@ -451,6 +476,42 @@ mod tests {
             core_hints(None).domain_attr.mr_mode,
             Info::hints().domain_attr.mr_mode
         );
+    }
+
+    /// rxm claims SAS and, of the RMA and atomic orderings, what its core claims per
+    /// direction (never a bit the core lacks, and never RAS or WAS: rendezvous), within
+    /// the core's `max_order_*_size`.
+    #[test]
+    fn ordering_is_the_cores_intersected() {
+        let rxm = RxmProvider {
+            settings: Settings::default(),
+            host: Host::for_provider(NAME),
+        };
+        let mut core = Info {
+            caps: Caps::MSG | Caps::RMA,
+            ..Info::default()
+        };
+        core.ep_attr.max_msg_size = 1 << 20;
+        core.tx_attr.msg_order =
+            MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW | MsgOrder::WAS;
+        core.rx_attr.msg_order = MsgOrder::SAS | MsgOrder::RAW;
+        core.ep_attr.max_order_raw_size = 1 << 40;
+        core.ep_attr.max_order_waw_size = 4096;
+        let i = rxm.template_over(&core, Progress::Manual);
+        assert_eq!(
+            i.tx_attr.msg_order,
+            MsgOrder::SAS | MsgOrder::RAW | MsgOrder::WAW | MsgOrder::SAW
+        );
+        assert_eq!(i.rx_attr.msg_order, MsgOrder::SAS | MsgOrder::RAW);
+        assert_eq!(i.ep_attr.max_order_raw_size, MAX_MSG_SIZE);
+        assert_eq!(i.ep_attr.max_order_waw_size, 4096);
+        assert_eq!(i.ep_attr.max_order_war_size, 0);
+        // A core that claims no ordering: SAS only (rxm's own).
+        core.tx_attr.msg_order = MsgOrder::empty();
+        core.rx_attr.msg_order = MsgOrder::empty();
+        let i = rxm.template_over(&core, Progress::Manual);
+        assert_eq!(i.tx_attr.msg_order, MsgOrder::SAS);
+        assert_eq!(i.rx_attr.msg_order, MsgOrder::SAS);
     }
 
     #[test]
