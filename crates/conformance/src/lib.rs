@@ -1028,6 +1028,7 @@ macro_rules! conformance_suite {
                 getinfo_prov_attr_only,
                 getinfo_ep_type_filter,
                 getinfo_newer_api_version_is_enosys,
+                getinfo_nic_describes_a_host_interface,
                 domain_open_close,
                 domain_close_with_open_endpoint_is_ebusy,
                 cq_open_each_format,

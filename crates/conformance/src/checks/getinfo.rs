@@ -137,3 +137,69 @@ pub fn getinfo_newer_api_version_is_enosys(s: &Subject) {
         "a newer API version must be refused",
     );
 }
+
+/// Where an answer describes a NIC (`fi_info->nic`), it describes one of this host's
+/// network interfaces as the kernel does: the device name is an interface in
+/// /sys/class/net, and the bus is `FI_BUS_PCI` at the PCI function the interface's
+/// `device` link leads to (the device itself, or its parent for a virtio NIC) or
+/// `FI_BUS_UNKNOWN` when that link leads to no PCI function (loopback, veth). Read here
+/// from sysfs independently of the provider; an answer without a NIC passes.
+pub fn getinfo_nic_describes_a_host_interface(s: &Subject) {
+    use ofi::attr::Bus;
+    for i in &s.claimed().infos {
+        let Some(nic) = &i.nic else { continue };
+        let name = nic
+            .device_name
+            .as_deref()
+            .unwrap_or_else(|| panic!("{}: a nic without a device name", s.provider));
+        let class = std::path::Path::new("/sys/class/net").join(name);
+        assert!(
+            class.exists(),
+            "{}: nic {name:?} is no interface of this host",
+            s.provider
+        );
+        let expect = pci_function_of(&class.join("device"));
+        match nic.bus {
+            Bus::Pci(a) => {
+                let text = format!(
+                    "{:04x}:{:02x}:{:02x}.{:x}",
+                    a.domain, a.bus, a.device, a.function
+                );
+                assert_eq!(
+                    expect.as_deref(),
+                    Some(text.as_str()),
+                    "{}: nic {name:?} says FI_BUS_PCI {text}",
+                    s.provider
+                );
+            }
+            Bus::Unknown => assert_eq!(
+                expect, None,
+                "{}: nic {name:?} says FI_BUS_UNKNOWN, sysfs has a PCI function",
+                s.provider
+            ),
+        }
+    }
+}
+
+/// The PCI function (`DDDD:BB:DD.F`, as sysfs names it) a `device` link leads to: its
+/// target or the target's parent; `None` without a link or PCI name.
+fn pci_function_of(link: &std::path::Path) -> Option<String> {
+    let target = std::fs::canonicalize(link).ok()?;
+    let is_pci = |n: &str| {
+        let b = n.as_bytes();
+        b.len() == 12
+            && b[4] == b':'
+            && b[7] == b':'
+            && b[10] == b'.'
+            && n.chars()
+                .enumerate()
+                .all(|(k, c)| matches!(k, 4 | 7 | 10) || c.is_ascii_hexdigit())
+    };
+    let found = [Some(target.as_path()), target.parent()]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.file_name()?.to_str())
+        .find(|n| is_pci(n))
+        .map(str::to_owned);
+    found
+}

@@ -60,6 +60,7 @@ table! {
     Getinfo: getinfo::getinfo_prov_attr_only,
     Getinfo: getinfo::getinfo_ep_type_filter,
     Getinfo: getinfo::getinfo_newer_api_version_is_enosys,
+    Getinfo: getinfo::getinfo_nic_describes_a_host_interface,
     Domain: domain::domain_open_close,
     Domain: domain::domain_close_with_open_endpoint_is_ebusy,
     Cq: cq::cq_open_each_format,
