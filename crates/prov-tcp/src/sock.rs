@@ -11,14 +11,6 @@
 //!   header and payload — so the choice costs nothing: the instruction counts of a
 //!   fixed-iteration `fi_pingpong` run are unchanged by this module's move to
 //!   `socket2` (callgrind, see the branch's report).
-//! - The data path's reads (`recvfrom`, `readv`), issued with `syscall(2)`: an idle
-//!   endpoint polls with them and most polls find nothing, so that answer must be cheap.
-//!   Through `socket2` (or libc's `recv`) it built an `io::Error`, classified it by kind
-//!   and dropped it, and ran the cancellation-point bookkeeping of libc's wrappers
-//!   around the call (a nonblocking read never waits, so there is nothing to cancel):
-//!   about 70 instructions of a poll's 550 (callgrind, `fi_pingpong -p tcp -e msg -S 64`,
-//!   20,000 and 120,000 round trips). [`ReadError`] says "nothing waits" without an
-//!   `io::Error`.
 //! - `poll` (neither `std` nor `socket2` waits on one descriptor with a time-out).
 //!
 //! Every socket is created `SOCK_NONBLOCK | SOCK_CLOEXEC`; sends use `MSG_NOSIGNAL` so
@@ -33,30 +25,6 @@ use std::os::fd::{AsRawFd, RawFd};
 use ofi_kit::sock::cvt_size;
 pub use ofi_kit::sock::{iface_addr, iovec, os_code};
 use socket2::{Domain, Socket, Type};
-
-/// A data-path read that brought no bytes.
-#[derive(Debug)]
-pub enum ReadError {
-    /// Nothing waits (`EAGAIN`), or a signal came first (`EINTR`): try again later.
-    Empty,
-    /// The socket failed.
-    Failed(io::Error),
-}
-
-impl ReadError {
-    /// A raw system call's answer (`r < 0`: failed, with `errno` set) as a read's.
-    #[inline]
-    fn check(r: libc::c_long) -> Result<usize, ReadError> {
-        if r >= 0 {
-            return Ok(r as usize);
-        }
-        // SAFETY: `__errno_location` returns this thread's `errno`, always valid.
-        match unsafe { *libc::__errno_location() } {
-            libc::EAGAIN | libc::EINTR => Err(ReadError::Empty),
-            code => Err(ReadError::Failed(io::Error::from_raw_os_error(code))),
-        }
-    }
-}
 
 /// A nonblocking TCP socket (closed on drop).
 #[derive(Debug)]
@@ -185,50 +153,18 @@ impl Sock {
     }
 
     /// Receive into `buf`: `Ok(0)` is end of stream; `WouldBlock` when nothing waits
-    /// (the socket is nonblocking). For connection setup; the data path reads with
-    /// [`Sock::read_data`].
+    /// (the socket is nonblocking).
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         (&self.0).read(buf)
     }
 
-    /// The data path's read into `buf` (raw: see the module docs): `Ok(0)` is end of
-    /// stream, [`ReadError::Empty`] when nothing waits.
-    ///
-    /// An idle endpoint polls with this read, and most polls find nothing, so that
-    /// answer costs no `io::Error` and no cancellation-point bookkeeping (module docs).
-    pub fn read_data(&self, buf: &mut [u8]) -> Result<usize, ReadError> {
-        // SAFETY: `buf` is writable for its length; the null address arguments ask for
-        // no source address.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_recvfrom,
-                self.fd(),
-                buf.as_mut_ptr(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut::<libc::sockaddr>(),
-                std::ptr::null_mut::<libc::socklen_t>(),
-            )
-        };
-        ReadError::check(r)
-    }
-
-    /// Scatter-read into `iov` (raw: see the module docs), with the answers of
-    /// [`Sock::read_data`].
+    /// Scatter-read into `iov` (raw: see the module docs).
     ///
     /// # Safety
     /// Every iovec must describe memory writable for its length.
-    pub unsafe fn readv(&self, iov: &[libc::iovec]) -> Result<usize, ReadError> {
+    pub unsafe fn readv(&self, iov: &[libc::iovec]) -> io::Result<usize> {
         // SAFETY: the caller vouches for the iovecs.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_readv,
-                self.fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-            )
-        };
-        ReadError::check(r)
+        cvt_size(unsafe { libc::readv(self.fd(), iov.as_ptr(), iov.len() as libc::c_int) })
     }
 
     /// Gather-write `iov` with `MSG_NOSIGNAL` (raw: see the module docs).

@@ -63,7 +63,7 @@ use crate::proto::{
     self, CmHdr, CmKind, Hdr, Op, RmaIov, CM_DATA_SIZE, CM_HDR_LEN, FLAG_ACK_REQ, FLAG_CQ_DATA,
     FLAG_LOCAL, HDR_LEN, HDR_MAX, RMA_IOV_LEN,
 };
-use crate::sock::{iovec, ReadError, Sock};
+use crate::sock::{iovec, Sock};
 use crate::{IOV_LIMIT, NAME};
 
 mod conn;

@@ -64,39 +64,19 @@ impl RxStage {
     /// Read into `dst` (non-empty): staged bytes first; else, for a `dst` shorter than
     /// the read-ahead, one read-ahead; else the socket directly. `Ok(0)` is the end of
     /// the stream.
-    pub(super) fn recv(
-        &mut self,
-        sock: &Sock,
-        dst: &mut [u8],
-    ) -> std::result::Result<usize, ReadError> {
+    pub(super) fn recv(&mut self, sock: &Sock, dst: &mut [u8]) -> io::Result<usize> {
         if self.pending() > 0 {
             // SAFETY: `dst` is a distinct writable slice of its length.
             return Ok(unsafe { self.take(dst.as_mut_ptr(), dst.len()) });
         }
         if dst.len() >= self.buf.len() {
-            return sock.read_data(dst);
+            return sock.recv(dst);
         }
-        self.fill(sock)?;
-        // SAFETY: as above.
-        Ok(unsafe { self.take(dst.as_mut_ptr(), dst.len()) })
-    }
-
-    /// Whether a read for `len` bytes, with nothing staged, goes through the
-    /// read-ahead ([`RxStage::fill`]) rather than straight to its destination.
-    #[inline]
-    pub(super) fn stages(&self, len: usize) -> bool {
-        self.pending() == 0 && len < self.buf.len()
-    }
-
-    /// One read of the socket into the read-ahead (nothing may be staged); how many
-    /// bytes it brought (`0`: end of stream).
-    #[inline]
-    pub(super) fn fill(&mut self, sock: &Sock) -> std::result::Result<usize, ReadError> {
-        debug_assert_eq!(self.pending(), 0);
-        let n = sock.read_data(&mut self.buf)?;
+        let n = sock.recv(&mut self.buf)?;
         self.start = 0;
         self.end = n;
-        Ok(n)
+        // SAFETY: as above.
+        Ok(unsafe { self.take(dst.as_mut_ptr(), dst.len()) })
     }
 
     /// Read into the buffers `iov` describes: staged bytes first (scattered in order),
@@ -104,11 +84,7 @@ impl RxStage {
     ///
     /// # Safety
     /// Every entry of `iov` is writable for its length.
-    pub(super) unsafe fn readv(
-        &mut self,
-        sock: &Sock,
-        iov: &[libc::iovec],
-    ) -> std::result::Result<usize, ReadError> {
+    pub(super) unsafe fn readv(&mut self, sock: &Sock, iov: &[libc::iovec]) -> io::Result<usize> {
         if self.pending() == 0 {
             // SAFETY: caller's contract.
             return unsafe { sock.readv(iov) };
@@ -306,30 +282,7 @@ impl EpInner {
     }
 
     /// Read from the socket; the number of operations finished.
-    ///
-    /// Most calls are idle polls: a header is awaited, nothing is staged and the
-    /// socket has nothing. Those are answered here, before the frame of the full
-    /// reader ([`EpInner::read_rounds`]) is set up: about 40 instructions a poll
-    /// (callgrind, see docs/PERFORMANCE.md). The read fills the read-ahead exactly as
-    /// [`RxStage::recv`] would for the header, so what it brings is consumed there.
-    #[inline]
     pub(super) fn read_some(&self, st: &mut St) -> std::result::Result<usize, Fail> {
-        if matches!(st.rx, Rx::Hdr { got: 0 }) && st.stage.stages(HDR_LEN) {
-            if let Some(sock) = st.sock.as_ref() {
-                match st.stage.fill(sock) {
-                    Ok(0) => return Err(Fail::Closed),
-                    Ok(_) => {}
-                    Err(ReadError::Empty) => return Ok(0),
-                    Err(ReadError::Failed(e)) => return Err(sock_fail(e)),
-                }
-            }
-        }
-        self.read_rounds(st)
-    }
-
-    /// [`EpInner::read_some`] past its idle poll: up to `ROUND` steps.
-    #[inline(never)]
-    fn read_rounds(&self, st: &mut St) -> std::result::Result<usize, Fail> {
         let mut done = 0;
         for _ in 0..ROUND {
             let step = self.read_step(st)?;
@@ -360,8 +313,8 @@ impl EpInner {
                 let n = match st.stage.recv(sock, &mut st.hbuf[*got..HDR_LEN]) {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
-                    Err(ReadError::Empty) => return Ok(Step::Blocked),
-                    Err(ReadError::Failed(e)) => return Err(sock_fail(e)),
+                    Err(e) if would_block(&e) => return Ok(Step::Blocked),
+                    Err(e) => return Err(sock_fail(e)),
                 };
                 *got += n;
                 if *got < HDR_LEN {
@@ -382,8 +335,8 @@ impl EpInner {
                 {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
-                    Err(ReadError::Empty) => return Ok(Step::Blocked),
-                    Err(ReadError::Failed(e)) => return Err(sock_fail(e)),
+                    Err(e) if would_block(&e) => return Ok(Step::Blocked),
+                    Err(e) => return Err(sock_fail(e)),
                 };
                 *got += n;
                 if *got < need {
@@ -416,8 +369,8 @@ impl EpInner {
                         match unsafe { st.stage.readv(sock, &iov[..cnt]) } {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
-                            Err(ReadError::Empty) => return Ok(Step::Blocked),
-                            Err(ReadError::Failed(e)) => return Err(sock_fail(e)),
+                            Err(e) if would_block(&e) => return Ok(Step::Blocked),
+                            Err(e) => return Err(sock_fail(e)),
                         }
                     } else {
                         let want = (size - *off).min(64 * 1024);
@@ -427,8 +380,8 @@ impl EpInner {
                         match st.stage.recv(sock, &mut st.scratch[..want]) {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
-                            Err(ReadError::Empty) => return Ok(Step::Blocked),
-                            Err(ReadError::Failed(e)) => return Err(sock_fail(e)),
+                            Err(e) if would_block(&e) => return Ok(Step::Blocked),
+                            Err(e) => return Err(sock_fail(e)),
                         }
                     };
                     *off += n;

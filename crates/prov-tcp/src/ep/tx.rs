@@ -84,21 +84,7 @@ pub(super) fn write_op(sock: &Sock, op: &mut TxOp) -> io::Result<bool> {
 
 impl EpInner {
     /// Write queued operations; the number completed.
-    ///
-    /// Every progress round calls this and most find the queue empty: that answer is
-    /// inlined, without the frame of [`EpInner::flush_queued`] (about 17 instructions a
-    /// poll, callgrind).
-    #[inline]
     pub(super) fn flush(&self, st: &mut St) -> std::result::Result<usize, Fail> {
-        if st.tx.is_empty() {
-            return Ok(0);
-        }
-        self.flush_queued(st)
-    }
-
-    /// [`EpInner::flush`] with operations queued.
-    #[inline(never)]
-    fn flush_queued(&self, st: &mut St) -> std::result::Result<usize, Fail> {
         let mut done = 0;
         while let Some(op) = st.tx.front_mut() {
             let Some(sock) = st.sock.as_ref() else {
