@@ -160,18 +160,12 @@ pub fn getinfo_nic_describes_a_host_interface(s: &Subject) {
         );
         let expect = pci_function_of(&class.join("device"));
         match nic.bus {
-            Bus::Pci(a) => {
-                let text = format!(
-                    "{:04x}:{:02x}:{:02x}.{:x}",
-                    a.domain, a.bus, a.device, a.function
-                );
-                assert_eq!(
-                    expect.as_deref(),
-                    Some(text.as_str()),
-                    "{}: nic {name:?} says FI_BUS_PCI {text}",
-                    s.provider
-                );
-            }
+            Bus::Pci(a) => assert_eq!(
+                expect,
+                Some(a),
+                "{}: nic {name:?} says FI_BUS_PCI {a:?}, sysfs's device link leads to {expect:?}",
+                s.provider
+            ),
             Bus::Unknown => assert_eq!(
                 expect, None,
                 "{}: nic {name:?} says FI_BUS_UNKNOWN, sysfs has a PCI function",
@@ -181,25 +175,15 @@ pub fn getinfo_nic_describes_a_host_interface(s: &Subject) {
     }
 }
 
-/// The PCI function (`DDDD:BB:DD.F`, as sysfs names it) a `device` link leads to: its
-/// target or the target's parent; `None` without a link or PCI name.
-fn pci_function_of(link: &std::path::Path) -> Option<String> {
+/// The PCI function a `device` link leads to: its target or the target's parent, when
+/// its name is a PCI address as sysfs writes it (`DDDD:BB:DD.F`); `None` without a link
+/// or a PCI name.
+fn pci_function_of(link: &std::path::Path) -> Option<ofi::attr::PciAddress> {
     let target = std::fs::canonicalize(link).ok()?;
-    let is_pci = |n: &str| {
-        let b = n.as_bytes();
-        b.len() == 12
-            && b[4] == b':'
-            && b[7] == b':'
-            && b[10] == b'.'
-            && n.chars()
-                .enumerate()
-                .all(|(k, c)| matches!(k, 4 | 7 | 10) || c.is_ascii_hexdigit())
-    };
     let found = [Some(target.as_path()), target.parent()]
         .into_iter()
         .flatten()
         .filter_map(|p| p.file_name()?.to_str())
-        .find(|n| is_pci(n))
-        .map(str::to_owned);
+        .find_map(ofi::attr::PciAddress::parse);
     found
 }
