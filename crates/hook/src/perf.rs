@@ -378,11 +378,16 @@ mod tests {
 
     #[test]
     fn buckets() {
-        assert_eq!(bucket_of(0), 0);
-        assert_eq!(bucket_of(255), 0);
-        assert_eq!(bucket_of(256), 1);
-        assert_eq!(bucket_of(511), 1);
-        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        let edges = [
+            (0, 0),
+            (255, 0),
+            (256, 1),
+            (511, 1),
+            (u64::MAX, BUCKETS - 1),
+        ];
+        for (ns, bucket) in edges {
+            assert_eq!(bucket_of(ns), bucket, "{ns} ns");
+        }
         for i in 0..BUCKETS - 1 {
             assert_eq!(bucket_of(bucket_limit(i) - 1), i);
         }
