@@ -43,6 +43,16 @@ impl<H: Hook> CallKind<'_, H> {
         }
     }
 
+    /// The call's name: the operation's (`send`, `cq_read`) or the control call's
+    /// (`bind`, `cq_open`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            CallKind::Data(_, call) => call.op.name(),
+            CallKind::Ctl(_, what) => what,
+            CallKind::Read(_, op) => op.name(),
+        }
+    }
+
     /// The operation of a data call or read (`None` for a control call).
     pub fn op(&self) -> Option<Op> {
         match self {
@@ -65,11 +75,7 @@ impl<H: Hook> CallKind<'_, H> {
 /// `domain #2 cq_open`.
 impl<H: Hook> fmt::Display for CallKind<'_, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallKind::Data(ep, call) => write!(f, "{} {}", ep.name, call.op),
-            CallKind::Ctl(obj, what) => write!(f, "{obj} {what}"),
-            CallKind::Read(obj, op) => write!(f, "{obj} {op}"),
-        }
+        write!(f, "{} {}", self.obj(), self.name())
     }
 }
 
@@ -162,3 +168,39 @@ pub(crate) trait HookCalls: Hook {
 }
 
 impl<H: Hook> HookCalls for H {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::noop::Noop;
+    use ofi_core::{Errno, Error};
+
+    #[test]
+    fn a_call_reads_as_its_object_name_and_arguments() {
+        let cq = ObjName::new("cq");
+        let read: CallKind<'_, Noop> = CallKind::Read(&cq, Op::CqRead);
+        assert_eq!((read.op(), read.bytes()), (Some(Op::CqRead), 0));
+        assert_eq!(read.to_string(), format!("cq #{} cq_read", cq.id));
+
+        let domain = ObjName::new("domain");
+        let ctl: CallKind<'_, Noop> = CallKind::Ctl(&domain, "cq_open");
+        assert_eq!((ctl.op(), ctl.name()), (None, "cq_open"));
+        let call = HookedCall::new(ctl, || "size=8".to_string(), || Ok(5u32));
+        let (r, text) = call.forward_described();
+        assert_eq!(r.unwrap(), 5);
+        assert_eq!(
+            text.to_string(),
+            format!("domain #{} cq_open(size=8)", domain.id)
+        );
+    }
+
+    #[test]
+    fn forwarding_returns_what_the_call_beneath_returns() {
+        let cq = ObjName::new("cq");
+        let call =
+            HookedCall::<'_, Noop, _, _>::new(CallKind::Read(&cq, Op::CqRead), String::new, || {
+                Err::<(), _>(Error::new(Errno::EAGAIN, "empty"))
+            });
+        assert_eq!(call.forward().unwrap_err().code(), Errno::EAGAIN);
+    }
+}
