@@ -16,6 +16,8 @@
 
 use std::ffi::{c_int, c_void};
 
+use ofi::domain::Domain;
+use ofi::ep::Endpoint;
 use ofi::AddrFormat;
 
 use crate::endpoint::{ep_header, EpObj, EpState, FidEp};
@@ -34,28 +36,68 @@ pub const FI_CLASS_TX_CTX: usize = 7;
 /// `FI_CLASS_STX_CTX`.
 pub const FI_CLASS_STX_CTX: usize = 8;
 
-/// The program's transmit attributes, or the defaults for a null pointer.
-///
-/// # Safety
-/// `attr` is null or points to a `struct fi_tx_attr`.
-unsafe fn tx_attr_arg(attr: *const c_void) -> ofi::TxAttr {
-    // SAFETY: the caller's contract.
-    match unsafe { attr.cast::<FiTxAttr>().as_ref() } {
-        Some(a) => tx_from_c(a),
-        None => ofi::TxAttr::default(),
-    }
+/// A direction of the contexts, transmit ([`Tx`]) or receive ([`Rx`]): its attributes,
+/// its classes and the calls that open its contexts. The slots of the contexts are
+/// written once, generic over it ([`ep_ctx`], [`domain_shared_ctx`]).
+pub trait Direction {
+    /// The class of a scalable endpoint's context (`FI_CLASS_TX_CTX`, `FI_CLASS_RX_CTX`).
+    const CTX_CLASS: usize;
+    /// The class of a shared context (`FI_CLASS_STX_CTX`, `FI_CLASS_SRX_CTX`).
+    const SHARED_CLASS: usize;
+    /// The attributes of the direction (`ofi::TxAttr`, `ofi::RxAttr`).
+    type Attr;
+
+    /// The program's attributes, or the defaults for a null pointer.
+    ///
+    /// # Safety
+    /// `attr` is null or points to the C attributes of the direction (`struct
+    /// fi_tx_attr`, `struct fi_rx_attr`).
+    unsafe fn attr_arg(attr: *const c_void) -> Self::Attr;
+
+    /// Context `index` of the scalable endpoint `sep`.
+    fn context(sep: &Endpoint, index: c_int, attr: &Self::Attr) -> ofi::Result<Endpoint>;
+
+    /// A shared context of `domain`.
+    fn shared(domain: &Domain, attr: &Self::Attr) -> ofi::Result<Endpoint>;
 }
 
-/// The program's receive attributes, or the defaults for a null pointer.
-///
-/// # Safety
-/// `attr` is null or points to a `struct fi_rx_attr`.
-unsafe fn rx_attr_arg(attr: *const c_void) -> ofi::RxAttr {
-    // SAFETY: the caller's contract.
-    match unsafe { attr.cast::<FiRxAttr>().as_ref() } {
-        Some(a) => rx_from_c(a),
-        None => ofi::RxAttr::default(),
-    }
+/// Declares the directions: `Type(attributes, their C struct, conversion from C):
+/// context class, shared class, endpoint method, domain method;`.
+macro_rules! directions {
+    ($($(#[$doc:meta])* $Dir:ident($Attr:ty, $CAttr:ty, $from_c:path):
+        $ctx_class:expr, $shared_class:expr, $context:ident, $shared:ident;)*) => {$(
+        $(#[$doc])*
+        pub enum $Dir {}
+
+        impl Direction for $Dir {
+            const CTX_CLASS: usize = $ctx_class;
+            const SHARED_CLASS: usize = $shared_class;
+            type Attr = $Attr;
+
+            unsafe fn attr_arg(attr: *const c_void) -> $Attr {
+                // SAFETY: the caller's contract.
+                let attr = unsafe { attr.cast::<$CAttr>().as_ref() };
+                attr.map_or_else(<$Attr>::default, $from_c)
+            }
+
+            fn context(sep: &Endpoint, index: c_int, attr: &$Attr) -> ofi::Result<Endpoint> {
+                sep.$context(index, attr)
+            }
+
+            fn shared(domain: &Domain, attr: &$Attr) -> ofi::Result<Endpoint> {
+                domain.$shared(attr)
+            }
+        }
+    )*};
+}
+
+directions! {
+    /// The transmit direction (`fi_tx_context`, `fi_stx_context`).
+    Tx(ofi::TxAttr, FiTxAttr, tx_from_c):
+        FI_CLASS_TX_CTX, FI_CLASS_STX_CTX, tx_context, stx_context;
+    /// The receive direction (`fi_rx_context`, `fi_srx_context`).
+    Rx(ofi::RxAttr, FiRxAttr, rx_from_c):
+        FI_CLASS_RX_CTX, FI_CLASS_SRX_CTX, rx_context, srx_context;
 }
 
 /// Wraps the endpoint `open` makes as a C object of `class` and writes it to `out`
@@ -68,7 +110,7 @@ unsafe fn hand_out(
     class: usize,
     context: *mut c_void,
     addr_format: AddrFormat,
-    open: impl FnOnce() -> ofi::Result<ofi::ep::Endpoint>,
+    open: impl FnOnce() -> ofi::Result<Endpoint>,
 ) -> c_int {
     if out.is_null() {
         return EINVAL;
@@ -105,99 +147,52 @@ pub unsafe extern "C" fn domain_scalable_ep(
     })
 }
 
-/// `fi_stx_context` (the domain table's slot; `stx` is a `struct fid_stx **`).
+/// `fi_stx_context` / `fi_srx_context` (the domain table's slots, `D` = [`Tx`] / [`Rx`];
+/// `out` is a `struct fid_stx **` or a `struct fid_ep **`).
 ///
 /// # Safety
 /// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_stx_ctx(
+pub unsafe extern "C" fn domain_shared_ctx<D: Direction>(
     domain: *mut FidDomain,
     attr: *mut c_void,
-    stx: *mut *mut c_void,
+    out: *mut *mut c_void,
     context: *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: our domain; `attr` null or a `struct fi_tx_attr` (C API).
-        let (d, attr) = unsafe { (DomainObj::of(domain), tx_attr_arg(attr)) };
-        // SAFETY: `stx` per the C API; a `fid_stx` is the head of our `fid_ep`.
+        // SAFETY: our domain; `attr` null or the C attributes of `D` (C API).
+        let (d, attr) = unsafe { (DomainObj::of(domain), D::attr_arg(attr)) };
+        // SAFETY: `out` per the C API; a `fid_stx` is the head of our `fid_ep`.
         Ok(unsafe {
             hand_out(
-                stx.cast(),
-                FI_CLASS_STX_CTX,
+                out.cast(),
+                D::SHARED_CLASS,
                 context,
                 AddrFormat::UNSPEC,
-                || d.r.domain.stx_context(&attr),
+                || D::shared(&d.r.domain, &attr),
             )
         })
     })
 }
 
-/// `fi_srx_context` (the domain table's slot; `srx` is a `struct fid_ep **`).
-///
-/// # Safety
-/// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_srx_ctx(
-    domain: *mut FidDomain,
-    attr: *mut c_void,
-    srx: *mut *mut c_void,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our domain; `attr` null or a `struct fi_rx_attr` (C API).
-        let (d, attr) = unsafe { (DomainObj::of(domain), rx_attr_arg(attr)) };
-        // SAFETY: `srx` per the C API.
-        Ok(unsafe {
-            hand_out(
-                srx.cast(),
-                FI_CLASS_SRX_CTX,
-                context,
-                AddrFormat::UNSPEC,
-                || d.r.domain.srx_context(&attr),
-            )
-        })
-    })
-}
-
-/// `fi_tx_context` (the endpoint table's slot) of a scalable endpoint.
+/// `fi_tx_context` / `fi_rx_context` (the endpoint table's slots, `D` = [`Tx`] /
+/// [`Rx`]) of a scalable endpoint.
 ///
 /// # Safety
 /// `ep` is an endpoint of this library; the other pointers per the C API.
-pub unsafe extern "C" fn ep_tx_ctx(
+pub unsafe extern "C" fn ep_ctx<D: Direction>(
     ep: *mut FidEp,
     index: c_int,
     attr: *mut c_void,
-    tx_ep: *mut *mut FidEp,
+    out: *mut *mut FidEp,
     context: *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: our endpoint; `attr` null or a `struct fi_tx_attr` (C API).
-        let (e, attr) = unsafe { (&EpObj::of(ep).r, tx_attr_arg(attr)) };
-        // SAFETY: `tx_ep` per the C API.
+        // SAFETY: our endpoint; `attr` null or the C attributes of `D` (C API).
+        let (e, attr) = unsafe { (&EpObj::of(ep).r, D::attr_arg(attr)) };
+        // SAFETY: `out` per the C API.
         Ok(unsafe {
-            hand_out(tx_ep, FI_CLASS_TX_CTX, context, e.addr_format, || {
-                e.ep.tx_context(index, &attr)
-            })
-        })
-    })
-}
-
-/// `fi_rx_context` (the endpoint table's slot) of a scalable endpoint.
-///
-/// # Safety
-/// `ep` is an endpoint of this library; the other pointers per the C API.
-pub unsafe extern "C" fn ep_rx_ctx(
-    ep: *mut FidEp,
-    index: c_int,
-    attr: *mut c_void,
-    rx_ep: *mut *mut FidEp,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our endpoint; `attr` null or a `struct fi_rx_attr` (C API).
-        let (e, attr) = unsafe { (&EpObj::of(ep).r, rx_attr_arg(attr)) };
-        // SAFETY: `rx_ep` per the C API.
-        Ok(unsafe {
-            hand_out(rx_ep, FI_CLASS_RX_CTX, context, e.addr_format, || {
-                e.ep.rx_context(index, &attr)
+            hand_out(out, D::CTX_CLASS, context, e.addr_format, || {
+                D::context(&e.ep, index, &attr)
             })
         })
     })

@@ -662,8 +662,8 @@ pub static EP_OPS: FiOpsEp = FiOpsEp {
     cancel: ep_cancel,
     getopt: ep_getopt,
     setopt: ep_setopt,
-    tx_ctx: crate::contexts::ep_tx_ctx,
-    rx_ctx: crate::contexts::ep_rx_ctx,
+    tx_ctx: crate::contexts::ep_ctx::<crate::contexts::Tx>,
+    rx_ctx: crate::contexts::ep_ctx::<crate::contexts::Rx>,
     rx_size_left: ep_rx_size_left,
     tx_size_left: ep_tx_size_left,
 };
@@ -763,18 +763,15 @@ unsafe extern "C" fn ep_join(
     out: *mut *mut c_void,
     context: *mut c_void,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: per the C API.
-        unsafe { crate::queues::null_out(out) };
-        if addr.is_null() || out.is_null() {
-            return EINVAL;
-        }
+    guard_try(|| {
+        // SAFETY: `out` per the C API.
+        unsafe { crate::queues::prepare_out(out, addr) }?;
         // SAFETY: our endpoint.
         let e = unsafe { EpObj::of(ep) };
         // SAFETY: one address of the endpoint's format (C API).
         let group = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
             Ok(mut v) => v.remove(0),
-            Err(err) => return status(&err),
+            Err(err) => return Err(status(&err)),
         };
         let joined = e.r.ep.join_with(&group, flags, context as usize).map(|m| {
             let c = FidMc {
@@ -784,7 +781,7 @@ unsafe extern "C" fn ep_join(
             McObj::into_c(c, m)
         });
         // SAFETY: checked non-null.
-        unsafe { put_result(out.cast::<*mut FidMc>(), joined) }
+        Ok(unsafe { put_result(out.cast::<*mut FidMc>(), joined) })
     })
 }
 crate::queues::enosys_out_slots! {
@@ -842,18 +839,9 @@ pub fn ep_header(class: usize, context: *mut c_void) -> FidEp {
     }
 }
 
-/// `fi_endpoint` (the domain table's slot).
-///
-/// # Safety
-/// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_endpoint(
-    domain: *mut FidDomain,
-    info: *mut FiInfo,
-    ep: *mut *mut FidEp,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { domain_endpoint2(domain, info, ep, 0, context) }
+crate::fid::open_without_flags! {
+    /// `fi_endpoint` (the domain table's slot).
+    pub fn domain_endpoint(*mut FidDomain, *mut *mut FidEp) = domain_endpoint2;
 }
 
 /// `fi_endpoint2` (the domain table's slot).

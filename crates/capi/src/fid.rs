@@ -102,6 +102,30 @@ macro_rules! enosys_slots {
 
 pub(crate) use enosys_slots;
 
+/// The slot of an open call whose later form (`fi_domain2`, `fi_endpoint2`) only adds
+/// `flags`: it is that form with no flags. `fn name(*mut Parent, *mut *mut Made) =
+/// later_form;`
+macro_rules! open_without_flags {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident(*mut $Parent:ty, *mut *mut $Made:ty) = $with_flags:ident;) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As for the form with flags: the parent is an object of this library; the other
+        /// pointers per the C API.
+        $vis unsafe extern "C" fn $name(
+            parent: *mut $Parent,
+            info: *mut $crate::info::FiInfo,
+            out: *mut *mut $Made,
+            context: *mut ::std::ffi::c_void,
+        ) -> ::std::ffi::c_int {
+            // SAFETY: forwarded (the same contract).
+            unsafe { $with_flags(parent, info, out, 0, context) }
+        }
+    };
+}
+
+pub(crate) use open_without_flags;
+
 enosys_slots! {
     fn bind_enosys(*mut Fid, *mut Fid, u64) -> c_int;
     fn control_enosys(*mut Fid, c_int, *mut c_void) -> c_int;

@@ -226,14 +226,9 @@ unsafe extern "C" fn fabric_close(fid: *mut Fid) -> c_int {
 /// The `fi_ops` of a fabric.
 pub static FABRIC_FI_OPS: FiOps = FiOps::with_close(fabric_close as CloseFn);
 
-unsafe extern "C" fn fabric_domain(
-    fabric: *mut FidFabric,
-    info: *mut FiInfo,
-    dom: *mut *mut FidDomain,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: the slot of our fabric table; the pointers per the C API.
-    unsafe { fabric_domain2(fabric, info, dom, 0, context) }
+crate::fid::open_without_flags! {
+    /// `fi_domain` (the fabric table's slot).
+    fn fabric_domain(*mut FidFabric, *mut *mut FidDomain) = fabric_domain2;
 }
 
 unsafe extern "C" fn fabric_domain2(

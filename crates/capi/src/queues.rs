@@ -145,6 +145,21 @@ pub(crate) unsafe fn null_out<T>(out: *mut *mut T) {
     }
 }
 
+/// The out-pointer of a call that makes an object, and the argument the call needs:
+/// clears `out` when the program gave one (a refused call leaves no stale pointer
+/// behind), then refuses a null `out` or `arg` with `-FI_EINVAL`.
+///
+/// # Safety
+/// `out` is null or writable.
+pub(crate) unsafe fn prepare_out<T, A>(out: *mut *mut T, arg: *const A) -> Result<(), c_int> {
+    // SAFETY: the caller's contract.
+    unsafe { null_out(out) };
+    if out.is_null() || arg.is_null() {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 unsafe extern "C" fn domain_query_atomic(
     domain: *mut FidDomain,
     datatype: u32,
@@ -172,8 +187,8 @@ pub static DOMAIN_OPS: FiOpsDomain = FiOpsDomain {
     scalable_ep: crate::contexts::domain_scalable_ep,
     cntr_open: domain_cntr_open,
     poll_open: crate::sets::domain_poll_open,
-    stx_ctx: crate::contexts::domain_stx_ctx,
-    srx_ctx: crate::contexts::domain_srx_ctx,
+    stx_ctx: crate::contexts::domain_shared_ctx::<crate::contexts::Tx>,
+    srx_ctx: crate::contexts::domain_shared_ctx::<crate::contexts::Rx>,
     query_atomic: domain_query_atomic,
     query_collective: query_collective_enosys,
     endpoint2: crate::endpoint::domain_endpoint2,

@@ -93,15 +93,11 @@ pub(crate) unsafe extern "C" fn fabric_wait_open(
     out: *mut *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: per the C API.
-        unsafe { crate::queues::null_out(out) };
-        // SAFETY: our fabric; `attr` is null or a `struct fi_wait_attr` (C API), whose
-        // layout `RawWaitAttr` has.
-        let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawWaitAttr>().as_ref()) };
-        let Some(attr) = attr else { return Err(EINVAL) };
-        if out.is_null() {
-            return Err(EINVAL);
-        }
+        // SAFETY: `out` per the C API.
+        unsafe { crate::queues::prepare_out(out, attr) }?;
+        // SAFETY: our fabric; `attr` is a `struct fi_wait_attr` (C API), whose layout
+        // `RawWaitAttr` has.
+        let (f, attr) = unsafe { (FabricObj::of(fabric), &*attr.cast::<RawWaitAttr>()) };
         let a = or_status(WaitAttr::from_raw(attr))?;
         let c = FidWait {
             fid: fid_header(FI_CLASS_WAIT, std::ptr::null_mut(), &WAIT_FI_OPS),
@@ -227,12 +223,9 @@ pub(crate) unsafe extern "C" fn domain_poll_open(
     attr: *mut c_void,
     out: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: per the C API.
-        unsafe { crate::queues::null_out(out) };
-        if attr.is_null() || out.is_null() {
-            return EINVAL;
-        }
+    guard_try(|| {
+        // SAFETY: `out` per the C API.
+        unsafe { crate::queues::prepare_out(out, attr) }?;
         // SAFETY: our domain.
         let d = unsafe { DomainObj::of(domain) };
         // SAFETY: the fabric outlives its domains (closing it answers FI_EBUSY).
@@ -243,7 +236,7 @@ pub(crate) unsafe extern "C" fn domain_poll_open(
         };
         let made = f.r.poll_open().map(|p| PollObj::into_c(c, p));
         // SAFETY: checked non-null.
-        unsafe { put_result(out.cast::<*mut FidPoll>(), made) }
+        Ok(unsafe { put_result(out.cast::<*mut FidPoll>(), made) })
     })
 }
 

@@ -20,7 +20,7 @@ use ofi_core::provider::CqOps;
 use ofi_core::{Errno, Result, ADDR_NOTAVAIL};
 
 use crate::ep::EpCore;
-use crate::{Hook, ObjName, Op};
+use crate::{Hook, HookCalls, ObjName, Op};
 
 /// A completion the hook made: a [`CqTaggedEntry`] without a buffer pointer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use ofi_core::{Errno, Info, Result};
 
 use crate::cq::CqCore;
 use crate::ep::EpCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::{CallKind, Hook, HookedCall, ObjName, Op, OpCall};
 
 static WARNINGS: AtomicU64 = AtomicU64::new(0);
 
@@ -69,6 +69,47 @@ fn contexts(buf: &CqBuf<'_>, n: usize) -> Vec<usize> {
     }
 }
 
+impl Debug {
+    /// Warns (once per endpoint) of a data call `call` on `ep` before it is enabled.
+    fn check_enabled(&self, ep: &EpCore<Self>, call: OpCall) {
+        if !ep.enabled.load(Ordering::Acquire)
+            && !ep.data.warned_disabled.swap(true, Ordering::Relaxed)
+        {
+            warn!(
+                "{} ({}): {} on an endpoint that is not enabled",
+                ep.name, self.prov, call.op
+            );
+        }
+    }
+
+    /// After data call `call` on `ep` succeeded: it is in flight towards its CQ (if it
+    /// completes to one with a context); warns of a context in flight twice and of more
+    /// in flight than the CQ holds.
+    fn track(&self, ep: &EpCore<Self>, call: OpCall) {
+        if call.context == 0 {
+            return;
+        }
+        let Some(b) = ep.completion_cq(&call) else {
+            return;
+        };
+        let d = &b.cq.data;
+        let mut m = d.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((other_ep, other_op)) = m.insert(call.context, (ep.name, call.op)) {
+            warn!(
+                "{} ({}): context {:#x} of {} reused while {} on {} is still in flight",
+                ep.name, self.prov, call.context, call.op, other_op, other_ep
+            );
+        }
+        let n = m.len();
+        if b.cq.size > 0 && n > b.cq.size && !d.warned_overrun.swap(true, Ordering::Relaxed) {
+            warn!(
+                "{} ({}): {n} operations in flight, more than its size {}: its completions may overrun",
+                b.cq.name, self.prov, b.cq.size
+            );
+        }
+    }
+}
+
 impl Hook for Debug {
     const NAME: &'static str = "ofi_hook_debug";
     const CQ_EVENTS: bool = true;
@@ -81,57 +122,24 @@ impl Hook for Debug {
         })
     }
 
-    fn op<R: fmt::Debug>(
+    /// Checks data calls (on an endpoint not enabled; contexts reused; more in flight
+    /// than the CQ holds) and reads (overruns).
+    fn around<R: fmt::Debug>(
         &self,
-        ep: &EpCore<Self>,
-        call: OpCall,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
-        if !ep.enabled.load(Ordering::Acquire)
-            && !ep.data.warned_disabled.swap(true, Ordering::Relaxed)
-        {
-            warn!(
-                "{} ({}): {} on an endpoint that is not enabled",
-                ep.name, self.prov, call.op
-            );
+        let kind = call.kind;
+        if let CallKind::Data(ep, op) = kind {
+            self.check_enabled(ep, op);
         }
-        let r = f();
-        if r.is_ok() && call.context != 0 {
-            if let Some(b) = ep.completion_cq(&call) {
-                let d = &b.cq.data;
-                let mut m = d.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some((other_ep, other_op)) = m.insert(call.context, (ep.name, call.op)) {
-                    warn!(
-                        "{} ({}): context {:#x} of {} reused while {} on {} is still in flight",
-                        ep.name, self.prov, call.context, call.op, other_op, other_ep
-                    );
-                }
-                let n = m.len();
-                if b.cq.size > 0 && n > b.cq.size && !d.warned_overrun.swap(true, Ordering::Relaxed)
-                {
-                    warn!("{} ({}): {n} operations in flight, more than its size {}: its completions may overrun",
-                        b.cq.name, self.prov, b.cq.size);
-                }
-            }
-        }
-        r
-    }
-
-    fn read<R: fmt::Debug>(
-        &self,
-        obj: &ObjName,
-        op: Op,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        let r = f();
-        if let Err(e) = &r {
-            if e.code() == Errno::EOVERRUN {
-                warn!(
-                    "{obj} ({}): {op} reports an overrun (FI_EOVERRUN): completions were lost",
-                    self.prov
-                );
-            }
+        let r = call.forward();
+        match (kind, &r) {
+            (CallKind::Data(ep, op), Ok(_)) => self.track(ep, op),
+            (CallKind::Read(obj, op), Err(e)) if e.code() == Errno::EOVERRUN => warn!(
+                "{obj} ({}): {op} reports an overrun (FI_EOVERRUN): completions were lost",
+                self.prov
+            ),
+            _ => {}
         }
         r
     }

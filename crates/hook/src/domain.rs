@@ -15,7 +15,7 @@ use crate::cq::HookCq;
 use crate::ep::HookEp;
 use crate::fabric::HookFamily;
 use crate::objects::{HookAv, HookCntr, HookMr};
-use crate::{Hook, Hooked, ObjName};
+use crate::{Hook, HookCalls, Hooked, ObjName};
 
 crate::hooked_objects! {
     /// A domain wrapped by hook `H`.

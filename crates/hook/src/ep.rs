@@ -1,6 +1,6 @@
 //! Hooked endpoints (active, scalable, contexts, aliases) and passive endpoints.
 //!
-//! Every data call builds an [`OpCall`] and goes through [`Hook::op`]; message sends
+//! Every data call builds an [`OpCall`] and goes through [`Hook::around`]; message sends
 //! on `FI_EP_DGRAM` endpoints also go through [`Hook::dgram_send`] when the hook
 //! intercepts sends ([`Hook::SENDS`], the fault hook). Pointers, descriptors,
 //! contexts and addresses are passed to the endpoint beneath unchanged.
@@ -25,7 +25,7 @@ use crate::cq::CqCore;
 use crate::fabric::{HookFabric, HookFamily};
 use crate::fault::Held;
 use crate::objects::CntrCore;
-use crate::{Beneath, Hook, ObjName, Op, OpCall};
+use crate::{Beneath, CallKind, Hook, HookCalls, HookedCall, ObjName, Op, OpCall};
 
 /// A CQ an endpoint is bound to, for one direction.
 pub struct CqBinding<H: Hook> {
@@ -145,11 +145,11 @@ macro_rules! trace_args {
 /// Writes, from the list of data operations ([`ofi_core::for_each_ep_data_op!`]), the
 /// data methods of [`HookEp`]: each builds an [`OpCall`] (the operation, its bytes,
 /// context and flags, read from its arguments by name through
-/// [`DataArgs`](ofi_core::abi::ops::DataArgs)) and goes through [`Hook::op`]; message
+/// [`DataArgs`](ofi_core::abi::ops::DataArgs)) and goes through [`Hook::around`]; message
 /// sends on datagram endpoints of a hook that intercepts sends also go through
 /// [`Hook::dgram_send`]. The endpoint beneath is called with the arguments lowered as
 /// the list says, unchanged. The group's queries (`*atomicvalid`) go through
-/// [`Hook::ctl`].
+/// [`Hook::around`] as control calls.
 macro_rules! hook_forwarders {
     ($($group:ident $Table:ident {
         $($(#[$doc:meta])* $name:ident / $host:ident / $V:ident $since:tt $kind:tt $c:tt
@@ -167,7 +167,8 @@ macro_rules! hook_forwarders {
                 context: args.context(),
                 flags: args.flags,
             };
-            self.h.op(&self.core, call, || trace_args!($($p),*), || {
+            let kind = CallKind::Data(&self.core, call);
+            self.h.around(HookedCall::new(kind, || trace_args!($($p),*), || {
                 if H::SENDS && matches!(KIND.family, OpFamily::Send) && self.core.dgram {
                     // SAFETY: the buffers are valid per the caller's contract; `Held`
                     // copies what must outlive the call.
@@ -181,7 +182,7 @@ macro_rules! hook_forwarders {
                 // SAFETY: the caller of this data method upholds the C API's contract
                 // for the same buffers, which the endpoint beneath receives unchanged.
                 unsafe { self.core.inner.$host($($low),*) }
-            })
+            }))
         }
         )*
         $(
@@ -310,7 +311,7 @@ impl<H: Hook> HookEp<H> {
     fn ctl<R: std::fmt::Debug>(
         &self,
         what: &'static str,
-        args: impl FnOnce() -> String,
+        args: impl Fn() -> String,
         f: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
         self.h.ctl(&self.core.name, what, args, f)

@@ -15,7 +15,7 @@ use ofi_core::{Errno, Error, Info, Result};
 use crate::domain::HookDomain;
 use crate::ep::HookPep;
 use crate::objects::{HookEq, HookWait};
-use crate::{Beneath, Hook, Hooked, ObjName};
+use crate::{Beneath, Hook, HookCalls, Hooked, ObjName};
 
 /// A fabric wrapped by hook `H`.
 pub struct HookFabric<H: Hook> {

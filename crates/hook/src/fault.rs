@@ -49,12 +49,13 @@ use ofi_core::abi::ops::{conv, DataArgs, DescArg, IovArg, MsgArg, OpKind};
 use ofi_core::abi::raw::{Iov, Msg, MsgTagged};
 use ofi_core::ep::Endpoint;
 use ofi_core::fabric::Fabric;
+use ofi_core::param::ParamType::{Int, String as Str};
 use ofi_core::provider::{Desc, Host};
 use ofi_core::{Errno, Error, Info, OpFlags, Result};
 
 use crate::cq::{CqCore, Synth};
 use crate::ep::EpCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::{Hook, HookParam, HookedCall, ObjName, Op, OpCall};
 
 /// The longest a send may be held (`DELAY_US` above this is `FI_EINVAL`).
 pub const MAX_DELAY: Duration = Duration::from_secs(3600);
@@ -780,59 +781,57 @@ impl Hook for Fault {
     type EpData = FaultEp;
     type CqData = ();
 
-    fn declare(host: &Host) -> Result<()> {
-        use ofi_core::param::ParamType::{Int, String};
-        host.declare_param("seed", Int, "Seed of the fault sequence", Some("1"))?;
-        host.declare_param(
+    const PARAMS: &'static [HookParam] = &[
+        HookParam::new("seed", Int, "Seed of the fault sequence", Some("1")),
+        HookParam::new(
             "drop",
-            String,
+            Str,
             "Probability a datagram send is dropped (0..1)",
             Some("0"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "dup",
-            String,
+            Str,
             "Probability a datagram send is duplicated (0..1)",
             Some("0"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "delay",
-            String,
+            Str,
             "Probability a datagram send is delayed (0..1)",
             Some("0"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "delay_us",
             Int,
             "How long delayed / reordered sends are held at most (us)",
             Some("1000"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "reorder",
-            String,
+            Str,
             "Probability a datagram send goes out after the next one (0..1)",
             Some("0"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "fail_ops",
-            String,
+            Str,
             "Operations to fail (comma-separated: send,recv,cq_read,...; op:CODE for its own code)",
             None,
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "fail_rate",
-            String,
+            Str,
             "Probability a listed operation fails (0..1)",
             Some("1"),
-        )?;
-        host.declare_param(
+        ),
+        HookParam::new(
             "fail_code",
-            String,
+            Str,
             "Error code of failed operations (FI_EIO, EIO or a number)",
             Some("FI_EIO"),
-        )?;
-        Ok(())
-    }
+        ),
+    ];
 
     fn open(host: &Host, info: &Info, _inner: &Fabric) -> Result<Fault> {
         let over = OVERRIDE.read().unwrap_or_else(|p| p.into_inner()).clone();
@@ -872,31 +871,16 @@ impl Hook for Fault {
         })
     }
 
+    /// Fails the data calls and reads of the listed operations (as `fail_rate` says).
     #[inline]
-    fn op<R: fmt::Debug>(
+    fn around<R: fmt::Debug>(
         &self,
-        _ep: &EpCore<Self>,
-        call: OpCall,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
-        if self.fail_mask != 0 && self.fails(call.op) {
-            return self.fail(call.op);
+        match call.kind.op() {
+            Some(op) if self.fail_mask != 0 && self.fails(op) => self.fail(op),
+            _ => call.forward(),
         }
-        f()
-    }
-
-    #[inline]
-    fn read<R: fmt::Debug>(
-        &self,
-        _obj: &ObjName,
-        op: Op,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        if self.fail_mask != 0 && self.fails(op) {
-            return self.fail(op);
-        }
-        f()
     }
 
     fn dgram_send(

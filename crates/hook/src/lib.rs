@@ -13,7 +13,8 @@
 //! built-ins, plugins and utility providers alike, and a hook can itself be a plugin.
 //!
 //! What a hook does is a [`Hook`] implementation: one value per hooked fabric, called
-//! around every data operation ([`Hook::op`]), every control call ([`Hook::ctl`]),
+//! around every call ([`Hook::around`], given the call as one request value, a
+//! [`HookedCall`]: a data operation, a control call or a CQ / counter read), and after
 //! CQ reads, binds and closes. The defaults forward and inline to nothing, so
 //! [`noop::Noop`] is the bare cost of the wrapper. With no hook configured nothing is
 //! wrapped at all.
@@ -36,6 +37,7 @@
 
 #![allow(clippy::too_many_arguments)]
 
+pub mod call;
 pub mod cq;
 pub mod debug;
 pub mod domain;
@@ -57,11 +59,14 @@ use ofi_core::abi::object::AsFid;
 use ofi_core::abi::ops::{OpFamily, OpKind};
 use ofi_core::cq::{CqBuf, CqError};
 use ofi_core::fabric::Fabric;
+use ofi_core::param::ParamType;
 use ofi_core::provider::{
     AvOf, BindTarget, CntrOf, CqOf, EpOf, EqOf, FabricOps, Host, MrBindTarget,
 };
 use ofi_core::{Info, OpFlags, Result, Version};
 
+pub(crate) use call::HookCalls;
+pub use call::{CallKind, CallText, HookedCall};
 pub use cq::CqCore;
 
 /// A hooked object made from the object beneath, sharing its parent's hook state: what
@@ -446,6 +451,37 @@ impl fmt::Display for ObjName {
     }
 }
 
+/// One parameter of a hook, as [`Hook::PARAMS`] lists them: variable
+/// `FI_OFI_HOOK_<SHORT>_<NAME>` (then `plugins.toml`, then `default`).
+#[derive(Clone, Copy, Debug)]
+pub struct HookParam {
+    /// The name (`rate` for `FI_OFI_HOOK_TRACE_RATE`).
+    pub name: &'static str,
+    /// Its type.
+    pub ty: ParamType,
+    /// What it does (shown by `fi_info -e`).
+    pub help: &'static str,
+    /// The value when unset.
+    pub default: Option<&'static str>,
+}
+
+impl HookParam {
+    /// Parameter `name` of type `ty`, described by `help`, `default` when unset.
+    pub const fn new(
+        name: &'static str,
+        ty: ParamType,
+        help: &'static str,
+        default: Option<&'static str>,
+    ) -> HookParam {
+        HookParam {
+            name,
+            ty,
+            help,
+            default,
+        }
+    }
+}
+
 /// What a hook does: one value per hooked fabric, called around the calls made on its
 /// objects. Every method has a forwarding default, so a hook implements only what it
 /// needs; the defaults inline away (the cost of [`noop::Noop`] is the wrapper's own).
@@ -463,8 +499,15 @@ pub trait Hook: Sized + Send + Sync + 'static {
     /// Per-CQ data of the hook.
     type CqData: Default + Send + Sync + 'static;
 
-    /// Declare the hook's parameters (at provider init).
-    fn declare(_host: &Host) -> Result<()> {
+    /// The hook's parameters (`FI_OFI_HOOK_<SHORT>_<NAME>`), declared at provider init
+    /// and read in [`Hook::open`].
+    const PARAMS: &'static [HookParam] = &[];
+
+    /// Declare the hook's parameters (at provider init): those of [`Hook::PARAMS`].
+    fn declare(host: &Host) -> Result<()> {
+        for p in Self::PARAMS {
+            host.declare_param(p.name, p.ty, p.help, p.default)?;
+        }
         Ok(())
     }
 
@@ -472,41 +515,17 @@ pub trait Hook: Sized + Send + Sync + 'static {
     /// `info.fabric_attr.prov_name`). Read parameters here.
     fn open(host: &Host, info: &Info, inner: &Fabric) -> Result<Self>;
 
-    /// Around a data call on an endpoint: call `f` (the forwarded call) and return its
-    /// result, or return without calling it. `args` formats the arguments (for tracing).
+    /// Around every call made on the hook's objects: each data operation
+    /// ([`CallKind::Data`]), control call ([`CallKind::Ctl`]: open, bind, enable, close,
+    /// AV and MR calls, …) and read of a CQ or counter ([`CallKind::Read`]). Forward the
+    /// call ([`HookedCall::forward`]) and return its result, or return without
+    /// forwarding it.
     #[inline(always)]
-    fn op<R: fmt::Debug>(
+    fn around<R: fmt::Debug>(
         &self,
-        _ep: &EpCore<Self>,
-        _call: OpCall,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
-        f()
-    }
-
-    /// Around a control call on any object (open, bind, enable, close, AV and MR
-    /// calls, …).
-    #[inline(always)]
-    fn ctl<R: fmt::Debug>(
-        &self,
-        _obj: &ObjName,
-        _what: &'static str,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        f()
-    }
-
-    /// Around a read of a CQ or counter (`op` is one of [`Op::is_cq`]).
-    #[inline(always)]
-    fn read<R: fmt::Debug>(
-        &self,
-        _obj: &ObjName,
-        _op: Op,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        f()
+        call.forward()
     }
 
     /// A message send on an `FI_EP_DGRAM` endpoint (only with [`Hook::SENDS`]):

@@ -1,6 +1,6 @@
 //! The other hooked classes: event queues, counters, address vectors, memory regions
 //! and wait sets. Each forwards every call to the object beneath through
-//! [`Hook::ctl`] (counter reads through [`Hook::read`]).
+//! [`Hook::around`], as a control call (counter reads as reads, [`CallKind::Read`](crate::CallKind::Read)).
 //!
 //! Limits: a counter read or wait error is reported as the C API allows for a `u64`
 //! read (0). Nothing here panics.
@@ -15,7 +15,7 @@ use ofi_core::provider::{AvOps, CntrOps, EqOps, MrOps, WaitOps};
 use ofi_core::wait::WaitSet;
 
 use crate::fabric::HookFamily;
-use crate::{Beneath, Hook, ObjName, Op};
+use crate::{Beneath, Hook, HookCalls, ObjName, Op};
 
 crate::hooked_objects! {
     /// An EQ wrapped by hook `H`.
@@ -67,7 +67,7 @@ impl<H: Hook> HookCntr<H> {
 
 impl<H: Hook> CntrOps for HookCntr<H> {
     // One forwarder per operation of the list (`for_each_cntr_op!`); reads through
-    // `Hook::read`, the rest through `Hook::ctl`.
+    // `Hook::around` as reads, the rest as control calls.
     ofi_core::for_each_cntr_op!(ofi_core::ctl_forwarders);
 
     /// Registered for triggered calls (the crate's `trigger` module).

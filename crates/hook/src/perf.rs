@@ -26,11 +26,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use ofi_core::fabric::Fabric;
+use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{Errno, Info, Result};
 
-use crate::ep::EpCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::{Hook, HookParam, HookedCall, ObjName, Op};
 
 /// Number of histogram buckets.
 pub const BUCKETS: usize = 20;
@@ -304,14 +304,12 @@ impl Hook for Perf {
     type EpData = ();
     type CqData = ();
 
-    fn declare(host: &Host) -> Result<()> {
-        host.declare_param(
-            "file",
-            ofi_core::param::ParamType::String,
-            "Append each fabric's summary as one JSON line to this file (%p: process id)",
-            None,
-        )
-    }
+    const PARAMS: &'static [HookParam] = &[HookParam::new(
+        "file",
+        ParamType::String,
+        "Append each fabric's summary as one JSON line to this file (%p: process id)",
+        None,
+    )];
 
     fn open(host: &Host, info: &Info, _inner: &Fabric) -> Result<Perf> {
         Ok(Perf {
@@ -321,30 +319,18 @@ impl Hook for Perf {
         })
     }
 
+    /// Times each data call and read, and counts its bytes and result.
     #[inline]
-    fn op<R: fmt::Debug>(
+    fn around<R: fmt::Debug>(
         &self,
-        _ep: &EpCore<Self>,
-        call: OpCall,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
+        let (Some(op), bytes) = (call.kind.op(), call.kind.bytes()) else {
+            return call.forward();
+        };
         let t0 = Instant::now();
-        let r = f();
-        self.record(call.op, call.bytes, t0, &r);
-        r
-    }
-
-    #[inline]
-    fn read<R: fmt::Debug>(
-        &self,
-        _obj: &ObjName,
-        op: Op,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        let t0 = Instant::now();
-        let r = f();
-        self.record(op, 0, t0, &r);
+        let r = call.forward();
+        self.record(op, bytes, t0, &r);
         r
     }
 
@@ -392,11 +378,16 @@ mod tests {
 
     #[test]
     fn buckets() {
-        assert_eq!(bucket_of(0), 0);
-        assert_eq!(bucket_of(255), 0);
-        assert_eq!(bucket_of(256), 1);
-        assert_eq!(bucket_of(511), 1);
-        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+        let edges = [
+            (0, 0),
+            (255, 0),
+            (256, 1),
+            (511, 1),
+            (u64::MAX, BUCKETS - 1),
+        ];
+        for (ns, bucket) in edges {
+            assert_eq!(bucket_of(ns), bucket, "{ns} ns");
+        }
         for i in 0..BUCKETS - 1 {
             assert_eq!(bucket_of(bucket_limit(i) - 1), i);
         }

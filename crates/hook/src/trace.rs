@@ -16,12 +16,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ofi_core::fabric::Fabric;
+use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{Info, Result};
 use tracing::Level;
 
-use crate::ep::EpCore;
-use crate::{Hook, ObjName, Op, OpCall};
+use crate::{CallKind, Hook, HookParam, HookedCall};
 
 /// The trace hook of one fabric.
 pub struct Trace {
@@ -76,22 +76,6 @@ impl Trace {
         }
     }
 
-    /// Runs `f` and, when tracing is on, writes the line `call = result` under
-    /// `subsys` (`call` names the call with its arguments; it runs only then).
-    #[inline]
-    fn traced<R: fmt::Debug>(
-        &self,
-        subsys: &str,
-        call: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        let r = f();
-        if Self::on() {
-            self.line(subsys, || format!("{} = {}", call(), result(&r)));
-        }
-        r
-    }
-
     /// Lines written so far (for tests and diagnostics).
     pub fn lines(&self) -> u64 {
         self.lines.load(Ordering::Relaxed)
@@ -103,14 +87,12 @@ impl Hook for Trace {
     type EpData = ();
     type CqData = ();
 
-    fn declare(host: &Host) -> Result<()> {
-        host.declare_param(
-            "rate",
-            ofi_core::param::ParamType::Int,
-            "Most trace lines per second (0: no limit)",
-            Some("1000"),
-        )
-    }
+    const PARAMS: &'static [HookParam] = &[HookParam::new(
+        "rate",
+        ParamType::Int,
+        "Most trace lines per second (0: no limit)",
+        Some("1000"),
+    )];
 
     fn open(host: &Host, _info: &Info, _inner: &Fabric) -> Result<Trace> {
         let limit = host.param_int("rate")?.unwrap_or(1000).max(0) as u64;
@@ -122,36 +104,22 @@ impl Hook for Trace {
         })
     }
 
+    /// Forwards the call and, when tracing is on, writes the line `call = result`
+    /// (the call with its arguments, formatted only then) under the call's subsystem.
     #[inline]
-    fn op<R: fmt::Debug>(
+    fn around<R: fmt::Debug>(
         &self,
-        ep: &EpCore<Self>,
-        call: OpCall,
-        args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
-        let call = || format!("{} {}({})", ep.name, call.op, args());
-        self.traced("ep_data", call, f)
-    }
-
-    #[inline]
-    fn ctl<R: fmt::Debug>(
-        &self,
-        obj: &ObjName,
-        what: &'static str,
-        args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        self.traced("ep_ctrl", || format!("{obj} {what}({})", args()), f)
-    }
-
-    #[inline]
-    fn read<R: fmt::Debug>(
-        &self,
-        obj: &ObjName,
-        op: Op,
-        f: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
-        self.traced("cq", || format!("{obj} {op}()"), f)
+        let subsys = match call.kind {
+            CallKind::Data(..) => "ep_data",
+            CallKind::Ctl(..) => "ep_ctrl",
+            CallKind::Read(..) => "cq",
+        };
+        let (r, text) = call.forward_described();
+        if Self::on() {
+            self.line(subsys, || format!("{text} = {}", result(&r)));
+        }
+        r
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ofi_core::fabric::Fabric;
 use ofi_core::provider::Host;
 use ofi_core::{Errno, Error, Info, Result};
-use ofi_hook::{EpCore, Hook, HookProvider, ObjName, OpCall};
+use ofi_hook::{CallKind, Hook, HookProvider, HookedCall, ObjName};
 
 /// The hook of one fabric.
 pub struct Count {
@@ -32,21 +32,21 @@ impl Hook for Count {
         })
     }
 
-    fn op<R: fmt::Debug>(
+    fn around<R: fmt::Debug>(
         &self,
-        _ep: &EpCore<Self>,
-        call: OpCall,
-        _args: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<R>,
+        call: HookedCall<'_, Self, impl Fn() -> String, impl FnOnce() -> Result<R>>,
     ) -> Result<R> {
+        let CallKind::Data(_, data) = call.kind else {
+            return call.forward();
+        };
         self.calls.fetch_add(1, Ordering::Relaxed);
-        if call.context == 0xdead {
+        if data.context == 0xdead {
             return Err(Error::new(
                 Errno::ECANCELED,
                 "ofi_hook_count refuses 0xdead",
             ));
         }
-        f()
+        call.forward()
     }
 
     fn fabric_close(&self, fabric: &ObjName) {
