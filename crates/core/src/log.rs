@@ -65,44 +65,35 @@ pub const LEVEL_DEBUG: u8 = 4;
 /// Level 5 at the plugin boundary: trace.
 pub const LEVEL_TRACE: u8 = 5;
 
-/// Emit an error event: `ofi_error!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_error {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::error!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
+/// Defines the emitting macros, one per level: `ofi_<level>!(prov, subsys, "format",
+/// args…)` is the `tracing` macro of that level with the target `ofi` and the fields
+/// `prov` and `subsys`. `$d` is a `$` token handed in, so that the macros made here can
+/// declare metavariables of their own.
+macro_rules! level_macros {
+    ($d:tt $($(#[$doc:meta])* $name:ident => $level:ident;)*) => {$(
+        $(#[$doc])*
+        #[macro_export]
+        macro_rules! $name {
+            ($d prov:expr, $d subsys:expr, $d($d arg:tt)+) => {
+                $crate::log::__tracing::$level!(
+                    target: "ofi", prov = %$d prov, subsys = %$d subsys, $d($d arg)+
+                )
+            };
+        }
+    )*};
 }
 
-/// Emit a warning event: `ofi_warn!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_warn {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::warn!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit an info event: `ofi_info!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_info {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::info!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit a debug event: `ofi_debug!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_debug {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::debug!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit a trace event: `ofi_trace!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_trace {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::trace!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
+level_macros! { $
+    /// Emit an error event: `ofi_error!(prov, subsys, "format", args…)`.
+    ofi_error => error;
+    /// Emit a warning event: `ofi_warn!(prov, subsys, "format", args…)`.
+    ofi_warn => warn;
+    /// Emit an info event: `ofi_info!(prov, subsys, "format", args…)`.
+    ofi_info => info;
+    /// Emit a debug event: `ofi_debug!(prov, subsys, "format", args…)`.
+    ofi_debug => debug;
+    /// Emit a trace event: `ofi_trace!(prov, subsys, "format", args…)`.
+    ofi_trace => trace;
 }
 
 /// The boundary number of a level (1 = error … 5 = trace).
@@ -327,11 +318,11 @@ pub fn emit_flat(level: u8, prov: &str, subsys: &str, msg: &str) {
     let prov = if prov.is_empty() { "core" } else { prov };
     let subsys = if subsys.is_empty() { "core" } else { subsys };
     match level_from_u8(level) {
-        Level::ERROR => crate::ofi_error!(prov, subsys, "{msg}"),
-        Level::WARN => crate::ofi_warn!(prov, subsys, "{msg}"),
-        Level::INFO => crate::ofi_info!(prov, subsys, "{msg}"),
-        Level::DEBUG => crate::ofi_debug!(prov, subsys, "{msg}"),
-        _ => crate::ofi_trace!(prov, subsys, "{msg}"),
+        Level::ERROR => ofi_error!(prov, subsys, "{msg}"),
+        Level::WARN => ofi_warn!(prov, subsys, "{msg}"),
+        Level::INFO => ofi_info!(prov, subsys, "{msg}"),
+        Level::DEBUG => ofi_debug!(prov, subsys, "{msg}"),
+        _ => ofi_trace!(prov, subsys, "{msg}"),
     }
 }
 
@@ -392,7 +383,7 @@ mod tests {
         let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
-            crate::ofi_info!("shm", "av", "inserted {} addresses", 3);
+            ofi_info!("shm", "av", "inserted {} addresses", 3);
             tracing::warn!(target: "ofi", prov = "efa", subsys = "cq", peer = 7, ok = true, "lost");
             tracing::error!(answer = 42);
         });
@@ -462,9 +453,9 @@ mod tests {
     fn forwarder_sends_events_to_the_sink() {
         SUNK.with(|v| v.borrow_mut().clear());
         tracing::subscriber::with_default(forwarder(test_sink, LEVEL_INFO), || {
-            crate::ofi_warn!("tcp", "ep_ctrl", "refused by {}", "peer");
-            crate::ofi_info!("tcp", "cq", "info");
-            crate::ofi_debug!("tcp", "cq", "above the forwarded level");
+            ofi_warn!("tcp", "ep_ctrl", "refused by {}", "peer");
+            ofi_info!("tcp", "cq", "info");
+            ofi_debug!("tcp", "cq", "above the forwarded level");
         });
         let got = SUNK.with(|v| std::mem::take(&mut *v.borrow_mut()));
         assert_eq!(got.len(), 2);
@@ -480,7 +471,7 @@ mod tests {
         assert_eq!(got[1].level, LEVEL_INFO);
 
         tracing::subscriber::with_default(forwarder(test_sink, 0), || {
-            crate::ofi_error!("tcp", "cq", "nothing is forwarded at 0");
+            ofi_error!("tcp", "cq", "nothing is forwarded at 0");
         });
         assert!(SUNK.with(|v| v.borrow().is_empty()));
     }
@@ -538,7 +529,7 @@ mod tests {
         // what crossed, through `host_log_sink`, under the host's subscriber.
         SUNK.with(|v| v.borrow_mut().clear());
         tracing::subscriber::with_default(forwarder(test_sink, LEVEL_TRACE), || {
-            crate::ofi_warn!("ofi_rxd", "ep_data", "retransmit seq={}", 9);
+            ofi_warn!("ofi_rxd", "ep_data", "retransmit seq={}", 9);
         });
         let crossed = SUNK.with(|v| std::mem::take(&mut *v.borrow_mut()));
         let cap = capture();
