@@ -391,12 +391,7 @@ mod tests {
         assert_eq!(got.len(), 3);
         assert_eq!(
             got[0].0,
-            FlatEvent {
-                level: LEVEL_INFO,
-                prov: "shm".into(),
-                subsys: "av".into(),
-                message: "inserted 3 addresses".into()
-            }
+            flat(LEVEL_INFO, "shm", "av", "inserted 3 addresses")
         );
         assert_eq!(got[0].1, "ofi");
         assert_eq!(got[1].0.message, "lost peer=7 ok=true");
@@ -405,6 +400,32 @@ mod tests {
         assert_eq!(got[2].0.message, "answer=42");
         assert_eq!(got[2].0.prov, "");
         assert_eq!(got[2].0.level, LEVEL_ERROR);
+    }
+
+    /// The flattened event of `level` with these fields.
+    fn flat(level: u8, prov: &str, subsys: &str, message: &str) -> FlatEvent {
+        FlatEvent {
+            level,
+            prov: prov.into(),
+            subsys: subsys.into(),
+            message: message.into(),
+        }
+    }
+
+    /// [`host_log_sink`] handed live strings, as a plugin's forwarder hands them.
+    fn sink_strs(level: u8, prov: &str, subsys: &str, msg: &str) {
+        // SAFETY: the pointers come from live string slices of the given lengths.
+        unsafe {
+            host_log_sink(
+                level,
+                prov.as_ptr(),
+                prov.len(),
+                subsys.as_ptr(),
+                subsys.len(),
+                msg.as_ptr(),
+                msg.len(),
+            )
+        }
     }
 
     /// A layer recording each event flattened by this build's [`flatten_event`] (the
@@ -461,12 +482,7 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(
             got[0],
-            FlatEvent {
-                level: LEVEL_WARN,
-                prov: "tcp".into(),
-                subsys: "ep_ctrl".into(),
-                message: "refused by peer".into()
-            }
+            flat(LEVEL_WARN, "tcp", "ep_ctrl", "refused by peer")
         );
         assert_eq!(got[1].level, LEVEL_INFO);
 
@@ -481,44 +497,17 @@ mod tests {
         let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
-            let (p, s, m) = ("verbs", "domain", "no device");
-            // SAFETY: the pointers come from live string slices of the given lengths.
-            unsafe {
-                host_log_sink(
-                    LEVEL_DEBUG,
-                    p.as_ptr(),
-                    p.len(),
-                    s.as_ptr(),
-                    s.len(),
-                    m.as_ptr(),
-                    m.len(),
-                );
-                // Null pointers and bad UTF-8 are tolerated.
-                let bad = [b'x', 0xff];
-                host_log_sink(9, std::ptr::null(), 0, std::ptr::null(), 5, bad.as_ptr(), 2);
-            }
+            sink_strs(LEVEL_DEBUG, "verbs", "domain", "no device");
+            // Null pointers and bad UTF-8 are tolerated.
+            let bad = [b'x', 0xff];
+            // SAFETY: null pointers, and `bad` live for its 2 bytes.
+            unsafe { host_log_sink(9, std::ptr::null(), 0, std::ptr::null(), 5, bad.as_ptr(), 2) };
         });
         let got = cap.take();
         assert_eq!(got.len(), 2);
-        assert_eq!(
-            got[0].0,
-            FlatEvent {
-                level: LEVEL_DEBUG,
-                prov: "verbs".into(),
-                subsys: "domain".into(),
-                message: "no device".into()
-            }
-        );
+        assert_eq!(got[0].0, flat(LEVEL_DEBUG, "verbs", "domain", "no device"));
         assert_eq!(got[0].1, TARGET);
-        assert_eq!(
-            got[1].0,
-            FlatEvent {
-                level: LEVEL_TRACE,
-                prov: "core".into(),
-                subsys: "core".into(),
-                message: "x\u{fffd}".into()
-            }
-        );
+        assert_eq!(got[1].0, flat(LEVEL_TRACE, "core", "core", "x\u{fffd}"));
     }
 
     #[test]
@@ -536,19 +525,7 @@ mod tests {
         let host = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(host, || {
             for e in &crossed {
-                let (p, s, m) = (&e.prov, &e.subsys, &e.message);
-                // SAFETY: the pointers come from live strings of the given lengths.
-                unsafe {
-                    host_log_sink(
-                        e.level,
-                        p.as_ptr(),
-                        p.len(),
-                        s.as_ptr(),
-                        s.len(),
-                        m.as_ptr(),
-                        m.len(),
-                    )
-                };
+                sink_strs(e.level, &e.prov, &e.subsys, &e.message);
             }
         });
         let got = cap.take();
@@ -556,12 +533,7 @@ mod tests {
         assert_eq!(got[0].0, crossed[0]);
         assert_eq!(
             got[0].0,
-            FlatEvent {
-                level: LEVEL_WARN,
-                prov: "ofi_rxd".into(),
-                subsys: "ep_data".into(),
-                message: "retransmit seq=9".into()
-            }
+            flat(LEVEL_WARN, "ofi_rxd", "ep_data", "retransmit seq=9")
         );
     }
 }
