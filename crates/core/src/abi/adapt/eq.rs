@@ -144,69 +144,58 @@ count_slots! {
         // SAFETY: `buf` valid for `len` (contract).
         Ok(unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) })
     }
-}
 
-/// Slot `write` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_write<F: FabricOps>(
-    eq: Obj,
-    event: u32,
-    buf: *const c_void,
-    len: usize,
-    _flags: u64,
-) -> isize {
-    guard("eq.write", || {
-        cnt(run(|| {
-            let ev = EqEvent::from_raw(event)
-                .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
-            if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
-                return einval("eq write: null or misaligned buffer");
-            }
-            // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).
-            let e = unsafe {
-                if is_cm(ev) {
-                    if len < std::mem::size_of::<EqCmEntry>() {
-                        return einval("eq write: buffer smaller than a CM entry");
-                    }
-                    let cm = &*(buf as *const EqCmEntry);
-                    let info = if cm.info.is_null() {
-                        None
-                    } else {
-                        Some(Box::new(info_from_raw(cm.info)?))
-                    };
-                    let data = sl(
-                        (buf as *const u8).add(std::mem::size_of::<EqCmEntry>()),
-                        len - std::mem::size_of::<EqCmEntry>(),
-                    );
-                    Event {
-                        event: ev,
-                        fid: cm.fid,
-                        context: 0,
-                        data: 0,
-                        info,
-                        cm_data: data.to_vec(),
-                    }
-                } else {
-                    if len < std::mem::size_of::<EqEntry>() {
-                        return einval("eq write: buffer smaller than an entry");
-                    }
-                    let en = &*(buf as *const EqEntry);
-                    Event {
-                        event: ev,
-                        fid: en.fid,
-                        context: en.context,
-                        data: en.data,
-                        info: None,
-                        cm_data: Vec::new(),
-                    }
+    /// Slot `write` of the `eq` table.
+    "eq.write" fn eq_write(
+        eq, event: u32, buf: *const c_void, len: usize, _flags: u64
+    ) on b: Boxed<F> => {
+        let ev = EqEvent::from_raw(event)
+            .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
+        if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
+            return einval("eq write: null or misaligned buffer");
+        }
+        // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).
+        let e = unsafe {
+            if is_cm(ev) {
+                if len < std::mem::size_of::<EqCmEntry>() {
+                    return einval("eq write: buffer smaller than a CM entry");
                 }
-            };
-            // SAFETY: our boxed EQ.
-            unsafe { ob::<EqBox<EqOf<F>>>(eq) }.inner.write(e)?;
-            Ok(len)
-        }))
-    })
+                let cm = &*(buf as *const EqCmEntry);
+                let info = if cm.info.is_null() {
+                    None
+                } else {
+                    Some(Box::new(info_from_raw(cm.info)?))
+                };
+                let data = sl(
+                    (buf as *const u8).add(std::mem::size_of::<EqCmEntry>()),
+                    len - std::mem::size_of::<EqCmEntry>(),
+                );
+                Event {
+                    event: ev,
+                    fid: cm.fid,
+                    context: 0,
+                    data: 0,
+                    info,
+                    cm_data: data.to_vec(),
+                }
+            } else {
+                if len < std::mem::size_of::<EqEntry>() {
+                    return einval("eq write: buffer smaller than an entry");
+                }
+                let en = &*(buf as *const EqEntry);
+                Event {
+                    event: ev,
+                    fid: en.fid,
+                    context: en.context,
+                    data: en.data,
+                    info: None,
+                    cm_data: Vec::new(),
+                }
+            }
+        };
+        b.inner.write(e)?;
+        Ok(len)
+    }
 }
 
 /// Slot `free_info` of the `eq` table.

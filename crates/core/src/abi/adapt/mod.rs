@@ -123,8 +123,8 @@ macro_rules! control_slot {
     };
 }
 
-/// Declares slots that answer a count (a queue's reads, the length of a queue's
-/// `strerror` text): each an `extern "C" fn` of the object pointer and the C arguments
+/// Declares slots that answer a count (a queue's reads and writes, the length of a
+/// queue's `strerror` text): each an `extern "C" fn` of the object pointer and the C arguments
 /// whose `body` runs through [`count_slot`], with `b` bound to the box behind the pointer. `"what"` names the slot for panics. A body does
 /// its own `unsafe` (with its own `SAFETY:` comment) for the pointers it reads.
 ///
@@ -219,7 +219,7 @@ fn run<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     f()
 }
 
-/// Run a slot that answers a count (a queue's `read`, `sread`, `readerr`, `strerror`…):
+/// Run a slot that answers a count (a queue's `read`, `readerr`, `write`, `strerror`…):
 /// `body` on the box `B` behind `obj`; a panic is caught and reported as `what`, an error
 /// becomes its negative code.
 ///
