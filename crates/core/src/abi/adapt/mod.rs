@@ -124,9 +124,10 @@ macro_rules! control_slot {
 }
 
 /// Declares slots that answer a count (a queue's reads and writes, the length of a
-/// queue's `strerror` text): each an `extern "C" fn` of the object pointer and the C arguments
-/// whose `body` runs through [`count_slot`], with `b` bound to the box behind the pointer. `"what"` names the slot for panics. A body does
-/// its own `unsafe` (with its own `SAFETY:` comment) for the pointers it reads.
+/// queue's `strerror` text): each an `extern "C" fn` of the object pointer and the C
+/// arguments whose `body` runs through [`count_slot`], with `b` bound to the box behind
+/// the pointer. `"what"` names the slot for panics. A body does its own `unsafe` (with
+/// its own `SAFETY:` comment) for the pointers it reads.
 ///
 /// ```text
 /// /// doc
