@@ -38,6 +38,24 @@ macro_rules! flag_set {
 }
 pub(crate) use flag_set;
 
+/// The binary operators of a flags type `$name`, each with its assigning form: `a OP b`
+/// is the set operation named for it, `a OP= b` stores that in `a`.
+macro_rules! flag_operators {
+    ($name:ident: $($Op:ident $op:ident, $OpAssign:ident $op_assign:ident => $set_op:ident;)*) => {$(
+        impl std::ops::$Op for $name {
+            type Output = Self;
+            fn $op(self, rhs: Self) -> Self {
+                self.$set_op(rhs)
+            }
+        }
+        impl std::ops::$OpAssign for $name {
+            fn $op_assign(&mut self, rhs: Self) {
+                *self = self.$set_op(rhs);
+            }
+        }
+    )*};
+}
+
 /// Declares a bitflags type with C names, `names`, `from_name`, `parse_list`,
 /// `Display` and `FromStr`.
 ///
@@ -174,49 +192,11 @@ macro_rules! c_flags {
             }
         }
 
-        impl std::ops::BitOr for $name {
-            type Output = Self;
-            fn bitor(self, rhs: Self) -> Self {
-                self.union(rhs)
-            }
-        }
-        impl std::ops::BitOrAssign for $name {
-            fn bitor_assign(&mut self, rhs: Self) {
-                self.insert(rhs)
-            }
-        }
-        impl std::ops::BitAnd for $name {
-            type Output = Self;
-            fn bitand(self, rhs: Self) -> Self {
-                self.intersection(rhs)
-            }
-        }
-        impl std::ops::BitAndAssign for $name {
-            fn bitand_assign(&mut self, rhs: Self) {
-                self.0 &= rhs.0;
-            }
-        }
-        impl std::ops::BitXor for $name {
-            type Output = Self;
-            fn bitxor(self, rhs: Self) -> Self {
-                self.symmetric_difference(rhs)
-            }
-        }
-        impl std::ops::BitXorAssign for $name {
-            fn bitxor_assign(&mut self, rhs: Self) {
-                self.toggle(rhs)
-            }
-        }
-        impl std::ops::Sub for $name {
-            type Output = Self;
-            fn sub(self, rhs: Self) -> Self {
-                self.difference(rhs)
-            }
-        }
-        impl std::ops::SubAssign for $name {
-            fn sub_assign(&mut self, rhs: Self) {
-                self.remove(rhs)
-            }
+        flag_operators! { $name:
+            BitOr bitor, BitOrAssign bitor_assign => union;
+            BitAnd bitand, BitAndAssign bitand_assign => intersection;
+            BitXor bitxor, BitXorAssign bitxor_assign => symmetric_difference;
+            Sub sub, SubAssign sub_assign => difference;
         }
         impl std::ops::Not for $name {
             type Output = Self;
@@ -993,6 +973,25 @@ mod tests {
         let odd = Caps::MSG | Caps::from_bits_retain(1 << 0);
         assert_eq!(odd.names(), ["FI_MSG"]);
         assert_eq!(odd.to_string(), "FI_MSG|0x1");
+    }
+
+    #[test]
+    fn operators_are_the_set_operations() {
+        let (a, b) = (Caps::MSG | Caps::RMA, Caps::RMA | Caps::TAGGED);
+        assert_eq!(a | b, Caps::MSG | Caps::RMA | Caps::TAGGED);
+        assert_eq!(a & b, Caps::RMA);
+        assert_eq!(a ^ b, Caps::MSG | Caps::TAGGED);
+        assert_eq!(a - b, Caps::MSG);
+        for (op, want) in [("|=", a | b), ("&=", a & b), ("^=", a ^ b), ("-=", a - b)] {
+            let mut x = a;
+            match op {
+                "|=" => x |= b,
+                "&=" => x &= b,
+                "^=" => x ^= b,
+                _ => x -= b,
+            }
+            assert_eq!(x, want, "{op}");
+        }
     }
 
     #[test]

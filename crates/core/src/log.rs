@@ -65,44 +65,35 @@ pub const LEVEL_DEBUG: u8 = 4;
 /// Level 5 at the plugin boundary: trace.
 pub const LEVEL_TRACE: u8 = 5;
 
-/// Emit an error event: `ofi_error!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_error {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::error!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
+/// Defines the emitting macros, one per level: `ofi_<level>!(prov, subsys, "format",
+/// args…)` is the `tracing` macro of that level with the target `ofi` and the fields
+/// `prov` and `subsys`. `$d` is a `$` token handed in, so that the macros made here can
+/// declare metavariables of their own.
+macro_rules! level_macros {
+    ($d:tt $($(#[$doc:meta])* $name:ident => $level:ident;)*) => {$(
+        $(#[$doc])*
+        #[macro_export]
+        macro_rules! $name {
+            ($d prov:expr, $d subsys:expr, $d($d arg:tt)+) => {
+                $crate::log::__tracing::$level!(
+                    target: "ofi", prov = %$d prov, subsys = %$d subsys, $d($d arg)+
+                )
+            };
+        }
+    )*};
 }
 
-/// Emit a warning event: `ofi_warn!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_warn {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::warn!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit an info event: `ofi_info!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_info {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::info!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit a debug event: `ofi_debug!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_debug {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::debug!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
-}
-
-/// Emit a trace event: `ofi_trace!(prov, subsys, "format", args…)`.
-#[macro_export]
-macro_rules! ofi_trace {
-    ($prov:expr, $subsys:expr, $($arg:tt)+) => {
-        $crate::log::__tracing::trace!(target: "ofi", prov = %$prov, subsys = %$subsys, $($arg)+)
-    };
+level_macros! { $
+    /// Emit an error event: `ofi_error!(prov, subsys, "format", args…)`.
+    ofi_error => error;
+    /// Emit a warning event: `ofi_warn!(prov, subsys, "format", args…)`.
+    ofi_warn => warn;
+    /// Emit an info event: `ofi_info!(prov, subsys, "format", args…)`.
+    ofi_info => info;
+    /// Emit a debug event: `ofi_debug!(prov, subsys, "format", args…)`.
+    ofi_debug => debug;
+    /// Emit a trace event: `ofi_trace!(prov, subsys, "format", args…)`.
+    ofi_trace => trace;
 }
 
 /// The boundary number of a level (1 = error … 5 = trace).
@@ -327,11 +318,11 @@ pub fn emit_flat(level: u8, prov: &str, subsys: &str, msg: &str) {
     let prov = if prov.is_empty() { "core" } else { prov };
     let subsys = if subsys.is_empty() { "core" } else { subsys };
     match level_from_u8(level) {
-        Level::ERROR => crate::ofi_error!(prov, subsys, "{msg}"),
-        Level::WARN => crate::ofi_warn!(prov, subsys, "{msg}"),
-        Level::INFO => crate::ofi_info!(prov, subsys, "{msg}"),
-        Level::DEBUG => crate::ofi_debug!(prov, subsys, "{msg}"),
-        _ => crate::ofi_trace!(prov, subsys, "{msg}"),
+        Level::ERROR => ofi_error!(prov, subsys, "{msg}"),
+        Level::WARN => ofi_warn!(prov, subsys, "{msg}"),
+        Level::INFO => ofi_info!(prov, subsys, "{msg}"),
+        Level::DEBUG => ofi_debug!(prov, subsys, "{msg}"),
+        _ => ofi_trace!(prov, subsys, "{msg}"),
     }
 }
 
@@ -392,7 +383,7 @@ mod tests {
         let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
-            crate::ofi_info!("shm", "av", "inserted {} addresses", 3);
+            ofi_info!("shm", "av", "inserted {} addresses", 3);
             tracing::warn!(target: "ofi", prov = "efa", subsys = "cq", peer = 7, ok = true, "lost");
             tracing::error!(answer = 42);
         });
@@ -400,12 +391,7 @@ mod tests {
         assert_eq!(got.len(), 3);
         assert_eq!(
             got[0].0,
-            FlatEvent {
-                level: LEVEL_INFO,
-                prov: "shm".into(),
-                subsys: "av".into(),
-                message: "inserted 3 addresses".into()
-            }
+            flat(LEVEL_INFO, "shm", "av", "inserted 3 addresses")
         );
         assert_eq!(got[0].1, "ofi");
         assert_eq!(got[1].0.message, "lost peer=7 ok=true");
@@ -414,6 +400,32 @@ mod tests {
         assert_eq!(got[2].0.message, "answer=42");
         assert_eq!(got[2].0.prov, "");
         assert_eq!(got[2].0.level, LEVEL_ERROR);
+    }
+
+    /// The flattened event of `level` with these fields.
+    fn flat(level: u8, prov: &str, subsys: &str, message: &str) -> FlatEvent {
+        FlatEvent {
+            level,
+            prov: prov.into(),
+            subsys: subsys.into(),
+            message: message.into(),
+        }
+    }
+
+    /// [`host_log_sink`] handed live strings, as a plugin's forwarder hands them.
+    fn sink_strs(level: u8, prov: &str, subsys: &str, msg: &str) {
+        // SAFETY: the pointers come from live string slices of the given lengths.
+        unsafe {
+            host_log_sink(
+                level,
+                prov.as_ptr(),
+                prov.len(),
+                subsys.as_ptr(),
+                subsys.len(),
+                msg.as_ptr(),
+                msg.len(),
+            )
+        }
     }
 
     /// A layer recording each event flattened by this build's [`flatten_event`] (the
@@ -462,25 +474,20 @@ mod tests {
     fn forwarder_sends_events_to_the_sink() {
         SUNK.with(|v| v.borrow_mut().clear());
         tracing::subscriber::with_default(forwarder(test_sink, LEVEL_INFO), || {
-            crate::ofi_warn!("tcp", "ep_ctrl", "refused by {}", "peer");
-            crate::ofi_info!("tcp", "cq", "info");
-            crate::ofi_debug!("tcp", "cq", "above the forwarded level");
+            ofi_warn!("tcp", "ep_ctrl", "refused by {}", "peer");
+            ofi_info!("tcp", "cq", "info");
+            ofi_debug!("tcp", "cq", "above the forwarded level");
         });
         let got = SUNK.with(|v| std::mem::take(&mut *v.borrow_mut()));
         assert_eq!(got.len(), 2);
         assert_eq!(
             got[0],
-            FlatEvent {
-                level: LEVEL_WARN,
-                prov: "tcp".into(),
-                subsys: "ep_ctrl".into(),
-                message: "refused by peer".into()
-            }
+            flat(LEVEL_WARN, "tcp", "ep_ctrl", "refused by peer")
         );
         assert_eq!(got[1].level, LEVEL_INFO);
 
         tracing::subscriber::with_default(forwarder(test_sink, 0), || {
-            crate::ofi_error!("tcp", "cq", "nothing is forwarded at 0");
+            ofi_error!("tcp", "cq", "nothing is forwarded at 0");
         });
         assert!(SUNK.with(|v| v.borrow().is_empty()));
     }
@@ -490,44 +497,17 @@ mod tests {
         let cap = capture();
         let sub = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(sub, || {
-            let (p, s, m) = ("verbs", "domain", "no device");
-            // SAFETY: the pointers come from live string slices of the given lengths.
-            unsafe {
-                host_log_sink(
-                    LEVEL_DEBUG,
-                    p.as_ptr(),
-                    p.len(),
-                    s.as_ptr(),
-                    s.len(),
-                    m.as_ptr(),
-                    m.len(),
-                );
-                // Null pointers and bad UTF-8 are tolerated.
-                let bad = [b'x', 0xff];
-                host_log_sink(9, std::ptr::null(), 0, std::ptr::null(), 5, bad.as_ptr(), 2);
-            }
+            sink_strs(LEVEL_DEBUG, "verbs", "domain", "no device");
+            // Null pointers and bad UTF-8 are tolerated.
+            let bad = [b'x', 0xff];
+            // SAFETY: null pointers, and `bad` live for its 2 bytes.
+            unsafe { host_log_sink(9, std::ptr::null(), 0, std::ptr::null(), 5, bad.as_ptr(), 2) };
         });
         let got = cap.take();
         assert_eq!(got.len(), 2);
-        assert_eq!(
-            got[0].0,
-            FlatEvent {
-                level: LEVEL_DEBUG,
-                prov: "verbs".into(),
-                subsys: "domain".into(),
-                message: "no device".into()
-            }
-        );
+        assert_eq!(got[0].0, flat(LEVEL_DEBUG, "verbs", "domain", "no device"));
         assert_eq!(got[0].1, TARGET);
-        assert_eq!(
-            got[1].0,
-            FlatEvent {
-                level: LEVEL_TRACE,
-                prov: "core".into(),
-                subsys: "core".into(),
-                message: "x\u{fffd}".into()
-            }
-        );
+        assert_eq!(got[1].0, flat(LEVEL_TRACE, "core", "core", "x\u{fffd}"));
     }
 
     #[test]
@@ -538,26 +518,14 @@ mod tests {
         // what crossed, through `host_log_sink`, under the host's subscriber.
         SUNK.with(|v| v.borrow_mut().clear());
         tracing::subscriber::with_default(forwarder(test_sink, LEVEL_TRACE), || {
-            crate::ofi_warn!("ofi_rxd", "ep_data", "retransmit seq={}", 9);
+            ofi_warn!("ofi_rxd", "ep_data", "retransmit seq={}", 9);
         });
         let crossed = SUNK.with(|v| std::mem::take(&mut *v.borrow_mut()));
         let cap = capture();
         let host = tracing_subscriber::registry().with(cap.clone());
         tracing::subscriber::with_default(host, || {
             for e in &crossed {
-                let (p, s, m) = (&e.prov, &e.subsys, &e.message);
-                // SAFETY: the pointers come from live strings of the given lengths.
-                unsafe {
-                    host_log_sink(
-                        e.level,
-                        p.as_ptr(),
-                        p.len(),
-                        s.as_ptr(),
-                        s.len(),
-                        m.as_ptr(),
-                        m.len(),
-                    )
-                };
+                sink_strs(e.level, &e.prov, &e.subsys, &e.message);
             }
         });
         let got = cap.take();
@@ -565,12 +533,7 @@ mod tests {
         assert_eq!(got[0].0, crossed[0]);
         assert_eq!(
             got[0].0,
-            FlatEvent {
-                level: LEVEL_WARN,
-                prov: "ofi_rxd".into(),
-                subsys: "ep_data".into(),
-                message: "retransmit seq=9".into()
-            }
+            flat(LEVEL_WARN, "ofi_rxd", "ep_data", "retransmit seq=9")
         );
     }
 }

@@ -872,35 +872,25 @@ mod tests {
     #[test]
     fn declare_validates() {
         let mut s = ParamStore::new();
-        let e = s.declare(None, "x", ParamType::Int, "", None).unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s
-            .declare(None, "x", ParamType::Int, "  ", None)
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s.declare(None, "", ParamType::Int, "h", None).unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s
-            .declare(None, "a-b", ParamType::Int, "h", None)
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s
-            .declare(Some(""), "a", ParamType::Int, "h", None)
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s
-            .declare(Some("tcp;ofi_rxm"), "a", ParamType::Int, "h", None)
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = s
-            .declare(None, "x", ParamType::Int, "h", Some("12abc"))
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        assert!(e.message().contains("default"), "{e}");
-        let e = s
-            .declare(None, "x", ParamType::Bool, "h", Some("maybe"))
-            .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
+        // (provider, name, type, help, default): each refused with FI_EINVAL.
+        let refused = [
+            (None, "x", ParamType::Int, "", None),
+            (None, "x", ParamType::Int, "  ", None),
+            (None, "", ParamType::Int, "h", None),
+            (None, "a-b", ParamType::Int, "h", None),
+            (Some(""), "a", ParamType::Int, "h", None),
+            (Some("tcp;ofi_rxm"), "a", ParamType::Int, "h", None),
+            (None, "x", ParamType::Int, "h", Some("12abc")),
+            (None, "x", ParamType::Bool, "h", Some("maybe")),
+        ];
+        for (prov, name, ty, help, default) in refused {
+            let e = s.declare(prov, name, ty, help, default).unwrap_err();
+            let case = format!("{prov:?} {name:?} {help:?} {default:?}");
+            assert_eq!(e.code(), Errno::EINVAL, "{case}");
+            if default.is_some() {
+                assert!(e.message().contains("default"), "{case}: {e}");
+            }
+        }
         assert!(s.defs().is_empty());
     }
 

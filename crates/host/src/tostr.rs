@@ -308,13 +308,25 @@ fn field(out: &mut String, prefix: &str, name: &str, value: impl std::fmt::Displ
     let _ = writeln!(out, "{prefix}{TAB}{name}: {value}");
 }
 
+/// The heading and the leading fields `fi_tx_attr` and `fi_rx_attr` share (`caps`,
+/// `mode`, `op_flags`, `msg_order`, `comp_order`).
+fn write_ctx_attr_head(
+    out: &mut String,
+    prefix: &str,
+    name: &str,
+    (caps, mode, op_flags, msg_order, comp_order): (Caps, Mode, OpFlags, MsgOrder, CompOrder),
+) {
+    let _ = writeln!(out, "{prefix}{name}:");
+    field(out, prefix, "caps", caps_str(caps));
+    field(out, prefix, "mode", mode_str(mode));
+    field(out, prefix, "op_flags", op_flags_str(op_flags));
+    field(out, prefix, "msg_order", msg_order_str(msg_order));
+    field(out, prefix, "comp_order", comp_order_str(comp_order));
+}
+
 fn write_tx_attr(out: &mut String, a: &TxAttr, prefix: &str) {
-    let _ = writeln!(out, "{prefix}fi_tx_attr:");
-    field(out, prefix, "caps", caps_str(a.caps));
-    field(out, prefix, "mode", mode_str(a.mode));
-    field(out, prefix, "op_flags", op_flags_str(a.op_flags));
-    field(out, prefix, "msg_order", msg_order_str(a.msg_order));
-    field(out, prefix, "comp_order", comp_order_str(a.comp_order));
+    let head = (a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
+    write_ctx_attr_head(out, prefix, "fi_tx_attr", head);
     field(out, prefix, "inject_size", a.inject_size);
     field(out, prefix, "size", a.size);
     field(out, prefix, "iov_limit", a.iov_limit);
@@ -323,12 +335,8 @@ fn write_tx_attr(out: &mut String, a: &TxAttr, prefix: &str) {
 }
 
 fn write_rx_attr(out: &mut String, a: &RxAttr, prefix: &str) {
-    let _ = writeln!(out, "{prefix}fi_rx_attr:");
-    field(out, prefix, "caps", caps_str(a.caps));
-    field(out, prefix, "mode", mode_str(a.mode));
-    field(out, prefix, "op_flags", op_flags_str(a.op_flags));
-    field(out, prefix, "msg_order", msg_order_str(a.msg_order));
-    field(out, prefix, "comp_order", comp_order_str(a.comp_order));
+    let head = (a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
+    write_ctx_attr_head(out, prefix, "fi_rx_attr", head);
     field(out, prefix, "total_buffered_recv", a.total_buffered_recv);
     field(out, prefix, "size", a.size);
     field(out, prefix, "iov_limit", a.iov_limit);

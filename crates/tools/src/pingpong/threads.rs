@@ -138,12 +138,13 @@ fn run_size(opts: &Opts, info: &Info, n: usize, size: usize) -> ofi::Result<Vec<
             ..AvAttr::default()
         })
         .map_err(|e| ctx_err("fi_av_open", e))?;
-    let sender = domain
-        .scalable_ep(&info)
-        .map_err(|e| ctx_err("fi_scalable_ep (sender)", e))?;
-    let receiver = domain
-        .scalable_ep(&info)
-        .map_err(|e| ctx_err("fi_scalable_ep (receiver)", e))?;
+    let scalable_ep = |side: &str| {
+        domain
+            .scalable_ep(&info)
+            .map_err(|e| ctx_err(&format!("fi_scalable_ep ({side})"), e))
+    };
+    let sender = scalable_ep("sender")?;
+    let receiver = scalable_ep("receiver")?;
     for s in [&sender, &receiver] {
         s.bind_av(&av)
             .map_err(|e| ctx_err("fi_scalable_ep_bind", e))?;
@@ -153,6 +154,11 @@ fn run_size(opts: &Opts, info: &Info, n: usize, size: usize) -> ofi::Result<Vec<
         size: (2 * window).max(64),
         ..CqAttr::with_format(CqFormat::Msg)
     };
+    let cq_open = || {
+        domain
+            .cq_open(&cq_attr)
+            .map_err(|e| ctx_err("fi_cq_open", e))
+    };
     let mut sides = Vec::new();
     for i in 0..n {
         let tx = sender
@@ -161,12 +167,8 @@ fn run_size(opts: &Opts, info: &Info, n: usize, size: usize) -> ofi::Result<Vec<
         let rx = receiver
             .rx_context(i as i32, &info.rx_attr)
             .map_err(|e| ctx_err("fi_rx_context", e))?;
-        let txcq = domain
-            .cq_open(&cq_attr)
-            .map_err(|e| ctx_err("fi_cq_open", e))?;
-        let rxcq = domain
-            .cq_open(&cq_attr)
-            .map_err(|e| ctx_err("fi_cq_open", e))?;
+        let txcq = cq_open()?;
+        let rxcq = cq_open()?;
         tx.bind(&txcq, OpFlags::TRANSMIT)
             .map_err(|e| ctx_err("fi_ep_bind (tx CQ)", e))?;
         rx.bind(&rxcq, OpFlags::RECV)

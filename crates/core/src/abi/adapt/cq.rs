@@ -16,74 +16,6 @@ pub(super) unsafe fn cq_buf<'a, T>(
     unsafe { CqBuf::from_raw(b.format, buf, count) }
 }
 
-/// Slot `read` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_read<F: FabricOps>(
-    cq: Obj,
-    buf: *mut c_void,
-    count: usize,
-) -> isize {
-    guard("cq.read", || {
-        cnt(run(|| {
-            // SAFETY: our boxed CQ; `buf` valid for `count` entries of its format (contract).
-            unsafe {
-                let b = ob::<CqBox<CqOf<F>>>(cq);
-                b.inner.read(cq_buf(b, buf, count)?, None)
-            }
-        }))
-    })
-}
-
-/// Slot `readfrom` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_readfrom<F: FabricOps>(
-    cq: Obj,
-    buf: *mut c_void,
-    count: usize,
-    src: *mut u64,
-) -> isize {
-    guard("cq.readfrom", || {
-        cnt(run(|| {
-            // SAFETY: as cq_read; `src` valid for `count` (contract).
-            unsafe {
-                let b = ob::<CqBox<CqOf<F>>>(cq);
-                let src = sl_mut(src, count, "readfrom: null address array")?;
-                b.inner.read(cq_buf(b, buf, count)?, Some(src))
-            }
-        }))
-    })
-}
-
-/// Slot `readerr` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_readerr<F: FabricOps>(
-    cq: Obj,
-    entry: *mut CqErrEntry,
-    flags: u64,
-) -> isize {
-    guard("cq.readerr", || {
-        cnt(run(|| {
-            need_out(entry)?;
-            // SAFETY: our boxed CQ; `entry` valid for read/write, and a non-null
-            // `err_data` with a non-zero size valid for that many bytes (contract).
-            unsafe {
-                let b = ob::<CqBox<CqOf<F>>>(cq);
-                let user_buf = (*entry).err_data;
-                let user_len = (*entry).err_data_size;
-                let e = b.inner.readerr(flags)?;
-                let mut raw = e.to_raw();
-                (raw.err_data, raw.err_data_size) =
-                    ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
-                entry.write(raw);
-            }
-            Ok(1)
-        }))
-    })
-}
-
 /// # Safety
 /// `cond` null or valid for a `usize` read when the CQ's condition is a threshold.
 pub(super) unsafe fn threshold<T>(b: &CqBox<T>, cond: *const c_void) -> Option<usize> {
@@ -95,54 +27,73 @@ pub(super) unsafe fn threshold<T>(b: &CqBox<T>, cond: *const c_void) -> Option<u
     }
 }
 
-/// Slot `sread` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_sread<F: FabricOps>(
-    cq: Obj,
-    buf: *mut c_void,
-    count: usize,
-    cond: *const c_void,
-    timeout: i32,
-) -> isize {
-    guard("cq.sread", || {
-        cnt(run(|| {
-            // SAFETY: as cq_read; `cond` per the C API.
-            unsafe {
-                let b = ob::<CqBox<CqOf<F>>>(cq);
-                b.inner
-                    .sread(cq_buf(b, buf, count)?, None, threshold(b, cond), timeout)
-            }
-        }))
-    })
-}
+count_slots! {
+    /// Slot `read` of the `cq` table.
+    "cq.read" fn cq_read(cq, buf: *mut c_void, count: usize) on b: Boxed<F> => {
+        // SAFETY: `buf` valid for `count` entries of the CQ's format (contract).
+        b.inner.read(unsafe { cq_buf(b, buf, count) }?, None)
+    }
 
-/// Slot `sreadfrom` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_sreadfrom<F: FabricOps>(
-    cq: Obj,
-    buf: *mut c_void,
-    count: usize,
-    src: *mut u64,
-    cond: *const c_void,
-    timeout: i32,
-) -> isize {
-    guard("cq.sreadfrom", || {
-        cnt(run(|| {
-            // SAFETY: as cq_readfrom; `cond` per the C API.
-            unsafe {
-                let b = ob::<CqBox<CqOf<F>>>(cq);
-                let src = sl_mut(src, count, "sreadfrom: null address array")?;
-                b.inner.sread(
-                    cq_buf(b, buf, count)?,
-                    Some(src),
-                    threshold(b, cond),
-                    timeout,
-                )
-            }
-        }))
-    })
+    /// Slot `readfrom` of the `cq` table.
+    "cq.readfrom" fn cq_readfrom(
+        cq, buf: *mut c_void, count: usize, src: *mut u64
+    ) on b: Boxed<F> => {
+        // SAFETY: as cq_read; `src` valid for `count` (contract).
+        let (src, buf) = unsafe {
+            (sl_mut(src, count, "readfrom: null address array")?, cq_buf(b, buf, count)?)
+        };
+        b.inner.read(buf, Some(src))
+    }
+
+    /// Slot `readerr` of the `cq` table.
+    "cq.readerr" fn cq_readerr(cq, entry: *mut CqErrEntry, flags: u64) on b: Boxed<F> => {
+        need_out(entry)?;
+        // SAFETY: `entry` checked non-null, valid for read/write, and a non-null
+        // `err_data` with a non-zero size valid for that many bytes (contract).
+        unsafe {
+            let user_buf = (*entry).err_data;
+            let user_len = (*entry).err_data_size;
+            let e = b.inner.readerr(flags)?;
+            let mut raw = e.to_raw();
+            (raw.err_data, raw.err_data_size) =
+                ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
+            entry.write(raw);
+        }
+        Ok(1)
+    }
+
+    /// Slot `sread` of the `cq` table.
+    "cq.sread" fn cq_sread(
+        cq, buf: *mut c_void, count: usize, cond: *const c_void, timeout: i32
+    ) on b: Boxed<F> => {
+        // SAFETY: as cq_read; `cond` per the C API.
+        let (buf, threshold) = unsafe { (cq_buf(b, buf, count)?, threshold(b, cond)) };
+        b.inner.sread(buf, None, threshold, timeout)
+    }
+
+    /// Slot `sreadfrom` of the `cq` table.
+    "cq.sreadfrom" fn cq_sreadfrom(
+        cq, buf: *mut c_void, count: usize, src: *mut u64, cond: *const c_void, timeout: i32
+    ) on b: Boxed<F> => {
+        // SAFETY: as cq_readfrom; `cond` per the C API.
+        let (src, buf, threshold) = unsafe {
+            (
+                sl_mut(src, count, "sreadfrom: null address array")?,
+                cq_buf(b, buf, count)?,
+                threshold(b, cond),
+            )
+        };
+        b.inner.sread(buf, Some(src), threshold, timeout)
+    }
+
+    /// Slot `strerror` of the `cq` table.
+    "cq.strerror" fn cq_strerror(
+        cq, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize
+    ) on b: Boxed<F> => {
+        let text = |data: &[u8]| b.inner.strerror(prov_errno, data);
+        // SAFETY: `buf` valid for `len` (contract).
+        Ok(unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) })
+    }
 }
 
 /// Write `text` into a caller's buffer (truncated, NUL-terminated if room); returns the
@@ -150,7 +101,7 @@ pub(super) unsafe extern "C" fn cq_sreadfrom<F: FabricOps>(
 ///
 /// # Safety
 /// `buf` null or valid for `len` bytes.
-pub(super) unsafe fn put_text(text: &str, buf: *mut u8, len: usize) -> isize {
+pub(super) unsafe fn put_text(text: &str, buf: *mut u8, len: usize) -> usize {
     if !buf.is_null() && len > 0 {
         let n = text.len().min(len - 1);
         // SAFETY: `buf` valid for `len` > n bytes (contract).
@@ -159,26 +110,7 @@ pub(super) unsafe fn put_text(text: &str, buf: *mut u8, len: usize) -> isize {
             *buf.add(n) = 0;
         }
     }
-    text.len() as isize
-}
-
-/// Slot `strerror` of the `cq` table.
-/// # Safety
-/// `cq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn cq_strerror<F: FabricOps>(
-    cq: Obj,
-    prov_errno: i32,
-    err_data: *const c_void,
-    buf: *mut u8,
-    len: usize,
-) -> isize {
-    guard("cq.strerror", || {
-        // SAFETY: our boxed CQ (host contract).
-        let b = unsafe { ob::<CqBox<CqOf<F>>>(cq) };
-        let text = |data: &[u8]| b.inner.strerror(prov_errno, data);
-        // SAFETY: `buf` valid for `len` (contract).
-        unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) }
-    })
+    text.len()
 }
 
 boxed_objects!(CqBox<CqOf<F>> => CqOf<F>, inner);

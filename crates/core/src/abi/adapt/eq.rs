@@ -88,171 +88,114 @@ pub(super) unsafe fn eq_read_common<T>(
     unsafe { write_event(b, ev, event, buf) }
 }
 
-/// Slot `read` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_read<F: FabricOps>(
-    eq: Obj,
-    event: *mut u32,
-    buf: *mut c_void,
-    len: usize,
-    flags: u64,
-) -> isize {
-    guard("eq.read", || {
-        cnt(run(|| {
-            // SAFETY: our boxed EQ; buffers valid (contract).
-            unsafe {
-                let b = ob::<EqBox<EqOf<F>>>(eq);
-                eq_read_common(b, event, buf, len, flags, |peek| b.inner.read(peek))
-            }
-        }))
-    })
-}
+count_slots! {
+    /// Slot `read` of the `eq` table.
+    "eq.read" fn eq_read(
+        eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64
+    ) on b: Boxed<F> => {
+        // SAFETY: `event` and `buf` valid (contract).
+        unsafe { eq_read_common(b, event, buf, len, flags, |peek| b.inner.read(peek)) }
+    }
 
-/// Slot `sread` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_sread<F: FabricOps>(
-    eq: Obj,
-    event: *mut u32,
-    buf: *mut c_void,
-    len: usize,
-    timeout: i32,
-    flags: u64,
-) -> isize {
-    guard("eq.sread", || {
-        cnt(run(|| {
-            // SAFETY: our boxed EQ; buffers valid (contract).
-            unsafe {
-                let b = ob::<EqBox<EqOf<F>>>(eq);
-                let mut waited = false;
-                eq_read_common(b, event, buf, len, flags, |peek| {
-                    if waited {
-                        b.inner.read(peek)
-                    } else {
-                        waited = true;
-                        b.inner.sread(timeout, peek)
-                    }
-                })
+    /// Slot `sread` of the `eq` table.
+    "eq.sread" fn eq_sread(
+        eq, event: *mut u32, buf: *mut c_void, len: usize, timeout: i32, flags: u64
+    ) on b: Boxed<F> => {
+        let mut waited = false;
+        let next = |peek| {
+            if waited {
+                b.inner.read(peek)
+            } else {
+                waited = true;
+                b.inner.sread(timeout, peek)
             }
-        }))
-    })
-}
+        };
+        // SAFETY: `event` and `buf` valid (contract).
+        unsafe { eq_read_common(b, event, buf, len, flags, next) }
+    }
 
-/// Slot `readerr` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_readerr<F: FabricOps>(
-    eq: Obj,
-    entry: *mut EqErrEntry,
-    _flags: u64,
-) -> isize {
-    guard("eq.readerr", || {
-        cnt(run(|| {
-            need_out(entry)?;
-            // SAFETY: our boxed EQ; `entry` valid (contract).
-            unsafe {
-                let b = ob::<EqBox<EqOf<F>>>(eq);
-                let e = b.inner.readerr()?;
-                let user_buf = (*entry).err_data;
-                let user_len = (*entry).err_data_size;
-                let (ptr, size) =
-                    ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
-                entry.write(EqErrEntry {
-                    fid: e.fid,
-                    context: e.context,
-                    data: e.data,
-                    err: e.err.0,
-                    prov_errno: e.prov_errno,
-                    err_data: ptr,
-                    err_data_size: size,
-                });
-            }
-            Ok(std::mem::size_of::<EqErrEntry>())
-        }))
-    })
-}
+    /// Slot `readerr` of the `eq` table.
+    "eq.readerr" fn eq_readerr(eq, entry: *mut EqErrEntry, _flags: u64) on b: Boxed<F> => {
+        need_out(entry)?;
+        let e = b.inner.readerr()?;
+        // SAFETY: `entry` checked non-null, valid (contract).
+        unsafe {
+            let user_buf = (*entry).err_data;
+            let user_len = (*entry).err_data_size;
+            let (ptr, size) = ErrData::hand_out_kept(&b.err_data, e.err_data, user_buf, user_len);
+            entry.write(EqErrEntry {
+                fid: e.fid,
+                context: e.context,
+                data: e.data,
+                err: e.err.0,
+                prov_errno: e.prov_errno,
+                err_data: ptr,
+                err_data_size: size,
+            });
+        }
+        Ok(std::mem::size_of::<EqErrEntry>())
+    }
 
-/// Slot `write` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_write<F: FabricOps>(
-    eq: Obj,
-    event: u32,
-    buf: *const c_void,
-    len: usize,
-    _flags: u64,
-) -> isize {
-    guard("eq.write", || {
-        cnt(run(|| {
-            let ev = EqEvent::from_raw(event)
-                .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
-            if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
-                return einval("eq write: null or misaligned buffer");
-            }
-            // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).
-            let e = unsafe {
-                if is_cm(ev) {
-                    if len < std::mem::size_of::<EqCmEntry>() {
-                        return einval("eq write: buffer smaller than a CM entry");
-                    }
-                    let cm = &*(buf as *const EqCmEntry);
-                    let info = if cm.info.is_null() {
-                        None
-                    } else {
-                        Some(Box::new(info_from_raw(cm.info)?))
-                    };
-                    let data = sl(
-                        (buf as *const u8).add(std::mem::size_of::<EqCmEntry>()),
-                        len - std::mem::size_of::<EqCmEntry>(),
-                    );
-                    Event {
-                        event: ev,
-                        fid: cm.fid,
-                        context: 0,
-                        data: 0,
-                        info,
-                        cm_data: data.to_vec(),
-                    }
-                } else {
-                    if len < std::mem::size_of::<EqEntry>() {
-                        return einval("eq write: buffer smaller than an entry");
-                    }
-                    let en = &*(buf as *const EqEntry);
-                    Event {
-                        event: ev,
-                        fid: en.fid,
-                        context: en.context,
-                        data: en.data,
-                        info: None,
-                        cm_data: Vec::new(),
-                    }
-                }
-            };
-            // SAFETY: our boxed EQ.
-            unsafe { ob::<EqBox<EqOf<F>>>(eq) }.inner.write(e)?;
-            Ok(len)
-        }))
-    })
-}
-
-/// Slot `strerror` of the `eq` table.
-/// # Safety
-/// `eq` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn eq_strerror<F: FabricOps>(
-    eq: Obj,
-    prov_errno: i32,
-    err_data: *const c_void,
-    buf: *mut u8,
-    len: usize,
-) -> isize {
-    guard("eq.strerror", || {
-        // SAFETY: our boxed EQ.
-        let b = unsafe { ob::<EqBox<EqOf<F>>>(eq) };
+    /// Slot `strerror` of the `eq` table.
+    "eq.strerror" fn eq_strerror(
+        eq, prov_errno: i32, err_data: *const c_void, buf: *mut u8, len: usize
+    ) on b: Boxed<F> => {
         let text = |data: &[u8]| b.inner.strerror(prov_errno, data);
         // SAFETY: `buf` valid for `len` (contract).
-        unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) }
-    })
+        Ok(unsafe { ErrData::strerror_into(&b.err_data, err_data, text, buf, len) })
+    }
+
+    /// Slot `write` of the `eq` table.
+    "eq.write" fn eq_write(
+        eq, event: u32, buf: *const c_void, len: usize, _flags: u64
+    ) on b: Boxed<F> => {
+        let ev = EqEvent::from_raw(event)
+            .ok_or_else(|| Error::new(Errno::EINVAL, "eq write: unknown event"))?;
+        if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<EqCmEntry>()) {
+            return einval("eq write: null or misaligned buffer");
+        }
+        // SAFETY: `buf` valid for `len` bytes and aligned (checked/contract).
+        let e = unsafe {
+            if is_cm(ev) {
+                if len < std::mem::size_of::<EqCmEntry>() {
+                    return einval("eq write: buffer smaller than a CM entry");
+                }
+                let cm = &*(buf as *const EqCmEntry);
+                let info = if cm.info.is_null() {
+                    None
+                } else {
+                    Some(Box::new(info_from_raw(cm.info)?))
+                };
+                let data = sl(
+                    (buf as *const u8).add(std::mem::size_of::<EqCmEntry>()),
+                    len - std::mem::size_of::<EqCmEntry>(),
+                );
+                Event {
+                    event: ev,
+                    fid: cm.fid,
+                    context: 0,
+                    data: 0,
+                    info,
+                    cm_data: data.to_vec(),
+                }
+            } else {
+                if len < std::mem::size_of::<EqEntry>() {
+                    return einval("eq write: buffer smaller than an entry");
+                }
+                let en = &*(buf as *const EqEntry);
+                Event {
+                    event: ev,
+                    fid: en.fid,
+                    context: en.context,
+                    data: en.data,
+                    info: None,
+                    cm_data: Vec::new(),
+                }
+            }
+        };
+        b.inner.write(e)?;
+        Ok(len)
+    }
 }
 
 /// Slot `free_info` of the `eq` table.

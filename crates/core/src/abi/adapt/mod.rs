@@ -123,6 +123,30 @@ macro_rules! control_slot {
     };
 }
 
+/// Declares slots that answer a count (a queue's reads and writes, the length of a
+/// queue's `strerror` text): each an `extern "C" fn` of the object pointer and the C
+/// arguments whose `body` runs through [`count_slot`], with `b` bound to the box behind
+/// the pointer. `"what"` names the slot for panics. A body does its own `unsafe` (with
+/// its own `SAFETY:` comment) for the pointers it reads.
+///
+/// ```text
+/// /// doc
+/// "what" fn slot(obj, arg: CType, …) on b: Box => { body }
+/// ```
+macro_rules! count_slots {
+    ($($(#[$doc:meta])* $what:literal fn $slot:ident($obj:ident $(, $a:ident: $at:ty)*) on $b:ident: $Box:ty => $body:block)*) => {$(
+        $(#[$doc])*
+        /// # Safety
+        #[doc = concat!("`", stringify!($obj), "` and the pointers as the slot contract says (see [`crate::abi::adapt`]).")]
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>($obj: Obj $(, $a: $at)*) -> isize {
+            let body = |$b: &$Box| -> Result<usize> { $body };
+            // SAFETY: `obj` is a box of this class this adapter handed out, still open
+            // (host contract).
+            unsafe { count_slot($what, $obj, body) }
+        }
+    )*};
+}
+
 mod av;
 mod cm;
 mod cntr;
@@ -194,6 +218,24 @@ fn guard_ctl(err: *mut ErrBuf, what: &'static str, f: impl FnOnce() -> Result<()
 #[inline(always)]
 fn run<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     f()
+}
+
+/// Run a slot that answers a count (a queue's `read`, `readerr`, `write`, `strerror`…):
+/// `body` on the box `B` behind `obj`; a panic is caught and reported as `what`, an error
+/// becomes its negative code.
+///
+/// # Safety
+/// `obj` must be a `B` this adapter boxed, still open (host contract).
+#[inline(always)]
+unsafe fn count_slot<B>(
+    what: &'static str,
+    obj: Obj,
+    body: impl FnOnce(&B) -> Result<usize>,
+) -> isize {
+    guard(what, || {
+        // SAFETY: by this function's contract.
+        cnt(body(unsafe { ob::<B>(obj) }))
+    })
 }
 
 #[inline(always)]
@@ -426,7 +468,7 @@ impl ErrData {
         text: impl FnOnce(&[u8]) -> String,
         buf: *mut u8,
         len: usize,
-    ) -> isize {
+    ) -> usize {
         let data = kept
             .lock()
             .unwrap_or_else(|p| p.into_inner())
