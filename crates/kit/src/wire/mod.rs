@@ -362,61 +362,14 @@ macro_rules! wire_header {
                 $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
             )+
         }
-        $(#[$rattr:meta])*
-        record: $rvis:vis struct $rec:ident;
+        $($record:tt)*
     ) => {
+        // The optional record declaration (nothing, or `record: pub struct Hdr;`).
         $crate::wire_header! {
-            $(#[$vattr])*
-            $vis struct $view;
-            endian: $endian;
-            len: $len;
-            $(#[$fattr])*
-            $fvis mod $fmod {
-                $(
-                    $(#[$attr])*
-                    $name : $ty = $start .. $end => $get, $set;
-                )+
-            }
+            @record $view [$( $(#[$attr])* $get: $ty => $set; )+]
+            $($record)*
         }
 
-        $(#[$rattr])*
-        $rvis struct $rec {
-            $(
-                $(#[$attr])*
-                pub $get: $ty,
-            )+
-        }
-
-        #[allow(dead_code)]
-        impl $rec {
-            /// Every field of `view`, as the bytes say (no value is checked).
-            #[inline]
-            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
-                $rec {
-                    $( $get: view.$get(), )+
-                }
-            }
-
-            /// Write every field into `view`.
-            #[inline]
-            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
-                $( view.$set(self.$get); )+
-            }
-        }
-    };
-    (
-        $(#[$vattr:meta])*
-        $vis:vis struct $view:ident;
-        endian: $endian:ident;
-        len: $len:expr;
-        $(#[$fattr:meta])*
-        $fvis:vis mod $fmod:ident {
-            $(
-                $(#[$attr:meta])*
-                $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
-            )+
-        }
-    ) => {
         $(#[$fattr])*
         $fvis mod $fmod {
             $(
@@ -515,6 +468,37 @@ macro_rules! wire_header {
                     $crate::wire_header!(@write $endian, $ty, value, &mut self.buffer.as_mut()[$fmod::$name])
                 }
             )+
+        }
+    };
+    (@record $view:ident [$($fields:tt)*]) => {};
+    (
+        @record $view:ident [$( $(#[$attr:meta])* $get:ident : $ty:ty => $set:ident; )+]
+        $(#[$rattr:meta])*
+        record: $rvis:vis struct $rec:ident;
+    ) => {
+        $(#[$rattr])*
+        $rvis struct $rec {
+            $(
+                $(#[$attr])*
+                pub $get: $ty,
+            )+
+        }
+
+        #[allow(dead_code)]
+        impl $rec {
+            /// Every field of `view`, as the bytes say (no value is checked).
+            #[inline]
+            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
+                $rec {
+                    $( $get: view.$get(), )+
+                }
+            }
+
+            /// Write every field into `view`.
+            #[inline]
+            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
+                $( view.$set(self.$get); )+
+            }
         }
     };
     (@read little, $ty:ty, $b:expr) => { <$ty as $crate::wire::Field>::read_le($b) };
