@@ -442,11 +442,9 @@ impl CmHdr {
 
     /// Encode into 8 bytes.
     pub fn encode(&self) -> [u8; CM_HDR_LEN] {
-        let mut b = [0u8; CM_HDR_LEN];
-        if let Ok(mut v) = CmView::new_checked(&mut b[..]) {
-            self.emit(&mut v);
-        }
-        b
+        let mut v = CmView::zeroed();
+        self.emit(&mut v);
+        v.into_inner()
     }
 
     /// Parse and check from untrusted bytes.
@@ -471,17 +469,14 @@ impl CmHdr {
 
 /// A whole CM message (header and data) encoded.
 pub fn cm_message(kind: CmKind, data: &[u8]) -> Vec<u8> {
-    let n = data.len().min(CM_DATA_SIZE);
-    let mut v = Vec::with_capacity(CM_HDR_LEN + n);
-    v.extend_from_slice(
-        &CmHdr {
-            kind,
-            data_len: n as u16,
-        }
-        .encode(),
-    );
-    v.extend_from_slice(&data[..n]);
-    v
+    let data = &data[..data.len().min(CM_DATA_SIZE)];
+    let mut v = CmView::with_payload(data);
+    CmHdr {
+        kind,
+        data_len: data.len() as u16,
+    }
+    .emit(&mut v);
+    v.into_inner()
 }
 
 /// Parse any byte string as the provider would meet it (a CM message, then operation

@@ -343,7 +343,8 @@ impl<const N: usize> Field for [u8; N] {
 /// field list is written once, not again in a struct, a parser and an emitter.
 ///
 /// The macro generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
-/// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own), `into_inner`, `header`, `payload`,
+/// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own),
+/// `with_payload` (a `Vec<u8>` of its own: the header, then a payload), `into_inner`, `header`, `payload`,
 /// a getter per field, and for `T: AsMut<[u8]>` a setter per field, `header_mut` and
 /// `payload_mut`. Field types are those implementing [`wire::Field`](Field)
 /// (integers, `[u8; N]`). Compile-time checks: each range is as wide as its type and
@@ -444,6 +445,19 @@ macro_rules! wire_header {
             #[inline]
             pub const fn zeroed() -> Self {
                 $view { buffer: [0u8; $len] }
+            }
+        }
+
+        #[allow(dead_code)]
+        impl $view<::std::vec::Vec<u8>> {
+            /// A packet of its own: a header of zero bytes, then a copy of `payload`
+            /// (to emit the header into, then take the packet with `into_inner`).
+            #[inline]
+            pub fn with_payload(payload: &[u8]) -> Self {
+                let mut buffer = ::std::vec::Vec::with_capacity($len + payload.len());
+                buffer.resize($len, 0);
+                buffer.extend_from_slice(payload);
+                $view { buffer }
             }
         }
 

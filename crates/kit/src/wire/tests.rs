@@ -101,6 +101,19 @@ fn a_zeroed_view_owns_its_header() {
 }
 
 #[test]
+fn a_view_with_payload_owns_a_zero_header_then_the_payload() {
+    let mut p = LeHdr::with_payload(b"xyz");
+    assert_eq!(p.tag(), 0);
+    assert_eq!(p.payload(), b"xyz");
+    p.set_id(9);
+    let bytes = p.into_inner();
+    assert_eq!(bytes.len(), LE_LEN + 3);
+    assert_eq!(bytes[4], 9);
+    assert_eq!(&bytes[LE_LEN..], b"xyz");
+    assert_eq!(LeHdr::with_payload(&[]).into_inner(), vec![0u8; LE_LEN]);
+}
+
+#[test]
 fn short_buffers_are_refused_with_their_length() {
     let buf = [0u8; LE_LEN];
     for n in 0..LE_LEN {

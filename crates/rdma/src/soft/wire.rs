@@ -164,9 +164,9 @@ impl Hdr {
 
     /// A packet: the header's bytes, then `payload`.
     pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
-        let mut p = self.emit().to_vec();
-        p.extend_from_slice(payload);
-        p
+        let mut v = HdrView::with_payload(payload);
+        self.write(&mut v);
+        v.into_inner()
     }
 
     /// Parses a packet: the header and the payload, or `None` when too short.
