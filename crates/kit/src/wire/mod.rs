@@ -342,6 +342,13 @@ impl<const N: usize> Field for [u8; N] {
 /// by its getter, with its docs), `Hdr::read(&view)` and `hdr.write(&mut view)`: the
 /// field list is written once, not again in a struct, a parser and an emitter.
 ///
+/// A header whose parsed form is written by hand (it checks values) may end instead
+/// with `repr: Hdr;`, where `Hdr` has `Hdr::parse(&view) -> Result<Hdr, WireError>` and
+/// `hdr.emit(&mut view)`: the macro adds the byte-level wrappers every such form
+/// otherwise writes again, `Hdr::from_bytes(&[u8]) -> Result<Hdr, WireError>`,
+/// `hdr.write(&mut [u8])` (the first `len` bytes; a shorter buffer is left alone) and
+/// `hdr.bytes() -> [u8; len]`.
+///
 /// The macro generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
 /// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own),
 /// `with_payload` (a `Vec<u8>` of its own: the header, then a payload), `into_inner`, `header`, `payload`,
@@ -365,9 +372,10 @@ macro_rules! wire_header {
         }
         $($record:tt)*
     ) => {
-        // The optional record declaration (nothing, or `record: pub struct Hdr;`).
+        // The optional tail: nothing, a record (`record: pub struct Hdr;`) or a parsed
+        // form's wrappers (`repr: Hdr;`).
         $crate::wire_header! {
-            @record $view [$( $(#[$attr])* $get: $ty => $set; )+]
+            @tail $view ($len) [$( $(#[$attr])* $get: $ty => $set; )+]
             $($record)*
         }
 
@@ -484,9 +492,33 @@ macro_rules! wire_header {
             )+
         }
     };
-    (@record $view:ident [$($fields:tt)*]) => {};
+    (@tail $view:ident ($len:expr) [$($fields:tt)*]) => {};
+    (@tail $view:ident ($len:expr) [$($fields:tt)*] repr: $repr:ident;) => {
+        #[allow(dead_code)]
+        impl $repr {
+            #[doc = concat!("Parse the header at the start of `bytes` (extra bytes are ignored): [`", stringify!($view), "::new_checked`], then [`", stringify!($repr), "::parse`].")]
+            pub fn from_bytes(bytes: &[u8]) -> ::core::result::Result<$repr, $crate::wire::WireError> {
+                $repr::parse(&$view::new_checked(bytes)?)
+            }
+
+            /// Emit the header into the first bytes of `out` (an `out` shorter than the
+            /// header is left alone).
+            pub fn write(&self, out: &mut [u8]) {
+                if let Ok(mut view) = $view::new_checked(out) {
+                    self.emit(&mut view);
+                }
+            }
+
+            /// The header's bytes.
+            pub fn bytes(&self) -> [u8; $len] {
+                let mut view = $view::zeroed();
+                self.emit(&mut view);
+                view.into_inner()
+            }
+        }
+    };
     (
-        @record $view:ident [$( $(#[$attr:meta])* $get:ident : $ty:ty => $set:ident; )+]
+        @tail $view:ident ($len:expr) [$( $(#[$attr:meta])* $get:ident : $ty:ty => $set:ident; )+]
         $(#[$rattr:meta])*
         record: $rvis:vis struct $rec:ident;
     ) => {
