@@ -37,6 +37,7 @@ crate::wire_header! {
         /// A 32-bit value.
         SEQ: u32 = 6..10 => seq, set_seq;
     }
+    repr: Be;
 }
 
 #[test]
@@ -283,58 +284,50 @@ fn a_record_reads_and_writes_every_field_and_nothing_else() {
     assert_eq!(Rec::default(), Rec { kind: 0, seq: 0 });
 }
 
-crate::wire_header! {
-    /// A header whose parsed form checks a value and has the generated wrappers.
-    pub struct CheckedHdr;
-    endian: little;
-    len: 3;
-    /// Its fields.
-    pub mod checked_field {
-        /// Magic, 0xa5.
-        MAGIC: u8 = 0..1 => magic, set_magic;
-        /// A value.
-        VALUE: u16 = 1..3 => value, set_value;
-    }
-    repr: Checked;
-}
-
-/// The parsed form of [`CheckedHdr`].
+/// The parsed form of [`BeHdr`]: the magic checked, the other fields as they are.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Checked {
-    value: u16,
+pub struct Be {
+    delta: i16,
+    seq: u32,
 }
 
-impl Checked {
-    fn parse<T: AsRef<[u8]>>(v: &CheckedHdr<T>) -> Result<Checked, WireError> {
-        if v.magic() != 0xa5 {
-            return Err(WireError::field("magic", v.magic()));
+impl Be {
+    fn parse<T: AsRef<[u8]>>(v: &BeHdr<T>) -> Result<Be, WireError> {
+        if v.magic() != *b"oftc" {
+            return Err(WireError::Malformed("magic"));
         }
-        Ok(Checked { value: v.value() })
+        Ok(Be {
+            delta: v.delta(),
+            seq: v.seq(),
+        })
     }
 
-    fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut CheckedHdr<T>) {
-        v.set_magic(0xa5);
-        v.set_value(self.value);
+    fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut BeHdr<T>) {
+        v.set_magic(*b"oftc");
+        v.set_delta(self.delta);
+        v.set_seq(self.seq);
     }
 }
 
 #[test]
 fn repr_wrappers_go_through_parse_and_emit() {
-    let c = Checked { value: 0x0102 };
-    assert_eq!(c.bytes(), [0xa5, 2, 1]);
-    let mut buf = [0xeeu8; 5];
-    c.write(&mut buf);
-    assert_eq!(buf, [0xa5, 2, 1, 0xee, 0xee]);
-    let mut short = [0xeeu8; 2];
-    c.write(&mut short);
-    assert_eq!(short, [0xee, 0xee], "a short buffer is left alone");
-    assert_eq!(Checked::from_bytes(&buf), Ok(c));
+    let be = Be { delta: -2, seq: 7 };
+    let want = [b'o', b'f', b't', b'c', 0xff, 0xfe, 0, 0, 0, 7];
+    assert_eq!(be.bytes(), want);
+    let mut buf = [0xeeu8; 12];
+    be.write(&mut buf);
+    assert_eq!(buf[..10], want);
+    assert_eq!(buf[10..], [0xee, 0xee]);
+    let mut short = [0xeeu8; 9];
+    be.write(&mut short);
+    assert_eq!(short, [0xee; 9], "a short buffer is left alone");
+    assert_eq!(Be::from_bytes(&buf), Ok(be));
     assert_eq!(
-        Checked::from_bytes(&buf[..2]),
-        Err(WireError::Truncated { need: 3, have: 2 })
+        Be::from_bytes(&buf[..9]),
+        Err(WireError::Truncated { need: 10, have: 9 })
     );
     assert_eq!(
-        Checked::from_bytes(&[0, 0, 0]),
-        Err(WireError::field("magic", 0u8))
+        Be::from_bytes(&[0; 10]),
+        Err(WireError::Malformed("magic"))
     );
 }
