@@ -326,8 +326,5 @@ fn repr_wrappers_go_through_parse_and_emit() {
         Be::from_bytes(&buf[..9]),
         Err(WireError::Truncated { need: 10, have: 9 })
     );
-    assert_eq!(
-        Be::from_bytes(&[0; 10]),
-        Err(WireError::Malformed("magic"))
-    );
+    assert_eq!(Be::from_bytes(&[0; 10]), Err(WireError::Malformed("magic")));
 }
