@@ -585,21 +585,19 @@ mod tests {
             Hdr::parse(&b[..10]),
             Err(WireError::Truncated { need: 40, have: 10 })
         );
-        let mut v = b;
-        v[0] = 9;
-        assert_eq!(Hdr::parse(&v), Err(WireError::version(9u8, PROTO_VERSION)));
-        let mut v = b;
-        v[1] = 0;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("op", 0u8)));
-        let mut v = b;
-        v[2] = 0x80;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("flags", 0x80u8)));
-        let mut v = b;
-        v[3] = 1;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("rma_cnt", 1u8)));
-        let mut v = b;
-        v[6] = 1;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("status", 1u16)));
+        // (offset, byte written there, the error naming it)
+        let corruptions = [
+            (0, 9, WireError::version(9u8, PROTO_VERSION)),
+            (1, 0, WireError::field("op", 0u8)),
+            (2, 0x80, WireError::field("flags", 0x80u8)),
+            (3, 1, WireError::field("rma_cnt", 1u8)),
+            (6, 1, WireError::field("status", 1u16)),
+        ];
+        for (at, byte, want) in corruptions {
+            let mut v = b;
+            v[at] = byte;
+            assert_eq!(Hdr::parse(&v), Err(want), "byte {at} = {byte:#x}");
+        }
         let mut w = [0u8; HDR_LEN];
         let mut h = Hdr::new(Op::Write);
         h.rma_cnt = 5;

@@ -474,18 +474,18 @@ mod tests {
     fn bad_headers_are_refused() {
         let h = Hdr::new(PktType::Ack).bytes();
         assert!(Hdr::from_bytes(&h[..HDR_LEN - 1]).is_err());
-        let mut b = h;
-        b[0] = 0;
-        assert!(Hdr::from_bytes(&b).is_err());
-        let mut b = h;
-        b[1] = 9;
-        assert!(Hdr::from_bytes(&b).is_err());
-        let mut b = h;
-        b[2] = 77;
-        assert!(Hdr::from_bytes(&b).is_err());
-        let mut b = h;
-        b[3] = 0x80;
-        assert!(Hdr::from_bytes(&b).is_err());
+        // (offset, byte written there, the error naming it)
+        let corruptions = [
+            (0, 0, WireError::field("rxd.magic", 0u8)),
+            (1, 9, WireError::version(9u8, VERSION)),
+            (2, 77, WireError::field("rxd.type", 77u8)),
+            (3, 0x80, WireError::field("rxd.flags", 0x80u8)),
+        ];
+        for (at, byte, want) in corruptions {
+            let mut b = h;
+            b[at] = byte;
+            assert_eq!(Hdr::from_bytes(&b), Err(want), "byte {at} = {byte:#x}");
+        }
         assert!(first_len(&[1, 2]).is_err());
         assert_eq!(first_len(&[1, 0, 0, 0, 9]), Ok(1));
     }
