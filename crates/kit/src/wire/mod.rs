@@ -14,7 +14,10 @@
 //!    `parse(&view) -> Result<Repr, WireError>` (every validation: magic, version, known
 //!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field). A
 //!    header with nothing to validate may have the macro generate it instead (a
-//!    `record:`, see [`wire_header!`](crate::wire_header)).
+//!    `record:`, see [`wire_header!`](crate::wire_header)); a hand-written one may have
+//!    the macro add its byte-level wrappers (`from_bytes`, `write`, `bytes`: a
+//!    `repr:`). A view that builds a packet of its own starts from `zeroed()` (the
+//!    header alone) or `with_payload(payload)`.
 //!
 //! A field whose values name things (a packet type, an operation code) is an enum
 //! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
