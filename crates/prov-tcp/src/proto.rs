@@ -593,11 +593,7 @@ mod tests {
             (3, 1, WireError::field("rma_cnt", 1u8)),
             (6, 1, WireError::field("status", 1u16)),
         ];
-        for (at, byte, want) in corruptions {
-            let mut v = b;
-            v[at] = byte;
-            assert_eq!(Hdr::parse(&v), Err(want), "byte {at} = {byte:#x}");
-        }
+        ofi_testkit::wire::assert_each_corruption(&b, &corruptions, Hdr::parse);
         let mut w = [0u8; HDR_LEN];
         let mut h = Hdr::new(Op::Write);
         h.rma_cnt = 5;

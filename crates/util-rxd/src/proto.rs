@@ -481,11 +481,7 @@ mod tests {
             (2, 77, WireError::field("rxd.type", 77u8)),
             (3, 0x80, WireError::field("rxd.flags", 0x80u8)),
         ];
-        for (at, byte, want) in corruptions {
-            let mut b = h;
-            b[at] = byte;
-            assert_eq!(Hdr::from_bytes(&b), Err(want), "byte {at} = {byte:#x}");
-        }
+        ofi_testkit::wire::assert_each_corruption(&h, &corruptions, Hdr::from_bytes);
         assert!(first_len(&[1, 2]).is_err());
         assert_eq!(first_len(&[1, 0, 0, 0, 9]), Ok(1));
     }
