@@ -442,11 +442,9 @@ impl CmHdr {
 
     /// Encode into 8 bytes.
     pub fn encode(&self) -> [u8; CM_HDR_LEN] {
-        let mut b = [0u8; CM_HDR_LEN];
-        if let Ok(mut v) = CmView::new_checked(&mut b[..]) {
-            self.emit(&mut v);
-        }
-        b
+        let mut v = CmView::zeroed();
+        self.emit(&mut v);
+        v.into_inner()
     }
 
     /// Parse and check from untrusted bytes.
@@ -471,17 +469,14 @@ impl CmHdr {
 
 /// A whole CM message (header and data) encoded.
 pub fn cm_message(kind: CmKind, data: &[u8]) -> Vec<u8> {
-    let n = data.len().min(CM_DATA_SIZE);
-    let mut v = Vec::with_capacity(CM_HDR_LEN + n);
-    v.extend_from_slice(
-        &CmHdr {
-            kind,
-            data_len: n as u16,
-        }
-        .encode(),
-    );
-    v.extend_from_slice(&data[..n]);
-    v
+    let data = &data[..data.len().min(CM_DATA_SIZE)];
+    let mut v = CmView::with_payload(data);
+    CmHdr {
+        kind,
+        data_len: data.len() as u16,
+    }
+    .emit(&mut v);
+    v.into_inner()
 }
 
 /// Parse any byte string as the provider would meet it (a CM message, then operation
@@ -590,21 +585,15 @@ mod tests {
             Hdr::parse(&b[..10]),
             Err(WireError::Truncated { need: 40, have: 10 })
         );
-        let mut v = b;
-        v[0] = 9;
-        assert_eq!(Hdr::parse(&v), Err(WireError::version(9u8, PROTO_VERSION)));
-        let mut v = b;
-        v[1] = 0;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("op", 0u8)));
-        let mut v = b;
-        v[2] = 0x80;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("flags", 0x80u8)));
-        let mut v = b;
-        v[3] = 1;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("rma_cnt", 1u8)));
-        let mut v = b;
-        v[6] = 1;
-        assert_eq!(Hdr::parse(&v), Err(WireError::field("status", 1u16)));
+        // (offset, byte written there, the error naming it)
+        let corruptions = [
+            (0, 9, WireError::version(9u8, PROTO_VERSION)),
+            (1, 0, WireError::field("op", 0u8)),
+            (2, 0x80, WireError::field("flags", 0x80u8)),
+            (3, 1, WireError::field("rma_cnt", 1u8)),
+            (6, 1, WireError::field("status", 1u16)),
+        ];
+        ofi_testkit::wire::assert_each_corruption(&b, &corruptions, Hdr::parse);
         let mut w = [0u8; HDR_LEN];
         let mut h = Hdr::new(Op::Write);
         h.rma_cnt = 5;

@@ -8,7 +8,8 @@
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
 //! - [`free_tcp_port`]: a TCP port nobody listens on;
 //! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
-//!   or stream semantics, loss, duplication, reordering, broken links, killed nodes).
+//!   or stream semantics, loss, duplication, reordering, broken links, killed nodes);
+//! - [`wire`]: a parser's hostile-input cases as a table of corrupted bytes.
 //!
 //! [`TestRng`] is the one seeded generator tests draw randomness from, instead of each
 //! file carrying its own xorshift or LCG: a run is reproducible from its seed, and a
@@ -30,6 +31,7 @@ pub mod c_layout;
 pub mod child;
 pub mod netns;
 pub mod simnet;
+pub mod wire;
 
 /// A seeded, reproducible stream of pseudo-random numbers for tests (splitmix64).
 ///

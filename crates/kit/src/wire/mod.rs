@@ -14,7 +14,10 @@
 //!    `parse(&view) -> Result<Repr, WireError>` (every validation: magic, version, known
 //!    flags, consistent fields) and `emit(&self, &mut view)` (writes every field). A
 //!    header with nothing to validate may have the macro generate it instead (a
-//!    `record:`, see [`wire_header!`](crate::wire_header)).
+//!    `record:`, see [`wire_header!`](crate::wire_header)); a hand-written one may have
+//!    the macro add its byte-level wrappers (`from_bytes`, `write`, `bytes`: a
+//!    `repr:`). A view that builds a packet of its own starts from `zeroed()` (the
+//!    header alone) or `with_payload(payload)`.
 //!
 //! A field whose values name things (a packet type, an operation code) is an enum
 //! declared once with [`wire_enum!`](crate::wire_enum): each value is written at its
@@ -342,8 +345,16 @@ impl<const N: usize> Field for [u8; N] {
 /// by its getter, with its docs), `Hdr::read(&view)` and `hdr.write(&mut view)`: the
 /// field list is written once, not again in a struct, a parser and an emitter.
 ///
+/// A header whose parsed form is written by hand (it checks values) may end instead
+/// with `repr: Hdr;`, where `Hdr` has `Hdr::parse(&view) -> Result<Hdr, WireError>` and
+/// `hdr.emit(&mut view)`: the macro adds the byte-level wrappers every such form
+/// otherwise writes again, `Hdr::from_bytes(&[u8]) -> Result<Hdr, WireError>`,
+/// `hdr.write(&mut [u8])` (the first `len` bytes; a shorter buffer is left alone) and
+/// `hdr.bytes() -> [u8; len]`.
+///
 /// The macro generates `pub mod field { pub const NAME: Range<usize> = 4..8; … }` and
-/// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own), `into_inner`, `header`, `payload`,
+/// `pub struct Packet<T>` with `LEN`, `new_checked`, `zeroed` (a `[u8; len]` of its own),
+/// `with_payload` (a `Vec<u8>` of its own: the header, then a payload), `into_inner`, `header`, `payload`,
 /// a getter per field, and for `T: AsMut<[u8]>` a setter per field, `header_mut` and
 /// `payload_mut`. Field types are those implementing [`wire::Field`](Field)
 /// (integers, `[u8; N]`). Compile-time checks: each range is as wide as its type and
@@ -362,61 +373,15 @@ macro_rules! wire_header {
                 $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
             )+
         }
-        $(#[$rattr:meta])*
-        record: $rvis:vis struct $rec:ident;
+        $($record:tt)*
     ) => {
+        // The optional tail: nothing, a record (`record: pub struct Hdr;`) or a parsed
+        // form's wrappers (`repr: Hdr;`).
         $crate::wire_header! {
-            $(#[$vattr])*
-            $vis struct $view;
-            endian: $endian;
-            len: $len;
-            $(#[$fattr])*
-            $fvis mod $fmod {
-                $(
-                    $(#[$attr])*
-                    $name : $ty = $start .. $end => $get, $set;
-                )+
-            }
+            @tail $view ($len) [$( $(#[$attr])* $get: $ty => $set; )+]
+            $($record)*
         }
 
-        $(#[$rattr])*
-        $rvis struct $rec {
-            $(
-                $(#[$attr])*
-                pub $get: $ty,
-            )+
-        }
-
-        #[allow(dead_code)]
-        impl $rec {
-            /// Every field of `view`, as the bytes say (no value is checked).
-            #[inline]
-            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
-                $rec {
-                    $( $get: view.$get(), )+
-                }
-            }
-
-            /// Write every field into `view`.
-            #[inline]
-            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
-                $( view.$set(self.$get); )+
-            }
-        }
-    };
-    (
-        $(#[$vattr:meta])*
-        $vis:vis struct $view:ident;
-        endian: $endian:ident;
-        len: $len:expr;
-        $(#[$fattr:meta])*
-        $fvis:vis mod $fmod:ident {
-            $(
-                $(#[$attr:meta])*
-                $name:ident : $ty:ty = $start:literal .. $end:literal => $get:ident, $set:ident;
-            )+
-        }
-    ) => {
         $(#[$fattr])*
         $fvis mod $fmod {
             $(
@@ -495,6 +460,19 @@ macro_rules! wire_header {
         }
 
         #[allow(dead_code)]
+        impl $view<::std::vec::Vec<u8>> {
+            /// A packet of its own: a header of zero bytes, then a copy of `payload`
+            /// (to emit the header into, then take the packet with `into_inner`).
+            #[inline]
+            pub fn with_payload(payload: &[u8]) -> Self {
+                let mut buffer = ::std::vec::Vec::with_capacity($len + payload.len());
+                buffer.resize($len, 0);
+                buffer.extend_from_slice(payload);
+                $view { buffer }
+            }
+        }
+
+        #[allow(dead_code)]
         impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
             /// The header's bytes, writable.
             #[inline]
@@ -515,6 +493,61 @@ macro_rules! wire_header {
                     $crate::wire_header!(@write $endian, $ty, value, &mut self.buffer.as_mut()[$fmod::$name])
                 }
             )+
+        }
+    };
+    (@tail $view:ident ($len:expr) [$($fields:tt)*]) => {};
+    (@tail $view:ident ($len:expr) [$($fields:tt)*] repr: $repr:ident;) => {
+        #[allow(dead_code)]
+        impl $repr {
+            #[doc = concat!("Parse the header at the start of `bytes` (extra bytes are ignored): [`", stringify!($view), "::new_checked`], then [`", stringify!($repr), "::parse`].")]
+            pub fn from_bytes(bytes: &[u8]) -> ::core::result::Result<$repr, $crate::wire::WireError> {
+                $repr::parse(&$view::new_checked(bytes)?)
+            }
+
+            /// Emit the header into the first bytes of `out` (an `out` shorter than the
+            /// header is left alone).
+            pub fn write(&self, out: &mut [u8]) {
+                if let Ok(mut view) = $view::new_checked(out) {
+                    self.emit(&mut view);
+                }
+            }
+
+            /// The header's bytes.
+            pub fn bytes(&self) -> [u8; $len] {
+                let mut view = $view::zeroed();
+                self.emit(&mut view);
+                view.into_inner()
+            }
+        }
+    };
+    (
+        @tail $view:ident ($len:expr) [$( $(#[$attr:meta])* $get:ident : $ty:ty => $set:ident; )+]
+        $(#[$rattr:meta])*
+        record: $rvis:vis struct $rec:ident;
+    ) => {
+        $(#[$rattr])*
+        $rvis struct $rec {
+            $(
+                $(#[$attr])*
+                pub $get: $ty,
+            )+
+        }
+
+        #[allow(dead_code)]
+        impl $rec {
+            /// Every field of `view`, as the bytes say (no value is checked).
+            #[inline]
+            pub fn read<T: AsRef<[u8]>>(view: &$view<T>) -> $rec {
+                $rec {
+                    $( $get: view.$get(), )+
+                }
+            }
+
+            /// Write every field into `view`.
+            #[inline]
+            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, view: &mut $view<T>) {
+                $( view.$set(self.$get); )+
+            }
         }
     };
     (@read little, $ty:ty, $b:expr) => { <$ty as $crate::wire::Field>::read_le($b) };

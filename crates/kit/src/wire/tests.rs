@@ -37,6 +37,7 @@ crate::wire_header! {
         /// A 32-bit value.
         SEQ: u32 = 6..10 => seq, set_seq;
     }
+    repr: Be;
 }
 
 #[test]
@@ -98,6 +99,19 @@ fn a_zeroed_view_owns_its_header() {
         h.into_inner(),
         [0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     );
+}
+
+#[test]
+fn a_view_with_payload_owns_a_zero_header_then_the_payload() {
+    let mut p = LeHdr::with_payload(b"xyz");
+    assert_eq!(p.tag(), 0);
+    assert_eq!(p.payload(), b"xyz");
+    p.set_id(9);
+    let bytes = p.into_inner();
+    assert_eq!(bytes.len(), LE_LEN + 3);
+    assert_eq!(bytes[4], 9);
+    assert_eq!(&bytes[LE_LEN..], b"xyz");
+    assert_eq!(LeHdr::with_payload(&[]).into_inner(), vec![0u8; LE_LEN]);
 }
 
 #[test]
@@ -268,4 +282,49 @@ fn a_record_reads_and_writes_every_field_and_nothing_else() {
     assert_eq!(buf, [7, 0xee, 1, 2, 3, 4, 0xee, 0xee]);
     assert_eq!(Rec::read(&RecHdr::new_checked(&buf[..]).unwrap()), r);
     assert_eq!(Rec::default(), Rec { kind: 0, seq: 0 });
+}
+
+/// The parsed form of [`BeHdr`]: the magic checked, the other fields as they are.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Be {
+    delta: i16,
+    seq: u32,
+}
+
+impl Be {
+    fn parse<T: AsRef<[u8]>>(v: &BeHdr<T>) -> Result<Be, WireError> {
+        if v.magic() != *b"oftc" {
+            return Err(WireError::Malformed("magic"));
+        }
+        Ok(Be {
+            delta: v.delta(),
+            seq: v.seq(),
+        })
+    }
+
+    fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, v: &mut BeHdr<T>) {
+        v.set_magic(*b"oftc");
+        v.set_delta(self.delta);
+        v.set_seq(self.seq);
+    }
+}
+
+#[test]
+fn repr_wrappers_go_through_parse_and_emit() {
+    let be = Be { delta: -2, seq: 7 };
+    let want = [b'o', b'f', b't', b'c', 0xff, 0xfe, 0, 0, 0, 7];
+    assert_eq!(be.bytes(), want);
+    let mut buf = [0xeeu8; 12];
+    be.write(&mut buf);
+    assert_eq!(buf[..10], want);
+    assert_eq!(buf[10..], [0xee, 0xee]);
+    let mut short = [0xeeu8; 9];
+    be.write(&mut short);
+    assert_eq!(short, [0xee; 9], "a short buffer is left alone");
+    assert_eq!(Be::from_bytes(&buf), Ok(be));
+    assert_eq!(
+        Be::from_bytes(&buf[..9]),
+        Err(WireError::Truncated { need: 10, have: 9 })
+    );
+    assert_eq!(Be::from_bytes(&[0; 10]), Err(WireError::Malformed("magic")));
 }

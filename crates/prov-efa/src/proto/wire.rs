@@ -408,55 +408,47 @@ fn check_req(req: &Req, payload: usize) -> Result<(), WireError> {
 
 /// Emit a handshake packet of type `ty` (`Hello` or `Handshake`).
 pub fn emit_hs(ty: PktType, hs: &Hs) -> Vec<u8> {
-    let mut v = vec![0u8; HS_LEN];
-    if let Ok(mut p) = HsPacket::new_checked(&mut v[..]) {
-        p.set_pkt_type(ty as u8);
-        p.set_version(VERSION);
-        p.set_flags(0);
-        p.set_max_version(hs.max_version);
-        p.set_features(hs.features);
-        p.set_cookie(hs.cookie);
-        p.set_recvwin(hs.recvwin);
-    }
-    v
+    let mut p = HsPacket::with_payload(&[]);
+    p.set_pkt_type(ty as u8);
+    p.set_version(VERSION);
+    p.set_flags(0);
+    p.set_max_version(hs.max_version);
+    p.set_features(hs.features);
+    p.set_cookie(hs.cookie);
+    p.set_recvwin(hs.recvwin);
+    p.into_inner()
 }
 
 /// Emit a request with `payload`.
 pub fn emit_req(req: &Req, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![0u8; REQ_LEN + payload.len()];
-    if let Ok(mut p) = ReqPacket::new_checked(&mut v[..]) {
-        p.set_pkt_type(req.ty as u8);
-        p.set_version(VERSION);
-        p.set_flags(req.flags);
-        p.set_msg_id(req.msg_id);
-        p.set_cookie(req.cookie);
-        p.set_tag(req.tag);
-        p.set_total_len(req.total_len);
-        p.set_seg_offset(req.seg_offset);
-        p.set_send_id(req.send_id);
-        p.set_key(req.key);
-        p.set_cq_data(req.cq_data);
-        p.set_rma_offset(req.rma_offset);
-    }
-    v[REQ_LEN..].copy_from_slice(payload);
-    v
+    let mut p = ReqPacket::with_payload(payload);
+    p.set_pkt_type(req.ty as u8);
+    p.set_version(VERSION);
+    p.set_flags(req.flags);
+    p.set_msg_id(req.msg_id);
+    p.set_cookie(req.cookie);
+    p.set_tag(req.tag);
+    p.set_total_len(req.total_len);
+    p.set_seg_offset(req.seg_offset);
+    p.set_send_id(req.send_id);
+    p.set_key(req.key);
+    p.set_cq_data(req.cq_data);
+    p.set_rma_offset(req.rma_offset);
+    p.into_inner()
 }
 
 /// Emit a control packet with `payload`.
 pub fn emit_ctrl(c: &Ctrl, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![0u8; CTRL_LEN + payload.len()];
-    if let Ok(mut p) = CtrlPacket::new_checked(&mut v[..]) {
-        p.set_pkt_type(c.ty as u8);
-        p.set_version(VERSION);
-        p.set_flags(0);
-        p.set_send_id(c.send_id);
-        p.set_recv_id(c.recv_id);
-        p.set_status(c.status);
-        p.set_offset(c.offset);
-        p.set_length(c.length);
-    }
-    v[CTRL_LEN..].copy_from_slice(payload);
-    v
+    let mut p = CtrlPacket::with_payload(payload);
+    p.set_pkt_type(c.ty as u8);
+    p.set_version(VERSION);
+    p.set_flags(0);
+    p.set_send_id(c.send_id);
+    p.set_recv_id(c.recv_id);
+    p.set_status(c.status);
+    p.set_offset(c.offset);
+    p.set_length(c.length);
+    p.into_inner()
 }
 
 impl Ctrl {

@@ -285,21 +285,16 @@ impl CtxShared {
             }
             return;
         };
-        match h.kind {
-            k if k == Kind::Req as u8 => qp.on_request(self, &out, &peer, &h, payload),
-            k if k == Kind::Ud as u8 => qp.on_datagram(self, &peer, &h, payload),
-            k if k == Kind::Srd as u8 => qp.on_srd_datagram(self, &out, &peer, &h, payload, acks),
-            k if k == Kind::SrdAck as u8 || k == Kind::SrdNak as u8 => {
-                qp.on_srd_answer(self, &peer, &h)
-            }
-            k if k == Kind::Ack as u8
-                || k == Kind::Nak as u8
-                || k == Kind::ReadResp as u8
-                || k == Kind::AtomicResp as u8 =>
-            {
+        match Kind::from_wire(h.kind) {
+            Some(Kind::Req) => qp.on_request(self, &out, &peer, &h, payload),
+            Some(Kind::Ud) => qp.on_datagram(self, &peer, &h, payload),
+            Some(Kind::Srd) => qp.on_srd_datagram(self, &out, &peer, &h, payload, acks),
+            Some(Kind::SrdAck | Kind::SrdNak) => qp.on_srd_answer(self, &peer, &h),
+            Some(Kind::Ack | Kind::Nak | Kind::ReadResp | Kind::AtomicResp) => {
                 qp.on_response(self, &peer, &h, payload)
             }
-            _ => {}
+            // Handled above, or unknown: dropped.
+            Some(Kind::Hello | Kind::SrdAcks | Kind::SrdBundle) | None => {}
         }
     }
 

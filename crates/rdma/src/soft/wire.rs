@@ -5,6 +5,8 @@
 //! `None` and the caller drops it. Public so that hostile-peer tests and tools can forge
 //! packets; not a stable interface.
 
+use crate::verbs::WcStatus;
+
 /// Header length in bytes.
 pub const HDR_LEN: usize = 64;
 /// Most payload bytes one packet carries (messages are split into fragments).
@@ -14,73 +16,91 @@ pub const FRAG: usize = 32 * 1024;
 /// [`FRAG`] bytes.
 pub const MAX_PACKET: usize = HDR_LEN + 4 * FRAG + 256;
 
-/// Packet kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    /// First packet on a connection: the payload is the sender's 16-byte GID.
-    Hello = 1,
-    /// A request of an RC queue pair (fragment of a send/write, a read or an atomic).
-    Req = 2,
-    /// Positive acknowledgement of message `msn`.
-    Ack = 3,
-    /// Negative acknowledgement of message `msn` (`op` = [`Nak`] code).
-    Nak = 4,
-    /// Fragment of read response data.
-    ReadResp = 5,
-    /// Atomic response: the original value in `value`.
-    AtomicResp = 6,
-    /// A UD datagram.
-    Ud = 7,
-    /// An SRD datagram (`msn`: the sender's number for it; `value`: the Q_Key).
-    Srd = 8,
-    /// The SRD receiver took datagram `msn`.
-    SrdAck = 9,
-    /// The SRD receiver refused datagram `msn` (`op` = [`Nak`] code; `rnr_timer` with
-    /// [`Nak::Rnr`]).
-    SrdNak = 10,
-    /// Several [`Kind::SrdAck`]s in one packet (what the receiver took in one read of
-    /// its connection): the payload is their headers, [`HDR_LEN`] bytes each.
-    SrdAcks = 11,
-    /// Several [`Kind::Srd`] datagrams in one packet (posted in one batch to one
-    /// context): the payload is each datagram's packet, header then `total` bytes.
-    SrdBundle = 12,
+ofi_kit::wire_enum! {
+    /// Packet kinds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Kind: u8 {
+        /// First packet on a connection: the payload is the sender's 16-byte GID.
+        Hello = 1,
+        /// A request of an RC queue pair (fragment of a send/write, a read or an atomic).
+        Req = 2,
+        /// Positive acknowledgement of message `msn`.
+        Ack = 3,
+        /// Negative acknowledgement of message `msn` (`op` = [`Nak`] code).
+        Nak = 4,
+        /// Fragment of read response data.
+        ReadResp = 5,
+        /// Atomic response: the original value in `value`.
+        AtomicResp = 6,
+        /// A UD datagram.
+        Ud = 7,
+        /// An SRD datagram (`msn`: the sender's number for it; `value`: the Q_Key).
+        Srd = 8,
+        /// The SRD receiver took datagram `msn`.
+        SrdAck = 9,
+        /// The SRD receiver refused datagram `msn` (`op` = [`Nak`] code; `rnr_timer` with
+        /// [`Nak::Rnr`]).
+        SrdNak = 10,
+        /// Several [`Kind::SrdAck`]s in one packet (what the receiver took in one read of
+        /// its connection): the payload is their headers, [`HDR_LEN`] bytes each.
+        SrdAcks = 11,
+        /// Several [`Kind::Srd`] datagrams in one packet (posted in one batch to one
+        /// context): the payload is each datagram's packet, header then `total` bytes.
+        SrdBundle = 12,
+    }
 }
 
-/// Request operations (the `op` byte of a [`Kind::Req`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ReqOp {
-    /// Send.
-    Send = 1,
-    /// Send with immediate data.
-    SendImm = 2,
-    /// RDMA write.
-    Write = 3,
-    /// RDMA write with immediate data.
-    WriteImm = 4,
-    /// RDMA read.
-    Read = 5,
-    /// Compare and swap.
-    CmpSwap = 6,
-    /// Fetch and add.
-    FetchAdd = 7,
+ofi_kit::wire_enum! {
+    /// Request operations (the `op` byte of a [`Kind::Req`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum ReqOp: u8 {
+        /// Send.
+        Send = 1,
+        /// Send with immediate data.
+        SendImm = 2,
+        /// RDMA write.
+        Write = 3,
+        /// RDMA write with immediate data.
+        WriteImm = 4,
+        /// RDMA read.
+        Read = 5,
+        /// Compare and swap.
+        CmpSwap = 6,
+        /// Fetch and add.
+        FetchAdd = 7,
+    }
 }
 
-/// Negative acknowledgement codes (the `op` byte of a [`Kind::Nak`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Nak {
-    /// Receiver not ready; `rnr_timer` holds the responder's timer code.
-    Rnr = 1,
-    /// Remote access error (key, bounds, access flags, protection domain).
-    Access = 2,
-    /// Invalid request (too long for the receive, misaligned atomic).
-    InvReq = 3,
-    /// No responder (queue pair absent, not ready, or in error).
-    NoQp = 4,
-    /// Remote operational error (the responder could not place the data).
-    RemOp = 5,
+ofi_kit::wire_enum! {
+    /// Negative acknowledgement codes (the `op` byte of a [`Kind::Nak`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Nak: u8 {
+        /// Receiver not ready; `rnr_timer` holds the responder's timer code.
+        Rnr = 1,
+        /// Remote access error (key, bounds, access flags, protection domain).
+        Access = 2,
+        /// Invalid request (too long for the receive, misaligned atomic).
+        InvReq = 3,
+        /// No responder (queue pair absent, not ready, or in error).
+        NoQp = 4,
+        /// Remote operational error (the responder could not place the data).
+        RemOp = 5,
+    }
+}
+
+impl Nak {
+    /// The completion status a requester reports for the operation the peer refused
+    /// with code `op`: an RNR refusal only once its retries are spent (the caller
+    /// retries first), a code this device does not send as a retry error.
+    pub fn status_of(op: u8) -> WcStatus {
+        match Nak::from_wire(op) {
+            Some(Nak::Rnr) => WcStatus::RnrRetryExcErr,
+            Some(Nak::Access) => WcStatus::RemAccessErr,
+            Some(Nak::InvReq) => WcStatus::RemInvReqErr,
+            Some(Nak::RemOp) => WcStatus::RemOpErr,
+            Some(Nak::NoQp) | None => WcStatus::RetryExcErr,
+        }
+    }
 }
 
 /// Flag: first fragment of a message.
@@ -144,9 +164,9 @@ impl Hdr {
 
     /// A packet: the header's bytes, then `payload`.
     pub fn packet(&self, payload: &[u8]) -> Vec<u8> {
-        let mut p = self.emit().to_vec();
-        p.extend_from_slice(payload);
-        p
+        let mut v = HdrView::with_payload(payload);
+        self.write(&mut v);
+        v.into_inner()
     }
 
     /// Parses a packet: the header and the payload, or `None` when too short.

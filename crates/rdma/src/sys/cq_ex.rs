@@ -22,7 +22,7 @@ use ofi_core::{Errno, Error, Result};
 
 use super::efadv::{EfadvCq, EfadvCqInitAttr, WC_EX_WITH_SGID};
 use super::ffi::*;
-use super::objects::{errno_error, SysChannel, SysContext, SysCq};
+use super::objects::{non_null, SysChannel, SysContext, SysCq};
 use crate::verbs::{Gid, WcFlags, WcOpcode, WcStatus, WorkCompletion};
 
 /// The EFA part of an extended completion queue (its `struct efadv_cq`).
@@ -64,9 +64,7 @@ pub(crate) fn create_efa_cq(
             std::mem::size_of::<EfadvCqInitAttr>() as u32,
         )
     };
-    if cq.is_null() {
-        return Err(errno_error("efadv_create_cq"));
-    }
+    let cq = non_null(cq, "efadv_create_cq")?;
     // SAFETY: an extended CQ libefa just created.
     let efa = unsafe { (lib.cq_from_ibv_cq_ex)(cq) };
     // Owned from here: destroyed (as the `struct ibv_cq` it starts with) on drop.

@@ -26,6 +26,16 @@ pub(super) fn errno_error(what: &str) -> Error {
     Error::from(std::io::Error::last_os_error()).context(what.to_string())
 }
 
+/// `p`, what the rdma-core constructor `call` returned, or the error `errno` names when
+/// it returned null (call it right after, before anything else can set `errno`).
+pub(super) fn non_null<T>(p: *mut T, call: &str) -> Result<*mut T> {
+    if p.is_null() {
+        Err(errno_error(call))
+    } else {
+        Ok(p)
+    }
+}
+
 fn rc_error(rc: libc::c_int, what: &str) -> Error {
     let code = if rc > 0 {
         rc
@@ -307,9 +317,7 @@ pub(crate) fn set_nonblocking(fd: RawFd) {
 pub(crate) fn alloc_pd(ctx: &Arc<SysContext>) -> Result<Arc<SysPd>> {
     // SAFETY: our open context.
     let p = unsafe { (ctx.lib.alloc_pd)(ctx.ptr) };
-    if p.is_null() {
-        return Err(errno_error("ibv_alloc_pd"));
-    }
+    let p = non_null(p, "ibv_alloc_pd")?;
     Ok(Arc::new(SysPd {
         ptr: p,
         ctx: ctx.clone(),
@@ -326,9 +334,7 @@ pub(crate) unsafe fn reg_mr(
 ) -> Result<Arc<SysMr>> {
     // SAFETY: caller's contract on the range; our domain.
     let m = unsafe { (pd.lib().reg_mr)(pd.ptr, addr.cast(), len, access.bits() as libc::c_int) };
-    if m.is_null() {
-        return Err(errno_error("ibv_reg_mr"));
-    }
+    let m = non_null(m, "ibv_reg_mr")?;
     Ok(Arc::new(SysMr {
         ptr: m,
         pd: pd.clone(),
@@ -345,9 +351,7 @@ impl SysMr {
 pub(crate) fn create_channel(ctx: &Arc<SysContext>) -> Result<Arc<SysChannel>> {
     // SAFETY: our open context.
     let c = unsafe { (ctx.lib.create_comp_channel)(ctx.ptr) };
-    if c.is_null() {
-        return Err(errno_error("ibv_create_comp_channel"));
-    }
+    let c = non_null(c, "ibv_create_comp_channel")?;
     // SAFETY: reads the new channel's fd.
     set_nonblocking(unsafe { (*c).fd });
     Ok(Arc::new(SysChannel {
@@ -385,9 +389,7 @@ pub(crate) fn create_cq(
     let ch = channel.map_or(std::ptr::null_mut(), |c| c.ptr);
     // SAFETY: our context and channel.
     let c = unsafe { (ctx.lib.create_cq)(ctx.ptr, cqe as libc::c_int, user as *mut c_void, ch, 0) };
-    if c.is_null() {
-        return Err(errno_error("ibv_create_cq"));
-    }
+    let c = non_null(c, "ibv_create_cq")?;
     Ok(Arc::new(SysCq {
         ptr: c,
         ctx: ctx.clone(),
@@ -476,9 +478,7 @@ pub(crate) fn create_srq(pd: &Arc<SysPd>, max_wr: u32, max_sge: u32) -> Result<A
     };
     // SAFETY: our domain and a filled attribute struct.
     let s = unsafe { (pd.lib().create_srq)(pd.ptr, &mut a) };
-    if s.is_null() {
-        return Err(errno_error("ibv_create_srq"));
-    }
+    let s = non_null(s, "ibv_create_srq")?;
     Ok(Arc::new(SysSrq {
         ptr: s,
         pd: pd.clone(),
@@ -494,6 +494,38 @@ fn recv_wr(wr: &RecvWr<'_>) -> IbvRecvWr {
     }
 }
 
+/// A driver's receive-posting entry (`post_recv` of a QP, `post_srq_recv` of an SRQ).
+type PostRecv<Q> = unsafe extern "C" fn(*mut Q, *mut IbvRecvWr, *mut *mut IbvRecvWr) -> libc::c_int;
+
+/// Posts `wr` to `queue` through its driver's entry `post` (`call` names it in errors;
+/// a driver without one: `ENOSYS`).
+///
+/// # Safety
+/// `queue` is a live queue of the driver whose entry `post` is.
+#[inline]
+unsafe fn post_one_recv<Q>(
+    post: Option<PostRecv<Q>>,
+    queue: *mut Q,
+    wr: &RecvWr<'_>,
+    call: &str,
+) -> Result<()> {
+    let Some(f) = post else {
+        return Err(Error::new(
+            Errno::ENOSYS,
+            format!("the driver has no entry for {call}"),
+        ));
+    };
+    let mut w = recv_wr(wr);
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: the caller's queue and one request whose elements the device checks by
+    // lkey.
+    let rc = unsafe { f(queue, &mut w, &mut bad) };
+    if rc != 0 {
+        return Err(rc_error(rc, call));
+    }
+    Ok(())
+}
+
 impl SysSrq {
     pub(crate) fn handle(&self) -> u32 {
         // SAFETY: reads a field of our SRQ.
@@ -502,17 +534,9 @@ impl SysSrq {
 
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {
         // SAFETY: the context of our SRQ is open while we live.
-        let Some(f) = (unsafe { (*(*self.ptr).context).ops.post_srq_recv }) else {
-            return Err(Error::new(Errno::ENOSYS, "driver has no post_srq_recv"));
-        };
-        let mut w = recv_wr(wr);
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: our SRQ and one request whose elements the device checks by lkey.
-        let rc = unsafe { f(self.ptr, &mut w, &mut bad) };
-        if rc != 0 {
-            return Err(rc_error(rc, "ibv_post_srq_recv"));
-        }
-        Ok(())
+        let post = unsafe { (*(*self.ptr).context).ops.post_srq_recv };
+        // SAFETY: our SRQ, and its driver's entry.
+        unsafe { post_one_recv(post, self.ptr, wr, "ibv_post_srq_recv") }
     }
 }
 
@@ -538,9 +562,7 @@ pub(crate) fn create_ah(pd: &Arc<SysPd>, a: &AhAttr) -> Result<Arc<SysAh>> {
     let mut attr = ah_attr(a);
     // SAFETY: our domain and a filled attribute struct.
     let p = unsafe { (pd.lib().create_ah)(pd.ptr, &mut attr) };
-    if p.is_null() {
-        return Err(errno_error("ibv_create_ah"));
-    }
+    let p = non_null(p, "ibv_create_ah")?;
     Ok(Arc::new(SysAh {
         ptr: p,
         pd: pd.clone(),
@@ -612,9 +634,7 @@ pub(crate) fn create_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<SysQp>>
     // SAFETY: our domain, CQs and SRQ; a filled attribute struct (rdma-core writes the
     // granted capacities back into it).
     let q = unsafe { (pd.lib().create_qp)(pd.ptr, &mut a) };
-    if q.is_null() {
-        return Err(errno_error("ibv_create_qp"));
-    }
+    let q = non_null(q, "ibv_create_qp")?;
     Ok(c.created(pd, q, &a.cap))
 }
 
@@ -660,9 +680,7 @@ pub(crate) fn create_srd_qp(pd: &Arc<SysPd>, c: &QpCreate<'_>) -> Result<Arc<Sys
             std::mem::size_of::<super::efadv::EfadvQpInitAttr>() as u32,
         )
     };
-    if q.is_null() {
-        return Err(errno_error("efadv_create_qp_ex"));
-    }
+    let q = non_null(q, "efadv_create_qp_ex")?;
     Ok(c.created(pd, q, &a.cap))
 }
 
@@ -861,17 +879,8 @@ impl SysQp {
     }
 
     pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result<()> {
-        let Some(f) = self.ops().post_recv else {
-            return Err(Error::new(Errno::ENOSYS, "driver has no post_recv"));
-        };
-        let mut w = recv_wr(wr);
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: our QP and one request whose elements the device checks by lkey.
-        let rc = unsafe { f(self.ptr, &mut w, &mut bad) };
-        if rc != 0 {
-            return Err(rc_error(rc, "ibv_post_recv"));
-        }
-        Ok(())
+        // SAFETY: our QP, and its driver's entry.
+        unsafe { post_one_recv(self.ops().post_recv, self.ptr, wr, "ibv_post_recv") }
     }
 }
 

@@ -272,13 +272,9 @@ impl Hello {
 
     /// Encode: the fixed part and at most [`MAX_ADDR`] address bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let n = self.addr.len().min(MAX_ADDR);
-        let mut b = vec![0u8; HELLO_LEN + n];
-        if let Ok(mut v) = HelloView::new_checked(&mut b[..]) {
-            self.emit(&mut v);
-        }
-        b[HELLO_LEN..].copy_from_slice(&self.addr[..n]);
-        b
+        let mut v = HelloView::with_payload(&self.addr[..self.addr.len().min(MAX_ADDR)]);
+        self.emit(&mut v);
+        v.into_inner()
     }
 
     /// Parse untrusted bytes. The version is returned as found (the caller decides);

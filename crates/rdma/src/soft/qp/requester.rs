@@ -206,8 +206,8 @@ impl SoftQp {
         if g.state != QpState::Rts || g.dest != Some((*peer, h.src_qpn)) {
             return;
         }
-        match h.kind {
-            k if k == Kind::Ack as u8 => {
+        match Kind::from_wire(h.kind) {
+            Some(Kind::Ack) => {
                 while g.sent > 0 {
                     let head = &g.sq[0];
                     let done = seq_le(head.msn, h.msn)
@@ -225,7 +225,7 @@ impl SoftQp {
                 }
                 self.kick(ctx, &mut g);
             }
-            k if k == Kind::ReadResp as u8 => {
+            Some(Kind::ReadResp) => {
                 if g.sent == 0 || g.sq[0].msn != h.msn || !matches!(g.sq[0].op, SendOp::RdmaRead(_))
                 {
                     return;
@@ -251,7 +251,7 @@ impl SoftQp {
                     self.kick(ctx, &mut g);
                 }
             }
-            k if k == Kind::AtomicResp as u8 => {
+            Some(Kind::AtomicResp) => {
                 if g.sent == 0
                     || g.sq[0].msn != h.msn
                     || !matches!(
@@ -275,28 +275,21 @@ impl SoftQp {
                 self.complete_head(&mut g, WcStatus::Success);
                 self.kick(ctx, &mut g);
             }
-            k if k == Kind::Nak as u8 => {
+            Some(Kind::Nak) => {
                 if g.sent == 0 || g.sq[0].msn != h.msn {
                     return;
                 }
-                let status = match h.op {
-                    x if x == Nak::Rnr as u8 => {
-                        let rnr_retry = g.rnr_retry;
-                        if rnr_retry_again(rnr_retry, &mut g.rnr_left) {
-                            g.sent = 0;
-                            g.sq[0].read_got = 0;
-                            g.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
-                            ctx.wake();
-                            return;
-                        }
-                        WcStatus::RnrRetryExcErr
+                if Nak::from_wire(h.op) == Some(Nak::Rnr) {
+                    let rnr_retry = g.rnr_retry;
+                    if rnr_retry_again(rnr_retry, &mut g.rnr_left) {
+                        g.sent = 0;
+                        g.sq[0].read_got = 0;
+                        g.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
+                        ctx.wake();
+                        return;
                     }
-                    x if x == Nak::Access as u8 => WcStatus::RemAccessErr,
-                    x if x == Nak::InvReq as u8 => WcStatus::RemInvReqErr,
-                    x if x == Nak::RemOp as u8 => WcStatus::RemOpErr,
-                    _ => WcStatus::RetryExcErr,
-                };
-                self.complete_head(&mut g, status);
+                }
+                self.complete_head(&mut g, Nak::status_of(h.op));
                 self.enter_error(ctx, &mut g, None);
             }
             _ => {}

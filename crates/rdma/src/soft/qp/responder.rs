@@ -46,15 +46,9 @@ impl SoftQp {
             value,
             ..Hdr::default()
         };
-        let op = match h.op {
-            1 => ReqOp::Send,
-            2 => ReqOp::SendImm,
-            3 => ReqOp::Write,
-            4 => ReqOp::WriteImm,
-            5 => ReqOp::Read,
-            6 => ReqOp::CmpSwap,
-            7 => ReqOp::FetchAdd,
-            _ => {
+        let op = match ReqOp::from_wire(h.op) {
+            Some(op) => op,
+            None => {
                 send_hdr(conn, &reply(Kind::Nak, Nak::InvReq as u8, 0, 0));
                 self.enter_error(ctx, &mut g, Some(EventType::QpReqErr));
                 return;

@@ -413,21 +413,16 @@ impl SoftQp {
         let status = if h.kind == Kind::SrdAck as u8 {
             WcStatus::Success
         } else {
-            match h.op {
-                x if x == Nak::Rnr as u8 => {
-                    let rnr_retry = g.rnr_retry;
-                    let s = &mut g.srd[i];
-                    if super::rnr_retry_again(rnr_retry, &mut s.rnr_left) {
-                        s.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
-                        ctx.wake();
-                        return;
-                    }
-                    WcStatus::RnrRetryExcErr
+            if Nak::from_wire(h.op) == Some(Nak::Rnr) {
+                let rnr_retry = g.rnr_retry;
+                let s = &mut g.srd[i];
+                if super::rnr_retry_again(rnr_retry, &mut s.rnr_left) {
+                    s.resend_at = Some(Instant::now() + rnr_delay(h.rnr_timer));
+                    ctx.wake();
+                    return;
                 }
-                x if x == Nak::InvReq as u8 => WcStatus::RemInvReqErr,
-                x if x == Nak::RemOp as u8 => WcStatus::RemOpErr,
-                _ => WcStatus::RetryExcErr,
             }
+            Nak::status_of(h.op)
         };
         if let Some(s) = g.srd.remove(i) {
             self.srd_complete(&s, status);
