@@ -57,7 +57,8 @@
 //!   is dropped: the adapter file names the box with `boxed_objects!`), the provider
 //!   method `fn close(&self) -> Result<()>` (default `Ok(())`), the host method
 //!   `close(&mut self)` (the node closes the object, then `Detach` points the handle
-//!   at the `CLOSED` tables) and the hook's forwarder (`Hook::ctl` named `close`).
+//!   at the `CLOSED` tables) and the hook's forwarder (`HookCalls::ctl` named `close`,
+//!   which hands the call to `Hook::around`).
 //! - A `fn` entry declares the slot (its full C signature, object first; `@N` for a
 //!   slot appended by interface minor N, as in `abi_table!`) whose C conversion is
 //!   written by hand, in the class's adapter file (`abi/adapt/<class>.rs`): its
@@ -68,14 +69,15 @@
 //!   object, named `this` in it, as `self` cannot cross a macro's hygiene); its docs
 //!   are the entry's and those after `|`.
 //!   Then how the hook forwards it:
-//!   - `forward`: `Hook::ctl` named after the entry, showing every argument, calling
-//!     the method of the same name and arguments on the object beneath;
+//!   - `forward`: `HookCalls::ctl` (a control call handed to `Hook::around`) named
+//!     after the entry, showing every argument, calling the method of the same name
+//!     and arguments on the object beneath;
 //!   - `forward [a, b] |inner| expr`: showing `a` and `b`, running `expr` with the
 //!     object beneath bound to `inner`; `=> hooked(extra, …)` wraps the object `expr`
 //!     made, with the extra values, through the hook crate's `Hooked` trait;
 //!     `=> method(extra, …)` hands it to `method` of the hook's type;
 //!   - `observe [] |inner| read_op => method`: the hooks see the call as a read
-//!     (`Hook::read` with `read_op`, an `ofi_hook::Op`), and `method` of the hook's
+//!     (`HookCalls::read` with `read_op`, an `ofi_hook::Op`), and `method` of the hook's
 //!     type does it, given the object beneath and every argument (the CQ reads, where
 //!     a hook merges completions of its own with those beneath);
 //!   - `bypass [] |inner| expr`: `expr`, without the hook (calls that cannot fail);
@@ -120,7 +122,7 @@
 //!     size), the provider and host methods a last `buf: &mut [u8]` and return
 //!     `Result<usize>` (the bytes written).
 //!   - `via Variant`: the hooks see the call as a read, `ofi_hook::Op::Variant`
-//!     through `Hook::read`, rather than as a control call (`Hook::ctl`).
+//!     through `HookCalls::read`, rather than as a control call (`HookCalls::ctl`).
 //!   - `= default`: the provider method's default body (an expression); without it
 //!     the method is required.
 //!
@@ -808,7 +810,7 @@ macro_rules! __ctl_forwarder {
             })
         }
     };
-    // Seen as a read of the object (`Hook::read`).
+    // Seen as a read of the object (`HookCalls::read`).
     ({} $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) () () [] [val $rt:ty] [$V:ident] [$($def:expr)?]) => {
         fn $name(&self, $($a: $t),*) -> $rt {
             let (h, obj, inner) = self.forward();
