@@ -101,14 +101,10 @@ fn fake_peer(serial: u32) -> (Gid, PathBuf, OwnedFd) {
 
 /// Receives one packet, waiting at most `BOUND`.
 fn recv(fd: &OwnedFd) -> Vec<u8> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd of ours.
-    let r = unsafe { libc::poll(&mut p, 1, BOUND.as_millis() as i32) };
-    assert_eq!(r, 1, "no packet within {BOUND:?}");
+    assert!(
+        readable_within(fd.as_raw_fd(), BOUND),
+        "no packet within {BOUND:?}"
+    );
     let mut b = vec![0u8; 70_000];
     // SAFETY: receives into our buffer.
     let n = unsafe { libc::recv(fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) };
