@@ -96,6 +96,12 @@ pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueu
     (ep, cq, av)
 }
 
+/// An enabled endpoint of `domain` with a fresh CQ (`FI_CQ_FORMAT_MSG`) and a fresh AV
+/// bound: [`unenabled_peer`], enabled.
+pub fn enabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
+    enabled_endpoint(domain, info, &CqAttr::with_format(CqFormat::Msg))
+}
+
 /// An endpoint of `domain` with a fresh CQ (`FI_CQ_FORMAT_MSG`) and `av` bound, not
 /// yet enabled.
 pub fn unenabled_peer_on(

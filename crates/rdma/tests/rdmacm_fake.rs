@@ -42,7 +42,10 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
 
     // A request with framed private data ("hello"), padded to 56 on the wire.
     fake.request(&framed(b"hello"), 77);
-    assert!(readable_within(ch.fd(), Duration::ZERO), "the channel's fd signals the event");
+    assert!(
+        readable_within(ch.fd(), Duration::ZERO),
+        "the channel's fd signals the event"
+    );
     let ev = ch.wait_event(Duration::from_secs(5)).expect("the request");
     assert_eq!(
         ev.kind,

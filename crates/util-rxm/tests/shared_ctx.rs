@@ -23,8 +23,8 @@ use ofi::{
 };
 use ofi_conformance::checks::tagged::{trecv, tsend};
 use ofi_conformance::fixture::{
-    assert_empty, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send, trecvmsg,
-    unenabled_peer, wait_err,
+    assert_empty, enabled_peer, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send,
+    trecvmsg, wait_err,
 };
 
 /// `tcp;ofi_rxm` over IPv4 with both contexts shared.
@@ -107,8 +107,7 @@ fn sender(g: &Group, info: &Info) -> Sender {
     own.ep_attr.rx_ctx_cnt = 1;
     let fabric = ofi::fabric(&own).expect("fi_fabric (sender)");
     let domain = fabric.domain(&own).expect("fi_domain (sender)");
-    let (ep, cq, av) = unenabled_peer(&domain, &own);
-    ep.enable().expect("fi_enable (sender)");
+    let (ep, cq, av) = enabled_peer(&domain, &own);
     let names: Vec<_> = g.eps.iter().map(|e| name_of(e, info)).collect();
     let dests = av.insert(&names).expect("fi_av_insert");
     Sender {
