@@ -14,7 +14,9 @@ use ofi::cq::{CompletionQueue, CqAttr, CqError};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL};
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::Registry;
+use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
 
 use crate::{Subject, WAIT};
 
@@ -85,6 +87,19 @@ pub fn close_domain(mut fabric: Fabric, mut domain: Domain) {
     fabric
         .close()
         .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
+}
+
+/// The first info `registry` answers for `hints` (`fi_getinfo` of this API version,
+/// no node, service or flags); panics when there is none.
+pub fn first_info(registry: &Registry, hints: Info) -> Info {
+    let prov = hints.fabric_attr.prov_name.clone().unwrap_or_default();
+    registry
+        .getinfo(&GetinfoRequest {
+            hints: Some(hints),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+        .unwrap_or_else(|e| panic!("fi_getinfo (provider {prov:?}): {e}"))
+        .remove(0)
 }
 
 /// An endpoint of `domain` with a fresh CQ and AV bound, not yet enabled.

@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
 use ofi::cq::CompletionQueue;
-use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{Address, Caps, EpType, Errno, Info, OpFlags, API_VERSION};
-use ofi_conformance::fixture::sendmsg;
+use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
+use ofi_conformance::fixture::{first_info, sendmsg};
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
 use ofi_testkit::child::{hear, played_child, say, ChildProc};
@@ -34,13 +33,7 @@ fn info(reg: &Registry) -> Info {
         .with_ep_type(EpType::Rdm)
         .with_caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE);
     hints.fabric_attr.prov_name = Some("shm".into());
-    let infos = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(hints),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo shm");
-    infos[0].clone()
+    first_info(reg, hints)
 }
 
 /// A [`Node`] of shm in a fabric of its own, from `reg`.

@@ -43,13 +43,7 @@ fn info_with(format: AddrFormat, caps: Caps, progress: Progress) -> Info {
     h.addr_format = format;
     h.domain_attr.data_progress = progress;
     h.fabric_attr.prov_name = Some("udp".into());
-    let infos = registry()
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo");
-    infos[0].clone()
+    fixture::first_info(registry(), h)
 }
 
 fn info(caps: Caps) -> Info {
