@@ -12,7 +12,7 @@ use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
 use ofi::cq::CompletionQueue;
 use ofi::registry::Registry;
 use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
-use ofi_conformance::fixture::{first_info, sendmsg};
+use ofi_conformance::fixture::{first_info, post_recv, send, sendmsg};
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
 use ofi_testkit::child::{hear, played_child, say, ChildProc};
@@ -1133,20 +1133,10 @@ fn auto_progress_delivers_without_cq_reads() {
     let dest = aa.insert(&[bname]).unwrap()[0];
     for len in [40usize, 5000, 300_000] {
         let mut buf = vec![0u8; len];
-        // SAFETY: `buf` outlives the receive (its completion is read below).
-        unsafe {
-            eb.recv(
-                buf.as_mut_ptr(),
-                len,
-                std::ptr::null_mut(),
-                ofi::ADDR_UNSPEC,
-                1,
-            )
-        }
-        .unwrap();
+        // `buf` and `payload` outlive the operations (their completions are read below).
+        post_recv(&eb, &mut buf, 1).unwrap();
         let payload = pattern(len, 9);
-        // SAFETY: `payload` outlives the send (its completion is read below).
-        unsafe { ea.send(payload.as_ptr(), len, std::ptr::null_mut(), dest, 2) }.unwrap();
+        send(&ea, &payload, dest, 2).unwrap();
         let deadline = Instant::now() + BOUND;
         let p = buf.as_ptr();
         // The progress thread writes the buffer behind our back: read it volatile.
