@@ -12,7 +12,7 @@ use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
 use ofi::cq::CompletionQueue;
 use ofi::registry::Registry;
 use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
-use ofi_conformance::fixture::{first_info, post_recv, send, sendmsg};
+use ofi_conformance::fixture::{first_info, iov_of, post_recv, send, sendmsg};
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
 use ofi_testkit::child::{hear, played_child, say, ChildProc};
@@ -1620,17 +1620,14 @@ fn large_injects_survive_buffer_reuse_and_busy_chunks() {
 /// send still completes (a completion was asked for).
 #[test]
 fn tsendmsg_with_fi_inject_copies_the_data() {
-    use ofi::abi::raw::{Iov, MsgTagged};
+    use ofi::abi::raw::MsgTagged;
     let reg = registry();
     let a = node(&reg);
     let b = node(&reg);
     let dest = insert(&a, &name_of(&b));
     let mut data = pattern(3000, 9);
     let want = data.clone();
-    let iov = Iov {
-        base: data.as_mut_ptr().cast(),
-        len: data.len(),
-    };
+    let iov = iov_of(&mut data);
     let msg = MsgTagged {
         msg_iov: &iov,
         desc: std::ptr::null(),
