@@ -196,6 +196,17 @@ fn req_with(hints: Info) -> GetinfoRequest {
     }
 }
 
+/// A request for `node` and `service` (either may be absent) with `flags` and empty
+/// hints.
+fn addr_req(node: Option<&str>, service: Option<&str>, flags: GetinfoFlags) -> GetinfoRequest {
+    GetinfoRequest {
+        node: node.map(Into::into),
+        service: service.map(Into::into),
+        flags,
+        ..req_with(Info::hints())
+    }
+}
+
 type Case = (&'static str, fn() -> Info, fn(&mut Info), Want);
 
 fn run_cases(cases: &[Case]) {
@@ -1110,13 +1121,7 @@ fn prov_attr_only() {
 
 #[test]
 fn source_address_from_node_and_service() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("7471".into()),
-        flags: GetinfoFlags::SOURCE,
-        hints: Some(Info::hints()),
-    };
+    let req = addr_req(Some("127.0.0.1"), Some("7471"), GetinfoFlags::SOURCE);
     let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
     let i = &out.infos[0];
     assert_eq!(
@@ -1129,13 +1134,7 @@ fn source_address_from_node_and_service() {
 
 #[test]
 fn dest_ipv6_picks_the_ipv6_template() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("::1".into()),
-        service: Some("7471".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(Some("::1"), Some("7471"), GetinfoFlags::empty());
     let mut v4 = tmpl_b();
     v4.addr_format = AddrFormat::SOCKADDR_IN;
     let out = match_templates("tcp", PROV_VERSION, &[v4, tmpl_b()], &req, &IpResolver);
@@ -1160,13 +1159,7 @@ fn dest_ipv6_picks_the_ipv6_template() {
 fn generic_sockaddr_takes_resolved_family() {
     let mut t = tmpl_a();
     t.addr_format = AddrFormat::SOCKADDR;
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("1".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(Some("127.0.0.1"), Some("1"), GetinfoFlags::empty());
     let out = match_templates("tcp", PROV_VERSION, &[t], &req, &IpResolver);
     assert_eq!(out.infos[0].addr_format, AddrFormat::SOCKADDR_IN);
     assert_eq!(
@@ -1181,13 +1174,7 @@ fn generic_sockaddr_takes_resolved_family() {
 
 #[test]
 fn numerichost_with_name_is_enodata() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("localhost".into()),
-        service: Some("7471".into()),
-        flags: GetinfoFlags::NUMERICHOST,
-        hints: Some(Info::hints()),
-    };
+    let req = addr_req(Some("localhost"), Some("7471"), GetinfoFlags::NUMERICHOST);
     assert_eq!(
         outcome(&[tmpl_a()], &req, &IpResolver),
         Err((NODATA, "node".into()))
@@ -1202,13 +1189,11 @@ fn numerichost_with_name_is_enodata() {
 
 #[test]
 fn unknown_service_is_enodata() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("no-such-service-xyz".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(
+        Some("127.0.0.1"),
+        Some("no-such-service-xyz"),
+        GetinfoFlags::empty(),
+    );
     assert_eq!(
         outcome(&[tmpl_a()], &req, &IpResolver),
         Err((NODATA, "node".into()))
@@ -1222,12 +1207,11 @@ fn unknown_service_is_enodata() {
 
 #[test]
 fn addr_str_node() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("fi_sockaddr_in://127.0.0.1:7471".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(
+        Some("fi_sockaddr_in://127.0.0.1:7471"),
+        None,
+        GetinfoFlags::empty(),
+    );
     let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
     assert_eq!(
         out.infos[0]
@@ -1320,10 +1304,7 @@ impl AddrResolver for Failing {
 
 #[test]
 fn resolver_hard_error_fails_the_provider() {
-    let req = GetinfoRequest {
-        node: Some("x".into()),
-        ..req_with(Info::hints())
-    };
+    let req = addr_req(Some("x"), None, GetinfoFlags::empty());
     let out = match_templates("tcp", PROV_VERSION, &[tmpl_a(), tmpl_b()], &req, &Failing);
     assert_eq!(out.verdicts[0].field, "getinfo");
     assert_eq!(out.error.as_ref().map(Error::code), Some(Errno::EIO));
@@ -1350,10 +1331,7 @@ impl AddrResolver for FailsOnIpv6 {
 
 #[test]
 fn hard_error_after_a_kept_template() {
-    let req = GetinfoRequest {
-        node: Some("127.0.0.1".into()),
-        ..req_with(Info::hints())
-    };
+    let req = addr_req(Some("127.0.0.1"), None, GetinfoFlags::empty());
     let out = match_templates(
         "tcp",
         PROV_VERSION,
