@@ -14,7 +14,9 @@ use ofi::cq::{CompletionQueue, CqAttr, CqError};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL};
+use ofi::getinfo::GetinfoRequest;
+use ofi::registry::Registry;
+use ofi::{Address, CqFormat, Errno, Info, OpFlags, ADDR_NOTAVAIL, API_VERSION};
 
 use crate::{Subject, WAIT};
 
@@ -87,6 +89,19 @@ pub fn close_domain(mut fabric: Fabric, mut domain: Domain) {
         .unwrap_or_else(|e| panic!("fi_close(fabric): {e}"));
 }
 
+/// The first info `registry` answers for `hints` (`fi_getinfo` of this API version,
+/// no node, service or flags); panics when there is none.
+pub fn first_info(registry: &Registry, hints: Info) -> Info {
+    let prov = hints.fabric_attr.prov_name.clone().unwrap_or_default();
+    registry
+        .getinfo(&GetinfoRequest {
+            hints: Some(hints),
+            ..GetinfoRequest::new(API_VERSION)
+        })
+        .unwrap_or_else(|e| panic!("fi_getinfo (provider {prov:?}): {e}"))
+        .remove(0)
+}
+
 /// An endpoint of `domain` with a fresh CQ and AV bound, not yet enabled.
 pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
     let av = domain
@@ -94,6 +109,12 @@ pub fn unenabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueu
         .unwrap_or_else(|e| panic!("fi_av_open: {e}"));
     let (ep, cq) = unenabled_peer_on(domain, info, &av);
     (ep, cq, av)
+}
+
+/// An enabled endpoint of `domain` with a fresh CQ (`FI_CQ_FORMAT_MSG`) and a fresh AV
+/// bound: [`unenabled_peer`], enabled.
+pub fn enabled_peer(domain: &Domain, info: &Info) -> (Endpoint, CompletionQueue, AddressVector) {
+    enabled_endpoint(domain, info, &CqAttr::with_format(CqFormat::Msg))
 }
 
 /// An endpoint of `domain` with a fresh CQ (`FI_CQ_FORMAT_MSG`) and `av` bound, not

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{drain, is_child, next, pair, post_recv, registry, run_child, Pair, WAIT};
 use ofi::{EpType, Errno, OpFlags};
+use ofi_conformance::fixture;
 use ofi_hook::fault::{self, FaultConfig};
 
 /// `set_config` is process-wide: tests that set it run one at a time.
@@ -135,25 +136,11 @@ fn dropped_sends_follow_selective_completion_and_counters() {
             let me = ofi::Address::from_bytes(info.addr_format, &ep.getname().unwrap()).unwrap();
             let to = av.insert(&[me]).unwrap()[0];
             let m = [5u8; 8];
-            // SAFETY: `m` outlives the calls (the sends are dropped by the hook).
-            unsafe {
-                // No FI_COMPLETION: no completion, as udp itself would do.
-                ep.send(m.as_ptr(), 8, std::ptr::null_mut(), to, 1).unwrap();
-                let iov = [ofi::abi::raw::Iov {
-                    base: m.as_ptr() as *mut std::ffi::c_void,
-                    len: 8,
-                }];
-                let msg = ofi::abi::raw::Msg {
-                    msg_iov: iov.as_ptr(),
-                    desc: std::ptr::null(),
-                    iov_count: 1,
-                    addr: to,
-                    context: 2,
-                    data: 0,
-                };
-                // With FI_COMPLETION: one completion, context 2.
-                ep.sendmsg(&msg, OpFlags::COMPLETION.bits()).unwrap();
-            }
+            // `m` outlives the sends (they are dropped by the hook).
+            // No FI_COMPLETION: no completion, as udp itself would do.
+            fixture::send(&ep, &m, to, 1).unwrap();
+            // With FI_COMPLETION: one completion, context 2.
+            fixture::sendmsg(&ep, &m, to, 2, OpFlags::COMPLETION).unwrap();
             ep.inject(&m, to).unwrap();
             let e = next(&cq, Duration::from_millis(100)).expect("the FI_COMPLETION send");
             assert_eq!(e.op_context, 2);

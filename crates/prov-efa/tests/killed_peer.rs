@@ -20,7 +20,7 @@ use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
 use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
-use ofi_conformance::fixture::{open_domain, post_recv, send};
+use ofi_conformance::fixture::{open_domain, post_recv, send, sendmsg};
 use ofi_conformance::pair::{info_for, open_side, poll, PairSpec, CTX_A, CTX_B};
 use ofi_conformance::plugin::linked_subject;
 use ofi_conformance::Subject;
@@ -69,28 +69,11 @@ fn rdm_side(s: &Subject, context: usize) -> RdmSide {
 
 /// A send of `buf` to `dest` with delivery complete (it completes only once the
 /// receiver's application took it).
+/// The caller keeps `buf` until the operation completed (or was canceled) and its
+/// completion was read.
 fn send_dc(ep: &Endpoint, buf: &[u8], dest: u64, context: usize) {
-    let iov = [ofi::abi::raw::Iov {
-        base: buf.as_ptr() as *mut _,
-        len: buf.len(),
-    }];
-    let msg = ofi::abi::raw::Msg {
-        msg_iov: iov.as_ptr(),
-        desc: std::ptr::null_mut(),
-        iov_count: 1,
-        addr: dest,
-        context,
-        data: 0,
-    };
-    // SAFETY: the iov lives across the call; the caller keeps `buf` until the
-    // operation completed (or was canceled) and its completion was read.
-    unsafe {
-        ep.sendmsg(
-            &msg,
-            (OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION).bits(),
-        )
-    }
-    .unwrap();
+    let flags = OpFlags::DELIVERY_COMPLETE | OpFlags::COMPLETION;
+    sendmsg(ep, buf, dest, context, flags).unwrap();
 }
 
 /// The child: an RDM endpoint that prints its name and then keeps making progress

@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{body, check_body, settle, sim, small_cfg, srd};
+use common::{body, check_body, settle, sim, small_cfg, srd, Node};
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::{Event, Outstanding, RecvReq, RxDone, SendReq};
-use ofi_testkit::simnet::Nanos;
+use ofi_testkit::simnet::{Nanos, Sim};
 
 /// How long each step may run (virtual): far longer than any transfer here.
 const END: Nanos = 500_000_000;
@@ -34,6 +34,18 @@ fn recv(ctx: u64, len: usize) -> RecvReq {
     }
 }
 
+/// Node `n` of `s` posts the receive `req` at the simulation's current time.
+fn post_recv(s: &mut Sim<Node>, n: usize, req: RecvReq) {
+    let now = s.now;
+    s.nodes[n].eng.post_recv(now, req).unwrap();
+}
+
+/// Node `n` of `s` starts the send `req` at the simulation's current time.
+fn post_send(s: &mut Sim<Node>, n: usize, req: SendReq) {
+    let now = s.now;
+    s.nodes[n].eng.send(now, req).unwrap();
+}
+
 fn rx_events(ev: &[(Nanos, Event)]) -> Vec<RxDone> {
     ev.iter()
         .filter_map(|(_, e)| match e {
@@ -57,12 +69,12 @@ fn tx_results(ev: &[(Nanos, Event)]) -> Vec<(u64, Result<(), Errno>)> {
 fn one(len: usize, expected: bool, jitter: Nanos, seed: u64) {
     let mut s = sim(2, |i| small_cfg(i as u64 + 10), 0, srd(jitter), seed);
     if expected {
-        s.nodes[1].eng.post_recv(0, recv(7, 20_000)).unwrap();
+        post_recv(&mut s, 1, recv(7, 20_000));
     }
-    s.nodes[0].eng.send(0, send(1, 3, body(0, 0, len))).unwrap();
+    post_send(&mut s, 0, send(1, 3, body(0, 0, len)));
     settle(&mut s, END);
     if !expected {
-        s.nodes[1].eng.post_recv(s.now, recv(7, 20_000)).unwrap();
+        post_recv(&mut s, 1, recv(7, 20_000));
         settle(&mut s, END);
     }
     let rx = rx_events(&s.nodes[1].events);
@@ -103,11 +115,8 @@ fn long_message_without_read_goes_by_cts() {
         srd(10_000),
         5,
     );
-    s.nodes[1].eng.post_recv(0, recv(1, 50_000)).unwrap();
-    s.nodes[0]
-        .eng
-        .send(0, send(1, 1, body(0, 0, 40_000)))
-        .unwrap();
+    post_recv(&mut s, 1, recv(1, 50_000));
+    post_send(&mut s, 0, send(1, 1, body(0, 0, 40_000)));
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
     assert_eq!(check_body(&rx[0].data), (0, 0));
@@ -180,21 +189,16 @@ fn small_cfg_i(i: usize) -> ofi_prov_efa::proto::Config {
 #[test]
 fn multi_recv_packs_messages_and_releases_the_buffer() {
     let mut s = sim(2, small_cfg_i, 0, srd(0), 9);
-    s.nodes[1]
-        .eng
-        .post_recv(
-            0,
-            RecvReq {
-                flags: OpFlags::MULTI_RECV,
-                ..recv(5, 200)
-            },
-        )
-        .unwrap();
+    post_recv(
+        &mut s,
+        1,
+        RecvReq {
+            flags: OpFlags::MULTI_RECV,
+            ..recv(5, 200)
+        },
+    );
     for i in 0..4 {
-        s.nodes[0]
-            .eng
-            .send(0, send(1, i, body(0, i as u32, 60)))
-            .unwrap();
+        post_send(&mut s, 0, send(1, i, body(0, i as u32, 60)));
     }
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
@@ -218,16 +222,14 @@ fn multi_recv_packs_messages_and_releases_the_buffer() {
 fn delivery_complete_waits_for_the_receipt() {
     let mut s = sim(2, small_cfg_i, 0, srd(1_000), 10);
     for (i, len) in [20usize, 1000, 5000].into_iter().enumerate() {
-        s.nodes[0]
-            .eng
-            .send(
-                0,
-                SendReq {
-                    delivery_complete: true,
-                    ..send(1, i as u64, body(0, i as u32, len))
-                },
-            )
-            .unwrap();
+        post_send(
+            &mut s,
+            0,
+            SendReq {
+                delivery_complete: true,
+                ..send(1, i as u64, body(0, i as u32, len))
+            },
+        );
     }
     settle(&mut s, END);
     // Nothing posted: the sends cannot complete (the data is not placed).
@@ -237,7 +239,7 @@ fn delivery_complete_waits_for_the_receipt() {
         s.nodes[0].events
     );
     for i in 0..3 {
-        s.nodes[1].eng.post_recv(s.now, recv(i, 10_000)).unwrap();
+        post_recv(&mut s, 1, recv(i, 10_000));
     }
     settle(&mut s, END);
     let mut tx = tx_results(&s.nodes[0].events);
@@ -248,11 +250,8 @@ fn delivery_complete_waits_for_the_receipt() {
 #[test]
 fn rnr_backs_off_and_resends_until_delivered() {
     let mut s = sim(2, small_cfg_i, 40, srd(2_000), 11);
-    s.nodes[1].eng.post_recv(0, recv(1, 10_000)).unwrap();
-    s.nodes[0]
-        .eng
-        .send(0, send(1, 1, body(0, 0, 3000)))
-        .unwrap();
+    post_recv(&mut s, 1, recv(1, 10_000));
+    post_send(&mut s, 0, send(1, 1, body(0, 0, 3000)));
     settle(&mut s, END);
     assert!(s.nodes[1].rnr_sent > 0, "some RNR was injected");
     assert!(s.nodes[0].eng.stats().rnr > 0);
@@ -275,16 +274,13 @@ fn a_full_unexpected_queue_refuses_with_rnr_until_receives_are_posted() {
         12,
     );
     for i in 0..6 {
-        s.nodes[0]
-            .eng
-            .send(0, send(1, i, body(0, i as u32, 20)))
-            .unwrap();
+        post_send(&mut s, 0, send(1, i, body(0, i as u32, 20)));
     }
     s.run_to(2_000_000);
     assert!(s.nodes[1].eng.stats().not_ready > 0);
     assert_eq!(s.nodes[1].eng.outstanding().unexpected, 2);
     for i in 0..6 {
-        s.nodes[1].eng.post_recv(s.now, recv(i, 100)).unwrap();
+        post_recv(&mut s, 1, recv(i, 100));
     }
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
@@ -303,7 +299,7 @@ fn send_errors() {
     );
     // A lost peer refuses new operations until it is removed.
     s.kill(1);
-    s.nodes[0].eng.send(0, send(1, 2, body(0, 0, 20))).unwrap();
+    post_send(&mut s, 0, send(1, 2, body(0, 0, 20)));
     settle(&mut s, END);
     assert_eq!(tx_results(&s.nodes[0].events), vec![(2, Err(Errno::EIO))]);
     assert!(s.nodes[0].eng.is_lost(1));
@@ -329,28 +325,24 @@ fn directed_receives_take_only_their_source() {
         srd(1_000),
         14,
     );
-    s.nodes[2]
-        .eng
-        .post_recv(
-            0,
-            RecvReq {
-                src: Some(1),
-                ..recv(1, 100)
-            },
-        )
-        .unwrap();
-    s.nodes[2]
-        .eng
-        .post_recv(
-            0,
-            RecvReq {
-                src: Some(0),
-                ..recv(0, 100)
-            },
-        )
-        .unwrap();
-    s.nodes[0].eng.send(0, send(2, 1, body(0, 0, 30))).unwrap();
-    s.nodes[1].eng.send(0, send(2, 1, body(1, 0, 30))).unwrap();
+    post_recv(
+        &mut s,
+        2,
+        RecvReq {
+            src: Some(1),
+            ..recv(1, 100)
+        },
+    );
+    post_recv(
+        &mut s,
+        2,
+        RecvReq {
+            src: Some(0),
+            ..recv(0, 100)
+        },
+    );
+    post_send(&mut s, 0, send(2, 1, body(0, 0, 30)));
+    post_send(&mut s, 1, send(2, 1, body(1, 0, 30)));
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[2].events);
     assert_eq!(rx.len(), 2);
@@ -375,10 +367,7 @@ fn peek(ctx: u64, tag: u64, flags: OpFlags) -> RecvReq {
 #[test]
 fn peek_claim_and_discard() {
     let mut s = sim(2, small_cfg_i, 0, srd(1_000), 15);
-    s.nodes[1]
-        .eng
-        .post_recv(0, peek(0x40, 0x99, OpFlags::PEEK))
-        .unwrap();
+    post_recv(&mut s, 1, peek(0x40, 0x99, OpFlags::PEEK));
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
     assert_eq!((rx[0].ctx, rx[0].result), (0x40, Err(Errno::ENOMSG)));
@@ -387,34 +376,20 @@ fn peek_claim_and_discard() {
         tag: Some(tag),
         ..send(peer, ctx, data)
     };
-    s.nodes[0]
-        .eng
-        .send(s.now, tsend(1, 1, 0x99, body(0, 0, 100)))
-        .unwrap();
+    post_send(&mut s, 0, tsend(1, 1, 0x99, body(0, 0, 100)));
     settle(&mut s, END);
-    s.nodes[1]
-        .eng
-        .post_recv(s.now, peek(0x42, 0x99, OpFlags::PEEK))
-        .unwrap();
-    s.nodes[1]
-        .eng
-        .post_recv(s.now, peek(0x43, 0x99, OpFlags::PEEK | OpFlags::CLAIM))
-        .unwrap();
-    s.nodes[1]
-        .eng
-        .post_recv(s.now, peek(0x44, 0x99, OpFlags::PEEK))
-        .unwrap();
+    post_recv(&mut s, 1, peek(0x42, 0x99, OpFlags::PEEK));
+    post_recv(&mut s, 1, peek(0x43, 0x99, OpFlags::PEEK | OpFlags::CLAIM));
+    post_recv(&mut s, 1, peek(0x44, 0x99, OpFlags::PEEK));
     // The claimed message, received by its claiming context.
-    s.nodes[1]
-        .eng
-        .post_recv(
-            s.now,
-            RecvReq {
-                flags: OpFlags::CLAIM,
-                ..recv(0x43, 128)
-            },
-        )
-        .unwrap();
+    post_recv(
+        &mut s,
+        1,
+        RecvReq {
+            flags: OpFlags::CLAIM,
+            ..recv(0x43, 128)
+        },
+    );
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
     let got: Vec<(u64, Result<(), Errno>, usize, u64)> = rx
@@ -433,26 +408,14 @@ fn peek_claim_and_discard() {
     assert_eq!(check_body(&rx[4].data), (0, 0));
     // Discard: a long message by CTS and one by read — the senders complete, the
     // receiver gets the discard's completion only, and a later peek misses.
-    s.nodes[0]
-        .eng
-        .send(s.now, tsend(1, 2, 0x55, body(0, 1, 5000)))
-        .unwrap();
-    s.nodes[0]
-        .eng
-        .send(s.now, tsend(1, 3, 0x55, body(0, 2, 9000)))
-        .unwrap();
+    post_send(&mut s, 0, tsend(1, 2, 0x55, body(0, 1, 5000)));
+    post_send(&mut s, 0, tsend(1, 3, 0x55, body(0, 2, 9000)));
     settle(&mut s, END);
     for ctx in [0x47, 0x48] {
-        s.nodes[1]
-            .eng
-            .post_recv(s.now, peek(ctx, 0x55, OpFlags::PEEK | OpFlags::DISCARD))
-            .unwrap();
+        post_recv(&mut s, 1, peek(ctx, 0x55, OpFlags::PEEK | OpFlags::DISCARD));
     }
     settle(&mut s, END);
-    s.nodes[1]
-        .eng
-        .post_recv(s.now, peek(0x49, 0x55, OpFlags::PEEK))
-        .unwrap();
+    post_recv(&mut s, 1, peek(0x49, 0x55, OpFlags::PEEK));
     settle(&mut s, END);
     let rx = rx_events(&s.nodes[1].events);
     let got: Vec<(u64, Result<(), Errno>, usize)> = rx[5..]

@@ -182,6 +182,19 @@ fn drive(
 
 /// Every (src, kind) stream: each sequence number once, and matched in order (a
 /// later message took a later receive).
+/// A test's generator (`EFA_SIM_SEED` replays it; `default` otherwise) and the seed of
+/// its simulation, drawn from it.
+fn sim_rng(default: u64) -> (TestRng, u64) {
+    let mut rng = TestRng::from_env("EFA_SIM_SEED", default);
+    let seed = rng.next_u64();
+    (rng, seed)
+}
+
+/// An empty book for each of `n` nodes.
+fn empty_books(n: usize) -> Vec<Book> {
+    (0..n).map(|_| Book::default()).collect()
+}
+
 fn check_streams(books: &[Book], ordered_kinds: bool) -> usize {
     let mut total = 0;
     for (dst, b) in books.iter().enumerate() {
@@ -218,8 +231,7 @@ fn check_streams(books: &[Book], ordered_kinds: bool) -> usize {
 fn a_hundred_thousand_messages_among_8_peers_reordered_and_refused() {
     const PEERS: usize = 8;
     const PER_NODE: usize = 12_500;
-    let mut rng = TestRng::from_env("EFA_SIM_SEED", 0xefa);
-    let seed = rng.next_u64();
+    let (mut rng, seed) = sim_rng(0xefa);
     // A small unexpected queue: receivers refuse (RNR) when senders run ahead of
     // their posted receives, besides the 5 % the devices inject.
     let cfg = |i: usize| {
@@ -229,7 +241,7 @@ fn a_hundred_thousand_messages_among_8_peers_reordered_and_refused() {
     };
     let mut s = sim(PEERS, cfg, 5, srd(40_000), seed);
     s.step_limit = 50_000_000;
-    let mut books: Vec<Book> = (0..PEERS).map(|_| Book::default()).collect();
+    let mut books = empty_books(PEERS);
     drive(&mut s, &mut books, PER_NODE, &mut rng, None);
     let total = check_streams(&books, true);
     assert_eq!(total, PEERS * PER_NODE);
@@ -270,10 +282,9 @@ fn unordered_delivery_still_delivers_each_message_once() {
         ordered: false,
         ..small_cfg(i as u64 + 3)
     };
-    let mut rng = TestRng::from_env("EFA_SIM_SEED", 0xefb);
-    let seed = rng.next_u64();
+    let (mut rng, seed) = sim_rng(0xefb);
     let mut s = sim(PEERS, cfg, 5, srd(40_000), seed);
-    let mut books: Vec<Book> = (0..PEERS).map(|_| Book::default()).collect();
+    let mut books = empty_books(PEERS);
     drive(&mut s, &mut books, 2_000, &mut rng, None);
     assert_eq!(check_streams(&books, false), PEERS * 2_000);
 }
@@ -282,10 +293,9 @@ fn unordered_delivery_still_delivers_each_message_once() {
 fn a_killed_peer_fails_its_operations_within_bounded_time() {
     const PEERS: usize = 4;
     const KILL_AT: Nanos = 3_000_000;
-    let mut rng = TestRng::from_env("EFA_SIM_SEED", 0xefc);
-    let seed = rng.next_u64();
+    let (mut rng, seed) = sim_rng(0xefc);
     let mut s = sim(PEERS, |i| small_cfg(i as u64 + 5), 5, srd(40_000), seed);
-    let mut books: Vec<Book> = (0..PEERS).map(|_| Book::default()).collect();
+    let mut books = empty_books(PEERS);
     drive(&mut s, &mut books, 3_000, &mut rng, Some((3, KILL_AT)));
     let cfg = small_cfg(0);
     // Lost within probe interval + peer timeout (+ one driver step) of the kill.

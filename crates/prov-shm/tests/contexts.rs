@@ -14,7 +14,7 @@ use ofi::fabric::Fabric;
 use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
 use ofi::{Address, Caps, CqFormat, EpType, Errno, Info, OpFlags, API_VERSION};
-use ofi_conformance::fixture::{post_recv, send};
+use ofi_conformance::fixture::{first_info, post_recv, send};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -39,13 +39,7 @@ fn info(reg: &Registry) -> Info {
     hints.fabric_attr.prov_name = Some("shm".into());
     hints.ep_attr.tx_ctx_cnt = 2;
     hints.ep_attr.rx_ctx_cnt = 2;
-    let infos = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(hints),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo shm with two contexts each way");
-    let i = infos[0].clone();
+    let i = first_info(reg, hints);
     assert_eq!((i.ep_attr.tx_ctx_cnt, i.ep_attr.rx_ctx_cnt), (2, 2));
     assert!(i.domain_attr.max_ep_tx_ctx >= 2 && i.domain_attr.max_ep_srx_ctx > 0);
     i

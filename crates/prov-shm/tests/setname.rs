@@ -6,19 +6,13 @@
 use std::path::Path;
 
 use ofi::ep::Endpoint;
-use ofi::getinfo::GetinfoRequest;
-use ofi::{AddrFormat, Address, Caps, EpType, Errno, Info, API_VERSION};
-use ofi_conformance::fixture::{unenabled_peer, wait_ok};
+use ofi::{AddrFormat, Address, Caps, EpType, Errno, Info};
+use ofi_conformance::fixture::{first_info, unenabled_peer, wait_ok};
 
 fn info(reg: &ofi::registry::Registry) -> Info {
     let mut hints = Info::hints().with_ep_type(EpType::Rdm).with_caps(Caps::MSG);
     hints.fabric_attr.prov_name = Some("shm".into());
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(hints),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .expect("getinfo shm")
-    .remove(0)
+    first_info(reg, hints)
 }
 
 /// The endpoint's address as a string (`fi_shm://<name>`).

@@ -7,10 +7,9 @@
 use std::time::Duration;
 
 use ofi::av::AvAttr;
-use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{AddrFormat, Address, AvFlags, Caps, EpType, Errno, Info, API_VERSION};
-use ofi_conformance::fixture::{post_recv, send, unenabled_peer_on, wait_ok};
+use ofi::{AddrFormat, Address, AvFlags, Caps, EpType, Errno, Info};
+use ofi_conformance::fixture::{first_info, post_recv, send, unenabled_peer_on, wait_ok};
 use ofi_testkit::child::{child_mode, hear, say, ChildProc};
 
 const CHILD_ENV: &str = "OFI_SHM_SHARED_AV_CHILD";
@@ -23,12 +22,7 @@ fn registry() -> Registry {
 fn rdm_info(reg: &Registry) -> Info {
     let mut hints = Info::hints().with_ep_type(EpType::Rdm).with_caps(Caps::MSG);
     hints.fabric_attr.prov_name = Some("shm".into());
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(hints),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .expect("getinfo shm")[0]
-        .clone()
+    first_info(reg, hints)
 }
 
 fn named(name: &str, flags: AvFlags) -> AvAttr {

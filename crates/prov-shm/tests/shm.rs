@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use ofi::abi::raw::{CqErrEntry, CqTaggedEntry};
 use ofi::cq::CompletionQueue;
-use ofi::getinfo::GetinfoRequest;
 use ofi::registry::Registry;
-use ofi::{Address, Caps, EpType, Errno, Info, OpFlags, API_VERSION};
-use ofi_conformance::fixture::sendmsg;
+use ofi::{Address, Caps, EpType, Errno, Info, OpFlags};
+use ofi_conformance::fixture::{first_info, iov_of, post_recv, send, sendmsg};
 use ofi_conformance::node::{endpoint_in, wait_for, Node};
 use ofi_conformance::pair::poll;
 use ofi_testkit::child::{hear, played_child, say, ChildProc};
@@ -34,13 +33,7 @@ fn info(reg: &Registry) -> Info {
         .with_ep_type(EpType::Rdm)
         .with_caps(Caps::MSG | Caps::TAGGED | Caps::SOURCE);
     hints.fabric_attr.prov_name = Some("shm".into());
-    let infos = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(hints),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo shm");
-    infos[0].clone()
+    first_info(reg, hints)
 }
 
 /// A [`Node`] of shm in a fabric of its own, from `reg`.
@@ -1140,20 +1133,10 @@ fn auto_progress_delivers_without_cq_reads() {
     let dest = aa.insert(&[bname]).unwrap()[0];
     for len in [40usize, 5000, 300_000] {
         let mut buf = vec![0u8; len];
-        // SAFETY: `buf` outlives the receive (its completion is read below).
-        unsafe {
-            eb.recv(
-                buf.as_mut_ptr(),
-                len,
-                std::ptr::null_mut(),
-                ofi::ADDR_UNSPEC,
-                1,
-            )
-        }
-        .unwrap();
+        // `buf` and `payload` outlive the operations (their completions are read below).
+        post_recv(&eb, &mut buf, 1).unwrap();
         let payload = pattern(len, 9);
-        // SAFETY: `payload` outlives the send (its completion is read below).
-        unsafe { ea.send(payload.as_ptr(), len, std::ptr::null_mut(), dest, 2) }.unwrap();
+        send(&ea, &payload, dest, 2).unwrap();
         let deadline = Instant::now() + BOUND;
         let p = buf.as_ptr();
         // The progress thread writes the buffer behind our back: read it volatile.
@@ -1637,17 +1620,14 @@ fn large_injects_survive_buffer_reuse_and_busy_chunks() {
 /// send still completes (a completion was asked for).
 #[test]
 fn tsendmsg_with_fi_inject_copies_the_data() {
-    use ofi::abi::raw::{Iov, MsgTagged};
+    use ofi::abi::raw::MsgTagged;
     let reg = registry();
     let a = node(&reg);
     let b = node(&reg);
     let dest = insert(&a, &name_of(&b));
     let mut data = pattern(3000, 9);
     let want = data.clone();
-    let iov = Iov {
-        base: data.as_mut_ptr().cast(),
-        len: data.len(),
-    };
+    let iov = iov_of(&mut data);
     let msg = MsgTagged {
         msg_iov: &iov,
         desc: std::ptr::null(),

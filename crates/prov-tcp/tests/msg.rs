@@ -5,8 +5,9 @@
 mod common;
 
 use common::*;
-use ofi::abi::raw::{Iov, MsgTagged};
+use ofi::abi::raw::MsgTagged;
 use ofi::{Caps, Errno, OpFlags};
+use ofi_conformance::fixture::iov_of;
 
 const NULL: *mut std::ffi::c_void = std::ptr::null_mut();
 
@@ -38,16 +39,7 @@ fn expected_and_unexpected_messages() {
         }
         let mut a = [0u8; 5];
         let mut b = [0u8; 10];
-        let iov = [
-            Iov {
-                base: a.as_mut_ptr().cast(),
-                len: 5,
-            },
-            Iov {
-                base: b.as_mut_ptr().cast(),
-                len: 10,
-            },
-        ];
+        let iov = [iov_of(&mut a), iov_of(&mut b)];
         // SAFETY: the buffers outlive the operation (its completion is awaited).
         unsafe { s.ep.recvv(iov.as_ptr(), std::ptr::null(), 2, 0, 4).unwrap() };
         let e = cq_expect_ctx(&s.cq, &[], 4);
@@ -182,10 +174,7 @@ fn tagged_matching_peek_claim_discard() {
     }
     // Peek finds it (no data), claim takes it.
     let peek = |flags: OpFlags, ctx: usize, buf: &mut [u8]| {
-        let iov = [Iov {
-            base: buf.as_mut_ptr().cast(),
-            len: buf.len(),
-        }];
+        let iov = [iov_of(buf)];
         let m = MsgTagged {
             msg_iov: iov.as_ptr(),
             desc: std::ptr::null(),

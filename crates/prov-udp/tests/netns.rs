@@ -26,9 +26,8 @@ use ofi::abi::raw::CqDataEntry;
 use ofi::av::AddressVector;
 use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::ep::Endpoint;
-use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, Address, Caps, CqFormat, Info, ADDR_NOTAVAIL, API_VERSION};
+use ofi::{AddrFormat, Address, Caps, CqFormat, Info, ADDR_NOTAVAIL};
 use ofi_prov_udp::UdpProvider;
 use ofi_testkit::netns::NetPair;
 
@@ -51,13 +50,7 @@ fn info(reg: &Registry, src: Option<SocketAddr>) -> Info {
     let mut h = Info::hints().with_caps(Caps::MSG | Caps::SOURCE);
     h.addr_format = AddrFormat::SOCKADDR_IN;
     h.fabric_attr.prov_name = Some("udp".into());
-    let mut i = reg
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo")[0]
-        .clone();
+    let mut i = ofi_conformance::fixture::first_info(reg, h);
     if let Some(src) = src {
         i.src_addr = Some(Address::from(src));
     }

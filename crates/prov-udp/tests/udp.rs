@@ -43,13 +43,7 @@ fn info_with(format: AddrFormat, caps: Caps, progress: Progress) -> Info {
     h.addr_format = format;
     h.domain_attr.data_progress = progress;
     h.fabric_attr.prov_name = Some("udp".into());
-    let infos = registry()
-        .getinfo(&GetinfoRequest {
-            hints: Some(h),
-            ..GetinfoRequest::new(API_VERSION)
-        })
-        .expect("getinfo");
-    infos[0].clone()
+    fixture::first_info(registry(), h)
 }
 
 fn info(caps: Caps) -> Info {
@@ -208,10 +202,7 @@ fn msg_of(iov: &[Iov], dest: u64, ctx: usize, data: u64) -> Msg {
 /// `fi_sendmsg` of `payload` from `p`'s `a` to `b` with context `ctx`, CQ data `data`
 /// and `flags`; panics when refused. udp has the bytes when the call returns.
 fn sendmsg_a_to_b(p: &Pair, payload: &[u8], ctx: usize, data: u64, flags: OpFlags) {
-    let iov = [Iov {
-        base: payload.as_ptr() as *mut _,
-        len: payload.len(),
-    }];
+    let iov = [Iov::from_slice(payload)];
     let m = msg_of(&iov, p.to_b, ctx, data);
     // SAFETY: `m`, its iov and `payload` live across the call, which copies the bytes.
     unsafe { p.a.ep.sendmsg(&m, flags.bits()) }
@@ -475,16 +466,7 @@ fn size_limits_and_iov_limits() {
     let e = p.a.ep.inject(&big, p.to_b).unwrap_err();
     assert_eq!(e.code(), Errno::EMSGSIZE);
     let half = vec![1u8; MAX_MSG_SIZE / 2 + 1];
-    let iov = [
-        Iov {
-            base: half.as_ptr() as *mut _,
-            len: half.len(),
-        },
-        Iov {
-            base: half.as_ptr() as *mut _,
-            len: half.len(),
-        },
-    ];
+    let iov = [Iov::from_slice(&half), Iov::from_slice(&half)];
     // SAFETY: the buffers live across the call.
     let e = unsafe { p.a.ep.sendv(iov.as_ptr(), std::ptr::null(), 2, p.to_b, 2) }.unwrap_err();
     assert_eq!(e.code(), Errno::EMSGSIZE);
@@ -498,13 +480,7 @@ fn size_limits_and_iov_limits() {
 
     // A gathered send of four pieces arrives as one message.
     let parts: [&[u8]; 4] = [b"ab", b"", b"cde", b"f"];
-    let iov: Vec<Iov> = parts
-        .iter()
-        .map(|s| Iov {
-            base: s.as_ptr() as *mut _,
-            len: s.len(),
-        })
-        .collect();
+    let iov = parts.map(Iov::from_slice);
     let mut r = [0u8; 8];
     recv(&p.b.ep, &mut r, 5).unwrap();
     // SAFETY: the buffers live across the call.
@@ -518,16 +494,7 @@ fn size_limits_and_iov_limits() {
 fn scatter_receive_into_several_buffers() {
     let p = pair(Caps::MSG);
     let (mut x, mut y) = ([0u8; 3], [0u8; 10]);
-    let iov = [
-        Iov {
-            base: x.as_mut_ptr().cast(),
-            len: 3,
-        },
-        Iov {
-            base: y.as_mut_ptr().cast(),
-            len: 10,
-        },
-    ];
+    let iov = [fixture::iov_of(&mut x), fixture::iov_of(&mut y)];
     // SAFETY: the buffers outlive the completion.
     unsafe {
         p.b.ep

@@ -22,10 +22,8 @@ fn dropped_datagrams_complete_at_the_sender_and_never_arrive() {
     let (fa, da) = fixture::open_domain(&s, &info);
     std::env::remove_var("FI_VERBS_SOFT_UD_DROP");
     let (fb, db) = fixture::open_domain(&s, &info);
-    let (ea, cqa, ava) = fixture::unenabled_peer(&da, &info);
-    let (eb, cqb, avb) = fixture::unenabled_peer(&db, &info);
-    ea.enable().unwrap();
-    eb.enable().unwrap();
+    let (ea, cqa, ava) = fixture::enabled_peer(&da, &info);
+    let (eb, cqb, avb) = fixture::enabled_peer(&db, &info);
     let b_at_a = ava.insert(&[name_of(&eb, &info)]).unwrap()[0];
     let a_at_b = avb.insert(&[name_of(&ea, &info)]).unwrap()[0];
 

@@ -38,10 +38,8 @@ fn the_source_of_a_datagram_is_its_sender() {
         "datagrams inject up to the MTU"
     );
     let (fabric, domain) = fixture::open_domain(&s, &info);
-    let (ea, cqa, ava) = fixture::unenabled_peer(&domain, &info);
-    let (eb, cqb, avb) = fixture::unenabled_peer(&domain, &info);
-    ea.enable().unwrap();
-    eb.enable().unwrap();
+    let (ea, cqa, ava) = fixture::enabled_peer(&domain, &info);
+    let (eb, cqb, avb) = fixture::enabled_peer(&domain, &info);
     let a_name = name_of(&ea, &info);
     let to_b = ava.insert(&[name_of(&eb, &info)]).unwrap()[0];
 
@@ -81,10 +79,8 @@ fn without_fi_source_nothing_is_looked_up() {
     assert_eq!(info.ep_type(), EpType::Dgram);
     assert!(!info.caps.contains(Caps::SOURCE), "{}", info.caps);
     let (fabric, domain) = fixture::open_domain(&s, &info);
-    let (ea, cqa, ava) = fixture::unenabled_peer(&domain, &info);
-    let (eb, cqb, avb) = fixture::unenabled_peer(&domain, &info);
-    ea.enable().unwrap();
-    eb.enable().unwrap();
+    let (ea, cqa, ava) = fixture::enabled_peer(&domain, &info);
+    let (eb, cqb, avb) = fixture::enabled_peer(&domain, &info);
     let to_b = ava.insert(&[name_of(&eb, &info)]).unwrap()[0];
     let mut buf = [0u8; 16];
     post_recv(&eb, &mut buf, 1).unwrap();

@@ -48,14 +48,10 @@ fn exchange_connects_two_queue_pairs() {
     };
     let cid = client.connect(addr, &hello, &qa).unwrap();
     // The channel's fd says there is something to read.
-    let mut p = libc::pollfd {
-        fd: server.fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polls one pollfd.
-    let ready = unsafe { libc::poll(&mut p, 1, BOUND.as_millis() as i32) };
-    assert_eq!(ready, 1, "channel fd not readable");
+    assert!(
+        readable_within(server.fd(), BOUND),
+        "channel fd not readable"
+    );
     let req = event(&server, "connect request");
     let CmEventKind::ConnectRequest { listener, peer } = req.kind else {
         panic!("{req:?}")

@@ -82,6 +82,14 @@ fn send(fd: &OwnedFd, pkt: &[u8]) {
     assert_eq!(r, pkt.len() as isize);
 }
 
+/// An RC queue pair of `a` connected (no RNR retry) to queue pair `qpn` at `gid`.
+fn rc_qp_to(a: &Node, gid: Gid, qpn: u32) -> QueuePair {
+    let qp = a.qp(QpType::Rc);
+    rc_init(&qp);
+    rc_connect(&qp, gid, qpn, 0, 1);
+    qp
+}
+
 /// A fake peer: a listening socket of our own where context `serial` of this process
 /// would live. Returns its GID, its path (removed by the caller) and the socket.
 fn fake_peer(serial: u32) -> (Gid, PathBuf, OwnedFd) {
@@ -101,14 +109,10 @@ fn fake_peer(serial: u32) -> (Gid, PathBuf, OwnedFd) {
 
 /// Receives one packet, waiting at most `BOUND`.
 fn recv(fd: &OwnedFd) -> Vec<u8> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd of ours.
-    let r = unsafe { libc::poll(&mut p, 1, BOUND.as_millis() as i32) };
-    assert_eq!(r, 1, "no packet within {BOUND:?}");
+    assert!(
+        readable_within(fd.as_raw_fd(), BOUND),
+        "no packet within {BOUND:?}"
+    );
     let mut b = vec![0u8; 70_000];
     // SAFETY: receives into our buffer.
     let n = unsafe { libc::recv(fd.as_raw_fd(), b.as_mut_ptr().cast(), b.len(), 0) };
@@ -353,9 +357,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
     let a = Node::all_access(4096);
     // A fake peer: a socket of our own where a context of this process would live.
     let (gid, path, listen) = fake_peer(0x7fff_0000 + std::process::id() % 1000);
-    let qa = a.qp(QpType::Rc);
-    rc_init(&qa);
-    rc_connect(&qa, gid, 77, 0, 1);
+    let qa = rc_qp_to(&a, gid, 77);
     let conn = accept_hello(&listen, &a, &gid);
     a.buf.write(0, &[0x55; 256]);
     a.post(
@@ -481,9 +483,7 @@ fn a_lying_responder_cannot_corrupt_the_requester() {
 fn a_silent_responder_runs_out_the_transport_timeout() {
     let a = Node::all_access(4096);
     let (gid, path, listen) = fake_peer(0x7ffe_0000 + std::process::id() % 1000);
-    let qa = a.qp(QpType::Rc);
-    rc_init(&qa);
-    rc_connect(&qa, gid, 5, 0, 1);
+    let qa = rc_qp_to(&a, gid, 5);
     // timeout 10: 4.096 µs × 2^10 ≈ 4.2 ms per try, retry_cnt 1: two tries.
     let attr = QpAttr {
         qp_state: QpState::Rts,

@@ -5,10 +5,8 @@
 //! when the header is not installed (`libibverbs-dev`).
 
 use std::mem::offset_of;
-use std::path::PathBuf;
-use std::process::Command;
 
-use ofi_testkit::c_layout::{assert_probe_output, probe_program, Layout};
+use ofi_testkit::c_layout::{check_installed_header, Layout};
 use ofi_testkit::layout;
 
 use ofi_rdma::sys::efadv::{EfadvCq, EfadvCqInitAttr};
@@ -326,56 +324,9 @@ fn values() -> Vec<(String, u64)> {
     v
 }
 
-/// Compiles and runs the probe `name`, and compares its lines with `expected`.
-fn run_probe(name: &str, src: &str, expected: &[String]) {
-    let exe = std::env::current_exe().unwrap();
-    let dir: PathBuf = exe.parent().unwrap().join("rdma-layout");
-    std::fs::create_dir_all(&dir).unwrap();
-    // Per process: several runs of this binary may probe at once.
-    let stem = format!("{name}-{}", std::process::id());
-    let c_path = dir.join(format!("{stem}.c"));
-    std::fs::write(&c_path, src).unwrap();
-    let bin = dir.join(&stem);
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-        .arg(&bin)
-        .arg(&c_path)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = Command::new(&bin).output().expect("run probe");
-    let _ = std::fs::remove_file(&bin);
-    let _ = std::fs::remove_file(&c_path);
-    assert!(run.status.success());
-    assert_probe_output(&String::from_utf8_lossy(&run.stdout), expected);
-}
-
-/// Checks `layouts` and `values` against the installed `/usr/include/<header>` (the
-/// probe `name`), or says the check is skipped when the header (from `package`) is not
-/// installed.
-fn check_header(
-    header: &str,
-    package: &str,
-    name: &str,
-    layouts: &[Layout],
-    values: &[(String, u64)],
-) {
-    let path = format!("/usr/include/{header}");
-    if !std::path::Path::new(&path).exists() {
-        eprintln!("layout: SKIPPED: {path} not found (install {package})");
-        return;
-    }
-    let (src, expected) = probe_program(&format!("#include <{header}>\n"), layouts, values);
-    run_probe(name, &src, &expected);
-}
-
 #[test]
 fn mirrors_and_values_match_the_installed_verbs_header() {
-    check_header(
+    check_installed_header(
         "infiniband/verbs.h",
         "libibverbs-dev",
         "verbs_layout",
@@ -436,7 +387,7 @@ fn rdmacm_mirrors_match_the_installed_header() {
         .collect();
     values.push(("RDMA_PS_TCP".into(), RDMA_PS_TCP.into()));
     values.push(("RDMA_PS_UDP".into(), RDMA_PS_UDP.into()));
-    check_header(
+    check_installed_header(
         "rdma/rdma_cma.h",
         "librdmacm-dev",
         "rdmacm_layout",
@@ -451,7 +402,7 @@ fn efa_completion_queue_mirrors_match_the_installed_efadv_header() {
         "EFADV_WC_EX_WITH_SGID".to_string(),
         ofi_rdma::sys::efadv::WC_EX_WITH_SGID,
     )];
-    check_header(
+    check_installed_header(
         "infiniband/efadv.h",
         "libibverbs-dev",
         "efadv_layout",

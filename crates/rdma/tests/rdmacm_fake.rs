@@ -9,23 +9,15 @@
 //! so) without a C compiler or the header. The only test of this binary: the library
 //! is looked up once per process.
 
+mod common;
 mod fake;
 
 use std::time::Duration;
 
+use common::readable_within;
 use fake::{framed, StandIns};
 use ofi_core::Errno;
 use ofi_rdma::{CmChannel, CmEventKind, CmPeer, DeviceKind, Gid};
-
-fn readable(fd: std::os::fd::RawFd) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polls one pollfd on the stack, without waiting.
-    unsafe { libc::poll(&mut p, 1, 0) == 1 }
-}
 
 #[test]
 fn the_passive_side_runs_against_a_stand_in_librdmacm() {
@@ -39,7 +31,7 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
         (55, 195)
     );
     assert_eq!(ch.get_event(), None, "nothing queued: EAGAIN, no block");
-    assert!(!readable(ch.fd()));
+    assert!(!readable_within(ch.fd(), Duration::ZERO));
 
     let (lid, at) = ch.listen("10.0.0.1:0".parse().unwrap()).unwrap();
     assert_eq!(
@@ -50,7 +42,10 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
 
     // A request with framed private data ("hello"), padded to 56 on the wire.
     fake.request(&framed(b"hello"), 77);
-    assert!(readable(ch.fd()), "the channel's fd signals the event");
+    assert!(
+        readable_within(ch.fd(), Duration::ZERO),
+        "the channel's fd signals the event"
+    );
     let ev = ch.wait_event(Duration::from_secs(5)).expect("the request");
     assert_eq!(
         ev.kind,
@@ -99,7 +94,7 @@ fn the_passive_side_runs_against_a_stand_in_librdmacm() {
     fake.stray_event(fake::DISCONNECTED);
     fake.stray_event(fake::TIMEWAIT_EXIT);
     assert_eq!(ch.get_event(), None);
-    assert!(!readable(ch.fd()), "both taken");
+    assert!(!readable_within(ch.fd(), Duration::ZERO), "both taken");
 
     // A request disconnected before it is answered: destroyed without
     // rdma_disconnect (there is no connection).

@@ -7,13 +7,18 @@
 //! nested fields, by offset), makes a C program with [`probe_program`] that prints one
 //! `<what> <number>` line per size, alignment, offset and value, compiles and runs it
 //! however it needs (its own includes, libraries and compiler), and hands the output
-//! to [`assert_probe_output`].
+//! to [`assert_probe_output`]; or, for a probe that needs nothing but the header and
+//! the C compiler, hands the lists to [`check_installed_header`], which does all of
+//! that (and says the check is skipped when the header is not installed).
 //!
 //! # What may panic
 //!
-//! This is test support: [`assert_probe_output`] panics with every mismatch listed.
+//! This is test support: [`assert_probe_output`] panics with every mismatch listed;
+//! [`run_probe`] panics when the compiler refuses the program or the program fails.
 
 use std::fmt::Write;
+use std::path::PathBuf;
+use std::process::Command;
 
 /// One C structure as Rust lays it out.
 #[derive(Debug, Clone)]
@@ -107,4 +112,53 @@ pub fn assert_probe_output(stdout: &str, expected: &[String]) {
         .collect();
     assert_eq!(got.len(), expected.len(), "line count differs:\n{stdout}");
     assert!(bad.is_empty(), "layout mismatches:\n{}", bad.join("\n"));
+}
+
+/// Compiles the probe `src` (named `name`) with `$CC` (or `cc`), runs it and compares
+/// its lines with `expected` ([`assert_probe_output`]). The source and the program
+/// live next to the test binary, per process (several runs of a binary may probe at
+/// once), and are removed afterwards.
+pub fn run_probe(name: &str, src: &str, expected: &[String]) {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir: PathBuf = exe.parent().expect("its directory").join("c-layout");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = format!("{name}-{}", std::process::id());
+    let c_path = dir.join(format!("{stem}.c"));
+    std::fs::write(&c_path, src).unwrap();
+    let bin = dir.join(&stem);
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(&c_path)
+        .output()
+        .expect("run cc");
+    let _ = std::fs::remove_file(&c_path);
+    assert!(
+        out.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&bin).output().expect("run probe");
+    let _ = std::fs::remove_file(&bin);
+    assert!(run.status.success(), "the probe {name} failed");
+    assert_probe_output(&String::from_utf8_lossy(&run.stdout), expected);
+}
+
+/// Checks `layouts` and `values` against the installed `/usr/include/<header>` with
+/// the probe `name` ([`probe_program`], [`run_probe`]); when the header (from the
+/// distribution's `package`) is not installed, says the check is skipped and returns.
+pub fn check_installed_header(
+    header: &str,
+    package: &str,
+    name: &str,
+    layouts: &[Layout],
+    values: &[(String, u64)],
+) {
+    let path = format!("/usr/include/{header}");
+    if !std::path::Path::new(&path).exists() {
+        eprintln!("{name}: SKIPPED: {path} not found (install {package})");
+        return;
+    }
+    let (src, expected) = probe_program(&format!("#include <{header}>\n"), layouts, values);
+    run_probe(name, &src, &expected);
 }

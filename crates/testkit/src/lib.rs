@@ -7,6 +7,7 @@
 //!   the child and talking to it over stdin and stdout;
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
 //! - [`free_tcp_port`]: a TCP port nobody listens on;
+//! - [`length_prefixed`]: a fuzzer's input read as a sequence of packets;
 //! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
 //!   or stream semantics, loss, duplication, reordering, broken links, killed nodes);
 //! - [`wire`]: a parser's hostile-input cases as a table of corrupted bytes.
@@ -172,9 +173,29 @@ pub fn free_udp_port() -> u16 {
         .port()
 }
 
+/// `data` (a fuzzer's input) read as packets, each a length byte `n` followed by its
+/// `n` bytes; the last packet is cut short where the input ends. Never panics.
+pub fn length_prefixed(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        let (&n, tail) = rest.split_first()?;
+        let (packet, after) = tail.split_at(usize::from(n).min(tail.len()));
+        rest = after;
+        Some(packet)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn length_prefixed_packets_end_with_the_input() {
+        let data = [2, 10, 11, 0, 3, 20, 21];
+        let got: Vec<&[u8]> = length_prefixed(&data).collect();
+        assert_eq!(got, [&[10, 11][..], &[], &[20, 21]]);
+        assert_eq!(length_prefixed(&[]).count(), 0);
+    }
 
     #[test]
     fn the_stream_is_a_function_of_the_seed() {

@@ -45,6 +45,15 @@ fn fi_info(args: &[&str]) -> Run {
     run_cmd(c)
 }
 
+/// The stderr of `fi_info args`, which must exit with `status` and print nothing on
+/// stdout (a refused command line).
+fn refused(args: &[&str], status: i32) -> String {
+    let r = fi_info(args);
+    assert_eq!(r.status, status, "{args:?}");
+    assert_eq!(r.out, "", "{args:?}");
+    r.err
+}
+
 /// Checks the getinfo-failure form for `FI_ENODATA`.
 fn assert_nodata(r: &Run) {
     assert_eq!(r.status, 61, "stdout: {}\nstderr: {}", r.out, r.err);
@@ -110,6 +119,16 @@ fn listing_or_nodata(r: &Run) -> Vec<Vec<String>> {
     if r.status == 0 {
         assert_eq!(r.err, "");
         blocks(&r.out)
+    } else {
+        assert_nodata(r);
+        Vec::new()
+    }
+}
+
+/// The verbose blocks of a successful listing, or none after the ENODATA failure.
+fn verbose_blocks_or_nodata(r: &Run) -> Vec<String> {
+    if r.status == 0 {
+        verbose_blocks(&r.out)
     } else {
         assert_nodata(r);
         Vec::new()
@@ -243,15 +262,10 @@ fn caps_filter() {
         .out
         .lines()
         .any(|l| l == "provider: unixdgram"));
-    let r = fi_info(&["-v", "-c", "FI_MSG"]);
-    if r.status == 0 {
-        for b in verbose_blocks(&r.out) {
-            let caps = field(&b, "    caps: ");
-            assert_eq!(caps.len(), 1, "{b}");
-            assert!(caps[0].contains("FI_MSG"), "{b}");
-        }
-    } else {
-        assert_nodata(&r);
+    for b in verbose_blocks_or_nodata(&fi_info(&["-v", "-c", "FI_MSG"])) {
+        let caps = field(&b, "    caps: ");
+        assert_eq!(caps.len(), 1, "{b}");
+        assert!(caps[0].contains("FI_MSG"), "{b}");
     }
 }
 
@@ -271,26 +285,16 @@ fn addr_format_filter() {
     assert!(!fi_info(&["-a", "fi_sockaddr_in6"])
         .out
         .contains("provider: unixdgram"));
-    let r = fi_info(&["-v", "-a", "fi_sockaddr_in6"]);
-    if r.status == 0 {
-        for b in verbose_blocks(&r.out) {
-            assert_eq!(field(&b, "    addr_format: "), ["FI_SOCKADDR_IN6"], "{b}");
-        }
-    } else {
-        assert_nodata(&r);
+    for b in verbose_blocks_or_nodata(&fi_info(&["-v", "-a", "fi_sockaddr_in6"])) {
+        assert_eq!(field(&b, "    addr_format: "), ["FI_SOCKADDR_IN6"], "{b}");
     }
 }
 
 #[test]
 fn mode_option() {
     // Supporting no mode at all only keeps entries that require none.
-    let r = fi_info(&["-v", "-m", ""]);
-    if r.status == 0 {
-        for b in verbose_blocks(&r.out) {
-            assert_eq!(field(&b, "    mode: "), ["[  ]"], "{b}");
-        }
-    } else {
-        assert_nodata(&r);
+    for b in verbose_blocks_or_nodata(&fi_info(&["-v", "-m", ""])) {
+        assert_eq!(field(&b, "    mode: "), ["[  ]"], "{b}");
     }
     let r = fi_info(&["-m", "FI_CONTEXT|fi_context2"]);
     listing_or_nodata(&r);
@@ -322,10 +326,7 @@ fn bad_names_fail_like_the_c_tool() {
         ),
     ];
     for (args, msg) in cases {
-        let r = fi_info(args);
-        assert_eq!(r.status, 22, "{args:?}");
-        assert_eq!(r.err, msg, "{args:?}");
-        assert_eq!(r.out, "", "{args:?}");
+        assert_eq!(refused(args, 22), msg, "{args:?}");
     }
 }
 
@@ -345,10 +346,9 @@ fn getopt_errors() {
         ),
     ];
     for (args, msg) in cases {
-        let r = fi_info(args);
-        assert_eq!(r.status, 1, "{args:?}");
-        assert_eq!(r.err.lines().next(), Some(msg), "{args:?}");
-        assert!(r.err.contains("Usage: fi_info"), "{args:?}");
+        let err = refused(args, 1);
+        assert_eq!(err.lines().next(), Some(msg), "{args:?}");
+        assert!(err.contains("Usage: fi_info"), "{args:?}");
     }
 }
 

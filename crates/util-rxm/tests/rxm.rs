@@ -41,6 +41,21 @@ fn wait(cq: &CompletionQueue, others: &[&CompletionQueue], what: &str) -> Done {
     wait_for(others, WAIT, what, || poll(cq))
 }
 
+/// The source (`FI_SOURCE`) of the completion with context `ctx` on `cq`, read within
+/// [`WAIT`] while `other` is driven too; completions of other contexts are passed over.
+fn source_of(cq: &CompletionQueue, other: &CompletionQueue, ctx: usize, what: &str) -> u64 {
+    let mut e = [CqTaggedEntry::default()];
+    let mut src = [0u64];
+    let end = Instant::now() + WAIT;
+    loop {
+        let _ = other.read::<CqTaggedEntry>(&mut []);
+        match cq.readfrom(&mut e, &mut src) {
+            Ok(1) if e[0].op_context == ctx => return src[0],
+            _ => assert!(Instant::now() < end, "{what}"),
+        }
+    }
+}
+
 fn pair() -> (Node, Node, u64, u64) {
     pair_of(&rxm_info())
 }
@@ -228,19 +243,13 @@ fn every_protocol_size_expected_and_unexpected() {
     }
     // And back, with the source reported.
     let mut buf = vec![0u8; 8];
-    let mut e = [CqTaggedEntry::default()];
-    let mut src = [0u64];
     a.recv(&mut buf, 7);
     b.send(b"back", ba, 8).unwrap();
-    let end = Instant::now() + WAIT;
-    loop {
-        let _ = b.cq.read::<CqTaggedEntry>(&mut []);
-        match a.cq.readfrom(&mut e, &mut src) {
-            Ok(1) if e[0].op_context == 7 => break,
-            _ => assert!(Instant::now() < end, "reply"),
-        }
-    }
-    assert_eq!(src[0], ab, "FI_SOURCE names the sender's fabric address");
+    assert_eq!(
+        source_of(&a.cq, &b.cq, 7, "reply"),
+        ab,
+        "FI_SOURCE names the sender's fabric address"
+    );
 }
 
 /// With `FI_PROGRESS_AUTO` the domain's progress thread moves data: the receiver sees
@@ -287,22 +296,14 @@ fn concrete_ip_aliases_of_wildcard_names() {
         let (mut rb, mut ra) = (vec![0u8; 8], vec![0u8; 8]);
         b.recv(&mut rb, 1);
         a.send(b"ping", ab, 2).unwrap();
-        let mut e = [CqTaggedEntry::default()];
-        let mut src = [0u64];
-        let end = Instant::now() + WAIT;
-        loop {
-            let _ = a.cq.read::<CqTaggedEntry>(&mut []);
-            match b.cq.readfrom(&mut e, &mut src) {
-                Ok(1) if e[0].op_context == 1 => break,
-                _ => assert!(Instant::now() < end, "round {round}: ping"),
-            }
-        }
         assert_eq!(
-            src[0], ba,
+            source_of(&b.cq, &a.cq, 1, &format!("round {round}: ping")),
+            ba,
             "round {round}: FI_SOURCE of a wildcard-named sender"
         );
         a.recv(&mut ra, 3);
         b.send(b"pong", ba, 4).unwrap();
+        let end = Instant::now() + WAIT;
         let mut seen = 0;
         while seen < 3 {
             for cq in [&a.cq, &b.cq] {

@@ -23,8 +23,8 @@ use ofi::{
 };
 use ofi_conformance::checks::tagged::{trecv, tsend};
 use ofi_conformance::fixture::{
-    assert_empty, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send, trecvmsg,
-    unenabled_peer, wait_err,
+    assert_empty, enabled_peer, expect_errno, name_of, pattern, poll_one, post_recv, recvmsg, send,
+    trecvmsg, wait_err,
 };
 
 /// `tcp;ofi_rxm` over IPv4 with both contexts shared.
@@ -101,14 +101,21 @@ struct Sender {
     _fabric: Fabric,
 }
 
+/// The info of [`shared_info`], a [`group`] of `n` endpoints and a [`sender`] to them.
+fn group_and_sender(n: usize) -> (Info, Group, Sender) {
+    let info = shared_info();
+    let g = group(&info, n);
+    let s = sender(&g, &info);
+    (info, g, s)
+}
+
 fn sender(g: &Group, info: &Info) -> Sender {
     let mut own = info.clone();
     own.ep_attr.tx_ctx_cnt = 1;
     own.ep_attr.rx_ctx_cnt = 1;
     let fabric = ofi::fabric(&own).expect("fi_fabric (sender)");
     let domain = fabric.domain(&own).expect("fi_domain (sender)");
-    let (ep, cq, av) = unenabled_peer(&domain, &own);
-    ep.enable().expect("fi_enable (sender)");
+    let (ep, cq, av) = enabled_peer(&domain, &own);
     let names: Vec<_> = g.eps.iter().map(|e| name_of(e, info)).collect();
     let dests = av.insert(&names).expect("fi_av_insert");
     Sender {
@@ -185,9 +192,7 @@ fn drive_without_receives(g: &Group, s: &Sender, d: Duration, sent: &mut Vec<usi
 /// the order each endpoint got them, whatever endpoint they came to.
 #[test]
 fn unexpected_messages_at_two_endpoints_meet_receives_posted_later() {
-    let info = shared_info();
-    let g = group(&info, 2);
-    let s = sender(&g, &info);
+    let (_, g, s) = group_and_sender(2);
     // Eager, segmented and rendezvous sizes, alternating between the endpoints.
     let sizes = [100usize, 40_000, 1 << 20, 60, 30_000, 600_000];
     let msgs: Vec<Vec<u8>> = sizes
@@ -244,9 +249,7 @@ fn unexpected_messages_at_two_endpoints_meet_receives_posted_later() {
 /// message comes to; a receive whose tag never comes stays posted.
 #[test]
 fn tagged_receives_on_the_context_match_across_endpoints() {
-    let info = shared_info();
-    let g = group(&info, 3);
-    let s = sender(&g, &info);
+    let (_, g, s) = group_and_sender(3);
     let mut b7 = vec![0u8; 64];
     let mut b9 = vec![0u8; 64];
     let mut b11 = vec![0u8; 64];
@@ -289,9 +292,7 @@ fn tagged_receives_on_the_context_match_across_endpoints() {
 /// shrinks) and takes a message sent to another endpoint of the context.
 #[test]
 fn receives_posted_to_an_endpoint_go_to_its_context() {
-    let info = shared_info();
-    let g = group(&info, 2);
-    let s = sender(&g, &info);
+    let (_, g, s) = group_and_sender(2);
     let before = g.srx.rx_size_left().expect("fi_rx_size_left");
     let mut buf = vec![0u8; 64];
     post_recv(&g.eps[0], &mut buf, 0x33).expect("recv on a bound endpoint");
@@ -439,9 +440,7 @@ fn contexts_close_after_their_endpoints() {
 #[test]
 fn receives_posted_while_messages_arrive_all_complete() {
     const K: usize = 200;
-    let info = shared_info();
-    let g = group(&info, 4);
-    let s = sender(&g, &info);
+    let (_, g, s) = group_and_sender(4);
     let msgs: Vec<Vec<u8>> = (0..K).map(|i| pattern(16 + i % 48, i as u8)).collect();
     let mut bufs = vec![vec![0u8; 64]; K];
     let mut received = Vec::new();
@@ -502,9 +501,7 @@ fn receives_posted_while_messages_arrive_all_complete() {
 /// receive context fails (its passive endpoint does not listen).
 #[test]
 fn a_shared_context_cannot_be_connected_to() {
-    let info = shared_info();
-    let g = group(&info, 1);
-    let s = sender(&g, &info);
+    let (info, g, s) = group_and_sender(1);
     let name = g.srx.getname().expect("fi_getname of an srx");
     let addr = ofi::addr::Address::from_bytes(info.addr_format, &name).expect("its address");
     let to_srx = s.av.insert(&[addr]).expect("fi_av_insert")[0];

@@ -319,8 +319,7 @@ pub fn shared_rx_context_serves_many_endpoints(s: &Subject) {
                     endpoint_on_shared(&d, &shared, &[&srx], &cq, &av, &what)
                 })
                 .collect();
-            let (sender, scq, sav) = fixture::unenabled_peer(&d, &info);
-            sender.enable().unwrap();
+            let (sender, scq, sav) = fixture::enabled_peer(&d, &info);
             let names: Vec<_> = eps.iter().map(|e| fixture::name_of(e, &info)).collect();
             let dests = sav.insert(&names).unwrap();
             av.insert(&[fixture::name_of(&sender, &info)]).unwrap();

@@ -204,8 +204,7 @@ pub fn msg_source_user_id(s: &Subject) {
     let f = Fixture::with_info(s, info, 1);
     let b = &f.peers[0];
     // A second endpoint, inserted into b's AV with a user id.
-    let (c_ep, c_cq, c_av) = fixture::unenabled_peer(&f.domain, &f.info);
-    c_ep.enable().unwrap_or_else(|e| panic!("fi_enable: {e}"));
+    let (c_ep, c_cq, c_av) = fixture::enabled_peer(&f.domain, &f.info);
     let c_addr = fixture::name_of(&c_ep, &f.info);
     let mut fi_addr = [ID];
     let n =

@@ -166,13 +166,23 @@ enum Want {
 
 /// What a one-provider getinfo returns: the number of infos, or the error code and
 /// (for ENODATA) the field the first rejection names.
+/// `addr` in its string form (`fi_sockaddr_in://…`).
+fn addr_text(addr: &Option<Address>) -> Option<String> {
+    addr.as_ref().map(ToString::to_string)
+}
+
+/// `match_templates` as the provider `tcp` of version [`PROV_VERSION`].
+fn tcp_match(templates: &[Info], req: &GetinfoRequest, r: &dyn AddrResolver) -> GetinfoOutcome {
+    match_templates("tcp", PROV_VERSION, templates, req, r)
+}
+
 fn outcome(
     templates: &[Info],
     req: &GetinfoRequest,
     r: &dyn AddrResolver,
 ) -> std::result::Result<usize, (Errno, String)> {
     validate_request(req).map_err(|e| (e.code(), String::new()))?;
-    let out = match_templates("tcp", PROV_VERSION, templates, req, r);
+    let out = tcp_match(templates, req, r);
     assert_eq!(out.verdicts.len(), templates.len());
     if let Some(e) = out.error {
         return Err((e.code(), String::new()));
@@ -193,6 +203,17 @@ fn req_with(hints: Info) -> GetinfoRequest {
         version: API_VERSION,
         hints: Some(hints),
         ..GetinfoRequest::default()
+    }
+}
+
+/// A request for `node` and `service` (either may be absent) with `flags` and empty
+/// hints.
+fn addr_req(node: Option<&str>, service: Option<&str>, flags: GetinfoFlags) -> GetinfoRequest {
+    GetinfoRequest {
+        node: node.map(Into::into),
+        service: service.map(Into::into),
+        flags,
+        ..req_with(Info::hints())
     }
 }
 
@@ -239,13 +260,7 @@ fn baseline_hints_keep_both_templates() {
     assert_eq!(got, Ok(2));
     // No hints at all: everything, shaped as the template.
     let req = GetinfoRequest::new(API_VERSION);
-    let out = match_templates(
-        "tcp",
-        PROV_VERSION,
-        &[tmpl_a(), tmpl_b()],
-        &req,
-        &NoResolver,
-    );
+    let out = tcp_match(&[tmpl_a(), tmpl_b()], &req, &NoResolver);
     assert_eq!(out.infos.len(), 2);
     assert_eq!(out.infos[0].caps, tmpl_a().caps);
     assert_eq!(out.infos[1].mode, tmpl_b().mode);
@@ -704,7 +719,7 @@ fn mismatch_text() {
     let mut h = Info::hints();
     h.ep_attr.ep_type = EpType::Rdm;
     let req = req_with(h);
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &NoResolver);
+    let out = tcp_match(&[tmpl_a()], &req, &NoResolver);
     assert_eq!(
         out.verdicts[0].to_string(),
         "tcp[0]: rejected: ep_attr.type asked FI_EP_RDM, offers FI_EP_MSG"
@@ -764,13 +779,7 @@ fn validate_source_needs_node_or_service() {
     req.flags = GetinfoFlags::SOURCE;
     assert_eq!(validate_request(&req).unwrap_err().code(), Errno::EINVAL);
     // And match_templates refuses too, with a verdict per template.
-    let out = match_templates(
-        "tcp",
-        PROV_VERSION,
-        &[tmpl_a(), tmpl_b()],
-        &req,
-        &IpResolver,
-    );
+    let out = tcp_match(&[tmpl_a(), tmpl_b()], &req, &IpResolver);
     assert_eq!(out.error.as_ref().map(Error::code), Some(Errno::EINVAL));
     assert!(out.infos.is_empty());
     assert_eq!(out.verdicts.len(), 2);
@@ -887,7 +896,7 @@ fn mode_zero_eliminates_context_template() {
 fn caps_shaping_msg_request() {
     let mut h = Info::hints();
     h.caps = Caps::MSG;
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req_with(h), &NoResolver);
+    let out = tcp_match(&[tmpl_a()], &req_with(h), &NoResolver);
     let i = &out.infos[0];
     assert!(
         i.caps.contains(Caps::MSG | Caps::SEND | Caps::RECV),
@@ -1110,17 +1119,11 @@ fn prov_attr_only() {
 
 #[test]
 fn source_address_from_node_and_service() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("7471".into()),
-        flags: GetinfoFlags::SOURCE,
-        hints: Some(Info::hints()),
-    };
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
+    let req = addr_req(Some("127.0.0.1"), Some("7471"), GetinfoFlags::SOURCE);
+    let out = tcp_match(&[tmpl_a()], &req, &IpResolver);
     let i = &out.infos[0];
     assert_eq!(
-        i.src_addr.as_ref().map(ToString::to_string).as_deref(),
+        addr_text(&i.src_addr).as_deref(),
         Some("fi_sockaddr_in://127.0.0.1:7471")
     );
     assert_eq!(i.dest_addr, None);
@@ -1129,16 +1132,10 @@ fn source_address_from_node_and_service() {
 
 #[test]
 fn dest_ipv6_picks_the_ipv6_template() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("::1".into()),
-        service: Some("7471".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(Some("::1"), Some("7471"), GetinfoFlags::empty());
     let mut v4 = tmpl_b();
     v4.addr_format = AddrFormat::SOCKADDR_IN;
-    let out = match_templates("tcp", PROV_VERSION, &[v4, tmpl_b()], &req, &IpResolver);
+    let out = tcp_match(&[v4, tmpl_b()], &req, &IpResolver);
     assert_eq!(out.infos.len(), 1);
     assert_eq!(out.verdicts[0].kind, VerdictKind::Rejected);
     assert_eq!(out.verdicts[0].field, "node");
@@ -1160,34 +1157,18 @@ fn dest_ipv6_picks_the_ipv6_template() {
 fn generic_sockaddr_takes_resolved_family() {
     let mut t = tmpl_a();
     t.addr_format = AddrFormat::SOCKADDR;
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("1".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
-    let out = match_templates("tcp", PROV_VERSION, &[t], &req, &IpResolver);
+    let req = addr_req(Some("127.0.0.1"), Some("1"), GetinfoFlags::empty());
+    let out = tcp_match(&[t], &req, &IpResolver);
     assert_eq!(out.infos[0].addr_format, AddrFormat::SOCKADDR_IN);
     assert_eq!(
-        out.infos[0]
-            .src_addr
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        addr_text(&out.infos[0].src_addr).as_deref(),
         Some("fi_sockaddr_in://127.0.0.1:0")
     );
 }
 
 #[test]
 fn numerichost_with_name_is_enodata() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("localhost".into()),
-        service: Some("7471".into()),
-        flags: GetinfoFlags::NUMERICHOST,
-        hints: Some(Info::hints()),
-    };
+    let req = addr_req(Some("localhost"), Some("7471"), GetinfoFlags::NUMERICHOST);
     assert_eq!(
         outcome(&[tmpl_a()], &req, &IpResolver),
         Err((NODATA, "node".into()))
@@ -1202,13 +1183,11 @@ fn numerichost_with_name_is_enodata() {
 
 #[test]
 fn unknown_service_is_enodata() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("127.0.0.1".into()),
-        service: Some("no-such-service-xyz".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
+    let req = addr_req(
+        Some("127.0.0.1"),
+        Some("no-such-service-xyz"),
+        GetinfoFlags::empty(),
+    );
     assert_eq!(
         outcome(&[tmpl_a()], &req, &IpResolver),
         Err((NODATA, "node".into()))
@@ -1222,19 +1201,14 @@ fn unknown_service_is_enodata() {
 
 #[test]
 fn addr_str_node() {
-    let req = GetinfoRequest {
-        version: API_VERSION,
-        node: Some("fi_sockaddr_in://127.0.0.1:7471".into()),
-        hints: Some(Info::hints()),
-        ..GetinfoRequest::default()
-    };
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
+    let req = addr_req(
+        Some("fi_sockaddr_in://127.0.0.1:7471"),
+        None,
+        GetinfoFlags::empty(),
+    );
+    let out = tcp_match(&[tmpl_a()], &req, &IpResolver);
     assert_eq!(
-        out.infos[0]
-            .dest_addr
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        addr_text(&out.infos[0].dest_addr).as_deref(),
         Some("fi_sockaddr_in://127.0.0.1:7471")
     );
     // A string-format provider keeps the string.
@@ -1259,13 +1233,7 @@ fn hint_addresses_copied_per_flags() {
     h.src_addr = Some(hsrc.clone());
     h.dest_addr = Some(hdst.clone());
     // No node/service: both copied.
-    let out = match_templates(
-        "tcp",
-        PROV_VERSION,
-        &[tmpl_a()],
-        &req_with(h.clone()),
-        &IpResolver,
-    );
+    let out = tcp_match(&[tmpl_a()], &req_with(h.clone()), &IpResolver);
     assert_eq!(
         (
             out.infos[0].src_addr.clone(),
@@ -1278,14 +1246,10 @@ fn hint_addresses_copied_per_flags() {
         node: Some("127.0.0.1".into()),
         ..req_with(h.clone())
     };
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
+    let out = tcp_match(&[tmpl_a()], &req, &IpResolver);
     assert_eq!(out.infos[0].src_addr, Some(hsrc.clone()));
     assert_eq!(
-        out.infos[0]
-            .dest_addr
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        addr_text(&out.infos[0].dest_addr).as_deref(),
         Some("fi_sockaddr_in://127.0.0.1:0")
     );
     // FI_SOURCE: source resolved, hint destination kept.
@@ -1293,13 +1257,9 @@ fn hint_addresses_copied_per_flags() {
         flags: GetinfoFlags::SOURCE,
         ..req
     };
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &IpResolver);
+    let out = tcp_match(&[tmpl_a()], &req, &IpResolver);
     assert_eq!(
-        out.infos[0]
-            .src_addr
-            .as_ref()
-            .map(ToString::to_string)
-            .as_deref(),
+        addr_text(&out.infos[0].src_addr).as_deref(),
         Some("fi_sockaddr_in://127.0.0.1:0")
     );
     assert_eq!(out.infos[0].dest_addr, Some(hdst));
@@ -1320,11 +1280,8 @@ impl AddrResolver for Failing {
 
 #[test]
 fn resolver_hard_error_fails_the_provider() {
-    let req = GetinfoRequest {
-        node: Some("x".into()),
-        ..req_with(Info::hints())
-    };
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a(), tmpl_b()], &req, &Failing);
+    let req = addr_req(Some("x"), None, GetinfoFlags::empty());
+    let out = tcp_match(&[tmpl_a(), tmpl_b()], &req, &Failing);
     assert_eq!(out.verdicts[0].field, "getinfo");
     assert_eq!(out.error.as_ref().map(Error::code), Some(Errno::EIO));
     assert!(out.infos.is_empty());
@@ -1350,17 +1307,8 @@ impl AddrResolver for FailsOnIpv6 {
 
 #[test]
 fn hard_error_after_a_kept_template() {
-    let req = GetinfoRequest {
-        node: Some("127.0.0.1".into()),
-        ..req_with(Info::hints())
-    };
-    let out = match_templates(
-        "tcp",
-        PROV_VERSION,
-        &[tmpl_a(), tmpl_b()],
-        &req,
-        &FailsOnIpv6,
-    );
+    let req = addr_req(Some("127.0.0.1"), None, GetinfoFlags::empty());
+    let out = tcp_match(&[tmpl_a(), tmpl_b()], &req, &FailsOnIpv6);
     assert_eq!(out.error.as_ref().map(Error::code), Some(Errno::EIO));
     assert!(out.infos.is_empty());
     assert!(out.verdicts.iter().all(|v| v.kind == VerdictKind::Rejected));
@@ -1368,7 +1316,7 @@ fn hard_error_after_a_kept_template() {
         .to_string()
         .starts_with("tcp[0]: rejected: getinfo asked (matched)"));
     // The same provider with only the IPv4 template works.
-    let out = match_templates("tcp", PROV_VERSION, &[tmpl_a()], &req, &FailsOnIpv6);
+    let out = tcp_match(&[tmpl_a()], &req, &FailsOnIpv6);
     assert!(out.error.is_none());
     assert_eq!(out.infos.len(), 1);
 }

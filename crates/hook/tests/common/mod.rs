@@ -10,9 +10,8 @@ use ofi::cq::{CompletionQueue, CqAttr};
 use ofi::domain::Domain;
 use ofi::ep::Endpoint;
 use ofi::fabric::Fabric;
-use ofi::getinfo::GetinfoRequest;
 use ofi::registry::{Registry, RegistryConfig};
-use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, WaitObj, API_VERSION};
+use ofi::{AddrFormat, CqFormat, EpType, Errno, Info, WaitObj};
 use ofi_testkit::child::{self, ChildRun};
 
 /// Every wait is bounded by this.
@@ -62,12 +61,7 @@ pub fn info(reg: &Registry, prov: &str, ep_type: EpType) -> Info {
     if prov == "udp" {
         h.addr_format = AddrFormat::SOCKADDR_IN;
     }
-    reg.getinfo(&GetinfoRequest {
-        hints: Some(h),
-        ..GetinfoRequest::new(API_VERSION)
-    })
-    .expect("getinfo")
-    .remove(0)
+    ofi_conformance::fixture::first_info(reg, h)
 }
 
 /// One endpoint with its CQ (data format) and AV.

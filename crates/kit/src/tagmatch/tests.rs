@@ -56,6 +56,20 @@ fn matched_ctx(m: Match<'_, &'static str>) -> Option<usize> {
     }
 }
 
+/// A matcher that releases a multi-receive buffer once less than `min_multi_recv`
+/// bytes of it are left.
+fn multi_recv_matcher(min_multi_recv: usize) -> M {
+    M::new(MatcherConfig {
+        min_multi_recv,
+        ..cfg()
+    })
+}
+
+/// An untagged multi-receive buffer `buf` of `len` bytes with context `ctx`.
+fn multi_msg(ctx: usize, buf: &'static str, len: usize) -> PostedRecv<&'static str> {
+    PostedRecv::msg(ctx, buf, len).with_flags(OpFlags::MULTI_RECV)
+}
+
 fn post(m: &mut M, r: PostedRecv<&'static str>) {
     assert!(matches!(m.post_recv(r), Ok(PostOutcome::Queued)));
 }
@@ -111,10 +125,7 @@ fn in_place_match_removes_only_after_delivery() {
     );
     assert_eq!(m.posted_len(), 0);
     // A multi-receive buffer is answered as match_incoming answers it.
-    post(
-        &mut m,
-        PostedRecv::msg(3, "big", 20).with_flags(OpFlags::MULTI_RECV),
-    );
+    post(&mut m, multi_msg(3, "big", 20));
     match m.match_incoming_with(&untagged(1, 4), |_, _| panic!("not ordinary")) {
         Err(Match::Multi { buf, place }) => {
             assert_eq!(buf.recv().ctx, 3);
@@ -236,22 +247,13 @@ fn truncation() {
 
 #[test]
 fn multi_recv_packs_and_releases_below_min() {
-    let mut m = M::new(MatcherConfig {
-        min_multi_recv: 10,
-        ..cfg()
-    });
-    post(
-        &mut m,
-        PostedRecv::msg(1, "big", 40).with_flags(OpFlags::MULTI_RECV),
-    );
+    let mut m = multi_recv_matcher(10);
+    post(&mut m, multi_msg(1, "big", 40));
     post(&mut m, PostedRecv::msg(2, "next", 8));
     match m.match_incoming(&untagged(1, 12)) {
         Match::Multi { buf, place } => {
             assert!(!buf.is_released());
-            assert_eq!(
-                buf,
-                MultiBuf::Posted(&PostedRecv::msg(1, "big", 40).with_flags(OpFlags::MULTI_RECV))
-            );
+            assert_eq!(buf, MultiBuf::Posted(&multi_msg(1, "big", 40)));
             assert_eq!(place, placed(0, 12, false));
         }
         o => panic!("{o:?}"),
@@ -304,17 +306,12 @@ fn multi_recv_truncates_into_the_rest_and_zero_min_releases_when_full() {
 
 #[test]
 fn multi_recv_post_drains_unexpected() {
-    let mut m = M::new(MatcherConfig {
-        min_multi_recv: 4,
-        ..cfg()
-    });
+    let mut m = multi_recv_matcher(4);
     for (i, len) in [5usize, 3, 6].into_iter().enumerate() {
         m.push_unexpected(untagged(1, len), i as u32).unwrap();
     }
     m.push_unexpected(inc(0, 1), 99).unwrap(); // tagged: not for a msg buffer
-    let out = m
-        .post_recv(PostedRecv::msg(1, "big", 20).with_flags(OpFlags::MULTI_RECV))
-        .unwrap();
+    let out = m.post_recv(multi_msg(1, "big", 20)).unwrap();
     match out {
         PostOutcome::MultiMatched { buf, msgs } => {
             assert!(!buf.is_released(), "6 bytes left >= 4");
@@ -338,10 +335,7 @@ fn multi_recv_post_drains_unexpected() {
     }
     // a buffer consumed during the post is released without being queued
     m.push_unexpected(untagged(1, 30), 5).unwrap();
-    match m
-        .post_recv(PostedRecv::msg(2, "big", 20).with_flags(OpFlags::MULTI_RECV))
-        .unwrap()
-    {
+    match m.post_recv(multi_msg(2, "big", 20)).unwrap() {
         PostOutcome::MultiMatched {
             buf: MultiBuf::Released(r),
             msgs,
@@ -354,22 +348,13 @@ fn multi_recv_post_drains_unexpected() {
     }
     assert_eq!(m.posted_len(), 0);
     // no unexpected message: simply queued
-    post(
-        &mut m,
-        PostedRecv::msg(3, "big", 20).with_flags(OpFlags::MULTI_RECV),
-    );
+    post(&mut m, multi_msg(3, "big", 20));
 }
 
 #[test]
 fn min_multi_recv_applies_to_later_posts() {
-    let mut m = M::new(MatcherConfig {
-        min_multi_recv: 0,
-        ..cfg()
-    });
-    post(
-        &mut m,
-        PostedRecv::msg(1, "a", 10).with_flags(OpFlags::MULTI_RECV),
-    );
+    let mut m = multi_recv_matcher(0);
+    post(&mut m, multi_msg(1, "a", 10));
     m.set_min_multi_recv(100);
     assert_eq!(m.config().min_multi_recv, 100);
     match m.match_incoming(&untagged(1, 2)) {
@@ -551,9 +536,7 @@ fn posted_limit_is_eagain() {
     let e = m.post_recv(PostedRecv::msg(3, "c", 8)).unwrap_err();
     assert_eq!(e.error.code(), Errno::EAGAIN);
     assert_eq!(e.item.buf, "c");
-    let e = m
-        .post_recv(PostedRecv::msg(3, "c", 8).with_flags(OpFlags::MULTI_RECV))
-        .unwrap_err();
+    let e = m.post_recv(multi_msg(3, "c", 8)).unwrap_err();
     assert_eq!(e.error.code(), Errno::EAGAIN);
     // peeks are never queued, so they work on a full queue
     assert!(matches!(

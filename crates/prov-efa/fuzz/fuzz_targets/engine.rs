@@ -7,6 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ofi_testkit::length_prefixed;
 use ofi_core::flags::OpFlags;
 use ofi_prov_efa::proto::peer::cookie_for;
 use ofi_prov_efa::proto::wire::{self, Repr, REQ_LEN};
@@ -33,12 +34,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = e.post_recv(0, RecvReq { ctx: 1, len: 600, tag: None, src: None, flags: OpFlags::MULTI_RECV });
     let _ = e.send(0, SendReq { ctx: 2, peer: PEER, data: vec![3; 1500], tag: Some(4), cq_data: None, delivery_complete: true });
     let mut now = 0u64;
-    let mut rest = data;
     let mut flip = false;
-    while let Some((&n, tail)) = rest.split_first() {
-        let n = (n as usize).min(tail.len());
-        let (pkt, t) = tail.split_at(n);
-        rest = t;
+    for pkt in length_prefixed(data) {
         now += 1_000_000;
         let mut pkt = pkt.to_vec();
         if pkt.len() >= REQ_LEN && pkt[0] >= 64 {

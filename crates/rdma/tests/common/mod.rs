@@ -424,6 +424,20 @@ pub fn ud_ready(qp: &QueuePair, qkey: u32) {
     .unwrap();
 }
 
+/// Whether `fd` is readable (`POLLIN`) within `wait` (`Duration::ZERO`: only looks);
+/// panics if `poll` itself fails.
+pub fn readable_within(fd: std::os::fd::RawFd, wait: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one pollfd on the stack.
+    let n = unsafe { libc::poll(&mut p, 1, wait.as_millis() as i32) };
+    assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
+    n == 1
+}
+
 /// A byte pattern.
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)

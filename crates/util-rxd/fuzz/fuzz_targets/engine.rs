@@ -5,6 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ofi_testkit::length_prefixed;
 use ofi_util_rxd::peer::{Config, Engine, Event, Seg};
 use ofi_util_rxd::proto::{op_hdr, parse_msg_hdr, Hdr, PktType, RmaReq, COOKIE_LEN, HDR_LEN};
 
@@ -32,11 +33,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = e.send(p, 1, &[0u8; 500], 0);
     let mut now = 0u64;
     // Packets are length-prefixed chunks of the input.
-    let mut rest = data;
-    while let Some((&n, tail)) = rest.split_first() {
-        let n = (n as usize).min(tail.len());
-        let (pkt, t) = tail.split_at(n);
-        rest = t;
+    for pkt in length_prefixed(data) {
         now += 1_000_000;
         // Every packet comes from the peer's address; a CONNECT gets the cookie the
         // engines would accept (the fuzzer could not guess it), so the paths past the

@@ -6,6 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ofi_testkit::length_prefixed;
 use ofi_util_rxm::engine::{Arrival, Config, Engine, MsgMeta, OpId, PeerId, Transmit};
 
 fuzz_target!(|data: &[u8]| {
@@ -29,11 +30,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // The message being received: its length and the bytes placed so far.
     let mut open: Option<(usize, usize)> = None;
-    let mut rest = data;
-    while let Some((&n, tail)) = rest.split_first() {
-        let n = usize::from(n).min(tail.len());
-        let (pkt, tail) = tail.split_at(n);
-        rest = tail;
+    for pkt in length_prefixed(data) {
         match e.receive(peer, pkt) {
             Ok(Arrival::First {
                 total,
