@@ -54,3 +54,19 @@ pub(crate) fn assert_signals_wait_set(
     h.join().unwrap();
     set
 }
+
+/// Checks that `open` refuses each attribute set of `cases` with its code: a case is
+/// `(change, code)`, `change` turning the default attributes into the refused ones.
+pub(crate) fn assert_open_refused<A: Default, T>(
+    open: impl Fn(&A) -> ofi_core::Result<T>,
+    cases: &[(fn(&mut A), Errno)],
+) {
+    for (i, (change, want)) in cases.iter().enumerate() {
+        let mut attr = A::default();
+        change(&mut attr);
+        match open(&attr) {
+            Ok(_) => panic!("case {i}: opened, expected {want:?}"),
+            Err(e) => assert_eq!(e.code(), *want, "case {i}: {e}"),
+        }
+    }
+}
