@@ -55,11 +55,14 @@ pub(crate) fn assert_signals_wait_set(
     set
 }
 
-/// Checks that `open` refuses each attribute set of `cases` with its code: a case is
-/// `(change, code)`, `change` turning the default attributes into the refused ones.
+/// One refused attribute set: `change` turns the default attributes into it, the open
+/// must fail with `code`.
+pub(crate) type RefusedOpen<A> = (fn(&mut A), Errno);
+
+/// Checks that `open` refuses each attribute set of `cases` with its code.
 pub(crate) fn assert_open_refused<A: Default, T>(
     open: impl Fn(&A) -> ofi_core::Result<T>,
-    cases: &[(fn(&mut A), Errno)],
+    cases: &[RefusedOpen<A>],
 ) {
     for (i, (change, want)) in cases.iter().enumerate() {
         let mut attr = A::default();

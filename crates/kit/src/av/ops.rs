@@ -162,7 +162,7 @@ mod tests {
         let a: Address = Address::Inet("10.0.0.1:7000".parse().unwrap());
         let mut fi_addr = [0u64; 1];
         assert_eq!(
-            AvOps::<Ops>::insert(&shared, &[a.clone()], &mut fi_addr, 0, 0).unwrap(),
+            AvOps::<Ops>::insert(&shared, std::slice::from_ref(&a), &mut fi_addr, 0, 0).unwrap(),
             1
         );
         assert_eq!(shared.kit().len(), 1, "the insert reached the shared AV");
