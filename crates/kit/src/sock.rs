@@ -77,35 +77,6 @@ impl SockAddr {
         s
     }
 
-    /// The address a `sockaddr_storage` holds (as the kernel or a C library filled
-    /// it): IPv4 or IPv6 by its family; for any other family an empty address (whose
-    /// [`to_std`](Self::to_std) is `None`).
-    pub fn from_storage(s: &libc::sockaddr_storage) -> SockAddr {
-        let mut a = SockAddr::empty();
-        let len = match i32::from(s.ss_family) {
-            libc::AF_INET => size_of::<libc::sockaddr_in>(),
-            libc::AF_INET6 => size_of::<libc::sockaddr_in6>(),
-            _ => return a,
-        };
-        let p: *const libc::sockaddr_storage = s;
-        // SAFETY: a `sockaddr_storage` (128 bytes, aligned for every socket address
-        // type) is larger than a `sockaddr_in6`; both are plain data.
-        a.storage = unsafe { p.cast::<libc::sockaddr_in6>().read() };
-        a.len = len as libc::socklen_t;
-        a
-    }
-
-    /// This address in a `sockaddr_storage` (zero bytes after it).
-    pub fn to_storage(&self) -> libc::sockaddr_storage {
-        // SAFETY: all-zero bytes are a valid (unspecified) `sockaddr_storage`.
-        let mut s: libc::sockaddr_storage = unsafe { zeroed() };
-        let p: *mut libc::sockaddr_storage = &mut s;
-        // SAFETY: as in `from_storage`: the storage is larger than, and aligned for, a
-        // `sockaddr_in6`.
-        unsafe { p.cast::<libc::sockaddr_in6>().write(self.storage) };
-        s
-    }
-
     /// Whether `self` and `other` name the same socket address: family, port and
     /// address (for IPv6 also flow info and scope). Addresses made by
     /// [`from_std`](Self::from_std) or filled by the kernel compare as expected.
@@ -245,17 +216,6 @@ mod tests {
         }
         assert_eq!(SockAddr::empty().to_std(), None);
         assert!(SockAddr::empty().to_std_or_err().is_err());
-        for a in ["127.0.0.1:80", "[fe80::1%2]:7"] {
-            let a: SocketAddr = a.parse().unwrap();
-            let storage = SockAddr::from_std(&a).to_storage();
-            let back = SockAddr::from_storage(&storage);
-            assert_eq!(back.to_std(), Some(a), "through a sockaddr_storage");
-            assert!(back.same(&SockAddr::from_std(&a)));
-        }
-        // SAFETY: all-zero bytes are a valid `sockaddr_storage` (family 0).
-        let mut unknown: libc::sockaddr_storage = unsafe { zeroed() };
-        unknown.ss_family = libc::AF_UNIX as libc::sa_family_t;
-        assert_eq!(SockAddr::from_storage(&unknown).to_std(), None);
         let mut short = SockAddr::from_std(&"[::1]:9".parse().unwrap());
         *short.len_mut() = 8;
         assert_eq!(short.to_std(), None, "a truncated address is not read");

@@ -23,13 +23,12 @@
 //! panics on it.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
-use libc::{c_int, c_void, sockaddr, sockaddr_storage};
+use libc::{c_int, c_void, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage};
 use ofi_core::{Errno, Error, Result};
-use ofi_kit::sock::SockAddr;
 
 use super::{
     check_private_data, CmEvent, CmEventKind, CmPeer, ACCEPT_PRIVATE_MAX, CONNECT_PRIVATE_MAX,
@@ -143,12 +142,59 @@ unsafe fn private_data(conn: &RdmaConnParam, max: usize) -> Vec<u8> {
 
 /// A socket address stored in a `sockaddr_storage`; `None` for other families.
 pub(crate) fn from_storage(s: &sockaddr_storage) -> Option<SocketAddr> {
-    SockAddr::from_storage(s).to_std()
+    let p: *const sockaddr_storage = s;
+    match c_int::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET storage holds a sockaddr_in at its start; the storage
+            // is larger and suitably aligned.
+            let a = unsafe { p.cast::<sockaddr_in>().read() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { p.cast::<sockaddr_in6>().read() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
 }
 
 /// `a` as a `sockaddr_storage`.
 pub(crate) fn to_storage(a: &SocketAddr) -> sockaddr_storage {
-    SockAddr::from_std(a).to_storage()
+    // SAFETY: all-zero bytes are a valid (unspecified) sockaddr_storage.
+    let mut s: sockaddr_storage = unsafe { std::mem::zeroed() };
+    let p: *mut sockaddr_storage = &mut s;
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: all-zero bytes are a valid sockaddr_in.
+            let mut sin: sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            // SAFETY: the storage is larger than, and aligned for, a sockaddr_in.
+            unsafe { p.cast::<sockaddr_in>().write(sin) };
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: all-zero bytes are a valid sockaddr_in6.
+            let mut sin6: sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_scope_id = v6.scope_id();
+            // SAFETY: as above, for sockaddr_in6.
+            unsafe { p.cast::<sockaddr_in6>().write(sin6) };
+        }
+    }
+    s
 }
 
 /// The other side of `id` as its route names it, with `conn`'s queue pair number and
