@@ -205,6 +205,21 @@ impl KitCntr {
     }
 }
 
+/// Writes, inside `impl CntrOps for KitCntr`, one method per `name: field.update` entry:
+/// it applies `update` (`fetch_add` or `store`) with the caller's value to the shared
+/// atomic `field`, then notifies fd, waiters and wait sets.
+macro_rules! counter_writes {
+    ($($name:ident: $field:ident.$update:ident;)*) => {
+        $(
+            fn $name(&self, value: u64) -> Result<()> {
+                self.inner.$field.$update(value, Ordering::SeqCst);
+                self.inner.notify();
+                Ok(())
+            }
+        )*
+    };
+}
+
 impl CntrOps for KitCntr {
     /// Record where the host's object pointer points, for triggered operations
     /// ([`KitCntr::published_at`]); entries of counters gone since are dropped.
@@ -227,28 +242,13 @@ impl CntrOps for KitCntr {
         self.err_value()
     }
 
-    fn add(&self, value: u64) -> Result<()> {
-        self.inner.value.fetch_add(value, Ordering::SeqCst);
-        self.inner.notify();
-        Ok(())
-    }
-
-    fn set(&self, value: u64) -> Result<()> {
-        self.inner.value.store(value, Ordering::SeqCst);
-        self.inner.notify();
-        Ok(())
-    }
-
-    fn adderr(&self, value: u64) -> Result<()> {
-        self.inner.err.fetch_add(value, Ordering::SeqCst);
-        self.inner.notify();
-        Ok(())
-    }
-
-    fn seterr(&self, value: u64) -> Result<()> {
-        self.inner.err.store(value, Ordering::SeqCst);
-        self.inner.notify();
-        Ok(())
+    // The four writes of the C API (`fi_cntr_add`/`set`/`adderr`/`seterr`): each
+    // changes one of the two values, then notifies.
+    counter_writes! {
+        add: value.fetch_add;
+        set: value.store;
+        adderr: err.fetch_add;
+        seterr: err.store;
     }
 
     fn wait(&self, threshold: u64, timeout: i32) -> Result<()> {
@@ -323,7 +323,7 @@ impl CntrOps for KitCntr {
 mod tests {
     use super::*;
     use crate::progress::Progress;
-    use crate::test_support::{assert_signals_wait_set, in_a_moment};
+    use crate::test_support::{assert_open_refused, assert_signals_wait_set, in_a_moment};
     use ofi_core::enums::WaitObj;
     use std::thread;
     use std::time::{Duration, Instant};
@@ -342,24 +342,13 @@ mod tests {
 
     #[test]
     fn open_errors() {
-        let e = KitCntr::new(&CntrAttr {
-            flags: 1,
-            ..CntrAttr::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = KitCntr::new(&CntrAttr {
-            events: 1,
-            ..CntrAttr::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        assert_eq!(
-            code(KitCntr::new(&CntrAttr {
-                wait_obj: WaitObj::PollFd,
-                ..CntrAttr::default()
-            })),
-            Errno::ENOSYS
+        assert_open_refused(
+            KitCntr::new,
+            &[
+                (|a| a.flags = 1, Errno::EINVAL),
+                (|a| a.events = 1, Errno::EINVAL),
+                (|a| a.wait_obj = WaitObj::PollFd, Errno::ENOSYS),
+            ],
         );
         let in_set = KitCntr::new(&CntrAttr {
             wait_obj: WaitObj::Set,

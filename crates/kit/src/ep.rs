@@ -43,7 +43,9 @@ use crate::cntr::KitCntr;
 use crate::cq::KitCq;
 use crate::eq::KitEq;
 use crate::iov::IoList;
-use crate::tagmatch::{Incoming, MatcherConfig, Placement, PostAction, PostedRecv};
+use crate::tagmatch::{
+    multi_deliveries, Incoming, MatcherConfig, Placement, PostAction, PostedRecv,
+};
 
 /// A CQ bound for one direction.
 #[derive(Clone, Debug)]
@@ -338,14 +340,13 @@ impl<P> Bound<P> {
                 released,
                 msgs,
             } => {
-                let n = msgs.len();
-                for (i, (place, msg, payload)) in msgs.into_iter().enumerate() {
+                for (place, msg, payload, releases) in multi_deliveries(released, msgs) {
                     unexpected(Unexpected::Deliver {
                         recv: &recv,
                         place,
                         msg: &msg,
                         payload,
-                        releases: released && i + 1 == n,
+                        releases,
                     });
                 }
             }

@@ -171,7 +171,7 @@ impl EqShared {
     }
 }
 
-crate::wait::locked_queue_waitable!(EqShared);
+crate::wait::locked_queue_waitable!(EqShared, EqState);
 
 /// An event queue (see the module docs). Clones share the queue.
 #[derive(Clone)]
@@ -401,14 +401,7 @@ impl EqOps for KitEq {
             if w.expired() {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            w.idle(
-                st,
-                &inner.state,
-                &inner.cv,
-                &inner.links,
-                work,
-                |st: &EqState| !st.ready(),
-            );
+            inner.idle(&mut w, st, work, |st| !st.ready());
         }
     }
 
@@ -425,7 +418,7 @@ impl EqOps for KitEq {
 mod tests {
     use super::*;
     use crate::progress::ProgressEngine;
-    use crate::test_support::{fd_wait_set, in_a_moment};
+    use crate::test_support::{assert_open_refused, fd_wait_set, in_a_moment};
     use crate::wait::Waitable;
     use ofi_core::enums::WaitObj;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -472,24 +465,13 @@ mod tests {
         assert_eq!(q.size(), DEFAULT_EQ_SIZE);
         assert_eq!(q.wait_mode(), WaitMode::None);
         assert!(!q.is_writable());
-        let e = KitEq::new(&EqAttr {
-            size: MAX_EQ_SIZE + 1,
-            ..EqAttr::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        let e = KitEq::new(&EqAttr {
-            flags: OpFlags::READ.bits(),
-            ..EqAttr::default()
-        })
-        .unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        assert_eq!(
-            code(KitEq::new(&EqAttr {
-                wait_obj: WaitObj::PollFd,
-                ..EqAttr::default()
-            })),
-            Errno::ENOSYS
+        assert_open_refused(
+            KitEq::new,
+            &[
+                (|a| a.size = MAX_EQ_SIZE + 1, Errno::EINVAL),
+                (|a| a.flags = OpFlags::READ.bits(), Errno::EINVAL),
+                (|a| a.wait_obj = WaitObj::PollFd, Errno::ENOSYS),
+            ],
         );
         assert!(format!("{:?}", eq(4, WaitObj::Fd)).contains("KitEq"));
     }

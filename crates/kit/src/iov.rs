@@ -93,24 +93,14 @@ impl IoList {
     }
 
     /// The sub-list of (at most) `len` bytes from `offset`.
-    pub fn sub(&self, mut offset: usize, mut len: usize) -> IoList {
-        let mut out = [(0, 0); IOV_LIMIT];
-        let mut n = 0;
-        for &(a, l) in self.slice() {
-            if len == 0 {
-                break;
-            }
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let take = (l - offset).min(len);
-            out[n] = (a.wrapping_add(offset), take);
-            n += 1;
-            len -= take;
-            offset = 0;
-        }
-        IoList { iov: out, n }
+    pub fn sub(&self, offset: usize, len: usize) -> IoList {
+        let mut out = IoList::default();
+        each_piece(self.slice(), offset, len, |_, addr, take| {
+            // At most one piece per entry of `self`: `out.n` stays below IOV_LIMIT.
+            out.iov[out.n] = (addr, take);
+            out.n += 1;
+        });
+        out
     }
 
     /// Copy `len` bytes from raw `src` into this list at `offset` (fewer if the list
@@ -120,7 +110,7 @@ impl IoList {
     /// `src` is readable for `len` bytes; the list's buffers are writable and do not
     /// overlap `src`.
     pub unsafe fn scatter(&self, offset: usize, src: *const u8, len: usize) {
-        self.each_piece(offset, len, |done, addr, take| {
+        each_piece(self.slice(), offset, len, |done, addr, take| {
             // SAFETY: caller's contract; the piece lies within the list and `len`.
             unsafe { std::ptr::copy_nonoverlapping(src.add(done), addr as *mut u8, take) };
         });
@@ -133,31 +123,38 @@ impl IoList {
     /// `dst` is writable for `len` bytes; the list's buffers are readable and do not
     /// overlap `dst`.
     pub unsafe fn gather(&self, offset: usize, dst: *mut u8, len: usize) {
-        self.each_piece(offset, len, |done, addr, take| {
+        each_piece(self.slice(), offset, len, |done, addr, take| {
             // SAFETY: caller's contract; the piece lies within the list and `len`.
             unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst.add(done), take) };
         });
     }
+}
 
-    /// Calls `copy(done, addr, take)` for each piece of the `len` bytes from `offset`,
-    /// in order (`done`: the bytes before this piece) — [`IoList::sub`] without building
-    /// the sub-list (on every message's path: a 64 B message is one piece).
-    #[inline(always)]
-    fn each_piece(&self, mut offset: usize, len: usize, mut copy: impl FnMut(usize, usize, usize)) {
-        let mut done = 0;
-        for &(addr, l) in self.slice() {
-            if done == len {
-                break;
-            }
-            if offset >= l {
-                offset -= l;
-                continue;
-            }
-            let take = (l - offset).min(len - done);
-            copy(done, addr.wrapping_add(offset), take);
-            done += take;
-            offset = 0;
+/// Walks the `len` bytes from byte `offset` of the `(address, length)` list `list`
+/// (fewer if the list ends first), calling `piece(done, address, take)` for each piece
+/// in order (`done`: the bytes before this piece). How [`IoList::sub`], the copies in
+/// and out, and providers' own segment lists cut a window out of a buffer list; on
+/// every message's path (a 64 B message is one piece), so always inlined.
+#[inline(always)]
+pub fn each_piece(
+    list: &[(usize, usize)],
+    mut offset: usize,
+    len: usize,
+    mut piece: impl FnMut(usize, usize, usize),
+) {
+    let mut left = len;
+    for &(addr, l) in list {
+        if left == 0 {
+            break;
         }
+        if offset >= l {
+            offset -= l;
+            continue;
+        }
+        let take = (l - offset).min(left);
+        piece(len - left, addr.wrapping_add(offset), take);
+        left -= take;
+        offset = 0;
     }
 }
 

@@ -54,3 +54,22 @@ pub(crate) fn assert_signals_wait_set(
     h.join().unwrap();
     set
 }
+
+/// One refused attribute set: `change` turns the default attributes into it, the open
+/// must fail with `code`.
+pub(crate) type RefusedOpen<A> = (fn(&mut A), Errno);
+
+/// Checks that `open` refuses each attribute set of `cases` with its code.
+pub(crate) fn assert_open_refused<A: Default, T>(
+    open: impl Fn(&A) -> ofi_core::Result<T>,
+    cases: &[RefusedOpen<A>],
+) {
+    for (i, (change, want)) in cases.iter().enumerate() {
+        let mut attr = A::default();
+        change(&mut attr);
+        match open(&attr) {
+            Ok(_) => panic!("case {i}: opened, expected {want:?}"),
+            Err(e) => assert_eq!(e.code(), *want, "case {i}: {e}"),
+        }
+    }
+}

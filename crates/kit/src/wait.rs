@@ -291,10 +291,26 @@ macro_rules! queue_open_with_progress {
 pub(crate) use queue_open_with_progress;
 
 /// [`Waitable`] for the shared state `$shared` of a queue kept under a lock (the CQ's,
-/// the EQ's): it has `drive()` (progress), `links: Links` and `state: Mutex<S>` whose
-/// `S` has `ready()` (a read would not return `FI_EAGAIN`).
+/// the EQ's): it has `drive()` (progress), `links: Links`, `cv: Condvar` and
+/// `state: Mutex<$state>` whose `$state` has `ready()` (a read would not return
+/// `FI_EAGAIN`) and counts sleepers. Also writes `$shared::idle`, the end of a blocking
+/// read's empty round on that lock, condition variable and engine.
 macro_rules! locked_queue_waitable {
-    ($shared:ty) => {
+    ($shared:ty, $state:ty) => {
+        impl $shared {
+            /// [`BlockingWait::idle`](crate::wait::BlockingWait::idle) on this queue:
+            /// `st` is its locked state, `idle` whether a reader may still sleep.
+            fn idle(
+                &self,
+                w: &mut $crate::wait::BlockingWait,
+                st: ::std::sync::MutexGuard<'_, $state>,
+                work: usize,
+                idle: impl Fn(&$state) -> bool,
+            ) {
+                w.idle(st, &self.state, &self.cv, &self.links, work, idle)
+            }
+        }
+
         impl $crate::wait::Waitable for $shared {
             fn drive_progress(&self) -> usize {
                 self.drive()

@@ -22,59 +22,44 @@ impl<P> SharedAv<P> {
     }
 }
 
+/// Writes, inside `impl AvOps<F> for SharedAv<P>`, one method per entry of core's list
+/// of AV operations (`for_each_av_op!`) that has a provider method: it calls the same
+/// method of the shared [`KitAv`] with the same arguments.
+macro_rules! forward_to_kit_av {
+    ($(#[$tdoc:meta])* $class:ident $Table:ident $Trait:ident $ObjOf:ident $Host:ident { $($list:tt)* }) => {
+        ofi_core::__ctl_each! { [forward_to_kit_av_method] {} $($list)* }
+    };
+}
+
+/// One method of [`forward_to_kit_av!`].
+macro_rules! forward_to_kit_av_method {
+    ($ctx:tt fn $name:ident $adapter:tt $doc:tt [] ($($p:ident : $pt:ty),*) -> [$pr:ty] $def:tt $fwd:tt) => {
+        #[allow(clippy::too_many_arguments)]
+        fn $name(&self, $($p: $pt),*) -> $pr {
+            AvOps::<F>::$name(&*self.0, $($p),*)
+        }
+    };
+    // A C entry without a provider method (`bind`: `bind_eq` below).
+    ($ctx:tt fn $($rest:tt)*) => {};
+    ($ctx:tt $(#[$doc:meta])* close) => {
+        fn close(&self) -> Result<()> {
+            AvOps::<F>::close(&*self.0)
+        }
+    };
+    ($ctx:tt $(#[$doc:meta])* op $name:ident ($($a:ident : $t:ty),*) ($($b:ident $blen:ident [$bt:ty] $bc:tt),*) ($($c:ident : $ct:ty),*) $err:tt [$($shape:ident $rt:ty)?] $V:tt $def:tt) => {
+        fn $name(&self, $($a: $t,)* $($b: &[$bt],)* $($c: $ct),*) -> ofi_core::__ctl_prov_ret!($($shape $rt)?) {
+            AvOps::<F>::$name(&*self.0, $($a,)* $($b,)* $($c),*)
+        }
+    };
+}
+
 impl<F, P> AvOps<F> for SharedAv<P>
 where
     F: FabricOps,
     EqOf<F>: AvEventTarget,
     P: Send + Sync + 'static,
 {
-    fn insert(
-        &self,
-        addrs: &[Address],
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<F>::insert(&*self.0, addrs, fi_addr, flags, context)
-    }
-
-    fn insertsvc(
-        &self,
-        node: &str,
-        service: &str,
-        fi_addr: &mut u64,
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<F>::insertsvc(&*self.0, node, service, fi_addr, flags, context)
-    }
-
-    fn insertsym(
-        &self,
-        node: &str,
-        nodecnt: usize,
-        service: &str,
-        svccnt: usize,
-        fi_addr: &mut [u64],
-        flags: u64,
-        context: usize,
-    ) -> Result<usize> {
-        AvOps::<F>::insertsym(
-            &*self.0, node, nodecnt, service, svccnt, fi_addr, flags, context,
-        )
-    }
-
-    fn remove(&self, fi_addr: &[u64], flags: u64) -> Result<()> {
-        AvOps::<F>::remove(&*self.0, fi_addr, flags)
-    }
-
-    fn lookup(&self, fi_addr: u64) -> Result<Address> {
-        AvOps::<F>::lookup(&*self.0, fi_addr)
-    }
-
-    fn straddr(&self, addr: &Address) -> String {
-        AvOps::<F>::straddr(&*self.0, addr)
-    }
+    ofi_core::for_each_av_op!(forward_to_kit_av);
 
     fn bind_eq(&self, eq: &EqOf<F>, flags: u64) -> Result<()> {
         AvOps::<F>::bind_eq(&*self.0, eq, flags)
@@ -157,5 +142,54 @@ where
         // Checked before the EQ is asked for its sink: bad flags win over a bad EQ.
         reserved_flags("av bind", flags)?;
         self.bind_sink(eq.av_event_sink()?, flags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Ops = Unsupported;
+
+    #[test]
+    fn shared_av_forwards_every_operation_to_the_kit_av() {
+        let config = AvConfig::new(AddrFormat::SOCKADDR_IN);
+        let attr = AvAttr {
+            av_type: AvType::Table,
+            ..AvAttr::default()
+        };
+        let shared = SharedAv::<()>::new(KitAv::open(&attr, 0, config).unwrap());
+        let a: Address = Address::Inet("10.0.0.1:7000".parse().unwrap());
+        let mut fi_addr = [0u64; 1];
+        assert_eq!(
+            AvOps::<Ops>::insert(&shared, std::slice::from_ref(&a), &mut fi_addr, 0, 0).unwrap(),
+            1
+        );
+        assert_eq!(shared.kit().len(), 1, "the insert reached the shared AV");
+        assert_eq!(AvOps::<Ops>::lookup(&shared, fi_addr[0]).unwrap(), a);
+        assert_eq!(
+            AvOps::<Ops>::straddr(&shared, &a),
+            AvOps::<Ops>::straddr(&**shared.kit(), &a)
+        );
+        let mut one = 0;
+        assert_eq!(
+            AvOps::<Ops>::insertsvc(&shared, "10.0.0.2", "7001", &mut one, 0, 0).unwrap(),
+            1
+        );
+        let mut sym = [0u64; 2];
+        assert_eq!(
+            AvOps::<Ops>::insertsym(&shared, "10.0.0.3", 2, "7002", 1, &mut sym, 0, 0).unwrap(),
+            2
+        );
+        assert_eq!(shared.kit().len(), 4);
+        AvOps::<Ops>::remove(&shared, &fi_addr, 0).unwrap();
+        assert_eq!(shared.kit().len(), 3, "the remove reached the shared AV");
+        assert_eq!(
+            AvOps::<Ops>::lookup(&shared, fi_addr[0])
+                .unwrap_err()
+                .code(),
+            Errno::EINVAL
+        );
+        AvOps::<Ops>::close(&shared).unwrap();
     }
 }

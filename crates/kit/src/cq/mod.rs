@@ -556,7 +556,7 @@ impl CqShared {
     }
 }
 
-crate::wait::locked_queue_waitable!(CqShared);
+crate::wait::locked_queue_waitable!(CqShared, CqState);
 
 /// A completion queue (see the module docs). Clones share the queue: the domain hands
 /// one to the host and endpoints keep others to push completions.

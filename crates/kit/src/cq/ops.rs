@@ -75,14 +75,9 @@ impl CqOps for KitCq {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
             // Sleep only if nothing changed since the checks above.
-            w.idle(
-                st,
-                &inner.state,
-                &inner.cv,
-                &inner.links,
-                work,
-                |st: &CqState| !st.wake && !st.errors.blocked() && st.avail() < want,
-            );
+            inner.idle(&mut w, st, work, |st| {
+                !st.wake && !st.errors.blocked() && st.avail() < want
+            });
         }
     }
 

@@ -12,6 +12,11 @@ pub(super) fn recv_matches<B>(directed: bool, r: &PostedRecv<B>, m: &Incoming) -
         && (!r.tagged || (r.tag ^ m.tag) & !r.ignore == 0)
 }
 
+/// The refusal of a receive that would have to be queued when the queue is full.
+fn queue_full<B>(recv: PostedRecv<B>) -> Refused<PostedRecv<B>> {
+    Refused::new(Errno::EAGAIN, "receive queue full (max_posted)", recv)
+}
+
 /// Placement of a `msg_len` message into an ordinary `len`-byte receive.
 #[inline]
 pub(super) fn place_whole(len: usize, msg_len: usize) -> Placement {
@@ -338,10 +343,7 @@ impl<B, U> TagMatcher<B, U> {
             return self.post_multi(recv);
         }
         let kind = usize::from(recv.tagged);
-        let directed = self.cfg.directed_recv;
-        let found = self.unexpected[kind]
-            .iter()
-            .position(|u| recv_matches(directed, &recv, &u.msg));
+        let found = self.find_unexpected(&recv, 0);
         if let Some(msg) = found.and_then(|i| self.unexpected[kind].remove(i)) {
             self.unhold(&msg);
             return Ok(PostOutcome::Matched {
@@ -351,11 +353,7 @@ impl<B, U> TagMatcher<B, U> {
             });
         }
         if !self.can_post() {
-            return Err(Refused::new(
-                Errno::EAGAIN,
-                "receive queue full (max_posted)",
-                recv,
-            ));
+            return Err(queue_full(recv));
         }
         self.posted[kind].push_back(Posted {
             recv,
@@ -380,11 +378,7 @@ impl<B, U> TagMatcher<B, U> {
             ));
         }
         let kind = usize::from(recv.tagged);
-        let directed = self.cfg.directed_recv;
-        let Some(i) = self.unexpected[kind]
-            .iter()
-            .position(|u| recv_matches(directed, &recv, &u.msg))
-        else {
+        let Some(i) = self.find_unexpected(&recv, 0) else {
             return Ok(PostOutcome::NoMessage { recv });
         };
         if !claim && !discard {
@@ -438,29 +432,19 @@ impl<B, U> TagMatcher<B, U> {
         recv: PostedRecv<B>,
     ) -> Result<PostOutcome<'_, B, U>, Refused<PostedRecv<B>>> {
         if !self.can_post() {
-            return Err(Refused::new(
-                Errno::EAGAIN,
-                "receive queue full (max_posted)",
-                recv,
-            ));
+            return Err(queue_full(recv));
         }
         let kind = usize::from(recv.tagged);
-        let directed = self.cfg.directed_recv;
         let min = self.cfg.min_multi_recv;
         let mut used = 0;
         let mut msgs = Vec::new();
-        let mut i = 0;
-        while i < self.unexpected[kind].len() {
-            let hit = self.unexpected[kind]
-                .get(i)
-                .is_some_and(|u| recv_matches(directed, &recv, &u.msg));
-            if !hit {
-                i += 1;
-                continue;
-            }
+        let mut from = 0;
+        while let Some(i) = self.find_unexpected(&recv, from) {
             let Some(msg) = self.unexpected[kind].remove(i) else {
                 break;
             };
+            // The messages after the one taken moved down by one: look on from `i`.
+            from = i;
             self.unhold(&msg);
             msgs.push((place_multi(recv.len, &mut used, msg.msg.len), msg));
             if exhausted(recv.len, used, min) {
@@ -482,6 +466,18 @@ impl<B, U> TagMatcher<B, U> {
             }),
             None => Ok(PostOutcome::Queued),
         }
+    }
+
+    /// The index of the first unexpected message of `recv`'s kind, at `from` or after,
+    /// that `recv` matches.
+    #[inline]
+    fn find_unexpected(&self, recv: &PostedRecv<B>, from: usize) -> Option<usize> {
+        let directed = self.cfg.directed_recv;
+        let queue = &self.unexpected[usize::from(recv.tagged)];
+        queue
+            .range(from.min(queue.len())..)
+            .position(|u| recv_matches(directed, recv, &u.msg))
+            .map(|i| from + i)
     }
 
     /// Stop counting a message that left the unexpected/claimed store.

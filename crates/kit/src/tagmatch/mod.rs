@@ -298,6 +298,29 @@ pub enum PostAction<B, U> {
     },
 }
 
+/// The messages a multi-receive buffer took ([`PostAction::Multi`]'s `msgs`), in
+/// arrival order, each with whether its delivery releases the buffer: the last one,
+/// when the buffer was `released`.
+///
+/// ```
+/// use ofi_kit::tagmatch::{multi_deliveries, Incoming, Placement};
+/// let msg = Incoming { src: 1, tag: 0, len: 8, data: None, tagged: false };
+/// let at = |offset| Placement { offset, len: 8, truncated: false };
+/// let msgs = vec![(at(0), msg, 'a'), (at(8), msg, 'b')];
+/// let order: Vec<_> = multi_deliveries(true, msgs.clone()).map(|d| (d.2, d.3)).collect();
+/// assert_eq!(order, [('a', false), ('b', true)]);
+/// assert!(multi_deliveries(false, msgs).all(|d| !d.3), "still posted: none releases");
+/// ```
+pub fn multi_deliveries<U>(
+    released: bool,
+    msgs: Vec<(Placement, Incoming, U)>,
+) -> impl Iterator<Item = (Placement, Incoming, U, bool)> {
+    let last = msgs.len().saturating_sub(1);
+    msgs.into_iter()
+        .enumerate()
+        .map(move |(i, (place, msg, payload))| (place, msg, payload, released && i == last))
+}
+
 impl<B: Clone, U> PostOutcome<'_, B, U> {
     /// The outcome as a [`PostAction`], releasing the matcher's borrow.
     pub fn into_action(self) -> PostAction<B, U> {

@@ -15,7 +15,7 @@
 
 use ofi_core::error::Errno;
 use ofi_core::flags::OpFlags;
-use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv};
+use ofi_kit::tagmatch::{multi_deliveries, Incoming, Match, Placement, PostAction, PostedRecv};
 
 use super::engine::Engine;
 use super::peer::Arrival;
@@ -161,9 +161,8 @@ impl Engine {
                 released,
                 msgs,
             } => {
-                let n = msgs.len();
-                for (i, (place, _, payload)) in msgs.into_iter().enumerate() {
-                    let t = Target::new(recv.ctx as u64, place, released && i + 1 == n);
+                for (place, _, payload, releases) in multi_deliveries(released, msgs) {
+                    let t = Target::new(recv.ctx as u64, place, releases);
                     self.start_unexpected(now, payload, t);
                 }
             }

@@ -75,21 +75,11 @@ impl Segs {
     }
 
     /// The `len` bytes starting at byte `off`.
-    pub(super) fn window(&self, mut off: usize, mut len: usize) -> Segs {
+    pub(super) fn window(&self, off: usize, len: usize) -> Segs {
         let mut w = Segs::default();
-        for &(b, l) in self.segs() {
-            if len == 0 {
-                break;
-            }
-            if off >= l {
-                off -= l;
-                continue;
-            }
-            let take = (l - off).min(len);
-            w.push(b + off, take);
-            len -= take;
-            off = 0;
-        }
+        ofi_kit::iov::each_piece(self.segs(), off, len, |_, base, take| {
+            w.push(base, take);
+        });
         w
     }
 
