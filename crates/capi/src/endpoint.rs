@@ -608,12 +608,9 @@ unsafe extern "C" fn ep_connect(
     guard(|| {
         // SAFETY: our endpoint.
         let e = unsafe { EpObj::of(ep) };
-        if addr.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: one address of the endpoint's format (C API).
-        let peer = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
-            Ok(v) => v[0].to_bytes(),
+        // SAFETY: null or one address of the endpoint's format (C API).
+        let peer = match unsafe { crate::av::packed_addr(e.r.addr_format, addr) } {
+            Ok(one) => one.to_bytes(),
             Err(err) => return status(&err),
         };
         // SAFETY: `param` holds `paramlen` bytes (C API).
@@ -667,10 +664,7 @@ unsafe extern "C" fn ep_join(
         // SAFETY: our endpoint.
         let e = unsafe { EpObj::of(ep) };
         // SAFETY: one address of the endpoint's format (C API).
-        let group = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
-            Ok(mut v) => v.remove(0),
-            Err(err) => return Err(status(&err)),
-        };
+        let group = crate::or_status(unsafe { crate::av::packed_addr(e.r.addr_format, addr) })?;
         let joined = e.r.ep.join_with(&group, flags, context as usize).map(|m| {
             let c = FidMc {
                 fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),
