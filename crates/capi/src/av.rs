@@ -99,6 +99,21 @@ pub struct FiOpsAv {
         unsafe extern "C" fn(*mut FidAv, *mut c_void, *mut *mut c_void, *mut c_void) -> c_int,
 }
 
+/// Reads the one packed address of `format` at `p` (`fi_connect`, `fi_join`,
+/// `fi_av_straddr`); a null `p` is `FI_EINVAL`.
+///
+/// # Safety
+/// `p` is null or holds one address of `format`.
+pub unsafe fn packed_addr(format: AddrFormat, p: *const c_void) -> ofi::Result<Address> {
+    if p.is_null() {
+        return Err(Error::new(Errno::EINVAL, "null address"));
+    }
+    // SAFETY: the caller's contract.
+    let mut one = unsafe { packed_addrs(format, p.cast(), 1) }?;
+    one.pop()
+        .ok_or_else(|| Error::new(Errno::EINVAL, "no address read"))
+}
+
 /// Reads `count` packed addresses of `format` at `p` (`FI_ADDR_STR`: consecutive
 /// NUL-terminated strings; `FI_SOCKADDR`: each by its family).
 ///
@@ -322,12 +337,9 @@ unsafe extern "C" fn av_straddr(
         // SAFETY: our AV; one address and `len` per the C API.
         let (a, room) = unsafe { (AvObj::of(av), len.as_mut()) };
         let Some(room) = room else { return ptr::null() };
-        if addr.is_null() {
-            return ptr::null();
-        }
-        // SAFETY: one address of the AV's format (C API).
-        let text = match unsafe { packed_addrs(a.r.addr_format, addr.cast(), 1) } {
-            Ok(v) => a.r.av.straddr(&v[0]).unwrap_or_else(|_| v[0].to_addr_str()),
+        // SAFETY: null or one address of the AV's format (C API).
+        let text = match unsafe { packed_addr(a.r.addr_format, addr) } {
+            Ok(one) => a.r.av.straddr(&one).unwrap_or_else(|_| one.to_addr_str()),
             Err(_) => return ptr::null(),
         };
         let given = *room;

@@ -10,8 +10,14 @@
 //! in [`crate::guard`]: their own code cannot panic (a cast, `from_raw` of the atomic
 //! enums, the raw method's size check and status mapping), and the provider's slot they
 //! call catches its own panics (`ofi_core::abi::adapt`), so no unwind can reach C; the
-//! guard's cost (about 17 instructions per call) is kept off the data path. The C tables order the slots as the headers do
-//! ([`FiOpsMsg`], …), which is not the list's order, so they are assembled here by name.
+//! guard's cost (about 17 instructions per call) is kept off the data path.
+//!
+//! The C tables themselves ([`FiOpsMsg`], [`FiOpsTagged`], [`FiOpsRma`], [`FiOpsAtomic`]
+//! and their statics) are generated from the same list, so an operation added to the
+//! list reaches C without a hand-written slot. The headers order a table as the list
+//! does except that receives come first; each slot is named as the list names its
+//! operation (`FiOpsTagged::trecv` is the header's `recv` of `fi_ops_tagged`,
+//! `FiOpsAtomic::fetch_atomic` its `readwrite` of `fi_ops_atomic`).
 //!
 //! An endpoint is opened with its C object as the ofi context, so the `fid` of an
 //! event queue entry is the C object the event is about; the program's context stays
@@ -210,116 +216,93 @@ pub mod data {
 
 use data::sig;
 
-/// `struct fi_ops_msg`.
-#[repr(C)]
-pub struct FiOpsMsg {
-    /// `size`.
-    pub size: usize,
-    /// `recv`.
-    pub recv: sig::recv,
-    /// `recvv`.
-    pub recvv: sig::recvv,
-    /// `recvmsg`.
-    pub recvmsg: sig::recvmsg,
-    /// `send`.
-    pub send: sig::send,
-    /// `sendv`.
-    pub sendv: sig::sendv,
-    /// `sendmsg`.
-    pub sendmsg: sig::sendmsg,
-    /// `inject`.
-    pub inject: sig::inject,
-    /// `senddata`.
-    pub senddata: sig::senddata,
-    /// `injectdata`.
-    pub injectdata: sig::injectdata,
-}
-
-/// `struct fi_ops_tagged`.
-#[repr(C)]
-pub struct FiOpsTagged {
-    /// `size`.
-    pub size: usize,
-    /// `recv`.
-    pub recv: sig::trecv,
-    /// `recvv`.
-    pub recvv: sig::trecvv,
-    /// `recvmsg`.
-    pub recvmsg: sig::trecvmsg,
-    /// `send`.
-    pub send: sig::tsend,
-    /// `sendv`.
-    pub sendv: sig::tsendv,
-    /// `sendmsg`.
-    pub sendmsg: sig::tsendmsg,
-    /// `inject`.
-    pub inject: sig::tinject,
-    /// `senddata`.
-    pub senddata: sig::tsenddata,
-    /// `injectdata`.
-    pub injectdata: sig::tinjectdata,
-}
-
-/// `struct fi_ops_rma`.
-#[repr(C)]
-pub struct FiOpsRma {
-    /// `size`.
-    pub size: usize,
-    /// `read`.
-    pub read: sig::read,
-    /// `readv`.
-    pub readv: sig::readv,
-    /// `readmsg`.
-    pub readmsg: sig::readmsg,
-    /// `write`.
-    pub write: sig::write,
-    /// `writev`.
-    pub writev: sig::writev,
-    /// `writemsg`.
-    pub writemsg: sig::writemsg,
-    /// `inject`.
-    pub inject: sig::inject_write,
-    /// `writedata`.
-    pub writedata: sig::writedata,
-    /// `injectdata`.
-    pub injectdata: sig::inject_writedata,
-}
-
 /// An `*atomicvalid` query slot.
 pub type ValidFn = unsafe extern "C" fn(*mut FidEp, u32, u32, *mut usize) -> c_int;
 
-/// `struct fi_ops_atomic`.
-#[repr(C)]
-pub struct FiOpsAtomic {
-    /// `size`.
-    pub size: usize,
-    /// `write`.
-    pub write: sig::atomic,
-    /// `writev`.
-    pub writev: sig::atomicv,
-    /// `writemsg`.
-    pub writemsg: sig::atomicmsg,
-    /// `inject`.
-    pub inject: sig::inject_atomic,
-    /// `readwrite`.
-    pub readwrite: sig::fetch_atomic,
-    /// `readwritev`.
-    pub readwritev: sig::fetch_atomicv,
-    /// `readwritemsg`.
-    pub readwritemsg: sig::fetch_atomicmsg,
-    /// `compwrite`.
-    pub compwrite: sig::compare_atomic,
-    /// `compwritev`.
-    pub compwritev: sig::compare_atomicv,
-    /// `compwritemsg`.
-    pub compwritemsg: sig::compare_atomicmsg,
-    /// `writevalid`.
-    pub writevalid: ValidFn,
-    /// `readwritevalid`.
-    pub readwritevalid: ValidFn,
-    /// `compwritevalid`.
-    pub compwritevalid: ValidFn,
+/// Generates the C data tables from the list: for each group its `#[repr(C)]` struct
+/// ([`FiOpsMsg`], [`FiOpsTagged`], [`FiOpsRma`], [`FiOpsAtomic`]) with one slot per entry
+/// of type `sig::name`, named as the list names the operation, and its static
+/// ([`MSG_OPS`], …) filled with the `data::*` slots. A group's queries come after its
+/// entries, each a [`ValidFn`] slot with its guarded function.
+///
+/// The slot order is the headers': the list's order, except that the headers put a
+/// table's receives first (`fi_ops_msg` and `fi_ops_tagged` begin with `recv`, `recvv`,
+/// `recvmsg`). So the entries of the original layout are split into receives and the
+/// rest, each part keeping the list's order; an entry appended later (`@N`) comes after
+/// both, as the headers append a slot. `tests/layout.rs` compares every table with the
+/// installed headers.
+macro_rules! c_data_tables {
+    ($($group:ident $Table:ident { $($entries:tt)* } $queries:tt)*) => {$(
+        c_data_tables! { @split $group [] [] [] $($entries)* ; $queries }
+    )*};
+    // A receive of the original layout.
+    (@split $group:ident [$($rx:tt)*] [$($rest:tt)*] [$($later:tt)*]
+        $(#[$doc:meta])* $name:ident / $host:ident / $V:ident [] [recv $($flag:ident)*]
+        $c:tt $p:tt $low:tt; $($more:tt)*) => {
+        c_data_tables! { @split $group [$($rx)* $(#[$doc])* $name;] [$($rest)*] [$($later)*] $($more)* }
+    };
+    // Any other operation of the original layout.
+    (@split $group:ident [$($rx:tt)*] [$($rest:tt)*] [$($later:tt)*]
+        $(#[$doc:meta])* $name:ident / $host:ident / $V:ident [] $kind:tt
+        $c:tt $p:tt $low:tt; $($more:tt)*) => {
+        c_data_tables! { @split $group [$($rx)*] [$($rest)* $(#[$doc])* $name;] [$($later)*] $($more)* }
+    };
+    // An operation appended by interface minor `$since`.
+    (@split $group:ident [$($rx:tt)*] [$($rest:tt)*] [$($later:tt)*]
+        $(#[$doc:meta])* $name:ident / $host:ident / $V:ident [$since:literal] $kind:tt
+        $c:tt $p:tt $low:tt; $($more:tt)*) => {
+        c_data_tables! { @split $group [$($rx)*] [$($rest)*] [$($later)* $(#[$doc])* $name;] $($more)* }
+    };
+    (@split $group:ident [$($rx:tt)*] [$($rest:tt)*] [$($later:tt)*] ; $queries:tt) => {
+        c_data_tables! { @names $group { $($rx)* $($rest)* $($later)* } $queries }
+    };
+    // The C name of each group's table, its Rust type and its static.
+    (@names msg $($t:tt)*) => { c_data_tables! { @table "fi_ops_msg" FiOpsMsg MSG_OPS $($t)* } };
+    (@names tagged $($t:tt)*) => { c_data_tables! { @table "fi_ops_tagged" FiOpsTagged TAGGED_OPS $($t)* } };
+    (@names rma $($t:tt)*) => { c_data_tables! { @table "fi_ops_rma" FiOpsRma RMA_OPS $($t)* } };
+    (@names atomic $($t:tt)*) => { c_data_tables! { @table "fi_ops_atomic" FiOpsAtomic ATOMIC_OPS $($t)* } };
+    (@table $c_name:literal $Struct:ident $STATIC:ident { $($(#[$doc:meta])* $name:ident;)* }
+        { $($(#[$qdoc:meta])* $qslot:ident / $qmethod:ident;)* }) => {
+        #[doc = concat!("`struct ", $c_name, "`: its slots in the header's order, each named as the list names its operation.")]
+        #[repr(C)]
+        pub struct $Struct {
+            /// `size`.
+            pub size: usize,
+            $($(#[$doc])* pub $name: sig::$name,)*
+            $($(#[$qdoc])* pub $qslot: ValidFn,)*
+        }
+
+        $(
+            $(#[$qdoc])*
+            unsafe extern "C" fn $qslot(
+                ep: *mut FidEp,
+                datatype: u32,
+                op: u32,
+                count: *mut usize,
+            ) -> c_int {
+                guard(|| {
+                    // SAFETY: our endpoint.
+                    let e = &unsafe { EpObj::of(ep) }.r.ep;
+                    let (Some(dt), Some(op)) = (Datatype::from_raw(datatype), AtomicOp::from_raw(op))
+                    else {
+                        return EINVAL;
+                    };
+                    // SAFETY: `count` per the C API.
+                    unsafe { put_result(count, e.$qmethod(dt, op)) }
+                })
+            }
+        )*
+
+        #[doc = concat!("The `", $c_name, "` of an endpoint.")]
+        pub static $STATIC: $Struct = $Struct {
+            size: size_of::<$Struct>(),
+            $($name: data::$name,)*
+            $($qslot,)*
+        };
+    };
 }
+
+ofi::for_each_ep_data_op!(c_data_tables);
 
 /// A collective slot: none is offered, each answers `-FI_ENOSYS` (it reads no
 /// argument, so one function serves every signature under the C calling convention).
@@ -337,91 +320,6 @@ pub struct FiOpsCollective {
 crate::fid::enosys_slots! {
     fn collective_enosys() -> isize;
 }
-
-/// The `fi_ops_msg` of an endpoint.
-pub static MSG_OPS: FiOpsMsg = FiOpsMsg {
-    size: size_of::<FiOpsMsg>(),
-    recv: data::recv,
-    recvv: data::recvv,
-    recvmsg: data::recvmsg,
-    send: data::send,
-    sendv: data::sendv,
-    sendmsg: data::sendmsg,
-    inject: data::inject,
-    senddata: data::senddata,
-    injectdata: data::injectdata,
-};
-
-/// The `fi_ops_tagged` of an endpoint.
-pub static TAGGED_OPS: FiOpsTagged = FiOpsTagged {
-    size: size_of::<FiOpsTagged>(),
-    recv: data::trecv,
-    recvv: data::trecvv,
-    recvmsg: data::trecvmsg,
-    send: data::tsend,
-    sendv: data::tsendv,
-    sendmsg: data::tsendmsg,
-    inject: data::tinject,
-    senddata: data::tsenddata,
-    injectdata: data::tinjectdata,
-};
-
-/// The `fi_ops_rma` of an endpoint.
-pub static RMA_OPS: FiOpsRma = FiOpsRma {
-    size: size_of::<FiOpsRma>(),
-    read: data::read,
-    readv: data::readv,
-    readmsg: data::readmsg,
-    write: data::write,
-    writev: data::writev,
-    writemsg: data::writemsg,
-    inject: data::inject_write,
-    writedata: data::writedata,
-    injectdata: data::inject_writedata,
-};
-
-macro_rules! valid_slot {
-    ($name:ident, $method:ident) => {
-        unsafe extern "C" fn $name(
-            ep: *mut FidEp,
-            datatype: u32,
-            op: u32,
-            count: *mut usize,
-        ) -> c_int {
-            guard(|| {
-                // SAFETY: our endpoint.
-                let e = &unsafe { EpObj::of(ep) }.r.ep;
-                let (Some(dt), Some(op)) = (Datatype::from_raw(datatype), AtomicOp::from_raw(op))
-                else {
-                    return EINVAL;
-                };
-                // SAFETY: `count` per the C API.
-                unsafe { put_result(count, e.$method(dt, op)) }
-            })
-        }
-    };
-}
-valid_slot!(atomic_writevalid, atomicvalid);
-valid_slot!(atomic_readwritevalid, fetch_atomicvalid);
-valid_slot!(atomic_compwritevalid, compare_atomicvalid);
-
-/// The `fi_ops_atomic` of an endpoint.
-pub static ATOMIC_OPS: FiOpsAtomic = FiOpsAtomic {
-    size: size_of::<FiOpsAtomic>(),
-    write: data::atomic,
-    writev: data::atomicv,
-    writemsg: data::atomicmsg,
-    inject: data::inject_atomic,
-    readwrite: data::fetch_atomic,
-    readwritev: data::fetch_atomicv,
-    readwritemsg: data::fetch_atomicmsg,
-    compwrite: data::compare_atomic,
-    compwritev: data::compare_atomicv,
-    compwritemsg: data::compare_atomicmsg,
-    writevalid: atomic_writevalid,
-    readwritevalid: atomic_readwritevalid,
-    compwritevalid: atomic_compwritevalid,
-};
 
 /// The `fi_ops_collective` of an endpoint: every slot `-FI_ENOSYS`.
 pub static COLLECTIVE_OPS: FiOpsCollective = FiOpsCollective {
@@ -710,12 +608,9 @@ unsafe extern "C" fn ep_connect(
     guard(|| {
         // SAFETY: our endpoint.
         let e = unsafe { EpObj::of(ep) };
-        if addr.is_null() {
-            return EINVAL;
-        }
-        // SAFETY: one address of the endpoint's format (C API).
-        let peer = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
-            Ok(v) => v[0].to_bytes(),
+        // SAFETY: null or one address of the endpoint's format (C API).
+        let peer = match unsafe { crate::av::packed_addr(e.r.addr_format, addr) } {
+            Ok(one) => one.to_bytes(),
             Err(err) => return status(&err),
         };
         // SAFETY: `param` holds `paramlen` bytes (C API).
@@ -769,10 +664,7 @@ unsafe extern "C" fn ep_join(
         // SAFETY: our endpoint.
         let e = unsafe { EpObj::of(ep) };
         // SAFETY: one address of the endpoint's format (C API).
-        let group = match unsafe { crate::av::packed_addrs(e.r.addr_format, addr.cast(), 1) } {
-            Ok(mut v) => v.remove(0),
-            Err(err) => return Err(status(&err)),
-        };
+        let group = crate::or_status(unsafe { crate::av::packed_addr(e.r.addr_format, addr) })?;
         let joined = e.r.ep.join_with(&group, flags, context as usize).map(|m| {
             let c = FidMc {
                 fid: fid_header(FI_CLASS_MC, context, &MC_FI_OPS),

@@ -33,7 +33,7 @@ use crate::obj::{
     cast_fid, code, fid_header, put, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
     EINVAL,
 };
-use crate::sets::wait_and_attr;
+use crate::sets::open_waitable;
 use crate::{guard, guard_try, interned_ptr, status};
 
 fn etoosmall() -> isize {
@@ -478,36 +478,37 @@ unsafe extern "C" fn domain_cq_open(
     context: *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: our domain; `attr` per the C API.
-        let (d, attr) = unsafe { (DomainObj::of(domain), attr.as_mut()) };
-        let Some(attr) = attr else { return Err(EINVAL) };
-        if cq.is_null() {
-            return Err(EINVAL);
+        // SAFETY: our domain.
+        let d = unsafe { DomainObj::of(domain) };
+        // An unspecified format is the context format, and the program's attribute
+        // says so.
+        // SAFETY: `attr` is null or valid (C API).
+        if let Some(attr) = unsafe { attr.as_mut() } {
+            if attr.format == CqFormat::Unspec.to_raw() {
+                attr.format = CqFormat::Context.to_raw();
+            }
         }
-        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let (set, mut a) = unsafe { wait_and_attr(&*attr) }?;
-        if a.format == CqFormat::Unspec {
-            a.format = CqFormat::Context;
-            attr.format = CqFormat::Context.to_raw();
-        }
-        let opened = match set {
-            Some(w) => d.r.domain.cq_open_in(&a, &w.r, context as usize),
-            None => d.r.domain.cq_open_with(&a, context as usize),
-        };
         let c = FidCq {
             fid: fid_header(crate::fid::FI_CLASS_CQ, context, &CQ_FI_OPS),
             ops: &CQ_OPS,
         };
-        let made = opened.map(|q| {
-            let state = CqState {
-                cq: q,
-                format: a.format,
-                api_version: d.r.api_version,
-            };
-            CqObj::into_c(c, state)
-        });
-        // SAFETY: checked non-null.
-        Ok(unsafe { put_result(cq, made) })
+        // SAFETY: `attr` and `cq` per the C API.
+        unsafe {
+            open_waitable(attr, cq, |a, set| {
+                let opened = match set {
+                    Some(w) => d.r.domain.cq_open_in(&a, w, context as usize),
+                    None => d.r.domain.cq_open_with(&a, context as usize),
+                };
+                opened.map(|q| {
+                    let state = CqState {
+                        cq: q,
+                        format: a.format,
+                        api_version: d.r.api_version,
+                    };
+                    CqObj::into_c(c, state)
+                })
+            })
+        }
     })
 }
 
@@ -855,22 +856,22 @@ pub unsafe extern "C" fn fabric_eq_open(
     context: *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: our fabric; `attr` per the C API.
-        let (f, attr) = unsafe { (FabricObj::of(fabric), attr.cast::<RawEqAttr>().as_ref()) };
-        let Some(attr) = attr else { return Err(EINVAL) };
-        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let (set, a) = unsafe { wait_and_attr(attr) }?;
-        let opened = match set {
-            Some(w) => f.r.eq_open_in(&a, &w.r, context as usize),
-            None => f.r.eq_open_with(&a, context as usize),
-        };
+        // SAFETY: our fabric.
+        let f = unsafe { FabricObj::of(fabric) };
         let c = FidEq {
             fid: fid_header(crate::fid::FI_CLASS_EQ, context, &EQ_FI_OPS),
             ops: &EQ_OPS,
         };
-        let made = opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast());
-        // SAFETY: `eq` per the C API.
-        Ok(unsafe { put_result(eq, made) })
+        // SAFETY: `attr` (a `struct fi_eq_attr`) and `eq` per the C API.
+        unsafe {
+            open_waitable(attr.cast::<RawEqAttr>(), eq, |a, set| {
+                let opened = match set {
+                    Some(w) => f.r.eq_open_in(&a, w, context as usize),
+                    None => f.r.eq_open_with(&a, context as usize),
+                };
+                opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast())
+            })
+        }
     })
 }
 
@@ -978,21 +979,22 @@ unsafe extern "C" fn domain_cntr_open(
     context: *mut c_void,
 ) -> c_int {
     guard_try(|| {
-        // SAFETY: our domain; `attr` per the C API.
-        let (d, attr) = unsafe { (DomainObj::of(domain), attr.as_ref()) };
-        let Some(attr) = attr else { return Err(EINVAL) };
-        // SAFETY: `wait_set` is a wait set when `wait_obj` says so (C API).
-        let (set, a) = unsafe { wait_and_attr(attr) }?;
-        let opened = match set {
-            Some(w) => d.r.domain.cntr_open_in(&a, &w.r, context as usize),
-            None => d.r.domain.cntr_open_with(&a, context as usize),
-        };
+        // SAFETY: our domain.
+        let d = unsafe { DomainObj::of(domain) };
         let c = FidCntr {
             fid: fid_header(crate::fid::FI_CLASS_CNTR, context, &CNTR_FI_OPS),
             ops: &CNTR_OPS,
         };
-        // SAFETY: `cntr` per the C API.
-        Ok(unsafe { put_result(cntr, opened.map(|k| CntrObj::into_c(c, k))) })
+        // SAFETY: `attr` and `cntr` per the C API.
+        unsafe {
+            open_waitable(attr, cntr, |a, set| {
+                let opened = match set {
+                    Some(w) => d.r.domain.cntr_open_in(&a, w, context as usize),
+                    None => d.r.domain.cntr_open_with(&a, context as usize),
+                };
+                opened.map(|k| CntrObj::into_c(c, k))
+            })
+        }
     })
 }
 

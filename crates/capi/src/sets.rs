@@ -214,6 +214,29 @@ pub unsafe fn wait_and_attr<A: WaitSetAttr>(
     Ok((set, crate::or_status(attr.to_attr())?))
 }
 
+/// A queue's open slot (`fi_cq_open`, `fi_eq_open`, `fi_cntr_open`) after its owner is
+/// found: the out pointer is cleared and a null one or a null attribute refused
+/// ([`prepare_out`](crate::queues::prepare_out)) before anything opens; then the
+/// attribute's wait set and ofi attribute are read ([`wait_and_attr`]), `open` opens
+/// the queue in that set (alone for `None`) and makes its C object, which goes to `out`.
+///
+/// # Safety
+/// `attr` is null or valid, its wait set as [`wait_and_attr`] needs; `out` is null or
+/// writable.
+pub(crate) unsafe fn open_waitable<A: WaitSetAttr, T>(
+    attr: *const A,
+    out: *mut *mut T,
+    open: impl FnOnce(A::Attr, Option<&WaitSet>) -> ofi::Result<*mut T>,
+) -> Result<c_int, c_int> {
+    // SAFETY: the caller's contract.
+    unsafe { crate::queues::prepare_out(out, attr) }?;
+    // SAFETY: checked non-null; valid by the caller's contract.
+    let (set, a) = unsafe { wait_and_attr(&*attr) }?;
+    let made = open(a, set.map(|w| &w.r));
+    // SAFETY: checked non-null.
+    Ok(unsafe { put_result(out, made) })
+}
+
 // ---------------------------------------------------------------------------------
 // Poll sets.
 

@@ -23,6 +23,24 @@ pub struct OptSpec {
     pub takes_arg: bool,
 }
 
+/// The option `-short` (and `--long` when named), taking an argument or not.
+pub const fn spec(short: char, long: Option<&'static str>, takes_arg: bool) -> OptSpec {
+    OptSpec {
+        short: Some(short),
+        long,
+        takes_arg,
+    }
+}
+
+/// The option `--long`, without a short letter, taking an argument or not.
+pub const fn long_only(long: &'static str, takes_arg: bool) -> OptSpec {
+    OptSpec {
+        short: None,
+        long: Some(long),
+        takes_arg,
+    }
+}
+
 /// One parsed command-line item, in command-line order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Parsed {
@@ -168,31 +186,11 @@ mod tests {
     use super::*;
 
     const SPECS: &[OptSpec] = &[
-        OptSpec {
-            short: Some('c'),
-            long: Some("caps"),
-            takes_arg: true,
-        },
-        OptSpec {
-            short: Some('l'),
-            long: Some("list"),
-            takes_arg: false,
-        },
-        OptSpec {
-            short: Some('v'),
-            long: Some("verbose"),
-            takes_arg: false,
-        },
-        OptSpec {
-            short: None,
-            long: Some("version"),
-            takes_arg: false,
-        },
-        OptSpec {
-            short: None,
-            long: Some("json"),
-            takes_arg: false,
-        },
+        spec('c', Some("caps"), true),
+        spec('l', Some("list"), false),
+        spec('v', Some("verbose"), false),
+        long_only("version", false),
+        long_only("json", false),
     ];
 
     fn p(args: &[&str]) -> Result<Vec<Parsed>, GetoptError> {

@@ -39,7 +39,7 @@ use ofi::param::ParamSource;
 use ofi::tostr;
 use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, Mode, OpFlags};
 
-use crate::getopt::{self, GetoptError, OptSpec, Parsed};
+use crate::getopt::{self, long_only, spec, GetoptError, OptSpec, Parsed};
 use crate::json;
 
 /// Index of each option in [`SPECS`].
@@ -65,43 +65,27 @@ mod opt {
     pub const EXPLAIN: usize = 18;
 }
 
-const fn spec(short: char, long: &'static str, takes_arg: bool) -> OptSpec {
-    OptSpec {
-        short: Some(short),
-        long: Some(long),
-        takes_arg,
-    }
-}
-
-const fn long_only(long: &'static str) -> OptSpec {
-    OptSpec {
-        short: None,
-        long: Some(long),
-        takes_arg: false,
-    }
-}
-
 /// The option table (indices in [`opt`]).
 const SPECS: &[OptSpec] = &[
-    spec('s', "src_addr", true),
-    spec('n', "node", true),
-    spec('P', "port", true),
-    spec('c', "caps", true),
-    spec('m', "mode", true),
-    spec('t', "ep_type", true),
-    spec('a', "addr_format", true),
-    spec('p', "provider", true),
-    spec('d', "domain", true),
-    spec('f', "fabric", true),
-    spec('e', "env", false),
-    spec('g', "getenv", true),
-    spec('i', "info", true),
-    spec('l', "list", false),
-    spec('v', "verbose", false),
-    long_only("version"),
-    spec('h', "help", false),
-    long_only("json"),
-    long_only("explain"),
+    spec('s', Some("src_addr"), true),
+    spec('n', Some("node"), true),
+    spec('P', Some("port"), true),
+    spec('c', Some("caps"), true),
+    spec('m', Some("mode"), true),
+    spec('t', Some("ep_type"), true),
+    spec('a', Some("addr_format"), true),
+    spec('p', Some("provider"), true),
+    spec('d', Some("domain"), true),
+    spec('f', Some("fabric"), true),
+    spec('e', Some("env"), false),
+    spec('g', Some("getenv"), true),
+    spec('i', Some("info"), true),
+    spec('l', Some("list"), false),
+    spec('v', Some("verbose"), false),
+    long_only("version", false),
+    spec('h', Some("help"), false),
+    long_only("json", false),
+    long_only("explain", false),
 ];
 
 /// The help text (ends with a newline).

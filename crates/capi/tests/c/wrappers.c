@@ -83,6 +83,10 @@ static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *dom
 	CHECK(fd >= 0, "wait set fd %d", fd);
 	cq_attr.wait_set = ws;
 	cntr_attr.wait_set = ws;
+	/* Refused for a null out pointer before anything opens: no queue is left in the
+	 * set (it closes at the end). */
+	EXPECT(fi_cq_open(domain, &cq_attr, NULL, NULL), -FI_EINVAL);
+	EXPECT(fi_cntr_open(domain, &cntr_attr, NULL, NULL), -FI_EINVAL);
 	OK(fi_cq_open(domain, &cq_attr, &cq_w, (void *)0xc9));
 	OK(fi_cntr_open(domain, &cntr_attr, &cntr_w, (void *)0xc7));
 	/* A set in use cannot be closed. */
@@ -143,6 +147,7 @@ static void wait_and_poll_sets(struct fid_fabric *fabric, struct fid_domain *dom
 		struct fi_eq_entry entry = { .fid = &fabric->fid, .context = (void *)0xe0 };
 		uint32_t event;
 		eq_attr.wait_set = ws;
+		EXPECT(fi_eq_open(fabric, &eq_attr, NULL, NULL), -FI_EINVAL);
 		OK(fi_eq_open(fabric, &eq_attr, &eq_w, NULL));
 		CHECK(fi_eq_write(eq_w, FI_NOTIFY, &entry, sizeof(entry), 0) == sizeof(entry),
 		      "eq write");

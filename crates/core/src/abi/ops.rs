@@ -13,6 +13,7 @@
 //! | the host-side wrapper `Endpoint::tsendv` …, the safe `Endpoint::inject(&[u8], …)` of each inject of bytes, and `Endpoint::atomicvalid` … of each query | `data_wrappers!`, `safe_inject!` | `ep.rs` |
 //! | the hook's `Op` enum, names and kinds, its forwarders (queries included) and the fault hook's replay | `hook_ops!`, `hook_forwarders!`, `hook_replay!` | `ofi-hook` |
 //! | the data calls of kit's `endpoint_data_ops!` | `__kit_data_methods!` | `ofi-kit` |
+//! | the C façade's functions and its `fi_ops_msg` … `fi_ops_atomic` tables (header order: receives first) | `c_data_slots!`, `c_data_tables!` | `ofi-capi` |
 //!
 //! Adding an operation is one entry here plus its implementation in the providers that
 //! support it (a provider without it answers `FI_ENOSYS` through the trait default).

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use ofi::EpType;
 
-use crate::getopt::{self, OptSpec, Parsed};
+use crate::getopt::{self, long_only, spec, OptSpec, Parsed};
 
 /// The default control port.
 pub const DEFAULT_PORT: u16 = 47592;
@@ -147,22 +147,6 @@ impl Default for Opts {
             threads: None,
             server: None,
         }
-    }
-}
-
-const fn spec(short: char, long: Option<&'static str>, takes_arg: bool) -> OptSpec {
-    OptSpec {
-        short: Some(short),
-        long,
-        takes_arg,
-    }
-}
-
-const fn long_only(long: &'static str, takes_arg: bool) -> OptSpec {
-    OptSpec {
-        short: None,
-        long: Some(long),
-        takes_arg,
     }
 }
 
