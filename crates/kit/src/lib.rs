@@ -101,6 +101,7 @@ pub mod remote_cntr;
 pub mod request;
 pub mod request_checks;
 pub mod scalable;
+pub mod settings;
 pub mod shared_ctx;
 #[allow(unsafe_code)]
 pub mod sock;

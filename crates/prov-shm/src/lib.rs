@@ -203,6 +203,30 @@ mod provider {
         }
     }
 
+    impl Settings {
+        /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+        fn from_host(host: &Host) -> Result<Settings> {
+            let p = Params::new(host, NAME);
+            let s = ofi_kit::read_params!(p, Settings {
+                disable_cma: "disable_cma",
+                    "Never use cross-memory attach; large messages go through bounce buffers";
+                cma_threshold: "cma_threshold",
+                    "Messages longer than this many bytes use CMA (when allowed); shorter ones \
+                     stream through the bounce buffers";
+                geometry.rings: "rings",
+                    "Peers that can send to one endpoint at once (rings per region)";
+                geometry.slots: "ring_size", "Slots per ring (a power of two, 2 to 4096)";
+                geometry.chunks: "bounce_chunks", "Bounce chunks per ring (1 to 16)";
+                geometry.chunk_size: "bounce_chunk_size",
+                    "Bytes per bounce chunk (a multiple of 64, at most 4 MiB)";
+            })?;
+            s.geometry.validate(usize::MAX).map_err(|e| {
+                Error::new(Errno::EINVAL, format!("{NAME} parameters: {}", e.message()))
+            })?;
+            Ok(s)
+        }
+    }
+
     /// The provider (`NAME` `"shm"`, a core provider).
     #[derive(Debug)]
     pub struct ShmProvider {
@@ -213,46 +237,6 @@ mod provider {
         /// The settings this instance was initialised with.
         pub fn settings(&self) -> Settings {
             self.settings
-        }
-
-        fn settings_from(host: &Host) -> Result<Settings> {
-            let mut s = Settings::default();
-            let p = Params::new(host, NAME);
-            s.disable_cma = p.bool(
-                "disable_cma",
-                "Never use cross-memory attach; large messages go through bounce buffers",
-                s.disable_cma,
-            )?;
-            s.cma_threshold = p.size(
-                "cma_threshold",
-                "Messages longer than this many bytes use CMA (when allowed); shorter ones \
-                 stream through the bounce buffers",
-                s.cma_threshold,
-            )?;
-            s.geometry.rings = p.size(
-                "rings",
-                "Peers that can send to one endpoint at once (rings per region)",
-                s.geometry.rings,
-            )?;
-            s.geometry.slots = p.size(
-                "ring_size",
-                "Slots per ring (a power of two, 2 to 4096)",
-                s.geometry.slots,
-            )?;
-            s.geometry.chunks = p.size(
-                "bounce_chunks",
-                "Bounce chunks per ring (1 to 16)",
-                s.geometry.chunks,
-            )?;
-            s.geometry.chunk_size = p.size(
-                "bounce_chunk_size",
-                "Bytes per bounce chunk (a multiple of 64, at most 4 MiB)",
-                s.geometry.chunk_size,
-            )?;
-            s.geometry.validate(usize::MAX).map_err(|e| {
-                Error::new(Errno::EINVAL, format!("{NAME} parameters: {}", e.message()))
-            })?;
-            Ok(s)
         }
 
         fn template(&self, av_type: AvType) -> Info {
@@ -337,7 +321,7 @@ mod provider {
         type Fabric = Fabric;
 
         fn init(host: &Host) -> Result<Self> {
-            let settings = ShmProvider::settings_from(host)?;
+            let settings = Settings::from_host(host)?;
             Ok(ShmProvider { settings })
         }
 

@@ -186,57 +186,24 @@ impl Default for Settings {
     }
 }
 
-/// The `udp` provider.
-#[derive(Debug)]
-pub struct UdpProvider {
-    settings: Settings,
-}
-
-impl UdpProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> Settings {
-        self.settings
-    }
-
-    fn settings_from(host: &Host) -> Result<Settings> {
-        let d = Settings::default();
+impl Settings {
+    /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+    fn from_host(host: &Host) -> Result<Settings> {
         let p = Params::new(host, NAME);
-        let rx_size = p.size_in(
-            "rx_size",
-            "Receives an endpoint may have posted at once",
-            d.rx_size,
-            1..=usize::MAX,
-        )?;
-        let tx_size = p.size_in(
-            "tx_size",
-            "Transmit queue size reported in tx_attr.size",
-            d.tx_size,
-            1..=usize::MAX,
-        )?;
-        let sndbuf = p.size(
-            "sndbuf",
-            "Socket send buffer size in bytes (0: the kernel's default)",
-            d.sndbuf,
-        )?;
-        let rcvbuf = p.size(
-            "rcvbuf",
-            "Socket receive buffer size in bytes (0: the kernel's default)",
-            d.rcvbuf,
-        )?;
-        let batch = p.size_in(
-            "batch",
-            "Datagrams one progress round takes from one endpoint's socket (1: hand each \
-             datagram over at once)",
-            d.batch,
-            1..=usize::MAX,
-        )?;
-        let peer_sockets = p.size_in(
-            "peer_sockets",
-            "Connected sockets an endpoint makes for its first unicast destinations \
-             (routed once instead of per datagram; 0: none, at most 64)",
-            d.peer_sockets,
-            0..=MAX_PEER_SOCKETS,
-        )?;
+        let mut s = ofi_kit::read_params!(p, Settings {
+            rx_size: "rx_size", "Receives an endpoint may have posted at once", 1..=usize::MAX;
+            tx_size: "tx_size", "Transmit queue size reported in tx_attr.size", 1..=usize::MAX;
+            sndbuf: "sndbuf", "Socket send buffer size in bytes (0: the kernel's default)";
+            rcvbuf: "rcvbuf", "Socket receive buffer size in bytes (0: the kernel's default)";
+            batch: "batch",
+                "Datagrams one progress round takes from one endpoint's socket (1: hand each \
+                 datagram over at once)",
+                1..=usize::MAX;
+            peer_sockets: "peer_sockets",
+                "Connected sockets an endpoint makes for its first unicast destinations \
+                 (routed once instead of per datagram; 0: none, at most 64)",
+                0..=MAX_PEER_SOCKETS;
+        })?;
         let mcast_if = p.text(
             "mcast_if",
             "IPv4 address of the interface multicast groups are joined on and sent from \
@@ -250,7 +217,7 @@ impl UdpProvider {
              the destination, else the first up non-loopback interface)",
             Some(""),
         )?;
-        let iface = iface
+        s.iface = iface
             .map(|v| {
                 IfName::new(&v).ok_or_else(|| {
                     p.invalid(
@@ -264,22 +231,26 @@ impl UdpProvider {
                 })
             })
             .transpose()?;
-        let mcast_if = mcast_if
+        s.mcast_if = mcast_if
             .map(|v| {
                 v.parse()
                     .map_err(|_| p.invalid("mcast_if", &v, "not an IPv4 address"))
             })
             .transpose()?;
-        Ok(Settings {
-            rx_size,
-            tx_size,
-            sndbuf,
-            rcvbuf,
-            batch,
-            mcast_if,
-            peer_sockets,
-            iface,
-        })
+        Ok(s)
+    }
+}
+
+/// The `udp` provider.
+#[derive(Debug)]
+pub struct UdpProvider {
+    settings: Settings,
+}
+
+impl UdpProvider {
+    /// The settings this instance was initialised with.
+    pub fn settings(&self) -> Settings {
+        self.settings
     }
 
     /// The template for one address format.
@@ -424,7 +395,7 @@ impl Provider for UdpProvider {
     type Fabric = Fabric;
 
     fn init(host: &Host) -> Result<Self> {
-        let settings = UdpProvider::settings_from(host)?;
+        let settings = Settings::from_host(host)?;
         ofi_core::ofi_debug!(NAME, "core", "initialised: {settings:?}");
         Ok(UdpProvider { settings })
     }

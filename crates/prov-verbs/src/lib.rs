@@ -97,6 +97,61 @@ pub struct Settings {
     pub rx_size: usize,
     /// `FI_VERBS_IFACE`, as given.
     pub iface: Option<String>,
+    /// `FI_VERBS_DEVICE_NAME`, as given: the only device offered.
+    pub device_name: Option<String>,
+}
+
+impl Default for Settings {
+    /// The parameters' defaults; rdma-core's devices, none found yet.
+    fn default() -> Settings {
+        Settings {
+            kind: DeviceKind::RdmaCore,
+            devices: Vec::new(),
+            inline_size: 64,
+            tx_size: 384,
+            rx_size: 384,
+            iface: None,
+            device_name: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+    fn from_host(host: &Host) -> Result<Settings> {
+        let p = Params::new(host, NAME);
+        let mut s = ofi_kit::read_params!(p, Settings {
+            iface: "iface", "Network interface to use";
+            device_name: "device_name",
+                "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)";
+            inline_size: "inline_size", "Largest send carried inline in the work request",
+                0..=ep::INLINE_MAX;
+            tx_size: "tx_size", "Send queue depth", 1..=16 << 10;
+            rx_size: "rx_size", "Receive queue depth", 1..=16 << 10;
+        })?;
+        s.kind = DeviceKind::from_env();
+        s.devices = device_list(s.kind)
+            .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
+            .iter()
+            .map(|d| d.name().to_string())
+            .collect();
+        if let Some(want) = &s.device_name {
+            s.devices.retain(|d| d == want);
+            if s.devices.is_empty() {
+                return Err(Error::new(
+                    Errno::ENODEV,
+                    format!(
+                        "FI_VERBS_DEVICE_NAME={:?}: no such RDMA device",
+                        ofi_kit::diag::shorten(want, 64)
+                    ),
+                ));
+            }
+        }
+        if s.devices.is_empty() {
+            return Err(Error::new(Errno::ENODEV, "no RDMA device"));
+        }
+        Ok(s)
+    }
 }
 
 /// The `verbs` provider.
@@ -109,53 +164,6 @@ impl VerbsProvider {
     /// The settings this instance was initialised with.
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    fn settings_from(host: &Host) -> Result<Settings> {
-        let p = Params::new(host, NAME);
-        let iface = p.text("iface", "Network interface to use", None)?;
-        let device_name = p.text(
-            "device_name",
-            "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)",
-            None,
-        )?;
-        let inline_size = p.size_in(
-            "inline_size",
-            "Largest send carried inline in the work request",
-            64,
-            0..=ep::INLINE_MAX,
-        )?;
-        let tx_size = p.size_in("tx_size", "Send queue depth", 384, 1..=16 << 10)?;
-        let rx_size = p.size_in("rx_size", "Receive queue depth", 384, 1..=16 << 10)?;
-        let kind = DeviceKind::from_env();
-        let mut devices: Vec<String> = device_list(kind)
-            .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
-            .iter()
-            .map(|d| d.name().to_string())
-            .collect();
-        if let Some(want) = device_name {
-            devices.retain(|d| *d == want);
-            if devices.is_empty() {
-                return Err(Error::new(
-                    Errno::ENODEV,
-                    format!(
-                        "FI_VERBS_DEVICE_NAME={:?}: no such RDMA device",
-                        ofi_kit::diag::shorten(&want, 64)
-                    ),
-                ));
-            }
-        }
-        if devices.is_empty() {
-            return Err(Error::new(Errno::ENODEV, "no RDMA device"));
-        }
-        Ok(Settings {
-            kind,
-            devices,
-            inline_size,
-            tx_size,
-            rx_size,
-            iface,
-        })
     }
 
     /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
@@ -300,7 +308,7 @@ impl Provider for VerbsProvider {
 
     fn init(host: &Host) -> Result<Self> {
         Ok(VerbsProvider {
-            settings: VerbsProvider::settings_from(host)?,
+            settings: Settings::from_host(host)?,
         })
     }
 

@@ -178,74 +178,32 @@ impl Settings {
     }
 
     fn from_host(host: &Host) -> Result<Settings> {
-        let mut s = Settings::default();
         let p = Params::new(host, NAME);
-        let u32v = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        s.window = u32v(p.size(
-            "window",
-            "Packets a connection may have unacknowledged",
-            s.window as usize,
-        )?);
-        s.max_inflight = p.size(
-            "max_inflight",
-            "Bytes a connection may have unacknowledged (within the receiver's socket buffer)",
-            s.max_inflight,
-        )?;
-        s.seg_size = p.size(
-            "seg_size",
-            "Bytes of one packet, header included (0: the core's largest datagram)",
-            s.seg_size,
-        )?;
-        s.rto_us = p.size(
-            "rto",
-            "First retransmission timeout in microseconds",
-            s.rto_us as usize,
-        )? as u64;
-        s.rto_max_us = p.size(
-            "rto_max",
-            "Largest retransmission timeout in microseconds",
-            s.rto_max_us as usize,
-        )? as u64;
-        s.retry_limit = u32v(p.size(
-            "retry_limit",
-            "Transmissions of a packet without answer before the peer is declared lost",
-            s.retry_limit as usize,
-        )?);
-        s.ack_every = u32v(p.size(
-            "ack_every",
-            "In-order packets received before an acknowledgement is sent",
-            s.ack_every as usize,
-        )?);
-        s.ack_delay_us = p.size(
-            "ack_delay",
-            "Longest delay of an acknowledgement in microseconds",
-            s.ack_delay_us as usize,
-        )? as u64;
-        s.rx_bufs = p.size(
-            "rx_bufs",
-            "Datagram buffers posted on the core endpoint",
-            s.rx_bufs,
-        )?;
-        s.tx_size = p
-            .size(
-                "tx_size",
-                "Transmit operations outstanding per endpoint",
-                s.tx_size,
-            )?
-            .max(1);
-        s.rx_size = p
-            .size("rx_size", "Receives posted per endpoint", s.rx_size)?
-            .max(1);
-        s.unexp_msgs = p.size(
-            "unexp_msgs",
-            "Unexpected messages held per endpoint before new ones are refused (their senders wait)",
-            s.unexp_msgs,
-        )?.max(1);
-        s.unexp_bytes = p.size(
-            "unexp_bytes",
-            "Bytes of unexpected messages held per endpoint before new ones are refused",
-            s.unexp_bytes,
-        )?;
+        let mut s = ofi_kit::read_params!(p, Settings {
+            window: "window", "Packets a connection may have unacknowledged";
+            max_inflight: "max_inflight",
+                "Bytes a connection may have unacknowledged (within the receiver's socket buffer)";
+            seg_size: "seg_size",
+                "Bytes of one packet, header included (0: the core's largest datagram)";
+            rto_us: "rto", "First retransmission timeout in microseconds";
+            rto_max_us: "rto_max", "Largest retransmission timeout in microseconds";
+            retry_limit: "retry_limit",
+                "Transmissions of a packet without answer before the peer is declared lost";
+            ack_every: "ack_every", "In-order packets received before an acknowledgement is sent";
+            ack_delay_us: "ack_delay", "Longest delay of an acknowledgement in microseconds";
+            rx_bufs: "rx_bufs", "Datagram buffers posted on the core endpoint";
+            tx_size: "tx_size", "Transmit operations outstanding per endpoint";
+            rx_size: "rx_size", "Receives posted per endpoint";
+            unexp_msgs: "unexp_msgs",
+                "Unexpected messages held per endpoint before new ones are refused (their \
+                 senders wait)";
+            unexp_bytes: "unexp_bytes",
+                "Bytes of unexpected messages held per endpoint before new ones are refused";
+        })?;
+        // A size of 0 is taken as 1.
+        s.tx_size = s.tx_size.max(1);
+        s.rx_size = s.rx_size.max(1);
+        s.unexp_msgs = s.unexp_msgs.max(1);
         s.validate()?;
         Ok(s)
     }
@@ -384,30 +342,18 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        for s in [
-            Settings {
-                window: 0,
-                ..Settings::default()
-            },
-            Settings {
-                seg_size: 10,
-                ..Settings::default()
-            },
-            Settings {
-                rto_us: 10,
-                rto_max_us: 5,
-                ..Settings::default()
-            },
-            Settings {
-                retry_limit: 0,
-                ..Settings::default()
-            },
-            Settings {
-                rx_bufs: 0,
-                ..Settings::default()
-            },
-        ] {
-            assert_eq!(s.validate().unwrap_err().code(), Errno::EINVAL);
+        // Each breaks one rule of `validate`, starting from the valid defaults.
+        let breaks: [fn(&mut Settings); 5] = [
+            |s| s.window = 0,
+            |s| s.seg_size = 10,
+            |s| (s.rto_us, s.rto_max_us) = (10, 5),
+            |s| s.retry_limit = 0,
+            |s| s.rx_bufs = 0,
+        ];
+        for break_rule in breaks {
+            let mut s = Settings::default();
+            break_rule(&mut s);
+            assert_eq!(s.validate().unwrap_err().code(), Errno::EINVAL, "{s:?}");
         }
         assert!(Settings::default().validate().is_ok());
         let c = Settings::default().engine_config(65495);
