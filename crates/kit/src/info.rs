@@ -5,7 +5,7 @@
 //! it differs with struct-update syntax (`DomainAttr { mr_key_size: 0,
 //! ..info::domain_attr(NAME) }`). Nothing here panics.
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
 use ofi_core::{Caps, EpType, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt, Threading};
@@ -88,6 +88,46 @@ pub fn ep_attr(
 pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT)
     .union(crate::opflags::COMPLETION_LEVELS);
+
+/// The capabilities that concern receives only: an RDM template's `tx_attr.caps` is its
+/// `caps` without these.
+pub const RX_ONLY_CAPS: Caps = Caps::RECV
+    .union(Caps::SOURCE)
+    .union(Caps::AV_USER_ID)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::MULTI_RECV);
+
+/// The capabilities that concern transmits only: an RDM template's `rx_attr.caps` is its
+/// `caps` without these.
+pub const TX_ONLY_CAPS: Caps = Caps::SEND
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::FENCE)
+    .union(Caps::TRIGGER);
+
+/// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
+/// `msg_order`, injects up to `inject_size` bytes, `size` outstanding operations of at
+/// most `iov_limit` buffers each and one remote buffer per RMA; no mode bits, no
+/// completion order, no traffic class.
+pub fn rdm_tx_attr(
+    caps: Caps,
+    op_flags: OpFlags,
+    msg_order: MsgOrder,
+    inject_size: usize,
+    size: usize,
+    iov_limit: usize,
+) -> TxAttr {
+    TxAttr {
+        caps,
+        op_flags,
+        msg_order,
+        inject_size,
+        size,
+        iov_limit,
+        rma_iov_limit: 1,
+        ..TxAttr::default()
+    }
+}
 
 /// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
 /// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most

@@ -46,14 +46,14 @@ pub mod fabric;
 pub mod libefa;
 pub mod proto;
 
-use ofi_core::attr::{Info, TxAttr};
+use ofi_core::attr::Info;
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::{Host, Provider};
 use ofi_core::{
     AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 use ofi_rdma::DeviceKind;
 
 pub use domain::Domain;
@@ -218,27 +218,15 @@ impl EfaProvider {
         Info {
             caps: CAPS,
             addr_format: AddrFormat::EFA,
-            tx_attr: TxAttr {
-                caps: CAPS
-                    - (Caps::RECV
-                        | Caps::SOURCE
-                        | Caps::AV_USER_ID
-                        | Caps::DIRECTED_RECV
-                        | Caps::MULTI_RECV),
-                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS,
-                msg_order: order,
-                inject_size: inject,
-                size: s.tx_size,
-                iov_limit: IOV_LIMIT,
-                rma_iov_limit: 1,
-                ..TxAttr::default()
-            },
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                CAPS - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
+            tx_attr: info::rdm_tx_attr(
+                CAPS - info::RX_ONLY_CAPS,
+                info::RDM_TX_OP_FLAGS,
                 order,
-                s.rx_size,
+                inject,
+                s.tx_size,
                 IOV_LIMIT,
             ),
+            rx_attr: info::rdm_rx_attr(CAPS - info::TX_ONLY_CAPS, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::EFA,

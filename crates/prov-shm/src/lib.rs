@@ -121,7 +121,7 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
+    use ofi_core::attr::{DomainAttr, EpAttr, Info};
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::{Host, Provider};
     use ofi_core::{
@@ -253,8 +253,8 @@ mod provider {
             Info {
                 caps,
                 addr_format: AddrFormat::STR,
-                tx_attr: TxAttr {
-                    caps: Caps::MSG
+                tx_attr: info::rdm_tx_attr(
+                    Caps::MSG
                         | Caps::TAGGED
                         | Caps::SEND
                         | Caps::RMA
@@ -265,14 +265,12 @@ mod provider {
                         | Caps::TRIGGER,
                     // Every level of the RDM set, and commit complete (as delivery
                     // complete: no persistent memory).
-                    op_flags: info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
-                    msg_order: order,
-                    inject_size: crate::proto::INJECT_SIZE,
-                    size: s.tx_size,
-                    iov_limit: IOV_LIMIT,
-                    rma_iov_limit: 1,
-                    ..TxAttr::default()
-                },
+                    info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
+                    order,
+                    crate::proto::INJECT_SIZE,
+                    s.tx_size,
+                    IOV_LIMIT,
+                ),
                 rx_attr: info::rdm_rx_attr(
                     Caps::MSG
                         | Caps::TAGGED

@@ -38,13 +38,13 @@ pub mod fabric;
 pub mod peer;
 pub mod proto;
 
-use ofi_core::attr::{Info, TxAttr};
+use ofi_core::attr::Info;
 use ofi_core::provider::Host;
 use ofi_core::{
     AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
     Result, Threading, Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 
 /// The provider's name.
 pub const NAME: &str = "ofi_rxd";
@@ -264,32 +264,18 @@ impl RxdProvider {
         Info {
             caps,
             addr_format: core.addr_format,
-            tx_attr: TxAttr {
-                caps: caps
-                    - (Caps::RECV
-                        | Caps::REMOTE_READ
-                        | Caps::REMOTE_WRITE
-                        | Caps::SOURCE
-                        | Caps::AV_USER_ID
-                        | Caps::DIRECTED_RECV
-                        | Caps::MULTI_RECV),
-                op_flags: OpFlags::COMPLETION
+            tx_attr: info::rdm_tx_attr(
+                caps - (info::RX_ONLY_CAPS | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
                     | OpFlags::TRANSMIT_COMPLETE,
-                msg_order: order,
-                inject_size: pkt.min(4096),
-                size: s.tx_size,
-                iov_limit: IOV_LIMIT,
-                rma_iov_limit: 1,
-                ..TxAttr::default()
-            },
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 order,
-                s.rx_size,
+                pkt.min(4096),
+                s.tx_size,
                 IOV_LIMIT,
             ),
+            rx_attr: info::rdm_rx_attr(caps - info::TX_ONLY_CAPS, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::RXD,
