@@ -75,6 +75,7 @@ pub mod cm;
 #[allow(unsafe_code)]
 pub mod cma;
 pub mod cntr;
+pub mod core_provider;
 pub mod cq;
 #[allow(unsafe_code)]
 pub mod dataops;

@@ -48,7 +48,7 @@ pub mod proto;
 
 use ofi_core::attr::Info;
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
@@ -182,18 +182,7 @@ pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM);
 
-/// The `efa` provider.
-#[derive(Debug)]
-pub struct EfaProvider {
-    settings: Settings,
-}
-
 impl EfaProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The RDM info of `device`.
     fn rdm_template(&self, device: &str) -> Info {
         let s = &self.settings;
@@ -266,16 +255,10 @@ impl EfaProvider {
     }
 }
 
-impl Provider for EfaProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        Ok(EfaProvider {
-            settings: Settings::from_host(host)?,
-        })
+ofi_kit::core_provider! {
+    /// The `efa` provider.
+    pub struct EfaProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -289,10 +272,6 @@ impl Provider for EfaProvider {
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         ofi_kit::info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
     }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
-    }
 }
 
 /// `FI_EINVAL` with the provider's name.
@@ -302,16 +281,3 @@ pub(crate) fn einval(msg: impl std::fmt::Display) -> Error {
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(EfaProvider);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            EfaProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
-    }
-}

@@ -123,7 +123,7 @@ pub use provider::*;
 mod provider {
     use ofi_core::attr::{DomainAttr, EpAttr, Info};
     use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
-    use ofi_core::provider::{Host, Provider};
+    use ofi_core::provider::Host;
     use ofi_core::{
         AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
         Result, Version,
@@ -227,18 +227,7 @@ mod provider {
         }
     }
 
-    /// The provider (`NAME` `"shm"`, a core provider).
-    #[derive(Debug)]
-    pub struct ShmProvider {
-        settings: Settings,
-    }
-
     impl ShmProvider {
-        /// The settings this instance was initialised with.
-        pub fn settings(&self) -> Settings {
-            self.settings
-        }
-
         fn template(&self, av_type: AvType) -> Info {
             let s = &self.settings;
             let caps = ofi_kit::info::RDM_MSG_CAPS
@@ -312,15 +301,10 @@ mod provider {
         }
     }
 
-    impl Provider for ShmProvider {
-        const NAME: &'static str = NAME;
-        /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
-        const VERSION: Version = Version::new(1, 0);
-        type Fabric = Fabric;
-
-        fn init(host: &Host) -> Result<Self> {
-            let settings = Settings::from_host(host)?;
-            Ok(ShmProvider { settings })
+    ofi_kit::core_provider! {
+        /// The provider (`NAME` `"shm"`, a core provider).
+        pub struct ShmProvider(Settings) {
+            NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
         }
 
         fn info_templates(&self) -> Vec<Info> {
@@ -343,10 +327,6 @@ mod provider {
                 )
             })
         }
-
-        fn fabric(&self, info: &Info) -> Result<Fabric> {
-            Fabric::open(self.settings, info)
-        }
     }
 
     #[cfg(feature = "plugin")]
@@ -356,15 +336,8 @@ mod provider {
     mod tests {
         use super::*;
 
+        use ofi_core::provider::Provider;
         use ofi_core::Threading;
-
-        #[test]
-        fn version_follows_the_crate_version() {
-            assert_eq!(
-                ShmProvider::VERSION,
-                ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-            );
-        }
 
         #[test]
         fn templates_fill_every_domain_level() {

@@ -107,7 +107,7 @@ pub mod sock;
 
 use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
 use ofi_kit::{info, param::Params};
 
@@ -222,18 +222,7 @@ impl Settings {
     }
 }
 
-/// The `tcp` provider.
-#[derive(Debug)]
-pub struct TcpProvider {
-    settings: Settings,
-}
-
 impl TcpProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     fn template(&self, fmt: AddrFormat) -> Info {
         let s = &self.settings;
         let caps = Caps::MSG
@@ -311,15 +300,10 @@ impl TcpProvider {
     }
 }
 
-impl Provider for TcpProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = Settings::from_host(host)?;
-        Ok(TcpProvider { settings })
+ofi_kit::core_provider! {
+    /// The `tcp` provider.
+    pub struct TcpProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -338,10 +322,6 @@ impl Provider for TcpProvider {
         let mut out = info::getinfo_preferring_manual(self, req, &getinfo::IpResolver);
         ofi_kit::nic::fill(&mut out.infos);
         out
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
     }
 }
 
@@ -365,20 +345,13 @@ mod tests {
     use super::*;
 
     use ofi_core::getinfo::check_info;
+    use ofi_core::provider::Provider;
     use ofi_core::Progress;
 
     fn prov() -> TcpProvider {
         TcpProvider {
             settings: Settings::default(),
         }
-    }
-
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            TcpProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
     }
 
     #[test]

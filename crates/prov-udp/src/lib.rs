@@ -106,7 +106,7 @@ mod watch;
 
 use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, IpResolver};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AddrFormat, Address, Caps, EpType, Errno, Error, MsgOrder, Protocol, Result, Version,
 };
@@ -241,18 +241,7 @@ impl Settings {
     }
 }
 
-/// The `udp` provider.
-#[derive(Debug)]
-pub struct UdpProvider {
-    settings: Settings,
-}
-
 impl UdpProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> Settings {
-        self.settings
-    }
-
     /// The template for one address format.
     fn template(&self, addr_format: AddrFormat) -> Info {
         let s = &self.settings;
@@ -388,16 +377,10 @@ fn choose_source(info: &mut Info, iface: Option<&IfName>) -> Result<bool> {
     Ok(true)
 }
 
-impl Provider for UdpProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by `ofi_core::version::prov_version_from_crate` (a test checks).
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = Settings::from_host(host)?;
-        ofi_core::ofi_debug!(NAME, "core", "initialised: {settings:?}");
-        Ok(UdpProvider { settings })
+ofi_kit::core_provider! {
+    /// The `udp` provider.
+    pub struct UdpProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -455,10 +438,6 @@ impl Provider for UdpProvider {
         out.infos = kept;
         out
     }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings, info)
-    }
 }
 
 #[cfg(feature = "plugin")]
@@ -468,20 +447,13 @@ ofi_core::export_provider!(UdpProvider);
 mod tests {
     use super::*;
 
+    use ofi_core::provider::Provider;
     use ofi_core::Progress;
 
     fn prov() -> UdpProvider {
         UdpProvider {
             settings: Settings::default(),
         }
-    }
-
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            UdpProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
     }
 
     #[test]

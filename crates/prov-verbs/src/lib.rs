@@ -63,7 +63,7 @@ pub mod mr;
 
 use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
     Progress, Protocol, ResourceMgmt, Result, Threading, Version,
@@ -154,18 +154,7 @@ impl Settings {
     }
 }
 
-/// The `verbs` provider.
-#[derive(Debug)]
-pub struct VerbsProvider {
-    settings: Settings,
-}
-
 impl VerbsProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
     /// mode it needs (a write with immediate consumes a posted receive).
     fn template(&self, device: &str, cq_data: bool) -> Info {
@@ -300,16 +289,10 @@ impl VerbsProvider {
 /// MTU).
 pub const UD_MTU: usize = 4096;
 
-impl Provider for VerbsProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        Ok(VerbsProvider {
-            settings: Settings::from_host(host)?,
-        })
+ofi_kit::core_provider! {
+    /// The `verbs` provider.
+    pub struct VerbsProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -328,10 +311,6 @@ impl Provider for VerbsProvider {
 
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         ofi_kit::info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
     }
 }
 
