@@ -67,6 +67,17 @@ macro_rules! core_provider {
             $($method)*
         }
 
+        $crate::provider_version_test!($prov);
+    };
+}
+
+/// Writes the unit test `provider_version_follows_the_crate_version`: provider `Prov`'s
+/// `VERSION` is `prov_version_from_crate` of the version of the crate that invokes it.
+/// [`core_provider!`](crate::core_provider) and
+/// [`layered_provider!`](crate::layered_provider) write it for their provider.
+#[macro_export]
+macro_rules! provider_version_test {
+    ($prov:ty) => {
         #[cfg(test)]
         #[test]
         fn provider_version_follows_the_crate_version() {

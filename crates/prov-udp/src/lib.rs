@@ -456,6 +456,14 @@ mod tests {
         }
     }
 
+    /// A getinfo request for node 127.0.0.1, service 7471 (no hints).
+    fn loopback_request() -> GetinfoRequest {
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.node = Some("127.0.0.1".into());
+        req.service = Some("7471".into());
+        req
+    }
+
     #[test]
     fn getinfo_without_hints_is_manual_with_reachable_sources() {
         let out = prov().getinfo(&GetinfoRequest::new(ofi_core::version::API_VERSION));
@@ -521,9 +529,7 @@ mod tests {
 
     #[test]
     fn a_destination_gets_the_routes_source_and_a_wildcard_the_interfaces() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let req = loopback_request();
         let mut h = Info::hints();
         h.addr_format = AddrFormat::SOCKADDR_IN;
         req.hints = Some(h);
@@ -550,9 +556,7 @@ mod tests {
 
     #[test]
     fn each_result_names_the_nic_of_its_source_address() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let req = loopback_request();
         let out = prov().getinfo(&req);
         assert!(!out.infos.is_empty());
         for info in &out.infos {
@@ -565,9 +569,7 @@ mod tests {
 
     #[test]
     fn getinfo_node_service_fills_dest() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let req = loopback_request();
         let out = prov().getinfo(&req);
         let v4 = out
             .infos
