@@ -1,7 +1,7 @@
 //! The skeleton every kit-built core provider shares: a provider value that is its
 //! settings, read once at init, and a fabric opened with a copy of them.
 //!
-//! [`core_provider!`](crate::core_provider) declares the provider type, its `settings`
+//! [`core_provider!`](macro@crate::core_provider) declares the provider type, its `settings`
 //! accessor and the `Provider` implementation around the methods that are the provider's
 //! own (`info_templates`, `getinfo`), and a unit test that the version follows the
 //! crate's version. It is the core-provider counterpart of
@@ -73,7 +73,7 @@ macro_rules! core_provider {
 
 /// Writes the unit test `provider_version_follows_the_crate_version`: provider `Prov`'s
 /// `VERSION` is `prov_version_from_crate` of the version of the crate that invokes it.
-/// [`core_provider!`](crate::core_provider) and
+/// [`core_provider!`](macro@crate::core_provider) and
 /// [`layered_provider!`](crate::layered_provider) write it for their provider.
 #[macro_export]
 macro_rules! provider_version_test {
