@@ -23,9 +23,9 @@ pub const RDM_MSG_CAPS: Caps = Caps::MSG
     .union(Caps::MULTI_RECV)
     .union(Caps::REMOTE_CQ_DATA);
 
-/// RMA and atomics in both directions: what an RDM provider that has them adds to
-/// [`RDM_MSG_CAPS`].
-pub const RDM_RMA_ATOMIC_CAPS: Caps = Caps::RMA
+/// RMA and atomics in both directions: what a provider that has them adds to its
+/// message capabilities ([`RDM_MSG_CAPS`] for an RDM provider).
+pub const RMA_ATOMIC_CAPS: Caps = Caps::RMA
     .union(Caps::ATOMIC)
     .union(Caps::READ)
     .union(Caps::WRITE)

@@ -176,7 +176,7 @@ impl Settings {
 
 /// The capabilities of the RDM endpoint.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
-    .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(ofi_kit::info::RMA_ATOMIC_CAPS)
     .union(Caps::RMA_EVENT)
     .union(Caps::FENCE)
     .union(Caps::LOCAL_COMM)

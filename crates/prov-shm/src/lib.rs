@@ -231,7 +231,7 @@ mod provider {
         fn template(&self, av_type: AvType) -> Info {
             let s = &self.settings;
             let caps = ofi_kit::info::RDM_MSG_CAPS
-                | ofi_kit::info::RDM_RMA_ATOMIC_CAPS
+                | ofi_kit::info::RMA_ATOMIC_CAPS
                 | Caps::NAMED_RX_CTX
                 | Caps::RMA_EVENT
                 | Caps::FENCE

@@ -227,17 +227,12 @@ impl TcpProvider {
         let s = &self.settings;
         let caps = Caps::MSG
             | Caps::TAGGED
-            | Caps::RMA
-            | Caps::ATOMIC
             | Caps::MULTI_RECV
             | Caps::REMOTE_CQ_DATA
             | Caps::SEND
             | Caps::RECV
-            | Caps::READ
-            | Caps::WRITE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::FENCE;
+            | Caps::FENCE
+            | info::RMA_ATOMIC_CAPS;
         let order = MsgOrder::SAS
             | MsgOrder::RAR
             | MsgOrder::RAW

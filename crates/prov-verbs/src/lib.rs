@@ -160,15 +160,10 @@ impl VerbsProvider {
     fn template(&self, device: &str, cq_data: bool) -> Info {
         let s = &self.settings;
         let mut caps = Caps::MSG
-            | Caps::RMA
-            | Caps::ATOMIC
             | Caps::REMOTE_CQ_DATA
             | Caps::SEND
             | Caps::RECV
-            | Caps::READ
-            | Caps::WRITE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE;
+            | ofi_kit::info::RMA_ATOMIC_CAPS;
         let mode = if cq_data {
             Mode::RX_CQ_DATA
         } else {

@@ -218,7 +218,7 @@ pub struct RxdProvider {
 
 /// The capabilities rxd offers.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
-    .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(ofi_kit::info::RMA_ATOMIC_CAPS)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM)
     .union(Caps::FENCE);
