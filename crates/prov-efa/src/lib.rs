@@ -223,10 +223,7 @@ impl EfaProvider {
                 MAX_MSG_SIZE,
             ),
             domain_attr: d,
-            fabric_attr: ofi_core::attr::FabricAttr {
-                name: Some(FABRIC_NAME.to_string()),
-                ..ofi_core::attr::FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(FABRIC_NAME),
             ..Info::default()
         }
     }

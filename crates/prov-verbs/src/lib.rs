@@ -61,14 +61,14 @@ pub mod ep;
 pub mod fabric;
 pub mod mr;
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Host;
 use ofi_core::{
-    AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
-    Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+    AddrFormat, Caps, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags, Protocol, Result,
+    Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 use ofi_rdma::{device_list, DeviceKind};
 
 pub use domain::Domain;
@@ -177,48 +177,31 @@ impl VerbsProvider {
             addr_format: AddrFormat::SOCKADDR_IN,
             tx_attr: TxAttr {
                 caps: caps - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
-                mode: Mode::empty(),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
                 inject_size: s.inline_size,
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
                 rma_iov_limit: 1,
-                tclass: 0,
+                ..TxAttr::default()
             },
             rx_attr: RxAttr {
                 caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
                 mode,
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
                 size: s.rx_size,
                 iov_limit: IOV_LIMIT,
+                ..RxAttr::default()
             },
             ep_attr: EpAttr {
-                ep_type: EpType::Msg,
-                protocol: Protocol::RDMA_CM_IB_RC,
-                protocol_version: 1,
-                max_msg_size: 1 << 30,
-                msg_prefix_size: 0,
                 max_order_raw_size: 1 << 30,
-                max_order_war_size: 0,
                 max_order_waw_size: 1 << 30,
                 mem_tag_format: 0,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                auth_key: None,
+                ..info::ep_attr(EpType::Msg, Protocol::RDMA_CM_IB_RC, 1, 1 << 30)
             },
+            // The kit's domain, with the device's limits and verbs' MR rules.
             domain_attr: DomainAttr {
-                domain: 0,
-                name: Some(device.to_string()),
-                threading: Threading::Safe,
-                control_progress: Progress::Auto,
-                data_progress: Progress::Auto,
-                resource_mgmt: ResourceMgmt::Enabled,
-                av_type: AvType::Unspec,
                 mr_mode: MrMode::LOCAL | MrMode::VIRT_ADDR | MrMode::ALLOCATED | MrMode::PROV_KEY,
                 mr_key_size: 4,
                 cq_data_size: 4,
@@ -226,23 +209,13 @@ impl VerbsProvider {
                 ep_cnt: 4096,
                 tx_ctx_cnt: 4096,
                 rx_ctx_cnt: 4096,
-                max_ep_tx_ctx: 1,
-                max_ep_rx_ctx: 1,
-                max_ep_stx_ctx: 0,
                 max_ep_srx_ctx: 1,
                 cntr_cnt: 1024,
                 mr_iov_limit: 1,
-                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
-                mode: Mode::empty(),
-                auth_key: None,
                 max_err_data: ofi_rdma::cm::ACCEPT_PRIVATE_MAX,
-                mr_cnt: 1 << 16,
-                tclass: 0,
+                ..info::domain_attr(device)
             },
-            fabric_attr: FabricAttr {
-                name: Some(FABRIC_NAME.to_string()),
-                ..FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(FABRIC_NAME),
             ..Info::default()
         }
     }
