@@ -129,18 +129,31 @@ pub fn rdm_tx_attr(
     }
 }
 
-/// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
-/// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most
-/// `iov_limit` buffers each; no mode bits, no completion order, nothing buffered.
-pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
+/// A receive side: `caps`, the default flags `op_flags`, `msg_order`, `size` posted
+/// receives of at most `iov_limit` buffers each; no mode bits, no completion order,
+/// nothing buffered.
+pub fn rx_attr(
+    caps: Caps,
+    op_flags: OpFlags,
+    msg_order: MsgOrder,
+    size: usize,
+    iov_limit: usize,
+) -> RxAttr {
     RxAttr {
         caps,
-        op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+        op_flags,
         msg_order,
         size,
         iov_limit,
         ..RxAttr::default()
     }
+}
+
+/// The receive side of an RDM provider with multi-buffer receives ([`rx_attr`] with
+/// completions and `FI_MULTI_RECV` as default flags).
+pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
+    let op_flags = OpFlags::COMPLETION | OpFlags::MULTI_RECV;
+    rx_attr(caps, op_flags, msg_order, size, iov_limit)
 }
 
 /// A fabric named after the provider.

@@ -105,7 +105,7 @@ pub mod fabric;
 pub mod proto;
 pub mod sock;
 
-use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Host;
 use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
@@ -262,14 +262,13 @@ impl TcpProvider {
                 rma_iov_limit: proto::RMA_IOV_LIMIT,
                 ..TxAttr::default()
             },
-            rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
-                op_flags: OpFlags::COMPLETION,
-                msg_order: order,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-                ..RxAttr::default()
-            },
+            rx_attr: info::rx_attr(
+                caps - info::TX_ONLY_CAPS,
+                OpFlags::COMPLETION,
+                order,
+                s.rx_size,
+                IOV_LIMIT,
+            ),
             ep_attr: EpAttr {
                 max_order_raw_size: s.max_msg_size,
                 max_order_war_size: s.max_msg_size,

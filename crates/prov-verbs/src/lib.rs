@@ -186,13 +186,14 @@ impl VerbsProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
                 mode,
-                op_flags: OpFlags::COMPLETION,
-                msg_order: order,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-                ..RxAttr::default()
+                ..info::rx_attr(
+                    caps - info::TX_ONLY_CAPS,
+                    OpFlags::COMPLETION,
+                    order,
+                    s.rx_size,
+                    IOV_LIMIT,
+                )
             },
             ep_attr: EpAttr {
                 max_order_raw_size: 1 << 30,
