@@ -97,8 +97,8 @@ pub const RX_ONLY_CAPS: Caps = Caps::RECV
     .union(Caps::DIRECTED_RECV)
     .union(Caps::MULTI_RECV);
 
-/// The capabilities that concern transmits only: an RDM template's `rx_attr.caps` is its
-/// `caps` without these.
+/// The capabilities that concern transmits only: a receive side ([`rx_attr`]) never has
+/// them.
 pub const TX_ONLY_CAPS: Caps = Caps::SEND
     .union(Caps::READ)
     .union(Caps::WRITE)
@@ -129,9 +129,10 @@ pub fn rdm_tx_attr(
     }
 }
 
-/// A receive side: `caps`, the default flags `op_flags`, `msg_order`, `size` posted
-/// receives of at most `iov_limit` buffers each; no mode bits, no completion order,
-/// nothing buffered.
+/// The receive side of an endpoint with capabilities `caps`: those caps without the
+/// transmit-only ones ([`TX_ONLY_CAPS`]), the default flags `op_flags`, `msg_order`,
+/// `size` posted receives of at most `iov_limit` buffers each; no mode bits, no
+/// completion order, nothing buffered.
 pub fn rx_attr(
     caps: Caps,
     op_flags: OpFlags,
@@ -140,7 +141,7 @@ pub fn rx_attr(
     iov_limit: usize,
 ) -> RxAttr {
     RxAttr {
-        caps,
+        caps: caps - TX_ONLY_CAPS,
         op_flags,
         msg_order,
         size,

@@ -215,7 +215,7 @@ impl EfaProvider {
                 s.tx_size,
                 IOV_LIMIT,
             ),
-            rx_attr: info::rdm_rx_attr(CAPS - info::TX_ONLY_CAPS, order, s.rx_size, IOV_LIMIT),
+            rx_attr: info::rdm_rx_attr(CAPS, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::EFA,

@@ -262,13 +262,7 @@ impl TcpProvider {
                 rma_iov_limit: proto::RMA_IOV_LIMIT,
                 ..TxAttr::default()
             },
-            rx_attr: info::rx_attr(
-                caps - info::TX_ONLY_CAPS,
-                OpFlags::COMPLETION,
-                order,
-                s.rx_size,
-                IOV_LIMIT,
-            ),
+            rx_attr: info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT),
             ep_attr: EpAttr {
                 max_order_raw_size: s.max_msg_size,
                 max_order_war_size: s.max_msg_size,

@@ -187,13 +187,7 @@ impl VerbsProvider {
             },
             rx_attr: RxAttr {
                 mode,
-                ..info::rx_attr(
-                    caps - info::TX_ONLY_CAPS,
-                    OpFlags::COMPLETION,
-                    order,
-                    s.rx_size,
-                    IOV_LIMIT,
-                )
+                ..info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT)
             },
             ep_attr: EpAttr {
                 max_order_raw_size: 1 << 30,

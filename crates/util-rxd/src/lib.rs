@@ -275,7 +275,7 @@ impl RxdProvider {
                 s.tx_size,
                 IOV_LIMIT,
             ),
-            rx_attr: info::rdm_rx_attr(caps - info::TX_ONLY_CAPS, order, s.rx_size, IOV_LIMIT),
+            rx_attr: info::rdm_rx_attr(caps, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::RXD,

@@ -399,12 +399,7 @@ impl RxmProvider {
                 s.tx_size,
                 IOV_LIMIT,
             ),
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                caps - ofi_kit::info::TX_ONLY_CAPS,
-                rx_order,
-                s.rx_size,
-                IOV_LIMIT,
-            ),
+            rx_attr: ofi_kit::info::rdm_rx_attr(caps, rx_order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_core::attr::EpAttr {
                 ep_type: EpType::Rdm,
                 protocol: Protocol::RXM,
