@@ -529,7 +529,7 @@ mod tests {
 
     #[test]
     fn a_destination_gets_the_routes_source_and_a_wildcard_the_interfaces() {
-        let req = loopback_request();
+        let mut req = loopback_request();
         let mut h = Info::hints();
         h.addr_format = AddrFormat::SOCKADDR_IN;
         req.hints = Some(h);
