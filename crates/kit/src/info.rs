@@ -165,17 +165,26 @@ pub fn fabric_attr(name: &str) -> FabricAttr {
     }
 }
 
-/// The framework's matcher over `prov`'s templates (with `resolve` for `node` and
-/// `service`), then data progress manual unless the hints asked for auto
-/// ([`crate::progress::prefer_manual_data_progress`]): the getinfo of a provider whose
-/// templates offer both progress modes.
-pub fn getinfo_preferring_manual<P: Provider>(
+/// The framework's matcher over `prov`'s templates, with `resolve` for `node` and
+/// `service`: the getinfo of a provider whose templates are its answer.
+pub fn getinfo_from_templates<P: Provider>(
     prov: &P,
     req: &GetinfoRequest,
     resolve: &dyn AddrResolver,
 ) -> GetinfoOutcome {
     let templates: Vec<Info> = prov.info_templates();
-    let mut out = getinfo::match_templates(P::NAME, P::VERSION, &templates, req, resolve);
+    getinfo::match_templates(P::NAME, P::VERSION, &templates, req, resolve)
+}
+
+/// [`getinfo_from_templates`], then data progress manual unless the hints asked for
+/// auto ([`crate::progress::prefer_manual_data_progress`]): the getinfo of a provider
+/// whose templates offer both progress modes.
+pub fn getinfo_preferring_manual<P: Provider>(
+    prov: &P,
+    req: &GetinfoRequest,
+    resolve: &dyn AddrResolver,
+) -> GetinfoOutcome {
+    let mut out = getinfo_from_templates(prov, req, resolve);
     crate::progress::prefer_manual_data_progress(req, &mut out.infos);
     out
 }

@@ -122,7 +122,7 @@ pub use provider::*;
 #[cfg(not(all(loom, test)))]
 mod provider {
     use ofi_core::attr::{DomainAttr, EpAttr, Info};
-    use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
+    use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, NoResolver};
     use ofi_core::provider::Host;
     use ofi_core::{
         AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
@@ -318,13 +318,7 @@ mod provider {
         fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
             let max = ofi_kit::auth::AUTH_KEY_MAX;
             ofi_kit::auth::match_with_auth_key(NAME, req, max, |req| {
-                getinfo::match_templates(
-                    NAME,
-                    Self::VERSION,
-                    &self.info_templates(),
-                    req,
-                    &NoResolver,
-                )
+                info::getinfo_from_templates(self, req, &NoResolver)
             })
         }
     }
