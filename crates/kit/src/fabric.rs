@@ -8,8 +8,9 @@
 //!   `impl DomainOps<F> for …`, the kit's CQs and counters on the domain's progress
 //!   engine: the two associated types and `cq_open`, `cntr_open`, `cq_open_in_set`,
 //!   `cntr_open_in_set`.
-//! - [`check_ep_type`] and [`no_endpoint_flags`]: the checks of `fi_domain` /
-//!   `fi_endpoint` every provider makes, with messages prefixed by the provider's name.
+//! - [`check_fabric_name`], [`check_ep_type`] and [`no_endpoint_flags`]: the checks of
+//!   `fi_fabric`, `fi_domain` and `fi_endpoint` every provider makes, with messages
+//!   prefixed by the provider's name.
 //!
 //! Error messages here name the provider from the `prov` argument (the provider's
 //! `NAME` constant), never from a hand-typed string. Nothing here panics.
@@ -38,6 +39,21 @@ pub fn check_ep_type(prov: &str, info: &Info, want: EpType) -> Result<()> {
         Errno::EINVAL,
         format!("{prov}: {got} endpoints are not supported (only {want})"),
     ))
+}
+
+/// `Ok` when `info` names no fabric or one that `is_ours` accepts, else `FI_EINVAL`
+/// with a message prefixed by `prov`.
+///
+/// # Errors
+/// `FI_EINVAL` for a fabric name `is_ours` refuses.
+pub fn check_fabric_name(prov: &str, info: &Info, is_ours: impl Fn(&str) -> bool) -> Result<()> {
+    match info.fabric_attr.name.as_deref() {
+        Some(name) if !is_ours(name) => Err(Error::new(
+            Errno::EINVAL,
+            format!("{prov}: no fabric named {name:?}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `Ok` for `fi_endpoint2` flags of 0: a provider that supports none refuses the rest
@@ -202,6 +218,19 @@ mod tests {
         assert_eq!(e.code(), Errno::EINVAL);
         assert!(e.message().starts_with("udp: "), "{}", e.message());
         assert!(e.message().contains("FI_EP_DGRAM"), "{}", e.message());
+    }
+
+    #[test]
+    fn fabric_name_check_names_the_provider_and_the_fabric() {
+        let mut info = Info::new();
+        let is_tcp = |name: &str| name.eq_ignore_ascii_case("tcp");
+        assert!(check_fabric_name("tcp", &info, is_tcp).is_ok());
+        info.fabric_attr.name = Some("TCP".into());
+        assert!(check_fabric_name("tcp", &info, is_tcp).is_ok());
+        info.fabric_attr.name = Some("udp".into());
+        let e = check_fabric_name("tcp", &info, is_tcp).unwrap_err();
+        assert_eq!(e.code(), Errno::EINVAL);
+        assert_eq!(e.message(), "tcp: no fabric named \"udp\"");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! it differs with struct-update syntax (`DomainAttr { mr_key_size: 0,
 //! ..info::domain_attr(NAME) }`). Nothing here panics.
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
 use ofi_core::{Caps, EpType, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt, Threading};
@@ -23,9 +23,9 @@ pub const RDM_MSG_CAPS: Caps = Caps::MSG
     .union(Caps::MULTI_RECV)
     .union(Caps::REMOTE_CQ_DATA);
 
-/// RMA and atomics in both directions: what an RDM provider that has them adds to
-/// [`RDM_MSG_CAPS`].
-pub const RDM_RMA_ATOMIC_CAPS: Caps = Caps::RMA
+/// RMA and atomics in both directions: what a provider that has them adds to its
+/// message capabilities ([`RDM_MSG_CAPS`] for an RDM provider).
+pub const RMA_ATOMIC_CAPS: Caps = Caps::RMA
     .union(Caps::ATOMIC)
     .union(Caps::READ)
     .union(Caps::WRITE)
@@ -89,18 +89,72 @@ pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT)
     .union(crate::opflags::COMPLETION_LEVELS);
 
-/// The receive side of an RDM provider with multi-buffer receives: `caps`, completions
-/// and `FI_MULTI_RECV` as default flags, `msg_order`, `size` posted receives of at most
-/// `iov_limit` buffers each; no mode bits, no completion order, nothing buffered.
-pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
-    RxAttr {
+/// The capabilities that concern receives only: an RDM template's `tx_attr.caps` is its
+/// `caps` without these.
+pub const RX_ONLY_CAPS: Caps = Caps::RECV
+    .union(Caps::SOURCE)
+    .union(Caps::AV_USER_ID)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::MULTI_RECV);
+
+/// The capabilities that concern transmits only: a receive side ([`rx_attr`]) never has
+/// them.
+pub const TX_ONLY_CAPS: Caps = Caps::SEND
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::FENCE)
+    .union(Caps::TRIGGER);
+
+/// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
+/// `msg_order`, injects up to `inject_size` bytes, `size` outstanding operations of at
+/// most `iov_limit` buffers each and one remote buffer per RMA; no mode bits, no
+/// completion order, no traffic class.
+pub fn rdm_tx_attr(
+    caps: Caps,
+    op_flags: OpFlags,
+    msg_order: MsgOrder,
+    inject_size: usize,
+    size: usize,
+    iov_limit: usize,
+) -> TxAttr {
+    TxAttr {
         caps,
-        op_flags: OpFlags::COMPLETION | OpFlags::MULTI_RECV,
+        op_flags,
+        msg_order,
+        inject_size,
+        size,
+        iov_limit,
+        rma_iov_limit: 1,
+        ..TxAttr::default()
+    }
+}
+
+/// The receive side of an endpoint with capabilities `caps`: those caps without the
+/// transmit-only ones ([`TX_ONLY_CAPS`]), the default flags `op_flags`, `msg_order`,
+/// `size` posted receives of at most `iov_limit` buffers each; no mode bits, no
+/// completion order, nothing buffered.
+pub fn rx_attr(
+    caps: Caps,
+    op_flags: OpFlags,
+    msg_order: MsgOrder,
+    size: usize,
+    iov_limit: usize,
+) -> RxAttr {
+    RxAttr {
+        caps: caps - TX_ONLY_CAPS,
+        op_flags,
         msg_order,
         size,
         iov_limit,
         ..RxAttr::default()
     }
+}
+
+/// The receive side of an RDM provider with multi-buffer receives ([`rx_attr`] with
+/// completions and `FI_MULTI_RECV` as default flags).
+pub fn rdm_rx_attr(caps: Caps, msg_order: MsgOrder, size: usize, iov_limit: usize) -> RxAttr {
+    let op_flags = OpFlags::COMPLETION | OpFlags::MULTI_RECV;
+    rx_attr(caps, op_flags, msg_order, size, iov_limit)
 }
 
 /// A fabric named after the provider.
@@ -111,17 +165,26 @@ pub fn fabric_attr(name: &str) -> FabricAttr {
     }
 }
 
-/// The framework's matcher over `prov`'s templates (with `resolve` for `node` and
-/// `service`), then data progress manual unless the hints asked for auto
-/// ([`crate::progress::prefer_manual_data_progress`]): the getinfo of a provider whose
-/// templates offer both progress modes.
-pub fn getinfo_preferring_manual<P: Provider>(
+/// The framework's matcher over `prov`'s templates, with `resolve` for `node` and
+/// `service`: the getinfo of a provider whose templates are its answer.
+pub fn getinfo_from_templates<P: Provider>(
     prov: &P,
     req: &GetinfoRequest,
     resolve: &dyn AddrResolver,
 ) -> GetinfoOutcome {
     let templates: Vec<Info> = prov.info_templates();
-    let mut out = getinfo::match_templates(P::NAME, P::VERSION, &templates, req, resolve);
+    getinfo::match_templates(P::NAME, P::VERSION, &templates, req, resolve)
+}
+
+/// [`getinfo_from_templates`], then data progress manual unless the hints asked for
+/// auto ([`crate::progress::prefer_manual_data_progress`]): the getinfo of a provider
+/// whose templates offer both progress modes.
+pub fn getinfo_preferring_manual<P: Provider>(
+    prov: &P,
+    req: &GetinfoRequest,
+    resolve: &dyn AddrResolver,
+) -> GetinfoOutcome {
+    let mut out = getinfo_from_templates(prov, req, resolve);
     crate::progress::prefer_manual_data_progress(req, &mut out.infos);
     out
 }

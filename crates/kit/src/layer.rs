@@ -483,14 +483,7 @@ macro_rules! layered_provider {
             }
         }
 
-        #[cfg(test)]
-        #[test]
-        fn provider_version_follows_the_crate_version() {
-            assert_eq!(
-                <$prov as $crate::core::provider::Provider>::VERSION,
-                $crate::core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-            );
-        }
+        $crate::provider_version_test!($prov);
     };
 }
 

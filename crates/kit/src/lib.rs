@@ -34,6 +34,10 @@
 //! - [`info`]: the getinfo template values every provider shares, and the getinfo of
 //!   providers offering both progress modes;
 //! - [`param`]: provider parameters declared with their default and read in one call;
+//! - [`settings`]: a provider's settings read from a table of its parameters
+//!   ([`read_params!`]);
+//! - [`core_provider`](mod@core_provider): the `Provider` skeleton of a core provider whose state is its
+//!   settings ([`core_provider!`]);
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
@@ -75,6 +79,7 @@ pub mod cm;
 #[allow(unsafe_code)]
 pub mod cma;
 pub mod cntr;
+pub mod core_provider;
 pub mod cq;
 #[allow(unsafe_code)]
 pub mod dataops;
@@ -101,6 +106,7 @@ pub mod remote_cntr;
 pub mod request;
 pub mod request_checks;
 pub mod scalable;
+pub mod settings;
 pub mod shared_ctx;
 #[allow(unsafe_code)]
 pub mod sock;

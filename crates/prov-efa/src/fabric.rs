@@ -7,7 +7,7 @@ use ofi_core::provider::{FabricOps, Unsupported};
 use ofi_core::Result;
 
 use crate::domain::Domain;
-use crate::{Settings, FABRIC_NAME};
+use crate::{Settings, FABRIC_NAME, NAME};
 
 /// A fabric.
 #[derive(Debug)]
@@ -21,11 +21,7 @@ impl Fabric {
     /// # Errors
     /// `FI_EINVAL` when `info` names another fabric.
     pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
-        if let Some(name) = info.fabric_attr.name.as_deref() {
-            if name != FABRIC_NAME {
-                return Err(crate::einval(format!("no fabric named {name:?}")));
-            }
-        }
+        ofi_kit::fabric::check_fabric_name(NAME, info, |name| name == FABRIC_NAME)?;
         Ok(Fabric { settings })
     }
 }

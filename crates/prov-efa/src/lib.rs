@@ -46,14 +46,14 @@ pub mod fabric;
 pub mod libefa;
 pub mod proto;
 
-use ofi_core::attr::{Info, TxAttr};
+use ofi_core::attr::Info;
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
     ResourceMgmt, Result, Threading, Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 use ofi_rdma::DeviceKind;
 
 pub use domain::Domain;
@@ -107,6 +107,27 @@ pub struct Settings {
     pub tx_bufs: usize,
 }
 
+impl Default for Settings {
+    /// The parameters' defaults, the software device not chosen and no device found yet.
+    fn default() -> Settings {
+        Settings {
+            kind: DeviceKind::RdmaCore,
+            devices: Vec::new(),
+            tx_size: 1024,
+            rx_size: 1024,
+            rnr_retry: 3,
+            recvwin_size: 16384,
+            tx_min_credits: 32,
+            max_medium_msg_size: 65536,
+            rnr_backoff_initial_wait_time: 0,
+            rnr_backoff_wait_time_cap: 1_000_000,
+            peer_timeout_ms: 10_000,
+            rx_bufs: 256,
+            tx_bufs: 256,
+        }
+    }
+}
+
 impl Settings {
     fn from_host(host: &Host) -> Result<Settings> {
         let p = Params::new(host, NAME);
@@ -115,117 +136,53 @@ impl Settings {
             "soft: the software device of the RDMA layer (SRD between processes of this host)",
             None,
         )?;
-        let kind = match device.as_deref() {
-            Some(d) if d.eq_ignore_ascii_case("soft") => DeviceKind::Soft,
-            _ => DeviceKind::RdmaCore,
-        };
-        let tx_size = p.size_in(
-            "tx_size",
-            "Transmit operations per endpoint",
-            1024,
-            1..=1 << 16,
-        )?;
-        let rx_size = p.size_in("rx_size", "Receives posted per endpoint", 1024, 1..=1 << 16)?;
-        let rnr_retry = p.size_in(
-            "rnr_retry",
-            "Device retries of a packet refused for lack of a receive (7: for ever)",
-            3,
-            0..=7,
-        )? as u8;
-        let recvwin_size = p.size_in(
-            "recvwin_size",
-            "Message ids a receiver holds ahead of the next in order",
-            16384,
-            1..=1 << 20,
-        )? as u32;
-        let tx_min_credits = p.size_in(
-            "tx_min_credits",
-            "Packets per clear-to-send grant of a long message",
-            32,
-            1..=4096,
-        )?;
-        let max_medium_msg_size = p.size_in(
-            "inter_max_medium_message_size",
-            "Largest message sent as medium (all packets at once)",
-            65536,
-            0..=MAX_MSG_SIZE,
-        )?;
-        let rnr_backoff_initial_wait_time = p.size(
-            "rnr_backoff_initial_wait_time",
-            "First wait after an RNR in microseconds (0: random in 40-120)",
-            0,
-        )? as u64;
-        let rnr_backoff_wait_time_cap = p.size_in(
-            "rnr_backoff_wait_time_cap",
-            "Longest wait after RNRs in a row, microseconds",
-            1_000_000,
-            1..=60_000_000,
-        )? as u64;
-        let peer_timeout_ms = p.size_in(
-            "peer_timeout",
-            "Milliseconds a peer with packets in flight may stay silent before it is lost",
-            10_000,
-            1..=3_600_000,
-        )? as u64;
-        let rx_bufs = p.size_in(
-            "rx_bufs",
-            "Datagram buffers posted on the queue pair",
-            256,
-            2..=16384,
-        )?;
-        let tx_bufs = p.size_in(
-            "tx_bufs",
-            "Datagrams in flight on the queue pair",
-            256,
-            1..=16384,
-        )?;
-        if (recvwin_size as usize) < tx_bufs {
+        let mut s = ofi_kit::read_params!(p, Settings {
+            tx_size: "tx_size", "Transmit operations per endpoint", 1..=1 << 16;
+            rx_size: "rx_size", "Receives posted per endpoint", 1..=1 << 16;
+            rnr_retry: "rnr_retry",
+                "Device retries of a packet refused for lack of a receive (7: for ever)", 0..=7;
+            recvwin_size: "recvwin_size", "Message ids a receiver holds ahead of the next in order",
+                1..=1 << 20;
+            tx_min_credits: "tx_min_credits", "Packets per clear-to-send grant of a long message",
+                1..=4096;
+            max_medium_msg_size: "inter_max_medium_message_size",
+                "Largest message sent as medium (all packets at once)", 0..=MAX_MSG_SIZE;
+            rnr_backoff_initial_wait_time: "rnr_backoff_initial_wait_time",
+                "First wait after an RNR in microseconds (0: random in 40-120)";
+            rnr_backoff_wait_time_cap: "rnr_backoff_wait_time_cap",
+                "Longest wait after RNRs in a row, microseconds", 1..=60_000_000;
+            peer_timeout_ms: "peer_timeout",
+                "Milliseconds a peer with packets in flight may stay silent before it is lost",
+                1..=3_600_000;
+            rx_bufs: "rx_bufs", "Datagram buffers posted on the queue pair", 2..=16384;
+            tx_bufs: "tx_bufs", "Datagrams in flight on the queue pair", 1..=16384;
+        })?;
+        if matches!(device.as_deref(), Some(d) if d.eq_ignore_ascii_case("soft")) {
+            s.kind = DeviceKind::Soft;
+        }
+        if (s.recvwin_size as usize) < s.tx_bufs {
             // A receiver must be able to hold, for order, every datagram a peer can have
             // in flight behind a refused one: its device took them already.
             return Err(crate::einval(format!(
-                "FI_EFA_RECVWIN_SIZE={recvwin_size} is below FI_EFA_TX_BUFS={tx_bufs} \
-                 (datagrams in flight per endpoint)"
+                "FI_EFA_RECVWIN_SIZE={} is below FI_EFA_TX_BUFS={} \
+                 (datagrams in flight per endpoint)",
+                s.recvwin_size, s.tx_bufs
             )));
         }
-        let devices = libefa::devices(kind)?;
-        Ok(Settings {
-            kind,
-            devices,
-            tx_size,
-            rx_size,
-            rnr_retry,
-            recvwin_size,
-            tx_min_credits,
-            max_medium_msg_size,
-            rnr_backoff_initial_wait_time,
-            rnr_backoff_wait_time_cap,
-            peer_timeout_ms,
-            rx_bufs,
-            tx_bufs,
-        })
+        s.devices = libefa::devices(s.kind)?;
+        Ok(s)
     }
 }
 
 /// The capabilities of the RDM endpoint.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
-    .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(ofi_kit::info::RMA_ATOMIC_CAPS)
     .union(Caps::RMA_EVENT)
     .union(Caps::FENCE)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM);
 
-/// The `efa` provider.
-#[derive(Debug)]
-pub struct EfaProvider {
-    settings: Settings,
-}
-
 impl EfaProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The RDM info of `device`.
     fn rdm_template(&self, device: &str) -> Info {
         let s = &self.settings;
@@ -250,27 +207,15 @@ impl EfaProvider {
         Info {
             caps: CAPS,
             addr_format: AddrFormat::EFA,
-            tx_attr: TxAttr {
-                caps: CAPS
-                    - (Caps::RECV
-                        | Caps::SOURCE
-                        | Caps::AV_USER_ID
-                        | Caps::DIRECTED_RECV
-                        | Caps::MULTI_RECV),
-                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS,
-                msg_order: order,
-                inject_size: inject,
-                size: s.tx_size,
-                iov_limit: IOV_LIMIT,
-                rma_iov_limit: 1,
-                ..TxAttr::default()
-            },
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                CAPS - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
+            tx_attr: info::rdm_tx_attr(
+                CAPS - info::RX_ONLY_CAPS,
+                info::RDM_TX_OP_FLAGS,
                 order,
-                s.rx_size,
+                inject,
+                s.tx_size,
                 IOV_LIMIT,
             ),
+            rx_attr: info::rdm_rx_attr(CAPS, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::EFA,
@@ -278,10 +223,7 @@ impl EfaProvider {
                 MAX_MSG_SIZE,
             ),
             domain_attr: d,
-            fabric_attr: ofi_core::attr::FabricAttr {
-                name: Some(FABRIC_NAME.to_string()),
-                ..ofi_core::attr::FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(FABRIC_NAME),
             ..Info::default()
         }
     }
@@ -310,16 +252,10 @@ impl EfaProvider {
     }
 }
 
-impl Provider for EfaProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        Ok(EfaProvider {
-            settings: Settings::from_host(host)?,
-        })
+ofi_kit::core_provider! {
+    /// The `efa` provider.
+    pub struct EfaProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -333,10 +269,6 @@ impl Provider for EfaProvider {
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         ofi_kit::info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
     }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
-    }
 }
 
 /// `FI_EINVAL` with the provider's name.
@@ -346,16 +278,3 @@ pub(crate) fn einval(msg: impl std::fmt::Display) -> Error {
 
 #[cfg(feature = "plugin")]
 ofi_core::export_provider!(EfaProvider);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            EfaProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
-    }
-}

@@ -121,9 +121,9 @@ pub use provider::*;
 
 #[cfg(not(all(loom, test)))]
 mod provider {
-    use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
-    use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
-    use ofi_core::provider::{Host, Provider};
+    use ofi_core::attr::{DomainAttr, EpAttr, Info};
+    use ofi_core::getinfo::{GetinfoOutcome, GetinfoRequest, NoResolver};
+    use ofi_core::provider::Host;
     use ofi_core::{
         AddrFormat, AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
         Result, Version,
@@ -203,62 +203,35 @@ mod provider {
         }
     }
 
-    /// The provider (`NAME` `"shm"`, a core provider).
-    #[derive(Debug)]
-    pub struct ShmProvider {
-        settings: Settings,
-    }
-
-    impl ShmProvider {
-        /// The settings this instance was initialised with.
-        pub fn settings(&self) -> Settings {
-            self.settings
-        }
-
-        fn settings_from(host: &Host) -> Result<Settings> {
-            let mut s = Settings::default();
+    impl Settings {
+        /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+        fn from_host(host: &Host) -> Result<Settings> {
             let p = Params::new(host, NAME);
-            s.disable_cma = p.bool(
-                "disable_cma",
-                "Never use cross-memory attach; large messages go through bounce buffers",
-                s.disable_cma,
-            )?;
-            s.cma_threshold = p.size(
-                "cma_threshold",
-                "Messages longer than this many bytes use CMA (when allowed); shorter ones \
-                 stream through the bounce buffers",
-                s.cma_threshold,
-            )?;
-            s.geometry.rings = p.size(
-                "rings",
-                "Peers that can send to one endpoint at once (rings per region)",
-                s.geometry.rings,
-            )?;
-            s.geometry.slots = p.size(
-                "ring_size",
-                "Slots per ring (a power of two, 2 to 4096)",
-                s.geometry.slots,
-            )?;
-            s.geometry.chunks = p.size(
-                "bounce_chunks",
-                "Bounce chunks per ring (1 to 16)",
-                s.geometry.chunks,
-            )?;
-            s.geometry.chunk_size = p.size(
-                "bounce_chunk_size",
-                "Bytes per bounce chunk (a multiple of 64, at most 4 MiB)",
-                s.geometry.chunk_size,
-            )?;
+            let s = ofi_kit::read_params!(p, Settings {
+                disable_cma: "disable_cma",
+                    "Never use cross-memory attach; large messages go through bounce buffers";
+                cma_threshold: "cma_threshold",
+                    "Messages longer than this many bytes use CMA (when allowed); shorter ones \
+                     stream through the bounce buffers";
+                geometry.rings: "rings",
+                    "Peers that can send to one endpoint at once (rings per region)";
+                geometry.slots: "ring_size", "Slots per ring (a power of two, 2 to 4096)";
+                geometry.chunks: "bounce_chunks", "Bounce chunks per ring (1 to 16)";
+                geometry.chunk_size: "bounce_chunk_size",
+                    "Bytes per bounce chunk (a multiple of 64, at most 4 MiB)";
+            })?;
             s.geometry.validate(usize::MAX).map_err(|e| {
                 Error::new(Errno::EINVAL, format!("{NAME} parameters: {}", e.message()))
             })?;
             Ok(s)
         }
+    }
 
+    impl ShmProvider {
         fn template(&self, av_type: AvType) -> Info {
             let s = &self.settings;
             let caps = ofi_kit::info::RDM_MSG_CAPS
-                | ofi_kit::info::RDM_RMA_ATOMIC_CAPS
+                | ofi_kit::info::RMA_ATOMIC_CAPS
                 | Caps::NAMED_RX_CTX
                 | Caps::RMA_EVENT
                 | Caps::FENCE
@@ -269,8 +242,8 @@ mod provider {
             Info {
                 caps,
                 addr_format: AddrFormat::STR,
-                tx_attr: TxAttr {
-                    caps: Caps::MSG
+                tx_attr: info::rdm_tx_attr(
+                    Caps::MSG
                         | Caps::TAGGED
                         | Caps::SEND
                         | Caps::RMA
@@ -281,14 +254,12 @@ mod provider {
                         | Caps::TRIGGER,
                     // Every level of the RDM set, and commit complete (as delivery
                     // complete: no persistent memory).
-                    op_flags: info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
-                    msg_order: order,
-                    inject_size: crate::proto::INJECT_SIZE,
-                    size: s.tx_size,
-                    iov_limit: IOV_LIMIT,
-                    rma_iov_limit: 1,
-                    ..TxAttr::default()
-                },
+                    info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
+                    order,
+                    crate::proto::INJECT_SIZE,
+                    s.tx_size,
+                    IOV_LIMIT,
+                ),
                 rx_attr: info::rdm_rx_attr(
                     Caps::MSG
                         | Caps::TAGGED
@@ -330,15 +301,10 @@ mod provider {
         }
     }
 
-    impl Provider for ShmProvider {
-        const NAME: &'static str = NAME;
-        /// Crate 0.1.0, by the rule of `ofi_core::version::prov_version_from_crate`.
-        const VERSION: Version = Version::new(1, 0);
-        type Fabric = Fabric;
-
-        fn init(host: &Host) -> Result<Self> {
-            let settings = ShmProvider::settings_from(host)?;
-            Ok(ShmProvider { settings })
+    ofi_kit::core_provider! {
+        /// The provider (`NAME` `"shm"`, a core provider).
+        pub struct ShmProvider(Settings) {
+            NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
         }
 
         fn info_templates(&self) -> Vec<Info> {
@@ -352,18 +318,8 @@ mod provider {
         fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
             let max = ofi_kit::auth::AUTH_KEY_MAX;
             ofi_kit::auth::match_with_auth_key(NAME, req, max, |req| {
-                getinfo::match_templates(
-                    NAME,
-                    Self::VERSION,
-                    &self.info_templates(),
-                    req,
-                    &NoResolver,
-                )
+                info::getinfo_from_templates(self, req, &NoResolver)
             })
-        }
-
-        fn fabric(&self, info: &Info) -> Result<Fabric> {
-            Fabric::open(self.settings, info)
         }
     }
 
@@ -374,15 +330,8 @@ mod provider {
     mod tests {
         use super::*;
 
+        use ofi_core::provider::Provider;
         use ofi_core::Threading;
-
-        #[test]
-        fn version_follows_the_crate_version() {
-            assert_eq!(
-                ShmProvider::VERSION,
-                ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-            );
-        }
 
         #[test]
         fn templates_fill_every_domain_level() {

@@ -172,14 +172,7 @@ impl Fabric {
     /// # Errors
     /// `FI_EINVAL` when `info` names another fabric.
     pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
-        if let Some(name) = info.fabric_attr.name.as_deref() {
-            if !name.eq_ignore_ascii_case(NAME) {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: no fabric named {name:?}"),
-                ));
-            }
-        }
+        ofi_kit::fabric::check_fabric_name(NAME, info, |name| name.eq_ignore_ascii_case(NAME))?;
         Ok(Fabric {
             shared: Arc::new(FabricShared {
                 settings,

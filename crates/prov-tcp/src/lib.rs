@@ -105,9 +105,9 @@ pub mod fabric;
 pub mod proto;
 pub mod sock;
 
-use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{AddrFormat, Caps, EpType, MsgOrder, OpFlags, Protocol, Result, Version};
 use ofi_kit::{info, param::Params};
 
@@ -164,84 +164,40 @@ impl Default for Settings {
     }
 }
 
-/// The `tcp` provider.
-#[derive(Debug)]
-pub struct TcpProvider {
-    settings: Settings,
-}
-
-impl TcpProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    fn settings_from(host: &Host) -> Result<Settings> {
-        let d = Settings::default();
+impl Settings {
+    /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+    fn from_host(host: &Host) -> Result<Settings> {
         let p = Params::new(host, NAME);
-        let iface = p.text(
-            "iface",
-            "Network interface whose address is used as the source address",
-            None,
-        )?;
-        let max_msg_size = p.size_in(
-            "max_msg_size",
-            "Largest message, in bytes",
-            d.max_msg_size,
-            1..=usize::MAX,
-        )?;
-        let inject_size = p.size_in(
-            "inject_size",
-            "Largest inject, in bytes (at most 128)",
-            d.inject_size,
-            0..=ep::INLINE_MAX,
-        )?;
-        let rx_size = p.size_in(
-            "rx_size",
-            "Receives an endpoint may have posted",
-            d.rx_size,
-            1..=usize::MAX,
-        )?;
-        let tx_size = p.size_in(
-            "tx_size",
-            "Transmit operations an endpoint may have outstanding (queued or awaiting the peer's answer)",
-            d.tx_size,
-            1..=usize::MAX,
-        )?;
-        let max_unexpected_bytes = p.size(
-            "max_unexpected_bytes",
-            "Bytes of unexpected messages an endpoint buffers before it stops reading",
-            d.max_unexpected_bytes,
-        )?;
-        let read_ahead = p.size_in(
-            "read_ahead",
-            "Bytes read ahead of the parser, so a small message costs one recv (0: none; \
-             payload then always goes straight into the receive buffer)",
-            d.read_ahead,
-            0..=16 << 20,
-        )?;
-        let disable_cma = p.bool(
-            "disable_cma",
-            "Never copy large payloads between processes of one host with \
-             process_vm_readv/writev; send them through the socket",
-            d.disable_cma,
-        )?;
-        let cma_threshold = p.size_in(
-            "cma_threshold",
-            "Messages and RMA reads of at least this many bytes between processes of one \
-             host are copied with process_vm_readv/writev instead of streamed \
-             (FI_TCP_DISABLE_CMA=1 turns the copies off)",
-            d.cma_threshold,
-            1..=usize::MAX,
-        )?;
-        let local_congestion = p.text(
-            "local_congestion",
-            "Congestion control of connections between processes of this host (no path to \
-             probe: the cheapest per acknowledgement; 'system': the system's default)",
-            d.local_congestion.as_deref(),
-        )?;
-        let local_congestion = match local_congestion {
-            None => d.local_congestion,
+        let mut s = ofi_kit::read_params!(p, Settings {
+            iface: "iface", "Network interface whose address is used as the source address";
+            max_msg_size: "max_msg_size", "Largest message, in bytes", 1..=usize::MAX;
+            inject_size: "inject_size", "Largest inject, in bytes (at most 128)",
+                0..=ep::INLINE_MAX;
+            rx_size: "rx_size", "Receives an endpoint may have posted", 1..=usize::MAX;
+            tx_size: "tx_size",
+                "Transmit operations an endpoint may have outstanding (queued or awaiting \
+                 the peer's answer)",
+                1..=usize::MAX;
+            max_unexpected_bytes: "max_unexpected_bytes",
+                "Bytes of unexpected messages an endpoint buffers before it stops reading";
+            read_ahead: "read_ahead",
+                "Bytes read ahead of the parser, so a small message costs one recv (0: none; \
+                 payload then always goes straight into the receive buffer)",
+                0..=16 << 20;
+            disable_cma: "disable_cma",
+                "Never copy large payloads between processes of one host with \
+                 process_vm_readv/writev; send them through the socket";
+            cma_threshold: "cma_threshold",
+                "Messages and RMA reads of at least this many bytes between processes of one \
+                 host are copied with process_vm_readv/writev instead of streamed \
+                 (FI_TCP_DISABLE_CMA=1 turns the copies off)",
+                1..=usize::MAX;
+            local_congestion: "local_congestion",
+                "Congestion control of connections between processes of this host (no path to \
+                 probe: the cheapest per acknowledgement; 'system': the system's default)";
+        })?;
+        s.inject_size = s.inject_size.min(s.max_msg_size);
+        s.local_congestion = match s.local_congestion.take() {
             Some(v) if v == "system" => None,
             Some(v)
                 if v.len() < 16 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') =>
@@ -251,8 +207,9 @@ impl TcpProvider {
             Some(v) => {
                 return Err(p.invalid("local_congestion", v, "not a congestion control name"))
             }
+            None => None,
         };
-        if let Some(v) = &iface {
+        if let Some(v) = &s.iface {
             if !iface_exists(v) {
                 return Err(p.invalid(
                     "iface",
@@ -261,35 +218,21 @@ impl TcpProvider {
                 ));
             }
         }
-        Ok(Settings {
-            max_msg_size,
-            inject_size: inject_size.min(max_msg_size),
-            rx_size,
-            tx_size,
-            max_unexpected_bytes,
-            read_ahead,
-            iface,
-            disable_cma,
-            cma_threshold,
-            local_congestion,
-        })
+        Ok(s)
     }
+}
 
+impl TcpProvider {
     fn template(&self, fmt: AddrFormat) -> Info {
         let s = &self.settings;
         let caps = Caps::MSG
             | Caps::TAGGED
-            | Caps::RMA
-            | Caps::ATOMIC
             | Caps::MULTI_RECV
             | Caps::REMOTE_CQ_DATA
             | Caps::SEND
             | Caps::RECV
-            | Caps::READ
-            | Caps::WRITE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE
-            | Caps::FENCE;
+            | Caps::FENCE
+            | info::RMA_ATOMIC_CAPS;
         let order = MsgOrder::SAS
             | MsgOrder::RAR
             | MsgOrder::RAW
@@ -319,14 +262,7 @@ impl TcpProvider {
                 rma_iov_limit: proto::RMA_IOV_LIMIT,
                 ..TxAttr::default()
             },
-            rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
-                op_flags: OpFlags::COMPLETION,
-                msg_order: order,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
-                ..RxAttr::default()
-            },
+            rx_attr: info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT),
             ep_attr: EpAttr {
                 max_order_raw_size: s.max_msg_size,
                 max_order_war_size: s.max_msg_size,
@@ -352,15 +288,10 @@ impl TcpProvider {
     }
 }
 
-impl Provider for TcpProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = TcpProvider::settings_from(host)?;
-        Ok(TcpProvider { settings })
+ofi_kit::core_provider! {
+    /// The `tcp` provider.
+    pub struct TcpProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -379,10 +310,6 @@ impl Provider for TcpProvider {
         let mut out = info::getinfo_preferring_manual(self, req, &getinfo::IpResolver);
         ofi_kit::nic::fill(&mut out.infos);
         out
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
     }
 }
 
@@ -406,20 +333,13 @@ mod tests {
     use super::*;
 
     use ofi_core::getinfo::check_info;
+    use ofi_core::provider::Provider;
     use ofi_core::Progress;
 
     fn prov() -> TcpProvider {
         TcpProvider {
             settings: Settings::default(),
         }
-    }
-
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            TcpProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
     }
 
     #[test]

@@ -106,7 +106,7 @@ mod watch;
 
 use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, IpResolver};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
     AddrFormat, Address, Caps, EpType, Errno, Error, MsgOrder, Protocol, Result, Version,
 };
@@ -186,57 +186,24 @@ impl Default for Settings {
     }
 }
 
-/// The `udp` provider.
-#[derive(Debug)]
-pub struct UdpProvider {
-    settings: Settings,
-}
-
-impl UdpProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> Settings {
-        self.settings
-    }
-
-    fn settings_from(host: &Host) -> Result<Settings> {
-        let d = Settings::default();
+impl Settings {
+    /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+    fn from_host(host: &Host) -> Result<Settings> {
         let p = Params::new(host, NAME);
-        let rx_size = p.size_in(
-            "rx_size",
-            "Receives an endpoint may have posted at once",
-            d.rx_size,
-            1..=usize::MAX,
-        )?;
-        let tx_size = p.size_in(
-            "tx_size",
-            "Transmit queue size reported in tx_attr.size",
-            d.tx_size,
-            1..=usize::MAX,
-        )?;
-        let sndbuf = p.size(
-            "sndbuf",
-            "Socket send buffer size in bytes (0: the kernel's default)",
-            d.sndbuf,
-        )?;
-        let rcvbuf = p.size(
-            "rcvbuf",
-            "Socket receive buffer size in bytes (0: the kernel's default)",
-            d.rcvbuf,
-        )?;
-        let batch = p.size_in(
-            "batch",
-            "Datagrams one progress round takes from one endpoint's socket (1: hand each \
-             datagram over at once)",
-            d.batch,
-            1..=usize::MAX,
-        )?;
-        let peer_sockets = p.size_in(
-            "peer_sockets",
-            "Connected sockets an endpoint makes for its first unicast destinations \
-             (routed once instead of per datagram; 0: none, at most 64)",
-            d.peer_sockets,
-            0..=MAX_PEER_SOCKETS,
-        )?;
+        let mut s = ofi_kit::read_params!(p, Settings {
+            rx_size: "rx_size", "Receives an endpoint may have posted at once", 1..=usize::MAX;
+            tx_size: "tx_size", "Transmit queue size reported in tx_attr.size", 1..=usize::MAX;
+            sndbuf: "sndbuf", "Socket send buffer size in bytes (0: the kernel's default)";
+            rcvbuf: "rcvbuf", "Socket receive buffer size in bytes (0: the kernel's default)";
+            batch: "batch",
+                "Datagrams one progress round takes from one endpoint's socket (1: hand each \
+                 datagram over at once)",
+                1..=usize::MAX;
+            peer_sockets: "peer_sockets",
+                "Connected sockets an endpoint makes for its first unicast destinations \
+                 (routed once instead of per datagram; 0: none, at most 64)",
+                0..=MAX_PEER_SOCKETS;
+        })?;
         let mcast_if = p.text(
             "mcast_if",
             "IPv4 address of the interface multicast groups are joined on and sent from \
@@ -250,7 +217,7 @@ impl UdpProvider {
              the destination, else the first up non-loopback interface)",
             Some(""),
         )?;
-        let iface = iface
+        s.iface = iface
             .map(|v| {
                 IfName::new(&v).ok_or_else(|| {
                     p.invalid(
@@ -264,24 +231,17 @@ impl UdpProvider {
                 })
             })
             .transpose()?;
-        let mcast_if = mcast_if
+        s.mcast_if = mcast_if
             .map(|v| {
                 v.parse()
                     .map_err(|_| p.invalid("mcast_if", &v, "not an IPv4 address"))
             })
             .transpose()?;
-        Ok(Settings {
-            rx_size,
-            tx_size,
-            sndbuf,
-            rcvbuf,
-            batch,
-            mcast_if,
-            peer_sockets,
-            iface,
-        })
+        Ok(s)
     }
+}
 
+impl UdpProvider {
     /// The template for one address format.
     fn template(&self, addr_format: AddrFormat) -> Info {
         let s = &self.settings;
@@ -417,16 +377,10 @@ fn choose_source(info: &mut Info, iface: Option<&IfName>) -> Result<bool> {
     Ok(true)
 }
 
-impl Provider for UdpProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by `ofi_core::version::prov_version_from_crate` (a test checks).
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        let settings = UdpProvider::settings_from(host)?;
-        ofi_core::ofi_debug!(NAME, "core", "initialised: {settings:?}");
-        Ok(UdpProvider { settings })
+ofi_kit::core_provider! {
+    /// The `udp` provider.
+    pub struct UdpProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -484,10 +438,6 @@ impl Provider for UdpProvider {
         out.infos = kept;
         out
     }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings, info)
-    }
 }
 
 #[cfg(feature = "plugin")]
@@ -497,6 +447,7 @@ ofi_core::export_provider!(UdpProvider);
 mod tests {
     use super::*;
 
+    use ofi_core::provider::Provider;
     use ofi_core::Progress;
 
     fn prov() -> UdpProvider {
@@ -505,12 +456,12 @@ mod tests {
         }
     }
 
-    #[test]
-    fn version_follows_the_crate_version() {
-        assert_eq!(
-            UdpProvider::VERSION,
-            ofi_core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
-        );
+    /// A getinfo request for node 127.0.0.1, service 7471 (no hints).
+    fn loopback_request() -> GetinfoRequest {
+        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
+        req.node = Some("127.0.0.1".into());
+        req.service = Some("7471".into());
+        req
     }
 
     #[test]
@@ -578,9 +529,7 @@ mod tests {
 
     #[test]
     fn a_destination_gets_the_routes_source_and_a_wildcard_the_interfaces() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let mut req = loopback_request();
         let mut h = Info::hints();
         h.addr_format = AddrFormat::SOCKADDR_IN;
         req.hints = Some(h);
@@ -607,9 +556,7 @@ mod tests {
 
     #[test]
     fn each_result_names_the_nic_of_its_source_address() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let req = loopback_request();
         let out = prov().getinfo(&req);
         assert!(!out.infos.is_empty());
         for info in &out.infos {
@@ -622,9 +569,7 @@ mod tests {
 
     #[test]
     fn getinfo_node_service_fills_dest() {
-        let mut req = GetinfoRequest::new(ofi_core::version::API_VERSION);
-        req.node = Some("127.0.0.1".into());
-        req.service = Some("7471".into());
+        let req = loopback_request();
         let out = prov().getinfo(&req);
         let v4 = out
             .infos

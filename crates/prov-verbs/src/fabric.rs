@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ofi_core::attr::Info;
 use ofi_core::provider::FabricOps;
-use ofi_core::{Errno, Error, Result};
+use ofi_core::Result;
 use ofi_kit::progress::{ProgressEngine, ProgressMode};
 
 use crate::cm::{CmHub, PassiveEp};
@@ -34,14 +34,9 @@ impl Fabric {
     /// # Errors
     /// `FI_EINVAL` when `info` names another fabric; the connection manager's errors.
     pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
-        if let Some(name) = info.fabric_attr.name.as_deref() {
-            if name != FABRIC_NAME && !name.eq_ignore_ascii_case(NAME) {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: no fabric named {name:?}"),
-                ));
-            }
-        }
+        ofi_kit::fabric::check_fabric_name(NAME, info, |name| {
+            name == FABRIC_NAME || name.eq_ignore_ascii_case(NAME)
+        })?;
         let cm_engine = Arc::new(ProgressEngine::new(ProgressMode::from(
             info.domain_attr.control_progress,
         ))?);

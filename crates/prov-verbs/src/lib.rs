@@ -61,14 +61,14 @@ pub mod ep;
 pub mod fabric;
 pub mod mr;
 
-use ofi_core::attr::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
+use ofi_core::attr::{DomainAttr, EpAttr, Info, RxAttr, TxAttr};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest};
-use ofi_core::provider::{Host, Provider};
+use ofi_core::provider::Host;
 use ofi_core::{
-    AddrFormat, AvType, Caps, CompOrder, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags,
-    Progress, Protocol, ResourceMgmt, Result, Threading, Version,
+    AddrFormat, Caps, EpType, Errno, Error, Mode, MrMode, MsgOrder, OpFlags, Protocol, Result,
+    Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 use ofi_rdma::{device_list, DeviceKind};
 
 pub use domain::Domain;
@@ -97,81 +97,73 @@ pub struct Settings {
     pub rx_size: usize,
     /// `FI_VERBS_IFACE`, as given.
     pub iface: Option<String>,
+    /// `FI_VERBS_DEVICE_NAME`, as given: the only device offered.
+    pub device_name: Option<String>,
 }
 
-/// The `verbs` provider.
-#[derive(Debug)]
-pub struct VerbsProvider {
-    settings: Settings,
-}
-
-impl VerbsProvider {
-    /// The settings this instance was initialised with.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+impl Default for Settings {
+    /// The parameters' defaults; rdma-core's devices, none found yet.
+    fn default() -> Settings {
+        Settings {
+            kind: DeviceKind::RdmaCore,
+            devices: Vec::new(),
+            inline_size: 64,
+            tx_size: 384,
+            rx_size: 384,
+            iface: None,
+            device_name: None,
+        }
     }
+}
 
-    fn settings_from(host: &Host) -> Result<Settings> {
+impl Settings {
+    /// Reads the parameters (`fi_info -e` lists them in this order) and checks them.
+    fn from_host(host: &Host) -> Result<Settings> {
         let p = Params::new(host, NAME);
-        let iface = p.text("iface", "Network interface to use", None)?;
-        let device_name = p.text(
-            "device_name",
-            "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)",
-            None,
-        )?;
-        let inline_size = p.size_in(
-            "inline_size",
-            "Largest send carried inline in the work request",
-            64,
-            0..=ep::INLINE_MAX,
-        )?;
-        let tx_size = p.size_in("tx_size", "Send queue depth", 384, 1..=16 << 10)?;
-        let rx_size = p.size_in("rx_size", "Receive queue depth", 384, 1..=16 << 10)?;
-        let kind = DeviceKind::from_env();
-        let mut devices: Vec<String> = device_list(kind)
+        let mut s = ofi_kit::read_params!(p, Settings {
+            iface: "iface", "Network interface to use";
+            device_name: "device_name",
+                "Only this RDMA device (e.g. mlx5_0; soft0 for the software device)";
+            inline_size: "inline_size", "Largest send carried inline in the work request",
+                0..=ep::INLINE_MAX;
+            tx_size: "tx_size", "Send queue depth", 1..=16 << 10;
+            rx_size: "rx_size", "Receive queue depth", 1..=16 << 10;
+        })?;
+        s.kind = DeviceKind::from_env();
+        s.devices = device_list(s.kind)
             .map_err(|e| Error::new(Errno::ENODEV, e.message().to_string()))?
             .iter()
             .map(|d| d.name().to_string())
             .collect();
-        if let Some(want) = device_name {
-            devices.retain(|d| *d == want);
-            if devices.is_empty() {
+        if let Some(want) = &s.device_name {
+            s.devices.retain(|d| d == want);
+            if s.devices.is_empty() {
                 return Err(Error::new(
                     Errno::ENODEV,
                     format!(
                         "FI_VERBS_DEVICE_NAME={:?}: no such RDMA device",
-                        ofi_kit::diag::shorten(&want, 64)
+                        ofi_kit::diag::shorten(want, 64)
                     ),
                 ));
             }
         }
-        if devices.is_empty() {
+        if s.devices.is_empty() {
             return Err(Error::new(Errno::ENODEV, "no RDMA device"));
         }
-        Ok(Settings {
-            kind,
-            devices,
-            inline_size,
-            tx_size,
-            rx_size,
-            iface,
-        })
+        Ok(s)
     }
+}
 
+impl VerbsProvider {
     /// The info of `device`; with `cq_data`, remote CQ data and the `FI_RX_CQ_DATA`
     /// mode it needs (a write with immediate consumes a posted receive).
     fn template(&self, device: &str, cq_data: bool) -> Info {
         let s = &self.settings;
         let mut caps = Caps::MSG
-            | Caps::RMA
-            | Caps::ATOMIC
             | Caps::REMOTE_CQ_DATA
             | Caps::SEND
             | Caps::RECV
-            | Caps::READ
-            | Caps::WRITE
-            | Caps::REMOTE_READ
-            | Caps::REMOTE_WRITE;
+            | ofi_kit::info::RMA_ATOMIC_CAPS;
         let mode = if cq_data {
             Mode::RX_CQ_DATA
         } else {
@@ -185,48 +177,26 @@ impl VerbsProvider {
             addr_format: AddrFormat::SOCKADDR_IN,
             tx_attr: TxAttr {
                 caps: caps - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
-                mode: Mode::empty(),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
-                comp_order: CompOrder::NONE,
                 inject_size: s.inline_size,
                 size: s.tx_size,
                 iov_limit: IOV_LIMIT,
                 rma_iov_limit: 1,
-                tclass: 0,
+                ..TxAttr::default()
             },
             rx_attr: RxAttr {
-                caps: caps - (Caps::SEND | Caps::READ | Caps::WRITE),
                 mode,
-                op_flags: OpFlags::COMPLETION,
-                msg_order: order,
-                comp_order: CompOrder::NONE,
-                total_buffered_recv: 0,
-                size: s.rx_size,
-                iov_limit: IOV_LIMIT,
+                ..info::rx_attr(caps, OpFlags::COMPLETION, order, s.rx_size, IOV_LIMIT)
             },
             ep_attr: EpAttr {
-                ep_type: EpType::Msg,
-                protocol: Protocol::RDMA_CM_IB_RC,
-                protocol_version: 1,
-                max_msg_size: 1 << 30,
-                msg_prefix_size: 0,
                 max_order_raw_size: 1 << 30,
-                max_order_war_size: 0,
                 max_order_waw_size: 1 << 30,
                 mem_tag_format: 0,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                auth_key: None,
+                ..info::ep_attr(EpType::Msg, Protocol::RDMA_CM_IB_RC, 1, 1 << 30)
             },
+            // The kit's domain, with the device's limits and verbs' MR rules.
             domain_attr: DomainAttr {
-                domain: 0,
-                name: Some(device.to_string()),
-                threading: Threading::Safe,
-                control_progress: Progress::Auto,
-                data_progress: Progress::Auto,
-                resource_mgmt: ResourceMgmt::Enabled,
-                av_type: AvType::Unspec,
                 mr_mode: MrMode::LOCAL | MrMode::VIRT_ADDR | MrMode::ALLOCATED | MrMode::PROV_KEY,
                 mr_key_size: 4,
                 cq_data_size: 4,
@@ -234,23 +204,13 @@ impl VerbsProvider {
                 ep_cnt: 4096,
                 tx_ctx_cnt: 4096,
                 rx_ctx_cnt: 4096,
-                max_ep_tx_ctx: 1,
-                max_ep_rx_ctx: 1,
-                max_ep_stx_ctx: 0,
                 max_ep_srx_ctx: 1,
                 cntr_cnt: 1024,
                 mr_iov_limit: 1,
-                caps: Caps::LOCAL_COMM | Caps::REMOTE_COMM,
-                mode: Mode::empty(),
-                auth_key: None,
                 max_err_data: ofi_rdma::cm::ACCEPT_PRIVATE_MAX,
-                mr_cnt: 1 << 16,
-                tclass: 0,
+                ..info::domain_attr(device)
             },
-            fabric_attr: FabricAttr {
-                name: Some(FABRIC_NAME.to_string()),
-                ..FabricAttr::default()
-            },
+            fabric_attr: info::fabric_attr(FABRIC_NAME),
             ..Info::default()
         }
     }
@@ -292,16 +252,10 @@ impl VerbsProvider {
 /// MTU).
 pub const UD_MTU: usize = 4096;
 
-impl Provider for VerbsProvider {
-    const NAME: &'static str = NAME;
-    /// Crate 0.1.0 by the rule of `ofi_core::version::prov_version_from_crate`.
-    const VERSION: Version = Version::new(1, 0);
-    type Fabric = Fabric;
-
-    fn init(host: &Host) -> Result<Self> {
-        Ok(VerbsProvider {
-            settings: VerbsProvider::settings_from(host)?,
-        })
+ofi_kit::core_provider! {
+    /// The `verbs` provider.
+    pub struct VerbsProvider(Settings) {
+        NAME = NAME, VERSION = Version::new(1, 0), Fabric = Fabric;
     }
 
     fn info_templates(&self) -> Vec<Info> {
@@ -320,10 +274,6 @@ impl Provider for VerbsProvider {
 
     fn getinfo(&self, req: &GetinfoRequest) -> GetinfoOutcome {
         ofi_kit::info::getinfo_preferring_manual(self, req, &getinfo::IpResolver)
-    }
-
-    fn fabric(&self, info: &Info) -> Result<Fabric> {
-        Fabric::open(self.settings.clone(), info)
     }
 }
 

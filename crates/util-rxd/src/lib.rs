@@ -38,13 +38,13 @@ pub mod fabric;
 pub mod peer;
 pub mod proto;
 
-use ofi_core::attr::{Info, TxAttr};
+use ofi_core::attr::Info;
 use ofi_core::provider::Host;
 use ofi_core::{
     AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
     Result, Threading, Version,
 };
-use ofi_kit::param::Params;
+use ofi_kit::{info, param::Params};
 
 /// The provider's name.
 pub const NAME: &str = "ofi_rxd";
@@ -178,74 +178,32 @@ impl Settings {
     }
 
     fn from_host(host: &Host) -> Result<Settings> {
-        let mut s = Settings::default();
         let p = Params::new(host, NAME);
-        let u32v = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        s.window = u32v(p.size(
-            "window",
-            "Packets a connection may have unacknowledged",
-            s.window as usize,
-        )?);
-        s.max_inflight = p.size(
-            "max_inflight",
-            "Bytes a connection may have unacknowledged (within the receiver's socket buffer)",
-            s.max_inflight,
-        )?;
-        s.seg_size = p.size(
-            "seg_size",
-            "Bytes of one packet, header included (0: the core's largest datagram)",
-            s.seg_size,
-        )?;
-        s.rto_us = p.size(
-            "rto",
-            "First retransmission timeout in microseconds",
-            s.rto_us as usize,
-        )? as u64;
-        s.rto_max_us = p.size(
-            "rto_max",
-            "Largest retransmission timeout in microseconds",
-            s.rto_max_us as usize,
-        )? as u64;
-        s.retry_limit = u32v(p.size(
-            "retry_limit",
-            "Transmissions of a packet without answer before the peer is declared lost",
-            s.retry_limit as usize,
-        )?);
-        s.ack_every = u32v(p.size(
-            "ack_every",
-            "In-order packets received before an acknowledgement is sent",
-            s.ack_every as usize,
-        )?);
-        s.ack_delay_us = p.size(
-            "ack_delay",
-            "Longest delay of an acknowledgement in microseconds",
-            s.ack_delay_us as usize,
-        )? as u64;
-        s.rx_bufs = p.size(
-            "rx_bufs",
-            "Datagram buffers posted on the core endpoint",
-            s.rx_bufs,
-        )?;
-        s.tx_size = p
-            .size(
-                "tx_size",
-                "Transmit operations outstanding per endpoint",
-                s.tx_size,
-            )?
-            .max(1);
-        s.rx_size = p
-            .size("rx_size", "Receives posted per endpoint", s.rx_size)?
-            .max(1);
-        s.unexp_msgs = p.size(
-            "unexp_msgs",
-            "Unexpected messages held per endpoint before new ones are refused (their senders wait)",
-            s.unexp_msgs,
-        )?.max(1);
-        s.unexp_bytes = p.size(
-            "unexp_bytes",
-            "Bytes of unexpected messages held per endpoint before new ones are refused",
-            s.unexp_bytes,
-        )?;
+        let mut s = ofi_kit::read_params!(p, Settings {
+            window: "window", "Packets a connection may have unacknowledged";
+            max_inflight: "max_inflight",
+                "Bytes a connection may have unacknowledged (within the receiver's socket buffer)";
+            seg_size: "seg_size",
+                "Bytes of one packet, header included (0: the core's largest datagram)";
+            rto_us: "rto", "First retransmission timeout in microseconds";
+            rto_max_us: "rto_max", "Largest retransmission timeout in microseconds";
+            retry_limit: "retry_limit",
+                "Transmissions of a packet without answer before the peer is declared lost";
+            ack_every: "ack_every", "In-order packets received before an acknowledgement is sent";
+            ack_delay_us: "ack_delay", "Longest delay of an acknowledgement in microseconds";
+            rx_bufs: "rx_bufs", "Datagram buffers posted on the core endpoint";
+            tx_size: "tx_size", "Transmit operations outstanding per endpoint";
+            rx_size: "rx_size", "Receives posted per endpoint";
+            unexp_msgs: "unexp_msgs",
+                "Unexpected messages held per endpoint before new ones are refused (their \
+                 senders wait)";
+            unexp_bytes: "unexp_bytes",
+                "Bytes of unexpected messages held per endpoint before new ones are refused";
+        })?;
+        // A size of 0 is taken as 1.
+        s.tx_size = s.tx_size.max(1);
+        s.rx_size = s.rx_size.max(1);
+        s.unexp_msgs = s.unexp_msgs.max(1);
         s.validate()?;
         Ok(s)
     }
@@ -260,7 +218,7 @@ pub struct RxdProvider {
 
 /// The capabilities rxd offers.
 pub const CAPS: Caps = ofi_kit::info::RDM_MSG_CAPS
-    .union(ofi_kit::info::RDM_RMA_ATOMIC_CAPS)
+    .union(ofi_kit::info::RMA_ATOMIC_CAPS)
     .union(Caps::LOCAL_COMM)
     .union(Caps::REMOTE_COMM)
     .union(Caps::FENCE);
@@ -306,32 +264,18 @@ impl RxdProvider {
         Info {
             caps,
             addr_format: core.addr_format,
-            tx_attr: TxAttr {
-                caps: caps
-                    - (Caps::RECV
-                        | Caps::REMOTE_READ
-                        | Caps::REMOTE_WRITE
-                        | Caps::SOURCE
-                        | Caps::AV_USER_ID
-                        | Caps::DIRECTED_RECV
-                        | Caps::MULTI_RECV),
-                op_flags: OpFlags::COMPLETION
+            tx_attr: info::rdm_tx_attr(
+                caps - (info::RX_ONLY_CAPS | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE
                     | OpFlags::TRANSMIT_COMPLETE,
-                msg_order: order,
-                inject_size: pkt.min(4096),
-                size: s.tx_size,
-                iov_limit: IOV_LIMIT,
-                rma_iov_limit: 1,
-                ..TxAttr::default()
-            },
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE),
                 order,
-                s.rx_size,
+                pkt.min(4096),
+                s.tx_size,
                 IOV_LIMIT,
             ),
+            rx_attr: info::rdm_rx_attr(caps, order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_kit::info::ep_attr(
                 EpType::Rdm,
                 Protocol::RXD,
@@ -384,30 +328,18 @@ mod tests {
 
     #[test]
     fn settings_are_checked() {
-        for s in [
-            Settings {
-                window: 0,
-                ..Settings::default()
-            },
-            Settings {
-                seg_size: 10,
-                ..Settings::default()
-            },
-            Settings {
-                rto_us: 10,
-                rto_max_us: 5,
-                ..Settings::default()
-            },
-            Settings {
-                retry_limit: 0,
-                ..Settings::default()
-            },
-            Settings {
-                rx_bufs: 0,
-                ..Settings::default()
-            },
-        ] {
-            assert_eq!(s.validate().unwrap_err().code(), Errno::EINVAL);
+        // Each breaks one rule of `validate`, starting from the valid defaults.
+        let breaks: [fn(&mut Settings); 5] = [
+            |s| s.window = 0,
+            |s| s.seg_size = 10,
+            |s| (s.rto_us, s.rto_max_us) = (10, 5),
+            |s| s.retry_limit = 0,
+            |s| s.rx_bufs = 0,
+        ];
+        for break_rule in breaks {
+            let mut s = Settings::default();
+            break_rule(&mut s);
+            assert_eq!(s.validate().unwrap_err().code(), Errno::EINVAL, "{s:?}");
         }
         assert!(Settings::default().validate().is_ok());
         let c = Settings::default().engine_config(65495);

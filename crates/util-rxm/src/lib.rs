@@ -44,12 +44,12 @@ pub mod fabric;
 pub mod hello_ext;
 pub mod proto;
 
-use ofi_core::attr::{Info, TxAttr};
+use ofi_core::attr::Info;
 use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{
-    AvType, Caps, CompOrder, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol,
-    ResourceMgmt, Result, Threading, Version,
+    AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
+    Result, Threading, Version,
 };
 
 /// The provider's name.
@@ -389,33 +389,17 @@ impl RxmProvider {
             src_addr: None,
             dest_addr: None,
             handle: 0,
-            tx_attr: TxAttr {
-                caps: caps
-                    - (Caps::RECV
-                        | Caps::REMOTE_READ
-                        | Caps::REMOTE_WRITE
-                        | Caps::SOURCE
-                        | Caps::AV_USER_ID
-                        | Caps::DIRECTED_RECV
-                        | Caps::MULTI_RECV),
-                mode: ofi_core::Mode::empty(),
+            tx_attr: ofi_kit::info::rdm_tx_attr(
+                caps - (ofi_kit::info::RX_ONLY_CAPS | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
                 // Every level of the RDM set, and commit complete (as delivery
                 // complete: no persistent memory).
-                op_flags: ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
-                msg_order: tx_order,
-                comp_order: CompOrder::NONE,
-                inject_size: inject,
-                size: s.tx_size,
-                iov_limit: IOV_LIMIT,
-                rma_iov_limit: 1,
-                tclass: 0,
-            },
-            rx_attr: ofi_kit::info::rdm_rx_attr(
-                caps - (Caps::SEND | Caps::READ | Caps::WRITE | Caps::FENCE | Caps::TRIGGER),
-                rx_order,
-                s.rx_size,
+                ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),
+                tx_order,
+                inject,
+                s.tx_size,
                 IOV_LIMIT,
             ),
+            rx_attr: ofi_kit::info::rdm_rx_attr(caps, rx_order, s.rx_size, IOV_LIMIT),
             ep_attr: ofi_core::attr::EpAttr {
                 ep_type: EpType::Rdm,
                 protocol: Protocol::RXM,

@@ -224,6 +224,15 @@ fn io_error(e: &io::Error) -> Error {
     Error::code_only(code)
 }
 
+/// `FI_EINVAL` "unixdgram: {why}" when `flags` holds `flag`, an operation flag this
+/// provider does not support.
+fn refuse_flag(flags: OpFlags, flag: OpFlags, why: &str) -> Result<()> {
+    if flags.contains(flag) {
+        return Err(Error::new(Errno::EINVAL, format!("unixdgram: {why}")));
+    }
+    Ok(())
+}
+
 /// The smaller of two limits, where 0 means "no preference".
 fn limit(asked: usize, ours: usize) -> usize {
     if asked == 0 {
@@ -643,12 +652,11 @@ impl EndpointOps<Fabric> for Endpoint {
 
     unsafe fn sendmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
         let ep = &self.shared;
-        if flags.contains(OpFlags::REMOTE_CQ_DATA) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "unixdgram: remote CQ data is not supported (cq_data_size 0)",
-            ));
-        }
+        refuse_flag(
+            flags,
+            OpFlags::REMOTE_CQ_DATA,
+            "remote CQ data is not supported (cq_data_size 0)",
+        )?;
         // SAFETY: `msg.msg_iov` is valid for `iov_count` entries (the trait's contract).
         let iov = unsafe { IoVec::from_msg(msg, ep.tx_iov_limit) }?;
         ep.send_iov(&iov, msg.addr, msg.context, flags, false)
@@ -683,12 +691,7 @@ impl EndpointOps<Fabric> for Endpoint {
 
     unsafe fn recvmsg(&self, msg: &Msg, flags: OpFlags) -> Result<()> {
         let ep = &self.shared;
-        if flags.contains(OpFlags::MULTI_RECV) {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "unixdgram: FI_MULTI_RECV is not supported",
-            ));
-        }
+        refuse_flag(flags, OpFlags::MULTI_RECV, "FI_MULTI_RECV is not supported")?;
         // SAFETY: `msg.msg_iov` is valid for `iov_count` entries (the trait's contract).
         let iov = unsafe { IoVec::from_msg(msg, ep.rx_iov_limit) }?;
         ep.post_recv(iov, msg.context, flags)
