@@ -80,6 +80,7 @@ pub mod cq;
 pub mod dataops;
 pub mod diag;
 pub mod ep;
+pub mod epglue;
 pub mod eq;
 pub mod fabric;
 pub mod info;

@@ -324,23 +324,20 @@ impl Shared {
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
-        let st = &mut *g;
-        // The common answer, Queued, is tested in place and returns before anything
-        // is moved out of the (large) result.
-        let posted = st.m.post(recv);
-        if matches!(posted, Ok(PostAction::Queued)) {
-            return Ok(());
-        }
-        act.carry_out(posted?, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => self.deliver_unexp(act, recv, place, msg, payload, releases),
-            Unexpected::Discard(payload) => self.discard_unexp(st, payload),
-        });
-        Ok(())
+        act.post_recv(
+            &mut *g,
+            |st| &mut st.m,
+            recv,
+            |st, u| match u {
+                Unexpected::Deliver {
+                    recv,
+                    place,
+                    msg,
+                    payload,
+                    releases,
+                } => self.deliver_unexp(act, recv, place, msg, payload, releases),
+                Unexpected::Discard(payload) => self.discard_unexp(st, payload),
+            },
+        )
     }
 }

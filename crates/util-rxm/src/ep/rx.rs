@@ -543,30 +543,28 @@ impl Shared {
         st: &mut St,
         recv: PostedRecv<IoList>,
     ) -> Result<()> {
-        // The common answer, Queued, is tested in place and returns before anything
-        // is moved out of the (large) result.
-        let posted = st.m.post(recv);
-        if matches!(posted, Ok(PostAction::Queued)) {
-            return Ok(());
-        }
-        act.carry_out(posted?, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => {
-                let to = Landing {
-                    recv: recv.clone(),
+        act.post_recv(
+            st,
+            |st| &mut st.m,
+            recv,
+            |st, u| match u {
+                Unexpected::Deliver {
+                    recv,
                     place,
-                    released: releases,
-                };
-                self.deliver_unexp(act, st, to, msg, payload);
-            }
-            Unexpected::Discard(payload) => self.discard_unexp(act, st, payload),
-        });
-        Ok(())
+                    msg,
+                    payload,
+                    releases,
+                } => {
+                    let to = Landing {
+                        recv: recv.clone(),
+                        place,
+                        released: releases,
+                    };
+                    self.deliver_unexp(act, st, to, msg, payload);
+                }
+                Unexpected::Discard(payload) => self.discard_unexp(act, st, payload),
+            },
+        )
     }
 }
 
