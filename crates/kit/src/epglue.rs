@@ -1,5 +1,6 @@
 //! Endpoint glue that several providers wrote the same way: posting a receive to
-//! a [`TagMatcher`] and carrying out the answer ([`Bound::post_recv`]), the
+//! a [`TagMatcher`] and carrying out the answer ([`Bound::post_recv`], which hands
+//! the provider each [`Delivery`]), the
 //! [`Info`] of a shared receive or transmit context made from its attributes
 //! ([`srx_info`], [`stx_info`]), and the `FI_EMSGSIZE` check of an operation's
 //! length against a limit ([`check_len`]).
@@ -14,13 +15,30 @@ use ofi_core::error::{Errno, Error, Result};
 
 use crate::ep::{Bound, Unexpected};
 use crate::iov::IoList;
-use crate::tagmatch::{PostAction, PostedRecv, TagMatcher};
+use crate::tagmatch::{Incoming, Placement, PostAction, PostedRecv, TagMatcher};
+
+/// An unexpected message that a receive just posted takes ([`Bound::post_recv`]):
+/// deliver message `msg`, whose bytes `payload` holds, into `recv` at `place`.
+#[derive(Debug)]
+pub struct Delivery<'a, U> {
+    /// The receive.
+    pub recv: &'a PostedRecv<IoList>,
+    /// Where the data goes.
+    pub place: Placement,
+    /// The message.
+    pub msg: &'a Incoming,
+    /// The provider's hold on its bytes.
+    pub payload: U,
+    /// This completion releases the (`FI_MULTI_RECV`) buffer.
+    pub releases: bool,
+}
 
 impl<P> Bound<P> {
     /// `fi_recv` and its kin: post `recv` to the matcher `matcher` picks out of the
     /// provider's receive state `st`, then carry out the answer
-    /// ([`carry_out`](Bound::carry_out)), each unexpected message going to
-    /// `unexpected` with `st` lent back.
+    /// ([`carry_out`](Bound::carry_out)): each unexpected message the receive takes
+    /// goes to `deliver`, each payload `FI_DISCARD` removed to `discard`, both with
+    /// `st` lent back.
     ///
     /// The common answer — the receive is queued — is tested in place and returns
     /// before anything is moved out of the (large) result; this is a data path, so
@@ -34,13 +52,32 @@ impl<P> Bound<P> {
         st: &mut S,
         matcher: impl FnOnce(&mut S) -> &mut TagMatcher<IoList, U>,
         recv: PostedRecv<IoList>,
-        mut unexpected: impl FnMut(&mut S, Unexpected<'_, U>),
+        mut deliver: impl FnMut(&mut S, Delivery<'_, U>),
+        mut discard: impl FnMut(&mut S, U),
     ) -> Result<()> {
         let posted = matcher(st).post(recv);
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        self.carry_out(posted?, |u| unexpected(st, u));
+        self.carry_out(posted?, |u| match u {
+            Unexpected::Deliver {
+                recv,
+                place,
+                msg,
+                payload,
+                releases,
+            } => deliver(
+                st,
+                Delivery {
+                    recv,
+                    place,
+                    msg,
+                    payload,
+                    releases,
+                },
+            ),
+            Unexpected::Discard(payload) => discard(st, payload),
+        });
         Ok(())
     }
 }

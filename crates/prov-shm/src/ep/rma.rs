@@ -71,23 +71,13 @@ impl Shared {
             self.engine.kick();
             return Ok(());
         }
-        if !conn.fifo.is_empty() {
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let slot = Self::reserve_slot(conn)?;
-        let id = if inject {
-            0
-        } else {
-            let op = Op {
-                iov: local,
-                len,
-                data: data.unwrap_or(0),
-                sent: len,
-                stage: Stage::AwaitAck,
-                ..Op::new(idx, ctx, cq_flags, want_cq)
-            };
-            self.await_op(tx, op)?.wire()
-        };
+        let (slot, id) = self.one_slot_op(tx, idx, inject, || Op {
+            iov: local,
+            len,
+            data: data.unwrap_or(0),
+            sent: len,
+            ..Op::new(idx, ctx, cq_flags, want_cq)
+        })?;
         let conn = tx.live_conn(idx)?;
         let mut hflags = if data.is_some() { F_DATA } else { 0 };
         if !inject {
@@ -377,20 +367,8 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let conn = tx.live_conn(idx)?;
-        if !conn.fifo.is_empty() {
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let slot = Self::reserve_slot(conn)?;
-        let id = if inject {
-            0
-        } else {
-            let op = Op {
-                stage: Stage::AwaitAck,
-                ..Op::new(idx, ctx, cq_flags, want_cq)
-            };
-            self.await_op(tx, op)?.wire()
-        };
+        let (slot, id) =
+            self.one_slot_op(tx, idx, inject, || Op::new(idx, ctx, cq_flags, want_cq))?;
         let conn = tx.live_conn(idx)?;
         let s = Slot {
             flags: if inject { 0 } else { F_ACK },

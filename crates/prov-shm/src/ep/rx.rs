@@ -12,7 +12,6 @@
 //! Nothing here panics on application or peer input.
 
 use super::*;
-use ofi_kit::ep::Unexpected;
 
 impl Shared {
     // ---------------------------------------------------------------- receive side
@@ -435,18 +434,18 @@ impl Shared {
             &mut *g,
             |rx| &mut rx.m,
             recv,
-            |rx, u| match u {
-                Unexpected::Deliver {
-                    recv,
-                    place,
-                    msg,
-                    payload,
-                    releases,
-                } => self.deliver_unexp(act, rx, Matched::new(recv, place, releases), msg, payload),
-                Unexpected::Discard(Unexp::Rts {
+            |rx, d| {
+                let to = Matched::new(d.recv, d.place, d.releases);
+                self.deliver_unexp(act, rx, to, d.msg, d.payload);
+            },
+            |rx, payload| {
+                // A discarded rendezvous: the sender waits for its acknowledgement.
+                if let Unexp::Rts {
                     ring, claim, id, ..
-                }) => self.push_ack(rx, ring, claim, id, 0),
-                Unexpected::Discard(_) => {}
+                } = payload
+                {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
             },
         )
     }

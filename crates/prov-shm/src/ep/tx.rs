@@ -250,6 +250,33 @@ impl Shared {
         Ok(id)
     }
 
+    /// Reserve a slot on the connection to `idx` for an operation that fits in one
+    /// slot and, unless it is an `inject`, record the operation `op` makes as awaiting
+    /// its acknowledgement: the slot and the id the acknowledgement will name (0 for
+    /// an inject, which has none). `FI_EAGAIN` while operations wait in the
+    /// connection's queue (they go first) or the ring is full.
+    pub(super) fn one_slot_op(
+        &self,
+        tx: &mut Tx,
+        idx: PeerIdx,
+        inject: bool,
+        op: impl FnOnce() -> Op,
+    ) -> Result<(usize, u64)> {
+        let conn = tx.live_conn(idx)?;
+        if !conn.fifo.is_empty() {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let slot = Self::reserve_slot(conn)?;
+        if inject {
+            return Ok((slot, 0));
+        }
+        let op = Op {
+            stage: Stage::AwaitAck,
+            ..op()
+        };
+        Ok((slot, self.await_op(tx, op)?.wire()))
+    }
+
     /// Record `op`, posted already, as waiting for its peer's acknowledgement.
     pub(super) fn await_op(&self, tx: &mut Tx, op: Op) -> Result<OpId> {
         let conn = op.conn;

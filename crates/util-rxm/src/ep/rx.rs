@@ -14,7 +14,6 @@
 //!   counts for nothing.
 
 use super::*;
-use ofi_kit::ep::Unexpected;
 
 /// The part of a message's first packet that differs by protocol.
 enum First<'a> {
@@ -547,23 +546,15 @@ impl Shared {
             st,
             |st| &mut st.m,
             recv,
-            |st, u| match u {
-                Unexpected::Deliver {
-                    recv,
-                    place,
-                    msg,
-                    payload,
-                    releases,
-                } => {
-                    let to = Landing {
-                        recv: recv.clone(),
-                        place,
-                        released: releases,
-                    };
-                    self.deliver_unexp(act, st, to, msg, payload);
-                }
-                Unexpected::Discard(payload) => self.discard_unexp(act, st, payload),
+            |st, d| {
+                let to = Landing {
+                    recv: d.recv.clone(),
+                    place: d.place,
+                    released: d.releases,
+                };
+                self.deliver_unexp(act, st, to, d.msg, d.payload);
             },
+            |st, payload| self.discard_unexp(act, st, payload),
         )
     }
 }
