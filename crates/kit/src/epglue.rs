@@ -2,20 +2,25 @@
 //! a [`TagMatcher`] and carrying out the answer ([`Bound::post_recv`], which hands
 //! the provider each [`Delivery`]), the
 //! [`Info`] of a shared receive or transmit context made from its attributes
-//! ([`srx_info`], [`stx_info`]), and the `FI_EMSGSIZE` check of an operation's
-//! length against a limit ([`check_len`]).
+//! ([`srx_info`], [`stx_info`]), the `FI_EMSGSIZE` check of an operation's
+//! length against a limit ([`check_len`]), and the issuing and cancelling of the
+//! triggered calls an endpoint keeps ([`Bound::fire_triggers`],
+//! [`Bound::cancel_triggers`]).
 //!
 //! What a provider does with an unexpected message (where its bytes are, what
 //! releasing them means) stays the provider's: it is handed in as a closure.
 //!
-//! Nothing here panics.
+//! Nothing here panics. `unsafe` here is only [`Bound::fire_triggers`], which
+//! forwards its caller's contract to [`TriggerQueue::fire_ready_completing`].
 
 use ofi_core::attr::{Info, RxAttr, TxAttr};
 use ofi_core::error::{Errno, Error, Result};
 
+use crate::dataops::DataPath;
 use crate::ep::{Bound, Unexpected};
 use crate::iov::IoList;
 use crate::tagmatch::{Incoming, Placement, PostAction, PostedRecv, TagMatcher};
+use crate::trigger::TriggerQueue;
 
 /// An unexpected message that a receive just posted takes ([`Bound::post_recv`]):
 /// deliver message `msg`, whose bytes `payload` holds, into `recv` at `place`.
@@ -79,6 +84,44 @@ impl<P> Bound<P> {
             Unexpected::Discard(payload) => discard(st, payload),
         });
         Ok(())
+    }
+}
+
+impl<P> Bound<P> {
+    /// Issue the triggered calls waiting in `queue` whose counters reached their
+    /// thresholds, through the handle of the endpoint that `handle` makes for the
+    /// purpose (the calls carry their own flags; `None`: the endpoint is going, nothing
+    /// is issued); a call that fails completes as a transmit error (CQ error entry,
+    /// error counter). The number of calls handled.
+    ///
+    /// Cold: progress calls it only while calls wait.
+    ///
+    /// # Safety
+    /// Every call in `queue` was made on the endpoint `handle` hands a handle of (kit's
+    /// data path), and its buffers are the application's, valid until it completes
+    /// (the C API's contract).
+    #[allow(unsafe_code)]
+    #[cold]
+    #[inline(never)]
+    pub unsafe fn fire_triggers<T: DataPath>(
+        &self,
+        queue: &TriggerQueue,
+        handle: impl FnOnce() -> Option<T>,
+    ) -> usize {
+        let Some(ep) = handle() else {
+            return 0;
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            queue.fire_ready_completing(&ep, |ctx, flags, e| {
+                self.complete_tx(ctx, flags, true, Some(e))
+            })
+        }
+    }
+
+    /// Complete every call waiting in `queue` with `FI_ECANCELED` (the endpoint goes).
+    pub fn cancel_triggers(&self, queue: &TriggerQueue) {
+        queue.cancel_all_completing(|ctx, flags, e| self.complete_tx(ctx, flags, true, Some(e)));
     }
 }
 

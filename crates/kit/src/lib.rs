@@ -57,13 +57,15 @@
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in eight places only: the `poll(2)` call of
+//! `unsafe` is allowed in nine places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
 //! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, [`dataops`]'s
 //! reading of the C API's message arrays, [`opflags`]' read and write of
-//! `fi_control`'s flags argument, and [`trigger`]'s read of a triggered context and
-//! copies of a deferred call's arrays; everything else is safe code.
+//! `fi_control`'s flags argument, [`trigger`]'s read of a triggered context and
+//! copies of a deferred call's arrays, and [`epglue`]'s issuing of those calls
+//! (`Bound::fire_triggers`, its caller's contract forwarded); everything else is
+//! safe code.
 
 #![deny(unsafe_code)]
 
