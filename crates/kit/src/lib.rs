@@ -35,6 +35,9 @@
 //!   providers offering both progress modes;
 //! - [`param`]: provider parameters declared with their default and read in one call;
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
+//! - [`epglue`]: endpoint glue providers wrote alike — posting a receive and carrying
+//!   out the matcher's answer, triggered calls fired and cancelled, the `Info` of a
+//!   shared context, the `FI_EMSGSIZE` length check;
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
 //!   core fabric and domain beneath them;
