@@ -257,11 +257,18 @@ impl EpInner {
                             continue;
                         }
                         Ok(_) => {}
-                        Err(e) if look_again(&e, &mut refused, "recvmsg (peek)") => {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            return (work, Stop::Empty)
+                        }
+                        Err(e) if is_refused(&e) && !refused => {
+                            refused = true;
                             rounds -= 1;
                             continue;
                         }
-                        Err(_) => return (work, Stop::Empty),
+                        Err(e) => {
+                            ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg (peek): {e}");
+                            return (work, Stop::Empty);
+                        }
                     }
                 }
             } else {
@@ -290,11 +297,18 @@ impl EpInner {
             };
             let (len, src) = match r {
                 Ok(r) => r,
-                Err(e) if look_again(&e, &mut refused, "recvmsg") => {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (work, Stop::Empty),
+                // A peer socket's report of an ICMP "port unreachable" for an earlier
+                // datagram (reading it clears it): look again, once.
+                Err(e) if is_refused(&e) && !refused => {
+                    refused = true;
                     rounds -= 1;
                     continue;
                 }
-                Err(_) => return (work, Stop::Empty),
+                Err(e) => {
+                    ofi_core::ofi_debug!(NAME, "ep_data", "recvmsg: {e}");
+                    return (work, Stop::Empty);
+                }
             };
             work += 1;
             let h = match Header::from_bytes(&hdr[..len.min(HDR_LEN)]) {
@@ -376,21 +390,4 @@ impl EpInner {
         }
         Ok(())
     }
-}
-
-/// Whether a receive loop whose receive call failed with `e` looks again: once per
-/// loop (`refused`) past a peer socket's report of an ICMP "port unreachable" for an
-/// earlier datagram (reading it clears it). Anything else ends the loop: nothing to
-/// read (`EWOULDBLOCK`), or an error, logged naming the `call` that failed.
-#[inline]
-fn look_again(e: &io::Error, refused: &mut bool, call: &str) -> bool {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        return false;
-    }
-    if is_refused(e) && !*refused {
-        *refused = true;
-        return true;
-    }
-    ofi_core::ofi_debug!(NAME, "ep_data", "{call}: {e}");
-    false
 }
