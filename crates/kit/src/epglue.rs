@@ -57,14 +57,29 @@ impl<P> Bound<P> {
         st: &mut S,
         matcher: impl FnOnce(&mut S) -> &mut TagMatcher<IoList, U>,
         recv: PostedRecv<IoList>,
-        mut deliver: impl FnMut(&mut S, Delivery<'_, U>),
-        mut discard: impl FnMut(&mut S, U),
+        deliver: impl FnMut(&mut S, Delivery<'_, U>),
+        discard: impl FnMut(&mut S, U),
     ) -> Result<()> {
         let posted = matcher(st).post(recv);
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        self.carry_out(posted?, |u| match u {
+        self.settle(st, posted?, deliver, discard);
+        Ok(())
+    }
+
+    /// The rest of [`post_recv`](Bound::post_recv) when the receive took a message
+    /// (or peeked, or found none): out of line, so the queued case builds nothing
+    /// for it.
+    #[inline(never)]
+    fn settle<S, U>(
+        &self,
+        st: &mut S,
+        action: PostAction<IoList, U>,
+        mut deliver: impl FnMut(&mut S, Delivery<'_, U>),
+        mut discard: impl FnMut(&mut S, U),
+    ) {
+        self.carry_out(action, |u| match u {
             Unexpected::Deliver {
                 recv,
                 place,
@@ -83,7 +98,6 @@ impl<P> Bound<P> {
             ),
             Unexpected::Discard(payload) => discard(st, payload),
         });
-        Ok(())
     }
 }
 
