@@ -39,6 +39,9 @@
 //! - [`core_provider`](mod@core_provider): the `Provider` skeleton of a core provider whose state is its
 //!   settings ([`core_provider!`]);
 //! - [`ep`]: endpoint bindings (`fi_ep_bind`'s rules, once for every provider);
+//! - [`epglue`]: endpoint glue providers wrote alike — posting a receive and carrying
+//!   out the matcher's answer, triggered calls fired and cancelled, the `Info` of a
+//!   shared context, the `FI_EMSGSIZE` length check;
 //! - [`iov`]: scatter / gather lists of application buffers and their copies;
 //! - [`layer`]: the getinfo of utility providers layered over core providers, and the
 //!   core fabric and domain beneath them;
@@ -61,13 +64,15 @@
 //!
 //! Depends on `ofi-core` only (DESIGN §2) among the workspace crates.
 //!
-//! `unsafe` is allowed in eight places only: the `poll(2)` call of
+//! `unsafe` is allowed in nine places only: the `poll(2)` call of
 //! [`progress::ProgressEngine::sleep_on_fds`], [`iov`]'s copies into and out of
 //! application buffers (raw addresses by the C API's contract), [`sock`]'s socket
 //! addresses and system calls, [`netif`]'s `getifaddrs(3)` walk, [`cma`]'s cross-memory system calls, [`dataops`]'s
 //! reading of the C API's message arrays, [`opflags`]' read and write of
-//! `fi_control`'s flags argument, and [`trigger`]'s read of a triggered context and
-//! copies of a deferred call's arrays; everything else is safe code.
+//! `fi_control`'s flags argument, [`trigger`]'s read of a triggered context and
+//! copies of a deferred call's arrays, and [`epglue`]'s issuing of those calls
+//! (`Bound::fire_triggers`, its caller's contract forwarded); everything else is
+//! safe code.
 
 #![deny(unsafe_code)]
 
@@ -85,6 +90,7 @@ pub mod cq;
 pub mod dataops;
 pub mod diag;
 pub mod ep;
+pub mod epglue;
 pub mod eq;
 pub mod fabric;
 pub mod info;

@@ -161,6 +161,13 @@ impl Geometry {
     }
 }
 
+/// The atomic words a mapping shares with its peers ([`Mapping::u64_at`] and kin):
+/// each has the layout of its integer and an alignment equal to its size, so one at an
+/// offset that is a multiple of its size in the page-aligned mapping is aligned.
+trait Word {}
+impl Word for AtomicU64 {}
+impl Word for AtomicU32 {}
+
 /// A shared mapping (unmapped on drop).
 ///
 /// Invariant: `ptr` is the page-aligned start of a live shared mapping of `len >=
@@ -320,30 +327,48 @@ impl Mapping {
         let _ = off;
     }
 
+    /// The word of type `W` at `off`, or `None` if `off` is not a multiple of its size
+    /// or the word does not lie inside the mapping.
+    #[inline]
+    fn word_at<W: Word>(&self, off: usize) -> Option<&W> {
+        let size = std::mem::size_of::<W>();
+        let in_bounds = off.checked_add(size).is_some_and(|end| end <= self.len);
+        if off.is_multiple_of(size) && in_bounds {
+            // SAFETY: aligned and in bounds, checked just above.
+            Some(unsafe { self.word_at_unchecked(off) })
+        } else {
+            None
+        }
+    }
+
+    /// The word of type `W` at `off`, without a check.
+    ///
+    /// # Safety
+    /// `off` is a multiple of the word's size and `off + size <= self.len()`.
+    #[inline]
+    unsafe fn word_at_unchecked<W: Word>(&self, off: usize) -> &W {
+        let size = std::mem::size_of::<W>();
+        debug_assert!(off.is_multiple_of(size) && off + size <= self.len);
+        // SAFETY: `off` is a multiple of the size and in bounds (the caller's contract)
+        // and the base is page-aligned, so the word is aligned (a `Word`'s alignment is
+        // its size); the mapping outlives the returned reference; a `Word` is an atomic
+        // integer with the layout of that integer, and every access to a shared word is
+        // atomic, so a peer writing it at the same time is no data race.
+        unsafe { &*self.ptr.as_ptr().add(off).cast::<W>() }
+    }
+
     /// The atomic u64 at `off`, or `None` if `off` is not 8-aligned or the word does
     /// not lie inside the mapping.
     #[inline]
     pub fn u64_at(&self, off: usize) -> Option<&AtomicU64> {
-        let in_bounds = off.checked_add(8).is_some_and(|end| end <= self.len);
-        if off.is_multiple_of(8) && in_bounds {
-            // SAFETY: aligned and in bounds, checked just above.
-            Some(unsafe { self.u64_at_unchecked(off) })
-        } else {
-            None
-        }
+        self.word_at(off)
     }
 
     /// The atomic u32 at `off`, or `None` if `off` is not 4-aligned or the word does
     /// not lie inside the mapping.
     #[inline]
     pub fn u32_at(&self, off: usize) -> Option<&AtomicU32> {
-        let in_bounds = off.checked_add(4).is_some_and(|end| end <= self.len);
-        if off.is_multiple_of(4) && in_bounds {
-            // SAFETY: aligned and in bounds, checked just above.
-            Some(unsafe { self.u32_at_unchecked(off) })
-        } else {
-            None
-        }
+        self.word_at(off)
     }
 
     /// The atomic u64 at `off`, without a check.
@@ -352,12 +377,8 @@ impl Mapping {
     /// `off` is a multiple of 8 and `off + 8 <= self.len()`.
     #[inline]
     pub unsafe fn u64_at_unchecked(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off.is_multiple_of(8) && off + 8 <= self.len);
-        // SAFETY: `off` is aligned and in bounds (the caller's contract) and the base
-        // is page-aligned, so the word is 8-aligned; the mapping outlives the returned
-        // reference; AtomicU64 has the layout of u64, and every access to a shared word
-        // is atomic, so a peer writing it at the same time is no data race.
-        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+        // SAFETY: the caller's contract is `word_at_unchecked`'s.
+        unsafe { self.word_at_unchecked(off) }
     }
 
     /// The atomic u32 at `off`, without a check.
@@ -366,27 +387,33 @@ impl Mapping {
     /// `off` is a multiple of 4 and `off + 4 <= self.len()`.
     #[inline]
     pub unsafe fn u32_at_unchecked(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off.is_multiple_of(4) && off + 4 <= self.len);
-        // SAFETY: as for `u64_at_unchecked`.
-        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+        // SAFETY: the caller's contract is `word_at_unchecked`'s.
+        unsafe { self.word_at_unchecked(off) }
     }
 
-    /// The header's u64 at `OFF` (aligned and inside the header: checked when this
-    /// compiles). Every mapping holds at least a header ([`Mapping::map`]).
+    /// The header's word of type `W` at `OFF` (aligned and inside the header: checked
+    /// when this compiles). Every mapping holds at least a header ([`Mapping::map`]).
     #[inline]
-    fn header_u64<const OFF: usize>(&self) -> &AtomicU64 {
-        const { assert!(OFF.is_multiple_of(8) && OFF + 8 <= HEADER_SIZE) };
+    fn header_word<W: Word, const OFF: usize>(&self) -> &W {
+        const {
+            let size = std::mem::size_of::<W>();
+            assert!(OFF.is_multiple_of(size) && OFF + size <= HEADER_SIZE)
+        };
         // SAFETY: aligned and inside the header (asserted at compile time), and every
         // mapping is at least HEADER_SIZE bytes long.
-        unsafe { self.u64_at_unchecked(OFF) }
+        unsafe { self.word_at_unchecked(OFF) }
     }
 
-    /// The header's u32 at `OFF` (see [`Mapping::header_u64`]).
+    /// The header's u64 at `OFF` (see [`Mapping::header_word`]).
+    #[inline]
+    fn header_u64<const OFF: usize>(&self) -> &AtomicU64 {
+        self.header_word::<AtomicU64, OFF>()
+    }
+
+    /// The header's u32 at `OFF` (see [`Mapping::header_word`]).
     #[inline]
     fn header_u32<const OFF: usize>(&self) -> &AtomicU32 {
-        const { assert!(OFF.is_multiple_of(4) && OFF + 4 <= HEADER_SIZE) };
-        // SAFETY: as in `header_u64`.
-        unsafe { self.u32_at_unchecked(OFF) }
+        self.header_word::<AtomicU32, OFF>()
     }
 
     /// Copy `dst.len()` bytes from offset `off`, if they lie inside the mapping.

@@ -82,7 +82,7 @@ use ofi_kit::mr::MrEndpointTarget;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
-use ofi_kit::tagmatch::{Incoming, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher};
+use ofi_kit::tagmatch::{Incoming, MatcherConfig, Placement, PostedRecv, TagMatcher};
 
 use crate::fabric::{DomainShared, Fabric};
 use crate::peer::{Engine, Event, Failure, PeerId, Seg, NO_PEER};

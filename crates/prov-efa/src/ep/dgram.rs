@@ -12,6 +12,7 @@
 use ofi_kit::tagmatch::{Incoming, Placement, PostedRecv};
 
 use super::*;
+use ofi_kit::epglue::check_len;
 
 impl Shared {
     /// `FI_EOPNOTSUPP` for `what` on a datagram endpoint.
@@ -28,15 +29,7 @@ impl Shared {
     /// A datagram send of the application.
     pub(super) fn dgram_send(&self, act: &Bound, r: &ofi_kit::request::SendRequest) -> Result<()> {
         let len = r.iov.total();
-        if len > self.mtu {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: datagram of {len} bytes exceeds the MTU {}",
-                    self.mtu
-                ),
-            ));
-        }
+        check_len(NAME, "datagram", len, "the MTU", self.mtu)?;
         let (mut st, peer, id) = self.begin_tx(act, r.dest)?;
         let mut data = vec![0u8; len];
         // SAFETY: the application's message, readable for its length during this

@@ -14,6 +14,7 @@ use ofi_kit::tagmatch::{PostedRecv, ANY_SRC};
 use super::*;
 use crate::fabric::Fabric;
 use crate::proto::{RecvReq, SendReq};
+use ofi_kit::epglue::check_len;
 
 /// The receive side as kit's glue sees it: the engine's matcher and the provider's
 /// receives.
@@ -125,12 +126,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             return self.sh.dgram_send(act, &r);
         }
         let len = r.iov.total();
-        if len > MAX_MSG_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
-            ));
-        }
+        check_len(NAME, "message", len, "max_msg_size", MAX_MSG_SIZE)?;
         let mut data = vec![0u8; len];
         // SAFETY: `iov` is the application's message, readable for its length during
         // this submitting call (the C contract `SendRequest` carries).

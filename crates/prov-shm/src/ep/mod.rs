@@ -97,7 +97,7 @@ use ofi_kit::mr::{MrEndpointTarget, MrTable};
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
-use ofi_kit::tagmatch::{Incoming, Match, Placement, PostAction, PostedRecv, TagMatcher, ANY_SRC};
+use ofi_kit::tagmatch::{Incoming, Match, Placement, PostedRecv, TagMatcher, ANY_SRC};
 
 use crate::fabric::{region_name, Fabric};
 use crate::proto::{self, AtomicSlot, Body, Slot, F_ACK, F_DATA, F_TAGGED, INLINE_CAP, INLINE_OFF};
@@ -352,6 +352,7 @@ impl Tx {
 
     /// The connection to peer `p`, writable, which [`Shared::conn_for`] found or made
     /// under the same lock: `FI_EIO` if it is gone all the same.
+    #[inline]
     fn live_conn(&mut self, p: PeerIdx) -> Result<&mut Conn> {
         self.conn_mut(p)
             .ok_or_else(|| Error::new(Errno::EIO, format!("{NAME}: connection vanished")))

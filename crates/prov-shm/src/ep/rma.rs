@@ -14,6 +14,7 @@
 
 use super::*;
 use ofi_kit::atomic::{AtomicArgs, AtomicCall};
+use ofi_kit::epglue::check_len;
 
 impl Shared {
     /// Start the RMA write or read `req`, whose local buffers are `local`.
@@ -29,25 +30,11 @@ impl Shared {
             req.inject,
         );
         let len = local.total();
-        if len > self.settings.max_msg_size {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: RMA of {len} bytes exceeds max_msg_size {}",
-                    self.settings.max_msg_size
-                ),
-            ));
-        }
+        check_len(NAME, "RMA", len, "max_msg_size", self.settings.max_msg_size)?;
         // fi_inject_write*, or FI_INJECT on writemsg: the buffer is free on return.
         let copy = !read && (inject || flags.contains(OpFlags::INJECT));
-        if copy && len > proto::INJECT_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: inject write of {len} bytes exceeds inject_size {}",
-                    proto::INJECT_SIZE
-                ),
-            ));
+        if copy {
+            check_len(NAME, "inject write", len, "inject_size", proto::INJECT_SIZE)?;
         }
         let want_cq = want_tx_cq(act, inject, flags)?;
         let cq_flags = (OpFlags::RMA | if read { OpFlags::READ } else { OpFlags::WRITE }).bits();
@@ -84,23 +71,13 @@ impl Shared {
             self.engine.kick();
             return Ok(());
         }
-        if !conn.fifo.is_empty() {
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let slot = Self::reserve_slot(conn)?;
-        let id = if inject {
-            0
-        } else {
-            let op = Op {
-                iov: local,
-                len,
-                data: data.unwrap_or(0),
-                sent: len,
-                stage: Stage::AwaitAck,
-                ..Op::new(idx, ctx, cq_flags, want_cq)
-            };
-            self.await_op(tx, op)?.wire()
-        };
+        let (slot, id) = self.one_slot_op(tx, idx, inject, || Op {
+            iov: local,
+            len,
+            data: data.unwrap_or(0),
+            sent: len,
+            ..Op::new(idx, ctx, cq_flags, want_cq)
+        })?;
         let conn = tx.live_conn(idx)?;
         let mut hflags = if data.is_some() { F_DATA } else { 0 };
         if !inject {
@@ -370,14 +347,14 @@ impl Shared {
         let data_len = proto::atomic_data_len(op, dt, kind, count)
             .ok_or_else(|| Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large")))?;
         let inline = data_len <= proto::ATOMIC_INLINE_CAP;
-        if inject && !inline {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: an inject atomic carries at most {} bytes of operands (one slot)",
-                    proto::ATOMIC_INLINE_CAP
-                ),
-            ));
+        if inject {
+            check_len(
+                NAME,
+                "inject atomic's operands",
+                data_len,
+                "one slot",
+                proto::ATOMIC_INLINE_CAP,
+            )?;
         }
         let want_cq = want_tx_cq(act, inject, flags)?;
         let cq_flags = (OpFlags::ATOMIC
@@ -390,20 +367,8 @@ impl Shared {
         let mut g = lock(&self.tx);
         let tx = &mut *g;
         let idx = self.conn_for(act, tx, dest)?;
-        let conn = tx.live_conn(idx)?;
-        if !conn.fifo.is_empty() {
-            return Err(Error::code_only(Errno::EAGAIN));
-        }
-        let slot = Self::reserve_slot(conn)?;
-        let id = if inject {
-            0
-        } else {
-            let op = Op {
-                stage: Stage::AwaitAck,
-                ..Op::new(idx, ctx, cq_flags, want_cq)
-            };
-            self.await_op(tx, op)?.wire()
-        };
+        let (slot, id) =
+            self.one_slot_op(tx, idx, inject, || Op::new(idx, ctx, cq_flags, want_cq))?;
         let conn = tx.live_conn(idx)?;
         let s = Slot {
             flags: if inject { 0 } else { F_ACK },

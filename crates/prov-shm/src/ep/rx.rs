@@ -12,7 +12,6 @@
 //! Nothing here panics on application or peer input.
 
 use super::*;
-use ofi_kit::ep::Unexpected;
 
 impl Shared {
     // ---------------------------------------------------------------- receive side
@@ -431,27 +430,24 @@ impl Shared {
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.rx);
-        let rx = &mut *g;
-        // The common answer, Queued, is tested in place and returns before anything
-        // is moved out of the (large) result.
-        let posted = rx.m.post(recv);
-        if matches!(posted, Ok(PostAction::Queued)) {
-            return Ok(());
-        }
-        act.carry_out(posted?, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => self.deliver_unexp(act, rx, Matched::new(recv, place, releases), msg, payload),
-            Unexpected::Discard(Unexp::Rts {
-                ring, claim, id, ..
-            }) => self.push_ack(rx, ring, claim, id, 0),
-            Unexpected::Discard(_) => {}
-        });
-        Ok(())
+        act.post_recv(
+            &mut *g,
+            |rx| &mut rx.m,
+            recv,
+            |rx, d| {
+                let to = Matched::new(d.recv, d.place, d.releases);
+                self.deliver_unexp(act, rx, to, d.msg, d.payload);
+            },
+            |rx, payload| {
+                // A discarded rendezvous: the sender waits for its acknowledgement.
+                if let Unexp::Rts {
+                    ring, claim, id, ..
+                } = payload
+                {
+                    self.push_ack(rx, ring, claim, id, 0);
+                }
+            },
+        )
     }
 }
 

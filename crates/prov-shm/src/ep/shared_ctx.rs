@@ -41,10 +41,11 @@
 
 use std::sync::Arc;
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{RxAttr, TxAttr};
 use ofi_core::provider::BindTarget;
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
+use ofi_kit::epglue::{srx_info, stx_info};
 use ofi_kit::mr::MrTable;
 use ofi_kit::progress::ProgressEngine;
 use ofi_kit::wait::lock;
@@ -87,11 +88,7 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
-        let info = Info {
-            caps: attr.caps,
-            rx_attr: attr.clone(),
-            ..Info::default()
-        };
+        let info = srx_info(attr);
         let region = create_auto_named(settings.geometry, settings.auth)?;
         Endpoint::with_region(settings, &info, engine, mr, region, Role::Srx)
     }
@@ -107,10 +104,7 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
-        let info = Info {
-            tx_attr: attr.clone(),
-            ..Info::default()
-        };
+        let info = stx_info(attr);
         let region = create_auto_named(IDLE_GEOMETRY, settings.auth)?;
         Endpoint::with_region(settings, &info, engine, mr, region, Role::Stx)
     }

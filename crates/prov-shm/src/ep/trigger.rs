@@ -20,26 +20,23 @@ use super::{scalable, Active, Endpoint, Shared};
 impl Shared {
     /// Issue the waiting calls whose counters reached their thresholds; complete
     /// the ones that fail as errors. The number of calls handled.
-    #[cold]
-    #[inline(never)]
     pub(super) fn fire_triggers(&self, act: &Active) -> usize {
-        let Some(sh) = self.this.upgrade() else {
-            return 0;
-        };
-        let ep = Endpoint {
+        // SAFETY: every queued call was made on this endpoint (kit's data path of a
+        // handle of `self`); its buffers are the application's, valid until it
+        // completes (the C API's contract).
+        unsafe { act.fire_triggers(&self.triggers, || self.trigger_handle()) }
+    }
+
+    /// A plain handle of this endpoint, with default flags and no shared context, to
+    /// issue triggered calls through; `None` once the endpoint is going.
+    fn trigger_handle(&self) -> Option<Endpoint> {
+        let sh = self.this.upgrade()?;
+        Some(Endpoint {
             sh,
             role: scalable::Role::Plain,
             shared_ctx: Arc::default(),
             flags: DefaultOpFlags::default(),
-        };
-        // SAFETY: every queued call was made on this endpoint (kit's data path of a
-        // handle of `self`); its buffers are the application's, valid until it
-        // completes (the C API's contract).
-        unsafe {
-            self.triggers.fire_ready_completing(&ep, |ctx, flags, e| {
-                act.complete_tx(ctx, flags, true, Some(e))
-            })
-        }
+        })
     }
 }
 
@@ -47,9 +44,7 @@ impl Endpoint {
     /// Complete every waiting triggered call with `FI_ECANCELED` (at close).
     pub(super) fn cancel_triggers(&self) {
         if let Some(act) = self.sh.active.get() {
-            self.sh
-                .triggers
-                .cancel_all_completing(|ctx, flags, e| act.complete_tx(ctx, flags, true, Some(e)));
+            act.cancel_triggers(&self.sh.triggers);
         }
     }
 }

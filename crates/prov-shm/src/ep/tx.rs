@@ -16,6 +16,7 @@
 //! Nothing here panics on application or peer input.
 
 use super::*;
+use ofi_kit::epglue::check_len;
 
 /// An operation's id, as the peer echoes it in its acknowledgement: the operation's
 /// slot in the table (low 32 bits) and that slot's generation (high 32 bits, never 0:
@@ -249,6 +250,33 @@ impl Shared {
         Ok(id)
     }
 
+    /// Reserve a slot on the connection to `idx` for an operation that fits in one
+    /// slot and, unless it is an `inject`, record the operation `op` makes as awaiting
+    /// its acknowledgement: the slot and the id the acknowledgement will name (0 for
+    /// an inject, which has none). `FI_EAGAIN` while operations wait in the
+    /// connection's queue (they go first) or the ring is full.
+    pub(super) fn one_slot_op(
+        &self,
+        tx: &mut Tx,
+        idx: PeerIdx,
+        inject: bool,
+        op: impl FnOnce() -> Op,
+    ) -> Result<(usize, u64)> {
+        let conn = tx.live_conn(idx)?;
+        if !conn.fifo.is_empty() {
+            return Err(Error::code_only(Errno::EAGAIN));
+        }
+        let slot = Self::reserve_slot(conn)?;
+        if inject {
+            return Ok((slot, 0));
+        }
+        let op = Op {
+            stage: Stage::AwaitAck,
+            ..op()
+        };
+        Ok((slot, self.await_op(tx, op)?.wire()))
+    }
+
     /// Record `op`, posted already, as waiting for its peer's acknowledgement.
     pub(super) fn await_op(&self, tx: &mut Tx, op: Op) -> Result<OpId> {
         let conn = op.conn;
@@ -277,25 +305,17 @@ impl Shared {
             (req.dest, req.context, req.data, req.flags, req.inject);
         let (tag, tagged) = (req.tag.unwrap_or(0), req.tagged());
         let len = iov.total();
-        if len > self.settings.max_msg_size {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: message of {len} bytes exceeds max_msg_size {}",
-                    self.settings.max_msg_size
-                ),
-            ));
-        }
+        check_len(
+            NAME,
+            "message",
+            len,
+            "max_msg_size",
+            self.settings.max_msg_size,
+        )?;
         // fi_inject*, or FI_INJECT on sendmsg: the buffer is free again on return.
         let copy = inject || flags.contains(OpFlags::INJECT);
-        if copy && len > proto::INJECT_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!(
-                    "{NAME}: inject of {len} bytes exceeds inject_size {}",
-                    proto::INJECT_SIZE
-                ),
-            ));
+        if copy {
+            check_len(NAME, "inject", len, "inject_size", proto::INJECT_SIZE)?;
         }
         let want_cq = want_tx_cq(act, inject, flags)?;
         let mut hflags = 0u8;
@@ -313,12 +333,7 @@ impl Shared {
         let mut tx = lock(&self.tx);
         let idx = self.conn_for(act, &mut tx, dest)?;
         let tx = &mut *tx;
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         let hdr = proto::InlineHdr {
             flags: hflags,
             len,
@@ -387,33 +402,18 @@ impl Shared {
     ) -> Result<()> {
         let idx = t.idx;
         let len = hdr.len;
-        let Some(conn) = tx.conn_mut(idx) else {
-            return Err(Error::new(
-                Errno::EIO,
-                format!("{NAME}: connection vanished"),
-            ));
-        };
+        let conn = tx.live_conn(idx)?;
         if len <= INLINE_CAP && conn.fifo.is_empty() {
             let slot = Self::reserve_slot(conn)?;
             if t.delivery {
                 let op = Op {
-                    iov,
-                    len,
-                    tag: hdr.tag,
-                    data: hdr.data,
-                    hflags: hdr.flags,
                     sent: len,
                     stage: Stage::AwaitAck,
-                    ..Op::new(idx, t.ctx, t.cq_flags, t.want_cq)
+                    ..Op::message(&t, &hdr, iov)
                 };
                 hdr.id = self.await_op(tx, op)?.wire();
             }
-            let Some(conn) = tx.conn_mut(idx) else {
-                return Err(Error::new(
-                    Errno::EIO,
-                    format!("{NAME}: connection vanished"),
-                ));
-            };
+            let conn = tx.live_conn(idx)?;
             Self::write_inline(conn, slot, &hdr, &iov);
             if !t.delivery {
                 act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
@@ -450,13 +450,8 @@ impl Shared {
             (iov, None)
         };
         let op = Op {
-            iov,
-            len,
-            tag: hdr.tag,
-            data: hdr.data,
-            hflags: hdr.flags,
             owned,
-            ..Op::new(idx, t.ctx, t.cq_flags, t.want_cq)
+            ..Op::message(&t, &hdr, iov)
         };
         self.queue_op(tx, op)?;
         self.stream(act, tx, idx);
@@ -608,6 +603,23 @@ pub(super) struct Tracked {
     pub(super) delivery: bool,
     /// The application may reuse the buffer on return (`fi_inject*`, `FI_INJECT`).
     pub(super) copy: bool,
+}
+
+impl Op {
+    /// The queued operation of a message: `iov` holding the `hdr.len` bytes of the
+    /// message `hdr` heads, sent for `t` (callers set the rest with struct update
+    /// syntax).
+    #[inline]
+    fn message(t: &Tracked, hdr: &proto::InlineHdr, iov: IoList) -> Op {
+        Op {
+            iov,
+            len: hdr.len,
+            tag: hdr.tag,
+            data: hdr.data,
+            hflags: hdr.flags,
+            ..Op::new(t.idx, t.ctx, t.cq_flags, t.want_cq)
+        }
+    }
 }
 
 /// A copy of the `len` bytes of `iov` the caller may reuse at once, and the list that

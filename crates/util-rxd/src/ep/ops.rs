@@ -6,6 +6,7 @@
 //! `FI_EMSGSIZE`.
 
 use super::*;
+use ofi_kit::epglue::check_len;
 
 impl MrEndpointTarget for Endpoint {
     fn mr_endpoint_id(&self) -> u64 {
@@ -92,12 +93,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         } = req;
         let l = IoList::from_iov(local.bufs, NAME)?;
         let total = req.matched_len(NAME)?;
-        if total > MAX_MSG_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("{NAME}: RMA of {total} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
-            ));
-        }
+        check_len(NAME, "RMA", total, "max_msg_size", MAX_MSG_SIZE)?;
         if inject || flags.contains(OpFlags::INJECT) {
             self.check_inject(OpFlags::INJECT, total)?;
         }

@@ -90,23 +90,11 @@ impl Shared {
             unsafe { l.gather(0, body[at..].as_mut_ptr(), n) };
             at += n;
         }
-        let now = self.now();
         let hl = head.len();
-        let r = st
-            .eng
-            .send_with(peer, t.bits(), hl + plen, now, |off, n, dst| {
-                let (o, left) = super::tx::put_head(&head, off, n, dst);
-                dst.extend_from_slice(&body[o..o + left]);
-            });
-        if r.is_err() {
-            let _ = Self::take_op(st, t);
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("{NAME}: request too long"),
-            ));
-        }
-        self.flush(st, now);
-        Ok(())
+        self.send_op(st, peer, t, hl + plen, "request", |off, n, dst| {
+            let (o, left) = super::tx::put_head(&head, off, n, dst);
+            dst.extend_from_slice(&body[o..o + left]);
+        })
     }
 
     /// A request or response (header `h`, whole message `msg`) arrived from `peer`.

@@ -13,7 +13,7 @@
 //! Nothing here panics on peer input: lengths come from the engine, which checked them.
 
 use super::*;
-use ofi_kit::ep::Unexpected;
+use ofi_kit::epglue::Delivery;
 
 /// An unexpected message: the whole message, rxd header included.
 pub(super) type Unexp = Vec<u8>;
@@ -304,15 +304,14 @@ impl Shared {
         }
     }
 
-    pub(super) fn deliver_unexp(
-        &self,
-        act: &Active,
-        recv: &PostedRecv<IoList>,
-        place: Placement,
-        inc: &Incoming,
-        payload: Unexp,
-        released: bool,
-    ) {
+    pub(super) fn deliver_unexp(&self, act: &Active, d: Delivery<'_, Unexp>) {
+        let Delivery {
+            recv,
+            place,
+            msg: inc,
+            payload,
+            releases: released,
+        } = d;
         let data = payload.get(MSG_HDR..).unwrap_or(&[]);
         let n = place.len.min(data.len());
         // SAFETY: as in on_message.
@@ -324,23 +323,12 @@ impl Shared {
 
     pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.st);
-        let st = &mut *g;
-        // The common answer, Queued, is tested in place and returns before anything
-        // is moved out of the (large) result.
-        let posted = st.m.post(recv);
-        if matches!(posted, Ok(PostAction::Queued)) {
-            return Ok(());
-        }
-        act.carry_out(posted?, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => self.deliver_unexp(act, recv, place, msg, payload, releases),
-            Unexpected::Discard(payload) => self.discard_unexp(st, payload),
-        });
-        Ok(())
+        act.post_recv(
+            &mut *g,
+            |st| &mut st.m,
+            recv,
+            |_, d| self.deliver_unexp(act, d),
+            |st, payload| self.discard_unexp(st, payload),
+        )
     }
 }

@@ -13,6 +13,7 @@
 //! Nothing here panics.
 
 use super::*;
+use ofi_kit::epglue::check_len;
 
 /// Names a transmit operation: its slot in `St::ops` and the generation the slot had
 /// when the operation took it (a slot is reused; an old token no longer matches). It
@@ -236,12 +237,7 @@ impl Shared {
             (r.iov, r.dest, r.context, r.data, r.flags, r.inject);
         let (tagged, tag) = (r.tagged(), r.tag.unwrap_or(0));
         let len = iov.total();
-        if len > MAX_MSG_SIZE {
-            return Err(Error::new(
-                Errno::EMSGSIZE,
-                format!("{NAME}: message of {len} bytes exceeds max_msg_size {MAX_MSG_SIZE}"),
-            ));
-        }
+        check_len(NAME, "message", len, "max_msg_size", MAX_MSG_SIZE)?;
         let want = act.tx_completion_wanted(inject, flags);
         let (mut g, peer, t) = self.begin_op(act, dest, |_| TxOp {
             gen: 0,
@@ -252,20 +248,34 @@ impl Shared {
         })?;
         let st = &mut *g;
         let h = msg_hdr(tagged, tag, data);
+        self.send_op(st, peer, t, MSG_HDR + len, "message", |off, n, dst| {
+            let (o, left) = put_head(&h, off, n, dst);
+            // SAFETY: `iov` is the application's message, readable for its length
+            // during this submitting call (the C contract `SendRequest` carries).
+            unsafe { append_from(dst, &iov, o, left) };
+        })
+    }
+
+    /// Hand operation `t`'s message of `len` bytes to the engine for `peer` (`fill(off,
+    /// n, dst)` appends its `n` bytes from offset `off` to `dst`) and send what is due.
+    /// A message the engine refuses (over its size limit) ends the operation:
+    /// `FI_EMSGSIZE`, naming `what` was too long.
+    #[inline]
+    pub(super) fn send_op(
+        &self,
+        st: &mut St,
+        peer: PeerId,
+        t: OpToken,
+        len: usize,
+        what: &str,
+        fill: impl FnMut(usize, usize, &mut Vec<u8>),
+    ) -> Result<()> {
         let now = self.now();
-        let r = st
-            .eng
-            .send_with(peer, t.bits(), MSG_HDR + len, now, |off, n, dst| {
-                let (o, left) = put_head(&h, off, n, dst);
-                // SAFETY: `iov` is the application's message, readable for its length
-                // during this submitting call (the C contract `SendRequest` carries).
-                unsafe { append_from(dst, &iov, o, left) };
-            });
-        if r.is_err() {
+        if st.eng.send_with(peer, t.bits(), len, now, fill).is_err() {
             let _ = Self::take_op(st, t);
             return Err(Error::new(
                 Errno::EMSGSIZE,
-                format!("{NAME}: message too long"),
+                format!("{NAME}: {what} too long"),
             ));
         }
         self.flush(st, now);

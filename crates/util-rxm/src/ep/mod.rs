@@ -95,9 +95,7 @@ use ofi_kit::layered::RecvQueue;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
-use ofi_kit::tagmatch::{
-    Incoming, Match, MatcherConfig, Placement, PostAction, PostedRecv, TagMatcher,
-};
+use ofi_kit::tagmatch::{Incoming, Match, MatcherConfig, Placement, PostedRecv, TagMatcher};
 
 use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
 use crate::engine::{

@@ -14,7 +14,6 @@
 //!   counts for nothing.
 
 use super::*;
-use ofi_kit::ep::Unexpected;
 
 /// The part of a message's first packet that differs by protocol.
 enum First<'a> {
@@ -543,30 +542,20 @@ impl Shared {
         st: &mut St,
         recv: PostedRecv<IoList>,
     ) -> Result<()> {
-        // The common answer, Queued, is tested in place and returns before anything
-        // is moved out of the (large) result.
-        let posted = st.m.post(recv);
-        if matches!(posted, Ok(PostAction::Queued)) {
-            return Ok(());
-        }
-        act.carry_out(posted?, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => {
+        act.post_recv(
+            st,
+            |st| &mut st.m,
+            recv,
+            |st, d| {
                 let to = Landing {
-                    recv: recv.clone(),
-                    place,
-                    released: releases,
+                    recv: d.recv.clone(),
+                    place: d.place,
+                    released: d.releases,
                 };
-                self.deliver_unexp(act, st, to, msg, payload);
-            }
-            Unexpected::Discard(payload) => self.discard_unexp(act, st, payload),
-        });
-        Ok(())
+                self.deliver_unexp(act, st, to, d.msg, d.payload);
+            },
+            |st, payload| self.discard_unexp(act, st, payload),
+        )
     }
 }
 

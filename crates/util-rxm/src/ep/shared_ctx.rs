@@ -51,9 +51,10 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use ofi_core::attr::{Info, RxAttr, TxAttr};
+use ofi_core::attr::{RxAttr, TxAttr};
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
+use ofi_kit::epglue::{srx_info, stx_info};
 use ofi_kit::progress::ProgressEngine;
 use ofi_kit::tagmatch::{PostAction, PostedRecv};
 
@@ -152,11 +153,7 @@ impl Endpoint {
         attr: &RxAttr,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
-        let info = Info {
-            caps: attr.caps,
-            rx_attr: attr.clone(),
-            ..Info::default()
-        };
+        let info = srx_info(attr);
         Self::open_as(
             dom,
             &info,
@@ -176,10 +173,7 @@ impl Endpoint {
         attr: &TxAttr,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
-        let info = Info {
-            tx_attr: attr.clone(),
-            ..Info::default()
-        };
+        let info = stx_info(attr);
         Self::open_as(
             dom,
             &info,

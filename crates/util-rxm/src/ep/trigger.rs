@@ -17,31 +17,27 @@ use super::{Active, Endpoint, Shared};
 impl Shared {
     /// Issue the waiting calls whose counters reached their thresholds; complete
     /// the ones that fail as errors. The number of calls handled.
-    #[cold]
-    #[inline(never)]
     pub(super) fn fire_triggers(&self, act: &Active) -> usize {
-        let Some(sh) = self.this.upgrade() else {
-            return 0;
-        };
-        let ep = Endpoint {
-            sh,
-            flags: DefaultOpFlags::default(),
-        };
         // SAFETY: every queued call was made on this endpoint (kit's data path of a
         // handle of `self`); its buffers are the application's, valid until it
         // completes (the C API's contract).
-        unsafe {
-            self.triggers.fire_ready_completing(&ep, |ctx, flags, e| {
-                act.complete_tx(ctx, flags, true, Some(e))
-            })
-        }
+        unsafe { act.fire_triggers(&self.triggers, || self.trigger_handle()) }
     }
 
     /// Complete every waiting triggered call with `FI_ECANCELED` (the endpoint goes).
     pub(super) fn cancel_triggers(&self) {
         if let Some(act) = self.active.get() {
-            self.triggers
-                .cancel_all_completing(|ctx, flags, e| act.complete_tx(ctx, flags, true, Some(e)));
+            act.cancel_triggers(&self.triggers);
         }
+    }
+
+    /// A handle of this endpoint with default flags, to issue triggered calls through;
+    /// `None` once the endpoint is going.
+    fn trigger_handle(&self) -> Option<Endpoint> {
+        let sh = self.this.upgrade()?;
+        Some(Endpoint {
+            sh,
+            flags: DefaultOpFlags::default(),
+        })
     }
 }
