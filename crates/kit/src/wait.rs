@@ -943,11 +943,16 @@ mod tests {
         ready: AtomicBool,
         driven: AtomicUsize,
         polling: bool,
+        /// Becomes ready at this many drives (0: never by driving).
+        ready_after: usize,
     }
 
     impl Waitable for Flag {
         fn drive_progress(&self) -> usize {
-            self.driven.fetch_add(1, Ordering::SeqCst);
+            let driven = self.driven.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.ready_after != 0 && driven >= self.ready_after {
+                self.ready.store(true, Ordering::SeqCst);
+            }
             0
         }
         fn is_ready(&self) -> bool {
@@ -1093,15 +1098,20 @@ mod tests {
     #[test]
     fn wait_set_polls_members_that_need_it() {
         let w = set(WaitObj::Yield).unwrap();
+        // The member is ready at its 40th drive. A wait that drove it once per
+        // LONG_SLICE (50 ms), as it does a member that needs no polling, would need 2 s
+        // for that and times out at 10 slices; one that keeps polling gets there at once.
         let a = Arc::new(Flag {
             polling: true,
+            ready_after: 40,
             ..Flag::default()
         });
         w.add(weak(&a));
         assert!(w.needs_polling());
-        assert_eq!(w.wait(20).unwrap_err().code(), Errno::ETIMEDOUT);
-        // Polled many times, not once per LONG_SLICE.
-        assert!(a.driven.load(Ordering::SeqCst) > 5);
+        let slices = 10 * LONG_SLICE.as_millis() as i32;
+        w.wait(slices)
+            .expect("a polled member made ready by driving wakes the wait");
+        assert!(a.driven.load(Ordering::SeqCst) >= 40);
     }
 
     #[test]
