@@ -41,6 +41,7 @@ use ofi_core::provider::{BindTarget, DomainOps, FabricOps, Unsupported};
 use crate::av::{KitAv, SharedAv};
 use crate::cntr::KitCntr;
 use crate::cq::KitCq;
+use crate::epglue::Delivery;
 use crate::eq::KitEq;
 use crate::iov::IoList;
 use crate::tagmatch::{
@@ -173,20 +174,8 @@ pub struct Bindings<P = ()> {
 /// An unexpected message [`Bound::carry_out`] hands the provider.
 #[derive(Debug)]
 pub enum Unexpected<'a, U> {
-    /// Deliver message `msg`, whose bytes `payload` holds, into `recv` at `place`;
-    /// `releases`: this completion releases a multi-receive buffer (`FI_MULTI_RECV`).
-    Deliver {
-        /// The receive.
-        recv: &'a PostedRecv<IoList>,
-        /// Where the data goes.
-        place: Placement,
-        /// The message.
-        msg: &'a Incoming,
-        /// The provider's hold on its bytes.
-        payload: U,
-        /// Whether this completion releases the buffer.
-        releases: bool,
-    },
+    /// Deliver a message into a receive ([`Delivery`]).
+    Deliver(Delivery<'a, U>),
     /// `FI_DISCARD` removed the message: release what `payload` holds.
     Discard(U),
 }
@@ -328,26 +317,26 @@ impl<P> Bound<P> {
                 place,
                 msg,
                 payload,
-            } => unexpected(Unexpected::Deliver {
+            } => unexpected(Unexpected::Deliver(Delivery {
                 recv: &recv,
                 place,
                 msg: &msg,
                 payload,
                 releases: false,
-            }),
+            })),
             PostAction::Multi {
                 recv,
                 released,
                 msgs,
             } => {
                 for (place, msg, payload, releases) in multi_deliveries(released, msgs) {
-                    unexpected(Unexpected::Deliver {
+                    unexpected(Unexpected::Deliver(Delivery {
                         recv: &recv,
                         place,
                         msg: &msg,
                         payload,
                         releases,
-                    });
+                    }));
                 }
             }
             PostAction::Peeked { recv, msg } => self.peeked(recv, &msg, false),

@@ -80,22 +80,7 @@ impl<P> Bound<P> {
         mut discard: impl FnMut(&mut S, U),
     ) {
         self.carry_out(action, |u| match u {
-            Unexpected::Deliver {
-                recv,
-                place,
-                msg,
-                payload,
-                releases,
-            } => deliver(
-                st,
-                Delivery {
-                    recv,
-                    place,
-                    msg,
-                    payload,
-                    releases,
-                },
-            ),
+            Unexpected::Deliver(d) => deliver(st, d),
             Unexpected::Discard(payload) => discard(st, payload),
         });
     }

@@ -92,12 +92,31 @@ pub fn read_table<S: Default>(read: impl FnOnce(&mut S) -> Result<()>) -> Result
 /// declared with the field's default; the first error ends the read. The value is a
 /// `Result` of the settings type.
 ///
-/// ```ignore
-/// let p = Params::new(host, NAME);
+/// ```
+/// # use ofi_core::provider::Host;
+/// # use ofi_kit::param::Params;
+/// struct Geometry {
+///     slots: usize,
+/// }
+/// struct Settings {
+///     rx_size: usize,
+///     geometry: Geometry,
+/// }
+/// impl Default for Settings {
+///     fn default() -> Settings {
+///         let geometry = Geometry { slots: 64 };
+///         Settings { rx_size: 256, geometry }
+///     }
+/// }
+///
+/// let host = Host::for_provider("doc_example");
+/// let p = Params::new(&host, "doc_example");
 /// let s = ofi_kit::read_params!(p, Settings {
 ///     rx_size: "rx_size", "Receives an endpoint may have posted", 1..=usize::MAX;
 ///     geometry.slots: "ring_size", "Slots per ring";
 /// })?;
+/// assert_eq!((s.rx_size, s.geometry.slots), (256, 64));
+/// # Ok::<(), ofi_core::Error>(())
 /// ```
 ///
 /// A row is `field.path: "name", "help"` with an optional `, range` for a size; the
