@@ -92,9 +92,9 @@ impl Bounce {
 
 impl Shared {
     /// Post the bounce buffers of MSG slot `slot` (once).
-    pub(super) fn post_bufs(&self, st: &mut St, slot: usize) {
+    pub(super) fn post_bufs(&self, state: &mut EpState, slot: usize) {
         let layout = self.bounce;
-        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(m) = state.msgs.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
         if m.posted {
@@ -117,14 +117,14 @@ impl Shared {
             m.bufs.push(vec![0u8; layout.len].into_boxed_slice());
         }
         for b in 0..layout.count {
-            self.repost(st, slot, b);
+            self.repost(state, slot, b);
         }
     }
 
     /// Post bounce buffer `b` of MSG slot `slot` (again).
-    pub(super) fn repost(&self, st: &mut St, slot: usize, b: usize) {
+    pub(super) fn repost(&self, state: &mut EpState, slot: usize, b: usize) {
         let multi = self.bounce.multi;
-        let Some(m) = st.msgs.get_mut(slot).and_then(Option::as_mut) else {
+        let Some(m) = state.msgs.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
         let Some(buf) = m.bufs.get_mut(b) else {

@@ -14,25 +14,25 @@ use super::*;
 impl Shared {
     /// Open a MSG endpoint for `conn` from `info` (a connection request's, or the core
     /// info for an outgoing one), bound to the core EQ and CQ.
-    pub(super) fn open_msg(&self, st: &mut St, info: &Info, conn: usize) -> Result<usize> {
-        st.msg_gen = st.msg_gen.wrapping_add(1) & 0x3fff_ffff;
-        let gen = st.msg_gen;
-        let slot = st
+    pub(super) fn open_msg(&self, state: &mut EpState, info: &Info, conn: usize) -> Result<usize> {
+        state.msg_gen = state.msg_gen.wrapping_add(1) & 0x3fff_ffff;
+        let gen = state.msg_gen;
+        let slot = state
             .msgs
             .iter()
             .position(Option::is_none)
-            .unwrap_or(st.msgs.len());
+            .unwrap_or(state.msgs.len());
         let ep = self.dom.core.endpoint_with(info, ep_ctx(slot, gen), 0)?;
         ep.bind_eq(&self.core_eq)?;
         ep.bind(&self.core_cq, OpFlags::TRANSMIT | OpFlags::RECV)?;
-        let s = st.new_msg(ep, conn, gen);
+        let s = state.new_msg(ep, conn, gen);
         debug_assert_eq!(s, slot);
         Ok(s)
     }
 
-    pub(super) fn drop_msg(&self, st: &mut St, slot: Option<usize>) {
+    pub(super) fn drop_msg(&self, state: &mut EpState, slot: Option<usize>) {
         if let Some(s) = slot {
-            if let Some(m) = st.msgs.get_mut(s).and_then(Option::take) {
+            if let Some(m) = state.msgs.get_mut(s).and_then(Option::take) {
                 let _ = m.ep.shutdown(0);
                 drop(m);
             }
@@ -40,15 +40,15 @@ impl Shared {
     }
 
     /// Carry out the connection manager's actions.
-    pub(super) fn run_actions(&self, act: &Active, st: &mut St) {
-        let now = st.now();
-        while let Some(a) = st.mgr.poll_action() {
+    pub(super) fn run_actions(&self, active: &Active, state: &mut EpState) {
+        let now = state.now();
+        while let Some(a) = state.conn_mgr.poll_action() {
             match a {
                 Action::Connect(p) => {
                     let c = p as usize;
-                    let Some((addr, rx_index)) = st.conn(c).map(|x| (x.key.clone(), x.rx_index))
+                    let Some((addr, rx_index)) = state.conn(c).map(|x| (x.key.clone(), x.rx_index))
                     else {
-                        st.mgr.remove(p, now);
+                        state.conn_mgr.remove(p, now);
                         continue;
                     };
                     let hello = self.hello_with(
@@ -59,62 +59,62 @@ impl Shared {
                     let mut ci = self.dom.core_info.clone();
                     ci.dest_addr = None;
                     ci.src_addr = None;
-                    let r = self.open_msg(st, &ci, c).and_then(|slot| {
-                        let res = st.msgs[slot]
+                    let r = self.open_msg(state, &ci, c).and_then(|slot| {
+                        let res = state.msgs[slot]
                             .as_ref()
                             .map(|m| m.ep.enable().and_then(|_| m.ep.connect(&addr, &hello)))
                             .unwrap_or(Ok(()));
                         match res {
                             Ok(()) => Ok(slot),
                             Err(e) => {
-                                self.drop_msg(st, Some(slot));
+                                self.drop_msg(state, Some(slot));
                                 Err(e)
                             }
                         }
                     });
                     match r {
                         Ok(slot) => {
-                            if let Some(conn) = st.conns[c].as_mut() {
+                            if let Some(conn) = state.conns[c].as_mut() {
                                 conn.attempt = Some(slot);
                             }
                         }
                         Err(e) => {
                             ofi_core::ofi_info!(NAME, "ep_ctrl", "connect: {e}");
-                            st.mgr.on_refused(p, e.code(), Reason::None, now);
+                            state.conn_mgr.on_refused(p, e.code(), Reason::None, now);
                         }
                     }
                 }
                 Action::Abort(p) | Action::AbortAccept(p) => {
                     let outgoing = matches!(a, Action::Abort(_));
-                    let slot = st.conn_mut(p as usize).and_then(|c| {
+                    let slot = state.conn_mut(p as usize).and_then(|c| {
                         if outgoing {
                             c.attempt.take()
                         } else {
                             c.accepting.take()
                         }
                     });
-                    self.drop_msg(st, slot);
+                    self.drop_msg(state, slot);
                 }
                 Action::Fail(p, e) => {
                     ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {p}: giving up: {e}");
-                    self.fail_queued(act, st, p as usize, e);
+                    self.fail_queued(active, state, p as usize, e);
                 }
             }
         }
-        st.next_timer = st.mgr.poll_timeout();
+        state.next_timer = state.conn_mgr.poll_timeout();
     }
 
     /// Fail every operation waiting for a connection to `c` (the connection manager
     /// gave up on the peer).
-    pub(super) fn fail_queued(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        st.eng.fail_waiting(peer_of(c), e);
-        self.drain_events(act, st);
+    pub(super) fn fail_queued(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
+        state.protocol.fail_waiting(peer_of(c), e);
+        self.drain_events(active, state);
     }
 
     /// The connection to `c` is gone: fail what was queued or in flight on it.
-    pub(super) fn fail_conn(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        let now = st.now();
-        let Some(conn) = st.conn_mut(c) else {
+    pub(super) fn fail_conn(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
+        let now = state.now();
+        let Some(conn) = state.conn_mut(c) else {
             return;
         };
         let slots: Vec<usize> = conn
@@ -128,20 +128,20 @@ impl Shared {
         conn.stalled.clear();
         conn.instance = None;
         for s in slots {
-            self.drop_msg(st, Some(s));
+            self.drop_msg(state, Some(s));
         }
         // Operations in flight or queued on this connection: the engine's (queued,
         // awaiting the peer) and those it is done with but the core is not.
-        self.fail_ops_of(act, st, c, e, false);
-        self.fail_receives_of(act, st, c, e);
-        st.mgr.on_lost(c as PeerId, now);
-        self.run_actions(act, st);
+        self.fail_ops_of(active, state, c, e, false);
+        self.fail_receives_of(active, state, c, e);
+        state.conn_mgr.on_lost(c as PeerId, now);
+        self.run_actions(active, state);
     }
 
     /// Fail with `e` the receives being filled from connection `c`: a segmented
     /// message placed into a receive, rendezvous reads.
-    fn fail_receives_of(&self, act: &Active, st: &mut St, c: usize, e: Errno) {
-        let sar = st.conn_mut(c).and_then(|x| x.sar.take());
+    fn fail_receives_of(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
+        let sar = state.conn_mut(c).and_then(|x| x.sar.take());
         if let Some(s) = sar {
             if let SarTarget::Recv {
                 recv,
@@ -149,31 +149,39 @@ impl Shared {
                 released,
             } = s.target
             {
-                act.complete_rx(&recv, place, &s.inc, released, Some(e));
+                active.complete_rx(&recv, place, &s.inc, released, Some(e));
             }
         }
-        let rds: Vec<u32> = st
+        let rds: Vec<u32> = state
             .rds
             .iter()
             .enumerate()
             .filter_map(|(i, r)| r.as_ref().filter(|r| r.conn == c).map(|_| i as u32))
             .collect();
         for i in rds {
-            if let Some(r) = st.rds.get_mut(i as usize).and_then(Option::take) {
-                st.rd_free.push(i);
-                act.complete_rx(&r.recv, r.place, &r.inc, r.released, Some(e));
+            if let Some(r) = state.rds.get_mut(i as usize).and_then(Option::take) {
+                state.rd_free.push(i);
+                active.complete_rx(&r.recv, r.place, &r.inc, r.released, Some(e));
             }
         }
-        st.rd_waiting
-            .retain(|i| st.rds.get(*i as usize).is_some_and(Option::is_some));
+        state
+            .rd_waiting
+            .retain(|i| state.rds.get(*i as usize).is_some_and(Option::is_some));
     }
 
     /// Fail the operations on connection `c` with `e`: every one, or with
     /// `keep_queued` those the engine has not started (they go on the next
     /// connection). The engine starts a new epoch for the peer.
-    fn fail_ops_of(&self, act: &Active, st: &mut St, c: usize, e: Errno, keep_queued: bool) {
-        st.eng.reset(peer_of(c), e, keep_queued);
-        let ids: Vec<u32> = st
+    fn fail_ops_of(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        c: usize,
+        e: Errno,
+        keep_queued: bool,
+    ) {
+        state.protocol.reset(peer_of(c), e, keep_queued);
+        let ids: Vec<u32> = state
             .ops
             .iter()
             .enumerate()
@@ -184,18 +192,18 @@ impl Shared {
             })
             .collect();
         for i in ids {
-            if let Some(op) = st.free_op(i) {
-                act.complete_tx(op.ctx, op.flags, op.want, Some(e));
+            if let Some(op) = state.free_op(i) {
+                active.complete_tx(op.ctx, op.flags, op.want, Some(e));
             }
         }
         // The engine's failures of the same operations find them gone.
-        self.drain_events(act, st);
+        self.drain_events(active, state);
     }
 
     pub(super) fn handle_connreq(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         info: Option<Box<Info>>,
         data: &[u8],
     ) {
@@ -261,7 +269,7 @@ impl Shared {
             Ok(a) => a,
             Err(e) => return reject(Reason::Malformed, &format!("bad peer address: {e}")),
         };
-        let now = st.now();
+        let now = state.now();
         // An unspecified IP in the peer's name (it listens on every interface) is the
         // IP its connection comes from.
         let src_ip = info
@@ -270,14 +278,14 @@ impl Shared {
             .and_then(Address::socket_addr)
             .map(|a| a.ip());
         let actual = norm_addr(&addr, src_ip);
-        let c = st.conn_for_addr(&actual);
+        let c = state.conn_for_addr(&actual);
         // A transmit context of a scalable endpoint is known in the AVs by its
         // scalable endpoint's name (`FI_SOURCE`).
         let alias = ext
             .alias
             .as_deref()
             .and_then(|a| Address::from_bytes(self.dom.core_info.addr_format, a).ok());
-        if let Some(conn) = st.conn_mut(c) {
+        if let Some(conn) = state.conn_mut(c) {
             let forms = [
                 Some(addr.clone()),
                 alias.as_ref().map(|a| norm_addr(a, src_ip)),
@@ -294,7 +302,8 @@ impl Shared {
         let decision = if loopback {
             ConnDecision::Accept
         } else {
-            st.mgr
+            state
+                .conn_mgr
                 .on_incoming(c as PeerId, h.instance, conn::self_wins(&me, &h.addr), now)
         };
         match decision {
@@ -305,27 +314,27 @@ impl Shared {
                 if decision == ConnDecision::Replace {
                     // The peer restarted: what was in flight on the old connection is
                     // lost; what was queued goes on the new one.
-                    let old = st.conns[c].as_mut().and_then(|x| {
+                    let old = state.conns[c].as_mut().and_then(|x| {
                         x.stalled.clear();
                         x.tx.take()
                     });
-                    self.drop_msg(st, old);
-                    self.fail_ops_of(act, st, c, Errno::ECONNRESET, true);
-                    self.fail_receives_of(act, st, c, Errno::ECONNRESET);
+                    self.drop_msg(state, old);
+                    self.fail_ops_of(active, state, c, Errno::ECONNRESET, true);
+                    self.fail_receives_of(active, state, c, Errno::ECONNRESET);
                 }
-                self.run_actions(act, st);
-                match self.open_msg(st, &info, c) {
+                self.run_actions(active, state);
+                match self.open_msg(state, &info, c) {
                     Ok(slot) => {
-                        let ok = st.msgs[slot]
+                        let ok = state.msgs[slot]
                             .as_ref()
                             .map(|m| m.ep.accept(&self.hello(Kind::Accept, Reason::None)))
                             .unwrap_or(Ok(()));
                         if let Err(e) = ok {
                             ofi_core::ofi_warn!(NAME, "ep_ctrl", "accept: {e}");
-                            self.drop_msg(st, Some(slot));
+                            self.drop_msg(state, Some(slot));
                             return;
                         }
-                        if let Some(conn) = st.conns[c].as_mut() {
+                        if let Some(conn) = state.conns[c].as_mut() {
                             if loopback {
                                 conn.loopback = true;
                                 conn.extra.push(slot);
@@ -336,7 +345,7 @@ impl Shared {
                                     h.sar_limit.min(crate::MAX_MSG_SIZE as u64) as usize;
                                 conn.instance = Some(h.instance);
                                 conn.peer_rma_event = h.rma_event;
-                                self.drop_msg(st, prev);
+                                self.drop_msg(state, prev);
                             }
                         }
                     }
@@ -349,16 +358,27 @@ impl Shared {
         }
     }
 
-    pub(super) fn handle_connected(&self, act: &Active, st: &mut St, slot: usize, data: &[u8]) {
-        let now = st.now();
-        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+    pub(super) fn handle_connected(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        slot: usize,
+        data: &[u8],
+    ) {
+        let now = state.now();
+        let Some(c) = state
+            .msgs
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|m| m.conn)
+        else {
             return;
         };
-        let Some(conn) = st.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(c) else {
             return;
         };
         if conn.extra.contains(&slot) {
-            self.post_bufs(st, slot);
+            self.post_bufs(state, slot);
             return;
         }
         let (credits, instance) = if conn.attempt == Some(slot) {
@@ -376,10 +396,14 @@ impl Shared {
                 }
                 Ok(h) => {
                     ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer accepted with an incompatible handshake (kind {:?}, version {}, buffer size {})", h.kind, h.version, h.buffer_size);
-                    self.drop_msg(st, Some(slot));
-                    st.mgr
-                        .on_refused(c as PeerId, Errno::ECONNREFUSED, Reason::Version, now);
-                    self.run_actions(act, st);
+                    self.drop_msg(state, Some(slot));
+                    state.conn_mgr.on_refused(
+                        c as PeerId,
+                        Errno::ECONNREFUSED,
+                        Reason::Version,
+                        now,
+                    );
+                    self.run_actions(active, state);
                     return;
                 }
                 Err(e) => {
@@ -388,10 +412,14 @@ impl Shared {
                         "ep_ctrl",
                         "peer accepted with a malformed handshake: {e}"
                     );
-                    self.drop_msg(st, Some(slot));
-                    st.mgr
-                        .on_refused(c as PeerId, Errno::ECONNREFUSED, Reason::Malformed, now);
-                    self.run_actions(act, st);
+                    self.drop_msg(state, Some(slot));
+                    state.conn_mgr.on_refused(
+                        c as PeerId,
+                        Errno::ECONNREFUSED,
+                        Reason::Malformed,
+                        now,
+                    );
+                    self.run_actions(active, state);
                     return;
                 }
             }
@@ -400,7 +428,7 @@ impl Shared {
             (conn.accept_credits, conn.instance)
         } else {
             // Abandoned attempt that completed anyway.
-            self.drop_msg(st, Some(slot));
+            self.drop_msg(state, Some(slot));
             return;
         };
         let old = conn.tx.replace(slot);
@@ -412,38 +440,43 @@ impl Shared {
         // credits at the peer, so the grant of the new handshake must not refill them
         // (the engine ignores a second "up").
         if old.is_none() {
-            st.eng.handle_conn_up(peer_of(c), credits as u32);
+            state.protocol.handle_conn_up(peer_of(c), credits as u32);
         }
         if peer_sar > 0 {
-            st.eng.set_peer_sar_limit(peer_of(c), peer_sar);
+            state.protocol.set_peer_sar_limit(peer_of(c), peer_sar);
         }
-        self.drop_msg(st, old);
-        self.post_bufs(st, slot);
-        st.mgr.on_connected(c as PeerId, instance, now);
-        self.run_actions(act, st);
-        self.pump_conn(act, st, c);
+        self.drop_msg(state, old);
+        self.post_bufs(state, slot);
+        state.conn_mgr.on_connected(c as PeerId, instance, now);
+        self.run_actions(active, state);
+        self.pump_conn(active, state, c);
     }
 
     pub(super) fn handle_cm_error(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         slot: usize,
         err: Errno,
         data: &[u8],
     ) {
         // As for FI_SHUTDOWN: what arrived before the error is completed first.
-        self.progress_cq(act, st);
-        let now = st.now();
-        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+        self.progress_cq(active, state);
+        let now = state.now();
+        let Some(c) = state
+            .msgs
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|m| m.conn)
+        else {
             return;
         };
-        let Some(conn) = st.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(c) else {
             return;
         };
         if conn.attempt == Some(slot) {
             conn.attempt = None;
-            self.drop_msg(st, Some(slot));
+            self.drop_msg(state, Some(slot));
             let reason = match Hello::parse(data) {
                 Ok(h) if h.kind == Kind::Reject => h.reason,
                 _ => Reason::None,
@@ -451,60 +484,65 @@ impl Shared {
             if matches!(reason, Reason::Version | Reason::Params | Reason::Malformed) {
                 ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer refused our handshake ({reason:?})");
             }
-            st.mgr.on_refused(c as PeerId, err, reason, now);
-            self.run_actions(act, st);
+            state.conn_mgr.on_refused(c as PeerId, err, reason, now);
+            self.run_actions(active, state);
         } else if conn.tx == Some(slot) {
-            self.fail_conn(act, st, c, Errno::ECONNRESET);
+            self.fail_conn(active, state, c, Errno::ECONNRESET);
         } else {
             if conn.accepting == Some(slot) {
                 conn.accepting = None;
             }
             conn.extra.retain(|s| *s != slot);
-            self.drop_msg(st, Some(slot));
+            self.drop_msg(state, Some(slot));
         }
     }
 
-    pub(super) fn handle_shutdown(&self, act: &Active, st: &mut St, slot: usize) {
+    pub(super) fn handle_shutdown(&self, active: &Active, state: &mut EpState, slot: usize) {
         // The core reports the close after the completions of what arrived before it;
         // take those first, or a peer's last message (sent just before it exited) would
         // be dropped with the connection's slot (the same for an error event).
-        self.progress_cq(act, st);
-        let Some(c) = st.msgs.get(slot).and_then(Option::as_ref).map(|m| m.conn) else {
+        self.progress_cq(active, state);
+        let Some(c) = state
+            .msgs
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map(|m| m.conn)
+        else {
             return;
         };
-        let Some(conn) = st.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(c) else {
             return;
         };
         if conn.tx == Some(slot) {
-            self.fail_conn(act, st, c, Errno::ECONNRESET);
+            self.fail_conn(active, state, c, Errno::ECONNRESET);
         } else {
             conn.extra.retain(|s| *s != slot);
             if conn.accepting == Some(slot) {
                 conn.accepting = None;
             }
-            self.drop_msg(st, Some(slot));
+            self.drop_msg(state, Some(slot));
         }
     }
 
-    pub(super) fn progress_eq(&self, act: &Active, st: &mut St) -> usize {
+    pub(super) fn progress_eq(&self, active: &Active, state: &mut EpState) -> usize {
         // A scalable endpoint's receive context: the requests routed to it.
-        let mut n = self.take_routed_requests(act, st);
+        let mut n = self.take_routed_requests(active, state);
         for _ in 0..EQ_BUDGET {
             match self.core_eq.read() {
                 Ok(ev) => {
                     n += 1;
                     match ev.event {
                         EqEvent::ConnReq if ev.fid == CTX_PEP => {
-                            self.handle_connreq(act, st, ev.info, &ev.cm_data)
+                            self.handle_connreq(active, state, ev.info, &ev.cm_data)
                         }
                         EqEvent::Connected => {
-                            if let Some(slot) = live_slot(st, ev.fid) {
-                                self.handle_connected(act, st, slot, &ev.cm_data);
+                            if let Some(slot) = live_slot(state, ev.fid) {
+                                self.handle_connected(active, state, slot, &ev.cm_data);
                             }
                         }
                         EqEvent::Shutdown => {
-                            if let Some(slot) = live_slot(st, ev.fid) {
-                                self.handle_shutdown(act, st, slot);
+                            if let Some(slot) = live_slot(state, ev.fid) {
+                                self.handle_shutdown(active, state, slot);
                             }
                         }
                         _ => {}
@@ -514,8 +552,8 @@ impl Shared {
                     n += 1;
                     match self.core_eq.readerr() {
                         Ok(ee) => {
-                            if let Some(slot) = live_slot(st, ee.fid) {
-                                self.handle_cm_error(act, st, slot, ee.err, &ee.err_data);
+                            if let Some(slot) = live_slot(state, ee.fid) {
+                                self.handle_cm_error(active, state, slot, ee.err, &ee.err_data);
                             }
                         }
                         Err(_) => break,
@@ -530,9 +568,10 @@ impl Shared {
 
 /// The MSG slot an EQ event's context names, if that slot still holds the endpoint of
 /// that generation (an event of a closed endpoint is ignored).
-fn live_slot(st: &St, fid: usize) -> Option<usize> {
+fn live_slot(state: &EpState, fid: usize) -> Option<usize> {
     let (slot, gen) = split_ep_ctx(fid)?;
-    st.msgs
+    state
+        .msgs
         .get(slot)
         .and_then(Option::as_ref)
         .is_some_and(|m| m.gen == gen)

@@ -27,7 +27,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     /// the operation table (waiting for its core completion, its peer's
     /// acknowledgement or a rendezvous).
     fn fence_ready(&self, _act: &Active) -> Result<()> {
-        if lock(&self.sh.st).live > 0 {
+        if lock(&self.sh.state).live > 0 {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         Ok(())
@@ -37,16 +37,16 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.core_inject.saturating_sub(HDR_LEN)
     }
 
-    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+    fn submit_send(&self, active: &Active, req: SendRequest) -> Result<()> {
         self.refuse_tx_on_context()?;
-        self.sh.send(act, req)
+        self.sh.send(active, req)
     }
 
-    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
-        self.sh.post_recv(act, recv)
+    fn submit_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(active, recv)
     }
 
-    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+    fn submit_rma(&self, active: &Active, req: RmaRequest<'_>) -> Result<()> {
         self.refuse_tx_on_context()?;
         let read = req.is_read();
         let RmaRequest {
@@ -104,7 +104,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             (fwd, None)
         };
         self.sh.forward(
-            act,
+            active,
             FwdRequest {
                 dest: peer,
                 ctx,
@@ -117,7 +117,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         )
     }
 
-    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+    fn submit_atomic(&self, active: &Active, req: AtomicRequest<'_>) -> Result<()> {
         self.refuse_tx_on_context()?;
         let AtomicRequest {
             kind,
@@ -153,7 +153,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             owned = Some(v);
         }
         self.sh.forward(
-            act,
+            active,
             FwdRequest {
                 dest: peer,
                 ctx,

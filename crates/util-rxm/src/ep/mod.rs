@@ -2,7 +2,7 @@
 //!
 //! # Structure
 //!
-//! The protocol's sequencing is [`crate::engine::Engine`]'s (`St::eng`, one engine
+//! The protocol's sequencing is [`crate::engine::Engine`]'s (`EpState::protocol`, one engine
 //! peer per connection, numbered by the connection's index): the per-peer queue of
 //! operations waiting for a connection or a credit, credits both ways, delivery
 //! acknowledgements, the cursor of a segmented message being received, the rendezvous
@@ -28,7 +28,7 @@
 //! An endpoint owns, in the core provider: a passive endpoint listening on its address
 //! (its name is the RDM endpoint's name), an EQ for connection events, a CQ every MSG
 //! endpoint it opens is bound to, and one MSG endpoint per connection (two for a
-//! connection to itself). Everything else is one mutex-protected state (`St`):
+//! connection to itself). Everything else is one mutex-protected state (`EpState`):
 //! connections by peer address (and receive context index), the MSG endpoint slots,
 //! the engine, the operation records, the rendezvous reads and the kit tag matcher.
 //! Shared contexts (`shared_ctx`) and a scalable endpoint's contexts (`scalable`) are
@@ -68,7 +68,7 @@
 //!
 //! # Invariants
 //!
-//! - Lock order: `St`, then a kit CQ's / counter's / AV's own lock, then the core's.
+//! - Lock order: `EpState`, then a kit CQ's / counter's / AV's own lock, then the core's.
 //! - A core context names (kind, index, generation): a completion for a freed slot is
 //!   recognised by its generation and ignored.
 //!
@@ -395,7 +395,7 @@ struct CqBuf([CqTaggedEntry; CQ_BATCH]);
 // which is only read and written under the endpoint's lock.
 unsafe impl Send for CqBuf {}
 
-struct St {
+struct EpState {
     conns: Vec<Option<Conn>>,
     /// Connections by (normalised address, receive context index).
     by_addr: HashMap<(Vec<u8>, u16), usize>,
@@ -418,12 +418,12 @@ struct St {
     rds: Vec<Option<RdOp>>,
     rd_free: Vec<u32>,
     rd_waiting: Vec<u32>,
-    m: TagMatcher<IoList, Unexp>,
+    matcher: TagMatcher<IoList, Unexp>,
     /// The protocol's sequencing (peer = connection index): per-peer queues, credits,
     /// acknowledgements, segment cursors, rendezvous bookkeeping, epochs.
-    eng: Engine,
-    mgr: Manager,
-    /// The connection manager's next deadline, on its clock ([`St::now`]).
+    protocol: Engine,
+    conn_mgr: Manager,
+    /// The connection manager's next deadline, on its clock ([`EpState::now`]).
     next_timer: Option<conn::Nanos>,
     /// The origin of the connection manager's clock.
     clock: Instant,
@@ -435,7 +435,7 @@ struct St {
 
 /// Everything of an endpoint; the progress engine holds it weakly.
 struct Shared {
-    st: Mutex<St>,
+    state: Mutex<EpState>,
     dom: Arc<DomainShared>,
     settings: Settings,
     core_cq: CompletionQueue,
@@ -456,7 +456,7 @@ struct Shared {
     directed: bool,
     setup: Mutex<Setup>,
     active: OnceLock<Active>,
-    /// Remote-access counters (locked after `st` where both are held).
+    /// Remote-access counters (locked after `state` where both are held).
     /// Counters bound with `FI_REMOTE_WRITE` / `FI_REMOTE_READ` (`FI_RMA_EVENT`): they
     /// count the peers' accesses to this endpoint's memory as the peers report them done
     /// ([`proto::Op::RemoteAccess`]). Bound before `fi_enable`, so before any handshake
@@ -593,7 +593,7 @@ impl Endpoint {
             triggers: ofi_kit::trigger::TriggerQueue::new(tx_size),
             this: this.clone(),
             auth,
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 conns: Vec::new(),
                 by_addr: HashMap::new(),
                 by_fi: HashMap::new(),
@@ -609,15 +609,15 @@ impl Endpoint {
                 rds: Vec::new(),
                 rd_free: Vec::new(),
                 rd_waiting: Vec::new(),
-                m,
-                eng: Engine::new(EngineConfig {
+                matcher: m,
+                protocol: Engine::new(EngineConfig {
                     credits: settings.credits as u32,
                     eager_max: settings.eager_limit(),
                     seg_size: settings.eager_limit(),
                     sar_limit: settings.sar_limit,
                     max_msg: crate::MAX_MSG_SIZE,
                 }),
-                mgr,
+                conn_mgr: mgr,
                 next_timer: None,
                 clock: Instant::now(),
                 last_eq: Instant::now(),
@@ -659,7 +659,7 @@ impl Endpoint {
 
     /// Connections currently up.
     pub fn connections(&self) -> usize {
-        lock(&self.sh.st)
+        lock(&self.sh.state)
             .conns
             .iter()
             .flatten()
@@ -785,7 +785,7 @@ impl Shared {
 // ---------------------------------------------------------------------------------------
 // Connections.
 
-impl St {
+impl EpState {
     /// Connection `c`, if it is open.
     fn conn(&self, c: usize) -> Option<&Conn> {
         self.conns.get(c)?.as_ref()
@@ -812,7 +812,7 @@ impl St {
         self.conn_for_target(addr, 0)
     }
 
-    /// [`St::conn_for_addr`] for receive context `rx_index` of the peer: each index
+    /// [`EpState::conn_for_addr`] for receive context `rx_index` of the peer: each index
     /// has its connection.
     fn conn_for_target(&mut self, addr: &Address, rx_index: u16) -> usize {
         let key = (norm_addr(addr, None).to_bytes(), rx_index);
@@ -856,7 +856,7 @@ impl St {
         idx
     }
 
-    fn conn_src(&mut self, act: &Active, c: usize, need: bool) -> u64 {
+    fn conn_src(&mut self, active: &Active, c: usize, need: bool) -> u64 {
         if !need {
             return ADDR_NOTAVAIL;
         }
@@ -865,7 +865,7 @@ impl St {
         };
         if conn.src != ADDR_NOTAVAIL {
             if let Some(a) = conn.aliases.get(conn.src_alias) {
-                if act
+                if active
                     .av
                     .with_entry(conn.src, |e| e.addr == a)
                     .unwrap_or(false)
@@ -875,7 +875,7 @@ impl St {
             }
         }
         for (k, a) in conn.aliases.iter().enumerate() {
-            if let Some(f) = act.av.reverse_lookup(a) {
+            if let Some(f) = active.av.reverse_lookup(a) {
                 conn.src = f;
                 conn.src_alias = k;
                 return f;
@@ -931,16 +931,16 @@ impl St {
 
 impl Progress for Shared {
     fn progress(&self) -> usize {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return 0;
         };
-        let n = self.progress_now(act);
+        let n = self.progress_now(active);
         // Triggered operations go once their counters reach their thresholds: one
         // load when none waits.
         if self.triggers.is_empty() {
             n
         } else {
-            n + self.fire_triggers(act)
+            n + self.fire_triggers(active)
         }
     }
 }
@@ -950,10 +950,10 @@ impl Drop for Shared {
         self.cancel_triggers();
         self.refuse_unrouted();
         // MSG endpoints go first (they are bound to the CQ and EQ dropped after us).
-        let st = self.st.get_mut().unwrap_or_else(PoisonError::into_inner);
-        st.msgs.clear();
-        st.ops.clear();
-        st.rds.clear();
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        state.msgs.clear();
+        state.ops.clear();
+        state.rds.clear();
     }
 }
 
@@ -963,12 +963,12 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
-        f(&mut lock(&self.sh.st).m)
+        f(&mut lock(&self.sh.state).matcher)
     }
 
     fn tx_room(&self) -> usize {
-        let st = lock(&self.sh.st);
-        self.sh.settings.tx_size.saturating_sub(st.live)
+        let state = lock(&self.sh.state);
+        self.sh.settings.tx_size.saturating_sub(state.live)
     }
 
     /// `FI_RMA_EVENT`: counters of the peers' RMA and atomics on this endpoint's memory

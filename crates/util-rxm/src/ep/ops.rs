@@ -57,14 +57,20 @@ impl TxOp {
 }
 
 impl Shared {
-    pub(super) fn post_fwd(&self, act: &Active, st: &mut St, i: u32, ctx: usize) -> Posted {
-        let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
+    pub(super) fn post_fwd(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        i: u32,
+        ctx: usize,
+    ) -> Posted {
+        let Some(op) = state.ops.get(i as usize).and_then(Option::as_ref) else {
             return Posted::Done;
         };
         let Body::Fwd(f) = &op.body else {
             return Posted::Done;
         };
-        let Some(ep) = self.tx_ep(st, op.conn) else {
+        let Some(ep) = self.tx_ep(state, op.conn) else {
             return Posted::Gone;
         };
         let dp = |d: &Vec<usize>| -> *const *mut c_void {
@@ -143,17 +149,24 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                st.posted_last(i);
+                state.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
-            Err(e) => self.fail_op(act, st, i, e.code()),
+            Err(e) => self.fail_op(active, state, i, e.code()),
         }
     }
 
     /// A core transmit completion (or error) for operation `i`.
-    pub(super) fn tx_done(&self, act: &Active, st: &mut St, i: u32, gen: u32, err: Option<Errno>) {
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
+    pub(super) fn tx_done(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        i: u32,
+        gen: u32,
+        err: Option<Errno>,
+    ) {
+        let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return;
         };
         if op.gen != gen {
@@ -163,11 +176,11 @@ impl Shared {
         if err.is_some() && op.err.is_none() {
             op.err = err;
         }
-        self.maybe_finish(act, st, i);
+        self.maybe_finish(active, state, i);
     }
 
-    pub(super) fn maybe_finish(&self, act: &Active, st: &mut St, i: u32) {
-        let Some(op) = st.ops.get(i as usize).and_then(Option::as_ref) else {
+    pub(super) fn maybe_finish(&self, active: &Active, state: &mut EpState, i: u32) {
+        let Some(op) = state.ops.get(i as usize).and_then(Option::as_ref) else {
             return;
         };
         // Done when the engine is (acknowledged, "done", or handed out) and the core
@@ -179,7 +192,7 @@ impl Shared {
         // A forwarded RMA or atomic done at a peer that counts remote accesses
         // (`FI_RMA_EVENT`): tell it, on the connection the access went on (after it).
         let told = match (&op.body, op.err) {
-            (Body::Fwd(f), None) => st
+            (Body::Fwd(f), None) => state
                 .conns
                 .get(op.conn)
                 .and_then(Option::as_ref)
@@ -187,12 +200,12 @@ impl Shared {
                 .then(|| (op.conn, f.is_remote_read())),
             _ => None,
         };
-        if let Some(op) = st.free_op(i) {
-            act.complete_tx(op.ctx, op.flags, op.want, op.err);
+        if let Some(op) = state.free_op(i) {
+            active.complete_tx(op.ctx, op.flags, op.want, op.err);
         }
         if let Some((c, read)) = told {
-            st.eng.remote_access_done(peer_of(c), read);
-            self.pump_conn(act, st, c);
+            state.protocol.remote_access_done(peer_of(c), read);
+            self.pump_conn(active, state, c);
         }
     }
 
@@ -201,12 +214,12 @@ impl Shared {
     /// when the engine hands it out; a peer not connected is connected.
     pub(super) fn submit(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         mut op: TxOp,
         meta: Option<MsgMeta>,
     ) -> Result<()> {
-        if st.live >= self.settings.tx_size {
+        if state.live >= self.settings.tx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         let c = op.conn;
@@ -215,7 +228,7 @@ impl Shared {
                 == Protocol::Rendezvous;
             if rndv {
                 if let Err(e) = self.register_rndv(&mut op) {
-                    act.complete_tx(op.ctx, op.flags, op.want, Some(e.code()));
+                    active.complete_tx(op.ctx, op.flags, op.want, Some(e.code()));
                     return Ok(());
                 }
             }
@@ -224,55 +237,55 @@ impl Shared {
             Body::Send { len, .. } => *len,
             Body::Fwd(_) => 0,
         };
-        let i = st.alloc_op(op);
-        let gen = st.ops[i as usize].as_ref().map_or(0, |o| o.gen);
+        let i = state.alloc_op(op);
+        let gen = state.ops[i as usize].as_ref().map_or(0, |o| o.gen);
         let id = op_id(i, gen);
         let peer = peer_of(c);
         let r = match meta {
-            Some(m) => st.eng.send_msg(peer, id, m, len),
-            None => st.eng.forward(peer, id),
+            Some(m) => state.protocol.send_msg(peer, id, m, len),
+            None => state.protocol.forward(peer, id),
         };
         if let Err(e) = r {
-            st.free_op(i);
+            state.free_op(i);
             return Err(Error::new(e, format!("{NAME}: operation refused")));
         }
-        if st.eng.is_up(peer) {
-            self.pump_conn(act, st, c);
+        if state.protocol.is_up(peer) {
+            self.pump_conn(active, state, c);
         } else {
-            let now = st.now();
-            st.mgr.want(c as PeerId, now);
-            self.run_actions(act, st);
+            let now = state.now();
+            state.conn_mgr.want(c as PeerId, now);
+            self.run_actions(active, state);
         }
         Ok(())
     }
 
     /// The connection for fabric address `dest`.
-    pub(super) fn conn_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
+    pub(super) fn conn_of(&self, active: &Active, state: &mut EpState, dest: u64) -> Result<usize> {
         // The direct-mapped cache: valid while the AV has not changed since it was
         // filled (an entry's address is then the one its connection was found for).
-        let changes = act.av.changes();
+        let changes = active.av.changes();
         let slot = (dest & 0xffff_ffff) as usize;
-        if let Some(&(d, ch, c)) = st.dest_fast.get(slot) {
+        if let Some(&(d, ch, c)) = state.dest_fast.get(slot) {
             if d == dest && ch == changes {
                 return Ok(c);
             }
         }
-        let c = self.conn_of_slow(act, st, dest)?;
+        let c = self.conn_of_slow(active, state, dest)?;
         if slot < DEST_FAST_MAX {
-            if st.dest_fast.len() <= slot {
-                st.dest_fast.resize(slot + 1, (ADDR_UNSPEC, u64::MAX, 0));
+            if state.dest_fast.len() <= slot {
+                state.dest_fast.resize(slot + 1, (ADDR_UNSPEC, u64::MAX, 0));
             }
-            st.dest_fast[slot] = (dest, changes, c);
+            state.dest_fast[slot] = (dest, changes, c);
         }
         Ok(c)
     }
 
     /// [`Shared::conn_of`] without the cache: the AV entry's address checked against
     /// the connection's aliases.
-    fn conn_of_slow(&self, act: &Active, st: &mut St, dest: u64) -> Result<usize> {
-        if let Some(&c) = st.by_fi.get(&dest) {
-            if let Some(conn) = st.conns.get(c).and_then(Option::as_ref) {
-                if act
+    fn conn_of_slow(&self, active: &Active, state: &mut EpState, dest: u64) -> Result<usize> {
+        if let Some(&c) = state.by_fi.get(&dest) {
+            if let Some(conn) = state.conns.get(c).and_then(Option::as_ref) {
+                if active
                     .av
                     .with_entry(dest, |e| conn.aliases.contains(e.addr))
                     .unwrap_or(false)
@@ -281,7 +294,7 @@ impl Shared {
                 }
             }
         }
-        let addr = act.av.lookup(dest).map_err(|_| {
+        let addr = active.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: fabric address {dest:#x} is not in the AV"),
@@ -289,14 +302,14 @@ impl Shared {
         })?;
         // Each receive context of a scalable peer (`fi_rx_addr`) has its connection;
         // the AV's receive-context bits never exceed 16.
-        let rx_index = u16::try_from(act.av.rx_index(dest)).unwrap_or(u16::MAX);
-        let c = st.conn_for_target(&addr, rx_index);
-        st.by_fi.insert(dest, c);
+        let rx_index = u16::try_from(active.av.rx_index(dest)).unwrap_or(u16::MAX);
+        let c = state.conn_for_target(&addr, rx_index);
+        state.by_fi.insert(dest, c);
         Ok(c)
     }
 
     /// Submit a send (tagged when the request has a tag).
-    pub(super) fn send(&self, act: &Active, req: SendRequest) -> Result<()> {
+    pub(super) fn send(&self, active: &Active, req: SendRequest) -> Result<()> {
         let SendRequest {
             iov,
             dest,
@@ -334,10 +347,10 @@ impl Shared {
                 OpFlags::MSG
             })
         .bits();
-        let want = wants_completion(act, suppress, flags);
-        let mut g = lock(&self.st);
-        let st = &mut *g;
-        let c = self.conn_of(act, st, dest)?;
+        let want = wants_completion(active, suppress, flags);
+        let mut g = lock(&self.state);
+        let state = &mut *g;
+        let c = self.conn_of(active, state, dest)?;
         let meta = MsgMeta {
             tag: tagged.then_some(tag),
             data,
@@ -346,18 +359,18 @@ impl Shared {
         // Fast path: a packet that fits the core's inject size, connection idle (the
         // engine's `send_now`: up, nothing queued, a credit).
         if !delivery && len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
-            let ready = st
+            let ready = state
                 .conns
                 .get(c)
                 .and_then(Option::as_ref)
                 .is_some_and(|x| x.tx.is_some() && x.stalled.is_empty());
             if let Some(h) = ready
-                .then(|| st.eng.send_now(peer_of(c), meta, len))
+                .then(|| state.protocol.send_now(peer_of(c), meta, len))
                 .flatten()
             {
                 // The endpoint's packet buffer (reused: no allocation, no zeroing of
                 // more than the packet).
-                let mut pkt = std::mem::take(&mut st.fast_pkt);
+                let mut pkt = std::mem::take(&mut state.fast_pkt);
                 pkt.clear();
                 pkt.extend_from_slice(&h.bytes());
                 pkt.reserve(len);
@@ -369,22 +382,22 @@ impl Shared {
                     iov.gather(0, pkt.as_mut_ptr().add(HDR_LEN), len);
                     pkt.set_len(HDR_LEN + len);
                 }
-                let r = match self.tx_ep(st, c) {
+                let r = match self.tx_ep(state, c) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
                     None => Err(Error::code_only(Errno::ENOTCONN)),
                 };
-                st.fast_pkt = pkt;
+                state.fast_pkt = pkt;
                 match r {
                     Ok(()) => {
                         drop(g);
-                        act.complete_tx(ctx, cq_flags, want, None);
+                        active.complete_tx(ctx, cq_flags, want, None);
                         return Ok(());
                     }
                     Err(e) => {
-                        st.eng.unsend(peer_of(c), &h);
+                        state.protocol.unsend(peer_of(c), &h);
                         if is_conn_err(e.code()) {
-                            self.fail_conn(act, st, c, Errno::ECONNRESET);
+                            self.fail_conn(active, state, c, Errno::ECONNRESET);
                         } else if e.code() != Errno::EAGAIN {
                             return Err(e);
                         }
@@ -402,11 +415,11 @@ impl Shared {
         };
         let body = Body::Send { iov, len };
         let op = TxOp::new(c, ctx, cq_flags, want, body, owned);
-        self.submit(act, st, op, Some(meta))
+        self.submit(active, state, op, Some(meta))
     }
 
     /// Submit an RMA or atomic operation forwarded to the peer's MSG endpoint.
-    pub(super) fn forward(&self, act: &Active, req: FwdRequest) -> Result<()> {
+    pub(super) fn forward(&self, active: &Active, req: FwdRequest) -> Result<()> {
         let FwdRequest {
             dest,
             ctx,
@@ -423,12 +436,12 @@ impl Shared {
                 _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
             },
         };
-        let want = wants_completion(act, suppress, flags);
-        let mut g = lock(&self.st);
-        let st = &mut *g;
-        let c = self.conn_of(act, st, dest)?;
+        let want = wants_completion(active, suppress, flags);
+        let mut g = lock(&self.state);
+        let state = &mut *g;
+        let c = self.conn_of(active, state, dest)?;
         let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned);
-        self.submit(act, st, op, None)
+        self.submit(active, state, op, None)
     }
 }
 
@@ -449,9 +462,9 @@ fn msg_rma(iov: &[Iov], desc: *const *mut c_void, rma: &RmaIov, ctx: usize, data
 /// Whether a transmit operation with `flags` reports a completion: not an inject call
 /// (`suppress`), and a transmit CQ bound that takes every completion or is selective
 /// and was asked for this one.
-fn wants_completion(act: &Active, suppress: bool, flags: OpFlags) -> bool {
+fn wants_completion(active: &Active, suppress: bool, flags: OpFlags) -> bool {
     !suppress
-        && act
+        && active
             .txcq
             .as_ref()
             .is_some_and(|b| !b.selective || flags.contains(OpFlags::COMPLETION))

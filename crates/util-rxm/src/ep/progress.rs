@@ -11,16 +11,16 @@ use super::*;
 // Progress.
 
 impl Shared {
-    pub(super) fn progress_cq(&self, act: &Active, st: &mut St) -> usize {
+    pub(super) fn progress_cq(&self, active: &Active, state: &mut EpState) -> usize {
         let mut n = 0;
         // Bounded work per call, so one busy endpoint cannot starve the others.
         for _ in 0..CQ_ROUNDS {
-            match self.core_cq.read(&mut st.cq_buf.0) {
+            match self.core_cq.read(&mut state.cq_buf.0) {
                 Ok(k) => {
                     n += k;
                     for j in 0..k.min(CQ_BATCH) {
-                        let e = st.cq_buf.0[j];
-                        self.on_completion(act, st, &e, None);
+                        let e = state.cq_buf.0[j];
+                        self.on_completion(active, state, &e, None);
                     }
                     if k < CQ_BATCH {
                         break;
@@ -42,7 +42,7 @@ impl Shared {
                         } else {
                             err.err
                         };
-                        self.on_completion(act, st, &entry, Some(code));
+                        self.on_completion(active, state, &entry, Some(code));
                     }
                     Err(_) => break,
                 },
@@ -54,15 +54,15 @@ impl Shared {
 
     pub(super) fn on_completion(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         e: &CqTaggedEntry,
         err: Option<Errno>,
     ) {
         if e.op_context == 0 {
             // Remote CQ data of an RMA write at this target.
             if err.is_none() {
-                self.remote_cq_data(act, e);
+                self.remote_cq_data(active, e);
             }
             return;
         }
@@ -71,7 +71,7 @@ impl Shared {
             K_RX => {
                 let slot = (idx >> 12) as usize;
                 let b = (idx & 0xfff) as usize;
-                let Some(m) = st.msgs.get(slot).and_then(Option::as_ref) else {
+                let Some(m) = state.msgs.get(slot).and_then(Option::as_ref) else {
                     return;
                 };
                 if m.gen != gen {
@@ -86,7 +86,7 @@ impl Shared {
                             "ep_data",
                             "closing a connection after an oversized packet"
                         );
-                        self.fail_conn(act, st, c, Errno::EPROTO);
+                        self.fail_conn(active, state, c, Errno::EPROTO);
                         return;
                     }
                     // Flushed by a closing connection; the EQ reports the reason.
@@ -97,9 +97,9 @@ impl Shared {
                 if OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_WRITE) {
                     // A write with immediate data that consumed this bounce buffer (a
                     // core with `FI_RX_CQ_DATA`, as verbs): no packet, just the data.
-                    self.remote_cq_data(act, e);
+                    self.remote_cq_data(active, e);
                     if released {
-                        self.repost(st, slot, b);
+                        self.repost(state, slot, b);
                     }
                     return;
                 }
@@ -114,24 +114,24 @@ impl Shared {
                          bounce buffer or longer than {} bytes",
                         self.bounce.packet_max
                     );
-                    self.fail_conn(act, st, c, Errno::EPROTO);
+                    self.fail_conn(active, state, c, Errno::EPROTO);
                     return;
                 };
                 // SAFETY: the packet lies in a bounce buffer, a `Box<[u8]>` owned by MSG
-                // slot `slot`; its heap bytes never move (growing `st.msgs` moves only
+                // slot `slot`; its heap bytes never move (growing `state.msgs` moves only
                 // the box pointer) and are freed only when the slot is dropped.
                 // `handle_packet` never drops MSG slots (it reports a broken connection
                 // by returning an error; `fail_conn` runs after it returns), and the core
                 // does not write this packet's bytes again until the buffer is posted
-                // again below. The raw slice only detaches the borrow from `st` so
+                // again below. The raw slice only detaches the borrow from `state` so
                 // `handle_packet` can take it.
                 let pkt: &[u8] = unsafe { std::slice::from_raw_parts(pkt.as_ptr(), pkt.len()) };
-                match self.handle_packet(act, st, c, pkt) {
+                match self.handle_packet(active, state, c, pkt) {
                     Ok(()) => {
                         if released {
-                            self.repost(st, slot, b);
+                            self.repost(state, slot, b);
                         }
-                        self.pump_conn(act, st, c);
+                        self.pump_conn(active, state, c);
                     }
                     Err(err) => {
                         ofi_core::ofi_warn!(
@@ -139,17 +139,17 @@ impl Shared {
                             "ep_data",
                             "closing a connection after a malformed packet: {err}"
                         );
-                        self.fail_conn(act, st, c, Errno::EPROTO);
+                        self.fail_conn(active, state, c, Errno::EPROTO);
                     }
                 }
             }
             K_TX => {
                 let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
-                self.tx_done(act, st, idx, gen, err)
+                self.tx_done(active, state, idx, gen, err)
             }
             K_RD => {
                 let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
-                self.read_done(act, st, idx, gen, err)
+                self.read_done(active, state, idx, gen, err)
             }
             _ => {}
         }
@@ -157,11 +157,11 @@ impl Shared {
 
     /// Reports the remote CQ data of an RMA write at this target (a core completion
     /// with `FI_REMOTE_CQ_DATA`) on the receive CQ and counter.
-    fn remote_cq_data(&self, act: &Active, e: &CqTaggedEntry) {
+    fn remote_cq_data(&self, active: &Active, e: &CqTaggedEntry) {
         if !OpFlags::from_bits_truncate(e.flags).contains(OpFlags::REMOTE_CQ_DATA) {
             return;
         }
-        if let Some(b) = &act.rxcq {
+        if let Some(b) = &active.rxcq {
             let _ = b.cq.push_entry(&CqTaggedEntry {
                 op_context: 0,
                 flags: e.flags,
@@ -171,46 +171,46 @@ impl Shared {
                 tag: 0,
             });
         }
-        if let Some(c) = &act.rxcntr {
+        if let Some(c) = &active.rxcntr {
             c.inc();
         }
     }
 
-    pub(super) fn progress_all(&self, act: &Active, st: &mut St) -> usize {
+    pub(super) fn progress_all(&self, active: &Active, state: &mut EpState) -> usize {
         // Connection events are read every EQ_INTERVAL (the clock is looked at every
         // EQ_CHECK_EVERY calls), or at every call while a handshake or timer is pending
         // (reading the core EQ costs the core's CM poll).
-        st.polls = st.polls.wrapping_add(1);
-        let timers = st.next_timer.is_some();
+        state.polls = state.polls.wrapping_add(1);
+        let timers = state.next_timer.is_some();
         let mut n = 0;
         let mut now = None;
-        if timers || st.polls.is_multiple_of(EQ_CHECK_EVERY) {
+        if timers || state.polls.is_multiple_of(EQ_CHECK_EVERY) {
             let t = Instant::now();
             now = Some(t);
-            if timers || t.duration_since(st.last_eq) >= EQ_INTERVAL {
-                st.last_eq = t;
-                n += self.progress_eq(act, st);
+            if timers || t.duration_since(state.last_eq) >= EQ_INTERVAL {
+                state.last_eq = t;
+                n += self.progress_eq(active, state);
             }
         }
-        n += self.progress_cq(act, st);
-        if let (Some(t), Some(now)) = (st.next_timer, now) {
-            let now = st.clock_at(now);
+        n += self.progress_cq(active, state);
+        if let (Some(t), Some(now)) = (state.next_timer, now) {
+            let now = state.clock_at(now);
             if t <= now {
-                st.mgr.handle_timeout(now);
-                self.run_actions(act, st);
+                state.conn_mgr.handle_timeout(now);
+                self.run_actions(active, state);
                 n += 1;
             }
         }
-        if !st.rd_waiting.is_empty() {
-            let w: Vec<u32> = std::mem::take(&mut st.rd_waiting);
+        if !state.rd_waiting.is_empty() {
+            let w: Vec<u32> = std::mem::take(&mut state.rd_waiting);
             for i in w {
-                self.pump_read(act, st, i);
+                self.pump_read(active, state, i);
             }
         }
         // Queued work on connected peers (credits may have come back).
-        for c in 0..st.conns.len() {
-            if Self::conn_busy(st, c) {
-                self.pump_conn(act, st, c);
+        for c in 0..state.conns.len() {
+            if Self::conn_busy(state, c) {
+                self.pump_conn(active, state, c);
             }
         }
         n

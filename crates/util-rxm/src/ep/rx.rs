@@ -35,11 +35,11 @@ struct Head {
 impl Shared {
     /// A message that came with `credit` was taken in: the engine returns its credit
     /// (piggybacked, or a credit packet once half the grant is owed).
-    pub(super) fn consumed(&self, act: &Active, st: &mut St, credit: CreditToken) {
-        st.eng.consumed(credit);
+    pub(super) fn consumed(&self, active: &Active, state: &mut EpState, credit: CreditToken) {
+        state.protocol.consumed(credit);
         let c = credit.peer().0 as usize;
-        if Self::conn_busy(st, c) {
-            self.pump_conn(act, st, c);
+        if Self::conn_busy(state, c) {
+            self.pump_conn(active, state, c);
         }
     }
 
@@ -48,24 +48,24 @@ impl Shared {
     /// message goes.
     pub(super) fn handle_packet(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         c: usize,
         pkt: &[u8],
     ) -> Result<()> {
         let peer = peer_of(c);
-        if !st.eng.is_up(peer) {
+        if !state.protocol.is_up(peer) {
             // A packet of a connection already handled as broken.
             return Ok(());
         }
-        let arrival = st
-            .eng
+        let arrival = state
+            .protocol
             .receive(peer, pkt)
             .map_err(|v| Error::new(v.errno(), v.to_string()))?;
         match arrival {
             Arrival::Nothing => {
                 // Acknowledgements and "done"s complete sends.
-                self.drain_events(act, st);
+                self.drain_events(active, state);
                 Ok(())
             }
             Arrival::First {
@@ -88,7 +88,7 @@ impl Shared {
                     len: total,
                     credit,
                 };
-                self.first_packet(act, st, c, head, first);
+                self.first_packet(active, state, c, head, first);
                 Ok(())
             }
             Arrival::Segment {
@@ -96,7 +96,7 @@ impl Shared {
                 payload,
                 done,
             } => {
-                self.next_segment(act, st, c, offset, payload, done);
+                self.next_segment(active, state, c, offset, payload, done);
                 Ok(())
             }
             Arrival::Rts {
@@ -116,7 +116,7 @@ impl Shared {
                     .get()
                     .map_err(|e| Error::new(e, "a malformed rendezvous request"))?;
                 let req = RndvReq { rts, read, credit };
-                self.first_packet(act, st, c, head, First::Rts(req));
+                self.first_packet(active, state, c, head, First::Rts(req));
                 Ok(())
             }
         }
@@ -126,9 +126,16 @@ impl Shared {
     /// receive and placed, or queued as unexpected.
     // One call site per protocol, on every message's path.
     #[inline(always)]
-    fn first_packet(&self, act: &Active, st: &mut St, c: usize, head: Head, first: First<'_>) {
+    fn first_packet(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        c: usize,
+        head: Head,
+        first: First<'_>,
+    ) {
         let Head { meta, len, credit } = head;
-        let src = st_src(self, act, st, c);
+        let src = st_src(self, active, state, c);
         let inc = Incoming {
             src,
             tag: meta.tag.unwrap_or(0),
@@ -141,10 +148,10 @@ impl Shared {
         let target = {
             let mut srx_state;
             let m = match self.ctx.srx() {
-                None => &mut st.m,
+                None => &mut state.matcher,
                 Some(srx) => {
-                    srx_state = lock(&srx.st);
-                    &mut srx_state.m
+                    srx_state = lock(&srx.state);
+                    &mut srx_state.matcher
                 }
             };
             match m.match_incoming(&inc) {
@@ -162,15 +169,15 @@ impl Shared {
                 // SAFETY: the receive buffer is the application's, writable for its
                 // length (the placement lies within it); `payload` has n bytes.
                 unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                act.complete_rx(&recv, place, &inc, rel, None);
-                st.eng.consumed(credit);
+                active.complete_rx(&recv, place, &inc, rel, None);
+                state.protocol.consumed(credit);
             }
             (First::Eager(payload), None) => {
                 let u = Unexp::Data {
                     data: payload.to_vec(),
                     credit,
                 };
-                let _ = st.m.push_unexpected(inc, u);
+                let _ = state.matcher.push_unexpected(inc, u);
             }
             (First::Sar(payload), target) => {
                 let target = match target {
@@ -200,11 +207,11 @@ impl Shared {
                             buf: buf.clone(),
                             credit,
                         };
-                        let _ = st.m.push_unexpected(inc, u);
+                        let _ = state.matcher.push_unexpected(inc, u);
                         SarTarget::Buffer(buf)
                     }
                 };
-                if let Some(conn) = st.conns[c].as_mut() {
+                if let Some(conn) = state.conns[c].as_mut() {
                     conn.sar = Some(SarRx {
                         inc,
                         target,
@@ -218,12 +225,14 @@ impl Shared {
                     place,
                     released: rel,
                 };
-                self.start_read(act, st, c, to, inc, req);
+                self.start_read(active, state, c, to, inc, req);
             }
             (First::Rts(req), None) => {
                 let n = req.rts.n;
                 let _ =
-                    st.m.push_unexpected_sized(inc, Unexp::Rts(req), proto::rts_len(n));
+                    state
+                        .matcher
+                        .push_unexpected_sized(inc, Unexp::Rts(req), proto::rts_len(n));
             }
         }
     }
@@ -231,14 +240,14 @@ impl Shared {
     /// Bytes at `off` of the segmented message open on `c` (`done`: its last ones).
     fn next_segment(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         c: usize,
         off: usize,
         payload: &[u8],
         done: bool,
     ) {
-        let Some(sar) = st.conn_mut(c).and_then(|x| x.sar.as_mut()) else {
+        let Some(sar) = state.conn_mut(c).and_then(|x| x.sar.as_mut()) else {
             return;
         };
         match &sar.target {
@@ -254,13 +263,13 @@ impl Shared {
             }
         }
         if done {
-            self.finish_sar(act, st, c);
+            self.finish_sar(active, state, c);
         }
     }
 
     /// The segmented message open on `c` is whole (the engine acknowledges it if asked).
-    pub(super) fn finish_sar(&self, act: &Active, st: &mut St, c: usize) {
-        let Some(sar) = st.conn_mut(c).and_then(|x| x.sar.take()) else {
+    pub(super) fn finish_sar(&self, active: &Active, state: &mut EpState, c: usize) {
+        let Some(sar) = state.conn_mut(c).and_then(|x| x.sar.take()) else {
             return;
         };
         match sar.target {
@@ -269,8 +278,8 @@ impl Shared {
                 place,
                 released,
             } => {
-                act.complete_rx(&recv, place, &sar.inc, released, None);
-                st.eng.consumed(sar.credit);
+                active.complete_rx(&recv, place, &sar.inc, released, None);
+                state.protocol.consumed(sar.credit);
             }
             SarTarget::Buffer(b) => {
                 let mut g = lock(&b);
@@ -280,11 +289,11 @@ impl Shared {
                     // SAFETY: as above.
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
-                    act.complete_rx(&recv, place, &sar.inc, rel, None);
-                    st.eng.consumed(sar.credit);
+                    active.complete_rx(&recv, place, &sar.inc, rel, None);
+                    state.protocol.consumed(sar.credit);
                 } else if g.discarded {
                     drop(g);
-                    st.eng.consumed(sar.credit);
+                    state.protocol.consumed(sar.credit);
                 }
             }
         }
@@ -293,8 +302,8 @@ impl Shared {
     /// Read the rendezvous message `rts` of connection `c` into the receive `to`.
     pub(super) fn start_read(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         c: usize,
         to: Landing,
         inc: Incoming,
@@ -341,24 +350,24 @@ impl Shared {
             outstanding: 0,
             err: None,
         };
-        st.op_gen = st.op_gen.wrapping_add(1) & 0x3fff_ffff;
-        let gen = st.op_gen;
-        let i = match st.rd_free.pop() {
+        state.op_gen = state.op_gen.wrapping_add(1) & 0x3fff_ffff;
+        let gen = state.op_gen;
+        let i = match state.rd_free.pop() {
             Some(i) => {
-                st.rds[i as usize] = Some(RdOp { gen, ..r });
+                state.rds[i as usize] = Some(RdOp { gen, ..r });
                 i
             }
             None => {
-                st.rds.push(Some(RdOp { gen, ..r }));
-                (st.rds.len() - 1) as u32
+                state.rds.push(Some(RdOp { gen, ..r }));
+                (state.rds.len() - 1) as u32
             }
         };
-        self.pump_read(act, st, i);
+        self.pump_read(active, state, i);
     }
 
-    pub(super) fn pump_read(&self, act: &Active, st: &mut St, i: u32) {
+    pub(super) fn pump_read(&self, active: &Active, state: &mut EpState, i: u32) {
         loop {
-            let Some(r) = st.rds.get(i as usize).and_then(Option::as_ref) else {
+            let Some(r) = state.rds.get(i as usize).and_then(Option::as_ref) else {
                 return;
             };
             if r.posted >= r.pieces.len() {
@@ -366,7 +375,7 @@ impl Shared {
             }
             let (la, n, ra, key) = r.pieces[r.posted];
             let ctx = mk_ctx(K_RD, i, r.gen);
-            let res = match self.tx_ep(st, r.conn) {
+            let res = match self.tx_ep(state, r.conn) {
                 // SAFETY: the receive buffer is the application's, valid until the
                 // receive completes (after this read).
                 Some(ep) => unsafe {
@@ -382,7 +391,7 @@ impl Shared {
                 },
                 None => Err(Error::code_only(Errno::ENOTCONN)),
             };
-            let Some(r) = st.rds.get_mut(i as usize).and_then(Option::as_mut) else {
+            let Some(r) = state.rds.get_mut(i as usize).and_then(Option::as_mut) else {
                 return;
             };
             match res {
@@ -391,8 +400,8 @@ impl Shared {
                     r.outstanding += 1;
                 }
                 Err(e) if e.code() == Errno::EAGAIN => {
-                    if !st.rd_waiting.contains(&i) {
-                        st.rd_waiting.push(i);
+                    if !state.rd_waiting.contains(&i) {
+                        state.rd_waiting.push(i);
                     }
                     return;
                 }
@@ -402,11 +411,11 @@ impl Shared {
                 }
             }
         }
-        self.maybe_finish_read(act, st, i);
+        self.maybe_finish_read(active, state, i);
     }
 
-    pub(super) fn maybe_finish_read(&self, act: &Active, st: &mut St, i: u32) {
-        let done = st
+    pub(super) fn maybe_finish_read(&self, active: &Active, state: &mut EpState, i: u32) {
+        let done = state
             .rds
             .get(i as usize)
             .and_then(Option::as_ref)
@@ -414,29 +423,31 @@ impl Shared {
         if !done {
             return;
         }
-        let Some(r) = st.rds.get_mut(i as usize).and_then(Option::take) else {
+        let Some(r) = state.rds.get_mut(i as usize).and_then(Option::take) else {
             return;
         };
-        st.rd_free.push(i);
-        st.rd_waiting.retain(|x| *x != i);
-        act.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
+        state.rd_free.push(i);
+        state.rd_waiting.retain(|x| *x != i);
+        active.complete_rx(&r.recv, r.place, &r.inc, r.released, r.err);
         // RNDV_DONE with the status, and the message's credit back.
-        st.eng.handle_read_done(r.read, r.err.map_or(Ok(()), Err));
-        st.eng.consumed(r.credit);
-        if Self::conn_busy(st, r.conn) {
-            self.pump_conn(act, st, r.conn);
+        state
+            .protocol
+            .handle_read_done(r.read, r.err.map_or(Ok(()), Err));
+        state.protocol.consumed(r.credit);
+        if Self::conn_busy(state, r.conn) {
+            self.pump_conn(active, state, r.conn);
         }
     }
 
     pub(super) fn read_done(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         i: u32,
         gen: u32,
         err: Option<Errno>,
     ) {
-        let Some(r) = st.rds.get_mut(i as usize).and_then(Option::as_mut) else {
+        let Some(r) = state.rds.get_mut(i as usize).and_then(Option::as_mut) else {
             return;
         };
         if r.gen != gen {
@@ -446,14 +457,14 @@ impl Shared {
         if err.is_some() && r.err.is_none() {
             r.err = err;
         }
-        self.maybe_finish_read(act, st, i);
+        self.maybe_finish_read(active, state, i);
     }
 
     /// Deliver an unexpected message to a receive that matched it.
     pub(super) fn deliver_unexp(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         to: Landing,
         inc: &Incoming,
         payload: Unexp,
@@ -468,8 +479,8 @@ impl Shared {
                 let n = place.len.min(data.len());
                 // SAFETY: as in handle_packet.
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-                act.complete_rx(&recv, place, inc, released, None);
-                self.consumed(act, st, credit);
+                active.complete_rx(&recv, place, inc, released, None);
+                self.consumed(active, state, credit);
             }
             Unexp::Sar { buf, credit } => {
                 let mut g = lock(&buf);
@@ -478,87 +489,87 @@ impl Shared {
                     // SAFETY: as above.
                     unsafe { recv.buf.scatter(place.offset, g.data.as_ptr(), n) };
                     drop(g);
-                    act.complete_rx(&recv, place, inc, released, None);
-                    self.consumed(act, st, credit);
-                } else if st.eng.is_current(credit) {
+                    active.complete_rx(&recv, place, inc, released, None);
+                    self.consumed(active, state, credit);
+                } else if state.protocol.is_current(credit) {
                     g.matched = Some((recv, place, released));
                 } else {
                     drop(g);
-                    act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
+                    active.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
             }
             Unexp::Rts(req) => {
-                if st.eng.is_current(req.credit) {
+                if state.protocol.is_current(req.credit) {
                     let c = req.credit.peer().0 as usize;
                     let to = Landing {
                         recv,
                         place,
                         released,
                     };
-                    self.start_read(act, st, c, to, *inc, req);
+                    self.start_read(active, state, c, to, *inc, req);
                 } else {
-                    act.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
+                    active.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
             }
         }
     }
 
-    pub(super) fn discard_unexp(&self, act: &Active, st: &mut St, payload: Unexp) {
+    pub(super) fn discard_unexp(&self, active: &Active, state: &mut EpState, payload: Unexp) {
         match payload {
-            Unexp::Data { credit, .. } => self.consumed(act, st, credit),
+            Unexp::Data { credit, .. } => self.consumed(active, state, credit),
             Unexp::Sar { buf, credit } => {
                 let mut g = lock(&buf);
                 if g.complete {
                     drop(g);
-                    self.consumed(act, st, credit);
+                    self.consumed(active, state, credit);
                 } else {
                     g.discarded = true;
                 }
             }
             Unexp::Rts(req) => {
                 // The sender's buffer is not needed: "done" at once.
-                st.eng.handle_read_done(req.read, Ok(()));
-                self.consumed(act, st, req.credit);
+                state.protocol.handle_read_done(req.read, Ok(()));
+                self.consumed(active, state, req.credit);
             }
         }
     }
 
-    pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+    pub(super) fn post_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         // Receives of a shared context, and of an endpoint bound to a shared receive
         // context (`shared_ctx`).
         if self.ctx.routes_recv() {
             // By reference: the common path keeps the receive where it is.
             return self.post_shared_recv(&recv);
         }
-        let mut g = lock(&self.st);
-        self.post_locked(act, &mut g, recv)
+        let mut g = lock(&self.state);
+        self.post_locked(active, &mut g, recv)
     }
 
     /// [`Shared::post_recv`] to this endpoint's own matcher, its state locked.
     #[inline(always)]
     pub(super) fn post_locked(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         recv: PostedRecv<IoList>,
     ) -> Result<()> {
-        act.post_recv(
-            st,
-            |st| &mut st.m,
+        active.post_recv(
+            state,
+            |state| &mut state.matcher,
             recv,
-            |st, d| {
+            |state, d| {
                 let to = Landing {
                     recv: d.recv.clone(),
                     place: d.place,
                     released: d.releases,
                 };
-                self.deliver_unexp(act, st, to, d.msg, d.payload);
+                self.deliver_unexp(active, state, to, d.msg, d.payload);
             },
-            |st, payload| self.discard_unexp(act, st, payload),
+            |state, payload| self.discard_unexp(active, state, payload),
         )
     }
 }
 
-pub(super) fn st_src(sh: &Shared, act: &Active, st: &mut St, c: usize) -> u64 {
-    st.conn_src(act, c, sh.need_src)
+pub(super) fn st_src(sh: &Shared, active: &Active, state: &mut EpState, c: usize) -> u64 {
+    state.conn_src(active, c, sh.need_src)
 }

@@ -113,9 +113,9 @@ pub(super) enum Membership {
 
 impl Drop for CtxLink {
     fn drop(&mut self) {
-        if let Membership::Scalable(state) = &self.sep.sep {
-            state.slots.release(self.tx, self.index);
-            if let Some(q) = state.inbox.get(self.index).filter(|_| !self.tx) {
+        if let Membership::Scalable(sep_state) = &self.sep.sep {
+            sep_state.slots.release(self.tx, self.index);
+            if let Some(q) = sep_state.inbox.get(self.index).filter(|_| !self.tx) {
                 self.sep.refuse_waiting(q);
             }
         }
@@ -178,7 +178,7 @@ impl Endpoint {
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
         let (ntx, nrx) = context_counts(NAME, info, crate::max_ep_ctx(&dom.core_info))?;
-        let state = SepState {
+        let sep_state = SepState {
             info: info.clone(),
             slots: ContextSlots::new(ntx, nrx),
             inbox: (0..nrx).map(|_| Mutex::default()).collect(),
@@ -189,7 +189,7 @@ impl Endpoint {
             info,
             engine,
             Role::Scalable,
-            Membership::Scalable(Box::new(state)),
+            Membership::Scalable(Box::new(sep_state)),
         )
     }
 
@@ -214,16 +214,16 @@ impl Endpoint {
     /// Open context `index` of this scalable endpoint; `set` adjusts the info and says
     /// which kind of context it is.
     fn open_context(&self, index: i32, set: impl FnOnce(&mut Info) -> Role) -> Result<Endpoint> {
-        let Membership::Scalable(state) = &self.sh.sep else {
+        let Membership::Scalable(sep_state) = &self.sh.sep else {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: contexts are opened on a scalable endpoint"),
             ));
         };
-        let mut info = state.info.clone();
+        let mut info = sep_state.info.clone();
         let role = set(&mut info);
         let tx = role == Role::TxCtx;
-        let index = state.slots.claim(NAME, tx, index)?;
+        let index = sep_state.slots.claim(NAME, tx, index)?;
         // From here the link frees the index if opening fails.
         let link = CtxLink {
             sep: self.sh.clone(),
@@ -262,7 +262,7 @@ impl Shared {
     /// `fi_close`: a scalable endpoint with open contexts is `FI_EBUSY`.
     pub(super) fn sep_close(&self) -> Result<()> {
         match &self.sep {
-            Membership::Scalable(state) => state.slots.check_close(NAME),
+            Membership::Scalable(sep_state) => sep_state.slots.check_close(NAME),
             _ => Ok(()),
         }
     }
@@ -271,7 +271,7 @@ impl Shared {
     /// of a scalable endpoint with open contexts (`FI_EBUSY`: they answer to the name).
     pub(super) fn check_rename(&self) -> Result<()> {
         match &self.sep {
-            Membership::Scalable(state) => state.slots.check_close(NAME),
+            Membership::Scalable(sep_state) => sep_state.slots.check_close(NAME),
             Membership::Context(_) => Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: a context's name is its scalable endpoint's"),
@@ -308,20 +308,22 @@ impl Shared {
     /// another CQ is progressed at most once per [`FOREIGN_INTERVAL`], and only if its
     /// lock is free (see the module docs).
     #[inline]
-    pub(super) fn progress_now(&self, act: &Active) -> usize {
+    pub(super) fn progress_now(&self, active: &Active) -> usize {
         if let Some(link) = self.sep.context() {
             if link.foreign_drive() {
                 if !link.foreign_due() {
                     return 0;
                 }
-                return match self.st.try_lock() {
-                    Ok(mut g) => self.progress_all(act, &mut g),
-                    Err(TryLockError::Poisoned(p)) => self.progress_all(act, &mut p.into_inner()),
+                return match self.state.try_lock() {
+                    Ok(mut g) => self.progress_all(active, &mut g),
+                    Err(TryLockError::Poisoned(p)) => {
+                        self.progress_all(active, &mut p.into_inner())
+                    }
                     Err(TryLockError::WouldBlock) => 0,
                 };
             }
         }
-        self.progress_all(act, &mut lock(&self.st))
+        self.progress_all(active, &mut lock(&self.state))
     }
 
     /// The object whose passive endpoint answers the connection requests this one
@@ -355,37 +357,37 @@ impl Shared {
     /// A receive context's EQ step: route the scalable endpoint's new connection
     /// requests to their contexts' inboxes (unless another receive context is doing
     /// it), then answer this context's own. Returns the requests handled.
-    pub(super) fn take_routed_requests(&self, act: &Active, st: &mut St) -> usize {
+    pub(super) fn take_routed_requests(&self, active: &Active, state: &mut EpState) -> usize {
         let Some(link) = self.sep.context().filter(|l| !l.tx) else {
             return 0;
         };
         let sep = &*link.sep;
-        let Membership::Scalable(state) = &sep.sep else {
+        let Membership::Scalable(sep_state) = &sep.sep else {
             return 0;
         };
-        if let Ok(_reader) = state.reading.try_lock() {
-            sep.route_requests(state);
+        if let Ok(_reader) = sep_state.reading.try_lock() {
+            sep.route_requests(sep_state);
         }
-        let mine: Vec<Request> = state
+        let mine: Vec<Request> = sep_state
             .inbox
             .get(link.index)
             .map(|q| lock(q).drain(..).collect())
             .unwrap_or_default();
         let n = mine.len();
         for r in mine {
-            self.handle_connreq(act, st, Some(r.info), &r.data);
+            self.handle_connreq(active, state, Some(r.info), &r.data);
         }
         n
     }
 
     /// Read the scalable endpoint's EQ (a bounded batch) and put each connection
     /// request in the inbox of the receive context it names, or refuse it.
-    fn route_requests(&self, state: &SepState) {
+    fn route_requests(&self, sep_state: &SepState) {
         for _ in 0..EQ_BUDGET {
             match self.core_eq.read() {
                 Ok(ev) => {
                     if let (EqEvent::ConnReq, Some(info)) = (ev.event, ev.info) {
-                        self.route(state, info, ev.cm_data);
+                        self.route(sep_state, info, ev.cm_data);
                     }
                 }
                 Err(e) if e.code() == Errno::EAVAIL => {
@@ -401,10 +403,10 @@ impl Shared {
     /// closing), whose connections would otherwise wait in the core until the fabric
     /// closes. Nothing for other objects.
     pub(super) fn refuse_unrouted(&self) {
-        let Membership::Scalable(state) = &self.sep else {
+        let Membership::Scalable(sep_state) = &self.sep else {
             return;
         };
-        for q in &state.inbox {
+        for q in &sep_state.inbox {
             self.refuse_waiting(q);
         }
         for _ in 0..INBOX_MAX {
@@ -432,7 +434,7 @@ impl Shared {
     }
 
     /// Route one connection request (see [`Shared::route_requests`]).
-    fn route(&self, state: &SepState, info: Box<Info>, data: Vec<u8>) {
+    fn route(&self, sep_state: &SepState, info: Box<Info>, data: Vec<u8>) {
         let from = info
             .dest_addr
             .as_ref()
@@ -450,7 +452,7 @@ impl Shared {
                 )
             }
         };
-        let (index, count) = (ext.index(), state.inbox.len());
+        let (index, count) = (ext.index(), sep_state.inbox.len());
         if index >= count {
             return self.refuse(
                 handle,
@@ -461,7 +463,7 @@ impl Shared {
                 ),
             );
         }
-        if !state.slots.rx_is_open(index) {
+        if !sep_state.slots.rx_is_open(index) {
             return self.refuse(
                 handle,
                 &from,
@@ -469,7 +471,7 @@ impl Shared {
                 &format!("receive context {index} is not open"),
             );
         }
-        let mut q = lock(&state.inbox[index]);
+        let mut q = lock(&sep_state.inbox[index]);
         if q.len() >= INBOX_MAX {
             drop(q);
             return self.refuse(

@@ -261,9 +261,9 @@ impl Shared {
             ));
         }
         {
-            let mut st = lock(&self.st);
+            let mut state = lock(&self.state);
             // The context's matcher has no unexpected message: the receive is queued.
-            if !matches!(st.m.post(recv)?, PostAction::Queued) {
+            if !matches!(state.matcher.post(recv)?, PostAction::Queued) {
                 ofi_core::ofi_warn!(
                     NAME,
                     "ep_data",
@@ -285,29 +285,29 @@ impl Shared {
     /// context `srx`: each receive, in posting order, takes the oldest unexpected
     /// message it matches; the others go back to the context in the same order.
     fn offer_unexpected(&self, srx: &Shared) {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return;
         };
-        let mut g = lock(&self.st);
-        let st = &mut *g;
-        if st.m.unexpected_len() == 0 {
+        let mut g = lock(&self.state);
+        let state = &mut *g;
+        if state.matcher.unexpected_len() == 0 {
             return;
         }
-        let mut pool = lock(&srx.st);
+        let mut pool = lock(&srx.state);
         let mut rest: std::collections::VecDeque<PostedRecv<IoList>> =
-            pool.m.drain_posted().collect();
-        while st.m.unexpected_len() > 0 && st.m.can_post() {
+            pool.matcher.drain_posted().collect();
+        while state.matcher.unexpected_len() > 0 && state.matcher.can_post() {
             let Some(recv) = rest.pop_front() else {
                 break;
             };
-            if let Err(e) = self.post_locked(act, st, recv) {
+            if let Err(e) = self.post_locked(active, state, recv) {
                 ofi_core::ofi_warn!(NAME, "ep_data", "offering a shared receive: {e}");
             }
         }
         // Those queued here (no unexpected message matched them), then those not
         // tried: posting order.
-        for recv in st.m.drain_posted().chain(rest) {
-            if let Err(e) = pool.m.post(recv) {
+        for recv in state.matcher.drain_posted().chain(rest) {
+            if let Err(e) = pool.matcher.post(recv) {
                 ofi_core::ofi_warn!(NAME, "ep_data", "returning a shared receive: {e}");
             }
         }

@@ -17,17 +17,17 @@ use super::{Active, Endpoint, Shared};
 impl Shared {
     /// Issue the waiting calls whose counters reached their thresholds; complete
     /// the ones that fail as errors. The number of calls handled.
-    pub(super) fn fire_triggers(&self, act: &Active) -> usize {
+    pub(super) fn fire_triggers(&self, active: &Active) -> usize {
         // SAFETY: every queued call was made on this endpoint (kit's data path of a
         // handle of `self`); its buffers are the application's, valid until it
         // completes (the C API's contract).
-        unsafe { act.fire_triggers(&self.triggers, || self.trigger_handle()) }
+        unsafe { active.fire_triggers(&self.triggers, || self.trigger_handle()) }
     }
 
     /// Complete every waiting triggered call with `FI_ECANCELED` (the endpoint goes).
     pub(super) fn cancel_triggers(&self) {
-        if let Some(act) = self.active.get() {
-            act.cancel_triggers(&self.triggers);
+        if let Some(active) = self.active.get() {
+            active.cancel_triggers(&self.triggers);
         }
     }
 

@@ -24,7 +24,7 @@ pub(super) enum Posted {
     Gone,
 }
 
-impl St {
+impl EpState {
     /// Operation `i`'s last core operation was posted.
     pub(super) fn posted_last(&mut self, i: u32) {
         if let Some(op) = self.ops.get_mut(i as usize).and_then(Option::as_mut) {
@@ -46,19 +46,19 @@ impl St {
 }
 
 impl Shared {
-    pub(super) fn tx_ep<'a>(&self, st: &'a St, c: usize) -> Option<&'a CoreEp> {
-        let slot = st.conns.get(c)?.as_ref()?.tx?;
-        st.msgs.get(slot)?.as_ref().map(|m| &m.ep)
+    pub(super) fn tx_ep<'a>(&self, state: &'a EpState, c: usize) -> Option<&'a CoreEp> {
+        let slot = state.conns.get(c)?.as_ref()?.tx?;
+        state.msgs.get(slot)?.as_ref().map(|m| &m.ep)
     }
 
     /// Carry out what the engine has for connection `c` (up), in order: first what
     /// the core refused before, then what the engine hands out now, until the core
     /// refuses or nothing is left; then the engine's events.
     #[inline]
-    pub(super) fn pump_conn(&self, act: &Active, st: &mut St, c: usize) {
+    pub(super) fn pump_conn(&self, active: &Active, state: &mut EpState, c: usize) {
         // The common case after a packet: nothing to send, nothing to report.
-        if st.eng.is_quiet(peer_of(c))
-            && st
+        if state.protocol.is_quiet(peer_of(c))
+            && state
                 .conns
                 .get(c)
                 .and_then(Option::as_ref)
@@ -66,15 +66,15 @@ impl Shared {
         {
             return;
         }
-        self.pump_conn_busy(act, st, c);
+        self.pump_conn_busy(active, state, c);
     }
 
     /// [`Shared::pump_conn`] past its quick test.
     #[inline(never)]
-    fn pump_conn_busy(&self, act: &Active, st: &mut St, c: usize) {
+    fn pump_conn_busy(&self, active: &Active, state: &mut EpState, c: usize) {
         let peer = peer_of(c);
         loop {
-            let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) else {
+            let Some(conn) = state.conns.get_mut(c).and_then(Option::as_mut) else {
                 return;
             };
             if conn.tx.is_none() {
@@ -82,15 +82,15 @@ impl Shared {
             }
             let t = match conn.stalled.pop_front() {
                 Some(t) => t,
-                None => match st.eng.poll_transmit_to(peer) {
+                None => match state.protocol.poll_transmit_to(peer) {
                     Some(t) => t,
                     None => break,
                 },
             };
-            match self.post_transmit(act, st, c, t) {
+            match self.post_transmit(active, state, c, t) {
                 Posted::Done => {}
                 Posted::Blocked => {
-                    if let Some(conn) = st.conns.get_mut(c).and_then(Option::as_mut) {
+                    if let Some(conn) = state.conns.get_mut(c).and_then(Option::as_mut) {
                         conn.stalled.push_front(t);
                     }
                     break;
@@ -98,34 +98,38 @@ impl Shared {
                 Posted::Gone => break,
             }
         }
-        self.drain_events(act, st);
+        self.drain_events(active, state);
     }
 
     /// Whether connection `c` has something to transmit (stalled or from the engine).
     #[inline]
-    pub(super) fn conn_busy(st: &St, c: usize) -> bool {
-        st.conns.get(c).and_then(Option::as_ref).is_some_and(|x| {
-            x.tx.is_some() && (!x.stalled.is_empty() || st.eng.has_transmit(peer_of(c)))
-        })
+    pub(super) fn conn_busy(state: &EpState, c: usize) -> bool {
+        state
+            .conns
+            .get(c)
+            .and_then(Option::as_ref)
+            .is_some_and(|x| {
+                x.tx.is_some() && (!x.stalled.is_empty() || state.protocol.has_transmit(peer_of(c)))
+            })
     }
 
     /// The engine's events: sends it is done with, sends that failed.
-    pub(super) fn drain_events(&self, act: &Active, st: &mut St) {
-        while let Some(ev) = st.eng.poll_event() {
+    pub(super) fn drain_events(&self, active: &Active, state: &mut EpState) {
+        while let Some(ev) = state.protocol.poll_event() {
             match ev {
                 Event::Sent { op } => {
-                    if let Some(i) = st.op_index(op) {
-                        if let Some(o) = st.ops[i as usize].as_mut() {
+                    if let Some(i) = state.op_index(op) {
+                        if let Some(o) = state.ops[i as usize].as_mut() {
                             o.engine_done = true;
                         }
-                        self.maybe_finish(act, st, i);
+                        self.maybe_finish(active, state, i);
                     }
                 }
                 Event::Failed { op, err } => {
-                    let Some(i) = st.op_index(op) else {
+                    let Some(i) = state.op_index(op) else {
                         continue;
                     };
-                    match st.ops[i as usize].as_mut() {
+                    match state.ops[i as usize].as_mut() {
                         // The core still holds some of its buffers (a rendezvous
                         // request the peer answered with an error): it completes, with
                         // the error, at the core's last completion.
@@ -135,8 +139,8 @@ impl Shared {
                             o.posted = true;
                         }
                         _ => {
-                            if let Some(o) = st.free_op(i) {
-                                act.complete_tx(o.ctx, o.flags, o.want, Some(err));
+                            if let Some(o) = state.free_op(i) {
+                                active.complete_tx(o.ctx, o.flags, o.want, Some(err));
                             }
                         }
                     }
@@ -150,11 +154,11 @@ impl Shared {
     }
 
     /// Hand one transmit of connection `c` to the core.
-    fn post_transmit(&self, act: &Active, st: &mut St, c: usize, t: Transmit) -> Posted {
+    fn post_transmit(&self, active: &Active, state: &mut EpState, c: usize, t: Transmit) -> Posted {
         match t {
             Transmit::Control(h) => {
                 let b = h.bytes();
-                let r = match self.tx_ep(st, c) {
+                let r = match self.tx_ep(state, c) {
                     // SAFETY: `b` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(b.as_ptr(), HDR_LEN, ADDR_UNSPEC) },
                     None => return Posted::Gone,
@@ -163,7 +167,7 @@ impl Shared {
                     Ok(()) => Posted::Done,
                     Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
                     Err(e) if is_conn_err(e.code()) => {
-                        self.fail_conn(act, st, c, Errno::ECONNRESET);
+                        self.fail_conn(active, state, c, Errno::ECONNRESET);
                         Posted::Gone
                     }
                     Err(e) => {
@@ -178,17 +182,17 @@ impl Shared {
                 offset,
                 len,
             } => {
-                let Some(i) = st.op_index(op) else {
+                let Some(i) = state.op_index(op) else {
                     return Posted::Done;
                 };
                 let ctx = mk_ctx(K_TX, i, (op.0 >> 32) as u32);
-                if let Some(o) = st.ops[i as usize].as_mut() {
+                if let Some(o) = state.ops[i as usize].as_mut() {
                     o.started = true;
                 }
-                let bounced = st.ops[i as usize].as_ref().map_or(0, |o| o.bounce.len());
-                match self.post_packet(st, i, c, ctx, hdr, offset..offset + len) {
+                let bounced = state.ops[i as usize].as_ref().map_or(0, |o| o.bounce.len());
+                match self.post_packet(state, i, c, ctx, hdr, offset..offset + len) {
                     Ok(()) => {
-                        if let Some(o) = st.ops[i as usize].as_mut() {
+                        if let Some(o) = state.ops[i as usize].as_mut() {
                             o.outstanding += 1;
                             let Body::Send { len: total, .. } = o.body else {
                                 return Posted::Done;
@@ -200,48 +204,48 @@ impl Shared {
                         Posted::Done
                     }
                     Err(e) if e.code() == Errno::EAGAIN => {
-                        if let Some(o) = st.ops[i as usize].as_mut() {
+                        if let Some(o) = state.ops[i as usize].as_mut() {
                             o.hdrs.pop();
                             o.bounce.truncate(bounced);
                         }
                         Posted::Blocked
                     }
-                    Err(e) => self.post_failed(act, st, c, e.code()),
+                    Err(e) => self.post_failed(active, state, c, e.code()),
                 }
             }
             Transmit::Rts { hdr, op, .. } => {
-                let Some(i) = st.op_index(op) else {
+                let Some(i) = state.op_index(op) else {
                     return Posted::Done;
                 };
-                self.post_rts(act, st, i, c, hdr)
+                self.post_rts(active, state, i, c, hdr)
             }
             Transmit::Forward { op } => {
-                let Some(i) = st.op_index(op) else {
+                let Some(i) = state.op_index(op) else {
                     return Posted::Done;
                 };
-                if let Some(o) = st.ops[i as usize].as_mut() {
+                if let Some(o) = state.ops[i as usize].as_mut() {
                     o.started = true;
                 }
                 let ctx = mk_ctx(K_TX, i, (op.0 >> 32) as u32);
-                self.post_fwd(act, st, i, ctx)
+                self.post_fwd(active, state, i, ctx)
             }
         }
     }
 
-    pub(super) fn fail_op(&self, act: &Active, st: &mut St, i: u32, e: Errno) -> Posted {
+    pub(super) fn fail_op(&self, active: &Active, state: &mut EpState, i: u32, e: Errno) -> Posted {
         if is_conn_err(e) {
-            if let Some(c) = st
+            if let Some(c) = state
                 .ops
                 .get(i as usize)
                 .and_then(Option::as_ref)
                 .map(|o| o.conn)
             {
-                self.fail_conn(act, st, c, Errno::ECONNRESET);
+                self.fail_conn(active, state, c, Errno::ECONNRESET);
                 return Posted::Gone;
             }
         }
-        if let Some(op) = st.free_op(i) {
-            act.complete_tx(op.ctx, op.flags, op.want, Some(e));
+        if let Some(op) = state.free_op(i) {
+            active.complete_tx(op.ctx, op.flags, op.want, Some(e));
         }
         Posted::Done
     }
@@ -253,7 +257,7 @@ impl Shared {
     /// holds pointers to them).
     fn post_packet(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         i: u32,
         c: usize,
         ctx: usize,
@@ -261,7 +265,7 @@ impl Shared {
         range: std::ops::Range<usize>,
     ) -> Result<()> {
         let core_iov = self.dom.core_info.tx_attr.iov_limit.max(1);
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
+        let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Ok(());
         };
         let Body::Send { iov, .. } = op.body else {
@@ -299,7 +303,7 @@ impl Shared {
             op.bounce.push(b);
         }
         op.hdrs.push(hb);
-        match self.tx_ep(st, c) {
+        match self.tx_ep(state, c) {
             // SAFETY: the header box and bounce buffers live in the op until its
             // completion; the application's buffers by the C contract.
             Some(ep) => unsafe {
@@ -339,8 +343,15 @@ impl Shared {
 
     /// Post the rendezvous request of send `i` (header `h` from the engine) on
     /// connection `c`: its body names the buffers registered at submission.
-    fn post_rts(&self, act: &Active, st: &mut St, i: u32, c: usize, h: proto::Hdr) -> Posted {
-        let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) else {
+    fn post_rts(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        i: u32,
+        c: usize,
+        h: proto::Hdr,
+    ) -> Posted {
+        let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) else {
             return Posted::Done;
         };
         op.started = true;
@@ -370,32 +381,32 @@ impl Shared {
         let ptr = b.as_ptr();
         let blen = b.len();
         op.bounce.push(b);
-        let r = match self.tx_ep(st, c) {
+        let r = match self.tx_ep(state, c) {
             // SAFETY: the packet lives in the op until completion.
             Some(ep) => unsafe { ep.send(ptr, blen, std::ptr::null_mut(), ADDR_UNSPEC, ctx) },
             None => Err(Error::code_only(Errno::ENOTCONN)),
         };
         match r {
             Ok(()) => {
-                st.posted_last(i);
+                state.posted_last(i);
                 Posted::Done
             }
             Err(e) if e.code() == Errno::EAGAIN => {
-                if let Some(op) = st.ops.get_mut(i as usize).and_then(Option::as_mut) {
+                if let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) {
                     op.bounce.pop();
                 }
                 Posted::Blocked
             }
-            Err(e) => self.post_failed(act, st, c, e.code()),
+            Err(e) => self.post_failed(active, state, c, e.code()),
         }
     }
 
     /// The core refused a packet of connection `c` for good (`e`, not `FI_EAGAIN`).
     /// The engine counted it sent (credits, acknowledgements): the connection's state
     /// is off from here, so the connection goes.
-    fn post_failed(&self, act: &Active, st: &mut St, c: usize, e: Errno) -> Posted {
+    fn post_failed(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) -> Posted {
         let code = if is_conn_err(e) { Errno::ECONNRESET } else { e };
-        self.fail_conn(act, st, c, code);
+        self.fail_conn(active, state, c, code);
         Posted::Gone
     }
 }
