@@ -36,8 +36,8 @@ use std::time::Duration;
 
 use ofi_core::Errno;
 
-/// A peer, as the endpoint numbers them.
-pub type PeerId = u32;
+/// A peer, as the endpoint numbers them: the engine's peer id (one a connection).
+pub use crate::engine::PeerId;
 
 /// A point in time: nanoseconds on any monotonic clock the driver chooses (the
 /// endpoint: since it was enabled; `tests/sim.rs`: the simulation's virtual clock).
@@ -452,14 +452,17 @@ mod tests {
         let t: Nanos = 0;
         let mut m = Manager::new(cfg(2));
         for p in 0..5 {
-            m.want(p, t);
+            m.want(PeerId(p), t);
         }
-        assert_eq!(drain(&mut m), vec![Action::Connect(0), Action::Connect(1)]);
+        assert_eq!(
+            drain(&mut m),
+            vec![Action::Connect(PeerId(0)), Action::Connect(PeerId(1))]
+        );
         assert_eq!(m.in_flight(), 2);
-        m.on_connected(0, Some(1), t);
-        assert_eq!(drain(&mut m), vec![Action::Connect(2)]);
-        m.want(0, t);
-        m.want(2, t);
+        m.on_connected(PeerId(0), Some(1), t);
+        assert_eq!(drain(&mut m), vec![Action::Connect(PeerId(2))]);
+        m.want(PeerId(0), t);
+        m.want(PeerId(2), t);
         assert!(drain(&mut m).is_empty(), "no duplicate attempts");
         assert_eq!(m.in_flight(), 2);
     }
@@ -468,8 +471,8 @@ mod tests {
     fn timeouts_retry_with_backoff_then_fail() {
         let t0: Nanos = 0;
         let mut m = Manager::new(cfg(4));
-        m.want(7, t0);
-        assert_eq!(drain(&mut m), vec![Action::Connect(7)]);
+        m.want(PeerId(7), t0);
+        assert_eq!(drain(&mut m), vec![Action::Connect(PeerId(7))]);
         let mut now = t0;
         let mut connects = 1;
         let mut failed = None;
@@ -480,16 +483,16 @@ mod tests {
             m.handle_timeout(now);
             for a in drain(&mut m) {
                 match a {
-                    Action::Connect(7) => connects += 1,
-                    Action::Fail(7, e) => failed = Some(e),
-                    Action::Abort(7) => {}
+                    Action::Connect(PeerId(7)) => connects += 1,
+                    Action::Fail(PeerId(7), e) => failed = Some(e),
+                    Action::Abort(PeerId(7)) => {}
                     other => panic!("unexpected {other:?}"),
                 }
             }
         }
         assert_eq!(connects, 3, "three attempts (retries = 3)");
         assert_eq!(failed, Some(Errno::ETIMEDOUT));
-        assert_eq!(m.state(7), State::Idle);
+        assert_eq!(m.state(PeerId(7)), State::Idle);
         assert_eq!(m.in_flight(), 0);
         // Bounded: 3 time-outs of 100 ms plus back-offs of 10 and 20 ms.
         assert!(
@@ -503,10 +506,13 @@ mod tests {
     fn protocol_refusals_fail_at_once() {
         let t: Nanos = 0;
         let mut m = Manager::new(cfg(4));
-        m.want(1, t);
+        m.want(PeerId(1), t);
         drain(&mut m);
-        m.on_refused(1, Errno::ECONNREFUSED, Reason::Version, t);
-        assert_eq!(drain(&mut m), vec![Action::Fail(1, Errno::ECONNREFUSED)]);
+        m.on_refused(PeerId(1), Errno::ECONNREFUSED, Reason::Version, t);
+        assert_eq!(
+            drain(&mut m),
+            vec![Action::Fail(PeerId(1), Errno::ECONNREFUSED)]
+        );
         assert_eq!(m.in_flight(), 0);
     }
 
@@ -517,26 +523,29 @@ mod tests {
         let (a_addr, b_addr) = ([1u8], [2u8]);
         let mut a = Manager::new(cfg(4));
         let mut b = Manager::new(cfg(4));
-        a.want(0, t);
-        b.want(0, t);
+        a.want(PeerId(0), t);
+        b.want(PeerId(0), t);
         drain(&mut a);
         drain(&mut b);
         // Each receives the other's request.
-        let at_a = a.on_incoming(0, 2, self_wins(&a_addr, &b_addr), t);
-        let at_b = b.on_incoming(0, 1, self_wins(&b_addr, &a_addr), t);
+        let at_a = a.on_incoming(PeerId(0), 2, self_wins(&a_addr, &b_addr), t);
+        let at_b = b.on_incoming(PeerId(0), 1, self_wins(&b_addr, &a_addr), t);
         assert_eq!(at_a, Incoming::RejectAlready, "a's own connection wins");
         assert_eq!(at_b, Incoming::Accept);
-        assert_eq!(drain(&mut b), vec![Action::Abort(0)]);
+        assert_eq!(drain(&mut b), vec![Action::Abort(PeerId(0))]);
         // b's attempt is rejected by a (ignored: it was abandoned).
-        b.on_refused(0, Errno::ECONNREFUSED, Reason::Already, t);
-        assert!(matches!(b.state(0), State::Accepting { .. }));
-        a.on_connected(0, Some(2), t);
-        b.on_connected(0, Some(1), t);
-        assert_eq!(a.state(0), State::Connected);
-        assert_eq!(b.state(0), State::Connected);
+        b.on_refused(PeerId(0), Errno::ECONNREFUSED, Reason::Already, t);
+        assert!(matches!(b.state(PeerId(0)), State::Accepting { .. }));
+        a.on_connected(PeerId(0), Some(2), t);
+        b.on_connected(PeerId(0), Some(1), t);
+        assert_eq!(a.state(PeerId(0)), State::Connected);
+        assert_eq!(b.state(PeerId(0)), State::Connected);
         // A stale duplicate from the same instance is rejected; a restarted peer replaces.
-        assert_eq!(a.on_incoming(0, 2, true, t), Incoming::RejectAlready);
-        assert_eq!(a.on_incoming(0, 3, true, t), Incoming::Replace);
+        assert_eq!(
+            a.on_incoming(PeerId(0), 2, true, t),
+            Incoming::RejectAlready
+        );
+        assert_eq!(a.on_incoming(PeerId(0), 3, true, t), Incoming::Replace);
     }
 
     /// A simulated network of `n` endpoints that all connect to each other at once, with
@@ -575,7 +584,7 @@ mod tests {
         for i in 0..n {
             for j in 0..n {
                 if i != j {
-                    mgr[i as usize].want(j, t0);
+                    mgr[i as usize].want(PeerId(j), t0);
                 }
             }
         }
@@ -586,7 +595,7 @@ mod tests {
                 assert!(mgr[i].in_flight() <= max);
                 while let Some(a) = mgr[i].poll_action() {
                     match a {
-                        Action::Connect(p) => {
+                        Action::Connect(PeerId(p)) => {
                             let att = next_att;
                             next_att += 1;
                             attempt[i].insert(p, att);
@@ -599,18 +608,19 @@ mod tests {
                                 }
                             }
                         }
-                        Action::Abort(p) => {
+                        Action::Abort(PeerId(p)) => {
                             attempt[i].remove(&p);
                         }
-                        Action::AbortAccept(p) => {
+                        Action::AbortAccept(PeerId(p)) => {
                             accepted[i].remove(&p);
                         }
-                        Action::Fail(p, e) => panic!("{i} gave up on {p}: {e}"),
+                        Action::Fail(PeerId(p), e) => panic!("{i} gave up on {p}: {e}"),
                     }
                 }
             }
-            let done = (0..n as usize)
-                .all(|i| (0..n).all(|j| j == i as u32 || mgr[i].state(j) == State::Connected));
+            let done = (0..n as usize).all(|i| {
+                (0..n).all(|j| j == i as u32 || mgr[i].state(PeerId(j)) == State::Connected)
+            });
             if done && net.is_empty() {
                 break;
             }
@@ -635,7 +645,7 @@ mod tests {
                     match msg {
                         Msg::Req { from, att } => {
                             let wins = self_wins(&[to as u8], &[from as u8]);
-                            match mgr[me].on_incoming(from, u64::from(from), wins, now) {
+                            match mgr[me].on_incoming(PeerId(from), u64::from(from), wins, now) {
                                 Incoming::Accept | Incoming::Replace => {
                                     accepted[me].insert(from, (from, att));
                                     net.push((now + d, from, Msg::Acc { from: to, att }));
@@ -655,19 +665,19 @@ mod tests {
                             if attempt[me].get(&from) == Some(&att) {
                                 attempt[me].remove(&from);
                                 conn[me].insert(from, (to, att));
-                                mgr[me].on_connected(from, Some(u64::from(from)), now);
+                                mgr[me].on_connected(PeerId(from), Some(u64::from(from)), now);
                                 // The acceptor's side completes too.
                                 if accepted[from as usize].get(&to) == Some(&(to, att)) {
                                     accepted[from as usize].remove(&to);
                                     conn[from as usize].insert(to, (to, att));
-                                    mgr[from as usize].on_connected(to, None, now);
+                                    mgr[from as usize].on_connected(PeerId(to), None, now);
                                 }
                             }
                         }
                         Msg::Rej { from, att, reason } => {
                             if attempt[me].get(&from) == Some(&att) {
                                 attempt[me].remove(&from);
-                                mgr[me].on_refused(from, Errno::ECONNREFUSED, reason, now);
+                                mgr[me].on_refused(PeerId(from), Errno::ECONNREFUSED, reason, now);
                             }
                         }
                     }
@@ -681,7 +691,7 @@ mod tests {
                     continue;
                 }
                 assert_eq!(
-                    mgr[i as usize].state(j),
+                    mgr[i as usize].state(PeerId(j)),
                     State::Connected,
                     "seed {seed}: {i} -> {j} not connected"
                 );

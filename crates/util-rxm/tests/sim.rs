@@ -318,7 +318,7 @@ impl Node {
         self.carry_out_actions();
         for p in 0..NODES {
             if p != self.me && self.eng.wants_connection(PeerId(p as u32)) {
-                self.mgr.want(p as conn::PeerId, now);
+                self.mgr.want(PeerId(p as u32), now);
             }
         }
         self.carry_out_actions();
@@ -330,12 +330,12 @@ impl Node {
             match a {
                 Action::Connect(p) => {
                     let h = hello(Kind::Connect, Reason::None, self.eng.grant(), self.instance);
-                    self.outbox.push_back((p as NodeId, Pkt::Cm(h)));
+                    self.outbox.push_back((p.index(), Pkt::Cm(h)));
                 }
                 // An abandoned attempt: its answer, if one comes, finds the manager
                 // elsewhere (the simulated link is the connection).
                 Action::Abort(_) | Action::AbortAccept(_) => {}
-                Action::Fail(p, e) => self.eng.fail_waiting(PeerId(p), e),
+                Action::Fail(p, e) => self.eng.fail_waiting(p, e),
             }
         }
     }
@@ -343,11 +343,10 @@ impl Node {
     /// A handshake from `src` arrived.
     fn handshake(&mut self, now: Nanos, src: NodeId, h: Hello) {
         let peer = PeerId(src as u32);
-        let p = src as conn::PeerId;
         match h.kind {
             Kind::Connect => {
                 let wins = conn::self_wins(&[self.me as u8], &[src as u8]);
-                match self.mgr.on_incoming(p, h.instance, wins, now) {
+                match self.mgr.on_incoming(peer, h.instance, wins, now) {
                     d @ (Incoming::Accept | Incoming::Replace) => {
                         if d == Incoming::Replace {
                             // A restarted peer: what was in flight on the old
@@ -355,7 +354,7 @@ impl Node {
                             self.eng.reset(peer, Errno::ECONNRESET, true);
                         }
                         self.eng.handle_conn_up(peer, h.credits);
-                        self.mgr.on_connected(p, None, now);
+                        self.mgr.on_connected(peer, None, now);
                         let a = hello(Kind::Accept, Reason::None, self.eng.grant(), self.instance);
                         self.outbox.push_back((src, Pkt::Cm(a)));
                     }
@@ -366,10 +365,12 @@ impl Node {
                 }
             }
             Kind::Accept => {
-                self.mgr.on_connected(p, Some(h.instance), now);
+                self.mgr.on_connected(peer, Some(h.instance), now);
                 self.eng.handle_conn_up(peer, h.credits);
             }
-            Kind::Reject => self.mgr.on_refused(p, Errno::ECONNREFUSED, h.reason, now),
+            Kind::Reject => self
+                .mgr
+                .on_refused(peer, Errno::ECONNREFUSED, h.reason, now),
         }
         self.run_connections(now);
     }
@@ -458,8 +459,9 @@ impl SimNode for Node {
     }
 
     fn link_down(&mut self, now: Nanos, peer: NodeId) {
-        self.eng.handle_conn_down(PeerId(peer as u32));
-        self.mgr.on_lost(peer as conn::PeerId, now);
+        let peer = PeerId(peer as u32);
+        self.eng.handle_conn_down(peer);
+        self.mgr.on_lost(peer, now);
         self.run_connections(now);
         self.drain_events(now);
     }

@@ -96,6 +96,19 @@ use crate::proto::{Hdr, HDR_LEN};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PeerId(pub u32);
 
+impl PeerId {
+    /// The peer of the driver's table index `index` (a table of fewer than 2^32
+    /// entries: a driver's connections, bounded by memory long before that).
+    pub fn from_index(index: usize) -> PeerId {
+        PeerId(index as u32)
+    }
+
+    /// The driver's table index of this peer.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// An application operation, named by the driver (unique among those live). A
 /// rendezvous request carries it on the wire (RNDV_DONE echoes it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -14,7 +14,7 @@ use super::*;
 impl Shared {
     /// Open a MSG endpoint for `conn` from `info` (a connection request's, or the core
     /// info for an outgoing one), bound to the core EQ and CQ.
-    pub(super) fn open_msg(&self, state: &mut EpState, info: &Info, conn: usize) -> Result<usize> {
+    pub(super) fn open_msg(&self, state: &mut EpState, info: &Info, conn: ConnId) -> Result<usize> {
         state.msg_gen = state.msg_gen.wrapping_add(1) & 0x3fff_ffff;
         let gen = state.msg_gen;
         let slot = state
@@ -45,8 +45,9 @@ impl Shared {
         while let Some(a) = state.conn_mgr.poll_action() {
             match a {
                 Action::Connect(p) => {
-                    let c = p as usize;
-                    let Some((addr, rx_index)) = state.conn(c).map(|x| (x.key.clone(), x.rx_index))
+                    let conn_id = p;
+                    let Some((addr, rx_index)) =
+                        state.conn(conn_id).map(|x| (x.key.clone(), x.rx_index))
                     else {
                         state.conn_mgr.remove(p, now);
                         continue;
@@ -59,7 +60,7 @@ impl Shared {
                     let mut ci = self.dom.core_info.clone();
                     ci.dest_addr = None;
                     ci.src_addr = None;
-                    let r = self.open_msg(state, &ci, c).and_then(|slot| {
+                    let r = self.open_msg(state, &ci, conn_id).and_then(|slot| {
                         let res = state.msgs[slot]
                             .as_ref()
                             .map(|m| m.ep.enable().and_then(|_| m.ep.connect(&addr, &hello)))
@@ -74,7 +75,7 @@ impl Shared {
                     });
                     match r {
                         Ok(slot) => {
-                            if let Some(conn) = state.conns[c].as_mut() {
+                            if let Some(conn) = state.conn_mut(conn_id) {
                                 conn.attempt = Some(slot);
                             }
                         }
@@ -86,35 +87,47 @@ impl Shared {
                 }
                 Action::Abort(p) | Action::AbortAccept(p) => {
                     let outgoing = matches!(a, Action::Abort(_));
-                    let slot = state.conn_mut(p as usize).and_then(|c| {
+                    let slot = state.conn_mut(p).and_then(|conn| {
                         if outgoing {
-                            c.attempt.take()
+                            conn.attempt.take()
                         } else {
-                            c.accepting.take()
+                            conn.accepting.take()
                         }
                     });
                     self.drop_msg(state, slot);
                 }
                 Action::Fail(p, e) => {
-                    ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {p}: giving up: {e}");
-                    self.fail_queued(active, state, p as usize, e);
+                    ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {}: giving up: {e}", p.0);
+                    self.fail_queued(active, state, p, e);
                 }
             }
         }
         state.next_timer = state.conn_mgr.poll_timeout();
     }
 
-    /// Fail every operation waiting for a connection to `c` (the connection manager
+    /// Fail every operation waiting for a connection `conn_id` (the connection manager
     /// gave up on the peer).
-    pub(super) fn fail_queued(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
-        state.protocol.fail_waiting(peer_of(c), e);
+    pub(super) fn fail_queued(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        conn_id: ConnId,
+        e: Errno,
+    ) {
+        state.protocol.fail_waiting(conn_id, e);
         self.drain_events(active, state);
     }
 
-    /// The connection to `c` is gone: fail what was queued or in flight on it.
-    pub(super) fn fail_conn(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
+    /// The connection `conn_id` is gone: fail what was queued or in flight on it.
+    pub(super) fn fail_conn(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        conn_id: ConnId,
+        e: Errno,
+    ) {
         let now = state.now();
-        let Some(conn) = state.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(conn_id) else {
             return;
         };
         let slots: Vec<usize> = conn
@@ -132,16 +145,16 @@ impl Shared {
         }
         // Operations in flight or queued on this connection: the engine's (queued,
         // awaiting the peer) and those it is done with but the core is not.
-        self.fail_ops_of(active, state, c, e, false);
-        self.fail_receives_of(active, state, c, e);
-        state.conn_mgr.on_lost(c as PeerId, now);
+        self.fail_ops_of(active, state, conn_id, e, false);
+        self.fail_receives_of(active, state, conn_id, e);
+        state.conn_mgr.on_lost(conn_id, now);
         self.run_actions(active, state);
     }
 
-    /// Fail with `e` the receives being filled from connection `c`: a segmented
+    /// Fail with `e` the receives being filled from connection `conn_id`: a segmented
     /// message placed into a receive, rendezvous reads.
-    fn fail_receives_of(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) {
-        let sar = state.conn_mut(c).and_then(|x| x.sar.take());
+    fn fail_receives_of(&self, active: &Active, state: &mut EpState, conn_id: ConnId, e: Errno) {
+        let sar = state.conn_mut(conn_id).and_then(|x| x.sar.take());
         if let Some(s) = sar {
             if let SarTarget::Recv {
                 recv,
@@ -156,7 +169,7 @@ impl Shared {
             .rds
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.as_ref().filter(|r| r.conn == c).map(|_| i as u32))
+            .filter_map(|(i, r)| r.as_ref().filter(|r| r.conn == conn_id).map(|_| i as u32))
             .collect();
         for i in rds {
             if let Some(r) = state.rds.get_mut(i as usize).and_then(Option::take) {
@@ -169,25 +182,25 @@ impl Shared {
             .retain(|i| state.rds.get(*i as usize).is_some_and(Option::is_some));
     }
 
-    /// Fail the operations on connection `c` with `e`: every one, or with
+    /// Fail the operations on connection `conn_id` with `e`: every one, or with
     /// `keep_queued` those the engine has not started (they go on the next
     /// connection). The engine starts a new epoch for the peer.
     fn fail_ops_of(
         &self,
         active: &Active,
         state: &mut EpState,
-        c: usize,
+        conn_id: ConnId,
         e: Errno,
         keep_queued: bool,
     ) {
-        state.protocol.reset(peer_of(c), e, keep_queued);
+        state.protocol.reset(conn_id, e, keep_queued);
         let ids: Vec<u32> = state
             .ops
             .iter()
             .enumerate()
             .filter_map(|(i, o)| {
                 o.as_ref()
-                    .filter(|o| o.conn == c && (o.started || !keep_queued))
+                    .filter(|o| o.conn == conn_id && (o.started || !keep_queued))
                     .map(|_| i as u32)
             })
             .collect();
@@ -278,14 +291,14 @@ impl Shared {
             .and_then(Address::socket_addr)
             .map(|a| a.ip());
         let actual = norm_addr(&addr, src_ip);
-        let c = state.conn_for_addr(&actual);
+        let conn_id = state.conn_for_addr(&actual);
         // A transmit context of a scalable endpoint is known in the AVs by its
         // scalable endpoint's name (`FI_SOURCE`).
         let alias = ext
             .alias
             .as_deref()
             .and_then(|a| Address::from_bytes(self.dom.core_info.addr_format, a).ok());
-        if let Some(conn) = state.conn_mut(c) {
+        if let Some(conn) = state.conn_mut(conn_id) {
             let forms = [
                 Some(addr.clone()),
                 alias.as_ref().map(|a| norm_addr(a, src_ip)),
@@ -304,7 +317,7 @@ impl Shared {
         } else {
             state
                 .conn_mgr
-                .on_incoming(c as PeerId, h.instance, conn::self_wins(&me, &h.addr), now)
+                .on_incoming(conn_id, h.instance, conn::self_wins(&me, &h.addr), now)
         };
         match decision {
             ConnDecision::RejectAlready => {
@@ -314,16 +327,16 @@ impl Shared {
                 if decision == ConnDecision::Replace {
                     // The peer restarted: what was in flight on the old connection is
                     // lost; what was queued goes on the new one.
-                    let old = state.conns[c].as_mut().and_then(|x| {
+                    let old = state.conn_mut(conn_id).and_then(|x| {
                         x.stalled.clear();
                         x.tx.take()
                     });
                     self.drop_msg(state, old);
-                    self.fail_ops_of(active, state, c, Errno::ECONNRESET, true);
-                    self.fail_receives_of(active, state, c, Errno::ECONNRESET);
+                    self.fail_ops_of(active, state, conn_id, Errno::ECONNRESET, true);
+                    self.fail_receives_of(active, state, conn_id, Errno::ECONNRESET);
                 }
                 self.run_actions(active, state);
-                match self.open_msg(state, &info, c) {
+                match self.open_msg(state, &info, conn_id) {
                     Ok(slot) => {
                         let ok = state.msgs[slot]
                             .as_ref()
@@ -334,7 +347,7 @@ impl Shared {
                             self.drop_msg(state, Some(slot));
                             return;
                         }
-                        if let Some(conn) = state.conns[c].as_mut() {
+                        if let Some(conn) = state.conn_mut(conn_id) {
                             if loopback {
                                 conn.loopback = true;
                                 conn.extra.push(slot);
@@ -366,7 +379,7 @@ impl Shared {
         data: &[u8],
     ) {
         let now = state.now();
-        let Some(c) = state
+        let Some(conn_id) = state
             .msgs
             .get(slot)
             .and_then(Option::as_ref)
@@ -374,7 +387,7 @@ impl Shared {
         else {
             return;
         };
-        let Some(conn) = state.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(conn_id) else {
             return;
         };
         if conn.extra.contains(&slot) {
@@ -397,12 +410,9 @@ impl Shared {
                 Ok(h) => {
                     ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer accepted with an incompatible handshake (kind {:?}, version {}, buffer size {})", h.kind, h.version, h.buffer_size);
                     self.drop_msg(state, Some(slot));
-                    state.conn_mgr.on_refused(
-                        c as PeerId,
-                        Errno::ECONNREFUSED,
-                        Reason::Version,
-                        now,
-                    );
+                    state
+                        .conn_mgr
+                        .on_refused(conn_id, Errno::ECONNREFUSED, Reason::Version, now);
                     self.run_actions(active, state);
                     return;
                 }
@@ -413,12 +423,9 @@ impl Shared {
                         "peer accepted with a malformed handshake: {e}"
                     );
                     self.drop_msg(state, Some(slot));
-                    state.conn_mgr.on_refused(
-                        c as PeerId,
-                        Errno::ECONNREFUSED,
-                        Reason::Malformed,
-                        now,
-                    );
+                    state
+                        .conn_mgr
+                        .on_refused(conn_id, Errno::ECONNREFUSED, Reason::Malformed, now);
                     self.run_actions(active, state);
                     return;
                 }
@@ -440,16 +447,16 @@ impl Shared {
         // credits at the peer, so the grant of the new handshake must not refill them
         // (the engine ignores a second "up").
         if old.is_none() {
-            state.protocol.handle_conn_up(peer_of(c), credits as u32);
+            state.protocol.handle_conn_up(conn_id, credits as u32);
         }
         if peer_sar > 0 {
-            state.protocol.set_peer_sar_limit(peer_of(c), peer_sar);
+            state.protocol.set_peer_sar_limit(conn_id, peer_sar);
         }
         self.drop_msg(state, old);
         self.post_bufs(state, slot);
-        state.conn_mgr.on_connected(c as PeerId, instance, now);
+        state.conn_mgr.on_connected(conn_id, instance, now);
         self.run_actions(active, state);
-        self.pump_conn(active, state, c);
+        self.pump_conn(active, state, conn_id);
     }
 
     pub(super) fn handle_cm_error(
@@ -463,7 +470,7 @@ impl Shared {
         // As for FI_SHUTDOWN: what arrived before the error is completed first.
         self.progress_cq(active, state);
         let now = state.now();
-        let Some(c) = state
+        let Some(conn_id) = state
             .msgs
             .get(slot)
             .and_then(Option::as_ref)
@@ -471,7 +478,7 @@ impl Shared {
         else {
             return;
         };
-        let Some(conn) = state.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(conn_id) else {
             return;
         };
         if conn.attempt == Some(slot) {
@@ -484,10 +491,10 @@ impl Shared {
             if matches!(reason, Reason::Version | Reason::Params | Reason::Malformed) {
                 ofi_core::ofi_warn!(NAME, "ep_ctrl", "peer refused our handshake ({reason:?})");
             }
-            state.conn_mgr.on_refused(c as PeerId, err, reason, now);
+            state.conn_mgr.on_refused(conn_id, err, reason, now);
             self.run_actions(active, state);
         } else if conn.tx == Some(slot) {
-            self.fail_conn(active, state, c, Errno::ECONNRESET);
+            self.fail_conn(active, state, conn_id, Errno::ECONNRESET);
         } else {
             if conn.accepting == Some(slot) {
                 conn.accepting = None;
@@ -502,7 +509,7 @@ impl Shared {
         // take those first, or a peer's last message (sent just before it exited) would
         // be dropped with the connection's slot (the same for an error event).
         self.progress_cq(active, state);
-        let Some(c) = state
+        let Some(conn_id) = state
             .msgs
             .get(slot)
             .and_then(Option::as_ref)
@@ -510,11 +517,11 @@ impl Shared {
         else {
             return;
         };
-        let Some(conn) = state.conn_mut(c) else {
+        let Some(conn) = state.conn_mut(conn_id) else {
             return;
         };
         if conn.tx == Some(slot) {
-            self.fail_conn(active, state, c, Errno::ECONNRESET);
+            self.fail_conn(active, state, conn_id, Errno::ECONNRESET);
         } else {
             conn.extra.retain(|s| *s != slot);
             if conn.accepting == Some(slot) {

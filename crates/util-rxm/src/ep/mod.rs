@@ -97,7 +97,7 @@ use ofi_kit::progress::{Progress, ProgressEngine};
 use ofi_kit::request::{AtomicRequest, RmaRequest, SendRequest};
 use ofi_kit::tagmatch::{Incoming, Match, MatcherConfig, Placement, PostedRecv, TagMatcher};
 
-use crate::conn::{self, Action, Incoming as ConnDecision, Manager, PeerId};
+use crate::conn::{self, Action, Incoming as ConnDecision, Manager};
 use crate::engine::{
     Arrival, Config as EngineConfig, CreditToken, Engine, Event, MsgMeta, OpId,
     PeerId as EnginePeer, Protocol, ReadId, Transmit,
@@ -157,11 +157,11 @@ fn op_id(i: u32, gen: u32) -> OpId {
     OpId((u64::from(gen) << 32) | u64::from(i))
 }
 
-/// The engine's peer for connection `c`.
-#[inline]
-fn peer_of(c: usize) -> EnginePeer {
-    EnginePeer(c as u32)
-}
+/// A connection of this endpoint: its index in [`EpState::conns`], which is also the
+/// engine's name for the peer at its other end (the engine keeps one peer a
+/// connection; a closed connection's index may serve a new one, after the engine has
+/// been told the old one went down).
+type ConnId = EnginePeer;
 
 /// MSG endpoint contexts (EQ events): slot + 1 and generation.
 fn ep_ctx(slot: usize, gen: u32) -> usize {
@@ -199,7 +199,7 @@ type Active = Bound;
 /// A MSG endpoint of the core, with its bounce buffers.
 struct MsgEp {
     ep: CoreEp,
-    conn: usize,
+    conn: ConnId,
     gen: u32,
     bufs: Vec<Box<[u8]>>,
     posted: bool,
@@ -346,7 +346,7 @@ enum Body {
 /// credit, an acknowledgement or "done") is the engine's.
 struct TxOp {
     gen: u32,
-    conn: usize,
+    conn: ConnId,
     ctx: usize,
     flags: u64,
     want: bool,
@@ -373,7 +373,7 @@ struct TxOp {
 /// A rendezvous read at the receiver.
 struct RdOp {
     gen: u32,
-    conn: usize,
+    conn: ConnId,
     recv: PostedRecv<IoList>,
     place: Placement,
     inc: Incoming,
@@ -398,12 +398,12 @@ unsafe impl Send for CqBuf {}
 struct EpState {
     conns: Vec<Option<Conn>>,
     /// Connections by (normalised address, receive context index).
-    by_addr: HashMap<(Vec<u8>, u16), usize>,
-    by_fi: HashMap<u64, usize>,
+    by_addr: HashMap<(Vec<u8>, u16), ConnId>,
+    by_fi: HashMap<u64, ConnId>,
     /// (fabric address, the AV's change count then, connection) by the address's low
     /// 32 bits (the AV index), for the first [`DEST_FAST_MAX`] indexes:
     /// [`Shared::conn_of`] without a hash lookup or an AV read.
-    dest_fast: Vec<(u64, u64, usize)>,
+    dest_fast: Vec<(u64, u64, ConnId)>,
     /// The inject fast path's packet buffer (reused).
     fast_pkt: Vec<u8>,
     /// Core completions read per [`Shared::progress_cq`] round (reused, not zeroed per
@@ -786,14 +786,14 @@ impl Shared {
 // Connections.
 
 impl EpState {
-    /// Connection `c`, if it is open.
-    fn conn(&self, c: usize) -> Option<&Conn> {
-        self.conns.get(c)?.as_ref()
+    /// Connection `conn_id`, if it is open.
+    fn conn(&self, conn_id: ConnId) -> Option<&Conn> {
+        self.conns.get(conn_id.index())?.as_ref()
     }
 
-    /// Connection `c`, writable, if it is open.
-    fn conn_mut(&mut self, c: usize) -> Option<&mut Conn> {
-        self.conns.get_mut(c)?.as_mut()
+    /// Connection `conn_id`, writable, if it is open.
+    fn conn_mut(&mut self, conn_id: ConnId) -> Option<&mut Conn> {
+        self.conns.get_mut(conn_id.index())?.as_mut()
     }
 
     /// `t` on the connection manager's clock (nanoseconds since the endpoint was made).
@@ -808,23 +808,23 @@ impl EpState {
 
     /// The connection for peer `addr` (created idle if new); `addr` becomes one of its
     /// aliases (the forms the AV may hold it under).
-    fn conn_for_addr(&mut self, addr: &Address) -> usize {
+    fn conn_for_addr(&mut self, addr: &Address) -> ConnId {
         self.conn_for_target(addr, 0)
     }
 
     /// [`EpState::conn_for_addr`] for receive context `rx_index` of the peer: each index
     /// has its connection.
-    fn conn_for_target(&mut self, addr: &Address, rx_index: u16) -> usize {
+    fn conn_for_target(&mut self, addr: &Address, rx_index: u16) -> ConnId {
         let key = (norm_addr(addr, None).to_bytes(), rx_index);
-        if let Some(&c) = self.by_addr.get(&key) {
-            if let Some(conn) = self.conn_mut(c) {
+        if let Some(&conn_id) = self.by_addr.get(&key) {
+            if let Some(conn) = self.conn_mut(conn_id) {
                 if !conn.aliases.contains(addr) {
                     conn.aliases.push(addr.clone());
                 }
             }
-            return c;
+            return conn_id;
         }
-        let c = Conn {
+        let conn = Conn {
             aliases: vec![addr.clone()],
             key: key.0.clone(),
             rx_index,
@@ -842,25 +842,26 @@ impl EpState {
             loopback: false,
             peer_rma_event: false,
         };
-        let idx = match self.conns.iter().position(Option::is_none) {
+        let index = match self.conns.iter().position(Option::is_none) {
             Some(i) => {
-                self.conns[i] = Some(c);
+                self.conns[i] = Some(conn);
                 i
             }
             None => {
-                self.conns.push(Some(c));
+                self.conns.push(Some(conn));
                 self.conns.len() - 1
             }
         };
-        self.by_addr.insert(key, idx);
-        idx
+        let id = ConnId::from_index(index);
+        self.by_addr.insert(key, id);
+        id
     }
 
-    fn conn_src(&mut self, active: &Active, c: usize, need: bool) -> u64 {
+    fn conn_src(&mut self, active: &Active, conn_id: ConnId, need: bool) -> u64 {
         if !need {
             return ADDR_NOTAVAIL;
         }
-        let Some(conn) = self.conns.get_mut(c).and_then(Option::as_mut) else {
+        let Some(conn) = self.conns.get_mut(conn_id.index()).and_then(Option::as_mut) else {
             return ADDR_NOTAVAIL;
         };
         if conn.src != ADDR_NOTAVAIL {
@@ -885,7 +886,7 @@ impl EpState {
         ADDR_NOTAVAIL
     }
 
-    fn new_msg(&mut self, ep: CoreEp, conn: usize, gen: u32) -> usize {
+    fn new_msg(&mut self, ep: CoreEp, conn: ConnId, gen: u32) -> usize {
         let m = MsgEp {
             ep,
             conn,

@@ -26,10 +26,10 @@ pub(super) struct FwdRequest {
 }
 
 impl TxOp {
-    /// A new operation on connection `c`, not posted yet: `flags` and `want` for its
+    /// A new operation on connection `conn_id`, not posted yet: `flags` and `want` for its
     /// completion, `owned` a copy of its data (inject).
     fn new(
-        c: usize,
+        conn_id: ConnId,
         ctx: usize,
         flags: u64,
         want: bool,
@@ -38,7 +38,7 @@ impl TxOp {
     ) -> TxOp {
         TxOp {
             gen: 0,
-            conn: c,
+            conn: conn_id,
             ctx,
             flags,
             want,
@@ -193,9 +193,7 @@ impl Shared {
         // (`FI_RMA_EVENT`): tell it, on the connection the access went on (after it).
         let told = match (&op.body, op.err) {
             (Body::Fwd(f), None) => state
-                .conns
-                .get(op.conn)
-                .and_then(Option::as_ref)
+                .conn(op.conn)
                 .is_some_and(|c| c.peer_rma_event)
                 .then(|| (op.conn, f.is_remote_read())),
             _ => None,
@@ -204,7 +202,7 @@ impl Shared {
             active.complete_tx(op.ctx, op.flags, op.want, op.err);
         }
         if let Some((c, read)) = told {
-            state.protocol.remote_access_done(peer_of(c), read);
+            state.protocol.remote_access_done(c, read);
             self.pump_conn(active, state, c);
         }
     }
@@ -222,7 +220,7 @@ impl Shared {
         if state.live >= self.settings.tx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
-        let c = op.conn;
+        let conn_id = op.conn;
         if let (Some(_), Body::Send { len, .. }) = (meta, &op.body) {
             let rndv = Protocol::of(*len, self.settings.eager_limit(), self.settings.sar_limit)
                 == Protocol::Rendezvous;
@@ -240,7 +238,7 @@ impl Shared {
         let i = state.alloc_op(op);
         let gen = state.ops[i as usize].as_ref().map_or(0, |o| o.gen);
         let id = op_id(i, gen);
-        let peer = peer_of(c);
+        let peer = conn_id;
         let r = match meta {
             Some(m) => state.protocol.send_msg(peer, id, m, len),
             None => state.protocol.forward(peer, id),
@@ -250,47 +248,54 @@ impl Shared {
             return Err(Error::new(e, format!("{NAME}: operation refused")));
         }
         if state.protocol.is_up(peer) {
-            self.pump_conn(active, state, c);
+            self.pump_conn(active, state, conn_id);
         } else {
             let now = state.now();
-            state.conn_mgr.want(c as PeerId, now);
+            state.conn_mgr.want(conn_id, now);
             self.run_actions(active, state);
         }
         Ok(())
     }
 
     /// The connection for fabric address `dest`.
-    pub(super) fn conn_of(&self, active: &Active, state: &mut EpState, dest: u64) -> Result<usize> {
+    pub(super) fn conn_of(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        dest: u64,
+    ) -> Result<ConnId> {
         // The direct-mapped cache: valid while the AV has not changed since it was
         // filled (an entry's address is then the one its connection was found for).
         let changes = active.av.changes();
         let slot = (dest & 0xffff_ffff) as usize;
-        if let Some(&(d, ch, c)) = state.dest_fast.get(slot) {
+        if let Some(&(d, ch, conn_id)) = state.dest_fast.get(slot) {
             if d == dest && ch == changes {
-                return Ok(c);
+                return Ok(conn_id);
             }
         }
-        let c = self.conn_of_slow(active, state, dest)?;
+        let conn_id = self.conn_of_slow(active, state, dest)?;
         if slot < DEST_FAST_MAX {
             if state.dest_fast.len() <= slot {
-                state.dest_fast.resize(slot + 1, (ADDR_UNSPEC, u64::MAX, 0));
+                state
+                    .dest_fast
+                    .resize(slot + 1, (ADDR_UNSPEC, u64::MAX, ConnId::from_index(0)));
             }
-            state.dest_fast[slot] = (dest, changes, c);
+            state.dest_fast[slot] = (dest, changes, conn_id);
         }
-        Ok(c)
+        Ok(conn_id)
     }
 
     /// [`Shared::conn_of`] without the cache: the AV entry's address checked against
     /// the connection's aliases.
-    fn conn_of_slow(&self, active: &Active, state: &mut EpState, dest: u64) -> Result<usize> {
-        if let Some(&c) = state.by_fi.get(&dest) {
-            if let Some(conn) = state.conns.get(c).and_then(Option::as_ref) {
+    fn conn_of_slow(&self, active: &Active, state: &mut EpState, dest: u64) -> Result<ConnId> {
+        if let Some(&conn_id) = state.by_fi.get(&dest) {
+            if let Some(conn) = state.conn(conn_id) {
                 if active
                     .av
                     .with_entry(dest, |e| conn.aliases.contains(e.addr))
                     .unwrap_or(false)
                 {
-                    return Ok(c);
+                    return Ok(conn_id);
                 }
             }
         }
@@ -303,9 +308,9 @@ impl Shared {
         // Each receive context of a scalable peer (`fi_rx_addr`) has its connection;
         // the AV's receive-context bits never exceed 16.
         let rx_index = u16::try_from(active.av.rx_index(dest)).unwrap_or(u16::MAX);
-        let c = state.conn_for_target(&addr, rx_index);
-        state.by_fi.insert(dest, c);
-        Ok(c)
+        let conn_id = state.conn_for_target(&addr, rx_index);
+        state.by_fi.insert(dest, conn_id);
+        Ok(conn_id)
     }
 
     /// Submit a send (tagged when the request has a tag).
@@ -350,7 +355,7 @@ impl Shared {
         let want = wants_completion(active, suppress, flags);
         let mut g = lock(&self.state);
         let state = &mut *g;
-        let c = self.conn_of(active, state, dest)?;
+        let conn_id = self.conn_of(active, state, dest)?;
         let meta = MsgMeta {
             tag: tagged.then_some(tag),
             data,
@@ -360,12 +365,10 @@ impl Shared {
         // engine's `send_now`: up, nothing queued, a credit).
         if !delivery && len + HDR_LEN <= self.core_inject && len + HDR_LEN <= FAST_MAX {
             let ready = state
-                .conns
-                .get(c)
-                .and_then(Option::as_ref)
+                .conn(conn_id)
                 .is_some_and(|x| x.tx.is_some() && x.stalled.is_empty());
             if let Some(h) = ready
-                .then(|| state.protocol.send_now(peer_of(c), meta, len))
+                .then(|| state.protocol.send_now(conn_id, meta, len))
                 .flatten()
             {
                 // The endpoint's packet buffer (reused: no allocation, no zeroing of
@@ -382,7 +385,7 @@ impl Shared {
                     iov.gather(0, pkt.as_mut_ptr().add(HDR_LEN), len);
                     pkt.set_len(HDR_LEN + len);
                 }
-                let r = match self.tx_ep(state, c) {
+                let r = match self.tx_ep(state, conn_id) {
                     // SAFETY: `pkt` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(pkt.as_ptr(), HDR_LEN + len, ADDR_UNSPEC) },
                     None => Err(Error::code_only(Errno::ENOTCONN)),
@@ -395,9 +398,9 @@ impl Shared {
                         return Ok(());
                     }
                     Err(e) => {
-                        state.protocol.unsend(peer_of(c), &h);
+                        state.protocol.unsend(conn_id, &h);
                         if is_conn_err(e.code()) {
-                            self.fail_conn(active, state, c, Errno::ECONNRESET);
+                            self.fail_conn(active, state, conn_id, Errno::ECONNRESET);
                         } else if e.code() != Errno::EAGAIN {
                             return Err(e);
                         }
@@ -414,7 +417,7 @@ impl Shared {
             None
         };
         let body = Body::Send { iov, len };
-        let op = TxOp::new(c, ctx, cq_flags, want, body, owned);
+        let op = TxOp::new(conn_id, ctx, cq_flags, want, body, owned);
         self.submit(active, state, op, Some(meta))
     }
 
@@ -439,8 +442,8 @@ impl Shared {
         let want = wants_completion(active, suppress, flags);
         let mut g = lock(&self.state);
         let state = &mut *g;
-        let c = self.conn_of(active, state, dest)?;
-        let op = TxOp::new(c, ctx, cq_flags, want, Body::Fwd(fwd), owned);
+        let conn_id = self.conn_of(active, state, dest)?;
+        let op = TxOp::new(conn_id, ctx, cq_flags, want, Body::Fwd(fwd), owned);
         self.submit(active, state, op, None)
     }
 }

@@ -77,7 +77,7 @@ impl Shared {
                 if m.gen != gen {
                     return;
                 }
-                let c = m.conn;
+                let conn_id = m.conn;
                 match err {
                     Some(Errno::ETRUNC) => {
                         // Larger than the agreed buffer size: not an rxm peer.
@@ -86,7 +86,7 @@ impl Shared {
                             "ep_data",
                             "closing a connection after an oversized packet"
                         );
-                        self.fail_conn(active, state, c, Errno::EPROTO);
+                        self.fail_conn(active, state, conn_id, Errno::EPROTO);
                         return;
                     }
                     // Flushed by a closing connection; the EQ reports the reason.
@@ -114,7 +114,7 @@ impl Shared {
                          bounce buffer or longer than {} bytes",
                         self.bounce.packet_max
                     );
-                    self.fail_conn(active, state, c, Errno::EPROTO);
+                    self.fail_conn(active, state, conn_id, Errno::EPROTO);
                     return;
                 };
                 // SAFETY: the packet lies in a bounce buffer, a `Box<[u8]>` owned by MSG
@@ -126,12 +126,12 @@ impl Shared {
                 // again below. The raw slice only detaches the borrow from `state` so
                 // `handle_packet` can take it.
                 let pkt: &[u8] = unsafe { std::slice::from_raw_parts(pkt.as_ptr(), pkt.len()) };
-                match self.handle_packet(active, state, c, pkt) {
+                match self.handle_packet(active, state, conn_id, pkt) {
                     Ok(()) => {
                         if released {
                             self.repost(state, slot, b);
                         }
-                        self.pump_conn(active, state, c);
+                        self.pump_conn(active, state, conn_id);
                     }
                     Err(err) => {
                         ofi_core::ofi_warn!(
@@ -139,7 +139,7 @@ impl Shared {
                             "ep_data",
                             "closing a connection after a malformed packet: {err}"
                         );
-                        self.fail_conn(active, state, c, Errno::EPROTO);
+                        self.fail_conn(active, state, conn_id, Errno::EPROTO);
                     }
                 }
             }
@@ -208,9 +208,10 @@ impl Shared {
             }
         }
         // Queued work on connected peers (credits may have come back).
-        for c in 0..state.conns.len() {
-            if Self::conn_busy(state, c) {
-                self.pump_conn(active, state, c);
+        for index in 0..state.conns.len() {
+            let conn_id = ConnId::from_index(index);
+            if Self::conn_busy(state, conn_id) {
+                self.pump_conn(active, state, conn_id);
             }
         }
         n

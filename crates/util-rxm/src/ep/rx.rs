@@ -37,23 +37,23 @@ impl Shared {
     /// (piggybacked, or a credit packet once half the grant is owed).
     pub(super) fn consumed(&self, active: &Active, state: &mut EpState, credit: CreditToken) {
         state.protocol.consumed(credit);
-        let c = credit.peer().0 as usize;
-        if Self::conn_busy(state, c) {
-            self.pump_conn(active, state, c);
+        let conn_id = credit.peer();
+        if Self::conn_busy(state, conn_id) {
+            self.pump_conn(active, state, conn_id);
         }
     }
 
-    /// A packet arrived on a MSG endpoint of connection `c`: checked by the engine
+    /// A packet arrived on a MSG endpoint of connection `conn_id`: checked by the engine
     /// (credits, limits, segment order, acknowledgements), then placed where the
     /// message goes.
     pub(super) fn handle_packet(
         &self,
         active: &Active,
         state: &mut EpState,
-        c: usize,
+        conn_id: ConnId,
         pkt: &[u8],
     ) -> Result<()> {
-        let peer = peer_of(c);
+        let peer = conn_id;
         if !state.protocol.is_up(peer) {
             // A packet of a connection already handled as broken.
             return Ok(());
@@ -88,7 +88,7 @@ impl Shared {
                     len: total,
                     credit,
                 };
-                self.first_packet(active, state, c, head, first);
+                self.first_packet(active, state, conn_id, head, first);
                 Ok(())
             }
             Arrival::Segment {
@@ -96,7 +96,7 @@ impl Shared {
                 payload,
                 done,
             } => {
-                self.next_segment(active, state, c, offset, payload, done);
+                self.next_segment(active, state, conn_id, offset, payload, done);
                 Ok(())
             }
             Arrival::Rts {
@@ -116,7 +116,7 @@ impl Shared {
                     .get()
                     .map_err(|e| Error::new(e, "a malformed rendezvous request"))?;
                 let req = RndvReq { rts, read, credit };
-                self.first_packet(active, state, c, head, First::Rts(req));
+                self.first_packet(active, state, conn_id, head, First::Rts(req));
                 Ok(())
             }
         }
@@ -130,12 +130,12 @@ impl Shared {
         &self,
         active: &Active,
         state: &mut EpState,
-        c: usize,
+        conn_id: ConnId,
         head: Head,
         first: First<'_>,
     ) {
         let Head { meta, len, credit } = head;
-        let src = st_src(self, active, state, c);
+        let src = st_src(self, active, state, conn_id);
         let inc = Incoming {
             src,
             tag: meta.tag.unwrap_or(0),
@@ -211,7 +211,7 @@ impl Shared {
                         SarTarget::Buffer(buf)
                     }
                 };
-                if let Some(conn) = state.conns[c].as_mut() {
+                if let Some(conn) = state.conns[conn_id.index()].as_mut() {
                     conn.sar = Some(SarRx {
                         inc,
                         target,
@@ -225,7 +225,7 @@ impl Shared {
                     place,
                     released: rel,
                 };
-                self.start_read(active, state, c, to, inc, req);
+                self.start_read(active, state, conn_id, to, inc, req);
             }
             (First::Rts(req), None) => {
                 let n = req.rts.n;
@@ -237,17 +237,17 @@ impl Shared {
         }
     }
 
-    /// Bytes at `off` of the segmented message open on `c` (`done`: its last ones).
+    /// Bytes at `off` of the segmented message open on `conn_id` (`done`: its last ones).
     fn next_segment(
         &self,
         active: &Active,
         state: &mut EpState,
-        c: usize,
+        conn_id: ConnId,
         off: usize,
         payload: &[u8],
         done: bool,
     ) {
-        let Some(sar) = state.conn_mut(c).and_then(|x| x.sar.as_mut()) else {
+        let Some(sar) = state.conn_mut(conn_id).and_then(|x| x.sar.as_mut()) else {
             return;
         };
         match &sar.target {
@@ -263,13 +263,13 @@ impl Shared {
             }
         }
         if done {
-            self.finish_sar(active, state, c);
+            self.finish_sar(active, state, conn_id);
         }
     }
 
-    /// The segmented message open on `c` is whole (the engine acknowledges it if asked).
-    pub(super) fn finish_sar(&self, active: &Active, state: &mut EpState, c: usize) {
-        let Some(sar) = state.conn_mut(c).and_then(|x| x.sar.take()) else {
+    /// The segmented message open on `conn_id` is whole (the engine acknowledges it if asked).
+    pub(super) fn finish_sar(&self, active: &Active, state: &mut EpState, conn_id: ConnId) {
+        let Some(sar) = state.conn_mut(conn_id).and_then(|x| x.sar.take()) else {
             return;
         };
         match sar.target {
@@ -299,12 +299,12 @@ impl Shared {
         }
     }
 
-    /// Read the rendezvous message `rts` of connection `c` into the receive `to`.
+    /// Read the rendezvous message `rts` of connection `conn_id` into the receive `to`.
     pub(super) fn start_read(
         &self,
         active: &Active,
         state: &mut EpState,
-        c: usize,
+        conn_id: ConnId,
         to: Landing,
         inc: Incoming,
         req: RndvReq,
@@ -338,7 +338,7 @@ impl Shared {
         }
         let r = RdOp {
             gen: 0,
-            conn: c,
+            conn: conn_id,
             recv,
             place,
             inc,
@@ -500,13 +500,13 @@ impl Shared {
             }
             Unexp::Rts(req) => {
                 if state.protocol.is_current(req.credit) {
-                    let c = req.credit.peer().0 as usize;
+                    let conn_id = req.credit.peer();
                     let to = Landing {
                         recv,
                         place,
                         released,
                     };
-                    self.start_read(active, state, c, to, *inc, req);
+                    self.start_read(active, state, conn_id, to, *inc, req);
                 } else {
                     active.complete_rx(&recv, place, inc, released, Some(Errno::ECONNRESET));
                 }
@@ -570,6 +570,6 @@ impl Shared {
     }
 }
 
-pub(super) fn st_src(sh: &Shared, active: &Active, state: &mut EpState, c: usize) -> u64 {
-    state.conn_src(active, c, sh.need_src)
+pub(super) fn st_src(sh: &Shared, active: &Active, state: &mut EpState, conn_id: ConnId) -> u64 {
+    state.conn_src(active, conn_id, sh.need_src)
 }

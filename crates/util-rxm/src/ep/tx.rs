@@ -46,35 +46,35 @@ impl EpState {
 }
 
 impl Shared {
-    pub(super) fn tx_ep<'a>(&self, state: &'a EpState, c: usize) -> Option<&'a CoreEp> {
-        let slot = state.conns.get(c)?.as_ref()?.tx?;
+    pub(super) fn tx_ep<'a>(&self, state: &'a EpState, conn_id: ConnId) -> Option<&'a CoreEp> {
+        let slot = state.conns.get(conn_id.index())?.as_ref()?.tx?;
         state.msgs.get(slot)?.as_ref().map(|m| &m.ep)
     }
 
-    /// Carry out what the engine has for connection `c` (up), in order: first what
+    /// Carry out what the engine has for connection `conn_id` (up), in order: first what
     /// the core refused before, then what the engine hands out now, until the core
     /// refuses or nothing is left; then the engine's events.
     #[inline]
-    pub(super) fn pump_conn(&self, active: &Active, state: &mut EpState, c: usize) {
+    pub(super) fn pump_conn(&self, active: &Active, state: &mut EpState, conn_id: ConnId) {
         // The common case after a packet: nothing to send, nothing to report.
-        if state.protocol.is_quiet(peer_of(c))
-            && state
-                .conns
-                .get(c)
-                .and_then(Option::as_ref)
-                .is_none_or(|x| x.stalled.is_empty())
+        if state.protocol.is_quiet(conn_id)
+            && state.conn(conn_id).is_none_or(|x| x.stalled.is_empty())
         {
             return;
         }
-        self.pump_conn_busy(active, state, c);
+        self.pump_conn_busy(active, state, conn_id);
     }
 
     /// [`Shared::pump_conn`] past its quick test.
     #[inline(never)]
-    fn pump_conn_busy(&self, active: &Active, state: &mut EpState, c: usize) {
-        let peer = peer_of(c);
+    fn pump_conn_busy(&self, active: &Active, state: &mut EpState, conn_id: ConnId) {
+        let peer = conn_id;
         loop {
-            let Some(conn) = state.conns.get_mut(c).and_then(Option::as_mut) else {
+            let Some(conn) = state
+                .conns
+                .get_mut(conn_id.index())
+                .and_then(Option::as_mut)
+            else {
                 return;
             };
             if conn.tx.is_none() {
@@ -87,10 +87,14 @@ impl Shared {
                     None => break,
                 },
             };
-            match self.post_transmit(active, state, c, t) {
+            match self.post_transmit(active, state, conn_id, t) {
                 Posted::Done => {}
                 Posted::Blocked => {
-                    if let Some(conn) = state.conns.get_mut(c).and_then(Option::as_mut) {
+                    if let Some(conn) = state
+                        .conns
+                        .get_mut(conn_id.index())
+                        .and_then(Option::as_mut)
+                    {
                         conn.stalled.push_front(t);
                     }
                     break;
@@ -101,16 +105,12 @@ impl Shared {
         self.drain_events(active, state);
     }
 
-    /// Whether connection `c` has something to transmit (stalled or from the engine).
+    /// Whether connection `conn_id` has something to transmit (stalled or from the engine).
     #[inline]
-    pub(super) fn conn_busy(state: &EpState, c: usize) -> bool {
-        state
-            .conns
-            .get(c)
-            .and_then(Option::as_ref)
-            .is_some_and(|x| {
-                x.tx.is_some() && (!x.stalled.is_empty() || state.protocol.has_transmit(peer_of(c)))
-            })
+    pub(super) fn conn_busy(state: &EpState, conn_id: ConnId) -> bool {
+        state.conn(conn_id).is_some_and(|x| {
+            x.tx.is_some() && (!x.stalled.is_empty() || state.protocol.has_transmit(conn_id))
+        })
     }
 
     /// The engine's events: sends it is done with, sends that failed.
@@ -153,12 +153,18 @@ impl Shared {
         }
     }
 
-    /// Hand one transmit of connection `c` to the core.
-    fn post_transmit(&self, active: &Active, state: &mut EpState, c: usize, t: Transmit) -> Posted {
+    /// Hand one transmit of connection `conn_id` to the core.
+    fn post_transmit(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        conn_id: ConnId,
+        t: Transmit,
+    ) -> Posted {
         match t {
             Transmit::Control(h) => {
                 let b = h.bytes();
-                let r = match self.tx_ep(state, c) {
+                let r = match self.tx_ep(state, conn_id) {
                     // SAFETY: `b` is valid for the call; inject copies it.
                     Some(ep) => unsafe { ep.inject_raw(b.as_ptr(), HDR_LEN, ADDR_UNSPEC) },
                     None => return Posted::Gone,
@@ -167,7 +173,7 @@ impl Shared {
                     Ok(()) => Posted::Done,
                     Err(e) if e.code() == Errno::EAGAIN => Posted::Blocked,
                     Err(e) if is_conn_err(e.code()) => {
-                        self.fail_conn(active, state, c, Errno::ECONNRESET);
+                        self.fail_conn(active, state, conn_id, Errno::ECONNRESET);
                         Posted::Gone
                     }
                     Err(e) => {
@@ -190,7 +196,7 @@ impl Shared {
                     o.started = true;
                 }
                 let bounced = state.ops[i as usize].as_ref().map_or(0, |o| o.bounce.len());
-                match self.post_packet(state, i, c, ctx, hdr, offset..offset + len) {
+                match self.post_packet(state, i, conn_id, ctx, hdr, offset..offset + len) {
                     Ok(()) => {
                         if let Some(o) = state.ops[i as usize].as_mut() {
                             o.outstanding += 1;
@@ -210,14 +216,14 @@ impl Shared {
                         }
                         Posted::Blocked
                     }
-                    Err(e) => self.post_failed(active, state, c, e.code()),
+                    Err(e) => self.post_failed(active, state, conn_id, e.code()),
                 }
             }
             Transmit::Rts { hdr, op, .. } => {
                 let Some(i) = state.op_index(op) else {
                     return Posted::Done;
                 };
-                self.post_rts(active, state, i, c, hdr)
+                self.post_rts(active, state, i, conn_id, hdr)
             }
             Transmit::Forward { op } => {
                 let Some(i) = state.op_index(op) else {
@@ -234,13 +240,13 @@ impl Shared {
 
     pub(super) fn fail_op(&self, active: &Active, state: &mut EpState, i: u32, e: Errno) -> Posted {
         if is_conn_err(e) {
-            if let Some(c) = state
+            if let Some(conn_id) = state
                 .ops
                 .get(i as usize)
                 .and_then(Option::as_ref)
                 .map(|o| o.conn)
             {
-                self.fail_conn(active, state, c, Errno::ECONNRESET);
+                self.fail_conn(active, state, conn_id, Errno::ECONNRESET);
                 return Posted::Gone;
             }
         }
@@ -250,7 +256,7 @@ impl Shared {
         Posted::Done
     }
 
-    /// Post one packet of send `i` on connection `c`: the header `h` and the bytes
+    /// Post one packet of send `i` on connection `conn_id`: the header `h` and the bytes
     /// `range` of the send's data, straight from the application's buffers when the
     /// core takes that many iov entries, else gathered into a bounce buffer. The header
     /// box and any bounce buffer stay in the operation until it completes (the core
@@ -259,7 +265,7 @@ impl Shared {
         &self,
         state: &mut EpState,
         i: u32,
-        c: usize,
+        conn_id: ConnId,
         ctx: usize,
         h: proto::Hdr,
         range: std::ops::Range<usize>,
@@ -303,7 +309,7 @@ impl Shared {
             op.bounce.push(b);
         }
         op.hdrs.push(hb);
-        match self.tx_ep(state, c) {
+        match self.tx_ep(state, conn_id) {
             // SAFETY: the header box and bounce buffers live in the op until its
             // completion; the application's buffers by the C contract.
             Some(ep) => unsafe {
@@ -342,13 +348,13 @@ impl Shared {
     }
 
     /// Post the rendezvous request of send `i` (header `h` from the engine) on
-    /// connection `c`: its body names the buffers registered at submission.
+    /// connection `conn_id`: its body names the buffers registered at submission.
     fn post_rts(
         &self,
         active: &Active,
         state: &mut EpState,
         i: u32,
-        c: usize,
+        conn_id: ConnId,
         h: proto::Hdr,
     ) -> Posted {
         let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) else {
@@ -381,7 +387,7 @@ impl Shared {
         let ptr = b.as_ptr();
         let blen = b.len();
         op.bounce.push(b);
-        let r = match self.tx_ep(state, c) {
+        let r = match self.tx_ep(state, conn_id) {
             // SAFETY: the packet lives in the op until completion.
             Some(ep) => unsafe { ep.send(ptr, blen, std::ptr::null_mut(), ADDR_UNSPEC, ctx) },
             None => Err(Error::code_only(Errno::ENOTCONN)),
@@ -397,16 +403,22 @@ impl Shared {
                 }
                 Posted::Blocked
             }
-            Err(e) => self.post_failed(active, state, c, e.code()),
+            Err(e) => self.post_failed(active, state, conn_id, e.code()),
         }
     }
 
-    /// The core refused a packet of connection `c` for good (`e`, not `FI_EAGAIN`).
+    /// The core refused a packet of connection `conn_id` for good (`e`, not `FI_EAGAIN`).
     /// The engine counted it sent (credits, acknowledgements): the connection's state
     /// is off from here, so the connection goes.
-    fn post_failed(&self, active: &Active, state: &mut EpState, c: usize, e: Errno) -> Posted {
+    fn post_failed(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        conn_id: ConnId,
+        e: Errno,
+    ) -> Posted {
         let code = if is_conn_err(e) { Errno::ECONNRESET } else { e };
-        self.fail_conn(active, state, c, code);
+        self.fail_conn(active, state, conn_id, code);
         Posted::Gone
     }
 }
