@@ -82,15 +82,14 @@ fn perf_workload_child() {
 
 #[test]
 fn summary_counts_equal_the_operations() {
-    if common::is_child() {
-        perf_workload_child();
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("perf-%p.json");
-    let run = common::run_child("summary_counts_equal_the_operations", |c| {
-        c.env("FI_OFI_HOOK_PERF_FILE", &file);
-    });
+    let Some((dir, _, run)) = common::run_child_with_perf_file(
+        "summary_counts_equal_the_operations",
+        perf_workload_child,
+        |_| {},
+        "perf-%p.json",
+    ) else {
+        return; // This process was the child.
+    };
     run.assert_ok_printing("CQREADS ");
     let stdout = &run.stdout;
     let reads: Vec<u64> = stdout

@@ -129,16 +129,16 @@ fn global_fi_hook_child() {
 
 #[test]
 fn global_registry_takes_fi_hook() {
-    if common::is_child() {
-        global_fi_hook_child();
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("perf.json");
-    let run = common::run_child("global_registry_takes_fi_hook", |c| {
-        c.env("FI_HOOK", "noop;bogus,perf")
-            .env("FI_OFI_HOOK_PERF_FILE", &file);
-    });
+    let Some((_dir, file, run)) = common::run_child_with_perf_file(
+        "global_registry_takes_fi_hook",
+        global_fi_hook_child,
+        |c| {
+            c.env("FI_HOOK", "noop;bogus,perf");
+        },
+        "perf.json",
+    ) else {
+        return; // This process was the child.
+    };
     run.assert_ok_printing("CHILD OK");
     let stderr = &run.stderr;
     assert!(

@@ -18,12 +18,21 @@ mod common;
 use std::time::Instant;
 
 use common::{complete_all, ctx, Opts, Peer as ChildProc};
-use ofi::safe::{EpAddr, Hints, Listener, Msg, OpKind};
+use ofi::safe::{Domain, Ep, EpAddr, Hints, Listener, Msg, OpId, OpKind};
 
 const USAGE: &str = "usage: msg_client_server [-n COUNT] [--timeout SECS]";
 
+/// The size of every buffer sent or received (requests and answers are shorter).
+const BUF_SIZE: usize = 512;
+
 fn request(i: usize) -> Vec<u8> {
     format!("request {i}: {}", "abc".repeat(i % 50)).into_bytes()
+}
+
+/// Posts a receive into a fresh buffer of `domain`.
+fn post_recv(ep: &mut Ep<Msg>, domain: &Domain) -> Result<OpId, String> {
+    let buf = domain.alloc(BUF_SIZE).map_err(ctx("alloc"))?;
+    ep.recv(buf).map_err(ctx("recv"))
 }
 
 fn server(o: &Opts) -> Result<(), String> {
@@ -49,9 +58,7 @@ fn server(o: &Opts) -> Result<(), String> {
 
     let mut others = Vec::new();
     for _ in 0..o.count {
-        let r = ep
-            .recv(domain.alloc(512).map_err(ctx("alloc"))?)
-            .map_err(ctx("recv"))?;
+        let r = post_recv(&mut ep, &domain)?;
         let got = complete_all(&mut ep, &[r], o.deadline, &mut others)?;
         let mut buf = got
             .into_iter()
@@ -94,10 +101,8 @@ fn client(o: &Opts) -> Result<(), String> {
     let peer = ep.peer();
     let mut others = Vec::new();
     for i in 0..o.count {
-        let r = ep
-            .recv(domain.alloc(512).map_err(ctx("alloc"))?)
-            .map_err(ctx("recv"))?;
-        let mut b = domain.alloc(512).map_err(ctx("alloc"))?;
+        let r = post_recv(&mut ep, &domain)?;
+        let mut b = domain.alloc(BUF_SIZE).map_err(ctx("alloc"))?;
         b.fill_from(&request(i));
         let s = ep.send(b, peer).map_err(ctx("send"))?;
         let done = complete_all(&mut ep, &[r, s], o.deadline, &mut others)?;

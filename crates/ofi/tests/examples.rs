@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ofi_testkit::assert_contains_all;
+
 /// target/<profile>/examples, from this test's own path (…/deps/examples-HASH).
 fn examples_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
@@ -103,13 +105,12 @@ fn rdm_tagged_ping_runs_on_shm_and_rxm() {
 #[test]
 fn msg_client_server_runs_on_tcp() {
     let out = run("msg_client_server", "tcp", &["-n", "20"]);
-    assert!(
-        out.contains("provider tcp: client said \"hello from "),
-        "{out}"
-    );
-    assert!(
-        out.contains("20 requests answered, 20 answers verified by the client"),
-        "{out}"
+    assert_contains_all(
+        &out,
+        &[
+            "provider tcp: client said \"hello from ",
+            "20 requests answered, 20 answers verified by the client",
+        ],
     );
 }
 
@@ -143,14 +144,8 @@ fn safe_overhead_benchmark_runs() {
     let bench = bench_binary("safe_overhead");
     let run = |_: &str, prov: &str, args: &[&str]| run_binary(&bench, "safe_overhead", prov, args);
     let out = run("safe_overhead", "shm", &["-n", "200", "--rounds", "2"]);
-    assert!(
-        out.contains("safe_overhead: provider shm, 64 B, 2 rounds x 200 round trips per mode"),
-        "{out}"
-    );
-    assert!(
-        out.contains("  raw : median ") && out.contains("  safe: median "),
-        "{out}"
-    );
+    let header = "safe_overhead: provider shm, 64 B, 2 rounds x 200 round trips per mode";
+    assert_contains_all(&out, &[header, "  raw : median ", "  safe: median "]);
     let out = run(
         "safe_overhead",
         "shm",
@@ -163,11 +158,13 @@ fn safe_overhead_benchmark_runs() {
         "shm",
         &["--aa", "-n", "200", "--rounds", "2"],
     );
-    assert!(
-        out.contains("(--aa: raw' is a second copy of the raw loop)")
-            && out.contains("  raw': median ")
-            && out.contains("raw' - raw (median of the rounds' differences of means)")
-            && !out.contains("  safe:"),
-        "{out}"
+    assert_contains_all(
+        &out,
+        &[
+            "(--aa: raw' is a second copy of the raw loop)",
+            "  raw': median ",
+            "raw' - raw (median of the rounds' differences of means)",
+        ],
     );
+    assert!(!out.contains("  safe:"), "{out}");
 }

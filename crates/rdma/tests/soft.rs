@@ -64,10 +64,9 @@ fn large_messages_cross_in_fragments() {
     let (qa, qb) = rc_pair(&a, &b, 0);
     let msg = pattern(len, 9);
     a.buf.write(0, &msg);
-    b.recv(&qb, 1, 0, len);
-    a.post(&qa, 1, SendOp::Send, 0, len);
-    assert_eq!(wait_wc(&a.scq, "send").status, WcStatus::Success);
-    assert_eq!(wait_wc(&b.rcq, "recv").byte_len as usize, len);
+    let (s, r) = send_once((&a, &qa), (&b, &qb), 1, len, len);
+    assert_eq!(s.status, WcStatus::Success);
+    assert_eq!(r.byte_len as usize, len);
     assert_eq!(b.buf.read(0, len), msg);
     // Write it to b's upper half, read it back into a's upper half.
     let remote = b.remote(len as u64);
@@ -155,9 +154,13 @@ fn misaligned_atomic_is_an_invalid_request() {
     drop(qb);
 }
 
-/// One bad remote access: the initiator's error completion, target memory untouched,
-/// both queue pairs in error, later work flushed.
-fn remote_violation(target_access: Access, op: impl Fn(&Node) -> SendOp, expect: WcStatus) {
+/// The operation an initiator sends towards target node `b`.
+type RemoteOp = fn(&Node) -> SendOp;
+
+/// One bad remote access (`what`): the initiator's error completion (always
+/// `IBV_WC_REM_ACCESS_ERR`), target memory untouched, both queue pairs in error, later
+/// work flushed.
+fn remote_violation(what: &str, target_access: Access, op: RemoteOp) {
     let a = Node::all_access(4096);
     let b = Node::new(4096, target_access);
     let (qa, qb) = rc_pair(&a, &b, 0);
@@ -166,75 +169,68 @@ fn remote_violation(target_access: Access, op: impl Fn(&Node) -> SendOp, expect:
     b.recv(&qb, 9, 1024, 64);
     a.post(&qa, 1, op(&b), 0, 8);
     a.post(&qa, 2, SendOp::Send, 0, 8);
-    let c = wait_wc(&a.scq, "violating op");
-    assert_eq!((c.wr_id, c.status), (1, expect));
+    let c = wait_wc(&a.scq, what);
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::RemAccessErr), "{what}");
     let f = wait_wc(&a.scq, "flushed send");
-    assert_eq!((f.wr_id, f.status), (2, WcStatus::WrFlushErr));
-    assert_eq!(qa.state(), QpState::Err);
-    assert_eq!(b.buf.read(0, 64), vec![0x11; 64], "target memory changed");
-    assert_eq!(a.buf.read(0, 8), vec![0xaa; 8], "initiator buffer changed");
+    assert_eq!((f.wr_id, f.status), (2, WcStatus::WrFlushErr), "{what}");
+    assert_eq!(qa.state(), QpState::Err, "{what}");
+    assert_eq!(
+        b.buf.read(0, 64),
+        vec![0x11; 64],
+        "{what}: target memory changed"
+    );
+    assert_eq!(
+        a.buf.read(0, 8),
+        vec![0xaa; 8],
+        "{what}: initiator buffer changed"
+    );
     // The responder moved to error too: its receive is flushed.
     let r = wait_wc(&b.rcq, "responder flush");
-    assert_eq!((r.wr_id, r.status), (9, WcStatus::WrFlushErr));
-    assert_eq!(qb.state(), QpState::Err);
+    assert_eq!((r.wr_id, r.status), (9, WcStatus::WrFlushErr), "{what}");
+    assert_eq!(qb.state(), QpState::Err, "{what}");
     let ev = b
         .ctx
         .get_async_event()
         .expect("async event at the responder");
-    assert_eq!(ev.element, EventElement::Qp(qb.qp_num()));
+    assert_eq!(ev.element, EventElement::Qp(qb.qp_num()), "{what}");
 }
 
+/// A bad rkey, a write past the end of the region, and a read, write or atomic the
+/// target's region does not allow: each is a remote access error (each on a fresh pair
+/// of nodes).
 #[test]
-fn bad_rkey_is_a_remote_access_error() {
-    remote_violation(
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-        |b| {
+fn remote_access_violations_are_remote_access_errors() {
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let cases: [(&str, Access, RemoteOp); 5] = [
+        ("bad rkey", rw | Access::REMOTE_READ, |b| {
             SendOp::RdmaWrite(Remote {
                 addr: b.buf.addr(),
                 rkey: b.mr.rkey() ^ 0x100,
             })
-        },
-        WcStatus::RemAccessErr,
-    );
-}
-
-#[test]
-fn out_of_bounds_write_is_a_remote_access_error() {
-    remote_violation(
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        |b| SendOp::RdmaWrite(b.remote(4090)),
-        WcStatus::RemAccessErr,
-    );
-}
-
-#[test]
-fn read_without_remote_read_access_is_refused() {
-    remote_violation(
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        |b| SendOp::RdmaRead(b.remote(0)),
-        WcStatus::RemAccessErr,
-    );
-}
-
-#[test]
-fn write_without_remote_write_access_is_refused() {
-    remote_violation(
-        Access::LOCAL_WRITE | Access::REMOTE_READ,
-        |b| SendOp::RdmaWrite(b.remote(0)),
-        WcStatus::RemAccessErr,
-    );
-}
-
-#[test]
-fn atomic_without_remote_atomic_access_is_refused() {
-    remote_violation(
-        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-        |b| SendOp::AtomicFetchAdd {
-            remote: b.remote(0),
-            add: 1,
-        },
-        WcStatus::RemAccessErr,
-    );
+        }),
+        ("write out of bounds", rw, |b| {
+            SendOp::RdmaWrite(b.remote(4090))
+        }),
+        ("read without REMOTE_READ", rw, |b| {
+            SendOp::RdmaRead(b.remote(0))
+        }),
+        (
+            "write without REMOTE_WRITE",
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+            |b| SendOp::RdmaWrite(b.remote(0)),
+        ),
+        (
+            "atomic without REMOTE_ATOMIC",
+            rw | Access::REMOTE_READ,
+            |b| SendOp::AtomicFetchAdd {
+                remote: b.remote(0),
+                add: 1,
+            },
+        ),
+    ];
+    for (what, access, op) in cases {
+        remote_violation(what, access, op);
+    }
 }
 
 #[test]
@@ -262,10 +258,8 @@ fn bad_local_key_is_a_local_protection_error() {
 #[test]
 fn message_longer_than_the_receive_is_a_length_error() {
     let (a, b, qa, qb) = rc_nodes(0);
-    b.recv(&qb, 8, 0, 16);
-    a.post(&qa, 1, SendOp::Send, 0, 100);
-    assert_eq!(wait_wc(&a.scq, "too long").status, WcStatus::RemInvReqErr);
-    let r = wait_wc(&b.rcq, "receive");
+    let (s, r) = send_once((&a, &qa), (&b, &qb), 8, 100, 16);
+    assert_eq!((s.wr_id, s.status), (8, WcStatus::RemInvReqErr));
     assert_eq!((r.wr_id, r.status), (8, WcStatus::LocLenErr));
 }
 
@@ -515,12 +509,7 @@ fn completion_channel_fd_signals_armed_queue() {
 
 #[test]
 fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
-    let a = Node::all_access(16384);
-    let b = Node::all_access(16384);
-    let qa = a.qp(QpType::Ud);
-    let qb = b.qp(QpType::Ud);
-    ud_ready(&qa, 0x1111);
-    ud_ready(&qb, 0x2222);
+    let (a, b, qa, qb) = ud_nodes(16384, 0x1111, 0x2222);
     b.recv(&qb, 1, 0, 4096 + 40);
     b.recv(&qb, 2, 8192, 4096 + 40);
     a.buf.write(0, &pattern(4096, 1));
@@ -563,12 +552,7 @@ fn ud_datagrams_carry_a_grh_and_respect_qkey_and_mtu() {
 
 #[test]
 fn ud_drop_fault_loses_datagrams_and_delay_holds_them() {
-    let a = Node::all_access(4096);
-    let b = Node::all_access(4096);
-    let qa = a.qp(QpType::Ud);
-    let qb = b.qp(QpType::Ud);
-    ud_ready(&qa, 7);
-    ud_ready(&qb, 7);
+    let (a, b, qa, qb) = ud_nodes(4096, 7, 7);
     let to = a.ud_target(b.gid(), qb.qp_num(), 7);
     let send = |wr_id: u64| {
         let c = a.ud_send(&qa, &to, wr_id, SendOp::SendWithImm(wr_id as u32), 0, 8);
@@ -680,10 +664,8 @@ fn a_destroyed_peer_queue_pair_is_a_retry_error() {
 fn modify_to_error_completes_acknowledged_sends_first() {
     let (a, b, qa, qb) = rc_nodes(7);
     // One full exchange first: both contexts' connections are set up and known.
-    b.recv(&qb, 99, 0, 64);
-    a.post(&qa, 99, SendOp::Send, 0, 8);
-    assert_eq!(wait_wc(&b.rcq, "first receive").status, WcStatus::Success);
-    assert_eq!(wait_wc(&a.scq, "first send").status, WcStatus::Success);
+    let (s, r) = send_once((&a, &qa), (&b, &qb), 99, 8, 64);
+    assert_eq!((s.status, r.status), (WcStatus::Success, WcStatus::Success));
     for round in 0..20u64 {
         b.recv(&qb, round, 0, 64);
         a.post(&qa, 100 + round, SendOp::Send, 0, 8);

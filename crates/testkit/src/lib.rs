@@ -8,6 +8,8 @@
 //! - [`netns`]: two hosts simulated by network namespaces joined by a veth pair;
 //! - [`free_tcp_port`]: a TCP port nobody listens on;
 //! - [`length_prefixed`]: a fuzzer's input read as a sequence of packets;
+//! - [`assert_contains_all`]: a text (a log, a program's output) has every one of
+//!   several parts;
 //! - [`simnet`]: a simulated network on a virtual clock for sans-IO engines (datagram
 //!   or stream semantics, loss, duplication, reordering, broken links, killed nodes);
 //! - [`wire`]: a parser's hostile-input cases as a table of corrupted bytes.
@@ -173,6 +175,19 @@ pub fn free_udp_port() -> u16 {
         .port()
 }
 
+/// Asserts that `text` (a log, a program's output) contains each of `parts`; the
+/// failure names the first part missing and shows the whole text.
+///
+/// # Panics
+///
+/// When a part is missing (that is the assertion).
+#[track_caller]
+pub fn assert_contains_all(text: &str, parts: &[&str]) {
+    if let Some(missing) = parts.iter().find(|p| !text.contains(**p)) {
+        panic!("{missing:?} missing from:\n{text}");
+    }
+}
+
 /// `data` (a fuzzer's input) read as packets, each a length byte `n` followed by its
 /// `n` bytes; the last packet is cut short where the input ends. Never panics.
 pub fn length_prefixed(data: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -188,6 +203,15 @@ pub fn length_prefixed(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assert_contains_all_names_the_missing_part() {
+        assert_contains_all("a log line: len=8 TRACE", &["len=8", "TRACE", ""]);
+        let err = std::panic::catch_unwind(|| assert_contains_all("len=8", &["len=8", "TRACE"]))
+            .expect_err("TRACE is missing");
+        let msg = err.downcast_ref::<String>().expect("a formatted message");
+        assert!(msg.starts_with("\"TRACE\" missing from:\nlen=8"), "{msg}");
+    }
 
     #[test]
     fn length_prefixed_packets_end_with_the_input() {

@@ -169,6 +169,15 @@ const SAR_LIMIT: usize = 8 * 16384;
 /// One message size per protocol: eager, segmented, rendezvous.
 const ONE_PER_PROTOCOL: [usize; 3] = [10, 40_000, 2 << 20];
 
+/// One message per protocol (the sizes of [`ONE_PER_PROTOCOL`]): its index, its
+/// payload (`pattern(len, seed)`) and a zeroed receive buffer of its length.
+fn one_message_per_protocol(seed: u8) -> impl Iterator<Item = (usize, Vec<u8>, Vec<u8>)> {
+    ONE_PER_PROTOCOL
+        .into_iter()
+        .enumerate()
+        .map(move |(k, len)| (k, pattern(len, seed), vec![0u8; len]))
+}
+
 /// A node that has itself in its AV, and its own index there.
 fn self_node() -> (Node, u64) {
     let a = Node::open(&rxm_info());
@@ -323,13 +332,11 @@ fn concrete_ip_aliases_of_wildcard_names() {
 #[test]
 fn send_to_self_every_protocol() {
     let (a, me) = self_node();
-    for (k, len) in ONE_PER_PROTOCOL.into_iter().enumerate() {
-        let payload = pattern(len, 11);
-        let mut buf = vec![0u8; len];
+    for (k, payload, mut buf) in one_message_per_protocol(11) {
         a.recv(&mut buf, 0x10 + k);
         a.send(&payload, me, 0x20 + k).unwrap();
         assert_eq!(contexts(&a.cq, 2, "self"), vec![0x10 + k, 0x20 + k]);
-        assert!(buf == payload, "{len} bytes to myself");
+        assert!(buf == payload, "{} bytes to myself", payload.len());
     }
 }
 
@@ -339,10 +346,8 @@ fn send_to_self_every_protocol() {
 #[test]
 fn delivery_complete_to_self() {
     let (a, me) = self_node();
-    for (k, len) in ONE_PER_PROTOCOL.into_iter().enumerate() {
-        let payload = pattern(len, 12);
-        let mut buf = vec![0u8; len];
-        let rendezvous = len > SAR_LIMIT;
+    for (k, payload, mut buf) in one_message_per_protocol(12) {
+        let rendezvous = payload.len() > SAR_LIMIT;
         if rendezvous {
             a.recv(&mut buf, 0x30 + k);
         }
@@ -361,7 +366,7 @@ fn delivery_complete_to_self() {
             vec![0x30 + k]
         };
         assert_eq!(contexts(&a.cq, want.len(), "self"), want);
-        assert!(buf == payload, "{len} bytes to myself");
+        assert!(buf == payload, "{} bytes to myself", payload.len());
     }
 }
 
@@ -1237,9 +1242,7 @@ fn a_core_that_refuses_for_now_delays_but_never_drops() {
 #[test]
 fn a_restarted_peer_fails_the_old_connection_and_the_new_one_works() {
     let info = rxm_info();
-    let a = Node::open(&info);
-    let b = Node::open(&info);
-    let ab = a.insert(&b.addr);
+    let (a, b, ab, _) = pair_of(&info);
     // Connect, then a rendezvous send that b leaves unread (no receive posted).
     let hello = pattern(32, 1);
     let mut got = vec![0u8; 32];

@@ -1,6 +1,7 @@
 //! Shared test helpers: registries with the hooks, and a connectionless endpoint pair.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,30 @@ pub fn run_child(test: &str, setup: impl FnOnce(&mut Command)) -> ChildRun {
     let mut cmd = child::test_command(CHILD_VAR, test);
     setup(&mut cmd);
     child::run_to_end(cmd, CHILD_BOUND)
+}
+
+/// Test `test` run again as a child process whose perf hook writes its summaries to
+/// `file_name` in a fresh directory (`FI_OFI_HOOK_PERF_FILE`), with what `setup` adds
+/// to the child's command. In that child (see [`is_child`]): runs `child_side` and
+/// returns `None`. In the test: the directory (removed when dropped), the file's path
+/// and what the child left.
+pub fn run_child_with_perf_file(
+    test: &str,
+    child_side: fn(),
+    setup: impl FnOnce(&mut Command),
+    file_name: &str,
+) -> Option<(tempfile::TempDir, PathBuf, ChildRun)> {
+    if is_child() {
+        child_side();
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(file_name);
+    let run = run_child(test, |c| {
+        c.env("FI_OFI_HOOK_PERF_FILE", &file);
+        setup(c);
+    });
+    Some((dir, file, run))
 }
 
 /// A registry with the in-tree core providers and the five hooks, wrapping fabrics in

@@ -401,6 +401,33 @@ pub fn rc_nodes(rnr_retry: u8) -> (Node, Node, QueuePair, QueuePair) {
     (a, b, qa, qb)
 }
 
+/// Two nodes with `len`-byte buffers open to every access (see [`Node::all_access`])
+/// and a UD queue pair of each, ready with `qkey_a` and `qkey_b` (see [`ud_ready`]).
+pub fn ud_nodes(len: usize, qkey_a: u32, qkey_b: u32) -> (Node, Node, QueuePair, QueuePair) {
+    let a = Node::all_access(len);
+    let b = Node::all_access(len);
+    let qa = a.qp(QpType::Ud);
+    let qb = b.qp(QpType::Ud);
+    ud_ready(&qa, qkey_a);
+    ud_ready(&qb, qkey_b);
+    (a, b, qa, qb)
+}
+
+/// One send of `send_len` bytes from the start of `a`'s buffer on `qa` into a receive
+/// of `recv_len` bytes at the start of `b`'s buffer on `qb`, both with work request id
+/// `wr_id`: the send's completion, then the receive's.
+pub fn send_once(
+    (a, qa): (&Node, &QueuePair),
+    (b, qb): (&Node, &QueuePair),
+    wr_id: u64,
+    send_len: usize,
+    recv_len: usize,
+) -> (WorkCompletion, WorkCompletion) {
+    b.recv(qb, wr_id, 0, recv_len);
+    a.post(qa, wr_id, SendOp::Send, 0, send_len);
+    (wait_wc(&a.scq, "send"), wait_wc(&b.rcq, "receive"))
+}
+
 /// UD queue pair through RESET → INIT → RTR → RTS with `qkey`.
 pub fn ud_ready(qp: &QueuePair, qkey: u32) {
     let a = QpAttr {

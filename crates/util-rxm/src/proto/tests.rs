@@ -83,15 +83,23 @@ fn delivery_flag_and_acknowledgement_round_trip() {
     each_corruption_is_eproto(&a.bytes(), &[(2, 0x10)], Hdr::parse);
 }
 
-#[test]
-fn rts_round_trips_and_checks_lengths() {
-    let r = Rts {
-        id: 5,
-        iov: [(0x1000, 100, 9), (0x2000, 28, 10), (0, 0, 0), (0, 0, 0)],
-        n: 2,
+/// An RTS of operation `id` over the remote buffers `iov` (`(address, length, key)`,
+/// at most [`RTS_IOVS`]), and its encoding.
+fn rts_and_bytes(id: u64, iov: &[(u64, u64, u64)]) -> (Rts, Vec<u8>) {
+    let mut r = Rts {
+        id,
+        iov: [(0, 0, 0); RTS_IOVS],
+        n: iov.len(),
     };
+    r.iov[..iov.len()].copy_from_slice(iov);
     let mut b = Vec::new();
     r.encode(&mut b);
+    (r, b)
+}
+
+#[test]
+fn rts_round_trips_and_checks_lengths() {
+    let (r, b) = rts_and_bytes(5, &[(0x1000, 100, 9), (0x2000, 28, 10)]);
     assert_eq!(b.len(), rts_len(2));
     assert_eq!(Rts::parse(&b, 128).unwrap(), r);
     assert_eq!(Rts::parse(&b, 127).unwrap_err().code(), Errno::EPROTO);
@@ -100,13 +108,7 @@ fn rts_round_trips_and_checks_lengths() {
     m[8] = 5;
     assert_eq!(Rts::parse(&m, 128).unwrap_err().code(), Errno::EPROTO);
     // Lengths that only add up by overflowing (found by the fuzzer).
-    let wrap = Rts {
-        id: 6,
-        iov: [(0, u64::MAX, 1), (0, 5, 2), (0, 0, 0), (0, 0, 0)],
-        n: 2,
-    };
-    let mut w = Vec::new();
-    wrap.encode(&mut w);
+    let (_, w) = rts_and_bytes(6, &[(0, u64::MAX, 1), (0, 5, 2)]);
     assert_eq!(Rts::parse(&w, u64::MAX).unwrap_err().code(), Errno::EPROTO);
     assert_eq!(Rts::parse(&w, 4).unwrap_err().code(), Errno::EPROTO);
 }
@@ -162,13 +164,7 @@ fn wire_bytes_are_pinned() {
         Ok((Op::RemoteAccess, 1))
     );
 
-    let r = Rts {
-        id: 9,
-        iov: [(0xa, 0xb, 0xc), (0, 0, 0), (0, 0, 0), (0, 0, 0)],
-        n: 1,
-    };
-    let mut b = Vec::new();
-    r.encode(&mut b);
+    let (_, b) = rts_and_bytes(9, &[(0xa, 0xb, 0xc)]);
     let mut want = 9u64.to_le_bytes().to_vec();
     want.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
     for x in [0xau64, 0xb, 0xc] {
