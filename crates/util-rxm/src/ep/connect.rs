@@ -379,12 +379,7 @@ impl Shared {
         data: &[u8],
     ) {
         let now = state.now();
-        let Some(conn_id) = state
-            .msgs
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|m| m.conn)
-        else {
+        let Some(conn_id) = state.conn_of_slot(slot) else {
             return;
         };
         let Some(conn) = state.conn_mut(conn_id) else {
@@ -470,12 +465,7 @@ impl Shared {
         // As for FI_SHUTDOWN: what arrived before the error is completed first.
         self.progress_cq(active, state);
         let now = state.now();
-        let Some(conn_id) = state
-            .msgs
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|m| m.conn)
-        else {
+        let Some(conn_id) = state.conn_of_slot(slot) else {
             return;
         };
         let Some(conn) = state.conn_mut(conn_id) else {
@@ -509,12 +499,7 @@ impl Shared {
         // take those first, or a peer's last message (sent just before it exited) would
         // be dropped with the connection's slot (the same for an error event).
         self.progress_cq(active, state);
-        let Some(conn_id) = state
-            .msgs
-            .get(slot)
-            .and_then(Option::as_ref)
-            .map(|m| m.conn)
-        else {
+        let Some(conn_id) = state.conn_of_slot(slot) else {
             return;
         };
         let Some(conn) = state.conn_mut(conn_id) else {

@@ -791,6 +791,11 @@ impl EpState {
         self.conns.get(conn_id.index())?.as_ref()
     }
 
+    /// The connection MSG endpoint `slot` serves, if the slot is live.
+    fn conn_of_slot(&self, slot: usize) -> Option<ConnId> {
+        Some(self.msgs.get(slot)?.as_ref()?.conn)
+    }
+
     /// Connection `conn_id`, writable, if it is open.
     fn conn_mut(&mut self, conn_id: ConnId) -> Option<&mut Conn> {
         self.conns.get_mut(conn_id.index())?.as_mut()
