@@ -154,10 +154,28 @@ impl Shared {
                     &mut srx_state.matcher
                 }
             };
-            match m.match_incoming(&inc) {
-                Match::Unexpected => None,
-                Match::Recv { recv, place } => Some((recv, place, false)),
-                Match::Multi { buf, place } => {
+            // An eager message for an ordinary posted receive (the common case) is
+            // delivered where the receive lies in its queue: the receive record is
+            // not copied out.
+            let matched = match &first {
+                First::Eager(payload) => m.match_incoming_with(&inc, |recv, place| {
+                    let n = place.len.min(payload.len());
+                    // SAFETY: the receive buffer is the application's, writable for
+                    // its length (the placement lies within it); `payload` has n
+                    // bytes.
+                    unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
+                    active.complete_rx(recv, place, &inc, false, None);
+                }),
+                _ => Err(m.match_incoming(&inc)),
+            };
+            match matched {
+                Ok(()) => {
+                    state.protocol.consumed(credit);
+                    return;
+                }
+                Err(Match::Unexpected) => None,
+                Err(Match::Recv { recv, place }) => Some((recv, place, false)),
+                Err(Match::Multi { buf, place }) => {
                     let (recv, released) = buf.into_owned();
                     Some((recv, place, released))
                 }
