@@ -74,13 +74,11 @@ crate::abi::ctl_ops::host_object! {
 /// `fi_av_insertsym`): `fi_addr` needs a slot for each of the `count` addresses it will
 /// report, else `FI_EINVAL`. `call` names the operation (and provider) in the message.
 pub fn check_fi_addr_slots(call: &str, fi_addr: &[u64], count: usize) -> Result<()> {
-    if fi_addr.len() < count {
+    let slots = fi_addr.len();
+    if slots < count {
         return Err(Error::new(
             Errno::EINVAL,
-            format!(
-                "{call}: {} fabric address slots for {count} addresses",
-                fi_addr.len()
-            ),
+            format!("{call}: {slots} fabric address slots for {count} addresses"),
         ));
     }
     Ok(())
