@@ -52,13 +52,13 @@ pub unsafe extern "C" fn ofi_capi_getinfo(
         };
         // SAFETY: the strings are null or valid (contract).
         let (node, service) = unsafe { (opt_str(node), opt_str(service)) };
-        let (found, verdicts) = ofi::getinfo_explain(
-            Version::from_raw(version),
-            node.as_deref(),
-            service.as_deref(),
-            GetinfoFlags::from_bits_retain(flags),
-            hints.as_ref(),
-        );
+        let (found, verdicts) = ofi::getinfo_explain(&ofi::GetinfoRequest {
+            version: Version::from_raw(version),
+            node,
+            service,
+            flags: GetinfoFlags::from_bits_retain(flags),
+            hints,
+        });
         // With FI_LOG_LEVEL=debug, why each provider entry was kept or not.
         if ofi::log::host_max_level() >= ofi::log::LEVEL_DEBUG {
             for v in &verdicts {

@@ -17,9 +17,8 @@ use std::mem::size_of;
 use std::ptr;
 
 use ofi::{
-    AddrFormat, Address, AvType, Caps, CompOrder, DomainAttr, EpAttr, EpType, Errno, Error,
-    FabricAttr, Info, Mode, MrMode, MsgOrder, Nic, OpFlags, PciAddress, Progress, Protocol,
-    ResourceMgmt, Result, RxAttr, Threading, TxAttr, Version,
+    AddrFormat, Address, Caps, CompOrder, DomainAttr, EpAttr, Errno, Error, FabricAttr, Info, Mode,
+    MrMode, MsgOrder, Nic, OpFlags, PciAddress, Result, RxAttr, TxAttr, Version,
 };
 
 use crate::fid::{FiOps, Fid, FI_CLASS_NIC};
@@ -603,10 +602,6 @@ unsafe fn opt_bytes(p: *const u8, len: usize) -> Option<Vec<u8>> {
     }
 }
 
-fn closed_enum<T>(from_raw: fn(u32) -> Option<T>, raw: u32, field: &str) -> Result<T> {
-    from_raw(raw).ok_or_else(|| Error::new(Errno::EINVAL, format!("{field}: unknown value {raw}")))
-}
-
 /// # Safety
 /// `p` is null or valid for reads of `len` bytes.
 unsafe fn addr_from_c(
@@ -696,9 +691,7 @@ pub unsafe fn info_from_c(p: *const FiInfo) -> Result<Info> {
 /// # Safety
 /// `auth_key` is null or valid for `auth_key_size` bytes.
 pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
-    Ok(ofi::__attr_literal!(EpAttr, EpAttr from e {
-        ep_type: closed_enum(EpType::from_raw, e.ep_type, "ep_attr.type")?,
-        protocol: Protocol(e.protocol),
+    Ok(ofi::__attr_literal!(EpAttr checked, EpAttr from e {
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(e.auth_key, e.auth_key_size) },
     }))
@@ -709,30 +702,11 @@ pub unsafe fn ep_from_c(e: &FiEpAttr) -> Result<EpAttr> {
 /// # Safety
 /// `name` is null or a valid string; `auth_key` null or valid for `auth_key_size` bytes.
 pub unsafe fn domain_from_c(d: &FiDomainAttr) -> Result<DomainAttr> {
-    Ok(ofi::__attr_literal!(DomainAttr, DomainAttr from d {
+    Ok(ofi::__attr_literal!(DomainAttr checked, DomainAttr from d {
         domain: d.domain as usize,
         // SAFETY: the caller's contract.
         name: unsafe { opt_str(d.name) },
-        threading: closed_enum(Threading::from_raw, d.threading, "domain_attr.threading")?,
-        control_progress: closed_enum(
-            Progress::from_raw,
-            d.control_progress,
-            "domain_attr.control_progress",
-        )?,
-        data_progress: closed_enum(
-            Progress::from_raw,
-            d.data_progress,
-            "domain_attr.data_progress",
-        )?,
-        resource_mgmt: closed_enum(
-            ResourceMgmt::from_raw,
-            d.resource_mgmt,
-            "domain_attr.resource_mgmt",
-        )?,
-        av_type: closed_enum(AvType::from_raw, d.av_type, "domain_attr.av_type")?,
         mr_mode: MrMode::from_bits_retain(d.mr_mode as u32),
-        caps: Caps::from_bits_retain(d.caps),
-        mode: Mode::from_bits_retain(d.mode),
         // SAFETY: the caller's contract.
         auth_key: unsafe { opt_bytes(d.auth_key, d.auth_key_size) },
     }))

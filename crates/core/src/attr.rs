@@ -337,6 +337,15 @@ impl Info {
     }
 }
 
+/// A closed enumeration from its C value (`from`: the type's `from_raw`): a value the
+/// type does not name is `FI_EINVAL`, naming the field (`what`, e.g.
+/// `domain_attr.threading`) and the value.
+pub fn closed_enum<T>(raw: u32, from: fn(u32) -> Option<T>, what: &str) -> crate::Result<T> {
+    from(raw).ok_or_else(|| {
+        crate::Error::new(crate::Errno::EINVAL, format!("{what}: invalid value {raw}"))
+    })
+}
+
 /// A struct literal between an attribute structure and one of its C-side mirrors (the
 /// ABI's raw forms, the C ABI's `fi_*_attr`), with the fields both sides name alike
 /// listed here once for every crate that converts:
@@ -346,7 +355,13 @@ impl Info {
 /// - `__attr_literal!(TxAttr from_bits, TxAttr from raw {})`: the bit-set fields from
 ///   their bits (unknown bits kept), the plain fields copied;
 /// - `TxAttr` and `RxAttr` take `to_bits`/`from_bits`; `EpAttr` and `DomainAttr` (plain
-///   fields only; their other fields given by the caller) take neither.
+///   fields only; their other fields given by the caller) take neither;
+/// - `__attr_literal!(DomainAttr checked, DomainAttr from d { domain: …, name: …,
+///   mr_mode: …, auth_key: … })` (likewise `EpAttr checked`, given `auth_key`): the Rust
+///   attribute from a C-side mirror, the plain fields copied, the enumerations from
+///   their C values through [`closed_enum`] (an unknown value returns `FI_EINVAL`
+///   naming the field: use it where `?` may return a [`crate::Error`]) and the bit sets
+///   from their bits; the fields whose C form differs by side are given.
 ///
 /// `from_bits` names the bit-set types unqualified (`Caps`, `Mode`, `OpFlags`,
 /// `MsgOrder`, `CompOrder`): they must be in scope where it expands.
@@ -379,6 +394,31 @@ macro_rules! __attr_literal {
              max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit,
              max_err_data, mr_cnt, tclass]
             { $($rest)* })
+    };
+    (EpAttr checked, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(EpAttr, $T from $src {
+            ep_type: $crate::attr::closed_enum(
+                $src.ep_type, $crate::enums::EpType::from_raw, "ep_attr.type")?,
+            protocol: $crate::enums::Protocol::from_raw($src.protocol),
+            $($rest)*
+        })
+    };
+    (DomainAttr checked, $T:ident from $src:ident { $($rest:tt)* }) => {
+        $crate::__attr_literal!(DomainAttr, $T from $src {
+            threading: $crate::attr::closed_enum(
+                $src.threading, $crate::enums::Threading::from_raw, "domain_attr.threading")?,
+            control_progress: $crate::attr::closed_enum($src.control_progress,
+                $crate::enums::Progress::from_raw, "domain_attr.control_progress")?,
+            data_progress: $crate::attr::closed_enum(
+                $src.data_progress, $crate::enums::Progress::from_raw, "domain_attr.data_progress")?,
+            resource_mgmt: $crate::attr::closed_enum($src.resource_mgmt,
+                $crate::enums::ResourceMgmt::from_raw, "domain_attr.resource_mgmt")?,
+            av_type: $crate::attr::closed_enum(
+                $src.av_type, $crate::enums::AvType::from_raw, "domain_attr.av_type")?,
+            caps: $crate::flags::Caps::from_bits_retain($src.caps),
+            mode: $crate::flags::Mode::from_bits_retain($src.mode),
+            $($rest)*
+        })
     };
     (@lit to_bits, $T:ident, $src:ident, [$($b:ident: $B:path),*] [$($p:ident),*]
         { $($rest:tt)* }) => {

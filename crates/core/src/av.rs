@@ -70,6 +70,20 @@ crate::abi::ctl_ops::host_object! {
     AddressVector(AvTable, "an address vector");
 }
 
+/// The check every AV's insert makes before it writes results (`fi_av_insert`,
+/// `fi_av_insertsym`): `fi_addr` needs a slot for each of the `count` addresses it will
+/// report, else `FI_EINVAL`. `call` names the operation (and provider) in the message.
+pub fn check_fi_addr_slots(call: &str, fi_addr: &[u64], count: usize) -> Result<()> {
+    let slots = fi_addr.len();
+    if slots < count {
+        return Err(Error::new(
+            Errno::EINVAL,
+            format!("{call}: {slots} fabric address slots for {count} addresses"),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn av_status(rc: i32) -> Result<usize> {
     if rc >= 0 {
         Ok(rc as usize)
@@ -88,12 +102,7 @@ impl AddressVector {
         flags: u64,
         context: usize,
     ) -> Result<usize> {
-        if fi_addr.len() < addrs.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "av insert: fewer fabric address slots than addresses",
-            ));
-        }
+        check_fi_addr_slots("av insert", fi_addr, addrs.len())?;
         let bytes: Vec<Vec<u8>> = addrs.iter().map(Address::to_bytes).collect();
         let raw: Vec<RawAddr> = addrs
             .iter()

@@ -34,7 +34,7 @@ impl CntrAttr {
 
     /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
     pub fn from_raw(r: &RawCntrAttr) -> Result<CntrAttr> {
-        crate::wait::refuse_raw_wait_set(r.wait_set, "counter")?;
+        let wait_obj = crate::wait::raw_wait_obj(r.wait_obj, r.wait_set, "counter")?;
         if r.events != 0 {
             return Err(Error::new(
                 Errno::EINVAL,
@@ -43,7 +43,7 @@ impl CntrAttr {
         }
         Ok(CntrAttr {
             events: r.events,
-            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            wait_obj,
             flags: r.flags,
         })
     }

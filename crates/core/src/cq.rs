@@ -18,7 +18,7 @@ use crate::abi::object::Node;
 use crate::abi::raw::{
     CqDataEntry, CqEntry, CqEntryFormat, CqErrEntry, CqMsgEntry, CqTaggedEntry, RawCqAttr,
 };
-use crate::abi::tables::{call_slot, CqTable};
+use crate::abi::tables::CqTable;
 use crate::enums::{CqFormat, CqWaitCond, WaitObj};
 use crate::error::{Errno, Error, Result};
 
@@ -64,12 +64,11 @@ impl CqAttr {
     /// From the raw form; unknown enumeration values are `FI_EINVAL`, a wait set is
     /// `FI_ENOSYS` (not supported through this interface yet).
     pub fn from_raw(r: &RawCqAttr) -> Result<CqAttr> {
-        crate::wait::refuse_raw_wait_set(r.wait_set, "CQ")?;
         Ok(CqAttr {
             size: r.size,
             flags: r.flags,
             format: CqFormat::try_from(r.format)?,
-            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            wait_obj: crate::wait::raw_wait_obj(r.wait_obj, r.wait_set, "CQ")?,
             signaling_vector: r.signaling_vector,
             wait_cond: CqWaitCond::try_from(r.wait_cond)?,
         })
@@ -267,6 +266,28 @@ impl<'a> CqBuf<'a> {
     }
 }
 
+/// The `strerror_with_data` method (with these docs) of a queue whose table `$Table`
+/// has a `strerror` slot: CQ and EQ, whose list entries `strerror` call it. The slot
+/// writes the provider's text into a buffer; its failure gives the library's text of
+/// `prov_errno` (see `strerror_text`).
+macro_rules! strerror_with_data {
+    ($(#[$doc:meta])* $Table:ident) => {
+        $(#[$doc])*
+        pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
+            $crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
+                // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
+                unsafe {
+                    $crate::abi::tables::call_slot!(
+                        self.t(),
+                        $Table.strerror(self.obj, prov_errno, data, buf, len)
+                    )
+                }
+            })
+        }
+    };
+}
+pub(crate) use strerror_with_data;
+
 crate::abi::ctl_ops::host_object! {
     /// An open completion queue.
     CompletionQueue(CqTable, "a completion queue") {
@@ -306,20 +327,12 @@ impl CompletionQueue {
 
     crate::for_each_cq_op!(crate::abi::ctl_ops::ctl_wrappers);
 
-    /// `fi_cq_strerror` with the entry's error data: pass the `err_data` of the
-    /// [`CqError`] the last [`readerr_owned`](Self::readerr_owned) returned (the buffer
-    /// itself, not a copy: the provider recognises the data it handed out by its
-    /// address, as the C call passes no length). Empty: no data.
-    pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
-            // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
-            unsafe {
-                call_slot!(
-                    self.t(),
-                    CqTable.strerror(self.obj, prov_errno, data, buf, len)
-                )
-            }
-        })
+    strerror_with_data! {
+        /// `fi_cq_strerror` with the entry's error data: pass the `err_data` of the
+        /// [`CqError`] the last [`readerr_owned`](Self::readerr_owned) returned (the buffer
+        /// itself, not a copy: the provider recognises the data it handed out by its
+        /// address, as the C call passes no length). Empty: no data.
+        CqTable
     }
 }
 

@@ -46,11 +46,10 @@ impl EqAttr {
 
     /// From the raw form (unknown values `FI_EINVAL`; a wait set `FI_ENOSYS`).
     pub fn from_raw(r: &RawEqAttr) -> Result<EqAttr> {
-        crate::wait::refuse_raw_wait_set(r.wait_set, "EQ")?;
         Ok(EqAttr {
             size: r.size,
             flags: r.flags,
-            wait_obj: WaitObj::try_from(r.wait_obj)?,
+            wait_obj: crate::wait::raw_wait_obj(r.wait_obj, r.wait_set, "EQ")?,
             signaling_vector: r.signaling_vector,
         })
     }
@@ -180,20 +179,12 @@ impl EventQueue {
         }
     }
 
-    /// `fi_eq_strerror` with the event's error data: pass the `err_data` of the
-    /// [`EqErrorEntry`] the last [`readerr`](Self::readerr) returned (the buffer itself,
-    /// not a copy: the provider recognises the data it handed out by its address, as the
-    /// C call passes no length). Empty: no data.
-    pub fn strerror_with_data(&self, prov_errno: i32, err_data: &[u8]) -> String {
-        crate::abi::object::strerror_text(prov_errno, err_data, |data, buf, len| {
-            // SAFETY: `buf` valid for `len` bytes; `data` null or valid for reads.
-            unsafe {
-                call_slot!(
-                    self.t(),
-                    EqTable.strerror(self.obj, prov_errno, data, buf, len)
-                )
-            }
-        })
+    crate::cq::strerror_with_data! {
+        /// `fi_eq_strerror` with the event's error data: pass the `err_data` of the
+        /// [`EqErrorEntry`] the last [`readerr`](Self::readerr) returned (the buffer itself,
+        /// not a copy: the provider recognises the data it handed out by its address, as the
+        /// C call passes no length). Empty: no data.
+        EqTable
     }
 
     // ---- one method per entry of the list (`for_each_eq_op!`) ----

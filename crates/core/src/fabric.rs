@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use crate::abi::object::{open_child, open_signalling, Node};
-use crate::abi::raw::{FidClass, Obj, RawInfoBox};
+use crate::abi::object::{open_child, open_signalling, ClassTable, Node};
+use crate::abi::raw::{ErrBuf, FidClass, Obj, RawInfo, RawInfoBox, RawObj};
 use crate::abi::tables::{call_slot, EqTable, FabricTable};
 use crate::attr::Info;
 use crate::domain::Domain;
@@ -45,30 +45,51 @@ impl Fabric {
 
     /// `fi_domain` with a context.
     pub fn domain_with(&self, info: &Info, context: usize) -> Result<Domain> {
-        let ib = RawInfoBox::new(info);
-        // SAFETY: our own object; `ib` and `out` live across the call.
-        let (obj, ops, node) = open_child(&self.node, FidClass::Domain, |out, e| unsafe {
-            call_slot!(
-                self.t(),
-                FabricTable.domain(self.obj, ib.as_ptr(), context, out, e)
-            )
-        })?;
-        // SAFETY: the provider returned a domain and its table.
-        Ok(unsafe { Domain::from_raw(obj, ops, node) })
+        // SAFETY: our own object; the slot opens a domain, which `from_raw` wraps.
+        unsafe {
+            self.open_from_info(info, FidClass::Domain, Domain::from_raw, |i, out, e| {
+                call_slot!(self.t(), FabricTable.domain(self.obj, i, context, out, e))
+            })
+        }
     }
 
     /// `fi_passive_ep` with a context (reported as the `fid` of its events).
     pub fn passive_ep_with(&self, info: &Info, context: usize) -> Result<PassiveEndpoint> {
-        let ib = RawInfoBox::new(info);
-        // SAFETY: our own object; `ib` and `out` live across the call.
-        let (obj, ops, node) = open_child(&self.node, FidClass::Pep, |out, e| unsafe {
-            call_slot!(
-                self.t(),
-                FabricTable.passive_ep(self.obj, ib.as_ptr(), context, out, e)
+        // SAFETY: our own object; the slot opens a passive endpoint, which `from_raw`
+        // wraps.
+        unsafe {
+            self.open_from_info(
+                info,
+                FidClass::Pep,
+                PassiveEndpoint::from_raw,
+                |i, out, e| {
+                    call_slot!(
+                        self.t(),
+                        FabricTable.passive_ep(self.obj, i, context, out, e)
+                    )
+                },
             )
-        })?;
-        // SAFETY: the provider returned a passive endpoint and its table.
-        Ok(unsafe { PassiveEndpoint::from_raw(obj, ops, node) })
+        }
+    }
+
+    /// Open a child of class `class` from `info`: `open(info, out, err)` calls the slot
+    /// of this fabric's table that opens it (with the raw form of `info`, valid for the
+    /// call), and `wrap` turns what it returns into the public type.
+    ///
+    /// # Safety
+    /// `open` must call the slot that opens a `class` child, and `wrap` be the `from_raw`
+    /// of that child's type.
+    unsafe fn open_from_info<T: ClassTable, H>(
+        &self,
+        info: &Info,
+        class: FidClass,
+        wrap: unsafe fn(Obj, *const T, Arc<Node>) -> H,
+        open: impl FnOnce(*const RawInfo, &mut RawObj, *mut ErrBuf) -> i32,
+    ) -> Result<H> {
+        let ib = RawInfoBox::new(info);
+        let (obj, ops, node) = open_child(&self.node, class, |out, e| open(ib.as_ptr(), out, e))?;
+        // SAFETY: the provider returned a `class` object and its table (contract).
+        Ok(unsafe { wrap(obj, ops, node) })
     }
 
     /// `fi_eq_open` with a context.

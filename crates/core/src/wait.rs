@@ -5,18 +5,18 @@ use crate::abi::tables::WaitTable;
 use crate::enums::WaitObj;
 use crate::error::{Errno, Error, Result};
 
-/// The check the raw attributes of an object that can signal a wait set (CQ, EQ,
-/// counter) share: a `wait_set` in them is `FI_ENOSYS` (`object`'s attribute is not
-/// supported through this interface yet; the `*_open_in` calls take the set).
-pub(crate) fn refuse_raw_wait_set(wait_set: Obj, object: &str) -> Result<()> {
-    if wait_set.is_null() {
-        Ok(())
-    } else {
-        Err(Error::new(
+/// The wait object of the raw attributes of an object that can signal a wait set (CQ,
+/// EQ, counter), checked as they all check it: a `wait_set` in them is `FI_ENOSYS`
+/// (`object`'s attribute is not supported through this interface yet; the `*_open_in`
+/// calls take the set), an unknown `wait_obj` is `FI_EINVAL`.
+pub(crate) fn raw_wait_obj(wait_obj: u32, wait_set: Obj, object: &str) -> Result<WaitObj> {
+    if !wait_set.is_null() {
+        return Err(Error::new(
             Errno::ENOSYS,
             format!("{object} attribute wait_set is not supported"),
-        ))
+        ));
     }
+    WaitObj::try_from(wait_obj)
 }
 
 /// Wait set attributes (`struct fi_wait_attr`).

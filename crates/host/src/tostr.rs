@@ -308,6 +308,24 @@ fn field(out: &mut String, prefix: &str, name: &str, value: impl std::fmt::Displ
     let _ = writeln!(out, "{prefix}{TAB}{name}: {value}");
 }
 
+/// One [`field`] line for each listed field of `$attr`, in the order given, under the
+/// field's own name (the C printer names each line after the structure's field): the
+/// value as it displays, or with `$attr.method()`, what that method of the value
+/// returns (`a.name(); threading, av_type` prints `a.threading.name()`, ...).
+macro_rules! fields {
+    ($out:expr, $prefix:expr, $attr:ident; $($name:ident),+ $(,)?) => {
+        $(field($out, $prefix, stringify!($name), $attr.$name);)+
+    };
+    ($out:expr, $prefix:expr, $attr:ident . $method:ident (); $($name:ident),+ $(,)?) => {
+        $(field($out, $prefix, stringify!($name), $attr.$name.$method());)+
+    };
+}
+
+/// An authorization key's length as the printers show `auth_key_size` (0: none).
+fn key_size(key: &Option<Vec<u8>>) -> usize {
+    key.as_ref().map_or(0, Vec::len)
+}
+
 /// The heading and the leading fields `fi_tx_attr` and `fi_rx_attr` share (`caps`,
 /// `mode`, `op_flags`, `msg_order`, `comp_order`).
 fn write_ctx_attr_head(
@@ -327,31 +345,22 @@ fn write_ctx_attr_head(
 fn write_tx_attr(out: &mut String, a: &TxAttr, prefix: &str) {
     let head = (a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
     write_ctx_attr_head(out, prefix, "fi_tx_attr", head);
-    field(out, prefix, "inject_size", a.inject_size);
-    field(out, prefix, "size", a.size);
-    field(out, prefix, "iov_limit", a.iov_limit);
-    field(out, prefix, "rma_iov_limit", a.rma_iov_limit);
+    fields!(out, prefix, a; inject_size, size, iov_limit, rma_iov_limit);
     field(out, prefix, "tclass", format_args!("{:#x}", a.tclass));
 }
 
 fn write_rx_attr(out: &mut String, a: &RxAttr, prefix: &str) {
     let head = (a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
     write_ctx_attr_head(out, prefix, "fi_rx_attr", head);
-    field(out, prefix, "total_buffered_recv", a.total_buffered_recv);
-    field(out, prefix, "size", a.size);
-    field(out, prefix, "iov_limit", a.iov_limit);
+    fields!(out, prefix, a; total_buffered_recv, size, iov_limit);
 }
 
 fn write_ep_attr(out: &mut String, a: &EpAttr, prefix: &str) {
     let _ = writeln!(out, "{prefix}fi_ep_attr:");
     field(out, prefix, "type", ep_type_str(a.ep_type));
     field(out, prefix, "protocol", protocol_str(a.protocol));
-    field(out, prefix, "protocol_version", a.protocol_version);
-    field(out, prefix, "max_msg_size", a.max_msg_size);
-    field(out, prefix, "msg_prefix_size", a.msg_prefix_size);
-    field(out, prefix, "max_order_raw_size", a.max_order_raw_size);
-    field(out, prefix, "max_order_war_size", a.max_order_war_size);
-    field(out, prefix, "max_order_waw_size", a.max_order_waw_size);
+    fields!(out, prefix, a; protocol_version, max_msg_size, msg_prefix_size,
+        max_order_raw_size, max_order_war_size, max_order_waw_size);
     field(
         out,
         prefix,
@@ -360,46 +369,22 @@ fn write_ep_attr(out: &mut String, a: &EpAttr, prefix: &str) {
     );
     field(out, prefix, "tx_ctx_cnt", ctx_cnt(a.tx_ctx_cnt));
     field(out, prefix, "rx_ctx_cnt", ctx_cnt(a.rx_ctx_cnt));
-    field(
-        out,
-        prefix,
-        "auth_key_size",
-        a.auth_key.as_ref().map_or(0, Vec::len),
-    );
+    field(out, prefix, "auth_key_size", key_size(&a.auth_key));
 }
 
 fn write_domain_attr(out: &mut String, a: &DomainAttr, prefix: &str) {
     let _ = writeln!(out, "{prefix}fi_domain_attr:");
     field(out, prefix, "domain", format_args!("{:#x}", a.domain));
     field(out, prefix, "name", opt(&a.name));
-    field(out, prefix, "threading", a.threading.name());
-    field(out, prefix, "control_progress", a.control_progress.name());
-    field(out, prefix, "data_progress", a.data_progress.name());
-    field(out, prefix, "resource_mgmt", a.resource_mgmt.name());
-    field(out, prefix, "av_type", a.av_type.name());
+    fields!(out, prefix, a.name(); threading, control_progress, data_progress, resource_mgmt,
+        av_type);
     field(out, prefix, "mr_mode", mr_mode_str(a.mr_mode));
-    field(out, prefix, "mr_key_size", a.mr_key_size);
-    field(out, prefix, "cq_data_size", a.cq_data_size);
-    field(out, prefix, "cq_cnt", a.cq_cnt);
-    field(out, prefix, "ep_cnt", a.ep_cnt);
-    field(out, prefix, "tx_ctx_cnt", a.tx_ctx_cnt);
-    field(out, prefix, "rx_ctx_cnt", a.rx_ctx_cnt);
-    field(out, prefix, "max_ep_tx_ctx", a.max_ep_tx_ctx);
-    field(out, prefix, "max_ep_rx_ctx", a.max_ep_rx_ctx);
-    field(out, prefix, "max_ep_stx_ctx", a.max_ep_stx_ctx);
-    field(out, prefix, "max_ep_srx_ctx", a.max_ep_srx_ctx);
-    field(out, prefix, "cntr_cnt", a.cntr_cnt);
-    field(out, prefix, "mr_iov_limit", a.mr_iov_limit);
+    fields!(out, prefix, a; mr_key_size, cq_data_size, cq_cnt, ep_cnt, tx_ctx_cnt, rx_ctx_cnt,
+        max_ep_tx_ctx, max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit);
     field(out, prefix, "caps", caps_str(a.caps));
     field(out, prefix, "mode", mode_str(a.mode));
-    field(
-        out,
-        prefix,
-        "auth_key_size",
-        a.auth_key.as_ref().map_or(0, Vec::len),
-    );
-    field(out, prefix, "max_err_data", a.max_err_data);
-    field(out, prefix, "mr_cnt", a.mr_cnt);
+    field(out, prefix, "auth_key_size", key_size(&a.auth_key));
+    fields!(out, prefix, a; max_err_data, mr_cnt);
     field(out, prefix, "tclass", format_args!("{:#x}", a.tclass));
 }
 

@@ -129,22 +129,6 @@ pub fn registry() -> &'static Registry {
     ofi_host::registry::global()
 }
 
-fn request(
-    version: Version,
-    node: Option<&str>,
-    service: Option<&str>,
-    flags: GetinfoFlags,
-    hints: Option<&Info>,
-) -> GetinfoRequest {
-    GetinfoRequest {
-        version,
-        node: node.map(str::to_string),
-        service: service.map(str::to_string),
-        flags,
-        hints: hints.cloned(),
-    }
-}
-
 /// `fi_getinfo`: the fabric services that match `hints` and can reach `node` /
 /// `service`, best first. Errors: `FI_ENODATA` when nothing matches (the message says
 /// why), `FI_ENOSYS` for a version newer than [`API_VERSION`], `FI_EBADFLAGS` for
@@ -156,19 +140,20 @@ pub fn getinfo(
     flags: GetinfoFlags,
     hints: Option<&Info>,
 ) -> Result<Vec<Info>> {
-    registry().getinfo(&request(version, node, service, flags, hints))
+    registry().getinfo(&GetinfoRequest {
+        version,
+        node: node.map(str::to_string),
+        service: service.map(str::to_string),
+        flags,
+        hints: hints.cloned(),
+    })
 }
 
-/// [`getinfo()`] plus the explain report: for every provider, kept, filtered (which
-/// rule) or rejected (which hint field, what was asked, what it offers).
-pub fn getinfo_explain(
-    version: Version,
-    node: Option<&str>,
-    service: Option<&str>,
-    flags: GetinfoFlags,
-    hints: Option<&Info>,
-) -> (Result<Vec<Info>>, Vec<Verdict>) {
-    registry().getinfo_explain(&request(version, node, service, flags, hints))
+/// [`getinfo()`], its arguments gathered in `req`, plus the explain report: for every
+/// provider, kept, filtered (which rule) or rejected (which hint field, what was asked,
+/// what it offers).
+pub fn getinfo_explain(req: &GetinfoRequest) -> (Result<Vec<Info>>, Vec<Verdict>) {
+    registry().getinfo_explain(req)
 }
 
 /// `fi_fabric`: open the fabric of an [`Info`] returned by [`getinfo()`].

@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 
 use ofi::param::ParamSource;
 use ofi::tostr;
-use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, Info, Mode, OpFlags};
+use ofi::{AddrFormat, Caps, EpType, Errno, GetinfoFlags, GetinfoRequest, Info, Mode, OpFlags};
 
 use crate::getopt::{self, long_only, spec, GetoptError, OptSpec, Parsed};
 use crate::json;
@@ -138,14 +138,10 @@ pub enum Action {
 pub struct InfoArgs {
     /// What to do.
     pub action: Action,
-    /// The `node` argument of getinfo (`-n`, or `-s`).
-    pub node: Option<String>,
-    /// The `service` argument of getinfo (`-P`).
-    pub service: Option<String>,
-    /// getinfo flags (`FI_SOURCE` with `-s`).
-    pub flags: GetinfoFlags,
-    /// The hints, if any hint option was given.
-    pub hints: Option<Info>,
+    /// The getinfo call to make, for the current API version: `node` from `-n` (or
+    /// `-s`, which adds `FI_SOURCE` to the flags), `service` from `-P`, and hints only
+    /// if a hint option was given.
+    pub request: GetinfoRequest,
     /// `-v` (or `-i`).
     pub verbose: bool,
     /// `-i SUBSTR`: only verbose blocks containing it.
@@ -225,10 +221,7 @@ pub fn parse_args(args: &[String]) -> Result<InfoArgs, ArgError> {
     let parsed = getopt::parse(SPECS, args).map_err(ArgError::Getopt)?;
     let mut a = InfoArgs {
         action: Action::Getinfo,
-        node: None,
-        service: None,
-        flags: GetinfoFlags::empty(),
-        hints: None,
+        request: GetinfoRequest::new(ofi::API_VERSION),
         verbose: false,
         info_filter: None,
         json: false,
@@ -245,11 +238,11 @@ pub fn parse_args(args: &[String]) -> Result<InfoArgs, ArgError> {
         let v = value.unwrap_or_default();
         match idx {
             opt::SRC_ADDR => {
-                a.node = Some(v);
-                a.flags |= GetinfoFlags::SOURCE;
+                a.request.node = Some(v);
+                a.request.flags |= GetinfoFlags::SOURCE;
             }
-            opt::NODE => a.node = Some(v),
-            opt::PORT => a.service = Some(v),
+            opt::NODE => a.request.node = Some(v),
+            opt::PORT => a.request.service = Some(v),
             opt::CAPS => {
                 hints.caps = name_list(&v, "capability", cap_from_name, Caps::empty())?;
                 use_hints = true;
@@ -302,7 +295,7 @@ pub fn parse_args(args: &[String]) -> Result<InfoArgs, ArgError> {
         }
     }
     if use_hints {
-        a.hints = Some(hints);
+        a.request.hints = Some(hints);
     }
     a.action = if list {
         Action::List
@@ -457,16 +450,10 @@ fn status_of(code: Errno) -> i32 {
 }
 
 fn do_getinfo(a: &InfoArgs, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<i32> {
-    let node = a.node.as_deref();
-    let service = a.service.as_deref();
-    let hints = a.hints.as_ref();
     let (result, verdicts) = if a.explain {
-        ofi::getinfo_explain(ofi::API_VERSION, node, service, a.flags, hints)
+        ofi::getinfo_explain(&a.request)
     } else {
-        (
-            ofi::getinfo(ofi::API_VERSION, node, service, a.flags, hints),
-            Vec::new(),
-        )
+        (ofi::registry().getinfo(&a.request), Vec::new())
     };
 
     if a.explain {
@@ -500,7 +487,7 @@ fn do_getinfo(a: &InfoArgs, out: &mut dyn Write, err: &mut dyn Write) -> io::Res
                 e.message().to_string()
             } else if code == Errno::ENODATA {
                 let verdicts = if verdicts.is_empty() {
-                    ofi::getinfo_explain(ofi::API_VERSION, node, service, a.flags, hints).1
+                    ofi::getinfo_explain(&a.request).1
                 } else {
                     verdicts
                 };
@@ -629,10 +616,10 @@ mod tests {
     #[test]
     fn no_hint_options_means_no_hints() {
         let a = parse_args(&args(&["-n", "host", "-P", "7", "-v"])).unwrap();
-        assert_eq!(a.hints, None);
-        assert_eq!(a.node.as_deref(), Some("host"));
-        assert_eq!(a.service.as_deref(), Some("7"));
-        assert!(a.flags.is_empty());
+        assert_eq!(a.request.hints, None);
+        assert_eq!(a.request.node.as_deref(), Some("host"));
+        assert_eq!(a.request.service.as_deref(), Some("7"));
+        assert!(a.request.flags.is_empty());
         assert!(a.verbose);
         assert_eq!(a.action, Action::Getinfo);
     }
@@ -654,7 +641,7 @@ mod tests {
             "127.0.0.0/8",
         ]))
         .unwrap();
-        let h = a.hints.unwrap();
+        let h = a.request.hints.unwrap();
         assert_eq!(h.caps, Caps::MSG | Caps::RMA);
         assert_eq!(h.ep_attr.ep_type, EpType::Rdm);
         assert_eq!(h.addr_format, AddrFormat::SOCKADDR_IN6);
@@ -671,10 +658,15 @@ mod tests {
     fn mode_resets_the_default() {
         let h = parse_args(&args(&["-m", "FI_CONTEXT|fi_context2"]))
             .unwrap()
+            .request
             .hints
             .unwrap();
         assert_eq!(h.mode, Mode::CONTEXT | Mode::CONTEXT2);
-        let h = parse_args(&args(&["-m", ""])).unwrap().hints.unwrap();
+        let h = parse_args(&args(&["-m", ""]))
+            .unwrap()
+            .request
+            .hints
+            .unwrap();
         assert_eq!(h.mode, Mode::empty());
     }
 
@@ -682,6 +674,7 @@ mod tests {
     fn caps_accept_more_and_peek() {
         let h = parse_args(&args(&["-c", "FI_MSG|FI_MORE|FI_PEEK|"]))
             .unwrap()
+            .request
             .hints
             .unwrap();
         assert_eq!(
@@ -695,9 +688,9 @@ mod tests {
     #[test]
     fn src_addr_sets_source() {
         let a = parse_args(&args(&["-s", "127.0.0.1"])).unwrap();
-        assert_eq!(a.node.as_deref(), Some("127.0.0.1"));
-        assert_eq!(a.flags, GetinfoFlags::SOURCE);
-        assert_eq!(a.hints, None);
+        assert_eq!(a.request.node.as_deref(), Some("127.0.0.1"));
+        assert_eq!(a.request.flags, GetinfoFlags::SOURCE);
+        assert_eq!(a.request.hints, None);
     }
 
     #[test]

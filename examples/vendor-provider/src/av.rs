@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use ofi_core::av::AvAttr;
+use ofi_core::av::{check_fi_addr_slots, AvAttr};
 use ofi_core::provider::AvOps;
 use ofi_core::{Address, AvType, Errno, Error, Result, ADDR_NOTAVAIL};
 
@@ -147,12 +147,7 @@ impl AvOps<Fabric> for Av {
                 "unixdgram: AV insert accepts only FI_MORE and FI_SYNC_ERR",
             ));
         }
-        if fi_addr.len() < addrs.len() {
-            return Err(Error::new(
-                Errno::EINVAL,
-                "unixdgram: fewer fi_addr slots than addresses",
-            ));
-        }
+        check_fi_addr_slots("unixdgram: AV insert", fi_addr, addrs.len())?;
         let mut t = self.shared.table_mut();
         let mut inserted = 0;
         for (a, out) in addrs.iter().zip(fi_addr.iter_mut()) {

@@ -275,7 +275,7 @@ pub fn match_templates(
             }
         }
         if have_ns {
-            match resolve.resolve(&info, node, service, req.flags) {
+            match resolve.resolve(&info, req) {
                 Ok(r) => {
                     if r.src_addr.is_some() {
                         info.src_addr = r.src_addr;

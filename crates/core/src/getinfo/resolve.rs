@@ -29,6 +29,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 
+use super::GetinfoRequest;
 use crate::addr::Address;
 use crate::attr::Info;
 use crate::enums::{AddrFormat, EpType};
@@ -46,21 +47,15 @@ pub struct ResolvedAddrs {
 
 /// Resolves getinfo's `node` / `service` for a provider's templates.
 pub trait AddrResolver: Sync {
-    /// Resolve node/service for a template of this address format (`template` is the
-    /// shaped info: its `addr_format` is final and its `src_addr` holds the hints' source
-    /// address, if any). `flags` are getinfo's; `FI_SOURCE` in them means node/service
-    /// name the local address.
+    /// Resolve the `node` / `service` of getinfo call `req` for a template of this
+    /// address format (`template` is the shaped info: its `addr_format` is final and its
+    /// `src_addr` holds the hints' source address, if any). `FI_SOURCE` in `req.flags`
+    /// means node/service name the local address.
     ///
     /// # Errors
     /// `FI_ENODATA` when this template cannot have such an address (it is skipped);
     /// any other code fails the whole provider.
-    fn resolve(
-        &self,
-        template: &Info,
-        node: Option<&str>,
-        service: Option<&str>,
-        flags: GetinfoFlags,
-    ) -> Result<ResolvedAddrs>;
+    fn resolve(&self, template: &Info, req: &GetinfoRequest) -> Result<ResolvedAddrs>;
 }
 
 /// The default resolver for IP providers (see the module docs).
@@ -74,17 +69,11 @@ pub struct IpResolver;
 pub struct NoResolver;
 
 impl AddrResolver for NoResolver {
-    fn resolve(
-        &self,
-        _template: &Info,
-        node: Option<&str>,
-        _service: Option<&str>,
-        flags: GetinfoFlags,
-    ) -> Result<ResolvedAddrs> {
+    fn resolve(&self, _template: &Info, req: &GetinfoRequest) -> Result<ResolvedAddrs> {
         let mut out = ResolvedAddrs::default();
-        if let Some(n) = node.filter(|n| n.contains("://")) {
+        if let Some(n) = req.node.as_deref().filter(|n| n.contains("://")) {
             let a = Address::Str(n.to_string());
-            if flags.contains(GetinfoFlags::SOURCE) {
+            if req.flags.contains(GetinfoFlags::SOURCE) {
                 out.src_addr = Some(a);
             } else {
                 out.dest_addr = Some(a);
@@ -125,13 +114,8 @@ fn nodata<T>(msg: String) -> Result<T> {
 }
 
 impl AddrResolver for IpResolver {
-    fn resolve(
-        &self,
-        template: &Info,
-        node: Option<&str>,
-        service: Option<&str>,
-        flags: GetinfoFlags,
-    ) -> Result<ResolvedAddrs> {
+    fn resolve(&self, template: &Info, req: &GetinfoRequest) -> Result<ResolvedAddrs> {
+        let (node, service, flags) = (req.node.as_deref(), req.service.as_deref(), req.flags);
         let fmt = template.addr_format;
         let (family, as_str) = match fmt {
             AddrFormat::SOCKADDR_IN => (Family::V4, false),
@@ -353,6 +337,16 @@ mod tests {
         flags | GetinfoFlags::SOURCE
     }
 
+    /// A getinfo request naming `node` and `service` with `flags`.
+    fn req(node: Option<&str>, service: Option<&str>, flags: GetinfoFlags) -> GetinfoRequest {
+        GetinfoRequest {
+            node: node.map(str::to_string),
+            service: service.map(str::to_string),
+            flags,
+            ..GetinfoRequest::default()
+        }
+    }
+
     /// `IpResolver` on a template of format `fmt`; `""` is an absent node or service,
     /// `source` adds `FI_SOURCE` to `flags`.
     fn ip(
@@ -365,7 +359,7 @@ mod tests {
         let flags = if source { src(flags) } else { flags };
         let node = Some(node).filter(|s| !s.is_empty());
         let service = Some(service).filter(|s| !s.is_empty());
-        IpResolver.resolve(&tmpl(fmt), node, service, flags)
+        IpResolver.resolve(&tmpl(fmt), &req(node, service, flags))
     }
 
     #[test]
@@ -460,9 +454,7 @@ mod tests {
         let r = IpResolver
             .resolve(
                 &tmpl(AddrFormat::SOCKADDR_IN6),
-                Some("::1"),
-                Some("7471"),
-                GetinfoFlags::empty(),
+                &req(Some("::1"), Some("7471"), GetinfoFlags::empty()),
             )
             .unwrap();
         assert_eq!(
@@ -487,7 +479,7 @@ mod tests {
         let hint_src = Address::Inet(SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 0));
         t.src_addr = Some(hint_src.clone());
         let r = IpResolver
-            .resolve(&t, Some("127.0.0.1"), None, GetinfoFlags::empty())
+            .resolve(&t, &req(Some("127.0.0.1"), None, GetinfoFlags::empty()))
             .unwrap();
         assert_eq!(r.src_addr, Some(hint_src));
         assert_eq!(
@@ -529,16 +521,16 @@ mod tests {
     fn no_resolver() {
         let t = tmpl(AddrFormat::STR);
         let r = NoResolver
-            .resolve(&t, Some("fi_shm://42"), None, GetinfoFlags::empty())
+            .resolve(&t, &req(Some("fi_shm://42"), None, GetinfoFlags::empty()))
             .unwrap();
         assert_eq!(r.dest_addr, Some(Address::Str("fi_shm://42".into())));
         assert_eq!(r.src_addr, None);
         let r = NoResolver
-            .resolve(&t, Some("fi_shm://42"), None, GetinfoFlags::SOURCE)
+            .resolve(&t, &req(Some("fi_shm://42"), None, GetinfoFlags::SOURCE))
             .unwrap();
         assert_eq!(r.src_addr, Some(Address::Str("fi_shm://42".into())));
         let r = NoResolver
-            .resolve(&t, Some("host"), Some("1"), GetinfoFlags::empty())
+            .resolve(&t, &req(Some("host"), Some("1"), GetinfoFlags::empty()))
             .unwrap();
         assert_eq!(r, ResolvedAddrs::default());
     }

@@ -1267,13 +1267,7 @@ fn hint_addresses_copied_per_flags() {
 
 struct Failing;
 impl AddrResolver for Failing {
-    fn resolve(
-        &self,
-        _: &Info,
-        _: Option<&str>,
-        _: Option<&str>,
-        _: GetinfoFlags,
-    ) -> Result<ResolvedAddrs> {
+    fn resolve(&self, _: &Info, _: &GetinfoRequest) -> Result<ResolvedAddrs> {
         Err(Error::new(Errno::EIO, "broken"))
     }
 }
@@ -1291,17 +1285,11 @@ fn resolver_hard_error_fails_the_provider() {
 
 struct FailsOnIpv6;
 impl AddrResolver for FailsOnIpv6 {
-    fn resolve(
-        &self,
-        t: &Info,
-        n: Option<&str>,
-        s: Option<&str>,
-        f: GetinfoFlags,
-    ) -> Result<ResolvedAddrs> {
+    fn resolve(&self, t: &Info, req: &GetinfoRequest) -> Result<ResolvedAddrs> {
         if t.addr_format == AddrFormat::SOCKADDR_IN6 {
             return Err(Error::new(Errno::EIO, "broken"));
         }
-        IpResolver.resolve(t, n, s, f)
+        IpResolver.resolve(t, req)
     }
 }
 

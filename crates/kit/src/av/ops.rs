@@ -3,6 +3,7 @@
 
 use super::insert::fill;
 use super::*;
+use ofi_core::av::check_fi_addr_slots;
 
 /// A [`KitAv`] shared by the provider's AV object and the endpoints bound to it: use
 /// it as a provider's `DomainOps::Av` type (every call goes to the kit's `AvOps`), and
@@ -84,9 +85,7 @@ where
         flags: u64,
         context: usize,
     ) -> Result<usize> {
-        if fi_addr.len() < addrs.len() {
-            return einval("av insert: fewer fabric address slots than addresses");
-        }
+        check_fi_addr_slots("av insert", fi_addr, addrs.len())?;
         let results = if flags & INSERT_USER_ID != 0 {
             let ids: Vec<u64> = fi_addr[..addrs.len()].to_vec();
             KitAv::insert_user_ids(self, addrs, &ids, flags, context)?
@@ -118,10 +117,7 @@ where
         flags: u64,
         context: usize,
     ) -> Result<usize> {
-        let total = nodecnt.saturating_mul(svccnt);
-        if fi_addr.len() < total {
-            return einval("av insertsym: fewer fabric address slots than nodecnt × svccnt");
-        }
+        check_fi_addr_slots("av insertsym", fi_addr, nodecnt.saturating_mul(svccnt))?;
         let results = KitAv::insertsym(self, node, nodecnt, service, svccnt, flags, context)?;
         Ok(self.ops_count(fill(&results, fi_addr)))
     }

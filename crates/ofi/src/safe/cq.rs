@@ -143,6 +143,10 @@ pub struct PostError {
     pub buf: Option<Buf>,
 }
 
+/// What posting an operation returns: its id (its [`Completion`] or [`OpError`] names
+/// it), or the refusal with the buffer given back.
+pub type PostResult = std::result::Result<OpId, PostError>;
+
 impl PostError {
     /// True for `FI_EAGAIN`: drive progress and post again.
     #[inline]

@@ -33,7 +33,9 @@ use std::time::{Duration, Instant};
 
 use super::addr::{EpAddr, Peer};
 use super::buf::{Buf, BufParts};
-use super::cq::{complete, fail, Completion, InFlight, OpError, OpId, OpKind, PostError, Slot};
+use super::cq::{
+    complete, fail, Completion, InFlight, OpError, OpId, OpKind, PostError, PostResult, Slot,
+};
 use super::domain::{Access, Domain, RemoteRegion, RemoteWrite};
 use super::info::FabricInfo;
 use super::kind::{Connectionless, EpKind, Msg, Reliable};
@@ -491,7 +493,7 @@ impl<K: EpKind> Ep<K> {
         kind: OpKind,
         mut buf: Buf,
         post: impl FnOnce(&crate::ep::Endpoint, BufParts, usize) -> Result<()>,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         if self.needs_local_mr && !buf.is_registered() {
             return Err(PostError {
                 error: local_mr_needed(),
@@ -524,7 +526,7 @@ impl<K: EpKind> Ep<K> {
         kind: OpKind,
         words: Box<[u64; 2]>,
         post: impl FnOnce(&crate::ep::Endpoint, &mut [u64; 2], usize) -> Result<()>,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         if self.needs_local_mr {
             return Err(PostError {
                 error: local_mr_needed(),
@@ -547,7 +549,7 @@ impl<K: EpKind> Ep<K> {
 
     /// `fi_recv`: receive into `buf` (its whole capacity). The completion gives it
     /// back with its length set to the bytes received.
-    pub fn recv(&mut self, buf: Buf) -> std::result::Result<OpId, PostError> {
+    pub fn recv(&mut self, buf: Buf) -> PostResult {
         self.post_buf(OpKind::Recv, buf, |ep, b, ctx| {
             // SAFETY: `b.ptr..b.ptr+b.cap` is the memory of a Buf owned by the in-flight
             // slot of `ctx` until this receive's completion is read (module docs).
@@ -556,7 +558,7 @@ impl<K: EpKind> Ep<K> {
     }
 
     /// `fi_send`: send `buf` (its length) to `peer`.
-    pub fn send(&mut self, buf: Buf, peer: Peer) -> std::result::Result<OpId, PostError> {
+    pub fn send(&mut self, buf: Buf, peer: Peer) -> PostResult {
         self.post_buf(OpKind::Send, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`: the slot owns the memory until the completion.
             unsafe { ep.send(b.ptr, b.len, b.desc, peer.0, ctx) }
@@ -564,12 +566,7 @@ impl<K: EpKind> Ep<K> {
     }
 
     /// `fi_senddata`: send `buf` to `peer` with remote CQ data `data`.
-    pub fn send_data(
-        &mut self,
-        buf: Buf,
-        peer: Peer,
-        data: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    pub fn send_data(&mut self, buf: Buf, peer: Peer, data: u64) -> PostResult {
         self.post_buf(OpKind::Send, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
             unsafe { ep.senddata(b.ptr, b.len, b.desc, data, peer.0, ctx) }
@@ -641,12 +638,7 @@ impl Ep<Msg> {
 
 impl<K: Reliable> Ep<K> {
     /// `fi_tsend`: send `buf` to `peer` with `tag`.
-    pub fn tsend(
-        &mut self,
-        buf: Buf,
-        peer: Peer,
-        tag: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    pub fn tsend(&mut self, buf: Buf, peer: Peer, tag: u64) -> PostResult {
         self.post_buf(OpKind::TaggedSend, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
             unsafe { ep.tsend(b.ptr, b.len, b.desc, peer.0, tag, ctx) }
@@ -654,12 +646,7 @@ impl<K: Reliable> Ep<K> {
     }
 
     /// `fi_trecv`: receive a message whose tag matches `tag` outside the `ignore` bits.
-    pub fn trecv(
-        &mut self,
-        buf: Buf,
-        tag: u64,
-        ignore: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    pub fn trecv(&mut self, buf: Buf, tag: u64, ignore: u64) -> PostResult {
         self.post_buf(OpKind::TaggedRecv, buf, |ep, b, ctx| {
             // SAFETY: as in `recv`.
             unsafe { ep.trecv(b.ptr, b.cap, b.desc, ADDR_UNSPEC, tag, ignore, ctx) }
@@ -673,7 +660,7 @@ impl<K: Reliable> Ep<K> {
         peer: Peer,
         region: &RemoteRegion<RemoteWrite>,
         offset: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         self.write_impl(buf, peer, region, offset, None)
     }
 
@@ -686,7 +673,7 @@ impl<K: Reliable> Ep<K> {
         region: &RemoteRegion<RemoteWrite>,
         offset: u64,
         data: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         self.write_impl(buf, peer, region, offset, Some(data))
     }
 
@@ -697,7 +684,7 @@ impl<K: Reliable> Ep<K> {
         region: &RemoteRegion<RemoteWrite>,
         offset: u64,
         data: Option<u64>,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         let (addr, buf) = remote_target(region, offset, buf)?;
         let key = region.key();
         self.post_buf(OpKind::Write, buf, |ep, b, ctx| {
@@ -718,7 +705,7 @@ impl<K: Reliable> Ep<K> {
         peer: Peer,
         region: &RemoteRegion<A>,
         offset: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         let (addr, buf) = remote_target(region, offset, buf)?;
         let key = region.key();
         self.post_buf(OpKind::Read, buf, |ep, b, ctx| {
@@ -736,7 +723,7 @@ impl<K: Reliable> Ep<K> {
         region: &RemoteRegion<RemoteWrite>,
         offset: u64,
         value: u64,
-    ) -> std::result::Result<OpId, PostError> {
+    ) -> PostResult {
         let addr = region
             .addr(offset, 8)
             .map_err(|error| PostError { error, buf: None })?;

@@ -68,7 +68,7 @@ pub mod aio;
 
 pub use addr::{EpAddr, Peer};
 pub use buf::Buf;
-pub use cq::{Completion, OpError, OpId, OpKind, PostError};
+pub use cq::{Completion, OpError, OpId, OpKind, PostError, PostResult};
 pub use domain::{Access, Domain, Fabric, RemoteRead, RemoteRegion, RemoteWrite, SharedRegion};
 pub use ep::{Ep, EpBuilder};
 pub use info::{FabricInfo, Hints};

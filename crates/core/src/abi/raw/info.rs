@@ -492,10 +492,6 @@ fn bus_from_raw(n: &RawNic) -> Result<Bus> {
     }
 }
 
-pub(super) fn closed_enum<T>(raw: u32, from: fn(u32) -> Option<T>, what: &str) -> Result<T> {
-    from(raw).ok_or_else(|| Error::new(Errno::EINVAL, format!("{what}: invalid value {raw}")))
-}
-
 /// The [`Info`] a raw form describes (a deep copy).
 ///
 /// # Safety
@@ -522,9 +518,7 @@ pub unsafe fn info_from_raw(p: *const RawInfo) -> Result<Info> {
             info.rx_attr = rx_from(r);
         }
         if let Some(e) = sub(raw.ep_attr, RawEpAttr::LAYOUT.size_for_minor(0), "ep_attr")? {
-            info.ep_attr = crate::__attr_literal!(EpAttr, EpAttr from e {
-                ep_type: closed_enum(e.ep_type, EpType::from_raw, "ep_attr.type")?,
-                protocol: Protocol::from_raw(e.protocol),
+            info.ep_attr = crate::__attr_literal!(EpAttr checked, EpAttr from e {
                 auth_key: e.auth_key.bytes().map(<[u8]>::to_vec),
             });
         }
@@ -533,29 +527,10 @@ pub unsafe fn info_from_raw(p: *const RawInfo) -> Result<Info> {
             RawDomainAttr::LAYOUT.size_for_minor(0),
             "domain_attr",
         )? {
-            info.domain_attr = crate::__attr_literal!(DomainAttr, DomainAttr from d {
+            info.domain_attr = crate::__attr_literal!(DomainAttr checked, DomainAttr from d {
                 domain: d.domain,
                 name: d.name.to_string_opt("domain_attr.name")?,
-                threading: closed_enum(d.threading, Threading::from_raw, "domain_attr.threading")?,
-                control_progress: closed_enum(
-                    d.control_progress,
-                    Progress::from_raw,
-                    "domain_attr.control_progress",
-                )?,
-                data_progress: closed_enum(
-                    d.data_progress,
-                    Progress::from_raw,
-                    "domain_attr.data_progress",
-                )?,
-                resource_mgmt: closed_enum(
-                    d.resource_mgmt,
-                    ResourceMgmt::from_raw,
-                    "domain_attr.resource_mgmt",
-                )?,
-                av_type: closed_enum(d.av_type, AvType::from_raw, "domain_attr.av_type")?,
                 mr_mode: MrMode::from_bits_retain(d.mr_mode),
-                caps: Caps::from_bits_retain(d.caps),
-                mode: Mode::from_bits_retain(d.mode),
                 auth_key: d.auth_key.bytes().map(<[u8]>::to_vec),
             });
         }

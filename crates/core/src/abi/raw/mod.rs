@@ -36,7 +36,7 @@ use crate::abi::layout::abi_struct;
 use crate::abi::tables::{AtomicTable, CmTable, EpTable, MrTable, MsgTable, RmaTable, TaggedTable};
 use crate::addr::Address;
 use crate::attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, PciAddress, RxAttr, TxAttr};
-use crate::enums::{AddrFormat, AvType, EpType, Progress, Protocol, ResourceMgmt, Threading};
+use crate::enums::AddrFormat;
 use crate::error::{Errno, Error, Result};
 use crate::flags::{Caps, CompOrder, Mode, MrMode, MsgOrder, OpFlags};
 use crate::version::Version;

@@ -1,7 +1,7 @@
 //! Round trips and hostile inputs of the raw forms.
 
 use super::*;
-use crate::enums::{CqFormat, Threading};
+use crate::enums::{AvType, CqFormat, EpType, Progress, Protocol, ResourceMgmt, Threading};
 use proptest::prelude::*;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
