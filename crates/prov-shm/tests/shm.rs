@@ -342,7 +342,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     };
     let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
     // 1: inline length beyond the slot.
-    raw[8] = proto::KIND_INLINE;
+    raw[8] = proto::SlotKind::Inline as u8;
     raw[12..16].copy_from_slice(&100_000u32.to_le_bytes());
     put(&raw);
     // 2: bounce chunk index out of range.
@@ -775,7 +775,7 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                     let v = val(&mut rng).to_le_bytes();
                     w.copy_from_slice(&v[..w.len()]);
                 }
-                if raw[8] == proto::KIND_ATOMIC {
+                if raw[8] == proto::SlotKind::Atomic as u8 {
                     // op, datatype, family, inline: mostly in range.
                     raw[64] = rng.below(22) as u8;
                     raw[65] = rng.below(16) as u8;

@@ -178,7 +178,6 @@ wire_header! {
 
 wire_enum! {
     /// Operation codes.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Op: u8 {
         /// An untagged message.
         Msg = 1,
@@ -411,7 +410,6 @@ impl RmaIov {
 
 wire_enum! {
     /// CM message kinds.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum CmKind: u8 {
         /// Connection request (initiator → listener).
         ConnReq = 1,

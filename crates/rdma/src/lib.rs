@@ -32,6 +32,7 @@
 pub mod cm;
 pub mod cq;
 pub mod device;
+pub mod grh;
 pub mod mr;
 pub mod pd;
 pub mod qp;

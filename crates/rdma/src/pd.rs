@@ -11,26 +11,18 @@ use ofi_core::{Errno, Error, Result};
 
 /// A protection domain (`struct ibv_pd`): memory regions, queue pairs and shared receive
 /// queues of one domain only work together.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ProtectionDomain {
     pub(crate) ctx: Context,
     pub(crate) inner: PdInner,
 }
 
 /// The backend of a protection domain.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) enum PdInner {
     /// The software device's domain number.
     Soft(u32),
     Sys(Arc<SysPd>),
-}
-
-impl std::fmt::Debug for ProtectionDomain {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProtectionDomain")
-            .field("ctx", &self.ctx)
-            .finish()
-    }
 }
 
 impl ProtectionDomain {
@@ -106,26 +98,18 @@ impl ProtectionDomain {
 }
 
 /// An address handle (`struct ibv_ah`): where a UD send goes.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AddressHandle {
     pub(crate) inner: AhInner,
     attr: AhAttr,
 }
 
 /// The backend of an address handle.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub(crate) enum AhInner {
     /// The software device keeps only the attributes (and the domain alive).
     Soft(#[allow(dead_code)] ProtectionDomain),
     Sys(Arc<SysAh>),
-}
-
-impl std::fmt::Debug for AddressHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AddressHandle")
-            .field("attr", &self.attr)
-            .finish()
-    }
 }
 
 impl AddressHandle {

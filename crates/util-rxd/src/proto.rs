@@ -125,7 +125,6 @@ wire_header! {
 
 wire_enum! {
     /// Packet types.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum PktType: u8 {
         /// Open a connection (body: the cookie, 0 for none).
         Connect = 1,

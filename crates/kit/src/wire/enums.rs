@@ -35,8 +35,7 @@ pub fn atomic_kind_of_code(c: u8) -> Option<AtomicKind> {
 ///
 /// ```text
 /// wire_enum! {
-///     /// docs and derives of the enum
-///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///     /// docs of the enum
 ///     pub enum Op: u8 {        // the field's integer type: the enum's #[repr]
 ///         /// docs of the variant
 ///         Msg = 1,
@@ -45,7 +44,10 @@ pub fn atomic_kind_of_code(c: u8) -> Option<AtomicKind> {
 /// }
 /// ```
 ///
-/// generates the enum (with `#[repr(u8)]`, so `Op::Msg as u8` is its wire value),
+/// generates the enum (with `#[repr(u8)]`, so `Op::Msg as u8` is its wire value, and
+/// the derives every wire value has: `Clone`, `Copy`, `Debug`, `PartialEq`, `Eq`,
+/// `Hash` — written here once rather than at each enum; other attributes may follow
+/// the docs),
 /// `pub const fn from_wire(v: u8) -> Option<Op>`: the variant whose value is `v`, `None`
 /// for any other value, and `pub fn from_field(field: &'static str, v: u8) -> Result<Op,
 /// WireError>`: the same, with an unknown value a [`WireError::Field`](super::WireError)
@@ -57,7 +59,6 @@ pub fn atomic_kind_of_code(c: u8) -> Option<AtomicKind> {
 ///
 /// wire_enum! {
 ///     /// What a packet is.
-///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 ///     pub enum Kind: u8 {
 ///         /// A request.
 ///         Request = 1,
@@ -85,6 +86,7 @@ macro_rules! wire_enum {
         }
     ) => {
         $(#[$attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr($repr)]
         $vis enum $name {
             $(

@@ -189,7 +189,6 @@ fn arbitrary_bytes_read_back_what_was_written() {
 
 crate::wire_enum! {
     /// A test enum with gaps between its values and a 16-bit field.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Code: u16 {
         /// The first.
         One = 1,

@@ -15,6 +15,7 @@ use std::time::Duration;
 use ofi_core::ADDR_NOTAVAIL;
 use ofi_kit::progress::Progress;
 use ofi_kit::tagmatch::{Incoming, Placement};
+use ofi_rdma::grh::grh_field;
 use ofi_rdma::{SendFlags, SendOp, SendWr, UdDest};
 
 use super::*;
@@ -157,10 +158,11 @@ impl Shared {
         Some((wc.byte_len as usize).saturating_sub(grh).min(self.mtu))
     }
 
-    /// The sender's GID in the GRH of receive slot `i` (bytes 8..24).
+    /// The sender's GID in the GRH of receive slot `i` ([`grh_field::SGID`]).
     fn grh_sgid(&self, i: u32) -> Gid {
         let mut gid = [0u8; 16];
-        self.bounce.read(self.rx_off(i) + 8, &mut gid);
+        self.bounce
+            .read(self.rx_off(i) + grh_field::SGID.start, &mut gid);
         Gid(gid)
     }
 

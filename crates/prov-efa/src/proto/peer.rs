@@ -46,7 +46,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::rnr::Backoff;
-use super::wire::PktType;
+use super::wire::{PktType, Prefix, ReqPacket};
 use super::{Nanos, PeerAddr};
 
 /// The cookie `secret` gives the peer at `addr` (splitmix64 finalizer over both; never
@@ -108,12 +108,11 @@ pub struct Queued {
 
 /// The message id of a message request (`None` for every other packet).
 pub fn msg_id_of(bytes: &[u8]) -> Option<u32> {
-    let t = PktType::from_wire(*bytes.first()?)?;
+    let t = PktType::from_wire(Prefix::new_checked(bytes).ok()?.pkt_type())?;
     if !(t.is_req() && t.is_msg()) {
         return None;
     }
-    let id = bytes.get(4..8)?;
-    Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
+    Some(ReqPacket::new_checked(bytes).ok()?.msg_id())
 }
 
 /// Whether packet `q` may go now under the sender's window of `window` message ids

@@ -47,17 +47,47 @@ pub(crate) struct TxOp {
     /// The request's fields (cookie filled when sent).
     pub req: Req,
     pub delivery_complete: bool,
-    /// Packets queued or in flight.
-    pub pkts_out: usize,
-    /// An answer is awaited.
-    pub waiting_answer: bool,
-    /// Long-CTS data not yet granted.
-    pub more_to_queue: bool,
-    pub error: Option<Errno>,
+    /// What it waits for before it completes.
+    pub pending: Pending,
     /// A read's data or an atomic's old value.
     pub result_data: Vec<u8>,
     /// Read bytes received.
     pub got: usize,
+}
+
+/// What a transmit operation waits for before it completes (see the module docs): its
+/// packets, an answer, data not yet granted; and the error it will end with.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// Packets queued or in flight.
+    pub pkts_out: usize,
+    /// An answer is awaited.
+    pub answer: bool,
+    /// Long-CTS data not yet granted.
+    pub more_to_queue: bool,
+    /// The error the operation ends with, once its packets are accounted for.
+    pub error: Option<Errno>,
+}
+
+impl Pending {
+    /// How the operation ends now, or `None` while it must wait: with its error once no
+    /// packet is out; successfully once nothing at all is left.
+    fn outcome(&self) -> Option<Result<(), Errno>> {
+        if self.pkts_out > 0 {
+            return None;
+        }
+        match self.error {
+            Some(e) => Some(Err(e)),
+            None => (!self.answer && !self.more_to_queue).then_some(Ok(())),
+        }
+    }
+
+    /// The awaited answer arrived with the peer's `status` (0, or a positive `FI_*`
+    /// code the operation ends with).
+    fn answered(&mut self, status: u32) {
+        self.answer = false;
+        self.error = Errno::from_peer_status(i64::from(status));
+    }
 }
 
 impl TxOp {
@@ -70,10 +100,7 @@ impl TxOp {
             proto: None,
             req,
             delivery_complete: false,
-            pkts_out: 0,
-            waiting_answer: false,
-            more_to_queue: false,
-            error: None,
+            pending: Pending::default(),
             result_data: Vec::new(),
             got: 0,
         }
@@ -239,9 +266,9 @@ impl Engine {
         let addr = op.peer;
         if let Some(op) = self.tx.get_mut(&id) {
             op.proto = Some(proto);
-            op.waiting_answer = waiting;
-            op.more_to_queue = more;
-            op.pkts_out += pkts.len();
+            op.pending.answer = waiting;
+            op.pending.more_to_queue = more;
+            op.pending.pkts_out += pkts.len();
         }
         for p in pkts {
             self.queue(addr, p, Owner::Tx(id));
@@ -251,22 +278,14 @@ impl Engine {
     /// The transport took one of operation `id`'s packets.
     pub(crate) fn tx_packet_done(&mut self, id: u32) {
         if let Some(op) = self.tx.get_mut(&id) {
-            op.pkts_out = op.pkts_out.saturating_sub(1);
+            op.pending.pkts_out = op.pending.pkts_out.saturating_sub(1);
         }
         self.maybe_complete_tx(id);
     }
 
     fn maybe_complete_tx(&mut self, id: u32) {
-        let Some(op) = self.tx.get(&id) else {
-            return;
-        };
-        if op.pkts_out > 0 {
-            return;
-        }
-        if let Some(e) = op.error {
-            self.finish_tx(id, Err(e));
-        } else if !op.waiting_answer && !op.more_to_queue {
-            self.finish_tx(id, Ok(()));
+        if let Some(result) = self.tx.get(&id).and_then(|op| op.pending.outcome()) {
+            self.finish_tx(id, result);
         }
     }
 
@@ -296,12 +315,11 @@ impl Engine {
                     self.stats.stale += 1;
                     return;
                 };
-                if !op.waiting_answer {
+                if !op.pending.answer {
                     self.stats.stale += 1;
                     return;
                 }
-                op.waiting_answer = false;
-                op.error = Errno::from_peer_status(i64::from(c.status));
+                op.pending.answered(c.status);
                 self.maybe_complete_tx(c.send_id);
             }
             PktType::ReadRsp => {
@@ -312,7 +330,7 @@ impl Engine {
                 let total = op.req.total_len;
                 let end = c.offset.checked_add(payload.len() as u64);
                 if op.proto != Some(TxProto::Read)
-                    || !op.waiting_answer
+                    || !op.pending.answer
                     || end.is_none_or(|e| e > total)
                 {
                     self.stats.stale += 1;
@@ -325,7 +343,7 @@ impl Engine {
                 op.result_data[off..off + payload.len()].copy_from_slice(payload);
                 op.got += payload.len();
                 if op.got as u64 >= total {
-                    op.waiting_answer = false;
+                    op.pending.answer = false;
                 }
                 self.maybe_complete_tx(c.send_id);
             }
@@ -334,12 +352,11 @@ impl Engine {
                     self.stats.stale += 1;
                     return;
                 };
-                if op.proto != Some(TxProto::Atomic) || !op.waiting_answer {
+                if op.proto != Some(TxProto::Atomic) || !op.pending.answer {
                     self.stats.stale += 1;
                     return;
                 }
-                op.waiting_answer = false;
-                op.error = Errno::from_peer_status(i64::from(c.status));
+                op.pending.answered(c.status);
                 // The original elements: as many bytes as the target covers, for
                 // fetch and compare calls (a compare request carries two sets).
                 let want = match op.req.ty {
@@ -347,8 +364,8 @@ impl Engine {
                     PktType::CompareRta => op.req.total_len / 2,
                     _ => 0,
                 };
-                if op.error.is_none() && payload.len() as u64 != want {
-                    op.error = Some(Errno::EPROTO);
+                if op.pending.error.is_none() && payload.len() as u64 != want {
+                    op.pending.error = Some(Errno::EPROTO);
                 }
                 op.result_data = payload.to_vec();
                 self.maybe_complete_tx(c.send_id);
@@ -387,8 +404,8 @@ impl Engine {
             off += n;
         }
         op.proto = Some(TxProto::LongCts { sent: end });
-        op.more_to_queue = end < op.data.len();
-        op.pkts_out += pkts.len();
+        op.pending.more_to_queue = end < op.data.len();
+        op.pending.pkts_out += pkts.len();
         for p in pkts {
             self.queue(src, p, Owner::Tx(c.send_id));
         }
@@ -412,5 +429,39 @@ impl Engine {
             .filter(|&e| e <= op.data.len() as u64)
             .ok_or(Errno::EINVAL)?;
         Ok(op.data[offset as usize..end as usize].to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The completion rule: an error ends the operation once no packet is out; success
+    /// needs nothing left at all.
+    #[test]
+    fn an_operation_ends_once_nothing_it_waits_for_is_left() {
+        let p = |pkts_out, answer, more_to_queue, error| Pending {
+            pkts_out,
+            answer,
+            more_to_queue,
+            error,
+        };
+        let cases = [
+            (p(0, false, false, None), Some(Ok(()))),
+            (p(1, false, false, None), None),
+            (p(0, true, false, None), None),
+            (p(0, false, true, None), None),
+            (p(1, false, false, Some(Errno::EIO)), None),
+            (p(0, true, true, Some(Errno::EIO)), Some(Err(Errno::EIO))),
+        ];
+        for (pending, want) in cases {
+            assert_eq!(pending.outcome(), want, "{pending:?}");
+        }
+        let mut q = p(0, true, false, None);
+        q.answered(0);
+        assert_eq!(q.outcome(), Some(Ok(())));
+        let mut q = p(0, true, false, None);
+        q.answered(Errno::EACCES.0 as u32);
+        assert_eq!(q.outcome(), Some(Err(Errno::EACCES)));
     }
 }

@@ -1,9 +1,11 @@
 //! The efa RDM wire format: every SRD datagram is one packet, a fixed header (little
 //! endian) chosen by the packet's type, followed by a payload.
 //!
-//! Every packet starts with the same four bytes: type (`u8`, [`PktType`]), protocol
-//! version (`u8`, [`VERSION`]) and flags (`u16`, [`F_CQ_DATA`], [`F_DC`]). Three header
-//! layouts follow from there, each declared once with kit's [`wire_header!`]:
+//! Every packet starts with the same four bytes, the [`Prefix`] ([`PREFIX_LEN`]
+//! bytes): type (`u8`, [`PktType`]), protocol version (`u8`, [`VERSION`]) and flags
+//! (`u16`, [`F_CQ_DATA`], [`F_DC`]). Three header layouts follow from there, each
+//! declared once with kit's [`wire_header!`] (its fields at their offsets from the
+//! packet's start, after the prefix):
 //!
 //! - **handshake** ([`HsPacket`], [`HS_LEN`] bytes): `HELLO` (the question a sender
 //!   puts to a peer it has no handshake from) and `HANDSHAKE` (the answer): the highest
@@ -36,6 +38,8 @@ use ofi_kit::{wire_enum, wire_header};
 
 /// The protocol version every packet carries.
 pub const VERSION: u8 = 4;
+/// Length of the prefix every packet starts with.
+pub const PREFIX_LEN: usize = 4;
 /// Length of the handshake header.
 pub const HS_LEN: usize = 28;
 /// Length of the request header.
@@ -57,18 +61,28 @@ pub const FEAT_RDMA_READ: u64 = 1 << 0;
 pub const FEAT_DELIVERY_COMPLETE: u64 = 1 << 1;
 
 wire_header! {
-    /// A checked view of a handshake packet (`HELLO`, `HANDSHAKE`).
-    pub struct HsPacket;
+    /// A checked view of the prefix every packet starts with.
+    pub struct Prefix;
     endian: little;
-    len: HS_LEN;
-    /// Where each field of a handshake packet lies.
-    pub mod hs_field {
+    len: PREFIX_LEN;
+    /// Where each field of the prefix lies.
+    pub mod prefix_field {
         /// Packet type.
         TYPE: u8 = 0..1 => pkt_type, set_pkt_type;
         /// Protocol version.
         VERSION: u8 = 1..2 => version, set_version;
-        /// Flags (none defined: zero).
+        /// Flags ([`F_CQ_DATA`], [`F_DC`] in requests; zero in other packets).
         FLAGS: u16 = 2..4 => flags, set_flags;
+    }
+}
+
+wire_header! {
+    /// A checked view of a handshake packet (`HELLO`, `HANDSHAKE`).
+    pub struct HsPacket;
+    endian: little;
+    len: HS_LEN;
+    /// Where each field of a handshake packet after the [`Prefix`] lies.
+    pub mod hs_field {
         /// Highest protocol version the sender speaks.
         MAX_VERSION: u32 = 4..8 => max_version, set_max_version;
         /// Feature bits.
@@ -85,14 +99,8 @@ wire_header! {
     pub struct ReqPacket;
     endian: little;
     len: REQ_LEN;
-    /// Where each field of a request packet lies.
+    /// Where each field of a request packet after the [`Prefix`] lies.
     pub mod req_field {
-        /// Packet type.
-        TYPE: u8 = 0..1 => pkt_type, set_pkt_type;
-        /// Protocol version.
-        VERSION: u8 = 1..2 => version, set_version;
-        /// Flags ([`F_CQ_DATA`], [`F_DC`]).
-        FLAGS: u16 = 2..4 => flags, set_flags;
         /// Message id (messages only), per sender and receiver, from 0.
         MSG_ID: u32 = 4..8 => msg_id, set_msg_id;
         /// The cookie the receiver handed out in its `HANDSHAKE`.
@@ -119,14 +127,8 @@ wire_header! {
     pub struct CtrlPacket;
     endian: little;
     len: CTRL_LEN;
-    /// Where each field of a control packet lies.
+    /// Where each field of a control packet after the [`Prefix`] lies.
     pub mod ctrl_field {
-        /// Packet type.
-        TYPE: u8 = 0..1 => pkt_type, set_pkt_type;
-        /// Protocol version.
-        VERSION: u8 = 1..2 => version, set_version;
-        /// Flags (none defined: zero).
-        FLAGS: u16 = 2..4 => flags, set_flags;
         /// The operation's id at the end that sent the request.
         SEND_ID: u32 = 4..8 => send_id, set_send_id;
         /// The operation's id at the end that received it (CTS, CTSDATA).
@@ -143,7 +145,6 @@ wire_header! {
 
 wire_enum! {
     /// Packet types.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum PktType: u8 {
         /// Clear to send: the receiver of a long-CTS message grants a window.
         Cts = 3,
@@ -298,14 +299,13 @@ pub enum Repr<'a> {
 impl<'a> Repr<'a> {
     /// Parse and check one packet.
     pub fn parse(buf: &'a [u8]) -> Result<Repr<'a>, WireError> {
-        WireError::check_len(buf, 4)?;
-        let ty = PktType::from_field("type", buf[0])?;
-        WireError::check_version(buf[1], VERSION)?;
+        let prefix = Prefix::new_checked(buf)?;
+        let ty = PktType::from_field("type", prefix.pkt_type())?;
+        WireError::check_version(prefix.version(), VERSION)?;
+        let flags = prefix.flags();
         if ty.is_handshake() {
             let p = HsPacket::new_checked(buf)?;
-            if p.flags() != 0 {
-                return Err(WireError::field("flags", p.flags()));
-            }
+            WireError::check_flags("flags", flags, 0)?;
             if !p.payload().is_empty() {
                 return Err(WireError::Malformed("bytes after a handshake header"));
             }
@@ -325,7 +325,7 @@ impl<'a> Repr<'a> {
             let p = ReqPacket::new_checked(buf)?;
             let req = Req {
                 ty,
-                flags: p.flags(),
+                flags,
                 msg_id: p.msg_id(),
                 cookie: p.cookie(),
                 tag: p.tag(),
@@ -341,9 +341,7 @@ impl<'a> Repr<'a> {
             return Ok(Repr::Req(req, payload));
         }
         let p = CtrlPacket::new_checked(buf)?;
-        if p.flags() != 0 {
-            return Err(WireError::field("flags", p.flags()));
-        }
+        WireError::check_flags("flags", flags, 0)?;
         let ctrl = Ctrl {
             ty,
             send_id: p.send_id(),
@@ -406,12 +404,20 @@ fn check_req(req: &Req, payload: usize) -> Result<(), WireError> {
     }
 }
 
+/// Write the [`Prefix`] of a packet of type `ty` with `flags` at the start of `packet`
+/// (every layout's header starts with it).
+fn emit_prefix(packet: &mut [u8], ty: PktType, flags: u16) {
+    if let Ok(mut p) = Prefix::new_checked(packet) {
+        p.set_pkt_type(ty as u8);
+        p.set_version(VERSION);
+        p.set_flags(flags);
+    }
+}
+
 /// Emit a handshake packet of type `ty` (`Hello` or `Handshake`).
 pub fn emit_hs(ty: PktType, hs: &Hs) -> Vec<u8> {
     let mut p = HsPacket::with_payload(&[]);
-    p.set_pkt_type(ty as u8);
-    p.set_version(VERSION);
-    p.set_flags(0);
+    emit_prefix(p.header_mut(), ty, 0);
     p.set_max_version(hs.max_version);
     p.set_features(hs.features);
     p.set_cookie(hs.cookie);
@@ -422,9 +428,7 @@ pub fn emit_hs(ty: PktType, hs: &Hs) -> Vec<u8> {
 /// Emit a request with `payload`.
 pub fn emit_req(req: &Req, payload: &[u8]) -> Vec<u8> {
     let mut p = ReqPacket::with_payload(payload);
-    p.set_pkt_type(req.ty as u8);
-    p.set_version(VERSION);
-    p.set_flags(req.flags);
+    emit_prefix(p.header_mut(), req.ty, req.flags);
     p.set_msg_id(req.msg_id);
     p.set_cookie(req.cookie);
     p.set_tag(req.tag);
@@ -440,9 +444,7 @@ pub fn emit_req(req: &Req, payload: &[u8]) -> Vec<u8> {
 /// Emit a control packet with `payload`.
 pub fn emit_ctrl(c: &Ctrl, payload: &[u8]) -> Vec<u8> {
     let mut p = CtrlPacket::with_payload(payload);
-    p.set_pkt_type(c.ty as u8);
-    p.set_version(VERSION);
-    p.set_flags(0);
+    emit_prefix(p.header_mut(), c.ty, 0);
     p.set_send_id(c.send_id);
     p.set_recv_id(c.recv_id);
     p.set_status(c.status);
@@ -494,6 +496,11 @@ mod tests {
         };
         let b = emit_req(&req, &[1; 10]);
         assert_eq!(b.len(), REQ_LEN + 10);
+        assert_eq!(
+            b[..PREFIX_LEN],
+            [PktType::MediumTag as u8, VERSION, 3, 0],
+            "the prefix: type, version, flags"
+        );
         assert_eq!(&b[4..8], &[4, 3, 2, 1], "little endian");
         assert_eq!(Repr::parse(&b), Ok(Repr::Req(req, &[1; 10][..])));
         let mut c = Ctrl::new(PktType::Cts, 3);

@@ -43,7 +43,7 @@
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 
 use ofi_kit::wire::{atomic_kind_code, atomic_kind_of_code, WireError};
-use ofi_kit::wire_header;
+use ofi_kit::{wire_enum, wire_header};
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
 
@@ -64,25 +64,27 @@ pub fn atomic_data_len(
     operand.checked_add(compare)
 }
 
-/// Data in the slot.
-pub const KIND_INLINE: u8 = 1;
-/// Request to read the sender's memory with CMA.
-pub const KIND_RTS: u8 = 2;
-/// One fragment through a bounce chunk.
-pub const KIND_BOUNCE: u8 = 3;
-
-/// RMA write: the target copies from the initiator's buffers with CMA.
-pub const KIND_WRITE: u8 = 4;
-/// RMA write with the data in the slot.
-pub const KIND_WRITE_INLINE: u8 = 5;
-/// RMA read: the target copies into the initiator's buffers with CMA.
-pub const KIND_READ: u8 = 6;
-
-/// One fragment of an RMA write through a bounce chunk.
-pub const KIND_WRITE_FRAG: u8 = 8;
-
-/// Atomic operation: applied by the target with the kit's engine.
-pub const KIND_ATOMIC: u8 = 7;
+wire_enum! {
+    /// What a slot carries (its header's `kind` field): the body that follows.
+    pub enum SlotKind: u8 {
+        /// Data in the slot.
+        Inline = 1,
+        /// Request to read the sender's memory with CMA.
+        Rts = 2,
+        /// One fragment through a bounce chunk.
+        Bounce = 3,
+        /// RMA write: the target copies from the initiator's buffers with CMA.
+        Write = 4,
+        /// RMA write with the data in the slot.
+        WriteInline = 5,
+        /// RMA read: the target copies into the initiator's buffers with CMA.
+        Read = 6,
+        /// Atomic operation: applied by the target with the kit's engine.
+        Atomic = 7,
+        /// One fragment of an RMA write through a bounce chunk.
+        WriteFrag = 8,
+    }
+}
 
 /// A tagged message.
 pub const F_TAGGED: u8 = 1;
@@ -245,7 +247,7 @@ wire_header! {
     pub mod header {
         /// The ring's publish word (see `crate::ring`): written by the ring, not here.
         SEQ: u64 = 0..8 => seq, set_seq;
-        /// The slot's kind (`KIND_*`).
+        /// The slot's kind ([`SlotKind`](super::SlotKind)).
         KIND: u8 = 8..9 => kind, set_kind;
         /// Flags (`F_*`).
         FLAGS: u8 = 9..10 => flags, set_flags;
@@ -501,7 +503,7 @@ impl Slot {
         let (kind, flags, niov, len) = (h.kind(), h.flags(), h.niov() as usize, h.length());
         WireError::check_flags("flags", flags, F_TAGGED | F_DATA | F_ACK)?;
         let body = h.payload();
-        if kind == KIND_INLINE {
+        if kind == SlotKind::Inline as u8 {
             if len as usize > INLINE_CAP {
                 return Err(WireError::field("length", len));
             }
@@ -522,14 +524,14 @@ impl Slot {
         let target = RmaTarget::new_checked(&body[BODY_HEAD_LEN..])?;
         let (key, raddr) = (target.key(), target.raddr());
         let rma_tail = &body[RMA_HEAD_LEN..];
-        let body = match kind {
-            KIND_RTS => Body::Rts {
+        let body = match SlotKind::from_wire(kind) {
+            Some(SlotKind::Rts) => Body::Rts {
                 total: total as usize,
                 id,
                 iov: read_iovs(&body[BODY_HEAD_LEN..], niov, total, max_msg)?,
                 niov,
             },
-            KIND_BOUNCE => {
+            Some(SlotKind::Bounce) => {
                 let p = read_fragment(&body[BODY_HEAD_LEN..], geo, total, max_msg)?;
                 Body::Bounce {
                     total: total as usize,
@@ -539,8 +541,8 @@ impl Slot {
                     clen: p.clen,
                 }
             }
-            KIND_WRITE | KIND_READ => Body::Rma {
-                read: kind == KIND_READ,
+            Some(kind @ (SlotKind::Write | SlotKind::Read)) => Body::Rma {
+                read: kind == SlotKind::Read,
                 total: total as usize,
                 id,
                 key,
@@ -548,7 +550,7 @@ impl Slot {
                 iov: read_iovs(rma_tail, niov, total, max_msg)?,
                 niov,
             },
-            KIND_WRITE_FRAG => {
+            Some(SlotKind::WriteFrag) => {
                 let p = read_fragment(rma_tail, geo, total, max_msg)?;
                 Body::WriteFrag {
                     total: total as usize,
@@ -560,7 +562,7 @@ impl Slot {
                     clen: p.clen,
                 }
             }
-            KIND_ATOMIC => {
+            Some(SlotKind::Atomic) => {
                 let v = AtomicTail::new_checked(rma_tail)?;
                 let count = total;
                 let op = AtomicOp::from_raw(u32::from(v.op()))
@@ -597,7 +599,7 @@ impl Slot {
                     bufs: [v.operand(), v.compare(), v.result()],
                 })
             }
-            KIND_WRITE_INLINE => {
+            Some(SlotKind::WriteInline) => {
                 if total > RMA_INLINE_CAP as u64 {
                     return Err(WireError::field("length", total));
                 }
@@ -611,7 +613,8 @@ impl Slot {
                     raddr,
                 }
             }
-            _ => return Err(WireError::field("kind", kind)),
+            // (An inline slot was parsed above.)
+            Some(SlotKind::Inline) | None => return Err(WireError::field("kind", kind)),
         };
         Ok(Slot {
             flags,
@@ -630,17 +633,23 @@ impl Slot {
         v: &mut SlotHeader<T>,
     ) -> Result<(), WireError> {
         let (kind, niov, len) = match self.body {
-            Body::Inline { len, .. } => (KIND_INLINE, 0u8, len as u32),
-            Body::Rts { niov, .. } => (KIND_RTS, niov as u8, 0),
-            Body::Bounce { clen, .. } => (KIND_BOUNCE, 0, clen as u32),
-            Body::Rma { read, niov, .. } => {
-                (if read { KIND_READ } else { KIND_WRITE }, niov as u8, 0)
-            }
-            Body::WriteInline { len, .. } => (KIND_WRITE_INLINE, 0, len as u32),
-            Body::Atomic(_) => (KIND_ATOMIC, 0, 0),
-            Body::WriteFrag { clen, .. } => (KIND_WRITE_FRAG, 0, clen as u32),
+            Body::Inline { len, .. } => (SlotKind::Inline, 0u8, len as u32),
+            Body::Rts { niov, .. } => (SlotKind::Rts, niov as u8, 0),
+            Body::Bounce { clen, .. } => (SlotKind::Bounce, 0, clen as u32),
+            Body::Rma { read, niov, .. } => (
+                if read {
+                    SlotKind::Read
+                } else {
+                    SlotKind::Write
+                },
+                niov as u8,
+                0,
+            ),
+            Body::WriteInline { len, .. } => (SlotKind::WriteInline, 0, len as u32),
+            Body::Atomic(_) => (SlotKind::Atomic, 0, 0),
+            Body::WriteFrag { clen, .. } => (SlotKind::WriteFrag, 0, clen as u32),
         };
-        v.set_kind(kind);
+        v.set_kind(kind as u8);
         v.set_flags(self.flags);
         v.set_niov(niov);
         v.set_reserved(0);
@@ -774,7 +783,10 @@ pub fn parse_inline_words(
         (h >> FLAGS_SHIFT) as u8,
         (h >> LEN_SHIFT) as u32 as usize,
     );
-    if kind != KIND_INLINE || flags & !(F_TAGGED | F_DATA | F_ACK) != 0 || len > INLINE_CAP {
+    if kind != SlotKind::Inline as u8
+        || flags & !(F_TAGGED | F_DATA | F_ACK) != 0
+        || len > INLINE_CAP
+    {
         return None;
     }
     Some(InlineHdr {
@@ -790,7 +802,7 @@ pub fn parse_inline_words(
 /// what [`Slot::emit`] writes there for a [`Body::Inline`] slot.
 #[inline]
 pub fn encode_inline(h: &InlineHdr) -> [u8; INLINE_OFF - HEAD_WORD] {
-    let w0 = u64::from(KIND_INLINE) << KIND_SHIFT
+    let w0 = u64::from(SlotKind::Inline as u8) << KIND_SHIFT
         | u64::from(h.flags) << FLAGS_SHIFT
         | u64::from(h.len as u32) << LEN_SHIFT;
     let mut b = [0u8; INLINE_OFF - HEAD_WORD];

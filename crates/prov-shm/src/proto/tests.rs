@@ -203,14 +203,14 @@ fn out_of_range_fields_are_refused() {
         parse(&b, &geo(), 1 << 20),
         Err(WireError::field("kind", 99u8))
     );
-    b[8] = KIND_INLINE;
+    b[8] = SlotKind::Inline as u8;
     b[9] = 0x80;
     assert_eq!(
         parse(&b, &geo(), 1 << 20),
         Err(WireError::field("flags", 0x80u8))
     );
     b[9] = 0;
-    b[8] = KIND_RTS;
+    b[8] = SlotKind::Rts as u8;
     b[10] = 5;
     assert!(parse(&b, &geo(), 1 << 20).is_err());
     assert_eq!(
@@ -247,7 +247,7 @@ fn inline_fast_path_matches_the_general_codec() {
     assert_eq!(parse_inline(&first), Some(h));
     // Not inline, or not valid: left to the general parser.
     let mut x = first;
-    x[8] = KIND_RTS;
+    x[8] = SlotKind::Rts as u8;
     assert_eq!(parse_inline(&x), None);
     let mut x = first;
     x[9] = 0x80;
@@ -264,7 +264,7 @@ proptest! {
     fn inline_fast_path_agrees_with_parse(b in proptest::collection::vec(any::<u8>(), PARSE_LEN)) {
         let mut b = b;
         if b[0] & 1 == 0 {
-            b[8] = KIND_INLINE; // make the interesting case common
+            b[8] = SlotKind::Inline as u8; // make the interesting case common
         }
         let first: [u8; INLINE_OFF] = b[..INLINE_OFF].try_into().unwrap();
         let fast = parse_inline(&first);

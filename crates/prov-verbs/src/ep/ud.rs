@@ -82,25 +82,6 @@ pub(crate) fn encode_name(gid: &Gid, qpn: u32, lid: u16) -> Vec<u8> {
     v
 }
 
-/// The source GID a GRH names: IPv6-style (version 6 in its first nibble) at bytes
-/// 8..24; RoCE v2 over IPv4 (an IPv4 header in the last 20 bytes, version 4) as the
-/// IPv4-mapped GID of the header's source address; `None` for anything else.
-pub(crate) fn grh_source_gid(grh: &[u8; GRH_LEN]) -> Option<Gid> {
-    if grh[0] >> 4 == 6 {
-        let mut g = [0u8; 16];
-        g.copy_from_slice(&grh[8..24]);
-        return Some(Gid(g));
-    }
-    if grh[20] >> 4 == 4 {
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..16].copy_from_slice(&grh[32..36]);
-        return Some(Gid(g));
-    }
-    None
-}
-
 /// The AV's constructor of a peer: parses `addr` and creates its address handle on `pd`.
 ///
 /// # Errors
@@ -419,7 +400,7 @@ impl super::EpInner {
             return (ADDR_NOTAVAIL, None);
         }
         let name = grh
-            .and_then(grh_source_gid)
+            .and_then(ofi_rdma::grh::source_gid)
             .map(|gid| encode_name(&gid, wc.src_qp, wc.slid));
         let src = match (&name, st.b.av.as_ref()) {
             (Some(n), Some(av)) => Address::from_bytes(AddrFormat::IB_UD, n)
@@ -480,32 +461,5 @@ impl super::EpInner {
         };
         self.recv_error(&st, &r, Errno::ECANCELED, 0, 0);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_grh_names_the_source_gid() {
-        // InfiniBand / RoCE v1 / RoCE v2 over IPv6: version 6, SGID at 8..24.
-        let mut grh = [0u8; GRH_LEN];
-        grh[0] = 0x60;
-        grh[8..24].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(
-            grh_source_gid(&grh),
-            Some(Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]))
-        );
-        // RoCE v2 over IPv4: the IPv4 header in the last 20 bytes, source at 12..16.
-        let mut grh = [0u8; GRH_LEN];
-        grh[20] = 0x45;
-        grh[32..36].copy_from_slice(&[192, 168, 7, 9]);
-        let mut want = [0u8; 16];
-        want[10..12].copy_from_slice(&[0xff, 0xff]);
-        want[12..].copy_from_slice(&[192, 168, 7, 9]);
-        assert_eq!(grh_source_gid(&grh), Some(Gid(want)));
-        // Neither: unknown.
-        assert_eq!(grh_source_gid(&[0u8; GRH_LEN]), None);
     }
 }

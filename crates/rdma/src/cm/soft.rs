@@ -11,6 +11,11 @@
 //! sit in a wait set. A peer whose process ends (its sockets close) gives
 //! [`CmEventKind::Disconnected`] for each connection it had.
 //!
+//! Each message is one packet in kit's wire convention (`ofi_kit::wire`): a header
+//! ([`MsgView`], [`msg_field`]: type, the sender's queue pair number and GID, the
+//! private data's length), the private data, then optionally the sender's source
+//! address ([`AddrView`], [`addr_field`]), all little endian.
+//!
 //! Peer input is never trusted: a message shorter than its header, with a private-data
 //! length beyond what it carries, or of an unknown type is dropped; a message that
 //! does not fit the connection's state is ignored. Nothing here panics on peer input.
@@ -30,14 +35,63 @@ use crate::soft::conn;
 use crate::soft::cq::lock;
 use crate::verbs::Gid;
 
-const REQ: u8 = 1;
-const REP: u8 = 2;
-const RTU: u8 = 3;
-const REJ: u8 = 4;
-const DREQ: u8 = 5;
-const HDR: usize = 24;
+ofi_kit::wire_enum! {
+    /// A message's type (the exchange rdma_cm's messages make).
+    enum MsgKind: u8 {
+        /// Connect request: the requester's queue pair and private data.
+        Req = 1,
+        /// Accept: the responder's queue pair and private data.
+        Rep = 2,
+        /// Ready to use: the requester took the accept.
+        Rtu = 3,
+        /// Reject: the responder's private data.
+        Rej = 4,
+        /// Disconnect.
+        Dreq = 5,
+    }
+}
+
+/// Bytes of a message's header.
+const HDR: usize = 26;
 /// The optional source address after the private data: family, 16 bytes, port.
 const ADDR_TRAILER: usize = 19;
+
+ofi_kit::wire_header! {
+    /// A checked view of a message: the header, then the private data and the optional
+    /// source-address trailer ([`AddrView`]).
+    struct MsgView;
+    endian: little;
+    len: HDR;
+    /// Where each field of a message's header lies.
+    mod msg_field {
+        /// The message type ([`MsgKind`]).
+        KIND: u8 = 0..1 => kind, set_kind;
+        /// Reserved, zero.
+        RESERVED: [u8; 3] = 1..4 => reserved, set_reserved;
+        /// The sender's queue pair number (`Req`, `Rep`; zero in the others).
+        QPN: u32 = 4..8 => qpn, set_qpn;
+        /// The GID of the sender's queue pair (`Req`, `Rep`; zero in the others).
+        GID: [u8; 16] = 8..24 => gid, set_gid;
+        /// Bytes of private data after the header.
+        PRIVATE_LEN: u16 = 24..26 => private_len, set_private_len;
+    }
+}
+
+ofi_kit::wire_header! {
+    /// A checked view of the source-address trailer after a message's private data.
+    struct AddrView;
+    endian: little;
+    len: ADDR_TRAILER;
+    /// Where each field of the source-address trailer lies.
+    mod addr_field {
+        /// 4 (an IPv4 address, mapped into `IP`) or 6.
+        FAMILY: u8 = 0..1 => family, set_family;
+        /// The address, as IPv6 (IPv4-mapped for family 4).
+        IP: [u8; 16] = 1..17 => ip, set_ip;
+        /// The port.
+        PORT: u16 = 17..19 => port, set_port;
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -84,16 +138,16 @@ fn cm_path(dir: &Path, addr: &SocketAddr) -> PathBuf {
     dir.join(format!("cm-{}-{}", addr.ip(), addr.port()))
 }
 
-fn encode(kind: u8, peer: Option<&CmPeer>, private_data: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; HDR];
-    m[0] = kind;
-    if let Some(p) = peer {
-        m[4..8].copy_from_slice(&p.qpn.to_le_bytes());
-        m[8..24].copy_from_slice(&p.gid.0);
-    }
+fn encode(kind: MsgKind, peer: Option<&CmPeer>, private_data: &[u8]) -> Vec<u8> {
     let pd = peer.map_or(private_data, |p| &p.private_data);
-    m.extend_from_slice(&(pd.len() as u16).to_le_bytes());
-    m.extend_from_slice(pd);
+    let mut v = MsgView::with_payload(pd);
+    v.set_kind(kind as u8);
+    if let Some(p) = peer {
+        v.set_qpn(p.qpn);
+        v.set_gid(p.gid.0);
+    }
+    v.set_private_len(pd.len() as u16);
+    let mut m = v.into_inner();
     if let Some(a) = peer.and_then(|p| p.source) {
         encode_addr(&mut m, &a);
     }
@@ -106,39 +160,38 @@ fn encode_addr(m: &mut Vec<u8>, a: &SocketAddr) {
         std::net::IpAddr::V4(v4) => (4u8, v4.to_ipv6_mapped().octets()),
         std::net::IpAddr::V6(v6) => (6u8, v6.octets()),
     };
-    m.push(family);
-    m.extend_from_slice(&ip);
-    m.extend_from_slice(&a.port().to_le_bytes());
+    let mut t = AddrView::zeroed();
+    t.set_family(family);
+    t.set_ip(ip);
+    t.set_port(a.port());
+    m.extend_from_slice(&t.into_inner());
 }
 
 /// Parses the source address trailer; `None` when absent or malformed.
 fn decode_addr(t: &[u8]) -> Option<SocketAddr> {
-    let t: &[u8; ADDR_TRAILER] = t.get(..ADDR_TRAILER)?.try_into().ok()?;
-    let mut ip = [0u8; 16];
-    ip.copy_from_slice(&t[1..17]);
-    let v6 = std::net::Ipv6Addr::from(ip);
-    let ip = match t[0] {
+    let t = AddrView::new_checked(t).ok()?;
+    let v6 = std::net::Ipv6Addr::from(t.ip());
+    let ip = match t.family() {
         4 => std::net::IpAddr::V4(v6.to_ipv4_mapped()?),
         6 => std::net::IpAddr::V6(v6),
         _ => return None,
     };
-    Some(SocketAddr::new(ip, u16::from_le_bytes([t[17], t[18]])))
+    Some(SocketAddr::new(ip, t.port()))
 }
 
-/// Parses a message: type, queue pair, GID, private data, source address.
-fn decode(m: &[u8]) -> Option<(u8, CmPeer)> {
-    let h = m.get(..HDR + 2)?;
-    let len = u16::from_le_bytes([h[HDR], h[HDR + 1]]) as usize;
-    let pd = m.get(HDR + 2..HDR + 2 + len)?;
-    let mut gid = [0u8; 16];
-    gid.copy_from_slice(&h[8..24]);
+/// Parses a message: type, queue pair, GID, private data, source address; `None` when
+/// it is shorter than its header says or of an unknown type.
+fn decode(m: &[u8]) -> Option<(MsgKind, CmPeer)> {
+    let v = MsgView::new_checked(m).ok()?;
+    let len = usize::from(v.private_len());
+    let pd = v.payload().get(..len)?;
     Some((
-        h[0],
+        MsgKind::from_wire(v.kind())?,
         CmPeer {
-            gid: Gid(gid),
-            qpn: u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+            gid: Gid(v.gid()),
+            qpn: v.qpn(),
             private_data: pd.to_vec(),
-            source: m.get(HDR + 2 + len..).and_then(decode_addr),
+            source: v.payload().get(len..).and_then(decode_addr),
         },
     ))
 }
@@ -286,7 +339,7 @@ impl SoftCm {
         check_private_data("connect", &local.private_data, CONNECT_PRIVATE_MAX)?;
         let fd = conn::connect_to(&cm_path(&self.dir, &dst))
             .map_err(|e| Error::from(e).context(format!("connect to {dst}")))?;
-        send_msg(fd.as_raw_fd(), &encode(REQ, Some(local), &[]))?;
+        send_msg(fd.as_raw_fd(), &encode(MsgKind::Req, Some(local), &[]))?;
         let mut g = lock(&self.inner);
         Ok(self.add_conn(&mut g, fd, State::ReqSent, 0))
     }
@@ -309,13 +362,13 @@ impl SoftCm {
     /// [`CmEventKind::Established`] follows when the requester is ready.
     pub(crate) fn accept(&self, id: u64, local: &CmPeer) -> Result<()> {
         check_private_data("accept", &local.private_data, ACCEPT_PRIVATE_MAX)?;
-        self.answer(id, &encode(REP, Some(local), &[]), State::RepSent)
+        self.answer(id, &encode(MsgKind::Rep, Some(local), &[]), State::RepSent)
     }
 
     /// Rejects request `id` (`rdma_reject`).
     pub(crate) fn reject(&self, id: u64, private_data: &[u8]) -> Result<()> {
         check_private_data("reject", private_data, ACCEPT_PRIVATE_MAX)?;
-        self.answer(id, &encode(REJ, None, private_data), State::Closed)?;
+        self.answer(id, &encode(MsgKind::Rej, None, private_data), State::Closed)?;
         self.forget(id);
         Ok(())
     }
@@ -329,7 +382,7 @@ impl SoftCm {
                 .conns
                 .get(&id)
                 .ok_or_else(|| Error::new(Errno::ENOENT, "no such connection"))?;
-            let _ = send_msg(c.fd.as_raw_fd(), &encode(DREQ, None, &[]));
+            let _ = send_msg(c.fd.as_raw_fd(), &encode(MsgKind::Dreq, None, &[]));
         }
         self.forget(id);
         Ok(())
@@ -434,7 +487,7 @@ impl SoftCm {
             };
             let fd = c.fd.as_raw_fd();
             match (c.state, kind) {
-                (State::ReqReceived, REQ)
+                (State::ReqReceived, MsgKind::Req)
                     if c.peer.is_none() && peer.private_data.len() <= CONNECT_PRIVATE_MAX =>
                 {
                     c.peer = Some(peer.clone());
@@ -444,16 +497,16 @@ impl SoftCm {
                         kind: CmEventKind::ConnectRequest { listener, peer },
                     });
                 }
-                (State::ReqSent, REP) => {
+                (State::ReqSent, MsgKind::Rep) => {
                     c.state = State::Established;
                     c.peer = Some(peer.clone());
-                    let _ = send_msg(fd, &encode(RTU, None, &[]));
+                    let _ = send_msg(fd, &encode(MsgKind::Rtu, None, &[]));
                     g.events.push_back(CmEvent {
                         id,
                         kind: CmEventKind::Established { peer },
                     });
                 }
-                (State::ReqSent, REJ) => {
+                (State::ReqSent, MsgKind::Rej) => {
                     c.state = State::Closed;
                     g.events.push_back(CmEvent {
                         id,
@@ -462,7 +515,7 @@ impl SoftCm {
                         },
                     });
                 }
-                (State::RepSent, RTU) => {
+                (State::RepSent, MsgKind::Rtu) => {
                     c.state = State::Established;
                     let peer = c.peer.clone().unwrap_or(peer);
                     g.events.push_back(CmEvent {
@@ -470,7 +523,7 @@ impl SoftCm {
                         kind: CmEventKind::Established { peer },
                     });
                 }
-                (State::Established, DREQ) | (State::RepSent, DREQ) => {
+                (State::Established, MsgKind::Dreq) | (State::RepSent, MsgKind::Dreq) => {
                     c.state = State::Closed;
                     g.events.push_back(CmEvent {
                         id,

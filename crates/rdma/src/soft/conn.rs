@@ -31,26 +31,47 @@ pub(crate) fn socket_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/ofi-rdma-soft-{uid}"))
 }
 
+/// The link-local prefix every software-device GID starts with.
+const GID_PREFIX: [u8; 2] = [0xfe, 0x80];
+/// What names a GID as the software device's.
+const GID_TAG: [u8; 4] = *b"soft";
+
+ofi_kit::wire_header! {
+    /// A checked view of a software-device GID: a link-local prefix, then the process
+    /// and the context it names (big endian, as a GID's bytes are read).
+    struct SoftGid;
+    endian: big;
+    len: 16;
+    /// Where each part of a software-device GID lies.
+    mod gid_field {
+        /// [`GID_PREFIX`].
+        PREFIX: [u8; 2] = 0..2 => prefix, set_prefix;
+        /// [`GID_TAG`].
+        TAG: [u8; 4] = 4..8 => tag, set_tag;
+        /// The process.
+        PID: u32 = 8..12 => pid, set_pid;
+        /// The context's serial number in its process.
+        SERIAL: u32 = 12..16 => serial, set_serial;
+    }
+}
+
 /// The GID of context `serial` of process `pid`: a link-local prefix, then the two.
 pub(crate) fn make_gid(pid: u32, serial: u32) -> Gid {
-    let mut g = [0u8; 16];
-    g[0] = 0xfe;
-    g[1] = 0x80;
-    g[4..8].copy_from_slice(b"soft");
-    g[8..12].copy_from_slice(&pid.to_be_bytes());
-    g[12..16].copy_from_slice(&serial.to_be_bytes());
-    Gid(g)
+    let mut g = SoftGid::zeroed();
+    g.set_prefix(GID_PREFIX);
+    g.set_tag(GID_TAG);
+    g.set_pid(pid);
+    g.set_serial(serial);
+    Gid(g.into_inner())
 }
 
 /// The socket path of a software-device GID, `None` for any other GID.
 pub(crate) fn gid_path(dir: &Path, gid: &Gid) -> Option<PathBuf> {
-    let g = &gid.0;
-    if g[0] != 0xfe || g[1] != 0x80 || &g[4..8] != b"soft" {
+    let g = SoftGid::new_checked(&gid.0).ok()?;
+    if g.prefix() != GID_PREFIX || g.tag() != GID_TAG {
         return None;
     }
-    let pid = u32::from_be_bytes([g[8], g[9], g[10], g[11]]);
-    let serial = u32::from_be_bytes([g[12], g[13], g[14], g[15]]);
-    Some(dir.join(format!("{pid}-{serial}")))
+    Some(dir.join(format!("{}-{}", g.pid(), g.serial())))
 }
 
 fn sockaddr(path: &Path) -> std::io::Result<(libc::sockaddr_un, libc::socklen_t)> {

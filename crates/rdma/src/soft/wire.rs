@@ -18,7 +18,6 @@ pub const MAX_PACKET: usize = HDR_LEN + 4 * FRAG + 256;
 
 ofi_kit::wire_enum! {
     /// Packet kinds.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Kind: u8 {
         /// First packet on a connection: the payload is the sender's 16-byte GID.
         Hello = 1,
@@ -52,7 +51,6 @@ ofi_kit::wire_enum! {
 
 ofi_kit::wire_enum! {
     /// Request operations (the `op` byte of a [`Kind::Req`]).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum ReqOp: u8 {
         /// Send.
         Send = 1,
@@ -73,7 +71,6 @@ ofi_kit::wire_enum! {
 
 ofi_kit::wire_enum! {
     /// Negative acknowledgement codes (the `op` byte of a [`Kind::Nak`]).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Nak: u8 {
         /// Receiver not ready; `rnr_timer` holds the responder's timer code.
         Rnr = 1,

@@ -49,7 +49,8 @@ fn rc_error(rc: libc::c_int, what: &str) -> Error {
 
 /// Declares an owner of one rdma-core pointer, `Send + Sync`, destroyed on drop with
 /// `$destroy`, and its `lib()`: the library it came from, reached through the field
-/// path after `lib` (the context, or what keeps the context alive).
+/// path after `lib` (the context, or what keeps the context alive). Its `Debug` shows
+/// the pointer (what tells two owners apart), so the objects holding one derive theirs.
 macro_rules! owner {
     ($(#[$m:meta])* $name:ident($t:ty) { $($f:ident: $ft:ty),* } drop $destroy:ident,
      lib $($lib:ident).+) => {
@@ -68,6 +69,11 @@ macro_rules! owner {
         unsafe impl Send for $name {}
         // SAFETY: as above.
         unsafe impl Sync for $name {}
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.ptr).finish()
+            }
+        }
         impl Drop for $name {
             fn drop(&mut self) {
                 // SAFETY: the object was created by this library, is destroyed once,

@@ -196,7 +196,6 @@ wire_header! {
 
 wire_enum! {
     /// Handshake kinds.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Kind: u8 {
         /// `fi_connect` data.
         Connect = 1,
@@ -209,7 +208,6 @@ wire_enum! {
 
 wire_enum! {
     /// Why a connection request was rejected.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Reason: u8 {
         /// Not a reject.
         None = 0,
@@ -314,7 +312,6 @@ impl Hello {
 
 wire_enum! {
     /// Packet operations.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Op: u8 {
         /// A whole message in one packet.
         Eager = 1,

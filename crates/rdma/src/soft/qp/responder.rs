@@ -279,11 +279,7 @@ impl SoftQp {
             Err(s) => wc.status = s,
             Ok(cap) if cap < (GRH_LEN + payload.len()) as u64 => wc.status = WcStatus::LocLenErr,
             Ok(_) => {
-                let mut grh = [0u8; GRH_LEN];
-                grh[0] = 0x60;
-                grh[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-                grh[8..24].copy_from_slice(&peer.0);
-                grh[24..40].copy_from_slice(&ctx.gid.0);
+                let grh = crate::grh::ipv6_grh(peer, &ctx.gid, payload.len() as u16);
                 // SAFETY: checked under the held view.
                 unsafe {
                     view.scatter(r.sg.get(), 0, &grh);
