@@ -10,18 +10,15 @@ use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
 use ofi_core::{Caps, EpType, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt, Threading};
 
-/// What every RDM provider of the kit offers for messages: untagged and tagged sends and
-/// receives, the source of each receive (`FI_SOURCE`) and user ids in the AV, directed
-/// and multi-buffer receives, remote CQ data.
+/// What every RDM provider of the kit offers for messages: untagged and tagged sends
+/// with remote CQ data, and every receive capability ([`RX_ONLY_CAPS`]: receives, the
+/// source of each receive (`FI_SOURCE`) and user ids in the AV, directed and
+/// multi-buffer receives).
 pub const RDM_MSG_CAPS: Caps = Caps::MSG
     .union(Caps::TAGGED)
     .union(Caps::SEND)
-    .union(Caps::RECV)
-    .union(Caps::SOURCE)
-    .union(Caps::AV_USER_ID)
-    .union(Caps::DIRECTED_RECV)
-    .union(Caps::MULTI_RECV)
-    .union(Caps::REMOTE_CQ_DATA);
+    .union(Caps::REMOTE_CQ_DATA)
+    .union(RX_ONLY_CAPS);
 
 /// RMA and atomics in both directions: what a provider that has them adds to its
 /// message capabilities ([`RDM_MSG_CAPS`] for an RDM provider).

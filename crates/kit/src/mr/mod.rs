@@ -104,17 +104,17 @@ pub const REG_HMEM_DEVICE_ONLY: u64 = 1 << 46;
 
 const REG_FLAGS: u64 = REG_RMA_EVENT | REG_RMA_PMEM | REG_HMEM_HOST_ALLOC | REG_HMEM_DEVICE_ONLY;
 
-/// The access bits a registration may carry.
+/// The remote access bits.
+const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
+
+/// The access bits a registration may carry: the local ones, the remote ones
+/// (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`) and `FI_COLLECTIVE`.
 pub const MR_ACCESS: OpFlags = OpFlags::SEND
     .union(OpFlags::RECV)
     .union(OpFlags::READ)
     .union(OpFlags::WRITE)
-    .union(OpFlags::REMOTE_READ)
-    .union(OpFlags::REMOTE_WRITE)
+    .union(REMOTE)
     .union(OpFlags::COLLECTIVE);
-
-/// The remote access bits.
-const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
 
 fn err<T>(code: Errno, msg: impl Into<std::borrow::Cow<'static, str>>) -> Result<T> {
     Err(Error::new(code, msg))
