@@ -263,6 +263,21 @@ impl Region {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether the region grants `access` (`what` names the lookup in the message).
+    ///
+    /// # Errors
+    /// `FI_EACCES` when it does not.
+    #[inline]
+    fn check_access(&self, what: &str, access: OpFlags) -> Result<()> {
+        if !self.access.contains(access) {
+            return err(
+                Errno::EACCES,
+                format!("{what}: access not granted by the region"),
+            );
+        }
+        Ok(())
+    }
+
     /// The segment holding region offset `off` (the last one for `off == total`).
     fn seg_of(&self, off: u64) -> usize {
         let i = self.segs.partition_point(|s| s.start <= off);
