@@ -102,7 +102,11 @@ fn capture_owns_the_arrays_and_drops_the_trigger_flag() {
         panic!("a send is captured as an fi_msg");
     };
     assert_eq!(captured.local[0].len, 8);
-    assert_eq!(captured.msg.msg_iov, captured.local.as_ptr(), "points at its copy");
+    assert_eq!(
+        captured.msg.msg_iov,
+        captured.local.as_ptr(),
+        "points at its copy"
+    );
     assert!(!call.flags.contains(OpFlags::TRIGGER));
     assert_eq!(call.context(), &ctx as *const _ as usize);
 }
