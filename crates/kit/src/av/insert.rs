@@ -226,7 +226,7 @@ impl<P> KitAv<P> {
         context: usize,
     ) -> Result<Vec<Result<u64>>> {
         let sink = self.begin(flags, false)?;
-        let addr = (self.resolver)(node, service)?;
+        let addr = self.resolver.resolve(node, service)?;
         Ok(self.insert_list(&[Ok(addr)], None, flags, context, sink))
     }
 
@@ -246,7 +246,10 @@ impl<P> KitAv<P> {
     ) -> Result<Vec<Result<u64>>> {
         let sink = self.begin(flags, false)?;
         let pairs = sym_range(node, nodecnt, service, svccnt)?;
-        let list: Vec<_> = pairs.iter().map(|(n, s)| (self.resolver)(n, s)).collect();
+        let list: Vec<_> = pairs
+            .iter()
+            .map(|(n, s)| self.resolver.resolve(n, s))
+            .collect();
         Ok(self.insert_list(&list, None, flags, context, sink))
     }
 
