@@ -120,6 +120,14 @@ fn err<T>(code: Errno, msg: impl Into<std::borrow::Cow<'static, str>>) -> Result
     Err(Error::new(code, msg))
 }
 
+/// The error `code` for a refused request: `why`, after the name of the call (`what`).
+/// Kept out of line: only failures build it.
+#[cold]
+#[inline(never)]
+fn refused(code: Errno, what: &str, why: &str) -> Error {
+    Error::new(code, format!("{what}: {why}"))
+}
+
 /// Adds to a counter: how a region reports remote accesses (`FI_RMA_EVENT`).
 #[derive(Clone)]
 pub struct CounterHook(Arc<dyn Fn(u64) + Send + Sync>);
@@ -267,13 +275,14 @@ impl Region {
     ///
     /// # Errors
     /// `FI_EACCES` when it does not.
-    #[inline]
+    #[inline(always)]
     fn check_access(&self, what: &str, access: OpFlags) -> Result<()> {
         if !self.access.contains(access) {
-            return err(
+            return Err(refused(
                 Errno::EACCES,
-                format!("{what}: access not granted by the region"),
-            );
+                what,
+                "access not granted by the region",
+            ));
         }
         Ok(())
     }

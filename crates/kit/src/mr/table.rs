@@ -395,27 +395,49 @@ enum Find {
     Desc(usize),
 }
 
+impl Find {
+    /// The lookup's name, for messages.
+    const fn what(self) -> &'static str {
+        match self {
+            Find::Key(_) => "MR lookup",
+            Find::Desc(_) => "MR check",
+        }
+    }
+
+    /// The error for no such region: `FI_ENOKEY` for a key, `FI_EINVAL` for a
+    /// descriptor.
+    #[cold]
+    #[inline(never)]
+    fn missing(self) -> Error {
+        match self {
+            Find::Key(_) => Error::new(Errno::ENOKEY, "MR lookup: no registration has this key"),
+            Find::Desc(_) => Error::new(Errno::EINVAL, "MR check: unknown memory descriptor"),
+        }
+    }
+}
+
 impl MrTable {
     /// The region `find` names and the endpoint it is bound to, if it is enabled.
     ///
     /// # Errors
-    /// No such region: `FI_ENOKEY` for a key, `FI_EINVAL` for a descriptor;
-    /// `FI_EOPBADSTATE` when the region is not enabled.
-    #[inline]
+    /// No such region ([`Find::missing`]); `FI_EOPBADSTATE` when the region is not
+    /// enabled.
+    #[inline(always)]
     fn enabled_region(&self, find: Find) -> Result<(Arc<Region>, Option<u64>)> {
-        let (found, what) = match find {
-            Find::Key(key) => (self.read().by_key.get(&key).cloned(), "MR lookup"),
-            Find::Desc(desc) => (self.read().by_desc.get(&desc).cloned(), "MR check"),
+        let found = match find {
+            Find::Key(key) => self.read().by_key.get(&key).cloned(),
+            Find::Desc(desc) => self.read().by_desc.get(&desc).cloned(),
         };
         let Some(region) = found else {
-            return match find {
-                Find::Key(_) => err(Errno::ENOKEY, "MR lookup: no registration has this key"),
-                Find::Desc(_) => err(Errno::EINVAL, "MR check: unknown memory descriptor"),
-            };
+            return Err(find.missing());
         };
         let st = region.state();
         if !st.enabled {
-            return err(Errno::EOPBADSTATE, format!("{what}: region is not enabled"));
+            return Err(refused(
+                Errno::EOPBADSTATE,
+                find.what(),
+                "region is not enabled",
+            ));
         }
         let ep = st.ep;
         drop(st);
