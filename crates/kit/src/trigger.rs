@@ -132,8 +132,6 @@ trait DeferredMsg: Copy + std::fmt::Debug {
         desc: *const Desc,
         remote: *const Self::Remote,
     ) -> Self;
-    /// The operation's context.
-    fn context(&self) -> usize;
 }
 
 /// Where a message's arrays are, and their lengths.
@@ -185,10 +183,6 @@ macro_rules! deferred_msg {
                 };
                 $(msg.$rma_iov = remote;)?
                 msg
-            }
-
-            fn context(&self) -> usize {
-                self.context
             }
         }
     };
@@ -370,10 +364,10 @@ impl OwnedCall {
     /// The context the call reports (its [`TriggeredContext`]).
     pub fn context(&self) -> usize {
         match &self.msg {
-            OwnedMsg::Msg(c) => c.msg.context(),
-            OwnedMsg::Tagged(c) => c.msg.context(),
-            OwnedMsg::Rma(c) => c.msg.context(),
-            OwnedMsg::Atomic(c) => c.msg.context(),
+            OwnedMsg::Msg(c) => c.msg.context,
+            OwnedMsg::Tagged(c) => c.msg.context,
+            OwnedMsg::Rma(c) => c.msg.context,
+            OwnedMsg::Atomic(c) => c.msg.context,
         }
     }
 
