@@ -140,9 +140,12 @@ fn reserved_flags(call: &str, flags: u64) -> Result<()> {
     Ok(())
 }
 
+/// The function an [`AvResolver`] calls.
+type ResolveFn = dyn Fn(&str, &str) -> Result<Address> + Send + Sync;
+
 /// Turns node and service strings into an address (see [`resolve_node_service`]).
 #[derive(Clone)]
-pub struct AvResolver(Arc<dyn Fn(&str, &str) -> Result<Address> + Send + Sync>);
+pub struct AvResolver(Arc<ResolveFn>);
 
 impl AvResolver {
     /// A resolver calling `f`.
