@@ -102,6 +102,14 @@ pub const TX_ONLY_CAPS: Caps = Caps::SEND
     .union(Caps::FENCE)
     .union(Caps::TRIGGER);
 
+/// The transmit side's share of capabilities `caps`: those without the receive-only
+/// ones ([`RX_ONLY_CAPS`]) and without the target's RMA access (`FI_REMOTE_READ`,
+/// `FI_REMOTE_WRITE`), which no transmit context has.
+pub const fn tx_caps(caps: Caps) -> Caps {
+    caps.difference(RX_ONLY_CAPS)
+        .difference(Caps::REMOTE_READ.union(Caps::REMOTE_WRITE))
+}
+
 /// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
 /// `msg_order`, injects up to `inject_size` bytes, `size` outstanding operations of at
 /// most `iov_limit` buffers each and one remote buffer per RMA; no mode bits, no
@@ -184,4 +192,18 @@ pub fn getinfo_preferring_manual<P: Provider>(
     let mut out = getinfo_from_templates(prov, req, resolve);
     crate::progress::prefer_manual_data_progress(req, &mut out.infos);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_caps_keep_what_a_transmit_context_has() {
+        let rdm = RDM_MSG_CAPS | RMA_ATOMIC_CAPS | Caps::FENCE;
+        let initiator = Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::REMOTE_CQ_DATA;
+        let rma = Caps::RMA | Caps::ATOMIC | Caps::READ | Caps::WRITE;
+        assert_eq!(tx_caps(rdm), initiator | rma | Caps::FENCE);
+        assert!(!tx_caps(rdm).intersects(RX_ONLY_CAPS));
+    }
 }
