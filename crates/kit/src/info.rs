@@ -24,10 +24,16 @@ pub const RDM_MSG_CAPS: Caps = Caps::MSG
 /// message capabilities ([`RDM_MSG_CAPS`] for an RDM provider).
 pub const RMA_ATOMIC_CAPS: Caps = Caps::RMA
     .union(Caps::ATOMIC)
-    .union(Caps::READ)
-    .union(Caps::WRITE)
-    .union(Caps::REMOTE_READ)
-    .union(Caps::REMOTE_WRITE);
+    .union(RMA_INITIATOR)
+    .union(RMA_TARGET);
+
+/// The initiator's side of RMA and atomics: reading and writing remote memory
+/// (`FI_READ`, `FI_WRITE`).
+const RMA_INITIATOR: Caps = Caps::READ.union(Caps::WRITE);
+
+/// The target's side of RMA and atomics: memory read and written by peers
+/// (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`).
+const RMA_TARGET: Caps = Caps::REMOTE_READ.union(Caps::REMOTE_WRITE);
 
 /// A domain as the kit's objects provide it: thread safe, both progress modes offered
 /// (`FI_PROGRESS_AUTO`, so hints asking for either match; see
@@ -97,8 +103,7 @@ pub const RX_ONLY_CAPS: Caps = Caps::RECV
 /// The capabilities that concern transmits only: a receive side ([`rx_attr`]) never has
 /// them.
 pub const TX_ONLY_CAPS: Caps = Caps::SEND
-    .union(Caps::READ)
-    .union(Caps::WRITE)
+    .union(RMA_INITIATOR)
     .union(Caps::FENCE)
     .union(Caps::TRIGGER);
 
@@ -106,8 +111,7 @@ pub const TX_ONLY_CAPS: Caps = Caps::SEND
 /// ones ([`RX_ONLY_CAPS`]) and without the target's RMA access (`FI_REMOTE_READ`,
 /// `FI_REMOTE_WRITE`), which no transmit context has.
 pub const fn tx_caps(caps: Caps) -> Caps {
-    caps.difference(RX_ONLY_CAPS)
-        .difference(Caps::REMOTE_READ.union(Caps::REMOTE_WRITE))
+    caps.difference(RX_ONLY_CAPS).difference(RMA_TARGET)
 }
 
 /// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
@@ -197,6 +201,20 @@ pub fn getinfo_preferring_manual<P: Provider>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_sets_hold_the_documented_caps() {
+        let rma = Caps::RMA | Caps::ATOMIC | Caps::READ | Caps::WRITE;
+        assert_eq!(
+            RMA_ATOMIC_CAPS,
+            rma | Caps::REMOTE_READ | Caps::REMOTE_WRITE
+        );
+        let tx = Caps::SEND | Caps::READ | Caps::WRITE;
+        assert_eq!(TX_ONLY_CAPS, tx | Caps::FENCE | Caps::TRIGGER);
+        let msg = Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV | Caps::SOURCE;
+        let recv = Caps::AV_USER_ID | Caps::DIRECTED_RECV | Caps::MULTI_RECV;
+        assert_eq!(RDM_MSG_CAPS, msg | recv | Caps::REMOTE_CQ_DATA);
+    }
 
     #[test]
     fn tx_caps_keep_what_a_transmit_context_has() {
