@@ -13,7 +13,7 @@ impl<P> KitAv<P> {
     /// sink is already bound.
     pub fn bind_sink(&self, sink: AvEventSink, flags: u64) -> Result<()> {
         reserved_flags("av bind", flags)?;
-        let mut s = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&self.sink);
         if s.is_some() {
             return einval("av bind: an event queue is already bound");
         }
@@ -41,7 +41,7 @@ impl<P> KitAv<P> {
                 "av insert: FI_SYNC_ERR applies to synchronous AVs only (this one has FI_EVENT)",
             ));
         }
-        match &*self.sink.lock().unwrap_or_else(PoisonError::into_inner) {
+        match &*lock(&self.sink) {
             Some(s) => Ok(Some(s.clone())),
             None => Err(Error::new(
                 Errno::ENOEQ,

@@ -93,7 +93,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::addr::Address;
 use ofi_core::av::AvAttr;
@@ -102,6 +102,8 @@ use ofi_core::eq::{EqErrorEntry, Event};
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{AvFlags, Caps, OpFlags};
 use ofi_core::provider::{AvOps, EqOf, FabricOps, Unsupported};
+
+use crate::wait::{lock, read_lock, write_lock};
 
 /// `FI_EVENT` as an AV open flag (`attr.flags`): inserts report on the bound EQ.
 pub const AV_EVENT: u64 = AvFlags::EVENT.bits();

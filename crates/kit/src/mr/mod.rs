@@ -82,7 +82,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::abi::raw::Iov;
 use ofi_core::enums::{HmemIface, KEY_NOTAVAIL};
@@ -92,6 +92,8 @@ use ofi_core::mr::MrAttr;
 use ofi_core::provider::{
     CntrOf, CntrOps, Desc, EpOf, FabricOps, MrBindTarget, MrOps, Unsupported,
 };
+
+use crate::wait::{read_lock, write_lock};
 
 /// `FI_RMA_EVENT` as a registration flag: the region will be bound to counters.
 pub const REG_RMA_EVENT: u64 = Caps::RMA_EVENT.bits();
@@ -264,11 +266,11 @@ struct Region {
 
 impl Region {
     fn state(&self) -> RwLockReadGuard<'_, RegionState> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+        read_lock(&self.state)
     }
 
     fn state_mut(&self) -> RwLockWriteGuard<'_, RegionState> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
+        write_lock(&self.state)
     }
 
     /// Whether the region grants `access` (`what` names the lookup in the message).

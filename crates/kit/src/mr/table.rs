@@ -53,11 +53,11 @@ impl MrTable {
     }
 
     pub(super) fn read(&self) -> RwLockReadGuard<'_, TableInner> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+        read_lock(&self.inner)
     }
 
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, TableInner> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+        write_lock(&self.inner)
     }
 
     /// The effective mode (`BASIC` expanded, `SCALABLE` dropped).
