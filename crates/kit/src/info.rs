@@ -92,8 +92,8 @@ pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT)
     .union(crate::opflags::COMPLETION_LEVELS);
 
-/// The capabilities that concern receives only: an RDM template's `tx_attr.caps` is its
-/// `caps` without these.
+/// The capabilities that concern receives only: a transmit side ([`tx_caps`]) never has
+/// them.
 pub const RX_ONLY_CAPS: Caps = Caps::RECV
     .union(Caps::SOURCE)
     .union(Caps::AV_USER_ID)
