@@ -16,7 +16,9 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+
+use crate::wait::lock;
 use std::time::{Duration, Instant};
 
 pub use ofi_core::text::shorten;
@@ -71,7 +73,7 @@ impl<K: Hash + Eq + Clone> RateLimit<K> {
     /// lines about the key suppressed just before (for [`suppressed_note`]); `None`
     /// when it is suppressed (and counted).
     pub fn admit(&self, key: &K, now: Instant) -> Option<u64> {
-        let mut g = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut g = lock(&self.keys);
         let Keys { by_key, overflow } = &mut *g;
         let interval = self.interval;
         if !by_key.contains_key(key) && by_key.len() >= self.max_keys {

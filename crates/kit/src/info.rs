@@ -10,27 +10,30 @@ use ofi_core::getinfo::{self, AddrResolver, GetinfoOutcome, GetinfoRequest};
 use ofi_core::provider::Provider;
 use ofi_core::{Caps, EpType, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt, Threading};
 
-/// What every RDM provider of the kit offers for messages: untagged and tagged sends and
-/// receives, the source of each receive (`FI_SOURCE`) and user ids in the AV, directed
-/// and multi-buffer receives, remote CQ data.
+/// What every RDM provider of the kit offers for messages: untagged and tagged sends
+/// with remote CQ data, and every receive capability ([`RX_ONLY_CAPS`]: receives, the
+/// source of each receive (`FI_SOURCE`) and user ids in the AV, directed and
+/// multi-buffer receives).
 pub const RDM_MSG_CAPS: Caps = Caps::MSG
     .union(Caps::TAGGED)
     .union(Caps::SEND)
-    .union(Caps::RECV)
-    .union(Caps::SOURCE)
-    .union(Caps::AV_USER_ID)
-    .union(Caps::DIRECTED_RECV)
-    .union(Caps::MULTI_RECV)
-    .union(Caps::REMOTE_CQ_DATA);
+    .union(Caps::REMOTE_CQ_DATA)
+    .union(RX_ONLY_CAPS);
 
 /// RMA and atomics in both directions: what a provider that has them adds to its
 /// message capabilities ([`RDM_MSG_CAPS`] for an RDM provider).
 pub const RMA_ATOMIC_CAPS: Caps = Caps::RMA
     .union(Caps::ATOMIC)
-    .union(Caps::READ)
-    .union(Caps::WRITE)
-    .union(Caps::REMOTE_READ)
-    .union(Caps::REMOTE_WRITE);
+    .union(RMA_INITIATOR)
+    .union(RMA_TARGET);
+
+/// The initiator's side of RMA and atomics: reading and writing remote memory
+/// (`FI_READ`, `FI_WRITE`).
+const RMA_INITIATOR: Caps = Caps::READ.union(Caps::WRITE);
+
+/// The target's side of RMA and atomics: memory read and written by peers
+/// (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`).
+const RMA_TARGET: Caps = Caps::REMOTE_READ.union(Caps::REMOTE_WRITE);
 
 /// A domain as the kit's objects provide it: thread safe, both progress modes offered
 /// (`FI_PROGRESS_AUTO`, so hints asking for either match; see
@@ -89,8 +92,8 @@ pub const RDM_TX_OP_FLAGS: OpFlags = OpFlags::COMPLETION
     .union(OpFlags::INJECT)
     .union(crate::opflags::COMPLETION_LEVELS);
 
-/// The capabilities that concern receives only: an RDM template's `tx_attr.caps` is its
-/// `caps` without these.
+/// The capabilities that concern receives only: a transmit side ([`tx_caps`]) never has
+/// them.
 pub const RX_ONLY_CAPS: Caps = Caps::RECV
     .union(Caps::SOURCE)
     .union(Caps::AV_USER_ID)
@@ -100,10 +103,16 @@ pub const RX_ONLY_CAPS: Caps = Caps::RECV
 /// The capabilities that concern transmits only: a receive side ([`rx_attr`]) never has
 /// them.
 pub const TX_ONLY_CAPS: Caps = Caps::SEND
-    .union(Caps::READ)
-    .union(Caps::WRITE)
+    .union(RMA_INITIATOR)
     .union(Caps::FENCE)
     .union(Caps::TRIGGER);
+
+/// The transmit side's share of capabilities `caps`: those without the receive-only
+/// ones ([`RX_ONLY_CAPS`]) and without the target's RMA access (`FI_REMOTE_READ`,
+/// `FI_REMOTE_WRITE`), which no transmit context has.
+pub const fn tx_caps(caps: Caps) -> Caps {
+    caps.difference(RX_ONLY_CAPS).difference(RMA_TARGET)
+}
 
 /// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
 /// `msg_order`, injects up to `inject_size` bytes, `size` outstanding operations of at
@@ -187,4 +196,32 @@ pub fn getinfo_preferring_manual<P: Provider>(
     let mut out = getinfo_from_templates(prov, req, resolve);
     crate::progress::prefer_manual_data_progress(req, &mut out.infos);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_sets_hold_the_documented_caps() {
+        let rma = Caps::RMA | Caps::ATOMIC | Caps::READ | Caps::WRITE;
+        assert_eq!(
+            RMA_ATOMIC_CAPS,
+            rma | Caps::REMOTE_READ | Caps::REMOTE_WRITE
+        );
+        let tx = Caps::SEND | Caps::READ | Caps::WRITE;
+        assert_eq!(TX_ONLY_CAPS, tx | Caps::FENCE | Caps::TRIGGER);
+        let msg = Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV | Caps::SOURCE;
+        let recv = Caps::AV_USER_ID | Caps::DIRECTED_RECV | Caps::MULTI_RECV;
+        assert_eq!(RDM_MSG_CAPS, msg | recv | Caps::REMOTE_CQ_DATA);
+    }
+
+    #[test]
+    fn tx_caps_keep_what_a_transmit_context_has() {
+        let rdm = RDM_MSG_CAPS | RMA_ATOMIC_CAPS | Caps::FENCE;
+        let initiator = Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::REMOTE_CQ_DATA;
+        let rma = Caps::RMA | Caps::ATOMIC | Caps::READ | Caps::WRITE;
+        assert_eq!(tx_caps(rdm), initiator | rma | Caps::FENCE);
+        assert!(!tx_caps(rdm).intersects(RX_ONLY_CAPS));
+    }
 }

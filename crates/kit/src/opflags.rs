@@ -230,35 +230,71 @@ const TX_COMMON: OpFlags = OpFlags::COMPLETION
     .union(COMPLETION_LEVELS);
 
 /// What every transmit `*msg` call defines beyond [`TX_COMMON`]: `FI_TRIGGER`
-/// (fi_trigger(3)), never a default flag.
+/// (fi_trigger(3)), never a default flag. All an RMA read and a fetching or compare
+/// atomic define.
 const TX_CALL: OpFlags = TX_COMMON.union(OpFlags::TRIGGER);
 
-/// The flags a provider implements unless it declares its own set: every flag some
-/// call defines, except `FI_FENCE`, `FI_COMMIT_COMPLETE` and `FI_MULTICAST`.
-pub const PROVIDER_DEFAULT: OpFlags = TX_COMMON
+/// What `fi_writemsg` defines.
+const WRITE_CALL: OpFlags = TX_CALL
     .union(OpFlags::INJECT)
     .union(OpFlags::REMOTE_CQ_DATA)
-    .union(OpFlags::MATCH_COMPLETE)
-    .union(OpFlags::MULTI_RECV)
+    .union(OpFlags::COMMIT_COMPLETE);
+
+/// What `fi_sendmsg` defines: an RMA write's flags and `FI_MULTICAST`.
+const SEND_CALL: OpFlags = WRITE_CALL.union(OpFlags::MULTICAST);
+
+/// What `fi_tsendmsg` defines: a message send's flags and `FI_MATCH_COMPLETE`.
+const TSEND_CALL: OpFlags = SEND_CALL.union(OpFlags::MATCH_COMPLETE);
+
+/// What `fi_atomicmsg` defines.
+const ATOMIC_CALL: OpFlags = TX_CALL.union(OpFlags::INJECT);
+
+/// What every receive defines.
+const RECV_COMMON: OpFlags = OpFlags::COMPLETION.union(OpFlags::MORE);
+
+/// What `fi_recvmsg` defines.
+const RECV_CALL: OpFlags = RECV_COMMON.union(OpFlags::MULTI_RECV);
+
+/// What `fi_trecvmsg` defines.
+const TRECV_CALL: OpFlags = RECV_COMMON
     .union(OpFlags::PEEK)
     .union(OpFlags::CLAIM)
-    .union(OpFlags::DISCARD)
-    .difference(OpFlags::FENCE);
+    .union(OpFlags::DISCARD);
+
+/// Every flag some call defines: a tagged send's and both receives' (the other calls
+/// define subsets of a tagged send's).
+const EVERY_DEFINED: OpFlags = TSEND_CALL.union(RECV_CALL).union(TRECV_CALL);
+
+/// The defined flags a provider implements only by declaring them: each needs work of
+/// its own.
+const OWN_WORK: OpFlags = OpFlags::FENCE
+    .union(OpFlags::COMMIT_COMPLETE)
+    .union(OpFlags::TRIGGER)
+    .union(OpFlags::MULTICAST);
+
+/// The flags a provider implements unless it declares its own set: every flag some
+/// call defines, except `FI_FENCE`, `FI_COMMIT_COMPLETE`, `FI_TRIGGER` and
+/// `FI_MULTICAST`.
+pub const PROVIDER_DEFAULT: OpFlags = EVERY_DEFINED.difference(OWN_WORK);
+
+/// The transmit flags that belong to one operation and so are never a default: the
+/// fence it asks for, its trigger, its remote CQ data, its multicast destination.
+const PER_OPERATION: OpFlags = OpFlags::FENCE
+    .union(OpFlags::TRIGGER)
+    .union(OpFlags::REMOTE_CQ_DATA)
+    .union(OpFlags::MULTICAST);
 
 /// Every flag a transmit context's default `op_flags` may hold (`fi_tx_attr`,
-/// `FI_SETOPSFLAG` with `FI_TRANSMIT`): what the transmit calls without flags use.
-/// `FI_FENCE` is not one: a fence belongs to one operation (a `*msg` call).
-pub const TX_DEFAULTS: OpFlags = TX_COMMON
-    .difference(OpFlags::FENCE)
-    .union(OpFlags::INJECT)
-    .union(OpFlags::COMMIT_COMPLETE)
-    .union(OpFlags::MATCH_COMPLETE);
+/// `FI_SETOPSFLAG` with `FI_TRANSMIT`): what the transmit calls without flags use. It
+/// is what a tagged send defines but the flags that belong to one operation (its
+/// fence, trigger, remote CQ data and multicast destination): `FI_FENCE`, for one,
+/// belongs to one `*msg` call.
+pub const TX_DEFAULTS: OpFlags = TSEND_CALL.difference(PER_OPERATION);
 
 /// Every flag a receive context's default `op_flags` may hold (`fi_rx_attr`,
-/// `FI_SETOPSFLAG` with `FI_RECV`).
-pub const RX_DEFAULTS: OpFlags = OpFlags::COMPLETION
-    .union(OpFlags::MORE)
-    .union(OpFlags::MULTI_RECV);
+/// `FI_SETOPSFLAG` with `FI_RECV`): what `fi_recvmsg` defines (a tagged receive's
+/// `FI_PEEK`, `FI_CLAIM` and `FI_DISCARD` act on one operation).
+pub const RX_DEFAULTS: OpFlags = RECV_CALL;
 
 /// Inside `impl EndpointOps<F> for E`, where `E` implements
 /// [`DataPath`](crate::dataops::DataPath) and keeps its [`DefaultOpFlags`] in field
@@ -305,35 +341,13 @@ pub const fn default_tx(f: OpFlags) -> OpFlags {
 /// The flags a call of `kind` defines (see the [module docs](self)).
 pub const fn defined(kind: OpKind) -> OpFlags {
     match kind.family {
-        OpFamily::Send => {
-            let s = TX_CALL
-                .union(OpFlags::INJECT)
-                .union(OpFlags::REMOTE_CQ_DATA)
-                .union(OpFlags::MULTICAST)
-                .union(OpFlags::COMMIT_COMPLETE);
-            if kind.tagged {
-                s.union(OpFlags::MATCH_COMPLETE)
-            } else {
-                s
-            }
-        }
-        OpFamily::Recv => {
-            let r = OpFlags::COMPLETION.union(OpFlags::MORE);
-            if kind.tagged {
-                r.union(OpFlags::PEEK)
-                    .union(OpFlags::CLAIM)
-                    .union(OpFlags::DISCARD)
-            } else {
-                r.union(OpFlags::MULTI_RECV)
-            }
-        }
-        OpFamily::Write => TX_CALL
-            .union(OpFlags::INJECT)
-            .union(OpFlags::REMOTE_CQ_DATA)
-            .union(OpFlags::COMMIT_COMPLETE),
-        OpFamily::Read => TX_CALL,
-        OpFamily::Atomic => TX_CALL.union(OpFlags::INJECT),
-        OpFamily::Fetch | OpFamily::Compare => TX_CALL,
+        OpFamily::Send if kind.tagged => TSEND_CALL,
+        OpFamily::Send => SEND_CALL,
+        OpFamily::Recv if kind.tagged => TRECV_CALL,
+        OpFamily::Recv => RECV_CALL,
+        OpFamily::Write => WRITE_CALL,
+        OpFamily::Atomic => ATOMIC_CALL,
+        OpFamily::Read | OpFamily::Fetch | OpFamily::Compare => TX_CALL,
     }
 }
 
@@ -446,6 +460,33 @@ mod tests {
             inject: false,
             msg: true,
         }
+    }
+
+    #[test]
+    fn derived_sets_hold_the_documented_flags() {
+        let levels = COMPLETION_LEVELS;
+        let base = OpFlags::COMPLETION | OpFlags::MORE;
+        assert_eq!(
+            PROVIDER_DEFAULT,
+            base | levels
+                | OpFlags::INJECT
+                | OpFlags::REMOTE_CQ_DATA
+                | OpFlags::MATCH_COMPLETE
+                | OpFlags::MULTI_RECV
+                | OpFlags::PEEK
+                | OpFlags::CLAIM
+                | OpFlags::DISCARD
+        );
+        let tx = base | levels | OpFlags::INJECT | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(TX_DEFAULTS, tx | OpFlags::MATCH_COMPLETE);
+        assert_eq!(RX_DEFAULTS, base | OpFlags::MULTI_RECV);
+        let write = base | levels | OpFlags::FENCE | OpFlags::TRIGGER | OpFlags::INJECT;
+        let write = write | OpFlags::REMOTE_CQ_DATA | OpFlags::COMMIT_COMPLETE;
+        assert_eq!(defined(kind(OpFamily::Write, false)), write);
+        let send = write | OpFlags::MULTICAST;
+        assert_eq!(defined(kind(OpFamily::Send, false)), send);
+        let tsend = send | OpFlags::MATCH_COMPLETE;
+        assert_eq!(defined(kind(OpFamily::Send, true)), tsend);
     }
 
     #[test]

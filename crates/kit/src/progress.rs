@@ -899,6 +899,17 @@ mod tests {
         }
     }
 
+    /// A manual engine with one [`Counting`] source registered per entry of `work`
+    /// (reporting that much work), in order.
+    fn manual_with<const N: usize>(work: [usize; N]) -> (ProgressEngine, [Arc<Counting>; N]) {
+        let e = ProgressEngine::manual();
+        let sources = work.map(Counting::new);
+        for s in &sources {
+            e.register(s);
+        }
+        (e, sources)
+    }
+
     impl Progress for Counting {
         fn progress(&self) -> usize {
             self.calls.fetch_add(1, Ordering::SeqCst);
@@ -920,11 +931,7 @@ mod tests {
 
     #[test]
     fn drive_calls_each_source_once_and_sums_work() {
-        let e = ProgressEngine::manual();
-        let a = Counting::new(2);
-        let b = Counting::new(3);
-        e.register(&a);
-        e.register(&b);
+        let (e, [a, b]) = manual_with([2, 3]);
         e.register(&a); // twice: still one entry
         assert_eq!(e.sources(), 2);
         assert_eq!(e.drive(), 5);
@@ -935,11 +942,7 @@ mod tests {
 
     #[test]
     fn dropping_a_source_unregisters_it() {
-        let e = ProgressEngine::manual();
-        let a = Counting::new(1);
-        let b = Counting::new(1);
-        e.register(&a);
-        e.register(&b);
+        let (e, [a, b]) = manual_with([1, 1]);
         drop(b);
         assert_eq!(e.drive(), 1);
         assert_eq!(e.sources(), 1, "the dead source was pruned");
@@ -987,9 +990,7 @@ mod tests {
         // More engines than cache entries, driven in turn from one thread.
         let many: Vec<(ProgressEngine, Arc<Counting>)> = (0..CACHE_WAYS + 2)
             .map(|i| {
-                let e = ProgressEngine::manual();
-                let s = Counting::new(i + 1);
-                e.register(&s);
+                let (e, [s]) = manual_with([i + 1]);
                 (e, s)
             })
             .collect();
@@ -1036,9 +1037,7 @@ mod tests {
         let others: Arc<Vec<(ProgressEngine, Arc<Counting>)>> = Arc::new(
             (0..CACHE_WAYS + 1)
                 .map(|i| {
-                    let o = ProgressEngine::manual();
-                    let s = Counting::new(i + 1);
-                    o.register(&s);
+                    let (o, [s]) = manual_with([i + 1]);
                     (o, s)
                 })
                 .collect(),
@@ -1126,9 +1125,7 @@ mod tests {
         );
         assert_eq!(ProgressEngine::wait_slice(None, &mut b, 1, &d), None);
         // Manual engine with a source: the back-off.
-        let e = ProgressEngine::manual();
-        let s = Counting::new(0);
-        e.register(&s);
+        let (e, [_held]) = manual_with([0]); // held: the engine keeps sources weakly
         for _ in 0..IDLE_SPINS {
             assert_eq!(ProgressEngine::wait_slice(Some(&e), &mut b, 0, &d), None);
         }

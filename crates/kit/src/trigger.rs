@@ -115,13 +115,145 @@ pub unsafe fn resolve_counter(
     Ok((cntr, tc.threshold.threshold as u64))
 }
 
+/// A `fi_msg*` structure a deferred call keeps: its local array (`msg_iov`,
+/// `iov_count`), one descriptor per local entry and, for RMA and atomics, its remote
+/// array (`rma_iov`, `rma_iov_count`).
+trait DeferredMsg: Copy + std::fmt::Debug {
+    /// An entry of the local array.
+    type Local: Copy + std::fmt::Debug;
+    /// An entry of the remote array (`()` for a message, which has none).
+    type Remote: Copy + std::fmt::Debug;
+    /// The arrays the message points at.
+    fn arrays(&self) -> MsgArrays<Self::Local, Self::Remote>;
+    /// The message pointing at other arrays (of the same lengths).
+    fn pointing_at(
+        self,
+        local: *const Self::Local,
+        desc: *const Desc,
+        remote: *const Self::Remote,
+    ) -> Self;
+}
+
+/// Where a message's arrays are, and their lengths.
+struct MsgArrays<L, R> {
+    local: *const L,
+    desc: *const Desc,
+    count: usize,
+    remote: *const R,
+    remote_count: usize,
+}
+
+/// [`DeferredMsg`] for `fi_msg*` structure `$t` with local entries `$local`; with
+/// `$remote => $rma_iov, $rma_count`, its remote array of `$remote` entries is at
+/// those fields.
+macro_rules! deferred_msg {
+    ($t:ty, $local:ty $(, $remote:ty => $rma_iov:ident, $rma_count:ident)?) => {
+        impl DeferredMsg for $t {
+            type Local = $local;
+            type Remote = deferred_msg!(@remote $($remote)?);
+
+            fn arrays(&self) -> MsgArrays<Self::Local, Self::Remote> {
+                #[allow(unused_mut)]
+                let mut arrays = MsgArrays {
+                    local: self.msg_iov,
+                    desc: self.desc,
+                    count: self.iov_count,
+                    remote: std::ptr::null(),
+                    remote_count: 0,
+                };
+                $(
+                    arrays.remote = self.$rma_iov;
+                    arrays.remote_count = self.$rma_count;
+                )?
+                arrays
+            }
+
+            #[allow(unused_variables)]
+            fn pointing_at(
+                self,
+                local: *const Self::Local,
+                desc: *const Desc,
+                remote: *const Self::Remote,
+            ) -> Self {
+                #[allow(unused_mut)]
+                let mut msg = Self {
+                    msg_iov: local,
+                    desc,
+                    ..self
+                };
+                $(msg.$rma_iov = remote;)?
+                msg
+            }
+        }
+    };
+    (@remote $remote:ty) => { $remote };
+    (@remote) => { () };
+}
+
+deferred_msg!(Msg, Iov);
+deferred_msg!(MsgTagged, Iov);
+deferred_msg!(MsgRma, Iov, RmaIov => rma_iov, rma_iov_count);
+deferred_msg!(MsgAtomic, Ioc, RmaIoc => rma_iov, rma_iov_count);
+
+/// A message with its arrays copied.
+///
+/// Invariant: `msg` points at `local`, `desc` (null when empty) and `remote`, which
+/// are never changed after the copy: the pointers stay valid as long as `self` (a
+/// move of a `Vec` leaves its entries where they are).
+#[derive(Debug)]
+struct Captured<M: DeferredMsg> {
+    msg: M,
+    // The copies `msg` points at, owned here (read only through `msg`).
+    #[allow(dead_code)]
+    local: Vec<M::Local>,
+    #[allow(dead_code)]
+    desc: Vec<Desc>,
+    #[allow(dead_code)]
+    remote: Vec<M::Remote>,
+}
+
+impl<M: DeferredMsg> Captured<M> {
+    /// Copy `m` and its arrays.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` when an array is longer than [`ARRAY_LIMIT`].
+    ///
+    /// # Safety
+    /// `m`'s arrays hold their counts of readable entries (its descriptors: null, or
+    /// one per local entry).
+    unsafe fn copy(prov: &str, m: &M) -> Result<Captured<M>> {
+        let a = m.arrays();
+        too_long(prov, a.count)?;
+        too_long(prov, a.remote_count)?;
+        // SAFETY: the caller's contract for the message's arrays (each copy).
+        let (local, desc, remote) = unsafe {
+            (
+                copy_array(a.local, a.count),
+                copy_array(a.desc, a.count),
+                copy_array(a.remote, a.remote_count),
+            )
+        };
+        let desc_ptr = if desc.is_empty() {
+            std::ptr::null()
+        } else {
+            desc.as_ptr()
+        };
+        Ok(Captured {
+            msg: m.pointing_at(local.as_ptr(), desc_ptr, remote.as_ptr()),
+            local,
+            desc,
+            remote,
+        })
+    }
+}
+
 /// The message of a deferred call, with its arrays owned.
 #[derive(Debug)]
 enum OwnedMsg {
-    Msg(Msg),
-    Tagged(MsgTagged),
-    Rma(MsgRma, Vec<RmaIov>),
-    Atomic(MsgAtomic, Vec<RmaIoc>),
+    Msg(Captured<Msg>),
+    Tagged(Captured<MsgTagged>),
+    Rma(Captured<MsgRma>),
+    Atomic(Captured<MsgAtomic>),
 }
 
 /// A `*msg` call kept for later: its kind, flags (without `FI_TRIGGER`), message
@@ -131,9 +263,6 @@ pub struct OwnedCall {
     kind: OpKind,
     flags: OpFlags,
     msg: OwnedMsg,
-    iov: Vec<Iov>,
-    ioc: Vec<Ioc>,
-    desc: Vec<Desc>,
     result: Vec<Ioc>,
     result_desc: Vec<Desc>,
     compare: Vec<Ioc>,
@@ -206,57 +335,13 @@ impl OwnedCall {
         flags: OpFlags,
         a: &DataArgs<'_>,
     ) -> Result<OwnedCall> {
-        let flags = flags.difference(OpFlags::TRIGGER);
-        let mut call = OwnedCall {
-            kind,
-            flags,
-            msg: OwnedMsg::Msg(Msg {
-                msg_iov: std::ptr::null(),
-                desc: std::ptr::null(),
-                iov_count: 0,
-                addr: 0,
-                context: 0,
-                data: 0,
-            }),
-            iov: Vec::new(),
-            ioc: Vec::new(),
-            desc: Vec::new(),
-            result: ioc_vec(a.resultv),
-            result_desc: desc_vec(a.result_desc),
-            compare: ioc_vec(a.comparev),
-            compare_desc: desc_vec(a.compare_desc),
-        };
-        // SAFETY: the caller's contract for the message's arrays (each copy).
-        unsafe {
+        // SAFETY: the caller's contract for the message's arrays.
+        let msg = unsafe {
             match a.msg {
-                MsgArg::Msg(m) => {
-                    too_long(prov, m.iov_count)?;
-                    call.iov = copy_array(m.msg_iov, m.iov_count);
-                    call.desc = copy_array(m.desc, m.iov_count);
-                    call.msg = OwnedMsg::Msg(*m);
-                }
-                MsgArg::Tagged(m) => {
-                    too_long(prov, m.iov_count)?;
-                    call.iov = copy_array(m.msg_iov, m.iov_count);
-                    call.desc = copy_array(m.desc, m.iov_count);
-                    call.msg = OwnedMsg::Tagged(*m);
-                }
-                MsgArg::Rma(m) => {
-                    too_long(prov, m.iov_count)?;
-                    too_long(prov, m.rma_iov_count)?;
-                    call.iov = copy_array(m.msg_iov, m.iov_count);
-                    call.desc = copy_array(m.desc, m.iov_count);
-                    let remote = copy_array(m.rma_iov, m.rma_iov_count);
-                    call.msg = OwnedMsg::Rma(*m, remote);
-                }
-                MsgArg::Atomic(m) => {
-                    too_long(prov, m.iov_count)?;
-                    too_long(prov, m.rma_iov_count)?;
-                    call.ioc = copy_array(m.msg_iov, m.iov_count);
-                    call.desc = copy_array(m.desc, m.iov_count);
-                    let remote = copy_array(m.rma_iov, m.rma_iov_count);
-                    call.msg = OwnedMsg::Atomic(*m, remote);
-                }
+                MsgArg::Msg(m) => OwnedMsg::Msg(Captured::copy(prov, m)?),
+                MsgArg::Tagged(m) => OwnedMsg::Tagged(Captured::copy(prov, m)?),
+                MsgArg::Rma(m) => OwnedMsg::Rma(Captured::copy(prov, m)?),
+                MsgArg::Atomic(m) => OwnedMsg::Atomic(Captured::copy(prov, m)?),
                 MsgArg::None => {
                     return Err(Error::new(
                         Errno::EINVAL,
@@ -264,17 +349,25 @@ impl OwnedCall {
                     ))
                 }
             }
-        }
-        Ok(call)
+        };
+        Ok(OwnedCall {
+            kind,
+            flags: flags.difference(OpFlags::TRIGGER),
+            msg,
+            result: ioc_vec(a.resultv),
+            result_desc: desc_vec(a.result_desc),
+            compare: ioc_vec(a.comparev),
+            compare_desc: desc_vec(a.compare_desc),
+        })
     }
 
     /// The context the call reports (its [`TriggeredContext`]).
     pub fn context(&self) -> usize {
         match &self.msg {
-            OwnedMsg::Msg(m) => m.context,
-            OwnedMsg::Tagged(m) => m.context,
-            OwnedMsg::Rma(m, _) => m.context,
-            OwnedMsg::Atomic(m, _) => m.context,
+            OwnedMsg::Msg(c) => c.msg.context,
+            OwnedMsg::Tagged(c) => c.msg.context,
+            OwnedMsg::Rma(c) => c.msg.context,
+            OwnedMsg::Atomic(c) => c.msg.context,
         }
     }
 
@@ -289,49 +382,11 @@ impl OwnedCall {
     /// The buffers the call names are still valid (the C API's contract: until the
     /// operation completes).
     pub unsafe fn issue<T: DataPath + ?Sized>(&self, ep: &T) -> Result<()> {
-        let descs = |d: &[Desc]| {
-            if d.is_empty() {
-                std::ptr::null()
-            } else {
-                d.as_ptr()
-            }
-        };
-        let (m, t, r, at);
         let msg = match &self.msg {
-            OwnedMsg::Msg(x) => {
-                m = Msg {
-                    msg_iov: self.iov.as_ptr(),
-                    desc: descs(&self.desc),
-                    ..*x
-                };
-                MsgArg::Msg(&m)
-            }
-            OwnedMsg::Tagged(x) => {
-                t = MsgTagged {
-                    msg_iov: self.iov.as_ptr(),
-                    desc: descs(&self.desc),
-                    ..*x
-                };
-                MsgArg::Tagged(&t)
-            }
-            OwnedMsg::Rma(x, remote) => {
-                r = MsgRma {
-                    msg_iov: self.iov.as_ptr(),
-                    desc: descs(&self.desc),
-                    rma_iov: remote.as_ptr(),
-                    ..*x
-                };
-                MsgArg::Rma(&r)
-            }
-            OwnedMsg::Atomic(x, remote) => {
-                at = MsgAtomic {
-                    msg_iov: self.ioc.as_ptr(),
-                    desc: descs(&self.desc),
-                    rma_iov: remote.as_ptr(),
-                    ..*x
-                };
-                MsgArg::Atomic(&at)
-            }
+            OwnedMsg::Msg(c) => MsgArg::Msg(&c.msg),
+            OwnedMsg::Tagged(c) => MsgArg::Tagged(&c.msg),
+            OwnedMsg::Rma(c) => MsgArg::Rma(&c.msg),
+            OwnedMsg::Atomic(c) => MsgArg::Atomic(&c.msg),
         };
         let args = DataArgs {
             msg,

@@ -98,7 +98,15 @@ fn capture_owns_the_arrays_and_drops_the_trigger_flag() {
     }];
     let call = send_call(&ctx, &iov);
     iov[0].len = 1; // the caller's array may change after the call
-    assert_eq!(call.iov[0].len, 8);
+    let OwnedMsg::Msg(captured) = &call.msg else {
+        panic!("a send is captured as an fi_msg");
+    };
+    assert_eq!(captured.local[0].len, 8);
+    assert_eq!(
+        captured.msg.msg_iov,
+        captured.local.as_ptr(),
+        "points at its copy"
+    );
     assert!(!call.flags.contains(OpFlags::TRIGGER));
     assert_eq!(call.context(), &ctx as *const _ as usize);
 }

@@ -47,7 +47,10 @@ use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard,
+    RwLockWriteGuard, Weak,
+};
 use std::time::{Duration, Instant};
 
 use ofi_core::enums::WaitObj;
@@ -64,7 +67,19 @@ use crate::queue_common::check_open_flags;
 /// uses it for its own state keeps the same rule).
 #[inline]
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Lock a read-write lock for reading, recovering it if poisoned (as [`lock`]).
+#[inline]
+pub fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Lock a read-write lock for writing, recovering it if poisoned (as [`lock`]).
+#[inline]
+pub fn write_lock<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What every kit queue (CQ, EQ, counter) is linked to: the progress engine its reads

@@ -246,8 +246,7 @@ impl TcpProvider {
             caps,
             addr_format: fmt,
             tx_attr: TxAttr {
-                caps: caps
-                    - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE | Caps::MULTI_RECV),
+                caps: info::tx_caps(caps),
                 // Every completion level is honoured per operation (one in order
                 // stream: delivery is acknowledged by the peer).
                 op_flags: OpFlags::COMPLETION

@@ -176,7 +176,7 @@ impl VerbsProvider {
             mode,
             addr_format: AddrFormat::SOCKADDR_IN,
             tx_attr: TxAttr {
-                caps: caps - (Caps::RECV | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                caps: ofi_kit::info::tx_caps(caps),
                 op_flags: OpFlags::COMPLETION,
                 msg_order: order,
                 inject_size: s.inline_size,

@@ -265,7 +265,7 @@ impl RxdProvider {
             caps,
             addr_format: core.addr_format,
             tx_attr: info::rdm_tx_attr(
-                caps - (info::RX_ONLY_CAPS | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                info::tx_caps(caps),
                 OpFlags::COMPLETION
                     | OpFlags::INJECT
                     | OpFlags::INJECT_COMPLETE

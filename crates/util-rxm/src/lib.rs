@@ -390,7 +390,7 @@ impl RxmProvider {
             dest_addr: None,
             handle: 0,
             tx_attr: ofi_kit::info::rdm_tx_attr(
-                caps - (ofi_kit::info::RX_ONLY_CAPS | Caps::REMOTE_READ | Caps::REMOTE_WRITE),
+                ofi_kit::info::tx_caps(caps),
                 // Every level of the RDM set, and commit complete (as delivery
                 // complete: no persistent memory).
                 ofi_kit::info::RDM_TX_OP_FLAGS.union(OpFlags::COMMIT_COMPLETE),

@@ -13,7 +13,7 @@ impl<P> KitAv<P> {
     /// sink is already bound.
     pub fn bind_sink(&self, sink: AvEventSink, flags: u64) -> Result<()> {
         reserved_flags("av bind", flags)?;
-        let mut s = self.sink.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&self.sink);
         if s.is_some() {
             return einval("av bind: an event queue is already bound");
         }
@@ -41,7 +41,7 @@ impl<P> KitAv<P> {
                 "av insert: FI_SYNC_ERR applies to synchronous AVs only (this one has FI_EVENT)",
             ));
         }
-        match &*self.sink.lock().unwrap_or_else(PoisonError::into_inner) {
+        match &*lock(&self.sink) {
             Some(s) => Ok(Some(s.clone())),
             None => Err(Error::new(
                 Errno::ENOEQ,
@@ -226,7 +226,7 @@ impl<P> KitAv<P> {
         context: usize,
     ) -> Result<Vec<Result<u64>>> {
         let sink = self.begin(flags, false)?;
-        let addr = (self.resolver)(node, service)?;
+        let addr = self.resolver.resolve(node, service)?;
         Ok(self.insert_list(&[Ok(addr)], None, flags, context, sink))
     }
 
@@ -246,7 +246,10 @@ impl<P> KitAv<P> {
     ) -> Result<Vec<Result<u64>>> {
         let sink = self.begin(flags, false)?;
         let pairs = sym_range(node, nodecnt, service, svccnt)?;
-        let list: Vec<_> = pairs.iter().map(|(n, s)| (self.resolver)(n, s)).collect();
+        let list: Vec<_> = pairs
+            .iter()
+            .map(|(n, s)| self.resolver.resolve(n, s))
+            .collect();
         Ok(self.insert_list(&list, None, flags, context, sink))
     }
 

@@ -6,11 +6,11 @@ use super::*;
 
 impl<P> KitAv<P> {
     pub(super) fn read(&self) -> RwLockReadGuard<'_, AvInner<P>> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+        read_lock(&self.inner)
     }
 
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, AvInner<P>> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+        write_lock(&self.inner)
     }
 
     /// Entries room was reserved for at open (`attr.count`, or the universe size, at

@@ -93,7 +93,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::addr::Address;
 use ofi_core::av::AvAttr;
@@ -102,6 +102,8 @@ use ofi_core::eq::{EqErrorEntry, Event};
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{AvFlags, Caps, OpFlags};
 use ofi_core::provider::{AvOps, EqOf, FabricOps, Unsupported};
+
+use crate::wait::{lock, read_lock, write_lock};
 
 /// `FI_EVENT` as an AV open flag (`attr.flags`): inserts report on the bound EQ.
 pub const AV_EVENT: u64 = AvFlags::EVENT.bits();
@@ -140,8 +142,33 @@ fn reserved_flags(call: &str, flags: u64) -> Result<()> {
     Ok(())
 }
 
+/// The function an [`AvResolver`] calls.
+type ResolveFn = dyn Fn(&str, &str) -> Result<Address> + Send + Sync;
+
 /// Turns node and service strings into an address (see [`resolve_node_service`]).
-pub type AvResolver = Arc<dyn Fn(&str, &str) -> Result<Address> + Send + Sync>;
+#[derive(Clone)]
+pub struct AvResolver(Arc<ResolveFn>);
+
+impl AvResolver {
+    /// A resolver calling `f`.
+    pub fn new(f: impl Fn(&str, &str) -> Result<Address> + Send + Sync + 'static) -> AvResolver {
+        AvResolver(Arc::new(f))
+    }
+
+    /// The address of `node` and `service`.
+    ///
+    /// # Errors
+    /// The resolver's.
+    pub fn resolve(&self, node: &str, service: &str) -> Result<Address> {
+        (self.0)(node, service)
+    }
+}
+
+impl fmt::Debug for AvResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AvResolver(..)")
+    }
+}
 
 /// Receives the events of asynchronous inserts (see the module docs).
 pub type AvEventSink = Arc<dyn Fn(AvEvent) + Send + Sync>;
@@ -259,7 +286,7 @@ pub fn universe_size(default: usize) -> Result<usize> {
 }
 
 /// How a provider configures its AVs.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AvConfig {
     /// The provider's address format (`info.addr_format`): inserted addresses must be
     /// of it (`FI_SOCKADDR` takes IPv4 and IPv6, `FI_FORMAT_UNSPEC` anything).
@@ -297,18 +324,6 @@ impl AvConfig {
             _ => fallback,
         };
         self
-    }
-}
-
-impl fmt::Debug for AvConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AvConfig")
-            .field("addr_format", &self.addr_format)
-            .field("default_type", &self.default_type)
-            .field("universe_size", &self.universe_size)
-            .field("max_entries", &self.max_entries)
-            .field("custom_resolver", &self.resolver.is_some())
-            .finish()
     }
 }
 
@@ -459,7 +474,9 @@ impl<P: Send + Sync + 'static> KitAv<P> {
         let max_entries = config.max_entries.min(MAX_INDEX as usize);
         let format = config.addr_format;
         let resolver = config.resolver.clone().unwrap_or_else(|| {
-            Arc::new(move |node: &str, service: &str| resolve_node_service(format, node, service))
+            AvResolver::new(move |node: &str, service: &str| {
+                resolve_node_service(format, node, service)
+            })
         });
         Ok(KitAv {
             av_type,

@@ -278,7 +278,7 @@ fn open_validates_the_attributes() {
     );
     assert_eq!(av(AvType::Map).av_type(), AvType::Map);
     assert!(format!("{:?}", av(AvType::Map)).contains("Map"));
-    assert!(format!("{:?}", cfg()).contains("custom_resolver: false"));
+    assert!(format!("{:?}", cfg()).contains("resolver: None"));
 }
 
 #[test]
@@ -763,7 +763,7 @@ fn insertsvc_and_insertsym() {
 
     // A provider resolver.
     let mut c = AvConfig::new(AddrFormat::PSMX2);
-    c.resolver = Some(Arc::new(|n: &str, s: &str| {
+    c.resolver = Some(AvResolver::new(|n: &str, s: &str| {
         Ok(Address::Raw {
             format: AddrFormat::PSMX2,
             bytes: format!("{n}/{s}").into_bytes(),

@@ -82,7 +82,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ofi_core::abi::raw::Iov;
 use ofi_core::enums::{HmemIface, KEY_NOTAVAIL};
@@ -92,6 +92,8 @@ use ofi_core::mr::MrAttr;
 use ofi_core::provider::{
     CntrOf, CntrOps, Desc, EpOf, FabricOps, MrBindTarget, MrOps, Unsupported,
 };
+
+use crate::wait::{read_lock, write_lock};
 
 /// `FI_RMA_EVENT` as a registration flag: the region will be bound to counters.
 pub const REG_RMA_EVENT: u64 = Caps::RMA_EVENT.bits();
@@ -104,20 +106,28 @@ pub const REG_HMEM_DEVICE_ONLY: u64 = 1 << 46;
 
 const REG_FLAGS: u64 = REG_RMA_EVENT | REG_RMA_PMEM | REG_HMEM_HOST_ALLOC | REG_HMEM_DEVICE_ONLY;
 
-/// The access bits a registration may carry.
+/// The remote access bits.
+const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
+
+/// The access bits a registration may carry: the local ones, the remote ones
+/// (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`) and `FI_COLLECTIVE`.
 pub const MR_ACCESS: OpFlags = OpFlags::SEND
     .union(OpFlags::RECV)
     .union(OpFlags::READ)
     .union(OpFlags::WRITE)
-    .union(OpFlags::REMOTE_READ)
-    .union(OpFlags::REMOTE_WRITE)
+    .union(REMOTE)
     .union(OpFlags::COLLECTIVE);
-
-/// The remote access bits.
-const REMOTE: OpFlags = OpFlags::REMOTE_READ.union(OpFlags::REMOTE_WRITE);
 
 fn err<T>(code: Errno, msg: impl Into<std::borrow::Cow<'static, str>>) -> Result<T> {
     Err(Error::new(code, msg))
+}
+
+/// The error `code` for a refused request: `why`, after the name of the call (`what`).
+/// Kept out of line: only failures build it.
+#[cold]
+#[inline(never)]
+fn refused(code: Errno, what: &str, why: &str) -> Error {
+    Error::new(code, format!("{what}: {why}"))
 }
 
 /// Adds to a counter: how a region reports remote accesses (`FI_RMA_EVENT`).
@@ -256,11 +266,27 @@ struct Region {
 
 impl Region {
     fn state(&self) -> RwLockReadGuard<'_, RegionState> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+        read_lock(&self.state)
     }
 
     fn state_mut(&self) -> RwLockWriteGuard<'_, RegionState> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
+        write_lock(&self.state)
+    }
+
+    /// Whether the region grants `access` (`what` names the lookup in the message).
+    ///
+    /// # Errors
+    /// `FI_EACCES` when it does not.
+    #[inline(always)]
+    fn check_access(&self, what: &str, access: OpFlags) -> Result<()> {
+        if !self.access.contains(access) {
+            return Err(refused(
+                Errno::EACCES,
+                what,
+                "access not granted by the region",
+            ));
+        }
+        Ok(())
     }
 
     /// The segment holding region offset `off` (the last one for `off == total`).

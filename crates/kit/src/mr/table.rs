@@ -53,11 +53,11 @@ impl MrTable {
     }
 
     pub(super) fn read(&self) -> RwLockReadGuard<'_, TableInner> {
-        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+        read_lock(&self.inner)
     }
 
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, TableInner> {
-        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+        write_lock(&self.inner)
     }
 
     /// The effective mode (`BASIC` expanded, `SCALABLE` dropped).
@@ -299,17 +299,7 @@ impl MrTable {
                 "MR lookup: access must be FI_REMOTE_READ and/or FI_REMOTE_WRITE",
             );
         }
-        let region = match self.read().by_key.get(&key) {
-            Some(r) => r.clone(),
-            None => return err(Errno::ENOKEY, "MR lookup: no registration has this key"),
-        };
-        let bound_ep = {
-            let st = region.state();
-            if !st.enabled {
-                return err(Errno::EOPBADSTATE, "MR lookup: region is not enabled");
-            }
-            st.ep
-        };
+        let (region, bound_ep) = self.enabled_region(Find::Key(key))?;
         if let Some(ep) = ep {
             if self.mode.contains(MrMode::ENDPOINT) && bound_ep != Some(ep) {
                 return err(
@@ -318,9 +308,7 @@ impl MrTable {
                 );
             }
         }
-        if !region.access.contains(access) {
-            return err(Errno::EACCES, "MR lookup: access not granted by the region");
-        }
+        region.check_access("MR lookup", access)?;
         let off = addr.checked_sub(region.remote_base).ok_or(Error::new(
             Errno::EFAULT,
             "MR lookup: address before the region",
@@ -377,16 +365,8 @@ impl MrTable {
                 "MR check: FI_MR_LOCAL needs a descriptor for local buffers",
             );
         }
-        let region = match self.read().by_desc.get(&d) {
-            Some(r) => r.clone(),
-            None => return err(Errno::EINVAL, "MR check: unknown memory descriptor"),
-        };
-        if !region.state().enabled {
-            return err(Errno::EOPBADSTATE, "MR check: region is not enabled");
-        }
-        if !region.access.contains(access) {
-            return err(Errno::EACCES, "MR check: access not granted by the region");
-        }
+        let (region, _) = self.enabled_region(Find::Desc(d))?;
+        region.check_access("MR check", access)?;
         let start = buf as usize;
         let Some(end) = start.checked_add(len) else {
             return err(Errno::EFAULT, "MR check: buffer wraps the address space");
@@ -403,5 +383,64 @@ impl MrTable {
                 "MR check: buffer outside the registered memory",
             )
         }
+    }
+}
+
+/// How [`MrTable::enabled_region`] finds a region.
+#[derive(Clone, Copy)]
+enum Find {
+    /// By key: a peer's RMA or atomic access ([`MrTable::lookup_remote`]).
+    Key(u64),
+    /// By descriptor: a local buffer's check ([`MrTable::check_local`]).
+    Desc(usize),
+}
+
+impl Find {
+    /// The lookup's name, for messages.
+    const fn what(self) -> &'static str {
+        match self {
+            Find::Key(_) => "MR lookup",
+            Find::Desc(_) => "MR check",
+        }
+    }
+
+    /// The error for no such region: `FI_ENOKEY` for a key, `FI_EINVAL` for a
+    /// descriptor.
+    #[cold]
+    #[inline(never)]
+    fn missing(self) -> Error {
+        match self {
+            Find::Key(_) => Error::new(Errno::ENOKEY, "MR lookup: no registration has this key"),
+            Find::Desc(_) => Error::new(Errno::EINVAL, "MR check: unknown memory descriptor"),
+        }
+    }
+}
+
+impl MrTable {
+    /// The region `find` names and the endpoint it is bound to, if it is enabled.
+    ///
+    /// # Errors
+    /// No such region ([`Find::missing`]); `FI_EOPBADSTATE` when the region is not
+    /// enabled.
+    #[inline(always)]
+    fn enabled_region(&self, find: Find) -> Result<(Arc<Region>, Option<u64>)> {
+        let found = match find {
+            Find::Key(key) => self.read().by_key.get(&key).cloned(),
+            Find::Desc(desc) => self.read().by_desc.get(&desc).cloned(),
+        };
+        let Some(region) = found else {
+            return Err(find.missing());
+        };
+        let st = region.state();
+        if !st.enabled {
+            return Err(refused(
+                Errno::EOPBADSTATE,
+                find.what(),
+                "region is not enabled",
+            ));
+        }
+        let ep = st.ep;
+        drop(st);
+        Ok((region, ep))
     }
 }
