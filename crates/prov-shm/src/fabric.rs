@@ -27,6 +27,7 @@ use ofi_core::mr::MrAttr;
 use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
 use ofi_core::{AvType, EpType, Errno, Error, Result};
 use ofi_kit::auth::{self, AuthKey, AuthTag, AUTH_KEY_MAX};
+use ofi_kit::epglue::SharedCtxAttr;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
 
@@ -108,6 +109,11 @@ impl Domain {
             ..self.settings
         })
     }
+
+    /// `fi_stx_context` or `fi_srx_context` (see `ep::shared_ctx`).
+    fn shared_ctx(&self, attr: SharedCtxAttr<'_>) -> Result<Endpoint> {
+        Endpoint::open_shared_ctx(self.settings, attr, self.engine.clone(), self.mr.clone())
+    }
 }
 
 impl DomainOps<Fabric> for Domain {
@@ -138,12 +144,12 @@ impl DomainOps<Fabric> for Domain {
 
     /// `fi_stx_context` (see `ep::shared_ctx`).
     fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_stx(self.settings, attr, self.engine.clone(), self.mr.clone())
+        self.shared_ctx(SharedCtxAttr::Tx(attr))
     }
 
     /// `fi_srx_context` (see `ep::shared_ctx`).
     fn srx_ctx(&self, attr: &ofi_core::RxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_srx(self.settings, attr, self.engine.clone(), self.mr.clone())
+        self.shared_ctx(SharedCtxAttr::Rx(attr))
     }
 
     /// Registration by the kit's MR table (which answers unknown access bits with
