@@ -68,13 +68,7 @@ pub(crate) struct SharedBindings {
     pub(super) remote: RemoteCntrs,
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Shared, |sh| { name: sh.name });
 
 impl Endpoint {
     /// `fi_srx_context` or `fi_stx_context`: a receiving endpoint, or a token endpoint
