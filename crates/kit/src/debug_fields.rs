@@ -1,4 +1,4 @@
-//! [`debug_fields!`](crate::debug_fields): the `Debug` of a provider object that shows
+//! [`debug_fields!`](macro@crate::debug_fields): the `Debug` of a provider object that shows
 //! only what names it (an address, an id, a device), the rest — sockets, queues,
 //! locks, device handles — left out as `..` (`finish_non_exhaustive`).
 //!
