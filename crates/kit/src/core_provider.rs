@@ -6,6 +6,7 @@
 //! own (`info_templates`, `getinfo`), and a unit test that the version follows the
 //! crate's version. It is the core-provider counterpart of
 //! [`layered_provider!`](crate::layered_provider).
+//!
 //! [`settings_fabric!`](macro@crate::settings_fabric) declares the fabric of such a
 //! provider when the fabric holds nothing but those settings.
 

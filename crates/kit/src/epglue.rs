@@ -2,8 +2,8 @@
 //! a [`TagMatcher`] and carrying out the answer ([`Bound::post_recv`], which hands
 //! the provider each [`Delivery`]), the
 //! [`Info`] of a shared receive or transmit context made from its attributes
-//! ([`srx_info`], [`stx_info`], [`SharedCtxAttr`]), the `FI_EMSGSIZE` check of an operation's
-//! length against a limit ([`check_len`]), and the issuing and cancelling of the
+//! ([`srx_info`], [`stx_info`], [`SharedCtxAttr`]), the `FI_EMSGSIZE` check of an
+//! operation's length against a limit ([`check_len`]), and the issuing and cancelling of the
 //! triggered calls an endpoint keeps ([`Bound::fire_triggers`],
 //! [`Bound::cancel_triggers`]).
 //!
