@@ -6,6 +6,9 @@
 //! own (`info_templates`, `getinfo`), and a unit test that the version follows the
 //! crate's version. It is the core-provider counterpart of
 //! [`layered_provider!`](crate::layered_provider).
+//!
+//! [`settings_fabric!`](macro@crate::settings_fabric) declares the fabric of such a
+//! provider when the fabric holds nothing but those settings.
 
 /// Declares a core provider whose state is its settings:
 ///
@@ -85,6 +88,76 @@ macro_rules! provider_version_test {
                 <$prov as $crate::core::provider::Provider>::VERSION,
                 $crate::core::version::prov_version_from_crate(env!("CARGO_PKG_VERSION"))
             );
+        }
+    };
+}
+
+/// Declares the fabric of a core provider that keeps nothing at the fabric level but the
+/// provider's settings: no passive endpoints (`Unsupported`), the kit's EQs and wait
+/// sets ([`kit_fabric_ops!`](macro@crate::kit_fabric_ops)):
+///
+/// ```text
+/// ofi_kit::settings_fabric! {
+///     /// A fabric.
+///     pub struct Fabric(Settings) {
+///         Domain = Domain, check = check_ep_type;
+///     }
+/// }
+/// ```
+///
+/// `Fabric::open(settings, &Info)` (what [`core_provider!`](macro@crate::core_provider)'s
+/// `Provider::fabric` calls) runs `check(&Info) -> Result<()>` and keeps the settings;
+/// `Fabric::check_info` is that check, for the domain and its endpoints to run on their
+/// own `Info`; `fi_domain` opens `Domain::open(&Settings, &Info) -> Result<Domain>`.
+#[macro_export]
+macro_rules! settings_fabric {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $fabric:ident($settings:ty) {
+            Domain = $domain:ty, check = $check:expr;
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        $vis struct $fabric {
+            settings: $settings,
+        }
+
+        impl $fabric {
+            /// Open the fabric for `info` with the provider's settings.
+            ///
+            /// # Errors
+            /// Those of [`Self::check_info`].
+            pub fn open(
+                settings: $settings,
+                info: &$crate::core::Info,
+            ) -> $crate::core::Result<$fabric> {
+                Self::check_info(info)?;
+                Ok($fabric { settings })
+            }
+
+            /// The provider's check of an `info` its fabric, domains or endpoints are
+            /// opened with.
+            ///
+            /// # Errors
+            /// `FI_EINVAL` for an `info` the provider does not serve.
+            pub fn check_info(info: &$crate::core::Info) -> $crate::core::Result<()> {
+                ($check)(info)
+            }
+        }
+
+        impl $crate::core::provider::FabricOps for $fabric {
+            type Domain = $domain;
+            type PassiveEp = $crate::core::provider::Unsupported;
+            $crate::kit_fabric_ops!();
+
+            fn domain(
+                &self,
+                info: &$crate::core::Info,
+                _context: usize,
+            ) -> $crate::core::Result<$domain> {
+                <$domain>::open(&self.settings, info)
+            }
         }
     };
 }

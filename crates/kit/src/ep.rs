@@ -80,6 +80,16 @@ pub struct EpOpenInfo {
     pub rx_size: usize,
 }
 
+/// A queue size an attribute asks for (`tx_attr.size`, `rx_attr.size`), or `default`
+/// (the provider's) where it is 0, which leaves the size to the provider.
+pub fn size_or(size: usize, default: usize) -> usize {
+    if size == 0 {
+        default
+    } else {
+        size
+    }
+}
+
 impl EpOpenInfo {
     /// From `info`, with `default_rx_size` where `rx_attr.size` is 0.
     pub fn new(info: &Info, default_rx_size: usize) -> EpOpenInfo {
@@ -92,11 +102,7 @@ impl EpOpenInfo {
             caps,
             directed: caps.contains(Caps::DIRECTED_RECV),
             need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
-            rx_size: if info.rx_attr.size == 0 {
-                default_rx_size
-            } else {
-                info.rx_attr.size
-            },
+            rx_size: size_or(info.rx_attr.size, default_rx_size),
         }
     }
 

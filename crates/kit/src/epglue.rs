@@ -2,8 +2,8 @@
 //! a [`TagMatcher`] and carrying out the answer ([`Bound::post_recv`], which hands
 //! the provider each [`Delivery`]), the
 //! [`Info`] of a shared receive or transmit context made from its attributes
-//! ([`srx_info`], [`stx_info`]), the `FI_EMSGSIZE` check of an operation's
-//! length against a limit ([`check_len`]), and the issuing and cancelling of the
+//! ([`srx_info`], [`stx_info`], [`SharedCtxAttr`]), the `FI_EMSGSIZE` check of an
+//! operation's length against a limit ([`check_len`]), and the issuing and cancelling of the
 //! triggered calls an endpoint keeps ([`Bound::fire_triggers`],
 //! [`Bound::cancel_triggers`]).
 //!
@@ -140,6 +140,31 @@ pub fn stx_info(attr: &TxAttr) -> Info {
     Info {
         tx_attr: attr.clone(),
         ..Info::default()
+    }
+}
+
+/// What `fi_srx_context` or `fi_stx_context` asks for: a shared context of one kind with
+/// that kind's attributes. A provider opens both kinds through one function taking it.
+#[derive(Clone, Copy, Debug)]
+pub enum SharedCtxAttr<'a> {
+    /// A shared receive context (`fi_srx_context`).
+    Rx(&'a RxAttr),
+    /// A shared transmit context (`fi_stx_context`).
+    Tx(&'a TxAttr),
+}
+
+impl SharedCtxAttr<'_> {
+    /// Whether a shared receive context is asked for.
+    pub fn is_rx(&self) -> bool {
+        matches!(self, SharedCtxAttr::Rx(_))
+    }
+
+    /// The [`Info`] the context is opened with ([`srx_info`] or [`stx_info`]).
+    pub fn info(&self) -> Info {
+        match self {
+            SharedCtxAttr::Rx(attr) => srx_info(attr),
+            SharedCtxAttr::Tx(attr) => stx_info(attr),
+        }
     }
 }
 

@@ -8,9 +8,9 @@
 //!   `impl DomainOps<F> for …`, the kit's CQs and counters on the domain's progress
 //!   engine: the two associated types and `cq_open`, `cntr_open`, `cq_open_in_set`,
 //!   `cntr_open_in_set`.
-//! - [`check_fabric_name`], [`check_ep_type`] and [`no_endpoint_flags`]: the checks of
-//!   `fi_fabric`, `fi_domain` and `fi_endpoint` every provider makes, with messages
-//!   prefixed by the provider's name.
+//! - [`check_fabric_name`], [`check_domain_name`], [`check_ep_type`] and
+//!   [`no_endpoint_flags`]: the checks of `fi_fabric`, `fi_domain` and `fi_endpoint`
+//!   every provider makes, with messages prefixed by the provider's name.
 //!
 //! Error messages here name the provider from the `prov` argument (the provider's
 //! `NAME` constant), never from a hand-typed string. Nothing here panics.
@@ -47,10 +47,30 @@ pub fn check_ep_type(prov: &str, info: &Info, want: EpType) -> Result<()> {
 /// # Errors
 /// `FI_EINVAL` for a fabric name `is_ours` refuses.
 pub fn check_fabric_name(prov: &str, info: &Info, is_ours: impl Fn(&str) -> bool) -> Result<()> {
-    match info.fabric_attr.name.as_deref() {
+    check_name(prov, "fabric", info.fabric_attr.name.as_deref(), is_ours)
+}
+
+/// `Ok` when `info` names no domain or one that `is_ours` accepts, else `FI_EINVAL`
+/// with a message prefixed by `prov`.
+///
+/// # Errors
+/// `FI_EINVAL` for a domain name `is_ours` refuses.
+pub fn check_domain_name(prov: &str, info: &Info, is_ours: impl Fn(&str) -> bool) -> Result<()> {
+    check_name(prov, "domain", info.domain_attr.name.as_deref(), is_ours)
+}
+
+/// [`check_fabric_name`] and [`check_domain_name`]: `name` of a `what` ("fabric",
+/// "domain"), if given, is one `is_ours` accepts.
+fn check_name(
+    prov: &str,
+    what: &str,
+    name: Option<&str>,
+    is_ours: impl Fn(&str) -> bool,
+) -> Result<()> {
+    match name {
         Some(name) if !is_ours(name) => Err(Error::new(
             Errno::EINVAL,
-            format!("{prov}: no fabric named {name:?}"),
+            format!("{prov}: no {what} named {name:?}"),
         )),
         _ => Ok(()),
     }
@@ -221,16 +241,28 @@ mod tests {
     }
 
     #[test]
-    fn fabric_name_check_names_the_provider_and_the_fabric() {
-        let mut info = Info::new();
+    fn name_checks_name_the_provider_and_the_object() {
         let is_tcp = |name: &str| name.eq_ignore_ascii_case("tcp");
-        assert!(check_fabric_name("tcp", &info, is_tcp).is_ok());
-        info.fabric_attr.name = Some("TCP".into());
-        assert!(check_fabric_name("tcp", &info, is_tcp).is_ok());
-        info.fabric_attr.name = Some("udp".into());
-        let e = check_fabric_name("tcp", &info, is_tcp).unwrap_err();
-        assert_eq!(e.code(), Errno::EINVAL);
-        assert_eq!(e.message(), "tcp: no fabric named \"udp\"");
+        for what in ["fabric", "domain"] {
+            let check = |info: &Info| match what {
+                "fabric" => check_fabric_name("tcp", info, is_tcp),
+                _ => check_domain_name("tcp", info, is_tcp),
+            };
+            let named = |name: &str| {
+                let mut info = Info::new();
+                let slot = match what {
+                    "fabric" => &mut info.fabric_attr.name,
+                    _ => &mut info.domain_attr.name,
+                };
+                *slot = Some(name.into());
+                info
+            };
+            assert!(check(&Info::new()).is_ok(), "{what}");
+            assert!(check(&named("TCP")).is_ok(), "{what}");
+            let e = check(&named("udp")).unwrap_err();
+            assert_eq!(e.code(), Errno::EINVAL);
+            assert_eq!(e.message(), format!("tcp: no {what} named \"udp\""));
+        }
     }
 
     #[test]

@@ -18,9 +18,9 @@
 
 use std::sync::Arc;
 
-use ofi_core::attr::Info;
+use ofi_core::attr::{DomainAttr, Info};
 use ofi_core::av::AvAttr;
-use ofi_core::enums::{AddrFormat, AvType, EpType, Progress};
+use ofi_core::enums::{AddrFormat, AvType, EpType, Progress, ResourceMgmt, Threading};
 use ofi_core::error::{Errno, Error, Result};
 use ofi_core::flags::{Caps, GetinfoFlags};
 use ofi_core::getinfo::{self, GetinfoOutcome, GetinfoRequest, NoResolver};
@@ -51,6 +51,21 @@ pub fn progress_for(hints: Option<&Info>) -> Progress {
     match hints.map(|h| (h.domain_attr.data_progress, h.domain_attr.control_progress)) {
         Some((Progress::Auto, _) | (_, Progress::Auto)) => Progress::Auto,
         _ => Progress::Manual,
+    }
+}
+
+/// The domain attributes a utility's template starts from over the core answer `core`:
+/// the core's, thread-safe, with `progress` ([`progress_for`]) for control and data,
+/// resource management on and the AV type left open. The utility then sets what its
+/// own protocol decides (MR mode, CQ data size, context counts).
+pub fn utility_domain_attr(core: &Info, progress: Progress) -> DomainAttr {
+    DomainAttr {
+        threading: Threading::Safe,
+        control_progress: progress,
+        data_progress: progress,
+        resource_mgmt: ResourceMgmt::Enabled,
+        av_type: AvType::Unspec,
+        ..core.domain_attr.clone()
     }
 }
 

@@ -57,6 +57,8 @@
 //! - [`netif`]: network interfaces and the default source address of IP endpoints
 //!   (`FI_<PROV>_IFACE`, the first up non-loopback interface, the route's source);
 //! - [`nic`]: the NIC behind an IP address (`fi_info::nic`) read from sysfs;
+//! - [`debug_fields`](mod@debug_fields): the `Debug` of an object that shows only what
+//!   names it ([`debug_fields!`]);
 //! - [`diag`]: diagnostics of untrusted input — long values shortened for messages,
 //!   warnings about peers rate-limited per peer;
 //! - [`wire`]: the one wire-format convention — named field ranges, checked views
@@ -88,6 +90,7 @@ pub mod core_provider;
 pub mod cq;
 #[allow(unsafe_code)]
 pub mod dataops;
+pub mod debug_fields;
 pub mod diag;
 pub mod ep;
 pub mod epglue;

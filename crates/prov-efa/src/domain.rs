@@ -36,13 +36,7 @@ pub(crate) struct DomainShared {
     pub(crate) ah_numbers: Arc<AhNumbers>,
 }
 
-impl std::fmt::Debug for DomainShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DomainShared")
-            .field("device", &self.ctx.device_name())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(DomainShared, |dom| { device: dom.ctx.device_name() });
 
 /// `FI_EP_RDM` or `FI_EP_DGRAM` (or unspecified).
 fn check_ep_type(info: &Info) -> Result<()> {

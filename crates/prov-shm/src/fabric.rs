@@ -24,9 +24,10 @@ use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::MrAttr;
-use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
+use ofi_core::provider::DomainOps;
 use ofi_core::{AvType, EpType, Errno, Error, Result};
 use ofi_kit::auth::{self, AuthKey, AuthTag, AUTH_KEY_MAX};
+use ofi_kit::epglue::SharedCtxAttr;
 use ofi_kit::mr::{KitMr, MrConfig, MrTable};
 use ofi_kit::progress::ProgressEngine;
 
@@ -34,48 +35,11 @@ use crate::av::ShmAv;
 use crate::ep::Endpoint;
 use crate::{Settings, ADDR_PREFIX, NAME};
 
-/// A fabric: every process of this host that uses this provider.
-#[derive(Debug)]
-pub struct Fabric {
-    settings: Settings,
-}
-
-fn check_ep_type(info: &Info) -> Result<()> {
-    ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm)
-}
-
-impl Fabric {
-    /// Open the fabric for `info`.
-    ///
-    /// # Errors
-    /// `FI_EINVAL` for an endpoint type other than `FI_EP_RDM`.
-    pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
-        check_ep_type(info)?;
-        Ok(Fabric { settings })
-    }
-}
-
-impl FabricOps for Fabric {
-    type Domain = Domain;
-    type PassiveEp = Unsupported;
-    ofi_kit::kit_fabric_ops!();
-
-    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        check_ep_type(info)?;
-        let auth_key = AuthKey::new(info.domain_attr.auth_key.as_deref());
-        auth::check_key(NAME, "domain_attr.auth_key", auth_key.get(), AUTH_KEY_MAX)?;
-        let engine = ProgressEngine::for_domain(info)?;
-        let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
-        Ok(Domain {
-            settings: Settings {
-                auth: auth_key.tag(),
-                ..self.settings
-            },
-            engine,
-            av_type: info.domain_attr.av_type,
-            mr: MrTable::new(cfg)?,
-            auth_key,
-        })
+ofi_kit::settings_fabric! {
+    /// A fabric: every process of this host that uses this provider. `FI_EINVAL` for an
+    /// endpoint type other than `FI_EP_RDM`.
+    pub struct Fabric(Settings) {
+        Domain = Domain, check = |info| ofi_kit::fabric::check_ep_type(NAME, info, EpType::Rdm);
     }
 }
 
@@ -91,6 +55,29 @@ pub struct Domain {
 }
 
 impl Domain {
+    /// Open a domain of a fabric with `settings` for `info`.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for an endpoint type other than `FI_EP_RDM` or a key longer than
+    /// [`AUTH_KEY_MAX`]; the progress engine's and MR table's errors.
+    pub(crate) fn open(settings: &Settings, info: &Info) -> Result<Domain> {
+        Fabric::check_info(info)?;
+        let auth_key = AuthKey::new(info.domain_attr.auth_key.as_deref());
+        auth::check_key(NAME, "domain_attr.auth_key", auth_key.get(), AUTH_KEY_MAX)?;
+        let engine = ProgressEngine::for_domain(info)?;
+        let cfg = MrConfig::for_domain(info.domain_attr.mr_mode, crate::IOV_LIMIT);
+        Ok(Domain {
+            settings: Settings {
+                auth: auth_key.tag(),
+                ..*settings
+            },
+            engine,
+            av_type: info.domain_attr.av_type,
+            mr: MrTable::new(cfg)?,
+            auth_key,
+        })
+    }
+
     /// The domain's progress engine.
     pub fn engine(&self) -> &Arc<ProgressEngine> {
         &self.engine
@@ -108,6 +95,11 @@ impl Domain {
             ..self.settings
         })
     }
+
+    /// `fi_stx_context` or `fi_srx_context` (see `ep::shared_ctx`).
+    fn shared_ctx(&self, attr: SharedCtxAttr<'_>) -> Result<Endpoint> {
+        Endpoint::open_shared_ctx(self.settings, attr, self.engine.clone(), self.mr.clone())
+    }
 }
 
 impl DomainOps<Fabric> for Domain {
@@ -118,7 +110,7 @@ impl DomainOps<Fabric> for Domain {
 
     fn endpoint(&self, info: &Info, context: usize, flags: u64) -> Result<Endpoint> {
         ofi_kit::fabric::no_endpoint_flags(NAME, flags)?;
-        check_ep_type(info)?;
+        Fabric::check_info(info)?;
         Endpoint::open(
             self.endpoint_settings(info)?,
             info,
@@ -131,19 +123,19 @@ impl DomainOps<Fabric> for Domain {
     /// `fi_scalable_ep`: contexts per `ep_attr.tx_ctx_cnt` / `rx_ctx_cnt` (see
     /// `ep::scalable`).
     fn scalable_ep(&self, info: &Info, _context: usize) -> Result<Endpoint> {
-        check_ep_type(info)?;
+        Fabric::check_info(info)?;
         let settings = self.endpoint_settings(info)?;
         Endpoint::open_scalable(settings, info, self.engine.clone(), self.mr.clone())
     }
 
     /// `fi_stx_context` (see `ep::shared_ctx`).
     fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_stx(self.settings, attr, self.engine.clone(), self.mr.clone())
+        self.shared_ctx(SharedCtxAttr::Tx(attr))
     }
 
     /// `fi_srx_context` (see `ep::shared_ctx`).
     fn srx_ctx(&self, attr: &ofi_core::RxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_srx(self.settings, attr, self.engine.clone(), self.mr.clone())
+        self.shared_ctx(SharedCtxAttr::Rx(attr))
     }
 
     /// Registration by the kit's MR table (which answers unknown access bits with

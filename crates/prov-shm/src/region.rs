@@ -569,6 +569,20 @@ impl RingWords for AckRing<'_> {
     }
 }
 
+/// The accessors of a ring's named control words, one a line: `name: Type =
+/// reader::<OFFSET>;` writes `pub fn name(&self) -> &'a Type`, which returns the word
+/// that `Ring::reader` finds at `OFFSET` of the control block.
+macro_rules! ring_ctl_words {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty = $reader:ident::<$rel:ident>;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> &'a $ty {
+                self.$reader::<$rel>()
+            }
+        )*
+    };
+}
+
 impl<'a> Ring<'a> {
     /// The u64 at `REL` in the ring's control block (aligned and inside the block:
     /// checked when this compiles).
@@ -633,29 +647,19 @@ impl<'a> Ring<'a> {
     pub fn map(&self) -> &'a Mapping {
         &self.region.map
     }
-    /// The claim word.
-    pub fn claim(&self) -> &'a AtomicU64 {
-        self.ctl_u64::<R_CLAIM>()
-    }
-    /// The state word.
-    pub fn state(&self) -> &'a AtomicU32 {
-        self.ctl_u32::<R_STATE>()
-    }
-    /// The CMA word.
-    pub fn cma(&self) -> &'a AtomicU32 {
-        self.ctl_u32::<R_CMA>()
-    }
-    /// The sender's informational head.
-    pub fn head_word(&self) -> &'a AtomicU64 {
-        self.ctl_u64::<R_HEAD>()
-    }
-    /// The receiver's tail.
-    pub fn tail_word(&self) -> &'a AtomicU64 {
-        self.ctl_u64::<R_TAIL>()
-    }
-    /// The sender's ack tail.
-    pub fn ack_tail_word(&self) -> &'a AtomicU64 {
-        self.ctl_u64::<R_ACK_TAIL>()
+    ring_ctl_words! {
+        /// The claim word.
+        claim: AtomicU64 = ctl_u64::<R_CLAIM>;
+        /// The state word.
+        state: AtomicU32 = ctl_u32::<R_STATE>;
+        /// The CMA word.
+        cma: AtomicU32 = ctl_u32::<R_CMA>;
+        /// The sender's informational head.
+        head_word: AtomicU64 = ctl_u64::<R_HEAD>;
+        /// The receiver's tail.
+        tail_word: AtomicU64 = ctl_u64::<R_TAIL>;
+        /// The sender's ack tail.
+        ack_tail_word: AtomicU64 = ctl_u64::<R_ACK_TAIL>;
     }
     /// The state of chunk `c` (`c < chunks`).
     pub fn chunk_state(&self, c: usize) -> &'a AtomicU32 {
@@ -876,15 +880,7 @@ impl Region {
         map.header_u64::<H_AUTH>()
             .store(auth.wire(), Ordering::Relaxed);
         map.header_u32::<H_READY>().store(1, Ordering::Release);
-        Ok(Region {
-            map,
-            geo,
-            stride: geo.ring_stride(),
-            name: name.to_string(),
-            owner_pid: pid,
-            owner_start: start,
-            auth,
-        })
+        Ok(Region::assembled(name, map, geo, pid, start, auth))
     }
 
     /// [`Region::open_peer`] for a sender whose authorization tag is `auth`.
@@ -996,7 +992,21 @@ impl Region {
             ));
         }
         let auth = AuthTag::from_wire(map.header_u64::<H_AUTH>().load(Ordering::Relaxed));
-        Ok(Region {
+        Ok(Region::assembled(name, map, geo, pid, start, auth))
+    }
+
+    /// The region `name` over `map`, whose header says `geo`, owner `pid` (started at
+    /// `start`) and `auth`; `geo` must have passed [`Geometry::validate`] against
+    /// `map.len()` (the [`Region`] invariant).
+    fn assembled(
+        name: &str,
+        map: Mapping,
+        geo: Geometry,
+        pid: i32,
+        start: u64,
+        auth: AuthTag,
+    ) -> Region {
+        Region {
             map,
             geo,
             stride: geo.ring_stride(),
@@ -1004,7 +1014,7 @@ impl Region {
             owner_pid: pid,
             owner_start: start,
             auth,
-        })
+        }
     }
 
     /// Whether the owner is alive and has not closed the region.
@@ -1217,6 +1227,19 @@ pub(crate) mod tests {
         std::path::Path::new("/dev/shm").join(name).exists()
     }
 
+    /// A new region of the [`small`] geometry under a fresh name ([`uniq`] of `tag`).
+    fn fresh(tag: &str) -> (String, Region) {
+        let name = uniq(tag);
+        let r = Region::create(&name, small()).unwrap();
+        (name, r)
+    }
+
+    /// Unlink region `name` and check that its file is gone.
+    fn unlink_gone(name: &str) {
+        unlink(name);
+        assert!(!exists(name));
+    }
+
     /// A peer maps a keyed region only with the same tag (`FI_EACCES` otherwise, the
     /// key never in the message); a ring carries its sender's tag.
     #[test]
@@ -1235,10 +1258,8 @@ pub(crate) mod tests {
         assert_eq!(r.ring(1).auth(), key);
         assert_eq!(r.ring(0).auth(), AuthTag::NONE);
         drop((p, r));
-        unlink(&name);
-        assert!(!exists(&name));
-        let plain = uniq("noauth");
-        let r = Region::create(&plain, small()).unwrap();
+        unlink_gone(&name);
+        let (plain, r) = fresh("noauth");
         assert_eq!(
             Region::open_peer_keyed(&plain, AuthTag::NONE)
                 .unwrap()
@@ -1250,28 +1271,24 @@ pub(crate) mod tests {
             Errno::EACCES
         );
         drop(r);
-        unlink(&plain);
-        assert!(!exists(&plain));
+        unlink_gone(&plain);
     }
 
     #[test]
     fn create_then_peer_maps_with_same_geometry() {
-        let name = uniq("a");
-        let r = Region::create(&name, small()).unwrap();
+        let (name, r) = fresh("a");
         let p = Region::open_peer(&name).unwrap();
         assert_eq!(p.geometry(), small());
         assert_eq!(p.owner_pid(), std::process::id() as i32);
         // A word written through one mapping is seen through the other.
         r.ring(1).tail_word().store(77, Ordering::Release);
         assert_eq!(p.ring(1).tail_word().load(Ordering::Acquire), 77);
-        unlink(&name);
-        assert!(!exists(&name));
+        unlink_gone(&name);
     }
 
     #[test]
     fn checked_word_access_refuses_bad_offsets() {
-        let name = uniq("words");
-        let r = Region::create(&name, small()).unwrap();
+        let (name, r) = fresh("words");
         let m = r.map();
         let len = m.len();
         assert!(m.u64_at(len - 8).is_some());
@@ -1296,8 +1313,7 @@ pub(crate) mod tests {
 
     #[test]
     fn ring_indices_wrap_inside_the_ring() {
-        let name = uniq("wrap");
-        let r = Region::create(&name, small()).unwrap();
+        let (name, r) = fresh("wrap");
         let geo = small();
         // Out-of-range ring, slot, word and ack indices reach the same words as their
         // reductions: never a word outside the ring.
@@ -1328,8 +1344,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_live_region_is_never_overwritten() {
-        let name = uniq("b");
-        let _r = Region::create(&name, small()).unwrap();
+        let (name, _r) = fresh("b");
         let e = Region::create(&name, small()).unwrap_err();
         assert_eq!(e.code(), Errno::EADDRINUSE);
         unlink(&name);
@@ -1374,8 +1389,7 @@ pub(crate) mod tests {
             }),
         ];
         for (what, poke) in cases {
-            let name = uniq("c");
-            let r = Region::create(&name, small()).unwrap();
+            let (name, r) = fresh("c");
             poke(r.map());
             let e = Region::open_peer(&name).unwrap_err();
             assert_eq!(e.code(), Errno::EPROTO, "{what}: {e}");
@@ -1385,8 +1399,7 @@ pub(crate) mod tests {
 
     #[test]
     fn stale_region_of_a_dead_process_is_reclaimed() {
-        let name = uniq("stale");
-        let r = Region::create(&name, small()).unwrap();
+        let (name, r) = fresh("stale");
         // Pretend the owner is a process that has exited: a child we reaped.
         let child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id() as i32;
@@ -1409,8 +1422,7 @@ pub(crate) mod tests {
         drop(r);
         let r2 = Region::create(&name, small()).unwrap();
         assert_eq!(r2.owner_pid(), std::process::id() as i32);
-        unlink(&name);
-        assert!(!exists(&name));
+        unlink_gone(&name);
     }
 
     #[test]

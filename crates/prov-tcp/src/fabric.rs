@@ -192,14 +192,7 @@ impl FabricOps for Fabric {
     ofi_kit::kit_fabric_ops!(eq_progress = |f| f.shared.cm_engine.clone());
 
     fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        if let Some(name) = info.domain_attr.name.as_deref() {
-            if !name.eq_ignore_ascii_case(NAME) {
-                return Err(Error::new(
-                    Errno::EINVAL,
-                    format!("{NAME}: no domain named {name:?}"),
-                ));
-            }
-        }
+        ofi_kit::fabric::check_domain_name(NAME, info, |name| name.eq_ignore_ascii_case(NAME))?;
         ofi_kit::fabric::check_ep_type(NAME, info, EpType::Msg)?;
         let engine = ProgressEngine::for_domain(info)?;
         let mr = MrTable::new(MrConfig {

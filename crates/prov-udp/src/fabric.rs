@@ -21,7 +21,7 @@ use ofi_core::attr::Info;
 use ofi_core::av::AvAttr;
 use ofi_core::cntr::CntrAttr;
 use ofi_core::cq::CqAttr;
-use ofi_core::provider::{DomainOps, FabricOps, Unsupported};
+use ofi_core::provider::{DomainOps, Unsupported};
 use ofi_core::{AddrFormat, EpType, Errno, Error, Result};
 use ofi_kit::av::{AvConfig, KitAv, SharedAv};
 use ofi_kit::cntr::KitCntr;
@@ -34,45 +34,11 @@ use crate::sock::SockAddr;
 use crate::watch::Hub;
 use crate::{Settings, NAME};
 
-/// A fabric (`fid_fabric`).
-#[derive(Debug)]
-pub struct Fabric {
-    settings: Settings,
-}
-
-impl Fabric {
-    /// Open the fabric for `info`.
-    ///
-    /// # Errors
-    /// `FI_EINVAL` when `info` names an endpoint type other than `FI_EP_DGRAM`.
-    pub fn open(settings: Settings, info: &Info) -> Result<Fabric> {
-        check_ep_type(info)?;
-        Ok(Fabric { settings })
-    }
-}
-
-fn check_ep_type(info: &Info) -> Result<()> {
-    ofi_kit::fabric::check_ep_type(NAME, info, EpType::Dgram)
-}
-
-impl FabricOps for Fabric {
-    type Domain = Domain;
-    type PassiveEp = Unsupported;
-    ofi_kit::kit_fabric_ops!();
-
-    fn domain(&self, info: &Info, _context: usize) -> Result<Domain> {
-        check_ep_type(info)?;
-        let engine = ProgressEngine::for_domain(info)?;
-        let addr_format = match info.addr_format {
-            AddrFormat::UNSPEC => AddrFormat::SOCKADDR_IN,
-            f => f,
-        };
-        Ok(Domain {
-            settings: self.settings,
-            engine,
-            addr_format,
-            hub: Arc::new(Hub::new()),
-        })
+ofi_kit::settings_fabric! {
+    /// A fabric (`fid_fabric`). `FI_EINVAL` when `info` names an endpoint type other
+    /// than `FI_EP_DGRAM`.
+    pub struct Fabric(Settings) {
+        Domain = Domain, check = |info| ofi_kit::fabric::check_ep_type(NAME, info, EpType::Dgram);
     }
 }
 
@@ -87,6 +53,26 @@ pub struct Domain {
 }
 
 impl Domain {
+    /// Open a domain of a fabric with `settings` for `info`.
+    ///
+    /// # Errors
+    /// `FI_EINVAL` for an endpoint type other than `FI_EP_DGRAM`; the progress engine's
+    /// errors.
+    pub(crate) fn open(settings: &Settings, info: &Info) -> Result<Domain> {
+        Fabric::check_info(info)?;
+        let engine = ProgressEngine::for_domain(info)?;
+        let addr_format = match info.addr_format {
+            AddrFormat::UNSPEC => AddrFormat::SOCKADDR_IN,
+            f => f,
+        };
+        Ok(Domain {
+            settings: *settings,
+            engine,
+            addr_format,
+            hub: Arc::new(Hub::new()),
+        })
+    }
+
     /// The domain's progress engine.
     pub fn engine(&self) -> &Arc<ProgressEngine> {
         &self.engine

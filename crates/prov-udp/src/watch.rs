@@ -50,13 +50,7 @@ pub(crate) struct Hub {
     thread: OnceLock<Mutex<Option<JoinHandle<()>>>>,
 }
 
-impl std::fmt::Debug for Hub {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub")
-            .field("running", &self.is_running())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Hub, |hub| { running: hub.is_running() });
 
 impl Hub {
     /// A hub without a watcher.

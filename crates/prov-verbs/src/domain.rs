@@ -36,13 +36,7 @@ pub(crate) struct DomainShared {
     regions: RwLock<BTreeMap<usize, (usize, u32)>>,
 }
 
-impl std::fmt::Debug for DomainShared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DomainShared")
-            .field("device", &self.ctx.device_name())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(DomainShared, |dom| { device: dom.ctx.device_name() });
 
 impl DomainShared {
     pub(crate) fn add_region(&self, addr: usize, len: usize, lkey: u32) {

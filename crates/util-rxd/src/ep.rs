@@ -223,13 +223,7 @@ impl Drop for Endpoint {
     }
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("addr", &self.sh.me_bytes)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| { addr: ep.sh.me_bytes });
 
 /// `a` with an unspecified IP replaced by the first up non-loopback interface's
 /// address of its family (loopback only without one): a name of an endpoint bound to

@@ -41,8 +41,7 @@ pub mod proto;
 use ofi_core::attr::Info;
 use ofi_core::provider::Host;
 use ofi_core::{
-    AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
-    Result, Threading, Version,
+    Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, Result, Version,
 };
 use ofi_kit::{info, param::Params};
 
@@ -240,12 +239,7 @@ impl RxdProvider {
     pub fn template_over(&self, core: &Info, progress: Progress) -> Info {
         let s = &self.settings;
         let caps = CAPS;
-        let mut d = core.domain_attr.clone();
-        d.threading = Threading::Safe;
-        d.control_progress = progress;
-        d.data_progress = progress;
-        d.resource_mgmt = ResourceMgmt::Enabled;
-        d.av_type = AvType::Unspec;
+        let mut d = ofi_kit::layer::utility_domain_attr(core, progress);
         d.mr_mode = ofi_core::MrMode::empty();
         d.mr_iov_limit = IOV_LIMIT;
         d.mr_key_size = 8;
@@ -317,8 +311,7 @@ mod tests {
 
     #[test]
     fn core_hints_drop_rxd_and_ask_for_sources() {
-        let mut h = Info::hints();
-        h.fabric_attr.prov_name = Some("udp;ofi_rxd".into());
+        let h = Info::hints().with_provider("udp;ofi_rxd");
         let m = core_hints(Some(&h));
         assert_eq!(m.fabric_attr.prov_name.as_deref(), Some("udp"));
         assert!(core_hints(None)

@@ -430,14 +430,7 @@ pub struct Engine {
     scratch: Vec<u8>,
 }
 
-impl std::fmt::Debug for Engine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("peers", &self.peers.len())
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Engine, |eng| { peers: eng.peers.len(), stats: eng.stats });
 
 /// Make sure `p` (peer `pid`)'s timer fires by `t`: a heap entry only when `t` is
 /// earlier than the one it has.

@@ -21,6 +21,7 @@ use ofi_core::enums::{AtomicOp, Datatype};
 use ofi_core::mr::{MemoryRegion, MrAttr};
 use ofi_core::provider::{Desc, DomainOps, MrOps};
 use ofi_core::Result;
+use ofi_kit::epglue::SharedCtxAttr;
 use ofi_kit::layer::{LayeredFabric, UtilityDomainShared};
 
 use crate::ep::Endpoint;
@@ -74,6 +75,13 @@ ofi_kit::layered_domain! {
     pub struct Domain(Settings, InternalKeys) over crate::LAYERING, InternalKeys::new;
 }
 
+impl Domain {
+    /// `fi_stx_context` or `fi_srx_context` (see `ep::shared_ctx`).
+    fn shared_ctx(&self, attr: SharedCtxAttr<'_>) -> Result<Endpoint> {
+        Endpoint::open_shared_ctx(self.0.inner.clone(), attr, self.0.engine.clone())
+    }
+}
+
 impl DomainOps<Fabric> for Domain {
     ofi_kit::layered_domain_ops!(crate::LAYERING, Endpoint);
     type Mr = Mr;
@@ -85,12 +93,12 @@ impl DomainOps<Fabric> for Domain {
 
     /// `fi_stx_context` (see `ep::shared_ctx`).
     fn stx_ctx(&self, attr: &ofi_core::TxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_stx(self.0.inner.clone(), attr, self.0.engine.clone())
+        self.shared_ctx(SharedCtxAttr::Tx(attr))
     }
 
     /// `fi_srx_context` (see `ep::shared_ctx`).
     fn srx_ctx(&self, attr: &ofi_core::RxAttr, _context: usize) -> Result<Endpoint> {
-        Endpoint::open_srx(self.0.inner.clone(), attr, self.0.engine.clone())
+        self.shared_ctx(SharedCtxAttr::Rx(attr))
     }
 
     /// Registration with the core's domain (its key and descriptor are rxm's).

@@ -48,8 +48,7 @@ use ofi_core::attr::Info;
 use ofi_core::param::ParamType;
 use ofi_core::provider::Host;
 use ofi_core::{
-    AvType, Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, ResourceMgmt,
-    Result, Threading, Version,
+    Caps, EpType, Errno, Error, MsgOrder, OpFlags, Progress, Protocol, Result, Version,
 };
 
 /// The provider's name.
@@ -356,14 +355,9 @@ impl RxmProvider {
             .inject_size
             .saturating_sub(proto::HDR_LEN)
             .min(s.eager_limit());
-        let mut d = core.domain_attr.clone();
-        d.threading = Threading::Safe;
         // Connections are driven by the same progress as data (no thread of our own
         // unless auto progress is asked for).
-        d.control_progress = progress;
-        d.data_progress = progress;
-        d.resource_mgmt = ResourceMgmt::Enabled;
-        d.av_type = AvType::Unspec;
+        let mut d = ofi_kit::layer::utility_domain_attr(core, progress);
         // rxm's own header carries 8 bytes of CQ data, but fi_writedata goes through
         // the core's write with data: a core with less (verbs: 4, the immediate data)
         // limits what rxm offers.
@@ -449,8 +443,7 @@ mod tests {
 
     #[test]
     fn core_hints_drop_rxm_and_accept_the_cores_mr_bits() {
-        let mut h = Info::hints();
-        h.fabric_attr.prov_name = Some("tcp;OFI_RXM".into());
+        let mut h = Info::hints().with_provider("tcp;OFI_RXM");
         h.domain_attr.mr_mode = ofi_core::MrMode::LOCAL;
         let m = core_hints(Some(&h));
         assert_eq!(m.fabric_attr.prov_name.as_deref(), Some("tcp"));

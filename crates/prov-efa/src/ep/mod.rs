@@ -289,13 +289,7 @@ pub struct Endpoint {
     alias: bool,
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("addr", &self.sh.me)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| { addr: ep.sh.me });
 
 impl Drop for Endpoint {
     fn drop(&mut self) {

@@ -477,13 +477,7 @@ pub struct Endpoint {
     flags: DefaultOpFlags,
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("name", &self.sh.name())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| { name: ep.sh.name() });
 
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
 

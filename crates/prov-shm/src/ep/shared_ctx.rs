@@ -41,11 +41,10 @@
 
 use std::sync::Arc;
 
-use ofi_core::attr::{RxAttr, TxAttr};
 use ofi_core::provider::BindTarget;
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
-use ofi_kit::epglue::{srx_info, stx_info};
+use ofi_kit::epglue::SharedCtxAttr;
 use ofi_kit::mr::MrTable;
 use ofi_kit::progress::ProgressEngine;
 use ofi_kit::wait::lock;
@@ -69,44 +68,27 @@ pub(crate) struct SharedBindings {
     pub(super) remote: RemoteCntrs,
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Shared, |sh| { name: sh.name });
 
 impl Endpoint {
-    /// `fi_srx_context`: a receiving endpoint with receive attributes `attr`.
+    /// `fi_srx_context` or `fi_stx_context`: a receiving endpoint, or a token endpoint
+    /// (see the module docs), with the attributes `attr` names.
     ///
     /// # Errors
     /// Failures creating its region.
-    pub fn open_srx(
+    pub fn open_shared_ctx(
         settings: Settings,
-        attr: &RxAttr,
+        attr: SharedCtxAttr<'_>,
         engine: Arc<ProgressEngine>,
         mr: Arc<MrTable>,
     ) -> Result<Endpoint> {
-        let info = srx_info(attr);
-        let region = create_auto_named(settings.geometry, settings.auth)?;
-        Endpoint::with_region(settings, &info, engine, mr, region, Role::Srx)
-    }
-
-    /// `fi_stx_context`: a token endpoint (see the module docs) with transmit
-    /// attributes `attr`.
-    ///
-    /// # Errors
-    /// Failures creating its region.
-    pub fn open_stx(
-        settings: Settings,
-        attr: &TxAttr,
-        engine: Arc<ProgressEngine>,
-        mr: Arc<MrTable>,
-    ) -> Result<Endpoint> {
-        let info = stx_info(attr);
-        let region = create_auto_named(IDLE_GEOMETRY, settings.auth)?;
-        Endpoint::with_region(settings, &info, engine, mr, region, Role::Stx)
+        let (role, geometry) = if attr.is_rx() {
+            (Role::Srx, settings.geometry)
+        } else {
+            (Role::Stx, IDLE_GEOMETRY)
+        };
+        let region = create_auto_named(geometry, settings.auth)?;
+        Endpoint::with_region(settings, &attr.info(), engine, mr, region, role)
     }
 
     /// `fi_ep_bind` of a shared context (`Some`), or of anything to a shared context

@@ -145,7 +145,7 @@ impl EpInner {
         &self,
         st: &mut St,
         hdr: Hdr,
-        sink: Sink,
+        mut sink: Sink,
     ) -> std::result::Result<Step, Fail> {
         let pid = st.local.peer_pid.unwrap_or(0);
         let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
@@ -156,37 +156,22 @@ impl EpInner {
         let remote = &remote[..usize::from(hdr.rma_cnt)];
         st.rx = Rx::Hdr { got: 0 };
         let size = hdr.size as usize;
-        let (sink, copied) = match sink {
-            Sink::Recv {
-                recv,
-                segs,
-                keep,
-                truncated,
-                multi_released,
-            } => {
-                let local = segs.window(0, keep);
+        let copied = match &mut sink {
+            Sink::Recv { segs, keep, .. } => {
+                let local = segs.window(0, *keep);
                 // SAFETY: `local` is the kept part of a posted receive buffer, left
                 // writable to the provider until the receive completes (the contract of
                 // fi_recv) and held only as addresses.
                 let r = unsafe { ofi_kit::cma::readv(pid, local.segs(), remote) };
-                let ok = matches!(r, Ok(n) if n == keep);
-                let sink = Sink::Recv {
-                    recv,
-                    segs,
-                    keep,
-                    truncated,
-                    multi_released,
-                };
-                (sink, if ok { Ok(()) } else { Err(r.err()) })
+                whole_copy(r, *keep)
             }
-            Sink::Unexp(mut v) => {
+            Sink::Unexp(v) => {
                 v.resize(size, 0);
                 let local = [(v.as_mut_ptr() as usize, size)];
                 // SAFETY: `v` is a live Vec of `size` bytes that nothing else touches
                 // during the call.
                 let r = unsafe { ofi_kit::cma::readv(pid, &local, remote) };
-                let ok = matches!(r, Ok(n) if n == size);
-                (Sink::Unexp(v), if ok { Ok(()) } else { Err(r.err()) })
+                whole_copy(r, size)
             }
             _ => return Err(Fail::Error(Errno::EPROTO, "same-host descriptor".into())),
         };
@@ -210,5 +195,17 @@ impl EpInner {
             }
         }
         Ok(Step::Finished)
+    }
+}
+
+/// The outcome of a same-host copy of `want` bytes: `Ok` when all of them came, else
+/// the OS error (`None` for a short copy).
+fn whole_copy(
+    copied: std::result::Result<usize, i32>,
+    want: usize,
+) -> std::result::Result<(), Option<i32>> {
+    match copied {
+        Ok(n) if n == want => Ok(()),
+        other => Err(other.err()),
     }
 }

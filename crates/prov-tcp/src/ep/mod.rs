@@ -298,13 +298,7 @@ pub struct Endpoint {
     alias: bool,
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("id", &self.inner.id)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| { id: ep.inner.id });
 
 /// The IP socket address an application's address bytes name (a `sockaddr_in` or a
 /// `sockaddr_in6`, told apart by length).
@@ -394,16 +388,8 @@ impl Endpoint {
         } else {
             info.ep_attr.max_msg_size.min(settings.max_msg_size)
         };
-        let rx_size = if info.rx_attr.size == 0 {
-            settings.rx_size
-        } else {
-            info.rx_attr.size
-        };
-        let tx_size = if info.tx_attr.size == 0 {
-            settings.tx_size
-        } else {
-            info.tx_attr.size
-        };
+        let rx_size = ofi_kit::ep::size_or(info.rx_attr.size, settings.rx_size);
+        let tx_size = ofi_kit::ep::size_or(info.tx_attr.size, settings.tx_size);
         let matcher = TagMatcher::new(MatcherConfig {
             directed_recv: false,
             max_posted: rx_size,

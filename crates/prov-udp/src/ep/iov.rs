@@ -27,21 +27,35 @@ const EMPTY_IOVEC: libc::iovec = libc::iovec {
 };
 
 impl UserIov {
+    /// No buffers yet.
+    const EMPTY: UserIov = UserIov {
+        v: [EMPTY_IOVEC; IOV_LIMIT],
+        n: 0,
+        total: 0,
+    };
+
+    /// Append the buffer of `len` bytes at `base`: `FI_EINVAL` for a null buffer that
+    /// is not empty, a list already holding [`IOV_LIMIT`] buffers, or a total that
+    /// overflows.
     #[inline]
-    pub(super) fn one(base: *mut libc::c_void, len: usize) -> Result<UserIov> {
-        if base.is_null() && len > 0 {
+    fn push(&mut self, base: *mut libc::c_void, len: usize) -> Result<()> {
+        if (base.is_null() && len > 0) || self.n == IOV_LIMIT {
             return Err(code(Errno::EINVAL));
         }
-        let mut v = [EMPTY_IOVEC; IOV_LIMIT];
-        v[0] = libc::iovec {
+        self.v[self.n] = libc::iovec {
             iov_base: base,
             iov_len: len,
         };
-        Ok(UserIov {
-            v,
-            n: 1,
-            total: len,
-        })
+        self.n += 1;
+        self.total = self.total.checked_add(len).ok_or(code(Errno::EINVAL))?;
+        Ok(())
+    }
+
+    #[inline]
+    pub(super) fn one(base: *mut libc::c_void, len: usize) -> Result<UserIov> {
+        let mut out = UserIov::EMPTY;
+        out.push(base, len)?;
+        Ok(out)
     }
 
     #[inline]
@@ -49,20 +63,9 @@ impl UserIov {
         if iov.len() > IOV_LIMIT {
             return Err(code(Errno::EINVAL));
         }
-        let mut out = UserIov {
-            v: [EMPTY_IOVEC; IOV_LIMIT],
-            n: iov.len(),
-            total: 0,
-        };
-        for (dst, src) in out.v.iter_mut().zip(iov) {
-            if src.base.is_null() && src.len > 0 {
-                return Err(code(Errno::EINVAL));
-            }
-            *dst = libc::iovec {
-                iov_base: src.base,
-                iov_len: src.len,
-            };
-            out.total = out.total.checked_add(src.len).ok_or(code(Errno::EINVAL))?;
+        let mut out = UserIov::EMPTY;
+        for b in iov {
+            out.push(b.base, b.len)?;
         }
         Ok(out)
     }

@@ -258,14 +258,10 @@ pub struct Endpoint {
     alias: bool,
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("addr_format", &self.inner.addr_format)
-            .field("enabled", &self.inner.active.get().is_some())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| {
+    addr_format: ep.inner.addr_format,
+    enabled: ep.inner.active.get().is_some(),
+});
 
 /// The socket address an endpoint of `info` binds to.
 fn bind_addr(info: &Info, format: AddrFormat) -> Result<SocketAddr> {

@@ -253,10 +253,8 @@ impl EndpointOps<Fabric> for Endpoint {
         dest: u64,
         context: usize,
     ) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        let f = self.op_flags.tx();
         // SAFETY: caller's contract.
-        unsafe { self.inner.send_common(&iov, dest, context, None, f, false) }
+        unsafe { self.send_one(buf, len, dest, context, None) }
     }
 
     unsafe fn sendv(&self, iov: &[Iov], _desc: &[Desc], dest: u64, context: usize) -> Result<()> {
@@ -304,12 +302,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     unsafe fn inject(&self, buf: *const u8, len: usize, dest: u64) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
         // SAFETY: caller's contract.
-        unsafe {
-            self.inner
-                .send_common(&iov, dest, 0, None, OpFlags::empty(), true)
-        }
+        unsafe { self.inject_one(buf, len, dest, None) }
     }
 
     unsafe fn senddata(
@@ -321,22 +315,13 @@ impl EndpointOps<Fabric> for Endpoint {
         dest: u64,
         context: usize,
     ) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
-        let f = self.op_flags.tx();
         // SAFETY: caller's contract.
-        unsafe {
-            self.inner
-                .send_common(&iov, dest, context, Some(data), f, false)
-        }
+        unsafe { self.send_one(buf, len, dest, context, Some(data)) }
     }
 
     unsafe fn injectdata(&self, buf: *const u8, len: usize, data: u64, dest: u64) -> Result<()> {
-        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
         // SAFETY: caller's contract.
-        unsafe {
-            self.inner
-                .send_common(&iov, dest, 0, Some(data), OpFlags::empty(), true)
-        }
+        unsafe { self.inject_one(buf, len, dest, Some(data)) }
     }
 
     unsafe fn recv(
@@ -372,5 +357,49 @@ impl EndpointOps<Fabric> for Endpoint {
         self.inner.engine.unregister(&self.inner);
         lock(&self.inner.rx).clear();
         Ok(())
+    }
+}
+
+impl Endpoint {
+    /// `fi_send` and `fi_senddata` (`data`): one buffer, with the handle's default
+    /// transmit flags.
+    ///
+    /// # Safety
+    /// `buf` is readable for `len` bytes until the send completes (the caller's contract
+    /// for `fi_send`).
+    #[inline]
+    unsafe fn send_one(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        context: usize,
+        data: Option<u64>,
+    ) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        let f = self.op_flags.tx();
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.inner.send_common(&iov, dest, context, data, f, false) }
+    }
+
+    /// `fi_inject` and `fi_injectdata` (`data`): one buffer, copied before the call
+    /// returns, no completion.
+    ///
+    /// # Safety
+    /// `buf` is readable for `len` bytes during the call.
+    #[inline]
+    unsafe fn inject_one(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        data: Option<u64>,
+    ) -> Result<()> {
+        let iov = UserIov::one(buf as *mut libc::c_void, len)?;
+        // SAFETY: the caller's contract, forwarded.
+        unsafe {
+            self.inner
+                .send_common(&iov, dest, 0, data, OpFlags::empty(), true)
+        }
     }
 }

@@ -173,13 +173,7 @@ pub struct EpInner {
     pub(crate) st: Mutex<St>,
 }
 
-impl std::fmt::Debug for EpInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EpInner")
-            .field("qpn", &self.qp.get().map(QueuePair::qp_num))
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(EpInner, |ep| { qpn: ep.qp.get().map(QueuePair::qp_num) });
 
 /// An active endpoint (`FI_EP_MSG` over RC, `FI_EP_DGRAM` over UD).
 #[derive(Debug)]
@@ -276,7 +270,7 @@ impl Endpoint {
     ) -> Result<Endpoint> {
         let s = &dom.fabric.settings;
         let max = dom.ctx.query_device()?.max_srq_wr as usize;
-        let size = if attr.size == 0 { s.rx_size } else { attr.size }.min(max);
+        let size = ofi_kit::ep::size_or(attr.size, s.rx_size).min(max);
         if attr.iov_limit > crate::IOV_LIMIT {
             return Err(Error::new(
                 Errno::EINVAL,

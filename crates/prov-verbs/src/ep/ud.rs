@@ -225,23 +225,9 @@ pub(crate) struct UdRx {
     pub(crate) posted: VecDeque<UserRecv>,
 }
 
-impl std::fmt::Debug for UdRx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdRx")
-            .field("slots", &self.pool.slots)
-            .field("posted", &self.posted.len())
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(UdRx, |rx| { slots: rx.pool.slots, posted: rx.posted.len() });
 
-impl std::fmt::Debug for BouncePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BouncePool")
-            .field("slots", &self.slots)
-            .field("slot_len", &self.slot_len)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(BouncePool, |pool| { slots: pool.slots, slot_len: pool.slot_len });
 
 impl UdRx {
     /// `slots` bounce buffers of `GRH + mtu` bytes, registered on `pd`.

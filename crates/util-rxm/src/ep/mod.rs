@@ -90,7 +90,7 @@ use ofi_core::mr::MemoryRegion;
 use ofi_core::provider::EndpointOps;
 use ofi_core::EqEvent;
 use ofi_core::{Caps, CqFormat, Errno, Error, MrMode, OpFlags, Result, ADDR_NOTAVAIL};
-use ofi_kit::ep::{BindRules, Bindings, Bound};
+use ofi_kit::ep::{BindRules, Bindings, Bound, EpOpenInfo};
 use ofi_kit::layered::RecvQueue;
 use ofi_kit::opflags::DefaultOpFlags;
 use ofi_kit::progress::{Progress, ProgressEngine};
@@ -483,13 +483,7 @@ pub struct Endpoint {
     flags: DefaultOpFlags,
 }
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("addr", &self.sh.me_bytes)
-            .finish_non_exhaustive()
-    }
-}
+ofi_kit::debug_fields!(Endpoint, |ep| { addr: ep.sh.me_bytes });
 
 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -553,24 +547,12 @@ impl Endpoint {
             pep.listen()?;
         }
         let me_bytes = pep.getname()?;
-        let caps = if info.caps.is_empty() {
-            Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV
-        } else {
-            info.caps
-        };
-        let directed = caps.contains(Caps::DIRECTED_RECV);
-        let rx_size = if info.rx_attr.size == 0 {
-            settings.rx_size
-        } else {
-            info.rx_attr.size
-        };
+        let open = EpOpenInfo::new(info, settings.rx_size);
         let m = TagMatcher::new(MatcherConfig {
-            directed_recv: directed,
-            max_posted: rx_size,
             // Credits bound what peers can leave unexpected; these are backstops.
             max_unexpected: usize::MAX / 2,
             max_unexpected_bytes: usize::MAX / 2,
-            ..MatcherConfig::default()
+            ..open.matcher_config()
         });
         let mgr = Manager::new(conn::Config {
             timeout: Duration::from_millis(settings.conn_timeout_ms),
@@ -634,8 +616,8 @@ impl Endpoint {
             core_virt,
             bounce,
             engine: engine.clone(),
-            need_src: caps.intersects(Caps::SOURCE | Caps::DIRECTED_RECV),
-            directed,
+            need_src: open.need_src,
+            directed: open.directed,
             setup: Mutex::new(Setup::default()),
             active: OnceLock::new(),
             remote: Mutex::default(),

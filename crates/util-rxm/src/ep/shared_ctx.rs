@@ -51,10 +51,9 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use ofi_core::attr::{RxAttr, TxAttr};
 use ofi_core::{Errno, Error, OpFlags, Result};
 use ofi_kit::ep::Bound;
-use ofi_kit::epglue::{srx_info, stx_info};
+use ofi_kit::epglue::SharedCtxAttr;
 use ofi_kit::progress::ProgressEngine;
 use ofi_kit::tagmatch::{PostAction, PostedRecv};
 
@@ -144,43 +143,19 @@ fn bad_state(what: &str) -> Error {
 }
 
 impl Endpoint {
-    /// `fi_srx_context`: a shared receive context with receive attributes `attr`.
+    /// `fi_srx_context` or `fi_stx_context`: a shared receive or transmit context with
+    /// the attributes `attr` names (see the module docs).
     ///
     /// # Errors
     /// The core's errors opening the context's objects.
-    pub fn open_srx(
+    pub fn open_shared_ctx(
         dom: Arc<DomainShared>,
-        attr: &RxAttr,
+        attr: SharedCtxAttr<'_>,
         engine: Arc<ProgressEngine>,
     ) -> Result<Endpoint> {
-        let info = srx_info(attr);
-        Self::open_as(
-            dom,
-            &info,
-            engine,
-            Role::Srx,
-            super::scalable::Membership::None,
-        )
-    }
-
-    /// `fi_stx_context`: a shared transmit context with transmit attributes `attr`
-    /// (see the module docs).
-    ///
-    /// # Errors
-    /// The core's errors opening the context's objects.
-    pub fn open_stx(
-        dom: Arc<DomainShared>,
-        attr: &TxAttr,
-        engine: Arc<ProgressEngine>,
-    ) -> Result<Endpoint> {
-        let info = stx_info(attr);
-        Self::open_as(
-            dom,
-            &info,
-            engine,
-            Role::Stx,
-            super::scalable::Membership::None,
-        )
+        let role = if attr.is_rx() { Role::Srx } else { Role::Stx };
+        let info = attr.info();
+        Self::open_as(dom, &info, engine, role, super::scalable::Membership::None)
     }
 
     /// Refuse a transmit operation on a shared context or a scalable endpoint's
