@@ -89,8 +89,8 @@ pub trait DataPath {
     /// has it): `FI_EAGAIN` while an earlier transmit operation of the endpoint has not
     /// completed, so the fenced operation starts only after all of them (the caller
     /// drives progress and posts again, as for any `FI_EAGAIN`).
-    fn fence_ready(&self, act: &Self::Active) -> Result<()> {
-        let _ = act;
+    fn fence_ready(&self, active: &Self::Active) -> Result<()> {
+        let _ = active;
         Ok(())
     }
     /// The endpoint's queue of triggered operations and its domain's progress
@@ -105,13 +105,13 @@ pub trait DataPath {
         None
     }
     /// Submit a send (message or tagged message).
-    fn submit_send(&self, act: &Self::Active, req: SendRequest) -> Result<()>;
+    fn submit_send(&self, active: &Self::Active, req: SendRequest) -> Result<()>;
     /// Post a receive.
-    fn submit_recv(&self, act: &Self::Active, recv: PostedRecv<IoList>) -> Result<()>;
+    fn submit_recv(&self, active: &Self::Active, recv: PostedRecv<IoList>) -> Result<()>;
     /// Submit an RMA read or write of one remote buffer.
-    fn submit_rma(&self, act: &Self::Active, req: RmaRequest<'_>) -> Result<()>;
+    fn submit_rma(&self, active: &Self::Active, req: RmaRequest<'_>) -> Result<()>;
     /// Submit an atomic (base, fetch or compare) on one remote ioc.
-    fn submit_atomic(&self, act: &Self::Active, req: AtomicRequest<'_>) -> Result<()>;
+    fn submit_atomic(&self, active: &Self::Active, req: AtomicRequest<'_>) -> Result<()>;
     /// `fi_atomicvalid` and its fetch / compare forms: the most elements per call.
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize>;
 }
@@ -299,7 +299,7 @@ pub unsafe fn dispatch<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<
 #[inline(always)]
 fn msg_flags<T: DataPath + ?Sized>(
     ep: &T,
-    act: &T::Active,
+    active: &T::Active,
     kind: OpKind,
     a: &DataArgs<'_>,
 ) -> Result<OpFlags> {
@@ -309,7 +309,7 @@ fn msg_flags<T: DataPath + ?Sized>(
     }
     crate::opflags::check_call(T::NAME, kind, flags, T::OP_FLAGS)?;
     if flags.contains(OpFlags::FENCE) {
-        ep.fence_ready(act)?;
+        ep.fence_ready(active)?;
     }
     Ok(crate::opflags::with_implied(flags))
 }
@@ -370,7 +370,7 @@ unsafe fn defer<T: DataPath + ?Sized>(
 /// As [`dispatch`].
 #[inline(always)]
 unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
-    let act = ep.active()?;
+    let active = ep.active()?;
     let tag = kind.tagged.then_some(a.tag);
     let (iov, count, dest, context, tag, data) = match a.msg {
         MsgArg::Msg(m) => (m.msg_iov, m.iov_count, m.addr, m.context, tag, m.data),
@@ -409,10 +409,10 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
                     inject: false,
                 }
             };
-            return ep.submit_send(act, req);
+            return ep.submit_send(active, req);
         }
     };
-    let flags = msg_flags(ep, act, kind, a)?;
+    let flags = msg_flags(ep, active, kind, a)?;
     if flags.contains(OpFlags::TRIGGER) {
         // SAFETY: forwarded.
         return unsafe { defer(ep, kind, flags, a) };
@@ -430,7 +430,7 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
         flags,
         inject: false,
     };
-    ep.submit_send(act, req)
+    ep.submit_send(active, req)
 }
 
 /// A posted receive: single buffer or vector (the receive `op_flags` give
@@ -441,8 +441,8 @@ unsafe fn send<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 /// As [`dispatch`].
 #[inline(always)]
 unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
-    let act = ep.active()?;
-    let flags = msg_flags(ep, act, kind, a)?;
+    let active = ep.active()?;
+    let flags = msg_flags(ep, active, kind, a)?;
     let r = match a.msg {
         MsgArg::Msg(m) => {
             // SAFETY: the C API's contract.
@@ -484,7 +484,7 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
                 .with_flags(ep.rx_op_flags() & OpFlags::COMPLETION)
         }
     };
-    ep.submit_recv(act, r)
+    ep.submit_recv(active, r)
 }
 
 /// An RMA read or write of one remote buffer: single buffer, vector, or message
@@ -494,14 +494,14 @@ unsafe fn recv<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> 
 /// As [`dispatch`].
 #[inline(always)]
 unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
-    let act = ep.active()?;
+    let active = ep.active()?;
     let dir = if matches!(kind.family, OpFamily::Read) {
         RmaDir::Read
     } else {
         RmaDir::Write
     };
     if let MsgArg::Rma(m) = a.msg {
-        let flags = msg_flags(ep, act, kind, a)?;
+        let flags = msg_flags(ep, active, kind, a)?;
         if flags.contains(OpFlags::TRIGGER) {
             // SAFETY: forwarded.
             return unsafe { defer(ep, kind, flags, a) };
@@ -524,7 +524,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
             flags,
             inject: false,
         };
-        return ep.submit_rma(act, req);
+        return ep.submit_rma(active, req);
     }
     let one = [Iov {
         base: a.buf as *mut c_void,
@@ -564,7 +564,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
         flags,
         inject: kind.inject,
     };
-    ep.submit_rma(act, req)
+    ep.submit_rma(active, req)
 }
 
 /// An atomic (base, fetch or compare) on one remote ioc: single buffer, vector, or
@@ -574,7 +574,7 @@ unsafe fn rma<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> R
 /// As [`dispatch`].
 #[inline(always)]
 unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -> Result<()> {
-    let act = ep.active()?;
+    let active = ep.active()?;
     let akind = match kind.family {
         OpFamily::Fetch => AtomicKind::Fetch,
         OpFamily::Compare => AtomicKind::Compare,
@@ -590,7 +590,7 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
         desc: desc_arg(a.result_desc, &mut one_rdesc),
     };
     if let MsgArg::Atomic(m) = a.msg {
-        let flags = msg_flags(ep, act, kind, a)?;
+        let flags = msg_flags(ep, active, kind, a)?;
         if flags.contains(OpFlags::TRIGGER) {
             // SAFETY: forwarded.
             return unsafe { defer(ep, kind, flags, a) };
@@ -612,7 +612,7 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
             flags,
             inject: false,
         };
-        return ep.submit_atomic(act, req);
+        return ep.submit_atomic(active, req);
     }
     let datatype = typed::<T, _>(a.datatype, "datatype")?;
     let op = typed::<T, _>(a.op, "operation")?;
@@ -684,7 +684,7 @@ unsafe fn atomic<T: DataPath + ?Sized>(ep: &T, kind: OpKind, a: &DataArgs<'_>) -
         flags,
         inject,
     };
-    ep.submit_atomic(act, req)
+    ep.submit_atomic(active, req)
 }
 
 /// Writes the data methods of `EndpointOps` from the list of data operations

@@ -54,17 +54,17 @@ impl<P> Bound<P> {
     #[inline(always)]
     pub fn post_recv<S, U>(
         &self,
-        st: &mut S,
+        state: &mut S,
         matcher: impl FnOnce(&mut S) -> &mut TagMatcher<IoList, U>,
         recv: PostedRecv<IoList>,
         deliver: impl FnMut(&mut S, Delivery<'_, U>),
         discard: impl FnMut(&mut S, U),
     ) -> Result<()> {
-        let posted = matcher(st).post(recv);
+        let posted = matcher(state).post(recv);
         if matches!(posted, Ok(PostAction::Queued)) {
             return Ok(());
         }
-        self.settle(st, posted?, deliver, discard);
+        self.settle(state, posted?, deliver, discard);
         Ok(())
     }
 
@@ -74,14 +74,14 @@ impl<P> Bound<P> {
     #[inline(never)]
     fn settle<S, U>(
         &self,
-        st: &mut S,
+        state: &mut S,
         action: PostAction<IoList, U>,
         mut deliver: impl FnMut(&mut S, Delivery<'_, U>),
         mut discard: impl FnMut(&mut S, U),
     ) {
         self.carry_out(action, |u| match u {
-            Unexpected::Deliver(d) => deliver(st, d),
-            Unexpected::Discard(payload) => discard(st, payload),
+            Unexpected::Deliver(d) => deliver(state, d),
+            Unexpected::Discard(payload) => discard(state, payload),
         });
     }
 }

@@ -122,15 +122,15 @@ impl EqShared {
         self.links.drive()
     }
 
-    fn refresh_fd(&self, st: &EqState) {
+    fn refresh_fd(&self, state: &EqState) {
         if let Some(fd) = &self.fd {
-            fd.update(st.ready());
+            fd.update(state.ready());
         }
     }
 
-    fn notify_locked(&self, st: &EqState) {
-        self.refresh_fd(st);
-        if st.sleepers > 0 {
+    fn notify_locked(&self, state: &EqState) {
+        self.refresh_fd(state);
+        if state.sleepers > 0 {
             self.cv.notify_all();
             self.links.kick();
         }
@@ -144,27 +144,27 @@ impl EqShared {
     /// `FI_EAGAIN`, not an overrun).
     fn enqueue(&self, item: std::result::Result<Event, EqErrorEntry>, app: bool) -> Result<()> {
         {
-            let mut st = lock(&self.state);
-            st.errors.refuse_if_overrun("EQ")?;
-            if st.used() >= self.size {
+            let mut state = lock(&self.state);
+            state.errors.refuse_if_overrun("EQ")?;
+            if state.used() >= self.size {
                 if app {
                     return Err(Error::new(Errno::EAGAIN, "the EQ is full"));
                 }
-                st.errors.overflow();
-                self.notify_locked(&st);
+                state.errors.overflow();
+                self.notify_locked(&state);
                 return Err(Error::new(
                     Errno::EOVERRUN,
                     "EQ overrun: event dropped (the queue is full)",
                 ));
             }
             match item {
-                Ok(ev) => st.events.push_back(ev),
+                Ok(ev) => state.events.push_back(ev),
                 Err(e) => {
-                    let seq = st.head + st.events.len() as u64;
-                    st.errors.push(seq, e);
+                    let seq = state.head + state.events.len() as u64;
+                    state.errors.push(seq, e);
                 }
             }
-            self.notify_locked(&st);
+            self.notify_locked(&state);
         }
         self.notify_sets();
         Ok(())
@@ -181,11 +181,11 @@ pub struct KitEq {
 
 impl std::fmt::Debug for KitEq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.inner.state);
+        let state = lock(&self.inner.state);
         f.debug_struct("KitEq")
             .field("size", &self.inner.size)
-            .field("queued", &st.events.len())
-            .field("errors", &st.errors)
+            .field("queued", &state.events.len())
+            .field("errors", &state.errors)
             .finish()
     }
 }
@@ -342,17 +342,17 @@ impl EqOps for KitEq {
     fn read(&self, peek: bool) -> Result<Event> {
         let inner = &*self.inner;
         inner.drive();
-        let mut st = lock(&inner.state);
-        let r = st.next(peek);
+        let mut state = lock(&inner.state);
+        let r = state.next(peek);
         if r.is_ok() && !peek {
-            inner.refresh_fd(&st);
+            inner.refresh_fd(&state);
         }
         r
     }
 
     fn readerr(&self) -> Result<EqErrorEntry> {
         let inner = &*self.inner;
-        let mut st = lock(&inner.state);
+        let mut state = lock(&inner.state);
         let overrun_entry = || EqErrorEntry {
             fid: 0,
             context: 0,
@@ -361,10 +361,10 @@ impl EqOps for KitEq {
             prov_errno: 0,
             err_data: Vec::new(),
         };
-        let Some(e) = st.errors.take(overrun_entry) else {
+        let Some(e) = state.errors.take(overrun_entry) else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
-        inner.refresh_fd(&st);
+        inner.refresh_fd(&state);
         Ok(e)
     }
 
@@ -390,18 +390,18 @@ impl EqOps for KitEq {
         loop {
             let work = inner.drive();
             w.after_round(work);
-            let mut st = lock(&inner.state);
-            if st.ready() {
-                let r = st.next(peek);
+            let mut state = lock(&inner.state);
+            if state.ready() {
+                let r = state.next(peek);
                 if r.is_ok() && !peek {
-                    inner.refresh_fd(&st);
+                    inner.refresh_fd(&state);
                 }
                 return r;
             }
             if w.expired() {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
-            inner.idle(&mut w, st, work, |st| !st.ready());
+            inner.idle(&mut w, state, work, |state| !state.ready());
         }
     }
 

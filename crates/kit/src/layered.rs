@@ -313,10 +313,10 @@ pub fn active<E: LayeredEndpoint>(ep: &E) -> Result<&Bound> {
 /// # Errors
 /// `FI_EOPBADSTATE` before `fi_enable`; `FI_ENOENT` when no receive has that context.
 pub fn cancel<E: LayeredEndpoint>(ep: &E, context: usize) -> Result<()> {
-    let act = active(ep)?;
+    let bound = active(ep)?;
     match ep.with_matcher(|m| m.cancel(context)) {
         Some(r) => {
-            act.cancelled(&r);
+            bound.cancelled(&r);
             Ok(())
         }
         None => Err(Error::new(

@@ -314,15 +314,15 @@ macro_rules! locked_queue_waitable {
     ($shared:ty, $state:ty) => {
         impl $shared {
             /// [`BlockingWait::idle`](crate::wait::BlockingWait::idle) on this queue:
-            /// `st` is its locked state, `idle` whether a reader may still sleep.
+            /// `guard` is its locked state, `idle` whether a reader may still sleep.
             fn idle(
                 &self,
                 w: &mut $crate::wait::BlockingWait,
-                st: ::std::sync::MutexGuard<'_, $state>,
+                guard: ::std::sync::MutexGuard<'_, $state>,
                 work: usize,
                 idle: impl Fn(&$state) -> bool,
             ) {
-                w.idle(st, &self.state, &self.cv, &self.links, work, idle)
+                w.idle(guard, &self.state, &self.cv, &self.links, work, idle)
             }
         }
 
@@ -396,14 +396,14 @@ impl BlockingWait {
     }
 
     /// The end of a round of a queue's blocking read that found nothing to return
-    /// (`st`, the queue's state, still locked): yield, or sleep for at most this
+    /// (`guard`, the queue's state, still locked): yield, or sleep for at most this
     /// round's slice — on the engine's descriptors when the call may, else on `cv` —
     /// in either case only if `idle` still holds for the state once the reader counts
     /// as a sleeper (so a push between the caller's check and the sleep is not
     /// missed).
     pub(crate) fn idle<S: SleeperCount>(
         &mut self,
-        st: MutexGuard<'_, S>,
+        guard: MutexGuard<'_, S>,
         state: &Mutex<S>,
         cv: &Condvar,
         links: &Links,
@@ -411,28 +411,28 @@ impl BlockingWait {
         idle: impl Fn(&S) -> bool,
     ) {
         let slice = self.slice(links, work);
-        drop(st);
+        drop(guard);
         let Some(d) = slice else {
             std::thread::yield_now();
             return;
         };
         let enter = || {
-            let mut st = lock(state);
-            *st.sleepers() += 1;
-            if idle(&st) {
+            let mut guard = lock(state);
+            *guard.sleepers() += 1;
+            if idle(&guard) {
                 true
             } else {
-                *st.sleepers() -= 1;
+                *guard.sleepers() -= 1;
                 false
             }
         };
         let leave = || *lock(state).sleepers() -= 1;
         if !self.sleep_on_fds(links, enter, leave) {
-            let mut st = lock(state);
-            if idle(&st) {
-                *st.sleepers() += 1;
-                let mut st = wait_for(cv, st, d);
-                *st.sleepers() -= 1;
+            let mut guard = lock(state);
+            if idle(&guard) {
+                *guard.sleepers() += 1;
+                let mut guard = wait_for(cv, guard, d);
+                *guard.sleepers() -= 1;
             }
         }
     }

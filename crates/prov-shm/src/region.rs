@@ -1049,12 +1049,12 @@ fn shm_path(name: &str) -> Result<CString> {
 
 fn fd_size(fd: libc::c_int) -> Result<usize> {
     // SAFETY: zeroed stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is writable.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+    let mut state: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `state` is writable.
+    if unsafe { libc::fstat(fd, &mut state) } != 0 {
         return Err(os_err("fstat"));
     }
-    Ok(st.st_size.max(0) as usize)
+    Ok(state.st_size.max(0) as usize)
 }
 
 /// How old a region file whose owner is unknown must be before it counts as stale.
@@ -1062,16 +1062,16 @@ const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn fd_age(fd: libc::c_int) -> std::time::Duration {
     // SAFETY: zeroed stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is writable.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+    let mut state: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `state` is writable.
+    if unsafe { libc::fstat(fd, &mut state) } != 0 {
         return std::time::Duration::ZERO;
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    std::time::Duration::from_secs(now.saturating_sub(st.st_mtime).max(0) as u64)
+    std::time::Duration::from_secs(now.saturating_sub(state.st_mtime).max(0) as u64)
 }
 
 /// Unlink the region name `name` (errors ignored: it may be gone already).

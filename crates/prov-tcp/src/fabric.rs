@@ -282,7 +282,7 @@ pub(crate) struct PepInner {
     fabric: Arc<FabricShared>,
     info: Info,
     fid: usize,
-    st: Mutex<PepState>,
+    state: Mutex<PepState>,
 }
 
 /// A passive endpoint.
@@ -337,7 +337,7 @@ impl PassiveEp {
             fabric: fabric.clone(),
             info: info.clone(),
             fid: context,
-            st: Mutex::new(PepState {
+            state: Mutex::new(PepState {
                 sock,
                 listening: false,
                 backlog: BACKLOG,
@@ -411,18 +411,18 @@ impl PepInner {
 
 impl Progress for PepInner {
     fn progress(&self) -> usize {
-        let Ok(mut st) = self.st.try_lock() else {
+        let Ok(mut state) = self.state.try_lock() else {
             return 0;
         };
-        if !st.listening {
+        if !state.listening {
             return 0;
         }
         let mut work = 0;
         for _ in 0..16 {
-            match st.sock.accept() {
+            match state.sock.accept() {
                 Ok(Some((sock, peer))) => {
                     let _ = sock.set_nodelay();
-                    st.incoming.push(Incoming {
+                    state.incoming.push(Incoming {
                         sock,
                         peer,
                         buf: Vec::new(),
@@ -438,12 +438,12 @@ impl Progress for PepInner {
             }
         }
         let mut i = 0;
-        while i < st.incoming.len() {
-            let done = PepInner::read_req(&mut st.incoming[i]);
+        while i < state.incoming.len() {
+            let done = PepInner::read_req(&mut state.incoming[i]);
             match done {
-                Some(false) if st.incoming[i].since.elapsed() < CONNREQ_TIMEOUT => i += 1,
+                Some(false) if state.incoming[i].since.elapsed() < CONNREQ_TIMEOUT => i += 1,
                 Some(true) => {
-                    let c = st.incoming.swap_remove(i);
+                    let c = state.incoming.swap_remove(i);
                     work += 1;
                     let data = c.buf[CM_HDR_LEN..].to_vec();
                     let local = c.sock.local_addr().ok();
@@ -461,7 +461,7 @@ impl Progress for PepInner {
                         AddrFormat::SOCKADDR_IN
                     };
                     info.ep_attr.ep_type = EpType::Msg;
-                    match &st.eq {
+                    match &state.eq {
                         Some(eq) => {
                             if eq.connreq(self.fid, info, data).is_err() {
                                 drop(self.fabric.take_pending(handle));
@@ -472,7 +472,7 @@ impl Progress for PepInner {
                 }
                 _ => {
                     // Dropped: malformed, closed, or too slow.
-                    st.incoming.swap_remove(i);
+                    state.incoming.swap_remove(i);
                     work += 1;
                 }
             }
@@ -483,12 +483,12 @@ impl Progress for PepInner {
     /// Listening: the listening socket and every accepted socket whose request has not
     /// all arrived.
     fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
-        let Ok(st) = self.st.try_lock() else {
+        let Ok(state) = self.state.try_lock() else {
             return false;
         };
-        if st.listening {
-            out.push(FdInterest::read(st.sock.fd()));
-            out.extend(st.incoming.iter().map(|i| FdInterest::read(i.sock.fd())));
+        if state.listening {
+            out.push(FdInterest::read(state.sock.fd()));
+            out.extend(state.incoming.iter().map(|i| FdInterest::read(i.sock.fd())));
         }
         true
     }
@@ -496,20 +496,21 @@ impl Progress for PepInner {
 
 impl PassiveEndpointOps<Fabric> for PassiveEp {
     fn bind_eq(&self, eq: &KitEq, _flags: u64) -> Result<()> {
-        lock(&self.inner.st).eq = Some(eq.clone());
+        lock(&self.inner.state).eq = Some(eq.clone());
         Ok(())
     }
 
     fn listen(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        ofi_kit::cm::bound_eq(NAME, st.eq.as_ref(), "fi_listen")?;
-        if st.listening {
+        let mut state = lock(&self.inner.state);
+        ofi_kit::cm::bound_eq(NAME, state.eq.as_ref(), "fi_listen")?;
+        if state.listening {
             return Ok(());
         }
-        st.sock
-            .listen(st.backlog)
+        state
+            .sock
+            .listen(state.backlog)
             .map_err(|e| io_err("listen", e))?;
-        st.listening = true;
+        state.listening = true;
         Ok(())
     }
 
@@ -538,11 +539,14 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
                 format!("{NAME}: FI_BACKLOG {backlog}: a backlog is not negative"),
             ));
         }
-        let mut st = lock(&self.inner.st);
-        if st.listening {
-            st.sock.listen(backlog).map_err(|e| io_err("listen", e))?;
+        let mut state = lock(&self.inner.state);
+        if state.listening {
+            state
+                .sock
+                .listen(backlog)
+                .map_err(|e| io_err("listen", e))?;
         }
-        st.backlog = backlog;
+        state.backlog = backlog;
         Ok(())
     }
 
@@ -563,8 +567,11 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     /// The listening address; listening on the wildcard address, the address a peer
     /// connects to instead (see `FabricShared::reachable`).
     fn getname(&self) -> Result<Vec<u8>> {
-        let st = lock(&self.inner.st);
-        let a = st.sock.local_addr().map_err(|e| io_err("getsockname", e))?;
+        let state = lock(&self.inner.state);
+        let a = state
+            .sock
+            .local_addr()
+            .map_err(|e| io_err("getsockname", e))?;
         Ok(Address::from(self.inner.fabric.reachable(a)?).to_bytes())
     }
 
@@ -573,8 +580,8 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     /// taken or not local).
     fn setname(&self, addr: &[u8]) -> Result<()> {
         let a = crate::ep::ip_name(addr)?;
-        let mut st = lock(&self.inner.st);
-        if st.listening {
+        let mut state = lock(&self.inner.state);
+        if state.listening {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: fi_setname on a listening passive endpoint"),
@@ -584,7 +591,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         sock.set_reuseaddr()
             .map_err(|e| io_err("SO_REUSEADDR", e))?;
         sock.bind(&a).map_err(|e| io_err(&format!("bind {a}"), e))?;
-        st.sock = sock;
+        state.sock = sock;
         Ok(())
     }
 

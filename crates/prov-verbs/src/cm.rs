@@ -145,20 +145,20 @@ pub(crate) struct PepInner {
     fabric: Arc<FabricShared>,
     info: Info,
     fid: usize,
-    st: Mutex<PepState>,
+    state: Mutex<PepState>,
 }
 
 impl PepInner {
     /// Report a connect request on the EQ; `false` when there is no EQ or it is full.
     fn report_request(&self, id: u64, data: Vec<u8>) -> bool {
-        let st = lock(&self.st);
-        let Some(eq) = &st.eq else {
+        let state = lock(&self.state);
+        let Some(eq) = &state.eq else {
             return false;
         };
         let mut info = self.info.clone();
         info.handle = usize::try_from(id).unwrap_or(usize::MAX);
         info.ep_attr.ep_type = EpType::Msg;
-        if let Some((_, a)) = st.listener {
+        if let Some((_, a)) = state.listener {
             info.src_addr = Some(Address::from(a));
         }
         info.dest_addr = None;
@@ -219,7 +219,7 @@ impl PassiveEp {
                 fabric,
                 info: info.clone(),
                 fid: context,
-                st: Mutex::new(PepState {
+                state: Mutex::new(PepState {
                     eq: None,
                     listener: None,
                 }),
@@ -230,14 +230,14 @@ impl PassiveEp {
 
 impl PassiveEndpointOps<Fabric> for PassiveEp {
     fn bind_eq(&self, eq: &KitEq, _flags: u64) -> Result<()> {
-        lock(&self.inner.st).eq = Some(eq.clone());
+        lock(&self.inner.state).eq = Some(eq.clone());
         Ok(())
     }
 
     fn listen(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        ofi_kit::cm::bound_eq(NAME, st.eq.as_ref(), "fi_listen")?;
-        if st.listener.is_some() {
+        let mut state = lock(&self.inner.state);
+        ofi_kit::cm::bound_eq(NAME, state.eq.as_ref(), "fi_listen")?;
+        if state.listener.is_some() {
             return Ok(());
         }
         let hub = &self.inner.fabric.hub;
@@ -247,7 +247,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
         lock(&hub.routes)
             .listeners
             .insert(id, Arc::downgrade(&self.inner));
-        st.listener = Some((id, at));
+        state.listener = Some((id, at));
         Ok(())
     }
 
@@ -264,8 +264,8 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
-        let st = lock(&self.inner.st);
-        let a = match st.listener {
+        let state = lock(&self.inner.state);
+        let a = match state.listener {
             Some((_, a)) => a,
             None => listen_addr(&self.inner.info),
         };
@@ -273,7 +273,7 @@ impl PassiveEndpointOps<Fabric> for PassiveEp {
     }
 
     fn close(&self) -> Result<()> {
-        if let Some((id, _)) = lock(&self.inner.st).listener.take() {
+        if let Some((id, _)) = lock(&self.inner.state).listener.take() {
             let hub = &self.inner.fabric.hub;
             hub.channel.close_listener(id);
             lock(&hub.routes).listeners.remove(&id);

@@ -5,7 +5,7 @@
 //! An endpoint owns, in the core provider: one DGRAM endpoint (its name is the RDM
 //! endpoint's name), an AV holding the peers it talks to, and a CQ. `rx_bufs` datagram
 //! buffers of the core's largest datagram size stay posted on it. Everything else is
-//! one mutex-protected state (`St`): the sans-IO [`Engine`] (connections, windows,
+//! one mutex-protected state (`EpState`): the sans-IO [`Engine`] (connections, windows,
 //! retransmission, reassembly), the transmit operations by token, and the kit tag
 //! matcher.
 //!
@@ -52,7 +52,7 @@
 //!
 //! # Invariants
 //!
-//! - Lock order: `St`, then a kit CQ's / counter's / AV's / MR table's own lock or the
+//! - Lock order: `EpState`, then a kit CQ's / counter's / AV's / MR table's own lock or the
 //!   atomic address stripes, then the core's.
 //! - A token names (index, generation) of a transmit operation; each is reported by the
 //!   engine exactly once.
@@ -132,7 +132,7 @@ const BIND_RULES: BindRules = BindRules {
 /// What `fi_enable` froze (the kit's [`Bound`]).
 type Active = Bound;
 
-struct St {
+struct EpState {
     eng: Engine,
     /// Datagram buffers posted on the core endpoint (context = index).
     bufs: Vec<Box<[u8]>>,
@@ -166,12 +166,12 @@ struct St {
     m: TagMatcher<IoList, Unexp>,
 }
 
-/// A batch of core CQ entries, kept in `St` between polls.
+/// A batch of core CQ entries, kept in `EpState` between polls.
 struct CqBatch([CqTaggedEntry; CQ_BATCH]);
 
 // SAFETY: the entries are plain values the core CQ wrote; their `buf` field (a raw
 // pointer, which makes the type `!Send`) is only ever read as a value here, never
-// dereferenced, so moving the array to another thread (with `St`) is harmless.
+// dereferenced, so moving the array to another thread (with `EpState`) is harmless.
 unsafe impl Send for CqBatch {}
 
 /// Everything of an endpoint; the progress engine holds it weakly.
@@ -180,7 +180,7 @@ struct Shared {
     core_ep: CoreEp,
     core_cq: CompletionQueue,
     core_av: AddressVector,
-    st: Mutex<St>,
+    state: Mutex<EpState>,
     settings: Settings,
     fmt: AddrFormat,
     /// The endpoint's name: the core endpoint's, its unspecified IP made concrete
@@ -217,9 +217,9 @@ impl Drop for Endpoint {
             return;
         }
         let now = self.sh.now();
-        let mut st = lock(&self.sh.st);
-        st.eng.flush_acks();
-        self.sh.flush(&mut st, now);
+        let mut state = lock(&self.sh.state);
+        state.eng.flush_acks();
+        self.sh.flush(&mut state, now);
     }
 }
 
@@ -312,7 +312,7 @@ impl Endpoint {
             core_ep,
             core_cq,
             core_av,
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 eng,
                 bufs: Vec::new(),
                 core_addr: Vec::new(),
@@ -364,7 +364,7 @@ impl Endpoint {
 
     /// The engine's counters (packets sent, retransmitted, received, dropped).
     pub fn stats(&self) -> crate::peer::Stats {
-        lock(&self.sh.st).eng.stats()
+        lock(&self.sh.state).eng.stats()
     }
 }
 
@@ -401,11 +401,11 @@ impl Shared {
     /// The core's `fi_enable` errors.
     fn start_core(&self) -> Result<()> {
         self.core_ep.enable()?;
-        let mut g = lock(&self.st);
-        let st = &mut *g;
-        for i in st.bufs.len()..self.settings.rx_bufs {
-            st.bufs.push(vec![0u8; self.buf_size].into_boxed_slice());
-            self.repost(st, i);
+        let mut g = lock(&self.state);
+        let state = &mut *g;
+        for i in state.bufs.len()..self.settings.rx_bufs {
+            state.bufs.push(vec![0u8; self.buf_size].into_boxed_slice());
+            self.repost(state, i);
         }
         Ok(())
     }
@@ -439,13 +439,13 @@ impl Shared {
     }
 
     /// Post datagram buffer `i` on the core endpoint again.
-    fn repost(&self, st: &mut St, i: usize) {
-        let Some(b) = st.bufs.get_mut(i) else {
+    fn repost(&self, state: &mut EpState, i: usize) {
+        let Some(b) = state.bufs.get_mut(i) else {
             return;
         };
         let p = b.as_mut_ptr();
         let size = self.buf_size;
-        // SAFETY: the buffer is owned by `St` and outlives the core endpoint (declared
+        // SAFETY: the buffer is owned by `EpState` and outlives the core endpoint (declared
         // first in `Shared`, so closed first); it is not touched while posted.
         let r = unsafe {
             self.core_ep

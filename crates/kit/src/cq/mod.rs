@@ -359,31 +359,31 @@ impl CqShared {
     /// Keep the fd and the `readable` flag in step with the state (called with the
     /// lock held, after every change of the queue).
     #[inline]
-    fn refresh_fd(&self, st: &CqState) {
+    fn refresh_fd(&self, state: &CqState) {
         self.readable.store(
-            !st.ring.is_empty() || st.errors.blocked(),
+            !state.ring.is_empty() || state.errors.blocked(),
             Ordering::Release,
         );
-        self.refresh_room(st);
+        self.refresh_room(state);
         if let Some(fd) = &self.fd {
-            fd.update(st.ready());
+            fd.update(state.ready());
         }
     }
 
     /// Keep the `full` flag in step with the state (lock held; after every change of
     /// the queue, the reservations or the overrun state).
     #[inline]
-    fn refresh_room(&self, st: &CqState) {
+    fn refresh_room(&self, state: &CqState) {
         self.full.store(
-            st.errors.overrun != Overrun::No || st.used() >= self.size,
+            state.errors.overrun != Overrun::No || state.used() >= self.size,
             Ordering::Release,
         );
     }
 
     /// After a change that may make the CQ ready: fd, sleepers (lock held).
-    fn notify_locked(&self, st: &CqState) {
-        self.refresh_fd(st);
-        if st.sleepers > 0 {
+    fn notify_locked(&self, state: &CqState) {
+        self.refresh_fd(state);
+        if state.sleepers > 0 {
             self.cv.notify_all();
             self.links.kick();
         }
@@ -394,9 +394,9 @@ impl CqShared {
         self.links.signal_sets()
     }
 
-    fn overflow(&self, st: &mut CqState) -> Error {
-        if st.errors.overflow() {
-            self.notify_locked(st);
+    fn overflow(&self, state: &mut CqState) -> Error {
+        if state.errors.overflow() {
+            self.notify_locked(state);
         }
         Error::new(
             Errno::EOVERRUN,
@@ -450,13 +450,13 @@ impl CqShared {
     /// Whether one more entry may be queued (lock held): its reservation (`reserved`)
     /// is used up either way; an overrun CQ drops it, a full one becomes overrun.
     #[inline]
-    fn admit(&self, st: &mut CqState, reserved: bool) -> Result<()> {
+    fn admit(&self, state: &mut CqState, reserved: bool) -> Result<()> {
         if reserved {
-            st.reserved = st.reserved.saturating_sub(1);
+            state.reserved = state.reserved.saturating_sub(1);
         }
-        st.errors.refuse_if_overrun("CQ")?;
-        if st.used() >= self.size {
-            return Err(self.overflow(st));
+        state.errors.refuse_if_overrun("CQ")?;
+        if state.used() >= self.size {
+            return Err(self.overflow(state));
         }
         Ok(())
     }
@@ -464,10 +464,10 @@ impl CqShared {
     /// Queue a success; `reserved` if it uses a reservation.
     fn push_queued(&self, e: &CqTaggedEntry, src: u64, reserved: bool) -> Result<()> {
         {
-            let mut st = lock(&self.state);
-            self.admit(&mut st, reserved)?;
-            st.ring.push_back(Slot::new(e, src));
-            self.notify_locked(&st);
+            let mut state = lock(&self.state);
+            self.admit(&mut state, reserved)?;
+            state.ring.push_back(Slot::new(e, src));
+            self.notify_locked(&state);
         }
         self.notify_sets();
         Ok(())
@@ -476,11 +476,11 @@ impl CqShared {
     /// Queue an error entry; `reserved` if it uses a reservation.
     fn push_err(&self, e: CqError, reserved: bool) -> Result<()> {
         {
-            let mut st = lock(&self.state);
-            self.admit(&mut st, reserved)?;
-            let seq = st.head + st.ring.len() as u64;
-            st.errors.push(seq, e);
-            self.notify_locked(&st);
+            let mut state = lock(&self.state);
+            self.admit(&mut state, reserved)?;
+            let seq = state.head + state.ring.len() as u64;
+            state.errors.push(seq, e);
+            self.notify_locked(&state);
         }
         self.notify_sets();
         Ok(())
@@ -489,35 +489,37 @@ impl CqShared {
     /// Move up to `buf.len()` readable successes into `buf` (and `src`).
     fn take(
         &self,
-        st: &mut CqState,
+        state: &mut CqState,
         buf: &mut CqBuf<'_>,
         src: Option<&mut [u64]>,
     ) -> Result<usize> {
-        if st.avail() == 0 {
-            return Err(st.errors.empty_error("CQ"));
+        if state.avail() == 0 {
+            return Err(state.errors.empty_error("CQ"));
         }
-        Ok(self.take_from(st, buf, src, 0))
+        Ok(self.take_from(state, buf, src, 0))
     }
 
     /// Move up to `buf.len() - at` readable successes into `buf` from index `at` (and
     /// `src`); how many.
     fn take_from(
         &self,
-        st: &mut CqState,
+        state: &mut CqState,
         buf: &mut CqBuf<'_>,
         mut src: Option<&mut [u64]>,
         at: usize,
     ) -> usize {
-        let n = st.avail().min(buf.len().saturating_sub(at));
+        let n = state.avail().min(buf.len().saturating_sub(at));
         for i in at..at + n {
-            let Some(s) = st.ring.pop_front() else { break };
+            let Some(s) = state.ring.pop_front() else {
+                break;
+            };
             buf.set(i, &s.entry());
             if let Some(slot) = src.as_deref_mut().and_then(|a| a.get_mut(i)) {
                 *slot = s.src;
             }
         }
-        st.head += n as u64;
-        self.refresh_fd(st);
+        state.head += n as u64;
+        self.refresh_fd(state);
         n
     }
 
@@ -530,11 +532,11 @@ impl CqShared {
         src: Option<&mut [u64]>,
         got: usize,
     ) -> Result<usize> {
-        let mut st = lock(&self.state);
+        let mut state = lock(&self.state);
         if got > 0 {
-            return Ok(got + self.take_from(&mut st, buf, src, got));
+            return Ok(got + self.take_from(&mut state, buf, src, got));
         }
-        self.take(&mut st, buf, src)
+        self.take(&mut state, buf, src)
     }
 
     #[inline]
@@ -567,12 +569,12 @@ pub struct KitCq {
 
 impl std::fmt::Debug for KitCq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.inner.state);
+        let state = lock(&self.inner.state);
         f.debug_struct("KitCq")
             .field("format", &self.inner.format)
             .field("size", &self.inner.size)
-            .field("queued", &st.ring.len())
-            .field("errors", &st.errors)
+            .field("queued", &state.ring.len())
+            .field("errors", &state.errors)
             .finish()
     }
 }
@@ -612,9 +614,9 @@ impl CqReservation {
 impl Drop for CqReservation {
     fn drop(&mut self) {
         if let Some(cq) = self.cq.take() {
-            let mut st = lock(&cq.state);
-            st.reserved = st.reserved.saturating_sub(1);
-            cq.refresh_room(&st);
+            let mut state = lock(&cq.state);
+            state.reserved = state.reserved.saturating_sub(1);
+            cq.refresh_room(&state);
         }
     }
 }

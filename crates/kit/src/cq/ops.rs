@@ -24,12 +24,12 @@ impl CqOps for KitCq {
 
     fn readerr(&self, _flags: u64) -> Result<CqError> {
         let inner = &*self.inner;
-        let mut st = lock(&inner.state);
-        let st = &mut *st;
-        let Some(e) = st.errors.take(|| CqError::new(0, Errno::EOVERRUN)) else {
+        let mut state = lock(&inner.state);
+        let state = &mut *state;
+        let Some(e) = state.errors.take(|| CqError::new(0, Errno::EOVERRUN)) else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
-        inner.refresh_fd(st);
+        inner.refresh_fd(state);
         Ok(e)
     }
 
@@ -56,27 +56,27 @@ impl CqOps for KitCq {
         loop {
             let work = inner.drive();
             w.after_round(work);
-            let mut st = lock(&inner.state);
-            let avail = st.avail();
+            let mut state = lock(&inner.state);
+            let avail = state.avail();
             let expired = w.expired();
-            if avail > 0 && (avail >= want || st.errors.blocked() || st.wake || expired) {
-                st.wake = false;
-                return inner.take(&mut st, &mut buf, src);
+            if avail > 0 && (avail >= want || state.errors.blocked() || state.wake || expired) {
+                state.wake = false;
+                return inner.take(&mut state, &mut buf, src);
             }
-            if avail == 0 && st.errors.blocked() {
-                return Err(st.errors.empty_error("CQ"));
+            if avail == 0 && state.errors.blocked() {
+                return Err(state.errors.empty_error("CQ"));
             }
-            if st.wake {
-                st.wake = false;
-                inner.refresh_fd(&st);
+            if state.wake {
+                state.wake = false;
+                inner.refresh_fd(&state);
                 return Err(Error::code_only(Errno::EAGAIN));
             }
             if expired {
                 return Err(Error::code_only(Errno::EAGAIN));
             }
             // Sleep only if nothing changed since the checks above.
-            inner.idle(&mut w, st, work, |st| {
-                !st.wake && !st.errors.blocked() && st.avail() < want
+            inner.idle(&mut w, state, work, |state| {
+                !state.wake && !state.errors.blocked() && state.avail() < want
             });
         }
     }
@@ -90,9 +90,9 @@ impl CqOps for KitCq {
             ));
         }
         {
-            let mut st = lock(&inner.state);
-            st.wake = true;
-            inner.refresh_fd(&st);
+            let mut state = lock(&inner.state);
+            state.wake = true;
+            inner.refresh_fd(&state);
             inner.cv.notify_all();
             inner.links.kick();
         }

@@ -75,8 +75,8 @@ impl KitCq {
 
     /// Entries queued (successes and errors).
     pub fn len(&self) -> usize {
-        let st = lock(&self.inner.state);
-        st.ring.len() + st.errors.len()
+        let state = lock(&self.inner.state);
+        state.ring.len() + state.errors.len()
     }
 
     /// True if nothing is queued.
@@ -93,11 +93,11 @@ impl KitCq {
 
     /// How many more completions fit.
     pub fn room(&self) -> usize {
-        let st = lock(&self.inner.state);
-        if st.errors.overrun != Overrun::No {
+        let state = lock(&self.inner.state);
+        if state.errors.overrun != Overrun::No {
             return 0;
         }
-        self.inner.size.saturating_sub(st.used())
+        self.inner.size.saturating_sub(state.used())
     }
 
     /// True once the CQ has been overrun.
@@ -113,15 +113,15 @@ impl KitCq {
     /// Reserve room for one completion (resource management): `FI_EAGAIN` if full,
     /// `FI_EOVERRUN` if overrun. Dropping the reservation unused gives the room back.
     pub fn reserve(&self) -> Result<CqReservation> {
-        let mut st = lock(&self.inner.state);
-        if st.errors.overrun != Overrun::No {
+        let mut state = lock(&self.inner.state);
+        if state.errors.overrun != Overrun::No {
             return Err(Error::new(Errno::EOVERRUN, "the CQ was overrun"));
         }
-        if st.used() >= self.inner.size {
+        if state.used() >= self.inner.size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
-        st.reserved += 1;
-        self.inner.refresh_room(&st);
+        state.reserved += 1;
+        self.inner.refresh_room(&state);
         Ok(CqReservation {
             cq: Some(self.inner.clone()),
         })

@@ -729,9 +729,9 @@ fn a_source_that_panics_mid_drive_loses_no_completion() {
     assert_eq!(SINK_TOP.get().cq, 0);
     let mut b = vec![CqEntry::default(); 8];
     let k = {
-        let mut st = lock(&q.inner.state);
+        let mut state = lock(&q.inner.state);
         q.inner
-            .take(&mut st, &mut CqBuf::Context(&mut b), None)
+            .take(&mut state, &mut CqBuf::Context(&mut b), None)
             .unwrap()
     };
     assert_eq!(

@@ -389,8 +389,8 @@ impl RemoteRegion {
     /// `FI_RMA_EVENT`: add 1 to every counter bound to the region whose flags meet
     /// this access. Call it once the access has been done.
     pub fn count_access(&self) {
-        let st = self.region.state();
-        for (flags, hook) in &st.counters {
+        let state = self.region.state();
+        for (flags, hook) in &state.counters {
             if flags.intersects(self.access) {
                 hook.add(1);
             }

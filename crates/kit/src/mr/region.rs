@@ -83,17 +83,17 @@ impl KitMr {
                 format!("MR bind: endpoint binding takes no flags (got {flags:#x})"),
             );
         }
-        let mut st = self.region.state_mut();
-        if st.closed || st.enabled {
+        let mut state = self.region.state_mut();
+        if state.closed || state.enabled {
             return err(
                 Errno::EOPBADSTATE,
                 "MR bind: the region is already enabled (bind before fi_mr_enable)",
             );
         }
-        if st.ep.is_some() {
+        if state.ep.is_some() {
             return err(Errno::EINVAL, "MR bind: already bound to an endpoint");
         }
-        st.ep = Some(ep);
+        state.ep = Some(ep);
         Ok(())
     }
 
@@ -126,14 +126,14 @@ impl KitMr {
                 "MR bind: FI_MR_RMA_EVENT needs the region registered with FI_RMA_EVENT",
             );
         }
-        let mut st = self.region.state_mut();
-        if st.closed || (rma_event && st.enabled) {
+        let mut state = self.region.state_mut();
+        if state.closed || (rma_event && state.enabled) {
             return err(
                 Errno::EOPBADSTATE,
                 "MR bind: the region is already enabled (bind counters before fi_mr_enable)",
             );
         }
-        st.counters.push((f, hook));
+        state.counters.push((f, hook));
         Ok(())
     }
 
@@ -142,17 +142,17 @@ impl KitMr {
     /// # Errors
     /// `FI_EOPBADSTATE`: closed, or `FI_MR_ENDPOINT` and no endpoint bound.
     pub fn enable(&self) -> Result<()> {
-        let mut st = self.region.state_mut();
-        if st.closed {
+        let mut state = self.region.state_mut();
+        if state.closed {
             return err(Errno::EOPBADSTATE, "MR enable: the region is closed");
         }
-        if self.table.mode.contains(MrMode::ENDPOINT) && st.ep.is_none() {
+        if self.table.mode.contains(MrMode::ENDPOINT) && state.ep.is_none() {
             return err(
                 Errno::EOPBADSTATE,
                 "MR enable: FI_MR_ENDPOINT regions must be bound to an endpoint first",
             );
         }
-        st.enabled = true;
+        state.enabled = true;
         Ok(())
     }
 

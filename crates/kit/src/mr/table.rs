@@ -431,16 +431,16 @@ impl MrTable {
         let Some(region) = found else {
             return Err(find.missing());
         };
-        let st = region.state();
-        if !st.enabled {
+        let state = region.state();
+        if !state.enabled {
             return Err(refused(
                 Errno::EOPBADSTATE,
                 find.what(),
                 "region is not enabled",
             ));
         }
-        let ep = st.ep;
-        drop(st);
+        let ep = state.ep;
+        drop(state);
         Ok((region, ep))
     }
 }

@@ -84,7 +84,7 @@ fn gather(v: &[Ioc], size: usize, count: usize, what: &str) -> Result<Vec<u8>> {
 
 impl Shared {
     /// An atomic of the application.
-    pub(super) fn submit_atomic(&self, act: &Bound, req: AtomicRequest<'_>) -> Result<()> {
+    pub(super) fn submit_atomic(&self, active: &Bound, req: AtomicRequest<'_>) -> Result<()> {
         let (kind, dt) = (req.kind, req.datatype);
         let count = req.remote.count;
         let max = max_count(dt, req.op, kind)?;
@@ -123,7 +123,7 @@ impl Shared {
             ctx: req.context,
             peer: 0, // set by `start_remote`
             flags: cq_flags,
-            want: act.tx_completion_wanted(req.inject, req.flags),
+            want: active.tx_completion_wanted(req.inject, req.flags),
             read_into: result,
         };
         let remote = (req.peer, req.remote.key, req.remote.addr);
@@ -132,7 +132,7 @@ impl Shared {
             operand,
             compare,
         };
-        self.start_remote(act, remote, op, "atomic", |eng, now, id, at| {
+        self.start_remote(active, remote, op, "atomic", |eng, now, id, at| {
             eng.atomic(now, id, at, args)
         })
     }

@@ -27,37 +27,41 @@ impl Shared {
     }
 
     /// A datagram send of the application.
-    pub(super) fn dgram_send(&self, act: &Bound, r: &ofi_kit::request::SendRequest) -> Result<()> {
+    pub(super) fn dgram_send(
+        &self,
+        active: &Bound,
+        r: &ofi_kit::request::SendRequest,
+    ) -> Result<()> {
         let len = r.iov.total();
         check_len(NAME, "datagram", len, "the MTU", self.mtu)?;
-        let (mut st, peer, id) = self.begin_tx(act, r.dest)?;
+        let (mut state, peer, id) = self.begin_tx(active, r.dest)?;
         let mut data = vec![0u8; len];
         // SAFETY: the application's message, readable for its length during this
         // submitting call (the C contract `SendRequest` carries).
         unsafe { r.iov.gather(0, data.as_mut_ptr(), len) };
-        self.post_packet(&mut st, peer, id, &data)?;
-        st.tx_ops.insert(
+        self.post_packet(&mut state, peer, id, &data)?;
+        state.tx_ops.insert(
             id,
             TxOp {
                 ctx: r.context,
                 peer,
                 flags: r.completion_flags().bits(),
-                want: act.tx_completion_wanted(r.inject, r.flags),
+                want: active.tx_completion_wanted(r.inject, r.flags),
                 read_into: None,
             },
         );
         let now = self.now();
-        let _ = self.poll_send(act, &mut st, now);
+        let _ = self.poll_send(active, &mut state, now);
         Ok(())
     }
 
     /// A datagram receive of the application: queued.
     pub(super) fn dgram_recv(&self, recv: PostedRecv<IoList>) -> Result<()> {
-        let mut st = lock(&self.st);
-        if st.dgram_rx.len() >= self.rx_size {
+        let mut state = lock(&self.state);
+        if state.dgram_rx.len() >= self.rx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
-        st.dgram_rx.push_back(RxOp {
+        state.dgram_rx.push_back(RxOp {
             ctx: recv.ctx,
             buf: recv.buf,
             tag: 0,
@@ -70,8 +74,15 @@ impl Shared {
 
     /// The datagram in receive slot `i` (`len` bytes from `src`): into the oldest
     /// receive, or dropped; the slot is posted again.
-    pub(super) fn dgram_arrived(&self, act: &Bound, st: &mut St, i: u32, src: EfaAddr, len: usize) {
-        if let Some(op) = st.dgram_rx.pop_front() {
+    pub(super) fn dgram_arrived(
+        &self,
+        active: &Bound,
+        state: &mut EpState,
+        i: u32,
+        src: EfaAddr,
+        len: usize,
+    ) {
+        if let Some(op) = state.dgram_rx.pop_front() {
             // SAFETY: slot `i` is not posted (its completion was just read); it is
             // posted again below, after the copy out of it.
             let bytes = unsafe { self.bounce.slot_bytes(self.rx_payload(i), len) };
@@ -81,7 +92,7 @@ impl Shared {
             unsafe { op.buf.scatter(0, bytes.as_ptr(), n) };
             let recv = op.posted();
             let inc = Incoming {
-                src: act
+                src: active
                     .av
                     .reverse_lookup(&src.to_address())
                     .unwrap_or(ofi_core::ADDR_NOTAVAIL),
@@ -95,7 +106,7 @@ impl Shared {
                 len: n,
                 truncated: n < len,
             };
-            act.complete_rx(&recv, place, &inc, false, None);
+            active.complete_rx(&recv, place, &inc, false, None);
         }
         if let Err(e) = self.post_rx(i) {
             ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
@@ -103,8 +114,14 @@ impl Shared {
     }
 
     /// A datagram send completed: its operation completes.
-    pub(super) fn dgram_sent(&self, act: &Bound, st: &mut St, id: u64, status: WcStatus) {
-        let Some(op) = st.tx_ops.remove(&id) else {
+    pub(super) fn dgram_sent(
+        &self,
+        active: &Bound,
+        state: &mut EpState,
+        id: u64,
+        status: WcStatus,
+    ) {
+        let Some(op) = state.tx_ops.remove(&id) else {
             return;
         };
         let err = match status {
@@ -113,12 +130,12 @@ impl Shared {
             WcStatus::LocLenErr => Some(Errno::EMSGSIZE),
             _ => Some(Errno::EIO),
         };
-        act.complete_tx(op.ctx, op.flags, op.want, err);
+        active.complete_tx(op.ctx, op.flags, op.want, err);
     }
 
     /// Takes back the queued datagram receive with `context`.
-    pub(super) fn dgram_cancel(st: &mut St, context: usize) -> Option<PostedRecv<IoList>> {
-        let i = st.dgram_rx.iter().position(|o| o.ctx == context)?;
-        Some(st.dgram_rx.remove(i)?.posted())
+    pub(super) fn dgram_cancel(state: &mut EpState, context: usize) -> Option<PostedRecv<IoList>> {
+        let i = state.dgram_rx.iter().position(|o| o.ctx == context)?;
+        Some(state.dgram_rx.remove(i)?.posted())
     }
 }

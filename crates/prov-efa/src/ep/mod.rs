@@ -9,7 +9,7 @@
 //! send slots (one MTU each). A receive slot is one MTU after room for a 40-byte GRH
 //! where the device writes one (UD; SRD on the software device) and one MTU alone
 //! where it does not (SRD on EFA hardware). Everything else is one mutex-protected
-//! state (`St`): the engine, the peers the engine knows (`senders`: its `PeerAddr` is
+//! state (`EpState`): the engine, the peers the engine knows (`senders`: its `PeerAddr` is
 //! an index into that table of GID, queue pair, Q_Key and address handle), and the
 //! application's operations by the id the engine reports them with.
 //!
@@ -46,7 +46,7 @@
 //! - A send slot is in exactly one place: free, or posted with the engine token it
 //!   carries; a receive slot is posted, or held with its datagram. At most
 //!   `copied_max` refused datagrams are copied aside.
-//! - Lock order: `St`, then kit's CQ / counter / AV locks.
+//! - Lock order: `EpState`, then kit's CQ / counter / AV locks.
 //! - Fields of `Shared` drop in order: the queue pair first (no more device writes),
 //!   the region, then the memory.
 //!
@@ -217,7 +217,7 @@ enum Held {
 }
 
 /// The state behind the endpoint's lock.
-struct St {
+struct EpState {
     eng: Engine,
     /// The engine's peers (its `PeerAddr` is an index here) and who sent a receive.
     peers: senders::PeerTable,
@@ -252,7 +252,7 @@ struct Shared {
     rcq: CompletionQueue,
     mr: MemoryRegion,
     bounce: Bounce,
-    st: Mutex<St>,
+    state: Mutex<EpState>,
     me: EfaAddr,
     me_bytes: Vec<u8>,
     /// `FI_EP_DGRAM` over UD (no protocol engine) rather than `FI_EP_RDM` over SRD.
@@ -414,7 +414,7 @@ impl Endpoint {
             rcq,
             mr,
             bounce,
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 eng: Engine::new(cfg),
                 peers: senders::PeerTable::new(MAX_PEERS, dom.ah_numbers.clone()),
                 tx_ops: HashMap::new(),
@@ -455,10 +455,12 @@ impl Endpoint {
         }
         // The target side of RMA: the domain's registrations, as this endpoint sees them.
         let ep_id = Arc::as_ptr(&sh) as usize as u64;
-        lock(&sh.st).eng.set_region_access(Box::new(rma::MrAccess {
-            table: mr_table,
-            ep: ep_id,
-        }));
+        lock(&sh.state)
+            .eng
+            .set_region_access(Box::new(rma::MrAccess {
+                table: mr_table,
+                ep: ep_id,
+            }));
         engine.register(&sh);
         if engine.mode() == ofi_kit::progress::ProgressMode::Manual {
             // With auto progress kit's thread runs rounds (at most a millisecond
@@ -479,14 +481,14 @@ impl Endpoint {
 
     /// The protocol's counters (packets dropped, refused, peers lost).
     pub fn stats(&self) -> proto::Stats {
-        lock(&self.sh.st).eng.stats().clone()
+        lock(&self.sh.state).eng.stats().clone()
     }
 
     /// Datagrams dropped because their sender could not be named (on EFA hardware: a
     /// completion with neither the sender's GID nor the number of an address handle
     /// this endpoint made) or [`MAX_PEERS`] senders were already known.
     pub fn dropped_no_peer(&self) -> u64 {
-        lock(&self.sh.st).peers.dropped()
+        lock(&self.sh.state).peers.dropped()
     }
 }
 
@@ -551,27 +553,27 @@ impl Shared {
     /// kit's thread does) and before every transmit operation; an address removed and
     /// inserted again with neither in between is not seen as removed (the AV gives the
     /// provider no word of a removal, only its change count).
-    pub(super) fn forget_removed(&self, act: &Bound, st: &mut St) {
-        let changes = act.av.changes();
-        if changes == st.av_seen {
+    pub(super) fn forget_removed(&self, active: &Bound, state: &mut EpState) {
+        let changes = active.av.changes();
+        if changes == state.av_seen {
             return;
         }
-        st.av_seen = changes;
+        state.av_seen = changes;
         let now = self.now();
         let mut removed = Vec::new();
-        for (i, p) in st.peers.iter().enumerate() {
-            if act.av.reverse_lookup(&p.addr.to_address()).is_none() {
+        for (i, p) in state.peers.iter().enumerate() {
+            if active.av.reverse_lookup(&p.addr.to_address()).is_none() {
                 removed.push(i as PeerAddr);
             }
         }
         for peer in removed {
-            if st.eng.is_lost(peer) {
-                st.eng.remove_peer(now, peer);
+            if state.eng.is_lost(peer) {
+                state.eng.remove_peer(now, peer);
             }
             if self.dgram {
                 continue; // a datagram's send slot is freed by its device completion
             }
-            let mut gone: Vec<u64> = st
+            let mut gone: Vec<u64> = state
                 .tx_ops
                 .iter()
                 .filter(|(_, o)| o.peer == peer)
@@ -579,8 +581,8 @@ impl Shared {
                 .collect();
             gone.sort_unstable();
             for id in gone {
-                if let Some(op) = st.tx_ops.remove(&id) {
-                    act.complete_tx(op.ctx, op.flags, true, Some(Errno::ECANCELED));
+                if let Some(op) = state.tx_ops.remove(&id) {
+                    active.complete_tx(op.ctx, op.flags, true, Some(Errno::ECANCELED));
                 }
             }
         }
@@ -591,35 +593,38 @@ impl Shared {
     /// operations are under way (or, for datagrams, no send slot is free).
     fn begin_tx(
         &self,
-        act: &Bound,
+        active: &Bound,
         dest: u64,
-    ) -> Result<(std::sync::MutexGuard<'_, St>, PeerAddr, u64)> {
-        let mut st = lock(&self.st);
-        if st.tx_ops.len() >= self.tx_size || (self.dgram && st.tx_free.is_empty()) {
-            drop(st);
+    ) -> Result<(std::sync::MutexGuard<'_, EpState>, PeerAddr, u64)> {
+        let mut state = lock(&self.state);
+        if state.tx_ops.len() >= self.tx_size || (self.dgram && state.tx_free.is_empty()) {
+            drop(state);
             self.engine.kick();
             return Err(Error::code_only(Errno::EAGAIN));
         }
-        self.forget_removed(act, &mut st);
-        let peer = self.peer_of_fi(act, &mut st, dest)?;
-        let id = st.next_tx;
-        st.next_tx = st.next_tx.wrapping_add(1).max(1);
-        Ok((st, peer, id))
+        self.forget_removed(active, &mut state);
+        let peer = self.peer_of_fi(active, &mut state, dest)?;
+        let id = state.next_tx;
+        state.next_tx = state.next_tx.wrapping_add(1).max(1);
+        Ok((state, peer, id))
     }
 
     /// The engine peer of fabric address `dest` (through the AV).
-    fn peer_of_fi(&self, act: &Bound, st: &mut St, dest: u64) -> Result<PeerAddr> {
-        let a = act.av.lookup(dest).map_err(|_| {
+    fn peer_of_fi(&self, active: &Bound, state: &mut EpState, dest: u64) -> Result<PeerAddr> {
+        let a = active.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
-        st.peers.peer_of(EfaAddr::from_address(&a)?).ok_or_else(|| {
-            Error::new(
-                Errno::ENOSPC,
-                format!("{NAME}: {MAX_PEERS} peers already known"),
-            )
-        })
+        state
+            .peers
+            .peer_of(EfaAddr::from_address(&a)?)
+            .ok_or_else(|| {
+                Error::new(
+                    Errno::ENOSPC,
+                    format!("{NAME}: {MAX_PEERS} peers already known"),
+                )
+            })
     }
 }

@@ -19,39 +19,39 @@ use ofi_kit::epglue::check_len;
 /// The receive side as kit's glue sees it: the engine's matcher and the provider's
 /// receives.
 struct RecvSide<'a> {
-    st: &'a mut St,
+    state: &'a mut EpState,
     rx_size: usize,
 }
 
 impl RecvQueue for RecvSide<'_> {
     fn cancel(&mut self, context: usize) -> Option<PostedRecv<IoList>> {
-        if let Some(r) = Shared::dgram_cancel(self.st, context) {
+        if let Some(r) = Shared::dgram_cancel(self.state, context) {
             return Some(r);
         }
         let id = self
-            .st
+            .state
             .rx_ops
             .iter()
             .filter(|(_, o)| o.ctx == context)
             .map(|(&id, _)| id)
             .min()?;
-        if !self.st.eng.cancel_recv(id) {
+        if !self.state.eng.cancel_recv(id) {
             return None;
         }
-        Some(self.st.rx_ops.remove(&id)?.posted())
+        Some(self.state.rx_ops.remove(&id)?.posted())
     }
 
     fn min_multi_recv(&self) -> usize {
-        self.st.eng.min_multi_recv()
+        self.state.eng.min_multi_recv()
     }
 
     fn set_min_multi_recv(&mut self, min: usize) {
-        self.st.eng.set_min_multi_recv(min);
+        self.state.eng.set_min_multi_recv(min);
     }
 
     fn room(&self) -> usize {
         self.rx_size
-            .saturating_sub(self.st.rx_ops.len() + self.st.dgram_rx.len())
+            .saturating_sub(self.state.rx_ops.len() + self.state.dgram_rx.len())
     }
 }
 
@@ -67,9 +67,9 @@ impl LayeredEndpoint for Endpoint {
     ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn RecvQueue) -> R) -> R {
-        let mut st = lock(&self.sh.st);
+        let mut state = lock(&self.sh.state);
         f(&mut RecvSide {
-            st: &mut st,
+            state: &mut state,
             rx_size: self.sh.rx_size,
         })
     }
@@ -79,13 +79,13 @@ impl LayeredEndpoint for Endpoint {
     /// reports each done.
     fn bind_remote_cntr(&self, cntr: &ofi_kit::cntr::KitCntr, flags: OpFlags) -> Result<()> {
         self.sh.no_dgram("remote-access counters")?;
-        lock(&self.sh.st).remote_cntrs.bind(NAME, cntr, flags)
+        lock(&self.sh.state).remote_cntrs.bind(NAME, cntr, flags)
     }
 
     fn tx_room(&self) -> usize {
         self.sh
             .tx_size
-            .saturating_sub(lock(&self.sh.st).tx_ops.len())
+            .saturating_sub(lock(&self.sh.state).tx_ops.len())
     }
 }
 
@@ -110,7 +110,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 format!("{NAME}: FI_FENCE without the FI_FENCE capability"),
             ));
         }
-        if lock(&self.sh.st).tx_ops.is_empty() {
+        if lock(&self.sh.state).tx_ops.is_empty() {
             Ok(())
         } else {
             Err(Error::code_only(Errno::EAGAIN))
@@ -121,9 +121,9 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.inject_max
     }
 
-    fn submit_send(&self, act: &Bound, r: SendRequest) -> Result<()> {
+    fn submit_send(&self, active: &Bound, r: SendRequest) -> Result<()> {
         if self.sh.dgram {
-            return self.sh.dgram_send(act, &r);
+            return self.sh.dgram_send(active, &r);
         }
         let len = r.iov.total();
         check_len(NAME, "message", len, "max_msg_size", MAX_MSG_SIZE)?;
@@ -131,12 +131,13 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         // SAFETY: `iov` is the application's message, readable for its length during
         // this submitting call (the C contract `SendRequest` carries).
         unsafe { r.iov.gather(0, data.as_mut_ptr(), len) };
-        let want = act.tx_completion_wanted(r.inject, r.flags);
+        let want = active.tx_completion_wanted(r.inject, r.flags);
         let cq_flags = r.completion_flags().bits();
         let sh = &self.sh;
-        let (mut st, peer, id) = sh.begin_tx(act, r.dest)?;
+        let (mut state, peer, id) = sh.begin_tx(active, r.dest)?;
         let now = sh.now();
-        st.eng
+        state
+            .eng
             .send(
                 now,
                 SendReq {
@@ -149,7 +150,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 },
             )
             .map_err(|e| Error::new(e, format!("{NAME}: send refused")))?;
-        st.tx_ops.insert(
+        state.tx_ops.insert(
             id,
             TxOp {
                 ctx: r.context,
@@ -159,34 +160,34 @@ impl ofi_kit::dataops::DataPath for Endpoint {
                 read_into: None,
             },
         );
-        sh.round(act, &mut st);
+        sh.round(active, &mut state);
         Ok(())
     }
 
-    fn submit_recv(&self, act: &Bound, recv: PostedRecv<IoList>) -> Result<()> {
+    fn submit_recv(&self, active: &Bound, recv: PostedRecv<IoList>) -> Result<()> {
         if self.sh.dgram {
             return self.sh.dgram_recv(recv);
         }
         let sh = &self.sh;
-        let mut st = lock(&sh.st);
-        if st.rx_ops.len() >= sh.rx_size {
-            drop(st);
+        let mut state = lock(&sh.state);
+        if state.rx_ops.len() >= sh.rx_size {
+            drop(state);
             sh.engine.kick();
             return Err(Error::code_only(Errno::EAGAIN));
         }
         let src = if recv.src == ANY_SRC {
             None
         } else {
-            Some(sh.peer_of_fi(act, &mut st, recv.src)?)
+            Some(sh.peer_of_fi(active, &mut state, recv.src)?)
         };
         let id = if recv.flags.contains(OpFlags::CLAIM) {
             recv.ctx as u64
         } else {
-            let id = RX_ID_BIT | st.next_rx;
-            st.next_rx = st.next_rx.wrapping_add(1) & !RX_ID_BIT;
+            let id = RX_ID_BIT | state.next_rx;
+            state.next_rx = state.next_rx.wrapping_add(1) & !RX_ID_BIT;
             id
         };
-        st.rx_ops.insert(
+        state.rx_ops.insert(
             id,
             RxOp {
                 ctx: recv.ctx,
@@ -198,7 +199,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             },
         );
         let now = sh.now();
-        let r = st.eng.post_recv(
+        let r = state.eng.post_recv(
             now,
             RecvReq {
                 ctx: id,
@@ -209,21 +210,21 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             },
         );
         if let Err(e) = r {
-            st.rx_ops.remove(&id);
+            state.rx_ops.remove(&id);
             return Err(Error::new(e, format!("{NAME}: receive refused")));
         }
-        sh.round(act, &mut st);
+        sh.round(active, &mut state);
         Ok(())
     }
 
-    fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+    fn submit_rma(&self, active: &Bound, req: RmaRequest<'_>) -> Result<()> {
         self.sh.no_dgram("RMA")?;
-        self.sh.submit_rma(act, req)
+        self.sh.submit_rma(active, req)
     }
 
-    fn submit_atomic(&self, act: &Bound, req: AtomicRequest<'_>) -> Result<()> {
+    fn submit_atomic(&self, active: &Bound, req: AtomicRequest<'_>) -> Result<()> {
         self.sh.no_dgram("atomics")?;
-        self.sh.submit_atomic(act, req)
+        self.sh.submit_atomic(active, req)
     }
 
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {

@@ -4,7 +4,7 @@
 //! # Invariants
 //!
 //! - A receive slot is posted again only once the engine took its datagram.
-//! - Each engine event is handled once; an operation leaves `St::tx_ops` / `rx_ops` with
+//! - Each engine event is handled once; an operation leaves `EpState::tx_ops` / `rx_ops` with
 //!   its last completion.
 //!
 //! Nothing here panics.
@@ -24,11 +24,11 @@ use crate::proto::{Event, RxDone, NO_SRC};
 
 impl Progress for Shared {
     fn progress(&self) -> usize {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return 0;
         };
-        let mut st = lock(&self.st);
-        self.round(act, &mut st)
+        let mut state = lock(&self.state);
+        self.round(active, &mut state)
     }
 }
 
@@ -56,7 +56,7 @@ const WATCHDOG_IDLE: Duration = Duration::from_millis(10);
 /// the endpoint weakly and ends once the endpoint is closed.
 pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
     ofi_kit::watchdog::spawn_watchdog(NAME, "efa-watchdog", w, WATCHDOG_IDLE, |sh| {
-        let Some(act) = sh.active.get() else {
+        let Some(active) = sh.active.get() else {
             return WATCHDOG_IDLE;
         };
         let since = sh
@@ -66,15 +66,15 @@ pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
             return WATCHDOG_BUSY;
         }
         // Someone else is in a round: look again soon.
-        let Ok(mut st) = sh.st.try_lock() else {
+        let Ok(mut state) = sh.state.try_lock() else {
             return WATCHDOG_BUSY;
         };
-        let did = sh.round(act, &mut st);
+        let did = sh.round(active, &mut state);
         let busy = did > 0
-            || st.eng.poll_timeout().is_some()
-            || !st.tx_ops.is_empty()
-            || st.pending.is_some()
-            || !st.held.is_empty();
+            || state.eng.poll_timeout().is_some()
+            || !state.tx_ops.is_empty()
+            || state.pending.is_some()
+            || !state.held.is_empty();
         if busy {
             WATCHDOG_BUSY
         } else {
@@ -85,28 +85,28 @@ pub(super) fn spawn_watchdog(w: std::sync::Weak<Shared>) {
 
 impl Shared {
     /// One round: device completions, timers, packets out, events.
-    pub(super) fn round(&self, act: &Bound, st: &mut St) -> usize {
+    pub(super) fn round(&self, active: &Bound, state: &mut EpState) -> usize {
         let now = self.now();
         self.last_round.store(now, Ordering::Relaxed);
-        self.forget_removed(act, st);
-        let mut n = self.poll_recv(act, st, now);
-        n += self.retry_held(st, now);
-        n += self.poll_send(act, st, now);
-        if st.eng.poll_timeout().is_some_and(|t| t <= now) {
-            st.eng.handle_timeout(now);
+        self.forget_removed(active, state);
+        let mut n = self.poll_recv(active, state, now);
+        n += self.retry_held(state, now);
+        n += self.poll_send(active, state, now);
+        if state.eng.poll_timeout().is_some_and(|t| t <= now) {
+            state.eng.handle_timeout(now);
         }
-        n += self.flush(st, now);
-        n += self.handle_events(act, st);
+        n += self.flush(state, now);
+        n += self.handle_events(active, state);
         n
     }
 
     /// Receive completions: datagrams to the engine.
-    fn poll_recv(&self, act: &Bound, st: &mut St, now: u64) -> usize {
+    fn poll_recv(&self, active: &Bound, state: &mut EpState, now: u64) -> usize {
         let mut n = 0;
         loop {
-            let k = self.rcq.poll(&mut st.wc).unwrap_or(0);
+            let k = self.rcq.poll(&mut state.wc).unwrap_or(0);
             for j in 0..k {
-                let wc = st.wc[j];
+                let wc = state.wc[j];
                 let i = wc.wr_id as u32;
                 n += 1;
                 if wc.status != WcStatus::Success {
@@ -116,26 +116,26 @@ impl Shared {
                     continue;
                 }
                 let Some(len) = self.rx_len(&wc) else {
-                    st.peers.count_dropped();
+                    state.peers.count_dropped();
                     let _ = self.post_rx(i);
                     continue;
                 };
                 let grh_gid = || self.grh_sgid(i);
                 if self.dgram {
-                    match st.peers.sender_addr(&wc, grh_gid) {
-                        Some(src) => self.dgram_arrived(act, st, i, src, len),
+                    match state.peers.sender_addr(&wc, grh_gid) {
+                        Some(src) => self.dgram_arrived(active, state, i, src, len),
                         None => {
-                            st.peers.count_dropped();
+                            state.peers.count_dropped();
                             let _ = self.post_rx(i);
                         }
                     }
                     continue;
                 }
-                let Some(peer) = st.peers.sender(&wc, grh_gid) else {
+                let Some(peer) = state.peers.sender(&wc, grh_gid) else {
                     let _ = self.post_rx(i);
                     continue;
                 };
-                self.offer(st, now, i, peer, len);
+                self.offer(state, now, i, peer, len);
             }
             if k < WC_BATCH {
                 return n;
@@ -169,18 +169,18 @@ impl Shared {
     /// Hands the datagram in receive slot `i` to the engine: posted again when taken;
     /// when refused, copied aside (the slot posted again) while fewer than
     /// `copied_max` wait so, else held in its slot. Returns whether it was taken.
-    fn offer(&self, st: &mut St, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
+    fn offer(&self, state: &mut EpState, now: u64, i: u32, peer: PeerAddr, len: usize) -> bool {
         // SAFETY: slot `i` is not posted (its completion was read, or it is held), and
         // is posted again only below, after the last use of `bytes`.
         let bytes = unsafe { self.bounce.slot_bytes(self.rx_payload(i), len) };
-        let taken = st.eng.handle_packet(now, peer, bytes).is_ok();
-        if !taken && st.copied >= self.copied_max {
-            st.held.push_back(Held::Slot(i, peer, len));
+        let taken = state.eng.handle_packet(now, peer, bytes).is_ok();
+        if !taken && state.copied >= self.copied_max {
+            state.held.push_back(Held::Slot(i, peer, len));
             return false;
         }
         if !taken {
-            st.copied += 1;
-            st.held.push_back(Held::Copied(peer, bytes.to_vec()));
+            state.copied += 1;
+            state.held.push_back(Held::Copied(peer, bytes.to_vec()));
         }
         if let Err(e) = self.post_rx(i) {
             ofi_core::ofi_warn!(NAME, "ep_data", "posting a receive slot: {e}");
@@ -189,24 +189,24 @@ impl Shared {
     }
 
     /// Offers the refused datagrams again, oldest first (each once per round).
-    fn retry_held(&self, st: &mut St, now: u64) -> usize {
+    fn retry_held(&self, state: &mut EpState, now: u64) -> usize {
         let mut n = 0;
-        for _ in 0..st.held.len() {
-            let Some(h) = st.held.pop_front() else {
+        for _ in 0..state.held.len() {
+            let Some(h) = state.held.pop_front() else {
                 break;
             };
             match h {
                 Held::Slot(i, peer, len) => {
-                    if self.offer(st, now, i, peer, len) {
+                    if self.offer(state, now, i, peer, len) {
                         n += 1;
                     }
                 }
                 Held::Copied(peer, bytes) => {
-                    if st.eng.handle_packet(now, peer, &bytes).is_ok() {
-                        st.copied -= 1;
+                    if state.eng.handle_packet(now, peer, &bytes).is_ok() {
+                        state.copied -= 1;
                         n += 1;
                     } else {
-                        st.held.push_back(Held::Copied(peer, bytes));
+                        state.held.push_back(Held::Copied(peer, bytes));
                     }
                 }
             }
@@ -215,29 +215,29 @@ impl Shared {
     }
 
     /// Send completions: the engine learns what became of each packet.
-    pub(super) fn poll_send(&self, act: &Bound, st: &mut St, now: u64) -> usize {
+    pub(super) fn poll_send(&self, active: &Bound, state: &mut EpState, now: u64) -> usize {
         let mut n = 0;
         loop {
-            let k = self.scq.poll(&mut st.wc).unwrap_or(0);
+            let k = self.scq.poll(&mut state.wc).unwrap_or(0);
             for j in 0..k {
-                let wc = st.wc[j];
+                let wc = state.wc[j];
                 let slot = (wc.wr_id & 0xffff_ffff) as u32;
-                let Some(&token) = st.tx_token.get(slot as usize) else {
+                let Some(&token) = state.tx_token.get(slot as usize) else {
                     continue;
                 };
-                st.tx_free.push(slot);
+                state.tx_free.push(slot);
                 n += 1;
                 if self.dgram {
-                    self.dgram_sent(act, st, token, wc.status);
+                    self.dgram_sent(active, state, token, wc.status);
                     continue;
                 }
                 match send_outcome(wc.status) {
-                    SendOutcome::Done => st.eng.handle_send_done(now, token),
-                    SendOutcome::Rnr => st.eng.handle_rnr(now, token),
+                    SendOutcome::Done => state.eng.handle_send_done(now, token),
+                    SendOutcome::Rnr => state.eng.handle_rnr(now, token),
                     SendOutcome::Flushed => {}
                     SendOutcome::Failed => {
                         ofi_core::ofi_info!(NAME, "ep_data", "send failed: {:?}", wc.status);
-                        st.eng.handle_send_failed(now, token);
+                        state.eng.handle_send_failed(now, token);
                     }
                 }
             }
@@ -249,15 +249,15 @@ impl Shared {
 
     /// The engine's packets to the device while send slots are free, posted in
     /// batches of up to [`POST_BATCH`] (one doorbell each).
-    fn flush(&self, st: &mut St, now: u64) -> usize {
+    fn flush(&self, state: &mut EpState, now: u64) -> usize {
         let mut n = 0;
         let mut batch = [Staged::default(); POST_BATCH];
         loop {
             let mut k = 0;
-            while k < POST_BATCH && !st.tx_free.is_empty() {
-                let t = match st.pending.take() {
+            while k < POST_BATCH && !state.tx_free.is_empty() {
+                let t = match state.pending.take() {
                     Some(t) => t,
-                    None => match st.eng.poll_transmit(now) {
+                    None => match state.eng.poll_transmit(now) {
                         Some(t) => t,
                         None => break,
                     },
@@ -265,28 +265,32 @@ impl Shared {
                 match t {
                     Transmit::Send { peer, token, bytes } => {
                         n += 1;
-                        match self.stage_packet(st, peer, token, &bytes) {
+                        match self.stage_packet(state, peer, token, &bytes) {
                             Ok(s) => {
                                 batch[k] = s;
                                 k += 1;
                             }
                             Err(e) => {
                                 ofi_core::ofi_info!(NAME, "ep_data", "peer {peer}: {e}");
-                                st.eng.handle_send_failed(now, token);
+                                state.eng.handle_send_failed(now, token);
                             }
                         }
                     }
                     Transmit::Read { token, .. } => {
                         // Never asked for: the engine is configured without reads.
-                        st.eng.handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
+                        state
+                            .eng
+                            .handle_read_done(now, token, Err(Errno::EOPNOTSUPP));
                     }
                 }
             }
-            if let Err((i, e)) = self.post_staged(st, &batch[..k]) {
+            if let Err((i, e)) = self.post_staged(state, &batch[..k]) {
                 ofi_core::ofi_info!(NAME, "ep_data", "posting a send: {e}");
                 for s in &batch[i..k] {
-                    st.tx_free.push(s.slot);
-                    st.eng.handle_send_failed(now, st.tx_token[s.slot as usize]);
+                    state.tx_free.push(s.slot);
+                    state
+                        .eng
+                        .handle_send_failed(now, state.tx_token[s.slot as usize]);
                 }
             }
             if k < POST_BATCH {
@@ -298,14 +302,14 @@ impl Shared {
     /// Copies `bytes` into a free send slot and posts it to `peer`.
     pub(super) fn post_packet(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         peer: PeerAddr,
         token: u64,
         bytes: &[u8],
     ) -> Result<()> {
-        let staged = self.stage_packet(st, peer, token, bytes)?;
-        self.post_staged(st, &[staged]).map_err(|(_, e)| {
-            st.tx_free.push(staged.slot);
+        let staged = self.stage_packet(state, peer, token, bytes)?;
+        self.post_staged(state, &[staged]).map_err(|(_, e)| {
+            state.tx_free.push(staged.slot);
             e
         })
     }
@@ -314,7 +318,7 @@ impl Shared {
     /// first use), which carries `token` from here.
     fn stage_packet(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         peer: PeerAddr,
         token: u64,
         bytes: &[u8],
@@ -322,7 +326,7 @@ impl Shared {
         if bytes.len() > self.mtu {
             return Err(crate::einval("packet over the MTU"));
         }
-        let Some(p) = st.peers.get_mut(peer as usize) else {
+        let Some(p) = state.peers.get_mut(peer as usize) else {
             return Err(crate::einval("unknown peer"));
         };
         if p.ah.is_none() {
@@ -338,11 +342,11 @@ impl Shared {
             }
             p.ah = Some(ah);
         }
-        let Some(slot) = st.tx_free.pop() else {
+        let Some(slot) = state.tx_free.pop() else {
             return Err(Error::code_only(Errno::EAGAIN));
         };
         self.bounce.write(self.tx_off(slot), bytes);
-        st.tx_token[slot as usize] = token;
+        state.tx_token[slot as usize] = token;
         Ok(Staged {
             slot,
             peer,
@@ -353,7 +357,11 @@ impl Shared {
     /// Posts the staged send slots (at most [`POST_BATCH`]) as one batch, without
     /// allocating; on a refusal, the index of the first not posted and why (its slot
     /// and the later ones' are still taken).
-    fn post_staged(&self, st: &St, staged: &[Staged]) -> std::result::Result<(), (usize, Error)> {
+    fn post_staged(
+        &self,
+        state: &EpState,
+        staged: &[Staged],
+    ) -> std::result::Result<(), (usize, Error)> {
         if staged.len() > POST_BATCH {
             return Err((0, crate::einval("more packets than one batch")));
         }
@@ -368,7 +376,7 @@ impl Shared {
         let mut wrs = [unused; POST_BATCH];
         let slots = staged.iter().zip(&mut sges).zip(&mut wrs);
         for (i, ((s, sge), wr)) in slots.enumerate() {
-            let Some((p, ah)) = st
+            let Some((p, ah)) = state
                 .peers
                 .get(s.peer as usize)
                 .and_then(|p| Some((p, p.ah.as_ref()?)))
@@ -399,15 +407,15 @@ impl Shared {
     }
 
     /// The engine's events to the application.
-    fn handle_events(&self, act: &Bound, st: &mut St) -> usize {
+    fn handle_events(&self, active: &Bound, state: &mut EpState) -> usize {
         let mut n = 0;
-        while let Some(ev) = st.eng.poll_event() {
+        while let Some(ev) = state.eng.poll_event() {
             n += 1;
             match ev {
                 Event::Tx {
                     ctx, result, data, ..
                 } => {
-                    if let Some(op) = st.tx_ops.remove(&ctx) {
+                    if let Some(op) = state.tx_ops.remove(&ctx) {
                         if let (Some(l), Ok(())) = (&op.read_into, result) {
                             let n = data.len().min(l.total());
                             // SAFETY: a read's local buffers are the application's,
@@ -415,28 +423,28 @@ impl Shared {
                             unsafe { l.scatter(0, data.as_ptr(), n) };
                         }
                         let want = op.want || result.is_err();
-                        act.complete_tx(op.ctx, op.flags, want, result.err());
+                        active.complete_tx(op.ctx, op.flags, want, result.err());
                     }
                 }
-                Event::Rx(done) => self.on_rx(act, st, done),
+                Event::Rx(done) => self.on_rx(active, state, done),
                 Event::RemoteWrite { src, len, cq_data } => {
-                    self.on_remote_write(act, st, src, len, cq_data)
+                    self.on_remote_write(active, state, src, len, cq_data)
                 }
-                Event::RemoteAccess { read, .. } => st.remote_cntrs.count(read),
+                Event::RemoteAccess { read, .. } => state.remote_cntrs.count(read),
             }
         }
         n
     }
 
     /// A receive completion of the engine.
-    fn on_rx(&self, act: &Bound, st: &mut St, done: RxDone) {
-        let Some(op) = st.rx_ops.get(&done.ctx) else {
+    fn on_rx(&self, active: &Bound, state: &mut EpState, done: RxDone) {
+        let Some(op) = state.rx_ops.get(&done.ctx) else {
             return;
         };
         let recv = op.posted();
         let multi = op.flags.contains(OpFlags::MULTI_RECV);
-        let src = match st.peers.get(done.src as usize) {
-            Some(p) if done.src != NO_SRC => act
+        let src = match state.peers.get(done.src as usize) {
+            Some(p) if done.src != NO_SRC => active
                 .av
                 .reverse_lookup(&p.addr.to_address())
                 .unwrap_or(ADDR_NOTAVAIL),
@@ -450,12 +458,12 @@ impl Shared {
             tagged: done.tagged,
         };
         if recv.flags.intersects(OpFlags::PEEK | OpFlags::DISCARD) {
-            st.rx_ops.remove(&done.ctx);
+            state.rx_ops.remove(&done.ctx);
             match done.result {
-                Err(Errno::ENOMSG) => act.no_message(&recv),
+                Err(Errno::ENOMSG) => active.no_message(&recv),
                 _ => {
                     let discarded = recv.flags.contains(OpFlags::DISCARD);
-                    act.peeked(recv, &inc, discarded)
+                    active.peeked(recv, &inc, discarded)
                 }
             }
             return;
@@ -478,8 +486,8 @@ impl Shared {
             Err(e) => Some(e),
         };
         if !multi || done.multi_recv_released {
-            st.rx_ops.remove(&done.ctx);
+            state.rx_ops.remove(&done.ctx);
         }
-        act.complete_rx(&recv, place, &inc, done.multi_recv_released, err);
+        active.complete_rx(&recv, place, &inc, done.multi_recv_released, err);
     }
 }

@@ -131,7 +131,7 @@ static ATOMIC_LOCKS: OnceLock<AtomicLocks> = OnceLock::new();
 
 impl Shared {
     /// An RMA read or write of the application.
-    pub(super) fn submit_rma(&self, act: &Bound, req: RmaRequest<'_>) -> Result<()> {
+    pub(super) fn submit_rma(&self, active: &Bound, req: RmaRequest<'_>) -> Result<()> {
         let read = req.is_read();
         let l = IoList::from_iov(req.local.bufs, NAME)?;
         let total = req.matched_len(NAME)?;
@@ -146,11 +146,11 @@ impl Shared {
             ctx: req.context,
             peer: 0, // set by `start_remote`
             flags: (OpFlags::RMA | dir).bits(),
-            want: act.tx_completion_wanted(req.inject, req.flags),
+            want: active.tx_completion_wanted(req.inject, req.flags),
             read_into: read.then_some(l),
         };
         let remote = (req.peer, req.remote.key, req.remote.addr);
-        self.start_remote(act, remote, op, "RMA", |eng, now, id, at| match () {
+        self.start_remote(active, remote, op, "RMA", |eng, now, id, at| match () {
             // Nothing to move: done at once.
             () if total == 0 => Err(Errno::ENODATA),
             () if read => eng.read(now, id, at, total),
@@ -172,13 +172,13 @@ impl Shared {
     /// success (nothing to move). Other refusals are the call's error.
     pub(super) fn start_remote(
         &self,
-        act: &Bound,
+        active: &Bound,
         (dest, key, addr): (u64, u64, u64),
         mut op: TxOp,
         what: &str,
         submit: impl FnOnce(&mut Engine, proto::Nanos, u64, Target) -> std::result::Result<(), Errno>,
     ) -> Result<()> {
-        let (mut st, peer, id) = self.begin_tx(act, dest)?;
+        let (mut state, peer, id) = self.begin_tx(active, dest)?;
         op.peer = peer;
         let key = u32::try_from(key)
             .ok()
@@ -187,7 +187,7 @@ impl Shared {
         let r = match key {
             None => Err(Errno::ENOKEY),
             Some(key) => submit(
-                &mut st.eng,
+                &mut state.eng,
                 now,
                 id,
                 Target {
@@ -199,28 +199,35 @@ impl Shared {
         };
         match r {
             Ok(()) => {
-                st.tx_ops.insert(id, op);
+                state.tx_ops.insert(id, op);
             }
-            Err(Errno::ENODATA) => act.complete_tx(op.ctx, op.flags, op.want, None),
+            Err(Errno::ENODATA) => active.complete_tx(op.ctx, op.flags, op.want, None),
             Err(e @ (Errno::ENOKEY | Errno::EHOSTUNREACH)) => {
                 // Reported as the operation's completion.
-                act.complete_tx(op.ctx, op.flags, true, Some(e));
+                active.complete_tx(op.ctx, op.flags, true, Some(e));
             }
             Err(e) => return Err(Error::new(e, format!("{NAME}: {what} refused"))),
         }
-        self.round(act, &mut st);
+        self.round(active, &mut state);
         Ok(())
     }
 
     /// A peer's write with remote CQ data was placed here: a receive-side entry.
-    pub(super) fn on_remote_write(&self, act: &Bound, st: &St, src: PeerAddr, len: u64, data: u64) {
-        let Some(b) = &act.rxcq else {
+    pub(super) fn on_remote_write(
+        &self,
+        active: &Bound,
+        state: &EpState,
+        src: PeerAddr,
+        len: u64,
+        data: u64,
+    ) {
+        let Some(b) = &active.rxcq else {
             return;
         };
-        let from = st
+        let from = state
             .peers
             .get(src as usize)
-            .and_then(|p| act.av.reverse_lookup(&p.addr.to_address()))
+            .and_then(|p| active.av.reverse_lookup(&p.addr.to_address()))
             .unwrap_or(ADDR_NOTAVAIL);
         let e = CqTaggedEntry {
             op_context: 0,

@@ -412,17 +412,17 @@ impl Engine {
 
     fn on_write_seg(&mut self, src: PeerAddr, req: &Req, payload: &[u8]) {
         let key = (src, req.send_id);
-        let st = self.rtw.entry(key).or_insert(RtwState {
+        let state = self.rtw.entry(key).or_insert(RtwState {
             total: req.total_len,
             got: 0,
             status: 0,
             cq_data: (req.flags & super::wire::F_CQ_DATA != 0).then_some(req.cq_data),
         });
-        if st.total != req.total_len {
+        if state.total != req.total_len {
             self.stats.stale += 1;
             return;
         }
-        if st.status == 0 {
+        if state.status == 0 {
             let res = match &self.region_access {
                 Some(a) => req
                     .rma_offset
@@ -450,12 +450,12 @@ impl Engine {
                     }),
             };
             if let Err(e) = res {
-                st.status = e.0 as u32;
+                state.status = e.0 as u32;
             }
         }
-        st.got = st.got.saturating_add(payload.len() as u64);
-        if st.got >= st.total {
-            let (status, cq_data, total) = (st.status, st.cq_data, st.total);
+        state.got = state.got.saturating_add(payload.len() as u64);
+        if state.got >= state.total {
+            let (status, cq_data, total) = (state.status, state.cq_data, state.total);
             self.rtw.remove(&key);
             if let (0, Some(data)) = (status, cq_data) {
                 self.events.push_back(super::Event::RemoteWrite {

@@ -66,7 +66,7 @@ impl Shared {
     }
 
     /// Move the queued sends of connection `idx` on as far as resources allow.
-    pub(super) fn stream(&self, act: &Active, tx: &mut Tx, idx: PeerIdx) {
+    pub(super) fn stream(&self, active: &Active, tx: &mut Tx, idx: PeerIdx) {
         'ops: loop {
             // (The fields directly: `conn` and `ops` are borrowed together.)
             let Some(Some(conn)) = tx.conns.get_mut(idx.0) else {
@@ -103,7 +103,7 @@ impl Shared {
                 // the mapping; the application's buffers are readable (C contract).
                 unsafe { op.iov.gather(0, map.base().add(off + INLINE_OFF), op.len) };
                 conn.prod.publish(&ring);
-                self.sent_whole(act, tx, idx, oi);
+                self.sent_whole(active, tx, idx, oi);
                 continue;
             }
             // Messages that fit one bounce chunk go eagerly through it (the send
@@ -184,7 +184,7 @@ impl Shared {
                 }
                 op.sent += n;
             }
-            self.sent_whole(act, tx, idx, oi);
+            self.sent_whole(active, tx, idx, oi);
         }
         // Stopped for want of room (the receiver frees slots and chunks as it reads),
         // or because the connection broke on the way: then what is queued on it can
@@ -193,7 +193,7 @@ impl Shared {
         if let Some(c) = tx.conn(idx) {
             if c.dead {
                 let why = c.why;
-                self.fail_conn(act, tx, idx, why);
+                self.fail_conn(active, tx, idx, why);
             }
         }
     }
@@ -201,7 +201,7 @@ impl Shared {
     /// Operation `oi`, at the head of connection `idx`'s queue, has gone whole into the
     /// ring: it leaves the queue, then waits for the receiver's ack (`F_ACK`) or
     /// completes now.
-    fn sent_whole(&self, act: &Active, tx: &mut Tx, idx: PeerIdx, oi: usize) {
+    fn sent_whole(&self, active: &Active, tx: &mut Tx, idx: PeerIdx, oi: usize) {
         let (Some(Some(conn)), Some(Some(op))) = (tx.conns.get_mut(idx.0), tx.ops.get_mut(oi))
         else {
             return;
@@ -211,7 +211,7 @@ impl Shared {
             op.stage = Stage::AwaitAck;
             conn.waiting += 1;
         } else if let Some(op) = self.free_op(tx, oi) {
-            act.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
+            active.complete_tx(op.ctx, op.cq_flags, op.want_cq, None);
         }
     }
 

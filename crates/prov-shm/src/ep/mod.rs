@@ -668,7 +668,7 @@ impl Endpoint {
 
 impl Progress for Shared {
     fn progress(&self) -> usize {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return 0;
         };
         if self.leaves_to_own_cqs() {
@@ -677,12 +677,12 @@ impl Progress for Shared {
         // The idle case — nothing published, nothing queued to send — costs a few
         // loads and no lock.
         let rx = if self.rx_may_have_work() {
-            self.progress_rx(act)
+            self.progress_rx(active)
         } else {
             0
         };
         let tx = if self.tx_work.load(Ordering::Relaxed) != 0 {
-            self.progress_tx(act)
+            self.progress_tx(active)
         } else {
             0
         };
@@ -691,7 +691,7 @@ impl Progress for Shared {
         let fired = if self.triggers.is_empty() {
             0
         } else {
-            self.fire_triggers(act)
+            self.fire_triggers(active)
         };
         rx + tx + fired
     }
@@ -745,19 +745,19 @@ impl EndpointOps<Fabric> for Endpoint {
         }
         let mut setup = lock(&self.sh.setup);
         self.inherit_av(&mut setup);
-        let act = setup.freeze(NAME)?;
-        self.attach_srx(&act)?;
-        self.note_ctx_cqs(&act);
-        let _ = self.sh.active.set(act);
+        let active = setup.freeze(NAME)?;
+        self.attach_srx(&active)?;
+        self.note_ctx_cqs(&active);
+        let _ = self.sh.active.set(active);
         Ok(())
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
-        let act = self.active()?;
+        let active = self.active()?;
         let recv = lock(&self.sh.rx).m.cancel(context);
         match recv {
             Some(r) => {
-                act.cancelled(&r);
+                active.cancelled(&r);
                 Ok(())
             }
             None => Err(Error::new(
@@ -892,18 +892,18 @@ impl DataPath for Endpoint {
     }
 
     #[inline(always)]
-    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
+    fn submit_send(&self, active: &Active, req: SendRequest) -> Result<()> {
         // One buffer (most sends) travels as an address and a length until an
         // operation must be tracked.
         if let [(p, l)] = *req.iov.slice() {
-            self.sh.send(act, OneBuf(p, l), &req)
+            self.sh.send(active, OneBuf(p, l), &req)
         } else {
-            self.sh.send(act, req.iov, &req)
+            self.sh.send(active, req.iov, &req)
         }
     }
 
     #[inline]
-    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+    fn submit_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         if self.sh.rx_via_srx.load(Ordering::Relaxed) {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
@@ -912,10 +912,10 @@ impl DataPath for Endpoint {
                 ),
             ));
         }
-        self.sh.post_recv(act, recv)
+        self.sh.post_recv(active, recv)
     }
 
-    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+    fn submit_rma(&self, active: &Active, req: RmaRequest<'_>) -> Result<()> {
         let local = IoList::from_iov(req.local.bufs, crate::NAME)?;
         // `rma_iov_limit` is 1: the one remote buffer covers the local ones exactly.
         if req.remote.len != local.total() {
@@ -928,10 +928,10 @@ impl DataPath for Endpoint {
                 ),
             ));
         }
-        self.sh.rma(act, local, &req)
+        self.sh.rma(active, local, &req)
     }
 
-    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+    fn submit_atomic(&self, active: &Active, req: AtomicRequest<'_>) -> Result<()> {
         let operand = one_ioc(req.operands.bufs, req.kind == AtomicKind::Fetch)?;
         let compare = one_ioc(req.compare.bufs, req.kind != AtomicKind::Compare)?;
         let result = one_ioc(req.result.bufs, req.kind == AtomicKind::Base)?;
@@ -951,7 +951,7 @@ impl DataPath for Endpoint {
         }
         let addr = |v: Option<(u64, usize)>| v.map_or(0, |(a, _)| a);
         self.sh
-            .atomic(act, [addr(operand), addr(compare), addr(result)], &req)
+            .atomic(active, [addr(operand), addr(compare), addr(result)], &req)
     }
 
     fn atomic_max(&self, dt: Datatype, op: AtomicOp, kind: AtomicKind) -> Result<usize> {

@@ -18,7 +18,7 @@ use ofi_kit::epglue::check_len;
 
 impl Shared {
     /// Start the RMA write or read `req`, whose local buffers are `local`.
-    pub(super) fn rma(&self, act: &Active, local: IoList, req: &RmaRequest<'_>) -> Result<()> {
+    pub(super) fn rma(&self, active: &Active, local: IoList, req: &RmaRequest<'_>) -> Result<()> {
         let (dest, raddr, key, ctx, data, read, flags, inject) = (
             req.peer,
             req.remote.addr,
@@ -36,11 +36,11 @@ impl Shared {
         if copy {
             check_len(NAME, "inject write", len, "inject_size", proto::INJECT_SIZE)?;
         }
-        let want_cq = want_tx_cq(act, inject, flags)?;
+        let want_cq = want_tx_cq(active, inject, flags)?;
         let cq_flags = (OpFlags::RMA | if read { OpFlags::READ } else { OpFlags::WRITE }).bits();
         let mut g = lock(&self.tx);
         let tx = &mut *g;
-        let idx = self.conn_for(act, tx, dest)?;
+        let idx = self.conn_for(active, tx, dest)?;
         let conn = tx.live_conn(idx)?;
         // Writes too large for a slot stream through the bounce chunks below the CMA
         // threshold, or always when CMA is disabled or refused, or the write is an
@@ -67,7 +67,7 @@ impl Shared {
                 ..Op::new(idx, ctx, cq_flags, want_cq)
             };
             self.queue_op(tx, op)?;
-            self.stream(act, tx, idx);
+            self.stream(active, tx, idx);
             self.engine.kick();
             return Ok(());
         }
@@ -135,7 +135,7 @@ impl Shared {
     /// # Safety
     /// An [`RmaSource::Inline`] pointer is valid for reads of `a.total` bytes (inside a
     /// slot of a mapped region).
-    pub(super) unsafe fn rma_target(&self, act: &Active, a: &RmaAccess<'_>) -> i32 {
+    pub(super) unsafe fn rma_target(&self, active: &Active, a: &RmaAccess<'_>) -> i32 {
         let (read, total, key, raddr) = (a.read, a.total, a.key, a.raddr);
         let access = if read {
             OpFlags::REMOTE_READ
@@ -149,7 +149,7 @@ impl Shared {
         let Some(segs) = segment_list(region.segments()) else {
             return Errno::EINVAL.0;
         };
-        let st = match a.source {
+        let state = match a.source {
             RmaSource::Cma { .. } if self.settings.disable_cma => Errno::EOPNOTSUPP.0,
             RmaSource::Cma { pid, iov } => {
                 // SAFETY: the segments are the registration's memory, which the MR table
@@ -181,16 +181,16 @@ impl Shared {
                 0
             }
         };
-        if st == 0 {
+        if state == 0 {
             region.count_access();
             self.count_remote(read);
             if let Some(data) = a.data {
-                if let Some(b) = &act.rxcq {
+                if let Some(b) = &active.rxcq {
                     let _ = b.cq.push_remote_write(total, data);
                 }
             }
         }
-        st
+        state
     }
 
     /// Apply an atomic at this (target) endpoint with the kit's engine: check it
@@ -319,7 +319,7 @@ impl Shared {
     /// result buffers (0 where it has none).
     pub(super) fn atomic(
         &self,
-        act: &Active,
+        active: &Active,
         bufs: [u64; 3],
         req: &AtomicRequest<'_>,
     ) -> Result<()> {
@@ -356,7 +356,7 @@ impl Shared {
                 proto::ATOMIC_INLINE_CAP,
             )?;
         }
-        let want_cq = want_tx_cq(act, inject, flags)?;
+        let want_cq = want_tx_cq(active, inject, flags)?;
         let cq_flags = (OpFlags::ATOMIC
             | if kind == AtomicKind::Base {
                 OpFlags::WRITE
@@ -366,7 +366,7 @@ impl Shared {
         .bits();
         let mut g = lock(&self.tx);
         let tx = &mut *g;
-        let idx = self.conn_for(act, tx, dest)?;
+        let idx = self.conn_for(active, tx, dest)?;
         let (slot, id) =
             self.one_slot_op(tx, idx, inject, || Op::new(idx, ctx, cq_flags, want_cq))?;
         let conn = tx.live_conn(idx)?;

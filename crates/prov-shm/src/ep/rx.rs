@@ -17,25 +17,25 @@ impl Shared {
     // ---------------------------------------------------------------- receive side
 
     #[inline]
-    pub(super) fn src_of(&self, act: &Active, rr: &mut RxRing) -> u64 {
+    pub(super) fn src_of(&self, active: &Active, rr: &mut RxRing) -> u64 {
         if !self.need_src {
             return ADDR_NOTAVAIL;
         }
-        Self::src_lookup(act, rr)
+        Self::src_lookup(active, rr)
     }
 
     /// [`Self::src_of`] when the source is wanted (out of line).
     #[inline(never)]
-    pub(super) fn src_lookup(act: &Active, rr: &mut RxRing) -> u64 {
+    pub(super) fn src_lookup(active: &Active, rr: &mut RxRing) -> u64 {
         if rr.src != ADDR_NOTAVAIL
-            && act
+            && active
                 .av
                 .with_entry(rr.src, |e| e.addr == &rr.addr)
                 .unwrap_or(false)
         {
             return rr.src;
         }
-        rr.src = act.av.reverse_lookup(&rr.addr).unwrap_or(ADDR_NOTAVAIL);
+        rr.src = active.av.reverse_lookup(&rr.addr).unwrap_or(ADDR_NOTAVAIL);
         rr.src
     }
 
@@ -56,11 +56,11 @@ impl Shared {
     pub(super) fn flush_acks(region: &Region, r: usize, rr: &mut RxRing) {
         let ring = region.ring(r);
         let ar = ring.acks();
-        while let Some(&(id, st)) = rr.backlog.front() {
+        while let Some(&(id, state)) = rr.backlog.front() {
             match rr.ackp.reserve(&ar) {
                 Ok(Some(i)) => {
                     ring.ack_id(i).store(id, Ordering::Relaxed);
-                    ring.ack_status(i).store(st as u32, Ordering::Relaxed);
+                    ring.ack_status(i).store(state as u32, Ordering::Relaxed);
                     rr.ackp.publish(&ar);
                     rr.backlog.pop_front();
                 }
@@ -73,7 +73,7 @@ impl Shared {
     /// that matched it.
     pub(super) fn deliver_unexp(
         &self,
-        act: &Active,
+        active: &Active,
         rx: &mut Rx,
         to: Matched<'_>,
         inc: &Incoming,
@@ -87,14 +87,14 @@ impl Shared {
         let via = match &payload {
             Unexp::Data { via, .. } | Unexp::Rts { via, .. } => via.clone(),
         };
-        let act = via.as_deref().unwrap_or(act);
+        let active = via.as_deref().unwrap_or(active);
         match payload {
             Unexp::Data { data, .. } => {
                 let n = place.len.min(data.len());
                 // SAFETY: `data` holds n bytes; the receive buffer is the
                 // application's, writable for its length (placement within it).
                 unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-                act.complete_rx(recv, place, inc, released, None);
+                active.complete_rx(recv, place, inc, released, None);
             }
             Unexp::Rts {
                 ring,
@@ -110,10 +110,10 @@ impl Shared {
                 // which the application left writable to the provider until the
                 // receive completes (the C API's contract of fi_recv); the provider
                 // holds it only as addresses.
-                let st = unsafe { Self::cma_read(pid, dst, &iov[..niov]) };
-                let err = if st == 0 { None } else { Some(Errno(st)) };
-                act.complete_rx(recv, place, inc, released, err);
-                self.push_ack(rx, ring, claim, id, st);
+                let state = unsafe { Self::cma_read(pid, dst, &iov[..niov]) };
+                let err = if state == 0 { None } else { Some(Errno(state)) };
+                active.complete_rx(recv, place, inc, released, err);
+                self.push_ack(rx, ring, claim, id, state);
             }
         }
     }
@@ -129,8 +129,8 @@ impl Shared {
             let ring = self.region.ring(r);
             // A sender may have sent and closed (or died) before we first looked: its
             // messages are still to be drained.
-            let st = ring.state().load(Ordering::Acquire);
-            if st != state::READY && st != state::CLOSED {
+            let state = ring.state().load(Ordering::Acquire);
+            if state != state::READY && state != state::CLOSED {
                 continue;
             }
             let Some((pid, name, pa, pv)) = ring.read_identity() else {
@@ -177,10 +177,10 @@ impl Shared {
         Some(b.clone())
     }
 
-    pub(super) fn release_ring(&self, act: &Active, rx: &mut Rx, r: usize) {
+    pub(super) fn release_ring(&self, active: &Active, rx: &mut Rx, r: usize) {
         let ring = self.region.ring(r);
         let via = rx.via.get_mut(r).and_then(Option::take);
-        let act = via.as_deref().unwrap_or(act);
+        let active = via.as_deref().unwrap_or(active);
         let Some(rr) = rx.rings.get_mut(r) else {
             return;
         };
@@ -191,7 +191,7 @@ impl Shared {
                 released,
             } = a.target
             {
-                act.complete_rx(&recv, place, &a.inc, released, Some(Errno::ECONNRESET));
+                active.complete_rx(&recv, place, &a.inc, released, Some(Errno::ECONNRESET));
             }
         }
         let rr = &mut rx.rings[r];
@@ -217,7 +217,7 @@ impl Shared {
     /// `payload` is valid for reads of `inc.len` bytes.
     pub(super) unsafe fn deliver_whole(
         &self,
-        act: &Active,
+        active: &Active,
         rx: &mut Rx,
         inc: &Incoming,
         r: usize,
@@ -228,7 +228,7 @@ impl Shared {
             // SAFETY: the payload per the contract (place.len ≤ inc.len); the receive
             // buffer is the application's.
             unsafe { scatter(&recv.buf, place.offset, payload, place.len) };
-            act.complete_rx(recv, place, inc, released, None);
+            active.complete_rx(recv, place, inc, released, None);
         };
         // An ordinary receive is used where it lies in its queue (it is large: no
         // copies); other answers come back from the matcher as they are.
@@ -325,7 +325,7 @@ impl Shared {
     /// The receive side's progress, once `rx_may_have_work` said there may be some
     /// (out of line, as `progress_tx`).
     #[inline(never)]
-    pub(super) fn progress_rx(&self, act: &Active) -> usize {
+    pub(super) fn progress_rx(&self, active: &Active) -> usize {
         let Ok(mut g) = self.rx.try_lock() else {
             return 0;
         };
@@ -338,14 +338,14 @@ impl Shared {
         // A shared receive context looks up per ring the bindings of the endpoint the
         // sender addressed; every other endpoint polls without the lookup.
         let (mut work, more) = if rx.routed {
-            self.poll_rings::<true>(act, rx)
+            self.poll_rings::<true>(active, rx)
         } else {
-            self.poll_rings::<false>(act, rx)
+            self.poll_rings::<false>(active, rx)
         };
         rx.polls = rx.polls.wrapping_add(1);
         if rx.polls.is_multiple_of(256) || self.peek.liveness_due.load(Ordering::Relaxed) {
             self.peek.liveness_due.store(false, Ordering::Relaxed);
-            work += self.check_liveness(act, rx);
+            work += self.check_liveness(active, rx);
         }
         self.publish_peek(rx, more);
         work
@@ -355,7 +355,7 @@ impl Shared {
     /// taken, and whether work is left. With `ROUTED`, a ring's messages are reported
     /// with its [`Rx::via`] bindings when it has some.
     #[inline(always)]
-    fn poll_rings<const ROUTED: bool>(&self, act: &Active, rx: &mut Rx) -> (usize, bool) {
+    fn poll_rings<const ROUTED: bool>(&self, active: &Active, rx: &mut Rx) -> (usize, bool) {
         let geo = self.region.geometry();
         let max_msg = self.settings.max_msg_size;
         let mut work = 0;
@@ -366,7 +366,7 @@ impl Shared {
             k += 1;
             let ring = self.region.ring(r);
             let via = if ROUTED { rx.via[r].clone() } else { None };
-            let act = via.as_deref().unwrap_or(act);
+            let active = via.as_deref().unwrap_or(active);
             for n in 0..=POLL_BUDGET {
                 let Some(i) = rx.rings[r].cons.peek(&ring) else {
                     break;
@@ -383,8 +383,8 @@ impl Shared {
                 let consumed = match proto::parse_inline_words(word(1), word(2), word(3), || {
                     word(SLOT_HDR / 8)
                 }) {
-                    Some(h) => self.handle_inline(act, rx, r, off, &h),
-                    None => self.handle_other(act, rx, r, off, &geo, max_msg),
+                    Some(h) => self.handle_inline(active, rx, r, off, &h),
+                    None => self.handle_other(active, rx, r, off, &geo, max_msg),
                 };
                 if !consumed {
                     more = true;
@@ -406,7 +406,7 @@ impl Shared {
     /// busy or idle).
     #[cold]
     #[inline(never)]
-    pub(super) fn check_liveness(&self, act: &Active, rx: &mut Rx) -> usize {
+    pub(super) fn check_liveness(&self, active: &Active, rx: &mut Rx) -> usize {
         if rx.last_check.elapsed() < LIVENESS_EVERY {
             return 0;
         }
@@ -419,7 +419,7 @@ impl Shared {
             let rr = &rx.rings[r];
             let empty = rr.cons.peek(&ring).is_none();
             if empty && (closed || !region::pid_alive(rr.pid, rr.start)) {
-                self.release_ring(act, rx, r);
+                self.release_ring(active, rx, r);
                 work += 1;
             }
         }
@@ -428,15 +428,15 @@ impl Shared {
 
     // ---------------------------------------------------------------- posting receives
 
-    pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+    pub(super) fn post_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
         let mut g = lock(&self.rx);
-        act.post_recv(
+        active.post_recv(
             &mut *g,
             |rx| &mut rx.m,
             recv,
             |rx, d| {
                 let to = Matched::new(d.recv, d.place, d.releases);
-                self.deliver_unexp(act, rx, to, d.msg, d.payload);
+                self.deliver_unexp(active, rx, to, d.msg, d.payload);
             },
             |rx, payload| {
                 // A discarded rendezvous: the sender waits for its acknowledgement.

@@ -238,10 +238,10 @@ impl Endpoint {
 
     /// At `fi_enable` of a context: remember the CQs it reports to (its progress is
     /// left to their reads, see the module docs).
-    pub(super) fn note_ctx_cqs(&self, act: &ofi_kit::ep::Bound) {
+    pub(super) fn note_ctx_cqs(&self, active: &ofi_kit::ep::Bound) {
         if let Role::Ctx { .. } = self.role {
             let id = |b: &Option<ofi_kit::ep::CqBinding>| b.as_ref().map_or(0, |b| b.cq.id());
-            let _ = self.sh.ctx_cqs.set([id(&act.txcq), id(&act.rxcq)]);
+            let _ = self.sh.ctx_cqs.set([id(&active.txcq), id(&active.rxcq)]);
         }
     }
 

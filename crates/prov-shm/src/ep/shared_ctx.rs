@@ -163,7 +163,7 @@ impl Endpoint {
     /// After this endpoint's bindings are frozen (`act`): hand them to its shared
     /// receive context if it has none yet, and route the endpoint's name to the
     /// context's region.
-    pub(super) fn attach_srx(&self, act: &Bound) -> Result<()> {
+    pub(super) fn attach_srx(&self, active: &Bound) -> Result<()> {
         let own = lock(&self.shared_ctx);
         let _ = self.sh.remote.set(own.remote.clone());
         let Some(srx) = own.srx.clone() else {
@@ -174,11 +174,11 @@ impl Endpoint {
             .rx_via_srx
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let receive_side = || Bound {
-            av: act.av.clone(),
+            av: active.av.clone(),
             txcq: None,
-            rxcq: act.rxcq.clone(),
+            rxcq: active.rxcq.clone(),
             txcntr: None,
-            rxcntr: act.rxcntr.clone(),
+            rxcntr: active.rxcntr.clone(),
             wcntr: None,
             rcntr: None,
         };

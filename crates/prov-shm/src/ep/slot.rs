@@ -23,7 +23,7 @@ impl Shared {
     #[inline(never)]
     pub(super) fn handle_other(
         &self,
-        act: &Active,
+        active: &Active,
         rx: &mut Rx,
         r: usize,
         slot_off: usize,
@@ -33,7 +33,7 @@ impl Shared {
         let mut hdr = [0u8; proto::PARSE_LEN];
         self.region.map().read_bytes(slot_off, &mut hdr);
         match Slot::parse(&hdr, geo, max_msg) {
-            Ok(s) => self.handle_slot(act, rx, r, slot_off, s),
+            Ok(s) => self.handle_slot(active, rx, r, slot_off, s),
             Err(why) => self.skip_slot(r, &format!("bad slot ({why})")),
         }
     }
@@ -44,7 +44,7 @@ impl Shared {
     #[inline]
     pub(super) fn handle_inline(
         &self,
-        act: &Active,
+        active: &Active,
         rx: &mut Rx,
         r: usize,
         slot_off: usize,
@@ -55,7 +55,7 @@ impl Shared {
         }
         let claim = rx.rings[r].claim;
         let inc = Incoming {
-            src: self.src_of(act, &mut rx.rings[r]),
+            src: self.src_of(active, &mut rx.rings[r]),
             tag: h.tag,
             len: h.len,
             data: if h.flags & F_DATA != 0 {
@@ -74,7 +74,7 @@ impl Shared {
         // parser), inside the mapping.
         unsafe {
             let payload = self.region.map().base().add(slot_off + INLINE_OFF);
-            self.deliver_whole(act, rx, &inc, r, ack, payload)
+            self.deliver_whole(active, rx, &inc, r, ack, payload)
         }
     }
 
@@ -82,7 +82,7 @@ impl Shared {
     /// for later).
     pub(super) fn handle_slot(
         &self,
-        act: &Active,
+        active: &Active,
         rx: &mut Rx,
         r: usize,
         slot_off: usize,
@@ -92,7 +92,7 @@ impl Shared {
             r,
             claim: rx.rings[r].claim,
             slot_off,
-            src: self.src_of(act, &mut rx.rings[r]),
+            src: self.src_of(active, &mut rx.rings[r]),
         };
         match s.body {
             Body::Inline { len, id } => {
@@ -103,20 +103,20 @@ impl Shared {
                     data: s.data,
                     id,
                 };
-                self.handle_inline(act, rx, r, slot_off, &h)
+                self.handle_inline(active, rx, r, slot_off, &h)
             }
-            Body::Rts { .. } => self.on_rts(act, rx, &at, &s),
-            Body::Rma { .. } => self.on_rma(act, rx, &at, &s),
+            Body::Rts { .. } => self.on_rts(active, rx, &at, &s),
+            Body::Rma { .. } => self.on_rma(active, rx, &at, &s),
             Body::Atomic(_) => self.on_atomic(rx, &at, &s),
-            Body::WriteFrag { .. } => self.on_write_fragment(act, rx, &at, &s),
-            Body::WriteInline { .. } => self.on_write_inline(act, rx, &at, &s),
-            Body::Bounce { .. } => self.on_bounce(act, rx, &at, &s),
+            Body::WriteFrag { .. } => self.on_write_fragment(active, rx, &at, &s),
+            Body::WriteInline { .. } => self.on_write_inline(active, rx, &at, &s),
+            Body::Bounce { .. } => self.on_bounce(active, rx, &at, &s),
         }
     }
 
     /// A request to send (a large message the receiver copies with CMA): matched now, or
     /// queued as unexpected.
-    fn on_rts(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+    fn on_rts(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::Rts {
             total,
             id,
@@ -144,12 +144,18 @@ impl Shared {
         let Some((recv, place, released)) = taken(rx.m.match_incoming(&inc)) else {
             return rx.m.push_unexpected_sized(inc, payload, 64).is_ok();
         };
-        self.deliver_unexp(act, rx, Matched::new(&recv, place, released), &inc, payload);
+        self.deliver_unexp(
+            active,
+            rx,
+            Matched::new(&recv, place, released),
+            &inc,
+            payload,
+        );
         true
     }
 
     /// An RMA read or write by CMA: carried out and acknowledged.
-    fn on_rma(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+    fn on_rma(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::Rma {
             read,
             total,
@@ -179,8 +185,8 @@ impl Shared {
             data: (s.flags & F_DATA != 0).then_some(s.data),
         };
         // SAFETY: no inline pointer.
-        let st = unsafe { self.rma_target(act, &access) };
-        self.push_ack(rx, r, claim, id, st);
+        let state = unsafe { self.rma_target(active, &access) };
+        self.push_ack(rx, r, claim, id, state);
         true
     }
 
@@ -200,16 +206,16 @@ impl Shared {
         // SAFETY: inline data lies inside the slot (length checked by parse
         // against ATOMIC_INLINE_CAP), inside the mapping.
         let src = unsafe { map.base().add(slot_off + proto::ATOMIC_INLINE_OFF) };
-        let st = self.atomic_target(pid, &a, a.inline.then_some(src));
+        let state = self.atomic_target(pid, &a, a.inline.then_some(src));
         if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, a.id, st);
+            self.push_ack(rx, r, claim, a.id, state);
         }
         true
     }
 
     /// A fragment of an RMA write streamed through a bounce chunk: checked (the whole range
     /// on the first one), copied, and on the last one counted, reported and acknowledged.
-    fn on_write_fragment(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+    fn on_write_fragment(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::WriteFrag {
             total,
             id,
@@ -232,16 +238,16 @@ impl Shared {
         if offset == 0 {
             // Check the whole range first, so a write that would fail part way
             // leaves the target untouched.
-            let st = match self
+            let state = match self
                 .mr
                 .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
             {
                 Ok(_) => 0,
                 Err(e) => e.code().0,
             };
-            rx.rings[r].wr = Some((id, st));
+            rx.rings[r].wr = Some((id, state));
         }
-        let Some((wid, mut st)) = rx.rings[r].wr else {
+        let Some((wid, mut state)) = rx.rings[r].wr else {
             ring.chunk_state(chunk).store(0, Ordering::Release);
             return self.skip_slot(r, "RMA fragment without a write");
         };
@@ -249,20 +255,20 @@ impl Shared {
             ring.chunk_state(chunk).store(0, Ordering::Release);
             return self.skip_slot(r, "RMA fragment of another write");
         }
-        if st == 0 {
+        if state == 0 {
             // SAFETY: chunk < chunks and clen <= chunk_size were checked by parse,
             // so the chunk lies inside the mapping.
             let src = unsafe { map.base().add(ring.chunk_off(chunk)) };
             // SAFETY: `src` holds `clen` bytes of the chunk (see above).
-            st = unsafe { self.write_fragment(key, raddr, offset, src, clen) };
+            state = unsafe { self.write_fragment(key, raddr, offset, src, clen) };
         }
         ring.chunk_state(chunk).store(0, Ordering::Release);
-        rx.rings[r].wr = Some((id, st));
+        rx.rings[r].wr = Some((id, state));
         if offset + clen < total {
             return true;
         }
         rx.rings[r].wr = None;
-        if st == 0 {
+        if state == 0 {
             if let Ok(region) = self
                 .mr
                 .lookup_remote(key, raddr, total, OpFlags::REMOTE_WRITE)
@@ -271,20 +277,20 @@ impl Shared {
             }
             self.count_remote(false);
             if s.flags & F_DATA != 0 {
-                if let Some(b) = &act.rxcq {
+                if let Some(b) = &active.rxcq {
                     let _ = b.cq.push_remote_write(total, s.data);
                 }
             }
         }
         if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, id, st);
+            self.push_ack(rx, r, claim, id, state);
         }
         true
     }
 
     /// An RMA write whose data lies in the slot: carried out and, when wanted,
     /// acknowledged.
-    fn on_write_inline(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+    fn on_write_inline(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::WriteInline {
             len,
             id,
@@ -313,9 +319,9 @@ impl Shared {
             data: (s.flags & F_DATA != 0).then_some(s.data),
         };
         // SAFETY: `src` holds `len` bytes of the slot (see above).
-        let st = unsafe { self.rma_target(act, &access) };
+        let state = unsafe { self.rma_target(active, &access) };
         if s.flags & F_ACK != 0 {
-            self.push_ack(rx, r, claim, id, st);
+            self.push_ack(rx, r, claim, id, state);
         }
         true
     }
@@ -323,7 +329,7 @@ impl Shared {
     /// A bounce fragment of a message: the whole message in one chunk is delivered at once;
     /// otherwise the fragments are assembled into the matched receive or an unexpected
     /// buffer, and the last one completes it. False when the message must wait for room.
-    fn on_bounce(&self, act: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
+    fn on_bounce(&self, active: &Active, rx: &mut Rx, at: &SlotAt, s: &Slot) -> bool {
         let Body::Bounce {
             total,
             id,
@@ -346,7 +352,7 @@ impl Shared {
             // parse, so the chunk's `total` bytes lie inside the mapping.
             let done = unsafe {
                 let src = map.base().add(ring.chunk_off(chunk));
-                self.deliver_whole(act, rx, &inc, r, ack, src)
+                self.deliver_whole(active, rx, &inc, r, ack, src)
             };
             if done {
                 ring.chunk_state(chunk).store(0, Ordering::Release);
@@ -411,14 +417,14 @@ impl Shared {
         if a.got < total {
             return true;
         }
-        self.finish_bounce(act, rx, r, claim);
+        self.finish_bounce(active, rx, r, claim);
         true
     }
 
     /// The last fragment of the bounce message on ring `r` (claim `claim`) is in:
     /// complete its receive, or match or queue it as unexpected now, and acknowledge it
     /// when its sender asked.
-    fn finish_bounce(&self, act: &Active, rx: &mut Rx, r: usize, claim: u64) {
+    fn finish_bounce(&self, active: &Active, rx: &mut Rx, r: usize, claim: u64) {
         let Some(a) = rx.rings[r].asm.take() else {
             return;
         };
@@ -429,7 +435,7 @@ impl Shared {
                 place,
                 released,
             } => {
-                act.complete_rx(&recv, place, &a.inc, released, None);
+                active.complete_rx(&recv, place, &a.inc, released, None);
                 if let Some((ring, claim, id)) = ack {
                     self.push_ack(rx, ring, claim, id, 0);
                 }
@@ -446,7 +452,13 @@ impl Shared {
                 // a message the full queue drops fails its sender.
                 let status = match m {
                     Some((recv, place, rel)) => {
-                        self.deliver_unexp(act, rx, Matched::new(&recv, place, rel), &inc, payload);
+                        self.deliver_unexp(
+                            active,
+                            rx,
+                            Matched::new(&recv, place, rel),
+                            &inc,
+                            payload,
+                        );
                         0
                     }
                     None => match rx.m.push_unexpected(inc, payload) {

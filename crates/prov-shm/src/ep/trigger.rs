@@ -20,11 +20,11 @@ use super::{scalable, Active, Endpoint, Shared};
 impl Shared {
     /// Issue the waiting calls whose counters reached their thresholds; complete
     /// the ones that fail as errors. The number of calls handled.
-    pub(super) fn fire_triggers(&self, act: &Active) -> usize {
+    pub(super) fn fire_triggers(&self, active: &Active) -> usize {
         // SAFETY: every queued call was made on this endpoint (kit's data path of a
         // handle of `self`); its buffers are the application's, valid until it
         // completes (the C API's contract).
-        unsafe { act.fire_triggers(&self.triggers, || self.trigger_handle()) }
+        unsafe { active.fire_triggers(&self.triggers, || self.trigger_handle()) }
     }
 
     /// A plain handle of this endpoint, with default flags and no shared context, to
@@ -43,8 +43,8 @@ impl Shared {
 impl Endpoint {
     /// Complete every waiting triggered call with `FI_ECANCELED` (at close).
     pub(super) fn cancel_triggers(&self) {
-        if let Some(act) = self.sh.active.get() {
-            act.cancel_triggers(&self.sh.triggers);
+        if let Some(active) = self.sh.active.get() {
+            active.cancel_triggers(&self.sh.triggers);
         }
     }
 }

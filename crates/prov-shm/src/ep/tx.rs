@@ -112,10 +112,10 @@ impl Shared {
     /// The connection index for `dest`, connecting on first use (or when the AV entry
     /// now names another peer, or the old connection's peer died).
     #[inline]
-    pub(super) fn conn_for(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
+    pub(super) fn conn_for(&self, active: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
         // The same destination as last time and no AV change since: the same
         // connection, if it is still up (no AV lock, no address compare).
-        let changes = act.av.changes();
+        let changes = active.av.changes();
         if let Some((d, c, idx)) = tx.last_dest {
             if d == dest && c == changes {
                 if let Some(conn) = tx.conn(idx) {
@@ -125,20 +125,20 @@ impl Shared {
                 }
             }
         }
-        let idx = self.conn_for_slow(act, tx, dest)?;
+        let idx = self.conn_for_slow(active, tx, dest)?;
         tx.last_dest = Some((dest, changes, idx));
         Ok(idx)
     }
 
     /// [`Self::conn_for`] through the AV (out of line: the fast path stays small).
     #[inline(never)]
-    pub(super) fn conn_for_slow(&self, act: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
+    pub(super) fn conn_for_slow(&self, active: &Active, tx: &mut Tx, dest: u64) -> Result<PeerIdx> {
         // The connection for this AV entry, if it is still for the same peer (no
         // allocation on this path: the address is compared in place).
         // A receive context of a scalable endpoint (`fi_rx_addr`) has a connection
         // of its own (see `scalable`).
-        let rx_ctx = act.av.rx_index(dest);
-        let (idx, fresh) = act.av.with_entry(dest, |e| {
+        let rx_ctx = active.av.rx_index(dest);
+        let (idx, fresh) = active.av.with_entry(dest, |e| {
             let idx = tx.peer_idx(e.index, rx_ctx);
             let ok = matches!(
                 (tx.conn(idx), e.addr),
@@ -157,7 +157,7 @@ impl Shared {
         if let Some((name, av_addr)) = fresh {
             if tx.conn(idx).is_some() {
                 // Operations still waiting on the old connection can never complete.
-                self.fail_conn(act, tx, idx, Errno::ECONNRESET);
+                self.fail_conn(active, tx, idx, Errno::ECONNRESET);
             }
             if let Some(slot) = tx.conns.get_mut(idx.0) {
                 if let Some(old) = slot.take() {
@@ -300,7 +300,12 @@ impl Shared {
 
     /// Send `req`, whose buffers are `iov` (the request's own list, or its one buffer).
     #[inline(always)]
-    pub(super) fn send<P: Payload>(&self, act: &Active, iov: P, req: &SendRequest) -> Result<()> {
+    pub(super) fn send<P: Payload>(
+        &self,
+        active: &Active,
+        iov: P,
+        req: &SendRequest,
+    ) -> Result<()> {
         let (dest, ctx, data, flags, inject) =
             (req.dest, req.context, req.data, req.flags, req.inject);
         let (tag, tagged) = (req.tag.unwrap_or(0), req.tagged());
@@ -317,7 +322,7 @@ impl Shared {
         if copy {
             check_len(NAME, "inject", len, "inject_size", proto::INJECT_SIZE)?;
         }
-        let want_cq = want_tx_cq(act, inject, flags)?;
+        let want_cq = want_tx_cq(active, inject, flags)?;
         let mut hflags = 0u8;
         if tagged {
             hflags |= F_TAGGED;
@@ -331,7 +336,7 @@ impl Shared {
         }
         let cq_flags = req.completion_flags().bits();
         let mut tx = lock(&self.tx);
-        let idx = self.conn_for(act, &mut tx, dest)?;
+        let idx = self.conn_for(active, &mut tx, dest)?;
         let tx = &mut *tx;
         let conn = tx.live_conn(idx)?;
         let hdr = proto::InlineHdr {
@@ -346,8 +351,8 @@ impl Shared {
             let slot = Self::reserve_slot(conn)?;
             Self::write_inline(conn, slot, &hdr, &iov);
             // Nothing to report (no entry wanted, no counter): no call.
-            if want_cq || act.txcntr.is_some() {
-                act.complete_tx(ctx, cq_flags, want_cq, None);
+            if want_cq || active.txcntr.is_some() {
+                active.complete_tx(ctx, cq_flags, want_cq, None);
             }
             return Ok(());
         }
@@ -359,7 +364,7 @@ impl Shared {
             delivery,
             copy,
         };
-        self.send_tracked(act, tx, t, hdr, iov.list())
+        self.send_tracked(active, tx, t, hdr, iov.list())
     }
 
     /// Write an inline slot (header `hdr`, payload from `iov`) at `slot` of `conn`'s
@@ -394,7 +399,7 @@ impl Shared {
     #[inline(never)]
     pub(super) fn send_tracked(
         &self,
-        act: &Active,
+        active: &Active,
         tx: &mut Tx,
         t: Tracked,
         mut hdr: proto::InlineHdr,
@@ -416,7 +421,7 @@ impl Shared {
             let conn = tx.live_conn(idx)?;
             Self::write_inline(conn, slot, &hdr, &iov);
             if !t.delivery {
-                act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
+                active.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
             }
             return Ok(());
         }
@@ -439,7 +444,7 @@ impl Shared {
                 },
             })
         {
-            act.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
+            active.complete_tx(t.ctx, t.cq_flags, t.want_cq, None);
             return Ok(());
         }
         // Otherwise an inject is sent from a private copy, queued like any send.
@@ -454,7 +459,7 @@ impl Shared {
             ..Op::message(&t, &hdr, iov)
         };
         self.queue_op(tx, op)?;
-        self.stream(act, tx, idx);
+        self.stream(active, tx, idx);
         self.engine.kick();
         Ok(())
     }
@@ -469,7 +474,7 @@ impl Shared {
     /// The send side's progress, once `tx_work` says there is some (kept out of line:
     /// an idle poll only runs the checks in `Progress::progress`).
     #[inline(never)]
-    pub(super) fn progress_tx(&self, act: &Active) -> usize {
+    pub(super) fn progress_tx(&self, active: &Active) -> usize {
         let Ok(mut g) = self.tx.try_lock() else {
             return 0;
         };
@@ -498,13 +503,13 @@ impl Shared {
                         break;
                     };
                     let id = ring.ack_id(i).load(Ordering::Relaxed);
-                    let st = ring.ack_status(i).load(Ordering::Relaxed) as i32;
+                    let state = ring.ack_status(i).load(Ordering::Relaxed) as i32;
                     conn.acks.release(&ar);
-                    acks[na] = (id, st);
+                    acks[na] = (id, state);
                     na += 1;
                 }
             }
-            for &(wire, st) in &acks[..na] {
+            for &(wire, state) in &acks[..na] {
                 let id = OpId::from_wire(wire);
                 let oi = id.slot();
                 let ok = matches!(tx.ops.get(oi), Some(Some(op))
@@ -524,16 +529,16 @@ impl Shared {
                 }
                 if let Some(op) = self.free_op(tx, oi) {
                     // Read from the peer's region: an FI code or FI_EPROTO.
-                    let err = Errno::from_peer_status(i64::from(st));
-                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, err);
+                    let err = Errno::from_peer_status(i64::from(state));
+                    active.complete_tx(op.ctx, op.cq_flags, op.want_cq, err);
                 }
                 work += 1;
             }
-            self.stream(act, tx, idx);
+            self.stream(active, tx, idx);
             if check {
                 let dead = tx.conn(idx).is_some_and(|c| !c.region.owner_alive());
                 if dead {
-                    work += self.fail_conn(act, tx, idx, Errno::ECONNRESET);
+                    work += self.fail_conn(active, tx, idx, Errno::ECONNRESET);
                 }
             }
         }
@@ -541,7 +546,13 @@ impl Shared {
     }
 
     /// Fail every operation of connection `idx` (its peer is gone).
-    pub(super) fn fail_conn(&self, act: &Active, tx: &mut Tx, idx: PeerIdx, err: Errno) -> usize {
+    pub(super) fn fail_conn(
+        &self,
+        active: &Active,
+        tx: &mut Tx,
+        idx: PeerIdx,
+        err: Errno,
+    ) -> usize {
         if let Some(c) = tx.conn_mut(idx) {
             c.dead = true;
             c.why = err;
@@ -552,7 +563,7 @@ impl Shared {
         for oi in 0..tx.ops.len() {
             if matches!(&tx.ops[oi], Some(op) if op.conn == idx) {
                 if let Some(op) = self.free_op(tx, oi) {
-                    act.complete_tx(op.ctx, op.cq_flags, op.want_cq, Some(err));
+                    active.complete_tx(op.ctx, op.cq_flags, op.want_cq, Some(err));
                     n += 1;
                 }
             }
@@ -656,8 +667,8 @@ impl Payload for OneBuf {
 /// inject; with `FI_SELECTIVE_COMPLETION`, only with `FI_COMPLETION`); `FI_EAGAIN` when
 /// it does and the CQ has no room for it.
 #[inline]
-pub(super) fn want_tx_cq(act: &Active, inject: bool, flags: OpFlags) -> Result<bool> {
-    let Some(b) = act.txcq.as_ref().filter(|b| !inject && b.wants(flags)) else {
+pub(super) fn want_tx_cq(active: &Active, inject: bool, flags: OpFlags) -> Result<bool> {
+    let Some(b) = active.txcq.as_ref().filter(|b| !inject && b.wants(flags)) else {
         return Ok(false);
     };
     if !b.cq.has_room() {

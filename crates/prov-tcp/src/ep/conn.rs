@@ -1,7 +1,7 @@
 //! Connections: the client's connect / response exchange, the server's accept, the
 //! end of a connection and the CM options.
 //!
-//! Invariants: `St::conn` moves only forward — `Idle` → `Connecting` → `AwaitResp` →
+//! Invariants: `EpState::conn` moves only forward — `Idle` → `Connecting` → `AwaitResp` →
 //! `Connected` (client), `Idle` → `Accepting` → `Connected` (server), any → `Shutdown`;
 //! `EpInner::cm_watch` holds the socket's descriptor exactly while a socket is open
 //! and is cleared before the socket is closed. When a connection ends every queued and
@@ -55,21 +55,21 @@ impl Progress for CmSource {
         if !ep.active.load(Ordering::Acquire) {
             return 0;
         }
-        let Ok(mut st) = ep.st.try_lock() else {
+        let Ok(mut state) = ep.state.try_lock() else {
             return 0;
         };
-        match st.conn {
-            Conn::Connecting { .. } | Conn::AwaitResp { .. } => ep.progress_connect(&mut st),
+        match state.conn {
+            Conn::Connecting { .. } | Conn::AwaitResp { .. } => ep.progress_connect(&mut state),
             Conn::Connected => {
                 // Only notice a closed or failed connection here (one poll, no reads),
                 // so FI_SHUTDOWN reaches the EQ without the data path being driven.
-                let ev = st
+                let ev = state
                     .sock
                     .as_ref()
                     .and_then(|s| s.poll(libc::POLLRDHUP, 0).ok())
                     .unwrap_or(0);
                 if ev & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
-                    ep.progress_locked(&mut st)
+                    ep.progress_locked(&mut state)
                 } else {
                     0
                 }
@@ -92,13 +92,13 @@ impl Progress for CmSource {
             out.push(FdInterest::hangup(watch));
             return true;
         }
-        let Ok(st) = ep.st.try_lock() else {
+        let Ok(state) = ep.state.try_lock() else {
             return false;
         };
-        let Some(fd) = st.sock.as_ref().map(Sock::fd) else {
+        let Some(fd) = state.sock.as_ref().map(Sock::fd) else {
             return true;
         };
-        match st.conn {
+        match state.conn {
             Conn::Connecting { .. } => out.push(FdInterest::write(fd)),
             Conn::AwaitResp { .. } => out.push(FdInterest::read(fd)),
             Conn::Connected => out.push(FdInterest::hangup(fd)),
@@ -109,24 +109,24 @@ impl Progress for CmSource {
 }
 
 impl EpInner {
-    pub(super) fn progress_connect(&self, st: &mut St) -> usize {
-        let Some(sock) = st.sock.as_ref() else {
+    pub(super) fn progress_connect(&self, state: &mut EpState) -> usize {
+        let Some(sock) = state.sock.as_ref() else {
             return 0;
         };
-        match &mut st.conn {
+        match &mut state.conn {
             Conn::Connecting { req, sent } => {
                 match sock.poll(libc::POLLOUT, 0) {
                     Ok(0) => return 0,
                     Ok(_) => {}
                     Err(e) => {
                         let code = Errno(crate::sock::os_code(&e));
-                        self.connect_failed(st, code, Vec::new());
+                        self.connect_failed(state, code, Vec::new());
                         return 1;
                     }
                 }
                 if let Ok(Some(e)) | Err(e) = sock.take_error() {
                     let code = Errno(crate::sock::os_code(&e));
-                    self.connect_failed(st, code, Vec::new());
+                    self.connect_failed(state, code, Vec::new());
                     return 1;
                 }
                 while *sent < req.len() {
@@ -138,12 +138,12 @@ impl EpInner {
                         Err(e) if would_block(&e) => return 1,
                         Err(e) => {
                             let code = Errno(crate::sock::os_code(&e));
-                            self.connect_failed(st, code, Vec::new());
+                            self.connect_failed(state, code, Vec::new());
                             return 1;
                         }
                     }
                 }
-                st.conn = Conn::AwaitResp { buf: Vec::new() };
+                state.conn = Conn::AwaitResp { buf: Vec::new() };
                 1
             }
             Conn::AwaitResp { buf } => {
@@ -160,7 +160,7 @@ impl EpInner {
                                 } else {
                                     Error::from(e).code()
                                 };
-                                self.connect_failed(st, code, Vec::new());
+                                self.connect_failed(state, code, Vec::new());
                                 return 1;
                             }
                         }
@@ -170,7 +170,7 @@ impl EpInner {
                     }
                     match sock.recv(&mut tmp[..need - buf.len()]) {
                         Ok(0) => {
-                            self.connect_failed(st, Errno::ECONNREFUSED, Vec::new());
+                            self.connect_failed(state, Errno::ECONNREFUSED, Vec::new());
                             return 1;
                         }
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
@@ -181,7 +181,7 @@ impl EpInner {
                                 Some(c) => Errno(c),
                                 None => Errno::EIO,
                             };
-                            self.connect_failed(st, code, Vec::new());
+                            self.connect_failed(state, code, Vec::new());
                             return 1;
                         }
                     }
@@ -192,14 +192,14 @@ impl EpInner {
                 };
                 match kind {
                     CmKind::ConnResp => {
-                        st.conn = Conn::Connected;
-                        self.on_connected(st);
-                        if let Some(eq) = &st.b.eq {
+                        state.conn = Conn::Connected;
+                        self.on_connected(state);
+                        if let Some(eq) = &state.b.eq {
                             let _ = eq.connected(self.fid, data);
                         }
                     }
-                    CmKind::Reject => self.connect_failed(st, Errno::ECONNREFUSED, data),
-                    CmKind::ConnReq => self.connect_failed(st, Errno::EPROTO, Vec::new()),
+                    CmKind::Reject => self.connect_failed(state, Errno::ECONNREFUSED, data),
+                    CmKind::ConnReq => self.connect_failed(state, Errno::EPROTO, Vec::new()),
                 }
                 1
             }
@@ -209,8 +209,8 @@ impl EpInner {
 
     /// The connection is up: when both ends are on this host, switch to the local
     /// congestion control and offer the peer a same-host proof.
-    pub(super) fn on_connected(&self, st: &mut St) {
-        let Some(sock) = st.sock.as_ref() else {
+    pub(super) fn on_connected(&self, state: &mut EpState) {
+        let Some(sock) = state.sock.as_ref() else {
             return;
         };
         self.cm_watch.store(sock.fd(), Ordering::Release);
@@ -228,40 +228,40 @@ impl EpInner {
         if self.cma_threshold == usize::MAX {
             return;
         }
-        st.local.eligible = true;
+        state.local.eligible = true;
         let nonce = ofi_kit::cma::random_u64();
-        st.local.offered = Some(nonce ^ process_key());
+        state.local.offered = Some(nonce ^ process_key());
         let mut h = Hdr::new(Op::LocalOffer);
         h.data = nonce;
-        EpInner::respond(st, h, Segs::default());
+        EpInner::respond(state, h, Segs::default());
         if self.dom.engine.mode() == ofi_kit::progress::ProgressMode::Auto {
             self.dom.engine.kick();
         }
     }
 
-    pub(super) fn connect_failed(&self, st: &mut St, code: Errno, data: Vec<u8>) {
+    pub(super) fn connect_failed(&self, state: &mut EpState, code: Errno, data: Vec<u8>) {
         self.cm_watch.store(-1, Ordering::Release);
-        if let Some(s) = st.sock.take() {
+        if let Some(s) = state.sock.take() {
             s.shutdown();
         }
-        st.conn = Conn::Shutdown;
+        state.conn = Conn::Shutdown;
         self.active.store(false, Ordering::Release);
-        if let Some(eq) = &st.b.eq {
+        if let Some(eq) = &state.b.eq {
             let _ = eq.conn_error(self.fid, code, data);
         }
-        self.flush_all(st, Errno::ECONNREFUSED);
+        self.flush_all(state, Errno::ECONNREFUSED);
     }
 
     /// Tear the connection down and report.
-    pub(super) fn fail(&self, st: &mut St, f: Fail) {
+    pub(super) fn fail(&self, state: &mut EpState, f: Fail) {
         self.cm_watch.store(-1, Ordering::Release);
-        if let Some(s) = st.sock.take() {
+        if let Some(s) = state.sock.take() {
             s.shutdown();
         }
-        st.conn = Conn::Shutdown;
+        state.conn = Conn::Shutdown;
         self.active.store(false, Ordering::Release);
-        self.flush_all(st, Errno::ECONNRESET);
-        if let Some(eq) = &st.b.eq {
+        self.flush_all(state, Errno::ECONNRESET);
+        if let Some(eq) = &state.b.eq {
             match f {
                 Fail::Closed => {
                     let _ = eq.shutdown(self.fid);
@@ -275,28 +275,28 @@ impl EpInner {
     }
 
     /// Complete everything outstanding in error.
-    pub(super) fn flush_all(&self, st: &mut St, code: Errno) {
-        let tx: Vec<TxOp> = st.tx.drain(..).collect();
+    pub(super) fn flush_all(&self, state: &mut EpState, code: Errno) {
+        let tx: Vec<TxOp> = state.tx.drain(..).collect();
         for op in tx {
             if let Some(c) = op.comp {
-                self.comp_err(&st.b, &c, code);
+                self.comp_err(&state.b, &c, code);
             }
         }
-        let pend: Vec<Pending> = st.pending.drain(..).collect();
+        let pend: Vec<Pending> = state.pending.drain(..).collect();
         for p in pend {
-            self.comp_err(&st.b, &p.comp, code);
+            self.comp_err(&state.b, &p.comp, code);
         }
         if let Rx::Body {
             sink: Sink::ReadRsp(p),
             ..
-        } = std::mem::replace(&mut st.rx, Rx::Hdr { got: 0 })
+        } = std::mem::replace(&mut state.rx, Rx::Hdr { got: 0 })
         {
-            self.comp_err(&st.b, &p.comp, code);
+            self.comp_err(&state.b, &p.comp, code);
         }
-        let posted: Vec<PostedRecv<RBuf>> = st.matcher.drain_posted().collect();
+        let posted: Vec<PostedRecv<RBuf>> = state.matcher.drain_posted().collect();
         for r in posted {
-            EpInner::recv_canceled(&st.b, &r);
-            if let Some(c) = st.b.counter(CounterKind::Recv) {
+            EpInner::recv_canceled(&state.b, &r);
+            if let Some(c) = state.b.counter(CounterKind::Recv) {
                 c.inc_err();
             }
         }

@@ -25,9 +25,9 @@ impl Endpoint {
     /// kernel has room. It exists from `fi_connect` / `fi_accept` until the
     /// connection ends (`FI_EOPBADSTATE` otherwise).
     fn wait_fd(&self) -> Result<i32> {
-        let st = lock(&self.inner.st);
-        match &st.sock {
-            Some(s) if st.conn != Conn::Shutdown => Ok(s.fd()),
+        let state = lock(&self.inner.state);
+        match &state.sock {
+            Some(s) if state.conn != Conn::Shutdown => Ok(s.fd()),
             _ => Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: fi_control(FI_GETWAIT): no connection (before fi_connect / fi_accept, or ended)"),
@@ -38,8 +38,8 @@ impl Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        if st.enabled {
+        let mut state = lock(&self.inner.state);
+        if state.enabled {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: bind after fi_enable"),
@@ -51,21 +51,21 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: FI_EP_MSG endpoints take no address vector"),
             ));
         }
-        st.b.bind(target, flags, &BIND_RULES)
+        state.b.bind(target, flags, &BIND_RULES)
     }
 
     fn enable(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        st.b.require_for_connected(NAME)?;
-        st.enabled = true;
+        let mut state = lock(&self.inner.state);
+        state.b.require_for_connected(NAME)?;
+        state.enabled = true;
         Ok(())
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        match st.matcher.cancel(context) {
+        let mut state = lock(&self.inner.state);
+        match state.matcher.cancel(context) {
             Some(r) => {
-                EpInner::recv_canceled(&st.b, &r);
+                EpInner::recv_canceled(&state.b, &r);
                 Ok(())
             }
             None => Err(Error::new(
@@ -77,7 +77,7 @@ impl EndpointOps<Fabric> for Endpoint {
 
     fn getopt(&self, level: i32, optname: i32, optval: &mut [u8]) -> Result<usize> {
         if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
-            let v = lock(&self.inner.st).matcher.config().min_multi_recv;
+            let v = lock(&self.inner.state).matcher.config().min_multi_recv;
             return ofi_kit::ep::put_size_opt(NAME, "FI_OPT_MIN_MULTI_RECV", optval, v);
         }
         cm_getopt(level, optname, optval)
@@ -86,27 +86,27 @@ impl EndpointOps<Fabric> for Endpoint {
     fn setopt(&self, level: i32, optname: i32, optval: &[u8]) -> Result<()> {
         if level == OPT_ENDPOINT && optname == OPT_MIN_MULTI_RECV {
             let v = ofi_kit::ep::take_size_opt(NAME, "FI_OPT_MIN_MULTI_RECV", optval)?;
-            lock(&self.inner.st).matcher.set_min_multi_recv(v);
+            lock(&self.inner.state).matcher.set_min_multi_recv(v);
             return Ok(());
         }
         cm_setopt(level, optname, optval)
     }
 
     fn rx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.inner.st);
-        Ok(st
+        let state = lock(&self.inner.state);
+        Ok(state
             .matcher
             .config()
             .max_posted
-            .saturating_sub(st.matcher.posted_len()))
+            .saturating_sub(state.matcher.posted_len()))
     }
 
     fn tx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.inner.st);
+        let state = lock(&self.inner.state);
         Ok(self
             .inner
             .tx_size
-            .saturating_sub(st.tx.len() + st.pending.len()))
+            .saturating_sub(state.tx.len() + state.pending.len()))
     }
 
     /// `FI_GETOPSFLAG` / `FI_SETOPSFLAG` of this handle's default flags, and
@@ -141,25 +141,25 @@ impl EndpointOps<Fabric> for Endpoint {
     /// connection is made from (`FI_EOPBADSTATE` later).
     fn setname(&self, addr: &[u8]) -> Result<()> {
         let a = ip_name(addr)?;
-        let mut st = lock(&self.inner.st);
-        if st.conn != Conn::Idle {
+        let mut state = lock(&self.inner.state);
+        if state.conn != Conn::Idle {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: fi_setname on a connecting or connected endpoint"),
             ));
         }
-        st.name = Some(a);
+        state.name = Some(a);
         Ok(())
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
-        let st = lock(&self.inner.st);
-        if let Some(s) = &st.sock {
+        let state = lock(&self.inner.state);
+        if let Some(s) = &state.sock {
             if let Ok(a) = s.local_addr() {
                 return Ok(Address::from(a).to_bytes());
             }
         }
-        if let Some(a) = st.name {
+        if let Some(a) = state.name {
             return Ok(Address::from(a).to_bytes());
         }
         // Not connected yet: the address the connection will be made from (its port is
@@ -169,9 +169,9 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn getpeer(&self) -> Result<Vec<u8>> {
-        let st = lock(&self.inner.st);
+        let state = lock(&self.inner.state);
         if !matches!(
-            st.conn,
+            state.conn,
             Conn::Connected | Conn::Accepting | Conn::AwaitResp { .. }
         ) {
             return Err(Error::new(
@@ -180,11 +180,11 @@ impl EndpointOps<Fabric> for Endpoint {
             ));
         }
         // The socket's peer (the address actually reached, never a wildcard).
-        let a = st
+        let a = state
             .sock
             .as_ref()
             .and_then(|s| s.peer_addr().ok())
-            .or(st.peer)
+            .or(state.peer)
             .ok_or_else(|| Error::new(Errno::ENOTCONN, format!("{NAME}: not connected")))?;
         Ok(Address::from(a).to_bytes())
     }
@@ -192,13 +192,13 @@ impl EndpointOps<Fabric> for Endpoint {
     fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
         crate::fabric::check_cm_data("CM data", param)?;
         let peer = ip_name(addr)?;
-        let mut st = lock(&self.inner.st);
-        if !st.enabled {
+        let mut state = lock(&self.inner.state);
+        if !state.enabled {
             // fi_connect enables the endpoint implicitly when it is bound.
-            ofi_kit::cm::bound_eq(NAME, st.b.eq.as_ref(), "fi_connect")?;
-            st.enabled = true;
+            ofi_kit::cm::bound_eq(NAME, state.b.eq.as_ref(), "fi_connect")?;
+            state.enabled = true;
         }
-        if st.conn != Conn::Idle {
+        if state.conn != Conn::Idle {
             return Err(Error::new(
                 Errno::EISCONN,
                 format!("{NAME}: the endpoint is connecting or connected already"),
@@ -225,7 +225,7 @@ impl EndpointOps<Fabric> for Endpoint {
         } else {
             AddrFormat::SOCKADDR_IN
         };
-        let src = match st.name {
+        let src = match state.name {
             // The name fi_setname gave (the family must be the peer's).
             Some(a) if a.is_ipv6() != peer.is_ipv6() => {
                 return Err(Error::new(
@@ -242,59 +242,59 @@ impl EndpointOps<Fabric> for Endpoint {
         }
         sock.connect(&peer)
             .map_err(|e| io_err(&format!("connect {peer}"), e))?;
-        st.sock = Some(sock);
-        st.peer = Some(peer);
-        st.conn = Conn::Connecting {
+        state.sock = Some(sock);
+        state.peer = Some(peer);
+        state.conn = Conn::Connecting {
             req: proto::cm_message(CmKind::ConnReq, param),
             sent: 0,
         };
         self.inner.active.store(true, Ordering::Release);
-        drop(st);
+        drop(state);
         self.inner.dom.fabric.cm_engine.kick();
         Ok(())
     }
 
     fn accept(&self, param: &[u8]) -> Result<()> {
         crate::fabric::check_cm_data("CM data", param)?;
-        let mut st = lock(&self.inner.st);
-        if st.conn != Conn::Accepting {
+        let mut state = lock(&self.inner.state);
+        if state.conn != Conn::Accepting {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: fi_accept needs an endpoint opened from a connection request"),
             ));
         }
-        ofi_kit::cm::bound_eq(NAME, st.b.eq.as_ref(), "fi_accept")?;
-        st.enabled = true;
+        ofi_kit::cm::bound_eq(NAME, state.b.eq.as_ref(), "fi_accept")?;
+        state.enabled = true;
         let msg = proto::cm_message(CmKind::ConnResp, param);
-        let r = match &st.sock {
+        let r = match &state.sock {
             Some(s) => s.write_all_timeout(&msg, 2000),
             None => Err(io::Error::from(io::ErrorKind::NotConnected)),
         };
         if let Err(e) = r {
             self.inner
-                .fail(&mut st, Fail::Error(Errno::ECONNABORTED, e.to_string()));
+                .fail(&mut state, Fail::Error(Errno::ECONNABORTED, e.to_string()));
             return Err(io_err("accept", e));
         }
-        st.conn = Conn::Connected;
-        self.inner.on_connected(&mut st);
+        state.conn = Conn::Connected;
+        self.inner.on_connected(&mut state);
         self.inner.active.store(true, Ordering::Release);
-        if let Some(eq) = &st.b.eq {
+        if let Some(eq) = &state.b.eq {
             let _ = eq.connected(self.inner.fid, Vec::new());
         }
         Ok(())
     }
 
     fn shutdown(&self, _flags: u64) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
+        let mut state = lock(&self.inner.state);
+        if matches!(state.conn, Conn::Idle | Conn::Shutdown) {
             return Err(Error::new(
                 Errno::ENOTCONN,
                 format!("{NAME}: not connected"),
             ));
         }
         // Write what is queued (bounded), then close.
-        let _ = self.inner.flush(&mut st);
-        self.inner.fail(&mut st, Fail::Closed);
+        let _ = self.inner.flush(&mut state);
+        self.inner.fail(&mut state, Fail::Closed);
         Ok(())
     }
 
@@ -304,14 +304,14 @@ impl EndpointOps<Fabric> for Endpoint {
         if self.alias {
             return Ok(());
         }
-        let mut st = lock(&self.inner.st);
+        let mut state = lock(&self.inner.state);
         self.inner.cm_watch.store(-1, Ordering::Release);
-        if let Some(s) = st.sock.take() {
+        if let Some(s) = state.sock.take() {
             s.shutdown();
         }
-        st.conn = Conn::Shutdown;
+        state.conn = Conn::Shutdown;
         self.inner.active.store(false, Ordering::Release);
-        drop(st);
+        drop(state);
         self.inner.dom.engine.unregister(&self.inner);
         self.inner.dom.fabric.cm_engine.unregister(&self.cm);
         Ok(())

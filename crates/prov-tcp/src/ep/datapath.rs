@@ -28,8 +28,8 @@ impl DataPath for Endpoint {
     /// A fenced operation starts only when nothing earlier is queued or waiting for
     /// its answer (an acknowledgement, read data or atomic result).
     fn fence_ready(&self, _act: &Endpoint) -> Result<()> {
-        let st = lock(&self.inner.st);
-        if !st.tx.is_empty() || !st.pending.is_empty() {
+        let state = lock(&self.inner.state);
+        if !state.tx.is_empty() || !state.pending.is_empty() {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         Ok(())

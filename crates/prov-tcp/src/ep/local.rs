@@ -52,11 +52,15 @@ pub(super) fn same_host(local: &SocketAddr, peer: &SocketAddr) -> bool {
 
 impl EpInner {
     /// The same-host handshake and read requests (see the module docs).
-    pub(super) fn local_control(&self, st: &mut St, hdr: &Hdr) -> std::result::Result<(), Fail> {
+    pub(super) fn local_control(
+        &self,
+        state: &mut EpState,
+        hdr: &Hdr,
+    ) -> std::result::Result<(), Fail> {
         let perr = |m: &str| Fail::Error(Errno::EPROTO, m.to_string());
         match hdr.op {
             Op::LocalOffer => {
-                if !st.local.eligible {
+                if !state.local.eligible {
                     // Copies are off on this side (or the peer is elsewhere): no proof,
                     // the peer keeps to the socket.
                     return Ok(());
@@ -65,17 +69,17 @@ impl EpInner {
                 let mut p = Hdr::new(Op::LocalProof);
                 p.data = u64::from(std::process::id());
                 p.tag = self.proof.as_ptr() as u64;
-                st.local.proved = true;
-                EpInner::respond(st, p, Segs::default());
+                state.local.proved = true;
+                EpInner::respond(state, p, Segs::default());
             }
             Op::LocalProof => {
-                let Some(masked) = st.local.offered.take() else {
+                let Some(masked) = state.local.offered.take() else {
                     return Err(perr("same-host proof that was not asked for"));
                 };
                 let pid = i32::try_from(hdr.data).map_err(|_| perr("same-host proof pid"))?;
                 let held = pid > 0 && ofi_kit::cma::probe(pid, hdr.tag, masked ^ process_key());
                 if held {
-                    st.local.peer_pid = Some(pid);
+                    state.local.peer_pid = Some(pid);
                 } else {
                     ofi_core::ofi_info!(
                         NAME,
@@ -86,16 +90,16 @@ impl EpInner {
                 }
                 let mut ok = Hdr::new(Op::LocalOk);
                 ok.data = u64::from(held);
-                EpInner::respond(st, ok, Segs::default());
+                EpInner::respond(state, ok, Segs::default());
             }
             Op::LocalOk => {
-                if !std::mem::take(&mut st.local.proved) || hdr.data > 1 {
+                if !std::mem::take(&mut state.local.proved) || hdr.data > 1 {
                     return Err(perr("same-host verdict that was not asked for"));
                 }
-                st.local.tx_ok = hdr.data == 1;
+                state.local.tx_ok = hdr.data == 1;
             }
             Op::LocalReadReq => {
-                let Some(pid) = st.local.peer_pid else {
+                let Some(pid) = state.local.peer_pid else {
                     return Err(perr("same-host read from an unverified peer"));
                 };
                 let cnt = usize::from(hdr.rma_cnt);
@@ -103,7 +107,7 @@ impl EpInner {
                 if nrem == 0 || nrem >= cnt {
                     return Err(perr("same-host read with a bad remote iov count"));
                 }
-                let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                let rma = parse_rma(&state.hbuf, hdr.rma_cnt);
                 let mut rsp = Hdr::new(Op::ReadRsp);
                 rsp.id = hdr.id;
                 rsp.flags = FLAG_LOCAL;
@@ -131,7 +135,7 @@ impl EpInner {
                     }
                     Err(status) => rsp.status = status,
                 }
-                EpInner::respond(st, rsp, Segs::default());
+                EpInner::respond(state, rsp, Segs::default());
             }
             _ => {}
         }
@@ -143,18 +147,18 @@ impl EpInner {
     /// complete the receive in error and tell the sender.
     pub(super) fn local_pull(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         hdr: Hdr,
         mut sink: Sink,
     ) -> std::result::Result<Step, Fail> {
-        let pid = st.local.peer_pid.unwrap_or(0);
-        let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+        let pid = state.local.peer_pid.unwrap_or(0);
+        let rma = parse_rma(&state.hbuf, hdr.rma_cnt);
         let mut remote = [(0u64, 0u64); proto::RMA_IOV_LIMIT];
         for (r, w) in rma.iter().zip(remote.iter_mut()) {
             *w = (r.addr, r.len);
         }
         let remote = &remote[..usize::from(hdr.rma_cnt)];
-        st.rx = Rx::Hdr { got: 0 };
+        state.rx = Rx::Hdr { got: 0 };
         let size = hdr.size as usize;
         let copied = match &mut sink {
             Sink::Recv { segs, keep, .. } => {
@@ -176,7 +180,7 @@ impl EpInner {
             _ => return Err(Fail::Error(Errno::EPROTO, "same-host descriptor".into())),
         };
         match copied {
-            Ok(()) => self.finish(st, hdr, sink)?,
+            Ok(()) => self.finish(state, hdr, sink)?,
             Err(os) => {
                 let os = os.unwrap_or(libc::EFAULT);
                 ofi_core::ofi_warn!(
@@ -186,12 +190,12 @@ impl EpInner {
                     io::Error::from_raw_os_error(os)
                 );
                 if let Sink::Recv { recv, .. } = &sink {
-                    self.rx_failed(&st.b, recv, &hdr, Errno::EIO, os);
+                    self.rx_failed(&state.b, recv, &hdr, Errno::EIO, os);
                 }
                 let mut ack = Hdr::new(Op::Ack);
                 ack.id = hdr.id;
                 ack.status = Errno::EIO.0 as u16;
-                EpInner::respond(st, ack, Segs::default());
+                EpInner::respond(state, ack, Segs::default());
             }
         }
         Ok(Step::Finished)

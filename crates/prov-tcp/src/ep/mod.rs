@@ -2,7 +2,7 @@
 //!
 //! # State
 //!
-//! One `Mutex<St>` per endpoint holds the socket, the connection state, the transmit
+//! One `Mutex<EpState>` per endpoint holds the socket, the connection state, the transmit
 //! queue, the receive state machine, kit's tag matcher and the operations waiting for
 //! a response (reads, acknowledged writes, delivery-complete sends). The data calls and
 //! the progress function take it; progress uses `try_lock`, so a thread that posts
@@ -242,7 +242,7 @@ enum Conn {
 /// What the endpoint was bound to (the kit's bindings; tcp's domains have no AV).
 type Binds = ofi_kit::ep::Bindings;
 
-struct St {
+struct EpState {
     conn: Conn,
     sock: Option<Sock>,
     peer: Option<SocketAddr>,
@@ -284,7 +284,7 @@ pub(crate) struct EpInner {
     /// connected. Cleared before the socket is closed: a stale read at worst makes a
     /// waiter poll a closed descriptor, which wakes it (POLLNVAL), nothing more.
     cm_watch: AtomicI32,
-    st: Mutex<St>,
+    state: Mutex<EpState>,
 }
 
 /// An active `FI_EP_MSG` endpoint.
@@ -343,7 +343,7 @@ fn mr_status(e: &Error) -> u16 {
     }
 }
 
-impl St {
+impl EpState {
     /// A fresh id for an operation that waits for a response.
     fn take_op_id(&mut self) -> OpId {
         let id = OpId(self.next_id);
@@ -415,7 +415,7 @@ impl Endpoint {
             proof: AtomicU64::new(0),
             active: AtomicBool::new(false),
             cm_watch: AtomicI32::new(-1),
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 conn: st_conn,
                 sock,
                 peer,

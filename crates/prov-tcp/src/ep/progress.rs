@@ -18,10 +18,10 @@ impl Progress for EpInner {
         if !self.active.load(Ordering::Acquire) {
             return 0;
         }
-        let Ok(mut st) = self.st.try_lock() else {
+        let Ok(mut state) = self.state.try_lock() else {
             return 0;
         };
-        self.progress_locked(&mut st)
+        self.progress_locked(&mut state)
     }
 
     /// Connected: the socket, readable, and writable while output is queued. Connection
@@ -31,15 +31,15 @@ impl Progress for EpInner {
         if !self.active.load(Ordering::Acquire) {
             return true;
         }
-        let Ok(st) = self.st.try_lock() else {
+        let Ok(state) = self.state.try_lock() else {
             return false;
         };
-        if st.stage.pending() > 0 {
+        if state.stage.pending() > 0 {
             // Work is waiting in user space: the socket may never become readable.
             return false;
         }
-        if let (Conn::Connected, Some(sock)) = (&st.conn, st.sock.as_ref()) {
-            out.push(if st.tx.is_empty() {
+        if let (Conn::Connected, Some(sock)) = (&state.conn, state.sock.as_ref()) {
+            out.push(if state.tx.is_empty() {
                 FdInterest::read(sock.fd())
             } else {
                 FdInterest::read_write(sock.fd())
@@ -50,31 +50,33 @@ impl Progress for EpInner {
 }
 
 impl EpInner {
-    pub(super) fn progress_locked(&self, st: &mut St) -> usize {
-        match st.conn {
+    pub(super) fn progress_locked(&self, state: &mut EpState) -> usize {
+        match state.conn {
             Conn::Connected => {}
-            Conn::Connecting { .. } | Conn::AwaitResp { .. } => return self.progress_connect(st),
+            Conn::Connecting { .. } | Conn::AwaitResp { .. } => {
+                return self.progress_connect(state)
+            }
             _ => return 0,
         }
         let mut work = 0;
-        match self.flush(st) {
+        match self.flush(state) {
             Ok(n) => work += n,
             Err(f) => {
-                self.fail_after_write(st, f);
+                self.fail_after_write(state, f);
                 return work + 1;
             }
         }
-        match self.read_some(st) {
+        match self.read_some(state) {
             Ok(n) => work += n,
             Err(f) => {
-                self.fail(st, f);
+                self.fail(state, f);
                 return work + 1;
             }
         }
         if work > 0 {
             // Responses queued while reading.
-            if let Err(f) = self.flush(st) {
-                self.fail_after_write(st, f);
+            if let Err(f) = self.flush(state) {
+                self.fail_after_write(state, f);
             }
         }
         work
@@ -85,14 +87,14 @@ impl EpInner {
     /// deliver it — a peer that sends and then exits must not lose its last message —
     /// then tear the connection down with the write's failure. Bounded: at most
     /// [`DRAIN_ROUNDS`] read rounds.
-    pub(super) fn fail_after_write(&self, st: &mut St, f: Fail) {
+    pub(super) fn fail_after_write(&self, state: &mut EpState, f: Fail) {
         for _ in 0..DRAIN_ROUNDS {
-            match self.read_some(st) {
+            match self.read_some(state) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
         }
-        self.fail(st, f);
+        self.fail(state, f);
     }
 
     pub(super) fn comp_ok(&self, b: &Binds, c: &Comp) {

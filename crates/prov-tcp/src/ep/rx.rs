@@ -10,7 +10,7 @@
 //! registered region after `MrTable` checks (`target`); read responses into the
 //! initiator's buffers. Every round does a bounded amount of work.
 //!
-//! Invariants: `St::rx` says where the next byte of the stream belongs; bytes are
+//! Invariants: `EpState::rx` says where the next byte of the stream belongs; bytes are
 //! consumed in stream order (staged bytes before new reads); a payload is written only
 //! into a posted receive's buffers (inside their length), an owned buffer, a region
 //! `MrTable` checked, or the buffers of a pending read of this side.
@@ -177,8 +177,8 @@ impl EpInner {
         let segs = Segs::from_list(&posted.buf);
         segs.total()?;
         let flags = posted.flags;
-        let mut st = lock(&self.st);
-        if !st.enabled {
+        let mut state = lock(&self.state);
+        if !state.enabled {
             return Err(Error::code_only(Errno::EOPBADSTATE));
         }
         let recv = PostedRecv {
@@ -191,7 +191,7 @@ impl EpInner {
             buf: RBuf { segs },
             len: posted.len,
         };
-        let St { matcher, b, .. } = &mut *st;
+        let EpState { matcher, b, .. } = &mut *state;
         let out = matcher.post_recv(recv).map_err(|r| r.error)?;
         match out {
             PostOutcome::Queued => {}
@@ -282,10 +282,10 @@ impl EpInner {
     }
 
     /// Read from the socket; the number of operations finished.
-    pub(super) fn read_some(&self, st: &mut St) -> std::result::Result<usize, Fail> {
+    pub(super) fn read_some(&self, state: &mut EpState) -> std::result::Result<usize, Fail> {
         let mut done = 0;
         for _ in 0..ROUND {
-            let step = self.read_step(st)?;
+            let step = self.read_step(state)?;
             match step {
                 Step::Blocked => break,
                 Step::Progressed => {}
@@ -300,17 +300,17 @@ impl EpInner {
         Ok(done)
     }
 
-    pub(super) fn read_step(&self, st: &mut St) -> std::result::Result<Step, Fail> {
-        let Some(sock) = st.sock.as_ref() else {
+    pub(super) fn read_step(&self, state: &mut EpState) -> std::result::Result<Step, Fail> {
+        let Some(sock) = state.sock.as_ref() else {
             return Ok(Step::Blocked);
         };
-        match &mut st.rx {
+        match &mut state.rx {
             Rx::Stalled { hdr } => {
                 let hdr = *hdr;
-                self.start_body(st, hdr)
+                self.start_body(state, hdr)
             }
             Rx::Hdr { got } => {
-                let n = match st.stage.recv(sock, &mut st.hbuf[*got..HDR_LEN]) {
+                let n = match state.stage.recv(sock, &mut state.hbuf[*got..HDR_LEN]) {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
                     Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -320,18 +320,18 @@ impl EpInner {
                 if *got < HDR_LEN {
                     return Ok(Step::Progressed);
                 }
-                let hdr = Hdr::parse(&st.hbuf[..HDR_LEN]).map_err(Fail::wire)?;
+                let hdr = Hdr::parse(&state.hbuf[..HDR_LEN]).map_err(Fail::wire)?;
                 if hdr.rma_cnt > 0 {
-                    st.rx = Rx::Rma { hdr, got: 0 };
+                    state.rx = Rx::Rma { hdr, got: 0 };
                     return Ok(Step::Progressed);
                 }
-                self.start_body(st, hdr)
+                self.start_body(state, hdr)
             }
             Rx::Rma { hdr, got } => {
                 let need = usize::from(hdr.rma_cnt) * RMA_IOV_LEN;
-                let n = match st
+                let n = match state
                     .stage
-                    .recv(sock, &mut st.hbuf[HDR_LEN + *got..HDR_LEN + need])
+                    .recv(sock, &mut state.hbuf[HDR_LEN + *got..HDR_LEN + need])
                 {
                     Ok(0) => return Err(Fail::Closed),
                     Ok(n) => n,
@@ -343,7 +343,7 @@ impl EpInner {
                     return Ok(Step::Progressed);
                 }
                 let hdr = *hdr;
-                self.start_body(st, hdr)
+                self.start_body(state, hdr)
             }
             Rx::Body { hdr, sink, off } => {
                 let size = hdr.size as usize;
@@ -366,7 +366,7 @@ impl EpInner {
                         // SAFETY: the segments are a posted receive's buffers, a read's
                         // local buffers, a checked registered region, or our own
                         // buffer: all writable for their lengths.
-                        match unsafe { st.stage.readv(sock, &iov[..cnt]) } {
+                        match unsafe { state.stage.readv(sock, &iov[..cnt]) } {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
                             Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -374,10 +374,10 @@ impl EpInner {
                         }
                     } else {
                         let want = (size - *off).min(64 * 1024);
-                        if st.scratch.len() < want {
-                            st.scratch.resize(want, 0);
+                        if state.scratch.len() < want {
+                            state.scratch.resize(want, 0);
                         }
-                        match st.stage.recv(sock, &mut st.scratch[..want]) {
+                        match state.stage.recv(sock, &mut state.scratch[..want]) {
                             Ok(0) => return Err(Fail::Closed),
                             Ok(n) => n,
                             Err(e) if would_block(&e) => return Ok(Step::Blocked),
@@ -389,11 +389,12 @@ impl EpInner {
                         return Ok(Step::Progressed);
                     }
                 }
-                let Rx::Body { hdr, sink, .. } = std::mem::replace(&mut st.rx, Rx::Hdr { got: 0 })
+                let Rx::Body { hdr, sink, .. } =
+                    std::mem::replace(&mut state.rx, Rx::Hdr { got: 0 })
                 else {
                     return Ok(Step::Progressed);
                 };
-                self.finish(st, hdr, sink)?;
+                self.finish(state, hdr, sink)?;
                 Ok(Step::Finished)
             }
         }
@@ -404,7 +405,7 @@ impl EpInner {
     /// A payload after it is `FI_EPROTO` ("`what` with a payload").
     fn finish_bodiless(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         hdr: &Hdr,
         comp: &Comp,
         what: &str,
@@ -412,13 +413,17 @@ impl EpInner {
         if hdr.size != 0 {
             return Err(Fail::Error(Errno::EPROTO, format!("{what} with a payload")));
         }
-        self.comp_status(&st.b, comp, hdr.status);
-        st.rx = Rx::Hdr { got: 0 };
+        self.comp_status(&state.b, comp, hdr.status);
+        state.rx = Rx::Hdr { got: 0 };
         Ok(Step::Finished)
     }
 
     /// A header (and its remote iovs) is in: decide where the payload goes.
-    pub(super) fn start_body(&self, st: &mut St, hdr: Hdr) -> std::result::Result<Step, Fail> {
+    pub(super) fn start_body(
+        &self,
+        state: &mut EpState,
+        hdr: Hdr,
+    ) -> std::result::Result<Step, Fail> {
         let size = usize::try_from(hdr.size).unwrap_or(usize::MAX);
         let perr = |m: &str| Fail::Error(Errno::EPROTO, m.to_string());
         let sink = match hdr.op {
@@ -427,13 +432,13 @@ impl EpInner {
                     return Err(perr("message larger than max_msg_size"));
                 }
                 if hdr.flags & FLAG_LOCAL != 0 {
-                    if st.local.peer_pid.is_none() {
+                    if state.local.peer_pid.is_none() {
                         return Err(perr("same-host descriptor from an unverified peer"));
                     }
                     if hdr.flags & FLAG_ACK_REQ == 0 {
                         return Err(perr("same-host descriptor without an ack request"));
                     }
-                    let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                    let rma = parse_rma(&state.hbuf, hdr.rma_cnt);
                     let sum = rma[..usize::from(hdr.rma_cnt)]
                         .iter()
                         .fold(0u64, |a, r| a.saturating_add(r.len));
@@ -449,7 +454,7 @@ impl EpInner {
                     data: (hdr.flags & FLAG_CQ_DATA != 0).then_some(hdr.data),
                     tagged,
                 };
-                match st.matcher.match_incoming(&inc) {
+                match state.matcher.match_incoming(&inc) {
                     Match::Recv { recv, place } => Sink::Recv {
                         segs: recv.buf.segs.window(place.offset, place.len),
                         keep: place.len,
@@ -469,10 +474,10 @@ impl EpInner {
                         }
                     }
                     Match::Unexpected => {
-                        if !st.matcher.has_room_for_unexpected(size) {
+                        if !state.matcher.has_room_for_unexpected(size) {
                             // Stop reading until receives are posted: re-examine this
                             // header next round.
-                            st.rx = Rx::Stalled { hdr };
+                            state.rx = Rx::Stalled { hdr };
                             return Ok(Step::Blocked);
                         }
                         Sink::Unexp(Vec::with_capacity(size))
@@ -480,7 +485,7 @@ impl EpInner {
                 }
             }
             Op::Write => {
-                let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                let rma = parse_rma(&state.hbuf, hdr.rma_cnt);
                 let rlen: u64 = rma.iter().map(|r| r.len).fold(0u64, u64::saturating_add);
                 if rlen != hdr.size {
                     return Err(perr("write: remote iov lengths differ from the payload"));
@@ -497,7 +502,7 @@ impl EpInner {
                 if hdr.size != 0 {
                     return Err(perr("read request with a payload"));
                 }
-                let rma = parse_rma(&st.hbuf, hdr.rma_cnt);
+                let rma = parse_rma(&state.hbuf, hdr.rma_cnt);
                 let mut rsp = Hdr::new(Op::ReadRsp);
                 rsp.id = hdr.id;
                 let segs = match self.lookup(&rma, hdr.rma_cnt, OpFlags::REMOTE_READ) {
@@ -510,20 +515,20 @@ impl EpInner {
                         Segs::default()
                     }
                 };
-                EpInner::respond(st, rsp, segs);
-                st.rx = Rx::Hdr { got: 0 };
+                EpInner::respond(state, rsp, segs);
+                state.rx = Rx::Hdr { got: 0 };
                 return Ok(Step::Finished);
             }
             Op::ReadRsp => {
-                let Some(p) = take_pending(st, &hdr, PendKind::Read) else {
+                let Some(p) = take_pending(state, &hdr, PendKind::Read) else {
                     return Err(perr("read response for no pending read"));
                 };
                 if hdr.flags & FLAG_LOCAL != 0 {
                     // The target copied into our buffers already.
-                    return self.finish_bodiless(st, &hdr, &p.comp, "same-host read response");
+                    return self.finish_bodiless(state, &hdr, &p.comp, "same-host read response");
                 }
                 if hdr.status != 0 {
-                    return self.finish_bodiless(st, &hdr, &p.comp, "failed read response");
+                    return self.finish_bodiless(state, &hdr, &p.comp, "failed read response");
                 }
                 if size != p.comp.len {
                     return Err(perr("read response of the wrong length"));
@@ -534,10 +539,10 @@ impl EpInner {
                 if hdr.size != 0 {
                     return Err(perr("ack with a payload"));
                 }
-                let Some(p) = take_pending(st, &hdr, PendKind::Ack) else {
+                let Some(p) = take_pending(state, &hdr, PendKind::Ack) else {
                     return Err(perr("ack for no pending operation"));
                 };
-                return self.finish_bodiless(st, &hdr, &p.comp, "ack");
+                return self.finish_bodiless(state, &hdr, &p.comp, "ack");
             }
             Op::Atomic | Op::AtomicFetch | Op::AtomicCompare => {
                 if size > self.max_msg.saturating_mul(2) {
@@ -546,19 +551,19 @@ impl EpInner {
                 Sink::Atomic(Vec::with_capacity(size))
             }
             Op::AtomicRsp => {
-                let Some(p) = take_pending(st, &hdr, PendKind::Atomic) else {
+                let Some(p) = take_pending(state, &hdr, PendKind::Atomic) else {
                     return Err(perr("atomic response for no pending atomic"));
                 };
                 let want = p.read.map(|r| r.total().unwrap_or(0)).unwrap_or(0);
                 if hdr.status != 0 {
-                    return self.finish_bodiless(st, &hdr, &p.comp, "failed atomic response");
+                    return self.finish_bodiless(state, &hdr, &p.comp, "failed atomic response");
                 }
                 if size != want {
                     return Err(perr("atomic response of the wrong length"));
                 }
                 if size == 0 {
-                    self.comp_ok(&st.b, &p.comp);
-                    st.rx = Rx::Hdr { got: 0 };
+                    self.comp_ok(&state.b, &p.comp);
+                    state.rx = Rx::Hdr { got: 0 };
                     return Ok(Step::Finished);
                 }
                 Sink::ReadRsp(p)
@@ -567,15 +572,15 @@ impl EpInner {
                 if hdr.size != 0 {
                     return Err(perr("same-host control message with a payload"));
                 }
-                self.local_control(st, &hdr)?;
-                st.rx = Rx::Hdr { got: 0 };
+                self.local_control(state, &hdr)?;
+                state.rx = Rx::Hdr { got: 0 };
                 return Ok(Step::Finished);
             }
         };
         if hdr.flags & FLAG_LOCAL != 0 {
-            return self.local_pull(st, hdr, sink);
+            return self.local_pull(state, hdr, sink);
         }
-        st.rx = Rx::Body { hdr, sink, off: 0 };
+        state.rx = Rx::Body { hdr, sink, off: 0 };
         Ok(Step::Progressed)
     }
 
@@ -609,7 +614,7 @@ impl EpInner {
     /// The payload is in: complete.
     pub(super) fn finish(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         hdr: Hdr,
         sink: Sink,
     ) -> std::result::Result<(), Fail> {
@@ -627,7 +632,7 @@ impl EpInner {
                 } else {
                     OpFlags::empty()
                 };
-                let report = st.b.rx_reports(recv.flags);
+                let report = state.b.rx_reports(recv.flags);
                 let buf = if segs.n > 0 {
                     segs.base()
                 } else {
@@ -643,8 +648,8 @@ impl EpInner {
                     tag: (hdr.op == Op::Tagged).then_some(hdr.tag),
                     report,
                 };
-                self.rx_done(&st.b, &done);
-                self.ack_if_asked(st, &hdr);
+                self.rx_done(&state.b, &done);
+                self.ack_if_asked(state, &hdr);
             }
             Sink::Unexp(v) => {
                 let inc = Incoming {
@@ -656,7 +661,7 @@ impl EpInner {
                 };
                 // A receive posted while the payload was being read did not see this
                 // message (it was not queued yet): match again before queueing it.
-                let St { matcher, b, .. } = &mut *st;
+                let EpState { matcher, b, .. } = &mut *state;
                 let bytes = v.len();
                 let um = |payload| UnexpectedMsg {
                     msg: inc,
@@ -681,31 +686,31 @@ impl EpInner {
                         }
                     }
                 }
-                self.ack_if_asked(st, &hdr);
+                self.ack_if_asked(state, &hdr);
             }
             Sink::Write { status, .. } => {
                 if status == 0 && hdr.flags & FLAG_CQ_DATA != 0 {
-                    if let Some(cq) = st.b.rx_cq() {
+                    if let Some(cq) = state.b.rx_cq() {
                         let _ = cq.push_remote_write(0, hdr.data);
                     }
                 }
                 let mut ack = Hdr::new(Op::Ack);
                 ack.id = hdr.id;
                 ack.status = status;
-                EpInner::respond(st, ack, Segs::default());
+                EpInner::respond(state, ack, Segs::default());
             }
-            Sink::ReadRsp(p) => self.comp_ok(&st.b, &p.comp),
+            Sink::ReadRsp(p) => self.comp_ok(&state.b, &p.comp),
             Sink::Atomic(v) => {
                 let mut rsp = Hdr::new(Op::AtomicRsp);
                 rsp.id = hdr.id;
-                match self.apply_atomic(st, &hdr, &v) {
+                match self.apply_atomic(state, &hdr, &v) {
                     Ok(result) => {
                         rsp.size = result.len() as u64;
-                        EpInner::respond_owned(st, rsp, result);
+                        EpInner::respond_owned(state, rsp, result);
                     }
                     Err(status) => {
                         rsp.status = status;
-                        EpInner::respond(st, rsp, Segs::default());
+                        EpInner::respond(state, rsp, Segs::default());
                     }
                 }
             }
@@ -713,21 +718,21 @@ impl EpInner {
         Ok(())
     }
 
-    pub(super) fn ack_if_asked(&self, st: &mut St, hdr: &Hdr) {
+    pub(super) fn ack_if_asked(&self, state: &mut EpState, hdr: &Hdr) {
         if hdr.flags & FLAG_ACK_REQ != 0 {
             let mut ack = Hdr::new(Op::Ack);
             ack.id = hdr.id;
-            EpInner::respond(st, ack, Segs::default());
+            EpInner::respond(state, ack, Segs::default());
         }
     }
 }
 
 /// Takes the pending operation the response `hdr` names (its id) if it waits for a
 /// response of `kind`; `None` when there is none (a peer's protocol error).
-fn take_pending(st: &mut St, hdr: &Hdr, kind: PendKind) -> Option<Pending> {
-    let i = st
+fn take_pending(state: &mut EpState, hdr: &Hdr, kind: PendKind) -> Option<Pending> {
+    let i = state
         .pending
         .iter()
         .position(|p| p.id == OpId(hdr.id) && p.kind == kind)?;
-    st.pending.remove(i)
+    state.pending.remove(i)
 }

@@ -41,7 +41,7 @@ impl EpInner {
     /// status.
     pub(super) fn apply_atomic(
         &self,
-        st: &St,
+        state: &EpState,
         hdr: &Hdr,
         payload: &[u8],
     ) -> std::result::Result<Vec<u8>, u16> {
@@ -53,7 +53,7 @@ impl EpInner {
         };
         let op = AtomicOp::from_raw(u32::from(hdr.atomic_op)).ok_or(inval)?;
         let dt = Datatype::from_raw(u32::from(hdr.datatype)).ok_or(inval)?;
-        let rma = parse_rma(&st.hbuf, 1);
+        let rma = parse_rma(&state.hbuf, 1);
         let len = usize::try_from(rma[0].len).map_err(|_| inval)?;
         let esize = dt.size();
         if esize == 0 || len % esize != 0 {
@@ -110,7 +110,7 @@ impl EpInner {
     }
 
     /// Queue a response whose payload is an owned buffer.
-    pub(super) fn respond_owned(st: &mut St, h: Hdr, pl: Vec<u8>) {
+    pub(super) fn respond_owned(state: &mut EpState, h: Hdr, pl: Vec<u8>) {
         let mut op = TxOp {
             hdr: [0; HDR_MAX],
             hdr_len: HDR_LEN,
@@ -120,6 +120,6 @@ impl EpInner {
             comp: None,
         };
         encode_hdr(&h, &mut op.hdr);
-        st.tx.push_back(op);
+        state.tx.push_back(op);
     }
 }

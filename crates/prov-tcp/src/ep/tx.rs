@@ -7,10 +7,10 @@
 //! copied into the queue entry, other payloads by reference: the application keeps
 //! them valid until completion) and progress writes it later.
 //!
-//! Invariants: `St::tx` keeps the stream's order (the head may be partly written,
+//! Invariants: `EpState::tx` keeps the stream's order (the head may be partly written,
 //! `sent` bytes of it); queued and pending operations together stay under `tx_size`;
 //! an operation waiting for a response (read, atomic, acknowledged write or send) is in
-//! `St::pending` under an id no other pending operation has, and leaves it when its
+//! `EpState::pending` under an id no other pending operation has, and leaves it when its
 //! response comes or the connection ends.
 //!
 //! Nothing here panics on application input: sizes over the limits are
@@ -84,10 +84,10 @@ pub(super) fn write_op(sock: &Sock, op: &mut TxOp) -> io::Result<bool> {
 
 impl EpInner {
     /// Write queued operations; the number completed.
-    pub(super) fn flush(&self, st: &mut St) -> std::result::Result<usize, Fail> {
+    pub(super) fn flush(&self, state: &mut EpState) -> std::result::Result<usize, Fail> {
         let mut done = 0;
-        while let Some(op) = st.tx.front_mut() {
-            let Some(sock) = st.sock.as_ref() else {
+        while let Some(op) = state.tx.front_mut() {
+            let Some(sock) = state.sock.as_ref() else {
                 return Ok(done);
             };
             match write_op(sock, op) {
@@ -95,9 +95,9 @@ impl EpInner {
                 Ok(false) => return Ok(done),
                 Err(e) => return Err(sock_fail(e)),
             }
-            if let Some(op) = st.tx.pop_front() {
+            if let Some(op) = state.tx.pop_front() {
                 if let Some(c) = op.comp {
-                    self.comp_ok(&st.b, &c);
+                    self.comp_ok(&state.b, &c);
                 }
             }
             done += 1;
@@ -109,22 +109,22 @@ impl EpInner {
     ///
     /// `op` is taken by reference (and moved into the queue only when it has to wait):
     /// passed by value it cost a `memcpy` of the whole entry per send (callgrind).
-    pub(super) fn post_tx(&self, st: &mut St, op: &mut TxOp, inject: bool) -> Result<()> {
-        if st.tx.is_empty() {
-            let Some(sock) = st.sock.as_ref() else {
+    pub(super) fn post_tx(&self, state: &mut EpState, op: &mut TxOp, inject: bool) -> Result<()> {
+        if state.tx.is_empty() {
+            let Some(sock) = state.sock.as_ref() else {
                 return Err(Error::code_only(Errno::ENOTCONN));
             };
             match write_op(sock, op) {
                 Ok(true) => {
                     if let Some(c) = op.comp {
-                        self.comp_ok(&st.b, &c);
+                        self.comp_ok(&state.b, &c);
                     }
                     return Ok(());
                 }
                 Ok(false) => {}
                 Err(e) => {
                     let f = sock_fail(e);
-                    self.fail_after_write(st, f);
+                    self.fail_after_write(state, f);
                     return Err(Error::new(
                         Errno::ECONNRESET,
                         format!("{NAME}: connection lost"),
@@ -161,18 +161,18 @@ impl EpInner {
             sent: op.sent,
             comp: op.comp.take(),
         };
-        st.tx.push_back(queued);
+        state.tx.push_back(queued);
         if self.dom.engine.mode() == ofi_kit::progress::ProgressMode::Auto {
             self.dom.engine.kick();
         }
         Ok(())
     }
 
-    pub(super) fn check_tx(&self, st: &St) -> Result<()> {
-        if !st.enabled {
+    pub(super) fn check_tx(&self, state: &EpState) -> Result<()> {
+        if !state.enabled {
             return Err(Error::code_only(Errno::EOPBADSTATE));
         }
-        match st.conn {
+        match state.conn {
             Conn::Connected => {}
             Conn::Connecting { .. } | Conn::AwaitResp { .. } | Conn::Accepting => {
                 return Err(Error::code_only(Errno::EAGAIN))
@@ -182,7 +182,7 @@ impl EpInner {
         // Outstanding transmits: queued bytes and operations waiting for their answer
         // (reads, atomics, acknowledged writes, same-host and delivery-complete sends,
         // whose bytes left long ago): `tx_size` bounds them all.
-        if st.tx.len() + st.pending.len() >= self.tx_size {
+        if state.tx.len() + state.pending.len() >= self.tx_size {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         Ok(())
@@ -207,8 +207,8 @@ impl EpInner {
             ));
         }
         // Kit's dispatch checked an inject's size (`DataPath::check_inject`).
-        let mut st = lock(&self.st);
-        self.check_tx(&st)?;
+        let mut state = lock(&self.state);
+        self.check_tx(&state)?;
         let mut h = Hdr::new(if tag.is_some() { Op::Tagged } else { Op::Msg });
         h.size = len as u64;
         h.tag = tag.unwrap_or(0);
@@ -221,21 +221,21 @@ impl EpInner {
             flags: req.completion_flags().bits(),
             len,
             buf: if segs.n > 0 { segs.base() } else { 0 },
-            report: !silent && st.b.tx_reports(flags),
+            report: !silent && state.b.tx_reports(flags),
             cntr: CounterKind::Send,
         };
         let mut tx_comp = Some(comp);
         // Same-host: a descriptor of the buffers instead of the payload.
-        let local = st.local.tx_ok && !inject && !silent && len >= self.cma_threshold;
+        let local = state.local.tx_ok && !inject && !silent && len >= self.cma_threshold;
         if local {
             h.flags |= FLAG_LOCAL;
             h.rma_cnt = segs.n as u8;
         }
         if (flags.contains(OpFlags::DELIVERY_COMPLETE) && !silent) || local {
             h.flags |= FLAG_ACK_REQ;
-            let id = st.take_op_id();
+            let id = state.take_op_id();
             h.id = id.0;
-            st.pending.push_back(Pending {
+            state.pending.push_back(Pending {
                 id,
                 comp,
                 kind: PendKind::Ack,
@@ -257,10 +257,10 @@ impl EpInner {
             op.total = op.hdr_len;
             op.pl = Payload::Segs(Segs::default());
         }
-        let r = self.post_tx(&mut st, &mut op, inject);
+        let r = self.post_tx(&mut state, &mut op, inject);
         if r.is_err() && h.flags & FLAG_ACK_REQ != 0 {
             let id = OpId(h.id);
-            st.pending.retain(|p| p.id != id);
+            state.pending.retain(|p| p.id != id);
         }
         r
     }
@@ -311,12 +311,12 @@ impl EpInner {
                 format!("{NAME}: inject larger than inject_size"),
             ));
         }
-        let mut st = lock(&self.st);
-        self.check_tx(&st)?;
+        let mut state = lock(&self.state);
+        self.check_tx(&state)?;
         // Same-host: the target copies into our buffers (remote and local iovs share the
         // header's four slots).
         let local = !write
-            && st.local.tx_ok
+            && state.local.tx_ok
             && len >= self.cma_threshold
             && segs.n > 0
             && rma.len() + segs.n <= proto::RMA_IOV_LIMIT;
@@ -333,7 +333,7 @@ impl EpInner {
             h.flags |= FLAG_CQ_DATA;
             h.data = d;
         }
-        let id = st.take_op_id();
+        let id = state.take_op_id();
         h.id = id.0;
         let (f, cntr) = if write {
             (OpFlags::RMA | OpFlags::WRITE, CounterKind::Write)
@@ -345,10 +345,10 @@ impl EpInner {
             flags: f.bits(),
             len,
             buf: if segs.n > 0 { segs.base() } else { 0 },
-            report: !silent && st.b.tx_reports(flags),
+            report: !silent && state.b.tx_reports(flags),
             cntr,
         };
-        st.pending.push_back(Pending {
+        state.pending.push_back(Pending {
             id,
             comp,
             kind: if write { PendKind::Ack } else { PendKind::Read },
@@ -379,15 +379,15 @@ impl EpInner {
             op.hdr_len = encode_local_iovs(&mut op.hdr, rma.len(), &segs);
         }
         op.total = op.hdr_len + if write { len } else { 0 };
-        let r = self.post_tx(&mut st, &mut op, inject);
+        let r = self.post_tx(&mut state, &mut op, inject);
         if r.is_err() {
-            st.pending.retain(|p| p.id != id);
+            state.pending.retain(|p| p.id != id);
         }
         r
     }
 
     /// Queue a response (no completion of its own).
-    pub(super) fn respond(st: &mut St, h: Hdr, pl: Segs) {
+    pub(super) fn respond(state: &mut EpState, h: Hdr, pl: Segs) {
         let mut op = TxOp {
             hdr: [0; HDR_MAX],
             hdr_len: HDR_LEN,
@@ -397,7 +397,7 @@ impl EpInner {
             comp: None,
         };
         encode_hdr(&h, &mut op.hdr);
-        st.tx.push_back(op);
+        state.tx.push_back(op);
     }
 
     /// Post the atomic `req`: its operands (and compare values) gathered from the
@@ -501,8 +501,8 @@ impl EpInner {
                 pl.extend_from_slice(unsafe { std::slice::from_raw_parts(v.addr as *const u8, n) });
             }
         }
-        let mut st = lock(&self.st);
-        self.check_tx(&st)?;
+        let mut state = lock(&self.state);
+        self.check_tx(&state)?;
         let mut h = Hdr::new(match kind {
             AtomicKind::Base => Op::Atomic,
             AtomicKind::Fetch => Op::AtomicFetch,
@@ -512,7 +512,7 @@ impl EpInner {
         h.atomic_op = op.to_raw() as u8;
         h.datatype = dt.to_raw() as u8;
         h.size = pl.len() as u64;
-        let id = st.take_op_id();
+        let id = state.take_op_id();
         h.id = id.0;
         let (f, cntr) = if kind == AtomicKind::Base {
             (OpFlags::ATOMIC | OpFlags::WRITE, CounterKind::Write)
@@ -524,10 +524,10 @@ impl EpInner {
             flags: f.bits(),
             len: 0,
             buf: 0,
-            report: !silent && st.b.tx_reports(flags),
+            report: !silent && state.b.tx_reports(flags),
             cntr,
         };
-        st.pending.push_back(Pending {
+        state.pending.push_back(Pending {
             id,
             comp,
             kind: PendKind::Atomic,
@@ -548,9 +548,9 @@ impl EpInner {
             key: rma[0].key,
         }
         .encode(&mut op.hdr[HDR_LEN..HDR_LEN + RMA_IOV_LEN]);
-        let r = self.post_tx(&mut st, &mut op, false);
+        let r = self.post_tx(&mut state, &mut op, false);
         if r.is_err() {
-            st.pending.retain(|p| p.id != id);
+            state.pending.retain(|p| p.id != id);
         }
         r
     }

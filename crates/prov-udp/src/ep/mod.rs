@@ -443,14 +443,14 @@ impl EpInner {
     /// instead of building, hashing and looking up its address (callgrind on `fi_pingpong
     /// -p "udp;ofi_rxd"`, where rxd asks for sources: about 340 instructions a datagram
     /// down to about 100).
-    fn source_of(&self, act: &Active, src: &SockAddr) -> (u64, Option<Address>) {
+    fn source_of(&self, active: &Active, src: &SockAddr) -> (u64, Option<Address>) {
         let Some(sa) = src.to_std() else {
             return (ADDR_NOTAVAIL, None);
         };
         let mut last = lock(&self.last_src);
         if let Some((cached, fi)) = *last {
             if cached == sa {
-                let same = act.av.with_entry(fi, |e| {
+                let same = active.av.with_entry(fi, |e| {
                     (e.peer.addr.to_std() == Some(sa)).then(|| e.user_id.unwrap_or(e.fi_addr))
                 });
                 if let Ok(Some(reported)) = same {
@@ -459,10 +459,10 @@ impl EpInner {
             }
         }
         let a = self.to_address(sa);
-        let found = act
+        let found = active
             .av
             .reverse_lookup(&a)
-            .map(|fi| (fi, act.av.reported(fi)));
+            .map(|fi| (fi, active.av.reported(fi)));
         *last = found.map(|(fi, _)| (sa, fi));
         (found.map_or(ADDR_NOTAVAIL, |(_, r)| r), Some(a))
     }
@@ -471,7 +471,7 @@ impl EpInner {
     /// sockets) if this endpoint is enabled and has a receive posted, and say so;
     /// otherwise `false`, and the next posted receive wakes the watcher.
     pub(crate) fn watch_fds(&self, out: &mut Vec<libc::pollfd>) -> bool {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return false;
         };
         self.unwatched.store(true, Ordering::SeqCst);
@@ -479,7 +479,7 @@ impl EpInner {
             return false;
         }
         self.unwatched.store(false, Ordering::SeqCst);
-        act.each_fd(|fd| {
+        active.each_fd(|fd| {
             out.push(libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -498,9 +498,9 @@ impl Progress for EpInner {
     /// The socket while a receive is posted (sends complete when posted; datagrams
     /// without a receive stay in the socket and must not wake a waiter).
     fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
-        if let Some(act) = self.active.get() {
+        if let Some(active) = self.active.get() {
             if !lock(&self.rx).is_empty() {
-                act.each_fd(|fd| out.push(FdInterest::read(fd)));
+                active.each_fd(|fd| out.push(FdInterest::read(fd)));
             }
         }
         true

@@ -59,7 +59,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 return Err(err);
             }
         };
-        let act = Active {
+        let active = Active {
             sock,
             peers: PeerSocks::new(&me.settings, local, me.dscp),
             local,
@@ -70,7 +70,7 @@ impl EndpointOps<Fabric> for Endpoint {
             rx_cntr: s.b.counter(ofi_kit::ep::CounterKind::Recv).cloned(),
             eq: s.b.eq.clone(),
         };
-        if me.active.set(act).is_err() {
+        if me.active.set(active).is_err() {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: enabled twice"),
@@ -103,8 +103,8 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn tx_size_left(&self) -> Result<usize> {
-        let act = self.inner.active()?;
-        Ok(match &act.tx_cq {
+        let active = self.inner.active()?;
+        Ok(match &active.tx_cq {
             Some(c) => c.cq.room().min(self.inner.settings.tx_size),
             None => self.inner.settings.tx_size,
         })
@@ -135,7 +135,7 @@ impl EndpointOps<Fabric> for Endpoint {
     /// `context`) is queued.
     fn join(&self, addr: &Address, flags: u64, context: usize) -> Result<u64> {
         let me = &*self.inner;
-        let Some(act) = me.active.get() else {
+        let Some(active) = me.active.get() else {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: fi_join before fi_enable"),
@@ -158,7 +158,7 @@ impl EndpointOps<Fabric> for Endpoint {
                 format!("{NAME}: fi_join: {sa} is not a multicast address"),
             ));
         }
-        if sa.is_ipv6() != act.sock.is_v6() {
+        if sa.is_ipv6() != active.sock.is_v6() {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: fi_join: {sa} is not of the endpoint's address family"),
@@ -170,12 +170,13 @@ impl EndpointOps<Fabric> for Endpoint {
             .mcast_if
             .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
         if member {
-            act.sock
+            active
+                .sock
                 .membership(&sa.ip(), ifaddr, 0, true)
                 .map_err(|e| os_error(&e, &format!("fi_join {sa}")))?;
         }
         let key = me.to_address(sa);
-        let inserted = act
+        let inserted = active
             .av
             .insert(std::slice::from_ref(&key), 0, 0)
             .and_then(|mut r| r.pop().unwrap_or(Err(code(Errno::EOTHER))));
@@ -183,13 +184,13 @@ impl EndpointOps<Fabric> for Endpoint {
             Ok(a) => a,
             Err(e) => {
                 if member {
-                    let _ = act.sock.membership(&sa.ip(), ifaddr, 0, false);
+                    let _ = active.sock.membership(&sa.ip(), ifaddr, 0, false);
                 }
                 return Err(e);
             }
         };
         lock(&me.groups).push((fi_addr, member));
-        if let Some(eq) = &act.eq {
+        if let Some(eq) = &active.eq {
             let _ = eq.push(Event {
                 event: EqEvent::JoinComplete,
                 fid: me.context,
@@ -205,7 +206,7 @@ impl EndpointOps<Fabric> for Endpoint {
     /// Leaves the group joined as `fi_addr` and removes it from the AV.
     fn leave(&self, fi_addr: u64) -> Result<()> {
         let me = &*self.inner;
-        let act = me.active()?;
+        let active = me.active()?;
         let member = {
             let mut g = lock(&me.groups);
             let Some(i) = g.iter().position(|(a, _)| *a == fi_addr) else {
@@ -216,17 +217,17 @@ impl EndpointOps<Fabric> for Endpoint {
             };
             g.remove(i).1
         };
-        let sa = addr_to_std(&act.av.lookup(fi_addr)?)?;
+        let sa = addr_to_std(&active.av.lookup(fi_addr)?)?;
         if member {
             let ifaddr = me
                 .settings
                 .mcast_if
                 .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
-            if let Err(e) = act.sock.membership(&sa.ip(), ifaddr, 0, false) {
+            if let Err(e) = active.sock.membership(&sa.ip(), ifaddr, 0, false) {
                 ofi_core::ofi_warn!(NAME, "ep_ctrl", "leaving {sa}: {e}");
             }
         }
-        act.av.remove(&[fi_addr], 0)
+        active.av.remove(&[fi_addr], 0)
     }
 
     /// The bound address; bound to the wildcard address, the address a peer reaches

@@ -61,7 +61,7 @@ impl EpInner {
     }
 
     /// Report a received datagram (or its failure) for the receive `a.ctx`.
-    fn complete_recv(&self, act: &Active, a: Arrival<'_>) {
+    fn complete_recv(&self, active: &Active, a: Arrival<'_>) {
         let Arrival {
             ctx,
             op_flags,
@@ -73,7 +73,7 @@ impl EpInner {
             src,
         } = a;
         let (src_addr, src_a) = if self.source {
-            self.source_of(act, src)
+            self.source_of(active, src)
         } else {
             (ADDR_NOTAVAIL, None)
         };
@@ -87,7 +87,7 @@ impl EpInner {
         };
         match err {
             Some((errno, olen, err_data)) => {
-                if let Some(c) = &act.rx_cq {
+                if let Some(c) = &active.rx_cq {
                     let _ = c.cq.push_err(CqError {
                         op_context: ctx,
                         flags: cflags,
@@ -101,12 +101,12 @@ impl EpInner {
                         err_data,
                     });
                 }
-                if let Some(c) = &act.rx_cntr {
+                if let Some(c) = &active.rx_cntr {
                     c.inc_err();
                 }
             }
             None => {
-                if let Some(c) = &act.rx_cq {
+                if let Some(c) = &active.rx_cq {
                     if c.wants(op_flags) {
                         let e = CqTaggedEntry {
                             op_context: ctx,
@@ -119,7 +119,7 @@ impl EpInner {
                         let _ = c.cq.push(&e, src_addr);
                     }
                 }
-                if let Some(c) = &act.rx_cntr {
+                if let Some(c) = &active.rx_cntr {
                     c.inc();
                 }
             }
@@ -135,7 +135,7 @@ impl EpInner {
     /// a system call that finds nothing. A datagram on another socket while the hot one
     /// had none makes it the hot one.
     pub(super) fn poll_rx(&self) -> usize {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return 0;
         };
         let mut q = match self.rx.try_lock() {
@@ -143,16 +143,16 @@ impl EpInner {
             Err(TryLockError::WouldBlock) => return 0,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
         };
-        let peers = act.peers.live();
+        let peers = active.peers.live();
         if peers.is_empty() {
-            return self.poll_sock(act, &mut q, &act.sock).0;
+            return self.poll_sock(active, &mut q, &active.sock).0;
         }
         // Socket 0 is the endpoint's, 1.. the peer sockets (slots whose socket could
         // not be made are skipped by `sock_at`).
         let count = peers.len() + 1;
         let sock_at = |i: usize| -> Option<&UdpSock> {
             if i == 0 {
-                Some(&act.sock)
+                Some(&active.sock)
             } else {
                 peers
                     .get(i - 1)
@@ -162,7 +162,7 @@ impl EpInner {
         };
         let hot = self.rx_hot.load(Ordering::Relaxed) % count;
         let (work, stop) = match sock_at(hot) {
-            Some(sock) => self.poll_sock(act, &mut q, sock),
+            Some(sock) => self.poll_sock(active, &mut q, sock),
             None => (0, Stop::Empty),
         };
         if stop == Stop::NoReceive {
@@ -181,7 +181,7 @@ impl EpInner {
                 continue;
             }
             if let Some(sock) = sock_at(other) {
-                found = self.poll_sock(act, &mut q, sock).0;
+                found = self.poll_sock(active, &mut q, sock).0;
                 if found > 0 && work == 0 {
                     self.rx_hot.store(other, Ordering::Relaxed);
                 }
@@ -201,7 +201,12 @@ impl EpInner {
 
     /// Fill posted receives from `sock` (at most `batch` datagrams); the work done and
     /// why it stopped.
-    fn poll_sock(&self, act: &Active, q: &mut VecDeque<Posted>, sock: &UdpSock) -> (usize, Stop) {
+    fn poll_sock(
+        &self,
+        active: &Active,
+        q: &mut VecDeque<Posted>,
+        sock: &UdpSock,
+    ) -> (usize, Stop) {
         let mut work = 0;
         let mut rounds = 0;
         let mut refused = false;
@@ -210,7 +215,7 @@ impl EpInner {
             let Some(p) = q.front_mut() else {
                 return (work, Stop::NoReceive);
             };
-            if let Some(c) = &act.rx_cq {
+            if let Some(c) = &active.rx_cq {
                 if !c.cq.has_room() {
                     return (work, Stop::NoReceive);
                 }
@@ -240,7 +245,7 @@ impl EpInner {
                             let ctx = p.context;
                             let flags = p.flags;
                             q.pop_front();
-                            if let Some(c) = &act.rx_cq {
+                            if let Some(c) = &active.rx_cq {
                                 if c.wants(flags) {
                                     let e = CqTaggedEntry {
                                         op_context: ctx,
@@ -348,7 +353,7 @@ impl EpInner {
                 q.pop_front();
             }
             self.complete_recv(
-                act,
+                active,
                 Arrival {
                     ctx,
                     op_flags,

@@ -23,24 +23,24 @@ impl EpInner {
         flags: OpFlags,
         inject: bool,
     ) -> Result<()> {
-        let act = self.active()?;
+        let active = self.active()?;
         if iov.total > MAX_MSG_SIZE {
             return Err(code(Errno::EMSGSIZE));
         }
-        let dst = act.av.with_entry(dest, |e| e.peer.addr)?;
-        let reservation = match &act.tx_cq {
+        let dst = active.av.with_entry(dest, |e| e.peer.addr)?;
+        let reservation = match &active.tx_cq {
             Some(c) if !inject && c.wants(flags) => Some(c.cq.reserve()?),
             _ => None,
         };
         let hdr = Header::new(data).encode();
-        let (sock, to) = match act.peers.for_dst(&act.sock, &dst, || {
+        let (sock, to) = match active.peers.for_dst(&active.sock, &dst, || {
             // Waiters asleep on the endpoint's sockets must add the new one.
             self.engine.kick();
             self.hub.wake();
             self.peer_socket_made();
         }) {
             Some(peer) => (peer, None),
-            None => (&act.sock, Some(&dst)),
+            None => (&active.sock, Some(&dst)),
         };
         let send = || {
             if iov.total <= SMALL_SEND {
@@ -94,7 +94,7 @@ impl EpInner {
             };
             let _ = r.push(&e, ADDR_NOTAVAIL);
         }
-        if let Some(c) = &act.tx_cntr {
+        if let Some(c) = &active.tx_cntr {
             c.inc();
         }
         Ok(())

@@ -20,7 +20,7 @@ impl EpInner {
     /// `FI_GETWAIT`: the endpoint's wait descriptor (see the module docs), made at the
     /// first call; `FI_EOPBADSTATE` before `fi_enable`, the OS error if epoll fails.
     pub(super) fn wait_fd(&self) -> Result<i32> {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: fi_control(FI_GETWAIT) before fi_enable"),
@@ -37,7 +37,7 @@ impl EpInner {
         }
         // SAFETY: `fd` was just returned by epoll_create1 and nothing else owns it.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        watch_sockets(fd, act)?;
+        watch_sockets(fd, active)?;
         *set = Some(owned);
         Ok(fd)
     }
@@ -45,12 +45,12 @@ impl EpInner {
     /// A peer socket was made: add it to the wait set, if one was made (a failure is
     /// logged: the set then misses that socket's datagrams).
     pub(super) fn peer_socket_made(&self) {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return;
         };
         let set = lock(&self.wait_set);
         if let Some(fd) = &*set {
-            if let Err(e) = watch_sockets(fd.as_raw_fd(), act) {
+            if let Err(e) = watch_sockets(fd.as_raw_fd(), active) {
                 ofi_core::ofi_warn!(NAME, "ep_ctrl", "wait set: {e}");
             }
         }
@@ -59,9 +59,9 @@ impl EpInner {
 
 /// Add every socket of `act` to the epoll set `epfd` (`EPOLLIN`, level-triggered);
 /// sockets already in it stay as they are.
-fn watch_sockets(epfd: i32, act: &Active) -> Result<()> {
+fn watch_sockets(epfd: i32, active: &Active) -> Result<()> {
     let mut failed = None;
-    act.each_fd(|fd| {
+    active.each_fd(|fd| {
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: fd as u64,

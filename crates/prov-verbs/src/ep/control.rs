@@ -31,18 +31,18 @@ impl Endpoint {
     /// `fi_enable` of a datagram endpoint: an AV and a CQ or counter bound; the UD
     /// queue pair to RTS and every bounce buffer posted.
     fn enable_datagram(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        if st.enabled {
+        let mut state = lock(&self.inner.state);
+        if state.enabled {
             return Ok(());
         }
-        st.b.require_for_enable(NAME)?;
+        state.b.require_for_enable(NAME)?;
         let qp = self.inner.qp()?;
         qp.datagram_ready(None)?;
-        if let Some(u) = &st.ud {
+        if let Some(u) = &state.ud {
             u.post_all(qp, super::RX_BIT)?;
         }
-        st.conn = Conn::Connected;
-        self.mark_enabled(st);
+        state.conn = Conn::Connected;
+        self.mark_enabled(state);
         Ok(())
     }
 
@@ -65,11 +65,11 @@ impl Endpoint {
 
     /// Marks the endpoint enabled and, the first time, registers it with the domain's
     /// progress engine (after releasing the endpoint's lock).
-    fn mark_enabled(&self, mut st: std::sync::MutexGuard<'_, super::St>) {
-        st.enabled = true;
-        if !st.registered {
-            st.registered = true;
-            drop(st);
+    fn mark_enabled(&self, mut state: std::sync::MutexGuard<'_, super::EpState>) {
+        state.enabled = true;
+        if !state.registered {
+            state.registered = true;
+            drop(state);
             self.inner.dom.engine.register(&self.inner);
         }
     }
@@ -77,8 +77,8 @@ impl Endpoint {
 
 impl EndpointOps<Fabric> for Endpoint {
     fn bind(&self, target: BindTarget<'_, Fabric>, flags: OpFlags) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        if st.enabled {
+        let mut state = lock(&self.inner.state);
+        if state.enabled {
             return Err(bad(Errno::EOPBADSTATE, "bind after fi_enable"));
         }
         match target {
@@ -102,16 +102,16 @@ impl EndpointOps<Fabric> for Endpoint {
                         "a shared receive context of another domain",
                     ));
                 }
-                if st.srx.is_some() {
+                if state.srx.is_some() {
                     return Err(bad(
                         Errno::EINVAL,
                         "a shared receive context is already bound",
                     ));
                 }
-                st.srx = Some(srx.inner.clone());
+                state.srx = Some(srx.inner.clone());
                 Ok(())
             }
-            target => st.b.bind(target, flags, &BIND_RULES),
+            target => state.b.bind(target, flags, &BIND_RULES),
         }
     }
 
@@ -123,17 +123,17 @@ impl EndpointOps<Fabric> for Endpoint {
             // A shared receive context is usable from its creation.
             return Ok(());
         }
-        let st = lock(&self.inner.st);
-        st.b.require_for_connected(NAME)?;
-        let srq = st.srx.as_ref().and_then(|x| x.srq.as_ref());
+        let state = lock(&self.inner.state);
+        state.b.require_for_connected(NAME)?;
+        let srq = state.srx.as_ref().and_then(|x| x.srq.as_ref());
         self.inner.create_qp(srq)?;
-        self.mark_enabled(st);
+        self.mark_enabled(state);
         Ok(())
     }
 
     fn rx_size_left(&self) -> Result<usize> {
-        let st = lock(&self.inner.st);
-        Ok(st.ud.as_ref().map_or(st.rx.left(), |u| u.left()))
+        let state = lock(&self.inner.state);
+        Ok(state.ud.as_ref().map_or(state.rx.left(), |u| u.left()))
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
@@ -148,7 +148,7 @@ impl EndpointOps<Fabric> for Endpoint {
     }
 
     fn tx_size_left(&self) -> Result<usize> {
-        Ok(lock(&self.inner.st).tx.left())
+        Ok(lock(&self.inner.state).tx.left())
     }
 
     fn getname(&self) -> Result<Vec<u8>> {
@@ -167,7 +167,7 @@ impl EndpointOps<Fabric> for Endpoint {
         if self.inner.dgram {
             return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints have no peer"));
         }
-        match lock(&self.inner.st).peer {
+        match lock(&self.inner.state).peer {
             Some(a) => Ok(Address::from(a).to_bytes()),
             None => Err(bad(Errno::ENOTCONN, "not connected")),
         }
@@ -184,8 +184,8 @@ impl EndpointOps<Fabric> for Endpoint {
             .socket_addr()
             .ok_or_else(|| bad(Errno::EINVAL, "not an IP address"))?;
         self.enable()?;
-        let mut st = lock(&self.inner.st);
-        if st.conn != Conn::Idle {
+        let mut state = lock(&self.inner.state);
+        if state.conn != Conn::Idle {
             return Err(bad(Errno::EISCONN, "already connecting or connected"));
         }
         let hub = &self.inner.dom.fabric.hub;
@@ -200,9 +200,9 @@ impl EndpointOps<Fabric> for Endpoint {
                 }
             })?;
         hub.route_conn(id, &self.inner);
-        st.conn_id = Some(id);
-        st.conn = Conn::Connecting;
-        st.peer = Some(peer);
+        state.conn_id = Some(id);
+        state.conn = Conn::Connecting;
+        state.peer = Some(peer);
         Ok(())
     }
 
@@ -215,8 +215,8 @@ impl EndpointOps<Fabric> for Endpoint {
             ));
         };
         self.enable()?;
-        let mut st = lock(&self.inner.st);
-        if st.conn != Conn::Idle {
+        let mut state = lock(&self.inner.state);
+        if state.conn != Conn::Idle {
             return Err(bad(Errno::EISCONN, "already connecting or connected"));
         }
         let hub = &self.inner.dom.fabric.hub;
@@ -227,10 +227,10 @@ impl EndpointOps<Fabric> for Endpoint {
             self.inner.connect_qp(&peer)?;
         }
         hub.route_conn(id, &self.inner);
-        st.conn_id = Some(id);
-        st.conn = Conn::Accepting;
+        state.conn_id = Some(id);
+        state.conn = Conn::Accepting;
         if peer.source.is_some() {
-            st.peer = peer.source;
+            state.peer = peer.source;
         }
         hub.channel
             .accept(id, &self.inner.cm_peer(param)?, self.inner.qp()?)
@@ -240,17 +240,17 @@ impl EndpointOps<Fabric> for Endpoint {
         if self.inner.dgram {
             return Err(bad(Errno::ENOSYS, "FI_EP_DGRAM endpoints do not connect"));
         }
-        let mut st = lock(&self.inner.st);
-        if matches!(st.conn, Conn::Idle | Conn::Shutdown) {
+        let mut state = lock(&self.inner.state);
+        if matches!(state.conn, Conn::Idle | Conn::Shutdown) {
             return Err(bad(Errno::ENOTCONN, "not connected"));
         }
-        if let Some(id) = st.conn_id {
+        if let Some(id) = state.conn_id {
             let _ = self.inner.dom.fabric.hub.channel.disconnect(id);
         }
-        if st.conn == Conn::Connected {
-            self.inner.shut(&mut st);
+        if state.conn == Conn::Connected {
+            self.inner.shut(&mut state);
         } else {
-            st.conn = Conn::Shutdown;
+            state.conn = Conn::Shutdown;
             self.inner.to_error();
         }
         Ok(())
@@ -259,15 +259,15 @@ impl EndpointOps<Fabric> for Endpoint {
     ofi_kit::endpoint_data_ops!();
 
     fn close(&self) -> Result<()> {
-        let mut st = lock(&self.inner.st);
-        if let Some(id) = st.conn_id.take() {
+        let mut state = lock(&self.inner.state);
+        if let Some(id) = state.conn_id.take() {
             let hub = &self.inner.dom.fabric.hub;
             let _ = hub.channel.disconnect(id);
             hub.unroute_conn(id);
         }
-        st.conn = Conn::Shutdown;
-        st.enabled = false;
-        drop(st);
+        state.conn = Conn::Shutdown;
+        state.enabled = false;
+        drop(state);
         self.inner.dom.engine.unregister(&self.inner);
         Ok(())
     }

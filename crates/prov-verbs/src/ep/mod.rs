@@ -8,7 +8,7 @@
 //!
 //! # State
 //!
-//! `Mutex<St>` holds the binds, the connection state and two slot tables (transmit and
+//! `Mutex<EpState>` holds the binds, the connection state and two slot tables (transmit and
 //! receive) naming each posted work request: its `wr_id` is the slot index (the top bit
 //! set for receives). A slot keeps what the completion needs (context, flags, length,
 //! buffer, counter) and any temporary registration of a buffer that lay outside every
@@ -123,7 +123,7 @@ pub(crate) enum Conn {
 pub(crate) type Binds = ofi_kit::ep::Bindings<Arc<ud::UdPeer>>;
 
 #[derive(Debug)]
-pub(crate) struct St {
+pub(crate) struct EpState {
     pub(crate) b: Binds,
     /// The shared receive context receives come from (`FI_EP_MSG`).
     pub(crate) srx: Option<Arc<EpInner>>,
@@ -170,7 +170,7 @@ pub struct EpInner {
     pub(crate) mtu: usize,
     pub(crate) tx_flags: OpFlags,
     pub(crate) rx_flags: OpFlags,
-    pub(crate) st: Mutex<St>,
+    pub(crate) state: Mutex<EpState>,
 }
 
 ofi_kit::debug_fields!(EpInner, |ep| { qpn: ep.qp.get().map(QueuePair::qp_num) });
@@ -238,7 +238,7 @@ impl Endpoint {
             mtu,
             tx_flags: info.tx_attr.op_flags,
             rx_flags: info.rx_attr.op_flags,
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 b: Binds::default(),
                 srx: None,
                 enabled: false,
@@ -307,7 +307,7 @@ impl Endpoint {
             mtu: 0,
             tx_flags: OpFlags::empty(),
             rx_flags: attr.op_flags,
-            st: Mutex::new(St {
+            state: Mutex::new(EpState {
                 b: Binds::default(),
                 srx: None,
                 enabled: true,
@@ -437,18 +437,18 @@ impl EpInner {
     }
 
     /// Enter the shutdown state: queue pair to error, `FI_SHUTDOWN` once.
-    pub(crate) fn shut(&self, st: &mut St) {
-        if st.conn == Conn::Shutdown {
+    pub(crate) fn shut(&self, state: &mut EpState) {
+        if state.conn == Conn::Shutdown {
             return;
         }
-        let was = st.conn;
-        st.conn = Conn::Shutdown;
+        let was = state.conn;
+        state.conn = Conn::Shutdown;
         self.to_error();
-        if let Some(id) = st.conn_id.take() {
+        if let Some(id) = state.conn_id.take() {
             self.dom.fabric.hub.unroute_conn(id);
         }
         if matches!(was, Conn::Connected) {
-            if let Some(eq) = &st.b.eq {
+            if let Some(eq) = &state.b.eq {
                 let _ = eq.shutdown(self.fid);
             }
         }
@@ -456,9 +456,9 @@ impl EpInner {
 
     /// An event of this endpoint's connection (from the fabric's hub).
     pub(crate) fn on_cm_event(&self, kind: CmEventKind) {
-        let mut st = lock(&self.st);
+        let mut state = lock(&self.state);
         match kind {
-            CmEventKind::Established { peer } => match st.conn {
+            CmEventKind::Established { peer } => match state.conn {
                 Conn::Connecting => {
                     let moved = if self.dom.fabric.hub.channel.drives_qp() {
                         Ok(())
@@ -466,48 +466,50 @@ impl EpInner {
                         self.connect_qp(&peer)
                     };
                     if let Err(e) = moved {
-                        self.fail_connect(&mut st, e.code(), Vec::new());
+                        self.fail_connect(&mut state, e.code(), Vec::new());
                         return;
                     }
-                    st.conn = Conn::Connected;
-                    if let Some(eq) = &st.b.eq {
+                    state.conn = Conn::Connected;
+                    if let Some(eq) = &state.b.eq {
                         let _ = eq.connected(self.fid, peer.private_data);
                     }
                 }
                 Conn::Accepting => {
-                    st.conn = Conn::Connected;
-                    if let Some(eq) = &st.b.eq {
+                    state.conn = Conn::Connected;
+                    if let Some(eq) = &state.b.eq {
                         let _ = eq.connected(self.fid, Vec::new());
                     }
                 }
                 _ => {}
             },
             CmEventKind::Rejected { private_data } => {
-                if st.conn == Conn::Connecting {
-                    self.fail_connect(&mut st, Errno::ECONNREFUSED, private_data);
+                if state.conn == Conn::Connecting {
+                    self.fail_connect(&mut state, Errno::ECONNREFUSED, private_data);
                 }
             }
-            CmEventKind::Disconnected => match st.conn {
+            CmEventKind::Disconnected => match state.conn {
                 Conn::Connecting | Conn::Accepting => {
-                    self.fail_connect(&mut st, Errno::ECONNREFUSED, Vec::new())
+                    self.fail_connect(&mut state, Errno::ECONNREFUSED, Vec::new())
                 }
-                _ => self.shut(&mut st),
+                _ => self.shut(&mut state),
             },
-            CmEventKind::Failed { err } => match st.conn {
-                Conn::Connecting | Conn::Accepting => self.fail_connect(&mut st, err, Vec::new()),
-                _ => self.shut(&mut st),
+            CmEventKind::Failed { err } => match state.conn {
+                Conn::Connecting | Conn::Accepting => {
+                    self.fail_connect(&mut state, err, Vec::new())
+                }
+                _ => self.shut(&mut state),
             },
             CmEventKind::ConnectRequest { .. } => {}
         }
     }
 
-    fn fail_connect(&self, st: &mut St, err: Errno, data: Vec<u8>) {
-        st.conn = Conn::Shutdown;
+    fn fail_connect(&self, state: &mut EpState, err: Errno, data: Vec<u8>) {
+        state.conn = Conn::Shutdown;
         self.to_error();
-        if let Some(id) = st.conn_id.take() {
+        if let Some(id) = state.conn_id.take() {
             self.dom.fabric.hub.unroute_conn(id);
         }
-        if let Some(eq) = &st.b.eq {
+        if let Some(eq) = &state.b.eq {
             let _ = eq.push_err(EqErrorEntry {
                 fid: self.fid,
                 context: 0,
@@ -520,18 +522,18 @@ impl EpInner {
     }
 
     /// Report one work completion.
-    fn complete(&self, st: &mut St, wc: &WorkCompletion) {
+    fn complete(&self, state: &mut EpState, wc: &WorkCompletion) {
         let rx = wc.wr_id & RX_BIT != 0;
         let idx = (wc.wr_id & !RX_BIT) as usize;
         if rx && self.dgram {
-            self.datagram(st, idx, wc);
+            self.datagram(state, idx, wc);
             return;
         }
-        let (slot, shared) = match (rx, &st.srx) {
+        let (slot, shared) = match (rx, &state.srx) {
             // Lock order: an endpoint, then its shared receive context.
-            (true, Some(srx)) => (lock(&srx.st).rx.remove(idx), true),
-            (true, None) => (st.rx.remove(idx), false),
-            (false, _) => (st.tx.remove(idx), false),
+            (true, Some(srx)) => (lock(&srx.state).rx.remove(idx), true),
+            (true, None) => (state.rx.remove(idx), false),
+            (false, _) => (state.tx.remove(idx), false),
         };
         let Some(mut slot) = slot else {
             return;
@@ -539,12 +541,12 @@ impl EpInner {
         if shared {
             // Posted without knowing which endpoint's CQ (and its selective
             // completion) would report it.
-            slot.report |= !st.b.rx_selective();
+            slot.report |= !state.b.rx_selective();
         }
         let (cq, _sel) = if rx {
-            (st.b.rx_cq(), st.b.rx_selective())
+            (state.b.rx_cq(), state.b.rx_selective())
         } else {
-            (st.b.tx_cq(), st.b.tx_selective())
+            (state.b.tx_cq(), state.b.tx_selective())
         };
         let imm = wc.wc_flags.contains(ofi_rdma::WcFlags::WITH_IMM);
         let mut flags = slot.flags;
@@ -564,7 +566,7 @@ impl EpInner {
             }
         }
         if wc.status == WcStatus::Success {
-            if let Some(c) = st.b.counter(cntr) {
+            if let Some(c) = state.b.counter(cntr) {
                 c.inc();
             }
             if slot.report || (rx && imm) {
@@ -584,7 +586,7 @@ impl EpInner {
                 }
             }
         } else {
-            if let Some(c) = st.b.counter(cntr) {
+            if let Some(c) = state.b.counter(cntr) {
                 c.inc_err();
             }
             if let Some(cq) = cq {
@@ -608,23 +610,23 @@ impl EpInner {
 
 impl Progress for EpInner {
     fn progress(&self) -> usize {
-        let Ok(mut st) = self.st.try_lock() else {
+        let Ok(mut state) = self.state.try_lock() else {
             return 0;
         };
         while self.channel.get_cq_event().is_some() {}
         let mut work = 0;
-        let stash = std::mem::take(&mut st.stash);
+        let stash = std::mem::take(&mut state.stash);
         for wc in &stash {
-            self.complete(&mut st, wc);
+            self.complete(&mut state, wc);
             work += 1;
         }
-        st.stash = stash;
-        st.stash.clear();
+        state.stash = stash;
+        state.stash.clear();
         let mut wcs = [WorkCompletion::new(0, WcStatus::Success, WcOpcode::Send, 0); ROUND];
         for _ in 0..4 {
             let n = self.cq.poll(&mut wcs).unwrap_or(0);
             for wc in &wcs[..n] {
-                self.complete(&mut st, wc);
+                self.complete(&mut state, wc);
             }
             work += n;
             if n < ROUND {
@@ -637,17 +639,17 @@ impl Progress for EpInner {
     /// Arm the device completion queue and wait on its channel; a completion already
     /// there is stashed for the next round, and the waiter polls instead.
     fn wait_fds(&self, out: &mut Vec<FdInterest>) -> bool {
-        let Ok(mut st) = self.st.try_lock() else {
+        let Ok(mut state) = self.state.try_lock() else {
             return false;
         };
         if self.cq.req_notify(false).is_err() {
             return false;
         }
         let mut wcs = [WorkCompletion::new(0, WcStatus::Success, WcOpcode::Send, 0); ROUND];
-        let room = ROUND - st.stash.len().min(ROUND);
+        let room = ROUND - state.stash.len().min(ROUND);
         let n = self.cq.poll(&mut wcs[..room]).unwrap_or(0);
-        st.stash.extend_from_slice(&wcs[..n]);
-        if !st.stash.is_empty() {
+        state.stash.extend_from_slice(&wcs[..n]);
+        if !state.stash.is_empty() {
             return false;
         }
         out.push(FdInterest::read(self.channel.fd()));

@@ -17,18 +17,18 @@ use std::sync::Arc;
 use ofi_rdma::{RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use super::ud::{UdPeer, UserRecv};
-use super::{lock, sges, Conn, CounterKind, Endpoint, EpInner, Slot, St, RX_BIT};
+use super::{lock, sges, Conn, CounterKind, Endpoint, EpInner, EpState, Slot, RX_BIT};
 
 use crate::NAME;
 
-fn not_ready(st: &St) -> Result<()> {
-    if !st.enabled {
+fn not_ready(state: &EpState) -> Result<()> {
+    if !state.enabled {
         return Err(Error::new(
             Errno::EOPBADSTATE,
             format!("{NAME}: endpoint not enabled"),
         ));
     }
-    if st.conn != Conn::Connected {
+    if state.conn != Conn::Connected {
         return Err(Error::new(
             Errno::ENOTCONN,
             format!("{NAME}: endpoint not connected"),
@@ -61,9 +61,9 @@ struct Tx<'a> {
 
 impl EpInner {
     fn post_tx(&self, t: Tx<'_>) -> Result<()> {
-        let mut st = lock(&self.st);
-        not_ready(&st)?;
-        if st.tx.left() == 0 {
+        let mut state = lock(&self.state);
+        not_ready(&state)?;
+        if state.tx.left() == 0 {
             return Err(no_room());
         }
         let total: usize = t.iov.iter().map(|p| p.1).sum();
@@ -110,19 +110,20 @@ impl EpInner {
             _tmp: tmp,
             _scratch: scratch,
         };
-        let Some(i) = st.tx.insert(slot) else {
+        let Some(i) = state.tx.insert(slot) else {
             return Err(no_room());
         };
         if bounce {
             // SAFETY: the data calls' contract: the iov is readable now; send slot `i`
             // is free, so its bounce buffer is not posted.
-            match st.ud_tx.as_ref().and_then(|b| unsafe { b.fill(i, t.iov) }) {
+            let filled = state.ud_tx.as_ref().and_then(|b| unsafe { b.fill(i, t.iov) });
+            match filled {
                 Some(sge) => {
                     list[0] = sge;
                     n = 1;
                 }
                 None => {
-                    st.tx.remove(i);
+                    state.tx.remove(i);
                     return Err(Error::new(
                         Errno::EMSGSIZE,
                         format!("{NAME}: a {total}-byte datagram (at most {})", self.mtu),
@@ -144,7 +145,7 @@ impl EpInner {
         // SAFETY: inline sends read the application's buffers now (valid by the data
         // calls' contract); the scatter list names registered memory.
         if let Err(e) = unsafe { self.qp()?.post_send(&wr) } {
-            st.tx.remove(i);
+            state.tx.remove(i);
             return Err(e);
         }
         Ok(())
@@ -162,8 +163,8 @@ impl EpInner {
             ));
         }
         let (sel, ud) = {
-            let st = lock(&self.st);
-            (st.b.tx_selective(), self.datagram_dest(&st, req)?)
+            let state = lock(&self.state);
+            (state.b.tx_selective(), self.datagram_dest(&state, req)?)
         };
         let inject = req.inject || req.flags.contains(OpFlags::INJECT);
         self.post_tx(Tx {
@@ -186,7 +187,7 @@ impl EpInner {
 
     /// Where a datagram endpoint's send goes (`None` on a connected endpoint):
     /// `FI_EMSGSIZE` over the MTU, `FI_EINVAL` for an address not in the AV.
-    fn datagram_dest(&self, st: &St, req: &SendRequest) -> Result<Option<Arc<UdPeer>>> {
+    fn datagram_dest(&self, state: &EpState, req: &SendRequest) -> Result<Option<Arc<UdPeer>>> {
         if !self.dgram {
             return Ok(None);
         }
@@ -197,7 +198,7 @@ impl EpInner {
                 format!("{NAME}: a {len}-byte datagram (at most {})", self.mtu),
             ));
         }
-        let av = st.b.av.as_ref().ok_or_else(|| {
+        let av = state.b.av.as_ref().ok_or_else(|| {
             Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: no address vector bound"),
@@ -218,20 +219,20 @@ impl EpInner {
                 format!("{NAME}: tagged messages are not offered"),
             ));
         }
-        let mut st = lock(&self.st);
-        if !st.enabled {
+        let mut state = lock(&self.state);
+        if !state.enabled {
             return Err(Error::new(
                 Errno::EOPBADSTATE,
                 format!("{NAME}: endpoint not enabled"),
             ));
         }
-        if st.rx.left() == 0 {
+        if state.rx.left() == 0 {
             return Err(Error::new(
                 Errno::EAGAIN,
                 format!("{NAME}: receive queue full"),
             ));
         }
-        if st.srx.is_some() {
+        if state.srx.is_some() {
             return Err(Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: this endpoint receives from its shared receive context"),
@@ -242,9 +243,9 @@ impl EpInner {
         let report = if self.srq.is_some() {
             recv.flags.contains(OpFlags::COMPLETION)
         } else {
-            self.report(recv.flags, st.b.rx_selective())
+            self.report(recv.flags, state.b.rx_selective())
         };
-        if let Some(u) = st.ud.as_mut() {
+        if let Some(u) = state.ud.as_mut() {
             if u.left() == 0 {
                 return Err(Error::new(
                     Errno::EAGAIN,
@@ -273,7 +274,7 @@ impl EpInner {
             _tmp: tmp,
             _scratch: None,
         };
-        let Some(i) = st.rx.insert(slot) else {
+        let Some(i) = state.rx.insert(slot) else {
             return Err(Error::new(
                 Errno::EAGAIN,
                 format!("{NAME}: receive queue full"),
@@ -288,7 +289,7 @@ impl EpInner {
             None => self.qp().and_then(|qp| qp.post_recv(&wr)),
         };
         if let Err(e) = posted {
-            st.rx.remove(i);
+            state.rx.remove(i);
             return Err(e);
         }
         Ok(())
@@ -314,7 +315,7 @@ impl EpInner {
             addr: req.remote.addr,
             rkey: EpInner::rkey(req.remote.key)?,
         };
-        let sel = lock(&self.st).b.tx_selective();
+        let sel = lock(&self.state).b.tx_selective();
         let (op, flags, cntr, write_local) = match req.dir {
             RmaDir::Write => (
                 match req.data {
@@ -386,7 +387,7 @@ impl EpInner {
             }
             _ => SendOp::AtomicFetchAdd { remote, add: value },
         };
-        let sel = lock(&self.st).b.tx_selective();
+        let sel = lock(&self.state).b.tx_selective();
         let (result, scratch, flags, cntr) = match req.kind {
             AtomicKind::Base => (
                 Vec::new(),

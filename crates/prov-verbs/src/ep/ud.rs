@@ -156,7 +156,7 @@ pub(crate) struct BouncePool {
 }
 
 // SAFETY: `base` points into `_mem`, owned by this value; it is only dereferenced
-// under the endpoint's lock (the pool lives in the endpoint's `Mutex<St>`).
+// under the endpoint's lock (the pool lives in the endpoint's `Mutex<EpState>`).
 unsafe impl Send for BouncePool {}
 
 impl BouncePool {
@@ -300,11 +300,11 @@ impl super::EpInner {
     /// A completion of bounce buffer `i` of a datagram endpoint: the datagram goes to
     /// the oldest receive (or is dropped), the buffer is posted again. A flushed buffer
     /// (the endpoint closing, the queue pair in error) is not.
-    pub(super) fn datagram(&self, st: &mut super::St, i: usize, wc: &WorkCompletion) {
+    pub(super) fn datagram(&self, state: &mut super::EpState, i: usize, wc: &WorkCompletion) {
         if wc.status != WcStatus::Success {
             return;
         }
-        let Some(u) = st.ud.as_mut() else {
+        let Some(u) = state.ud.as_mut() else {
             return;
         };
         let grh = u.grh(i).filter(|_| wc.wc_flags.contains(WcFlags::GRH));
@@ -319,14 +319,14 @@ impl super::EpInner {
             Landed::Truncated(r, olen) => (r, Err(olen)),
         };
         let buf = r.buf.slice().first().map_or(0, |p| p.0);
-        let (src, unknown) = self.datagram_source(st, grh.as_ref(), wc);
-        let cntr = st.b.counter(super::CounterKind::Recv);
+        let (src, unknown) = self.datagram_source(state, grh.as_ref(), wc);
+        let cntr = state.b.counter(super::CounterKind::Recv);
         match result {
             Ok(len) if unknown.is_some() => {
                 if let Some(c) = cntr {
                     c.inc_err();
                 }
-                if let Some(cq) = st.b.rx_cq() {
+                if let Some(cq) = state.b.rx_cq() {
                     let _ = cq.push_err(CqError {
                         op_context: r.ctx,
                         flags,
@@ -345,7 +345,7 @@ impl super::EpInner {
                 if let Some(c) = cntr {
                     c.inc();
                 }
-                if let (true, Some(cq)) = (r.report, st.b.rx_cq()) {
+                if let (true, Some(cq)) = (r.report, state.b.rx_cq()) {
                     let _ = cq.push(
                         &CqTaggedEntry {
                             op_context: r.ctx,
@@ -367,7 +367,7 @@ impl super::EpInner {
                 if let Some(c) = cntr {
                     c.inc_err();
                 }
-                self.recv_error(st, &r, Errno::ETRUNC, r.len, olen);
+                self.recv_error(state, &r, Errno::ETRUNC, r.len, olen);
             }
         }
     }
@@ -377,7 +377,7 @@ impl super::EpInner {
     /// an unknown sender's name, for the error completion that replaces the entry.
     fn datagram_source(
         &self,
-        st: &super::St,
+        state: &super::EpState,
         grh: Option<&[u8; GRH_LEN]>,
         wc: &WorkCompletion,
     ) -> (u64, Option<Vec<u8>>) {
@@ -388,7 +388,7 @@ impl super::EpInner {
         let name = grh
             .and_then(ofi_rdma::grh::source_gid)
             .map(|gid| encode_name(&gid, wc.src_qp, wc.slid));
-        let src = match (&name, st.b.av.as_ref()) {
+        let src = match (&name, state.b.av.as_ref()) {
             (Some(n), Some(av)) => Address::from_bytes(AddrFormat::IB_UD, n)
                 .map_or(ADDR_NOTAVAIL, |a| av.source_addr(&a)),
             _ => ADDR_NOTAVAIL,
@@ -401,13 +401,13 @@ impl super::EpInner {
     /// An error completion of application receive `r` on the receive CQ.
     pub(super) fn recv_error(
         &self,
-        st: &super::St,
+        state: &super::EpState,
         r: &UserRecv,
         err: Errno,
         len: usize,
         olen: usize,
     ) {
-        if let Some(cq) = st.b.rx_cq() {
+        if let Some(cq) = state.b.rx_cq() {
             let _ = cq.push_err(CqError {
                 op_context: r.ctx,
                 flags: (OpFlags::RECV | OpFlags::MSG).bits(),
@@ -426,8 +426,8 @@ impl super::EpInner {
     /// `fi_cancel` of a datagram endpoint's receive `context` not yet matched: an
     /// `FI_ECANCELED` error completion; `FI_ENOENT` when there is none.
     pub(super) fn cancel_datagram_recv(&self, context: usize) -> Result<()> {
-        let mut st = super::lock(&self.st);
-        let Some(u) = st.ud.as_mut() else {
+        let mut state = super::lock(&self.state);
+        let Some(u) = state.ud.as_mut() else {
             return Err(Error::new(
                 Errno::ENOENT,
                 format!("{NAME}: nothing to cancel"),
@@ -445,7 +445,7 @@ impl super::EpInner {
                 format!("{NAME}: nothing to cancel"),
             ));
         };
-        self.recv_error(&st, &r, Errno::ECANCELED, 0, 0);
+        self.recv_error(&state, &r, Errno::ECANCELED, 0, 0);
         Ok(())
     }
 }

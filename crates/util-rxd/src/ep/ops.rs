@@ -20,12 +20,12 @@ impl ofi_kit::layered::LayeredEndpoint for Endpoint {
     ofi_kit::layered_endpoint_state!(shared: sh, flags: flags, rules: BIND_RULES);
 
     fn with_matcher<R>(&self, f: impl FnOnce(&mut dyn ofi_kit::layered::RecvQueue) -> R) -> R {
-        f(&mut lock(&self.sh.st).m)
+        f(&mut lock(&self.sh.state).m)
     }
 
     fn tx_room(&self) -> usize {
-        let st = lock(&self.sh.st);
-        self.sh.settings.tx_size.saturating_sub(st.live)
+        let state = lock(&self.sh.state);
+        self.sh.settings.tx_size.saturating_sub(state.live)
     }
 
     /// `fi_setname` before `fi_enable`: the core endpoint's name.
@@ -61,7 +61,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
     /// the operation table (every one stays there until its peer acknowledged or
     /// answered it).
     fn fence_ready(&self, _act: &Active) -> Result<()> {
-        if lock(&self.sh.st).live > 0 {
+        if lock(&self.sh.state).live > 0 {
             return Err(Error::code_only(Errno::EAGAIN));
         }
         Ok(())
@@ -71,15 +71,15 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         self.sh.inject_max
     }
 
-    fn submit_send(&self, act: &Active, req: SendRequest) -> Result<()> {
-        self.sh.send(act, req)
+    fn submit_send(&self, active: &Active, req: SendRequest) -> Result<()> {
+        self.sh.send(active, req)
     }
 
-    fn submit_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
-        self.sh.post_recv(act, recv)
+    fn submit_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        self.sh.post_recv(active, recv)
     }
 
-    fn submit_rma(&self, act: &Active, req: RmaRequest<'_>) -> Result<()> {
+    fn submit_rma(&self, active: &Active, req: RmaRequest<'_>) -> Result<()> {
         let read = req.is_read();
         let RmaRequest {
             local,
@@ -97,7 +97,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         if inject || flags.contains(OpFlags::INJECT) {
             self.check_inject(OpFlags::INJECT, total)?;
         }
-        let want = act.tx_completion_wanted(inject, flags);
+        let want = active.tx_completion_wanted(inject, flags);
         let req = RmaReq {
             key: rma.key,
             addr: rma.addr,
@@ -112,7 +112,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             (OP_WRITE, data, Some(l), None, 0, OpFlags::WRITE)
         };
         self.sh.remote(
-            act,
+            active,
             RemoteOp {
                 dest: peer,
                 ctx,
@@ -128,7 +128,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         )
     }
 
-    fn submit_atomic(&self, act: &Active, req: AtomicRequest<'_>) -> Result<()> {
+    fn submit_atomic(&self, active: &Active, req: AtomicRequest<'_>) -> Result<()> {
         let AtomicRequest {
             kind,
             operands,
@@ -177,7 +177,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
             }
             Some(r)
         };
-        let want = act.tx_completion_wanted(inject, flags);
+        let want = active.tx_completion_wanted(inject, flags);
         let cq_flags = match kind {
             AtomicKind::Base => (OpFlags::ATOMIC | OpFlags::WRITE).bits(),
             _ => (OpFlags::ATOMIC | OpFlags::READ).bits(),
@@ -197,7 +197,7 @@ impl ofi_kit::dataops::DataPath for Endpoint {
         };
         let expect = if result.is_some() { bytes } else { 0 };
         self.sh.remote(
-            act,
+            active,
             RemoteOp {
                 dest: peer,
                 ctx,

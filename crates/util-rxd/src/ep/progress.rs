@@ -6,7 +6,7 @@
 //! - A datagram buffer is reposted after its packet was handed to the engine, never
 //!   while the engine reads it.
 //! - Each engine event is handled once; requests and responses completed by a packet
-//!   are carried out after that packet's events (`St::deferred`).
+//!   are carried out after that packet's events (`EpState::deferred`).
 //! - The watchdog holds the endpoint weakly and ends once it is closed.
 //!
 //! Nothing here panics.
@@ -27,7 +27,7 @@ pub(super) fn spawn_watchdog(w: Weak<Shared>) {
     // The nap stays as it was while progress ran lately (or before `fi_enable`).
     let mut nap = WATCHDOG_PERIOD;
     ofi_kit::watchdog::spawn_watchdog(NAME, "ofi_rxd-watchdog", w, nap, move |sh| {
-        let Some(act) = sh.active.get() else {
+        let Some(active) = sh.active.get() else {
             return nap;
         };
         let now = sh.now();
@@ -36,7 +36,7 @@ pub(super) fn spawn_watchdog(w: Weak<Shared>) {
             return nap;
         }
         // Busy (someone is progressing): look again soon.
-        let deadline = match sh.st.try_lock() {
+        let deadline = match sh.state.try_lock() {
             Ok(g) => g.eng.poll_timeout(),
             Err(_) => Some(u64::MAX),
         };
@@ -46,7 +46,7 @@ pub(super) fn spawn_watchdog(w: Weak<Shared>) {
             WATCHDOG_PERIOD
         };
         if deadline.is_some_and(|d| d <= now) {
-            sh.progress_all(act);
+            sh.progress_all(active);
         }
         nap
     });
@@ -54,30 +54,30 @@ pub(super) fn spawn_watchdog(w: Weak<Shared>) {
 
 impl Shared {
     /// Handle what the engine reported.
-    pub(super) fn handle_events(&self, act: &Active, st: &mut St) -> usize {
+    pub(super) fn handle_events(&self, active: &Active, state: &mut EpState) -> usize {
         let mut n = 0;
-        while let Some(ev) = st.eng.poll_event() {
+        while let Some(ev) = state.eng.poll_event() {
             n += 1;
             match ev {
-                Event::Message { peer, data } => self.on_message(act, st, peer, data),
+                Event::Message { peer, data } => self.on_message(active, state, peer, data),
                 Event::Sent { token } => {
                     // RMA and atomics complete with their response instead.
                     let token = OpToken::from_bits(token);
-                    let remote = st.op(token).is_some_and(|o| o.remote.is_some());
+                    let remote = state.op(token).is_some_and(|o| o.remote.is_some());
                     if !remote {
-                        if let Some(op) = Self::take_op(st, token) {
-                            act.complete_tx(op.ctx, op.flags, op.want, None);
+                        if let Some(op) = Self::take_op(state, token) {
+                            active.complete_tx(op.ctx, op.flags, op.want, None);
                         }
                     }
                 }
                 Event::Failed { token, why } => {
-                    if let Some(op) = Self::take_op(st, OpToken::from_bits(token)) {
+                    if let Some(op) = Self::take_op(state, OpToken::from_bits(token)) {
                         let e = match why {
                             Failure::Lost | Failure::Protocol => Errno::EIO,
                             Failure::Reset => Errno::ECONNRESET,
                         };
                         ofi_core::ofi_info!(NAME, "ep_data", "send failed: {why:?}");
-                        act.complete_tx(op.ctx, op.flags, true, Some(e));
+                        active.complete_tx(op.ctx, op.flags, true, Some(e));
                     }
                 }
                 Event::PeerLost { peer, why } => {
@@ -85,7 +85,7 @@ impl Shared {
                     // request it had acknowledged but not answered (RMA, atomics) fail
                     // now; a message being received from it is abandoned; the core
                     // address stays for a later connection.
-                    let waiting: Vec<OpToken> = st
+                    let waiting: Vec<OpToken> = state
                         .ops
                         .iter()
                         .enumerate()
@@ -99,29 +99,29 @@ impl Shared {
                         })
                         .collect();
                     for t in waiting {
-                        if let Some(op) = Self::take_op(st, t) {
-                            act.complete_tx(op.ctx, op.flags, true, Some(Errno::EIO));
+                        if let Some(op) = Self::take_op(state, t) {
+                            active.complete_tx(op.ctx, op.flags, true, Some(Errno::EIO));
                         }
                     }
-                    if let Some(t) = st.rx.get_mut(peer as usize).and_then(Option::take) {
-                        self.abort_rx(act, t, Errno::EIO);
+                    if let Some(t) = state.rx.get_mut(peer as usize).and_then(Option::take) {
+                        self.abort_rx(active, t, Errno::EIO);
                     }
                     ofi_core::ofi_info!(NAME, "ep_ctrl", "peer {peer}: connection ended ({why:?})");
                 }
                 Event::PeerReclaimed { peer } => {
                     // The slot goes to a new peer: forget the old one's core address.
                     let i = peer as usize;
-                    if let Some(f) = st.core_addr.get_mut(i).and_then(Option::take) {
+                    if let Some(f) = state.core_addr.get_mut(i).and_then(Option::take) {
                         let _ = self.core_av.remove(&[f], 0);
-                        if let Some(e) = st.src_bytes.get_mut((f & 0xffff_ffff) as usize) {
+                        if let Some(e) = state.src_bytes.get_mut((f & 0xffff_ffff) as usize) {
                             *e = None;
                         }
                     }
-                    if let Some(a) = st.peer_addr.get_mut(i) {
+                    if let Some(a) = state.peer_addr.get_mut(i) {
                         *a = None;
                     }
-                    if let Some(t) = st.rx.get_mut(i).and_then(Option::take) {
-                        self.abort_rx(act, t, Errno::EIO);
+                    if let Some(t) = state.rx.get_mut(i).and_then(Option::take) {
+                        self.abort_rx(active, t, Errno::EIO);
                     }
                 }
             }
@@ -129,30 +129,30 @@ impl Shared {
         n
     }
 
-    pub(super) fn progress_cq(&self, act: &Active, st: &mut St, now: u64) -> usize {
-        // The batch arrays live in `St`: an empty poll (most polls) initialises nothing
+    pub(super) fn progress_cq(&self, active: &Active, state: &mut EpState, now: u64) -> usize {
+        // The batch arrays live in `EpState`: an empty poll (most polls) initialises nothing
         // (they were on the stack, filled afresh each call: measured with callgrind on
         // `fi_pingpong -p "udp;ofi_rxd"`, about 100 instructions of every poll).
         let mut n = 0;
         for _ in 0..CQ_ROUNDS {
-            let St {
+            let EpState {
                 cq_batch, cq_from, ..
-            } = st;
+            } = state;
             match self.core_cq.readfrom(&mut cq_batch.0[..], &mut cq_from[..]) {
                 Ok(k) => {
                     for j in 0..k.min(CQ_BATCH) {
-                        let (e, f) = (st.cq_batch.0[j], st.cq_from[j]);
+                        let (e, f) = (state.cq_batch.0[j], state.cq_from[j]);
                         let i = e.op_context;
                         if e.flags & OpFlags::RECV.bits() == 0 {
                             continue;
                         }
-                        if i < st.bufs.len() {
+                        if i < state.bufs.len() {
                             // (A buffer kept across packets: no allocation per datagram.)
-                            let mut src = std::mem::take(&mut st.src_buf);
-                            self.src_of_core(st, f, &mut src);
-                            self.take_packet(act, st, i, e.len, &src, now);
-                            st.src_buf = src;
-                            self.repost(st, i);
+                            let mut src = std::mem::take(&mut state.src_buf);
+                            self.src_of_core(state, f, &mut src);
+                            self.take_packet(active, state, i, e.len, &src, now);
+                            state.src_buf = src;
+                            self.repost(state, i);
                         }
                     }
                     n += k;
@@ -162,17 +162,18 @@ impl Shared {
                 }
                 Err(e) if e.code() == Errno::EAVAIL => {
                     if let Ok(ce) = self.core_cq.readerr_owned(0) {
-                        if ce.flags & OpFlags::RECV.bits() != 0 && ce.op_context < st.bufs.len() {
+                        if ce.flags & OpFlags::RECV.bits() != 0 && ce.op_context < state.bufs.len()
+                        {
                             if ce.err == Errno::EADDRNOTAVAIL {
                                 // A datagram from a source not in the core AV (a first
                                 // CONNECT): its source is in the error data.
                                 let src = Address::from_bytes(self.fmt, &ce.err_data)
                                     .map(|a| norm_addr(&a).to_bytes())
                                     .unwrap_or_default();
-                                self.take_packet(act, st, ce.op_context, ce.len, &src, now);
+                                self.take_packet(active, state, ce.op_context, ce.len, &src, now);
                             }
                             // (Else a truncated or failed datagram: not one of ours.)
-                            self.repost(st, ce.op_context);
+                            self.repost(state, ce.op_context);
                         }
                     }
                     n += 1;
@@ -185,13 +186,13 @@ impl Shared {
 
     /// Write into `out` the address (engine form) of core AV entry `f` that sent a
     /// datagram (nothing if unknown: the engine then takes nothing from it).
-    pub(super) fn src_of_core(&self, st: &mut St, f: u64, out: &mut Vec<u8>) {
+    pub(super) fn src_of_core(&self, state: &mut EpState, f: u64, out: &mut Vec<u8>) {
         out.clear();
         if f == ADDR_NOTAVAIL {
             return;
         }
         let i = (f & 0xffff_ffff) as usize;
-        if let Some(Some((g, b))) = st.src_bytes.get(i) {
+        if let Some(Some((g, b))) = state.src_bytes.get(i) {
             if *g == f {
                 out.extend_from_slice(b);
                 return;
@@ -203,10 +204,10 @@ impl Shared {
         let b = norm_addr(&a).to_bytes();
         out.extend_from_slice(&b);
         if i < (1 << 20) {
-            if st.src_bytes.len() <= i {
-                st.src_bytes.resize(i + 1, None);
+            if state.src_bytes.len() <= i {
+                state.src_bytes.resize(i + 1, None);
             }
-            st.src_bytes[i] = Some((f, b));
+            state.src_bytes[i] = Some((f, b));
         }
     }
 
@@ -215,15 +216,15 @@ impl Shared {
     /// the next packet) and the requests it completed.
     pub(super) fn take_packet(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         i: usize,
         len: usize,
         src: &[u8],
         now: u64,
     ) {
         {
-            let St {
+            let EpState {
                 eng,
                 bufs,
                 m,
@@ -231,7 +232,7 @@ impl Shared {
                 peer_addr,
                 deferred,
                 ..
-            } = st;
+            } = state;
             let b = &bufs[i];
             let pkt = &b[..len.min(b.len())];
             eng.handle_packet_streaming(src, pkt, now, &mut |seg: Seg<'_>| {
@@ -241,35 +242,35 @@ impl Shared {
                     peer_addr: &mut *peer_addr,
                     deferred: &mut *deferred,
                 };
-                self.on_seg(act, parts, seg)
+                self.on_seg(active, parts, seg)
             });
         }
-        self.handle_events(act, st);
-        if !st.deferred.is_empty() {
-            for (peer, v) in std::mem::take(&mut st.deferred) {
-                self.on_message(act, st, peer, v);
+        self.handle_events(active, state);
+        if !state.deferred.is_empty() {
+            for (peer, v) in std::mem::take(&mut state.deferred) {
+                self.on_message(active, state, peer, v);
             }
         }
     }
 
-    pub(super) fn progress_all(&self, act: &Active) -> usize {
-        let mut g = lock(&self.st);
-        let st = &mut *g;
+    pub(super) fn progress_all(&self, active: &Active) -> usize {
+        let mut g = lock(&self.state);
+        let state = &mut *g;
         let now = self.now();
         self.last_progress.store(now, AtomicOrdering::Relaxed);
-        let mut n = self.progress_cq(act, st, now);
-        st.eng.handle_timeout(now);
-        n += self.handle_events(act, st);
-        n += self.flush(st, now);
+        let mut n = self.progress_cq(active, state, now);
+        state.eng.handle_timeout(now);
+        n += self.handle_events(active, state);
+        n += self.flush(state, now);
         n
     }
 }
 
 impl Progress for Shared {
     fn progress(&self) -> usize {
-        let Some(act) = self.active.get() else {
+        let Some(active) = self.active.get() else {
             return 0;
         };
-        self.progress_all(act)
+        self.progress_all(active)
     }
 }

@@ -52,7 +52,7 @@ pub(super) struct RemoteOp<'a> {
 impl Shared {
     /// Start remote operation `r`: a request message whose payload is gathered from
     /// the application's buffers at the call.
-    pub(super) fn remote(&self, act: &Active, r: RemoteOp<'_>) -> Result<()> {
+    pub(super) fn remote(&self, active: &Active, r: RemoteOp<'_>) -> Result<()> {
         let RemoteOp {
             dest,
             ctx,
@@ -66,7 +66,7 @@ impl Shared {
             want,
         } = r;
         let plen: usize = payload.iter().map(IoList::total).sum();
-        let (mut g, peer, t) = self.begin_op(act, dest, |peer| TxOp {
+        let (mut g, peer, t) = self.begin_op(active, dest, |peer| TxOp {
             gen: 0,
             ctx,
             flags: cq_flags,
@@ -77,7 +77,7 @@ impl Shared {
                 expect,
             }),
         })?;
-        let st = &mut *g;
+        let state = &mut *g;
         let mut head = Vec::with_capacity(MSG_HDR + RMA_HDR);
         head.extend_from_slice(&op_hdr(op, t.bits(), data));
         head.extend_from_slice(&req.bytes());
@@ -91,17 +91,31 @@ impl Shared {
             at += n;
         }
         let hl = head.len();
-        self.send_op(st, peer, t, hl + plen, "request", |off, n, dst| {
+        self.send_op(state, peer, t, hl + plen, "request", |off, n, dst| {
             let (o, left) = super::tx::put_head(&head, off, n, dst);
             dst.extend_from_slice(&body[o..o + left]);
         })
     }
 
     /// A request or response (header `h`, whole message `msg`) arrived from `peer`.
-    pub(super) fn on_remote(&self, act: &Active, st: &mut St, peer: PeerId, h: MsgHdr, msg: &[u8]) {
+    pub(super) fn on_remote(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        peer: PeerId,
+        h: MsgHdr,
+        msg: &[u8],
+    ) {
         let (op, rid, cqdata) = (h.op, h.tag, h.data);
         if op == OP_RESP {
-            self.on_response(act, st, peer, rid, cqdata.unwrap_or(0), &msg[MSG_HDR..]);
+            self.on_response(
+                active,
+                state,
+                peer,
+                rid,
+                cqdata.unwrap_or(0),
+                &msg[MSG_HDR..],
+            );
             return;
         }
         let Ok(req) = RmaReq::from_bytes(&msg[MSG_HDR..]) else {
@@ -110,7 +124,7 @@ impl Shared {
         };
         let payload = &msg[MSG_HDR + RMA_HDR..];
         let (status, out) = match op {
-            OP_WRITE => (self.target_write(act, &req, payload, cqdata), Vec::new()),
+            OP_WRITE => (self.target_write(active, &req, payload, cqdata), Vec::new()),
             OP_READ => match self.target_read(&req) {
                 Ok(v) => (0, v),
                 Err(e) => (e.0, Vec::new()),
@@ -124,29 +138,29 @@ impl Shared {
         m.extend_from_slice(&op_hdr(OP_RESP, rid, Some(u64::from(status as u32))));
         m.extend_from_slice(&out);
         let now = self.now();
-        if st.eng.send(peer, NO_TOKEN, &m, now).is_err() {
+        if state.eng.send(peer, NO_TOKEN, &m, now).is_err() {
             ofi_core::ofi_warn!(NAME, "ep_data", "peer {peer}: response not sent");
         }
     }
 
     pub(super) fn on_response(
         &self,
-        act: &Active,
-        st: &mut St,
+        active: &Active,
+        state: &mut EpState,
         peer: PeerId,
         rid: u64,
         status: u64,
         data: &[u8],
     ) {
         let rid = OpToken::from_bits(rid);
-        let ok = st
+        let ok = state
             .op(rid)
             .is_some_and(|o| o.remote.as_ref().is_some_and(|r| r.peer == peer));
         if !ok {
             ofi_core::ofi_debug!(NAME, "ep_data", "peer {peer}: stray response");
             return;
         }
-        let Some(op) = Self::take_op(st, rid) else {
+        let Some(op) = Self::take_op(state, rid) else {
             return;
         };
         // The peer's status (the low 32 bits, signed): an FI code or FI_EPROTO.
@@ -164,7 +178,7 @@ impl Shared {
             }
         }
         let want = op.want || err.is_some();
-        act.complete_tx(op.ctx, op.flags, want, err);
+        active.complete_tx(op.ctx, op.flags, want, err);
     }
 
     /// The target region of a request, as one list of local buffers.
@@ -194,7 +208,7 @@ impl Shared {
 
     pub(super) fn target_write(
         &self,
-        act: &Active,
+        active: &Active,
         req: &RmaReq,
         payload: &[u8],
         cqdata: Option<u64>,
@@ -211,7 +225,7 @@ impl Shared {
         // table for `payload.len()` bytes of remote write access.
         unsafe { segs.scatter(0, payload.as_ptr(), payload.len()) };
         region.count_access();
-        if let (Some(d), Some(b)) = (cqdata, &act.rxcq) {
+        if let (Some(d), Some(b)) = (cqdata, &active.rxcq) {
             let _ = b.cq.push_remote_write(payload.len(), d);
         }
         0

@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //!
-//! - `St::rx[peer]` is the message being received from that peer; a first piece
+//! - `EpState::rx[peer]` is the message being received from that peer; a first piece
 //!   replaces (and fails) a message left open by an ended connection.
 //! - A matched receive is completed exactly once: at its message's last piece, or with
 //!   an error when the message cannot complete (`abort_rx`).
@@ -53,7 +53,7 @@ impl RxTarget {
 /// Most bytes reserved for a message being gathered before its pieces arrive.
 pub(super) const RESERVE_MAX: usize = 1 << 20;
 
-/// The parts of `St` streaming delivery needs while the engine is borrowed.
+/// The parts of `EpState` streaming delivery needs while the engine is borrowed.
 pub(super) struct RxParts<'a> {
     pub(super) m: &'a mut TagMatcher<IoList, Unexp>,
     pub(super) rx: &'a mut Vec<Option<RxTarget>>,
@@ -62,16 +62,16 @@ pub(super) struct RxParts<'a> {
 }
 
 impl Shared {
-    pub(super) fn src_of(&self, act: &Active, st: &mut St, peer: PeerId) -> u64 {
-        let St { eng, peer_addr, .. } = st;
-        self.src_for(act, peer_addr, peer, eng.peer_addr(peer))
+    pub(super) fn src_of(&self, active: &Active, state: &mut EpState, peer: PeerId) -> u64 {
+        let EpState { eng, peer_addr, .. } = state;
+        self.src_for(active, peer_addr, peer, eng.peer_addr(peer))
     }
 
     /// The fabric address (in the bound AV) of engine peer `peer` at `addr`, for
     /// `FI_SOURCE`; `cache` keeps the parsed addresses.
     pub(super) fn src_for(
         &self,
-        act: &Active,
+        active: &Active,
         cache: &mut Vec<Option<Address>>,
         peer: PeerId,
         addr: &[u8],
@@ -87,12 +87,18 @@ impl Shared {
             cache[i] = Address::from_bytes(self.fmt, addr).ok();
         }
         match &cache[i] {
-            Some(a) => act.av.reverse_lookup(a).unwrap_or(ADDR_NOTAVAIL),
+            Some(a) => active.av.reverse_lookup(a).unwrap_or(ADDR_NOTAVAIL),
             None => ADDR_NOTAVAIL,
         }
     }
 
-    pub(super) fn on_message(&self, act: &Active, st: &mut St, peer: PeerId, data: Vec<u8>) {
+    pub(super) fn on_message(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        peer: PeerId,
+        data: Vec<u8>,
+    ) {
         let h = match MsgHdr::from_bytes(&data) {
             Ok(h) => h,
             Err(e) => {
@@ -105,18 +111,18 @@ impl Shared {
             }
         };
         if h.op > OP_TAGGED {
-            self.on_remote(act, st, peer, h, &data);
+            self.on_remote(active, state, peer, h, &data);
             return;
         }
-        let src = self.src_of(act, st, peer);
-        self.match_whole(act, &mut st.m, src, data);
+        let src = self.src_of(active, state, peer);
+        self.match_whole(active, &mut state.m, src, data);
     }
 
     /// Match a whole (message or tagged) message `data` from `src`: copy it into a
     /// posted receive, or keep it as unexpected.
     pub(super) fn match_whole(
         &self,
-        act: &Active,
+        active: &Active,
         m: &mut TagMatcher<IoList, Unexp>,
         src: u64,
         data: Vec<u8>,
@@ -139,7 +145,7 @@ impl Shared {
                 // SAFETY: the receive buffer is the application's, writable for its
                 // length (the placement lies within it); `payload` has n bytes.
                 unsafe { recv.buf.scatter(place.offset, payload.as_ptr(), n) };
-                act.complete_rx(&recv, place, &inc, rel, None);
+                active.complete_rx(&recv, place, &inc, rel, None);
             }
             None => {
                 if m.push_unexpected(inc, data).is_err() {
@@ -189,7 +195,7 @@ impl Shared {
     /// A piece of a message from the engine (streaming delivery): place it. `false`
     /// refuses a first piece (receiver not ready: no room for another unexpected
     /// message; the engine has its sender offer it again later).
-    pub(super) fn on_seg(&self, act: &Active, parts: RxParts<'_>, seg: Seg<'_>) -> bool {
+    pub(super) fn on_seg(&self, active: &Active, parts: RxParts<'_>, seg: Seg<'_>) -> bool {
         let RxParts {
             m,
             rx,
@@ -209,7 +215,7 @@ impl Shared {
                     "peer {}: a new message began while one was open; the open one fails",
                     seg.peer
                 );
-                self.abort_rx(act, old, Errno::EIO);
+                self.abort_rx(active, old, Errno::EIO);
             }
             let hdr = if seg.total >= MSG_HDR {
                 parse_msg_hdr(seg.data).ok()
@@ -219,7 +225,7 @@ impl Shared {
             let target = match hdr {
                 Some((op, tag, cqdata)) if op <= OP_TAGGED => {
                     let inc = Incoming {
-                        src: self.src_for(act, peer_addr, seg.peer, seg.addr),
+                        src: self.src_for(active, peer_addr, seg.peer, seg.addr),
                         tag,
                         len: seg.total - MSG_HDR,
                         data: cqdata,
@@ -270,11 +276,11 @@ impl Shared {
                 place,
                 released,
                 inc,
-            }) => act.complete_rx(&recv, place, &inc, released, None),
+            }) => active.complete_rx(&recv, place, &inc, released, None),
             Some(RxTarget::Buffer { data: v, .. }) => match parse_msg_hdr(&v) {
                 Ok((op, ..)) if op <= OP_TAGGED => {
-                    let src = self.src_for(act, peer_addr, seg.peer, seg.addr);
-                    self.match_whole(act, m, src, v);
+                    let src = self.src_for(active, peer_addr, seg.peer, seg.addr);
+                    self.match_whole(active, m, src, v);
                 }
                 Ok(_) => deferred.push((seg.peer, v)),
                 Err(e) => {
@@ -292,7 +298,7 @@ impl Shared {
     }
 
     /// A message being received will not complete: its receive (if one matched) fails.
-    pub(super) fn abort_rx(&self, act: &Active, t: RxTarget, e: Errno) {
+    pub(super) fn abort_rx(&self, active: &Active, t: RxTarget, e: Errno) {
         if let RxTarget::Recv {
             recv,
             place,
@@ -300,11 +306,11 @@ impl Shared {
             inc,
         } = t
         {
-            act.complete_rx(&recv, place, &inc, released, Some(e));
+            active.complete_rx(&recv, place, &inc, released, Some(e));
         }
     }
 
-    pub(super) fn deliver_unexp(&self, act: &Active, d: Delivery<'_, Unexp>) {
+    pub(super) fn deliver_unexp(&self, active: &Active, d: Delivery<'_, Unexp>) {
         let Delivery {
             recv,
             place,
@@ -316,19 +322,19 @@ impl Shared {
         let n = place.len.min(data.len());
         // SAFETY: as in on_message.
         unsafe { recv.buf.scatter(place.offset, data.as_ptr(), n) };
-        act.complete_rx(recv, place, inc, released, None);
+        active.complete_rx(recv, place, inc, released, None);
     }
 
-    pub(super) fn discard_unexp(&self, _st: &mut St, _payload: Unexp) {}
+    pub(super) fn discard_unexp(&self, _st: &mut EpState, _payload: Unexp) {}
 
-    pub(super) fn post_recv(&self, act: &Active, recv: PostedRecv<IoList>) -> Result<()> {
-        let mut g = lock(&self.st);
-        act.post_recv(
+    pub(super) fn post_recv(&self, active: &Active, recv: PostedRecv<IoList>) -> Result<()> {
+        let mut g = lock(&self.state);
+        active.post_recv(
             &mut *g,
-            |st| &mut st.m,
+            |state| &mut state.m,
             recv,
-            |_, d| self.deliver_unexp(act, d),
-            |st, payload| self.discard_unexp(st, payload),
+            |_, d| self.deliver_unexp(active, d),
+            |state, payload| self.discard_unexp(state, payload),
         )
     }
 }

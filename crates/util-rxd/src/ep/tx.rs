@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //!
-//! - `St::live` counts the occupied slots of `St::ops`; a slot's generation changes at
+//! - `EpState::live` counts the occupied slots of `EpState::ops`; a slot's generation changes at
 //!   every allocation, so a token of a completed operation never names its successor.
 //! - A send copies the application's message into the engine's packets during the
 //!   submitting call: nothing reads the application's buffer after it returns.
@@ -15,7 +15,7 @@
 use super::*;
 use ofi_kit::epglue::check_len;
 
-/// Names a transmit operation: its slot in `St::ops` and the generation the slot had
+/// Names a transmit operation: its slot in `EpState::ops` and the generation the slot had
 /// when the operation took it (a slot is reused; an old token no longer matches). It
 /// travels as one `u64` (the engine's message token, and the request id of an RMA or
 /// atomic request on the wire): generation in the high half, slot in the low.
@@ -40,7 +40,7 @@ impl OpToken {
     }
 }
 
-/// Largest RDM address index whose peer is cached (`St::dest_peer`).
+/// Largest RDM address index whose peer is cached (`EpState::dest_peer`).
 const DEST_CACHE_MAX: usize = 1 << 16;
 
 /// A transmit operation between its submission and its completion.
@@ -56,7 +56,7 @@ pub(super) struct TxOp {
     pub(super) remote: Option<Remote>,
 }
 
-impl St {
+impl EpState {
     /// The live operation `t` names.
     pub(super) fn op(&self, t: OpToken) -> Option<&TxOp> {
         self.ops
@@ -88,8 +88,8 @@ pub(super) unsafe fn append_from(dst: &mut Vec<u8>, iov: &IoList, offset: usize,
 
 impl Shared {
     /// Hand the engine's packets to the core.
-    pub(super) fn flush(&self, st: &mut St, now: u64) -> usize {
-        let St { eng, core_addr, .. } = st;
+    pub(super) fn flush(&self, state: &mut EpState, now: u64) -> usize {
+        let EpState { eng, core_addr, .. } = state;
         let fmt = self.fmt;
         let av = &self.core_av;
         let ep = &self.core_ep;
@@ -149,33 +149,38 @@ impl Shared {
     /// Peers made here are the local side's (never reclaimed by the engine), so a
     /// cached (fabric address, address) → peer stays right as long as the AV still
     /// holds that address at that fabric address, which each use checks.
-    pub(super) fn peer_of(&self, act: &Active, st: &mut St, dest: u64) -> Result<PeerId> {
+    pub(super) fn peer_of(
+        &self,
+        active: &Active,
+        state: &mut EpState,
+        dest: u64,
+    ) -> Result<PeerId> {
         let slot = (dest & 0xffff_ffff) as usize;
-        if let Some(Some((d, a, p))) = st.dest_peer.get(slot) {
-            if *d == dest && act.av.with_entry(dest, |e| e.addr == a).unwrap_or(false) {
+        if let Some(Some((d, a, p))) = state.dest_peer.get(slot) {
+            if *d == dest && active.av.with_entry(dest, |e| e.addr == a).unwrap_or(false) {
                 return Ok(*p);
             }
         }
-        let a = act.av.lookup(dest).map_err(|_| {
+        let a = active.av.lookup(dest).map_err(|_| {
             Error::new(
                 Errno::EINVAL,
                 format!("{NAME}: destination {dest:#x} is not in the AV"),
             )
         })?;
         let key = norm_addr(&a).to_bytes();
-        let p = match st.by_key.get(&key) {
+        let p = match state.by_key.get(&key) {
             Some(&p) => p,
             None => {
-                let p = st.eng.peer_for_addr(&key);
-                st.by_key.insert(key, p);
+                let p = state.eng.peer_for_addr(&key);
+                state.by_key.insert(key, p);
                 p
             }
         };
         if slot < DEST_CACHE_MAX {
-            if st.dest_peer.len() <= slot {
-                st.dest_peer.resize(slot + 1, None);
+            if state.dest_peer.len() <= slot {
+                state.dest_peer.resize(slot + 1, None);
             }
-            st.dest_peer[slot] = Some((dest, a, p));
+            state.dest_peer[slot] = Some((dest, a, p));
         }
         Ok(p)
     }
@@ -185,70 +190,70 @@ impl Shared {
     /// operations are under way.
     pub(super) fn begin_op(
         &self,
-        act: &Active,
+        active: &Active,
         dest: u64,
         op: impl FnOnce(PeerId) -> TxOp,
-    ) -> Result<(MutexGuard<'_, St>, PeerId, OpToken)> {
-        let mut g = lock(&self.st);
+    ) -> Result<(MutexGuard<'_, EpState>, PeerId, OpToken)> {
+        let mut g = lock(&self.state);
         if g.live >= self.settings.tx_size {
             drop(g);
             self.engine.kick();
             return Err(Error::code_only(Errno::EAGAIN));
         }
-        let peer = self.peer_of(act, &mut g, dest)?;
+        let peer = self.peer_of(active, &mut g, dest)?;
         let t = Self::alloc_op(&mut g, op(peer));
         Ok((g, peer, t))
     }
 
-    pub(super) fn alloc_op(st: &mut St, mut op: TxOp) -> OpToken {
-        st.op_gen = st.op_gen.wrapping_add(1).max(1);
-        op.gen = st.op_gen;
-        st.live += 1;
+    pub(super) fn alloc_op(state: &mut EpState, mut op: TxOp) -> OpToken {
+        state.op_gen = state.op_gen.wrapping_add(1).max(1);
+        op.gen = state.op_gen;
+        state.live += 1;
         let gen = op.gen;
-        let i = match st.op_free.pop() {
+        let i = match state.op_free.pop() {
             Some(i) => {
-                st.ops[i as usize] = Some(op);
+                state.ops[i as usize] = Some(op);
                 i
             }
             None => {
-                st.ops.push(Some(op));
-                (st.ops.len() - 1) as u32
+                state.ops.push(Some(op));
+                (state.ops.len() - 1) as u32
             }
         };
         OpToken { slot: i, gen }
     }
 
-    pub(super) fn take_op(st: &mut St, t: OpToken) -> Option<TxOp> {
+    pub(super) fn take_op(state: &mut EpState, t: OpToken) -> Option<TxOp> {
         let i = t.slot;
-        let slot = st.ops.get_mut(i as usize)?;
+        let slot = state.ops.get_mut(i as usize)?;
         if slot.as_ref().map(|o| o.gen) != Some(t.gen) {
             return None;
         }
         let op = slot.take()?;
-        st.op_free.push(i);
-        st.live = st.live.saturating_sub(1);
+        state.op_free.push(i);
+        state.live = state.live.saturating_sub(1);
         Some(op)
     }
 
     /// Send message `r` (a tagged one when it has a tag).
-    pub(super) fn send(&self, act: &Active, r: SendRequest) -> Result<()> {
+    pub(super) fn send(&self, active: &Active, r: SendRequest) -> Result<()> {
         let cq_flags = r.completion_flags().bits();
         let (iov, dest, ctx, data, flags, inject) =
             (r.iov, r.dest, r.context, r.data, r.flags, r.inject);
         let (tagged, tag) = (r.tagged(), r.tag.unwrap_or(0));
         let len = iov.total();
         check_len(NAME, "message", len, "max_msg_size", MAX_MSG_SIZE)?;
-        let want = act.tx_completion_wanted(inject, flags);
-        let (mut g, peer, t) = self.begin_op(act, dest, |_| TxOp {
+        let want = active.tx_completion_wanted(inject, flags);
+        let (mut g, peer, t) = self.begin_op(active, dest, |_| TxOp {
             gen: 0,
             ctx,
             flags: cq_flags,
             want,
             remote: None,
         })?;
-        let st = &mut *g;
+        let state = &mut *g;
         let h = msg_hdr(tagged, tag, data);
-        self.send_op(st, peer, t, MSG_HDR + len, "message", |off, n, dst| {
+        self.send_op(state, peer, t, MSG_HDR + len, "message", |off, n, dst| {
             let (o, left) = put_head(&h, off, n, dst);
             // SAFETY: `iov` is the application's message, readable for its length
             // during this submitting call (the C contract `SendRequest` carries).
@@ -263,7 +268,7 @@ impl Shared {
     #[inline]
     pub(super) fn send_op(
         &self,
-        st: &mut St,
+        state: &mut EpState,
         peer: PeerId,
         t: OpToken,
         len: usize,
@@ -271,14 +276,14 @@ impl Shared {
         fill: impl FnMut(usize, usize, &mut Vec<u8>),
     ) -> Result<()> {
         let now = self.now();
-        if st.eng.send_with(peer, t.bits(), len, now, fill).is_err() {
-            let _ = Self::take_op(st, t);
+        if state.eng.send_with(peer, t.bits(), len, now, fill).is_err() {
+            let _ = Self::take_op(state, t);
             return Err(Error::new(
                 Errno::EMSGSIZE,
                 format!("{NAME}: {what} too long"),
             ));
         }
-        self.flush(st, now);
+        self.flush(state, now);
         Ok(())
     }
 }

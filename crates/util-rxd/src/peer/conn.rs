@@ -167,17 +167,17 @@ impl Engine {
         };
         self.stats.received += 1;
         self.peers[pid as usize].last_heard = now;
-        let st = self.peers[pid as usize].state;
+        let state = self.peers[pid as usize].state;
         let (rs, ri) = {
             let p = &self.peers[pid as usize];
             (p.remote_sess, p.remote_id)
         };
-        if rs == h.src_sess && ri == h.src_id && st == State::Connected {
+        if rs == h.src_sess && ri == h.src_id && state == State::Connected {
             self.peers[pid as usize].send_accept = true;
             self.mark(pid);
             return;
         }
-        match st {
+        match state {
             State::Connecting { .. } if rs == 0 => {}
             State::Idle => {
                 let s = self.new_sess();
