@@ -118,26 +118,10 @@ struct EqShared {
 }
 
 impl EqShared {
-    fn drive(&self) -> usize {
-        self.links.drive()
-    }
-
     fn refresh_fd(&self, state: &EqState) {
         if let Some(fd) = &self.fd {
             fd.update(state.ready());
         }
-    }
-
-    fn notify_locked(&self, state: &EqState) {
-        self.refresh_fd(state);
-        if state.sleepers > 0 {
-            self.cv.notify_all();
-            self.links.kick();
-        }
-    }
-
-    fn notify_sets(&self) {
-        self.links.signal_sets()
     }
 
     /// Queue an event or an error event. `app`: an application write (full is

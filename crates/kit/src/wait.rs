@@ -313,6 +313,27 @@ pub(crate) use queue_open_with_progress;
 macro_rules! locked_queue_waitable {
     ($shared:ty, $state:ty) => {
         impl $shared {
+            /// Run the progress engines this queue is linked to.
+            #[inline]
+            fn drive(&self) -> usize {
+                self.links.drive()
+            }
+
+            /// After a change that may make the queue ready: its fd, and the readers
+            /// asleep on it (lock held; `refresh_fd` is the queue's own).
+            fn notify_locked(&self, state: &$state) {
+                self.refresh_fd(state);
+                if state.sleepers > 0 {
+                    self.cv.notify_all();
+                    self.links.kick();
+                }
+            }
+
+            /// Signal the attached wait sets (lock not held).
+            fn notify_sets(&self) {
+                self.links.signal_sets()
+            }
+
             /// [`BlockingWait::idle`](crate::wait::BlockingWait::idle) on this queue:
             /// `guard` is its locked state, `idle` whether a reader may still sleep.
             fn idle(

@@ -351,11 +351,6 @@ struct CqShared {
 }
 
 impl CqShared {
-    #[inline]
-    fn drive(&self) -> usize {
-        self.links.drive()
-    }
-
     /// Keep the fd and the `readable` flag in step with the state (called with the
     /// lock held, after every change of the queue).
     #[inline]
@@ -378,20 +373,6 @@ impl CqShared {
             state.errors.overrun != Overrun::No || state.used() >= self.size,
             Ordering::Release,
         );
-    }
-
-    /// After a change that may make the CQ ready: fd, sleepers (lock held).
-    fn notify_locked(&self, state: &CqState) {
-        self.refresh_fd(state);
-        if state.sleepers > 0 {
-            self.cv.notify_all();
-            self.links.kick();
-        }
-    }
-
-    /// Signal the attached wait sets (lock not held).
-    fn notify_sets(&self) {
-        self.links.signal_sets()
     }
 
     fn overflow(&self, state: &mut CqState) -> Error {
