@@ -383,8 +383,17 @@ struct RdOp {
     credit: CreditToken,
     pieces: Vec<(usize, usize, u64, u64)>,
     posted: usize,
-    outstanding: usize,
+    outstanding: u32,
     err: Option<Errno>,
+}
+
+/// One core completion of an operation with `outstanding` core operations posted:
+/// one fewer, and its error kept unless an earlier one was.
+fn core_completed(outstanding: &mut u32, first_err: &mut Option<Errno>, err: Option<Errno>) {
+    *outstanding = outstanding.saturating_sub(1);
+    if first_err.is_none() {
+        *first_err = err;
+    }
 }
 
 /// Room for one batch of core completions.
@@ -658,6 +667,16 @@ fn is_conn_err(e: Errno) -> bool {
     )
 }
 
+/// A core operation's error as the application sees it: a lost connection, whatever
+/// the core called it, is `FI_ECONNRESET`.
+fn conn_err(e: Errno) -> Errno {
+    if is_conn_err(e) {
+        Errno::ECONNRESET
+    } else {
+        e
+    }
+}
+
 /// `a` with an unspecified IP replaced by `ip` (or the loopback address of its family):
 /// a name of an endpoint listening on every interface, made concrete.
 fn norm_addr(a: &Address, ip: Option<std::net::IpAddr>) -> Address {
@@ -771,6 +790,23 @@ impl EpState {
     /// Connection `conn_id`, if it is open.
     fn conn(&self, conn_id: ConnId) -> Option<&Conn> {
         self.conns.get(conn_id.index())?.as_ref()
+    }
+
+    /// Transmit operation `i`, if it is still of generation `gen` (a core completion
+    /// for a freed or reused slot finds nothing).
+    fn live_op(&mut self, i: u32, gen: u32) -> Option<&mut TxOp> {
+        self.ops
+            .get_mut(i as usize)?
+            .as_mut()
+            .filter(|op| op.gen == gen)
+    }
+
+    /// Rendezvous read `i`, if it is still of generation `gen`.
+    fn live_read(&mut self, i: u32, gen: u32) -> Option<&mut RdOp> {
+        self.rds
+            .get_mut(i as usize)?
+            .as_mut()
+            .filter(|read| read.gen == gen)
     }
 
     /// The connection MSG endpoint `slot` serves, if the slot is live.

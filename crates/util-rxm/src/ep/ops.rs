@@ -157,28 +157,6 @@ impl Shared {
         }
     }
 
-    /// A core transmit completion (or error) for operation `i`.
-    pub(super) fn tx_done(
-        &self,
-        active: &Active,
-        state: &mut EpState,
-        i: u32,
-        gen: u32,
-        err: Option<Errno>,
-    ) {
-        let Some(op) = state.ops.get_mut(i as usize).and_then(Option::as_mut) else {
-            return;
-        };
-        if op.gen != gen {
-            return;
-        }
-        op.outstanding = op.outstanding.saturating_sub(1);
-        if err.is_some() && op.err.is_none() {
-            op.err = err;
-        }
-        self.maybe_finish(active, state, i);
-    }
-
     pub(super) fn maybe_finish(&self, active: &Active, state: &mut EpState, i: u32) {
         let Some(op) = state.ops.get(i as usize).and_then(Option::as_ref) else {
             return;

@@ -143,13 +143,20 @@ impl Shared {
                     }
                 }
             }
+            // A core transmit (or a rendezvous read's piece) completed: one fewer
+            // outstanding, and the operation finished if that was its last. A
+            // completion of a freed or reused slot finds nothing.
             K_TX => {
-                let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
-                self.tx_done(active, state, idx, gen, err)
+                if let Some(op) = state.live_op(idx, gen) {
+                    core_completed(&mut op.outstanding, &mut op.err, err.map(conn_err));
+                    self.maybe_finish(active, state, idx);
+                }
             }
             K_RD => {
-                let err = err.map(|e| if is_conn_err(e) { Errno::ECONNRESET } else { e });
-                self.read_done(active, state, idx, gen, err)
+                if let Some(read) = state.live_read(idx, gen) {
+                    core_completed(&mut read.outstanding, &mut read.err, err.map(conn_err));
+                    self.maybe_finish_read(active, state, idx);
+                }
             }
             _ => {}
         }

@@ -457,27 +457,6 @@ impl Shared {
         }
     }
 
-    pub(super) fn read_done(
-        &self,
-        active: &Active,
-        state: &mut EpState,
-        i: u32,
-        gen: u32,
-        err: Option<Errno>,
-    ) {
-        let Some(r) = state.rds.get_mut(i as usize).and_then(Option::as_mut) else {
-            return;
-        };
-        if r.gen != gen {
-            return;
-        }
-        r.outstanding = r.outstanding.saturating_sub(1);
-        if err.is_some() && r.err.is_none() {
-            r.err = err;
-        }
-        self.maybe_finish_read(active, state, i);
-    }
-
     /// Deliver an unexpected message to a receive that matched it.
     pub(super) fn deliver_unexp(
         &self,
