@@ -57,103 +57,26 @@ ep_open_slots! {
     "domain.srx_ctx" fn dom_srx_ctx<DomainOf>(; attr: *const RawRxAttr => rx_attr_from_raw; context: usize) => srx_ctx;
 }
 
-/// Slot `cq_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawCqAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.cq_open", || {
-        need_out(out)?;
-        // SAFETY: our boxed domain; `attr` null or valid (contract).
-        let (d, (mut attr, set)) = unsafe {
-            let attrs = attrs_in_set(attr, "cq_open: null attributes", CqAttr::from_raw, |a| {
-                a.wait_obj
-            })?;
-            (ob::<F::Domain>(dom), attrs)
-        };
-        if attr.format == CqFormat::Unspec {
-            attr.format = CqFormat::Context;
-        }
-        let cq = match set {
-            // SAFETY: a wait set of this family, open (host contract).
-            Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
-            None => d.cq_open(&attr, context)?,
-        };
-        let b = CqBox {
-            inner: cq,
-            format: attr.format,
-            wait_cond: attr.wait_cond,
-            err_data: Mutex::new(ErrData::default()),
-        };
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, b, Adapt::<F>::CQ as *const _ as *const c_void) };
-        Ok(())
-    })
+/// The attributes of a CQ from C: an unspecified format is the context format.
+fn cq_attr_from_raw(raw: &RawCqAttr) -> Result<CqAttr> {
+    let mut attr = CqAttr::from_raw(raw)?;
+    if attr.format == CqFormat::Unspec {
+        attr.format = CqFormat::Context;
+    }
+    Ok(attr)
 }
 
-/// Slot `cntr_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawCntrAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.cntr_open", || {
-        need_out(out)?;
-        // SAFETY: our boxed domain; `attr` null or valid (contract).
-        let (d, (attr, set)) = unsafe {
-            let attrs = attrs_in_set(
-                attr,
-                "cntr_open: null attributes",
-                CntrAttr::from_raw,
-                |a| a.wait_obj,
-            )?;
-            (ob::<F::Domain>(dom), attrs)
-        };
-        let c = match set {
-            // SAFETY: a wait set of this family, open (host contract).
-            Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
-            None => d.cntr_open(&attr, context)?,
-        };
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, c, Adapt::<F>::CNTR as *const _ as *const c_void) };
-        // SAFETY: `put_obj` just boxed the counter at `(*out).obj`.
-        unsafe { ob::<CntrOf<F>>((*out).obj).published() };
-        Ok(())
-    })
+open_slot! {
+    "domain.cq_open" fn dom_cq_open<DomainOf>(attr: *const RawCqAttr => cq_attr_from_raw)
+        => cq_open or cq_open_in_set, |cq, attr| CqBox::new(cq, &attr) => CQ
 }
 
-/// Slot `av_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_av_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawAvAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.av_open", || {
-        need_out(out)?;
-        if attr.is_null() {
-            return einval("av_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), AvAttr::from_raw(&*attr)?) };
-        let av = d.av_open(&attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, av, Adapt::<F>::AV as *const _ as *const c_void) };
-        Ok(())
-    })
+open_slot! {
+    "domain.cntr_open" fn dom_cntr_open<DomainOf>(attr: *const RawCntrAttr => CntrAttr::from_raw)
+        => cntr_open or cntr_open_in_set, |cntr, _attr| cntr => CNTR, then published
 }
+
+open_slot!("domain.av_open" fn dom_av_open<DomainOf>(attr: *const RawAvAttr => AvAttr::from_raw) => av_open => AV);
 
 /// Register with `attr` and fill `out`.
 ///
@@ -251,11 +174,8 @@ pub(super) unsafe extern "C" fn dom_mr_regattr<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "domain.mr_regattr", || {
-        if attr.is_null() {
-            return einval("mr_regattr: null attributes");
-        }
-        // SAFETY: `attr` and its arrays valid for the call (contract).
-        let attr = unsafe { MrAttr::from_raw(&*attr)? };
+        // SAFETY: `attr` null, or it and its arrays valid for the call (contract).
+        let attr = unsafe { MrAttr::from_raw(ref_req(attr, "mr_regattr: null attributes")?)? };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }
     })
