@@ -35,10 +35,9 @@ use ofi::{AddrFormat, AtomicOp, Datatype, OpFlags};
 
 use crate::av::av_of;
 use crate::fid::{FiOps, Fid, FI_CLASS_EP, FI_CLASS_PEP};
-use crate::info::FiInfo;
 use crate::obj::{
-    cast_fid, code, fid_header, info_arg, put_result, CObj, DomainObj, FabricObj, FidDomain,
-    FidFabric, EINVAL, FI_ENABLE,
+    cast_fid, code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
+    EINVAL, FI_ENABLE,
 };
 use crate::queues::{cntr_of, cq_of, eq_of};
 use crate::{guard, guard_try, status};
@@ -736,23 +735,10 @@ crate::fid::open_without_flags! {
     pub fn domain_endpoint(*mut FidDomain, *mut *mut FidEp) = domain_endpoint2;
 }
 
-/// `fi_endpoint2` (the domain table's slot).
-///
-/// # Safety
-/// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_endpoint2(
-    domain: *mut FidDomain,
-    info: *mut FiInfo,
-    ep: *mut *mut FidEp,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our domain; `info` per the C API.
-        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)?) };
-        if ep.is_null() {
-            return Err(EINVAL);
-        }
+crate::fid::open_for_info! {
+    /// `fi_endpoint2` (the domain table's slot).
+    pub fn domain_endpoint2(domain: *mut FidDomain as DomainObj, info,
+        ep: *mut *mut FidEp, flags: u64, context) = |d| {
         // The ofi context is the C object: events name it in their `fid`.
         let made = EpObj::into_c_with(ep_header(FI_CLASS_EP, context), |me| {
             d.r.domain.endpoint_with(&info, me, flags).map(|e| EpState {
@@ -762,7 +748,7 @@ pub unsafe extern "C" fn domain_endpoint2(
         });
         // SAFETY: checked non-null.
         Ok(unsafe { put_result(ep, made) })
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -854,22 +840,10 @@ pub static PEP_CM_OPS: FiOpsCm = FiOpsCm {
     join: join_enosys,
 };
 
-/// `fi_passive_ep` (the fabric table's slot).
-///
-/// # Safety
-/// `fabric` is a fabric of this library; the other pointers per the C API.
-pub unsafe extern "C" fn fabric_passive_ep(
-    fabric: *mut FidFabric,
-    info: *mut FiInfo,
-    pep: *mut *mut c_void,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
-        if pep.is_null() {
-            return Err(EINVAL);
-        }
+crate::fid::open_for_info! {
+    /// `fi_passive_ep` (the fabric table's slot).
+    pub fn fabric_passive_ep(fabric: *mut FidFabric as FabricObj, info,
+        pep: *mut *mut c_void, context) = |f| {
         let c = FidPep {
             fid: fid_header(FI_CLASS_PEP, context, &PEP_FI_OPS),
             ops: &PEP_OPS,
@@ -879,5 +853,5 @@ pub unsafe extern "C" fn fabric_passive_ep(
         let made = PepObj::into_c_with(c, |me| f.r.passive_ep_with(&info, me));
         // SAFETY: checked non-null.
         Ok(unsafe { put_result(pep, made.map(|p| p.cast())) })
-    })
+    }
 }

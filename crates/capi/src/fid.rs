@@ -126,6 +126,50 @@ macro_rules! open_without_flags {
 
 pub(crate) use open_without_flags;
 
+/// The slot of a call that opens an object for an info (`fi_domain2`, `fi_endpoint2`,
+/// `fi_scalable_ep`, `fi_passive_ep`): under [`crate::guard_try`], the parent behind its
+/// pointer (`Obj::of`) becomes `p` and the info from C ([`crate::obj::info_arg`]) `info`;
+/// a null info or out-pointer is `-FI_EINVAL`; then `body`, which answers the status.
+/// `fn name(parent: *mut Parent as Obj, info, out: *mut *mut Made, [flags: u64,] context)
+/// = |p| { body }`
+macro_rules! open_for_info {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, $flags:ident: u64, $context:ident) = |$p:ident| $body:block) => {
+        $crate::fid::open_for_info! { @slot $(#[$doc])* $vis fn $name($parent: *mut $Parent as $Obj, $info,
+            $out: *mut *mut $Made, [$flags] $context) = |$p| $body }
+    };
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, $context:ident) = |$p:ident| $body:block) => {
+        $crate::fid::open_for_info! { @slot $(#[$doc])* $vis fn $name($parent: *mut $Parent as $Obj, $info,
+            $out: *mut *mut $Made, [] $context) = |$p| $body }
+    };
+    (@slot $(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, [$($flags:ident)?] $context:ident) = |$p:ident| $body:block) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The parent is an object of this library; the other pointers per the C API.
+        $vis unsafe extern "C" fn $name(
+            $parent: *mut $Parent,
+            $info: *mut $crate::info::FiInfo,
+            $out: *mut *mut $Made,
+            $($flags: u64,)?
+            $context: *mut ::std::ffi::c_void,
+        ) -> ::std::ffi::c_int {
+            $crate::guard_try(|| {
+                // SAFETY: our parent; `info` per the C API.
+                let ($p, $info) = unsafe { (<$Obj>::of($parent), $crate::obj::info_arg($info)?) };
+                if $out.is_null() {
+                    return Err($crate::obj::EINVAL);
+                }
+                $body
+            })
+        }
+    };
+}
+
+pub(crate) use open_for_info;
+
 enosys_slots! {
     fn bind_enosys(*mut Fid, *mut Fid, u64) -> c_int;
     fn control_enosys(*mut Fid, c_int, *mut c_void) -> c_int;

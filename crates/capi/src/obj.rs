@@ -25,7 +25,7 @@ use ofi::{Error, Info, OpFlags, Version};
 
 use crate::fid::{CloseFn, FiOps, Fid, ENOSYS};
 use crate::info::{info_from_c, FiFabricAttr, FiInfo};
-use crate::{guard, guard_try, status};
+use crate::{guard, status};
 
 /// A C object: the C structure `C` (which starts with `struct fid`) and the ofi object.
 #[repr(C)]
@@ -231,16 +231,10 @@ crate::fid::open_without_flags! {
     fn fabric_domain(*mut FidFabric, *mut *mut FidDomain) = fabric_domain2;
 }
 
-unsafe extern "C" fn fabric_domain2(
-    fabric: *mut FidFabric,
-    info: *mut FiInfo,
-    dom: *mut *mut FidDomain,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
+crate::fid::open_for_info! {
+    /// `fi_domain2` (the fabric table's slot).
+    fn fabric_domain2(fabric: *mut FidFabric as FabricObj, info,
+        dom: *mut *mut FidDomain, flags: u64, context) = |f| {
         if flags != 0 {
             return Err(ENOSYS);
         }
@@ -263,9 +257,9 @@ unsafe extern "C" fn fabric_domain2(
             };
             DomainObj::into_c(c, state)
         });
-        // SAFETY: `dom` per the C API.
+        // SAFETY: `dom` checked non-null, writable per the C API.
         Ok(unsafe { put_result(dom, opened) })
-    })
+    }
 }
 
 unsafe extern "C" fn fabric_trywait(
