@@ -101,66 +101,48 @@ pub(super) unsafe fn mr_common<F: FabricOps>(
     Ok(())
 }
 
-/// Slot `mr_reg` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
-    dom: Obj,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    context: usize,
-    out: *mut RawMr,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.mr_reg", || {
-        let iov = [Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let attr = MrAttr {
-            offset,
-            requested_key,
-            context,
-            ..MrAttr::new(&iov, OpFlags::from_bits_retain(access))
-        };
-        // SAFETY: our boxed domain; `out` valid (contract).
-        unsafe { mr_common::<F>(dom, &attr, flags, out) }
-    })
+/// Defines the slots `mr_reg` and `mr_regv` of the domain table: the buffers the slot
+/// passes (`a`, `b`) as a list of iovs (`iov`), registered with the slot's access,
+/// offset, requested key and context through [`mr_common`].
+macro_rules! mr_reg_slots {
+    ($($what:literal fn $slot:ident($a:ident: $at:ty, $b:ident: usize) => $iov:expr;)*) => {$(
+        #[doc = concat!("Slot `", $what, "` of the domain table.")]
+        /// # Safety
+        /// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        #[allow(clippy::too_many_arguments)]
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            dom: Obj,
+            $a: $at,
+            $b: usize,
+            access: u64,
+            offset: u64,
+            requested_key: u64,
+            flags: u64,
+            context: usize,
+            out: *mut RawMr,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                let iov: &[Iov] = $iov;
+                let attr = MrAttr {
+                    offset,
+                    requested_key,
+                    context,
+                    ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
+                };
+                // SAFETY: our boxed domain; `out` valid (contract).
+                unsafe { mr_common::<F>(dom, &attr, flags, out) }
+            })
+        }
+    )*};
 }
 
-/// Slot `mr_regv` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
-    dom: Obj,
-    iov: *const Iov,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    context: usize,
-    out: *mut RawMr,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.mr_regv", || {
-        // SAFETY: `iov` valid for `count` (contract).
-        let iov = unsafe { sl_req(iov, count, "mr_regv: null iov")? };
-        let attr = MrAttr {
-            offset,
-            requested_key,
-            context,
-            ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
-        };
-        // SAFETY: our boxed domain; `out` valid (contract).
-        unsafe { mr_common::<F>(dom, &attr, flags, out) }
-    })
+mr_reg_slots! {
+    "domain.mr_reg" fn dom_mr_reg(buf: *const c_void, len: usize)
+        => &[Iov { base: buf as *mut c_void, len }];
+    // SAFETY: `iov` valid for `count` (contract).
+    "domain.mr_regv" fn dom_mr_regv(iov: *const Iov, count: usize)
+        => unsafe { sl_req(iov, count, "mr_regv: null iov")? };
 }
 
 /// Slot `mr_regattr` of the domain table.
@@ -314,7 +296,8 @@ impl crate::domain::Domain {
         Ok(unsafe { AddressVector::from_raw(obj, ops, node) })
     }
 
-    /// `fi_mr_reg`: register `len` bytes at `buf`.
+    /// `fi_mr_reg`: register `len` bytes at `buf` (`fi_mr_regv` with that one buffer;
+    /// the provider sees the same registration either way).
     ///
     /// # Safety
     /// The memory must stay valid until the region is closed (and dropped).
@@ -327,27 +310,12 @@ impl crate::domain::Domain {
         requested_key: u64,
         flags: u64,
     ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: our own object; `out` lives across the call; the memory per the
-        // caller's contract.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_reg(
-                    self.obj,
-                    buf as *const c_void,
-                    len,
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
+        let iov = [Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        // SAFETY: the caller's contract, for the one buffer.
+        unsafe { self.mr_regv(&iov, access, offset, requested_key, flags) }
     }
 
     /// `fi_endpoint`: an active endpoint for `info`.
