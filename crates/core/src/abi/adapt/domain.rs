@@ -140,9 +140,9 @@ macro_rules! mr_reg_slots {
 mr_reg_slots! {
     "domain.mr_reg" fn dom_mr_reg(buf: *const c_void, len: usize)
         => &[Iov { base: buf as *mut c_void, len }];
-    // SAFETY: `iov` valid for `count` (contract).
-    "domain.mr_regv" fn dom_mr_regv(iov: *const Iov, count: usize)
-        => unsafe { sl_req(iov, count, "mr_regv: null iov")? };
+    "domain.mr_regv" fn dom_mr_regv(iov: *const Iov, count: usize) =>
+        // SAFETY: `iov` valid for `count` (contract).
+        unsafe { sl_req(iov, count, "mr_regv: null iov")? };
 }
 
 /// Slot `mr_regattr` of the domain table.
