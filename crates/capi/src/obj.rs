@@ -18,6 +18,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
+use ofi::abi::raw::Iov;
 use ofi::domain::Domain;
 use ofi::fabric::Fabric;
 use ofi::mr::MemoryRegion;
@@ -486,35 +487,30 @@ pub static MR_FI_OPS: FiOps = FiOps {
     ..FiOps::with_close(mr_close)
 };
 
+/// The type of the slots `reg` and `regv` of `struct fi_ops_mr`, which differ only in
+/// their buffers `B`: one buffer (`const void *` and its length) or an iov list
+/// (`const struct iovec *` and its count).
+pub type MrRegFn<B> = unsafe extern "C" fn(
+    *mut Fid,
+    B,
+    usize,
+    u64,
+    u64,
+    u64,
+    u64,
+    *mut *mut FidMr,
+    *mut c_void,
+) -> c_int;
+
 /// `struct fi_ops_mr`.
 #[repr(C)]
 pub struct FiOpsMr {
     /// `size`.
     pub size: usize,
     /// `reg`.
-    pub reg: unsafe extern "C" fn(
-        *mut Fid,
-        *const c_void,
-        usize,
-        u64,
-        u64,
-        u64,
-        u64,
-        *mut *mut FidMr,
-        *mut c_void,
-    ) -> c_int,
+    pub reg: MrRegFn<*const c_void>,
     /// `regv`.
-    pub regv: unsafe extern "C" fn(
-        *mut Fid,
-        *const ofi::abi::raw::Iov,
-        usize,
-        u64,
-        u64,
-        u64,
-        u64,
-        *mut *mut FidMr,
-        *mut c_void,
-    ) -> c_int,
+    pub regv: MrRegFn<*const Iov>,
     /// `regattr`.
     pub regattr: unsafe extern "C" fn(*mut Fid, *const FiMrAttr, u64, *mut *mut FidMr) -> c_int,
 }
@@ -576,53 +572,49 @@ unsafe fn register(
     unsafe { put_result(out, made) }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_reg(
-    fid: *mut Fid,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut FidMr,
-    context: *mut c_void,
-) -> c_int {
-    let access = OpFlags::from_bits_retain(access);
-    // SAFETY: the slot of our domains' `mr` table; the memory per the C API (the
-    // program keeps it registered).
-    guard(|| unsafe {
-        register(fid, mr, context, |d| {
-            d.mr_reg(buf.cast(), len, access, offset, requested_key, flags)
-        })
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_regv(
-    fid: *mut Fid,
-    iov: *const ofi::abi::raw::Iov,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut FidMr,
-    context: *mut c_void,
-) -> c_int {
-    let access = OpFlags::from_bits_retain(access);
-    guard(|| {
-        // SAFETY: `count` entries per the C API.
-        let Some(iovs) = (unsafe { c_slice(iov, count) }) else {
-            return EINVAL;
-        };
-        // SAFETY: the slot of our domains' `mr` table; the memory per the C API.
-        unsafe {
-            register(fid, mr, context, |d| {
-                d.mr_regv(iovs, access, offset, requested_key, flags)
+/// Defines the slots `reg` and `regv` of `fi_ops_mr` (types [`MrRegFn`]): `body`
+/// hands the slot's buffers (its parameters `buffers`) as an iov list to `regv` (given
+/// its name), which registers them on the domain behind `fid` ([`register`]) with the
+/// slot's access, offset, requested key and flags.
+macro_rules! mr_reg_slots {
+    ($($slot:ident($($buffers:ident: $bt:ty),*) = |$regv:ident| $body:expr;)*) => {$(
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $slot(
+            fid: *mut Fid,
+            $($buffers: $bt,)*
+            access: u64,
+            offset: u64,
+            requested_key: u64,
+            flags: u64,
+            mr: *mut *mut FidMr,
+            context: *mut c_void,
+        ) -> c_int {
+            let access = OpFlags::from_bits_retain(access);
+            guard(|| {
+                let $regv = |iov: &[Iov]| {
+                    // SAFETY: the slot of our domains' `mr` table; the memory per the C
+                    // API (the program keeps it registered).
+                    unsafe {
+                        register(fid, mr, context, |d| {
+                            d.mr_regv(iov, access, offset, requested_key, flags)
+                        })
+                    }
+                };
+                $body
             })
         }
-    })
+    )*};
+}
+
+mr_reg_slots! {
+    mr_reg(buf: *const c_void, len: usize) = |regv| regv(&[Iov { base: buf.cast_mut(), len }]);
+    mr_regv(iov: *const Iov, count: usize) = |regv| {
+        // SAFETY: `count` entries per the C API.
+        match unsafe { c_slice(iov, count) } {
+            Some(iovs) => regv(iovs),
+            None => EINVAL,
+        }
+    };
 }
 
 unsafe extern "C" fn mr_regattr(

@@ -102,18 +102,17 @@ pub(super) unsafe fn mr_common<F: FabricOps>(
 }
 
 /// Defines the slots `mr_reg` and `mr_regv` of the domain table: the buffers the slot
-/// passes (`a`, `b`) as a list of iovs (`iov`), registered with the slot's access,
-/// offset, requested key and context through [`mr_common`].
+/// passes (its parameters `buffers`) as a list of iovs (`iov`), registered with the
+/// slot's access, offset, requested key and context through [`mr_common`].
 macro_rules! mr_reg_slots {
-    ($($what:literal fn $slot:ident($a:ident: $at:ty, $b:ident: usize) => $iov:expr;)*) => {$(
+    ($($what:literal fn $slot:ident($($buffers:ident: $bt:ty),*) => $iov:expr;)*) => {$(
         #[doc = concat!("Slot `", $what, "` of the domain table.")]
         /// # Safety
         /// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
         #[allow(clippy::too_many_arguments)]
         pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
             dom: Obj,
-            $a: $at,
-            $b: usize,
+            $($buffers: $bt,)*
             access: u64,
             offset: u64,
             requested_key: u64,
