@@ -25,6 +25,10 @@ pub const FI_CLASS_EQ: usize = 13;
 pub const FI_CLASS_CQ: usize = 14;
 /// `FI_CLASS_CNTR`.
 pub const FI_CLASS_CNTR: usize = 15;
+/// `FI_CLASS_WAIT`.
+pub const FI_CLASS_WAIT: usize = 16;
+/// `FI_CLASS_POLL`.
+pub const FI_CLASS_POLL: usize = 17;
 /// `FI_CLASS_NIC`.
 pub const FI_CLASS_NIC: usize = 20;
 
@@ -86,6 +90,48 @@ pub struct FiOps {
 
 /// `-FI_ENOSYS` as the `int` the slots return.
 pub const ENOSYS: c_int = -(libc::ENOSYS);
+
+/// `FI_GETWAIT` (the `fi_control` command).
+pub const FI_GETWAIT: c_int = 5;
+
+/// Defines the `fi_ops` (`OPS`) of an object with a wait file descriptor (a CQ, EQ,
+/// counter or wait set, the C object type `Obj`) and its two slots: `close` closes it
+/// (`closer`, given its state); `control` answers `FI_GETWAIT` with `wait_fd` (given the
+/// object `o`) written to `arg`, and any other command with `-FI_ENOSYS`. The other slots
+/// are `-FI_ENOSYS`.
+macro_rules! wait_fd_fi_ops {
+    ($(#[$doc:meta])* $vis:vis static $OPS:ident: $Obj:ty,
+        close $close:ident = $closer:expr, control $control:ident = |$o:ident| $wait_fd:expr;) => {
+        unsafe extern "C" fn $close(fid: *mut $crate::fid::Fid) -> ::std::ffi::c_int {
+            // SAFETY: the slot of our own table: `fid` is one of our objects of this type.
+            $crate::guard(|| unsafe { <$Obj>::close_with(fid.cast(), $closer) })
+        }
+
+        unsafe extern "C" fn $control(
+            fid: *mut $crate::fid::Fid,
+            command: ::std::ffi::c_int,
+            arg: *mut ::std::ffi::c_void,
+        ) -> ::std::ffi::c_int {
+            $crate::guard(|| {
+                if command != $crate::fid::FI_GETWAIT {
+                    return $crate::fid::ENOSYS;
+                }
+                // SAFETY: the slot of our own table.
+                let $o = unsafe { <$Obj>::of(fid.cast()) };
+                // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
+                unsafe { $crate::obj::put_result(arg.cast::<::std::ffi::c_int>(), $wait_fd) }
+            })
+        }
+
+        $(#[$doc])*
+        $vis static $OPS: $crate::fid::FiOps = $crate::fid::FiOps {
+            control: Some($control),
+            ..$crate::fid::FiOps::with_close($close)
+        };
+    };
+}
+
+pub(crate) use wait_fd_fi_ops;
 
 /// Slots of the C tables this library does not implement: each ignores its arguments
 /// and returns `-FI_ENOSYS` in the slot's return type (`int` or `ssize_t`).

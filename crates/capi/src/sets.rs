@@ -21,21 +21,15 @@ use ofi::abi::raw::RawWaitAttr;
 use ofi::poll::PollSet;
 use ofi::wait::{WaitAttr, WaitSet};
 
-use crate::fid::{FiOps, Fid};
+use crate::fid::{FiOps, Fid, FI_CLASS_POLL, FI_CLASS_WAIT};
 use crate::obj::{
     code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
 };
 use crate::queues::{cntr_of, cq_of};
 use crate::{guard, guard_try, or_status, status};
 
-/// `FI_CLASS_WAIT`.
-pub const FI_CLASS_WAIT: usize = 16;
-/// `FI_CLASS_POLL`.
-pub const FI_CLASS_POLL: usize = 17;
 /// `FI_WAIT_SET` (`enum fi_wait_obj`).
 pub const FI_WAIT_SET: u32 = 2;
-/// `FI_GETWAIT` (the `fi_control` command).
-const FI_GETWAIT: c_int = 5;
 
 /// `struct fi_ops_wait`.
 #[repr(C)]
@@ -109,28 +103,11 @@ pub(crate) unsafe extern "C" fn fabric_wait_open(
     })
 }
 
-unsafe extern "C" fn wait_close(fid: *mut Fid) -> c_int {
-    // SAFETY: the slot of our own wait-set table.
-    guard(|| unsafe { WaitObj::close_with(fid.cast(), WaitSet::close) })
+crate::fid::wait_fd_fi_ops! {
+    /// The `fi_ops` of a wait set.
+    pub static WAIT_FI_OPS: WaitObj,
+        close wait_close = WaitSet::close, control wait_control = |w| w.r.fd();
 }
-
-unsafe extern "C" fn wait_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    guard(|| {
-        if command != FI_GETWAIT {
-            return crate::fid::ENOSYS;
-        }
-        // SAFETY: our wait set.
-        let w = unsafe { WaitObj::of(fid.cast()) };
-        // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
-        unsafe { put_result(arg.cast::<c_int>(), w.r.fd()) }
-    })
-}
-
-/// The `fi_ops` of a wait set.
-pub static WAIT_FI_OPS: FiOps = FiOps {
-    control: Some(wait_control),
-    ..FiOps::with_close(wait_close)
-};
 
 unsafe extern "C" fn wait_wait(waitset: *mut FidWait, timeout: c_int) -> c_int {
     // SAFETY: our wait set.
