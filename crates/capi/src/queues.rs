@@ -458,19 +458,13 @@ unsafe extern "C" fn domain_cq_open(
         };
         // SAFETY: `attr` and `cq` per the C API.
         unsafe {
-            open_waitable(attr, cq, |a, set| {
-                let opened = match set {
-                    Some(w) => d.r.domain.cq_open_in(&a, w, context as usize),
-                    None => d.r.domain.cq_open_with(&a, context as usize),
+            open_waitable(attr, cq, &d.r.domain, context, |q, a| {
+                let state = CqState {
+                    cq: q,
+                    format: a.format,
+                    api_version: d.r.api_version,
                 };
-                opened.map(|q| {
-                    let state = CqState {
-                        cq: q,
-                        format: a.format,
-                        api_version: d.r.api_version,
-                    };
-                    CqObj::into_c(c, state)
-                })
+                CqObj::into_c(c, state)
             })
         }
     })
@@ -814,12 +808,8 @@ pub unsafe extern "C" fn fabric_eq_open(
         };
         // SAFETY: `attr` (a `struct fi_eq_attr`) and `eq` per the C API.
         unsafe {
-            open_waitable(attr.cast::<RawEqAttr>(), eq, |a, set| {
-                let opened = match set {
-                    Some(w) => f.r.eq_open_in(&a, w, context as usize),
-                    None => f.r.eq_open_with(&a, context as usize),
-                };
-                opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast())
+            open_waitable(attr.cast::<RawEqAttr>(), eq, &f.r, context, |q, _| {
+                EqObj::into_c(c, EqState::new(q)).cast()
             })
         }
     })
@@ -923,12 +913,8 @@ unsafe extern "C" fn domain_cntr_open(
         };
         // SAFETY: `attr` and `cntr` per the C API.
         unsafe {
-            open_waitable(attr, cntr, |a, set| {
-                let opened = match set {
-                    Some(w) => d.r.domain.cntr_open_in(&a, w, context as usize),
-                    None => d.r.domain.cntr_open_with(&a, context as usize),
-                };
-                opened.map(|k| CntrObj::into_c(c, k))
+            open_waitable(attr, cntr, &d.r.domain, context, |k, _| {
+                CntrObj::into_c(c, k)
             })
         }
     })
