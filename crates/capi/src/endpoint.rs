@@ -39,7 +39,7 @@ use crate::obj::{
     cast_fid, code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
     EINVAL, FI_ENABLE,
 };
-use crate::queues::{cntr_of, cq_of, eq_of};
+use crate::queues::{bind_eq_of, cntr_of, cq_of, eq_of};
 use crate::{guard, guard_try, status};
 
 /// `struct fid_ep`.
@@ -760,14 +760,8 @@ unsafe extern "C" fn pep_close(fid: *mut Fid) -> c_int {
 }
 
 unsafe extern "C" fn pep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
-    guard(|| {
-        // SAFETY: our passive endpoint; `bfid` per the C API.
-        let (p, eq) = unsafe { (PepObj::of(fid.cast()), eq_of(bfid)) };
-        match eq {
-            Some(q) => code(p.r.bind_eq(&q.r.eq, flags)),
-            None => EINVAL,
-        }
-    })
+    // SAFETY: our passive endpoint; `bfid` per the C API.
+    guard(|| unsafe { bind_eq_of(bfid, |eq| PepObj::of(fid.cast()).r.bind_eq(eq, flags)) })
 }
 
 unsafe extern "C" fn pep_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {

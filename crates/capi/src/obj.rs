@@ -384,14 +384,11 @@ unsafe extern "C" fn domain_close(fid: *mut Fid) -> c_int {
 }
 
 unsafe extern "C" fn domain_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
-    guard(|| {
-        // SAFETY: our domain; `bfid` per the C API.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        // SAFETY: as above.
-        match unsafe { crate::queues::eq_of(bfid) } {
-            Some(eq) => code(d.r.domain.bind_eq(&eq.r.eq, flags)),
-            None => EINVAL,
-        }
+    // SAFETY: our domain; `bfid` per the C API.
+    guard(|| unsafe {
+        crate::queues::bind_eq_of(bfid, |eq| {
+            DomainObj::of(fid.cast()).r.domain.bind_eq(eq, flags)
+        })
     })
 }
 

@@ -824,6 +824,22 @@ pub unsafe fn eq_of(fid: *const Fid) -> Option<&'static EqObj> {
     unsafe { cast_fid(fid, &EQ_FI_OPS) }
 }
 
+/// `fi_bind` of an event queue (to a domain, AV or passive endpoint): `bind` with our EQ
+/// behind `bfid`; anything else is `-FI_EINVAL`.
+///
+/// # Safety
+/// `bfid` is null or a valid `struct fid`.
+pub(crate) unsafe fn bind_eq_of(
+    bfid: *const Fid,
+    bind: impl FnOnce(&EventQueue) -> ofi::Result<()>,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { eq_of(bfid) } {
+        Some(eq) => code(bind(&eq.r.eq)),
+        None => EINVAL,
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Counters.
 
