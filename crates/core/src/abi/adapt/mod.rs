@@ -506,6 +506,25 @@ impl ErrData {
     }
 }
 
+/// The error data of an error entry read host-side with `data` offered as its buffer
+/// (`ptr` and `size` as the provider left them in the entry): `data` cut to `size` when
+/// the provider wrote there, a copy of the provider's own buffer when it returned that
+/// instead, else empty.
+///
+/// # Safety
+/// `ptr` is null, `data`'s buffer, or the provider's buffer, valid for `size` bytes.
+unsafe fn err_data_read(mut data: Vec<u8>, ptr: *mut c_void, size: usize) -> Vec<u8> {
+    if ptr == data.as_mut_ptr() as *mut c_void {
+        data.truncate(size.min(data.len()));
+        data
+    } else if ptr.is_null() || size == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the provider's buffer, valid for `size` bytes (contract).
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, size) }.to_vec()
+    }
+}
+
 /// A completion queue as this adapter boxes it: the provider's object plus the format
 /// and wait condition it was opened with, and the error data it handed out.
 pub struct CqBox<T> {
