@@ -17,7 +17,7 @@ use ofi::{AddrFormat, Address, AvFlags, AvType, Errno, Error};
 use crate::fid::{FiOps, Fid};
 use crate::info::opt_str;
 use crate::obj::{cast_fid, code, fid_header, put_result, CObj, DomainObj, FidDomain, EINVAL};
-use crate::queues::{entries, eq_of, text_out};
+use crate::queues::{bind_eq_of, entries, text_out};
 use crate::{guard, status};
 
 /// `struct fi_av_attr`.
@@ -167,14 +167,8 @@ unsafe extern "C" fn av_close(fid: *mut Fid) -> c_int {
 }
 
 unsafe extern "C" fn av_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
-    guard(|| {
-        // SAFETY: our AV; `bfid` per the C API.
-        let (a, eq) = unsafe { (AvObj::of(fid.cast()), eq_of(bfid)) };
-        match eq {
-            Some(eq) => code(a.r.av.bind_eq(&eq.r.eq, flags)),
-            None => EINVAL,
-        }
-    })
+    // SAFETY: our AV; `bfid` per the C API.
+    guard(|| unsafe { bind_eq_of(bfid, |eq| AvObj::of(fid.cast()).r.av.bind_eq(eq, flags)) })
 }
 
 /// The `fi_ops` of an AV.

@@ -22,8 +22,8 @@ use ofi::AddrFormat;
 
 use crate::endpoint::{ep_header, EpObj, EpState, FidEp};
 use crate::guard_try;
-use crate::info::{rx_from_c, tx_from_c, FiInfo, FiRxAttr, FiTxAttr};
-use crate::obj::{info_arg, put_result, DomainObj, FidDomain, EINVAL};
+use crate::info::{rx_from_c, tx_from_c, FiRxAttr, FiTxAttr};
+use crate::obj::{put_result, DomainObj, FidDomain, EINVAL};
 
 /// `FI_CLASS_SEP`.
 pub const FI_CLASS_SEP: usize = 4;
@@ -125,26 +125,17 @@ unsafe fn hand_out(
     unsafe { put_result(out, made) }
 }
 
-/// `fi_scalable_ep` (the domain table's slot).
-///
-/// # Safety
-/// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_scalable_ep(
-    domain: *mut FidDomain,
-    info: *mut FiInfo,
-    sep: *mut *mut FidEp,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our domain; `info` per the C API.
-        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)?) };
-        // SAFETY: `sep` per the C API.
+crate::fid::open_for_info! {
+    /// `fi_scalable_ep` (the domain table's slot).
+    pub fn domain_scalable_ep(domain: *mut FidDomain as DomainObj, info,
+        sep: *mut *mut FidEp, context) = |d| {
+        // SAFETY: `sep` checked non-null, writable per the C API.
         Ok(unsafe {
             hand_out(sep, FI_CLASS_SEP, context, info.addr_format, || {
                 d.r.domain.scalable_ep(&info)
             })
         })
-    })
+    }
 }
 
 /// `fi_stx_context` / `fi_srx_context` (the domain table's slots, `D` = [`Tx`] / [`Rx`];

@@ -35,12 +35,11 @@ use ofi::{AddrFormat, AtomicOp, Datatype, OpFlags};
 
 use crate::av::av_of;
 use crate::fid::{FiOps, Fid, FI_CLASS_EP, FI_CLASS_PEP};
-use crate::info::FiInfo;
 use crate::obj::{
-    cast_fid, code, fid_header, info_arg, put_result, CObj, DomainObj, FabricObj, FidDomain,
-    FidFabric, EINVAL, FI_ENABLE,
+    cast_fid, code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
+    EINVAL, FI_ENABLE,
 };
-use crate::queues::{cntr_of, cq_of, eq_of};
+use crate::queues::{bind_eq_of, cntr_of, cq_of, eq_of};
 use crate::{guard, guard_try, status};
 
 /// `struct fid_ep`.
@@ -736,23 +735,10 @@ crate::fid::open_without_flags! {
     pub fn domain_endpoint(*mut FidDomain, *mut *mut FidEp) = domain_endpoint2;
 }
 
-/// `fi_endpoint2` (the domain table's slot).
-///
-/// # Safety
-/// `domain` is a domain of this library; the other pointers per the C API.
-pub unsafe extern "C" fn domain_endpoint2(
-    domain: *mut FidDomain,
-    info: *mut FiInfo,
-    ep: *mut *mut FidEp,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our domain; `info` per the C API.
-        let (d, info) = unsafe { (DomainObj::of(domain), info_arg(info)?) };
-        if ep.is_null() {
-            return Err(EINVAL);
-        }
+crate::fid::open_for_info! {
+    /// `fi_endpoint2` (the domain table's slot).
+    pub fn domain_endpoint2(domain: *mut FidDomain as DomainObj, info,
+        ep: *mut *mut FidEp, flags: u64, context) = |d| {
         // The ofi context is the C object: events name it in their `fid`.
         let made = EpObj::into_c_with(ep_header(FI_CLASS_EP, context), |me| {
             d.r.domain.endpoint_with(&info, me, flags).map(|e| EpState {
@@ -762,7 +748,7 @@ pub unsafe extern "C" fn domain_endpoint2(
         });
         // SAFETY: checked non-null.
         Ok(unsafe { put_result(ep, made) })
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -774,14 +760,8 @@ unsafe extern "C" fn pep_close(fid: *mut Fid) -> c_int {
 }
 
 unsafe extern "C" fn pep_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
-    guard(|| {
-        // SAFETY: our passive endpoint; `bfid` per the C API.
-        let (p, eq) = unsafe { (PepObj::of(fid.cast()), eq_of(bfid)) };
-        match eq {
-            Some(q) => code(p.r.bind_eq(&q.r.eq, flags)),
-            None => EINVAL,
-        }
-    })
+    // SAFETY: our passive endpoint; `bfid` per the C API.
+    guard(|| unsafe { bind_eq_of(bfid, |eq| PepObj::of(fid.cast()).r.bind_eq(eq, flags)) })
 }
 
 unsafe extern "C" fn pep_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
@@ -854,22 +834,10 @@ pub static PEP_CM_OPS: FiOpsCm = FiOpsCm {
     join: join_enosys,
 };
 
-/// `fi_passive_ep` (the fabric table's slot).
-///
-/// # Safety
-/// `fabric` is a fabric of this library; the other pointers per the C API.
-pub unsafe extern "C" fn fabric_passive_ep(
-    fabric: *mut FidFabric,
-    info: *mut FiInfo,
-    pep: *mut *mut c_void,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
-        if pep.is_null() {
-            return Err(EINVAL);
-        }
+crate::fid::open_for_info! {
+    /// `fi_passive_ep` (the fabric table's slot).
+    pub fn fabric_passive_ep(fabric: *mut FidFabric as FabricObj, info,
+        pep: *mut *mut c_void, context) = |f| {
         let c = FidPep {
             fid: fid_header(FI_CLASS_PEP, context, &PEP_FI_OPS),
             ops: &PEP_OPS,
@@ -879,5 +847,5 @@ pub unsafe extern "C" fn fabric_passive_ep(
         let made = PepObj::into_c_with(c, |me| f.r.passive_ep_with(&info, me));
         // SAFETY: checked non-null.
         Ok(unsafe { put_result(pep, made.map(|p| p.cast())) })
-    })
+    }
 }

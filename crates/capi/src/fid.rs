@@ -25,6 +25,10 @@ pub const FI_CLASS_EQ: usize = 13;
 pub const FI_CLASS_CQ: usize = 14;
 /// `FI_CLASS_CNTR`.
 pub const FI_CLASS_CNTR: usize = 15;
+/// `FI_CLASS_WAIT`.
+pub const FI_CLASS_WAIT: usize = 16;
+/// `FI_CLASS_POLL`.
+pub const FI_CLASS_POLL: usize = 17;
 /// `FI_CLASS_NIC`.
 pub const FI_CLASS_NIC: usize = 20;
 
@@ -87,6 +91,48 @@ pub struct FiOps {
 /// `-FI_ENOSYS` as the `int` the slots return.
 pub const ENOSYS: c_int = -(libc::ENOSYS);
 
+/// `FI_GETWAIT` (the `fi_control` command).
+pub const FI_GETWAIT: c_int = 5;
+
+/// Defines the `fi_ops` (`OPS`) of an object with a wait file descriptor (a CQ, EQ,
+/// counter or wait set, the C object type `Obj`) and its two slots: `close` closes it
+/// (`closer`, given its state); `control` answers `FI_GETWAIT` with `wait_fd` (given the
+/// object `o`) written to `arg`, and any other command with `-FI_ENOSYS`. The other slots
+/// are `-FI_ENOSYS`.
+macro_rules! wait_fd_fi_ops {
+    ($(#[$doc:meta])* $vis:vis static $OPS:ident: $Obj:ty,
+        close $close:ident = $closer:expr, control $control:ident = |$o:ident| $wait_fd:expr;) => {
+        unsafe extern "C" fn $close(fid: *mut $crate::fid::Fid) -> ::std::ffi::c_int {
+            // SAFETY: the slot of our own table: `fid` is one of our objects of this type.
+            $crate::guard(|| unsafe { <$Obj>::close_with(fid.cast(), $closer) })
+        }
+
+        unsafe extern "C" fn $control(
+            fid: *mut $crate::fid::Fid,
+            command: ::std::ffi::c_int,
+            arg: *mut ::std::ffi::c_void,
+        ) -> ::std::ffi::c_int {
+            $crate::guard(|| {
+                if command != $crate::fid::FI_GETWAIT {
+                    return $crate::fid::ENOSYS;
+                }
+                // SAFETY: the slot of our own table.
+                let $o = unsafe { <$Obj>::of(fid.cast()) };
+                // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
+                unsafe { $crate::obj::put_result(arg.cast::<::std::ffi::c_int>(), $wait_fd) }
+            })
+        }
+
+        $(#[$doc])*
+        $vis static $OPS: $crate::fid::FiOps = $crate::fid::FiOps {
+            control: Some($control),
+            ..$crate::fid::FiOps::with_close($close)
+        };
+    };
+}
+
+pub(crate) use wait_fd_fi_ops;
+
 /// Slots of the C tables this library does not implement: each ignores its arguments
 /// and returns `-FI_ENOSYS` in the slot's return type (`int` or `ssize_t`).
 /// `fn name(argument types) -> return type;`
@@ -125,6 +171,50 @@ macro_rules! open_without_flags {
 }
 
 pub(crate) use open_without_flags;
+
+/// The slot of a call that opens an object for an info (`fi_domain2`, `fi_endpoint2`,
+/// `fi_scalable_ep`, `fi_passive_ep`): under [`crate::guard_try`], the parent behind its
+/// pointer (`Obj::of`) becomes `p` and the info from C ([`crate::obj::info_arg`]) `info`;
+/// a null info or out-pointer is `-FI_EINVAL`; then `body`, which answers the status.
+/// `fn name(parent: *mut Parent as Obj, info, out: *mut *mut Made, [flags: u64,] context)
+/// = |p| { body }`
+macro_rules! open_for_info {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, $flags:ident: u64, $context:ident) = |$p:ident| $body:block) => {
+        $crate::fid::open_for_info! { @slot $(#[$doc])* $vis fn $name($parent: *mut $Parent as $Obj, $info,
+            $out: *mut *mut $Made, [$flags] $context) = |$p| $body }
+    };
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, $context:ident) = |$p:ident| $body:block) => {
+        $crate::fid::open_for_info! { @slot $(#[$doc])* $vis fn $name($parent: *mut $Parent as $Obj, $info,
+            $out: *mut *mut $Made, [] $context) = |$p| $body }
+    };
+    (@slot $(#[$doc:meta])* $vis:vis fn $name:ident($parent:ident: *mut $Parent:ty as $Obj:ty, $info:ident,
+        $out:ident: *mut *mut $Made:ty, [$($flags:ident)?] $context:ident) = |$p:ident| $body:block) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The parent is an object of this library; the other pointers per the C API.
+        $vis unsafe extern "C" fn $name(
+            $parent: *mut $Parent,
+            $info: *mut $crate::info::FiInfo,
+            $out: *mut *mut $Made,
+            $($flags: u64,)?
+            $context: *mut ::std::ffi::c_void,
+        ) -> ::std::ffi::c_int {
+            $crate::guard_try(|| {
+                // SAFETY: our parent; `info` per the C API.
+                let ($p, $info) = unsafe { (<$Obj>::of($parent), $crate::obj::info_arg($info)?) };
+                if $out.is_null() {
+                    return Err($crate::obj::EINVAL);
+                }
+                $body
+            })
+        }
+    };
+}
+
+pub(crate) use open_for_info;
 
 enosys_slots! {
     fn bind_enosys(*mut Fid, *mut Fid, u64) -> c_int;

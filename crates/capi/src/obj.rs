@@ -18,6 +18,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
+use ofi::abi::raw::Iov;
 use ofi::domain::Domain;
 use ofi::fabric::Fabric;
 use ofi::mr::MemoryRegion;
@@ -25,7 +26,7 @@ use ofi::{Error, Info, OpFlags, Version};
 
 use crate::fid::{CloseFn, FiOps, Fid, ENOSYS};
 use crate::info::{info_from_c, FiFabricAttr, FiInfo};
-use crate::{guard, guard_try, status};
+use crate::{guard, status};
 
 /// A C object: the C structure `C` (which starts with `struct fid`) and the ofi object.
 #[repr(C)]
@@ -231,16 +232,10 @@ crate::fid::open_without_flags! {
     fn fabric_domain(*mut FidFabric, *mut *mut FidDomain) = fabric_domain2;
 }
 
-unsafe extern "C" fn fabric_domain2(
-    fabric: *mut FidFabric,
-    info: *mut FiInfo,
-    dom: *mut *mut FidDomain,
-    flags: u64,
-    context: *mut c_void,
-) -> c_int {
-    guard_try(|| {
-        // SAFETY: our fabric; `info` per the C API.
-        let (f, info) = unsafe { (FabricObj::of(fabric), info_arg(info)?) };
+crate::fid::open_for_info! {
+    /// `fi_domain2` (the fabric table's slot).
+    fn fabric_domain2(fabric: *mut FidFabric as FabricObj, info,
+        dom: *mut *mut FidDomain, flags: u64, context) = |f| {
         if flags != 0 {
             return Err(ENOSYS);
         }
@@ -263,9 +258,9 @@ unsafe extern "C" fn fabric_domain2(
             };
             DomainObj::into_c(c, state)
         });
-        // SAFETY: `dom` per the C API.
+        // SAFETY: `dom` checked non-null, writable per the C API.
         Ok(unsafe { put_result(dom, opened) })
-    })
+    }
 }
 
 unsafe extern "C" fn fabric_trywait(
@@ -389,14 +384,11 @@ unsafe extern "C" fn domain_close(fid: *mut Fid) -> c_int {
 }
 
 unsafe extern "C" fn domain_bind(fid: *mut Fid, bfid: *mut Fid, flags: u64) -> c_int {
-    guard(|| {
-        // SAFETY: our domain; `bfid` per the C API.
-        let d = unsafe { DomainObj::of(fid.cast()) };
-        // SAFETY: as above.
-        match unsafe { crate::queues::eq_of(bfid) } {
-            Some(eq) => code(d.r.domain.bind_eq(&eq.r.eq, flags)),
-            None => EINVAL,
-        }
+    // SAFETY: our domain; `bfid` per the C API.
+    guard(|| unsafe {
+        crate::queues::bind_eq_of(bfid, |eq| {
+            DomainObj::of(fid.cast()).r.domain.bind_eq(eq, flags)
+        })
     })
 }
 
@@ -492,35 +484,30 @@ pub static MR_FI_OPS: FiOps = FiOps {
     ..FiOps::with_close(mr_close)
 };
 
+/// The type of the slots `reg` and `regv` of `struct fi_ops_mr`, which differ only in
+/// their buffers `B`: one buffer (`const void *` and its length) or an iov list
+/// (`const struct iovec *` and its count).
+pub type MrRegFn<B> = unsafe extern "C" fn(
+    *mut Fid,
+    B,
+    usize,
+    u64,
+    u64,
+    u64,
+    u64,
+    *mut *mut FidMr,
+    *mut c_void,
+) -> c_int;
+
 /// `struct fi_ops_mr`.
 #[repr(C)]
 pub struct FiOpsMr {
     /// `size`.
     pub size: usize,
     /// `reg`.
-    pub reg: unsafe extern "C" fn(
-        *mut Fid,
-        *const c_void,
-        usize,
-        u64,
-        u64,
-        u64,
-        u64,
-        *mut *mut FidMr,
-        *mut c_void,
-    ) -> c_int,
+    pub reg: MrRegFn<*const c_void>,
     /// `regv`.
-    pub regv: unsafe extern "C" fn(
-        *mut Fid,
-        *const ofi::abi::raw::Iov,
-        usize,
-        u64,
-        u64,
-        u64,
-        u64,
-        *mut *mut FidMr,
-        *mut c_void,
-    ) -> c_int,
+    pub regv: MrRegFn<*const Iov>,
     /// `regattr`.
     pub regattr: unsafe extern "C" fn(*mut Fid, *const FiMrAttr, u64, *mut *mut FidMr) -> c_int,
 }
@@ -582,53 +569,49 @@ unsafe fn register(
     unsafe { put_result(out, made) }
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_reg(
-    fid: *mut Fid,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut FidMr,
-    context: *mut c_void,
-) -> c_int {
-    let access = OpFlags::from_bits_retain(access);
-    // SAFETY: the slot of our domains' `mr` table; the memory per the C API (the
-    // program keeps it registered).
-    guard(|| unsafe {
-        register(fid, mr, context, |d| {
-            d.mr_reg(buf.cast(), len, access, offset, requested_key, flags)
-        })
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn mr_regv(
-    fid: *mut Fid,
-    iov: *const ofi::abi::raw::Iov,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut FidMr,
-    context: *mut c_void,
-) -> c_int {
-    let access = OpFlags::from_bits_retain(access);
-    guard(|| {
-        // SAFETY: `count` entries per the C API.
-        let Some(iovs) = (unsafe { c_slice(iov, count) }) else {
-            return EINVAL;
-        };
-        // SAFETY: the slot of our domains' `mr` table; the memory per the C API.
-        unsafe {
-            register(fid, mr, context, |d| {
-                d.mr_regv(iovs, access, offset, requested_key, flags)
+/// Defines the slots `reg` and `regv` of `fi_ops_mr` (types [`MrRegFn`]): `body`
+/// hands the slot's buffers (its parameters `buffers`) as an iov list to `regv` (given
+/// its name), which registers them on the domain behind `fid` ([`register`]) with the
+/// slot's access, offset, requested key and flags.
+macro_rules! mr_reg_slots {
+    ($($slot:ident($($buffers:ident: $bt:ty),*) = |$regv:ident| $body:expr;)*) => {$(
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $slot(
+            fid: *mut Fid,
+            $($buffers: $bt,)*
+            access: u64,
+            offset: u64,
+            requested_key: u64,
+            flags: u64,
+            mr: *mut *mut FidMr,
+            context: *mut c_void,
+        ) -> c_int {
+            let access = OpFlags::from_bits_retain(access);
+            guard(|| {
+                let $regv = |iov: &[Iov]| {
+                    // SAFETY: the slot of our domains' `mr` table; the memory per the C
+                    // API (the program keeps it registered).
+                    unsafe {
+                        register(fid, mr, context, |d| {
+                            d.mr_regv(iov, access, offset, requested_key, flags)
+                        })
+                    }
+                };
+                $body
             })
         }
-    })
+    )*};
+}
+
+mr_reg_slots! {
+    mr_reg(buf: *const c_void, len: usize) = |regv| regv(&[Iov { base: buf.cast_mut(), len }]);
+    mr_regv(iov: *const Iov, count: usize) = |regv| {
+        // SAFETY: `count` entries per the C API.
+        match unsafe { c_slice(iov, count) } {
+            Some(iovs) => regv(iovs),
+            None => EINVAL,
+        }
+    };
 }
 
 unsafe extern "C" fn mr_regattr(

@@ -27,14 +27,14 @@ use ofi::cq::CompletionQueue;
 use ofi::eq::{Event, EventQueue};
 use ofi::{AtomicOp, CqFormat, Datatype, EqEvent, Errno, Version};
 
-use crate::fid::{FiOps, Fid, ENOSYS};
+use crate::fid::Fid;
 use crate::info::{list_to_c, FiInfo};
 use crate::obj::{
-    cast_fid, code, fid_header, put, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
+    cast_fid, code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric,
     EINVAL,
 };
 use crate::sets::open_waitable;
-use crate::{guard, guard_try, interned_ptr, status};
+use crate::{guard, guard_try, interned_ptr};
 
 fn etoosmall() -> isize {
     -(Errno::ETOOSMALL.0 as isize)
@@ -288,47 +288,11 @@ macro_rules! by_format {
     };
 }
 
-unsafe extern "C" fn cq_close(fid: *mut Fid) -> c_int {
-    // SAFETY: the slot of our own CQ table.
-    guard(|| unsafe { CqObj::close_with(fid.cast(), |c| c.cq.close()) })
+crate::fid::wait_fd_fi_ops! {
+    /// The `fi_ops` of a CQ.
+    pub static CQ_FI_OPS: CqObj,
+        close cq_close = |c| c.cq.close(), control cq_control = |c| c.r.cq.wait_fd();
 }
-
-/// `FI_GETWAIT` (the `fi_control` command).
-const FI_GETWAIT: c_int = 5;
-
-/// `fi_control(FI_GETWAIT)`: the wait fd of a CQ, EQ or counter into `arg` (`int *`).
-///
-/// # Safety
-/// `arg` is null or writable for an `int`.
-unsafe fn getwait(
-    command: c_int,
-    arg: *mut c_void,
-    fd: impl FnOnce() -> ofi::Result<i32>,
-) -> c_int {
-    if command != FI_GETWAIT {
-        return ENOSYS;
-    }
-    match fd() {
-        // SAFETY: the caller's contract.
-        Ok(fd) => unsafe { put(arg.cast::<c_int>(), fd) },
-        Err(e) => status(&e),
-    }
-}
-
-unsafe extern "C" fn cq_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    guard(|| {
-        // SAFETY: our CQ; `arg` per the command (C API).
-        let c = unsafe { CqObj::of(fid.cast()) };
-        // SAFETY: as above.
-        unsafe { getwait(command, arg, || c.r.cq.wait_fd()) }
-    })
-}
-
-/// The `fi_ops` of a CQ.
-pub static CQ_FI_OPS: FiOps = FiOps {
-    control: Some(cq_control),
-    ..FiOps::with_close(cq_close)
-};
 
 unsafe extern "C" fn cq_read(cq: *mut FidCq, buf: *mut c_void, count: usize) -> isize {
     guard(|| {
@@ -494,19 +458,13 @@ unsafe extern "C" fn domain_cq_open(
         };
         // SAFETY: `attr` and `cq` per the C API.
         unsafe {
-            open_waitable(attr, cq, |a, set| {
-                let opened = match set {
-                    Some(w) => d.r.domain.cq_open_in(&a, w, context as usize),
-                    None => d.r.domain.cq_open_with(&a, context as usize),
+            open_waitable(attr, cq, &d.r.domain, context, |q, a| {
+                let state = CqState {
+                    cq: q,
+                    format: a.format,
+                    api_version: d.r.api_version,
                 };
-                opened.map(|q| {
-                    let state = CqState {
-                        cq: q,
-                        format: a.format,
-                        api_version: d.r.api_version,
-                    };
-                    CqObj::into_c(c, state)
-                })
+                CqObj::into_c(c, state)
             })
         }
     })
@@ -668,25 +626,11 @@ unsafe fn event_out(ev: Event, event: *mut u32, buf: *mut c_void, len: usize) ->
     }
 }
 
-unsafe extern "C" fn eq_close(fid: *mut Fid) -> c_int {
-    // SAFETY: the slot of our own EQ table.
-    guard(|| unsafe { EqObj::close_with(fid.cast(), |e| e.eq.close()) })
+crate::fid::wait_fd_fi_ops! {
+    /// The `fi_ops` of an EQ.
+    pub static EQ_FI_OPS: EqObj,
+        close eq_close = |e| e.eq.close(), control eq_control = |e| e.r.eq.wait_fd();
 }
-
-unsafe extern "C" fn eq_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    guard(|| {
-        // SAFETY: our EQ; `arg` per the command (C API).
-        let e = unsafe { EqObj::of(fid.cast()) };
-        // SAFETY: as above.
-        unsafe { getwait(command, arg, || e.r.eq.wait_fd()) }
-    })
-}
-
-/// The `fi_ops` of an EQ.
-pub static EQ_FI_OPS: FiOps = FiOps {
-    control: Some(eq_control),
-    ..FiOps::with_close(eq_close)
-};
 
 /// Reads (or peeks at) one event, checking the buffer's room before consuming it
 /// (`sread` blocks up to `timeout` ms for one; a too-small buffer then loses it, as
@@ -864,12 +808,8 @@ pub unsafe extern "C" fn fabric_eq_open(
         };
         // SAFETY: `attr` (a `struct fi_eq_attr`) and `eq` per the C API.
         unsafe {
-            open_waitable(attr.cast::<RawEqAttr>(), eq, |a, set| {
-                let opened = match set {
-                    Some(w) => f.r.eq_open_in(&a, w, context as usize),
-                    None => f.r.eq_open_with(&a, context as usize),
-                };
-                opened.map(|q| EqObj::into_c(c, EqState::new(q)).cast())
+            open_waitable(attr.cast::<RawEqAttr>(), eq, &f.r, context, |q, _| {
+                EqObj::into_c(c, EqState::new(q)).cast()
             })
         }
     })
@@ -882,6 +822,22 @@ pub unsafe extern "C" fn fabric_eq_open(
 pub unsafe fn eq_of(fid: *const Fid) -> Option<&'static EqObj> {
     // SAFETY: the caller's contract.
     unsafe { cast_fid(fid, &EQ_FI_OPS) }
+}
+
+/// `fi_bind` of an event queue (to a domain, AV or passive endpoint): `bind` with our EQ
+/// behind `bfid`; anything else is `-FI_EINVAL`.
+///
+/// # Safety
+/// `bfid` is null or a valid `struct fid`.
+pub(crate) unsafe fn bind_eq_of(
+    bfid: *const Fid,
+    bind: impl FnOnce(&EventQueue) -> ofi::Result<()>,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { eq_of(bfid) } {
+        Some(eq) => code(bind(&eq.r.eq)),
+        None => EINVAL,
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -920,25 +876,11 @@ pub struct FiOpsCntr {
     pub seterr: unsafe extern "C" fn(*mut FidCntr, u64) -> c_int,
 }
 
-unsafe extern "C" fn cntr_close(fid: *mut Fid) -> c_int {
-    // SAFETY: the slot of our own counter table.
-    guard(|| unsafe { CntrObj::close_with(fid.cast(), Counter::close) })
+crate::fid::wait_fd_fi_ops! {
+    /// The `fi_ops` of a counter.
+    pub static CNTR_FI_OPS: CntrObj,
+        close cntr_close = Counter::close, control cntr_control = |k| k.r.wait_fd();
 }
-
-unsafe extern "C" fn cntr_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    guard(|| {
-        // SAFETY: our counter; `arg` per the command (C API).
-        let k = unsafe { CntrObj::of(fid.cast()) };
-        // SAFETY: as above.
-        unsafe { getwait(command, arg, || k.r.wait_fd()) }
-    })
-}
-
-/// The `fi_ops` of a counter.
-pub static CNTR_FI_OPS: FiOps = FiOps {
-    control: Some(cntr_control),
-    ..FiOps::with_close(cntr_close)
-};
 
 macro_rules! cntr_slot {
     ($name:ident($($a:ident: $t:ty),*) -> $ret:ty = |$c:ident| $body:expr) => {
@@ -987,12 +929,8 @@ unsafe extern "C" fn domain_cntr_open(
         };
         // SAFETY: `attr` and `cntr` per the C API.
         unsafe {
-            open_waitable(attr, cntr, |a, set| {
-                let opened = match set {
-                    Some(w) => d.r.domain.cntr_open_in(&a, w, context as usize),
-                    None => d.r.domain.cntr_open_with(&a, context as usize),
-                };
-                opened.map(|k| CntrObj::into_c(c, k))
+            open_waitable(attr, cntr, &d.r.domain, context, |k, _| {
+                CntrObj::into_c(c, k)
             })
         }
     })

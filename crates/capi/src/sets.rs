@@ -21,21 +21,15 @@ use ofi::abi::raw::RawWaitAttr;
 use ofi::poll::PollSet;
 use ofi::wait::{WaitAttr, WaitSet};
 
-use crate::fid::{FiOps, Fid};
+use crate::fid::{FiOps, Fid, FI_CLASS_POLL, FI_CLASS_WAIT};
 use crate::obj::{
     code, fid_header, put_result, CObj, DomainObj, FabricObj, FidDomain, FidFabric, EINVAL,
 };
 use crate::queues::{cntr_of, cq_of};
 use crate::{guard, guard_try, or_status, status};
 
-/// `FI_CLASS_WAIT`.
-pub const FI_CLASS_WAIT: usize = 16;
-/// `FI_CLASS_POLL`.
-pub const FI_CLASS_POLL: usize = 17;
 /// `FI_WAIT_SET` (`enum fi_wait_obj`).
 pub const FI_WAIT_SET: u32 = 2;
-/// `FI_GETWAIT` (the `fi_control` command).
-const FI_GETWAIT: c_int = 5;
 
 /// `struct fi_ops_wait`.
 #[repr(C)]
@@ -109,28 +103,11 @@ pub(crate) unsafe extern "C" fn fabric_wait_open(
     })
 }
 
-unsafe extern "C" fn wait_close(fid: *mut Fid) -> c_int {
-    // SAFETY: the slot of our own wait-set table.
-    guard(|| unsafe { WaitObj::close_with(fid.cast(), WaitSet::close) })
+crate::fid::wait_fd_fi_ops! {
+    /// The `fi_ops` of a wait set.
+    pub static WAIT_FI_OPS: WaitObj,
+        close wait_close = WaitSet::close, control wait_control = |w| w.r.fd();
 }
-
-unsafe extern "C" fn wait_control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    guard(|| {
-        if command != FI_GETWAIT {
-            return crate::fid::ENOSYS;
-        }
-        // SAFETY: our wait set.
-        let w = unsafe { WaitObj::of(fid.cast()) };
-        // SAFETY: `arg` is an `int *` for FI_GETWAIT (C API).
-        unsafe { put_result(arg.cast::<c_int>(), w.r.fd()) }
-    })
-}
-
-/// The `fi_ops` of a wait set.
-pub static WAIT_FI_OPS: FiOps = FiOps {
-    control: Some(wait_control),
-    ..FiOps::with_close(wait_close)
-};
 
 unsafe extern "C" fn wait_wait(waitset: *mut FidWait, timeout: c_int) -> c_int {
     // SAFETY: our wait set.
@@ -163,22 +140,36 @@ pub unsafe fn set_of_attr(
 }
 
 /// A C queue attribute that may name a wait set (`struct fi_cq_attr`, `fi_eq_attr`,
-/// `fi_cntr_attr`): what [`wait_and_attr`] reads.
+/// `fi_cntr_attr`): what [`wait_and_attr`] reads, and how its queue opens.
 pub trait WaitSetAttr {
     /// The attribute ofi opens the queue with.
     type Attr;
+    /// The object the queue opens on (a domain or a fabric).
+    type Parent;
+    /// The queue.
+    type Queue;
     /// `wait_obj` and `wait_set`.
     fn wait(&self) -> (u32, *mut c_void);
     /// The ofi attribute of this one without its wait set (a C object ofi does not
     /// read).
     fn to_attr(&self) -> ofi::Result<Self::Attr>;
+    /// Opens the queue on `parent`, in wait set `set` or alone.
+    fn open(
+        parent: &Self::Parent,
+        attr: &Self::Attr,
+        set: Option<&WaitSet>,
+        context: usize,
+    ) -> ofi::Result<Self::Queue>;
 }
 
-/// Implements [`WaitSetAttr`] for raw attributes with `wait_obj` and `wait_set` fields.
+/// Implements [`WaitSetAttr`] for raw attributes with `wait_obj` and `wait_set` fields:
+/// `Raw => Attr, opened on Parent as Queue by open_in (in a set) or open_with (alone)`.
 macro_rules! wait_set_attr {
-    ($($Raw:ident => $Attr:ty;)*) => {$(
+    ($($Raw:ident => $Attr:ty, $Parent:ty => $Queue:ty: $open_in:ident / $open_with:ident;)*) => {$(
         impl WaitSetAttr for ofi::abi::raw::$Raw {
             type Attr = $Attr;
+            type Parent = $Parent;
+            type Queue = $Queue;
             fn wait(&self) -> (u32, *mut c_void) {
                 (self.wait_obj, self.wait_set)
             }
@@ -189,14 +180,25 @@ macro_rules! wait_set_attr {
                 };
                 <$Attr>::from_raw(&plain)
             }
+            fn open(
+                parent: &$Parent,
+                attr: &$Attr,
+                set: Option<&WaitSet>,
+                context: usize,
+            ) -> ofi::Result<$Queue> {
+                match set {
+                    Some(w) => parent.$open_in(attr, w, context),
+                    None => parent.$open_with(attr, context),
+                }
+            }
         }
     )*};
 }
 
 wait_set_attr! {
-    RawCqAttr => ofi::cq::CqAttr;
-    RawEqAttr => ofi::eq::EqAttr;
-    RawCntrAttr => ofi::cntr::CntrAttr;
+    RawCqAttr => ofi::cq::CqAttr, ofi::domain::Domain => ofi::cq::CompletionQueue: cq_open_in / cq_open_with;
+    RawEqAttr => ofi::eq::EqAttr, ofi::fabric::Fabric => ofi::eq::EventQueue: eq_open_in / eq_open_with;
+    RawCntrAttr => ofi::cntr::CntrAttr, ofi::domain::Domain => ofi::cntr::Counter: cntr_open_in / cntr_open_with;
 }
 
 /// The wait set a queue attribute names ([`set_of_attr`]) and its ofi attribute; `Err`
@@ -217,8 +219,9 @@ pub unsafe fn wait_and_attr<A: WaitSetAttr>(
 /// A queue's open slot (`fi_cq_open`, `fi_eq_open`, `fi_cntr_open`) after its owner is
 /// found: the out pointer is cleared and a null one or a null attribute refused
 /// ([`prepare_out`](crate::queues::prepare_out)) before anything opens; then the
-/// attribute's wait set and ofi attribute are read ([`wait_and_attr`]), `open` opens
-/// the queue in that set (alone for `None`) and makes its C object, which goes to `out`.
+/// attribute's wait set and ofi attribute are read ([`wait_and_attr`]), the queue opens
+/// on `parent` in that set (alone for `None`, [`WaitSetAttr::open`]) with `context`, and
+/// `wrap` makes its C object (given the attribute), which goes to `out`.
 ///
 /// # Safety
 /// `attr` is null or valid, its wait set as [`wait_and_attr`] needs; `out` is null or
@@ -226,13 +229,15 @@ pub unsafe fn wait_and_attr<A: WaitSetAttr>(
 pub(crate) unsafe fn open_waitable<A: WaitSetAttr, T>(
     attr: *const A,
     out: *mut *mut T,
-    open: impl FnOnce(A::Attr, Option<&WaitSet>) -> ofi::Result<*mut T>,
+    parent: &A::Parent,
+    context: *mut c_void,
+    wrap: impl FnOnce(A::Queue, &A::Attr) -> *mut T,
 ) -> Result<c_int, c_int> {
     // SAFETY: the caller's contract.
     unsafe { crate::queues::prepare_out(out, attr) }?;
     // SAFETY: checked non-null; valid by the caller's contract.
     let (set, a) = unsafe { wait_and_attr(&*attr) }?;
-    let made = open(a, set.map(|w| &w.r));
+    let made = A::open(parent, &a, set.map(|w| &w.r), context as usize).map(|q| wrap(q, &a));
     // SAFETY: checked non-null.
     Ok(unsafe { put_result(out, made) })
 }

@@ -499,16 +499,7 @@ impl Held {
             context: self.context,
             data: self.data,
         };
-        let tmsg = MsgTagged {
-            msg_iov: self.iov.as_ptr(),
-            desc: conv::desc_ptr(&self.desc),
-            iov_count: self.iov.len(),
-            addr: self.dest,
-            tag: self.tag,
-            ignore: 0,
-            context: self.context,
-            data: self.data,
-        };
+        let tmsg = msg.tagged(self.tag, 0);
         let replay = Replay {
             held: self,
             msg: &msg,

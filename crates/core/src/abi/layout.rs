@@ -231,6 +231,42 @@ macro_rules! since {
 }
 
 pub(crate) use abi_struct;
+
+/// Declares a closed `u32` enum of the interface with each variant's value and its text
+/// written once: `from_raw` (`None` for a value not listed) and `$text`, the variant's
+/// text for messages and listings.
+///
+/// Syntax: `pub enum Name, text fn_name { Variant = value => "text", … }`.
+macro_rules! abi_enum {
+    ($(#[$outer:meta])* pub enum $name:ident, text $text:ident {
+        $($(#[$inner:meta])* $var:ident = $val:literal => $label:literal,)*
+    }) => {
+        $(#[$outer])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u32)]
+        pub enum $name {
+            $($(#[$inner])* $var = $val,)*
+        }
+
+        impl $name {
+            /// The variant with C value `raw`, if known.
+            pub const fn from_raw(raw: u32) -> Option<$name> {
+                match raw {
+                    $($val => Some($name::$var),)*
+                    _ => None,
+                }
+            }
+
+            /// The variant's text, for messages and listings.
+            pub const fn $text(self) -> &'static str {
+                match self {
+                    $($name::$var => $label,)*
+                }
+            }
+        }
+    };
+}
+pub(crate) use abi_enum;
 pub(crate) use since;
 
 #[cfg(test)]

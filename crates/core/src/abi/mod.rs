@@ -79,44 +79,19 @@ pub const ABI_MINOR: u32 = 4;
 /// The name of the static a plugin exports.
 pub const ENTRY_SYMBOL: &str = "OFI_RS_PLUGIN_ENTRY";
 
-/// Core, utility or hook provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum ProviderKind {
-    /// Drives hardware or an OS transport (`tcp`, `udp`, `shm`, `verbs`, `efa`).
-    Core = 0,
-    /// Layers over core providers (`ofi_rxm`, `ofi_rxd`).
-    Utility = 1,
-    /// Wraps other providers' objects (`ofi_hook_perf`, …).
-    Hook = 2,
-}
-
-impl ProviderKind {
-    /// The kind with C value `raw`.
-    pub const fn from_raw(raw: u32) -> Option<ProviderKind> {
-        match raw {
-            0 => Some(ProviderKind::Core),
-            1 => Some(ProviderKind::Utility),
-            2 => Some(ProviderKind::Hook),
-            _ => None,
-        }
-    }
-
-    /// `core`, `utility` or `hook`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Core => "core",
-            ProviderKind::Utility => "utility",
-            ProviderKind::Hook => "hook",
-        }
+crate::abi::layout::abi_enum! {
+    /// Core, utility or hook provider (`as_str`: `core`, `utility` or `hook`).
+    pub enum ProviderKind, text as_str {
+        /// Drives hardware or an OS transport (`tcp`, `udp`, `shm`, `verbs`, `efa`).
+        Core = 0 => "core",
+        /// Layers over core providers (`ofi_rxm`, `ofi_rxd`).
+        Utility = 1 => "utility",
+        /// Wraps other providers' objects (`ofi_hook_perf`, …).
+        Hook = 2 => "hook",
     }
 }
 
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+crate::enums::display_as!(ProviderKind, as_str);
 
 abi_struct! {
     /// The exported entry of a provider (plugin static or linked-in constant).

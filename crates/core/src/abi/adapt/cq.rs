@@ -179,17 +179,9 @@ impl crate::cq::CompletionQueue {
         };
         // SAFETY: `e` valid; its err_data buffer valid for err_data_size bytes.
         count_or_code(unsafe { call_slot!(self.t(), CqTable.readerr(self.obj, &mut e, flags)) })?;
-        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
-            data.truncate(e.err_data_size.min(READERR_DATA_MAX));
-            data
-        } else if e.err_data.is_null() || e.err_data_size == 0 {
-            Vec::new()
-        } else {
-            // A provider that ignored our buffer and returned its own.
-            // SAFETY: the provider's buffer, valid for err_data_size bytes until the next
-            // read of this CQ (fi_cq(3)).
-            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
-        };
+        // SAFETY: `err_data` is ours, or the provider's buffer (one that ignored ours),
+        // valid for err_data_size bytes until the next read of this CQ (fi_cq(3)).
+        let err_data = unsafe { err_data_read(data, e.err_data, e.err_data_size) };
         Ok(CqError::from_raw(&e, err_data))
     }
 

@@ -57,103 +57,26 @@ ep_open_slots! {
     "domain.srx_ctx" fn dom_srx_ctx<DomainOf>(; attr: *const RawRxAttr => rx_attr_from_raw; context: usize) => srx_ctx;
 }
 
-/// Slot `cq_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_cq_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawCqAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.cq_open", || {
-        need_out(out)?;
-        // SAFETY: our boxed domain; `attr` null or valid (contract).
-        let (d, (mut attr, set)) = unsafe {
-            let attrs = attrs_in_set(attr, "cq_open: null attributes", CqAttr::from_raw, |a| {
-                a.wait_obj
-            })?;
-            (ob::<F::Domain>(dom), attrs)
-        };
-        if attr.format == CqFormat::Unspec {
-            attr.format = CqFormat::Context;
-        }
-        let cq = match set {
-            // SAFETY: a wait set of this family, open (host contract).
-            Some(set) => d.cq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
-            None => d.cq_open(&attr, context)?,
-        };
-        let b = CqBox {
-            inner: cq,
-            format: attr.format,
-            wait_cond: attr.wait_cond,
-            err_data: Mutex::new(ErrData::default()),
-        };
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, b, Adapt::<F>::CQ as *const _ as *const c_void) };
-        Ok(())
-    })
+/// The attributes of a CQ from C: an unspecified format is the context format.
+fn cq_attr_from_raw(raw: &RawCqAttr) -> Result<CqAttr> {
+    let mut attr = CqAttr::from_raw(raw)?;
+    if attr.format == CqFormat::Unspec {
+        attr.format = CqFormat::Context;
+    }
+    Ok(attr)
 }
 
-/// Slot `cntr_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_cntr_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawCntrAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.cntr_open", || {
-        need_out(out)?;
-        // SAFETY: our boxed domain; `attr` null or valid (contract).
-        let (d, (attr, set)) = unsafe {
-            let attrs = attrs_in_set(
-                attr,
-                "cntr_open: null attributes",
-                CntrAttr::from_raw,
-                |a| a.wait_obj,
-            )?;
-            (ob::<F::Domain>(dom), attrs)
-        };
-        let c = match set {
-            // SAFETY: a wait set of this family, open (host contract).
-            Some(set) => d.cntr_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
-            None => d.cntr_open(&attr, context)?,
-        };
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, c, Adapt::<F>::CNTR as *const _ as *const c_void) };
-        // SAFETY: `put_obj` just boxed the counter at `(*out).obj`.
-        unsafe { ob::<CntrOf<F>>((*out).obj).published() };
-        Ok(())
-    })
+open_slot! {
+    "domain.cq_open" fn dom_cq_open<DomainOf>(attr: *const RawCqAttr => cq_attr_from_raw)
+        => cq_open or cq_open_in_set, |cq, attr| CqBox::new(cq, &attr) => CQ
 }
 
-/// Slot `av_open` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn dom_av_open<F: FabricOps>(
-    dom: Obj,
-    attr: *const RawAvAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.av_open", || {
-        need_out(out)?;
-        if attr.is_null() {
-            return einval("av_open: null attributes");
-        }
-        // SAFETY: our boxed domain; `attr` non-null and valid (contract).
-        let (d, attr) = unsafe { (ob::<F::Domain>(dom), AvAttr::from_raw(&*attr)?) };
-        let av = d.av_open(&attr, context)?;
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, av, Adapt::<F>::AV as *const _ as *const c_void) };
-        Ok(())
-    })
+open_slot! {
+    "domain.cntr_open" fn dom_cntr_open<DomainOf>(attr: *const RawCntrAttr => CntrAttr::from_raw)
+        => cntr_open or cntr_open_in_set, |cntr, _attr| cntr => CNTR, then published
 }
+
+open_slot!("domain.av_open" fn dom_av_open<DomainOf>(attr: *const RawAvAttr => AvAttr::from_raw) => av_open => AV);
 
 /// Register with `attr` and fill `out`.
 ///
@@ -178,66 +101,47 @@ pub(super) unsafe fn mr_common<F: FabricOps>(
     Ok(())
 }
 
-/// Slot `mr_reg` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn dom_mr_reg<F: FabricOps>(
-    dom: Obj,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    context: usize,
-    out: *mut RawMr,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.mr_reg", || {
-        let iov = [Iov {
-            base: buf as *mut c_void,
-            len,
-        }];
-        let attr = MrAttr {
-            offset,
-            requested_key,
-            context,
-            ..MrAttr::new(&iov, OpFlags::from_bits_retain(access))
-        };
-        // SAFETY: our boxed domain; `out` valid (contract).
-        unsafe { mr_common::<F>(dom, &attr, flags, out) }
-    })
+/// Defines the slots `mr_reg` and `mr_regv` of the domain table: the buffers the slot
+/// passes (its parameters `buffers`) as a list of iovs (`iov`), registered with the
+/// slot's access, offset, requested key and context through [`mr_common`].
+macro_rules! mr_reg_slots {
+    ($($what:literal fn $slot:ident($($buffers:ident: $bt:ty),*) => $iov:expr;)*) => {$(
+        #[doc = concat!("Slot `", $what, "` of the domain table.")]
+        /// # Safety
+        /// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
+        #[allow(clippy::too_many_arguments)]
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            dom: Obj,
+            $($buffers: $bt,)*
+            access: u64,
+            offset: u64,
+            requested_key: u64,
+            flags: u64,
+            context: usize,
+            out: *mut RawMr,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                let iov: &[Iov] = $iov;
+                let attr = MrAttr {
+                    offset,
+                    requested_key,
+                    context,
+                    ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
+                };
+                // SAFETY: our boxed domain; `out` valid (contract).
+                unsafe { mr_common::<F>(dom, &attr, flags, out) }
+            })
+        }
+    )*};
 }
 
-/// Slot `mr_regv` of the domain table.
-/// # Safety
-/// `dom` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe extern "C" fn dom_mr_regv<F: FabricOps>(
-    dom: Obj,
-    iov: *const Iov,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    context: usize,
-    out: *mut RawMr,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "domain.mr_regv", || {
+mr_reg_slots! {
+    "domain.mr_reg" fn dom_mr_reg(buf: *const c_void, len: usize)
+        => &[Iov { base: buf as *mut c_void, len }];
+    "domain.mr_regv" fn dom_mr_regv(iov: *const Iov, count: usize) =>
         // SAFETY: `iov` valid for `count` (contract).
-        let iov = unsafe { sl_req(iov, count, "mr_regv: null iov")? };
-        let attr = MrAttr {
-            offset,
-            requested_key,
-            context,
-            ..MrAttr::new(iov, OpFlags::from_bits_retain(access))
-        };
-        // SAFETY: our boxed domain; `out` valid (contract).
-        unsafe { mr_common::<F>(dom, &attr, flags, out) }
-    })
+        unsafe { sl_req(iov, count, "mr_regv: null iov")? };
 }
 
 /// Slot `mr_regattr` of the domain table.
@@ -251,11 +155,8 @@ pub(super) unsafe extern "C" fn dom_mr_regattr<F: FabricOps>(
     err: *mut ErrBuf,
 ) -> i32 {
     guard_ctl(err, "domain.mr_regattr", || {
-        if attr.is_null() {
-            return einval("mr_regattr: null attributes");
-        }
-        // SAFETY: `attr` and its arrays valid for the call (contract).
-        let attr = unsafe { MrAttr::from_raw(&*attr)? };
+        // SAFETY: `attr` null, or it and its arrays valid for the call (contract).
+        let attr = unsafe { MrAttr::from_raw(ref_req(attr, "mr_regattr: null attributes")?)? };
         // SAFETY: our boxed domain; `out` valid (contract).
         unsafe { mr_common::<F>(dom, &attr, flags, out) }
     })
@@ -394,7 +295,8 @@ impl crate::domain::Domain {
         Ok(unsafe { AddressVector::from_raw(obj, ops, node) })
     }
 
-    /// `fi_mr_reg`: register `len` bytes at `buf`.
+    /// `fi_mr_reg`: register `len` bytes at `buf` (`fi_mr_regv` with that one buffer;
+    /// the provider sees the same registration either way).
     ///
     /// # Safety
     /// The memory must stay valid until the region is closed (and dropped).
@@ -407,27 +309,12 @@ impl crate::domain::Domain {
         requested_key: u64,
         flags: u64,
     ) -> Result<MemoryRegion> {
-        let mut out = RawMr::empty();
-        // SAFETY: our own object; `out` lives across the call; the memory per the
-        // caller's contract.
-        ctl(|e| unsafe {
-            call_slot!(
-                self.t(),
-                DomainTable.mr_reg(
-                    self.obj,
-                    buf as *const c_void,
-                    len,
-                    access.bits(),
-                    offset,
-                    requested_key,
-                    flags,
-                    0,
-                    &mut out,
-                    e
-                )
-            )
-        })?;
-        self.mr_from(&out)
+        let iov = [Iov {
+            base: buf as *mut c_void,
+            len,
+        }];
+        // SAFETY: the caller's contract, for the one buffer.
+        unsafe { self.mr_regv(&iov, access, offset, requested_key, flags) }
     }
 
     /// `fi_endpoint`: an active endpoint for `info`.

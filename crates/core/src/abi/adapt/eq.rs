@@ -279,15 +279,9 @@ impl crate::eq::EventQueue {
         if rc < 0 {
             return Err(Error::from_status(rc));
         }
-        let err_data = if e.err_data == data.as_mut_ptr() as *mut c_void {
-            data.truncate(e.err_data_size.min(data.len()));
-            data
-        } else if e.err_data.is_null() || e.err_data_size == 0 {
-            Vec::new()
-        } else {
-            // SAFETY: the provider's buffer, valid until the next read of this EQ.
-            unsafe { std::slice::from_raw_parts(e.err_data as *const u8, e.err_data_size) }.to_vec()
-        };
+        // SAFETY: `err_data` is ours, or the provider's buffer, valid for err_data_size
+        // bytes until the next read of this EQ.
+        let err_data = unsafe { err_data_read(data, e.err_data, e.err_data_size) };
         Ok(EqErrorEntry {
             fid: e.fid,
             context: e.context,

@@ -2,71 +2,11 @@
 
 use super::*;
 
-/// Defines a fabric slot that opens an object for an info (`domain`, `passive_ep`):
-/// decode the info, open with the fabric's method `$open`, hand the object out with
-/// the family's table `$TABLE`.
-macro_rules! open_for_info_slot {
-    ($slot:ident, $what:literal, $open:ident, $TABLE:ident) => {
-        #[doc = concat!("Slot `", stringify!($open), "` of the fabric table.")]
-        /// # Safety
-        /// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
-            fab: Obj,
-            info: *const RawInfo,
-            context: usize,
-            out: *mut RawObj,
-            err: *mut ErrBuf,
-        ) -> i32 {
-            guard_ctl(err, $what, || {
-                need_out(out)?;
-                // SAFETY: our boxed fabric; `info` valid for the call (contract).
-                let (f, info) = unsafe { (ob::<F>(fab), info_from_raw(info)?) };
-                let o = f.$open(&info, context)?;
-                let ops = Adapt::<F>::$TABLE as *const _ as *const c_void;
-                // SAFETY: `out` checked.
-                unsafe { put_obj(out, o, ops) };
-                Ok(())
-            })
-        }
-    };
-}
-
-open_for_info_slot!(fab_domain, "fabric.domain", domain, DOMAIN);
-open_for_info_slot!(fab_pep, "fabric.passive_ep", passive_ep, PEP);
-
-/// Slot `eq_open` of the fabric table.
-/// # Safety
-/// `fab` and the pointers as the slot contract says (see [`crate::abi::adapt`]).
-pub(super) unsafe extern "C" fn fab_eq_open<F: FabricOps>(
-    fab: Obj,
-    attr: *const RawEqAttr,
-    context: usize,
-    out: *mut RawObj,
-    err: *mut ErrBuf,
-) -> i32 {
-    guard_ctl(err, "fabric.eq_open", || {
-        need_out(out)?;
-        // SAFETY: our boxed fabric; `attr` null or valid (contract).
-        let (f, (attr, set)) = unsafe {
-            let attrs = attrs_in_set(attr, "eq_open: null attributes", EqAttr::from_raw, |a| {
-                a.wait_obj
-            })?;
-            (ob::<F>(fab), attrs)
-        };
-        let eq = match set {
-            // SAFETY: a wait set of this family, open (host contract).
-            Some(set) => f.eq_open_in_set(&attr, unsafe { ob::<WaitOf<F>>(set) }, context)?,
-            None => f.eq_open(&attr, context)?,
-        };
-        let b = EqBox {
-            inner: eq,
-            infos: Mutex::new(Vec::new()),
-            err_data: Mutex::new(ErrData::default()),
-        };
-        // SAFETY: `out` checked.
-        unsafe { put_obj(out, b, Adapt::<F>::EQ as *const _ as *const c_void) };
-        Ok(())
-    })
+open_slot!("fabric.domain" fn fab_domain<FabricOf>(info) => domain => DOMAIN);
+open_slot!("fabric.passive_ep" fn fab_pep<FabricOf>(info) => passive_ep => PEP);
+open_slot! {
+    "fabric.eq_open" fn fab_eq_open<FabricOf>(attr: *const RawEqAttr => EqAttr::from_raw)
+        => eq_open or eq_open_in_set, |eq, _attr| EqBox::new(eq) => EQ
 }
 
 /// The attributes of an open that may name a wait set (`cq_open`, `cntr_open`,
@@ -82,11 +22,8 @@ pub(super) unsafe fn attrs_in_set<R: SignalsWaitSet, A>(
     conv: impl FnOnce(&R) -> Result<A>,
     wait_obj: impl FnOnce(&A) -> WaitObj,
 ) -> Result<(A, Option<Obj>)> {
-    if attr.is_null() {
-        return einval(null_msg);
-    }
-    // SAFETY: non-null and valid (contract).
-    let raw = unsafe { *attr };
+    // SAFETY: null or valid (contract).
+    let raw = unsafe { *ref_req(attr, null_msg)? };
     let a = conv(&raw.without_set())?;
     let set = wait_set_of(raw.wait_set(), wait_obj(&a))?;
     Ok((a, set))
@@ -114,14 +51,12 @@ pub(super) unsafe extern "C" fn fab_wait_open<F: FabricOps>(
 ) -> i32 {
     guard_ctl(err, "fabric.wait_open", || {
         need_out(out)?;
-        if attr.is_null() {
-            return einval("wait_open: null attributes");
-        }
-        // SAFETY: our boxed fabric; `attr` non-null and valid (contract).
-        let (f, attr) = unsafe { (ob::<F>(fab), WaitAttr::from_raw(&*attr)?) };
-        let w = f.wait_open(&attr)?;
+        // SAFETY: `attr` null or valid (contract).
+        let attr = unsafe { WaitAttr::from_raw(ref_req(attr, "wait_open: null attributes")?)? };
+        // SAFETY: our boxed fabric.
+        let w = unsafe { ob::<F>(fab) }.wait_open(&attr)?;
         // SAFETY: `out` checked.
-        unsafe { put_obj(out, w, Adapt::<F>::WAIT as *const _ as *const c_void) };
+        unsafe { put_obj(out, w, Adapt::<F>::WAIT) };
         Ok(())
     })
 }

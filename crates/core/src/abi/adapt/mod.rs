@@ -71,8 +71,8 @@ use crate::getinfo::GetinfoOutcome;
 use crate::mr::MrAttr;
 use crate::provider::{
     AvOf, AvOps, BindTarget, CntrOf, CntrOps, CqOf, CqOps, DomainOf, DomainOps, EndpointOps, EpOf,
-    EqOf, EqOps, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, PepOf, Provider,
-    TryWaitRef, WaitOf, WaitOps,
+    EqOf, EqOps, FabricOf, FabricOps, Host, MrBindTarget, MrOf, MrOps, PassiveEndpointOps, PepOf,
+    Provider, TryWaitRef, WaitOf, WaitOps,
 };
 use crate::wait::WaitAttr;
 
@@ -293,6 +293,16 @@ unsafe fn sl_req<'a, T>(p: *const T, n: usize, what: &'static str) -> Result<&'a
     Ok(unsafe { sl(p, n) })
 }
 
+/// The value behind a pointer the slot requires; null is `FI_EINVAL` with `what`.
+///
+/// # Safety
+/// A non-null `p` must be valid for reads for `'a`.
+#[inline(always)]
+unsafe fn ref_req<'a, T>(p: *const T, what: &'static str) -> Result<&'a T> {
+    // SAFETY: null or valid by the caller's contract.
+    unsafe { p.as_ref() }.map_or_else(|| einval(what), Ok)
+}
+
 /// A mutable slice from pointer + count; a null pointer with a non-zero count is an
 /// error.
 ///
@@ -336,15 +346,18 @@ unsafe fn bound_eq<'a, F: FabricOps>(
     Ok(unsafe { &ob::<EqBox<EqOf<F>>>(target.obj).inner })
 }
 
-/// Box `v` and store it as an opened object with table `ops`.
+/// Box `v` and store it as an opened object with table `ops`; returns the boxed value
+/// (where it stays until the host closes the object).
 ///
 /// # Safety
 /// `out` must be valid for writes.
-unsafe fn put_obj<T>(out: *mut RawObj, v: T, ops: *const c_void) {
+unsafe fn put_obj<'a, T, Table>(out: *mut RawObj, v: T, ops: &'static Table) -> &'a T {
+    let boxed = Box::into_raw(Box::new(v));
     // SAFETY: checked non-null by the callers before opening; valid by contract.
     unsafe {
-        (*out).obj = Box::into_raw(Box::new(v)) as Obj;
-        (*out).ops = ops;
+        (*out).obj = boxed as Obj;
+        (*out).ops = ops as *const Table as *const c_void;
+        &*boxed
     }
 }
 
@@ -493,6 +506,25 @@ impl ErrData {
     }
 }
 
+/// The error data of an error entry read host-side with `data` offered as its buffer
+/// (`ptr` and `size` as the provider left them in the entry): `data` cut to `size` when
+/// the provider wrote there, a copy of the provider's own buffer when it returned that
+/// instead, else empty.
+///
+/// # Safety
+/// `ptr` is null, `data`'s buffer, or the provider's buffer, valid for `size` bytes.
+unsafe fn err_data_read(mut data: Vec<u8>, ptr: *mut c_void, size: usize) -> Vec<u8> {
+    if ptr == data.as_mut_ptr() as *mut c_void {
+        data.truncate(size.min(data.len()));
+        data
+    } else if ptr.is_null() || size == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the provider's buffer, valid for `size` bytes (contract).
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, size) }.to_vec()
+    }
+}
+
 /// A completion queue as this adapter boxes it: the provider's object plus the format
 /// and wait condition it was opened with, and the error data it handed out.
 pub struct CqBox<T> {
@@ -508,6 +540,29 @@ pub struct EqBox<T> {
     inner: T,
     infos: Mutex<Vec<RawInfoBox>>,
     err_data: Mutex<ErrData>,
+}
+
+impl<T> CqBox<T> {
+    /// `inner`, opened with `attr`, with no error data handed out yet.
+    fn new(inner: T, attr: &CqAttr) -> CqBox<T> {
+        CqBox {
+            inner,
+            format: attr.format,
+            wait_cond: attr.wait_cond,
+            err_data: Mutex::new(ErrData::default()),
+        }
+    }
+}
+
+impl<T> EqBox<T> {
+    /// `inner`, with nothing handed out yet.
+    fn new(inner: T) -> EqBox<T> {
+        EqBox {
+            inner,
+            infos: Mutex::new(Vec::new()),
+            err_data: Mutex::new(ErrData::default()),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -657,13 +712,7 @@ unsafe extern "C" fn prov_fabric<P: Provider>(
         let (p, info) = unsafe { (ob::<P>(prov), info_from_raw(info)?) };
         let f = p.fabric(&info)?;
         // SAFETY: `out` checked non-null.
-        unsafe {
-            put_obj(
-                out,
-                f,
-                Adapt::<P::Fabric>::FABRIC as *const _ as *const c_void,
-            )
-        };
+        unsafe { put_obj(out, f, Adapt::<P::Fabric>::FABRIC) };
         Ok(())
     })
 }
@@ -1022,7 +1071,82 @@ macro_rules! ep_open_slots {
     )*};
 }
 
-use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines, ep_open_slots};
+/// Defines a slot that opens an object on its parent (`Of<F>`) and hands it out as a
+/// `RawObj` with the family's table `TABLE`: check `out`, open, box, then call `then` on
+/// the boxed value where given. Three forms, by what the slot passes besides `context`:
+///
+/// ```text
+/// // an info (`fabric.domain`, `fabric.passive_ep`): `method(&info, context)`
+/// "what" fn slot<Of>(info) => method => TABLE;
+/// // required attributes, `conv` an `unsafe fn` of them (`domain.av_open`)
+/// "what" fn slot<Of>(attr: *const Raw => conv) => method => TABLE;
+/// // attributes that may name a wait set (`cq_open`, `cntr_open`, `eq_open`): `conv`
+/// // a function of them, the set checked by `attrs_in_set`; `method`, or
+/// // `method_in_set` when a set is named; the object `o` handed out as `wrap` (given
+/// // the attributes `a`)
+/// "what" fn slot<Of>(attr: *const Raw => conv) => method or method_in_set,
+///     |o, a| wrap => TABLE, then published;
+/// ```
+macro_rules! open_slot {
+    ($what:literal fn $slot:ident<$Of:ident>(info) => $method:ident => $TABLE:ident) => {
+        open_slot! { @frame $what fn $slot<$Of>(info: *const RawInfo) [parent context] => $TABLE {
+            // SAFETY: `info` valid for the call (contract).
+            parent.$method(&unsafe { info_from_raw(info)? }, context)?
+        } }
+    };
+    ($what:literal fn $slot:ident<$Of:ident>(attr: *const $Raw:ty => $conv:path) => $method:ident => $TABLE:ident) => {
+        open_slot! { @frame $what fn $slot<$Of>(attr: *const $Raw) [parent context] => $TABLE {
+            // SAFETY: `attr` null or valid (contract).
+            let attr = unsafe { $conv(ref_req(attr, concat!($what, ": null attributes"))?)? };
+            parent.$method(&attr, context)?
+        } }
+    };
+    ($what:literal fn $slot:ident<$Of:ident>(attr: *const $Raw:ty => $conv:path)
+        => $method:ident or $method_in_set:ident,
+        |$o:ident, $a:ident| $wrap:expr => $TABLE:ident $(, then $then:ident)?) => {
+        open_slot! { @frame $what fn $slot<$Of>(attr: *const $Raw) [parent context] => $TABLE $(, then $then)? {
+            let null_msg = concat!($what, ": null attributes");
+            // SAFETY: `attr` null or valid (contract).
+            let ($a, set) = unsafe { attrs_in_set(attr, null_msg, $conv, |a| a.wait_obj)? };
+            let $o = match set {
+                // SAFETY: a wait set of this family, open (host contract).
+                Some(set) => parent.$method_in_set(&$a, unsafe { ob::<WaitOf<F>>(set) }, context)?,
+                None => parent.$method(&$a, context)?,
+            };
+            $wrap
+        } }
+    };
+    // What the forms share: the slot, the `out` check, the parent, the hand-out. The
+    // names the body uses (`arg`, `parent`, `context`) come from the forms above.
+    (@frame $what:literal fn $slot:ident<$Of:ident>($arg:ident: *const $Raw:ty)
+        [$parent:ident $context:ident] => $TABLE:ident $(, then $then:ident)? $open:block) => {
+        #[doc = concat!("Slot `", $what, "`: opens an object on its parent.")]
+        ///
+        /// # Safety
+        /// The parent and the pointers as the slot contract says (see
+        /// [`crate::abi::adapt`]).
+        pub(super) unsafe extern "C" fn $slot<F: FabricOps>(
+            obj: Obj,
+            $arg: *const $Raw,
+            $context: usize,
+            out: *mut RawObj,
+            err: *mut ErrBuf,
+        ) -> i32 {
+            guard_ctl(err, $what, || {
+                need_out(out)?;
+                // SAFETY: our boxed parent (host contract).
+                let $parent = unsafe { ob::<$Of<F>>(obj) };
+                let opened = $open;
+                // SAFETY: `out` checked.
+                let _placed = unsafe { put_obj(out, opened, Adapt::<F>::$TABLE) };
+                $(_placed.$then();)?
+                Ok(())
+            })
+        }
+    };
+}
+
+use {boxed_objects, ctl_assign, ctl_trampoline, ctl_trampolines, ep_open_slots, open_slot};
 
 // ---------------------------------------------------------------------------------------
 // The host side of the provider's root table: the public methods that call its slots

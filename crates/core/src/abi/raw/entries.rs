@@ -294,6 +294,23 @@ impl Iov {
     }
 }
 
+impl Msg {
+    /// The tagged message of the same buffers, peer, context and data, with `tag` and
+    /// `ignore` (an `fi_msg_tagged` is an `fi_msg` plus those two).
+    pub fn tagged(self, tag: u64, ignore: u64) -> MsgTagged {
+        MsgTagged {
+            msg_iov: self.msg_iov,
+            desc: self.desc,
+            iov_count: self.iov_count,
+            addr: self.addr,
+            tag,
+            ignore,
+            context: self.context,
+            data: self.data,
+        }
+    }
+}
+
 /// A CQ entry type of one of the four formats; lets `read` check at compile time which
 /// buffer it fills, and at run time that it matches the CQ's format.
 pub trait CqEntryFormat: Copy + Default + 'static {

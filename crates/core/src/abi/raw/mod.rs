@@ -32,7 +32,7 @@
 
 use std::ffi::c_void;
 
-use crate::abi::layout::abi_struct;
+use crate::abi::layout::{abi_enum, abi_struct};
 use crate::abi::tables::{AtomicTable, CmTable, EpTable, MrTable, MsgTable, RmaTable, TaggedTable};
 use crate::addr::Address;
 use crate::attr::{Bus, DomainAttr, EpAttr, FabricAttr, Info, Nic, PciAddress, RxAttr, TxAttr};
@@ -53,93 +53,45 @@ pub use self::info::*;
 /// that produced it dereferences it.
 pub type Obj = *mut c_void;
 
-/// Object classes (the C library's `FI_CLASS_*` values), used when one object is handed
-/// to another (bind, trywait).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum FidClass {
-    /// A fabric.
-    Fabric = 1,
-    /// A domain.
-    Domain = 2,
-    /// An endpoint.
-    Ep = 3,
-    /// A scalable endpoint.
-    Sep = 4,
-    /// A receive context.
-    RxCtx = 5,
-    /// A shared receive context.
-    SrxCtx = 6,
-    /// A transmit context.
-    TxCtx = 7,
-    /// A shared transmit context.
-    StxCtx = 8,
-    /// A passive endpoint.
-    Pep = 9,
-    /// An address vector.
-    Av = 11,
-    /// A memory region.
-    Mr = 12,
-    /// An event queue.
-    Eq = 13,
-    /// A completion queue.
-    Cq = 14,
-    /// A counter.
-    Cntr = 15,
-    /// A wait set.
-    Wait = 16,
-    /// A poll set (`fi_poll_open`); kept by the host, never handed to a provider.
-    Poll = 17,
-    /// A multicast group membership (`fid_mc`, `fi_join`).
-    Mc = 19,
-}
-
-impl FidClass {
-    /// The class with C value `raw`, if known.
-    pub const fn from_raw(raw: u32) -> Option<FidClass> {
-        Some(match raw {
-            1 => FidClass::Fabric,
-            2 => FidClass::Domain,
-            3 => FidClass::Ep,
-            4 => FidClass::Sep,
-            5 => FidClass::RxCtx,
-            6 => FidClass::SrxCtx,
-            7 => FidClass::TxCtx,
-            8 => FidClass::StxCtx,
-            9 => FidClass::Pep,
-            11 => FidClass::Av,
-            12 => FidClass::Mr,
-            13 => FidClass::Eq,
-            14 => FidClass::Cq,
-            15 => FidClass::Cntr,
-            16 => FidClass::Wait,
-            17 => FidClass::Poll,
-            19 => FidClass::Mc,
-            _ => return None,
-        })
-    }
-
-    /// A short lower-case name for messages (`"cq"`).
-    pub const fn label(self) -> &'static str {
-        match self {
-            FidClass::Fabric => "fabric",
-            FidClass::Domain => "domain",
-            FidClass::Ep => "endpoint",
-            FidClass::Sep => "scalable endpoint",
-            FidClass::RxCtx => "rx context",
-            FidClass::SrxCtx => "shared rx context",
-            FidClass::TxCtx => "tx context",
-            FidClass::StxCtx => "shared tx context",
-            FidClass::Pep => "passive endpoint",
-            FidClass::Av => "address vector",
-            FidClass::Mr => "memory region",
-            FidClass::Eq => "event queue",
-            FidClass::Cq => "completion queue",
-            FidClass::Cntr => "counter",
-            FidClass::Wait => "wait set",
-            FidClass::Poll => "poll set",
-            FidClass::Mc => "multicast group",
-        }
+abi_enum! {
+    /// Object classes (the C library's `FI_CLASS_*` values), used when one object is
+    /// handed to another (bind, trywait); `label` is a short lower-case name for messages
+    /// (`"completion queue"`).
+    pub enum FidClass, text label {
+        /// A fabric.
+        Fabric = 1 => "fabric",
+        /// A domain.
+        Domain = 2 => "domain",
+        /// An endpoint.
+        Ep = 3 => "endpoint",
+        /// A scalable endpoint.
+        Sep = 4 => "scalable endpoint",
+        /// A receive context.
+        RxCtx = 5 => "rx context",
+        /// A shared receive context.
+        SrxCtx = 6 => "shared rx context",
+        /// A transmit context.
+        TxCtx = 7 => "tx context",
+        /// A shared transmit context.
+        StxCtx = 8 => "shared tx context",
+        /// A passive endpoint.
+        Pep = 9 => "passive endpoint",
+        /// An address vector.
+        Av = 11 => "address vector",
+        /// A memory region.
+        Mr = 12 => "memory region",
+        /// An event queue.
+        Eq = 13 => "event queue",
+        /// A completion queue.
+        Cq = 14 => "completion queue",
+        /// A counter.
+        Cntr = 15 => "counter",
+        /// A wait set.
+        Wait = 16 => "wait set",
+        /// A poll set (`fi_poll_open`); kept by the host, never handed to a provider.
+        Poll = 17 => "poll set",
+        /// A multicast group membership (`fid_mc`, `fi_join`).
+        Mc = 19 => "multicast group",
     }
 }
 

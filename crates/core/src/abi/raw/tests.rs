@@ -266,3 +266,22 @@ fn err_buf_truncates_at_a_char_boundary() {
     // SAFETY: null is allowed.
     unsafe { ErrBuf::write(std::ptr::null_mut(), "ignored") };
 }
+
+#[test]
+fn a_tagged_message_keeps_the_message_and_adds_tag_and_ignore() {
+    let iov = [Iov::from_slice(b"abc")];
+    let descs = [std::ptr::null_mut::<c_void>()];
+    let msg = Msg {
+        msg_iov: iov.as_ptr(),
+        desc: descs.as_ptr(),
+        iov_count: 1,
+        addr: 9,
+        context: 17,
+        data: 0x5a,
+    };
+    let t = msg.tagged(0x77, 0xf0);
+    assert_eq!(t.msg_iov, msg.msg_iov);
+    assert_eq!(t.desc, msg.desc);
+    assert_eq!((t.iov_count, t.addr, t.context, t.data), (1, 9, 17, 0x5a));
+    assert_eq!((t.tag, t.ignore), (0x77, 0xf0));
+}
