@@ -101,17 +101,23 @@ pub const RX_ONLY_CAPS: Caps = Caps::RECV
     .union(Caps::MULTI_RECV);
 
 /// The capabilities that concern transmits only: a receive side ([`rx_attr`]) never has
-/// them.
+/// them (fi_endpoint(3) gives naming a receive context and multicast sends to the
+/// initiator).
 pub const TX_ONLY_CAPS: Caps = Caps::SEND
     .union(RMA_INITIATOR)
     .union(Caps::FENCE)
-    .union(Caps::TRIGGER);
+    .union(Caps::TRIGGER)
+    .union(Caps::NAMED_RX_CTX)
+    .union(Caps::MULTICAST);
 
 /// The transmit side's share of capabilities `caps`: those without the receive-only
 /// ones ([`RX_ONLY_CAPS`]) and without the target's RMA access (`FI_REMOTE_READ`,
-/// `FI_REMOTE_WRITE`), which no transmit context has.
+/// `FI_REMOTE_WRITE`) and its counting (`FI_RMA_EVENT`), which fi_endpoint(3) gives to
+/// the receive side only.
 pub const fn tx_caps(caps: Caps) -> Caps {
-    caps.difference(RX_ONLY_CAPS).difference(RMA_TARGET)
+    caps.difference(RX_ONLY_CAPS)
+        .difference(RMA_TARGET)
+        .difference(Caps::RMA_EVENT)
 }
 
 /// The transmit side of an RDM provider: `caps`, the default flags `op_flags`,
@@ -210,7 +216,10 @@ mod tests {
             rma | Caps::REMOTE_READ | Caps::REMOTE_WRITE
         );
         let tx = Caps::SEND | Caps::READ | Caps::WRITE;
-        assert_eq!(TX_ONLY_CAPS, tx | Caps::FENCE | Caps::TRIGGER);
+        assert_eq!(
+            TX_ONLY_CAPS,
+            tx | Caps::FENCE | Caps::TRIGGER | Caps::NAMED_RX_CTX | Caps::MULTICAST
+        );
         let msg = Caps::MSG | Caps::TAGGED | Caps::SEND | Caps::RECV | Caps::SOURCE;
         let recv = Caps::AV_USER_ID | Caps::DIRECTED_RECV | Caps::MULTI_RECV;
         assert_eq!(RDM_MSG_CAPS, msg | recv | Caps::REMOTE_CQ_DATA);
@@ -223,5 +232,7 @@ mod tests {
         let rma = Caps::RMA | Caps::ATOMIC | Caps::READ | Caps::WRITE;
         assert_eq!(tx_caps(rdm), initiator | rma | Caps::FENCE);
         assert!(!tx_caps(rdm).intersects(RX_ONLY_CAPS));
+        // Counting peers' accesses is the target's.
+        assert_eq!(tx_caps(rdm | Caps::RMA_EVENT), tx_caps(rdm));
     }
 }

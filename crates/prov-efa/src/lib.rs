@@ -208,7 +208,7 @@ impl EfaProvider {
             caps: CAPS,
             addr_format: AddrFormat::EFA,
             tx_attr: info::rdm_tx_attr(
-                CAPS - info::RX_ONLY_CAPS,
+                info::tx_caps(CAPS),
                 info::RDM_TX_OP_FLAGS,
                 order,
                 inject,

@@ -257,9 +257,10 @@ impl UdpProvider {
                 ..TxAttr::default()
             },
             rx_attr: RxAttr {
+                // FI_MULTICAST is a transmit-side capability (fi_endpoint(3)): a
+                // joined group's messages arrive through plain receives.
                 caps: Caps::MSG
                     | Caps::RECV
-                    | Caps::MULTICAST
                     | Caps::MULTI_RECV
                     | Caps::SOURCE
                     | Caps::SOURCE_ERR

@@ -20,12 +20,46 @@ pub fn getinfo_results_name_the_provider(s: &Subject) {
     }
 }
 
-/// Every result's caps are within the claimed caps, tx/rx caps within the result's,
-/// and asking for exactly a result's caps still finds it.
+/// Capabilities fi_endpoint(3) applies to the receive side only: never in a result's
+/// `tx_attr.caps`.
+const RECEIVE_ONLY: Caps = Caps::RECV
+    .union(Caps::REMOTE_READ)
+    .union(Caps::REMOTE_WRITE)
+    .union(Caps::DIRECTED_RECV)
+    .union(Caps::VARIABLE_MSG)
+    .union(Caps::MULTI_RECV)
+    .union(Caps::SOURCE)
+    .union(Caps::RMA_EVENT)
+    .union(Caps::SOURCE_ERR);
+
+/// Capabilities fi_endpoint(3) applies to the transmit side only: never in a result's
+/// `rx_attr.caps`.
+const TRANSMIT_ONLY: Caps = Caps::SEND
+    .union(Caps::READ)
+    .union(Caps::WRITE)
+    .union(Caps::FENCE)
+    .union(Caps::MULTICAST)
+    .union(Caps::NAMED_RX_CTX);
+
+/// Every result's caps are within the claimed caps, tx/rx caps within the result's
+/// and each only of the kind that applies to its side (fi_endpoint(3)), and asking for
+/// exactly a result's caps still finds it.
 pub fn getinfo_result_caps_are_claimed(s: &Subject) {
     let c = s.claimed();
     for i in &c.infos {
         assert!(c.caps.contains(i.caps));
+        assert!(
+            !i.tx_attr.caps.intersects(RECEIVE_ONLY),
+            "tx_attr.caps {} hold receive-side capabilities {}",
+            i.tx_attr.caps,
+            i.tx_attr.caps & RECEIVE_ONLY
+        );
+        assert!(
+            !i.rx_attr.caps.intersects(TRANSMIT_ONLY),
+            "rx_attr.caps {} hold transmit-side capabilities {}",
+            i.rx_attr.caps,
+            i.rx_attr.caps & TRANSMIT_ONLY
+        );
         assert!(
             i.caps.contains(i.tx_attr.caps),
             "tx_attr.caps {} exceed the result's caps {}",
