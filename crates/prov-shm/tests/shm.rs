@@ -350,13 +350,15 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
         flags: 0,
         tag: 0,
         data: 0,
-        body: Body::Bounce {
+        body: Body::Bounce(proto::BounceSlot {
             total: 10,
             id: 1,
-            offset: 0,
-            chunk: 0,
-            clen: 10,
-        },
+            frag: proto::ChunkFrag {
+                offset: 0,
+                chunk: 0,
+                clen: 10,
+            },
+        }),
     };
     let mut r2 = slot_bytes(&bad);
     // The chunk index sits at body offset 24.
@@ -663,17 +665,22 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                     *v = (val(&mut rng), rng.below(5000));
                 }
                 let total = iov.iter().take(niov).map(|v| v.1).sum::<u64>() as usize;
+                let bufs = proto::BufList { iov, niov };
+                // Where an RMA goes: mostly inside the test's registration.
+                let remote = |rng: &mut TestRng| proto::RemoteMem {
+                    key,
+                    raddr: if rng.chance(70) {
+                        rng.below(4200)
+                    } else {
+                        val(rng)
+                    },
+                };
                 let body = match rng.below(7) {
                     0 => Body::Inline {
                         len: rng.below(proto::INLINE_CAP as u64 + 1) as usize,
                         id,
                     },
-                    1 => Body::Rts {
-                        total,
-                        id,
-                        iov,
-                        niov,
-                    },
+                    1 => Body::Rts(proto::RtsSlot { total, id, bufs }),
                     2 | 3 => {
                         let chunk = if rng.chance(90) {
                             rng.below(chunks)
@@ -695,49 +702,41 @@ fn a_hostile_sender_cannot_crash_or_wedge_the_receiver() {
                         } else {
                             val(&mut rng) as usize
                         };
+                        let frag = proto::ChunkFrag {
+                            offset: 0,
+                            chunk,
+                            clen,
+                        };
                         if rng.chance(50) {
-                            Body::Bounce {
+                            Body::Bounce(proto::BounceSlot {
                                 total: whole,
                                 id,
-                                offset: 0,
-                                chunk,
-                                clen,
-                            }
+                                frag,
+                            })
                         } else {
-                            Body::WriteFrag {
+                            Body::WriteFrag(proto::WriteFragSlot {
                                 total: whole,
                                 id,
-                                key,
-                                raddr: rng.below(4200),
-                                offset: 0,
-                                chunk,
-                                clen,
-                            }
+                                at: proto::RemoteMem {
+                                    key,
+                                    raddr: rng.below(4200),
+                                },
+                                frag,
+                            })
                         }
                     }
-                    4 => Body::Rma {
+                    4 => Body::Rma(proto::RmaSlot {
                         read: rng.chance(50),
                         total,
                         id,
-                        key,
-                        raddr: if rng.chance(70) {
-                            rng.below(4200)
-                        } else {
-                            val(&mut rng)
-                        },
-                        iov,
-                        niov,
-                    },
-                    _ => Body::WriteInline {
+                        at: remote(&mut rng),
+                        bufs,
+                    }),
+                    _ => Body::WriteInline(proto::WriteInlineSlot {
                         len: rng.below(RMA_INLINE_CAP as u64 + 2) as usize,
                         id,
-                        key,
-                        raddr: if rng.chance(70) {
-                            rng.below(4200)
-                        } else {
-                            val(&mut rng)
-                        },
-                    },
+                        at: remote(&mut rng),
+                    }),
                 };
                 let data = rng.next_u64();
                 let slot = Slot {

@@ -125,20 +125,15 @@ impl Shared {
                     Err(_) => break 'ops,
                 };
                 let ring = conn.region.ring(conn.ring);
-                let mut riov = [(0u64, 0u64); proto::RTS_IOVS];
-                for (d, s) in riov.iter_mut().zip(op.iov.slice()) {
-                    *d = (s.0 as u64, s.1 as u64);
-                }
                 let s = Slot {
                     flags: op.hflags,
                     tag: op.tag,
                     data: op.data,
-                    body: Body::Rts {
+                    body: Body::Rts(proto::RtsSlot {
                         total: op.len,
                         id,
-                        iov: riov,
-                        niov: op.iov.len().max(1),
-                    },
+                        bufs: proto::BufList::from_pairs(op.iov.slice()),
+                    }),
                 };
                 let hdr = s.to_bytes();
                 conn.region
@@ -156,28 +151,26 @@ impl Shared {
                 let n = (op.len - op.sent).min(chunk_size);
                 let (total, offset, rma) = (op.len, op.sent, op.rma);
                 let (flags, tag, data) = (op.hflags, op.tag, op.data);
-                let put = Self::put_fragment(conn, &op.iov, offset, n, |c| Slot {
-                    flags,
-                    tag,
-                    data,
-                    body: match rma {
-                        Some((key, raddr)) => Body::WriteFrag {
-                            total,
-                            id,
-                            key,
-                            raddr,
-                            offset,
-                            chunk: c,
-                            clen: n,
+                let put = Self::put_fragment(conn, &op.iov, offset, n, |chunk| {
+                    let frag = proto::ChunkFrag {
+                        offset,
+                        chunk,
+                        clen: n,
+                    };
+                    Slot {
+                        flags,
+                        tag,
+                        data,
+                        body: match rma {
+                            Some(at) => Body::WriteFrag(proto::WriteFragSlot {
+                                total,
+                                id,
+                                at,
+                                frag,
+                            }),
+                            None => Body::Bounce(proto::BounceSlot { total, id, frag }),
                         },
-                        None => Body::Bounce {
-                            total,
-                            id,
-                            offset,
-                            chunk: c,
-                            clen: n,
-                        },
-                    },
+                    }
                 });
                 if !put {
                     break 'ops;
@@ -239,16 +232,18 @@ impl Shared {
     /// `src` is valid for reads of `clen` bytes (a chunk of a mapped region).
     pub(super) unsafe fn write_fragment(
         &self,
-        key: u64,
-        raddr: u64,
+        at: &proto::RemoteMem,
         offset: usize,
         src: *const u8,
         clen: usize,
     ) -> i32 {
-        let Some(a) = raddr.checked_add(offset as u64) else {
+        let Some(a) = at.raddr.checked_add(offset as u64) else {
             return Errno::EFAULT.0;
         };
-        let region = match self.mr.lookup_remote(key, a, clen, OpFlags::REMOTE_WRITE) {
+        let region = match self
+            .mr
+            .lookup_remote(at.key, a, clen, OpFlags::REMOTE_WRITE)
+        {
             Ok(r) => r,
             Err(e) => return e.code().0,
         };

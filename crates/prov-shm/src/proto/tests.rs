@@ -28,6 +28,24 @@ fn round(s: Slot) -> Result<Slot, WireError> {
     parse(&b, &geo(), 1 << 20)
 }
 
+/// A fragment of a message or write: (offset, chunk, clen).
+fn frag((offset, chunk, clen): (usize, usize, usize)) -> ChunkFrag {
+    ChunkFrag {
+        offset,
+        chunk,
+        clen,
+    }
+}
+
+/// A bounce fragment of message `id` of `total` bytes, at (offset, chunk, clen).
+fn bounce(total: usize, id: u64, at: (usize, usize, usize)) -> Body {
+    Body::Bounce(BounceSlot {
+        total,
+        id,
+        frag: frag(at),
+    })
+}
+
 /// One slot of each kind, with fields that exercise every byte of its encoding.
 fn samples() -> Vec<Slot> {
     vec![
@@ -41,38 +59,38 @@ fn samples() -> Vec<Slot> {
             flags: F_ACK,
             tag: 0,
             data: 0,
-            body: Body::Rts {
+            body: Body::Rts(RtsSlot {
                 total: 30,
                 id: 5,
-                iov: [(0x1000, 10), (0x2000, 20), (0, 0), (0, 0)],
-                niov: 2,
-            },
+                bufs: BufList {
+                    iov: [(0x1000, 10), (0x2000, 20), (0, 0), (0, 0)],
+                    niov: 2,
+                },
+            }),
         },
         Slot {
             flags: 0,
             tag: 1,
             data: 2,
-            body: Body::Bounce {
-                total: 10000,
-                id: 8,
-                offset: 8192,
-                chunk: 3,
-                clen: 1808,
-            },
+            body: bounce(10000, 8, (8192, 3, 1808)),
         },
         Slot {
             flags: F_DATA,
             tag: 0,
             data: 5,
-            body: Body::Rma {
+            body: Body::Rma(RmaSlot {
                 read: true,
                 total: 30,
                 id: 2,
-                key: 0x78,
-                raddr: 4096,
-                iov: [(0x10, 10), (0x20, 20), (0, 0), (0, 0)],
-                niov: 2,
-            },
+                at: RemoteMem {
+                    key: 0x78,
+                    raddr: 4096,
+                },
+                bufs: BufList {
+                    iov: [(0x10, 10), (0x20, 20), (0, 0), (0, 0)],
+                    niov: 2,
+                },
+            }),
         },
         Slot {
             flags: F_ACK,
@@ -81,8 +99,7 @@ fn samples() -> Vec<Slot> {
             body: Body::Atomic(AtomicSlot {
                 count: 2,
                 id: 9,
-                key: 3,
-                raddr: 64,
+                at: RemoteMem { key: 3, raddr: 64 },
                 op: AtomicOp::Cswap,
                 dt: Datatype::Uint32,
                 kind: AtomicKind::Compare,
@@ -94,26 +111,22 @@ fn samples() -> Vec<Slot> {
             flags: F_ACK | F_DATA,
             tag: 0,
             data: 77,
-            body: Body::WriteFrag {
+            body: Body::WriteFrag(WriteFragSlot {
                 total: 10_000,
                 id: 4,
-                key: 5,
-                raddr: 6,
-                offset: 8192,
-                chunk: 2,
-                clen: 1808,
-            },
+                at: RemoteMem { key: 5, raddr: 6 },
+                frag: frag((8192, 2, 1808)),
+            }),
         },
         Slot {
             flags: F_ACK,
             tag: 0,
             data: 0,
-            body: Body::WriteInline {
+            body: Body::WriteInline(WriteInlineSlot {
                 len: 100,
                 id: 3,
-                key: 1,
-                raddr: 2,
-            },
+                at: RemoteMem { key: 1, raddr: 2 },
+            }),
         },
     ]
 }
@@ -153,40 +166,20 @@ fn out_of_range_fields_are_refused() {
             len: INLINE_CAP + 1,
             id: 0,
         },
-        Body::Rts {
+        Body::Rts(RtsSlot {
             total: 11,
             id: 0,
-            iov: [(0, 10), (0, 0), (0, 0), (0, 0)],
-            niov: 1,
-        },
-        Body::Bounce {
-            total: 100,
-            id: 0,
-            offset: 0,
-            chunk: 4,
-            clen: 10,
-        },
-        Body::Bounce {
-            total: 100,
-            id: 0,
-            offset: 95,
-            chunk: 0,
-            clen: 10,
-        },
-        Body::Bounce {
-            total: 10000,
-            id: 0,
-            offset: 0,
-            chunk: 0,
-            clen: 4097,
-        },
-        Body::Bounce {
-            total: 2 << 20,
-            id: 0,
-            offset: 0,
-            chunk: 0,
-            clen: 1,
-        },
+            bufs: BufList {
+                iov: [(0, 10), (0, 0), (0, 0), (0, 0)],
+                niov: 1,
+            },
+        }),
+        // (offset, chunk, clen): a chunk past the region's, a fragment past its
+        // message, a fragment over the chunk size, a message over max_msg.
+        bounce(100, 0, (0, 4, 10)),
+        bounce(100, 0, (95, 0, 10)),
+        bounce(10000, 0, (0, 0, 4097)),
+        bounce(2 << 20, 0, (0, 0, 1)),
     ];
     for body in bad {
         let s = Slot {
@@ -295,7 +288,7 @@ proptest! {
             flags,
             tag,
             data,
-            body: Body::Bounce { total: before + clen + extra, id, offset: before, chunk, clen },
+            body: bounce(before + clen + extra, id, (before, chunk, clen)),
         };
         let mut b = [0u8; PARSE_LEN];
         encode(&s, &mut b);
@@ -311,16 +304,15 @@ proptest! {
         if let Ok(s) = parse(&b, &geo(), 1 << 20) {
             match s.body {
                 Body::Inline { len, .. } => prop_assert!(len <= INLINE_CAP),
-                Body::Rts { total, niov, .. } => prop_assert!((1..=4).contains(&niov) && total <= 1 << 20),
-                Body::Bounce { total, offset, chunk, clen, .. } => {
-                    prop_assert!(chunk < 4 && clen <= 4096 && offset + clen <= total);
+                Body::Rts(RtsSlot { total, bufs, .. }) | Body::Rma(RmaSlot { total, bufs, .. }) => {
+                    prop_assert!((1..=4).contains(&bufs.niov) && total <= 1 << 20)
                 }
-                Body::Rma { niov, total, .. } => prop_assert!((1..=4).contains(&niov) && total <= 1 << 20),
-                Body::WriteInline { len, .. } => prop_assert!(len <= RMA_INLINE_CAP),
+                Body::Bounce(BounceSlot { total, frag, .. })
+                | Body::WriteFrag(WriteFragSlot { total, frag, .. }) => {
+                    prop_assert!(frag.chunk < 4 && frag.clen <= 4096 && frag.offset + frag.clen <= total);
+                }
+                Body::WriteInline(w) => prop_assert!(w.len <= RMA_INLINE_CAP),
                 Body::Atomic(a) => prop_assert!(a.count * a.dt.size() <= 1 << 20),
-                Body::WriteFrag { total, offset, chunk, clen, .. } => {
-                    prop_assert!(chunk < 4 && clen <= 4096 && offset + clen <= total);
-                }
             }
         }
     }
