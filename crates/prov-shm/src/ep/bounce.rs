@@ -89,12 +89,7 @@ impl Shared {
                     Err(_) => break 'ops,
                 };
                 let ring = conn.region.ring(conn.ring);
-                let s = Slot {
-                    flags: op.hflags,
-                    tag: op.tag,
-                    data: op.data,
-                    body: Body::Inline { len: op.len, id },
-                };
+                let s = op.slot(Body::Inline { len: op.len, id });
                 let off = ring.slot_off(slot);
                 let hdr = s.to_bytes();
                 let map = conn.region.map();
@@ -125,16 +120,11 @@ impl Shared {
                     Err(_) => break 'ops,
                 };
                 let ring = conn.region.ring(conn.ring);
-                let s = Slot {
-                    flags: op.hflags,
-                    tag: op.tag,
-                    data: op.data,
-                    body: Body::Rts(proto::RtsSlot {
-                        total: op.len,
-                        id,
-                        bufs: proto::BufList::from_pairs(op.iov.slice()),
-                    }),
-                };
+                let s = op.slot(Body::Rts(proto::RtsSlot {
+                    total: op.len,
+                    id,
+                    bufs: proto::BufList::from_pairs(op.iov.slice()),
+                }));
                 let hdr = s.to_bytes();
                 conn.region
                     .map()
@@ -149,28 +139,22 @@ impl Shared {
             let chunk_size = conn.region.geometry().chunk_size;
             while op.sent < op.len {
                 let n = (op.len - op.sent).min(chunk_size);
-                let (total, offset, rma) = (op.len, op.sent, op.rma);
-                let (flags, tag, data) = (op.hflags, op.tag, op.data);
+                let (total, offset) = (op.len, op.sent);
                 let put = Self::put_fragment(conn, &op.iov, offset, n, |chunk| {
                     let frag = proto::ChunkFrag {
                         offset,
                         chunk,
                         clen: n,
                     };
-                    Slot {
-                        flags,
-                        tag,
-                        data,
-                        body: match rma {
-                            Some(at) => Body::WriteFrag(proto::WriteFragSlot {
-                                total,
-                                id,
-                                at,
-                                frag,
-                            }),
-                            None => Body::Bounce(proto::BounceSlot { total, id, frag }),
-                        },
-                    }
+                    op.slot(match op.rma {
+                        Some(at) => Body::WriteFrag(proto::WriteFragSlot {
+                            total,
+                            id,
+                            at,
+                            frag,
+                        }),
+                        None => Body::Bounce(proto::BounceSlot { total, id, frag }),
+                    })
                 });
                 if !put {
                     break 'ops;

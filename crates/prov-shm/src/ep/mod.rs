@@ -300,6 +300,17 @@ impl Op {
             owned: None,
         }
     }
+
+    /// The slot that carries `body` of this operation, with its header's flags, tag
+    /// and CQ data.
+    fn slot(&self, body: Body) -> Slot {
+        Slot {
+            flags: self.hflags,
+            tag: self.tag,
+            data: self.data,
+            body,
+        }
+    }
 }
 
 struct Tx {
