@@ -136,6 +136,38 @@ fn publish_slot(
     p.publish(ring);
 }
 
+/// Reserve the next slot of `ring` with `p` and publish `raw` in it ([`publish_slot`]);
+/// false while the ring is full.
+fn try_publish(
+    region: &ofi_prov_shm::region::Region,
+    ring: &ofi_prov_shm::region::Ring<'_>,
+    p: &mut ofi_prov_shm::ring::Producer,
+    raw: &[u8],
+) -> bool {
+    let Some(i) = p.reserve(ring).expect("ring words") else {
+        return false;
+    };
+    publish_slot(region, ring, p, i, raw);
+    true
+}
+
+/// The bytes of a whole inline slot carrying `payload` (message `id`, header `flags`,
+/// tag and CQ data 0), as a sender writes them.
+fn inline_slot_bytes(flags: u8, id: u64, payload: &[u8]) -> [u8; ofi_prov_shm::region::SLOT_SIZE] {
+    use ofi_prov_shm::proto::{Body, Slot, INLINE_OFF};
+    let mut raw = slot_bytes(&Slot {
+        flags,
+        tag: 0,
+        data: 0,
+        body: Body::Inline {
+            len: payload.len(),
+            id,
+        },
+    });
+    raw[INLINE_OFF..INLINE_OFF + payload.len()].copy_from_slice(payload);
+    raw
+}
+
 // ------------------------------------------------------------------ child process
 
 /// The child: open a node, print its address, read the parent's, then act by mode.
@@ -336,10 +368,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     let ring = claim_ring_0(&region, std::process::id() as i32);
     let geo = region.geometry();
     let mut p = Producer::new(geo.slots, 0);
-    let mut put = |raw: &[u8]| {
-        let i = p.reserve(&ring).unwrap().unwrap();
-        publish_slot(&region, &ring, &mut p, i, raw);
-    };
+    let mut put = |raw: &[u8]| assert!(try_publish(&region, &ring, &mut p, raw), "a free slot");
     let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
     // 1: inline length beyond the slot.
     raw[8] = proto::SlotKind::Inline as u8;
@@ -369,15 +398,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     r3[8] = 77;
     put(&r3);
     // 4: a good inline message.
-    let good = Slot {
-        flags: 0,
-        tag: 0,
-        data: 0,
-        body: Body::Inline { len: 2, id: 0 },
-    };
-    let mut r4 = slot_bytes(&good);
-    r4[proto::INLINE_OFF..proto::INLINE_OFF + 2].copy_from_slice(b"ok");
-    put(&r4);
+    put(&inline_slot_bytes(0, 0, b"ok"));
     let mut buf = [0u8; 64];
     b.recv(&mut buf, 5);
     let e = wait_ok(&b.cq, "the good message");
@@ -394,7 +415,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
 #[test]
 fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     use ofi_prov_shm::ep::ACK_BACKLOG_MAX;
-    use ofi_prov_shm::proto::{self, Body, Slot, F_ACK};
+    use ofi_prov_shm::proto::F_ACK;
     use ofi_prov_shm::ring::{Consumer, Producer};
     use std::sync::atomic::Ordering;
 
@@ -409,23 +430,10 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
         b.recv(buf, 1000 + k);
     }
     let mut p = Producer::new(geo.slots, 0);
+    // Message k (its number as its payload) as ack id k + 1.
     let put = |p: &mut Producer, k: usize| -> bool {
-        let Some(i) = p.reserve(&ring).expect("ring words") else {
-            return false;
-        };
-        let msg = Slot {
-            flags: F_ACK,
-            tag: 0,
-            data: 0,
-            body: Body::Inline {
-                len: 8,
-                id: k as u64 + 1,
-            },
-        };
-        let mut raw = slot_bytes(&msg);
-        raw[proto::INLINE_OFF..proto::INLINE_OFF + 8].copy_from_slice(&(k as u64).to_le_bytes());
-        publish_slot(&region, &ring, p, i, &raw);
-        true
+        let raw = inline_slot_bytes(F_ACK, k as u64 + 1, &(k as u64).to_le_bytes());
+        try_publish(&region, &ring, p, &raw)
     };
     let mut got = 0usize;
     let take = |got: &mut usize| {

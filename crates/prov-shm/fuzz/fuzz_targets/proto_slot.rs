@@ -5,10 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ofi_prov_shm::proto::{
-    parse_inline, Body, BounceSlot, InlineHdr, RmaSlot, RtsSlot, Slot, WriteFragSlot, INLINE_CAP,
-    INLINE_OFF, PARSE_LEN, RMA_INLINE_CAP,
-};
+use ofi_prov_shm::proto::{parse_inline, Body, InlineHdr, Slot, INLINE_OFF, PARSE_LEN};
 use ofi_prov_shm::region::Geometry;
 
 fuzz_target!(|data: &[u8]| {
@@ -43,17 +40,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(s) = parsed {
-        match s.body {
-            Body::Inline { len, .. } => assert!(len <= INLINE_CAP),
-            Body::Rts(RtsSlot { total, bufs, .. }) | Body::Rma(RmaSlot { total, bufs, .. }) => {
-                assert!((1..=4).contains(&bufs.niov) && total <= 1 << 20)
-            }
-            Body::Bounce(BounceSlot { total, frag, .. })
-            | Body::WriteFrag(WriteFragSlot { total, frag, .. }) => {
-                assert!(frag.chunk < 4 && frag.clen <= 4096 && frag.offset + frag.clen <= total)
-            }
-            Body::WriteInline(w) => assert!(w.len <= RMA_INLINE_CAP),
-            Body::Atomic(a) => assert!(a.count * a.dt.size() <= 1 << 20),
-        }
+        assert!(s.within_limits(&geo, 1 << 20), "{s:?}");
     }
 });
