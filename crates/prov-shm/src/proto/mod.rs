@@ -35,7 +35,11 @@
 //! entries (read, write), a [`fragment`] (write fragment) or an [`atomic_tail`] (atomic)
 //! follow. They are read and written through the checked views they generate;
 //! [`Slot`] is the parsed representation ([`Slot::parse`], [`Slot::emit`]) and a
-//! refused slot is a [`WireError`] naming the field.
+//! refused slot is a [`WireError`] naming the field. Its [`Body`] has one variant a
+//! kind, each (but inline) carrying a struct of that kind's fields ([`RtsSlot`],
+//! [`BounceSlot`], [`RmaSlot`], [`WriteFragSlot`], [`WriteInlineSlot`],
+//! [`AtomicSlot`]) made of the same parts as the layout: a [`RemoteMem`] (the RMA
+//! target), a [`BufList`] (buffer entries), a [`ChunkFrag`] (a fragment's placement).
 //!
 //! [`Slot::parse`] never panics; every field is checked against the limits of the receiving
 //! region's geometry before the caller uses it.
