@@ -200,15 +200,11 @@ impl Shared {
     /// the process's atomic locks, and write fetched values back with CMA. Returns the
     /// ack status.
     pub(super) fn atomic_target(&self, pid: i32, a: &AtomicSlot, inline: Option<*const u8>) -> i32 {
-        let call = a.call;
-        let (Some(bytes), Some((operand_len, compare_len))) = (
-            call.count.checked_mul(call.datatype.size()),
-            proto::atomic_operand_lens(&call),
-        ) else {
+        let Some(bytes) = a.count.checked_mul(a.dt.size()) else {
             return Errno::EMSGSIZE.0;
         };
-        let fetch = call.kind != AtomicKind::Base;
-        let access = if call.op == AtomicOp::AtomicRead {
+        let fetch = a.kind != AtomicKind::Base;
+        let access = if a.op == AtomicOp::AtomicRead {
             OpFlags::REMOTE_READ
         } else if fetch {
             OpFlags::REMOTE_READ | OpFlags::REMOTE_WRITE
@@ -224,6 +220,16 @@ impl Shared {
             (Some(s), None) => s,
             (None, _) if bytes == 0 => (0, 0),
             _ => return Errno::EINVAL.0,
+        };
+        let operand_len = if a.op == AtomicOp::AtomicRead {
+            0
+        } else {
+            bytes
+        };
+        let compare_len = if a.kind == AtomicKind::Compare {
+            bytes
+        } else {
+            0
         };
         if self.settings.disable_cma && (inline.is_none() || (fetch && bytes > 0)) {
             return Errno::EOPNOTSUPP.0;
@@ -281,7 +287,7 @@ impl Shared {
         }
         let mut target = before.clone();
         if let Err(e) = ofi_kit::atomic::apply(
-            call,
+            AtomicCall::new(a.op, a.dt, a.kind, a.count),
             &mut target,
             AtomicArgs::new(operand, compare, &mut result),
         ) {
@@ -294,7 +300,7 @@ impl Shared {
         }
         drop(held);
         region.count_access();
-        self.count_remote(call.op == AtomicOp::AtomicRead);
+        self.count_remote(a.op == AtomicOp::AtomicRead);
         if fetch && bytes > 0 {
             let local = [(result.as_ptr() as usize, bytes)];
             let remote = [(a.bufs[2], bytes as u64)];
@@ -342,10 +348,8 @@ impl Shared {
                 format!("{NAME}: {count} atomic elements exceed the limit of {max}"),
             ));
         }
-        let call = AtomicCall::new(op, dt, kind, count);
-        let (operand_len, compare_len) = proto::atomic_operand_lens(&call)
+        let data_len = proto::atomic_data_len(op, dt, kind, count)
             .ok_or_else(|| Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large")))?;
-        let data_len = operand_len + compare_len;
         let inline = data_len <= proto::ATOMIC_INLINE_CAP;
         if inject {
             check_len(
@@ -375,9 +379,12 @@ impl Shared {
             tag: 0,
             data: 0,
             body: Body::Atomic(AtomicSlot {
+                count,
                 id,
                 at,
-                call,
+                op,
+                dt,
+                kind,
                 inline,
                 bufs,
             }),
@@ -388,8 +395,15 @@ impl Shared {
         let map = conn.region.map();
         map.write_bytes(off + 8, &hdr[8..proto::ATOMIC_INLINE_OFF]);
         if inline {
+            let bytes = count * dt.size();
+            let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+            let compare_len = if kind == AtomicKind::Compare {
+                bytes
+            } else {
+                0
+            };
             // SAFETY: operand + compare ≤ ATOMIC_INLINE_CAP bytes fit the slot after
-            // ATOMIC_INLINE_OFF; the application's buffers hold that many (C contract).
+            // ATOMIC_INLINE_OFF; the application's buffers hold `bytes` each (C contract).
             unsafe {
                 let dst = map.base().add(off + proto::ATOMIC_INLINE_OFF);
                 if operand_len > 0 {

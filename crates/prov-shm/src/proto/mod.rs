@@ -46,30 +46,26 @@
 
 use ofi_core::enums::{AtomicKind, AtomicOp, Datatype};
 
-use ofi_kit::atomic::AtomicCall;
 use ofi_kit::wire::{atomic_kind_code, atomic_kind_of_code, WireError};
 use ofi_kit::{wire_enum, wire_header};
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
 
-/// The operand and compare bytes of an atomic `call` (what an inline atomic slot
-/// carries, operand first): `count` elements of its datatype each, but no operand for
-/// an atomic read and no compare outside the compare family. `None` when the bytes
-/// (or their sum) overflow.
-pub fn atomic_operand_lens(call: &AtomicCall) -> Option<(usize, usize)> {
-    let bytes = call.count.checked_mul(call.datatype.size())?;
-    let operand = if call.op == AtomicOp::AtomicRead {
-        0
-    } else {
-        bytes
-    };
-    let compare = if call.kind == AtomicKind::Compare {
+/// Operand + compare bytes an atomic carries (`count` elements of `dt`).
+pub fn atomic_data_len(
+    op: AtomicOp,
+    dt: Datatype,
+    kind: AtomicKind,
+    count: usize,
+) -> Option<usize> {
+    let bytes = count.checked_mul(dt.size())?;
+    let operand = if op == AtomicOp::AtomicRead { 0 } else { bytes };
+    let compare = if kind == AtomicKind::Compare {
         bytes
     } else {
         0
     };
-    operand.checked_add(compare)?;
-    Some((operand, compare))
+    operand.checked_add(compare)
 }
 
 wire_enum! {
@@ -192,12 +188,18 @@ pub struct ChunkFrag {
 /// What an atomic slot carries ([`Body::Atomic`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AtomicSlot {
+    /// Elements.
+    pub count: usize,
     /// Operation id (acknowledged with `F_ACK`).
     pub id: u64,
     /// Where it applies at the target.
     pub at: RemoteMem,
-    /// The operation, datatype, call family and element count.
-    pub call: AtomicCall,
+    /// The operation.
+    pub op: AtomicOp,
+    /// The datatype.
+    pub dt: Datatype,
+    /// The call family.
+    pub kind: AtomicKind,
     /// Operand and compare bytes are in the slot.
     pub inline: bool,
     /// The initiator's operand, compare and result buffers.
@@ -585,9 +587,8 @@ impl Slot {
             }
             Body::WriteInline(w) => w.len <= RMA_INLINE_CAP,
             Body::Atomic(a) => a
-                .call
                 .count
-                .checked_mul(a.call.datatype.size())
+                .checked_mul(a.dt.size())
                 .is_some_and(|n| n <= max_msg),
         }
     }
@@ -667,18 +668,20 @@ impl Slot {
                     .checked_mul(dt.size())
                     .filter(|&n| n <= max_msg && count <= max_msg as u64)
                     .ok_or(WireError::field("count", count))?;
-                let call = AtomicCall::new(op, dt, kind, count as usize);
-                let (operand, compare) =
-                    atomic_operand_lens(&call).ok_or(WireError::field("count", count))?;
-                if inline && operand + compare > ATOMIC_INLINE_CAP {
+                let data = atomic_data_len(op, dt, kind, count as usize)
+                    .ok_or(WireError::field("count", count))?;
+                if inline && data > ATOMIC_INLINE_CAP {
                     return Err(WireError::Malformed(
                         "inline atomic data over the slot capacity",
                     ));
                 }
                 Body::Atomic(AtomicSlot {
+                    count: count as usize,
                     id,
                     at,
-                    call,
+                    op,
+                    dt,
+                    kind,
                     inline,
                     bufs: [v.operand(), v.compare(), v.result()],
                 })
@@ -742,11 +745,11 @@ impl Slot {
                 write_fragment(write_rma_head(body, w.total, w.id, w.at)?, &w.frag)?
             }
             Body::Atomic(a) => {
-                let rest = write_rma_head(body, a.call.count, a.id, a.at)?;
+                let rest = write_rma_head(body, a.count, a.id, a.at)?;
                 let mut t = AtomicTail::new_checked(rest)?;
-                t.set_op(a.call.op.to_raw() as u8);
-                t.set_datatype(a.call.datatype.to_raw() as u8);
-                t.set_family(atomic_kind_code(a.call.kind));
+                t.set_op(a.op.to_raw() as u8);
+                t.set_datatype(a.dt.to_raw() as u8);
+                t.set_family(atomic_kind_code(a.kind));
                 t.set_inline(u8::from(a.inline));
                 t.set_operand(a.bufs[0]);
                 t.set_compare(a.bufs[1]);

@@ -99,7 +99,10 @@ fn samples() -> Vec<Slot> {
             Body::Atomic(AtomicSlot {
                 id: 9,
                 at: RemoteMem { key: 3, raddr: 64 },
-                call: AtomicCall::new(AtomicOp::Cswap, Datatype::Uint32, AtomicKind::Compare, 2),
+                count: 2,
+                op: AtomicOp::Cswap,
+                dt: Datatype::Uint32,
+                kind: AtomicKind::Compare,
                 inline: true,
                 bufs: [1, 2, 3],
             }),
