@@ -221,15 +221,10 @@ impl Shared {
             (None, _) if bytes == 0 => (0, 0),
             _ => return Errno::EINVAL.0,
         };
-        let operand_len = if a.op == AtomicOp::AtomicRead {
-            0
-        } else {
-            bytes
-        };
-        let compare_len = if a.kind == AtomicKind::Compare {
-            bytes
-        } else {
-            0
+        let Some((operand_len, compare_len)) =
+            proto::atomic_operand_lens(a.op, a.dt, a.kind, a.count)
+        else {
+            return Errno::EMSGSIZE.0;
         };
         if self.settings.disable_cma && (inline.is_none() || (fetch && bytes > 0)) {
             return Errno::EOPNOTSUPP.0;
@@ -348,8 +343,10 @@ impl Shared {
                 format!("{NAME}: {count} atomic elements exceed the limit of {max}"),
             ));
         }
-        let data_len = proto::atomic_data_len(op, dt, kind, count)
-            .ok_or_else(|| Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large")))?;
+        let too_large = || Error::new(Errno::EMSGSIZE, format!("{NAME}: atomic too large"));
+        let (operand_len, compare_len) =
+            proto::atomic_operand_lens(op, dt, kind, count).ok_or_else(too_large)?;
+        let data_len = operand_len.checked_add(compare_len).ok_or_else(too_large)?;
         let inline = data_len <= proto::ATOMIC_INLINE_CAP;
         if inject {
             check_len(
@@ -395,15 +392,8 @@ impl Shared {
         let map = conn.region.map();
         map.write_bytes(off + 8, &hdr[8..proto::ATOMIC_INLINE_OFF]);
         if inline {
-            let bytes = count * dt.size();
-            let operand_len = if op == AtomicOp::AtomicRead { 0 } else { bytes };
-            let compare_len = if kind == AtomicKind::Compare {
-                bytes
-            } else {
-                0
-            };
             // SAFETY: operand + compare ≤ ATOMIC_INLINE_CAP bytes fit the slot after
-            // ATOMIC_INLINE_OFF; the application's buffers hold `bytes` each (C contract).
+            // ATOMIC_INLINE_OFF; the application's buffers hold that many (C contract).
             unsafe {
                 let dst = map.base().add(off + proto::ATOMIC_INLINE_OFF);
                 if operand_len > 0 {

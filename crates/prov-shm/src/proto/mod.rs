@@ -51,13 +51,15 @@ use ofi_kit::{wire_enum, wire_header};
 
 use crate::region::{Geometry, SLOT_HDR, SLOT_SIZE};
 
-/// Operand + compare bytes an atomic carries (`count` elements of `dt`).
-pub fn atomic_data_len(
+/// The operand and compare bytes of an atomic (what an inline atomic slot carries,
+/// operand first): `count` elements of `dt` each, but no operand for an atomic read and
+/// no compare outside the compare family. `None` when the bytes overflow.
+pub fn atomic_operand_lens(
     op: AtomicOp,
     dt: Datatype,
     kind: AtomicKind,
     count: usize,
-) -> Option<usize> {
+) -> Option<(usize, usize)> {
     let bytes = count.checked_mul(dt.size())?;
     let operand = if op == AtomicOp::AtomicRead { 0 } else { bytes };
     let compare = if kind == AtomicKind::Compare {
@@ -65,6 +67,17 @@ pub fn atomic_data_len(
     } else {
         0
     };
+    Some((operand, compare))
+}
+
+/// Operand + compare bytes an atomic carries ([`atomic_operand_lens`], summed).
+pub fn atomic_data_len(
+    op: AtomicOp,
+    dt: Datatype,
+    kind: AtomicKind,
+    count: usize,
+) -> Option<usize> {
+    let (operand, compare) = atomic_operand_lens(op, dt, kind, count)?;
     operand.checked_add(compare)
 }
 
