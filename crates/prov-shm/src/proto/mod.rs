@@ -70,17 +70,6 @@ pub fn atomic_operand_lens(
     Some((operand, compare))
 }
 
-/// Operand + compare bytes an atomic carries ([`atomic_operand_lens`], summed).
-pub fn atomic_data_len(
-    op: AtomicOp,
-    dt: Datatype,
-    kind: AtomicKind,
-    count: usize,
-) -> Option<usize> {
-    let (operand, compare) = atomic_operand_lens(op, dt, kind, count)?;
-    operand.checked_add(compare)
-}
-
 wire_enum! {
     /// What a slot carries (its header's `kind` field): the body that follows.
     pub enum SlotKind: u8 {
@@ -681,7 +670,8 @@ impl Slot {
                     .checked_mul(dt.size())
                     .filter(|&n| n <= max_msg && count <= max_msg as u64)
                     .ok_or(WireError::field("count", count))?;
-                let data = atomic_data_len(op, dt, kind, count as usize)
+                let data = atomic_operand_lens(op, dt, kind, count as usize)
+                    .and_then(|(operand, compare)| operand.checked_add(compare))
                     .ok_or(WireError::field("count", count))?;
                 if inline && data > ATOMIC_INLINE_CAP {
                     return Err(WireError::Malformed(
