@@ -136,19 +136,37 @@ fn publish_slot(
     p.publish(ring);
 }
 
-/// Reserve the next slot of `ring` with `p` and publish `raw` in it ([`publish_slot`]);
-/// false while the ring is full.
-fn try_publish(
-    region: &ofi_prov_shm::region::Region,
-    ring: &ofi_prov_shm::region::Ring<'_>,
-    p: &mut ofi_prov_shm::ring::Producer,
-    raw: &[u8],
-) -> bool {
-    let Some(i) = p.reserve(ring).expect("ring words") else {
-        return false;
-    };
-    publish_slot(region, ring, p, i, raw);
-    true
+/// Ring 0 of a node's region driven by hand, as a sender drives it: the region mapped
+/// as a peer maps it ([`map_region_of`]), the ring claimed in `pid`'s name
+/// ([`claim_ring_0`]), and the producer that reserves its slots.
+struct HandRing {
+    region: ofi_prov_shm::region::Region,
+    producer: ofi_prov_shm::ring::Producer,
+}
+
+impl HandRing {
+    fn claim(n: &Node, pid: i32) -> HandRing {
+        let region = map_region_of(n);
+        claim_ring_0(&region, pid);
+        let producer = ofi_prov_shm::ring::Producer::new(region.geometry().slots, 0);
+        HandRing { region, producer }
+    }
+
+    /// The ring.
+    fn ring(&self) -> ofi_prov_shm::region::Ring<'_> {
+        self.region.ring(0)
+    }
+
+    /// Reserve the next slot and publish `raw` in it ([`publish_slot`]); false while
+    /// the ring is full.
+    fn try_put(&mut self, raw: &[u8]) -> bool {
+        let ring = self.region.ring(0);
+        let Some(i) = self.producer.reserve(&ring).expect("ring words") else {
+            return false;
+        };
+        publish_slot(&self.region, &ring, &mut self.producer, i, raw);
+        true
+    }
 }
 
 /// The bytes of a whole inline slot carrying `payload` (message `id`, header `flags`,
@@ -358,17 +376,14 @@ fn killed_peer_fails_pending_sends_and_its_region_is_reclaimed() {
 #[test]
 fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     use ofi_prov_shm::proto::{self, Body, Slot};
-    use ofi_prov_shm::ring::{Producer, RingWords};
+    use ofi_prov_shm::ring::RingWords;
     use std::sync::atomic::Ordering;
 
     let reg = registry();
     let b = node(&reg);
-    let region = map_region_of(&b);
     // Act as a hostile sender on ring 0.
-    let ring = claim_ring_0(&region, std::process::id() as i32);
-    let geo = region.geometry();
-    let mut p = Producer::new(geo.slots, 0);
-    let mut put = |raw: &[u8]| assert!(try_publish(&region, &ring, &mut p, raw), "a free slot");
+    let mut hand = HandRing::claim(&b, std::process::id() as i32);
+    let mut put = |raw: &[u8]| assert!(hand.try_put(raw), "a free slot");
     let mut raw = [0u8; ofi_prov_shm::region::SLOT_SIZE];
     // 1: inline length beyond the slot.
     raw[8] = proto::SlotKind::Inline as u8;
@@ -405,7 +420,7 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
     assert_eq!((e.op_context, e.len), (5, 2));
     assert_eq!(&buf[..2], b"ok");
     assert!(poll(&b.cq).is_none(), "the corrupt slots delivered nothing");
-    let _ = ring.tail().load(Ordering::Acquire);
+    let _ = hand.ring().tail().load(Ordering::Acquire);
 }
 
 /// A sender that asks for acknowledgements (`F_ACK`) and never takes them: the
@@ -416,24 +431,25 @@ fn corrupted_slots_are_skipped_and_good_ones_delivered() {
 fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     use ofi_prov_shm::ep::ACK_BACKLOG_MAX;
     use ofi_prov_shm::proto::F_ACK;
-    use ofi_prov_shm::ring::{Consumer, Producer};
+    use ofi_prov_shm::ring::Consumer;
     use std::sync::atomic::Ordering;
 
     let reg = registry();
     let b = node(&reg);
-    let region = map_region_of(&b);
-    let ring = claim_ring_0(&region, std::process::id() as i32);
-    let geo = region.geometry();
+    let mut hand = HandRing::claim(&b, std::process::id() as i32);
+    let geo = hand.region.geometry();
     let total = geo.slots + ACK_BACKLOG_MAX + 40;
     let mut bufs = vec![[0u8; 8]; total];
     for (k, buf) in bufs.iter_mut().enumerate() {
         b.recv(buf, 1000 + k);
     }
-    let mut p = Producer::new(geo.slots, 0);
     // Message k (its number as its payload) as ack id k + 1.
-    let put = |p: &mut Producer, k: usize| -> bool {
-        let raw = inline_slot_bytes(F_ACK, k as u64 + 1, &(k as u64).to_le_bytes());
-        try_publish(&region, &ring, p, &raw)
+    let put = |hand: &mut HandRing, k: usize| -> bool {
+        hand.try_put(&inline_slot_bytes(
+            F_ACK,
+            k as u64 + 1,
+            &(k as u64).to_le_bytes(),
+        ))
     };
     let mut got = 0usize;
     let take = |got: &mut usize| {
@@ -446,7 +462,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
     // Publish while the receiver takes messages in; stop once nothing moves.
     let (mut sent, mut idle) = (0usize, 0u32);
     while sent < total && idle < 2000 {
-        if put(&mut p, sent) {
+        if put(&mut hand, sent) {
             sent += 1;
             idle = 0;
         } else {
@@ -465,6 +481,7 @@ fn a_sender_that_takes_no_acks_is_held_at_the_backlog_limit() {
         "the receiver stopped at a full ack ring plus the backlog limit"
     );
     // Now the sender takes its acks: the receiver goes on to the end.
+    let ring = hand.ring();
     let acks = ring.acks();
     let mut c = Consumer::new(geo.slots, 0);
     let mut ids = Vec::new();
